@@ -1,0 +1,54 @@
+import { Elysia } from "elysia";
+import type { Database } from "bun:sqlite";
+import type { Settings } from "./config/load-config.ts";
+import { createAccountStore } from "./accounts/account-store.ts";
+import { createKeyResolver } from "./accounts/key-resolver.ts";
+import { createLedger } from "./billing/ledger.ts";
+import { createCatalogue } from "./catalogue/catalogue.ts";
+import type { Logger } from "./log.ts";
+import type { UpstreamFetch } from "./pipeline/forward.ts";
+import { authPlugin } from "./plugins/auth.ts";
+import { errorsPlugin } from "./plugins/errors.ts";
+import { adminRoutes } from "./routes/admin.ts";
+import { chatCompletionsRoute } from "./routes/chat-completions.ts";
+import { messagesRoute } from "./routes/messages.ts";
+import { modelsRoute } from "./routes/models.ts";
+import { withSimulatedUpstream } from "./providers/simulated/simulated-upstream.ts";
+
+export interface AppDeps {
+  db: Database;
+  settings: Settings;
+  /** How upstreams are reached; `simulated://` URLs are answered in-process whatever is passed. */
+  fetch?: UpstreamFetch;
+  now?: () => number;
+  log: Logger;
+  adminToken?: string;
+}
+
+/** Builds the gateway from its dependencies; never listens, so tests drive it on any server. */
+export function createApp(deps: AppDeps) {
+  const now = deps.now ?? Date.now;
+  const accounts = createAccountStore(deps.db, now);
+  const keys = createKeyResolver(deps.db, accounts);
+  const ledger = createLedger(deps.db, now);
+  const catalogue = createCatalogue(deps.settings.models);
+  const forwardDeps = {
+    settings: deps.settings,
+    ledger,
+    catalogue,
+    fetch: withSimulatedUpstream(deps.fetch ?? ((url, init) => fetch(url, init))),
+    log: deps.log,
+    now,
+  };
+
+  const app = new Elysia({ name: "switchyard" })
+    .use(errorsPlugin(deps.log))
+    .use(authPlugin(keys))
+    .use(modelsRoute(catalogue))
+    .use(chatCompletionsRoute(forwardDeps))
+    .use(messagesRoute(forwardDeps))
+    .use(adminRoutes({ accounts, keys, adminToken: deps.adminToken }));
+  return Object.assign(app, { services: { accounts, keys, ledger, catalogue } });
+}
+
+export type App = ReturnType<typeof createApp>;

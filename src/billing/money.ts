@@ -1,0 +1,21 @@
+/** Money is integer micro-credits everywhere inside; decimals exist only at the API edge. */
+export const MICRO_PER_CREDIT = 1_000_000;
+
+/** Largest amount accepted at the edge; keeps every sum far inside Number.MAX_SAFE_INTEGER. */
+export const MAX_CREDITS = 1_000_000_000;
+
+/** Converts an API decimal to micro-credits, refusing anything that would be rounded away. */
+export function creditsToMicro(credits: number): number {
+  if (!Number.isFinite(credits) || credits < 0 || credits > MAX_CREDITS) {
+    throw new RangeError(`credits must be a number between 0 and ${MAX_CREDITS}`);
+  }
+  const micro = Math.round(credits * MICRO_PER_CREDIT);
+  if (Math.abs(micro - credits * MICRO_PER_CREDIT) > 1e-3) {
+    throw new RangeError("credits may have at most 6 decimal places");
+  }
+  return micro;
+}
+
+export function microToCredits(micro: number): number {
+  return micro / MICRO_PER_CREDIT;
+}

@@ -1,0 +1,15 @@
+import type { Pricing } from "../config/schema.ts";
+
+/** Prices are credits per million tokens, so tokens × price is already micro-credits. */
+export function tokenCostMicro(pricing: Pricing | undefined, inputTokens: number, outputTokens: number): number {
+  if (!pricing) return 0;
+  return Math.ceil(inputTokens * pricing.input_per_mtok + outputTokens * pricing.output_per_mtok);
+}
+
+/** The "typical message" behind credits_per_msg: 1,000 tokens in, 500 out, rounded up to whole credits. */
+export const TYPICAL_INPUT_TOKENS = 1_000;
+export const TYPICAL_OUTPUT_TOKENS = 500;
+
+export function creditsPerMessage(pricing: Pricing | undefined): number {
+  return Math.ceil(tokenCostMicro(pricing, TYPICAL_INPUT_TOKENS, TYPICAL_OUTPUT_TOKENS) / 1_000_000);
+}

@@ -1,0 +1,68 @@
+import type { StreamEvent } from "../streaming/events.ts";
+import { countTokens } from "./token-estimate.ts";
+
+export interface MeteredUsage {
+  inputTokens: number;
+  outputTokens: number;
+  /** True when any count came from our tokenizer rather than the upstream. */
+  estimated: boolean;
+}
+
+/**
+ * Watches the event stream and remembers what the upstream reported; keeps the generated
+ * text only so that an upstream that reports nothing can still be billed by count.
+ */
+export function createUsageMeter() {
+  let input: number | undefined;
+  let output: number | undefined;
+  const produced: string[] = [];
+  let finished = false;
+  let empty = true;
+
+  return {
+    observe(e: StreamEvent): void {
+      if (e.type !== "error") empty = false;
+      switch (e.type) {
+        case "text":
+        case "reasoning":
+          produced.push(e.text);
+          break;
+        case "tool-call":
+          if (e.name) produced.push(e.name);
+          if (e.argumentsDelta) produced.push(e.argumentsDelta);
+          break;
+        case "usage":
+          if (e.inputTokens !== undefined) input = e.inputTokens;
+          if (e.outputTokens !== undefined) output = e.outputTokens;
+          break;
+        case "finish":
+          finished = true;
+          break;
+        case "start":
+          if (e.inputTokens !== undefined) input ??= e.inputTokens;
+          break;
+      }
+    },
+    get finished() {
+      return finished;
+    },
+    /** Nothing but errors seen: the upstream produced nothing to bill. */
+    get empty() {
+      return empty;
+    },
+    get reported() {
+      return input !== undefined && output !== undefined;
+    },
+    /** Counts so far; the prompt is only tokenised when the upstream never said. */
+    total(promptText: () => string): MeteredUsage {
+      const estimated = input === undefined || output === undefined;
+      return {
+        inputTokens: input ?? countTokens(promptText()),
+        outputTokens: output ?? countTokens(produced.join("")),
+        estimated,
+      };
+    },
+  };
+}
+
+export type UsageMeter = ReturnType<typeof createUsageMeter>;

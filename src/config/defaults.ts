@@ -1,0 +1,89 @@
+import type { Config } from "./schema.ts";
+
+/**
+ * What the gateway serves with no config file: the simulated upstream (so a fresh clone
+ * answers at once) and, when a vendor key is in the environment, that vendor's models.
+ */
+export function defaultConfig(env: Record<string, string | undefined>): Config {
+  const config: Config = {
+    providers: [
+      { id: "simulated", kind: "openai", base_url: "simulated://openai/v1" },
+      { id: "simulated-anthropic", kind: "anthropic", base_url: "simulated://anthropic" },
+    ],
+    models: [
+      {
+        id: "switchyard/echo",
+        provider: "simulated",
+        upstream_model: "echo",
+        category: "free",
+        context_length: 32_768,
+        modalities: { input: ["text"], output: ["text"] },
+        owned_by: "switchyard",
+        pricing: { input_per_mtok: 0, output_per_mtok: 0 },
+      },
+      {
+        id: "switchyard/lorem",
+        provider: "simulated-anthropic",
+        upstream_model: "lorem",
+        category: "text",
+        context_length: 200_000,
+        modalities: { input: ["text"], output: ["text"] },
+        owned_by: "switchyard",
+        pricing: { input_per_mtok: 1_000, output_per_mtok: 5_000 },
+      },
+    ],
+  };
+  if (env.OPENAI_API_KEY) {
+    config.providers.push({
+      id: "openai",
+      kind: "openai",
+      base_url: "https://api.openai.com/v1",
+      api_key_env: "OPENAI_API_KEY",
+      max_tokens_field: "max_completion_tokens",
+    });
+    config.models.push(
+      openaiModel("gpt-4o-mini", 128_000, 150, 600),
+      openaiModel("gpt-4o", 128_000, 2_500, 10_000),
+      openaiModel("gpt-4.1-mini", 1_047_576, 400, 1_600),
+    );
+  }
+  if (env.ANTHROPIC_API_KEY) {
+    config.providers.push({
+      id: "anthropic",
+      kind: "anthropic",
+      base_url: "https://api.anthropic.com",
+      api_key_env: "ANTHROPIC_API_KEY",
+    });
+    config.models.push(
+      anthropicModel("claude-sonnet-4-5", 200_000, 3_000, 15_000),
+      anthropicModel("claude-haiku-4-5", 200_000, 1_000, 5_000),
+    );
+  }
+  return config;
+}
+
+function openaiModel(name: string, context: number, input: number, output: number): Config["models"][number] {
+  return {
+    id: `openai/${name}`,
+    provider: "openai",
+    upstream_model: name,
+    category: "text",
+    context_length: context,
+    modalities: { input: ["text", "image"], output: ["text"] },
+    owned_by: "openai",
+    pricing: { input_per_mtok: input, output_per_mtok: output },
+  };
+}
+
+function anthropicModel(name: string, context: number, input: number, output: number): Config["models"][number] {
+  return {
+    id: `anthropic/${name}`,
+    provider: "anthropic",
+    upstream_model: name,
+    category: "text",
+    context_length: context,
+    modalities: { input: ["text", "image"], output: ["text"] },
+    owned_by: "anthropic",
+    pricing: { input_per_mtok: input, output_per_mtok: output },
+  };
+}

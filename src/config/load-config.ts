@@ -1,0 +1,88 @@
+import { existsSync, readFileSync } from "node:fs";
+import { extname, resolve } from "node:path";
+import { Value } from "@sinclair/typebox/value";
+import { Config, LimitsConfig, ServerConfig, Timeouts } from "./schema.ts";
+import type { Limits, ModelConfig, ProviderConfig, ProviderTimeouts, ServerSettings } from "./schema.ts";
+import { defaultConfig } from "./defaults.ts";
+
+export class ConfigError extends Error {
+  override name = "ConfigError";
+}
+
+export interface ResolvedProvider extends Omit<ProviderConfig, "timeouts"> {
+  /** Read from the environment variable named by api_key_env; undefined when unset. */
+  apiKey: string | undefined;
+  timeouts: ProviderTimeouts;
+}
+
+export interface Settings {
+  source: string;
+  providers: Map<string, ResolvedProvider>;
+  models: ModelConfig[];
+  limits: Limits;
+  server: ServerSettings;
+}
+
+/** Picks the config source the way the README documents: SWITCHYARD_CONFIG, ./switchyard.yaml, built-ins. */
+export function loadSettings(env: Record<string, string | undefined>, cwd = process.cwd()): Settings {
+  const explicit = env.SWITCHYARD_CONFIG;
+  const path = explicit ? resolve(cwd, explicit) : resolve(cwd, "switchyard.yaml");
+  if (explicit || existsSync(path)) {
+    if (!existsSync(path)) throw new ConfigError(`config file ${path} does not exist`);
+    return resolveSettings(parseConfigText(readFileSync(path, "utf8"), path), env, path);
+  }
+  return resolveSettings(defaultConfig(env), env, "built-in defaults");
+}
+
+export function parseConfigText(text: string, path: string): unknown {
+  const ext = extname(path).toLowerCase();
+  try {
+    if (ext === ".json") return JSON.parse(text);
+    if (ext === ".yaml" || ext === ".yml") return Bun.YAML.parse(text);
+  } catch (err) {
+    throw new ConfigError(`${path}: cannot parse: ${(err as Error).message}`);
+  }
+  throw new ConfigError(`${path}: unknown config extension "${ext}" (use .yaml, .yml or .json)`);
+}
+
+/** Validates once at start; every message names the field so a bad file is fixed in one go. */
+export function resolveSettings(raw: unknown, env: Record<string, string | undefined>, source: string): Settings {
+  const problems = [...Value.Errors(Config, raw)].map((e) => `${e.path || "/"}: ${e.message}`);
+  if (problems.length > 0) throw new ConfigError(`${source}: invalid config\n  ${problems.slice(0, 20).join("\n  ")}`);
+  const config = raw as Config;
+
+  const providers = new Map<string, ResolvedProvider>();
+  config.providers.forEach((p, i) => {
+    if (providers.has(p.id)) throw new ConfigError(`${source}: /providers/${i}/id: duplicate provider id "${p.id}"`);
+    if (!p.base_url.startsWith("simulated://") && !URL.canParse(p.base_url)) {
+      throw new ConfigError(`${source}: /providers/${i}/base_url: not a URL`);
+    }
+    const { timeouts, ...rest } = p;
+    providers.set(p.id, {
+      ...rest,
+      base_url: p.base_url.replace(/\/+$/, ""),
+      apiKey: p.api_key_env ? env[p.api_key_env] : undefined,
+      timeouts: Value.Default(Timeouts, { ...timeouts }) as ProviderTimeouts,
+    });
+  });
+
+  const seen = new Set<string>();
+  config.models.forEach((m, i) => {
+    if (seen.has(m.id)) throw new ConfigError(`${source}: /models/${i}/id: duplicate model id "${m.id}"`);
+    seen.add(m.id);
+    if (!providers.has(m.provider)) {
+      throw new ConfigError(`${source}: /models/${i}/provider: unknown provider "${m.provider}"`);
+    }
+    if (m.category !== "free" && !m.pricing) {
+      throw new ConfigError(`${source}: /models/${i}/pricing: required for category "${m.category}"`);
+    }
+  });
+
+  return {
+    source,
+    providers,
+    models: config.models,
+    limits: Value.Default(LimitsConfig, { ...config.limits }) as Limits,
+    server: Value.Default(ServerConfig, { ...config.server }) as ServerSettings,
+  };
+}

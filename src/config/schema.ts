@@ -1,0 +1,68 @@
+import { t } from "elysia";
+
+/** How long a provider may take, in milliseconds. Defaults suit slow reasoning models. */
+export const Timeouts = t.Object({
+  connect_ms: t.Integer({ minimum: 1, default: 10_000 }),
+  first_byte_ms: t.Integer({ minimum: 1, default: 120_000 }),
+  idle_ms: t.Integer({ minimum: 1, default: 300_000 }),
+  total_ms: t.Integer({ minimum: 1, default: 1_800_000 }),
+});
+
+export const ProviderConfig = t.Object({
+  id: t.String({ minLength: 1, pattern: "^[A-Za-z0-9_.-]+$" }),
+  kind: t.Union([t.Literal("openai"), t.Literal("anthropic")]),
+  base_url: t.String({ minLength: 1 }),
+  /** Name of the environment variable that holds the vendor key; the key itself never lives in the file. */
+  api_key_env: t.Optional(t.String({ minLength: 1 })),
+  /** Extra headers sent upstream (e.g. OpenRouter's HTTP-Referer); values are not secrets. */
+  headers: t.Optional(t.Record(t.String(), t.String())),
+  /** OpenAI's reasoning models reject `max_tokens`; most compatible servers only know it. */
+  max_tokens_field: t.Optional(t.Union([t.Literal("max_tokens"), t.Literal("max_completion_tokens")])),
+  timeouts: t.Optional(t.Partial(Timeouts)),
+});
+export type ProviderConfig = typeof ProviderConfig.static;
+
+export const Pricing = t.Object({
+  input_per_mtok: t.Number({ minimum: 0 }),
+  output_per_mtok: t.Number({ minimum: 0 }),
+  per_image: t.Optional(t.Number({ minimum: 0 })),
+});
+export type Pricing = typeof Pricing.static;
+
+export const ModelConfig = t.Object({
+  id: t.String({ pattern: "^[^/\\s]+/[^\\s]+$" }),
+  provider: t.String({ minLength: 1 }),
+  upstream_model: t.String({ minLength: 1 }),
+  category: t.Union([t.Literal("text"), t.Literal("image"), t.Literal("free")]),
+  context_length: t.Integer({ minimum: 1 }),
+  modalities: t.Optional(t.Object({ input: t.Array(t.String()), output: t.Array(t.String()) })),
+  owned_by: t.Optional(t.String()),
+  pricing: t.Optional(Pricing),
+});
+export type ModelConfig = typeof ModelConfig.static;
+
+export const LimitsConfig = t.Object({
+  requests_per_minute: t.Integer({ minimum: 1, default: 60 }),
+  /** The spec's hard cap on answer length; also the default when a request names none. */
+  max_tokens_cap: t.Integer({ minimum: 1, default: 8192 }),
+  max_body_bytes: t.Integer({ minimum: 1024, default: 10 * 1024 * 1024 }),
+  /** Largest single SSE frame accepted from an upstream (image data URIs make frames large). */
+  max_frame_bytes: t.Integer({ minimum: 1024, default: 32 * 1024 * 1024 }),
+});
+
+export const ServerConfig = t.Object({
+  /** Comment/ping frames are sent to the client when the upstream has been quiet this long. */
+  keepalive_ms: t.Integer({ minimum: 10, default: 15_000 }),
+});
+
+export const Config = t.Object({
+  providers: t.Array(ProviderConfig),
+  models: t.Array(ModelConfig),
+  limits: t.Optional(t.Partial(LimitsConfig)),
+  server: t.Optional(t.Partial(ServerConfig)),
+});
+export type Config = typeof Config.static;
+
+export type Limits = typeof LimitsConfig.static;
+export type ServerSettings = typeof ServerConfig.static;
+export type ProviderTimeouts = typeof Timeouts.static;

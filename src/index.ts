@@ -1,0 +1,61 @@
+import { ConfigError, loadSettings, type Settings } from "./config/load-config.ts";
+import { openDatabase } from "./store/database.ts";
+import { createApp } from "./app.ts";
+import { jsonLogger } from "./log.ts";
+import { loadTokenizer } from "./billing/token-estimate.ts";
+import { issueDemoKey } from "./accounts/demo-account.ts";
+
+let settings: Settings;
+try {
+  settings = loadSettings(process.env);
+} catch (err) {
+  if (!(err instanceof ConfigError)) throw err;
+  console.error(`switchyard: ${err.message}`);
+  process.exit(1);
+}
+
+const log = jsonLogger((process.env.LOG_LEVEL as "debug" | "info" | "warn" | "error" | undefined) ?? "info");
+const dbPath = process.env.SWITCHYARD_DB ?? "./data/switchyard.sqlite";
+const db = openDatabase(dbPath);
+const app = createApp({ db, settings, log, adminToken: process.env.SWITCHYARD_ADMIN_TOKEN || undefined });
+const released = app.services.ledger.releaseExpired();
+void loadTokenizer();
+
+const port = Number(process.env.PORT ?? 8080);
+const hostname = process.env.HOST ?? "0.0.0.0";
+app.listen({
+  port,
+  hostname,
+  // Streams lift this per request; it only bounds idle keep-alive connections and stuck uploads.
+  idleTimeout: 120,
+  maxRequestBodySize: settings.limits.max_body_bytes,
+});
+
+const shown = hostname === "0.0.0.0" ? "localhost" : hostname;
+log("info", "switchyard listening", { url: `http://${shown}:${port}`, config: settings.source, db: dbPath, models: settings.models.length, releasedReservations: released });
+
+if (process.env.SWITCHYARD_DEMO !== "0") {
+  const demo = issueDemoKey(db, app.services.accounts);
+  const model = settings.models[0]?.id ?? "switchyard/echo";
+  console.log(`
+Switchyard is listening on http://${shown}:${port}  (config: ${settings.source}, database: ${dbPath})
+Demo key (account "demo", 100 credits; a new one is issued at each start): ${demo.key}
+
+  curl http://${shown}:${port}/v1/chat/completions \\
+    -H "Authorization: Bearer ${demo.key}" -H "content-type: application/json" \\
+    -d '{"model":"${model}","messages":[{"role":"user","content":"Hello, Switchyard!"}]}'
+`);
+}
+
+let stopping = false;
+for (const signal of ["SIGTERM", "SIGINT"] as const) {
+  process.on(signal, async () => {
+    if (stopping) process.exit(1);
+    stopping = true;
+    log("info", "shutting down", { signal });
+    // stop(false) refuses new connections and lets running answers finish.
+    await app.server?.stop(false);
+    db.close();
+    process.exit(0);
+  });
+}

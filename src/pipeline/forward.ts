@@ -1,0 +1,228 @@
+import type { ModelConfig } from "../config/schema.ts";
+import type { Settings } from "../config/load-config.ts";
+import type { Ledger } from "../billing/ledger.ts";
+import type { Logger } from "../log.ts";
+import type { WireFormat } from "../providers/provider.ts";
+import { ADAPTERS } from "../providers/adapters.ts";
+import { createUsageMeter } from "../billing/usage-meter.ts";
+import { tokenCostMicro } from "../billing/pricing.ts";
+import { promptTokenBound } from "../billing/token-estimate.ts";
+import { streamAnswer, type StreamOutcome } from "../streaming/stream-answer.ts";
+import { createOpenAIEncoder, createOpenAIRelay, encodeOpenAIBody } from "../streaming/encode-openai.ts";
+import { createAnthropicEncoder, createAnthropicRelay, encodeAnthropicBody } from "../streaming/encode-anthropic.ts";
+import type { ClientSink, EncodeContext } from "../streaming/client-sink.ts";
+import type { StreamEvent } from "../streaming/events.ts";
+import { randomId } from "../store/ids.ts";
+import { GatewayError } from "./gateway-error.ts";
+import { effectiveMaxTokens, prepareUpstreamBody, promptText, requestedMaxTokens } from "./prepare-upstream.ts";
+import { upstreamStatusError } from "./upstream-errors.ts";
+
+export type UpstreamFetch = (url: string, init: RequestInit) => Promise<Response>;
+
+export interface ForwardDeps {
+  settings: Settings;
+  ledger: Ledger;
+  fetch: UpstreamFetch;
+  log: Logger;
+  now: () => number;
+}
+
+export interface Principal {
+  keyId: string;
+  accountId: string;
+}
+
+export interface ForwardRequest {
+  clientFormat: WireFormat;
+  body: Record<string, unknown>;
+  /** UTF-8 size of the request body, for the prompt-token bound used by reservations. */
+  bodyBytes: number;
+  headers: Headers;
+  /** Fires when the client goes away. */
+  signal: AbortSignal;
+  model: ModelConfig;
+  principal: Principal;
+  /** Called before a streamed answer starts, to lift the server's idle timeout for this request. */
+  onStream?: () => void;
+}
+
+const SSE_HEADERS = {
+  "content-type": "text/event-stream; charset=utf-8",
+  "cache-control": "no-cache",
+  "x-accel-buffering": "no",
+};
+
+/** Reservations outlive any answer the provider timeouts allow; expiry is only for crashed processes. */
+const RESERVATION_SLACK_MS = 60_000;
+
+const SINKS: Record<WireFormat, { encoder: (c: EncodeContext) => ClientSink; relay: (c: EncodeContext) => ClientSink }> = {
+  openai: { encoder: createOpenAIEncoder, relay: createOpenAIRelay },
+  anthropic: { encoder: createAnthropicEncoder, relay: createAnthropicRelay },
+};
+
+/**
+ * One request's journey: reserve → upstream → decode → encode → settle. Settlement happens
+ * exactly once per request, whatever ends it, and charges only what was produced.
+ */
+export async function forward(deps: ForwardDeps, req: ForwardRequest): Promise<Response> {
+  const startedAt = performance.now();
+  const { model, body, clientFormat } = req;
+  const provider = deps.settings.providers.get(model.provider)!;
+  const adapter = ADAPTERS[provider.kind];
+  const maxTokens = effectiveMaxTokens(requestedMaxTokens(clientFormat, body), deps.settings.limits.max_tokens_cap);
+  const messageCount = Array.isArray(body.messages) ? body.messages.length : 0;
+
+  const worstCase = tokenCostMicro(model.pricing, promptTokenBound(req.bodyBytes, messageCount), maxTokens);
+  let reservationId: string | null = null;
+  if (worstCase > 0) {
+    const ttl = provider.timeouts.total_ms + RESERVATION_SLACK_MS;
+    const held = deps.ledger.reserve(req.principal.accountId, worstCase, ttl);
+    if (!held.ok) {
+      throw new GatewayError(402, "insufficient_credits",
+        `Insufficient credits: this request may cost up to ${worstCase / 1e6} credits and ${held.availableMicro / 1e6} are available. Lower max_tokens or top up the account.`);
+    }
+    reservationId = held.id;
+  }
+
+  const requestId = randomId("req");
+  const meter = createUsageMeter();
+  let settled = false;
+  const settle = (status: string) => {
+    if (settled) return;
+    settled = true;
+    // Nothing produced, nothing charged: an upstream that failed before answering costs nothing.
+    const produced = status !== "upstream_error" && !meter.empty;
+    const usage = produced ? meter.total(() => promptText(clientFormat, body)) : { inputTokens: 0, outputTokens: 0, estimated: false };
+    const cost = tokenCostMicro(model.pricing, usage.inputTokens, usage.outputTokens);
+    try {
+      deps.ledger.settle(reservationId, cost, {
+        requestId,
+        accountId: req.principal.accountId,
+        keyId: req.principal.keyId,
+        model: model.id,
+        provider: provider.id,
+        promptTokens: usage.inputTokens,
+        completionTokens: usage.outputTokens,
+        estimated: usage.estimated,
+        status,
+        latencyMs: Math.round(performance.now() - startedAt),
+      });
+    } catch (err) {
+      deps.log("error", "settlement failed", { requestId, error: String(err) });
+    }
+  };
+
+  const upstreamBody = prepareUpstreamBody(clientFormat, body, model, provider, maxTokens);
+  const call = adapter.buildRequest(provider, upstreamBody, req.headers);
+  const controller = new AbortController();
+  const onClientAbort = () => controller.abort(new DOMException("client disconnected", "AbortError"));
+  req.signal.addEventListener("abort", onClientAbort, { once: true });
+  const firstByte = setTimeout(() => controller.abort(new DOMException("first byte timeout", "TimeoutError")), provider.timeouts.first_byte_ms);
+
+  let res: Response;
+  try {
+    res = await deps.fetch(call.url, { method: "POST", headers: call.headers, body: call.body, signal: controller.signal });
+  } catch (err) {
+    clearTimeout(firstByte);
+    req.signal.removeEventListener("abort", onClientAbort);
+    settle(req.signal.aborted ? "cancelled" : "upstream_error");
+    deps.log("warn", "upstream request failed", { requestId, provider: provider.id, error: String(err) });
+    if (controller.signal.reason instanceof DOMException && controller.signal.reason.name === "TimeoutError") {
+      throw new GatewayError(502, "timeout", "The upstream provider did not answer in time. Retrying is appropriate.");
+    }
+    throw new GatewayError(502, "upstream", "The upstream provider could not be reached. Retrying is appropriate.");
+  }
+  clearTimeout(firstByte);
+
+  if (!res.ok) {
+    const text = await readCapped(res, 64 * 1024).catch(() => "");
+    req.signal.removeEventListener("abort", onClientAbort);
+    settle("upstream_error");
+    let detail: string | undefined;
+    try {
+      detail = adapter.errorMessage(JSON.parse(text));
+    } catch {}
+    deps.log("warn", "upstream error status", { requestId, provider: provider.id, status: res.status, detail: detail ?? text.slice(0, 500) });
+    throw upstreamStatusError(res.status, detail);
+  }
+
+  const ctx: EncodeContext = {
+    id: clientFormat === "openai" ? `chatcmpl-${randomId("x", 18).slice(2)}` : `msg_${randomId("x", 18).slice(2)}`,
+    created: Math.floor(deps.now() / 1000),
+    model: model.id,
+    includeUsage: clientFormat === "openai" && (body.stream_options as { include_usage?: boolean } | undefined)?.include_usage === true,
+  };
+  const sameFormat = clientFormat === provider.kind;
+
+  if (body.stream !== true) {
+    let events: StreamEvent[];
+    let json: unknown;
+    try {
+      json = await res.json();
+      events = adapter.decodeBody(json);
+    } catch (err) {
+      req.signal.removeEventListener("abort", onClientAbort);
+      settle("upstream_error");
+      deps.log("warn", "upstream sent an unreadable body", { requestId, provider: provider.id, error: String(err) });
+      throw new GatewayError(502, "upstream", "The upstream provider sent an unreadable answer. Retrying is appropriate.");
+    }
+    req.signal.removeEventListener("abort", onClientAbort);
+    for (const e of events) meter.observe(e);
+    const usage = meter.total(() => promptText(clientFormat, body));
+    if (usage.estimated) events.push({ type: "usage", inputTokens: usage.inputTokens, outputTokens: usage.outputTokens });
+    let answer: unknown;
+    if (sameFormat && json && typeof json === "object") {
+      (json as Record<string, unknown>).model = model.id;
+      answer = json;
+    } else answer = clientFormat === "openai" ? encodeOpenAIBody(events, ctx) : encodeAnthropicBody(events, ctx);
+    settle("ok");
+    return Response.json(answer);
+  }
+
+  if (!res.body || !(res.headers.get("content-type") ?? "").includes("text/event-stream")) {
+    res.body?.cancel().catch(() => {});
+    req.signal.removeEventListener("abort", onClientAbort);
+    settle("upstream_error");
+    deps.log("warn", "upstream answered a stream request without an event stream", { requestId, provider: provider.id, contentType: res.headers.get("content-type") });
+    throw new GatewayError(502, "upstream", "The upstream provider sent an unexpected answer. Retrying is appropriate.");
+  }
+
+  req.onStream?.();
+  const sink = sameFormat ? SINKS[clientFormat].relay(ctx) : SINKS[clientFormat].encoder(ctx);
+  const stream = streamAnswer({
+    upstream: res.body,
+    decode: adapter.createStreamDecoder(),
+    sink,
+    meter,
+    abortUpstream: () => controller.abort(new DOMException("stream ended", "AbortError")),
+    estimateUsage: () => {
+      if (meter.reported) return undefined;
+      const usage = meter.total(() => promptText(clientFormat, body));
+      return { type: "usage", inputTokens: usage.inputTokens, outputTokens: usage.outputTokens };
+    },
+    keepAliveMs: deps.settings.server.keepalive_ms,
+    idleMs: provider.timeouts.idle_ms,
+    maxFrameBytes: deps.settings.limits.max_frame_bytes,
+    onDone(outcome: StreamOutcome, reason) {
+      req.signal.removeEventListener("abort", onClientAbort);
+      if (outcome === "failed") deps.log("warn", "stream failed after start", { requestId, provider: provider.id, reason });
+      settle(outcome === "completed" ? "ok" : outcome === "cancelled" ? "cancelled" : "stream_failed");
+    },
+  });
+  return new Response(stream, { headers: SSE_HEADERS });
+}
+
+async function readCapped(res: Response, cap: number): Promise<string> {
+  if (!res.body) return "";
+  const reader = res.body.getReader();
+  const chunks: Uint8Array[] = [];
+  let size = 0;
+  while (size < cap) {
+    const { value, done } = await reader.read();
+    if (done) break;
+    chunks.push(value);
+    size += value.byteLength;
+  }
+  reader.cancel().catch(() => {});
+  return new TextDecoder().decode(Buffer.concat(chunks)).slice(0, cap);
+}

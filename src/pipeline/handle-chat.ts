@@ -1,0 +1,53 @@
+import type { Catalogue } from "../catalogue/catalogue.ts";
+import type { WireFormat } from "../providers/provider.ts";
+import { assertAnthropicTextOnly, assertOpenAITextOnly, UnsupportedContentError } from "../translate/content-text.ts";
+import { forward, type ForwardDeps, type Principal } from "./forward.ts";
+import { GatewayError } from "./gateway-error.ts";
+
+export interface ChatCall {
+  format: WireFormat;
+  body: Record<string, unknown>;
+  request: Request;
+  principal: Principal;
+  /** Bun's per-request idle timeout hook; streams lift it so a quiet upstream does not cut them. */
+  server: { timeout(request: Request, seconds: number): void } | null;
+}
+
+/**
+ * What both chat endpoints share after schema validation: the spec's 422 for an empty
+ * conversation, 404 for unknown models, 400 for media input, then the forward pipeline.
+ */
+export async function handleChat(deps: ForwardDeps & { catalogue: Catalogue }, call: ChatCall): Promise<Response> {
+  const { body, format } = call;
+  const messages = body.messages as unknown[];
+  if (messages.length === 0) throw new GatewayError(422, "invalid_request", "messages must contain at least one message.");
+
+  const ids = [...(typeof body.model === "string" ? [body.model] : []), ...((body.models as string[] | undefined) ?? [])];
+  if (ids.length === 0) throw new GatewayError(400, "invalid_request", "model is required (or a models list).");
+  for (const id of ids) {
+    if (!deps.catalogue.get(id)) {
+      throw new GatewayError(404, "not_found", `The model "${id.slice(0, 200)}" does not exist. GET /v1/models lists the available ids.`);
+    }
+  }
+  const model = deps.catalogue.get(ids[0]!)!;
+
+  try {
+    if (format === "openai") assertOpenAITextOnly(messages as { content?: unknown }[]);
+    else assertAnthropicTextOnly(messages as { content: unknown }[], body.system);
+  } catch (err) {
+    if (err instanceof UnsupportedContentError) throw new GatewayError(400, "invalid_request", err.message);
+    throw err;
+  }
+
+  const length = Number(call.request.headers.get("content-length"));
+  return forward(deps, {
+    clientFormat: format,
+    body,
+    bodyBytes: Number.isFinite(length) && length > 0 ? length : JSON.stringify(body).length,
+    headers: call.request.headers,
+    signal: call.request.signal,
+    model,
+    principal: call.principal,
+    onStream: () => call.server?.timeout(call.request, 0),
+  });
+}

@@ -1,0 +1,62 @@
+import { Elysia } from "elysia";
+import type { ErrorKind } from "../streaming/events.ts";
+import { openaiErrorBody } from "../streaming/encode-openai.ts";
+import { anthropicErrorBody } from "../streaming/encode-anthropic.ts";
+import { GatewayError } from "../pipeline/gateway-error.ts";
+import type { Logger } from "../log.ts";
+
+/** Anthropic SDK clients get Anthropic-shaped errors; everyone else gets OpenAI's shape. */
+export function isAnthropicPath(url: string): boolean {
+  const start = url.indexOf("/", url.indexOf("//") + 2);
+  return url.startsWith("/v1/messages", start);
+}
+
+export function errorResponse(anthropic: boolean, status: number, kind: ErrorKind, message: string, headers?: Record<string, string>): Response {
+  const body = anthropic ? anthropicErrorBody(kind, message) : openaiErrorBody(kind, message);
+  return new Response(JSON.stringify(body), { status, headers: { "content-type": "application/json", ...headers } });
+}
+
+/** The status → kind mapping for errors that Elysia raises before our handlers run. */
+const KIND_OF_STATUS: Record<number, ErrorKind> = {
+  400: "invalid_request",
+  401: "authentication",
+  403: "permission",
+  404: "not_found",
+  413: "request_too_large",
+  422: "invalid_request",
+  429: "rate_limit",
+};
+
+/**
+ * Every error leaves as a JSON body in the client's format with the spec's status. Unknown
+ * failures are logged in full and answered with a message that carries no internals.
+ */
+export function errorsPlugin(log: Logger) {
+  return new Elysia({ name: "switchyard/errors" }).onError({ as: "global" }, ({ code, error, request }) => {
+    const anthropic = isAnthropicPath(request.url);
+    if (error instanceof GatewayError) return errorResponse(anthropic, error.status, error.kind, error.message, error.headers);
+    switch (code) {
+      case "PARSE":
+        return errorResponse(anthropic, 400, "invalid_request", "The request body is not valid JSON.");
+      case "VALIDATION":
+        return errorResponse(anthropic, 400, "invalid_request", describeValidation(error));
+      case "NOT_FOUND":
+        return errorResponse(anthropic, 404, "not_found", `No route for ${request.method} ${new URL(request.url).pathname}.`);
+    }
+    const status = (error as { status?: unknown })?.status;
+    if (typeof status === "number" && KIND_OF_STATUS[status]) {
+      return errorResponse(anthropic, status, KIND_OF_STATUS[status]!, "The request could not be processed.");
+    }
+    log("error", "unhandled error", { code: String(code), error: error instanceof Error ? error.stack : String(error) });
+    return errorResponse(anthropic, 500, "internal", "The gateway failed to process the request.");
+  });
+}
+
+function describeValidation(error: unknown): string {
+  const first = (error as { valueError?: { path?: string; message?: string } }).valueError;
+  if (first?.path !== undefined) {
+    const field = first.path.replace(/^\//, "").replaceAll("/", ".") || "body";
+    return `Invalid request: ${field}: ${first.message ?? "invalid value"}.`;
+  }
+  return "Invalid request body.";
+}

@@ -1,0 +1,118 @@
+import type { FinishReason, StreamEvent } from "../../streaming/events.ts";
+import { parseFrameJson, type DecodedFrame, type ProviderAdapter } from "../provider.ts";
+
+const STOP: Record<string, FinishReason> = {
+  end_turn: "stop",
+  stop_sequence: "stop_sequence",
+  max_tokens: "length",
+  tool_use: "tool_calls",
+  refusal: "content_filter",
+  pause_turn: "stop",
+  model_context_window_exceeded: "length",
+};
+
+const DEFAULT_VERSION = "2023-06-01";
+
+interface AnthropicUsage {
+  input_tokens?: number | null;
+  output_tokens?: number | null;
+  cache_creation_input_tokens?: number | null;
+  cache_read_input_tokens?: number | null;
+}
+
+/** Anthropic counts cached prompt tokens apart from input_tokens; ours is the whole prompt. */
+function usageEvent(u: AnthropicUsage): StreamEvent {
+  const cacheRead = u.cache_read_input_tokens ?? undefined;
+  const cacheWrite = u.cache_creation_input_tokens ?? undefined;
+  const input = typeof u.input_tokens === "number" ? u.input_tokens + (cacheRead ?? 0) + (cacheWrite ?? 0) : undefined;
+  return { type: "usage", inputTokens: input, outputTokens: u.output_tokens ?? undefined, cacheReadTokens: cacheRead, cacheWriteTokens: cacheWrite };
+}
+
+export const anthropicAdapter: ProviderAdapter = {
+  format: "anthropic",
+
+  buildRequest(provider, body, clientHeaders) {
+    const headers: Record<string, string> = {
+      "content-type": "application/json",
+      accept: "application/json",
+      "anthropic-version": clientHeaders.get("anthropic-version") ?? DEFAULT_VERSION,
+      ...provider.headers,
+    };
+    const beta = clientHeaders.get("anthropic-beta");
+    if (beta) headers["anthropic-beta"] = beta;
+    if (provider.apiKey) headers["x-api-key"] = provider.apiKey;
+    return { url: `${provider.base_url}/v1/messages`, headers, body: JSON.stringify(body) };
+  },
+
+  createStreamDecoder() {
+    // Anthropic numbers content blocks; tool calls are numbered apart, from 0, for the union.
+    const toolOfBlock = new Map<number, number>();
+    return (frame): DecodedFrame => {
+      const data = parseFrameJson(frame.data) as Record<string, any>;
+      const events: StreamEvent[] = [];
+      if (data === null || typeof data !== "object") return { parsed: data, events };
+      switch (data.type ?? frame.event) {
+        case "message_start": {
+          const usage = data.message?.usage as AnthropicUsage | undefined;
+          const u = usage ? usageEvent(usage) : undefined;
+          events.push({ type: "start", inputTokens: u && u.type === "usage" ? u.inputTokens : undefined });
+          if (u) events.push(u);
+          break;
+        }
+        case "content_block_start": {
+          const block = data.content_block ?? {};
+          if (block.type === "text" && block.text) events.push({ type: "text", text: block.text });
+          else if (block.type === "tool_use") {
+            const index = toolOfBlock.size;
+            toolOfBlock.set(data.index, index);
+            const input = block.input && Object.keys(block.input).length > 0 ? JSON.stringify(block.input) : "";
+            events.push({ type: "tool-call", index, id: block.id, name: block.name, argumentsDelta: input });
+          }
+          break;
+        }
+        case "content_block_delta": {
+          const delta = data.delta ?? {};
+          if (delta.type === "text_delta") events.push({ type: "text", text: delta.text ?? "" });
+          else if (delta.type === "input_json_delta") {
+            const index = toolOfBlock.get(data.index);
+            if (index !== undefined) events.push({ type: "tool-call", index, argumentsDelta: delta.partial_json ?? "" });
+          } else if (delta.type === "thinking_delta") events.push({ type: "reasoning", text: delta.thinking ?? "" });
+          break;
+        }
+        case "message_delta":
+          if (data.usage) events.push(usageEvent(data.usage));
+          if (data.delta?.stop_reason) {
+            events.push({ type: "finish", reason: STOP[data.delta.stop_reason] ?? "stop", stopSequence: data.delta.stop_sequence ?? undefined });
+          }
+          break;
+        case "error": {
+          const kind = data.error?.type === "overloaded_error" ? "overloaded" : "upstream";
+          events.push({ type: "error", errorType: kind, message: kind === "overloaded" ? "The upstream provider is overloaded; retry shortly." : "The upstream provider reported an error during the answer." });
+          break;
+        }
+      }
+      return { parsed: data, events };
+    };
+  },
+
+  decodeBody(body) {
+    const b = body as { content?: Record<string, any>[]; stop_reason?: string; stop_sequence?: string | null; usage?: AnthropicUsage };
+    const events: StreamEvent[] = [];
+    let tools = 0;
+    for (const block of b?.content ?? []) {
+      if (block.type === "text") events.push({ type: "text", text: block.text ?? "" });
+      else if (block.type === "thinking") events.push({ type: "reasoning", text: block.thinking ?? "" });
+      else if (block.type === "tool_use") {
+        events.push({ type: "tool-call", index: tools++, id: block.id, name: block.name, argumentsDelta: JSON.stringify(block.input ?? {}) });
+      }
+    }
+    if (b?.stop_reason) events.push({ type: "finish", reason: STOP[b.stop_reason] ?? "stop", stopSequence: b.stop_sequence ?? undefined });
+    if (b?.usage) events.push(usageEvent(b.usage));
+    return events;
+  },
+
+  errorMessage(body) {
+    const message = (body as { error?: { message?: unknown } })?.error?.message;
+    return typeof message === "string" ? message : undefined;
+  },
+};

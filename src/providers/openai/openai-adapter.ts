@@ -1,0 +1,107 @@
+import type { FinishReason, StreamEvent } from "../../streaming/events.ts";
+import { parseFrameJson, type DecodedFrame, type ProviderAdapter } from "../provider.ts";
+
+const FINISH: Record<string, FinishReason> = {
+  stop: "stop",
+  length: "length",
+  tool_calls: "tool_calls",
+  function_call: "tool_calls",
+  content_filter: "content_filter",
+};
+
+interface OpenAIUsage {
+  prompt_tokens?: number;
+  completion_tokens?: number;
+  prompt_tokens_details?: { cached_tokens?: number } | null;
+}
+
+function usageEvent(u: OpenAIUsage): StreamEvent {
+  return {
+    type: "usage",
+    inputTokens: u.prompt_tokens,
+    outputTokens: u.completion_tokens,
+    cacheReadTokens: u.prompt_tokens_details?.cached_tokens ?? undefined,
+  };
+}
+
+export const openaiAdapter: ProviderAdapter = {
+  format: "openai",
+
+  buildRequest(provider, body) {
+    const headers: Record<string, string> = { "content-type": "application/json", accept: "application/json", ...provider.headers };
+    if (provider.apiKey) headers.authorization = `Bearer ${provider.apiKey}`;
+    return { url: `${provider.base_url}/chat/completions`, headers, body: JSON.stringify(body) };
+  },
+
+  createStreamDecoder() {
+    // Upstream tool-call indexes are per choice and may start anywhere; ours count from 0.
+    const toolIndex = new Map<number, number>();
+    return (frame): DecodedFrame => {
+      if (frame.data === "[DONE]") return { parsed: undefined, events: [] };
+      const chunk = parseFrameJson(frame.data) as {
+        error?: { message?: string; type?: string };
+        choices?: { index?: number; delta?: Record<string, any>; finish_reason?: string | null }[];
+        usage?: OpenAIUsage | null;
+      };
+      const events: StreamEvent[] = [];
+      if (chunk === null || typeof chunk !== "object") return { parsed: chunk, events };
+      if (chunk.error) {
+        events.push({ type: "error", errorType: "upstream", message: "The upstream provider reported an error during the answer." });
+        return { parsed: chunk, events };
+      }
+      const choice = chunk.choices?.[0];
+      if (choice && (choice.index ?? 0) === 0) {
+        const delta = choice.delta;
+        if (delta) {
+          if (typeof delta.reasoning_content === "string" && delta.reasoning_content) events.push({ type: "reasoning", text: delta.reasoning_content });
+          else if (typeof delta.reasoning === "string" && delta.reasoning) events.push({ type: "reasoning", text: delta.reasoning });
+          if (typeof delta.content === "string" && delta.content) events.push({ type: "text", text: delta.content });
+          if (Array.isArray(delta.tool_calls)) {
+            for (const call of delta.tool_calls) {
+              const upstreamIndex = typeof call.index === "number" ? call.index : toolIndex.size;
+              let index = toolIndex.get(upstreamIndex);
+              const isNew = index === undefined;
+              if (index === undefined) {
+                index = toolIndex.size;
+                toolIndex.set(upstreamIndex, index);
+              }
+              events.push({
+                type: "tool-call",
+                index,
+                id: isNew ? call.id : undefined,
+                name: isNew ? call.function?.name : undefined,
+                argumentsDelta: call.function?.arguments ?? "",
+              });
+            }
+          }
+        }
+        if (choice.finish_reason) events.push({ type: "finish", reason: FINISH[choice.finish_reason] ?? "stop" });
+      }
+      if (chunk.usage) events.push(usageEvent(chunk.usage));
+      return { parsed: chunk, events };
+    };
+  },
+
+  decodeBody(body) {
+    const b = body as { choices?: { message?: Record<string, any>; finish_reason?: string }[]; usage?: OpenAIUsage };
+    const events: StreamEvent[] = [];
+    const choice = b?.choices?.[0];
+    const message = choice?.message;
+    if (message) {
+      const reasoning = message.reasoning_content ?? message.reasoning;
+      if (typeof reasoning === "string" && reasoning) events.push({ type: "reasoning", text: reasoning });
+      if (typeof message.content === "string" && message.content) events.push({ type: "text", text: message.content });
+      (message.tool_calls ?? []).forEach((call: any, index: number) => {
+        events.push({ type: "tool-call", index, id: call.id, name: call.function?.name, argumentsDelta: call.function?.arguments ?? "" });
+      });
+    }
+    if (choice?.finish_reason) events.push({ type: "finish", reason: FINISH[choice.finish_reason] ?? "stop" });
+    if (b?.usage) events.push(usageEvent(b.usage));
+    return events;
+  },
+
+  errorMessage(body) {
+    const message = (body as { error?: { message?: unknown } })?.error?.message;
+    return typeof message === "string" ? message : undefined;
+  },
+};

@@ -1,0 +1,36 @@
+import type { ResolvedProvider } from "../config/load-config.ts";
+import type { StreamEvent } from "../streaming/events.ts";
+import type { SseEvent } from "../streaming/sse-parser.ts";
+
+export type WireFormat = "openai" | "anthropic";
+
+/** One decoded upstream frame: the parsed JSON (for relays) and what it means (for everyone else). */
+export interface DecodedFrame {
+  parsed: unknown;
+  events: StreamEvent[];
+}
+
+/** Thrown by decoders for frames that are not what the vendor's format promises. */
+export class UpstreamProtocolError extends Error {}
+
+/**
+ * What a vendor kind must provide. Adapters build requests and decode answers into the
+ * event union; they never write client frames.
+ */
+export interface ProviderAdapter {
+  format: WireFormat;
+  buildRequest(provider: ResolvedProvider, body: unknown, clientHeaders: Headers): { url: string; headers: Record<string, string>; body: string };
+  /** A fresh decoder per stream: decoders keep per-answer state (tool-call numbering). */
+  createStreamDecoder(): (frame: SseEvent) => DecodedFrame;
+  decodeBody(body: unknown): StreamEvent[];
+  /** The vendor's error message from an error body, for the log; never shown raw to clients. */
+  errorMessage(body: unknown): string | undefined;
+}
+
+export function parseFrameJson(data: string): unknown {
+  try {
+    return JSON.parse(data);
+  } catch {
+    throw new UpstreamProtocolError("upstream sent a frame that is not valid JSON");
+  }
+}

@@ -1,0 +1,52 @@
+import type { StreamEvent } from "../../streaming/events.ts";
+import { createOpenAIEncoder, encodeOpenAIBody } from "../../streaming/encode-openai.ts";
+import { createAnthropicEncoder, encodeAnthropicBody } from "../../streaming/encode-anthropic.ts";
+import { promptText } from "../../pipeline/prepare-upstream.ts";
+import { randomId } from "../../store/ids.ts";
+import type { UpstreamFetch } from "../../pipeline/forward.ts";
+
+const LOREM =
+  "Lorem ipsum dolor sit amet, consectetur adipiscing elit, sed do eiusmod tempor incididunt ut labore et dolore magna aliqua. Ut enim ad minim veniam, quis nostrud exercitation ullamco laboris nisi ut aliquip ex ea commodo consequat.".split(" ");
+
+/**
+ * The built-in upstream: answers `simulated://openai/…` and `simulated://anthropic/…` in each
+ * vendor's wire format, written by the gateway's own encoders, so a fresh clone works with no
+ * vendor key and exercises exactly the path a real upstream takes.
+ */
+export function withSimulatedUpstream(real: UpstreamFetch): UpstreamFetch {
+  return (url, init) => (url.startsWith("simulated://") ? Promise.resolve(simulatedAnswer(url, init)) : real(url, init));
+}
+
+function simulatedAnswer(url: string, init: RequestInit): Response {
+  const format = url.startsWith("simulated://anthropic") ? "anthropic" : "openai";
+  const body = JSON.parse(String(init.body)) as Record<string, unknown>;
+  const maxTokens = Number(body.max_tokens ?? body.max_completion_tokens ?? 256);
+  const words = answerWords(String(body.model), body, format).slice(0, Math.max(1, maxTokens));
+  const inputTokens = Math.max(1, Math.ceil(promptText(format, body).length / 4));
+  const events: StreamEvent[] = [{ type: "start", inputTokens }];
+  words.forEach((word, i) => events.push({ type: "text", text: i === 0 ? word : ` ${word}` }));
+  events.push({ type: "finish", reason: "stop" }, { type: "usage", inputTokens, outputTokens: words.length });
+
+  const ctx = {
+    id: format === "openai" ? `chatcmpl-${randomId("sim").slice(4)}` : `msg_${randomId("sim").slice(4)}`,
+    created: Math.floor(Date.now() / 1000),
+    model: String(body.model),
+    includeUsage: (body.stream_options as { include_usage?: boolean } | undefined)?.include_usage === true,
+  };
+  if (body.stream !== true) {
+    return Response.json(format === "openai" ? encodeOpenAIBody(events, ctx) : encodeAnthropicBody(events, ctx));
+  }
+  const encoder = format === "openai" ? createOpenAIEncoder(ctx) : createAnthropicEncoder(ctx);
+  let text = "";
+  for (const e of events) text += encoder.event(e);
+  text += encoder.end();
+  return new Response(text, { headers: { "content-type": "text/event-stream" } });
+}
+
+function answerWords(model: string, body: Record<string, unknown>, format: "openai" | "anthropic"): string[] {
+  if (model === "lorem") return LOREM;
+  const messages = (body.messages as { role: string; content: unknown }[]) ?? [];
+  const lastUser = [...messages].reverse().find((m) => m.role === "user");
+  const said = lastUser ? promptText(format, { messages: [lastUser] }).trim() : "";
+  return `Echo: ${said || "(nothing)"}`.split(/\s+/);
+}

@@ -1,0 +1,15 @@
+import { Elysia } from "elysia";
+import type { Catalogue } from "../catalogue/catalogue.ts";
+import { handleChat } from "../pipeline/handle-chat.ts";
+import type { ForwardDeps } from "../pipeline/forward.ts";
+import { principalOf } from "../plugins/auth.ts";
+import { MessagesRequest } from "./schemas.ts";
+
+export function messagesRoute(deps: ForwardDeps & { catalogue: Catalogue }) {
+  return new Elysia({ name: "switchyard/messages" }).post(
+    "/v1/messages",
+    ({ body, request, server }) =>
+      handleChat(deps, { format: "anthropic", body: body as Record<string, unknown>, request, principal: principalOf(request), server }),
+    { body: MessagesRequest },
+  );
+}

@@ -1,0 +1,72 @@
+import { Database } from "bun:sqlite";
+import { mkdirSync } from "node:fs";
+import { dirname } from "node:path";
+
+/**
+ * Migrations are append-only: a shipped version is never edited, so every database
+ * in the field can be brought to the current schema by replaying what it lacks.
+ */
+const MIGRATIONS: string[] = [
+  `CREATE TABLE accounts (
+     id TEXT PRIMARY KEY,
+     name TEXT NOT NULL,
+     balance_micro INTEGER NOT NULL CHECK (balance_micro >= 0),
+     created_at INTEGER NOT NULL
+   );
+   CREATE TABLE api_keys (
+     id TEXT PRIMARY KEY,
+     account_id TEXT NOT NULL REFERENCES accounts(id),
+     name TEXT,
+     key_hash TEXT NOT NULL UNIQUE,
+     key_prefix TEXT NOT NULL,
+     key_last4 TEXT NOT NULL,
+     created_at INTEGER NOT NULL,
+     revoked_at INTEGER
+   );
+   CREATE INDEX api_keys_account ON api_keys(account_id);
+   CREATE TABLE reservations (
+     id TEXT PRIMARY KEY,
+     account_id TEXT NOT NULL REFERENCES accounts(id),
+     amount_micro INTEGER NOT NULL CHECK (amount_micro >= 0),
+     created_at INTEGER NOT NULL,
+     expires_at INTEGER NOT NULL
+   );
+   CREATE INDEX reservations_account ON reservations(account_id);
+   CREATE TABLE usage_records (
+     id INTEGER PRIMARY KEY AUTOINCREMENT,
+     request_id TEXT NOT NULL UNIQUE,
+     account_id TEXT NOT NULL,
+     key_id TEXT NOT NULL,
+     model TEXT NOT NULL,
+     provider TEXT NOT NULL,
+     prompt_tokens INTEGER NOT NULL,
+     completion_tokens INTEGER NOT NULL,
+     estimated INTEGER NOT NULL,
+     cost_micro INTEGER NOT NULL,
+     status TEXT NOT NULL,
+     latency_ms INTEGER NOT NULL,
+     created_at INTEGER NOT NULL
+   );
+   CREATE INDEX usage_account_time ON usage_records(account_id, created_at);`,
+];
+
+export function openDatabase(path: string): Database {
+  if (path !== ":memory:") mkdirSync(dirname(path), { recursive: true });
+  const db = new Database(path, { create: true, strict: true });
+  // WAL lets the admin CLI read and write while the gateway runs; busy_timeout covers the brief write locks.
+  db.exec("PRAGMA journal_mode = WAL; PRAGMA synchronous = NORMAL; PRAGMA foreign_keys = ON; PRAGMA busy_timeout = 5000;");
+  migrate(db);
+  return db;
+}
+
+export function migrate(db: Database): void {
+  db.exec("CREATE TABLE IF NOT EXISTS schema_migrations (version INTEGER PRIMARY KEY, applied_at INTEGER NOT NULL)");
+  const row = db.query<{ v: number | null }, []>("SELECT MAX(version) AS v FROM schema_migrations").get();
+  const current = row?.v ?? 0;
+  for (let version = current + 1; version <= MIGRATIONS.length; version++) {
+    db.transaction(() => {
+      db.exec(MIGRATIONS[version - 1]!);
+      db.query("INSERT INTO schema_migrations (version, applied_at) VALUES (?, ?)").run(version, Date.now());
+    }).immediate();
+  }
+}

@@ -1,0 +1,28 @@
+import type { StreamEvent } from "./events.ts";
+import type { SseEvent } from "./sse-parser.ts";
+
+/** What every encoder needs to know about the answer it is writing. */
+export interface EncodeContext {
+  /** Response id minted by the gateway (chatcmpl-… / msg_…). */
+  id: string;
+  /** Unix seconds. */
+  created: number;
+  /** The model id the client named (the gateway's, not the upstream's). */
+  model: string;
+  /** OpenAI clients: whether the client asked for the usage chunk (stream_options.include_usage). */
+  includeUsage: boolean;
+}
+
+/**
+ * The client side of the stream. Encoders turn events into frames; relays (client format
+ * equals the upstream's) forward the upstream frame itself and use the events only to learn.
+ */
+export interface ClientSink {
+  /** One upstream frame, its parsed JSON (undefined when not JSON), and the events decoded from it. */
+  frame(raw: SseEvent, parsed: unknown, events: StreamEvent[]): string;
+  /** An event the gateway produced itself (estimated usage, an error). */
+  event(e: StreamEvent): string;
+  /** Closing frames after a normal end. */
+  end(): string;
+  keepAlive(): string;
+}

@@ -1,0 +1,69 @@
+import type { FinishReason, StreamEvent } from "./events.ts";
+
+export interface CollectedAnswer {
+  text: string;
+  reasoning: string;
+  tools: { id: string | undefined; name: string; arguments: string }[];
+  finish: FinishReason | undefined;
+  stopSequence: string | undefined;
+  inputTokens: number;
+  outputTokens: number;
+  cacheReadTokens: number | undefined;
+  cacheWriteTokens: number | undefined;
+  /** Order in which text and tool calls first appeared, for formats that keep blocks in order. */
+  order: ({ kind: "text"; text: string } | { kind: "tool"; index: number })[];
+}
+
+/** Folds a whole answer's events into one value, for non-streaming bodies. */
+export function collectAnswer(events: StreamEvent[]): CollectedAnswer {
+  const answer: CollectedAnswer = {
+    text: "",
+    reasoning: "",
+    tools: [],
+    finish: undefined,
+    stopSequence: undefined,
+    inputTokens: 0,
+    outputTokens: 0,
+    cacheReadTokens: undefined,
+    cacheWriteTokens: undefined,
+    order: [],
+  };
+  let lastText: { kind: "text"; text: string } | undefined;
+  for (const e of events) {
+    switch (e.type) {
+      case "text":
+        answer.text += e.text;
+        if (!lastText) {
+          lastText = { kind: "text", text: "" };
+          answer.order.push(lastText);
+        }
+        lastText.text += e.text;
+        break;
+      case "reasoning":
+        answer.reasoning += e.text;
+        break;
+      case "tool-call": {
+        let tool = answer.tools[e.index];
+        if (!tool) {
+          tool = answer.tools[e.index] = { id: e.id, name: e.name ?? "", arguments: "" };
+          answer.order.push({ kind: "tool", index: e.index });
+          lastText = undefined;
+        }
+        tool.arguments += e.argumentsDelta;
+        break;
+      }
+      case "usage":
+        if (e.inputTokens !== undefined) answer.inputTokens = e.inputTokens;
+        if (e.outputTokens !== undefined) answer.outputTokens = e.outputTokens;
+        if (e.cacheReadTokens !== undefined) answer.cacheReadTokens = e.cacheReadTokens;
+        if (e.cacheWriteTokens !== undefined) answer.cacheWriteTokens = e.cacheWriteTokens;
+        break;
+      case "finish":
+        answer.finish = e.reason;
+        answer.stopSequence = e.stopSequence;
+        break;
+    }
+  }
+  answer.tools = answer.tools.filter(Boolean);
+  return answer;
+}

@@ -1,0 +1,208 @@
+import type { ErrorKind, FinishReason, StreamEvent } from "./events.ts";
+import type { ClientSink, EncodeContext } from "./client-sink.ts";
+import { collectAnswer } from "./collect-answer.ts";
+
+const STOP: Record<FinishReason, string> = {
+  stop: "end_turn",
+  stop_sequence: "stop_sequence",
+  length: "max_tokens",
+  tool_calls: "tool_use",
+  content_filter: "refusal",
+};
+
+const ERROR_TYPE: Record<ErrorKind, string> = {
+  invalid_request: "invalid_request_error",
+  authentication: "authentication_error",
+  permission: "permission_error",
+  not_found: "not_found_error",
+  request_too_large: "request_too_large",
+  insufficient_credits: "billing_error",
+  rate_limit: "rate_limit_error",
+  upstream: "api_error",
+  overloaded: "overloaded_error",
+  timeout: "timeout_error",
+  internal: "api_error",
+};
+
+export function anthropicErrorBody(kind: ErrorKind, message: string) {
+  return { type: "error", error: { type: ERROR_TYPE[kind], message } };
+}
+
+/** Our input count is the whole prompt; Anthropic's `input_tokens` leaves out cached tokens. */
+function uncached(input: number, cacheRead: number | undefined, cacheWrite: number | undefined): number {
+  return Math.max(0, input - (cacheRead ?? 0) - (cacheWrite ?? 0));
+}
+
+const PING = "event: ping\ndata: {\"type\":\"ping\"}\n\n";
+
+const frame = (name: string, data: string) => `event: ${name}\ndata: ${data}\n\n`;
+
+/**
+ * Events → Anthropic message events. Blocks open lazily when their kind changes;
+ * `message_delta` waits for the end because OpenAI upstreams report usage after
+ * the finish reason, and Anthropic clients expect both in that one event.
+ */
+export function createAnthropicEncoder(ctx: EncodeContext): ClientSink {
+  let started = false;
+  let block = -1;
+  let open: "text" | "thinking" | "tool" | null = null;
+  let openTool = -1;
+  const toolBlocks = new Map<number, number>();
+  let inputTokens = 0;
+  let outputTokens = 0;
+  let cacheRead: number | undefined;
+  let cacheWrite: number | undefined;
+  let finish: FinishReason | undefined;
+  let stopSequence: string | undefined;
+
+  const begin = () => {
+    if (started) return "";
+    started = true;
+    const usage: Record<string, number> = { input_tokens: uncached(inputTokens, cacheRead, cacheWrite), output_tokens: 0 };
+    if (cacheWrite !== undefined) usage.cache_creation_input_tokens = cacheWrite;
+    if (cacheRead !== undefined) usage.cache_read_input_tokens = cacheRead;
+    const message = { id: ctx.id, type: "message", role: "assistant", model: ctx.model, content: [], stop_reason: null, stop_sequence: null, usage };
+    return frame("message_start", JSON.stringify({ type: "message_start", message })) + PING;
+  };
+  const close = () => {
+    if (open === null) return "";
+    open = null;
+    return frame("content_block_stop", `{"type":"content_block_stop","index":${block}}`);
+  };
+  const openBlock = (kind: "text" | "thinking" | "tool", contentBlock: string) => {
+    const out = close();
+    block += 1;
+    open = kind;
+    return out + frame("content_block_start", `{"type":"content_block_start","index":${block},"content_block":${contentBlock}}`);
+  };
+
+  const sink: ClientSink = {
+    event(e) {
+      switch (e.type) {
+        case "start":
+          if (e.inputTokens !== undefined) inputTokens = e.inputTokens;
+          return begin();
+        case "usage":
+          if (e.inputTokens !== undefined) inputTokens = e.inputTokens;
+          if (e.outputTokens !== undefined) outputTokens = e.outputTokens;
+          if (e.cacheReadTokens !== undefined) cacheRead = e.cacheReadTokens;
+          if (e.cacheWriteTokens !== undefined) cacheWrite = e.cacheWriteTokens;
+          return "";
+        case "text": {
+          let out = begin();
+          if (open !== "text") out += openBlock("text", `{"type":"text","text":""}`);
+          return out + frame("content_block_delta", `{"type":"content_block_delta","index":${block},"delta":{"type":"text_delta","text":${JSON.stringify(e.text)}}}`);
+        }
+        case "reasoning": {
+          let out = begin();
+          if (open !== "thinking") out += openBlock("thinking", `{"type":"thinking","thinking":"","signature":""}`);
+          return out + frame("content_block_delta", `{"type":"content_block_delta","index":${block},"delta":{"type":"thinking_delta","thinking":${JSON.stringify(e.text)}}}`);
+        }
+        case "tool-call": {
+          let out = begin();
+          let index = toolBlocks.get(e.index);
+          if (index === undefined) {
+            const start = { type: "tool_use", id: e.id ?? `toolu_${ctx.id}_${e.index}`, name: e.name ?? "", input: {} };
+            out += openBlock("tool", JSON.stringify(start));
+            openTool = e.index;
+            index = block;
+            toolBlocks.set(e.index, index);
+          } else if (open !== "tool" || openTool !== e.index) {
+            // A delta for a tool whose block was closed; Anthropic clients accumulate by index, so it still lands right.
+          }
+          if (e.argumentsDelta.length === 0) return out;
+          return out + frame("content_block_delta", `{"type":"content_block_delta","index":${index},"delta":{"type":"input_json_delta","partial_json":${JSON.stringify(e.argumentsDelta)}}}`);
+        }
+        case "finish":
+          finish = e.reason;
+          stopSequence = e.stopSequence;
+          return begin();
+        case "error":
+          return frame("error", JSON.stringify(anthropicErrorBody(e.errorType, e.message)));
+      }
+    },
+    frame(_raw, _parsed, events) {
+      let out = "";
+      for (const e of events) out += sink.event(e);
+      return out;
+    },
+    end() {
+      let out = begin() + close();
+      const usage: Record<string, number> = { input_tokens: uncached(inputTokens, cacheRead, cacheWrite), output_tokens: outputTokens };
+      if (cacheWrite !== undefined) usage.cache_creation_input_tokens = cacheWrite;
+      if (cacheRead !== undefined) usage.cache_read_input_tokens = cacheRead;
+      const delta = { stop_reason: STOP[finish ?? "stop"], stop_sequence: stopSequence ?? null };
+      out += frame("message_delta", JSON.stringify({ type: "message_delta", delta, usage }));
+      return out + frame("message_stop", `{"type":"message_stop"}`);
+    },
+    keepAlive: () => PING,
+  };
+  return sink;
+}
+
+/**
+ * Anthropic upstream → Anthropic client: frames go out as the vendor wrote them (thinking
+ * signatures, citations, server tools survive); only message_start is rewritten, to carry
+ * the gateway's model id.
+ */
+export function createAnthropicRelay(ctx: EncodeContext): ClientSink {
+  const encoder = createAnthropicEncoder(ctx);
+  return {
+    frame(raw, parsed) {
+      if (raw.event === "message_start" && parsed && typeof parsed === "object") {
+        const message = (parsed as { message?: Record<string, unknown> }).message;
+        if (message) message.model = ctx.model;
+        return frame("message_start", JSON.stringify(parsed));
+      }
+      return raw.event ? frame(raw.event, raw.data) : `data: ${raw.data}\n\n`;
+    },
+    event: (e) => (e.type === "usage" ? "" : encoder.event(e)),
+    end: () => "",
+    keepAlive: () => PING,
+  };
+}
+
+/** Events of a whole answer → an Anthropic `message` body. */
+export function encodeAnthropicBody(events: StreamEvent[], ctx: EncodeContext) {
+  const answer = collectAnswer(events);
+  const content: unknown[] = [];
+  if (answer.reasoning) content.push({ type: "thinking", thinking: answer.reasoning, signature: "" });
+  for (const part of answer.order) {
+    if (part.kind === "text") content.push({ type: "text", text: part.text });
+    else {
+      const tool = answer.tools[part.index]!;
+      content.push({ type: "tool_use", id: tool.id ?? `toolu_${ctx.id}_${part.index}`, name: tool.name, input: parseToolInput(tool.arguments) });
+    }
+  }
+  const usage: Record<string, number> = {
+    input_tokens: uncached(answer.inputTokens, answer.cacheReadTokens, answer.cacheWriteTokens),
+    output_tokens: answer.outputTokens,
+  };
+  if (answer.cacheWriteTokens !== undefined) usage.cache_creation_input_tokens = answer.cacheWriteTokens;
+  if (answer.cacheReadTokens !== undefined) usage.cache_read_input_tokens = answer.cacheReadTokens;
+  return {
+    id: ctx.id,
+    type: "message",
+    role: "assistant",
+    model: ctx.model,
+    content,
+    stop_reason: STOP[answer.finish ?? "stop"],
+    stop_sequence: answer.stopSequence ?? null,
+    usage,
+  };
+}
+
+/** Tool arguments arrive as JSON text; a model that produced broken JSON still gets its call through. */
+function parseToolInput(text: string): unknown {
+  if (text.trim() === "") return {};
+  try {
+    const value = JSON.parse(text);
+    return value !== null && typeof value === "object" && !Array.isArray(value) ? value : { value };
+  } catch {
+    return { _raw: text };
+  }
+}
+
+export function anthropicStopReason(reason: FinishReason): string {
+  return STOP[reason];
+}

@@ -1,0 +1,176 @@
+import type { ErrorKind, FinishReason, StreamEvent } from "./events.ts";
+import type { ClientSink, EncodeContext } from "./client-sink.ts";
+import { collectAnswer } from "./collect-answer.ts";
+
+const FINISH: Record<FinishReason, string> = {
+  stop: "stop",
+  stop_sequence: "stop",
+  length: "length",
+  tool_calls: "tool_calls",
+  content_filter: "content_filter",
+};
+
+const ERROR_TYPE: Record<ErrorKind, string> = {
+  invalid_request: "invalid_request_error",
+  authentication: "authentication_error",
+  permission: "permission_error",
+  not_found: "not_found_error",
+  request_too_large: "invalid_request_error",
+  insufficient_credits: "insufficient_quota",
+  rate_limit: "rate_limit_error",
+  upstream: "upstream_error",
+  overloaded: "server_error",
+  timeout: "timeout_error",
+  internal: "server_error",
+};
+
+export function openaiErrorBody(kind: ErrorKind, message: string) {
+  return { error: { message, type: ERROR_TYPE[kind], param: null, code: null } };
+}
+
+const DONE = "data: [DONE]\n\n";
+const KEEP_ALIVE = ": keep-alive\n\n";
+
+/**
+ * Events → `chat.completion.chunk` frames. The invariant envelope is serialised once per
+ * stream and only the delta is stringified per event: this runs for every token.
+ */
+export function createOpenAIEncoder(ctx: EncodeContext): ClientSink {
+  const head = `data: {"id":${JSON.stringify(ctx.id)},"object":"chat.completion.chunk","created":${ctx.created},"model":${JSON.stringify(ctx.model)},"choices":[{"index":0,"delta":`;
+  const tail = `,"logprobs":null,"finish_reason":null}]}\n\n`;
+  let started = false;
+  let usage: { prompt: number; completion: number } | undefined;
+  const seenTools = new Set<number>();
+
+  const chunk = (delta: string) => head + delta + tail;
+  const begin = () => {
+    if (started) return "";
+    started = true;
+    return chunk(`{"role":"assistant","content":""}`);
+  };
+
+  const sink: ClientSink = {
+    event(e) {
+      switch (e.type) {
+        case "text":
+          return begin() + chunk(`{"content":${JSON.stringify(e.text)}}`);
+        case "reasoning":
+          return begin() + chunk(`{"reasoning_content":${JSON.stringify(e.text)}}`);
+        case "tool-call": {
+          let call: string;
+          if (!seenTools.has(e.index)) {
+            seenTools.add(e.index);
+            call = `{"index":${e.index},"id":${JSON.stringify(e.id ?? `call_${ctx.id}_${e.index}`)},"type":"function","function":{"name":${JSON.stringify(e.name ?? "")},"arguments":${JSON.stringify(e.argumentsDelta)}}}`;
+          } else {
+            call = `{"index":${e.index},"function":{"arguments":${JSON.stringify(e.argumentsDelta)}}}`;
+          }
+          return begin() + chunk(`{"tool_calls":[${call}]}`);
+        }
+        case "usage":
+          usage = {
+            prompt: e.inputTokens ?? usage?.prompt ?? 0,
+            completion: e.outputTokens ?? usage?.completion ?? 0,
+          };
+          return "";
+        case "finish":
+          return begin() + head + `{}` + `,"logprobs":null,"finish_reason":"${FINISH[e.reason]}"}]}\n\n`;
+        case "error":
+          return `data: ${JSON.stringify({ error: { message: e.message, type: ERROR_TYPE[e.errorType] } })}\n\n`;
+        case "start":
+          return begin();
+      }
+    },
+    frame(_raw, _parsed, events) {
+      let out = "";
+      for (const e of events) out += sink.event(e);
+      return out;
+    },
+    end() {
+      let out = begin();
+      if (ctx.includeUsage && usage) {
+        const u = { prompt_tokens: usage.prompt, completion_tokens: usage.completion, total_tokens: usage.prompt + usage.completion };
+        out += `data: {"id":${JSON.stringify(ctx.id)},"object":"chat.completion.chunk","created":${ctx.created},"model":${JSON.stringify(ctx.model)},"choices":[],"usage":${JSON.stringify(u)}}\n\n`;
+      }
+      return out + DONE;
+    },
+    keepAlive: () => KEEP_ALIVE,
+  };
+  return sink;
+}
+
+/**
+ * OpenAI upstream → OpenAI client: forward each chunk as the vendor sent it (logprobs,
+ * refusals, annotations and fields we do not model survive), changing only what the
+ * gateway owns: the model name, and the usage chunk the client did not ask for.
+ */
+export function createOpenAIRelay(ctx: EncodeContext): ClientSink {
+  let sawUsage = false;
+  let usage: { prompt: number; completion: number } | undefined;
+  const encoder = createOpenAIEncoder(ctx);
+  return {
+    frame(raw, parsed, events) {
+      for (const e of events) {
+        if (e.type === "usage") {
+          sawUsage = true;
+          usage = { prompt: e.inputTokens ?? 0, completion: e.outputTokens ?? 0 };
+        }
+      }
+      if (parsed === undefined || parsed === null || typeof parsed !== "object") return ""; // [DONE] is re-sent by end()
+      const chunk = parsed as Record<string, unknown>;
+      if ("error" in chunk) return `data: ${raw.data}\n\n`;
+      const choices = chunk.choices as unknown[] | undefined;
+      if (!ctx.includeUsage) {
+        if ((!choices || choices.length === 0) && chunk.usage) return "";
+        delete chunk.usage;
+      }
+      chunk.model = ctx.model;
+      return `data: ${JSON.stringify(chunk)}\n\n`;
+    },
+    event(e) {
+      // Only the gateway's own events arrive here: an estimated usage or an error.
+      if (e.type === "usage") {
+        usage = { prompt: e.inputTokens ?? 0, completion: e.outputTokens ?? 0 };
+        return "";
+      }
+      return encoder.event(e);
+    },
+    end() {
+      if (ctx.includeUsage && usage && !sawUsage) {
+        const u = { prompt_tokens: usage.prompt, completion_tokens: usage.completion, total_tokens: usage.prompt + usage.completion };
+        return `data: {"id":${JSON.stringify(ctx.id)},"object":"chat.completion.chunk","created":${ctx.created},"model":${JSON.stringify(ctx.model)},"choices":[],"usage":${JSON.stringify(u)}}\n\n` + DONE;
+      }
+      return DONE;
+    },
+    keepAlive: () => KEEP_ALIVE,
+  };
+}
+
+/** Events of a whole answer → a `chat.completion` body. */
+export function encodeOpenAIBody(events: StreamEvent[], ctx: EncodeContext) {
+  const answer = collectAnswer(events);
+  const message: Record<string, unknown> = { role: "assistant", content: answer.text.length > 0 || answer.tools.length === 0 ? answer.text : null, refusal: null };
+  if (answer.reasoning) message.reasoning_content = answer.reasoning;
+  if (answer.tools.length > 0) {
+    message.tool_calls = answer.tools.map((t, i) => ({
+      id: t.id ?? `call_${ctx.id}_${i}`,
+      type: "function",
+      function: { name: t.name, arguments: t.arguments },
+    }));
+  }
+  return {
+    id: ctx.id,
+    object: "chat.completion",
+    created: ctx.created,
+    model: ctx.model,
+    choices: [{ index: 0, message, logprobs: null, finish_reason: FINISH[answer.finish ?? "stop"] }],
+    usage: {
+      prompt_tokens: answer.inputTokens,
+      completion_tokens: answer.outputTokens,
+      total_tokens: answer.inputTokens + answer.outputTokens,
+    },
+  };
+}
+
+export function openaiFinish(reason: FinishReason): string {
+  return FINISH[reason];
+}

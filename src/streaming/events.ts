@@ -1,0 +1,38 @@
+/**
+ * The one internal vocabulary every upstream decodes into and every client encoder reads.
+ * Adding a provider means writing a decoder to this union; adding a client format means
+ * writing one encoder from it. Nothing else in the stream path knows vendor shapes.
+ */
+
+/** Why the model stopped, in our own words; encoders map these to each wire format. */
+export type FinishReason = "stop" | "stop_sequence" | "length" | "tool_calls" | "content_filter";
+
+export type StreamEvent =
+  /** Upstream acknowledged the request; ids are informational, encoders mint their own. */
+  | { type: "start"; inputTokens?: number }
+  | { type: "text"; text: string }
+  /** Reasoning text ("thinking"); clients of a format without it never see it. */
+  | { type: "reasoning"; text: string }
+  /**
+   * A tool call begins (`id`/`name` set) or continues (`argumentsDelta` only).
+   * `index` counts tool calls from 0 within one answer, whatever the upstream numbers them.
+   */
+  | { type: "tool-call"; index: number; id?: string; name?: string; argumentsDelta: string }
+  /** Cumulative counts as reported by the upstream so far; later reports override earlier ones. */
+  | { type: "usage"; inputTokens?: number; outputTokens?: number; cacheReadTokens?: number; cacheWriteTokens?: number }
+  | { type: "finish"; reason: FinishReason; stopSequence?: string }
+  | { type: "error"; message: string; errorType: ErrorKind };
+
+/** Error categories shared by both client formats; encoders map them to wire `type` strings. */
+export type ErrorKind =
+  | "invalid_request"
+  | "authentication"
+  | "permission"
+  | "not_found"
+  | "request_too_large"
+  | "insufficient_credits"
+  | "rate_limit"
+  | "upstream"
+  | "overloaded"
+  | "timeout"
+  | "internal";

@@ -1,0 +1,145 @@
+import type { StreamEvent } from "./events.ts";
+import type { ClientSink } from "./client-sink.ts";
+import { createSseParser, SseParseError } from "./sse-parser.ts";
+import { UpstreamProtocolError, type DecodedFrame } from "../providers/provider.ts";
+import type { SseEvent } from "./sse-parser.ts";
+import type { UsageMeter } from "../billing/usage-meter.ts";
+
+export type StreamOutcome =
+  /** The upstream finished its answer and the client got every frame. */
+  | "completed"
+  /** The upstream failed or broke its format after the first byte; the client got an error frame. */
+  | "failed"
+  /** The client went away; the upstream request was aborted. */
+  | "cancelled";
+
+export interface StreamAnswerOptions {
+  upstream: ReadableStream<Uint8Array>;
+  decode: (frame: SseEvent) => DecodedFrame;
+  sink: ClientSink;
+  meter: UsageMeter;
+  /** Aborts the upstream request (its fetch, and with it the socket). */
+  abortUpstream: () => void;
+  /** Usage to report when the upstream reported none (called once, at a normal end). */
+  estimateUsage: () => StreamEvent | undefined;
+  keepAliveMs: number;
+  /** Longest silence accepted from the upstream before the answer is given up. */
+  idleMs: number;
+  maxFrameBytes: number;
+  /** Called exactly once, whatever ends the stream. */
+  onDone: (outcome: StreamOutcome, reason?: string) => void;
+}
+
+const encoder = new TextEncoder();
+
+/**
+ * The one streaming pipeline: upstream bytes → SSE parser → provider decoder → usage meter →
+ * client sink. Pull-based, so an upstream is read only as fast as the client takes frames.
+ * Once the first byte is out the status is fixed, so every failure becomes a frame.
+ */
+export function streamAnswer(o: StreamAnswerOptions): ReadableStream<Uint8Array> {
+  const reader = o.upstream.getReader();
+  let out = "";
+  let failure: (StreamEvent & { type: "error" }) | undefined;
+  let done = false;
+  let lastWrite = performance.now();
+  let lastRead = lastWrite;
+  let idleExpired = false;
+  let timer: ReturnType<typeof setInterval> | undefined;
+
+  const parser = createSseParser({
+    maxEventBytes: o.maxFrameBytes,
+    onEvent(frame) {
+      if (failure) return;
+      const { parsed, events } = o.decode(frame);
+      for (const e of events) {
+        o.meter.observe(e);
+        if (e.type === "error") failure ??= e;
+      }
+      // An upstream error frame is replaced by our own: vendor error text may carry internals.
+      out += failure ? o.sink.event(failure) : o.sink.frame(frame, parsed, events);
+    },
+  });
+
+  const finish = (outcome: StreamOutcome, reason?: string) => {
+    if (done) return;
+    done = true;
+    if (timer) clearInterval(timer);
+    if (outcome !== "completed") o.abortUpstream();
+    o.onDone(outcome, reason);
+  };
+
+  const fail = (e: StreamEvent & { type: "error" }) => {
+    failure = e;
+    o.meter.observe(e);
+    out += o.sink.event(e);
+  };
+
+  return new ReadableStream<Uint8Array>({
+    start(controller) {
+      timer = setInterval(() => {
+        const now = performance.now();
+        if (now - lastRead >= o.idleMs) {
+          idleExpired = true;
+          o.abortUpstream();
+          return;
+        }
+        if (now - lastWrite >= o.keepAliveMs) {
+          lastWrite = now;
+          try {
+            controller.enqueue(encoder.encode(o.sink.keepAlive()));
+          } catch {
+            // The stream closed between ticks; finish() clears this timer.
+          }
+        }
+      }, Math.max(5, Math.min(o.keepAliveMs, o.idleMs) / 3));
+    },
+
+    async pull(controller) {
+      try {
+        const { value, done: eof } = await reader.read();
+        if (eof) {
+          parser.end();
+          if (!failure) {
+            if (o.meter.finished) {
+              const usage = o.estimateUsage();
+              if (usage) out += o.sink.event(usage);
+              out += o.sink.end();
+            } else fail({ type: "error", errorType: "upstream", message: "The upstream provider ended the answer early." });
+          }
+        } else {
+          lastRead = performance.now();
+          parser.feed(value);
+        }
+        if (out.length > 0) {
+          controller.enqueue(encoder.encode(out));
+          out = "";
+          lastWrite = performance.now();
+        }
+        if (eof || failure) {
+          controller.close();
+          finish(failure ? "failed" : "completed", failure?.message);
+        }
+      } catch (err) {
+        if (done) return;
+        if (!failure) fail(streamFailure(err, idleExpired));
+        controller.enqueue(encoder.encode(out));
+        out = "";
+        controller.close();
+        finish("failed", err instanceof Error ? err.message : String(err));
+      }
+    },
+
+    cancel() {
+      finish("cancelled", "client disconnected");
+      reader.cancel().catch(() => {});
+    },
+  });
+}
+
+function streamFailure(err: unknown, idle: boolean): StreamEvent & { type: "error" } {
+  if (idle) return { type: "error", errorType: "timeout", message: "The upstream provider stopped sending data; the answer was cut off." };
+  if (err instanceof SseParseError) return { type: "error", errorType: "upstream", message: "The upstream provider sent a frame larger than the gateway accepts." };
+  if (err instanceof UpstreamProtocolError) return { type: "error", errorType: "upstream", message: "The upstream provider sent malformed data." };
+  return { type: "error", errorType: "upstream", message: "The connection to the upstream provider was lost." };
+}

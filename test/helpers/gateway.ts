@@ -1,0 +1,104 @@
+import { mkdtempSync, rmSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { createApp, type App } from "../../src/app.ts";
+import { resolveSettings } from "../../src/config/load-config.ts";
+import { openDatabase } from "../../src/store/database.ts";
+import { silentLogger, type Logger } from "../../src/log.ts";
+import type { UpstreamFetch } from "../../src/pipeline/forward.ts";
+
+export const OPENAI_MODEL = "test/gpt";
+export const ANTHROPIC_MODEL = "test/claude";
+export const FREE_MODEL = "test/free";
+export const VENDOR_OPENAI_KEY = "sk-test-openai-SECRET-0123456789";
+export const VENDOR_ANTHROPIC_KEY = "sk-ant-test-SECRET-0123456789";
+
+export interface GatewayOptions {
+  /** Base of the fake upstream (http://127.0.0.1:PORT); both vendor kinds are served there. */
+  upstreamUrl: string;
+  credits?: number;
+  adminToken?: string;
+  keepaliveMs?: number;
+  idleMs?: number;
+  firstByteMs?: number;
+  idleTimeoutSeconds?: number;
+  fetch?: UpstreamFetch;
+  log?: Logger;
+}
+
+export interface Gateway {
+  url: string;
+  key: string;
+  keyId: string;
+  accountId: string;
+  app: App;
+  dbPath: string;
+  stop(): Promise<void>;
+  /** Balance in micro-credits, straight from SQLite. */
+  balanceMicro(): number;
+}
+
+/** The real app on a loopback port, in front of the fake upstream, with one funded account. */
+export async function startGateway(o: GatewayOptions): Promise<Gateway> {
+  const dir = mkdtempSync(join(tmpdir(), "switchyard-test-"));
+  const dbPath = join(dir, "gateway.sqlite");
+  const db = openDatabase(dbPath);
+  const timeouts = { first_byte_ms: o.firstByteMs ?? 10_000, idle_ms: o.idleMs ?? 30_000 };
+  const settings = resolveSettings(
+    {
+      providers: [
+        { id: "fake-openai", kind: "openai", base_url: `${o.upstreamUrl}/v1`, api_key_env: "TEST_OPENAI_KEY", timeouts },
+        { id: "fake-anthropic", kind: "anthropic", base_url: o.upstreamUrl, api_key_env: "TEST_ANTHROPIC_KEY", timeouts },
+      ],
+      models: [
+        { id: OPENAI_MODEL, provider: "fake-openai", upstream_model: "gpt-4o-mini", category: "text", context_length: 128_000, owned_by: "openai", pricing: { input_per_mtok: 150, output_per_mtok: 600 } },
+        { id: ANTHROPIC_MODEL, provider: "fake-anthropic", upstream_model: "claude-sonnet-4-5", category: "text", context_length: 200_000, owned_by: "anthropic", pricing: { input_per_mtok: 3000, output_per_mtok: 15000 } },
+        { id: FREE_MODEL, provider: "fake-openai", upstream_model: "free-model", category: "free", context_length: 8192 },
+      ],
+      server: { keepalive_ms: o.keepaliveMs ?? 15_000 },
+    },
+    { TEST_OPENAI_KEY: VENDOR_OPENAI_KEY, TEST_ANTHROPIC_KEY: VENDOR_ANTHROPIC_KEY },
+    "test",
+  );
+  const app = createApp({ db, settings, log: o.log ?? silentLogger, adminToken: o.adminToken, fetch: o.fetch });
+  const account = app.services.accounts.createAccount("test", Math.round((o.credits ?? 1000) * 1e6));
+  const key = app.services.accounts.createKey(account.id, "test")!;
+  app.listen({ port: 0, hostname: "127.0.0.1", idleTimeout: o.idleTimeoutSeconds ?? 10 });
+  const server = app.server!;
+  return {
+    url: `http://127.0.0.1:${server.port}`,
+    key: key.key,
+    keyId: key.id,
+    accountId: account.id,
+    app,
+    dbPath,
+    balanceMicro: () => db.query<{ b: number }, [string]>("SELECT balance_micro AS b FROM accounts WHERE id = ?").get(account.id)!.b,
+    async stop() {
+      await app.stop(true);
+      db.close();
+      rmSync(dir, { recursive: true, force: true });
+    },
+  };
+}
+
+/** POST JSON with the gateway key. */
+export function post(gw: Gateway, path: string, body: unknown, headers: Record<string, string> = {}): Promise<Response> {
+  return fetch(gw.url + path, {
+    method: "POST",
+    headers: { authorization: `Bearer ${gw.key}`, "content-type": "application/json", ...headers },
+    body: typeof body === "string" ? body : JSON.stringify(body),
+  });
+}
+
+/** Splits an SSE body into {event, data} frames, for assertions (not the parser under test). */
+export function sseFrames(text: string): { event?: string; data: string }[] {
+  return text
+    .split(/\r?\n\r?\n/)
+    .filter((block) => block.trim() !== "" && !block.startsWith(":"))
+    .map((block) => {
+      const lines = block.split(/\r?\n/);
+      const event = lines.find((l) => l.startsWith("event: "))?.slice(7);
+      const data = lines.filter((l) => l.startsWith("data: ")).map((l) => l.slice(6)).join("\n");
+      return { event, data };
+    });
+}
