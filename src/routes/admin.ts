@@ -1,4 +1,5 @@
 import { Elysia, t } from "elysia";
+import { bearer } from "@elysiajs/bearer";
 import { timingSafeEqual } from "node:crypto";
 import type { AccountStore } from "../accounts/account-store.ts";
 import type { KeyResolver } from "../accounts/key-resolver.ts";
@@ -16,11 +17,13 @@ export function adminRoutes(deps: { accounts: AccountStore; keys: KeyResolver; a
   const app = new Elysia({ name: "switchyard/admin", prefix: "/v1/admin" });
   const token = deps.adminToken;
   if (!token) return app;
-  const expected = Buffer.from(`Bearer ${token}`);
+  const expected = Buffer.from(token);
 
   return app
-    .onBeforeHandle({ as: "local" }, ({ request }) => {
-      const given = Buffer.from(request.headers.get("authorization") ?? "");
+    // Header only: a token in a query string ends up in access logs.
+    .use(bearer({ extract: { header: "Bearer", query: "", body: "" } }))
+    .onBeforeHandle({ as: "local" }, ({ bearer: presented }) => {
+      const given = Buffer.from(presented ?? "");
       if (given.length !== expected.length || !timingSafeEqual(given, expected)) {
         throw new GatewayError(401, "authentication", "Invalid admin token.");
       }
