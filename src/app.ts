@@ -14,6 +14,7 @@ import { chatCompletionsRoute } from "./routes/chat-completions.ts";
 import { messagesRoute } from "./routes/messages.ts";
 import { modelsRoute } from "./routes/models.ts";
 import { withSimulatedUpstream } from "./providers/simulated/simulated-upstream.ts";
+import { loadTokenizer } from "./billing/token-estimate.ts";
 
 export interface AppDeps {
   db: Database;
@@ -32,6 +33,8 @@ export function createApp(deps: AppDeps) {
   const keys = createKeyResolver(deps.db, accounts);
   const ledger = createLedger(deps.db, now);
   const catalogue = createCatalogue(deps.settings.models);
+  // Only answers without reported usage need it; loading now keeps them from waiting.
+  void loadTokenizer();
   const forwardDeps = {
     settings: deps.settings,
     ledger,

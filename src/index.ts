@@ -2,7 +2,6 @@ import { ConfigError, loadSettings, type Settings } from "./config/load-config.t
 import { openDatabase } from "./store/database.ts";
 import { createApp } from "./app.ts";
 import { jsonLogger } from "./log.ts";
-import { loadTokenizer } from "./billing/token-estimate.ts";
 import { issueDemoKey } from "./accounts/demo-account.ts";
 
 let settings: Settings;
@@ -19,7 +18,7 @@ const dbPath = process.env.SWITCHYARD_DB ?? "./data/switchyard.sqlite";
 const db = openDatabase(dbPath);
 const app = createApp({ db, settings, log, adminToken: process.env.SWITCHYARD_ADMIN_TOKEN || undefined });
 const released = app.services.ledger.releaseExpired();
-void loadTokenizer();
+
 
 const port = Number(process.env.PORT ?? 8080);
 const hostname = process.env.HOST ?? "0.0.0.0";

@@ -1,4 +1,5 @@
 import { Database } from "bun:sqlite";
+import { countTokens } from "gpt-tokenizer";
 import { afterAll, beforeAll, beforeEach, describe, expect, test } from "bun:test";
 import { readFixture, startFakeUpstream, type FakeUpstream } from "./helpers/fake-upstream.ts";
 import { ANTHROPIC_MODEL, OPENAI_MODEL, post, sseFrames, startGateway, type Gateway } from "./helpers/gateway.ts";
@@ -165,6 +166,8 @@ describe("usage is always counted", () => {
     const record = lastUsage();
     expect(record.estimated).toBe(1);
     expect(record.completion_tokens).toBe(view.usage.completion_tokens);
+    // Counted with the real tokenizer, not guessed from the length.
+    expect(record.completion_tokens).toBe(countTokens(HELLO));
     expect(record.cost_micro).toBeGreaterThan(0);
   });
 });

@@ -1,22 +1,19 @@
 /**
  * Token counts for answers whose upstream reported none. The BPE tables take over a second
- * to load, so they load in the background at start and a byte-based bound stands in until then.
+ * to load, so the app starts loading them at once and the rare request that needs them first waits.
  */
 type CountTokens = (text: string) => number;
 
-let counter: CountTokens | undefined;
-let loading: Promise<void> | undefined;
+let loading: Promise<CountTokens> | undefined;
 
-export function loadTokenizer(): Promise<void> {
-  loading ??= import("gpt-tokenizer").then((m) => {
-    counter = m.countTokens;
-  });
+export function loadTokenizer(): Promise<CountTokens> {
+  loading ??= import("gpt-tokenizer").then((m) => m.countTokens);
   return loading;
 }
 
-export function countTokens(text: string): number {
+export async function countTokens(text: string): Promise<number> {
   if (text.length === 0) return 0;
-  return counter ? counter(text) : Math.ceil(Buffer.byteLength(text) / 4);
+  return (await loadTokenizer())(text);
 }
 
 /**

@@ -54,11 +54,11 @@ export function createUsageMeter() {
       return input !== undefined && output !== undefined;
     },
     /** Counts so far; the prompt is only tokenised when the upstream never said. */
-    total(promptText: () => string): MeteredUsage {
+    async total(promptText: () => string): Promise<MeteredUsage> {
       const estimated = input === undefined || output === undefined;
       return {
-        inputTokens: input ?? countTokens(promptText()),
-        outputTokens: output ?? countTokens(produced.join("")),
+        inputTokens: input ?? (await countTokens(promptText())),
+        outputTokens: output ?? (await countTokens(produced.join(""))),
         estimated,
       };
     },

@@ -87,12 +87,12 @@ export async function forward(deps: ForwardDeps, req: ForwardRequest): Promise<R
   const requestId = randomId("req");
   const meter = createUsageMeter();
   let settled = false;
-  const settle = (status: string) => {
+  const settle = async (status: string) => {
     if (settled) return;
     settled = true;
     // Nothing produced, nothing charged: an upstream that failed before answering costs nothing.
     const produced = status !== "upstream_error" && !meter.empty;
-    const usage = produced ? meter.total(() => promptText(clientFormat, body)) : { inputTokens: 0, outputTokens: 0, estimated: false };
+    const usage = produced ? await meter.total(() => promptText(clientFormat, body)) : { inputTokens: 0, outputTokens: 0, estimated: false };
     const cost = tokenCostMicro(model.pricing, usage.inputTokens, usage.outputTokens);
     try {
       deps.ledger.settle(reservationId, cost, {
@@ -125,7 +125,7 @@ export async function forward(deps: ForwardDeps, req: ForwardRequest): Promise<R
   } catch (err) {
     clearTimeout(firstByte);
     req.signal.removeEventListener("abort", onClientAbort);
-    settle(req.signal.aborted ? "cancelled" : "upstream_error");
+    await settle(req.signal.aborted ? "cancelled" : "upstream_error");
     deps.log("warn", "upstream request failed", { requestId, provider: provider.id, error: String(err) });
     if (controller.signal.reason instanceof DOMException && controller.signal.reason.name === "TimeoutError") {
       throw new GatewayError(502, "timeout", "The upstream provider did not answer in time. Retrying is appropriate.");
@@ -137,7 +137,7 @@ export async function forward(deps: ForwardDeps, req: ForwardRequest): Promise<R
   if (!res.ok) {
     const text = await readCapped(res, 64 * 1024).catch(() => "");
     req.signal.removeEventListener("abort", onClientAbort);
-    settle("upstream_error");
+    await settle("upstream_error");
     let detail: string | undefined;
     try {
       detail = adapter.errorMessage(JSON.parse(text));
@@ -162,27 +162,27 @@ export async function forward(deps: ForwardDeps, req: ForwardRequest): Promise<R
       events = adapter.decodeBody(json);
     } catch (err) {
       req.signal.removeEventListener("abort", onClientAbort);
-      settle("upstream_error");
+      await settle("upstream_error");
       deps.log("warn", "upstream sent an unreadable body", { requestId, provider: provider.id, error: String(err) });
       throw new GatewayError(502, "upstream", "The upstream provider sent an unreadable answer. Retrying is appropriate.");
     }
     req.signal.removeEventListener("abort", onClientAbort);
     for (const e of events) meter.observe(e);
-    const usage = meter.total(() => promptText(clientFormat, body));
+    const usage = await meter.total(() => promptText(clientFormat, body));
     if (usage.estimated) events.push({ type: "usage", inputTokens: usage.inputTokens, outputTokens: usage.outputTokens });
     let answer: unknown;
     if (sameFormat && json && typeof json === "object") {
       (json as Record<string, unknown>).model = model.id;
       answer = json;
     } else answer = clientFormat === "openai" ? encodeOpenAIBody(events, ctx) : encodeAnthropicBody(events, ctx);
-    settle("ok");
+    await settle("ok");
     return Response.json(answer);
   }
 
   if (!res.body || !(res.headers.get("content-type") ?? "").includes("text/event-stream")) {
     res.body?.cancel().catch(() => {});
     req.signal.removeEventListener("abort", onClientAbort);
-    settle("upstream_error");
+    await settle("upstream_error");
     deps.log("warn", "upstream answered a stream request without an event stream", { requestId, provider: provider.id, contentType: res.headers.get("content-type") });
     throw new GatewayError(502, "upstream", "The upstream provider sent an unexpected answer. Retrying is appropriate.");
   }
@@ -195,9 +195,9 @@ export async function forward(deps: ForwardDeps, req: ForwardRequest): Promise<R
     sink,
     meter,
     abortUpstream: () => controller.abort(new DOMException("stream ended", "AbortError")),
-    estimateUsage: () => {
+    estimateUsage: async () => {
       if (meter.reported) return undefined;
-      const usage = meter.total(() => promptText(clientFormat, body));
+      const usage = await meter.total(() => promptText(clientFormat, body));
       return { type: "usage", inputTokens: usage.inputTokens, outputTokens: usage.outputTokens };
     },
     keepAliveMs: deps.settings.server.keepalive_ms,
@@ -206,7 +206,7 @@ export async function forward(deps: ForwardDeps, req: ForwardRequest): Promise<R
     onDone(outcome: StreamOutcome, reason) {
       req.signal.removeEventListener("abort", onClientAbort);
       if (outcome === "failed") deps.log("warn", "stream failed after start", { requestId, provider: provider.id, reason });
-      settle(outcome === "completed" ? "ok" : outcome === "cancelled" ? "cancelled" : "stream_failed");
+      void settle(outcome === "completed" ? "ok" : outcome === "cancelled" ? "cancelled" : "stream_failed");
     },
   });
   return new Response(stream, { headers: SSE_HEADERS });

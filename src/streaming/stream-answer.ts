@@ -21,7 +21,7 @@ export interface StreamAnswerOptions {
   /** Aborts the upstream request (its fetch, and with it the socket). */
   abortUpstream: () => void;
   /** Usage to report when the upstream reported none (called once, at a normal end). */
-  estimateUsage: () => StreamEvent | undefined;
+  estimateUsage: () => Promise<StreamEvent | undefined>;
   keepAliveMs: number;
   /** Longest silence accepted from the upstream before the answer is given up. */
   idleMs: number;
@@ -102,7 +102,7 @@ export function streamAnswer(o: StreamAnswerOptions): ReadableStream<Uint8Array>
           parser.end();
           if (!failure) {
             if (o.meter.finished) {
-              const usage = o.estimateUsage();
+              const usage = await o.estimateUsage();
               if (usage) out += o.sink.event(usage);
               out += o.sink.end();
             } else fail({ type: "error", errorType: "upstream", message: "The upstream provider ended the answer early." });
