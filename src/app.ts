@@ -15,6 +15,7 @@ import { messagesRoute } from "./routes/messages.ts";
 import { modelsRoute } from "./routes/models.ts";
 import { withSimulatedUpstream } from "./providers/simulated/simulated-upstream.ts";
 import { loadTokenizer } from "./billing/token-estimate.ts";
+import { createInflight } from "./pipeline/inflight.ts";
 
 export interface AppDeps {
   db: Database;
@@ -35,9 +36,11 @@ export function createApp(deps: AppDeps) {
   const catalogue = createCatalogue(deps.settings.models);
   // Only answers without reported usage need it; loading now keeps them from waiting.
   void loadTokenizer();
+  const inflight = createInflight();
   const forwardDeps = {
     settings: deps.settings,
     ledger,
+    inflight,
     catalogue,
     fetch: withSimulatedUpstream(deps.fetch ?? ((url, init) => fetch(url, init))),
     log: deps.log,
@@ -51,7 +54,19 @@ export function createApp(deps: AppDeps) {
     .use(chatCompletionsRoute(forwardDeps))
     .use(messagesRoute(forwardDeps))
     .use(adminRoutes({ accounts, keys, adminToken: deps.adminToken }));
-  return Object.assign(app, { services: { accounts, keys, ledger, catalogue } });
+  const services = {
+    accounts,
+    keys,
+    ledger,
+    catalogue,
+    inflight,
+    /** Resolves once every started request is settled and its settlement written. */
+    async settled(): Promise<void> {
+      await inflight.idle();
+      ledger.flush();
+    },
+  };
+  return Object.assign(app, { services });
 }
 
 export type App = ReturnType<typeof createApp>;

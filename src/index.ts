@@ -17,7 +17,10 @@ const log = jsonLogger((process.env.LOG_LEVEL as "debug" | "info" | "warn" | "er
 const dbPath = process.env.SWITCHYARD_DB ?? "./data/switchyard.sqlite";
 const db = openDatabase(dbPath);
 const app = createApp({ db, settings, log, adminToken: process.env.SWITCHYARD_ADMIN_TOKEN || undefined });
-const released = app.services.ledger.releaseExpired();
+// Credits a crashed predecessor left reserved are freed before the first request; the heartbeat keeps ours claimed.
+const released = app.services.ledger.recover();
+const heartbeat = setInterval(() => app.services.ledger.recover(), 15_000);
+heartbeat.unref();
 
 
 const port = Number(process.env.PORT ?? 8080);
@@ -54,6 +57,8 @@ for (const signal of ["SIGTERM", "SIGINT"] as const) {
     log("info", "shutting down", { signal });
     // stop(false) refuses new connections and lets running answers finish.
     await app.server?.stop(false);
+    clearInterval(heartbeat);
+    app.services.ledger.retire();
     db.close();
     process.exit(0);
   });

@@ -104,17 +104,17 @@ describe("401 comes before everything else", () => {
 
 describe("upstream failures", () => {
   test("upstream 500 → 502, nothing charged", async () => {
-    const before = gw.balanceMicro();
+    const before = await gw.balanceMicro();
     upstream.reply({ kind: "json", status: 500, body: { error: { message: `internal failure at https://internal.example.com key ${VENDOR_OPENAI_KEY}`, type: "server_error" } } });
     await expectError(await post(gw, "/v1/chat/completions", { model: OPENAI_MODEL, messages: question }), 502, "openai");
-    expect(gw.balanceMicro()).toBe(before);
+    expect(await gw.balanceMicro()).toBe(before);
   });
 
   test("upstream 529 overloaded on /v1/messages → 502 Anthropic-shaped, nothing charged", async () => {
-    const before = gw.balanceMicro();
+    const before = await gw.balanceMicro();
     upstream.reply({ kind: "json", status: 529, body: { type: "error", error: { type: "overloaded_error", message: "Overloaded" } } });
     await expectError(await post(gw, "/v1/messages", { model: ANTHROPIC_MODEL, max_tokens: 10, messages: question }), 502, "anthropic");
-    expect(gw.balanceMicro()).toBe(before);
+    expect(await gw.balanceMicro()).toBe(before);
   });
 
   test("upstream 400 → 400 with the vendor's reason, scrubbed of URLs and keys", async () => {
@@ -125,9 +125,9 @@ describe("upstream failures", () => {
   test("upstream unreachable → 502, nothing charged", async () => {
     const dead = await startGateway({ upstreamUrl: "http://127.0.0.1:9" });
     try {
-      const before = dead.balanceMicro();
+      const before = await dead.balanceMicro();
       await expectError(await post(dead, "/v1/chat/completions", { model: OPENAI_MODEL, messages: question }), 502, "openai");
-      expect(dead.balanceMicro()).toBe(before);
+      expect(await dead.balanceMicro()).toBe(before);
     } finally {
       await dead.stop();
     }

@@ -136,7 +136,8 @@ describe("tool calls stream across formats", () => {
 });
 
 describe("usage is always counted", () => {
-  function lastUsage() {
+  async function lastUsage() {
+    await gw.app.services.settled();
     const db = new Database(gw.dbPath, { readonly: true });
     try {
       return db.query<{ prompt_tokens: number; completion_tokens: number; estimated: number; cost_micro: number; status: string }, []>(
@@ -148,13 +149,13 @@ describe("usage is always counted", () => {
   }
 
   test("reported usage is charged exactly", async () => {
-    const before = gw.balanceMicro();
+    const before = await gw.balanceMicro();
     upstream.reply({ kind: "fixture", name: "openai-text.sse" });
     await (await post(gw, "/v1/chat/completions", { model: OPENAI_MODEL, messages: question, stream: true })).text();
-    const record = lastUsage();
+    const record = await lastUsage();
     expect(record).toMatchObject({ prompt_tokens: 12, completion_tokens: 9, estimated: 0, status: "ok" });
     expect(record.cost_micro).toBe(12 * 150 + 9 * 600);
-    expect(before - gw.balanceMicro()).toBe(record.cost_micro);
+    expect(before - (await gw.balanceMicro())).toBe(record.cost_micro);
   });
 
   test("an upstream that reports nothing is estimated with the tokenizer and marked", async () => {
@@ -163,7 +164,7 @@ describe("usage is always counted", () => {
     expect(view.done).toBe(true);
     expect(view.usage.completion_tokens).toBeGreaterThan(0);
     expect(view.usage.prompt_tokens).toBeGreaterThan(0);
-    const record = lastUsage();
+    const record = await lastUsage();
     expect(record.estimated).toBe(1);
     expect(record.completion_tokens).toBe(view.usage.completion_tokens);
     // Counted with the real tokenizer, not guessed from the length.

@@ -7,6 +7,7 @@ import { ADAPTERS } from "../providers/adapters.ts";
 import { createUsageMeter } from "../billing/usage-meter.ts";
 import { tokenCostMicro } from "../billing/pricing.ts";
 import { promptTokenBound } from "../billing/token-estimate.ts";
+import { microToCredits } from "../billing/money.ts";
 import { streamAnswer, type StreamOutcome } from "../streaming/stream-answer.ts";
 import { createOpenAIEncoder, createOpenAIRelay, encodeOpenAIBody } from "../streaming/encode-openai.ts";
 import { createAnthropicEncoder, createAnthropicRelay, encodeAnthropicBody } from "../streaming/encode-anthropic.ts";
@@ -16,12 +17,14 @@ import { randomId } from "../store/ids.ts";
 import { GatewayError } from "./gateway-error.ts";
 import { effectiveMaxTokens, prepareUpstreamBody, promptText, requestedMaxTokens } from "./prepare-upstream.ts";
 import { upstreamStatusError } from "./upstream-errors.ts";
+import type { Inflight } from "./inflight.ts";
 
 export type UpstreamFetch = (url: string, init: RequestInit) => Promise<Response>;
 
 export interface ForwardDeps {
   settings: Settings;
   ledger: Ledger;
+  inflight: Inflight;
   fetch: UpstreamFetch;
   log: Logger;
   now: () => number;
@@ -76,10 +79,11 @@ export async function forward(deps: ForwardDeps, req: ForwardRequest): Promise<R
   let reservationId: string | null = null;
   if (worstCase > 0) {
     const ttl = provider.timeouts.total_ms + RESERVATION_SLACK_MS;
-    const held = deps.ledger.reserve(req.principal.accountId, worstCase, ttl);
+    const held = deps.ledger.reserve(req.principal.accountId, req.principal.keyId, worstCase, ttl);
     if (!held.ok) {
+      const limit = held.reason === "balance" ? "the account has" : "this key's spend limit leaves";
       throw new GatewayError(402, "insufficient_credits",
-        `Insufficient credits: this request may cost up to ${worstCase / 1e6} credits and ${held.availableMicro / 1e6} are available. Lower max_tokens or top up the account.`);
+        `Insufficient credits: this request may cost up to ${microToCredits(worstCase)} credits and ${limit} ${microToCredits(held.availableMicro)} available. Lower max_tokens or top up the account.`);
     }
     reservationId = held.id;
   }
@@ -87,6 +91,7 @@ export async function forward(deps: ForwardDeps, req: ForwardRequest): Promise<R
   const requestId = randomId("req");
   const meter = createUsageMeter();
   let settled = false;
+  deps.inflight.begin();
   const settle = async (status: string) => {
     if (settled) return;
     settled = true;
@@ -109,8 +114,20 @@ export async function forward(deps: ForwardDeps, req: ForwardRequest): Promise<R
       });
     } catch (err) {
       deps.log("error", "settlement failed", { requestId, error: String(err) });
+    } finally {
+      deps.inflight.end();
     }
   };
+
+  try {
+    return await attempt();
+  } catch (err) {
+    // Whatever escaped, the reservation is released; settle() is a no-op when already done.
+    await settle("upstream_error");
+    throw err;
+  }
+
+  async function attempt(): Promise<Response> {
 
   const upstreamBody = prepareUpstreamBody(clientFormat, body, model, provider, maxTokens);
   const call = adapter.buildRequest(provider, upstreamBody, req.headers);
@@ -210,6 +227,7 @@ export async function forward(deps: ForwardDeps, req: ForwardRequest): Promise<R
     },
   });
   return new Response(stream, { headers: SSE_HEADERS });
+  }
 }
 
 async function readCapped(res: Response, cap: number): Promise<string> {

@@ -48,6 +48,21 @@ const MIGRATIONS: string[] = [
      created_at INTEGER NOT NULL
    );
    CREATE INDEX usage_account_time ON usage_records(account_id, created_at);`,
+  // Per-key limits, and reservations that know which process holds them so a restart can free a dead one's.
+  `ALTER TABLE api_keys ADD COLUMN rate_limit_per_minute INTEGER;
+   ALTER TABLE api_keys ADD COLUMN expires_at INTEGER;
+   ALTER TABLE api_keys ADD COLUMN spend_limit_micro INTEGER;
+   ALTER TABLE api_keys ADD COLUMN spent_micro INTEGER NOT NULL DEFAULT 0;
+   ALTER TABLE reservations ADD COLUMN key_id TEXT;
+   ALTER TABLE reservations ADD COLUMN instance_id TEXT;
+   CREATE INDEX reservations_key ON reservations(key_id);
+   CREATE TABLE gateway_instances (
+     id TEXT PRIMARY KEY,
+     hostname TEXT NOT NULL,
+     pid INTEGER NOT NULL,
+     started_at INTEGER NOT NULL,
+     heartbeat_at INTEGER NOT NULL
+   );`,
 ];
 
 export function openDatabase(path: string): Database {

@@ -34,8 +34,8 @@ export interface Gateway {
   app: App;
   dbPath: string;
   stop(): Promise<void>;
-  /** Balance in micro-credits, straight from SQLite. */
-  balanceMicro(): number;
+  /** Balance in micro-credits, straight from SQLite, once every request so far has settled. */
+  balanceMicro(): Promise<number>;
 }
 
 /** The real app on a loopback port, in front of the fake upstream, with one funded account. */
@@ -72,9 +72,13 @@ export async function startGateway(o: GatewayOptions): Promise<Gateway> {
     accountId: account.id,
     app,
     dbPath,
-    balanceMicro: () => db.query<{ b: number }, [string]>("SELECT balance_micro AS b FROM accounts WHERE id = ?").get(account.id)!.b,
+    async balanceMicro() {
+      await app.services.settled();
+      return db.query<{ b: number }, [string]>("SELECT balance_micro AS b FROM accounts WHERE id = ?").get(account.id)!.b;
+    },
     async stop() {
       await app.stop(true);
+      await app.services.settled();
       db.close();
       rmSync(dir, { recursive: true, force: true });
     },
