@@ -4,10 +4,13 @@ import type { Settings } from "./config/load-config.ts";
 import { createAccountStore } from "./accounts/account-store.ts";
 import { createKeyResolver } from "./accounts/key-resolver.ts";
 import { createLedger } from "./billing/ledger.ts";
+import { createUsageReport } from "./billing/usage-report.ts";
 import { createCatalogue } from "./catalogue/catalogue.ts";
 import type { Logger } from "./log.ts";
 import type { UpstreamFetch } from "./pipeline/forward.ts";
 import { authPlugin } from "./plugins/auth.ts";
+import { rateLimitPlugin } from "./plugins/rate-limit.ts";
+import { createRateLimiter } from "./limits/rate-limiter.ts";
 import { errorsPlugin } from "./plugins/errors.ts";
 import { adminRoutes } from "./routes/admin.ts";
 import { chatCompletionsRoute } from "./routes/chat-completions.ts";
@@ -31,7 +34,7 @@ export interface AppDeps {
 export function createApp(deps: AppDeps) {
   const now = deps.now ?? Date.now;
   const accounts = createAccountStore(deps.db, now);
-  const keys = createKeyResolver(deps.db, accounts);
+  const keys = createKeyResolver(deps.db, accounts, now);
   const ledger = createLedger(deps.db, now);
   const catalogue = createCatalogue(deps.settings.models);
   // Only answers without reported usage need it; loading now keeps them from waiting.
@@ -50,10 +53,11 @@ export function createApp(deps: AppDeps) {
   const app = new Elysia({ name: "switchyard" })
     .use(errorsPlugin(deps.log))
     .use(authPlugin(keys))
+    .use(rateLimitPlugin(createRateLimiter(now), deps.settings.limits.requests_per_minute))
     .use(modelsRoute(catalogue))
     .use(chatCompletionsRoute(forwardDeps))
     .use(messagesRoute(forwardDeps))
-    .use(adminRoutes({ accounts, keys, adminToken: deps.adminToken }));
+    .use(adminRoutes({ accounts, keys, ledger, usage: createUsageReport(deps.db), adminToken: deps.adminToken, now }));
   const services = {
     accounts,
     keys,

@@ -24,7 +24,7 @@ export function isWellFormedKey(key: string): boolean {
  * connection (the admin CLI, a second gateway) commits, and then the cache is dropped,
  * so a revoke anywhere takes effect on the next request.
  */
-export function createKeyResolver(db: Database, store: AccountStore) {
+export function createKeyResolver(db: Database, store: AccountStore, now: () => number) {
   const cache = new Map<string, ActiveKey & { hash: string }>();
   const dataVersion = db.query<{ data_version: number }, []>("PRAGMA data_version");
   let version = dataVersion.get()!.data_version;
@@ -44,6 +44,7 @@ export function createKeyResolver(db: Database, store: AccountStore) {
         hit = { ...found, hash };
         cache.set(hash, hit);
       }
+      if (hit.expiresAt !== null && hit.expiresAt <= now()) return null;
       // The lookup is by hash; this constant-time compare makes sure no near-miss ever matches.
       return timingSafeEqual(Buffer.from(hit.hash), Buffer.from(hash)) ? hit : null;
     },

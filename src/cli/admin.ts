@@ -1,37 +1,89 @@
 import { openDatabase } from "../store/database.ts";
-import { createAccountStore } from "../accounts/account-store.ts";
+import { createAccountStore, KeyLimitError, type KeyOptions } from "../accounts/account-store.ts";
+import { createLedger } from "../billing/ledger.ts";
+import { createUsageReport } from "../billing/usage-report.ts";
 import { creditsToMicro } from "../billing/money.ts";
 
 const USAGE = `usage: bun run admin <command>
-  accounts create <name> <credits>     create an account; prints {id, name, balance}
-  keys create <account-id> [name]      issue a key; prints it once
-  keys revoke <key-id>                 revoke a key (takes effect on the next request)
+  accounts create <name> <credits>       create an account
+  accounts show <account-id>             balance, reserved credits, keys (prefix and last 4 only)
+  accounts topup <account-id> <credits>  add credits
+  keys create <account-id> [name] [--rpm N] [--expires ISO-DATE] [--spend-limit CREDITS]
+                                         issue a key (printed once); at most 10 active per account
+  keys list <account-id>                 the account's keys, never the keys themselves
+  keys revoke <key-id>                   revoke a key (takes effect on the next request)
+  usage <account-id> [from] [to]         totals per model; from/to are ISO dates (default: all time)
 Works on the SQLite file directly (SWITCHYARD_DB, default ./data/switchyard.sqlite), also while the gateway runs.`;
+
+class UsageError extends Error {}
+
+function credits(value: string | undefined): number {
+  try {
+    return creditsToMicro(Number(value));
+  } catch (err) {
+    throw new UsageError(`credits: ${(err as Error).message}`);
+  }
+}
+
+function flags(args: string[]): { positional: string[]; options: Record<string, string> } {
+  const positional: string[] = [];
+  const options: Record<string, string> = {};
+  for (let i = 0; i < args.length; i++) {
+    const arg = args[i]!;
+    if (arg.startsWith("--")) options[arg.slice(2)] = args[++i] ?? "";
+    else positional.push(arg);
+  }
+  return { positional, options };
+}
 
 /** The admin API's operations for a shell, without a running gateway or an admin token. */
 export function runAdmin(argv: string[], env: Record<string, string | undefined>): { code: number; out: string } {
-  const [noun, verb, ...args] = argv;
+  const [noun, verb, ...rest] = argv;
+  const { positional: args, options } = flags(rest);
   const db = openDatabase(env.SWITCHYARD_DB ?? "./data/switchyard.sqlite");
+  const json = (value: unknown) => ({ code: 0, out: JSON.stringify(value, null, 2) });
   try {
     const accounts = createAccountStore(db, Date.now);
+    const ledger = createLedger(db, Date.now);
     if (noun === "accounts" && verb === "create" && args.length === 2) {
-      let micro: number;
-      try {
-        micro = creditsToMicro(Number(args[1]));
-      } catch (err) {
-        return { code: 2, out: `credits: ${(err as Error).message}` };
-      }
-      const account = accounts.createAccount(args[0]!, micro);
-      return { code: 0, out: JSON.stringify({ id: account.id, name: account.name, balance: account.balance }) };
+      const account = accounts.createAccount(args[0]!, credits(args[1]));
+      return json({ id: account.id, name: account.name, balance: account.balance });
+    }
+    if (noun === "accounts" && verb === "show" && args.length === 1) {
+      const account = accounts.describeAccount(args[0]!);
+      return account ? json(account) : { code: 1, out: `no account ${args[0]}` };
+    }
+    if (noun === "accounts" && verb === "topup" && args.length === 2) {
+      if (!ledger.topUp(args[0]!, credits(args[1]))) return { code: 1, out: `no account ${args[0]}` };
+      return json({ id: args[0], balance: accounts.getAccount(args[0]!)!.balance });
     }
     if (noun === "keys" && verb === "create" && args.length >= 1) {
-      const key = accounts.createKey(args[0]!, args[1] ?? null);
-      return key ? { code: 0, out: JSON.stringify(key) } : { code: 1, out: `no account ${args[0]}` };
+      const opts: KeyOptions = { name: args[1] ?? null };
+      if (options.rpm) opts.rateLimitPerMinute = Number.parseInt(options.rpm, 10);
+      if (options.expires) opts.expiresAt = Date.parse(options.expires);
+      if (options["spend-limit"]) opts.spendLimitMicro = credits(options["spend-limit"]);
+      if (Number.isNaN(opts.expiresAt) || Number.isNaN(opts.rateLimitPerMinute)) throw new UsageError("--rpm takes a number and --expires an ISO date");
+      const key = accounts.createKey(args[0]!, opts);
+      return key ? json(key) : { code: 1, out: `no account ${args[0]}` };
+    }
+    if (noun === "keys" && verb === "list" && args.length === 1) {
+      return accounts.getAccount(args[0]!) ? json(accounts.listKeys(args[0]!)) : { code: 1, out: `no account ${args[0]}` };
     }
     if (noun === "keys" && verb === "revoke" && args.length === 1) {
-      return accounts.revokeKey(args[0]!) ? { code: 0, out: JSON.stringify({ id: args[0], revoked: true }) } : { code: 1, out: `no active key ${args[0]}` };
+      return accounts.revokeKey(args[0]!) ? json({ id: args[0], revoked: true }) : { code: 1, out: `no active key ${args[0]}` };
+    }
+    if (noun === "usage" && verb !== undefined) {
+      const from = args[0] ? Date.parse(args[0]) : 0;
+      const to = args[1] ? Date.parse(args[1]) : Date.now() + 1;
+      if (!accounts.getAccount(verb)) return { code: 1, out: `no account ${verb}` };
+      if (Number.isNaN(from) || Number.isNaN(to)) throw new UsageError("from and to are ISO dates");
+      return json(createUsageReport(db)(verb, from, to));
     }
     return { code: 2, out: USAGE };
+  } catch (err) {
+    if (err instanceof UsageError) return { code: 2, out: err.message };
+    if (err instanceof KeyLimitError) return { code: 1, out: err.message };
+    throw err;
   } finally {
     db.close();
   }

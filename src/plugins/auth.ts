@@ -1,16 +1,21 @@
 import { Elysia } from "elysia";
 import type { KeyResolver } from "../accounts/key-resolver.ts";
 import { extractKey, isWellFormedKey } from "../accounts/key-resolver.ts";
-import type { Principal } from "../pipeline/forward.ts";
+import type { ActiveKey } from "../accounts/account-store.ts";
 import { errorResponse, isAnthropicPath } from "./errors.ts";
 
-const principals = new WeakMap<Request, Principal>();
+const principals = new WeakMap<Request, ActiveKey>();
 
-/** The principal that the auth hook attached to this request (present on every authenticated route). */
-export function principalOf(request: Request): Principal {
+/** The key that the auth hook attached to this request (present on every authenticated route). */
+export function principalOf(request: Request): ActiveKey {
   const principal = principals.get(request);
   if (!principal) throw new Error("route reached without authentication");
   return principal;
+}
+
+/** The key of an authenticated request, or undefined for routes that need none. */
+export function maybePrincipalOf(request: Request): ActiveKey | undefined {
+  return principals.get(request);
 }
 
 function pathOf(url: string): string {

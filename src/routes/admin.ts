@@ -1,23 +1,64 @@
 import { Elysia, t } from "elysia";
 import { bearer } from "@elysiajs/bearer";
 import { timingSafeEqual } from "node:crypto";
-import type { AccountStore } from "../accounts/account-store.ts";
+import { KeyLimitError, type AccountStore, type KeyOptions } from "../accounts/account-store.ts";
 import type { KeyResolver } from "../accounts/key-resolver.ts";
+import type { Ledger } from "../billing/ledger.ts";
 import { creditsToMicro, MAX_CREDITS } from "../billing/money.ts";
+import type { createUsageReport } from "../billing/usage-report.ts";
 import { GatewayError } from "../pipeline/gateway-error.ts";
 
-const CreateAccount = t.Object({ name: t.String({ minLength: 1, maxLength: 200 }), credits: t.Number({ minimum: 0, maximum: MAX_CREDITS }) });
-const CreateKey = t.Object({ name: t.Optional(t.String({ maxLength: 200 })) });
+const Credits = t.Number({ minimum: 0, maximum: MAX_CREDITS });
+const CreateAccount = t.Object({ name: t.String({ minLength: 1, maxLength: 200 }), credits: Credits });
+const CreateKey = t.Object({
+  name: t.Optional(t.String({ maxLength: 200 })),
+  rate_limit_per_minute: t.Optional(t.Integer({ minimum: 1, maximum: 1_000_000 })),
+  /** ISO 8601 date-time after which the key stops working. */
+  expires_at: t.Optional(t.String({ minLength: 10, maxLength: 40 })),
+  /** Most this key may spend, in credits, over its life. */
+  spend_limit: t.Optional(Credits),
+});
+const TopUp = t.Object({ amount: t.Number({ exclusiveMinimum: 0, maximum: MAX_CREDITS }) });
+
+function micro(credits: number): number {
+  try {
+    return creditsToMicro(credits);
+  } catch (err) {
+    throw new GatewayError(400, "invalid_request", (err as Error).message);
+  }
+}
+
+function instant(value: string | undefined, field: string, fallback: number): number {
+  if (value === undefined || value === "") return fallback;
+  const ms = /^\d+$/.test(value) ? Number(value) : Date.parse(value);
+  if (!Number.isFinite(ms)) throw new GatewayError(400, "invalid_request", `${field} must be an ISO 8601 date or epoch milliseconds.`);
+  return ms;
+}
+
+export interface AdminDeps {
+  accounts: AccountStore;
+  keys: KeyResolver;
+  ledger: Ledger;
+  usage: ReturnType<typeof createUsageReport>;
+  adminToken: string | undefined;
+  now: () => number;
+}
 
 /**
  * The admin API exists only when SWITCHYARD_ADMIN_TOKEN is set; without it every admin path
  * is a plain 404, so a gateway deployed without the token exposes nothing.
  */
-export function adminRoutes(deps: { accounts: AccountStore; keys: KeyResolver; adminToken: string | undefined }) {
+export function adminRoutes(deps: AdminDeps) {
   const app = new Elysia({ name: "switchyard/admin", prefix: "/v1/admin" });
   const token = deps.adminToken;
   if (!token) return app;
   const expected = Buffer.from(token);
+
+  const account = (id: string) => {
+    const found = deps.accounts.describeAccount(id);
+    if (!found) throw new GatewayError(404, "not_found", "No such account.");
+    return found;
+  };
 
   return app
     // Header only: a token in a query string ends up in access logs.
@@ -31,28 +72,53 @@ export function adminRoutes(deps: { accounts: AccountStore; keys: KeyResolver; a
     .post(
       "/accounts",
       ({ body, set }) => {
-        let micro: number;
-        try {
-          micro = creditsToMicro(body.credits);
-        } catch (err) {
-          throw new GatewayError(400, "invalid_request", (err as Error).message);
-        }
-        const account = deps.accounts.createAccount(body.name, micro);
+        const created = deps.accounts.createAccount(body.name, micro(body.credits));
         set.status = 201;
-        return { id: account.id, name: account.name, balance: account.balance };
+        return { id: created.id, name: created.name, balance: created.balance };
       },
       { body: CreateAccount },
     )
+    .get("/accounts/:id", ({ params }) => account(params.id))
+    .post(
+      "/accounts/:id/credits",
+      ({ params, body }) => {
+        account(params.id);
+        deps.ledger.topUp(params.id, micro(body.amount));
+        const after = account(params.id);
+        return { id: after.id, balance: after.balance, reserved: after.reserved };
+      },
+      { body: TopUp },
+    )
+    .get("/accounts/:id/keys", ({ params }) => ({ object: "list", data: account(params.id).keys }))
     .post(
       "/accounts/:id/keys",
       ({ body, params, set }) => {
-        const key = deps.accounts.createKey(params.id, body?.name ?? null);
+        const options: KeyOptions = {
+          name: body?.name ?? null,
+          rateLimitPerMinute: body?.rate_limit_per_minute ?? null,
+          expiresAt: body?.expires_at ? instant(body.expires_at, "expires_at", 0) : null,
+          spendLimitMicro: body?.spend_limit === undefined ? null : micro(body.spend_limit),
+        };
+        let key;
+        try {
+          key = deps.accounts.createKey(params.id, options);
+        } catch (err) {
+          if (err instanceof KeyLimitError) throw new GatewayError(409, "invalid_request", err.message);
+          throw err;
+        }
         if (!key) throw new GatewayError(404, "not_found", "No such account.");
         set.status = 201;
         return key;
       },
       { body: t.Optional(CreateKey) },
     )
+    .get("/accounts/:id/usage", ({ params, query }) => {
+      account(params.id);
+      const q = query as Record<string, string | undefined>;
+      // Records are written in batches; a report asked for now includes the requests just finished.
+      deps.ledger.flush();
+      return deps.usage(params.id, instant(q.from, "from", 0), instant(q.to, "to", deps.now() + 1));
+    })
     .delete("/keys/:id", ({ params }) => {
       if (!deps.accounts.revokeKey(params.id)) throw new GatewayError(404, "not_found", "No such active key.");
       deps.keys.forget(params.id);

@@ -97,28 +97,35 @@ export function streamAnswer(o: StreamAnswerOptions): ReadableStream<Uint8Array>
 
     async pull(controller) {
       try {
-        const { value, done: eof } = await reader.read();
-        if (eof) {
-          parser.end();
-          if (!failure) {
-            if (o.meter.finished) {
-              const usage = await o.estimateUsage();
-              if (usage) out += o.sink.event(usage);
-              out += o.sink.end();
-            } else fail({ type: "error", errorType: "upstream", message: "The upstream provider ended the answer early." });
+        // Bun's server does not pull again after a pull that enqueued nothing, so keep reading
+        // until there is something to send (a lone [DONE] or ping frame produces no output).
+        for (;;) {
+          const { value, done: eof } = await reader.read();
+          if (eof) {
+            parser.end();
+            if (!failure) {
+              if (o.meter.finished) {
+                const usage = await o.estimateUsage();
+                if (usage) out += o.sink.event(usage);
+                out += o.sink.end();
+              } else fail({ type: "error", errorType: "upstream", message: "The upstream provider ended the answer early." });
+            }
+          } else {
+            lastRead = performance.now();
+            parser.feed(value);
           }
-        } else {
-          lastRead = performance.now();
-          parser.feed(value);
-        }
-        if (out.length > 0) {
-          controller.enqueue(encoder.encode(out));
-          out = "";
-          lastWrite = performance.now();
-        }
-        if (eof || failure) {
-          controller.close();
-          finish(failure ? "failed" : "completed", failure?.message);
+          const wrote = out.length > 0;
+          if (wrote) {
+            controller.enqueue(encoder.encode(out));
+            out = "";
+            lastWrite = performance.now();
+          }
+          if (eof || failure) {
+            controller.close();
+            finish(failure ? "failed" : "completed", failure?.message);
+            return;
+          }
+          if (wrote) return;
         }
       } catch (err) {
         if (done) return;

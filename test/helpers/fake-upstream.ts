@@ -1,133 +1,455 @@
-import { readFileSync } from "node:fs";
-import { join } from "node:path";
-
 /**
- * A fake vendor on loopback speaking OpenAI's and Anthropic's wire formats byte for byte.
- * Every gateway test uses this one helper: it records what the gateway sent and answers
- * either by default (an echo, in the vendor's real shapes) or with a queued reply — a
- * recorded fixture split any way, a hand-written stream, an error, or silence.
+ * A loopback fake of the OpenAI and Anthropic HTTP APIs for gateway tests.
+ *
+ * - Every request is recorded (headers lowercased, JSON body parsed when possible).
+ * - Replies queued with `reply()` are used first (FIFO); with an empty queue the fake answers like the
+ *   real vendors, byte for byte in shape: `POST /v1/chat/completions` (OpenAI) and `POST /v1/messages`
+ *   (Anthropic) echo the last user message as `Echo: <text>`, streaming or not.
+ * - Streamed bodies are written with Bun "direct" streams: each chunk is written, flushed and followed by
+ *   a turn of the event loop (or `delayMs`), so split frames really leave as separate TCP writes.
+ *   Client disconnects are observed through `cancel()` / the request signal (see `abortedStreams()`).
+ *
+ * Note: Bun sends a streamed response's status line and headers together with its first body bytes, so a
+ * stream whose first chunk never comes looks like `hang` to the client.
  */
+import { readFileSync } from "node:fs";
 
-export interface RecordedRequest { method: string; path: string; headers: Record<string, string>; body: any; rawBody: string }
+export interface RecordedRequest {
+  method: string;
+  /** URL pathname only (no query string); see `url` for the full URL. */
+  path: string;
+  headers: Record<string, string>;
+  /** The body parsed as JSON, or `undefined` when empty or not JSON (see `rawBody`). */
+  body: any;
+  rawBody: string;
+  /** Full request URL including the query string. */
+  url: string;
+}
 
 export type Reply =
   | { kind: "json"; status?: number; headers?: Record<string, string>; body: unknown }
   | { kind: "text"; status?: number; headers?: Record<string, string>; body: string }
-  | { kind: "sse"; status?: number; headers?: Record<string, string>; chunks: (string | Uint8Array)[]; delayMs?: number; holdOpen?: boolean }
-  | { kind: "fixture"; name: string; split?: "frames" | "bytes" | number; delayMs?: number }
+  | {
+      kind: "sse";
+      status?: number;
+      headers?: Record<string, string>;
+      chunks: (string | Uint8Array)[];
+      delayMs?: number;
+      holdOpen?: boolean;
+    }
+  | {
+      kind: "fixture";
+      name: string;
+      split?: "frames" | "bytes" | number;
+      delayMs?: number;
+      status?: number;
+      headers?: Record<string, string>;
+      holdOpen?: boolean;
+    }
   | { kind: "hang" };
 
 export interface FakeUpstream {
+  /** e.g. http://127.0.0.1:PORT (no trailing slash) */
   url: string;
   requests: RecordedRequest[];
+  /** Queue a reply for the next request (FIFO); with an empty queue the default behaviour applies. */
   reply(r: Reply | ((req: RecordedRequest) => Reply)): void;
+  /** Responses currently streaming (not yet closed or cancelled). */
   openStreams(): number;
+  /** Streaming responses whose client went away before the end (cancel observed). */
   abortedStreams(): number;
+  /** Clear recorded requests, the reply queue and the aborted-stream counter. */
   reset(): void;
   stop(): Promise<void>;
 }
 
-const FIXTURES = join(import.meta.dir, "..", "fixtures");
+const FIXTURES_DIR = new URL("../fixtures/", import.meta.url);
 
+/** The bytes of `test/fixtures/<name>`. */
 export function readFixture(name: string): Uint8Array {
-  return new Uint8Array(readFileSync(join(FIXTURES, name)));
+  return new Uint8Array(readFileSync(new URL(name, FIXTURES_DIR)));
 }
 
-/** Cuts bytes the way a network might: after each SSE frame, after every byte, or every N bytes. */
-function splitBytes(bytes: Uint8Array, split: "frames" | "bytes" | number | undefined): Uint8Array[] {
-  if (split === undefined) return [bytes];
-  if (split === "bytes") return Array.from(bytes, (_, i) => bytes.subarray(i, i + 1));
-  if (typeof split === "number") {
-    const out: Uint8Array[] = [];
-    for (let i = 0; i < bytes.length; i += split) out.push(bytes.subarray(i, i + split));
-    return out;
-  }
+const SSE_TYPE = "text/event-stream; charset=utf-8";
+const JSON_TYPE = "application/json";
+const encoder = new TextEncoder();
+
+function contentTypeFor(name: string): string {
+  if (name.endsWith(".sse")) return SSE_TYPE;
+  if (name.endsWith(".json")) return JSON_TYPE;
+  return "application/octet-stream";
+}
+
+/** Split at SSE frame boundaries (blank line: LF LF, CR LF CR LF or CR CR); each piece keeps its terminator. */
+function splitFrames(bytes: Uint8Array): Uint8Array[] {
+  const text = new TextDecoder().decode(bytes);
   const out: Uint8Array[] = [];
+  const re = /\r\n\r\n|\n\n|\r\r/g;
   let start = 0;
-  for (let i = 0; i + 1 < bytes.length; i++) {
-    const lf = bytes[i] === 10 && bytes[i + 1] === 10;
-    const crlf = bytes[i] === 13 && bytes[i + 1] === 10 && bytes[i + 2] === 13 && bytes[i + 3] === 10;
-    if (lf || crlf) {
-      const end = i + (lf ? 2 : 4);
-      out.push(bytes.subarray(start, end));
-      start = end;
-      i = end - 1;
-    }
+  for (let m = re.exec(text); m; m = re.exec(text)) {
+    const end = m.index + m[0].length;
+    out.push(encoder.encode(text.slice(start, end)));
+    start = end;
   }
-  if (start < bytes.length) out.push(bytes.subarray(start));
+  if (start < text.length) out.push(encoder.encode(text.slice(start)));
   return out;
 }
 
-const encoder = new TextEncoder();
+function splitEvery(bytes: Uint8Array, n: number): Uint8Array[] {
+  const size = Math.max(1, Math.floor(n));
+  const out: Uint8Array[] = [];
+  for (let i = 0; i < bytes.length; i += size) out.push(bytes.subarray(i, i + size));
+  return out;
+}
+
+const sleep = (ms: number) => (ms > 0 ? Bun.sleep(ms) : new Promise<void>((r) => setImmediate(r)));
+
+// ---------------------------------------------------------------------------------------------
+// Default vendor behaviour
+// ---------------------------------------------------------------------------------------------
+
+type Vendor = "openai" | "anthropic";
+
+/** Text of a message content: a string, or the `text` of text parts (tool_result content included). */
+function textParts(content: unknown): string[] {
+  if (typeof content === "string") return [content];
+  if (!Array.isArray(content)) return [];
+  const out: string[] = [];
+  for (const part of content) {
+    if (typeof part === "string") out.push(part);
+    else if (part && typeof part === "object") {
+      const p = part as Record<string, unknown>;
+      if ((p.type === "text" || p.type === undefined) && typeof p.text === "string") out.push(p.text);
+      else if (p.type === "tool_result") out.push(...textParts(p.content));
+    }
+  }
+  return out;
+}
+
+interface Answer {
+  text: string;
+  /** Pieces whose concatenation is `text`, one per word (leading whitespace attached). */
+  pieces: string[];
+  promptTokens: number;
+  completionTokens: number;
+}
+
+/**
+ * `Echo: <text of the last user message>`; text parts are joined with a single space.
+ * prompt tokens = ceil(characters of all message text / 4), at least 1 (Anthropic `system` counts too);
+ * completion tokens = words in the answer.
+ */
+function buildAnswer(body: any, vendor: Vendor): Answer {
+  const messages: any[] = Array.isArray(body?.messages) ? body.messages : [];
+  let chars = 0;
+  for (const m of messages) for (const t of textParts(m?.content)) chars += t.length;
+  if (vendor === "anthropic") for (const t of textParts(body?.system)) chars += t.length;
+  let lastUser = "";
+  for (let i = messages.length - 1; i >= 0; i--) {
+    if (messages[i]?.role === "user") {
+      lastUser = textParts(messages[i].content).join(" ");
+      break;
+    }
+  }
+  const text = `Echo: ${lastUser}`;
+  const pieces: string[] = [...(text.match(/\s*\S+/g) ?? [])];
+  const words = pieces.length;
+  const rest = text.slice(pieces.join("").length);
+  if (rest) {
+    if (pieces.length) pieces[pieces.length - 1] += rest;
+    else pieces.push(rest);
+  }
+  return { text, pieces, promptTokens: Math.max(1, Math.ceil(chars / 4)), completionTokens: words };
+}
+
+const OBF_ALPHABET = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789";
+/** Deterministic stand-in for OpenAI's random `obfuscation` padding. */
+function obfuscation(i: number): string {
+  const len = 1 + ((i * 7) % 12);
+  let s = "";
+  for (let k = 0; k < len; k++) s += OBF_ALPHABET[(i * 31 + k * 17) % OBF_ALPHABET.length];
+  return s;
+}
+
+function openaiUsage(a: Answer) {
+  return {
+    prompt_tokens: a.promptTokens,
+    completion_tokens: a.completionTokens,
+    total_tokens: a.promptTokens + a.completionTokens,
+    prompt_tokens_details: { cached_tokens: 0, audio_tokens: 0 },
+    completion_tokens_details: {
+      reasoning_tokens: 0,
+      audio_tokens: 0,
+      accepted_prediction_tokens: 0,
+      rejected_prediction_tokens: 0,
+    },
+  };
+}
+
+function openaiError(status: number, message: string, type = "invalid_request_error", code: string | null = null): Reply {
+  return { kind: "json", status, body: { error: { message, type, param: null, code } } };
+}
+
+function anthropicError(status: number, type: string, message: string, requestId: string): Reply {
+  return { kind: "json", status, headers: { "request-id": requestId }, body: { type: "error", error: { type, message }, request_id: requestId } };
+}
+
+// ---------------------------------------------------------------------------------------------
+// Server
+// ---------------------------------------------------------------------------------------------
+
+interface StreamState {
+  finished: boolean;
+  aborted: boolean;
+  release: () => void;
+}
 
 export async function startFakeUpstream(): Promise<FakeUpstream> {
   const requests: RecordedRequest[] = [];
   const queue: (Reply | ((req: RecordedRequest) => Reply))[] = [];
-  let open = 0;
+  const live = new Set<StreamState>();
+  const hangs = new Set<() => void>();
   let aborted = 0;
-  const releases = new Set<() => void>();
+  let seq = 0;
+  let stopping = false;
 
-  /** A stream that writes each chunk separately (optionally spaced out) and notices a client that leaves. */
-  function stream(chunks: Uint8Array[], delayMs: number, holdOpen: boolean, status: number, headers: Record<string, string>): Response {
-    open += 1;
-    let finished = false;
-    let release: () => void = () => {};
-    const end = (wasAborted: boolean) => {
-      if (finished) return;
-      finished = true;
-      open -= 1;
-      if (wasAborted) aborted += 1;
-      releases.delete(release);
+  const pad = (n: number, width: number) => String(n).padStart(width, "0");
+
+  function streamResponse(
+    chunks: (string | Uint8Array)[],
+    opts: { status?: number; headers: Record<string, string>; delayMs?: number; holdOpen?: boolean },
+    signal: AbortSignal,
+  ): Response {
+    let releaseHold!: () => void;
+    const held = new Promise<void>((r) => (releaseHold = r));
+    const state: StreamState = { finished: false, aborted: false, release: releaseHold };
+    live.add(state);
+    const onGone = () => {
+      if (state.finished || state.aborted) return;
+      state.aborted = true;
+      aborted++;
+      live.delete(state);
+      releaseHold();
     };
-    let i = 0;
-    const body = new ReadableStream<Uint8Array>({
+    signal.addEventListener("abort", onGone, { once: true });
+    const finish = () => {
+      if (!state.aborted && !state.finished) {
+        state.finished = true;
+        live.delete(state);
+      }
+      signal.removeEventListener("abort", onGone);
+    };
+
+    const body = new ReadableStream({
+      type: "direct",
       async pull(controller) {
-        if (i < chunks.length) {
-          if (i > 0 && delayMs > 0) await Bun.sleep(delayMs);
-          if (finished) return;
-          controller.enqueue(chunks[i++]!);
-          return;
+        try {
+          for (let i = 0; i < chunks.length; i++) {
+            if (state.aborted || stopping) break;
+            if (i > 0) await sleep(opts.delayMs ?? 0);
+            if (state.aborted || stopping) break;
+            const written = await controller.write(chunks[i]);
+            await controller.flush();
+            if (written === 0 && (typeof chunks[i] === "string" ? chunks[i].length : (chunks[i] as Uint8Array).length) > 0) {
+              onGone();
+              break;
+            }
+            // Give the socket a turn so every chunk leaves as its own TCP write.
+            if (opts.delayMs === undefined || opts.delayMs <= 0) await sleep(0);
+          }
+          if (opts.holdOpen && !state.aborted && !stopping) await held;
+        } catch {
+          onGone();
         }
-        if (holdOpen) {
-          await new Promise<void>((resolve) => {
-            release = resolve;
-            releases.add(release);
-          });
-        }
-        if (!finished) {
-          end(false);
+        finish();
+        if (!state.aborted) {
           try {
             controller.close();
-          } catch {}
+          } catch {
+            /* already gone */
+          }
         }
       },
       cancel() {
-        end(true);
-        release();
+        onGone();
       },
-    }, { highWaterMark: 0 });
-    return new Response(body, { status, headers: { "content-type": "text/event-stream", "cache-control": "no-cache", ...headers } });
+    });
+    return new Response(body, { status: opts.status ?? 200, headers: opts.headers });
   }
 
-  function answer(r: Reply): Response | Promise<Response> {
-    switch (r.kind) {
+  function render(reply: Reply, req: Request): Response | Promise<Response> {
+    switch (reply.kind) {
       case "json":
-        return Response.json(r.body, { status: r.status ?? 200, headers: r.headers });
+        return new Response(JSON.stringify(reply.body), {
+          status: reply.status ?? 200,
+          headers: { "content-type": JSON_TYPE, ...reply.headers },
+        });
       case "text":
-        return new Response(r.body, { status: r.status ?? 200, headers: r.headers });
+        return new Response(reply.body, {
+          status: reply.status ?? 200,
+          headers: { "content-type": "text/plain; charset=utf-8", ...reply.headers },
+        });
       case "sse":
-        return stream(r.chunks.map((c) => (typeof c === "string" ? encoder.encode(c) : c)), r.delayMs ?? 0, r.holdOpen ?? false, r.status ?? 200, r.headers ?? {});
+        return streamResponse(
+          reply.chunks,
+          { status: reply.status, headers: { "content-type": SSE_TYPE, "cache-control": "no-cache", ...reply.headers }, delayMs: reply.delayMs, holdOpen: reply.holdOpen },
+          req.signal,
+        );
       case "fixture": {
-        const bytes = readFixture(r.name);
-        if (r.name.endsWith(".json")) return new Response(bytes, { headers: { "content-type": "application/json" } });
-        return stream(splitBytes(bytes, r.split), r.delayMs ?? 0, false, 200, {});
+        const bytes = readFixture(reply.name);
+        const split = reply.split;
+        const chunks =
+          split === "frames" ? splitFrames(bytes) : split === "bytes" ? splitEvery(bytes, 1) : typeof split === "number" ? splitEvery(bytes, split) : [bytes];
+        const type = contentTypeFor(reply.name);
+        const headers: Record<string, string> = { "content-type": type };
+        if (type === SSE_TYPE) headers["cache-control"] = "no-cache";
+        return streamResponse(chunks, { status: reply.status, headers: { ...headers, ...reply.headers }, delayMs: reply.delayMs, holdOpen: reply.holdOpen }, req.signal);
       }
       case "hang":
         return new Promise<Response>((resolve) => {
-          const release = () => resolve(new Response(null, { status: 504 }));
-          releases.add(release);
+          const done = () => {
+            hangs.delete(done);
+            resolve(new Response(null, { status: 503 }));
+          };
+          if (stopping) return done();
+          hangs.add(done);
+          req.signal.addEventListener("abort", done, { once: true });
         });
     }
+  }
+
+  function defaultReply(rec: RecordedRequest): Reply {
+    const n = ++seq;
+    const anthropicish =
+      rec.path.startsWith("/v1/messages") || rec.path.startsWith("/v1/complete") || "anthropic-version" in rec.headers || "x-api-key" in rec.headers;
+    const reqId = anthropicish ? `req_011CFake${pad(n, 16)}` : `req_${pad(n, 32)}`;
+
+    if (rec.method === "POST" && rec.path === "/v1/chat/completions") return openaiDefault(rec, n, reqId);
+    if (rec.method === "POST" && rec.path === "/v1/messages") return anthropicDefault(rec, n, reqId);
+    if (anthropicish) return anthropicError(404, "not_found_error", "Not Found", reqId);
+    const r = openaiError(404, `Invalid URL (${rec.method} ${rec.path})`);
+    return { ...r, headers: { "x-request-id": reqId } } as Reply;
+  }
+
+  function openaiDefault(rec: RecordedRequest, n: number, reqId: string): Reply {
+    const body = rec.body;
+    if (!body || typeof body !== "object" || Array.isArray(body)) {
+      const r = openaiError(
+        400,
+        "We could not parse the JSON body of your request. (HINT: This likely means you aren't using your HTTP library correctly. The OpenAI API expects a JSON payload, but what was sent was not valid JSON. If you have trouble figuring out how to fix this, please contact us through our help center at help.openai.com.)",
+      );
+      return { ...r, headers: { "x-request-id": reqId } } as Reply;
+    }
+    if (!Array.isArray(body.messages)) {
+      const r = openaiError(400, "Missing required parameter: 'messages'.", "invalid_request_error", "missing_required_parameter");
+      return { ...r, headers: { "x-request-id": reqId } } as Reply;
+    }
+    const a = buildAnswer(body, "openai");
+    const id = `chatcmpl-FakeUp${pad(n, 23)}`;
+    const created = Math.floor(Date.now() / 1000);
+    const model = typeof body.model === "string" ? body.model : "gpt-4o-mini-2024-07-18";
+    const fingerprint = "fp_560af6e559";
+    const headers = { "x-request-id": reqId, "openai-processing-ms": "42" };
+
+    if (body.stream !== true) {
+      const completion = {
+        id,
+        object: "chat.completion",
+        created,
+        model,
+        choices: [
+          {
+            index: 0,
+            message: { role: "assistant", content: a.text, refusal: null, annotations: [] },
+            logprobs: null,
+            finish_reason: "stop",
+          },
+        ],
+        usage: openaiUsage(a),
+        service_tier: "default",
+        system_fingerprint: fingerprint,
+      };
+      // OpenAI pretty-prints its JSON bodies and ends them with a newline.
+      return { kind: "text", headers: { "content-type": JSON_TYPE, ...headers }, body: JSON.stringify(completion, null, 2) + "\n" };
+    }
+
+    const includeUsage = body.stream_options?.include_usage === true;
+    const includeObf = body.stream_options?.include_obfuscation !== false;
+    let k = 0;
+    const chunk = (choices: unknown[], usage?: unknown) => {
+      const c: Record<string, unknown> = {
+        id,
+        object: "chat.completion.chunk",
+        created,
+        model,
+        service_tier: "default",
+        system_fingerprint: fingerprint,
+        choices,
+      };
+      if (includeUsage) c.usage = usage ?? null;
+      if (includeObf) c.obfuscation = obfuscation(n + k++);
+      return `data: ${JSON.stringify(c)}\n\n`;
+    };
+    const choice = (delta: unknown, finish: string | null = null) => ({ index: 0, delta, logprobs: null, finish_reason: finish });
+    const chunks = [chunk([choice({ role: "assistant", content: "", refusal: null })])];
+    for (const p of a.pieces) chunks.push(chunk([choice({ content: p })]));
+    chunks.push(chunk([choice({}, "stop")]));
+    if (includeUsage) chunks.push(chunk([], openaiUsage(a)));
+    chunks.push("data: [DONE]\n\n");
+    return { kind: "sse", headers, chunks };
+  }
+
+  function anthropicDefault(rec: RecordedRequest, n: number, reqId: string): Reply {
+    const body = rec.body;
+    if (!body || typeof body !== "object" || Array.isArray(body)) {
+      return anthropicError(400, "invalid_request_error", "There was an issue with the JSON body of the request.", reqId);
+    }
+    if (!Array.isArray(body.messages)) return anthropicError(400, "invalid_request_error", "messages: Field required", reqId);
+    const a = buildAnswer(body, "anthropic");
+    const id = `msg_01FakeUp${pad(n, 16)}`;
+    const model = typeof body.model === "string" ? body.model : "claude-sonnet-4-5-20250929";
+    const headers = { "request-id": reqId };
+    const usage = (output: number) => ({
+      input_tokens: a.promptTokens,
+      cache_creation_input_tokens: 0,
+      cache_read_input_tokens: 0,
+      cache_creation: { ephemeral_5m_input_tokens: 0, ephemeral_1h_input_tokens: 0 },
+      output_tokens: output,
+      service_tier: "standard",
+    });
+
+    if (body.stream !== true) {
+      const message = {
+        id,
+        type: "message",
+        role: "assistant",
+        model,
+        content: [{ type: "text", text: a.text }],
+        stop_reason: "end_turn",
+        stop_sequence: null,
+        usage: usage(a.completionTokens),
+      };
+      return { kind: "json", headers, body: message };
+    }
+
+    const ev = (type: string, data: unknown) => `event: ${type}\ndata: ${typeof data === "string" ? data : JSON.stringify(data)}\n\n`;
+    const chunks = [
+      ev("message_start", {
+        type: "message_start",
+        message: { id, type: "message", role: "assistant", model, content: [], stop_reason: null, stop_sequence: null, usage: usage(1) },
+      }),
+      ev("content_block_start", { type: "content_block_start", index: 0, content_block: { type: "text", text: "" } }),
+      ev("ping", '{"type": "ping"}'),
+      ...a.pieces.map((p) => ev("content_block_delta", { type: "content_block_delta", index: 0, delta: { type: "text_delta", text: p } })),
+      ev("content_block_stop", { type: "content_block_stop", index: 0 }),
+      ev("message_delta", {
+        type: "message_delta",
+        delta: { stop_reason: "end_turn", stop_sequence: null },
+        usage: { input_tokens: a.promptTokens, cache_creation_input_tokens: 0, cache_read_input_tokens: 0, output_tokens: a.completionTokens },
+      }),
+      ev("message_stop", { type: "message_stop" }),
+    ];
+    return { kind: "sse", headers, chunks };
   }
 
   const server = Bun.serve({
@@ -136,92 +458,48 @@ export async function startFakeUpstream(): Promise<FakeUpstream> {
     idleTimeout: 0,
     async fetch(req) {
       const url = new URL(req.url);
+      const headers: Record<string, string> = {};
+      req.headers.forEach((v, k) => (headers[k.toLowerCase()] = v));
       const rawBody = await req.text();
       let body: any;
-      try {
-        body = rawBody ? JSON.parse(rawBody) : undefined;
-      } catch {
-        body = undefined;
+      if (rawBody.length) {
+        try {
+          body = JSON.parse(rawBody);
+        } catch {
+          body = undefined;
+        }
       }
-      const headers: Record<string, string> = {};
-      req.headers.forEach((value, name) => (headers[name.toLowerCase()] = value));
-      const recorded: RecordedRequest = { method: req.method, path: url.pathname, headers, body, rawBody };
-      requests.push(recorded);
-      const queued = queue.shift();
-      if (queued) return answer(typeof queued === "function" ? queued(recorded) : queued);
-      return defaultAnswer(recorded);
+      const rec: RecordedRequest = { method: req.method, path: url.pathname, headers, body, rawBody, url: req.url };
+      requests.push(rec);
+      const next = queue.shift();
+      let reply: Reply;
+      try {
+        reply = next === undefined ? defaultReply(rec) : typeof next === "function" ? next(rec) : next;
+      } catch (e) {
+        return new Response(`fake upstream: reply function threw: ${e}`, { status: 500 });
+      }
+      return render(reply, req);
     },
   });
-
-  /** Echo of the last user message, in the vendor's own shapes, streamed one word a frame. */
-  function defaultAnswer(req: RecordedRequest): Response {
-    const isOpenAI = req.method === "POST" && req.path === "/v1/chat/completions";
-    const isAnthropic = req.method === "POST" && req.path === "/v1/messages";
-    if (!isOpenAI && !isAnthropic) {
-      return req.path.startsWith("/v1/messages")
-        ? Response.json({ type: "error", error: { type: "not_found_error", message: "Not found" } }, { status: 404 })
-        : Response.json({ error: { message: "Unknown route", type: "invalid_request_error", param: null, code: "unknown_url" } }, { status: 404 });
-    }
-    const messages: { role: string; content: unknown }[] = req.body?.messages ?? [];
-    const texts = (content: unknown): string =>
-      typeof content === "string" ? content
-      : Array.isArray(content) ? content.map((p: any) => (p.type === "text" ? p.text : typeof p.content === "string" ? p.content : texts(p.content))).join("")
-      : "";
-    const lastUser = [...messages].reverse().find((m) => m.role === "user");
-    const reply = `Echo: ${lastUser ? texts(lastUser.content) : ""}`;
-    const words = reply.split(" ").map((w, i) => (i === 0 ? w : ` ${w}`));
-    const allText = messages.map((m) => texts(m.content)).join("") + texts(req.body?.system ?? "");
-    const promptTokens = Math.max(1, Math.ceil(allText.length / 4));
-    const completionTokens = words.length;
-    const model = String(req.body?.model);
-    const stream = req.body?.stream === true;
-
-    if (isOpenAI) {
-      const id = "chatcmpl-FAKE0123456789abcdefghijklmn";
-      const usage = { prompt_tokens: promptTokens, completion_tokens: completionTokens, total_tokens: promptTokens + completionTokens, prompt_tokens_details: { cached_tokens: 0, audio_tokens: 0 }, completion_tokens_details: { reasoning_tokens: 0, audio_tokens: 0, accepted_prediction_tokens: 0, rejected_prediction_tokens: 0 } };
-      if (!stream) {
-        return Response.json({ id, object: "chat.completion", created: 1737000000, model, choices: [{ index: 0, message: { role: "assistant", content: reply, refusal: null, annotations: [] }, logprobs: null, finish_reason: "stop" }], usage, service_tier: "default", system_fingerprint: "fp_fake" });
-      }
-      const withUsage = req.body?.stream_options?.include_usage === true;
-      const chunk = (delta: unknown, finish: string | null) =>
-        `data: ${JSON.stringify({ id, object: "chat.completion.chunk", created: 1737000000, model, service_tier: "default", system_fingerprint: "fp_fake", choices: [{ index: 0, delta, logprobs: null, finish_reason: finish }], ...(withUsage ? { usage: null } : {}) })}\n\n`;
-      const frames = [chunk({ role: "assistant", content: "", refusal: null }, null), ...words.map((w) => chunk({ content: w }, null)), chunk({}, "stop")];
-      if (withUsage) frames.push(`data: ${JSON.stringify({ id, object: "chat.completion.chunk", created: 1737000000, model, service_tier: "default", system_fingerprint: "fp_fake", choices: [], usage })}\n\n`);
-      frames.push("data: [DONE]\n\n");
-      return stream_(frames);
-    }
-
-    const id = "msg_01FAKEabcdefghijklmnopqr";
-    if (!stream) {
-      return Response.json({ id, type: "message", role: "assistant", model, content: [{ type: "text", text: reply }], stop_reason: "end_turn", stop_sequence: null, usage: { input_tokens: promptTokens, cache_creation_input_tokens: 0, cache_read_input_tokens: 0, output_tokens: completionTokens, service_tier: "standard" } });
-    }
-    const ev = (name: string, data: unknown) => `event: ${name}\ndata: ${JSON.stringify(data)}\n\n`;
-    const frames = [
-      ev("message_start", { type: "message_start", message: { id, type: "message", role: "assistant", model, content: [], stop_reason: null, stop_sequence: null, usage: { input_tokens: promptTokens, cache_creation_input_tokens: 0, cache_read_input_tokens: 0, output_tokens: 1, service_tier: "standard" } } }),
-      ev("content_block_start", { type: "content_block_start", index: 0, content_block: { type: "text", text: "" } }),
-      'event: ping\ndata: {"type": "ping"}\n\n',
-      ...words.map((w) => ev("content_block_delta", { type: "content_block_delta", index: 0, delta: { type: "text_delta", text: w } })),
-      ev("content_block_stop", { type: "content_block_stop", index: 0 }),
-      ev("message_delta", { type: "message_delta", delta: { stop_reason: "end_turn", stop_sequence: null }, usage: { output_tokens: completionTokens } }),
-      ev("message_stop", { type: "message_stop" }),
-    ];
-    return stream_(frames);
-  }
-
-  const stream_ = (frames: string[]) => stream(frames.map((f) => encoder.encode(f)), 0, false, 200, {});
 
   return {
     url: `http://127.0.0.1:${server.port}`,
     requests,
-    reply: (r) => void queue.push(r),
-    openStreams: () => open,
+    reply(r) {
+      queue.push(r);
+    },
+    openStreams: () => live.size,
     abortedStreams: () => aborted,
     reset() {
       requests.length = 0;
       queue.length = 0;
+      aborted = 0;
     },
     async stop() {
-      for (const release of [...releases]) release();
+      stopping = true;
+      for (const s of live) s.release();
+      for (const h of [...hangs]) h();
+      await Bun.sleep(0);
       await server.stop(true);
     },
   };

@@ -22,6 +22,9 @@ export interface GatewayOptions {
   idleMs?: number;
   firstByteMs?: number;
   idleTimeoutSeconds?: number;
+  /** Default per-key rate limit; high unless a test is about rate limiting. */
+  requestsPerMinute?: number;
+  now?: () => number;
   fetch?: UpstreamFetch;
   log?: Logger;
 }
@@ -56,11 +59,12 @@ export async function startGateway(o: GatewayOptions): Promise<Gateway> {
         { id: FREE_MODEL, provider: "fake-openai", upstream_model: "free-model", category: "free", context_length: 8192 },
       ],
       server: { keepalive_ms: o.keepaliveMs ?? 15_000 },
+      limits: { requests_per_minute: o.requestsPerMinute ?? 1_000_000 },
     },
     { TEST_OPENAI_KEY: VENDOR_OPENAI_KEY, TEST_ANTHROPIC_KEY: VENDOR_ANTHROPIC_KEY },
     "test",
   );
-  const app = createApp({ db, settings, log: o.log ?? silentLogger, adminToken: o.adminToken, fetch: o.fetch });
+  const app = createApp({ db, settings, log: o.log ?? silentLogger, adminToken: o.adminToken, fetch: o.fetch, now: o.now });
   const account = app.services.accounts.createAccount("test", Math.round((o.credits ?? 1000) * 1e6));
   const key = app.services.accounts.createKey(account.id, "test")!;
   app.listen({ port: 0, hostname: "127.0.0.1", idleTimeout: o.idleTimeoutSeconds ?? 10 });

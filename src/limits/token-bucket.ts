@@ -1,0 +1,51 @@
+/**
+ * A token bucket as a pure function of its state and `now`, so it is tested without sleeping.
+ * `capacity` tokens refill evenly over one minute: N requests per minute, bursts of up to N.
+ */
+export interface BucketState {
+  tokens: number;
+  updatedAt: number;
+}
+
+export interface BucketDecision {
+  allowed: boolean;
+  /** Whole requests still available after this one. */
+  remaining: number;
+  /** Milliseconds until one token is available again (0 when one is). */
+  retryAfterMs: number;
+  /** Milliseconds until the bucket is full again. */
+  resetMs: number;
+}
+
+const MINUTE_MS = 60_000;
+
+export function takeToken(state: BucketState | undefined, perMinute: number, now: number): { state: BucketState; decision: BucketDecision } {
+  const ratePerMs = perMinute / MINUTE_MS;
+  const elapsed = state ? Math.max(0, now - state.updatedAt) : 0;
+  const available = state ? Math.min(perMinute, state.tokens + elapsed * ratePerMs) : perMinute;
+  const allowed = available >= 1;
+  const tokens = allowed ? available - 1 : available;
+  return {
+    state: { tokens, updatedAt: now },
+    decision: {
+      allowed,
+      remaining: Math.floor(tokens),
+      retryAfterMs: tokens >= 1 ? 0 : Math.ceil((1 - tokens) / ratePerMs),
+      resetMs: Math.ceil((perMinute - tokens) / ratePerMs),
+    },
+  };
+}
+
+/** Retry-After is whole seconds, rounded up, never 0 for a refused request. */
+export function retryAfterSeconds(decision: BucketDecision): number {
+  return Math.max(1, Math.ceil(decision.retryAfterMs / 1000));
+}
+
+/** OpenAI's x-ratelimit-reset-* style: "20ms", "1s", "6.5s", "1m0s". */
+export function formatResetDuration(ms: number): string {
+  if (ms < 1000) return `${ms}ms`;
+  const seconds = ms / 1000;
+  if (seconds < 60) return `${Number(seconds.toFixed(3))}s`;
+  const minutes = Math.floor(seconds / 60);
+  return `${minutes}m${Number((seconds - minutes * 60).toFixed(3))}s`;
+}

@@ -1,0 +1,323 @@
+import { afterAll, describe, expect, test } from "bun:test";
+import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join, resolve } from "node:path";
+import { ConfigError, loadSettings, parseConfigText, resolveSettings } from "../src/config/load-config.ts";
+
+const dirs: string[] = [];
+function tempDir(): string {
+  const dir = mkdtempSync(join(tmpdir(), "switchyard-config-"));
+  dirs.push(dir);
+  return dir;
+}
+afterAll(() => {
+  for (const d of dirs) rmSync(d, { recursive: true, force: true });
+});
+
+/** A minimal valid config; tests clone and break it. */
+function validConfig() {
+  return {
+    providers: [
+      { id: "up", kind: "openai", base_url: "http://127.0.0.1:9/v1/", api_key_env: "UP_KEY" },
+      { id: "ant", kind: "anthropic", base_url: "https://api.anthropic.com" },
+    ],
+    models: [
+      { id: "up/gpt", provider: "up", upstream_model: "gpt-4o-mini", category: "text", context_length: 128000, pricing: { input_per_mtok: 150, output_per_mtok: 600 } },
+      { id: "up/free", provider: "up", upstream_model: "free", category: "free", context_length: 4096 },
+    ],
+  };
+}
+
+/** Runs `fn`, asserts it throws a ConfigError, and returns its message. */
+function configError(fn: () => unknown): string {
+  let caught: unknown;
+  try {
+    fn();
+  } catch (err) {
+    caught = err;
+  }
+  expect(caught).toBeInstanceOf(ConfigError);
+  return (caught as ConfigError).message;
+}
+
+describe("built-in defaults", () => {
+  test("no file and no SWITCHYARD_CONFIG → simulated models only", () => {
+    const cwd = tempDir();
+    const s = loadSettings({}, cwd);
+    expect(s.source).toBe("built-in defaults");
+    expect(s.models.map((m) => m.id)).toEqual(["switchyard/echo", "switchyard/lorem"]);
+    const echo = s.models.find((m) => m.id === "switchyard/echo")!;
+    expect(echo.category).toBe("free");
+    expect(s.models.find((m) => m.id === "switchyard/lorem")!.category).not.toBe("free");
+    expect([...s.providers.keys()].sort()).toEqual(["simulated", "simulated-anthropic"]);
+    expect(s.models.some((m) => m.id.startsWith("openai/") || m.id.startsWith("anthropic/"))).toBe(false);
+  });
+
+  test("vendor keys in env add openai/* and anthropic/* models with apiKey from env", () => {
+    const cwd = tempDir();
+    const env = { OPENAI_API_KEY: "sk-openai-env-123", ANTHROPIC_API_KEY: "sk-ant-env-456" };
+    const s = loadSettings(env, cwd);
+    const ids = s.models.map((m) => m.id);
+    expect(ids).toContain("switchyard/echo");
+    expect(ids).toContain("switchyard/lorem");
+    expect(ids.filter((id) => id.startsWith("openai/")).length).toBeGreaterThan(0);
+    expect(ids.filter((id) => id.startsWith("anthropic/")).length).toBeGreaterThan(0);
+    expect(s.providers.get("openai")!.apiKey).toBe("sk-openai-env-123");
+    expect(s.providers.get("openai")!.kind).toBe("openai");
+    expect(s.providers.get("anthropic")!.apiKey).toBe("sk-ant-env-456");
+    expect(s.providers.get("anthropic")!.kind).toBe("anthropic");
+    for (const m of s.models) expect(s.providers.has(m.provider)).toBe(true);
+  });
+
+  test("only OPENAI_API_KEY → openai models but no anthropic ones", () => {
+    const s = loadSettings({ OPENAI_API_KEY: "sk-only-openai" }, tempDir());
+    expect(s.models.some((m) => m.id.startsWith("openai/"))).toBe(true);
+    expect(s.models.some((m) => m.id.startsWith("anthropic/"))).toBe(false);
+    expect(s.providers.has("anthropic")).toBe(false);
+  });
+});
+
+describe("config files", () => {
+  const yaml = `
+providers:
+  - id: up
+    kind: openai
+    base_url: http://127.0.0.1:9/v1
+    api_key_env: UP_KEY
+models:
+  - id: up/gpt
+    provider: up
+    upstream_model: gpt-4o-mini
+    category: text
+    context_length: 128000
+    pricing:
+      input_per_mtok: 150
+      output_per_mtok: 600
+limits:
+  requests_per_minute: 5
+`;
+
+  test("YAML file via SWITCHYARD_CONFIG (relative to cwd)", () => {
+    const cwd = tempDir();
+    writeFileSync(join(cwd, "gw.yaml"), yaml);
+    const s = loadSettings({ SWITCHYARD_CONFIG: "gw.yaml", UP_KEY: "sk-yaml" }, cwd);
+    expect(s.source).toBe(resolve(cwd, "gw.yaml"));
+    expect(s.models.map((m) => m.id)).toEqual(["up/gpt"]);
+    expect(s.models[0]!.upstream_model).toBe("gpt-4o-mini");
+    expect(s.models[0]!.pricing).toEqual({ input_per_mtok: 150, output_per_mtok: 600 });
+    expect(s.providers.get("up")!.apiKey).toBe("sk-yaml");
+    expect(s.limits.requests_per_minute).toBe(5);
+    expect(s.limits.max_tokens_cap).toBe(8192);
+  });
+
+  test("JSON file via SWITCHYARD_CONFIG (absolute path)", () => {
+    const cwd = tempDir();
+    const path = join(tempDir(), "gw.json");
+    const cfg = validConfig();
+    writeFileSync(path, JSON.stringify(cfg));
+    const s = loadSettings({ SWITCHYARD_CONFIG: path }, cwd);
+    expect(s.source).toBe(path);
+    expect(s.models.map((m) => m.id)).toEqual(["up/gpt", "up/free"]);
+    expect([...s.providers.keys()]).toEqual(["up", "ant"]);
+    // Trailing slashes are trimmed so paths can be appended.
+    expect(s.providers.get("up")!.base_url).toBe("http://127.0.0.1:9/v1");
+    expect(s.providers.get("up")!.apiKey).toBeUndefined();
+  });
+
+  test("./switchyard.yaml in cwd is used without SWITCHYARD_CONFIG", () => {
+    const cwd = tempDir();
+    writeFileSync(join(cwd, "switchyard.yaml"), yaml);
+    const s = loadSettings({}, cwd);
+    expect(s.source).toBe(join(cwd, "switchyard.yaml"));
+    expect(s.models.map((m) => m.id)).toEqual(["up/gpt"]);
+    expect(s.models.some((m) => m.id === "switchyard/echo")).toBe(false);
+  });
+
+  test("SWITCHYARD_CONFIG takes precedence over ./switchyard.yaml", () => {
+    const cwd = tempDir();
+    writeFileSync(join(cwd, "switchyard.yaml"), yaml);
+    writeFileSync(join(cwd, "other.json"), JSON.stringify(validConfig()));
+    const s = loadSettings({ SWITCHYARD_CONFIG: "other.json" }, cwd);
+    expect(s.models.map((m) => m.id)).toEqual(["up/gpt", "up/free"]);
+  });
+
+  test("SWITCHYARD_CONFIG pointing to a missing file → ConfigError naming it", () => {
+    const cwd = tempDir();
+    const msg = configError(() => loadSettings({ SWITCHYARD_CONFIG: "nope.yaml" }, cwd));
+    expect(msg).toContain(join(cwd, "nope.yaml"));
+    expect(msg).toMatch(/does not exist/);
+  });
+
+  test("invalid file content through loadSettings names the file and the field", () => {
+    const cwd = tempDir();
+    const cfg = validConfig();
+    (cfg.providers[0] as { kind: string }).kind = "mistral";
+    writeFileSync(join(cwd, "bad.json"), JSON.stringify(cfg));
+    const msg = configError(() => loadSettings({ SWITCHYARD_CONFIG: "bad.json" }, cwd));
+    expect(msg).toContain(join(cwd, "bad.json"));
+    expect(msg).toContain("/providers/0/kind");
+  });
+});
+
+describe("parseConfigText", () => {
+  test("parses .yaml, .yml and .json", () => {
+    expect(parseConfigText("a: 1\nb: [x, y]\n", "c.yaml")).toEqual({ a: 1, b: ["x", "y"] });
+    expect(parseConfigText("a: 1\n", "c.YML")).toEqual({ a: 1 });
+    expect(parseConfigText('{"a": [1, 2]}', "c.json")).toEqual({ a: [1, 2] });
+  });
+
+  test("unparsable YAML → ConfigError naming the file", () => {
+    const msg = configError(() => parseConfigText("providers: [unclosed\n  - id: x", "/etc/gw.yaml"));
+    expect(msg).toContain("/etc/gw.yaml");
+    expect(msg).toMatch(/cannot parse/);
+  });
+
+  test("unparsable JSON → ConfigError", () => {
+    const msg = configError(() => parseConfigText("{providers: ", "gw.json"));
+    expect(msg).toContain("gw.json");
+    expect(msg).toMatch(/cannot parse/);
+  });
+
+  test("unknown extension → ConfigError naming the extension", () => {
+    const msg = configError(() => parseConfigText("[providers]", "gw.toml"));
+    expect(msg).toContain(".toml");
+    expect(msg).toMatch(/extension/);
+  });
+});
+
+describe("validation names the field", () => {
+  const resolveBroken = (mutate: (c: ReturnType<typeof validConfig>) => void) => {
+    const cfg = validConfig();
+    mutate(cfg);
+    return configError(() => resolveSettings(cfg, {}, "test.yaml"));
+  };
+
+  test("wrong kind value → /providers/0/kind", () => {
+    const msg = resolveBroken((c) => ((c.providers[0] as { kind: string }).kind = "cohere"));
+    expect(msg).toContain("test.yaml");
+    expect(msg).toContain("/providers/0/kind");
+  });
+
+  test("missing upstream_model → /models/1/upstream_model", () => {
+    const msg = resolveBroken((c) => delete (c.models[1] as { upstream_model?: string }).upstream_model);
+    expect(msg).toContain("/models/1/upstream_model");
+  });
+
+  test("unknown provider referenced by a model → /models/0/provider", () => {
+    const msg = resolveBroken((c) => (c.models[0]!.provider = "ghost"));
+    expect(msg).toContain("/models/0/provider");
+    expect(msg).toContain("ghost");
+  });
+
+  test("duplicate model id → /models/1/id", () => {
+    const msg = resolveBroken((c) => (c.models[1]!.id = c.models[0]!.id));
+    expect(msg).toContain("/models/1/id");
+    expect(msg).toMatch(/duplicate/);
+    expect(msg).toContain("up/gpt");
+  });
+
+  test("duplicate provider id → /providers/1/id", () => {
+    const msg = resolveBroken((c) => (c.providers[1]!.id = "up"));
+    expect(msg).toContain("/providers/1/id");
+    expect(msg).toMatch(/duplicate/);
+  });
+
+  test("non-free model without pricing → /models/0/pricing", () => {
+    const msg = resolveBroken((c) => delete (c.models[0] as { pricing?: unknown }).pricing);
+    expect(msg).toContain("/models/0/pricing");
+  });
+
+  test("a free model needs no pricing", () => {
+    const cfg = validConfig();
+    expect(cfg.models[1]).not.toHaveProperty("pricing");
+    expect(resolveSettings(cfg, {}, "ok").models).toHaveLength(2);
+  });
+
+  test("bad base_url → /providers/0/base_url", () => {
+    const msg = resolveBroken((c) => (c.providers[0]!.base_url = "not a url"));
+    expect(msg).toContain("/providers/0/base_url");
+  });
+
+  test("wrong type and missing top-level arrays are named", () => {
+    const msg = resolveBroken((c) => ((c.models[0] as { context_length: unknown }).context_length = "big"));
+    expect(msg).toContain("/models/0/context_length");
+    const empty = configError(() => resolveSettings({}, {}, "empty.yaml"));
+    expect(empty).toContain("/providers");
+    expect(empty).toContain("/models");
+    const notObject = configError(() => resolveSettings(null, {}, "null.yaml"));
+    expect(notObject).toContain("null.yaml");
+  });
+});
+
+describe("resolution", () => {
+  test("api_key_env resolves from env; a key written in the file is never used", () => {
+    const cfg = validConfig();
+    Object.assign(cfg.providers[0]!, { apiKey: "sk-from-file-A" });
+    Object.assign(cfg.providers[1]!, { api_key: "sk-from-file-B", apiKey: "sk-from-file-B" });
+    const s = resolveSettings(cfg, { UP_KEY: "sk-from-env" }, "test");
+    expect(s.providers.get("up")!.apiKey).toBe("sk-from-env");
+    expect(s.providers.get("up")!.api_key_env).toBe("UP_KEY");
+    // No api_key_env: no key at all, whatever the file says.
+    expect(s.providers.get("ant")!.apiKey).toBeUndefined();
+    // Unset variable: undefined, not the file's value.
+    expect(resolveSettings(cfg, {}, "test").providers.get("up")!.apiKey).toBeUndefined();
+  });
+
+  test("defaults for limits, server and timeouts", () => {
+    const s = resolveSettings(validConfig(), {}, "test");
+    expect(s.limits.max_tokens_cap).toBe(8192);
+    expect(s.limits.requests_per_minute).toBe(60);
+    expect(s.limits.max_body_bytes).toBe(10 * 1024 * 1024);
+    expect(s.limits.max_frame_bytes).toBe(32 * 1024 * 1024);
+    expect(s.server.keepalive_ms).toBe(15_000);
+    for (const id of ["up", "ant"]) {
+      expect(s.providers.get(id)!.timeouts).toEqual({ connect_ms: 10_000, first_byte_ms: 120_000, idle_ms: 300_000, total_ms: 1_800_000 });
+    }
+  });
+
+  test("partial limits and timeouts keep the given values and fill the rest", () => {
+    const cfg = {
+      ...validConfig(),
+      limits: { max_tokens_cap: 1000 },
+      server: { keepalive_ms: 500 },
+    };
+    Object.assign(cfg.providers[0]!, { timeouts: { idle_ms: 42 } });
+    const s = resolveSettings(cfg, {}, "test");
+    expect(s.limits.max_tokens_cap).toBe(1000);
+    expect(s.limits.requests_per_minute).toBe(60);
+    expect(s.server.keepalive_ms).toBe(500);
+    expect(s.providers.get("up")!.timeouts).toEqual({ connect_ms: 10_000, first_byte_ms: 120_000, idle_ms: 42, total_ms: 1_800_000 });
+    expect(s.providers.get("ant")!.timeouts.idle_ms).toBe(300_000);
+  });
+
+  test("out-of-range limits are rejected with the field", () => {
+    const cfg = { ...validConfig(), limits: { requests_per_minute: 0 } };
+    expect(configError(() => resolveSettings(cfg, {}, "test"))).toContain("/limits/requests_per_minute");
+    const cfg2 = validConfig();
+    Object.assign(cfg2.providers[0]!, { timeouts: { total_ms: -1 } });
+    expect(configError(() => resolveSettings(cfg2, {}, "test"))).toContain("/providers/0/timeouts/total_ms");
+  });
+});
+
+describe("the real process", () => {
+  test("a bad config file makes `bun src/index.ts` exit non-zero and name the field", async () => {
+    const dir = tempDir();
+    const cfg = validConfig();
+    (cfg.providers[0] as { kind: string }).kind = "mistral";
+    const path = join(dir, "bad.yaml");
+    writeFileSync(path, Bun.YAML.stringify(cfg));
+    const proc = Bun.spawn(["bun", "src/index.ts"], {
+      cwd: resolve(import.meta.dir, ".."),
+      env: { ...process.env, SWITCHYARD_CONFIG: path, PORT: "0", HOST: "127.0.0.1", SWITCHYARD_DB: join(dir, "db.sqlite") },
+      stdout: "pipe",
+      stderr: "pipe",
+    });
+    const timer = setTimeout(() => proc.kill(), 15_000);
+    const [code, stderr] = await Promise.all([proc.exited, new Response(proc.stderr).text()]);
+    clearTimeout(timer);
+    expect(code).not.toBe(0);
+    expect(proc.signalCode).toBeNull();
+    expect(stderr).toContain("/providers/0/kind");
+    expect(stderr).toContain(path);
+  });
+});
