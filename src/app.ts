@@ -8,7 +8,8 @@ import { createUsageReport } from "./billing/usage-report.ts";
 import { createCatalogue } from "./catalogue/catalogue.ts";
 import type { Logger } from "./log.ts";
 import type { UpstreamFetch } from "./pipeline/forward.ts";
-import { authPlugin } from "./plugins/auth.ts";
+import { authPlugin, maybePrincipalOf, pathOf } from "./plugins/auth.ts";
+import { randomId } from "./store/ids.ts";
 import { rateLimitPlugin } from "./plugins/rate-limit.ts";
 import { createRateLimiter } from "./limits/rate-limiter.ts";
 import { errorsPlugin } from "./plugins/errors.ts";
@@ -50,10 +51,25 @@ export function createApp(deps: AppDeps) {
     now,
   };
 
+  /**
+   * Refused chat requests leave a usage record too (zero tokens, zero cost), so an operator
+   * sees every request a key made. Answers that reached the pipeline are recorded by it.
+   */
+  const recordRejection = (request: Request, status: number) => {
+    const key = maybePrincipalOf(request);
+    if (!key || status >= 500) return;
+    const path = pathOf(request.url);
+    if (path !== "/v1/chat/completions" && path !== "/v1/messages") return;
+    ledger.settle(null, 0, {
+      requestId: randomId("req"), accountId: key.accountId, keyId: key.keyId, model: "", provider: "",
+      promptTokens: 0, completionTokens: 0, estimated: false, status: `rejected_${status}`, latencyMs: 0,
+    });
+  };
+
   const app = new Elysia({ name: "switchyard" })
-    .use(errorsPlugin(deps.log))
+    .use(errorsPlugin(deps.log, recordRejection))
     .use(authPlugin(keys))
-    .use(rateLimitPlugin(createRateLimiter(now), deps.settings.limits.requests_per_minute))
+    .use(rateLimitPlugin(createRateLimiter(now), deps.settings.limits.requests_per_minute, recordRejection))
     .use(modelsRoute(catalogue))
     .use(chatCompletionsRoute(forwardDeps))
     .use(messagesRoute(forwardDeps))

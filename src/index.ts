@@ -22,17 +22,17 @@ const released = app.services.ledger.recover();
 const heartbeat = setInterval(() => app.services.ledger.recover(), 15_000);
 heartbeat.unref();
 
-
-const port = Number(process.env.PORT ?? 8080);
+const requestedPort = Number(process.env.PORT ?? 8080);
 const hostname = process.env.HOST ?? "0.0.0.0";
 app.listen({
-  port,
+  port: requestedPort,
   hostname,
   // Streams lift this per request; it only bounds idle keep-alive connections and stuck uploads.
   idleTimeout: 120,
   maxRequestBodySize: settings.limits.max_body_bytes,
 });
 
+const port = app.server!.port;
 const shown = hostname === "0.0.0.0" ? "localhost" : hostname;
 log("info", "switchyard listening", { url: `http://${shown}:${port}`, config: settings.source, db: dbPath, models: settings.models.length, releasedReservations: released });
 
@@ -49,14 +49,18 @@ Demo key (account "demo", 100 credits; a new one is issued at each start): ${dem
 `);
 }
 
+/** How long running answers may take to finish after SIGTERM before the process exits anyway. */
+const SHUTDOWN_GRACE_MS = Number(process.env.SWITCHYARD_SHUTDOWN_GRACE_MS ?? 30_000);
+
 let stopping = false;
 for (const signal of ["SIGTERM", "SIGINT"] as const) {
   process.on(signal, async () => {
     if (stopping) process.exit(1);
     stopping = true;
-    log("info", "shutting down", { signal });
-    // stop(false) refuses new connections and lets running answers finish.
-    await app.server?.stop(false);
+    log("info", "shutting down", { signal, inflight: app.services.inflight.count });
+    // Refuse new connections, let running answers finish (up to the grace period), write every settlement, then exit.
+    const drained = Promise.all([app.server?.stop(false), app.services.inflight.idle()]);
+    await Promise.race([drained, Bun.sleep(SHUTDOWN_GRACE_MS)]);
     clearInterval(heartbeat);
     app.services.ledger.retire();
     db.close();

@@ -56,8 +56,11 @@ describe("reserve, then settle", () => {
       expect(ok).toBeGreaterThan(0);
       expect(refused).toBeGreaterThan(0);
       expect(end).toBeGreaterThanOrEqual(0);
-      const charged = (await records(gw)).filter((r) => r.status === "ok");
+      const all = await records(gw);
+      const charged = all.filter((r) => r.status === "ok");
       expect(charged.length).toBe(ok);
+      // Refused requests are on record too, at no cost.
+      expect(all.filter((r) => r.status === "rejected_402").length).toBe(refused);
       expect(charged.reduce((sum, r) => sum + r.cost_micro, 0)).toBe(start - end);
       expect(openReservations(gw)).toBe(0);
     } finally {

@@ -18,7 +18,7 @@ export function maybePrincipalOf(request: Request): ActiveKey | undefined {
   return principals.get(request);
 }
 
-function pathOf(url: string): string {
+export function pathOf(url: string): string {
   const start = url.indexOf("/", url.indexOf("//") + 2);
   const query = url.indexOf("?", start);
   return query === -1 ? url.slice(start) : url.slice(start, query);

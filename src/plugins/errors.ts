@@ -31,25 +31,31 @@ const KIND_OF_STATUS: Record<number, ErrorKind> = {
  * Every error leaves as a JSON body in the client's format with the spec's status. Unknown
  * failures are logged in full and answered with a message that carries no internals.
  */
-export function errorsPlugin(log: Logger) {
+export function errorsPlugin(log: Logger, onRejected: (request: Request, status: number) => void) {
   return new Elysia({ name: "switchyard/errors" }).onError({ as: "global" }, ({ code, error, request }) => {
-    const anthropic = isAnthropicPath(request.url);
-    if (error instanceof GatewayError) return errorResponse(anthropic, error.status, error.kind, error.message, error.headers);
-    switch (code) {
-      case "PARSE":
-        return errorResponse(anthropic, 400, "invalid_request", "The request body is not valid JSON.");
-      case "VALIDATION":
-        return errorResponse(anthropic, 400, "invalid_request", describeValidation(error));
-      case "NOT_FOUND":
-        return errorResponse(anthropic, 404, "not_found", `No route for ${request.method} ${new URL(request.url).pathname}.`);
-    }
-    const status = (error as { status?: unknown })?.status;
-    if (typeof status === "number" && KIND_OF_STATUS[status]) {
-      return errorResponse(anthropic, status, KIND_OF_STATUS[status]!, "The request could not be processed.");
-    }
-    log("error", "unhandled error", { code: String(code), error: error instanceof Error ? error.stack : String(error) });
-    return errorResponse(anthropic, 500, "internal", "The gateway failed to process the request.");
+    const response = toResponse(code, error, request, log);
+    onRejected(request, response.status);
+    return response;
   });
+}
+
+function toResponse(code: unknown, error: unknown, request: Request, log: Logger): Response {
+  const anthropic = isAnthropicPath(request.url);
+  if (error instanceof GatewayError) return errorResponse(anthropic, error.status, error.kind, error.message, error.headers);
+  switch (code) {
+    case "PARSE":
+      return errorResponse(anthropic, 400, "invalid_request", "The request body is not valid JSON.");
+    case "VALIDATION":
+      return errorResponse(anthropic, 400, "invalid_request", describeValidation(error));
+    case "NOT_FOUND":
+      return errorResponse(anthropic, 404, "not_found", `No route for ${request.method} ${new URL(request.url).pathname}.`);
+  }
+  const status = (error as { status?: unknown })?.status;
+  if (typeof status === "number" && KIND_OF_STATUS[status]) {
+    return errorResponse(anthropic, status, KIND_OF_STATUS[status]!, "The request could not be processed.");
+  }
+  log("error", "unhandled error", { code: String(code), error: error instanceof Error ? error.stack : String(error) });
+  return errorResponse(anthropic, 500, "internal", "The gateway failed to process the request.");
 }
 
 function describeValidation(error: unknown): string {

@@ -9,7 +9,7 @@ import { errorResponse, isAnthropicPath } from "./errors.ts";
  * floods of bad requests are limited too. The x-ratelimit-* headers go on every answer of an
  * authenticated request (set here, before the first byte, so streams carry them as well).
  */
-export function rateLimitPlugin(limiter: RateLimiter, defaultPerMinute: number) {
+export function rateLimitPlugin(limiter: RateLimiter, defaultPerMinute: number, onRejected: (request: Request, status: number) => void) {
   return new Elysia({ name: "switchyard/rate-limit" }).onRequest(({ request, set }) => {
     const key = maybePrincipalOf(request);
     if (!key) return;
@@ -23,6 +23,7 @@ export function rateLimitPlugin(limiter: RateLimiter, defaultPerMinute: number) 
     Object.assign(set.headers, headers);
     if (!decision.allowed) {
       const wait = retryAfterSeconds(decision);
+      onRejected(request, 429);
       return errorResponse(isAnthropicPath(request.url), 429, "rate_limit",
         `Rate limit exceeded: ${perMinute} requests per minute for this key. Retry after ${wait} s.`,
         { ...headers, "retry-after": String(wait) });

@@ -1,0 +1,91 @@
+import { Database } from "bun:sqlite";
+import { afterAll, beforeAll, expect, test } from "bun:test";
+import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { startFakeUpstream, type FakeUpstream } from "./helpers/fake-upstream.ts";
+
+let upstream: FakeUpstream;
+let dir: string;
+
+beforeAll(async () => {
+  upstream = await startFakeUpstream();
+  dir = mkdtempSync(join(tmpdir(), "switchyard-restart-"));
+});
+afterAll(async () => {
+  await upstream.stop();
+  rmSync(dir, { recursive: true, force: true });
+});
+
+/** The real entry point as a child process; resolves with its URL and the printed demo key. */
+async function startProcess(env: Record<string, string>) {
+  const child = Bun.spawn(["bun", "src/index.ts"], {
+    cwd: join(import.meta.dir, ".."),
+    env: { ...process.env, PORT: "0", HOST: "127.0.0.1", LOG_LEVEL: "warn", ...env },
+    stdout: "pipe",
+    stderr: "pipe",
+  });
+  const reader = child.stdout.getReader();
+  let text = "";
+  const deadline = Date.now() + 15_000;
+  while (!/svc-sk-[A-Za-z0-9_-]+/.test(text) || !text.includes("curl")) {
+    if (Date.now() > deadline) throw new Error(`gateway did not start: ${text}`);
+    const { value, done } = await reader.read();
+    if (done) throw new Error(`gateway exited: ${text}${await new Response(child.stderr).text()}`);
+    text += new TextDecoder().decode(value);
+  }
+  reader.releaseLock();
+  return { child, url: text.match(/listening on (http:\/\/\S+)/)![1]!, key: text.match(/svc-sk-[A-Za-z0-9_-]+/)![0], banner: text };
+}
+
+function ledgerState(dbPath: string) {
+  const db = new Database(dbPath, { readonly: true });
+  try {
+    return {
+      reservations: db.query<{ n: number }, []>("SELECT COUNT(*) AS n FROM reservations").get()!.n,
+      balance: db.query<{ b: number }, []>("SELECT balance_micro AS b FROM accounts WHERE name = 'demo'").get()!.b,
+    };
+  } finally {
+    db.close();
+  }
+}
+
+test("a killed gateway's open reservations are released when it starts again", async () => {
+  const config = join(dir, "switchyard.json");
+  writeFileSync(config, JSON.stringify({
+    providers: [{ id: "up", kind: "openai", base_url: `${upstream.url}/v1` }],
+    models: [{ id: "test/paid", provider: "up", upstream_model: "m", category: "text", context_length: 100000, pricing: { input_per_mtok: 1000, output_per_mtok: 1000 } }],
+  }));
+  const env = { SWITCHYARD_CONFIG: config, SWITCHYARD_DB: join(dir, "ledger.sqlite") };
+
+  const first = await startProcess(env);
+  const balanceBefore = ledgerState(env.SWITCHYARD_DB).balance;
+  upstream.reply({ kind: "sse", holdOpen: true, chunks: ['data: {"id":"c","object":"chat.completion.chunk","created":1,"model":"m","choices":[{"index":0,"delta":{"content":"Hi"},"finish_reason":null}]}\n\n'] });
+  const res = await fetch(`${first.url}/v1/chat/completions`, {
+    method: "POST",
+    headers: { authorization: `Bearer ${first.key}`, "content-type": "application/json" },
+    body: JSON.stringify({ model: "test/paid", max_tokens: 1000, messages: [{ role: "user", content: "Hello" }], stream: true }),
+  });
+  const reader = res.body!.getReader();
+  await reader.read();
+  expect(ledgerState(env.SWITCHYARD_DB).reservations).toBe(1);
+
+  first.child.kill("SIGKILL");
+  await first.child.exited;
+  reader.cancel().catch(() => {});
+  expect(ledgerState(env.SWITCHYARD_DB).reservations).toBe(1);
+
+  const second = await startProcess(env);
+  try {
+    const after = ledgerState(env.SWITCHYARD_DB);
+    expect(after.reservations).toBe(0);
+    expect(after.balance).toBe(balanceBefore);
+    // The demo key printed by the new process works, and the curl line names a served model.
+    const models = await fetch(`${second.url}/v1/models`, { headers: { authorization: `Bearer ${second.key}` } });
+    expect(models.status).toBe(200);
+    expect(second.banner).toContain('"model":"test/paid"');
+  } finally {
+    second.child.kill("SIGTERM");
+    expect(await second.child.exited).toBe(0);
+  }
+}, 40_000);
