@@ -112,8 +112,10 @@ describe("upstream failures", () => {
 
   test("upstream 529 overloaded on /v1/messages → 502 Anthropic-shaped, nothing charged", async () => {
     const before = await gw.balanceMicro();
-    upstream.reply({ kind: "json", status: 529, body: { type: "error", error: { type: "overloaded_error", message: "Overloaded" } } });
+    // Retried (twice by default, honouring retry-after-ms), then given up.
+    for (let i = 0; i < 3; i++) upstream.reply({ kind: "json", status: 529, headers: { "retry-after-ms": "10" }, body: { type: "error", error: { type: "overloaded_error", message: "Overloaded" } } });
     await expectError(await post(gw, "/v1/messages", { model: ANTHROPIC_MODEL, max_tokens: 10, messages: question }), 502, "anthropic");
+    expect(upstream.requests.length).toBe(3);
     expect(await gw.balanceMicro()).toBe(before);
   });
 

@@ -1,8 +1,8 @@
 import { existsSync, readFileSync } from "node:fs";
 import { extname, resolve } from "node:path";
 import { Value } from "@sinclair/typebox/value";
-import { Config, LimitsConfig, ServerConfig, Timeouts } from "./schema.ts";
-import type { Limits, ModelConfig, ProviderConfig, ProviderTimeouts, ServerSettings } from "./schema.ts";
+import { Config, LimitsConfig, RetryConfig, ServerConfig, Timeouts } from "./schema.ts";
+import type { Limits, ModelConfig, ProviderConfig, ProviderTimeouts, RetrySettings, ServerSettings } from "./schema.ts";
 import { defaultConfig } from "./defaults.ts";
 
 export class ConfigError extends Error {
@@ -20,6 +20,7 @@ export interface Settings {
   providers: Map<string, ResolvedProvider>;
   models: ModelConfig[];
   limits: Limits;
+  retry: RetrySettings;
   server: ServerSettings;
 }
 
@@ -83,6 +84,7 @@ export function resolveSettings(raw: unknown, env: Record<string, string | undef
     providers,
     models: config.models,
     limits: Value.Default(LimitsConfig, { ...config.limits }) as Limits,
+    retry: Value.Default(RetryConfig, { ...config.retry }) as RetrySettings,
     server: Value.Default(ServerConfig, { ...config.server }) as ServerSettings,
   };
 }

@@ -2,7 +2,7 @@ import { t } from "elysia";
 
 /** How long a provider may take, in milliseconds. Defaults suit slow reasoning models. */
 export const Timeouts = t.Object({
-  connect_ms: t.Integer({ minimum: 1, default: 10_000 }),
+  /** Until the upstream's response headers arrive (connecting included). */
   first_byte_ms: t.Integer({ minimum: 1, default: 120_000 }),
   idle_ms: t.Integer({ minimum: 1, default: 300_000 }),
   total_ms: t.Integer({ minimum: 1, default: 1_800_000 }),
@@ -50,6 +50,12 @@ export const LimitsConfig = t.Object({
   max_frame_bytes: t.Integer({ minimum: 1024, default: 32 * 1024 * 1024 }),
 });
 
+/** Retries of the same model after 429/503/529; a longer wait moves on to the next fallback model. */
+export const RetryConfig = t.Object({
+  max_retries: t.Integer({ minimum: 0, maximum: 10, default: 2 }),
+  max_wait_ms: t.Integer({ minimum: 0, default: 10_000 }),
+});
+
 export const ServerConfig = t.Object({
   /** Comment/ping frames are sent to the client when the upstream has been quiet this long. */
   keepalive_ms: t.Integer({ minimum: 10, default: 15_000 }),
@@ -59,10 +65,12 @@ export const Config = t.Object({
   providers: t.Array(ProviderConfig),
   models: t.Array(ModelConfig),
   limits: t.Optional(t.Partial(LimitsConfig)),
+  retry: t.Optional(t.Partial(RetryConfig)),
   server: t.Optional(t.Partial(ServerConfig)),
 });
 export type Config = typeof Config.static;
 
 export type Limits = typeof LimitsConfig.static;
 export type ServerSettings = typeof ServerConfig.static;
+export type RetrySettings = typeof RetryConfig.static;
 export type ProviderTimeouts = typeof Timeouts.static;

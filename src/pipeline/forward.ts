@@ -4,7 +4,7 @@ import type { Ledger } from "../billing/ledger.ts";
 import type { Logger } from "../log.ts";
 import type { WireFormat } from "../providers/provider.ts";
 import { ADAPTERS } from "../providers/adapters.ts";
-import { createUsageMeter } from "../billing/usage-meter.ts";
+import { createUsageMeter, type UsageMeter } from "../billing/usage-meter.ts";
 import { tokenCostMicro } from "../billing/pricing.ts";
 import { promptTokenBound } from "../billing/token-estimate.ts";
 import { microToCredits } from "../billing/money.ts";
@@ -17,6 +17,7 @@ import { randomId } from "../store/ids.ts";
 import { GatewayError } from "./gateway-error.ts";
 import { effectiveMaxTokens, prepareUpstreamBody, promptText, requestedMaxTokens } from "./prepare-upstream.ts";
 import { upstreamStatusError } from "./upstream-errors.ts";
+import { backoffMs, requestedDelayMs, verdictFor, type Verdict } from "./retry-policy.ts";
 import type { Inflight } from "./inflight.ts";
 
 export type UpstreamFetch = (url: string, init: RequestInit) => Promise<Response>;
@@ -28,6 +29,8 @@ export interface ForwardDeps {
   fetch: UpstreamFetch;
   log: Logger;
   now: () => number;
+  /** [0, 1); jitter for retry backoff. */
+  random?: () => number;
 }
 
 export interface Principal {
@@ -43,7 +46,8 @@ export interface ForwardRequest {
   headers: Headers;
   /** Fires when the client goes away. */
   signal: AbortSignal;
-  model: ModelConfig;
+  /** The model asked for, then its fallbacks, in the order they are tried. */
+  candidates: ModelConfig[];
   principal: Principal;
   /** Called before a streamed answer starts, to lift the server's idle timeout for this request. */
   onStream?: () => void;
@@ -63,22 +67,27 @@ const SINKS: Record<WireFormat, { encoder: (c: EncodeContext) => ClientSink; rel
   anthropic: { encoder: createAnthropicEncoder, relay: createAnthropicRelay },
 };
 
+/** One try of one model: an answer to hand the client, or why not and what to do next. */
+type Attempt = { response: Response } | { verdict: Verdict; error: GatewayError; delayMs?: number };
+
 /**
- * One request's journey: reserve → upstream → decode → encode → settle. Settlement happens
- * exactly once per request, whatever ends it, and charges only what was produced.
+ * One request's journey: reserve → (model → upstream, retried and falling back until one
+ * answers) → decode → encode → settle. The reservation covers the dearest candidate; the
+ * settlement happens exactly once, charges only the attempt that answered and only what it
+ * produced. Nothing is retried once the first byte has gone to the client.
  */
 export async function forward(deps: ForwardDeps, req: ForwardRequest): Promise<Response> {
   const startedAt = performance.now();
-  const { model, body, clientFormat } = req;
-  const provider = deps.settings.providers.get(model.provider)!;
-  const adapter = ADAPTERS[provider.kind];
+  const { body, clientFormat } = req;
   const maxTokens = effectiveMaxTokens(requestedMaxTokens(clientFormat, body), deps.settings.limits.max_tokens_cap);
   const messageCount = Array.isArray(body.messages) ? body.messages.length : 0;
+  const promptBound = promptTokenBound(req.bodyBytes, messageCount);
+  const providerOf = (model: ModelConfig) => deps.settings.providers.get(model.provider)!;
 
-  const worstCase = tokenCostMicro(model.pricing, promptTokenBound(req.bodyBytes, messageCount), maxTokens);
+  const worstCase = Math.max(...req.candidates.map((m) => tokenCostMicro(m.pricing, promptBound, maxTokens)));
   let reservationId: string | null = null;
   if (worstCase > 0) {
-    const ttl = provider.timeouts.total_ms + RESERVATION_SLACK_MS;
+    const ttl = Math.max(...req.candidates.map((m) => providerOf(m).timeouts.total_ms)) + RESERVATION_SLACK_MS;
     const held = deps.ledger.reserve(req.principal.accountId, req.principal.keyId, worstCase, ttl);
     if (!held.ok) {
       const limit = held.reason === "balance" ? "the account has" : "this key's spend limit leaves";
@@ -89,23 +98,24 @@ export async function forward(deps: ForwardDeps, req: ForwardRequest): Promise<R
   }
 
   const requestId = randomId("req");
-  const meter = createUsageMeter();
+  let model = req.candidates[0]!;
+  let meter: UsageMeter = createUsageMeter();
   let settled = false;
   deps.inflight.begin();
+
   const settle = async (status: string) => {
     if (settled) return;
     settled = true;
-    // Nothing produced, nothing charged: an upstream that failed before answering costs nothing.
-    const produced = status !== "upstream_error" && !meter.empty;
-    const usage = produced ? await meter.total(() => promptText(clientFormat, body)) : { inputTokens: 0, outputTokens: 0, estimated: false };
-    const cost = tokenCostMicro(model.pricing, usage.inputTokens, usage.outputTokens);
     try {
-      deps.ledger.settle(reservationId, cost, {
+      // Nothing produced, nothing charged: an upstream that failed before answering costs nothing.
+      const produced = status !== "upstream_error" && !meter.empty;
+      const usage = produced ? await meter.total(() => promptText(clientFormat, body)) : { inputTokens: 0, outputTokens: 0, estimated: false };
+      deps.ledger.settle(reservationId, tokenCostMicro(model.pricing, usage.inputTokens, usage.outputTokens), {
         requestId,
         accountId: req.principal.accountId,
         keyId: req.principal.keyId,
         model: model.id,
-        provider: provider.id,
+        provider: providerOf(model).id,
         promptTokens: usage.inputTokens,
         completionTokens: usage.outputTokens,
         estimated: usage.estimated,
@@ -120,114 +130,159 @@ export async function forward(deps: ForwardDeps, req: ForwardRequest): Promise<R
   };
 
   try {
-    return await attempt();
+    return await tryCandidates();
   } catch (err) {
     // Whatever escaped, the reservation is released; settle() is a no-op when already done.
-    await settle("upstream_error");
+    await settle(req.signal.aborted ? "cancelled" : "upstream_error");
+    if (err instanceof GatewayError) err.recorded = true;
     throw err;
   }
 
-  async function attempt(): Promise<Response> {
-
-  const upstreamBody = prepareUpstreamBody(clientFormat, body, model, provider, maxTokens);
-  const call = adapter.buildRequest(provider, upstreamBody, req.headers);
-  const controller = new AbortController();
-  const onClientAbort = () => controller.abort(new DOMException("client disconnected", "AbortError"));
-  req.signal.addEventListener("abort", onClientAbort, { once: true });
-  const firstByte = setTimeout(() => controller.abort(new DOMException("first byte timeout", "TimeoutError")), provider.timeouts.first_byte_ms);
-
-  let res: Response;
-  try {
-    res = await deps.fetch(call.url, { method: "POST", headers: call.headers, body: call.body, signal: controller.signal });
-  } catch (err) {
-    clearTimeout(firstByte);
-    req.signal.removeEventListener("abort", onClientAbort);
-    await settle(req.signal.aborted ? "cancelled" : "upstream_error");
-    deps.log("warn", "upstream request failed", { requestId, provider: provider.id, error: String(err) });
-    if (controller.signal.reason instanceof DOMException && controller.signal.reason.name === "TimeoutError") {
-      throw new GatewayError(502, "timeout", "The upstream provider did not answer in time. Retrying is appropriate.");
+  async function tryCandidates(): Promise<Response> {
+    const { max_retries, max_wait_ms } = deps.settings.retry;
+    const random = deps.random ?? Math.random;
+    let waited = 0;
+    let last: GatewayError | undefined;
+    for (const candidate of req.candidates) {
+      model = candidate;
+      for (let retry = 0; ; retry++) {
+        meter = createUsageMeter();
+        const attempt = await tryOnce(candidate);
+        if ("response" in attempt) return attempt.response;
+        last = attempt.error;
+        if (attempt.verdict === "fail") throw attempt.error;
+        if (attempt.verdict !== "retry" || retry >= max_retries) break;
+        const delay = attempt.delayMs ?? backoffMs(retry, random());
+        // A wait longer than what is left of the cap is better spent on the next model.
+        if (waited + delay > max_wait_ms) break;
+        deps.log("info", "retrying upstream", { requestId, model: candidate.id, delayMs: delay, retry: retry + 1 });
+        await sleep(delay, req.signal);
+        waited += delay;
+      }
+      if (req.candidates.length > 1) deps.log("info", "falling back", { requestId, from: candidate.id, reason: last?.message });
     }
-    throw new GatewayError(502, "upstream", "The upstream provider could not be reached. Retrying is appropriate.");
-  }
-  clearTimeout(firstByte);
-
-  if (!res.ok) {
-    const text = await readCapped(res, 64 * 1024).catch(() => "");
-    req.signal.removeEventListener("abort", onClientAbort);
-    await settle("upstream_error");
-    let detail: string | undefined;
-    try {
-      detail = adapter.errorMessage(JSON.parse(text));
-    } catch {}
-    deps.log("warn", "upstream error status", { requestId, provider: provider.id, status: res.status, detail: detail ?? text.slice(0, 500) });
-    throw upstreamStatusError(res.status, detail);
+    throw last!;
   }
 
-  const ctx: EncodeContext = {
-    id: clientFormat === "openai" ? `chatcmpl-${randomId("x", 18).slice(2)}` : `msg_${randomId("x", 18).slice(2)}`,
-    created: Math.floor(deps.now() / 1000),
-    model: model.id,
-    includeUsage: clientFormat === "openai" && (body.stream_options as { include_usage?: boolean } | undefined)?.include_usage === true,
-  };
-  const sameFormat = clientFormat === provider.kind;
+  async function tryOnce(candidate: ModelConfig): Promise<Attempt> {
+    const provider = providerOf(candidate);
+    const adapter = ADAPTERS[provider.kind];
+    const upstreamBody = prepareUpstreamBody(clientFormat, body, candidate, provider, maxTokens);
+    const call = adapter.buildRequest(provider, upstreamBody, req.headers);
+    const controller = new AbortController();
+    const onClientAbort = () => controller.abort(new DOMException("client disconnected", "AbortError"));
+    req.signal.addEventListener("abort", onClientAbort, { once: true });
+    const detach = () => req.signal.removeEventListener("abort", onClientAbort);
+    const firstByte = setTimeout(() => controller.abort(new DOMException("first byte timeout", "TimeoutError")), provider.timeouts.first_byte_ms);
+    const fallback = (message: string, kind: "upstream" | "timeout" = "upstream"): Attempt => ({ verdict: "fallback", error: new GatewayError(502, kind, message) });
 
-  if (body.stream !== true) {
-    let events: StreamEvent[];
-    let json: unknown;
+    let res: Response;
     try {
-      json = await res.json();
-      events = adapter.decodeBody(json);
+      res = await deps.fetch(call.url, { method: "POST", headers: call.headers, body: call.body, signal: controller.signal });
     } catch (err) {
-      req.signal.removeEventListener("abort", onClientAbort);
-      await settle("upstream_error");
-      deps.log("warn", "upstream sent an unreadable body", { requestId, provider: provider.id, error: String(err) });
-      throw new GatewayError(502, "upstream", "The upstream provider sent an unreadable answer. Retrying is appropriate.");
+      clearTimeout(firstByte);
+      detach();
+      if (req.signal.aborted) throw new GatewayError(499, "invalid_request", "The client closed the request.");
+      deps.log("warn", "upstream request failed", { requestId, provider: provider.id, error: String(err) });
+      const timedOut = controller.signal.reason instanceof DOMException && controller.signal.reason.name === "TimeoutError";
+      return timedOut
+        ? fallback("The upstream provider did not answer in time. Retrying is appropriate.", "timeout")
+        : fallback("The upstream provider could not be reached. Retrying is appropriate.");
     }
-    req.signal.removeEventListener("abort", onClientAbort);
-    for (const e of events) meter.observe(e);
-    const usage = await meter.total(() => promptText(clientFormat, body));
-    if (usage.estimated) events.push({ type: "usage", inputTokens: usage.inputTokens, outputTokens: usage.outputTokens });
-    let answer: unknown;
-    if (sameFormat && json && typeof json === "object") {
-      (json as Record<string, unknown>).model = model.id;
-      answer = json;
-    } else answer = clientFormat === "openai" ? encodeOpenAIBody(events, ctx) : encodeAnthropicBody(events, ctx);
-    await settle("ok");
-    return Response.json(answer);
-  }
+    clearTimeout(firstByte);
 
-  if (!res.body || !(res.headers.get("content-type") ?? "").includes("text/event-stream")) {
-    res.body?.cancel().catch(() => {});
-    req.signal.removeEventListener("abort", onClientAbort);
-    await settle("upstream_error");
-    deps.log("warn", "upstream answered a stream request without an event stream", { requestId, provider: provider.id, contentType: res.headers.get("content-type") });
-    throw new GatewayError(502, "upstream", "The upstream provider sent an unexpected answer. Retrying is appropriate.");
-  }
+    if (!res.ok) {
+      detach();
+      const text = await readCapped(res, 64 * 1024).catch(() => "");
+      let detail: string | undefined;
+      try {
+        detail = adapter.errorMessage(JSON.parse(text));
+      } catch {}
+      deps.log("warn", "upstream error status", { requestId, provider: provider.id, status: res.status, detail: detail ?? text.slice(0, 500) });
+      return { verdict: verdictFor(res.status), error: upstreamStatusError(res.status, detail), delayMs: requestedDelayMs(res.headers, deps.now()) };
+    }
 
-  req.onStream?.();
-  const sink = sameFormat ? SINKS[clientFormat].relay(ctx) : SINKS[clientFormat].encoder(ctx);
-  const stream = streamAnswer({
-    upstream: res.body,
-    decode: adapter.createStreamDecoder(),
-    sink,
-    meter,
-    abortUpstream: () => controller.abort(new DOMException("stream ended", "AbortError")),
-    estimateUsage: async () => {
-      if (meter.reported) return undefined;
+    const ctx: EncodeContext = {
+      id: clientFormat === "openai" ? `chatcmpl-${randomId("x", 18).slice(2)}` : `msg_${randomId("x", 18).slice(2)}`,
+      created: Math.floor(deps.now() / 1000),
+      model: candidate.id,
+      includeUsage: clientFormat === "openai" && (body.stream_options as { include_usage?: boolean } | undefined)?.include_usage === true,
+    };
+    const sameFormat = clientFormat === provider.kind;
+
+    if (body.stream !== true) {
+      let events: StreamEvent[];
+      let json: unknown;
+      try {
+        json = await res.json();
+        events = adapter.decodeBody(json);
+      } catch (err) {
+        detach();
+        if (req.signal.aborted) throw new GatewayError(499, "invalid_request", "The client closed the request.");
+        deps.log("warn", "upstream sent an unreadable body", { requestId, provider: provider.id, error: String(err) });
+        return fallback("The upstream provider sent an unreadable answer. Retrying is appropriate.");
+      }
+      detach();
+      for (const e of events) meter.observe(e);
       const usage = await meter.total(() => promptText(clientFormat, body));
-      return { type: "usage", inputTokens: usage.inputTokens, outputTokens: usage.outputTokens };
-    },
-    keepAliveMs: deps.settings.server.keepalive_ms,
-    idleMs: provider.timeouts.idle_ms,
-    maxFrameBytes: deps.settings.limits.max_frame_bytes,
-    onDone(outcome: StreamOutcome, reason) {
-      req.signal.removeEventListener("abort", onClientAbort);
-      if (outcome === "failed") deps.log("warn", "stream failed after start", { requestId, provider: provider.id, reason });
-      void settle(outcome === "completed" ? "ok" : outcome === "cancelled" ? "cancelled" : "stream_failed");
-    },
-  });
-  return new Response(stream, { headers: SSE_HEADERS });
+      if (usage.estimated) events.push({ type: "usage", inputTokens: usage.inputTokens, outputTokens: usage.outputTokens });
+      let answer: unknown;
+      if (sameFormat && json && typeof json === "object") {
+        (json as Record<string, unknown>).model = candidate.id;
+        answer = json;
+      } else answer = clientFormat === "openai" ? encodeOpenAIBody(events, ctx) : encodeAnthropicBody(events, ctx);
+      await settle("ok");
+      return { response: Response.json(answer) };
+    }
+
+    if (!res.body || !(res.headers.get("content-type") ?? "").includes("text/event-stream")) {
+      res.body?.cancel().catch(() => {});
+      detach();
+      deps.log("warn", "upstream answered a stream request without an event stream", { requestId, provider: provider.id, contentType: res.headers.get("content-type") });
+      return fallback("The upstream provider sent an unexpected answer. Retrying is appropriate.");
+    }
+
+    req.onStream?.();
+    const streamMeter = meter;
+    const stream = streamAnswer({
+      upstream: res.body,
+      decode: adapter.createStreamDecoder(),
+      sink: sameFormat ? SINKS[clientFormat].relay(ctx) : SINKS[clientFormat].encoder(ctx),
+      meter: streamMeter,
+      abortUpstream: () => controller.abort(new DOMException("stream ended", "AbortError")),
+      estimateUsage: async () => {
+        if (streamMeter.reported) return undefined;
+        const usage = await streamMeter.total(() => promptText(clientFormat, body));
+        return { type: "usage", inputTokens: usage.inputTokens, outputTokens: usage.outputTokens };
+      },
+      keepAliveMs: deps.settings.server.keepalive_ms,
+      idleMs: provider.timeouts.idle_ms,
+      totalMs: provider.timeouts.total_ms,
+      maxFrameBytes: deps.settings.limits.max_frame_bytes,
+      onDone(outcome: StreamOutcome, reason) {
+        detach();
+        if (outcome === "failed") deps.log("warn", "stream failed after start", { requestId, provider: provider.id, reason });
+        void settle(outcome === "completed" ? "ok" : outcome === "cancelled" ? "cancelled" : "stream_failed");
+      },
+    });
+    return { response: new Response(stream, { headers: SSE_HEADERS }) };
   }
+}
+
+/** A wait that ends early, with an error, when the client goes away. */
+function sleep(ms: number, signal: AbortSignal): Promise<void> {
+  return new Promise((resolve, reject) => {
+    if (signal.aborted) return reject(new GatewayError(499, "invalid_request", "The client closed the request."));
+    const onAbort = () => {
+      clearTimeout(timer);
+      reject(new GatewayError(499, "invalid_request", "The client closed the request."));
+    };
+    const timer = setTimeout(() => {
+      signal.removeEventListener("abort", onAbort);
+      resolve();
+    }, ms);
+    signal.addEventListener("abort", onAbort, { once: true });
+  });
 }
 
 async function readCapped(res: Response, cap: number): Promise<string> {

@@ -5,6 +5,9 @@ import type { ErrorKind } from "../streaming/events.ts";
  * logged and answered with a generic message, so internals never reach the wire.
  */
 export class GatewayError extends Error {
+  /** Set once the request that failed already left its usage record (it reached the pipeline). */
+  recorded = false;
+
   constructor(
     readonly status: number,
     readonly kind: ErrorKind,

@@ -22,14 +22,14 @@ export async function handleChat(deps: ForwardDeps & { catalogue: Catalogue }, c
   const messages = body.messages as unknown[];
   if (messages.length === 0) throw new GatewayError(422, "invalid_request", "messages must contain at least one message.");
 
-  const ids = [...(typeof body.model === "string" ? [body.model] : []), ...((body.models as string[] | undefined) ?? [])];
+  // `model` first, then the `models` fallbacks, each once; every id is checked before any upstream call.
+  const ids = [...new Set([...(typeof body.model === "string" ? [body.model] : []), ...((body.models as string[] | undefined) ?? [])])];
   if (ids.length === 0) throw new GatewayError(400, "invalid_request", "model is required (or a models list).");
-  for (const id of ids) {
-    if (!deps.catalogue.get(id)) {
-      throw new GatewayError(404, "not_found", `The model "${id.slice(0, 200)}" does not exist. GET /v1/models lists the available ids.`);
-    }
-  }
-  const model = deps.catalogue.get(ids[0]!)!;
+  const candidates = ids.map((id) => {
+    const model = deps.catalogue.get(id);
+    if (!model) throw new GatewayError(404, "not_found", `The model "${id.slice(0, 200)}" does not exist. GET /v1/models lists the available ids.`);
+    return model;
+  });
 
   try {
     if (format === "openai") assertOpenAITextOnly(messages as { content?: unknown }[]);
@@ -46,7 +46,7 @@ export async function handleChat(deps: ForwardDeps & { catalogue: Catalogue }, c
     bodyBytes: Number.isFinite(length) && length > 0 ? length : JSON.stringify(body).length,
     headers: call.request.headers,
     signal: call.request.signal,
-    model,
+    candidates,
     principal: call.principal,
     onStream: () => call.server?.timeout(call.request, 0),
   });

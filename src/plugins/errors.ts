@@ -34,7 +34,7 @@ const KIND_OF_STATUS: Record<number, ErrorKind> = {
 export function errorsPlugin(log: Logger, onRejected: (request: Request, status: number) => void) {
   return new Elysia({ name: "switchyard/errors" }).onError({ as: "global" }, ({ code, error, request }) => {
     const response = toResponse(code, error, request, log);
-    onRejected(request, response.status);
+    if (!(error instanceof GatewayError && error.recorded)) onRejected(request, response.status);
     return response;
   });
 }

@@ -25,6 +25,8 @@ export interface StreamAnswerOptions {
   keepAliveMs: number;
   /** Longest silence accepted from the upstream before the answer is given up. */
   idleMs: number;
+  /** Longest whole answer. */
+  totalMs: number;
   maxFrameBytes: number;
   /** Called exactly once, whatever ends the stream. */
   onDone: (outcome: StreamOutcome, reason?: string) => void;
@@ -44,6 +46,7 @@ export function streamAnswer(o: StreamAnswerOptions): ReadableStream<Uint8Array>
   let done = false;
   let lastWrite = performance.now();
   let lastRead = lastWrite;
+  const startedAt = lastWrite;
   let idleExpired = false;
   let timer: ReturnType<typeof setInterval> | undefined;
 
@@ -79,7 +82,7 @@ export function streamAnswer(o: StreamAnswerOptions): ReadableStream<Uint8Array>
     start(controller) {
       timer = setInterval(() => {
         const now = performance.now();
-        if (now - lastRead >= o.idleMs) {
+        if (now - lastRead >= o.idleMs || now - startedAt >= o.totalMs) {
           idleExpired = true;
           o.abortUpstream();
           return;
@@ -145,7 +148,7 @@ export function streamAnswer(o: StreamAnswerOptions): ReadableStream<Uint8Array>
 }
 
 function streamFailure(err: unknown, idle: boolean): StreamEvent & { type: "error" } {
-  if (idle) return { type: "error", errorType: "timeout", message: "The upstream provider stopped sending data; the answer was cut off." };
+  if (idle) return { type: "error", errorType: "timeout", message: "The upstream provider took too long; the answer was cut off." };
   if (err instanceof SseParseError) return { type: "error", errorType: "upstream", message: "The upstream provider sent a frame larger than the gateway accepts." };
   if (err instanceof UpstreamProtocolError) return { type: "error", errorType: "upstream", message: "The upstream provider sent malformed data." };
   return { type: "error", errorType: "upstream", message: "The connection to the upstream provider was lost." };

@@ -25,6 +25,7 @@ export interface GatewayOptions {
   /** Default per-key rate limit; high unless a test is about rate limiting. */
   requestsPerMinute?: number;
   now?: () => number;
+  retry?: { max_retries?: number; max_wait_ms?: number };
   fetch?: UpstreamFetch;
   log?: Logger;
 }
@@ -60,6 +61,7 @@ export async function startGateway(o: GatewayOptions): Promise<Gateway> {
       ],
       server: { keepalive_ms: o.keepaliveMs ?? 15_000 },
       limits: { requests_per_minute: o.requestsPerMinute ?? 1_000_000 },
+      retry: o.retry ?? {},
     },
     { TEST_OPENAI_KEY: VENDOR_OPENAI_KEY, TEST_ANTHROPIC_KEY: VENDOR_ANTHROPIC_KEY },
     "test",

@@ -1,0 +1,36 @@
+/**
+ * What to do after an upstream refused: pure functions of the status, the headers and `now`.
+ */
+export type Verdict =
+  /** The same model may answer if asked again (429, 503, 529). */
+  | "retry"
+  /** This model cannot answer now; the next one in the list may (other 5xx, 401/403/404 of our vendor key or config). */
+  | "fallback"
+  /** The request itself is wrong (400, 413, 422): no other model will like it better. */
+  | "fail";
+
+export function verdictFor(status: number): Verdict {
+  if (status === 429 || status === 503 || status === 529) return "retry";
+  if (status === 400 || status === 413 || status === 422) return "fail";
+  return "fallback";
+}
+
+/**
+ * The wait the upstream asked for, in ms: `retry-after-ms` (OpenAI), else `Retry-After` as
+ * seconds or an HTTP date. Undefined when it asked for nothing usable.
+ */
+export function requestedDelayMs(headers: Headers, now: number): number | undefined {
+  const ms = Number(headers.get("retry-after-ms"));
+  if (headers.has("retry-after-ms") && Number.isFinite(ms) && ms >= 0) return Math.ceil(ms);
+  const value = headers.get("retry-after");
+  if (!value) return undefined;
+  const seconds = Number(value);
+  if (value.trim() !== "" && Number.isFinite(seconds)) return Math.max(0, Math.ceil(seconds * 1000));
+  const date = Date.parse(value);
+  return Number.isFinite(date) ? Math.max(0, date - now) : undefined;
+}
+
+/** Exponential backoff with full jitter: base·2^attempt, capped, times a random factor in [0.5, 1). */
+export function backoffMs(attempt: number, random: number, baseMs = 250, capMs = 4_000): number {
+  return Math.round(Math.min(capMs, baseMs * 2 ** attempt) * (0.5 + random / 2));
+}
