@@ -26,6 +26,8 @@ export interface GatewayOptions {
   requestsPerMinute?: number;
   now?: () => number;
   retry?: { max_retries?: number; max_wait_ms?: number };
+  maxFrameBytes?: number;
+  totalMs?: number;
   fetch?: UpstreamFetch;
   log?: Logger;
 }
@@ -47,7 +49,7 @@ export async function startGateway(o: GatewayOptions): Promise<Gateway> {
   const dir = mkdtempSync(join(tmpdir(), "switchyard-test-"));
   const dbPath = join(dir, "gateway.sqlite");
   const db = openDatabase(dbPath);
-  const timeouts = { first_byte_ms: o.firstByteMs ?? 10_000, idle_ms: o.idleMs ?? 30_000 };
+  const timeouts = { first_byte_ms: o.firstByteMs ?? 10_000, idle_ms: o.idleMs ?? 30_000, total_ms: o.totalMs ?? 600_000 };
   const settings = resolveSettings(
     {
       providers: [
@@ -60,7 +62,7 @@ export async function startGateway(o: GatewayOptions): Promise<Gateway> {
         { id: FREE_MODEL, provider: "fake-openai", upstream_model: "free-model", category: "free", context_length: 8192 },
       ],
       server: { keepalive_ms: o.keepaliveMs ?? 15_000 },
-      limits: { requests_per_minute: o.requestsPerMinute ?? 1_000_000 },
+      limits: { requests_per_minute: o.requestsPerMinute ?? 1_000_000, ...(o.maxFrameBytes ? { max_frame_bytes: o.maxFrameBytes } : {}) },
       retry: o.retry ?? {},
     },
     { TEST_OPENAI_KEY: VENDOR_OPENAI_KEY, TEST_ANTHROPIC_KEY: VENDOR_ANTHROPIC_KEY },

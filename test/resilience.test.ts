@@ -1,0 +1,186 @@
+import { Database } from "bun:sqlite";
+import { afterAll, beforeAll, beforeEach, describe, expect, test } from "bun:test";
+import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { startFakeUpstream, type FakeUpstream } from "./helpers/fake-upstream.ts";
+import { ANTHROPIC_MODEL, OPENAI_MODEL, post, sseFrames, startGateway, type Gateway } from "./helpers/gateway.ts";
+
+let upstream: FakeUpstream;
+
+beforeAll(async () => {
+  upstream = await startFakeUpstream();
+});
+afterAll(async () => {
+  await upstream.stop();
+});
+beforeEach(() => upstream.reset());
+
+const question = [{ role: "user", content: "Hello" }];
+const chunk = (text: string) => `data: {"id":"c","object":"chat.completion.chunk","created":1,"model":"m","choices":[{"index":0,"delta":{"content":${JSON.stringify(text)}},"finish_reason":null}]}\n\n`;
+
+function ledger(gw: Gateway) {
+  const db = new Database(gw.dbPath, { readonly: true });
+  try {
+    return {
+      reservations: db.query<{ n: number }, []>("SELECT COUNT(*) AS n FROM reservations").get()!.n,
+      records: db.query<{ status: string; cost_micro: number }, []>("SELECT status, cost_micro FROM usage_records ORDER BY id").all(),
+    };
+  } finally {
+    db.close();
+  }
+}
+
+describe("client disconnects", () => {
+  test("40 streams aborted midway: every upstream request aborted, nothing left open or reserved", async () => {
+    const gw = await startGateway({ upstreamUrl: upstream.url });
+    try {
+      const runs = Array.from({ length: 40 }, async (_, i) => {
+        upstream.reply({ kind: "sse", holdOpen: true, chunks: [chunk(`part ${i}`)] });
+        const controller = new AbortController();
+        // Both client formats, over the same OpenAI-speaking upstream.
+        const res = await fetch(`${gw.url}${i % 2 ? "/v1/chat/completions" : "/v1/messages"}`, {
+          method: "POST",
+          headers: { authorization: `Bearer ${gw.key}`, "content-type": "application/json" },
+          body: JSON.stringify({ model: OPENAI_MODEL, max_tokens: 100, messages: question, stream: true }),
+          signal: controller.signal,
+        });
+        const reader = res.body!.getReader();
+        await reader.read();
+        controller.abort();
+      });
+      await Promise.all(runs);
+      const deadline = Date.now() + 1000;
+      while (upstream.openStreams() > 0 && Date.now() < deadline) await Bun.sleep(10);
+      expect(upstream.openStreams()).toBe(0);
+      expect(upstream.abortedStreams()).toBe(40);
+      await gw.app.services.settled();
+      expect(gw.app.services.inflight.count).toBe(0);
+      const state = ledger(gw);
+      expect(state.reservations).toBe(0);
+      expect(state.records.filter((r) => r.status === "cancelled").length).toBe(40);
+    } finally {
+      await gw.stop();
+    }
+  });
+});
+
+describe("upstreams that misbehave", () => {
+  test("a frame larger than the cap → error frame, partial charge, nothing reserved", async () => {
+    const gw = await startGateway({ upstreamUrl: upstream.url, maxFrameBytes: 4096 });
+    try {
+      upstream.reply({ kind: "sse", chunks: [chunk("Hi"), `data: {"x":"${"A".repeat(10_000)}"}\n\n`] });
+      const res = await post(gw, "/v1/chat/completions", { model: OPENAI_MODEL, messages: question, stream: true });
+      const frames = sseFrames(await res.text());
+      expect(JSON.parse(frames.at(-1)!.data).error.message).toMatch(/larger/);
+      await gw.app.services.settled();
+      expect(ledger(gw)).toMatchObject({ reservations: 0, records: [{ status: "stream_failed" }] });
+    } finally {
+      await gw.stop();
+    }
+  });
+
+  test("HTML with 200 to a non-stream request → 502, nothing charged", async () => {
+    const gw = await startGateway({ upstreamUrl: upstream.url });
+    try {
+      upstream.reply({ kind: "text", status: 200, headers: { "content-type": "text/html" }, body: "<html><body>Bad gateway at lb-17.internal</body></html>" });
+      const res = await post(gw, "/v1/messages", { model: ANTHROPIC_MODEL, max_tokens: 10, messages: question });
+      expect(res.status).toBe(502);
+      const text = await res.text();
+      expect(text).not.toContain("internal");
+      expect(text).not.toContain("<html>");
+      await gw.app.services.settled();
+      expect(ledger(gw)).toMatchObject({ reservations: 0, records: [{ status: "upstream_error", cost_micro: 0 }] });
+    } finally {
+      await gw.stop();
+    }
+  });
+
+  test("an upstream that goes quiet past idle_ms mid-stream → timeout frame, charged for what came", async () => {
+    const gw = await startGateway({ upstreamUrl: upstream.url, idleMs: 300, keepaliveMs: 100 });
+    try {
+      upstream.reply({ kind: "sse", holdOpen: true, chunks: [chunk("The start of an answer")] });
+      const res = await post(gw, "/v1/chat/completions", { model: OPENAI_MODEL, messages: question, stream: true });
+      const text = await res.text();
+      const frames = sseFrames(text);
+      expect(frames[0]!.data).toContain("The start");
+      expect(JSON.parse(frames.at(-1)!.data).error).toMatchObject({ type: "timeout_error" });
+      await gw.app.services.settled();
+      const state = ledger(gw);
+      expect(state.reservations).toBe(0);
+      expect(state.records[0]!.status).toBe("stream_failed");
+      expect(state.records[0]!.cost_micro).toBeGreaterThan(0);
+      // The gateway aborted its upstream request: the fake vendor sees its stream cancelled.
+      const deadline = Date.now() + 1000;
+      while (upstream.openStreams() > 0 && Date.now() < deadline) await Bun.sleep(10);
+      expect(upstream.openStreams()).toBe(0);
+    } finally {
+      await gw.stop();
+    }
+  });
+
+  test("total_ms bounds an answer that keeps trickling", async () => {
+    const gw = await startGateway({ upstreamUrl: upstream.url, totalMs: 400, keepaliveMs: 50 });
+    try {
+      upstream.reply({ kind: "sse", delayMs: 100, chunks: Array.from({ length: 50 }, (_, i) => chunk(`w${i} `)) });
+      const started = performance.now();
+      const res = await post(gw, "/v1/messages", { model: OPENAI_MODEL, max_tokens: 100, messages: question, stream: true });
+      const frames = sseFrames(await res.text());
+      expect(performance.now() - started).toBeLessThan(3000);
+      expect(frames.at(-1)!.event).toBe("error");
+    } finally {
+      await gw.stop();
+    }
+  });
+});
+
+describe("graceful shutdown", () => {
+  test("SIGTERM lets the running stream finish, writes its usage record, then exits 0", async () => {
+    const dir = mkdtempSync(join(tmpdir(), "switchyard-shutdown-"));
+    try {
+      const config = join(dir, "switchyard.json");
+      writeFileSync(config, JSON.stringify({
+        providers: [{ id: "up", kind: "openai", base_url: `${upstream.url}/v1` }],
+        models: [{ id: "test/paid", provider: "up", upstream_model: "m", category: "text", context_length: 100000, pricing: { input_per_mtok: 1000, output_per_mtok: 1000 } }],
+      }));
+      const dbPath = join(dir, "ledger.sqlite");
+      const child = Bun.spawn(["bun", "src/index.ts"], {
+        cwd: join(import.meta.dir, ".."),
+        env: { ...process.env, PORT: "0", HOST: "127.0.0.1", LOG_LEVEL: "warn", SWITCHYARD_CONFIG: config, SWITCHYARD_DB: dbPath },
+        stdout: "pipe",
+        stderr: "pipe",
+      });
+      const reader = child.stdout.getReader();
+      let banner = "";
+      while (!banner.includes("curl")) banner += new TextDecoder().decode((await reader.read()).value);
+      const url = banner.match(/listening on (http:\/\/\S+)/)![1]!;
+      const key = banner.match(/svc-sk-[A-Za-z0-9_-]+/)![0];
+
+      upstream.reply({ kind: "fixture", name: "openai-text.sse", split: "frames", delayMs: 60 });
+      const res = await fetch(`${url}/v1/chat/completions`, {
+        method: "POST",
+        headers: { authorization: `Bearer ${key}`, "content-type": "application/json" },
+        body: JSON.stringify({ model: "test/paid", messages: question, stream: true }),
+      });
+      const body = res.body!.getReader();
+      await body.read();
+      child.kill("SIGTERM");
+      let text = "";
+      for (;;) {
+        const { value, done } = await body.read();
+        if (done) break;
+        text += new TextDecoder().decode(value);
+      }
+      expect(text).toContain("data: [DONE]");
+      expect(await child.exited).toBe(0);
+      const db = new Database(dbPath, { readonly: true });
+      const rows = db.query<{ status: string; prompt_tokens: number }, []>("SELECT status, prompt_tokens FROM usage_records").all();
+      const open = db.query<{ n: number }, []>("SELECT COUNT(*) AS n FROM reservations").get()!.n;
+      db.close();
+      expect(rows).toEqual([{ status: "ok", prompt_tokens: 12 }]);
+      expect(open).toBe(0);
+    } finally {
+      rmSync(dir, { recursive: true, force: true });
+    }
+  }, 30_000);
+});
