@@ -13,3 +13,8 @@ export const TYPICAL_OUTPUT_TOKENS = 500;
 export function creditsPerMessage(pricing: Pricing | undefined): number {
   return Math.ceil(tokenCostMicro(pricing, TYPICAL_INPUT_TOKENS, TYPICAL_OUTPUT_TOKENS) / 1_000_000);
 }
+
+/** Tokens plus `per_image` credits for each generated image. */
+export function answerCostMicro(pricing: Pricing | undefined, inputTokens: number, outputTokens: number, images: number): number {
+  return tokenCostMicro(pricing, inputTokens, outputTokens) + images * Math.round((pricing?.per_image ?? 0) * 1_000_000);
+}

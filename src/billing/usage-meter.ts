@@ -6,6 +6,8 @@ export interface MeteredUsage {
   outputTokens: number;
   /** True when any count came from our tokenizer rather than the upstream. */
   estimated: boolean;
+  /** Images generated, priced apart from tokens. */
+  images: number;
 }
 
 /**
@@ -18,6 +20,7 @@ export function createUsageMeter() {
   const produced: string[] = [];
   let finished = false;
   let empty = true;
+  let images = 0;
 
   return {
     observe(e: StreamEvent): void {
@@ -37,6 +40,9 @@ export function createUsageMeter() {
           break;
         case "finish":
           finished = true;
+          break;
+        case "image":
+          images += 1;
           break;
         case "start":
           if (e.inputTokens !== undefined) input ??= e.inputTokens;
@@ -60,6 +66,7 @@ export function createUsageMeter() {
         inputTokens: input ?? (await countTokens(promptText())),
         outputTokens: output ?? (await countTokens(produced.join(""))),
         estimated,
+        images,
       };
     },
   };

@@ -74,6 +74,9 @@ export function resolveSettings(raw: unknown, env: Record<string, string | undef
     if (!providers.has(m.provider)) {
       throw new ConfigError(`${source}: /models/${i}/provider: unknown provider "${m.provider}"`);
     }
+    if (m.upstream_api === "images" && providers.get(m.provider)!.kind !== "openai") {
+      throw new ConfigError(`${source}: /models/${i}/upstream_api: "images" needs a provider of kind openai`);
+    }
     if (m.category !== "free" && !m.pricing) {
       throw new ConfigError(`${source}: /models/${i}/pricing: required for category "${m.category}"`);
     }

@@ -38,6 +38,11 @@ export const ModelConfig = t.Object({
   modalities: t.Optional(t.Object({ input: t.Array(t.String()), output: t.Array(t.String()) })),
   owned_by: t.Optional(t.String()),
   pricing: t.Optional(Pricing),
+  /** `images`: the OpenAI images API (POST /images/generations) instead of chat completions. */
+  upstream_api: t.Optional(t.Union([t.Literal("chat"), t.Literal("images")])),
+  /** For Anthropic-style model lists. */
+  display_name: t.Optional(t.String()),
+  created_at: t.Optional(t.String()),
 });
 export type ModelConfig = typeof ModelConfig.static;
 
@@ -48,6 +53,8 @@ export const LimitsConfig = t.Object({
   max_body_bytes: t.Integer({ minimum: 1024, default: 10 * 1024 * 1024 }),
   /** Largest single SSE frame accepted from an upstream (image data URIs make frames large). */
   max_frame_bytes: t.Integer({ minimum: 1024, default: 32 * 1024 * 1024 }),
+  /** Largest image (decoded) the gateway inlines into an answer. */
+  max_image_bytes: t.Integer({ minimum: 1024, default: 8 * 1024 * 1024 }),
 });
 
 /** Retries of the same model after 429/503/529; a longer wait moves on to the next fallback model. */

@@ -3,9 +3,9 @@ import type { Settings } from "../config/load-config.ts";
 import type { Ledger } from "../billing/ledger.ts";
 import type { Logger } from "../log.ts";
 import type { WireFormat } from "../providers/provider.ts";
-import { ADAPTERS } from "../providers/adapters.ts";
+import { adapterFor } from "../providers/adapters.ts";
 import { createUsageMeter, type UsageMeter } from "../billing/usage-meter.ts";
-import { tokenCostMicro } from "../billing/pricing.ts";
+import { answerCostMicro } from "../billing/pricing.ts";
 import { promptTokenBound } from "../billing/token-estimate.ts";
 import { microToCredits } from "../billing/money.ts";
 import { streamAnswer, type StreamOutcome } from "../streaming/stream-answer.ts";
@@ -19,6 +19,7 @@ import { effectiveMaxTokens, prepareUpstreamBody, promptText, requestedMaxTokens
 import { upstreamStatusError } from "./upstream-errors.ts";
 import { backoffMs, requestedDelayMs, verdictFor, type Verdict } from "./retry-policy.ts";
 import type { Inflight } from "./inflight.ts";
+import { ImageFetchError, ImageTooLargeError, inlineImages } from "./inline-images.ts";
 
 export type UpstreamFetch = (url: string, init: RequestInit) => Promise<Response>;
 
@@ -84,7 +85,8 @@ export async function forward(deps: ForwardDeps, req: ForwardRequest): Promise<R
   const promptBound = promptTokenBound(req.bodyBytes, messageCount);
   const providerOf = (model: ModelConfig) => deps.settings.providers.get(model.provider)!;
 
-  const worstCase = Math.max(...req.candidates.map((m) => tokenCostMicro(m.pricing, promptBound, maxTokens)));
+  // Image models make one image per request; its price is part of the worst case.
+  const worstCase = Math.max(...req.candidates.map((m) => answerCostMicro(m.pricing, promptBound, maxTokens, m.category === "image" ? 1 : 0)));
   let reservationId: string | null = null;
   if (worstCase > 0) {
     const ttl = Math.max(...req.candidates.map((m) => providerOf(m).timeouts.total_ms)) + RESERVATION_SLACK_MS;
@@ -109,8 +111,8 @@ export async function forward(deps: ForwardDeps, req: ForwardRequest): Promise<R
     try {
       // Nothing produced, nothing charged: an upstream that failed before answering costs nothing.
       const produced = status !== "upstream_error" && !meter.empty;
-      const usage = produced ? await meter.total(() => promptText(clientFormat, body)) : { inputTokens: 0, outputTokens: 0, estimated: false };
-      deps.ledger.settle(reservationId, tokenCostMicro(model.pricing, usage.inputTokens, usage.outputTokens), {
+      const usage = produced ? await meter.total(() => promptText(clientFormat, body)) : { inputTokens: 0, outputTokens: 0, estimated: false, images: 0 };
+      deps.ledger.settle(reservationId, answerCostMicro(model.pricing, usage.inputTokens, usage.outputTokens, usage.images), {
         requestId,
         accountId: req.principal.accountId,
         keyId: req.principal.keyId,
@@ -166,7 +168,9 @@ export async function forward(deps: ForwardDeps, req: ForwardRequest): Promise<R
 
   async function tryOnce(candidate: ModelConfig): Promise<Attempt> {
     const provider = providerOf(candidate);
-    const adapter = ADAPTERS[provider.kind];
+    const adapter = adapterFor(provider, candidate);
+    const inline = (events: StreamEvent[]) =>
+      inlineImages(events, { providerBaseUrl: provider.base_url, maxBytes: deps.settings.limits.max_image_bytes, timeoutMs: 30_000, fetch: deps.fetch });
     const upstreamBody = prepareUpstreamBody(clientFormat, body, candidate, provider, maxTokens);
     const call = adapter.buildRequest(provider, upstreamBody, req.headers);
     const controller = new AbortController();
@@ -208,9 +212,11 @@ export async function forward(deps: ForwardDeps, req: ForwardRequest): Promise<R
       model: candidate.id,
       includeUsage: clientFormat === "openai" && (body.stream_options as { include_usage?: boolean } | undefined)?.include_usage === true,
     };
-    const sameFormat = clientFormat === provider.kind;
+    // Relaying vendor frames as they are only works for an API that speaks the client's format.
+    const sameFormat = clientFormat === provider.kind && adapter.streams !== false;
+    const wantsStream = body.stream === true;
 
-    if (body.stream !== true) {
+    if (!wantsStream || adapter.streams === false) {
       let events: StreamEvent[];
       let json: unknown;
       try {
@@ -222,16 +228,36 @@ export async function forward(deps: ForwardDeps, req: ForwardRequest): Promise<R
         deps.log("warn", "upstream sent an unreadable body", { requestId, provider: provider.id, error: String(err) });
         return fallback("The upstream provider sent an unreadable answer. Retrying is appropriate.");
       }
+      const hasImages = events.some((e) => e.type === "image");
+      if (hasImages) {
+        try {
+          await inline(events);
+        } catch (err) {
+          detach();
+          if (!(err instanceof ImageTooLargeError || err instanceof ImageFetchError)) throw err;
+          deps.log("warn", "upstream image refused", { requestId, provider: provider.id, error: err.message });
+          return fallback(err instanceof ImageTooLargeError
+            ? "The upstream provider made an image larger than the gateway accepts."
+            : "The upstream provider sent an image the gateway could not use.");
+        }
+      }
       detach();
       for (const e of events) meter.observe(e);
       const usage = await meter.total(() => promptText(clientFormat, body));
       if (usage.estimated) events.push({ type: "usage", inputTokens: usage.inputTokens, outputTokens: usage.outputTokens });
+      await settle("ok");
+      if (wantsStream) {
+        // An upstream that cannot stream (the images API): the whole answer, as the client's frames.
+        const encoder = SINKS[clientFormat].encoder(ctx);
+        let text = "";
+        for (const e of events) text += encoder.event(e);
+        return { response: new Response(text + encoder.end(), { headers: SSE_HEADERS }) };
+      }
       let answer: unknown;
-      if (sameFormat && json && typeof json === "object") {
+      if (sameFormat && !hasImages && json && typeof json === "object") {
         (json as Record<string, unknown>).model = candidate.id;
         answer = json;
       } else answer = clientFormat === "openai" ? encodeOpenAIBody(events, ctx) : encodeAnthropicBody(events, ctx);
-      await settle("ok");
       return { response: Response.json(answer) };
     }
 
@@ -259,10 +285,11 @@ export async function forward(deps: ForwardDeps, req: ForwardRequest): Promise<R
       idleMs: provider.timeouts.idle_ms,
       totalMs: provider.timeouts.total_ms,
       maxFrameBytes: deps.settings.limits.max_frame_bytes,
-      onDone(outcome: StreamOutcome, reason) {
+      resolveImages: inline,
+      onDone(outcome: StreamOutcome, reason, chargeable = true) {
         detach();
         if (outcome === "failed") deps.log("warn", "stream failed after start", { requestId, provider: provider.id, reason });
-        void settle(outcome === "completed" ? "ok" : outcome === "cancelled" ? "cancelled" : "stream_failed");
+        void settle(!chargeable ? "upstream_error" : outcome === "completed" ? "ok" : outcome === "cancelled" ? "cancelled" : "stream_failed");
       },
     });
     return { response: new Response(stream, { headers: SSE_HEADERS }) };

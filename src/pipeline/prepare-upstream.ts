@@ -30,6 +30,7 @@ export function prepareUpstreamBody(
   provider: ResolvedProvider,
   maxTokens: number,
 ): unknown {
+  if (model.upstream_api === "images") return imagesRequest(clientFormat, body, model);
   if (clientFormat === "openai" && provider.kind === "anthropic") {
     return openaiRequestToAnthropic(body as OpenAIChatBody, model.upstream_model, maxTokens);
   }
@@ -76,4 +77,18 @@ export function promptText(format: WireFormat, body: Record<string, unknown>): s
   }
   if (body.tools) parts.push(JSON.stringify(body.tools));
   return parts.join("\n");
+}
+
+/**
+ * The images API takes one prompt: the text of the last user message. Earlier turns are not
+ * sent (the API has no place for them); what the user asks for last is what gets drawn.
+ */
+function imagesRequest(format: WireFormat, body: Record<string, unknown>, model: ModelConfig): Record<string, unknown> {
+  const messages = (body.messages as { role: string; content: unknown }[]) ?? [];
+  const lastUser = [...messages].reverse().find((m) => m.role === "user");
+  const prompt = lastUser ? promptText(format, { messages: [lastUser] }).trim() : "";
+  const out: Record<string, unknown> = { model: model.upstream_model, prompt, n: 1 };
+  // gpt-image models always answer base64 and refuse the parameter; DALL·E needs it to.
+  if (!model.upstream_model.startsWith("gpt-image")) out.response_format = "b64_json";
+  return out;
 }

@@ -1,5 +1,12 @@
+import type { ModelConfig } from "../config/schema.ts";
+import type { ResolvedProvider } from "../config/load-config.ts";
 import type { ProviderAdapter, WireFormat } from "./provider.ts";
 import { openaiAdapter } from "./openai/openai-adapter.ts";
+import { openaiImagesAdapter } from "./openai/openai-images-adapter.ts";
 import { anthropicAdapter } from "./anthropic/anthropic-adapter.ts";
 
 export const ADAPTERS: Record<WireFormat, ProviderAdapter> = { openai: openaiAdapter, anthropic: anthropicAdapter };
+
+export function adapterFor(provider: ResolvedProvider, model: ModelConfig): ProviderAdapter {
+  return model.upstream_api === "images" ? openaiImagesAdapter : ADAPTERS[provider.kind];
+}

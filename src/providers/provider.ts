@@ -19,6 +19,8 @@ export class UpstreamProtocolError extends Error {}
  */
 export interface ProviderAdapter {
   format: WireFormat;
+  /** False for APIs that answer in one body only; streamed clients then get frames made from it. */
+  streams?: boolean;
   buildRequest(provider: ResolvedProvider, body: unknown, clientHeaders: Headers): { url: string; headers: Record<string, string>; body: string };
   /** A fresh decoder per stream: decoders keep per-answer state (tool-call numbering). */
   createStreamDecoder(): (frame: SseEvent) => DecodedFrame;

@@ -1,4 +1,4 @@
-import type { FinishReason, StreamEvent } from "./events.ts";
+import { imageMarkdown, type FinishReason, type StreamEvent } from "./events.ts";
 
 export interface CollectedAnswer {
   text: string;
@@ -29,7 +29,8 @@ export function collectAnswer(events: StreamEvent[]): CollectedAnswer {
     order: [],
   };
   let lastText: { kind: "text"; text: string } | undefined;
-  for (const e of events) {
+  for (const event of events) {
+    const e: StreamEvent = event.type === "image" ? { type: "text", text: imageMarkdown(event.url, answer.text.length > 0) } : event;
     switch (e.type) {
       case "text":
         answer.text += e.text;

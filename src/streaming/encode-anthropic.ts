@@ -1,4 +1,4 @@
-import type { ErrorKind, FinishReason, StreamEvent } from "./events.ts";
+import { imageMarkdown, type ErrorKind, type FinishReason, type StreamEvent } from "./events.ts";
 import type { ClientSink, EncodeContext } from "./client-sink.ts";
 import { collectAnswer } from "./collect-answer.ts";
 
@@ -54,6 +54,7 @@ export function createAnthropicEncoder(ctx: EncodeContext): ClientSink {
   let cacheWrite: number | undefined;
   let finish: FinishReason | undefined;
   let stopSequence: string | undefined;
+  let wroteText = false;
 
   const begin = () => {
     if (started) return "";
@@ -88,10 +89,13 @@ export function createAnthropicEncoder(ctx: EncodeContext): ClientSink {
           if (e.cacheReadTokens !== undefined) cacheRead = e.cacheReadTokens;
           if (e.cacheWriteTokens !== undefined) cacheWrite = e.cacheWriteTokens;
           return "";
-        case "text": {
+        case "text":
+        case "image": {
+          const text = e.type === "text" ? e.text : imageMarkdown(e.url, wroteText);
+          wroteText = true;
           let out = begin();
           if (open !== "text") out += openBlock("text", `{"type":"text","text":""}`);
-          return out + frame("content_block_delta", `{"type":"content_block_delta","index":${block},"delta":{"type":"text_delta","text":${JSON.stringify(e.text)}}}`);
+          return out + frame("content_block_delta", `{"type":"content_block_delta","index":${block},"delta":{"type":"text_delta","text":${JSON.stringify(text)}}}`);
         }
         case "reasoning": {
           let out = begin();

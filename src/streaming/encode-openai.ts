@@ -1,4 +1,4 @@
-import type { ErrorKind, FinishReason, StreamEvent } from "./events.ts";
+import { imageMarkdown, type ErrorKind, type FinishReason, type StreamEvent } from "./events.ts";
 import type { ClientSink, EncodeContext } from "./client-sink.ts";
 import { collectAnswer } from "./collect-answer.ts";
 
@@ -35,10 +35,11 @@ const KEEP_ALIVE = ": keep-alive\n\n";
  * Events → `chat.completion.chunk` frames. The invariant envelope is serialised once per
  * stream and only the delta is stringified per event: this runs for every token.
  */
-export function createOpenAIEncoder(ctx: EncodeContext): ClientSink {
+export function createOpenAIEncoder(ctx: EncodeContext, options: { roleSent?: boolean } = {}): ClientSink {
   const head = `data: {"id":${JSON.stringify(ctx.id)},"object":"chat.completion.chunk","created":${ctx.created},"model":${JSON.stringify(ctx.model)},"choices":[{"index":0,"delta":`;
   const tail = `,"logprobs":null,"finish_reason":null}]}\n\n`;
-  let started = false;
+  let started = options.roleSent ?? false;
+  let wroteText = false;
   let usage: { prompt: number; completion: number } | undefined;
   const seenTools = new Set<number>();
 
@@ -53,7 +54,13 @@ export function createOpenAIEncoder(ctx: EncodeContext): ClientSink {
     event(e) {
       switch (e.type) {
         case "text":
+          wroteText = true;
           return begin() + chunk(`{"content":${JSON.stringify(e.text)}}`);
+        case "image": {
+          const text = imageMarkdown(e.url, wroteText);
+          wroteText = true;
+          return begin() + chunk(`{"content":${JSON.stringify(text)}}`);
+        }
         case "reasoning":
           return begin() + chunk(`{"reasoning_content":${JSON.stringify(e.text)}}`);
         case "tool-call": {
@@ -106,9 +113,15 @@ export function createOpenAIEncoder(ctx: EncodeContext): ClientSink {
 export function createOpenAIRelay(ctx: EncodeContext): ClientSink {
   let sawUsage = false;
   let usage: { prompt: number; completion: number } | undefined;
-  const encoder = createOpenAIEncoder(ctx);
+  const encoder = createOpenAIEncoder(ctx, { roleSent: true });
   return {
     frame(raw, parsed, events) {
+      // Vendors send images in fields the spec does not have; clients get them as markdown in the text.
+      if (events.some((e) => e.type === "image")) {
+        let out = "";
+        for (const e of events) if (e.type !== "usage") out += encoder.event(e);
+        return out;
+      }
       for (const e of events) {
         if (e.type === "usage") {
           sawUsage = true;

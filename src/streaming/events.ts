@@ -18,6 +18,11 @@ export type StreamEvent =
    * `index` counts tool calls from 0 within one answer, whatever the upstream numbers them.
    */
   | { type: "tool-call"; index: number; id?: string; name?: string; argumentsDelta: string }
+  /**
+   * A generated image. `url` is a data: URI once the pipeline has inlined it (decoders may
+   * emit the provider's https URL); clients receive it as a markdown image in the answer text.
+   */
+  | { type: "image"; url: string }
   /** Cumulative counts as reported by the upstream so far; later reports override earlier ones. */
   | { type: "usage"; inputTokens?: number; outputTokens?: number; cacheReadTokens?: number; cacheWriteTokens?: number }
   | { type: "finish"; reason: FinishReason; stopSequence?: string }
@@ -36,3 +41,8 @@ export type ErrorKind =
   | "overloaded"
   | "timeout"
   | "internal";
+
+/** How an image travels in answer text (spec 2.9): a markdown image whose target is the data URI. */
+export function imageMarkdown(url: string, afterText: boolean): string {
+  return `${afterText ? "\n\n" : ""}![image](${url})`;
+}

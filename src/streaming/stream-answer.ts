@@ -4,6 +4,7 @@ import { createSseParser, SseParseError } from "./sse-parser.ts";
 import { UpstreamProtocolError, type DecodedFrame } from "../providers/provider.ts";
 import type { SseEvent } from "./sse-parser.ts";
 import type { UsageMeter } from "../billing/usage-meter.ts";
+import { ImageFetchError, ImageTooLargeError } from "../pipeline/inline-images.ts";
 
 export type StreamOutcome =
   /** The upstream finished its answer and the client got every frame. */
@@ -28,8 +29,10 @@ export interface StreamAnswerOptions {
   /** Longest whole answer. */
   totalMs: number;
   maxFrameBytes: number;
-  /** Called exactly once, whatever ends the stream. */
-  onDone: (outcome: StreamOutcome, reason?: string) => void;
+  /** Inlines image events (fetch, size cap); throws to fail the answer. Only called for frames with images. */
+  resolveImages?: (events: StreamEvent[]) => Promise<void>;
+  /** Called exactly once, whatever ends the stream. `chargeable` is false when the failure is one the client must not pay for. */
+  onDone: (outcome: StreamOutcome, reason?: string, chargeable?: boolean) => void;
 }
 
 const encoder = new TextEncoder();
@@ -50,26 +53,44 @@ export function streamAnswer(o: StreamAnswerOptions): ReadableStream<Uint8Array>
   let idleExpired = false;
   let timer: ReturnType<typeof setInterval> | undefined;
 
+  let chargeable = true;
+  // Frames with images wait here for inlining (a fetch); all others pass straight through.
+  const held: { frame: SseEvent; parsed: unknown; events: StreamEvent[] }[] = [];
+
+  const emit = (frame: SseEvent, parsed: unknown, events: StreamEvent[]) => {
+    for (const e of events) {
+      o.meter.observe(e);
+      if (e.type === "error") failure ??= e;
+    }
+    // An upstream error frame is replaced by our own: vendor error text may carry internals.
+    out += failure ? o.sink.event(failure) : o.sink.frame(frame, parsed, events);
+  };
+
   const parser = createSseParser({
     maxEventBytes: o.maxFrameBytes,
     onEvent(frame) {
       if (failure) return;
       const { parsed, events } = o.decode(frame);
-      for (const e of events) {
-        o.meter.observe(e);
-        if (e.type === "error") failure ??= e;
-      }
-      // An upstream error frame is replaced by our own: vendor error text may carry internals.
-      out += failure ? o.sink.event(failure) : o.sink.frame(frame, parsed, events);
+      if (held.length > 0 || (o.resolveImages && events.some((e) => e.type === "image"))) held.push({ frame, parsed, events });
+      else emit(frame, parsed, events);
     },
   });
+
+  const drainHeld = async () => {
+    while (held.length > 0 && !failure) {
+      const next = held.shift()!;
+      if (next.events.some((e) => e.type === "image")) await o.resolveImages!(next.events);
+      emit(next.frame, next.parsed, next.events);
+    }
+    held.length = 0;
+  };
 
   const finish = (outcome: StreamOutcome, reason?: string) => {
     if (done) return;
     done = true;
     if (timer) clearInterval(timer);
     if (outcome !== "completed") o.abortUpstream();
-    o.onDone(outcome, reason);
+    o.onDone(outcome, reason, chargeable);
   };
 
   const fail = (e: StreamEvent & { type: "error" }) => {
@@ -106,6 +127,7 @@ export function streamAnswer(o: StreamAnswerOptions): ReadableStream<Uint8Array>
           const { value, done: eof } = await reader.read();
           if (eof) {
             parser.end();
+            await drainHeld();
             if (!failure) {
               if (o.meter.finished) {
                 const usage = await o.estimateUsage();
@@ -116,6 +138,7 @@ export function streamAnswer(o: StreamAnswerOptions): ReadableStream<Uint8Array>
           } else {
             lastRead = performance.now();
             parser.feed(value);
+            await drainHeld();
           }
           const wrote = out.length > 0;
           if (wrote) {
@@ -132,6 +155,7 @@ export function streamAnswer(o: StreamAnswerOptions): ReadableStream<Uint8Array>
         }
       } catch (err) {
         if (done) return;
+        if (err instanceof ImageTooLargeError) chargeable = false;
         if (!failure) fail(streamFailure(err, idleExpired));
         controller.enqueue(encoder.encode(out));
         out = "";
@@ -148,6 +172,8 @@ export function streamAnswer(o: StreamAnswerOptions): ReadableStream<Uint8Array>
 }
 
 function streamFailure(err: unknown, idle: boolean): StreamEvent & { type: "error" } {
+  if (err instanceof ImageTooLargeError) return { type: "error", errorType: "upstream", message: "The upstream provider made an image larger than the gateway accepts." };
+  if (err instanceof ImageFetchError) return { type: "error", errorType: "upstream", message: "The upstream provider sent an image the gateway could not use." };
   if (idle) return { type: "error", errorType: "timeout", message: "The upstream provider took too long; the answer was cut off." };
   if (err instanceof SseParseError) return { type: "error", errorType: "upstream", message: "The upstream provider sent a frame larger than the gateway accepts." };
   if (err instanceof UpstreamProtocolError) return { type: "error", errorType: "upstream", message: "The upstream provider sent malformed data." };

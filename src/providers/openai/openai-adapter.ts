@@ -15,6 +15,15 @@ interface OpenAIUsage {
   prompt_tokens_details?: { cached_tokens?: number } | null;
 }
 
+/** Image-capable chat upstreams (OpenRouter and others) return `images: [{image_url: {url}}]` beside the text. */
+function imageEvents(images: unknown, events: StreamEvent[]): void {
+  if (!Array.isArray(images)) return;
+  for (const image of images) {
+    const url = (image as { image_url?: { url?: unknown } })?.image_url?.url ?? (image as { url?: unknown })?.url;
+    if (typeof url === "string" && url) events.push({ type: "image", url });
+  }
+}
+
 function usageEvent(u: OpenAIUsage): StreamEvent {
   return {
     type: "usage",
@@ -56,6 +65,7 @@ export const openaiAdapter: ProviderAdapter = {
           if (typeof delta.reasoning_content === "string" && delta.reasoning_content) events.push({ type: "reasoning", text: delta.reasoning_content });
           else if (typeof delta.reasoning === "string" && delta.reasoning) events.push({ type: "reasoning", text: delta.reasoning });
           if (typeof delta.content === "string" && delta.content) events.push({ type: "text", text: delta.content });
+          imageEvents(delta.images, events);
           if (Array.isArray(delta.tool_calls)) {
             for (const call of delta.tool_calls) {
               const upstreamIndex = typeof call.index === "number" ? call.index : toolIndex.size;
@@ -91,6 +101,7 @@ export const openaiAdapter: ProviderAdapter = {
       const reasoning = message.reasoning_content ?? message.reasoning;
       if (typeof reasoning === "string" && reasoning) events.push({ type: "reasoning", text: reasoning });
       if (typeof message.content === "string" && message.content) events.push({ type: "text", text: message.content });
+      imageEvents(message.images, events);
       (message.tool_calls ?? []).forEach((call: any, index: number) => {
         events.push({ type: "tool-call", index, id: call.id, name: call.function?.name, argumentsDelta: call.function?.arguments ?? "" });
       });
