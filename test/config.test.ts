@@ -45,7 +45,8 @@ describe("built-in defaults", () => {
     const cwd = tempDir();
     const s = loadSettings({}, cwd);
     expect(s.source).toBe("built-in defaults");
-    expect(s.models.map((m) => m.id)).toEqual(["switchyard/echo", "switchyard/lorem"]);
+    expect(s.models.map((m) => m.id)).toEqual(["switchyard/echo", "switchyard/pixel", "switchyard/lorem"]);
+    expect(s.models.find((m) => m.id === "switchyard/pixel")).toMatchObject({ category: "image", upstream_api: "images" });
     const echo = s.models.find((m) => m.id === "switchyard/echo")!;
     expect(echo.category).toBe("free");
     expect(s.models.find((m) => m.id === "switchyard/lorem")!.category).not.toBe("free");

@@ -22,6 +22,17 @@ export function defaultConfig(env: Record<string, string | undefined>): Config {
         pricing: { input_per_mtok: 0, output_per_mtok: 0 },
       },
       {
+        id: "switchyard/pixel",
+        provider: "simulated",
+        upstream_model: "pixel",
+        upstream_api: "images",
+        category: "image",
+        context_length: 4_000,
+        modalities: { input: ["text"], output: ["image"] },
+        owned_by: "switchyard",
+        pricing: { input_per_mtok: 0, output_per_mtok: 0, per_image: 2 },
+      },
+      {
         id: "switchyard/lorem",
         provider: "simulated-anthropic",
         upstream_model: "lorem",
@@ -42,6 +53,17 @@ export function defaultConfig(env: Record<string, string | undefined>): Config {
       max_tokens_field: "max_completion_tokens",
     });
     config.models.push(
+      {
+        id: "openai/gpt-image-1",
+        provider: "openai",
+        upstream_model: "gpt-image-1",
+        upstream_api: "images",
+        category: "image",
+        context_length: 32_000,
+        modalities: { input: ["text"], output: ["image"] },
+        owned_by: "openai",
+        pricing: { input_per_mtok: 5_000, output_per_mtok: 40_000, per_image: 0 },
+      },
       openaiModel("gpt-4o-mini", 128_000, 150, 600),
       openaiModel("gpt-4o", 128_000, 2_500, 10_000),
       openaiModel("gpt-4.1-mini", 1_047_576, 400, 1_600),

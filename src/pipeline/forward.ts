@@ -6,7 +6,8 @@ import type { WireFormat } from "../providers/provider.ts";
 import { adapterFor } from "../providers/adapters.ts";
 import { createUsageMeter, type UsageMeter } from "../billing/usage-meter.ts";
 import { answerCostMicro } from "../billing/pricing.ts";
-import { promptTokenBound } from "../billing/token-estimate.ts";
+import { countTokens, promptTokenBound } from "../billing/token-estimate.ts";
+import { fitCandidates } from "./context-fit.ts";
 import { microToCredits } from "../billing/money.ts";
 import { streamAnswer, type StreamOutcome } from "../streaming/stream-answer.ts";
 import { createOpenAIEncoder, createOpenAIRelay, encodeOpenAIBody } from "../streaming/encode-openai.ts";
@@ -15,7 +16,7 @@ import type { ClientSink, EncodeContext } from "../streaming/client-sink.ts";
 import type { StreamEvent } from "../streaming/events.ts";
 import { randomId } from "../store/ids.ts";
 import { GatewayError } from "./gateway-error.ts";
-import { effectiveMaxTokens, prepareUpstreamBody, promptText, requestedMaxTokens } from "./prepare-upstream.ts";
+import { prepareUpstreamBody, promptText, requestedMaxTokens } from "./prepare-upstream.ts";
 import { upstreamStatusError } from "./upstream-errors.ts";
 import { backoffMs, requestedDelayMs, verdictFor, type Verdict } from "./retry-policy.ts";
 import type { Inflight } from "./inflight.ts";
@@ -80,16 +81,22 @@ type Attempt = { response: Response } | { verdict: Verdict; error: GatewayError;
 export async function forward(deps: ForwardDeps, req: ForwardRequest): Promise<Response> {
   const startedAt = performance.now();
   const { body, clientFormat } = req;
-  const maxTokens = effectiveMaxTokens(requestedMaxTokens(clientFormat, body), deps.settings.limits.max_tokens_cap);
   const messageCount = Array.isArray(body.messages) ? body.messages.length : 0;
   const promptBound = promptTokenBound(req.bodyBytes, messageCount);
   const providerOf = (model: ModelConfig) => deps.settings.providers.get(model.provider)!;
+  const candidates = await fitCandidates(
+    req.candidates,
+    promptBound,
+    requestedMaxTokens(clientFormat, body),
+    deps.settings.limits.max_tokens_cap,
+    async () => (await countTokens(promptText(clientFormat, body))) + 4 * messageCount + 3,
+  );
 
   // Image models make one image per request; its price is part of the worst case.
-  const worstCase = Math.max(...req.candidates.map((m) => answerCostMicro(m.pricing, promptBound, maxTokens, m.category === "image" ? 1 : 0)));
+  const worstCase = Math.max(...candidates.map((c) => answerCostMicro(c.model.pricing, promptBound, c.maxTokens, c.model.category === "image" ? 1 : 0)));
   let reservationId: string | null = null;
   if (worstCase > 0) {
-    const ttl = Math.max(...req.candidates.map((m) => providerOf(m).timeouts.total_ms)) + RESERVATION_SLACK_MS;
+    const ttl = Math.max(...candidates.map((c) => providerOf(c.model).timeouts.total_ms)) + RESERVATION_SLACK_MS;
     const held = deps.ledger.reserve(req.principal.accountId, req.principal.keyId, worstCase, ttl);
     if (!held.ok) {
       const limit = held.reason === "balance" ? "the account has" : "this key's spend limit leaves";
@@ -100,7 +107,7 @@ export async function forward(deps: ForwardDeps, req: ForwardRequest): Promise<R
   }
 
   const requestId = randomId("req");
-  let model = req.candidates[0]!;
+  let model = candidates[0]!.model;
   let meter: UsageMeter = createUsageMeter();
   let settled = false;
   deps.inflight.begin();
@@ -145,11 +152,11 @@ export async function forward(deps: ForwardDeps, req: ForwardRequest): Promise<R
     const random = deps.random ?? Math.random;
     let waited = 0;
     let last: GatewayError | undefined;
-    for (const candidate of req.candidates) {
+    for (const { model: candidate, maxTokens } of candidates) {
       model = candidate;
       for (let retry = 0; ; retry++) {
         meter = createUsageMeter();
-        const attempt = await tryOnce(candidate);
+        const attempt = await tryOnce(candidate, maxTokens);
         if ("response" in attempt) return attempt.response;
         last = attempt.error;
         if (attempt.verdict === "fail") throw attempt.error;
@@ -161,12 +168,12 @@ export async function forward(deps: ForwardDeps, req: ForwardRequest): Promise<R
         await sleep(delay, req.signal);
         waited += delay;
       }
-      if (req.candidates.length > 1) deps.log("info", "falling back", { requestId, from: candidate.id, reason: last?.message });
+      if (candidates.length > 1) deps.log("info", "falling back", { requestId, from: candidate.id, reason: last?.message });
     }
     throw last!;
   }
 
-  async function tryOnce(candidate: ModelConfig): Promise<Attempt> {
+  async function tryOnce(candidate: ModelConfig, maxTokens: number): Promise<Attempt> {
     const provider = providerOf(candidate);
     const adapter = adapterFor(provider, candidate);
     const inline = (events: StreamEvent[]) =>

@@ -4,6 +4,7 @@ import { createAnthropicEncoder, encodeAnthropicBody } from "../../streaming/enc
 import { promptText } from "../../pipeline/prepare-upstream.ts";
 import { randomId } from "../../store/ids.ts";
 import type { UpstreamFetch } from "../../pipeline/forward.ts";
+import { drawPng } from "./draw-png.ts";
 
 const LOREM =
   "Lorem ipsum dolor sit amet, consectetur adipiscing elit, sed do eiusmod tempor incididunt ut labore et dolore magna aliqua. Ut enim ad minim veniam, quis nostrud exercitation ullamco laboris nisi ut aliquip ex ea commodo consequat.".split(" ");
@@ -20,6 +21,11 @@ export function withSimulatedUpstream(real: UpstreamFetch): UpstreamFetch {
 function simulatedAnswer(url: string, init: RequestInit): Response {
   const format = url.startsWith("simulated://anthropic") ? "anthropic" : "openai";
   const body = JSON.parse(String(init.body)) as Record<string, unknown>;
+  if (url.endsWith("/images/generations")) {
+    // The OpenAI images API shape, with a picture drawn from the prompt.
+    const png = Buffer.from(drawPng(String(body.prompt ?? ""))).toString("base64");
+    return Response.json({ created: Math.floor(Date.now() / 1000), data: [{ b64_json: png, revised_prompt: body.prompt }] });
+  }
   const maxTokens = Number(body.max_tokens ?? body.max_completion_tokens ?? 256);
   const words = answerWords(String(body.model), body, format).slice(0, Math.max(1, maxTokens));
   const inputTokens = Math.max(1, Math.ceil(promptText(format, body).length / 4));
