@@ -6,6 +6,7 @@ import { createSseParser, type SseEvent } from "../src/streaming/sse-parser.ts";
 import { openaiAdapter } from "../src/providers/openai/openai-adapter.ts";
 import { anthropicAdapter } from "../src/providers/anthropic/anthropic-adapter.ts";
 import { collectAnswer } from "../src/streaming/collect-answer.ts";
+import type { ClientSink } from "../src/streaming/client-sink.ts";
 
 const ctx = { id: "id-1", created: 1_700_000_000, model: "vendor/model", includeUsage: true };
 
@@ -29,7 +30,7 @@ function frames(text: string): SseEvent[] {
   return out;
 }
 
-function encodeAll(sink: ReturnType<typeof createOpenAIEncoder>, events: StreamEvent[]): string {
+function encodeAll(sink: ClientSink, events: StreamEvent[]): string {
   let text = "";
   for (const e of events) text += sink.event(e);
   return text + sink.end();

@@ -21,9 +21,27 @@ export function createCatalogue(models: ModelConfig[]) {
     })),
   };
   const listJson = JSON.stringify(list);
+  // Models have no creation date of their own; a fixed one keeps Anthropic-style lists stable across restarts.
+  const anthropicEntries = models.map((m) => ({
+    type: "model",
+    id: m.id,
+    display_name: m.display_name ?? m.id,
+    created_at: m.created_at ?? "2025-01-01T00:00:00Z",
+  }));
   return {
     get: (id: string) => byId.get(id),
     listJson: () => listJson,
+    /** Anthropic's shape, with its cursor paging (`limit`, `after_id`, `before_id`). */
+    anthropicList(query: { limit?: string; after_id?: string; before_id?: string }) {
+      const limit = Math.min(1000, Math.max(1, Number.parseInt(query.limit ?? "20", 10) || 20));
+      let start = 0;
+      let end = anthropicEntries.length;
+      if (query.after_id) start = anthropicEntries.findIndex((m) => m.id === query.after_id) + 1;
+      if (query.before_id) end = Math.max(0, anthropicEntries.findIndex((m) => m.id === query.before_id));
+      const page = query.before_id ? anthropicEntries.slice(Math.max(start, end - limit), end) : anthropicEntries.slice(start, Math.min(end, start + limit));
+      const hasMore = query.before_id ? end - limit > start : start + limit < end;
+      return { data: page, has_more: hasMore, first_id: page[0]?.id ?? null, last_id: page.at(-1)?.id ?? null };
+    },
   };
 }
 

@@ -35,7 +35,7 @@ const KEEP_ALIVE = ": keep-alive\n\n";
  * Events → `chat.completion.chunk` frames. The invariant envelope is serialised once per
  * stream and only the delta is stringified per event: this runs for every token.
  */
-export function createOpenAIEncoder(ctx: EncodeContext, options: { roleSent?: boolean } = {}): ClientSink {
+export function createOpenAIEncoder(ctx: EncodeContext, options: { roleSent?: boolean } = {}): ClientSink & { noteText(): void } {
   const head = `data: {"id":${JSON.stringify(ctx.id)},"object":"chat.completion.chunk","created":${ctx.created},"model":${JSON.stringify(ctx.model)},"choices":[{"index":0,"delta":`;
   const tail = `,"logprobs":null,"finish_reason":null}]}\n\n`;
   let started = options.roleSent ?? false;
@@ -50,7 +50,11 @@ export function createOpenAIEncoder(ctx: EncodeContext, options: { roleSent?: bo
     return chunk(`{"role":"assistant","content":""}`);
   };
 
-  const sink: ClientSink = {
+  const sink: ClientSink & { noteText(): void } = {
+    /** Text went out by another path (a relayed frame); a following image starts on a new paragraph. */
+    noteText() {
+      wroteText = true;
+    },
     event(e) {
       switch (e.type) {
         case "text":
@@ -122,6 +126,7 @@ export function createOpenAIRelay(ctx: EncodeContext): ClientSink {
         for (const e of events) if (e.type !== "usage") out += encoder.event(e);
         return out;
       }
+      if (events.some((e) => e.type === "text")) encoder.noteText();
       for (const e of events) {
         if (e.type === "usage") {
           sawUsage = true;

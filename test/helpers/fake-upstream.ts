@@ -29,6 +29,8 @@ export interface RecordedRequest {
 export type Reply =
   | { kind: "json"; status?: number; headers?: Record<string, string>; body: unknown }
   | { kind: "text"; status?: number; headers?: Record<string, string>; body: string }
+  /** Raw bytes, e.g. an image file the upstream serves. */
+  | { kind: "bytes"; status?: number; headers?: Record<string, string>; body: Uint8Array }
   | {
       kind: "sse";
       status?: number;
@@ -284,6 +286,8 @@ export async function startFakeUpstream(): Promise<FakeUpstream> {
           status: reply.status ?? 200,
           headers: { "content-type": JSON_TYPE, ...reply.headers },
         });
+      case "bytes":
+        return new Response(reply.body, { status: reply.status ?? 200, headers: { "content-type": "application/octet-stream", ...reply.headers } });
       case "text":
         return new Response(reply.body, {
           status: reply.status ?? 200,

@@ -10,6 +10,10 @@ import type { UpstreamFetch } from "../../src/pipeline/forward.ts";
 export const OPENAI_MODEL = "test/gpt";
 export const ANTHROPIC_MODEL = "test/claude";
 export const FREE_MODEL = "test/free";
+/** OpenAI images API behind the chat endpoints. */
+export const IMAGES_API_MODEL = "test/image";
+/** An OpenAI-compatible chat upstream that answers with images. */
+export const IMAGE_CHAT_MODEL = "test/image-chat";
 export const VENDOR_OPENAI_KEY = "sk-test-openai-SECRET-0123456789";
 export const VENDOR_ANTHROPIC_KEY = "sk-ant-test-SECRET-0123456789";
 
@@ -27,6 +31,7 @@ export interface GatewayOptions {
   now?: () => number;
   retry?: { max_retries?: number; max_wait_ms?: number };
   maxFrameBytes?: number;
+  maxImageBytes?: number;
   totalMs?: number;
   fetch?: UpstreamFetch;
   log?: Logger;
@@ -60,9 +65,11 @@ export async function startGateway(o: GatewayOptions): Promise<Gateway> {
         { id: OPENAI_MODEL, provider: "fake-openai", upstream_model: "gpt-4o-mini", category: "text", context_length: 128_000, owned_by: "openai", pricing: { input_per_mtok: 150, output_per_mtok: 600 } },
         { id: ANTHROPIC_MODEL, provider: "fake-anthropic", upstream_model: "claude-sonnet-4-5", category: "text", context_length: 200_000, owned_by: "anthropic", pricing: { input_per_mtok: 3000, output_per_mtok: 15000 } },
         { id: FREE_MODEL, provider: "fake-openai", upstream_model: "free-model", category: "free", context_length: 8192 },
+        { id: IMAGES_API_MODEL, provider: "fake-openai", upstream_model: "dall-e-3", upstream_api: "images", category: "image", context_length: 4000, pricing: { input_per_mtok: 0, output_per_mtok: 0, per_image: 0.5 } },
+        { id: IMAGE_CHAT_MODEL, provider: "fake-openai", upstream_model: "flux-chat", category: "image", context_length: 32000, pricing: { input_per_mtok: 100, output_per_mtok: 100, per_image: 0.25 } },
       ],
       server: { keepalive_ms: o.keepaliveMs ?? 15_000 },
-      limits: { requests_per_minute: o.requestsPerMinute ?? 1_000_000, ...(o.maxFrameBytes ? { max_frame_bytes: o.maxFrameBytes } : {}) },
+      limits: { requests_per_minute: o.requestsPerMinute ?? 1_000_000, ...(o.maxFrameBytes ? { max_frame_bytes: o.maxFrameBytes } : {}), ...(o.maxImageBytes ? { max_image_bytes: o.maxImageBytes } : {}) },
       retry: o.retry ?? {},
     },
     { TEST_OPENAI_KEY: VENDOR_OPENAI_KEY, TEST_ANTHROPIC_KEY: VENDOR_ANTHROPIC_KEY },
