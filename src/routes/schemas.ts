@@ -7,7 +7,13 @@ import { t } from "elysia";
  */
 const open = { additionalProperties: true } as const;
 
-const MaxTokens = t.Optional(t.Union([t.Integer({ minimum: 1 }), t.Null()]));
+/**
+ * Elysia's t.Integer carries a string-coercing transform, and one transform anywhere makes every
+ * request body go through a full decode walk; a whole number is just a multiple of 1.
+ */
+const WholeNumber = (options: { minimum: number }) => t.Number({ ...options, multipleOf: 1 });
+
+const MaxTokens = t.Optional(t.Union([WholeNumber({ minimum: 1 }), t.Null()]));
 const ContentPart = t.Object({ type: t.String() }, open);
 
 export const ChatMessage = t.Object(
@@ -57,11 +63,11 @@ export const MessagesRequest = t.Object(
     models: t.Optional(t.Array(t.String({ minLength: 1 }), { minItems: 1, maxItems: 16 })),
     messages: t.Array(AnthropicMessage, { maxItems: 100_000 }),
     system: t.Optional(t.Union([t.String(), t.Array(Block)])),
-    max_tokens: t.Optional(t.Integer({ minimum: 1 })),
+    max_tokens: t.Optional(WholeNumber({ minimum: 1 })),
     stream: t.Optional(t.Boolean()),
     temperature: t.Optional(t.Number({ minimum: 0, maximum: 1 })),
     top_p: t.Optional(t.Number({ minimum: 0, maximum: 1 })),
-    top_k: t.Optional(t.Integer({ minimum: 0 })),
+    top_k: t.Optional(WholeNumber({ minimum: 0 })),
     stop_sequences: t.Optional(t.Array(t.String())),
     tools: t.Optional(t.Array(t.Object({ name: t.String() }, open))),
   },
