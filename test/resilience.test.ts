@@ -3,7 +3,7 @@ import { afterAll, beforeAll, beforeEach, describe, expect, test } from "bun:tes
 import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { startFakeUpstream, type FakeUpstream } from "./helpers/fake-upstream.ts";
+import { readFixture, startFakeUpstream, type FakeUpstream } from "./helpers/fake-upstream.ts";
 import { ANTHROPIC_MODEL, OPENAI_MODEL, post, sseFrames, startGateway, type Gateway } from "./helpers/gateway.ts";
 
 let upstream: FakeUpstream;
@@ -128,6 +128,27 @@ describe("upstreams that misbehave", () => {
       const frames = sseFrames(await res.text());
       expect(performance.now() - started).toBeLessThan(3000);
       expect(frames.at(-1)!.event).toBe("error");
+    } finally {
+      await gw.stop();
+    }
+  });
+});
+
+describe("compressed upstream answers", () => {
+  test("gzip from the upstream is decoded once; the client never sees a stale Content-Encoding", async () => {
+    const gw = await startGateway({ upstreamUrl: upstream.url });
+    try {
+      const json = JSON.stringify({ id: "c", object: "chat.completion", created: 1, model: "m", choices: [{ index: 0, message: { role: "assistant", content: "zipped hello" }, finish_reason: "stop" }], usage: { prompt_tokens: 3, completion_tokens: 2, total_tokens: 5 } });
+      upstream.reply({ kind: "bytes", headers: { "content-type": "application/json", "content-encoding": "gzip" }, body: Bun.gzipSync(json) });
+      const res = await post(gw, "/v1/chat/completions", { model: OPENAI_MODEL, messages: question });
+      expect(res.headers.get("content-encoding")).toBeNull();
+      expect(((await res.json()) as any).choices[0].message.content).toBe("zipped hello");
+
+      const sse = readFixture("openai-text.sse");
+      upstream.reply({ kind: "bytes", headers: { "content-type": "text/event-stream", "content-encoding": "gzip" }, body: Bun.gzipSync(sse) });
+      const stream = await post(gw, "/v1/messages", { model: OPENAI_MODEL, max_tokens: 50, messages: question, stream: true });
+      expect(stream.headers.get("content-encoding")).toBeNull();
+      expect(sseFrames(await stream.text()).at(-1)!.event).toBe("message_stop");
     } finally {
       await gw.stop();
     }
