@@ -17,7 +17,8 @@ RUN apt-get update && apt-get install -y --no-install-recommends ca-certificates
 WORKDIR /app
 COPY --from=build /out/switchyard /usr/local/bin/switchyard
 USER switchyard
-ENV PORT=8080 HOST=0.0.0.0 SWITCHYARD_DB=/app/data/switchyard.sqlite
+# Bun's fetch runs at most 256 upstream requests at once unless told otherwise; every open stream is one.
+ENV PORT=8080 HOST=0.0.0.0 SWITCHYARD_DB=/app/data/switchyard.sqlite BUN_CONFIG_MAX_HTTP_REQUESTS=4096
 EXPOSE 8080
 VOLUME ["/app/data"]
 ENTRYPOINT ["/usr/local/bin/switchyard"]
