@@ -145,7 +145,7 @@ describe("compressed upstream answers", () => {
       expect(((await res.json()) as any).choices[0].message.content).toBe("zipped hello");
 
       const sse = readFixture("openai-text.sse");
-      upstream.reply({ kind: "bytes", headers: { "content-type": "text/event-stream", "content-encoding": "gzip" }, body: Bun.gzipSync(sse) });
+      upstream.reply({ kind: "bytes", headers: { "content-type": "text/event-stream", "content-encoding": "gzip" }, body: Bun.gzipSync(new Uint8Array(sse)) });
       const stream = await post(gw, "/v1/messages", { model: OPENAI_MODEL, max_tokens: 50, messages: question, stream: true });
       expect(stream.headers.get("content-encoding")).toBeNull();
       expect(sseFrames(await stream.text()).at(-1)!.event).toBe("message_stop");

@@ -63,8 +63,11 @@ export function adminRoutes(deps: AdminDeps) {
   return app
     // Header only: a token in a query string ends up in access logs.
     .use(bearer({ extract: { header: "Bearer", query: "", body: "" } }))
-    .onBeforeHandle({ as: "local" }, ({ bearer: presented }) => {
-      const given = Buffer.from(presented ?? "");
+    .onBeforeHandle({ as: "local" }, ({ bearer: presented, request }) => {
+      // The plugin also reads `?=<token>` (an empty query name) and "Bearer<token>" without the
+      // space; only a real `Authorization: Bearer <token>` header counts.
+      const fromHeader = request.headers.get("authorization")?.startsWith("Bearer ") ? presented : undefined;
+      const given = Buffer.from(fromHeader ?? "");
       if (given.length !== expected.length || !timingSafeEqual(given, expected)) {
         throw new GatewayError(401, "authentication", "Invalid admin token.");
       }

@@ -1,0 +1,198 @@
+import { afterAll, describe, expect, test } from "bun:test";
+import { Database } from "bun:sqlite";
+import { createHash } from "node:crypto";
+import { mkdtempSync, rmSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join, resolve } from "node:path";
+import { runAdmin } from "../src/cli/admin.ts";
+import { startGateway } from "./helpers/gateway.ts";
+
+const ROOT = resolve(import.meta.dir, "..");
+const KEY_SHAPE = /^svc-sk-[A-Za-z0-9_-]{32,}$/;
+
+const dirs: string[] = [];
+function tempDb(): string {
+  const dir = mkdtempSync(join(tmpdir(), "switchyard-cli-"));
+  dirs.push(dir);
+  return join(dir, "admin.sqlite");
+}
+afterAll(() => {
+  for (const d of dirs) rmSync(d, { recursive: true, force: true });
+});
+
+/** The CLI as an operator runs it: a separate process on the SQLite file. */
+async function cli(dbPath: string, ...args: string[]): Promise<{ code: number; stdout: string; stderr: string }> {
+  const proc = Bun.spawn(["bun", "src/cli/admin.ts", ...args], {
+    cwd: ROOT,
+    env: { ...process.env, SWITCHYARD_DB: dbPath },
+    stdout: "pipe",
+    stderr: "pipe",
+  });
+  const timer = setTimeout(() => proc.kill(), 15_000);
+  const [code, stdout, stderr] = await Promise.all([proc.exited, new Response(proc.stdout).text(), new Response(proc.stderr).text()]);
+  clearTimeout(timer);
+  return { code, stdout, stderr };
+}
+
+function sha256(text: string): string {
+  return createHash("sha256").update(text).digest("hex");
+}
+
+describe("runAdmin (in process)", () => {
+  test("accounts create → JSON with id, name, balance", () => {
+    const db = tempDb();
+    const { code, out } = runAdmin(["accounts", "create", "acme", "25.5"], { SWITCHYARD_DB: db });
+    expect(code).toBe(0);
+    const account = JSON.parse(out) as { id: string; name: string; balance: number };
+    expect(typeof account.id).toBe("string");
+    expect(account.id.length).toBeGreaterThan(0);
+    expect(account.name).toBe("acme");
+    expect(account.balance).toBe(25.5);
+    const sql = new Database(db, { readonly: true });
+    expect(sql.query<{ b: number }, [string]>("SELECT balance_micro AS b FROM accounts WHERE id = ?").get(account.id)).toEqual({ b: 25_500_000 });
+    sql.close();
+  });
+
+  test("keys create prints the key once; only its hash is stored; revoke works once", () => {
+    const db = tempDb();
+    const env = { SWITCHYARD_DB: db };
+    const account = JSON.parse(runAdmin(["accounts", "create", "acme", "10"], env).out) as { id: string };
+    const created = runAdmin(["keys", "create", account.id, "laptop"], env);
+    expect(created.code).toBe(0);
+    const key = JSON.parse(created.out) as { id: string; key: string; name: string; created_at: string };
+    expect(key.key).toMatch(KEY_SHAPE);
+    expect(key.name).toBe("laptop");
+    expect(Number.isNaN(Date.parse(key.created_at))).toBe(false);
+
+    // Later commands never show the key again.
+    const list = runAdmin(["keys", "list", account.id], env);
+    expect(list.code).toBe(0);
+    expect(list.out).toContain(key.id);
+    expect(list.out).not.toContain(key.key);
+    const show = runAdmin(["accounts", "show", account.id], env);
+    expect(show.code).toBe(0);
+    expect(show.out).not.toContain(key.key);
+
+    const sql = new Database(db, { readonly: true });
+    const row = sql.query<Record<string, unknown>, [string]>("SELECT * FROM api_keys WHERE id = ?").get(key.id)!;
+    expect(row.key_hash).toBe(sha256(key.key));
+    for (const v of Object.values(row)) if (typeof v === "string") expect(v.includes(key.key)).toBe(false);
+    expect(row.revoked_at).toBeNull();
+
+    const revoked = runAdmin(["keys", "revoke", key.id], env);
+    expect(revoked.code).toBe(0);
+    expect(JSON.parse(revoked.out)).toEqual({ id: key.id, revoked: true });
+    expect(typeof sql.query<{ r: number | null }, [string]>("SELECT revoked_at AS r FROM api_keys WHERE id = ?").get(key.id)!.r).toBe("number");
+    sql.close();
+
+    const again = runAdmin(["keys", "revoke", key.id], env);
+    expect(again.code).not.toBe(0);
+    expect(again.out).toContain(key.id);
+  });
+
+  test("keys create for an unknown account fails", () => {
+    const { code, out } = runAdmin(["keys", "create", "acct_nope"], { SWITCHYARD_DB: tempDb() });
+    expect(code).not.toBe(0);
+    expect(out).toContain("acct_nope");
+  });
+
+  test("bad usage → non-zero and the usage text", () => {
+    const env = { SWITCHYARD_DB: tempDb() };
+    for (const argv of [[], ["accounts"], ["accounts", "create", "only-name"], ["keys", "create"], ["keys", "revoke"], ["keys", "frobnicate", "x"], ["nonsense"]]) {
+      const { code, out } = runAdmin(argv, env);
+      if (code === 0) throw new Error(`${JSON.stringify(argv)} succeeded`);
+      expect(out).toContain("usage:");
+      expect(out).toContain("accounts create");
+      expect(out).toContain("keys revoke");
+    }
+  });
+
+  test("bad credits → non-zero, nothing created", () => {
+    const db = tempDb();
+    for (const credits of ["-1", "abc", "1.1234567"]) {
+      const { code, out } = runAdmin(["accounts", "create", "acme", credits], { SWITCHYARD_DB: db });
+      expect(code).not.toBe(0);
+      expect(out).toContain("credits");
+    }
+    const sql = new Database(db, { readonly: true });
+    expect(sql.query<{ n: number }, []>("SELECT COUNT(*) AS n FROM accounts").get()!.n).toBe(0);
+    sql.close();
+  });
+});
+
+describe("bun src/cli/admin.ts (separate process)", () => {
+  test("accounts create, keys create, keys revoke", async () => {
+    const db = tempDb();
+    const acct = await cli(db, "accounts", "create", "acme", "7");
+    expect(acct.code).toBe(0);
+    const account = JSON.parse(acct.stdout) as { id: string; name: string; balance: number };
+    expect(account).toMatchObject({ name: "acme", balance: 7 });
+    expect(typeof account.id).toBe("string");
+
+    const made = await cli(db, "keys", "create", account.id);
+    expect(made.code).toBe(0);
+    const key = JSON.parse(made.stdout) as { id: string; key: string; name: string | null };
+    expect(key.key).toMatch(KEY_SHAPE);
+    expect(key.name).toBeNull();
+    // Printed exactly once.
+    expect(made.stdout.split(key.key).length - 1).toBe(1);
+    expect(made.stderr).not.toContain(key.key);
+
+    const rev = await cli(db, "keys", "revoke", key.id);
+    expect(rev.code).toBe(0);
+    expect(JSON.parse(rev.stdout)).toEqual({ id: key.id, revoked: true });
+
+    const twice = await cli(db, "keys", "revoke", key.id);
+    expect(twice.code).not.toBe(0);
+    expect(twice.stdout).toBe("");
+  });
+
+  test("bad usage → non-zero exit and usage on stderr", async () => {
+    const db = tempDb();
+    for (const args of [[], ["accounts", "create"], ["keys", "explode", "x"]]) {
+      const r = await cli(db, ...args);
+      expect(r.code).not.toBe(0);
+      expect(r.stderr).toContain("usage:");
+      expect(r.stdout).toBe("");
+    }
+  });
+});
+
+describe("CLI against a running gateway's database", () => {
+  test("a key created by the CLI works at once; a CLI revoke takes effect on the next request", async () => {
+    const gw = await startGateway({ upstreamUrl: "http://127.0.0.1:9" });
+    try {
+      const models = (key: string) => fetch(gw.url + "/v1/models", { headers: { authorization: `Bearer ${key}` } });
+
+      const acct = await cli(gw.dbPath, "accounts", "create", "cross", "3");
+      expect(acct.code).toBe(0);
+      const account = JSON.parse(acct.stdout) as { id: string };
+      const made = await cli(gw.dbPath, "keys", "create", account.id, "ops");
+      expect(made.code).toBe(0);
+      const key = JSON.parse(made.stdout) as { id: string; key: string };
+
+      // Several requests, so the key sits in the gateway's in-memory cache.
+      for (let i = 0; i < 3; i++) expect((await models(key.key)).status).toBe(200);
+      // The gateway's own key is unaffected by the other process.
+      expect((await models(gw.key)).status).toBe(200);
+
+      const rev = await cli(gw.dbPath, "keys", "revoke", key.id);
+      expect(rev.code).toBe(0);
+
+      const after = await models(key.key);
+      expect(after.status).toBe(401);
+      const body = (await after.json()) as { error: { type: string } };
+      expect(body.error.type).toBe("authentication_error");
+      expect((await models(key.key)).status).toBe(401);
+      // Only the revoked key is refused.
+      expect((await models(gw.key)).status).toBe(200);
+
+      // Revoking the helper's key through the in-process runAdmin (another connection) works too.
+      expect((await models(gw.key)).status).toBe(200);
+      expect(runAdmin(["keys", "revoke", gw.keyId], { SWITCHYARD_DB: gw.dbPath }).code).toBe(0);
+      expect((await models(gw.key)).status).toBe(401);
+    } finally {
+      await gw.stop();
+    }
+  });
+});
