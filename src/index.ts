@@ -22,9 +22,10 @@ if (maxUpstream < 1024) {
 const dbPath = process.env.SWITCHYARD_DB ?? "./data/switchyard.sqlite";
 const db = openDatabase(dbPath);
 const app = createApp({ db, settings, log, adminToken: process.env.SWITCHYARD_ADMIN_TOKEN || undefined });
-// Credits a crashed predecessor left reserved are freed before the first request; the heartbeat keeps ours claimed.
-const released = app.services.ledger.recover();
-const heartbeat = setInterval(() => app.services.ledger.recover(), 15_000);
+// Holds live in memory, so one gateway per database file; the heartbeat notices a second one.
+const warnShared = (message: string, fields: Record<string, unknown>) => log("error", message, fields);
+app.services.ledger.recover(warnShared);
+const heartbeat = setInterval(() => app.services.ledger.recover(warnShared), 15_000);
 heartbeat.unref();
 
 const requestedPort = Number(process.env.PORT ?? 8080);
@@ -39,7 +40,7 @@ app.listen({
 
 const port = app.server!.port;
 const shown = hostname === "0.0.0.0" ? "localhost" : hostname;
-log("info", "switchyard listening", { url: `http://${shown}:${port}`, config: settings.source, db: dbPath, models: settings.models.length, releasedReservations: released });
+log("info", "switchyard listening", { url: `http://${shown}:${port}`, config: settings.source, db: dbPath, models: settings.models.length });
 
 if (process.env.SWITCHYARD_DEMO !== "0") {
   const demo = issueDemoKey(db, app.services.accounts);

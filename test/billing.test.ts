@@ -28,12 +28,7 @@ async function records(gw: Gateway) {
 }
 
 function openReservations(gw: Gateway): number {
-  const db = new Database(gw.dbPath, { readonly: true });
-  try {
-    return db.query<{ n: number }, []>("SELECT COUNT(*) AS n FROM reservations").get()!.n;
-  } finally {
-    db.close();
-  }
+  return gw.app.services.ledger.openHolds();
 }
 
 describe("reserve, then settle", () => {

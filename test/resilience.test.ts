@@ -23,7 +23,7 @@ function ledger(gw: Gateway) {
   const db = new Database(gw.dbPath, { readonly: true });
   try {
     return {
-      reservations: db.query<{ n: number }, []>("SELECT COUNT(*) AS n FROM reservations").get()!.n,
+      reservations: gw.app.services.ledger.openHolds(),
       records: db.query<{ status: string; cost_micro: number }, []>("SELECT status, cost_micro FROM usage_records ORDER BY id").all(),
     };
   } finally {
@@ -195,11 +195,12 @@ describe("graceful shutdown", () => {
       expect(text).toContain("data: [DONE]");
       expect(await child.exited).toBe(0);
       const db = new Database(dbPath, { readonly: true });
-      const rows = db.query<{ status: string; prompt_tokens: number }, []>("SELECT status, prompt_tokens FROM usage_records").all();
-      const open = db.query<{ n: number }, []>("SELECT COUNT(*) AS n FROM reservations").get()!.n;
+      const rows = db.query<{ status: string; prompt_tokens: number; cost_micro: number }, []>("SELECT status, prompt_tokens, cost_micro FROM usage_records").all();
+      const balance = db.query<{ b: number }, []>("SELECT balance_micro AS b FROM accounts WHERE name = 'demo'").get()!.b;
       db.close();
-      expect(rows).toEqual([{ status: "ok", prompt_tokens: 12 }]);
-      expect(open).toBe(0);
+      expect(rows).toEqual([{ status: "ok", prompt_tokens: 12, cost_micro: 12 * 1000 + 9 * 1000 }]);
+      // The debit reached the disk before exit: 100 demo credits less exactly this answer.
+      expect(balance).toBe(100_000_000 - rows[0]!.cost_micro);
     } finally {
       rmSync(dir, { recursive: true, force: true });
     }

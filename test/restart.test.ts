@@ -42,7 +42,7 @@ function ledgerState(dbPath: string) {
   const db = new Database(dbPath, { readonly: true });
   try {
     return {
-      reservations: db.query<{ n: number }, []>("SELECT COUNT(*) AS n FROM reservations").get()!.n,
+      id: db.query<{ id: string }, []>("SELECT id FROM accounts WHERE name = 'demo'").get()!.id,
       balance: db.query<{ b: number }, []>("SELECT balance_micro AS b FROM accounts WHERE name = 'demo'").get()!.b,
     };
   } finally {
@@ -50,13 +50,18 @@ function ledgerState(dbPath: string) {
   }
 }
 
-test("a killed gateway's open reservations are released when it starts again", async () => {
+/** What the running gateway says the account has and holds, through the admin API. */
+async function accountView(url: string, id: string): Promise<{ balance: number; reserved: number }> {
+  return (await (await fetch(`${url}/v1/admin/accounts/${id}`, { headers: { authorization: "Bearer restart-admin" } })).json()) as any;
+}
+
+test("a killed gateway leaves no credit locked: the next process starts with all of it", async () => {
   const config = join(dir, "switchyard.json");
   writeFileSync(config, JSON.stringify({
     providers: [{ id: "up", kind: "openai", base_url: `${upstream.url}/v1` }],
     models: [{ id: "test/paid", provider: "up", upstream_model: "m", category: "text", context_length: 100000, pricing: { input_per_mtok: 1000, output_per_mtok: 1000 } }],
   }));
-  const env = { SWITCHYARD_CONFIG: config, SWITCHYARD_DB: join(dir, "ledger.sqlite") };
+  const env = { SWITCHYARD_CONFIG: config, SWITCHYARD_DB: join(dir, "ledger.sqlite"), SWITCHYARD_ADMIN_TOKEN: "restart-admin" };
 
   const first = await startProcess(env);
   const balanceBefore = ledgerState(env.SWITCHYARD_DB).balance;
@@ -68,18 +73,22 @@ test("a killed gateway's open reservations are released when it starts again", a
   });
   const reader = res.body!.getReader();
   await reader.read();
-  expect(ledgerState(env.SWITCHYARD_DB).reservations).toBe(1);
+  const { id } = ledgerState(env.SWITCHYARD_DB);
+  const during = await accountView(first.url, id);
+  expect(during.reserved).toBeGreaterThan(0);
+  expect(during.balance * 1e6).toBe(balanceBefore);
 
   first.child.kill("SIGKILL");
   await first.child.exited;
   reader.cancel().catch(() => {});
-  expect(ledgerState(env.SWITCHYARD_DB).reservations).toBe(1);
 
   const second = await startProcess(env);
   try {
-    const after = ledgerState(env.SWITCHYARD_DB);
-    expect(after.reservations).toBe(0);
-    expect(after.balance).toBe(balanceBefore);
+    // Holds die with their process: the new one starts with every credit available and nothing charged.
+    const after = await accountView(second.url, id);
+    expect(after.reserved).toBe(0);
+    expect(after.balance * 1e6).toBe(balanceBefore);
+    expect(ledgerState(env.SWITCHYARD_DB).balance).toBe(balanceBefore);
     // The demo key printed by the new process works, and the curl line names a served model.
     const models = await fetch(`${second.url}/v1/models`, { headers: { authorization: `Bearer ${second.key}` } });
     expect(models.status).toBe(200);

@@ -54,7 +54,6 @@ export function createAccountStore(db: Database, now: () => number) {
   const selectAccount = db.query<{ id: string; name: string; balance_micro: number; created_at: number }, [string]>(
     "SELECT id, name, balance_micro, created_at FROM accounts WHERE id = ?",
   );
-  const reservedOf = db.query<{ reserved: number }, [string]>("SELECT COALESCE(SUM(amount_micro), 0) AS reserved FROM reservations WHERE account_id = ?");
   const countActive = db.query<{ n: number }, [string, number]>(
     "SELECT COUNT(*) AS n FROM api_keys WHERE account_id = ? AND revoked_at IS NULL AND (expires_at IS NULL OR expires_at > ?)",
   );
@@ -100,12 +99,11 @@ export function createAccountStore(db: Database, now: () => number) {
       return { id: row.id, name: row.name, balance: microToCredits(row.balance_micro), created_at: iso(row.created_at)! };
     },
 
-    /** Balance, what open requests hold, and the keys (summaries only). */
-    describeAccount(id: string) {
+    /** Balance, what open requests hold (`heldMicro`, from the ledger), and the keys (summaries only). */
+    describeAccount(id: string, heldMicro = 0) {
       const account = this.getAccount(id);
       if (!account) return null;
-      const reserved = reservedOf.get(id)!.reserved;
-      return { ...account, reserved: microToCredits(reserved), keys: this.listKeys(id) };
+      return { ...account, reserved: microToCredits(heldMicro), keys: this.listKeys(id) };
     },
 
     /** The plain key is returned once and never stored; only its SHA-256 is kept. Throws KeyLimitError at the cap. */

@@ -34,32 +34,24 @@ const FLUSH_DELAY_MS = 20;
 const FLUSH_BATCH = 256;
 
 /**
- * The only place money moves. Reservations are taken synchronously in one immediate
- * transaction (the write lock is held before the balance is read, so two processes can
- * never spend the same credit). Settlements are queued and written in batches — one
- * transaction per batch, each settlement's debit, release and usage record together — so
- * no response waits on a write; until a settlement is written its reservation still holds
- * the money, which keeps every balance check on the safe side.
+ * The only place money moves. A reservation is a hold in memory on (balance − holds), checked
+ * against the balance as SQLite has it: JavaScript runs one request at a time, so check and hold
+ * cannot interleave, and no request writes to disk before it has an answer (a write transaction
+ * per request costs the WAL an fsync every few hundred requests). Settlements are queued and
+ * written in batches — one transaction per batch, each settlement's debit and usage record
+ * together — and their holds are lifted only once the batch is on disk, so a balance check errs
+ * only on the side of refusing. A process that dies takes its holds with it: nothing stays locked.
+ * The price of holds in memory is one gateway process per database file; a second one is
+ * detected through the instance heartbeat and logged.
  */
 export function createLedger(db: Database, now: () => number) {
   const instanceId = randomId("gw");
   const host = hostname();
 
-  const accountAvailable = db.query<{ available: number }, [string, string]>(
-    `SELECT balance_micro - COALESCE((SELECT SUM(amount_micro) FROM reservations WHERE account_id = ?1), 0) AS available
-       FROM accounts WHERE id = ?2`,
+  const balanceOf = db.query<{ balance_micro: number }, [string]>("SELECT balance_micro FROM accounts WHERE id = ?");
+  const keyBudget = db.query<{ spend_limit_micro: number | null; spent_micro: number }, [string]>(
+    "SELECT spend_limit_micro, spent_micro FROM api_keys WHERE id = ?",
   );
-  const keyAvailable = db.query<{ available: number | null }, [string, string]>(
-    `SELECT spend_limit_micro - spent_micro - COALESCE((SELECT SUM(amount_micro) FROM reservations WHERE key_id = ?1), 0) AS available
-       FROM api_keys WHERE id = ?2`,
-  );
-  const insertReservation = db.query(
-    "INSERT INTO reservations (id, account_id, key_id, instance_id, amount_micro, created_at, expires_at) VALUES (?, ?, ?, ?, ?, ?, ?)",
-  );
-  const selectReservation = db.query<{ account_id: string; key_id: string | null; amount_micro: number }, [string]>(
-    "SELECT account_id, key_id, amount_micro FROM reservations WHERE id = ?",
-  );
-  const deleteReservation = db.query("DELETE FROM reservations WHERE id = ?");
   const debitAccount = db.query("UPDATE accounts SET balance_micro = balance_micro - ? WHERE id = ?");
   const debitKey = db.query("UPDATE api_keys SET spent_micro = spent_micro + ? WHERE id = ?");
   const insertUsage = db.query(
@@ -68,31 +60,26 @@ export function createLedger(db: Database, now: () => number) {
   );
   const credit = db.query("UPDATE accounts SET balance_micro = balance_micro + ? WHERE id = ?");
 
-  const reserve = db.transaction((accountId: string, keyId: string, amountMicro: number, ttlMs: number): ReserveResult => {
-    const free = accountAvailable.get(accountId, accountId)?.available ?? 0;
-    if (free < amountMicro) return { ok: false, reason: "balance", availableMicro: Math.max(0, free) };
-    const keyFree = keyAvailable.get(keyId, keyId)?.available;
-    if (keyFree !== null && keyFree !== undefined && keyFree < amountMicro) {
-      return { ok: false, reason: "key_spend_limit", availableMicro: Math.max(0, keyFree) };
-    }
-    const id = randomId("res");
-    const at = now();
-    insertReservation.run(id, accountId, keyId, instanceId, amountMicro, at, at + ttlMs);
-    return { ok: true, id };
-  });
+  const holds = new Map<string, { accountId: string; keyId: string; amount: number }>();
+  const heldByAccount = new Map<string, number>();
+  const heldByKey = new Map<string, number>();
+  let nextHold = 0;
+  const add = (map: Map<string, number>, id: string, delta: number) => {
+    const value = (map.get(id) ?? 0) + delta;
+    if (value === 0) map.delete(id);
+    else map.set(id, value);
+  };
 
   const settleBatch = db.transaction((batch: PendingSettlement[]) => {
     for (const s of batch) {
       let charged = 0;
       if (s.reservationId) {
-        const held = selectReservation.get(s.reservationId);
-        // Gone means released already (a restart freed it): never charge twice, never charge unreserved.
-        if (!held) continue;
-        charged = Math.min(s.costMicro, held.amount_micro);
-        deleteReservation.run(s.reservationId);
+        const held = holds.get(s.reservationId);
+        if (!held) continue; // settled already: never charge twice
+        charged = Math.min(s.costMicro, held.amount);
         if (charged > 0) {
-          debitAccount.run(charged, held.account_id);
-          if (held.key_id) debitKey.run(charged, held.key_id);
+          debitAccount.run(charged, held.accountId);
+          debitKey.run(charged, held.keyId);
         }
       }
       const r = s.record;
@@ -103,6 +90,14 @@ export function createLedger(db: Database, now: () => number) {
   let pending: PendingSettlement[] = [];
   let timer: ReturnType<typeof setTimeout> | undefined;
 
+  function release(reservationId: string): void {
+    const held = holds.get(reservationId);
+    if (!held) return;
+    holds.delete(reservationId);
+    add(heldByAccount, held.accountId, -held.amount);
+    add(heldByKey, held.keyId, -held.amount);
+  }
+
   function flush(): void {
     if (timer) clearTimeout(timer);
     timer = undefined;
@@ -110,6 +105,8 @@ export function createLedger(db: Database, now: () => number) {
     const batch = pending;
     pending = [];
     settleBatch.immediate(batch);
+    // Only now is the debit on disk; until here the hold kept the money out of reach.
+    for (const s of batch) if (s.reservationId) release(s.reservationId);
   }
 
   const upsertInstance = db.query(
@@ -119,29 +116,24 @@ export function createLedger(db: Database, now: () => number) {
     "SELECT id, hostname, pid, heartbeat_at FROM gateway_instances WHERE id != ?",
   );
   const dropInstance = db.query("DELETE FROM gateway_instances WHERE id = ?");
-  const releaseOfInstance = db.query("DELETE FROM reservations WHERE instance_id = ?");
-  const releaseOrphans = db.query(
-    "DELETE FROM reservations WHERE expires_at <= ?1 OR instance_id IS NULL OR (instance_id != ?2 AND instance_id NOT IN (SELECT id FROM gateway_instances))",
-  );
-
-  const recover = db.transaction((at: number) => {
-    let released = 0;
-    upsertInstance.run(instanceId, host, process.pid, at);
-    for (const other of otherInstances.all(instanceId)) {
-      const dead = (other.hostname === host && !processAlive(other.pid)) || other.heartbeat_at < at - STALE_INSTANCE_MS;
-      if (!dead) continue;
-      released += releaseOfInstance.run(other.id).changes;
-      dropInstance.run(other.id);
-    }
-    released += releaseOrphans.run(at, instanceId).changes;
-    return released;
-  });
 
   return {
     instanceId,
 
-    reserve: (accountId: string, keyId: string, amountMicro: number, ttlMs: number): ReserveResult =>
-      reserve.immediate(accountId, keyId, amountMicro, ttlMs),
+    reserve(accountId: string, keyId: string, amountMicro: number, _ttlMs?: number): ReserveResult {
+      const free = (balanceOf.get(accountId)?.balance_micro ?? 0) - (heldByAccount.get(accountId) ?? 0);
+      if (free < amountMicro) return { ok: false, reason: "balance", availableMicro: Math.max(0, free) };
+      const budget = keyBudget.get(keyId);
+      if (budget && budget.spend_limit_micro !== null) {
+        const keyFree = budget.spend_limit_micro - budget.spent_micro - (heldByKey.get(keyId) ?? 0);
+        if (keyFree < amountMicro) return { ok: false, reason: "key_spend_limit", availableMicro: Math.max(0, keyFree) };
+      }
+      const id = `res_${(nextHold++).toString(36)}`;
+      holds.set(id, { accountId, keyId, amount: amountMicro });
+      add(heldByAccount, accountId, amountMicro);
+      add(heldByKey, keyId, amountMicro);
+      return { ok: true, id };
+    },
 
     /**
      * Charges min(cost, reserved) and records usage; queued, written within FLUSH_DELAY_MS.
@@ -156,19 +148,33 @@ export function createLedger(db: Database, now: () => number) {
     /** Writes every queued settlement now (tests, shutdown). */
     flush,
 
+    /** Micro-credits held by requests in flight. */
+    heldMicro: (accountId: string) => heldByAccount.get(accountId) ?? 0,
+    openHolds: () => holds.size,
+
     /**
-     * Frees what dead gateways left reserved: processes on this host that no longer exist,
-     * instances elsewhere whose heartbeat stopped, and expired reservations. Also the heartbeat.
+     * The heartbeat: registers this process and forgets dead ones. A second live gateway on the
+     * same file is reported: its holds are invisible to ours. Returns how many live others there are.
      */
-    recover: (): number => recover.immediate(now()),
+    recover(log?: (message: string, fields: Record<string, unknown>) => void): number {
+      const at = now();
+      let others = 0;
+      db.transaction(() => {
+        upsertInstance.run(instanceId, host, process.pid, at);
+        for (const other of otherInstances.all(instanceId)) {
+          const dead = (other.hostname === host && !processAlive(other.pid)) || other.heartbeat_at < at - STALE_INSTANCE_MS;
+          if (dead) dropInstance.run(other.id);
+          else others += 1;
+        }
+      }).immediate();
+      if (others > 0) log?.("another gateway process uses this database: run one gateway per database file", { others });
+      return others;
+    },
 
     /** Forgets this instance on a clean shutdown, after the last flush. */
     retire(): void {
       flush();
-      db.transaction(() => {
-        releaseOfInstance.run(instanceId);
-        dropInstance.run(instanceId);
-      }).immediate();
+      dropInstance.run(instanceId);
     },
 
     topUp(accountId: string, amountMicro: number): boolean {

@@ -55,7 +55,7 @@ export function adminRoutes(deps: AdminDeps) {
   const expected = Buffer.from(token);
 
   const account = (id: string) => {
-    const found = deps.accounts.describeAccount(id);
+    const found = deps.accounts.describeAccount(id, deps.ledger.heldMicro(id));
     if (!found) throw new GatewayError(404, "not_found", "No such account.");
     return found;
   };
