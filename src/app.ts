@@ -13,6 +13,8 @@ import { randomId } from "./store/ids.ts";
 import { rateLimitPlugin } from "./plugins/rate-limit.ts";
 import { createRateLimiter } from "./limits/rate-limiter.ts";
 import { errorsPlugin } from "./plugins/errors.ts";
+import { bodyLimitPlugin } from "./plugins/body-limit.ts";
+import { jsonBodyPlugin } from "./plugins/json-body.ts";
 import { adminRoutes } from "./routes/admin.ts";
 import { chatCompletionsRoute } from "./routes/chat-completions.ts";
 import { messagesRoute } from "./routes/messages.ts";
@@ -68,7 +70,9 @@ export function createApp(deps: AppDeps) {
 
   const app = new Elysia({ name: "switchyard" })
     .use(errorsPlugin(deps.log, recordRejection))
+    .use(bodyLimitPlugin(deps.settings.limits.max_body_bytes))
     .use(authPlugin(keys))
+    .use(jsonBodyPlugin(deps.settings.limits.max_body_bytes))
     .use(rateLimitPlugin(createRateLimiter(now), deps.settings.limits.requests_per_minute, recordRejection))
     .use(modelsRoute(catalogue))
     .use(chatCompletionsRoute(forwardDeps))

@@ -35,7 +35,8 @@ app.listen({
   hostname,
   // Streams lift this per request; it only bounds idle keep-alive connections and stuck uploads.
   idleTimeout: 120,
-  maxRequestBodySize: settings.limits.max_body_bytes,
+  // Twice the limit: bodies with a Content-Length get our JSON 413; Bun cuts only runaway chunked uploads.
+  maxRequestBodySize: settings.limits.max_body_bytes * 2,
 });
 
 const port = app.server!.port;

@@ -11,9 +11,21 @@ export function loadTokenizer(): Promise<CountTokens> {
   return loading;
 }
 
+/**
+ * BPE merges within one pre-tokenised "word" cost more than linear time, and a megabyte
+ * without a space is one word: text is counted in slices, so the cost stays linear and a
+ * hostile prompt cannot stall the event loop. A cut can split a token: at most one extra
+ * token per slice, which an estimate can carry.
+ */
+const SLICE = 2048;
+
 export async function countTokens(text: string): Promise<number> {
   if (text.length === 0) return 0;
-  return (await loadTokenizer())(text);
+  const count = await loadTokenizer();
+  if (text.length <= SLICE) return count(text);
+  let total = 0;
+  for (let i = 0; i < text.length; i += SLICE) total += count(text.slice(i, i + SLICE));
+  return total;
 }
 
 /**

@@ -1,0 +1,59 @@
+import { Elysia } from "elysia";
+import { GatewayError } from "../pipeline/gateway-error.ts";
+
+/** Deeper than any chat request needs; deep enough that no real tool schema is refused. */
+export const MAX_JSON_DEPTH = 64;
+
+const strictUtf8 = new TextDecoder("utf-8", { fatal: true });
+
+/**
+ * How deeply a JSON text nests, outside strings, in one pass over the characters. JSON.parse
+ * itself copes with 100,000 levels, but everything after it (validation, error reports,
+ * re-serialising for the upstream) walks the value recursively, slowly or to a stack overflow.
+ */
+export function nestingDepth(text: string, limit: number): number {
+  let depth = 0;
+  let max = 0;
+  let inString = false;
+  for (let i = 0; i < text.length; i++) {
+    const c = text.charCodeAt(i);
+    if (inString) {
+      if (c === 92 /* \ */) i++;
+      else if (c === 34 /* " */) inString = false;
+    } else if (c === 34) inString = true;
+    else if (c === 123 /* { */ || c === 91 /* [ */) {
+      if (++depth > max && (max = depth) > limit) return max;
+    } else if (c === 125 || c === 93) depth--;
+  }
+  return max;
+}
+
+/**
+ * JSON bodies are read strictly: invalid UTF-8 is refused rather than silently turned into
+ * U+FFFD (which would send text to the model that the client never wrote), and so is nesting
+ * deeper than MAX_JSON_DEPTH. Every failure is a 400 in the client's error shape.
+ */
+export function jsonBodyPlugin(maxBytes: number) {
+  return new Elysia({ name: "switchyard/json-body" }).onParse({ as: "global" }, async ({ request, contentType }) => {
+    if (!contentType || !contentType.startsWith("application/json")) return;
+    const bytes = await request.arrayBuffer();
+    // A body sent without Content-Length is only measured here.
+    if (bytes.byteLength > maxBytes) {
+      throw new GatewayError(413, "request_too_large", `The request body is ${bytes.byteLength} bytes; the limit is ${maxBytes}.`);
+    }
+    let text: string;
+    try {
+      text = strictUtf8.decode(bytes);
+    } catch {
+      throw new GatewayError(400, "invalid_request", "The request body is not valid UTF-8.");
+    }
+    if (nestingDepth(text, MAX_JSON_DEPTH) > MAX_JSON_DEPTH) {
+      throw new GatewayError(400, "invalid_request", `The request body nests deeper than ${MAX_JSON_DEPTH} levels.`);
+    }
+    try {
+      return JSON.parse(text);
+    } catch {
+      throw new GatewayError(400, "invalid_request", "The request body is not valid JSON.");
+    }
+  });
+}
