@@ -1,22 +1,61 @@
-export {};
 /**
- * The floor: the least a Bun proxy can do — take the request, fetch the upstream, stream the
- * body back. No auth, no parsing, no accounting. The gateway is measured against this.
+ * The floor: the least a Bun proxy can do. `Bun.serve` takes the request, `fetch` sends it to
+ * the upstream (same path and query, same headers less the hop-by-hop ones), and the upstream's
+ * Response is handed back as it is, so its body streams through untouched. No auth, no JSON
+ * parsing, no accounting: a gateway written in Bun cannot go under this.
+ *
+ *   UPSTREAM=http://127.0.0.1:PORT [PORT=0] bun bench/floor-proxy.ts      (or --upstream URL --port N)
+ *
+ * Listens on 127.0.0.1 only and prints `READY <port>` once listening. A client that goes away
+ * cancels the body stream, and with it the upstream fetch.
  */
-const upstream = process.env.UPSTREAM!;
+export {};
+
+const args = new Map<string, string>();
+for (let i = 2; i < process.argv.length; i += 2) args.set(process.argv[i]!.replace(/^--/, ""), process.argv[i + 1] ?? "");
+const upstream = (args.get("upstream") ?? process.env.UPSTREAM ?? "").replace(/\/+$/, "");
+if (!/^http:\/\/(127\.\d+\.\d+\.\d+|localhost|\[::1\])(:\d+)?$/.test(upstream)) {
+  console.error("floor-proxy: UPSTREAM must be a loopback http://127.0.0.1:PORT address");
+  process.exit(2);
+}
+
 const server = Bun.serve({
-  port: Number(process.env.PORT ?? 0),
+  port: Number(args.get("port") ?? process.env.PORT ?? 0),
   hostname: "127.0.0.1",
   idleTimeout: 0,
   async fetch(req) {
-    const url = new URL(req.url);
-    const res = await fetch(upstream + url.pathname, {
+    const url = req.url;
+    const path = url.slice(url.indexOf("/", url.indexOf("//") + 2));
+    const headers = new Headers(req.headers);
+    headers.delete("host");
+    headers.delete("connection");
+    headers.delete("content-length");
+    return fetch(upstream + path, {
       method: req.method,
-      headers: { "content-type": "application/json" },
-      body: req.body ? await req.arrayBuffer() : undefined,
-      signal: req.signal,
-    });
-    return new Response(res.body, { status: res.status, headers: { "content-type": res.headers.get("content-type") ?? "application/json" } });
+      headers,
+      body: req.method === "GET" || req.method === "HEAD" ? undefined : await req.arrayBuffer(),
+      redirect: "manual",
+      // A pass-through hands bytes on as they came.
+      decompress: false,
+    } as RequestInit);
   },
 });
+
 console.log(`READY ${server.port}`);
+
+const stop = () => {
+  server.stop(true);
+  process.exit(0);
+};
+process.on("SIGINT", stop);
+process.on("SIGTERM", stop);
+if (args.get("exit-on-stdin-eof") === "1") {
+  (async () => {
+    try {
+      for await (const _ of Bun.stdin.stream()) {
+        /* wait for EOF: the parent went away */
+      }
+    } catch {}
+    stop();
+  })();
+}

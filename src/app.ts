@@ -9,7 +9,6 @@ import { createCatalogue } from "./catalogue/catalogue.ts";
 import type { Logger } from "./log.ts";
 import type { UpstreamFetch } from "./pipeline/forward.ts";
 import { authPlugin, maybePrincipalOf, pathOf } from "./plugins/auth.ts";
-import { randomId } from "./store/ids.ts";
 import { rateLimitPlugin } from "./plugins/rate-limit.ts";
 import { createRateLimiter } from "./limits/rate-limiter.ts";
 import { errorsPlugin } from "./plugins/errors.ts";
@@ -63,7 +62,7 @@ export function createApp(deps: AppDeps) {
     const path = pathOf(request.url);
     if (path !== "/v1/chat/completions" && path !== "/v1/messages") return;
     ledger.settle(null, 0, {
-      requestId: randomId("req"), accountId: key.accountId, keyId: key.keyId, model: "", provider: "",
+      requestId: `req_${Bun.randomUUIDv7()}`, accountId: key.accountId, keyId: key.keyId, model: "", provider: "",
       promptTokens: 0, completionTokens: 0, estimated: false, status: `rejected_${status}`, latencyMs: 0,
     });
   };

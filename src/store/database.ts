@@ -72,6 +72,8 @@ export function openDatabase(path: string): Database {
   const db = new Database(path, { create: true, strict: true });
   // WAL lets the admin CLI read and write while the gateway runs; busy_timeout covers the brief write locks.
   db.exec("PRAGMA journal_mode = WAL; PRAGMA synchronous = NORMAL; PRAGMA foreign_keys = ON; PRAGMA busy_timeout = 5000;");
+  // A checkpoint is the one fsync in WAL mode and it runs on the request thread: every 40 MB of log, not every 4 MB.
+  db.exec("PRAGMA wal_autocheckpoint = 10000;");
   migrate(db);
   return db;
 }

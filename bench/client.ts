@@ -1,0 +1,324 @@
+/**
+ * The benchmark's own fetch-based client, for what wrk cannot see: latency of each request,
+ * time to first byte, time per chunk, many slow streams, and the soak with aborting clients.
+ * Started by bench/run.ts as its own process (pinned beside the upstream), one task each:
+ *
+ *   bun bench/client.ts <spec.json>      → one JSON line on stdout (the result); progress on stderr
+ *
+ * Every answer is checked (status 200, a complete body or stream) so that a fast error is
+ * never counted as a fast answer.
+ */
+import { readFileSync } from "node:fs";
+import { pct, median, sortNum } from "./stats.ts";
+
+export interface RequestSpec {
+  url: string;
+  headers: Record<string, string>;
+  body: string;
+  stream: boolean;
+  /** Content chunks the answer has (for per-chunk timing). */
+  chunks: number;
+  /** A complete stream ends with this text (OpenAI `[DONE]`, Anthropic `message_stop`). */
+  endsWith?: string;
+}
+
+export type ClientSpec =
+  | { task: "alternate"; targets: { name: string; req: RequestSpec }[]; rounds: number; perRound: number; warmup: number }
+  | { task: "slow"; req: RequestSpec; streams: number; chunks: number; intervalMs: number }
+  | {
+      task: "soak";
+      gateway: string;
+      key: string;
+      total: number;
+      warmup: number;
+      concurrency: number;
+      checkpoint: number;
+      gatewayPid: number;
+      chunks: number;
+    };
+
+const dec = new TextDecoder();
+const log = (msg: string) => process.stderr.write(`  [client] ${msg}\n`);
+
+function rssKb(pid: number): number {
+  try {
+    const m = readFileSync(`/proc/${pid}/status`, "utf8").match(/VmRSS:\s+(\d+)/);
+    return m ? Number(m[1]) : NaN;
+  } catch {
+    return NaN;
+  }
+}
+
+interface Timing {
+  ok: boolean;
+  /** ms from sending to the end of the body. */
+  total: number;
+  /** ms from sending to the first body bytes. */
+  ttfb: number;
+  /** ms from the first body bytes to the end. */
+  body: number;
+  error?: string;
+}
+
+async function timeOne(r: RequestSpec): Promise<Timing> {
+  const t0 = performance.now();
+  let res: Response;
+  try {
+    res = await fetch(r.url, { method: "POST", headers: r.headers, body: r.body });
+  } catch (err) {
+    return { ok: false, total: NaN, ttfb: NaN, body: NaN, error: String(err) };
+  }
+  if (res.status !== 200) {
+    const text = await res.text().catch(() => "");
+    return { ok: false, total: NaN, ttfb: NaN, body: NaN, error: `status ${res.status}: ${text.slice(0, 200)}` };
+  }
+  const reader = res.body!.getReader();
+  let first = 0;
+  let tail = "";
+  let bytes = 0;
+  for (;;) {
+    const { value, done } = await reader.read();
+    if (done) break;
+    if (first === 0) first = performance.now();
+    bytes += value.byteLength;
+    // Only the end is checked, so the check costs the same whatever the target.
+    tail = value.byteLength >= 64 ? dec.decode(value.subarray(value.byteLength - 64)) : (tail + dec.decode(value)).slice(-64);
+  }
+  const end = performance.now();
+  if (bytes === 0) return { ok: false, total: NaN, ttfb: NaN, body: NaN, error: "empty body" };
+  if (r.endsWith && !tail.trimEnd().endsWith(r.endsWith)) return { ok: false, total: NaN, ttfb: NaN, body: NaN, error: `incomplete stream, ends with ${JSON.stringify(tail.slice(-40))}` };
+  if (!r.stream && !tail.trimEnd().endsWith("}")) return { ok: false, total: NaN, ttfb: NaN, body: NaN, error: "incomplete JSON body" };
+  return { ok: true, total: end - t0, ttfb: first - t0, body: end - first };
+}
+
+/** Requests left out at the start of every target's turn in a round. */
+const SEGMENT_WARMUP = 10;
+
+/** A, C: sequential requests, one connection, targets in alternating rounds. */
+async function alternate(spec: Extract<ClientSpec, { task: "alternate" }>) {
+  const errors: Record<string, string[]> = {};
+  const fail = (name: string, t: Timing) => ((errors[name] ??= []).length < 5 ? errors[name]!.push(t.error ?? "?") : 0);
+  for (const t of spec.targets) {
+    for (let i = 0; i < spec.warmup; i++) {
+      const r = await timeOne(t.req);
+      if (!r.ok) fail(t.name, r);
+    }
+  }
+  const rounds: Record<string, { p50: number; p99: number; ttfb_p50: number; ttfb_p99: number; per_chunk_us: number; total_p50: number; errors: number; n: number }[]> = {};
+  for (let round = 0; round < spec.rounds; round++) {
+    for (const t of spec.targets) {
+      Bun.gc(true);
+      const totals: number[] = [];
+      const ttfbs: number[] = [];
+      const perChunk: number[] = [];
+      let errs = 0;
+      // A few unrecorded requests first: the switch from another target (a connection to open,
+      // another port) is not a cost of this one.
+      for (let i = 0; i < SEGMENT_WARMUP; i++) await timeOne(t.req);
+      for (let i = 0; i < spec.perRound; i++) {
+        const r = await timeOne(t.req);
+        if (!r.ok) {
+          errs++;
+          fail(t.name, r);
+          continue;
+        }
+        totals.push(r.total);
+        ttfbs.push(r.ttfb);
+        perChunk.push((r.body * 1000) / Math.max(1, t.req.chunks));
+      }
+      const s = sortNum(totals);
+      const f = sortNum(ttfbs);
+      (rounds[t.name] ??= []).push({
+        p50: pct(s, 50), p99: pct(s, 99), total_p50: pct(s, 50),
+        ttfb_p50: pct(f, 50), ttfb_p99: pct(f, 99),
+        per_chunk_us: median(perChunk),
+        errors: errs, n: totals.length,
+      });
+    }
+  }
+  return { rounds, errors };
+}
+
+/** D: many slow streams at once; every one must complete and none may stall. */
+async function slow(spec: Extract<ClientSpec, { task: "slow" }>) {
+  const r = spec.req;
+  const started = performance.now();
+  let completed = 0;
+  let maxGap = 0;
+  let stalled = 0;
+  const failures: string[] = [];
+  const ttfbs: number[] = [];
+  const durations: number[] = [];
+  const gaps: number[] = [];
+  let open = 0;
+  let peakOpen = 0;
+  const one = async () => {
+    const t0 = performance.now();
+    try {
+      const res = await fetch(r.url, { method: "POST", headers: r.headers, body: r.body });
+      if (res.status !== 200) throw new Error(`status ${res.status}: ${(await res.text()).slice(0, 200)}`);
+      open++;
+      peakOpen = Math.max(peakOpen, open);
+      const reader = res.body!.getReader();
+      let text = "";
+      let last = 0;
+      let gap = 0;
+      for (;;) {
+        const { value, done } = await reader.read();
+        const now = performance.now();
+        if (done) break;
+        if (last === 0) ttfbs.push(now - t0);
+        else gap = Math.max(gap, now - last);
+        last = now;
+        text += dec.decode(value, { stream: true });
+      }
+      open--;
+      const chunks = text.split(`"delta":{"content":`).length - 1;
+      if (!text.trimEnd().endsWith("data: [DONE]")) throw new Error("stream did not end with [DONE]");
+      if (chunks !== spec.chunks) throw new Error(`expected ${spec.chunks} content chunks, got ${chunks}`);
+      completed++;
+      gaps.push(gap);
+      maxGap = Math.max(maxGap, gap);
+      if (gap > spec.intervalMs * 2) stalled++;
+      durations.push(performance.now() - t0);
+    } catch (err) {
+      if (failures.length < 10) failures.push(String(err));
+      else failures.push("");
+    }
+  };
+  await Promise.all(Array.from({ length: spec.streams }, one));
+  const g = sortNum(gaps);
+  const t = sortNum(ttfbs);
+  const d = sortNum(durations);
+  return {
+    streams: spec.streams,
+    completed,
+    failed: failures.length,
+    failures: failures.filter(Boolean),
+    stalled,
+    peak_open_at_client: peakOpen,
+    max_gap_ms: maxGap,
+    gap_p50_ms: pct(g, 50),
+    gap_p99_ms: pct(g, 99),
+    ttfb_p50_ms: pct(t, 50),
+    ttfb_max_ms: t.length ? t[t.length - 1] : NaN,
+    duration_p50_ms: pct(d, 50),
+    duration_max_ms: d.length ? d[d.length - 1] : NaN,
+    wall_s: (performance.now() - started) / 1000,
+  };
+}
+
+/** E: a long mixed run; one request in five is a stream whose client goes away midway. */
+async function soak(spec: Extract<ClientSpec, { task: "soak" }>) {
+  const user = (text: string) => [{ role: "user", content: text }];
+  const openaiHeaders = { authorization: `Bearer ${spec.key}`, "content-type": "application/json" };
+  const anthropicHeaders = { "x-api-key": spec.key, "anthropic-version": "2023-06-01", "content-type": "application/json" };
+  const n = spec.chunks;
+  const kinds = [
+    // 0: streaming client that goes away after a few chunks (OpenAI upstream / Anthropic upstream, alternately)
+    { name: "abort", path: "/v1/chat/completions", headers: openaiHeaders, stream: true, abort: true },
+    // 1: OpenAI client → OpenAI upstream, streamed in full
+    { name: "stream_openai", path: "/v1/chat/completions", headers: openaiHeaders, stream: true, body: JSON.stringify({ model: "bench/gpt", messages: user("soak stream"), max_tokens: n, stream: true }), end: "data: [DONE]" },
+    // 2: OpenAI client → Anthropic upstream (translated), streamed in full
+    { name: "stream_translated", path: "/v1/chat/completions", headers: openaiHeaders, stream: true, body: JSON.stringify({ model: "bench/claude", messages: user("soak translated"), max_tokens: n, stream: true, stream_options: { include_usage: true } }), end: "data: [DONE]" },
+    // 3: OpenAI client, non-stream
+    { name: "json_openai", path: "/v1/chat/completions", headers: openaiHeaders, stream: false, body: JSON.stringify({ model: "bench/gpt", messages: user("soak json"), max_tokens: n }) },
+    // 4: Anthropic client → Anthropic upstream, non-stream
+    { name: "json_anthropic", path: "/v1/messages", headers: anthropicHeaders, stream: false, body: JSON.stringify({ model: "bench/claude", messages: user("soak messages"), max_tokens: n }) },
+  ];
+  const abortBodies = [
+    JSON.stringify({ model: "bench/gpt-drip", messages: user("soak abort"), max_tokens: n, stream: true }),
+    JSON.stringify({ model: "bench/claude-drip", messages: user("soak abort translated"), max_tokens: n, stream: true }),
+  ];
+  const counts: Record<string, number> = {};
+  const errors: Record<string, number> = {};
+  const samples: string[] = [];
+  let abortedMidway = 0;
+  let endedBeforeAbort = 0;
+  const bump = (m: Record<string, number>, k: string) => (m[k] = (m[k] ?? 0) + 1);
+  const error = (kind: string, msg: string) => {
+    bump(errors, kind);
+    if (samples.length < 10) samples.push(`${kind}: ${msg}`);
+  };
+
+  const one = async (i: number) => {
+    const k = kinds[i % kinds.length]!;
+    const url = spec.gateway + k.path;
+    try {
+      if (k.abort) {
+        const controller = new AbortController();
+        const res = await fetch(url, { method: "POST", headers: k.headers, body: abortBodies[(i / kinds.length) & 1], signal: controller.signal });
+        if (res.status !== 200) throw new Error(`status ${res.status}`);
+        const reader = res.body!.getReader();
+        let frames = 0;
+        let text = "";
+        // Go away once a few content chunks have arrived: midway through a 2 ms-per-chunk answer.
+        while (frames < 4) {
+          const { value, done } = await reader.read();
+          if (done) break;
+          text += dec.decode(value, { stream: true });
+          frames = text.split("\n\n").length - 1;
+        }
+        if (text.includes("[DONE]")) endedBeforeAbort++;
+        else abortedMidway++;
+        controller.abort();
+        await reader.cancel().catch(() => {});
+        bump(counts, k.name);
+        return;
+      }
+      const res = await fetch(url, { method: "POST", headers: k.headers, body: k.body });
+      const text = await res.text();
+      if (res.status !== 200) throw new Error(`status ${res.status}: ${text.slice(0, 160)}`);
+      if (k.stream ? !text.trimEnd().endsWith(k.end!) : !text.trimEnd().endsWith("}")) throw new Error(`incomplete answer: ${text.slice(-80)}`);
+      bump(counts, k.name);
+    } catch (err) {
+      error(k.name, String(err));
+    }
+  };
+
+  let next = 0;
+  let done = 0;
+  const checkpoints: { requests: number; rss_mb: number; t_s: number }[] = [];
+  const started = performance.now();
+  const run = async (until: number) => {
+    const worker = async () => {
+      while (next < until) {
+        const i = next++;
+        await one(i);
+        done++;
+        if (done % spec.checkpoint === 0) {
+          checkpoints.push({ requests: done, rss_mb: rssKb(spec.gatewayPid) / 1024, t_s: (performance.now() - started) / 1000 });
+          log(`soak: ${done}/${spec.total} requests, gateway RSS ${(rssKb(spec.gatewayPid) / 1024).toFixed(1)} MB`);
+        }
+      }
+    };
+    await Promise.all(Array.from({ length: spec.concurrency }, worker));
+  };
+
+  await run(spec.warmup);
+  // RSS after warm-up, measured idle, as the end one is.
+  await Bun.sleep(1000);
+  const rssAfterWarmupKb = rssKb(spec.gatewayPid);
+  const measuredFrom = performance.now();
+  await run(spec.total);
+  const seconds = (performance.now() - measuredFrom) / 1000;
+  return {
+    total: spec.total,
+    warmup: spec.warmup,
+    concurrency: spec.concurrency,
+    completed: counts,
+    errors,
+    error_samples: samples,
+    aborted_midway: abortedMidway,
+    ended_before_abort: endedBeforeAbort,
+    rss_after_warmup_mb: rssAfterWarmupKb / 1024,
+    checkpoints,
+    seconds_after_warmup: seconds,
+    requests_per_s: (spec.total - spec.warmup) / seconds,
+  };
+}
+
+const spec = JSON.parse(readFileSync(process.argv[2]!, "utf8")) as ClientSpec;
+const result = spec.task === "alternate" ? await alternate(spec) : spec.task === "slow" ? await slow(spec) : await soak(spec);
+process.stdout.write(JSON.stringify(result) + "\n");
+process.exit(0);
