@@ -42,6 +42,11 @@ export function errorsPlugin(log: Logger, onRejected: (request: Request, status:
 function toResponse(code: unknown, error: unknown, request: Request, log: Logger): Response {
   const anthropic = isAnthropicPath(request.url);
   if (error instanceof GatewayError) return errorResponse(anthropic, error.status, error.kind, error.message, error.headers);
+  // Elysia wraps whatever a parse hook throws in a ParseError (400, "Bad Request") and keeps the
+  // original as `cause`; without unwrapping, the json-body plugin's 413 for a body sent without
+  // Content-Length became a 400, and its UTF-8 and nesting messages were lost.
+  const cause = (error as { cause?: unknown } | null)?.cause;
+  if (code === "PARSE" && cause instanceof GatewayError) return errorResponse(anthropic, cause.status, cause.kind, cause.message, cause.headers);
   switch (code) {
     case "PARSE":
       return errorResponse(anthropic, 400, "invalid_request", "The request body is not valid JSON.");
