@@ -118,6 +118,7 @@ export function createOpenAIRelay(ctx: EncodeContext): ClientSink {
   let sawUsage = false;
   let usage: { prompt: number; completion: number } | undefined;
   const encoder = createOpenAIEncoder(ctx, { roleSent: true });
+  const ours = `"model":${JSON.stringify(ctx.model)}`;
   return {
     frame(raw, parsed, events) {
       // Vendors send images in fields the spec does not have; clients get them as markdown in the text.
@@ -137,9 +138,13 @@ export function createOpenAIRelay(ctx: EncodeContext): ClientSink {
       const chunk = parsed as Record<string, unknown>;
       if ("error" in chunk) return `data: ${raw.data}\n\n`;
       const choices = chunk.choices as unknown[] | undefined;
-      if (!ctx.includeUsage) {
-        if ((!choices || choices.length === 0) && chunk.usage) return "";
-        delete chunk.usage;
+      if (!ctx.includeUsage && (!choices || choices.length === 0) && chunk.usage) return "";
+      // Only the model name changes: swap it in the vendor's own text rather than re-serialising
+      // every frame. JSON escapes quotes inside strings, so `"model":"…"` can only be the key itself.
+      if (typeof chunk.model === "string") {
+        const theirs = `"model":${JSON.stringify(chunk.model)}`;
+        const at = raw.data.indexOf(theirs);
+        if (at !== -1) return `data: ${raw.data.slice(0, at)}${ours}${raw.data.slice(at + theirs.length)}\n\n`;
       }
       chunk.model = ctx.model;
       return `data: ${JSON.stringify(chunk)}\n\n`;
