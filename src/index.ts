@@ -35,8 +35,9 @@ app.listen({
   hostname,
   // Streams lift this per request; it only bounds idle keep-alive connections and stuck uploads.
   idleTimeout: 120,
-  // Twice the limit: bodies with a Content-Length get our JSON 413; Bun cuts only runaway chunked uploads.
-  maxRequestBodySize: settings.limits.max_body_bytes * 2,
+  // Bodies are refused with our JSON 413 from their Content-Length or while being read (never buffered
+  // past the limit); Bun's own cut, which answers without a body, is only a last resort.
+  maxRequestBodySize: settings.limits.max_body_bytes * 8,
 });
 
 const port = app.server!.port;

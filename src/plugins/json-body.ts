@@ -36,11 +36,7 @@ export function nestingDepth(text: string, limit: number): number {
 export function jsonBodyPlugin(maxBytes: number) {
   return new Elysia({ name: "switchyard/json-body" }).onParse({ as: "global" }, async ({ request, contentType }) => {
     if (!contentType || !contentType.startsWith("application/json")) return;
-    const bytes = await request.arrayBuffer();
-    // A body sent without Content-Length is only measured here.
-    if (bytes.byteLength > maxBytes) {
-      throw new GatewayError(413, "request_too_large", `The request body is ${bytes.byteLength} bytes; the limit is ${maxBytes}.`);
-    }
+    const bytes = await readCapped(request, maxBytes);
     let text: string;
     try {
       text = strictUtf8.decode(bytes);
@@ -56,4 +52,17 @@ export function jsonBodyPlugin(maxBytes: number) {
       throw new GatewayError(400, "invalid_request", "The request body is not valid JSON.");
     }
   });
+}
+
+/** The body, read no further than the limit: a body sent without Content-Length is measured here. */
+async function readCapped(request: Request, maxBytes: number): Promise<Uint8Array> {
+  if (!request.body) return new Uint8Array(0);
+  const chunks: Uint8Array[] = [];
+  let size = 0;
+  for await (const chunk of request.body) {
+    size += chunk.byteLength;
+    if (size > maxBytes) throw new GatewayError(413, "request_too_large", `The request body is over the limit of ${maxBytes} bytes.`);
+    chunks.push(chunk);
+  }
+  return chunks.length === 1 ? chunks[0]! : Buffer.concat(chunks);
 }
