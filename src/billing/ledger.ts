@@ -120,7 +120,7 @@ export function createLedger(db: Database, now: () => number) {
   return {
     instanceId,
 
-    reserve(accountId: string, keyId: string, amountMicro: number, _ttlMs?: number): ReserveResult {
+    reserve(accountId: string, keyId: string, amountMicro: number): ReserveResult {
       const free = (balanceOf.get(accountId)?.balance_micro ?? 0) - (heldByAccount.get(accountId) ?? 0);
       if (free < amountMicro) return { ok: false, reason: "balance", availableMicro: Math.max(0, free) };
       const budget = keyBudget.get(keyId);

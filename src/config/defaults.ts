@@ -64,9 +64,9 @@ export function defaultConfig(env: Record<string, string | undefined>): Config {
         owned_by: "openai",
         pricing: { input_per_mtok: 5_000, output_per_mtok: 40_000, per_image: 0 },
       },
-      openaiModel("gpt-4o-mini", 128_000, 150, 600),
-      openaiModel("gpt-4o", 128_000, 2_500, 10_000),
-      openaiModel("gpt-4.1-mini", 1_047_576, 400, 1_600),
+      vendorModel("openai", "gpt-4o-mini", 128_000, 150, 600),
+      vendorModel("openai", "gpt-4o", 128_000, 2_500, 10_000),
+      vendorModel("openai", "gpt-4.1-mini", 1_047_576, 400, 1_600),
     );
   }
   if (env.ANTHROPIC_API_KEY) {
@@ -77,35 +77,23 @@ export function defaultConfig(env: Record<string, string | undefined>): Config {
       api_key_env: "ANTHROPIC_API_KEY",
     });
     config.models.push(
-      anthropicModel("claude-sonnet-4-5", 200_000, 3_000, 15_000),
-      anthropicModel("claude-haiku-4-5", 200_000, 1_000, 5_000),
+      vendorModel("anthropic", "claude-sonnet-4-5", 200_000, 3_000, 15_000),
+      vendorModel("anthropic", "claude-haiku-4-5", 200_000, 1_000, 5_000),
     );
   }
   return config;
 }
 
-function openaiModel(name: string, context: number, input: number, output: number): Config["models"][number] {
+/** A vendor's text model, served by the provider of the same name. */
+function vendorModel(vendor: "openai" | "anthropic", name: string, context: number, input: number, output: number): Config["models"][number] {
   return {
-    id: `openai/${name}`,
-    provider: "openai",
+    id: `${vendor}/${name}`,
+    provider: vendor,
     upstream_model: name,
     category: "text",
     context_length: context,
     modalities: { input: ["text", "image"], output: ["text"] },
-    owned_by: "openai",
-    pricing: { input_per_mtok: input, output_per_mtok: output },
-  };
-}
-
-function anthropicModel(name: string, context: number, input: number, output: number): Config["models"][number] {
-  return {
-    id: `anthropic/${name}`,
-    provider: "anthropic",
-    upstream_model: name,
-    category: "text",
-    context_length: context,
-    modalities: { input: ["text", "image"], output: ["text"] },
-    owned_by: "anthropic",
+    owned_by: vendor,
     pricing: { input_per_mtok: input, output_per_mtok: output },
   };
 }

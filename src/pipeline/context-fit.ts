@@ -1,5 +1,6 @@
 import type { ModelConfig } from "../config/schema.ts";
 import { GatewayError } from "./gateway-error.ts";
+import { effectiveMaxTokens } from "./prepare-upstream.ts";
 
 export interface Fitted {
   model: ModelConfig;
@@ -27,7 +28,7 @@ export async function fitCandidates(
   let firstMiss: { model: ModelConfig; prompt: number; maxTokens: number } | undefined;
 
   for (const model of candidates) {
-    const wanted = Math.min(requested ?? cap, cap);
+    const wanted = effectiveMaxTokens(requested, cap);
     if (promptBound + wanted <= model.context_length) {
       fitted.push({ model, maxTokens: wanted });
       continue;

@@ -61,9 +61,6 @@ const SSE_HEADERS = {
   "x-accel-buffering": "no",
 };
 
-/** Reservations outlive any answer the provider timeouts allow; expiry is only for crashed processes. */
-const RESERVATION_SLACK_MS = 60_000;
-
 const SINKS: Record<WireFormat, { encoder: (c: EncodeContext) => ClientSink; relay: (c: EncodeContext) => ClientSink }> = {
   openai: { encoder: createOpenAIEncoder, relay: createOpenAIRelay },
   anthropic: { encoder: createAnthropicEncoder, relay: createAnthropicRelay },
@@ -96,8 +93,7 @@ export async function forward(deps: ForwardDeps, req: ForwardRequest): Promise<R
   const worstCase = Math.max(...candidates.map((c) => answerCostMicro(c.model.pricing, promptBound, c.maxTokens, c.model.category === "image" ? 1 : 0)));
   let reservationId: string | null = null;
   if (worstCase > 0) {
-    const ttl = Math.max(...candidates.map((c) => providerOf(c.model).timeouts.total_ms)) + RESERVATION_SLACK_MS;
-    const held = deps.ledger.reserve(req.principal.accountId, req.principal.keyId, worstCase, ttl);
+    const held = deps.ledger.reserve(req.principal.accountId, req.principal.keyId, worstCase);
     if (!held.ok) {
       const limit = held.reason === "balance" ? "the account has" : "this key's spend limit leaves";
       throw new GatewayError(402, "insufficient_credits",

@@ -207,6 +207,3 @@ function parseToolInput(text: string): unknown {
   }
 }
 
-export function anthropicStopReason(reason: FinishReason): string {
-  return STOP[reason];
-}

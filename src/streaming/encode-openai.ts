@@ -29,6 +29,12 @@ export function openaiErrorBody(kind: ErrorKind, message: string) {
 }
 
 const DONE = "data: [DONE]\n\n";
+
+/** The closing `choices: []` chunk that carries usage, for clients that asked for it. */
+function usageChunk(ctx: EncodeContext, usage: { prompt: number; completion: number }): string {
+  const u = { prompt_tokens: usage.prompt, completion_tokens: usage.completion, total_tokens: usage.prompt + usage.completion };
+  return `data: {"id":${JSON.stringify(ctx.id)},"object":"chat.completion.chunk","created":${ctx.created},"model":${JSON.stringify(ctx.model)},"choices":[],"usage":${JSON.stringify(u)}}\n\n`;
+}
 const KEEP_ALIVE = ": keep-alive\n\n";
 
 /**
@@ -98,10 +104,7 @@ export function createOpenAIEncoder(ctx: EncodeContext, options: { roleSent?: bo
     },
     end() {
       let out = begin();
-      if (ctx.includeUsage && usage) {
-        const u = { prompt_tokens: usage.prompt, completion_tokens: usage.completion, total_tokens: usage.prompt + usage.completion };
-        out += `data: {"id":${JSON.stringify(ctx.id)},"object":"chat.completion.chunk","created":${ctx.created},"model":${JSON.stringify(ctx.model)},"choices":[],"usage":${JSON.stringify(u)}}\n\n`;
-      }
+      if (ctx.includeUsage && usage) out += usageChunk(ctx, usage);
       return out + DONE;
     },
     keepAlive: () => KEEP_ALIVE,
@@ -158,11 +161,7 @@ export function createOpenAIRelay(ctx: EncodeContext): ClientSink {
       return encoder.event(e);
     },
     end() {
-      if (ctx.includeUsage && usage && !sawUsage) {
-        const u = { prompt_tokens: usage.prompt, completion_tokens: usage.completion, total_tokens: usage.prompt + usage.completion };
-        return `data: {"id":${JSON.stringify(ctx.id)},"object":"chat.completion.chunk","created":${ctx.created},"model":${JSON.stringify(ctx.model)},"choices":[],"usage":${JSON.stringify(u)}}\n\n` + DONE;
-      }
-      return DONE;
+      return (ctx.includeUsage && usage && !sawUsage ? usageChunk(ctx, usage) : "") + DONE;
     },
     keepAlive: () => KEEP_ALIVE,
   };
@@ -194,6 +193,3 @@ export function encodeOpenAIBody(events: StreamEvent[], ctx: EncodeContext) {
   };
 }
 
-export function openaiFinish(reason: FinishReason): string {
-  return FINISH[reason];
-}
