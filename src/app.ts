@@ -21,6 +21,7 @@ import { modelsRoute } from "./routes/models.ts";
 import { withSimulatedUpstream } from "./providers/simulated/simulated-upstream.ts";
 import { loadTokenizer } from "./billing/token-estimate.ts";
 import { createInflight } from "./pipeline/inflight.ts";
+import { createChangeWatch } from "./store/change-watch.ts";
 
 export interface AppDeps {
   db: Database;
@@ -36,8 +37,10 @@ export interface AppDeps {
 export function createApp(deps: AppDeps) {
   const now = deps.now ?? Date.now;
   const accounts = createAccountStore(deps.db, now);
-  const keys = createKeyResolver(deps.db, accounts, now);
-  const ledger = createLedger(deps.db, now);
+  // One watch for both caches, so a request reads data_version at most once.
+  const changes = createChangeWatch(deps.db);
+  const keys = createKeyResolver(accounts, now, changes);
+  const ledger = createLedger(deps.db, now, changes);
   const catalogue = createCatalogue(deps.settings.models);
   // Only answers without reported usage need it; loading now keeps them from waiting.
   void loadTokenizer();

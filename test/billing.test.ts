@@ -82,6 +82,57 @@ describe("reserve, then settle", () => {
     }
   });
 
+  test("one request after another, each settled before the next: refused once the settled charges leave less than the worst case", async () => {
+    const gw = await startGateway({ upstreamUrl: upstream.url, credits: 2 });
+    try {
+      const start = await gw.balanceMicro();
+      // A worst case of about 1.9 credits: only the first few requests fit before the charges add up.
+      const ask = () => post(gw, "/v1/chat/completions", { model: OPENAI_MODEL, max_tokens: 3100, messages: question });
+      let ok = 0;
+      let refusal: any;
+      for (let i = 0; i < 500 && !refusal; i++) {
+        const res = await ask();
+        if (res.status === 200) ok++;
+        else {
+          expect(res.status).toBe(402);
+          refusal = await res.json();
+        }
+        await gw.app.services.settled();
+      }
+      expect(ok).toBeGreaterThan(1);
+      expect(refusal).toBeDefined();
+      const end = await gw.balanceMicro();
+      const charged = (await records(gw)).filter((r) => r.status === "ok");
+      expect(charged.length).toBe(ok);
+      expect(charged.reduce((sum, r) => sum + r.cost_micro, 0)).toBe(start - end);
+      // The refusal quotes what is left on disk, and that is less than the request's worst case.
+      const [, worst, available] = /up to ([\d.]+) credits and the account has ([\d.]+) available/.exec(refusal.error.message)!.map(Number);
+      expect(available).toBe(end / 1e6);
+      expect(available).toBeLessThan(worst!);
+      expect(end).toBeGreaterThanOrEqual(0);
+    } finally {
+      await gw.stop();
+    }
+  });
+
+  test("a top-up committed by another process is seen by the running gateway", async () => {
+    const gw = await startGateway({ upstreamUrl: upstream.url, credits: 0.05 });
+    try {
+      const ask = () => post(gw, "/v1/chat/completions", { model: OPENAI_MODEL, max_tokens: 8000, messages: question });
+      expect((await ask()).status).toBe(402);
+      const other = new Database(gw.dbPath);
+      try {
+        other.run("UPDATE accounts SET balance_micro = balance_micro + 10000000 WHERE id = ?", [gw.accountId]);
+      } finally {
+        other.close();
+      }
+      await Bun.sleep(5);
+      expect((await ask()).status).toBe(200);
+    } finally {
+      await gw.stop();
+    }
+  });
+
   test("free models cost nothing, even on an empty account, and still leave a usage record", async () => {
     const gw = await startGateway({ upstreamUrl: upstream.url, credits: 0 });
     try {

@@ -107,6 +107,28 @@ describe("per-key overrides", () => {
     expect(((await res.json()) as any).error.message).toMatch(/spend limit/);
     expect((await ask(issued.key, OPENAI_MODEL, { max_tokens: 5 })).status).toBe(200);
   });
+
+  test("a spend limit counts what the key has already spent: refused once the settled charges use it up", async () => {
+    const account = await newAccount(100);
+    const issued = (await (await newKey(account, { spend_limit: 0.05 })).json()) as any;
+    let ok = 0;
+    let refusal: any;
+    for (let i = 0; i < 500 && !refusal; i++) {
+      const res = await ask(issued.key, OPENAI_MODEL, { max_tokens: 5 });
+      if (res.status === 200) ok++;
+      else {
+        expect(res.status).toBe(402);
+        refusal = await res.json();
+      }
+      await gw.app.services.settled();
+    }
+    expect(ok).toBeGreaterThan(1);
+    expect(refusal.error.message).toMatch(/spend limit/);
+    const keys = ((await (await admin("GET", `/accounts/${account}/keys`)).json()) as any).data as any[];
+    const spent = keys.find((k) => k.id === issued.id).spent;
+    expect(spent).toBeLessThanOrEqual(0.05);
+    expect(spent).toBeGreaterThan(0);
+  });
 });
 
 describe("credits and usage", () => {

@@ -1,5 +1,4 @@
-import type { Database } from "bun:sqlite";
-import { timingSafeEqual } from "node:crypto";
+import type { ChangeWatch } from "../store/change-watch.ts";
 import { hashKey, KEY_PREFIX, type AccountStore, type ActiveKey } from "./account-store.ts";
 
 /** Key bodies are base64url; anything else cannot be a key we issued. */
@@ -20,35 +19,28 @@ export function isWellFormedKey(key: string): boolean {
 }
 
 /**
- * Key lookups are cached in memory. SQLite's data_version changes whenever another
- * connection (the admin CLI, a second gateway) commits, and then the cache is dropped,
- * so a revoke anywhere takes effect on the next request.
+ * Key lookups are cached in memory, by the key's SHA-256: the map is never searched with the
+ * secret itself, so its timing tells nothing about a key. The cache is dropped when another
+ * connection (the admin CLI, a second gateway) commits, so a revoke anywhere takes effect
+ * within the change watch's interval; in-process revokes call `forget`.
  */
-export function createKeyResolver(db: Database, store: AccountStore, now: () => number) {
-  const cache = new Map<string, ActiveKey & { hash: string }>();
-  const dataVersion = db.query<{ data_version: number }, []>("PRAGMA data_version");
-  let version = dataVersion.get()!.data_version;
+export function createKeyResolver(store: AccountStore, now: () => number, changes: ChangeWatch) {
+  const cache = new Map<string, ActiveKey>();
+  changes.onChange(() => cache.clear());
 
   return {
     resolve(key: string): ActiveKey | null {
-      const current = dataVersion.get()!.data_version;
-      if (current !== version) {
-        version = current;
-        cache.clear();
-      }
+      changes.sync();
       const hash = hashKey(key);
       let hit = cache.get(hash);
       if (!hit) {
         const found = store.findActiveKey(hash);
         if (!found) return null;
-        hit = { ...found, hash };
+        hit = found;
         cache.set(hash, hit);
       }
-      if (hit.expiresAt !== null && hit.expiresAt <= now()) return null;
-      // The lookup is by hash; this constant-time compare makes sure no near-miss ever matches.
-      return timingSafeEqual(Buffer.from(hit.hash), Buffer.from(hash)) ? hit : null;
+      return hit.expiresAt !== null && hit.expiresAt <= now() ? null : hit;
     },
-    /** In-process revokes and changes do not bump data_version for our own connection. */
     forget(keyId: string): void {
       for (const [hash, entry] of cache) if (entry.keyId === keyId) cache.delete(hash);
     },

@@ -1,6 +1,7 @@
 import type { Database } from "bun:sqlite";
 import { hostname } from "node:os";
 import { randomId } from "../store/ids.ts";
+import { createChangeWatch, type ChangeWatch } from "../store/change-watch.ts";
 
 export interface UsageRecord {
   requestId: string;
@@ -43,8 +44,12 @@ const FLUSH_BATCH = 256;
  * only on the side of refusing. A process that dies takes its holds with it: nothing stays locked.
  * The price of holds in memory is one gateway process per database file; a second one is
  * detected through the instance heartbeat and logged.
+ *
+ * Balances and key budgets are read from disk once and then kept in step with our own commits;
+ * a commit by another connection (a top-up from the CLI) drops the copies. Under load a SELECT
+ * per request cost more than the rest of the reservation put together.
  */
-export function createLedger(db: Database, now: () => number) {
+export function createLedger(db: Database, now: () => number, changes: ChangeWatch = createChangeWatch(db)) {
   const instanceId = randomId("gw");
   const host = hostname();
 
@@ -60,6 +65,32 @@ export function createLedger(db: Database, now: () => number) {
   );
   const credit = db.query("UPDATE accounts SET balance_micro = balance_micro + ? WHERE id = ?");
 
+  /** What SQLite has, as of our last read plus our own commits since. */
+  const balances = new Map<string, number>();
+  const budgets = new Map<string, { limit: number | null; spent: number }>();
+  changes.onChange(() => {
+    balances.clear();
+    budgets.clear();
+  });
+  const balance = (accountId: string): number => {
+    let value = balances.get(accountId);
+    if (value === undefined) {
+      const row = balanceOf.get(accountId);
+      if (!row) return 0;
+      balances.set(accountId, (value = row.balance_micro));
+    }
+    return value;
+  };
+  const budget = (keyId: string) => {
+    let value = budgets.get(keyId);
+    if (value === undefined) {
+      const row = keyBudget.get(keyId);
+      if (!row) return undefined;
+      budgets.set(keyId, (value = { limit: row.spend_limit_micro, spent: row.spent_micro }));
+    }
+    return value;
+  };
+
   const holds = new Map<string, { accountId: string; keyId: string; amount: number }>();
   const heldByAccount = new Map<string, number>();
   const heldByKey = new Map<string, number>();
@@ -70,7 +101,10 @@ export function createLedger(db: Database, now: () => number) {
     else map.set(id, value);
   };
 
+  /** Debits are summed per account and per key: one UPDATE each per batch, not per request. */
   const settleBatch = db.transaction((batch: PendingSettlement[]) => {
+    const byAccount = new Map<string, number>();
+    const byKey = new Map<string, number>();
     for (const s of batch) {
       let charged = 0;
       if (s.reservationId) {
@@ -78,13 +112,16 @@ export function createLedger(db: Database, now: () => number) {
         if (!held) continue; // settled already: never charge twice
         charged = Math.min(s.costMicro, held.amount);
         if (charged > 0) {
-          debitAccount.run(charged, held.accountId);
-          debitKey.run(charged, held.keyId);
+          add(byAccount, held.accountId, charged);
+          add(byKey, held.keyId, charged);
         }
       }
       const r = s.record;
       insertUsage.run(r.requestId, r.accountId, r.keyId, r.model, r.provider, r.promptTokens, r.completionTokens, r.estimated ? 1 : 0, charged, r.status, r.latencyMs, s.at);
     }
+    for (const [accountId, amount] of byAccount) debitAccount.run(amount, accountId);
+    for (const [keyId, amount] of byKey) debitKey.run(amount, keyId);
+    return { byAccount, byKey };
   });
 
   let pending: PendingSettlement[] = [];
@@ -104,8 +141,16 @@ export function createLedger(db: Database, now: () => number) {
     if (pending.length === 0) return;
     const batch = pending;
     pending = [];
-    settleBatch.immediate(batch);
+    const { byAccount, byKey } = settleBatch.immediate(batch);
     // Only now is the debit on disk; until here the hold kept the money out of reach.
+    for (const [accountId, amount] of byAccount) {
+      const cached = balances.get(accountId);
+      if (cached !== undefined) balances.set(accountId, cached - amount);
+    }
+    for (const [keyId, amount] of byKey) {
+      const cached = budgets.get(keyId);
+      if (cached) cached.spent += amount;
+    }
     for (const s of batch) if (s.reservationId) release(s.reservationId);
   }
 
@@ -121,11 +166,12 @@ export function createLedger(db: Database, now: () => number) {
     instanceId,
 
     reserve(accountId: string, keyId: string, amountMicro: number): ReserveResult {
-      const free = (balanceOf.get(accountId)?.balance_micro ?? 0) - (heldByAccount.get(accountId) ?? 0);
+      changes.sync();
+      const free = balance(accountId) - (heldByAccount.get(accountId) ?? 0);
       if (free < amountMicro) return { ok: false, reason: "balance", availableMicro: Math.max(0, free) };
-      const budget = keyBudget.get(keyId);
-      if (budget && budget.spend_limit_micro !== null) {
-        const keyFree = budget.spend_limit_micro - budget.spent_micro - (heldByKey.get(keyId) ?? 0);
+      const keyBudget = budget(keyId);
+      if (keyBudget && keyBudget.limit !== null) {
+        const keyFree = keyBudget.limit - keyBudget.spent - (heldByKey.get(keyId) ?? 0);
         if (keyFree < amountMicro) return { ok: false, reason: "key_spend_limit", availableMicro: Math.max(0, keyFree) };
       }
       const id = `res_${(nextHold++).toString(36)}`;
@@ -178,6 +224,7 @@ export function createLedger(db: Database, now: () => number) {
     },
 
     topUp(accountId: string, amountMicro: number): boolean {
+      balances.delete(accountId);
       return credit.run(amountMicro, accountId).changes > 0;
     },
   };

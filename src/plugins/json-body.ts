@@ -57,6 +57,10 @@ export function jsonBodyPlugin(maxBytes: number) {
 /** The body, read no further than the limit: a body sent without Content-Length is measured here. */
 async function readCapped(request: Request, maxBytes: number): Promise<Uint8Array> {
   if (!request.body) return new Uint8Array(0);
+  // With a Content-Length (already checked against the limit) Bun delivers exactly that many
+  // bytes, and its native read skips the stream machinery that costs ~20 µs per request.
+  const declared = request.headers.get("content-length");
+  if (declared !== null && Number(declared) <= maxBytes) return new Uint8Array(await request.arrayBuffer());
   const chunks: Uint8Array[] = [];
   let size = 0;
   for await (const chunk of request.body) {
