@@ -23,6 +23,8 @@ for (let i = 2; i < process.argv.length; i += 2) args.set(process.argv[i]!.repla
 const REQUESTS = Number(args.get("requests") ?? 40_000);
 const CONCURRENCY = Number(args.get("concurrency") ?? 32);
 const ONLY = (args.get("only") ?? "nonstream,stream,translated").split(",");
+/** A real upstream (bench/fake-upstream.ts) instead of answers from memory: adds the fetch's own cost. */
+const UPSTREAM = args.get("upstream");
 
 const enc = new TextEncoder();
 const usage = { prompt_tokens: 20, completion_tokens: 20, total_tokens: 40, prompt_tokens_details: { cached_tokens: 0, audio_tokens: 0 }, completion_tokens_details: { reasoning_tokens: 0, audio_tokens: 0, accepted_prediction_tokens: 0, rejected_prediction_tokens: 0 } };
@@ -73,8 +75,8 @@ const db = openDatabase(join(dir, "gateway.sqlite"));
 const timeouts = { first_byte_ms: 10_000, idle_ms: 30_000, total_ms: 600_000 };
 const settings = resolveSettings({
   providers: [
-    { id: "o", kind: "openai", base_url: "http://upstream.invalid/v1", api_key_env: "K", timeouts },
-    { id: "a", kind: "anthropic", base_url: "http://upstream.invalid", api_key_env: "K", timeouts },
+    { id: "o", kind: "openai", base_url: `${UPSTREAM ?? "http://upstream.invalid"}/v1`, api_key_env: "K", timeouts },
+    { id: "a", kind: "anthropic", base_url: UPSTREAM ?? "http://upstream.invalid", api_key_env: "K", timeouts },
   ],
   models: [
     { id: "bench/gpt", provider: "o", upstream_model: "gpt-4o-mini", category: "text", context_length: 128_000, pricing: { input_per_mtok: 150, output_per_mtok: 600 } },
@@ -82,7 +84,7 @@ const settings = resolveSettings({
   ],
   limits: { requests_per_minute: 1e9 },
 }, { K: "sk-bench" }, "bench");
-const app = createApp({ db, settings, log: silentLogger, fetch: upstreamFetch });
+const app = createApp({ db, settings, log: silentLogger, fetch: UPSTREAM ? undefined : upstreamFetch });
 const account = app.services.accounts.createAccount("bench", 1e15);
 const key = app.services.accounts.createKey(account.id, "bench")!.key;
 

@@ -1,7 +1,7 @@
 import { describe, expect, test } from "bun:test";
 import type { StreamEvent } from "../src/streaming/events.ts";
-import { createOpenAIEncoder, encodeOpenAIBody } from "../src/streaming/encode-openai.ts";
-import { createAnthropicEncoder, encodeAnthropicBody } from "../src/streaming/encode-anthropic.ts";
+import { createOpenAIEncoder, createOpenAIRelay, encodeOpenAIBody } from "../src/streaming/encode-openai.ts";
+import { createAnthropicEncoder, createAnthropicRelay, encodeAnthropicBody } from "../src/streaming/encode-anthropic.ts";
 import { createSseParser, type SseEvent } from "../src/streaming/sse-parser.ts";
 import { openaiAdapter } from "../src/providers/openai/openai-adapter.ts";
 import { anthropicAdapter } from "../src/providers/anthropic/anthropic-adapter.ts";
@@ -165,5 +165,56 @@ describe("stop reasons from upstreams", () => {
       const events = decode({ event: "message_delta", id: undefined, retry: undefined, data: JSON.stringify({ type: "message_delta", delta: { stop_reason: theirs, stop_sequence: null }, usage: { output_tokens: 3 } }) }).events;
       expect(events).toContainEqual(expect.objectContaining({ type: "finish", reason: ours }));
     }
+  });
+});
+
+describe("relays skim plain text frames and decode the rest", () => {
+  const ctx = { id: "chatcmpl-x", created: 1, model: "ours/model", includeUsage: false };
+  const sse = (data: string, event?: string): SseEvent => ({ data, event, id: undefined, retry: undefined });
+  const head = '{"id":"c","object":"chat.completion.chunk","created":1,"model":"gpt-4o-mini-2024-07-18","choices":[';
+  const plain = (text: string, rest = "") => `${head}{"index":0,"delta":{"content":${JSON.stringify(text)}},"logprobs":null,"finish_reason":null}]${rest}}`;
+  const openaiRelay = () => {
+    const relay = createOpenAIRelay(ctx);
+    const decode = openaiAdapter.createStreamDecoder();
+    // The first frame is decoded: it teaches the relay how the vendor writes its model name.
+    const first = sse(`${head}{"index":0,"delta":{"role":"assistant","content":""},"finish_reason":null}]}`);
+    const { parsed, events } = decode(first);
+    relay.frame(first, parsed, events);
+    return relay;
+  };
+
+  test("a plain OpenAI text chunk is forwarded as sent, with only the model swapped", () => {
+    const out = openaiRelay().skim!(sse(plain('He said "hi" \\ "finish_reason":"stop"')));
+    expect(out).toBe(`data: ${plain('He said "hi" \\ "finish_reason":"stop"').replace('"gpt-4o-mini-2024-07-18"', '"ours/model"')}\n\n`);
+  });
+
+  test.each([
+    ["text and finish in one chunk", `${head}{"index":0,"delta":{"content":"x"},"finish_reason":"stop"}]}`],
+    ["text and usage in one chunk", plain("x", ',"usage":{"prompt_tokens":1,"completion_tokens":1}')],
+    ["an error beside the text", `{"error":{"message":"boom"},${plain("x").slice(1)}`],
+    ["a second choice", `${head}{"index":0,"delta":{"content":"x"}},{"index":1,"delta":{"content":"y"}}]}`],
+    ["text with tool calls", `${head}{"index":0,"delta":{"content":"x","tool_calls":[{"index":0,"function":{"arguments":"{}"}}]}}]}`],
+    ["text with reasoning", `${head}{"index":0,"delta":{"content":"x","reasoning_content":"hmm"}}]}`],
+    ["text with images", `${head}{"index":0,"delta":{"content":"x","images":[]}}]}`],
+    ["an empty text", plain("")],
+    ["a frame cut short", plain("x").slice(0, -1)],
+    ["another model name", plain("x").replace("gpt-4o-mini-2024-07-18", "gpt-4o")],
+    ["keys in another order", `{"choices":[{"delta":{"content":"x"},"index":0}],"model":"gpt-4o-mini-2024-07-18"}`],
+  ])("decoded, not skimmed: %s", (_name, data) => {
+    expect(openaiRelay().skim!(sse(data))).toBeUndefined();
+  });
+
+  test("nothing is skimmed before a frame has been decoded", () => {
+    expect(createOpenAIRelay(ctx).skim!(sse(plain("x")))).toBeUndefined();
+  });
+
+  test("Anthropic: text deltas are forwarded as sent; every other event is decoded", () => {
+    const relay = createAnthropicRelay(ctx);
+    const delta = '{"type":"content_block_delta","index":0,"delta":{"type":"text_delta","text":"Hi"}}';
+    expect(relay.skim!(sse(delta, "content_block_delta"))).toBe(`event: content_block_delta\ndata: ${delta}\n\n`);
+    expect(relay.skim!(sse('{"type":"content_block_delta","index":1,"delta":{"type":"input_json_delta","partial_json":"{"}}', "content_block_delta"))).toBeUndefined();
+    expect(relay.skim!(sse('{"type":"content_block_delta","index":0,"delta":{"type":"text_delta","text":""}}', "content_block_delta"))).toBeUndefined();
+    expect(relay.skim!(sse('{"type":"message_delta","delta":{"stop_reason":"end_turn"},"usage":{"output_tokens":9}}', "message_delta"))).toBeUndefined();
+    expect(relay.skim!(sse('{"type":"message_start","message":{"model":"claude"}}', "message_start"))).toBeUndefined();
   });
 });

@@ -173,6 +173,40 @@ describe("usage is always counted", () => {
   });
 });
 
+describe("relayed frames", () => {
+  test("skimmed text frames and decoded ones together: all text through, finish and usage still seen", async () => {
+    const frame = (body: string) => `data: {"id":"c","object":"chat.completion.chunk","created":1,"model":"vendor-model","choices":[${body}}\n\n`;
+    upstream.reply({
+      kind: "sse",
+      chunks: [
+        frame('{"index":0,"delta":{"role":"assistant","content":""},"finish_reason":null}]'),
+        frame('{"index":0,"delta":{"content":"Hel"},"finish_reason":null}]'),
+        frame('{"index":0,"delta":{"content":"lo \\"there\\""},"finish_reason":null}]'),
+        // Text and finish in one chunk, as some vendors send it.
+        frame('{"index":0,"delta":{"content":"!"},"finish_reason":"stop"}]'),
+        frame('],"usage":{"prompt_tokens":5,"completion_tokens":3,"total_tokens":8}'),
+        "data: [DONE]\n\n",
+      ],
+    });
+    const body = await (await post(gw, "/v1/chat/completions", { model: OPENAI_MODEL, messages: question, stream: true })).text();
+    const view = openaiView(body);
+    expect(view).toMatchObject({ done: true, text: 'Hello "there"!', finish: "stop" });
+    expect(body).not.toContain("vendor-model");
+    // The client did not ask for usage: the usage chunk is not relayed, but it is charged.
+    expect(view.usage).toBeUndefined();
+    await gw.app.services.settled();
+    const db = new Database(gw.dbPath, { readonly: true });
+    try {
+      const record = db.query<{ prompt_tokens: number; completion_tokens: number; estimated: number; status: string }, []>(
+        "SELECT prompt_tokens, completion_tokens, estimated, status FROM usage_records ORDER BY id DESC LIMIT 1",
+      ).get()!;
+      expect(record).toEqual({ prompt_tokens: 5, completion_tokens: 3, estimated: 0, status: "ok" });
+    } finally {
+      db.close();
+    }
+  });
+});
+
 describe("connection handling", () => {
   test("client disconnect aborts the upstream request", async () => {
     upstream.reply({ kind: "sse", holdOpen: true, chunks: ['data: {"id":"x","object":"chat.completion.chunk","created":1,"model":"m","choices":[{"index":0,"delta":{"role":"assistant","content":"Hi"},"finish_reason":null}]}\n\n'] });

@@ -18,11 +18,18 @@ export function createUsageMeter() {
   let input: number | undefined;
   let output: number | undefined;
   const produced: string[] = [];
+  /** Frames relayed without decoding; decoded only if their text must be counted. */
+  const deferred: (() => StreamEvent[])[] = [];
   let finished = false;
   let empty = true;
   let images = 0;
 
-  return {
+  const meter = {
+    /** A relayed text frame: it counts as output now, its text only if usage must be estimated. */
+    defer(decode: () => StreamEvent[]): void {
+      empty = false;
+      deferred.push(decode);
+    },
     observe(e: StreamEvent): void {
       if (e.type !== "error") empty = false;
       switch (e.type) {
@@ -62,6 +69,10 @@ export function createUsageMeter() {
     /** Counts so far; the prompt is only tokenised when the upstream never said. */
     async total(promptText: () => string): Promise<MeteredUsage> {
       const estimated = input === undefined || output === undefined;
+      if (output === undefined) {
+        // Appended after the decoded text: a token count does not depend on the order of the parts.
+        for (const decode of deferred.splice(0)) for (const e of decode()) if (e.type === "text" || e.type === "reasoning") produced.push(e.text);
+      }
       return {
         inputTokens: input ?? (await countTokens(promptText())),
         outputTokens: output ?? (await countTokens(produced.join(""))),
@@ -70,6 +81,7 @@ export function createUsageMeter() {
       };
     },
   };
+  return meter;
 }
 
 export type UsageMeter = ReturnType<typeof createUsageMeter>;

@@ -18,6 +18,13 @@ export interface EncodeContext {
  * equals the upstream's) forward the upstream frame itself and use the events only to learn.
  */
 export interface ClientSink {
+  /**
+   * Relays only: the frame as it goes to the client when it is a plain text delta that can be
+   * forwarded without decoding it (most frames of an answer), else undefined and the frame is
+   * decoded and handed to `frame`. The meter decodes skimmed frames later, only if it needs their
+   * text to estimate usage the upstream never reported.
+   */
+  skim?(raw: SseEvent): string | undefined;
   /** One upstream frame, its parsed JSON (undefined when not JSON), and the events decoded from it. */
   frame(raw: SseEvent, parsed: unknown, events: StreamEvent[]): string;
   /** An event the gateway produced itself (estimated usage, an error). */

@@ -152,6 +152,14 @@ export function createAnthropicEncoder(ctx: EncodeContext): ClientSink {
 export function createAnthropicRelay(ctx: EncodeContext): ClientSink {
   const encoder = createAnthropicEncoder(ctx);
   return {
+    skim(raw) {
+      // Text deltas carry nothing the gateway changes or counts (usage comes in message_delta).
+      const data = raw.data;
+      if (raw.event !== "content_block_delta" || !data.startsWith(TEXT_DELTA_START) || data.charCodeAt(data.length - 1) !== 125 /* } */) return undefined;
+      const text = data.indexOf(TEXT_DELTA);
+      if (text === -1 || data.charCodeAt(text + TEXT_DELTA.length) === 34 /* empty text */) return undefined;
+      return frame("content_block_delta", data);
+    },
     frame(raw, parsed) {
       if (raw.event === "message_start" && parsed && typeof parsed === "object") {
         const message = (parsed as { message?: Record<string, unknown> }).message;
@@ -165,6 +173,9 @@ export function createAnthropicRelay(ctx: EncodeContext): ClientSink {
     keepAlive: () => PING,
   };
 }
+
+const TEXT_DELTA_START = '{"type":"content_block_delta","index":';
+const TEXT_DELTA = '"delta":{"type":"text_delta","text":"';
 
 /** Events of a whole answer → an Anthropic `message` body. */
 export function encodeAnthropicBody(events: StreamEvent[], ctx: EncodeContext) {

@@ -122,7 +122,28 @@ export function createOpenAIRelay(ctx: EncodeContext): ClientSink {
   let usage: { prompt: number; completion: number } | undefined;
   const encoder = createOpenAIEncoder(ctx, { roleSent: true });
   const ours = `"model":${JSON.stringify(ctx.model)}`;
+  /** The vendor's `"model":"…"` as it appears in its frames, learnt from the first decoded one. */
+  let theirs: string | undefined;
+
+  /** Swaps the model name in the vendor's own text rather than re-serialising the frame. */
+  const relay = (data: string, at: number, name: string) => `data: ${data.slice(0, at)}${ours}${data.slice(at + name.length)}\n\n`;
+
   return {
+    skim(raw) {
+      const data = raw.data;
+      if (theirs === undefined || data.charCodeAt(data.length - 1) !== 125 /* } */) return undefined;
+      const delta = data.indexOf(TEXT_DELTA);
+      if (delta === -1 || data.charCodeAt(delta + TEXT_DELTA.length) === 34 /* empty text */) return undefined;
+      // JSON escapes every quote inside a string, so these can only match the frame's own keys.
+      // Whatever else a chunk that opens with its text delta means comes after it; an error may come anywhere.
+      if (data.indexOf('"error"') !== -1) return undefined;
+      for (const marker of NOT_PLAIN) if (data.indexOf(marker, delta) !== -1) return undefined;
+      if (data.indexOf('"delta"', delta + TEXT_DELTA.length) !== -1) return undefined;
+      const at = data.indexOf(theirs);
+      if (at === -1) return undefined;
+      encoder.noteText();
+      return relay(data, at, theirs);
+    },
     frame(raw, parsed, events) {
       // Vendors send images in fields the spec does not have; clients get them as markdown in the text.
       if (events.some((e) => e.type === "image")) {
@@ -142,12 +163,13 @@ export function createOpenAIRelay(ctx: EncodeContext): ClientSink {
       if ("error" in chunk) return `data: ${raw.data}\n\n`;
       const choices = chunk.choices as unknown[] | undefined;
       if (!ctx.includeUsage && (!choices || choices.length === 0) && chunk.usage) return "";
-      // Only the model name changes: swap it in the vendor's own text rather than re-serialising
-      // every frame. JSON escapes quotes inside strings, so `"model":"…"` can only be the key itself.
       if (typeof chunk.model === "string") {
-        const theirs = `"model":${JSON.stringify(chunk.model)}`;
-        const at = raw.data.indexOf(theirs);
-        if (at !== -1) return `data: ${raw.data.slice(0, at)}${ours}${raw.data.slice(at + theirs.length)}\n\n`;
+        const name = `"model":${JSON.stringify(chunk.model)}`;
+        const at = raw.data.indexOf(name);
+        if (at !== -1) {
+          theirs = name;
+          return relay(raw.data, at, name);
+        }
       }
       chunk.model = ctx.model;
       return `data: ${JSON.stringify(chunk)}\n\n`;
@@ -166,6 +188,11 @@ export function createOpenAIRelay(ctx: EncodeContext): ClientSink {
     keepAlive: () => KEEP_ALIVE,
   };
 }
+
+/** How OpenAI writes a chunk that carries only text, for the first choice. */
+const TEXT_DELTA = '"choices":[{"index":0,"delta":{"content":"';
+/** Keys that give a chunk more meaning than its text: such chunks are decoded. */
+const NOT_PLAIN = ['"finish_reason":"', '"usage":{', '"images"', '"tool_calls"', '"reasoning'];
 
 /** Events of a whole answer → a `chat.completion` body. */
 export function encodeOpenAIBody(events: StreamEvent[], ctx: EncodeContext) {

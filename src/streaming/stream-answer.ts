@@ -5,6 +5,7 @@ import { UpstreamProtocolError, type DecodedFrame } from "../providers/provider.
 import type { SseEvent } from "./sse-parser.ts";
 import type { UsageMeter } from "../billing/usage-meter.ts";
 import { ImageFetchError, ImageTooLargeError } from "../pipeline/inline-images.ts";
+import { everyTick } from "./ticker.ts";
 
 export type StreamOutcome =
   /** The upstream finished its answer and the client got every frame. */
@@ -35,12 +36,12 @@ export interface StreamAnswerOptions {
   onDone: (outcome: StreamOutcome, reason?: string, chargeable?: boolean) => void;
 }
 
-const encoder = new TextEncoder();
-
 /**
  * The one streaming pipeline: upstream bytes → SSE parser → provider decoder → usage meter →
- * client sink. Pull-based, so an upstream is read only as fast as the client takes frames.
- * Once the first byte is out the status is fixed, so every failure becomes a frame.
+ * client sink. The client side is one of Bun's direct streams: a single loop reads the upstream
+ * and writes frames straight to the socket, waiting whenever the client is slower than the
+ * upstream (write() returns a promise then), so an upstream is read only as fast as the client
+ * takes frames. Once the first byte is out the status is fixed, so every failure becomes a frame.
  */
 export function streamAnswer(o: StreamAnswerOptions): ReadableStream<Uint8Array> {
   const reader = o.upstream.getReader();
@@ -51,7 +52,7 @@ export function streamAnswer(o: StreamAnswerOptions): ReadableStream<Uint8Array>
   let lastRead = lastWrite;
   const startedAt = lastWrite;
   let idleExpired = false;
-  let timer: ReturnType<typeof setInterval> | undefined;
+  let stopClock: (() => void) | undefined;
 
   let chargeable = true;
   // Frames with images wait here for inlining (a fetch); all others pass straight through.
@@ -70,6 +71,12 @@ export function streamAnswer(o: StreamAnswerOptions): ReadableStream<Uint8Array>
     maxEventBytes: o.maxFrameBytes,
     onEvent(frame) {
       if (failure) return;
+      const skimmed = held.length === 0 ? o.sink.skim?.(frame) : undefined;
+      if (skimmed !== undefined) {
+        o.meter.defer(() => o.decode(frame).events);
+        out += skimmed;
+        return;
+      }
       const { parsed, events } = o.decode(frame);
       if (held.length > 0 || (o.resolveImages && events.some((e) => e.type === "image"))) held.push({ frame, parsed, events });
       else emit(frame, parsed, events);
@@ -88,7 +95,7 @@ export function streamAnswer(o: StreamAnswerOptions): ReadableStream<Uint8Array>
   const finish = (outcome: StreamOutcome, reason?: string) => {
     if (done) return;
     done = true;
-    if (timer) clearInterval(timer);
+    stopClock?.();
     if (outcome !== "completed") o.abortUpstream();
     o.onDone(outcome, reason, chargeable);
   };
@@ -99,9 +106,25 @@ export function streamAnswer(o: StreamAnswerOptions): ReadableStream<Uint8Array>
     out += o.sink.event(e);
   };
 
-  return new ReadableStream<Uint8Array>({
-    start(controller) {
-      timer = setInterval(() => {
+  return new ReadableStream({
+    type: "direct",
+    async pull(controller) {
+      /**
+       * Writes what is pending. Returns a promise only when the client is slower than the
+       * upstream (backpressure); the usual case costs no promise and no microtask.
+       */
+      const send = (): Promise<unknown> | undefined => {
+        if (out.length === 0) return;
+        const chunk = out;
+        out = "";
+        lastWrite = performance.now();
+        const written = controller.write(chunk);
+        const flushed = controller.flush();
+        if (typeof written !== "number") return typeof flushed !== "number" ? Promise.all([written, flushed]) : written;
+        if (typeof flushed !== "number") return flushed;
+      };
+
+      stopClock = everyTick(Math.max(5, Math.min(o.keepAliveMs, o.idleMs) / 3), () => {
         const now = performance.now();
         if (now - lastRead >= o.idleMs || now - startedAt >= o.totalMs) {
           idleExpired = true;
@@ -110,24 +133,18 @@ export function streamAnswer(o: StreamAnswerOptions): ReadableStream<Uint8Array>
         }
         if (now - lastWrite >= o.keepAliveMs) {
           lastWrite = now;
-          try {
-            controller.enqueue(encoder.encode(o.sink.keepAlive()));
-          } catch {
-            // The stream closed between ticks; finish() clears this timer.
-          }
+          controller.write(o.sink.keepAlive());
+          controller.flush();
         }
-      }, Math.max(5, Math.min(o.keepAliveMs, o.idleMs) / 3));
-    },
+      });
 
-    async pull(controller) {
       try {
-        // Bun's server does not pull again after a pull that enqueued nothing, so keep reading
-        // until there is something to send (a lone [DONE] or ping frame produces no output).
         for (;;) {
           const { value, done: eof } = await reader.read();
+          if (done) return; // the client went away while we waited
           if (eof) {
             parser.end();
-            await drainHeld();
+            if (held.length > 0) await drainHeld();
             if (!failure) {
               if (o.meter.finished) {
                 const usage = await o.estimateUsage();
@@ -138,27 +155,22 @@ export function streamAnswer(o: StreamAnswerOptions): ReadableStream<Uint8Array>
           } else {
             lastRead = performance.now();
             parser.feed(value);
-            await drainHeld();
+            if (held.length > 0) await drainHeld();
           }
-          const wrote = out.length > 0;
-          if (wrote) {
-            controller.enqueue(encoder.encode(out));
-            out = "";
-            lastWrite = performance.now();
-          }
+          const backpressure = send();
+          if (backpressure) await backpressure;
+          if (done) return;
           if (eof || failure) {
             controller.close();
             finish(failure ? "failed" : "completed", failure?.message);
             return;
           }
-          if (wrote) return;
         }
       } catch (err) {
         if (done) return;
         if (err instanceof ImageTooLargeError) chargeable = false;
         if (!failure) fail(streamFailure(err, idleExpired));
-        controller.enqueue(encoder.encode(out));
-        out = "";
+        await send()?.catch(() => {});
         controller.close();
         finish("failed", err instanceof Error ? err.message : String(err));
       }
@@ -168,7 +180,7 @@ export function streamAnswer(o: StreamAnswerOptions): ReadableStream<Uint8Array>
       finish("cancelled", "client disconnected");
       reader.cancel().catch(() => {});
     },
-  });
+  }) as ReadableStream<Uint8Array>;
 }
 
 function streamFailure(err: unknown, idle: boolean): StreamEvent & { type: "error" } {
