@@ -8,11 +8,9 @@ import { createUsageReport } from "./billing/usage-report.ts";
 import { createCatalogue } from "./catalogue/catalogue.ts";
 import type { Logger } from "./log.ts";
 import type { UpstreamFetch } from "./pipeline/forward.ts";
-import { authPlugin, maybePrincipalOf, pathOf } from "./plugins/auth.ts";
-import { rateLimitPlugin } from "./plugins/rate-limit.ts";
+import { admissionPlugin, maybePrincipalOf, pathOf } from "./plugins/admission.ts";
 import { createRateLimiter } from "./limits/rate-limiter.ts";
 import { errorsPlugin } from "./plugins/errors.ts";
-import { bodyLimitPlugin } from "./plugins/body-limit.ts";
 import { jsonBodyPlugin } from "./plugins/json-body.ts";
 import { adminRoutes } from "./routes/admin.ts";
 import { chatCompletionsRoute } from "./routes/chat-completions.ts";
@@ -65,17 +63,21 @@ export function createApp(deps: AppDeps) {
     const path = pathOf(request.url);
     if (path !== "/v1/chat/completions" && path !== "/v1/messages") return;
     ledger.settle(null, 0, {
-      requestId: `req_${Bun.randomUUIDv7()}`, accountId: key.accountId, keyId: key.keyId, model: "", provider: "",
+      requestId: `req_${Bun.randomUUIDv7("hex")}`, accountId: key.accountId, keyId: key.keyId, model: "", provider: "",
       promptTokens: 0, completionTokens: 0, estimated: false, status: `rejected_${status}`, latencyMs: 0,
     });
   };
 
   const app = new Elysia({ name: "switchyard" })
     .use(errorsPlugin(deps.log, recordRejection))
-    .use(bodyLimitPlugin(deps.settings.limits.max_body_bytes))
-    .use(authPlugin(keys))
+    .use(admissionPlugin({
+      keys,
+      limiter: createRateLimiter(now),
+      defaultPerMinute: deps.settings.limits.requests_per_minute,
+      maxBodyBytes: deps.settings.limits.max_body_bytes,
+      onRejected: recordRejection,
+    }))
     .use(jsonBodyPlugin(deps.settings.limits.max_body_bytes))
-    .use(rateLimitPlugin(createRateLimiter(now), deps.settings.limits.requests_per_minute, recordRejection))
     .use(modelsRoute(catalogue))
     .use(chatCompletionsRoute(forwardDeps))
     .use(messagesRoute(forwardDeps))

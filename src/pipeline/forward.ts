@@ -14,7 +14,6 @@ import { createOpenAIEncoder, createOpenAIRelay, encodeOpenAIBody } from "../str
 import { createAnthropicEncoder, createAnthropicRelay, encodeAnthropicBody } from "../streaming/encode-anthropic.ts";
 import type { ClientSink, EncodeContext } from "../streaming/client-sink.ts";
 import type { StreamEvent } from "../streaming/events.ts";
-import { randomId } from "../store/ids.ts";
 import { GatewayError } from "./gateway-error.ts";
 import { prepareUpstreamBody, promptText, requestedMaxTokens } from "./prepare-upstream.ts";
 import { upstreamStatusError } from "./upstream-errors.ts";
@@ -102,8 +101,11 @@ export async function forward(deps: ForwardDeps, req: ForwardRequest): Promise<R
     reservationId = held.id;
   }
 
-  // Time-ordered, so usage records append at the end of their unique index instead of dirtying pages all over it.
-  const requestId = `req_${Bun.randomUUIDv7()}`;
+  // Time-ordered (and hex, so the text sorts like the time), so usage records append at the end
+  // of their unique index instead of dirtying pages all over it. The answer's id carries the
+  // same value: a client's response id leads straight to its usage record.
+  const uuid = Bun.randomUUIDv7("hex");
+  const requestId = `req_${uuid}`;
   let model = candidates[0]!.model;
   let meter: UsageMeter = createUsageMeter();
   let settled = false;
@@ -211,7 +213,7 @@ export async function forward(deps: ForwardDeps, req: ForwardRequest): Promise<R
     }
 
     const ctx: EncodeContext = {
-      id: clientFormat === "openai" ? `chatcmpl-${randomId("x", 18).slice(2)}` : `msg_${randomId("x", 18).slice(2)}`,
+      id: clientFormat === "openai" ? `chatcmpl-${uuid}` : `msg_${uuid}`,
       created: Math.floor(deps.now() / 1000),
       model: candidate.id,
       includeUsage: clientFormat === "openai" && (body.stream_options as { include_usage?: boolean } | undefined)?.include_usage === true,

@@ -2,7 +2,7 @@ import { Elysia } from "elysia";
 import type { Catalogue } from "../catalogue/catalogue.ts";
 import { handleChat } from "../pipeline/handle-chat.ts";
 import type { ForwardDeps } from "../pipeline/forward.ts";
-import { principalOf } from "../plugins/auth.ts";
+import { principalOf } from "../plugins/admission.ts";
 import { ChatRequest } from "./schemas.ts";
 
 export function chatCompletionsRoute(deps: ForwardDeps & { catalogue: Catalogue }) {

@@ -2,7 +2,7 @@ import { Elysia } from "elysia";
 import type { Catalogue } from "../catalogue/catalogue.ts";
 import { handleChat } from "../pipeline/handle-chat.ts";
 import type { ForwardDeps } from "../pipeline/forward.ts";
-import { principalOf } from "../plugins/auth.ts";
+import { principalOf } from "../plugins/admission.ts";
 import { MessagesRequest } from "./schemas.ts";
 
 export function messagesRoute(deps: ForwardDeps & { catalogue: Catalogue }) {

@@ -1,0 +1,85 @@
+import { Elysia } from "elysia";
+import type { KeyResolver } from "../accounts/key-resolver.ts";
+import { extractKey, isWellFormedKey } from "../accounts/key-resolver.ts";
+import type { ActiveKey } from "../accounts/account-store.ts";
+import type { RateLimiter } from "../limits/rate-limiter.ts";
+import { formatResetDuration, retryAfterSeconds } from "../limits/token-bucket.ts";
+import { errorResponse } from "./errors.ts";
+
+const principals = new WeakMap<Request, ActiveKey>();
+
+/** The key that admission attached to this request (present on every authenticated route). */
+export function principalOf(request: Request): ActiveKey {
+  const principal = principals.get(request);
+  if (!principal) throw new Error("route reached without authentication");
+  return principal;
+}
+
+/** The key of an authenticated request, or undefined for routes that need none. */
+export function maybePrincipalOf(request: Request): ActiveKey | undefined {
+  return principals.get(request);
+}
+
+export function pathOf(url: string): string {
+  const start = url.indexOf("/", url.indexOf("//") + 2);
+  const query = url.indexOf("?", start);
+  return query === -1 ? url.slice(start) : url.slice(start, query);
+}
+
+export interface AdmissionOptions {
+  keys: KeyResolver;
+  limiter: RateLimiter;
+  /** limits.requests_per_minute, for keys without their own limit. */
+  defaultPerMinute: number;
+  maxBodyBytes: number;
+  onRejected: (request: Request, status: number) => void;
+}
+
+/**
+ * Everything decided before a byte of the body is read, in one hook (each Elysia hook costs a
+ * dispatch on every request):
+ * - a body over the limit is refused from its Content-Length (Bun's maxRequestBodySize, set
+ *   where the server listens, catches bodies sent without one);
+ * - authentication, so a client without a valid key learns nothing else, not even that its
+ *   JSON is broken; one message for every failure, so a revoked key looks like one that never
+ *   existed;
+ * - the per-key token bucket, so floods of bad requests are limited too. Its x-ratelimit-*
+ *   headers go on every answer of an authenticated request, set before the first byte so that
+ *   streams carry them as well.
+ */
+export function admissionPlugin(o: AdmissionOptions) {
+  return new Elysia({ name: "switchyard/admission" }).onRequest(({ request, set }) => {
+    const path = pathOf(request.url);
+    const anthropic = path.startsWith("/v1/messages");
+    const length = Number(request.headers.get("content-length") ?? 0);
+    if (length > o.maxBodyBytes) {
+      return errorResponse(anthropic, 413, "request_too_large", `The request body is ${length} bytes; the limit is ${o.maxBodyBytes}.`);
+    }
+    if (!path.startsWith("/v1/") || path.startsWith("/v1/admin/")) return;
+
+    const key = extractKey(request.headers);
+    const found = key && isWellFormedKey(key) ? o.keys.resolve(key) : null;
+    if (!found) {
+      return errorResponse(anthropic, 401, "authentication",
+        "Invalid API key: send a key of the form svc-sk-… in the Authorization (Bearer) or x-api-key header.");
+    }
+    principals.set(request, found);
+
+    const perMinute = found.rateLimitPerMinute ?? o.defaultPerMinute;
+    const decision = o.limiter.take(found.keyId, perMinute);
+    const headers = set.headers;
+    headers["x-ratelimit-limit-requests"] = String(perMinute);
+    headers["x-ratelimit-remaining-requests"] = String(decision.remaining);
+    headers["x-ratelimit-reset-requests"] = formatResetDuration(decision.resetMs);
+    if (!decision.allowed) {
+      const wait = retryAfterSeconds(decision);
+      o.onRejected(request, 429);
+      return errorResponse(anthropic, 429, "rate_limit", `Rate limit exceeded: ${perMinute} requests per minute for this key. Retry after ${wait} s.`, {
+        "x-ratelimit-limit-requests": String(perMinute),
+        "x-ratelimit-remaining-requests": String(decision.remaining),
+        "x-ratelimit-reset-requests": formatResetDuration(decision.resetMs),
+        "retry-after": String(wait),
+      });
+    }
+  });
+}
