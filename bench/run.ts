@@ -365,7 +365,7 @@ async function main() {
 
   const machine = {
     nproc: NPROC, cpu: cpuModel, bun: Bun.version, kernel: release(), memory_gb: Math.round(totalmem() / 2 ** 30),
-    pinning: PIN ? "gateway and floor on core 0; fake upstream, wrk, our client and this orchestrator on core 1 (taskset)" : HAS_TASKSET ? "none (fewer than 2 cores)" : "none (no taskset, or --no-pin)",
+    pinning: PIN ? "gateway and floor on core 0; wrk, our client and this orchestrator on core 1; the fake upstream on core 1 for B, D, E and on core 0 for A, C (taskset)" : HAS_TASKSET ? "none (fewer than 2 cores)" : "none (no taskset, or --no-pin)",
     nofile_soft: softNofile, nofile_raised_to: softNofile >= NEED_NOFILE ? null : NEED_NOFILE,
     git_head: git, src_files_modified_in_worktree: dirty,
   };
@@ -543,8 +543,22 @@ async function main() {
   // ---------------------------------------------------------------------------------------------
   // A: added latency, 1 connection, non-stream
   // ---------------------------------------------------------------------------------------------
+  /**
+   * Latency layout for A and C: the fake upstream moves to the gateway's core, so that going
+   * direct crosses cores exactly as often as going through a proxy does (client ↔ proxy), and
+   * the proxy's own hop to the upstream stays on its core. On this VM every wake-up across cores
+   * costs about 50 µs; with the upstream beside the client, "direct" paid none of them while each
+   * proxy paid four, and (floor − direct) alone came to 0.2 ms of scheduler time, not proxy work.
+   * Throughput (B, D, E) keeps the upstream off the gateway's core, where it would steal its CPU.
+   */
+  const placeUpstream = (core: number) => {
+    if (PIN) Bun.spawnSync(["taskset", "-a", "-cp", String(core), String(upstream.proc.pid)], { stdout: "ignore" });
+  };
+  const LATENCY_LAYOUT = PIN ? "latency layout: the fake upstream shares core 0 with the gateway and the floor; the client is on core 1" : "no pinning";
+
   if (ONLY.has("A")) {
-    say(`\nA  added latency — 1 connection, sequential, non-stream (${P.A.chunks}-word answer); ${ROUNDS} rounds × ${P.A.perRound} requests per target after ${P.A.warmup} warm-up (plus 10 unrecorded at each turn); our fetch client`);
+    placeUpstream(0);
+    say(`\nA  added latency (${LATENCY_LAYOUT}) — 1 connection, sequential, non-stream (${P.A.chunks}-word answer); ${ROUNDS} rounds × ${P.A.perRound} requests per target after ${P.A.warmup} warm-up (plus 10 unrecorded at each turn); our fetch client`);
     const r = await runClient<{ rounds: Record<string, any[]>; errors: Record<string, string[]> }>({ task: "alternate", targets: openaiTargets(P.A.chunks, false), rounds: ROUNDS, perRound: P.A.perRound, warmup: P.A.warmup });
     const per = (name: string, k: string) => r.rounds[name]!.map((x) => x[k] as number);
     const added = (name: string, k: string) => per(name, k).map((v, i) => v - per("direct", k)[i]!);
@@ -571,6 +585,7 @@ async function main() {
   // B: throughput with wrk, CPU per response
   // ---------------------------------------------------------------------------------------------
   if (ONLY.has("B") && wrk.ok) {
+    placeUpstream(1);
     say(`\nB  throughput — wrk -t1, ${P.B.seconds} s per target per round, ${ROUNDS} rounds after a ${P.B.warmupSeconds} s warm-up; CPU = (utime+stime) of the proxy process ÷ responses`);
     say(`   ${pad("load", 19)} ${pad("target", 8)} ${lpad("req/s", 9)} ${pad(" [min–max]", 19)} ${lpad("p99 ms", 8)} ${lpad("CPU µs/resp", 12)} ${lpad("upstream CPU", 13)}  errors`);
     const b: Record<string, any> = {};
@@ -632,7 +647,8 @@ async function main() {
   // C: streaming, 64 chunks — time to first byte and time per chunk
   // ---------------------------------------------------------------------------------------------
   if (ONLY.has("C")) {
-    say(`\nC  streaming — ${P.C.chunks} content chunks, each its own upstream write, 0 ms think time; 1 connection, ${ROUNDS} rounds × ${P.C.perRound} streams per target after ${P.C.warmup} warm-up (plus 10 unrecorded at each turn)`);
+    placeUpstream(0);
+    say(`\nC  streaming (${LATENCY_LAYOUT}) — ${P.C.chunks} content chunks, each its own upstream write, 0 ms think time; 1 connection, ${ROUNDS} rounds × ${P.C.perRound} streams per target after ${P.C.warmup} warm-up (plus 10 unrecorded at each turn)`);
     say(`   per chunk = marginal cost of a chunk: (p50 time of a ${P.C.chunks}-chunk stream − p50 time of a 1-chunk stream) ÷ ${P.C.chunks - 1}, per target and round;`);
     say(`   "added" = gateway − direct in the same round. With no think time the gateway gets many frames per read and sends its first byte once that batch is handled.`);
     const c: Record<string, any> = {};
@@ -675,6 +691,7 @@ async function main() {
   // E: soak with clients going away midway (before D, whose 2,000 streams would inflate the baseline)
   // ---------------------------------------------------------------------------------------------
   if (ONLY.has("E")) {
+    placeUpstream(1);
     say(`\nE  soak — ${P.E.total} requests through the gateway, ${P.E.concurrency} at a time: 20 % streams whose client goes away after ~3 of ${P.E.chunks} chunks (upstream ${P.E.dripMs} ms per chunk),`);
     say(`   40 % full streams (OpenAI→OpenAI, OpenAI→Anthropic), 40 % non-stream (OpenAI, Anthropic client); RSS idle after ${E_WARMUP} warm-up requests and idle at the end`);
     const eStartMs = Date.now();
@@ -730,6 +747,7 @@ async function main() {
   // D: 2,000 slow concurrent streams
   // ---------------------------------------------------------------------------------------------
   if (ONLY.has("D")) {
+    placeUpstream(1);
     say(`\nD  ${P.D.streams} concurrent slow streams through the gateway — one content chunk every ${P.D.intervalMs} ms, ${P.D.chunks} chunks each, all started at once`);
     const rssBefore = statusKb(gwPid, "VmRSS") / 1024;
     // Reset the kernel's high-water mark so VmHWM is this scenario's peak (owner or root may).
