@@ -135,18 +135,20 @@ describe("tool calls stream across formats", () => {
   });
 });
 
-describe("usage is always counted", () => {
-  async function lastUsage() {
-    await gw.app.services.settled();
-    const db = new Database(gw.dbPath, { readonly: true });
-    try {
-      return db.query<{ prompt_tokens: number; completion_tokens: number; estimated: number; cost_micro: number; status: string }, []>(
-        "SELECT prompt_tokens, completion_tokens, estimated, cost_micro, status FROM usage_records ORDER BY id DESC LIMIT 1",
-      ).get()!;
-    } finally {
-      db.close();
-    }
+/** The newest usage record, once everything so far has settled. */
+async function lastUsage() {
+  await gw.app.services.settled();
+  const db = new Database(gw.dbPath, { readonly: true });
+  try {
+    return db.query<{ prompt_tokens: number; completion_tokens: number; estimated: number; cost_micro: number; status: string }, []>(
+      "SELECT prompt_tokens, completion_tokens, estimated, cost_micro, status FROM usage_records ORDER BY id DESC LIMIT 1",
+    ).get()!;
+  } finally {
+    db.close();
   }
+}
+
+describe("usage is always counted", () => {
 
   test("reported usage is charged exactly", async () => {
     const before = await gw.balanceMicro();
@@ -194,16 +196,7 @@ describe("relayed frames", () => {
     expect(body).not.toContain("vendor-model");
     // The client did not ask for usage: the usage chunk is not relayed, but it is charged.
     expect(view.usage).toBeUndefined();
-    await gw.app.services.settled();
-    const db = new Database(gw.dbPath, { readonly: true });
-    try {
-      const record = db.query<{ prompt_tokens: number; completion_tokens: number; estimated: number; status: string }, []>(
-        "SELECT prompt_tokens, completion_tokens, estimated, status FROM usage_records ORDER BY id DESC LIMIT 1",
-      ).get()!;
-      expect(record).toEqual({ prompt_tokens: 5, completion_tokens: 3, estimated: 0, status: "ok" });
-    } finally {
-      db.close();
-    }
+    expect(await lastUsage()).toMatchObject({ prompt_tokens: 5, completion_tokens: 3, estimated: 0, status: "ok" });
   });
 });
 
