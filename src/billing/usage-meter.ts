@@ -24,7 +24,7 @@ export function createUsageMeter() {
   let empty = true;
   let images = 0;
 
-  const meter = {
+  return {
     /** A relayed text frame: it counts as output now, its text only if usage must be estimated. */
     defer(decode: () => StreamEvent[]): void {
       empty = false;
@@ -81,7 +81,6 @@ export function createUsageMeter() {
       };
     },
   };
-  return meter;
 }
 
 export type UsageMeter = ReturnType<typeof createUsageMeter>;

@@ -67,19 +67,17 @@ export function admissionPlugin(o: AdmissionOptions) {
 
     const perMinute = found.rateLimitPerMinute ?? o.defaultPerMinute;
     const decision = o.limiter.take(found.keyId, perMinute);
-    const headers = set.headers;
-    headers["x-ratelimit-limit-requests"] = String(perMinute);
-    headers["x-ratelimit-remaining-requests"] = String(decision.remaining);
-    headers["x-ratelimit-reset-requests"] = formatResetDuration(decision.resetMs);
+    const rate = {
+      "x-ratelimit-limit-requests": String(perMinute),
+      "x-ratelimit-remaining-requests": String(decision.remaining),
+      "x-ratelimit-reset-requests": formatResetDuration(decision.resetMs),
+    };
+    Object.assign(set.headers, rate);
     if (!decision.allowed) {
       const wait = retryAfterSeconds(decision);
       o.onRejected(request, 429);
-      return errorResponse(anthropic, 429, "rate_limit", `Rate limit exceeded: ${perMinute} requests per minute for this key. Retry after ${wait} s.`, {
-        "x-ratelimit-limit-requests": String(perMinute),
-        "x-ratelimit-remaining-requests": String(decision.remaining),
-        "x-ratelimit-reset-requests": formatResetDuration(decision.resetMs),
-        "retry-after": String(wait),
-      });
+      return errorResponse(anthropic, 429, "rate_limit", `Rate limit exceeded: ${perMinute} requests per minute for this key. Retry after ${wait} s.`,
+        { ...rate, "retry-after": String(wait) });
     }
   });
 }
