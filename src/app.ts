@@ -20,6 +20,7 @@ import { withSimulatedUpstream } from "./providers/simulated/simulated-upstream.
 import { loadTokenizer } from "./billing/token-estimate.ts";
 import { createInflight } from "./pipeline/inflight.ts";
 import { createChangeWatch } from "./store/change-watch.ts";
+import { createHttp1Client } from "./upstream/http1-client.ts";
 
 export interface AppDeps {
   db: Database;
@@ -43,12 +44,14 @@ export function createApp(deps: AppDeps) {
   // Only answers without reported usage need it; loading now keeps them from waiting.
   void loadTokenizer();
   const inflight = createInflight();
+  // API calls go over our own keep-alive connections; other requests (image downloads) use fetch.
+  const upstream = createHttp1Client({ fallback: deps.fetch });
   const forwardDeps = {
     settings: deps.settings,
     ledger,
     inflight,
     catalogue,
-    fetch: withSimulatedUpstream(deps.fetch ?? ((url, init) => fetch(url, init))),
+    fetch: withSimulatedUpstream(deps.fetch ?? upstream.fetch),
     log: deps.log,
     now,
   };
@@ -88,6 +91,7 @@ export function createApp(deps: AppDeps) {
     ledger,
     catalogue,
     inflight,
+    upstream,
     /** Resolves once every started request is settled and its settlement written. */
     async settled(): Promise<void> {
       await inflight.idle();

@@ -19,6 +19,7 @@ import { prepareUpstreamBody, promptText, requestedMaxTokens } from "./prepare-u
 import { upstreamStatusError } from "./upstream-errors.ts";
 import { backoffMs, requestedDelayMs, verdictFor, type Verdict } from "./retry-policy.ts";
 import type { Inflight } from "./inflight.ts";
+import { fastReader, type ChunkReader } from "../upstream/http1-client.ts";
 import { ImageFetchError, ImageTooLargeError, inlineImages } from "./inline-images.ts";
 
 export type UpstreamFetch = (url: string, init: RequestInit) => Promise<Response>;
@@ -277,7 +278,7 @@ export async function forward(deps: ForwardDeps, req: ForwardRequest): Promise<R
     req.onStream?.();
     const streamMeter = meter;
     const stream = streamAnswer({
-      upstream: res.body,
+      upstream: fastReader(res) ?? (res.body.getReader() as ChunkReader),
       decode: adapter.createStreamDecoder(),
       sink: sameFormat ? SINKS[clientFormat].relay(ctx) : SINKS[clientFormat].encoder(ctx),
       meter: streamMeter,

@@ -6,6 +6,7 @@ import type { SseEvent } from "./sse-parser.ts";
 import type { UsageMeter } from "../billing/usage-meter.ts";
 import { ImageFetchError, ImageTooLargeError } from "../pipeline/inline-images.ts";
 import { everyTick } from "./ticker.ts";
+import type { ChunkReader } from "../upstream/http1-client.ts";
 
 export type StreamOutcome =
   /** The upstream finished its answer and the client got every frame. */
@@ -16,7 +17,8 @@ export type StreamOutcome =
   | "cancelled";
 
 export interface StreamAnswerOptions {
-  upstream: ReadableStream<Uint8Array>;
+  /** The upstream body: a stream's reader, or the upstream client's cheaper one. */
+  upstream: ChunkReader;
   decode: (frame: SseEvent) => DecodedFrame;
   sink: ClientSink;
   meter: UsageMeter;
@@ -44,7 +46,7 @@ export interface StreamAnswerOptions {
  * takes frames. Once the first byte is out the status is fixed, so every failure becomes a frame.
  */
 export function streamAnswer(o: StreamAnswerOptions): ReadableStream<Uint8Array> {
-  const reader = o.upstream.getReader();
+  const reader = o.upstream;
   let out = "";
   let failure: (StreamEvent & { type: "error" }) | undefined;
   let done = false;

@@ -1,0 +1,290 @@
+import { afterEach, describe, expect, test } from "bun:test";
+import { gzipSync } from "node:zlib";
+import { createHttp1Client, createResponseParser, fastReader } from "../src/upstream/http1-client.ts";
+
+/**
+ * The upstream client against raw loopback servers that write exactly the bytes each case
+ * needs: splits anywhere, chunk extensions, trailers, bodies that end at close, stale keep-alive.
+ */
+type RawServer = { port: number; opened: number; requests: string[]; stop(): void };
+
+function rawServer(answer: (request: string, socket: import("bun").Socket<{ buf: string }>, index: number) => void): RawServer {
+  const state: RawServer = { port: 0, opened: 0, requests: [], stop: () => {} };
+  const server = Bun.listen<{ buf: string }>({
+    hostname: "127.0.0.1",
+    port: 0,
+    socket: {
+      open(socket) {
+        socket.data = { buf: "" };
+        state.opened++;
+      },
+      data(socket, bytes) {
+        socket.data.buf += bytes.toString("latin1");
+        // One request at a time: head, then as many body bytes as it announced.
+        for (;;) {
+          const end = socket.data.buf.indexOf("\r\n\r\n");
+          if (end < 0) return;
+          const length = Number(/content-length: (\d+)/i.exec(socket.data.buf.slice(0, end))?.[1] ?? 0);
+          if (socket.data.buf.length < end + 4 + length) return;
+          const request = socket.data.buf.slice(0, end + 4 + length);
+          socket.data.buf = socket.data.buf.slice(end + 4 + length);
+          state.requests.push(request);
+          answer(request, socket, state.requests.length - 1);
+        }
+      },
+    },
+  });
+  state.port = server.port;
+  state.stop = () => server.stop(true);
+  return state;
+}
+
+/** Writes the pieces one by one, each in its own tick, so the client sees them as separate reads. */
+async function dribble(socket: import("bun").Socket<unknown>, pieces: (string | Uint8Array)[]) {
+  for (const piece of pieces) {
+    socket.write(piece);
+    socket.flush();
+    await Bun.sleep(1);
+  }
+}
+
+const servers: RawServer[] = [];
+const clients: ReturnType<typeof createHttp1Client>[] = [];
+afterEach(() => {
+  for (const s of servers.splice(0)) s.stop();
+  for (const c of clients.splice(0)) c.close();
+});
+function setup(answer: Parameters<typeof rawServer>[0], options: Parameters<typeof createHttp1Client>[0] = {}) {
+  const server = rawServer(answer);
+  servers.push(server);
+  const client = createHttp1Client({ env: {}, ...options });
+  clients.push(client);
+  const post = (body = "{}", init: RequestInit = {}) =>
+    client.fetch(`http://127.0.0.1:${server.port}/v1/chat/completions?x=1`, { method: "POST", headers: { "content-type": "application/json" }, body, ...init });
+  return { server, client, post };
+}
+
+const JSON_HEAD = (length: number, extra = "") => `HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ncontent-length: ${length}\r\n${extra}\r\n`;
+
+describe("upstream HTTP/1.1 client", () => {
+  test("sends one well-formed request and reuses the connection for the next", async () => {
+    const { server, post } = setup((_req, socket) => socket.write(JSON_HEAD(11) + '{"ok":true}'));
+    const first = await post('{"a":"é"}');
+    expect(first.status).toBe(200);
+    expect(first.headers.get("content-type")).toBe("application/json");
+    expect(await first.json()).toEqual({ ok: true });
+    expect(await (await post()).json()).toEqual({ ok: true });
+    expect(server.opened).toBe(1);
+    const request = server.requests[0]!;
+    expect(request.startsWith("POST /v1/chat/completions?x=1 HTTP/1.1\r\n")).toBe(true);
+    expect(request).toContain(`\r\nhost: 127.0.0.1:${server.port}\r\n`);
+    expect(request).toContain("\r\naccept-encoding: identity\r\n");
+    // Bytes, not characters: é is two.
+    expect(request).toContain("\r\ncontent-length: 10\r\n");
+    expect(request.endsWith('\r\n\r\n{"a":"\u00c3\u00a9"}')).toBe(true);
+  });
+
+  test("a chunked body split anywhere, with chunk extensions and trailers, arrives whole", async () => {
+    const body = "data: {\"n\":1}\n\ndata: {\"n\":2}\n\n";
+    const wire = `HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\ntransfer-encoding: chunked\r\n\r\n` +
+      `f;ext=1\r\n${body.slice(0, 15)}\r\n${(body.length - 15).toString(16)}\r\n${body.slice(15)}\r\n0\r\nx-trailer: yes\r\n\r\n`;
+    const pieces = wire.match(/[\s\S]{1,7}/g)!;
+    const { server, post } = setup((_req, socket) => void dribble(socket, pieces));
+    const res = await post();
+    expect(res.headers.get("transfer-encoding")).toBeNull();
+    expect(await res.text()).toBe(body);
+    // The connection went back to the pool: the next request uses it.
+    const again = await post();
+    expect(await again.text()).toBe(body);
+    expect(server.opened).toBe(1);
+  });
+
+  test("a Content-Length body split across reads is handed over whole", async () => {
+    const payload = JSON.stringify({ text: "x".repeat(5000) });
+    const { post } = setup((_req, socket) => void dribble(socket, [JSON_HEAD(payload.length).slice(0, 20), JSON_HEAD(payload.length).slice(20) + payload.slice(0, 100), payload.slice(100)]));
+    expect(await (await post()).text()).toBe(payload);
+  });
+
+  test("a body without length ends at close, and that connection is not reused", async () => {
+    const { server, post } = setup((_req, socket) => {
+      socket.write("HTTP/1.1 200 OK\r\ncontent-type: text/plain\r\nconnection: close\r\n\r\nhello ");
+      setTimeout(() => socket.end("world"), 5);
+    });
+    expect(await (await post()).text()).toBe("hello world");
+    expect(await (await post()).text()).toBe("hello world");
+    expect(server.opened).toBe(2);
+  });
+
+  test("a pooled connection the server closes as the next request arrives is replaced, and the request still goes through", async () => {
+    const { server, post } = setup((_req, socket, index) => {
+      // The race of a keep-alive timeout: the server drops the connection instead of answering.
+      if (index === 1) socket.end();
+      else socket.write(JSON_HEAD(2) + "{}");
+    });
+    expect((await post()).status).toBe(200);
+    expect((await post()).status).toBe(200);
+    expect(server.requests).toHaveLength(3);
+    expect(server.opened).toBe(2);
+  });
+
+  test("a pooled connection closed while idle leaves the pool", async () => {
+    const { server, client, post } = setup((_req, socket) => {
+      socket.write(JSON_HEAD(2) + "{}");
+      setTimeout(() => socket.end(), 1);
+    });
+    expect((await post()).status).toBe(200);
+    await Bun.sleep(20);
+    expect(client.openConnections()).toBe(0);
+    expect((await post()).status).toBe(200);
+    expect(server.requests).toHaveLength(2);
+  });
+
+  test("an abort before the answer rejects with the signal's reason and closes the connection", async () => {
+    const { client, post } = setup(() => {});
+    const controller = new AbortController();
+    const pending = post("{}", { signal: controller.signal });
+    await Bun.sleep(5);
+    controller.abort(new DOMException("first byte timeout", "TimeoutError"));
+    const error = await pending.catch((e) => e);
+    expect(error).toBeInstanceOf(DOMException);
+    expect(error.name).toBe("TimeoutError");
+    expect(client.openConnections()).toBe(0);
+  });
+
+  test("an abort mid-stream ends the body with an error and closes the connection", async () => {
+    const { client, post } = setup((_req, socket) => socket.write("HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\ntransfer-encoding: chunked\r\n\r\n5\r\nhello\r\n"));
+    const controller = new AbortController();
+    const res = await post("{}", { signal: controller.signal });
+    const reader = fastReader(res)!;
+    expect(new TextDecoder().decode((await reader.read()).value)).toBe("hello");
+    const next = reader.read();
+    controller.abort(new DOMException("client disconnected", "AbortError"));
+    expect((await next.catch((e) => e)).name).toBe("AbortError");
+    expect(client.openConnections()).toBe(0);
+  });
+
+  test("a cancelled stream closes its unfinished connection", async () => {
+    const { client, post } = setup((_req, socket) => socket.write("HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\ntransfer-encoding: chunked\r\n\r\n5\r\nhello\r\n"));
+    const res = await post();
+    const reader = fastReader(res)!;
+    await reader.read();
+    await reader.cancel();
+    expect(client.openConnections()).toBe(0);
+  });
+
+  test("a 6 MB request body is sent whole through partial writes", async () => {
+    const big = JSON.stringify({ content: "é".repeat(3 * 1024 * 1024) });
+    const { server, post } = setup((_req, socket) => socket.write(JSON_HEAD(2) + "{}"));
+    expect((await post(big)).status).toBe(200);
+    expect(Buffer.byteLength(server.requests[0]!, "latin1")).toBeGreaterThan(Buffer.byteLength(big));
+    expect(server.requests[0]!.endsWith(Buffer.from(big).toString("latin1"))).toBe(true);
+  });
+
+  test("a compressed answer is decoded, and no longer claims an encoding or a length", async () => {
+    const gz = gzipSync(Buffer.from('{"ok":"gzip"}'));
+    const { post } = setup((_req, socket) => {
+      socket.write(`HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ncontent-encoding: gzip\r\ncontent-length: ${gz.length}\r\n\r\n`);
+      socket.write(gz);
+    });
+    const res = await post();
+    expect(res.headers.get("content-encoding")).toBeNull();
+    expect(res.headers.get("content-length")).toBeNull();
+    expect(await res.json()).toEqual({ ok: "gzip" });
+  });
+
+  test("a malformed answer is an error, not a crash, and the client still works after", async () => {
+    let bad = true;
+    const { post } = setup((_req, socket) => {
+      if (bad) socket.write("HTTP/1.1 200 OK\r\ncontent-length: twelve\r\n\r\n");
+      else socket.write(JSON_HEAD(2) + "{}");
+      bad = false;
+    });
+    expect(await post().catch((e) => e)).toBeInstanceOf(Error);
+    expect((await post()).status).toBe(200);
+  });
+
+  test("1xx answers are skipped; 204 has no body", async () => {
+    const { post } = setup((_req, socket, index) => {
+      if (index === 0) socket.write("HTTP/1.1 100 Continue\r\n\r\n" + JSON_HEAD(2) + "{}");
+      else socket.write("HTTP/1.1 204 No Content\r\n\r\n");
+    });
+    expect(await (await post()).text()).toBe("{}");
+    const empty = await post();
+    expect(empty.status).toBe(204);
+    expect(empty.body).toBeNull();
+  });
+
+  test("CR or LF in a header value is refused before anything is sent", async () => {
+    const { server, client } = setup(() => {});
+    const url = `http://127.0.0.1:${server.port}/v1/x`;
+    expect(client.fetch(url, { method: "POST", headers: { "x-a": "1\r\nx-b: 2" }, body: "{}" })).rejects.toThrow(TypeError);
+    await Bun.sleep(5);
+    expect(server.requests).toHaveLength(0);
+  });
+
+  test("a refused connection is an error the caller can retry", async () => {
+    const client = createHttp1Client({ env: {} });
+    clients.push(client);
+    const port = rawServer(() => {});
+    port.stop();
+    expect(client.fetch(`http://127.0.0.1:${port.port}/`, { method: "POST", headers: {}, body: "{}" })).rejects.toThrow(/could not connect/);
+  });
+
+  test("requests it does not carry go to the fallback: other methods, and any proxy in the environment", async () => {
+    const seen: string[] = [];
+    const fallback = async (url: string) => {
+      seen.push(url);
+      return new Response("fallback");
+    };
+    const direct = createHttp1Client({ env: {}, fallback });
+    const proxied = createHttp1Client({ env: { HTTPS_PROXY: "http://proxy:3128" }, fallback });
+    clients.push(direct, proxied);
+    expect(await (await direct.fetch("http://127.0.0.1:1/image.png", { method: "GET" })).text()).toBe("fallback");
+    expect(await (await proxied.fetch("http://127.0.0.1:1/v1/x", { method: "POST", headers: {}, body: "{}" })).text()).toBe("fallback");
+    expect(seen).toEqual(["http://127.0.0.1:1/image.png", "http://127.0.0.1:1/v1/x"]);
+  });
+
+  test("a streamed body is readable through the fast reader or the standard stream, not both", async () => {
+    const answer = (_req: string, socket: import("bun").Socket<{ buf: string }>) =>
+      socket.write("HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\ntransfer-encoding: chunked\r\n\r\n3\r\nabc\r\n0\r\n\r\n");
+    const { post } = setup(answer);
+    const viaStream = await post();
+    expect(await viaStream.text()).toBe("abc");
+    expect(fastReader(viaStream)).toBeUndefined();
+    const viaReader = await post();
+    const reader = fastReader(viaReader)!;
+    expect(fastReader(viaReader)).toBeUndefined();
+    expect(new TextDecoder().decode((await reader.read()).value)).toBe("abc");
+    expect((await reader.read()).done).toBe(true);
+  });
+});
+
+describe("response parser (pure)", () => {
+  const wire = "HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nTransfer-Encoding: chunked\r\n\r\n4\r\nabcd\r\nA;x=y\r\n0123456789\r\n0\r\n\r\n";
+  test("every split point of the bytes gives the same head and body", () => {
+    const bytes = Buffer.from(wire);
+    for (let cut = 1; cut < bytes.length; cut++) {
+      const parser = createResponseParser("POST");
+      const a = parser.push(bytes.subarray(0, cut));
+      const b = parser.push(bytes.subarray(cut));
+      const head = a.head ?? b.head;
+      expect(head?.status).toBe(200);
+      expect(Buffer.concat([...a.chunks, ...b.chunks]).toString()).toBe("abcd0123456789");
+      expect(parser.done).toBe(true);
+      expect(parser.reusable).toBe(true);
+    }
+  });
+
+  test("bad chunk sizes and bad status lines are refused", () => {
+    expect(() => createResponseParser("POST").push(Buffer.from("HTTP/1.1 200 OK\r\ntransfer-encoding: chunked\r\n\r\nzz\r\n"))).toThrow();
+    expect(() => createResponseParser("POST").push(Buffer.from("HTTP/2 200\r\n\r\n"))).toThrow();
+    expect(() => createResponseParser("POST").push(Buffer.from("HTTP/1.1 200 OK\r\ntransfer-encoding: chunked\r\n\r\n123456789\r\n"))).toThrow();
+  });
+
+  test("bytes past the end of an answer make the connection unusable", () => {
+    const parser = createResponseParser("POST");
+    parser.push(Buffer.from("HTTP/1.1 200 OK\r\ncontent-length: 2\r\n\r\n{}HTTP/1.1"));
+    expect(parser.done).toBe(true);
+    expect(parser.reusable).toBe(false);
+  });
+});
