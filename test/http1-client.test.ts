@@ -217,7 +217,7 @@ describe("upstream HTTP/1.1 client", () => {
   test("CR or LF in a header value is refused before anything is sent", async () => {
     const { server, client } = setup(() => {});
     const url = `http://127.0.0.1:${server.port}/v1/x`;
-    expect(client.fetch(url, { method: "POST", headers: { "x-a": "1\r\nx-b: 2" }, body: "{}" })).rejects.toThrow(TypeError);
+    await expect(client.fetch(url, { method: "POST", headers: { "x-a": "1\r\nx-b: 2" }, body: "{}" })).rejects.toThrow(TypeError);
     await Bun.sleep(5);
     expect(server.requests).toHaveLength(0);
   });
@@ -227,7 +227,7 @@ describe("upstream HTTP/1.1 client", () => {
     clients.push(client);
     const port = rawServer(() => {});
     port.stop();
-    expect(client.fetch(`http://127.0.0.1:${port.port}/`, { method: "POST", headers: {}, body: "{}" })).rejects.toThrow(/could not connect/);
+    await expect(client.fetch(`http://127.0.0.1:${port.port}/`, { method: "POST", headers: {}, body: "{}" })).rejects.toThrow(/could not connect/);
   });
 
   test("requests it does not carry go to the fallback: other methods, and any proxy in the environment", async () => {
@@ -286,5 +286,52 @@ describe("response parser (pure)", () => {
     parser.push(Buffer.from("HTTP/1.1 200 OK\r\ncontent-length: 2\r\n\r\n{}HTTP/1.1"));
     expect(parser.done).toBe(true);
     expect(parser.reusable).toBe(false);
+  });
+});
+
+describe("upstream HTTP/1.1 client over TLS", () => {
+  // A private CA and two server certificates (test/fixtures/tls): one for localhost and
+  // 127.0.0.1, one for other.test only.
+  const dir = `${import.meta.dir}/fixtures/tls`;
+  const serve = (name: "server" | "other") =>
+    Bun.serve({ port: 0, hostname: "127.0.0.1", tls: { cert: Bun.file(`${dir}/${name}.pem`), key: Bun.file(`${dir}/${name}.key`) }, fetch: async (r) => Response.json({ got: await r.text() }) });
+  const post = (client: ReturnType<typeof createHttp1Client>, port: number) =>
+    client.fetch(`https://localhost:${port}/v1/messages`, { method: "POST", headers: { "content-type": "application/json" }, body: '"hi"' });
+
+  test("a certificate from a trusted CA for the host name: the answer arrives, over one reused connection", async () => {
+    const server = serve("server");
+    const client = createHttp1Client({ env: {}, ca: await Bun.file(`${dir}/ca.pem`).text() });
+    clients.push(client);
+    try {
+      expect(await (await post(client, server.port!)).json()).toEqual({ got: '"hi"' });
+      expect(await (await post(client, server.port!)).json()).toEqual({ got: '"hi"' });
+      expect(client.openConnections()).toBe(1);
+    } finally {
+      server.stop(true);
+    }
+  });
+
+  test("an untrusted certificate is refused", async () => {
+    const server = serve("server");
+    const client = createHttp1Client({ env: {} });
+    clients.push(client);
+    try {
+      await expect(post(client, server.port!)).rejects.toThrow(/TLS handshake with the upstream failed/);
+    } finally {
+      await Bun.sleep(20);
+      server.stop(true);
+    }
+  });
+
+  test("a trusted certificate for another host name is refused", async () => {
+    const server = serve("other");
+    const client = createHttp1Client({ env: {}, ca: await Bun.file(`${dir}/ca.pem`).text() });
+    clients.push(client);
+    try {
+      await expect(post(client, server.port!)).rejects.toThrow(/altnames/);
+    } finally {
+      await Bun.sleep(20);
+      server.stop(true);
+    }
   });
 });

@@ -97,6 +97,13 @@ export function createHttp1Client(options: Http1ClientOptions = {}): Http1Client
     error(socket: Socket<Connection>, error: Error) {
       lost(socket.data, error);
     },
+    handshake(socket: Socket<Connection>, success: boolean, authorizationError: Error | null) {
+      // Verification failures close the socket anyway; this keeps the reason for the log.
+      if (!success || authorizationError) {
+        lost(socket.data, new UpstreamConnectionError(`TLS handshake with the upstream failed: ${authorizationError?.message ?? "refused"}`, true));
+        socket.terminate();
+      }
+    },
     timeout(socket: Socket<Connection>) {
       // Only idle connections have a timeout set.
       discard(socket.data);
