@@ -309,6 +309,22 @@ describe("encoding", () => {
     }
   });
 
+  test("invalid UTF-8 split anywhere decodes exactly as a streaming TextDecoder would", () => {
+    // Lone lead and continuation bytes, an overlong form, a surrogate, a sequence cut short, all mid-frame.
+    const bytes = Buffer.concat([
+      utf8.encode("data: a€"), Buffer.from([0xff, 0x80]), utf8.encode("😀"), Buffer.from([0xe2, 0x82]), utf8.encode("c"),
+      Buffer.from([0xc0, 0x80, 0xed, 0xa0, 0x80, 0xf0, 0x9f]), utf8.encode("d\n\n"),
+    ]);
+    const reference = new TextDecoder("utf-8", { ignoreBOM: true }).decode(bytes).slice("data: ".length, -2);
+    expect(reference).toContain("\uFFFD");
+    for (let i = 0; i <= bytes.length; i++) {
+      for (const j of [i, Math.min(bytes.length, i + 1), Math.min(bytes.length, i + 2)]) {
+        const got = collect([bytes.subarray(0, i), bytes.subarray(i, j), bytes.subarray(j)]).events;
+        if (!Bun.deepEquals(got, [ev(reference)])) expect({ i, j, got }).toEqual({ i, j, got: [ev(reference)] });
+      }
+    }
+  });
+
   test("strings and bytes may be mixed", () => {
     expect(collect(["data: a", utf8.encode("b\ndata: ✓"), "\n\n"]).events).toEqual([ev("ab\n✓")]);
   });

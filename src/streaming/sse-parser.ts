@@ -3,7 +3,7 @@
  *
  * Upstream bytes arrive in arbitrary pieces: a frame may be split anywhere, including inside
  * a UTF-8 sequence or between the CR and LF of a CRLF. The parser therefore keeps only three
- * pieces of carried state between chunks: the streaming decoder, the unterminated tail line,
+ * pieces of carried state between chunks: the bytes of a split code point, the unterminated tail line,
  * and whether the previous chunk ended on a CR. Each chunk is scanned once; nothing already
  * seen is rescanned, so a frame trickling in byte by byte costs O(n), not O(n²).
  */
@@ -62,10 +62,8 @@ export function createSseParser(options: SseParserOptions): SseParser {
   const maxEventBytes = options.maxEventBytes ?? DEFAULT_MAX_EVENT_BYTES;
   if (!(maxEventBytes > 0)) throw new RangeError(`maxEventBytes must be positive, got ${maxEventBytes}`);
 
-  // ignoreBOM keeps the BOM in the decoded text so byte and string input share one stripping rule.
-  let decoder = new TextDecoder("utf-8", { ignoreBOM: true });
-  // Set after byte input: a string fed next must first flush any half-decoded sequence.
-  let decoderDirty = false;
+  // The bytes of a code point split across chunks, held until the rest arrives.
+  let carry: Uint8Array | null = null;
   let atStreamStart = true;
   // The unterminated tail line, kept as pieces and joined once when its terminator arrives.
   let pieces: string[] = [];
@@ -212,8 +210,7 @@ export function createSseParser(options: SseParserOptions): SseParser {
   }
 
   function reset(): void {
-    decoder = new TextDecoder("utf-8", { ignoreBOM: true });
-    decoderDirty = false;
+    carry = null;
     atStreamStart = true;
     pieces = [];
     piecesLength = 0;
@@ -229,21 +226,33 @@ export function createSseParser(options: SseParserOptions): SseParser {
     feed(chunk) {
       if (failure) throw failure;
       if (typeof chunk === "string") {
-        if (decoderDirty) {
-          decoderDirty = false;
+        if (carry) {
           // A sequence left incomplete by the bytes before can never complete now: emit U+FFFD.
-          consume(decoder.decode());
+          consume(UTF8.decode(carry));
+          carry = null;
         }
         consume(chunk);
       } else {
-        decoderDirty = true;
-        consume(decoder.decode(chunk, { stream: true }));
+        let bytes = chunk;
+        if (carry) {
+          bytes = Buffer.concat([carry, chunk]);
+          carry = null;
+        }
+        const whole = completeLength(bytes);
+        if (whole < bytes.length) {
+          carry = bytes.slice(whole);
+          bytes = bytes.subarray(0, whole);
+        }
+        consume(UTF8.decode(bytes));
       }
     },
 
     end() {
       if (failure) throw failure;
-      if (decoderDirty) consume(decoder.decode());
+      if (carry) {
+        consume(UTF8.decode(carry));
+        carry = null;
+      }
       if (pieces.length > 0) {
         const line = pieces.join("");
         pieces.length = 0;
@@ -263,6 +272,29 @@ export function createSseParser(options: SseParserOptions): SseParser {
 
     reset,
   };
+}
+
+/**
+ * One decoder for every parser: constructing a TextDecoder costs more than decoding a frame,
+ * and a streaming one would be needed per stream. Chunks are cut on code point boundaries
+ * instead (see completeLength), so stateless decoding gives the same text. ignoreBOM keeps the
+ * BOM in the decoded text so byte and string input share one stripping rule.
+ */
+const UTF8 = new TextDecoder("utf-8", { ignoreBOM: true });
+
+/**
+ * How many leading bytes end on a code point boundary: an incomplete UTF-8 sequence at the
+ * end (at most 3 bytes) is left for the next chunk. Anything invalid is left to the decoder,
+ * which replaces it with U+FFFD exactly as a streaming decoder would.
+ */
+export function completeLength(bytes: Uint8Array): number {
+  const n = bytes.length;
+  let i = n - 1;
+  while (i >= 0 && n - i <= 3 && (bytes[i]! & 0xc0) === 0x80) i--;
+  if (i < 0 || n - i > 4) return n;
+  const lead = bytes[i]!;
+  const need = lead >= 0xf0 && lead <= 0xf4 ? 4 : lead >= 0xe0 && lead < 0xf0 ? 3 : lead >= 0xc2 && lead < 0xe0 ? 2 : 1;
+  return n - i < need ? i : n;
 }
 
 /** The spec accepts `retry` only when the value is ASCII digits; anything else is ignored. */

@@ -332,7 +332,7 @@ export function createHttp1Client(options: Http1ClientOptions = {}): Http1Client
               resolve(new Response(parts.length === 1 ? parts[0] : Buffer.concat(parts), head));
             }
           } else if (body) {
-            for (const chunk of result.chunks) body.push(chunk);
+            if (result.chunks.length > 0) body.push(result.chunks);
             if (!parser.done && body.full && !paused) {
               paused = true;
               socket.pause();
@@ -403,17 +403,25 @@ class BodyQueue implements ChunkReader {
 
   constructor(private readonly onDrained: () => void, private readonly onCancel: () => void) {}
 
-  /** More than this many unread chunks and the socket is paused. */
+  private queuedBytes = 0;
+
+  /** Past this much unread body the socket is paused until the reader catches up. */
   get full(): boolean {
-    return this.chunks.length >= 8;
+    return this.queuedBytes >= 64 * 1024;
   }
 
-  push(chunk: Uint8Array): void {
+  /** One socket read's worth of body: handed over as one piece, so a burst costs one pass downstream. */
+  push(chunks: Uint8Array[]): void {
     const waiting = this.waiting;
     if (waiting) {
       this.waiting = null;
-      waiting.resolve({ done: false, value: chunk });
-    } else this.chunks.push(chunk);
+      waiting.resolve({ done: false, value: chunks.length === 1 ? chunks[0]! : Buffer.concat(chunks) });
+    } else {
+      for (const chunk of chunks) {
+        this.chunks.push(chunk);
+        this.queuedBytes += chunk.byteLength;
+      }
+    }
   }
 
   end(error?: unknown): void {
@@ -429,9 +437,11 @@ class BodyQueue implements ChunkReader {
 
   read(): Promise<ReadResult> {
     if (this.chunks.length > 0) {
-      const value = this.chunks.shift()!;
-      if (this.chunks.length === 0) this.onDrained();
-      return Promise.resolve({ done: false, value });
+      const queued = this.chunks;
+      this.chunks = [];
+      this.queuedBytes = 0;
+      this.onDrained();
+      return Promise.resolve({ done: false, value: queued.length === 1 ? queued[0]! : Buffer.concat(queued) });
     }
     if (this.ended) return this.failure !== undefined ? Promise.reject(this.failure) : Promise.resolve({ done: true, value: undefined });
     this.onDrained();
@@ -442,6 +452,7 @@ class BodyQueue implements ChunkReader {
 
   cancel(): Promise<void> {
     this.chunks = [];
+    this.queuedBytes = 0;
     if (!this.ended) {
       this.ended = true;
       this.onCancel();
