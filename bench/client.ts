@@ -9,6 +9,7 @@
  * never counted as a fast answer.
  */
 import { readFileSync } from "node:fs";
+import { idleRssKb, readStatusKb } from "./proc-status.ts";
 import { pct, median, sortNum } from "./stats.ts";
 
 export interface RequestSpec {
@@ -40,14 +41,7 @@ export type ClientSpec =
 const dec = new TextDecoder();
 const log = (msg: string) => process.stderr.write(`  [client] ${msg}\n`);
 
-function rssKb(pid: number): number {
-  try {
-    const m = readFileSync(`/proc/${pid}/status`, "utf8").match(/VmRSS:\s+(\d+)/);
-    return m ? Number(m[1]) : NaN;
-  } catch {
-    return NaN;
-  }
-}
+const rssKb = (pid: number) => readStatusKb(pid, "VmRSS");
 
 interface Timing {
   ok: boolean;
@@ -296,9 +290,8 @@ async function soak(spec: Extract<ClientSpec, { task: "soak" }>) {
   };
 
   await run(spec.warmup);
-  // RSS after warm-up, measured idle, as the end one is.
-  await Bun.sleep(1000);
-  const rssAfterWarmupKb = rssKb(spec.gatewayPid);
+  // RSS after warm-up, measured idle the same way as the end one (see idleRssKb).
+  const rssAfterWarmupKb = await idleRssKb(spec.gatewayPid);
   const measuredFrom = performance.now();
   await run(spec.total);
   const seconds = (performance.now() - measuredFrom) / 1000;

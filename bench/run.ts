@@ -21,6 +21,7 @@ import { availableParallelism, release, tmpdir, totalmem } from "node:os";
 import { join } from "node:path";
 import type { Subprocess } from "bun";
 import { summarize, type Summary } from "./stats.ts";
+import { idleRssKb, readStatusKb } from "./proc-status.ts";
 import type { ClientSpec, RequestSpec } from "./client.ts";
 
 // ---------------------------------------------------------------------------------------------
@@ -216,10 +217,7 @@ function cpuTicks(pid: number): number {
   const fields = stat.slice(stat.lastIndexOf(")") + 2).split(" ");
   return Number(fields[11]) + Number(fields[12]); // utime + stime of all threads, in clock ticks
 }
-function statusKb(pid: number, field: "VmRSS" | "VmHWM"): number {
-  const m = readFileSync(`/proc/${pid}/status`, "utf8").match(new RegExp(`${field}:\\s+(\\d+)`));
-  return m ? Number(m[1]) : NaN;
-}
+const statusKb = readStatusKb;
 function fdCount(pid: number): number {
   try {
     return readdirSync(`/proc/${pid}/fd`).length;
@@ -693,7 +691,7 @@ async function main() {
   if (ONLY.has("E")) {
     placeUpstream(1);
     say(`\nE  soak — ${P.E.total} requests through the gateway, ${P.E.concurrency} at a time: 20 % streams whose client goes away after ~3 of ${P.E.chunks} chunks (upstream ${P.E.dripMs} ms per chunk),`);
-    say(`   40 % full streams (OpenAI→OpenAI, OpenAI→Anthropic), 40 % non-stream (OpenAI, Anthropic client); RSS idle after ${E_WARMUP} warm-up requests and idle at the end`);
+    say(`   40 % full streams (OpenAI→OpenAI, OpenAI→Anthropic), 40 % non-stream (OpenAI, Anthropic client); RSS idle (lowest over 12 s without load) after ${E_WARMUP} warm-up requests and at the end`);
     const eStartMs = Date.now();
     const upBefore = await upstreamStats();
     const r = await runClient<any>({ task: "soak", gateway: gw, key, total: P.E.total, warmup: E_WARMUP, concurrency: P.E.concurrency, checkpoint: P.E.total / 10, gatewayPid: gwPid, chunks: P.E.chunks });
@@ -710,8 +708,7 @@ async function main() {
       await Bun.sleep(50);
       reservations = await openReservations();
     }
-    await Bun.sleep(1000);
-    const rssEnd = statusKb(gwPid, "VmRSS") / 1024;
+    const rssEnd = (await idleRssKb(gwPid)) / 1024;
     const db = new Database(dbPath, { readonly: true });
     const statuses = Object.fromEntries(db.query<{ status: string; n: number }, [number]>("SELECT status, COUNT(*) AS n FROM usage_records WHERE created_at >= ? GROUP BY status").all(eStartMs).map((x) => [x.status, x.n]));
     db.close();

@@ -14,10 +14,11 @@ try {
 }
 
 const log = jsonLogger((process.env.LOG_LEVEL as "debug" | "info" | "warn" | "error" | undefined) ?? "info");
-// Bun reads this once at process start: every open upstream stream holds one of these slots.
+// Bun reads this once at process start. API calls use our own client; what still goes through
+// fetch (image downloads, and every call when an HTTP(S) proxy is configured) holds these slots.
 const maxUpstream = Number(process.env.BUN_CONFIG_MAX_HTTP_REQUESTS ?? 256);
 if (maxUpstream < 1024) {
-  log("warn", "at most this many upstream requests run at once; more streams wait. Start with BUN_CONFIG_MAX_HTTP_REQUESTS=4096 (npm start and the Docker image do)", { maxUpstream });
+  log("warn", "at most this many fetch requests (image downloads, proxied upstream calls) run at once; more wait. Start with BUN_CONFIG_MAX_HTTP_REQUESTS=4096 (npm start and the Docker image do)", { maxUpstream });
 }
 const dbPath = process.env.SWITCHYARD_DB ?? "./data/switchyard.sqlite";
 const db = openDatabase(dbPath);
