@@ -192,6 +192,12 @@ describe("upstream HTTP/1.1 client", () => {
     expect(await res.json()).toEqual({ ok: "gzip" });
   });
 
+  test("an encoding it cannot decode is an error for the caller, not a crash", async () => {
+    const { client, post } = setup((_req, socket) => socket.write("HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\ncontent-encoding: compress\r\ntransfer-encoding: chunked\r\n\r\n3\r\nabc\r\n"));
+    await expect(post()).rejects.toThrow(/unsupported content-encoding compress/);
+    expect(client.openConnections()).toBe(0);
+  });
+
   test("a malformed answer is an error, not a crash, and the client still works after", async () => {
     let bad = true;
     const { post } = setup((_req, socket) => {

@@ -50,8 +50,6 @@ interface Connection {
   socket: Socket<Connection> | null;
   origin: string;
   exchange: Exchange | null;
-  /** Set once any request went over it: a reused connection may have been closed by the server meanwhile. */
-  reused: boolean;
   dead: boolean;
 }
 
@@ -138,7 +136,6 @@ export function createHttp1Client(options: Http1ClientOptions = {}): Http1Client
     let list = idle.get(conn.origin);
     if (!list) idle.set(conn.origin, (list = []));
     if (list.length >= maxIdle) return discard(conn);
-    conn.reused = true;
     conn.socket!.timeout(idleSeconds);
     list.push(conn);
   }
@@ -164,7 +161,7 @@ export function createHttp1Client(options: Http1ClientOptions = {}): Http1Client
   }
 
   async function connect(target: Target): Promise<Connection> {
-    const conn: Connection = { socket: null, origin: target.origin, exchange: null, reused: false, dead: false };
+    const conn: Connection = { socket: null, origin: target.origin, exchange: null, dead: false };
     const { tls, hostname, port } = target;
     conn.socket = await Bun.connect<Connection>({
       hostname,
@@ -303,7 +300,6 @@ export function createHttp1Client(options: Http1ClientOptions = {}): Http1Client
               // The usual non-stream answer: read it all, then one Response over one buffer.
               whole = { head: result.head, parts: [] };
             } else {
-              settled = true;
               const queue = new BodyQueue(
                 () => {
                   if (paused && !conn.dead) {
@@ -316,8 +312,18 @@ export function createHttp1Client(options: Http1ClientOptions = {}): Http1Client
                   if (!parser.done) discard(conn);
                 },
               );
+              let stream: ReadableStream<Uint8Array>;
+              try {
+                stream = decoded(queue.stream(), headers);
+              } catch (err) {
+                // An encoding we cannot read: an error for the caller, never one thrown into the socket's callback.
+                fail(err);
+                discard(conn);
+                return;
+              }
+              settled = true;
               body = queue;
-              const response = new Response(decoded(queue.stream(), headers), { status, statusText, headers });
+              const response = new Response(stream, { status, statusText, headers });
               if (!headers.has("content-encoding")) readers.set(response, queue);
               resolve(response);
             }
