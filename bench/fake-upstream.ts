@@ -23,11 +23,9 @@
  * Prints one line `READY <port>` on stdout once listening. Exits on SIGINT/SIGTERM, and with
  * `--exit-on-stdin-eof 1` when its parent closes our stdin (so it never outlives the benchmark).
  */
+import { parseArgs, serveAsChild } from "./child-process.ts";
 
-export {};
-
-const args = new Map<string, string>();
-for (let i = 2; i < process.argv.length; i += 2) args.set(process.argv[i]!.replace(/^--/, ""), process.argv[i + 1] ?? "");
+const args = parseArgs();
 const PORT = Number(args.get("port") ?? 0);
 const HOST = "127.0.0.1";
 
@@ -262,20 +260,4 @@ const server = Bun.serve({
   },
 });
 
-console.log(`READY ${server.port}`);
-
-const stop = () => {
-  server.stop(true);
-  process.exit(0);
-};
-process.on("SIGINT", stop);
-process.on("SIGTERM", stop);
-// The parent holds our stdin open; when it goes (exit, crash, SIGKILL) so do we.
-if (args.get("exit-on-stdin-eof") === "1") (async () => {
-  try {
-    for await (const _ of Bun.stdin.stream()) {
-      /* nothing is sent; wait for EOF */
-    }
-  } catch {}
-  stop();
-})();
+serveAsChild(server, args.get("exit-on-stdin-eof") === "1");

@@ -9,10 +9,9 @@
  * Listens on 127.0.0.1 only and prints `READY <port>` once listening. A client that goes away
  * cancels the body stream, and with it the upstream fetch.
  */
-export {};
+import { parseArgs, serveAsChild } from "./child-process.ts";
 
-const args = new Map<string, string>();
-for (let i = 2; i < process.argv.length; i += 2) args.set(process.argv[i]!.replace(/^--/, ""), process.argv[i + 1] ?? "");
+const args = parseArgs();
 const upstream = (args.get("upstream") ?? process.env.UPSTREAM ?? "").replace(/\/+$/, "");
 if (!/^http:\/\/(127\.\d+\.\d+\.\d+|localhost|\[::1\])(:\d+)?$/.test(upstream)) {
   console.error("floor-proxy: UPSTREAM must be a loopback http://127.0.0.1:PORT address");
@@ -41,21 +40,4 @@ const server = Bun.serve({
   },
 });
 
-console.log(`READY ${server.port}`);
-
-const stop = () => {
-  server.stop(true);
-  process.exit(0);
-};
-process.on("SIGINT", stop);
-process.on("SIGTERM", stop);
-if (args.get("exit-on-stdin-eof") === "1") {
-  (async () => {
-    try {
-      for await (const _ of Bun.stdin.stream()) {
-        /* wait for EOF: the parent went away */
-      }
-    } catch {}
-    stop();
-  })();
-}
+serveAsChild(server, args.get("exit-on-stdin-eof") === "1");

@@ -17,9 +17,9 @@ import { createApp } from "../src/app.ts";
 import { resolveSettings } from "../src/config/load-config.ts";
 import { openDatabase } from "../src/store/database.ts";
 import { silentLogger } from "../src/log.ts";
+import { parseArgs } from "./child-process.ts";
 
-const args = new Map<string, string>();
-for (let i = 2; i < process.argv.length; i += 2) args.set(process.argv[i]!.replace(/^--/, ""), process.argv[i + 1] ?? "");
+const args = parseArgs();
 const REQUESTS = Number(args.get("requests") ?? 40_000);
 const CONCURRENCY = Number(args.get("concurrency") ?? 32);
 const ONLY = (args.get("only") ?? "nonstream,stream,translated").split(",");

@@ -1,17 +1,9 @@
 import { Database } from "bun:sqlite";
-import { afterAll, beforeAll, beforeEach, describe, expect, test } from "bun:test";
-import { startFakeUpstream, type FakeUpstream } from "./helpers/fake-upstream.ts";
-import { FREE_MODEL, OPENAI_MODEL, ANTHROPIC_MODEL, post, sseFrames, startGateway, type Gateway } from "./helpers/gateway.ts";
+import { describe, expect, test } from "bun:test";
+import { useFakeUpstream } from "./helpers/fake-upstream.ts";
+import { FREE_MODEL, OPENAI_MODEL, ANTHROPIC_MODEL, post, sseFrames, startGateway, type Gateway, spendUntilRefused } from "./helpers/gateway.ts";
 
-let upstream: FakeUpstream;
-
-beforeAll(async () => {
-  upstream = await startFakeUpstream();
-});
-afterAll(async () => {
-  await upstream.stop();
-});
-beforeEach(() => upstream.reset());
+const upstream = useFakeUpstream();
 
 const question = [{ role: "user", content: "Hello there" }];
 
@@ -88,17 +80,7 @@ describe("reserve, then settle", () => {
       const start = await gw.balanceMicro();
       // A worst case of about 1.9 credits: only the first few requests fit before the charges add up.
       const ask = () => post(gw, "/v1/chat/completions", { model: OPENAI_MODEL, max_tokens: 3100, messages: question });
-      let ok = 0;
-      let refusal: any;
-      for (let i = 0; i < 500 && !refusal; i++) {
-        const res = await ask();
-        if (res.status === 200) ok++;
-        else {
-          expect(res.status).toBe(402);
-          refusal = await res.json();
-        }
-        await gw.app.services.settled();
-      }
+      const { answered: ok, refusal } = await spendUntilRefused(gw, ask);
       expect(ok).toBeGreaterThan(1);
       expect(refusal).toBeDefined();
       const end = await gw.balanceMicro();

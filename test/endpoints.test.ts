@@ -1,19 +1,9 @@
-import { afterAll, beforeAll, beforeEach, describe, expect, test } from "bun:test";
-import { startFakeUpstream, type FakeUpstream } from "./helpers/fake-upstream.ts";
-import { ANTHROPIC_MODEL, OPENAI_MODEL, post, sseFrames, startGateway, VENDOR_ANTHROPIC_KEY, VENDOR_OPENAI_KEY, type Gateway } from "./helpers/gateway.ts";
+import { describe, expect, test } from "bun:test";
+import { useFakeUpstream } from "./helpers/fake-upstream.ts";
+import { useGateway, ANTHROPIC_MODEL, OPENAI_MODEL, post, sseFrames, VENDOR_ANTHROPIC_KEY, VENDOR_OPENAI_KEY } from "./helpers/gateway.ts";
 
-let upstream: FakeUpstream;
-let gw: Gateway;
-
-beforeAll(async () => {
-  upstream = await startFakeUpstream();
-  gw = await startGateway({ upstreamUrl: upstream.url });
-});
-afterAll(async () => {
-  await gw.stop();
-  await upstream.stop();
-});
-beforeEach(() => upstream.reset());
+const upstream = useFakeUpstream();
+const gw = useGateway(() => ({ upstreamUrl: upstream.url }));
 
 const question = [{ role: "user", content: "Hello there gateway" }];
 

@@ -1,21 +1,11 @@
 import { Database } from "bun:sqlite";
-import { afterAll, beforeAll, beforeEach, describe, expect, test } from "bun:test";
-import { startFakeUpstream, type FakeUpstream } from "./helpers/fake-upstream.ts";
-import { ANTHROPIC_MODEL, FREE_MODEL, OPENAI_MODEL, post, sseFrames, startGateway, type Gateway } from "./helpers/gateway.ts";
+import { describe, expect, test } from "bun:test";
+import { useFakeUpstream } from "./helpers/fake-upstream.ts";
+import { useGateway, ANTHROPIC_MODEL, FREE_MODEL, OPENAI_MODEL, post, sseFrames, startGateway } from "./helpers/gateway.ts";
 import { backoffMs, requestedDelayMs, verdictFor } from "../src/pipeline/retry-policy.ts";
 
-let upstream: FakeUpstream;
-let gw: Gateway;
-
-beforeAll(async () => {
-  upstream = await startFakeUpstream();
-  gw = await startGateway({ upstreamUrl: upstream.url, retry: { max_retries: 2, max_wait_ms: 2_000 } });
-});
-afterAll(async () => {
-  await gw.stop();
-  await upstream.stop();
-});
-beforeEach(() => upstream.reset());
+const upstream = useFakeUpstream();
+const gw = useGateway(() => ({ upstreamUrl: upstream.url, retry: { max_retries: 2, max_wait_ms: 2_000 } }));
 
 const question = [{ role: "user", content: "Hello fallback" }];
 const openaiError = (status: number, headers: Record<string, string> = {}) =>

@@ -1,18 +1,9 @@
-import { afterAll, beforeAll, describe, expect, test } from "bun:test";
-import { startFakeUpstream, type FakeUpstream } from "./helpers/fake-upstream.ts";
-import { ANTHROPIC_MODEL, OPENAI_MODEL, startGateway, type Gateway } from "./helpers/gateway.ts";
+import { describe, expect, test } from "bun:test";
+import { useFakeUpstream } from "./helpers/fake-upstream.ts";
+import { useGateway, ANTHROPIC_MODEL, OPENAI_MODEL } from "./helpers/gateway.ts";
 
-let upstream: FakeUpstream;
-let gw: Gateway;
-
-beforeAll(async () => {
-  upstream = await startFakeUpstream();
-  gw = await startGateway({ upstreamUrl: upstream.url });
-});
-afterAll(async () => {
-  await gw.stop();
-  await upstream.stop();
-});
+const upstream = useFakeUpstream();
+const gw = useGateway(() => ({ upstreamUrl: upstream.url }));
 
 type Endpoint = "/v1/chat/completions" | "/v1/messages";
 const base = (endpoint: Endpoint): Record<string, unknown> =>

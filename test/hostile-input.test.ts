@@ -11,9 +11,9 @@
  *    gateway still answers afterwards.
  * 3. Malformed credentials: a clean 401 in the endpoint's shape, never a 5xx.
  */
-import { afterAll, beforeAll, describe, expect, test } from "bun:test";
-import { startFakeUpstream, type FakeUpstream } from "./helpers/fake-upstream.ts";
-import { ANTHROPIC_MODEL, OPENAI_MODEL, startGateway, type Gateway } from "./helpers/gateway.ts";
+import { describe, expect, test } from "bun:test";
+import { useFakeUpstream } from "./helpers/fake-upstream.ts";
+import { useGateway, ANTHROPIC_MODEL, OPENAI_MODEL } from "./helpers/gateway.ts";
 
 const CHAT = "/v1/chat/completions";
 const MESSAGES = "/v1/messages";
@@ -23,18 +23,9 @@ const MiB = 1024 * 1024;
 /** The default `limits.max_body_bytes`. */
 const BODY_LIMIT = 10 * MiB;
 
-let upstream: FakeUpstream;
-let gw: Gateway;
-
-beforeAll(async () => {
-  upstream = await startFakeUpstream();
-  // Plenty of credits: several rows and the fuzz reserve the 8,192-token cap many times over.
-  gw = await startGateway({ upstreamUrl: upstream.url, credits: 1_000_000 });
-});
-afterAll(async () => {
-  await gw?.stop();
-  await upstream?.stop();
-});
+const upstream = useFakeUpstream();
+// Plenty of credits: several rows and the fuzz reserve the 8,192-token cap many times over.
+const gw = useGateway(() => ({ upstreamUrl: upstream.url, credits: 1_000_000 }));
 
 // ---------------------------------------------------------------------------------------------
 // Sending and checking

@@ -1,22 +1,11 @@
-import { Database } from "bun:sqlite";
-import { afterAll, beforeAll, beforeEach, describe, expect, test } from "bun:test";
+import { describe, expect, test } from "bun:test";
 import Anthropic from "@anthropic-ai/sdk";
 import { drawPng } from "../src/providers/simulated/draw-png.ts";
-import { startFakeUpstream, type FakeUpstream } from "./helpers/fake-upstream.ts";
-import { FREE_MODEL, IMAGE_CHAT_MODEL, IMAGES_API_MODEL, OPENAI_MODEL, post, sseFrames, startGateway, type Gateway } from "./helpers/gateway.ts";
+import { useFakeUpstream } from "./helpers/fake-upstream.ts";
+import { useGateway, FREE_MODEL, IMAGE_CHAT_MODEL, IMAGES_API_MODEL, OPENAI_MODEL, post, sseFrames } from "./helpers/gateway.ts";
 
-let upstream: FakeUpstream;
-let gw: Gateway;
-
-beforeAll(async () => {
-  upstream = await startFakeUpstream();
-  gw = await startGateway({ upstreamUrl: upstream.url, maxImageBytes: 64 * 1024 });
-});
-afterAll(async () => {
-  await gw.stop();
-  await upstream.stop();
-});
-beforeEach(() => upstream.reset());
+const upstream = useFakeUpstream();
+const gw = useGateway(() => ({ upstreamUrl: upstream.url, maxImageBytes: 64 * 1024 }));
 
 const PNG = drawPng("a lighthouse at dusk");
 const PNG_B64 = Buffer.from(PNG).toString("base64");

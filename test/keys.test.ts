@@ -1,21 +1,11 @@
-import { afterAll, beforeAll, beforeEach, describe, expect, test } from "bun:test";
-import { startFakeUpstream, type FakeUpstream } from "./helpers/fake-upstream.ts";
-import { OPENAI_MODEL, FREE_MODEL, post, startGateway, type Gateway } from "./helpers/gateway.ts";
+import { describe, expect, test } from "bun:test";
+import { useFakeUpstream } from "./helpers/fake-upstream.ts";
+import { useGateway, OPENAI_MODEL, FREE_MODEL, spendUntilRefused } from "./helpers/gateway.ts";
 
 const ADMIN = "admin-token-for-tests";
-let upstream: FakeUpstream;
 let now = 1_800_000_000_000;
-let gw: Gateway;
-
-beforeAll(async () => {
-  upstream = await startFakeUpstream();
-  gw = await startGateway({ upstreamUrl: upstream.url, adminToken: ADMIN, requestsPerMinute: 60, now: () => now });
-});
-afterAll(async () => {
-  await gw.stop();
-  await upstream.stop();
-});
-beforeEach(() => upstream.reset());
+const upstream = useFakeUpstream();
+const gw = useGateway(() => ({ upstreamUrl: upstream.url, adminToken: ADMIN, requestsPerMinute: 60, now: () => now }));
 
 function admin(method: string, path: string, body?: unknown) {
   return fetch(`${gw.url}/v1/admin${path}`, {
@@ -111,17 +101,7 @@ describe("per-key overrides", () => {
   test("a spend limit counts what the key has already spent: refused once the settled charges use it up", async () => {
     const account = await newAccount(100);
     const issued = (await (await newKey(account, { spend_limit: 0.05 })).json()) as any;
-    let ok = 0;
-    let refusal: any;
-    for (let i = 0; i < 500 && !refusal; i++) {
-      const res = await ask(issued.key, OPENAI_MODEL, { max_tokens: 5 });
-      if (res.status === 200) ok++;
-      else {
-        expect(res.status).toBe(402);
-        refusal = await res.json();
-      }
-      await gw.app.services.settled();
-    }
+    const { answered: ok, refusal } = await spendUntilRefused(gw, () => ask(issued.key, OPENAI_MODEL, { max_tokens: 5 }));
     expect(ok).toBeGreaterThan(1);
     expect(refusal.error.message).toMatch(/spend limit/);
     const keys = ((await (await admin("GET", `/accounts/${account}/keys`)).json()) as any).data as any[];

@@ -1,21 +1,11 @@
 import { Database } from "bun:sqlite";
 import { countTokens } from "gpt-tokenizer";
-import { afterAll, beforeAll, beforeEach, describe, expect, test } from "bun:test";
-import { readFixture, startFakeUpstream, type FakeUpstream } from "./helpers/fake-upstream.ts";
-import { ANTHROPIC_MODEL, OPENAI_MODEL, post, sseFrames, startGateway, type Gateway } from "./helpers/gateway.ts";
+import { describe, expect, test } from "bun:test";
+import { readFixture, useFakeUpstream } from "./helpers/fake-upstream.ts";
+import { useGateway, ANTHROPIC_MODEL, OPENAI_MODEL, post, sseFrames, startGateway } from "./helpers/gateway.ts";
 
-let upstream: FakeUpstream;
-let gw: Gateway;
-
-beforeAll(async () => {
-  upstream = await startFakeUpstream();
-  gw = await startGateway({ upstreamUrl: upstream.url });
-});
-afterAll(async () => {
-  await gw.stop();
-  await upstream.stop();
-});
-beforeEach(() => upstream.reset());
+const upstream = useFakeUpstream();
+const gw = useGateway(() => ({ upstreamUrl: upstream.url }));
 
 const question = [{ role: "user", content: "Weather in Paris?" }];
 

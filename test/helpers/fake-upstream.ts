@@ -12,7 +12,9 @@
  * Note: Bun sends a streamed response's status line and headers together with its first body bytes, so a
  * stream whose first chunk never comes looks like `hang` to the client.
  */
+import { beforeEach } from "bun:test";
 import { readFileSync } from "node:fs";
+import { fileFixture } from "./file-fixture.ts";
 
 export interface RecordedRequest {
   method: string;
@@ -204,6 +206,13 @@ interface StreamState {
   finished: boolean;
   aborted: boolean;
   release: () => void;
+}
+
+/** One fake upstream for a test file, with nothing queued or recorded at the start of each test. */
+export function useFakeUpstream(): FakeUpstream {
+  const upstream = fileFixture("the fake upstream", startFakeUpstream, (u) => u.stop());
+  beforeEach(() => upstream.reset());
+  return upstream;
 }
 
 export async function startFakeUpstream(): Promise<FakeUpstream> {

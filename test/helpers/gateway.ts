@@ -1,3 +1,4 @@
+import { expect } from "bun:test";
 import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
@@ -6,6 +7,7 @@ import { resolveSettings } from "../../src/config/load-config.ts";
 import { openDatabase } from "../../src/store/database.ts";
 import { silentLogger, type Logger } from "../../src/log.ts";
 import type { UpstreamFetch } from "../../src/pipeline/forward.ts";
+import { fileFixture } from "./file-fixture.ts";
 
 export const OPENAI_MODEL = "test/gpt";
 export const ANTHROPIC_MODEL = "test/claude";
@@ -47,6 +49,30 @@ export interface Gateway {
   stop(): Promise<void>;
   /** Balance in micro-credits, straight from SQLite, once every request so far has settled. */
   balanceMicro(): Promise<number>;
+}
+
+/**
+ * Spends a balance or a key's limit down one request at a time, each settled before the next,
+ * until the gateway refuses with 402 (at most 500 requests); any other refusal fails the test.
+ */
+export async function spendUntilRefused(gw: Gateway, ask: () => Promise<Response>): Promise<{ answered: number; refusal: any }> {
+  let answered = 0;
+  let refusal: any;
+  for (let i = 0; i < 500 && !refusal; i++) {
+    const res = await ask();
+    if (res.status === 200) answered++;
+    else {
+      expect(res.status).toBe(402);
+      refusal = await res.json();
+    }
+    await gw.app.services.settled();
+  }
+  return { answered, refusal };
+}
+
+/** One gateway for a test file; `options` is read when it starts, after the file's upstream has. */
+export function useGateway(options: () => GatewayOptions): Gateway {
+  return fileFixture("the gateway", () => startGateway(options()), (gw) => gw.stop());
 }
 
 /** The real app on a loopback port, in front of the fake upstream, with one funded account. */
