@@ -188,12 +188,7 @@ describe("failures cost nothing; partial answers cost what they produced", () =>
       const start = await gw.balanceMicro();
       upstream.reply({ kind: "sse", holdOpen: true, chunks: ['data: {"id":"c","object":"chat.completion.chunk","created":1,"model":"m","choices":[{"index":0,"delta":{"content":"Partial answer here"},"finish_reason":null}]}\n\n'] });
       const controller = new AbortController();
-      const res = await fetch(`${gw.url}/v1/chat/completions`, {
-        method: "POST",
-        headers: { authorization: `Bearer ${gw.key}`, "content-type": "application/json" },
-        body: JSON.stringify({ model: OPENAI_MODEL, messages: question, stream: true }),
-        signal: controller.signal,
-      });
+      const res = await post(gw, "/v1/chat/completions", { model: OPENAI_MODEL, messages: question, stream: true }, {}, controller.signal);
       const reader = res.body!.getReader();
       expect(new TextDecoder().decode((await reader.read()).value)).toContain("Partial");
       controller.abort();

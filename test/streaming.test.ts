@@ -194,12 +194,7 @@ describe("connection handling", () => {
   test("client disconnect aborts the upstream request", async () => {
     upstream.reply({ kind: "sse", holdOpen: true, chunks: ['data: {"id":"x","object":"chat.completion.chunk","created":1,"model":"m","choices":[{"index":0,"delta":{"role":"assistant","content":"Hi"},"finish_reason":null}]}\n\n'] });
     const controller = new AbortController();
-    const res = await fetch(`${gw.url}/v1/chat/completions`, {
-      method: "POST",
-      headers: { authorization: `Bearer ${gw.key}`, "content-type": "application/json" },
-      body: JSON.stringify({ model: OPENAI_MODEL, messages: question, stream: true }),
-      signal: controller.signal,
-    });
+    const res = await post(gw, "/v1/chat/completions", { model: OPENAI_MODEL, messages: question, stream: true }, {}, controller.signal);
     const reader = res.body!.getReader();
     const first = new TextDecoder().decode((await reader.read()).value);
     expect(first).toContain("Hi");

@@ -127,11 +127,12 @@ export async function startGateway(o: GatewayOptions): Promise<Gateway> {
 }
 
 /** POST JSON with the gateway key. */
-export function post(gw: Gateway, path: string, body: unknown, headers: Record<string, string> = {}): Promise<Response> {
+export function post(gw: Gateway, path: string, body: unknown, headers: Record<string, string> = {}, signal?: AbortSignal): Promise<Response> {
   return fetch(gw.url + path, {
     method: "POST",
     headers: { authorization: `Bearer ${gw.key}`, "content-type": "application/json", ...headers },
     body: typeof body === "string" ? body : JSON.stringify(body),
+    signal,
   });
 }
 
