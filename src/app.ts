@@ -45,7 +45,8 @@ export function createApp(deps: AppDeps) {
   void loadTokenizer();
   const inflight = createInflight();
   // API calls go over our own keep-alive connections; other requests (image downloads) use fetch.
-  const upstream = createHttp1Client({ fallback: deps.fetch });
+  // While other requests are in flight, a call's write waits for the end of the loop's turn.
+  const upstream = createHttp1Client({ fallback: deps.fetch, coalesce: () => inflight.count > 1 });
   const forwardDeps = {
     settings: deps.settings,
     ledger,

@@ -163,6 +163,32 @@ describe("upstream HTTP/1.1 client", () => {
     expect(client.openConnections()).toBe(0);
   });
 
+  test("with coalescing on, requests made in one turn are all answered, each on its own pooled connection", async () => {
+    const { server, client, post } = setup((req, socket) => {
+      const body = req.slice(req.indexOf("\r\n\r\n") + 4);
+      socket.write(JSON_HEAD(body.length) + body);
+    }, { coalesce: () => true });
+    // Pool two connections, then issue two requests in one turn over them.
+    await Promise.all([post('{"warm":1}'), post('{"warm":2}')]);
+    const pending = [post('{"n":1}'), post('{"n":2}')];
+    const answers = await Promise.all(pending.map(async (p) => (await p).json()));
+    expect(answers).toEqual([{ n: 1 }, { n: 2 }]);
+    expect(server.opened).toBe(2);
+    expect(client.openConnections()).toBe(2);
+  });
+
+  test("with coalescing on, a request aborted before its turn ends is never written", async () => {
+    const { server, client, post } = setup((_req, socket) => socket.write(JSON_HEAD(2) + "{}"), { coalesce: () => true });
+    await (await post()).text(); // a pooled connection, so the request is queued synchronously
+    const controller = new AbortController();
+    const pending = post('{"never":"sent"}', { signal: controller.signal });
+    controller.abort(new DOMException("client disconnected", "AbortError"));
+    expect((await pending.catch((e) => e)).name).toBe("AbortError");
+    await Bun.sleep(20);
+    expect(server.requests.map((r) => r.includes("never"))).toEqual([false]);
+    expect(client.openConnections()).toBe(0);
+  });
+
   test("a cancelled stream closes its unfinished connection", async () => {
     const { client, post } = setup((_req, socket) => socket.write("HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\ntransfer-encoding: chunked\r\n\r\n5\r\nhello\r\n"));
     const res = await post();

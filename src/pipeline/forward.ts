@@ -18,6 +18,7 @@ import { GatewayError } from "./gateway-error.ts";
 import { prepareUpstreamBody, promptText, requestedMaxTokens } from "./prepare-upstream.ts";
 import { upstreamStatusError } from "./upstream-errors.ts";
 import { backoffMs, requestedDelayMs, verdictFor, type Verdict } from "./retry-policy.ts";
+import { endOfTurn } from "./end-of-turn.ts";
 import type { Inflight } from "./inflight.ts";
 import { fastReader, type ChunkReader } from "../upstream/http1-client.ts";
 import { ImageFetchError, ImageTooLargeError, inlineImages } from "./inline-images.ts";
@@ -139,7 +140,11 @@ export async function forward(deps: ForwardDeps, req: ForwardRequest): Promise<R
   };
 
   try {
-    return await tryCandidates();
+    const response = await tryCandidates();
+    // Under load, answers leave together at the end of the loop's turn (see end-of-turn.ts);
+    // `inflight` still counts this request while its stream runs.
+    if (deps.inflight.count > (settled ? 0 : 1)) await endOfTurn();
+    return response;
   } catch (err) {
     // Whatever escaped, the reservation is released; settle() is a no-op when already done.
     await settle(req.signal.aborted ? "cancelled" : "upstream_error");

@@ -1,4 +1,5 @@
 import type { Socket } from "bun";
+import { atEndOfTurn } from "../pipeline/end-of-turn.ts";
 import type { UpstreamFetch } from "../pipeline/forward.ts";
 
 /**
@@ -24,6 +25,12 @@ export interface Http1ClientOptions {
   /** Requests the client cannot carry (see above). Defaults to the global `fetch`. */
   fallback?: UpstreamFetch;
   env?: Record<string, string | undefined>;
+  /**
+   * Asked as each request is about to be written: true holds the write until the event loop's
+   * turn ends, so a busy turn's requests leave together (see pipeline/end-of-turn.ts). The
+   * gateway says yes while other requests are in flight. Default: write at once.
+   */
+  coalesce?: () => boolean;
 }
 
 export interface Http1Client {
@@ -76,6 +83,7 @@ export function createHttp1Client(options: Http1ClientOptions = {}): Http1Client
   const viaProxy = PROXY_VARS.some((name) => env[name]);
   const idleSeconds = options.idleSeconds ?? 30;
   const maxIdle = options.maxIdlePerOrigin ?? 256;
+  const coalesce = options.coalesce;
   const idle = new Map<string, Connection[]>();
   const open = new Set<Connection>();
 
@@ -362,7 +370,9 @@ export function createHttp1Client(options: Http1ClientOptions = {}): Http1Client
         },
         drained: write,
       };
-      write();
+      // A request aborted (or a connection lost) while held is never written.
+      if (coalesce?.()) atEndOfTurn(() => conn.dead || write());
+      else write();
     });
   }
 
