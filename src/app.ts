@@ -42,7 +42,7 @@ export function createApp(deps: AppDeps) {
   const ledger = createLedger(deps.db, now, changes);
   const catalogue = createCatalogue(deps.settings.models);
   // Only answers without reported usage need it; loading now keeps them from waiting.
-  void loadTokenizer();
+  loadTokenizer();
   const inflight = createInflight();
   // API calls go over our own keep-alive connections; other requests (image downloads) use fetch.
   // While other requests are in flight, a call's write waits for the end of the loop's turn.

@@ -1,31 +1,81 @@
 /**
- * Token counts for answers whose upstream reported none. The BPE tables take over a second
- * to load, so the app starts loading them at once and the rare request that needs them first waits.
+ * Token counts for answers whose upstream reported none, and for prompts that come near a
+ * context window. The BPE tables (`gpt-tokenizer`, o200k) take over a second to load and about
+ * 90 MB of heap, so they live in a worker thread, started with the app:
+ * - the request thread's heap stays small. JavaScriptCore sizes its young generation by the
+ *   heap, and with the tables on the request thread every request paid for it: 67–71 against
+ *   62–63 µs of CPU per non-stream response on the bench's loopback (docs/benchmarks.md);
+ * - counting a long text runs beside the event loop instead of on it.
+ * If the worker cannot be started or dies, counts fall back to a bytes-per-token rule of thumb
+ * (the result is an estimate either way, and recorded as one); the next count starts a new worker.
  */
-type CountTokens = (text: string) => number;
+/**
+ * In a compiled binary every bundled module's `import.meta.url` is the executable's, and the
+ * worker, built as a second entry point (package.json's build, the Dockerfile), keeps its path
+ * under `src/`.
+ */
+const WORKER_URL = /\/(\$bunfs|~BUN)\//.test(import.meta.url)
+  ? new URL("./billing/tokenizer-worker.ts", import.meta.url)
+  : new URL("./tokenizer-worker.ts", import.meta.url);
 
-let loading: Promise<CountTokens> | undefined;
+let worker: Worker | undefined;
+let nextId = 1;
+const waiting = new Map<number, { text: string; resolve: (count: number) => void }>();
 
-export function loadTokenizer(): Promise<CountTokens> {
-  loading ??= import("gpt-tokenizer").then((m) => m.countTokens);
-  return loading;
+/** About 4 bytes a token in English prose, fewer elsewhere: only used when the tokenizer is unavailable. */
+export function roughTokenCount(text: string): number {
+  return Math.ceil(Buffer.byteLength(text) / 4);
 }
 
-/**
- * BPE merges within one pre-tokenised "word" cost more than linear time, and a megabyte
- * without a space is one word: text is counted in slices, so the cost stays linear and a
- * hostile prompt cannot stall the event loop. A cut can split a token: at most one extra
- * token per slice, which an estimate can carry.
- */
-const SLICE = 2048;
+function giveUp(): void {
+  const w = worker;
+  worker = undefined;
+  w?.terminate();
+  for (const { text, resolve } of waiting.values()) resolve(roughTokenCount(text));
+  waiting.clear();
+}
 
-export async function countTokens(text: string): Promise<number> {
-  if (text.length === 0) return 0;
-  const count = await loadTokenizer();
-  if (text.length <= SLICE) return count(text);
-  let total = 0;
-  for (let i = 0; i < text.length; i += SLICE) total += count(text.slice(i, i + SLICE));
-  return total;
+function startWorker(): Worker | undefined {
+  try {
+    const w = new Worker(WORKER_URL);
+    // An idle tokenizer must not keep the process (or a test run) alive.
+    w.unref();
+    w.onmessage = (event: MessageEvent<{ id?: number; count?: number }>) => {
+      const { id, count } = event.data;
+      if (id === undefined || count === undefined) return;
+      const entry = waiting.get(id);
+      if (!entry) return;
+      waiting.delete(id);
+      if (waiting.size === 0) w.unref();
+      entry.resolve(count);
+    };
+    w.onerror = () => giveUp();
+    w.addEventListener("close", () => {
+      if (worker === w) giveUp();
+    });
+    return w;
+  } catch {
+    return undefined;
+  }
+}
+
+/** Starts the tokenizer's thread (and its table load) now, so the first count does not wait. */
+export function loadTokenizer(): void {
+  worker ??= startWorker();
+}
+
+export function countTokens(text: string): Promise<number> {
+  if (text.length === 0) return Promise.resolve(0);
+  worker ??= startWorker();
+  const w = worker;
+  if (!w) return Promise.resolve(roughTokenCount(text));
+  return new Promise((resolve) => {
+    const id = nextId++;
+    waiting.set(id, { text, resolve });
+    // A count in flight keeps the process alive until it is answered.
+    w.ref();
+    w.postMessage({ id, text });
+  });
 }
 
 /**

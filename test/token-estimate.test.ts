@@ -1,0 +1,42 @@
+import { describe, expect, test } from "bun:test";
+import { countTokens as reference } from "gpt-tokenizer";
+import { countTokens, loadTokenizer, promptTokenBound, roughTokenCount } from "../src/billing/token-estimate.ts";
+
+describe("token estimates", () => {
+  test("counts match gpt-tokenizer's, and a long text is counted in slices at most one token per slice apart", async () => {
+    loadTokenizer();
+    const short = "Switchyard forwards each token as soon as it arrives. 汉字 and emoji 🚂 too.";
+    expect(await countTokens(short)).toBe(reference(short));
+    expect(await countTokens("")).toBe(0);
+    const long = "The wagons roll over the hump and into their sorting tracks. ".repeat(400);
+    const counted = await countTokens(long);
+    const exact = reference(long);
+    expect(Math.abs(counted - exact)).toBeLessThanOrEqual(Math.ceil(long.length / 2048));
+    // Concurrent counts each get their own answer.
+    const texts = ["one", "two words", "three short words", short];
+    expect(await Promise.all(texts.map((t) => countTokens(t)))).toEqual(texts.map((t) => reference(t)));
+  });
+
+  test("a long count runs beside the event loop, not on it", async () => {
+    await countTokens("warm"); // tables loaded
+    // A megabyte without a space: the slowest text to count, tens of milliseconds of BPE.
+    const hostile = "x".repeat(1_000_000);
+    let turns = 0;
+    let counting = true;
+    const counted = countTokens(hostile).finally(() => (counting = false));
+    while (counting) {
+      await new Promise<void>((resolve) => setImmediate(resolve));
+      turns++;
+    }
+    expect(await counted).toBeGreaterThan(1000);
+    // On the request thread the count would have finished before the loop turned even once.
+    expect(turns).toBeGreaterThan(10);
+  });
+
+  test("the rough rule used when the tokenizer is unavailable, and the reservation bound", () => {
+    expect(roughTokenCount("abcd".repeat(10))).toBe(10);
+    expect(roughTokenCount("é")).toBe(1);
+    // Bytes / 2 plus framing: never under what byte-level BPE can produce for the same bytes.
+    expect(promptTokenBound(1000, 2)).toBe(500 + 16 + 8);
+  });
+});
