@@ -40,9 +40,8 @@ function startWorker(): Worker | undefined {
     const w = new Worker(WORKER_URL);
     // An idle tokenizer must not keep the process (or a test run) alive.
     w.unref();
-    w.onmessage = (event: MessageEvent<{ id?: number; count?: number }>) => {
+    w.onmessage = (event: MessageEvent<{ id: number; count: number }>) => {
       const { id, count } = event.data;
-      if (id === undefined || count === undefined) return;
       const entry = waiting.get(id);
       if (!entry) return;
       waiting.delete(id);
