@@ -57,6 +57,45 @@ describe("client disconnects", () => {
   });
 });
 
+describe("client disconnects before the answer starts", () => {
+  test("40 concurrent streams whose clients leave while the answer is on its way: nothing left open, held or half-recorded", async () => {
+    const gw = await startGateway({ upstreamUrl: upstream.url });
+    try {
+      // Concurrent, so each answer is held for the end of its event-loop turn (pipeline/end-of-turn.ts):
+      // the clients leave at staggered moments around the upstream's head, the hold included.
+      const runs = Array.from({ length: 40 }, async (_, i) => {
+        upstream.reply({ kind: "sse", holdOpen: true, chunks: [chunk(`part ${i}`)] });
+        const controller = new AbortController();
+        const pending = fetch(`${gw.url}/v1/chat/completions`, {
+          method: "POST",
+          headers: { authorization: `Bearer ${gw.key}`, "content-type": "application/json" },
+          body: JSON.stringify({ model: OPENAI_MODEL, max_tokens: 100, messages: question, stream: true }),
+          signal: controller.signal,
+        });
+        await Bun.sleep(i % 8);
+        controller.abort();
+        await pending.then((res) => res.body?.cancel()).catch(() => {});
+      });
+      await Promise.all(runs);
+      const deadline = Date.now() + 2000;
+      while ((upstream.openStreams() > 0 || gw.app.services.inflight.count > 0) && Date.now() < deadline) await Bun.sleep(10);
+      expect(upstream.openStreams()).toBe(0);
+      await gw.app.services.settled();
+      expect(gw.app.services.inflight.count).toBe(0);
+      expect(gw.app.services.upstream.openConnections()).toBe(0);
+      const state = ledger(gw);
+      expect(state.reservations).toBe(0);
+      // Every request that reached the upstream left its record, and each ended as cancelled.
+      expect(state.records.length).toBeLessThanOrEqual(40);
+      expect(state.records.length).toBeGreaterThanOrEqual(upstream.requests.length);
+      expect(upstream.requests.length).toBeGreaterThan(0);
+      for (const r of state.records) expect(r.status).toBe("cancelled");
+    } finally {
+      await gw.stop();
+    }
+  });
+});
+
 describe("upstreams that misbehave", () => {
   test("a frame larger than the cap → error frame, partial charge, nothing reserved", async () => {
     const gw = await startGateway({ upstreamUrl: upstream.url, maxFrameBytes: 4096 });
