@@ -1,4 +1,7 @@
 import { describe, expect, test } from "bun:test";
+import { copyFileSync, mkdtempSync, rmSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
 import { countTokens as reference } from "gpt-tokenizer";
 import { countTokens, loadTokenizer, promptTokenBound, roughTokenCount } from "../src/billing/token-estimate.ts";
 
@@ -31,6 +34,22 @@ describe("token estimates", () => {
     expect(await counted).toBeGreaterThan(1000);
     // On the request thread the count would have finished before the loop turned even once.
     expect(turns).toBeGreaterThan(10);
+  });
+
+  test("without its worker (a build that left it out), counts fall back to the rough rule instead of waiting forever", async () => {
+    // The module alone in a folder of its own: the worker file it starts is not there.
+    const dir = mkdtempSync(join(tmpdir(), "switchyard-tokenizer-"));
+    try {
+      copyFileSync(new URL("../src/billing/token-estimate.ts", import.meta.url), join(dir, "token-estimate.ts"));
+      const lonely = await import(join(dir, "token-estimate.ts"));
+      const text = "internationalization ".repeat(10);
+      expect(reference(text)).not.toBe(roughTokenCount(text));
+      expect(await lonely.countTokens(text)).toBe(roughTokenCount(text));
+      // The next count tries a new worker, and falls back again.
+      expect(await lonely.countTokens("abcdefgh")).toBe(2);
+    } finally {
+      rmSync(dir, { recursive: true, force: true });
+    }
   });
 
   test("the rough rule used when the tokenizer is unavailable, and the reservation bound", () => {
