@@ -11,6 +11,8 @@ export interface ChatCall {
   principal: Principal;
   /** Bun's per-request idle timeout hook; streams lift it so a quiet upstream does not cut them. */
   server: { timeout(request: Request, seconds: number): void } | null;
+  /** Elysia's response settings; the admission plugin put the rate-limit headers there. */
+  set: { headers: Record<string, unknown> };
 }
 
 /**
@@ -40,7 +42,7 @@ export async function handleChat(deps: ForwardDeps & { catalogue: Catalogue }, c
   }
 
   const length = Number(call.request.headers.get("content-length"));
-  return forward(deps, {
+  const response = await forward(deps, {
     clientFormat: format,
     body,
     bodyBytes: Number.isFinite(length) && length > 0 ? length : JSON.stringify(body).length,
@@ -50,4 +52,13 @@ export async function handleChat(deps: ForwardDeps & { catalogue: Catalogue }, c
     principal: call.principal,
     onStream: () => call.server?.timeout(call.request, 0),
   });
+  // Elysia rebuilds any returned Response while `set.headers` has entries (a second Response
+  // over a stream of the first one's body). Moved onto ours, the answer goes out as built;
+  // errors thrown above still get them from `set`. The answer's own headers win, as in Elysia.
+  const headers = call.set.headers;
+  for (const name in headers) {
+    if (!response.headers.has(name)) response.headers.set(name, String(headers[name]));
+    delete headers[name];
+  }
+  return response;
 }

@@ -8,8 +8,8 @@ import { ChatRequest } from "./schemas.ts";
 export function chatCompletionsRoute(deps: ForwardDeps & { catalogue: Catalogue }) {
   return new Elysia({ name: "switchyard/chat-completions" }).post(
     "/v1/chat/completions",
-    ({ body, request, server }) =>
-      handleChat(deps, { format: "openai", body: body as Record<string, unknown>, request, principal: principalOf(request), server }),
+    ({ body, request, server, set }) =>
+      handleChat(deps, { format: "openai", body: body as Record<string, unknown>, request, principal: principalOf(request), server, set }),
     { body: ChatRequest },
   );
 }

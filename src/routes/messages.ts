@@ -8,8 +8,8 @@ import { MessagesRequest } from "./schemas.ts";
 export function messagesRoute(deps: ForwardDeps & { catalogue: Catalogue }) {
   return new Elysia({ name: "switchyard/messages" }).post(
     "/v1/messages",
-    ({ body, request, server }) =>
-      handleChat(deps, { format: "anthropic", body: body as Record<string, unknown>, request, principal: principalOf(request), server }),
+    ({ body, request, server, set }) =>
+      handleChat(deps, { format: "anthropic", body: body as Record<string, unknown>, request, principal: principalOf(request), server, set }),
     { body: MessagesRequest },
   );
 }
