@@ -691,7 +691,7 @@ async function main() {
   if (ONLY.has("E")) {
     placeUpstream(1);
     say(`\nE  soak — ${P.E.total} requests through the gateway, ${P.E.concurrency} at a time: 20 % streams whose client goes away after ~3 of ${P.E.chunks} chunks (upstream ${P.E.dripMs} ms per chunk),`);
-    say(`   40 % full streams (OpenAI→OpenAI, OpenAI→Anthropic), 40 % non-stream (OpenAI, Anthropic client); RSS idle (lowest over 12 s without load) after ${E_WARMUP} warm-up requests and at the end`);
+    say(`   40 % full streams (OpenAI→OpenAI, OpenAI→Anthropic), 40 % non-stream (OpenAI, Anthropic client); RSS idle (lowest over 25 s without load) after ${E_WARMUP} warm-up requests and at the end`);
     const eStartMs = Date.now();
     const upBefore = await upstreamStats();
     const r = await runClient<any>({ task: "soak", gateway: gw, key, total: P.E.total, warmup: E_WARMUP, concurrency: P.E.concurrency, checkpoint: P.E.total / 10, gatewayPid: gwPid, chunks: P.E.chunks });
