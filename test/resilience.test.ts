@@ -31,12 +31,8 @@ describe("client disconnects", () => {
         upstream.reply({ kind: "sse", holdOpen: true, chunks: [chunk(`part ${i}`)] });
         const controller = new AbortController();
         // Both client formats, over the same OpenAI-speaking upstream.
-        const res = await fetch(`${gw.url}${i % 2 ? "/v1/chat/completions" : "/v1/messages"}`, {
-          method: "POST",
-          headers: { authorization: `Bearer ${gw.key}`, "content-type": "application/json" },
-          body: JSON.stringify({ model: OPENAI_MODEL, max_tokens: 100, messages: question, stream: true }),
-          signal: controller.signal,
-        });
+        const res = await post(gw, i % 2 ? "/v1/chat/completions" : "/v1/messages",
+          { model: OPENAI_MODEL, max_tokens: 100, messages: question, stream: true }, {}, controller.signal);
         const reader = res.body!.getReader();
         await reader.read();
         controller.abort();
@@ -66,12 +62,7 @@ describe("client disconnects before the answer starts", () => {
       const runs = Array.from({ length: 40 }, async (_, i) => {
         upstream.reply({ kind: "sse", holdOpen: true, chunks: [chunk(`part ${i}`)] });
         const controller = new AbortController();
-        const pending = fetch(`${gw.url}/v1/chat/completions`, {
-          method: "POST",
-          headers: { authorization: `Bearer ${gw.key}`, "content-type": "application/json" },
-          body: JSON.stringify({ model: OPENAI_MODEL, max_tokens: 100, messages: question, stream: true }),
-          signal: controller.signal,
-        });
+        const pending = post(gw, "/v1/chat/completions", { model: OPENAI_MODEL, max_tokens: 100, messages: question, stream: true }, {}, controller.signal);
         await Bun.sleep(i % 8);
         controller.abort();
         await pending.then((res) => res.body?.cancel()).catch(() => {});

@@ -15,8 +15,16 @@
 let held: (() => void)[] = [];
 let turn: Promise<void> | null = null;
 let releaseTurn: (() => void) | null = null;
+let scheduled = false;
+
+function schedule(): void {
+  if (scheduled) return;
+  scheduled = true;
+  setImmediate(flush);
+}
 
 function flush(): void {
+  scheduled = false;
   const due = held;
   held = [];
   const resolve = releaseTurn;
@@ -34,15 +42,13 @@ function flush(): void {
 
 /** Runs `fn` once the current turn's callbacks have all run; in the order queued. */
 export function atEndOfTurn(fn: () => void): void {
-  if (held.length === 0 && !turn) setImmediate(flush);
+  schedule();
   held.push(fn);
 }
 
 /** Resolves once the current turn's callbacks have all run (one promise shared by the turn). */
 export function endOfTurn(): Promise<void> {
-  if (!turn) {
-    if (held.length === 0) setImmediate(flush);
-    turn = new Promise<void>((resolve) => (releaseTurn = resolve));
-  }
+  schedule();
+  turn ??= new Promise<void>((resolve) => (releaseTurn = resolve));
   return turn;
 }
