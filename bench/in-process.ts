@@ -5,7 +5,7 @@
  * one response), so it moves with every change to the hot path while the loopback bench's
  * ratios drown small changes in noise. Informative: the targets are judged by `bun run bench`.
  *
- *   bun bench/in-process.ts [--requests N] [--concurrency C] [--only nonstream,stream,translated]
+ *   bun bench/in-process.ts [--requests N] [--concurrency C] [--only nonstream,stream,translated,large]
  *
  * With `--cpu-prof-md` before the script (`bun --cpu-prof-md bench/in-process.ts`) it doubles as
  * the quickest profile of the hot path.
@@ -93,6 +93,8 @@ const scenarios: Record<string, string> = {
   nonstream: JSON.stringify({ model: "bench/gpt", messages, max_tokens: 20 }),
   stream: JSON.stringify({ model: "bench/gpt", messages, max_tokens: 20, stream: true, stream_options: { include_usage: true } }),
   translated: JSON.stringify({ model: "bench/claude", messages, max_tokens: 20, stream: true }),
+  /** An agent-sized conversation, about 210 KB (not run unless asked for with --only). */
+  large: JSON.stringify({ model: "bench/gpt", messages: Array.from({ length: 200 }, (_, i) => ({ role: i % 2 ? "assistant" : "user", content: "A switchyard sorts wagons by destination, track by track. ".repeat(18) })), max_tokens: 20 }),
 };
 
 async function one(body: string): Promise<void> {

@@ -142,6 +142,7 @@ interface Row {
 }
 
 const lastUpstreamBody = () => upstream.requests.at(-1)!.body;
+const saysTooDeep = (_e: Endpoint, parsed: any) => expect(parsed.error.message).toBe("The request body nests deeper than 64 levels.");
 
 const rows: Row[] = [
   // -- Bytes that are not UTF-8: refused, never turned into U+FFFD and sent to the model.
@@ -182,10 +183,20 @@ const rows: Row[] = [
   { name: "JSON true", body: () => "true", status: 400 },
 
   // -- Nesting: refused past 64 levels before anything walks the value recursively.
-  { name: "100,000 levels of '[' never closed", body: () => "[".repeat(100_000), status: 400 },
-  { name: "100,000 nested arrays, balanced", body: () => nested(100_000), status: 400 },
-  { name: "100,000 nested objects in an extra field", body: withRaw('"x":' + '{"a":'.repeat(100_000) + "1" + "}".repeat(100_000)), status: 400 },
-  { name: "70 levels in an extra field (limit 64)", body: withRaw('"metadata":' + nested(70)), status: 400 },
+  { name: "100,000 levels of '[' never closed", body: () => "[".repeat(100_000), status: 400, check: saysTooDeep },
+  { name: "100,000 nested arrays, balanced", body: () => nested(100_000), status: 400, check: saysTooDeep },
+  { name: "100,000 nested objects in an extra field", body: withRaw('"x":' + '{"a":'.repeat(100_000) + "1" + "}".repeat(100_000)), status: 400, check: saysTooDeep },
+  { name: "70 levels in an extra field (limit 64)", body: withRaw('"metadata":' + nested(70)), status: 400, check: saysTooDeep },
+  // The body's own object is level 1: 63 more make 64, the limit.
+  { name: "64 levels in all (accepted)", body: withRaw('"metadata":' + nested(63)), status: 200 },
+  { name: "65 levels in all, in objects (refused)", body: withRaw('"metadata":' + '{"a":'.repeat(64) + "1" + "}".repeat(64)), status: 400, check: saysTooDeep },
+  { name: "65 levels deep in the last of many messages (refused)", body: (e) => {
+    const b = base(e) as { messages: unknown[] };
+    for (let i = 0; i < 50; i++) b.messages.unshift({ role: "user", content: "hi" }, { role: "assistant", content: "hello" });
+    // body 1, messages 2, the message 3, extra 4, its object 5, "a" 6, then 59 more.
+    return JSON.stringify(b).slice(0, -3) + ',"extra":[1,{"a":[' + nested(59) + "]}]}]}";
+  }, status: 400, check: saysTooDeep },
+  { name: "brackets inside strings do not count as nesting (accepted)", body: (e) => JSON.stringify(base(e)).replace('"hi"', JSON.stringify("[".repeat(500) + "{".repeat(500))), status: 200 },
   { name: "40 levels in an extra field (accepted)", body: withRaw('"metadata":' + nested(40)), status: 200 },
 
   // -- Content types: a JSON-looking body under another type is a 400 (never 415).

@@ -7,9 +7,9 @@ export const MAX_JSON_DEPTH = 64;
 const strictUtf8 = new TextDecoder("utf-8", { fatal: true });
 
 /**
- * How deeply a JSON text nests, outside strings, in one pass over the characters. JSON.parse
- * itself copes with 100,000 levels, but everything after it (validation, error reports,
- * re-serialising for the upstream) walks the value recursively, slowly or to a stack overflow.
+ * How deeply a JSON text nests, outside strings, in one pass over the characters. Only used to
+ * word the refusal of a text JSON.parse rejected: a walk of the parsed value is much cheaper
+ * (see deeperThan).
  */
 export function nestingDepth(text: string, limit: number): number {
   let depth = 0;
@@ -29,6 +29,29 @@ export function nestingDepth(text: string, limit: number): number {
 }
 
 /**
+ * Whether a parsed JSON value nests more than `limit` levels (objects and arrays; the top one is
+ * level 1). JSON.parse itself copes with 100,000 levels, but everything after it (validation,
+ * error reports, re-serialising for the upstream) walks the value recursively, slowly or to a
+ * stack overflow. The walk visits containers only and stops at the limit, so it costs a few
+ * microseconds for a 200 KB conversation, where scanning the text's characters cost 300.
+ */
+export function deeperThan(value: object, limit: number): boolean {
+  if (limit === 0) return true;
+  if (Array.isArray(value)) {
+    for (let i = 0; i < value.length; i++) {
+      const item: unknown = value[i];
+      if (typeof item === "object" && item !== null && deeperThan(item, limit - 1)) return true;
+    }
+    return false;
+  }
+  for (const key in value) {
+    const item: unknown = (value as Record<string, unknown>)[key];
+    if (typeof item === "object" && item !== null && deeperThan(item, limit - 1)) return true;
+  }
+  return false;
+}
+
+/**
  * JSON bodies are read strictly: invalid UTF-8 is refused rather than silently turned into
  * U+FFFD (which would send text to the model that the client never wrote), and so is nesting
  * deeper than MAX_JSON_DEPTH. Every failure is a 400 in the client's error shape.
@@ -43,16 +66,18 @@ export function jsonBodyPlugin(maxBytes: number) {
     } catch {
       throw new GatewayError(400, "invalid_request", "The request body is not valid UTF-8.");
     }
-    if (nestingDepth(text, MAX_JSON_DEPTH) > MAX_JSON_DEPTH) {
-      throw new GatewayError(400, "invalid_request", `The request body nests deeper than ${MAX_JSON_DEPTH} levels.`);
-    }
+    let value: unknown;
     try {
-      return JSON.parse(text);
+      value = JSON.parse(text);
     } catch {
-      throw new GatewayError(400, "invalid_request", "The request body is not valid JSON.");
+      throw nestingDepth(text, MAX_JSON_DEPTH) > MAX_JSON_DEPTH ? tooDeep() : new GatewayError(400, "invalid_request", "The request body is not valid JSON.");
     }
+    if (typeof value === "object" && value !== null && deeperThan(value, MAX_JSON_DEPTH)) throw tooDeep();
+    return value;
   });
 }
+
+const tooDeep = () => new GatewayError(400, "invalid_request", `The request body nests deeper than ${MAX_JSON_DEPTH} levels.`);
 
 /** The body, read no further than the limit: a body sent without Content-Length is measured here. */
 async function readCapped(request: Request, maxBytes: number): Promise<Uint8Array> {
