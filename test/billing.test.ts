@@ -1,7 +1,7 @@
 import { Database } from "bun:sqlite";
 import { describe, expect, test } from "bun:test";
 import { useFakeUpstream } from "./helpers/fake-upstream.ts";
-import { FREE_MODEL, OPENAI_MODEL, ANTHROPIC_MODEL, post, sseFrames, startGateway, type Gateway, spendUntilRefused } from "./helpers/gateway.ts";
+import { FREE_MODEL, IMAGES_API_MODEL, OPENAI_MODEL, ANTHROPIC_MODEL, post, sseFrames, startGateway, type Gateway, spendUntilRefused } from "./helpers/gateway.ts";
 
 const upstream = useFakeUpstream();
 
@@ -209,6 +209,37 @@ describe("failures cost nothing; partial answers cost what they produced", () =>
 });
 
 describe("rate limit", () => {
+  test("the headers ride on every kind of answer: JSON, streams, a whole answer sent as a stream, errors from inside the pipeline", async () => {
+    const gw = await startGateway({ upstreamUrl: upstream.url, requestsPerMinute: 100, credits: 1 });
+    try {
+      const answers: [string, () => Promise<Response>, number][] = [
+        ["JSON answer", () => post(gw, "/v1/chat/completions", { model: OPENAI_MODEL, max_tokens: 10, messages: question }), 200],
+        ["stream, relayed", () => post(gw, "/v1/chat/completions", { model: OPENAI_MODEL, max_tokens: 10, messages: question, stream: true }), 200],
+        ["stream, translated", () => post(gw, "/v1/messages", { model: OPENAI_MODEL, max_tokens: 10, messages: question, stream: true }), 200],
+        ["a whole answer as a stream (the images API)", () => {
+          upstream.reply({ kind: "json", body: { created: 1, data: [{ b64_json: "iVBORw0KGgo=", revised_prompt: "x" }] } });
+          return post(gw, "/v1/chat/completions", { model: IMAGES_API_MODEL, messages: question, stream: true });
+        }, 200],
+        ["402 from the reservation", () => post(gw, "/v1/chat/completions", { model: ANTHROPIC_MODEL, max_tokens: 8000, messages: question }), 402],
+        ["an upstream's refusal", () => {
+          upstream.reply({ kind: "json", status: 400, body: { error: { message: "no", type: "invalid_request_error" } } });
+          return post(gw, "/v1/chat/completions", { model: OPENAI_MODEL, max_tokens: 10, messages: question });
+        }, 400],
+      ];
+      let remaining = 100;
+      for (const [what, send, status] of answers) {
+        const res = await send();
+        await res.text();
+        expect([what, res.status]).toEqual([what, status]);
+        expect([what, res.headers.get("x-ratelimit-limit-requests"), res.headers.get("x-ratelimit-remaining-requests")]).toEqual([what, "100", String(--remaining)]);
+        // The answer's own type is kept.
+        expect(res.headers.get("content-type")).toStartWith(status === 200 && what !== "JSON answer" ? "text/event-stream" : "application/json");
+      }
+    } finally {
+      await gw.stop();
+    }
+  });
+
   test("the 61st request in a minute gets 429 with Retry-After; the bucket refills; headers on every answer", async () => {
     let now = 1_800_000_000_000;
     const gw = await startGateway({ upstreamUrl: upstream.url, requestsPerMinute: 60, now: () => now });
