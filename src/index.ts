@@ -1,5 +1,6 @@
 import { ConfigError, loadSettings, type Settings } from "./config/load-config.ts";
 import { openDatabase } from "./store/database.ts";
+import { startWalCheckpointer } from "./store/wal-checkpointer.ts";
 import { createApp } from "./app.ts";
 import { jsonLogger } from "./log.ts";
 import { issueDemoKey } from "./accounts/demo-account.ts";
@@ -22,6 +23,11 @@ if (maxUpstream < 1024) {
 }
 const dbPath = process.env.SWITCHYARD_DB ?? "./data/switchyard.sqlite";
 const db = openDatabase(dbPath);
+// Checkpoints (the one fsync in WAL mode) on a thread of their own, not inside a request's commit.
+const checkpointer = startWalCheckpointer(db, dbPath, {
+  onFailure: (message) => log("warn", "WAL checkpoints are back on the request thread", { error: message }),
+});
+void checkpointer.ready.then((running) => running && log("debug", "WAL checkpoints run on their own thread", { db: dbPath }));
 const app = createApp({ db, settings, log, adminToken: process.env.SWITCHYARD_ADMIN_TOKEN || undefined });
 // Holds live in memory, so one gateway per database file; the heartbeat notices a second one.
 const warnShared = (message: string, fields: Record<string, unknown>) => log("error", message, fields);
@@ -72,6 +78,7 @@ for (const signal of ["SIGTERM", "SIGINT"] as const) {
     await Promise.race([drained, Bun.sleep(SHUTDOWN_GRACE_MS)]);
     clearInterval(heartbeat);
     app.services.ledger.retire();
+    await checkpointer.stop();
     db.close();
     process.exit(0);
   });

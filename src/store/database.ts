@@ -67,13 +67,19 @@ const MIGRATIONS: string[] = [
   `DROP TABLE reservations;`,
 ];
 
+/**
+ * Log pages after which a commit checkpoints (40 MB; SQLite's default is 4 MB). A checkpoint is
+ * the one fsync in WAL mode; the gateway moves them to a thread of their own (wal-checkpointer.ts)
+ * and falls back to this when that thread is not running.
+ */
+export const WAL_AUTOCHECKPOINT_PAGES = 10_000;
+
 export function openDatabase(path: string): Database {
   if (path !== ":memory:") mkdirSync(dirname(path), { recursive: true });
   const db = new Database(path, { create: true, strict: true });
   // WAL lets the admin CLI read and write while the gateway runs; busy_timeout covers the brief write locks.
   db.exec("PRAGMA journal_mode = WAL; PRAGMA synchronous = NORMAL; PRAGMA foreign_keys = ON; PRAGMA busy_timeout = 5000;");
-  // A checkpoint is the one fsync in WAL mode and it runs on the request thread: every 40 MB of log, not every 4 MB.
-  db.exec("PRAGMA wal_autocheckpoint = 10000;");
+  db.exec(`PRAGMA wal_autocheckpoint = ${WAL_AUTOCHECKPOINT_PAGES};`);
   migrate(db);
   return db;
 }
