@@ -118,6 +118,16 @@ describe("accounts", () => {
     expect(row).toEqual({ name: "Acme Inc", balance_micro: 12_500_000 });
   });
 
+  test("fields the admin API does not know are ignored, not refused", async () => {
+    const res = await admin("POST", "/v1/admin/accounts", { name: "Later Inc", credits: 3, currency: "EUR", notes: { tier: "gold" } });
+    expect(res.status).toBe(201);
+    const account = (await res.json()) as { id: string };
+    expect(Object.keys(account).sort()).toEqual(["balance", "id", "name"]);
+    const key = await admin("POST", `/v1/admin/accounts/${account.id}/keys`, { name: "k", scopes: ["chat"] });
+    expect(key.status).toBe(201);
+    expect((await admin("POST", `/v1/admin/accounts/${account.id}/credits`, { amount: 1, reason: "promo" })).status).toBe(200);
+  });
+
   test("six decimals are accepted exactly", async () => {
     const account = await createAccount("micro", 0.000001);
     expect(account.balance).toBe(0.000001);

@@ -9,7 +9,9 @@ import type { createUsageReport } from "../billing/usage-report.ts";
 import { GatewayError } from "../pipeline/gateway-error.ts";
 
 const Credits = t.Number({ minimum: 0, maximum: MAX_CREDITS });
-const CreateAccount = t.Object({ name: t.String({ minLength: 1, maxLength: 200 }), credits: Credits });
+/** Fields a body carries beyond these are ignored (a newer client's options), never refused. */
+const open = { additionalProperties: true } as const;
+const CreateAccount = t.Object({ name: t.String({ minLength: 1, maxLength: 200 }), credits: Credits }, open);
 const CreateKey = t.Object({
   name: t.Optional(t.String({ maxLength: 200 })),
   rate_limit_per_minute: t.Optional(t.Integer({ minimum: 1, maximum: 1_000_000 })),
@@ -17,8 +19,8 @@ const CreateKey = t.Object({
   expires_at: t.Optional(t.String({ minLength: 10, maxLength: 40 })),
   /** Most this key may spend, in credits, over its life. */
   spend_limit: t.Optional(Credits),
-});
-const TopUp = t.Object({ amount: t.Number({ exclusiveMinimum: 0, maximum: MAX_CREDITS }) });
+}, open);
+const TopUp = t.Object({ amount: t.Number({ exclusiveMinimum: 0, maximum: MAX_CREDITS }) }, open);
 
 function micro(credits: number): number {
   try {
