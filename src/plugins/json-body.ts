@@ -7,48 +7,34 @@ export const MAX_JSON_DEPTH = 64;
 const strictUtf8 = new TextDecoder("utf-8", { fatal: true });
 
 /**
- * How deeply a JSON text nests, outside strings, in one pass over the characters. Only used to
- * word the refusal of a text JSON.parse rejected: a walk of the parsed value is much cheaper
- * (see deeperThan).
+ * How deeply a JSON text nests, outside strings, stopping as soon as it passes `limit`.
+ * JSON.parse itself copes with 100,000 levels, but everything after it (validation, error
+ * reports, re-serialising for the upstream) walks the value recursively, slowly or to a stack
+ * overflow; and parsing first would let 10 MB of brackets build millions of nested arrays
+ * (700 ms and 400 MB for 5,000,000) only to refuse them. Strings, most of a conversation's
+ * bytes, are jumped over with indexOf rather than read a character at a time: 13–25 µs for a
+ * 210 KB conversation instead of 220.
  */
 export function nestingDepth(text: string, limit: number): number {
   let depth = 0;
   let max = 0;
-  let inString = false;
   for (let i = 0; i < text.length; i++) {
     const c = text.charCodeAt(i);
-    if (inString) {
-      if (c === 92 /* \ */) i++;
-      else if (c === 34 /* " */) inString = false;
-    } else if (c === 34) inString = true;
-    else if (c === 123 /* { */ || c === 91 /* [ */) {
+    if (c === 34 /* " */) {
+      // The closing quote is the next one not escaped by an odd run of backslashes.
+      for (;;) {
+        const quote = text.indexOf('"', i + 1);
+        if (quote === -1) return max; // unterminated: JSON.parse refuses it
+        let before = quote - 1;
+        while (text.charCodeAt(before) === 92 /* \ */) before--;
+        i = quote;
+        if ((quote - 1 - before) % 2 === 0) break;
+      }
+    } else if (c === 123 /* { */ || c === 91 /* [ */) {
       if (++depth > max && (max = depth) > limit) return max;
     } else if (c === 125 || c === 93) depth--;
   }
   return max;
-}
-
-/**
- * Whether a parsed JSON value nests more than `limit` levels (objects and arrays; the top one is
- * level 1). JSON.parse itself copes with 100,000 levels, but everything after it (validation,
- * error reports, re-serialising for the upstream) walks the value recursively, slowly or to a
- * stack overflow. The walk visits containers only and stops at the limit, so it costs a few
- * microseconds for a 200 KB conversation, where scanning the text's characters cost 300.
- */
-export function deeperThan(value: object, limit: number): boolean {
-  if (limit === 0) return true;
-  if (Array.isArray(value)) {
-    for (let i = 0; i < value.length; i++) {
-      const item: unknown = value[i];
-      if (typeof item === "object" && item !== null && deeperThan(item, limit - 1)) return true;
-    }
-    return false;
-  }
-  for (const key in value) {
-    const item: unknown = (value as Record<string, unknown>)[key];
-    if (typeof item === "object" && item !== null && deeperThan(item, limit - 1)) return true;
-  }
-  return false;
 }
 
 /**
@@ -66,18 +52,16 @@ export function jsonBodyPlugin(maxBytes: number) {
     } catch {
       throw new GatewayError(400, "invalid_request", "The request body is not valid UTF-8.");
     }
-    let value: unknown;
-    try {
-      value = JSON.parse(text);
-    } catch {
-      throw nestingDepth(text, MAX_JSON_DEPTH) > MAX_JSON_DEPTH ? tooDeep() : new GatewayError(400, "invalid_request", "The request body is not valid JSON.");
+    if (nestingDepth(text, MAX_JSON_DEPTH) > MAX_JSON_DEPTH) {
+      throw new GatewayError(400, "invalid_request", `The request body nests deeper than ${MAX_JSON_DEPTH} levels.`);
     }
-    if (typeof value === "object" && value !== null && deeperThan(value, MAX_JSON_DEPTH)) throw tooDeep();
-    return value;
+    try {
+      return JSON.parse(text);
+    } catch {
+      throw new GatewayError(400, "invalid_request", "The request body is not valid JSON.");
+    }
   });
 }
-
-const tooDeep = () => new GatewayError(400, "invalid_request", `The request body nests deeper than ${MAX_JSON_DEPTH} levels.`);
 
 /** The body, read no further than the limit: a body sent without Content-Length is measured here. */
 async function readCapped(request: Request, maxBytes: number): Promise<Uint8Array> {
