@@ -18,6 +18,7 @@ import { resolveSettings } from "../src/config/load-config.ts";
 import { openDatabase } from "../src/store/database.ts";
 import { silentLogger } from "../src/log.ts";
 import { parseArgs } from "./child-process.ts";
+import { agentConversation } from "./agent-conversation.ts";
 
 const args = parseArgs();
 const REQUESTS = Number(args.get("requests") ?? 40_000);
@@ -94,7 +95,7 @@ const scenarios: Record<string, string> = {
   stream: JSON.stringify({ model: "bench/gpt", messages, max_tokens: 20, stream: true, stream_options: { include_usage: true } }),
   translated: JSON.stringify({ model: "bench/claude", messages, max_tokens: 20, stream: true }),
   /** An agent-sized conversation, about 210 KB (not run unless asked for with --only). */
-  large: JSON.stringify({ model: "bench/gpt", messages: Array.from({ length: 200 }, (_, i) => ({ role: i % 2 ? "assistant" : "user", content: "A switchyard sorts wagons by destination, track by track. ".repeat(18) })), max_tokens: 20 }),
+  large: JSON.stringify({ model: "bench/gpt", messages: agentConversation(), max_tokens: 20 }),
 };
 
 async function one(body: string): Promise<void> {

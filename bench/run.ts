@@ -23,6 +23,7 @@ import type { Subprocess } from "bun";
 import { summarize, type Summary } from "./stats.ts";
 import { idleRssKb, readStatusKb } from "./proc-status.ts";
 import type { ClientSpec, RequestSpec } from "./client.ts";
+import { agentConversation } from "./agent-conversation.ts";
 
 // ---------------------------------------------------------------------------------------------
 // Options
@@ -476,8 +477,7 @@ async function main() {
   const anthropicHeaders = { "x-api-key": vendorKeys.BENCH_ANTHROPIC_KEY, "anthropic-version": "2023-06-01", "content-type": "application/json" };
   const gwHeaders = { authorization: `Bearer ${key}`, "content-type": "application/json" };
   const messages = [{ role: "user", content: "Tell me how a railway switchyard sorts its wagons." }];
-  /** An agent-sized conversation (what coding agents send on every turn): about 210 KB of JSON. */
-  const largeConversation = Array.from({ length: P.A.largeMessages }, (_, i) => ({ role: i % 2 ? "assistant" : "user", content: "A switchyard sorts wagons by destination, track by track. ".repeat(18) }));
+  const largeConversation = agentConversation(P.A.largeMessages);
   const openaiBody = (modelId: string, chunks: number, stream: boolean, conversation: unknown[] = messages) =>
     JSON.stringify({ model: modelId, messages: conversation, max_tokens: chunks, ...(stream ? { stream: true, stream_options: { include_usage: true } } : {}) });
   const anthropicBody = (chunks: number) => JSON.stringify({ model: "claude-sonnet-4-5", max_tokens: chunks, messages, stream: true });
@@ -556,19 +556,22 @@ async function main() {
   };
   const LATENCY_LAYOUT = PIN ? "latency layout: the fake upstream shares core 0 with the gateway and the floor; the client is on core 1" : "no pinning";
 
+  /** Each target's p50 and p99 over the rounds, and what the gateway and the floor add to going direct in the same round. */
+  const latencySummary = (rounds: Record<string, any[]>) => {
+    const per = (name: string, k: string) => rounds[name]!.map((x) => x[k] as number);
+    const added = (name: string, k: string) => per(name, k).map((v, i) => v - per("direct", k)[i]!);
+    return {
+      latency_ms: Object.fromEntries(["direct", "floor", "gateway"].map((n) => [n, { p50: summarize(per(n, "p50")), p99: summarize(per(n, "p99")) }])),
+      gateway_added_ms: { p50: summarize(added("gateway", "p50")), p99: summarize(added("gateway", "p99")) },
+      floor_added_ms: { p50: summarize(added("floor", "p50")), p99: summarize(added("floor", "p99")) },
+    };
+  };
+
   if (ONLY.has("A")) {
     placeUpstream(0);
     say(`\nA  added latency (${LATENCY_LAYOUT}) — 1 connection, sequential, non-stream (${P.A.chunks}-word answer); ${ROUNDS} rounds × ${P.A.perRound} requests per target after ${P.A.warmup} warm-up (plus 10 unrecorded at each turn); our fetch client`);
     const r = await runClient<{ rounds: Record<string, any[]>; errors: Record<string, string[]> }>({ task: "alternate", targets: openaiTargets(P.A.chunks, false), rounds: ROUNDS, perRound: P.A.perRound, warmup: P.A.warmup });
-    const per = (name: string, k: string) => r.rounds[name]!.map((x) => x[k] as number);
-    const added = (name: string, k: string) => per(name, k).map((v, i) => v - per("direct", k)[i]!);
-    const a = {
-      latency_ms: Object.fromEntries(["direct", "floor", "gateway"].map((n) => [n, { p50: summarize(per(n, "p50")), p99: summarize(per(n, "p99")) }])),
-      gateway_added_ms: { p50: summarize(added("gateway", "p50")), p99: summarize(added("gateway", "p99")) },
-      floor_added_ms: { p50: summarize(added("floor", "p50")), p99: summarize(added("floor", "p99")) },
-      errors: r.errors,
-      raw_rounds: r.rounds,
-    };
+    const a = { ...latencySummary(r.rounds), errors: r.errors, raw_rounds: r.rounds };
     results.scenarios.A = a;
     say(`   ${pad("target", 9)} ${pad("p50 ms  median [min–max of rounds]", 36)} p99 ms`);
     for (const n of ["direct", "floor", "gateway"]) say(`   ${pad(n, 9)} ${pad(range(a.latency_ms[n]!.p50), 36)} ${range(a.latency_ms[n]!.p99)}`);
@@ -581,16 +584,7 @@ async function main() {
     const largeBytes = openaiBody("bench/gpt", P.A.chunks, false, largeConversation).length;
     say(`   agent-sized request (${P.A.largeMessages} messages, ${Math.round(largeBytes / 1024)} KB), ${ROUNDS} rounds × ${P.A.largePerRound} requests per target:`);
     const big = await runClient<{ rounds: Record<string, any[]>; errors: Record<string, string[]> }>({ task: "alternate", targets: openaiTargets(P.A.chunks, false, largeConversation), rounds: ROUNDS, perRound: P.A.largePerRound, warmup: 100 });
-    const bigPer = (name: string, k: string) => big.rounds[name]!.map((x) => x[k] as number);
-    const bigAdded = (name: string, k: string) => bigPer(name, k).map((v, i) => v - bigPer("direct", k)[i]!);
-    const large = {
-      messages: P.A.largeMessages,
-      bytes: largeBytes,
-      latency_ms: Object.fromEntries(["direct", "floor", "gateway"].map((n) => [n, { p50: summarize(bigPer(n, "p50")), p99: summarize(bigPer(n, "p99")) }])),
-      gateway_added_ms: { p50: summarize(bigAdded("gateway", "p50")), p99: summarize(bigAdded("gateway", "p99")) },
-      floor_added_ms: { p50: summarize(bigAdded("floor", "p50")), p99: summarize(bigAdded("floor", "p99")) },
-      errors: big.errors,
-    };
+    const large = { messages: P.A.largeMessages, bytes: largeBytes, ...latencySummary(big.rounds), errors: big.errors };
     results.scenarios.A_large = large;
     say(`   added by the gateway: p50 ${range(large.gateway_added_ms.p50)} ms, p99 ${range(large.gateway_added_ms.p99)} ms (the floor: p50 ${range(large.floor_added_ms.p50)} ms)`);
     if (Object.keys(big.errors).length) say(`   ERRORS: ${JSON.stringify(big.errors)}`);

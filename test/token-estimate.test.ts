@@ -1,5 +1,5 @@
 import { describe, expect, test } from "bun:test";
-import { copyFileSync, mkdtempSync, rmSync } from "node:fs";
+import { copyFileSync, mkdirSync, mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { countTokens as reference } from "gpt-tokenizer";
@@ -37,11 +37,13 @@ describe("token estimates", () => {
   });
 
   test("without its worker (a build that left it out), counts fall back to the rough rule instead of waiting forever", async () => {
-    // The module alone in a folder of its own: the worker file it starts is not there.
+    // The module (and what it imports) in a folder of its own: the worker file it starts is not there.
     const dir = mkdtempSync(join(tmpdir(), "switchyard-tokenizer-"));
     try {
-      copyFileSync(new URL("../src/billing/token-estimate.ts", import.meta.url), join(dir, "token-estimate.ts"));
-      const lonely = await import(join(dir, "token-estimate.ts"));
+      mkdirSync(join(dir, "billing"));
+      copyFileSync(new URL("../src/worker-url.ts", import.meta.url), join(dir, "worker-url.ts"));
+      copyFileSync(new URL("../src/billing/token-estimate.ts", import.meta.url), join(dir, "billing", "token-estimate.ts"));
+      const lonely = await import(join(dir, "billing", "token-estimate.ts"));
       const text = "internationalization ".repeat(10);
       expect(reference(text)).not.toBe(roughTokenCount(text));
       expect(await lonely.countTokens(text)).toBe(roughTokenCount(text));

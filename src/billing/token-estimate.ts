@@ -1,3 +1,5 @@
+import { workerUrl } from "../worker-url.ts";
+
 /**
  * Token counts for answers whose upstream reported none, and for prompts that come near a
  * context window. The BPE tables (`gpt-tokenizer`, o200k) take over a second to load and about
@@ -9,14 +11,7 @@
  * If the worker cannot be started or dies, counts fall back to a bytes-per-token rule of thumb
  * (the result is an estimate either way, and recorded as one); the next count starts a new worker.
  */
-/**
- * In a compiled binary every bundled module's `import.meta.url` is the executable's, and the
- * worker, built as a second entry point (package.json's build, the Dockerfile), keeps its path
- * under `src/`.
- */
-const WORKER_URL = /\/(\$bunfs|~BUN)\//.test(import.meta.url)
-  ? new URL("./billing/tokenizer-worker.ts", import.meta.url)
-  : new URL("./tokenizer-worker.ts", import.meta.url);
+const WORKER_URL = workerUrl("billing/tokenizer-worker.ts");
 
 let worker: Worker | undefined;
 let nextId = 1;

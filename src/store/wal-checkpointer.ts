@@ -1,6 +1,7 @@
 import type { Database } from "bun:sqlite";
 import { WAL_AUTOCHECKPOINT_PAGES } from "./database.ts";
 import type { CheckpointCommand, CheckpointReport } from "./checkpoint-worker.ts";
+import { workerUrl } from "../worker-url.ts";
 
 /**
  * WAL checkpoints on a thread of their own. A checkpoint copies the log into the database file
@@ -10,14 +11,8 @@ import type { CheckpointCommand, CheckpointReport } from "./checkpoint-worker.ts
  * running, the gateway's connection never checkpoints (`wal_autocheckpoint = 0`) and the thread
  * does, every `intervalMs`. If the thread cannot start or fails, the connection checkpoints
  * again as before: the log never grows unchecked.
- *
- * In a compiled binary every bundled module's `import.meta.url` is the executable's, and the
- * worker, built as another entry point (package.json's build, the Dockerfile), keeps its path
- * under `src/`.
  */
-const WORKER_URL = /\/(\$bunfs|~BUN)\//.test(import.meta.url)
-  ? new URL("./store/checkpoint-worker.ts", import.meta.url)
-  : new URL("./checkpoint-worker.ts", import.meta.url);
+const WORKER_URL = workerUrl("store/checkpoint-worker.ts");
 
 export interface WalCheckpointer {
   /** True once the thread runs the checkpoints; false when they stay with the connection. */
