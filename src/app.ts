@@ -3,7 +3,8 @@ import type { Database } from "bun:sqlite";
 import type { Settings } from "./config/load-config.ts";
 import { createAccountStore } from "./accounts/account-store.ts";
 import { createKeyResolver } from "./accounts/key-resolver.ts";
-import { createLedger } from "./billing/ledger.ts";
+import type { Ledger, RejectionLog } from "./billing/ledger.ts";
+import { createSqliteLedger, type SqliteLedgerOptions } from "./store/sqlite/sqlite-ledger.ts";
 import { createUsageReport } from "./billing/usage-report.ts";
 import { createCatalogue } from "./catalogue/catalogue.ts";
 import type { Logger } from "./log.ts";
@@ -16,6 +17,7 @@ import { adminRoutes } from "./routes/admin.ts";
 import { chatCompletionsRoute } from "./routes/chat-completions.ts";
 import { messagesRoute } from "./routes/messages.ts";
 import { modelsRoute } from "./routes/models.ts";
+import { healthRoutes } from "./routes/health.ts";
 import { withSimulatedUpstream } from "./providers/simulated/simulated-upstream.ts";
 import { loadTokenizer } from "./billing/token-estimate.ts";
 import { createInflight } from "./pipeline/inflight.ts";
@@ -30,6 +32,10 @@ export interface AppDeps {
   now?: () => number;
   log: Logger;
   adminToken?: string;
+  /** Tuning of the SQLite ledger (tests shorten its timers). */
+  ledgerOptions?: Omit<SqliteLedgerOptions, "now" | "changes" | "log">;
+  /** Wraps the ledger the app builds (tests inject faults with it). */
+  wrapLedger?: (ledger: Ledger & RejectionLog) => Ledger & RejectionLog;
 }
 
 /** Builds the gateway from its dependencies; never listens, so tests drive it on any server. */
@@ -39,7 +45,8 @@ export function createApp(deps: AppDeps) {
   // One watch for both caches, so a request reads data_version at most once.
   const changes = createChangeWatch(deps.db);
   const keys = createKeyResolver(accounts, now, changes);
-  const ledger = createLedger(deps.db, now, changes);
+  const sqliteLedger = createSqliteLedger(deps.db, { now, changes, log: deps.log, ...deps.ledgerOptions });
+  const ledger = deps.wrapLedger ? deps.wrapLedger(sqliteLedger) : sqliteLedger;
   const catalogue = createCatalogue(deps.settings.models);
   // Only answers without reported usage need it; loading now keeps them from waiting.
   loadTokenizer();
@@ -58,19 +65,17 @@ export function createApp(deps: AppDeps) {
   };
 
   /**
-   * Refused chat requests leave a usage record too (zero tokens, zero cost), so an operator
-   * sees every request a key made. Answers that reached the pipeline are recorded by it.
+   * Requests refused before they reached an upstream (401, 402, 429, a bad body) are counted per
+   * key, minute and status: an operator sees every refusal, and a flood of them costs a counter,
+   * not a row each. Requests that reached the pipeline are recorded by it.
    */
   const recordRejection = (request: Request, status: number) => {
-    const key = maybePrincipalOf(request);
-    if (!key || status >= 500) return;
+    if (status >= 500) return;
     const path = pathOf(request.url);
-    if (path !== "/v1/chat/completions" && path !== "/v1/messages") return;
-    ledger.settle(null, 0, {
-      requestId: `req_${Bun.randomUUIDv7("hex")}`, accountId: key.accountId, keyId: key.keyId, model: "", provider: "",
-      promptTokens: 0, completionTokens: 0, estimated: false, status: `rejected_${status}`, latencyMs: 0,
-    });
+    if (!path.startsWith("/v1/") || path.startsWith("/v1/admin/")) return;
+    ledger.countRejection(maybePrincipalOf(request)?.keyId ?? "", status, now());
   };
+  let draining = false;
 
   // Normalising copies every body to drop fields its schema does not list (25 µs for a
   // 200-message conversation). Our schemas say `additionalProperties: true` instead, so the copy
@@ -85,6 +90,7 @@ export function createApp(deps: AppDeps) {
       onRejected: recordRejection,
     }))
     .use(jsonBodyPlugin(deps.settings.limits.max_body_bytes))
+    .use(healthRoutes({ ledger, draining: () => draining }))
     .use(modelsRoute(catalogue))
     .use(chatCompletionsRoute(forwardDeps))
     .use(messagesRoute(forwardDeps))
@@ -99,7 +105,11 @@ export function createApp(deps: AppDeps) {
     /** Resolves once every started request is settled and its settlement written. */
     async settled(): Promise<void> {
       await inflight.idle();
-      ledger.flush();
+      await ledger.flush();
+    },
+    /** `/ready` answers 503 from now on, so load balancers stop sending requests. */
+    drain(): void {
+      draining = true;
     },
   };
   return Object.assign(app, { services });

@@ -1,5 +1,6 @@
 import { ConfigError, loadSettings, type Settings } from "./config/load-config.ts";
 import { openDatabase } from "./store/database.ts";
+import { GatewayLockError, lockDatabaseFile } from "./store/sqlite/gateway-lock.ts";
 import { startWalCheckpointer } from "./store/wal-checkpointer.ts";
 import { createApp } from "./app.ts";
 import { jsonLogger } from "./log.ts";
@@ -22,6 +23,16 @@ if (maxUpstream < 1024) {
   log("warn", "at most this many fetch requests (image downloads, proxied upstream calls) run at once; more wait. Start with BUN_CONFIG_MAX_HTTP_REQUESTS=4096 (npm start and the Docker image do)", { maxUpstream });
 }
 const dbPath = process.env.SWITCHYARD_DB ?? "./data/switchyard.sqlite";
+let lock: { release(): void } | undefined;
+try {
+  // Holds live in this process's memory: a second gateway on the file would admit the same credits.
+  if (dbPath !== ":memory:") lock = lockDatabaseFile(dbPath);
+} catch (err) {
+  if (!(err instanceof GatewayLockError)) throw err;
+  console.error(`switchyard: ${err.message}`);
+  process.exit(1);
+}
+// Start-up may wait for the admin CLI's lock; once serving, the connection never waits (see sqlite-ledger.ts).
 const db = openDatabase(dbPath);
 // Checkpoints (the one fsync in WAL mode) on a thread of their own, not inside a request's commit.
 const checkpointer = startWalCheckpointer(db, dbPath, {
@@ -29,11 +40,8 @@ const checkpointer = startWalCheckpointer(db, dbPath, {
 });
 void checkpointer.ready.then((running) => running && log("debug", "WAL checkpoints run on their own thread", { db: dbPath }));
 const app = createApp({ db, settings, log, adminToken: process.env.SWITCHYARD_ADMIN_TOKEN || undefined });
-// Holds live in memory, so one gateway per database file; the heartbeat notices a second one.
-const warnShared = (message: string, fields: Record<string, unknown>) => log("error", message, fields);
-app.services.ledger.recover(warnShared);
-const heartbeat = setInterval(() => app.services.ledger.recover(warnShared), 15_000);
-heartbeat.unref();
+const demo = process.env.SWITCHYARD_DEMO !== "0" ? issueDemoKey(db, app.services.accounts) : undefined;
+db.exec("PRAGMA busy_timeout = 0");
 
 const requestedPort = Number(process.env.PORT ?? 8080);
 const hostname = process.env.HOST ?? "0.0.0.0";
@@ -51,8 +59,7 @@ const port = app.server!.port;
 const shown = hostname === "0.0.0.0" ? "localhost" : hostname;
 log("info", "switchyard listening", { url: `http://${shown}:${port}`, config: settings.source, db: dbPath, models: settings.models.length });
 
-if (process.env.SWITCHYARD_DEMO !== "0") {
-  const demo = issueDemoKey(db, app.services.accounts);
+if (demo) {
   const model = settings.models[0]?.id ?? "switchyard/echo";
   console.log(`
 Switchyard is listening on http://${shown}:${port}  (config: ${settings.source}, database: ${dbPath})
@@ -74,12 +81,13 @@ for (const signal of ["SIGTERM", "SIGINT"] as const) {
     stopping = true;
     log("info", "shutting down", { signal, inflight: app.services.inflight.count });
     // Refuse new connections, let running answers finish (up to the grace period), write every settlement, then exit.
+    app.services.drain();
     const drained = Promise.all([app.server?.stop(false), app.services.inflight.idle()]);
     await Promise.race([drained, Bun.sleep(SHUTDOWN_GRACE_MS)]);
-    clearInterval(heartbeat);
-    app.services.ledger.retire();
+    await app.services.ledger.close();
     await checkpointer.stop();
     db.close();
+    lock?.release();
     process.exit(0);
   });
 }

@@ -121,7 +121,8 @@ describe("credits and usage", () => {
     expect(((await topped.json()) as any).balance).toBe(5.5);
     expect((await admin("POST", `/accounts/${account}/credits`, { amount: -1 })).status).toBe(400);
 
-    now += 1000;
+    // Refusals are counted per minute: the range starts at the next one.
+    now = (Math.floor(now / 60_000) + 1) * 60_000;
     const from = new Date(now).toISOString();
     for (let i = 0; i < 3; i++) expect((await ask(issued.key)).status).toBe(200);
     expect((await ask(issued.key, FREE_MODEL)).status).toBe(200);
@@ -134,7 +135,9 @@ describe("credits and usage", () => {
     const detail = (await (await admin("GET", `/accounts/${account}`)).json()) as any;
     expect(Math.round((5.5 - detail.balance) * 1e6)).toBe(Math.round(usage.total.cost * 1e6));
     const before = (await (await admin("GET", `/accounts/${account}/usage?to=${encodeURIComponent(from)}`)).json()) as any;
-    // The 402 before the top-up is on record, at no cost.
-    expect(before.total).toMatchObject({ requests: 1, cost: 0 });
+    // The 402 before the top-up is counted, at no cost and without a usage record of its own.
+    expect(before.total).toMatchObject({ requests: 0, cost: 0 });
+    expect(before.rejected).toEqual({ "402": 1 });
+    expect(usage.rejected).toEqual({});
   });
 });

@@ -52,6 +52,12 @@ const iso = (ms: number | null) => (ms === null ? null : new Date(ms).toISOStrin
 
 export function createAccountStore(db: Database, now: () => number) {
   const insertAccount = db.query("INSERT INTO accounts (id, name, balance_micro, created_at) VALUES (?, ?, ?, ?)");
+  const insertCredit = db.query("INSERT INTO credit_entries (account_id, amount_micro, kind, created_at) VALUES (?, ?, 'initial', ?)");
+  // The opening credit is an entry like any top-up, so the audit can sum what went in.
+  const openAccount = db.transaction((id: string, name: string, balanceMicro: number, at: number) => {
+    insertAccount.run(id, name, balanceMicro, at);
+    insertCredit.run(id, balanceMicro, at);
+  });
   const selectAccount = db.query<{ id: string; name: string; balance_micro: number; created_at: number }, [string]>(
     "SELECT id, name, balance_micro, created_at FROM accounts WHERE id = ?",
   );
@@ -90,7 +96,7 @@ export function createAccountStore(db: Database, now: () => number) {
     createAccount(name: string, balanceMicro: number): Account {
       const id = randomId("acct");
       const at = now();
-      insertAccount.run(id, name, balanceMicro, at);
+      openAccount.immediate(id, name, balanceMicro, at);
       return { id, name, balance: microToCredits(balanceMicro), created_at: iso(at)! };
     },
 

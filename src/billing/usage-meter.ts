@@ -23,6 +23,7 @@ export function createUsageMeter() {
   let finished = false;
   let empty = true;
   let images = 0;
+  let totalOnce: Promise<MeteredUsage> | undefined;
 
   return {
     /** A relayed text frame: it counts as output now, its text only if usage must be estimated. */
@@ -66,21 +67,29 @@ export function createUsageMeter() {
     get reported() {
       return input !== undefined && output !== undefined;
     },
-    /** Counts so far; the prompt is only tokenised when the upstream never said. */
-    async total(promptText: () => string): Promise<MeteredUsage> {
-      const estimated = input === undefined || output === undefined;
-      if (output === undefined) {
-        // Appended after the decoded text: a token count does not depend on the order of the parts.
-        for (const decode of deferred.splice(0)) for (const e of decode()) if (e.type === "text" || e.type === "reasoning") produced.push(e.text);
-      }
-      return {
-        inputTokens: input ?? (await countTokens(promptText())),
-        outputTokens: output ?? (await countTokens(produced.join(""))),
-        estimated,
-        images,
-      };
+    /**
+     * The answer's counts; the prompt is only tokenised when the upstream never said. Asked at
+     * the end of an answer, by the stream (to tell the client) and the settlement alike: the
+     * first call's result is the answer for both.
+     */
+    total(promptText: () => string): Promise<MeteredUsage> {
+      return (totalOnce ??= count(promptText));
     },
   };
+
+  async function count(promptText: () => string): Promise<MeteredUsage> {
+    const estimated = input === undefined || output === undefined;
+    if (output === undefined) {
+      // Appended after the decoded text: a token count does not depend on the order of the parts.
+      for (const decode of deferred.splice(0)) for (const e of decode()) if (e.type === "text" || e.type === "reasoning") produced.push(e.text);
+    }
+    return {
+      inputTokens: input ?? (await countTokens(promptText())),
+      outputTokens: output ?? (await countTokens(produced.join(""))),
+      estimated,
+      images,
+    };
+  }
 }
 
 export type UsageMeter = ReturnType<typeof createUsageMeter>;

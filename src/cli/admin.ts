@@ -1,6 +1,8 @@
 import { openDatabase } from "../store/database.ts";
 import { createAccountStore, KeyLimitError, type KeyOptions } from "../accounts/account-store.ts";
-import { createLedger } from "../billing/ledger.ts";
+import { creditWriter } from "../store/sqlite/credits.ts";
+import { auditLedger } from "../store/sqlite/audit.ts";
+import { loadSettings } from "../config/load-config.ts";
 import { createUsageReport } from "../billing/usage-report.ts";
 import { creditsToMicro } from "../billing/money.ts";
 
@@ -13,6 +15,9 @@ const USAGE = `usage: bun run admin <command>
   keys list <account-id>                 the account's keys, never the keys themselves
   keys revoke <key-id>                   revoke a key (takes effect on the next request)
   usage <account-id> [from] [to]         totals per model; from/to are ISO dates (default: all time)
+  audit                                  checks every balance against its credits and charges, every key's
+                                         spent total, and that no completed answer of a priced model went
+                                         uncharged; prints the drift and exits 1 if there is any
 Works on the SQLite file directly (SWITCHYARD_DB, default ./data/switchyard.sqlite), also while the gateway runs.`;
 
 class UsageError extends Error {}
@@ -36,6 +41,16 @@ function flags(args: string[]): { positional: string[]; options: Record<string, 
   return { positional, options };
 }
 
+/** The models the configuration prices; without a readable configuration, the audit skips that check. */
+function pricedModels(env: Record<string, string | undefined>): Set<string> | undefined {
+  try {
+    const settings = loadSettings(env);
+    return new Set(settings.models.filter((m) => m.category !== "free" && m.pricing && (m.pricing.input_per_mtok > 0 || m.pricing.output_per_mtok > 0)).map((m) => m.id));
+  } catch {
+    return undefined;
+  }
+}
+
 /** The admin API's operations for a shell, without a running gateway or an admin token. */
 export function runAdmin(argv: string[], env: Record<string, string | undefined>): { code: number; out: string } {
   const [noun, verb, ...rest] = argv;
@@ -44,7 +59,7 @@ export function runAdmin(argv: string[], env: Record<string, string | undefined>
   const json = (value: unknown) => ({ code: 0, out: JSON.stringify(value, null, 2) });
   try {
     const accounts = createAccountStore(db, Date.now);
-    const ledger = createLedger(db, Date.now);
+    const topUp = creditWriter(db, Date.now);
     if (noun === "accounts" && verb === "create" && args.length === 2) {
       const account = accounts.createAccount(args[0]!, credits(args[1]));
       return json({ id: account.id, name: account.name, balance: account.balance });
@@ -54,7 +69,7 @@ export function runAdmin(argv: string[], env: Record<string, string | undefined>
       return account ? json(account) : { code: 1, out: `no account ${args[0]}` };
     }
     if (noun === "accounts" && verb === "topup" && args.length === 2) {
-      if (!ledger.topUp(args[0]!, credits(args[1]))) return { code: 1, out: `no account ${args[0]}` };
+      if (!topUp(args[0]!, credits(args[1]))) return { code: 1, out: `no account ${args[0]}` };
       return json({ id: args[0], balance: accounts.getAccount(args[0]!)!.balance });
     }
     if (noun === "keys" && verb === "create" && args.length >= 1) {
@@ -78,6 +93,10 @@ export function runAdmin(argv: string[], env: Record<string, string | undefined>
       if (!accounts.getAccount(verb)) return { code: 1, out: `no account ${verb}` };
       if (Number.isNaN(from) || Number.isNaN(to)) throw new UsageError("from and to are ISO dates");
       return json(createUsageReport(db)(verb, from, to));
+    }
+    if (noun === "audit" && verb === undefined) {
+      const report = auditLedger(db, pricedModels(env));
+      return { code: report.clean ? 0 : 1, out: JSON.stringify(report, null, 2) };
     }
     return { code: 2, out: USAGE };
   } catch (err) {

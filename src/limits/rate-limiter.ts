@@ -1,5 +1,14 @@
 import { takeToken, type BucketDecision, type BucketState } from "./token-bucket.ts";
 
+/**
+ * The RateLimitStore port: one decision per request, for a key and its limit. The in-process
+ * store below answers synchronously; a shared one (Redis, for several processes) returns a
+ * promise. Every implementation passes test/rate-limit-contract.test.ts.
+ */
+export interface RateLimitStore {
+  take(keyId: string, perMinute: number): BucketDecision | Promise<BucketDecision>;
+}
+
 /** Buckets idle this long are full again and can be dropped without changing any decision. */
 const IDLE_MS = 60_000;
 
@@ -7,7 +16,7 @@ const IDLE_MS = 60_000;
  * In-process buckets, one per key. Memory stays bounded: a bucket untouched for a minute is
  * full, so it is forgotten on the next sweep and recreated full on demand.
  */
-export function createRateLimiter(now: () => number) {
+export function createRateLimiter(now: () => number): { take(keyId: string, perMinute: number): BucketDecision } {
   const buckets = new Map<string, BucketState>();
   let lastSweep = now();
 

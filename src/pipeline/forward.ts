@@ -90,37 +90,48 @@ export async function forward(deps: ForwardDeps, req: ForwardRequest): Promise<R
     async () => (await countTokens(promptText(clientFormat, body))) + 4 * messageCount + 3,
   );
 
+  // Time-ordered (and hex, so the text sorts like the time), so usage records append at the end
+  // of their unique index instead of dirtying pages all over it. The answer's id carries the
+  // same value: a client's response id leads straight to its usage record, and the hold and the
+  // settlement are keyed by it, so writing a settlement twice charges once.
+  const uuid = Bun.randomUUIDv7("hex");
+  const requestId = `req_${uuid}`;
+
   // Image models make one image per request; its price is part of the worst case.
   const worstCase = Math.max(...candidates.map((c) => answerCostMicro(c.model.pricing, promptBound, c.maxTokens, c.model.category === "image" ? 1 : 0)));
-  let reservationId: string | null = null;
+  let reserved = false;
   if (worstCase > 0) {
-    const held = deps.ledger.reserve(req.principal.accountId, req.principal.keyId, worstCase);
+    const held = await deps.ledger.reserve({ requestId, accountId: req.principal.accountId, keyId: req.principal.keyId, amountMicro: worstCase });
     if (!held.ok) {
+      if (held.reason === "unavailable") throw ledgerUnavailable();
       const limit = held.reason === "balance" ? "the account has" : "this key's spend limit leaves";
       throw new GatewayError(402, "insufficient_credits",
         `Insufficient credits: this request may cost up to ${microToCredits(worstCase)} credits and ${limit} ${microToCredits(held.availableMicro)} available. Lower max_tokens or top up the account.`);
     }
-    reservationId = held.id;
+    reserved = true;
+  } else if (!deps.ledger.admits(false)) {
+    // Free answers need no credit, but their usage records need room in the ledger's queue.
+    throw ledgerUnavailable();
   }
 
-  // Time-ordered (and hex, so the text sorts like the time), so usage records append at the end
-  // of their unique index instead of dirtying pages all over it. The answer's id carries the
-  // same value: a client's response id leads straight to its usage record.
-  const uuid = Bun.randomUUIDv7("hex");
-  const requestId = `req_${uuid}`;
   let model = candidates[0]!.model;
   let meter: UsageMeter = createUsageMeter();
-  let settled = false;
+  let settling: Promise<void> | undefined;
   deps.inflight.begin();
 
-  const settle = async (status: string) => {
-    if (settled) return;
-    settled = true;
+  /**
+   * Once per request, whatever happened. A paid answer waits here until its settlement is
+   * durable, before its last byte leaves (docs/decisions.md, "Money across kill -9"); a free
+   * one's record may trail it. Never throws: the ledger keeps what it cannot write yet.
+   */
+  const settle = (status: string): Promise<void> => (settling ??= settleOnce(status));
+  const settleOnce = async (status: string) => {
     try {
       // Nothing produced, nothing charged: an upstream that failed before answering costs nothing.
       const produced = status !== "upstream_error" && !meter.empty;
       const usage = produced ? await meter.total(() => promptText(clientFormat, body)) : { inputTokens: 0, outputTokens: 0, estimated: false, images: 0 };
-      deps.ledger.settle(reservationId, answerCostMicro(model.pricing, usage.inputTokens, usage.outputTokens, usage.images), {
+      const costMicro = produced ? answerCostMicro(model.pricing, usage.inputTokens, usage.outputTokens, usage.images) : 0;
+      const durable = deps.ledger.settle({
         requestId,
         accountId: req.principal.accountId,
         keyId: req.principal.keyId,
@@ -129,9 +140,11 @@ export async function forward(deps: ForwardDeps, req: ForwardRequest): Promise<R
         promptTokens: usage.inputTokens,
         completionTokens: usage.outputTokens,
         estimated: usage.estimated,
+        costMicro,
         status,
         latencyMs: Math.round(performance.now() - startedAt),
       });
+      if (reserved && costMicro > 0) await durable;
     } catch (err) {
       deps.log("error", "settlement failed", { requestId, error: String(err) });
     } finally {
@@ -143,7 +156,7 @@ export async function forward(deps: ForwardDeps, req: ForwardRequest): Promise<R
     const response = await tryCandidates();
     // Under load, answers leave together at the end of the loop's turn (see end-of-turn.ts);
     // `inflight` still counts this request while its stream runs.
-    if (deps.inflight.count > (settled ? 0 : 1)) await endOfTurn();
+    if (deps.inflight.count > (settling ? 0 : 1)) await endOfTurn();
     return response;
   } catch (err) {
     // Whatever escaped, the reservation is released; settle() is a no-op when already done.
@@ -266,7 +279,7 @@ export async function forward(deps: ForwardDeps, req: ForwardRequest): Promise<R
         return { response: new Response(text + encoder.end(), { headers: SSE_HEADERS }) };
       }
       let answer: unknown;
-      if (sameFormat && !hasImages && json && typeof json === "object") {
+      if (sameFormat && !hasImages && !usage.estimated && json && typeof json === "object") {
         (json as Record<string, unknown>).model = candidate.id;
         answer = json;
       } else answer = clientFormat === "openai" ? encodeOpenAIBody(events, ctx) : encodeAnthropicBody(events, ctx);
@@ -298,6 +311,7 @@ export async function forward(deps: ForwardDeps, req: ForwardRequest): Promise<R
       totalMs: provider.timeouts.total_ms,
       maxFrameBytes: deps.settings.limits.max_frame_bytes,
       resolveImages: inline,
+      beforeEnd: () => settle("ok"),
       onDone(outcome: StreamOutcome, reason, chargeable = true) {
         detach();
         if (outcome === "failed") deps.log("warn", "stream failed after start", { requestId, provider: provider.id, reason });
@@ -306,6 +320,10 @@ export async function forward(deps: ForwardDeps, req: ForwardRequest): Promise<R
     });
     return { response: new Response(stream, { headers: SSE_HEADERS }) };
   }
+}
+
+function ledgerUnavailable(): GatewayError {
+  return new GatewayError(503, "overloaded", "The gateway cannot record charges right now, so paid requests are paused. Retry in a few seconds.", { "retry-after": "5" });
 }
 
 /** A wait that ends early, with an error, when the client goes away. */

@@ -2,8 +2,8 @@ import { Elysia } from "elysia";
 import type { KeyResolver } from "../accounts/key-resolver.ts";
 import { extractKey, isWellFormedKey } from "../accounts/key-resolver.ts";
 import type { ActiveKey } from "../accounts/account-store.ts";
-import type { RateLimiter } from "../limits/rate-limiter.ts";
-import { formatResetDuration, retryAfterSeconds } from "../limits/token-bucket.ts";
+import type { RateLimitStore } from "../limits/rate-limiter.ts";
+import { formatResetDuration, retryAfterSeconds, type BucketDecision } from "../limits/token-bucket.ts";
 import { errorResponse } from "./errors.ts";
 
 const principals = new WeakMap<Request, ActiveKey>();
@@ -28,7 +28,7 @@ export function pathOf(url: string): string {
 
 export interface AdmissionOptions {
   keys: KeyResolver;
-  limiter: RateLimiter;
+  limiter: RateLimitStore;
   /** limits.requests_per_minute, for keys without their own limit. */
   defaultPerMinute: number;
   maxBodyBytes: number;
@@ -60,13 +60,19 @@ export function admissionPlugin(o: AdmissionOptions) {
     const key = extractKey(request.headers);
     const found = key && isWellFormedKey(key) ? o.keys.resolve(key) : null;
     if (!found) {
+      o.onRejected(request, 401);
       return errorResponse(anthropic, 401, "authentication",
         "Invalid API key: send a key of the form svc-sk-… in the Authorization (Bearer) or x-api-key header.");
     }
     principals.set(request, found);
 
     const perMinute = found.rateLimitPerMinute ?? o.defaultPerMinute;
-    const decision = o.limiter.take(found.keyId, perMinute);
+    const taken = o.limiter.take(found.keyId, perMinute);
+    // The in-process store answers at once; a shared one (Redis) answers later.
+    return taken instanceof Promise ? taken.then((decision) => admit(request, set, perMinute, decision, anthropic)) : admit(request, set, perMinute, taken, anthropic);
+  });
+
+  function admit(request: Request, set: { headers: Record<string, unknown> }, perMinute: number, decision: BucketDecision, anthropic: boolean): Response | undefined {
     const rate = {
       "x-ratelimit-limit-requests": String(perMinute),
       "x-ratelimit-remaining-requests": String(decision.remaining),
@@ -79,5 +85,6 @@ export function admissionPlugin(o: AdmissionOptions) {
       return errorResponse(anthropic, 429, "rate_limit", `Rate limit exceeded: ${perMinute} requests per minute for this key. Retry after ${wait} s.`,
         { ...rate, "retry-after": String(wait) });
     }
-  });
+    return undefined;
+  }
 }

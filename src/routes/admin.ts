@@ -4,6 +4,7 @@ import { timingSafeEqual } from "node:crypto";
 import { KeyLimitError, type AccountStore, type KeyOptions } from "../accounts/account-store.ts";
 import type { KeyResolver } from "../accounts/key-resolver.ts";
 import type { Ledger } from "../billing/ledger.ts";
+import { retryWhileBusy } from "../store/sqlite/sqlite-errors.ts";
 import { creditsToMicro, MAX_CREDITS } from "../billing/money.ts";
 import type { createUsageReport } from "../billing/usage-report.ts";
 import { GatewayError } from "../pipeline/gateway-error.ts";
@@ -56,8 +57,8 @@ export function adminRoutes(deps: AdminDeps) {
   if (!token) return app;
   const expected = Buffer.from(token);
 
-  const account = (id: string) => {
-    const found = deps.accounts.describeAccount(id, deps.ledger.heldMicro(id));
+  const account = async (id: string) => {
+    const found = deps.accounts.describeAccount(id, (await deps.ledger.balance(id))?.heldMicro ?? 0);
     if (!found) throw new GatewayError(404, "not_found", "No such account.");
     return found;
   };
@@ -76,8 +77,9 @@ export function adminRoutes(deps: AdminDeps) {
     })
     .post(
       "/accounts",
-      ({ body, set }) => {
-        const created = deps.accounts.createAccount(body.name, micro(body.credits));
+      async ({ body, set }) => {
+        const credits = micro(body.credits);
+        const created = await retryWhileBusy(() => deps.accounts.createAccount(body.name, credits));
         set.status = 201;
         return { id: created.id, name: created.name, balance: created.balance };
       },
@@ -86,18 +88,18 @@ export function adminRoutes(deps: AdminDeps) {
     .get("/accounts/:id", ({ params }) => account(params.id))
     .post(
       "/accounts/:id/credits",
-      ({ params, body }) => {
-        account(params.id);
-        deps.ledger.topUp(params.id, micro(body.amount));
-        const after = account(params.id);
+      async ({ params, body }) => {
+        const amount = micro(body.amount);
+        if (!(await deps.ledger.topUp(params.id, amount))) throw new GatewayError(404, "not_found", "No such account.");
+        const after = await account(params.id);
         return { id: after.id, balance: after.balance, reserved: after.reserved };
       },
       { body: TopUp },
     )
-    .get("/accounts/:id/keys", ({ params }) => ({ object: "list", data: account(params.id).keys }))
+    .get("/accounts/:id/keys", async ({ params }) => ({ object: "list", data: (await account(params.id)).keys }))
     .post(
       "/accounts/:id/keys",
-      ({ body, params, set }) => {
+      async ({ body, params, set }) => {
         const options: KeyOptions = {
           name: body?.name ?? null,
           rateLimitPerMinute: body?.rate_limit_per_minute ?? null,
@@ -106,7 +108,7 @@ export function adminRoutes(deps: AdminDeps) {
         };
         let key;
         try {
-          key = deps.accounts.createKey(params.id, options);
+          key = await retryWhileBusy(() => deps.accounts.createKey(params.id, options));
         } catch (err) {
           if (err instanceof KeyLimitError) throw new GatewayError(409, "invalid_request", err.message);
           throw err;
@@ -117,15 +119,15 @@ export function adminRoutes(deps: AdminDeps) {
       },
       { body: t.Optional(CreateKey) },
     )
-    .get("/accounts/:id/usage", ({ params, query }) => {
-      account(params.id);
+    .get("/accounts/:id/usage", async ({ params, query }) => {
+      await account(params.id);
       const q = query as Record<string, string | undefined>;
       // Records are written in batches; a report asked for now includes the requests just finished.
-      deps.ledger.flush();
+      await deps.ledger.flush();
       return deps.usage(params.id, instant(q.from, "from", 0), instant(q.to, "to", deps.now() + 1));
     })
-    .delete("/keys/:id", ({ params }) => {
-      if (!deps.accounts.revokeKey(params.id)) throw new GatewayError(404, "not_found", "No such active key.");
+    .delete("/keys/:id", async ({ params }) => {
+      if (!(await retryWhileBusy(() => deps.accounts.revokeKey(params.id)))) throw new GatewayError(404, "not_found", "No such active key.");
       deps.keys.forget(params.id);
       return { id: params.id, revoked: true };
     });

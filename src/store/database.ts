@@ -65,6 +65,28 @@ const MIGRATIONS: string[] = [
    );`,
   // Reservations moved to memory (see billing/ledger.ts): a write per request cost an fsync every few hundred.
   `DROP TABLE reservations;`,
+  // Refusals are counted, not recorded one row each; credits get entries of their own, so the
+  // audit can check that every balance is what was put in minus what was charged. Accounts that
+  // exist already open with what they have plus what they were charged.
+  `CREATE TABLE rejection_counts (
+     key_id TEXT NOT NULL,
+     minute INTEGER NOT NULL,
+     status INTEGER NOT NULL,
+     count INTEGER NOT NULL,
+     PRIMARY KEY (key_id, minute, status)
+   ) WITHOUT ROWID;
+   CREATE TABLE credit_entries (
+     id INTEGER PRIMARY KEY AUTOINCREMENT,
+     account_id TEXT NOT NULL REFERENCES accounts(id),
+     amount_micro INTEGER NOT NULL,
+     kind TEXT NOT NULL,
+     created_at INTEGER NOT NULL
+   );
+   CREATE INDEX credit_entries_account ON credit_entries(account_id);
+   INSERT INTO credit_entries (account_id, amount_micro, kind, created_at)
+     SELECT a.id, a.balance_micro + COALESCE((SELECT SUM(u.cost_micro) FROM usage_records u WHERE u.account_id = a.id), 0), 'opening', CAST(unixepoch('subsec') * 1000 AS INTEGER)
+       FROM accounts a;
+   CREATE TABLE ledger_probe (id INTEGER PRIMARY KEY, at INTEGER NOT NULL);`,
 ];
 
 /**
@@ -74,24 +96,40 @@ const MIGRATIONS: string[] = [
  */
 export const WAL_AUTOCHECKPOINT_PAGES = 10_000;
 
-export function openDatabase(path: string): Database {
+export interface OpenOptions {
+  /**
+   * How long a statement may wait, blocking its thread, for another connection's write lock.
+   * The admin CLI waits (5 s); the gateway passes 0 after migrating: its event loop serves every
+   * request, so its writes retry on a timer instead (see store/sqlite/sqlite-errors.ts).
+   */
+  busyTimeoutMs?: number;
+}
+
+export function openDatabase(path: string, options: OpenOptions = {}): Database {
   if (path !== ":memory:") mkdirSync(dirname(path), { recursive: true });
   const db = new Database(path, { create: true, strict: true });
-  // WAL lets the admin CLI read and write while the gateway runs; busy_timeout covers the brief write locks.
+  // WAL lets the admin CLI read and write while the gateway runs. synchronous = NORMAL: a commit
+  // is in the OS's page cache when it returns, so it survives the process (kill -9); only a
+  // power cut can take the last commits, and the WAL fsyncs at every checkpoint.
   db.exec("PRAGMA journal_mode = WAL; PRAGMA synchronous = NORMAL; PRAGMA foreign_keys = ON; PRAGMA busy_timeout = 5000;");
   db.exec(`PRAGMA wal_autocheckpoint = ${WAL_AUTOCHECKPOINT_PAGES};`);
+  // Several processes may start on one file at once (the CLI beside a gateway): migrations wait.
   migrate(db);
+  if (options.busyTimeoutMs !== undefined) db.exec(`PRAGMA busy_timeout = ${Math.max(0, Math.floor(options.busyTimeoutMs))};`);
   return db;
 }
 
 export function migrate(db: Database): void {
   db.exec("CREATE TABLE IF NOT EXISTS schema_migrations (version INTEGER PRIMARY KEY, applied_at INTEGER NOT NULL)");
-  const row = db.query<{ v: number | null }, []>("SELECT MAX(version) AS v FROM schema_migrations").get();
-  const current = row?.v ?? 0;
-  for (let version = current + 1; version <= MIGRATIONS.length; version++) {
-    db.transaction(() => {
-      db.exec(MIGRATIONS[version - 1]!);
-      db.query("INSERT INTO schema_migrations (version, applied_at) VALUES (?, ?)").run(version, Date.now());
-    }).immediate();
-  }
+  const latest = db.query<{ v: number | null }, []>("SELECT MAX(version) AS v FROM schema_migrations");
+  // The version is read again under the write lock: another process starting on the same file
+  // may have applied it in between.
+  const step = db.transaction((): boolean => {
+    const current = latest.get()?.v ?? 0;
+    if (current >= MIGRATIONS.length) return false;
+    db.exec(MIGRATIONS[current]!);
+    db.query("INSERT INTO schema_migrations (version, applied_at) VALUES (?, ?)").run(current + 1, Date.now());
+    return true;
+  });
+  while ((latest.get()?.v ?? 0) < MIGRATIONS.length && step.immediate()) {}
 }

@@ -166,10 +166,12 @@ export function createAnthropicRelay(ctx: EncodeContext): ClientSink {
         if (message) message.model = ctx.model;
         return frame("message_start", JSON.stringify(parsed));
       }
+      // The last frame leaves only after the answer is settled (end()).
+      if (raw.event === "message_stop") return "";
       return raw.event ? frame(raw.event, raw.data) : `data: ${raw.data}\n\n`;
     },
     event: (e) => (e.type === "usage" ? "" : encoder.event(e)),
-    end: () => "",
+    end: () => frame("message_stop", `{"type":"message_stop"}`),
     keepAlive: () => PING,
   };
 }

@@ -28,6 +28,18 @@ export type StreamEvent =
   | { type: "finish"; reason: FinishReason; stopSequence?: string }
   | { type: "error"; message: string; errorType: ErrorKind };
 
+/** Largest token count taken from an upstream's usage; anything above is treated as missing. */
+export const MAX_REPORTED_TOKENS = 100_000_000;
+
+/**
+ * A count an upstream reported, or undefined when it is not a usable one (missing, a string,
+ * negative, fractional, absurd). Undefined makes the meter estimate with our tokenizer, so a
+ * broken usage object is billed by count, never crashes a batch, never charges a negative.
+ */
+export function reportedCount(value: unknown): number | undefined {
+  return typeof value === "number" && Number.isSafeInteger(value) && value >= 0 && value <= MAX_REPORTED_TOKENS ? value : undefined;
+}
+
 /** Error categories shared by both client formats; encoders map them to wire `type` strings. */
 export type ErrorKind =
   | "invalid_request"

@@ -34,6 +34,11 @@ export interface StreamAnswerOptions {
   maxFrameBytes: number;
   /** Inlines image events (fetch, size cap); throws to fail the answer. Only called for frames with images. */
   resolveImages?: (events: StreamEvent[]) => Promise<void>;
+  /**
+   * Called once the upstream finished normally, before the closing frames are written: the
+   * answer is settled durably here, so a client that saw the last frame was billed.
+   */
+  beforeEnd?: () => Promise<void>;
   /** Called exactly once, whatever ends the stream. `chargeable` is false when the failure is one the client must not pay for. */
   onDone: (outcome: StreamOutcome, reason?: string, chargeable?: boolean) => void;
 }
@@ -151,6 +156,8 @@ export function streamAnswer(o: StreamAnswerOptions): ReadableStream<Uint8Array>
               if (o.meter.finished) {
                 const usage = await o.estimateUsage();
                 if (usage) out += o.sink.event(usage);
+                await o.beforeEnd?.();
+                if (done) return; // the client left while the settlement was written
                 out += o.sink.end();
               } else fail({ type: "error", errorType: "upstream", message: "The upstream provider ended the answer early." });
             }

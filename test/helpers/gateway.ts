@@ -120,6 +120,7 @@ export async function startGateway(o: GatewayOptions): Promise<Gateway> {
     async stop() {
       await app.stop(true);
       await app.services.settled();
+      await app.services.ledger.close();
       db.close();
       rmSync(dir, { recursive: true, force: true });
     },

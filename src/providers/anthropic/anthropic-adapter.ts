@@ -1,5 +1,6 @@
 import type { FinishReason, StreamEvent } from "../../streaming/events.ts";
 import { parseFrameJson, type DecodedFrame, type ProviderAdapter } from "../provider.ts";
+import { reportedCount } from "../../streaming/events.ts";
 
 const STOP: Record<string, FinishReason> = {
   end_turn: "stop",
@@ -20,12 +21,16 @@ interface AnthropicUsage {
   cache_read_input_tokens?: number | null;
 }
 
-/** Anthropic counts cached prompt tokens apart from input_tokens; ours is the whole prompt. */
+/**
+ * Anthropic counts cached prompt tokens apart from input_tokens; ours is the whole prompt.
+ * Counts that are not usable numbers are left out, so the meter estimates them.
+ */
 function usageEvent(u: AnthropicUsage): StreamEvent {
-  const cacheRead = u.cache_read_input_tokens ?? undefined;
-  const cacheWrite = u.cache_creation_input_tokens ?? undefined;
-  const input = typeof u.input_tokens === "number" ? u.input_tokens + (cacheRead ?? 0) + (cacheWrite ?? 0) : undefined;
-  return { type: "usage", inputTokens: input, outputTokens: u.output_tokens ?? undefined, cacheReadTokens: cacheRead, cacheWriteTokens: cacheWrite };
+  const cacheRead = reportedCount(u.cache_read_input_tokens);
+  const cacheWrite = reportedCount(u.cache_creation_input_tokens);
+  const reported = reportedCount(u.input_tokens);
+  const input = reported === undefined ? undefined : reportedCount(reported + (cacheRead ?? 0) + (cacheWrite ?? 0));
+  return { type: "usage", inputTokens: input, outputTokens: reportedCount(u.output_tokens), cacheReadTokens: cacheRead, cacheWriteTokens: cacheWrite };
 }
 
 export const anthropicAdapter: ProviderAdapter = {
@@ -54,7 +59,7 @@ export const anthropicAdapter: ProviderAdapter = {
       switch (data.type ?? frame.event) {
         case "message_start": {
           const usage = data.message?.usage as AnthropicUsage | undefined;
-          const u = usage ? usageEvent(usage) : undefined;
+          const u = usage && typeof usage === "object" ? usageEvent(usage) : undefined;
           events.push({ type: "start", inputTokens: u && u.type === "usage" ? u.inputTokens : undefined });
           if (u) events.push(u);
           break;
@@ -80,7 +85,7 @@ export const anthropicAdapter: ProviderAdapter = {
           break;
         }
         case "message_delta":
-          if (data.usage) events.push(usageEvent(data.usage));
+          if (data.usage && typeof data.usage === "object") events.push(usageEvent(data.usage));
           if (data.delta?.stop_reason) {
             events.push({ type: "finish", reason: STOP[data.delta.stop_reason] ?? "stop", stopSequence: data.delta.stop_sequence ?? undefined });
           }
@@ -107,7 +112,7 @@ export const anthropicAdapter: ProviderAdapter = {
       }
     }
     if (b?.stop_reason) events.push({ type: "finish", reason: STOP[b.stop_reason] ?? "stop", stopSequence: b.stop_sequence ?? undefined });
-    if (b?.usage) events.push(usageEvent(b.usage));
+    if (b?.usage && typeof b.usage === "object") events.push(usageEvent(b.usage));
     return events;
   },
 

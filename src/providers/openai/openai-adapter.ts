@@ -1,5 +1,6 @@
 import type { FinishReason, StreamEvent } from "../../streaming/events.ts";
 import { parseFrameJson, type DecodedFrame, type ProviderAdapter } from "../provider.ts";
+import { reportedCount } from "../../streaming/events.ts";
 
 const FINISH: Record<string, FinishReason> = {
   stop: "stop",
@@ -24,12 +25,13 @@ function imageEvents(images: unknown, events: StreamEvent[]): void {
   }
 }
 
+/** Counts that are not usable numbers are left out, so the meter estimates them. */
 function usageEvent(u: OpenAIUsage): StreamEvent {
   return {
     type: "usage",
-    inputTokens: u.prompt_tokens,
-    outputTokens: u.completion_tokens,
-    cacheReadTokens: u.prompt_tokens_details?.cached_tokens ?? undefined,
+    inputTokens: reportedCount(u.prompt_tokens),
+    outputTokens: reportedCount(u.completion_tokens),
+    cacheReadTokens: reportedCount(u.prompt_tokens_details?.cached_tokens),
   };
 }
 
@@ -87,7 +89,7 @@ export const openaiAdapter: ProviderAdapter = {
         }
         if (choice.finish_reason) events.push({ type: "finish", reason: FINISH[choice.finish_reason] ?? "stop" });
       }
-      if (chunk.usage) events.push(usageEvent(chunk.usage));
+      if (chunk.usage && typeof chunk.usage === "object") events.push(usageEvent(chunk.usage));
       return { parsed: chunk, events };
     };
   },
@@ -107,7 +109,7 @@ export const openaiAdapter: ProviderAdapter = {
       });
     }
     if (choice?.finish_reason) events.push({ type: "finish", reason: FINISH[choice.finish_reason] ?? "stop" });
-    if (b?.usage) events.push(usageEvent(b.usage));
+    if (b?.usage && typeof b.usage === "object") events.push(usageEvent(b.usage));
     return events;
   },
 

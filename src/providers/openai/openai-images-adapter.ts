@@ -2,6 +2,7 @@ import type { StreamEvent } from "../../streaming/events.ts";
 import type { ProviderAdapter } from "../provider.ts";
 import { UpstreamProtocolError } from "../provider.ts";
 import { sniffImageType } from "../../pipeline/inline-images.ts";
+import { reportedCount } from "../../streaming/events.ts";
 
 /**
  * The OpenAI images API (POST /images/generations) behind a chat endpoint: one prompt in,
@@ -35,7 +36,7 @@ export const openaiImagesAdapter: ProviderAdapter = {
     if (events.length === 0) throw new UpstreamProtocolError("the images API answered without an image");
     events.push({ type: "finish", reason: "stop" });
     // gpt-image models report tokens; DALL·E reports none, and then only the per-image price applies.
-    events.push({ type: "usage", inputTokens: b.usage?.input_tokens ?? 0, outputTokens: b.usage?.output_tokens ?? 0 });
+    events.push({ type: "usage", inputTokens: reportedCount(b.usage?.input_tokens ?? 0), outputTokens: reportedCount(b.usage?.output_tokens ?? 0) });
     return events;
   },
 

@@ -1,0 +1,42 @@
+import { Database } from "bun:sqlite";
+
+export class GatewayLockError extends Error {}
+
+/**
+ * One gateway process per SQLite file. The embedded ledger keeps its holds in memory, so a
+ * second process on the same file would admit the same credits twice.
+ *
+ * The lock is an operating-system file lock, taken through SQLite on a file of its own beside
+ * the database (`<db>-gateway.lock`) in exclusive locking mode: the kernel releases it when the
+ * process ends, however it ends (kill -9 included), so there is no stale lock to clean up and
+ * no heartbeat to trust. The database itself stays open to the admin CLI.
+ */
+export function lockDatabaseFile(dbPath: string): { path: string; release(): void } {
+  const path = `${dbPath}-gateway.lock`;
+  let lock: Database | undefined;
+  try {
+    lock = new Database(path, { create: true });
+    lock.exec("PRAGMA busy_timeout = 0; PRAGMA locking_mode = EXCLUSIVE;");
+    // A write is what makes SQLite take the exclusive lock, and in this mode it never lets go.
+    lock.exec(`CREATE TABLE IF NOT EXISTS holder (pid INTEGER, started_at INTEGER);
+      BEGIN EXCLUSIVE; DELETE FROM holder; INSERT INTO holder VALUES (${process.pid}, ${Date.now()}); COMMIT;`);
+  } catch (err) {
+    lock?.close();
+    const code = (err as { code?: string }).code;
+    if (code === "SQLITE_BUSY" || code === "SQLITE_LOCKED") {
+      throw new GatewayLockError(
+        `another Switchyard gateway is already running on ${dbPath} (it holds ${path}). ` +
+          "The SQLite ledger serves one gateway process per file: stop the other one, give this one its own SWITCHYARD_DB, " +
+          "or run several gateways on PostgreSQL.",
+      );
+    }
+    throw new GatewayLockError(`cannot lock ${path}: ${err instanceof Error ? err.message : String(err)}`);
+  }
+  return {
+    path,
+    release() {
+      lock?.close();
+      lock = undefined;
+    },
+  };
+}
