@@ -183,9 +183,9 @@ describe("relays skim plain text frames and decode the rest", () => {
     return relay;
   };
 
-  test("a plain OpenAI text chunk is forwarded as sent, with only the model swapped", () => {
+  test("a plain OpenAI text chunk is forwarded as sent, with only the model and the id swapped", () => {
     const out = openaiRelay().skim!(sse(plain('He said "hi" \\ "finish_reason":"stop"')));
-    expect(out).toBe(`data: ${plain('He said "hi" \\ "finish_reason":"stop"').replace('"gpt-4o-mini-2024-07-18"', '"ours/model"')}\n\n`);
+    expect(out).toBe(`data: ${plain('He said "hi" \\ "finish_reason":"stop"').replace('"gpt-4o-mini-2024-07-18"', '"ours/model"').replace('"id":"c"', '"id":"chatcmpl-x"')}\n\n`);
   });
 
   test.each([

@@ -101,7 +101,10 @@ export async function forward(deps: ForwardDeps, req: ForwardRequest): Promise<R
   const worstCase = Math.max(...candidates.map((c) => answerCostMicro(c.model.pricing, promptBound, c.maxTokens, c.model.category === "image" ? 1 : 0)));
   let reserved = false;
   if (worstCase > 0) {
-    const held = await deps.ledger.reserve({ requestId, accountId: req.principal.accountId, keyId: req.principal.keyId, amountMicro: worstCase });
+    const held = await deps.ledger.reserve({ requestId, accountId: req.principal.accountId, keyId: req.principal.keyId, amountMicro: worstCase }).catch((err: unknown) => {
+      deps.log("error", "ledger reserve failed", { requestId, error: String(err) });
+      return { ok: false as const, reason: "unavailable" as const, message: String(err) };
+    });
     if (!held.ok) {
       if (held.reason === "unavailable") throw ledgerUnavailable();
       const limit = held.reason === "balance" ? "the account has" : "this key's spend limit leaves";
@@ -281,6 +284,7 @@ export async function forward(deps: ForwardDeps, req: ForwardRequest): Promise<R
       let answer: unknown;
       if (sameFormat && !hasImages && !usage.estimated && json && typeof json === "object") {
         (json as Record<string, unknown>).model = candidate.id;
+        (json as Record<string, unknown>).id = ctx.id;
         answer = json;
       } else answer = clientFormat === "openai" ? encodeOpenAIBody(events, ctx) : encodeAnthropicBody(events, ctx);
       return { response: Response.json(answer) };

@@ -163,7 +163,11 @@ export function createAnthropicRelay(ctx: EncodeContext): ClientSink {
     frame(raw, parsed) {
       if (raw.event === "message_start" && parsed && typeof parsed === "object") {
         const message = (parsed as { message?: Record<string, unknown> }).message;
-        if (message) message.model = ctx.model;
+        if (message) {
+          message.model = ctx.model;
+          // The answer's id is ours: it names the usage record (req_<same>).
+          message.id = ctx.id;
+        }
         return frame("message_start", JSON.stringify(parsed));
       }
       // The last frame leaves only after the answer is settled (end()).

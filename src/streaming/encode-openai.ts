@@ -124,9 +124,17 @@ export function createOpenAIRelay(ctx: EncodeContext): ClientSink {
   const ours = `"model":${JSON.stringify(ctx.model)}`;
   /** The vendor's `"model":"…"` as it appears in its frames, learnt from the first decoded one. */
   let theirs: string | undefined;
+  const ourId = `"id":${JSON.stringify(ctx.id)}`;
+  /** The vendor's `"id":"…"`: the answer's id is ours, so that it names the usage record. */
+  let theirId: string | undefined;
 
-  /** Swaps the model name in the vendor's own text rather than re-serialising the frame. */
-  const relay = (data: string, at: number, name: string) => `data: ${data.slice(0, at)}${ours}${data.slice(at + name.length)}\n\n`;
+  /** Swaps the model name and the id in the vendor's own text rather than re-serialising the frame. */
+  const relay = (data: string, at: number, name: string) => {
+    let text = `${data.slice(0, at)}${ours}${data.slice(at + name.length)}`;
+    const id = theirId === undefined ? -1 : text.indexOf(theirId);
+    if (id !== -1) text = `${text.slice(0, id)}${ourId}${text.slice(id + theirId!.length)}`;
+    return `data: ${text}\n\n`;
+  };
 
   return {
     skim(raw) {
@@ -163,6 +171,7 @@ export function createOpenAIRelay(ctx: EncodeContext): ClientSink {
       if ("error" in chunk) return `data: ${raw.data}\n\n`;
       const choices = chunk.choices as unknown[] | undefined;
       if (!ctx.includeUsage && (!choices || choices.length === 0) && chunk.usage) return "";
+      if (typeof chunk.id === "string") theirId = `"id":${JSON.stringify(chunk.id)}`;
       if (typeof chunk.model === "string") {
         const name = `"model":${JSON.stringify(chunk.model)}`;
         const at = raw.data.indexOf(name);
@@ -172,6 +181,7 @@ export function createOpenAIRelay(ctx: EncodeContext): ClientSink {
         }
       }
       chunk.model = ctx.model;
+      if ("id" in chunk) chunk.id = ctx.id;
       return `data: ${JSON.stringify(chunk)}\n\n`;
     },
     event(e) {

@@ -2,7 +2,8 @@ import { expect } from "bun:test";
 import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { createApp, type App } from "../../src/app.ts";
+import type { Database } from "bun:sqlite";
+import { createApp, type App, type AppDeps } from "../../src/app.ts";
 import { resolveSettings } from "../../src/config/load-config.ts";
 import { openDatabase } from "../../src/store/database.ts";
 import { silentLogger, type Logger } from "../../src/log.ts";
@@ -37,6 +38,8 @@ export interface GatewayOptions {
   totalMs?: number;
   fetch?: UpstreamFetch;
   log?: Logger;
+  ledgerOptions?: AppDeps["ledgerOptions"];
+  wrapLedger?: AppDeps["wrapLedger"];
 }
 
 export interface Gateway {
@@ -46,6 +49,8 @@ export interface Gateway {
   accountId: string;
   app: App;
   dbPath: string;
+  /** The gateway's own connection (fault tests change its settings). */
+  db: Database;
   stop(): Promise<void>;
   /** Balance in micro-credits, straight from SQLite, once every request so far has settled. */
   balanceMicro(): Promise<number>;
@@ -79,7 +84,7 @@ export function useGateway(options: () => GatewayOptions): Gateway {
 export async function startGateway(o: GatewayOptions): Promise<Gateway> {
   const dir = mkdtempSync(join(tmpdir(), "switchyard-test-"));
   const dbPath = join(dir, "gateway.sqlite");
-  const db = openDatabase(dbPath);
+  const db = openDatabase(dbPath, { busyTimeoutMs: 0 });
   const timeouts = { first_byte_ms: o.firstByteMs ?? 10_000, idle_ms: o.idleMs ?? 30_000, total_ms: o.totalMs ?? 600_000 };
   const settings = resolveSettings(
     {
@@ -101,7 +106,7 @@ export async function startGateway(o: GatewayOptions): Promise<Gateway> {
     { TEST_OPENAI_KEY: VENDOR_OPENAI_KEY, TEST_ANTHROPIC_KEY: VENDOR_ANTHROPIC_KEY },
     "test",
   );
-  const app = createApp({ db, settings, log: o.log ?? silentLogger, adminToken: o.adminToken, fetch: o.fetch, now: o.now });
+  const app = createApp({ db, settings, log: o.log ?? silentLogger, adminToken: o.adminToken, fetch: o.fetch, now: o.now, ledgerOptions: o.ledgerOptions, wrapLedger: o.wrapLedger });
   const account = app.services.accounts.createAccount("test", Math.round((o.credits ?? 1000) * 1e6));
   const key = app.services.accounts.createKey(account.id, "test")!;
   app.listen({ port: 0, hostname: "127.0.0.1", idleTimeout: o.idleTimeoutSeconds ?? 10, maxRequestBodySize: settings.limits.max_body_bytes * 8 });
@@ -113,6 +118,7 @@ export async function startGateway(o: GatewayOptions): Promise<Gateway> {
     accountId: account.id,
     app,
     dbPath,
+    db,
     async balanceMicro() {
       await app.services.settled();
       return db.query<{ b: number }, [string]>("SELECT balance_micro AS b FROM accounts WHERE id = ?").get(account.id)!.b;

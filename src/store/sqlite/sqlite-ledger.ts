@@ -22,6 +22,8 @@ export interface SqliteLedgerOptions {
 
 interface Queued {
   settlement: Settlement;
+  /** False once the database refused its debit for good: the record is written without it. */
+  charge?: false;
   /** Resolves the settle() promise: on commit, or when the store is found failing. */
   done: (() => void) | undefined;
 }
@@ -146,8 +148,8 @@ export function createSqliteLedger(db: Database, o: SqliteLedgerOptions): Ledger
   const writeBatch = db.transaction((batch: Queued[], counters: { keyId: string; minute: number; status: number; count: number }[], at: number) => {
     const byAccount = new Map<string, number>();
     const byKey = new Map<string, number>();
-    for (const { settlement: s } of batch) {
-      const held = holds.get(s.requestId);
+    for (const { settlement: s, charge: chargeable } of batch) {
+      const held = chargeable === false ? undefined : holds.get(s.requestId);
       // A settlement posts at most its hold; without one (free models) it charges nothing.
       const charge = held ? Math.min(s.costMicro, held.amount) : 0;
       const inserted = insertUsage.run(s.requestId, s.accountId, s.keyId, s.model, s.provider, s.promptTokens, s.completionTokens,
@@ -257,6 +259,14 @@ export function createSqliteLedger(db: Database, o: SqliteLedgerOptions): Ledger
         if (kind !== "data") {
           onFailure(kind, err);
           return kind;
+        }
+        if (q.charge !== false) {
+          // Keep the usage record at least; the refused charge goes to the log for an operator.
+          log("error", "settlement's charge refused by the database; recorded without it, apply it by hand", { settlement: q.settlement, error: describeWriteFailure(err) });
+          q.charge = false;
+          const failure = isolate([q], err);
+          if (failure) return failure;
+          continue;
         }
         log("error", "settlement refused by the database and dropped; apply it by hand", { settlement: q.settlement, error: describeWriteFailure(err) });
         queue.splice(queue.indexOf(q), 1);

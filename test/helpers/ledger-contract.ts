@@ -1,0 +1,140 @@
+import { describe, expect, test } from "bun:test";
+import type { Ledger, Settlement } from "../../src/billing/ledger.ts";
+
+/** What a contract run needs from an implementation: a fresh ledger and a way to fund accounts. */
+export interface LedgerFixture {
+  ledger: Ledger;
+  /** A new account with this balance and one key (with an optional spend limit), in micro-credits. */
+  fund(balanceMicro: number, keySpendLimitMicro?: number): Promise<{ accountId: string; keyId: string }>;
+  /** Usage records written for a request id (the implementation's own table). */
+  records(requestId: string): Promise<{ cost_micro: number; status: string }[]>;
+  close(): Promise<void>;
+}
+
+let sequence = 0;
+const requestId = () => `req_contract_${Date.now().toString(36)}_${(sequence++).toString(36)}`;
+
+export function settlement(who: { accountId: string; keyId: string }, id: string, costMicro: number, status = "ok"): Settlement {
+  return { requestId: id, accountId: who.accountId, keyId: who.keyId, model: "test/model", provider: "test", promptTokens: 10, completionTokens: 20, estimated: false, costMicro, status, latencyMs: 5 };
+}
+
+/**
+ * The Ledger contract: every implementation (SQLite now, PostgreSQL next, and the fault-injecting
+ * wrapper with no fault armed) passes the same suite.
+ */
+export function ledgerContract(name: string, make: () => Promise<LedgerFixture>): void {
+  describe(`Ledger contract: ${name}`, () => {
+    const withLedger = (fn: (f: LedgerFixture) => Promise<void>) => async () => {
+      const f = await make();
+      try {
+        await fn(f);
+      } finally {
+        await f.close();
+      }
+    };
+
+    test("a hold within the balance is granted; one beyond what is free is refused with what is free", withLedger(async (f) => {
+      const who = await f.fund(1_000);
+      expect(await f.ledger.reserve({ requestId: requestId(), ...who, amountMicro: 600 })).toEqual({ ok: true });
+      expect(await f.ledger.reserve({ requestId: requestId(), ...who, amountMicro: 600 })).toEqual({ ok: false, reason: "balance", availableMicro: 400 });
+      expect(await f.ledger.balance(who.accountId)).toEqual({ balanceMicro: 1_000, heldMicro: 600 });
+    }));
+
+    test("a key's spend limit is a second ceiling", withLedger(async (f) => {
+      const who = await f.fund(10_000, 500);
+      expect(await f.ledger.reserve({ requestId: requestId(), ...who, amountMicro: 501 })).toEqual({ ok: false, reason: "key_spend_limit", availableMicro: 500 });
+      expect((await f.ledger.reserve({ requestId: requestId(), ...who, amountMicro: 500 })).ok).toBe(true);
+    }));
+
+    test("settle charges what was used, at most the hold, writes one record and lifts the hold", withLedger(async (f) => {
+      const who = await f.fund(1_000);
+      const [a, b] = [requestId(), requestId()];
+      await f.ledger.reserve({ requestId: a, ...who, amountMicro: 300 });
+      await f.ledger.reserve({ requestId: b, ...who, amountMicro: 300 });
+      await f.ledger.settle(settlement(who, a, 120));
+      await f.ledger.settle(settlement(who, b, 999)); // more than held: the hold is the ceiling
+      expect(await f.ledger.balance(who.accountId)).toEqual({ balanceMicro: 1_000 - 120 - 300, heldMicro: 0 });
+      expect(await f.records(a)).toEqual([{ cost_micro: 120, status: "ok" }]);
+      expect(await f.records(b)).toEqual([{ cost_micro: 300, status: "ok" }]);
+      expect(f.ledger.openHolds()).toBe(0);
+    }));
+
+    test("settling the same request twice charges once (in one batch, and after the first is written)", withLedger(async (f) => {
+      const who = await f.fund(1_000);
+      const id = requestId();
+      await f.ledger.reserve({ requestId: id, ...who, amountMicro: 500 });
+      await Promise.all([f.ledger.settle(settlement(who, id, 200)), f.ledger.settle(settlement(who, id, 200))]);
+      await f.ledger.settle(settlement(who, id, 200));
+      await f.ledger.flush();
+      expect((await f.ledger.balance(who.accountId))!.balanceMicro).toBe(800);
+      expect(await f.records(id)).toHaveLength(1);
+    }));
+
+    test("reserving the same request twice holds once", withLedger(async (f) => {
+      const who = await f.fund(1_000);
+      const id = requestId();
+      await f.ledger.reserve({ requestId: id, ...who, amountMicro: 400 });
+      await f.ledger.reserve({ requestId: id, ...who, amountMicro: 400 });
+      expect((await f.ledger.balance(who.accountId))!.heldMicro).toBe(400);
+    }));
+
+    test("a settlement without a hold (a free model) is recorded and charges nothing", withLedger(async (f) => {
+      const who = await f.fund(1_000);
+      const id = requestId();
+      await f.ledger.settle(settlement(who, id, 250));
+      await f.ledger.flush();
+      expect((await f.ledger.balance(who.accountId))!.balanceMicro).toBe(1_000);
+      expect(await f.records(id)).toEqual([{ cost_micro: 0, status: "ok" }]);
+    }));
+
+    test("release voids a hold: nothing charged, nothing recorded", withLedger(async (f) => {
+      const who = await f.fund(1_000);
+      const id = requestId();
+      await f.ledger.reserve({ requestId: id, ...who, amountMicro: 700 });
+      await f.ledger.release(id);
+      await f.ledger.flush();
+      expect(await f.ledger.balance(who.accountId)).toEqual({ balanceMicro: 1_000, heldMicro: 0 });
+      expect(await f.records(id)).toHaveLength(0);
+    }));
+
+    test("top-ups add to the balance; unknown accounts are reported, not created", withLedger(async (f) => {
+      const who = await f.fund(1_000);
+      expect(await f.ledger.topUp(who.accountId, 2_500)).toBe(true);
+      expect((await f.ledger.balance(who.accountId))!.balanceMicro).toBe(3_500);
+      expect(await f.ledger.topUp("acct_missing", 1)).toBe(false);
+      expect(await f.ledger.balance("acct_missing")).toBeNull();
+    }));
+
+    test("100 requests at once on a balance that covers 37: exactly 37 holds, and the balance never goes below zero", withLedger(async (f) => {
+      const who = await f.fund(37 * 1_000);
+      const ids = Array.from({ length: 100 }, requestId);
+      const results = await Promise.all(ids.map((id) => f.ledger.reserve({ requestId: id, ...who, amountMicro: 1_000 })));
+      const granted = ids.filter((_, i) => results[i]!.ok);
+      expect(granted).toHaveLength(37);
+      await Promise.all(granted.map((id) => f.ledger.settle(settlement(who, id, 1_000))));
+      expect(await f.ledger.balance(who.accountId)).toEqual({ balanceMicro: 0, heldMicro: 0 });
+    }));
+
+    test("impossible numbers never crash the ledger and never charge a negative", withLedger(async (f) => {
+      const who = await f.fund(1_000);
+      const id = requestId();
+      await f.ledger.reserve({ requestId: id, ...who, amountMicro: 500 });
+      await f.ledger.settle({ ...settlement(who, id, Number.NaN), promptTokens: -5, completionTokens: 1.5 });
+      await f.ledger.flush();
+      const after = (await f.ledger.balance(who.accountId))!;
+      expect(after.balanceMicro).toBeLessThanOrEqual(1_000);
+      expect(after.balanceMicro).toBeGreaterThanOrEqual(500);
+      expect(after.heldMicro).toBe(0);
+      expect(await f.records(id)).toHaveLength(1);
+    }));
+
+    test("healthy: writable, nothing queued after a flush, admits paid and free requests", withLedger(async (f) => {
+      const who = await f.fund(1_000);
+      await f.ledger.settle(settlement(who, requestId(), 0));
+      await f.ledger.flush();
+      expect(f.ledger.health()).toMatchObject({ writable: true, queued: 0 });
+      expect(f.ledger.admits(true)).toBe(true);
+      expect(f.ledger.admits(false)).toBe(true);
+    }));
+  });
+}

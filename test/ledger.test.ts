@@ -1,0 +1,181 @@
+import { Database } from "bun:sqlite";
+import { afterAll, describe, expect, test } from "bun:test";
+import { mkdtempSync, rmSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { createAccountStore } from "../src/accounts/account-store.ts";
+import type { Ledger, RejectionLog } from "../src/billing/ledger.ts";
+import { openDatabase } from "../src/store/database.ts";
+import { createSqliteLedger, type SqliteLedgerOptions } from "../src/store/sqlite/sqlite-ledger.ts";
+import { auditLedger } from "../src/store/sqlite/audit.ts";
+import type { Logger } from "../src/log.ts";
+import { ledgerContract, settlement, type LedgerFixture } from "./helpers/ledger-contract.ts";
+import { faultyLedger } from "./helpers/faulty-ledger.ts";
+
+const dir = mkdtempSync(join(tmpdir(), "switchyard-ledger-"));
+afterAll(() => rmSync(dir, { recursive: true, force: true }));
+let files = 0;
+
+interface SqliteFixture extends LedgerFixture {
+  ledger: Ledger & RejectionLog;
+  db: Database;
+  path: string;
+  logs: { level: string; message: string; fields?: Record<string, unknown> }[];
+}
+
+async function sqliteFixture(options: Partial<SqliteLedgerOptions> = {}): Promise<SqliteFixture> {
+  const path = join(dir, `ledger-${files++}.sqlite`);
+  const db = openDatabase(path, { busyTimeoutMs: 0 });
+  const logs: SqliteFixture["logs"] = [];
+  const log: Logger = (level, message, fields) => logs.push({ level, message, fields });
+  const ledger = createSqliteLedger(db, { now: Date.now, log, ...options });
+  const accounts = createAccountStore(db, Date.now);
+  const records = db.query<{ cost_micro: number; status: string }, [string]>("SELECT cost_micro, status FROM usage_records WHERE request_id = ?");
+  return {
+    ledger,
+    db,
+    path,
+    logs,
+    async fund(balanceMicro, spendLimitMicro) {
+      const account = accounts.createAccount("contract", balanceMicro);
+      const key = accounts.createKey(account.id, { name: "k", spendLimitMicro: spendLimitMicro ?? null })!;
+      return { accountId: account.id, keyId: key.id };
+    },
+    async records(requestId) {
+      return records.all(requestId);
+    },
+    async close() {
+      await ledger.close(1_000);
+      db.close();
+    },
+  };
+}
+
+ledgerContract("SQLite", () => sqliteFixture());
+ledgerContract("fault-injecting wrapper, nothing armed", async () => {
+  const f = await sqliteFixture();
+  return { ...f, ledger: faultyLedger(f.ledger).ledger };
+});
+
+const ledgerOptions = { busyLimitMs: 150, retryMaxMs: 40, probeIntervalMs: 50 };
+const until = async (condition: () => boolean, ms = 3_000) => {
+  const deadline = Date.now() + ms;
+  while (!condition()) {
+    if (Date.now() > deadline) throw new Error("condition not reached in time");
+    await Bun.sleep(5);
+  }
+};
+
+describe("SQLite ledger under store faults", () => {
+  for (const fault of [
+    { name: "disk full", arm: (db: Database) => db.exec(`PRAGMA max_page_count = ${(db.query("PRAGMA page_count").get() as { page_count: number }).page_count}`), disarm: (db: Database) => db.exec("PRAGMA max_page_count = 1073741823") },
+    { name: "read-only database", arm: (db: Database) => db.exec("PRAGMA query_only = 1"), disarm: (db: Database) => db.exec("PRAGMA query_only = 0") },
+  ]) {
+    test(`${fault.name}: settlements wait in the queue, paid requests are refused, everything is written once on recovery`, async () => {
+      const f = await sqliteFixture(ledgerOptions);
+      try {
+        const who = await f.fund(1_000_000);
+        // Enough records that the file must grow: a full disk refuses them.
+        const ids = Array.from({ length: 400 }, (_, i) => `req_fault_${fault.name.length}_${i}`);
+        fault.arm(f.db);
+        for (const id of ids.slice(0, 200)) expect((await f.ledger.reserve({ requestId: id, ...who, amountMicro: 1_000 })).ok).toBe(true);
+        // The settle promises resolve (nobody hangs on a dead store) while nothing is written.
+        await Promise.all(ids.slice(0, 200).map((id) => f.ledger.settle({ ...settlement(who, id, 700), model: "x".repeat(2_000) })));
+        expect(f.ledger.health()).toMatchObject({ writable: false, queued: 200 });
+        expect(f.ledger.admits(true)).toBe(false);
+        expect(f.ledger.admits(false)).toBe(true);
+        expect(await f.ledger.reserve({ requestId: "req_refused", ...who, amountMicro: 1 })).toMatchObject({ ok: false, reason: "unavailable" });
+        // Free requests keep going meanwhile.
+        await Promise.all(ids.slice(200).map((id) => f.ledger.settle(settlement(who, id, 0))));
+        expect(f.ledger.health().queued).toBe(400);
+        expect(f.logs.some((l) => l.level === "error" && l.message.startsWith("ledger cannot write"))).toBe(true);
+
+        fault.disarm(f.db);
+        await until(() => f.ledger.health().writable && f.ledger.health().queued === 0);
+        expect(f.ledger.admits(true)).toBe(true);
+        const written = f.db.query<{ n: number; cost: number }, []>("SELECT COUNT(*) AS n, SUM(cost_micro) AS cost FROM usage_records").get()!;
+        expect(written).toEqual({ n: 400, cost: 200 * 700 });
+        expect((await f.ledger.balance(who.accountId))!).toEqual({ balanceMicro: 1_000_000 - 200 * 700, heldMicro: 0 });
+        expect(auditLedger(f.db).clean).toBe(true);
+      } finally {
+        await f.close();
+      }
+    });
+  }
+
+  test("another connection holds the write lock: nothing waits synchronously, the store counts as failing after busyLimitMs, and recovers", async () => {
+    const f = await sqliteFixture(ledgerOptions);
+    const other = new Database(f.path);
+    try {
+      const who = await f.fund(100_000);
+      other.exec("BEGIN IMMEDIATE");
+      await f.ledger.reserve({ requestId: "req_locked", ...who, amountMicro: 5_000 });
+      const started = performance.now();
+      const settled = f.ledger.settle(settlement(who, "req_locked", 4_000));
+      // The event loop keeps turning while the lock is held.
+      let ticks = 0;
+      const ticker = setInterval(() => ticks++, 5);
+      await settled;
+      clearInterval(ticker);
+      const waited = performance.now() - started;
+      expect(waited).toBeGreaterThanOrEqual(ledgerOptions.busyLimitMs - 10);
+      expect(ticks).toBeGreaterThan(5);
+      expect(f.ledger.health().writable).toBe(false);
+      expect(f.ledger.health().lastError).toContain("locked");
+      other.exec("COMMIT");
+      await until(() => f.ledger.health().writable && f.ledger.health().queued === 0);
+      expect(await f.records("req_locked")).toEqual([{ cost_micro: 4_000, status: "ok" }]);
+    } finally {
+      other.close();
+      await f.close();
+    }
+  });
+
+  test("a charge the database refuses for good is logged and its record kept without it; the others in its batch are written", async () => {
+    const f = await sqliteFixture(ledgerOptions);
+    try {
+      const poor = await f.fund(10_000);
+      const rich = await f.fund(10_000);
+      await f.ledger.reserve({ requestId: "req_poison", ...poor, amountMicro: 5_000 });
+      await f.ledger.reserve({ requestId: "req_bystander", ...rich, amountMicro: 5_000 });
+      // Someone emptied the account behind the ledger's back: the debit breaks the balance CHECK.
+      f.db.exec(`UPDATE accounts SET balance_micro = 0 WHERE id = '${poor.accountId}'`);
+      await Promise.all([f.ledger.settle(settlement(poor, "req_poison", 5_000)), f.ledger.settle(settlement(rich, "req_bystander", 3_000))]);
+      await f.ledger.flush();
+      expect(await f.records("req_bystander")).toEqual([{ cost_micro: 3_000, status: "ok" }]);
+      expect(await f.records("req_poison")).toEqual([{ cost_micro: 0, status: "ok" }]);
+      expect(f.ledger.health()).toMatchObject({ writable: true, queued: 0 });
+      expect(f.logs.find((l) => l.message.startsWith("settlement's charge refused"))?.fields?.settlement).toMatchObject({ requestId: "req_poison", costMicro: 5_000 });
+      expect(f.ledger.openHolds()).toBe(0);
+    } finally {
+      await f.close();
+    }
+  });
+
+  test("an idle ledger notices a dead store by itself (probe writes), and notices it come back", async () => {
+    const f = await sqliteFixture(ledgerOptions);
+    try {
+      expect(f.ledger.health().writable).toBe(true);
+      f.db.exec("PRAGMA query_only = 1");
+      await until(() => !f.ledger.health().writable);
+      f.db.exec("PRAGMA query_only = 0");
+      await until(() => f.ledger.health().writable);
+    } finally {
+      await f.close();
+    }
+  });
+
+  test("a flood of refusals is counted per key, minute and status: a handful of rows", async () => {
+    const f = await sqliteFixture(ledgerOptions);
+    try {
+      const minute = 29_000_000 * 60_000;
+      for (let i = 0; i < 5_000; i++) f.ledger.countRejection(`key_${i % 3}`, i % 2 ? 429 : 402, minute + (i % 50) * 1_000);
+      await f.ledger.flush();
+      const rows = f.db.query<{ key_id: string; status: number; count: number }, []>("SELECT key_id, status, count FROM rejection_counts ORDER BY key_id, status").all();
+      expect(rows.length).toBe(6);
+      expect(rows.reduce((n, r) => n + r.count, 0)).toBe(5_000);
+    } finally {
+      await f.close();
+    }
+  });
+});
