@@ -5,7 +5,9 @@ import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join, resolve } from "node:path";
 import { runAdmin } from "../src/cli/admin.ts";
-import { startGateway } from "./helpers/gateway.ts";
+import { writeFileSync } from "node:fs";
+import { OPENAI_MODEL, post, startGateway } from "./helpers/gateway.ts";
+import { startFakeUpstream } from "./helpers/fake-upstream.ts";
 
 const ROOT = resolve(import.meta.dir, "..");
 const KEY_SHAPE = /^svc-sk-[A-Za-z0-9_-]{32,}$/;
@@ -21,10 +23,10 @@ afterAll(() => {
 });
 
 /** The CLI as an operator runs it: a separate process on the SQLite file. */
-async function cli(dbPath: string, ...args: string[]): Promise<{ code: number; stdout: string; stderr: string }> {
+async function cli(dbPath: string | { db: string; env: Record<string, string> }, ...args: string[]): Promise<{ code: number; stdout: string; stderr: string }> {
   const proc = Bun.spawn(["bun", "src/cli/admin.ts", ...args], {
     cwd: ROOT,
-    env: { ...process.env, SWITCHYARD_DB: dbPath },
+    env: { ...process.env, ...(typeof dbPath === "string" ? { SWITCHYARD_DB: dbPath } : { SWITCHYARD_DB: dbPath.db, ...dbPath.env }) },
     stdout: "pipe",
     stderr: "pipe",
   });
@@ -193,6 +195,48 @@ describe("CLI against a running gateway's database", () => {
       expect((await models(gw.key)).status).toBe(401);
     } finally {
       await gw.stop();
+    }
+  });
+});
+
+describe("bun run admin audit", () => {
+  test("clean after real traffic and a top-up; drift and uncharged answers are reported with exit 1", async () => {
+    const upstream = await startFakeUpstream();
+    const gw = await startGateway({ upstreamUrl: upstream.url, credits: 50 });
+    const config = join(mkdtempSync(join(tmpdir(), "switchyard-audit-")), "switchyard.json");
+    dirs.push(join(config, ".."));
+    // The audit reads the configuration to know which models are priced.
+    writeFileSync(config, JSON.stringify({ providers: [{ id: "p", kind: "openai", base_url: "http://127.0.0.1:9/v1" }], models: [{ id: OPENAI_MODEL, provider: "p", upstream_model: "m", category: "text", context_length: 1000, pricing: { input_per_mtok: 1, output_per_mtok: 1 } }] }));
+    const target = { db: gw.dbPath, env: { SWITCHYARD_CONFIG: config } };
+    try {
+      for (let i = 0; i < 5; i++) {
+        const res = await post(gw, "/v1/chat/completions", { model: OPENAI_MODEL, messages: [{ role: "user", content: "hi" }], stream: i % 2 === 0 });
+        expect(res.status).toBe(200);
+        await res.text();
+      }
+      expect((await cli(target, "accounts", "topup", gw.accountId, "7")).code).toBe(0);
+      await gw.app.services.settled();
+      const clean = await cli(target, "audit");
+      expect(clean.code).toBe(0);
+      expect(JSON.parse(clean.stdout)).toMatchObject({ clean: true, usageRecords: 5, accountDrift: [], keyDrift: [], uncharged: [] });
+
+      const db = new Database(gw.dbPath);
+      try {
+        db.exec(`UPDATE accounts SET balance_micro = balance_micro + 5 WHERE id = '${gw.accountId}'`);
+        db.exec(`INSERT INTO usage_records (request_id, account_id, key_id, model, provider, prompt_tokens, completion_tokens, estimated, cost_micro, status, latency_ms, created_at)
+                 VALUES ('req_free_lunch', '${gw.accountId}', '${gw.keyId}', '${OPENAI_MODEL}', 'p', 10, 10, 0, 0, 'ok', 1, 1)`);
+      } finally {
+        db.close();
+      }
+      const dirty = await cli(target, "audit");
+      expect(dirty.code).toBe(1);
+      const report = JSON.parse(dirty.stdout);
+      expect(report.clean).toBe(false);
+      expect(report.accountDrift).toEqual([expect.objectContaining({ account_id: gw.accountId, drift_micro: 5 })]);
+      expect(report.uncharged).toEqual([expect.objectContaining({ request_id: "req_free_lunch" })]);
+    } finally {
+      await gw.stop();
+      await upstream.stop();
     }
   });
 });

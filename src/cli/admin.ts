@@ -52,7 +52,7 @@ function pricedModels(env: Record<string, string | undefined>): Set<string> | un
 }
 
 /** The admin API's operations for a shell, without a running gateway or an admin token. */
-export function runAdmin(argv: string[], env: Record<string, string | undefined>): { code: number; out: string } {
+export function runAdmin(argv: string[], env: Record<string, string | undefined>): { code: number; out: string; stdout?: boolean } {
   const [noun, verb, ...rest] = argv;
   const { positional: args, options } = flags(rest);
   const db = openDatabase(env.SWITCHYARD_DB ?? "./data/switchyard.sqlite");
@@ -96,7 +96,8 @@ export function runAdmin(argv: string[], env: Record<string, string | undefined>
     }
     if (noun === "audit" && verb === undefined) {
       const report = auditLedger(db, pricedModels(env));
-      return { code: report.clean ? 0 : 1, out: JSON.stringify(report, null, 2) };
+      // The report is the command's output whatever it finds: stdout, for a script to read.
+      return { code: report.clean ? 0 : 1, out: JSON.stringify(report, null, 2), stdout: true };
     }
     return { code: 2, out: USAGE };
   } catch (err) {
@@ -109,7 +110,7 @@ export function runAdmin(argv: string[], env: Record<string, string | undefined>
 }
 
 if (import.meta.main) {
-  const { code, out } = runAdmin(process.argv.slice(2), process.env);
-  (code === 0 ? console.log : console.error)(out);
+  const { code, out, stdout } = runAdmin(process.argv.slice(2), process.env);
+  (code === 0 || stdout ? console.log : console.error)(out);
   process.exit(code);
 }
