@@ -58,7 +58,13 @@ export function admissionPlugin(o: AdmissionOptions) {
     if (!path.startsWith("/v1/") || path.startsWith("/v1/admin/")) return;
 
     const key = extractKey(request.headers);
-    const found = key && isWellFormedKey(key) ? o.keys.resolve(key) : null;
+    let found: ActiveKey | null;
+    try {
+      found = key && isWellFormedKey(key) ? o.keys.resolve(key) : null;
+    } catch {
+      // The key store cannot be read (a broken disk): nobody can be admitted, but nothing crashes.
+      return errorResponse(anthropic, 503, "overloaded", "The gateway cannot check API keys right now. Retry in a few seconds.", { "retry-after": "5" });
+    }
     if (!found) {
       o.onRejected(request, 401);
       return errorResponse(anthropic, 401, "authentication",
