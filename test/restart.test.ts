@@ -4,6 +4,7 @@ import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { startFakeUpstream, type FakeUpstream } from "./helpers/fake-upstream.ts";
+import { startGatewayProcess as startProcess } from "./helpers/gateway-process.ts";
 
 let upstream: FakeUpstream;
 let dir: string;
@@ -16,27 +17,6 @@ afterAll(async () => {
   await upstream.stop();
   rmSync(dir, { recursive: true, force: true });
 });
-
-/** The real entry point as a child process; resolves with its URL and the printed demo key. */
-async function startProcess(env: Record<string, string>) {
-  const child = Bun.spawn(["bun", "src/index.ts"], {
-    cwd: join(import.meta.dir, ".."),
-    env: { ...process.env, PORT: "0", HOST: "127.0.0.1", LOG_LEVEL: "warn", ...env },
-    stdout: "pipe",
-    stderr: "pipe",
-  });
-  const reader = child.stdout.getReader();
-  let text = "";
-  const deadline = Date.now() + 15_000;
-  while (!/svc-sk-[A-Za-z0-9_-]+/.test(text) || !text.includes("curl")) {
-    if (Date.now() > deadline) throw new Error(`gateway did not start: ${text}`);
-    const { value, done } = await reader.read();
-    if (done) throw new Error(`gateway exited: ${text}${await new Response(child.stderr).text()}`);
-    text += new TextDecoder().decode(value);
-  }
-  reader.releaseLock();
-  return { child, url: text.match(/listening on (http:\/\/\S+)/)![1]!, key: text.match(/svc-sk-[A-Za-z0-9_-]+/)![0], banner: text };
-}
 
 function ledgerState(dbPath: string) {
   const db = new Database(dbPath, { readonly: true });

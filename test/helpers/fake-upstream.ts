@@ -215,7 +215,12 @@ export function useFakeUpstream(): FakeUpstream {
   return upstream;
 }
 
-export async function startFakeUpstream(): Promise<FakeUpstream> {
+export interface FakeUpstreamOptions {
+  /** Pause between the chunks of the default streamed answers (default: one turn of the event loop). */
+  streamDelayMs?: number;
+}
+
+export async function startFakeUpstream(options: FakeUpstreamOptions = {}): Promise<FakeUpstream> {
   const requests: RecordedRequest[] = [];
   const queue: (Reply | ((req: RecordedRequest) => Reply))[] = [];
   const live = new Set<StreamState>();
@@ -409,7 +414,7 @@ export async function startFakeUpstream(): Promise<FakeUpstream> {
     chunks.push(chunk([choice({}, "stop")]));
     if (includeUsage) chunks.push(chunk([], openaiUsage(a)));
     chunks.push("data: [DONE]\n\n");
-    return { kind: "sse", headers, chunks };
+    return { kind: "sse", headers, chunks, delayMs: options.streamDelayMs };
   }
 
   function anthropicDefault(rec: RecordedRequest, n: number, reqId: string): Reply {
@@ -462,7 +467,7 @@ export async function startFakeUpstream(): Promise<FakeUpstream> {
       }),
       ev("message_stop", { type: "message_stop" }),
     ];
-    return { kind: "sse", headers, chunks };
+    return { kind: "sse", headers, chunks, delayMs: options.streamDelayMs };
   }
 
   const server = Bun.serve({

@@ -1,0 +1,75 @@
+import type { Subprocess } from "bun";
+import { join } from "node:path";
+
+export interface GatewayProcess {
+  child: Subprocess<"ignore", "pipe", "pipe">;
+  url: string;
+  /** The demo key the process printed (a new one at each start). */
+  key: string;
+  banner: string;
+  /** What the process wrote to stderr so far (its JSON log lines). */
+  stderr(): string;
+}
+
+const ROOT = join(import.meta.dir, "..", "..");
+
+/**
+ * The real entry point (`bun src/index.ts`) as a child process on a loopback port; resolves with
+ * its URL and the printed demo key once it serves. Both pipes are read to the end in the
+ * background, so a chatty process never blocks on a full pipe.
+ */
+export async function startGatewayProcess(env: Record<string, string>): Promise<GatewayProcess> {
+  const child = Bun.spawn(["bun", "src/index.ts"], {
+    cwd: ROOT,
+    env: { ...process.env, PORT: "0", HOST: "127.0.0.1", LOG_LEVEL: "warn", ...env },
+    stdin: "ignore",
+    stdout: "pipe",
+    stderr: "pipe",
+  });
+  let errors = "";
+  void (async () => {
+    const decoder = new TextDecoder();
+    for await (const chunk of child.stderr) errors += decoder.decode(chunk, { stream: true });
+  })().catch(() => {});
+  const reader = child.stdout.getReader();
+  const decoder = new TextDecoder();
+  let text = "";
+  // A process that never prints its banner is killed, which ends the read below.
+  let timedOut = false;
+  const deadline = setTimeout(() => {
+    timedOut = true;
+    child.kill("SIGKILL");
+  }, 15_000);
+  try {
+    while (!/svc-sk-[A-Za-z0-9_-]+/.test(text) || !text.includes("curl")) {
+      const { value, done } = await reader.read();
+      if (done) {
+        await child.exited;
+        throw new Error(`gateway ${timedOut ? "did not start within 15 s" : `exited (${child.exitCode})`}: ${text}${errors}`);
+      }
+      text += decoder.decode(value, { stream: true });
+    }
+  } finally {
+    clearTimeout(deadline);
+  }
+  void (async () => {
+    for (;;) {
+      const { done } = await reader.read();
+      if (done) return;
+    }
+  })().catch(() => {});
+  return {
+    child,
+    url: text.match(/listening on (http:\/\/\S+)/)![1]!,
+    key: text.match(/svc-sk-[A-Za-z0-9_-]+/)![0],
+    banner: text,
+    stderr: () => errors,
+  };
+}
+
+/** `bun src/cli/admin.ts <args>` against the same files; resolves with its exit code and output. */
+export async function runAdminCli(args: string[], env: Record<string, string>): Promise<{ code: number; out: string }> {
+  const child = Bun.spawn(["bun", "src/cli/admin.ts", ...args], { cwd: ROOT, env: { ...process.env, ...env }, stdout: "pipe", stderr: "pipe" });
+  const [out, err, code] = await Promise.all([new Response(child.stdout).text(), new Response(child.stderr).text(), child.exited]);
+  return { code, out: out + err };
+}

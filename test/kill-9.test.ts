@@ -1,0 +1,305 @@
+import { Database } from "bun:sqlite";
+import { afterAll, beforeAll, expect, test } from "bun:test";
+import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { startFakeUpstream, type FakeUpstream } from "./helpers/fake-upstream.ts";
+import { runAdminCli, startGatewayProcess, type GatewayProcess } from "./helpers/gateway-process.ts";
+
+/**
+ * Issue 14, "Money that survives faults": the gateway runs as a real process under a few hundred
+ * concurrent clients and is killed with SIGKILL mid-load, several times on the same SQLite file.
+ * Whatever a client saw complete must have been charged exactly once, every charge must be in the
+ * balance, and the audit must find the books clean, round after round.
+ */
+
+const OPENAI_MODEL = "crash/gpt";
+const ANTHROPIC_MODEL = "crash/claude";
+const CLIENTS = 200;
+const ROUNDS = 4;
+const DEMO_CREDITS_MICRO = 100_000_000;
+
+let upstream: FakeUpstream;
+let dir: string;
+const children: GatewayProcess[] = [];
+
+beforeAll(async () => {
+  // A few milliseconds between frames: a stream lasts tens of milliseconds, so kills land mid-answer.
+  upstream = await startFakeUpstream({ streamDelayMs: 3 });
+  dir = mkdtempSync(join(tmpdir(), "switchyard-kill9-"));
+});
+afterAll(async () => {
+  for (const gw of children) if (gw.child.exitCode === null && gw.child.signalCode === null) gw.child.kill("SIGKILL");
+  await Promise.all(children.map((gw) => gw.child.exited));
+  await upstream.stop();
+  rmSync(dir, { recursive: true, force: true });
+});
+
+/** A configuration with one paid model per provider kind, both answered by the fake upstream. */
+function gatewayEnv(name: string): Record<string, string> {
+  const config = join(dir, `${name}.json`);
+  // ~20 tokens in, ~15 out: about 2,500 micro-credits a request, so thousands of requests a round
+  // stay far inside the demo account's 100 credits (no 402 can blur the picture).
+  const pricing = { input_per_mtok: 50, output_per_mtok: 100 };
+  writeFileSync(config, JSON.stringify({
+    providers: [
+      { id: "up-openai", kind: "openai", base_url: `${upstream.url}/v1` },
+      { id: "up-anthropic", kind: "anthropic", base_url: upstream.url },
+    ],
+    models: [
+      { id: OPENAI_MODEL, provider: "up-openai", upstream_model: "gpt-4o-mini", category: "text", context_length: 128_000, pricing },
+      { id: ANTHROPIC_MODEL, provider: "up-anthropic", upstream_model: "claude-sonnet-4-5", category: "text", context_length: 200_000, pricing },
+    ],
+    limits: { requests_per_minute: 10_000_000 },
+  }));
+  return { SWITCHYARD_CONFIG: config, SWITCHYARD_DB: join(dir, `${name}.sqlite`), SWITCHYARD_ADMIN_TOKEN: "kill9-admin" };
+}
+
+async function start(env: Record<string, string>): Promise<GatewayProcess> {
+  const gw = await startGatewayProcess(env);
+  children.push(gw);
+  return gw;
+}
+
+/** What a client asks for: both client formats, streamed or not, on the same and the other vendor's model. */
+interface Kind {
+  name: string;
+  format: "openai" | "anthropic";
+  model: string;
+  stream: boolean;
+  includeUsage?: boolean;
+}
+
+const KINDS: Kind[] = [
+  { name: "openai json → openai", format: "openai", model: OPENAI_MODEL, stream: false },
+  { name: "openai json → anthropic", format: "openai", model: ANTHROPIC_MODEL, stream: false },
+  { name: "openai sse+usage → openai", format: "openai", model: OPENAI_MODEL, stream: true, includeUsage: true },
+  { name: "openai sse → openai", format: "openai", model: OPENAI_MODEL, stream: true },
+  { name: "openai sse+usage → anthropic", format: "openai", model: ANTHROPIC_MODEL, stream: true, includeUsage: true },
+  { name: "openai sse → anthropic", format: "openai", model: ANTHROPIC_MODEL, stream: true },
+  { name: "anthropic json → anthropic", format: "anthropic", model: ANTHROPIC_MODEL, stream: false },
+  { name: "anthropic json → openai", format: "anthropic", model: OPENAI_MODEL, stream: false },
+  { name: "anthropic sse → anthropic", format: "anthropic", model: ANTHROPIC_MODEL, stream: true },
+  { name: "anthropic sse → openai", format: "anthropic", model: OPENAI_MODEL, stream: true },
+];
+
+/** One request as its client saw it. */
+interface Outcome {
+  kind: string;
+  status?: number;
+  /** The answer's id (`chatcmpl-…` / `msg_…`), from the body or the first frame. */
+  id?: string;
+  /** JSON: status 200 and the whole body parsed. Stream: the last frame (`[DONE]` / `message_stop`) arrived. */
+  completed: boolean;
+}
+
+async function ask(gw: GatewayProcess, kind: Kind, text: string, outcome: Outcome): Promise<void> {
+  const body: Record<string, unknown> = { model: kind.model, max_tokens: 64, messages: [{ role: "user", content: text }] };
+  if (kind.stream) body.stream = true;
+  if (kind.includeUsage) body.stream_options = { include_usage: true };
+  const res = await fetch(`${gw.url}${kind.format === "openai" ? "/v1/chat/completions" : "/v1/messages"}`, {
+    method: "POST",
+    headers: { authorization: `Bearer ${gw.key}`, "content-type": "application/json", "anthropic-version": "2023-06-01" },
+    body: JSON.stringify(body),
+  });
+  outcome.status = res.status;
+  if (res.status !== 200) {
+    await res.text();
+    return;
+  }
+  if (!kind.stream) {
+    const answer = (await res.json()) as { id: string };
+    outcome.id = answer.id;
+    outcome.completed = true;
+    return;
+  }
+  const decoder = new TextDecoder();
+  let buffer = "";
+  for await (const chunk of res.body!) {
+    buffer += decoder.decode(chunk, { stream: true });
+    for (let cut = buffer.indexOf("\n\n"); cut !== -1; cut = buffer.indexOf("\n\n")) {
+      const lines = buffer.slice(0, cut).split("\n");
+      buffer = buffer.slice(cut + 2);
+      const event = lines.find((l) => l.startsWith("event: "))?.slice(7);
+      const data = lines.find((l) => l.startsWith("data: "))?.slice(6);
+      if (data === undefined) continue;
+      if (kind.format === "openai") {
+        if (data === "[DONE]") outcome.completed = true;
+        else outcome.id ??= (JSON.parse(data) as { id?: string }).id;
+      } else if (event === "message_start") outcome.id = (JSON.parse(data) as { message: { id: string } }).message.id;
+      else if (event === "message_stop") outcome.completed = true;
+    }
+  }
+}
+
+/** Clients that each send one request after another until the gateway is gone. */
+function load(gw: GatewayProcess, round: number) {
+  const outcomes: Outcome[] = [];
+  let stopped = false;
+  const clients = Array.from({ length: CLIENTS }, async (_, i) => {
+    const kind = KINDS[i % KINDS.length]!;
+    for (let n = 0; !stopped; n++) {
+      const outcome: Outcome = { kind: kind.name, completed: false };
+      outcomes.push(outcome);
+      try {
+        await ask(gw, kind, `round ${round} client ${i} request ${n}: alpha beta gamma delta epsilon zeta eta theta`, outcome);
+      } catch {
+        // The gateway died under this request: what the client saw so far is in `outcome`.
+      }
+    }
+  });
+  return {
+    outcomes,
+    /** No client sends another request; resolves when every client's last one has ended. */
+    async stop() {
+      stopped = true;
+      await Promise.all(clients);
+    },
+  };
+}
+
+interface Books {
+  balance: number;
+  records: number;
+  chargedMicro: number;
+  byStatus: Record<string, number>;
+}
+
+function readBooks(dbPath: string): Books & { recordOf(requestId: string): { cost_micro: number; status: string }[] } {
+  const db = new Database(dbPath, { readonly: true });
+  try {
+    const account = db.query<{ id: string; balance_micro: number }, []>("SELECT id, balance_micro FROM accounts WHERE name = 'demo'").get()!;
+    const totals = db.query<{ n: number; charged: number | null }, [string]>("SELECT COUNT(*) AS n, SUM(cost_micro) AS charged FROM usage_records WHERE account_id = ?").get(account.id)!;
+    const byStatus: Record<string, number> = {};
+    for (const row of db.query<{ status: string; n: number }, []>("SELECT status, COUNT(*) AS n FROM usage_records GROUP BY status").all()) byStatus[row.status] = row.n;
+    const records = new Map<string, { cost_micro: number; status: string }[]>();
+    for (const row of db.query<{ request_id: string; cost_micro: number; status: string }, []>("SELECT request_id, cost_micro, status FROM usage_records").all()) {
+      const list = records.get(row.request_id) ?? [];
+      list.push({ cost_micro: row.cost_micro, status: row.status });
+      records.set(row.request_id, list);
+    }
+    return { balance: account.balance_micro, records: totals.n, chargedMicro: totals.charged ?? 0, byStatus, recordOf: (id) => records.get(id) ?? [] };
+  } finally {
+    db.close();
+  }
+}
+
+/** `chatcmpl-<uuid>` / `msg_<uuid>` → `req_<uuid>`: an answer's id names its usage record. */
+const requestIdOf = (answerId: string) => `req_${answerId.replace(/^(chatcmpl-|msg_)/, "")}`;
+
+async function until(condition: () => boolean, timeoutMs: number, what: string): Promise<void> {
+  const deadline = performance.now() + timeoutMs;
+  while (!condition()) {
+    if (performance.now() > deadline) throw new Error(`timed out waiting for ${what}`);
+    await Bun.sleep(5);
+  }
+}
+
+test(`kill -9 under ${CLIENTS} concurrent clients, ${ROUNDS} times on one file: every completed answer charged once, the books balance`, async () => {
+  const env = gatewayEnv("ledger");
+  const seen = new Set<string>();
+  let completedTotal = 0;
+
+  for (let round = 1; round <= ROUNDS; round++) {
+    // Rounds after the first restart on the file a SIGKILLed process left: its lock died with it.
+    const gw = await start(env);
+    const before = readBooks(env.SWITCHYARD_DB);
+    if (round === 1) {
+      expect(before.balance).toBe(DEMO_CREDITS_MICRO);
+      expect(before.records).toBe(0);
+    }
+
+    const clients = load(gw, round);
+    // Every kind of request completes at least once before the kill, so every round proves something.
+    await until(() => KINDS.every((k) => clients.outcomes.some((o) => o.kind === k.name && o.completed)), 15_000, "one completed answer of every kind");
+    await Bun.sleep(150 + Math.floor(Math.random() * 450));
+    const ended = clients.stop();
+    gw.child.kill("SIGKILL");
+    await gw.child.exited;
+    expect(gw.child.signalCode).toBe("SIGKILL");
+    await ended;
+
+    const outcomes = clients.outcomes;
+    const answered = outcomes.filter((o) => o.status !== undefined);
+    // Nothing was refused: the account, the rate limit and the ledger all had room for the load.
+    expect(answered.filter((o) => o.status !== 200).map((o) => `${o.kind}: ${o.status}`)).toEqual([]);
+    const completed = outcomes.filter((o) => o.completed);
+    expect(completed.length).toBeGreaterThan(0);
+
+    const after = readBooks(env.SWITCHYARD_DB);
+    const problems: string[] = [];
+    for (const o of completed) {
+      if (!o.id || !/^(chatcmpl-|msg_)[0-9a-f]{8}-[0-9a-f]{4}-7[0-9a-f]{3}-[0-9a-f]{4}-[0-9a-f]{12}$/.test(o.id)) {
+        problems.push(`${o.kind}: the answer's id ${o.id} is not the gateway's`);
+        continue;
+      }
+      if (seen.has(o.id)) problems.push(`${o.kind}: answer id ${o.id} seen twice`);
+      seen.add(o.id);
+      const records = after.recordOf(requestIdOf(o.id));
+      if (records.length !== 1) problems.push(`${o.kind}: ${o.id} completed for its client and has ${records.length} usage records`);
+      else if (records[0]!.status !== "ok" || !(records[0]!.cost_micro > 0)) problems.push(`${o.kind}: ${o.id} completed and was recorded as ${JSON.stringify(records[0])}`);
+    }
+    expect(problems).toEqual([]);
+
+    // Every charge is in the balance, answers cut off by the kill included (partial answers may be billed).
+    expect(before.balance - after.balance).toBe(after.chargedMicro - before.chargedMicro);
+    expect(DEMO_CREDITS_MICRO - after.balance).toBe(after.chargedMicro);
+    expect(after.records - before.records).toBeGreaterThanOrEqual(completed.length);
+
+    const audit = await runAdminCli(["audit"], env);
+    if (audit.code !== 0) console.error(audit.out);
+    expect(audit.code).toBe(0);
+
+    completedTotal += completed.length;
+    if (process.env.KILL9_REPORT) {
+      const cut = outcomes.filter((o) => o.status === 200 && !o.completed);
+      console.log(`round ${round}: ${outcomes.length} requests sent, ${completed.length} completed, ${cut.length} cut off after their headers (${cut.filter((o) => o.id).length} after their first frame); ` +
+        `${after.records - before.records} usage records (${JSON.stringify(after.byStatus)} in all), ${after.chargedMicro - before.chargedMicro} micro-credits charged`);
+    }
+  }
+  expect(seen.size).toBe(completedTotal);
+
+  // After the last kill the file still serves a gateway that answers and shuts down cleanly.
+  const gw = await start(env);
+  const res = await fetch(`${gw.url}/v1/chat/completions`, {
+    method: "POST",
+    headers: { authorization: `Bearer ${gw.key}`, "content-type": "application/json" },
+    body: JSON.stringify({ model: OPENAI_MODEL, max_tokens: 64, messages: [{ role: "user", content: "still here?" }] }),
+  });
+  expect(res.status).toBe(200);
+  await res.json();
+  gw.child.kill("SIGTERM");
+  expect(await gw.child.exited).toBe(0);
+  expect((await runAdminCli(["audit"], env)).code).toBe(0);
+}, 90_000);
+
+test("a second gateway on the same SQLite file refuses to start, naming the file; the first keeps serving", async () => {
+  const env = gatewayEnv("locked");
+  const first = await start(env);
+  const ask = () => fetch(`${first.url}/v1/chat/completions`, {
+    method: "POST",
+    headers: { authorization: `Bearer ${first.key}`, "content-type": "application/json" },
+    body: JSON.stringify({ model: OPENAI_MODEL, max_tokens: 64, messages: [{ role: "user", content: "hello" }] }),
+  });
+  expect((await ask()).status).toBe(200);
+
+  const second = Bun.spawn(["bun", "src/index.ts"], {
+    cwd: join(import.meta.dir, ".."),
+    env: { ...process.env, PORT: "0", HOST: "127.0.0.1", LOG_LEVEL: "warn", ...env },
+    stdout: "pipe",
+    stderr: "pipe",
+  });
+  const [stdout, stderr, code] = await Promise.all([new Response(second.stdout).text(), new Response(second.stderr).text(), second.exited]);
+  expect(code).not.toBe(0);
+  expect(stderr).toContain("another Switchyard gateway");
+  expect(stderr).toContain(env.SWITCHYARD_DB);
+  // It never got as far as issuing a demo key (which would have revoked the first one's).
+  expect(stdout).not.toContain("svc-sk-");
+
+  const res = await ask();
+  expect(res.status).toBe(200);
+  const { id } = (await res.json()) as { id: string };
+  first.child.kill("SIGTERM");
+  expect(await first.child.exited).toBe(0);
+  expect(readBooks(env.SWITCHYARD_DB).recordOf(requestIdOf(id))).toHaveLength(1);
+}, 30_000);
