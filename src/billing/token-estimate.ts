@@ -15,7 +15,8 @@ const WORKER_URL = workerUrl("billing/tokenizer-worker.ts");
 
 let worker: Worker | undefined;
 let nextId = 1;
-const waiting = new Map<number, { text: string; resolve: (count: number) => void }>();
+/** Counts in flight; each keeps the rough count to fall back on, not its text (that went to the worker). */
+const waiting = new Map<number, { rough: number; resolve: (count: number) => void }>();
 
 /** About 4 bytes a token in English prose, fewer elsewhere: only used when the tokenizer is unavailable. */
 export function roughTokenCount(text: string): number {
@@ -26,7 +27,7 @@ function giveUp(): void {
   const w = worker;
   worker = undefined;
   w?.terminate();
-  for (const { text, resolve } of waiting.values()) resolve(roughTokenCount(text));
+  for (const { rough, resolve } of waiting.values()) resolve(rough);
   waiting.clear();
 }
 
@@ -65,7 +66,7 @@ export function countTokens(text: string): Promise<number> {
   if (!w) return Promise.resolve(roughTokenCount(text));
   return new Promise((resolve) => {
     const id = nextId++;
-    waiting.set(id, { text, resolve });
+    waiting.set(id, { rough: roughTokenCount(text), resolve });
     // A count in flight keeps the process alive until it is answered.
     w.ref();
     w.postMessage({ id, text });

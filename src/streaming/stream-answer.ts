@@ -80,7 +80,7 @@ export function streamAnswer(o: StreamAnswerOptions): ReadableStream<Uint8Array>
       if (failure) return;
       const skimmed = held.length === 0 ? o.sink.skim?.(frame) : undefined;
       if (skimmed !== undefined) {
-        o.meter.defer(() => o.decode(frame).events);
+        o.meter.defer(() => o.decode(frame).events, frame.data.length);
         out += skimmed;
         return;
       }

@@ -61,7 +61,9 @@ export const anthropicAdapter: ProviderAdapter = {
           const usage = data.message?.usage as AnthropicUsage | undefined;
           const u = usage && typeof usage === "object" ? usageEvent(usage) : undefined;
           events.push({ type: "start", inputTokens: u && u.type === "usage" ? u.inputTokens : undefined });
-          if (u) events.push(u);
+          // message_start's output_tokens is a placeholder (1); only message_delta's counts, so
+          // an answer whose final usage is missing or broken is estimated, not billed one token.
+          if (u && u.type === "usage") events.push({ ...u, outputTokens: undefined });
           break;
         }
         case "content_block_start": {
