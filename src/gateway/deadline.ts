@@ -1,0 +1,118 @@
+/** The limits of one upstream attempt, in milliseconds (a provider's `timeouts`). */
+export interface DeadlineLimits {
+  /** From the start of the attempt (connecting included) until the answer's head arrives. */
+  firstByteMs: number;
+  /** Longest silence between answer bytes once the head is in. */
+  idleMs: number;
+  /** The whole attempt, head to last byte. */
+  totalMs: number;
+}
+
+export type DeadlineKind = "first_byte" | "idle" | "total";
+
+/** The reason an attempt's signal carries when its deadline passes. */
+export class DeadlineExpired extends Error {
+  override readonly name = "TimeoutError";
+  constructor(readonly kind: DeadlineKind) {
+    super(kind === "first_byte" ? "the upstream did not answer in time" : kind === "idle" ? "the upstream went quiet" : "the upstream took too long");
+  }
+}
+
+/**
+ * One deadline per upstream attempt, covering connect, first byte, the silence between bytes
+ * and the total — for JSON bodies, error bodies and streams alike. Whoever reads the upstream
+ * calls `touch()` as bytes arrive; when a limit passes, `signal` aborts with a DeadlineExpired,
+ * which aborts the transport's request and ends whatever was reading it.
+ *
+ * One lazily re-armed timer per attempt: `touch()` only records the time (it runs for every
+ * chunk), and the timer, when it fires, checks whether the limit really passed or re-arms for
+ * what is left. A quiet stream costs one timer wake-up per idle period, a busy one no more.
+ */
+export class Deadline {
+  readonly #controller = new AbortController();
+  readonly #limits: DeadlineLimits;
+  readonly #now: () => number;
+  readonly #started: number;
+  #lastActivity: number;
+  #headIn = false;
+  #paused = false;
+  #timer: ReturnType<typeof setTimeout> | undefined;
+  #expired: DeadlineKind | undefined;
+
+  constructor(limits: DeadlineLimits, now: () => number = () => performance.now()) {
+    this.#limits = limits;
+    this.#now = now;
+    this.#started = this.#lastActivity = now();
+    this.#arm();
+  }
+
+  get signal(): AbortSignal {
+    return this.#controller.signal;
+  }
+
+  /** Which limit passed, once one has. */
+  get expired(): DeadlineKind | undefined {
+    return this.#expired;
+  }
+
+  /** The answer's head arrived: from now on the idle limit applies instead of the first-byte one. */
+  headArrived(): void {
+    this.#headIn = true;
+    this.#lastActivity = this.#now();
+  }
+
+  /** Answer bytes arrived. */
+  touch(): void {
+    this.#lastActivity = this.#now();
+  }
+
+  /**
+   * The reader is waiting for the client, not for the upstream (back-pressure): silence from the
+   * upstream is then ours, not its fault. The total limit still runs.
+   */
+  pause(): void {
+    this.#paused = true;
+  }
+
+  resume(): void {
+    this.#paused = false;
+    this.#lastActivity = this.#now();
+  }
+
+  /** The attempt is over (answered, failed or given up); the timer stops. */
+  clear(): void {
+    if (this.#timer) clearTimeout(this.#timer);
+    this.#timer = undefined;
+  }
+
+  /** Ends the attempt now for a reason of the caller's (the client left, the stream ended). */
+  abort(reason: unknown): void {
+    this.clear();
+    if (!this.#controller.signal.aborted) this.#controller.abort(reason);
+  }
+
+  #next(): { at: number; kind: DeadlineKind } {
+    const total = this.#started + this.#limits.totalMs;
+    const other = !this.#headIn
+      ? { at: this.#started + this.#limits.firstByteMs, kind: "first_byte" as const }
+      : this.#paused
+        ? undefined
+        : { at: this.#lastActivity + this.#limits.idleMs, kind: "idle" as const };
+    return other && other.at < total ? other : { at: total, kind: "total" };
+  }
+
+  #arm(): void {
+    const { at } = this.#next();
+    this.#timer = setTimeout(this.#fire, Math.max(0, at - this.#now()));
+  }
+
+  readonly #fire = () => {
+    this.#timer = undefined;
+    if (this.#controller.signal.aborted) return;
+    const { at, kind } = this.#next();
+    // Timers may fire a little early; what is left is waited for again.
+    if (this.#now() + 1 < at) return this.#arm();
+    this.#expired = kind;
+    this.#controller.abort(new DeadlineExpired(kind));
+  };
+}

@@ -1,0 +1,70 @@
+import { describe, expect, test } from "bun:test";
+import { Deadline, DeadlineExpired } from "../src/gateway/deadline.ts";
+
+const limits = { firstByteMs: 60, idleMs: 40, totalMs: 300 };
+const expiry = (d: Deadline) =>
+  new Promise<{ kind: string | undefined; at: number }>((resolve) => {
+    const started = performance.now();
+    d.signal.addEventListener("abort", () => resolve({ kind: (d.signal.reason as DeadlineExpired).kind, at: performance.now() - started }), { once: true });
+  });
+
+describe("one deadline per attempt", () => {
+  test("no head in time: first_byte", async () => {
+    const d = new Deadline(limits);
+    const { kind, at } = await expiry(d);
+    expect(kind).toBe("first_byte");
+    expect(d.expired).toBe("first_byte");
+    expect(at).toBeGreaterThanOrEqual(55);
+    expect(d.signal.reason).toBeInstanceOf(DeadlineExpired);
+    expect((d.signal.reason as Error).name).toBe("TimeoutError");
+  });
+
+  test("head, then silence: idle, counted from the last byte", async () => {
+    const d = new Deadline(limits);
+    const ended = expiry(d);
+    await Bun.sleep(20);
+    d.headArrived();
+    for (let i = 0; i < 4; i++) {
+      await Bun.sleep(20);
+      d.touch();
+    }
+    const { kind, at } = await ended;
+    expect(kind).toBe("idle");
+    // 20 ms to the head, 4 × 20 ms of bytes, then 40 ms of silence.
+    expect(at).toBeGreaterThanOrEqual(135);
+  });
+
+  test("bytes that keep coming cannot outlast the total", async () => {
+    const d = new Deadline({ firstByteMs: 60, idleMs: 40, totalMs: 150 });
+    const ended = expiry(d);
+    d.headArrived();
+    const ticker = setInterval(() => d.touch(), 10);
+    const { kind, at } = await ended;
+    clearInterval(ticker);
+    expect(kind).toBe("total");
+    expect(at).toBeGreaterThanOrEqual(145);
+  });
+
+  test("waiting for a slow client is not the upstream's silence; the total still holds", async () => {
+    const d = new Deadline({ firstByteMs: 60, idleMs: 30, totalMs: 200 });
+    const ended = expiry(d);
+    d.headArrived();
+    d.pause();
+    await Bun.sleep(100);
+    expect(d.signal.aborted).toBe(false);
+    d.resume();
+    const { kind } = await ended;
+    expect(kind).toBe("idle");
+  });
+
+  test("a cleared deadline never fires; an abort carries the caller's reason", async () => {
+    const d = new Deadline({ firstByteMs: 20, idleMs: 20, totalMs: 20 });
+    d.clear();
+    await Bun.sleep(40);
+    expect(d.signal.aborted).toBe(false);
+    const reason = new Error("client left");
+    d.abort(reason);
+    expect(d.signal.reason).toBe(reason);
+    expect(d.expired).toBeUndefined();
+  });
+});
