@@ -289,6 +289,7 @@ export function createSqliteLedger(db: Database, o: SqliteLedgerOptions): Ledger
   }
 
   function run(): void {
+    if (scheduled) clearTimeout(scheduled);
     scheduled = undefined;
     scheduledImmediate = false;
     if (closed) return;
@@ -298,17 +299,23 @@ export function createSqliteLedger(db: Database, o: SqliteLedgerOptions): Ledger
     else if (queue.length > 0) schedule(0);
   }
 
-  /** `0`: at the end of this turn of the event loop (group commit); otherwise a retry delay. */
+  /**
+   * `0`: at the end of this turn of the event loop, after its I/O callbacks (group commit: every
+   * answer that finished in the turn goes in one transaction). `setImmediate`, not a 0 ms
+   * timer: timers wait at least a millisecond, and a paid answer's last frame waits for this.
+   * Otherwise a retry delay.
+   */
   function schedule(delayMs: number): void {
     if (closed) return;
     if (delayMs === 0) {
       if (scheduledImmediate || (scheduled && busySince !== undefined) || failingSince !== undefined) return;
       if (scheduled) clearTimeout(scheduled);
+      scheduled = undefined;
       scheduledImmediate = true;
-      scheduled = setTimeout(run, 0);
+      setImmediate(run);
       return;
     }
-    if (scheduled) return;
+    if (scheduled || scheduledImmediate) return;
     scheduled = setTimeout(run, delayMs);
   }
 
