@@ -1,5 +1,6 @@
 import type { FinishReason, StreamEvent } from "../../streaming/events.ts";
 import { parseFrameJson, type DecodedFrame, type ProviderAdapter } from "../provider.ts";
+import { upstreamStreamErrorMessage } from "../../pipeline/upstream-errors.ts";
 
 const STOP: Record<string, FinishReason> = {
   end_turn: "stop",
@@ -51,7 +52,8 @@ export const anthropicAdapter: ProviderAdapter = {
       const data = parseFrameJson(frame.data) as Record<string, any>;
       const events: StreamEvent[] = [];
       if (data === null || typeof data !== "object") return { parsed: data, events };
-      switch (data.type ?? frame.event) {
+      // An `error` event is an error whatever its data says it is.
+      switch (frame.event === "error" ? "error" : (data.type ?? frame.event)) {
         case "message_start": {
           const usage = data.message?.usage as AnthropicUsage | undefined;
           const u = usage ? usageEvent(usage) : undefined;
@@ -87,7 +89,10 @@ export const anthropicAdapter: ProviderAdapter = {
           break;
         case "error": {
           const kind = data.error?.type === "overloaded_error" ? "overloaded" : "upstream";
-          events.push({ type: "error", errorType: kind, message: kind === "overloaded" ? "The upstream provider is overloaded; retry shortly." : "The upstream provider reported an error during the answer." });
+          const message = kind === "overloaded"
+            ? "The upstream provider is overloaded; retry shortly."
+            : upstreamStreamErrorMessage("The upstream provider reported an error during the answer", data.error?.message ?? data.message);
+          events.push({ type: "error", errorType: kind, message });
           break;
         }
       }

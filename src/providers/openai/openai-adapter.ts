@@ -1,5 +1,6 @@
 import type { FinishReason, StreamEvent } from "../../streaming/events.ts";
 import { parseFrameJson, type DecodedFrame, type ProviderAdapter } from "../provider.ts";
+import { upstreamStreamErrorMessage } from "../../pipeline/upstream-errors.ts";
 
 const FINISH: Record<string, FinishReason> = {
   stop: "stop",
@@ -48,14 +49,15 @@ export const openaiAdapter: ProviderAdapter = {
     return (frame): DecodedFrame => {
       if (frame.data === "[DONE]") return { parsed: undefined, events: [] };
       const chunk = parseFrameJson(frame.data) as {
-        error?: { message?: string; type?: string };
+        error?: { message?: string; type?: string } | string;
         choices?: { index?: number; delta?: Record<string, any>; finish_reason?: string | null }[];
         usage?: OpenAIUsage | null;
       };
       const events: StreamEvent[] = [];
       if (chunk === null || typeof chunk !== "object") return { parsed: chunk, events };
       if (chunk.error) {
-        events.push({ type: "error", errorType: "upstream", message: "The upstream provider reported an error during the answer." });
+        const said = typeof chunk.error === "string" ? chunk.error : chunk.error.message;
+        events.push({ type: "error", errorType: "upstream", message: upstreamStreamErrorMessage("The upstream provider reported an error during the answer", said) });
         return { parsed: chunk, events };
       }
       const choice = chunk.choices?.[0];
