@@ -81,7 +81,7 @@ export function scrubSecrets(text: string): string {
 /** A Python traceback: its header and every indented line after it; the exception line stays. */
 const PY_TRACEBACK = /Traceback \(most recent call last\):[^\n]*(?:\n[ \t][^\n]*)*/g;
 /** A Python frame outside a traceback block. */
-const PY_FRAME = /\bFile "[^"\n]*", line \d+(?:, in [^\n,]*)?/g;
+const PY_FRAME = /\bFile "[^"\n]*", line \d+(?:, in [\w<>.]+)?/g;
 /** Indented `at …` lines: Node, Java, .NET stack frames; Java's `... 12 more`. */
 const AT_FRAME = /\n[ \t]+(?:at [^\n]*|\.\.\. \d+ more[^\n]*)/g;
 /** A frame inside a line (a trace whose newlines a proxy flattened): `at f (/x.js:1:2)`, `at a.B.c(B.java:42)`. */
@@ -112,20 +112,21 @@ const TLD = new Set(
 const DOTTED = /(?<![\w.-])[a-z0-9-]+\.[a-z0-9.-]+(?::\d{1,5})?/gi;
 const LOCALHOST = /(?<![\w.-])localhost(?::\d{1,5})?(?![\w-])/gi;
 
-/** `api.internal.corp` → `[host]`; `foo.com.evil` → `[host].evil`; `gpt-4.1`, `main.py` stay. */
+/** `api.internal.corp` → `[host]`; `foo.com.evil` → `[host].evil`; `gpt-4.1`, `main.py`, `System.IO` stay. */
 function hostOrNot(match: string): string {
   const colon = match.lastIndexOf(":");
   const labels = (colon === -1 ? match : match.slice(0, colon)).split(".");
   for (let end = labels.length; end > 1; end--) {
-    if (!TLD.has(labels[end - 1]!.toLowerCase())) continue;
+    // Written lowercase, as host names are: `System.IO.File` is a .NET namespace, not a host.
+    if (!TLD.has(labels[end - 1]!)) continue;
     if (end === labels.length) return "[host]";
     return `[host].${labels.slice(end).join(".")}${colon === -1 ? "" : match.slice(colon)}`;
   }
   return match;
 }
 
-/** Two segments or more (`/srv/app`), optionally `:line:col`; `./x/y` and `~/x/y` too. */
-const UNIX_PATH = /(?<![\w.~\/:-])(?:~|\.{1,2})?\/[\w.@%+~-]+\/[\w.@%+~\/-]*(?::\d+){0,2}/g;
+/** Two segments or more (`/srv/app`), optionally `:line:col`; `./x/y` and `~/x/y` too; not a JSON pointer (`#/messages/0`). */
+const UNIX_PATH = /(?<![\w.~\/:#-])(?:~|\.{1,2})?\/[\w.@%+~-]+\/[\w.@%+~\/-]*(?::\d+){0,2}/g;
 /** `C:\Program Files\x\y.dll` (segments may hold spaces, the last may not) and `\\server\share`. */
 const WINDOWS_PATH = /(?<![A-Za-z0-9])(?:[A-Za-z]:\\+(?:[^\\\r\n"'<>|?*:]+\\+)*[^\\\s"'<>|?*:]*|\\\\[\w.$-]+\\[^\s"'<>|?*]*)/g;
 
@@ -175,10 +176,10 @@ export function scrubForClient(text: string, max = CLIENT_MESSAGE_MAX): string {
 // Log details
 // ---------------------------------------------------------------------------------------------
 
-/** Quoted spans long enough to be someone's text: vendors quote the input they refuse. */
-const LONG_QUOTED = /"[^"\n]{24,}"|(?<![A-Za-z])'[^'\n]{24,}'/g;
+/** Quoted spans long enough to be someone's text (vendors quote the input they refuse), not a vendor's short phrase. */
+const LONG_QUOTED = /"[^"\n]{40,}"|(?<![A-Za-z])'[^'\n]{40,}'/g;
 /** Values of fields that hold the request's text, in JSON or Python-repr error bodies. */
-const ECHO_FIELD = /(["']?(?:input|input_value|prompt|content|text|messages|system)["']?\s*[:=]\s*)(?:"[^"\n]*"?|'[^'\n]*'?|[\[{][^\n]*)/gi;
+const ECHO_FIELD = /((?<![\w-])["']?(?:input|input_value|prompt|content|text|messages|system)["']?\s*[:=]\s*)(?:"[^"\n]*"?|'[^'\n]*'?|[\[{][^\n]*)/gi;
 
 /** The longest vendor detail written to a log line. */
 export const LOG_DETAIL_MAX = 300;
