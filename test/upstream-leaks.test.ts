@@ -97,6 +97,24 @@ describe("an upstream's 5xx or 401: a generic 502, the vendor's text only in the
   });
 });
 
+describe("a 200 whose body is the vendor's error (OpenAI-compatible proxies answer so)", () => {
+  const e = LEAKY_ERRORS.find((x) => x.name.startsWith("Envoy"))!;
+
+  test("OpenAI upstream → /v1/chat/completions: a clean 502, not the vendor's body", async () => {
+    upstream.reply({ kind: "json", status: 200, body: { error: { message: e.message, code: 502 }, user_id: "user_2abc" } });
+    const res = await post(gw, "/v1/chat/completions", { model: OPENAI_MODEL, messages: question });
+    expect(res.status).toBe(502);
+    expectClean(await res.text(), e);
+  });
+
+  test("Anthropic upstream → /v1/messages: a clean 502, not the vendor's body", async () => {
+    upstream.reply({ kind: "json", status: 200, body: { type: "error", error: { type: "api_error", message: e.message } } });
+    const res = await post(gw, "/v1/messages", { model: ANTHROPIC_MODEL, max_tokens: 10, messages: question });
+    expect(res.status).toBe(502);
+    expectClean(await res.text(), e);
+  });
+});
+
 describe("the prompt never reaches the log", () => {
   const prompt = "Summarise the confidential merger memo between ACME and Initech for the board";
 

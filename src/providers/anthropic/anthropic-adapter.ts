@@ -1,5 +1,6 @@
 import type { FinishReason, StreamEvent } from "../../streaming/events.ts";
-import { parseFrameJson, type DecodedFrame, type ProviderAdapter } from "../provider.ts";
+import { parseFrameJson, UpstreamProtocolError, type DecodedFrame, type ProviderAdapter } from "../provider.ts";
+import { scrubLogDetail } from "../../ops/scrub.ts";
 import { upstreamStreamErrorMessage } from "../../pipeline/upstream-errors.ts";
 
 const STOP: Record<string, FinishReason> = {
@@ -101,7 +102,9 @@ export const anthropicAdapter: ProviderAdapter = {
   },
 
   decodeBody(body) {
-    const b = body as { content?: Record<string, any>[]; stop_reason?: string; stop_sequence?: string | null; usage?: AnthropicUsage };
+    const b = body as { type?: string; error?: unknown; content?: Record<string, any>[]; stop_reason?: string; stop_sequence?: string | null; usage?: AnthropicUsage };
+    // An error body with a 200 status (proxies do this); passed through, its text would reach the client.
+    if (b?.type === "error" || (b?.error && !Array.isArray(b.content))) throw new UpstreamProtocolError(`the upstream answered 200 with an error: ${scrubLogDetail(JSON.stringify(b.error ?? b))}`);
     const events: StreamEvent[] = [];
     let tools = 0;
     for (const block of b?.content ?? []) {

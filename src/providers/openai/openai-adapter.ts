@@ -1,5 +1,6 @@
 import type { FinishReason, StreamEvent } from "../../streaming/events.ts";
-import { parseFrameJson, type DecodedFrame, type ProviderAdapter } from "../provider.ts";
+import { parseFrameJson, UpstreamProtocolError, type DecodedFrame, type ProviderAdapter } from "../provider.ts";
+import { scrubLogDetail } from "../../ops/scrub.ts";
 import { upstreamStreamErrorMessage } from "../../pipeline/upstream-errors.ts";
 
 const FINISH: Record<string, FinishReason> = {
@@ -95,7 +96,9 @@ export const openaiAdapter: ProviderAdapter = {
   },
 
   decodeBody(body) {
-    const b = body as { choices?: { message?: Record<string, any>; finish_reason?: string }[]; usage?: OpenAIUsage };
+    const b = body as { choices?: { message?: Record<string, any>; finish_reason?: string }[]; usage?: OpenAIUsage; error?: unknown };
+    // Some OpenAI-compatible proxies answer 200 with an error body; passed through, its text would reach the client.
+    if (b?.error && !Array.isArray(b.choices)) throw new UpstreamProtocolError(`the upstream answered 200 with an error: ${scrubLogDetail(JSON.stringify(b.error))}`);
     const events: StreamEvent[] = [];
     const choice = b?.choices?.[0];
     const message = choice?.message;
