@@ -127,8 +127,18 @@ function hostOrNot(match: string): string {
 
 /** Two segments or more (`/srv/app`), optionally `:line:col`; `./x/y` and `~/x/y` too; not a JSON pointer (`#/messages/0`). */
 const UNIX_PATH = /(?<![\w.~\/:#-])(?:~|\.{1,2})?\/[\w.@%+~-]+\/[\w.@%+~\/-]*(?::\d+){0,2}/g;
-/** `C:\Program Files\x\y.dll` (segments may hold spaces, the last may not) and `\\server\share`. */
-const WINDOWS_PATH = /(?<![A-Za-z0-9])(?:[A-Za-z]:\\+(?:[^\\\r\n"'<>|?*:]+\\+)*[^\\\s"'<>|?*:]*|\\\\[\w.$-]+\\[^\s"'<>|?*]*)/g;
+/**
+ * `C:\Program Files\x\y.dll` and `\\server\share\x`: the run up to a character no Windows path
+ * holds; `windowsPath` then ends it at the first space after its last backslash (directories may
+ * hold spaces, and the sentence goes on after the file name).
+ */
+const WINDOWS_PATH = /(?<![A-Za-z0-9])(?:[A-Za-z]:|\\\\[\w.$-]+)\\[^\r\n"'<>|?*:]*/g;
+
+function windowsPath(match: string): string {
+  const file = match.slice(match.lastIndexOf("\\"));
+  const end = file.search(/\s/);
+  return end === -1 ? "[path]" : `[path]${file.slice(end)}`;
+}
 
 /** Opaque tokens of letters and digits, 32 characters or more: keys without a known prefix, hashes, ids. */
 const LONG_TOKEN = /(?<![\w+=-])(?=[\w+=-]*\d)(?=[\w+=-]*[A-Za-z])[\w+=-]{32,}(?![\w+=-])/g;
@@ -164,7 +174,7 @@ export function scrubForClient(text: string, max = CLIENT_MESSAGE_MAX): string {
     .replace(DOTTED, hostOrNot)
     .replace(LOCALHOST, "[host]")
     .replace(UNIX_PATH, "[path]")
-    .replace(WINDOWS_PATH, "[path]")
+    .replace(WINDOWS_PATH, windowsPath)
     .replace(LONG_TOKEN, REDACTED)
     .replace(ACCOUNT_ID, REDACTED)
     .replace(/\s+/g, " ")
