@@ -7,7 +7,7 @@ import type { Ledger, RejectionLog } from "./billing/ledger.ts";
 import { createSqliteLedger, type SqliteLedgerOptions } from "./store/sqlite/sqlite-ledger.ts";
 import { createUsageReport } from "./billing/usage-report.ts";
 import { createCatalogue } from "./catalogue/catalogue.ts";
-import type { Logger } from "./log.ts";
+import { withoutSecrets, type Logger } from "./log.ts";
 import type { UpstreamFetch } from "./pipeline/forward.ts";
 import { admissionPlugin, maybePrincipalOf, pathOf } from "./plugins/admission.ts";
 import { createRateLimiter } from "./limits/rate-limiter.ts";
@@ -40,6 +40,8 @@ export interface AppDeps {
 
 /** Builds the gateway from its dependencies; never listens, so tests drive it on any server. */
 export function createApp(deps: AppDeps) {
+  // Whatever logger is passed in, no secret reaches it (see log.ts).
+  const log = withoutSecrets(deps.log);
   const now = deps.now ?? Date.now;
   const accounts = createAccountStore(deps.db, now);
   // One watch for both caches, so a request reads data_version at most once.
@@ -60,7 +62,7 @@ export function createApp(deps: AppDeps) {
     inflight,
     catalogue,
     fetch: withSimulatedUpstream(deps.fetch ?? upstream.fetch),
-    log: deps.log,
+    log,
     now,
   };
 
@@ -81,7 +83,7 @@ export function createApp(deps: AppDeps) {
   // 200-message conversation). Our schemas say `additionalProperties: true` instead, so the copy
   // changed nothing. It is the app's setting that applies to every route.
   const app = new Elysia({ name: "switchyard", normalize: false })
-    .use(errorsPlugin(deps.log, recordRejection))
+    .use(errorsPlugin(log, recordRejection))
     .use(admissionPlugin({
       keys,
       limiter: createRateLimiter(now),

@@ -55,6 +55,8 @@ export const LimitsConfig = t.Object({
   max_frame_bytes: t.Integer({ minimum: 1024, default: 32 * 1024 * 1024 }),
   /** Largest image (decoded) the gateway inlines into an answer. */
   max_image_bytes: t.Integer({ minimum: 1024, default: 8 * 1024 * 1024 }),
+  /** Longest download of an image an upstream answered with a URL (redirects and body included). */
+  image_fetch_timeout_ms: t.Integer({ minimum: 10, default: 30_000 }),
 });
 
 /** Retries of the same model after 429/503/529; a longer wait moves on to the next fallback model. */

@@ -17,11 +17,12 @@ import type { StreamEvent } from "../streaming/events.ts";
 import { GatewayError } from "./gateway-error.ts";
 import { prepareUpstreamBody, promptText, requestedMaxTokens } from "./prepare-upstream.ts";
 import { upstreamStatusError } from "./upstream-errors.ts";
+import { scrubLogDetail } from "../ops/scrub.ts";
 import { backoffMs, requestedDelayMs, verdictFor, type Verdict } from "./retry-policy.ts";
 import { endOfTurn } from "./end-of-turn.ts";
 import type { Inflight } from "./inflight.ts";
 import { fastReader, type ChunkReader } from "../upstream/http1-client.ts";
-import { ImageFetchError, ImageTooLargeError, inlineImages } from "./inline-images.ts";
+import { ImageFetchError, inlineImages } from "./inline-images.ts";
 
 export type UpstreamFetch = (url: string, init: RequestInit) => Promise<Response>;
 
@@ -198,7 +199,7 @@ export async function forward(deps: ForwardDeps, req: ForwardRequest): Promise<R
     const provider = providerOf(candidate);
     const adapter = adapterFor(provider, candidate);
     const inline = (events: StreamEvent[]) =>
-      inlineImages(events, { providerBaseUrl: provider.base_url, maxBytes: deps.settings.limits.max_image_bytes, timeoutMs: 30_000, fetch: deps.fetch });
+      inlineImages(events, { providerBaseUrl: provider.base_url, maxBytes: deps.settings.limits.max_image_bytes, timeoutMs: deps.settings.limits.image_fetch_timeout_ms, fetch: deps.fetch, signal: controller.signal });
     const upstreamBody = prepareUpstreamBody(clientFormat, body, candidate, provider, maxTokens);
     const call = adapter.buildRequest(provider, upstreamBody, req.headers);
     const controller = new AbortController();
@@ -230,7 +231,8 @@ export async function forward(deps: ForwardDeps, req: ForwardRequest): Promise<R
       try {
         detail = adapter.errorMessage(JSON.parse(text));
       } catch {}
-      deps.log("warn", "upstream error status", { requestId, provider: provider.id, status: res.status, detail: detail ?? text.slice(0, 500) });
+      // The body may echo the prompt or our vendor key: the log gets a scrubbed, short detail.
+      deps.log("warn", "upstream error status", { requestId, provider: provider.id, status: res.status, detail: scrubLogDetail(detail ?? text) });
       return { verdict: verdictFor(res.status), error: upstreamStatusError(res.status, detail), delayMs: requestedDelayMs(res.headers, deps.now()) };
     }
 
@@ -262,11 +264,10 @@ export async function forward(deps: ForwardDeps, req: ForwardRequest): Promise<R
           await inline(events);
         } catch (err) {
           detach();
-          if (!(err instanceof ImageTooLargeError || err instanceof ImageFetchError)) throw err;
-          deps.log("warn", "upstream image refused", { requestId, provider: provider.id, error: err.message });
-          return fallback(err instanceof ImageTooLargeError
-            ? "The upstream provider made an image larger than the gateway accepts."
-            : "The upstream provider sent an image the gateway could not use.");
+          if (req.signal.aborted) throw new GatewayError(499, "invalid_request", "The client closed the request.");
+          if (!(err instanceof ImageFetchError)) throw err;
+          deps.log("warn", "upstream image refused", { requestId, provider: provider.id, reason: err.reason, error: err.message });
+          return fallback(err.clientMessage, err.reason === "timeout" ? "timeout" : "upstream");
         }
       }
       detach();

@@ -160,7 +160,10 @@ export function createAnthropicRelay(ctx: EncodeContext): ClientSink {
       if (text === -1 || data.charCodeAt(text + TEXT_DELTA.length) === 34 /* empty text */) return undefined;
       return frame("content_block_delta", data);
     },
-    frame(raw, parsed) {
+    frame(raw, parsed, events) {
+      // A vendor's error frame never goes out as it came: its text may carry internals.
+      const failed = events.find((e) => e.type === "error");
+      if (failed) return encoder.event(failed);
       if (raw.event === "message_start" && parsed && typeof parsed === "object") {
         const message = (parsed as { message?: Record<string, unknown> }).message;
         if (message) {

@@ -168,7 +168,9 @@ export function createOpenAIRelay(ctx: EncodeContext): ClientSink {
       }
       if (parsed === undefined || parsed === null || typeof parsed !== "object") return ""; // [DONE] is re-sent by end()
       const chunk = parsed as Record<string, unknown>;
-      if ("error" in chunk) return `data: ${raw.data}\n\n`;
+      // A vendor's error frame never goes out as it came: its text may carry internals.
+      const failed = events.find((e) => e.type === "error");
+      if (failed) return encoder.event(failed);
       const choices = chunk.choices as unknown[] | undefined;
       if (!ctx.includeUsage && (!choices || choices.length === 0) && chunk.usage) return "";
       if (typeof chunk.id === "string") theirId = `"id":${JSON.stringify(chunk.id)}`;

@@ -4,7 +4,7 @@ import { createSseParser, SseParseError } from "./sse-parser.ts";
 import { UpstreamProtocolError, type DecodedFrame } from "../providers/provider.ts";
 import type { SseEvent } from "./sse-parser.ts";
 import type { UsageMeter } from "../billing/usage-meter.ts";
-import { ImageFetchError, ImageTooLargeError } from "../pipeline/inline-images.ts";
+import { ImageFetchError } from "../pipeline/inline-images.ts";
 import { everyTick } from "./ticker.ts";
 import type { ChunkReader } from "../upstream/http1-client.ts";
 
@@ -177,7 +177,8 @@ export function streamAnswer(o: StreamAnswerOptions): ReadableStream<Uint8Array>
         }
       } catch (err) {
         if (done) return;
-        if (err instanceof ImageTooLargeError) chargeable = false;
+        // An image that could not be inlined fails the answer uncharged, like any failed attempt.
+        if (err instanceof ImageFetchError) chargeable = false;
         if (!failure) fail(streamFailure(err, idleExpired));
         await send()?.catch(() => {});
         controller.close();
@@ -193,8 +194,7 @@ export function streamAnswer(o: StreamAnswerOptions): ReadableStream<Uint8Array>
 }
 
 function streamFailure(err: unknown, idle: boolean): StreamEvent & { type: "error" } {
-  if (err instanceof ImageTooLargeError) return { type: "error", errorType: "upstream", message: "The upstream provider made an image larger than the gateway accepts." };
-  if (err instanceof ImageFetchError) return { type: "error", errorType: "upstream", message: "The upstream provider sent an image the gateway could not use." };
+  if (err instanceof ImageFetchError) return { type: "error", errorType: err.reason === "timeout" ? "timeout" : "upstream", message: err.clientMessage };
   if (idle) return { type: "error", errorType: "timeout", message: "The upstream provider took too long; the answer was cut off." };
   if (err instanceof SseParseError) return { type: "error", errorType: "upstream", message: "The upstream provider sent a frame larger than the gateway accepts." };
   if (err instanceof UpstreamProtocolError) return { type: "error", errorType: "upstream", message: "The upstream provider sent malformed data." };

@@ -1,5 +1,7 @@
 import type { FinishReason, StreamEvent } from "../../streaming/events.ts";
-import { parseFrameJson, type DecodedFrame, type ProviderAdapter } from "../provider.ts";
+import { parseFrameJson, UpstreamProtocolError, type DecodedFrame, type ProviderAdapter } from "../provider.ts";
+import { scrubLogDetail } from "../../ops/scrub.ts";
+import { upstreamStreamErrorMessage } from "../../pipeline/upstream-errors.ts";
 import { reportedCount } from "../../streaming/events.ts";
 
 const STOP: Record<string, FinishReason> = {
@@ -56,7 +58,8 @@ export const anthropicAdapter: ProviderAdapter = {
       const data = parseFrameJson(frame.data) as Record<string, any>;
       const events: StreamEvent[] = [];
       if (data === null || typeof data !== "object") return { parsed: data, events };
-      switch (data.type ?? frame.event) {
+      // An `error` event is an error whatever its data says it is.
+      switch (frame.event === "error" ? "error" : (data.type ?? frame.event)) {
         case "message_start": {
           const usage = data.message?.usage as AnthropicUsage | undefined;
           const u = usage && typeof usage === "object" ? usageEvent(usage) : undefined;
@@ -94,7 +97,10 @@ export const anthropicAdapter: ProviderAdapter = {
           break;
         case "error": {
           const kind = data.error?.type === "overloaded_error" ? "overloaded" : "upstream";
-          events.push({ type: "error", errorType: kind, message: kind === "overloaded" ? "The upstream provider is overloaded; retry shortly." : "The upstream provider reported an error during the answer." });
+          const message = kind === "overloaded"
+            ? "The upstream provider is overloaded; retry shortly."
+            : upstreamStreamErrorMessage("The upstream provider reported an error during the answer", data.error?.message ?? data.message);
+          events.push({ type: "error", errorType: kind, message });
           break;
         }
       }
@@ -103,7 +109,9 @@ export const anthropicAdapter: ProviderAdapter = {
   },
 
   decodeBody(body) {
-    const b = body as { content?: Record<string, any>[]; stop_reason?: string; stop_sequence?: string | null; usage?: AnthropicUsage };
+    const b = body as { type?: string; error?: unknown; content?: Record<string, any>[]; stop_reason?: string; stop_sequence?: string | null; usage?: AnthropicUsage };
+    // An error body with a 200 status (proxies do this); passed through, its text would reach the client.
+    if (b?.type === "error" || (b?.error && !Array.isArray(b.content))) throw new UpstreamProtocolError(`the upstream answered 200 with an error: ${scrubLogDetail(JSON.stringify(b.error ?? b))}`);
     const events: StreamEvent[] = [];
     let tools = 0;
     for (const block of b?.content ?? []) {

@@ -1,5 +1,7 @@
 import type { FinishReason, StreamEvent } from "../../streaming/events.ts";
-import { parseFrameJson, type DecodedFrame, type ProviderAdapter } from "../provider.ts";
+import { parseFrameJson, UpstreamProtocolError, type DecodedFrame, type ProviderAdapter } from "../provider.ts";
+import { scrubLogDetail } from "../../ops/scrub.ts";
+import { upstreamStreamErrorMessage } from "../../pipeline/upstream-errors.ts";
 import { reportedCount } from "../../streaming/events.ts";
 
 const FINISH: Record<string, FinishReason> = {
@@ -50,14 +52,15 @@ export const openaiAdapter: ProviderAdapter = {
     return (frame): DecodedFrame => {
       if (frame.data === "[DONE]") return { parsed: undefined, events: [] };
       const chunk = parseFrameJson(frame.data) as {
-        error?: { message?: string; type?: string };
+        error?: { message?: string; type?: string } | string;
         choices?: { index?: number; delta?: Record<string, any>; finish_reason?: string | null }[];
         usage?: OpenAIUsage | null;
       };
       const events: StreamEvent[] = [];
       if (chunk === null || typeof chunk !== "object") return { parsed: chunk, events };
       if (chunk.error) {
-        events.push({ type: "error", errorType: "upstream", message: "The upstream provider reported an error during the answer." });
+        const said = typeof chunk.error === "string" ? chunk.error : chunk.error.message;
+        events.push({ type: "error", errorType: "upstream", message: upstreamStreamErrorMessage("The upstream provider reported an error during the answer", said) });
         return { parsed: chunk, events };
       }
       const choice = chunk.choices?.[0];
@@ -95,7 +98,9 @@ export const openaiAdapter: ProviderAdapter = {
   },
 
   decodeBody(body) {
-    const b = body as { choices?: { message?: Record<string, any>; finish_reason?: string }[]; usage?: OpenAIUsage };
+    const b = body as { choices?: { message?: Record<string, any>; finish_reason?: string }[]; usage?: OpenAIUsage; error?: unknown };
+    // Some OpenAI-compatible proxies answer 200 with an error body; passed through, its text would reach the client.
+    if (b?.error && !Array.isArray(b.choices)) throw new UpstreamProtocolError(`the upstream answered 200 with an error: ${scrubLogDetail(JSON.stringify(b.error))}`);
     const events: StreamEvent[] = [];
     const choice = b?.choices?.[0];
     const message = choice?.message;

@@ -1,0 +1,209 @@
+/**
+ * Scrubbing of text the gateway did not write (an upstream's error message, an error's text on
+ * its way to a log) before it goes somewhere it must not leak.
+ *
+ * - `scrubSecrets` removes what is shaped like a credential: vendor and gateway keys, AWS key
+ *   ids and secrets, JWTs, bearer tokens, secret-named fields and query parameters, passwords in
+ *   URLs, private keys. It is what every log line gets: hosts and paths stay, operators need them.
+ * - `scrubForClient` also removes what tells an outsider about our infrastructure: URLs, host
+ *   names, IP addresses, file paths, stack traces, ARNs and account ids, long opaque tokens. It
+ *   keeps the rest of the vendor's words ("max_tokens: 9000 > 8192, which is the maximum
+ *   allowed"), which SDK users read to fix their request, and caps the length.
+ *
+ * Every pattern runs in linear time on hostile input, by construction: a match may only start
+ * where a run of its characters starts (a lookbehind, or a literal prefix), and every repeated
+ * class is followed by a character the class cannot contain, so an attempt that fails never
+ * leaves work for the attempts after it. Bounded repeats ({1,4}) are the only nesting.
+ */
+
+const REDACTED = "[redacted]";
+
+// ---------------------------------------------------------------------------------------------
+// Secrets (logs and clients)
+// ---------------------------------------------------------------------------------------------
+
+/** PEM private keys, to their END line or, cut off, to the end of the text. */
+const PRIVATE_KEY = /-----BEGIN[A-Z0-9 ]{0,40}PRIVATE KEY-----[\s\S]*?(?:-----END[A-Z0-9 ]{0,40}PRIVATE KEY-----|$)/g;
+
+/** `user:password@` in a URL. */
+const URL_PASSWORD = /(\/\/)[^\s\/@:"'<>]+:[^\s\/@"'<>]*@/g;
+
+/** An Authorization header's value, whatever its scheme. */
+const AUTHORIZATION = /(?<![A-Za-z0-9])(authorization["']?\s*[:=]\s*["']?)(?:(?:bearer|basic|token|digest)\s+)?[^\s"',;]+/gi;
+
+/** `Bearer <token>` anywhere (a token shorter than 8 is a word, as in "Bearer token missing"). */
+const BEARER = /(?<![A-Za-z0-9])(bearer\s+)[A-Za-z0-9._~+\/=-]{8,}/gi;
+
+/** Fields whose value is a secret, as JSON, YAML, env or header text: `"api_key": "…"`, `password=…`. */
+const SECRET_FIELD = new RegExp(
+  String.raw`(?<![A-Za-z0-9])((?:x-)?(?:goog-)?(?:api[_-]?key|apikey|access[_-]?token|refresh[_-]?token|auth[_-]?token|session[_-]?token|security[_-]?token|id[_-]?token|client[_-]?secret|secret[_-]?(?:access[_-]?)?key|aws[_-]?secret(?:[_-]?access)?(?:[_-]?key)?|private[_-]?key|password|passwd)["']?\s*[:=]\s*["']?)[^\s"'&,;<>)}\]]+`,
+  "gi",
+);
+
+/** Query parameters (and `key=` in prose) that carry credentials. */
+const SECRET_PARAM = /(?<![\w-])((?:key|token|secret|sig|signature|code|auth|x-amz-signature|x-amz-credential|x-amz-security-token)=)[^\s&"'#<>]+/gi;
+
+/**
+ * Tokens recognisable by their prefix, each a whole run of token characters: OpenAI (`sk-`,
+ * `sk-proj-`, masked `sk-proj-****abcd`), Anthropic (`sk-ant-`), ours (`svc-sk-`), Google
+ * (`AIza`), GitHub (`ghp_`…), Slack (`xox?-`), AWS access key ids, JWTs and JWEs.
+ */
+const SECRET_TOKEN = new RegExp(
+  String.raw`(?<![\w-])(?:` +
+    [
+      String.raw`(?:svc-)?sk-[\w*-]{6,}`,
+      String.raw`AIza[\w-]{20,}`,
+      String.raw`(?:ghp|gho|ghu|ghs|ghr|github_pat)_\w{20,}`,
+      String.raw`xox[abposre]-[\w-]{10,}`,
+      String.raw`(?:AKIA|ASIA|AGPA|AIDA|AROA|ANPA|ANVA|AIPA)[A-Z0-9]{16}`,
+      String.raw`eyJ[\w-]+(?:\.[\w-]*){1,4}`,
+    ].join("|") +
+    String.raw`)(?![\w-])`,
+  "g",
+);
+
+/** Credentials removed, everything else left as it is: for log lines. */
+export function scrubSecrets(text: string): string {
+  return text
+    .replace(PRIVATE_KEY, REDACTED)
+    .replace(URL_PASSWORD, `$1${REDACTED}@`)
+    .replace(AUTHORIZATION, `$1${REDACTED}`)
+    .replace(BEARER, `$1${REDACTED}`)
+    .replace(SECRET_FIELD, `$1${REDACTED}`)
+    .replace(SECRET_PARAM, `$1${REDACTED}`)
+    .replace(SECRET_TOKEN, REDACTED);
+}
+
+// ---------------------------------------------------------------------------------------------
+// Internals (clients only)
+// ---------------------------------------------------------------------------------------------
+
+/** A Python traceback: its header and every indented line after it; the exception line stays. */
+const PY_TRACEBACK = /Traceback \(most recent call last\):[^\n]*(?:\n[ \t][^\n]*)*/g;
+/** A Python frame outside a traceback block. */
+const PY_FRAME = /\bFile "[^"\n]*", line \d+(?:, in [\w<>.]+)?/g;
+/** Indented `at …` lines: Node, Java, .NET stack frames; Java's `... 12 more`. */
+const AT_FRAME = /\n[ \t]+(?:at [^\n]*|\.\.\. \d+ more[^\n]*)/g;
+/** A frame inside a line (a trace whose newlines a proxy flattened): `at f (/x.js:1:2)`, `at a.B.c(B.java:42)`. */
+const INLINE_FRAME = /(?<![\w.])at [\w$.<>-]+(?: \[as [\w$.<>-]+\])? ?\([^()\n]*:\d+\)/g;
+
+const URL_ANY = /\b[a-z][a-z0-9+.-]{0,15}:\/\/[^\s"'<>`)},]+/gi;
+const ARN = /(?<![\w-])arn:aws[\w-]*:[^\s"'<>,;)\]}]+/g;
+/** AWS account ids, and any other lone 12-digit number, which nothing a client needs looks like. */
+const ACCOUNT_ID = /(?<![\w-])\d{12}(?![\w-])/g;
+
+const IPV4 = /(?<![\w.])(?:\d{1,3}\.){3}\d{1,3}(?::\d{1,5})?(?!\.?\d)/g;
+const H = "[0-9A-Fa-f]{1,4}";
+/** Full, `a::b`, and `::b` forms; brackets, a zone and a port go with the address. */
+const IPV6 = new RegExp(
+  String.raw`(?<![\w:.])\[?(?:(?:${H}:){7}${H}|(?:${H}:){1,6}:(?:${H}(?::${H}){0,5})?|::(?:${H}(?::${H}){0,6})?)(?:%[\w.]+)?(?:\](?::\d{1,5})?)?(?![\w:])`,
+  "g",
+);
+
+/** Suffixes that make a dotted name a host: public ones vendors run on and private ones networks use. */
+const TLD = new Set(
+  ("com net org io ai dev app cloud co us eu uk de fr jp cn info biz xyz tech run " +
+    "internal local localdomain lan intra intranet corp home svc cluster test example invalid").split(" "),
+);
+/**
+ * A dotted run of host characters; whether it is a host is decided on the match, from its last
+ * label, because a regex that backtracks label by label to find a suffix is slow on hostile input.
+ */
+const DOTTED = /(?<![\w.-])[a-z0-9-]+\.[a-z0-9.-]+(?::\d{1,5})?/gi;
+const LOCALHOST = /(?<![\w.-])localhost(?::\d{1,5})?(?![\w-])/gi;
+
+/** `api.internal.corp` → `[host]`; `foo.com.evil` → `[host].evil`; `gpt-4.1`, `main.py`, `System.IO` stay. */
+function hostOrNot(match: string): string {
+  const colon = match.lastIndexOf(":");
+  const labels = (colon === -1 ? match : match.slice(0, colon)).split(".");
+  for (let end = labels.length; end > 1; end--) {
+    // Written lowercase, as host names are: `System.IO.File` is a .NET namespace, not a host.
+    if (!TLD.has(labels[end - 1]!)) continue;
+    if (end === labels.length) return "[host]";
+    return `[host].${labels.slice(end).join(".")}${colon === -1 ? "" : match.slice(colon)}`;
+  }
+  return match;
+}
+
+/** Two segments or more (`/srv/app`), optionally `:line:col`; `./x/y` and `~/x/y` too; not a JSON pointer (`#/messages/0`). */
+const UNIX_PATH = /(?<![\w.~\/:#-])(?:~|\.{1,2})?\/[\w.@%+~-]+\/[\w.@%+~\/-]*(?::\d+){0,2}/g;
+/**
+ * `C:\Program Files\x\y.dll` and `\\server\share\x`: the run up to a character no Windows path
+ * holds; `windowsPath` then ends it at the first space after its last backslash (directories may
+ * hold spaces, and the sentence goes on after the file name).
+ */
+const WINDOWS_PATH = /(?<![A-Za-z0-9])(?:[A-Za-z]:|\\\\[\w.$-]+)\\[^\r\n"'<>|?*:]*/g;
+
+function windowsPath(match: string): string {
+  const file = match.slice(match.lastIndexOf("\\"));
+  const end = file.search(/\s/);
+  return end === -1 ? "[path]" : `[path]${file.slice(end)}`;
+}
+
+/** Opaque tokens of letters and digits, 32 characters or more: keys without a known prefix, hashes, ids. */
+const LONG_TOKEN = /(?<![\w+=-])(?=[\w+=-]*\d)(?=[\w+=-]*[A-Za-z])[\w+=-]{32,}(?![\w+=-])/g;
+
+const HTML_DOCUMENT = /<!doctype|<html|<body|<head/i;
+const HTML_TITLE = /<(title|h1)\b[^>]*>([^<]*)</gi;
+const HTML_TAG = /<[^<>]*>/g;
+
+/** The longest vendor message a client is shown. */
+export const CLIENT_MESSAGE_MAX = 500;
+
+/**
+ * What of an upstream's message a client may see: secrets and internals replaced by
+ * placeholders, an HTML error page reduced to its title, whitespace collapsed, at most `max`
+ * characters. Empty when nothing useful is left.
+ */
+export function scrubForClient(text: string, max = CLIENT_MESSAGE_MAX): string {
+  let out = text;
+  if (HTML_DOCUMENT.test(out)) {
+    const titles: string[] = [];
+    for (const m of out.matchAll(HTML_TITLE)) if (m[2]!.trim()) titles.push(m[2]!.trim());
+    out = titles.length > 0 ? [...new Set(titles)].join(" - ") : out.replace(HTML_TAG, " ");
+  }
+  out = scrubSecrets(out)
+    .replace(PY_TRACEBACK, "")
+    .replace(PY_FRAME, "")
+    .replace(AT_FRAME, "")
+    .replace(INLINE_FRAME, "")
+    .replace(URL_ANY, "[url]")
+    .replace(ARN, REDACTED)
+    .replace(IPV4, "[host]")
+    .replace(IPV6, "[host]")
+    .replace(DOTTED, hostOrNot)
+    .replace(LOCALHOST, "[host]")
+    .replace(UNIX_PATH, "[path]")
+    .replace(WINDOWS_PATH, windowsPath)
+    .replace(LONG_TOKEN, REDACTED)
+    .replace(ACCOUNT_ID, REDACTED)
+    .replace(/\s+/g, " ")
+    .trim();
+  return out.length > max ? `${out.slice(0, max - 1)}…` : out;
+}
+
+// ---------------------------------------------------------------------------------------------
+// Log details
+// ---------------------------------------------------------------------------------------------
+
+/** Quoted spans long enough to be someone's text (vendors quote the input they refuse), not a vendor's short phrase. */
+const LONG_QUOTED = /"[^"\n]{40,}"|(?<![A-Za-z])'[^'\n]{40,}'/g;
+/** Values of fields that hold the request's text, in JSON or Python-repr error bodies. */
+const ECHO_FIELD = /((?<![\w-])["']?(?:input|input_value|prompt|content|text|messages|system)["']?\s*[:=]\s*)(?:"[^"\n]*"?|'[^'\n]*'?|[\[{][^\n]*)/gi;
+
+/** The longest vendor detail written to a log line. */
+export const LOG_DETAIL_MAX = 300;
+
+/**
+ * A vendor's error text fit for a log line: secrets removed, and what may be an echo of the
+ * prompt (a field holding the input, a long quoted span) left out, at most `max` characters.
+ * The prompt is the client's, not the operator's, and may be anything.
+ */
+export function scrubLogDetail(text: string, max = LOG_DETAIL_MAX): string {
+  const out = scrubSecrets(text)
+    .replace(ECHO_FIELD, "$1[omitted]")
+    .replace(LONG_QUOTED, "[quoted text omitted]")
+    .replace(/\s+/g, " ")
+    .trim();
+  return out.length > max ? `${out.slice(0, max - 1)}…` : out;
+}

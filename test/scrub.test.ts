@@ -1,0 +1,133 @@
+import { describe, expect, test } from "bun:test";
+import { CLIENT_MESSAGE_MAX, LOG_DETAIL_MAX, scrubForClient, scrubLogDetail, scrubSecrets } from "../src/ops/scrub.ts";
+import { withoutSecrets, type Logger } from "../src/log.ts";
+import { LEAKY_ERRORS } from "./helpers/leaky-errors.ts";
+
+describe("scrubForClient: what a client may see of a vendor's error", () => {
+  test.each(LEAKY_ERRORS.map((e) => [e.name, e] as const))("%s", (_name, e) => {
+    const out = scrubForClient(e.message);
+    for (const leak of [...e.secrets, ...e.internals]) expect(out).not.toContain(leak);
+    for (const useful of e.kept) expect(out).toContain(useful);
+    expect(out.length).toBeLessThanOrEqual(CLIENT_MESSAGE_MAX);
+  });
+
+  test("removed spans become placeholders; the sentence around them stays in place", () => {
+    expect(scrubForClient("Incorrect API key provided: sk-proj-****abcd. See https://platform.openai.com/x.")).toBe(
+      "Incorrect API key provided: [redacted]. See [url]",
+    );
+    expect(scrubForClient("connect ECONNREFUSED 10.0.3.7:8443 via api.internal.corp")).toBe("connect ECONNREFUSED [host] via [host]");
+    expect(scrubForClient("cannot read /srv/app/config.yaml or C:\\app\\x.json")).toBe("cannot read [path] or [path]");
+  });
+
+  test("names that only look dotted stay: model ids, versions, file names, namespaces", () => {
+    const text = "gpt-4.1, claude-3.5-sonnet, anthropic.claude-3-5-sonnet-20240620-v1:0, v1.2.3, main.py, System.IO.File, e.g. messages.0.content";
+    expect(scrubForClient(text)).toBe(text);
+  });
+
+  test("a long message is capped, with an ellipsis", () => {
+    const out = scrubForClient("The request was refused because ".repeat(200));
+    expect(out.length).toBe(CLIENT_MESSAGE_MAX);
+    expect(out.endsWith("…")).toBe(true);
+  });
+
+  test("a message of nothing but internals leaves nothing", () => {
+    expect(scrubForClient("\n    at foo (/srv/app/x.js:1:2)\n    at bar (/srv/app/y.js:3:4)")).toBe("");
+  });
+});
+
+describe("scrubSecrets: what a log line may carry", () => {
+  test.each(LEAKY_ERRORS.filter((e) => e.secrets.length > 0).map((e) => [e.name, e] as const))("%s", (_name, e) => {
+    const out = scrubSecrets(e.message);
+    for (const secret of e.secrets) expect(out).not.toContain(secret);
+  });
+
+  test("hosts, addresses and paths stay for the operator; ids without a secret's shape too", () => {
+    const text = "upstream 10.0.3.7:8443 (vllm-0.vllm.svc.cluster.local) failed reading /srv/app/x.js for req_0196f0e1c2d34b5a8e7f901234567890";
+    expect(scrubSecrets(text)).toBe(text);
+  });
+
+  test("the password of a URL goes, the URL stays", () => {
+    expect(scrubSecrets("GET https://svc:hunter2@proxy.internal:3128/v1?api_key=abc123&x=1")).toBe(
+      "GET https://[redacted]@proxy.internal:3128/v1?api_key=[redacted]&x=1",
+    );
+  });
+});
+
+describe("scrubLogDetail: a vendor's error body for the log", () => {
+  const prompt = "Please summarise my confidential merger memo for ACME Corp";
+
+  test("a validation error that echoes the prompt keeps the error and drops the prompt", () => {
+    const body = `1 validation error for ChatCompletionRequest\nmessages.0.content\n  Input should be a valid list [type=list_type, input_value='${prompt}', input_type=str]`;
+    const out = scrubLogDetail(body);
+    expect(out).toContain("1 validation error for ChatCompletionRequest");
+    expect(out).not.toContain("confidential merger memo");
+  });
+
+  test("a JSON echo of the request is left out", () => {
+    const out = scrubLogDetail(JSON.stringify({ detail: "bad request", request: { model: "m", messages: [{ role: "user", content: prompt }] } }));
+    expect(out).toContain("bad request");
+    expect(out).not.toContain("merger");
+  });
+
+  test("secrets go and the detail is short", () => {
+    const out = scrubLogDetail(`invalid key sk-test-openai-SECRET-0123456789 ${"x ".repeat(1000)}`);
+    expect(out).not.toContain("SECRET-0123456789");
+    expect(out.length).toBe(LOG_DETAIL_MAX);
+  });
+});
+
+describe("the logger the app uses", () => {
+  test("every string field, nested ones and errors included, and the message lose their secrets", () => {
+    const lines: unknown[] = [];
+    const capture: Logger = (level, message, fields) => lines.push({ level, message, ...fields });
+    const log = withoutSecrets(capture);
+    const key = "sk-ant-api03-abcdefghijklmnopqrstuvwxyz0123456789";
+    log("warn", `failed with ${key}`, { error: new Error(`bad key ${key}`), nested: { list: [`Bearer ${key}`], n: 3 }, requestId: "req_0196" });
+    const text = JSON.stringify(lines);
+    expect(text).not.toContain("abcdefghijklmnopqrstuvwxyz0123456789");
+    expect(lines[0]).toMatchObject({ level: "warn", message: "failed with [redacted]", nested: { n: 3 }, requestId: "req_0196" });
+  });
+});
+
+/**
+ * Hostile input: a megabyte shaped to make a backtracking pattern try every split of a run. A
+ * pattern that is not linear takes minutes on these (and the test times out); linear ones take
+ * milliseconds. The outputs are checked, so a pattern that gives up early fails too.
+ */
+describe("a megabyte of hostile input", () => {
+  const MB = 1 << 20;
+  /** At least a megabyte of whole units. */
+  const fill = (unit: string) => unit.repeat(Math.ceil(MB / unit.length));
+
+  const cases: [string, string, (out: string) => void][] = [
+    ["one long key", "sk-" + fill("a"), (out) => expect(out).toBe("[redacted]")],
+    ["one long JWT", "eyJ" + fill("a") + ".b.c", (out) => expect(out).toBe("[redacted]")],
+    ["one long token without a prefix", fill("a") + "1", (out) => expect(out).toBe("[redacted]")],
+    ["hyphens", fill("-"), (out) => expect(out).toBe("-".repeat(CLIENT_MESSAGE_MAX - 1) + "…")],
+    ["dotted labels without a suffix", fill("a."), (out) => expect(out.startsWith("a.a.a.a.")).toBe(true)],
+    ["dotted labels ending in a suffix", fill("a.").slice(0, -1) + ".internal", (out) => expect(out).toBe("[host]")],
+    ["dotted digits", fill("1."), (out) => expect(out.startsWith("1.1.1.1.1")).toBe(true)],
+    ["colons and hex", fill("ab:"), (out) => expect(out.startsWith("ab:ab:ab:")).toBe(true)],
+    ["IPv6 addresses", fill("fe80::1 "), (out) => expect(out.startsWith("[host] [host] [host]") && !out.includes("fe80")).toBe(true)],
+    ["an IPv6 run that never ends", fill("fe80::1:"), (out) => expect(out.startsWith("fe80::1:fe80::1:")).toBe(true)],
+    ["path segments", fill("/a"), (out) => expect(out).toBe("[path]")],
+    ["slashes", fill("/"), (out) => expect(out).toBe("/".repeat(CLIENT_MESSAGE_MAX - 1) + "…")],
+    ["Windows drive prefixes", fill("C:\\"), (out) => expect(out).not.toContain("C:\\")],
+    ["unclosed private key headers", fill("-----BEGIN RSA PRIVATE KEY-----"), (out) => expect(out).toBe("[redacted]")],
+    ["URL passwords without an @", "https://u:" + fill("p"), (out) => expect(out).toBe("[url]")],
+    ["indented stack frames", fill("\n    at f (/x/y.js:1:2)"), (out) => expect(out).toBe("")],
+    ["traceback headers", fill("Traceback (most recent call last):\n"), (out) => expect(out).toBe("")],
+    ["open parentheses after `at`", fill("at a ("), (out) => expect(out.startsWith("at a (at a (")).toBe(true)],
+    ["unclosed tags in an HTML page", "<html>" + fill("<a "), (out) => expect(out.length).toBe(CLIENT_MESSAGE_MAX)],
+    ["api_key= without end", "api_key=" + fill("x"), (out) => expect(out).toBe("api_key=[redacted]")],
+  ];
+
+  test.each(cases)("%s", (_name, input, check) => {
+    check(scrubForClient(input));
+  });
+
+  test("log details: unclosed quotes and echo fields", () => {
+    expect(scrubLogDetail('"' + fill("a")).length).toBe(LOG_DETAIL_MAX);
+    expect(scrubLogDetail("'input': '" + fill("a b "))).toBe("'input': [omitted]");
+  });
+});
