@@ -68,3 +68,24 @@ describe("one deadline per attempt", () => {
     expect(d.expired).toBeUndefined();
   });
 });
+
+test("a head that arrives long before the first-byte limit switches to the (shorter) idle limit at once", async () => {
+  const d = new Deadline({ firstByteMs: 5_000, idleMs: 50, totalMs: 60_000 });
+  const ended = expiry(d);
+  d.headArrived();
+  const { kind, at } = await ended;
+  expect(kind).toBe("idle");
+  expect(at).toBeLessThan(1_000);
+});
+
+test("after waiting on a slow client, the idle limit applies again from the moment it caught up", async () => {
+  const d = new Deadline({ firstByteMs: 5_000, idleMs: 60, totalMs: 60_000 });
+  const ended = expiry(d);
+  d.headArrived();
+  d.pause();
+  await Bun.sleep(20);
+  d.resume();
+  const { kind, at } = await ended;
+  expect(kind).toBe("idle");
+  expect(at).toBeLessThan(1_000);
+});

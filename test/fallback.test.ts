@@ -2,7 +2,7 @@ import { Database } from "bun:sqlite";
 import { describe, expect, test } from "bun:test";
 import { useFakeUpstream } from "./helpers/fake-upstream.ts";
 import { useGateway, ANTHROPIC_MODEL, FREE_MODEL, OPENAI_MODEL, post, sseFrames, startGateway } from "./helpers/gateway.ts";
-import { backoffMs, requestedDelayMs, verdictFor } from "../src/pipeline/retry-policy.ts";
+import { backoffMs, requestedDelayMs, verdictFor } from "../src/gateway/retry-policy.ts";
 
 const upstream = useFakeUpstream();
 const gw = useGateway(() => ({ upstreamUrl: upstream.url, retry: { max_retries: 2, max_wait_ms: 2_000 } }));

@@ -68,6 +68,11 @@ export const RetryConfig = t.Object({
 export const ServerConfig = t.Object({
   /** Comment/ping frames are sent to the client when the upstream has been quiet this long. */
   keepalive_ms: t.Integer({ minimum: 10, default: 15_000 }),
+  /**
+   * A streaming client that takes no bytes for this long is given up (its upstream request is
+   * aborted and it pays for what was produced); meanwhile the upstream is not read.
+   */
+  client_idle_ms: t.Integer({ minimum: 10, default: 120_000 }),
 });
 
 export const Config = t.Object({

@@ -25,8 +25,10 @@ export class DeadlineExpired extends Error {
  * which aborts the transport's request and ends whatever was reading it.
  *
  * One lazily re-armed timer per attempt: `touch()` only records the time (it runs for every
- * chunk), and the timer, when it fires, checks whether the limit really passed or re-arms for
- * what is left. A quiet stream costs one timer wake-up per idle period, a busy one no more.
+ * chunk, and only ever moves the limit later), and the timer, when it fires, checks whether the
+ * limit really passed or re-arms for what is left. A quiet stream costs one timer wake-up per
+ * idle period, a busy one no more. Changes that can bring the limit closer (the head arriving,
+ * the client catching up) re-arm at once.
  */
 export class Deadline {
   readonly #controller = new AbortController();
@@ -59,6 +61,7 @@ export class Deadline {
   headArrived(): void {
     this.#headIn = true;
     this.#lastActivity = this.#now();
+    this.#rearm();
   }
 
   /** Answer bytes arrived. */
@@ -77,6 +80,7 @@ export class Deadline {
   resume(): void {
     this.#paused = false;
     this.#lastActivity = this.#now();
+    this.#rearm();
   }
 
   /** The attempt is over (answered, failed or given up); the timer stops. */
@@ -99,6 +103,13 @@ export class Deadline {
         ? undefined
         : { at: this.#lastActivity + this.#limits.idleMs, kind: "idle" as const };
     return other && other.at < total ? other : { at: total, kind: "total" };
+  }
+
+  /** The nearest limit may now come sooner than the timer is set for (only touch() never moves it closer). */
+  #rearm(): void {
+    if (this.#controller.signal.aborted) return;
+    if (this.#timer) clearTimeout(this.#timer);
+    this.#arm();
   }
 
   #arm(): void {

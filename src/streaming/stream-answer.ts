@@ -4,7 +4,6 @@ import { createSseParser, SseParseError } from "./sse-parser.ts";
 import { UpstreamProtocolError, type DecodedFrame } from "../providers/provider.ts";
 import type { SseEvent } from "./sse-parser.ts";
 import type { UsageMeter } from "../billing/usage-meter.ts";
-import { ImageFetchError } from "../pipeline/inline-images.ts";
 import { everyTick } from "./ticker.ts";
 import type { ChunkReader } from "../upstream/http1-client.ts";
 
@@ -16,22 +15,42 @@ export type StreamOutcome =
   /** The client went away; the upstream request was aborted. */
   | "cancelled";
 
+/**
+ * The attempt's deadline as the stream sees it (gateway/deadline.ts): told when bytes arrive and
+ * when the stream waits for the client instead; aborting it ends the upstream request.
+ */
+export interface StreamDeadline {
+  touch(): void;
+  pause(): void;
+  resume(): void;
+  abort(reason: unknown): void;
+  clear(): void;
+  /** Set once a limit passed (the upstream was too slow). */
+  readonly expired: string | undefined;
+}
+
+/** How a failure the stream itself cannot name (an image download, say) is told to the client. */
+export type FailureDescription = { event: StreamEvent & { type: "error" }; chargeable: boolean };
+
 export interface StreamAnswerOptions {
   /** The upstream body: a stream's reader, or the upstream client's cheaper one. */
   upstream: ChunkReader;
   decode: (frame: SseEvent) => DecodedFrame;
   sink: ClientSink;
   meter: UsageMeter;
-  /** Aborts the upstream request (its fetch, and with it the socket). */
-  abortUpstream: () => void;
+  /** The attempt's one deadline; aborting it aborts the upstream request and with it the socket. */
+  deadline: StreamDeadline;
   /** Usage to report when the upstream reported none (called once, at a normal end). */
   estimateUsage: () => Promise<StreamEvent | undefined>;
   keepAliveMs: number;
-  /** Longest silence accepted from the upstream before the answer is given up. */
-  idleMs: number;
-  /** Longest whole answer. */
-  totalMs: number;
+  /**
+   * Longest wait for a client that stopped reading: past it the answer is given up as if the
+   * client had left (the upstream is not read meanwhile, so nothing piles up).
+   */
+  clientIdleMs: number;
   maxFrameBytes: number;
+  /** Names failures thrown by `resolveImages` (the gateway's errors); others are named here. */
+  describeFailure?: (err: unknown) => FailureDescription | undefined;
   /** Inlines image events (fetch, size cap); throws to fail the answer. Only called for frames with images. */
   resolveImages?: (events: StreamEvent[]) => Promise<void>;
   /**
@@ -56,9 +75,6 @@ export function streamAnswer(o: StreamAnswerOptions): ReadableStream<Uint8Array>
   let failure: (StreamEvent & { type: "error" }) | undefined;
   let done = false;
   let lastWrite = performance.now();
-  let lastRead = lastWrite;
-  const startedAt = lastWrite;
-  let idleExpired = false;
   let stopClock: (() => void) | undefined;
 
   let chargeable = true;
@@ -103,7 +119,9 @@ export function streamAnswer(o: StreamAnswerOptions): ReadableStream<Uint8Array>
     if (done) return;
     done = true;
     stopClock?.();
-    if (outcome !== "completed") o.abortUpstream();
+    // A finished answer leaves its connection to the transport (kept alive); anything else cuts it.
+    if (outcome === "completed") o.deadline.clear();
+    else o.deadline.abort(new DOMException(reason ?? "stream ended", "AbortError"));
     o.onDone(outcome, reason, chargeable);
   };
 
@@ -131,19 +149,36 @@ export function streamAnswer(o: StreamAnswerOptions): ReadableStream<Uint8Array>
         if (typeof flushed !== "number") return flushed;
       };
 
-      stopClock = everyTick(Math.max(5, Math.min(o.keepAliveMs, o.idleMs) / 3), () => {
+      // Keep-alive frames while the upstream is quiet; the deadline watches the upstream itself.
+      stopClock = everyTick(Math.max(5, o.keepAliveMs / 3), () => {
         const now = performance.now();
-        if (now - lastRead >= o.idleMs || now - startedAt >= o.totalMs) {
-          idleExpired = true;
-          o.abortUpstream();
-          return;
-        }
         if (now - lastWrite >= o.keepAliveMs) {
           lastWrite = now;
           controller.write(o.sink.keepAlive());
           controller.flush();
         }
       });
+
+      /**
+       * The client is slower than the upstream: stop reading the upstream until it catches up
+       * (so at most what the socket buffers waits in memory), and give up on a client that takes
+       * nothing for `clientIdleMs`. The upstream's silence meanwhile is ours, not its fault.
+       */
+      const waitForClient = async (pending: Promise<unknown>): Promise<boolean> => {
+        o.deadline.pause();
+        let timer: ReturnType<typeof setTimeout> | undefined;
+        const gaveUp = new Promise<"idle">((resolve) => (timer = setTimeout(() => resolve("idle"), o.clientIdleMs)));
+        const result = await Promise.race([pending.then(() => "sent" as const, () => "sent" as const), gaveUp]);
+        clearTimeout(timer);
+        o.deadline.resume();
+        if (result === "idle" && !done) {
+          finish("cancelled", "the client stopped reading");
+          reader.cancel().catch(() => {});
+          controller.close();
+          return false;
+        }
+        return true;
+      };
 
       try {
         for (;;) {
@@ -162,12 +197,12 @@ export function streamAnswer(o: StreamAnswerOptions): ReadableStream<Uint8Array>
               } else fail({ type: "error", errorType: "upstream", message: "The upstream provider ended the answer early." });
             }
           } else {
-            lastRead = performance.now();
+            o.deadline.touch();
             parser.feed(value);
             if (held.length > 0) await drainHeld();
           }
           const backpressure = send();
-          if (backpressure) await backpressure;
+          if (backpressure && !(await waitForClient(backpressure))) return;
           if (done) return;
           if (eof || failure) {
             controller.close();
@@ -177,9 +212,10 @@ export function streamAnswer(o: StreamAnswerOptions): ReadableStream<Uint8Array>
         }
       } catch (err) {
         if (done) return;
+        const described = o.describeFailure?.(err);
         // An image that could not be inlined fails the answer uncharged, like any failed attempt.
-        if (err instanceof ImageFetchError) chargeable = false;
-        if (!failure) fail(streamFailure(err, idleExpired));
+        if (described && !described.chargeable) chargeable = false;
+        if (!failure) fail(described?.event ?? streamFailure(err, o.deadline.expired !== undefined));
         await send()?.catch(() => {});
         controller.close();
         finish("failed", err instanceof Error ? err.message : String(err));
@@ -193,9 +229,8 @@ export function streamAnswer(o: StreamAnswerOptions): ReadableStream<Uint8Array>
   }) as ReadableStream<Uint8Array>;
 }
 
-function streamFailure(err: unknown, idle: boolean): StreamEvent & { type: "error" } {
-  if (err instanceof ImageFetchError) return { type: "error", errorType: err.reason === "timeout" ? "timeout" : "upstream", message: err.clientMessage };
-  if (idle) return { type: "error", errorType: "timeout", message: "The upstream provider took too long; the answer was cut off." };
+function streamFailure(err: unknown, timedOut: boolean): StreamEvent & { type: "error" } {
+  if (timedOut) return { type: "error", errorType: "timeout", message: "The upstream provider took too long; the answer was cut off." };
   if (err instanceof SseParseError) return { type: "error", errorType: "upstream", message: "The upstream provider sent a frame larger than the gateway accepts." };
   if (err instanceof UpstreamProtocolError) return { type: "error", errorType: "upstream", message: "The upstream provider sent malformed data." };
   return { type: "error", errorType: "upstream", message: "The connection to the upstream provider was lost." };

@@ -26,6 +26,7 @@ export interface GatewayOptions {
   credits?: number;
   adminToken?: string;
   keepaliveMs?: number;
+  clientIdleMs?: number;
   idleMs?: number;
   firstByteMs?: number;
   idleTimeoutSeconds?: number;
@@ -100,7 +101,7 @@ export async function startGateway(o: GatewayOptions): Promise<Gateway> {
         { id: IMAGES_API_MODEL, provider: "fake-openai", upstream_model: "dall-e-3", upstream_api: "images", category: "image", context_length: 4000, pricing: { input_per_mtok: 0, output_per_mtok: 0, per_image: 0.5 } },
         { id: IMAGE_CHAT_MODEL, provider: "fake-openai", upstream_model: "flux-chat", category: "image", context_length: 32000, pricing: { input_per_mtok: 100, output_per_mtok: 100, per_image: 0.25 } },
       ],
-      server: { keepalive_ms: o.keepaliveMs ?? 15_000 },
+      server: { keepalive_ms: o.keepaliveMs ?? 15_000, ...(o.clientIdleMs ? { client_idle_ms: o.clientIdleMs } : {}) },
       limits: { requests_per_minute: o.requestsPerMinute ?? 1_000_000, ...(o.maxFrameBytes ? { max_frame_bytes: o.maxFrameBytes } : {}), ...(o.maxImageBytes ? { max_image_bytes: o.maxImageBytes } : {}), ...(o.imageFetchTimeoutMs ? { image_fetch_timeout_ms: o.imageFetchTimeoutMs } : {}) },
       retry: o.retry ?? {},
     },

@@ -34,3 +34,24 @@ export function requestedDelayMs(headers: Headers, now: number): number | undefi
 export function backoffMs(attempt: number, random: number, baseMs = 250, capMs = 4_000): number {
   return Math.round(Math.min(capMs, baseMs * 2 ** attempt) * (0.5 + random / 2));
 }
+
+/** After a refused attempt: ask the same model again after `delayMs`, try the next model, or give up. */
+export type NextStep = { action: "retry"; delayMs: number } | { action: "next" } | { action: "fail" };
+
+/**
+ * The retry policy as one pure decision: `retry` counts the retries of this model so far,
+ * `waitedMs` what the request has waited on retries in all. A wait the upstream asks for is
+ * honoured; one longer than what is left of `maxWaitMs` is better spent on the next model.
+ */
+export function nextStep(
+  refusal: { verdict: Verdict; delayMs?: number },
+  retry: number,
+  waitedMs: number,
+  limits: { max_retries: number; max_wait_ms: number },
+  random: number,
+): NextStep {
+  if (refusal.verdict === "fail") return { action: "fail" };
+  if (refusal.verdict !== "retry" || retry >= limits.max_retries) return { action: "next" };
+  const delayMs = refusal.delayMs ?? backoffMs(retry, random);
+  return waitedMs + delayMs > limits.max_wait_ms ? { action: "next" } : { action: "retry", delayMs };
+}

@@ -1,0 +1,180 @@
+import type { Settings, ResolvedProvider } from "../config/load-config.ts";
+import type { Logger } from "../log.ts";
+import type { WireFormat, ProviderAdapter, DecodedFrame } from "../providers/provider.ts";
+import type { StreamEvent } from "../streaming/events.ts";
+import type { SseEvent } from "../streaming/sse-parser.ts";
+import type { Fitted } from "../pipeline/context-fit.ts";
+import { adapterFor } from "../providers/adapters.ts";
+import { prepareUpstreamBody } from "../pipeline/prepare-upstream.ts";
+import { GatewayError } from "../pipeline/gateway-error.ts";
+import { upstreamStatusError } from "../pipeline/upstream-errors.ts";
+import { ImageFetchError, inlineImages } from "../pipeline/inline-images.ts";
+import { scrubLogDetail } from "../ops/scrub.ts";
+import { fastReader, type ChunkReader } from "../upstream/http1-client.ts";
+import type { UpstreamFetch } from "../pipeline/forward.ts";
+import { Deadline, DeadlineExpired } from "./deadline.ts";
+import { requestedDelayMs, verdictFor, type Verdict } from "./retry-policy.ts";
+
+export interface AttemptDeps {
+  settings: Settings;
+  fetch: UpstreamFetch;
+  log: Logger;
+  now: () => number;
+}
+
+export interface AttemptRequest {
+  requestId: string;
+  clientFormat: WireFormat;
+  body: Record<string, unknown>;
+  headers: Headers;
+  /** The client's request: its abort ends the attempt. */
+  clientSignal: AbortSignal;
+  wantsStream: boolean;
+}
+
+/** What one attempt came back with. */
+export type AttemptOutcome =
+  /** A whole answer (a JSON body, or an API that cannot stream), decoded and with images inlined. */
+  | { kind: "body"; json: unknown; events: StreamEvent[]; adapter: ProviderAdapter; provider: ResolvedProvider }
+  /** An event stream, head read; its body is read by the stream stage, under the same deadline. */
+  | { kind: "stream"; reader: ChunkReader; decode: (frame: SseEvent) => DecodedFrame; deadline: Deadline; adapter: ProviderAdapter; provider: ResolvedProvider; inline: (events: StreamEvent[]) => Promise<void> }
+  /** No answer: what went wrong, and what the retry policy should make of it. */
+  | { kind: "refused"; verdict: Verdict; error: GatewayError; delayMs?: number };
+
+/** The client went away: nothing more is tried. */
+export const clientClosed = () => new GatewayError(499, "invalid_request", "The client closed the request.");
+
+/** Error bodies are read this far, for the vendor's message. */
+const ERROR_BODY_BYTES = 64 * 1024;
+
+/**
+ * Stage 3: one upstream call under one Deadline — connect, first byte, the silence between
+ * bytes and the total, for JSON bodies, error bodies and streams alike. The adapter builds the
+ * request (translating it when the upstream speaks the other format) and decodes the answer;
+ * the transport is whatever `fetch` the app was given. Whatever happens, the result is a value:
+ * an answer, or a refusal the retry policy can judge; only the client leaving throws (499).
+ */
+export async function attemptUpstream(deps: AttemptDeps, req: AttemptRequest, candidate: Fitted): Promise<AttemptOutcome> {
+  const { model, maxTokens } = candidate;
+  const provider = deps.settings.providers.get(model.provider)!;
+  const adapter = adapterFor(provider, model);
+  const call = adapter.buildRequest(provider, prepareUpstreamBody(req.clientFormat, req.body, model, provider, maxTokens), req.headers);
+
+  const t = provider.timeouts;
+  const deadline = new Deadline({ firstByteMs: t.first_byte_ms, idleMs: t.idle_ms, totalMs: t.total_ms });
+  const onClientAbort = () => deadline.abort(new DOMException("client disconnected", "AbortError"));
+  if (req.clientSignal.aborted) onClientAbort();
+  else req.clientSignal.addEventListener("abort", onClientAbort, { once: true });
+  let handedOver = false;
+  const refused = (message: string, err?: unknown): AttemptOutcome => {
+    if (req.clientSignal.aborted) throw clientClosed();
+    const timedOut = err instanceof DeadlineExpired || deadline.signal.reason instanceof DeadlineExpired;
+    return {
+      kind: "refused",
+      verdict: "fallback",
+      error: timedOut
+        ? new GatewayError(502, "timeout", "The upstream provider did not answer in time. Retrying is appropriate.")
+        : new GatewayError(502, "upstream", message),
+    };
+  };
+  const inline = (events: StreamEvent[]) =>
+    inlineImages(events, {
+      providerBaseUrl: provider.base_url,
+      maxBytes: deps.settings.limits.max_image_bytes,
+      timeoutMs: deps.settings.limits.image_fetch_timeout_ms,
+      fetch: deps.fetch,
+      signal: deadline.signal,
+    });
+
+  try {
+    let res: Response;
+    try {
+      res = await deps.fetch(call.url, { method: "POST", headers: call.headers, body: call.body, signal: deadline.signal });
+    } catch (err) {
+      if (!req.clientSignal.aborted) deps.log("warn", "upstream request failed", { requestId: req.requestId, provider: provider.id, error: String(err) });
+      return refused("The upstream provider could not be reached. Retrying is appropriate.", err);
+    }
+    deadline.headArrived();
+
+    if (!res.ok) {
+      const text = await readText(res, deadline, ERROR_BODY_BYTES, true).catch(() => "");
+      if (req.clientSignal.aborted) throw clientClosed();
+      let detail: string | undefined;
+      try {
+        detail = adapter.errorMessage(JSON.parse(text));
+      } catch {}
+      // The body may echo the prompt or our vendor key: the log gets a scrubbed, short detail.
+      deps.log("warn", "upstream error status", { requestId: req.requestId, provider: provider.id, status: res.status, detail: scrubLogDetail(detail ?? text) });
+      return { kind: "refused", verdict: verdictFor(res.status), error: upstreamStatusError(res.status, detail), delayMs: requestedDelayMs(res.headers, deps.now()) };
+    }
+
+    if (!req.wantsStream || adapter.streams === false) {
+      let json: unknown;
+      let events: StreamEvent[];
+      try {
+        json = JSON.parse(await readText(res, deadline, Number.POSITIVE_INFINITY, false));
+        events = adapter.decodeBody(json);
+      } catch (err) {
+        if (!req.clientSignal.aborted) deps.log("warn", "upstream sent an unreadable body", { requestId: req.requestId, provider: provider.id, error: String(err) });
+        return refused("The upstream provider sent an unreadable answer. Retrying is appropriate.", err);
+      }
+      if (events.some((e) => e.type === "image")) {
+        try {
+          await inline(events);
+        } catch (err) {
+          if (req.clientSignal.aborted) throw clientClosed();
+          if (!(err instanceof ImageFetchError)) throw err;
+          deps.log("warn", "upstream image refused", { requestId: req.requestId, provider: provider.id, reason: err.reason, error: err.message });
+          return { kind: "refused", verdict: "fallback", error: new GatewayError(502, err.reason === "timeout" ? "timeout" : "upstream", err.clientMessage) };
+        }
+      }
+      return { kind: "body", json, events, adapter, provider };
+    }
+
+    if (!res.body || !(res.headers.get("content-type") ?? "").includes("text/event-stream")) {
+      res.body?.cancel().catch(() => {});
+      deps.log("warn", "upstream answered a stream request without an event stream", { requestId: req.requestId, provider: provider.id, contentType: res.headers.get("content-type") });
+      return refused("The upstream provider sent an unexpected answer. Retrying is appropriate.");
+    }
+    handedOver = true;
+    return { kind: "stream", reader: fastReader(res) ?? (res.body.getReader() as ChunkReader), decode: adapter.createStreamDecoder(), deadline, adapter, provider, inline };
+  } finally {
+    if (!handedOver) {
+      // A stream keeps its deadline (and the client's abort) until it ends; anything else is done.
+      deadline.clear();
+      req.clientSignal.removeEventListener("abort", onClientAbort);
+    } else {
+      // From here the stream stage watches the client itself.
+      req.clientSignal.removeEventListener("abort", onClientAbort);
+    }
+  }
+}
+
+/**
+ * A body as text, read under the attempt's deadline (each chunk counts as the upstream being
+ * alive). `cap` bytes at most; `truncate` keeps what fits instead of failing (error bodies are
+ * only read for their message). The transport caps whole answers itself.
+ */
+async function readText(res: Response, deadline: Deadline, cap: number, truncate: boolean): Promise<string> {
+  if (!res.body) return "";
+  const reader: ChunkReader = fastReader(res) ?? (res.body.getReader() as ChunkReader);
+  const chunks: Uint8Array[] = [];
+  let size = 0;
+  try {
+    for (;;) {
+      const { value, done } = await reader.read();
+      if (done) break;
+      deadline.touch();
+      chunks.push(value);
+      size += value.byteLength;
+      if (size >= cap) {
+        if (truncate) break;
+        throw new Error(`body larger than ${cap} bytes`);
+      }
+    }
+  } finally {
+    if (size >= cap) reader.cancel().catch(() => {});
+  }
+  const text = chunks.length === 1 ? Buffer.from(chunks[0]!.buffer, chunks[0]!.byteOffset, chunks[0]!.byteLength).toString("utf8") : Buffer.concat(chunks).toString("utf8");
+  return truncate ? text.slice(0, cap) : text;
+}

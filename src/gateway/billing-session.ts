@@ -1,0 +1,120 @@
+import type { ModelConfig } from "../config/schema.ts";
+import type { Ledger } from "../billing/ledger.ts";
+import type { Logger } from "../log.ts";
+import { answerCostMicro } from "../billing/pricing.ts";
+import { microToCredits } from "../billing/money.ts";
+import { createUsageMeter, type UsageMeter } from "../billing/usage-meter.ts";
+import { GatewayError } from "../pipeline/gateway-error.ts";
+import type { Inflight } from "../pipeline/inflight.ts";
+
+export interface Principal {
+  keyId: string;
+  accountId: string;
+}
+
+/** How a request ended, as its usage record says. */
+export type SettleStatus = "ok" | "cancelled" | "stream_failed" | "upstream_error";
+
+export interface BillingSession {
+  readonly requestId: string;
+  /** True while a settlement has been started (it happens once). */
+  readonly settling: boolean;
+  /** A fresh meter for the attempt about to start; the settlement charges the last one, at that model's prices. */
+  attempt(model: ModelConfig, providerId: string): UsageMeter;
+  /**
+   * Once per request, whatever happened; later calls return the first one's promise. A paid
+   * answer's promise resolves when its settlement is durable: the caller holds the answer's last
+   * byte until then (docs/decisions.md, "Money across kill -9"). Never rejects.
+   */
+  settle(status: SettleStatus): Promise<void>;
+}
+
+export interface BillingDeps {
+  ledger: Ledger;
+  inflight: Inflight;
+  log: Logger;
+}
+
+/**
+ * Stage 2: reserve once, settle once. The only caller of the Ledger port on the request path.
+ * Opening the session reserves the worst case (402 when it is not there, 503 when the ledger
+ * cannot record charges); from then on the request counts as in flight until it is settled.
+ */
+export async function openBillingSession(
+  deps: BillingDeps,
+  o: { requestId: string; principal: Principal; worstCaseMicro: number; startedAt: number; promptText: () => string },
+): Promise<BillingSession> {
+  const { ledger, log } = deps;
+  const { requestId, principal } = o;
+  let reserved = false;
+  if (o.worstCaseMicro > 0) {
+    const held = await ledger
+      .reserve({ requestId, accountId: principal.accountId, keyId: principal.keyId, amountMicro: o.worstCaseMicro })
+      .catch((err: unknown) => {
+        log("error", "ledger reserve failed", { requestId, error: String(err) });
+        return { ok: false as const, reason: "unavailable" as const, message: String(err) };
+      });
+    if (!held.ok) {
+      if (held.reason === "unavailable") throw ledgerUnavailable();
+      const limit = held.reason === "balance" ? "the account has" : "this key's spend limit leaves";
+      throw new GatewayError(402, "insufficient_credits",
+        `Insufficient credits: this request may cost up to ${microToCredits(o.worstCaseMicro)} credits and ${limit} ${microToCredits(held.availableMicro)} available. Lower max_tokens or top up the account.`);
+    }
+    reserved = true;
+  } else if (!ledger.admits(false)) {
+    // Free answers need no credit, but their usage records need room in the ledger's queue.
+    throw ledgerUnavailable();
+  }
+
+  deps.inflight.begin();
+  let model: ModelConfig | undefined;
+  let providerId = "";
+  let meter: UsageMeter = createUsageMeter();
+  let settling: Promise<void> | undefined;
+
+  const settleOnce = async (status: SettleStatus) => {
+    try {
+      // Nothing produced, nothing charged: an upstream that failed before answering costs nothing.
+      const produced = status !== "upstream_error" && !meter.empty;
+      const usage = produced ? await meter.total(o.promptText) : { inputTokens: 0, outputTokens: 0, estimated: false, images: 0 };
+      const costMicro = produced && model ? answerCostMicro(model.pricing, usage.inputTokens, usage.outputTokens, usage.images) : 0;
+      const durable = ledger.settle({
+        requestId,
+        accountId: principal.accountId,
+        keyId: principal.keyId,
+        model: model?.id ?? "",
+        provider: providerId,
+        promptTokens: usage.inputTokens,
+        completionTokens: usage.outputTokens,
+        estimated: usage.estimated,
+        costMicro,
+        status,
+        latencyMs: Math.round(performance.now() - o.startedAt),
+      });
+      // A free answer's record may trail it: nothing billed, nothing to lose.
+      if (reserved && costMicro > 0) await durable;
+    } catch (err) {
+      log("error", "settlement failed", { requestId, error: String(err) });
+    } finally {
+      deps.inflight.end();
+    }
+  };
+
+  return {
+    requestId,
+    get settling() {
+      return settling !== undefined;
+    },
+    attempt(next, id) {
+      model = next;
+      providerId = id;
+      meter = createUsageMeter();
+      return meter;
+    },
+    settle: (status) => (settling ??= settleOnce(status)),
+  };
+}
+
+export function ledgerUnavailable(): GatewayError {
+  return new GatewayError(503, "overloaded", "The gateway cannot record charges right now, so paid requests are paused. Retry in a few seconds.", { "retry-after": "5" });
+}

@@ -1,0 +1,48 @@
+import type { ModelConfig } from "../config/schema.ts";
+import type { Settings } from "../config/load-config.ts";
+import type { WireFormat } from "../providers/provider.ts";
+import { answerCostMicro } from "../billing/pricing.ts";
+import { countTokens, promptTokenBound } from "../billing/token-estimate.ts";
+import { fitCandidates, type Fitted } from "../pipeline/context-fit.ts";
+import { promptText, requestedMaxTokens } from "../pipeline/prepare-upstream.ts";
+
+/** What the journey will try, decided before anything is reserved or sent. */
+export interface Plan {
+  /** Time-ordered hex; the usage record is `req_<uuid>`, the answer `chatcmpl-<uuid>`/`msg_<uuid>`. */
+  uuid: string;
+  requestId: string;
+  /** The models to try in order, each with the answer limit it gets. */
+  candidates: Fitted[];
+  /** What the dearest candidate could cost: the reservation. */
+  worstCaseMicro: number;
+  /** All message text, for estimates; computed only if asked. */
+  promptText: () => string;
+}
+
+/**
+ * Stage 1: candidates and their limits. The model asked for and its fallbacks that can hold the
+ * request (context fit: 400 with the numbers when none can), and the worst case the reservation
+ * must cover. Image models make one image per request; its price is part of the worst case.
+ */
+export async function planRequest(
+  settings: Settings,
+  req: { clientFormat: WireFormat; body: Record<string, unknown>; bodyBytes: number; candidates: ModelConfig[] },
+): Promise<Plan> {
+  const { body, clientFormat } = req;
+  const messageCount = Array.isArray(body.messages) ? body.messages.length : 0;
+  const promptBound = promptTokenBound(req.bodyBytes, messageCount);
+  let text: string | undefined;
+  const prompt = () => (text ??= promptText(clientFormat, body));
+  const candidates = await fitCandidates(
+    req.candidates,
+    promptBound,
+    requestedMaxTokens(clientFormat, body),
+    settings.limits.max_tokens_cap,
+    async () => (await countTokens(prompt())) + 4 * messageCount + 3,
+  );
+  const worstCaseMicro = Math.max(...candidates.map((c) => answerCostMicro(c.model.pricing, promptBound, c.maxTokens, c.model.category === "image" ? 1 : 0)));
+  // Time-ordered (and hex, so the text sorts like the time): usage records append at the end of
+  // their unique index instead of dirtying pages all over it.
+  const uuid = Bun.randomUUIDv7("hex");
+  return { uuid, requestId: `req_${uuid}`, candidates, worstCaseMicro, promptText: prompt };
+}

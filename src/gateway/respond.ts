@@ -1,0 +1,124 @@
+import type { ModelConfig } from "../config/schema.ts";
+import type { Settings } from "../config/load-config.ts";
+import type { Logger } from "../log.ts";
+import type { WireFormat } from "../providers/provider.ts";
+import type { UsageMeter } from "../billing/usage-meter.ts";
+import type { ClientSink, EncodeContext } from "../streaming/client-sink.ts";
+import { createOpenAIEncoder, createOpenAIRelay, encodeOpenAIBody } from "../streaming/encode-openai.ts";
+import { createAnthropicEncoder, createAnthropicRelay, encodeAnthropicBody } from "../streaming/encode-anthropic.ts";
+import { streamAnswer, type StreamOutcome } from "../streaming/stream-answer.ts";
+import type { AttemptOutcome } from "./attempt.ts";
+import { ImageFetchError } from "../pipeline/inline-images.ts";
+import type { BillingSession, SettleStatus } from "./billing-session.ts";
+
+export const SSE_HEADERS = {
+  "content-type": "text/event-stream; charset=utf-8",
+  "cache-control": "no-cache",
+  "x-accel-buffering": "no",
+};
+
+/** Per client format: the encoder (events → frames), the relay (the vendor's own frames), the body. */
+const FORMATS: Record<WireFormat, {
+  encoder: (c: EncodeContext) => ClientSink;
+  relay: (c: EncodeContext) => ClientSink;
+  body: (events: Parameters<typeof encodeOpenAIBody>[0], c: EncodeContext) => unknown;
+  idPrefix: string;
+}> = {
+  openai: { encoder: createOpenAIEncoder, relay: createOpenAIRelay, body: encodeOpenAIBody, idPrefix: "chatcmpl-" },
+  anthropic: { encoder: createAnthropicEncoder, relay: createAnthropicRelay, body: encodeAnthropicBody, idPrefix: "msg_" },
+};
+
+export interface RespondRequest {
+  clientFormat: WireFormat;
+  body: Record<string, unknown>;
+  uuid: string;
+  requestId: string;
+  promptText: () => string;
+  /** Called before a streamed answer starts, to lift the server's idle timeout for this request. */
+  onStream?: () => void;
+}
+
+export interface RespondDeps {
+  settings: Settings;
+  log: Logger;
+  now: () => number;
+}
+
+/**
+ * Stage 4: an answer → what the client receives, in its format. The answer's id names the usage
+ * record (`req_<uuid>` ↔ `chatcmpl-<uuid>` / `msg_<uuid>`). A whole answer is settled (durably,
+ * when paid) before it is handed over; a stream settles before its closing frames.
+ */
+export async function respond(
+  deps: RespondDeps,
+  req: RespondRequest,
+  model: ModelConfig,
+  outcome: AttemptOutcome & { kind: "body" | "stream" },
+  meter: UsageMeter,
+  billing: BillingSession,
+): Promise<Response> {
+  const format = FORMATS[req.clientFormat];
+  const ctx: EncodeContext = {
+    id: `${format.idPrefix}${req.uuid}`,
+    created: Math.floor(deps.now() / 1000),
+    model: model.id,
+    includeUsage: req.clientFormat === "openai" && (req.body.stream_options as { include_usage?: boolean } | undefined)?.include_usage === true,
+  };
+  // Relaying vendor frames as they are only works for an API that speaks the client's format.
+  const sameFormat = req.clientFormat === outcome.provider.kind && outcome.adapter.streams !== false;
+
+  if (outcome.kind === "body") {
+    const { events, json } = outcome;
+    for (const e of events) meter.observe(e);
+    const usage = await meter.total(req.promptText);
+    if (usage.estimated) events.push({ type: "usage", inputTokens: usage.inputTokens, outputTokens: usage.outputTokens });
+    await billing.settle("ok");
+    if (req.body.stream === true) {
+      // An upstream that cannot stream (the images API): the whole answer, as the client's frames.
+      const encoder = format.encoder(ctx);
+      let text = "";
+      for (const e of events) text += encoder.event(e);
+      return new Response(text + encoder.end(), { headers: SSE_HEADERS });
+    }
+    const hasImages = events.some((e) => e.type === "image");
+    if (sameFormat && !hasImages && !usage.estimated && json && typeof json === "object") {
+      // The vendor's body as it is (fields we do not model survive), with the gateway's model and id.
+      const answer = json as Record<string, unknown>;
+      answer.model = ctx.model;
+      answer.id = ctx.id;
+      return Response.json(answer);
+    }
+    return Response.json(format.body(events, ctx));
+  }
+
+  req.onStream?.();
+  const { deadline, provider } = outcome;
+  const stream = streamAnswer({
+    upstream: outcome.reader,
+    decode: outcome.decode,
+    sink: sameFormat ? format.relay(ctx) : format.encoder(ctx),
+    meter,
+    deadline,
+    estimateUsage: async () => {
+      if (meter.reported) return undefined;
+      const usage = await meter.total(req.promptText);
+      return { type: "usage", inputTokens: usage.inputTokens, outputTokens: usage.outputTokens };
+    },
+    keepAliveMs: deps.settings.server.keepalive_ms,
+    clientIdleMs: deps.settings.server.client_idle_ms,
+    maxFrameBytes: deps.settings.limits.max_frame_bytes,
+    resolveImages: outcome.inline,
+    // An image that could not be inlined fails the answer uncharged, like any failed attempt.
+    describeFailure: (err) =>
+      err instanceof ImageFetchError
+        ? { event: { type: "error", errorType: err.reason === "timeout" ? "timeout" : "upstream", message: err.clientMessage }, chargeable: false }
+        : undefined,
+    beforeEnd: () => billing.settle("ok"),
+    onDone(outcome: StreamOutcome, reason, chargeable = true) {
+      if (outcome === "failed") deps.log("warn", "stream failed after start", { requestId: req.requestId, provider: provider.id, reason });
+      const status: SettleStatus = !chargeable ? "upstream_error" : outcome === "completed" ? "ok" : outcome === "cancelled" ? "cancelled" : "stream_failed";
+      void billing.settle(status);
+    },
+  });
+  return new Response(stream, { headers: SSE_HEADERS });
+}

@@ -1,0 +1,185 @@
+import { afterAll, beforeAll, describe, expect, test } from "bun:test";
+import { Database } from "bun:sqlite";
+import type { Socket, TCPSocketListener } from "bun";
+import { OPENAI_MODEL, ANTHROPIC_MODEL, post, sseFrames, startGateway, type Gateway } from "./helpers/gateway.ts";
+import { startFakeUpstream, type FakeUpstream } from "./helpers/fake-upstream.ts";
+
+/**
+ * A raw-TCP upstream whose bytes are scripted per request: the head and some of the body, then
+ * silence. The OpenAI-kind provider points here; the Anthropic-kind one at a well-behaved fake,
+ * so `models: [stalling, healthy]` shows the fallback.
+ */
+let script: (socket: Socket<{ buf: string }>) => void = () => {};
+let raw: TCPSocketListener<{ buf: string }>;
+let healthy: FakeUpstream;
+const open = new Set<Socket<{ buf: string }>>();
+const closed = new Set<Socket<{ buf: string }>>();
+
+beforeAll(async () => {
+  healthy = await startFakeUpstream();
+  raw = Bun.listen<{ buf: string }>({
+    hostname: "127.0.0.1",
+    port: 0,
+    socket: {
+      open(socket) {
+        socket.data = { buf: "" };
+        open.add(socket);
+      },
+      data(socket, bytes) {
+        socket.data.buf += bytes.toString();
+        const head = socket.data.buf.indexOf("\r\n\r\n");
+        if (head === -1) return;
+        const length = Number(/content-length:\s*(\d+)/i.exec(socket.data.buf.slice(0, head))?.[1] ?? 0);
+        if (socket.data.buf.length - head - 4 < length) return;
+        socket.data.buf = "";
+        script(socket);
+      },
+      close(socket) {
+        open.delete(socket);
+        closed.add(socket);
+      },
+    },
+  });
+});
+afterAll(async () => {
+  for (const s of open) s.end();
+  raw.stop(true);
+  await healthy.stop();
+});
+
+async function gatewayWith(o: { idleMs?: number; firstByteMs?: number; totalMs?: number; clientIdleMs?: number }): Promise<Gateway> {
+  return startGateway({ upstreamUrl: `http://127.0.0.1:${raw.port}`, idleMs: o.idleMs ?? 300, firstByteMs: o.firstByteMs ?? 2_000, totalMs: o.totalMs, clientIdleMs: o.clientIdleMs, retry: { max_retries: 0 } });
+}
+
+function records(gw: Gateway) {
+  const db = new Database(gw.dbPath, { readonly: true });
+  try {
+    return db.query<{ status: string; cost_micro: number; model: string }, []>("SELECT status, cost_micro, model FROM usage_records ORDER BY id").all();
+  } finally {
+    db.close();
+  }
+}
+
+const question = [{ role: "user", content: "Hello" }];
+const CHUNKED_HEAD = "HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ntransfer-encoding: chunked\r\n\r\n";
+const chunked = (text: string) => `${text.length.toString(16)}\r\n${text}\r\n`;
+
+describe("one deadline per attempt, for every kind of answer", () => {
+  test("a JSON answer that stalls after its head: 502 timeout within idle_ms, nothing charged, hold released", async () => {
+    const gw = await gatewayWith({ idleMs: 250 });
+    try {
+      script = (s) => s.write(CHUNKED_HEAD + chunked('{"id":"chatcmpl-x","object":"chat.completion","choices":[{"index":0,'));
+      const started = performance.now();
+      const res = await post(gw, "/v1/chat/completions", { model: OPENAI_MODEL, messages: question });
+      const elapsed = performance.now() - started;
+      expect(res.status).toBe(502);
+      expect(((await res.json()) as any).error.type).toBe("timeout_error");
+      expect(elapsed).toBeGreaterThanOrEqual(240);
+      expect(elapsed).toBeLessThan(2_000);
+      await gw.app.services.settled();
+      expect(gw.app.services.ledger.openHolds()).toBe(0);
+      expect(records(gw)).toEqual([{ status: "upstream_error", cost_micro: 0, model: OPENAI_MODEL }]);
+    } finally {
+      await gw.stop();
+    }
+  });
+
+  test("an error status whose body stalls: 502 within idle_ms, not a hang", async () => {
+    const gw = await gatewayWith({ idleMs: 250 });
+    try {
+      script = (s) => s.write("HTTP/1.1 500 Internal Server Error\r\ncontent-type: application/json\r\ntransfer-encoding: chunked\r\n\r\n" + chunked('{"error":{"message":"bo'));
+      const started = performance.now();
+      const res = await post(gw, "/v1/chat/completions", { model: OPENAI_MODEL, messages: question });
+      expect(res.status).toBe(502);
+      expect(performance.now() - started).toBeLessThan(2_000);
+      await gw.app.services.settled();
+      expect(gw.app.services.ledger.openHolds()).toBe(0);
+    } finally {
+      await gw.stop();
+    }
+  });
+
+  test("no head at all: first_byte_ms, then the next model in `models` answers", async () => {
+    const gw = await startGateway({ upstreamUrl: healthy.url, firstByteMs: 200, retry: { max_retries: 0 } });
+    try {
+      healthy.reply({ kind: "hang" });
+      const started = performance.now();
+      const res = await post(gw, "/v1/chat/completions", { models: [OPENAI_MODEL, ANTHROPIC_MODEL], messages: question });
+      expect(res.status).toBe(200);
+      expect(((await res.json()) as any).model).toBe(ANTHROPIC_MODEL);
+      expect(performance.now() - started).toBeGreaterThanOrEqual(190);
+      await gw.app.services.settled();
+      const rows = records(gw);
+      expect(rows).toHaveLength(1);
+      expect(rows[0]).toMatchObject({ status: "ok", model: ANTHROPIC_MODEL });
+    } finally {
+      await gw.stop();
+    }
+  });
+
+  test("a stream that stalls mid-answer: a timeout frame after idle_ms, charged for what came", async () => {
+    const gw = await gatewayWith({ idleMs: 250 });
+    try {
+      script = (s) =>
+        s.write("HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\ntransfer-encoding: chunked\r\n\r\n" +
+          chunked('data: {"id":"c","object":"chat.completion.chunk","created":1,"model":"m","choices":[{"index":0,"delta":{"content":"Partial answer here"},"finish_reason":null}]}\n\n'));
+      const res = await post(gw, "/v1/chat/completions", { model: OPENAI_MODEL, messages: question, stream: true });
+      const frames = sseFrames(await res.text());
+      expect(frames[0]!.data).toContain("Partial answer");
+      expect(JSON.parse(frames.at(-1)!.data).error.type).toBe("timeout_error");
+      await gw.app.services.settled();
+      const [row] = records(gw);
+      expect(row!.status).toBe("stream_failed");
+      expect(row!.cost_micro).toBeGreaterThan(0);
+    } finally {
+      await gw.stop();
+    }
+  });
+});
+
+describe("a client that stops reading", () => {
+  test("is given up after client_idle_ms: the upstream request is cut, what was produced is charged", async () => {
+    const gw = await gatewayWith({ idleMs: 5_000, clientIdleMs: 300 });
+    let streaming: Socket<{ buf: string }> | undefined;
+    let written = 0;
+    try {
+      // An endless answer, as fast as the gateway takes it: 64 KB frames.
+      const frame = chunked(`data: {"id":"c","object":"chat.completion.chunk","created":1,"model":"m","choices":[{"index":0,"delta":{"content":"${"word ".repeat(13_000)}"},"finish_reason":null}]}\n\n`);
+      script = (s) => {
+        streaming = s;
+        s.write("HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\ntransfer-encoding: chunked\r\n\r\n");
+        const pump = () => {
+          if (closed.has(s)) return;
+          // Write while the socket takes it whole; otherwise try again a little later.
+          const wrote = s.write(frame);
+          written += Math.max(0, wrote);
+          if (wrote < frame.length) setTimeout(pump, 20);
+          else setImmediate(pump);
+        };
+        pump();
+      };
+      const res = await post(gw, "/v1/chat/completions", { model: OPENAI_MODEL, messages: question, stream: true });
+      const reader = res.body!.getReader();
+      await reader.read(); // the first bytes, then nothing more is read
+      const deadline = Date.now() + 5_000;
+      while (gw.app.services.inflight.count > 0 && Date.now() < deadline) await Bun.sleep(20);
+      expect(gw.app.services.inflight.count).toBe(0);
+      await gw.app.services.settled();
+      const [row] = records(gw);
+      expect(row!.status).toBe("cancelled");
+      expect(row!.cost_micro).toBeGreaterThan(0);
+      // The upstream connection was cut rather than read to the end…
+      const closedBy = Date.now() + 3_000;
+      while (!closed.has(streaming!) && Date.now() < closedBy) await Bun.sleep(20);
+      expect(closed.has(streaming!)).toBe(true);
+      // …and while the client did not read, the upstream was not read either: what it managed to
+      // write is what the sockets' buffers hold, not an answer piling up in the gateway.
+      if (process.env.DEBUG_WRITTEN) console.log("written", written);
+      expect(written).toBeLessThan(32 * 1024 * 1024);
+      reader.cancel().catch(() => {});
+    } finally {
+      script = () => {};
+      await gw.stop();
+    }
+  });
+});
