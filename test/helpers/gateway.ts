@@ -107,8 +107,8 @@ export async function startGateway(o: GatewayOptions): Promise<Gateway> {
     "test",
   );
   const app = createApp({ db, settings, log: o.log ?? silentLogger, adminToken: o.adminToken, fetch: o.fetch, now: o.now, ledgerOptions: o.ledgerOptions, wrapLedger: o.wrapLedger });
-  const account = app.services.accounts.createAccount("test", Math.round((o.credits ?? 1000) * 1e6));
-  const key = app.services.accounts.createKey(account.id, "test")!;
+  const account = await app.services.accounts.createAccount("test", Math.round((o.credits ?? 1000) * 1e6));
+  const key = (await app.services.accounts.createKey(account.id, "test"))!;
   app.listen({ port: 0, hostname: "127.0.0.1", idleTimeout: o.idleTimeoutSeconds ?? 10, maxRequestBodySize: settings.limits.max_body_bytes * 8 });
   const server = app.server!;
   return {
