@@ -65,7 +65,9 @@ export function createRedisRateLimiter(url: string, o: RedisRateLimiterOptions =
   const timeoutMs = o.timeoutMs ?? 250;
   const log = o.log ?? (() => {});
   // No offline queue: a command while disconnected fails at once instead of waiting in memory.
-  const client = new RedisClient(url, { connectionTimeout: o.connectTimeoutMs ?? 1_000, autoReconnect: true, maxRetries: 1_000_000, enableOfflineQueue: false });
+  const connectTimeoutMs = o.connectTimeoutMs ?? 1_000;
+  // connect() keeps retrying (with backoff) while Redis is down, and its promise waits for that.
+  const client = new RedisClient(url, { connectionTimeout: connectTimeoutMs, autoReconnect: true, maxRetries: 1_000_000, enableOfflineQueue: false });
   const sha = new Bun.CryptoHasher("sha1").update(TAKE).digest("hex");
   const refused = new Map<string, { until: number; perMinute: number; resetAt: number }>();
   let connecting: Promise<void> | undefined;
@@ -138,13 +140,15 @@ export function createRedisRateLimiter(url: string, o: RedisRateLimiterOptions =
         },
       );
     },
+    /** Whether Redis answered within the connect timeout (the client keeps reconnecting on its own either way). */
     async ready(): Promise<boolean> {
-      try {
-        await (connecting ?? (client.connected ? Promise.resolve() : connect()));
-        return true;
-      } catch {
-        return false;
-      }
+      if (client.connected) return true;
+      let timer: ReturnType<typeof setTimeout> | undefined;
+      const attempt = (connecting ?? connect()).then(() => true, () => false);
+      const gaveUp = new Promise<boolean>((resolve) => (timer = setTimeout(() => resolve(false), connectTimeoutMs)));
+      const answered = await Promise.race([attempt, gaveUp]);
+      clearTimeout(timer);
+      return answered;
     },
     close(): void {
       client.close();
