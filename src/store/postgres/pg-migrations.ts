@@ -73,7 +73,6 @@ const MIGRATIONS: string[] = [
      created_at bigint NOT NULL
    );
    CREATE INDEX usage_account_time ON usage_records (account_id, created_at);
-   CREATE INDEX usage_key ON usage_records (key_id);
    CREATE TABLE rejection_counts (
      key_id text NOT NULL,
      minute bigint NOT NULL,
