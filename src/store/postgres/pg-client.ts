@@ -30,8 +30,9 @@ export function connectPostgres(url: string, o: PgOptions = {}): Pg {
     connection: {
       application_name: o.applicationName ?? "switchyard",
       statement_timeout: statementTimeoutMs,
-      // A row lock held elsewhere is waited for only this long; then the statement fails and is retried.
-      lock_timeout: Math.max(100, Math.floor(statementTimeoutMs / 2)),
+      // A row lock held elsewhere is waited for only this long (less than the ledger's own 2 s
+      // bound, so a hot account reads as a lock conflict to retry, not as a database gone).
+      lock_timeout: Math.min(1_000, Math.max(100, Math.floor(statementTimeoutMs / 2))),
       idle_in_transaction_session_timeout: statementTimeoutMs * 2,
     },
   });
