@@ -86,8 +86,8 @@ const settings = resolveSettings({
   limits: { requests_per_minute: 1e9 },
 }, { K: "sk-bench" }, "bench");
 const app = createApp({ db, settings, log: silentLogger, fetch: UPSTREAM ? undefined : upstreamFetch });
-const account = app.services.accounts.createAccount("bench", 1e15);
-const key = app.services.accounts.createKey(account.id, "bench")!.key;
+const account = await app.services.accounts.createAccount("bench", 1e15);
+const key = (await app.services.accounts.createKey(account.id, "bench"))!.key;
 
 const messages = [{ role: "user", content: "Tell me how a railway switchyard sorts its wagons." }];
 const scenarios: Record<string, string> = {

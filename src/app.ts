@@ -1,16 +1,16 @@
 import { Elysia } from "elysia";
 import type { Database } from "bun:sqlite";
 import type { Settings } from "./config/load-config.ts";
-import { createAccountStore } from "./accounts/account-store.ts";
-import { createKeyResolver } from "./accounts/key-resolver.ts";
+import { createAccountStore, type AccountStore } from "./accounts/account-store.ts";
+import { createKeyResolver, type KeyResolver } from "./accounts/key-resolver.ts";
 import type { Ledger, RejectionLog } from "./billing/ledger.ts";
 import { createSqliteLedger, type SqliteLedgerOptions } from "./store/sqlite/sqlite-ledger.ts";
-import { createUsageReport } from "./billing/usage-report.ts";
+import { createUsageReport, type UsageReporter } from "./billing/usage-report.ts";
 import { createCatalogue } from "./catalogue/catalogue.ts";
 import { withoutSecrets, type Logger } from "./log.ts";
 import type { UpstreamFetch } from "./pipeline/forward.ts";
 import { admissionPlugin, maybePrincipalOf, pathOf } from "./plugins/admission.ts";
-import { createRateLimiter } from "./limits/rate-limiter.ts";
+import { createRateLimiter, type RateLimitStore } from "./limits/rate-limiter.ts";
 import { errorsPlugin } from "./plugins/errors.ts";
 import { jsonBodyPlugin } from "./plugins/json-body.ts";
 import { adminRoutes } from "./routes/admin.ts";
@@ -23,9 +23,15 @@ import { loadTokenizer } from "./billing/token-estimate.ts";
 import { createInflight } from "./pipeline/inflight.ts";
 import { createChangeWatch } from "./store/change-watch.ts";
 import { createHttp1Client } from "./upstream/http1-client.ts";
+import type { SharedStores } from "./store/stores.ts";
 
 export interface AppDeps {
-  db: Database;
+  /** The SQLite file's connection: accounts, keys and the ledger, unless `stores` are given. */
+  db?: Database;
+  /** Shared stores (PostgreSQL, store/stores.ts) instead of SQLite; the caller closes them. */
+  stores?: SharedStores;
+  /** Rate limits shared by several processes (Redis); in-process buckets otherwise. */
+  limiter?: RateLimitStore;
   settings: Settings;
   /** How upstreams are reached; `simulated://` URLs are answered in-process whatever is passed. */
   fetch?: UpstreamFetch;
@@ -43,12 +49,20 @@ export function createApp(deps: AppDeps) {
   // Whatever logger is passed in, no secret reaches it (see log.ts).
   const log = withoutSecrets(deps.log);
   const now = deps.now ?? Date.now;
-  const accounts = createAccountStore(deps.db, now);
-  // One watch for both caches, so a request reads data_version at most once.
-  const changes = createChangeWatch(deps.db);
-  const keys = createKeyResolver(accounts, now, changes);
-  const sqliteLedger = createSqliteLedger(deps.db, { now, changes, log: deps.log, ...deps.ledgerOptions });
-  const ledger = deps.wrapLedger ? deps.wrapLedger(sqliteLedger) : sqliteLedger;
+  let accounts: AccountStore, keys: KeyResolver, baseLedger: Ledger & RejectionLog, usage: UsageReporter;
+  if (deps.stores) {
+    ({ accounts, keys, ledger: baseLedger, usage } = deps.stores);
+  } else {
+    if (!deps.db) throw new Error("createApp needs a SQLite database or shared stores");
+    const sqliteAccounts = createAccountStore(deps.db, now);
+    // One watch for both caches, so a request reads data_version at most once.
+    const changes = createChangeWatch(deps.db);
+    accounts = sqliteAccounts;
+    keys = createKeyResolver(sqliteAccounts, now, changes);
+    baseLedger = createSqliteLedger(deps.db, { now, changes, log: deps.log, ...deps.ledgerOptions });
+    usage = createUsageReport(deps.db);
+  }
+  const ledger = deps.wrapLedger ? deps.wrapLedger(baseLedger) : baseLedger;
   const catalogue = createCatalogue(deps.settings.models);
   // Only answers without reported usage need it; loading now keeps them from waiting.
   loadTokenizer();
@@ -86,7 +100,7 @@ export function createApp(deps: AppDeps) {
     .use(errorsPlugin(log, recordRejection))
     .use(admissionPlugin({
       keys,
-      limiter: createRateLimiter(now),
+      limiter: deps.limiter ?? createRateLimiter(now),
       defaultPerMinute: deps.settings.limits.requests_per_minute,
       maxBodyBytes: deps.settings.limits.max_body_bytes,
       onRejected: recordRejection,
@@ -96,7 +110,7 @@ export function createApp(deps: AppDeps) {
     .use(modelsRoute(catalogue))
     .use(chatCompletionsRoute(forwardDeps))
     .use(messagesRoute(forwardDeps))
-    .use(adminRoutes({ accounts, keys, ledger, usage: createUsageReport(deps.db), adminToken: deps.adminToken, now }));
+    .use(adminRoutes({ accounts, keys, ledger, usage, adminToken: deps.adminToken, now }));
   const services = {
     accounts,
     keys,

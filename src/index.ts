@@ -5,12 +5,16 @@ import { startWalCheckpointer } from "./store/wal-checkpointer.ts";
 import { createApp } from "./app.ts";
 import { jsonLogger } from "./log.ts";
 import { issueDemoKey } from "./accounts/demo-account.ts";
+import { holdTtlFor, openPostgresStores, openRedisLimiter, storeChoice, StoreConfigError, type SharedStores, type StoreChoice } from "./store/stores.ts";
+import type { Database } from "bun:sqlite";
 
 let settings: Settings;
+let choice: StoreChoice;
 try {
   settings = loadSettings(process.env);
+  choice = storeChoice(process.env);
 } catch (err) {
-  if (!(err instanceof ConfigError)) throw err;
+  if (!(err instanceof ConfigError) && !(err instanceof StoreConfigError)) throw err;
   console.error(`switchyard: ${err.message}`);
   process.exit(1);
 }
@@ -24,24 +28,41 @@ if (maxUpstream < 1024) {
 }
 const dbPath = process.env.SWITCHYARD_DB ?? "./data/switchyard.sqlite";
 let lock: { release(): void } | undefined;
-try {
-  // Holds live in this process's memory: a second gateway on the file would admit the same credits.
-  if (dbPath !== ":memory:") lock = lockDatabaseFile(dbPath);
-} catch (err) {
-  if (!(err instanceof GatewayLockError)) throw err;
-  console.error(`switchyard: ${err.message}`);
-  process.exit(1);
+let db: Database | undefined;
+let checkpointer: ReturnType<typeof startWalCheckpointer> | undefined;
+let stores: SharedStores | undefined;
+if (choice.databaseUrl) {
+  // PostgreSQL holds the money; SWITCHYARD_DB is ignored (nothing is written there).
+  try {
+    stores = await openPostgresStores(choice.databaseUrl, { log, ledger: { holdTtlMs: holdTtlFor(settings) } });
+  } catch (err) {
+    console.error(`switchyard: cannot open the PostgreSQL database of SWITCHYARD_DATABASE_URL: ${err instanceof Error ? err.message : String(err)}`);
+    process.exit(1);
+  }
+} else {
+  try {
+    // Holds live in this process's memory: a second gateway on the file would admit the same credits.
+    if (dbPath !== ":memory:") lock = lockDatabaseFile(dbPath);
+  } catch (err) {
+    if (!(err instanceof GatewayLockError)) throw err;
+    console.error(`switchyard: ${err.message}`);
+    process.exit(1);
+  }
+  // Start-up may wait for the admin CLI's lock; once serving, the connection never waits (see sqlite-ledger.ts).
+  db = openDatabase(dbPath);
+  // Checkpoints (the one fsync in WAL mode) on a thread of their own, not inside a request's commit.
+  checkpointer = startWalCheckpointer(db, dbPath, {
+    onFailure: (message) => log("warn", "WAL checkpoints are back on the request thread", { error: message }),
+  });
+  void checkpointer.ready.then((running) => running && log("debug", "WAL checkpoints run on their own thread", { db: dbPath }));
 }
-// Start-up may wait for the admin CLI's lock; once serving, the connection never waits (see sqlite-ledger.ts).
-const db = openDatabase(dbPath);
-// Checkpoints (the one fsync in WAL mode) on a thread of their own, not inside a request's commit.
-const checkpointer = startWalCheckpointer(db, dbPath, {
-  onFailure: (message) => log("warn", "WAL checkpoints are back on the request thread", { error: message }),
-});
-void checkpointer.ready.then((running) => running && log("debug", "WAL checkpoints run on their own thread", { db: dbPath }));
-const app = createApp({ db, settings, log, adminToken: process.env.SWITCHYARD_ADMIN_TOKEN || undefined });
-const demo = process.env.SWITCHYARD_DEMO !== "0" ? issueDemoKey(db, app.services.accounts) : undefined;
-db.exec("PRAGMA busy_timeout = 0");
+// Rate limits in Redis fail closed: until it answers, requests are refused with 503.
+const limiter = choice.redisUrl ? openRedisLimiter(choice.redisUrl, { log }) : undefined;
+if (limiter && !(await limiter.ready())) log("warn", "Redis (SWITCHYARD_REDIS_URL) does not answer yet: requests are refused (503) until it does");
+const app = createApp({ db, stores, limiter, settings, log, adminToken: process.env.SWITCHYARD_ADMIN_TOKEN || undefined });
+const demo = process.env.SWITCHYARD_DEMO !== "0" ? await issueDemoKey(app.services.accounts) : undefined;
+db?.exec("PRAGMA busy_timeout = 0");
+const storeName = choice.databaseUrl ? "PostgreSQL" : dbPath;
 
 const requestedPort = Number(process.env.PORT ?? 8080);
 const hostname = process.env.HOST ?? "0.0.0.0";
@@ -57,12 +78,12 @@ app.listen({
 
 const port = app.server!.port;
 const shown = hostname === "0.0.0.0" ? "localhost" : hostname;
-log("info", "switchyard listening", { url: `http://${shown}:${port}`, config: settings.source, db: dbPath, models: settings.models.length });
+log("info", "switchyard listening", { url: `http://${shown}:${port}`, config: settings.source, db: storeName, rateLimits: choice.redisUrl ? "redis" : "in-process", models: settings.models.length });
 
 if (demo) {
   const model = settings.models[0]?.id ?? "switchyard/echo";
   console.log(`
-Switchyard is listening on http://${shown}:${port}  (config: ${settings.source}, database: ${dbPath})
+Switchyard is listening on http://${shown}:${port}  (config: ${settings.source}, database: ${storeName})
 Demo key (account "demo", 100 credits; a new one is issued at each start): ${demo.key}
 
   curl http://${shown}:${port}/v1/chat/completions \\
@@ -84,9 +105,11 @@ for (const signal of ["SIGTERM", "SIGINT"] as const) {
     app.services.drain();
     const drained = Promise.all([app.server?.stop(false), app.services.inflight.idle()]);
     await Promise.race([drained, Bun.sleep(SHUTDOWN_GRACE_MS)]);
-    await app.services.ledger.close();
-    await checkpointer.stop();
-    db.close();
+    if (stores) await stores.close();
+    else await app.services.ledger.close();
+    limiter?.close();
+    await checkpointer?.stop();
+    db?.close();
     lock?.release();
     process.exit(0);
   });

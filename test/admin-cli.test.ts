@@ -41,9 +41,9 @@ function sha256(text: string): string {
 }
 
 describe("runAdmin (in process)", () => {
-  test("accounts create → JSON with id, name, balance", () => {
+  test("accounts create → JSON with id, name, balance", async () => {
     const db = tempDb();
-    const { code, out } = runAdmin(["accounts", "create", "acme", "25.5"], { SWITCHYARD_DB: db });
+    const { code, out } = await runAdmin(["accounts", "create", "acme", "25.5"], { SWITCHYARD_DB: db });
     expect(code).toBe(0);
     const account = JSON.parse(out) as { id: string; name: string; balance: number };
     expect(typeof account.id).toBe("string");
@@ -55,11 +55,11 @@ describe("runAdmin (in process)", () => {
     sql.close();
   });
 
-  test("keys create prints the key once; only its hash is stored; revoke works once", () => {
+  test("keys create prints the key once; only its hash is stored; revoke works once", async () => {
     const db = tempDb();
     const env = { SWITCHYARD_DB: db };
-    const account = JSON.parse(runAdmin(["accounts", "create", "acme", "10"], env).out) as { id: string };
-    const created = runAdmin(["keys", "create", account.id, "laptop"], env);
+    const account = JSON.parse((await runAdmin(["accounts", "create", "acme", "10"], env)).out) as { id: string };
+    const created = await runAdmin(["keys", "create", account.id, "laptop"], env);
     expect(created.code).toBe(0);
     const key = JSON.parse(created.out) as { id: string; key: string; name: string; created_at: string };
     expect(key.key).toMatch(KEY_SHAPE);
@@ -67,11 +67,11 @@ describe("runAdmin (in process)", () => {
     expect(Number.isNaN(Date.parse(key.created_at))).toBe(false);
 
     // Later commands never show the key again.
-    const list = runAdmin(["keys", "list", account.id], env);
+    const list = await runAdmin(["keys", "list", account.id], env);
     expect(list.code).toBe(0);
     expect(list.out).toContain(key.id);
     expect(list.out).not.toContain(key.key);
-    const show = runAdmin(["accounts", "show", account.id], env);
+    const show = await runAdmin(["accounts", "show", account.id], env);
     expect(show.code).toBe(0);
     expect(show.out).not.toContain(key.key);
 
@@ -81,27 +81,27 @@ describe("runAdmin (in process)", () => {
     for (const v of Object.values(row)) if (typeof v === "string") expect(v.includes(key.key)).toBe(false);
     expect(row.revoked_at).toBeNull();
 
-    const revoked = runAdmin(["keys", "revoke", key.id], env);
+    const revoked = await runAdmin(["keys", "revoke", key.id], env);
     expect(revoked.code).toBe(0);
     expect(JSON.parse(revoked.out)).toEqual({ id: key.id, revoked: true });
     expect(typeof sql.query<{ r: number | null }, [string]>("SELECT revoked_at AS r FROM api_keys WHERE id = ?").get(key.id)!.r).toBe("number");
     sql.close();
 
-    const again = runAdmin(["keys", "revoke", key.id], env);
+    const again = await runAdmin(["keys", "revoke", key.id], env);
     expect(again.code).not.toBe(0);
     expect(again.out).toContain(key.id);
   });
 
-  test("keys create for an unknown account fails", () => {
-    const { code, out } = runAdmin(["keys", "create", "acct_nope"], { SWITCHYARD_DB: tempDb() });
+  test("keys create for an unknown account fails", async () => {
+    const { code, out } = await runAdmin(["keys", "create", "acct_nope"], { SWITCHYARD_DB: tempDb() });
     expect(code).not.toBe(0);
     expect(out).toContain("acct_nope");
   });
 
-  test("bad usage → non-zero and the usage text", () => {
+  test("bad usage → non-zero and the usage text", async () => {
     const env = { SWITCHYARD_DB: tempDb() };
     for (const argv of [[], ["accounts"], ["accounts", "create", "only-name"], ["keys", "create"], ["keys", "revoke"], ["keys", "frobnicate", "x"], ["nonsense"]]) {
-      const { code, out } = runAdmin(argv, env);
+      const { code, out } = await runAdmin(argv, env);
       if (code === 0) throw new Error(`${JSON.stringify(argv)} succeeded`);
       expect(out).toContain("usage:");
       expect(out).toContain("accounts create");
@@ -109,10 +109,10 @@ describe("runAdmin (in process)", () => {
     }
   });
 
-  test("bad credits → non-zero, nothing created", () => {
+  test("bad credits → non-zero, nothing created", async () => {
     const db = tempDb();
     for (const credits of ["-1", "abc", "1.1234567"]) {
-      const { code, out } = runAdmin(["accounts", "create", "acme", credits], { SWITCHYARD_DB: db });
+      const { code, out } = await runAdmin(["accounts", "create", "acme", credits], { SWITCHYARD_DB: db });
       expect(code).not.toBe(0);
       expect(out).toContain("credits");
     }
@@ -191,7 +191,7 @@ describe("CLI against a running gateway's database", () => {
 
       // Revoking the helper's key through the in-process runAdmin (another connection) works too.
       expect((await models(gw.key)).status).toBe(200);
-      expect(runAdmin(["keys", "revoke", gw.keyId], { SWITCHYARD_DB: gw.dbPath }).code).toBe(0);
+      expect((await runAdmin(["keys", "revoke", gw.keyId], { SWITCHYARD_DB: gw.dbPath })).code).toBe(0);
       expect((await models(gw.key)).status).toBe(401);
     } finally {
       await gw.stop();

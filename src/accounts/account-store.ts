@@ -36,7 +36,47 @@ export interface KeySummary {
   spent: number;
 }
 
+/** An account as the admin API shows it: balance, what open requests hold, keys (summaries only). */
+export interface AccountDescription extends Account {
+  reserved: number;
+  keys: KeySummary[];
+}
+
 export class KeyLimitError extends Error {}
+
+type MaybePromise<T> = T | Promise<T>;
+
+/**
+ * The AccountStore port: accounts and keys. SQLite answers synchronously (one process, one file:
+ * the key lookup on a cache miss costs no await); PostgreSQL (store/postgres/pg-accounts.ts)
+ * answers with promises. Callers await every method except where the synchronous answer is
+ * worth keeping (the key resolver, accounts/key-resolver.ts). Both keep at most
+ * MAX_ACTIVE_KEYS active keys per account, atomically: parallel requests cannot both take the
+ * last place.
+ */
+export interface AccountStore {
+  createAccount(name: string, balanceMicro: number): MaybePromise<Account>;
+  getAccount(id: string): MaybePromise<Account | null>;
+  /** The oldest account with this name (the demo account), or null. */
+  findAccountByName(name: string): MaybePromise<Account | null>;
+  describeAccount(id: string, heldMicro?: number): MaybePromise<AccountDescription | null>;
+  /** The plain key is returned once and never stored; only its SHA-256 is kept. Throws KeyLimitError at the cap. */
+  createKey(accountId: string, options?: KeyOptions | string | null): MaybePromise<IssuedKey | null>;
+  listKeys(accountId: string): MaybePromise<KeySummary[]>;
+  revokeKey(keyId: string): MaybePromise<boolean>;
+  findActiveKey(keyHash: string): MaybePromise<ActiveKey | null>;
+}
+
+/** `createKey`'s options, whichever form they came in. */
+export function keyOptions(options: KeyOptions | string | null | undefined): KeyOptions {
+  return typeof options === "string" || options === null || options === undefined ? { name: options ?? null } : options;
+}
+
+/** What a new key row holds: the key (shown once), its hash, and what an operator may see of it. */
+export function newKey(): { key: string; hash: string; prefix: string; last4: string } {
+  const key = generateKey();
+  return { key, hash: hashKey(key), prefix: key.slice(0, KEY_PREFIX.length + 4), last4: key.slice(-4) };
+}
 
 /** A key body is 32 random bytes in base64url: 43 URL-safe characters, well over the 32 asked for. */
 export function generateKey(): string {
@@ -48,8 +88,9 @@ export function hashKey(key: string): string {
   return Bun.SHA256.hash(key, "hex") as string;
 }
 
-const iso = (ms: number | null) => (ms === null ? null : new Date(ms).toISOString());
+export const iso = (ms: number | null) => (ms === null ? null : new Date(ms).toISOString());
 
+/** The SQLite AccountStore: synchronous, on the gateway's own connection. */
 export function createAccountStore(db: Database, now: () => number) {
   const insertAccount = db.query("INSERT INTO accounts (id, name, balance_micro, created_at) VALUES (?, ?, ?, ?)");
   const insertCredit = db.query("INSERT INTO credit_entries (account_id, amount_micro, kind, created_at) VALUES (?, ?, 'initial', ?)");
@@ -72,6 +113,7 @@ export function createAccountStore(db: Database, now: () => number) {
     { id: string; name: string | null; key_prefix: string; key_last4: string; created_at: number; revoked_at: number | null; expires_at: number | null; rate_limit_per_minute: number | null; spend_limit_micro: number | null; spent_micro: number },
     [string]
   >("SELECT id, name, key_prefix, key_last4, created_at, revoked_at, expires_at, rate_limit_per_minute, spend_limit_micro, spent_micro FROM api_keys WHERE account_id = ? ORDER BY created_at, id");
+  const selectByName = db.query<{ id: string }, [string]>("SELECT id FROM accounts WHERE name = ? ORDER BY created_at LIMIT 1");
   const revoke = db.query("UPDATE api_keys SET revoked_at = ? WHERE id = ? AND revoked_at IS NULL");
   const selectActiveKey = db.query<{ id: string; account_id: string; rate_limit_per_minute: number | null; expires_at: number | null }, [string]>(
     "SELECT id, account_id, rate_limit_per_minute, expires_at FROM api_keys WHERE key_hash = ? AND revoked_at IS NULL",
@@ -85,9 +127,9 @@ export function createAccountStore(db: Database, now: () => number) {
       throw new KeyLimitError(`This account already has ${MAX_ACTIVE_KEYS} active keys, the most allowed. Revoke one first.`);
     }
     const id = randomId("key");
-    const key = generateKey();
+    const { key, hash, prefix, last4 } = newKey();
     const name = options.name ?? null;
-    insertKey.run(id, accountId, name, hashKey(key), key.slice(0, KEY_PREFIX.length + 4), key.slice(-4), at,
+    insertKey.run(id, accountId, name, hash, prefix, last4, at,
       options.rateLimitPerMinute ?? null, options.expiresAt ?? null, options.spendLimitMicro ?? null);
     return { id, key, name, created_at: iso(at)! };
   });
@@ -106,8 +148,13 @@ export function createAccountStore(db: Database, now: () => number) {
       return { id: row.id, name: row.name, balance: microToCredits(row.balance_micro), created_at: iso(row.created_at)! };
     },
 
+    findAccountByName(name: string): Account | null {
+      const row = selectByName.get(name);
+      return row ? this.getAccount(row.id) : null;
+    },
+
     /** Balance, what open requests hold (`heldMicro`, from the ledger), and the keys (summaries only). */
-    describeAccount(id: string, heldMicro = 0) {
+    describeAccount(id: string, heldMicro = 0): AccountDescription | null {
       const account = this.getAccount(id);
       if (!account) return null;
       return { ...account, reserved: microToCredits(heldMicro), keys: this.listKeys(id) };
@@ -115,8 +162,7 @@ export function createAccountStore(db: Database, now: () => number) {
 
     /** The plain key is returned once and never stored; only its SHA-256 is kept. Throws KeyLimitError at the cap. */
     createKey(accountId: string, options: KeyOptions | string | null = {}): IssuedKey | null {
-      const opts = typeof options === "string" || options === null ? { name: options } : options;
-      return issue.immediate(accountId, opts);
+      return issue.immediate(accountId, keyOptions(options));
     },
 
     listKeys(accountId: string): KeySummary[] {
@@ -145,4 +191,4 @@ export function createAccountStore(db: Database, now: () => number) {
   };
 }
 
-export type AccountStore = ReturnType<typeof createAccountStore>;
+export type SqliteAccountStore = ReturnType<typeof createAccountStore>;

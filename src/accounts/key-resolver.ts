@@ -1,6 +1,13 @@
 import type { ChangeWatch } from "../store/change-watch.ts";
 import { hashKey, KEY_PREFIX, type AccountStore, type ActiveKey } from "./account-store.ts";
 
+/** Resolves a presented key to the key it names: synchronously from a cache, or with a promise on a miss (PostgreSQL). */
+export interface KeyResolver {
+  resolve(key: string): ActiveKey | null | Promise<ActiveKey | null>;
+  /** Drops what is cached for a key this process revoked. */
+  forget(keyId: string): void;
+}
+
 /** Key bodies are base64url; anything else cannot be a key we issued. */
 const KEY_BODY = /^[A-Za-z0-9_-]{16,256}$/;
 
@@ -24,7 +31,7 @@ export function isWellFormedKey(key: string): boolean {
  * connection (the admin CLI, a second gateway) commits, so a revoke anywhere takes effect
  * within the change watch's interval; in-process revokes call `forget`.
  */
-export function createKeyResolver(store: AccountStore, now: () => number, changes: ChangeWatch) {
+export function createKeyResolver(store: { findActiveKey(keyHash: string): ActiveKey | null }, now: () => number, changes: ChangeWatch) {
   const cache = new Map<string, ActiveKey>();
   changes.onChange(() => cache.clear());
 
@@ -47,4 +54,58 @@ export function createKeyResolver(store: AccountStore, now: () => number, change
   };
 }
 
-export type KeyResolver = ReturnType<typeof createKeyResolver>;
+/** How long a key lookup from a shared store is trusted (a revoke on another gateway takes effect within it). */
+export const KEY_CACHE_MS = 2_000;
+/** While the store cannot be read, a key seen this recently still resolves (free models keep working). */
+const KEY_STALE_MS = 60_000;
+/** Entries kept before the cache is emptied (a flood of made-up keys cannot grow it without bound). */
+const KEY_CACHE_MAX = 100_000;
+
+/**
+ * Key lookups against a store other processes write (PostgreSQL). Nothing tells this process
+ * that another one revoked a key, so each lookup is trusted for `ttlMs` (2 s) and then read
+ * again: a revoke anywhere takes effect everywhere within that; one through this process's
+ * admin API at once (`forget`). Unknown keys are remembered too, for the same time, so a
+ * flood of made-up keys costs the database one read per key and TTL, not one per request.
+ * Concurrent misses for one key share one read. If the store cannot be read, a key read
+ * successfully within the last minute still resolves; otherwise the lookup throws (503).
+ */
+export function createCachedKeyResolver(store: AccountStore, now: () => number, o: { ttlMs?: number } = {}): KeyResolver {
+  const ttlMs = o.ttlMs ?? KEY_CACHE_MS;
+  const cache = new Map<string, { key: ActiveKey | null; at: number }>();
+  const pending = new Map<string, Promise<ActiveKey | null>>();
+  const live = (found: ActiveKey | null) => (found && found.expiresAt !== null && found.expiresAt <= now() ? null : found);
+
+  const lookup = (hash: string, stale: { key: ActiveKey | null; at: number } | undefined): Promise<ActiveKey | null> => {
+    let read = pending.get(hash);
+    if (!read) {
+      read = (async () => {
+        try {
+          const found = await store.findActiveKey(hash);
+          if (cache.size >= KEY_CACHE_MAX) cache.clear();
+          cache.set(hash, { key: found, at: performance.now() });
+          return found;
+        } finally {
+          pending.delete(hash);
+        }
+      })();
+      pending.set(hash, read);
+    }
+    return read.then(live, (err) => {
+      if (stale?.key && performance.now() - stale.at < KEY_STALE_MS) return live(stale.key);
+      throw err;
+    });
+  };
+
+  return {
+    resolve(key: string) {
+      const hash = hashKey(key);
+      const hit = cache.get(hash);
+      if (hit && performance.now() - hit.at < ttlMs) return live(hit.key);
+      return lookup(hash, hit);
+    },
+    forget(keyId: string): void {
+      for (const [hash, entry] of cache) if (entry.key?.keyId === keyId) cache.delete(hash);
+    },
+  };
+}

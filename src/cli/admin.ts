@@ -1,10 +1,16 @@
 import { openDatabase } from "../store/database.ts";
-import { createAccountStore, KeyLimitError, type KeyOptions } from "../accounts/account-store.ts";
+import { createAccountStore, KeyLimitError, type AccountStore, type KeyOptions } from "../accounts/account-store.ts";
 import { creditWriter } from "../store/sqlite/credits.ts";
 import { auditLedger } from "../store/sqlite/audit.ts";
 import { loadSettings } from "../config/load-config.ts";
-import { createUsageReport } from "../billing/usage-report.ts";
+import { createUsageReport, type UsageReporter } from "../billing/usage-report.ts";
 import { creditsToMicro } from "../billing/money.ts";
+import { storeChoice, StoreConfigError } from "../store/stores.ts";
+import { connectPostgres } from "../store/postgres/pg-client.ts";
+import { migratePostgres } from "../store/postgres/pg-migrations.ts";
+import { createPostgresAccounts } from "../store/postgres/pg-accounts.ts";
+import { creditAccount } from "../store/postgres/pg-credits.ts";
+import { auditPostgres, createPostgresUsageReport } from "../store/postgres/pg-reports.ts";
 
 const USAGE = `usage: bun run admin <command>
   accounts create <name> <credits>       create an account
@@ -18,7 +24,8 @@ const USAGE = `usage: bun run admin <command>
   audit                                  checks every balance against its credits and charges, every key's
                                          spent total, and that no completed answer of a priced model went
                                          uncharged; prints the drift and exits 1 if there is any
-Works on the SQLite file directly (SWITCHYARD_DB, default ./data/switchyard.sqlite), also while the gateway runs.`;
+Works on the store the gateway uses, also while it runs: the PostgreSQL database of SWITCHYARD_DATABASE_URL
+when it is set, otherwise the SQLite file (SWITCHYARD_DB, default ./data/switchyard.sqlite).`;
 
 class UsageError extends Error {}
 
@@ -51,26 +58,69 @@ function pricedModels(env: Record<string, string | undefined>): Set<string> | un
   }
 }
 
+/** What the commands need of a store, whichever it is. */
+interface AdminStore {
+  accounts: AccountStore;
+  topUp(accountId: string, amountMicro: number): Promise<boolean>;
+  usage: UsageReporter;
+  audit(pricedModels: Set<string> | undefined): Promise<{ clean: boolean }>;
+  close(): Promise<void>;
+}
+
+async function openAdminStore(env: Record<string, string | undefined>): Promise<AdminStore> {
+  const { databaseUrl } = storeChoice(env);
+  if (databaseUrl) {
+    const sql = connectPostgres(databaseUrl, { max: 2, applicationName: "switchyard-admin" });
+    try {
+      await migratePostgres(sql);
+    } catch (err) {
+      await sql.close({ timeout: 0 }).catch(() => {});
+      throw err;
+    }
+    return {
+      accounts: createPostgresAccounts(sql, Date.now),
+      topUp: (accountId, amountMicro) => creditAccount(sql, accountId, amountMicro, Date.now()),
+      usage: createPostgresUsageReport(sql),
+      audit: (priced) => auditPostgres(sql, priced),
+      close: () => sql.close({ timeout: 1 }),
+    };
+  }
+  const db = openDatabase(env.SWITCHYARD_DB ?? "./data/switchyard.sqlite");
+  const topUp = creditWriter(db, Date.now);
+  return {
+    accounts: createAccountStore(db, Date.now),
+    topUp: async (accountId, amountMicro) => topUp(accountId, amountMicro),
+    usage: createUsageReport(db),
+    audit: async (priced) => auditLedger(db, priced),
+    close: async () => db.close(),
+  };
+}
+
 /** The admin API's operations for a shell, without a running gateway or an admin token. */
-export function runAdmin(argv: string[], env: Record<string, string | undefined>): { code: number; out: string; stdout?: boolean } {
+export async function runAdmin(argv: string[], env: Record<string, string | undefined>): Promise<{ code: number; out: string; stdout?: boolean }> {
   const [noun, verb, ...rest] = argv;
   const { positional: args, options } = flags(rest);
-  const db = openDatabase(env.SWITCHYARD_DB ?? "./data/switchyard.sqlite");
+  let store: AdminStore;
+  try {
+    store = await openAdminStore(env);
+  } catch (err) {
+    if (err instanceof StoreConfigError) return { code: 2, out: err.message };
+    return { code: 1, out: `cannot open the store: ${err instanceof Error ? err.message : String(err)}` };
+  }
   const json = (value: unknown) => ({ code: 0, out: JSON.stringify(value, null, 2) });
   try {
-    const accounts = createAccountStore(db, Date.now);
-    const topUp = creditWriter(db, Date.now);
+    const { accounts } = store;
     if (noun === "accounts" && verb === "create" && args.length === 2) {
-      const account = accounts.createAccount(args[0]!, credits(args[1]));
+      const account = await accounts.createAccount(args[0]!, credits(args[1]));
       return json({ id: account.id, name: account.name, balance: account.balance });
     }
     if (noun === "accounts" && verb === "show" && args.length === 1) {
-      const account = accounts.describeAccount(args[0]!);
+      const account = await accounts.describeAccount(args[0]!);
       return account ? json(account) : { code: 1, out: `no account ${args[0]}` };
     }
     if (noun === "accounts" && verb === "topup" && args.length === 2) {
-      if (!topUp(args[0]!, credits(args[1]))) return { code: 1, out: `no account ${args[0]}` };
-      return json({ id: args[0], balance: accounts.getAccount(args[0]!)!.balance });
+      if (!(await store.topUp(args[0]!, credits(args[1])))) return { code: 1, out: `no account ${args[0]}` };
+      return json({ id: args[0], balance: (await accounts.getAccount(args[0]!))!.balance });
     }
     if (noun === "keys" && verb === "create" && args.length >= 1) {
       const opts: KeyOptions = { name: args[1] ?? null };
@@ -78,24 +128,24 @@ export function runAdmin(argv: string[], env: Record<string, string | undefined>
       if (options.expires) opts.expiresAt = Date.parse(options.expires);
       if (options["spend-limit"]) opts.spendLimitMicro = credits(options["spend-limit"]);
       if (Number.isNaN(opts.expiresAt) || Number.isNaN(opts.rateLimitPerMinute)) throw new UsageError("--rpm takes a number and --expires an ISO date");
-      const key = accounts.createKey(args[0]!, opts);
+      const key = await accounts.createKey(args[0]!, opts);
       return key ? json(key) : { code: 1, out: `no account ${args[0]}` };
     }
     if (noun === "keys" && verb === "list" && args.length === 1) {
-      return accounts.getAccount(args[0]!) ? json(accounts.listKeys(args[0]!)) : { code: 1, out: `no account ${args[0]}` };
+      return (await accounts.getAccount(args[0]!)) ? json(await accounts.listKeys(args[0]!)) : { code: 1, out: `no account ${args[0]}` };
     }
     if (noun === "keys" && verb === "revoke" && args.length === 1) {
-      return accounts.revokeKey(args[0]!) ? json({ id: args[0], revoked: true }) : { code: 1, out: `no active key ${args[0]}` };
+      return (await accounts.revokeKey(args[0]!)) ? json({ id: args[0], revoked: true }) : { code: 1, out: `no active key ${args[0]}` };
     }
     if (noun === "usage" && verb !== undefined) {
       const from = args[0] ? Date.parse(args[0]) : 0;
       const to = args[1] ? Date.parse(args[1]) : Date.now() + 1;
-      if (!accounts.getAccount(verb)) return { code: 1, out: `no account ${verb}` };
+      if (!(await accounts.getAccount(verb))) return { code: 1, out: `no account ${verb}` };
       if (Number.isNaN(from) || Number.isNaN(to)) throw new UsageError("from and to are ISO dates");
-      return json(createUsageReport(db)(verb, from, to));
+      return json(await store.usage(verb, from, to));
     }
     if (noun === "audit" && verb === undefined) {
-      const report = auditLedger(db, pricedModels(env));
+      const report = await store.audit(pricedModels(env));
       // The report is the command's output whatever it finds: stdout, for a script to read.
       return { code: report.clean ? 0 : 1, out: JSON.stringify(report, null, 2), stdout: true };
     }
@@ -105,12 +155,12 @@ export function runAdmin(argv: string[], env: Record<string, string | undefined>
     if (err instanceof KeyLimitError) return { code: 1, out: err.message };
     throw err;
   } finally {
-    db.close();
+    await store.close();
   }
 }
 
 if (import.meta.main) {
-  const { code, out, stdout } = runAdmin(process.argv.slice(2), process.env);
+  const { code, out, stdout } = await runAdmin(process.argv.slice(2), process.env);
   (code === 0 || stdout ? console.log : console.error)(out);
   process.exit(code);
 }

@@ -15,6 +15,11 @@ export interface BucketDecision {
   retryAfterMs: number;
   /** Milliseconds until the bucket is full again. */
   resetMs: number;
+  /**
+   * The store that keeps the buckets cannot answer (Redis down): the request is refused with
+   * 503, never admitted unmetered (`allowed` is false with it).
+   */
+  unavailable?: true;
 }
 
 const MINUTE_MS = 60_000;

@@ -58,13 +58,23 @@ export function admissionPlugin(o: AdmissionOptions) {
     if (!path.startsWith("/v1/") || path.startsWith("/v1/admin/")) return;
 
     const key = extractKey(request.headers);
-    let found: ActiveKey | null;
+    let found: ActiveKey | null | Promise<ActiveKey | null>;
     try {
       found = key && isWellFormedKey(key) ? o.keys.resolve(key) : null;
     } catch {
-      // The key store cannot be read (a broken disk): nobody can be admitted, but nothing crashes.
-      return errorResponse(anthropic, 503, "overloaded", "The gateway cannot check API keys right now. Retry in a few seconds.", { "retry-after": "5" });
+      return keyStoreDown(anthropic);
     }
+    // A shared key store (PostgreSQL) answers a cache miss later; SQLite answers at once.
+    if (found instanceof Promise) return found.then((k) => limit(request, set, k, anthropic), () => keyStoreDown(anthropic));
+    return limit(request, set, found, anthropic);
+  });
+
+  /** The key store cannot be read (a broken disk, an unreachable database): nobody can be admitted, but nothing crashes. */
+  function keyStoreDown(anthropic: boolean): Response {
+    return errorResponse(anthropic, 503, "overloaded", "The gateway cannot check API keys right now. Retry in a few seconds.", { "retry-after": "5" });
+  }
+
+  function limit(request: Request, set: { headers: Record<string, unknown> }, found: ActiveKey | null, anthropic: boolean): Response | undefined | Promise<Response | undefined> {
     if (!found) {
       o.onRejected(request, 401);
       return errorResponse(anthropic, 401, "authentication",
@@ -76,7 +86,7 @@ export function admissionPlugin(o: AdmissionOptions) {
     const taken = o.limiter.take(found.keyId, perMinute);
     // The in-process store answers at once; a shared one (Redis) answers later.
     return taken instanceof Promise ? taken.then((decision) => admit(request, set, perMinute, decision, anthropic)) : admit(request, set, perMinute, taken, anthropic);
-  });
+  }
 
   function admit(request: Request, set: { headers: Record<string, unknown> }, perMinute: number, decision: BucketDecision, anthropic: boolean): Response | undefined {
     const rate = {
@@ -84,6 +94,11 @@ export function admissionPlugin(o: AdmissionOptions) {
       "x-ratelimit-remaining-requests": String(decision.remaining),
       "x-ratelimit-reset-requests": formatResetDuration(decision.resetMs),
     };
+    if (decision.unavailable) {
+      // Limits that cannot be enforced are not skipped: refused, like a ledger that cannot write.
+      return errorResponse(anthropic, 503, "overloaded", "The gateway cannot check rate limits right now. Retry in a few seconds.",
+        { "retry-after": String(retryAfterSeconds(decision)) });
+    }
     Object.assign(set.headers, rate);
     if (!decision.allowed) {
       const wait = retryAfterSeconds(decision);

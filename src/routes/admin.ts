@@ -6,7 +6,7 @@ import type { KeyResolver } from "../accounts/key-resolver.ts";
 import type { Ledger } from "../billing/ledger.ts";
 import { retryWhileBusy } from "../store/sqlite/sqlite-errors.ts";
 import { creditsToMicro, MAX_CREDITS } from "../billing/money.ts";
-import type { createUsageReport } from "../billing/usage-report.ts";
+import type { UsageReporter } from "../billing/usage-report.ts";
 import { GatewayError } from "../pipeline/gateway-error.ts";
 
 const Credits = t.Number({ minimum: 0, maximum: MAX_CREDITS });
@@ -42,7 +42,7 @@ export interface AdminDeps {
   accounts: AccountStore;
   keys: KeyResolver;
   ledger: Ledger;
-  usage: ReturnType<typeof createUsageReport>;
+  usage: UsageReporter;
   adminToken: string | undefined;
   now: () => number;
 }
@@ -58,7 +58,7 @@ export function adminRoutes(deps: AdminDeps) {
   const expected = Buffer.from(token);
 
   const account = async (id: string) => {
-    const found = deps.accounts.describeAccount(id, (await deps.ledger.balance(id))?.heldMicro ?? 0);
+    const found = await deps.accounts.describeAccount(id, (await deps.ledger.balance(id))?.heldMicro ?? 0);
     if (!found) throw new GatewayError(404, "not_found", "No such account.");
     return found;
   };

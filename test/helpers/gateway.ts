@@ -42,6 +42,9 @@ export interface GatewayOptions {
   log?: Logger;
   ledgerOptions?: AppDeps["ledgerOptions"];
   wrapLedger?: AppDeps["wrapLedger"];
+  /** Shared stores (PostgreSQL) instead of the SQLite file; the test closes them. */
+  stores?: AppDeps["stores"];
+  limiter?: AppDeps["limiter"];
 }
 
 export interface Gateway {
@@ -108,9 +111,9 @@ export async function startGateway(o: GatewayOptions): Promise<Gateway> {
     { TEST_OPENAI_KEY: VENDOR_OPENAI_KEY, TEST_ANTHROPIC_KEY: VENDOR_ANTHROPIC_KEY },
     "test",
   );
-  const app = createApp({ db, settings, log: o.log ?? silentLogger, adminToken: o.adminToken, fetch: o.fetch, now: o.now, ledgerOptions: o.ledgerOptions, wrapLedger: o.wrapLedger });
-  const account = app.services.accounts.createAccount("test", Math.round((o.credits ?? 1000) * 1e6));
-  const key = app.services.accounts.createKey(account.id, "test")!;
+  const app = createApp({ db, settings, log: o.log ?? silentLogger, adminToken: o.adminToken, fetch: o.fetch, now: o.now, ledgerOptions: o.ledgerOptions, wrapLedger: o.wrapLedger, stores: o.stores, limiter: o.limiter });
+  const account = await app.services.accounts.createAccount("test", Math.round((o.credits ?? 1000) * 1e6));
+  const key = (await app.services.accounts.createKey(account.id, "test"))!;
   app.listen({ port: 0, hostname: "127.0.0.1", idleTimeout: o.idleTimeoutSeconds ?? 10, maxRequestBodySize: settings.limits.max_body_bytes * 8 });
   const server = app.server!;
   return {
@@ -123,6 +126,7 @@ export async function startGateway(o: GatewayOptions): Promise<Gateway> {
     db,
     async balanceMicro() {
       await app.services.settled();
+      if (o.stores) return (await app.services.ledger.balance(account.id))!.balanceMicro;
       return db.query<{ b: number }, [string]>("SELECT balance_micro AS b FROM accounts WHERE id = ?").get(account.id)!.b;
     },
     async stop() {

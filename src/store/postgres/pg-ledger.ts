@@ -1,0 +1,579 @@
+import { hostname } from "node:os";
+import { checkSettlement, type Hold, type Ledger, type LedgerHealth, type RejectionLog, type ReserveResult, type Settlement } from "../../billing/ledger.ts";
+import type { Logger } from "../../log.ts";
+import { randomId } from "../ids.ts";
+import { classifyPgFailure, describePgFailure, int, sqlState, withTimeout, type Pg, type PgFailure } from "./pg-client.ts";
+import { creditAccount } from "./pg-credits.ts";
+import { DB_NOW_MS } from "./pg-migrations.ts";
+
+export interface PgLedgerOptions {
+  now: () => number;
+  log?: Logger;
+  /** Settlements that may wait unwritten; past this, free requests are refused too. */
+  maxQueued?: number;
+  /** Our own bound on every statement (PostgreSQL's statement_timeout is the other). */
+  timeoutMs?: number;
+  /** How long deadlocks and lock timeouts may go on before the store counts as failing. */
+  busyLimitMs?: number;
+  /** Longest pause between retries while the store fails (recovery is seen within this). */
+  retryMaxMs?: number;
+  /** This process's heartbeat, which is also the idle probe: `/ready` learns of a dead database without traffic. */
+  heartbeatMs?: number;
+  /** A process whose heartbeat is older than this is dead: its holds are released. */
+  staleAfterMs?: number;
+  /** How often this process looks for holds of dead processes (and expired ones). */
+  sweepIntervalMs?: number;
+  /** A hold outlives its request by at most this long even if its process lives: longer than any upstream deadline. */
+  holdTtlMs?: number;
+  instanceId?: string;
+}
+
+type Counter = { keyId: string; minute: number; status: number; count: number };
+
+interface Queued {
+  /** A settlement, or (`release`) a hold to void without a record. */
+  settlement: Settlement;
+  release?: true;
+  /** What this process held for the request (0: nothing, a free model). */
+  held: number;
+  /** False once the database refused its debit for good: the record is written without it. */
+  charge?: false;
+  done?: () => void;
+}
+
+interface HeldAmount {
+  accountId: string;
+  keyId: string;
+  amount: number;
+}
+
+/** Settlements written per transaction at most. */
+const MAX_BATCH = 1_000;
+const MAX_REJECTION_COUNTERS = 10_000;
+const REJECTION_FLUSH_MS = 1_000;
+/** Holds of dead processes released per sweep at most (the next sweep takes the rest). */
+const SWEEP_BATCH = 1_000;
+
+/**
+ * The shared ledger on PostgreSQL, for any number of gateway processes.
+ *
+ * A reservation is a row in `holds`, keyed by the request id, inserted by ONE statement that
+ * also adds its amount to `accounts.held_micro` and `api_keys.held_micro`; CHECK constraints
+ * (balance − held ≥ 0, spent + held ≤ limit) make that statement fail when funds are short, so
+ * two processes can never both take the last credit (no read-check-write across a round trip).
+ *
+ * Settlements are group-committed as in the SQLite ledger: queued, and written many per
+ * transaction by one writer that starts a new batch as soon as the last one committed; the
+ * pipeline waits for the commit before a paid answer's final byte. A batch locks its accounts
+ * and then its keys in sorted order (reservations take one account, then its key), so batches
+ * from several processes never deadlock; deadlocks and lock timeouts are retried anyway.
+ * Each settlement deletes its hold, inserts its usage record (ON CONFLICT DO NOTHING: a
+ * settlement written twice charges once) and posts at most the hold, all in one statement.
+ *
+ * Every statement is bounded (pg-client.ts). A database that cannot be reached or cannot write
+ * marks the store failing: paid requests are refused (`reserve` answers `unavailable` at once,
+ * `admits(true)` is false), settlements wait in a bounded queue and are retried with backoff,
+ * and are written once when it answers again. A batch whose commit was ambiguous (the
+ * connection died after COMMIT was sent) is simply sent again: the usage records make it
+ * idempotent.
+ *
+ * Processes die with holds open. Each process heartbeats (`gateway_instances`); any process
+ * releases the holds of one whose heartbeat is older than `staleAfterMs`, and holds past their
+ * expiry, locking accounts with FOR UPDATE SKIP LOCKED so sweepers never wait on each other or
+ * on settlements.
+ */
+export async function createPostgresLedger(sql: Pg, o: PgLedgerOptions): Promise<Ledger & RejectionLog & { sweep(): Promise<number>; instanceId: string }> {
+  const now = o.now;
+  const log = o.log ?? (() => {});
+  const maxQueued = o.maxQueued ?? 50_000;
+  const timeoutMs = o.timeoutMs ?? 2_000;
+  const busyLimitMs = o.busyLimitMs ?? 1_000;
+  const retryMaxMs = o.retryMaxMs ?? 1_000;
+  const heartbeatMs = o.heartbeatMs ?? 2_000;
+  const staleAfterMs = o.staleAfterMs ?? 30_000;
+  const sweepIntervalMs = o.sweepIntervalMs ?? 10_000;
+  const holdTtlMs = o.holdTtlMs ?? 31 * 60_000;
+  const instanceId = o.instanceId ?? randomId("gw", 9);
+  const bounded = <T>(promise: Promise<T>, what: string) => withTimeout(promise, timeoutMs, what);
+
+  // ── Holds this process took (the database has all of them; these are what we settle against). ──
+  const holds = new Map<string, HeldAmount>();
+
+  let queue: Queued[] = [];
+  let rejections = new Map<string, Counter>();
+  let droppedRejections = 0;
+  let rejectionTimer: ReturnType<typeof setTimeout> | undefined;
+  let retryTimer: ReturnType<typeof setTimeout> | undefined;
+  let scheduled = false;
+  let writing: Promise<void> | undefined;
+  let busySince: number | undefined;
+  let failingSince: number | undefined;
+  let lastError: string | undefined;
+  let retryDelay = 0;
+  let closed = false;
+
+  const heartbeat = () =>
+    bounded(sql.unsafe(
+      `INSERT INTO gateway_instances (id, hostname, pid, started_at, heartbeat_at) VALUES ($1, $2, $3, ${DB_NOW_MS}, ${DB_NOW_MS})
+       ON CONFLICT (id) DO UPDATE SET heartbeat_at = excluded.heartbeat_at`,
+      [instanceId, hostname(), process.pid],
+    ), "heartbeat");
+
+  /** The batch: lock accounts, then keys, in sorted order; then one statement does the rest. */
+  async function writeBatch(batch: Queued[], counters: Counter[], at: number): Promise<void> {
+    const accounts = [...new Set(batch.map((q) => q.settlement.accountId))].sort();
+    const keys = [...new Set(batch.map((q) => q.settlement.keyId))].sort();
+    const rows = JSON.stringify(batch.map((q) => {
+      const s = q.settlement;
+      return { r: s.requestId, a: s.accountId, k: s.keyId, m: s.model, p: s.provider, pt: s.promptTokens, ct: s.completionTokens, e: s.estimated,
+        c: s.costMicro, s: s.status, l: Math.round(s.latencyMs), h: q.held, rec: !q.release, ch: q.charge !== false };
+    }));
+    const counterRows = JSON.stringify(counters.map((c) => ({ k: c.keyId, mi: c.minute, st: c.status, n: c.count })));
+    await bounded(sql.begin(async (tx) => {
+      if (batch.length > 0) {
+        await tx`SELECT 1 FROM accounts WHERE id = ANY(${accounts}::text[]) ORDER BY id FOR UPDATE`;
+        await tx`SELECT 1 FROM api_keys WHERE id = ANY(${keys}::text[]) ORDER BY id FOR UPDATE`;
+        await tx.unsafe(SETTLE_BATCH, [rows, at]);
+      }
+      if (counters.length > 0) await tx.unsafe(COUNT_REJECTIONS, [counterRows]);
+    }), "settlement batch");
+  }
+
+  const committed = (batch: Queued[]) => {
+    for (const q of batch) {
+      holds.delete(q.settlement.requestId);
+      q.done?.();
+      q.done = undefined;
+    }
+  };
+
+  const recovered = () => {
+    busySince = undefined;
+    retryDelay = 0;
+    if (failingSince !== undefined) {
+      log("info", "ledger writes again", { failedForMs: now() - failingSince, queued: queue.length });
+      failingSince = undefined;
+      lastError = undefined;
+    }
+  };
+
+  /** The store is failing: nobody waits for it any more; what is queued stays queued. */
+  const fail = (message: string) => {
+    lastError = message;
+    if (failingSince === undefined) {
+      failingSince = now();
+      log("error", "ledger cannot write: paid requests are refused until it can, settlements wait in memory", { error: message, queued: queue.length });
+    }
+    for (const q of queue) {
+      q.done?.();
+      q.done = undefined;
+    }
+  };
+
+  function onFailure(kind: PgFailure, err: unknown): void {
+    if (kind === "busy") {
+      busySince ??= now();
+      if (now() - busySince >= busyLimitMs) fail(`PostgreSQL kept refusing with lock conflicts for ${now() - busySince} ms: ${describePgFailure(err)}`);
+      retryDelay = Math.min(Math.max(retryDelay * 2, 2), 50);
+    } else {
+      fail(describePgFailure(err));
+      retryDelay = Math.min(Math.max(retryDelay * 2, 50), retryMaxMs);
+    }
+  }
+
+  const takeCounters = () => {
+    const counters = [...rejections.values()];
+    rejections = new Map();
+    return counters;
+  };
+  const putBackCounters = (counters: Counter[]) => {
+    for (const c of counters) countRejection(c.keyId, c.status, c.minute * 60_000, c.count);
+  };
+
+  /** One attempt at the head of the queue (and the counters); undefined when written. */
+  async function writeHead(): Promise<PgFailure | undefined> {
+    const batch = queue.slice(0, MAX_BATCH);
+    const counters = takeCounters();
+    try {
+      await writeBatch(batch, counters, now());
+      queue.splice(0, batch.length);
+      committed(batch);
+      recovered();
+      return undefined;
+    } catch (err) {
+      putBackCounters(counters);
+      const kind = classifyPgFailure(err);
+      if (kind === "data") return isolate(batch, err);
+      onFailure(kind, err);
+      return kind;
+    }
+  }
+
+  /**
+   * A batch that can never be written as it is: write its settlements one by one so one bad
+   * record does not hold back the others. One refused alone is kept without its charge (logged
+   * in full for an operator), and dropped if even that is refused.
+   */
+  async function isolate(batch: Queued[], batchError: unknown): Promise<PgFailure | undefined> {
+    if (batch.length === 0) {
+      log("error", "rejection counts refused by the database and dropped", { error: describePgFailure(batchError) });
+      return undefined;
+    }
+    for (const q of batch) {
+      try {
+        await writeBatch([q], [], now());
+        queue.splice(queue.indexOf(q), 1);
+        committed([q]);
+        recovered();
+      } catch (err) {
+        const kind = classifyPgFailure(err);
+        if (kind !== "data") {
+          onFailure(kind, err);
+          return kind;
+        }
+        if (q.charge !== false && !q.release) {
+          log("error", "settlement's charge refused by the database; recorded without it, apply it by hand", { settlement: q.settlement, error: describePgFailure(err) });
+          q.charge = false;
+          const failure = await isolate([q], err);
+          if (failure) return failure;
+          continue;
+        }
+        log("error", "settlement refused by the database and dropped; apply it by hand", { settlement: q.settlement, error: describePgFailure(err) });
+        queue.splice(queue.indexOf(q), 1);
+        holds.delete(q.settlement.requestId);
+        q.done?.();
+      }
+    }
+    return undefined;
+  }
+
+  /** The single writer: batches back to back while there is work, a retry timer when it fails. */
+  function pump(): Promise<void> {
+    if (writing) return writing;
+    writing = (async () => {
+      try {
+        while (!closed && (queue.length > 0 || rejections.size > 0)) {
+          const failure = await writeHead();
+          if (failure) {
+            scheduleRetry();
+            return;
+          }
+        }
+      } finally {
+        writing = undefined;
+      }
+    })();
+    return writing;
+  }
+
+  function scheduleRetry(): void {
+    if (retryTimer || closed) return;
+    retryTimer = setTimeout(() => {
+      retryTimer = undefined;
+      if (queue.length > 0 || rejections.size > 0) void pump();
+      else void probe();
+    }, retryDelay);
+  }
+
+  /** At the end of this turn of the event loop: everything settled in it goes in one batch. */
+  function schedule(): void {
+    if (scheduled || writing || retryTimer || failingSince !== undefined || closed) return;
+    scheduled = true;
+    setTimeout(() => {
+      scheduled = false;
+      void pump();
+    }, 0);
+  }
+
+  /** The heartbeat doubles as the probe: it is a write, so it fails when writes would. */
+  async function probe(): Promise<void> {
+    if (closed) return;
+    try {
+      await heartbeat();
+      recovered();
+      if (queue.length > 0 || rejections.size > 0) void pump();
+    } catch (err) {
+      onFailure(classifyPgFailure(err) === "busy" ? "busy" : "storage", err);
+      if (failingSince !== undefined) scheduleRetry();
+    }
+  }
+
+  /**
+   * Releases holds whose process stopped heartbeating, and holds past their expiry. Accounts are
+   * locked first, sorted, with SKIP LOCKED (an account a settlement or another sweeper is
+   * working on is left for the next sweep), then the holds are deleted and the keys updated.
+   */
+  async function sweep(): Promise<number> {
+    const candidates = await bounded(sql.unsafe(
+      `SELECT DISTINCT h.account_id FROM holds h LEFT JOIN gateway_instances i ON i.id = h.instance_id
+        WHERE h.expires_at < ${DB_NOW_MS} OR i.heartbeat_at IS NULL OR i.heartbeat_at < ${DB_NOW_MS} - $1
+        LIMIT ${SWEEP_BATCH}`,
+      [staleAfterMs],
+    ), "sweep") as { account_id: string }[];
+    if (candidates.length === 0) return 0;
+    const released = await bounded(sql.begin(async (tx) => {
+      const locked = (await tx`SELECT id FROM accounts WHERE id = ANY(${candidates.map((c) => c.account_id)}::text[]) ORDER BY id FOR UPDATE SKIP LOCKED`) as { id: string }[];
+      if (locked.length === 0) return 0;
+      const gone = (await tx.unsafe(SWEEP, [locked.map((l) => l.id), staleAfterMs])) as { account_id: string; key_id: string; amount_micro: string }[];
+      if (gone.length === 0) return 0;
+      const byAccount = new Map<string, number>();
+      const byKey = new Map<string, number>();
+      for (const g of gone) {
+        byAccount.set(g.account_id, (byAccount.get(g.account_id) ?? 0) + int(g.amount_micro));
+        byKey.set(g.key_id, (byKey.get(g.key_id) ?? 0) + int(g.amount_micro));
+      }
+      const keys = [...byKey.keys()].sort();
+      await tx`SELECT 1 FROM api_keys WHERE id = ANY(${keys}::text[]) ORDER BY id FOR UPDATE`;
+      await tx.unsafe(LIFT, [JSON.stringify([...byAccount].map(([id, n]) => ({ id, n }))), JSON.stringify([...byKey].map(([id, n]) => ({ id, n })))]);
+      return gone.length;
+    }), "sweep");
+    if (released > 0) log("warn", "released holds of gateway processes that stopped (or of requests past their expiry)", { released });
+    return released;
+  }
+
+  const ticker = setInterval(() => {
+    if (closed) return;
+    if (!writing) void probe();
+  }, heartbeatMs);
+  ticker.unref?.();
+  const sweeper = setInterval(() => {
+    if (closed || failingSince !== undefined) return;
+    sweep().catch((err) => log("warn", "hold sweep failed; the next one retries", { error: describePgFailure(err) }));
+  }, sweepIntervalMs);
+  sweeper.unref?.();
+
+  function countRejection(keyId: string, status: number, at: number, count = 1): void {
+    const minute = Math.floor(at / 60_000);
+    const id = `${keyId}\u0000${minute}\u0000${status}`;
+    const counter = rejections.get(id);
+    if (counter) counter.count += count;
+    else if (rejections.size >= MAX_REJECTION_COUNTERS * 2) droppedRejections += count;
+    else rejections.set(id, { keyId, minute, status, count });
+    if (rejections.size >= MAX_REJECTION_COUNTERS) schedule();
+    else rejectionTimer ??= setTimeout(() => {
+      rejectionTimer = undefined;
+      schedule();
+    }, REJECTION_FLUSH_MS);
+  }
+
+  const admits = (paid: boolean) => !closed && queue.length < maxQueued && (!paid || failingSince === undefined);
+
+  const enqueue = (q: Queued): Promise<void> => {
+    const promise = failingSince !== undefined || closed ? Promise.resolve() : new Promise<void>((resolve) => (q.done = resolve));
+    queue.push(q);
+    schedule();
+    return promise;
+  };
+
+  /** A hold whose reservation may or may not have committed (the answer was lost): void it later. */
+  const voidUncertain = (hold: Hold) => {
+    void enqueue({ settlement: releaseOf(hold), release: true, held: 0 });
+  };
+
+  /** What is free for a refused hold, read after the refusal (only refusals pay for this read). */
+  async function available(hold: Hold, reason: "balance" | "key_spend_limit"): Promise<ReserveResult> {
+    try {
+      const [row] = reason === "balance"
+        ? await bounded(sql`SELECT balance_micro - held_micro AS free FROM accounts WHERE id = ${hold.accountId}`, "balance")
+        : await bounded(sql`SELECT spend_limit_micro - spent_micro - held_micro AS free FROM api_keys WHERE id = ${hold.keyId}`, "key budget");
+      return { ok: false, reason, availableMicro: Math.max(0, row ? int(row.free) : 0) };
+    } catch {
+      return { ok: false, reason, availableMicro: 0 };
+    }
+  }
+
+  await heartbeat();
+
+  return {
+    instanceId,
+    sweep,
+
+    async reserve(hold: Hold): Promise<ReserveResult> {
+      if (!admits(true)) return { ok: false, reason: "unavailable", message: lastError ?? "the ledger's queue is full" };
+      if (holds.has(hold.requestId)) return { ok: true };
+      try {
+        await bounded(sql.unsafe(RESERVE, [hold.requestId, hold.accountId, hold.keyId, hold.amountMicro, instanceId, now(), holdTtlMs]), "reserve");
+      } catch (err) {
+        const state = sqlState(err);
+        const constraint = (err as { constraint?: string }).constraint;
+        if (state === "23514" && constraint === "api_keys_holds_within_limit") return available(hold, "key_spend_limit");
+        if (state === "23514") return available(hold, "balance");
+        // An unknown account (the hold's foreign key): nothing is free on it.
+        if (state === "23503") return { ok: false, reason: "balance", availableMicro: 0 };
+        const kind = classifyPgFailure(err);
+        // The statement may have committed before its answer was lost: void what it may hold.
+        if (kind === "storage") voidUncertain(hold);
+        if (kind === "storage") onFailure(kind, err);
+        if (failingSince !== undefined) scheduleRetry();
+        log(kind === "busy" ? "warn" : "error", "reservation failed", { error: describePgFailure(err) });
+        return { ok: false, reason: "unavailable", message: describePgFailure(err) };
+      }
+      holds.set(hold.requestId, { accountId: hold.accountId, keyId: hold.keyId, amount: hold.amountMicro });
+      return { ok: true };
+    },
+
+    settle(settlement: Settlement): Promise<void> {
+      const problem = checkSettlement(settlement);
+      if (problem) {
+        log("error", "settlement with impossible numbers: charged its hold's worth of nothing, recorded as zero", { requestId: settlement.requestId, problem });
+        settlement = { ...settlement, costMicro: 0, promptTokens: Math.max(0, Math.trunc(settlement.promptTokens) || 0), completionTokens: Math.max(0, Math.trunc(settlement.completionTokens) || 0), latencyMs: 0 };
+      }
+      return enqueue({ settlement, held: holds.get(settlement.requestId)?.amount ?? 0 });
+    },
+
+    async release(requestId: string): Promise<void> {
+      const held = holds.get(requestId);
+      if (!held) return;
+      await enqueue({ settlement: releaseOf({ requestId, accountId: held.accountId, keyId: held.keyId, amountMicro: held.amount }), release: true, held: 0 });
+    },
+
+    async topUp(accountId: string, amountMicro: number): Promise<boolean> {
+      return bounded(creditAccount(sql, accountId, amountMicro, now()), "top-up");
+    },
+
+    async balance(accountId: string) {
+      const [row] = await bounded(sql`SELECT balance_micro, held_micro FROM accounts WHERE id = ${accountId}`, "balance");
+      return row ? { balanceMicro: int(row.balance_micro), heldMicro: int(row.held_micro) } : null;
+    },
+
+    async flush(): Promise<void> {
+      while (!closed && (queue.length > 0 || rejections.size > 0)) {
+        if (retryTimer) {
+          // Failing, or backing off after a lock conflict: one attempt now, then leave it to the timer.
+          clearTimeout(retryTimer);
+          retryTimer = undefined;
+          await pump();
+          if (failingSince !== undefined || retryTimer) return;
+          continue;
+        }
+        await pump();
+        if (failingSince !== undefined) return;
+      }
+    },
+
+    admits,
+
+    health(): LedgerHealth {
+      return { writable: failingSince === undefined, queued: queue.length, maxQueued, failingSince, lastError };
+    },
+
+    openHolds: () => holds.size,
+
+    async close(graceMs = 5_000): Promise<void> {
+      clearInterval(ticker);
+      clearInterval(sweeper);
+      if (rejectionTimer) clearTimeout(rejectionTimer);
+      const deadline = performance.now() + graceMs;
+      // Holds nothing will settle now are voided with the last batch.
+      for (const [requestId, held] of holds) {
+        if (!queue.some((q) => q.settlement.requestId === requestId)) {
+          queue.push({ settlement: releaseOf({ requestId, accountId: held.accountId, keyId: held.keyId, amountMicro: held.amount }), release: true, held: 0, done: undefined });
+        }
+      }
+      while (queue.length > 0 || rejections.size > 0) {
+        if (retryTimer) clearTimeout(retryTimer);
+        retryTimer = undefined;
+        await pump();
+        if (queue.length === 0 && rejections.size === 0) break;
+        if (performance.now() + retryDelay > deadline) break;
+        await Bun.sleep(retryDelay);
+      }
+      closed = true;
+      if (retryTimer) clearTimeout(retryTimer);
+      const unwritten = queue.filter((q) => !q.release);
+      for (const q of unwritten) log("error", "settlement not written at shutdown; apply it by hand", { settlement: q.settlement });
+      for (const q of queue) q.done?.();
+      if (queue.length === 0) {
+        // A clean stop: this process's row goes, so nobody sweeps for it.
+        await bounded(sql`DELETE FROM gateway_instances WHERE id = ${instanceId}`, "deregister").catch(() => {});
+      }
+      if (droppedRejections > 0) log("warn", "rejection counts dropped while the ledger could not write", { dropped: droppedRejections });
+    },
+
+    countRejection: (keyId, status, at) => countRejection(keyId, status, at),
+  };
+}
+
+function releaseOf(hold: Hold): Settlement {
+  return { requestId: hold.requestId, accountId: hold.accountId, keyId: hold.keyId, model: "", provider: "", promptTokens: 0, completionTokens: 0, estimated: false, costMicro: 0, status: "released", latencyMs: 0 };
+}
+
+/**
+ * One reservation, one statement: insert the hold (idempotent by request id), add it to the
+ * account's held total, then to the key's. The key's update reads the account's result, which
+ * orders the row locks account → key (as batches take them). A CHECK violation aborts the whole
+ * statement: nothing is held. $1 request, $2 account, $3 key, $4 amount, $5 instance, $6 now, $7 ttl.
+ */
+const RESERVE = `
+WITH h AS (
+  INSERT INTO holds (request_id, account_id, key_id, amount_micro, instance_id, created_at, expires_at)
+  VALUES ($1, $2, $3, $4, $5, $6, ${DB_NOW_MS} + $7)
+  ON CONFLICT (request_id) DO NOTHING
+  RETURNING account_id, key_id, amount_micro
+), a AS (
+  UPDATE accounts SET held_micro = accounts.held_micro + h.amount_micro FROM h WHERE accounts.id = h.account_id
+  RETURNING h.key_id, h.amount_micro
+)
+UPDATE api_keys SET held_micro = api_keys.held_micro + a.amount_micro FROM a WHERE api_keys.id = a.key_id`;
+
+/**
+ * A batch of settlements and releases ($1: JSON rows, $2: the time recorded), one statement:
+ * delete the holds, insert the usage records (a record that exists already charges nothing),
+ * charge at most the hold (the row's, or what this process held if a sweeper released it
+ * meanwhile), and apply the sums per account and per key. Row locks were taken before, sorted.
+ */
+const SETTLE_BATCH = `
+WITH input AS (
+  SELECT DISTINCT ON (r) * FROM jsonb_to_recordset($1::text::jsonb)
+    AS x(r text, a text, k text, m text, p text, pt bigint, ct bigint, e boolean, c bigint, s text, l integer, h bigint, rec boolean, ch boolean)
+  ORDER BY r, rec DESC
+), lifted AS (
+  DELETE FROM holds USING input WHERE holds.request_id = input.r
+  RETURNING holds.request_id, holds.account_id, holds.key_id, holds.amount_micro
+), recorded AS (
+  INSERT INTO usage_records (request_id, account_id, key_id, model, provider, prompt_tokens, completion_tokens, estimated, cost_micro, status, latency_ms, created_at)
+  SELECT i.r, i.a, i.k, i.m, i.p, i.pt, i.ct, i.e,
+         CASE WHEN i.ch THEN GREATEST(0, LEAST(i.c, COALESCE(l.amount_micro, i.h))) ELSE 0 END, i.s, i.l, $2
+    FROM input i LEFT JOIN lifted l ON l.request_id = i.r
+   WHERE i.rec
+   ORDER BY i.r
+  ON CONFLICT (request_id) DO NOTHING
+  RETURNING account_id, key_id, cost_micro
+), per_account AS (
+  SELECT id, SUM(charge) AS charge, SUM(lift) AS lift FROM (
+    SELECT account_id AS id, cost_micro AS charge, 0::bigint AS lift FROM recorded
+    UNION ALL SELECT account_id, 0, amount_micro FROM lifted
+  ) d GROUP BY id
+), per_key AS (
+  SELECT id, SUM(charge) AS charge, SUM(lift) AS lift FROM (
+    SELECT key_id AS id, cost_micro AS charge, 0::bigint AS lift FROM recorded
+    UNION ALL SELECT key_id, 0, amount_micro FROM lifted
+  ) d GROUP BY id
+), accounts_done AS (
+  UPDATE accounts SET balance_micro = accounts.balance_micro - d.charge, held_micro = accounts.held_micro - d.lift
+    FROM per_account d WHERE accounts.id = d.id
+  RETURNING 1
+)
+UPDATE api_keys SET spent_micro = api_keys.spent_micro + d.charge, held_micro = api_keys.held_micro - d.lift
+  FROM per_key d WHERE api_keys.id = d.id`;
+
+/** Rejection counters, sorted so two processes upserting the same counters cannot deadlock. */
+const COUNT_REJECTIONS = `
+INSERT INTO rejection_counts (key_id, minute, status, count)
+SELECT k, mi, st, n FROM jsonb_to_recordset($1::text::jsonb) AS x(k text, mi bigint, st integer, n bigint) ORDER BY k, mi, st
+ON CONFLICT (key_id, minute, status) DO UPDATE SET count = rejection_counts.count + excluded.count`;
+
+/** Deletes the sweepable holds of the accounts this transaction locked ($1); $2: how old a heartbeat means a dead process. */
+const SWEEP = `
+DELETE FROM holds h USING holds h2 LEFT JOIN gateway_instances i ON i.id = h2.instance_id
+ WHERE h.request_id = h2.request_id AND h.account_id = ANY($1::text[])
+   AND (h2.expires_at < ${DB_NOW_MS} OR i.heartbeat_at IS NULL OR i.heartbeat_at < ${DB_NOW_MS} - $2)
+RETURNING h.account_id, h.key_id, h.amount_micro`;
+
+/** Lowers held totals by what a sweep released ($1: accounts, $2: keys, JSON [{id, n}]). */
+const LIFT = `
+WITH accounts_done AS (
+  UPDATE accounts SET held_micro = accounts.held_micro - d.n FROM jsonb_to_recordset($1::text::jsonb) AS d(id text, n bigint) WHERE accounts.id = d.id
+  RETURNING 1
+)
+UPDATE api_keys SET held_micro = api_keys.held_micro - d.n FROM jsonb_to_recordset($2::text::jsonb) AS d(id text, n bigint) WHERE api_keys.id = d.id`;

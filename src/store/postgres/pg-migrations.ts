@@ -1,0 +1,118 @@
+import type { Pg } from "./pg-client.ts";
+
+/**
+ * The PostgreSQL schema, append-only like SQLite's (store/database.ts): a shipped version is
+ * never edited. Money is bigint micro-credits; times are epoch milliseconds (bigint), written by
+ * the gateway for records and by the database's clock (`DB_NOW_MS`) for everything processes
+ * compare with each other (hold expiry, heartbeats), so clock skew between hosts cannot free a
+ * live hold.
+ *
+ * `held_micro` on accounts and keys is the sum of their open holds, kept in the same statement
+ * that inserts or deletes a hold; the CHECK constraints are what make a reservation fail when
+ * funds are short (see docs/decisions.md, "PostgreSQL").
+ */
+const MIGRATIONS: string[] = [
+  `CREATE TABLE accounts (
+     id text PRIMARY KEY,
+     name text NOT NULL,
+     balance_micro bigint NOT NULL CONSTRAINT accounts_balance_nonnegative CHECK (balance_micro >= 0),
+     held_micro bigint NOT NULL DEFAULT 0 CONSTRAINT accounts_held_nonnegative CHECK (held_micro >= 0),
+     created_at bigint NOT NULL,
+     CONSTRAINT accounts_holds_covered CHECK (balance_micro - held_micro >= 0)
+   );
+   CREATE INDEX accounts_name ON accounts (name, created_at);
+   CREATE TABLE api_keys (
+     id text PRIMARY KEY,
+     account_id text NOT NULL REFERENCES accounts (id),
+     name text,
+     key_hash text NOT NULL UNIQUE,
+     key_prefix text NOT NULL,
+     key_last4 text NOT NULL,
+     created_at bigint NOT NULL,
+     revoked_at bigint,
+     rate_limit_per_minute integer,
+     expires_at bigint,
+     spend_limit_micro bigint,
+     spent_micro bigint NOT NULL DEFAULT 0,
+     held_micro bigint NOT NULL DEFAULT 0 CONSTRAINT api_keys_held_nonnegative CHECK (held_micro >= 0),
+     CONSTRAINT api_keys_holds_within_limit CHECK (spend_limit_micro IS NULL OR spent_micro + held_micro <= spend_limit_micro)
+   );
+   CREATE INDEX api_keys_account ON api_keys (account_id);
+   CREATE TABLE gateway_instances (
+     id text PRIMARY KEY,
+     hostname text NOT NULL,
+     pid integer NOT NULL,
+     started_at bigint NOT NULL,
+     heartbeat_at bigint NOT NULL
+   );
+   CREATE TABLE holds (
+     request_id text PRIMARY KEY,
+     account_id text NOT NULL REFERENCES accounts (id),
+     key_id text NOT NULL,
+     amount_micro bigint NOT NULL CHECK (amount_micro >= 0),
+     instance_id text NOT NULL,
+     created_at bigint NOT NULL,
+     expires_at bigint NOT NULL
+   );
+   CREATE INDEX holds_account ON holds (account_id);
+   CREATE INDEX holds_instance ON holds (instance_id);
+   CREATE INDEX holds_expiry ON holds (expires_at);
+   CREATE TABLE usage_records (
+     id bigserial PRIMARY KEY,
+     request_id text NOT NULL UNIQUE,
+     account_id text NOT NULL,
+     key_id text NOT NULL,
+     model text NOT NULL,
+     provider text NOT NULL,
+     prompt_tokens bigint NOT NULL,
+     completion_tokens bigint NOT NULL,
+     estimated boolean NOT NULL,
+     cost_micro bigint NOT NULL,
+     status text NOT NULL,
+     latency_ms integer NOT NULL,
+     created_at bigint NOT NULL
+   );
+   CREATE INDEX usage_account_time ON usage_records (account_id, created_at);
+   CREATE TABLE rejection_counts (
+     key_id text NOT NULL,
+     minute bigint NOT NULL,
+     status integer NOT NULL,
+     count bigint NOT NULL,
+     PRIMARY KEY (key_id, minute, status)
+   );
+   CREATE TABLE credit_entries (
+     id bigserial PRIMARY KEY,
+     account_id text NOT NULL REFERENCES accounts (id),
+     amount_micro bigint NOT NULL,
+     kind text NOT NULL,
+     created_at bigint NOT NULL
+   );
+   CREATE INDEX credit_entries_account ON credit_entries (account_id);`,
+];
+
+/** The database's clock in epoch milliseconds, for values several processes compare. */
+export const DB_NOW_MS = "(extract(epoch from clock_timestamp()) * 1000)::bigint";
+
+/** Any fixed number: the advisory lock every starting process takes while it migrates. */
+const MIGRATION_LOCK = 0x5377_7964; // "Swyd"
+
+/**
+ * Brings the database to the current schema. Several gateways (and the admin CLI) may start at
+ * once on an empty database: each takes the same transaction-scoped advisory lock first, so one
+ * migrates while the others wait, then find nothing left to do. DDL is transactional in
+ * PostgreSQL, so a migration that fails leaves nothing half-applied.
+ */
+export async function migratePostgres(sql: Pg): Promise<number> {
+  return sql.begin(async (tx) => {
+    await tx`SELECT pg_advisory_xact_lock(${MIGRATION_LOCK})`;
+    await tx`CREATE TABLE IF NOT EXISTS schema_migrations (version integer PRIMARY KEY, applied_at bigint NOT NULL)`;
+    const [row] = await tx`SELECT COALESCE(MAX(version), 0) AS v FROM schema_migrations`;
+    let version = Number(row.v);
+    while (version < MIGRATIONS.length) {
+      await tx.unsafe(MIGRATIONS[version]!);
+      version++;
+      await tx`INSERT INTO schema_migrations (version, applied_at) VALUES (${version}, ${Date.now()})`;
+    }
+    return version;
+  });
+}

@@ -1,0 +1,66 @@
+import { shapeUsageReport, type UsageReporter } from "../../billing/usage-report.ts";
+import type { AuditReport } from "../sqlite/audit.ts";
+import { int, withTimeout, type Pg } from "./pg-client.ts";
+
+/** The usage report (billing/usage-report.ts) from PostgreSQL's records and refusal counts. */
+export function createPostgresUsageReport(sql: Pg, timeoutMs = 10_000): UsageReporter {
+  return async (accountId, from, to) => {
+    const [rows, refused] = await withTimeout(Promise.all([
+      sql`SELECT model, COUNT(*) AS requests, SUM(prompt_tokens) AS prompt_tokens, SUM(completion_tokens) AS completion_tokens, SUM(cost_micro) AS cost_micro
+            FROM usage_records WHERE account_id = ${accountId} AND created_at >= ${from} AND created_at < ${to} GROUP BY model ORDER BY model`,
+      sql`SELECT r.status, SUM(r.count) AS n FROM rejection_counts r JOIN api_keys k ON k.id = r.key_id
+           WHERE k.account_id = ${accountId} AND r.minute * 60000 >= ${Math.floor(from / 60_000) * 60_000} AND r.minute * 60000 < ${to}
+           GROUP BY r.status ORDER BY r.status`,
+    ]), timeoutMs, "usage report");
+    return shapeUsageReport(accountId, from, to,
+      rows.map((r: Record<string, unknown>) => ({ model: r.model as string, requests: int(r.requests), prompt_tokens: int(r.prompt_tokens), completion_tokens: int(r.completion_tokens), cost_micro: int(r.cost_micro) })),
+      refused.map((r: Record<string, unknown>) => ({ status: int(r.status), n: int(r.n) })));
+  };
+}
+
+/**
+ * The audit of store/sqlite/audit.ts on PostgreSQL, plus one check only a shared store needs:
+ * every account's and key's `held_micro` equals the sum of its open holds. Reads one snapshot
+ * (REPEATABLE READ, read only) while gateways keep writing.
+ */
+export async function auditPostgres(sql: Pg, pricedModels?: ReadonlySet<string>): Promise<AuditReport & { heldDrift: { id: string; held_micro: number; expected_micro: number }[] }> {
+  return sql.begin("ISOLATION LEVEL REPEATABLE READ READ ONLY", async (tx) => {
+    const accountDrift = (await tx`
+      SELECT a.id AS account_id, a.balance_micro, COALESCE(c.total, 0) - COALESCE(u.total, 0) AS expected_micro,
+             a.balance_micro - (COALESCE(c.total, 0) - COALESCE(u.total, 0)) AS drift_micro
+        FROM accounts a
+        LEFT JOIN (SELECT account_id, SUM(amount_micro) AS total FROM credit_entries GROUP BY account_id) c ON c.account_id = a.id
+        LEFT JOIN (SELECT account_id, SUM(cost_micro) AS total FROM usage_records GROUP BY account_id) u ON u.account_id = a.id
+       WHERE a.balance_micro != COALESCE(c.total, 0) - COALESCE(u.total, 0)
+       ORDER BY a.id`).map((r: Record<string, unknown>) => ({ account_id: r.account_id as string, balance_micro: int(r.balance_micro), expected_micro: int(r.expected_micro), drift_micro: int(r.drift_micro) }));
+    const keyDrift = (await tx`
+      SELECT k.id AS key_id, k.spent_micro, COALESCE(u.total, 0) AS expected_micro
+        FROM api_keys k LEFT JOIN (SELECT key_id, SUM(cost_micro) AS total FROM usage_records GROUP BY key_id) u ON u.key_id = k.id
+       WHERE k.spent_micro != COALESCE(u.total, 0)
+       ORDER BY k.id`).map((r: Record<string, unknown>) => ({ key_id: r.key_id as string, spent_micro: int(r.spent_micro), expected_micro: int(r.expected_micro) }));
+    const heldDrift = (await tx`
+      SELECT id, held_micro, expected_micro FROM (
+        SELECT a.id, a.held_micro, COALESCE((SELECT SUM(amount_micro) FROM holds h WHERE h.account_id = a.id), 0) AS expected_micro FROM accounts a
+        UNION ALL
+        SELECT k.id, k.held_micro, COALESCE((SELECT SUM(amount_micro) FROM holds h WHERE h.key_id = k.id), 0) FROM api_keys k
+      ) t WHERE held_micro != expected_micro ORDER BY id`).map((r: Record<string, unknown>) => ({ id: r.id as string, held_micro: int(r.held_micro), expected_micro: int(r.expected_micro) }));
+    const impossible = (await tx`
+      SELECT request_id, cost_micro, prompt_tokens, completion_tokens FROM usage_records
+       WHERE cost_micro < 0 OR prompt_tokens < 0 OR completion_tokens < 0 LIMIT 1000`).map((r: Record<string, unknown>) => ({ request_id: r.request_id as string, cost_micro: int(r.cost_micro), prompt_tokens: int(r.prompt_tokens), completion_tokens: int(r.completion_tokens) }));
+    const priced = pricedModels ? [...pricedModels] : [];
+    const uncharged = priced.length === 0 ? [] : (await tx`
+      SELECT request_id, model, prompt_tokens, completion_tokens FROM usage_records
+       WHERE status = 'ok' AND cost_micro = 0 AND prompt_tokens + completion_tokens > 0 AND model = ANY(${priced}::text[]) LIMIT 1000`).map((r: Record<string, unknown>) => ({ request_id: r.request_id as string, model: r.model as string, prompt_tokens: int(r.prompt_tokens), completion_tokens: int(r.completion_tokens) }));
+    const [counts] = await tx`SELECT (SELECT COUNT(*) FROM accounts) AS accounts, (SELECT COUNT(*) FROM usage_records) AS records`;
+    return {
+      accounts: int(counts.accounts),
+      usageRecords: int(counts.records),
+      accountDrift,
+      keyDrift,
+      heldDrift,
+      impossible,
+      uncharged,
+      clean: accountDrift.length === 0 && keyDrift.length === 0 && heldDrift.length === 0 && impossible.length === 0 && uncharged.length === 0,
+    };
+  });
+}

@@ -1,0 +1,254 @@
+import { afterAll, describe, expect, test } from "bun:test";
+import type { Ledger, RejectionLog } from "../src/billing/ledger.ts";
+import type { Logger } from "../src/log.ts";
+import { createPostgresAccounts } from "../src/store/postgres/pg-accounts.ts";
+import { connectPostgres, type Pg } from "../src/store/postgres/pg-client.ts";
+import { createPostgresLedger, type PgLedgerOptions } from "../src/store/postgres/pg-ledger.ts";
+import { migratePostgres } from "../src/store/postgres/pg-migrations.ts";
+import { auditPostgres } from "../src/store/postgres/pg-reports.ts";
+import { openPostgresStores } from "../src/store/stores.ts";
+import { closedPort, postgresMissing, useTestDatabase } from "./helpers/backends.ts";
+import { ledgerContract, settlement, type LedgerFixture } from "./helpers/ledger-contract.ts";
+import { tcpProxy } from "./helpers/tcp-proxy.ts";
+
+const missing = await postgresMissing();
+const database = useTestDatabase();
+const migrationsDatabase = useTestDatabase();
+const pools: Pg[] = [];
+afterAll(async () => {
+  for (const pool of pools) await pool.close({ timeout: 0 }).catch(() => {});
+});
+
+let shared: Promise<Pg> | undefined;
+/** One pool for the file, on its own migrated database. */
+const pool = () => (shared ??= (async () => {
+  const sql = connectPostgres(await database(), { max: 8 });
+  pools.push(sql);
+  await migratePostgres(sql);
+  return sql;
+})());
+
+interface PgFixture extends LedgerFixture {
+  ledger: Ledger & RejectionLog & { sweep(): Promise<number>; instanceId: string };
+  sql: Pg;
+  logs: { level: string; message: string; fields?: Record<string, unknown> }[];
+}
+
+async function pgFixture(options: Partial<PgLedgerOptions> = {}, via?: Pg): Promise<PgFixture> {
+  const sql = await pool();
+  const logs: PgFixture["logs"] = [];
+  const log: Logger = (level, message, fields) => logs.push({ level, message, fields });
+  const ledger = await createPostgresLedger(via ?? sql, { now: Date.now, log, ...options });
+  const accounts = createPostgresAccounts(sql, Date.now);
+  return {
+    ledger,
+    sql,
+    logs,
+    async fund(balanceMicro, spendLimitMicro) {
+      const account = await accounts.createAccount("contract", balanceMicro);
+      const key = await accounts.createKey(account.id, { name: "k", spendLimitMicro: spendLimitMicro ?? null });
+      return { accountId: account.id, keyId: key!.id };
+    },
+    async records(requestId) {
+      const rows = await sql`SELECT cost_micro, status FROM usage_records WHERE request_id = ${requestId}`;
+      return rows.map((r: { cost_micro: string; status: string }) => ({ cost_micro: Number(r.cost_micro), status: r.status }));
+    },
+    async close() {
+      await ledger.close(1_000);
+    },
+  };
+}
+
+const until = async (condition: () => boolean | Promise<boolean>, ms = 5_000) => {
+  const deadline = Date.now() + ms;
+  while (!(await condition())) {
+    if (Date.now() > deadline) throw new Error("condition not reached in time");
+    await Bun.sleep(10);
+  }
+};
+
+const fast = { timeoutMs: 500, retryMaxMs: 40, heartbeatMs: 50, busyLimitMs: 300 };
+
+if (missing) {
+  test.skip(`PostgreSQL ledger contract and faults — skipped: ${missing}`, () => {});
+} else {
+  ledgerContract("PostgreSQL", () => pgFixture());
+
+  describe("PostgreSQL ledger: several processes on one database", () => {
+    test("100 requests through two gateways on a balance that covers 37: exactly 37 holds, never below zero", async () => {
+      const a = await pgFixture();
+      const b = await pgFixture();
+      try {
+        const who = await a.fund(37 * 1_000);
+        const ids = Array.from({ length: 100 }, (_, i) => `req_two_${Date.now()}_${i}`);
+        const results = await Promise.all(ids.map((id, i) => (i % 2 ? a : b).ledger.reserve({ requestId: id, ...who, amountMicro: 1_000 })));
+        const granted = ids.filter((_, i) => results[i]!.ok);
+        expect(granted).toHaveLength(37);
+        await Promise.all(granted.map((id) => (ids.indexOf(id) % 2 ? a : b).ledger.settle(settlement(who, id, 1_000))));
+        expect(await a.ledger.balance(who.accountId)).toEqual({ balanceMicro: 0, heldMicro: 0 });
+      } finally {
+        await a.close();
+        await b.close();
+      }
+    });
+
+    test("the same settlement sent by two processes charges once", async () => {
+      const a = await pgFixture();
+      const b = await pgFixture();
+      try {
+        const who = await a.fund(10_000);
+        const id = `req_dup_${Date.now()}`;
+        await a.ledger.reserve({ requestId: id, ...who, amountMicro: 5_000 });
+        await Promise.all([a.ledger.settle(settlement(who, id, 3_000)), b.ledger.settle(settlement(who, id, 3_000))]);
+        expect(await a.ledger.balance(who.accountId)).toEqual({ balanceMicro: 7_000, heldMicro: 0 });
+        expect(await a.records(id)).toEqual([{ cost_micro: 3_000, status: "ok" }]);
+      } finally {
+        await a.close();
+        await b.close();
+      }
+    });
+
+    test("a process that stops heartbeating has its holds released by another; its late settlement still charges what it held, once", async () => {
+      // `dead` never heartbeats again after it starts (a minute between beats); `live` does, every 50 ms.
+      const dead = await pgFixture({ heartbeatMs: 60_000, staleAfterMs: 400, sweepIntervalMs: 60_000 });
+      const live = await pgFixture({ heartbeatMs: 50, staleAfterMs: 400, sweepIntervalMs: 60_000 });
+      try {
+        const who = await dead.fund(10_000);
+        const ids = [1, 2, 3].map((i) => `req_dead_${Date.now()}_${i}`);
+        for (const id of ids) expect((await dead.ledger.reserve({ requestId: id, ...who, amountMicro: 1_000 })).ok).toBe(true);
+        expect((await live.ledger.reserve({ requestId: `${ids[0]}_live`, ...who, amountMicro: 1_000 })).ok).toBe(true);
+        expect((await live.ledger.balance(who.accountId))!.heldMicro).toBe(4_000);
+        // Too early: the silent process is not stale yet.
+        expect(await live.ledger.sweep()).toBe(0);
+        await Bun.sleep(500);
+        expect(await live.ledger.sweep()).toBe(3);
+        expect(await live.ledger.balance(who.accountId)).toEqual({ balanceMicro: 10_000, heldMicro: 1_000 });
+        // The process was only slow: its answer still finishes and is charged (within what it held).
+        await dead.ledger.settle(settlement(who, ids[0]!, 800));
+        await dead.ledger.flush();
+        expect(await live.ledger.balance(who.accountId)).toEqual({ balanceMicro: 9_200, heldMicro: 1_000 });
+        expect(await dead.records(ids[0]!)).toEqual([{ cost_micro: 800, status: "ok" }]);
+      } finally {
+        await dead.close();
+        await live.close();
+      }
+      expect((await auditPostgres(dead.sql)).heldDrift).toEqual([]);
+    });
+
+    test("holds past their expiry are released even while their process lives", async () => {
+      const f = await pgFixture({ holdTtlMs: 1, sweepIntervalMs: 60_000 });
+      try {
+        const who = await f.fund(5_000);
+        await f.ledger.reserve({ requestId: `req_expired_${Date.now()}`, ...who, amountMicro: 2_000 });
+        await Bun.sleep(5);
+        expect(await f.ledger.sweep()).toBe(1);
+        expect(await f.ledger.balance(who.accountId)).toEqual({ balanceMicro: 5_000, heldMicro: 0 });
+      } finally {
+        await f.close();
+      }
+    });
+  });
+
+  describe("PostgreSQL ledger under faults", () => {
+    test("unreachable at start: the ledger and the stores fail promptly instead of hanging", async () => {
+      const url = `postgres://postgres@127.0.0.1:${closedPort()}/nowhere`;
+      const started = performance.now();
+      const sql = connectPostgres(url, { connectTimeoutMs: 1_000 });
+      pools.push(sql);
+      await expect(createPostgresLedger(sql, { now: Date.now, timeoutMs: 1_000 })).rejects.toThrow();
+      await expect(openPostgresStores(url, { pool: { connectTimeoutMs: 1_000 } })).rejects.toThrow();
+      expect(performance.now() - started).toBeLessThan(3_000);
+    });
+
+    test("PostgreSQL goes away: reserve answers unavailable promptly, settlements wait, health says so; back: each written once", async () => {
+      const target = new URL(await database());
+      const proxy = tcpProxy(Number(target.port || 5432));
+      target.port = String(proxy.port);
+      const via = connectPostgres(target.toString(), { max: 4, connectTimeoutMs: 500, statementTimeoutMs: 1_000 });
+      pools.push(via);
+      const f = await pgFixture(fast, via);
+      try {
+        const who = await f.fund(1_000_000);
+        const ids = Array.from({ length: 20 }, (_, i) => `req_gone_${Date.now()}_${i}`);
+        for (const id of ids) expect((await f.ledger.reserve({ requestId: id, ...who, amountMicro: 2_000 })).ok).toBe(true);
+
+        proxy.cut();
+        const started = performance.now();
+        expect(await f.ledger.reserve({ requestId: "req_during_outage", ...who, amountMicro: 1 })).toMatchObject({ ok: false, reason: "unavailable" });
+        expect(performance.now() - started).toBeLessThan(1_500);
+        // Nobody hangs on a dead database: the settle promises resolve while nothing is written.
+        await Promise.all(ids.map((id) => f.ledger.settle(settlement(who, id, 1_500))));
+        expect(f.ledger.health().writable).toBe(false);
+        expect(f.ledger.health().queued).toBeGreaterThanOrEqual(20);
+        expect(f.ledger.admits(true)).toBe(false);
+        expect(f.ledger.admits(false)).toBe(true);
+        expect((await f.ledger.reserve({ requestId: "req_refused", ...who, amountMicro: 1 })).ok).toBe(false);
+        expect(f.logs.some((l) => l.level === "error" && l.message.startsWith("ledger cannot write"))).toBe(true);
+
+        proxy.restore();
+        await until(() => f.ledger.health().writable && f.ledger.health().queued === 0);
+        expect(f.ledger.admits(true)).toBe(true);
+        const [written] = await f.sql`SELECT COUNT(*)::int AS n, SUM(cost_micro)::int AS cost FROM usage_records WHERE request_id LIKE ${"req_gone_%"} AND account_id = ${who.accountId}`;
+        expect(written).toEqual({ n: 20, cost: 20 * 1_500 });
+        expect(await f.ledger.balance(who.accountId)).toEqual({ balanceMicro: 1_000_000 - 20 * 1_500, heldMicro: 0 });
+      } finally {
+        proxy.restore();
+        await f.close();
+        proxy.stop();
+      }
+    });
+
+    test("backends terminated mid-load (pg_terminate_backend): every granted request is charged exactly once, nothing stays held", async () => {
+      const f = await pgFixture(fast);
+      const killer = connectPostgres(await database(), { max: 1, applicationName: "switchyard-test-killer" });
+      pools.push(killer);
+      try {
+        const who = await f.fund(10_000_000);
+        const granted: string[] = [];
+        let kills = 0;
+        const killing = (async () => {
+          for (let i = 0; i < 6; i++) {
+            await Bun.sleep(40);
+            const [row] = await killer`SELECT COUNT(pg_terminate_backend(pid))::int AS n FROM pg_stat_activity
+                                       WHERE datname = current_database() AND application_name = 'switchyard' AND pid <> pg_backend_pid()`;
+            kills += row.n;
+          }
+        })();
+        await Promise.all(Array.from({ length: 300 }, async (_, i) => {
+          const id = `req_killed_${Date.now()}_${i}`;
+          await Bun.sleep(i);
+          const reserved = await f.ledger.reserve({ requestId: id, ...who, amountMicro: 2_000 });
+          if (!reserved.ok) return;
+          granted.push(id);
+          await f.ledger.settle(settlement(who, id, 1_000));
+        }));
+        await killing;
+        expect(kills).toBeGreaterThan(0);
+        expect(granted.length).toBeGreaterThan(0);
+        await until(async () => {
+          await f.ledger.flush();
+          return f.ledger.health().writable && f.ledger.health().queued === 0;
+        });
+        const [written] = await f.sql`SELECT COUNT(*)::int AS n FROM usage_records WHERE account_id = ${who.accountId}`;
+        expect(written.n).toBe(granted.length);
+        expect(await f.ledger.balance(who.accountId)).toEqual({ balanceMicro: 10_000_000 - granted.length * 1_000, heldMicro: 0 });
+        expect((await auditPostgres(f.sql)).clean).toBe(true);
+      } finally {
+        await f.close();
+      }
+    });
+  });
+
+  test("migrations: four processes starting at once on an empty database all succeed, and apply each version once", async () => {
+    const url = await migrationsDatabase();
+    const starters = Array.from({ length: 4 }, () => connectPostgres(url, { max: 1 }));
+    pools.push(...starters);
+    const versions = await Promise.all(starters.map((sql) => migratePostgres(sql)));
+    expect(new Set(versions).size).toBe(1);
+    const [row] = await starters[0]!`SELECT COUNT(*)::int AS n, COUNT(DISTINCT version)::int AS d FROM schema_migrations`;
+    expect(row.n).toBe(versions[0]!);
+    expect(row.d).toBe(versions[0]!);
+    // And again: nothing to do.
+    expect(await migratePostgres(starters[1]!)).toBe(versions[0]!);
+  });
+}
