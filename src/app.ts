@@ -59,7 +59,7 @@ export function createApp(deps: AppDeps) {
     const changes = createChangeWatch(deps.db);
     accounts = sqliteAccounts;
     keys = createKeyResolver(sqliteAccounts, now, changes);
-    baseLedger = createSqliteLedger(deps.db, { now, changes, log: deps.log, ...deps.ledgerOptions });
+    baseLedger = createSqliteLedger(deps.db, { now, changes, log, ...deps.ledgerOptions });
     usage = createUsageReport(deps.db);
   }
   const ledger = deps.wrapLedger ? deps.wrapLedger(baseLedger) : baseLedger;
