@@ -95,7 +95,8 @@ describe("Anthropic request → OpenAI", () => {
     expect(out.stop).toEqual(["END"]);
     expect(out.stream_options).toEqual({ include_usage: true });
     expect(out.max_tokens).toBe(100);
-    expect(out.user).toBe("u-2");
+    // Another vendor never sees the client's user id (Claude Code's holds device and session ids), only a stable hash of it.
+    expect(out.user).toBe(`sha256:${new Bun.CryptoHasher("sha256").update("u-2").digest("hex")}`);
   });
 
   test("max_completion_tokens when the provider asks for it", () => {

@@ -183,7 +183,7 @@ export async function forward(deps: ForwardDeps, req: ForwardRequest): Promise<R
     const adapter = adapterFor(provider, candidate);
     const inline = (events: StreamEvent[]) =>
       inlineImages(events, { providerBaseUrl: provider.base_url, maxBytes: deps.settings.limits.max_image_bytes, timeoutMs: 30_000, fetch: deps.fetch });
-    const upstreamBody = prepareUpstreamBody(clientFormat, body, candidate, provider, maxTokens);
+    const upstreamBody = prepareUpstreamBody(clientFormat, body, candidate, provider, maxTokens, deps.log);
     const call = adapter.buildRequest(provider, upstreamBody, req.headers);
     const controller = new AbortController();
     const onClientAbort = () => controller.abort(new DOMException("client disconnected", "AbortError"));
@@ -222,6 +222,7 @@ export async function forward(deps: ForwardDeps, req: ForwardRequest): Promise<R
       id: clientFormat === "openai" ? `chatcmpl-${uuid}` : `msg_${uuid}`,
       created: Math.floor(deps.now() / 1000),
       model: candidate.id,
+      inputTokensEstimate: Math.ceil(req.bodyBytes / 4),
       includeUsage: clientFormat === "openai" && (body.stream_options as { include_usage?: boolean } | undefined)?.include_usage === true,
     };
     // Relaying vendor frames as they are only works for an API that speaks the client's format.

@@ -26,6 +26,10 @@ export function pathOf(url: string): string {
   return query === -1 ? url.slice(start) : url.slice(start, query);
 }
 
+const COUNT_TOKENS_PATH = "/v1/messages/count_tokens";
+/** How many token counts a key may make per chat request of its rate limit. */
+export const COUNT_TOKENS_RATE_FACTOR = 10;
+
 export interface AdmissionOptions {
   keys: KeyResolver;
   limiter: RateLimiter;
@@ -65,8 +69,12 @@ export function admissionPlugin(o: AdmissionOptions) {
     }
     principals.set(request, found);
 
-    const perMinute = found.rateLimitPerMinute ?? o.defaultPerMinute;
-    const decision = o.limiter.take(found.keyId, perMinute);
+    // Token counts (Claude Code sends dozens for one `/context`) have a bucket of their own,
+    // ten times the key's chat rate, so counting never spends the budget for answers.
+    const counting = path === COUNT_TOKENS_PATH;
+    const chatPerMinute = found.rateLimitPerMinute ?? o.defaultPerMinute;
+    const perMinute = counting ? chatPerMinute * COUNT_TOKENS_RATE_FACTOR : chatPerMinute;
+    const decision = o.limiter.take(counting ? `${found.keyId}:count_tokens` : found.keyId, perMinute);
     const rate = {
       "x-ratelimit-limit-requests": String(perMinute),
       "x-ratelimit-remaining-requests": String(decision.remaining),
