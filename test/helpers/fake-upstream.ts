@@ -296,6 +296,24 @@ function anthropicRefusal(body: any): string | undefined {
   return undefined;
 }
 
+/**
+ * The refusal the real vendor would answer this request with (by its path: chat completions or
+ * messages), or undefined when it would accept it. For reply functions that answer something of
+ * their own but should still be refused like the default replies are.
+ */
+export function vendorRefusal(rec: RecordedRequest, options: FakeUpstreamOptions = {}): Reply | undefined {
+  if (!rec.body || typeof rec.body !== "object" || !Array.isArray(rec.body.messages)) return undefined;
+  if (rec.path === "/v1/chat/completions") {
+    const refusal = openaiRefusal(rec.body, options.strict === true);
+    return refusal ? openaiError(400, refusal) : undefined;
+  }
+  if (rec.path === "/v1/messages") {
+    const refusal = anthropicRefusal(rec.body);
+    return refusal ? anthropicError(400, "invalid_request_error", refusal, "req_011CFakeRefusal") : undefined;
+  }
+  return undefined;
+}
+
 export async function startFakeUpstream(options: FakeUpstreamOptions = {}): Promise<FakeUpstream> {
   const requests: RecordedRequest[] = [];
   const queue: (Reply | ((req: RecordedRequest) => Reply))[] = [];
