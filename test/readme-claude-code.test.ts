@@ -14,6 +14,7 @@ import { createCatalogue } from "../src/catalogue/catalogue.ts";
 import { loadSettings } from "../src/config/load-config.ts";
 import { silentLogger } from "../src/log.ts";
 import { openDatabase } from "../src/store/database.ts";
+import { promptText } from "../src/pipeline/prepare-upstream.ts";
 import { sseFrames } from "./helpers/gateway.ts";
 import { claudeCodeFixture, countTokensFixture } from "./helpers/claude-code.ts";
 
@@ -92,5 +93,10 @@ describe("README: Use with Claude Code", () => {
       expect(res.status).toBe(200);
       expect(((await res.json()) as { input_tokens: number }).input_tokens).toBeGreaterThan(1000);
     }
+    // The simulated Anthropic upstream counts too, as a real one would.
+    const count = countTokensFixture();
+    const body = { ...count.bodies[18], model: "switchyard/lorem" };
+    const res = await fetch(`${url}/v1/messages/count_tokens`, { method: "POST", headers: { ...count.headers, "x-api-key": key }, body: JSON.stringify(body) });
+    expect(await res.json()).toEqual({ input_tokens: Math.ceil(promptText("anthropic", body).length / 4) });
   });
 });
