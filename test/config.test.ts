@@ -3,6 +3,7 @@ import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join, resolve } from "node:path";
 import { ConfigError, loadSettings, parseConfigText, resolveSettings } from "../src/config/load-config.ts";
+import { createCatalogue } from "../src/catalogue/catalogue.ts";
 
 const dirs: string[] = [];
 function tempDir(): string {
@@ -321,5 +322,53 @@ describe("the real process", () => {
     expect(proc.signalCode).toBeNull();
     expect(stderr).toContain("/providers/0/kind");
     expect(stderr).toContain(path);
+  });
+});
+
+describe("model aliases and per-model caps", () => {
+  const withAliases = (aliases: string[][]) => {
+    const config = validConfig();
+    config.models.forEach((m, i) => ((m as Record<string, unknown>).aliases = aliases[i] ?? []));
+    return config;
+  };
+
+  test("an alias that is another model's id, or another model's alias, is refused naming the field", () => {
+    expect(configError(() => resolveSettings(withAliases([["up/free"]]), {}, "f"))).toContain('/models/0/aliases/0: "up/free" is already a model id');
+    expect(configError(() => resolveSettings(withAliases([["gpt-*"], ["x", "gpt-*"]]), {}, "f"))).toContain('/models/1/aliases/1: "gpt-*" is already an alias of up/gpt');
+  });
+
+  test("a `*` is only allowed at the end, and names have no spaces", () => {
+    expect(configError(() => resolveSettings(withAliases([["gpt-*-mini"]]), {}, "f"))).toContain("/models/0/aliases/0");
+    expect(configError(() => resolveSettings(withAliases([["a b"]]), {}, "f"))).toContain("/models/0/aliases/0");
+  });
+
+  test("resolution: the id, then an exact alias, then the longest matching prefix", () => {
+    const catalogue = createCatalogue(resolveSettings(withAliases([["claude-*", "sonnet"], ["claude-haiku-*"]]), {}, "f").models);
+    expect(catalogue.get("up/gpt")?.id).toBe("up/gpt");
+    expect(catalogue.get("sonnet")?.id).toBe("up/gpt");
+    expect(catalogue.get("claude-sonnet-4-5-20250929")?.id).toBe("up/gpt");
+    expect(catalogue.get("claude-haiku-4-5")?.id).toBe("up/free");
+    expect(catalogue.get("claude-")?.id).toBe("up/gpt");
+    expect(catalogue.get("claud")).toBeUndefined();
+    expect(catalogue.get("gpt-4o")).toBeUndefined();
+  });
+
+  test("max_tokens_cap per model is a positive integer", () => {
+    const config = validConfig();
+    (config.models[0] as Record<string, unknown>).max_tokens_cap = 0;
+    expect(configError(() => resolveSettings(config, {}, "f"))).toContain("/models/0/max_tokens_cap");
+    (config.models[0] as Record<string, unknown>).max_tokens_cap = 32_000;
+    expect(resolveSettings(config, {}, "f").models[0]!.max_tokens_cap).toBe(32_000);
+  });
+
+  test("the built-in defaults route Claude Code's names: to Anthropic's models with its key, else OpenAI's, else the free echo", () => {
+    const route = (env: Record<string, string>, name: string) => createCatalogue(loadSettings(env, tempDir()).models).get(name)?.id;
+    for (const name of ["claude-sonnet-4-5", "claude-opus-5-5", "claude-haiku-4-5-20251001"]) expect(route({}, name)).toBe("switchyard/echo");
+    expect(route({ OPENAI_API_KEY: "sk-x" }, "claude-sonnet-4-5")).toBe("openai/gpt-4.1-mini");
+    const both = { OPENAI_API_KEY: "sk-x", ANTHROPIC_API_KEY: "sk-ant-x" };
+    expect(route(both, "claude-sonnet-4-5-20250929")).toBe("anthropic/claude-sonnet-4-5");
+    expect(route(both, "claude-opus-5-5")).toBe("anthropic/claude-sonnet-4-5");
+    expect(route(both, "claude-haiku-4-5-20251001")).toBe("anthropic/claude-haiku-4-5");
+    expect(route(both, "claude-3-5-haiku-20241022")).toBe("anthropic/claude-haiku-4-5");
   });
 });

@@ -1,7 +1,7 @@
 import { describe, expect, test } from "bun:test";
 import { openaiRequestToAnthropic } from "../src/translate/openai-to-anthropic.ts";
 import { anthropicRequestToOpenAI } from "../src/translate/anthropic-to-openai.ts";
-import { prepareUpstreamBody, effectiveMaxTokens } from "../src/pipeline/prepare-upstream.ts";
+import { prepareUpstreamBody, effectiveMaxTokens, fitThinkingBudget } from "../src/pipeline/prepare-upstream.ts";
 import type { ResolvedProvider } from "../src/config/load-config.ts";
 import type { ModelConfig } from "../src/config/schema.ts";
 
@@ -95,7 +95,8 @@ describe("Anthropic request → OpenAI", () => {
     expect(out.stop).toEqual(["END"]);
     expect(out.stream_options).toEqual({ include_usage: true });
     expect(out.max_tokens).toBe(100);
-    expect(out.user).toBe("u-2");
+    // Another vendor never sees the client's user id (Claude Code's holds device and session ids), only a stable hash of it.
+    expect(out.user).toBe(`sha256:${new Bun.CryptoHasher("sha256").update("u-2").digest("hex")}`);
   });
 
   test("max_completion_tokens when the provider asks for it", () => {
@@ -142,5 +143,98 @@ describe("same-format preparation", () => {
   test("missing max_tokens gets the cap", () => {
     expect(effectiveMaxTokens(undefined, 8192)).toBe(8192);
     expect(effectiveMaxTokens(100, 8192)).toBe(100);
+  });
+});
+
+describe("Anthropic request → OpenAI, what agent clients send", () => {
+  const translate = (body: Record<string, unknown>) => anthropicRequestToOpenAI({ messages: [], ...body } as never, "gpt-4.1", 100, "max_tokens");
+
+  test("system turns inside messages stay where they were, as system messages", () => {
+    const out = translate({
+      system: "top",
+      messages: [
+        { role: "user", content: "one" },
+        { role: "system", content: [{ type: "text", text: "mid", cache_control: { type: "ephemeral" } }, { type: "text", text: "more" }] },
+        { role: "assistant", content: "two" },
+        { role: "system", content: "late" },
+      ],
+    });
+    expect(out.messages).toEqual([
+      { role: "system", content: "top" },
+      { role: "user", content: "one" },
+      { role: "system", content: "mid\nmore" },
+      { role: "assistant", content: "two" },
+      { role: "system", content: "late" },
+    ]);
+  });
+
+  test("text blocks are separated by a newline, in every role", () => {
+    const out = translate({
+      system: [{ type: "text", text: "a" }, { type: "text", text: "b" }],
+      messages: [
+        { role: "user", content: [{ type: "text", text: "<reminder>" }, { type: "text", text: "Write it" }] },
+        { role: "assistant", content: [{ type: "text", text: "First." }, { type: "text", text: "Second." }] },
+      ],
+    });
+    expect(out.messages.map((m) => m.content)).toEqual(["a\nb", "<reminder>\nWrite it", "First.\nSecond."]);
+  });
+
+  test("a failed tool result says so in the tool message", () => {
+    const out = translate({
+      messages: [
+        { role: "assistant", content: [{ type: "tool_use", id: "t1", name: "Write", input: {} }, { type: "tool_use", id: "t2", name: "Read", input: {} }] },
+        { role: "user", content: [
+          { type: "tool_result", tool_use_id: "t1", is_error: true, content: "<tool_use_error>File has not been read yet</tool_use_error>" },
+          { type: "tool_result", tool_use_id: "t2", is_error: false, content: [{ type: "text", text: "ok" }] },
+        ] },
+      ],
+    });
+    expect(out.messages.slice(1)).toEqual([
+      { role: "tool", tool_call_id: "t1", content: "Error: <tool_use_error>File has not been read yet</tool_use_error>" },
+      { role: "tool", tool_call_id: "t2", content: "ok" },
+    ]);
+  });
+
+  test("Anthropic-only fields are not sent; at most 4 stop sequences; the user id only as a hash", () => {
+    const userId = JSON.stringify({ device_id: "d".repeat(64), account_uuid: "", session_id: "s" });
+    const out = translate({
+      messages: [{ role: "user", content: "hi" }],
+      thinking: { type: "enabled", budget_tokens: 31999 },
+      output_config: { effort: "high" },
+      context_management: { edits: [] },
+      top_k: 5,
+      service_tier: "auto",
+      stop_sequences: ["1", "2", "3", "4", "5"],
+      metadata: { user_id: userId },
+    });
+    expect(Object.keys(out).sort()).toEqual(["max_tokens", "messages", "model", "stop", "user"]);
+    expect(out.stop).toEqual(["1", "2", "3", "4"]);
+    expect(out.user).toMatch(/^sha256:[0-9a-f]{64}$/);
+    expect(out.user).toBe(translate({ metadata: { user_id: userId } }).user);
+    expect(JSON.stringify(out)).not.toContain("dddd");
+  });
+});
+
+describe("thinking budget against the effective max_tokens", () => {
+  const model = { id: "m/x" } as ModelConfig;
+  const fit = (thinking: unknown, maxTokens: number, extra: Record<string, unknown> = {}) => {
+    const body: Record<string, unknown> = { thinking, ...extra };
+    fitThinkingBudget(body, maxTokens, model);
+    return body;
+  };
+
+  test("a budget at or over max_tokens comes down to max_tokens − 1; a valid one is left alone", () => {
+    expect(fit({ type: "enabled", budget_tokens: 31999, display: "omitted" }, 8192).thinking).toEqual({ type: "enabled", budget_tokens: 8191, display: "omitted" });
+    expect(fit({ type: "enabled", budget_tokens: 8192 }, 8192).thinking).toEqual({ type: "enabled", budget_tokens: 8191 });
+    expect(fit({ type: "enabled", budget_tokens: 4000 }, 8192).thinking).toEqual({ type: "enabled", budget_tokens: 4000 });
+    expect(fit({ type: "adaptive" }, 100).thinking).toEqual({ type: "adaptive" });
+  });
+
+  test("no room for 1024: thinking and the edits that clear it are dropped, other edits stay", () => {
+    const edits = [{ type: "clear_thinking_20251015", keep: "all" }, { type: "clear_tool_uses_20250919" }];
+    const out = fit({ type: "enabled", budget_tokens: 2000 }, 1024, { context_management: { edits } });
+    expect(out.thinking).toBeUndefined();
+    expect(out.context_management).toEqual({ edits: [edits[1]] });
+    expect(fit({ type: "enabled", budget_tokens: 1024 }, 1025).thinking).toEqual({ type: "enabled", budget_tokens: 1024 });
   });
 });

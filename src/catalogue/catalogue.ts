@@ -7,6 +7,18 @@ import { creditsPerMessage } from "../billing/pricing.ts";
  */
 export function createCatalogue(models: ModelConfig[]) {
   const byId = new Map(models.map((m) => [m.id, m]));
+  // Exact aliases resolve like ids; `prefix*` patterns are tried longest prefix first.
+  const byAlias = new Map<string, ModelConfig>();
+  const patterns: { prefix: string; model: ModelConfig }[] = [];
+  for (const m of models) {
+    for (const alias of m.aliases ?? []) {
+      if (alias.endsWith("*")) patterns.push({ prefix: alias.slice(0, -1), model: m });
+      else byAlias.set(alias, m);
+    }
+  }
+  patterns.sort((a, b) => b.prefix.length - a.prefix.length);
+  const resolve = (name: string): ModelConfig | undefined =>
+    byId.get(name) ?? byAlias.get(name) ?? patterns.find((p) => name.startsWith(p.prefix))?.model;
   const list = {
     object: "list",
     data: models.map((m) => ({
@@ -22,14 +34,20 @@ export function createCatalogue(models: ModelConfig[]) {
   };
   const listJson = JSON.stringify(list);
   // Models have no creation date of their own; a fixed one keeps Anthropic-style lists stable across restarts.
-  const anthropicEntries = models.map((m) => ({
+  // Exact aliases are listed too, after the ids: an Anthropic client (Claude Code's /model) lists names it can send.
+  const anthropicEntry = (m: ModelConfig, id: string) => ({
     type: "model",
-    id: m.id,
+    id,
     display_name: m.display_name ?? m.id,
     created_at: m.created_at ?? "2025-01-01T00:00:00Z",
-  }));
+  });
+  const anthropicEntries = [
+    ...models.map((m) => anthropicEntry(m, m.id)),
+    ...[...byAlias].map(([alias, m]) => anthropicEntry(m, alias)),
+  ];
   return {
-    get: (id: string) => byId.get(id),
+    /** The model a client's name means: an id, an exact alias, or the longest matching `prefix*` alias. */
+    get: resolve,
     listJson: () => listJson,
     /** Anthropic's shape, with its cursor paging (`limit`, `after_id`, `before_id`). */
     anthropicList(query: { limit?: string; after_id?: string; before_id?: string }) {

@@ -81,6 +81,15 @@ export function defaultConfig(env: Record<string, string | undefined>): Config {
       vendorModel("anthropic", "claude-haiku-4-5", 200_000, 1_000, 5_000),
     );
   }
+  // Claude Code asks for its own model names (claude-sonnet-4-5, dated ids, claude-haiku-4-5 for
+  // quick tasks); these route them to the best model this config has, so `claude` works with only
+  // a base URL and a key: Anthropic's when its key is set, else OpenAI's, else the free echo.
+  const byId = (id: string) => config.models.find((m) => m.id === id)!;
+  if (env.ANTHROPIC_API_KEY) {
+    byId("anthropic/claude-sonnet-4-5").aliases = ["claude-*"];
+    byId("anthropic/claude-haiku-4-5").aliases = ["claude-haiku-*", "claude-3-5-haiku*"];
+  } else if (env.OPENAI_API_KEY) byId("openai/gpt-4.1-mini").aliases = ["claude-*"];
+  else byId("switchyard/echo").aliases = ["claude-*"];
   return config;
 }
 

@@ -81,6 +81,17 @@ export function resolveSettings(raw: unknown, env: Record<string, string | undef
       throw new ConfigError(`${source}: /models/${i}/pricing: required for category "${m.category}"`);
     }
   });
+  // An alias means one model: the same name twice, or a name that is also a model's id, would make routing depend on file order.
+  const aliasOwner = new Map<string, string>();
+  config.models.forEach((m, i) => {
+    (m.aliases ?? []).forEach((alias, j) => {
+      const where = `${source}: /models/${i}/aliases/${j}`;
+      if (seen.has(alias)) throw new ConfigError(`${where}: "${alias}" is already a model id`);
+      const owner = aliasOwner.get(alias);
+      if (owner !== undefined) throw new ConfigError(`${where}: "${alias}" is already an alias of ${owner}`);
+      aliasOwner.set(alias, m.id);
+    });
+  });
 
   return {
     source,

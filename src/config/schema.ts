@@ -40,6 +40,14 @@ export const ModelConfig = t.Object({
   pricing: t.Optional(Pricing),
   /** `images`: the OpenAI images API (POST /images/generations) instead of chat completions. */
   upstream_api: t.Optional(t.Union([t.Literal("chat"), t.Literal("images")])),
+  /**
+   * Other names clients may send for this model: exact names, or `prefix*` for every name that
+   * starts with the prefix (the longest matching prefix wins). Lets agent clients that ask for
+   * their own vendor's model names (Claude Code: `claude-sonnet-4-5`, dated ids…) reach this one.
+   */
+  aliases: t.Optional(t.Array(t.String({ minLength: 1, pattern: "^[^\\s*]+\\*?$" }))),
+  /** This model's answer-length cap; `limits.max_tokens_cap` when unset. */
+  max_tokens_cap: t.Optional(t.Integer({ minimum: 1 })),
   /** For Anthropic-style model lists. */
   display_name: t.Optional(t.String()),
   created_at: t.Optional(t.String()),

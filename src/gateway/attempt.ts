@@ -58,7 +58,7 @@ export async function attemptUpstream(deps: AttemptDeps, req: AttemptRequest, ca
   const { model, maxTokens } = candidate;
   const provider = deps.settings.providers.get(model.provider)!;
   const adapter = adapterFor(provider, model);
-  const call = adapter.buildRequest(provider, prepareUpstreamBody(req.clientFormat, req.body, model, provider, maxTokens), req.headers);
+  const call = adapter.buildRequest(provider, prepareUpstreamBody(req.clientFormat, req.body, model, provider, maxTokens, deps.log), req.headers);
 
   const t = provider.timeouts;
   const deadline = new Deadline({ firstByteMs: t.first_byte_ms, idleMs: t.idle_ms, totalMs: t.total_ms });

@@ -33,6 +33,8 @@ export interface RespondRequest {
   body: Record<string, unknown>;
   uuid: string;
   requestId: string;
+  /** UTF-8 size of the request body: message_start's input-token estimate when translating. */
+  bodyBytes: number;
   promptText: () => string;
   /** Called before a streamed answer starts, to lift the server's idle timeout for this request. */
   onStream?: () => void;
@@ -62,6 +64,7 @@ export async function respond(
     id: `${format.idPrefix}${req.uuid}`,
     created: Math.floor(deps.now() / 1000),
     model: model.id,
+    inputTokensEstimate: Math.ceil(req.bodyBytes / 4),
     includeUsage: req.clientFormat === "openai" && (req.body.stream_options as { include_usage?: boolean } | undefined)?.include_usage === true,
   };
   // Relaying vendor frames as they are only works for an API that speaks the client's format.

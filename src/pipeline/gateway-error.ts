@@ -17,3 +17,29 @@ export class GatewayError extends Error {
     super(message);
   }
 }
+
+/**
+ * A prompt that does not fit a model's context window, found by the gateway or reported by the
+ * upstream. It keeps the numbers so each format gets the wording its clients act on: Anthropic
+ * clients (Claude Code, the SDK) match `prompt is too long: N tokens > M maximum` to compact the
+ * conversation, and `input length and \`max_tokens\` exceed context limit: N + M > L` to retry
+ * with a smaller max_tokens.
+ */
+export class ContextLengthError extends GatewayError {
+  constructor(
+    readonly promptTokens: number,
+    /** The answer limit that did not fit beside the prompt; undefined when the prompt alone is too long. */
+    readonly maxTokens: number | undefined,
+    readonly contextLength: number,
+    message: string,
+  ) {
+    super(400, "invalid_request", message);
+  }
+
+  get anthropicMessage(): string {
+    if (this.maxTokens === undefined || this.promptTokens >= this.contextLength) {
+      return `prompt is too long: ${this.promptTokens} tokens > ${this.contextLength} maximum`;
+    }
+    return `input length and \`max_tokens\` exceed context limit: ${this.promptTokens} + ${this.maxTokens} > ${this.contextLength}, decrease input length or \`max_tokens\` and try again`;
+  }
+}

@@ -3,6 +3,7 @@ import type { WireFormat } from "../providers/provider.ts";
 import { assertAnthropicTextOnly, assertOpenAITextOnly, UnsupportedContentError } from "../translate/content-text.ts";
 import { forward, type ForwardDeps, type Principal } from "./forward.ts";
 import { GatewayError } from "./gateway-error.ts";
+import { checkAnthropicContent, checkOpenAIContent } from "./check-content.ts";
 
 export interface ChatCall {
   format: WireFormat;
@@ -17,7 +18,8 @@ export interface ChatCall {
 
 /**
  * What both chat endpoints share after schema validation: the spec's 422 for an empty
- * conversation, 404 for unknown models, 400 for media input, then the forward pipeline.
+ * conversation, 404 for unknown models (names resolve through aliases), 400 for parts without
+ * the fields their type needs and for media input, then the forward pipeline.
  */
 export async function handleChat(deps: ForwardDeps & { catalogue: Catalogue }, call: ChatCall): Promise<Response> {
   const { body, format } = call;
@@ -33,6 +35,8 @@ export async function handleChat(deps: ForwardDeps & { catalogue: Catalogue }, c
     return model;
   });
 
+  if (format === "openai") checkOpenAIContent(body);
+  else checkAnthropicContent(body);
   try {
     if (format === "openai") assertOpenAITextOnly(messages as { content?: unknown }[]);
     else assertAnthropicTextOnly(messages as { content: unknown }[], body.system);

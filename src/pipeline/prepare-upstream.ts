@@ -4,6 +4,7 @@ import type { WireFormat } from "../providers/provider.ts";
 import { anthropicRequestToOpenAI } from "../translate/anthropic-to-openai.ts";
 import { openaiRequestToAnthropic } from "../translate/openai-to-anthropic.ts";
 import type { AnthropicBody, OpenAIChatBody } from "../translate/wire-types.ts";
+import type { Logger } from "../log.ts";
 
 /** Fields of ours that no upstream should see. */
 const GATEWAY_FIELDS = ["models"] as const;
@@ -29,6 +30,7 @@ export function prepareUpstreamBody(
   model: ModelConfig,
   provider: ResolvedProvider,
   maxTokens: number,
+  log?: Logger,
 ): unknown {
   if (model.upstream_api === "images") return imagesRequest(clientFormat, body, model);
   if (clientFormat === "openai" && provider.kind === "anthropic") {
@@ -42,6 +44,7 @@ export function prepareUpstreamBody(
   for (const name of GATEWAY_FIELDS) delete out[name];
   if (provider.kind === "anthropic") {
     out.max_tokens = maxTokens;
+    fitThinkingBudget(out, maxTokens, model, log);
     return out;
   }
   delete out.max_tokens;
@@ -53,6 +56,37 @@ export function prepareUpstreamBody(
     out.stream_options = { ...options, include_usage: true };
   } else delete out.stream_options;
   return out;
+}
+
+/** Anthropic's smallest thinking budget; a smaller one is refused. */
+export const MIN_THINKING_BUDGET = 1024;
+
+/**
+ * Anthropic refuses `thinking.budget_tokens` that is not below `max_tokens` or is under 1024.
+ * Clients size the budget against the max_tokens they asked for (Claude Code: 32000 and 31999),
+ * so once the gateway's cap lowers max_tokens the budget is lowered with it, to max_tokens − 1
+ * (the same relation the client chose). When max_tokens leaves no room for the smallest budget,
+ * thinking is turned off, together with the context-management edits that only apply to it.
+ */
+export function fitThinkingBudget(body: Record<string, unknown>, maxTokens: number, model: ModelConfig, log?: Logger): void {
+  const thinking = body.thinking as { type?: unknown; budget_tokens?: unknown } | undefined;
+  if (!thinking || typeof thinking !== "object" || thinking.type !== "enabled" || typeof thinking.budget_tokens !== "number") return;
+  const budget = thinking.budget_tokens;
+  if (budget < maxTokens && budget >= MIN_THINKING_BUDGET) return;
+  if (maxTokens > MIN_THINKING_BUDGET) {
+    body.thinking = { ...thinking, budget_tokens: Math.max(MIN_THINKING_BUDGET, Math.min(budget, maxTokens - 1)) };
+    return;
+  }
+  delete body.thinking;
+  const management = body.context_management as { edits?: { type?: unknown }[] } | undefined;
+  if (management && Array.isArray(management.edits)) {
+    const edits = management.edits.filter((e) => !(typeof e?.type === "string" && e.type.startsWith("clear_thinking")));
+    if (edits.length > 0) body.context_management = { ...management, edits };
+    else delete body.context_management;
+  }
+  log?.("info", "thinking turned off: max_tokens leaves no room for the smallest thinking budget", {
+    model: model.id, max_tokens: maxTokens, budget_tokens: budget, minimum: MIN_THINKING_BUDGET,
+  });
 }
 
 /** All message text of a request, for estimating prompt tokens when an upstream reports none. */

@@ -26,6 +26,10 @@ export function pathOf(url: string): string {
   return query === -1 ? url.slice(start) : url.slice(start, query);
 }
 
+const COUNT_TOKENS_PATH = "/v1/messages/count_tokens";
+/** How many token counts a key may make per chat request of its rate limit. */
+export const COUNT_TOKENS_RATE_FACTOR = 10;
+
 export interface AdmissionOptions {
   keys: KeyResolver;
   limiter: RateLimitStore;
@@ -65,8 +69,8 @@ export function admissionPlugin(o: AdmissionOptions) {
       return keyStoreDown(anthropic);
     }
     // A shared key store (PostgreSQL) answers a cache miss later; SQLite answers at once.
-    if (found instanceof Promise) return found.then((k) => limit(request, set, k, anthropic), () => keyStoreDown(anthropic));
-    return limit(request, set, found, anthropic);
+    if (found instanceof Promise) return found.then((k) => limit(request, set, k, anthropic, path), () => keyStoreDown(anthropic));
+    return limit(request, set, found, anthropic, path);
   });
 
   /** The key store cannot be read (a broken disk, an unreachable database): nobody can be admitted, but nothing crashes. */
@@ -74,7 +78,7 @@ export function admissionPlugin(o: AdmissionOptions) {
     return errorResponse(anthropic, 503, "overloaded", "The gateway cannot check API keys right now. Retry in a few seconds.", { "retry-after": "5" });
   }
 
-  function limit(request: Request, set: { headers: Record<string, unknown> }, found: ActiveKey | null, anthropic: boolean): Response | undefined | Promise<Response | undefined> {
+  function limit(request: Request, set: { headers: Record<string, unknown> }, found: ActiveKey | null, anthropic: boolean, path: string): Response | undefined | Promise<Response | undefined> {
     if (!found) {
       o.onRejected(request, 401);
       return errorResponse(anthropic, 401, "authentication",
@@ -82,8 +86,12 @@ export function admissionPlugin(o: AdmissionOptions) {
     }
     principals.set(request, found);
 
-    const perMinute = found.rateLimitPerMinute ?? o.defaultPerMinute;
-    const taken = o.limiter.take(found.keyId, perMinute);
+    // Token counts (Claude Code sends dozens for one `/context`) have a bucket of their own,
+    // ten times the key's chat rate, so counting never spends the budget for answers.
+    const counting = path === COUNT_TOKENS_PATH;
+    const chatPerMinute = found.rateLimitPerMinute ?? o.defaultPerMinute;
+    const perMinute = counting ? chatPerMinute * COUNT_TOKENS_RATE_FACTOR : chatPerMinute;
+    const taken = o.limiter.take(counting ? `${found.keyId}:count_tokens` : found.keyId, perMinute);
     // The in-process store answers at once; a shared one (Redis) answers later.
     return taken instanceof Promise ? taken.then((decision) => admit(request, set, perMinute, decision, anthropic)) : admit(request, set, perMinute, taken, anthropic);
   }

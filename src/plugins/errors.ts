@@ -2,7 +2,7 @@ import { Elysia } from "elysia";
 import type { ErrorKind } from "../streaming/events.ts";
 import { openaiErrorBody } from "../streaming/encode-openai.ts";
 import { anthropicErrorBody } from "../streaming/encode-anthropic.ts";
-import { GatewayError } from "../pipeline/gateway-error.ts";
+import { ContextLengthError, GatewayError } from "../pipeline/gateway-error.ts";
 import type { Logger } from "../log.ts";
 
 /** Anthropic SDK clients get Anthropic-shaped errors; everyone else gets OpenAI's shape. */
@@ -41,6 +41,7 @@ export function errorsPlugin(log: Logger, onRejected: (request: Request, status:
 
 function toResponse(code: unknown, error: unknown, request: Request, log: Logger): Response {
   const anthropic = isAnthropicPath(request.url);
+  if (error instanceof ContextLengthError && anthropic) return errorResponse(true, error.status, error.kind, error.anthropicMessage, error.headers);
   if (error instanceof GatewayError) return errorResponse(anthropic, error.status, error.kind, error.message, error.headers);
   // Elysia wraps whatever a parse hook throws in a ParseError (400, "Bad Request") and keeps the
   // original as `cause`; without unwrapping, the json-body plugin's 413 for a body sent without

@@ -1,15 +1,22 @@
 import { Elysia } from "elysia";
 import type { Catalogue } from "../catalogue/catalogue.ts";
+import { countMessageTokens } from "../pipeline/count-tokens.ts";
 import { handleChat } from "../pipeline/handle-chat.ts";
 import type { ForwardDeps } from "../pipeline/forward.ts";
 import { principalOf } from "../plugins/admission.ts";
-import { MessagesRequest } from "./schemas.ts";
+import { CountTokensRequest, MessagesRequest } from "./schemas.ts";
 
 export function messagesRoute(deps: ForwardDeps & { catalogue: Catalogue }) {
-  return new Elysia({ name: "switchyard/messages" }).post(
-    "/v1/messages",
-    ({ body, request, server, set }) =>
-      handleChat(deps, { format: "anthropic", body: body as Record<string, unknown>, request, principal: principalOf(request), server, set }),
-    { body: MessagesRequest },
-  );
+  return new Elysia({ name: "switchyard/messages" })
+    .post(
+      "/v1/messages",
+      ({ body, request, server, set }) =>
+        handleChat(deps, { format: "anthropic", body: body as Record<string, unknown>, request, principal: principalOf(request), server, set }),
+      { body: MessagesRequest },
+    )
+    .post(
+      "/v1/messages/count_tokens",
+      ({ body, request }) => countMessageTokens(deps, body as Record<string, unknown>, request.headers, request.signal),
+      { body: CountTokensRequest },
+    );
 }

@@ -49,9 +49,10 @@ export type ChatRequest = typeof ChatRequest.static;
 
 const Block = t.Object({ type: t.String() }, open);
 
+/** `system` turns inside `messages` are Claude Code's mid-conversation instructions (Anthropic accepts them). */
 export const AnthropicMessage = t.Object(
   {
-    role: t.Union([t.Literal("user"), t.Literal("assistant")]),
+    role: t.Union([t.Literal("user"), t.Literal("assistant"), t.Literal("system")]),
     content: t.Union([t.String(), t.Array(Block)]),
   },
   open,
@@ -74,3 +75,14 @@ export const MessagesRequest = t.Object(
   open,
 );
 export type MessagesRequest = typeof MessagesRequest.static;
+
+/** `POST /v1/messages/count_tokens`: a messages request without the answer's parameters. */
+export const CountTokensRequest = t.Object(
+  {
+    model: t.String({ minLength: 1 }),
+    messages: t.Array(AnthropicMessage, { maxItems: 100_000 }),
+    system: t.Optional(t.Union([t.String(), t.Array(Block)])),
+    tools: t.Optional(t.Array(t.Object({ name: t.String() }, open))),
+  },
+  open,
+);

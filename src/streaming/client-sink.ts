@@ -9,6 +9,12 @@ export interface EncodeContext {
   created: number;
   /** The model id the client named (the gateway's, not the upstream's). */
   model: string;
+  /**
+   * Prompt tokens as guessed from the request's size (about 4 bytes a token), for Anthropic
+   * clients' `message_start` when the upstream reports usage only at the end (OpenAI does):
+   * Claude Code sizes its context from that frame.
+   */
+  inputTokensEstimate?: number;
   /** OpenAI clients: whether the client asked for the usage chunk (stream_options.include_usage). */
   includeUsage: boolean;
 }

@@ -49,6 +49,8 @@ export function createAnthropicEncoder(ctx: EncodeContext): ClientSink {
   let openTool = -1;
   const toolBlocks = new Map<number, number>();
   let inputTokens = 0;
+  /** Whether the upstream has said how many prompt tokens there were (else message_start carries the estimate). */
+  let reportedInput = false;
   let outputTokens = 0;
   let cacheRead: number | undefined;
   let cacheWrite: number | undefined;
@@ -59,7 +61,8 @@ export function createAnthropicEncoder(ctx: EncodeContext): ClientSink {
   const begin = () => {
     if (started) return "";
     started = true;
-    const usage: Record<string, number> = { input_tokens: uncached(inputTokens, cacheRead, cacheWrite), output_tokens: 0 };
+    const input = reportedInput ? uncached(inputTokens, cacheRead, cacheWrite) : (ctx.inputTokensEstimate ?? 0);
+    const usage: Record<string, number> = { input_tokens: input, output_tokens: 0 };
     if (cacheWrite !== undefined) usage.cache_creation_input_tokens = cacheWrite;
     if (cacheRead !== undefined) usage.cache_read_input_tokens = cacheRead;
     const message = { id: ctx.id, type: "message", role: "assistant", model: ctx.model, content: [], stop_reason: null, stop_sequence: null, usage };
@@ -81,10 +84,16 @@ export function createAnthropicEncoder(ctx: EncodeContext): ClientSink {
     event(e) {
       switch (e.type) {
         case "start":
-          if (e.inputTokens !== undefined) inputTokens = e.inputTokens;
+          if (e.inputTokens !== undefined) {
+            inputTokens = e.inputTokens;
+            reportedInput = true;
+          }
           return begin();
         case "usage":
-          if (e.inputTokens !== undefined) inputTokens = e.inputTokens;
+          if (e.inputTokens !== undefined) {
+            inputTokens = e.inputTokens;
+            reportedInput = true;
+          }
           if (e.outputTokens !== undefined) outputTokens = e.outputTokens;
           if (e.cacheReadTokens !== undefined) cacheRead = e.cacheReadTokens;
           if (e.cacheWriteTokens !== undefined) cacheWrite = e.cacheWriteTokens;

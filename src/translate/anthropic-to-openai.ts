@@ -1,10 +1,14 @@
+import { createHash } from "node:crypto";
 import { anthropicBlocksText } from "./content-text.ts";
 import type { AnthropicBlock, AnthropicBody, Json, OpenAIChatBody, OpenAIMessage } from "./wire-types.ts";
 
 /**
  * An Anthropic messages request → an OpenAI chat request. `tool_result` blocks become
  * `tool` messages placed before the rest of their user turn, which is the order OpenAI
- * requires (tool answers directly after the assistant's tool_calls).
+ * requires (tool answers directly after the assistant's tool_calls). `system` turns inside
+ * `messages` stay where they are, as OpenAI system messages. Anthropic-only fields (thinking,
+ * output_config, context_management, cache_control, top_k, service_tier…) have no OpenAI
+ * counterpart every compatible server accepts, so they are not sent.
  */
 export function anthropicRequestToOpenAI(
   body: AnthropicBody,
@@ -18,16 +22,19 @@ export function anthropicRequestToOpenAI(
 
   for (const m of body.messages) {
     const blocks: AnthropicBlock[] = typeof m.content === "string" ? [{ type: "text", text: m.content }] : m.content;
-    if (m.role === "assistant") {
-      let text = "";
+    if (m.role === "system") {
+      messages.push({ role: "system", content: anthropicBlocksText(blocks) });
+    } else if (m.role === "assistant") {
+      const texts: string[] = [];
       const calls: NonNullable<OpenAIMessage["tool_calls"]> = [];
       for (const block of blocks) {
-        if (block.type === "text") text += String(block.text ?? "");
+        if (block.type === "text") texts.push(String(block.text ?? ""));
         else if (block.type === "tool_use") {
           calls.push({ id: String(block.id), type: "function", function: { name: String(block.name), arguments: JSON.stringify(block.input ?? {}) } });
         }
         // thinking blocks carry vendor signatures that mean nothing to another vendor.
       }
+      const text = texts.join("\n");
       const message: OpenAIMessage = { role: "assistant", content: text || (calls.length ? null : "") };
       if (calls.length) message.tool_calls = calls;
       messages.push(message);
@@ -35,8 +42,9 @@ export function anthropicRequestToOpenAI(
       const rest: AnthropicBlock[] = [];
       for (const block of blocks) {
         if (block.type === "tool_result") {
-          const content = block.content as string | AnthropicBlock[] | undefined;
-          messages.push({ role: "tool", tool_call_id: String(block.tool_use_id), content: anthropicBlocksText(content) });
+          const content = anthropicBlocksText(block.content as string | AnthropicBlock[] | undefined);
+          // OpenAI tool messages have no error flag; the model learns it from the text instead.
+          messages.push({ role: "tool", tool_call_id: String(block.tool_use_id), content: block.is_error === true ? `Error: ${content}` : content });
         } else rest.push(block);
       }
       const text = anthropicBlocksText(rest);
@@ -51,8 +59,10 @@ export function anthropicRequestToOpenAI(
   }
   if (typeof body.temperature === "number") out.temperature = body.temperature;
   if (typeof body.top_p === "number") out.top_p = body.top_p;
-  if (body.stop_sequences?.length) out.stop = body.stop_sequences;
-  if (body.metadata?.user_id) out.user = body.metadata.user_id;
+  // OpenAI takes at most 4 stop sequences and refuses the request with more.
+  if (body.stop_sequences?.length) out.stop = body.stop_sequences.slice(0, 4);
+  // Claude Code puts device and session ids here; another vendor gets a stable pseudonym instead.
+  if (typeof body.metadata?.user_id === "string" && body.metadata.user_id) out.user = pseudonymousUser(body.metadata.user_id);
   const tools = (body.tools ?? []).filter((tool) => tool.input_schema);
   if (tools.length) {
     out.tools = tools.map((tool) => ({
@@ -67,4 +77,9 @@ export function anthropicRequestToOpenAI(
     if (choice?.disable_parallel_tool_use) out.parallel_tool_calls = false;
   }
   return out;
+}
+
+/** SHA-256 of the client's end-user id: stable per user (what OpenAI's abuse monitoring needs), not reversible. */
+export function pseudonymousUser(userId: string): string {
+  return `sha256:${createHash("sha256").update(userId).digest("hex")}`;
 }

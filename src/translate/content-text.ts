@@ -6,36 +6,41 @@ export class UnsupportedContentError extends Error {}
 const IMAGE_PARTS = new Set(["image_url", "input_image", "image", "input_audio", "file", "document"]);
 
 /**
- * Text of an OpenAI content value (string or array of parts). Image and other media parts
- * are refused here, at one place, for both formats: the spec does not pass them through yet.
+ * Text of an OpenAI content value (string or array of parts), parts joined by a newline. Image
+ * and other media parts are refused here, at one place, for both formats: the spec does not pass
+ * them through yet.
  */
 export function openaiContentText(content: unknown): string {
   if (content === null || content === undefined) return "";
   if (typeof content === "string") return content;
   if (!Array.isArray(content)) throw new UnsupportedContentError("message content must be a string or an array of content parts");
-  let text = "";
+  const texts: string[] = [];
   for (const part of content) {
     const type = (part as { type?: unknown })?.type;
-    if (type === "text") text += String((part as { text?: unknown }).text ?? "");
+    if (type === "text") texts.push(String((part as { text?: unknown }).text ?? ""));
     else if (typeof type === "string" && IMAGE_PARTS.has(type)) {
       throw new UnsupportedContentError(`content part type "${type}" is not supported: image and file input are not passed through yet; send text only`);
     } else throw new UnsupportedContentError(`unknown content part type "${String(type)}"`);
   }
-  return text;
+  return texts.join("\n");
 }
 
-/** Text of Anthropic blocks, refusing media the same way. */
+/**
+ * Text of Anthropic blocks, refusing media the same way. Blocks are separate paragraphs to the
+ * client (Claude Code sends its reminders and the user's words as separate blocks), so their
+ * texts are joined with a newline rather than run together.
+ */
 export function anthropicBlocksText(blocks: string | AnthropicBlock[] | undefined): string {
   if (blocks === undefined) return "";
   if (typeof blocks === "string") return blocks;
-  let text = "";
+  const texts: string[] = [];
   for (const block of blocks) {
-    if (block.type === "text") text += String(block.text ?? "");
+    if (block.type === "text") texts.push(String(block.text ?? ""));
     else if (IMAGE_PARTS.has(block.type)) {
       throw new UnsupportedContentError(`content block type "${block.type}" is not supported: image and document input are not passed through yet; send text only`);
     }
   }
-  return text;
+  return texts.join("\n");
 }
 
 /** Walks every place an OpenAI request may carry content, so a same-format passthrough is refused too. */

@@ -9,6 +9,14 @@
  *   a turn of the event loop (or `delayMs`), so split frames really leave as separate TCP writes.
  *   Client disconnects are observed through `cancel()` / the request signal (see `abortedStreams()`).
  *
+ * - With an empty queue it also refuses, with the vendor's status and error body, what the real vendors
+ *   refuse and a gateway could get wrong when it rewrites or translates a request (see `vendorRefusal`):
+ *   Anthropic: a thinking budget under 1024 or not below max_tokens, unknown roles, tool_use without its
+ *   tool_result right after; OpenAI: unknown roles, tool messages without tool_call_id or without the
+ *   assistant tool_calls they answer, unanswered tool_calls, more than 4 stop sequences, and (with
+ *   `strict: true`) top-level fields that are not OpenAI's. Queued replies are never checked.
+ * - `POST /v1/messages/count_tokens` answers `{input_tokens}` as Anthropic does.
+ *
  * Note: Bun sends a streamed response's status line and headers together with its first body bytes, so a
  * stream whose first chunk never comes looks like `hang` to the client.
  */
@@ -209,15 +217,103 @@ interface StreamState {
 }
 
 /** One fake upstream for a test file, with nothing queued or recorded at the start of each test. */
-export function useFakeUpstream(): FakeUpstream {
-  const upstream = fileFixture("the fake upstream", startFakeUpstream, (u) => u.stop());
+export interface FakeUpstreamOptions {
+  /** Also refuse OpenAI requests with top-level fields OpenAI does not know (off by default: some tests pass extra fields through on purpose). */
+  strict?: boolean;
+  /** Pause between the chunks of the default streamed answers (default: one turn of the event loop). */
+  streamDelayMs?: number;
+}
+
+export function useFakeUpstream(options: FakeUpstreamOptions = {}): FakeUpstream {
+  const upstream = fileFixture("the fake upstream", () => startFakeUpstream(options), (u) => u.stop());
   beforeEach(() => upstream.reset());
   return upstream;
 }
 
-export interface FakeUpstreamOptions {
-  /** Pause between the chunks of the default streamed answers (default: one turn of the event loop). */
-  streamDelayMs?: number;
+/** Every top-level parameter of OpenAI's chat completions API. */
+const OPENAI_CHAT_FIELDS = new Set([
+  "model", "messages", "audio", "frequency_penalty", "function_call", "functions", "logit_bias", "logprobs", "max_completion_tokens",
+  "max_tokens", "metadata", "modalities", "n", "parallel_tool_calls", "prediction", "presence_penalty", "prompt_cache_key",
+  "prompt_cache_retention", "reasoning_effort", "response_format", "safety_identifier", "seed", "service_tier", "stop", "store",
+  "stream", "stream_options", "temperature", "tool_choice", "tools", "top_logprobs", "top_p", "user", "verbosity", "web_search_options",
+]);
+const OPENAI_ROLES = new Set(["system", "developer", "user", "assistant", "tool", "function"]);
+const ANTHROPIC_ROLES = new Set(["user", "assistant", "system"]);
+
+/** What OpenAI answers with 400 for a body the gateway built wrong, in OpenAI's words; undefined when it would accept it. */
+function openaiRefusal(body: any, strict: boolean): string | undefined {
+  if (strict) for (const field of Object.keys(body)) if (!OPENAI_CHAT_FIELDS.has(field)) return `Unrecognized request argument supplied: ${field}`;
+  if (Array.isArray(body.stop) && body.stop.length > 4) return `Invalid 'stop': array too long. Expected an array with maximum length 4, but got an array with length ${body.stop.length} instead.`;
+  const messages: any[] = body.messages;
+  let pending = new Set<string>();
+  for (let i = 0; i < messages.length; i++) {
+    const m = messages[i];
+    if (!OPENAI_ROLES.has(m?.role)) {
+      return `Invalid value: '${String(m?.role)}'. Supported values are: 'system', 'assistant', 'user', 'function', 'tool', and 'developer'.`;
+    }
+    if (m.role === "tool") {
+      if (typeof m.tool_call_id !== "string") return `Missing parameter 'tool_call_id': messages with role 'tool' must have a 'tool_call_id'.`;
+      if (!pending.delete(m.tool_call_id)) return `Invalid parameter: messages with role 'tool' must be a response to a preceeding message with 'tool_calls'.`;
+      continue;
+    }
+    if (pending.size > 0) {
+      return `An assistant message with 'tool_calls' must be followed by tool messages responding to each 'tool_call_id'. The following tool_call_ids did not have response messages: ${[...pending].join(", ")}`;
+    }
+    if (m.role === "assistant" && Array.isArray(m.tool_calls)) pending = new Set(m.tool_calls.map((c: any) => c?.id));
+  }
+  return undefined;
+}
+
+/** The same for Anthropic, in Anthropic's words. */
+function anthropicRefusal(body: any): string | undefined {
+  if (typeof body.max_tokens !== "number") return "max_tokens: Field required";
+  const thinking = body.thinking;
+  if (thinking?.type === "enabled") {
+    if (typeof thinking.budget_tokens !== "number" || thinking.budget_tokens < 1024) return "thinking.enabled.budget_tokens: Input should be greater than or equal to 1024";
+    if (thinking.budget_tokens >= body.max_tokens) {
+      return "`max_tokens` must be greater than `thinking.budget_tokens`. Please consult our documentation at https://docs.claude.com/en/docs/build-with-claude/extended-thinking#max-tokens-and-context-window-size";
+    }
+  }
+  const messages: any[] = body.messages;
+  let pending: string[] = [];
+  for (let i = 0; i < messages.length; i++) {
+    const m = messages[i];
+    if (!ANTHROPIC_ROLES.has(m?.role)) return `messages.${i}.role: Input should be 'user', 'assistant' or 'system'`;
+    const blocks: any[] = Array.isArray(m.content) ? m.content : [];
+    const results = blocks.filter((b) => b?.type === "tool_result").map((b) => b.tool_use_id);
+    if (pending.length > 0) {
+      const missing = pending.filter((id) => !results.includes(id));
+      if (m.role !== "user" || missing.length > 0) {
+        return `messages.${i}: \`tool_use\` ids were found without \`tool_result\` blocks immediately after: ${missing.join(", ") || pending.join(", ")}. Each \`tool_use\` block must have a corresponding \`tool_result\` block in the next message.`;
+      }
+    }
+    const known = new Set(pending);
+    for (const id of results) {
+      if (!known.has(id)) {
+        return `messages.${i}.content: unexpected \`tool_use_id\` found in \`tool_result\` blocks: ${id}. Each \`tool_result\` block must have a corresponding \`tool_use\` block in the previous message.`;
+      }
+    }
+    pending = m.role === "assistant" ? blocks.filter((b) => b?.type === "tool_use").map((b) => b.id) : [];
+  }
+  return undefined;
+}
+
+/**
+ * The refusal the real vendor would answer this request with (by its path: chat completions or
+ * messages), or undefined when it would accept it. For reply functions that answer something of
+ * their own but should still be refused like the default replies are.
+ */
+export function vendorRefusal(rec: RecordedRequest, options: FakeUpstreamOptions = {}): Reply | undefined {
+  if (!rec.body || typeof rec.body !== "object" || !Array.isArray(rec.body.messages)) return undefined;
+  if (rec.path === "/v1/chat/completions") {
+    const refusal = openaiRefusal(rec.body, options.strict === true);
+    return refusal ? openaiError(400, refusal) : undefined;
+  }
+  if (rec.path === "/v1/messages") {
+    const refusal = anthropicRefusal(rec.body);
+    return refusal ? anthropicError(400, "invalid_request_error", refusal, "req_011CFakeRefusal") : undefined;
+  }
+  return undefined;
 }
 
 export async function startFakeUpstream(options: FakeUpstreamOptions = {}): Promise<FakeUpstream> {
@@ -344,6 +440,11 @@ export async function startFakeUpstream(options: FakeUpstreamOptions = {}): Prom
 
     if (rec.method === "POST" && rec.path === "/v1/chat/completions") return openaiDefault(rec, n, reqId);
     if (rec.method === "POST" && rec.path === "/v1/messages") return anthropicDefault(rec, n, reqId);
+    if (rec.method === "POST" && rec.path === "/v1/messages/count_tokens") {
+      if (!Array.isArray(rec.body?.messages)) return anthropicError(400, "invalid_request_error", "messages: Field required", reqId);
+      const tools = rec.body.tools ? Math.ceil(JSON.stringify(rec.body.tools).length / 4) : 0;
+      return { kind: "json", headers: { "request-id": reqId }, body: { input_tokens: buildAnswer(rec.body, "anthropic").promptTokens + tools } };
+    }
     if (anthropicish) return anthropicError(404, "not_found_error", "Not Found", reqId);
     const r = openaiError(404, `Invalid URL (${rec.method} ${rec.path})`);
     return { ...r, headers: { "x-request-id": reqId } } as Reply;
@@ -362,6 +463,8 @@ export async function startFakeUpstream(options: FakeUpstreamOptions = {}): Prom
       const r = openaiError(400, "Missing required parameter: 'messages'.", "invalid_request_error", "missing_required_parameter");
       return { ...r, headers: { "x-request-id": reqId } } as Reply;
     }
+    const refusal = openaiRefusal(body, options.strict === true);
+    if (refusal) return { ...openaiError(400, refusal), headers: { "x-request-id": reqId } } as Reply;
     const a = buildAnswer(body, "openai");
     const id = `chatcmpl-FakeUp${pad(n, 23)}`;
     const created = Math.floor(Date.now() / 1000);
@@ -423,6 +526,8 @@ export async function startFakeUpstream(options: FakeUpstreamOptions = {}): Prom
       return anthropicError(400, "invalid_request_error", "There was an issue with the JSON body of the request.", reqId);
     }
     if (!Array.isArray(body.messages)) return anthropicError(400, "invalid_request_error", "messages: Field required", reqId);
+    const refusal = anthropicRefusal(body);
+    if (refusal) return anthropicError(400, "invalid_request_error", refusal, reqId);
     const a = buildAnswer(body, "anthropic");
     const id = `msg_01FakeUp${pad(n, 16)}`;
     const model = typeof body.model === "string" ? body.model : "claude-sonnet-4-5-20250929";

@@ -45,6 +45,8 @@ export interface GatewayOptions {
   /** Shared stores (PostgreSQL) instead of the SQLite file; the test closes them. */
   stores?: AppDeps["stores"];
   limiter?: AppDeps["limiter"];
+  /** More models beside the standard ones (providers "fake-openai" and "fake-anthropic"). */
+  extraModels?: Record<string, unknown>[];
 }
 
 export interface Gateway {
@@ -103,6 +105,7 @@ export async function startGateway(o: GatewayOptions): Promise<Gateway> {
         { id: FREE_MODEL, provider: "fake-openai", upstream_model: "free-model", category: "free", context_length: 8192 },
         { id: IMAGES_API_MODEL, provider: "fake-openai", upstream_model: "dall-e-3", upstream_api: "images", category: "image", context_length: 4000, pricing: { input_per_mtok: 0, output_per_mtok: 0, per_image: 0.5 } },
         { id: IMAGE_CHAT_MODEL, provider: "fake-openai", upstream_model: "flux-chat", category: "image", context_length: 32000, pricing: { input_per_mtok: 100, output_per_mtok: 100, per_image: 0.25 } },
+        ...(o.extraModels ?? []),
       ],
       server: { keepalive_ms: o.keepaliveMs ?? 15_000, ...(o.clientIdleMs ? { client_idle_ms: o.clientIdleMs } : {}) },
       limits: { requests_per_minute: o.requestsPerMinute ?? 1_000_000, ...(o.maxFrameBytes ? { max_frame_bytes: o.maxFrameBytes } : {}), ...(o.maxImageBytes ? { max_image_bytes: o.maxImageBytes } : {}), ...(o.imageFetchTimeoutMs ? { image_fetch_timeout_ms: o.imageFetchTimeoutMs } : {}) },

@@ -26,6 +26,7 @@ function simulatedAnswer(url: string, init: RequestInit): Response {
     const png = Buffer.from(drawPng(String(body.prompt ?? ""))).toString("base64");
     return Response.json({ created: Math.floor(Date.now() / 1000), data: [{ b64_json: png, revised_prompt: body.prompt }] });
   }
+  if (url.endsWith("/messages/count_tokens")) return Response.json({ input_tokens: Math.max(1, Math.ceil(promptText(format, body).length / 4)) });
   const maxTokens = Number(body.max_tokens ?? body.max_completion_tokens ?? 256);
   const words = answerWords(String(body.model), body, format).slice(0, Math.max(1, maxTokens));
   const inputTokens = Math.max(1, Math.ceil(promptText(format, body).length / 4));
