@@ -20,10 +20,12 @@ import { upstreamStatusError } from "./upstream-errors.ts";
 import { backoffMs, requestedDelayMs, verdictFor, type Verdict } from "./retry-policy.ts";
 import { endOfTurn } from "./end-of-turn.ts";
 import type { Inflight } from "./inflight.ts";
-import { fastReader, type ChunkReader } from "../upstream/http1-client.ts";
+import { fastReader } from "../transport/http1/client.ts";
+import { ResponseTooLargeError, type ChunkReader, type Transport } from "../transport/transport.ts";
 import { ImageFetchError, ImageTooLargeError, inlineImages } from "./inline-images.ts";
 
-export type UpstreamFetch = (url: string, init: RequestInit) => Promise<Response>;
+/** How the pipeline reaches upstreams: the Transport port. */
+export type UpstreamFetch = Transport;
 
 export interface ForwardDeps {
   settings: Settings;
@@ -55,6 +57,9 @@ export interface ForwardRequest {
   /** Called before a streamed answer starts, to lift the server's idle timeout for this request. */
   onStream?: () => void;
 }
+
+/** Over the transport's size cap (limits.max_response_bytes): not worth asking the same model again. */
+const ANSWER_TOO_LARGE = "The upstream provider sent an answer larger than the gateway accepts.";
 
 const SSE_HEADERS = {
   "content-type": "text/event-stream; charset=utf-8",
@@ -200,6 +205,7 @@ export async function forward(deps: ForwardDeps, req: ForwardRequest): Promise<R
       detach();
       if (req.signal.aborted) throw new GatewayError(499, "invalid_request", "The client closed the request.");
       deps.log("warn", "upstream request failed", { requestId, provider: provider.id, error: String(err) });
+      if (err instanceof ResponseTooLargeError) return fallback(ANSWER_TOO_LARGE);
       const timedOut = controller.signal.reason instanceof DOMException && controller.signal.reason.name === "TimeoutError";
       return timedOut
         ? fallback("The upstream provider did not answer in time. Retrying is appropriate.", "timeout")
@@ -238,6 +244,7 @@ export async function forward(deps: ForwardDeps, req: ForwardRequest): Promise<R
         detach();
         if (req.signal.aborted) throw new GatewayError(499, "invalid_request", "The client closed the request.");
         deps.log("warn", "upstream sent an unreadable body", { requestId, provider: provider.id, error: String(err) });
+        if (err instanceof ResponseTooLargeError) return fallback(ANSWER_TOO_LARGE);
         return fallback("The upstream provider sent an unreadable answer. Retrying is appropriate.");
       }
       const hasImages = events.some((e) => e.type === "image");
@@ -246,9 +253,9 @@ export async function forward(deps: ForwardDeps, req: ForwardRequest): Promise<R
           await inline(events);
         } catch (err) {
           detach();
-          if (!(err instanceof ImageTooLargeError || err instanceof ImageFetchError)) throw err;
+          if (!(err instanceof ImageTooLargeError || err instanceof ImageFetchError || err instanceof ResponseTooLargeError)) throw err;
           deps.log("warn", "upstream image refused", { requestId, provider: provider.id, error: err.message });
-          return fallback(err instanceof ImageTooLargeError
+          return fallback(err instanceof ImageTooLargeError || err instanceof ResponseTooLargeError
             ? "The upstream provider made an image larger than the gateway accepts."
             : "The upstream provider sent an image the gateway could not use.");
         }

@@ -6,7 +6,7 @@ import type { SseEvent } from "./sse-parser.ts";
 import type { UsageMeter } from "../billing/usage-meter.ts";
 import { ImageFetchError, ImageTooLargeError } from "../pipeline/inline-images.ts";
 import { everyTick } from "./ticker.ts";
-import type { ChunkReader } from "../upstream/http1-client.ts";
+import { ResponseTooLargeError, type ChunkReader } from "../transport/transport.ts";
 
 export type StreamOutcome =
   /** The upstream finished its answer and the client got every frame. */
@@ -170,7 +170,8 @@ export function streamAnswer(o: StreamAnswerOptions): ReadableStream<Uint8Array>
         }
       } catch (err) {
         if (done) return;
-        if (err instanceof ImageTooLargeError) chargeable = false;
+        // Answers past a cap are not charged: the client cannot use what was cut off.
+        if (err instanceof ImageTooLargeError || err instanceof ResponseTooLargeError) chargeable = false;
         if (!failure) fail(streamFailure(err, idleExpired));
         await send()?.catch(() => {});
         controller.close();
@@ -187,6 +188,7 @@ export function streamAnswer(o: StreamAnswerOptions): ReadableStream<Uint8Array>
 
 function streamFailure(err: unknown, idle: boolean): StreamEvent & { type: "error" } {
   if (err instanceof ImageTooLargeError) return { type: "error", errorType: "upstream", message: "The upstream provider made an image larger than the gateway accepts." };
+  if (err instanceof ResponseTooLargeError) return { type: "error", errorType: "upstream", message: "The upstream provider sent an answer larger than the gateway accepts." };
   if (err instanceof ImageFetchError) return { type: "error", errorType: "upstream", message: "The upstream provider sent an image the gateway could not use." };
   if (idle) return { type: "error", errorType: "timeout", message: "The upstream provider took too long; the answer was cut off." };
   if (err instanceof SseParseError) return { type: "error", errorType: "upstream", message: "The upstream provider sent a frame larger than the gateway accepts." };
