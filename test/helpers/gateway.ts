@@ -34,6 +34,7 @@ export interface GatewayOptions {
   retry?: { max_retries?: number; max_wait_ms?: number };
   maxFrameBytes?: number;
   maxImageBytes?: number;
+  maxResponseBytes?: number;
   totalMs?: number;
   fetch?: UpstreamFetch;
   log?: Logger;
@@ -95,7 +96,7 @@ export async function startGateway(o: GatewayOptions): Promise<Gateway> {
         { id: IMAGE_CHAT_MODEL, provider: "fake-openai", upstream_model: "flux-chat", category: "image", context_length: 32000, pricing: { input_per_mtok: 100, output_per_mtok: 100, per_image: 0.25 } },
       ],
       server: { keepalive_ms: o.keepaliveMs ?? 15_000 },
-      limits: { requests_per_minute: o.requestsPerMinute ?? 1_000_000, ...(o.maxFrameBytes ? { max_frame_bytes: o.maxFrameBytes } : {}), ...(o.maxImageBytes ? { max_image_bytes: o.maxImageBytes } : {}) },
+      limits: { requests_per_minute: o.requestsPerMinute ?? 1_000_000, ...(o.maxFrameBytes ? { max_frame_bytes: o.maxFrameBytes } : {}), ...(o.maxImageBytes ? { max_image_bytes: o.maxImageBytes } : {}), ...(o.maxResponseBytes ? { max_response_bytes: o.maxResponseBytes } : {}) },
       retry: o.retry ?? {},
     },
     { TEST_OPENAI_KEY: VENDOR_OPENAI_KEY, TEST_ANTHROPIC_KEY: VENDOR_ANTHROPIC_KEY },
