@@ -4,7 +4,7 @@ import { createHttp1Client, UpstreamConnectionError, type Http1Client } from "..
 import { createFetchTransport } from "../src/transport/fetch-transport.ts";
 import { ResponseTooLargeError } from "../src/transport/transport.ts";
 import { pump, rawUpstream, type RawRequest, type RawSocket, type RawUpstream } from "./helpers/raw-upstream.ts";
-import { OPENAI_MODEL, post as postToGateway, startGateway } from "./helpers/gateway.ts";
+import { IMAGE_CHAT_MODEL, OPENAI_MODEL, post as postToGateway, startGateway } from "./helpers/gateway.ts";
 
 /**
  * The upstream client against upstreams that are broken or hostile, each a raw TCP server
@@ -345,10 +345,10 @@ describe("through the gateway", () => {
     usage: { prompt_tokens: 5, completion_tokens: 1, total_tokens: 6 },
   });
 
-  async function gatewayOver(answer: (request: RawRequest, socket: RawSocket) => void) {
+  async function gatewayOver(answer: (request: RawRequest, socket: RawSocket) => void, maxImageBytes?: number) {
     const upstream = rawUpstream(answer);
     upstreams.push(upstream);
-    const gw = await startGateway({ upstreamUrl: upstream.url, maxResponseBytes: MiB, retry: { max_retries: 2 } });
+    const gw = await startGateway({ upstreamUrl: upstream.url, maxResponseBytes: MiB, maxImageBytes, retry: { max_retries: 2 } });
     return { upstream, gw, before: await gw.balanceMicro() };
   }
 
@@ -396,6 +396,28 @@ describe("through the gateway", () => {
       const text = await res.text();
       expect(text.length).toBeGreaterThan(MiB / 2);
       expect(text).toContain(TOO_LARGE);
+      expect(await gw.balanceMicro()).toBe(before);
+    } finally {
+      await gw.stop();
+    }
+  });
+
+  test("an image download that announces more than the cap is refused like an image too large (502, nothing charged)", async () => {
+    // The image cap is set above the answer cap here, so the transport's cap is the one that bites.
+    const { upstream, gw, before } = await gatewayOver((request, socket) => {
+      if (request.raw.startsWith("GET ")) return void socket.write(`HTTP/1.1 200 OK\r\ncontent-type: image/png\r\ncontent-length: ${2 * MiB}\r\n\r\n\x89PNG`);
+      const answer = JSON.stringify({
+        id: "c", object: "chat.completion", created: 1, model: "flux-chat",
+        choices: [{ index: 0, message: { role: "assistant", content: "", images: [{ type: "image_url", image_url: { url: `${upstream.url}/files/out.png` } }] }, finish_reason: "stop" }],
+        usage: { prompt_tokens: 5, completion_tokens: 1, total_tokens: 6 },
+      });
+      socket.write(json(answer));
+    }, 4 * MiB);
+    try {
+      const res = await postToGateway(gw, "/v1/chat/completions", { ...ask, model: IMAGE_CHAT_MODEL });
+      expect(res.status).toBe(502);
+      expect(await res.json()).toMatchObject({ error: { message: "The upstream provider made an image larger than the gateway accepts." } });
+      expect(upstream.requests.map((r) => r.raw.slice(0, 4))).toEqual(["POST", "GET "]);
       expect(await gw.balanceMicro()).toBe(before);
     } finally {
       await gw.stop();

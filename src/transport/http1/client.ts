@@ -62,7 +62,7 @@ export interface Http1Client {
 }
 
 const PROXY_VARS = ["HTTP_PROXY", "HTTPS_PROXY", "http_proxy", "https_proxy", "ALL_PROXY", "all_proxy"];
-export const DEFAULT_MAX_RESPONSE_BYTES = 64 * 1024 * 1024;
+const DEFAULT_MAX_RESPONSE_BYTES = 64 * 1024 * 1024;
 
 export function createHttp1Client(options: Http1ClientOptions = {}): Http1Client {
   const env = options.env ?? process.env;
@@ -77,7 +77,6 @@ export function createHttp1Client(options: Http1ClientOptions = {}): Http1Client
    * first, even when its callback comes after ours. A connection freed during this very turn
    * waits for one more poll, since what came after its answer is not even polled yet.
    */
-  const afterPoll = (write: () => void) => atEndOfTurn(write);
   const afterNextPoll = (write: () => void) => atEndOfTurn(() => atEndOfTurn(write));
   const pool = createPool({ ca: options.ca, idleSeconds: options.idleSeconds ?? 30, maxIdlePerOrigin: options.maxIdlePerOrigin ?? 256 });
 
@@ -114,7 +113,7 @@ export function createHttp1Client(options: Http1ClientOptions = {}): Http1Client
     const pooled = pool.take(target.origin);
     if (pooled) {
       try {
-        return await exchange(pool, pooled, message, { method, signal, maxBytes, hold: pooled.cooling ? afterNextPoll : afterPoll });
+        return await exchange(pool, pooled, message, { method, signal, maxBytes, hold: pooled.cooling ? afterNextPoll : atEndOfTurn });
       } catch (err) {
         // The keep-alive race: the server dropped the connection before answering. Once, on a new one.
         if (!(err instanceof UpstreamConnectionError && err.replayable) || signal?.aborted) throw err;

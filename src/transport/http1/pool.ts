@@ -118,6 +118,7 @@ export function createPool(options: PoolOptions): Pool {
 
   return {
     async connect(target) {
+      // The socket's handlers need the connection as their data, so it exists before its socket does.
       const conn = { socket: null, origin: target.origin, owner: null, dead: false, cooling: false } as unknown as Connection;
       const { tls, hostname, port } = target;
       conn.socket = await Bun.connect<Connection>({
