@@ -22,7 +22,8 @@ import { withSimulatedUpstream } from "./providers/simulated/simulated-upstream.
 import { loadTokenizer } from "./billing/token-estimate.ts";
 import { createInflight } from "./pipeline/inflight.ts";
 import { createChangeWatch } from "./store/change-watch.ts";
-import { createHttp1Client } from "./upstream/http1-client.ts";
+import { createHttp1Client } from "./transport/http1/client.ts";
+import { atEndOfTurn } from "./pipeline/end-of-turn.ts";
 import type { SharedStores } from "./store/stores.ts";
 
 export interface AppDeps {
@@ -69,7 +70,12 @@ export function createApp(deps: AppDeps) {
   const inflight = createInflight();
   // API calls go over our own keep-alive connections; other requests (image downloads) use fetch.
   // While other requests are in flight, a call's write waits for the end of the loop's turn.
-  const upstream = createHttp1Client({ fallback: deps.fetch, coalesce: () => inflight.count > 1 });
+  const upstream = createHttp1Client({
+    fallback: deps.fetch,
+    coalesce: () => inflight.count > 1,
+    atEndOfTurn,
+    maxResponseBytes: deps.settings.limits.max_response_bytes,
+  });
   const forwardDeps = {
     settings: deps.settings,
     ledger,

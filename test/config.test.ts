@@ -271,6 +271,7 @@ describe("resolution", () => {
     expect(s.limits.requests_per_minute).toBe(60);
     expect(s.limits.max_body_bytes).toBe(10 * 1024 * 1024);
     expect(s.limits.max_frame_bytes).toBe(32 * 1024 * 1024);
+    expect(s.limits.max_response_bytes).toBe(64 * 1024 * 1024);
     expect(s.server.keepalive_ms).toBe(15_000);
     expect(s.retry).toEqual({ max_retries: 2, max_wait_ms: 10_000 });
     for (const id of ["up", "ant"]) {

@@ -1,6 +1,7 @@
 import { afterEach, describe, expect, test } from "bun:test";
 import { gzipSync } from "node:zlib";
-import { createHttp1Client, createResponseParser, fastReader } from "../src/upstream/http1-client.ts";
+import { createHttp1Client, fastReader } from "../src/transport/http1/client.ts";
+import { dribble, rawUpstream, type RawSocket } from "./helpers/raw-upstream.ts";
 
 /**
  * The upstream client against raw loopback servers that write exactly the bytes each case
@@ -8,44 +9,18 @@ import { createHttp1Client, createResponseParser, fastReader } from "../src/upst
  */
 type RawServer = { port: number; opened: number; requests: string[]; stop(): void };
 
-function rawServer(answer: (request: string, socket: import("bun").Socket<{ buf: string }>, index: number) => void): RawServer {
-  const state: RawServer = { port: 0, opened: 0, requests: [], stop: () => {} };
-  const server = Bun.listen<{ buf: string }>({
-    hostname: "127.0.0.1",
-    port: 0,
-    socket: {
-      open(socket) {
-        socket.data = { buf: "" };
-        state.opened++;
-      },
-      data(socket, bytes) {
-        socket.data.buf += bytes.toString("latin1");
-        // One request at a time: head, then as many body bytes as it announced.
-        for (;;) {
-          const end = socket.data.buf.indexOf("\r\n\r\n");
-          if (end < 0) return;
-          const length = Number(/content-length: (\d+)/i.exec(socket.data.buf.slice(0, end))?.[1] ?? 0);
-          if (socket.data.buf.length < end + 4 + length) return;
-          const request = socket.data.buf.slice(0, end + 4 + length);
-          socket.data.buf = socket.data.buf.slice(end + 4 + length);
-          state.requests.push(request);
-          answer(request, socket, state.requests.length - 1);
-        }
-      },
+function rawServer(answer: (request: string, socket: RawSocket, index: number) => void): RawServer {
+  const upstream = rawUpstream((request, socket) => answer(request.raw, socket, request.index));
+  return {
+    port: upstream.port,
+    get opened() {
+      return upstream.opened;
     },
-  });
-  state.port = server.port;
-  state.stop = () => server.stop(true);
-  return state;
-}
-
-/** Writes the pieces one by one, each in its own tick, so the client sees them as separate reads. */
-async function dribble(socket: import("bun").Socket<unknown>, pieces: (string | Uint8Array)[]) {
-  for (const piece of pieces) {
-    socket.write(piece);
-    socket.flush();
-    await Bun.sleep(1);
-  }
+    get requests() {
+      return upstream.requests.map((r) => r.raw);
+    },
+    stop: upstream.stop,
+  };
 }
 
 const servers: RawServer[] = [];
@@ -277,7 +252,7 @@ describe("upstream HTTP/1.1 client", () => {
   });
 
   test("a streamed body is readable through the fast reader or the standard stream, not both", async () => {
-    const answer = (_req: string, socket: import("bun").Socket<{ buf: string }>) =>
+    const answer = (_req: string, socket: RawSocket) =>
       socket.write("HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\ntransfer-encoding: chunked\r\n\r\n3\r\nabc\r\n0\r\n\r\n");
     const { post } = setup(answer);
     const viaStream = await post();
@@ -288,36 +263,6 @@ describe("upstream HTTP/1.1 client", () => {
     expect(fastReader(viaReader)).toBeUndefined();
     expect(new TextDecoder().decode((await reader.read()).value)).toBe("abc");
     expect((await reader.read()).done).toBe(true);
-  });
-});
-
-describe("response parser (pure)", () => {
-  const wire = "HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nTransfer-Encoding: chunked\r\n\r\n4\r\nabcd\r\nA;x=y\r\n0123456789\r\n0\r\n\r\n";
-  test("every split point of the bytes gives the same head and body", () => {
-    const bytes = Buffer.from(wire);
-    for (let cut = 1; cut < bytes.length; cut++) {
-      const parser = createResponseParser("POST");
-      const a = parser.push(bytes.subarray(0, cut));
-      const b = parser.push(bytes.subarray(cut));
-      const head = a.head ?? b.head;
-      expect(head?.status).toBe(200);
-      expect(Buffer.concat([...a.chunks, ...b.chunks]).toString()).toBe("abcd0123456789");
-      expect(parser.done).toBe(true);
-      expect(parser.reusable).toBe(true);
-    }
-  });
-
-  test("bad chunk sizes and bad status lines are refused", () => {
-    expect(() => createResponseParser("POST").push(Buffer.from("HTTP/1.1 200 OK\r\ntransfer-encoding: chunked\r\n\r\nzz\r\n"))).toThrow();
-    expect(() => createResponseParser("POST").push(Buffer.from("HTTP/2 200\r\n\r\n"))).toThrow();
-    expect(() => createResponseParser("POST").push(Buffer.from("HTTP/1.1 200 OK\r\ntransfer-encoding: chunked\r\n\r\n123456789\r\n"))).toThrow();
-  });
-
-  test("bytes past the end of an answer make the connection unusable", () => {
-    const parser = createResponseParser("POST");
-    parser.push(Buffer.from("HTTP/1.1 200 OK\r\ncontent-length: 2\r\n\r\n{}HTTP/1.1"));
-    expect(parser.done).toBe(true);
-    expect(parser.reusable).toBe(false);
   });
 });
 

@@ -65,6 +65,11 @@ export const LimitsConfig = t.Object({
   max_image_bytes: t.Integer({ minimum: 1024, default: 8 * 1024 * 1024 }),
   /** Longest download of an image an upstream answered with a URL (redirects and body included). */
   image_fetch_timeout_ms: t.Integer({ minimum: 10, default: 30_000 }),
+  /**
+   * Largest upstream answer body, counted after decompression, streamed or not (a whole SSE
+   * stream counts as one answer). Sized for image answers: base64 images of several MiB each.
+   */
+  max_response_bytes: t.Integer({ minimum: 1024, default: 64 * 1024 * 1024 }),
 });
 
 /** Retries of the same model after 429/503/529; a longer wait moves on to the next fallback model. */

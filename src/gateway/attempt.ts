@@ -10,14 +10,14 @@ import { GatewayError } from "../pipeline/gateway-error.ts";
 import { upstreamStatusError } from "../pipeline/upstream-errors.ts";
 import { ImageFetchError, inlineImages } from "../pipeline/inline-images.ts";
 import { scrubLogDetail } from "../ops/scrub.ts";
-import { fastReader, type ChunkReader } from "../upstream/http1-client.ts";
-import type { UpstreamFetch } from "../pipeline/forward.ts";
+import { fastReader } from "../transport/http1/client.ts";
+import { ResponseTooLargeError, type ChunkReader, type Transport } from "../transport/transport.ts";
 import { Deadline, DeadlineExpired } from "./deadline.ts";
 import { requestedDelayMs, verdictFor, type Verdict } from "./retry-policy.ts";
 
 export interface AttemptDeps {
   settings: Settings;
-  fetch: UpstreamFetch;
+  fetch: Transport;
   log: Logger;
   now: () => number;
 }
@@ -42,6 +42,9 @@ export type AttemptOutcome =
   | { kind: "refused"; verdict: Verdict; error: GatewayError; delayMs?: number };
 
 /** The client went away: nothing more is tried. */
+/** Over the transport's size cap (limits.max_response_bytes). */
+const ANSWER_TOO_LARGE = "The upstream provider sent an answer larger than the gateway accepts.";
+
 export const clientClosed = () => new GatewayError(499, "invalid_request", "The client closed the request.");
 
 /** Error bodies are read this far, for the vendor's message. */
@@ -69,6 +72,7 @@ export async function attemptUpstream(deps: AttemptDeps, req: AttemptRequest, ca
   const refused = (message: string, err?: unknown): AttemptOutcome => {
     if (req.clientSignal.aborted) throw clientClosed();
     const timedOut = err instanceof DeadlineExpired || deadline.signal.reason instanceof DeadlineExpired;
+    if (err instanceof ResponseTooLargeError) return { kind: "refused", verdict: "fallback", error: new GatewayError(502, "upstream", ANSWER_TOO_LARGE) };
     return {
       kind: "refused",
       verdict: "fallback",

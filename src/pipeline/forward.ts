@@ -13,7 +13,9 @@ import { nextStep } from "../gateway/retry-policy.ts";
 import { respond } from "../gateway/respond.ts";
 
 export type { Principal };
-export type UpstreamFetch = (url: string, init: RequestInit) => Promise<Response>;
+import type { Transport } from "../transport/transport.ts";
+/** How the pipeline reaches upstreams: the Transport port. */
+export type UpstreamFetch = Transport;
 
 export interface ForwardDeps {
   settings: Settings;

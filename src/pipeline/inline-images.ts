@@ -1,5 +1,5 @@
 import type { StreamEvent } from "../streaming/events.ts";
-import type { UpstreamFetch } from "./forward.ts";
+import { ResponseTooLargeError, type Transport as UpstreamFetch } from "../transport/transport.ts";
 
 /** Why an image the upstream pointed at could not be used. Each fails the attempt as a 502 that costs nothing. */
 export type ImageFailure =
@@ -120,6 +120,8 @@ async function fetchImage(url: string, o: InlineOptions): Promise<string> {
     return await download(target, o.maxBytes, signal, o.fetch);
   } catch (err) {
     if (err instanceof ImageFetchError) throw err;
+    // The transport's answer cap bit first (it is below the image cap): the image is too large.
+    if (err instanceof ResponseTooLargeError) throw new ImageTooLargeError(o.maxBytes);
     // fetch rejects with a TypeError (DNS, refused, reset) or the signal's reason; the body's
     // reader with either, mid-image. None of them may escape as a 500.
     if (timeout.aborted) throw new ImageFetchError("timeout", `image download took longer than ${o.timeoutMs} ms`);

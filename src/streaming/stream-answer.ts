@@ -5,7 +5,7 @@ import { UpstreamProtocolError, type DecodedFrame } from "../providers/provider.
 import type { SseEvent } from "./sse-parser.ts";
 import type { UsageMeter } from "../billing/usage-meter.ts";
 import { everyTick } from "./ticker.ts";
-import type { ChunkReader } from "../upstream/http1-client.ts";
+import { ResponseTooLargeError, type ChunkReader } from "../transport/transport.ts";
 
 export type StreamOutcome =
   /** The upstream finished its answer and the client got every frame. */
@@ -213,8 +213,9 @@ export function streamAnswer(o: StreamAnswerOptions): ReadableStream<Uint8Array>
       } catch (err) {
         if (done) return;
         const described = o.describeFailure?.(err);
-        // An image that could not be inlined fails the answer uncharged, like any failed attempt.
-        if (described && !described.chargeable) chargeable = false;
+        // An image that could not be inlined fails the answer uncharged, like any failed attempt;
+        // so does an answer past the transport's cap (the client cannot use what was cut off).
+        if ((described && !described.chargeable) || err instanceof ResponseTooLargeError) chargeable = false;
         if (!failure) fail(described?.event ?? streamFailure(err, o.deadline.expired !== undefined));
         await send()?.catch(() => {});
         controller.close();
@@ -230,6 +231,7 @@ export function streamAnswer(o: StreamAnswerOptions): ReadableStream<Uint8Array>
 }
 
 function streamFailure(err: unknown, timedOut: boolean): StreamEvent & { type: "error" } {
+  if (err instanceof ResponseTooLargeError) return { type: "error", errorType: "upstream", message: "The upstream provider sent an answer larger than the gateway accepts." };
   if (timedOut) return { type: "error", errorType: "timeout", message: "The upstream provider took too long; the answer was cut off." };
   if (err instanceof SseParseError) return { type: "error", errorType: "upstream", message: "The upstream provider sent a frame larger than the gateway accepts." };
   if (err instanceof UpstreamProtocolError) return { type: "error", errorType: "upstream", message: "The upstream provider sent malformed data." };

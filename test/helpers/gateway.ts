@@ -37,6 +37,7 @@ export interface GatewayOptions {
   maxFrameBytes?: number;
   maxImageBytes?: number;
   imageFetchTimeoutMs?: number;
+  maxResponseBytes?: number;
   totalMs?: number;
   fetch?: UpstreamFetch;
   log?: Logger;
@@ -108,7 +109,7 @@ export async function startGateway(o: GatewayOptions): Promise<Gateway> {
         ...(o.extraModels ?? []),
       ],
       server: { keepalive_ms: o.keepaliveMs ?? 15_000, ...(o.clientIdleMs ? { client_idle_ms: o.clientIdleMs } : {}) },
-      limits: { requests_per_minute: o.requestsPerMinute ?? 1_000_000, ...(o.maxFrameBytes ? { max_frame_bytes: o.maxFrameBytes } : {}), ...(o.maxImageBytes ? { max_image_bytes: o.maxImageBytes } : {}), ...(o.imageFetchTimeoutMs ? { image_fetch_timeout_ms: o.imageFetchTimeoutMs } : {}) },
+      limits: { requests_per_minute: o.requestsPerMinute ?? 1_000_000, ...(o.maxFrameBytes ? { max_frame_bytes: o.maxFrameBytes } : {}), ...(o.maxImageBytes ? { max_image_bytes: o.maxImageBytes } : {}), ...(o.imageFetchTimeoutMs ? { image_fetch_timeout_ms: o.imageFetchTimeoutMs } : {}), ...(o.maxResponseBytes ? { max_response_bytes: o.maxResponseBytes } : {}) },
       retry: o.retry ?? {},
     },
     { TEST_OPENAI_KEY: VENDOR_OPENAI_KEY, TEST_ANTHROPIC_KEY: VENDOR_ANTHROPIC_KEY },

@@ -3,7 +3,7 @@ import { createOpenAIEncoder, encodeOpenAIBody } from "../../streaming/encode-op
 import { createAnthropicEncoder, encodeAnthropicBody } from "../../streaming/encode-anthropic.ts";
 import { promptText } from "../../pipeline/prepare-upstream.ts";
 import { randomId } from "../../store/ids.ts";
-import type { UpstreamFetch } from "../../pipeline/forward.ts";
+import type { Transport as UpstreamFetch } from "../../transport/transport.ts";
 import { drawPng } from "./draw-png.ts";
 
 const LOREM =

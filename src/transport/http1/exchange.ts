@@ -1,0 +1,192 @@
+import { BodyQueue, offerFastReader } from "./body-queue.ts";
+import { contentCoding, decodedBody } from "./decode-body.ts";
+import type { Connection, ConnectionOwner, Pool } from "./pool.ts";
+import { RequestWriter } from "./request-writer.ts";
+import { ResponseParser, type ResponseHead, type ResponseSink } from "./response-parser.ts";
+
+/** The connection failed; `replayable` when no byte of an answer had arrived, so the request may go again. */
+export class UpstreamConnectionError extends Error {
+  constructor(message: string, readonly replayable: boolean) {
+    super(message);
+    this.name = "UpstreamConnectionError";
+  }
+}
+
+/** Answers with a Content-Length up to this size are handed over whole: one Response, no stream. */
+const BUFFER_WHOLE_BYTES = 8 * 1024 * 1024;
+
+export interface ExchangeOptions {
+  method: string;
+  signal: AbortSignal | undefined;
+  /** The answer's size cap, after decoding. */
+  maxBytes: number;
+  /** Where the write waits before it goes out, if anywhere (see client.ts). */
+  hold: ((write: () => void) => void) | null;
+}
+
+/**
+ * One request and its answer on one connection. The connection goes back to the pool only when
+ * the answer was whole, its framing left nothing in doubt and the request was sent whole;
+ * anything else destroys it. Every failure reaches the caller once: the call rejects, or the
+ * body's reads fail once the Response was handed over.
+ */
+export function exchange(pool: Pool, conn: Connection, message: string, o: ExchangeOptions): Promise<Response> {
+  return new Promise<Response>((resolve, reject) => new Exchange(pool, conn, message, o, resolve, reject));
+}
+
+class Exchange implements ConnectionOwner, ResponseSink {
+  private readonly writer: RequestWriter;
+  private readonly parser: ResponseParser;
+  private settled = false;
+  /** The exchange is over: the connection was released or destroyed. */
+  private over = false;
+  /** A byte of the answer arrived: from here on the request is never sent again. */
+  private answered = false;
+  private whole: { head: ResponseHead; parts: Uint8Array[] } | null = null;
+  private queue: BodyQueue | null = null;
+  /** Body pieces of the current socket read, handed to the queue together. */
+  private readonly pieces: Uint8Array[] = [];
+  private paused = false;
+  private encoded = false;
+  private readonly onAbort: (() => void) | undefined;
+
+  constructor(
+    private readonly pool: Pool,
+    private readonly conn: Connection,
+    message: string,
+    private readonly o: ExchangeOptions,
+    private readonly resolve: (response: Response) => void,
+    private readonly reject: (error: unknown) => void,
+  ) {
+    this.writer = new RequestWriter(message);
+    this.parser = new ResponseParser(o.method, this, o.maxBytes);
+    const signal = o.signal;
+    if (signal) {
+      this.onAbort = () => this.fail(signal.reason ?? new DOMException("aborted", "AbortError"));
+      signal.addEventListener("abort", this.onAbort, { once: true });
+    }
+    conn.owner = this;
+    if (signal?.aborted) {
+      this.onAbort!();
+      return;
+    }
+    // A request aborted (or a connection lost) while held is never written.
+    const write = () => {
+      if (!this.over) this.writer.write(conn.socket);
+    };
+    if (o.hold) o.hold(write);
+    else write();
+  }
+
+  data(bytes: Uint8Array): void {
+    // Bytes before our request left cannot answer it: a late answer to an earlier request.
+    if (!this.writer.started) return this.fail(new UpstreamConnectionError("the upstream sent bytes before the request was written", true));
+    this.answered = true;
+    try {
+      this.parser.push(bytes);
+    } catch (err) {
+      return this.fail(err);
+    }
+    const queue = this.queue;
+    if (queue && this.pieces.length > 0) {
+      queue.push(this.pieces);
+      this.pieces.length = 0;
+      if (!this.parser.done && queue.full && !this.paused) {
+        this.paused = true;
+        this.conn.socket.pause();
+      }
+    }
+    if (this.parser.done) this.complete();
+  }
+
+  closed(reason: Error): void {
+    if (this.over) return;
+    // A body that runs until the connection closes ends here.
+    if (this.answered && this.parser.close()) return this.complete();
+    const message = this.answered ? `${reason.message} before the answer was complete` : reason.message;
+    this.fail(new UpstreamConnectionError(message, !this.answered));
+  }
+
+  drained(): void {
+    if (!this.over) this.writer.write(this.conn.socket);
+  }
+
+  head(head: ResponseHead): void {
+    const parser = this.parser;
+    if (parser.bodyless) return this.settle(new Response(null, head));
+    const coding = contentCoding(head.headers);
+    if (coding === undefined && parser.fixedLength !== null && parser.fixedLength <= BUFFER_WHOLE_BYTES) {
+      // The usual non-stream answer: read it all, then one Response over one buffer.
+      this.whole = { head, parts: [] };
+      return;
+    }
+    const queue = new BodyQueue(this.resumeReading, this.cancelled);
+    let body = queue.stream();
+    if (coding !== undefined) {
+      // Thrown for a coding we cannot read: the parser passes it on, and data() fails the call.
+      body = decodedBody(body, coding, head.headers, this.o.maxBytes);
+      this.encoded = true;
+    }
+    this.queue = queue;
+    const response = new Response(body, head);
+    if (!this.encoded) offerFastReader(response, queue);
+    this.settle(response);
+  }
+
+  body(bytes: Uint8Array): void {
+    if (this.whole) this.whole.parts.push(bytes);
+    else this.pieces.push(bytes);
+  }
+
+  private readonly resumeReading = () => {
+    if (this.paused && !this.conn.dead) {
+      this.paused = false;
+      this.conn.socket.resume();
+    }
+  };
+
+  private readonly cancelled = () => {
+    this.queue = null;
+    if (this.over) return;
+    this.end();
+    this.pool.destroy(this.conn, new Error("answer cancelled"));
+  };
+
+  private settle(response: Response): void {
+    this.settled = true;
+    this.resolve(response);
+  }
+
+  private complete(): void {
+    const whole = this.whole;
+    if (whole) {
+      this.whole = null;
+      const { parts } = whole;
+      this.settle(new Response(parts.length === 1 ? parts[0] : Buffer.concat(parts), whole.head));
+    }
+    this.queue?.end();
+    this.queue = null;
+    this.end();
+    // A compressed answer's connection is not kept: its decoded size is only known as it is read.
+    if (this.parser.reusable && this.writer.finished && !this.encoded) this.pool.release(this.conn);
+    else this.pool.destroy(this.conn, new Error("connection not reusable"));
+  }
+
+  private fail(error: unknown): void {
+    if (this.over) return;
+    this.end();
+    if (!this.settled) {
+      this.settled = true;
+      this.reject(error);
+    } else if (this.queue) {
+      this.queue.end(error);
+      this.queue = null;
+    }
+    this.pool.destroy(this.conn, error instanceof Error ? error : new Error(String(error)));
+  }
+
+  private end(): void {
+    this.over = true;
+    if (this.onAbort) this.o.signal!.removeEventListener("abort", this.onAbort);
+  }
+}

@@ -1,0 +1,172 @@
+import type { Socket } from "bun";
+import type { Target } from "./request-writer.ts";
+
+/**
+ * Keep-alive connections per origin, and their hygiene.
+ *
+ * A connection belongs to one exchange at a time (its `owner`), which gets every byte the socket
+ * reads. A connection without an owner that receives anything is destroyed: in HTTP/1.1 an
+ * answer nobody asked for can only be read as the next request's answer, so the connection is
+ * worth nothing after it.
+ *
+ * A connection freed during this turn of the event loop is `cooling` until the turn ends: bytes
+ * the upstream sent after the answer may already wait in the kernel, unread until the next poll.
+ * `take` prefers connections a poll has looked at since they were freed, and the client holds
+ * the write of a request on a pooled connection until those polls' callbacks have run (see
+ * client.ts), so late bytes reach the idle check before a request can claim them.
+ */
+export interface ConnectionOwner {
+  /** Each piece of the socket's bytes while this owner has the connection. */
+  data(bytes: Uint8Array): void;
+  /** The connection is gone (closed by the peer, failed, or destroyed by us). */
+  closed(reason: Error): void;
+  drained(): void;
+}
+
+export interface Connection {
+  socket: Socket<Connection>;
+  origin: string;
+  owner: ConnectionOwner | null;
+  dead: boolean;
+  /** Freed during the current turn: no poll has read what may have arrived since. */
+  cooling: boolean;
+}
+
+export interface PoolOptions {
+  /** Extra TLS trust (tests use a private CA); the system store is always used. */
+  ca?: string;
+  /** Seconds an idle connection is kept; under common server keep-alive timeouts. */
+  idleSeconds: number;
+  maxIdlePerOrigin: number;
+}
+
+export interface Pool {
+  /** A new connection, owned by nobody yet. Rejects with the socket's error. */
+  connect(target: Target): Promise<Connection>;
+  /** An idle connection to the origin, if there is one; it is the caller's to own. */
+  take(origin: string): Connection | undefined;
+  /** Back to the pool after a whole answer whose framing left nothing in doubt. */
+  release(conn: Connection): void;
+  /** Closed at once; its owner, if any, hears `closed(reason)`. */
+  destroy(conn: Connection, reason: Error): void;
+  /** Open sockets, idle or owned. */
+  size(): number;
+  close(): void;
+}
+
+export function createPool(options: PoolOptions): Pool {
+  const idle = new Map<string, Connection[]>();
+  const open = new Set<Connection>();
+  /** Connections freed this turn; they stop cooling when it ends. */
+  const cooling: Connection[] = [];
+  let turnEndScheduled = false;
+
+  const handlers = {
+    data(socket: Socket<Connection>, bytes: Uint8Array) {
+      const conn = socket.data;
+      if (conn.owner) conn.owner.data(bytes);
+      else destroy(conn, new Error("the upstream sent bytes on an idle connection"));
+    },
+    drain(socket: Socket<Connection>) {
+      socket.data.owner?.drained();
+    },
+    close(socket: Socket<Connection>) {
+      lost(socket.data, new Error("the upstream closed the connection"));
+    },
+    error(socket: Socket<Connection>, error: Error) {
+      lost(socket.data, error);
+    },
+    handshake(socket: Socket<Connection>, success: boolean, authorizationError: Error | null) {
+      // Verification failures close the socket anyway; this keeps the reason for the log.
+      if (!success || authorizationError) {
+        lost(socket.data, new Error(`TLS handshake with the upstream failed: ${authorizationError?.message ?? "refused"}`));
+        socket.terminate();
+      }
+    },
+    timeout(socket: Socket<Connection>) {
+      // Only idle connections have a timeout set.
+      destroy(socket.data, new Error("idle timeout"));
+    },
+  };
+
+  function lost(conn: Connection, reason: Error): void {
+    if (conn.dead) return;
+    conn.dead = true;
+    open.delete(conn);
+    unpool(conn);
+    const owner = conn.owner;
+    conn.owner = null;
+    owner?.closed(reason);
+  }
+
+  function destroy(conn: Connection, reason: Error): void {
+    lost(conn, reason);
+    conn.socket.terminate();
+  }
+
+  function unpool(conn: Connection): void {
+    const list = idle.get(conn.origin);
+    const at = list ? list.indexOf(conn) : -1;
+    if (at >= 0) list!.splice(at, 1);
+  }
+
+  function endTurn(): void {
+    turnEndScheduled = false;
+    for (const conn of cooling) conn.cooling = false;
+    cooling.length = 0;
+  }
+
+  return {
+    async connect(target) {
+      // The socket's handlers need the connection as their data, so it exists before its socket does.
+      const conn = { socket: null, origin: target.origin, owner: null, dead: false, cooling: false } as unknown as Connection;
+      const { tls, hostname, port } = target;
+      conn.socket = await Bun.connect<Connection>({
+        hostname,
+        port,
+        data: conn,
+        socket: handlers,
+        ...(tls ? { tls: { serverName: hostname, rejectUnauthorized: true, ...(options.ca ? { ca: options.ca } : {}) } } : {}),
+      });
+      conn.socket.setNoDelay(true);
+      open.add(conn);
+      return conn;
+    },
+
+    take(origin) {
+      const list = idle.get(origin);
+      if (!list || list.length === 0) return undefined;
+      // Cooling connections are the most recently freed, so they sit on top of the stack.
+      let at = list.length - 1;
+      while (at > 0 && list[at]!.cooling) at--;
+      if (list[at]!.cooling) at = list.length - 1;
+      const conn = list[at]!;
+      list.splice(at, 1);
+      conn.socket.timeout(0);
+      return conn;
+    },
+
+    release(conn) {
+      conn.owner = null;
+      if (conn.dead) return;
+      let list = idle.get(conn.origin);
+      if (!list) idle.set(conn.origin, (list = []));
+      if (list.length >= options.maxIdlePerOrigin) return destroy(conn, new Error("pool full"));
+      conn.socket.timeout(options.idleSeconds);
+      list.push(conn);
+      conn.cooling = true;
+      cooling.push(conn);
+      if (!turnEndScheduled) {
+        turnEndScheduled = true;
+        // Immediates run once the turn's I/O callbacks have all run, before the next poll.
+        setImmediate(endTurn);
+      }
+    },
+
+    destroy,
+    size: () => open.size,
+    close() {
+      for (const conn of [...open]) destroy(conn, new Error("client closed"));
+    },
+  };
+}

@@ -1,0 +1,327 @@
+import { ResponseTooLargeError } from "../transport.ts";
+
+/**
+ * Incremental HTTP/1.1 response parser: bytes in, a head and body pieces out. Any split of the
+ * bytes gives the same result, and every buffer it keeps is bounded. Pure: no sockets, no clock.
+ *
+ * Strict where being lenient would let one answer be read as another's: a framing it cannot be
+ * sure of is an error (both Content-Length and Transfer-Encoding, a transfer coding other than
+ * chunked, differing lengths, malformed chunk sizes), and whatever makes the next answer's start
+ * uncertain makes the connection not reusable (bytes after the end, an interim answer other than
+ * 100 Continue, HTTP/1.0, `Connection: close`, a body that ends at close).
+ *
+ * Body pieces are views into the pushed buffers, not copies: Bun hands each socket read its own
+ * buffer, so a piece stays valid after the read.
+ *
+ * A little over 300 lines, all of it one job: most of the length is the checks above, each a
+ * line or two, and splitting heads from bodies would split one state machine in two.
+ */
+export interface ResponseHead {
+  status: number;
+  statusText: string;
+  headers: Headers;
+}
+
+export interface ResponseSink {
+  /** The final head (interim 1xx heads are not reported). */
+  head(head: ResponseHead): void;
+  /** A piece of the body, in order. */
+  body(bytes: Uint8Array): void;
+}
+
+/** The bytes are not an HTTP/1.1 answer we can delimit with certainty. */
+export class ResponseFramingError extends Error {
+  constructor(message: string) {
+    super(`the upstream sent a malformed answer: ${message}`);
+    this.name = "ResponseFramingError";
+  }
+}
+
+/** Response heads (all interim heads included) beyond this are refused; vendors send a few hundred bytes. */
+export const MAX_HEAD_BYTES = 64 * 1024;
+/** A chunk-size line, extensions included. */
+const MAX_CHUNK_LINE_BYTES = 1024;
+
+const enum State {
+  Head,
+  Fixed,
+  ChunkSize,
+  ChunkData,
+  ChunkDataEnd,
+  Trailers,
+  UntilClose,
+  Done,
+}
+
+const STATUS_LINE = /^HTTP\/1\.([01]) ([1-5]\d\d)(?: ([^\r\n]*))?$/;
+const DIGITS = /^\d{1,15}$/;
+const latin1 = new TextDecoder("latin1");
+
+export class ResponseParser {
+  private state = State.Head;
+  /**
+   * An unfinished head, chunk-size line or trailer, kept for the next push. It grows by
+   * doubling and is searched only where it was not yet, so a head dribbled a byte at a time
+   * costs linear time, not quadratic.
+   */
+  private carry: Uint8Array | null = null;
+  private carried = 0;
+  private searched = 0;
+  private remaining = 0;
+  private keepAlive = true;
+  /** Something made the next answer's start uncertain, though this one is whole. */
+  private tainted = false;
+  private headBytes = 0;
+  private bodyBytes = 0;
+  private isBodyless = false;
+  private length: number | null = null;
+
+  constructor(
+    private readonly method: string,
+    private readonly sink: ResponseSink,
+    private readonly maxBodyBytes = Number.POSITIVE_INFINITY,
+  ) {}
+
+  /** The whole answer has been read. */
+  get done(): boolean {
+    return this.state === State.Done;
+  }
+
+  /** The answer has no body (HEAD, 204, 304). */
+  get bodyless(): boolean {
+    return this.isBodyless;
+  }
+
+  /** The body's size when the head announced one. */
+  get fixedLength(): number | null {
+    return this.length;
+  }
+
+  /** The connection may carry another request: this answer is whole and nothing about it was off. */
+  get reusable(): boolean {
+    return this.state === State.Done && this.keepAlive && !this.tainted && this.carried === 0;
+  }
+
+  /** Throws ResponseFramingError, or ResponseTooLargeError once the body passes the cap. */
+  push(bytes: Uint8Array): void {
+    let buf = bytes;
+    /** Where the search for the current token's end starts: past what earlier pushes searched. */
+    let from = 0;
+    if (this.carried > 0) {
+      buf = this.appendToCarry(bytes);
+      from = this.searched;
+    }
+    const inCarry = buf !== bytes;
+    let pos = 0;
+    while (pos < buf.length && this.state !== State.Done) {
+      switch (this.state) {
+        case State.Head: {
+          const end = indexOfHeadEnd(buf, Math.max(pos, from));
+          if (end < 0) {
+            if (this.headBytes + buf.length - pos > MAX_HEAD_BYTES) throw new ResponseFramingError("response head too large");
+            return this.keep(buf, pos);
+          }
+          this.headBytes += end + 4 - pos;
+          if (this.headBytes > MAX_HEAD_BYTES) throw new ResponseFramingError("response head too large");
+          this.parseHead(latin1.decode(view(buf, pos, end - pos)));
+          pos = end + 4;
+          break;
+        }
+        case State.Fixed:
+        case State.ChunkData: {
+          const take = Math.min(this.remaining, buf.length - pos);
+          // The body holds views into this buffer: the carry must not be reused under them.
+          if (inCarry) this.carry = null;
+          this.sink.body(view(buf, pos, take));
+          pos += take;
+          this.remaining -= take;
+          if (this.remaining === 0) this.state = this.state === State.Fixed ? State.Done : State.ChunkDataEnd;
+          break;
+        }
+        case State.ChunkSize: {
+          const end = indexOfCrlf(buf, Math.max(pos, from));
+          if (end < 0) {
+            if (buf.length - pos > MAX_CHUNK_LINE_BYTES) throw new ResponseFramingError("chunk size line too long");
+            return this.keep(buf, pos);
+          }
+          if (end - pos > MAX_CHUNK_LINE_BYTES) throw new ResponseFramingError("chunk size line too long");
+          const size = chunkSize(buf, pos, end);
+          this.countBody(size);
+          this.remaining = size;
+          pos = end + 2;
+          this.state = size === 0 ? State.Trailers : State.ChunkData;
+          break;
+        }
+        case State.ChunkDataEnd: {
+          if (buf.length - pos < 2) {
+            if (buf[pos] !== 13) throw new ResponseFramingError("missing CRLF after chunk");
+            return this.keep(buf, pos);
+          }
+          if (buf[pos] !== 13 || buf[pos + 1] !== 10) throw new ResponseFramingError("missing CRLF after chunk");
+          pos += 2;
+          this.state = State.ChunkSize;
+          break;
+        }
+        case State.Trailers: {
+          const end = indexOfCrlf(buf, Math.max(pos, from));
+          const size = (end < 0 ? buf.length : end + 2) - pos;
+          // Trailers share the head's budget: an endless trailer is as bad as an endless head.
+          if (this.headBytes + size > MAX_HEAD_BYTES) throw new ResponseFramingError("trailers too large");
+          if (end < 0) return this.keep(buf, pos);
+          this.headBytes += size;
+          // Trailer fields carry nothing we use; the empty line ends the message.
+          if (end === pos) this.state = State.Done;
+          pos = end + 2;
+          break;
+        }
+        case State.UntilClose: {
+          this.countBody(buf.length - pos);
+          if (inCarry) this.carry = null;
+          this.sink.body(view(buf, pos, buf.length - pos));
+          pos = buf.length;
+          break;
+        }
+      }
+    }
+    // Bytes past the end of the answer: a second answer, or a wrong length. Either way the
+    // connection's framing can no longer be trusted.
+    if (pos < buf.length) this.tainted = true;
+  }
+
+  /**
+   * The connection closed: true when that ended the answer (a body delimited by close). False
+   * for any other unfinished answer, which is never handed over as a whole one.
+   */
+  close(): boolean {
+    if (this.state === State.UntilClose) this.state = State.Done;
+    return this.state === State.Done;
+  }
+
+  /** Appends a push's bytes to the carry; returns a view of all of it. */
+  private appendToCarry(bytes: Uint8Array): Uint8Array {
+    const carry = this.carry!;
+    const length = this.carried + bytes.length;
+    let into = carry;
+    if (length > carry.length) {
+      into = new Uint8Array(Math.max(length, carry.length * 2));
+      into.set(view(carry, 0, this.carried));
+      this.carry = into;
+    }
+    into.set(bytes, this.carried);
+    this.carried = 0;
+    return view(into, 0, length);
+  }
+
+  /** Keeps buf[pos..] for the next push: an unfinished token. */
+  private keep(buf: Uint8Array, pos: number): void {
+    const tail = buf.length - pos;
+    if (this.carry && buf.buffer === this.carry.buffer) this.carry.copyWithin(0, pos, buf.length);
+    else {
+      if (!this.carry || this.carry.length < tail) this.carry = new Uint8Array(Math.max(tail, 1024));
+      this.carry.set(view(buf, pos, tail));
+    }
+    this.carried = tail;
+    // The end of a token is at most 4 bytes long: what it could start in is searched again.
+    this.searched = Math.max(0, tail - 3);
+  }
+
+  private countBody(bytes: number): void {
+    this.bodyBytes += bytes;
+    if (this.bodyBytes > this.maxBodyBytes) throw new ResponseTooLargeError(this.maxBodyBytes);
+  }
+
+  private parseHead(text: string): void {
+    const lines = text.split("\r\n");
+    const status = STATUS_LINE.exec(lines[0]!);
+    if (!status) throw new ResponseFramingError("bad status line");
+    const code = Number(status[2]);
+    const headers = new Headers();
+    for (let i = 1; i < lines.length; i++) {
+      const line = lines[i]!;
+      const colon = line.indexOf(":");
+      if (colon <= 0) throw new ResponseFramingError("bad header line");
+      try {
+        // Headers refuses names with spaces (so also folded lines) and values with CR, LF or NUL.
+        headers.append(line.slice(0, colon), line.slice(colon + 1).trim());
+      } catch {
+        throw new ResponseFramingError("bad header line");
+      }
+    }
+    if (code < 200) {
+      if (code === 101) throw new ResponseFramingError("the upstream switched protocols");
+      // 100 Continue is the interim answer HTTP/1.1 clients expect; anything else, read past but not trusted after.
+      if (code !== 100) this.tainted = true;
+      return;
+    }
+    const connection = (headers.get("connection") ?? "").toLowerCase();
+    // HTTP/1.0 keep-alive is a dialect of its own; such an answer's connection is not reused.
+    this.keepAlive = status[1] === "1" && !connection.includes("close");
+    const transfer = headers.get("transfer-encoding");
+    const length = headers.get("content-length");
+    if (this.method === "HEAD" || code === 204 || code === 304) {
+      this.isBodyless = true;
+      this.state = State.Done;
+    } else if (transfer !== null) {
+      if (length !== null) throw new ResponseFramingError("both content-length and transfer-encoding");
+      if (transfer.trim().toLowerCase() !== "chunked") throw new ResponseFramingError(`unsupported transfer-encoding ${transfer}`);
+      headers.delete("transfer-encoding");
+      this.state = State.ChunkSize;
+    } else if (length !== null) {
+      this.length = contentLength(length);
+      if (this.length > this.maxBodyBytes) throw new ResponseTooLargeError(this.maxBodyBytes);
+      this.remaining = this.length;
+      this.state = this.length === 0 ? State.Done : State.Fixed;
+    } else {
+      this.state = State.UntilClose;
+      this.keepAlive = false;
+    }
+    this.sink.head({ status: code, statusText: status[3] ?? "", headers });
+  }
+}
+
+/** Repeated Content-Length values are allowed when they agree (RFC 9112 §6.3). */
+function contentLength(value: string): number {
+  let length = -1;
+  for (const part of value.split(",")) {
+    const digits = part.trim();
+    if (!DIGITS.test(digits) || (length >= 0 && Number(digits) !== length)) throw new ResponseFramingError("bad content-length");
+    length = Number(digits);
+  }
+  return length;
+}
+
+/** The hex size at the start of a chunk line; chunk extensions (";name=value") carry nothing we use. */
+function chunkSize(buf: Uint8Array, from: number, end: number): number {
+  let size = 0;
+  let digits = 0;
+  let i = from;
+  for (; i < end; i++) {
+    const c = buf[i]!;
+    const digit = c >= 48 && c <= 57 ? c - 48 : c >= 97 && c <= 102 ? c - 87 : c >= 65 && c <= 70 ? c - 55 : -1;
+    if (digit < 0) break;
+    if (++digits > 8) throw new ResponseFramingError("chunk size too large");
+    size = size * 16 + digit;
+  }
+  for (; i < end && (buf[i] === 32 || buf[i] === 9); i++);
+  if (digits === 0 || (i < end && buf[i] !== 59)) throw new ResponseFramingError("bad chunk size");
+  return size;
+}
+
+function indexOfCrlf(buf: Uint8Array, from: number): number {
+  for (let i = buf.indexOf(13, from); i >= 0 && i < buf.length - 1; i = buf.indexOf(13, i + 1)) {
+    if (buf[i + 1] === 10) return i;
+  }
+  return -1;
+}
+
+function indexOfHeadEnd(buf: Uint8Array, from: number): number {
+  for (let i = indexOfCrlf(buf, from); i >= 0; i = indexOfCrlf(buf, i + 2)) {
+    if (buf[i + 2] === 13 && buf[i + 3] === 10) return i;
+  }
+  return -1;
+}
+
+/** A plain view: Buffer's slice/subarray go through its species constructor, several times dearer. */
+function view(buf: Uint8Array, at: number, length: number): Uint8Array {
+  return new Uint8Array(buf.buffer, buf.byteOffset + at, length);
+}

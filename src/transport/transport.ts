@@ -1,0 +1,47 @@
+/**
+ * The Transport port: how the pipeline reaches an upstream. It is `fetch`'s call signature, so
+ * the global `fetch` is one implementation and our HTTP/1.1 client (http1/client.ts) another;
+ * the pipeline cannot tell them apart except through the optional fast reader below.
+ *
+ * Every implementation bounds what it reads: an answer larger than its cap (counted after
+ * decompression) fails with `ResponseTooLargeError`, from the call itself or from the body's reads.
+ */
+export type Transport = (url: string, init: RequestInit) => Promise<Response>;
+
+export type ReadResult = { done: false; value: Uint8Array } | { done: true; value: undefined };
+
+/** What the stream pipeline needs of a body: the subset of a ReadableStream reader it uses. */
+export interface ChunkReader {
+  read(): Promise<ReadResult>;
+  cancel(reason?: unknown): Promise<void>;
+}
+
+/** The upstream's answer passed the transport's size cap; nothing more of it is read. */
+export class ResponseTooLargeError extends Error {
+  constructor(readonly limit: number) {
+    super(`the upstream answer is larger than ${limit} bytes`);
+    this.name = "ResponseTooLargeError";
+  }
+}
+
+/**
+ * A body stream that fails with `ResponseTooLargeError` once more than `limit` bytes went through,
+ * and cancels its source then, so the connection under it is dropped rather than read to the end.
+ */
+export function cappedStream(source: ReadableStream<Uint8Array>, limit: number): ReadableStream<Uint8Array> {
+  const reader = source.getReader();
+  let total = 0;
+  return new ReadableStream<Uint8Array>({
+    async pull(controller) {
+      const { done, value } = await reader.read();
+      if (done) return controller.close();
+      total += value.byteLength;
+      if (total > limit) {
+        reader.cancel().catch(() => {});
+        return controller.error(new ResponseTooLargeError(limit));
+      }
+      controller.enqueue(value);
+    },
+    cancel: (reason) => reader.cancel(reason),
+  }, { highWaterMark: 0 });
+}
