@@ -5,7 +5,7 @@ import { countTokens } from "../src/billing/token-estimate.ts";
 const words = (n: number, seed: number) => Array.from({ length: n }, (_, i) => `w${(i * 7919 + seed) % 10007}`).join(" ") + " ";
 
 describe("usage meter", () => {
-  test("an answer with no reported usage is counted the same whether or not it was spilled to the tokenizer along the way", async () => {
+  test("a long answer with no reported usage is counted from a sample at its rate: within a few percent of an exact count", async () => {
     const pieces = Array.from({ length: 60 }, (_, i) => words(300, i));
     const spilling = createUsageMeter(4_096);
     const keeping = createUsageMeter(Number.MAX_SAFE_INTEGER);
@@ -16,8 +16,7 @@ describe("usage meter", () => {
     const [a, b] = await Promise.all([spilling.total(() => "prompt"), keeping.total(() => "prompt")]);
     expect(a.estimated).toBe(true);
     expect(b.outputTokens).toBe(await countTokens(pieces.join("")));
-    // Cutting the text where a word may be split changes a count by a token per cut at most.
-    expect(Math.abs(a.outputTokens - b.outputTokens)).toBeLessThanOrEqual(pieces.length);
+    expect(Math.abs(a.outputTokens - b.outputTokens) / b.outputTokens).toBeLessThan(0.05);
   });
 
   test("a 24 MB answer does not stay in memory: what is kept for an estimate is bounded", async () => {

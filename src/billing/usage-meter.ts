@@ -11,27 +11,31 @@ export interface MeteredUsage {
 }
 
 /**
- * Text kept for a possible estimate before it is counted and dropped. Most answers are far
- * shorter (8,192 tokens ≈ 32 KB); a longer one costs a count in the tokenizer's thread per
- * this much, never memory that grows with the answer.
+ * Text kept for a possible estimate. Shorter answers (8 K characters ≈ 2,000 tokens) are counted
+ * exactly if they must be; past this, the kept text is the answer's sample: the rest is only
+ * measured in characters and counted at the sample's rate of tokens per character. Nothing is
+ * tokenized until the answer ends without a reported count (rare: most upstreams report), so an
+ * answer costs at most this much memory and no CPU for it, however long it runs — 2,000 open
+ * streams, 16 MB.
  */
-export const METER_KEEP_CHARS = 256 * 1024;
+export const METER_KEEP_CHARS = 8 * 1024;
 
 /**
  * Watches the event stream and remembers what the upstream reported. The generated text is
  * kept only so that an upstream that reports nothing can still be billed by count, and only up
- * to METER_KEEP_CHARS: past that it is handed to the tokenizer and dropped, its count kept.
+ * to METER_KEEP_CHARS (see above). Once the upstream reports its output count, nothing is kept.
  */
 export function createUsageMeter(keepChars = METER_KEEP_CHARS) {
   let input: number | undefined;
   let output: number | undefined;
   const produced: string[] = [];
-  /** Frames relayed without decoding; decoded only if their text must be counted. */
-  const deferred: (() => StreamEvent[])[] = [];
+  /** Frames relayed without decoding (with their size); decoded only if their text must be counted. */
+  const deferred: { decode: () => StreamEvent[]; size: number }[] = [];
   /** Characters held in `produced` and `deferred` (frames count their raw size). */
   let kept = 0;
-  /** Counts of text already handed to the tokenizer and dropped. */
-  const counted: Promise<number>[] = [];
+  /** Once the budget is passed: the sample's text, and what came after it (in characters). */
+  let sample: { text: string; textPerFrameChar: number } | undefined;
+  let afterSample = 0;
   let finished = false;
   let empty = true;
   let images = 0;
@@ -39,17 +43,31 @@ export function createUsageMeter(keepChars = METER_KEEP_CHARS) {
 
   const keep = (text: string) => {
     if (output !== undefined) return; // reported: the text will never be counted
+    if (sample) {
+      afterSample += text.length;
+      return;
+    }
     produced.push(text);
     kept += text.length;
-    if (kept > keepChars) spill();
+    if (kept > keepChars) takeSample();
   };
-  /** Decodes what was deferred, hands all kept text to the tokenizer, and lets go of it. */
-  const spill = () => {
-    for (const decode of deferred.splice(0)) for (const e of decode()) if (e.type === "text" || e.type === "reasoning") produced.push(e.text);
+  /** Decodes what was deferred and keeps the text so far as the answer's sample. */
+  const takeSample = () => {
+    let frameChars = 0;
+    let frameText = 0;
+    for (const { decode, size } of deferred.splice(0)) {
+      frameChars += size;
+      for (const e of decode()) {
+        if (e.type !== "text" && e.type !== "reasoning") continue;
+        produced.push(e.text);
+        frameText += e.text.length;
+      }
+    }
     const text = produced.join("");
     produced.length = 0;
     kept = 0;
-    if (text.length > 0) counted.push(countTokens(text));
+    // Frames relayed undecoded after this are counted by their size, at the text share seen here.
+    sample = { text, textPerFrameChar: frameChars > 0 ? frameText / frameChars : 1 };
   };
 
   return {
@@ -57,9 +75,13 @@ export function createUsageMeter(keepChars = METER_KEEP_CHARS) {
     defer(decode: () => StreamEvent[], size = 0): void {
       empty = false;
       if (output !== undefined) return;
-      deferred.push(decode);
+      if (sample) {
+        afterSample += size * sample.textPerFrameChar;
+        return;
+      }
+      deferred.push({ decode, size });
       kept += size;
-      if (kept > keepChars) spill();
+      if (kept > keepChars) takeSample();
     },
     observe(e: StreamEvent): void {
       if (e.type !== "error") empty = false;
@@ -79,7 +101,7 @@ export function createUsageMeter(keepChars = METER_KEEP_CHARS) {
             // The upstream said how much it produced: what was kept to count it can go.
             produced.length = 0;
             deferred.length = 0;
-            counted.length = 0;
+            sample = undefined;
             kept = 0;
           }
           break;
@@ -118,9 +140,11 @@ export function createUsageMeter(keepChars = METER_KEEP_CHARS) {
     const estimated = input === undefined || output === undefined;
     let outputTokens = output;
     if (outputTokens === undefined) {
-      spill();
-      outputTokens = 0;
-      for (const part of await Promise.all(counted)) outputTokens += part;
+      const exact = !sample;
+      if (!sample) takeSample();
+      const { text } = sample!;
+      const tokens = await countTokens(text);
+      outputTokens = exact ? tokens : tokens + (text.length > 0 ? Math.ceil((afterSample * tokens) / text.length) : Math.ceil(afterSample / 4));
     }
     return {
       inputTokens: input ?? (await countTokens(promptText())),
