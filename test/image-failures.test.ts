@@ -24,11 +24,13 @@ const closedPort = (() => {
 
 const upstream = useFakeUpstream();
 /**
- * The network under the gateway: image URLs whose path names a network failure are sent where
- * that failure really happens (a name that never resolves, a closed port); all else goes on.
+ * The network under the gateway: image URLs whose path names a network failure fail as that
+ * failure does (a name that does not resolve — as the resolver answers it, without asking a real
+ * one, whose answer this sandbox may never give; a closed port); all else goes on.
  */
 const network = (url: string, init: RequestInit) => {
-  if (url.endsWith("/files/dns.png")) return fetch("http://images.switchyard-test.invalid/out.png", init);
+  if (url.endsWith("/files/dns.png")) return Promise.reject(Object.assign(new Error("getaddrinfo ENOTFOUND images.switchyard-test.invalid"), { code: "ENOTFOUND" }));
+  if (url.endsWith("/files/no-answer.png")) return new Promise<Response>(() => {}); // a lookup that never comes back
   if (url.endsWith("/files/refused.png")) return fetch(`http://127.0.0.1:${closedPort}/out.png`, init);
   return fetch(url, init);
 };
@@ -78,6 +80,8 @@ const FAILURES: Failure[] = [
     errorType: "upstream_error",
   },
   { kind: "timeout", file: "slow.png", serve: () => [{ kind: "hang" }], message: "The upstream provider's image did not arrive in time.", errorType: "timeout_error" },
+  // A transport that does not give up when told to (a hung name lookup): the timeout holds anyway.
+  { kind: "timeout, the transport ignoring the abort", file: "no-answer.png", message: "The upstream provider's image did not arrive in time.", errorType: "timeout_error" },
   {
     kind: "too large (Content-Length)",
     file: "big.png",

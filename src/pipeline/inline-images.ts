@@ -134,7 +134,7 @@ async function download(start: URL, maxBytes: number, signal: AbortSignal, fetch
   let res: Response;
   for (let hops = 0; ; hops++) {
     // Redirects are handled here, not by fetch: one to another host could reach our own network.
-    res = await fetch(target.href, { method: "GET", signal, redirect: "manual" });
+    res = await untilAborted(fetch(target.href, { method: "GET", signal, redirect: "manual" }), signal);
     if (res.status < 300 || res.status > 399) break;
     res.body?.cancel().catch(() => {});
     const location = res.headers.get("location");
@@ -170,4 +170,27 @@ async function download(start: URL, maxBytes: number, signal: AbortSignal, fetch
   const type = sniffImageType(bytes);
   if (!type) throw new ImageFetchError("not_image", "fetched file is not a PNG, JPEG, GIF or WebP");
   return `data:${type};base64,${bytes.toString("base64")}`;
+}
+
+/**
+ * A fetch that ends when its signal does, whatever the transport does with the signal: a name
+ * lookup that hangs (no resolver answering) is not always interrupted by an abort, and the
+ * download's timeout must hold anyway.
+ */
+function untilAborted<T>(pending: Promise<T>, signal: AbortSignal): Promise<T> {
+  if (signal.aborted) return Promise.reject(signal.reason);
+  return new Promise<T>((resolve, reject) => {
+    const onAbort = () => reject(signal.reason);
+    signal.addEventListener("abort", onAbort, { once: true });
+    pending.then(
+      (value) => {
+        signal.removeEventListener("abort", onAbort);
+        resolve(value);
+      },
+      (err) => {
+        signal.removeEventListener("abort", onAbort);
+        reject(err);
+      },
+    );
+  });
 }

@@ -5,6 +5,7 @@ import { randomId } from "../ids.ts";
 import { classifyPgFailure, describePgFailure, int, sqlState, withTimeout, type Pg, type PgFailure } from "./pg-client.ts";
 import { creditAccount } from "./pg-credits.ts";
 import { DB_NOW_MS } from "./pg-migrations.ts";
+import { createSettlementQueue, type QueuedSettlement, type RejectionCounter } from "../../billing/settlement-queue.ts";
 
 export interface PgLedgerOptions {
   now: () => number;
@@ -28,17 +29,13 @@ export interface PgLedgerOptions {
   instanceId?: string;
 }
 
-type Counter = { keyId: string; minute: number; status: number; count: number };
+type Counter = RejectionCounter;
 
-interface Queued {
+interface Queued extends QueuedSettlement {
   /** A settlement, or (`release`) a hold to void without a record. */
-  settlement: Settlement;
   release?: true;
   /** What this process held for the request (0: nothing, a free model). */
   held: number;
-  /** False once the database refused its debit for good: the record is written without it. */
-  charge?: false;
-  done?: () => void;
 }
 
 interface HeldAmount {
@@ -49,8 +46,6 @@ interface HeldAmount {
 
 /** Settlements written per transaction at most. */
 const MAX_BATCH = 1_000;
-const MAX_REJECTION_COUNTERS = 10_000;
-const REJECTION_FLUSH_MS = 1_000;
 /** Holds of dead processes released per sweep at most (the next sweep takes the rest). */
 const SWEEP_BATCH = 1_000;
 
@@ -99,17 +94,6 @@ export async function createPostgresLedger(sql: Pg, o: PgLedgerOptions): Promise
   // ── Holds this process took (the database has all of them; these are what we settle against). ──
   const holds = new Map<string, HeldAmount>();
 
-  let queue: Queued[] = [];
-  let rejections = new Map<string, Counter>();
-  let droppedRejections = 0;
-  let rejectionTimer: ReturnType<typeof setTimeout> | undefined;
-  let retryTimer: ReturnType<typeof setTimeout> | undefined;
-  let scheduled = false;
-  let writing: Promise<void> | undefined;
-  let busySince: number | undefined;
-  let failingSince: number | undefined;
-  let lastError: string | undefined;
-  let retryDelay = 0;
   let closed = false;
 
   const heartbeat = () =>
@@ -137,165 +121,6 @@ export async function createPostgresLedger(sql: Pg, o: PgLedgerOptions): Promise
       }
       if (counters.length > 0) await tx.unsafe(COUNT_REJECTIONS, [counterRows]);
     }), "settlement batch");
-  }
-
-  const committed = (batch: Queued[]) => {
-    for (const q of batch) {
-      holds.delete(q.settlement.requestId);
-      q.done?.();
-      q.done = undefined;
-    }
-  };
-
-  const recovered = () => {
-    busySince = undefined;
-    retryDelay = 0;
-    if (failingSince !== undefined) {
-      log("info", "ledger writes again", { failedForMs: now() - failingSince, queued: queue.length });
-      failingSince = undefined;
-      lastError = undefined;
-    }
-  };
-
-  /** The store is failing: nobody waits for it any more; what is queued stays queued. */
-  const fail = (message: string) => {
-    lastError = message;
-    if (failingSince === undefined) {
-      failingSince = now();
-      log("error", "ledger cannot write: paid requests are refused until it can, settlements wait in memory", { error: message, queued: queue.length });
-    }
-    for (const q of queue) {
-      q.done?.();
-      q.done = undefined;
-    }
-  };
-
-  function onFailure(kind: PgFailure, err: unknown): void {
-    if (kind === "busy") {
-      busySince ??= now();
-      if (now() - busySince >= busyLimitMs) fail(`PostgreSQL kept refusing with lock conflicts for ${now() - busySince} ms: ${describePgFailure(err)}`);
-      retryDelay = Math.min(Math.max(retryDelay * 2, 2), 50);
-    } else {
-      fail(describePgFailure(err));
-      retryDelay = Math.min(Math.max(retryDelay * 2, 50), retryMaxMs);
-    }
-  }
-
-  const takeCounters = () => {
-    const counters = [...rejections.values()];
-    rejections = new Map();
-    return counters;
-  };
-  const putBackCounters = (counters: Counter[]) => {
-    for (const c of counters) countRejection(c.keyId, c.status, c.minute * 60_000, c.count);
-  };
-
-  /** One attempt at the head of the queue (and the counters); undefined when written. */
-  async function writeHead(): Promise<PgFailure | undefined> {
-    const batch = queue.slice(0, MAX_BATCH);
-    const counters = takeCounters();
-    try {
-      await writeBatch(batch, counters, now());
-      queue.splice(0, batch.length);
-      committed(batch);
-      recovered();
-      return undefined;
-    } catch (err) {
-      putBackCounters(counters);
-      const kind = classifyPgFailure(err);
-      if (kind === "data") return isolate(batch, err);
-      onFailure(kind, err);
-      return kind;
-    }
-  }
-
-  /**
-   * A batch that can never be written as it is: write its settlements one by one so one bad
-   * record does not hold back the others. One refused alone is kept without its charge (logged
-   * in full for an operator), and dropped if even that is refused.
-   */
-  async function isolate(batch: Queued[], batchError: unknown): Promise<PgFailure | undefined> {
-    if (batch.length === 0) {
-      log("error", "rejection counts refused by the database and dropped", { error: describePgFailure(batchError) });
-      return undefined;
-    }
-    for (const q of batch) {
-      try {
-        await writeBatch([q], [], now());
-        queue.splice(queue.indexOf(q), 1);
-        committed([q]);
-        recovered();
-      } catch (err) {
-        const kind = classifyPgFailure(err);
-        if (kind !== "data") {
-          onFailure(kind, err);
-          return kind;
-        }
-        if (q.charge !== false && !q.release) {
-          log("error", "settlement's charge refused by the database; recorded without it, apply it by hand", { settlement: q.settlement, error: describePgFailure(err) });
-          q.charge = false;
-          const failure = await isolate([q], err);
-          if (failure) return failure;
-          continue;
-        }
-        log("error", "settlement refused by the database and dropped; apply it by hand", { settlement: q.settlement, error: describePgFailure(err) });
-        queue.splice(queue.indexOf(q), 1);
-        holds.delete(q.settlement.requestId);
-        q.done?.();
-      }
-    }
-    return undefined;
-  }
-
-  /** The single writer: batches back to back while there is work, a retry timer when it fails. */
-  function pump(): Promise<void> {
-    if (writing) return writing;
-    writing = (async () => {
-      try {
-        while (!closed && (queue.length > 0 || rejections.size > 0)) {
-          const failure = await writeHead();
-          if (failure) {
-            scheduleRetry();
-            return;
-          }
-        }
-      } finally {
-        writing = undefined;
-      }
-    })();
-    return writing;
-  }
-
-  function scheduleRetry(): void {
-    if (retryTimer || closed) return;
-    retryTimer = setTimeout(() => {
-      retryTimer = undefined;
-      if (queue.length > 0 || rejections.size > 0) void pump();
-      else void probe();
-    }, retryDelay);
-  }
-
-  /** At the end of this turn of the event loop: everything settled in it goes in one batch. */
-  function schedule(): void {
-    if (scheduled || writing || retryTimer || failingSince !== undefined || closed) return;
-    scheduled = true;
-    setTimeout(() => {
-      scheduled = false;
-      void pump();
-    }, 0);
-  }
-
-  /** The heartbeat doubles as the probe: it is a write, so it fails when writes would. */
-  async function probe(): Promise<void> {
-    if (closed) return;
-    try {
-      await heartbeat();
-      recovered();
-      if (queue.length > 0 || rejections.size > 0) void pump();
-    } catch (err) {
-      onFailure(classifyPgFailure(err) === "busy" ? "busy" : "storage", err);
-      if (failingSince !== undefined) scheduleRetry();
-    }
   }
 
   /**
@@ -331,39 +156,34 @@ export async function createPostgresLedger(sql: Pg, o: PgLedgerOptions): Promise
     return released;
   }
 
+  // Group commit and everything that can go wrong with it: billing/settlement-queue.ts. The
+  // heartbeat doubles as the probe: it is a write, so it fails when writes would.
+  const settlements = createSettlementQueue<Queued>({
+    write: (batch, counters, at) => writeBatch(batch, counters, at),
+    probe: () => heartbeat().then(() => {}),
+    classify: classifyPgFailure,
+    describe: describePgFailure,
+    committed(batch) {
+      for (const q of batch) holds.delete(q.settlement.requestId);
+    },
+    dropped(q) {
+      holds.delete(q.settlement.requestId);
+    },
+  }, { now, log, maxQueued, maxBatch: MAX_BATCH, busyLimitMs, retryMaxMs, probeIntervalMs: heartbeatMs });
+
+  // The heartbeat runs whatever the load: other processes sweep a process whose heartbeat stops.
   const ticker = setInterval(() => {
     if (closed) return;
-    if (!writing) void probe();
+    heartbeat().catch((err) => settlements.failed(classifyPgFailure(err) === "busy" ? "busy" : "storage", err));
   }, heartbeatMs);
   ticker.unref?.();
   const sweeper = setInterval(() => {
-    if (closed || failingSince !== undefined) return;
+    if (closed || settlements.failing) return;
     sweep().catch((err) => log("warn", "hold sweep failed; the next one retries", { error: describePgFailure(err) }));
   }, sweepIntervalMs);
   sweeper.unref?.();
 
-  function countRejection(keyId: string, status: number, at: number, count = 1): void {
-    const minute = Math.floor(at / 60_000);
-    const id = `${keyId}\u0000${minute}\u0000${status}`;
-    const counter = rejections.get(id);
-    if (counter) counter.count += count;
-    else if (rejections.size >= MAX_REJECTION_COUNTERS * 2) droppedRejections += count;
-    else rejections.set(id, { keyId, minute, status, count });
-    if (rejections.size >= MAX_REJECTION_COUNTERS) schedule();
-    else rejectionTimer ??= setTimeout(() => {
-      rejectionTimer = undefined;
-      schedule();
-    }, REJECTION_FLUSH_MS);
-  }
-
-  const admits = (paid: boolean) => !closed && queue.length < maxQueued && (!paid || failingSince === undefined);
-
-  const enqueue = (q: Queued): Promise<void> => {
-    const promise = failingSince !== undefined || closed ? Promise.resolve() : new Promise<void>((resolve) => (q.done = resolve));
-    queue.push(q);
-    schedule();
-    return promise;
-  };
+  const enqueue = (q: Queued): Promise<void> => settlements.enqueue(q);
 
   /** A hold whose reservation may or may not have committed (the answer was lost): void it later. */
   const voidUncertain = (hold: Hold) => {
@@ -389,7 +209,7 @@ export async function createPostgresLedger(sql: Pg, o: PgLedgerOptions): Promise
     sweep,
 
     async reserve(hold: Hold): Promise<ReserveResult> {
-      if (!admits(true)) return { ok: false, reason: "unavailable", message: lastError ?? "the ledger's queue is full" };
+      if (!settlements.admits(true)) return { ok: false, reason: "unavailable", message: settlements.lastError ?? "the ledger's queue is full" };
       if (holds.has(hold.requestId)) return { ok: true };
       try {
         await bounded(sql.unsafe(RESERVE, [hold.requestId, hold.accountId, hold.keyId, hold.amountMicro, instanceId, now(), holdTtlMs]), "reserve");
@@ -402,9 +222,10 @@ export async function createPostgresLedger(sql: Pg, o: PgLedgerOptions): Promise
         if (state === "23503") return { ok: false, reason: "balance", availableMicro: 0 };
         const kind = classifyPgFailure(err);
         // The statement may have committed before its answer was lost: void what it may hold.
-        if (kind === "storage") voidUncertain(hold);
-        if (kind === "storage") onFailure(kind, err);
-        if (failingSince !== undefined) scheduleRetry();
+        if (kind === "storage") {
+          voidUncertain(hold);
+          settlements.failed(kind, err);
+        }
         log(kind === "busy" ? "warn" : "error", "reservation failed", { error: describePgFailure(err) });
         return { ok: false, reason: "unavailable", message: describePgFailure(err) };
       }
@@ -436,61 +257,28 @@ export async function createPostgresLedger(sql: Pg, o: PgLedgerOptions): Promise
       return row ? { balanceMicro: int(row.balance_micro), heldMicro: int(row.held_micro) } : null;
     },
 
-    async flush(): Promise<void> {
-      while (!closed && (queue.length > 0 || rejections.size > 0)) {
-        if (retryTimer) {
-          // Failing, or backing off after a lock conflict: one attempt now, then leave it to the timer.
-          clearTimeout(retryTimer);
-          retryTimer = undefined;
-          await pump();
-          if (failingSince !== undefined || retryTimer) return;
-          continue;
-        }
-        await pump();
-        if (failingSince !== undefined) return;
-      }
-    },
-
-    admits,
-
-    health(): LedgerHealth {
-      return { writable: failingSince === undefined, queued: queue.length, maxQueued, failingSince, lastError };
-    },
+    flush: () => settlements.flush(),
+    admits: (paid) => settlements.admits(paid),
+    health: () => settlements.health(),
 
     openHolds: () => holds.size,
 
     async close(graceMs = 5_000): Promise<void> {
+      closed = true;
       clearInterval(ticker);
       clearInterval(sweeper);
-      if (rejectionTimer) clearTimeout(rejectionTimer);
-      const deadline = performance.now() + graceMs;
       // Holds nothing will settle now are voided with the last batch.
       for (const [requestId, held] of holds) {
-        if (!queue.some((q) => q.settlement.requestId === requestId)) {
-          queue.push({ settlement: releaseOf({ requestId, accountId: held.accountId, keyId: held.keyId, amountMicro: held.amount }), release: true, held: 0, done: undefined });
-        }
+        void settlements.enqueue({ settlement: releaseOf({ requestId, accountId: held.accountId, keyId: held.keyId, amountMicro: held.amount }), release: true, held: 0 });
       }
-      while (queue.length > 0 || rejections.size > 0) {
-        if (retryTimer) clearTimeout(retryTimer);
-        retryTimer = undefined;
-        await pump();
-        if (queue.length === 0 && rejections.size === 0) break;
-        if (performance.now() + retryDelay > deadline) break;
-        await Bun.sleep(retryDelay);
-      }
-      closed = true;
-      if (retryTimer) clearTimeout(retryTimer);
-      const unwritten = queue.filter((q) => !q.release);
-      for (const q of unwritten) log("error", "settlement not written at shutdown; apply it by hand", { settlement: q.settlement });
-      for (const q of queue) q.done?.();
-      if (queue.length === 0) {
+      await settlements.close(graceMs);
+      if (settlements.health().queued === 0) {
         // A clean stop: this process's row goes, so nobody sweeps for it.
         await bounded(sql`DELETE FROM gateway_instances WHERE id = ${instanceId}`, "deregister").catch(() => {});
       }
-      if (droppedRejections > 0) log("warn", "rejection counts dropped while the ledger could not write", { dropped: droppedRejections });
     },
 
-    countRejection: (keyId, status, at) => countRejection(keyId, status, at),
+    countRejection: (keyId, status, at) => settlements.countRejection(keyId, status, at),
   };
 }
 

@@ -1,5 +1,7 @@
+import type { WriteFailure } from "../../billing/settlement-queue.ts";
+
 /**
- * What a failed SQLite write means for the data it carried:
+ * What a failed SQLite write means for the data it carried (billing/settlement-queue.ts):
  * - `busy`: another connection holds the write lock (the admin CLI, a checkpoint); the same
  *   write will succeed later, and the gateway's connection never waits for it synchronously
  *   (busy_timeout = 0), it retries on a timer instead.
@@ -8,7 +10,6 @@
  * - `data`: this write can never succeed as it is (a constraint, a bad value); retrying the
  *   same batch would block every record behind it, so the batch is split to find the one.
  */
-export type WriteFailure = "busy" | "storage" | "data";
 
 const BUSY = new Set(["SQLITE_BUSY", "SQLITE_LOCKED"]);
 const STORAGE_PREFIXES = ["SQLITE_FULL", "SQLITE_IOERR", "SQLITE_READONLY", "SQLITE_CANTOPEN", "SQLITE_CORRUPT", "SQLITE_NOTADB", "SQLITE_PROTOCOL", "SQLITE_NOMEM", "SQLITE_PERM", "SQLITE_NOLFS", "SQLITE_BUSY_"];

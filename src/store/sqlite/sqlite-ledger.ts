@@ -3,7 +3,8 @@ import { checkSettlement, type Hold, type Ledger, type LedgerHealth, type Reject
 import { createChangeWatch, type ChangeWatch } from "../change-watch.ts";
 import type { Logger } from "../../log.ts";
 import { creditWriter } from "./credits.ts";
-import { classifyWriteFailure, describeWriteFailure, retryWhileBusy, type WriteFailure } from "./sqlite-errors.ts";
+import { classifyWriteFailure, describeWriteFailure, retryWhileBusy } from "./sqlite-errors.ts";
+import { createSettlementQueue, type QueuedSettlement, type RejectionCounter } from "../../billing/settlement-queue.ts";
 
 export interface SqliteLedgerOptions {
   now: () => number;
@@ -20,26 +21,16 @@ export interface SqliteLedgerOptions {
   probeIntervalMs?: number;
 }
 
-interface Queued {
-  settlement: Settlement;
-  /** False once the database refused its debit for good: the record is written without it. */
-  charge?: false;
-  /** Resolves the settle() promise: on commit, or when the store is found failing. */
-  done: (() => void) | undefined;
-}
+interface Queued extends QueuedSettlement {}
+
+/** Settlements written per transaction at most. */
+const MAX_BATCH = 512;
 
 interface HeldAmount {
   accountId: string;
   keyId: string;
   amount: number;
 }
-
-/** Settlements written per transaction at most. */
-const MAX_BATCH = 512;
-/** Distinct (key, minute, status) rejection counters kept before they are written early. */
-const MAX_REJECTION_COUNTERS = 10_000;
-/** Rejection counters are statistics: written with the next batch, or after this long. */
-const REJECTION_FLUSH_MS = 1_000;
 
 /**
  * The embedded ledger on one SQLite file, for one gateway process (src/store/sqlite/gateway-lock.ts
@@ -49,17 +40,16 @@ const REJECTION_FLUSH_MS = 1_000;
  * time, so check and hold cannot interleave, and a reservation costs no write (a write per
  * request cost the WAL an fsync every few hundred). A process that dies takes its holds with it.
  *
- * Settlements are group-committed: each goes into a queue that is written at the end of the
- * event loop's turn, one transaction for everything that finished in that turn, each
- * settlement's debit and usage record together. The pipeline waits for that commit before a
- * paid answer's final byte (see docs/decisions.md, "Money across kill -9"); in WAL mode with
- * synchronous=NORMAL a commit is in the OS's hands once it returns, so it survives the process.
+ * Settlements are group-committed (billing/settlement-queue.ts: the queue, its retries and what
+ * a failing store means are shared with the PostgreSQL ledger): one transaction for everything
+ * that finished in a turn of the event loop, each settlement's debit and usage record together.
+ * The pipeline waits for that commit before a paid answer's final byte (docs/decisions.md, "Money
+ * across kill -9"); in WAL mode with synchronous=NORMAL a commit is in the OS's hands once it
+ * returns, so it survives the process.
  *
  * The connection never waits for a lock (busy_timeout = 0): a held write lock leaves the queue
- * to a retry timer instead of freezing the event loop. A store that cannot write (disk full,
- * read-only, a lock held past `busyLimitMs`) keeps its settlements queued, retries with backoff,
- * and refuses paid requests until a write succeeds; nothing escapes as an uncaught error.
- * Idempotent by request id: a usage record that already exists charges nothing again.
+ * to a retry timer instead of freezing the event loop. Idempotent by request id: a usage record
+ * that already exists charges nothing again.
  */
 export function createSqliteLedger(db: Database, o: SqliteLedgerOptions): Ledger & RejectionLog {
   const now = o.now;
@@ -130,22 +120,8 @@ export function createSqliteLedger(db: Database, o: SqliteLedgerOptions): Ledger
     add(heldByKey, held.keyId, -held.amount);
   };
 
-  // ── The write queue ──
-  let queue: Queued[] = [];
-  let rejections = new Map<string, { keyId: string; minute: number; status: number; count: number }>();
-  let droppedRejections = 0;
-  let scheduled: ReturnType<typeof setTimeout> | undefined;
-  let scheduledImmediate = false;
-  let rejectionTimer: ReturnType<typeof setTimeout> | undefined;
-  let busySince: number | undefined;
-  let failingSince: number | undefined;
-  let lastError: string | undefined;
-  let retryDelay = 0;
-  let lastCommitAt = now();
-  let closed = false;
-
   /** Debits are summed per account and per key: one UPDATE each per batch, not per request. */
-  const writeBatch = db.transaction((batch: Queued[], counters: { keyId: string; minute: number; status: number; count: number }[], at: number) => {
+  const writeBatch = db.transaction((batch: Queued[], counters: RejectionCounter[], at: number) => {
     const byAccount = new Map<string, number>();
     const byKey = new Map<string, number>();
     for (const { settlement: s, charge: chargeable } of batch) {
@@ -163,191 +139,44 @@ export function createSqliteLedger(db: Database, o: SqliteLedgerOptions): Ledger
     for (const [accountId, amount] of byAccount) debitAccount.run(amount, accountId);
     for (const [keyId, amount] of byKey) debitKey.run(amount, keyId);
     for (const c of counters) countRejections.run(c.keyId, c.minute, c.status, c.count);
-    if (batch.length === 0 && counters.length === 0) probe.run(at);
     return { byAccount, byKey };
   });
 
-  /** The batch is on disk: only now do cached balances drop and holds lift. */
-  const committed = (batch: Queued[], result: { byAccount: Map<string, number>; byKey: Map<string, number> }) => {
-    for (const [accountId, amount] of result.byAccount) {
-      const cached = balances.get(accountId);
-      if (cached !== undefined) balances.set(accountId, cached - amount);
-    }
-    for (const [keyId, amount] of result.byKey) {
-      const cached = budgets.get(keyId);
-      if (cached) cached.spent += amount;
-    }
-    for (const q of batch) {
-      lift(q.settlement.requestId);
-      q.done?.();
-      q.done = undefined;
-    }
-  };
-
-  const recovered = () => {
-    lastCommitAt = now();
-    busySince = undefined;
-    retryDelay = 0;
-    if (failingSince !== undefined) {
-      log("info", "ledger writes again", { failedForMs: lastCommitAt - failingSince, queued: queue.length });
-      failingSince = undefined;
-      lastError = undefined;
-    }
-  };
-
-  /** The store is failing: nobody waits for it any more; what is queued stays queued. */
-  const fail = (message: string) => {
-    lastError = message;
-    if (failingSince === undefined) {
-      failingSince = now();
-      log("error", "ledger cannot write: paid requests are refused until it can, settlements wait in memory", { error: message, queued: queue.length });
-    }
-    for (const q of queue) {
-      q.done?.();
-      q.done = undefined;
-    }
-  };
-
-  const takeCounters = () => {
-    const counters = [...rejections.values()];
-    rejections = new Map();
-    return counters;
-  };
-  const putBackCounters = (counters: { keyId: string; minute: number; status: number; count: number }[]) => {
-    for (const c of counters) countRejection(c.keyId, c.status, c.minute * 60_000, c.count);
-  };
-
-  /** One attempt at writing the head of the queue (and the rejection counters). */
-  function write(probeOnly = false): WriteFailure | undefined {
-    const batch = probeOnly ? [] : queue.slice(0, MAX_BATCH);
-    const counters = probeOnly ? [] : takeCounters();
-    try {
-      const result = writeBatch.immediate(batch, counters, now());
-      queue.splice(0, batch.length);
-      committed(batch, result);
-      recovered();
-      return undefined;
-    } catch (err) {
-      rollbackQuietly(db);
-      putBackCounters(counters);
-      const kind = classifyWriteFailure(err);
-      if (kind === "data") return isolate(batch, err);
-      onFailure(kind, err);
-      return kind;
-    }
-  }
-
-  /**
-   * A batch that can never be written as it is: write its settlements one by one so that one bad
-   * record does not hold back the others. One that fails alone is logged whole (an operator can
-   * apply it by hand) and dropped from the queue.
-   */
-  function isolate(batch: Queued[], batchError: unknown): WriteFailure | undefined {
-    if (batch.length === 0) {
-      log("error", "ledger probe failed", { error: describeWriteFailure(batchError) });
-      return undefined;
-    }
-    for (const q of batch) {
+  // Group commit and everything that can go wrong with it: billing/settlement-queue.ts.
+  const settlements = createSettlementQueue<Queued>({
+    write(batch, counters, at) {
       try {
-        const result = writeBatch.immediate([q], [], now());
-        queue.splice(queue.indexOf(q), 1);
-        committed([q], result);
-        recovered();
+        const { byAccount, byKey } = writeBatch.immediate(batch, counters, at);
+        // Only now is the debit on disk: cached balances move with it.
+        for (const [accountId, amount] of byAccount) {
+          const cached = balances.get(accountId);
+          if (cached !== undefined) balances.set(accountId, cached - amount);
+        }
+        for (const [keyId, amount] of byKey) {
+          const cached = budgets.get(keyId);
+          if (cached) cached.spent += amount;
+        }
       } catch (err) {
         rollbackQuietly(db);
-        const kind = classifyWriteFailure(err);
-        if (kind !== "data") {
-          onFailure(kind, err);
-          return kind;
-        }
-        if (q.charge !== false) {
-          // Keep the usage record at least; the refused charge goes to the log for an operator.
-          log("error", "settlement's charge refused by the database; recorded without it, apply it by hand", { settlement: q.settlement, error: describeWriteFailure(err) });
-          q.charge = false;
-          const failure = isolate([q], err);
-          if (failure) return failure;
-          continue;
-        }
-        log("error", "settlement refused by the database and dropped; apply it by hand", { settlement: q.settlement, error: describeWriteFailure(err) });
-        queue.splice(queue.indexOf(q), 1);
-        lift(q.settlement.requestId);
-        q.done?.();
+        throw err;
       }
-    }
-    return undefined;
-  }
-
-  function onFailure(kind: WriteFailure, err: unknown): void {
-    if (kind === "busy") {
-      busySince ??= now();
-      if (now() - busySince >= busyLimitMs) fail(`the database has been locked by another connection for ${now() - busySince} ms`);
-      retryDelay = Math.min(Math.max(retryDelay * 2, 2), 50);
-    } else {
-      fail(describeWriteFailure(err));
-      retryDelay = Math.min(Math.max(retryDelay * 2, 50), retryMaxMs);
-    }
-  }
-
-  function run(): void {
-    if (scheduled) clearTimeout(scheduled);
-    scheduled = undefined;
-    scheduledImmediate = false;
-    if (closed) return;
-    if (queue.length === 0 && rejections.size === 0 && failingSince === undefined) return;
-    const failure = write(queue.length === 0 && rejections.size === 0);
-    if (failure) schedule(retryDelay);
-    else if (queue.length > 0) schedule(0);
-  }
-
-  /**
-   * `0`: at the end of this turn of the event loop, after its I/O callbacks (group commit: every
-   * answer that finished in the turn goes in one transaction). `setImmediate`, not a 0 ms
-   * timer: timers wait at least a millisecond, and a paid answer's last frame waits for this.
-   * Otherwise a retry delay.
-   */
-  function schedule(delayMs: number): void {
-    if (closed) return;
-    if (delayMs === 0) {
-      if (scheduledImmediate || (scheduled && busySince !== undefined) || failingSince !== undefined) return;
-      if (scheduled) clearTimeout(scheduled);
-      scheduled = undefined;
-      scheduledImmediate = true;
-      setImmediate(run);
-      return;
-    }
-    if (scheduled || scheduledImmediate) return;
-    scheduled = setTimeout(run, delayMs);
-  }
-
-  function countRejection(keyId: string, status: number, at: number, count = 1): void {
-    const minute = Math.floor(at / 60_000);
-    const id = `${keyId}\u0000${minute}\u0000${status}`;
-    const counter = rejections.get(id);
-    if (counter) counter.count += count;
-    else if (rejections.size >= MAX_REJECTION_COUNTERS * 2) droppedRejections += count; // the store has been down a long time
-    else rejections.set(id, { keyId, minute, status, count });
-    if (rejections.size >= MAX_REJECTION_COUNTERS) schedule(0);
-    else rejectionTimer ??= setTimeout(() => {
-      rejectionTimer = undefined;
-      schedule(0);
-    }, REJECTION_FLUSH_MS);
-  }
-
-  // An idle gateway still learns that its disk died (and that it came back).
-  const prober = setInterval(() => {
-    if (closed) return;
-    if (queue.length === 0 && rejections.size === 0 && !scheduled && now() - lastCommitAt >= probeIntervalMs) {
-      const failure = write(true);
-      if (failure) schedule(retryDelay);
-    }
-  }, probeIntervalMs);
-  prober.unref?.();
-
-  const admits = (paid: boolean) => !closed && queue.length < maxQueued && (!paid || failingSince === undefined);
+    },
+    probe(at) {
+      probe.run(at);
+    },
+    classify: classifyWriteFailure,
+    describe: describeWriteFailure,
+    committed(batch) {
+      for (const q of batch) lift(q.settlement.requestId);
+    },
+    dropped(q) {
+      lift(q.settlement.requestId);
+    },
+  }, { now, log, maxQueued, maxBatch: MAX_BATCH, busyLimitMs, retryMaxMs, probeIntervalMs });
 
   return {
     async reserve(hold: Hold): Promise<ReserveResult> {
-      if (!admits(true)) return { ok: false, reason: "unavailable", message: lastError ?? "the ledger's queue is full" };
+      if (!settlements.admits(true)) return { ok: false, reason: "unavailable", message: settlements.lastError ?? "the ledger's queue is full" };
       try {
         changes.sync();
         const free = (balance(hold.accountId) ?? 0) - (heldByAccount.get(hold.accountId) ?? 0);
@@ -376,11 +205,7 @@ export function createSqliteLedger(db: Database, o: SqliteLedgerOptions): Ledger
         log("error", "settlement with impossible numbers: charged its hold's worth of nothing, recorded as zero", { requestId: settlement.requestId, problem });
         settlement = { ...settlement, costMicro: 0, promptTokens: Math.max(0, Math.trunc(settlement.promptTokens) || 0), completionTokens: Math.max(0, Math.trunc(settlement.completionTokens) || 0), latencyMs: 0 };
       }
-      const queued: Queued = { settlement, done: undefined };
-      const promise = failingSince !== undefined || closed ? Promise.resolve() : new Promise<void>((resolve) => (queued.done = resolve));
-      queue.push(queued);
-      schedule(0);
-      return promise;
+      return settlements.enqueue({ settlement });
     },
 
     async release(requestId: string): Promise<void> {
@@ -398,49 +223,12 @@ export function createSqliteLedger(db: Database, o: SqliteLedgerOptions): Ledger
       return value === undefined ? null : { balanceMicro: value, heldMicro: heldByAccount.get(accountId) ?? 0 };
     },
 
-    async flush(): Promise<void> {
-      if (scheduled) clearTimeout(scheduled);
-      scheduled = undefined;
-      scheduledImmediate = false;
-      while (queue.length > 0 || rejections.size > 0) {
-        const failure = write();
-        if (failure) {
-          schedule(retryDelay);
-          return;
-        }
-      }
-    },
-
-    admits,
-
-    health(): LedgerHealth {
-      return { writable: failingSince === undefined, queued: queue.length, maxQueued, failingSince, lastError };
-    },
-
+    flush: () => settlements.flush(),
+    admits: (paid) => settlements.admits(paid),
+    health: () => settlements.health(),
     openHolds: () => holds.size,
-
-    async close(graceMs = 5_000): Promise<void> {
-      clearInterval(prober);
-      if (rejectionTimer) clearTimeout(rejectionTimer);
-      const deadline = performance.now() + graceMs;
-      for (;;) {
-        if (scheduled) clearTimeout(scheduled);
-        scheduled = undefined;
-        if (queue.length === 0 && rejections.size === 0) break;
-        const failure = write();
-        if (failure && performance.now() + retryDelay > deadline) break;
-        if (failure) await Bun.sleep(retryDelay);
-      }
-      closed = true;
-      if (queue.length > 0) {
-        // Nothing else can keep them: the log is the record of last resort.
-        for (const q of queue) log("error", "settlement not written at shutdown; apply it by hand", { settlement: q.settlement });
-        for (const q of queue) q.done?.();
-      }
-      if (droppedRejections > 0) log("warn", "rejection counts dropped while the ledger could not write", { dropped: droppedRejections });
-    },
-
-    countRejection: (keyId, status, at) => countRejection(keyId, status, at),
+    close: (graceMs = 5_000) => settlements.close(graceMs),
+    countRejection: (keyId, status, at) => settlements.countRejection(keyId, status, at),
   };
 }
 

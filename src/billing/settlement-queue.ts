@@ -1,0 +1,352 @@
+import type { LedgerHealth, Settlement } from "./ledger.ts";
+import type { Logger } from "../log.ts";
+
+/** What a store says of a failed write (see store/sqlite/sqlite-errors.ts, store/postgres/pg-client.ts). */
+export type WriteFailure =
+  /** Lock conflicts, deadlocks: the same write will succeed later. */
+  | "busy"
+  /** The store cannot take writes now (disk full, read-only, unreachable): keep it, retry. */
+  | "storage"
+  /** This write can never succeed as it is (a constraint): split the batch to find the one. */
+  | "data";
+
+export interface RejectionCounter {
+  keyId: string;
+  minute: number;
+  status: number;
+  count: number;
+}
+
+export interface QueuedSettlement {
+  settlement: Settlement;
+  /** False once the store refused its charge for good: the record is written without it. */
+  charge?: false;
+  /** Resolves the settle() promise: on commit, or when the store is found failing. */
+  done?: () => void;
+}
+
+/** A store's side of group commit. `write` and `probe` may answer at once (SQLite) or later (PostgreSQL). */
+export interface SettlementStore<Q extends QueuedSettlement> {
+  /** One transaction: every settlement of the batch (debit and record together) and the refusal counters. */
+  write(batch: Q[], counters: RejectionCounter[], at: number): void | Promise<void>;
+  /** A small write that succeeds when writes would (the idle gateway's probe, PostgreSQL's heartbeat). */
+  probe(at: number): void | Promise<void>;
+  classify(err: unknown): WriteFailure;
+  describe(err: unknown): string;
+  /** The batch is durable: caches move, holds lift. */
+  committed(batch: Q[]): void;
+  /** A settlement refused even without its charge, logged and let go: its hold lifts. */
+  dropped(q: Q): void;
+}
+
+export interface SettlementQueueOptions {
+  now: () => number;
+  log: Logger;
+  /** Settlements that may wait unwritten; past this, free requests are refused too. */
+  maxQueued: number;
+  /** Settlements per transaction at most. */
+  maxBatch: number;
+  /** How long lock conflicts may go on before the store counts as failing. */
+  busyLimitMs: number;
+  /** Longest pause between retries while the store fails (recovery is seen within this). */
+  retryMaxMs: number;
+  /** An idle store is probed this often, so `/ready` learns of a dead one without traffic. */
+  probeIntervalMs: number;
+}
+
+/** Distinct (key, minute, status) refusal counters kept before they are written early. */
+const MAX_REJECTION_COUNTERS = 10_000;
+/** Refusal counters are statistics: written with the next batch, or after this long. */
+const REJECTION_FLUSH_MS = 1_000;
+
+/**
+ * Group commit with failure handling, shared by every Ledger implementation (the SQLite and
+ * PostgreSQL ledgers differ only in the statements they run).
+ *
+ * Settlements are queued and written by a single writer, one transaction for everything queued
+ * when it starts (at most `maxBatch`), batch after batch while there is work. The first batch of
+ * a burst starts at the end of the event loop's turn (`setImmediate`: a 0 ms timer waits at least
+ * a millisecond, and a paid answer's last frame waits for the commit), so everything that finished
+ * in one turn shares one transaction.
+ *
+ * A write that fails because of the store keeps its batch queued and in order: lock conflicts are
+ * retried on a short timer and count as failing after `busyLimitMs`; anything else (disk full,
+ * read-only, unreachable) marks the store failing at once. While failing, nobody waits for a
+ * commit (the promises resolve, the settlements stay queued), paid requests are refused
+ * (`admits(true)` is false), and the queue is retried with backoff until a write succeeds. A batch
+ * the store refuses for its data is split, so one bad settlement never holds back the others; one
+ * that fails alone is written without its charge (logged in full), and dropped only if even that
+ * is refused. Nothing here throws.
+ */
+export function createSettlementQueue<Q extends QueuedSettlement>(store: SettlementStore<Q>, o: SettlementQueueOptions) {
+  const { now, log } = o;
+  const queue: Q[] = [];
+  let rejections = new Map<string, RejectionCounter>();
+  let droppedRejections = 0;
+  let rejectionTimer: ReturnType<typeof setTimeout> | undefined;
+  let retryTimer: ReturnType<typeof setTimeout> | undefined;
+  let scheduled = false;
+  let writing: Promise<void> | undefined;
+  let busySince: number | undefined;
+  let failingSince: number | undefined;
+  let lastError: string | undefined;
+  let retryDelay = 0;
+  let lastCommitAt = now();
+  let closed = false;
+
+  const recovered = () => {
+    lastCommitAt = now();
+    busySince = undefined;
+    retryDelay = 0;
+    if (failingSince !== undefined) {
+      log("info", "ledger writes again", { failedForMs: lastCommitAt - failingSince, queued: queue.length });
+      failingSince = undefined;
+      lastError = undefined;
+    }
+  };
+
+  /** The store is failing: nobody waits for it any more; what is queued stays queued. */
+  const fail = (message: string) => {
+    lastError = message;
+    if (failingSince === undefined) {
+      failingSince = now();
+      log("error", "ledger cannot write: paid requests are refused until it can, settlements wait in memory", { error: message, queued: queue.length });
+    }
+    for (const q of queue) {
+      q.done?.();
+      q.done = undefined;
+    }
+  };
+
+  function onFailure(kind: WriteFailure, err: unknown): void {
+    if (kind === "busy") {
+      busySince ??= now();
+      if (now() - busySince >= o.busyLimitMs) fail(`the store has refused writes with lock conflicts for ${now() - busySince} ms: ${store.describe(err)}`);
+      retryDelay = Math.min(Math.max(retryDelay * 2, 2), 50);
+    } else {
+      fail(store.describe(err));
+      retryDelay = Math.min(Math.max(retryDelay * 2, 50), o.retryMaxMs);
+    }
+  }
+
+  const takeCounters = () => {
+    const counters = [...rejections.values()];
+    rejections = new Map();
+    return counters;
+  };
+
+  const committed = (batch: Q[]) => {
+    store.committed(batch);
+    for (const q of batch) {
+      q.done?.();
+      q.done = undefined;
+    }
+  };
+
+  /** One attempt at the head of the queue (and the counters); undefined when written. */
+  async function writeHead(): Promise<WriteFailure | undefined> {
+    const batch = queue.slice(0, o.maxBatch);
+    const counters = takeCounters();
+    try {
+      await store.write(batch, counters, now());
+      queue.splice(0, batch.length);
+      committed(batch);
+      recovered();
+      return undefined;
+    } catch (err) {
+      for (const c of counters) countRejection(c.keyId, c.status, c.minute * 60_000, c.count);
+      const kind = store.classify(err);
+      if (kind === "data") return isolate(batch, err);
+      onFailure(kind, err);
+      return kind;
+    }
+  }
+
+  /** A batch that can never be written as it is: its settlements one by one (see above). */
+  async function isolate(batch: Q[], batchError: unknown): Promise<WriteFailure | undefined> {
+    if (batch.length === 0) {
+      log("error", "rejection counts refused by the database and dropped", { error: store.describe(batchError) });
+      takeCounters();
+      return undefined;
+    }
+    for (const q of batch) {
+      for (;;) {
+        try {
+          await store.write([q], [], now());
+          queue.splice(queue.indexOf(q), 1);
+          committed([q]);
+          recovered();
+          break;
+        } catch (err) {
+          const kind = store.classify(err);
+          if (kind !== "data") {
+            onFailure(kind, err);
+            return kind;
+          }
+          if (q.charge !== false) {
+            // Keep the usage record at least; the refused charge goes to the log for an operator.
+            log("error", "settlement's charge refused by the database; recorded without it, apply it by hand", { settlement: q.settlement, error: store.describe(err) });
+            q.charge = false;
+            continue;
+          }
+          log("error", "settlement refused by the database and dropped; apply it by hand", { settlement: q.settlement, error: store.describe(err) });
+          queue.splice(queue.indexOf(q), 1);
+          store.dropped(q);
+          q.done?.();
+          q.done = undefined;
+          break;
+        }
+      }
+    }
+    return undefined;
+  }
+
+  /** The single writer: batches back to back while there is work, a retry timer when it fails. */
+  function pump(): Promise<void> {
+    if (writing) return writing;
+    // Nothing to write: no writer. (An async body that never awaits would finish before it is
+    // assigned, and `writing` would then hold a settled promise for ever, blocking every write.)
+    if (closed || (queue.length === 0 && rejections.size === 0)) return Promise.resolve();
+    const run = (async () => {
+      while (!closed && (queue.length > 0 || rejections.size > 0)) {
+        if (await writeHead()) {
+          scheduleRetry();
+          return;
+        }
+      }
+    })();
+    writing = run;
+    void run.finally(() => {
+      if (writing === run) writing = undefined;
+      // Settled between the loop's last look and now: theirs is the next batch.
+      if (queue.length > 0 || rejections.size > 0) schedule();
+    });
+    return run;
+  }
+
+  function scheduleRetry(): void {
+    if (retryTimer || closed) return;
+    retryTimer = setTimeout(() => {
+      retryTimer = undefined;
+      if (queue.length > 0 || rejections.size > 0) void pump();
+      else void probe();
+    }, retryDelay);
+  }
+
+  /** At the end of this turn of the event loop: everything settled in it goes in one batch. */
+  function schedule(): void {
+    if (scheduled || writing || retryTimer || closed) return;
+    scheduled = true;
+    setImmediate(() => {
+      scheduled = false;
+      void pump();
+    });
+  }
+
+  async function probe(): Promise<void> {
+    if (closed || writing) return;
+    try {
+      await store.probe(now());
+      recovered();
+      if (queue.length > 0 || rejections.size > 0) void pump();
+    } catch (err) {
+      onFailure(store.classify(err) === "busy" ? "busy" : "storage", err);
+      if (failingSince !== undefined || busySince !== undefined) scheduleRetry();
+    }
+  }
+
+  // An idle gateway still learns that its store died (and that it came back).
+  const prober = setInterval(() => {
+    if (!closed && !writing && !retryTimer && queue.length === 0 && now() - lastCommitAt >= o.probeIntervalMs) void probe();
+  }, o.probeIntervalMs);
+  prober.unref?.();
+
+  function countRejection(keyId: string, status: number, at: number, count = 1): void {
+    const minute = Math.floor(at / 60_000);
+    const id = `${keyId}\u0000${minute}\u0000${status}`;
+    const counter = rejections.get(id);
+    if (counter) counter.count += count;
+    // Past twice the bound the store has been down a long time: statistics give way to memory.
+    else if (rejections.size >= MAX_REJECTION_COUNTERS * 2) droppedRejections += count;
+    else rejections.set(id, { keyId, minute, status, count });
+    if (rejections.size >= MAX_REJECTION_COUNTERS) schedule();
+    else rejectionTimer ??= setTimeout(() => {
+      rejectionTimer = undefined;
+      schedule();
+    }, REJECTION_FLUSH_MS);
+  }
+
+  const admits = (paid: boolean) => !closed && queue.length < o.maxQueued && (!paid || failingSince === undefined);
+
+  return {
+    /** Resolves once the settlement is committed, or once the store is failing (it waits queued). */
+    enqueue(q: Q): Promise<void> {
+      const promise = failingSince !== undefined || closed ? Promise.resolve() : new Promise<void>((resolve) => (q.done = resolve));
+      queue.push(q);
+      schedule();
+      return promise;
+    },
+
+    countRejection,
+    admits,
+
+    get failing(): boolean {
+      return failingSince !== undefined;
+    },
+    get lastError(): string | undefined {
+      return lastError;
+    },
+
+    /** A failure seen outside the queue (a reservation that could not reach the store). */
+    failed(kind: WriteFailure, err: unknown): void {
+      onFailure(kind, err);
+      if (failingSince !== undefined) scheduleRetry();
+    },
+
+    health(): LedgerHealth {
+      return { writable: failingSince === undefined, queued: queue.length, maxQueued: o.maxQueued, failingSince, lastError };
+    },
+
+    /** Writes everything queued; returns when written, or when the store refuses (a retry is then scheduled). */
+    async flush(): Promise<void> {
+      while (!closed && (queue.length > 0 || rejections.size > 0)) {
+        if (retryTimer) {
+          // Failing, or backing off after a lock conflict: one attempt now, then leave it to the timer.
+          clearTimeout(retryTimer);
+          retryTimer = undefined;
+          await pump();
+          if (failingSince !== undefined || retryTimer) return;
+          continue;
+        }
+        await pump();
+        if (failingSince !== undefined || retryTimer) return;
+      }
+    },
+
+    /** Writes what is queued (within `graceMs`, retrying) and stops; what cannot be written is logged in full. */
+    async close(graceMs: number): Promise<void> {
+      clearInterval(prober);
+      if (rejectionTimer) clearTimeout(rejectionTimer);
+      const deadline = performance.now() + graceMs;
+      while ((queue.length > 0 || rejections.size > 0) && performance.now() < deadline) {
+        if (retryTimer) {
+          clearTimeout(retryTimer);
+          retryTimer = undefined;
+        }
+        await pump();
+        if (queue.length > 0 || rejections.size > 0) await Bun.sleep(Math.max(retryDelay, 10));
+      }
+      if (writing) await writing;
+      closed = true;
+      if (retryTimer) clearTimeout(retryTimer);
+      if (queue.length > 0) {
+        // Nothing else can keep them: the log is the record of last resort.
+        for (const q of queue) log("error", "settlement not written at shutdown; apply it by hand", { settlement: q.settlement });
+        for (const q of queue) q.done?.();
+      }
+      if (droppedRejections > 0) log("warn", "rejection counts dropped while the ledger could not write", { dropped: droppedRejections });
+    },
+  };
+}
+
+export type SettlementQueue<Q extends QueuedSettlement> = ReturnType<typeof createSettlementQueue<Q>>;
