@@ -55,6 +55,16 @@ export interface ForwardRequest {
   principal: Principal;
   /** Called before a streamed answer starts, to lift the server's idle timeout for this request. */
   onStream?: () => void;
+  /** The answer in another format than the request's (the Responses API, sent on as a chat request). */
+  answer?: AnswerFormat;
+}
+
+/** How to write an answer whose format is not the request's: its id prefix, its stream, its body. */
+export interface AnswerFormat {
+  /** Prefix of the answer's id; the rest is the usage record's (`req_<id>`). */
+  idPrefix: string;
+  encoder: (ctx: EncodeContext) => ClientSink;
+  body: (events: StreamEvent[], ctx: EncodeContext) => unknown;
 }
 
 const SSE_HEADERS = {
@@ -237,13 +247,14 @@ export async function forward(deps: ForwardDeps, req: ForwardRequest): Promise<R
     }
 
     const ctx: EncodeContext = {
-      id: clientFormat === "openai" ? `chatcmpl-${uuid}` : `msg_${uuid}`,
+      id: req.answer ? `${req.answer.idPrefix}${uuid}` : clientFormat === "openai" ? `chatcmpl-${uuid}` : `msg_${uuid}`,
       created: Math.floor(deps.now() / 1000),
       model: candidate.id,
       includeUsage: clientFormat === "openai" && (body.stream_options as { include_usage?: boolean } | undefined)?.include_usage === true,
     };
     // Relaying vendor frames as they are only works for an API that speaks the client's format.
-    const sameFormat = clientFormat === provider.kind && adapter.streams !== false;
+    const sameFormat = !req.answer && clientFormat === provider.kind && adapter.streams !== false;
+    const encoderFor = req.answer?.encoder ?? SINKS[clientFormat].encoder;
     const wantsStream = body.stream === true;
 
     if (!wantsStream || adapter.streams === false) {
@@ -277,7 +288,7 @@ export async function forward(deps: ForwardDeps, req: ForwardRequest): Promise<R
       await settle("ok");
       if (wantsStream) {
         // An upstream that cannot stream (the images API): the whole answer, as the client's frames.
-        const encoder = SINKS[clientFormat].encoder(ctx);
+        const encoder = encoderFor(ctx);
         let text = "";
         for (const e of events) text += encoder.event(e);
         return { response: new Response(text + encoder.end(), { headers: SSE_HEADERS }) };
@@ -287,7 +298,8 @@ export async function forward(deps: ForwardDeps, req: ForwardRequest): Promise<R
         (json as Record<string, unknown>).model = candidate.id;
         (json as Record<string, unknown>).id = ctx.id;
         answer = json;
-      } else answer = clientFormat === "openai" ? encodeOpenAIBody(events, ctx) : encodeAnthropicBody(events, ctx);
+      } else if (req.answer) answer = req.answer.body(events, ctx);
+      else answer = clientFormat === "openai" ? encodeOpenAIBody(events, ctx) : encodeAnthropicBody(events, ctx);
       return { response: Response.json(answer) };
     }
 
@@ -303,7 +315,7 @@ export async function forward(deps: ForwardDeps, req: ForwardRequest): Promise<R
     const stream = streamAnswer({
       upstream: fastReader(res) ?? (res.body.getReader() as ChunkReader),
       decode: adapter.createStreamDecoder(),
-      sink: sameFormat ? SINKS[clientFormat].relay(ctx) : SINKS[clientFormat].encoder(ctx),
+      sink: sameFormat ? SINKS[clientFormat].relay(ctx) : encoderFor(ctx),
       meter: streamMeter,
       abortUpstream: () => controller.abort(new DOMException("stream ended", "AbortError")),
       estimateUsage: async () => {
