@@ -142,6 +142,16 @@ describe.each([
     }
   });
 
+  test("a tool call in a whole (non-stream) answer", async () => {
+    upstream.reply({ kind: "fixture", name: vendor === "openai" ? "openai-tools.json" : "anthropic-tools.json" });
+    const response = await openai.responses.create({ model, input: "Weather in Paris?", tools: [weather] });
+    const call = response.output.find((o) => o.type === "function_call") as OpenAI.Responses.ResponseFunctionToolCall;
+    expect(call).toMatchObject({ name: "get_weather", call_id: vendor === "openai" ? "call_Rk3vN8pQw2Lz7TmY5sXb1HcD" : "toolu_01A09q90qw90lq917835lq9", status: "completed" });
+    expect(JSON.parse(call.arguments)).toEqual({ city: "Paris" });
+    expect(response.status).toBe("completed");
+    expect(response.usage!.output_tokens).toBe(vendor === "openai" ? 15 : 54);
+  });
+
   test("a custom tool is a one-string function upstream; its call comes back as custom_tool_call", async () => {
     const patch = "*** Begin Patch\n*** Add File: a.txt\n+hi\n*** End Patch\n";
     upstream.reply(scripted(vendor, { calls: [{ id: "call_p1", name: "apply_patch", arguments: JSON.stringify({ input: patch }) }] }));

@@ -28,9 +28,14 @@ export function createCatalogue(models: ModelConfig[]) {
     display_name: m.display_name ?? m.id,
     created_at: m.created_at ?? "2025-01-01T00:00:00Z",
   }));
+  const entryById = new Map(list.data.map((entry) => [entry.id, entry]));
+  const anthropicById = new Map(anthropicEntries.map((entry) => [entry.id, entry]));
   return {
     get: (id: string) => byId.get(id),
     listJson: () => listJson,
+    /** One model as `GET /v1/models/{id}` answers it: the list's element, in the list's shape. */
+    entry: (id: string) => entryById.get(id),
+    anthropicEntry: (id: string) => anthropicById.get(id),
     /** Anthropic's shape, with its cursor paging (`limit`, `after_id`, `before_id`). */
     anthropicList(query: { limit?: string; after_id?: string; before_id?: string }) {
       const limit = Math.min(1000, Math.max(1, Number.parseInt(query.limit ?? "20", 10) || 20));
