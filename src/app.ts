@@ -16,6 +16,7 @@ import { jsonBodyPlugin } from "./plugins/json-body.ts";
 import { adminRoutes } from "./routes/admin.ts";
 import { chatCompletionsRoute } from "./routes/chat-completions.ts";
 import { messagesRoute } from "./routes/messages.ts";
+import { responsesRoute } from "./routes/responses.ts";
 import { modelsRoute } from "./routes/models.ts";
 import { healthRoutes } from "./routes/health.ts";
 import { withSimulatedUpstream } from "./providers/simulated/simulated-upstream.ts";
@@ -116,6 +117,7 @@ export function createApp(deps: AppDeps) {
     .use(modelsRoute(catalogue))
     .use(chatCompletionsRoute(forwardDeps))
     .use(messagesRoute(forwardDeps))
+    .use(responsesRoute(forwardDeps))
     .use(adminRoutes({ accounts, keys, ledger, usage, adminToken: deps.adminToken, now }));
   const services = {
     accounts,

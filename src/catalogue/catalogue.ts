@@ -45,10 +45,15 @@ export function createCatalogue(models: ModelConfig[]) {
     ...models.map((m) => anthropicEntry(m, m.id)),
     ...[...byAlias].map(([alias, m]) => anthropicEntry(m, alias)),
   ];
+  const entryById = new Map(list.data.map((entry) => [entry.id, entry]));
+  const anthropicById = new Map(anthropicEntries.map((entry) => [entry.id, entry]));
   return {
     /** The model a client's name means: an id, an exact alias, or the longest matching `prefix*` alias. */
     get: resolve,
     listJson: () => listJson,
+    /** One model as `GET /v1/models/{id}` answers it: the list's element, in the list's shape. */
+    entry: (id: string) => entryById.get(id),
+    anthropicEntry: (id: string) => anthropicById.get(id),
     /** Anthropic's shape, with its cursor paging (`limit`, `after_id`, `before_id`). */
     anthropicList(query: { limit?: string; after_id?: string; before_id?: string }) {
       const limit = Math.min(1000, Math.max(1, Number.parseInt(query.limit ?? "20", 10) || 20));

@@ -4,6 +4,7 @@ import type { Logger } from "../log.ts";
 import type { WireFormat } from "../providers/provider.ts";
 import type { UsageMeter } from "../billing/usage-meter.ts";
 import type { ClientSink, EncodeContext } from "../streaming/client-sink.ts";
+import type { StreamEvent } from "../streaming/events.ts";
 import { createOpenAIEncoder, createOpenAIRelay, encodeOpenAIBody } from "../streaming/encode-openai.ts";
 import { createAnthropicEncoder, createAnthropicRelay, encodeAnthropicBody } from "../streaming/encode-anthropic.ts";
 import { streamAnswer, type StreamOutcome } from "../streaming/stream-answer.ts";
@@ -28,6 +29,14 @@ const FORMATS: Record<WireFormat, {
   anthropic: { encoder: createAnthropicEncoder, relay: createAnthropicRelay, body: encodeAnthropicBody, idPrefix: "msg_" },
 };
 
+/** How to write an answer whose format is not the request's: its id prefix, its stream, its body. */
+export interface AnswerFormat {
+  /** Prefix of the answer's id; the rest is the usage record's (`req_<id>`). */
+  idPrefix: string;
+  encoder: (ctx: EncodeContext) => ClientSink;
+  body: (events: StreamEvent[], ctx: EncodeContext) => unknown;
+}
+
 export interface RespondRequest {
   clientFormat: WireFormat;
   body: Record<string, unknown>;
@@ -38,6 +47,8 @@ export interface RespondRequest {
   promptText: () => string;
   /** Called before a streamed answer starts, to lift the server's idle timeout for this request. */
   onStream?: () => void;
+  /** The answer in another format than the request's (the Responses API). */
+  answer?: AnswerFormat;
 }
 
 export interface RespondDeps {
@@ -59,7 +70,9 @@ export async function respond(
   meter: UsageMeter,
   billing: BillingSession,
 ): Promise<Response> {
-  const format = FORMATS[req.clientFormat];
+  const answerFormat = req.answer;
+  const base = FORMATS[req.clientFormat];
+  const format = answerFormat ? { ...base, encoder: answerFormat.encoder, body: answerFormat.body, idPrefix: answerFormat.idPrefix } : base;
   const ctx: EncodeContext = {
     id: `${format.idPrefix}${req.uuid}`,
     created: Math.floor(deps.now() / 1000),
@@ -68,7 +81,7 @@ export async function respond(
     includeUsage: req.clientFormat === "openai" && (req.body.stream_options as { include_usage?: boolean } | undefined)?.include_usage === true,
   };
   // Relaying vendor frames as they are only works for an API that speaks the client's format.
-  const sameFormat = req.clientFormat === outcome.provider.kind && outcome.adapter.streams !== false;
+  const sameFormat = !answerFormat && req.clientFormat === outcome.provider.kind && outcome.adapter.streams !== false;
 
   if (outcome.kind === "body") {
     const { events, json } = outcome;

@@ -10,9 +10,9 @@ import { planRequest } from "../gateway/plan.ts";
 import { openBillingSession, type Principal } from "../gateway/billing-session.ts";
 import { attemptUpstream, clientClosed } from "../gateway/attempt.ts";
 import { nextStep } from "../gateway/retry-policy.ts";
-import { respond } from "../gateway/respond.ts";
+import { respond, type AnswerFormat } from "../gateway/respond.ts";
 
-export type { Principal };
+export type { Principal, AnswerFormat };
 import type { Transport } from "../transport/transport.ts";
 /** How the pipeline reaches upstreams: the Transport port. */
 export type UpstreamFetch = Transport;
@@ -41,6 +41,8 @@ export interface ForwardRequest {
   principal: Principal;
   /** Called before a streamed answer starts, to lift the server's idle timeout for this request. */
   onStream?: () => void;
+  /** The answer in another format than the request's (the Responses API, sent on as a chat request). */
+  answer?: AnswerFormat;
 }
 
 /**
@@ -60,7 +62,7 @@ export async function forward(deps: ForwardDeps, req: ForwardRequest): Promise<R
   const limits = deps.settings.retry;
   const wantsStream = req.body.stream === true;
   const attemptRequest = { requestId: plan.requestId, clientFormat: req.clientFormat, body: req.body, headers: req.headers, clientSignal: req.signal, wantsStream };
-  const answerRequest = { clientFormat: req.clientFormat, body: req.body, uuid: plan.uuid, requestId: plan.requestId, bodyBytes: req.bodyBytes, promptText: plan.promptText, onStream: req.onStream };
+  const answerRequest = { clientFormat: req.clientFormat, body: req.body, uuid: plan.uuid, requestId: plan.requestId, bodyBytes: req.bodyBytes, promptText: plan.promptText, onStream: req.onStream, answer: req.answer };
 
   try {
     let waited = 0;

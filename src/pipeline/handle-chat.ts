@@ -1,7 +1,7 @@
 import type { Catalogue } from "../catalogue/catalogue.ts";
 import type { WireFormat } from "../providers/provider.ts";
 import { assertAnthropicTextOnly, assertOpenAITextOnly, UnsupportedContentError } from "../translate/content-text.ts";
-import { forward, type ForwardDeps, type Principal } from "./forward.ts";
+import { forward, type AnswerFormat, type ForwardDeps, type Principal } from "./forward.ts";
 import { GatewayError } from "./gateway-error.ts";
 import { checkAnthropicContent, checkOpenAIContent } from "./check-content.ts";
 
@@ -14,6 +14,8 @@ export interface ChatCall {
   server: { timeout(request: Request, seconds: number): void } | null;
   /** Elysia's response settings; the admission plugin put the rate-limit headers there. */
   set: { headers: Record<string, unknown> };
+  /** The answer in another format than `format` (the Responses API over a chat request). */
+  answer?: AnswerFormat;
 }
 
 /**
@@ -55,6 +57,7 @@ export async function handleChat(deps: ForwardDeps & { catalogue: Catalogue }, c
     candidates,
     principal: call.principal,
     onStream: () => call.server?.timeout(call.request, 0),
+    answer: call.answer,
   });
   // Elysia rebuilds any returned Response while `set.headers` has entries (a second Response
   // over a stream of the first one's body). Moved onto ours, the answer goes out as built;

@@ -1,0 +1,91 @@
+import { Elysia, t } from "elysia";
+import type { Catalogue } from "../catalogue/catalogue.ts";
+import { handleChat } from "../pipeline/handle-chat.ts";
+import type { AnswerFormat, ForwardDeps } from "../pipeline/forward.ts";
+import { GatewayError } from "../pipeline/gateway-error.ts";
+import { principalOf } from "../plugins/admission.ts";
+import { createResponsesEncoder, encodeResponsesBody } from "../streaming/encode-responses.ts";
+import { responsesToChat, ResponsesRequestError, type ResponsesPlan } from "../translate/responses-to-chat.ts";
+
+/**
+ * Open objects, as in schemas.ts: fields we do not model are accepted; the translator reads
+ * what it knows and refuses, with a 400 naming the field, what it cannot serve.
+ */
+const open = { additionalProperties: true } as const;
+const WholeNumber = (options: { minimum: number }) => t.Number({ ...options, multipleOf: 1 });
+const Nullable = <T extends Parameters<typeof t.Optional>[0]>(schema: T) => t.Optional(t.Union([schema, t.Null()]));
+
+export const ResponsesRequest = t.Object(
+  {
+    model: t.Optional(t.String({ minLength: 1 })),
+    models: t.Optional(t.Array(t.String({ minLength: 1 }), { minItems: 1, maxItems: 16 })),
+    input: t.Union([t.String(), t.Array(t.Object({}, open), { maxItems: 100_000 })]),
+    instructions: Nullable(t.String()),
+    stream: Nullable(t.Boolean()),
+    store: Nullable(t.Boolean()),
+    max_output_tokens: Nullable(WholeNumber({ minimum: 1 })),
+    temperature: Nullable(t.Number({ minimum: 0, maximum: 2 })),
+    top_p: Nullable(t.Number({ minimum: 0, maximum: 1 })),
+    parallel_tool_calls: Nullable(t.Boolean()),
+    tools: Nullable(t.Array(t.Object({ type: t.String() }, open), { maxItems: 1_000 })),
+    tool_choice: t.Optional(t.Union([t.String(), t.Object({ type: t.String() }, open), t.Null()])),
+    reasoning: Nullable(t.Object({}, open)),
+    text: Nullable(t.Object({ format: t.Optional(t.Object({ type: t.String() }, open)) }, open)),
+    metadata: Nullable(t.Record(t.String({ maxLength: 64 }), t.String({ maxLength: 512 }), { maxProperties: 16 })),
+    include: Nullable(t.Array(t.String())),
+    previous_response_id: Nullable(t.String()),
+  },
+  open,
+);
+
+/** The Responses API's answer for a request translated to chat: `resp_<id>` names the usage record `req_<id>`. */
+export function responsesAnswer(plan: Pick<ResponsesPlan, "tools" | "echo">): AnswerFormat {
+  return {
+    idPrefix: "resp_",
+    encoder: (ctx) => createResponsesEncoder(ctx, plan),
+    body: (events, ctx) => encodeResponsesBody(events, ctx, plan),
+  };
+}
+
+/**
+ * `POST /v1/responses`: the OpenAI Responses API as a third client format. The request is
+ * translated to a chat request and takes the one pipeline (limits, credits, fallbacks,
+ * upstream translation); only the answer is written in the Responses API's shape.
+ */
+export function responsesRoute(deps: ForwardDeps & { catalogue: Catalogue }) {
+  /** Hosted tools are dropped on every turn of an agent like Codex: the log says so once per kind, then at debug level. */
+  const reported = new Set<string>();
+  return new Elysia({ name: "switchyard/responses" })
+    .post(
+      "/v1/responses",
+      ({ body, request, server, set }) => {
+        const input = body.input;
+        if (input === "" || (Array.isArray(input) && input.length === 0)) throw new GatewayError(422, "invalid_request", "input must contain at least one item.");
+        let plan: ResponsesPlan;
+        try {
+          plan = responsesToChat(body as Record<string, unknown>);
+        } catch (err) {
+          if (err instanceof ResponsesRequestError) throw new GatewayError(400, "invalid_request", err.message);
+          throw err;
+        }
+        if (plan.dropped.length > 0) {
+          const fresh = plan.dropped.filter((d) => !reported.has(d));
+          for (const d of fresh) reported.add(d);
+          deps.log(fresh.length > 0 ? "info" : "debug", "responses request: dropped what chat upstreams cannot run (hosted tools, their items)", { dropped: [...new Set(plan.dropped)] });
+        }
+        return handleChat(deps, {
+          format: "openai",
+          body: plan.chat,
+          request,
+          principal: principalOf(request),
+          server,
+          set,
+          answer: responsesAnswer(plan),
+        });
+      },
+      { body: ResponsesRequest },
+    )
+    .get("/v1/responses/:id", () => {
+      throw new GatewayError(404, "not_found", "Responses are not stored by this gateway, so they cannot be retrieved; read the answer when it is returned.");
+    });
+}

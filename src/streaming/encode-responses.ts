@@ -1,0 +1,334 @@
+import { imageMarkdown, type ErrorKind, type FinishReason, type StreamEvent } from "./events.ts";
+import type { ClientSink, EncodeContext } from "./client-sink.ts";
+import type { ClientTool, ResponsesEcho } from "../translate/responses-to-chat.ts";
+
+/** What the Responses encoder needs from the request beyond the shared context. */
+export interface ResponsesAnswerPlan {
+  /** Upstream function name → the client's tool (custom tools, namespaced tools). */
+  tools: Map<string, ClientTool>;
+  echo: ResponsesEcho;
+}
+
+const NO_PLAN: ResponsesAnswerPlan = {
+  tools: new Map(),
+  echo: {
+    instructions: null,
+    max_output_tokens: null,
+    metadata: {},
+    parallel_tool_calls: true,
+    reasoning: { effort: null, summary: null },
+    temperature: 1,
+    text: { format: { type: "text" } },
+    tool_choice: "auto",
+    tools: [],
+    top_p: 1,
+    user: null,
+    prompt_cache_key: null,
+  },
+};
+
+/** Error codes as OpenAI writes them in `error` events and `response.error`; Codex decides on retries by them. */
+const ERROR_CODE: Record<ErrorKind, string> = {
+  invalid_request: "invalid_request_error",
+  authentication: "authentication_error",
+  permission: "permission_error",
+  not_found: "not_found_error",
+  request_too_large: "invalid_request_error",
+  insufficient_credits: "insufficient_quota",
+  rate_limit: "rate_limit_exceeded",
+  upstream: "server_error",
+  overloaded: "server_is_overloaded",
+  timeout: "server_error",
+  internal: "server_error",
+};
+
+const INCOMPLETE: Partial<Record<FinishReason, string>> = { length: "max_output_tokens", content_filter: "content_filter" };
+
+const KEEP_ALIVE = ": keep-alive\n\n";
+
+type Item = Record<string, unknown> & { id: string; type: string };
+
+interface OpenItem {
+  index: number;
+  item: Item;
+  /** Text or reasoning so far, or a tool call's arguments. */
+  text: string;
+  kind: "message" | "reasoning" | "function" | "custom";
+  /** Frame prefix of this item's deltas, built once: deltas run per token. */
+  deltaHead: string;
+}
+
+/**
+ * Events → the Responses API's answer: one state machine writes the stream's events (with
+ * their `sequence_number`s) and builds the final response object, so a streamed answer and a
+ * whole body always agree. Text and reasoning items close when another item starts; tool
+ * calls stay open until the upstream finishes (OpenAI may interleave their arguments).
+ */
+function createBuilder(ctx: EncodeContext, plan: ResponsesAnswerPlan, frames: boolean) {
+  const base = ctx.id.slice(ctx.id.indexOf("_") + 1);
+  const output: Item[] = [];
+  let seq = 0;
+  let began = false;
+  let current: OpenItem | undefined;
+  const toolsByEvent = new Map<number, OpenItem>();
+  let finish: FinishReason | undefined;
+  let usage = { input: 0, output: 0, cached: undefined as number | undefined };
+  let wroteText = false;
+  let out = "";
+
+  const emit = (type: string, fields: Record<string, unknown>) => {
+    const n = seq++;
+    if (frames) out += `event: ${type}\ndata: ${JSON.stringify({ type, sequence_number: n, ...fields })}\n\n`;
+  };
+
+  const response = (status: string, extra: Record<string, unknown> = {}) => {
+    const e = plan.echo;
+    return {
+      id: ctx.id,
+      object: "response",
+      created_at: ctx.created,
+      status,
+      background: false,
+      error: null,
+      incomplete_details: null,
+      instructions: e.instructions,
+      max_output_tokens: e.max_output_tokens,
+      max_tool_calls: null,
+      model: ctx.model,
+      output: status === "in_progress" ? [] : output,
+      parallel_tool_calls: e.parallel_tool_calls,
+      previous_response_id: null,
+      prompt_cache_key: e.prompt_cache_key,
+      reasoning: e.reasoning,
+      // Nothing is kept: whatever the request said, the answer cannot be fetched again.
+      store: false,
+      temperature: e.temperature,
+      text: e.text,
+      tool_choice: e.tool_choice,
+      tools: e.tools,
+      top_p: e.top_p,
+      truncation: "disabled",
+      usage: null as unknown,
+      user: e.user,
+      metadata: e.metadata,
+      ...extra,
+    };
+  };
+
+  const begin = () => {
+    if (began) return;
+    began = true;
+    emit("response.created", { response: response("in_progress") });
+    emit("response.in_progress", { response: response("in_progress") });
+  };
+
+  const open = (kind: OpenItem["kind"], item: Item): OpenItem => {
+    begin();
+    const index = output.length;
+    output.push(item);
+    emit("response.output_item.added", { output_index: index, item: { ...item } });
+    const deltaType = kind === "message" ? "response.output_text.delta" : kind === "reasoning" ? "response.reasoning_text.delta" : "response.function_call_arguments.delta";
+    const deltaHead = `event: ${deltaType}\ndata: {"type":"${deltaType}","sequence_number":`;
+    const opened: OpenItem = { index, item, text: "", kind, deltaHead };
+    if (kind === "message" || kind === "reasoning") {
+      const part = kind === "message" ? { type: "output_text", text: "", annotations: [] } : { type: "reasoning_text", text: "" };
+      emit("response.content_part.added", { item_id: item.id, output_index: index, content_index: 0, part });
+    }
+    return opened;
+  };
+
+  /** A delta frame: only the text is stringified per token. */
+  const delta = (o: OpenItem, text: string) => {
+    o.text += text;
+    const n = seq++;
+    if (!frames) return;
+    const where = o.kind === "function" ? "" : `,"content_index":0`;
+    const tail = o.kind === "message" ? `,"logprobs":[]}` : "}";
+    out += `${o.deltaHead}${n},"item_id":${JSON.stringify(o.item.id)},"output_index":${o.index}${where},"delta":${JSON.stringify(text)}${tail}\n\n`;
+  };
+
+  const close = (o: OpenItem, status: "completed" | "incomplete") => {
+    const { item, index, text } = o;
+    switch (o.kind) {
+      case "message": {
+        const part = { type: "output_text", text, annotations: [] };
+        emit("response.output_text.done", { item_id: item.id, output_index: index, content_index: 0, text, logprobs: [] });
+        emit("response.content_part.done", { item_id: item.id, output_index: index, content_index: 0, part });
+        item.content = [part];
+        item.status = status;
+        break;
+      }
+      case "reasoning": {
+        const part = { type: "reasoning_text", text };
+        emit("response.reasoning_text.done", { item_id: item.id, output_index: index, content_index: 0, text });
+        emit("response.content_part.done", { item_id: item.id, output_index: index, content_index: 0, part });
+        item.content = [part];
+        break;
+      }
+      case "function":
+        emit("response.function_call_arguments.done", { item_id: item.id, output_index: index, name: item.name, arguments: text });
+        item.arguments = text;
+        item.status = "completed";
+        break;
+      case "custom": {
+        // The upstream called a function taking `{input}`; the client asked for a free-form tool.
+        const input = customInput(text);
+        emit("response.custom_tool_call_input.delta", { item_id: item.id, output_index: index, delta: input });
+        emit("response.custom_tool_call_input.done", { item_id: item.id, output_index: index, input });
+        item.input = input;
+        break;
+      }
+    }
+    emit("response.output_item.done", { output_index: index, item });
+  };
+
+  const closeCurrent = () => {
+    if (current) close(current, "completed");
+    current = undefined;
+  };
+
+  const closeAll = (status: "completed" | "incomplete") => {
+    if (current) close(current, status);
+    current = undefined;
+    for (const tool of [...toolsByEvent.values()].sort((a, b) => a.index - b.index)) close(tool, "completed");
+    toolsByEvent.clear();
+  };
+
+  const text = (t: string) => {
+    if (current?.kind !== "message") {
+      closeCurrent();
+      current = open("message", { id: `msg_${base}_${output.length}`, type: "message", status: "in_progress", role: "assistant", content: [] });
+    }
+    wroteText = true;
+    delta(current, t);
+  };
+
+  const finalUsage = () => ({
+    input_tokens: usage.input,
+    input_tokens_details: { cached_tokens: usage.cached ?? 0 },
+    output_tokens: usage.output,
+    output_tokens_details: { reasoning_tokens: 0 },
+    total_tokens: usage.input + usage.output,
+  });
+
+  const take = () => {
+    const s = out;
+    out = "";
+    return s;
+  };
+
+  return {
+    event(e: StreamEvent): string {
+      switch (e.type) {
+        case "start":
+          begin();
+          break;
+        case "text":
+          if (e.text) text(e.text);
+          else begin();
+          break;
+        case "image":
+          text(imageMarkdown(e.url, wroteText));
+          break;
+        case "reasoning":
+          if (current?.kind !== "reasoning") {
+            closeCurrent();
+            current = open("reasoning", { id: `rs_${base}_${output.length}`, type: "reasoning", summary: [], content: [] });
+          }
+          delta(current, e.text);
+          break;
+        case "tool-call": {
+          let tool = toolsByEvent.get(e.index);
+          if (!tool) {
+            closeCurrent();
+            const upstreamName = e.name ?? "";
+            const client = plan.tools.get(upstreamName);
+            const callId = e.id ?? `call_${base}_${e.index}`;
+            const namespace = client?.namespace ? { namespace: client.namespace } : {};
+            tool = client?.custom
+              ? open("custom", { id: `ctc_${base}_${output.length}`, type: "custom_tool_call", call_id: callId, name: client.name, input: "", ...namespace })
+              : open("function", { id: `fc_${base}_${output.length}`, type: "function_call", status: "in_progress", call_id: callId, name: client?.name ?? upstreamName, arguments: "", ...namespace });
+            toolsByEvent.set(e.index, tool);
+          }
+          if (e.argumentsDelta) {
+            // A custom tool's input is a JSON string inside the arguments: it goes out whole once they are complete.
+            if (tool.kind === "custom") tool.text += e.argumentsDelta;
+            else delta(tool, e.argumentsDelta);
+          }
+          break;
+        }
+        case "usage":
+          usage = {
+            input: e.inputTokens ?? usage.input,
+            output: e.outputTokens ?? usage.output,
+            cached: e.cacheReadTokens ?? usage.cached,
+          };
+          break;
+        case "finish":
+          finish = e.reason;
+          begin();
+          closeAll(INCOMPLETE[e.reason] ? "incomplete" : "completed");
+          break;
+        case "error": {
+          begin();
+          const code = ERROR_CODE[e.errorType];
+          emit("error", { code, message: e.message, param: null });
+          emit("response.failed", { response: response("failed", { error: { code, message: e.message }, usage: finalUsage() }) });
+          break;
+        }
+      }
+      return take();
+    },
+    end(): string {
+      begin();
+      const reason = finish && INCOMPLETE[finish];
+      closeAll(reason ? "incomplete" : "completed");
+      const final = reason
+        ? response("incomplete", { incomplete_details: { reason }, usage: finalUsage() })
+        : response("completed", { usage: finalUsage() });
+      emit(reason ? "response.incomplete" : "response.completed", { response: final });
+      return take();
+    },
+    /** The whole answer, once `end()` ran. */
+    final() {
+      const reason = finish && INCOMPLETE[finish];
+      return reason ? response("incomplete", { incomplete_details: { reason }, usage: finalUsage() }) : response("completed", { usage: finalUsage() });
+    },
+  };
+}
+
+/**
+ * What the model put in a custom tool's one argument. Models do not always obey: a bare JSON
+ * string, or text that is not JSON at all, is taken as the input itself.
+ */
+function customInput(args: string): string {
+  try {
+    const value = JSON.parse(args);
+    if (value && typeof value === "object" && typeof value.input === "string") return value.input;
+    if (typeof value === "string") return value;
+  } catch {}
+  return args;
+}
+
+/** Events → Responses API stream events (`event:` named, numbered), for `stream: true`. */
+export function createResponsesEncoder(ctx: EncodeContext, plan: ResponsesAnswerPlan = NO_PLAN): ClientSink {
+  const builder = createBuilder(ctx, plan, true);
+  return {
+    event: (e) => builder.event(e),
+    frame(_raw, _parsed, events) {
+      let out = "";
+      for (const e of events) out += builder.event(e);
+      return out;
+    },
+    end: () => builder.end(),
+    keepAlive: () => KEEP_ALIVE,
+  };
+}
+
+/** Events of a whole answer → a Responses API `response` object. */
+export function encodeResponsesBody(events: StreamEvent[], ctx: EncodeContext, plan: ResponsesAnswerPlan = NO_PLAN) {
+  const builder = createBuilder(ctx, plan, false);
+  for (const e of events) builder.event(e);
+  builder.end();
+  return builder.final();
+}

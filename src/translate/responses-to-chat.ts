@@ -1,0 +1,295 @@
+import type { Json, OpenAIChatBody, OpenAIMessage } from "./wire-types.ts";
+
+/**
+ * An OpenAI Responses API request → an OpenAI chat-completions request, so the gateway's
+ * existing paths take it from there (passthrough to OpenAI-compatible upstreams, the
+ * Anthropic translation for Anthropic ones). Pure: plain values in, plain values out.
+ */
+
+/** A request the gateway cannot serve as asked; the message says which field and why. */
+export class ResponsesRequestError extends Error {}
+
+/** What the client called a tool the upstream knows under another name. */
+export interface ClientTool {
+  name: string;
+  namespace?: string;
+  /** A `custom` (free-form text) tool: the upstream sees a function taking one string, `input`. */
+  custom: boolean;
+}
+
+/** Fields echoed in the answer, as the client sent them (or the API's defaults). */
+export interface ResponsesEcho {
+  instructions: unknown;
+  max_output_tokens: number | null;
+  metadata: Record<string, unknown>;
+  parallel_tool_calls: boolean;
+  reasoning: { effort: unknown; summary: unknown };
+  temperature: number | null;
+  text: unknown;
+  tool_choice: unknown;
+  tools: unknown[];
+  top_p: number | null;
+  user: unknown;
+  prompt_cache_key: unknown;
+}
+
+export interface ResponsesPlan {
+  /** The chat-completions body, `model`/`models` included, for the usual pipeline. */
+  chat: OpenAIChatBody;
+  /** Upstream function name → the client's tool, for every tool whose name or kind changed on the way. */
+  tools: Map<string, ClientTool>;
+  echo: ResponsesEcho;
+  /** Hosted tools (and history items of theirs) that no chat upstream can run, dropped; for the log. */
+  dropped: string[];
+}
+
+/** Fields that need the gateway to keep responses, which it does not (docs/decisions.md, "Responses API"). */
+const NEEDS_STORAGE: Record<string, string> = {
+  previous_response_id: "previous_response_id is not supported: the gateway stores no responses. Send the whole conversation in `input` (as with `store: false`).",
+  conversation: "conversation is not supported: the gateway stores no conversations. Send the whole conversation in `input`.",
+  prompt: "prompt (stored prompt templates) is not supported: send the instructions and input themselves.",
+};
+
+/** Longest function name OpenAI accepts (`^[a-zA-Z0-9_-]{1,64}$`). */
+const MAX_NAME = 64;
+
+export function responsesToChat(body: Record<string, unknown>): ResponsesPlan {
+  for (const [field, message] of Object.entries(NEEDS_STORAGE)) {
+    if (body[field] !== undefined && body[field] !== null) throw new ResponsesRequestError(message);
+  }
+  if (body.background === true) throw new ResponsesRequestError("background is not supported: the gateway stores no responses to poll. Stream the answer instead (`stream: true`).");
+
+  const dropped: string[] = [];
+  const tools = new Map<string, ClientTool>();
+  const chatTools: NonNullable<OpenAIChatBody["tools"]> = [];
+  /** Client (namespace, name) → upstream name, for tool_choice and history items. */
+  const upstreamName = new Map<string, string>();
+  const key = (name: string, namespace?: string) => `${namespace ?? ""}\u0000${name}`;
+
+  const addTool = (tool: Json, namespace?: string) => {
+    const type = tool.type;
+    const name = typeof tool.name === "string" ? tool.name : undefined;
+    if ((type === "function" || type === "custom") && name) {
+      const flat = namespace ? flattenName(namespace, name) : name;
+      upstreamName.set(key(name, namespace), flat);
+      const custom = type === "custom";
+      if (custom || namespace) tools.set(flat, { name, ...(namespace ? { namespace } : {}), custom });
+      const description = typeof tool.description === "string" ? tool.description : "";
+      const fn: NonNullable<OpenAIChatBody["tools"]>[number]["function"] & Json = custom
+        ? { name: flat, description: customToolDescription(description, tool.format), parameters: CUSTOM_PARAMETERS }
+        : { name: flat, ...(description ? { description } : {}), parameters: (tool.parameters as Json | undefined) ?? { type: "object", properties: {} } };
+      if (!custom && typeof tool.strict === "boolean") fn.strict = tool.strict;
+      chatTools.push({ type: "function", function: fn });
+    } else if (type === "namespace" && typeof tool.name === "string" && Array.isArray(tool.tools)) {
+      for (const inner of tool.tools) if (inner && typeof inner === "object") addTool(inner as Json, tool.name);
+    } else dropped.push(`tool:${String(type)}`);
+  };
+  for (const tool of (body.tools as Json[] | undefined) ?? []) if (tool && typeof tool === "object") addTool(tool);
+
+  const nameFor = (name: unknown, namespace: unknown) =>
+    upstreamName.get(key(String(name ?? ""), typeof namespace === "string" ? namespace : undefined)) ??
+    (typeof namespace === "string" ? flattenName(namespace, String(name ?? "")) : String(name ?? ""));
+
+  const messages: OpenAIMessage[] = [];
+  if (typeof body.instructions === "string" && body.instructions) messages.push({ role: "system", content: body.instructions });
+  const input = body.input;
+  if (typeof input === "string") messages.push({ role: "user", content: input });
+  else if (Array.isArray(input)) {
+    for (const raw of input) {
+      if (!raw || typeof raw !== "object") throw new ResponsesRequestError("input items must be objects.");
+      addItem(raw as Json);
+    }
+  }
+
+  function addItem(item: Json) {
+    const type = item.type ?? (item.role !== undefined ? "message" : undefined);
+    switch (type) {
+      case "message":
+        return addMessage(item);
+      case "function_call":
+        return addCall(String(item.call_id ?? item.id ?? ""), nameFor(item.name, item.namespace), typeof item.arguments === "string" ? item.arguments : JSON.stringify(item.arguments ?? {}));
+      case "custom_tool_call":
+        return addCall(String(item.call_id ?? item.id ?? ""), nameFor(item.name, item.namespace), JSON.stringify({ input: String(item.input ?? "") }));
+      case "function_call_output":
+      case "custom_tool_call_output":
+        messages.push({ role: "tool", tool_call_id: String(item.call_id ?? ""), content: toolOutput(item.output) });
+        return;
+      case "reasoning":
+        // Reasoning items (and their encrypted content) belong to the vendor that wrote them; another upstream cannot read them.
+        return;
+      case "item_reference":
+        throw new ResponsesRequestError("input items of type item_reference are not supported: the gateway stores no items. Send the item itself.");
+      default:
+        dropped.push(`item:${String(type)}`);
+    }
+  }
+
+  function addMessage(item: Json) {
+    const role = item.role;
+    if (role === "assistant") {
+      const text = assistantText(item.content);
+      const last = messages[messages.length - 1];
+      // Text after tool calls of the same turn starts a new assistant message; chat keeps text before calls.
+      if (last?.role === "assistant" && !last.tool_calls?.length) last.content = joinText(last.content, text);
+      else messages.push({ role: "assistant", content: text });
+      return;
+    }
+    if (role !== "user" && role !== "system" && role !== "developer") throw new ResponsesRequestError(`input message role "${String(role)}" is not one of user, assistant, system, developer.`);
+    // `developer` is what OpenAI's newer models call `system`; compatible servers and Anthropic know only `system`.
+    messages.push({ role: role === "user" ? "user" : "system", content: inputContent(item.content) });
+  }
+
+  function addCall(callId: string, name: string, args: string) {
+    const call = { id: callId, type: "function", function: { name, arguments: args } };
+    const last = messages[messages.length - 1];
+    // Parallel calls of one turn arrive as consecutive items; chat wants them on one assistant message.
+    if (last?.role === "assistant") (last.tool_calls ??= []).push(call);
+    else messages.push({ role: "assistant", content: null, tool_calls: [call] });
+  }
+
+  const chat: OpenAIChatBody = { messages };
+  if (typeof body.model === "string") chat.model = body.model;
+  if (Array.isArray(body.models)) chat.models = body.models;
+  if (body.stream === true) chat.stream = true;
+  if (typeof body.max_output_tokens === "number") chat.max_tokens = body.max_output_tokens;
+  if (typeof body.temperature === "number") chat.temperature = body.temperature;
+  if (typeof body.top_p === "number") chat.top_p = body.top_p;
+  if (chatTools.length > 0) {
+    chat.tools = chatTools;
+    const choice = toolChoice(body.tool_choice, nameFor, dropped);
+    if (choice !== undefined) chat.tool_choice = choice;
+    if (typeof body.parallel_tool_calls === "boolean") chat.parallel_tool_calls = body.parallel_tool_calls;
+  }
+  const reasoning = body.reasoning as { effort?: unknown; summary?: unknown } | null | undefined;
+  if (typeof reasoning?.effort === "string") chat.reasoning_effort = reasoning.effort;
+  const text = body.text as { format?: Json; verbosity?: unknown } | null | undefined;
+  const format = responseFormat(text?.format);
+  if (format) chat.response_format = format;
+  if (typeof text?.verbosity === "string") chat.verbosity = text.verbosity;
+  for (const field of ["user", "safety_identifier", "prompt_cache_key"] as const) {
+    if (typeof body[field] === "string") chat[field] = body[field];
+  }
+
+  const echo: ResponsesEcho = {
+    instructions: body.instructions ?? null,
+    max_output_tokens: typeof body.max_output_tokens === "number" ? body.max_output_tokens : null,
+    metadata: (body.metadata as Record<string, unknown> | null | undefined) ?? {},
+    parallel_tool_calls: body.parallel_tool_calls !== false,
+    reasoning: { effort: reasoning?.effort ?? null, summary: reasoning?.summary ?? null },
+    temperature: typeof body.temperature === "number" ? body.temperature : 1,
+    text: text?.format ? { format: text.format, ...(text.verbosity ? { verbosity: text.verbosity } : {}) } : { format: { type: "text" } },
+    tool_choice: body.tool_choice ?? "auto",
+    tools: (body.tools as unknown[] | undefined) ?? [],
+    top_p: typeof body.top_p === "number" ? body.top_p : 1,
+    user: body.user ?? null,
+    prompt_cache_key: body.prompt_cache_key ?? null,
+  };
+  return { chat, tools, echo, dropped };
+}
+
+/** The one argument every custom tool takes upstream. */
+const CUSTOM_PARAMETERS: Json = {
+  type: "object",
+  properties: { input: { type: "string", description: "The tool's whole input, as raw text." } },
+  required: ["input"],
+  additionalProperties: false,
+};
+
+/** The upstream cannot be held to a grammar, so the model is told it in words. */
+function customToolDescription(description: string, format: unknown): string {
+  const f = format as { type?: unknown; syntax?: unknown; definition?: unknown } | undefined;
+  let how = "Call this tool with one argument, `input`: the raw text the tool takes (not JSON-encoded inside it).";
+  if (f?.type === "grammar" && typeof f.definition === "string") {
+    how += ` \`input\` must match this ${typeof f.syntax === "string" ? f.syntax : ""} grammar:\n${f.definition}`;
+  }
+  return description ? `${description}\n\n${how}` : how;
+}
+
+/**
+ * `namespace` + `name` as one function name the upstream accepts. Long pairs keep a readable
+ * head and a hash of the whole, so two tools never share a name.
+ */
+export function flattenName(namespace: string, name: string): string {
+  const flat = `${namespace}__${name}`;
+  if (flat.length <= MAX_NAME && /^[a-zA-Z0-9_-]+$/.test(flat)) return flat;
+  const hash = Bun.hash(flat).toString(36).slice(0, 8);
+  return `${flat.replace(/[^a-zA-Z0-9_-]/g, "_").slice(0, MAX_NAME - hash.length - 1)}_${hash}`;
+}
+
+function toolChoice(choice: unknown, nameFor: (name: unknown, namespace: unknown) => string, dropped: string[]): unknown {
+  if (choice === "auto" || choice === "none" || choice === "required") return choice;
+  if (!choice || typeof choice !== "object") return undefined;
+  const c = choice as { type?: unknown; name?: unknown; namespace?: unknown; mode?: unknown };
+  if ((c.type === "function" || c.type === "custom") && typeof c.name === "string") return { type: "function", function: { name: nameFor(c.name, c.namespace) } };
+  // allowed_tools: the upstream sees every tool; its mode still says whether one must be called.
+  if (c.type === "allowed_tools") return c.mode === "required" ? "required" : "auto";
+  dropped.push(`tool_choice:${String(c.type)}`);
+  return undefined;
+}
+
+function responseFormat(format: Json | undefined): Json | undefined {
+  if (!format || format.type === "text") return undefined;
+  if (format.type === "json_object") return { type: "json_object" };
+  if (format.type === "json_schema") {
+    const schema: Json = { name: format.name ?? "response", schema: format.schema ?? {} };
+    if (typeof format.strict === "boolean") schema.strict = format.strict;
+    if (typeof format.description === "string") schema.description = format.description;
+    return { type: "json_schema", json_schema: schema };
+  }
+  throw new ResponsesRequestError(`text.format.type "${String(format.type)}" is not one of text, json_object, json_schema.`);
+}
+
+/**
+ * A user/system message's content in chat form: one string when it is only text (what every
+ * compatible server understands), else chat parts; images become `image_url` parts and meet
+ * the gateway's one rule on media input there.
+ */
+function inputContent(content: unknown): unknown {
+  if (typeof content === "string") return content;
+  if (!Array.isArray(content)) throw new ResponsesRequestError("message content must be a string or an array of content parts.");
+  const parts = content.map(inputPart);
+  if (parts.every((p) => p.type === "text")) return parts.length === 1 ? parts[0]!.text : parts;
+  return parts;
+}
+
+function inputPart(part: unknown): Json {
+  const p = (part ?? {}) as Json;
+  switch (p.type) {
+    case "input_text":
+    case "output_text":
+    case "text":
+      return { type: "text", text: String(p.text ?? "") };
+    case "input_image":
+      return { type: "image_url", image_url: { url: p.image_url ?? p.file_id ?? "", ...(p.detail ? { detail: p.detail } : {}) } };
+    case "input_file":
+      return { type: "file", file: { ...(p.file_id ? { file_id: p.file_id } : {}), ...(p.file_data ? { file_data: p.file_data } : {}), ...(p.filename ? { filename: p.filename } : {}) } };
+    default:
+      throw new ResponsesRequestError(`content part type "${String(p.type)}" is not one of input_text, input_image, input_file.`);
+  }
+}
+
+/** An assistant message's text: output_text parts (and refusals, which are its words too). */
+function assistantText(content: unknown): string {
+  if (typeof content === "string") return content;
+  if (!Array.isArray(content)) return "";
+  let text = "";
+  for (const part of content as Json[]) {
+    if (typeof part?.text === "string") text += part.text;
+    else if (typeof part?.refusal === "string") text += part.refusal;
+  }
+  return text;
+}
+
+function joinText(a: unknown, b: string): string {
+  const first = typeof a === "string" ? a : "";
+  return first && b ? `${first}\n\n${b}` : first || b;
+}
+
+/** A tool's output: a string, or parts (text, and images that meet the media rule like any input). */
+function toolOutput(output: unknown): unknown {
+  if (typeof output === "string") return output;
+  if (!Array.isArray(output)) return JSON.stringify(output ?? "");
+  const parts = output.map(inputPart);
+  if (parts.every((p) => p.type === "text")) return parts.map((p) => p.text).join("");
+  return parts;
+}

@@ -1,0 +1,253 @@
+/**
+ * Codex CLI through the gateway. Two parts:
+ * - Codex's own requests, recorded from `codex exec` 0.169 (test/fixtures/codex/), replayed
+ *   against both upstream kinds: what must survive translation does, what cannot run is dropped.
+ * - The CLI itself (`@openai/codex`, a devDependency whose npm package carries the native
+ *   binary) driven through a tool-using task: it reads a file with `exec_command`, edits it
+ *   with `apply_patch`, and finishes, against both upstream kinds. The config it runs with is
+ *   the README's "Use with Codex" section, taken from the README itself.
+ */
+import { beforeAll, describe, expect, test } from "bun:test";
+import { existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { useFakeUpstream } from "./helpers/fake-upstream.ts";
+import { useGateway, post, sseFrames, ANTHROPIC_MODEL, OPENAI_MODEL } from "./helpers/gateway.ts";
+import { scripted, type Script } from "./helpers/scripted-answers.ts";
+import type { Logger } from "../src/log.ts";
+
+const upstream = useFakeUpstream();
+const logLines: string[] = [];
+const capture: Logger = (level, message, fields) => logLines.push(JSON.stringify({ level, message, ...fields }));
+const gw = useGateway(() => ({ upstreamUrl: upstream.url, log: capture, retry: { max_retries: 0 } }));
+
+const fixture = (name: string) => JSON.parse(readFileSync(new URL(`./fixtures/codex/${name}`, import.meta.url), "utf8"));
+const turns = [fixture("turn-1.json"), fixture("turn-2.json"), fixture("turn-3.json")];
+const PATCH = "*** Begin Patch\n*** Update File: hello.txt\n@@\n-hello\n+hello, world\n*** End Patch\n";
+
+/** Sends a recorded Codex request with Codex's own headers, to `model`; returns the parsed stream. */
+async function replay(recorded: { headers: Record<string, string>; body: Record<string, unknown> }, model: string) {
+  const res = await post(gw, "/v1/responses", { ...recorded.body, model }, { ...recorded.headers, "content-type": "application/json" });
+  expect(res.status).toBe(200);
+  expect(res.headers.get("content-type")).toContain("text/event-stream");
+  const events = sseFrames(await res.text()).map((f) => ({ event: f.event, ...JSON.parse(f.data) }));
+  for (const e of events) expect(e.event).toBe(e.type);
+  expect(events.map((e) => e.sequence_number)).toEqual(events.map((_, i) => i));
+  return events;
+}
+
+const outputOf = (events: any[]) => events.at(-1)!.response.output as any[];
+
+describe.each([
+  ["OpenAI upstream", OPENAI_MODEL, "openai" as const],
+  ["Anthropic upstream", ANTHROPIC_MODEL, "anthropic" as const],
+])("Codex's recorded requests against an %s", (_name, model, vendor) => {
+  test("turn 1: developer prompt as system, function and custom tools, hosted tools dropped; two parallel exec calls come back", async () => {
+    upstream.reply(scripted(vendor, {
+      calls: [
+        { id: "call_exec_1", name: "exec_command", arguments: '{"cmd":"cat hello.txt"}' },
+        { id: "call_exec_2", name: "exec_command", arguments: '{"cmd":"ls"}' },
+      ],
+    }));
+    const events = await replay(turns[0], model);
+    expect(events[0].type).toBe("response.created");
+    expect(events.at(-1).type).toBe("response.completed");
+    expect(outputOf(events)).toEqual([
+      expect.objectContaining({ type: "function_call", name: "exec_command", call_id: "call_exec_1", arguments: '{"cmd":"cat hello.txt"}', status: "completed" }),
+      expect.objectContaining({ type: "function_call", name: "exec_command", call_id: "call_exec_2", arguments: '{"cmd":"ls"}', status: "completed" }),
+    ]);
+
+    const sent = upstream.requests.at(-1)!;
+    const input = turns[0].body.input as any[];
+    const toolNames = (sent.body.tools as any[]).map((t) => t.function?.name ?? t.name);
+    expect(toolNames).toEqual(["exec_command", "write_stdin", "request_user_input", "apply_patch", "view_image", "get_goal", "create_goal", "update_goal"]);
+    if (vendor === "openai") {
+      expect(sent.path).toBe("/v1/chat/completions");
+      // The first developer item is the system prompt, in the words every chat upstream knows.
+      expect(sent.body.messages[0]).toEqual({ role: "system", content: input[0].content[0].text });
+      expect(sent.body.messages.map((m: any) => m.role)).toEqual(["system", "system", "user", "user"]);
+      expect(sent.body.prompt_cache_key).toBe(turns[0].body.prompt_cache_key);
+      expect(sent.body.parallel_tool_calls).toBe(true);
+      expect(sent.body.reasoning_effort).toBe("medium");
+      expect(sent.body.stream_options).toEqual({ include_usage: true });
+      const patchTool = sent.body.tools.find((t: any) => t.function.name === "apply_patch").function;
+      expect(patchTool.parameters.required).toEqual(["input"]);
+      expect(patchTool.description).toContain("*** Begin Patch");
+    } else {
+      expect(sent.path).toBe("/v1/messages");
+      expect(sent.body.system).toStartWith(input[0].content[0].text);
+      expect(sent.body.system).toContain("<skills_instructions>");
+      expect(sent.body.messages).toHaveLength(1);
+      expect(sent.body.messages[0].role).toBe("user");
+    }
+    for (const field of ["input", "include", "store", "client_metadata", "reasoning", "tool_search", "web_search"]) expect(sent.body[field]).toBeUndefined();
+    expect(logLines.join("\n")).toContain("tool:tool_search");
+    expect(logLines.join("\n")).toContain("tool:web_search");
+  });
+
+  test("turn 2: reasoning items stay behind, parallel calls become one assistant turn and two results; a text message and an apply_patch call come back", async () => {
+    upstream.reply(scripted(vendor, { text: "Now I will patch it.", calls: [{ id: "call_patch_1", name: "apply_patch", arguments: JSON.stringify({ input: PATCH }) }] }));
+    const events = await replay(turns[1], model);
+    expect(outputOf(events)).toEqual([
+      expect.objectContaining({ type: "message", content: [expect.objectContaining({ type: "output_text", text: "Now I will patch it." })] }),
+      expect.objectContaining({ type: "custom_tool_call", name: "apply_patch", call_id: "call_patch_1", input: PATCH }),
+    ]);
+    const types = events.map((e) => e.type);
+    expect(types).toContain("response.custom_tool_call_input.done");
+    expect(types.at(-1)).toBe("response.completed");
+
+    const sent = upstream.requests.at(-1)!;
+    expect(sent.rawBody).not.toContain("gAAAAA-opaque-vendor-blob");
+    const catHello = (turns[1].body.input as any[]).find((i) => i.call_id === "call_exec_1" && i.type === "function_call_output").output;
+    if (vendor === "openai") {
+      expect(sent.body.messages.slice(4)).toEqual([
+        {
+          role: "assistant",
+          content: null,
+          tool_calls: [
+            { id: "call_exec_1", type: "function", function: { name: "exec_command", arguments: '{"cmd":"cat hello.txt"}' } },
+            { id: "call_exec_2", type: "function", function: { name: "exec_command", arguments: '{"cmd":"ls"}' } },
+          ],
+        },
+        { role: "tool", tool_call_id: "call_exec_1", content: catHello },
+        { role: "tool", tool_call_id: "call_exec_2", content: expect.stringContaining("hello.txt") },
+      ]);
+    } else {
+      expect(sent.body.messages.slice(1)).toEqual([
+        { role: "assistant", content: [expect.objectContaining({ type: "tool_use", id: "call_exec_1", input: { cmd: "cat hello.txt" } }), expect.objectContaining({ type: "tool_use", id: "call_exec_2", input: { cmd: "ls" } })] },
+        { role: "user", content: [{ type: "tool_result", tool_use_id: "call_exec_1", content: catHello }, { type: "tool_result", tool_use_id: "call_exec_2", content: expect.stringContaining("hello.txt") }] },
+      ]);
+    }
+  });
+
+  test("turn 3: the apply_patch call goes back as a one-string call with its result; the final answer completes", async () => {
+    upstream.reply(scripted(vendor, { text: "Done: hello.txt now says hello, world." }));
+    const events = await replay(turns[2], model);
+    expect(events.at(-1).type).toBe("response.completed");
+    expect(events.at(-1).response.usage).toMatchObject({ input_tokens: 50, output_tokens: 10, total_tokens: 60 });
+    expect(outputOf(events)).toEqual([expect.objectContaining({ type: "message", status: "completed", content: [expect.objectContaining({ text: "Done: hello.txt now says hello, world." })] })]);
+
+    const sent = upstream.requests.at(-1)!;
+    if (vendor === "openai") {
+      const tail = sent.body.messages.slice(-2);
+      expect(tail[0]).toEqual({ role: "assistant", content: "Now I will patch it.", tool_calls: [{ id: "call_patch_1", type: "function", function: { name: "apply_patch", arguments: JSON.stringify({ input: PATCH }) } }] });
+      expect(tail[1]).toEqual({ role: "tool", tool_call_id: "call_patch_1", content: expect.stringContaining("Success. Updated the following files") });
+    } else {
+      const tail = sent.body.messages.slice(-2);
+      expect(tail[0]).toEqual({ role: "assistant", content: [{ type: "text", text: "Now I will patch it." }, { type: "tool_use", id: "call_patch_1", name: "apply_patch", input: { input: PATCH } }] });
+      expect(tail[1].content).toEqual([{ type: "tool_result", tool_use_id: "call_patch_1", content: expect.stringContaining("Success. Updated the following files") }]);
+    }
+  });
+
+  test("Codex's fallback tool set (a model it has no metadata for): namespace tools flattened, a namespaced call comes back namespaced", async () => {
+    const recorded = fixture("first-turn-fallback-metadata.json");
+    upstream.reply(scripted(vendor, { calls: [{ id: "call_a1", name: "multi_agent_v1__close_agent", arguments: "{}" }] }));
+    const events = await replay(recorded, model);
+    expect(outputOf(events)).toEqual([expect.objectContaining({ type: "function_call", namespace: "multi_agent_v1", name: "close_agent", call_id: "call_a1" })]);
+    const sent = upstream.requests.at(-1)!;
+    const names = (sent.body.tools as any[]).map((t) => t.function?.name ?? t.name);
+    expect(names).toContain("multi_agent_v1__close_agent");
+    expect(names).toContain("exec_command");
+    expect(names).not.toContain("web_search");
+    for (const name of names) expect(name).toMatch(/^[a-zA-Z0-9_-]{1,64}$/);
+  });
+});
+
+// ------------------------------------------------------------------------------------------
+// The CLI itself
+// ------------------------------------------------------------------------------------------
+
+const CODEX_JS = new URL("../node_modules/@openai/codex/bin/codex.js", import.meta.url).pathname;
+let codexVersion: string | undefined;
+
+beforeAll(() => {
+  if (!existsSync(CODEX_JS)) return;
+  const run = Bun.spawnSync([process.execPath, CODEX_JS, "--version"], { env: { PATH: process.env.PATH ?? "/usr/bin:/bin" } });
+  if (run.exitCode === 0) codexVersion = run.stdout.toString().trim();
+});
+
+/** The README's `Use with Codex` blocks: config.toml and the model catalog, as a user copies them. */
+function readmeCodexConfig(): { configToml: string; catalogJson: string } {
+  const readme = readFileSync(new URL("../README.md", import.meta.url), "utf8");
+  const section = readme.slice(readme.indexOf("## Use with Codex"));
+  const block = (lang: string) => {
+    const match = section.match(new RegExp("```" + lang + "\\n([\\s\\S]*?)```"));
+    if (!match) throw new Error(`README's "Use with Codex" section has no ${lang} block`);
+    return match[1]!;
+  };
+  return { configToml: block("toml"), catalogJson: block("json") };
+}
+
+describe("Codex CLI, live", () => {
+  test("the CLI is installed from npm (devDependency @openai/codex) and runs here", () => {
+    if (!codexVersion) console.warn(`Codex CLI not runnable from ${CODEX_JS}: install dev dependencies (bun install) on a platform @openai/codex ships a binary for; the live Codex tests below are skipped.`);
+    expect(codexVersion === undefined || codexVersion.startsWith("codex-cli ")).toBe(true);
+  });
+
+  test.skipIf(!existsSync(CODEX_JS)).each([
+    ["OpenAI upstream", OPENAI_MODEL, "openai" as const],
+    ["Anthropic upstream", ANTHROPIC_MODEL, "anthropic" as const],
+  ])("codex exec edits a file with exec_command and apply_patch through the gateway, %s", async (_name, model, vendor) => {
+    if (!codexVersion) throw new Error("codex --version failed; see the warning above");
+    const root = mkdtempSync(join(tmpdir(), "switchyard-codex-"));
+    try {
+      const home = join(root, "codex-home");
+      const work = join(root, "work");
+      mkdirSync(home);
+      mkdirSync(work);
+      writeFileSync(join(work, "hello.txt"), "hello\n");
+      Bun.spawnSync(["git", "init", "-q"], { cwd: work });
+
+      const { configToml, catalogJson } = readmeCodexConfig();
+      const catalogPath = join(home, "switchyard-models.json");
+      writeFileSync(catalogPath, catalogJson.replaceAll("openai/gpt-4o-mini", model));
+      writeFileSync(
+        join(home, "config.toml"),
+        configToml
+          .replace(/^model = "[^"]*"/m, `model = "${model}"`)
+          .replaceAll("http://localhost:8080/v1", `${gw.url}/v1`)
+          .replace(/^model_catalog_json = "[^"]*"/m, `model_catalog_json = "${catalogPath}"`) +
+          // Test hygiene, not needed by users: no analytics, no update check, no plugin sync, no retries.
+          '\ncheck_for_update_on_startup = false\n[analytics]\nenabled = false\n[features]\nplugins = false\n',
+      );
+
+      // The model's side of the task, one scripted answer per turn, in the upstream's wire format.
+      const plan: Script[] = [
+        { text: "Reading the file.", calls: [{ id: "call_cat", name: "exec_command", arguments: JSON.stringify({ cmd: "cat hello.txt" }) }] },
+        { calls: [{ id: "call_patch", name: "apply_patch", arguments: JSON.stringify({ input: PATCH }) }] },
+        { text: "Done: hello.txt now says hello, world." },
+      ];
+      for (const step of plan) upstream.reply(scripted(vendor, step));
+
+      const proc = Bun.spawn([process.execPath, CODEX_JS, "exec", "--skip-git-repo-check", "--sandbox", "workspace-write", "--color", "never", "Append ', world' to the line in hello.txt"], {
+        cwd: work,
+        env: { PATH: process.env.PATH ?? "/usr/bin:/bin", HOME: root, CODEX_HOME: home, SWITCHYARD_KEY: gw.key },
+        stdin: Bun.file("/dev/null"),
+        stdout: "pipe",
+        stderr: "pipe",
+      });
+      const timer = setTimeout(() => proc.kill(), 60_000);
+      const [stdout, stderr, code] = await Promise.all([new Response(proc.stdout).text(), new Response(proc.stderr).text(), proc.exited]);
+      clearTimeout(timer);
+      if (code !== 0) throw new Error(`codex exec exited ${code}\nstdout:\n${stdout}\nstderr:\n${stderr}`);
+
+      expect(readFileSync(join(work, "hello.txt"), "utf8")).toBe("hello, world\n");
+      expect(stdout).toContain("Done: hello.txt now says hello, world.");
+      const calls = upstream.requests.filter((r) => r.method === "POST");
+      expect(calls).toHaveLength(3);
+      // What Codex's tools returned reached the model on the next turns, in the upstream's words.
+      const second = JSON.stringify(calls[1]!.body);
+      const third = JSON.stringify(calls[2]!.body);
+      expect(second).toContain("call_cat");
+      // exec_command's output (`cat hello.txt`), as Codex reported it to the model.
+      expect(second.slice(second.indexOf("Output:"))).toContain("\\nhello\\n");
+      expect(third).toContain("call_patch");
+      expect(third).toContain("Success. Updated the following files");
+      await gw.app.services.settled();
+      const records = gw.db.query<{ n: number }, []>("SELECT COUNT(*) AS n FROM usage_records WHERE status = 'ok'").get()!;
+      expect(records.n).toBeGreaterThanOrEqual(3);
+    } finally {
+      rmSync(root, { recursive: true, force: true });
+    }
+  }, 90_000);
+});

@@ -1,0 +1,85 @@
+/**
+ * Scripted upstream answers in each vendor's streaming wire format, for tests that need the
+ * model to say something specific (call a tool, think first, stop at the token cap). The
+ * frames are shaped like the vendors' own (see the recorded fixtures beside these tests).
+ */
+import type { Reply } from "./fake-upstream.ts";
+
+export interface ScriptedCall {
+  id: string;
+  name: string;
+  /** The arguments as JSON text, exactly as the model writes them. */
+  arguments: string;
+}
+
+export interface Script {
+  reasoning?: string;
+  text?: string;
+  calls?: ScriptedCall[];
+  /** Why the model stopped; default: tool calls when there are any, else a normal stop. */
+  stop?: "stop" | "length" | "tool_calls";
+  usage?: { input: number; output: number };
+}
+
+/** Splits text into a few pieces, so deltas really arrive in parts. */
+function pieces(text: string, n = 3): string[] {
+  if (text.length <= n) return [text];
+  const size = Math.ceil(text.length / n);
+  const out: string[] = [];
+  for (let i = 0; i < text.length; i += size) out.push(text.slice(i, i + size));
+  return out;
+}
+
+export function openaiStream(s: Script): Reply {
+  const head = { id: "chatcmpl-Scripted0000000000000000000", object: "chat.completion.chunk", created: 1761565012, model: "gpt-4o-mini-2024-07-18", service_tier: "default", system_fingerprint: "fp_560af6e559" };
+  const chunk = (delta: unknown, finish: string | null = null) => `data: ${JSON.stringify({ ...head, choices: [{ index: 0, delta, logprobs: null, finish_reason: finish }], usage: null })}\n\n`;
+  const chunks = [chunk({ role: "assistant", content: s.calls?.length && !s.text ? null : "", refusal: null })];
+  if (s.reasoning) for (const p of pieces(s.reasoning)) chunks.push(chunk({ reasoning_content: p }));
+  if (s.text) for (const p of pieces(s.text)) chunks.push(chunk({ content: p }));
+  s.calls?.forEach((call, index) => {
+    chunks.push(chunk({ tool_calls: [{ index, id: call.id, type: "function", function: { name: call.name, arguments: "" } }] }));
+    for (const p of pieces(call.arguments)) chunks.push(chunk({ tool_calls: [{ index, function: { arguments: p } }] }));
+  });
+  chunks.push(chunk({}, s.stop ?? (s.calls?.length ? "tool_calls" : "stop")));
+  const usage = s.usage ?? { input: 50, output: 10 };
+  chunks.push(`data: ${JSON.stringify({ ...head, choices: [], usage: { prompt_tokens: usage.input, completion_tokens: usage.output, total_tokens: usage.input + usage.output } })}\n\n`);
+  chunks.push("data: [DONE]\n\n");
+  return { kind: "sse", chunks };
+}
+
+export function anthropicStream(s: Script): Reply {
+  const ev = (type: string, data: unknown) => `event: ${type}\ndata: ${JSON.stringify({ type, ...(data as object) })}\n\n`;
+  const usage = s.usage ?? { input: 50, output: 10 };
+  const chunks = [
+    ev("message_start", {
+      message: { id: "msg_01Scripted000000000000", type: "message", role: "assistant", model: "claude-sonnet-4-5-20250929", content: [], stop_reason: null, stop_sequence: null, usage: { input_tokens: usage.input, cache_creation_input_tokens: 0, cache_read_input_tokens: 0, output_tokens: 1 } },
+    }),
+  ];
+  let block = 0;
+  if (s.reasoning) {
+    chunks.push(ev("content_block_start", { index: block, content_block: { type: "thinking", thinking: "", signature: "" } }));
+    for (const p of pieces(s.reasoning)) chunks.push(ev("content_block_delta", { index: block, delta: { type: "thinking_delta", thinking: p } }));
+    chunks.push(ev("content_block_delta", { index: block, delta: { type: "signature_delta", signature: "EqQBCgIYAhIM1gbcDa9GJwZA2b3hGgxBdjrkzLoky3dl1pkiMOYds" } }));
+    chunks.push(ev("content_block_stop", { index: block++ }));
+  }
+  if (s.text) {
+    chunks.push(ev("content_block_start", { index: block, content_block: { type: "text", text: "" } }));
+    for (const p of pieces(s.text)) chunks.push(ev("content_block_delta", { index: block, delta: { type: "text_delta", text: p } }));
+    chunks.push(ev("content_block_stop", { index: block++ }));
+  }
+  for (const call of s.calls ?? []) {
+    chunks.push(ev("content_block_start", { index: block, content_block: { type: "tool_use", id: call.id, name: call.name, input: {} } }));
+    chunks.push(ev("content_block_delta", { index: block, delta: { type: "input_json_delta", partial_json: "" } }));
+    for (const p of pieces(call.arguments)) chunks.push(ev("content_block_delta", { index: block, delta: { type: "input_json_delta", partial_json: p } }));
+    chunks.push(ev("content_block_stop", { index: block++ }));
+  }
+  const stop = s.stop === "length" ? "max_tokens" : s.stop === "stop" ? "end_turn" : s.calls?.length ? "tool_use" : "end_turn";
+  chunks.push(ev("message_delta", { delta: { stop_reason: stop, stop_sequence: null }, usage: { output_tokens: usage.output } }));
+  chunks.push(ev("message_stop", {}));
+  return { kind: "sse", chunks };
+}
+
+/** The same script in the wire format of the upstream behind `model`. */
+export function scripted(vendor: "openai" | "anthropic", s: Script): Reply {
+  return vendor === "openai" ? openaiStream(s) : anthropicStream(s);
+}

@@ -1,0 +1,39 @@
+import { beforeAll, expect, test } from "bun:test";
+import OpenAI from "openai";
+import Anthropic from "@anthropic-ai/sdk";
+import { useFakeUpstream } from "./helpers/fake-upstream.ts";
+import { useGateway, ANTHROPIC_MODEL, OPENAI_MODEL } from "./helpers/gateway.ts";
+
+const upstream = useFakeUpstream();
+const gw = useGateway(() => ({ upstreamUrl: upstream.url }));
+let openai: OpenAI;
+let anthropic: Anthropic;
+
+beforeAll(() => {
+  openai = new OpenAI({ baseURL: `${gw.url}/v1`, apiKey: gw.key, maxRetries: 0 });
+  anthropic = new Anthropic({ baseURL: gw.url, apiKey: gw.key, maxRetries: 0 });
+});
+
+test("openai SDK models.retrieve: the list's element for that id (the SDK sends the slash encoded)", async () => {
+  const list = (await (await fetch(`${gw.url}/v1/models`, { headers: { authorization: `Bearer ${gw.key}` } })).json()) as { data: { id: string }[] };
+  const model = await openai.models.retrieve(OPENAI_MODEL);
+  expect(model).toEqual(expect.objectContaining(list.data.find((m) => m.id === OPENAI_MODEL)!));
+  expect(model).toMatchObject({ id: OPENAI_MODEL, object: "model", category: "text" });
+});
+
+test("the id unencoded in the path, as curl users write it", async () => {
+  const res = await fetch(`${gw.url}/v1/models/${ANTHROPIC_MODEL}`, { headers: { authorization: `Bearer ${gw.key}` } });
+  expect(res.status).toBe(200);
+  expect(await res.json()).toMatchObject({ id: ANTHROPIC_MODEL, object: "model" });
+});
+
+test("anthropic SDK models.retrieve: Anthropic's shape", async () => {
+  const model = await anthropic.models.retrieve(ANTHROPIC_MODEL);
+  expect(model).toMatchObject({ type: "model", id: ANTHROPIC_MODEL, display_name: expect.any(String), created_at: expect.any(String) });
+});
+
+test("an unknown id is a 404 the SDKs type as NotFoundError; no key is a 401", async () => {
+  expect(await openai.models.retrieve("no/such-model").catch((e) => e)).toBeInstanceOf(OpenAI.NotFoundError);
+  expect(await anthropic.models.retrieve("no/such-model").catch((e) => e)).toBeInstanceOf(Anthropic.NotFoundError);
+  expect((await fetch(`${gw.url}/v1/models/${OPENAI_MODEL}`)).status).toBe(401);
+});

@@ -1,0 +1,366 @@
+/**
+ * POST /v1/responses through the official openai SDK, against both upstream kinds: the fake
+ * upstream speaks each vendor's own wire bytes, the gateway translates the Responses request to
+ * chat and writes the answer in the Responses API's shape.
+ */
+import { beforeAll, describe, expect, test } from "bun:test";
+import OpenAI from "openai";
+import type { ResponseStreamEvent } from "openai/resources/responses/responses";
+import { useFakeUpstream } from "./helpers/fake-upstream.ts";
+import { useGateway, post, sseFrames, ANTHROPIC_MODEL, OPENAI_MODEL } from "./helpers/gateway.ts";
+import { scripted } from "./helpers/scripted-answers.ts";
+import type { Logger } from "../src/log.ts";
+
+const upstream = useFakeUpstream();
+const logLines: string[] = [];
+const capture: Logger = (level, message, fields) => logLines.push(JSON.stringify({ level, message, ...fields }));
+const gw = useGateway(() => ({ upstreamUrl: upstream.url, log: capture, retry: { max_retries: 0 } }));
+let openai: OpenAI;
+
+beforeAll(() => {
+  openai = new OpenAI({ baseURL: `${gw.url}/v1`, apiKey: gw.key, maxRetries: 0 });
+});
+
+const weather: OpenAI.Responses.FunctionTool = {
+  type: "function",
+  name: "get_weather",
+  description: "Weather by city",
+  parameters: { type: "object", properties: { city: { type: "string" } }, required: ["city"], additionalProperties: false },
+  strict: true,
+};
+
+const applyPatch: OpenAI.Responses.CustomTool = {
+  type: "custom",
+  name: "apply_patch",
+  description: "Edit files with a patch.",
+  format: { type: "grammar", syntax: "lark", definition: 'start: "*** Begin Patch" LF hunk+ "*** End Patch"' },
+};
+
+/** The chat messages (OpenAI upstream) or system + messages (Anthropic upstream) the upstream got last. */
+const lastUpstream = () => upstream.requests.at(-1)!;
+
+function usageRecord(requestId: string) {
+  return gw.db.query<{ status: string; cost_micro: number; completion_tokens: number }, [string]>("SELECT status, cost_micro, completion_tokens FROM usage_records WHERE request_id = ?").get(requestId);
+}
+
+describe.each([
+  ["OpenAI upstream", OPENAI_MODEL, "openai" as const],
+  ["Anthropic upstream", ANTHROPIC_MODEL, "anthropic" as const],
+])("responses API against an %s", (_name, model, vendor) => {
+  test("responses.create: output_text, completed, usage, and an id that names the usage record", async () => {
+    const response = await openai.responses.create({ model, input: "Hello SDK", instructions: "Answer briefly.", metadata: { ticket: "42" } });
+    expect(response.object).toBe("response");
+    expect(response.status).toBe("completed");
+    expect(response.output_text).toBe("Echo: Hello SDK");
+    expect(response.output).toHaveLength(1);
+    expect(response.output[0]).toMatchObject({ type: "message", role: "assistant", status: "completed", content: [{ type: "output_text", text: "Echo: Hello SDK", annotations: [] }] });
+    expect(response.model).toBe(model);
+    expect(response.instructions).toBe("Answer briefly.");
+    expect(response.metadata).toEqual({ ticket: "42" });
+    expect(response.usage!.output_tokens).toBe(3);
+    expect(response.usage!.total_tokens).toBe(response.usage!.input_tokens + 3);
+    expect(response.id).toMatch(/^resp_/);
+    await gw.app.services.settled();
+    const record = usageRecord(`req_${response.id.slice("resp_".length)}`);
+    expect(record).toMatchObject({ status: "ok", completion_tokens: 3 });
+    expect(record!.cost_micro).toBeGreaterThan(0);
+
+    // instructions lead the conversation as the system prompt; metadata is ours, not the upstream's.
+    const sent = lastUpstream().body;
+    if (vendor === "openai") expect(sent.messages[0]).toEqual({ role: "system", content: "Answer briefly." });
+    else expect(sent.system).toBe("Answer briefly.");
+    expect(sent.metadata).toBeUndefined();
+  });
+
+  test("create with stream: true — the events the SDK types, numbered from 0 without gaps", async () => {
+    const stream = await openai.responses.create({ model, input: "Hello SDK", stream: true });
+    const events: ResponseStreamEvent[] = [];
+    for await (const event of stream) events.push(event);
+    expect(events.map((e) => e.type)).toEqual([
+      "response.created",
+      "response.in_progress",
+      "response.output_item.added",
+      "response.content_part.added",
+      "response.output_text.delta",
+      "response.output_text.delta",
+      "response.output_text.delta",
+      "response.output_text.done",
+      "response.content_part.done",
+      "response.output_item.done",
+      "response.completed",
+    ]);
+    expect(events.map((e) => e.sequence_number)).toEqual(events.map((_, i) => i));
+    const completed = events.at(-1) as OpenAI.Responses.ResponseCompletedEvent;
+    expect(completed.response.output[0]).toMatchObject({ type: "message", content: [{ text: "Echo: Hello SDK" }] });
+    expect(completed.response.usage!.output_tokens).toBe(3);
+    expect(completed.response.id).toBe((events[0] as OpenAI.Responses.ResponseCreatedEvent).response.id);
+  });
+
+  test("responses.stream: delta events and finalResponse", async () => {
+    const stream = openai.responses.stream({ model, input: [{ role: "user", content: [{ type: "input_text", text: "Hello SDK" }] }] });
+    let text = "";
+    stream.on("response.output_text.delta", (e) => (text += e.delta));
+    const final = await stream.finalResponse();
+    expect(text).toBe("Echo: Hello SDK");
+    expect(final.output_text).toBe("Echo: Hello SDK");
+    expect(final.status).toBe("completed");
+  });
+
+  test("a function tool call, then its output goes back translated", async () => {
+    upstream.reply(scripted(vendor, { text: "Let me check.", calls: [{ id: "call_w1", name: "get_weather", arguments: '{"city":"Paris"}' }] }));
+    const stream = openai.responses.stream({ model, input: "Weather in Paris?", tools: [weather], tool_choice: "auto" });
+    const argDeltas: string[] = [];
+    stream.on("response.function_call_arguments.delta", (e) => argDeltas.push(e.delta));
+    const first = await stream.finalResponse();
+    expect(first.output.map((o) => o.type)).toEqual(["message", "function_call"]);
+    const call = first.output[1] as OpenAI.Responses.ResponseFunctionToolCall;
+    expect(call).toMatchObject({ type: "function_call", name: "get_weather", call_id: "call_w1", status: "completed" });
+    expect(JSON.parse(call.arguments)).toEqual({ city: "Paris" });
+    expect(argDeltas.join("")).toBe(call.arguments);
+
+    const sentTools = lastUpstream().body.tools;
+    if (vendor === "openai") expect(sentTools).toEqual([{ type: "function", function: { name: "get_weather", description: "Weather by city", parameters: weather.parameters, strict: true } }]);
+    else expect(sentTools).toEqual([{ name: "get_weather", description: "Weather by city", input_schema: weather.parameters }]);
+
+    const second = await openai.responses.create({
+      model,
+      tools: [weather],
+      input: [{ role: "user", content: "Weather in Paris?" }, ...(first.output as OpenAI.Responses.ResponseInputItem[]), { type: "function_call_output", call_id: call.call_id, output: "18°C and sunny" }],
+    });
+    expect(second.status).toBe("completed");
+    const sent = lastUpstream().body;
+    if (vendor === "openai") {
+      expect(sent.messages.slice(1)).toEqual([
+        { role: "assistant", content: "Let me check.", tool_calls: [{ id: "call_w1", type: "function", function: { name: "get_weather", arguments: '{"city":"Paris"}' } }] },
+        { role: "tool", tool_call_id: "call_w1", content: "18°C and sunny" },
+      ]);
+    } else {
+      expect(sent.messages.slice(1)).toEqual([
+        { role: "assistant", content: [{ type: "text", text: "Let me check." }, { type: "tool_use", id: "call_w1", name: "get_weather", input: { city: "Paris" } }] },
+        { role: "user", content: [{ type: "tool_result", tool_use_id: "call_w1", content: "18°C and sunny" }] },
+      ]);
+    }
+  });
+
+  test("a tool call in a whole (non-stream) answer", async () => {
+    upstream.reply({ kind: "fixture", name: vendor === "openai" ? "openai-tools.json" : "anthropic-tools.json" });
+    const response = await openai.responses.create({ model, input: "Weather in Paris?", tools: [weather] });
+    const call = response.output.find((o) => o.type === "function_call") as OpenAI.Responses.ResponseFunctionToolCall;
+    expect(call).toMatchObject({ name: "get_weather", call_id: vendor === "openai" ? "call_Rk3vN8pQw2Lz7TmY5sXb1HcD" : "toolu_01A09q90qw90lq917835lq9", status: "completed" });
+    expect(JSON.parse(call.arguments)).toEqual({ city: "Paris" });
+    expect(response.status).toBe("completed");
+    expect(response.usage!.output_tokens).toBe(vendor === "openai" ? 15 : 54);
+  });
+
+  test("a custom tool is a one-string function upstream; its call comes back as custom_tool_call", async () => {
+    const patch = "*** Begin Patch\n*** Add File: a.txt\n+hi\n*** End Patch\n";
+    upstream.reply(scripted(vendor, { calls: [{ id: "call_p1", name: "apply_patch", arguments: JSON.stringify({ input: patch }) }] }));
+    const stream = openai.responses.stream({ model, input: "Create a.txt", tools: [applyPatch] });
+    const inputDone: string[] = [];
+    stream.on("response.custom_tool_call_input.done", (e) => inputDone.push(e.input));
+    const first = await stream.finalResponse();
+    expect(first.output).toEqual([expect.objectContaining({ type: "custom_tool_call", name: "apply_patch", call_id: "call_p1", input: patch })]);
+    expect(inputDone).toEqual([patch]);
+
+    const tool = vendor === "openai" ? lastUpstream().body.tools[0].function : lastUpstream().body.tools[0];
+    expect(tool.name).toBe("apply_patch");
+    expect(tool.description).toContain("Edit files with a patch.");
+    expect(tool.description).toContain('start: "*** Begin Patch"');
+    expect(tool[vendor === "openai" ? "parameters" : "input_schema"]).toMatchObject({ type: "object", properties: { input: { type: "string" } }, required: ["input"] });
+
+    await openai.responses.create({
+      model,
+      tools: [applyPatch],
+      input: [{ role: "user", content: "Create a.txt" }, ...(first.output as OpenAI.Responses.ResponseInputItem[]), { type: "custom_tool_call_output", call_id: "call_p1", output: "Done" }],
+    });
+    const sent = lastUpstream().body;
+    if (vendor === "openai") {
+      expect(sent.messages[1].tool_calls).toEqual([{ id: "call_p1", type: "function", function: { name: "apply_patch", arguments: JSON.stringify({ input: patch }) } }]);
+      expect(sent.messages[2]).toEqual({ role: "tool", tool_call_id: "call_p1", content: "Done" });
+    } else {
+      expect(sent.messages[1].content).toEqual([{ type: "tool_use", id: "call_p1", name: "apply_patch", input: { input: patch } }]);
+      expect(sent.messages[2].content).toEqual([{ type: "tool_result", tool_use_id: "call_p1", content: "Done" }]);
+    }
+  });
+
+  test("max_output_tokens reached: status incomplete, incomplete_details, response.incomplete", async () => {
+    upstream.reply(scripted(vendor, { text: "A long answer that was cut", stop: "length" }));
+    const events: string[] = [];
+    const stream = openai.responses.stream({ model, input: "Write a lot", max_output_tokens: 16 });
+    stream.on("event", (e) => events.push(e.type));
+    const final = await stream.finalResponse();
+    expect(final.status).toBe("incomplete");
+    expect(final.incomplete_details).toEqual({ reason: "max_output_tokens" });
+    expect(final.output_text).toBe("A long answer that was cut");
+    expect(final.output[0]).toMatchObject({ type: "message", status: "incomplete" });
+    expect(events.at(-1)).toBe("response.incomplete");
+    expect(events).not.toContain("response.completed");
+    expect(lastUpstream().body.max_tokens).toBe(16);
+
+    upstream.reply({ kind: "fixture", name: vendor === "openai" ? "openai-text.json" : "anthropic-text.json" });
+    const whole = await openai.responses.create({ model, input: "x", max_output_tokens: 16 });
+    expect(whole.max_output_tokens).toBe(16);
+  });
+
+  test("reasoning from the upstream becomes a reasoning item before the message", async () => {
+    upstream.reply(scripted(vendor, { reasoning: "The user greets; greet back.", text: "Hi!" }));
+    const stream = openai.responses.stream({ model, input: "Hello" });
+    let reasoning = "";
+    stream.on("response.reasoning_text.delta", (e) => (reasoning += e.delta));
+    const final = await stream.finalResponse();
+    expect(reasoning).toBe("The user greets; greet back.");
+    expect(final.output.map((o) => o.type)).toEqual(["reasoning", "message"]);
+    expect(final.output[0]).toMatchObject({ type: "reasoning", summary: [], content: [{ type: "reasoning_text", text: "The user greets; greet back." }] });
+    expect(final.output_text).toBe("Hi!");
+
+    // Sent back in the next turn (as Codex does), the reasoning item is not the next upstream's to read.
+    await openai.responses.create({ model, input: [{ role: "user", content: "Hello" }, ...(final.output as OpenAI.Responses.ResponseInputItem[]), { role: "user", content: "Again" }] });
+    expect(lastUpstream().rawBody).not.toContain("The user greets");
+  });
+
+  test("hosted tools are dropped (and logged); namespace tools are flattened and their calls come back namespaced", async () => {
+    upstream.reply(scripted(vendor, { calls: [{ id: "call_n1", name: "crm__lookup", arguments: '{"email":"a@b.c"}' }] }));
+    const final = await openai.responses.stream({
+      model,
+      input: "Who is a@b.c?",
+      tools: [
+        { type: "web_search" },
+        { type: "namespace", name: "crm", description: "CRM tools", tools: [{ type: "function", name: "lookup", parameters: { type: "object", properties: { email: { type: "string" } } }, strict: false }] },
+      ] as OpenAI.Responses.Tool[],
+    }).finalResponse();
+    expect(final.output[0]).toMatchObject({ type: "function_call", name: "lookup", namespace: "crm", call_id: "call_n1" });
+    const names = (lastUpstream().body.tools as any[]).map((t) => t.function?.name ?? t.name);
+    expect(names).toEqual(["crm__lookup"]);
+    expect(logLines.join("\n")).toContain("tool:web_search");
+  });
+});
+
+describe("responses API requests the gateway refuses or adapts", () => {
+  test("previous_response_id is a 400 that names the feature, in OpenAI's error shape", async () => {
+    const err = await openai.responses.create({ model: OPENAI_MODEL, input: "x", previous_response_id: "resp_123" }).catch((e) => e);
+    expect(err).toBeInstanceOf(OpenAI.BadRequestError);
+    expect(err.message).toContain("previous_response_id is not supported");
+    const res = await post(gw, "/v1/responses", { model: OPENAI_MODEL, input: "x", previous_response_id: "resp_123" });
+    expect(await res.json()).toEqual({ error: { message: expect.stringContaining("previous_response_id"), type: "invalid_request_error", param: null, code: null } });
+    expect(upstream.requests).toHaveLength(0);
+  });
+
+  test("store: true is accepted and nothing is stored: the answer says store false, GET by id is a clear 404", async () => {
+    const response = await openai.responses.create({ model: OPENAI_MODEL, input: "Hello SDK", store: true });
+    expect(response.output_text).toBe("Echo: Hello SDK");
+    expect((response as unknown as { store: boolean }).store).toBe(false);
+    const err = await openai.responses.retrieve(response.id).catch((e) => e);
+    expect(err).toBeInstanceOf(OpenAI.NotFoundError);
+    expect(err.message).toContain("not stored");
+  });
+
+  test("schema errors, unknown models and empty input get OpenAI-shaped errors with the spec's status", async () => {
+    const bad = await post(gw, "/v1/responses", { model: OPENAI_MODEL, input: "x", temperature: 5 });
+    expect(bad.status).toBe(400);
+    expect(((await bad.json()) as any).error).toMatchObject({ type: "invalid_request_error", message: expect.stringContaining("temperature") });
+    const missing = await openai.responses.create({ model: "no/such-model", input: "x" }).catch((e) => e);
+    expect(missing).toBeInstanceOf(OpenAI.NotFoundError);
+    const empty = await post(gw, "/v1/responses", { model: OPENAI_MODEL, input: [] });
+    expect(empty.status).toBe(422);
+    expect(((await empty.json()) as any).error.type).toBe("invalid_request_error");
+    const role = await post(gw, "/v1/responses", { model: OPENAI_MODEL, input: [{ type: "message", role: "robot", content: "x" }] });
+    expect(role.status).toBe(400);
+    expect(((await role.json()) as any).error.message).toContain('role "robot"');
+    const image = await post(gw, "/v1/responses", { model: OPENAI_MODEL, input: [{ role: "user", content: [{ type: "input_image", image_url: "data:image/png;base64,AAAA" }] }] });
+    expect(image.status).toBe(400);
+    expect(((await image.json()) as any).error.message).toContain("not supported");
+    expect(upstream.requests).toHaveLength(0);
+  });
+
+  test("text.format json_schema, reasoning.effort and prompt_cache_key reach an OpenAI upstream in chat's words", async () => {
+    const schema = { type: "object", properties: { answer: { type: "string" } }, required: ["answer"], additionalProperties: false };
+    await openai.responses.create({
+      model: OPENAI_MODEL,
+      input: "x",
+      text: { format: { type: "json_schema", name: "answer", schema, strict: true } },
+      reasoning: { effort: "low" },
+      prompt_cache_key: "session-1",
+      temperature: 0.2,
+      top_p: 0.9,
+    });
+    const sent = lastUpstream().body;
+    expect(sent.response_format).toEqual({ type: "json_schema", json_schema: { name: "answer", schema, strict: true } });
+    expect(sent.reasoning_effort).toBe("low");
+    expect(sent.prompt_cache_key).toBe("session-1");
+    expect(sent.temperature).toBe(0.2);
+    expect(sent.top_p).toBe(0.9);
+    expect(sent.input).toBeUndefined();
+    expect(sent.text).toBeUndefined();
+  });
+
+  test("the models fallback list: a failing first model, answered by the next, still in the Responses shape", async () => {
+    upstream.reply({ kind: "json", status: 500, body: { error: { message: "boom", type: "server_error" } } });
+    const response = await openai.responses.create({ model: OPENAI_MODEL, models: [ANTHROPIC_MODEL], input: "Hello SDK" } as OpenAI.Responses.ResponseCreateParamsNonStreaming);
+    expect(response.model).toBe(ANTHROPIC_MODEL);
+    expect(response.output_text).toBe("Echo: Hello SDK");
+    expect(upstream.requests.map((r) => r.path)).toEqual(["/v1/chat/completions", "/v1/messages"]);
+  });
+
+  test("an upstream failing mid-stream: an error event, then response.failed; the SDK raises", async () => {
+    upstream.reply({ kind: "fixture", name: "openai-midstream-error.sse", split: "frames" });
+    const res = await post(gw, "/v1/responses", { model: OPENAI_MODEL, input: "x", stream: true });
+    const frames = sseFrames(await res.text());
+    const types = frames.map((f) => f.event);
+    expect(types.slice(-2)).toEqual(["error", "response.failed"]);
+    const failed = JSON.parse(frames.at(-1)!.data);
+    expect(failed.response.status).toBe("failed");
+    expect(failed.response.error).toEqual({ code: "server_error", message: expect.any(String) });
+    expect(types).not.toContain("response.completed");
+
+    upstream.reply({ kind: "fixture", name: "openai-midstream-error.sse", split: "frames" });
+    const err = await openai.responses.stream({ model: OPENAI_MODEL, input: "x" }).finalResponse().catch((e) => e);
+    expect(err).toBeInstanceOf(OpenAI.APIError);
+  });
+
+  test("an upstream that stops without finishing: the stream ends with response.failed, never completed", async () => {
+    upstream.reply({ kind: "sse", chunks: ['data: {"id":"c","object":"chat.completion.chunk","created":1,"model":"m","choices":[{"index":0,"delta":{"content":"Half"},"finish_reason":null}]}\n\n'] });
+    const res = await post(gw, "/v1/responses", { model: OPENAI_MODEL, input: "x", stream: true });
+    const types = sseFrames(await res.text()).map((f) => f.event);
+    expect(types.at(-1)).toBe("response.failed");
+    expect(types).not.toContain("response.completed");
+  });
+});
+
+describe("byte-split streams", () => {
+  test.each([
+    ["OpenAI", OPENAI_MODEL, "openai-tools.sse"],
+    ["Anthropic", ANTHROPIC_MODEL, "anthropic-tools.sse"],
+  ])("%s upstream split at every byte: the SDK reads the gateway's Responses stream", async (_name, model, fixture) => {
+    upstream.reply({ kind: "fixture", name: fixture, split: "bytes" });
+    const final = await openai.responses.stream({ model, input: "Weather in Paris?", tools: [weather] }).finalResponse();
+    const call = final.output.find((o) => o.type === "function_call") as OpenAI.Responses.ResponseFunctionToolCall;
+    expect(JSON.parse(call.arguments)).toEqual({ city: "Paris" });
+  });
+
+  test("the gateway's own Responses stream, handed to the SDK one byte at a time, parses to the same response", async () => {
+    // The real answer, re-delivered to the SDK's SSE parser in one-byte chunks.
+    const byteByByte = new OpenAI({
+      baseURL: `${gw.url}/v1`,
+      apiKey: gw.key,
+      maxRetries: 0,
+      fetch: async (url, init) => {
+        const res = await fetch(url, init);
+        const bytes = new Uint8Array(await res.arrayBuffer());
+        let i = 0;
+        const body = new ReadableStream<Uint8Array>({
+          pull(controller) {
+            if (i < bytes.length) controller.enqueue(bytes.slice(i, ++i));
+            else controller.close();
+          },
+        });
+        return new Response(body, { status: res.status, headers: res.headers });
+      },
+    });
+    upstream.reply(scripted("anthropic", { reasoning: "Think.", text: "Checking.", calls: [{ id: "toolu_1", name: "get_weather", arguments: '{"city":"Paris"}' }] }));
+    const final = await byteByByte.responses.stream({ model: ANTHROPIC_MODEL, input: "Weather?", tools: [weather] }).finalResponse();
+    expect(final.status).toBe("completed");
+    expect(final.output.map((o) => o.type)).toEqual(["reasoning", "message", "function_call"]);
+    expect(final.output_text).toBe("Checking.");
+    expect(final.output[2]).toMatchObject({ call_id: "toolu_1", arguments: '{"city":"Paris"}' });
+  });
+});
