@@ -22,6 +22,8 @@ export interface SqliteLedgerOptions {
 
 interface Queued {
   settlement: Settlement;
+  /** When it was accepted (the settlement lag of `health()`). */
+  at: number;
   /** False once the database refused its debit for good: the record is written without it. */
   charge?: false;
   /** Resolves the settle() promise: on commit, or when the store is found failing. */
@@ -77,8 +79,8 @@ export function createSqliteLedger(db: Database, o: SqliteLedgerOptions): Ledger
   const debitAccount = db.query("UPDATE accounts SET balance_micro = balance_micro - ? WHERE id = ?");
   const debitKey = db.query("UPDATE api_keys SET spent_micro = spent_micro + ? WHERE id = ?");
   const insertUsage = db.query(
-    `INSERT OR IGNORE INTO usage_records (request_id, account_id, key_id, model, provider, prompt_tokens, completion_tokens, estimated, cost_micro, status, latency_ms, created_at)
-     VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+    `INSERT OR IGNORE INTO usage_records (request_id, account_id, key_id, model, provider, prompt_tokens, completion_tokens, estimated, cost_micro, status, latency_ms, created_at, client_request_id)
+     VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
   );
   const countRejections = db.query(
     `INSERT INTO rejection_counts (key_id, minute, status, count) VALUES (?, ?, ?, ?)
@@ -153,7 +155,7 @@ export function createSqliteLedger(db: Database, o: SqliteLedgerOptions): Ledger
       // A settlement posts at most its hold; without one (free models) it charges nothing.
       const charge = held ? Math.min(s.costMicro, held.amount) : 0;
       const inserted = insertUsage.run(s.requestId, s.accountId, s.keyId, s.model, s.provider, s.promptTokens, s.completionTokens,
-        s.estimated ? 1 : 0, charge, s.status, Math.round(s.latencyMs), at).changes === 1;
+        s.estimated ? 1 : 0, charge, s.status, Math.round(s.latencyMs), at, s.clientRequestId ?? null).changes === 1;
       // Already recorded (a retry, a replay): charged then, not again.
       if (inserted && held && charge > 0) {
         add(byAccount, held.accountId, charge);
@@ -376,7 +378,7 @@ export function createSqliteLedger(db: Database, o: SqliteLedgerOptions): Ledger
         log("error", "settlement with impossible numbers: charged its hold's worth of nothing, recorded as zero", { requestId: settlement.requestId, problem });
         settlement = { ...settlement, costMicro: 0, promptTokens: Math.max(0, Math.trunc(settlement.promptTokens) || 0), completionTokens: Math.max(0, Math.trunc(settlement.completionTokens) || 0), latencyMs: 0 };
       }
-      const queued: Queued = { settlement, done: undefined };
+      const queued: Queued = { settlement, at: now(), done: undefined };
       const promise = failingSince !== undefined || closed ? Promise.resolve() : new Promise<void>((resolve) => (queued.done = resolve));
       queue.push(queued);
       schedule(0);
@@ -414,7 +416,7 @@ export function createSqliteLedger(db: Database, o: SqliteLedgerOptions): Ledger
     admits,
 
     health(): LedgerHealth {
-      return { writable: failingSince === undefined, queued: queue.length, maxQueued, failingSince, lastError };
+      return { writable: failingSince === undefined, queued: queue.length, maxQueued, failingSince, lastError, oldestQueuedAt: queue[0]?.at };
     },
 
     openHolds: () => holds.size,
