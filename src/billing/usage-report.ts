@@ -118,8 +118,10 @@ export function usageBreakdownSql(q: UsageQuery, dialect: "sqlite" | "postgres")
   if (q.accountId) where.push(`u.account_id = ${p(q.accountId)}`);
   if (q.keyId) where.push(`u.key_id = ${p(q.keyId)}`);
   if (q.model) where.push(`u.model = ${p(q.model)}`);
+  // Ids sort byte by byte in both stores (PostgreSQL's default collation would not).
+  const order = grouped.map((c) => (c === "period" || dialect === "sqlite" ? c : `${c} COLLATE "C"`));
   const text = `SELECT ${columns.join(", ")} FROM usage_records u ${joins.join(" ")}
-    WHERE ${where.join(" AND ")} GROUP BY ${grouped.join(", ")} ORDER BY ${grouped.join(", ")} LIMIT ${MAX_REPORT_ROWS + 1}`;
+    WHERE ${where.join(" AND ")} GROUP BY ${grouped.join(", ")} ORDER BY ${order.join(", ")} LIMIT ${MAX_REPORT_ROWS + 1}`;
   return { text, params };
 }
 

@@ -84,13 +84,19 @@ export class RequestTrace {
     this.attemptAt = performance.now();
   }
 
-  /** The attempt came back: with an answer's head (or whole body), or refused with `failure`. */
-  attemptEnded(failure?: UpstreamErrorClass): void {
-    const now = performance.now();
-    this.upstreamWaitMs += now - this.attemptAt;
+  /**
+   * The attempt came back: refused with `failure`, or with a whole answer, or with a stream's
+   * head (the stream's upstream time is taken when it ends).
+   */
+  attemptEnded(failure: UpstreamErrorClass | undefined, streaming: boolean): void {
+    const ms = performance.now() - this.attemptAt;
+    this.upstreamWaitMs += ms;
     if (failure) {
       this.upstreamError = failure;
-      this.tracker.upstreamFailed(this, failure, now - this.attemptAt);
+      this.tracker.upstreamFailed(this, failure, ms);
+    } else if (!streaming) {
+      const m = this.tracker.metrics;
+      m?.families.upstream.observe(ms / 1000, m.providerOf(this.provider));
     }
   }
 
@@ -138,7 +144,7 @@ export class RequestTrace {
     const upstreamMs = performance.now() - this.attemptAt;
     if (upstreamFailure) this.tracker.upstreamFailed(this, upstreamFailure, upstreamMs);
     else metrics?.families.upstream.observe(upstreamMs / 1000, metrics.providerOf(this.provider));
-    this.upstreamError = upstreamFailure;
+    if (upstreamFailure) this.upstreamError = upstreamFailure;
     this.tracker.finish(this, 200, outcome === "completed" ? "complete" : outcome === "cancelled" ? "client_abort" : upstreamFailure === "timeout" ? "timeout" : "upstream_error");
   }
 }

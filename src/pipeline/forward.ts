@@ -83,7 +83,7 @@ export async function forward(deps: ForwardDeps, req: ForwardRequest): Promise<R
         const meter = billing.attempt(candidate.model, candidate.model.provider);
         trace?.attemptStarted(candidate.model.id, candidate.model.provider);
         const outcome = await attemptUpstream(deps, attemptRequest, candidate);
-        trace?.attemptEnded(outcome.kind === "refused" ? outcome.cause ?? "other" : undefined);
+        trace?.attemptEnded(outcome.kind === "refused" ? outcome.cause ?? "other" : undefined, outcome.kind === "stream");
         if (outcome.kind !== "refused") {
           const response = await respond(deps, answerRequest, candidate.model, outcome, meter, billing);
           // Under load, answers leave together at the end of the loop's turn (see end-of-turn.ts);
