@@ -2,6 +2,8 @@ import { Database } from "bun:sqlite";
 import { describe, expect, test } from "bun:test";
 import { Counter, Dimension, Gauge, Histogram, Registry } from "../src/ops/metrics.ts";
 import { OpsConfigError, opsSettings } from "../src/ops/ops-settings.ts";
+import { createGatewayMetrics } from "../src/ops/gateway-metrics.ts";
+import { readFileSync } from "node:fs";
 import { useFakeUpstream } from "./helpers/fake-upstream.ts";
 import { ANTHROPIC_MODEL, OPENAI_MODEL, post, startGateway, useGateway, type Gateway } from "./helpers/gateway.ts";
 
@@ -57,13 +59,25 @@ describe("the registry (pure)", () => {
   });
 
   test("settings from the environment", () => {
-    expect(opsSettings({})).toEqual({ metrics: true, metricsToken: undefined, accessLog: { enabled: true, sample: 1, level: "info" } });
-    expect(opsSettings({ SWITCHYARD_METRICS: "off", SWITCHYARD_METRICS_TOKEN: "t", SWITCHYARD_ACCESS_LOG: "off", SWITCHYARD_ACCESS_LOG_SAMPLE: "0.25", SWITCHYARD_ACCESS_LOG_LEVEL: "debug" }))
-      .toEqual({ metrics: false, metricsToken: "t", accessLog: { enabled: false, sample: 0.25, level: "debug" } });
+    expect(opsSettings({})).toEqual({ metrics: true, metricsToken: undefined, accessLog: { enabled: true, sample: 1, level: "info", logLevel: "info" } });
+    expect(opsSettings({ SWITCHYARD_METRICS: "off", SWITCHYARD_METRICS_TOKEN: "t", SWITCHYARD_ACCESS_LOG: "off", SWITCHYARD_ACCESS_LOG_SAMPLE: "0.25", SWITCHYARD_ACCESS_LOG_LEVEL: "debug", LOG_LEVEL: "warn" }))
+      .toEqual({ metrics: false, metricsToken: "t", accessLog: { enabled: false, sample: 0.25, level: "debug", logLevel: "warn" } });
     expect(() => opsSettings({ SWITCHYARD_ACCESS_LOG_SAMPLE: "2" })).toThrow(OpsConfigError);
     expect(() => opsSettings({ SWITCHYARD_METRICS: "maybe" })).toThrow(OpsConfigError);
     expect(() => opsSettings({ SWITCHYARD_ACCESS_LOG_LEVEL: "loud" })).toThrow(OpsConfigError);
   });
+});
+
+test("the Grafana dashboard (deploy/grafana/switchyard.json) only uses metrics the gateway exposes", () => {
+  const dashboard = JSON.parse(readFileSync(new URL("../deploy/grafana/switchyard.json", import.meta.url), "utf8"));
+  const exprs: string[] = dashboard.panels.flatMap((p: { targets?: { expr: string }[] }) => (p.targets ?? []).map((t) => t.expr));
+  expect(exprs.length).toBeGreaterThan(15);
+  const used = new Set(exprs.flatMap((e) => [...e.matchAll(/\b((?:switchyard|process)_[a-z_]+)/g)].map((m) => m[1]!.replace(/_(bucket|sum|count)$/, ""))));
+  const metrics = createGatewayMetrics({ routes: [], models: [], providers: [], ledger: { health: () => ({ writable: true, queued: 0, maxQueued: 1 }) }, limiter: { health: () => ({ reachable: true }) }, inflight: { count: 0 }, now: Date.now });
+  const exposed = new Set([...metrics.expose().matchAll(/^# TYPE (\S+)/gm)].map((m) => m[1]!));
+  for (const name of used) expect([name, exposed.has(name)]).toEqual([name, true]);
+  // Every family has a panel.
+  for (const name of exposed) expect([name, used.has(name)]).toEqual([name, true]);
 });
 
 const upstream = useFakeUpstream();

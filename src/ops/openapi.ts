@@ -22,7 +22,7 @@ const open = { additionalProperties: true } as const;
 const OpenAIError = t.Object({
   error: t.Object({
     message: t.String(),
-    type: t.String({ description: "invalid_request_error, authentication_error, permission_error, not_found_error, request_too_large, rate_limit_error, insufficient_credits, upstream_error, timeout_error, overloaded_error, api_error" }),
+    type: t.String({ description: "invalid_request_error, authentication_error, permission_error, not_found_error, insufficient_quota, rate_limit_error, upstream_error, timeout_error, server_error" }),
     param: t.Null(),
     code: t.Null(),
   }),
@@ -30,7 +30,7 @@ const OpenAIError = t.Object({
 
 const AnthropicError = t.Object({
   type: t.Literal("error"),
-  error: t.Object({ type: t.String({ description: "Anthropic's error type: invalid_request_error, authentication_error, not_found_error, request_too_large, rate_limit_error, api_error, overloaded_error, …" }), message: t.String() }),
+  error: t.Object({ type: t.String({ description: "invalid_request_error, authentication_error, permission_error, not_found_error, request_too_large, billing_error, rate_limit_error, api_error, timeout_error, overloaded_error" }), message: t.String() }),
 }, { description: "Anthropic-shaped error (/v1/messages and /v1/messages/count_tokens)." });
 
 const Usage = t.Object({ prompt_tokens: t.Integer(), completion_tokens: t.Integer(), total_tokens: t.Integer() }, open);

@@ -10,6 +10,8 @@ export interface OpsSettings {
 }
 
 export interface AccessLogSettings {
+  /** LOG_LEVEL: lines below it are never written, so they are not built either. */
+  logLevel?: LogLevel;
   enabled: boolean;
   /** Share of successful requests logged, 0–1; errors are always logged. */
   sample: number;
@@ -37,9 +39,10 @@ export function opsSettings(env: Record<string, string | undefined>): OpsSetting
   if (!Number.isFinite(sample) || sample < 0 || sample > 1) throw new OpsConfigError(`SWITCHYARD_ACCESS_LOG_SAMPLE must be a number from 0 to 1, not "${sampleText}"`);
   const level = (env.SWITCHYARD_ACCESS_LOG_LEVEL?.trim().toLowerCase() || "info") as LogLevel;
   if (!LEVELS.has(level)) throw new OpsConfigError(`SWITCHYARD_ACCESS_LOG_LEVEL must be debug, info, warn or error, not "${env.SWITCHYARD_ACCESS_LOG_LEVEL}"`);
+  const logLevel = (env.LOG_LEVEL?.trim().toLowerCase() || "info") as LogLevel;
   return {
     metrics: onOff(env.SWITCHYARD_METRICS, "SWITCHYARD_METRICS", true),
     metricsToken: env.SWITCHYARD_METRICS_TOKEN || undefined,
-    accessLog: { enabled: onOff(env.SWITCHYARD_ACCESS_LOG, "SWITCHYARD_ACCESS_LOG", true), sample, level },
+    accessLog: { enabled: onOff(env.SWITCHYARD_ACCESS_LOG, "SWITCHYARD_ACCESS_LOG", true), sample, level, ...(LEVELS.has(logLevel) ? { logLevel } : {}) },
   };
 }
