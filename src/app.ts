@@ -112,12 +112,12 @@ export function createApp(deps: AppDeps) {
   };
   let draining = false;
 
-  // Normalising copies every body to drop fields its schema does not list (25 µs for a
-  // 200-message conversation). Our schemas say `additionalProperties: true` instead, so the copy
-  // changed nothing. It is the app's setting that applies to every route.
   // The OpenAPI document describes what was built (read on its first request). Without an admin
   // token the admin routes are 404s, but the document still describes them.
   const documented = () => (deps.adminToken ? app.routes : [...app.routes, ...adminRoutes({ accounts, keys, ledger, usage, breakdown, adminToken: "-", now }).routes]);
+  // Normalising copies every body to drop fields its schema does not list (25 µs for a
+  // 200-message conversation). Our schemas say `additionalProperties: true` instead, so the copy
+  // changed nothing. It is the app's setting that applies to every route.
   const app = new Elysia({ name: "switchyard", normalize: false })
     .use(requestIdPlugin(tracker, ops.metrics || ops.accessLog.enabled))
     .use(errorsPlugin(log, recordRejection, (request, status, error) => tracker.responded(request, status, error)))
@@ -139,7 +139,7 @@ export function createApp(deps: AppDeps) {
     // fails on routes registered after it that do not parse their query.
     .use(openApiRoute(documented))
     .use(adminRoutes({ accounts, keys, ledger, usage, breakdown, adminToken: deps.adminToken, now }));
-  // The document describes what was built, from the schemas the routes validate with.
+  // Route labels are the paths served, known once every route is registered.
   if (ops.metrics) {
     tracker.metrics = createGatewayMetrics({
       routes: app.routes.map((r) => r.path),
