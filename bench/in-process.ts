@@ -7,6 +7,9 @@
  *
  *   bun bench/in-process.ts [--requests N] [--concurrency C] [--only nonstream,stream,translated,large]
  *
+ * SWITCHYARD_METRICS=off and SWITCHYARD_ACCESS_LOG=off measure what counting and access-log lines
+ * cost (the lines go to a silent logger: building them is measured, writing them is not).
+ *
  * With `--cpu-prof-md` before the script (`bun --cpu-prof-md bench/in-process.ts`) it doubles as
  * the quickest profile of the hot path.
  */
@@ -17,6 +20,7 @@ import { createApp } from "../src/app.ts";
 import { resolveSettings } from "../src/config/load-config.ts";
 import { openDatabase } from "../src/store/database.ts";
 import { silentLogger } from "../src/log.ts";
+import { opsSettings } from "../src/ops/ops-settings.ts";
 import { parseArgs } from "./child-process.ts";
 import { agentConversation } from "./agent-conversation.ts";
 
@@ -85,7 +89,7 @@ const settings = resolveSettings({
   ],
   limits: { requests_per_minute: 1e9 },
 }, { K: "sk-bench" }, "bench");
-const app = createApp({ db, settings, log: silentLogger, fetch: UPSTREAM ? undefined : upstreamFetch });
+const app = createApp({ db, settings, log: silentLogger, fetch: UPSTREAM ? undefined : upstreamFetch, ops: opsSettings(process.env) });
 const account = await app.services.accounts.createAccount("bench", 1e15);
 const key = (await app.services.accounts.createKey(account.id, "bench"))!.key;
 

@@ -5,7 +5,7 @@ import { createAccountStore, type AccountStore } from "./accounts/account-store.
 import { createKeyResolver, type KeyResolver } from "./accounts/key-resolver.ts";
 import type { Ledger, RejectionLog } from "./billing/ledger.ts";
 import { createSqliteLedger, type SqliteLedgerOptions } from "./store/sqlite/sqlite-ledger.ts";
-import { createUsageReport, type UsageReporter } from "./billing/usage-report.ts";
+import { createUsageBreakdown, createUsageReport, type UsageBreakdown, type UsageReporter } from "./billing/usage-report.ts";
 import { createCatalogue } from "./catalogue/catalogue.ts";
 import { withoutSecrets, type Logger } from "./log.ts";
 import type { UpstreamFetch } from "./pipeline/forward.ts";
@@ -26,6 +26,12 @@ import { createChangeWatch } from "./store/change-watch.ts";
 import { createHttp1Client } from "./transport/http1/client.ts";
 import { atEndOfTurn } from "./pipeline/end-of-turn.ts";
 import type { SharedStores } from "./store/stores.ts";
+import { DEFAULT_OPS, type OpsSettings } from "./ops/ops-settings.ts";
+import { Tracker } from "./ops/request-trace.ts";
+import { createGatewayMetrics } from "./ops/gateway-metrics.ts";
+import { requestIdPlugin } from "./plugins/request-id.ts";
+import { metricsRoute } from "./routes/metrics.ts";
+import { openApiRoute } from "./routes/openapi.ts";
 
 export interface AppDeps {
   /** The SQLite file's connection: accounts, keys and the ledger, unless `stores` are given. */
@@ -44,6 +50,8 @@ export interface AppDeps {
   ledgerOptions?: Omit<SqliteLedgerOptions, "now" | "changes" | "log">;
   /** Wraps the ledger the app builds (tests inject faults with it). */
   wrapLedger?: (ledger: Ledger & RejectionLog) => Ledger & RejectionLog;
+  /** Metrics and access log switches (ops/ops-settings.ts); all on by default. */
+  ops?: OpsSettings;
 }
 
 /** Builds the gateway from its dependencies; never listens, so tests drive it on any server. */
@@ -51,9 +59,9 @@ export function createApp(deps: AppDeps) {
   // Whatever logger is passed in, no secret reaches it (see log.ts).
   const log = withoutSecrets(deps.log);
   const now = deps.now ?? Date.now;
-  let accounts: AccountStore, keys: KeyResolver, baseLedger: Ledger & RejectionLog, usage: UsageReporter;
+  let accounts: AccountStore, keys: KeyResolver, baseLedger: Ledger & RejectionLog, usage: UsageReporter, breakdown: UsageBreakdown;
   if (deps.stores) {
-    ({ accounts, keys, ledger: baseLedger, usage } = deps.stores);
+    ({ accounts, keys, ledger: baseLedger, usage, breakdown } = deps.stores);
   } else {
     if (!deps.db) throw new Error("createApp needs a SQLite database or shared stores");
     const sqliteAccounts = createAccountStore(deps.db, now);
@@ -63,6 +71,7 @@ export function createApp(deps: AppDeps) {
     keys = createKeyResolver(sqliteAccounts, now, changes);
     baseLedger = createSqliteLedger(deps.db, { now, changes, log, ...deps.ledgerOptions });
     usage = createUsageReport(deps.db);
+    breakdown = createUsageBreakdown(deps.db);
   }
   const ledger = deps.wrapLedger ? deps.wrapLedger(baseLedger) : baseLedger;
   const catalogue = createCatalogue(deps.settings.models);
@@ -77,7 +86,11 @@ export function createApp(deps: AppDeps) {
     atEndOfTurn,
     maxResponseBytes: deps.settings.limits.max_response_bytes,
   });
+  const ops = deps.ops ?? DEFAULT_OPS;
+  // Request ids, metrics and access-log lines (ops/request-trace.ts).
+  const tracker = new Tracker({ log, accessLog: ops.accessLog });
   const forwardDeps = {
+    tracker,
     settings: deps.settings,
     ledger,
     inflight,
@@ -100,25 +113,46 @@ export function createApp(deps: AppDeps) {
   };
   let draining = false;
 
+  // The OpenAPI document describes what was built (read on its first request). Without an admin
+  // token the admin routes are 404s, but the document still describes them.
+  const documented = () => (deps.adminToken ? app.routes : [...app.routes, ...adminRoutes({ accounts, keys, ledger, usage, breakdown, adminToken: "-", now }).routes]);
   // Normalising copies every body to drop fields its schema does not list (25 µs for a
   // 200-message conversation). Our schemas say `additionalProperties: true` instead, so the copy
   // changed nothing. It is the app's setting that applies to every route.
   const app = new Elysia({ name: "switchyard", normalize: false })
-    .use(errorsPlugin(log, recordRejection))
+    .use(requestIdPlugin(tracker, ops.metrics || ops.accessLog.enabled))
+    .use(errorsPlugin(log, recordRejection, (request, status, error) => tracker.responded(request, status, error)))
     .use(admissionPlugin({
       keys,
       limiter: deps.limiter ?? createRateLimiter(now),
       defaultPerMinute: deps.settings.limits.requests_per_minute,
       maxBodyBytes: deps.settings.limits.max_body_bytes,
       onRejected: recordRejection,
+      onAnswered: (request, status) => tracker.responded(request, status),
     }))
     .use(jsonBodyPlugin(deps.settings.limits.max_body_bytes))
-    .use(healthRoutes({ ledger, draining: () => draining }))
+    .use(healthRoutes({ ledger, draining: () => draining, limiter: deps.limiter }))
+    .use(ops.metrics ? metricsRoute({ expose: () => tracker.metrics?.expose(), token: ops.metricsToken }) : new Elysia({ name: "switchyard/no-metrics" }))
     .use(modelsRoute(catalogue))
     .use(chatCompletionsRoute(forwardDeps))
     .use(messagesRoute(forwardDeps))
     .use(responsesRoute(forwardDeps))
-    .use(adminRoutes({ accounts, keys, ledger, usage, adminToken: deps.adminToken, now }));
+    // Before the admin routes: the bearer plugin's derive is global, and in the minified binary it
+    // fails on routes registered after it that do not parse their query.
+    .use(openApiRoute(documented))
+    .use(adminRoutes({ accounts, keys, ledger, usage, breakdown, adminToken: deps.adminToken, now }));
+  // Route labels are the paths served, known once every route is registered.
+  if (ops.metrics) {
+    tracker.metrics = createGatewayMetrics({
+      routes: app.routes.map((r) => r.path),
+      models: deps.settings.models.map((m) => m.id),
+      providers: [...deps.settings.providers.keys()],
+      ledger,
+      limiter: deps.limiter,
+      inflight,
+      now,
+    });
+  }
   const services = {
     accounts,
     keys,
@@ -126,6 +160,7 @@ export function createApp(deps: AppDeps) {
     catalogue,
     inflight,
     upstream,
+    tracker,
     /** Resolves once every started request is settled and its settlement written. */
     async settled(): Promise<void> {
       await inflight.idle();

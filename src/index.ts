@@ -1,3 +1,5 @@
+// First: sets what Bun reads at start (see the module), before anything else runs.
+import "./ops/runtime-env.ts";
 import { ConfigError, loadSettings, type Settings } from "./config/load-config.ts";
 import { openDatabase } from "./store/database.ts";
 import { GatewayLockError, lockDatabaseFile } from "./store/sqlite/gateway-lock.ts";
@@ -7,24 +9,31 @@ import { jsonLogger } from "./log.ts";
 import { issueDemoKey } from "./accounts/demo-account.ts";
 import { holdTtlFor, openPostgresStores, openRedisLimiter, storeChoice, StoreConfigError, type SharedStores, type StoreChoice } from "./store/stores.ts";
 import type { Database } from "bun:sqlite";
+import { healthCheck } from "./ops/health-check.ts";
+import { OpsConfigError, opsSettings, type OpsSettings } from "./ops/ops-settings.ts";
+
+if (process.argv.includes("--health-check")) process.exit(await healthCheck(process.env));
 
 let settings: Settings;
 let choice: StoreChoice;
+let ops: OpsSettings;
 try {
   settings = loadSettings(process.env);
   choice = storeChoice(process.env);
+  ops = opsSettings(process.env);
 } catch (err) {
-  if (!(err instanceof ConfigError) && !(err instanceof StoreConfigError)) throw err;
+  if (!(err instanceof ConfigError) && !(err instanceof StoreConfigError) && !(err instanceof OpsConfigError)) throw err;
   console.error(`switchyard: ${err.message}`);
   process.exit(1);
 }
 
 const log = jsonLogger((process.env.LOG_LEVEL as "debug" | "info" | "warn" | "error" | undefined) ?? "info");
-// Bun reads this once at process start. API calls use our own client; what still goes through
-// fetch (image downloads, and every call when an HTTP(S) proxy is configured) holds these slots.
+// Bun reads this once at process start (ops/runtime-env.ts sets it when unset). API calls use our
+// own client; what still goes through fetch (image downloads, and every call when an HTTP(S)
+// proxy is configured) holds these slots.
 const maxUpstream = Number(process.env.BUN_CONFIG_MAX_HTTP_REQUESTS ?? 256);
 if (maxUpstream < 1024) {
-  log("warn", "at most this many fetch requests (image downloads, proxied upstream calls) run at once; more wait. Start with BUN_CONFIG_MAX_HTTP_REQUESTS=4096 (npm start and the Docker image do)", { maxUpstream });
+  log("warn", "at most this many fetch requests (image downloads, proxied upstream calls) run at once; more wait. BUN_CONFIG_MAX_HTTP_REQUESTS raises it (unset, the gateway uses 4096)", { maxUpstream });
 }
 const dbPath = process.env.SWITCHYARD_DB ?? "./data/switchyard.sqlite";
 let lock: { release(): void } | undefined;
@@ -59,7 +68,7 @@ if (choice.databaseUrl) {
 // Rate limits in Redis fail closed: until it answers, requests are refused with 503.
 const limiter = choice.redisUrl ? openRedisLimiter(choice.redisUrl, { log }) : undefined;
 if (limiter && !(await limiter.ready())) log("warn", "Redis (SWITCHYARD_REDIS_URL) does not answer yet: requests are refused (503) until it does");
-const app = createApp({ db, stores, limiter, settings, log, adminToken: process.env.SWITCHYARD_ADMIN_TOKEN || undefined });
+const app = createApp({ db, stores, limiter, settings, log, adminToken: process.env.SWITCHYARD_ADMIN_TOKEN || undefined, ops });
 const demo = process.env.SWITCHYARD_DEMO !== "0" ? await issueDemoKey(app.services.accounts) : undefined;
 db?.exec("PRAGMA busy_timeout = 0");
 const storeName = choice.databaseUrl ? "PostgreSQL" : dbPath;

@@ -39,6 +39,8 @@ export interface Settlement {
   costMicro: number;
   status: string;
   latencyMs: number;
+  /** The request's x-request-id (the client's, or the one the gateway made), kept with the record. */
+  clientRequestId?: string;
 }
 
 /** Whether the store writes, and what waits for it. `/ready` reports this. */
@@ -51,6 +53,8 @@ export interface LedgerHealth {
   maxQueued: number;
   /** Epoch ms of the first failed write of the current outage. */
   failingSince?: number;
+  /** Epoch ms at which the oldest settlement still queued was accepted (the settlement lag's start). */
+  oldestQueuedAt?: number;
   lastError?: string;
 }
 

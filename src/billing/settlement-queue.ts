@@ -23,6 +23,8 @@ export interface QueuedSettlement {
   charge?: false;
   /** Resolves the settle() promise: on commit, or when the store is found failing. */
   done?: () => void;
+  /** When it was accepted (the settlement lag of `health()`). */
+  at?: number;
 }
 
 /** A store's side of group commit. `write` and `probe` may answer at once (SQLite) or later (PostgreSQL). */
@@ -282,6 +284,7 @@ export function createSettlementQueue<Q extends QueuedSettlement>(store: Settlem
     /** Resolves once the settlement is committed, or once the store is failing (it waits queued). */
     enqueue(q: Q): Promise<void> {
       const promise = failingSince !== undefined || closed ? Promise.resolve() : new Promise<void>((resolve) => (q.done = resolve));
+      q.at ??= now();
       queue.push(q);
       schedule();
       return promise;
@@ -304,7 +307,7 @@ export function createSettlementQueue<Q extends QueuedSettlement>(store: Settlem
     },
 
     health(): LedgerHealth {
-      return { writable: failingSince === undefined, queued: queue.length, maxQueued: o.maxQueued, failingSince, lastError };
+      return { writable: failingSince === undefined, queued: queue.length, maxQueued: o.maxQueued, failingSince, lastError, oldestQueuedAt: queue[0]?.at };
     },
 
     /** Writes everything queued; returns when written, or when the store refuses (a retry is then scheduled). */

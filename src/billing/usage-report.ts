@@ -41,3 +41,199 @@ export function createUsageReport(db: Database) {
   return (accountId: string, from: number, to: number) =>
     shapeUsageReport(accountId, from, to, perModel.all(accountId, from, to), refusals.all(accountId, Math.floor(from / 60_000) * 60_000, to));
 }
+
+// ── Usage over time, per account, key and model: what a team bills its own users from. ──
+
+export const USAGE_GROUPS = ["account", "key", "model"] as const;
+export type UsageGroup = (typeof USAGE_GROUPS)[number];
+export type Granularity = "hour" | "day";
+
+export interface UsageQuery {
+  from: number;
+  to: number;
+  /** The columns rows are split by, besides the period; none: one row per period. */
+  groupBy: UsageGroup[];
+  granularity: Granularity;
+  accountId?: string;
+  keyId?: string;
+  model?: string;
+}
+
+/** One period (UTC hour or day) of one account / key / model, as the store sums it. */
+export interface UsageBucketRow {
+  period: number;
+  account_id?: string;
+  account_name?: string | null;
+  key_id?: string;
+  key_name?: string | null;
+  model?: string;
+  requests: number;
+  prompt_tokens: number;
+  completion_tokens: number;
+  cost_micro: number;
+}
+
+/** Each store runs the same statement (`usageBreakdownSql`) and returns its rows. */
+export type UsageBreakdown = (q: UsageQuery) => UsageBucketRow[] | Promise<UsageBucketRow[]>;
+
+/** Most rows one report may have; a larger one asks for a narrower range or a coarser split. */
+export const MAX_REPORT_ROWS = 50_000;
+
+export class ReportTooLargeError extends Error {}
+
+const PERIOD_MS: Record<Granularity, number> = { hour: 3_600_000, day: 86_400_000 };
+
+/**
+ * The statement both stores run: periods are `created_at` (epoch ms) cut to whole UTC hours or
+ * days by integer division, which SQLite and PostgreSQL both do for integers. Grouped columns come
+ * from a fixed list, never from input; values are parameters (`?` for SQLite, `$n` for PostgreSQL).
+ */
+export function usageBreakdownSql(q: UsageQuery, dialect: "sqlite" | "postgres"): { text: string; params: (string | number)[] } {
+  const params: (string | number)[] = [];
+  const p = (value: string | number) => {
+    params.push(value);
+    return dialect === "sqlite" ? "?" : `$${params.length}`;
+  };
+  const size = PERIOD_MS[q.granularity];
+  const groups = new Set(q.groupBy);
+  const columns = [`(u.created_at / ${size}) * ${size} AS period`];
+  const grouped = ["period"];
+  const joins: string[] = [];
+  if (groups.has("account")) {
+    columns.push("u.account_id", "MAX(a.name) AS account_name");
+    grouped.push("u.account_id");
+    joins.push("LEFT JOIN accounts a ON a.id = u.account_id");
+  }
+  if (groups.has("key")) {
+    columns.push("u.key_id", "MAX(k.name) AS key_name");
+    grouped.push("u.key_id");
+    joins.push("LEFT JOIN api_keys k ON k.id = u.key_id");
+  }
+  if (groups.has("model")) {
+    columns.push("u.model");
+    grouped.push("u.model");
+  }
+  columns.push("COUNT(*) AS requests", "SUM(u.prompt_tokens) AS prompt_tokens", "SUM(u.completion_tokens) AS completion_tokens", "SUM(u.cost_micro) AS cost_micro");
+  const where = [`u.created_at >= ${p(q.from)}`, `u.created_at < ${p(q.to)}`];
+  if (q.accountId) where.push(`u.account_id = ${p(q.accountId)}`);
+  if (q.keyId) where.push(`u.key_id = ${p(q.keyId)}`);
+  if (q.model) where.push(`u.model = ${p(q.model)}`);
+  // Ids sort byte by byte in both stores (PostgreSQL's default collation would not).
+  const order = grouped.map((c) => (c === "period" || dialect === "sqlite" ? c : `${c} COLLATE "C"`));
+  const text = `SELECT ${columns.join(", ")} FROM usage_records u ${joins.join(" ")}
+    WHERE ${where.join(" AND ")} GROUP BY ${grouped.join(", ")} ORDER BY ${order.join(", ")} LIMIT ${MAX_REPORT_ROWS + 1}`;
+  return { text, params };
+}
+
+/** Rows as the store returned them (PostgreSQL's bigints arrive as strings), checked against the cap. */
+export function usageRows(raw: Record<string, unknown>[]): UsageBucketRow[] {
+  if (raw.length > MAX_REPORT_ROWS) throw new ReportTooLargeError(`The report would have more than ${MAX_REPORT_ROWS} rows: narrow the range, filter, or use granularity=day.`);
+  const n = (v: unknown) => (v === null || v === undefined ? 0 : Number(v));
+  return raw.map((r) => ({
+    period: n(r.period),
+    ...("account_id" in r ? { account_id: String(r.account_id), account_name: (r.account_name as string | null) ?? null } : {}),
+    ...("key_id" in r ? { key_id: String(r.key_id), key_name: (r.key_name as string | null) ?? null } : {}),
+    ...("model" in r ? { model: String(r.model) } : {}),
+    requests: n(r.requests),
+    prompt_tokens: n(r.prompt_tokens),
+    completion_tokens: n(r.completion_tokens),
+    cost_micro: n(r.cost_micro),
+  }));
+}
+
+/** The SQLite store's breakdown. */
+export function createUsageBreakdown(db: Database): UsageBreakdown {
+  const statements = new Map<string, ReturnType<Database["query"]>>();
+  return (q) => {
+    const { text, params } = usageBreakdownSql(q, "sqlite");
+    let statement = statements.get(text);
+    if (!statement) statements.set(text, (statement = db.query(text)));
+    return usageRows(statement.all(...params) as Record<string, unknown>[]);
+  };
+}
+
+/** The columns of a report, in order: the period, what it is split by, then the sums. */
+function reportColumns(q: UsageQuery): string[] {
+  const groups = new Set(q.groupBy);
+  return [
+    "period_start",
+    ...(groups.has("account") ? ["account_id", "account_name"] : []),
+    ...(groups.has("key") ? ["key_id", "key_name"] : []),
+    ...(groups.has("model") ? ["model"] : []),
+    "requests",
+    "prompt_tokens",
+    "completion_tokens",
+    "cost",
+  ];
+}
+
+function reportRecord(r: UsageBucketRow): Record<string, string | number | null> {
+  return {
+    period_start: new Date(r.period).toISOString(),
+    ...(r.account_id !== undefined ? { account_id: r.account_id, account_name: r.account_name ?? null } : {}),
+    ...(r.key_id !== undefined ? { key_id: r.key_id, key_name: r.key_name ?? null } : {}),
+    ...(r.model !== undefined ? { model: r.model } : {}),
+    requests: r.requests,
+    prompt_tokens: r.prompt_tokens,
+    completion_tokens: r.completion_tokens,
+    cost: microToCredits(r.cost_micro),
+  };
+}
+
+/** The report as JSON: one entry per period and group, and the totals. */
+export function shapeBreakdown(q: UsageQuery, rows: UsageBucketRow[]) {
+  const sum = (f: (r: UsageBucketRow) => number) => rows.reduce((n, r) => n + f(r), 0);
+  return {
+    object: "usage_report",
+    from: new Date(q.from).toISOString(),
+    to: new Date(q.to).toISOString(),
+    granularity: q.granularity,
+    group_by: USAGE_GROUPS.filter((g) => q.groupBy.includes(g)),
+    columns: reportColumns(q),
+    data: rows.map(reportRecord),
+    total: {
+      requests: sum((r) => r.requests),
+      prompt_tokens: sum((r) => r.prompt_tokens),
+      completion_tokens: sum((r) => r.completion_tokens),
+      cost: microToCredits(sum((r) => r.cost_micro)),
+    },
+  };
+}
+
+/** The report as CSV (RFC 4180: CRLF line ends, fields quoted when they need it), with a header row. */
+export function breakdownCsv(q: UsageQuery, rows: UsageBucketRow[]): string {
+  const columns = reportColumns(q);
+  const field = (value: string | number | null | undefined) => {
+    if (value === null || value === undefined) return "";
+    const text = String(value);
+    // A leading = + - @ would be a formula to a spreadsheet; names come from whoever made the account.
+    const safe = /^[=+\-@\t\r]/.test(text) && typeof value === "string" ? `'${text}` : text;
+    return /[",\r\n]/.test(safe) ? `"${safe.replaceAll('"', '""')}"` : safe;
+  };
+  const lines = [columns.join(",")];
+  for (const r of rows) {
+    const record = reportRecord(r);
+    lines.push(columns.map((c) => field(record[c])).join(","));
+  }
+  return lines.join("\r\n") + "\r\n";
+}
+
+/** Reads a report query from strings (the admin API's query, the CLI's flags); throws a message for the caller to show. */
+export function parseUsageQuery(input: { from?: string; to?: string; group_by?: string; granularity?: string; account_id?: string; key_id?: string; model?: string }, now: number): UsageQuery {
+  const instant = (value: string | undefined, field: string, fallback: number) => {
+    if (value === undefined || value === "") return fallback;
+    const ms = /^\d+$/.test(value) ? Number(value) : Date.parse(value);
+    if (!Number.isFinite(ms)) throw new RangeError(`${field} must be an ISO 8601 date or epoch milliseconds.`);
+    return ms;
+  };
+  const granularity = (input.granularity || "day") as Granularity;
+  if (granularity !== "day" && granularity !== "hour") throw new RangeError("granularity must be day or hour.");
+  const groupBy = (input.group_by ?? "account,key,model").split(",").map((g) => g.trim()).filter((g) => g !== "");
+  for (const g of groupBy) if (!(USAGE_GROUPS as readonly string[]).includes(g)) throw new RangeError(`group_by takes account, key and model (comma-separated), not "${g.slice(0, 40)}".`);
+  // Without `from`: the last 30 days, from the start of a period (so the first row is a whole one).
+  const size = PERIOD_MS[granularity];
+  const to = instant(input.to, "to", now + 1);
+  const from = instant(input.from, "from", Math.floor((to - 30 * 86_400_000) / size) * size);
+  if (from >= to) throw new RangeError("from must be before to.");
+  return { from, to, groupBy: groupBy as UsageGroup[], granularity, accountId: input.account_id || undefined, keyId: input.key_id || undefined, model: input.model || undefined };
+}

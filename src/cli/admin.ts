@@ -3,14 +3,14 @@ import { createAccountStore, KeyLimitError, type AccountStore, type KeyOptions }
 import { creditWriter } from "../store/sqlite/credits.ts";
 import { auditLedger } from "../store/sqlite/audit.ts";
 import { loadSettings } from "../config/load-config.ts";
-import { createUsageReport, type UsageReporter } from "../billing/usage-report.ts";
+import { breakdownCsv, createUsageBreakdown, createUsageReport, parseUsageQuery, ReportTooLargeError, shapeBreakdown, type UsageBreakdown, type UsageReporter } from "../billing/usage-report.ts";
 import { creditsToMicro } from "../billing/money.ts";
 import { storeChoice, StoreConfigError } from "../store/stores.ts";
 import { connectPostgres } from "../store/postgres/pg-client.ts";
 import { migratePostgres } from "../store/postgres/pg-migrations.ts";
 import { createPostgresAccounts } from "../store/postgres/pg-accounts.ts";
 import { creditAccount } from "../store/postgres/pg-credits.ts";
-import { auditPostgres, createPostgresUsageReport } from "../store/postgres/pg-reports.ts";
+import { auditPostgres, createPostgresUsageBreakdown, createPostgresUsageReport } from "../store/postgres/pg-reports.ts";
 
 const USAGE = `usage: bun run admin <command>
   accounts create <name> <credits>       create an account
@@ -21,6 +21,10 @@ const USAGE = `usage: bun run admin <command>
   keys list <account-id>                 the account's keys, never the keys themselves
   keys revoke <key-id>                   revoke a key (takes effect on the next request)
   usage <account-id> [from] [to]         totals per model; from/to are ISO dates (default: all time)
+  report [--from DATE] [--to DATE] [--group-by account,key,model] [--granularity day|hour]
+         [--format json|csv] [--account ID] [--key ID] [--model ID]
+                                         requests, tokens and credits per UTC day or hour, split by account,
+                                         key and/or model (default: all three, by day, the last 30 days)
   audit                                  checks every balance against its credits and charges, every key's
                                          spent total, and that no completed answer of a priced model went
                                          uncharged; prints the drift and exits 1 if there is any
@@ -63,6 +67,7 @@ interface AdminStore {
   accounts: AccountStore;
   topUp(accountId: string, amountMicro: number): Promise<boolean>;
   usage: UsageReporter;
+  breakdown: UsageBreakdown;
   audit(pricedModels: Set<string> | undefined): Promise<{ clean: boolean }>;
   close(): Promise<void>;
 }
@@ -81,6 +86,7 @@ async function openAdminStore(env: Record<string, string | undefined>): Promise<
       accounts: createPostgresAccounts(sql, Date.now),
       topUp: (accountId, amountMicro) => creditAccount(sql, accountId, amountMicro, Date.now()),
       usage: createPostgresUsageReport(sql),
+      breakdown: createPostgresUsageBreakdown(sql),
       audit: (priced) => auditPostgres(sql, priced),
       close: () => sql.close({ timeout: 1 }),
     };
@@ -91,6 +97,7 @@ async function openAdminStore(env: Record<string, string | undefined>): Promise<
     accounts: createAccountStore(db, Date.now),
     topUp: async (accountId, amountMicro) => topUp(accountId, amountMicro),
     usage: createUsageReport(db),
+    breakdown: createUsageBreakdown(db),
     audit: async (priced) => auditLedger(db, priced),
     close: async () => db.close(),
   };
@@ -143,6 +150,28 @@ export async function runAdmin(argv: string[], env: Record<string, string | unde
       if (!(await accounts.getAccount(verb))) return { code: 1, out: `no account ${verb}` };
       if (Number.isNaN(from) || Number.isNaN(to)) throw new UsageError("from and to are ISO dates");
       return json(await store.usage(verb, from, to));
+    }
+    if (noun === "report") {
+      // `report` takes flags only (no verb).
+      const { positional, options } = flags(argv.slice(1));
+      if (positional.length > 0) throw new UsageError(USAGE);
+      const format = options.format ?? "json";
+      if (format !== "json" && format !== "csv") throw new UsageError("--format is json or csv");
+      let q;
+      try {
+        q = parseUsageQuery({ from: options.from, to: options.to, group_by: options["group-by"], granularity: options.granularity, account_id: options.account, key_id: options.key, model: options.model }, Date.now());
+      } catch (err) {
+        throw new UsageError((err as Error).message);
+      }
+      let rows;
+      try {
+        rows = await store.breakdown(q);
+      } catch (err) {
+        if (err instanceof ReportTooLargeError) return { code: 1, out: err.message };
+        throw err;
+      }
+      if (format === "csv") return { code: 0, out: breakdownCsv(q, rows).replace(/\r\n$/, ""), stdout: true };
+      return { ...json(shapeBreakdown(q, rows)), stdout: true };
     }
     if (noun === "audit" && verb === undefined) {
       const report = await store.audit(pricedModels(env));

@@ -14,6 +14,7 @@ import { fastReader } from "../transport/http1/client.ts";
 import { ResponseTooLargeError, type ChunkReader, type Transport } from "../transport/transport.ts";
 import { Deadline, DeadlineExpired } from "./deadline.ts";
 import { requestedDelayMs, verdictFor, type Verdict } from "./retry-policy.ts";
+import type { UpstreamErrorClass } from "../ops/gateway-metrics.ts";
 
 export interface AttemptDeps {
   settings: Settings;
@@ -39,7 +40,7 @@ export type AttemptOutcome =
   /** An event stream, head read; its body is read by the stream stage, under the same deadline. */
   | { kind: "stream"; reader: ChunkReader; decode: (frame: SseEvent) => DecodedFrame; deadline: Deadline; adapter: ProviderAdapter; provider: ResolvedProvider; inline: (events: StreamEvent[]) => Promise<void> }
   /** No answer: what went wrong, and what the retry policy should make of it. */
-  | { kind: "refused"; verdict: Verdict; error: GatewayError; delayMs?: number };
+  | { kind: "refused"; verdict: Verdict; error: GatewayError; delayMs?: number; cause?: UpstreamErrorClass };
 
 /** The client went away: nothing more is tried. */
 /** Over the transport's size cap (limits.max_response_bytes). */
@@ -62,6 +63,9 @@ export async function attemptUpstream(deps: AttemptDeps, req: AttemptRequest, ca
   const provider = deps.settings.providers.get(model.provider)!;
   const adapter = adapterFor(provider, model);
   const call = adapter.buildRequest(provider, prepareUpstreamBody(req.clientFormat, req.body, model, provider, maxTokens, deps.log), req.headers);
+  // The request's id (set by the request-id plugin) goes upstream too, so vendor-side logs can be matched.
+  const clientRequestId = req.headers.get("x-request-id");
+  if (clientRequestId) call.headers["x-request-id"] = clientRequestId;
 
   const t = provider.timeouts;
   const deadline = new Deadline({ firstByteMs: t.first_byte_ms, idleMs: t.idle_ms, totalMs: t.total_ms });
@@ -69,13 +73,14 @@ export async function attemptUpstream(deps: AttemptDeps, req: AttemptRequest, ca
   if (req.clientSignal.aborted) onClientAbort();
   else req.clientSignal.addEventListener("abort", onClientAbort, { once: true });
   let handedOver = false;
-  const refused = (message: string, err?: unknown): AttemptOutcome => {
+  const refused = (message: string, err: unknown, cause: UpstreamErrorClass): AttemptOutcome => {
     if (req.clientSignal.aborted) throw clientClosed();
     const timedOut = err instanceof DeadlineExpired || deadline.signal.reason instanceof DeadlineExpired;
-    if (err instanceof ResponseTooLargeError) return { kind: "refused", verdict: "fallback", error: new GatewayError(502, "upstream", ANSWER_TOO_LARGE) };
+    if (err instanceof ResponseTooLargeError) return { kind: "refused", verdict: "fallback", error: new GatewayError(502, "upstream", ANSWER_TOO_LARGE), cause: "too_large" };
     return {
       kind: "refused",
       verdict: "fallback",
+      cause: timedOut ? "timeout" : cause,
       error: timedOut
         ? new GatewayError(502, "timeout", "The upstream provider did not answer in time. Retrying is appropriate.")
         : new GatewayError(502, "upstream", message),
@@ -96,7 +101,7 @@ export async function attemptUpstream(deps: AttemptDeps, req: AttemptRequest, ca
       res = await deps.fetch(call.url, { method: "POST", headers: call.headers, body: call.body, signal: deadline.signal });
     } catch (err) {
       if (!req.clientSignal.aborted) deps.log("warn", "upstream request failed", { requestId: req.requestId, provider: provider.id, error: String(err) });
-      return refused("The upstream provider could not be reached. Retrying is appropriate.", err);
+      return refused("The upstream provider could not be reached. Retrying is appropriate.", err, "connect");
     }
     deadline.headArrived();
 
@@ -109,7 +114,8 @@ export async function attemptUpstream(deps: AttemptDeps, req: AttemptRequest, ca
       } catch {}
       // The body may echo the prompt or our vendor key: the log gets a scrubbed, short detail.
       deps.log("warn", "upstream error status", { requestId: req.requestId, provider: provider.id, status: res.status, detail: scrubLogDetail(detail ?? text) });
-      return { kind: "refused", verdict: verdictFor(res.status), error: upstreamStatusError(res.status, detail), delayMs: requestedDelayMs(res.headers, deps.now()) };
+      const cause = res.status === 429 ? "status_429" : res.status >= 500 ? "status_5xx" : "status_4xx";
+      return { kind: "refused", verdict: verdictFor(res.status), error: upstreamStatusError(res.status, detail), delayMs: requestedDelayMs(res.headers, deps.now()), cause };
     }
 
     if (!req.wantsStream || adapter.streams === false) {
@@ -120,7 +126,7 @@ export async function attemptUpstream(deps: AttemptDeps, req: AttemptRequest, ca
         events = adapter.decodeBody(json);
       } catch (err) {
         if (!req.clientSignal.aborted) deps.log("warn", "upstream sent an unreadable body", { requestId: req.requestId, provider: provider.id, error: String(err) });
-        return refused("The upstream provider sent an unreadable answer. Retrying is appropriate.", err);
+        return refused("The upstream provider sent an unreadable answer. Retrying is appropriate.", err, "bad_answer");
       }
       if (events.some((e) => e.type === "image")) {
         try {
@@ -129,7 +135,7 @@ export async function attemptUpstream(deps: AttemptDeps, req: AttemptRequest, ca
           if (req.clientSignal.aborted) throw clientClosed();
           if (!(err instanceof ImageFetchError)) throw err;
           deps.log("warn", "upstream image refused", { requestId: req.requestId, provider: provider.id, reason: err.reason, error: err.message });
-          return { kind: "refused", verdict: "fallback", error: new GatewayError(502, err.reason === "timeout" ? "timeout" : "upstream", err.clientMessage) };
+          return { kind: "refused", verdict: "fallback", error: new GatewayError(502, err.reason === "timeout" ? "timeout" : "upstream", err.clientMessage), cause: err.reason === "timeout" ? "timeout" : "image" };
         }
       }
       return { kind: "body", json, events, adapter, provider };
@@ -138,7 +144,7 @@ export async function attemptUpstream(deps: AttemptDeps, req: AttemptRequest, ca
     if (!res.body || !(res.headers.get("content-type") ?? "").includes("text/event-stream")) {
       res.body?.cancel().catch(() => {});
       deps.log("warn", "upstream answered a stream request without an event stream", { requestId: req.requestId, provider: provider.id, contentType: res.headers.get("content-type") });
-      return refused("The upstream provider sent an unexpected answer. Retrying is appropriate.");
+      return refused("The upstream provider sent an unexpected answer. Retrying is appropriate.", undefined, "bad_answer");
     }
     handedOver = true;
     return { kind: "stream", reader: fastReader(res) ?? (res.body.getReader() as ChunkReader), decode: adapter.createStreamDecoder(), deadline, adapter, provider, inline };

@@ -42,7 +42,13 @@ export interface BillingDeps {
  */
 export async function openBillingSession(
   deps: BillingDeps,
-  o: { requestId: string; principal: Principal; worstCaseMicro: number; startedAt: number; promptText: () => string },
+  o: {
+    requestId: string; principal: Principal; worstCaseMicro: number; startedAt: number; promptText: () => string;
+    /** The request's x-request-id, kept with its usage record. */
+    clientRequestId?: string;
+    /** Told what the settlement charged (metrics, the access log). */
+    onCharged?: (inputTokens: number, outputTokens: number, costMicro: number) => void;
+  },
 ): Promise<BillingSession> {
   const { ledger, log } = deps;
   const { requestId, principal } = o;
@@ -90,7 +96,9 @@ export async function openBillingSession(
         costMicro,
         status,
         latencyMs: Math.round(performance.now() - o.startedAt),
+        clientRequestId: o.clientRequestId,
       });
+      o.onCharged?.(usage.inputTokens, usage.outputTokens, costMicro);
       // A free answer's record may trail it: nothing billed, nothing to lose.
       if (reserved && costMicro > 0) await durable;
     } catch (err) {

@@ -11,6 +11,7 @@ import { streamAnswer, type StreamOutcome } from "../streaming/stream-answer.ts"
 import type { AttemptOutcome } from "./attempt.ts";
 import { ImageFetchError } from "../pipeline/inline-images.ts";
 import type { BillingSession, SettleStatus } from "./billing-session.ts";
+import type { RequestTrace } from "../ops/request-trace.ts";
 
 export const SSE_HEADERS = {
   "content-type": "text/event-stream; charset=utf-8",
@@ -49,6 +50,7 @@ export interface RespondRequest {
   onStream?: () => void;
   /** The answer in another format than the request's (the Responses API). */
   answer?: AnswerFormat;
+  trace?: RequestTrace;
 }
 
 export interface RespondDeps {
@@ -109,6 +111,8 @@ export async function respond(
 
   req.onStream?.();
   const { deadline, provider } = outcome;
+  const trace = req.trace;
+  trace?.streamStarted();
   const stream = streamAnswer({
     upstream: outcome.reader,
     decode: outcome.decode,
@@ -130,10 +134,16 @@ export async function respond(
         ? { event: { type: "error", errorType: err.reason === "timeout" ? "timeout" : "upstream", message: err.clientMessage }, chargeable: false }
         : undefined,
     beforeEnd: () => billing.settle("ok"),
+    onFirstWrite: trace && (() => trace.firstBytes()),
     onDone(outcome: StreamOutcome, reason, chargeable = true) {
       if (outcome === "failed") deps.log("warn", "stream failed after start", { requestId: req.requestId, provider: provider.id, reason });
       const status: SettleStatus = !chargeable ? "upstream_error" : outcome === "completed" ? "ok" : outcome === "cancelled" ? "cancelled" : "stream_failed";
-      void billing.settle(status);
+      const settled = billing.settle(status);
+      if (trace) {
+        // The trace ends once the charge is known (a cancelled stream's usage is counted while settling).
+        const failure = outcome !== "failed" ? undefined : deadline.expired ? "timeout" : reason?.includes("larger than") ? "too_large" : "stream_broken";
+        void settled.then(() => trace.streamEnded(outcome, failure));
+      }
     },
   });
   return new Response(stream, { headers: SSE_HEADERS });

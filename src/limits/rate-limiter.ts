@@ -7,6 +7,8 @@ import { takeToken, type BucketDecision, type BucketState } from "./token-bucket
  */
 export interface RateLimitStore {
   take(keyId: string, perMinute: number): BucketDecision | Promise<BucketDecision>;
+  /** Shared stores only: whether they answer now (cheap, no round trip); `/ready` and metrics read it. */
+  health?(): { reachable: boolean };
 }
 
 /** Buckets idle this long are full again and can be dropped without changing any decision. */

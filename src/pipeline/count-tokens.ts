@@ -33,6 +33,8 @@ export async function countMessageTokens(
     const upstreamBody: Record<string, unknown> = { ...body, model: model.upstream_model };
     delete upstreamBody.models;
     const call = anthropicAdapter.buildRequest(provider, upstreamBody, headers);
+    const clientRequestId = headers.get("x-request-id") ?? undefined;
+    if (clientRequestId) call.headers["x-request-id"] = clientRequestId;
     try {
       const res = await deps.fetch(`${call.url}/count_tokens`, {
         method: "POST",
@@ -45,11 +47,11 @@ export async function countMessageTokens(
       // A request the vendor finds malformed is the client's to fix; anything else (no such
       // endpoint on a compatible server, an outage, our key) still deserves a count.
       if (res.status === 400 || res.status === 422) throw upstreamStatusError(res.status, anthropicAdapter.errorMessage(json));
-      deps.log("warn", "upstream token count failed; answering with an estimate", { provider: provider.id, status: res.status });
+      deps.log("warn", "upstream token count failed; answering with an estimate", { provider: provider.id, status: res.status, clientRequestId });
     } catch (err) {
       if (err instanceof GatewayError) throw err;
       if (signal.aborted) throw new GatewayError(499, "invalid_request", "The client closed the request.");
-      deps.log("warn", "upstream token count failed; answering with an estimate", { provider: provider.id, error: String(err) });
+      deps.log("warn", "upstream token count failed; answering with an estimate", { provider: provider.id, error: String(err), clientRequestId });
     }
   }
   const messages = (body.messages as unknown[]).length;

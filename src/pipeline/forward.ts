@@ -11,6 +11,7 @@ import { openBillingSession, type Principal } from "../gateway/billing-session.t
 import { attemptUpstream, clientClosed } from "../gateway/attempt.ts";
 import { nextStep } from "../gateway/retry-policy.ts";
 import { respond, type AnswerFormat } from "../gateway/respond.ts";
+import { withRequestId, type RequestTrace, type Tracker } from "../ops/request-trace.ts";
 
 export type { Principal, AnswerFormat };
 import type { Transport } from "../transport/transport.ts";
@@ -26,6 +27,8 @@ export interface ForwardDeps {
   now: () => number;
   /** [0, 1); jitter for retry backoff. */
   random?: () => number;
+  /** Request traces (metrics, access log); routes pass theirs in ForwardRequest.trace. */
+  tracker?: Tracker;
 }
 
 export interface ForwardRequest {
@@ -43,6 +46,8 @@ export interface ForwardRequest {
   onStream?: () => void;
   /** The answer in another format than the request's (the Responses API, sent on as a chat request). */
   answer?: AnswerFormat;
+  /** Metrics and the access log follow the request here (ops/request-trace.ts). */
+  trace?: RequestTrace;
 }
 
 /**
@@ -56,13 +61,21 @@ export interface ForwardRequest {
  */
 export async function forward(deps: ForwardDeps, req: ForwardRequest): Promise<Response> {
   const startedAt = performance.now();
+  // The request-id plugin set the header: every log line about the request carries it, the upstream gets it.
+  const clientRequestId = req.headers.get("x-request-id") ?? undefined;
+  if (clientRequestId) deps = { ...deps, log: withRequestId(deps.log, clientRequestId) };
   const plan = await planRequest(deps.settings, req);
-  const billing = await openBillingSession(deps, { requestId: plan.requestId, principal: req.principal, worstCaseMicro: plan.worstCaseMicro, startedAt, promptText: plan.promptText });
+  const trace = req.trace;
+  if (trace) trace.planned(plan.requestId, plan.candidates[0]!.model.id, req.principal);
+  const billing = await openBillingSession(deps, {
+    requestId: plan.requestId, principal: req.principal, worstCaseMicro: plan.worstCaseMicro, startedAt, promptText: plan.promptText, clientRequestId,
+    onCharged: trace && ((inputTokens, outputTokens, costMicro) => trace.charged(inputTokens, outputTokens, costMicro)),
+  });
   const random = deps.random ?? Math.random;
   const limits = deps.settings.retry;
   const wantsStream = req.body.stream === true;
   const attemptRequest = { requestId: plan.requestId, clientFormat: req.clientFormat, body: req.body, headers: req.headers, clientSignal: req.signal, wantsStream };
-  const answerRequest = { clientFormat: req.clientFormat, body: req.body, uuid: plan.uuid, requestId: plan.requestId, bodyBytes: req.bodyBytes, promptText: plan.promptText, onStream: req.onStream, answer: req.answer };
+  const answerRequest = { clientFormat: req.clientFormat, body: req.body, uuid: plan.uuid, requestId: plan.requestId, bodyBytes: req.bodyBytes, promptText: plan.promptText, onStream: req.onStream, answer: req.answer, trace };
 
   try {
     let waited = 0;
@@ -70,12 +83,15 @@ export async function forward(deps: ForwardDeps, req: ForwardRequest): Promise<R
     for (const candidate of plan.candidates) {
       for (let retry = 0; ; retry++) {
         const meter = billing.attempt(candidate.model, candidate.model.provider);
+        trace?.attemptStarted(candidate.model.id, candidate.model.provider);
         const outcome = await attemptUpstream(deps, attemptRequest, candidate);
+        trace?.attemptEnded(outcome.kind === "refused" ? outcome.cause ?? "other" : undefined, outcome.kind === "stream");
         if (outcome.kind !== "refused") {
           const response = await respond(deps, answerRequest, candidate.model, outcome, meter, billing);
           // Under load, answers leave together at the end of the loop's turn (see end-of-turn.ts);
           // `inflight` still counts this request while its stream runs.
           if (deps.inflight.count > (billing.settling ? 0 : 1)) await endOfTurn();
+          if (trace && !trace.stream) trace.answered();
           return response;
         }
         last = outcome.error;
@@ -83,10 +99,12 @@ export async function forward(deps: ForwardDeps, req: ForwardRequest): Promise<R
         if (step.action === "fail") throw outcome.error;
         if (step.action === "next") break;
         deps.log("info", "retrying upstream", { requestId: plan.requestId, model: candidate.model.id, delayMs: step.delayMs, retry: retry + 1 });
+        trace?.retried(step.delayMs);
         await sleep(step.delayMs, req.signal);
         waited += step.delayMs;
       }
       if (plan.candidates.length > 1) deps.log("info", "falling back", { requestId: plan.requestId, from: candidate.model.id, reason: last?.message });
+      if (trace && candidate !== plan.candidates[plan.candidates.length - 1]) trace.fellBack();
     }
     throw last!;
   } catch (err) {

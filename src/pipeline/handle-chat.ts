@@ -25,6 +25,8 @@ export interface ChatCall {
  */
 export async function handleChat(deps: ForwardDeps & { catalogue: Catalogue }, call: ChatCall): Promise<Response> {
   const { body, format } = call;
+  const trace = deps.tracker?.of(call.request);
+  if (trace && typeof body.model === "string") trace.modelAsked = body.model;
   const messages = body.messages as unknown[];
   if (messages.length === 0) throw new GatewayError(422, "invalid_request", "messages must contain at least one message.");
 
@@ -58,6 +60,7 @@ export async function handleChat(deps: ForwardDeps & { catalogue: Catalogue }, c
     principal: call.principal,
     onStream: () => call.server?.timeout(call.request, 0),
     answer: call.answer,
+    trace,
   });
   // Elysia rebuilds any returned Response while `set.headers` has entries (a second Response
   // over a stream of the first one's body). Moved onto ours, the answer goes out as built;

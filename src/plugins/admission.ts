@@ -37,6 +37,8 @@ export interface AdmissionOptions {
   defaultPerMinute: number;
   maxBodyBytes: number;
   onRejected: (request: Request, status: number) => void;
+  /** Told of every answer admission gives itself (401, 413, 429, 503), for request traces. */
+  onAnswered?: (request: Request, status: number) => void;
 }
 
 /**
@@ -52,7 +54,21 @@ export interface AdmissionOptions {
  *   streams carry them as well.
  */
 export function admissionPlugin(o: AdmissionOptions) {
+  const answered = o.onAnswered;
   return new Elysia({ name: "switchyard/admission" }).onRequest(({ request, set }) => {
+    const result = decide(request, set);
+    if (!answered || result === undefined) return result;
+    if (result instanceof Promise) {
+      return result.then((response) => {
+        if (response) answered(request, response.status);
+        return response;
+      });
+    }
+    answered(request, result.status);
+    return result;
+  });
+
+  function decide(request: Request, set: { headers: Record<string, unknown> }): Response | undefined | Promise<Response | undefined> {
     const path = pathOf(request.url);
     const anthropic = path.startsWith("/v1/messages");
     const length = Number(request.headers.get("content-length") ?? 0);
@@ -71,7 +87,7 @@ export function admissionPlugin(o: AdmissionOptions) {
     // A shared key store (PostgreSQL) answers a cache miss later; SQLite answers at once.
     if (found instanceof Promise) return found.then((k) => limit(request, set, k, anthropic, path), () => keyStoreDown(anthropic));
     return limit(request, set, found, anthropic, path);
-  });
+  }
 
   /** The key store cannot be read (a broken disk, an unreachable database): nobody can be admitted, but nothing crashes. */
   function keyStoreDown(anthropic: boolean): Response {

@@ -31,10 +31,11 @@ const KIND_OF_STATUS: Record<number, ErrorKind> = {
  * Every error leaves as a JSON body in the client's format with the spec's status. Unknown
  * failures are logged in full and answered with a message that carries no internals.
  */
-export function errorsPlugin(log: Logger, onRejected: (request: Request, status: number) => void) {
+export function errorsPlugin(log: Logger, onRejected: (request: Request, status: number) => void, onAnswered?: (request: Request, status: number, error: unknown) => void) {
   return new Elysia({ name: "switchyard/errors" }).onError({ as: "global" }, ({ code, error, request }) => {
     const response = toResponse(code, error, request, log);
     if (!(error instanceof GatewayError && error.recorded)) onRejected(request, response.status);
+    onAnswered?.(request, response.status, error);
     return response;
   });
 }
@@ -60,7 +61,7 @@ function toResponse(code: unknown, error: unknown, request: Request, log: Logger
   if (typeof status === "number" && KIND_OF_STATUS[status]) {
     return errorResponse(anthropic, status, KIND_OF_STATUS[status]!, "The request could not be processed.");
   }
-  log("error", "unhandled error", { code: String(code), error: error instanceof Error ? error.stack : String(error) });
+  log("error", "unhandled error", { code: String(code), error: error instanceof Error ? error.stack : String(error), clientRequestId: request.headers.get("x-request-id") ?? undefined });
   return errorResponse(anthropic, 500, "internal", "The gateway failed to process the request.");
 }
 

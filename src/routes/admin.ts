@@ -6,7 +6,7 @@ import type { KeyResolver } from "../accounts/key-resolver.ts";
 import type { Ledger } from "../billing/ledger.ts";
 import { retryWhileBusy } from "../store/sqlite/sqlite-errors.ts";
 import { creditsToMicro, MAX_CREDITS } from "../billing/money.ts";
-import type { UsageReporter } from "../billing/usage-report.ts";
+import { breakdownCsv, parseUsageQuery, ReportTooLargeError, shapeBreakdown, type UsageBreakdown, type UsageQuery, type UsageReporter } from "../billing/usage-report.ts";
 import { GatewayError } from "../pipeline/gateway-error.ts";
 
 const Credits = t.Number({ minimum: 0, maximum: MAX_CREDITS });
@@ -22,6 +22,17 @@ const CreateKey = t.Object({
   spend_limit: t.Optional(Credits),
 }, open);
 const TopUp = t.Object({ amount: t.Number({ exclusiveMinimum: 0, maximum: MAX_CREDITS }) }, open);
+const Instant = (description: string) => t.Optional(t.String({ maxLength: 40, description }));
+export const UsageReportQuery = t.Object({
+  from: Instant("Start of the range (inclusive): ISO 8601 or epoch ms. Default: 30 days before `to`, at the start of a period."),
+  to: Instant("End of the range (exclusive): ISO 8601 or epoch ms. Default: now."),
+  group_by: t.Optional(t.String({ maxLength: 40, description: "Comma-separated: account, key, model (default all three). Rows are split by these and the period." })),
+  granularity: t.Optional(t.Union([t.Literal("day"), t.Literal("hour")], { description: "Period of each row, in UTC. Default day." })),
+  format: t.Optional(t.Union([t.Literal("json"), t.Literal("csv")], { description: "Default json." })),
+  account_id: t.Optional(t.String({ maxLength: 100, description: "Only this account." })),
+  key_id: t.Optional(t.String({ maxLength: 100, description: "Only this key." })),
+  model: t.Optional(t.String({ maxLength: 200, description: "Only this model id." })),
+}, open);
 
 function micro(credits: number): number {
   try {
@@ -43,6 +54,7 @@ export interface AdminDeps {
   keys: KeyResolver;
   ledger: Ledger;
   usage: UsageReporter;
+  breakdown: UsageBreakdown;
   adminToken: string | undefined;
   now: () => number;
 }
@@ -126,6 +138,27 @@ export function adminRoutes(deps: AdminDeps) {
       await deps.ledger.flush();
       return deps.usage(params.id, instant(q.from, "from", 0), instant(q.to, "to", deps.now() + 1));
     })
+    .get("/usage", async ({ query }) => {
+      let q: UsageQuery;
+      try {
+        q = parseUsageQuery(query, deps.now());
+      } catch (err) {
+        throw new GatewayError(400, "invalid_request", (err as Error).message);
+      }
+      await deps.ledger.flush();
+      let rows;
+      try {
+        rows = await deps.breakdown(q);
+      } catch (err) {
+        if (err instanceof ReportTooLargeError) throw new GatewayError(400, "invalid_request", err.message);
+        throw err;
+      }
+      if (query.format === "csv") {
+        const name = `usage-${new Date(q.from).toISOString().slice(0, 10)}-${new Date(q.to).toISOString().slice(0, 10)}.csv`;
+        return new Response(breakdownCsv(q, rows), { headers: { "content-type": "text/csv; charset=utf-8", "content-disposition": `attachment; filename="${name}"` } });
+      }
+      return shapeBreakdown(q, rows);
+    }, { query: UsageReportQuery })
     .delete("/keys/:id", async ({ params }) => {
       if (!(await retryWhileBusy(() => deps.accounts.revokeKey(params.id)))) throw new GatewayError(404, "not_found", "No such active key.");
       deps.keys.forget(params.id);

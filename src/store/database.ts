@@ -87,6 +87,9 @@ const MIGRATIONS: string[] = [
      SELECT a.id, a.balance_micro + COALESCE((SELECT SUM(u.cost_micro) FROM usage_records u WHERE u.account_id = a.id), 0), 'opening', CAST(unixepoch('subsec') * 1000 AS INTEGER)
        FROM accounts a;
    CREATE TABLE ledger_probe (id INTEGER PRIMARY KEY, at INTEGER NOT NULL);`,
+  // The request's x-request-id beside its record (the client's, or the gateway's own), so a
+  // client's complaint about one request finds its charge.
+  `ALTER TABLE usage_records ADD COLUMN client_request_id TEXT;`,
 ];
 
 /**

@@ -1,7 +1,7 @@
 import type { AccountStore } from "../accounts/account-store.ts";
 import { createCachedKeyResolver, type KeyResolver } from "../accounts/key-resolver.ts";
 import type { Ledger, RejectionLog } from "../billing/ledger.ts";
-import type { UsageReporter } from "../billing/usage-report.ts";
+import type { UsageBreakdown, UsageReporter } from "../billing/usage-report.ts";
 import type { Settings } from "../config/load-config.ts";
 import type { RateLimitStore } from "../limits/rate-limiter.ts";
 import type { Logger } from "../log.ts";
@@ -9,7 +9,7 @@ import { createPostgresAccounts } from "./postgres/pg-accounts.ts";
 import { connectPostgres, type Pg, type PgOptions } from "./postgres/pg-client.ts";
 import { createPostgresLedger, type PgLedgerOptions } from "./postgres/pg-ledger.ts";
 import { migratePostgres } from "./postgres/pg-migrations.ts";
-import { createPostgresUsageReport } from "./postgres/pg-reports.ts";
+import { createPostgresUsageBreakdown, createPostgresUsageReport } from "./postgres/pg-reports.ts";
 import { createRedisRateLimiter, type RedisRateLimiterOptions } from "./redis/redis-rate-limiter.ts";
 
 /**
@@ -43,6 +43,7 @@ export interface SharedStores {
   keys: KeyResolver;
   ledger: Ledger & RejectionLog;
   usage: UsageReporter;
+  breakdown: UsageBreakdown;
   /** Writes what is queued (within `graceMs`), then closes the pool. */
   close(graceMs?: number): Promise<void>;
 }
@@ -74,6 +75,7 @@ export async function openPostgresStores(url: string, o: PostgresStoreOptions = 
       keys: createCachedKeyResolver(accounts, now, { ttlMs: o.keyCacheMs }),
       ledger,
       usage: createPostgresUsageReport(sql),
+      breakdown: createPostgresUsageBreakdown(sql),
       async close(graceMs?: number) {
         await ledger.close(graceMs);
         await sql.close({ timeout: 1 });
@@ -92,6 +94,6 @@ export function holdTtlFor(settings: Settings): number {
   return longest + 60_000;
 }
 
-export function openRedisLimiter(url: string, o: RedisRateLimiterOptions = {}): RateLimitStore & { close(): void; ready(): Promise<boolean> } {
+export function openRedisLimiter(url: string, o: RedisRateLimiterOptions = {}): RateLimitStore & { close(): void; ready(): Promise<boolean>; health(): { reachable: boolean } } {
   return createRedisRateLimiter(url, o);
 }

@@ -58,6 +58,8 @@ export interface StreamAnswerOptions {
    * answer is settled durably here, so a client that saw the last frame was billed.
    */
   beforeEnd?: () => Promise<void>;
+  /** Called once, when the first frame (not a keep-alive) is handed to the client. */
+  onFirstWrite?: () => void;
   /** Called exactly once, whatever ends the stream. `chargeable` is false when the failure is one the client must not pay for. */
   onDone: (outcome: StreamOutcome, reason?: string, chargeable?: boolean) => void;
 }
@@ -76,6 +78,7 @@ export function streamAnswer(o: StreamAnswerOptions): ReadableStream<Uint8Array>
   let done = false;
   let lastWrite = performance.now();
   let stopClock: (() => void) | undefined;
+  let firstWrite = o.onFirstWrite;
 
   let chargeable = true;
   // Frames with images wait here for inlining (a fetch); all others pass straight through.
@@ -143,6 +146,10 @@ export function streamAnswer(o: StreamAnswerOptions): ReadableStream<Uint8Array>
         const chunk = out;
         out = "";
         lastWrite = performance.now();
+        if (firstWrite) {
+          firstWrite();
+          firstWrite = undefined;
+        }
         const written = controller.write(chunk);
         const flushed = controller.flush();
         if (typeof written !== "number") return typeof flushed !== "number" ? Promise.all([written, flushed]) : written;

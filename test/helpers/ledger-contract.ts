@@ -136,5 +136,20 @@ export function ledgerContract(name: string, make: () => Promise<LedgerFixture>)
       expect(f.ledger.admits(true)).toBe(true);
       expect(f.ledger.admits(false)).toBe(true);
     }));
+
+    test("settlement lag: health says since when the oldest queued settlement waits, until it is written", withLedger(async (f) => {
+      const who = await f.fund(1_000);
+      expect(f.ledger.health().oldestQueuedAt).toBeUndefined();
+      const before = Date.now();
+      const first = f.ledger.settle(settlement(who, requestId(), 0));
+      const second = f.ledger.settle(settlement(who, requestId(), 0));
+      const queued = f.ledger.health();
+      expect(queued.queued).toBe(2);
+      expect(queued.oldestQueuedAt).toBeGreaterThanOrEqual(before);
+      expect(queued.oldestQueuedAt).toBeLessThanOrEqual(Date.now());
+      await Promise.all([first, second]);
+      await f.ledger.flush();
+      expect(f.ledger.health()).toMatchObject({ queued: 0, oldestQueuedAt: undefined });
+    }));
   });
 }

@@ -110,7 +110,7 @@ export async function createPostgresLedger(sql: Pg, o: PgLedgerOptions): Promise
     const rows = JSON.stringify(batch.map((q) => {
       const s = q.settlement;
       return { r: s.requestId, a: s.accountId, k: s.keyId, m: s.model, p: s.provider, pt: s.promptTokens, ct: s.completionTokens, e: s.estimated,
-        c: s.costMicro, s: s.status, l: Math.round(s.latencyMs), h: q.held, rec: !q.release, ch: q.charge !== false };
+        c: s.costMicro, s: s.status, l: Math.round(s.latencyMs), h: q.held, rec: !q.release, ch: q.charge !== false, cr: s.clientRequestId ?? null };
     }));
     const counterRows = JSON.stringify(counters.map((c) => ({ k: c.keyId, mi: c.minute, st: c.status, n: c.count })));
     await bounded(sql.begin(async (tx) => {
@@ -313,15 +313,15 @@ UPDATE api_keys SET held_micro = api_keys.held_micro + a.amount_micro FROM a WHE
 const SETTLE_BATCH = `
 WITH input AS (
   SELECT DISTINCT ON (r) * FROM jsonb_to_recordset($1::text::jsonb)
-    AS x(r text, a text, k text, m text, p text, pt bigint, ct bigint, e boolean, c bigint, s text, l integer, h bigint, rec boolean, ch boolean)
+    AS x(r text, a text, k text, m text, p text, pt bigint, ct bigint, e boolean, c bigint, s text, l integer, h bigint, rec boolean, ch boolean, cr text)
   ORDER BY r, rec DESC
 ), lifted AS (
   DELETE FROM holds USING input WHERE holds.request_id = input.r
   RETURNING holds.request_id, holds.account_id, holds.key_id, holds.amount_micro
 ), recorded AS (
-  INSERT INTO usage_records (request_id, account_id, key_id, model, provider, prompt_tokens, completion_tokens, estimated, cost_micro, status, latency_ms, created_at)
+  INSERT INTO usage_records (request_id, account_id, key_id, model, provider, prompt_tokens, completion_tokens, estimated, cost_micro, status, latency_ms, created_at, client_request_id)
   SELECT i.r, i.a, i.k, i.m, i.p, i.pt, i.ct, i.e,
-         CASE WHEN i.ch THEN GREATEST(0, LEAST(i.c, COALESCE(l.amount_micro, i.h))) ELSE 0 END, i.s, i.l, $2
+         CASE WHEN i.ch THEN GREATEST(0, LEAST(i.c, COALESCE(l.amount_micro, i.h))) ELSE 0 END, i.s, i.l, $2, i.cr
     FROM input i LEFT JOIN lifted l ON l.request_id = i.r
    WHERE i.rec
    ORDER BY i.r

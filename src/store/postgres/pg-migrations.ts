@@ -88,6 +88,8 @@ const MIGRATIONS: string[] = [
      created_at bigint NOT NULL
    );
    CREATE INDEX credit_entries_account ON credit_entries (account_id);`,
+  // The request's x-request-id beside its record (store/database.ts has the same column).
+  `ALTER TABLE usage_records ADD COLUMN client_request_id text;`,
 ];
 
 /** The database's clock in epoch milliseconds, for values several processes compare. */

@@ -1,4 +1,4 @@
-import { shapeUsageReport, type UsageReporter } from "../../billing/usage-report.ts";
+import { shapeUsageReport, usageBreakdownSql, usageRows, type UsageBreakdown, type UsageReporter } from "../../billing/usage-report.ts";
 import type { AuditReport } from "../sqlite/audit.ts";
 import { int, withTimeout, type Pg } from "./pg-client.ts";
 
@@ -63,4 +63,12 @@ export async function auditPostgres(sql: Pg, pricedModels?: ReadonlySet<string>)
       clean: accountDrift.length === 0 && keyDrift.length === 0 && heldDrift.length === 0 && impossible.length === 0 && uncharged.length === 0,
     };
   });
+}
+
+/** The usage breakdown (billing/usage-report.ts) on PostgreSQL: the same statement as SQLite's. */
+export function createPostgresUsageBreakdown(sql: Pg, timeoutMs = 30_000): UsageBreakdown {
+  return async (q) => {
+    const { text, params } = usageBreakdownSql(q, "postgres");
+    return usageRows(await withTimeout(sql.unsafe(text, params), timeoutMs, "usage breakdown"));
+  };
 }

@@ -60,7 +60,7 @@ const RECONNECT_MS = 500;
  * Redis until its retry time has passed. A refusal can only be early by the refill other
  * processes cannot have added, so caching it never admits a request Redis would refuse.
  */
-export function createRedisRateLimiter(url: string, o: RedisRateLimiterOptions = {}): RateLimitStore & { close(): void; ready(): Promise<boolean>; client: RedisClient } {
+export function createRedisRateLimiter(url: string, o: RedisRateLimiterOptions = {}): RateLimitStore & { close(): void; ready(): Promise<boolean>; health(): { reachable: boolean }; client: RedisClient } {
   const prefix = o.prefix ?? "switchyard:";
   const timeoutMs = o.timeoutMs ?? 250;
   const log = o.log ?? (() => {});
@@ -139,6 +139,10 @@ export function createRedisRateLimiter(url: string, o: RedisRateLimiterOptions =
           return unavailable(err);
         },
       );
+    },
+    /** Connected and the last decision did not fail: no round trip, so `/ready` can ask it on every probe. */
+    health(): { reachable: boolean } {
+      return { reachable: client.connected && !down };
     },
     /** Whether Redis answered within the connect timeout (the client keeps reconnecting on its own either way). */
     async ready(): Promise<boolean> {

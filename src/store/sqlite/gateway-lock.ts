@@ -1,4 +1,6 @@
 import { Database } from "bun:sqlite";
+import { mkdirSync } from "node:fs";
+import { dirname } from "node:path";
 
 export class GatewayLockError extends Error {}
 
@@ -15,6 +17,9 @@ export function lockDatabaseFile(dbPath: string): { path: string; release(): voi
   const path = `${dbPath}-gateway.lock`;
   let lock: Database | undefined;
   try {
+    // Taken before the database is opened (which would make the directory): a first start in an
+    // empty directory must not fail on the default ./data/.
+    mkdirSync(dirname(path), { recursive: true });
     lock = new Database(path, { create: true });
     lock.exec("PRAGMA busy_timeout = 0; PRAGMA locking_mode = EXCLUSIVE;");
     // A write is what makes SQLite take the exclusive lock, and in this mode it never lets go.

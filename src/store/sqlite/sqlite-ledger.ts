@@ -67,8 +67,8 @@ export function createSqliteLedger(db: Database, o: SqliteLedgerOptions): Ledger
   const debitAccount = db.query("UPDATE accounts SET balance_micro = balance_micro - ? WHERE id = ?");
   const debitKey = db.query("UPDATE api_keys SET spent_micro = spent_micro + ? WHERE id = ?");
   const insertUsage = db.query(
-    `INSERT OR IGNORE INTO usage_records (request_id, account_id, key_id, model, provider, prompt_tokens, completion_tokens, estimated, cost_micro, status, latency_ms, created_at)
-     VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+    `INSERT OR IGNORE INTO usage_records (request_id, account_id, key_id, model, provider, prompt_tokens, completion_tokens, estimated, cost_micro, status, latency_ms, created_at, client_request_id)
+     VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
   );
   const countRejections = db.query(
     `INSERT INTO rejection_counts (key_id, minute, status, count) VALUES (?, ?, ?, ?)
@@ -129,7 +129,7 @@ export function createSqliteLedger(db: Database, o: SqliteLedgerOptions): Ledger
       // A settlement posts at most its hold; without one (free models) it charges nothing.
       const charge = held ? Math.min(s.costMicro, held.amount) : 0;
       const inserted = insertUsage.run(s.requestId, s.accountId, s.keyId, s.model, s.provider, s.promptTokens, s.completionTokens,
-        s.estimated ? 1 : 0, charge, s.status, Math.round(s.latencyMs), at).changes === 1;
+        s.estimated ? 1 : 0, charge, s.status, Math.round(s.latencyMs), at, s.clientRequestId ?? null).changes === 1;
       // Already recorded (a retry, a replay): charged then, not again.
       if (inserted && held && charge > 0) {
         add(byAccount, held.accountId, charge);

@@ -1,0 +1,105 @@
+import type { LedgerHealth } from "../billing/ledger.ts";
+import { CollectedCounter, Counter, Dimension, Gauge, Histogram, Registry, StatusDimension } from "./metrics.ts";
+
+/** Why an upstream attempt (or an answer under way) failed, as the metrics count it. */
+export const UPSTREAM_ERROR_CLASSES = ["connect", "timeout", "status_429", "status_4xx", "status_5xx", "bad_answer", "too_large", "image", "stream_broken", "other"] as const;
+export type UpstreamErrorClass = (typeof UPSTREAM_ERROR_CLASSES)[number];
+
+/** Why a request was refused before any upstream call. */
+export const REJECTION_REASONS = ["auth", "rate_limit", "credits", "too_large", "unavailable", "other"] as const;
+export type RejectionReason = (typeof REJECTION_REASONS)[number];
+
+export interface GatewayMetricsDeps {
+  /** The paths the app serves (static ones become route labels; the rest count as "other"). */
+  routes: readonly string[];
+  models: readonly string[];
+  providers: readonly string[];
+  ledger: { health(): LedgerHealth };
+  /** A shared rate-limit store that can be unreachable (Redis). */
+  limiter?: { health?(): { reachable: boolean } };
+  inflight: { readonly count: number };
+  now: () => number;
+}
+
+const ADMIN_PREFIX = "/v1/admin/";
+const ADMIN_ROUTE = "/v1/admin";
+/** Latencies the gateway adds: tens of microseconds to a few milliseconds. */
+const ADDED_BUCKETS = [0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1];
+/** Upstream latencies: from a cached answer to a long reasoning stream. */
+const UPSTREAM_BUCKETS = [0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300, 600];
+
+export type GatewayMetrics = ReturnType<typeof createGatewayMetrics>;
+
+/**
+ * The gateway's metrics: what the request path counts (through request-trace.ts) and what is
+ * read when /metrics is scraped (ledger queue, open streams, process). Label values come from
+ * configuration only: client input (an unknown model name, a path) counts as "other".
+ */
+export function createGatewayMetrics(deps: GatewayMetricsDeps) {
+  const registry = new Registry();
+  const staticRoutes = deps.routes.filter((p) => !p.includes(":") && !p.includes("*") && !p.startsWith(ADMIN_PREFIX));
+  const route = new Dimension("route", [...new Set([...staticRoutes, ADMIN_ROUTE])].concat("other"));
+  const model = new Dimension("model", [...deps.models, "none", "other"]);
+  const provider = new Dimension("provider", [...deps.providers, "none", "other"]);
+  const status = new StatusDimension();
+  const direction = new Dimension("direction", ["input", "output"]);
+  const errorClass = new Dimension("class", UPSTREAM_ERROR_CLASSES);
+  const reason = new Dimension("reason", REJECTION_REASONS);
+  const noModel = model.indexOf("none");
+  const noProvider = provider.indexOf("none");
+
+  const requests = registry.add(new Counter("switchyard_requests_total", "Finished requests by route, model (the one that answered, else the one asked for), provider and HTTP status.", [route, model, provider, status]));
+  const added = registry.add(new Histogram("switchyard_gateway_added_seconds", "Time the gateway itself added before the answer's head: arrival to head, less the time spent waiting for upstreams and retry back-off.", ADDED_BUCKETS, [route]));
+  const ttft = registry.add(new Histogram("switchyard_time_to_first_token_seconds", "Arrival to the first answer bytes handed to the client (the first frame of a stream, the body of a whole answer).", UPSTREAM_BUCKETS, [route, model]));
+  const upstream = registry.add(new Histogram("switchyard_upstream_seconds", "Duration of each upstream attempt: request sent to the answer's last byte (or its failure).", UPSTREAM_BUCKETS, [provider]));
+  const tokens = registry.add(new Counter("switchyard_tokens_total", "Tokens charged for, by model and direction (input: prompt, output: completion).", [model, direction]));
+  const credits = registry.add(new Counter("switchyard_credits_charged_total", "Credits charged, by model.", [model], 1_000_000));
+  let streams = 0;
+  registry.add(new Gauge("switchyard_active_streams", "Streamed answers being sent right now.", () => streams));
+  registry.add(new Gauge("switchyard_inflight_requests", "Requests between reservation and settlement.", () => deps.inflight.count));
+  const retries = registry.add(new Counter("switchyard_retries_total", "Upstream calls repeated on the same model (429/503/529), by model.", [model]));
+  const fallbacks = registry.add(new Counter("switchyard_fallbacks_total", "Requests that moved on from a model to the next in their list, by the model given up.", [model]));
+  const upstreamErrors = registry.add(new Counter("switchyard_upstream_errors_total", "Failed upstream attempts and broken answers, by provider and class.", [provider, errorClass]));
+  const rejections = registry.add(new Counter("switchyard_rejections_total", "Requests refused before any upstream call: auth (401), rate_limit (429), credits (402: balance or key spend limit), too_large (413), unavailable (503: ledger, rate limiter or key store).", [reason]));
+  registry.add(new Gauge("switchyard_ledger_queue_depth", "Settlements accepted but not yet written to the store.", () => deps.ledger.health().queued));
+  registry.add(new Gauge("switchyard_ledger_settlement_lag_seconds", "Age of the oldest settlement not yet written (0 when none waits).", () => {
+    const oldest = deps.ledger.health().oldestQueuedAt;
+    return oldest === undefined ? 0 : Math.max(0, deps.now() - oldest) / 1000;
+  }));
+  registry.add(new Gauge("switchyard_ledger_writable", "1 while the ledger's store accepts writes, 0 while it fails.", () => (deps.ledger.health().writable ? 1 : 0)));
+  if (deps.limiter?.health) {
+    const health = deps.limiter.health.bind(deps.limiter);
+    registry.add(new Gauge("switchyard_rate_limiter_reachable", "1 while the shared rate-limit store (Redis) answers.", () => (health().reachable ? 1 : 0)));
+  }
+  const startedAt = Date.now() / 1000;
+  registry.add(new CollectedCounter("process_cpu_seconds_total", "User and system CPU time spent, in seconds.", () => {
+    const used = process.cpuUsage();
+    return (used.user + used.system) / 1e6;
+  }));
+  registry.add(new Gauge("process_resident_memory_bytes", "Resident memory size in bytes.", () => process.memoryUsage.rss()));
+  registry.add(new Gauge("process_start_time_seconds", "Start time of the process since the Unix epoch, in seconds.", () => startedAt));
+
+  const routeIndexes = new Map<string, number>();
+  for (const r of staticRoutes) routeIndexes.set(r, route.indexOf(r));
+  const otherRoute = route.indexOf("other");
+  const adminRoute = route.indexOf(ADMIN_ROUTE);
+
+  return {
+    registry,
+    dims: { route, model, provider, status, errorClass, reason },
+    families: { requests, added, ttft, upstream, tokens, credits, retries, fallbacks, upstreamErrors, rejections },
+    /** The route label of a request path (no query string). */
+    routeOf(path: string): number {
+      return routeIndexes.get(path) ?? (path.startsWith(ADMIN_PREFIX) ? adminRoute : otherRoute);
+    },
+    modelOf: (id: string) => (id === "" ? noModel : model.indexOf(id)),
+    providerOf: (id: string) => (id === "" ? noProvider : provider.indexOf(id)),
+    streamStarted(): void {
+      streams++;
+    },
+    streamEnded(): void {
+      streams--;
+    },
+    expose: () => registry.expose(),
+  };
+}

@@ -1,0 +1,23 @@
+/**
+ * Imported first by the entry point (src/index.ts), before any other module runs.
+ *
+ * Bun reads BUN_CONFIG_MAX_HTTP_REQUESTS once, when the process starts: fetch runs at most that
+ * many requests at once (256 by default) and queues the rest. API calls use our own client, but
+ * image downloads and every call through an HTTP(S) proxy go through fetch, where a queued
+ * stream waits for another to finish. Setting it from JavaScript is too late, so when it is
+ * unset the process replaces itself (execve: same pid, same arguments, no supervisor left
+ * behind) with the variable set. An operator's own value is kept as it is.
+ */
+export const DEFAULT_MAX_HTTP_REQUESTS = "4096";
+
+const healthCheck = process.argv.includes("--health-check");
+if (!process.env.BUN_CONFIG_MAX_HTTP_REQUESTS && !healthCheck && typeof process.execve === "function" && process.platform !== "win32") {
+  // A compiled binary's argv[1] is its embedded entry (/$bunfs/…), not an argument to pass again.
+  const compiled = process.argv[1]?.startsWith("/$bunfs/") ?? false;
+  const args = compiled ? process.argv.slice(2) : [...process.execArgv, ...process.argv.slice(1)];
+  try {
+    process.execve(process.execPath, [process.execPath, ...args], { ...process.env, BUN_CONFIG_MAX_HTTP_REQUESTS: DEFAULT_MAX_HTTP_REQUESTS });
+  } catch {
+    // Cannot replace the process (a sandbox without execve): run with Bun's default.
+  }
+}

@@ -1,0 +1,72 @@
+import { afterAll, expect, test } from "bun:test";
+import { existsSync, mkdtempSync, readFileSync, rmSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join, resolve } from "node:path";
+
+const ROOT = resolve(import.meta.dir, "..");
+const dir = mkdtempSync(join(tmpdir(), "switchyard-binary-"));
+afterAll(() => rmSync(dir, { recursive: true, force: true }));
+
+/** `bun run build`'s own command, with the binary written here instead of dist/. */
+async function build(): Promise<string> {
+  const script: string = JSON.parse(readFileSync(join(ROOT, "package.json"), "utf8")).scripts.build;
+  const out = join(dir, "switchyard");
+  const args = script.replace(/^bun /, "").replace(/--outfile \S+/, `--outfile ${out}`).split(/\s+/);
+  const proc = Bun.spawn(["bun", ...args], { cwd: ROOT, stdout: "pipe", stderr: "pipe" });
+  const [code, err] = await Promise.all([proc.exited, new Response(proc.stderr).text()]);
+  if (code !== 0) throw new Error(`build failed: ${err}`);
+  return out;
+}
+
+const run = (binary: string, args: string[], env: Record<string, string>) =>
+  Bun.spawn([binary, ...args], { cwd: dir, env: { PATH: process.env.PATH ?? "/usr/bin:/bin", ...env }, stdin: "ignore", stdout: "pipe", stderr: "pipe" });
+
+test("the compiled binary runs with production defaults: no BUN_CONFIG_MAX_HTTP_REQUESTS needed, answers with ids, reports ready through --health-check", async () => {
+  const binary = await build();
+  // Only what a test needs to find it (a free port, loopback) and the admin API on.
+  const child = run(binary, [], { PORT: "0", HOST: "127.0.0.1", SWITCHYARD_ADMIN_TOKEN: "admin-secret" });
+  let errors = "";
+  void (async () => {
+    for await (const chunk of child.stderr) errors += new TextDecoder().decode(chunk);
+  })();
+  try {
+    let banner = "";
+    const reader = child.stdout.getReader();
+    const deadline = Date.now() + 15_000;
+    while (!banner.includes("curl") && Date.now() < deadline) {
+      const { value, done } = await reader.read();
+      if (done) throw new Error(`exited: ${banner}${errors}`);
+      banner += new TextDecoder().decode(value);
+    }
+    const url = banner.match(/listening on (http:\/\/\S+)/)![1]!;
+    const key = banner.match(/svc-sk-[A-Za-z0-9_-]+/)![0];
+
+    // The same process (pid) now runs with fetch's limit raised, and did not warn about it.
+    if (existsSync(`/proc/${child.pid}/environ`)) {
+      expect(readFileSync(`/proc/${child.pid}/environ`, "utf8").split("\0")).toContain("BUN_CONFIG_MAX_HTTP_REQUESTS=4096");
+    }
+    expect(errors).not.toContain("BUN_CONFIG_MAX_HTTP_REQUESTS");
+
+    const res = await fetch(`${url}/v1/chat/completions`, {
+      method: "POST",
+      headers: { authorization: `Bearer ${key}`, "content-type": "application/json", "x-request-id": "binary-1" },
+      body: JSON.stringify({ model: "switchyard/echo", messages: [{ role: "user", content: "hi" }] }),
+    });
+    expect(res.status).toBe(200);
+    expect(res.headers.get("x-request-id")).toBe("binary-1");
+    // Routes beside the admin API's bearer plugin work in the minified build too.
+    for (const path of ["/openapi.json", "/metrics", "/ready"]) expect([path, (await fetch(url + path)).status]).toEqual([path, 200]);
+    expect((await fetch(`${url}/v1/admin/usage?format=csv`, { headers: { authorization: "Bearer admin-secret" } })).status).toBe(200);
+
+    const port = new URL(url).port;
+    const check = run(binary, ["--health-check"], { PORT: port });
+    expect(await check.exited).toBe(0);
+    child.kill("SIGTERM");
+    expect(await child.exited).toBe(0);
+    const down = run(binary, ["--health-check"], { PORT: port });
+    expect(await down.exited).toBe(1);
+    expect(await new Response(down.stderr).text()).toContain("does not answer");
+  } finally {
+    child.kill("SIGKILL");
+  }
+}, 60_000);

@@ -1,0 +1,77 @@
+import { expect } from "bun:test";
+import { ANTHROPIC_MODEL, OPENAI_MODEL, post, type Gateway } from "./gateway.ts";
+
+/** A raw usage record, as the report tests recompute reports from. */
+export interface RawRecord {
+  account_id: string;
+  key_id: string;
+  model: string;
+  prompt_tokens: number;
+  completion_tokens: number;
+  cost_micro: number;
+  created_at: number;
+}
+
+export const DAY1 = Date.parse("2026-03-01T00:00:00Z");
+const HOUR = 3_600_000;
+
+/**
+ * Requests from two accounts (the gateway's own, and one made here with two keys) at known
+ * times, on two models, over two days and three hours. `setClock` moves the gateway's clock
+ * (records take their `created_at` from it).
+ */
+export async function runUsageScenario(gw: Gateway, setClock: (ms: number) => void, adminToken: string): Promise<{ otherAccount: string; keys: string[] }> {
+  const admin = { authorization: `Bearer ${adminToken}`, "content-type": "application/json" };
+  const account = (await (await fetch(`${gw.url}/v1/admin/accounts`, { method: "POST", headers: admin, body: JSON.stringify({ name: "=acme, \"west\"", credits: 1000 }) })).json()) as { id: string };
+  const keys: string[] = [];
+  const keyIds: string[] = [];
+  for (const name of ["ci", "staging"]) {
+    const key = (await (await fetch(`${gw.url}/v1/admin/accounts/${account.id}/keys`, { method: "POST", headers: admin, body: JSON.stringify({ name }) })).json()) as { key: string; id: string };
+    keys.push(key.key);
+    keyIds.push(key.id);
+  }
+  const ask = async (at: number, model: string, key = gw.key) => {
+    setClock(at);
+    const res = await post(gw, "/v1/chat/completions", { model, messages: [{ role: "user", content: `usage at ${at}` }] }, { authorization: `Bearer ${key}` });
+    expect(res.status).toBe(200);
+    await res.arrayBuffer();
+    await gw.app.services.settled();
+  };
+  await ask(DAY1 + 10 * HOUR + 5 * 60_000, OPENAI_MODEL);
+  await ask(DAY1 + 10 * HOUR + 50 * 60_000, OPENAI_MODEL);
+  await ask(DAY1 + 10 * HOUR + 55 * 60_000, ANTHROPIC_MODEL);
+  await ask(DAY1 + 11 * HOUR + 30 * 60_000, OPENAI_MODEL);
+  await ask(DAY1 + 24 * HOUR + 9 * HOUR, OPENAI_MODEL, keys[0]);
+  await ask(DAY1 + 24 * HOUR + 9 * HOUR + 1, ANTHROPIC_MODEL, keys[1]);
+  await ask(DAY1 + 24 * HOUR + 23 * HOUR + 59 * 60_000, ANTHROPIC_MODEL, keys[1]);
+  // Outside the range the tests ask for.
+  await ask(DAY1 + 3 * 24 * HOUR, OPENAI_MODEL);
+  setClock(DAY1 + 4 * 24 * HOUR);
+  return { otherAccount: account.id, keys: keyIds };
+}
+
+/** The report recomputed from raw records in plain JavaScript: what the SQL must agree with. */
+export function expectedReport(records: RawRecord[], q: { from: number; to: number; groupBy: string[]; granularity: "day" | "hour"; accountId?: string }, names: Record<string, string | null>) {
+  const size = q.granularity === "day" ? 86_400_000 : HOUR;
+  const rows = new Map<string, Record<string, any>>();
+  for (const r of records) {
+    if (r.created_at < q.from || r.created_at >= q.to) continue;
+    if (q.accountId && r.account_id !== q.accountId) continue;
+    const period = Math.floor(r.created_at / size) * size;
+    const row: Record<string, any> = { period_start: new Date(period).toISOString() };
+    if (q.groupBy.includes("account")) Object.assign(row, { account_id: r.account_id, account_name: names[r.account_id] ?? null });
+    if (q.groupBy.includes("key")) Object.assign(row, { key_id: r.key_id, key_name: names[r.key_id] ?? null });
+    if (q.groupBy.includes("model")) row.model = r.model;
+    const id = JSON.stringify(row);
+    const sums = rows.get(id) ?? { ...row, requests: 0, prompt_tokens: 0, completion_tokens: 0, cost_micro: 0 };
+    sums.requests++;
+    sums.prompt_tokens += r.prompt_tokens;
+    sums.completion_tokens += r.completion_tokens;
+    sums.cost_micro += r.cost_micro;
+    rows.set(id, sums);
+  }
+  const order = (row: Record<string, any>) => [row.period_start, row.account_id ?? "", row.key_id ?? "", row.model ?? ""].join("\u0000");
+  return [...rows.values()]
+    .sort((a, b) => (order(a) < order(b) ? -1 : order(a) > order(b) ? 1 : 0))
+    .map(({ cost_micro, ...rest }): Record<string, any> => ({ ...rest, cost: cost_micro / 1e6 }));
+}
