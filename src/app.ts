@@ -112,7 +112,7 @@ export function createApp(deps: AppDeps) {
       onRejected: recordRejection,
     }))
     .use(jsonBodyPlugin(deps.settings.limits.max_body_bytes))
-    .use(healthRoutes({ ledger, draining: () => draining }))
+    .use(healthRoutes({ ledger, limiter: deps.limiter, draining: () => draining }))
     .use(modelsRoute(catalogue))
     .use(chatCompletionsRoute(forwardDeps))
     .use(messagesRoute(forwardDeps))

@@ -7,6 +7,8 @@ import { takeToken, type BucketDecision, type BucketState } from "./token-bucket
  */
 export interface RateLimitStore {
   take(keyId: string, perMinute: number): BucketDecision | Promise<BucketDecision>;
+  /** A shared store says whether it can decide now (`/ready`); in-process buckets always can. */
+  health?(): { reachable: boolean };
 }
 
 /** Buckets idle this long are full again and can be dropped without changing any decision. */

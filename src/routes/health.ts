@@ -3,14 +3,17 @@ import type { LedgerHealth } from "../billing/ledger.ts";
 
 export interface HealthDeps {
   ledger: { health(): LedgerHealth };
+  /** Rate limits kept elsewhere (Redis): requests are refused while they cannot be decided. */
+  limiter?: { health?(): { reachable: boolean } };
   /** True once the process was told to stop: load balancers should send no new requests. */
   draining: () => boolean;
 }
 
 /**
- * `/health`: the process answers. `/ready`: it should be sent traffic — the ledger writes and the
- * gateway is not shutting down. Neither needs a key (probes have none) and neither says more
- * than an operator's dashboard needs: no paths, no error text beyond the store's own words.
+ * `/health`: the process answers. `/ready`: it should be sent traffic — the ledger writes, the
+ * rate-limit store (Redis, when shared) answers and the gateway is not shutting down. Neither
+ * needs a key (probes have none) and neither says more than an operator's dashboard needs: no
+ * paths, no error text beyond the store's own words.
  */
 export function healthRoutes(deps: HealthDeps) {
   const json = { "content-type": "application/json", "cache-control": "no-store" };
@@ -19,11 +22,13 @@ export function healthRoutes(deps: HealthDeps) {
     .get("/ready", () => {
       const ledger = deps.ledger.health();
       const draining = deps.draining();
-      const ready = ledger.writable && ledger.queued < ledger.maxQueued && !draining;
+      const limits = deps.limiter?.health?.();
+      const ready = ledger.writable && ledger.queued < ledger.maxQueued && !draining && limits?.reachable !== false;
       const body = {
         status: ready ? "ready" : "not_ready",
         draining,
         ledger: { writable: ledger.writable, queued: ledger.queued, ...(ledger.failingSince ? { failing_since: new Date(ledger.failingSince).toISOString() } : {}) },
+        ...(limits ? { rate_limits: { reachable: limits.reachable } } : {}),
       };
       return new Response(JSON.stringify(body), { status: ready ? 200 : 503, headers: json });
     });

@@ -250,6 +250,9 @@ export async function createPostgresLedger(sql: Pg, o: PgLedgerOptions): Promise
   /** The single writer: batches back to back while there is work, a retry timer when it fails. */
   function pump(): Promise<void> {
     if (writing) return writing;
+    // With nothing to write the loop below would end before its first await, clearing `writing`
+    // before it is assigned: `writing` would then stay set forever and nothing be written again.
+    if (closed || (queue.length === 0 && rejections.size === 0)) return Promise.resolve();
     writing = (async () => {
       try {
         while (!closed && (queue.length > 0 || rejections.size > 0)) {
@@ -334,6 +337,9 @@ export async function createPostgresLedger(sql: Pg, o: PgLedgerOptions): Promise
   const ticker = setInterval(() => {
     if (closed) return;
     if (!writing) void probe();
+    // Batches may run back to back under load: the heartbeat goes anyway, or a live process's
+    // holds would look abandoned to the other processes' sweepers. The writer reports failures.
+    else void heartbeat().catch(() => {});
   }, heartbeatMs);
   ticker.unref?.();
   const sweeper = setInterval(() => {
