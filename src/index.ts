@@ -7,7 +7,8 @@ import { startWalCheckpointer } from "./store/wal-checkpointer.ts";
 import { createApp } from "./app.ts";
 import { jsonLogger } from "./log.ts";
 import { issueDemoKey } from "./accounts/demo-account.ts";
-import { holdTtlFor, openPostgresStores, openRedisLimiter, storeChoice, StoreConfigError, type SharedStores, type StoreChoice } from "./store/stores.ts";
+import { holdTtlFor, ledgerTimingsFrom, openPostgresStores, openRedisLimiter, storeChoice, StoreConfigError, type SharedStores, type StoreChoice } from "./store/stores.ts";
+import { processRole, superviseWorkers, WorkersConfigError, type ListeningMessage, type ProcessRole } from "./supervisor.ts";
 import type { Database } from "bun:sqlite";
 import { healthCheck } from "./ops/health-check.ts";
 import { OpsConfigError, opsSettings, type OpsSettings } from "./ops/ops-settings.ts";
@@ -17,17 +18,29 @@ if (process.argv.includes("--health-check")) process.exit(await healthCheck(proc
 let settings: Settings;
 let choice: StoreChoice;
 let ops: OpsSettings;
+let role: ProcessRole;
+let pgTimings: ReturnType<typeof ledgerTimingsFrom>;
 try {
   settings = loadSettings(process.env);
   choice = storeChoice(process.env);
   ops = opsSettings(process.env);
+  role = processRole(process.env, choice);
+  pgTimings = ledgerTimingsFrom(process.env);
 } catch (err) {
-  if (!(err instanceof ConfigError) && !(err instanceof StoreConfigError) && !(err instanceof OpsConfigError)) throw err;
+  if (!(err instanceof ConfigError) && !(err instanceof StoreConfigError) && !(err instanceof OpsConfigError) && !(err instanceof WorkersConfigError)) throw err;
   console.error(`switchyard: ${err.message}`);
   process.exit(1);
 }
 
 const log = jsonLogger((process.env.LOG_LEVEL as "debug" | "info" | "warn" | "error" | undefined) ?? "info");
+/** How long running answers may take to finish after SIGTERM before the process exits anyway. */
+const SHUTDOWN_GRACE_MS = Number(process.env.SWITCHYARD_SHUTDOWN_GRACE_MS ?? 30_000);
+if (role.kind === "supervisor") {
+  // SWITCHYARD_WORKERS > 1: this process only starts, replaces and stops the workers (src/supervisor.ts).
+  if (!choice.redisUrl) log("warn", "rate limits are kept per worker without SWITCHYARD_REDIS_URL: a key may get up to SWITCHYARD_WORKERS times its limit", { workers: role.workers });
+  process.exit(await superviseWorkers({ workers: role.workers, port: Number(process.env.PORT ?? 8080), log, graceMs: SHUTDOWN_GRACE_MS }));
+}
+const worker = role.kind === "worker";
 // Bun reads this once at process start (ops/runtime-env.ts sets it when unset). API calls use our
 // own client; what still goes through fetch (image downloads, and every call when an HTTP(S)
 // proxy is configured) holds these slots.
@@ -43,7 +56,7 @@ let stores: SharedStores | undefined;
 if (choice.databaseUrl) {
   // PostgreSQL holds the money; SWITCHYARD_DB is ignored (nothing is written there).
   try {
-    stores = await openPostgresStores(choice.databaseUrl, { log, ledger: { holdTtlMs: holdTtlFor(settings) } });
+    stores = await openPostgresStores(choice.databaseUrl, { log, ledger: { holdTtlMs: holdTtlFor(settings), ...pgTimings } });
   } catch (err) {
     console.error(`switchyard: cannot open the PostgreSQL database of SWITCHYARD_DATABASE_URL: ${err instanceof Error ? err.message : String(err)}`);
     process.exit(1);
@@ -83,10 +96,13 @@ app.listen({
   // Bodies are refused with our JSON 413 from their Content-Length or while being read (never buffered
   // past the limit); Bun's own cut, which answers without a body, is only a last resort.
   maxRequestBodySize: settings.limits.max_body_bytes * 8,
+  // Workers share the port; the kernel spreads new connections over them.
+  ...(worker ? { reusePort: true } : {}),
 });
 
 const port = app.server!.port;
 const shown = hostname === "0.0.0.0" ? "localhost" : hostname;
+if (worker) process.send?.({ type: "listening", port: Number(port) } satisfies ListeningMessage);
 log("info", "switchyard listening", { url: `http://${shown}:${port}`, config: settings.source, db: storeName, rateLimits: choice.redisUrl ? "redis" : "in-process", models: settings.models.length });
 
 if (demo) {
@@ -101,25 +117,29 @@ Demo key (account "demo", 100 credits; a new one is issued at each start): ${dem
 `);
 }
 
-/** How long running answers may take to finish after SIGTERM before the process exits anyway. */
-const SHUTDOWN_GRACE_MS = Number(process.env.SWITCHYARD_SHUTDOWN_GRACE_MS ?? 30_000);
-
 let stopping = false;
-for (const signal of ["SIGTERM", "SIGINT"] as const) {
-  process.on(signal, async () => {
-    if (stopping) process.exit(1);
-    stopping = true;
-    log("info", "shutting down", { signal, inflight: app.services.inflight.count });
-    // Refuse new connections, let running answers finish (up to the grace period), write every settlement, then exit.
-    app.services.drain();
-    const drained = Promise.all([app.server?.stop(false), app.services.inflight.idle()]);
-    await Promise.race([drained, Bun.sleep(SHUTDOWN_GRACE_MS)]);
-    if (stores) await stores.close();
-    else await app.services.ledger.close();
-    limiter?.close();
-    await checkpointer?.stop();
-    db?.close();
-    lock?.release();
-    process.exit(0);
-  });
+async function shutdown(signal: string): Promise<void> {
+  if (stopping) process.exit(1);
+  stopping = true;
+  log("info", "shutting down", { signal, inflight: app.services.inflight.count });
+  // Refuse new connections, let running answers finish (up to the grace period), write every settlement, then exit.
+  app.services.drain();
+  const drained = Promise.all([app.server?.stop(false), app.services.inflight.idle()]);
+  await Promise.race([drained, Bun.sleep(SHUTDOWN_GRACE_MS)]);
+  if (stores) await stores.close();
+  else await app.services.ledger.close();
+  limiter?.close();
+  await checkpointer?.stop();
+  db?.close();
+  lock?.release();
+  process.exit(0);
+}
+if (worker) {
+  // A worker takes its orders from the supervisor: a terminal's Ctrl-C reaches the whole process
+  // group and the supervisor passes it on as SIGTERM. A worker whose supervisor is gone drains.
+  process.on("SIGINT", () => {});
+  process.on("SIGTERM", () => void shutdown("SIGTERM"));
+  process.on("disconnect", () => void shutdown("supervisor gone"));
+} else {
+  for (const signal of ["SIGTERM", "SIGINT"] as const) process.on(signal, () => void shutdown(signal));
 }

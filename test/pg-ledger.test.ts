@@ -135,6 +135,27 @@ if (missing) {
       expect((await auditPostgres(dead.sql)).heldDrift).toEqual([]);
     });
 
+    test("a flush of refusal counts that finds them already written leaves the writer free: later settlements are written", async () => {
+      // The counts' own flush (a second after the first refusal) comes after a settlement's batch
+      // wrote them; the writer it starts has nothing to do, and must not stay marked as running.
+      const f = await pgFixture({ heartbeatMs: 60_000 });
+      try {
+        const who = await f.fund(10_000);
+        f.ledger.countRejection(who.keyId, 402, Date.now());
+        const first = `req_flush_${Date.now()}_1`;
+        expect((await f.ledger.reserve({ requestId: first, ...who, amountMicro: 1_000 })).ok).toBe(true);
+        await f.ledger.settle(settlement(who, first, 500));
+        await Bun.sleep(1_200);
+        const second = `req_flush_${Date.now()}_2`;
+        expect((await f.ledger.reserve({ requestId: second, ...who, amountMicro: 1_000 })).ok).toBe(true);
+        const written = await Promise.race([f.ledger.settle(settlement(who, second, 500)).then(() => true), Bun.sleep(2_000).then(() => false)]);
+        expect(written).toBe(true);
+        expect(await f.records(second)).toEqual([{ cost_micro: 500, status: "ok" }]);
+      } finally {
+        await f.close();
+      }
+    });
+
     test("holds past their expiry are released even while their process lives", async () => {
       const f = await pgFixture({ holdTtlMs: 1, sweepIntervalMs: 60_000 });
       try {

@@ -153,6 +153,10 @@ if (missing) {
       expect(messages.status).toBe(503);
       expect(((await messages.json()) as { type: string }).type).toBe("error");
       expect(upstream.requests).toHaveLength(0);
+      // A load balancer learns it from /ready too.
+      const ready = await fetch(gw.url + "/ready");
+      expect(ready.status).toBe(503);
+      expect(((await ready.json()) as { rate_limiter: unknown }).rate_limiter).toEqual({ reachable: false });
     });
   });
 }

@@ -97,3 +97,22 @@ export function holdTtlFor(settings: Settings): number {
 export function openRedisLimiter(url: string, o: RedisRateLimiterOptions = {}): RateLimitStore & { close(): void; ready(): Promise<boolean>; health(): { reachable: boolean } } {
   return createRedisRateLimiter(url, o);
 }
+
+/**
+ * Heartbeat and sweep timings of the PostgreSQL ledger from the environment (defaults: heartbeat
+ * 2 s, a process silent 30 s is dead, sweeps every 10 s). Shorter timings release a dead
+ * process's holds sooner at the price of more statements; tests shorten them.
+ */
+export function ledgerTimingsFrom(env: Record<string, string | undefined>): Pick<PgLedgerOptions, "heartbeatMs" | "staleAfterMs" | "sweepIntervalMs"> {
+  const read = (name: string): number | undefined => {
+    const raw = env[name]?.trim();
+    if (!raw) return undefined;
+    if (!/^\d+$/.test(raw) || Number(raw) < 10) throw new StoreConfigError(`${name} must be a whole number of milliseconds, at least 10 (got "${raw}")`);
+    return Number(raw);
+  };
+  const timings = { heartbeatMs: read("SWITCHYARD_PG_HEARTBEAT_MS"), staleAfterMs: read("SWITCHYARD_PG_STALE_AFTER_MS"), sweepIntervalMs: read("SWITCHYARD_PG_SWEEP_MS") };
+  const heartbeat = timings.heartbeatMs ?? 2_000;
+  const stale = timings.staleAfterMs ?? 30_000;
+  if (stale < heartbeat * 3) throw new StoreConfigError(`SWITCHYARD_PG_STALE_AFTER_MS (${stale}) must be at least three heartbeats (SWITCHYARD_PG_HEARTBEAT_MS, ${heartbeat}): a live process must never look dead`);
+  return Object.fromEntries(Object.entries(timings).filter(([, v]) => v !== undefined));
+}

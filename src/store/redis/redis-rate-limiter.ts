@@ -9,6 +9,8 @@ export interface RedisRateLimiterOptions {
   /** Longest a decision may take; past it the request is refused (503), not admitted. */
   timeoutMs?: number;
   connectTimeoutMs?: number;
+  /** How often an idle limiter asks Redis whether it answers (PING), so `/ready` knows without traffic. */
+  probeMs?: number;
   log?: Logger;
 }
 
@@ -73,6 +75,7 @@ export function createRedisRateLimiter(url: string, o: RedisRateLimiterOptions =
   let connecting: Promise<void> | undefined;
   let lastAttempt = 0;
   let down = false;
+  let closed = false;
 
   const connect = (): Promise<void> => {
     lastAttempt = performance.now();
@@ -97,6 +100,30 @@ export function createRedisRateLimiter(url: string, o: RedisRateLimiterOptions =
     if (!client.connected && !connecting && performance.now() - lastAttempt >= RECONNECT_MS) void connect().catch(() => {});
     return { allowed: false, unavailable: true, remaining: 0, retryAfterMs: UNAVAILABLE_RETRY_MS, resetMs: 0 };
   };
+  const answered = () => {
+    if (down) log("info", "rate limits: Redis answers again");
+    down = false;
+  };
+
+  const bounded = <T>(promise: Promise<T>): Promise<T> => {
+    let timer: ReturnType<typeof setTimeout> | undefined;
+    const timeout = new Promise<never>((_, reject) => {
+      timer = setTimeout(() => reject(new Error(`no answer from Redis within ${timeoutMs} ms`)), timeoutMs);
+    });
+    return Promise.race([promise, timeout]).finally(() => clearTimeout(timer));
+  };
+
+  // The probe: a Redis that went away while no request asked is noticed within a period, and one
+  // that came back is reconnected to without waiting for a request.
+  const probe = setInterval(() => {
+    if (closed) return;
+    if (!client.connected) {
+      unavailable(new Error("not connected"));
+      return;
+    }
+    bounded(client.send("PING", [])).then(answered, (err) => unavailable(err));
+  }, o.probeMs ?? 1_000);
+  probe.unref?.();
 
   async function run(key: string, perMinute: number): Promise<unknown> {
     try {
@@ -120,13 +147,9 @@ export function createRedisRateLimiter(url: string, o: RedisRateLimiterOptions =
         refused.delete(keyId);
       }
       if (!client.connected) return unavailable(new Error("not connected"));
-      let timer: ReturnType<typeof setTimeout> | undefined;
-      const timeout = new Promise<never>((_, reject) => {
-        timer = setTimeout(() => reject(new Error(`no answer from Redis within ${timeoutMs} ms`)), timeoutMs);
-      });
-      return Promise.race([run(prefix + "rl:" + keyId, perMinute), timeout]).then(
+      return bounded(run(prefix + "rl:" + keyId, perMinute)).then(
         (reply) => {
-          clearTimeout(timer);
+          if (down) answered();
           const [allowed, remaining, retryAfterMs, resetMs] = (reply as number[]).map(Number) as [number, number, number, number];
           if (allowed !== 1) {
             if (refused.size > 100_000) refused.clear();
@@ -134,10 +157,7 @@ export function createRedisRateLimiter(url: string, o: RedisRateLimiterOptions =
           }
           return { allowed: allowed === 1, remaining, retryAfterMs, resetMs };
         },
-        (err) => {
-          clearTimeout(timer);
-          return unavailable(err);
-        },
+        (err) => unavailable(err),
       );
     },
     /** Connected and the last decision did not fail: no round trip, so `/ready` can ask it on every probe. */
@@ -155,6 +175,8 @@ export function createRedisRateLimiter(url: string, o: RedisRateLimiterOptions =
       return answered;
     },
     close(): void {
+      closed = true;
+      clearInterval(probe);
       client.close();
     },
   };
