@@ -36,13 +36,18 @@ const option = (name: string) => {
   return i >= 0 ? argv[i + 1] : undefined;
 };
 for (const a of argv) {
-  if (a.startsWith("--") && !["--quick", "--rounds", "--seconds", "--only", "--no-pin", "--profile", "--help"].includes(a)) {
+  if (a.startsWith("--") && !["--quick", "--rounds", "--seconds", "--only", "--no-pin", "--profile", "--help", "--scale", "--force"].includes(a)) {
     console.error(`bench: unknown option ${a}`);
     process.exit(2);
   }
 }
 if (flag("help")) {
-  console.log("usage: bun run bench [--quick] [--rounds N] [--seconds S] [--only A,B,C,D,E] [--no-pin] [--profile]");
+  console.log("usage: bun run bench [--quick] [--rounds N] [--seconds S] [--only A,B,C,D,E] [--no-pin] [--profile]\n       bun run bench --scale [--seconds S] [--force]   SQLite vs PostgreSQL + Redis, 1 and 2 workers (bench/scale.ts)");
+  process.exit(0);
+}
+if (flag("scale")) {
+  // Shared stores and workers: a run of its own (bench/scale.ts reads the same arguments).
+  await import("./scale.ts");
   process.exit(0);
 }
 const QUICK = flag("quick");
