@@ -94,6 +94,18 @@ export interface RejectionLog {
   countRejection(keyId: string, status: number, at: number): void;
 }
 
+/**
+ * A settlement as a store writes it: one with impossible numbers (the pipeline validates upstream
+ * counts first; this is the last line) is logged and written as zeros, never a crash, never a
+ * negative or fractional charge. Shared by every Ledger implementation.
+ */
+export function acceptableSettlement(s: Settlement, log: (level: "error", message: string, fields: Record<string, unknown>) => void): Settlement {
+  const problem = checkSettlement(s);
+  if (!problem) return s;
+  log("error", "settlement with impossible numbers: charged nothing, recorded as zero", { requestId: s.requestId, problem });
+  return { ...s, costMicro: 0, promptTokens: Math.max(0, Math.trunc(s.promptTokens) || 0), completionTokens: Math.max(0, Math.trunc(s.completionTokens) || 0), latencyMs: 0 };
+}
+
 /** A settlement's numbers as the store will accept them, whatever produced them. */
 export function checkSettlement(s: Settlement): string | undefined {
   if (!Number.isSafeInteger(s.costMicro) || s.costMicro < 0) return `costMicro ${s.costMicro}`;

@@ -1,5 +1,5 @@
 import { hostname } from "node:os";
-import { checkSettlement, type Hold, type Ledger, type LedgerHealth, type RejectionLog, type ReserveResult, type Settlement } from "../../billing/ledger.ts";
+import { acceptableSettlement, type Hold, type Ledger, type LedgerHealth, type RejectionLog, type ReserveResult, type Settlement } from "../../billing/ledger.ts";
 import type { Logger } from "../../log.ts";
 import { randomId } from "../ids.ts";
 import { classifyPgFailure, describePgFailure, int, sqlState, withTimeout, type Pg, type PgFailure } from "./pg-client.ts";
@@ -234,12 +234,7 @@ export async function createPostgresLedger(sql: Pg, o: PgLedgerOptions): Promise
     },
 
     settle(settlement: Settlement): Promise<void> {
-      const problem = checkSettlement(settlement);
-      if (problem) {
-        log("error", "settlement with impossible numbers: charged its hold's worth of nothing, recorded as zero", { requestId: settlement.requestId, problem });
-        settlement = { ...settlement, costMicro: 0, promptTokens: Math.max(0, Math.trunc(settlement.promptTokens) || 0), completionTokens: Math.max(0, Math.trunc(settlement.completionTokens) || 0), latencyMs: 0 };
-      }
-      return enqueue({ settlement, held: holds.get(settlement.requestId)?.amount ?? 0 });
+      return enqueue({ settlement: acceptableSettlement(settlement, log), held: holds.get(settlement.requestId)?.amount ?? 0 });
     },
 
     async release(requestId: string): Promise<void> {

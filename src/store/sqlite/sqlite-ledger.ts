@@ -1,5 +1,5 @@
 import type { Database } from "bun:sqlite";
-import { checkSettlement, type Hold, type Ledger, type LedgerHealth, type RejectionLog, type ReserveResult, type Settlement } from "../../billing/ledger.ts";
+import { acceptableSettlement, type Hold, type Ledger, type LedgerHealth, type RejectionLog, type ReserveResult, type Settlement } from "../../billing/ledger.ts";
 import { createChangeWatch, type ChangeWatch } from "../change-watch.ts";
 import type { Logger } from "../../log.ts";
 import { creditWriter } from "./credits.ts";
@@ -199,13 +199,7 @@ export function createSqliteLedger(db: Database, o: SqliteLedgerOptions): Ledger
     },
 
     settle(settlement: Settlement): Promise<void> {
-      const problem = checkSettlement(settlement);
-      if (problem) {
-        // The pipeline validates upstream numbers first; this is the last line, never a crash.
-        log("error", "settlement with impossible numbers: charged its hold's worth of nothing, recorded as zero", { requestId: settlement.requestId, problem });
-        settlement = { ...settlement, costMicro: 0, promptTokens: Math.max(0, Math.trunc(settlement.promptTokens) || 0), completionTokens: Math.max(0, Math.trunc(settlement.completionTokens) || 0), latencyMs: 0 };
-      }
-      return settlements.enqueue({ settlement });
+      return settlements.enqueue({ settlement: acceptableSettlement(settlement, log) });
     },
 
     async release(requestId: string): Promise<void> {
