@@ -58,7 +58,10 @@ const anthropicFrames = [
   ev("message_stop", { type: "message_stop" }),
 ].map((s) => enc.encode(s));
 
+/** `--one-read`: the whole answer in one chunk, as the loopback bench's fake upstream delivers it under load. */
+const ONE_READ = process.argv.includes("--one-read");
 const frameStream = (frames: Uint8Array[]) => {
+  if (ONE_READ) frames = [Buffer.concat(frames)];
   let i = 0;
   return new ReadableStream<Uint8Array>({
     pull(c) {

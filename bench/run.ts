@@ -845,7 +845,9 @@ async function main() {
   async function profile() {
     if (!ensureWrk().ok) throw new Error("--profile needs wrk");
     const seconds = QUICK ? 3 : 10;
-    for (const [mode, stream] of [["non-stream", false], ["stream-20", true]] as const) {
+    // PROFILE_MODE=stream-20 (or non-stream) profiles one load alone, so its functions are not mixed with the other's.
+    const modes = ([["non-stream", false], ["stream-20", true]] as const).filter(([m]) => !process.env.PROFILE_MODE || process.env.PROFILE_MODE === m);
+    for (const [mode, stream] of modes) {
       const t = openaiTargets(stream ? 20 : 16, stream).find((x) => x.name === "gateway")!;
       const before = cpuTicks(gwPid);
       const w = await runWrk(t.req.url, wrkScript(`profile-${mode}`, t.req.body, t.req.headers), 32, seconds);

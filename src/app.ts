@@ -29,7 +29,7 @@ import type { SharedStores } from "./store/stores.ts";
 import { DEFAULT_OPS, type OpsSettings } from "./ops/ops-settings.ts";
 import { Tracker } from "./ops/request-trace.ts";
 import { createGatewayMetrics } from "./ops/gateway-metrics.ts";
-import { requestIdPlugin } from "./plugins/request-id.ts";
+import { assignRequestId, closeTracesHook } from "./plugins/request-id.ts";
 import { metricsRoute } from "./routes/metrics.ts";
 import { openApiRoute } from "./routes/openapi.ts";
 
@@ -119,8 +119,7 @@ export function createApp(deps: AppDeps) {
   // Normalising copies every body to drop fields its schema does not list (25 µs for a
   // 200-message conversation). Our schemas say `additionalProperties: true` instead, so the copy
   // changed nothing. It is the app's setting that applies to every route.
-  const app = new Elysia({ name: "switchyard", normalize: false })
-    .use(requestIdPlugin(tracker, ops.metrics || ops.accessLog.enabled))
+  const front = new Elysia({ name: "switchyard", normalize: false })
     .use(errorsPlugin(log, recordRejection, (request, status, error) => tracker.responded(request, status, error)))
     .use(admissionPlugin({
       keys,
@@ -129,14 +128,18 @@ export function createApp(deps: AppDeps) {
       maxBodyBytes: deps.settings.limits.max_body_bytes,
       onRejected: recordRejection,
       onAnswered: (request, status) => tracker.responded(request, status),
+      onArrival: assignRequestId(tracker),
     }))
     .use(jsonBodyPlugin(deps.settings.limits.max_body_bytes))
+    // The answering routes close their own request traces (see closeTracesHook): before the hook.
+    .use(chatCompletionsRoute(forwardDeps))
+    .use(messagesRoute(forwardDeps))
+    .use(responsesRoute(forwardDeps));
+  if (ops.metrics || ops.accessLog.enabled) front.onAfterResponse(closeTracesHook(tracker));
+  const app = front
     .use(healthRoutes({ ledger, draining: () => draining, limiter: deps.limiter }))
     .use(ops.metrics ? metricsRoute({ expose: () => tracker.metrics?.expose(), token: ops.metricsToken }) : new Elysia({ name: "switchyard/no-metrics" }))
     .use(modelsRoute(catalogue))
-    .use(chatCompletionsRoute(forwardDeps))
-    .use(messagesRoute(forwardDeps))
-    .use(responsesRoute(forwardDeps))
     // Before the admin routes: the bearer plugin's derive is global, and in the minified binary it
     // fails on routes registered after it that do not parse their query.
     .use(openApiRoute(documented))

@@ -109,6 +109,9 @@ describe("GET /metrics after a scripted set of requests", () => {
     const poorKey = await (await fetch(`${gw.url}/v1/admin/accounts/${poor.id}/keys`, { method: "POST", headers: admin, body: "{}" })).json() as { key: string };
     expect((await post(gw, chat, { model: OPENAI_MODEL, messages: hi }, { authorization: `Bearer ${poorKey.key}` })).status).toBe(402);
     expect((await fetch(`${gw.url}/health`)).status).toBe(200);
+    // Routes on both sides of the app's after-response hook: a token count closes its own trace.
+    expect((await post(gw, "/v1/messages/count_tokens", { model: ANTHROPIC_MODEL, messages: hi })).status).toBe(200);
+    expect((await fetch(`${gw.url}/v1/models`, { headers: { authorization: `Bearer ${gw.key}` } })).status).toBe(200);
     await gw.app.services.settled();
 
     const m = await scrape(gw);
@@ -121,6 +124,8 @@ describe("GET /metrics after a scripted set of requests", () => {
     expect(req(chat, "none", "none", 429)).toBe(1);
     expect(req(chat, OPENAI_MODEL, "none", 402)).toBe(1);
     expect(req("/health", "none", "none", 200)).toBe(1);
+    expect(req("/v1/messages/count_tokens", "none", "none", 200)).toBe(1);
+    expect(req("/v1/models", "none", "none", 200)).toBe(1);
     expect(req("/v1/admin", "none", "none", 201)).toBe(3);
 
     expect(m.get(`switchyard_retries_total{model="${OPENAI_MODEL}"}`)).toBe(1);

@@ -39,6 +39,8 @@ export interface AdmissionOptions {
   onRejected: (request: Request, status: number) => void;
   /** Told of every answer admission gives itself (401, 413, 429, 503), for request traces. */
   onAnswered?: (request: Request, status: number) => void;
+  /** Runs first on every request (the request id): one hook instead of two dispatches. */
+  onArrival?: (request: Request, set: { headers: Record<string, unknown> }) => void;
 }
 
 /**
@@ -55,7 +57,9 @@ export interface AdmissionOptions {
  */
 export function admissionPlugin(o: AdmissionOptions) {
   const answered = o.onAnswered;
+  const arrival = o.onArrival;
   return new Elysia({ name: "switchyard/admission" }).onRequest(({ request, set }) => {
+    arrival?.(request, set);
     const result = decide(request, set);
     if (!answered || result === undefined) return result;
     if (result instanceof Promise) {

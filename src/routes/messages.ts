@@ -16,7 +16,12 @@ export function messagesRoute(deps: ForwardDeps & { catalogue: Catalogue }) {
     )
     .post(
       "/v1/messages/count_tokens",
-      ({ body, request }) => countMessageTokens(deps, body as Record<string, unknown>, request.headers, request.signal),
+      async ({ body, request }) => {
+        const response = await countMessageTokens(deps, body as Record<string, unknown>, request.headers, request.signal);
+        // Registered before the app's after-response hook (the chat routes close their own traces).
+        deps.tracker?.responded(request, response.status);
+        return response;
+      },
       { body: CountTokensRequest },
     );
 }
