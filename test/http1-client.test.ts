@@ -1,6 +1,6 @@
 import { afterEach, describe, expect, test } from "bun:test";
 import { gzipSync } from "node:zlib";
-import { createHttp1Client, fastReader } from "../src/transport/http1/client.ts";
+import { createHttp1Client, fastReader, wholeBody } from "../src/transport/http1/client.ts";
 import { dribble, rawUpstream, type RawSocket } from "./helpers/raw-upstream.ts";
 
 /**
@@ -78,6 +78,23 @@ describe("upstream HTTP/1.1 client", () => {
     const payload = JSON.stringify({ text: "x".repeat(5000) });
     const { post } = setup((_req, socket) => void dribble(socket, [JSON_HEAD(payload.length).slice(0, 20), JSON_HEAD(payload.length).slice(20) + payload.slice(0, 100), payload.slice(100)]));
     expect(await (await post()).text()).toBe(payload);
+  });
+
+  test("a whole answer's buffer is claimable once, without its stream; a streamed one has none", async () => {
+    const payload = JSON.stringify({ text: "x".repeat(3000) });
+    const { post } = setup((_req, socket) => void dribble(socket, [JSON_HEAD(payload.length) + payload.slice(0, 1000), payload.slice(1000)]));
+    const res = await post();
+    const bytes = wholeBody(res)!;
+    expect(new TextDecoder().decode(bytes)).toBe(payload);
+    expect(wholeBody(res)).toBeUndefined();
+    expect(res.bodyUsed).toBe(false);
+    const read = await post();
+    expect(await read.text()).toBe(payload);
+    expect(wholeBody(read)).toBeUndefined();
+    const chunked = setup((_req, socket) => socket.write("HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ntransfer-encoding: chunked\r\n\r\n2\r\n{}\r\n0\r\n\r\n"));
+    const streamed = await chunked.post();
+    expect(wholeBody(streamed)).toBeUndefined();
+    expect(await streamed.text()).toBe("{}");
   });
 
   test("a body without length ends at close, and that connection is not reused", async () => {

@@ -1,5 +1,5 @@
 import { describe, expect, test } from "bun:test";
-import { CLIENT_MESSAGE_MAX, LOG_DETAIL_MAX, scrubForClient, scrubLogDetail, scrubSecrets } from "../src/ops/scrub.ts";
+import { CLIENT_MESSAGE_MAX, LOG_DETAIL_MAX, scrubForClient, replaceSecrets, scrubLogDetail, scrubSecrets } from "../src/ops/scrub.ts";
 import { withoutSecrets, type Logger } from "../src/log.ts";
 import { LEAKY_ERRORS } from "./helpers/leaky-errors.ts";
 
@@ -44,6 +44,42 @@ describe("scrubSecrets: what a log line may carry", () => {
   test("hosts, addresses and paths stay for the operator; ids without a secret's shape too", () => {
     const text = "upstream 10.0.3.7:8443 (vllm-0.vllm.svc.cluster.local) failed reading /srv/app/x.js for req_0196f0e1c2d34b5a8e7f901234567890";
     expect(scrubSecrets(text)).toBe(text);
+  });
+
+  test("the filter in front of the patterns lets every leak shape through, and turns away only texts the patterns leave alone", () => {
+    for (const e of LEAKY_ERRORS) expect(scrubSecrets(e.message)).toBe(replaceSecrets(e.message));
+    // Random texts built from pieces of every pattern, their near misses and plain words: the
+    // filtered and the unfiltered scrub agree on each (a piece the filter forgot would differ).
+    const pieces = [
+      "sk-", "svc-sk-", "sk-ant-", "AIza", "ghp_", "gho_", "github_pat_", "xoxb-", "AKIA", "ASIA", "AROA", "eyJ", "eyJhbGciOi.", ".",
+      "Bearer ", "bearer\t", "Authorization: ", "authorization=", "api_key", "apikey", "ApiKey", "access-token", "client_secret",
+      "secret_access_key", "aws_secret", "private-key", "password", "passwd", "PRIVATE KEY-----", "-----BEGIN RSA ", "-----END ",
+      "token=", "sig=", "code=", "key=", "x-amz-signature=", "https://", "user:", "@", "=", ":", "\"", "'", " ", "-", "_", "/", "?", "&",
+      "ABCDEFGHIJKLMNOP", "abcdefghij0123456789", "0123456789", "Z", "q", "request", "model", "openai/gpt-4o-mini", "chatcmpl-9x",
+    ];
+    let seed = 42;
+    const next = (n: number) => ((seed = (seed * 1103515245 + 12345) & 0x7fffffff) % n);
+    let changed = 0;
+    for (let i = 0; i < 50_000; i++) {
+      let text = "";
+      for (let j = next(8) + 1; j > 0; j--) text += pieces[next(pieces.length)];
+      const unfiltered = replaceSecrets(text);
+      expect(scrubSecrets(text)).toBe(unfiltered);
+      if (unfiltered !== text) changed++;
+    }
+    // The check is only as good as the texts with something to remove: over a thousand had.
+    expect(changed).toBeGreaterThan(1_000);
+    // One text per pattern that holds only that pattern's literal: each is scrubbed.
+    const minimal = [
+      "-----BEGIN RSA PRIVATE KEY-----MIIEpAIBAAKCAQEA", "//u:hunter2@db", "Authorization: Basic dXNlcjpwYXNz", "Bearer abcdefgh1234",
+      "password: hunter2", "passwd=hunter2", "client_secret: abc", "id_token: abc", "?sig=abc", "sk-abcdef0123", "AIzaSyA1234567890abcdefghij",
+      "ghp_abcdefghij0123456789", "github_pat_abcdefghij0123456789", "xoxb-0123456789", "AKIAABCDEFGHIJKLMNOP", "ASIAABCDEFGHIJKLMNOP", "eyJhbGciOi.eyJzdWIi.abc",
+    ];
+    for (const text of minimal) expect(scrubSecrets(text)).not.toBe(text);
+    // Texts a log line usually carries are turned away by the filter.
+    for (const plain of ["0196f0e1-c2d3-7b5a-8e7f-901234567890", "/v1/chat/completions", "openai/gpt-4o-mini", "complete", "chatcmpl-0196f0e1"]) {
+      expect(scrubSecrets(plain)).toBe(plain);
+    }
   });
 
   test("the password of a URL goes, the URL stays", () => {

@@ -54,6 +54,14 @@ export interface SettlementQueueOptions {
   retryMaxMs: number;
   /** An idle store is probed this often, so `/ready` learns of a dead one without traffic. */
   probeIntervalMs: number;
+  /**
+   * PostgreSQL's `commit_delay` and `commit_siblings`, for the same reason: while `siblings()`
+   * says other answers are on their way to settling, a batch's first settlement waits up to `ms`
+   * for them, so a commit's fixed cost is shared by more of them (SQLite's: ~45 µs of write and
+   * lock calls, against ~3 µs per settlement). Without it, or with nothing else running, the
+   * batch goes at the end of the turn, as it always does for a lone request.
+   */
+  commitDelay?: { ms: number; siblings: () => boolean };
 }
 
 /** Distinct (key, minute, status) refusal counters kept before they are written early. */
@@ -88,6 +96,7 @@ export function createSettlementQueue<Q extends QueuedSettlement>(store: Settlem
   let rejectionTimer: ReturnType<typeof setTimeout> | undefined;
   let retryTimer: ReturnType<typeof setTimeout> | undefined;
   let scheduled = false;
+  let delayTimer: ReturnType<typeof setTimeout> | undefined;
   let writing: Promise<void> | undefined;
   let busySince: number | undefined;
   let failingSince: number | undefined;
@@ -235,14 +244,30 @@ export function createSettlementQueue<Q extends QueuedSettlement>(store: Settlem
     }, retryDelay);
   }
 
-  /** At the end of this turn of the event loop: everything settled in it goes in one batch. */
+  const scheduledPump = () => {
+    scheduled = false;
+    delayTimer = undefined;
+    void pump();
+  };
+
+  /**
+   * At the end of this turn of the event loop: everything settled in it goes in one batch; or,
+   * when other answers are about to settle, after the commit delay, with theirs.
+   */
   function schedule(): void {
-    if (scheduled || writing || retryTimer || closed) return;
+    if (scheduled) {
+      // A full batch does not wait for the delay.
+      if (delayTimer && queue.length >= o.maxBatch) {
+        clearTimeout(delayTimer);
+        scheduledPump();
+      }
+      return;
+    }
+    if (writing || retryTimer || closed) return;
     scheduled = true;
-    setImmediate(() => {
-      scheduled = false;
-      void pump();
-    });
+    const delay = o.commitDelay;
+    if (delay && delay.ms > 0 && delay.siblings()) delayTimer = setTimeout(scheduledPump, delay.ms);
+    else setImmediate(scheduledPump);
   }
 
   async function probe(): Promise<void> {
@@ -329,6 +354,7 @@ export function createSettlementQueue<Q extends QueuedSettlement>(store: Settlem
     /** Writes what is queued (within `graceMs`, retrying) and stops; what cannot be written is logged in full. */
     async close(graceMs: number): Promise<void> {
       clearInterval(prober);
+      if (delayTimer) clearTimeout(delayTimer);
       if (rejectionTimer) clearTimeout(rejectionTimer);
       const deadline = performance.now() + graceMs;
       while ((queue.length > 0 || rejections.size > 0) && performance.now() < deadline) {

@@ -10,7 +10,7 @@ import { GatewayError } from "../pipeline/gateway-error.ts";
 import { upstreamStatusError } from "../pipeline/upstream-errors.ts";
 import { ImageFetchError, inlineImages } from "../pipeline/inline-images.ts";
 import { scrubLogDetail } from "../ops/scrub.ts";
-import { fastReader } from "../transport/http1/client.ts";
+import { fastReader, wholeBody } from "../transport/http1/client.ts";
 import { ResponseTooLargeError, type ChunkReader, type Transport } from "../transport/transport.ts";
 import { Deadline, DeadlineExpired } from "./deadline.ts";
 import { requestedDelayMs, verdictFor, type Verdict } from "./retry-policy.ts";
@@ -167,6 +167,12 @@ export async function attemptUpstream(deps: AttemptDeps, req: AttemptRequest, ca
  */
 async function readText(res: Response, deadline: Deadline, cap: number, truncate: boolean): Promise<string> {
   if (!res.body) return "";
+  const whole = wholeBody(res);
+  if (whole) {
+    if (whole.byteLength >= cap && !truncate) throw new Error(`body larger than ${cap} bytes`);
+    const text = Buffer.from(whole.buffer, whole.byteOffset, Math.min(whole.byteLength, cap)).toString("utf8");
+    return truncate ? text.slice(0, cap) : text;
+  }
   const reader: ChunkReader = fastReader(res) ?? (res.body.getReader() as ChunkReader);
   const chunks: Uint8Array[] = [];
   let size = 0;

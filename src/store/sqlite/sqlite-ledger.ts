@@ -4,7 +4,7 @@ import { createChangeWatch, type ChangeWatch } from "../change-watch.ts";
 import type { Logger } from "../../log.ts";
 import { creditWriter } from "./credits.ts";
 import { classifyWriteFailure, describeWriteFailure, retryWhileBusy } from "./sqlite-errors.ts";
-import { createSettlementQueue, type QueuedSettlement, type RejectionCounter } from "../../billing/settlement-queue.ts";
+import { createSettlementQueue, type QueuedSettlement, type RejectionCounter, type SettlementQueueOptions } from "../../billing/settlement-queue.ts";
 
 export interface SqliteLedgerOptions {
   now: () => number;
@@ -19,6 +19,8 @@ export interface SqliteLedgerOptions {
   retryMaxMs?: number;
   /** An idle gateway writes a probe this often, so `/ready` learns of a dead disk without traffic. */
   probeIntervalMs?: number;
+  /** Group commit's wait for settlements on their way (billing/settlement-queue.ts). */
+  commitDelay?: SettlementQueueOptions["commitDelay"];
 }
 
 interface Queued extends QueuedSettlement {}
@@ -172,7 +174,7 @@ export function createSqliteLedger(db: Database, o: SqliteLedgerOptions): Ledger
     dropped(q) {
       lift(q.settlement.requestId);
     },
-  }, { now, log, maxQueued, maxBatch: MAX_BATCH, busyLimitMs, retryMaxMs, probeIntervalMs });
+  }, { now, log, maxQueued, maxBatch: MAX_BATCH, busyLimitMs, retryMaxMs, probeIntervalMs, commitDelay: o.commitDelay });
 
   return {
     async reserve(hold: Hold): Promise<ReserveResult> {

@@ -102,3 +102,23 @@ export function fastReader(response: Response): ChunkReader | undefined {
   queue.claimed = true;
   return queue;
 }
+
+const wholes = new WeakMap<Response, Uint8Array>();
+
+/** Registers the buffer a whole answer was read into, for `wholeBody`. */
+export function offerWholeBody(response: Response, bytes: Uint8Array): void {
+  wholes.set(response, bytes);
+}
+
+/**
+ * The body of an answer our HTTP/1.1 client read whole (a non-stream answer with a
+ * Content-Length), as the one buffer it was read into: reading it through the Response's
+ * stream costs a reader, a stream start and a drain for bytes already in memory. Undefined for
+ * other responses or once the body is in use; claiming it leaves the Response unread.
+ */
+export function wholeBody(response: Response): Uint8Array | undefined {
+  const bytes = wholes.get(response);
+  if (!bytes || response.bodyUsed) return undefined;
+  wholes.delete(response);
+  return bytes;
+}

@@ -1,4 +1,4 @@
-import { BodyQueue, offerFastReader } from "./body-queue.ts";
+import { BodyQueue, offerFastReader, offerWholeBody } from "./body-queue.ts";
 import { contentCoding, decodedBody } from "./decode-body.ts";
 import type { Connection, ConnectionOwner, Pool } from "./pool.ts";
 import { RequestWriter } from "./request-writer.ts";
@@ -162,7 +162,10 @@ class Exchange implements ConnectionOwner, ResponseSink {
     if (whole) {
       this.whole = null;
       const { parts } = whole;
-      this.settle(new Response(parts.length === 1 ? parts[0] : Buffer.concat(parts), whole.head));
+      const bytes = parts.length === 1 ? parts[0]! : Buffer.concat(parts);
+      const response = new Response(bytes, whole.head);
+      offerWholeBody(response, bytes);
+      this.settle(response);
     }
     this.queue?.end();
     this.queue = null;
