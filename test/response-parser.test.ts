@@ -32,8 +32,9 @@ function parse(wire: string | Uint8Array, o: { split?: "whole" | "bytes"; close?
     },
   }, o.max);
   try {
-    if (o.split === "bytes") for (let i = 0; i < bytes.length; i++) parser.push(bytes.subarray(i, i + 1));
-    else parser.push(bytes);
+    // Copies: the parser may move bytes within what it is given (each socket read is its own buffer).
+    if (o.split === "bytes") for (let i = 0; i < bytes.length; i++) parser.push(Uint8Array.from(bytes.subarray(i, i + 1)));
+    else parser.push(Uint8Array.from(bytes));
     if (o.close) out.endedByClose = parser.close();
   } catch (err) {
     out.error = err;
@@ -61,8 +62,8 @@ describe("response parser: well-formed answers", () => {
       const body: Uint8Array[] = [];
       let status = 0;
       const parser = new ResponseParser("POST", { head: (h) => (status = h.status), body: (b) => body.push(Uint8Array.from(b)) });
-      parser.push(bytes.subarray(0, cut));
-      parser.push(bytes.subarray(cut));
+      parser.push(Uint8Array.from(bytes.subarray(0, cut)));
+      parser.push(Uint8Array.from(bytes.subarray(cut)));
       expect(status).toBe(200);
       expect(Buffer.concat(body).toString()).toBe("abcd0123456789");
       expect(parser.done).toBe(true);
@@ -83,6 +84,23 @@ describe("response parser: well-formed answers", () => {
         expect(parser.reusable).toBe(true);
       }
     }
+  });
+
+  test("a chunked burst in one read is one body piece, moved together over the framing in the buffer it came in", () => {
+    const pieces: Uint8Array[] = [];
+    const parser = new ResponseParser("POST", { head() {}, body: (piece) => pieces.push(piece) });
+    const wire = Buffer.from(CHUNKED);
+    parser.push(wire);
+    expect(pieces.length).toBe(1);
+    expect(Buffer.from(pieces[0]!).toString()).toBe("abcd0123456789");
+    expect(pieces[0]!.buffer).toBe(wire.buffer);
+    // Split across reads: one piece per read that holds body bytes.
+    const split: Uint8Array[] = [];
+    const second = new ResponseParser("POST", { head() {}, body: (piece) => split.push(Uint8Array.from(piece)) });
+    const cut = CHUNKED.indexOf("0123");
+    second.push(Buffer.from(CHUNKED.slice(0, cut)));
+    second.push(Buffer.from(CHUNKED.slice(cut)));
+    expect(split.map((p) => Buffer.from(p).toString())).toEqual(["abcd", "0123456789"]);
   });
 
   test("fed one byte at a time: chunked, Content-Length, 204, 100 Continue", () => {

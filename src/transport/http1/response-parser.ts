@@ -11,7 +11,8 @@ import { ResponseTooLargeError } from "../transport.ts";
  * 100 Continue, HTTP/1.0, `Connection: close`, a body that ends at close).
  *
  * Body pieces are views into the pushed buffers, not copies: Bun hands each socket read its own
- * buffer, so a piece stays valid after the read.
+ * buffer, so a piece stays valid after the read, and the parser may move bytes within it. Each
+ * push yields at most one piece.
  *
  * A little over 300 lines, all of it one job: most of the length is the checks above, each a
  * line or two, and splitting heads from bodies would split one state machine in two.
@@ -111,7 +112,37 @@ export class ResponseParser {
       buf = this.appendToCarry(bytes);
       from = this.searched;
     }
-    const inCarry = buf !== bytes;
+    try {
+      this.parse(buf, from, buf !== bytes);
+    } finally {
+      // One piece per push: a burst of 20 chunks is one body piece, not 20 to concatenate later.
+      if (this.bodyStart >= 0) {
+        const piece = view(buf, this.bodyStart, this.bodyEnd - this.bodyStart);
+        this.bodyStart = -1;
+        this.sink.body(piece);
+      }
+    }
+  }
+
+  /**
+   * The body bytes of one push, gathered where the first of them is: each chunk's data is moved
+   * down over the chunk framing before it (the buffer is ours, see above), so a chunked burst
+   * becomes one contiguous view with no allocation; `push` hands it over at the end.
+   */
+  private bodyStart = -1;
+  private bodyEnd = 0;
+
+  private gather(buf: Uint8Array, pos: number, length: number): void {
+    if (this.bodyStart < 0) {
+      this.bodyStart = pos;
+      this.bodyEnd = pos + length;
+      return;
+    }
+    if (this.bodyEnd !== pos) buf.copyWithin(this.bodyEnd, pos, pos + length);
+    this.bodyEnd += length;
+  }
+
+  private parse(buf: Uint8Array, from: number, inCarry: boolean): void {
     let pos = 0;
     while (pos < buf.length && this.state !== State.Done) {
       switch (this.state) {
@@ -132,7 +163,7 @@ export class ResponseParser {
           const take = Math.min(this.remaining, buf.length - pos);
           // The body holds views into this buffer: the carry must not be reused under them.
           if (inCarry) this.carry = null;
-          this.sink.body(view(buf, pos, take));
+          this.gather(buf, pos, take);
           pos += take;
           this.remaining -= take;
           if (this.remaining === 0) this.state = this.state === State.Fixed ? State.Done : State.ChunkDataEnd;
@@ -177,7 +208,7 @@ export class ResponseParser {
         case State.UntilClose: {
           this.countBody(buf.length - pos);
           if (inCarry) this.carry = null;
-          this.sink.body(view(buf, pos, buf.length - pos));
+          this.gather(buf, pos, buf.length - pos);
           pos = buf.length;
           break;
         }
