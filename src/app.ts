@@ -17,6 +17,7 @@ import { adminRoutes } from "./routes/admin.ts";
 import { chatCompletionsRoute } from "./routes/chat-completions.ts";
 import { messagesRoute } from "./routes/messages.ts";
 import { responsesRoute } from "./routes/responses.ts";
+import { embeddingsRoute } from "./routes/embeddings.ts";
 import { modelsRoute } from "./routes/models.ts";
 import { healthRoutes } from "./routes/health.ts";
 import { withSimulatedUpstream } from "./providers/simulated/simulated-upstream.ts";
@@ -137,6 +138,7 @@ export function createApp(deps: AppDeps) {
     .use(chatCompletionsRoute(forwardDeps))
     .use(messagesRoute(forwardDeps))
     .use(responsesRoute(forwardDeps))
+    .use(embeddingsRoute(forwardDeps))
     // Before the admin routes: the bearer plugin's derive is global, and in the minified binary it
     // fails on routes registered after it that do not parse their query.
     .use(openApiRoute(documented))

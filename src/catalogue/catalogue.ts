@@ -29,7 +29,7 @@ export function createCatalogue(models: ModelConfig[]) {
       model_id: m.id,
       category: m.category,
       context_length: m.context_length,
-      modalities: m.modalities ?? { input: ["text"], output: [m.category === "image" ? "image" : "text"] },
+      modalities: m.modalities ?? { input: ["text"], output: [m.category === "image" || m.category === "embedding" ? m.category : "text"] },
     })),
   };
   const listJson = JSON.stringify(list);
