@@ -253,8 +253,10 @@ describe("validation names the field", () => {
     Object.assign(cfg.models[0]!, { category: "embedding", pricing: { input_per_mtok: 20, output_per_mtok: 0 } });
     const model = resolveSettings(cfg, {}, "ok").models[0]!;
     expect(model.category).toBe("embedding");
-    // Listed as an embedding model when the config names no modalities.
-    expect(JSON.parse(createCatalogue([model]).listJson()).data[0]).toMatchObject({ category: "embedding", modalities: { input: ["text"], output: ["embedding"] } });
+    // Listed as an embedding model when the config names no modalities; its typical message is 1,000 input tokens, no output.
+    expect(JSON.parse(createCatalogue([model]).listJson()).data[0]).toMatchObject({ category: "embedding", modalities: { input: ["text"], output: ["embedding"] }, credits_per_msg: 1 });
+    const dear = { ...model, pricing: { input_per_mtok: 2_500, output_per_mtok: 10_000 } };
+    expect(JSON.parse(createCatalogue([dear]).listJson()).data[0].credits_per_msg).toBe(3);
   });
 
   test("an embedding model needs pricing like any paid model → /models/0/pricing", () => {
