@@ -347,6 +347,51 @@ describe("bad requests", () => {
   });
 });
 
+describe("hostile bodies", () => {
+  test("300 seeded mutations of valid embeddings bodies: only 2xx/4xx, errors in OpenAI's shape without internals", async () => {
+    let seed = 0xe3bed;
+    const random = () => ((seed = (seed * 1103515245 + 12345) & 0x7fffffff) / 0x7fffffff);
+    const pick = <T>(xs: T[]) => xs[Math.floor(random() * xs.length)]!;
+    const valid = [
+      { model: EMBED, input: "hello", encoding_format: "float", dimensions: 8 },
+      { model: EMBED, input: ["a", "b"], encoding_format: "base64", user: "u" },
+      { model: EMBED, input: [[1, 2], [3]], dimensions: 4 },
+      { models: [EMBED, EMBED_LARGE], input: [5, 6, 7] },
+    ];
+    const garbage = [null, -1, 0, 0.5, 1e308, "", "x".repeat(300), [], {}, [[]], [""], [null], true, { nested: [1, { x: null }] }];
+    const mutate = (value: any, depth = 0): any => {
+      if (value === null || typeof value !== "object" || depth > 3 || random() < 0.3) return random() < 0.5 ? pick(garbage) : value;
+      const copy: any = Array.isArray(value) ? [...value] : { ...value };
+      const keys = Object.keys(copy);
+      if (keys.length === 0) return copy;
+      const key = pick(keys);
+      const action = random();
+      if (action < 0.25) delete copy[key];
+      else if (action < 0.5) copy[key] = pick(garbage);
+      else copy[key] = mutate(copy[key], depth + 1);
+      return copy;
+    };
+    const statuses: number[] = [];
+    for (let batch = 0; batch < 15; batch++) {
+      await Promise.all(Array.from({ length: 20 }, async () => {
+        let body = JSON.stringify(mutate(pick(valid)));
+        if (random() < 0.2) body = body.slice(0, Math.floor(random() * body.length));
+        const res = await post(gw, "/v1/embeddings", body);
+        const text = await res.text();
+        statuses.push(res.status);
+        if (res.status >= 400) {
+          const parsed = JSON.parse(text);
+          expect([typeof parsed.error.message, typeof parsed.error.type]).toEqual(["string", "string"]);
+          expect(text).not.toMatch(/ at \/|\.ts:\d|node_modules/);
+        }
+      }));
+    }
+    for (const status of statuses) expect([status, status < 300 || (status >= 400 && status < 500)]).toEqual([status, true]);
+    expect(statuses.filter((s) => s === 200).length).toBeGreaterThan(10);
+    expect(statuses.filter((s) => s >= 400).length).toBeGreaterThan(10);
+  }, 30_000);
+});
+
 describe("the quick start: switchyard/embed on the simulated upstream", () => {
   const dir = mkdtempSync(join(tmpdir(), "switchyard-embed-"));
   afterAll(() => rmSync(dir, { recursive: true, force: true }));
