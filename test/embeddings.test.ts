@@ -134,6 +134,9 @@ describe("billing, records, limits", () => {
     const res = await post(gw, "/v1/embeddings", { model: EMBED, input }, { "x-request-id": "emb-bill-1" });
     expect(res.status).toBe(200);
     expect(res.headers.get("x-request-id")).toBe("emb-bill-1");
+    // The admission plugin's rate-limit headers, as on every authenticated answer.
+    expect(res.headers.get("x-ratelimit-limit-requests")).toBe("1000000");
+    expect(res.headers.get("x-ratelimit-remaining-requests")).toMatch(/^\d+$/);
     const tokens = input.reduce((n, t) => n + fakeEmbeddingTokens(t), 0);
     expect(((await res.json()) as { usage: unknown }).usage).toEqual({ prompt_tokens: tokens, total_tokens: tokens });
     expect(before - (await gw.balanceMicro())).toBe(tokens * SMALL_PRICE);
