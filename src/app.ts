@@ -17,6 +17,7 @@ import { adminRoutes } from "./routes/admin.ts";
 import { chatCompletionsRoute } from "./routes/chat-completions.ts";
 import { messagesRoute } from "./routes/messages.ts";
 import { responsesRoute } from "./routes/responses.ts";
+import { embeddingsRoute } from "./routes/embeddings.ts";
 import { modelsRoute } from "./routes/models.ts";
 import { healthRoutes } from "./routes/health.ts";
 import { withSimulatedUpstream } from "./providers/simulated/simulated-upstream.ts";
@@ -140,7 +141,8 @@ export function createApp(deps: AppDeps) {
     // The answering routes close their own request traces (see closeTracesHook): before the hook.
     .use(chatCompletionsRoute(forwardDeps))
     .use(messagesRoute(forwardDeps))
-    .use(responsesRoute(forwardDeps));
+    .use(responsesRoute(forwardDeps))
+    .use(embeddingsRoute(forwardDeps));
   if (ops.metrics || ops.accessLog.enabled) front.onAfterResponse(closeTracesHook(tracker));
   const app = front
     .use(healthRoutes({ ledger, draining: () => draining, limiter: deps.limiter }))

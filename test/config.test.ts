@@ -46,8 +46,10 @@ describe("built-in defaults", () => {
     const cwd = tempDir();
     const s = loadSettings({}, cwd);
     expect(s.source).toBe("built-in defaults");
-    expect(s.models.map((m) => m.id)).toEqual(["switchyard/echo", "switchyard/pixel", "switchyard/lorem"]);
+    expect(s.models.map((m) => m.id)).toEqual(["switchyard/echo", "switchyard/pixel", "switchyard/lorem", "switchyard/embed"]);
     expect(s.models.find((m) => m.id === "switchyard/pixel")).toMatchObject({ category: "image", upstream_api: "images" });
+    // The quick start's embedding model: simulated, OpenAI-format, cheap.
+    expect(s.models.find((m) => m.id === "switchyard/embed")).toMatchObject({ category: "embedding", provider: "simulated", pricing: { input_per_mtok: 20, output_per_mtok: 0 } });
     const echo = s.models.find((m) => m.id === "switchyard/echo")!;
     expect(echo.category).toBe("free");
     expect(s.models.find((m) => m.id === "switchyard/lorem")!.category).not.toBe("free");
@@ -76,6 +78,8 @@ describe("built-in defaults", () => {
     expect(s.models.some((m) => m.id.startsWith("openai/"))).toBe(true);
     expect(s.models.some((m) => m.id.startsWith("anthropic/"))).toBe(false);
     expect(s.providers.has("anthropic")).toBe(false);
+    // OpenAI's embedding models come with its key.
+    expect(s.models.filter((m) => m.category === "embedding" && m.provider === "openai").map((m) => m.id)).toEqual(["openai/text-embedding-3-small", "openai/text-embedding-3-large"]);
   });
 });
 
@@ -233,6 +237,34 @@ describe("validation names the field", () => {
     const cfg = validConfig();
     expect(cfg.models[1]).not.toHaveProperty("pricing");
     expect(resolveSettings(cfg, {}, "ok").models).toHaveLength(2);
+  });
+
+  test("an embedding model on an Anthropic-kind provider → /models/0/provider (Anthropic has no embeddings API)", () => {
+    const msg = resolveBroken((c) => Object.assign(c.models[0]!, { provider: "ant", category: "embedding" }));
+    expect(msg).toContain("/models/0/provider");
+    expect(msg).toContain("embedding model needs a provider of kind openai");
+    expect(msg).toContain('"ant" is anthropic');
+  });
+
+  test("an embedding model is not an images model → /models/0/upstream_api; on an openai provider it is valid", () => {
+    const msg = resolveBroken((c) => Object.assign(c.models[0]!, { category: "embedding", upstream_api: "images" }));
+    expect(msg).toContain("/models/0/upstream_api");
+    const cfg = validConfig();
+    Object.assign(cfg.models[0]!, { category: "embedding", pricing: { input_per_mtok: 20, output_per_mtok: 0 } });
+    const model = resolveSettings(cfg, {}, "ok").models[0]!;
+    expect(model.category).toBe("embedding");
+    // Listed as an embedding model when the config names no modalities; its typical message is 1,000 input tokens, no output.
+    expect(JSON.parse(createCatalogue([model]).listJson()).data[0]).toMatchObject({ category: "embedding", modalities: { input: ["text"], output: ["embedding"] }, credits_per_msg: 1 });
+    const dear = { ...model, pricing: { input_per_mtok: 2_500, output_per_mtok: 10_000 } };
+    expect(JSON.parse(createCatalogue([dear]).listJson()).data[0].credits_per_msg).toBe(3);
+  });
+
+  test("an embedding model needs pricing like any paid model → /models/0/pricing", () => {
+    const msg = resolveBroken((c) => {
+      Object.assign(c.models[0]!, { category: "embedding" });
+      delete (c.models[0] as { pricing?: unknown }).pricing;
+    });
+    expect(msg).toContain("/models/0/pricing");
   });
 
   test("bad base_url → /providers/0/base_url", () => {

@@ -4,6 +4,7 @@ import { readFileSync } from "node:fs";
 import { openApiPath, OPERATIONS } from "../src/ops/openapi.ts";
 import { ChatRequest, CountTokensRequest, MessagesRequest } from "../src/routes/schemas.ts";
 import { UsageReportQuery } from "../src/routes/admin.ts";
+import { EmbeddingsRequest } from "../src/routes/embeddings.ts";
 import { useFakeUpstream } from "./helpers/fake-upstream.ts";
 import { startGateway, useGateway } from "./helpers/gateway.ts";
 
@@ -47,6 +48,8 @@ describe("GET /openapi.json", () => {
     expect(body("/v1/chat/completions")).toEqual(plain(ChatRequest));
     expect(body("/v1/messages")).toEqual(plain(MessagesRequest));
     expect(body("/v1/messages/count_tokens")).toEqual(plain(CountTokensRequest));
+    expect(body("/v1/embeddings")).toEqual(plain(EmbeddingsRequest));
+    expect(doc.paths["/v1/embeddings"].post.responses["200"].content["application/json"].schema.properties.data.items.properties.object).toEqual({ const: "embedding", type: "string" });
     const params = doc.paths["/v1/admin/usage"].get.parameters.filter((p: any) => p.in === "query");
     expect(params.map((p: any) => p.name)).toEqual(Object.keys(plain(UsageReportQuery).properties));
     const { description, ...granularity } = plain(UsageReportQuery).properties.granularity;

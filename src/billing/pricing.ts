@@ -10,8 +10,9 @@ export function tokenCostMicro(pricing: Pricing | undefined, inputTokens: number
 export const TYPICAL_INPUT_TOKENS = 1_000;
 export const TYPICAL_OUTPUT_TOKENS = 500;
 
-export function creditsPerMessage(pricing: Pricing | undefined): number {
-  return Math.ceil(tokenCostMicro(pricing, TYPICAL_INPUT_TOKENS, TYPICAL_OUTPUT_TOKENS) / 1_000_000);
+/** `outputTokens` 0 for embedding models, which produce none: their typical message is 1,000 input tokens. */
+export function creditsPerMessage(pricing: Pricing | undefined, outputTokens = TYPICAL_OUTPUT_TOKENS): number {
+  return Math.ceil(tokenCostMicro(pricing, TYPICAL_INPUT_TOKENS, outputTokens) / 1_000_000);
 }
 
 /** Tokens plus `per_image` credits for each generated image. */

@@ -11,6 +11,13 @@ export interface MeteredUsage {
 }
 
 /**
+ * The request's prompt for our tokenizer, asked for only when the upstream reported no input
+ * count: its text, or its count when part of it arrives as tokens already (embeddings' token
+ * arrays, whose count is their length).
+ */
+export type PromptSource = () => string | Promise<number>;
+
+/**
  * Text kept for a possible estimate. Shorter answers (8 K characters ≈ 2,000 tokens) are counted
  * exactly if they must be; past this, the kept text is the answer's sample: the rest is only
  * measured in characters and counted at the sample's rate of tokens per character. Nothing is
@@ -131,12 +138,12 @@ export function createUsageMeter(keepChars = METER_KEEP_CHARS) {
      * the end of an answer, by the stream (to tell the client) and the settlement alike: the
      * first call's result is the answer for both.
      */
-    total(promptText: () => string): Promise<MeteredUsage> {
-      return (totalOnce ??= count(promptText));
+    total(prompt: PromptSource): Promise<MeteredUsage> {
+      return (totalOnce ??= count(prompt));
     },
   };
 
-  async function count(promptText: () => string): Promise<MeteredUsage> {
+  async function count(prompt: PromptSource): Promise<MeteredUsage> {
     const estimated = input === undefined || output === undefined;
     let outputTokens = output;
     if (outputTokens === undefined) {
@@ -147,7 +154,7 @@ export function createUsageMeter(keepChars = METER_KEEP_CHARS) {
       outputTokens = exact ? tokens : tokens + (text.length > 0 ? Math.ceil((afterSample * tokens) / text.length) : Math.ceil(afterSample / 4));
     }
     return {
-      inputTokens: input ?? (await countTokens(promptText())),
+      inputTokens: input ?? (await countPrompt(prompt)),
       outputTokens,
       estimated,
       images,
@@ -156,3 +163,8 @@ export function createUsageMeter(keepChars = METER_KEEP_CHARS) {
 }
 
 export type UsageMeter = ReturnType<typeof createUsageMeter>;
+
+async function countPrompt(prompt: PromptSource): Promise<number> {
+  const source = prompt();
+  return typeof source === "string" ? countTokens(source) : source;
+}

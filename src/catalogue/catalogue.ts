@@ -25,11 +25,11 @@ export function createCatalogue(models: ModelConfig[]) {
       id: m.id,
       object: "model",
       owned_by: m.owned_by ?? m.id.slice(0, m.id.indexOf("/")),
-      credits_per_msg: m.category === "free" ? 0 : creditsPerMessage(m.pricing),
+      credits_per_msg: m.category === "free" ? 0 : creditsPerMessage(m.pricing, m.category === "embedding" ? 0 : undefined),
       model_id: m.id,
       category: m.category,
       context_length: m.context_length,
-      modalities: m.modalities ?? { input: ["text"], output: [m.category === "image" ? "image" : "text"] },
+      modalities: m.modalities ?? { input: ["text"], output: [m.category === "image" || m.category === "embedding" ? m.category : "text"] },
     })),
   };
   const listJson = JSON.stringify(list);

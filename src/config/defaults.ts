@@ -42,6 +42,17 @@ export function defaultConfig(env: Record<string, string | undefined>): Config {
         owned_by: "switchyard",
         pricing: { input_per_mtok: 1_000, output_per_mtok: 5_000 },
       },
+      {
+        // Deterministic vectors hashed from the words of the input (providers/simulated/hash-embedding.ts).
+        id: "switchyard/embed",
+        provider: "simulated",
+        upstream_model: "embed",
+        category: "embedding",
+        context_length: 8_192,
+        modalities: { input: ["text"], output: ["embedding"] },
+        owned_by: "switchyard",
+        pricing: { input_per_mtok: 20, output_per_mtok: 0 },
+      },
     ],
   };
   if (env.OPENAI_API_KEY) {
@@ -67,6 +78,8 @@ export function defaultConfig(env: Record<string, string | undefined>): Config {
       vendorModel("openai", "gpt-4o-mini", 128_000, 150, 600),
       vendorModel("openai", "gpt-4o", 128_000, 2_500, 10_000),
       vendorModel("openai", "gpt-4.1-mini", 1_047_576, 400, 1_600),
+      embeddingModel("text-embedding-3-small", 20),
+      embeddingModel("text-embedding-3-large", 130),
     );
   }
   if (env.ANTHROPIC_API_KEY) {
@@ -104,5 +117,19 @@ function vendorModel(vendor: "openai" | "anthropic", name: string, context: numb
     modalities: { input: ["text", "image"], output: ["text"] },
     owned_by: vendor,
     pricing: { input_per_mtok: input, output_per_mtok: output },
+  };
+}
+
+/** An OpenAI embedding model: 8,192 tokens per input, billed by input tokens only. */
+function embeddingModel(name: string, input: number): Config["models"][number] {
+  return {
+    id: `openai/${name}`,
+    provider: "openai",
+    upstream_model: name,
+    category: "embedding",
+    context_length: 8_192,
+    modalities: { input: ["text"], output: ["embedding"] },
+    owned_by: "openai",
+    pricing: { input_per_mtok: input, output_per_mtok: 0 },
   };
 }

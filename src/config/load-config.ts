@@ -77,6 +77,13 @@ export function resolveSettings(raw: unknown, env: Record<string, string | undef
     if (m.upstream_api === "images" && providers.get(m.provider)!.kind !== "openai") {
       throw new ConfigError(`${source}: /models/${i}/upstream_api: "images" needs a provider of kind openai`);
     }
+    // Anthropic has no embeddings API: an embedding model is reached through an OpenAI-format one.
+    if (m.category === "embedding" && providers.get(m.provider)!.kind !== "openai") {
+      throw new ConfigError(`${source}: /models/${i}/provider: an embedding model needs a provider of kind openai ("${m.provider}" is ${providers.get(m.provider)!.kind}, which has no embeddings API)`);
+    }
+    if (m.category === "embedding" && m.upstream_api === "images") {
+      throw new ConfigError(`${source}: /models/${i}/upstream_api: an embedding model is served by the embeddings API, not "images"`);
+    }
     if (m.category !== "free" && !m.pricing) {
       throw new ConfigError(`${source}: /models/${i}/pricing: required for category "${m.category}"`);
     }

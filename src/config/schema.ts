@@ -33,7 +33,8 @@ export const ModelConfig = t.Object({
   id: t.String({ pattern: "^[^/\\s]+/[^\\s]+$" }),
   provider: t.String({ minLength: 1 }),
   upstream_model: t.String({ minLength: 1 }),
-  category: t.Union([t.Literal("text"), t.Literal("image"), t.Literal("free")]),
+  /** `embedding`: served by POST /v1/embeddings only (and refused by the chat endpoints). */
+  category: t.Union([t.Literal("text"), t.Literal("image"), t.Literal("free"), t.Literal("embedding")]),
   context_length: t.Integer({ minimum: 1 }),
   modalities: t.Optional(t.Object({ input: t.Array(t.String()), output: t.Array(t.String()) })),
   owned_by: t.Optional(t.String()),

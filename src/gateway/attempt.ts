@@ -62,7 +62,8 @@ export async function attemptUpstream(deps: AttemptDeps, req: AttemptRequest, ca
   const { model, maxTokens } = candidate;
   const provider = deps.settings.providers.get(model.provider)!;
   const adapter = adapterFor(provider, model);
-  const call = adapter.buildRequest(provider, prepareUpstreamBody(req.clientFormat, req.body, model, provider, maxTokens, deps.log), req.headers);
+  const upstreamBody = prepareUpstreamBody(req.clientFormat, req.body, model, provider, maxTokens, deps.log);
+  const call = adapter.buildRequest(provider, upstreamBody, req.headers);
   // The request's id (set by the request-id plugin) goes upstream too, so vendor-side logs can be matched.
   const clientRequestId = req.headers.get("x-request-id");
   if (clientRequestId) call.headers["x-request-id"] = clientRequestId;
@@ -123,7 +124,7 @@ export async function attemptUpstream(deps: AttemptDeps, req: AttemptRequest, ca
       let events: StreamEvent[];
       try {
         json = JSON.parse(await readText(res, deadline, Number.POSITIVE_INFINITY, false));
-        events = adapter.decodeBody(json);
+        events = adapter.decodeBody(json, upstreamBody);
       } catch (err) {
         if (!req.clientSignal.aborted) deps.log("warn", "upstream sent an unreadable body", { requestId: req.requestId, provider: provider.id, error: String(err) });
         return refused("The upstream provider sent an unreadable answer. Retrying is appropriate.", err, "bad_answer");

@@ -3,7 +3,7 @@ import type { Ledger } from "../billing/ledger.ts";
 import type { Logger } from "../log.ts";
 import { answerCostMicro } from "../billing/pricing.ts";
 import { microToCredits } from "../billing/money.ts";
-import { createUsageMeter, type UsageMeter } from "../billing/usage-meter.ts";
+import { createUsageMeter, type PromptSource, type UsageMeter } from "../billing/usage-meter.ts";
 import { GatewayError } from "../pipeline/gateway-error.ts";
 import type { Inflight } from "../pipeline/inflight.ts";
 
@@ -43,7 +43,7 @@ export interface BillingDeps {
 export async function openBillingSession(
   deps: BillingDeps,
   o: {
-    requestId: string; principal: Principal; worstCaseMicro: number; startedAt: number; promptText: () => string;
+    requestId: string; principal: Principal; worstCaseMicro: number; startedAt: number; promptText: PromptSource;
     /** The request's x-request-id, kept with its usage record. */
     clientRequestId?: string;
     /** Told what the settlement charged (metrics, the access log). */

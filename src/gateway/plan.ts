@@ -5,6 +5,8 @@ import { answerCostMicro } from "../billing/pricing.ts";
 import { countTokens, promptTokenBound } from "../billing/token-estimate.ts";
 import { fitCandidates, type Fitted } from "../pipeline/context-fit.ts";
 import { promptText, requestedMaxTokens } from "../pipeline/prepare-upstream.ts";
+import type { EmbeddingsInputMeasure } from "../pipeline/embeddings-input.ts";
+import type { PromptSource } from "../billing/usage-meter.ts";
 
 /** What the journey will try, decided before anything is reserved or sent. */
 export interface Plan {
@@ -15,8 +17,8 @@ export interface Plan {
   candidates: Fitted[];
   /** What the dearest candidate could cost: the reservation. */
   worstCaseMicro: number;
-  /** All message text, for estimates; computed only if asked. */
-  promptText: () => string;
+  /** All message text (or the input's count), for estimates; computed only if asked. */
+  promptText: PromptSource;
 }
 
 /**
@@ -26,8 +28,9 @@ export interface Plan {
  */
 export async function planRequest(
   settings: Settings,
-  req: { clientFormat: WireFormat; body: Record<string, unknown>; bodyBytes: number; candidates: ModelConfig[] },
+  req: { clientFormat: WireFormat; body: Record<string, unknown>; bodyBytes: number; candidates: ModelConfig[]; embeddings?: EmbeddingsInputMeasure },
 ): Promise<Plan> {
+  if (req.embeddings) return planEmbeddings(req.candidates, req.embeddings);
   const { body, clientFormat } = req;
   const messageCount = Array.isArray(body.messages) ? body.messages.length : 0;
   const promptBound = promptTokenBound(req.bodyBytes, messageCount);
@@ -41,8 +44,24 @@ export async function planRequest(
     async () => (await countTokens(prompt())) + 4 * messageCount + 3,
   );
   const worstCaseMicro = Math.max(...candidates.map((c) => answerCostMicro(c.model.pricing, promptBound, c.maxTokens, c.model.category === "image" ? 1 : 0)));
-  // Time-ordered (and hex, so the text sorts like the time): usage records append at the end of
-  // their unique index instead of dirtying pages all over it.
+  return { ...requestIds(), candidates, worstCaseMicro, promptText: prompt };
+}
+
+/**
+ * An embeddings request produces no tokens: every candidate is tried as it is (no answer limit;
+ * an input over a model's window is the upstream's to refuse, with its own tokenizer's count),
+ * and the worst case is the input's token bound at the dearest candidate's input price.
+ */
+function planEmbeddings(models: ModelConfig[], input: EmbeddingsInputMeasure): Plan {
+  const worstCaseMicro = Math.max(...models.map((m) => answerCostMicro(m.pricing, input.tokenBound, 0, 0)));
+  return { ...requestIds(), candidates: models.map((model) => ({ model, maxTokens: 0 })), worstCaseMicro, promptText: input.prompt };
+}
+
+/**
+ * Time-ordered (and hex, so the text sorts like the time): usage records append at the end of
+ * their unique index instead of dirtying pages all over it.
+ */
+function requestIds(): { uuid: string; requestId: string } {
   const uuid = Bun.randomUUIDv7("hex");
-  return { uuid, requestId: `req_${uuid}`, candidates, worstCaseMicro, promptText: prompt };
+  return { uuid, requestId: `req_${uuid}` };
 }

@@ -2,7 +2,7 @@ import type { ModelConfig } from "../config/schema.ts";
 import type { Settings } from "../config/load-config.ts";
 import type { Logger } from "../log.ts";
 import type { WireFormat } from "../providers/provider.ts";
-import type { UsageMeter } from "../billing/usage-meter.ts";
+import type { PromptSource, UsageMeter } from "../billing/usage-meter.ts";
 import type { ClientSink, EncodeContext } from "../streaming/client-sink.ts";
 import type { StreamEvent } from "../streaming/events.ts";
 import { createOpenAIEncoder, createOpenAIRelay, encodeOpenAIBody } from "../streaming/encode-openai.ts";
@@ -23,7 +23,7 @@ export const SSE_HEADERS = {
 const FORMATS: Record<WireFormat, {
   encoder: (c: EncodeContext) => ClientSink;
   relay: (c: EncodeContext) => ClientSink;
-  body: (events: Parameters<typeof encodeOpenAIBody>[0], c: EncodeContext) => unknown;
+  body: (events: Parameters<typeof encodeOpenAIBody>[0], c: EncodeContext, upstream: unknown) => unknown;
   idPrefix: string;
 }> = {
   openai: { encoder: createOpenAIEncoder, relay: createOpenAIRelay, body: encodeOpenAIBody, idPrefix: "chatcmpl-" },
@@ -35,7 +35,8 @@ export interface AnswerFormat {
   /** Prefix of the answer's id; the rest is the usage record's (`req_<id>`). */
   idPrefix: string;
   encoder: (ctx: EncodeContext) => ClientSink;
-  body: (events: StreamEvent[], ctx: EncodeContext) => unknown;
+  /** A whole answer's body; `upstream` is the vendor's decoded JSON (embeddings carry their vectors there). */
+  body: (events: StreamEvent[], ctx: EncodeContext, upstream: unknown) => unknown;
 }
 
 export interface RespondRequest {
@@ -45,7 +46,7 @@ export interface RespondRequest {
   requestId: string;
   /** UTF-8 size of the request body: message_start's input-token estimate when translating. */
   bodyBytes: number;
-  promptText: () => string;
+  promptText: PromptSource;
   /** Called before a streamed answer starts, to lift the server's idle timeout for this request. */
   onStream?: () => void;
   /** The answer in another format than the request's (the Responses API). */
@@ -106,7 +107,7 @@ export async function respond(
       answer.id = ctx.id;
       return Response.json(answer);
     }
-    return Response.json(format.body(events, ctx));
+    return Response.json(format.body(events, ctx, json));
   }
 
   req.onStream?.();

@@ -66,11 +66,22 @@ const ModelList = t.Object({
     owned_by: t.String(),
     credits_per_msg: t.Number({ description: "Cost of 1,000 tokens in and 500 out, rounded up to whole credits." }),
     model_id: t.String(),
-    category: t.Union([t.Literal("text"), t.Literal("image"), t.Literal("free")]),
+    category: t.Union([t.Literal("text"), t.Literal("image"), t.Literal("free"), t.Literal("embedding")]),
     context_length: t.Integer(),
     modalities: t.Object({ input: t.Array(t.String()), output: t.Array(t.String()) }),
   }, open)),
 }, { ...open, description: "OpenAI's list shape; with an `anthropic-version` header, Anthropic's (`{data: [{type, id, display_name, created_at}], has_more, first_id, last_id}`)." });
+
+const EmbeddingList = t.Object({
+  object: t.Literal("list"),
+  data: t.Array(t.Object({
+    object: t.Literal("embedding"),
+    index: t.Integer({ description: "The input's position." }),
+    embedding: t.Union([t.Array(t.Number()), t.String()], { description: "Floats, or with `encoding_format: base64` the float32 values little-endian in base64." }),
+  }, open)),
+  model: t.String({ description: "The gateway's model id that answered." }),
+  usage: t.Object({ prompt_tokens: t.Integer(), total_tokens: t.Integer() }, { ...open, description: "What was charged: input tokens only." }),
+}, open);
 
 const Health = t.Object({ status: t.Literal("ok") });
 const Ready = t.Object({
@@ -181,6 +192,12 @@ export const OPERATIONS: Record<string, Operation> = {
     description: "OpenAI's Responses API on the same pipeline as chat completions: any configured model, streaming or not, tools (function, custom, namespace), reasoning, structured output, `models` fallbacks. Nothing is stored (`previous_response_id` is a 400).",
     tag: "chat", security: "key", errors: CHAT_ERRORS,
     answers: { "200": { description: "The response; `stream: true` gives response.* server-sent events.", schema: t.Object({ id: t.String(), object: t.Literal("response") }, { additionalProperties: true }), content: sse, headers: RATE } },
+  },
+  "POST /v1/embeddings": {
+    summary: "Embeddings (OpenAI format)",
+    description: "OpenAI's embeddings API to any model of category `embedding`: `input` as a string, strings, token ids or token-id arrays; `encoding_format` float or base64; `dimensions`; `models` fallbacks. Charged the input tokens (the upstream's count, else the gateway's estimate). A model of another category is a 400.",
+    tag: "embeddings", security: "key", errors: [400, 401, 402, 404, 413, 429, 502, 503],
+    answers: { "200": { description: "One vector per input, in input order.", schema: EmbeddingList, headers: RATE } },
   },
   "GET /v1/responses/:id": {
     summary: "Retrieve a response (not stored)",
@@ -348,6 +365,7 @@ export function buildOpenApiDocument(routes: readonly RouteInfo[], version: stri
     },
     tags: [
       { name: "chat", description: "Answers from the configured models." },
+      { name: "embeddings", description: "Vectors from the configured embedding models." },
       { name: "models", description: "The catalogue." },
       { name: "operations", description: "Probes, metrics, this document." },
       { name: "admin", description: "Accounts, keys, credits, usage. Only when SWITCHYARD_ADMIN_TOKEN is set (404 otherwise)." },

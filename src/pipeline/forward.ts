@@ -12,6 +12,7 @@ import { attemptUpstream, clientClosed } from "../gateway/attempt.ts";
 import { nextStep } from "../gateway/retry-policy.ts";
 import { respond, type AnswerFormat } from "../gateway/respond.ts";
 import { withRequestId, type RequestTrace, type Tracker } from "../ops/request-trace.ts";
+import type { EmbeddingsInputMeasure } from "./embeddings-input.ts";
 
 export type { Principal, AnswerFormat };
 import type { Transport } from "../transport/transport.ts";
@@ -48,6 +49,8 @@ export interface ForwardRequest {
   answer?: AnswerFormat;
   /** Metrics and the access log follow the request here (ops/request-trace.ts). */
   trace?: RequestTrace;
+  /** POST /v1/embeddings: the input, measured; the candidates are embedding models and `answer` writes the list. */
+  embeddings?: EmbeddingsInputMeasure;
 }
 
 /**

@@ -1,4 +1,5 @@
 import type { Catalogue } from "../catalogue/catalogue.ts";
+import type { ModelConfig } from "../config/schema.ts";
 import type { WireFormat } from "../providers/provider.ts";
 import { assertAnthropicTextOnly, assertOpenAITextOnly, UnsupportedContentError } from "../translate/content-text.ts";
 import { forward, type AnswerFormat, type ForwardDeps, type Principal } from "./forward.ts";
@@ -20,8 +21,8 @@ export interface ChatCall {
 
 /**
  * What both chat endpoints share after schema validation: the spec's 422 for an empty
- * conversation, 404 for unknown models (names resolve through aliases), 400 for parts without
- * the fields their type needs and for media input, then the forward pipeline.
+ * conversation, 404 for unknown models (names resolve through aliases), 400 for embedding models,
+ * for parts without the fields their type needs and for media input, then the forward pipeline.
  */
 export async function handleChat(deps: ForwardDeps & { catalogue: Catalogue }, call: ChatCall): Promise<Response> {
   const { body, format } = call;
@@ -30,14 +31,11 @@ export async function handleChat(deps: ForwardDeps & { catalogue: Catalogue }, c
   const messages = body.messages as unknown[];
   if (messages.length === 0) throw new GatewayError(422, "invalid_request", "messages must contain at least one message.");
 
-  // `model` first, then the `models` fallbacks, each once; every id is checked before any upstream call.
-  const ids = [...new Set([...(typeof body.model === "string" ? [body.model] : []), ...((body.models as string[] | undefined) ?? [])])];
-  if (ids.length === 0) throw new GatewayError(400, "invalid_request", "model is required (or a models list).");
-  const candidates = ids.map((id) => {
-    const model = deps.catalogue.get(id);
-    if (!model) throw new GatewayError(404, "not_found", `The model "${id.slice(0, 200)}" does not exist. GET /v1/models lists the available ids.`);
-    return model;
-  });
+  const candidates = resolveCandidates(deps.catalogue, body);
+  const embedding = candidates.find((m) => m.category === "embedding");
+  if (embedding) {
+    throw new GatewayError(400, "invalid_request", `The model "${embedding.id}" is an embedding model: it answers POST /v1/embeddings, not chat. GET /v1/models lists each model's category.`);
+  }
 
   if (format === "openai") checkOpenAIContent(body);
   else checkAnthropicContent(body);
@@ -62,10 +60,30 @@ export async function handleChat(deps: ForwardDeps & { catalogue: Catalogue }, c
     answer: call.answer,
     trace,
   });
-  // Elysia rebuilds any returned Response while `set.headers` has entries (a second Response
-  // over a stream of the first one's body). Moved onto ours, the answer goes out as built;
-  // errors thrown above still get them from `set`. The answer's own headers win, as in Elysia.
-  const headers = call.set.headers;
+  return withRouteHeaders(response, call.set);
+}
+
+/**
+ * The models a request names: `model` first, then the `models` fallbacks, each once; every id is
+ * checked (404 for an unknown one, names resolve through aliases) before any upstream call.
+ */
+export function resolveCandidates(catalogue: Catalogue, body: Record<string, unknown>): ModelConfig[] {
+  const ids = [...new Set([...(typeof body.model === "string" ? [body.model] : []), ...((body.models as string[] | undefined) ?? [])])];
+  if (ids.length === 0) throw new GatewayError(400, "invalid_request", "model is required (or a models list).");
+  return ids.map((id) => {
+    const model = catalogue.get(id);
+    if (!model) throw new GatewayError(404, "not_found", `The model "${id.slice(0, 200)}" does not exist. GET /v1/models lists the available ids.`);
+    return model;
+  });
+}
+
+/**
+ * Elysia rebuilds any returned Response while `set.headers` has entries (a second Response
+ * over a stream of the first one's body). Moved onto ours, the answer goes out as built;
+ * errors thrown before still get them from `set`. The answer's own headers win, as in Elysia.
+ */
+export function withRouteHeaders(response: Response, set: { headers: Record<string, unknown> }): Response {
+  const headers = set.headers;
   for (const name in headers) {
     if (!response.headers.has(name)) response.headers.set(name, String(headers[name]));
     delete headers[name];

@@ -33,6 +33,7 @@ export function prepareUpstreamBody(
   log?: Logger,
 ): unknown {
   if (model.upstream_api === "images") return imagesRequest(clientFormat, body, model);
+  if (model.category === "embedding") return embeddingsRequest(body, model);
   if (clientFormat === "openai" && provider.kind === "anthropic") {
     return openaiRequestToAnthropic(body as OpenAIChatBody, model.upstream_model, maxTokens);
   }
@@ -124,5 +125,16 @@ function imagesRequest(format: WireFormat, body: Record<string, unknown>, model:
   const out: Record<string, unknown> = { model: model.upstream_model, prompt, n: 1 };
   // gpt-image models always answer base64 and refuse the parameter; DALL·E needs it to.
   if (!model.upstream_model.startsWith("gpt-image")) out.response_format = "b64_json";
+  return out;
+}
+
+/**
+ * The embeddings API's body: the client's as it is (`input`, `encoding_format`, `dimensions`,
+ * `user`, and whatever a compatible server knows beyond them), with the upstream's model name.
+ * The encoding the client asked for is asked of the upstream too, so its vectors pass unchanged.
+ */
+function embeddingsRequest(body: Record<string, unknown>, model: ModelConfig): Record<string, unknown> {
+  const out: Record<string, unknown> = { ...body, model: model.upstream_model };
+  for (const name of GATEWAY_FIELDS) delete out[name];
   return out;
 }

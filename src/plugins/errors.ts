@@ -66,10 +66,13 @@ function toResponse(code: unknown, error: unknown, request: Request, log: Logger
 }
 
 function describeValidation(error: unknown): string {
-  const first = (error as { valueError?: { path?: string; message?: string } }).valueError;
+  const first = (error as { valueError?: { path?: string; message?: string; value?: unknown; schema?: { error?: unknown } } }).valueError;
   if (first?.path !== undefined) {
     const field = first.path.replace(/^\//, "").replaceAll("/", ".") || "body";
-    return `Invalid request: ${field}: ${first.message ?? "invalid value"}.`;
+    // A schema may say in its `error` what its field must be (a union's own message is only
+    // "Expected union value"); a missing field keeps "Expected required property".
+    const own = first.value !== undefined && typeof first.schema?.error === "string" ? first.schema.error : undefined;
+    return `Invalid request: ${field}: ${own ?? first.message ?? "invalid value"}.`;
   }
   return "Invalid request body.";
 }

@@ -24,7 +24,8 @@ export interface ProviderAdapter {
   buildRequest(provider: ResolvedProvider, body: unknown, clientHeaders: Headers): { url: string; headers: Record<string, string>; body: string };
   /** A fresh decoder per stream: decoders keep per-answer state (tool-call numbering). */
   createStreamDecoder(): (frame: SseEvent) => DecodedFrame;
-  decodeBody(body: unknown): StreamEvent[];
+  /** `sent` is the body the upstream was sent, for answers that must match it (one embedding per input). */
+  decodeBody(body: unknown, sent?: unknown): StreamEvent[];
   /** The vendor's error message from an error body, for the log; never shown raw to clients. */
   errorMessage(body: unknown): string | undefined;
 }

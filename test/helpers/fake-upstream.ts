@@ -16,6 +16,8 @@
  *   assistant tool_calls they answer, unanswered tool_calls, more than 4 stop sequences, and (with
  *   `strict: true`) top-level fields that are not OpenAI's. Queued replies are never checked.
  * - `POST /v1/messages/count_tokens` answers `{input_tokens}` as Anthropic does.
+ * - `POST /v1/embeddings` answers like OpenAI's embeddings API (see `fakeEmbedding` for the vectors),
+ *   float or base64 as asked, and refuses malformed input with OpenAI's words.
  *
  * Note: Bun sends a streamed response's status line and headers together with its first body bytes, so a
  * stream whose first chunk never comes looks like `hang` to the client.
@@ -172,6 +174,39 @@ function buildAnswer(body: any, vendor: Vendor): Answer {
     else pieces.push(rest);
   }
   return { text, pieces, promptTokens: Math.max(1, Math.ceil(chars / 4)), completionTokens: words };
+}
+
+/** Dimensions of the fake's embeddings when a request names none (text-embedding-3-small's). */
+export const FAKE_EMBEDDING_DIMENSIONS = 1536;
+
+/**
+ * The vector the fake answers for one input: float32 values (as OpenAI's are) from a generator
+ * seeded by the input, scaled to length 1, so tests can compute what the upstream sent. Full
+ * 24-bit mantissas, so any loss on the way (float64 bytes, big-endian, rounding) shows.
+ */
+export function fakeEmbedding(input: string | number[], dimensions = FAKE_EMBEDDING_DIMENSIONS): number[] {
+  let seed = 2166136261;
+  for (const c of typeof input === "string" ? input : input.join(",")) seed = Math.imul(seed ^ c.charCodeAt(0), 16777619);
+  const raw: number[] = [];
+  for (let i = 0; i < dimensions; i++) {
+    // xorshift32
+    seed ^= seed << 13;
+    seed ^= seed >>> 17;
+    seed ^= seed << 5;
+    raw.push(((seed >>> 0) / 2 ** 32) * 2 - 1);
+  }
+  const norm = Math.hypot(...raw) || 1;
+  return raw.map((x) => Math.fround(x / norm));
+}
+
+/** OpenAI's usage for embeddings: about 4 characters a token per string (at least 1), token arrays by length. */
+export function fakeEmbeddingTokens(input: string | number[]): number {
+  return typeof input === "string" ? Math.max(1, Math.ceil(input.length / 4)) : input.length;
+}
+
+/** Float32 values little-endian in base64, as OpenAI answers `encoding_format: "base64"`. */
+export function fakeEmbeddingBase64(vector: number[]): string {
+  return Buffer.from(new Float32Array(vector).buffer).toString("base64");
 }
 
 const OBF_ALPHABET = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789";
@@ -440,6 +475,7 @@ export async function startFakeUpstream(options: FakeUpstreamOptions = {}): Prom
 
     if (rec.method === "POST" && rec.path === "/v1/chat/completions") return openaiDefault(rec, n, reqId);
     if (rec.method === "POST" && rec.path === "/v1/messages") return anthropicDefault(rec, n, reqId);
+    if (rec.method === "POST" && rec.path === "/v1/embeddings") return embeddingsDefault(rec, reqId);
     if (rec.method === "POST" && rec.path === "/v1/messages/count_tokens") {
       if (!Array.isArray(rec.body?.messages)) return anthropicError(400, "invalid_request_error", "messages: Field required", reqId);
       const tools = rec.body.tools ? Math.ceil(JSON.stringify(rec.body.tools).length / 4) : 0;
@@ -518,6 +554,39 @@ export async function startFakeUpstream(options: FakeUpstreamOptions = {}): Prom
     if (includeUsage) chunks.push(chunk([], openaiUsage(a)));
     chunks.push("data: [DONE]\n\n");
     return { kind: "sse", headers, chunks, delayMs: options.streamDelayMs };
+  }
+
+  /** `POST /v1/embeddings` as OpenAI answers it, refusing what it refuses with its words. */
+  function embeddingsDefault(rec: RecordedRequest, reqId: string): Reply {
+    const body = rec.body;
+    const refuse = (message: string, param: string | null = null): Reply => ({
+      kind: "json", status: 400, headers: { "x-request-id": reqId }, body: { error: { message, type: "invalid_request_error", param, code: null } },
+    });
+    if (!body || typeof body !== "object" || Array.isArray(body)) return refuse("We could not parse the JSON body of your request.");
+    if (body.input === undefined) return refuse("'input' is a required property");
+    const input = body.input;
+    const inputs: (string | number[])[] = typeof input === "string" ? [input] : Array.isArray(input) && typeof input[0] === "number" ? [input] : Array.isArray(input) ? input : [];
+    const valid = (x: unknown) => (typeof x === "string" && x.length > 0) || (Array.isArray(x) && x.length > 0 && x.every((t) => Number.isInteger(t) && t >= 0));
+    if (inputs.length === 0 || inputs.length > 2048 || !inputs.every(valid)) return refuse("'$.input' is invalid. Please check the API reference: https://platform.openai.com/docs/api-reference.");
+    if (body.encoding_format !== undefined && body.encoding_format !== "float" && body.encoding_format !== "base64") {
+      return refuse(`Invalid value: '${String(body.encoding_format)}'. Supported values are: 'float' and 'base64'.`, "encoding_format");
+    }
+    const dimensions = body.dimensions ?? FAKE_EMBEDDING_DIMENSIONS;
+    if (!Number.isInteger(dimensions) || dimensions < 1 || dimensions > 3072) return refuse("Invalid value for 'dimensions' = " + String(dimensions) + ". Must be between 1 and 3072.", "dimensions");
+    let tokens = 0;
+    const data = inputs.map((one, index) => {
+      tokens += fakeEmbeddingTokens(one);
+      const vector = fakeEmbedding(one, dimensions);
+      return { object: "embedding", index, embedding: body.encoding_format === "base64" ? fakeEmbeddingBase64(vector) : vector };
+    });
+    const model = typeof body.model === "string" ? body.model : "text-embedding-3-small";
+    const answer = { object: "list", data, model, usage: { prompt_tokens: tokens, total_tokens: tokens } };
+    // OpenAI pretty-prints its JSON bodies and ends them with a newline.
+    return {
+      kind: "text",
+      headers: { "content-type": JSON_TYPE, "x-request-id": reqId, "openai-model": model, "openai-processing-ms": "23", "openai-version": "2020-10-01" },
+      body: JSON.stringify(answer, null, 2) + "\n",
+    };
   }
 
   function anthropicDefault(rec: RecordedRequest, n: number, reqId: string): Reply {

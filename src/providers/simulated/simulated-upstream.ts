@@ -5,6 +5,9 @@ import { promptText } from "../../pipeline/prepare-upstream.ts";
 import { randomId } from "../../store/ids.ts";
 import type { Transport as UpstreamFetch } from "../../transport/transport.ts";
 import { drawPng } from "./draw-png.ts";
+import { HASH_EMBEDDING_DIMENSIONS, HASH_EMBEDDING_MAX_DIMENSIONS, hashEmbedding } from "./hash-embedding.ts";
+import { inputsOf } from "../../pipeline/embeddings-input.ts";
+import { float32Base64 } from "../../streaming/encode-embeddings.ts";
 
 const LOREM =
   "Lorem ipsum dolor sit amet, consectetur adipiscing elit, sed do eiusmod tempor incididunt ut labore et dolore magna aliqua. Ut enim ad minim veniam, quis nostrud exercitation ullamco laboris nisi ut aliquip ex ea commodo consequat.".split(" ");
@@ -26,6 +29,7 @@ function simulatedAnswer(url: string, init: RequestInit): Response {
     const png = Buffer.from(drawPng(String(body.prompt ?? ""))).toString("base64");
     return Response.json({ created: Math.floor(Date.now() / 1000), data: [{ b64_json: png, revised_prompt: body.prompt }] });
   }
+  if (url.endsWith("/embeddings")) return simulatedEmbeddings(body);
   if (url.endsWith("/messages/count_tokens")) return Response.json({ input_tokens: Math.max(1, Math.ceil(promptText(format, body).length / 4)) });
   const maxTokens = Number(body.max_tokens ?? body.max_completion_tokens ?? 256);
   const words = answerWords(String(body.model), body, format).slice(0, Math.max(1, maxTokens));
@@ -56,4 +60,21 @@ function answerWords(model: string, body: Record<string, unknown>, format: "open
   const lastUser = [...messages].reverse().find((m) => m.role === "user");
   const said = lastUser ? promptText(format, { messages: [lastUser] }).trim() : "";
   return `Echo: ${said || "(nothing)"}`.split(/\s+/);
+}
+
+/** The OpenAI embeddings API's answer, with vectors hashed from each input (hash-embedding.ts). */
+function simulatedEmbeddings(body: Record<string, unknown>): Response {
+  const dimensions = body.dimensions ?? HASH_EMBEDDING_DIMENSIONS;
+  if (typeof dimensions !== "number" || !Number.isInteger(dimensions) || dimensions < 1 || dimensions > HASH_EMBEDDING_MAX_DIMENSIONS) {
+    const message = `This model supports dimensions from 1 to ${HASH_EMBEDDING_MAX_DIMENSIONS}.`;
+    return Response.json({ error: { message, type: "invalid_request_error", param: "dimensions", code: null } }, { status: 400 });
+  }
+  const inputs = inputsOf(body.input);
+  let promptTokens = 0;
+  const data = inputs.map((input, index) => {
+    promptTokens += typeof input === "string" ? Math.max(1, Math.ceil(input.length / 4)) : input.length;
+    const vector = hashEmbedding(input, dimensions);
+    return { object: "embedding", index, embedding: body.encoding_format === "base64" ? float32Base64(Array.from(vector)) : Array.from(vector) };
+  });
+  return Response.json({ object: "list", data, model: String(body.model), usage: { prompt_tokens: promptTokens, total_tokens: promptTokens } });
 }

@@ -1,0 +1,70 @@
+import type { EncodeContext } from "./client-sink.ts";
+import type { StreamEvent } from "./events.ts";
+
+/**
+ * OpenAI's embeddings answer, `{object: "list", data: [{object: "embedding", index, embedding}],
+ * model, usage: {prompt_tokens, total_tokens}}`, written from the upstream's own body: its vectors
+ * pass as they came whenever they are already in the encoding the client asked for, and only the
+ * model name and the usage (what was charged) are the gateway's.
+ *
+ * `base64` is the vector's float32 values, little-endian, base64-encoded: what OpenAI sends and
+ * what the openai SDK decodes (`new Float32Array(Buffer.from(s, "base64").buffer)`). An upstream
+ * that ignored the asked encoding (some compatible servers always answer floats) is converted
+ * here, so a client never gets a shape it did not ask for: the SDK asks for base64 by default and
+ * would decode an array as garbage.
+ */
+
+export type EmbeddingEncoding = "float" | "base64";
+
+const BASE64 = /^[A-Za-z0-9+/]*={0,2}$/;
+
+/**
+ * Dimensions of one vector as an upstream sent it (a non-empty array of numbers, or base64 of
+ * whole float32 values), or undefined when it is neither.
+ */
+export function vectorLength(embedding: unknown): number | undefined {
+  if (Array.isArray(embedding)) {
+    if (embedding.length === 0) return undefined;
+    for (const x of embedding) if (typeof x !== "number" || !Number.isFinite(x)) return undefined;
+    return embedding.length;
+  }
+  if (typeof embedding !== "string" || embedding.length === 0 || embedding.length % 4 !== 0 || !BASE64.test(embedding)) return undefined;
+  const padding = embedding.endsWith("==") ? 2 : embedding.endsWith("=") ? 1 : 0;
+  const bytes = (embedding.length / 4) * 3 - padding;
+  return bytes % 4 === 0 ? bytes / 4 : undefined;
+}
+
+/** Float32 values, little-endian, as base64. */
+export function float32Base64(values: readonly number[]): string {
+  const bytes = Buffer.alloc(values.length * 4);
+  for (let i = 0; i < values.length; i++) bytes.writeFloatLE(values[i]!, i * 4);
+  return bytes.toString("base64");
+}
+
+/** The numbers base64 float32 (little-endian) holds, as the openai SDK decodes them. */
+export function base64Float32(text: string): number[] {
+  const bytes = Buffer.from(text, "base64");
+  const values = new Array<number>(bytes.length >> 2);
+  for (let i = 0; i < values.length; i++) values[i] = bytes.readFloatLE(i * 4);
+  return values;
+}
+
+function encoded(embedding: unknown, encoding: EmbeddingEncoding): unknown {
+  if (encoding === "base64") return typeof embedding === "string" ? embedding : float32Base64(embedding as number[]);
+  return Array.isArray(embedding) ? embedding : base64Float32(embedding as string);
+}
+
+/**
+ * The client's answer from the upstream's body (already checked by the adapter: one vector per
+ * input, indexes 0…n−1). Items are put in index order; `usage` is the charged count, from the
+ * last usage event (the upstream's, or the gateway's estimate when it reported none).
+ */
+export function encodeEmbeddingsBody(upstream: unknown, events: StreamEvent[], ctx: EncodeContext, encoding: EmbeddingEncoding): Record<string, unknown> {
+  const body = upstream as Record<string, unknown> & { data: Record<string, unknown>[] };
+  let promptTokens = 0;
+  for (const e of events) if (e.type === "usage" && e.inputTokens !== undefined) promptTokens = e.inputTokens;
+  const data = body.data
+    .map((item): Record<string, unknown> => ({ ...item, object: "embedding", embedding: encoded(item.embedding, encoding) }))
+    .sort((a, b) => (a.index as number) - (b.index as number));
+  return { ...body, object: "list", data, model: ctx.model, usage: { prompt_tokens: promptTokens, total_tokens: promptTokens } };
+}
