@@ -199,6 +199,8 @@ describe("relays skim plain text frames and decode the rest", () => {
     ["an empty text", plain("")],
     ["a frame cut short", plain("x").slice(0, -1)],
     ["another model name", plain("x").replace("gpt-4o-mini-2024-07-18", "gpt-4o")],
+    ["another id", plain("x").replace('"id":"c"', '"id":"d"')],
+    ["an error after the text", plain("x", ',"error":{"message":"boom"}')],
     ["keys in another order", `{"choices":[{"delta":{"content":"x"},"index":0}],"model":"gpt-4o-mini-2024-07-18"}`],
   ])("decoded, not skimmed: %s", (_name, data) => {
     expect(openaiRelay().skim!(sse(data))).toBeUndefined();

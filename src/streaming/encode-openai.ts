@@ -122,8 +122,6 @@ export function createOpenAIRelay(ctx: EncodeContext): ClientSink {
   let usage: { prompt: number; completion: number } | undefined;
   const encoder = createOpenAIEncoder(ctx, { roleSent: true });
   const ours = `"model":${JSON.stringify(ctx.model)}`;
-  /** The vendor's `"model":"…"` as it appears in its frames, learnt from the first decoded one. */
-  let theirs: string | undefined;
   const ourId = `"id":${JSON.stringify(ctx.id)}`;
   /** The vendor's `"id":"…"`: the answer's id is ours, so that it names the usage record. */
   let theirId: string | undefined;
@@ -136,21 +134,38 @@ export function createOpenAIRelay(ctx: EncodeContext): ClientSink {
     return `data: ${text}\n\n`;
   };
 
+  /**
+   * A chunk's head up to its first choice's delta, as the vendor writes it in every chunk of one
+   * answer (id, object, created, model, fingerprint, `"choices":[{"index":0,"delta":{`), and
+   * ours: learnt from the first chunk that is decoded. A text chunk that starts with it needs one
+   * comparison and one look for markers past its text, not a search for each of its keys.
+   */
+  let head: { theirs: string; ours: string } | undefined;
+  const learnHead = (data: string, model: string) => {
+    const at = data.indexOf(CHOICE_DELTA);
+    const modelAt = data.indexOf(model);
+    const idAt = theirId === undefined ? -1 : data.indexOf(theirId);
+    // Only a head that holds both (so both are swapped) and nothing else of meaning.
+    if (at === -1 || modelAt === -1 || modelAt > at || idAt === -1 || idAt > at) return;
+    PLAIN_TAIL.lastIndex = 0;
+    if (PLAIN_TAIL.test(data.slice(0, at))) return;
+    const theirHead = data.slice(0, at + CHOICE_DELTA.length);
+    head = { theirs: theirHead, ours: theirHead.replace(model, ours).replace(theirId!, ourId) };
+  };
+
   return {
     skim(raw) {
       const data = raw.data;
-      if (theirs === undefined || data.charCodeAt(data.length - 1) !== 125 /* } */) return undefined;
-      const delta = data.indexOf(TEXT_DELTA);
-      if (delta === -1 || data.charCodeAt(delta + TEXT_DELTA.length) === 34 /* empty text */) return undefined;
-      // JSON escapes every quote inside a string, so these can only match the frame's own keys.
-      // Whatever else a chunk that opens with its text delta means comes after it; an error may come anywhere.
-      if (data.indexOf('"error"') !== -1) return undefined;
-      for (const marker of NOT_PLAIN) if (data.indexOf(marker, delta) !== -1) return undefined;
-      if (data.indexOf('"delta"', delta + TEXT_DELTA.length) !== -1) return undefined;
-      const at = data.indexOf(theirs);
-      if (at === -1) return undefined;
+      if (head === undefined || data.charCodeAt(data.length - 1) !== 125 /* } */ || !data.startsWith(head.theirs)) return undefined;
+      if (!data.startsWith(CONTENT, head.theirs.length)) return undefined;
+      const text = head.theirs.length + CONTENT.length;
+      if (data.charCodeAt(text) === 34 /* empty text */) return undefined;
+      // JSON escapes every quote inside a string, so the markers can only match the frame's own
+      // keys: whatever else a chunk that opens with its text means comes after the text.
+      PLAIN_TAIL.lastIndex = text;
+      if (PLAIN_TAIL.test(data)) return undefined;
       encoder.noteText();
-      return relay(data, at, theirs);
+      return `data: ${head.ours}${data.slice(head.theirs.length)}\n\n`;
     },
     frame(raw, parsed, events) {
       // Vendors send images in fields the spec does not have; clients get them as markdown in the text.
@@ -178,7 +193,7 @@ export function createOpenAIRelay(ctx: EncodeContext): ClientSink {
         const name = `"model":${JSON.stringify(chunk.model)}`;
         const at = raw.data.indexOf(name);
         if (at !== -1) {
-          theirs = name;
+          if (head === undefined) learnHead(raw.data, name);
           return relay(raw.data, at, name);
         }
       }
@@ -201,10 +216,14 @@ export function createOpenAIRelay(ctx: EncodeContext): ClientSink {
   };
 }
 
-/** How OpenAI writes a chunk that carries only text, for the first choice. */
-const TEXT_DELTA = '"choices":[{"index":0,"delta":{"content":"';
-/** Keys that give a chunk more meaning than its text: such chunks are decoded. */
-const NOT_PLAIN = ['"finish_reason":"', '"usage":{', '"images"', '"tool_calls"', '"reasoning'];
+/** How OpenAI writes a chunk that carries only text, for the first choice: its delta, then the text. */
+const CHOICE_DELTA = '"choices":[{"index":0,"delta":{';
+const CONTENT = '"content":"';
+/**
+ * Keys that give a chunk more meaning than its text (a finish, usage, images, tool calls,
+ * reasoning, a second delta, an error): such chunks are decoded. One pass finds any of them.
+ */
+const PLAIN_TAIL = /"(?:finish_reason":"|usage":\{|images"|tool_calls"|reasoning|delta"|error")/g;
 
 /** Events of a whole answer → a `chat.completion` body. */
 export function encodeOpenAIBody(events: StreamEvent[], ctx: EncodeContext) {
