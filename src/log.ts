@@ -3,11 +3,35 @@ import { scrubSecrets } from "./ops/scrub.ts";
 export type LogLevel = "debug" | "info" | "warn" | "error";
 export type Logger = (level: LogLevel, message: string, fields?: Record<string, unknown>) => void;
 
-/** One JSON object per line on stderr: what log shippers and `jq` read without configuration. */
-export function jsonLogger(minLevel: LogLevel = "info"): Logger {
+/**
+ * One JSON object per line on stderr: what log shippers and `jq` read without configuration.
+ *
+ * Lines of one turn of the event loop go out in one write (an access-log line each per request
+ * made a write call each, ~2 µs); warnings and errors go out at once, with whatever waited
+ * before them, and so does everything when the process exits.
+ */
+export function jsonLogger(minLevel: LogLevel = "info", out: (text: string) => void = (text) => process.stderr.write(text)): Logger {
   const rank = { debug: 0, info: 1, warn: 2, error: 3 };
+  let pending = "";
+  let scheduled = false;
+  const flush = () => {
+    scheduled = false;
+    if (pending.length === 0) return;
+    const text = pending;
+    pending = "";
+    out(text);
+  };
+  process.on("exit", flush);
   const write = withoutSecrets((level, message, fields) => {
-    process.stderr.write(JSON.stringify({ time: new Date().toISOString(), level, message, ...fields }) + "\n");
+    const head = `{"time":"${new Date().toISOString()}","level":"${level}","message":${JSON.stringify(message)}`;
+    const rest = fields ? JSON.stringify(fields) : "{}";
+    // The fields' object without its opening brace: one serialisation, no merged copy.
+    pending += rest.length > 2 ? `${head},${rest.slice(1)}\n` : `${head}}\n`;
+    if (rank[level] >= rank.warn || pending.length >= 64 * 1024) flush();
+    else if (!scheduled) {
+      scheduled = true;
+      setImmediate(flush);
+    }
   });
   return (level, message, fields) => {
     if (rank[level] >= rank[minLevel]) write(level, message, fields);
@@ -31,7 +55,10 @@ function scrubValue(value: unknown, depth: number): unknown {
   if (value === null || typeof value !== "object") return value;
   if (depth > 4) return scrubSecrets(JSON.stringify(value) ?? "");
   if (Array.isArray(value)) return value.map((v) => scrubValue(v, depth + 1));
+  // for…in, not Object.entries: an access-log line's fields took more time to list than to scrub.
   const out: Record<string, unknown> = {};
-  for (const [k, v] of Object.entries(value)) out[k] = scrubValue(v, depth + 1);
+  for (const k in value) {
+    if (Object.hasOwn(value, k)) out[k] = scrubValue((value as Record<string, unknown>)[k], depth + 1);
+  }
   return out;
 }

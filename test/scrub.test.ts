@@ -1,6 +1,6 @@
 import { describe, expect, test } from "bun:test";
 import { CLIENT_MESSAGE_MAX, LOG_DETAIL_MAX, scrubForClient, replaceSecrets, scrubLogDetail, scrubSecrets } from "../src/ops/scrub.ts";
-import { withoutSecrets, type Logger } from "../src/log.ts";
+import { jsonLogger, withoutSecrets, type Logger } from "../src/log.ts";
 import { LEAKY_ERRORS } from "./helpers/leaky-errors.ts";
 
 describe("scrubForClient: what a client may see of a vendor's error", () => {
@@ -54,11 +54,11 @@ describe("scrubSecrets: what a log line may carry", () => {
       "sk-", "svc-sk-", "sk-ant-", "AIza", "ghp_", "gho_", "github_pat_", "xoxb-", "AKIA", "ASIA", "AROA", "eyJ", "eyJhbGciOi.", ".",
       "Bearer ", "bearer\t", "Authorization: ", "authorization=", "api_key", "apikey", "ApiKey", "access-token", "client_secret",
       "secret_access_key", "aws_secret", "private-key", "password", "passwd", "PRIVATE KEY-----", "-----BEGIN RSA ", "-----END ",
-      "token=", "sig=", "code=", "key=", "x-amz-signature=", "https://", "user:", "@", "=", ":", "\"", "'", " ", "-", "_", "/", "?", "&",
+      "token=", "sig=", "code=", "key=", "_key", "Token", "\" :", "\t:", "password", "secret_key", "x-amz-signature=", "https://", "user:", "@", "=", ":", "\"", "'", " ", "-", "_", "/", "?", "&",
       "ABCDEFGHIJKLMNOP", "abcdefghij0123456789", "0123456789", "Z", "q", "request", "model", "openai/gpt-4o-mini", "chatcmpl-9x",
     ];
     let seed = 42;
-    const next = (n: number) => ((seed = (seed * 1103515245 + 12345) & 0x7fffffff) % n);
+    const next = (n: number) => ((seed = (Math.imul(seed, 1103515245) + 12345) >>> 0) >>> 16) % n;
     let changed = 0;
     for (let i = 0; i < 50_000; i++) {
       let text = "";
@@ -72,12 +72,12 @@ describe("scrubSecrets: what a log line may carry", () => {
     // One text per pattern that holds only that pattern's literal: each is scrubbed.
     const minimal = [
       "-----BEGIN RSA PRIVATE KEY-----MIIEpAIBAAKCAQEA", "//u:hunter2@db", "Authorization: Basic dXNlcjpwYXNz", "Bearer abcdefgh1234",
-      "password: hunter2", "passwd=hunter2", "client_secret: abc", "id_token: abc", "?sig=abc", "sk-abcdef0123", "AIzaSyA1234567890abcdefghij",
+      "password: hunter2", "passwd=hunter2", "client_secret: abc", "id_token: abc", "api_key: abc", "secret_access_key : abc", "'password' : hunter2", "?sig=abc", "sk-abcdef0123", "AIzaSyA1234567890abcdefghij",
       "ghp_abcdefghij0123456789", "github_pat_abcdefghij0123456789", "xoxb-0123456789", "AKIAABCDEFGHIJKLMNOP", "ASIAABCDEFGHIJKLMNOP", "eyJhbGciOi.eyJzdWIi.abc",
     ];
     for (const text of minimal) expect(scrubSecrets(text)).not.toBe(text);
     // Texts a log line usually carries are turned away by the filter.
-    for (const plain of ["0196f0e1-c2d3-7b5a-8e7f-901234567890", "/v1/chat/completions", "openai/gpt-4o-mini", "complete", "chatcmpl-0196f0e1"]) {
+    for (const plain of ["0196f0e1-c2d3-7b5a-8e7f-901234567890", "/v1/chat/completions", "openai/gpt-4o-mini", "complete", "chatcmpl-0196f0e1", "key_0196f0e1c2d3", "a token count"]) {
       expect(scrubSecrets(plain)).toBe(plain);
     }
   });
@@ -122,6 +122,33 @@ describe("the logger the app uses", () => {
     const text = JSON.stringify(lines);
     expect(text).not.toContain("abcdefghijklmnopqrstuvwxyz0123456789");
     expect(lines[0]).toMatchObject({ level: "warn", message: "failed with [redacted]", nested: { n: 3 }, requestId: "req_0196" });
+  });
+
+  test("the JSON logger: a turn's lines in one write, below its level none; a warning at once, after what waited; no secret", async () => {
+    const writes: string[] = [];
+    const log = jsonLogger("info", (text) => writes.push(text));
+    const parse = (text: string) => text.trimEnd().split("\n").map((line) => JSON.parse(line) as Record<string, unknown>);
+    log("info", "a", { n: 1, secret: "Bearer abcdefgh12345678" });
+    log("debug", "hidden");
+    log("info", "b");
+    expect(writes).toEqual([]);
+    await new Promise((resolve) => setImmediate(resolve));
+    expect(writes.length).toBe(1);
+    const first = parse(writes[0]!);
+    expect(first.map((l) => l.message)).toEqual(["a", "b"]);
+    expect(first[0]).toMatchObject({ level: "info", n: 1, secret: "Bearer [redacted]" });
+    expect(typeof first[0]!.time).toBe("string");
+    log("info", "c");
+    log("warn", "d", {});
+    expect(writes.length).toBe(2);
+    expect(parse(writes[1]!).map((l) => [l.level, l.message])).toEqual([["info", "c"], ["warn", "d"]]);
+  });
+
+  test("the JSON logger: lines still waiting for the end of the turn are written when the process exits", () => {
+    const script = `import { jsonLogger } from ${JSON.stringify(new URL("../src/log.ts", import.meta.url).pathname)}; const log = jsonLogger("info"); log("info", "last words", { n: 7 }); process.exit(3);`;
+    const child = Bun.spawnSync({ cmd: [process.execPath, "-e", script], stderr: "pipe", stdout: "ignore" });
+    expect(child.exitCode).toBe(3);
+    expect(JSON.parse(child.stderr.toString().trim())).toMatchObject({ level: "info", message: "last words", n: 7 });
   });
 });
 

@@ -63,14 +63,15 @@ const SECRET_TOKEN = new RegExp(
 );
 
 /**
- * A literal that every pattern above needs somewhere in its match, case aside: `PRIVATE KEY`,
- * the `@` of a URL's password, `authorization`, `bearer`, the secret field names (each holds
- * key, token, secret or passw), the `=` of a query parameter, and each token prefix. A text
- * without any of them has nothing to remove, and one test is cheaper than seven passes: most
- * strings a log line carries (ids, model names, paths, outcomes) are decided here.
- * test/scrub.test.ts checks this filter against the patterns on every leak shape and on random text.
+ * What every pattern above needs somewhere in its match, case aside: `PRIVATE KEY`, the `@` of
+ * a URL's password, `authorization`, `bearer`, a secret field's name (each ends in key, token,
+ * secret or passw(or)d) before its `:` (or `=`), the `=` of a query parameter, and each token
+ * prefix. A text without any of them has nothing to remove, and one test is cheaper than seven
+ * passes: most strings a log line carries (ids such as `key_…`, model names, paths, outcomes)
+ * are decided here. test/scrub.test.ts checks this filter against the patterns on every leak
+ * shape and on random text.
  */
-const MAY_HOLD_SECRET = /PRIVATE KEY|@|authorization|bearer|key|token|secret|passw|=|sk-|AIza|gh[opusr]_|github_pat_|xox|A(?:KIA|SIA|GPA|IDA|ROA|NPA|NVA|IPA)|eyJ/i;
+const MAY_HOLD_SECRET = /PRIVATE KEY|[@=]|(?:key|token|secret|passw(?:or)?d)["']?\s*:|authorization|bearer|sk-|AIza|gh[opusr]_|github_pat_|xox|A(?:KIA|SIA|GPA|IDA|ROA|NPA|NVA|IPA)|eyJ/i;
 
 /** Credentials removed, everything else left as it is: for log lines. */
 export function scrubSecrets(text: string): string {
