@@ -3,7 +3,7 @@
  * model to say something specific (call a tool, think first, stop at the token cap). The
  * frames are shaped like the vendors' own (see the recorded fixtures beside these tests).
  */
-import type { Reply } from "./fake-upstream.ts";
+import type { RecordedRequest, Reply } from "./fake-upstream.ts";
 
 export interface ScriptedCall {
   id: string;
@@ -127,4 +127,13 @@ export const SCRIPTED_SIGNATURE = SIGNATURE;
 /** The same script in the wire format of the upstream behind `model`. */
 export function scripted(vendor: "openai" | "anthropic", s: Script): Reply {
   return vendor === "openai" ? openaiStream(s) : anthropicStream(s);
+}
+
+/**
+ * The script in the upstream's format and in the shape the request asks for: a stream when it
+ * says `stream: true`, else a whole body. Clients that stream some calls and not others (the AI
+ * SDK's generateText and streamText) get the same answer either way.
+ */
+export function scriptedReply(vendor: "openai" | "anthropic", s: Script): (req: RecordedRequest) => Reply {
+  return (req) => (req.body?.stream === true ? scripted(vendor, s) : vendor === "openai" ? openaiBody(s) : anthropicBody(s));
 }
