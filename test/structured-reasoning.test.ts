@@ -143,7 +143,7 @@ describe.each([
     if (vendor === "openai") expect(sent().response_format).toEqual({ type: "json_schema", json_schema: { name: "weather", schema: weather, strict: true } });
     else expect(sent().output_config).toEqual({ format: { type: "json_schema", schema: weather } });
     expect(response.output_parsed).toEqual(PARIS);
-    expect(response.text.format).toMatchObject({ type: "json_schema", name: "weather" });
+    expect(response.text?.format).toMatchObject({ type: "json_schema", name: "weather" });
   });
 
   test("text.format json_object, streamed: the JSON is the output text", async () => {
