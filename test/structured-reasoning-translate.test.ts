@@ -221,6 +221,8 @@ describe("JSON schemas for Anthropic's structured outputs", () => {
     expect(open).toMatchObject({ kind: "tool", tool: { input_schema: { type: "object" } } });
     const object = anthropicStructuredOutput({ type: "json_object" }, "native", new Set(["json_answer"]));
     expect(object).toMatchObject({ kind: "tool", tool: { name: "_json_answer", input_schema: { type: "object" } } });
+    // A Responses text.format without a schema comes as `{}`: the tool still takes an object.
+    expect(anthropicStructuredOutput({ type: "json_schema", json_schema: { name: "x", schema: {} } }, "native", new Set())).toMatchObject({ kind: "tool", tool: { input_schema: { type: "object" } } });
     expect(anthropicStructuredOutput({ type: "text" }, "native", new Set())).toBeUndefined();
     expect(anthropicStructuredOutput(undefined, "native", new Set())).toBeUndefined();
   });

@@ -38,7 +38,8 @@ export function anthropicStructuredOutput(responseFormat: unknown, style: Struct
   const description = given
     ? `Give your whole answer by calling this tool: its input is the answer, a JSON object matching the schema.${about}`
     : "Give your whole answer by calling this tool: its input is the answer, as one JSON object.";
-  return { kind: "tool", tool: { name, description, input_schema: given ?? { type: "object" } } };
+  // A tool's input is always an object; a schema of something else (OpenAI refuses those too) asks for any object.
+  return { kind: "tool", tool: { name, description, input_schema: given?.type === "object" ? given : { type: "object" } } };
 }
 
 /** Formats Anthropic's structured outputs check strings against; others are told in the description. */
