@@ -96,9 +96,18 @@ function expectAnthropicPassthrough(call: RecordedCall, sent: RecordedRequest) {
     // 32000 and 31999 asked; the cap lowers both, keeping the budget below max_tokens.
     expect(body.thinking.budget_tokens).toBeGreaterThanOrEqual(8192);
     expect(sent.body.thinking).toEqual({ ...body.thinking, budget_tokens: 8191 });
-  } else expect(sent.body.thinking).toEqual(body.thinking);
+    expect(sent.body.output_config).toEqual(body.output_config);
+  } else {
+    // Adaptive thinking, asked of Opus 5.5 (or a model Claude Code does not know), reaches Sonnet 4.5
+    // through `claude-*`: that model takes a budget, by the effort table, within ¾ of max_tokens.
+    expect(body.thinking.type).toBe("adaptive");
+    const budget = Math.min({ medium: 4096, high: 16_384 }[body.output_config.effort as "medium" | "high"], 6144);
+    const { type: _, ...rest } = body.thinking;
+    expect(sent.body.thinking).toEqual({ ...rest, type: "enabled", budget_tokens: budget });
+    expect(sent.body.output_config).toBeUndefined();
+  }
   // Everything else exactly as Claude Code sent it: system turns, cache_control, betas' fields.
-  for (const field of ["messages", "system", "tools", "metadata", "context_management", "output_config", "stream"]) {
+  for (const field of ["messages", "system", "tools", "metadata", "context_management", "stream"]) {
     expect(sent.body[field]).toEqual(body[field]);
   }
 }

@@ -58,7 +58,7 @@ describe("OpenAI encoder", () => {
     expect(finish.choices[0]).toEqual({ index: 0, delta: {}, logprobs: null, finish_reason: "tool_calls" });
     const usage = chunks.at(-1);
     expect(usage.choices).toEqual([]);
-    expect(usage.usage).toEqual({ prompt_tokens: 20, completion_tokens: 31, total_tokens: 51 });
+    expect(usage.usage).toEqual({ prompt_tokens: 20, completion_tokens: 31, total_tokens: 51, completion_tokens_details: { reasoning_tokens: 0 } });
   });
 
   test("no usage chunk unless the client asked", () => {

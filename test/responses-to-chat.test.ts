@@ -75,6 +75,8 @@ describe("responsesToChat: the conversation", () => {
     expect(plan.chat.messages).toHaveLength(1);
     expect(plan.dropped).toEqual(["item:web_search_call"]);
     expect(() => responsesToChat({ input: [{ type: "item_reference", id: "msg_1" }] })).toThrow(ResponsesRequestError);
+    // The message names the setting that makes clients such as the AI SDK send the items themselves.
+    expect(() => responsesToChat({ input: [{ type: "item_reference", id: "msg_1" }] })).toThrow(/^input items of type item_reference .*`store: false`/);
     for (const field of ["previous_response_id", "conversation", "prompt"]) {
       expect(() => responsesToChat({ input: "x", [field]: "resp_1" })).toThrow(new RegExp(`^${field}`));
     }

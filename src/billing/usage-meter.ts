@@ -47,6 +47,22 @@ export function createUsageMeter(keepChars = METER_KEEP_CHARS) {
   let empty = true;
   let images = 0;
   let totalOnce: Promise<MeteredUsage> | undefined;
+  /**
+   * Reasoning, counted apart for clients that show its share of the output (never billed apart):
+   * the upstream's count, else the text it thought, kept like the answer's sample (at most
+   * `keepChars`, then only measured).
+   */
+  let reasoningReported: number | undefined;
+  const reasoningText: string[] = [];
+  let reasoningKept = 0;
+  let reasoningAfter = 0;
+  const keepReasoning = (text: string) => {
+    if (reasoningReported !== undefined || text.length === 0) return;
+    if (reasoningKept < keepChars) {
+      reasoningText.push(text);
+      reasoningKept += text.length;
+    } else reasoningAfter += text.length;
+  };
 
   const keep = (text: string) => {
     if (output !== undefined) return; // reported: the text will never be counted
@@ -94,14 +110,21 @@ export function createUsageMeter(keepChars = METER_KEEP_CHARS) {
       if (e.type !== "error") empty = false;
       switch (e.type) {
         case "text":
+          keep(e.text);
+          break;
         case "reasoning":
           keep(e.text);
+          keepReasoning(e.text);
           break;
         case "tool-call":
           if (e.name) keep(e.name);
           if (e.argumentsDelta) keep(e.argumentsDelta);
           break;
         case "usage":
+          if (e.reasoningTokens !== undefined) {
+            reasoningReported = e.reasoningTokens;
+            reasoningText.length = 0;
+          }
           if (e.inputTokens !== undefined) input = e.inputTokens;
           if (e.outputTokens !== undefined) {
             output = e.outputTokens;
@@ -140,6 +163,22 @@ export function createUsageMeter(keepChars = METER_KEEP_CHARS) {
      */
     total(prompt: PromptSource): Promise<MeteredUsage> {
       return (totalOnce ??= count(prompt));
+    },
+    /** Whether the upstream said how many of its output tokens were reasoning. */
+    get reasoningReported() {
+      return reasoningReported !== undefined;
+    },
+    /**
+     * Reasoning tokens: the upstream's count, else our tokenizer's count of the reasoning text
+     * (an estimate: Anthropic may show a summary of what it thought), else undefined when the
+     * answer had no reasoning. Part of the output tokens, never added to them.
+     */
+    async reasoningTokens(): Promise<number | undefined> {
+      if (reasoningReported !== undefined) return reasoningReported;
+      if (reasoningKept === 0) return undefined;
+      const text = reasoningText.join("");
+      const tokens = await countTokens(text);
+      return tokens + (reasoningAfter > 0 ? Math.ceil((reasoningAfter * tokens) / text.length) : 0);
     },
   };
 

@@ -84,6 +84,15 @@ export function resolveSettings(raw: unknown, env: Record<string, string | undef
     if (m.category === "embedding" && m.upstream_api === "images") {
       throw new ConfigError(`${source}: /models/${i}/upstream_api: an embedding model is served by the embeddings API, not "images"`);
     }
+    const kind = providers.get(m.provider)!.kind;
+    // Each style names one vendor's field; the other vendor's would never be sent.
+    if (m.reasoning === "effort" && kind !== "openai") throw new ConfigError(`${source}: /models/${i}/reasoning: "effort" needs a provider of kind openai`);
+    if ((m.reasoning === "budget" || m.reasoning === "adaptive") && kind !== "anthropic") {
+      throw new ConfigError(`${source}: /models/${i}/reasoning: "${m.reasoning}" needs a provider of kind anthropic`);
+    }
+    if (m.structured_output !== undefined && kind !== "anthropic") {
+      throw new ConfigError(`${source}: /models/${i}/structured_output: only Anthropic upstreams have a choice (OpenAI-compatible ones get response_format)`);
+    }
     if (m.category !== "free" && !m.pricing) {
       throw new ConfigError(`${source}: /models/${i}/pricing: required for category "${m.category}"`);
     }

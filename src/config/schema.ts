@@ -49,6 +49,18 @@ export const ModelConfig = t.Object({
   aliases: t.Optional(t.Array(t.String({ minLength: 1, pattern: "^[^\\s*]+\\*?$" }))),
   /** This model's answer-length cap; `limits.max_tokens_cap` when unset. */
   max_tokens_cap: t.Optional(t.Integer({ minimum: 1 })),
+  /**
+   * How the upstream model takes reasoning controls, for fields translated from the other format:
+   * `effort` (OpenAI `reasoning_effort`), `budget` (Anthropic `thinking.budget_tokens`), `adaptive`
+   * (Anthropic `thinking: {type: "adaptive"}` with `output_config.effort`), `none` (it does not
+   * reason: none are sent). Inferred from `upstream_model` when unset (translate/model-traits.ts).
+   */
+  reasoning: t.Optional(t.Union([t.Literal("none"), t.Literal("effort"), t.Literal("budget"), t.Literal("adaptive")])),
+  /**
+   * How a JSON answer is asked of an Anthropic upstream: `native` (`output_config.format`) or `tool`
+   * (a forced tool whose input is the answer, for models without structured outputs). Inferred when unset.
+   */
+  structured_output: t.Optional(t.Union([t.Literal("native"), t.Literal("tool")])),
   /** For Anthropic-style model lists. */
   display_name: t.Optional(t.String()),
   created_at: t.Optional(t.String()),

@@ -5,7 +5,8 @@ import type { StreamEvent } from "../streaming/events.ts";
 import type { SseEvent } from "../streaming/sse-parser.ts";
 import type { Fitted } from "../pipeline/context-fit.ts";
 import { adapterFor } from "../providers/adapters.ts";
-import { prepareUpstreamBody } from "../pipeline/prepare-upstream.ts";
+import { prepareUpstream } from "../pipeline/prepare-upstream.ts";
+import { createAnswerToolMapper } from "../streaming/answer-tool.ts";
 import { GatewayError } from "../pipeline/gateway-error.ts";
 import { upstreamStatusError } from "../pipeline/upstream-errors.ts";
 import { ImageFetchError, inlineImages } from "../pipeline/inline-images.ts";
@@ -62,8 +63,10 @@ export async function attemptUpstream(deps: AttemptDeps, req: AttemptRequest, ca
   const { model, maxTokens } = candidate;
   const provider = deps.settings.providers.get(model.provider)!;
   const adapter = adapterFor(provider, model);
-  const upstreamBody = prepareUpstreamBody(req.clientFormat, req.body, model, provider, maxTokens, deps.log);
-  const call = adapter.buildRequest(provider, upstreamBody, req.headers);
+  const prepared = prepareUpstream(req.clientFormat, req.body, model, provider, maxTokens, deps.log);
+  const call = adapter.buildRequest(provider, prepared.body, req.headers);
+  // A structured answer asked for through a forced tool comes back as text (streaming/answer-tool.ts).
+  const answerTool = prepared.answerTool;
   // The request's id (set by the request-id plugin) goes upstream too, so vendor-side logs can be matched.
   const clientRequestId = req.headers.get("x-request-id");
   if (clientRequestId) call.headers["x-request-id"] = clientRequestId;
@@ -124,7 +127,8 @@ export async function attemptUpstream(deps: AttemptDeps, req: AttemptRequest, ca
       let events: StreamEvent[];
       try {
         json = JSON.parse(await readText(res, deadline, Number.POSITIVE_INFINITY, false));
-        events = adapter.decodeBody(json, upstreamBody);
+        events = adapter.decodeBody(json, prepared.body);
+        if (answerTool) events = createAnswerToolMapper(answerTool)(events);
       } catch (err) {
         if (!req.clientSignal.aborted) deps.log("warn", "upstream sent an unreadable body", { requestId: req.requestId, provider: provider.id, error: String(err) });
         return refused("The upstream provider sent an unreadable answer. Retrying is appropriate.", err, "bad_answer");
@@ -148,7 +152,16 @@ export async function attemptUpstream(deps: AttemptDeps, req: AttemptRequest, ca
       return refused("The upstream provider sent an unexpected answer. Retrying is appropriate.", undefined, "bad_answer");
     }
     handedOver = true;
-    return { kind: "stream", reader: fastReader(res) ?? (res.body.getReader() as ChunkReader), decode: adapter.createStreamDecoder(), deadline, adapter, provider, inline };
+    let decode = adapter.createStreamDecoder();
+    if (answerTool) {
+      const decodeFrame = decode;
+      const map = createAnswerToolMapper(answerTool);
+      decode = (frame) => {
+        const decoded = decodeFrame(frame);
+        return { parsed: decoded.parsed, events: map(decoded.events) };
+      };
+    }
+    return { kind: "stream", reader: fastReader(res) ?? (res.body.getReader() as ChunkReader), decode, deadline, adapter, provider, inline };
   } finally {
     if (!handedOver) {
       // A stream keeps its deadline (and the client's abort) until it ends; anything else is done.

@@ -86,11 +86,22 @@ export async function respond(
   // Relaying vendor frames as they are only works for an API that speaks the client's format.
   const sameFormat = !answerFormat && req.clientFormat === outcome.provider.kind && outcome.adapter.streams !== false;
 
+  // OpenAI-shaped answers the gateway writes itself show reasoning's share of the output; when
+  // the upstream thought without counting it (Anthropic), our tokenizer counts its text.
+  const countsReasoning = req.clientFormat === "openai" && !sameFormat;
+  const reasoningEstimate = async (outputTokens: number): Promise<number | undefined> => {
+    if (!countsReasoning || meter.reasoningReported) return undefined;
+    const tokens = await meter.reasoningTokens();
+    return tokens === undefined ? undefined : Math.min(tokens, outputTokens);
+  };
+
   if (outcome.kind === "body") {
     const { events, json } = outcome;
     for (const e of events) meter.observe(e);
     const usage = await meter.total(req.promptText);
     if (usage.estimated) events.push({ type: "usage", inputTokens: usage.inputTokens, outputTokens: usage.outputTokens });
+    const reasoning = await reasoningEstimate(usage.outputTokens);
+    if (reasoning !== undefined) events.push({ type: "usage", reasoningTokens: reasoning });
     await billing.settle("ok");
     if (req.body.stream === true) {
       // An upstream that cannot stream (the images API): the whole answer, as the client's frames.
@@ -121,9 +132,16 @@ export async function respond(
     meter,
     deadline,
     estimateUsage: async () => {
-      if (meter.reported) return undefined;
+      const reported = meter.reported;
+      if (reported && (!countsReasoning || meter.reasoningReported)) return undefined;
       const usage = await meter.total(req.promptText);
-      return { type: "usage", inputTokens: usage.inputTokens, outputTokens: usage.outputTokens };
+      const reasoning = await reasoningEstimate(usage.outputTokens);
+      if (reported && reasoning === undefined) return undefined;
+      return {
+        type: "usage",
+        ...(reported ? {} : { inputTokens: usage.inputTokens, outputTokens: usage.outputTokens }),
+        ...(reasoning !== undefined ? { reasoningTokens: reasoning } : {}),
+      };
     },
     keepAliveMs: deps.settings.server.keepalive_ms,
     clientIdleMs: deps.settings.server.client_idle_ms,

@@ -3,8 +3,13 @@ import type { ResolvedProvider } from "../config/load-config.ts";
 import type { WireFormat } from "../providers/provider.ts";
 import { anthropicRequestToOpenAI } from "../translate/anthropic-to-openai.ts";
 import { openaiRequestToAnthropic } from "../translate/openai-to-anthropic.ts";
-import type { AnthropicBody, OpenAIChatBody } from "../translate/wire-types.ts";
+import { upstreamTraits } from "../translate/model-traits.ts";
+import { anthropicReasoning, MIN_THINKING_BUDGET } from "../translate/reasoning.ts";
+import type { ReasoningStyle } from "../translate/model-traits.ts";
+import type { AnthropicBody, AnthropicMessage, OpenAIChatBody, TranslationNotes } from "../translate/wire-types.ts";
 import type { Logger } from "../log.ts";
+
+export { MIN_THINKING_BUDGET };
 
 /** Fields of ours that no upstream should see. */
 const GATEWAY_FIELDS = ["models"] as const;
@@ -19,11 +24,67 @@ export function requestedMaxTokens(format: WireFormat, body: Record<string, unkn
   return typeof value === "number" ? value : undefined;
 }
 
+/** What goes upstream, and what the answer's handling must know about it. */
+export interface PreparedUpstream {
+  body: unknown;
+  /** A forced tool whose call is the answer's text (structured output without the vendor's own). */
+  answerTool?: string;
+}
+
 /**
  * The body the upstream receives. Same format: the client's body with only the gateway's
- * changes (model, token cap, usage reporting), so parameters we do not model pass through.
- * Different format: a translation.
+ * changes (model, token cap, usage reporting, reasoning fields the model refuses), so
+ * parameters we do not model pass through. Different format: a translation, told what the
+ * model takes (translate/model-traits.ts).
  */
+export function prepareUpstream(
+  clientFormat: WireFormat,
+  body: Record<string, unknown>,
+  model: ModelConfig,
+  provider: ResolvedProvider,
+  maxTokens: number,
+  log?: Logger,
+): PreparedUpstream {
+  if (model.upstream_api === "images") return { body: imagesRequest(clientFormat, body, model) };
+  if (model.category === "embedding") return { body: embeddingsRequest(body, model) };
+  const traits = upstreamTraits(provider.kind, model);
+  const notes: TranslationNotes = {};
+  const field = provider.max_tokens_field ?? "max_tokens";
+  let out: Record<string, unknown>;
+  if (clientFormat === "openai" && provider.kind === "anthropic") {
+    out = openaiRequestToAnthropic(body as OpenAIChatBody, model.upstream_model, maxTokens, traits, notes);
+  } else if (clientFormat === "anthropic" && provider.kind === "openai") {
+    out = anthropicRequestToOpenAI(body as AnthropicBody, model.upstream_model, maxTokens, field, traits, notes);
+  } else {
+    out = { ...body, model: model.upstream_model };
+    for (const name of GATEWAY_FIELDS) delete out[name];
+    if (provider.kind === "anthropic") {
+      out.max_tokens = maxTokens;
+      fitThinkingStyle(out, traits.reasoning, maxTokens, notes);
+      fitThinkingBudget(out, maxTokens, model, log);
+      dropUnsignedThinking(out);
+    } else {
+      delete out.max_tokens;
+      delete out.max_completion_tokens;
+      out[field] = maxTokens;
+      if (out.stream === true) {
+        // Usage is always counted, so the upstream is always asked for it; the client's own choice is honoured on the way back.
+        const options = out.stream_options && typeof out.stream_options === "object" ? out.stream_options : {};
+        out.stream_options = { ...options, include_usage: true };
+      } else delete out.stream_options;
+      // Spec 4.2: a parameter the model does not support is ignored, not refused (OpenAI refuses
+      // `reasoning_effort` on gpt-4o; Codex and other Responses clients send it to every model).
+      if (traits.reasoning === "none" && out.reasoning_effort != null) {
+        delete out.reasoning_effort;
+        (notes.dropped ??= []).push("reasoning_effort: this model does not reason");
+      }
+    }
+  }
+  if (notes.dropped?.length) log?.("debug", "fields not sent to this upstream", { model: model.id, dropped: notes.dropped });
+  return { body: out, answerTool: notes.answerTool };
+}
+
+/** The body alone (tests, callers that do not read answers). */
 export function prepareUpstreamBody(
   clientFormat: WireFormat,
   body: Record<string, unknown>,
@@ -32,35 +93,65 @@ export function prepareUpstreamBody(
   maxTokens: number,
   log?: Logger,
 ): unknown {
-  if (model.upstream_api === "images") return imagesRequest(clientFormat, body, model);
-  if (model.category === "embedding") return embeddingsRequest(body, model);
-  if (clientFormat === "openai" && provider.kind === "anthropic") {
-    return openaiRequestToAnthropic(body as OpenAIChatBody, model.upstream_model, maxTokens);
-  }
-  const field = provider.max_tokens_field ?? "max_tokens";
-  if (clientFormat === "anthropic" && provider.kind === "openai") {
-    return anthropicRequestToOpenAI(body as AnthropicBody, model.upstream_model, maxTokens, field);
-  }
-  const out: Record<string, unknown> = { ...body, model: model.upstream_model };
-  for (const name of GATEWAY_FIELDS) delete out[name];
-  if (provider.kind === "anthropic") {
-    out.max_tokens = maxTokens;
-    fitThinkingBudget(out, maxTokens, model, log);
-    return out;
-  }
-  delete out.max_tokens;
-  delete out.max_completion_tokens;
-  out[field] = maxTokens;
-  if (out.stream === true) {
-    // Usage is always counted, so the upstream is always asked for it; the client's own choice is honoured on the way back.
-    const options = out.stream_options && typeof out.stream_options === "object" ? out.stream_options : {};
-    out.stream_options = { ...options, include_usage: true };
-  } else delete out.stream_options;
-  return out;
+  return prepareUpstream(clientFormat, body, model, provider, maxTokens, log).body;
 }
 
-/** Anthropic's smallest thinking budget; a smaller one is refused. */
-export const MIN_THINKING_BUDGET = 1024;
+/**
+ * A thinking block with no signature can only be one the gateway wrote from another vendor's
+ * reasoning (Anthropic signs all of its own); Anthropic refuses it, so it is left out. The
+ * messages are copied only when there is one.
+ */
+function dropUnsignedThinking(body: Record<string, unknown>): void {
+  const messages = body.messages as AnthropicMessage[] | undefined;
+  if (!Array.isArray(messages)) return;
+  const unsigned = (b: { type: string; signature?: unknown }) => b.type === "thinking" && (typeof b.signature !== "string" || b.signature === "");
+  if (!messages.some((m) => m.role === "assistant" && Array.isArray(m.content) && m.content.some(unsigned))) return;
+  body.messages = messages.map((m) =>
+    m.role === "assistant" && Array.isArray(m.content) && m.content.some(unsigned) ? { ...m, content: m.content.filter((b) => !unsigned(b)) } : m,
+  );
+}
+
+/**
+ * Thinking in the form the model takes. Clients name the model they think they reach, and an
+ * alias may send them to another one (Claude Code asks `claude-opus-5-5` for adaptive thinking,
+ * `claude-*` may lead to Sonnet 4.5, which refuses it): adaptive thinking for a model that takes
+ * budgets becomes a budget by the effort table (translate/reasoning.ts, `high` when none is
+ * named, as Anthropic's default), without `output_config.effort`; a model that does not think
+ * gets neither. Models that take adaptive thinking still accept budgets, so those stay.
+ */
+export function fitThinkingStyle(body: Record<string, unknown>, style: ReasoningStyle | undefined, maxTokens: number, notes: TranslationNotes = {}): void {
+  const thinking = body.thinking as { type?: unknown } | undefined;
+  const config = body.output_config as Record<string, unknown> | undefined;
+  const dropEffort = () => {
+    if (!config || config.effort === undefined) return;
+    const { effort: _, ...rest } = config;
+    if (Object.keys(rest).length > 0) body.output_config = rest;
+    else delete body.output_config;
+  };
+  if (style === "none" && (thinking !== undefined || config?.effort !== undefined)) {
+    if (thinking !== undefined) dropThinking(body);
+    dropEffort();
+    (notes.dropped ??= []).push("thinking: this model does not think");
+  } else if (style === "budget" && thinking && typeof thinking === "object" && thinking.type === "adaptive") {
+    const { type: _, ...rest } = thinking;
+    const budget = anthropicReasoning(config?.effort ?? "high", "budget", maxTokens);
+    if (budget) body.thinking = { ...rest, ...budget.thinking };
+    else dropThinking(body);
+    dropEffort();
+    (notes.dropped ??= []).push(budget ? "thinking.adaptive: this model takes a budget" : "thinking: max_tokens leaves no room for it");
+  }
+}
+
+/** Thinking off, with the context-management edits that only apply to it. */
+function dropThinking(body: Record<string, unknown>): void {
+  delete body.thinking;
+  const management = body.context_management as { edits?: { type?: unknown }[] } | undefined;
+  if (management && Array.isArray(management.edits)) {
+    const edits = management.edits.filter((e) => !(typeof e?.type === "string" && e.type.startsWith("clear_thinking")));
+    if (edits.length > 0) body.context_management = { ...management, edits };
+    else delete body.context_management;
+  }
+}
 
 /**
  * Anthropic refuses `thinking.budget_tokens` that is not below `max_tokens` or is under 1024.
@@ -78,13 +169,7 @@ export function fitThinkingBudget(body: Record<string, unknown>, maxTokens: numb
     body.thinking = { ...thinking, budget_tokens: Math.max(MIN_THINKING_BUDGET, Math.min(budget, maxTokens - 1)) };
     return;
   }
-  delete body.thinking;
-  const management = body.context_management as { edits?: { type?: unknown }[] } | undefined;
-  if (management && Array.isArray(management.edits)) {
-    const edits = management.edits.filter((e) => !(typeof e?.type === "string" && e.type.startsWith("clear_thinking")));
-    if (edits.length > 0) body.context_management = { ...management, edits };
-    else delete body.context_management;
-  }
+  dropThinking(body);
   log?.("info", "thinking turned off: max_tokens leaves no room for the smallest thinking budget", {
     model: model.id, max_tokens: maxTokens, budget_tokens: budget, minimum: MIN_THINKING_BUDGET,
   });

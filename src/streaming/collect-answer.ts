@@ -10,9 +10,20 @@ export interface CollectedAnswer {
   outputTokens: number;
   cacheReadTokens: number | undefined;
   cacheWriteTokens: number | undefined;
-  /** Order in which text and tool calls first appeared, for formats that keep blocks in order. */
-  order: ({ kind: "text"; text: string } | { kind: "tool"; index: number })[];
+  /** Reasoning's share of the output tokens, when the upstream (or the gateway's estimate) said. */
+  reasoningTokens: number | undefined;
+  /**
+   * Order in which text, tool calls and reasoning first appeared, for formats that keep blocks
+   * in order. A signature ends its reasoning block (Anthropic seals each one).
+   */
+  order: AnswerPart[];
 }
+
+export type AnswerPart =
+  | { kind: "text"; text: string }
+  | { kind: "tool"; index: number }
+  | { kind: "reasoning"; text: string; signature?: string }
+  | { kind: "redacted-reasoning"; data: string };
 
 /** Folds a whole answer's events into one value, for non-streaming bodies. */
 export function collectAnswer(events: StreamEvent[]): CollectedAnswer {
@@ -26,9 +37,11 @@ export function collectAnswer(events: StreamEvent[]): CollectedAnswer {
     outputTokens: 0,
     cacheReadTokens: undefined,
     cacheWriteTokens: undefined,
+    reasoningTokens: undefined,
     order: [],
   };
   let lastText: { kind: "text"; text: string } | undefined;
+  let lastReasoning: { kind: "reasoning"; text: string; signature?: string } | undefined;
   for (const event of events) {
     const e: StreamEvent = event.type === "image" ? { type: "text", text: imageMarkdown(event.url, answer.text.length > 0) } : event;
     switch (e.type) {
@@ -39,9 +52,25 @@ export function collectAnswer(events: StreamEvent[]): CollectedAnswer {
           answer.order.push(lastText);
         }
         lastText.text += e.text;
+        lastReasoning = undefined;
         break;
       case "reasoning":
         answer.reasoning += e.text;
+        if (!lastReasoning) {
+          lastReasoning = { kind: "reasoning", text: "" };
+          answer.order.push(lastReasoning);
+          lastText = undefined;
+        }
+        lastReasoning.text += e.text;
+        if (e.signature !== undefined) {
+          lastReasoning.signature = e.signature;
+          lastReasoning = undefined;
+        }
+        break;
+      case "redacted-reasoning":
+        answer.order.push({ kind: "redacted-reasoning", data: e.data });
+        lastText = undefined;
+        lastReasoning = undefined;
         break;
       case "tool-call": {
         let tool = answer.tools[e.index];
@@ -49,6 +78,7 @@ export function collectAnswer(events: StreamEvent[]): CollectedAnswer {
           tool = answer.tools[e.index] = { id: e.id, name: e.name ?? "", arguments: "" };
           answer.order.push({ kind: "tool", index: e.index });
           lastText = undefined;
+          lastReasoning = undefined;
         }
         tool.arguments += e.argumentsDelta;
         break;
@@ -58,6 +88,7 @@ export function collectAnswer(events: StreamEvent[]): CollectedAnswer {
         if (e.outputTokens !== undefined) answer.outputTokens = e.outputTokens;
         if (e.cacheReadTokens !== undefined) answer.cacheReadTokens = e.cacheReadTokens;
         if (e.cacheWriteTokens !== undefined) answer.cacheWriteTokens = e.cacheWriteTokens;
+        if (e.reasoningTokens !== undefined) answer.reasoningTokens = e.reasoningTokens;
         break;
       case "finish":
         answer.finish = e.reason;

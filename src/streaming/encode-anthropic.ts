@@ -45,13 +45,14 @@ const frame = (name: string, data: string) => `event: ${name}\ndata: ${data}\n\n
 export function createAnthropicEncoder(ctx: EncodeContext): ClientSink {
   let started = false;
   let block = -1;
-  let open: "text" | "thinking" | "tool" | null = null;
+  let open: "text" | "thinking" | "redacted" | "tool" | null = null;
   let openTool = -1;
   const toolBlocks = new Map<number, number>();
   let inputTokens = 0;
   /** Whether the upstream has said how many prompt tokens there were (else message_start carries the estimate). */
   let reportedInput = false;
   let outputTokens = 0;
+  let reasoningTokens: number | undefined;
   let cacheRead: number | undefined;
   let cacheWrite: number | undefined;
   let finish: FinishReason | undefined;
@@ -73,7 +74,7 @@ export function createAnthropicEncoder(ctx: EncodeContext): ClientSink {
     open = null;
     return frame("content_block_stop", `{"type":"content_block_stop","index":${block}}`);
   };
-  const openBlock = (kind: "text" | "thinking" | "tool", contentBlock: string) => {
+  const openBlock = (kind: NonNullable<typeof open>, contentBlock: string) => {
     const out = close();
     block += 1;
     open = kind;
@@ -97,6 +98,7 @@ export function createAnthropicEncoder(ctx: EncodeContext): ClientSink {
           if (e.outputTokens !== undefined) outputTokens = e.outputTokens;
           if (e.cacheReadTokens !== undefined) cacheRead = e.cacheReadTokens;
           if (e.cacheWriteTokens !== undefined) cacheWrite = e.cacheWriteTokens;
+          if (e.reasoningTokens !== undefined) reasoningTokens = e.reasoningTokens;
           return "";
         case "text":
         case "image": {
@@ -109,8 +111,16 @@ export function createAnthropicEncoder(ctx: EncodeContext): ClientSink {
         case "reasoning": {
           let out = begin();
           if (open !== "thinking") out += openBlock("thinking", `{"type":"thinking","thinking":"","signature":""}`);
-          return out + frame("content_block_delta", `{"type":"content_block_delta","index":${block},"delta":{"type":"thinking_delta","thinking":${JSON.stringify(e.text)}}}`);
+          if (e.text) out += frame("content_block_delta", `{"type":"content_block_delta","index":${block},"delta":{"type":"thinking_delta","thinking":${JSON.stringify(e.text)}}}`);
+          if (e.signature !== undefined) {
+            // The signature seals this block: whatever thinking follows is a block of its own.
+            out += frame("content_block_delta", `{"type":"content_block_delta","index":${block},"delta":{"type":"signature_delta","signature":${JSON.stringify(e.signature)}}}`);
+            out += close();
+          }
+          return out;
         }
+        case "redacted-reasoning":
+          return begin() + openBlock("redacted", JSON.stringify({ type: "redacted_thinking", data: e.data })) + close();
         case "tool-call": {
           let out = begin();
           let index = toolBlocks.get(e.index);
@@ -141,9 +151,10 @@ export function createAnthropicEncoder(ctx: EncodeContext): ClientSink {
     },
     end() {
       let out = begin() + close();
-      const usage: Record<string, number> = { input_tokens: uncached(inputTokens, cacheRead, cacheWrite), output_tokens: outputTokens };
+      const usage: Record<string, unknown> = { input_tokens: uncached(inputTokens, cacheRead, cacheWrite), output_tokens: outputTokens };
       if (cacheWrite !== undefined) usage.cache_creation_input_tokens = cacheWrite;
       if (cacheRead !== undefined) usage.cache_read_input_tokens = cacheRead;
+      if (reasoningTokens !== undefined) usage.output_tokens_details = { thinking_tokens: reasoningTokens };
       const delta = { stop_reason: STOP[finish ?? "stop"], stop_sequence: stopSequence ?? null };
       out += frame("message_delta", JSON.stringify({ type: "message_delta", delta, usage }));
       return out + frame("message_stop", `{"type":"message_stop"}`);
@@ -199,20 +210,23 @@ const TEXT_DELTA = '"delta":{"type":"text_delta","text":"';
 export function encodeAnthropicBody(events: StreamEvent[], ctx: EncodeContext) {
   const answer = collectAnswer(events);
   const content: unknown[] = [];
-  if (answer.reasoning) content.push({ type: "thinking", thinking: answer.reasoning, signature: "" });
   for (const part of answer.order) {
     if (part.kind === "text") content.push({ type: "text", text: part.text });
+    // Anthropic's own signature when it thought; another vendor's reasoning has none to give.
+    else if (part.kind === "reasoning") content.push({ type: "thinking", thinking: part.text, signature: part.signature ?? "" });
+    else if (part.kind === "redacted-reasoning") content.push({ type: "redacted_thinking", data: part.data });
     else {
       const tool = answer.tools[part.index]!;
       content.push({ type: "tool_use", id: tool.id ?? `toolu_${ctx.id}_${part.index}`, name: tool.name, input: parseToolInput(tool.arguments) });
     }
   }
-  const usage: Record<string, number> = {
+  const usage: Record<string, unknown> = {
     input_tokens: uncached(answer.inputTokens, answer.cacheReadTokens, answer.cacheWriteTokens),
     output_tokens: answer.outputTokens,
   };
   if (answer.cacheWriteTokens !== undefined) usage.cache_creation_input_tokens = answer.cacheWriteTokens;
   if (answer.cacheReadTokens !== undefined) usage.cache_read_input_tokens = answer.cacheReadTokens;
+  if (answer.reasoningTokens !== undefined) usage.output_tokens_details = { thinking_tokens: answer.reasoningTokens };
   return {
     id: ctx.id,
     type: "message",

@@ -30,9 +30,26 @@ export function openaiErrorBody(kind: ErrorKind, message: string) {
 
 const DONE = "data: [DONE]\n\n";
 
+interface ChunkUsage {
+  prompt: number;
+  completion: number;
+  /** Reasoning's share of `completion`, when known. */
+  reasoning?: number;
+}
+
+/** OpenAI's usage object; `completion_tokens_details.reasoning_tokens` is part of `completion_tokens`, not added to it. */
+function openaiUsage(usage: ChunkUsage) {
+  return {
+    prompt_tokens: usage.prompt,
+    completion_tokens: usage.completion,
+    total_tokens: usage.prompt + usage.completion,
+    completion_tokens_details: { reasoning_tokens: usage.reasoning ?? 0 },
+  };
+}
+
 /** The closing `choices: []` chunk that carries usage, for clients that asked for it. */
-function usageChunk(ctx: EncodeContext, usage: { prompt: number; completion: number }): string {
-  const u = { prompt_tokens: usage.prompt, completion_tokens: usage.completion, total_tokens: usage.prompt + usage.completion };
+function usageChunk(ctx: EncodeContext, usage: ChunkUsage): string {
+  const u = openaiUsage(usage);
   return `data: {"id":${JSON.stringify(ctx.id)},"object":"chat.completion.chunk","created":${ctx.created},"model":${JSON.stringify(ctx.model)},"choices":[],"usage":${JSON.stringify(u)}}\n\n`;
 }
 const KEEP_ALIVE = ": keep-alive\n\n";
@@ -46,7 +63,7 @@ export function createOpenAIEncoder(ctx: EncodeContext, options: { roleSent?: bo
   const tail = `,"logprobs":null,"finish_reason":null}]}\n\n`;
   let started = options.roleSent ?? false;
   let wroteText = false;
-  let usage: { prompt: number; completion: number } | undefined;
+  let usage: ChunkUsage | undefined;
   const seenTools = new Set<number>();
 
   const chunk = (delta: string) => head + delta + tail;
@@ -72,7 +89,10 @@ export function createOpenAIEncoder(ctx: EncodeContext, options: { roleSent?: bo
           return begin() + chunk(`{"content":${JSON.stringify(text)}}`);
         }
         case "reasoning":
-          return begin() + chunk(`{"reasoning_content":${JSON.stringify(e.text)}}`);
+          // A signature alone (Anthropic's seal on its thinking) says nothing an OpenAI client can use.
+          return e.text ? begin() + chunk(`{"reasoning_content":${JSON.stringify(e.text)}}`) : "";
+        case "redacted-reasoning":
+          return "";
         case "tool-call": {
           let call: string;
           if (!seenTools.has(e.index)) {
@@ -87,6 +107,7 @@ export function createOpenAIEncoder(ctx: EncodeContext, options: { roleSent?: bo
           usage = {
             prompt: e.inputTokens ?? usage?.prompt ?? 0,
             completion: e.outputTokens ?? usage?.completion ?? 0,
+            reasoning: e.reasoningTokens ?? usage?.reasoning,
           };
           return "";
         case "finish":
@@ -119,7 +140,7 @@ export function createOpenAIEncoder(ctx: EncodeContext, options: { roleSent?: bo
  */
 export function createOpenAIRelay(ctx: EncodeContext): ClientSink {
   let sawUsage = false;
-  let usage: { prompt: number; completion: number } | undefined;
+  let usage: ChunkUsage | undefined;
   const encoder = createOpenAIEncoder(ctx, { roleSent: true });
   const ours = `"model":${JSON.stringify(ctx.model)}`;
   const ourId = `"id":${JSON.stringify(ctx.id)}`;
@@ -204,7 +225,7 @@ export function createOpenAIRelay(ctx: EncodeContext): ClientSink {
     event(e) {
       // Only the gateway's own events arrive here: an estimated usage or an error.
       if (e.type === "usage") {
-        usage = { prompt: e.inputTokens ?? 0, completion: e.outputTokens ?? 0 };
+        usage = { prompt: e.inputTokens ?? usage?.prompt ?? 0, completion: e.outputTokens ?? usage?.completion ?? 0, reasoning: e.reasoningTokens ?? usage?.reasoning };
         return "";
       }
       return encoder.event(e);
@@ -243,11 +264,7 @@ export function encodeOpenAIBody(events: StreamEvent[], ctx: EncodeContext) {
     created: ctx.created,
     model: ctx.model,
     choices: [{ index: 0, message, logprobs: null, finish_reason: FINISH[answer.finish ?? "stop"] }],
-    usage: {
-      prompt_tokens: answer.inputTokens,
-      completion_tokens: answer.outputTokens,
-      total_tokens: answer.inputTokens + answer.outputTokens,
-    },
+    usage: openaiUsage({ prompt: answer.inputTokens, completion: answer.outputTokens, reasoning: answer.reasoningTokens }),
   };
 }
 

@@ -72,7 +72,7 @@ function createBuilder(ctx: EncodeContext, plan: ResponsesAnswerPlan, frames: bo
   let current: OpenItem | undefined;
   const toolsByEvent = new Map<number, OpenItem>();
   let finish: FinishReason | undefined;
-  let usage = { input: 0, output: 0, cached: undefined as number | undefined };
+  let usage = { input: 0, output: 0, cached: undefined as number | undefined, reasoning: undefined as number | undefined };
   let wroteText = false;
   let out = "";
 
@@ -207,7 +207,7 @@ function createBuilder(ctx: EncodeContext, plan: ResponsesAnswerPlan, frames: bo
     input_tokens: usage.input,
     input_tokens_details: { cached_tokens: usage.cached ?? 0 },
     output_tokens: usage.output,
-    output_tokens_details: { reasoning_tokens: 0 },
+    output_tokens_details: { reasoning_tokens: usage.reasoning ?? 0 },
     total_tokens: usage.input + usage.output,
   });
 
@@ -230,7 +230,11 @@ function createBuilder(ctx: EncodeContext, plan: ResponsesAnswerPlan, frames: bo
         case "image":
           text(imageMarkdown(e.url, wroteText));
           break;
+        case "redacted-reasoning":
+          break;
         case "reasoning":
+          // A signature alone (Anthropic's seal on its thinking) is not the client's to read.
+          if (!e.text) break;
           if (current?.kind !== "reasoning") {
             closeCurrent();
             current = open("reasoning", { id: `rs_${base}_${output.length}`, type: "reasoning", summary: [], content: [] });
@@ -262,6 +266,7 @@ function createBuilder(ctx: EncodeContext, plan: ResponsesAnswerPlan, frames: bo
             input: e.inputTokens ?? usage.input,
             output: e.outputTokens ?? usage.output,
             cached: e.cacheReadTokens ?? usage.cached,
+            reasoning: e.reasoningTokens ?? usage.reasoning,
           };
           break;
         case "finish":

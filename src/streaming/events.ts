@@ -11,8 +11,14 @@ export type StreamEvent =
   /** Upstream acknowledged the request; ids are informational, encoders mint their own. */
   | { type: "start"; inputTokens?: number }
   | { type: "text"; text: string }
-  /** Reasoning text ("thinking"); clients of a format without it never see it. */
-  | { type: "reasoning"; text: string }
+  /**
+   * Reasoning text ("thinking"); clients of a format without it never see it. `signature` is
+   * Anthropic's seal on the thinking block so far (it ends that block): only Anthropic clients
+   * get it, since only Anthropic can read it back.
+   */
+  | { type: "reasoning"; text: string; signature?: string }
+  /** Anthropic's encrypted thinking (`redacted_thinking`): opaque, for Anthropic clients only. */
+  | { type: "redacted-reasoning"; data: string }
   /**
    * A tool call begins (`id`/`name` set) or continues (`argumentsDelta` only).
    * `index` counts tool calls from 0 within one answer, whatever the upstream numbers them.
@@ -23,8 +29,12 @@ export type StreamEvent =
    * emit the provider's https URL); clients receive it as a markdown image in the answer text.
    */
   | { type: "image"; url: string }
-  /** Cumulative counts as reported by the upstream so far; later reports override earlier ones. */
-  | { type: "usage"; inputTokens?: number; outputTokens?: number; cacheReadTokens?: number; cacheWriteTokens?: number }
+  /**
+   * Cumulative counts as reported by the upstream so far; later reports override earlier ones.
+   * `reasoningTokens` is the part of `outputTokens` spent reasoning: shown to clients, never
+   * billed apart (output tokens already hold it).
+   */
+  | { type: "usage"; inputTokens?: number; outputTokens?: number; cacheReadTokens?: number; cacheWriteTokens?: number; reasoningTokens?: number }
   | { type: "finish"; reason: FinishReason; stopSequence?: string }
   | { type: "error"; message: string; errorType: ErrorKind };
 

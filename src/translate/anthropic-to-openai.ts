@@ -1,20 +1,26 @@
 import { createHash } from "node:crypto";
 import { anthropicBlocksText } from "./content-text.ts";
-import type { AnthropicBlock, AnthropicBody, Json, OpenAIChatBody, OpenAIMessage } from "./wire-types.ts";
+import { UNKNOWN_TRAITS, type UpstreamTraits } from "./model-traits.ts";
+import { openaiReasoningEffort } from "./reasoning.ts";
+import { openaiResponseFormat } from "./structured-output.ts";
+import type { AnthropicBlock, AnthropicBody, Json, OpenAIChatBody, OpenAIMessage, TranslationNotes } from "./wire-types.ts";
 
 /**
  * An Anthropic messages request → an OpenAI chat request. `tool_result` blocks become
  * `tool` messages placed before the rest of their user turn, which is the order OpenAI
  * requires (tool answers directly after the assistant's tool_calls). `system` turns inside
- * `messages` stay where they are, as OpenAI system messages. Anthropic-only fields (thinking,
- * output_config, context_management, cache_control, top_k, service_tier…) have no OpenAI
- * counterpart every compatible server accepts, so they are not sent.
+ * `messages` stay where they are, as OpenAI system messages. `output_config.format` becomes
+ * `response_format`; `thinking` becomes `reasoning_effort` for a model known to reason (`traits`).
+ * Other Anthropic-only fields (context_management, cache_control, top_k, service_tier…) have no
+ * OpenAI counterpart every compatible server accepts, so they are not sent.
  */
 export function anthropicRequestToOpenAI(
   body: AnthropicBody,
   upstreamModel: string,
   maxTokens: number,
   maxTokensField: "max_tokens" | "max_completion_tokens",
+  traits: UpstreamTraits = UNKNOWN_TRAITS,
+  notes: TranslationNotes = {},
 ): OpenAIChatBody {
   const messages: OpenAIMessage[] = [];
   const system = anthropicBlocksText(body.system);
@@ -75,6 +81,17 @@ export function anthropicRequestToOpenAI(
     else if (choice?.type === "none") out.tool_choice = "none";
     else if (choice?.type === "tool" && choice.name) out.tool_choice = { type: "function", function: { name: choice.name } };
     if (choice?.disable_parallel_tool_use) out.parallel_tool_calls = false;
+  }
+  const format = openaiResponseFormat(body.output_config?.format);
+  if (format) out.response_format = format;
+  if (traits.reasoning === "effort") {
+    const effort = openaiReasoningEffort(body.thinking, body.output_config);
+    if (effort) out.reasoning_effort = effort;
+    // OpenAI's reasoning models take only the default sampling: another value is refused.
+    delete out.temperature;
+    delete out.top_p;
+  } else if (body.thinking !== undefined && (body.thinking as { type?: unknown }).type !== "disabled") {
+    (notes.dropped ??= []).push("thinking: this model is not known to reason (models[].reasoning)");
   }
   return out;
 }

@@ -1,12 +1,23 @@
 import { openaiContentText } from "./content-text.ts";
-import type { AnthropicBlock, AnthropicBody, AnthropicMessage, Json, OpenAIChatBody } from "./wire-types.ts";
+import { UNKNOWN_TRAITS, type UpstreamTraits } from "./model-traits.ts";
+import { anthropicReasoning } from "./reasoning.ts";
+import { anthropicStructuredOutput } from "./structured-output.ts";
+import type { AnthropicBlock, AnthropicBody, AnthropicMessage, Json, OpenAIChatBody, TranslationNotes } from "./wire-types.ts";
 
 /**
  * An OpenAI chat request → an Anthropic messages request. System messages move to
  * `system`, tool results become `tool_result` blocks in a user turn, and turns of the
- * same role are merged because Anthropic expects them to alternate.
+ * same role are merged because Anthropic expects them to alternate. `response_format` and
+ * `reasoning_effort` become structured outputs and thinking as far as the model (`traits`)
+ * takes them; `notes` learns what the answer's handling must know (a forced answer tool).
  */
-export function openaiRequestToAnthropic(body: OpenAIChatBody, upstreamModel: string, maxTokens: number): AnthropicBody {
+export function openaiRequestToAnthropic(
+  body: OpenAIChatBody,
+  upstreamModel: string,
+  maxTokens: number,
+  traits: UpstreamTraits = UNKNOWN_TRAITS,
+  notes: TranslationNotes = {},
+): AnthropicBody {
   const system: string[] = [];
   const messages: AnthropicMessage[] = [];
   const push = (role: "user" | "assistant", blocks: AnthropicBlock[]) => {
@@ -62,7 +73,47 @@ export function openaiRequestToAnthropic(body: OpenAIChatBody, upstreamModel: st
   }
   const choice = toolChoice(body.tool_choice, body.parallel_tool_calls);
   if (choice && out.tools?.length) out.tool_choice = choice;
+
+  const structured = anthropicStructuredOutput(body.response_format, traits.structuredOutput, new Set((out.tools ?? []).map((t) => t.name)));
+  if (structured?.kind === "native") out.output_config = { format: structured.format };
+  else if (structured?.kind === "tool") {
+    // The answer arrives as this tool's input; with tools of the client's own, the model picks one of them or answers.
+    const clientTools = out.tools?.length ?? 0;
+    out.tools = [...(out.tools ?? []), structured.tool];
+    const named = out.tool_choice?.type === "tool";
+    if (!named) {
+      const forced = clientTools === 0 || out.tool_choice?.type === "none" ? { type: "tool", name: structured.tool.name } : { type: "any" };
+      out.tool_choice = { ...forced, ...(out.tool_choice?.disable_parallel_tool_use ? { disable_parallel_tool_use: true } : {}) };
+    }
+    notes.answerTool = structured.tool.name;
+  }
+
+  if (body.reasoning_effort !== undefined && body.reasoning_effort !== null) {
+    const skipped = thinkingRefused(out, messages);
+    const reasoning = skipped ? undefined : anthropicReasoning(body.reasoning_effort, traits.reasoning, maxTokens);
+    if (reasoning) {
+      out.thinking = reasoning.thinking;
+      if ("effort" in reasoning) out.output_config = { ...out.output_config, effort: reasoning.effort };
+      // Anthropic takes no sampling changes with thinking on (temperature 1 only, top_p from 0.95).
+      delete out.temperature;
+      if (typeof out.top_p === "number" && out.top_p < 0.95) delete out.top_p;
+    } else (notes.dropped ??= []).push(`reasoning_effort: ${skipped ?? `no thinking for "${String(body.reasoning_effort)}" on this model`}`);
+  }
   return out;
+}
+
+/**
+ * Why Anthropic would refuse thinking on this request, if it would: a forced tool (the client's
+ * or the structured-output one) cannot be combined with thinking, and a turn that continues
+ * after tool calls must start with the signed thinking block an OpenAI client never has.
+ */
+function thinkingRefused(out: AnthropicBody, messages: AnthropicMessage[]): string | undefined {
+  if (out.tool_choice?.type === "any" || out.tool_choice?.type === "tool") return "thinking cannot be combined with a forced tool";
+  const lastAssistant = messages.findLast((m) => m.role === "assistant");
+  if (lastAssistant && (lastAssistant.content as AnthropicBlock[]).some((b) => b.type === "tool_use")) {
+    return "a turn that continues after tool calls would need the signed thinking block it started with";
+  }
+  return undefined;
 }
 
 function toolChoice(choice: unknown, parallel: boolean | undefined): AnthropicBody["tool_choice"] | undefined {

@@ -118,7 +118,11 @@ export function responsesToChat(body: Record<string, unknown>): ResponsesPlan {
         // Reasoning items (and their encrypted content) belong to the vendor that wrote them; another upstream cannot read them.
         return;
       case "item_reference":
-        throw new ResponsesRequestError("input items of type item_reference are not supported: the gateway stores no items. Send the item itself.");
+        // The AI SDK's openai() provider refers to its own earlier answers this way unless told
+        // `store: false`; the message names that setting, since its users never write the items themselves.
+        throw new ResponsesRequestError(
+          "input items of type item_reference are not supported: the gateway stores no items to look up. Send the item itself: clients that refer to earlier answers by id send them whole with `store: false` (the AI SDK's openai() provider: `providerOptions: { openai: { store: false } }`).",
+        );
       default:
         dropped.push(`item:${String(type)}`);
     }

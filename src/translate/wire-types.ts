@@ -26,6 +26,8 @@ export interface OpenAIChatBody extends Json {
   tool_choice?: unknown;
   parallel_tool_calls?: boolean;
   user?: string;
+  response_format?: Json | null;
+  reasoning_effort?: string | null;
 }
 
 export interface AnthropicBlock extends Json {
@@ -50,4 +52,17 @@ export interface AnthropicBody extends Json {
   tools?: { name: string; description?: string; input_schema?: Json; type?: string }[];
   tool_choice?: { type: string; name?: string; disable_parallel_tool_use?: boolean };
   metadata?: { user_id?: string };
+  thinking?: Json;
+  output_config?: Json;
+}
+
+/**
+ * What a translation decided beside the body, filled in by the translator for its caller:
+ * the answer's handling and the log.
+ */
+export interface TranslationNotes {
+  /** A tool forced to carry a JSON answer: its call is the answer's text (streaming/answer-tool.ts). */
+  answerTool?: string;
+  /** Fields the client sent that the upstream does not get, and why; for the log. */
+  dropped?: string[];
 }

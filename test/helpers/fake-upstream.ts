@@ -11,10 +11,14 @@
  *
  * - With an empty queue it also refuses, with the vendor's status and error body, what the real vendors
  *   refuse and a gateway could get wrong when it rewrites or translates a request (see `vendorRefusal`):
- *   Anthropic: a thinking budget under 1024 or not below max_tokens, unknown roles, tool_use without its
- *   tool_result right after; OpenAI: unknown roles, tool messages without tool_call_id or without the
- *   assistant tool_calls they answer, unanswered tool_calls, more than 4 stop sequences, and (with
- *   `strict: true`) top-level fields that are not OpenAI's. Queued replies are never checked.
+ *   Anthropic: a thinking budget under 1024 or not below max_tokens, adaptive thinking before Claude 4.6,
+ *   thinking with a forced tool, a temperature or top_p it does not take, structured outputs before
+ *   Claude 4.5 or with a schema it refuses (open objects, numeric and length bounds), unknown roles,
+ *   tool_use without its tool_result right after; OpenAI: unknown roles, tool messages without
+ *   tool_call_id or without the assistant tool_calls they answer, unanswered tool_calls, more than 4
+ *   stop sequences, reasoning_effort on gpt-4* models, a temperature on reasoning models, a strict
+ *   json_schema that is not closed and fully required, and (with `strict: true`) top-level fields
+ *   that are not OpenAI's. Queued replies are never checked.
  * - `POST /v1/messages/count_tokens` answers `{input_tokens}` as Anthropic does.
  * - `POST /v1/embeddings` answers like OpenAI's embeddings API (see `fakeEmbedding` for the vectors),
  *   float or base64 as asked, and refuses malformed input with OpenAI's words.
@@ -257,6 +261,12 @@ export interface FakeUpstreamOptions {
   strict?: boolean;
   /** Pause between the chunks of the default streamed answers (default: one turn of the event loop). */
   streamDelayMs?: number;
+  /**
+   * Also refuse, as Anthropic does, thinking when the last assistant turn with tool calls does not
+   * start with a thinking block (off by default: Claude Code's recorded turns were answered
+   * without thinking, so their history has none, which the real vendor never sees).
+   */
+  thinkingHistory?: boolean;
 }
 
 export function useFakeUpstream(options: FakeUpstreamOptions = {}): FakeUpstream {
@@ -279,6 +289,17 @@ const ANTHROPIC_ROLES = new Set(["user", "assistant", "system"]);
 function openaiRefusal(body: any, strict: boolean): string | undefined {
   if (strict) for (const field of Object.keys(body)) if (!OPENAI_CHAT_FIELDS.has(field)) return `Unrecognized request argument supplied: ${field}`;
   if (Array.isArray(body.stop) && body.stop.length > 4) return `Invalid 'stop': array too long. Expected an array with maximum length 4, but got an array with length ${body.stop.length} instead.`;
+  const model = String(body.model ?? "");
+  // Models that do not reason refuse reasoning controls; those that do refuse other sampling than the default.
+  if (body.reasoning_effort != null && /^(gpt-4|gpt-3\.5|chatgpt-)/.test(model)) return "Unsupported parameter: 'reasoning_effort' is not supported with this model.";
+  if (/^(o\d|gpt-5)/.test(model) && typeof body.temperature === "number" && body.temperature !== 1) {
+    return `Unsupported value: 'temperature' does not support ${body.temperature} with this model. Only the default (1) value is supported.`;
+  }
+  const format = body.response_format;
+  if (format?.type === "json_schema" && format.json_schema?.strict === true) {
+    const problem = strictSchemaProblem(format.json_schema.schema, []);
+    if (problem) return `Invalid schema for response_format '${format.json_schema.name}': ${problem}`;
+  }
   const messages: any[] = body.messages;
   let pending = new Set<string>();
   for (let i = 0; i < messages.length; i++) {
@@ -299,15 +320,78 @@ function openaiRefusal(body: any, strict: boolean): string | undefined {
   return undefined;
 }
 
+/** What OpenAI's strict mode refuses in a schema (objects must be closed and require every property), in its words. */
+function strictSchemaProblem(node: any, path: string[]): string | undefined {
+  if (!node || typeof node !== "object") return undefined;
+  const where = `In context=(${path.map((p) => `'${p}'`).join(", ")}${path.length === 1 ? "," : ""})`;
+  if (node.type === "object" || node.properties) {
+    if (node.additionalProperties !== false) return `${where}, 'additionalProperties' is required to be supplied and to be false.`;
+    const missing = Object.keys(node.properties ?? {}).filter((k) => !(node.required ?? []).includes(k));
+    if (missing.length) return `${where}, 'required' is required to be supplied and to be an array including every key in properties. Missing '${missing[0]}'.`;
+  }
+  for (const [key, child] of Object.entries(node.properties ?? {})) {
+    const problem = strictSchemaProblem(child, [...path, "properties", key]);
+    if (problem) return problem;
+  }
+  if (node.items) return strictSchemaProblem(node.items, [...path, "items"]);
+  return undefined;
+}
+
+/** Keywords Anthropic's structured outputs refuse in a schema. */
+const ANTHROPIC_UNSUPPORTED_SCHEMA = ["minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum", "multipleOf", "minLength", "maxLength", "pattern", "maxItems", "uniqueItems", "oneOf"];
+
+/** What Anthropic's structured outputs refuse in a schema, in words like its own. */
+function anthropicSchemaProblem(node: any, path: string): string | undefined {
+  if (!node || typeof node !== "object") return undefined;
+  for (const key of ANTHROPIC_UNSUPPORTED_SCHEMA) if (key in node) return `output_config.format.schema${path}: property '${key}' is not supported`;
+  if (node.type === "object" && node.additionalProperties !== false) return `output_config.format.schema${path}: For 'object' type, 'additionalProperties' must be explicitly set to false`;
+  for (const [key, child] of Object.entries(node.properties ?? {})) {
+    const problem = anthropicSchemaProblem(child, `${path}.properties.${key}`);
+    if (problem) return problem;
+  }
+  for (const [i, child] of (node.anyOf ?? []).entries()) {
+    const problem = anthropicSchemaProblem(child, `${path}.anyOf.${i}`);
+    if (problem) return problem;
+  }
+  if (node.items) return anthropicSchemaProblem(node.items, `${path}.items`);
+  return undefined;
+}
+
+/** Claude's version as major × 100 + minor (claude-sonnet-4-5 → 405); undefined for other names. */
+function claudeVersion(model: string): number | undefined {
+  const m = /claude-(?:opus|sonnet|haiku)-(\d+)(?:-(\d{1,2})(?!\d))?/.exec(model);
+  return m ? Number(m[1]) * 100 + Number(m[2] ?? 0) : undefined;
+}
+
 /** The same for Anthropic, in Anthropic's words. */
-function anthropicRefusal(body: any): string | undefined {
+function anthropicRefusal(body: any, options: FakeUpstreamOptions): string | undefined {
   if (typeof body.max_tokens !== "number") return "max_tokens: Field required";
+  const version = claudeVersion(String(body.model ?? ""));
   const thinking = body.thinking;
   if (thinking?.type === "enabled") {
     if (typeof thinking.budget_tokens !== "number" || thinking.budget_tokens < 1024) return "thinking.enabled.budget_tokens: Input should be greater than or equal to 1024";
     if (thinking.budget_tokens >= body.max_tokens) {
       return "`max_tokens` must be greater than `thinking.budget_tokens`. Please consult our documentation at https://docs.claude.com/en/docs/build-with-claude/extended-thinking#max-tokens-and-context-window-size";
     }
+  }
+  if (thinking?.type === "adaptive" && version !== undefined && version < 406) return "thinking.type: 'adaptive' is not supported for this model. Use 'enabled' with budget_tokens.";
+  if (thinking?.type === "enabled" || thinking?.type === "adaptive") {
+    if (body.tool_choice?.type === "any" || body.tool_choice?.type === "tool") return "Thinking may not be enabled when tool_choice forces tool use.";
+    if (typeof body.temperature === "number" && body.temperature !== 1) return "`temperature` may only be set to 1 when thinking is enabled or in extended thinking mode. Please consult our documentation at https://docs.claude.com/en/docs/build-with-claude/extended-thinking#important-considerations-when-using-extended-thinking";
+    if (typeof body.top_p === "number" && body.top_p < 0.95) return "`top_p` must be greater than or equal to 0.95 or unset when thinking is enabled. Please consult our documentation at https://docs.claude.com/en/docs/build-with-claude/extended-thinking#important-considerations-when-using-extended-thinking";
+    const messages: any[] = Array.isArray(body.messages) ? body.messages : [];
+    const last = messages.findLastIndex((m) => m?.role === "assistant");
+    const blocks: any[] = last === -1 || !Array.isArray(messages[last].content) ? [] : messages[last].content;
+    if (options.thinkingHistory && blocks.some((b) => b?.type === "tool_use") && blocks[0]?.type !== "thinking" && blocks[0]?.type !== "redacted_thinking") {
+      return `messages.${last}.content.0.type: Expected \`thinking\` or \`redacted_thinking\`, but found \`${blocks[0]?.type}\`. When \`thinking\` is enabled, a final \`assistant\` message must start with a thinking block (preceeding the lastmost set of \`tool_use\` and \`tool_result\` blocks). We recommend you include thinking blocks from previous turns. To avoid this requirement, disable \`thinking\`. Please consult our documentation at https://docs.claude.com/en/docs/build-with-claude/extended-thinking`;
+    }
+  }
+  const format = body.output_config?.format;
+  if (format !== undefined) {
+    if (version !== undefined && version < 405) return "output_config.format: structured outputs are not supported for this model.";
+    if (format?.type !== "json_schema" || !format.schema || typeof format.schema !== "object") return "output_config.format.schema: Field required";
+    const problem = anthropicSchemaProblem(format.schema, "");
+    if (problem) return problem;
   }
   const messages: any[] = body.messages;
   let pending: string[] = [];
@@ -345,7 +429,7 @@ export function vendorRefusal(rec: RecordedRequest, options: FakeUpstreamOptions
     return refusal ? openaiError(400, refusal) : undefined;
   }
   if (rec.path === "/v1/messages") {
-    const refusal = anthropicRefusal(rec.body);
+    const refusal = anthropicRefusal(rec.body, options);
     return refusal ? anthropicError(400, "invalid_request_error", refusal, "req_011CFakeRefusal") : undefined;
   }
   return undefined;
@@ -595,7 +679,7 @@ export async function startFakeUpstream(options: FakeUpstreamOptions = {}): Prom
       return anthropicError(400, "invalid_request_error", "There was an issue with the JSON body of the request.", reqId);
     }
     if (!Array.isArray(body.messages)) return anthropicError(400, "invalid_request_error", "messages: Field required", reqId);
-    const refusal = anthropicRefusal(body);
+    const refusal = anthropicRefusal(body, options);
     if (refusal) return anthropicError(400, "invalid_request_error", refusal, reqId);
     const a = buildAnswer(body, "anthropic");
     const id = `msg_01FakeUp${pad(n, 16)}`;

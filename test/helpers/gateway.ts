@@ -17,6 +17,9 @@ export const FREE_MODEL = "test/free";
 export const IMAGES_API_MODEL = "test/image";
 /** An OpenAI-compatible chat upstream that answers with images. */
 export const IMAGE_CHAT_MODEL = "test/image-chat";
+/** What the two paid text models cost (credits per million tokens), for tests that check charges. */
+export const OPENAI_PRICING = { input_per_mtok: 150, output_per_mtok: 600 };
+export const ANTHROPIC_PRICING = { input_per_mtok: 3000, output_per_mtok: 15000 };
 export const VENDOR_OPENAI_KEY = "sk-test-openai-SECRET-0123456789";
 export const VENDOR_ANTHROPIC_KEY = "sk-ant-test-SECRET-0123456789";
 
@@ -103,8 +106,8 @@ export async function startGateway(o: GatewayOptions): Promise<Gateway> {
         { id: "fake-anthropic", kind: "anthropic", base_url: o.upstreamUrl, api_key_env: "TEST_ANTHROPIC_KEY", timeouts },
       ],
       models: [
-        { id: OPENAI_MODEL, provider: "fake-openai", upstream_model: "gpt-4o-mini", category: "text", context_length: 128_000, owned_by: "openai", pricing: { input_per_mtok: 150, output_per_mtok: 600 } },
-        { id: ANTHROPIC_MODEL, provider: "fake-anthropic", upstream_model: "claude-sonnet-4-5", category: "text", context_length: 200_000, owned_by: "anthropic", pricing: { input_per_mtok: 3000, output_per_mtok: 15000 } },
+        { id: OPENAI_MODEL, provider: "fake-openai", upstream_model: "gpt-4o-mini", category: "text", context_length: 128_000, owned_by: "openai", pricing: OPENAI_PRICING },
+        { id: ANTHROPIC_MODEL, provider: "fake-anthropic", upstream_model: "claude-sonnet-4-5", category: "text", context_length: 200_000, owned_by: "anthropic", pricing: ANTHROPIC_PRICING },
         { id: FREE_MODEL, provider: "fake-openai", upstream_model: "free-model", category: "free", context_length: 8192 },
         { id: IMAGES_API_MODEL, provider: "fake-openai", upstream_model: "dall-e-3", upstream_api: "images", category: "image", context_length: 4000, pricing: { input_per_mtok: 0, output_per_mtok: 0, per_image: 0.5 } },
         { id: IMAGE_CHAT_MODEL, provider: "fake-openai", upstream_model: "flux-chat", category: "image", context_length: 32000, pricing: { input_per_mtok: 100, output_per_mtok: 100, per_image: 0.25 } },

@@ -3,7 +3,7 @@
  * model to say something specific (call a tool, think first, stop at the token cap). The
  * frames are shaped like the vendors' own (see the recorded fixtures beside these tests).
  */
-import type { Reply } from "./fake-upstream.ts";
+import type { RecordedRequest, Reply } from "./fake-upstream.ts";
 
 export interface ScriptedCall {
   id: string;
@@ -18,7 +18,8 @@ export interface Script {
   calls?: ScriptedCall[];
   /** Why the model stopped; default: tool calls when there are any, else a normal stop. */
   stop?: "stop" | "length" | "tool_calls";
-  usage?: { input: number; output: number };
+  /** `reasoning`: the reasoning share of `output`, reported as each vendor does (left out when undefined). */
+  usage?: { input: number; output: number; reasoning?: number };
 }
 
 /** Splits text into a few pieces, so deltas really arrive in parts. */
@@ -42,7 +43,7 @@ export function openaiStream(s: Script): Reply {
   });
   chunks.push(chunk({}, s.stop ?? (s.calls?.length ? "tool_calls" : "stop")));
   const usage = s.usage ?? { input: 50, output: 10 };
-  chunks.push(`data: ${JSON.stringify({ ...head, choices: [], usage: { prompt_tokens: usage.input, completion_tokens: usage.output, total_tokens: usage.input + usage.output } })}\n\n`);
+  chunks.push(`data: ${JSON.stringify({ ...head, choices: [], usage: openaiUsage(usage) })}\n\n`);
   chunks.push("data: [DONE]\n\n");
   return { kind: "sse", chunks };
 }
@@ -59,7 +60,7 @@ export function anthropicStream(s: Script): Reply {
   if (s.reasoning) {
     chunks.push(ev("content_block_start", { index: block, content_block: { type: "thinking", thinking: "", signature: "" } }));
     for (const p of pieces(s.reasoning)) chunks.push(ev("content_block_delta", { index: block, delta: { type: "thinking_delta", thinking: p } }));
-    chunks.push(ev("content_block_delta", { index: block, delta: { type: "signature_delta", signature: "EqQBCgIYAhIM1gbcDa9GJwZA2b3hGgxBdjrkzLoky3dl1pkiMOYds" } }));
+    chunks.push(ev("content_block_delta", { index: block, delta: { type: "signature_delta", signature: SIGNATURE } }));
     chunks.push(ev("content_block_stop", { index: block++ }));
   }
   if (s.text) {
@@ -74,12 +75,65 @@ export function anthropicStream(s: Script): Reply {
     chunks.push(ev("content_block_stop", { index: block++ }));
   }
   const stop = s.stop === "length" ? "max_tokens" : s.stop === "stop" ? "end_turn" : s.calls?.length ? "tool_use" : "end_turn";
-  chunks.push(ev("message_delta", { delta: { stop_reason: stop, stop_sequence: null }, usage: { output_tokens: usage.output } }));
+  chunks.push(ev("message_delta", { delta: { stop_reason: stop, stop_sequence: null }, usage: anthropicDeltaUsage(usage) }));
   chunks.push(ev("message_stop", {}));
   return { kind: "sse", chunks };
 }
 
+const SIGNATURE = "EqQBCgIYAhIM1gbcDa9GJwZA2b3hGgxBdjrkzLoky3dl1pkiMOYds";
+
+function openaiUsage(u: NonNullable<Script["usage"]>) {
+  return {
+    prompt_tokens: u.input,
+    completion_tokens: u.output,
+    total_tokens: u.input + u.output,
+    ...(u.reasoning !== undefined ? { completion_tokens_details: { reasoning_tokens: u.reasoning } } : {}),
+  };
+}
+
+function anthropicDeltaUsage(u: NonNullable<Script["usage"]>) {
+  return { output_tokens: u.output, ...(u.reasoning !== undefined ? { output_tokens_details: { thinking_tokens: u.reasoning } } : {}) };
+}
+
+/** The script as a whole `chat.completion` body. */
+export function openaiBody(s: Script): Reply {
+  const usage = s.usage ?? { input: 50, output: 10 };
+  const message: Record<string, unknown> = { role: "assistant", content: s.text ?? null, refusal: null, annotations: [] };
+  if (s.reasoning) message.reasoning_content = s.reasoning;
+  if (s.calls?.length) message.tool_calls = s.calls.map((c) => ({ id: c.id, type: "function", function: { name: c.name, arguments: c.arguments } }));
+  const finish = s.stop ?? (s.calls?.length ? "tool_calls" : "stop");
+  return {
+    kind: "json",
+    body: { id: "chatcmpl-Scripted0000000000000000000", object: "chat.completion", created: 1761565012, model: "gpt-4o-mini-2024-07-18", choices: [{ index: 0, message, logprobs: null, finish_reason: finish }], usage: openaiUsage(usage) },
+  };
+}
+
+/** The script as a whole Anthropic `message` body; `noUsage` leaves usage out (a compatible server that reports none). */
+export function anthropicBody(s: Script & { noUsage?: boolean }): Reply {
+  const usage = s.usage ?? { input: 50, output: 10 };
+  const content: unknown[] = [];
+  if (s.reasoning) content.push({ type: "thinking", thinking: s.reasoning, signature: SIGNATURE });
+  if (s.text) content.push({ type: "text", text: s.text });
+  for (const call of s.calls ?? []) content.push({ type: "tool_use", id: call.id, name: call.name, input: JSON.parse(call.arguments) });
+  const stop = s.stop === "length" ? "max_tokens" : s.stop === "stop" ? "end_turn" : s.calls?.length ? "tool_use" : "end_turn";
+  const body: Record<string, unknown> = { id: "msg_01Scripted000000000000", type: "message", role: "assistant", model: "claude-sonnet-4-5-20250929", content, stop_reason: stop, stop_sequence: null };
+  if (!s.noUsage) body.usage = { input_tokens: usage.input, cache_creation_input_tokens: 0, cache_read_input_tokens: 0, ...anthropicDeltaUsage(usage) };
+  return { kind: "json", body };
+}
+
+/** The signature every scripted Anthropic thinking block carries. */
+export const SCRIPTED_SIGNATURE = SIGNATURE;
+
 /** The same script in the wire format of the upstream behind `model`. */
 export function scripted(vendor: "openai" | "anthropic", s: Script): Reply {
   return vendor === "openai" ? openaiStream(s) : anthropicStream(s);
+}
+
+/**
+ * The script in the upstream's format and in the shape the request asks for: a stream when it
+ * says `stream: true`, else a whole body. Clients that stream some calls and not others (the AI
+ * SDK's generateText and streamText) get the same answer either way.
+ */
+export function scriptedReply(vendor: "openai" | "anthropic", s: Script): (req: RecordedRequest) => Reply {
+  return (req) => (req.body?.stream === true ? scripted(vendor, s) : vendor === "openai" ? openaiBody(s) : anthropicBody(s));
 }

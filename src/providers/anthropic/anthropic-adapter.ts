@@ -21,6 +21,8 @@ interface AnthropicUsage {
   output_tokens?: number | null;
   cache_creation_input_tokens?: number | null;
   cache_read_input_tokens?: number | null;
+  /** Reasoning's share of output_tokens, where Anthropic reports it. */
+  output_tokens_details?: { thinking_tokens?: number | null } | null;
 }
 
 /**
@@ -32,7 +34,10 @@ function usageEvent(u: AnthropicUsage): StreamEvent {
   const cacheWrite = reportedCount(u.cache_creation_input_tokens);
   const reported = reportedCount(u.input_tokens);
   const input = reported === undefined ? undefined : reportedCount(reported + (cacheRead ?? 0) + (cacheWrite ?? 0));
-  return { type: "usage", inputTokens: input, outputTokens: reportedCount(u.output_tokens), cacheReadTokens: cacheRead, cacheWriteTokens: cacheWrite };
+  const event: StreamEvent = { type: "usage", inputTokens: input, outputTokens: reportedCount(u.output_tokens), cacheReadTokens: cacheRead, cacheWriteTokens: cacheWrite };
+  const thinking = reportedCount(u.output_tokens_details?.thinking_tokens);
+  if (thinking !== undefined) event.reasoningTokens = thinking;
+  return event;
 }
 
 export const anthropicAdapter: ProviderAdapter = {
@@ -66,12 +71,15 @@ export const anthropicAdapter: ProviderAdapter = {
           events.push({ type: "start", inputTokens: u && u.type === "usage" ? u.inputTokens : undefined });
           // message_start's output_tokens is a placeholder (1); only message_delta's counts, so
           // an answer whose final usage is missing or broken is estimated, not billed one token.
-          if (u && u.type === "usage") events.push({ ...u, outputTokens: undefined });
+          if (u && u.type === "usage") events.push({ ...u, outputTokens: undefined, reasoningTokens: undefined });
           break;
         }
         case "content_block_start": {
           const block = data.content_block ?? {};
           if (block.type === "text" && block.text) events.push({ type: "text", text: block.text });
+          else if (block.type === "thinking" && (block.thinking || block.signature)) {
+            events.push({ type: "reasoning", text: block.thinking ?? "", ...(block.signature ? { signature: block.signature } : {}) });
+          } else if (block.type === "redacted_thinking" && typeof block.data === "string") events.push({ type: "redacted-reasoning", data: block.data });
           else if (block.type === "tool_use") {
             const index = toolOfBlock.size;
             toolOfBlock.set(data.index, index);
@@ -87,6 +95,7 @@ export const anthropicAdapter: ProviderAdapter = {
             const index = toolOfBlock.get(data.index);
             if (index !== undefined) events.push({ type: "tool-call", index, argumentsDelta: delta.partial_json ?? "" });
           } else if (delta.type === "thinking_delta") events.push({ type: "reasoning", text: delta.thinking ?? "" });
+          else if (delta.type === "signature_delta" && typeof delta.signature === "string") events.push({ type: "reasoning", text: "", signature: delta.signature });
           break;
         }
         case "message_delta":
@@ -116,7 +125,8 @@ export const anthropicAdapter: ProviderAdapter = {
     let tools = 0;
     for (const block of b?.content ?? []) {
       if (block.type === "text") events.push({ type: "text", text: block.text ?? "" });
-      else if (block.type === "thinking") events.push({ type: "reasoning", text: block.thinking ?? "" });
+      else if (block.type === "thinking") events.push({ type: "reasoning", text: block.thinking ?? "", ...(typeof block.signature === "string" ? { signature: block.signature } : {}) });
+      else if (block.type === "redacted_thinking" && typeof block.data === "string") events.push({ type: "redacted-reasoning", data: block.data });
       else if (block.type === "tool_use") {
         events.push({ type: "tool-call", index: tools++, id: block.id, name: block.name, argumentsDelta: JSON.stringify(block.input ?? {}) });
       }

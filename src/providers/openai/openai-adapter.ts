@@ -16,6 +16,7 @@ interface OpenAIUsage {
   prompt_tokens?: number;
   completion_tokens?: number;
   prompt_tokens_details?: { cached_tokens?: number } | null;
+  completion_tokens_details?: { reasoning_tokens?: number } | null;
 }
 
 /** Image-capable chat upstreams (OpenRouter and others) return `images: [{image_url: {url}}]` beside the text. */
@@ -29,12 +30,16 @@ function imageEvents(images: unknown, events: StreamEvent[]): void {
 
 /** Counts that are not usable numbers are left out, so the meter estimates them. */
 function usageEvent(u: OpenAIUsage): StreamEvent {
-  return {
+  const event: StreamEvent = {
     type: "usage",
     inputTokens: reportedCount(u.prompt_tokens),
     outputTokens: reportedCount(u.completion_tokens),
     cacheReadTokens: reportedCount(u.prompt_tokens_details?.cached_tokens),
   };
+  // Compatible servers that reason without counting it say nothing (or 0 beside reasoning text): the meter then estimates.
+  const reasoning = reportedCount(u.completion_tokens_details?.reasoning_tokens);
+  if (reasoning) event.reasoningTokens = reasoning;
+  return event;
 }
 
 export const openaiAdapter: ProviderAdapter = {

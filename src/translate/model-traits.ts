@@ -1,0 +1,73 @@
+import type { ModelConfig } from "../config/schema.ts";
+
+/**
+ * What an upstream model accepts of the fields the gateway translates from the other format. A
+ * translated field must never make a vendor refuse a request it would otherwise take: a model
+ * that does not reason refuses `reasoning_effort` / `thinking`, one without structured outputs
+ * refuses `output_config.format`. The config says (`models[].reasoning`, `structured_output`);
+ * else the vendor's own model families are recognised by name, and anything else is unknown —
+ * nothing translated is sent to it that it could refuse.
+ */
+
+/** `effort`: OpenAI `reasoning_effort`; `budget`: Anthropic `thinking.budget_tokens`; `adaptive`: Anthropic adaptive thinking with `output_config.effort`. */
+export type ReasoningStyle = "none" | "effort" | "budget" | "adaptive";
+/** `native`: Anthropic `output_config.format`; `tool`: a forced tool whose input is the answer. */
+export type StructuredOutputStyle = "native" | "tool";
+
+export interface UpstreamTraits {
+  /** Undefined: the gateway cannot tell, so reasoning fields are only passed on as the client wrote them. */
+  reasoning: ReasoningStyle | undefined;
+  structuredOutput: StructuredOutputStyle;
+}
+
+/** What translators assume when nobody says: no reasoning fields, structured outputs as the vendor's API has them. */
+export const UNKNOWN_TRAITS: UpstreamTraits = { reasoning: undefined, structuredOutput: "native" };
+
+export function upstreamTraits(kind: "openai" | "anthropic", model: Pick<ModelConfig, "upstream_model" | "reasoning" | "structured_output">): UpstreamTraits {
+  const inferred = kind === "openai" ? openaiTraits(model.upstream_model) : anthropicTraits(model.upstream_model);
+  return {
+    reasoning: model.reasoning ?? inferred.reasoning,
+    structuredOutput: model.structured_output ?? inferred.structuredOutput,
+  };
+}
+
+/**
+ * OpenAI's families: o-series, gpt-5 and gpt-oss reason (gpt-5's `-chat` models do not);
+ * gpt-4*, gpt-3.5 and chatgpt-4o refuse `reasoning_effort`. The name's last path segment
+ * counts, so `openai/o4-mini` behind OpenRouter is recognised too.
+ */
+function openaiTraits(upstreamModel: string): UpstreamTraits {
+  const name = lastSegment(upstreamModel);
+  let reasoning: ReasoningStyle | undefined;
+  if (/^gpt-5/.test(name)) reasoning = name.includes("-chat") ? "none" : "effort";
+  else if (/^o\d+(-|$)/.test(name) || /^gpt-oss/.test(name)) reasoning = "effort";
+  else if (/^(gpt-4|gpt-3\.5|chatgpt-)/.test(name)) reasoning = "none";
+  return { reasoning, structuredOutput: "native" };
+}
+
+/**
+ * Claude's versions: thinking from 3.7 (with a budget), adaptive thinking from 4.6 (budgets are
+ * deprecated there and refused by later models); structured outputs from 4.5.
+ */
+function anthropicTraits(upstreamModel: string): UpstreamTraits {
+  const version = claudeVersion(lastSegment(upstreamModel));
+  if (version === undefined) return UNKNOWN_TRAITS;
+  return {
+    reasoning: version < 307 ? "none" : version < 406 ? "budget" : "adaptive",
+    structuredOutput: version >= 405 ? "native" : "tool",
+  };
+}
+
+/**
+ * Claude's version as major × 100 + minor: `claude-sonnet-4-5-20250929` → 405,
+ * `claude-opus-4-20250514` → 400, `claude-3-7-sonnet-latest` → 307; undefined when not Claude.
+ */
+export function claudeVersion(name: string): number | undefined {
+  // A minor version is one or two digits; eight are a date.
+  const match = /claude-(?:opus|sonnet|haiku)-(\d+)(?:-(\d{1,2})(?!\d))?/.exec(name) ?? /claude-(\d+)(?:-(\d{1,2}))?-(?:opus|sonnet|haiku)/.exec(name);
+  return match ? Number(match[1]) * 100 + Number(match[2] ?? 0) : undefined;
+}
+
+function lastSegment(name: string): string {
+  return name.slice(name.lastIndexOf("/") + 1).toLowerCase();
+}

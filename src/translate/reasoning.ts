@@ -1,0 +1,70 @@
+import type { ReasoningStyle } from "./model-traits.ts";
+
+/**
+ * Reasoning controls across the formats, as two tables (docs/decisions.md, "Structured output
+ * and reasoning across formats"). OpenAI clients say how hard to think (`reasoning_effort`);
+ * Anthropic clients give a token budget (`thinking.budget_tokens`) or, on newer models, adaptive
+ * thinking with an effort (`output_config.effort`). Pure: values in, values out.
+ */
+
+/** Anthropic's smallest thinking budget; a smaller one is refused. */
+export const MIN_THINKING_BUDGET = 1024;
+
+/** `reasoning_effort` → `thinking.budget_tokens`. `none` and `minimal` mean no thinking. */
+export const EFFORT_BUDGET: Readonly<Record<string, number>> = {
+  low: 1024,
+  medium: 4096,
+  high: 16_384,
+  xhigh: 32_768,
+};
+
+/** `reasoning_effort` → adaptive thinking's `output_config.effort`: the levels every adaptive model takes. */
+const ADAPTIVE_EFFORT: Readonly<Record<string, string>> = { low: "low", medium: "medium", high: "high", xhigh: "high", max: "high" };
+
+/** Share of `max_tokens` a translated budget may take: the rest is left for the answer itself. */
+const BUDGET_SHARE = 3 / 4;
+
+export type AnthropicReasoning =
+  | { thinking: { type: "enabled"; budget_tokens: number } }
+  | { thinking: { type: "adaptive" }; effort: string };
+
+/**
+ * An OpenAI `reasoning_effort` → Anthropic thinking, for a model of `style`; undefined for no
+ * thinking (no effort, `none`/`minimal`, a model that does not think, a value we do not know, or
+ * `max_tokens` too small to hold the smallest budget and an answer). Budgets are the table's,
+ * at most ¾ of `max_tokens`: the client sized `max_tokens` for the answer, and Anthropic counts
+ * thinking inside it as OpenAI counts reasoning inside `max_completion_tokens`.
+ */
+export function anthropicReasoning(effort: unknown, style: ReasoningStyle | undefined, maxTokens: number): AnthropicReasoning | undefined {
+  if (typeof effort !== "string") return undefined;
+  if (style === "adaptive") {
+    const level = ADAPTIVE_EFFORT[effort];
+    return level ? { thinking: { type: "adaptive" }, effort: level } : undefined;
+  }
+  if (style !== "budget") return undefined;
+  const wanted = EFFORT_BUDGET[effort === "max" ? "xhigh" : effort];
+  if (wanted === undefined) return undefined;
+  const budget = Math.min(wanted, Math.floor(maxTokens * BUDGET_SHARE));
+  return budget >= MIN_THINKING_BUDGET ? { thinking: { type: "enabled", budget_tokens: budget } } : undefined;
+}
+
+/**
+ * Anthropic `thinking` (and `output_config.effort`) → an OpenAI `reasoning_effort`, the table
+ * read backwards: a budget under 4,096 is `low`, under 16,384 `medium`, else `high`; adaptive
+ * thinking's effort by name (`xhigh` and `max` are `high`, the highest every reasoning model
+ * takes). Disabled thinking, or adaptive thinking with no effort (the model decides), send
+ * nothing: the upstream's own default applies.
+ */
+export function openaiReasoningEffort(thinking: unknown, outputConfig: unknown): "low" | "medium" | "high" | undefined {
+  const t = thinking as { type?: unknown; budget_tokens?: unknown } | null | undefined;
+  if (t?.type === "disabled") return undefined;
+  if (t?.type === "enabled") {
+    const budget = typeof t.budget_tokens === "number" ? t.budget_tokens : MIN_THINKING_BUDGET;
+    return budget < EFFORT_BUDGET.medium! ? "low" : budget < EFFORT_BUDGET.high! ? "medium" : "high";
+  }
+  // Adaptive thinking, or none named: the effort says how hard the model works either way.
+  const effort = (outputConfig as { effort?: unknown } | null | undefined)?.effort;
+  if (effort === "low" || effort === "medium") return effort;
+  if (effort === "high" || effort === "xhigh" || effort === "max") return "high";
+  return undefined;
+}

@@ -1,0 +1,330 @@
+/**
+ * The Vercel AI SDK 7 through the gateway, as its users write it (only the base URL and the key
+ * change), against both upstream kinds: the default `openai()` provider (the Responses API),
+ * `openai.chat()`, `@ai-sdk/anthropic` and `@ai-sdk/openai-compatible`. Each call is checked for
+ * what a user relies on (text, streamed text, tool arguments, objects, usage equal to what the
+ * upstream reported, the charge) and for what the upstream received, in its own format. The
+ * fake upstream speaks each vendor's wire bytes; scripted answers say what the model says.
+ */
+import { afterAll, beforeAll, describe, expect, test } from "bun:test";
+import { createOpenAI, type OpenAIProvider } from "@ai-sdk/openai";
+import { createAnthropic, type AnthropicProvider } from "@ai-sdk/anthropic";
+import { createOpenAICompatible, type OpenAICompatibleProvider } from "@ai-sdk/openai-compatible";
+import { APICallError, generateObject, generateText, Output, stepCountIs, streamText, tool, type LanguageModel } from "ai";
+import { z } from "zod";
+import { useFakeUpstream } from "./helpers/fake-upstream.ts";
+import { useGateway, ANTHROPIC_MODEL, ANTHROPIC_PRICING, OPENAI_MODEL, OPENAI_PRICING } from "./helpers/gateway.ts";
+import { scriptedReply, type Script } from "./helpers/scripted-answers.ts";
+import { tokenCostMicro } from "../src/billing/pricing.ts";
+
+const upstream = useFakeUpstream();
+const gw = useGateway(() => ({ upstreamUrl: upstream.url, retry: { max_retries: 0 } }));
+
+let openai: OpenAIProvider;
+let anthropic: AnthropicProvider;
+let compatible: OpenAICompatibleProvider;
+let warnings: typeof globalThis.AI_SDK_LOG_WARNINGS;
+
+beforeAll(() => {
+  // Exactly what users do: the base URL and the key, nothing else.
+  openai = createOpenAI({ baseURL: `${gw.url}/v1`, apiKey: gw.key });
+  anthropic = createAnthropic({ baseURL: `${gw.url}/v1`, apiKey: gw.key });
+  compatible = createOpenAICompatible({ name: "switchyard", baseURL: `${gw.url}/v1`, apiKey: gw.key, includeUsage: true });
+  // The SDK prints a warning for generateObject (deprecated in 7) and for model ids it does not know.
+  warnings = globalThis.AI_SDK_LOG_WARNINGS;
+  globalThis.AI_SDK_LOG_WARNINGS = false;
+});
+afterAll(() => {
+  globalThis.AI_SDK_LOG_WARNINGS = warnings;
+});
+
+type Vendor = "openai" | "anthropic";
+type CallOptions = Parameters<typeof generateText>[0]["providerOptions"];
+
+interface Client {
+  name: string;
+  model: (id: string) => LanguageModel;
+  /**
+   * What every call of this client needs through the gateway. The Responses provider refers
+   * to earlier answers by id unless told `store: false`, and the gateway stores none (see the
+   * item_reference test below).
+   */
+  providerOptions?: CallOptions;
+}
+
+const CLIENTS: Client[] = [
+  { name: "openai() (Responses API)", model: (id) => openai(id), providerOptions: { openai: { store: false } } },
+  { name: "openai.chat()", model: (id) => openai.chat(id) },
+  { name: "@ai-sdk/anthropic", model: (id) => anthropic(id) },
+  { name: "@ai-sdk/openai-compatible", model: (id) => compatible(id) },
+];
+
+const PRICING: Record<string, typeof OPENAI_PRICING> = { [OPENAI_MODEL]: OPENAI_PRICING, [ANTHROPIC_MODEL]: ANTHROPIC_PRICING };
+
+/** The usage record behind an answer: `resp_<id>`, `chatcmpl-<id>` and `msg_<id>` are all `req_<id>`. */
+function usageRecord(answerId: string) {
+  const requestId = `req_${answerId.replace(/^(?:resp_|chatcmpl-|msg_)/, "")}`;
+  return gw.db
+    .query<{ status: string; prompt_tokens: number; completion_tokens: number; estimated: number; cost_micro: number }, [string]>(
+      "SELECT status, prompt_tokens, completion_tokens, estimated, cost_micro FROM usage_records WHERE request_id = ?",
+    )
+    .get(requestId);
+}
+
+/** Each answer recorded with the upstream's own counts and its price, and the balance down by exactly their sum. */
+async function expectCharged(model: string, balanceBefore: number, answers: { id: string | undefined; input: number; output: number }[]) {
+  let total = 0;
+  const after = await gw.balanceMicro();
+  for (const a of answers) {
+    const cost = tokenCostMicro(PRICING[model], a.input, a.output);
+    expect(a.id).toBeString();
+    expect(usageRecord(a.id!)).toEqual({ status: "ok", prompt_tokens: a.input, completion_tokens: a.output, estimated: 0, cost_micro: cost });
+    total += cost;
+  }
+  expect(total).toBeGreaterThan(0);
+  expect(balanceBefore - after).toBe(total);
+}
+
+/**
+ * Seconds on the wire, read as such: not milliseconds (thousands of years ahead), not zero. Same-format
+ * answers keep the upstream's `created`, which the scripted answers fix in the past.
+ */
+function expectSaneTimestamp(timestamp: Date) {
+  expect(timestamp.getTime()).toBeGreaterThan(Date.UTC(2025, 0, 1));
+  expect(timestamp.getTime()).toBeLessThan(Date.now() + 60_000);
+}
+
+/** Text of a message content or tool result in either vendor's shape: a string, or text parts/blocks. */
+function textOf(content: unknown): string {
+  if (typeof content === "string") return content;
+  if (Array.isArray(content)) return content.map((p) => (typeof p?.text === "string" ? p.text : "")).join("");
+  return "";
+}
+
+/** The system prompt as the upstream received it: OpenAI system messages, Anthropic's `system`. */
+function systemSent(vendor: Vendor, body: any): string {
+  if (vendor === "anthropic") return textOf(body.system);
+  return body.messages.filter((m: any) => m.role === "system" || m.role === "developer").map((m: any) => textOf(m.content)).join("\n");
+}
+
+const weatherInput = z.object({ city: z.string(), unit: z.enum(["celsius", "fahrenheit"]) });
+const person = z.object({ name: z.string(), age: z.number() });
+
+describe.each([
+  ["OpenAI", OPENAI_MODEL, "openai" as const],
+  ["Anthropic", ANTHROPIC_MODEL, "anthropic" as const],
+])("AI SDK against an %s upstream", (_name, modelId, vendor) => {
+  describe.each(CLIENTS.map((c) => [c.name, c] as const))("%s", (_client, client) => {
+    const providerOptions = client.providerOptions;
+
+    test("generateText: the text, the upstream's usage, the finish reason, the system prompt in the upstream's place, and the charge", async () => {
+      const script: Script = { text: "Paris is the capital of France.", usage: { input: 31, output: 9 } };
+      upstream.reply(scriptedReply(vendor, script));
+      const before = await gw.balanceMicro();
+      const result = await generateText({ model: client.model(modelId), system: "Answer in one sentence.", prompt: "What is the capital of France?", maxRetries: 0, providerOptions });
+      expect(result.text).toBe(script.text!);
+      expect(result.finishReason).toBe("stop");
+      expect(result.usage).toMatchObject({ inputTokens: 31, outputTokens: 9, totalTokens: 40 });
+      // The answer names the model the client asked for, and when it was made.
+      expect(result.response.modelId).toBe(modelId);
+      expectSaneTimestamp(result.response.timestamp);
+
+      const sent = upstream.requests[0]!;
+      expect(sent.path).toBe(vendor === "openai" ? "/v1/chat/completions" : "/v1/messages");
+      expect(sent.body.stream).not.toBe(true);
+      expect(systemSent(vendor, sent.body)).toBe("Answer in one sentence.");
+      expect(textOf(sent.body.messages.at(-1).content)).toBe("What is the capital of France?");
+      await expectCharged(modelId, before, [{ id: result.response.id, input: 31, output: 9 }]);
+    });
+
+    test("streamText: the text stream in order, the finish reason, the upstream's usage, and the charge", async () => {
+      const script: Script = { text: "One, two, three, four, five.", usage: { input: 23, output: 11 } };
+      upstream.reply(scriptedReply(vendor, script));
+      const before = await gw.balanceMicro();
+      const errors: unknown[] = [];
+      const result = streamText({ model: client.model(modelId), prompt: "Count to five.", maxRetries: 0, providerOptions, onError: ({ error }) => void errors.push(error) });
+      const chunks: string[] = [];
+      for await (const chunk of result.textStream) chunks.push(chunk);
+      expect(errors).toEqual([]);
+      // The upstream sent the text in several deltas; they arrive as deltas, in order.
+      expect(chunks.length).toBeGreaterThan(1);
+      expect(chunks.join("")).toBe(script.text!);
+      expect(await result.finishReason).toBe("stop");
+      expect(await result.usage).toMatchObject({ inputTokens: 23, outputTokens: 11, totalTokens: 34 });
+      const response = await result.response;
+      expect(response.modelId).toBe(modelId);
+      expectSaneTimestamp(response.timestamp);
+      expect(upstream.requests[0]!.body.stream).toBe(true);
+      await expectCharged(modelId, before, [{ id: response.id, input: 23, output: 11 }]);
+    });
+
+    describe.each([["generateText"], ["streamText"]])("a tool() call with %s", (mode) => {
+      test("arrives with parsed arguments; its result goes back and reaches the upstream in the upstream's format", async () => {
+        const callId = vendor === "openai" ? "call_Wth9Kq2LmN4pR7sT" : "toolu_01Wth9Kq2LmN4pR7sTxYz";
+        upstream.reply(scriptedReply(vendor, { text: "Let me check.", calls: [{ id: callId, name: "get_weather", arguments: '{"city":"Paris","unit":"celsius"}' }], usage: { input: 41, output: 17 } }));
+        upstream.reply(scriptedReply(vendor, { text: "It is 18°C and sunny in Paris.", usage: { input: 88, output: 12 } }));
+        const before = await gw.balanceMicro();
+        const executed: unknown[] = [];
+        const tools = {
+          get_weather: tool({
+            description: "Current weather for a city",
+            inputSchema: weatherInput,
+            execute: async (input) => {
+              executed.push(input);
+              return { temperature: 18, unit: input.unit, sky: "sunny" };
+            },
+          }),
+        };
+        const request = { model: client.model(modelId), prompt: "Weather in Paris?", tools, stopWhen: stepCountIs(2), maxRetries: 0, providerOptions };
+        let steps;
+        if (mode === "generateText") {
+          const result = await generateText(request);
+          expect(result.text).toBe("It is 18°C and sunny in Paris.");
+          expect(result.totalUsage).toMatchObject({ inputTokens: 129, outputTokens: 29 });
+          steps = result.steps;
+        } else {
+          const errors: unknown[] = [];
+          const result = streamText({ ...request, onError: ({ error }) => void errors.push(error) });
+          expect(await result.text).toBe("It is 18°C and sunny in Paris.");
+          expect(errors).toEqual([]);
+          expect(await result.totalUsage).toMatchObject({ inputTokens: 129, outputTokens: 29 });
+          steps = await result.steps;
+        }
+
+        // The model's call, parsed against the tool's schema, ran once with the model's arguments.
+        expect(executed).toEqual([{ city: "Paris", unit: "celsius" }]);
+        expect(steps).toHaveLength(2);
+        expect(steps[0]!.finishReason).toBe("tool-calls");
+        expect(steps[0]!.text).toBe("Let me check.");
+        expect(steps[0]!.toolCalls).toEqual([expect.objectContaining({ type: "tool-call", toolCallId: callId, toolName: "get_weather", input: { city: "Paris", unit: "celsius" } })]);
+        expect(steps[0]!.usage).toMatchObject({ inputTokens: 41, outputTokens: 17 });
+        expect(steps[1]!.finishReason).toBe("stop");
+        expect(steps[1]!.usage).toMatchObject({ inputTokens: 88, outputTokens: 12 });
+
+        // The tool was offered in the upstream's format…
+        expect(upstream.requests).toHaveLength(2);
+        const [first, second] = upstream.requests.map((r) => r.body);
+        if (vendor === "openai") {
+          expect(first.tools).toEqual([{ type: "function", function: expect.objectContaining({ name: "get_weather", description: "Current weather for a city", parameters: expect.objectContaining({ type: "object", required: ["city", "unit"] }) }) }]);
+        } else {
+          expect(first.tools).toEqual([expect.objectContaining({ name: "get_weather", description: "Current weather for a city", input_schema: expect.objectContaining({ type: "object", required: ["city", "unit"] }) })]);
+        }
+        // …and the second step carried the whole turn back: the text before the call, the call, its result.
+        const [assistant, answer] = second.messages.slice(-2);
+        if (vendor === "openai") {
+          expect(assistant).toMatchObject({ role: "assistant", content: "Let me check.", tool_calls: [{ id: callId, type: "function", function: { name: "get_weather" } }] });
+          expect(assistant.tool_calls).toHaveLength(1);
+          expect(JSON.parse(assistant.tool_calls[0].function.arguments)).toEqual({ city: "Paris", unit: "celsius" });
+          expect(answer).toMatchObject({ role: "tool", tool_call_id: callId });
+          expect(JSON.parse(textOf(answer.content))).toEqual({ temperature: 18, unit: "celsius", sky: "sunny" });
+        } else {
+          expect(assistant.role).toBe("assistant");
+          expect(assistant.content).toMatchObject([
+            { type: "text", text: "Let me check." },
+            { type: "tool_use", id: callId, name: "get_weather", input: { city: "Paris", unit: "celsius" } },
+          ]);
+          expect(answer.role).toBe("user");
+          expect(answer.content).toMatchObject([{ type: "tool_result", tool_use_id: callId }]);
+          expect(JSON.parse(textOf(answer.content[0].content))).toEqual({ temperature: 18, unit: "celsius", sky: "sunny" });
+        }
+        await expectCharged(modelId, before, [
+          { id: steps[0]!.response.id, input: 41, output: 17 },
+          { id: steps[1]!.response.id, input: 88, output: 12 },
+        ]);
+      });
+    });
+  });
+
+  /** The person schema, as the upstream was asked for it: `response_format` (OpenAI) or `output_config.format` (Anthropic's own structured output, which Claude Sonnet 4.5 has). */
+  function expectSchemaAsked(sent: any, name?: string) {
+    const schema = expect.objectContaining({ type: "object", properties: { name: { type: "string" }, age: { type: "number" } }, required: ["name", "age"] });
+    if (vendor === "openai") expect(sent.response_format).toEqual({ type: "json_schema", json_schema: expect.objectContaining({ ...(name ? { name } : {}), schema }) });
+    else expect(sent.output_config?.format).toEqual(expect.objectContaining({ type: "json_schema", schema }));
+  }
+
+  describe.each([
+    ["openai() (Responses API), text.format", () => openai(modelId), { openai: { store: false } } as CallOptions],
+    ["openai.chat(), response_format", () => openai.chat(modelId), undefined],
+  ])("structured output through %s", (_client, model, providerOptions) => {
+    test("generateObject: the object comes back parsed; the upstream was asked for the schema in its own words", async () => {
+      upstream.reply(scriptedReply(vendor, { text: '{"name":"Ada Lovelace","age":36}', usage: { input: 52, output: 14 } }));
+      const before = await gw.balanceMicro();
+      const result = await generateObject({ model: model(), schema: person, prompt: "A famous mathematician.", maxRetries: 0, providerOptions });
+      expect(result.object).toEqual({ name: "Ada Lovelace", age: 36 });
+      expect(result.finishReason).toBe("stop");
+      expect(result.usage).toMatchObject({ inputTokens: 52, outputTokens: 14 });
+      expectSchemaAsked(upstream.requests[0]!.body, "response");
+      await expectCharged(modelId, before, [{ id: result.response.id, input: 52, output: 14 }]);
+    });
+
+    test("streamText with Output.object (AI SDK 7's way): partial objects as the JSON streams in, then the whole object", async () => {
+      upstream.reply(scriptedReply(vendor, { text: '{"name":"Ada Lovelace","age":36}', usage: { input: 52, output: 14 } }));
+      const errors: unknown[] = [];
+      const result = streamText({ model: model(), output: Output.object({ schema: person }), prompt: "A famous mathematician.", maxRetries: 0, providerOptions, onError: ({ error }) => void errors.push(error) });
+      const partials: unknown[] = [];
+      for await (const partial of result.partialOutputStream) partials.push(partial);
+      expect(errors).toEqual([]);
+      expect(partials.length).toBeGreaterThan(1);
+      expect(partials.at(-1)).toEqual({ name: "Ada Lovelace", age: 36 });
+      expect(await result.output).toEqual({ name: "Ada Lovelace", age: 36 });
+      expect(await result.usage).toMatchObject({ inputTokens: 52, outputTokens: 14 });
+      expectSchemaAsked(upstream.requests[0]!.body, "response");
+    });
+  });
+
+  test("generateObject through @ai-sdk/anthropic's JSON tool: a forced tool call in the upstream's format, its input is the object", async () => {
+    // For a model id it does not know, the Anthropic provider asks for the object as a forced `json` tool call.
+    upstream.reply(scriptedReply(vendor, { calls: [{ id: vendor === "openai" ? "call_J50n0bj3ct" : "toolu_01J50n0bj3ct", name: "json", arguments: '{"name":"Ada Lovelace","age":36}' }], usage: { input: 60, output: 15 } }));
+    const before = await gw.balanceMicro();
+    const result = await generateObject({ model: anthropic(modelId), schema: person, prompt: "A famous mathematician.", maxRetries: 0 });
+    expect(result.object).toEqual({ name: "Ada Lovelace", age: 36 });
+    expect(result.usage).toMatchObject({ inputTokens: 60, outputTokens: 15 });
+    const sent = upstream.requests[0]!.body;
+    if (vendor === "openai") {
+      expect(sent.tools).toEqual([{ type: "function", function: expect.objectContaining({ name: "json" }) }]);
+      expect(sent.tool_choice).toBe("required");
+      expect(sent.parallel_tool_calls).toBe(false);
+    } else {
+      expect(sent.tools).toEqual([expect.objectContaining({ name: "json" })]);
+      expect(sent.tool_choice).toEqual({ type: "any", disable_parallel_tool_use: true });
+    }
+    await expectCharged(modelId, before, [{ id: result.response.id, input: 60, output: 15 }]);
+  });
+
+  test("generateObject through @ai-sdk/anthropic's output_config.format: the object comes back parsed; the upstream was asked for the schema in its own words", async () => {
+    upstream.reply(scriptedReply(vendor, { text: '{"name":"Ada Lovelace","age":36}', usage: { input: 47, output: 13 } }));
+    const before = await gw.balanceMicro();
+    const result = await generateObject({
+      model: anthropic(modelId),
+      schema: person,
+      prompt: "A famous mathematician.",
+      maxRetries: 0,
+      providerOptions: { anthropic: { structuredOutputMode: "outputFormat" } },
+    });
+    expect(result.object).toEqual({ name: "Ada Lovelace", age: 36 });
+    expect(result.usage).toMatchObject({ inputTokens: 47, outputTokens: 13 });
+    expectSchemaAsked(upstream.requests[0]!.body);
+    await expectCharged(modelId, before, [{ id: result.response.id, input: 47, output: 13 }]);
+  });
+
+  test("openai() without store: false refers to its earlier answer by id; the gateway stores none, so that step is a 400 that says what to set, and only the first step is charged", async () => {
+    upstream.reply(scriptedReply(vendor, { text: "Let me check.", calls: [{ id: "call_St0r3d", name: "get_weather", arguments: '{"city":"Paris","unit":"celsius"}' }], usage: { input: 41, output: 17 } }));
+    const before = await gw.balanceMicro();
+    const stepIds: string[] = [];
+    const error = await generateText({
+      model: openai(modelId),
+      prompt: "Weather in Paris?",
+      tools: { get_weather: tool({ inputSchema: weatherInput, execute: async () => "18°C" }) },
+      stopWhen: stepCountIs(2),
+      maxRetries: 0,
+      onStepEnd: (step) => void stepIds.push(step.response.id),
+    }).catch((e: unknown) => e);
+    expect(APICallError.isInstance(error)).toBe(true);
+    const apiError = error as APICallError;
+    expect(apiError.statusCode).toBe(400);
+    expect(apiError.message).toContain("item_reference");
+    expect(apiError.message).toContain("store: false");
+    expect(upstream.requests).toHaveLength(1);
+    await expectCharged(modelId, before, [{ id: stepIds[0], input: 41, output: 17 }]);
+  });
+});
