@@ -23,12 +23,20 @@ export interface UpstreamTraits {
 /** What translators assume when nobody says: no reasoning fields, structured outputs as the vendor's API has them. */
 export const UNKNOWN_TRAITS: UpstreamTraits = { reasoning: undefined, structuredOutput: "native" };
 
-export function upstreamTraits(kind: "openai" | "anthropic", model: Pick<ModelConfig, "upstream_model" | "reasoning" | "structured_output">): UpstreamTraits {
+type TraitSource = Pick<ModelConfig, "upstream_model" | "reasoning" | "structured_output">;
+/** A model's traits are read off its name once, not on every request that goes to it. */
+const known = new WeakMap<TraitSource, { kind: string; traits: UpstreamTraits }>();
+
+export function upstreamTraits(kind: "openai" | "anthropic", model: TraitSource): UpstreamTraits {
+  const cached = known.get(model);
+  if (cached && cached.kind === kind) return cached.traits;
   const inferred = kind === "openai" ? openaiTraits(model.upstream_model) : anthropicTraits(model.upstream_model);
-  return {
+  const traits = {
     reasoning: model.reasoning ?? inferred.reasoning,
     structuredOutput: model.structured_output ?? inferred.structuredOutput,
   };
+  known.set(model, { kind, traits });
+  return traits;
 }
 
 /**
