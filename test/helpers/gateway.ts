@@ -53,6 +53,8 @@ export interface GatewayOptions {
   extraModels?: Record<string, unknown>[];
   /** Metrics and access-log switches (defaults: all on). */
   ops?: AppDeps["ops"];
+  /** The Responses API's stored answers (default: the app's own, in memory). */
+  responseStore?: AppDeps["responseStore"];
 }
 
 export interface Gateway {
@@ -120,7 +122,7 @@ export async function startGateway(o: GatewayOptions): Promise<Gateway> {
     { TEST_OPENAI_KEY: VENDOR_OPENAI_KEY, TEST_ANTHROPIC_KEY: VENDOR_ANTHROPIC_KEY },
     "test",
   );
-  const app = createApp({ db, settings, log: o.log ?? silentLogger, adminToken: o.adminToken, fetch: o.fetch, now: o.now, ledgerOptions: o.ledgerOptions, wrapLedger: o.wrapLedger, stores: o.stores, limiter: o.limiter, ops: o.ops });
+  const app = createApp({ db, settings, log: o.log ?? silentLogger, adminToken: o.adminToken, fetch: o.fetch, now: o.now, ledgerOptions: o.ledgerOptions, wrapLedger: o.wrapLedger, stores: o.stores, limiter: o.limiter, ops: o.ops, responseStore: o.responseStore });
   const account = await app.services.accounts.createAccount("test", Math.round((o.credits ?? 1000) * 1e6));
   const key = (await app.services.accounts.createKey(account.id, "test"))!;
   app.listen({ port: 0, hostname: "127.0.0.1", idleTimeout: o.idleTimeoutSeconds ?? 10, maxRequestBodySize: settings.limits.max_body_bytes * 8 });
