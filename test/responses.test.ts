@@ -511,6 +511,24 @@ describe("responses API requests the gateway refuses or adapts", () => {
   });
 });
 
+describe("storage switched off (responses.store_max_bytes: 0)", () => {
+  const off = useGateway(() => ({ upstreamUrl: upstream.url, retry: { max_retries: 0 }, responses: { store_max_bytes: 0 } }));
+
+  test("answers say store false; references are refused as unsupported before anything reaches the upstream", async () => {
+    const client = new OpenAI({ baseURL: `${off.url}/v1`, apiKey: off.key, maxRetries: 0 });
+    const first = await client.responses.create({ model: OPENAI_MODEL, input: "Hello SDK" });
+    expect((first as unknown as { store: boolean }).store).toBe(false);
+    const byReference = await client.responses.create({ model: OPENAI_MODEL, input: [{ role: "user", content: "x" }, { type: "item_reference", id: first.output[0]!.id! }] }).catch((e) => e);
+    expect(byReference).toBeInstanceOf(OpenAI.BadRequestError);
+    expect(byReference.message).toContain("configured to store no responses");
+    expect(byReference.message).toContain("store: false");
+    const byPrevious = await client.responses.create({ model: OPENAI_MODEL, input: "x", previous_response_id: first.id }).catch((e) => e);
+    expect(byPrevious).toBeInstanceOf(OpenAI.BadRequestError);
+    expect(byPrevious.message).toContain("previous_response_id is not supported");
+    expect(upstream.requests).toHaveLength(1);
+  });
+});
+
 describe("byte-split streams", () => {
   test.each([
     ["OpenAI", OPENAI_MODEL, "openai-tools.sse"],

@@ -67,7 +67,7 @@ export function responsesToChat(body: Record<string, unknown>): ResponsesPlan {
   for (const [field, message] of Object.entries(NEEDS_STORAGE)) {
     if (body[field] !== undefined && body[field] !== null) throw new ResponsesRequestError(message);
   }
-  if (body.background === true) throw new ResponsesRequestError("background is not supported: the gateway stores no responses to poll. Stream the answer instead (`stream: true`).");
+  if (body.background === true) throw new ResponsesRequestError("background is not supported: the gateway runs no answers in the background to poll. Stream the answer instead (`stream: true`).");
 
   const dropped: string[] = [];
   const tools = new Map<string, ClientTool>();

@@ -55,6 +55,8 @@ export interface GatewayOptions {
   ops?: AppDeps["ops"];
   /** The Responses API's stored answers (default: the app's own, in memory). */
   responseStore?: AppDeps["responseStore"];
+  /** The config's `responses` section (the app's own store's bounds). */
+  responses?: { store_max_bytes?: number; store_ttl_ms?: number };
 }
 
 export interface Gateway {
@@ -118,6 +120,7 @@ export async function startGateway(o: GatewayOptions): Promise<Gateway> {
       server: { keepalive_ms: o.keepaliveMs ?? 15_000, ...(o.clientIdleMs ? { client_idle_ms: o.clientIdleMs } : {}) },
       limits: { requests_per_minute: o.requestsPerMinute ?? 1_000_000, ...(o.maxFrameBytes ? { max_frame_bytes: o.maxFrameBytes } : {}), ...(o.maxImageBytes ? { max_image_bytes: o.maxImageBytes } : {}), ...(o.imageFetchTimeoutMs ? { image_fetch_timeout_ms: o.imageFetchTimeoutMs } : {}), ...(o.maxResponseBytes ? { max_response_bytes: o.maxResponseBytes } : {}) },
       retry: o.retry ?? {},
+      ...(o.responses ? { responses: o.responses } : {}),
     },
     { TEST_OPENAI_KEY: VENDOR_OPENAI_KEY, TEST_ANTHROPIC_KEY: VENDOR_ANTHROPIC_KEY },
     "test",
