@@ -108,6 +108,9 @@ describe("resolving what a request refers to", () => {
     );
     expect(resolved.input).toEqual([{ role: "user", content: "q" }, message("msg_1_0", "answer 1"), message("msg_2_0", "answer 2"), { role: "user", content: "next" }]);
     expect(resolved.history).toEqual([]);
+    // An item with more than an id is not a reference (it goes on to translation as it is).
+    const notReference = { id: "msg_1_0", content: "x" };
+    expect(resolveStoredInput({ input: [notReference] }, "acct_a", filled()).input).toEqual([notReference]);
   });
 
   test("an unknown reference is refused naming the id and what to send instead", () => {

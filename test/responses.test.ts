@@ -529,6 +529,22 @@ describe("storage switched off (responses.store_max_bytes: 0)", () => {
   });
 });
 
+describe("a store that fails to keep", () => {
+  const failing = useGateway(() => ({
+    upstreamUrl: upstream.url,
+    retry: { max_retries: 0 },
+    responseStore: { enabled: true, item: () => undefined, response: () => undefined, keep: () => { throw new RangeError("out of memory"); } },
+  }));
+
+  test("fails no answer, streamed or not: the client gets it whole", async () => {
+    const client = new OpenAI({ baseURL: `${failing.url}/v1`, apiKey: failing.key, maxRetries: 0 });
+    expect((await client.responses.create({ model: OPENAI_MODEL, input: "Hello SDK" })).output_text).toBe("Echo: Hello SDK");
+    const streamed = await client.responses.stream({ model: ANTHROPIC_MODEL, input: "Hello SDK" }).finalResponse();
+    expect(streamed.status).toBe("completed");
+    expect(streamed.output_text).toBe("Echo: Hello SDK");
+  });
+});
+
 describe("byte-split streams", () => {
   test.each([
     ["OpenAI", OPENAI_MODEL, "openai-tools.sse"],

@@ -85,6 +85,15 @@ export function responsesRoute(deps: ForwardDeps & { catalogue: Catalogue; respo
         // `store` is OpenAI's default; Codex and careful clients say false, and then nothing is kept.
         const keep = store.enabled && body.store !== false;
         const previous = stored.previous;
+        // Keeping is a convenience for later requests: failing to keep must not fail this answer
+        // (a later reference to it is then a 400 like any unknown id). Never log the items.
+        const onFinal = (response: { id: string; output: Record<string, unknown>[] }) => {
+          try {
+            store.keep(principal.accountId, response.id, { ...(previous ? { previous } : {}), input: stored.input, output: response.output });
+          } catch (err) {
+            deps.log("warn", "responses: could not keep an answer for later references", { responseId: response.id, error: err instanceof Error ? err.name : "unknown" });
+          }
+        };
         return handleChat(deps, {
           format: "openai",
           body: plan.chat,
@@ -95,7 +104,7 @@ export function responsesRoute(deps: ForwardDeps & { catalogue: Catalogue; respo
           answer: responsesAnswer({
             tools: plan.tools,
             echo: { ...plan.echo, store: keep },
-            onFinal: keep ? (response) => store.keep(principal.accountId, response.id, { ...(previous ? { previous } : {}), input: stored.input, output: response.output }) : undefined,
+            onFinal: keep ? onFinal : undefined,
           }),
         });
       },

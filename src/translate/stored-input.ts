@@ -39,10 +39,13 @@ export function resolveStoredInput(body: Json, scope: string, store: ResponseSto
   return { input, history: chain(previous, scope, store), previous };
 }
 
-/** `{type: "item_reference", id}`; OpenAI also takes a bare `{id}` (its `type` is optional). */
+/** `{type: "item_reference", id}`; OpenAI also takes a bare `{id}` (its `type` is optional, or null). */
 function isReference(item: Json): boolean {
   if (!item || typeof item !== "object") return false;
-  return item.type === "item_reference" || (item.type == null && item.role === undefined && typeof item.id === "string");
+  if (item.type === "item_reference") return true;
+  if (item.type != null || typeof item.id !== "string") return false;
+  for (const field in item) if (field !== "id" && field !== "type") return false;
+  return true;
 }
 
 function referenced(item: Json, scope: string, store: ResponseStore): Json {
