@@ -1,3 +1,8 @@
+/**
+ * The Responses API's answer, streamed and whole, from the event union. Past 300 lines because it
+ * is one state machine (items open and close, sequence numbers, the final response, reasoning as
+ * content or summary): split, the stream and the body could disagree.
+ */
 import { imageMarkdown, type ErrorKind, type FinishReason, type StreamEvent } from "./events.ts";
 import type { ClientSink, EncodeContext } from "./client-sink.ts";
 import type { ClientTool, ResponsesEcho } from "../translate/responses-to-chat.ts";

@@ -3,7 +3,8 @@ import type { Json, OpenAIChatBody, OpenAIMessage } from "./wire-types.ts";
 /**
  * An OpenAI Responses API request → an OpenAI chat-completions request, so the gateway's
  * existing paths take it from there (passthrough to OpenAI-compatible upstreams, the
- * Anthropic translation for Anthropic ones). Pure: plain values in, plain values out.
+ * Anthropic translation for Anthropic ones). Pure: plain values in, plain values out. Just past
+ * 300 lines: items, tools, tool choice, formats and content parts are one mapping, each small.
  */
 
 /** A request the gateway cannot serve as asked; the message says which field and why. */
