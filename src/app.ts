@@ -33,6 +33,8 @@ import { createGatewayMetrics } from "./ops/gateway-metrics.ts";
 import { assignRequestId, closeTracesHook } from "./plugins/request-id.ts";
 import { metricsRoute } from "./routes/metrics.ts";
 import { openApiRoute } from "./routes/openapi.ts";
+import type { ResponseStore } from "./translate/response-store.ts";
+import { createMemoryResponseStore } from "./store/memory/memory-response-store.ts";
 
 export interface AppDeps {
   /** The SQLite file's connection: accounts, keys and the ledger, unless `stores` are given. */
@@ -53,6 +55,8 @@ export interface AppDeps {
   wrapLedger?: (ledger: Ledger & RejectionLog) => Ledger & RejectionLog;
   /** Metrics and access log switches (ops/ops-settings.ts); all on by default. */
   ops?: OpsSettings;
+  /** The Responses API's stored answers; in this process's memory, bounded by `settings.responses`, unless given. */
+  responseStore?: ResponseStore;
 }
 
 /** How long a SQLite settlement may wait for others under load (see billing/settlement-queue.ts). */
@@ -94,6 +98,8 @@ export function createApp(deps: AppDeps) {
     maxResponseBytes: deps.settings.limits.max_response_bytes,
   });
   const ops = deps.ops ?? DEFAULT_OPS;
+  // Answers kept for item_reference and previous_response_id: memory only, never disk or logs.
+  const responseStore = deps.responseStore ?? createMemoryResponseStore({ maxBytes: deps.settings.responses.store_max_bytes, ttlMs: deps.settings.responses.store_ttl_ms, now });
   // Request ids, metrics and access-log lines (ops/request-trace.ts).
   const tracker = new Tracker({ log, accessLog: ops.accessLog });
   const forwardDeps = {
@@ -141,7 +147,7 @@ export function createApp(deps: AppDeps) {
     // The answering routes close their own request traces (see closeTracesHook): before the hook.
     .use(chatCompletionsRoute(forwardDeps))
     .use(messagesRoute(forwardDeps))
-    .use(responsesRoute(forwardDeps))
+    .use(responsesRoute({ ...forwardDeps, responseStore }))
     .use(embeddingsRoute(forwardDeps));
   if (ops.metrics || ops.accessLog.enabled) front.onAfterResponse(closeTracesHook(tracker));
   const app = front

@@ -5,6 +5,8 @@
  * what a user relies on (text, streamed text, tool arguments, objects, usage equal to what the
  * upstream reported, the charge) and for what the upstream received, in its own format. The
  * fake upstream speaks each vendor's wire bytes; scripted answers say what the model says.
+ * `openai()` runs as users leave it, with its default `store` (the gateway keeps answers so the
+ * SDK's references to them resolve), and with `store: false`.
  */
 import { afterAll, beforeAll, describe, expect, test } from "bun:test";
 import { createOpenAI, type OpenAIProvider } from "@ai-sdk/openai";
@@ -15,12 +17,17 @@ import { z } from "zod";
 import { useFakeUpstream } from "./helpers/fake-upstream.ts";
 import { useGateway, ANTHROPIC_MODEL, ANTHROPIC_PRICING, OPENAI_MODEL, OPENAI_PRICING } from "./helpers/gateway.ts";
 import { scriptedReply, type Script } from "./helpers/scripted-answers.ts";
+import { recordingResponseStore } from "./helpers/recording-response-store.ts";
 import { tokenCostMicro } from "../src/billing/pricing.ts";
 
 const upstream = useFakeUpstream();
-const gw = useGateway(() => ({ upstreamUrl: upstream.url, retry: { max_retries: 0 } }));
+const stored = recordingResponseStore();
+const gw = useGateway(() => ({ upstreamUrl: upstream.url, retry: { max_retries: 0 }, responseStore: stored.store }));
 
 let openai: OpenAIProvider;
+/** openai() as users make it, with a fetch that notes what the SDK sent the gateway (to see its item references). */
+let watched: OpenAIProvider;
+const sentToGateway: any[] = [];
 let anthropic: AnthropicProvider;
 let compatible: OpenAICompatibleProvider;
 let warnings: typeof globalThis.AI_SDK_LOG_WARNINGS;
@@ -28,6 +35,14 @@ let warnings: typeof globalThis.AI_SDK_LOG_WARNINGS;
 beforeAll(() => {
   // Exactly what users do: the base URL and the key, nothing else.
   openai = createOpenAI({ baseURL: `${gw.url}/v1`, apiKey: gw.key });
+  watched = createOpenAI({
+    baseURL: `${gw.url}/v1`,
+    apiKey: gw.key,
+    fetch: (async (url: string | URL | Request, init?: RequestInit) => {
+      if (typeof init?.body === "string") sentToGateway.push(JSON.parse(init.body));
+      return fetch(url, init);
+    }) as typeof fetch,
+  });
   anthropic = createAnthropic({ baseURL: `${gw.url}/v1`, apiKey: gw.key });
   compatible = createOpenAICompatible({ name: "switchyard", baseURL: `${gw.url}/v1`, apiKey: gw.key, includeUsage: true });
   // The SDK prints a warning for generateObject (deprecated in 7) and for model ids it does not know.
@@ -44,16 +59,14 @@ type CallOptions = Parameters<typeof generateText>[0]["providerOptions"];
 interface Client {
   name: string;
   model: (id: string) => LanguageModel;
-  /**
-   * What every call of this client needs through the gateway. The Responses provider refers
-   * to earlier answers by id unless told `store: false`, and the gateway stores none (see the
-   * item_reference test below).
-   */
+  /** Options every call of this client is made with; none is needed through the gateway. */
   providerOptions?: CallOptions;
 }
 
 const CLIENTS: Client[] = [
-  { name: "openai() (Responses API)", model: (id) => openai(id), providerOptions: { openai: { store: false } } },
+  // The default: `store` true, so tool loops and chats refer to earlier answers by id.
+  { name: "openai() (Responses API)", model: (id) => openai(id) },
+  { name: "openai() with store: false", model: (id) => openai(id), providerOptions: { openai: { store: false } } },
   { name: "openai.chat()", model: (id) => openai.chat(id) },
   { name: "@ai-sdk/anthropic", model: (id) => anthropic(id) },
   { name: "@ai-sdk/openai-compatible", model: (id) => compatible(id) },
@@ -109,6 +122,21 @@ function systemSent(vendor: Vendor, body: any): string {
 
 const weatherInput = z.object({ city: z.string(), unit: z.enum(["celsius", "fahrenheit"]) });
 const person = z.object({ name: z.string(), age: z.number() });
+
+/** The ids of the item references in a Responses request the SDK sent. */
+const references = (body: any): string[] => (body.input as any[]).filter((i) => i.type === "item_reference").map((i) => i.id);
+
+/** The weather tool, noting each input it ran with. */
+const weatherTool = (executed: unknown[] = []) => ({
+  get_weather: tool({
+    description: "Current weather for a city",
+    inputSchema: weatherInput,
+    execute: async (input) => {
+      executed.push(input);
+      return { temperature: 18, unit: input.unit, sky: "sunny" };
+    },
+  }),
+});
 
 describe.each([
   ["OpenAI", OPENAI_MODEL, "openai" as const],
@@ -243,7 +271,7 @@ describe.each([
   }
 
   describe.each([
-    ["openai() (Responses API), text.format", () => openai(modelId), { openai: { store: false } } as CallOptions],
+    ["openai() (Responses API), text.format", () => openai(modelId), undefined],
     ["openai.chat(), response_format", () => openai.chat(modelId), undefined],
   ])("structured output through %s", (_client, model, providerOptions) => {
     test("generateObject: the object comes back parsed; the upstream was asked for the schema in its own words", async () => {
@@ -307,24 +335,150 @@ describe.each([
     await expectCharged(modelId, before, [{ id: result.response.id, input: 47, output: 13 }]);
   });
 
-  test("openai() without store: false refers to its earlier answer by id; the gateway stores none, so that step is a 400 that says what to set, and only the first step is charged", async () => {
-    upstream.reply(scriptedReply(vendor, { text: "Let me check.", calls: [{ id: "call_St0r3d", name: "get_weather", arguments: '{"city":"Paris","unit":"celsius"}' }], usage: { input: 41, output: 17 } }));
-    const before = await gw.balanceMicro();
-    const stepIds: string[] = [];
-    const error = await generateText({
-      model: openai(modelId),
-      prompt: "Weather in Paris?",
-      tools: { get_weather: tool({ inputSchema: weatherInput, execute: async () => "18°C" }) },
-      stopWhen: stepCountIs(2),
-      maxRetries: 0,
-      onStepEnd: (step) => void stepIds.push(step.response.id),
-    }).catch((e: unknown) => e);
-    expect(APICallError.isInstance(error)).toBe(true);
-    const apiError = error as APICallError;
-    expect(apiError.statusCode).toBe(400);
-    expect(apiError.message).toContain("item_reference");
-    expect(apiError.message).toContain("store: false");
-    expect(upstream.requests).toHaveLength(1);
-    await expectCharged(modelId, before, [{ id: stepIds[0], input: 41, output: 17 }]);
+  describe("openai() with its default store: earlier answers go back by id", () => {
+    test("generateText with a tool, no providerOptions: step 2 names step 1's text by id, the gateway puts it back, and the upstream receives the text and the call in its own format", async () => {
+      sentToGateway.length = 0;
+      const keptBefore = stored.kept.length;
+      const callId = vendor === "openai" ? "call_D3fau1tSt0re" : "toolu_01D3fau1tSt0re";
+      upstream.reply(scriptedReply(vendor, { text: "Let me check.", calls: [{ id: callId, name: "get_weather", arguments: '{"city":"Paris","unit":"celsius"}' }], usage: { input: 41, output: 17 } }));
+      upstream.reply(scriptedReply(vendor, { text: "It is 18°C and sunny in Paris.", usage: { input: 88, output: 12 } }));
+      const before = await gw.balanceMicro();
+      const executed: unknown[] = [];
+      const result = await generateText({ model: watched(modelId), prompt: "Weather in Paris?", tools: weatherTool(executed), stopWhen: stepCountIs(2), maxRetries: 0 });
+      expect(result.text).toBe("It is 18°C and sunny in Paris.");
+      expect(executed).toEqual([{ city: "Paris", unit: "celsius" }]);
+
+      // The SDK sent the earlier text as a reference to the first answer's message item…
+      expect(sentToGateway).toHaveLength(2);
+      expect(sentToGateway[1].store).toBeUndefined();
+      const firstAnswer = result.steps[0]!.response.id!.slice("resp_".length);
+      expect(references(sentToGateway[1])).toEqual([`msg_${firstAnswer}_0`]);
+      expect(stored.kept.slice(keptBefore)).toEqual(result.steps.map((s) => s.response.id));
+      // …and the upstream received it whole, with the call and its result, in its own words.
+      const second = upstream.requests[1]!.body;
+      const [assistant, answer] = second.messages.slice(-2);
+      if (vendor === "openai") {
+        expect(assistant).toEqual({ role: "assistant", content: "Let me check.", tool_calls: [{ id: callId, type: "function", function: { name: "get_weather", arguments: '{"city":"Paris","unit":"celsius"}' } }] });
+        expect(answer).toMatchObject({ role: "tool", tool_call_id: callId });
+      } else {
+        expect(assistant).toEqual({ role: "assistant", content: [{ type: "text", text: "Let me check." }, { type: "tool_use", id: callId, name: "get_weather", input: { city: "Paris", unit: "celsius" } }] });
+        expect(answer.content).toMatchObject([{ type: "tool_result", tool_use_id: callId }]);
+      }
+      await expectCharged(modelId, before, [
+        { id: result.steps[0]!.response.id, input: 41, output: 17 },
+        { id: result.steps[1]!.response.id, input: 88, output: 12 },
+      ]);
+    });
+
+    test("a two-turn chat through messages history, no providerOptions: the second turn names the first answer by id; the upstream receives the whole conversation", async () => {
+      sentToGateway.length = 0;
+      upstream.reply(scriptedReply(vendor, { text: "Paris." }));
+      upstream.reply(scriptedReply(vendor, { text: "Berlin." }));
+      const firstQuestion = { role: "user" as const, content: "Capital of France?" };
+      const first = await generateText({ model: watched(modelId), system: "Answer in one word.", messages: [firstQuestion], maxRetries: 0 });
+      expect(first.text).toBe("Paris.");
+      const errors: unknown[] = [];
+      const second = streamText({
+        model: watched(modelId),
+        system: "Answer in one word.",
+        messages: [firstQuestion, ...first.response.messages, { role: "user", content: "And of Germany?" }],
+        maxRetries: 0,
+        onError: ({ error }) => void errors.push(error),
+      });
+      expect(await second.text).toBe("Berlin.");
+      expect(errors).toEqual([]);
+
+      expect(references(sentToGateway[1])).toEqual([`msg_${first.response.id.slice("resp_".length)}_0`]);
+      const sent = upstream.requests[1]!.body;
+      expect(systemSent(vendor, sent)).toBe("Answer in one word.");
+      expect(sent.messages.filter((m: any) => m.role !== "system").map((m: any) => [m.role, textOf(m.content)])).toEqual([
+        ["user", "Capital of France?"],
+        ["assistant", "Paris."],
+        ["user", "And of Germany?"],
+      ]);
+    });
+
+    test("store: false: the SDK sends whole items, and the gateway keeps nothing", async () => {
+      sentToGateway.length = 0;
+      const keptBefore = stored.kept.length;
+      upstream.reply(scriptedReply(vendor, { text: "Let me check.", calls: [{ id: "call_N0St0re", name: "get_weather", arguments: '{"city":"Paris","unit":"celsius"}' }] }));
+      upstream.reply(scriptedReply(vendor, { text: "Sunny." }));
+      const result = await generateText({ model: watched(modelId), prompt: "Weather in Paris?", tools: weatherTool(), stopWhen: stepCountIs(2), maxRetries: 0, providerOptions: { openai: { store: false } } });
+      expect(result.text).toBe("Sunny.");
+      expect(sentToGateway.map((b) => b.store)).toEqual([false, false]);
+      expect(sentToGateway.flatMap(references)).toEqual([]);
+      expect(stored.kept.length).toBe(keptBefore);
+      // Nothing to refer to afterwards either.
+      const message = result.steps[0]!.response.id!.replace(/^resp_/, "msg_") + "_0";
+      const res = await fetch(`${gw.url}/v1/responses`, {
+        method: "POST",
+        headers: { authorization: `Bearer ${gw.key}`, "content-type": "application/json" },
+        body: JSON.stringify({ model: modelId, input: [{ role: "user", content: "x" }, { type: "item_reference", id: message }] }),
+      });
+      expect(res.status).toBe(400);
+    });
+
+    test("a reference the gateway no longer holds (a restart, another worker): that step is a 400 naming the id and store: false, and only the first step is charged", async () => {
+      upstream.reply(scriptedReply(vendor, { text: "Let me check.", calls: [{ id: "call_St0r3d", name: "get_weather", arguments: '{"city":"Paris","unit":"celsius"}' }], usage: { input: 41, output: 17 } }));
+      const before = await gw.balanceMicro();
+      const stepIds: string[] = [];
+      const error = await generateText({
+        model: openai(modelId),
+        prompt: "Weather in Paris?",
+        tools: weatherTool(),
+        stopWhen: stepCountIs(2),
+        maxRetries: 0,
+        onStepEnd: (step) => {
+          stepIds.push(step.response.id);
+          stored.restart();
+        },
+      }).catch((e: unknown) => e);
+      expect(APICallError.isInstance(error)).toBe(true);
+      const apiError = error as APICallError;
+      expect(apiError.statusCode).toBe(400);
+      expect(apiError.message).toContain(`item_reference "msg_${stepIds[0]!.slice("resp_".length)}_0"`);
+      expect(apiError.message).toContain("store: false");
+      expect(upstream.requests).toHaveLength(1);
+      await expectCharged(modelId, before, [{ id: stepIds[0], input: 41, output: 17 }]);
+    });
+  });
+
+  describe("reasoning summaries through openai()", () => {
+    // The SDK sends reasoning settings only to models it knows reason; gateway ids are not among them.
+    const providerOptions = { openai: { reasoningSummary: "auto", forceReasoning: true } } satisfies CallOptions;
+    const thinking = "France's capital is Paris.";
+
+    test("generateText and streamText: the upstream's thinking is the step's reasoningText", async () => {
+      sentToGateway.length = 0;
+      upstream.reply(scriptedReply(vendor, { reasoning: thinking, text: "Paris." }));
+      const whole = await generateText({ model: watched(modelId), prompt: "Capital of France?", maxRetries: 0, providerOptions });
+      expect(whole.text).toBe("Paris.");
+      expect(whole.finalStep.reasoningText).toBe(thinking);
+      expect(sentToGateway[0].reasoning).toEqual({ summary: "auto" });
+
+      upstream.reply(scriptedReply(vendor, { reasoning: thinking, text: "Paris." }));
+      const errors: unknown[] = [];
+      const streamed = streamText({ model: watched(modelId), prompt: "Capital of France?", maxRetries: 0, providerOptions, onError: ({ error }) => void errors.push(error) });
+      const deltas: string[] = [];
+      for await (const part of streamed.fullStream) if (part.type === "reasoning-delta") deltas.push(part.text);
+      expect(errors).toEqual([]);
+      expect(deltas.join("")).toBe(thinking);
+      expect((await streamed.finalStep).reasoningText).toBe(thinking);
+      expect(await streamed.text).toBe("Paris.");
+    });
+
+    test("a tool loop: step 2 names step 1's reasoning and text by id; the text reaches the upstream, the thinking does not", async () => {
+      sentToGateway.length = 0;
+      upstream.reply(scriptedReply(vendor, { reasoning: thinking, text: "Let me check.", calls: [{ id: "call_R3as0n", name: "get_weather", arguments: '{"city":"Paris","unit":"celsius"}' }] }));
+      upstream.reply(scriptedReply(vendor, { text: "Sunny." }));
+      const result = await generateText({ model: watched(modelId), prompt: "Weather in Paris?", tools: weatherTool(), stopWhen: stepCountIs(2), maxRetries: 0, providerOptions });
+      expect(result.text).toBe("Sunny.");
+      expect(result.steps[0]!.reasoningText).toBe(thinking);
+      const base = result.steps[0]!.response.id!.slice("resp_".length);
+      expect(references(sentToGateway[1])).toEqual([`rs_${base}_0`, `msg_${base}_1`]);
+      const second = upstream.requests[1]!;
+      expect(second.rawBody).toContain("Let me check.");
+      expect(second.rawBody).not.toContain(thinking);
+    });
   });
 });

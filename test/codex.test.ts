@@ -42,8 +42,9 @@ describe.each([
   ["OpenAI upstream", OPENAI_MODEL, "openai" as const],
   ["Anthropic upstream", ANTHROPIC_MODEL, "anthropic" as const],
 ])("Codex's recorded requests against an %s", (_name, model, vendor) => {
-  test("turn 1: developer prompt as system, function and custom tools, hosted tools dropped; two parallel exec calls come back", async () => {
+  test("turn 1: developer prompt as system, function and custom tools, hosted tools dropped; thinking as a reasoning summary and two parallel exec calls come back", async () => {
     upstream.reply(scripted(vendor, {
+      reasoning: "Look at the file first.",
       calls: [
         { id: "call_exec_1", name: "exec_command", arguments: '{"cmd":"cat hello.txt"}' },
         { id: "call_exec_2", name: "exec_command", arguments: '{"cmd":"ls"}' },
@@ -52,7 +53,16 @@ describe.each([
     const events = await replay(turns[0], model);
     expect(events[0].type).toBe("response.created");
     expect(events.at(-1).type).toBe("response.completed");
+    // Codex asks for `reasoning.summary: "auto"` and reads the thinking from summary events.
+    expect(turns[0].body.reasoning.summary).toBe("auto");
+    expect(events.filter((e) => e.type.startsWith("response.reasoning")).map((e) => e.type)).toEqual([
+      "response.reasoning_summary_part.added",
+      ...Array(3).fill("response.reasoning_summary_text.delta"),
+      "response.reasoning_summary_text.done",
+      "response.reasoning_summary_part.done",
+    ]);
     expect(outputOf(events)).toEqual([
+      { id: expect.stringMatching(/^rs_/), type: "reasoning", summary: [{ type: "summary_text", text: "Look at the file first." }] },
       expect.objectContaining({ type: "function_call", name: "exec_command", call_id: "call_exec_1", arguments: '{"cmd":"cat hello.txt"}', status: "completed" }),
       expect.objectContaining({ type: "function_call", name: "exec_command", call_id: "call_exec_2", arguments: '{"cmd":"ls"}', status: "completed" }),
     ]);
@@ -214,7 +224,8 @@ describe("Codex CLI, live", () => {
 
       // The model's side of the task, one scripted answer per turn, in the upstream's wire format.
       const plan: Script[] = [
-        { text: "Reading the file.", calls: [{ id: "call_cat", name: "exec_command", arguments: JSON.stringify({ cmd: "cat hello.txt" }) }] },
+        // Thinking first: Codex asks for it as a summary (`reasoning.summary: "auto"`) and must take the summary events.
+        { reasoning: "The file has to be read before it is patched.", text: "Reading the file.", calls: [{ id: "call_cat", name: "exec_command", arguments: JSON.stringify({ cmd: "cat hello.txt" }) }] },
         { calls: [{ id: "call_patch", name: "apply_patch", arguments: JSON.stringify({ input: PATCH }) }] },
         { text: "Done: hello.txt now says hello, world." },
       ];
@@ -234,6 +245,8 @@ describe("Codex CLI, live", () => {
 
       expect(readFileSync(join(work, "hello.txt"), "utf8")).toBe("hello, world\n");
       expect(stdout).toContain("Done: hello.txt now says hello, world.");
+      // Codex showed the thinking it read from the reasoning summary events (its progress goes to stderr).
+      expect(stderr).toContain("The file has to be read before it is patched.");
       const calls = upstream.requests.filter((r) => r.method === "POST");
       expect(calls).toHaveLength(3);
       // What Codex's tools returned reached the model on the next turns, in the upstream's words.

@@ -284,6 +284,13 @@ describe("validation names the field", () => {
 });
 
 describe("resolution", () => {
+  test("responses: stored answers default to 64 MiB and 1 hour per process; 0 bytes switches storage off; a negative size is named", () => {
+    expect(resolveSettings(validConfig(), {}, "ok").responses).toEqual({ store_max_bytes: 64 * 1024 * 1024, store_ttl_ms: 3_600_000 });
+    expect(resolveSettings({ ...validConfig(), responses: { store_max_bytes: 0 } }, {}, "ok").responses).toEqual({ store_max_bytes: 0, store_ttl_ms: 3_600_000 });
+    expect(configError(() => resolveSettings({ ...validConfig(), responses: { store_max_bytes: -1 } }, {}, "bad.yaml"))).toContain("/responses/store_max_bytes");
+    expect(configError(() => resolveSettings({ ...validConfig(), responses: { store_ttl_ms: 10 } }, {}, "bad.yaml"))).toContain("/responses/store_ttl_ms");
+  });
+
   test("api_key_env resolves from env; a key written in the file is never used", () => {
     const cfg = validConfig();
     Object.assign(cfg.providers[0]!, { apiKey: "sk-from-file-A" });

@@ -86,6 +86,52 @@ describe("Responses encoder", () => {
     expect(body).toMatchObject({ status: "incomplete", incomplete_details: { reason: "content_filter" } });
   });
 
+  test("reasoning.summary asked: summary part events in OpenAI's order and shape, the item's summary in the stream and the body alike", () => {
+    const plan = responsesToChat({ input: "x", reasoning: { summary: "concise" } });
+    const events: StreamEvent[] = [
+      { type: "reasoning", text: "Think " },
+      { type: "reasoning", text: "twice." },
+      { type: "reasoning", text: "", signature: "sig" },
+      { type: "text", text: "Done." },
+      { type: "finish", reason: "stop" },
+    ];
+    const frames = run(events, plan);
+    const id = "rs_0123abcd_0";
+    expect(frames.slice(2, 10).map(({ event: _e, sequence_number: _n, ...f }) => f)).toEqual([
+      { type: "response.output_item.added", output_index: 0, item: { id, type: "reasoning", summary: [] } },
+      { type: "response.reasoning_summary_part.added", item_id: id, output_index: 0, summary_index: 0, part: { type: "summary_text", text: "" } },
+      { type: "response.reasoning_summary_text.delta", item_id: id, output_index: 0, summary_index: 0, delta: "Think " },
+      { type: "response.reasoning_summary_text.delta", item_id: id, output_index: 0, summary_index: 0, delta: "twice." },
+      { type: "response.reasoning_summary_text.done", item_id: id, output_index: 0, summary_index: 0, text: "Think twice." },
+      { type: "response.reasoning_summary_part.done", item_id: id, output_index: 0, summary_index: 0, part: { type: "summary_text", text: "Think twice." } },
+      { type: "response.output_item.done", output_index: 0, item: { id, type: "reasoning", summary: [{ type: "summary_text", text: "Think twice." }] } },
+      { type: "response.output_item.added", output_index: 1, item: expect.objectContaining({ type: "message" }) },
+    ]);
+    const completed = frames.at(-1)!.response;
+    expect(completed.output[0]).toEqual({ id, type: "reasoning", summary: [{ type: "summary_text", text: "Think twice." }] });
+    expect(encodeResponsesBody(events, ctx, plan)).toEqual(completed);
+    // Unasked (or asked with a value that is not a summary), the thinking is the item's content.
+    for (const summary of [undefined, null, "none"]) {
+      const body = encodeResponsesBody(events, ctx, responsesToChat({ input: "x", reasoning: { summary } }));
+      expect(body.output[0]).toEqual({ id, type: "reasoning", summary: [], content: [{ type: "reasoning_text", text: "Think twice." }] });
+    }
+  });
+
+  test("the final response is handed over once, before response.completed, for completed and incomplete answers, never for failed ones", () => {
+    const finals: unknown[] = [];
+    const plan = { ...planFor([]), onFinal: (r: unknown) => void finals.push(structuredClone(r)) };
+    const sink = createResponsesEncoder(ctx, plan);
+    sink.event({ type: "text", text: "Hi" });
+    sink.event({ type: "finish", reason: "stop" });
+    expect(finals).toHaveLength(0);
+    const closing = sseFrames(sink.end()).map((f) => JSON.parse(f.data));
+    expect(finals).toEqual([closing.at(-1)!.response]);
+    expect(encodeResponsesBody([{ type: "text", text: "Cut" }, { type: "finish", reason: "length" }], ctx, plan)).toEqual(finals[1] as never);
+    expect(finals[1]).toMatchObject({ status: "incomplete" });
+    run([{ type: "text", text: "x" }, { type: "error", errorType: "upstream", message: "lost" }], plan, false);
+    expect(finals).toHaveLength(2);
+  });
+
   test("keep-alive is an SSE comment, which both the SDK and Codex skip", () => {
     expect(createResponsesEncoder(ctx).keepAlive()).toBe(": keep-alive\n\n");
   });

@@ -70,16 +70,18 @@ describe("responsesToChat: the conversation", () => {
     ]);
   });
 
-  test("items no chat upstream has are dropped and reported; item references and storage-bound fields are refused", () => {
+  test("items no chat upstream has are dropped and reported; an unresolved item reference and fields of other OpenAI endpoints are refused", () => {
     const plan = responsesToChat({ input: [{ role: "user", content: "x" }, { type: "web_search_call", id: "ws_1", status: "completed" }] });
     expect(plan.chat.messages).toHaveLength(1);
     expect(plan.dropped).toEqual(["item:web_search_call"]);
+    // References are resolved before translation (stored-input.ts, test/response-store.test.ts); one left over is refused, never dropped.
     expect(() => responsesToChat({ input: [{ type: "item_reference", id: "msg_1" }] })).toThrow(ResponsesRequestError);
-    // The message names the setting that makes clients such as the AI SDK send the items themselves.
-    expect(() => responsesToChat({ input: [{ type: "item_reference", id: "msg_1" }] })).toThrow(/^input items of type item_reference .*`store: false`/);
-    for (const field of ["previous_response_id", "conversation", "prompt"]) {
-      expect(() => responsesToChat({ input: "x", [field]: "resp_1" })).toThrow(new RegExp(`^${field}`));
+    expect(() => responsesToChat({ input: [{ type: "item_reference", id: "msg_1" }] })).toThrow(/^input item_reference "msg_1" could not be resolved/);
+    for (const field of ["conversation", "prompt"]) {
+      expect(() => responsesToChat({ input: "x", [field]: "conv_1" })).toThrow(new RegExp(`^${field}`));
     }
+    // previous_response_id is resolved before translation too; here it is only echoed.
+    expect(responsesToChat({ input: "x", previous_response_id: "resp_1" }).echo.previous_response_id).toBe("resp_1");
     expect(() => responsesToChat({ input: "x", background: true })).toThrow(/background/);
     expect(() => responsesToChat({ input: [{ role: "tool", content: "x" }] })).toThrow(/role "tool"/);
     expect(() => responsesToChat({ input: [{ role: "user", content: [{ type: "input_audio" }] }] })).toThrow(/input_audio/);

@@ -8,13 +8,15 @@ import OpenAI from "openai";
 import type { ResponseStreamEvent } from "openai/resources/responses/responses";
 import { useFakeUpstream } from "./helpers/fake-upstream.ts";
 import { useGateway, post, sseFrames, ANTHROPIC_MODEL, OPENAI_MODEL } from "./helpers/gateway.ts";
-import { scripted } from "./helpers/scripted-answers.ts";
+import { scripted, scriptedReply } from "./helpers/scripted-answers.ts";
+import { recordingResponseStore } from "./helpers/recording-response-store.ts";
 import type { Logger } from "../src/log.ts";
 
 const upstream = useFakeUpstream();
 const logLines: string[] = [];
 const capture: Logger = (level, message, fields) => logLines.push(JSON.stringify({ level, message, ...fields }));
-const gw = useGateway(() => ({ upstreamUrl: upstream.url, log: capture, retry: { max_retries: 0 } }));
+const stored = recordingResponseStore();
+const gw = useGateway(() => ({ upstreamUrl: upstream.url, log: capture, retry: { max_retries: 0 }, responseStore: stored.store }));
 let openai: OpenAI;
 
 beforeAll(() => {
@@ -38,6 +40,13 @@ const applyPatch: OpenAI.Responses.CustomTool = {
 
 /** The chat messages (OpenAI upstream) or system + messages (Anthropic upstream) the upstream got last. */
 const lastUpstream = () => upstream.requests.at(-1)!;
+
+/** Text of a message content in either vendor's shape: a string, or text parts/blocks. */
+const textOf = (content: unknown): string =>
+  typeof content === "string" ? content : Array.isArray(content) ? content.map((p) => (typeof p?.text === "string" ? p.text : "")).join("") : "";
+
+/** The conversation an upstream received, as [role, text] (system prompts left out). */
+const dialogue = (body: any): [string, string][] => body.messages.filter((m: any) => m.role !== "system").map((m: any) => [m.role, textOf(m.content)]);
 
 function usageRecord(requestId: string) {
   return gw.db.query<{ status: string; cost_micro: number; completion_tokens: number }, [string]>("SELECT status, cost_micro, completion_tokens FROM usage_records WHERE request_id = ?").get(requestId);
@@ -218,6 +227,131 @@ describe.each([
     expect(lastUpstream().rawBody).not.toContain("The user greets");
   });
 
+  test("reasoning.summary asked: the thinking comes as the reasoning item's summary, streamed with OpenAI's summary events", async () => {
+    const thinking = "The user greets; greet back.";
+    upstream.reply(scripted(vendor, { reasoning: thinking, text: "Hi!" }));
+    const stream = openai.responses.stream({ model, input: "Hello", reasoning: { summary: "auto" } });
+    const events: ResponseStreamEvent[] = [];
+    stream.on("event", (e) => events.push(e));
+    let summary = "";
+    stream.on("response.reasoning_summary_text.delta", (e) => (summary += e.delta));
+    const final = await stream.finalResponse();
+    expect(summary).toBe(thinking);
+    const reasoningId = final.output[0]!.id;
+    expect(final.output[0]).toEqual({ id: expect.stringMatching(/^rs_/), type: "reasoning", summary: [{ type: "summary_text", text: thinking }] });
+    expect(final.output_text).toBe("Hi!");
+    expect(final.reasoning).toMatchObject({ summary: "auto" });
+
+    const types = events.map((e) => e.type);
+    expect(types.slice(2, 10)).toEqual([
+      "response.output_item.added",
+      "response.reasoning_summary_part.added",
+      "response.reasoning_summary_text.delta",
+      "response.reasoning_summary_text.delta",
+      "response.reasoning_summary_text.delta",
+      "response.reasoning_summary_text.done",
+      "response.reasoning_summary_part.done",
+      "response.output_item.done",
+    ]);
+    expect(types).not.toContain("response.reasoning_text.delta");
+    for (const e of events.slice(3, 9)) expect(e).toMatchObject({ item_id: reasoningId, output_index: 0, summary_index: 0 });
+    expect(events[3]).toMatchObject({ part: { type: "summary_text", text: "" } });
+    expect(events[7]).toMatchObject({ text: thinking });
+    expect(events[8]).toMatchObject({ part: { type: "summary_text", text: thinking } });
+    expect(events[2]).toMatchObject({ item: { id: reasoningId, type: "reasoning", summary: [] } });
+    expect((events[2] as OpenAI.Responses.ResponseOutputItemAddedEvent).item).not.toHaveProperty("content");
+
+    // A whole body, asked for a detailed summary, carries the same item.
+    upstream.reply(scriptedReply(vendor, { reasoning: thinking, text: "Hi!" }));
+    const whole = await openai.responses.create({ model, input: "Hello", reasoning: { summary: "detailed" } });
+    expect(whole.output[0]).toEqual({ id: expect.stringMatching(/^rs_/), type: "reasoning", summary: [{ type: "summary_text", text: thinking }] });
+    expect(whole.output_text).toBe("Hi!");
+  });
+
+  test("previous_response_id continues stored answers: the upstream gets every earlier turn in its own format; instructions are not carried over", async () => {
+    upstream.reply(scriptedReply(vendor, { text: "Paris." }));
+    const first = await openai.responses.create({ model, instructions: "Answer in one word.", input: "Capital of France?" });
+    expect((first as unknown as { store: boolean }).store).toBe(true);
+    expect(first.previous_response_id).toBeNull();
+
+    upstream.reply(scriptedReply(vendor, { text: "Berlin." }));
+    const second = await openai.responses.create({ model, previous_response_id: first.id, input: "And of Germany?" });
+    expect(second.output_text).toBe("Berlin.");
+    expect(second.previous_response_id).toBe(first.id);
+    expect(dialogue(lastUpstream().body)).toEqual([
+      ["user", "Capital of France?"],
+      ["assistant", "Paris."],
+      ["user", "And of Germany?"],
+    ]);
+    // As at OpenAI, the earlier request's instructions do not carry over to the next.
+    expect(lastUpstream().rawBody).not.toContain("Answer in one word.");
+
+    // Streamed, continuing the continuation: the whole chain, oldest first.
+    upstream.reply(scripted(vendor, { text: "Rome." }));
+    const third = await openai.responses.stream({ model, previous_response_id: second.id, input: [{ role: "user", content: "And of Italy?" }] }).finalResponse();
+    expect(third.output_text).toBe("Rome.");
+    expect(dialogue(lastUpstream().body)).toEqual([
+      ["user", "Capital of France?"],
+      ["assistant", "Paris."],
+      ["user", "And of Germany?"],
+      ["assistant", "Berlin."],
+      ["user", "And of Italy?"],
+    ]);
+  });
+
+  test("previous_response_id after a function call: the call and the client's output reach the upstream as a call and its result", async () => {
+    upstream.reply(scriptedReply(vendor, { calls: [{ id: "call_prev1", name: "get_weather", arguments: '{"city":"Paris"}' }] }));
+    const first = await openai.responses.create({ model, input: "Weather in Paris?", tools: [weather] });
+    const call = first.output[0] as OpenAI.Responses.ResponseFunctionToolCall;
+    expect(call.call_id).toBe("call_prev1");
+
+    upstream.reply(scriptedReply(vendor, { text: "18°C and sunny." }));
+    const second = await openai.responses.create({ model, tools: [weather], previous_response_id: first.id, input: [{ type: "function_call_output", call_id: call.call_id, output: "18°C, sunny" }] });
+    expect(second.output_text).toBe("18°C and sunny.");
+    const sent = lastUpstream().body;
+    if (vendor === "openai") {
+      expect(sent.messages).toEqual([
+        { role: "user", content: "Weather in Paris?" },
+        { role: "assistant", content: null, tool_calls: [{ id: "call_prev1", type: "function", function: { name: "get_weather", arguments: '{"city":"Paris"}' } }] },
+        { role: "tool", tool_call_id: "call_prev1", content: "18°C, sunny" },
+      ]);
+    } else {
+      expect(sent.messages.slice(1)).toEqual([
+        { role: "assistant", content: [{ type: "tool_use", id: "call_prev1", name: "get_weather", input: { city: "Paris" } }] },
+        { role: "user", content: [{ type: "tool_result", tool_use_id: "call_prev1", content: "18°C, sunny" }] },
+      ]);
+    }
+  });
+
+  test("item_reference input items are replaced by the stored items they name, in the upstream's format", async () => {
+    upstream.reply(scriptedReply(vendor, { text: "Let me check.", calls: [{ id: "call_ref1", name: "get_weather", arguments: '{"city":"Paris"}' }] }));
+    const first = await openai.responses.create({ model, input: "Weather in Paris?", tools: [weather] });
+    const [message, call] = first.output as [OpenAI.Responses.ResponseOutputMessage, OpenAI.Responses.ResponseFunctionToolCall];
+    upstream.reply(scriptedReply(vendor, { text: "Sunny." }));
+    await openai.responses.create({
+      model,
+      tools: [weather],
+      input: [
+        { role: "user", content: "Weather in Paris?" },
+        { type: "item_reference", id: message.id },
+        { type: "item_reference", id: call.id! },
+        { type: "function_call_output", call_id: "call_ref1", output: "sunny" },
+      ],
+    });
+    const sent = lastUpstream().body;
+    if (vendor === "openai") {
+      expect(sent.messages.slice(1)).toEqual([
+        { role: "assistant", content: "Let me check.", tool_calls: [{ id: "call_ref1", type: "function", function: { name: "get_weather", arguments: '{"city":"Paris"}' } }] },
+        { role: "tool", tool_call_id: "call_ref1", content: "sunny" },
+      ]);
+    } else {
+      expect(sent.messages.slice(1)).toEqual([
+        { role: "assistant", content: [{ type: "text", text: "Let me check." }, { type: "tool_use", id: "call_ref1", name: "get_weather", input: { city: "Paris" } }] },
+        { role: "user", content: [{ type: "tool_result", tool_use_id: "call_ref1", content: "sunny" }] },
+      ]);
+    }
+  });
+
   test("hosted tools are dropped (and logged); namespace tools are flattened and their calls come back namespaced", async () => {
     upstream.reply(scripted(vendor, { calls: [{ id: "call_n1", name: "crm__lookup", arguments: '{"email":"a@b.c"}' }] }));
     const final = await openai.responses.stream({
@@ -236,22 +370,72 @@ describe.each([
 });
 
 describe("responses API requests the gateway refuses or adapts", () => {
-  test("previous_response_id is a 400 that names the feature, in OpenAI's error shape", async () => {
+  test("an unknown previous_response_id or item_reference is a 400 in OpenAI's error shape that names the id and what to send instead", async () => {
     const err = await openai.responses.create({ model: OPENAI_MODEL, input: "x", previous_response_id: "resp_123" }).catch((e) => e);
     expect(err).toBeInstanceOf(OpenAI.BadRequestError);
-    expect(err.message).toContain("previous_response_id is not supported");
+    expect(err.message).toContain('previous_response_id "resp_123" names no response');
     const res = await post(gw, "/v1/responses", { model: OPENAI_MODEL, input: "x", previous_response_id: "resp_123" });
-    expect(await res.json()).toEqual({ error: { message: expect.stringContaining("previous_response_id"), type: "invalid_request_error", param: null, code: null } });
+    expect(res.status).toBe(400);
+    expect(await res.json()).toEqual({ error: { message: expect.stringContaining("Send the whole conversation in `input`"), type: "invalid_request_error", param: null, code: null } });
+
+    const ref = await post(gw, "/v1/responses", { model: OPENAI_MODEL, input: [{ role: "user", content: "x" }, { type: "item_reference", id: "msg_unknown_0" }] });
+    expect(ref.status).toBe(400);
+    const { error } = (await ref.json()) as any;
+    expect(error.type).toBe("invalid_request_error");
+    expect(error.message).toContain('item_reference "msg_unknown_0"');
+    expect(error.message).toContain("Send the item itself");
+    expect(error.message).toContain("store: false");
     expect(upstream.requests).toHaveLength(0);
   });
 
-  test("store: true is accepted and nothing is stored: the answer says store false, GET by id is a clear 404", async () => {
+  test("store: true (or left out, OpenAI's default) keeps the answer: it says store true; GET by id is a clear 404", async () => {
+    const before = stored.kept.length;
     const response = await openai.responses.create({ model: OPENAI_MODEL, input: "Hello SDK", store: true });
     expect(response.output_text).toBe("Echo: Hello SDK");
-    expect((response as unknown as { store: boolean }).store).toBe(false);
+    expect((response as unknown as { store: boolean }).store).toBe(true);
+    const omitted = await openai.responses.create({ model: OPENAI_MODEL, input: "Hello SDK" });
+    expect((omitted as unknown as { store: boolean }).store).toBe(true);
+    expect(stored.kept.slice(before)).toEqual([response.id, omitted.id]);
     const err = await openai.responses.retrieve(response.id).catch((e) => e);
     expect(err).toBeInstanceOf(OpenAI.NotFoundError);
-    expect(err.message).toContain("not stored");
+    expect(err.message).toContain("cannot be retrieved");
+  });
+
+  test("store: false keeps nothing, streamed or not: the answer says store false, and its items cannot be referred to", async () => {
+    const before = stored.kept.length;
+    upstream.reply(scriptedReply("openai", { text: "Not kept.", calls: [{ id: "call_nk", name: "get_weather", arguments: "{}" }] }));
+    const whole = await openai.responses.create({ model: OPENAI_MODEL, input: "x", tools: [weather], store: false });
+    expect((whole as unknown as { store: boolean }).store).toBe(false);
+    upstream.reply(scripted("openai", { reasoning: "Private thoughts.", text: "Not kept either." }));
+    const streamed = await openai.responses.stream({ model: OPENAI_MODEL, input: "x", store: false, reasoning: { summary: "auto" } }).finalResponse();
+    expect(streamed.output.map((o) => o.type)).toEqual(["reasoning", "message"]);
+    expect(stored.kept.length).toBe(before);
+
+    for (const item of [...whole.output, ...streamed.output]) {
+      const res = await post(gw, "/v1/responses", { model: OPENAI_MODEL, input: [{ role: "user", content: "x" }, { type: "item_reference", id: item.id }] });
+      expect(res.status).toBe(400);
+    }
+    for (const id of [whole.id, streamed.id]) {
+      const res = await post(gw, "/v1/responses", { model: OPENAI_MODEL, input: "x", previous_response_id: id });
+      expect(res.status).toBe(400);
+      expect(((await res.json()) as any).error.message).toContain(id);
+    }
+    expect(upstream.requests).toHaveLength(2);
+  });
+
+  test("stored answers belong to the account that made them: another account's key cannot refer to them", async () => {
+    const first = await openai.responses.create({ model: OPENAI_MODEL, input: "Hello SDK" });
+    const account = await gw.app.services.accounts.createAccount("other", 10_000_000);
+    const otherKey = (await gw.app.services.accounts.createKey(account.id, "other"))!.key;
+    const other = new OpenAI({ baseURL: `${gw.url}/v1`, apiKey: otherKey, maxRetries: 0 });
+    const byReference = await other.responses.create({ model: OPENAI_MODEL, input: [{ role: "user", content: "x" }, { type: "item_reference", id: first.output[0]!.id! }] }).catch((e) => e);
+    expect(byReference).toBeInstanceOf(OpenAI.BadRequestError);
+    const byPrevious = await other.responses.create({ model: OPENAI_MODEL, input: "x", previous_response_id: first.id }).catch((e) => e);
+    expect(byPrevious).toBeInstanceOf(OpenAI.BadRequestError);
+    // The owner still can.
+    const own = await openai.responses.create({ model: OPENAI_MODEL, input: "Again", previous_response_id: first.id });
+    expect(own.status).toBe("completed");
+    expect(upstream.requests).toHaveLength(2);
   });
 
   test("schema errors, unknown models and empty input get OpenAI-shaped errors with the spec's status", async () => {
@@ -324,6 +508,40 @@ describe("responses API requests the gateway refuses or adapts", () => {
     const types = sseFrames(await res.text()).map((f) => f.event);
     expect(types.at(-1)).toBe("response.failed");
     expect(types).not.toContain("response.completed");
+  });
+});
+
+describe("storage switched off (responses.store_max_bytes: 0)", () => {
+  const off = useGateway(() => ({ upstreamUrl: upstream.url, retry: { max_retries: 0 }, responses: { store_max_bytes: 0 } }));
+
+  test("answers say store false; references are refused as unsupported before anything reaches the upstream", async () => {
+    const client = new OpenAI({ baseURL: `${off.url}/v1`, apiKey: off.key, maxRetries: 0 });
+    const first = await client.responses.create({ model: OPENAI_MODEL, input: "Hello SDK" });
+    expect((first as unknown as { store: boolean }).store).toBe(false);
+    const byReference = await client.responses.create({ model: OPENAI_MODEL, input: [{ role: "user", content: "x" }, { type: "item_reference", id: first.output[0]!.id! }] }).catch((e) => e);
+    expect(byReference).toBeInstanceOf(OpenAI.BadRequestError);
+    expect(byReference.message).toContain("configured to store no responses");
+    expect(byReference.message).toContain("store: false");
+    const byPrevious = await client.responses.create({ model: OPENAI_MODEL, input: "x", previous_response_id: first.id }).catch((e) => e);
+    expect(byPrevious).toBeInstanceOf(OpenAI.BadRequestError);
+    expect(byPrevious.message).toContain("previous_response_id is not supported");
+    expect(upstream.requests).toHaveLength(1);
+  });
+});
+
+describe("a store that fails to keep", () => {
+  const failing = useGateway(() => ({
+    upstreamUrl: upstream.url,
+    retry: { max_retries: 0 },
+    responseStore: { enabled: true, item: () => undefined, response: () => undefined, keep: () => { throw new RangeError("out of memory"); } },
+  }));
+
+  test("fails no answer, streamed or not: the client gets it whole", async () => {
+    const client = new OpenAI({ baseURL: `${failing.url}/v1`, apiKey: failing.key, maxRetries: 0 });
+    expect((await client.responses.create({ model: OPENAI_MODEL, input: "Hello SDK" })).output_text).toBe("Echo: Hello SDK");
+    const streamed = await client.responses.stream({ model: ANTHROPIC_MODEL, input: "Hello SDK" }).finalResponse();
+    expect(streamed.status).toBe("completed");
+    expect(streamed.output_text).toBe("Echo: Hello SDK");
   });
 });
 

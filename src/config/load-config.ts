@@ -1,8 +1,8 @@
 import { existsSync, readFileSync } from "node:fs";
 import { extname, resolve } from "node:path";
 import { Value } from "@sinclair/typebox/value";
-import { Config, LimitsConfig, RetryConfig, ServerConfig, Timeouts } from "./schema.ts";
-import type { Limits, ModelConfig, ProviderConfig, ProviderTimeouts, RetrySettings, ServerSettings } from "./schema.ts";
+import { Config, LimitsConfig, ResponsesConfig, RetryConfig, ServerConfig, Timeouts } from "./schema.ts";
+import type { Limits, ModelConfig, ProviderConfig, ProviderTimeouts, ResponsesSettings, RetrySettings, ServerSettings } from "./schema.ts";
 import { defaultConfig } from "./defaults.ts";
 
 export class ConfigError extends Error {
@@ -22,6 +22,7 @@ export interface Settings {
   limits: Limits;
   retry: RetrySettings;
   server: ServerSettings;
+  responses: ResponsesSettings;
 }
 
 /** Picks the config source the way the README documents: SWITCHYARD_CONFIG, ./switchyard.yaml, built-ins. */
@@ -116,5 +117,6 @@ export function resolveSettings(raw: unknown, env: Record<string, string | undef
     limits: Value.Default(LimitsConfig, { ...config.limits }) as Limits,
     retry: Value.Default(RetryConfig, { ...config.retry }) as RetrySettings,
     server: Value.Default(ServerConfig, { ...config.server }) as ServerSettings,
+    responses: Value.Default(ResponsesConfig, { ...config.responses }) as ResponsesSettings,
   };
 }

@@ -101,16 +101,29 @@ export const ServerConfig = t.Object({
   client_idle_ms: t.Integer({ minimum: 10, default: 120_000 }),
 });
 
+/**
+ * The Responses API's stored answers (item_reference, previous_response_id): kept in the
+ * process's memory only, by bytes and time since last use (docs/decisions.md, "Responses API").
+ */
+export const ResponsesConfig = t.Object({
+  /** Most bytes of stored answers (their JSON) per gateway process; 0 stores nothing. */
+  store_max_bytes: t.Integer({ minimum: 0, default: 64 * 1024 * 1024 }),
+  /** A stored answer or item not used (stored or referred to) for this long is gone. */
+  store_ttl_ms: t.Integer({ minimum: 1_000, default: 3_600_000 }),
+});
+
 export const Config = t.Object({
   providers: t.Array(ProviderConfig),
   models: t.Array(ModelConfig),
   limits: t.Optional(t.Partial(LimitsConfig)),
   retry: t.Optional(t.Partial(RetryConfig)),
   server: t.Optional(t.Partial(ServerConfig)),
+  responses: t.Optional(t.Partial(ResponsesConfig)),
 });
 export type Config = typeof Config.static;
 
 export type Limits = typeof LimitsConfig.static;
 export type ServerSettings = typeof ServerConfig.static;
 export type RetrySettings = typeof RetryConfig.static;
+export type ResponsesSettings = typeof ResponsesConfig.static;
 export type ProviderTimeouts = typeof Timeouts.static;

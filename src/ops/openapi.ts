@@ -189,7 +189,7 @@ export const OPERATIONS: Record<string, Operation> = {
   },
   "POST /v1/responses": {
     summary: "Responses (OpenAI Responses API)",
-    description: "OpenAI's Responses API on the same pipeline as chat completions: any configured model, streaming or not, tools (function, custom, namespace), reasoning, structured output, `models` fallbacks. Nothing is stored (`previous_response_id` is a 400).",
+    description: "OpenAI's Responses API on the same pipeline as chat completions: any configured model, streaming or not, tools (function, custom, namespace), reasoning (as summary parts when `reasoning.summary` asks), structured output, `models` fallbacks. Unless `store: false`, the answer is kept in the gateway process's memory (bounded by `responses.store_max_bytes`, for `responses.store_ttl_ms` after its last use, per account, never on disk) so later requests can name it: `item_reference` input items and `previous_response_id`. An id the process does not hold (expired, evicted, another process) is a 400 naming it.",
     tag: "chat", security: "key", errors: CHAT_ERRORS,
     answers: { "200": { description: "The response; `stream: true` gives response.* server-sent events.", schema: t.Object({ id: t.String(), object: t.Literal("response") }, { additionalProperties: true }), content: sse, headers: RATE } },
   },
@@ -200,8 +200,8 @@ export const OPERATIONS: Record<string, Operation> = {
     answers: { "200": { description: "One vector per input, in input order.", schema: EmbeddingList, headers: RATE } },
   },
   "GET /v1/responses/:id": {
-    summary: "Retrieve a response (not stored)",
-    description: "Responses are not stored: always 404 with a message saying so.",
+    summary: "Retrieve a response (not served)",
+    description: "Answers are kept only for later requests to refer to (`item_reference`, `previous_response_id`), not to be read back: always 404 with a message saying so.",
     tag: "chat", security: "key", errors: [401, 404, 429],
     answers: {},
   },

@@ -1,3 +1,8 @@
+/**
+ * The Responses API's answer, streamed and whole, from the event union. Past 300 lines because it
+ * is one state machine (items open and close, sequence numbers, the final response, reasoning as
+ * content or summary): split, the stream and the body could disagree.
+ */
 import { imageMarkdown, type ErrorKind, type FinishReason, type StreamEvent } from "./events.ts";
 import type { ClientSink, EncodeContext } from "./client-sink.ts";
 import type { ClientTool, ResponsesEcho } from "../translate/responses-to-chat.ts";
@@ -7,7 +12,19 @@ export interface ResponsesAnswerPlan {
   /** Upstream function name → the client's tool (custom tools, namespaced tools). */
   tools: Map<string, ClientTool>;
   echo: ResponsesEcho;
+  /**
+   * Called once with the final response when the answer ended normally (completed or
+   * incomplete, never failed), before its last frame or body is handed over: a client that saw
+   * the answer end can refer to it at once (the route keeps it for `item_reference`).
+   */
+  onFinal?: (response: ResponsesBody) => void;
 }
+
+/** The Responses API's `response` object as the encoder writes it. */
+export type ResponsesBody = ReturnType<ReturnType<typeof createBuilder>["final"]>;
+
+/** `reasoning.summary` values that ask for the reasoning as summary parts (OpenAI's, which Codex and the AI SDK read). */
+const SUMMARY_VALUES = new Set(["auto", "concise", "detailed"]);
 
 const NO_PLAN: ResponsesAnswerPlan = {
   tools: new Map(),
@@ -17,6 +34,8 @@ const NO_PLAN: ResponsesAnswerPlan = {
     metadata: {},
     parallel_tool_calls: true,
     reasoning: { effort: null, summary: null },
+    store: false,
+    previous_response_id: null,
     temperature: 1,
     text: { format: { type: "text" } },
     tool_choice: "auto",
@@ -56,7 +75,38 @@ interface OpenItem {
   kind: "message" | "reasoning" | "function" | "custom";
   /** Frame prefix of this item's deltas, built once: deltas run per token. */
   deltaHead: string;
+  /** What follows `output_index` in each delta frame: the part's place in the item (none for calls). */
+  deltaWhere: string;
 }
+
+/**
+ * How a reasoning item carries the upstream's thinking. OpenAI shows reasoning to API clients
+ * as summary parts, when asked (`reasoning.summary`); that is what the AI SDK and Codex read.
+ * Unasked, the thinking is the item's `reasoning_text` content, as open-weight models' reasoning
+ * is in OpenAI's API.
+ */
+const REASONING_AS = {
+  content: {
+    part: "reasoning_text",
+    field: "content",
+    where: `,"content_index":0`,
+    delta: "response.reasoning_text.delta",
+    textDone: "response.reasoning_text.done",
+    partAdded: "response.content_part.added",
+    partDone: "response.content_part.done",
+    index: { content_index: 0 },
+  },
+  summary: {
+    part: "summary_text",
+    field: "summary",
+    where: `,"summary_index":0`,
+    delta: "response.reasoning_summary_text.delta",
+    textDone: "response.reasoning_summary_text.done",
+    partAdded: "response.reasoning_summary_part.added",
+    partDone: "response.reasoning_summary_part.done",
+    index: { summary_index: 0 },
+  },
+} as const;
 
 /**
  * Events → the Responses API's answer: one state machine writes the stream's events (with
@@ -66,6 +116,8 @@ interface OpenItem {
  */
 function createBuilder(ctx: EncodeContext, plan: ResponsesAnswerPlan, frames: boolean) {
   const base = ctx.id.slice(ctx.id.indexOf("_") + 1);
+  const summary = plan.echo.reasoning.summary;
+  const reasoningAs = REASONING_AS[typeof summary === "string" && SUMMARY_VALUES.has(summary) ? "summary" : "content"];
   const output: Item[] = [];
   let seq = 0;
   let began = false;
@@ -97,11 +149,11 @@ function createBuilder(ctx: EncodeContext, plan: ResponsesAnswerPlan, frames: bo
       model: ctx.model,
       output: status === "in_progress" ? [] : output,
       parallel_tool_calls: e.parallel_tool_calls,
-      previous_response_id: null,
+      previous_response_id: e.previous_response_id,
       prompt_cache_key: e.prompt_cache_key,
       reasoning: e.reasoning,
-      // Nothing is kept: whatever the request said, the answer cannot be fetched again.
-      store: false,
+      // Whether the answer is kept for later references (the route decides; see onFinal).
+      store: e.store,
       temperature: e.temperature,
       text: e.text,
       tool_choice: e.tool_choice,
@@ -127,13 +179,12 @@ function createBuilder(ctx: EncodeContext, plan: ResponsesAnswerPlan, frames: bo
     const index = output.length;
     output.push(item);
     emit("response.output_item.added", { output_index: index, item: { ...item } });
-    const deltaType = kind === "message" ? "response.output_text.delta" : kind === "reasoning" ? "response.reasoning_text.delta" : "response.function_call_arguments.delta";
+    const deltaType = kind === "message" ? "response.output_text.delta" : kind === "reasoning" ? reasoningAs.delta : "response.function_call_arguments.delta";
     const deltaHead = `event: ${deltaType}\ndata: {"type":"${deltaType}","sequence_number":`;
-    const opened: OpenItem = { index, item, text: "", kind, deltaHead };
-    if (kind === "message" || kind === "reasoning") {
-      const part = kind === "message" ? { type: "output_text", text: "", annotations: [] } : { type: "reasoning_text", text: "" };
-      emit("response.content_part.added", { item_id: item.id, output_index: index, content_index: 0, part });
-    }
+    const deltaWhere = kind === "message" ? `,"content_index":0` : kind === "reasoning" ? reasoningAs.where : "";
+    const opened: OpenItem = { index, item, text: "", kind, deltaHead, deltaWhere };
+    if (kind === "message") emit("response.content_part.added", { item_id: item.id, output_index: index, content_index: 0, part: { type: "output_text", text: "", annotations: [] } });
+    if (kind === "reasoning") emit(reasoningAs.partAdded, { item_id: item.id, output_index: index, ...reasoningAs.index, part: { type: reasoningAs.part, text: "" } });
     return opened;
   };
 
@@ -142,9 +193,8 @@ function createBuilder(ctx: EncodeContext, plan: ResponsesAnswerPlan, frames: bo
     o.text += text;
     const n = seq++;
     if (!frames) return;
-    const where = o.kind === "function" ? "" : `,"content_index":0`;
     const tail = o.kind === "message" ? `,"logprobs":[]}` : "}";
-    out += `${o.deltaHead}${n},"item_id":${JSON.stringify(o.item.id)},"output_index":${o.index}${where},"delta":${JSON.stringify(text)}${tail}\n\n`;
+    out += `${o.deltaHead}${n},"item_id":${JSON.stringify(o.item.id)},"output_index":${o.index}${o.deltaWhere},"delta":${JSON.stringify(text)}${tail}\n\n`;
   };
 
   const close = (o: OpenItem, status: "completed" | "incomplete") => {
@@ -159,10 +209,10 @@ function createBuilder(ctx: EncodeContext, plan: ResponsesAnswerPlan, frames: bo
         break;
       }
       case "reasoning": {
-        const part = { type: "reasoning_text", text };
-        emit("response.reasoning_text.done", { item_id: item.id, output_index: index, content_index: 0, text });
-        emit("response.content_part.done", { item_id: item.id, output_index: index, content_index: 0, part });
-        item.content = [part];
+        const part = { type: reasoningAs.part, text };
+        emit(reasoningAs.textDone, { item_id: item.id, output_index: index, ...reasoningAs.index, text });
+        emit(reasoningAs.partDone, { item_id: item.id, output_index: index, ...reasoningAs.index, part });
+        item[reasoningAs.field] = [part];
         break;
       }
       case "function":
@@ -211,6 +261,11 @@ function createBuilder(ctx: EncodeContext, plan: ResponsesAnswerPlan, frames: bo
     total_tokens: usage.input + usage.output,
   });
 
+  const finalResponse = () => {
+    const reason = finish && INCOMPLETE[finish];
+    return reason ? response("incomplete", { incomplete_details: { reason }, usage: finalUsage() }) : response("completed", { usage: finalUsage() });
+  };
+
   const take = () => {
     const s = out;
     out = "";
@@ -237,7 +292,8 @@ function createBuilder(ctx: EncodeContext, plan: ResponsesAnswerPlan, frames: bo
           if (!e.text) break;
           if (current?.kind !== "reasoning") {
             closeCurrent();
-            current = open("reasoning", { id: `rs_${base}_${output.length}`, type: "reasoning", summary: [], content: [] });
+            // As OpenAI writes it: `summary` always, `content` only when that is where the text goes.
+            current = open("reasoning", { id: `rs_${base}_${output.length}`, type: "reasoning", summary: [], ...(reasoningAs.field === "content" ? { content: [] } : {}) });
           }
           delta(current, e.text);
           break;
@@ -288,17 +344,13 @@ function createBuilder(ctx: EncodeContext, plan: ResponsesAnswerPlan, frames: bo
       begin();
       const reason = finish && INCOMPLETE[finish];
       closeAll(reason ? "incomplete" : "completed");
-      const final = reason
-        ? response("incomplete", { incomplete_details: { reason }, usage: finalUsage() })
-        : response("completed", { usage: finalUsage() });
+      const final = finalResponse();
+      plan.onFinal?.(final);
       emit(reason ? "response.incomplete" : "response.completed", { response: final });
       return take();
     },
     /** The whole answer, once `end()` ran. */
-    final() {
-      const reason = finish && INCOMPLETE[finish];
-      return reason ? response("incomplete", { incomplete_details: { reason }, usage: finalUsage() }) : response("completed", { usage: finalUsage() });
-    },
+    final: () => finalResponse(),
   };
 }
 

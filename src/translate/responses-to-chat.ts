@@ -3,7 +3,8 @@ import type { Json, OpenAIChatBody, OpenAIMessage } from "./wire-types.ts";
 /**
  * An OpenAI Responses API request → an OpenAI chat-completions request, so the gateway's
  * existing paths take it from there (passthrough to OpenAI-compatible upstreams, the
- * Anthropic translation for Anthropic ones). Pure: plain values in, plain values out.
+ * Anthropic translation for Anthropic ones). Pure: plain values in, plain values out. Just past
+ * 300 lines: items, tools, tool choice, formats and content parts are one mapping, each small.
  */
 
 /** A request the gateway cannot serve as asked; the message says which field and why. */
@@ -24,6 +25,9 @@ export interface ResponsesEcho {
   metadata: Record<string, unknown>;
   parallel_tool_calls: boolean;
   reasoning: { effort: unknown; summary: unknown };
+  /** Whether the answer is kept for later references; the route turns it off when storage is. */
+  store: boolean;
+  previous_response_id: string | null;
   temperature: number | null;
   text: unknown;
   tool_choice: unknown;
@@ -43,21 +47,28 @@ export interface ResponsesPlan {
   dropped: string[];
 }
 
-/** Fields that need the gateway to keep responses, which it does not (docs/decisions.md, "Responses API"). */
+/**
+ * Fields that need what the gateway does not keep: conversations and prompt templates are
+ * objects made through other OpenAI endpoints, which it does not serve (docs/decisions.md,
+ * "Responses API"). Its own stored answers are resolved before translation (stored-input.ts).
+ */
 const NEEDS_STORAGE: Record<string, string> = {
-  previous_response_id: "previous_response_id is not supported: the gateway stores no responses. Send the whole conversation in `input` (as with `store: false`).",
-  conversation: "conversation is not supported: the gateway stores no conversations. Send the whole conversation in `input`.",
+  conversation: "conversation is not supported: the gateway stores no conversations. Send the whole conversation in `input` (or continue an answer with `previous_response_id`).",
   prompt: "prompt (stored prompt templates) is not supported: send the instructions and input themselves.",
 };
 
 /** Longest function name OpenAI accepts (`^[a-zA-Z0-9_-]{1,64}$`). */
 const MAX_NAME = 64;
 
+/**
+ * `body` as the client sent it once stored-input.ts resolved what it refers to: its `input` holds
+ * the items themselves, `previous_response_id`'s turns included.
+ */
 export function responsesToChat(body: Record<string, unknown>): ResponsesPlan {
   for (const [field, message] of Object.entries(NEEDS_STORAGE)) {
     if (body[field] !== undefined && body[field] !== null) throw new ResponsesRequestError(message);
   }
-  if (body.background === true) throw new ResponsesRequestError("background is not supported: the gateway stores no responses to poll. Stream the answer instead (`stream: true`).");
+  if (body.background === true) throw new ResponsesRequestError("background is not supported: the gateway runs no answers in the background to poll. Stream the answer instead (`stream: true`).");
 
   const dropped: string[] = [];
   const tools = new Map<string, ClientTool>();
@@ -118,11 +129,8 @@ export function responsesToChat(body: Record<string, unknown>): ResponsesPlan {
         // Reasoning items (and their encrypted content) belong to the vendor that wrote them; another upstream cannot read them.
         return;
       case "item_reference":
-        // The AI SDK's openai() provider refers to its own earlier answers this way unless told
-        // `store: false`; the message names that setting, since its users never write the items themselves.
-        throw new ResponsesRequestError(
-          "input items of type item_reference are not supported: the gateway stores no items to look up. Send the item itself: clients that refer to earlier answers by id send them whole with `store: false` (the AI SDK's openai() provider: `providerOptions: { openai: { store: false } }`).",
-        );
+        // Replaced by the items they name before translation (stored-input.ts); one left here was never looked up.
+        throw new ResponsesRequestError(`input item_reference ${JSON.stringify(String(item.id ?? "").slice(0, 200))} could not be resolved: send the item itself.`);
       default:
         dropped.push(`item:${String(type)}`);
     }
@@ -164,7 +172,7 @@ export function responsesToChat(body: Record<string, unknown>): ResponsesPlan {
     if (choice !== undefined) chat.tool_choice = choice;
     if (typeof body.parallel_tool_calls === "boolean") chat.parallel_tool_calls = body.parallel_tool_calls;
   }
-  const reasoning = body.reasoning as { effort?: unknown; summary?: unknown } | null | undefined;
+  const reasoning = body.reasoning as { effort?: unknown; summary?: unknown; generate_summary?: unknown } | null | undefined;
   if (typeof reasoning?.effort === "string") chat.reasoning_effort = reasoning.effort;
   const text = body.text as { format?: Json; verbosity?: unknown } | null | undefined;
   const format = responseFormat(text?.format);
@@ -179,7 +187,10 @@ export function responsesToChat(body: Record<string, unknown>): ResponsesPlan {
     max_output_tokens: typeof body.max_output_tokens === "number" ? body.max_output_tokens : null,
     metadata: (body.metadata as Record<string, unknown> | null | undefined) ?? {},
     parallel_tool_calls: body.parallel_tool_calls !== false,
-    reasoning: { effort: reasoning?.effort ?? null, summary: reasoning?.summary ?? null },
+    // `generate_summary` is the field's older, deprecated name.
+    reasoning: { effort: reasoning?.effort ?? null, summary: reasoning?.summary ?? reasoning?.generate_summary ?? null },
+    store: body.store !== false,
+    previous_response_id: typeof body.previous_response_id === "string" ? body.previous_response_id : null,
     temperature: typeof body.temperature === "number" ? body.temperature : 1,
     text: text?.format ? { format: text.format, ...(text.verbosity ? { verbosity: text.verbosity } : {}) } : { format: { type: "text" } },
     tool_choice: body.tool_choice ?? "auto",

@@ -53,6 +53,10 @@ export interface GatewayOptions {
   extraModels?: Record<string, unknown>[];
   /** Metrics and access-log switches (defaults: all on). */
   ops?: AppDeps["ops"];
+  /** The Responses API's stored answers (default: the app's own, in memory). */
+  responseStore?: AppDeps["responseStore"];
+  /** The config's `responses` section (the app's own store's bounds). */
+  responses?: { store_max_bytes?: number; store_ttl_ms?: number };
 }
 
 export interface Gateway {
@@ -116,11 +120,12 @@ export async function startGateway(o: GatewayOptions): Promise<Gateway> {
       server: { keepalive_ms: o.keepaliveMs ?? 15_000, ...(o.clientIdleMs ? { client_idle_ms: o.clientIdleMs } : {}) },
       limits: { requests_per_minute: o.requestsPerMinute ?? 1_000_000, ...(o.maxFrameBytes ? { max_frame_bytes: o.maxFrameBytes } : {}), ...(o.maxImageBytes ? { max_image_bytes: o.maxImageBytes } : {}), ...(o.imageFetchTimeoutMs ? { image_fetch_timeout_ms: o.imageFetchTimeoutMs } : {}), ...(o.maxResponseBytes ? { max_response_bytes: o.maxResponseBytes } : {}) },
       retry: o.retry ?? {},
+      ...(o.responses ? { responses: o.responses } : {}),
     },
     { TEST_OPENAI_KEY: VENDOR_OPENAI_KEY, TEST_ANTHROPIC_KEY: VENDOR_ANTHROPIC_KEY },
     "test",
   );
-  const app = createApp({ db, settings, log: o.log ?? silentLogger, adminToken: o.adminToken, fetch: o.fetch, now: o.now, ledgerOptions: o.ledgerOptions, wrapLedger: o.wrapLedger, stores: o.stores, limiter: o.limiter, ops: o.ops });
+  const app = createApp({ db, settings, log: o.log ?? silentLogger, adminToken: o.adminToken, fetch: o.fetch, now: o.now, ledgerOptions: o.ledgerOptions, wrapLedger: o.wrapLedger, stores: o.stores, limiter: o.limiter, ops: o.ops, responseStore: o.responseStore });
   const account = await app.services.accounts.createAccount("test", Math.round((o.credits ?? 1000) * 1e6));
   const key = (await app.services.accounts.createKey(account.id, "test"))!;
   app.listen({ port: 0, hostname: "127.0.0.1", idleTimeout: o.idleTimeoutSeconds ?? 10, maxRequestBodySize: settings.limits.max_body_bytes * 8 });

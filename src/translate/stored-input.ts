@@ -1,0 +1,90 @@
+import type { Json } from "./wire-types.ts";
+import type { ResponseStore } from "./response-store.ts";
+import { ResponsesRequestError } from "./responses-to-chat.ts";
+
+/**
+ * What a Responses request refers to by id, replaced by what it names, before translation:
+ * `item_reference` input items become the stored items, `previous_response_id` becomes the
+ * earlier turns' input and output items in front of this request's input. Pure apart from the
+ * store's lookups (which count as uses of what they find).
+ */
+export interface StoredInput {
+  /** This request's own input as items, references replaced; what is kept if its answer is. */
+  input: Json[];
+  /** The turns `previous_response_id` continues (each turn's input, then its output), oldest first. */
+  history: Json[];
+  /** The request's `previous_response_id`, kept with its answer to link the chain. */
+  previous?: string;
+}
+
+/** How a client avoids references the gateway cannot resolve; every refusal below ends with it. */
+const SEND_WHOLE =
+  "clients that refer to earlier answers by id send them whole with `store: false` (the AI SDK's openai() provider: `providerOptions: { openai: { store: false } }`).";
+
+/** Why a reference may miss; said in every refusal of an unknown id. */
+const WHY_MISSING =
+  "answers are kept only in the memory of the gateway process that wrote them, for a limited time after their last use and within a size bound, so it may have expired, been evicted, been written before a restart or by another gateway process, or belong to another account.";
+
+export function resolveStoredInput(body: Json, scope: string, store: ResponseStore): StoredInput {
+  const raw = body.input;
+  const items: Json[] = typeof raw === "string" ? [{ type: "message", role: "user", content: raw }] : Array.isArray(raw) ? (raw as Json[]) : [];
+  const input = items.some(isReference) ? items.map((item) => (isReference(item) ? referenced(item, scope, store) : item)) : items;
+
+  const previous = body.previous_response_id;
+  if (previous === undefined || previous === null) return { input, history: [] };
+  if (typeof previous !== "string" || previous === "") throw new ResponsesRequestError("previous_response_id must be a response id (`resp_…`).");
+  if (!store.enabled) {
+    throw new ResponsesRequestError("previous_response_id is not supported: this gateway is configured to store no responses. Send the whole conversation in `input` (as with `store: false`).");
+  }
+  return { input, history: chain(previous, scope, store), previous };
+}
+
+/** `{type: "item_reference", id}`; OpenAI also takes a bare `{id}` (its `type` is optional, or null). */
+function isReference(item: Json): boolean {
+  if (!item || typeof item !== "object") return false;
+  if (item.type === "item_reference") return true;
+  if (item.type != null || typeof item.id !== "string") return false;
+  for (const field in item) if (field !== "id" && field !== "type") return false;
+  return true;
+}
+
+function referenced(item: Json, scope: string, store: ResponseStore): Json {
+  const id = item.id;
+  if (typeof id !== "string" || id === "") throw new ResponsesRequestError("an input item of type item_reference needs the `id` of the item it refers to.");
+  if (!store.enabled) {
+    throw new ResponsesRequestError(`input items of type item_reference are not supported: this gateway is configured to store no responses. Send the item itself: ${SEND_WHOLE}`);
+  }
+  const found = store.item(scope, id);
+  if (!found) throw new ResponsesRequestError(`input item_reference ${quote(id)} names no item this gateway holds: ${WHY_MISSING} Send the item itself instead: ${SEND_WHOLE}`);
+  return found;
+}
+
+/**
+ * Each turn from the first to `id`: a stored answer names the one it continued, so the chain is
+ * walked back and replayed forward. A missing link (expired, evicted) fails the whole request:
+ * continuing without part of the conversation would answer a different one.
+ */
+function chain(id: string, scope: string, store: ResponseStore): Json[] {
+  const turns = [];
+  const seen = new Set<string>();
+  for (let at: string | undefined = id; at !== undefined && !seen.has(at); ) {
+    seen.add(at);
+    const stored = store.response(scope, at);
+    if (!stored) {
+      const which = at === id ? "" : ` (an earlier response in its chain, ${quote(at)}, is gone)`;
+      throw new ResponsesRequestError(
+        `previous_response_id ${quote(id)} names no response this gateway holds${which}: ${WHY_MISSING} Send the whole conversation in \`input\` instead, as with \`store: false\`.`,
+      );
+    }
+    turns.push(stored);
+    at = stored.previous;
+  }
+  const history: Json[] = [];
+  for (let i = turns.length - 1; i >= 0; i--) history.push(...turns[i]!.input, ...turns[i]!.output);
+  return history;
+}
+
+/** An id as the client sent it, bounded: it is echoed in an error message. */
+function quote(id: string): string {
+  return JSON.stringify(id.length > 200 ? `${id.slice(0, 200)}…` : id);
+}

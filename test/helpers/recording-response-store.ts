@@ -1,0 +1,29 @@
+import { createMemoryResponseStore } from "../../src/store/memory/memory-response-store.ts";
+import type { ResponseStore } from "../../src/translate/response-store.ts";
+
+/**
+ * The gateway's own in-memory response store (default bounds), with what it was asked to keep
+ * recorded, and `restart()` to forget everything as a restarted (or another) process would.
+ */
+export function recordingResponseStore() {
+  const fresh = () => createMemoryResponseStore({ maxBytes: 64 * 1024 * 1024, ttlMs: 3_600_000, now: Date.now });
+  let memory = fresh();
+  /** Response ids kept, in order. */
+  const kept: string[] = [];
+  const store: ResponseStore = {
+    enabled: true,
+    item: (scope, id) => memory.item(scope, id),
+    response: (scope, id) => memory.response(scope, id),
+    keep(scope, id, response) {
+      kept.push(id);
+      memory.keep(scope, id, response);
+    },
+  };
+  return {
+    store,
+    kept,
+    restart() {
+      memory = fresh();
+    },
+  };
+}
