@@ -69,7 +69,7 @@ const SWEEP_BATCH = 1_000;
  * marks the store failing: paid requests are refused (`reserve` answers `unavailable` at once,
  * `admits(true)` is false), settlements wait in a bounded queue and are retried with backoff,
  * and are written once when it answers again. A batch whose commit was ambiguous (the
- * connection died after COMMIT was sent) is simply sent again: the usage records make it
+ * connection died after the statement was sent) is simply sent again: the usage records make it
  * idempotent.
  *
  * Processes die with holds open. Each process heartbeats (`gateway_instances`); any process
@@ -103,24 +103,22 @@ export async function createPostgresLedger(sql: Pg, o: PgLedgerOptions): Promise
       [instanceId, hostname(), process.pid],
     ), "heartbeat");
 
-  /** The batch: lock accounts, then keys, in sorted order; then one statement does the rest. */
+  /**
+   * The batch, refusal counters included, as ONE autocommit statement (`SETTLE_BATCH`): one round
+   * trip, no BEGIN … COMMIT across awaits, so an account's row lock is held for the statement's
+   * own execution and its commit, never while the client is away. (With a transaction, a hot
+   * account's reservations queued behind a batch that waited for a free connection and then held
+   * the row across five round trips: docs/benchmarks.md, "Hot account".)
+   */
   async function writeBatch(batch: Queued[], counters: Counter[], at: number): Promise<void> {
-    const accounts = [...new Set(batch.map((q) => q.settlement.accountId))].sort();
-    const keys = [...new Set(batch.map((q) => q.settlement.keyId))].sort();
+    if (batch.length === 0 && counters.length === 0) return;
     const rows = JSON.stringify(batch.map((q) => {
       const s = q.settlement;
       return { r: s.requestId, a: s.accountId, k: s.keyId, m: s.model, p: s.provider, pt: s.promptTokens, ct: s.completionTokens, e: s.estimated,
         c: s.costMicro, s: s.status, l: Math.round(s.latencyMs), h: q.held, rec: !q.release, ch: q.charge !== false, cr: s.clientRequestId ?? null };
     }));
     const counterRows = JSON.stringify(counters.map((c) => ({ k: c.keyId, mi: c.minute, st: c.status, n: c.count })));
-    await bounded(sql.begin(async (tx) => {
-      if (batch.length > 0) {
-        await tx`SELECT 1 FROM accounts WHERE id = ANY(${accounts}::text[]) ORDER BY id FOR UPDATE`;
-        await tx`SELECT 1 FROM api_keys WHERE id = ANY(${keys}::text[]) ORDER BY id FOR UPDATE`;
-        await tx.unsafe(SETTLE_BATCH, [rows, at]);
-      }
-      if (counters.length > 0) await tx.unsafe(COUNT_REJECTIONS, [counterRows]);
-    }), "settlement batch");
+    await bounded(sql.unsafe(SETTLE_BATCH, [rows, at, counterRows]), "settlement batch");
   }
 
   /**
@@ -300,18 +298,41 @@ WITH h AS (
 UPDATE api_keys SET held_micro = api_keys.held_micro + a.amount_micro FROM a WHERE api_keys.id = a.key_id`;
 
 /**
- * A batch of settlements and releases ($1: JSON rows, $2: the time recorded), one statement:
- * delete the holds, insert the usage records (a record that exists already charges nothing),
- * charge at most the hold (the row's, or what this process held if a sweeper released it
- * meanwhile), and apply the sums per account and per key. Row locks were taken before, sorted.
+ * A batch of settlements and releases, and the refusal counters, in one statement (so one
+ * autocommit transaction, one round trip). $1: settlements as JSON rows, $2: the time recorded,
+ * $3: counters as JSON rows.
+ *
+ * In order, each step gated on the one before by an uncorrelated sub-select (PostgreSQL runs it
+ * once, as an InitPlan, before the step reads its first row — the "One-Time Filter" of the plan):
+ * 1. lock the batch's accounts, then its keys, each `ORDER BY id` (the lock a reservation's
+ *    UPDATE takes, account first then key), so batches of several processes never deadlock
+ *    whatever order the later steps touch rows in;
+ * 2. delete the holds; insert the usage records, sorted, `ON CONFLICT (request_id) DO NOTHING`,
+ *    charging at most the hold (the row's, or what this process held if a sweeper released it
+ *    meanwhile) and only for records inserted, so a settlement written twice — in one batch, by
+ *    two processes, or again after a commit whose answer was lost — charges once;
+ * 3. apply the sums once per account and key; upsert the counters, sorted.
+ * A CHECK that fails (a balance that cannot cover a charge whose hold was swept) aborts the whole
+ * statement: the settlement queue then splits the batch to find that one.
+ *
+ * Every sub-statement sees the snapshot taken when the statement started; rows another
+ * transaction changed before we locked them are re-read at their latest version (READ COMMITTED's
+ * re-check), so `balance_micro - charge` is applied to the committed value, and a hold a sweeper
+ * deleted meanwhile is not lifted twice (the DELETE skips it, so it adds nothing to `lift`).
  */
 const SETTLE_BATCH = `
-WITH input AS (
+WITH input AS MATERIALIZED (
   SELECT DISTINCT ON (r) * FROM jsonb_to_recordset($1::text::jsonb)
     AS x(r text, a text, k text, m text, p text, pt bigint, ct bigint, e boolean, c bigint, s text, l integer, h bigint, rec boolean, ch boolean, cr text)
   ORDER BY r, rec DESC
+), locked_accounts AS MATERIALIZED (
+  SELECT id FROM accounts WHERE id IN (SELECT a FROM input) ORDER BY id FOR NO KEY UPDATE
+), locked_keys AS MATERIALIZED (
+  SELECT id FROM api_keys WHERE id IN (SELECT k FROM input) AND (SELECT COUNT(*) FROM locked_accounts) >= 0 ORDER BY id FOR NO KEY UPDATE
+), locked AS MATERIALIZED (
+  SELECT COUNT(*) AS locked_rows FROM locked_keys
 ), lifted AS (
-  DELETE FROM holds USING input WHERE holds.request_id = input.r
+  DELETE FROM holds USING input WHERE holds.request_id = input.r AND (SELECT locked_rows FROM locked) >= 0
   RETURNING holds.request_id, holds.account_id, holds.key_id, holds.amount_micro
 ), recorded AS (
   INSERT INTO usage_records (request_id, account_id, key_id, model, provider, prompt_tokens, completion_tokens, estimated, cost_micro, status, latency_ms, created_at, client_request_id)
@@ -336,15 +357,19 @@ WITH input AS (
   UPDATE accounts SET balance_micro = accounts.balance_micro - d.charge, held_micro = accounts.held_micro - d.lift
     FROM per_account d WHERE accounts.id = d.id
   RETURNING 1
+), keys_done AS (
+  UPDATE api_keys SET spent_micro = api_keys.spent_micro + d.charge, held_micro = api_keys.held_micro - d.lift
+    FROM per_key d WHERE api_keys.id = d.id
+  RETURNING 1
+), counted AS (
+  INSERT INTO rejection_counts (key_id, minute, status, count)
+  SELECT x.k, x.mi, x.st, x.n FROM jsonb_to_recordset($3::text::jsonb) AS x(k text, mi bigint, st integer, n bigint)
+   WHERE (SELECT locked_rows FROM locked) >= 0
+   ORDER BY x.k, x.mi, x.st
+  ON CONFLICT (key_id, minute, status) DO UPDATE SET count = rejection_counts.count + excluded.count
+  RETURNING 1
 )
-UPDATE api_keys SET spent_micro = api_keys.spent_micro + d.charge, held_micro = api_keys.held_micro - d.lift
-  FROM per_key d WHERE api_keys.id = d.id`;
-
-/** Rejection counters, sorted so two processes upserting the same counters cannot deadlock. */
-const COUNT_REJECTIONS = `
-INSERT INTO rejection_counts (key_id, minute, status, count)
-SELECT k, mi, st, n FROM jsonb_to_recordset($1::text::jsonb) AS x(k text, mi bigint, st integer, n bigint) ORDER BY k, mi, st
-ON CONFLICT (key_id, minute, status) DO UPDATE SET count = rejection_counts.count + excluded.count`;
+SELECT (SELECT COUNT(*) FROM recorded) AS recorded, (SELECT COUNT(*) FROM lifted) AS lifted`;
 
 /** Deletes the sweepable holds of the accounts this transaction locked ($1); $2: how old a heartbeat means a dead process. */
 const SWEEP = `
