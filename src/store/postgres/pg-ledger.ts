@@ -44,6 +44,13 @@ interface HeldAmount {
   amount: number;
 }
 
+interface WaitingReservation {
+  hold: Hold;
+  resolve: (result: ReserveResult) => void;
+}
+
+/** Reservations of one account taken by one statement at most. */
+const MAX_RESERVE_GROUP = 500;
 /** Settlements written per transaction at most. */
 const MAX_BATCH = 1_000;
 /** Holds of dead processes released per sweep at most (the next sweep takes the rest). */
@@ -56,20 +63,24 @@ const SWEEP_BATCH = 1_000;
  * also adds its amount to `accounts.held_micro` and `api_keys.held_micro`; CHECK constraints
  * (balance − held ≥ 0, spent + held ≤ limit) make that statement fail when funds are short, so
  * two processes can never both take the last credit (no read-check-write across a round trip).
+ * Reservations of one account that arrive while its statement runs wait for it, then go
+ * together in one statement (`RESERVE_MANY`), so a hot account's row is locked once per group,
+ * not once per request; an account with nothing in flight is never held up.
  *
  * Settlements are group-committed as in the SQLite ledger: queued, and written many per
- * transaction by one writer that starts a new batch as soon as the last one committed; the
- * pipeline waits for the commit before a paid answer's final byte. A batch locks its accounts
- * and then its keys in sorted order (reservations take one account, then its key), so batches
- * from several processes never deadlock; deadlocks and lock timeouts are retried anyway.
- * Each settlement deletes its hold, inserts its usage record (ON CONFLICT DO NOTHING: a
- * settlement written twice charges once) and posts at most the hold, all in one statement.
+ * statement by one writer that starts a new batch as soon as the last one committed; the
+ * pipeline waits for the commit before a paid answer's final byte. A batch is ONE autocommit
+ * statement (`SETTLE_BATCH`), one round trip: inside it, its accounts and then its keys are
+ * locked in sorted order (reservations take one account, then its key), so batches from several
+ * processes never deadlock (deadlocks and lock timeouts are retried anyway), and no row lock is
+ * held while the client is away. Each settlement deletes its hold, inserts its usage record
+ * (ON CONFLICT DO NOTHING: a settlement written twice charges once) and posts at most the hold.
  *
  * Every statement is bounded (pg-client.ts). A database that cannot be reached or cannot write
  * marks the store failing: paid requests are refused (`reserve` answers `unavailable` at once,
  * `admits(true)` is false), settlements wait in a bounded queue and are retried with backoff,
  * and are written once when it answers again. A batch whose commit was ambiguous (the
- * connection died after COMMIT was sent) is simply sent again: the usage records make it
+ * connection died after the statement was sent) is simply sent again: the usage records make it
  * idempotent.
  *
  * Processes die with holds open. Each process heartbeats (`gateway_instances`); any process
@@ -93,6 +104,8 @@ export async function createPostgresLedger(sql: Pg, o: PgLedgerOptions): Promise
 
   // ── Holds this process took (the database has all of them; these are what we settle against). ──
   const holds = new Map<string, HeldAmount>();
+  /** Accounts with a reservation statement in flight, and the reservations waiting for it to end. */
+  const reserving = new Map<string, WaitingReservation[]>();
 
   let closed = false;
 
@@ -103,24 +116,22 @@ export async function createPostgresLedger(sql: Pg, o: PgLedgerOptions): Promise
       [instanceId, hostname(), process.pid],
     ), "heartbeat");
 
-  /** The batch: lock accounts, then keys, in sorted order; then one statement does the rest. */
+  /**
+   * The batch, refusal counters included, as ONE autocommit statement (`SETTLE_BATCH`): one round
+   * trip, no BEGIN … COMMIT across awaits, so an account's row lock is held for the statement's
+   * own execution and its commit, never while the client is away. (With a transaction, a hot
+   * account's reservations queued behind a batch that waited for a free connection and then held
+   * the row across five round trips: docs/benchmarks.md, "Hot account".)
+   */
   async function writeBatch(batch: Queued[], counters: Counter[], at: number): Promise<void> {
-    const accounts = [...new Set(batch.map((q) => q.settlement.accountId))].sort();
-    const keys = [...new Set(batch.map((q) => q.settlement.keyId))].sort();
+    if (batch.length === 0 && counters.length === 0) return;
     const rows = JSON.stringify(batch.map((q) => {
       const s = q.settlement;
       return { r: s.requestId, a: s.accountId, k: s.keyId, m: s.model, p: s.provider, pt: s.promptTokens, ct: s.completionTokens, e: s.estimated,
         c: s.costMicro, s: s.status, l: Math.round(s.latencyMs), h: q.held, rec: !q.release, ch: q.charge !== false, cr: s.clientRequestId ?? null };
     }));
     const counterRows = JSON.stringify(counters.map((c) => ({ k: c.keyId, mi: c.minute, st: c.status, n: c.count })));
-    await bounded(sql.begin(async (tx) => {
-      if (batch.length > 0) {
-        await tx`SELECT 1 FROM accounts WHERE id = ANY(${accounts}::text[]) ORDER BY id FOR UPDATE`;
-        await tx`SELECT 1 FROM api_keys WHERE id = ANY(${keys}::text[]) ORDER BY id FOR UPDATE`;
-        await tx.unsafe(SETTLE_BATCH, [rows, at]);
-      }
-      if (counters.length > 0) await tx.unsafe(COUNT_REJECTIONS, [counterRows]);
-    }), "settlement batch");
+    await bounded(sql.unsafe(SETTLE_BATCH, [rows, at, counterRows]), "settlement batch");
   }
 
   /**
@@ -202,35 +213,107 @@ export async function createPostgresLedger(sql: Pg, o: PgLedgerOptions): Promise
     }
   }
 
+  const unavailable = (): ReserveResult => ({ ok: false, reason: "unavailable", message: settlements.lastError ?? "the ledger's queue is full" });
+
+  /** One reservation, one statement (`RESERVE`): a CHECK refuses it when funds are short. */
+  async function reserveOne(hold: Hold): Promise<ReserveResult> {
+    try {
+      await bounded(sql.unsafe(RESERVE, [hold.requestId, hold.accountId, hold.keyId, hold.amountMicro, instanceId, now(), holdTtlMs]), "reserve");
+    } catch (err) {
+      const state = sqlState(err);
+      const constraint = (err as { constraint?: string }).constraint;
+      if (state === "23514" && constraint === "api_keys_holds_within_limit") return available(hold, "key_spend_limit");
+      if (state === "23514") return available(hold, "balance");
+      // An unknown account (the hold's foreign key): nothing is free on it.
+      if (state === "23503") return { ok: false, reason: "balance", availableMicro: 0 };
+      return reserveFailed([hold], err);
+    }
+    holds.set(hold.requestId, { accountId: hold.accountId, keyId: hold.keyId, amount: hold.amountMicro });
+    return { ok: true };
+  }
+
+  /** The store failed (not the funds): nothing may run; a hold that may have committed is voided later. */
+  function reserveFailed(batch: Hold[], err: unknown): ReserveResult {
+    const kind = classifyPgFailure(err);
+    // The statement may have committed before its answer was lost: void what it may hold.
+    if (kind === "storage") {
+      for (const hold of batch) voidUncertain(hold);
+      settlements.failed(kind, err);
+    }
+    log(kind === "busy" ? "warn" : "error", "reservation failed", { error: describePgFailure(err), holds: batch.length });
+    return { ok: false, reason: "unavailable", message: describePgFailure(err) };
+  }
+
+  /**
+   * The reservations that arrived for an account while its last statement ran go together, in
+   * one statement (`RESERVE_MANY`), then the next group, until none wait. A hot account's row is
+   * then locked once per group instead of once per request (each lock held through a commit),
+   * which is what bounded how many requests a second one account admits. Other accounts are not
+   * held up: each account has its own queue, and one with nothing in flight goes at once.
+   */
+  function nextReservations(accountId: string): void {
+    const waiting = reserving.get(accountId);
+    if (!waiting || waiting.length === 0) {
+      reserving.delete(accountId);
+      return;
+    }
+    const group = waiting.splice(0, MAX_RESERVE_GROUP);
+    void reserveGroup(group).finally(() => nextReservations(accountId));
+  }
+
+  async function reserveGroup(group: WaitingReservation[]): Promise<void> {
+    // Asked again: the store may have failed, or another call taken the hold, while they waited.
+    const pending: WaitingReservation[] = [];
+    for (const w of group) {
+      if (!settlements.admits(true)) w.resolve(unavailable());
+      else if (holds.has(w.hold.requestId)) w.resolve({ ok: true });
+      else pending.push(w);
+    }
+    if (pending.length === 0) return;
+    if (pending.length === 1) return pending[0]!.resolve(await reserveOne(pending[0]!.hold));
+    const holdsOf = pending.map((w) => w.hold);
+    let granted: Set<string>;
+    try {
+      const rows = JSON.stringify(holdsOf.map((h, o) => ({ o, r: h.requestId, a: h.accountId, k: h.keyId, m: h.amountMicro })));
+      const answer = (await bounded(sql.unsafe(RESERVE_MANY, [rows, instanceId, now(), holdTtlMs]), "reserve")) as { r: string }[];
+      granted = new Set(answer.map((row) => row.r));
+    } catch (err) {
+      // A CHECK or foreign key: some hold the group's arithmetic let through cannot be taken
+      // (it should not happen; the constraints are the last line). Each alone decides.
+      if (classifyPgFailure(err) === "data") granted = new Set();
+      else {
+        const failed = reserveFailed(holdsOf, err);
+        for (const w of pending) w.resolve(failed);
+        return;
+      }
+    }
+    const refused: WaitingReservation[] = [];
+    for (const w of pending) {
+      if (granted.has(w.hold.requestId)) {
+        holds.set(w.hold.requestId, { accountId: w.hold.accountId, keyId: w.hold.keyId, amount: w.hold.amountMicro });
+        w.resolve({ ok: true });
+      } else refused.push(w);
+    }
+    // Not granted in the group: perhaps only because an earlier one in it did not fit either
+    // (the group grants in order while the running sums fit). Each is asked alone, which refuses
+    // exactly as a reservation that came alone would, with what is free.
+    await Promise.all(refused.map(async (w) => w.resolve(await reserveOne(w.hold))));
+  }
+
   await heartbeat();
 
   return {
     instanceId,
     sweep,
 
-    async reserve(hold: Hold): Promise<ReserveResult> {
-      if (!settlements.admits(true)) return { ok: false, reason: "unavailable", message: settlements.lastError ?? "the ledger's queue is full" };
-      if (holds.has(hold.requestId)) return { ok: true };
-      try {
-        await bounded(sql.unsafe(RESERVE, [hold.requestId, hold.accountId, hold.keyId, hold.amountMicro, instanceId, now(), holdTtlMs]), "reserve");
-      } catch (err) {
-        const state = sqlState(err);
-        const constraint = (err as { constraint?: string }).constraint;
-        if (state === "23514" && constraint === "api_keys_holds_within_limit") return available(hold, "key_spend_limit");
-        if (state === "23514") return available(hold, "balance");
-        // An unknown account (the hold's foreign key): nothing is free on it.
-        if (state === "23503") return { ok: false, reason: "balance", availableMicro: 0 };
-        const kind = classifyPgFailure(err);
-        // The statement may have committed before its answer was lost: void what it may hold.
-        if (kind === "storage") {
-          voidUncertain(hold);
-          settlements.failed(kind, err);
-        }
-        log(kind === "busy" ? "warn" : "error", "reservation failed", { error: describePgFailure(err) });
-        return { ok: false, reason: "unavailable", message: describePgFailure(err) };
-      }
-      holds.set(hold.requestId, { accountId: hold.accountId, keyId: hold.keyId, amount: hold.amountMicro });
-      return { ok: true };
+    reserve(hold: Hold): Promise<ReserveResult> {
+      if (!settlements.admits(true)) return Promise.resolve(unavailable());
+      if (holds.has(hold.requestId)) return Promise.resolve({ ok: true });
+      const waiting = reserving.get(hold.accountId);
+      if (waiting) return new Promise((resolve) => waiting.push({ hold, resolve }));
+      // Nothing in flight for this account: this reservation goes at once, alone.
+      reserving.set(hold.accountId, []);
+      return reserveOne(hold).finally(() => nextReservations(hold.accountId));
     },
 
     settle(settlement: Settlement): Promise<void> {
@@ -300,18 +383,84 @@ WITH h AS (
 UPDATE api_keys SET held_micro = api_keys.held_micro + a.amount_micro FROM a WHERE api_keys.id = a.key_id`;
 
 /**
- * A batch of settlements and releases ($1: JSON rows, $2: the time recorded), one statement:
- * delete the holds, insert the usage records (a record that exists already charges nothing),
- * charge at most the hold (the row's, or what this process held if a sweeper released it
- * meanwhile), and apply the sums per account and per key. Row locks were taken before, sorted.
+ * Several reservations of one account (those that waited while its last statement ran), one
+ * statement. $1: JSON rows {o: order, r: request, a: account, k: key, m: amount}, $2 instance,
+ * $3 now, $4 ttl. Locks the account(s), then the key(s), sorted (as every other statement takes
+ * them); grants, in order, each hold while the running sums of the group's amounts fit what the
+ * account and the key have free (read under the lock, so at their latest committed values); inserts
+ * those holds (ON CONFLICT (request_id) DO NOTHING: a hold taken twice is held once) and adds them
+ * to the held totals. Answers the request ids granted. One that is not granted may still fit
+ * (the sums count earlier ones that did not): the caller asks it alone. The CHECK constraints stay
+ * the last line: if the arithmetic let through a hold they refuse, the whole statement fails and
+ * nothing is held.
+ */
+const RESERVE_MANY = `
+WITH input AS MATERIALIZED (
+  SELECT * FROM jsonb_to_recordset($1::text::jsonb) AS x(o integer, r text, a text, k text, m bigint)
+), locked_accounts AS MATERIALIZED (
+  SELECT id, balance_micro - held_micro AS free FROM accounts WHERE id IN (SELECT a FROM input) ORDER BY id FOR NO KEY UPDATE
+), locked_keys AS MATERIALIZED (
+  SELECT id, spend_limit_micro - spent_micro - held_micro AS free FROM api_keys
+   WHERE id IN (SELECT k FROM input) AND (SELECT COUNT(*) FROM locked_accounts) >= 0 ORDER BY id FOR NO KEY UPDATE
+), fits AS MATERIALIZED (
+  SELECT i.r, i.a, i.k, i.m FROM (
+    SELECT input.*, SUM(m) OVER (PARTITION BY a ORDER BY o) AS account_sum, SUM(m) OVER (PARTITION BY k ORDER BY o) AS key_sum FROM input
+  ) i
+  JOIN locked_accounts la ON la.id = i.a
+  LEFT JOIN locked_keys lk ON lk.id = i.k
+  WHERE i.account_sum <= la.free AND (lk.free IS NULL OR i.key_sum <= lk.free)
+), h AS (
+  INSERT INTO holds (request_id, account_id, key_id, amount_micro, instance_id, created_at, expires_at)
+  SELECT r, a, k, m, $2, $3, ${DB_NOW_MS} + $4 FROM fits ORDER BY r
+  ON CONFLICT (request_id) DO NOTHING
+  RETURNING account_id, key_id, amount_micro
+), accounts_done AS (
+  UPDATE accounts SET held_micro = accounts.held_micro + d.n
+    FROM (SELECT account_id, SUM(amount_micro) AS n FROM h GROUP BY account_id) d WHERE accounts.id = d.account_id
+  RETURNING 1
+), keys_done AS (
+  UPDATE api_keys SET held_micro = api_keys.held_micro + d.n
+    FROM (SELECT key_id, SUM(amount_micro) AS n FROM h GROUP BY key_id) d WHERE api_keys.id = d.key_id
+  RETURNING 1
+)
+SELECT r FROM fits`;
+
+/**
+ * A batch of settlements and releases, and the refusal counters, in one statement (so one
+ * autocommit transaction, one round trip). $1: settlements as JSON rows, $2: the time recorded,
+ * $3: counters as JSON rows.
+ *
+ * In order, each step gated on the one before by an uncorrelated sub-select (PostgreSQL runs it
+ * once, as an InitPlan, before the step reads its first row — the "One-Time Filter" of the plan):
+ * 1. lock the batch's accounts, then its keys, each `ORDER BY id` (the lock a reservation's
+ *    UPDATE takes, account first then key), so batches of several processes never deadlock
+ *    whatever order the later steps touch rows in;
+ * 2. delete the holds; insert the usage records, sorted, `ON CONFLICT (request_id) DO NOTHING`,
+ *    charging at most the hold (the row's, or what this process held if a sweeper released it
+ *    meanwhile) and only for records inserted, so a settlement written twice — in one batch, by
+ *    two processes, or again after a commit whose answer was lost — charges once;
+ * 3. apply the sums once per account and key; upsert the counters, sorted.
+ * A CHECK that fails (a balance that cannot cover a charge whose hold was swept) aborts the whole
+ * statement: the settlement queue then splits the batch to find that one.
+ *
+ * Every sub-statement sees the snapshot taken when the statement started; rows another
+ * transaction changed before we locked them are re-read at their latest version (READ COMMITTED's
+ * re-check), so `balance_micro - charge` is applied to the committed value, and a hold a sweeper
+ * deleted meanwhile is not lifted twice (the DELETE skips it, so it adds nothing to `lift`).
  */
 const SETTLE_BATCH = `
-WITH input AS (
+WITH input AS MATERIALIZED (
   SELECT DISTINCT ON (r) * FROM jsonb_to_recordset($1::text::jsonb)
     AS x(r text, a text, k text, m text, p text, pt bigint, ct bigint, e boolean, c bigint, s text, l integer, h bigint, rec boolean, ch boolean, cr text)
   ORDER BY r, rec DESC
+), locked_accounts AS MATERIALIZED (
+  SELECT id FROM accounts WHERE id IN (SELECT a FROM input) ORDER BY id FOR NO KEY UPDATE
+), locked_keys AS MATERIALIZED (
+  SELECT id FROM api_keys WHERE id IN (SELECT k FROM input) AND (SELECT COUNT(*) FROM locked_accounts) >= 0 ORDER BY id FOR NO KEY UPDATE
+), locked AS MATERIALIZED (
+  SELECT COUNT(*) AS locked_rows FROM locked_keys
 ), lifted AS (
-  DELETE FROM holds USING input WHERE holds.request_id = input.r
+  DELETE FROM holds USING input WHERE holds.request_id = input.r AND (SELECT locked_rows FROM locked) >= 0
   RETURNING holds.request_id, holds.account_id, holds.key_id, holds.amount_micro
 ), recorded AS (
   INSERT INTO usage_records (request_id, account_id, key_id, model, provider, prompt_tokens, completion_tokens, estimated, cost_micro, status, latency_ms, created_at, client_request_id)
@@ -336,15 +485,19 @@ WITH input AS (
   UPDATE accounts SET balance_micro = accounts.balance_micro - d.charge, held_micro = accounts.held_micro - d.lift
     FROM per_account d WHERE accounts.id = d.id
   RETURNING 1
+), keys_done AS (
+  UPDATE api_keys SET spent_micro = api_keys.spent_micro + d.charge, held_micro = api_keys.held_micro - d.lift
+    FROM per_key d WHERE api_keys.id = d.id
+  RETURNING 1
+), counted AS (
+  INSERT INTO rejection_counts (key_id, minute, status, count)
+  SELECT x.k, x.mi, x.st, x.n FROM jsonb_to_recordset($3::text::jsonb) AS x(k text, mi bigint, st integer, n bigint)
+   WHERE (SELECT locked_rows FROM locked) >= 0
+   ORDER BY x.k, x.mi, x.st
+  ON CONFLICT (key_id, minute, status) DO UPDATE SET count = rejection_counts.count + excluded.count
+  RETURNING 1
 )
-UPDATE api_keys SET spent_micro = api_keys.spent_micro + d.charge, held_micro = api_keys.held_micro - d.lift
-  FROM per_key d WHERE api_keys.id = d.id`;
-
-/** Rejection counters, sorted so two processes upserting the same counters cannot deadlock. */
-const COUNT_REJECTIONS = `
-INSERT INTO rejection_counts (key_id, minute, status, count)
-SELECT k, mi, st, n FROM jsonb_to_recordset($1::text::jsonb) AS x(k text, mi bigint, st integer, n bigint) ORDER BY k, mi, st
-ON CONFLICT (key_id, minute, status) DO UPDATE SET count = rejection_counts.count + excluded.count`;
+SELECT (SELECT COUNT(*) FROM recorded) AS recorded, (SELECT COUNT(*) FROM lifted) AS lifted`;
 
 /** Deletes the sweepable holds of the accounts this transaction locked ($1); $2: how old a heartbeat means a dead process. */
 const SWEEP = `
