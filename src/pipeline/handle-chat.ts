@@ -47,11 +47,10 @@ export async function handleChat(deps: ForwardDeps & { catalogue: Catalogue }, c
     throw err;
   }
 
-  const length = Number(call.request.headers.get("content-length"));
   const response = await forward(deps, {
     clientFormat: format,
     body,
-    bodyBytes: Number.isFinite(length) && length > 0 ? length : JSON.stringify(body).length,
+    bodyBytes: bodyBytesOf(call.request, body),
     headers: call.request.headers,
     signal: call.request.signal,
     candidates,
@@ -67,6 +66,12 @@ export async function handleChat(deps: ForwardDeps & { catalogue: Catalogue }, c
  * The models a request names: `model` first, then the `models` fallbacks, each once; every id is
  * checked (404 for an unknown one, names resolve through aliases) before any upstream call.
  */
+/** The request body's size: its Content-Length, or the parsed body's length when it has none. */
+export function bodyBytesOf(request: Request, body: unknown): number {
+  const length = Number(request.headers.get("content-length"));
+  return Number.isFinite(length) && length > 0 ? length : JSON.stringify(body).length;
+}
+
 export function resolveCandidates(catalogue: Catalogue, body: Record<string, unknown>): ModelConfig[] {
   const ids = [...new Set([...(typeof body.model === "string" ? [body.model] : []), ...((body.models as string[] | undefined) ?? [])])];
   if (ids.length === 0) throw new GatewayError(400, "invalid_request", "model is required (or a models list).");

@@ -3,7 +3,7 @@ import { encodeEmbeddingsBody, type EmbeddingEncoding } from "../streaming/encod
 import { measureEmbeddingsInput, type EmbeddingsInput } from "./embeddings-input.ts";
 import { forward, type AnswerFormat, type ForwardDeps, type Principal } from "./forward.ts";
 import { GatewayError } from "./gateway-error.ts";
-import { resolveCandidates, withRouteHeaders } from "./handle-chat.ts";
+import { bodyBytesOf, resolveCandidates, withRouteHeaders } from "./handle-chat.ts";
 
 export interface EmbeddingsCall {
   /** Checked by the route's schema: `input` is one of OpenAI's four shapes. */
@@ -44,11 +44,10 @@ export async function handleEmbeddings(deps: ForwardDeps & { catalogue: Catalogu
       `The model "${wrong.id}" is a ${wrong.category} model, not an embedding model: POST /v1/embeddings needs a model of category "embedding" (GET /v1/models lists each model's category).`);
   }
 
-  const length = Number(call.request.headers.get("content-length"));
   const response = await forward(deps, {
     clientFormat: "openai",
     body,
-    bodyBytes: Number.isFinite(length) && length > 0 ? length : JSON.stringify(body).length,
+    bodyBytes: bodyBytesOf(call.request, body),
     headers: call.request.headers,
     signal: call.request.signal,
     candidates,
