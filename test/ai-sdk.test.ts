@@ -193,16 +193,7 @@ describe.each([
         upstream.reply(scriptedReply(vendor, { text: "It is 18°C and sunny in Paris.", usage: { input: 88, output: 12 } }));
         const before = await gw.balanceMicro();
         const executed: unknown[] = [];
-        const tools = {
-          get_weather: tool({
-            description: "Current weather for a city",
-            inputSchema: weatherInput,
-            execute: async (input) => {
-              executed.push(input);
-              return { temperature: 18, unit: input.unit, sky: "sunny" };
-            },
-          }),
-        };
+        const tools = weatherTool(executed);
         const request = { model: client.model(modelId), prompt: "Weather in Paris?", tools, stopWhen: stepCountIs(2), maxRetries: 0, providerOptions };
         let steps;
         if (mode === "generateText") {

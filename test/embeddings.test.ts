@@ -11,6 +11,7 @@ import { openDatabase } from "../src/store/database.ts";
 import { hashEmbedding } from "../src/providers/simulated/hash-embedding.ts";
 import { fakeEmbedding, fakeEmbeddingBase64, fakeEmbeddingTokens, FAKE_EMBEDDING_DIMENSIONS, useFakeUpstream } from "./helpers/fake-upstream.ts";
 import { ANTHROPIC_MODEL, OPENAI_MODEL, post, startGateway, useGateway, type Gateway } from "./helpers/gateway.ts";
+import { seededMutations } from "./helpers/seeded-mutations.ts";
 
 /** Two embedding models on the fake OpenAI provider, priced apart so a charge says which answered. */
 const EMBED = "test/embed";
@@ -352,9 +353,6 @@ describe("bad requests", () => {
 
 describe("hostile bodies", () => {
   test("300 seeded mutations of valid embeddings bodies: only 2xx/4xx, errors in OpenAI's shape without internals", async () => {
-    let seed = 0xe3bed;
-    const random = () => ((seed = (seed * 1103515245 + 12345) & 0x7fffffff) / 0x7fffffff);
-    const pick = <T>(xs: T[]) => xs[Math.floor(random() * xs.length)]!;
     const valid = [
       { model: EMBED, input: "hello", encoding_format: "float", dimensions: 8 },
       { model: EMBED, input: ["a", "b"], encoding_format: "base64", user: "u" },
@@ -362,18 +360,7 @@ describe("hostile bodies", () => {
       { models: [EMBED, EMBED_LARGE], input: [5, 6, 7] },
     ];
     const garbage = [null, -1, 0, 0.5, 1e308, "", "x".repeat(300), [], {}, [[]], [""], [null], true, { nested: [1, { x: null }] }];
-    const mutate = (value: any, depth = 0): any => {
-      if (value === null || typeof value !== "object" || depth > 3 || random() < 0.3) return random() < 0.5 ? pick(garbage) : value;
-      const copy: any = Array.isArray(value) ? [...value] : { ...value };
-      const keys = Object.keys(copy);
-      if (keys.length === 0) return copy;
-      const key = pick(keys);
-      const action = random();
-      if (action < 0.25) delete copy[key];
-      else if (action < 0.5) copy[key] = pick(garbage);
-      else copy[key] = mutate(copy[key], depth + 1);
-      return copy;
-    };
+    const { random, pick, mutate } = seededMutations(0xe3bed, garbage, 3);
     const statuses: number[] = [];
     for (let batch = 0; batch < 15; batch++) {
       await Promise.all(Array.from({ length: 20 }, async () => {

@@ -1,6 +1,7 @@
 import { describe, expect, test } from "bun:test";
 import { useFakeUpstream } from "./helpers/fake-upstream.ts";
 import { useGateway, ANTHROPIC_MODEL, OPENAI_MODEL } from "./helpers/gateway.ts";
+import { seededMutations } from "./helpers/seeded-mutations.ts";
 
 const upstream = useFakeUpstream();
 const gw = useGateway(() => ({ upstreamUrl: upstream.url }));
@@ -109,9 +110,6 @@ describe.each(endpoints)("hostile bodies on %s", (endpoint) => {
 
 describe("random mutations of valid bodies (seeded)", () => {
   test("300 mutations: only 2xx/4xx, and the gateway still answers afterwards", async () => {
-    let seed = 0x5eed;
-    const random = () => ((seed = (seed * 1103515245 + 12345) & 0x7fffffff) / 0x7fffffff);
-    const pick = <T>(xs: T[]) => xs[Math.floor(random() * xs.length)]!;
     const valid = [
       { model: OPENAI_MODEL, messages: [{ role: "system", content: "be brief" }, { role: "user", content: "hi" }], temperature: 0.5 },
       { model: OPENAI_MODEL, stream: true, messages: [{ role: "user", content: [{ type: "text", text: "hi" }] }], tools: [{ type: "function", function: { name: "f", parameters: { type: "object" } } }] },
@@ -120,18 +118,7 @@ describe("random mutations of valid bodies (seeded)", () => {
       { models: [OPENAI_MODEL, ANTHROPIC_MODEL], messages: [{ role: "user", content: "hi" }] },
     ];
     const garbage = [null, -1, 0, 1e308, "", "x".repeat(300), [], {}, [[]], true, { nested: { deeper: [1, { x: null }] } }];
-    const mutate = (value: any, depth = 0): any => {
-      if (value === null || typeof value !== "object" || depth > 4 || random() < 0.3) return random() < 0.5 ? pick(garbage) : value;
-      const copy: any = Array.isArray(value) ? [...value] : { ...value };
-      const keys = Object.keys(copy);
-      if (keys.length === 0) return copy;
-      const key = pick(keys);
-      const action = random();
-      if (action < 0.25) delete copy[key];
-      else if (action < 0.5) copy[key] = pick(garbage);
-      else copy[key] = mutate(copy[key], depth + 1);
-      return copy;
-    };
+    const { random, pick, mutate } = seededMutations(0x5eed, garbage, 4);
     const textMutations = [
       (s: string) => s.slice(0, Math.floor(random() * s.length)),
       (s: string) => s.replace(/"/, ""),
