@@ -109,12 +109,19 @@ export async function createPostgresLedger(sql: Pg, o: PgLedgerOptions): Promise
 
   let closed = false;
 
-  const heartbeat = () =>
-    bounded(sql.unsafe(
+  /** Heartbeats under way: a clean stop waits for them, or one landing after it would bring the row back. */
+  const beating = new Set<Promise<unknown>>();
+  const heartbeat = (): Promise<unknown> => {
+    if (closed) return Promise.resolve();
+    const beat = bounded(sql.unsafe(
       `INSERT INTO gateway_instances (id, hostname, pid, started_at, heartbeat_at) VALUES ($1, $2, $3, ${DB_NOW_MS}, ${DB_NOW_MS})
        ON CONFLICT (id) DO UPDATE SET heartbeat_at = excluded.heartbeat_at`,
       [instanceId, hostname(), process.pid],
     ), "heartbeat");
+    beating.add(beat);
+    void beat.finally(() => beating.delete(beat)).catch(() => {});
+    return beat;
+  };
 
   /**
    * The batch, refusal counters included, as ONE autocommit statement (`SETTLE_BATCH`): one round
@@ -352,6 +359,7 @@ export async function createPostgresLedger(sql: Pg, o: PgLedgerOptions): Promise
       await settlements.close(graceMs);
       if (settlements.health().queued === 0) {
         // A clean stop: this process's row goes, so nobody sweeps for it.
+        await Promise.allSettled([...beating]);
         await bounded(sql`DELETE FROM gateway_instances WHERE id = ${instanceId}`, "deregister").catch(() => {});
       }
     },
