@@ -125,7 +125,7 @@ export async function respond(
   const { deadline, provider } = outcome;
   const trace = req.trace;
   trace?.streamStarted();
-  const stream = streamAnswer({
+  const stream = await streamAnswer({
     upstream: outcome.reader,
     decode: outcome.decode,
     sink: sameFormat ? format.relay(ctx) : format.encoder(ctx),

@@ -5,7 +5,7 @@ import { UpstreamProtocolError, type DecodedFrame } from "../providers/provider.
 import type { SseEvent } from "./sse-parser.ts";
 import type { UsageMeter } from "../billing/usage-meter.ts";
 import { everyTick } from "./ticker.ts";
-import { ResponseTooLargeError, type ChunkReader } from "../transport/transport.ts";
+import { ResponseTooLargeError, type ChunkReader, type ReadResult } from "../transport/transport.ts";
 
 export type StreamOutcome =
   /** The upstream finished its answer and the client got every frame. */
@@ -70,8 +70,26 @@ export interface StreamAnswerOptions {
  * and writes frames straight to the socket, waiting whenever the client is slower than the
  * upstream (write() returns a promise then), so an upstream is read only as fast as the client
  * takes frames. Once the first byte is out the status is fixed, so every failure becomes a frame.
+ *
+ * What the upstream already sent when the stream is made is taken first (resolved once that is
+ * done): Bun sends a direct stream's head on its own unless the first write comes in the turn
+ * the stream starts, so those frames go out with the head in one write. An answer that already
+ * arrived whole (a short one, a fast upstream) is settled here too, and head, frames and end
+ * leave in one write once its charge is durable, as a whole answer does.
  */
-export function streamAnswer(o: StreamAnswerOptions): ReadableStream<Uint8Array> {
+export async function streamAnswer(o: StreamAnswerOptions): Promise<ReadableStream<Uint8Array>> {
+  return new ReadableStream(await answerSource(o)) as ReadableStream<Uint8Array>;
+}
+
+/** The controller Bun hands a direct stream's pull: writes go to the socket's buffer, flush and close send it. */
+export interface DirectController {
+  write(chunk: string): number | Promise<number>;
+  flush(): number | Promise<number>;
+  close(): void;
+}
+
+/** The direct stream's source behind `streamAnswer` (tests drive its pull with a controller of their own). */
+export async function answerSource(o: StreamAnswerOptions): Promise<{ type: "direct"; pull(controller: DirectController): Promise<void>; cancel(): void }> {
   const reader = o.upstream;
   let out = "";
   let failure: (StreamEvent & { type: "error" }) | undefined;
@@ -134,7 +152,50 @@ export function streamAnswer(o: StreamAnswerOptions): ReadableStream<Uint8Array>
     out += o.sink.event(e);
   };
 
-  return new ReadableStream({
+  /** One read's result into `out`; true once the answer is over (it ended, or failed). */
+  const take = async (read: ReadResult): Promise<boolean> => {
+    if (!read.done) {
+      o.deadline.touch();
+      parser.feed(read.value);
+      if (held.length > 0) await drainHeld();
+      return failure !== undefined;
+    }
+    parser.end();
+    if (held.length > 0) await drainHeld();
+    if (!failure) {
+      if (o.meter.finished) {
+        const usage = await o.estimateUsage();
+        if (usage) out += o.sink.event(usage);
+        await o.beforeEnd?.();
+        // The client may have left while the settlement was written: nothing more goes out.
+        if (!done) out += o.sink.end();
+      } else fail({ type: "error", errorType: "upstream", message: "The upstream provider ended the answer early." });
+    }
+    return true;
+  };
+
+  /**
+   * A read, and what had already arrived behind it: one read holds everything queued, so that is
+   * at most the answer's end (an answer's last frames and its end usually come together), and
+   * both go out in one write.
+   */
+  const takeWithNext = async (read: ReadResult): Promise<boolean> => {
+    if ((await take(read)) || done) return true;
+    const next = reader.readNow?.();
+    return next ? take(next) : false;
+  };
+
+  // What already arrived, before the head goes out (see above).
+  let over = false;
+  let early: { error: unknown } | undefined;
+  try {
+    const first = reader.readNow?.();
+    if (first) over = await takeWithNext(first);
+  } catch (error) {
+    early = { error };
+  }
+
+  return {
     type: "direct",
     async pull(controller) {
       /**
@@ -157,14 +218,16 @@ export function streamAnswer(o: StreamAnswerOptions): ReadableStream<Uint8Array>
       };
 
       // Keep-alive frames while the upstream is quiet; the deadline watches the upstream itself.
-      stopClock = everyTick(Math.max(5, o.keepAliveMs / 3), () => {
-        const now = performance.now();
-        if (now - lastWrite >= o.keepAliveMs) {
-          lastWrite = now;
-          controller.write(o.sink.keepAlive());
-          controller.flush();
-        }
-      });
+      if (!over) {
+        stopClock = everyTick(Math.max(5, o.keepAliveMs / 3), () => {
+          const now = performance.now();
+          if (now - lastWrite >= o.keepAliveMs) {
+            lastWrite = now;
+            controller.write(o.sink.keepAlive());
+            controller.flush();
+          }
+        });
+      }
 
       /**
        * The client is slower than the upstream: stop reading the upstream until it catches up
@@ -188,35 +251,21 @@ export function streamAnswer(o: StreamAnswerOptions): ReadableStream<Uint8Array>
       };
 
       try {
+        if (early) throw early.error;
         for (;;) {
-          const { value, done: eof } = await reader.read();
-          if (done) return; // the client went away while we waited
-          if (eof) {
-            parser.end();
-            if (held.length > 0) await drainHeld();
-            if (!failure) {
-              if (o.meter.finished) {
-                const usage = await o.estimateUsage();
-                if (usage) out += o.sink.event(usage);
-                await o.beforeEnd?.();
-                if (done) return; // the client left while the settlement was written
-                out += o.sink.end();
-              } else fail({ type: "error", errorType: "upstream", message: "The upstream provider ended the answer early." });
-            }
-          } else {
-            o.deadline.touch();
-            parser.feed(value);
-            if (held.length > 0) await drainHeld();
-          }
+          // What was taken goes out before the next read: at first, at once, with the head.
           const backpressure = send();
           if (backpressure && !(await waitForClient(backpressure))) return;
           if (done) return;
-          if (eof || failure) {
-            controller.close();
-            finish(failure ? "failed" : "completed", failure?.message);
-            return;
-          }
+          if (over) break;
+          // A chunk already here is taken at once, without a promise.
+          const read = reader.readNow?.() ?? (await reader.read());
+          if (done) return; // the client went away while we waited
+          over = await takeWithNext(read);
+          if (done) return;
         }
+        controller.close();
+        finish(failure ? "failed" : "completed", failure?.message);
       } catch (err) {
         if (done) return;
         const described = o.describeFailure?.(err);
@@ -234,7 +283,7 @@ export function streamAnswer(o: StreamAnswerOptions): ReadableStream<Uint8Array>
       finish("cancelled", "client disconnected");
       reader.cancel().catch(() => {});
     },
-  }) as ReadableStream<Uint8Array>;
+  };
 }
 
 function streamFailure(err: unknown, timedOut: boolean): StreamEvent & { type: "error" } {

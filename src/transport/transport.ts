@@ -13,6 +13,14 @@ export type ReadResult = { done: false; value: Uint8Array } | { done: true; valu
 /** What the stream pipeline needs of a body: the subset of a ReadableStream reader it uses. */
 export interface ChunkReader {
   read(): Promise<ReadResult>;
+  /**
+   * What `read()` would give at once, without a promise: a chunk already received, the end, or
+   * the failure (thrown); undefined when the next chunk has not arrived yet. A stream whose first
+   * bytes came with the answer's head is written in the same turn as that head this way (one
+   * socket write for both: Bun sends a direct stream's head on its own when the first write
+   * comes after an await), and a chunk already queued costs no promise.
+   */
+  readNow?(): ReadResult | undefined;
   cancel(reason?: unknown): Promise<void>;
 }
 

@@ -47,15 +47,27 @@ export class BodyQueue implements ChunkReader {
     else waiting.resolve({ done: true, value: undefined });
   }
 
-  read(): Promise<ReadResult> {
+  readNow(): ReadResult | undefined {
     if (this.chunks.length > 0) {
       const queued = this.chunks;
       this.chunks = [];
       this.queuedBytes = 0;
       this.onDrained();
-      return Promise.resolve({ done: false, value: queued.length === 1 ? queued[0]! : Buffer.concat(queued) });
+      return { done: false, value: queued.length === 1 ? queued[0]! : Buffer.concat(queued) };
     }
-    if (this.ended) return this.failure !== undefined ? Promise.reject(this.failure) : Promise.resolve({ done: true, value: undefined });
+    if (!this.ended) return undefined;
+    if (this.failure !== undefined) throw this.failure;
+    return { done: true, value: undefined };
+  }
+
+  read(): Promise<ReadResult> {
+    if (this.chunks.length > 0 || this.ended) {
+      try {
+        return Promise.resolve(this.readNow()!);
+      } catch (err) {
+        return Promise.reject(err);
+      }
+    }
     this.onDrained();
     return new Promise((resolve, reject) => {
       this.waiting = { resolve, reject };

@@ -1,0 +1,210 @@
+import { describe, expect, test } from "bun:test";
+import { answerSource, type DirectController, type StreamAnswerOptions } from "../src/streaming/stream-answer.ts";
+import { createOpenAIRelay } from "../src/streaming/encode-openai.ts";
+import { openaiAdapter } from "../src/providers/openai/openai-adapter.ts";
+import { UsageMeter } from "../src/billing/usage-meter.ts";
+import { Deadline } from "../src/gateway/deadline.ts";
+import { BodyQueue } from "../src/transport/http1/body-queue.ts";
+import type { ReadResult } from "../src/transport/transport.ts";
+
+/**
+ * The stream stage driven directly, with a controller that records what Bun's would send: each
+ * write, and whether it happened in the turn the stream started (Bun sends a direct stream's head
+ * on its own unless the first write comes in that turn, docs/benchmarks.md).
+ */
+
+const enc = new TextEncoder();
+const chunk = (i: number, extra = "") =>
+  `data: {"id":"chatcmpl-up","object":"chat.completion.chunk","created":1,"model":"gpt-up","choices":[{"index":0,"delta":{"content":"w${i} "}${extra}}]}\n\n`;
+const FIRST = `data: {"id":"chatcmpl-up","object":"chat.completion.chunk","created":1,"model":"gpt-up","choices":[{"index":0,"delta":{"role":"assistant","content":""},"finish_reason":null}]}\n\n`;
+const LAST =
+  `data: {"id":"chatcmpl-up","object":"chat.completion.chunk","created":1,"model":"gpt-up","choices":[{"index":0,"delta":{},"finish_reason":"stop"}]}\n\n` +
+  `data: {"id":"chatcmpl-up","object":"chat.completion.chunk","created":1,"model":"gpt-up","choices":[],"usage":{"prompt_tokens":5,"completion_tokens":3,"total_tokens":8}}\n\n` +
+  `data: [DONE]\n\n`;
+
+/** A body whose reads are scripted: queued results are there at once, later ones arrive when pushed. */
+function scriptedBody() {
+  const queued: ReadResult[] = [];
+  let waiting: ((r: ReadResult) => void) | null = null;
+  return {
+    arrive(r: ReadResult) {
+      if (waiting) {
+        const w = waiting;
+        waiting = null;
+        w(r);
+      } else queued.push(r);
+    },
+    reader: {
+      readNow: () => queued.shift(),
+      read: () => {
+        const r = queued.shift();
+        return r ? Promise.resolve(r) : new Promise<ReadResult>((resolve) => (waiting = resolve));
+      },
+      cancel: async () => {},
+    },
+  };
+}
+const data = (text: string): ReadResult => ({ done: false, value: enc.encode(text) });
+const END: ReadResult = { done: true, value: undefined };
+
+function recorder() {
+  const writes: string[] = [];
+  let closed = false;
+  const controller: DirectController = {
+    write(c) {
+      writes.push(c);
+      return c.length;
+    },
+    flush: () => 0,
+    close() {
+      closed = true;
+    },
+  };
+  return { controller, writes, closed: () => closed };
+}
+
+function options(reader: StreamAnswerOptions["upstream"], events: string[], outcome: { value?: string }): StreamAnswerOptions {
+  return {
+    upstream: reader,
+    decode: openaiAdapter.createStreamDecoder(),
+    sink: createOpenAIRelay({ id: "chatcmpl-ours", created: 1, model: "ours/model", includeUsage: false }),
+    meter: new UsageMeter(),
+    deadline: new Deadline({ firstByteMs: 60_000, idleMs: 60_000, totalMs: 60_000 }),
+    estimateUsage: async () => undefined,
+    keepAliveMs: 60_000,
+    clientIdleMs: 60_000,
+    maxFrameBytes: 1 << 20,
+    beforeEnd: async () => {
+      events.push("settling");
+      await new Promise((resolve) => setTimeout(resolve, 20));
+      events.push("settled");
+    },
+    onDone: (o) => {
+      outcome.value = o;
+    },
+  };
+}
+
+describe("stream stage: what goes out with the head", () => {
+  test("an answer already whole when the stream starts is settled first, then head, frames and end leave in one write", async () => {
+    const body = scriptedBody();
+    body.arrive(data(FIRST + chunk(1) + chunk(2) + LAST));
+    body.arrive(END);
+    const events: string[] = [];
+    const outcome: { value?: string } = {};
+    const source = await answerSource(options(body.reader, events, outcome));
+    // The charge is durable before the stream (and with it the head) is handed to the server.
+    expect(events).toEqual(["settling", "settled"]);
+
+    const { controller, writes, closed } = recorder();
+    const pulled = source.pull(controller);
+    // Written in the turn the stream started: the server sends it with the head.
+    expect(writes.length).toBe(1);
+    await pulled;
+    expect(writes.length).toBe(1);
+    expect(writes[0]).toContain('"content":"w1 "');
+    expect(writes[0]).toContain('"content":"w2 "');
+    expect(writes[0]).toContain('"finish_reason":"stop"');
+    expect(writes[0]!.endsWith("data: [DONE]\n\n")).toBe(true);
+    // The gateway's model and id, never the vendor's; the usage chunk the client did not ask for is dropped.
+    expect(writes[0]).toContain('"model":"ours/model"');
+    expect(writes[0]).not.toContain("gpt-up");
+    expect(writes[0]).not.toContain('"usage"');
+    expect(closed()).toBe(true);
+    expect(outcome.value).toBe("completed");
+  });
+
+  test("frames already here go out in the stream's first turn; the rest as it comes; the last frames wait for the settlement and leave with the end", async () => {
+    const body = scriptedBody();
+    body.arrive(data(FIRST + chunk(1)));
+    const events: string[] = [];
+    const outcome: { value?: string } = {};
+    const source = await answerSource(options(body.reader, events, outcome));
+    expect(events).toEqual([]);
+
+    const { controller, writes, closed } = recorder();
+    const pulled = source.pull(controller);
+    expect(writes.length).toBe(1);
+    expect(writes[0]).toContain('"content":"w1 "');
+    expect(writes[0]).not.toContain("[DONE]");
+
+    await Bun.sleep(5);
+    body.arrive(data(chunk(2)));
+    await Bun.sleep(5);
+    expect(writes.length).toBe(2);
+    expect(writes[1]).toContain('"content":"w2 "');
+    expect(events).toEqual([]);
+
+    body.arrive(data(LAST));
+    body.arrive(END);
+    await pulled;
+    expect(events).toEqual(["settling", "settled"]);
+    // The last frames and the end arrived together: one write, once the charge is durable.
+    expect(writes.length).toBe(3);
+    expect(writes[2]).toContain('"finish_reason":"stop"');
+    expect(writes[2]!.endsWith("data: [DONE]\n\n")).toBe(true);
+    expect(closed()).toBe(true);
+    expect(outcome.value).toBe("completed");
+  });
+
+  test("nothing here yet: nothing is written until the upstream sends", async () => {
+    const body = scriptedBody();
+    const events: string[] = [];
+    const outcome: { value?: string } = {};
+    const source = await answerSource(options(body.reader, events, outcome));
+    const { controller, writes } = recorder();
+    const pulled = source.pull(controller);
+    expect(writes.length).toBe(0);
+    body.arrive(data(FIRST + chunk(1) + LAST));
+    body.arrive(END);
+    await pulled;
+    expect(writes.join("")).toContain('"content":"w1 "');
+    expect(writes.join("").endsWith("data: [DONE]\n\n")).toBe(true);
+    expect(outcome.value).toBe("completed");
+  });
+
+  test("a broken frame that came with the head fails the stream with an error frame, uncharged by its own settlement", async () => {
+    const body = scriptedBody();
+    body.arrive(data(FIRST + "data: {not json\n\n"));
+    body.arrive(END);
+    const events: string[] = [];
+    const outcome: { value?: string } = {};
+    const source = await answerSource(options(body.reader, events, outcome));
+    const { controller, writes, closed } = recorder();
+    await source.pull(controller);
+    const sent = writes.join("");
+    expect(sent).toContain('"error"');
+    expect(sent).not.toContain("[DONE]");
+    expect(events).toEqual([]);
+    expect(closed()).toBe(true);
+    expect(outcome.value).toBe("failed");
+  });
+});
+
+describe("BodyQueue.readNow: a chunk already received, without a promise", () => {
+  test("queued pieces come at once as one, then undefined while waiting, then the end", async () => {
+    let drained = 0;
+    const queue = new BodyQueue(() => drained++, () => {});
+    expect(queue.readNow()).toBeUndefined();
+    queue.push([enc.encode("ab"), enc.encode("cd")]);
+    queue.push([enc.encode("ef")]);
+    const first = queue.readNow();
+    expect(first?.done).toBe(false);
+    expect(new TextDecoder().decode(first!.value)).toBe("abcdef");
+    expect(drained).toBeGreaterThan(0);
+    expect(queue.readNow()).toBeUndefined();
+    queue.end();
+    expect(queue.readNow()).toEqual({ done: true, value: undefined });
+    // read() agrees with it.
+    expect(await queue.read()).toEqual({ done: true, value: undefined });
+  });
+
+  test("a failed body throws its failure from readNow and rejects read()", async () => {
+    const queue = new BodyQueue(() => {}, () => {});
+    queue.push([enc.encode("x")]);
+    queue.end(new Error("connection lost"));
+    expect(queue.readNow()?.done).toBe(false);
+    expect(() => queue.readNow()).toThrow("connection lost");
+    expect(queue.read()).rejects.toThrow("connection lost");
+  });
+});
