@@ -31,177 +31,194 @@ export const METER_KEEP_CHARS = 8 * 1024;
  * Watches the event stream and remembers what the upstream reported. The generated text is
  * kept only so that an upstream that reports nothing can still be billed by count, and only up
  * to METER_KEEP_CHARS (see above). Once the upstream reports its output count, nothing is kept.
+ *
+ * A class rather than a closure: every attempt makes one, and its methods then live once on
+ * the prototype instead of a dozen closures per request.
  */
-export function createUsageMeter(keepChars = METER_KEEP_CHARS) {
-  let input: number | undefined;
-  let output: number | undefined;
-  const produced: string[] = [];
+export class UsageMeter {
+  #input: number | undefined;
+  #output: number | undefined;
+  readonly #keepChars: number;
+  #produced: string[] = [];
   /** Frames relayed without decoding (with their size); decoded only if their text must be counted. */
-  const deferred: { decode: () => StreamEvent[]; size: number }[] = [];
+  #deferred: { decode: () => StreamEvent[]; size: number }[] = [];
   /** Characters held in `produced` and `deferred` (frames count their raw size). */
-  let kept = 0;
+  #kept = 0;
   /** Once the budget is passed: the sample's text, and what came after it (in characters). */
-  let sample: { text: string; textPerFrameChar: number } | undefined;
-  let afterSample = 0;
-  let finished = false;
-  let empty = true;
-  let images = 0;
-  let totalOnce: Promise<MeteredUsage> | undefined;
+  #sample: { text: string; textPerFrameChar: number } | undefined;
+  #afterSample = 0;
+  #finished = false;
+  #empty = true;
+  #images = 0;
+  #totalOnce: Promise<MeteredUsage> | undefined;
   /**
    * Reasoning, counted apart for clients that show its share of the output (never billed apart):
    * the upstream's count, else the text it thought, kept like the answer's sample (at most
    * `keepChars`, then only measured).
    */
-  let reasoningReported: number | undefined;
-  const reasoningText: string[] = [];
-  let reasoningKept = 0;
-  let reasoningAfter = 0;
-  const keepReasoning = (text: string) => {
-    if (reasoningReported !== undefined || text.length === 0) return;
-    if (reasoningKept < keepChars) {
-      reasoningText.push(text);
-      reasoningKept += text.length;
-    } else reasoningAfter += text.length;
-  };
+  #reasoningReported: number | undefined;
+  #reasoningText: string[] = [];
+  #reasoningKept = 0;
+  #reasoningAfter = 0;
 
-  const keep = (text: string) => {
-    if (output !== undefined) return; // reported: the text will never be counted
-    if (sample) {
-      afterSample += text.length;
+  constructor(keepChars = METER_KEEP_CHARS) {
+    this.#keepChars = keepChars;
+  }
+
+  /** A relayed text frame (`size` characters): it counts as output now, its text only if usage must be estimated. */
+  defer(decode: () => StreamEvent[], size = 0): void {
+    this.#empty = false;
+    if (this.#output !== undefined) return;
+    if (this.#sample) {
+      this.#afterSample += size * this.#sample.textPerFrameChar;
       return;
     }
-    produced.push(text);
-    kept += text.length;
-    if (kept > keepChars) takeSample();
-  };
+    this.#deferred.push({ decode, size });
+    this.#kept += size;
+    if (this.#kept > this.#keepChars) this.#takeSample();
+  }
+
+  observe(e: StreamEvent): void {
+    if (e.type !== "error") this.#empty = false;
+    switch (e.type) {
+      case "text":
+        this.#keep(e.text);
+        break;
+      case "reasoning":
+        this.#keep(e.text);
+        this.#keepReasoning(e.text);
+        break;
+      case "tool-call":
+        if (e.name) this.#keep(e.name);
+        if (e.argumentsDelta) this.#keep(e.argumentsDelta);
+        break;
+      case "usage":
+        if (e.reasoningTokens !== undefined) {
+          this.#reasoningReported = e.reasoningTokens;
+          this.#reasoningText.length = 0;
+        }
+        if (e.inputTokens !== undefined) this.#input = e.inputTokens;
+        if (e.outputTokens !== undefined) {
+          this.#output = e.outputTokens;
+          // The upstream said how much it produced: what was kept to count it can go.
+          this.#produced.length = 0;
+          this.#deferred.length = 0;
+          this.#sample = undefined;
+          this.#kept = 0;
+        }
+        break;
+      case "finish":
+        this.#finished = true;
+        break;
+      case "image":
+        this.#images += 1;
+        break;
+      case "start":
+        if (e.inputTokens !== undefined) this.#input ??= e.inputTokens;
+        break;
+    }
+  }
+
+  get finished(): boolean {
+    return this.#finished;
+  }
+
+  /** Nothing but errors seen: the upstream produced nothing to bill. */
+  get empty(): boolean {
+    return this.#empty;
+  }
+
+  get reported(): boolean {
+    return this.#input !== undefined && this.#output !== undefined;
+  }
+
+  /**
+   * The answer's counts; the prompt is only tokenised when the upstream never said. Asked at
+   * the end of an answer, by the stream (to tell the client) and the settlement alike: the
+   * first call's result is the answer for both.
+   */
+  total(prompt: PromptSource): Promise<MeteredUsage> {
+    return (this.#totalOnce ??= this.#count(prompt));
+  }
+
+  /** Whether the upstream said how many of its output tokens were reasoning. */
+  get reasoningReported(): boolean {
+    return this.#reasoningReported !== undefined;
+  }
+
+  /**
+   * Reasoning tokens: the upstream's count, else our tokenizer's count of the reasoning text
+   * (an estimate: Anthropic may show a summary of what it thought), else undefined when the
+   * answer had no reasoning. Part of the output tokens, never added to them.
+   */
+  async reasoningTokens(): Promise<number | undefined> {
+    if (this.#reasoningReported !== undefined) return this.#reasoningReported;
+    if (this.#reasoningKept === 0) return undefined;
+    const text = this.#reasoningText.join("");
+    const tokens = await countTokens(text);
+    return tokens + (this.#reasoningAfter > 0 ? Math.ceil((this.#reasoningAfter * tokens) / text.length) : 0);
+  }
+
+  #keepReasoning(text: string): void {
+    if (this.#reasoningReported !== undefined || text.length === 0) return;
+    if (this.#reasoningKept < this.#keepChars) {
+      this.#reasoningText.push(text);
+      this.#reasoningKept += text.length;
+    } else this.#reasoningAfter += text.length;
+  }
+
+  #keep(text: string): void {
+    if (this.#output !== undefined) return; // reported: the text will never be counted
+    if (this.#sample) {
+      this.#afterSample += text.length;
+      return;
+    }
+    this.#produced.push(text);
+    this.#kept += text.length;
+    if (this.#kept > this.#keepChars) this.#takeSample();
+  }
+
   /** Decodes what was deferred and keeps the text so far as the answer's sample. */
-  const takeSample = () => {
+  #takeSample(): void {
     let frameChars = 0;
     let frameText = 0;
-    for (const { decode, size } of deferred.splice(0)) {
+    for (const { decode, size } of this.#deferred.splice(0)) {
       frameChars += size;
       for (const e of decode()) {
         if (e.type !== "text" && e.type !== "reasoning") continue;
-        produced.push(e.text);
+        this.#produced.push(e.text);
         frameText += e.text.length;
       }
     }
-    const text = produced.join("");
-    produced.length = 0;
-    kept = 0;
+    const text = this.#produced.join("");
+    this.#produced.length = 0;
+    this.#kept = 0;
     // Frames relayed undecoded after this are counted by their size, at the text share seen here.
-    sample = { text, textPerFrameChar: frameChars > 0 ? frameText / frameChars : 1 };
-  };
+    this.#sample = { text, textPerFrameChar: frameChars > 0 ? frameText / frameChars : 1 };
+  }
 
-  return {
-    /** A relayed text frame (`size` characters): it counts as output now, its text only if usage must be estimated. */
-    defer(decode: () => StreamEvent[], size = 0): void {
-      empty = false;
-      if (output !== undefined) return;
-      if (sample) {
-        afterSample += size * sample.textPerFrameChar;
-        return;
-      }
-      deferred.push({ decode, size });
-      kept += size;
-      if (kept > keepChars) takeSample();
-    },
-    observe(e: StreamEvent): void {
-      if (e.type !== "error") empty = false;
-      switch (e.type) {
-        case "text":
-          keep(e.text);
-          break;
-        case "reasoning":
-          keep(e.text);
-          keepReasoning(e.text);
-          break;
-        case "tool-call":
-          if (e.name) keep(e.name);
-          if (e.argumentsDelta) keep(e.argumentsDelta);
-          break;
-        case "usage":
-          if (e.reasoningTokens !== undefined) {
-            reasoningReported = e.reasoningTokens;
-            reasoningText.length = 0;
-          }
-          if (e.inputTokens !== undefined) input = e.inputTokens;
-          if (e.outputTokens !== undefined) {
-            output = e.outputTokens;
-            // The upstream said how much it produced: what was kept to count it can go.
-            produced.length = 0;
-            deferred.length = 0;
-            sample = undefined;
-            kept = 0;
-          }
-          break;
-        case "finish":
-          finished = true;
-          break;
-        case "image":
-          images += 1;
-          break;
-        case "start":
-          if (e.inputTokens !== undefined) input ??= e.inputTokens;
-          break;
-      }
-    },
-    get finished() {
-      return finished;
-    },
-    /** Nothing but errors seen: the upstream produced nothing to bill. */
-    get empty() {
-      return empty;
-    },
-    get reported() {
-      return input !== undefined && output !== undefined;
-    },
-    /**
-     * The answer's counts; the prompt is only tokenised when the upstream never said. Asked at
-     * the end of an answer, by the stream (to tell the client) and the settlement alike: the
-     * first call's result is the answer for both.
-     */
-    total(prompt: PromptSource): Promise<MeteredUsage> {
-      return (totalOnce ??= count(prompt));
-    },
-    /** Whether the upstream said how many of its output tokens were reasoning. */
-    get reasoningReported() {
-      return reasoningReported !== undefined;
-    },
-    /**
-     * Reasoning tokens: the upstream's count, else our tokenizer's count of the reasoning text
-     * (an estimate: Anthropic may show a summary of what it thought), else undefined when the
-     * answer had no reasoning. Part of the output tokens, never added to them.
-     */
-    async reasoningTokens(): Promise<number | undefined> {
-      if (reasoningReported !== undefined) return reasoningReported;
-      if (reasoningKept === 0) return undefined;
-      const text = reasoningText.join("");
-      const tokens = await countTokens(text);
-      return tokens + (reasoningAfter > 0 ? Math.ceil((reasoningAfter * tokens) / text.length) : 0);
-    },
-  };
-
-  async function count(prompt: PromptSource): Promise<MeteredUsage> {
-    const estimated = input === undefined || output === undefined;
-    let outputTokens = output;
+  async #count(prompt: PromptSource): Promise<MeteredUsage> {
+    const estimated = this.#input === undefined || this.#output === undefined;
+    let outputTokens = this.#output;
     if (outputTokens === undefined) {
-      const exact = !sample;
-      if (!sample) takeSample();
-      const { text } = sample!;
+      const exact = !this.#sample;
+      if (!this.#sample) this.#takeSample();
+      const { text } = this.#sample!;
       const tokens = await countTokens(text);
-      outputTokens = exact ? tokens : tokens + (text.length > 0 ? Math.ceil((afterSample * tokens) / text.length) : Math.ceil(afterSample / 4));
+      outputTokens = exact ? tokens : tokens + (text.length > 0 ? Math.ceil((this.#afterSample * tokens) / text.length) : Math.ceil(this.#afterSample / 4));
     }
     return {
-      inputTokens: input ?? (await countPrompt(prompt)),
+      inputTokens: this.#input ?? (await countPrompt(prompt)),
       outputTokens,
       estimated,
-      images,
+      images: this.#images,
     };
   }
 }
 
-export type UsageMeter = ReturnType<typeof createUsageMeter>;
+export function createUsageMeter(keepChars = METER_KEEP_CHARS): UsageMeter {
+  return new UsageMeter(keepChars);
+}
 
 async function countPrompt(prompt: PromptSource): Promise<number> {
   const source = prompt();

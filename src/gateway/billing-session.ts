@@ -3,7 +3,7 @@ import type { Ledger } from "../billing/ledger.ts";
 import type { Logger } from "../log.ts";
 import { answerCostMicro } from "../billing/pricing.ts";
 import { microToCredits } from "../billing/money.ts";
-import { createUsageMeter, type PromptSource, type UsageMeter } from "../billing/usage-meter.ts";
+import { UsageMeter, type PromptSource } from "../billing/usage-meter.ts";
 import { GatewayError } from "../pipeline/gateway-error.ts";
 import type { Inflight } from "../pipeline/inflight.ts";
 
@@ -75,14 +75,15 @@ export async function openBillingSession(
   deps.inflight.begin();
   let model: ModelConfig | undefined;
   let providerId = "";
-  let meter: UsageMeter = createUsageMeter();
+  // Made by each attempt; none yet means nothing was produced.
+  let meter: UsageMeter | undefined;
   let settling: Promise<void> | undefined;
 
   const settleOnce = async (status: SettleStatus) => {
     try {
       // Nothing produced, nothing charged: an upstream that failed before answering costs nothing.
-      const produced = status !== "upstream_error" && !meter.empty;
-      const usage = produced ? await meter.total(o.promptText) : { inputTokens: 0, outputTokens: 0, estimated: false, images: 0 };
+      const produced = status !== "upstream_error" && meter !== undefined && !meter.empty;
+      const usage = produced ? await meter!.total(o.promptText) : { inputTokens: 0, outputTokens: 0, estimated: false, images: 0 };
       const costMicro = produced && model ? answerCostMicro(model.pricing, usage.inputTokens, usage.outputTokens, usage.images) : 0;
       const durable = ledger.settle({
         requestId,
@@ -116,8 +117,7 @@ export async function openBillingSession(
     attempt(next, id) {
       model = next;
       providerId = id;
-      meter = createUsageMeter();
-      return meter;
+      return (meter = new UsageMeter());
     },
     settle: (status) => (settling ??= settleOnce(status)),
   };

@@ -39,6 +39,8 @@ export class Deadline {
   #headIn = false;
   #paused = false;
   #timer: ReturnType<typeof setTimeout> | undefined;
+  /** When the armed timer fires (`now()` units). */
+  #armedAt = 0;
   #expired: DeadlineKind | undefined;
 
   constructor(limits: DeadlineLimits, now: () => number = () => performance.now()) {
@@ -105,15 +107,21 @@ export class Deadline {
     return other && other.at < total ? other : { at: total, kind: "total" };
   }
 
-  /** The nearest limit may now come sooner than the timer is set for (only touch() never moves it closer). */
+  /**
+   * The nearest limit may now come sooner than the timer is set for (only touch() never moves it
+   * closer). A timer set for earlier stays: when it fires it finds the limit later and re-arms,
+   * so the usual head (idle limit later than the first-byte one) costs no second timer.
+   */
   #rearm(): void {
     if (this.#controller.signal.aborted) return;
+    if (this.#timer && this.#next().at >= this.#armedAt) return;
     if (this.#timer) clearTimeout(this.#timer);
     this.#arm();
   }
 
   #arm(): void {
     const { at } = this.#next();
+    this.#armedAt = at;
     this.#timer = setTimeout(this.#fire, Math.max(0, at - this.#now()));
   }
 

@@ -40,7 +40,7 @@ export interface AdmissionOptions {
   /** Told of every answer admission gives itself (401, 413, 429, 503), for request traces. */
   onAnswered?: (request: Request, status: number) => void;
   /** Runs first on every request (the request id): one hook instead of two dispatches. */
-  onArrival?: (request: Request, set: { headers: Record<string, unknown> }) => void;
+  onArrival?: (request: Request, set: { headers: Record<string, unknown> }, path: string) => void;
 }
 
 /**
@@ -59,8 +59,10 @@ export function admissionPlugin(o: AdmissionOptions) {
   const answered = o.onAnswered;
   const arrival = o.onArrival;
   return new Elysia({ name: "switchyard/admission" }).onRequest(({ request, set }) => {
-    arrival?.(request, set);
-    const result = decide(request, set);
+    // Read once: every read of `request.url` builds a new string.
+    const path = pathOf(request.url);
+    arrival?.(request, set, path);
+    const result = decide(request, set, path);
     if (!answered || result === undefined) return result;
     if (result instanceof Promise) {
       return result.then((response) => {
@@ -72,8 +74,7 @@ export function admissionPlugin(o: AdmissionOptions) {
     return result;
   });
 
-  function decide(request: Request, set: { headers: Record<string, unknown> }): Response | undefined | Promise<Response | undefined> {
-    const path = pathOf(request.url);
+  function decide(request: Request, set: { headers: Record<string, unknown> }, path: string): Response | undefined | Promise<Response | undefined> {
     const anthropic = path.startsWith("/v1/messages");
     const length = Number(request.headers.get("content-length") ?? 0);
     if (length > o.maxBodyBytes) {

@@ -1,5 +1,4 @@
 import type { Tracker } from "../ops/request-trace.ts";
-import { pathOf } from "./admission.ts";
 
 /**
  * Every request gets an id as it arrives: the client's `x-request-id` when it is 1–128 of
@@ -11,8 +10,8 @@ import { pathOf } from "./admission.ts";
  * `onRequest` hook is a dispatch on every request (about 2 µs each, measured).
  */
 export function assignRequestId(tracker: Tracker) {
-  return (request: Request, set: { headers: Record<string, unknown> }): void => {
-    set.headers["x-request-id"] = tracker.begin(request, pathOf(request.url)).id;
+  return (request: Request, set: { headers: Record<string, unknown> }, path: string): void => {
+    set.headers["x-request-id"] = tracker.begin(request, path).id;
   };
 }
 
