@@ -32,6 +32,8 @@ export interface AttemptRequest {
   /** The client's request: its abort ends the attempt. */
   clientSignal: AbortSignal;
   wantsStream: boolean;
+  /** The request's x-request-id (the request-id plugin set it), sent upstream so vendor-side logs can be matched. */
+  clientRequestId?: string;
 }
 
 /** What one attempt came back with. */
@@ -68,8 +70,7 @@ export async function attemptUpstream(deps: AttemptDeps, req: AttemptRequest, ca
   // A structured answer asked for through a forced tool comes back as text (streaming/answer-tool.ts).
   const answerTool = prepared.answerTool;
   // The request's id (set by the request-id plugin) goes upstream too, so vendor-side logs can be matched.
-  const clientRequestId = req.headers.get("x-request-id");
-  if (clientRequestId) call.headers["x-request-id"] = clientRequestId;
+  if (req.clientRequestId) call.headers["x-request-id"] = req.clientRequestId;
 
   const t = provider.timeouts;
   const deadline = new Deadline({ firstByteMs: t.first_byte_ms, idleMs: t.idle_ms, totalMs: t.total_ms });

@@ -100,7 +100,7 @@ export async function respond(
     for (const e of events) meter.observe(e);
     const usage = await meter.total(req.promptText);
     if (usage.estimated) events.push({ type: "usage", inputTokens: usage.inputTokens, outputTokens: usage.outputTokens });
-    const reasoning = await reasoningEstimate(usage.outputTokens);
+    const reasoning = countsReasoning ? await reasoningEstimate(usage.outputTokens) : undefined;
     if (reasoning !== undefined) events.push({ type: "usage", reasoningTokens: reasoning });
     await billing.settle("ok");
     if (req.body.stream === true) {

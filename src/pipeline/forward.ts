@@ -77,7 +77,7 @@ export async function forward(deps: ForwardDeps, req: ForwardRequest): Promise<R
   const random = deps.random ?? Math.random;
   const limits = deps.settings.retry;
   const wantsStream = req.body.stream === true;
-  const attemptRequest = { requestId: plan.requestId, clientFormat: req.clientFormat, body: req.body, headers: req.headers, clientSignal: req.signal, wantsStream };
+  const attemptRequest = { requestId: plan.requestId, clientFormat: req.clientFormat, body: req.body, headers: req.headers, clientSignal: req.signal, wantsStream, clientRequestId };
   const answerRequest = { clientFormat: req.clientFormat, body: req.body, uuid: plan.uuid, requestId: plan.requestId, bodyBytes: req.bodyBytes, promptText: plan.promptText, onStream: req.onStream, answer: req.answer, trace };
 
   try {
