@@ -181,6 +181,44 @@ describe("stream stage: what goes out with the head", () => {
   });
 });
 
+describe("stream stage: images that came with the head", () => {
+  test("their downloads do not hold the head back: the stream is handed over at once, the frame follows once inlined", async () => {
+    const body = scriptedBody();
+    const imageFrame = `data: {"id":"chatcmpl-up","object":"chat.completion.chunk","created":1,"model":"gpt-up","choices":[{"index":0,"delta":{"images":[{"image_url":{"url":"https://img.example/a.png"}}]},"finish_reason":null}]}\n\n`;
+    body.arrive(data(FIRST + chunk(1) + imageFrame + LAST));
+    body.arrive(END);
+    const events: string[] = [];
+    const outcome: { value?: string } = {};
+    let release!: () => void;
+    const download = new Promise<void>((resolve) => (release = resolve));
+    const source = await answerSource({
+      ...options(body.reader, events, outcome),
+      resolveImages: async (evs) => {
+        events.push("downloading");
+        await download;
+        for (const e of evs) if (e.type === "image") e.url = "data:image/png;base64,AAAA";
+      },
+    });
+    // Handed over before the download finished, and before anything was settled.
+    expect(events).toEqual([]);
+    const { controller, writes, closed } = recorder();
+    const pulled = source.pull(controller);
+    // What came before the image goes out with the head.
+    expect(writes.length).toBe(1);
+    expect(writes[0]).toContain('"content":"w1 "');
+    await Bun.sleep(5);
+    expect(events).toEqual(["downloading"]);
+    release();
+    await pulled;
+    const sent = writes.join("");
+    expect(sent).toContain("data:image/png;base64,AAAA");
+    expect(sent.endsWith("data: [DONE]\n\n")).toBe(true);
+    expect(events).toEqual(["downloading", "settling", "settled"]);
+    expect(closed()).toBe(true);
+    expect(outcome.value).toBe("completed");
+  });
+});
+
 describe("BodyQueue.readNow: a chunk already received, without a promise", () => {
   test("queued pieces come at once as one, then undefined while waiting, then the end", async () => {
     let drained = 0;

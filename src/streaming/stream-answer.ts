@@ -152,12 +152,16 @@ export async function answerSource(o: StreamAnswerOptions): Promise<{ type: "dir
     out += o.sink.event(e);
   };
 
-  /** One read's result into `out`; true once the answer is over (it ended, or failed). */
-  const take = async (read: ReadResult): Promise<boolean> => {
+  /**
+   * One read's result into `out`; true once the answer is over (it ended, or failed). `early`:
+   * taken before the head went out, so frames held for their images wait for the stream (their
+   * downloads must not hold the head back).
+   */
+  const take = async (read: ReadResult, early = false): Promise<boolean> => {
     if (!read.done) {
       o.deadline.touch();
       parser.feed(read.value);
-      if (held.length > 0) await drainHeld();
+      if (held.length > 0 && !early) await drainHeld();
       return failure !== undefined;
     }
     parser.end();
@@ -179,10 +183,11 @@ export async function answerSource(o: StreamAnswerOptions): Promise<{ type: "dir
    * at most the answer's end (an answer's last frames and its end usually come together), and
    * both go out in one write.
    */
-  const takeWithNext = async (read: ReadResult): Promise<boolean> => {
-    if ((await take(read)) || done) return true;
+  const takeWithNext = async (read: ReadResult, early = false): Promise<boolean> => {
+    if ((await take(read, early)) || done) return true;
+    if (held.length > 0) return false;
     const next = reader.readNow?.();
-    return next ? take(next) : false;
+    return next ? take(next, early) : false;
   };
 
   // What already arrived, before the head goes out (see above).
@@ -190,7 +195,7 @@ export async function answerSource(o: StreamAnswerOptions): Promise<{ type: "dir
   let early: { error: unknown } | undefined;
   try {
     const first = reader.readNow?.();
-    if (first) over = await takeWithNext(first);
+    if (first) over = await takeWithNext(first, true);
   } catch (error) {
     early = { error };
   }
@@ -258,6 +263,12 @@ export async function answerSource(o: StreamAnswerOptions): Promise<{ type: "dir
           if (backpressure && !(await waitForClient(backpressure))) return;
           if (done) return;
           if (over) break;
+          if (held.length > 0) {
+            // Frames taken before the head went out wait for their images here.
+            await drainHeld();
+            over = failure !== undefined;
+            continue;
+          }
           // A chunk already here is taken at once, without a promise.
           const read = reader.readNow?.() ?? (await reader.read());
           if (done) return; // the client went away while we waited
