@@ -4,6 +4,7 @@
  *
  *   bun run bench                 full run (≈ 7 min on 2 cores)
  *   bun run bench --quick         smoke run (≈ 1 min): every scenario, smaller, 3 rounds
+ *   bun run bench --compare REF   scenario P: this checkout against git REF, both loaded at once (≈ 2 min)
  *   options: --rounds N  --seconds S (wrk time per round)  --only A,B,C,D,E  --no-pin
  *            --profile   instead of the scenarios: CPU profile of the gateway under wrk load
  *
@@ -16,7 +17,7 @@
  * Writes bench/results/latest.json (and a copy named by time). See docs/benchmarks.md.
  */
 import { Database } from "bun:sqlite";
-import { existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from "node:fs";
+import { existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, symlinkSync, writeFileSync } from "node:fs";
 import { availableParallelism, release, tmpdir, totalmem } from "node:os";
 import { join } from "node:path";
 import type { Subprocess } from "bun";
@@ -36,13 +37,13 @@ const option = (name: string) => {
   return i >= 0 ? argv[i + 1] : undefined;
 };
 for (const a of argv) {
-  if (a.startsWith("--") && !["--quick", "--rounds", "--seconds", "--only", "--no-pin", "--profile", "--help", "--scale", "--force"].includes(a)) {
+  if (a.startsWith("--") && !["--quick", "--rounds", "--seconds", "--only", "--no-pin", "--profile", "--help", "--scale", "--force", "--compare"].includes(a)) {
     console.error(`bench: unknown option ${a}`);
     process.exit(2);
   }
 }
 if (flag("help")) {
-  console.log("usage: bun run bench [--quick] [--rounds N] [--seconds S] [--only A,B,C,D,E] [--no-pin] [--profile]\n       bun run bench --scale [--seconds S] [--force]   SQLite vs PostgreSQL + Redis, 1 and 2 workers (bench/scale.ts)");
+  console.log("usage: bun run bench [--quick] [--rounds N] [--seconds S] [--only A,B,C,D,E,P] [--no-pin] [--profile] [--compare GIT-REF]\n       bun run bench --scale [--seconds S] [--force]   SQLite vs PostgreSQL + Redis, 1 and 2 workers (bench/scale.ts)");
   process.exit(0);
 }
 if (flag("scale")) {
@@ -53,13 +54,20 @@ if (flag("scale")) {
 const QUICK = flag("quick");
 const PROFILE = flag("profile");
 const ROUNDS = Number(option("rounds") ?? (QUICK ? 3 : 5));
-const ONLY = new Set((option("only") ?? "A,B,C,D,E").toUpperCase().split(","));
+/** Another checkout (a git ref) to measure this one against in scenario P; alone, it runs only P. */
+const COMPARE = option("compare");
+if (flag("compare") && !COMPARE) {
+  console.error("bench: --compare needs a git ref (a commit, a tag, a branch)");
+  process.exit(2);
+}
+const ONLY = new Set((option("only") ?? (COMPARE ? "P" : "A,B,C,D,E")).toUpperCase().split(","));
 const P = {
   A: { perRound: QUICK ? 300 : 2000, warmup: QUICK ? 100 : 500, chunks: 16, largePerRound: QUICK ? 60 : 300, largeMessages: 200 },
   B: { seconds: Number(option("seconds") ?? (QUICK ? 1 : 4)), warmupSeconds: 1, conns: [32, 128], streamChunks: 20, jsonChunks: 16 },
   C: { perRound: QUICK ? 60 : 300, warmup: QUICK ? 30 : 100, chunks: 64 },
   D: { streams: 2000, chunks: QUICK ? 4 : 10, intervalMs: 500 },
   E: { total: QUICK ? 10_000 : 100_000, concurrency: 32, chunks: 20, dripMs: 2 },
+  P: { rounds: Number(option("rounds") ?? (QUICK ? 4 : 8)), seconds: Number(option("seconds") ?? (QUICK ? 2 : 3)), conns: [32, 128], streamChunks: 20, jsonChunks: 16 },
 };
 const E_WARMUP = Math.max(1000, P.E.total / 10);
 /** The run stops by itself past this, whatever happens. */
@@ -80,6 +88,8 @@ const LOOPBACK = "127.0.0.1";
 
 const work = mkdtempSync(join(tmpdir(), "switchyard-bench-"));
 const children = new Set<Subprocess>();
+/** Checkouts made for --compare, removed (with git's record of them) at exit. */
+const worktrees: string[] = [];
 let shuttingDown = false;
 
 const watchdog = Bun.spawn(["bun", join(import.meta.dir, "watchdog.ts"), String(process.pid)], { stdin: "pipe", stdout: "ignore", stderr: "inherit" });
@@ -112,6 +122,7 @@ async function shutdown(code: number, why?: string): Promise<never> {
   await Promise.race([Promise.all([...children].map((c) => c.exited)), Bun.sleep(4000)]);
   for (const c of children) c.kill("SIGKILL");
   tellWatchdog("exit");
+  for (const dir of worktrees) Bun.spawnSync(["git", "worktree", "remove", "--force", dir], { cwd: ROOT, stdout: "ignore", stderr: "ignore" });
   rmSync(work, { recursive: true, force: true });
   process.exit(code);
 }
@@ -172,6 +183,25 @@ const hardNofile = Bun.spawnSync(["sh", "-c", "ulimit -Hn"]).stdout.toString().t
 const NEED_NOFILE = 16384;
 const withFds = (cmd: string[]) =>
   softNofile >= NEED_NOFILE ? cmd : ["sh", "-c", `ulimit -n ${NEED_NOFILE} 2>/dev/null || ulimit -n ${hardNofile} 2>/dev/null; exec "$@"`, "sh", ...cmd];
+
+/**
+ * A checkout of `ref` for --compare, beside this one: a git worktree in the run's folder. It shares
+ * this checkout's node_modules when its runtime dependencies are the same, else installs its own.
+ */
+function checkoutRef(ref: string): { root: string; label: string } {
+  const dir = join(work, "compared-checkout");
+  const added = Bun.spawnSync(["git", "worktree", "add", "--detach", dir, ref], { cwd: ROOT, stdout: "ignore", stderr: "pipe" });
+  if (added.exitCode !== 0) throw new Error(`--compare ${ref}: ${added.stderr.toString().trim()}`);
+  worktrees.push(dir);
+  const label = Bun.spawnSync(["git", "rev-parse", "--short", "HEAD"], { cwd: dir }).stdout.toString().trim();
+  const deps = (root: string) => JSON.stringify(JSON.parse(readFileSync(join(root, "package.json"), "utf8")).dependencies ?? {});
+  if (deps(dir) === deps(ROOT) && existsSync(join(ROOT, "node_modules"))) symlinkSync(join(ROOT, "node_modules"), join(dir, "node_modules"));
+  else {
+    const installed = Bun.spawnSync(["bun", "install", "--frozen-lockfile", "--production", "--silent"], { cwd: dir, stdout: "ignore", stderr: "pipe" });
+    if (installed.exitCode !== 0) throw new Error(`--compare ${ref}: bun install failed: ${installed.stderr.toString().trim()}`);
+  }
+  return { root: dir, label };
+}
 
 async function freePort(): Promise<number> {
   const s = Bun.listen({ hostname: LOOPBACK, port: 0, socket: { data() {} } });
@@ -365,7 +395,7 @@ async function main() {
   const cpuModel = (readFileSync("/proc/cpuinfo", "utf8").match(/model name\s*:\s*(.*)/) ?? [])[1] ?? "unknown";
   const git = Bun.spawnSync(["git", "rev-parse", "--short", "HEAD"], { cwd: ROOT }).stdout.toString().trim() || "unknown";
   const dirty = Bun.spawnSync(["git", "status", "--porcelain", "src"], { cwd: ROOT }).stdout.toString().trim().split("\n").filter(Boolean).length;
-  const wrk = ONLY.has("B") && !PROFILE ? ensureWrk() : { ok: false, note: "scenario B not selected" };
+  const wrk = (ONLY.has("B") || ONLY.has("P")) && !PROFILE ? ensureWrk() : { ok: false, note: "scenarios B and P not selected" };
 
   const machine = {
     nproc: NPROC, cpu: cpuModel, bun: Bun.version, kernel: release(), memory_gb: Math.round(totalmem() / 2 ** 30),
@@ -386,7 +416,6 @@ async function main() {
   const fl = `http://${LOOPBACK}:${floor.port}`;
 
   const adminToken = `bench-admin-${crypto.randomUUID()}`;
-  const dbPath = join(work, "switchyard.sqlite");
   const configPath = join(work, "switchyard.json");
   const vendorKeys = { BENCH_OPENAI_KEY: "sk-bench-openai-not-a-real-key", BENCH_ANTHROPIC_KEY: "sk-ant-bench-not-a-real-key" };
   const provider = (id: string, kind: "openai" | "anthropic", intervalMs?: number) => ({
@@ -419,43 +448,54 @@ async function main() {
     limits: { requests_per_minute: 1_000_000_000 },
   }, null, 2));
 
-  const gwPort = await freePort();
-  const gwLog = join(work, "gateway.log");
-  const gwCmd = ["bun", ...(PROFILE ? ["--cpu-prof-md", `--cpu-prof-dir=${work}`, "--cpu-prof-name=gateway-profile.md"] : []), "src/index.ts"];
-  const gateway = track(Bun.spawn(pin(0, withFds(gwCmd)), {
-    cwd: ROOT,
-    env: {
-      ...process.env,
-      ...vendorKeys,
-      PORT: String(gwPort),
-      HOST: LOOPBACK,
-      SWITCHYARD_CONFIG: configPath,
-      SWITCHYARD_DB: dbPath,
-      SWITCHYARD_ADMIN_TOKEN: adminToken,
-      SWITCHYARD_DEMO: "0",
-      LOG_LEVEL: "warn",
-      // What `npm start` and the Docker image set.
-      BUN_CONFIG_MAX_HTTP_REQUESTS: "4096",
-      SWITCHYARD_SHUTDOWN_GRACE_MS: "2000",
-    },
-    stdin: "ignore",
-    stdout: Bun.file(join(work, "gateway.out")),
-    stderr: Bun.file(gwLog),
-  }));
-  const gw = `http://${LOOPBACK}:${gwPort}`;
-  for (let ready = false, until = Date.now() + 20_000; !ready; ) {
-    if (gateway.exitCode !== null) throw new Error(`gateway exited (${gateway.exitCode}):\n${logTail(gwLog)}`);
-    if (Date.now() > until) throw new Error(`gateway did not start in 20 s:\n${logTail(gwLog)}`);
-    ready = await fetch(`${gw}/v1/models`).then((r) => r.status > 0, () => false);
-    if (!ready) await Bun.sleep(100);
+  /**
+   * A gateway as users run it, from the checkout at `root` (this one, or --compare's), on its own
+   * port and SQLite file, with an account and a key made through its admin API.
+   */
+  async function startGateway(root: string, name: string, extraFlags: string[] = []) {
+    const port = await freePort();
+    const log = join(work, `${name}.log`);
+    const db = join(work, `${name}.sqlite`);
+    const proc = track(Bun.spawn(pin(0, withFds(["bun", ...extraFlags, "src/index.ts"])), {
+      cwd: root,
+      env: {
+        ...process.env,
+        ...vendorKeys,
+        PORT: String(port),
+        HOST: LOOPBACK,
+        SWITCHYARD_CONFIG: configPath,
+        SWITCHYARD_DB: db,
+        SWITCHYARD_ADMIN_TOKEN: adminToken,
+        SWITCHYARD_DEMO: "0",
+        LOG_LEVEL: "warn",
+        // What `npm start` and the Docker image set.
+        BUN_CONFIG_MAX_HTTP_REQUESTS: "4096",
+        SWITCHYARD_SHUTDOWN_GRACE_MS: "2000",
+      },
+      stdin: "ignore",
+      stdout: Bun.file(join(work, `${name}.out`)),
+      stderr: Bun.file(log),
+    }));
+    const url = `http://${LOOPBACK}:${port}`;
+    for (let ready = false, until = Date.now() + 20_000; !ready; ) {
+      if (proc.exitCode !== null) throw new Error(`${name} exited (${proc.exitCode}):\n${logTail(log)}`);
+      if (Date.now() > until) throw new Error(`${name} did not start in 20 s:\n${logTail(log)}`);
+      ready = await fetch(`${url}/v1/models`).then((r) => r.status > 0, () => false);
+      if (!ready) await Bun.sleep(100);
+    }
+    const admin = async (path: string, body: unknown) => {
+      const r = await fetch(`${url}/v1/admin${path}`, { method: "POST", headers: { authorization: `Bearer ${adminToken}`, "content-type": "application/json" }, body: JSON.stringify(body) });
+      if (r.status !== 201) throw new Error(`${name} admin ${path}: ${r.status} ${await r.text()}`);
+      return (await r.json()) as any;
+    };
+    const account = await admin("/accounts", { name: "bench", credits: 1_000_000_000 });
+    const { key } = (await admin(`/accounts/${account.id}/keys`, { name: "bench" })) as { key: string };
+    return { proc, url, log, db, account, key: key as string };
   }
-  const admin = async (path: string, body: unknown) => {
-    const r = await fetch(`${gw}/v1/admin${path}`, { method: "POST", headers: { authorization: `Bearer ${adminToken}`, "content-type": "application/json" }, body: JSON.stringify(body) });
-    if (r.status !== 201) throw new Error(`admin ${path}: ${r.status} ${await r.text()}`);
-    return (await r.json()) as any;
-  };
-  const account = await admin("/accounts", { name: "bench", credits: 1_000_000_000 });
-  const { key } = await admin(`/accounts/${account.id}/keys`, { name: "bench" });
+
+  const profileFlags = PROFILE ? ["--cpu-prof-md", `--cpu-prof-dir=${work}`, "--cpu-prof-name=gateway-profile.md"] : [];
+  const started = await startGateway(ROOT, "gateway", profileFlags);
+  const { proc: gateway, url: gw, log: gwLog, db: dbPath, account, key } = started;
   const gwPid = gateway.pid;
   const upstreamStats = async () => (await (await fetch(`${up}/__stats`)).json()) as { requests: number; completed: number; aborted: number; inflight: number; openStreams: number; pendingRequests: number; streams: number };
   /**
@@ -571,6 +611,76 @@ async function main() {
       floor_added_ms: { p50: summarize(added("floor", "p50")), p99: summarize(added("floor", "p99")) },
     };
   };
+
+  // ---------------------------------------------------------------------------------------------
+  // P: this checkout against another one (--compare REF), loaded at once
+  // ---------------------------------------------------------------------------------------------
+  /**
+   * Two gateways, this checkout's and REF's, on the same core with the same configuration and
+   * upstream, each under its own wrk at the same time, round after round. Both meet the same
+   * machine at every instant (steal, frequency, the other's load), so their ratio holds still
+   * where figures of separate runs moved by ±30 %: the way to tell a before from an after on a
+   * shared machine. The figures are CPU per response while sharing a core, not B's.
+   */
+  if (COMPARE && ONLY.has("P") && wrk.ok) {
+    placeUpstream(1);
+    const ref = checkoutRef(COMPARE);
+    const other = await startGateway(ref.root, "compared");
+    const otherPid = other.proc.pid;
+    {
+      // The same truth guard as above, for the other checkout.
+      const r = await fetch(`${other.url}/v1/chat/completions`, { method: "POST", headers: { ...gwHeaders, authorization: `Bearer ${other.key}` }, body: openaiBody("bench/gpt", P.A.chunks, false) });
+      const j = (await r.json()) as any;
+      if (r.status !== 200 || !(j.usage?.prompt_tokens > 0)) throw new Error(`${ref.label} non-stream answer is wrong: ${r.status} ${JSON.stringify(j).slice(0, 300)}`);
+      const st = await fetch(`${other.url}/v1/chat/completions`, { method: "POST", headers: { ...gwHeaders, authorization: `Bearer ${other.key}` }, body: openaiBody("bench/gpt", P.C.chunks, true) });
+      const text = await st.text();
+      if (st.status !== 200 || !text.trimEnd().endsWith("data: [DONE]")) throw new Error(`${ref.label} stream is wrong: ${st.status} ${text.slice(0, 300)}`);
+    }
+    say(`\nP  this checkout (${git}${dirty ? ", modified" : ""}) against ${ref.label} — both gateways on core 0, same config and upstream, each under its own wrk -t1 at the same time;`);
+    say(`   ${P.P.rounds} rounds × ${P.P.seconds} s after a 1 s warm-up; CPU = (utime+stime) ÷ responses of each; ratio = this ÷ ${ref.label}, per round`);
+    const p: Record<string, any> = { ref: COMPARE, ref_label: ref.label };
+    for (const mode of ["non-stream", "stream-20"] as const) {
+      const stream = mode !== "non-stream";
+      const body = openaiBody("bench/gpt", stream ? P.P.streamChunks : P.P.jsonChunks, stream);
+      const ours = wrkScript(`P-${mode}-this`, body, gwHeaders);
+      const theirs = wrkScript(`P-${mode}-ref`, body, { ...gwHeaders, authorization: `Bearer ${other.key}` });
+      for (const conns of P.P.conns) {
+        const both = () => Promise.all([runWrk(`${gw}/v1/chat/completions`, ours, conns, P.P.seconds), runWrk(`${other.url}/v1/chat/completions`, theirs, conns, P.P.seconds)]);
+        await Promise.all([runWrk(`${gw}/v1/chat/completions`, ours, conns, 1), runWrk(`${other.url}/v1/chat/completions`, theirs, conns, 1)]);
+        const rounds: { this_us: number; ref_us: number; ratio: number; this_rps: number; ref_rps: number; errors: number }[] = [];
+        for (let round = 0; round < P.P.rounds; round++) {
+          const a0 = cpuTicks(gwPid);
+          const b0 = cpuTicks(otherPid);
+          const [wa, wb] = await both();
+          const a = ((cpuTicks(gwPid) - a0) * (1e6 / CLK_TCK)) / wa.requests;
+          const b = ((cpuTicks(otherPid) - b0) * (1e6 / CLK_TCK)) / wb.requests;
+          const errors = [wa, wb].reduce((n, w) => n + w.connect + w.read + w.write + w.status + w.timeout, 0);
+          rounds.push({ this_us: a, ref_us: b, ratio: a / b, this_rps: wa.requests / (wa.duration_us / 1e6), ref_rps: wb.requests / (wb.duration_us / 1e6), errors });
+          await Bun.sleep(200);
+        }
+        const row = {
+          cpu_us_this: summarize(rounds.map((r) => r.this_us)),
+          cpu_us_ref: summarize(rounds.map((r) => r.ref_us)),
+          ratio: summarize(rounds.map((r) => r.ratio)),
+          rps_this: summarize(rounds.map((r) => r.this_rps)),
+          rps_ref: summarize(rounds.map((r) => r.ref_rps)),
+          errors: rounds.reduce((n, r) => n + r.errors, 0),
+          raw_rounds: rounds,
+        };
+        p[`${mode}@${conns}`] = row;
+        say(`   ${pad(`${mode} c=${conns}`, 19)} CPU µs/response: this ${f(row.cpu_us_this.median, 1)}, ${ref.label} ${f(row.cpu_us_ref.median, 1)} → ${range(row.ratio, 3)}× (req/s ${f(row.rps_this.median, 0)} vs ${f(row.rps_ref.median, 0)}; errors ${row.errors})`);
+        if (mode === "non-stream") {
+          results.targets.push({ id: `P.cpu.${mode}@${conns}`, what: `P CPU/response ÷ ${ref.label}'s, ${mode}, ${conns} conns`, target: "≤ 1.05×", value: row.ratio.median, unit: "×", met: row.ratio.median <= 1.05 });
+        }
+      }
+    }
+    results.scenarios.P = p;
+    other.proc.kill("SIGTERM");
+    await other.proc.exited;
+  } else if (COMPARE && ONLY.has("P")) {
+    results.scenarios.P = { skipped: wrk.note };
+    say(`\nP  skipped: ${wrk.note}`);
+  }
 
   if (ONLY.has("A")) {
     placeUpstream(0);
