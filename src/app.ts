@@ -79,8 +79,8 @@ export function createApp(deps: AppDeps) {
     accounts = sqliteAccounts;
     keys = createKeyResolver(sqliteAccounts, now, changes);
     // A commit costs ~45 µs of write and lock calls whatever it holds: while other answers are
-    // on their way, it waits a little for them (never for a lone request).
-    const commitDelay = { ms: SQLITE_COMMIT_DELAY_MS, siblings: () => inflight.count > 1 };
+    // on their way, it waits a little for them (never for a lone request, nor once all have come).
+    const commitDelay = { ms: SQLITE_COMMIT_DELAY_MS, inFlight: () => inflight.count };
     baseLedger = createSqliteLedger(deps.db, { now, changes, log, commitDelay, ...deps.ledgerOptions });
     usage = createUsageReport(deps.db);
     breakdown = createUsageBreakdown(deps.db);

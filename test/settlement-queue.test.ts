@@ -29,7 +29,7 @@ const nextTurn = () => new Promise((resolve) => setImmediate(resolve));
 describe("group commit's delay (commit_delay / commit_siblings)", () => {
   test("a lone settlement is written at the end of its turn, delay or not", async () => {
     const { store, batches } = recordingStore();
-    const queue = createSettlementQueue(store, { ...options, maxBatch: 100, commitDelay: { ms: 1_000, siblings: () => false } });
+    const queue = createSettlementQueue(store, { ...options, maxBatch: 100, commitDelay: { ms: 1_000, inFlight: () => 1 } });
     const done = queue.enqueue({ settlement: settlement("a") });
     await nextTurn();
     expect(batches).toEqual([["a"]]);
@@ -39,7 +39,7 @@ describe("group commit's delay (commit_delay / commit_siblings)", () => {
 
   test("while others are on their way, settlements of several turns wait for each other and share one commit", async () => {
     const { store, batches } = recordingStore();
-    const queue = createSettlementQueue(store, { ...options, maxBatch: 100, commitDelay: { ms: 40, siblings: () => true } });
+    const queue = createSettlementQueue(store, { ...options, maxBatch: 100, commitDelay: { ms: 40, inFlight: () => 10 } });
     const started = performance.now();
     const done = [queue.enqueue({ settlement: settlement("a") })];
     await nextTurn();
@@ -54,9 +54,26 @@ describe("group commit's delay (commit_delay / commit_siblings)", () => {
     await queue.close(100);
   });
 
+  test("once every request in flight has settled, the batch goes at the end of that turn, not at the end of the delay", async () => {
+    const { store, batches } = recordingStore();
+    const queue = createSettlementQueue(store, { ...options, maxBatch: 100, commitDelay: { ms: 60_000, inFlight: () => 3 } });
+    const started = performance.now();
+    const done = [queue.enqueue({ settlement: settlement("a") })];
+    await nextTurn();
+    done.push(queue.enqueue({ settlement: settlement("b") }));
+    await nextTurn();
+    expect(batches).toEqual([]);
+    done.push(queue.enqueue({ settlement: settlement("c") }));
+    expect(batches).toEqual([]);
+    await Promise.all(done);
+    expect(batches).toEqual([["a", "b", "c"]]);
+    expect(performance.now() - started).toBeLessThan(1_000);
+    await queue.close(100);
+  });
+
   test("a full batch does not wait for the delay", async () => {
     const { store, batches } = recordingStore();
-    const queue = createSettlementQueue(store, { ...options, maxBatch: 3, commitDelay: { ms: 60_000, siblings: () => true } });
+    const queue = createSettlementQueue(store, { ...options, maxBatch: 3, commitDelay: { ms: 60_000, inFlight: () => 10 } });
     const done = ["a", "b", "c"].map((id) => queue.enqueue({ settlement: settlement(id) }));
     await Promise.all(done);
     expect(batches).toEqual([["a", "b", "c"]]);
@@ -65,7 +82,7 @@ describe("group commit's delay (commit_delay / commit_siblings)", () => {
 
   test("flush() writes what waits for the delay at once", async () => {
     const { store, batches } = recordingStore();
-    const queue = createSettlementQueue(store, { ...options, maxBatch: 100, commitDelay: { ms: 60_000, siblings: () => true } });
+    const queue = createSettlementQueue(store, { ...options, maxBatch: 100, commitDelay: { ms: 60_000, inFlight: () => 10 } });
     const done = queue.enqueue({ settlement: settlement("a") });
     await queue.flush();
     expect(batches).toEqual([["a"]]);

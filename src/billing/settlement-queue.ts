@@ -55,13 +55,15 @@ export interface SettlementQueueOptions {
   /** An idle store is probed this often, so `/ready` learns of a dead one without traffic. */
   probeIntervalMs: number;
   /**
-   * PostgreSQL's `commit_delay` and `commit_siblings`, for the same reason: while `siblings()`
-   * says other answers are on their way to settling, a batch's first settlement waits up to `ms`
-   * for them, so a commit's fixed cost is shared by more of them (SQLite's: ~45 µs of write and
-   * lock calls, against ~3 µs per settlement). Without it, or with nothing else running, the
-   * batch goes at the end of the turn, as it always does for a lone request.
+   * PostgreSQL's `commit_delay` and `commit_siblings`, for the same reason: while other answers
+   * are on their way to settling, a batch's first settlement waits up to `ms` for them, so a
+   * commit's fixed cost is shared by more of them (SQLite's: ~45 µs of write and lock calls,
+   * against ~3 µs per settlement). `inFlight` is how many requests may settle (those already
+   * queued included): once all of them are queued, nobody else is coming and the batch goes at
+   * the end of that turn instead of at the end of the delay. Without it, or with nothing else
+   * running, the batch goes at the end of the turn, as it always does for a lone request.
    */
-  commitDelay?: { ms: number; siblings: () => boolean };
+  commitDelay?: { ms: number; inFlight: () => number };
 }
 
 /** Distinct (key, minute, status) refusal counters kept before they are written early. */
@@ -256,18 +258,30 @@ export function createSettlementQueue<Q extends QueuedSettlement>(store: Settlem
    */
   function schedule(): void {
     if (scheduled) {
-      // A full batch does not wait for the delay.
-      if (delayTimer && queue.length >= o.maxBatch) {
+      if (!delayTimer) return;
+      // A full batch does not wait for the delay; one that everybody in flight has joined goes
+      // at the end of this turn (whatever else settles in it still comes along).
+      if (queue.length >= o.maxBatch) {
         clearTimeout(delayTimer);
         scheduledPump();
+      } else if (!othersComing()) {
+        clearTimeout(delayTimer);
+        delayTimer = undefined;
+        setImmediate(scheduledPump);
       }
       return;
     }
     if (writing || retryTimer || closed) return;
     scheduled = true;
     const delay = o.commitDelay;
-    if (delay && delay.ms > 0 && delay.siblings()) delayTimer = setTimeout(scheduledPump, delay.ms);
+    if (delay && delay.ms > 0 && othersComing()) delayTimer = setTimeout(scheduledPump, delay.ms);
     else setImmediate(scheduledPump);
+  }
+
+  /** Requests in flight that have not settled yet: what a delayed batch waits for. */
+  function othersComing(): boolean {
+    const delay = o.commitDelay;
+    return delay !== undefined && delay.inFlight() > queue.length;
   }
 
   async function probe(): Promise<void> {
