@@ -147,13 +147,21 @@ export function createOpenAIRelay(ctx: EncodeContext): ClientSink {
   /** The vendor's `"id":"…"`: the answer's id is ours, so that it names the usage record. */
   let theirId: string | undefined;
 
-  /** Swaps the model name and the id in the vendor's own text rather than re-serialising the frame. */
-  const relay = (data: string, at: number, name: string) => {
-    let text = `${data.slice(0, at)}${ours}${data.slice(at + name.length)}`;
-    const id = theirId === undefined ? -1 : text.indexOf(theirId);
-    if (id !== -1) text = `${text.slice(0, id)}${ourId}${text.slice(id + theirId!.length)}`;
-    return `data: ${text}\n\n`;
+  /**
+   * The vendor's text with our model name and id in place of theirs, both found in the vendor's
+   * own text and swapped in one pass (searching a string just built by concatenation would first
+   * copy it whole).
+   */
+  const withOurs = (data: string, modelAt: number, model: string, idAt: number): string => {
+    if (idAt === -1) return `${data.slice(0, modelAt)}${ours}${data.slice(modelAt + model.length)}`;
+    const idEnd = idAt + theirId!.length;
+    return idAt < modelAt
+      ? `${data.slice(0, idAt)}${ourId}${data.slice(idEnd, modelAt)}${ours}${data.slice(modelAt + model.length)}`
+      : `${data.slice(0, modelAt)}${ours}${data.slice(modelAt + model.length, idAt)}${ourId}${data.slice(idEnd)}`;
   };
+  /** Swaps the model name and the id in the vendor's own text rather than re-serialising the frame. */
+  const relay = (data: string, at: number, name: string) =>
+    `data: ${withOurs(data, at, name, theirId === undefined ? -1 : data.indexOf(theirId))}\n\n`;
 
   /**
    * A chunk's head up to its first choice's delta, as the vendor writes it in every chunk of one
@@ -171,7 +179,7 @@ export function createOpenAIRelay(ctx: EncodeContext): ClientSink {
     PLAIN_TAIL.lastIndex = 0;
     if (PLAIN_TAIL.test(data.slice(0, at))) return;
     const theirHead = data.slice(0, at + CHOICE_DELTA.length);
-    head = { theirs: theirHead, ours: theirHead.replace(model, ours).replace(theirId!, ourId) };
+    head = { theirs: theirHead, ours: withOurs(theirHead, modelAt, model, idAt) };
   };
 
   return {

@@ -105,6 +105,13 @@ export function createSseParser(options: SseParserOptions): SseParser {
     retry = undefined;
   }
 
+  function addData(value: string): void {
+    const size = data === undefined ? value.length : data.length + 1 + value.length;
+    if (size > maxEventBytes) fail(size);
+    // String concatenation builds a rope in JSC; multi-line data never copies quadratically.
+    data = data === undefined ? value : data + "\n" + value;
+  }
+
   function processLine(line: string): void {
     const length = line.length;
     if (length === 0) {
@@ -123,13 +130,7 @@ export function createSseParser(options: SseParserOptions): SseParser {
 
     switch (nameLength) {
       case 4:
-        if (line.startsWith("data")) {
-          const value = line.slice(valueStart);
-          const size = data === undefined ? value.length : data.length + 1 + value.length;
-          if (size > maxEventBytes) fail(size);
-          // String concatenation builds a rope in JSC; multi-line data never copies quadratically.
-          data = data === undefined ? value : data + "\n" + value;
-        }
+        if (line.startsWith("data")) addData(line.slice(valueStart));
         return;
       case 5:
         if (line.startsWith("event")) {
@@ -179,14 +180,7 @@ export function createSseParser(options: SseParserOptions): SseParser {
         end = nextLF !== -1 && nextLF < nextCR ? nextLF : nextCR;
       }
 
-      let line = text.slice(pos, end);
-      if (pieces.length > 0) {
-        pieces.push(line);
-        line = pieces.join("");
-        pieces.length = 0;
-        piecesLength = 0;
-      }
-
+      const start = pos;
       if (end === nextCR) {
         if (end + 1 === length) {
           pendingCR = true;
@@ -197,7 +191,21 @@ export function createSseParser(options: SseParserOptions): SseParser {
       } else {
         pos = end + 1;
       }
-      processLine(line);
+
+      if (pieces.length > 0) {
+        pieces.push(text.slice(start, end));
+        const line = pieces.join("");
+        pieces.length = 0;
+        piecesLength = 0;
+        processLine(line);
+      } else if (end === start) {
+        dispatch();
+      } else if (text.startsWith("data: ", start)) {
+        // The usual line, read straight out of the chunk: no line string to take apart again.
+        addData(text.slice(start + 6, end));
+      } else {
+        processLine(text.slice(start, end));
+      }
     }
 
     if (pos < length) {
