@@ -171,11 +171,13 @@ describe.each([
 const CODEX_JS = new URL("../node_modules/@openai/codex/bin/codex.js", import.meta.url).pathname;
 let codexVersion: string | undefined;
 
+// The CLI's first start loads a ~400 MB native binary: on a cold page cache (a fresh install in
+// CI) that alone took more than the default 5 s hook timeout once.
 beforeAll(() => {
   if (!existsSync(CODEX_JS)) return;
-  const run = Bun.spawnSync([process.execPath, CODEX_JS, "--version"], { env: { PATH: process.env.PATH ?? "/usr/bin:/bin" } });
+  const run = Bun.spawnSync([process.execPath, CODEX_JS, "--version"], { env: { PATH: process.env.PATH ?? "/usr/bin:/bin" }, timeout: 50_000 });
   if (run.exitCode === 0) codexVersion = run.stdout.toString().trim();
-});
+}, 60_000);
 
 /** The README's `Use with Codex` blocks: config.toml and the model catalog, as a user copies them. */
 function readmeCodexConfig(): { configToml: string; catalogJson: string } {

@@ -192,12 +192,13 @@ export async function answerSource(o: StreamAnswerOptions): Promise<{ type: "dir
 
   // What already arrived, before the head goes out (see above).
   let over = false;
-  let early: { error: unknown } | undefined;
+  /** A failure while taking it: thrown again inside the stream, which turns it into an error frame. */
+  let failedEarly: { error: unknown } | undefined;
   try {
     const first = reader.readNow?.();
     if (first) over = await takeWithNext(first, true);
   } catch (error) {
-    early = { error };
+    failedEarly = { error };
   }
 
   return {
@@ -256,7 +257,7 @@ export async function answerSource(o: StreamAnswerOptions): Promise<{ type: "dir
       };
 
       try {
-        if (early) throw early.error;
+        if (failedEarly) throw failedEarly.error;
         for (;;) {
           // What was taken goes out before the next read: at first, at once, with the head.
           const backpressure = send();
