@@ -181,13 +181,14 @@ export async function attemptUpstream(deps: AttemptDeps, req: AttemptRequest, ca
  * only read for their message). The transport caps whole answers itself.
  */
 async function readText(res: Response, deadline: Deadline, cap: number, truncate: boolean): Promise<string> {
-  if (!res.body) return "";
+  // The buffer first: asking a Response for its `body` makes it build a stream over its bytes.
   const whole = wholeBody(res);
   if (whole) {
     if (whole.byteLength >= cap && !truncate) throw new Error(`body larger than ${cap} bytes`);
     const text = Buffer.from(whole.buffer, whole.byteOffset, Math.min(whole.byteLength, cap)).toString("utf8");
     return truncate ? text.slice(0, cap) : text;
   }
+  if (!res.body) return "";
   const reader: ChunkReader = fastReader(res) ?? (res.body.getReader() as ChunkReader);
   const chunks: Uint8Array[] = [];
   let size = 0;
