@@ -51,6 +51,13 @@ async function gatewayWith(o: { idleMs?: number; firstByteMs?: number; totalMs?:
   return startGateway({ upstreamUrl: `http://127.0.0.1:${raw.port}`, idleMs: o.idleMs ?? 300, firstByteMs: o.firstByteMs ?? 2_000, totalMs: o.totalMs, clientIdleMs: o.clientIdleMs, retry: { max_retries: 0 } });
 }
 
+async function until(check: () => boolean, ms = 3_000): Promise<void> {
+  for (const stop = performance.now() + ms; !check(); ) {
+    if (performance.now() > stop) throw new Error("condition not met in time");
+    await Bun.sleep(10);
+  }
+}
+
 function records(gw: Gateway) {
   const db = new Database(gw.dbPath, { readonly: true });
   try {
@@ -131,6 +138,59 @@ describe("one deadline per attempt, for every kind of answer", () => {
       const [row] = records(gw);
       expect(row!.status).toBe("stream_failed");
       expect(row!.cost_micro).toBeGreaterThan(0);
+    } finally {
+      await gw.stop();
+    }
+  });
+});
+
+describe("an upstream that says its answer is over but keeps the body open", () => {
+  const answerFrames =
+    chunked('data: {"id":"c","object":"chat.completion.chunk","created":1,"model":"m","choices":[{"index":0,"delta":{"role":"assistant","content":"The whole answer"},"finish_reason":null}]}\n\n') +
+    chunked('data: {"id":"c","object":"chat.completion.chunk","created":1,"model":"m","choices":[{"index":0,"delta":{},"finish_reason":"stop"}]}\n\n') +
+    chunked('data: {"id":"c","object":"chat.completion.chunk","created":1,"model":"m","choices":[],"usage":{"prompt_tokens":5,"completion_tokens":3,"total_tokens":8}}\n\n');
+
+  test("[DONE] without the body's end: the client gets the whole answer within the grace, not after idle_ms; charged; the connection is dropped", async () => {
+    const gw = await gatewayWith({ idleMs: 10_000 });
+    try {
+      let served: Socket<{ buf: string }> | undefined;
+      script = (s) => {
+        served = s;
+        s.write("HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\ntransfer-encoding: chunked\r\n\r\n" + answerFrames + chunked("data: [DONE]\n\n"));
+      };
+      const started = performance.now();
+      const res = await post(gw, "/v1/chat/completions", { model: OPENAI_MODEL, messages: question, stream: true });
+      const text = await res.text();
+      const took = performance.now() - started;
+      expect(took).toBeLessThan(5_000);
+      expect(text).toContain("The whole answer");
+      expect(text.trimEnd().endsWith("data: [DONE]")).toBe(true);
+      expect(text).not.toContain('"error"');
+      await gw.app.services.settled();
+      const [row] = records(gw);
+      expect(row!.status).toBe("ok");
+      expect(row!.cost_micro).toBeGreaterThan(0);
+      // Not kept for another request: its framing never ended.
+      await until(() => served !== undefined && closed.has(served));
+    } finally {
+      await gw.stop();
+    }
+  });
+
+  test("bytes after [DONE] never reach the client, and end the answer at once", async () => {
+    const gw = await gatewayWith({ idleMs: 10_000 });
+    try {
+      script = (s) => {
+        s.write("HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\ntransfer-encoding: chunked\r\n\r\n" + answerFrames + chunked("data: [DONE]\n\n"));
+        setTimeout(() => s.write(chunked('data: {"id":"c","object":"chat.completion.chunk","created":1,"model":"m","choices":[{"index":0,"delta":{"content":"INJECTED"},"finish_reason":null}]}\n\n')), 50);
+      };
+      const res = await post(gw, "/v1/chat/completions", { model: OPENAI_MODEL, messages: question, stream: true });
+      const text = await res.text();
+      expect(text).toContain("The whole answer");
+      expect(text).not.toContain("INJECTED");
+      expect(text.trimEnd().endsWith("data: [DONE]")).toBe(true);
+      await gw.app.services.settled();
+      expect(records(gw)[0]!.status).toBe("ok");
     } finally {
       await gw.stop();
     }

@@ -1,5 +1,6 @@
 import { describe, expect, test } from "bun:test";
-import { answerSource, type DirectController, type StreamAnswerOptions } from "../src/streaming/stream-answer.ts";
+import { answerSource, END_GRACE_MS, type DirectController, type StreamAnswerOptions } from "../src/streaming/stream-answer.ts";
+import { anthropicAdapter } from "../src/providers/anthropic/anthropic-adapter.ts";
 import { createOpenAIRelay } from "../src/streaming/encode-openai.ts";
 import { openaiAdapter } from "../src/providers/openai/openai-adapter.ts";
 import { UsageMeter } from "../src/billing/usage-meter.ts";
@@ -40,7 +41,10 @@ function scriptedBody() {
         const r = queued.shift();
         return r ? Promise.resolve(r) : new Promise<ReadResult>((resolve) => (waiting = resolve));
       },
-      cancel: async () => {},
+      cancelled: 0,
+      async cancel() {
+        this.cancelled++;
+      },
     },
   };
 }
@@ -215,6 +219,49 @@ describe("stream stage: images that came with the head", () => {
     expect(sent.endsWith("data: [DONE]\n\n")).toBe(true);
     expect(events).toEqual(["downloading", "settling", "settled"]);
     expect(closed()).toBe(true);
+    expect(outcome.value).toBe("completed");
+  });
+});
+
+describe("stream stage: the vendor's end marker", () => {
+  test("both vendors' decoders mark their end: OpenAI's [DONE], Anthropic's message_stop", () => {
+    expect(openaiAdapter.createStreamDecoder()({ event: undefined, data: "[DONE]", id: undefined, retry: undefined }).last).toBe(true);
+    const anthropic = anthropicAdapter.createStreamDecoder();
+    expect(anthropic({ event: "message_stop", data: '{"type":"message_stop"}', id: undefined, retry: undefined }).last).toBe(true);
+    expect(anthropic({ event: "ping", data: '{"type":"ping"}', id: undefined, retry: undefined }).last).toBeUndefined();
+  });
+
+  test("a body left open after [DONE] is waited for only END_GRACE_MS, then dropped; the answer completes", async () => {
+    const body = scriptedBody();
+    body.arrive(data(FIRST + chunk(1) + LAST));
+    const events: string[] = [];
+    const outcome: { value?: string } = {};
+    const source = await answerSource(options(body.reader, events, outcome));
+    const { controller, writes, closed } = recorder();
+    const started = performance.now();
+    await source.pull(controller);
+    const took = performance.now() - started;
+    expect(took).toBeGreaterThanOrEqual(END_GRACE_MS - 50);
+    expect(took).toBeLessThan(END_GRACE_MS + 1_000);
+    expect(body.reader.cancelled).toBe(1);
+    expect(writes.join("").endsWith("data: [DONE]\n\n")).toBe(true);
+    expect(events).toEqual(["settling", "settled"]);
+    expect(closed()).toBe(true);
+    expect(outcome.value).toBe("completed");
+  });
+
+  test("the body's end right after [DONE] is taken as it comes: nothing dropped, no wait", async () => {
+    const body = scriptedBody();
+    body.arrive(data(FIRST + chunk(1) + LAST));
+    const events: string[] = [];
+    const outcome: { value?: string } = {};
+    const source = await answerSource(options(body.reader, events, outcome));
+    const { controller } = recorder();
+    const pulled = source.pull(controller);
+    await Bun.sleep(5);
+    body.arrive(END);
+    await pulled;
+    expect(body.reader.cancelled).toBe(0);
     expect(outcome.value).toBe("completed");
   });
 });

@@ -159,7 +159,7 @@ export async function attemptUpstream(deps: AttemptDeps, req: AttemptRequest, ca
       const map = createAnswerToolMapper(answerTool);
       decode = (frame) => {
         const decoded = decodeFrame(frame);
-        return { parsed: decoded.parsed, events: map(decoded.events) };
+        return { ...decoded, events: map(decoded.events) };
       };
     }
     return { kind: "stream", reader: fastReader(res) ?? (res.body.getReader() as ChunkReader), decode, deadline, adapter, provider, inline };

@@ -8,6 +8,8 @@ export type WireFormat = "openai" | "anthropic";
 export interface DecodedFrame {
   parsed: unknown;
   events: StreamEvent[];
+  /** The vendor's own end of the answer (OpenAI's `[DONE]`, Anthropic's `message_stop`): nothing after it belongs to it. */
+  last?: true;
 }
 
 /** Thrown by decoders for frames that are not what the vendor's format promises. */

@@ -7,6 +7,10 @@ import type { UsageMeter } from "../billing/usage-meter.ts";
 import { everyTick } from "./ticker.ts";
 import { ResponseTooLargeError, type ChunkReader, type ReadResult } from "../transport/transport.ts";
 
+/** How long a body may stay open after the vendor's end marker ([DONE], message_stop). */
+export const END_GRACE_MS = 1_000;
+const END: ReadResult = { done: true, value: undefined };
+
 export type StreamOutcome =
   /** The upstream finished its answer and the client got every frame. */
   | "completed"
@@ -99,6 +103,8 @@ export async function answerSource(o: StreamAnswerOptions): Promise<{ type: "dir
   let firstWrite = o.onFirstWrite;
 
   let chargeable = true;
+  /** The vendor said its answer is over ([DONE], message_stop): what may follow is its body's end. */
+  let vendorEnded = false;
   // Frames with images wait here for inlining (a fetch); all others pass straight through.
   const held: { frame: SseEvent; parsed: unknown; events: StreamEvent[] }[] = [];
 
@@ -114,14 +120,16 @@ export async function answerSource(o: StreamAnswerOptions): Promise<{ type: "dir
   const parser = createSseParser({
     maxEventBytes: o.maxFrameBytes,
     onEvent(frame) {
-      if (failure) return;
+      // Nothing after the vendor's end belongs to the answer.
+      if (failure || vendorEnded) return;
       const skimmed = held.length === 0 ? o.sink.skim?.(frame) : undefined;
       if (skimmed !== undefined) {
         o.meter.defer(() => o.decode(frame).events, frame.data.length);
         out += skimmed;
         return;
       }
-      const { parsed, events } = o.decode(frame);
+      const { parsed, events, last } = o.decode(frame);
+      if (last) vendorEnded = true;
       if (held.length > 0 || (o.resolveImages && events.some((e) => e.type === "image"))) held.push({ frame, parsed, events });
       else emit(frame, parsed, events);
     },
@@ -158,6 +166,12 @@ export async function answerSource(o: StreamAnswerOptions): Promise<{ type: "dir
    * downloads must not hold the head back).
    */
   const take = async (read: ReadResult, early = false): Promise<boolean> => {
+    if (!read.done && vendorEnded) {
+      // Body bytes after the vendor's end: whatever they are, the answer is over; the connection
+      // is not trusted again (cancelling the body drops it).
+      reader.cancel().catch(() => {});
+      read = END;
+    }
     if (!read.done) {
       o.deadline.touch();
       parser.feed(read.value);
@@ -179,6 +193,34 @@ export async function answerSource(o: StreamAnswerOptions): Promise<{ type: "dir
   };
 
   /**
+   * After the vendor's end marker only its body's end may come (the chunked terminator, sent
+   * with the marker by any sound server): waited for `END_GRACE_MS`, so the connection can be
+   * kept, then the body is dropped and the answer ends as if it had come. A failure of the body
+   * past that point is its end too: the answer was whole. An upstream that says it is done but
+   * holds the body open no longer holds the client until the idle limit.
+   */
+  const endNow = (): ReadResult | undefined => {
+    try {
+      return reader.readNow?.();
+    } catch {
+      return END;
+    }
+  };
+  const endOfBody = (): ReadResult | Promise<ReadResult> =>
+    endNow() ??
+    new Promise<ReadResult>((resolve) => {
+      const timer = setTimeout(() => {
+        reader.cancel().catch(() => {});
+        resolve(END);
+      }, END_GRACE_MS);
+      const settle = (read: ReadResult) => {
+        clearTimeout(timer);
+        resolve(read);
+      };
+      reader.read().then(settle, () => settle(END));
+    });
+
+  /**
    * A read, and what had already arrived behind it: one read holds everything queued, so that is
    * at most the answer's end (an answer's last frames and its end usually come together), and
    * both go out in one write.
@@ -186,7 +228,7 @@ export async function answerSource(o: StreamAnswerOptions): Promise<{ type: "dir
   const takeWithNext = async (read: ReadResult, early = false): Promise<boolean> => {
     if ((await take(read, early)) || done) return true;
     if (held.length > 0) return false;
-    const next = reader.readNow?.();
+    const next = vendorEnded ? endNow() : reader.readNow?.();
     return next ? take(next, early) : false;
   };
 
@@ -271,7 +313,7 @@ export async function answerSource(o: StreamAnswerOptions): Promise<{ type: "dir
             continue;
           }
           // A chunk already here is taken at once, without a promise.
-          const read = reader.readNow?.() ?? (await reader.read());
+          const read = vendorEnded ? await endOfBody() : (reader.readNow?.() ?? (await reader.read()));
           if (done) return; // the client went away while we waited
           over = await takeWithNext(read);
           if (done) return;

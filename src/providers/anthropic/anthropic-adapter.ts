@@ -64,7 +64,8 @@ export const anthropicAdapter: ProviderAdapter = {
       const events: StreamEvent[] = [];
       if (data === null || typeof data !== "object") return { parsed: data, events };
       // An `error` event is an error whatever its data says it is.
-      switch (frame.event === "error" ? "error" : (data.type ?? frame.event)) {
+      const kind = frame.event === "error" ? "error" : (data.type ?? frame.event);
+      switch (kind) {
         case "message_start": {
           const usage = data.message?.usage as AnthropicUsage | undefined;
           const u = usage && typeof usage === "object" ? usageEvent(usage) : undefined;
@@ -113,7 +114,7 @@ export const anthropicAdapter: ProviderAdapter = {
           break;
         }
       }
-      return { parsed: data, events };
+      return kind === "message_stop" ? { parsed: data, events, last: true } : { parsed: data, events };
     };
   },
 

@@ -55,7 +55,7 @@ export const openaiAdapter: ProviderAdapter = {
     // Upstream tool-call indexes are per choice and may start anywhere; ours count from 0.
     const toolIndex = new Map<number, number>();
     return (frame): DecodedFrame => {
-      if (frame.data === "[DONE]") return { parsed: undefined, events: [] };
+      if (frame.data === "[DONE]") return { parsed: undefined, events: [], last: true };
       const chunk = parseFrameJson(frame.data) as {
         error?: { message?: string; type?: string } | string;
         choices?: { index?: number; delta?: Record<string, any>; finish_reason?: string | null }[];
