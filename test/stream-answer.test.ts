@@ -89,18 +89,23 @@ function options(reader: StreamAnswerOptions["upstream"], events: string[], outc
   };
 }
 
+/** The stage over a scripted body, with what it settled and how it ended recorded, and a recording controller. */
+async function stage(body: ReturnType<typeof scriptedBody>, extra: Partial<StreamAnswerOptions> = {}) {
+  const events: string[] = [];
+  const outcome: { value?: string } = {};
+  const source = await answerSource({ ...options(body.reader, events, outcome), ...extra });
+  return { source, events, outcome, ...recorder() };
+}
+
 describe("stream stage: what goes out with the head", () => {
   test("an answer already whole when the stream starts is settled first, then head, frames and end leave in one write", async () => {
     const body = scriptedBody();
     body.arrive(data(FIRST + chunk(1) + chunk(2) + LAST));
     body.arrive(END);
-    const events: string[] = [];
-    const outcome: { value?: string } = {};
-    const source = await answerSource(options(body.reader, events, outcome));
+    const { source, events, outcome, controller, writes, closed } = await stage(body);
     // The charge is durable before the stream (and with it the head) is handed to the server.
     expect(events).toEqual(["settling", "settled"]);
 
-    const { controller, writes, closed } = recorder();
     const pulled = source.pull(controller);
     // Written in the turn the stream started: the server sends it with the head.
     expect(writes.length).toBe(1);
@@ -121,12 +126,9 @@ describe("stream stage: what goes out with the head", () => {
   test("frames already here go out in the stream's first turn; the rest as it comes; the last frames wait for the settlement and leave with the end", async () => {
     const body = scriptedBody();
     body.arrive(data(FIRST + chunk(1)));
-    const events: string[] = [];
-    const outcome: { value?: string } = {};
-    const source = await answerSource(options(body.reader, events, outcome));
+    const { source, events, outcome, controller, writes, closed } = await stage(body);
     expect(events).toEqual([]);
 
-    const { controller, writes, closed } = recorder();
     const pulled = source.pull(controller);
     expect(writes.length).toBe(1);
     expect(writes[0]).toContain('"content":"w1 "');
@@ -153,10 +155,7 @@ describe("stream stage: what goes out with the head", () => {
 
   test("nothing here yet: nothing is written until the upstream sends", async () => {
     const body = scriptedBody();
-    const events: string[] = [];
-    const outcome: { value?: string } = {};
-    const source = await answerSource(options(body.reader, events, outcome));
-    const { controller, writes } = recorder();
+    const { source, events, outcome, controller, writes } = await stage(body);
     const pulled = source.pull(controller);
     expect(writes.length).toBe(0);
     body.arrive(data(FIRST + chunk(1) + LAST));
@@ -171,10 +170,7 @@ describe("stream stage: what goes out with the head", () => {
     const body = scriptedBody();
     body.arrive(data(FIRST + "data: {not json\n\n"));
     body.arrive(END);
-    const events: string[] = [];
-    const outcome: { value?: string } = {};
-    const source = await answerSource(options(body.reader, events, outcome));
-    const { controller, writes, closed } = recorder();
+    const { source, events, outcome, controller, writes, closed } = await stage(body);
     await source.pull(controller);
     const sent = writes.join("");
     expect(sent).toContain('"error"');
@@ -234,10 +230,7 @@ describe("stream stage: the vendor's end marker", () => {
   test("a body left open after [DONE] is waited for only END_GRACE_MS, then dropped; the answer completes", async () => {
     const body = scriptedBody();
     body.arrive(data(FIRST + chunk(1) + LAST));
-    const events: string[] = [];
-    const outcome: { value?: string } = {};
-    const source = await answerSource(options(body.reader, events, outcome));
-    const { controller, writes, closed } = recorder();
+    const { source, events, outcome, controller, writes, closed } = await stage(body);
     const started = performance.now();
     await source.pull(controller);
     const took = performance.now() - started;
@@ -253,10 +246,7 @@ describe("stream stage: the vendor's end marker", () => {
   test("the body's end right after [DONE] is taken as it comes: nothing dropped, no wait", async () => {
     const body = scriptedBody();
     body.arrive(data(FIRST + chunk(1) + LAST));
-    const events: string[] = [];
-    const outcome: { value?: string } = {};
-    const source = await answerSource(options(body.reader, events, outcome));
-    const { controller } = recorder();
+    const { source, events, outcome, controller } = await stage(body);
     const pulled = source.pull(controller);
     await Bun.sleep(5);
     body.arrive(END);
