@@ -23,6 +23,7 @@ import { silentLogger } from "../src/log.ts";
 import { opsSettings } from "../src/ops/ops-settings.ts";
 import { parseArgs } from "./child-process.ts";
 import { agentConversation } from "./agent-conversation.ts";
+import { offerWholeBody } from "../src/transport/http1/body-queue.ts";
 
 const args = parseArgs();
 const REQUESTS = Number(args.get("requests") ?? 40_000);
@@ -75,7 +76,10 @@ const upstreamFetch = async (url: string, init: RequestInit): Promise<Response> 
   const body = JSON.parse(init.body as string) as { stream?: boolean };
   if (url.endsWith("/messages")) return new Response(frameStream(anthropicFrames), { headers: { "content-type": "text/event-stream" } });
   if (body.stream) return new Response(frameStream(openaiFrames), { headers: { "content-type": "text/event-stream" } });
-  return new Response(openaiBody, { headers: { "content-type": "application/json" } });
+  // As our HTTP/1.1 client hands over a whole answer: the Response, and the buffer it was read into.
+  const response = new Response(openaiBody, { headers: { "content-type": "application/json" } });
+  offerWholeBody(response, openaiBody);
+  return response;
 };
 
 const dir = mkdtempSync(join(tmpdir(), "switchyard-inproc-"));
