@@ -23,7 +23,7 @@ import { createOpenAIEncoder, encodeOpenAIBody } from "../src/streaming/encode-o
 import { encodeResponsesBody } from "../src/streaming/encode-responses.ts";
 import { anthropicAdapter } from "../src/providers/anthropic/anthropic-adapter.ts";
 import { openaiAdapter } from "../src/providers/openai/openai-adapter.ts";
-import { createUsageMeter } from "../src/billing/usage-meter.ts";
+import { UsageMeter } from "../src/billing/usage-meter.ts";
 
 const BUDGET: UpstreamTraits = { reasoning: "budget", structuredOutput: "native" };
 const ADAPTIVE: UpstreamTraits = { reasoning: "adaptive", structuredOutput: "native" };
@@ -524,12 +524,12 @@ describe("thinking in answers: signatures, redacted thinking, reasoning tokens",
   });
 
   test("the meter: the upstream's reasoning count, else an estimate from the thinking text; output counted once", async () => {
-    const reported = createUsageMeter();
+    const reported = new UsageMeter();
     for (const e of thought) reported.observe(e);
     expect(await reported.reasoningTokens()).toBe(30);
     expect((await reported.total(() => "")).outputTokens).toBe(50);
 
-    const unreported = createUsageMeter();
+    const unreported = new UsageMeter();
     unreported.observe({ type: "reasoning", text: "The user wants the weather in Paris, so I will call the tool." });
     unreported.observe({ type: "text", text: "Checking." });
     unreported.observe({ type: "usage", inputTokens: 10, outputTokens: 40 });
@@ -539,7 +539,7 @@ describe("thinking in answers: signatures, redacted thinking, reasoning tokens",
     expect(estimate).toBeLessThan(20);
     expect((await unreported.total(() => "")).outputTokens).toBe(40);
 
-    const none = createUsageMeter();
+    const none = new UsageMeter();
     none.observe({ type: "text", text: "Hi." });
     expect(await none.reasoningTokens()).toBeUndefined();
   });

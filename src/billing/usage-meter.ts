@@ -216,10 +216,6 @@ export class UsageMeter {
   }
 }
 
-export function createUsageMeter(keepChars = METER_KEEP_CHARS): UsageMeter {
-  return new UsageMeter(keepChars);
-}
-
 async function countPrompt(prompt: PromptSource): Promise<number> {
   const source = prompt();
   return typeof source === "string" ? countTokens(source) : source;
