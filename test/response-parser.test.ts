@@ -1,5 +1,5 @@
 import { describe, expect, test } from "bun:test";
-import { MAX_HEAD_BYTES, ResponseFramingError, ResponseParser, type ResponseHead } from "../src/transport/http1/response-parser.ts";
+import { COPY_MAX_BYTES, MAX_HEAD_BYTES, ResponseFramingError, ResponseParser, type ResponseHead } from "../src/transport/http1/response-parser.ts";
 import { ResponseTooLargeError } from "../src/transport/transport.ts";
 
 /**
@@ -84,6 +84,25 @@ describe("response parser: well-formed answers", () => {
         expect(parser.reusable).toBe(true);
       }
     }
+  });
+
+  test("a small Content-Length body is copied out of the socket's buffer; a large one is a view into it", () => {
+    const answer = (body: string) => Buffer.from(`HTTP/1.1 200 OK\r\nContent-Length: ${body.length}\r\n\r\n${body}`);
+    const read = (wire: Buffer) => {
+      const pieces: Uint8Array[] = [];
+      new ResponseParser("POST", { head() {}, body: (piece) => pieces.push(piece) }).push(wire);
+      expect(pieces.length).toBe(1);
+      return pieces[0]!;
+    };
+    const small = answer('{"ok":true}');
+    const copied = read(small);
+    expect(Buffer.from(copied).toString()).toBe('{"ok":true}');
+    expect(copied.buffer).not.toBe(small.buffer);
+    expect(copied).not.toBeInstanceOf(Buffer);
+    const large = answer("x".repeat(COPY_MAX_BYTES + 1));
+    const viewed = read(large);
+    expect(viewed.buffer).toBe(large.buffer);
+    expect(viewed.byteLength).toBe(COPY_MAX_BYTES + 1);
   });
 
   test("a chunked burst in one read is one body piece, moved together over the framing in the buffer it came in", () => {

@@ -76,7 +76,8 @@ export async function attemptUpstream(deps: AttemptDeps, req: AttemptRequest, ca
   const deadline = new Deadline({ firstByteMs: t.first_byte_ms, idleMs: t.idle_ms, totalMs: t.total_ms });
   const onClientAbort = () => deadline.abort(new DOMException("client disconnected", "AbortError"));
   if (req.clientSignal.aborted) onClientAbort();
-  else req.clientSignal.addEventListener("abort", onClientAbort, { once: true });
+  // No `once`: the listener is removed below whatever happens, and the option doubles the call's cost.
+  else req.clientSignal.addEventListener("abort", onClientAbort);
   let handedOver = false;
   const refused = (message: string, err: unknown, cause: UpstreamErrorClass): AttemptOutcome => {
     if (req.clientSignal.aborted) throw clientClosed();
@@ -185,7 +186,7 @@ async function readText(res: Response, deadline: Deadline, cap: number, truncate
   const whole = wholeBody(res);
   if (whole) {
     if (whole.byteLength >= cap && !truncate) throw new Error(`body larger than ${cap} bytes`);
-    const text = Buffer.from(whole.buffer, whole.byteOffset, Math.min(whole.byteLength, cap)).toString("utf8");
+    const text = utf8Text(whole, Math.min(whole.byteLength, cap));
     return truncate ? text.slice(0, cap) : text;
   }
   if (!res.body) return "";
@@ -207,6 +208,17 @@ async function readText(res: Response, deadline: Deadline, cap: number, truncate
   } finally {
     if (size >= cap) reader.cancel().catch(() => {});
   }
-  const text = chunks.length === 1 ? Buffer.from(chunks[0]!.buffer, chunks[0]!.byteOffset, chunks[0]!.byteLength).toString("utf8") : Buffer.concat(chunks).toString("utf8");
+  const text = chunks.length === 1 ? utf8Text(chunks[0]!, chunks[0]!.byteLength) : Buffer.concat(chunks).toString("utf8");
   return truncate ? text.slice(0, cap) : text;
 }
+
+/**
+ * The first `length` bytes as UTF-8 text, decoded as they are: wrapping them in a Buffer would
+ * ask the array for its ArrayBuffer, which JavaScriptCore makes on demand (~0.3 µs). A BOM is
+ * kept, as Buffer's decoding keeps it.
+ */
+function utf8Text(bytes: Uint8Array, length: number): string {
+  return UTF8.decode(length === bytes.byteLength ? bytes : bytes.subarray(0, length));
+}
+
+const UTF8 = new TextDecoder("utf-8", { ignoreBOM: true });

@@ -10,6 +10,9 @@ export interface DeadlineLimits {
 
 export type DeadlineKind = "first_byte" | "idle" | "total";
 
+/** One clock for every deadline (a default written inline would be a new closure per attempt). */
+const performanceNow = () => performance.now();
+
 /** The reason an attempt's signal carries when its deadline passes. */
 export class DeadlineExpired extends Error {
   override readonly name = "TimeoutError";
@@ -43,7 +46,7 @@ export class Deadline {
   #armedAt = 0;
   #expired: DeadlineKind | undefined;
 
-  constructor(limits: DeadlineLimits, now: () => number = () => performance.now()) {
+  constructor(limits: DeadlineLimits, now: () => number = performanceNow) {
     this.#limits = limits;
     this.#now = now;
     this.#started = this.#lastActivity = now();

@@ -70,6 +70,29 @@ export function ledgerContract(name: string, make: () => Promise<LedgerFixture>)
       expect(await f.records(id)).toHaveLength(1);
     }));
 
+    test("a batch of many settlements (several INSERT chunks) charges each new record once, and nothing for one already recorded", withLedger(async (f) => {
+      const who = await f.fund(1_000_000);
+      const again = requestId();
+      await f.ledger.reserve({ requestId: again, ...who, amountMicro: 100 });
+      await f.ledger.settle(settlement(who, again, 100));
+      // Held again under the same id (a replay): its record exists, so it is not charged a second time.
+      await f.ledger.reserve({ requestId: again, ...who, amountMicro: 100 });
+      const ids = Array.from({ length: 150 }, () => requestId());
+      for (const id of ids) await f.ledger.reserve({ requestId: id, ...who, amountMicro: 10 });
+      await Promise.all([
+        ...ids.map((id) => f.ledger.settle(settlement(who, id, 7))),
+        f.ledger.settle(settlement(who, again, 100)),
+        f.ledger.settle(settlement(who, ids[70]!, 7)),
+      ]);
+      await f.ledger.flush();
+      expect((await f.ledger.balance(who.accountId))!).toEqual({ balanceMicro: 1_000_000 - 100 - 150 * 7, heldMicro: 0 });
+      expect(await f.records(again)).toHaveLength(1);
+      expect(await f.records(ids[70]!)).toHaveLength(1);
+      expect(await f.records(ids[0]!)).toEqual([{ cost_micro: 7, status: "ok" }]);
+      expect(await f.records(ids[149]!)).toEqual([{ cost_micro: 7, status: "ok" }]);
+      expect(f.ledger.openHolds()).toBe(0);
+    }));
+
     test("reserving the same request twice holds once", withLedger(async (f) => {
       const who = await f.fund(1_000);
       const id = requestId();

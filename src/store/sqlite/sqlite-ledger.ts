@@ -27,6 +27,12 @@ interface Queued extends QueuedSettlement {}
 
 /** Settlements written per transaction at most. */
 const MAX_BATCH = 512;
+/** Usage records per INSERT statement (13 parameters each; SQLite allows 32,766). */
+const ROWS_PER_INSERT = 64;
+const INSERT_USAGE = `INSERT OR IGNORE INTO usage_records (request_id, account_id, key_id, model, provider, prompt_tokens, completion_tokens, estimated, cost_micro, status, latency_ms, created_at, client_request_id)`;
+const USAGE_ROW = "(?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)";
+/** Thrown inside a chunked write to roll it back: some record of the batch already existed. */
+const ALREADY_RECORDED = new Error("a usage record of the batch already exists");
 
 interface HeldAmount {
   accountId: string;
@@ -68,10 +74,7 @@ export function createSqliteLedger(db: Database, o: SqliteLedgerOptions): Ledger
   );
   const debitAccount = db.query("UPDATE accounts SET balance_micro = balance_micro - ? WHERE id = ?");
   const debitKey = db.query("UPDATE api_keys SET spent_micro = spent_micro + ? WHERE id = ?");
-  const insertUsage = db.query(
-    `INSERT OR IGNORE INTO usage_records (request_id, account_id, key_id, model, provider, prompt_tokens, completion_tokens, estimated, cost_micro, status, latency_ms, created_at, client_request_id)
-     VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
-  );
+  const insertUsage = db.query(`${INSERT_USAGE} VALUES ${USAGE_ROW}`);
   const countRejections = db.query(
     `INSERT INTO rejection_counts (key_id, minute, status, count) VALUES (?, ?, ?, ?)
      ON CONFLICT (key_id, minute, status) DO UPDATE SET count = count + excluded.count`,
@@ -122,27 +125,85 @@ export function createSqliteLedger(db: Database, o: SqliteLedgerOptions): Ledger
     add(heldByKey, held.keyId, -held.amount);
   };
 
+  /**
+   * Usage records go in as multi-row INSERTs of up to ROWS_PER_INSERT rows: one statement call
+   * per chunk instead of one per settlement (measured: ~0.5 µs less per settlement, the binding
+   * and call overhead of bun:sqlite). OR IGNORE keeps the request id's record idempotent; when a
+   * chunk inserted fewer rows than it had, some were already recorded, and which ones decides
+   * what is charged: the transaction is rolled back and the batch written row by row instead.
+   */
+  const insertMany = new Map<number, ReturnType<typeof db.query>>();
+  const insertRows = (rows: number) => {
+    let statement = insertMany.get(rows);
+    if (!statement) {
+      statement = db.query(`${INSERT_USAGE} VALUES ${Array.from({ length: rows }, () => USAGE_ROW).join(", ")}`);
+      insertMany.set(rows, statement);
+    }
+    return statement;
+  };
+  const usageValues = (s: Settlement, charge: number, at: number): (string | number | null)[] => [
+    s.requestId, s.accountId, s.keyId, s.model, s.provider, s.promptTokens, s.completionTokens,
+    s.estimated ? 1 : 0, charge, s.status, Math.round(s.latencyMs), at, s.clientRequestId ?? null,
+  ];
+  /** A settlement posts at most its hold; without one (free models, a refused charge) it charges nothing. */
+  const chargeOf = (q: Queued): { held: HeldAmount | undefined; charge: number } => {
+    const held = q.charge === false ? undefined : holds.get(q.settlement.requestId);
+    return { held, charge: held ? Math.min(q.settlement.costMicro, held.amount) : 0 };
+  };
+
   /** Debits are summed per account and per key: one UPDATE each per batch, not per request. */
-  const writeBatch = db.transaction((batch: Queued[], counters: RejectionCounter[], at: number) => {
+  const debit = (byAccount: Map<string, number>, byKey: Map<string, number>, counters: RejectionCounter[]) => {
+    for (const [accountId, amount] of byAccount) debitAccount.run(amount, accountId);
+    for (const [keyId, amount] of byKey) debitKey.run(amount, keyId);
+    for (const c of counters) countRejections.run(c.keyId, c.minute, c.status, c.count);
+    return { byAccount, byKey };
+  };
+
+  /** The usual batch: every record is new, so every charge is posted. Throws AlreadyRecorded otherwise. */
+  const writeChunked = db.transaction((batch: Queued[], counters: RejectionCounter[], at: number) => {
     const byAccount = new Map<string, number>();
     const byKey = new Map<string, number>();
-    for (const { settlement: s, charge: chargeable } of batch) {
-      const held = chargeable === false ? undefined : holds.get(s.requestId);
-      // A settlement posts at most its hold; without one (free models) it charges nothing.
-      const charge = held ? Math.min(s.costMicro, held.amount) : 0;
-      const inserted = insertUsage.run(s.requestId, s.accountId, s.keyId, s.model, s.provider, s.promptTokens, s.completionTokens,
-        s.estimated ? 1 : 0, charge, s.status, Math.round(s.latencyMs), at, s.clientRequestId ?? null).changes === 1;
-      // Already recorded (a retry, a replay): charged then, not again.
+    for (let from = 0; from < batch.length; from += ROWS_PER_INSERT) {
+      const chunk = batch.slice(from, from + ROWS_PER_INSERT);
+      const values: (string | number | null)[] = [];
+      for (const q of chunk) {
+        const { held, charge } = chargeOf(q);
+        values.push(...usageValues(q.settlement, charge, at));
+        if (held && charge > 0) {
+          add(byAccount, held.accountId, charge);
+          add(byKey, held.keyId, charge);
+        }
+      }
+      if (insertRows(chunk.length).run(...values).changes !== chunk.length) throw ALREADY_RECORDED;
+    }
+    return debit(byAccount, byKey, counters);
+  });
+
+  /** Row by row: a record that already exists (a retry, a replay) was charged then, not again. */
+  const writeOneByOne = db.transaction((batch: Queued[], counters: RejectionCounter[], at: number) => {
+    const byAccount = new Map<string, number>();
+    const byKey = new Map<string, number>();
+    for (const q of batch) {
+      const { held, charge } = chargeOf(q);
+      const inserted = insertUsage.run(...usageValues(q.settlement, charge, at)).changes === 1;
       if (inserted && held && charge > 0) {
         add(byAccount, held.accountId, charge);
         add(byKey, held.keyId, charge);
       }
     }
-    for (const [accountId, amount] of byAccount) debitAccount.run(amount, accountId);
-    for (const [keyId, amount] of byKey) debitKey.run(amount, keyId);
-    for (const c of counters) countRejections.run(c.keyId, c.minute, c.status, c.count);
-    return { byAccount, byKey };
+    return debit(byAccount, byKey, counters);
   });
+
+  const writeBatch = {
+    immediate(batch: Queued[], counters: RejectionCounter[], at: number) {
+      try {
+        return writeChunked.immediate(batch, counters, at);
+      } catch (err) {
+        if (err !== ALREADY_RECORDED) throw err;
+        return writeOneByOne.immediate(batch, counters, at);
+      }
+    },
+  };
 
   // Group commit and everything that can go wrong with it: billing/settlement-queue.ts.
   const settlements = createSettlementQueue<Queued>({

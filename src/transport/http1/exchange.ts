@@ -63,7 +63,8 @@ class Exchange implements ConnectionOwner, ResponseSink {
     const signal = o.signal;
     if (signal) {
       this.onAbort = () => this.fail(signal.reason ?? new DOMException("aborted", "AbortError"));
-      signal.addEventListener("abort", this.onAbort, { once: true });
+      // No `once`: end() removes it, and the option doubles the call's cost.
+      signal.addEventListener("abort", this.onAbort);
     }
     conn.owner = this;
     if (signal?.aborted) {
