@@ -208,7 +208,8 @@ async function readText(res: Response, deadline: Deadline, cap: number, truncate
   } finally {
     if (size >= cap) reader.cancel().catch(() => {});
   }
-  const text = chunks.length === 1 ? utf8Text(chunks[0]!, chunks[0]!.byteLength) : Buffer.concat(chunks).toString("utf8");
+  const bytes = chunks.length === 1 ? chunks[0]! : Buffer.concat(chunks);
+  const text = utf8Text(bytes, bytes.byteLength);
   return truncate ? text.slice(0, cap) : text;
 }
 

@@ -74,10 +74,9 @@ export function bodyBytesOf(request: Request, body: unknown): number {
 
 export function resolveCandidates(catalogue: Catalogue, body: Record<string, unknown>): ModelConfig[] {
   const models = body.models as string[] | undefined;
+  const named = typeof body.model === "string" ? [body.model] : [];
   // Most requests name one model: no set to build for them.
-  const ids = models === undefined || models.length === 0
-    ? (typeof body.model === "string" ? [body.model] : [])
-    : [...new Set([...(typeof body.model === "string" ? [body.model] : []), ...models])];
+  const ids = models === undefined || models.length === 0 ? named : [...new Set([...named, ...models])];
   if (ids.length === 0) throw new GatewayError(400, "invalid_request", "model is required (or a models list).");
   return ids.map((id) => {
     const model = catalogue.get(id);

@@ -152,64 +152,60 @@ export function createSqliteLedger(db: Database, o: SqliteLedgerOptions): Ledger
   };
 
   /** Debits are summed per account and per key: one UPDATE each per batch, not per request. */
-  const debit = (byAccount: Map<string, number>, byKey: Map<string, number>, counters: RejectionCounter[]) => {
-    for (const [accountId, amount] of byAccount) debitAccount.run(amount, accountId);
-    for (const [keyId, amount] of byKey) debitKey.run(amount, keyId);
+  const newDebits = () => ({ byAccount: new Map<string, number>(), byKey: new Map<string, number>() });
+  type Debits = ReturnType<typeof newDebits>;
+  const post = (debits: Debits, held: HeldAmount | undefined, charge: number) => {
+    if (!held || charge <= 0) return;
+    add(debits.byAccount, held.accountId, charge);
+    add(debits.byKey, held.keyId, charge);
+  };
+  const debit = (debits: Debits, counters: RejectionCounter[]): Debits => {
+    for (const [accountId, amount] of debits.byAccount) debitAccount.run(amount, accountId);
+    for (const [keyId, amount] of debits.byKey) debitKey.run(amount, keyId);
     for (const c of counters) countRejections.run(c.keyId, c.minute, c.status, c.count);
-    return { byAccount, byKey };
+    return debits;
   };
 
-  /** The usual batch: every record is new, so every charge is posted. Throws AlreadyRecorded otherwise. */
+  /** The usual batch: every record is new, so every charge is posted. Throws ALREADY_RECORDED otherwise. */
   const writeChunked = db.transaction((batch: Queued[], counters: RejectionCounter[], at: number) => {
-    const byAccount = new Map<string, number>();
-    const byKey = new Map<string, number>();
+    const debits = newDebits();
     for (let from = 0; from < batch.length; from += ROWS_PER_INSERT) {
       const chunk = batch.slice(from, from + ROWS_PER_INSERT);
       const values: (string | number | null)[] = [];
       for (const q of chunk) {
         const { held, charge } = chargeOf(q);
         values.push(...usageValues(q.settlement, charge, at));
-        if (held && charge > 0) {
-          add(byAccount, held.accountId, charge);
-          add(byKey, held.keyId, charge);
-        }
+        post(debits, held, charge);
       }
       if (insertRows(chunk.length).run(...values).changes !== chunk.length) throw ALREADY_RECORDED;
     }
-    return debit(byAccount, byKey, counters);
+    return debit(debits, counters);
   });
 
   /** Row by row: a record that already exists (a retry, a replay) was charged then, not again. */
   const writeOneByOne = db.transaction((batch: Queued[], counters: RejectionCounter[], at: number) => {
-    const byAccount = new Map<string, number>();
-    const byKey = new Map<string, number>();
+    const debits = newDebits();
     for (const q of batch) {
       const { held, charge } = chargeOf(q);
-      const inserted = insertUsage.run(...usageValues(q.settlement, charge, at)).changes === 1;
-      if (inserted && held && charge > 0) {
-        add(byAccount, held.accountId, charge);
-        add(byKey, held.keyId, charge);
-      }
+      if (insertUsage.run(...usageValues(q.settlement, charge, at)).changes === 1) post(debits, held, charge);
     }
-    return debit(byAccount, byKey, counters);
+    return debit(debits, counters);
   });
 
-  const writeBatch = {
-    immediate(batch: Queued[], counters: RejectionCounter[], at: number) {
-      try {
-        return writeChunked.immediate(batch, counters, at);
-      } catch (err) {
-        if (err !== ALREADY_RECORDED) throw err;
-        return writeOneByOne.immediate(batch, counters, at);
-      }
-    },
+  const writeBatch = (batch: Queued[], counters: RejectionCounter[], at: number): Debits => {
+    try {
+      return writeChunked.immediate(batch, counters, at);
+    } catch (err) {
+      if (err !== ALREADY_RECORDED) throw err;
+      return writeOneByOne.immediate(batch, counters, at);
+    }
   };
 
   // Group commit and everything that can go wrong with it: billing/settlement-queue.ts.
   const settlements = createSettlementQueue<Queued>({
     write(batch, counters, at) {
       try {
-        const { byAccount, byKey } = writeBatch.immediate(batch, counters, at);
+        const { byAccount, byKey } = writeBatch(batch, counters, at);
         // Only now is the debit on disk: cached balances move with it.
         for (const [accountId, amount] of byAccount) {
           const cached = balances.get(accountId);

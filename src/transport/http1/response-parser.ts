@@ -246,7 +246,7 @@ export class ResponseParser {
     const length = this.carried + bytes.length;
     let into = carry;
     if (length > carry.length) {
-      into = Buffer.allocUnsafeSlow(Math.max(length, carry.length * 2));
+      into = new Uint8Array(Math.max(length, carry.length * 2));
       into.set(view(carry, 0, this.carried));
       this.carry = into;
     }
@@ -260,7 +260,7 @@ export class ResponseParser {
     const tail = buf.length - pos;
     if (this.carry && buf.buffer === this.carry.buffer) this.carry.copyWithin(0, pos, buf.length);
     else {
-      if (!this.carry || this.carry.length < tail) this.carry = Buffer.allocUnsafeSlow(Math.max(tail, 1024));
+      if (!this.carry || this.carry.length < tail) this.carry = new Uint8Array(Math.max(tail, 1024));
       this.carry.set(view(buf, pos, tail));
     }
     this.carried = tail;
