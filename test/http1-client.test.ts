@@ -59,6 +59,27 @@ describe("upstream HTTP/1.1 client", () => {
     expect(request.endsWith('\r\n\r\n{"a":"\u00c3\u00a9"}')).toBe(true);
   });
 
+  test("an answer's header fields arrive as sent: repeated ones, their case, after a clone, and a 204 without a body", async () => {
+    const fields = "X-Vendor-Id: abc\r\nset-cookie: a=1\r\nSet-Cookie: b=2\r\nx-list: 1\r\nX-List:  2 \r\nretry-after: 3\r\n";
+    const { post } = setup((_req, socket, index) => socket.write(index === 2 ? `HTTP/1.1 204 No Content\r\nx-empty: yes\r\n\r\n` : JSON_HEAD(2, fields) + "{}"));
+    const read = await post();
+    expect(read.statusText).toBe("OK");
+    expect(read.headers.get("x-vendor-id")).toBe("abc");
+    expect(read.headers.get("x-list")).toBe("1, 2");
+    expect(read.headers.getSetCookie()).toEqual(["a=1", "b=2"]);
+    expect(read.headers.get("retry-after")).toBe("3");
+    expect(read.headers.get("content-length")).toBe("2");
+    expect(await read.json()).toEqual({});
+    // Cloned before anyone read them, the copy still has them (the fields are filled in on first use).
+    const cloned = (await post()).clone();
+    expect(cloned.headers.get("x-vendor-id")).toBe("abc");
+    expect([...cloned.headers.keys()].sort()).toEqual(["content-length", "content-type", "retry-after", "set-cookie", "set-cookie", "x-list", "x-vendor-id"]);
+    const empty = await post();
+    expect(empty.status).toBe(204);
+    expect(empty.headers.get("x-empty")).toBe("yes");
+    expect(await empty.text()).toBe("");
+  });
+
   test("a chunked body split anywhere, with chunk extensions and trailers, arrives whole", async () => {
     const body = "data: {\"n\":1}\n\ndata: {\"n\":2}\n\n";
     const wire = `HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\ntransfer-encoding: chunked\r\n\r\n` +

@@ -1,26 +1,29 @@
 import { cappedStream } from "../transport.ts";
-import { ResponseFramingError } from "./response-parser.ts";
+import { fieldValue, ResponseFramingError, withoutField } from "./response-parser.ts";
 
 const FORMATS: Record<string, string> = { gzip: "gzip", "x-gzip": "gzip", deflate: "deflate", br: "brotli", zstd: "zstd" };
 
 /** The answer's content coding, lower-cased; undefined for none or identity. */
-export function contentCoding(headers: Headers): string | undefined {
-  const encoding = headers.get("content-encoding")?.trim().toLowerCase();
+export function contentCoding(fields: readonly string[]): string | undefined {
+  const encoding = fieldValue(fields, "content-encoding")?.trim().toLowerCase();
   return !encoding || encoding === "identity" ? undefined : encoding;
 }
 
 /**
  * We ask for identity; a server that compresses anyway is decoded, and the answer says so no
- * more. The cap counts decoded bytes: a small compressed body can inflate a thousandfold.
+ * more (`decodedFields`). The cap counts decoded bytes: a small compressed body can inflate a thousandfold.
  * Bun's DecompressionStream yields its output in pieces as they are read, so inflating stops
  * when reading stops.
  */
-export function decodedBody(stream: ReadableStream<Uint8Array>, coding: string, headers: Headers, maxBytes: number): ReadableStream<Uint8Array> {
+export function decodedBody(stream: ReadableStream<Uint8Array>, coding: string, maxBytes: number): ReadableStream<Uint8Array> {
   const format = FORMATS[coding];
   if (!format) throw new ResponseFramingError(`unsupported content-encoding ${coding}`);
-  headers.delete("content-encoding");
-  headers.delete("content-length");
   // Bun's names ("brotli", "zstd") are wider than the DOM typings.
   const decoded = stream.pipeThrough(new DecompressionStream(format as "gzip") as unknown as ReadableWritablePair<Uint8Array, Uint8Array>);
   return cappedStream(decoded, maxBytes);
+}
+
+/** A decoded answer's fields: neither its coding nor its length (of the coded bytes) holds any more. */
+export function decodedFields(fields: readonly string[]): string[] {
+  return withoutField(withoutField(fields, "content-encoding"), "content-length");
 }

@@ -1,8 +1,9 @@
 import { BodyQueue, offerFastReader, offerWholeBody } from "./body-queue.ts";
-import { contentCoding, decodedBody } from "./decode-body.ts";
+import { contentCoding, decodedBody, decodedFields } from "./decode-body.ts";
 import type { Connection, ConnectionOwner, Pool } from "./pool.ts";
 import { RequestWriter } from "./request-writer.ts";
 import { ResponseParser, type ResponseHead, type ResponseSink } from "./response-parser.ts";
+import { UpstreamResponse } from "./upstream-response.ts";
 
 /** The connection failed; `replayable` when no byte of an answer had arrived, so the request may go again. */
 export class UpstreamConnectionError extends Error {
@@ -114,8 +115,8 @@ class Exchange implements ConnectionOwner, ResponseSink {
 
   head(head: ResponseHead): void {
     const parser = this.parser;
-    if (parser.bodyless) return this.settle(new Response(null, head));
-    const coding = contentCoding(head.headers);
+    if (parser.bodyless) return this.settle(new UpstreamResponse(null, head));
+    const coding = contentCoding(head.fields);
     if (coding === undefined && parser.fixedLength !== null && parser.fixedLength <= BUFFER_WHOLE_BYTES) {
       // The usual non-stream answer: read it all, then one Response over one buffer.
       this.whole = { head, parts: [] };
@@ -125,11 +126,12 @@ class Exchange implements ConnectionOwner, ResponseSink {
     let body = queue.stream();
     if (coding !== undefined) {
       // Thrown for a coding we cannot read: the parser passes it on, and data() fails the call.
-      body = decodedBody(body, coding, head.headers, this.o.maxBytes);
+      body = decodedBody(body, coding, this.o.maxBytes);
+      head = { ...head, fields: decodedFields(head.fields) };
       this.encoded = true;
     }
     this.queue = queue;
-    const response = new Response(body, head);
+    const response = new UpstreamResponse(body, head);
     if (!this.encoded) offerFastReader(response, queue);
     this.settle(response);
   }
@@ -164,7 +166,7 @@ class Exchange implements ConnectionOwner, ResponseSink {
       this.whole = null;
       const { parts } = whole;
       const bytes = parts.length === 1 ? parts[0]! : Buffer.concat(parts);
-      const response = new Response(bytes, whole.head);
+      const response = new UpstreamResponse(bytes, whole.head);
       offerWholeBody(response, bytes);
       this.settle(response);
     }
