@@ -1,6 +1,7 @@
 import { afterEach, describe, expect, test } from "bun:test";
 import { gzipSync } from "node:zlib";
 import { createHttp1Client, fastReader, wholeBody } from "../src/transport/http1/client.ts";
+import { responseHeader } from "../src/transport/transport.ts";
 import { dribble, rawUpstream, type RawSocket } from "./helpers/raw-upstream.ts";
 
 /**
@@ -61,7 +62,16 @@ describe("upstream HTTP/1.1 client", () => {
 
   test("an answer's header fields arrive as sent: repeated ones, their case, after a clone, and a 204 without a body", async () => {
     const fields = "X-Vendor-Id: abc\r\nset-cookie: a=1\r\nSet-Cookie: b=2\r\nx-list: 1\r\nX-List:  2 \r\nretry-after: 3\r\n";
-    const { post } = setup((_req, socket, index) => socket.write(index === 2 ? `HTTP/1.1 204 No Content\r\nx-empty: yes\r\n\r\n` : JSON_HEAD(2, fields) + "{}"));
+    const { post } = setup((_req, socket, index) => socket.write(index === 3 ? `HTTP/1.1 204 No Content\r\nx-empty: yes\r\n\r\n` : JSON_HEAD(2, fields) + "{}"));
+    // One header by name, before and after the Headers are built, the same as a plain Response's.
+    const single = await post();
+    expect(responseHeader(single, "x-list")).toBe("1, 2");
+    expect(responseHeader(single, "content-type")).toBe("application/json");
+    expect(responseHeader(single, "x-absent")).toBeNull();
+    expect(single.headers.get("x-list")).toBe("1, 2");
+    expect(responseHeader(single, "x-list")).toBe("1, 2");
+    expect(responseHeader(new Response("{}", { headers: { "X-List": "3" } }), "x-list")).toBe("3");
+    await single.text();
     const read = await post();
     expect(read.statusText).toBe("OK");
     expect(read.headers.get("x-vendor-id")).toBe("abc");

@@ -12,7 +12,7 @@ import { upstreamStatusError } from "../pipeline/upstream-errors.ts";
 import { ImageFetchError, inlineImages } from "../pipeline/inline-images.ts";
 import { scrubLogDetail } from "../ops/scrub.ts";
 import { fastReader, wholeBody } from "../transport/http1/client.ts";
-import { ResponseTooLargeError, type ChunkReader, type Transport } from "../transport/transport.ts";
+import { ResponseTooLargeError, responseHeader, type ChunkReader, type Transport } from "../transport/transport.ts";
 import { Deadline, DeadlineExpired } from "./deadline.ts";
 import { requestedDelayMs, verdictFor, type Verdict } from "./retry-policy.ts";
 import type { UpstreamErrorClass } from "../ops/gateway-metrics.ts";
@@ -148,9 +148,10 @@ export async function attemptUpstream(deps: AttemptDeps, req: AttemptRequest, ca
       return { kind: "body", json, events, adapter, provider };
     }
 
-    if (!res.body || !(res.headers.get("content-type") ?? "").includes("text/event-stream")) {
+    const contentType = responseHeader(res, "content-type");
+    if (!res.body || !(contentType ?? "").includes("text/event-stream")) {
       res.body?.cancel().catch(() => {});
-      deps.log("warn", "upstream answered a stream request without an event stream", { requestId: req.requestId, provider: provider.id, contentType: res.headers.get("content-type") });
+      deps.log("warn", "upstream answered a stream request without an event stream", { requestId: req.requestId, provider: provider.id, contentType });
       return refused("The upstream provider sent an unexpected answer. Retrying is appropriate.", undefined, "bad_answer");
     }
     handedOver = true;

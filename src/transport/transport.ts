@@ -8,6 +8,16 @@
  */
 export type Transport = (url: string, init: RequestInit) => Promise<Response>;
 
+/**
+ * One header of a transport's answer. Our HTTP/1.1 client's answers build their `Headers` only
+ * when asked (http1/upstream-response.ts) and answer a single name from the fields as sent;
+ * any other Response is asked the usual way.
+ */
+export function responseHeader(res: Response, name: string): string | null {
+  const own = res as Response & { header?(name: string): string | null };
+  return own.header ? own.header(name) : res.headers.get(name);
+}
+
 export type ReadResult = { done: false; value: Uint8Array } | { done: true; value: undefined };
 
 /** What the stream pipeline needs of a body: the subset of a ReadableStream reader it uses. */

@@ -28,7 +28,7 @@ export interface ResponseHead {
   fields: string[];
 }
 
-/** A field's value, case-insensitively, repeated fields joined with ", " (as `Headers.get`); null when absent. */
+/** A field's value by its lower-case name, repeated fields joined with ", " (as `Headers.get`); null when absent. */
 export function fieldValue(fields: readonly string[], name: string): string | null {
   let value: string | null = null;
   for (let i = 0; i < fields.length; i += 2) {
@@ -38,10 +38,13 @@ export function fieldValue(fields: readonly string[], name: string): string | nu
   return value;
 }
 
-/** The fields without `name` (case-insensitive). */
+/** The fields without `name` (lower case; matched case-insensitively). */
 export function withoutField(fields: readonly string[], name: string): string[] {
   const kept: string[] = [];
-  for (let i = 0; i < fields.length; i += 2) if (fields[i]!.toLowerCase() !== name) kept.push(fields[i]!, fields[i + 1]!);
+  for (let i = 0; i < fields.length; i += 2) {
+    const field = fields[i]!;
+    if (field.length !== name.length || field.toLowerCase() !== name) kept.push(field, fields[i + 1]!);
+  }
   return kept;
 }
 

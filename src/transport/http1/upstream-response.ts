@@ -1,4 +1,4 @@
-import type { ResponseHead } from "./response-parser.ts";
+import { fieldValue, type ResponseHead } from "./response-parser.ts";
 
 /**
  * The Response our HTTP/1.1 client hands back: a real `Response` whose `Headers` are filled from
@@ -23,6 +23,12 @@ export class UpstreamResponse extends Response {
       for (let i = 0; i < fields.length; i += 2) headers.append(fields[i]!, fields[i + 1]!);
     }
     return headers;
+  }
+
+  /** One header by name (lower case), without building the Headers when they are not built yet (transport.ts, `responseHeader`). */
+  header(name: string): string | null {
+    const fields = this.#fields;
+    return fields ? fieldValue(fields, name) : super.headers.get(name);
   }
 
   /** A clone copies the Response's own headers, so they are filled first. */
