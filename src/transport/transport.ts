@@ -11,7 +11,7 @@ export type Transport = (url: string, init: RequestInit) => Promise<Response>;
 /**
  * One header of a transport's answer. Our HTTP/1.1 client's answers build their `Headers` only
  * when asked (http1/upstream-response.ts) and answer a single name from the fields as sent;
- * any other Response is asked the usual way.
+ * any other Response is asked the usual way. Names are matched case-insensitively, as `Headers.get`.
  */
 export function responseHeader(res: Response, name: string): string | null {
   const own = res as Response & { header?(name: string): string | null };

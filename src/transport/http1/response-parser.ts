@@ -81,10 +81,13 @@ const enum State {
 
 const STATUS_LINE = /^HTTP\/1\.([01]) ([1-5]\d\d)(?: ([^\r\n]*))?$/;
 const DIGITS = /^\d{1,15}$/;
-/** What `Headers` accepts: a token for a name (so no spaces, no folded lines), a value without CR, LF or NUL. */
+/**
+ * What `Headers` accepts: a token for a name (so no spaces, no folded lines), a value without CR,
+ * LF or NUL. Heads are read as latin1, so no character is above 0xFF; one that were would be
+ * refused here rather than by `Headers` later, far from the transport.
+ */
 const FIELD_NAME = /^[!#$%&'*+.^_`|~0-9A-Za-z-]+$/;
-const BAD_FIELD_VALUE = /[\r\n\0]/;
-const latin1 = new TextDecoder("latin1");
+const BAD_FIELD_VALUE = /[\r\n\0\u0100-\uffff]/;
 
 /**
  * The body of an answer with a Content-Length up to this size is copied out of the socket's
@@ -390,9 +393,14 @@ function indexOfHeadEnd(buf: Uint8Array, from: number): number {
   return -1;
 }
 
-/** The bytes as latin1 text: a Buffer reads them itself, without asking for its ArrayBuffer. */
+/**
+ * The bytes as latin1 text, one character per byte whatever the byte: a Buffer reads them itself,
+ * without asking for its ArrayBuffer. Not `TextDecoder("latin1")`: that is windows-1252 (0x80–0x9F
+ * become characters above 0xFF, which `Headers` refuses), so a head would read differently when it
+ * arrived in two reads (the carry is a plain array) than in one.
+ */
 function latin1Text(buf: Uint8Array, start: number, end: number): string {
-  return buf instanceof Buffer ? buf.toString("latin1", start, end) : latin1.decode(view(buf, start, end - start));
+  return buf instanceof Buffer ? buf.toString("latin1", start, end) : Buffer.from(buf.buffer, buf.byteOffset, buf.byteLength).toString("latin1", start, end);
 }
 
 /** buf[start..end] in an array of its own. */
