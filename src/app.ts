@@ -8,6 +8,7 @@ import { createSqliteLedger, type SqliteLedgerOptions } from "./store/sqlite/sql
 import { createUsageBreakdown, createUsageReport, type UsageBreakdown, type UsageReporter } from "./billing/usage-report.ts";
 import { createCatalogue } from "./catalogue/catalogue.ts";
 import { withoutSecrets, type Logger } from "./log.ts";
+import { rememberSecret } from "./ops/scrub.ts";
 import type { UpstreamFetch } from "./pipeline/forward.ts";
 import { admissionPlugin, maybePrincipalOf, pathOf } from "./plugins/admission.ts";
 import { createRateLimiter, type RateLimitStore } from "./limits/rate-limiter.ts";
@@ -66,6 +67,8 @@ const SQLITE_COMMIT_DELAY_MS = 1;
 export function createApp(deps: AppDeps) {
   // Whatever logger is passed in, no secret reaches it (see log.ts).
   const log = withoutSecrets(deps.log);
+  // A vendor that echoes our key is scrubbed by the key's value too, whatever its shape.
+  for (const provider of deps.settings.providers.values()) rememberSecret(provider.apiKey);
   const now = deps.now ?? Date.now;
   const inflight = createInflight();
   let accounts: AccountStore, keys: KeyResolver, baseLedger: Ledger & RejectionLog, usage: UsageReporter, breakdown: UsageBreakdown;

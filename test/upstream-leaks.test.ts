@@ -6,7 +6,7 @@
  */
 import { beforeEach, describe, expect, test } from "bun:test";
 import { useFakeUpstream } from "./helpers/fake-upstream.ts";
-import { useGateway, ANTHROPIC_MODEL, OPENAI_MODEL, post, sseFrames, VENDOR_ANTHROPIC_KEY, VENDOR_OPENAI_KEY } from "./helpers/gateway.ts";
+import { startGateway, useGateway, ANTHROPIC_MODEL, OPENAI_MODEL, post, sseFrames, VENDOR_ANTHROPIC_KEY, VENDOR_OPENAI_KEY } from "./helpers/gateway.ts";
 import type { Logger } from "../src/log.ts";
 import { LEAKY_ERRORS, type LeakyError } from "./helpers/leaky-errors.ts";
 
@@ -116,6 +116,72 @@ describe("a 200 whose body is the vendor's error (OpenAI-compatible proxies answ
     const res = await post(gw, "/v1/messages", { model: ANTHROPIC_MODEL, max_tokens: 10, messages: question });
     expect(res.status).toBe(502);
     expectClean(await res.text(), e);
+  });
+});
+
+describe("a 200 whose body is not an answer is a 502 and costs nothing", () => {
+  const usageOnly = { prompt_tokens: 5, completion_tokens: 3, total_tokens: 8 };
+  const bodies: [string, unknown][] = [
+    ["an empty object", {}],
+    ["an array", []],
+    ["a string", "hello"],
+    ["null", null],
+    ["usage and a debug field, no answer", { usage: usageOnly, debug: "vllm-0.inference.svc.cluster.local:8000 AKIAIOSFODNN7EXAMPLE" }],
+    ["choices that are not objects", { choices: [1], usage: usageOnly }],
+  ];
+  for (const [name, body] of bodies) {
+    test(`OpenAI upstream, ${name}`, async () => {
+      const before = await gw.balanceMicro();
+      upstream.reply({ kind: "json", status: 200, body });
+      const res = await post(gw, "/v1/chat/completions", { model: OPENAI_MODEL, messages: question });
+      expect(res.status).toBe(502);
+      const text = await res.text();
+      expect(JSON.parse(text).error.type).toBe("upstream_error");
+      expect(text).not.toContain("AKIA");
+      await gw.app.services.settled();
+      expect(await gw.balanceMicro()).toBe(before);
+    });
+    test(`Anthropic upstream, ${name}`, async () => {
+      const before = await gw.balanceMicro();
+      const anthropicBody = name.startsWith("usage") ? { type: "message", usage: { input_tokens: 5, output_tokens: 3 }, debug: (body as { debug: string }).debug } : name.startsWith("choices") ? { type: "message", content: "text" } : body;
+      upstream.reply({ kind: "json", status: 200, body: anthropicBody });
+      const res = await post(gw, "/v1/messages", { model: ANTHROPIC_MODEL, max_tokens: 10, messages: question });
+      expect(res.status).toBe(502);
+      const text = await res.text();
+      expect(JSON.parse(text).type).toBe("error");
+      expect(text).not.toContain("AKIA");
+      await gw.app.services.settled();
+      expect(await gw.balanceMicro()).toBe(before);
+    });
+  }
+});
+
+describe("a vendor key of no known shape is scrubbed by its value", () => {
+  // Self-hosted proxies take keys of any form; ours must never come back, in answers or logs.
+  const keys = { openai: "proxy.key~42/gw", anthropic: "zq9-local-token" };
+  test("echoed in a 400 on both endpoints, and in a 401 body's log detail", async () => {
+    const own = await startGateway({ upstreamUrl: upstream.url, log: capture, retry: { max_retries: 0 }, vendorKeys: keys });
+    try {
+      upstream.reply(openaiError(400, `Incorrect API key provided: ${keys.openai}. Header was Bearer ${keys.openai}`));
+      const openai = await post(own, "/v1/chat/completions", { model: OPENAI_MODEL, messages: question });
+      expect(openai.status).toBe(400);
+      const openaiText = await openai.text();
+      expect(openaiText).toContain("Incorrect API key provided");
+      expect(openaiText).not.toContain(keys.openai);
+      upstream.reply(anthropicError(400, `invalid x-api-key ${keys.anthropic}`));
+      const anthropic = await post(own, "/v1/messages", { model: ANTHROPIC_MODEL, max_tokens: 10, messages: question });
+      expect(anthropic.status).toBe(400);
+      expect(await anthropic.text()).not.toContain(keys.anthropic);
+      upstream.reply(openaiError(401, `key ${keys.openai} revoked`));
+      expect((await post(own, "/v1/chat/completions", { model: OPENAI_MODEL, messages: question })).status).toBe(502);
+      await own.app.services.settled();
+      const logs = logLines.join("\n");
+      expect(logs).toContain("revoked");
+      expect(logs).not.toContain(keys.openai);
+      expect(logs).not.toContain(keys.anthropic);
+    } finally {
+      await own.stop();
+    }
   });
 });
 

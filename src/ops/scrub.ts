@@ -90,6 +90,25 @@ export function replaceSecrets(text: string): string {
     .replace(SECRET_TOKEN, REDACTED);
 }
 
+/**
+ * Secrets known by value: the configured vendor keys (app.ts). A vendor that echoes our key
+ * ("Incorrect API key provided: …") is caught by the shapes above for any key of a real vendor's
+ * form; a key of another form (a self-hosted proxy's, a short one) is caught here, wherever it
+ * appears. Applied to what clients see of a vendor's words and to vendor details in log lines.
+ */
+const knownSecrets = new Set<string>();
+/** Shorter values would match ordinary text. */
+const KNOWN_SECRET_MIN_LENGTH = 4;
+
+export function rememberSecret(value: string | undefined): void {
+  if (value && value.length >= KNOWN_SECRET_MIN_LENGTH) knownSecrets.add(value);
+}
+
+function withoutKnownSecrets(text: string): string {
+  for (const secret of knownSecrets) if (text.includes(secret)) text = text.split(secret).join(REDACTED);
+  return text;
+}
+
 // ---------------------------------------------------------------------------------------------
 // Internals (clients only)
 // ---------------------------------------------------------------------------------------------
@@ -172,7 +191,7 @@ export const CLIENT_MESSAGE_MAX = 500;
  * characters. Empty when nothing useful is left.
  */
 export function scrubForClient(text: string, max = CLIENT_MESSAGE_MAX): string {
-  let out = text;
+  let out = withoutKnownSecrets(text);
   if (HTML_DOCUMENT.test(out)) {
     const titles: string[] = [];
     for (const m of out.matchAll(HTML_TITLE)) if (m[2]!.trim()) titles.push(m[2]!.trim());
@@ -216,7 +235,7 @@ export const LOG_DETAIL_MAX = 300;
  * The prompt is the client's, not the operator's, and may be anything.
  */
 export function scrubLogDetail(text: string, max = LOG_DETAIL_MAX): string {
-  const out = scrubSecrets(text)
+  const out = scrubSecrets(withoutKnownSecrets(text))
     .replace(ECHO_FIELD, "$1[omitted]")
     .replace(LONG_QUOTED, "[quoted text omitted]")
     .replace(/\s+/g, " ")

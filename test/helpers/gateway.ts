@@ -24,6 +24,8 @@ export const VENDOR_OPENAI_KEY = "sk-test-openai-SECRET-0123456789";
 export const VENDOR_ANTHROPIC_KEY = "sk-ant-test-SECRET-0123456789";
 
 export interface GatewayOptions {
+  /** The vendor keys the providers are configured with (default VENDOR_OPENAI_KEY, VENDOR_ANTHROPIC_KEY). */
+  vendorKeys?: { openai?: string; anthropic?: string };
   /** Base of the fake upstream (http://127.0.0.1:PORT); both vendor kinds are served there. */
   upstreamUrl: string;
   credits?: number;
@@ -122,7 +124,7 @@ export async function startGateway(o: GatewayOptions): Promise<Gateway> {
       retry: o.retry ?? {},
       ...(o.responses ? { responses: o.responses } : {}),
     },
-    { TEST_OPENAI_KEY: VENDOR_OPENAI_KEY, TEST_ANTHROPIC_KEY: VENDOR_ANTHROPIC_KEY },
+    { TEST_OPENAI_KEY: o.vendorKeys?.openai ?? VENDOR_OPENAI_KEY, TEST_ANTHROPIC_KEY: o.vendorKeys?.anthropic ?? VENDOR_ANTHROPIC_KEY },
     "test",
   );
   const app = createApp({ db, settings, log: o.log ?? silentLogger, adminToken: o.adminToken, fetch: o.fetch, now: o.now, ledgerOptions: o.ledgerOptions, wrapLedger: o.wrapLedger, stores: o.stores, limiter: o.limiter, ops: o.ops, responseStore: o.responseStore });

@@ -122,6 +122,9 @@ export const anthropicAdapter: ProviderAdapter = {
     const b = body as { type?: string; error?: unknown; content?: Record<string, any>[]; stop_reason?: string; stop_sequence?: string | null; usage?: AnthropicUsage };
     // An error body with a 200 status (proxies do this); passed through, its text would reach the client.
     if (b?.type === "error" || (b?.error && !Array.isArray(b.content))) throw new UpstreamProtocolError(`the upstream answered 200 with an error: ${scrubLogDetail(JSON.stringify(b.error ?? b))}`);
+    // Anything else without a content list (`{}`, `[]`, `null`, usage alone) is not a message:
+    // passed on as an empty one, the client would never know the upstream failed.
+    if (typeof b !== "object" || b === null || Array.isArray(b) || !Array.isArray(b.content)) throw new UpstreamProtocolError("the upstream answered 200 without a message");
     const events: StreamEvent[] = [];
     let tools = 0;
     for (const block of b?.content ?? []) {

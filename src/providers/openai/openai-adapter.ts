@@ -106,6 +106,9 @@ export const openaiAdapter: ProviderAdapter = {
     const b = body as { choices?: { message?: Record<string, any>; finish_reason?: string }[]; usage?: OpenAIUsage; error?: unknown };
     // Some OpenAI-compatible proxies answer 200 with an error body; passed through, its text would reach the client.
     if (b?.error && !Array.isArray(b.choices)) throw new UpstreamProtocolError(`the upstream answered 200 with an error: ${scrubLogDetail(JSON.stringify(b.error))}`);
+    // Anything else without a choice (`{}`, `[]`, `null`, usage alone) is not an answer: passed on
+    // as an empty one, the client would be charged for nothing and never know the upstream failed.
+    if (!isRecord(b) || !Array.isArray(b.choices) || !isRecord(b.choices[0])) throw new UpstreamProtocolError("the upstream answered 200 without a choice");
     const events: StreamEvent[] = [];
     const choice = b?.choices?.[0];
     const message = choice?.message;
@@ -128,3 +131,7 @@ export const openaiAdapter: ProviderAdapter = {
     return typeof message === "string" ? message : undefined;
   },
 };
+
+function isRecord(value: unknown): value is Record<string, any> {
+  return typeof value === "object" && value !== null && !Array.isArray(value);
+}
