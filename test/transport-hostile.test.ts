@@ -19,10 +19,10 @@ afterEach(() => {
   for (const c of clients.splice(0)) c.close();
 });
 
-function setup(answer: (request: RawRequest, socket: RawSocket) => void, maxResponseBytes = MiB) {
+function setup(answer: (request: RawRequest, socket: RawSocket) => void, maxResponseBytes = MiB, rest: { reuseAfterMs?: number } = {}) {
   const upstream = rawUpstream(answer);
   upstreams.push(upstream);
-  const client = createHttp1Client({ env: {}, maxResponseBytes });
+  const client = createHttp1Client({ env: {}, maxResponseBytes, ...rest });
   clients.push(client);
   const post = (body = "{}") => client.fetch(`${upstream.url}/v1/chat/completions`, { method: "POST", headers: { "content-type": "application/json" }, body });
   return { upstream, client, post };
@@ -272,6 +272,58 @@ describe("connection hygiene", () => {
       triggered.end();
       trigger.stop(true);
     }
+  });
+
+  test("every answer copied 0–3 ms late: once the first copy is seen, none of 2,000 requests with nonces gets another's answer; without the rest some do", async () => {
+    const run = async (rest: { reuseAfterMs?: number }) => {
+      const answer = (nonce: string) => json(JSON.stringify({ nonce }));
+      let copies = 0;
+      const { client, post } = setup((request, socket) => {
+        const { nonce } = JSON.parse(request.body) as { nonce: string };
+        socket.write(answer(nonce));
+        if (nonce.endsWith("-copied")) {
+          copies++;
+          const delay = copies % 4;
+          if (delay === 0) setImmediate(() => socket.write(answer(nonce)));
+          else setTimeout(() => socket.write(answer(nonce)), delay);
+        }
+      }, MiB, rest);
+      // The first copy puts the origin on probation: one request, its copy, and a moment for it to land.
+      await (await post(JSON.stringify({ nonce: "first-copied" }))).json();
+      await Bun.sleep(20);
+      let next = 0;
+      let crossed = 0;
+      let failed = 0;
+      // Each worker is a client sending its next request as soon as the last is answered.
+      const worker = async () => {
+        while (next < 2_000) {
+          const n = next++;
+          const nonce = `nonce-${n}-${Math.random().toString(36).slice(2)}-copied`;
+          try {
+            const res = await post(JSON.stringify({ nonce }));
+            if (((await res.json()) as { nonce: string }).nonce !== nonce) crossed++;
+          } catch {
+            failed++;
+          }
+        }
+      };
+      await Promise.all(Array.from({ length: 8 }, worker));
+      client.close();
+      return { crossed, failed, copies };
+    };
+    const rested = await run({});
+    expect(rested.copies).toBe(2_001);
+    expect(rested.crossed).toBe(0);
+    expect(rested.failed).toBe(0);
+    // The same upstream without the rest: late copies are read as other requests' answers (what the rest is for).
+    const unrested = await run({ reuseAfterMs: 0 });
+    expect(unrested.crossed + unrested.failed).toBeGreaterThan(0);
+  });
+
+  test("an upstream that never sends an answer twice is not on probation: back-to-back requests share one connection", async () => {
+    const { upstream, post } = setup((_request, socket) => socket.write(OK));
+    for (let i = 0; i < 20; i++) expect(await (await post()).json()).toEqual({});
+    expect(upstream.opened).toBe(1);
   });
 
   test("2,000 requests with nonces, duplicate and unsolicited answers on many connections: no answer reaches another request", async () => {

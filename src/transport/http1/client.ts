@@ -35,6 +35,15 @@ export interface Http1ClientOptions {
   idleSeconds?: number;
   /** Idle connections kept per origin. */
   maxIdlePerOrigin?: number;
+  /**
+   * How long a freed connection rests before it carries another request, once its origin has
+   * sent an answer nobody asked for (pool.ts): a late copy of an answer lands on an idle
+   * connection, which is destroyed, instead of being read as another request's answer. Default
+   * 10 ms; 0 never rests.
+   */
+  reuseAfterMs?: number;
+  /** How long an origin keeps that rest after its last unasked-for answer. Default 10 minutes. */
+  probationMs?: number;
   /** Requests the client cannot carry (see above). Defaults to the global `fetch`; capped like ours. */
   fallback?: Transport;
   env?: Record<string, string | undefined>;
@@ -61,6 +70,12 @@ export interface Http1Client {
   close(): void;
 }
 
+/** A late copy within this of its answer never reaches another request (pool.ts). */
+const DEFAULT_REUSE_AFTER_MS = 10;
+const DEFAULT_PROBATION_MS = 10 * 60_000;
+/** Enough for the rest above at some 20,000 requests a second to one origin. */
+const DEFAULT_MAX_IDLE_PER_ORIGIN = 1024;
+
 const PROXY_VARS = ["HTTP_PROXY", "HTTPS_PROXY", "http_proxy", "https_proxy", "ALL_PROXY", "all_proxy"];
 const DEFAULT_MAX_RESPONSE_BYTES = 64 * 1024 * 1024;
 
@@ -78,7 +93,13 @@ export function createHttp1Client(options: Http1ClientOptions = {}): Http1Client
    * waits for one more poll, since what came after its answer is not even polled yet.
    */
   const afterNextPoll = (write: () => void) => atEndOfTurn(() => atEndOfTurn(write));
-  const pool = createPool({ ca: options.ca, idleSeconds: options.idleSeconds ?? 30, maxIdlePerOrigin: options.maxIdlePerOrigin ?? 256 });
+  const pool = createPool({
+    ca: options.ca,
+    idleSeconds: options.idleSeconds ?? 30,
+    maxIdlePerOrigin: options.maxIdlePerOrigin ?? DEFAULT_MAX_IDLE_PER_ORIGIN,
+    reuseAfterMs: options.reuseAfterMs ?? DEFAULT_REUSE_AFTER_MS,
+    probationMs: options.probationMs ?? DEFAULT_PROBATION_MS,
+  });
 
   /** Parsed once per URL: the same few upstream URLs serve every request. */
   const targets = new Map<string, Target | null>();

@@ -175,7 +175,11 @@ class Exchange implements ConnectionOwner, ResponseSink {
     this.end();
     // A compressed answer's connection is not kept: its decoded size is only known as it is read.
     if (this.parser.reusable && this.writer.finished && !this.encoded) this.pool.release(this.conn);
-    else this.pool.destroy(this.conn, new Error("connection not reusable"));
+    else {
+      // More than the answer came: a copy of it, or another one. The origin's connections rest before reuse.
+      if (this.parser.overran) this.pool.distrust(this.conn.origin);
+      this.pool.destroy(this.conn, new Error("connection not reusable"));
+    }
   }
 
   private fail(error: unknown): void {

@@ -14,6 +14,16 @@ import type { Target } from "./request-writer.ts";
  * `take` prefers connections a poll has looked at since they were freed, and the client holds
  * the write of a request on a pooled connection until those polls' callbacks have run (see
  * client.ts), so late bytes reach the idle check before a request can claim them.
+ *
+ * An origin that sent an answer nobody asked for (bytes on an idle connection, or after the end
+ * of an answer) is on probation for `probationMs`: its freed connections rest `reuseAfterMs`
+ * before they carry another request, so a copy of an answer sent a few milliseconds late lands
+ * on an idle connection (destroyed) instead of being read as the next request's answer. HTTP/1.1
+ * cannot tell a copy that comes after the next request was written from that request's answer;
+ * the rest makes that a copy later than the rest, not one a millisecond late. It is kept for
+ * origins that have shown they send such copies because it has a price: the pool holds a
+ * request rate times `reuseAfterMs` more connections (on the bench's loopback, where an answer
+ * takes a fraction of a millisecond, 3–4 % more CPU per request).
  */
 export interface ConnectionOwner {
   /** Each piece of the socket's bytes while this owner has the connection. */
@@ -30,6 +40,8 @@ export interface Connection {
   dead: boolean;
   /** Freed during the current turn: no poll has read what may have arrived since. */
   cooling: boolean;
+  /** When it was last freed (`performance.now()`). */
+  freedAt: number;
 }
 
 export interface PoolOptions {
@@ -38,6 +50,10 @@ export interface PoolOptions {
   /** Seconds an idle connection is kept; under common server keep-alive timeouts. */
   idleSeconds: number;
   maxIdlePerOrigin: number;
+  /** How long a freed connection of an origin on probation rests before it carries another request (see above); 0 for no rest. */
+  reuseAfterMs: number;
+  /** How long an origin stays on probation after it last sent an answer nobody asked for. */
+  probationMs: number;
 }
 
 export interface Pool {
@@ -49,6 +65,8 @@ export interface Pool {
   release(conn: Connection): void;
   /** Closed at once; its owner, if any, hears `closed(reason)`. */
   destroy(conn: Connection, reason: Error): void;
+  /** The origin sent an answer nobody asked for: on probation (see above). */
+  distrust(origin: string): void;
   /** Open sockets, idle or owned. */
   size(): number;
   close(): void;
@@ -57,6 +75,8 @@ export interface Pool {
 export function createPool(options: PoolOptions): Pool {
   const idle = new Map<string, Connection[]>();
   const open = new Set<Connection>();
+  /** Origins on probation, and until when. */
+  const probation = new Map<string, number>();
   /** Connections freed this turn; they stop cooling when it ends. */
   const cooling: Connection[] = [];
   let turnEndScheduled = false;
@@ -65,7 +85,10 @@ export function createPool(options: PoolOptions): Pool {
     data(socket: Socket<Connection>, bytes: Uint8Array) {
       const conn = socket.data;
       if (conn.owner) conn.owner.data(bytes);
-      else destroy(conn, new Error("the upstream sent bytes on an idle connection"));
+      else {
+        distrust(conn.origin);
+        destroy(conn, new Error("the upstream sent bytes on an idle connection"));
+      }
     },
     drain(socket: Socket<Connection>) {
       socket.data.owner?.drained();
@@ -104,6 +127,19 @@ export function createPool(options: PoolOptions): Pool {
     conn.socket.terminate();
   }
 
+  function distrust(origin: string): void {
+    probation.set(origin, performance.now() + options.probationMs);
+  }
+
+  /** How long a freed connection of the origin rests now. */
+  function restOf(origin: string, now: number): number {
+    const until = probation.get(origin);
+    if (until === undefined) return 0;
+    if (until > now) return options.reuseAfterMs;
+    probation.delete(origin);
+    return 0;
+  }
+
   function unpool(conn: Connection): void {
     const list = idle.get(conn.origin);
     const at = list ? list.indexOf(conn) : -1;
@@ -119,7 +155,7 @@ export function createPool(options: PoolOptions): Pool {
   return {
     async connect(target) {
       // The socket's handlers need the connection as their data, so it exists before its socket does.
-      const conn = { socket: null, origin: target.origin, owner: null, dead: false, cooling: false } as unknown as Connection;
+      const conn = { socket: null, origin: target.origin, owner: null, dead: false, cooling: false, freedAt: 0 } as unknown as Connection;
       const { tls, hostname, port } = target;
       conn.socket = await Bun.connect<Connection>({
         hostname,
@@ -136,10 +172,15 @@ export function createPool(options: PoolOptions): Pool {
     take(origin) {
       const list = idle.get(origin);
       if (!list || list.length === 0) return undefined;
-      // Cooling connections are the most recently freed, so they sit on top of the stack.
-      let at = list.length - 1;
-      while (at > 0 && list[at]!.cooling) at--;
-      if (list[at]!.cooling) at = list.length - 1;
+      // The usual case, an origin never on probation, costs one lookup in an empty map.
+      let at: number;
+      if (probation.size === 0) at = newestPolled(list);
+      else {
+        const now = performance.now();
+        const rest = restOf(origin, now);
+        at = rest > 0 ? newestRested(list, now - rest) : newestPolled(list);
+      }
+      if (at < 0) return undefined;
       const conn = list[at]!;
       list.splice(at, 1);
       conn.socket.timeout(0);
@@ -153,6 +194,7 @@ export function createPool(options: PoolOptions): Pool {
       if (!list) idle.set(conn.origin, (list = []));
       if (list.length >= options.maxIdlePerOrigin) return destroy(conn, new Error("pool full"));
       conn.socket.timeout(options.idleSeconds);
+      conn.freedAt = performance.now();
       list.push(conn);
       conn.cooling = true;
       cooling.push(conn);
@@ -164,9 +206,35 @@ export function createPool(options: PoolOptions): Pool {
     },
 
     destroy,
+    distrust,
     size: () => open.size,
     close() {
       for (const conn of [...open]) destroy(conn, new Error("client closed"));
     },
   };
+}
+
+/**
+ * The most recently freed connection that was freed at or before `restedBefore` and has been
+ * polled since; -1 for none. The list is in the order its connections were freed.
+ */
+function newestRested(list: Connection[], restedBefore: number): number {
+  let low = 0;
+  let high = list.length;
+  while (low < high) {
+    const mid = (low + high) >>> 1;
+    if (list[mid]!.freedAt <= restedBefore) low = mid + 1;
+    else high = mid;
+  }
+  let at = low - 1;
+  while (at >= 0 && list[at]!.cooling) at--;
+  return at;
+}
+
+/** Without a rest: the most recently freed connection a poll has looked at, else the most recent. */
+function newestPolled(list: Connection[]): number {
+  // Cooling connections are the most recently freed, so they sit on top of the stack.
+  let at = list.length - 1;
+  while (at > 0 && list[at]!.cooling) at--;
+  return list[at]!.cooling ? list.length - 1 : at;
 }

@@ -112,6 +112,8 @@ export class ResponseParser {
   private keepAlive = true;
   /** Something made the next answer's start uncertain, though this one is whole. */
   private tainted = false;
+  /** Bytes came after the end of the answer (a second answer, a wrong length). */
+  overran = false;
   private headBytes = 0;
   private bodyBytes = 0;
   private isBodyless = false;
@@ -259,7 +261,7 @@ export class ResponseParser {
     }
     // Bytes past the end of the answer: a second answer, or a wrong length. Either way the
     // connection's framing can no longer be trusted.
-    if (pos < buf.length) this.tainted = true;
+    if (pos < buf.length) this.tainted = this.overran = true;
   }
 
   /**
