@@ -212,6 +212,9 @@ describe("response parser: framing faults are errors", () => {
     ["a head without end", `HTTP/1.1 200 OK\r\n${"x-pad: yyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyy\r\n".repeat(MAX_HEAD_BYTES / 40)}`],
     ["endless interim answers", "HTTP/1.1 100 Continue\r\n\r\n".repeat(MAX_HEAD_BYTES / 20)],
     ["endless trailers", `HTTP/1.1 200 OK\r\ntransfer-encoding: chunked\r\n\r\n0\r\n${"x-t: 1\r\n".repeat(MAX_HEAD_BYTES / 8 + 1)}`],
+    // These never end in CRLF CRLF: refused as they come, not at the first-byte limit.
+    ["a head with LF line endings (its end not arrived)", "HTTP/1.1 200 OK\ncontent-type: application/json\ncontent-length: 2\n\n{}"],
+    ["a head that starts with a bare LF", "\nHTTP/1.1 200 OK\r\n"],
   ];
   for (const [name, wire] of faults) {
     test(name, () => {

@@ -195,6 +195,8 @@ export class ResponseParser {
           const end = indexOfHeadEnd(buf, Math.max(pos, from));
           if (end < 0) {
             if (this.headBytes + buf.length - pos > MAX_HEAD_BYTES) throw new ResponseFramingError("response head too large");
+            // A head whose lines end in a bare LF never ends in CRLF CRLF: said now, not at the first-byte limit.
+            if (hasBareLf(buf, pos, Math.max(pos, from - 1))) throw new ResponseFramingError("a line of the head ends in a bare LF");
             return this.keep(buf, pos);
           }
           this.headBytes += end + 4 - pos;
@@ -386,6 +388,14 @@ function indexOfCrlf(buf: Uint8Array, from: number): number {
     if (buf[i + 1] === 10) return i;
   }
   return -1;
+}
+
+/** An LF in buf[from..] not preceded by a CR (at `start` there is nothing before it). */
+function hasBareLf(buf: Uint8Array, start: number, from: number): boolean {
+  for (let i = buf.indexOf(10, from); i >= 0; i = buf.indexOf(10, i + 1)) {
+    if (i === start || buf[i - 1] !== 13) return true;
+  }
+  return false;
 }
 
 function indexOfHeadEnd(buf: Uint8Array, from: number): number {
