@@ -91,6 +91,43 @@ describe("one deadline per attempt, for every kind of answer", () => {
     }
   });
 
+  test("a Content-Length answer that stalls after its head: idle_ms applies, not first_byte_ms", async () => {
+    const gw = await gatewayWith({ idleMs: 250, firstByteMs: 5_000 });
+    try {
+      script = (s) => s.write('HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ncontent-length: 500\r\n\r\n{"id":"chatcmpl-x","object":"chat.completion","choices":[');
+      const started = performance.now();
+      const res = await post(gw, "/v1/chat/completions", { model: OPENAI_MODEL, messages: question });
+      const elapsed = performance.now() - started;
+      expect(res.status).toBe(502);
+      expect(((await res.json()) as any).error.type).toBe("timeout_error");
+      expect(elapsed).toBeGreaterThanOrEqual(240);
+      expect(elapsed).toBeLessThan(2_000);
+      await gw.app.services.settled();
+      expect(gw.app.services.ledger.openHolds()).toBe(0);
+    } finally {
+      await gw.stop();
+    }
+  });
+
+  test("a Content-Length answer that trickles past first_byte_ms but never goes quiet for idle_ms is read whole", async () => {
+    const gw = await gatewayWith({ idleMs: 300, firstByteMs: 400 });
+    try {
+      const body = JSON.stringify({ id: "chatcmpl-x", object: "chat.completion", created: 1, model: "gpt-4o-mini", choices: [{ index: 0, message: { role: "assistant", content: "slow but steady" }, finish_reason: "stop" }], usage: { prompt_tokens: 3, completion_tokens: 3, total_tokens: 6 } });
+      script = (s) => {
+        s.write(`HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ncontent-length: ${body.length}\r\n\r\n`);
+        // Eight pieces 100 ms apart: 800 ms in all, never 300 ms without a byte.
+        const pieces = body.match(/[\s\S]{1,40}/g)!;
+        const size = Math.ceil(pieces.length / 8);
+        for (let i = 0; i < 8; i++) setTimeout(() => s.write(pieces.slice(i * size, (i + 1) * size).join("")), 100 * (i + 1));
+      };
+      const res = await post(gw, "/v1/chat/completions", { model: OPENAI_MODEL, messages: question });
+      expect(res.status).toBe(200);
+      expect(((await res.json()) as any).choices[0].message.content).toBe("slow but steady");
+    } finally {
+      await gw.stop();
+    }
+  });
+
   test("an error status whose body stalls: 502 within idle_ms, not a hang", async () => {
     const gw = await gatewayWith({ idleMs: 250 });
     try {

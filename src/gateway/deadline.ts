@@ -1,3 +1,5 @@
+import { ANSWER_PROGRESS, type AnswerProgress } from "../transport/transport.ts";
+
 /** The limits of one upstream attempt, in milliseconds (a provider's `timeouts`). */
 export interface DeadlineLimits {
   /** From the start of the attempt (connecting included) until the answer's head arrives. */
@@ -50,8 +52,15 @@ export class Deadline {
     this.#limits = limits;
     this.#now = now;
     this.#started = this.#lastActivity = now();
+    // A transport that reads a whole answer before handing it over reports its head and bytes here.
+    (this.#controller.signal as AbortSignal & { [ANSWER_PROGRESS]?: AnswerProgress })[ANSWER_PROGRESS] = this.#progress;
     this.#arm();
   }
+
+  readonly #progress: AnswerProgress = (head) => {
+    if (head) this.headArrived();
+    else this.touch();
+  };
 
   get signal(): AbortSignal {
     return this.#controller.signal;

@@ -18,6 +18,21 @@ export function responseHeader(res: Response, name: string): string | null {
   return own.header ? own.header(name) : res.headers.get(name);
 }
 
+/**
+ * How a transport that reads a whole answer before handing it over (our HTTP/1.1 client, for a
+ * body with a Content-Length) tells the caller's deadline that the head came and that bytes keep
+ * coming, so the silence between bytes is timed as it is for a stream: a function the caller
+ * sets on the request's AbortSignal under this key (gateway/deadline.ts does). `fetch` hands an
+ * answer over at its head and never looks for it.
+ */
+export const ANSWER_PROGRESS = Symbol.for("switchyard.answer-progress");
+/** `true` when the head arrived, `false` for body bytes. */
+export type AnswerProgress = (head: boolean) => void;
+
+export function answerProgressOf(signal: AbortSignal | null | undefined): AnswerProgress | undefined {
+  return signal ? (signal as AbortSignal & { [ANSWER_PROGRESS]?: AnswerProgress })[ANSWER_PROGRESS] : undefined;
+}
+
 export type ReadResult = { done: false; value: Uint8Array } | { done: true; value: undefined };
 
 /** What the stream pipeline needs of a body: the subset of a ReadableStream reader it uses. */

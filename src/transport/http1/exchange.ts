@@ -4,6 +4,7 @@ import type { Connection, ConnectionOwner, Pool } from "./pool.ts";
 import { RequestWriter } from "./request-writer.ts";
 import { ResponseParser, type ResponseHead, type ResponseSink } from "./response-parser.ts";
 import { UpstreamResponse } from "./upstream-response.ts";
+import { answerProgressOf, type AnswerProgress } from "../transport.ts";
 
 /** The connection failed; `replayable` when no byte of an answer had arrived, so the request may go again. */
 export class UpstreamConnectionError extends Error {
@@ -50,6 +51,8 @@ class Exchange implements ConnectionOwner, ResponseSink {
   private paused = false;
   private encoded = false;
   private readonly onAbort: (() => void) | undefined;
+  /** The caller's deadline, told of a whole answer's head and bytes as they come (transport.ts). */
+  private readonly progress: AnswerProgress | undefined;
 
   constructor(
     private readonly pool: Pool,
@@ -62,6 +65,7 @@ class Exchange implements ConnectionOwner, ResponseSink {
     this.writer = new RequestWriter(message);
     this.parser = new ResponseParser(o.method, this, o.maxBytes);
     const signal = o.signal;
+    this.progress = answerProgressOf(signal);
     if (signal) {
       this.onAbort = () => this.fail(signal.reason ?? new DOMException("aborted", "AbortError"));
       // No `once`: end() removes it, and the option doubles the call's cost.
@@ -120,6 +124,7 @@ class Exchange implements ConnectionOwner, ResponseSink {
     if (coding === undefined && parser.fixedLength !== null && parser.fixedLength <= BUFFER_WHOLE_BYTES) {
       // The usual non-stream answer: read it all, then one Response over one buffer.
       this.whole = { head, parts: [] };
+      this.progress?.(true);
       return;
     }
     const queue = new BodyQueue(this.resumeReading, this.cancelled);
@@ -137,8 +142,10 @@ class Exchange implements ConnectionOwner, ResponseSink {
   }
 
   body(bytes: Uint8Array): void {
-    if (this.whole) this.whole.parts.push(bytes);
-    else this.pieces.push(bytes);
+    if (this.whole) {
+      this.whole.parts.push(bytes);
+      this.progress?.(false);
+    } else this.pieces.push(bytes);
   }
 
   private readonly resumeReading = () => {
