@@ -59,7 +59,7 @@ export class Deadline {
 
   readonly #progress: AnswerProgress = (head) => {
     if (head) this.headArrived();
-    else this.touch();
+    else this.#lastActivity = this.#now();
   };
 
   get signal(): AbortSignal {
@@ -109,14 +109,18 @@ export class Deadline {
     if (!this.#controller.signal.aborted) this.#controller.abort(reason);
   }
 
-  #next(): { at: number; kind: DeadlineKind } {
+  /** When the nearest limit passes (`now()` units). A number, not a pair: it runs at every head. */
+  #nextAt(): number {
     const total = this.#started + this.#limits.totalMs;
-    const other = !this.#headIn
-      ? { at: this.#started + this.#limits.firstByteMs, kind: "first_byte" as const }
-      : this.#paused
-        ? undefined
-        : { at: this.#lastActivity + this.#limits.idleMs, kind: "idle" as const };
-    return other && other.at < total ? other : { at: total, kind: "total" };
+    const other = !this.#headIn ? this.#started + this.#limits.firstByteMs : this.#paused ? Infinity : this.#lastActivity + this.#limits.idleMs;
+    return other < total ? other : total;
+  }
+
+  /** Which limit `#nextAt()` is. */
+  #nextKind(): DeadlineKind {
+    const total = this.#started + this.#limits.totalMs;
+    if (!this.#headIn) return this.#started + this.#limits.firstByteMs < total ? "first_byte" : "total";
+    return !this.#paused && this.#lastActivity + this.#limits.idleMs < total ? "idle" : "total";
   }
 
   /**
@@ -126,13 +130,13 @@ export class Deadline {
    */
   #rearm(): void {
     if (this.#controller.signal.aborted) return;
-    if (this.#timer && this.#next().at >= this.#armedAt) return;
+    if (this.#timer && this.#nextAt() >= this.#armedAt) return;
     if (this.#timer) clearTimeout(this.#timer);
     this.#arm();
   }
 
   #arm(): void {
-    const { at } = this.#next();
+    const at = this.#nextAt();
     this.#armedAt = at;
     this.#timer = setTimeout(this.#fire, Math.max(0, at - this.#now()));
   }
@@ -140,9 +144,9 @@ export class Deadline {
   readonly #fire = () => {
     this.#timer = undefined;
     if (this.#controller.signal.aborted) return;
-    const { at, kind } = this.#next();
     // Timers may fire a little early; what is left is waited for again.
-    if (this.#now() + 1 < at) return this.#arm();
+    if (this.#now() + 1 < this.#nextAt()) return this.#arm();
+    const kind = this.#nextKind();
     this.#expired = kind;
     this.#controller.abort(new DeadlineExpired(kind));
   };

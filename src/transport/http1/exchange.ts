@@ -53,6 +53,7 @@ class Exchange implements ConnectionOwner, ResponseSink {
   private readonly onAbort: (() => void) | undefined;
   /** The caller's deadline, told of a whole answer's head and bytes as they come (transport.ts). */
   private readonly progress: AnswerProgress | undefined;
+  private headReported = false;
 
   constructor(
     private readonly pool: Pool,
@@ -103,6 +104,12 @@ class Exchange implements ConnectionOwner, ResponseSink {
       }
     }
     if (this.parser.done) this.complete();
+    else if (this.whole && this.progress) {
+      // A whole answer still on its way: the deadline times the silence between its bytes from
+      // here (an answer whose head and body came in one read never needs to say so).
+      this.progress(!this.headReported);
+      this.headReported = true;
+    }
   }
 
   closed(reason: Error): void {
@@ -124,7 +131,6 @@ class Exchange implements ConnectionOwner, ResponseSink {
     if (coding === undefined && parser.fixedLength !== null && parser.fixedLength <= BUFFER_WHOLE_BYTES) {
       // The usual non-stream answer: read it all, then one Response over one buffer.
       this.whole = { head, parts: [] };
-      this.progress?.(true);
       return;
     }
     const queue = new BodyQueue(this.resumeReading, this.cancelled);
@@ -142,10 +148,8 @@ class Exchange implements ConnectionOwner, ResponseSink {
   }
 
   body(bytes: Uint8Array): void {
-    if (this.whole) {
-      this.whole.parts.push(bytes);
-      this.progress?.(false);
-    } else this.pieces.push(bytes);
+    if (this.whole) this.whole.parts.push(bytes);
+    else this.pieces.push(bytes);
   }
 
   private readonly resumeReading = () => {
