@@ -133,7 +133,8 @@ if (missing) {
     test("a process that stops heartbeating has its holds released by another; its late settlement still charges what it held, once", async () => {
       // `dead` never heartbeats again after it starts (a minute between beats); `live` does, every 50 ms.
       const dead = await pgFixture({ heartbeatMs: 60_000, staleAfterMs: 400, sweepIntervalMs: 60_000 });
-      const live = await pgFixture({ heartbeatMs: 50, staleAfterMs: 400, sweepIntervalMs: 60_000 });
+      const live = await pgFixture({ heartbeatMs: 50, staleAfterMs: 400, sweepIntervalMs: 60_000, timeoutMs: 400 });
+      const liveSince = performance.now();
       try {
         const who = await dead.fund(10_000);
         const ids = [1, 2, 3].map((i) => `req_dead_${Date.now()}_${i}`);
@@ -143,6 +144,10 @@ if (missing) {
         // Too early: the silent process is not stale yet.
         expect(await live.ledger.sweep()).toBe(0);
         await Bun.sleep(500);
+        // Stale now, but `live` has not been writing its own heartbeats for longer than a living
+        // process takes to come back (staleAfterMs + timeoutMs): it judges nobody yet.
+        if (performance.now() - liveSince < 750) expect(await live.ledger.sweep()).toBe(0);
+        await Bun.sleep(Math.max(0, 850 - (performance.now() - liveSince)));
         expect(await live.ledger.sweep()).toBe(3);
         expect(await live.ledger.balance(who.accountId)).toEqual({ balanceMicro: 10_000, heldMicro: 1_000 });
         // The process was only slow: its answer still finishes and is charged (within what it held).

@@ -111,6 +111,15 @@ export async function createPostgresLedger(sql: Pg, o: PgLedgerOptions): Promise
 
   /** Heartbeats under way: a clean stop waits for them, or one landing after it would bring the row back. */
   const beating = new Set<Promise<unknown>>();
+  /**
+   * Since when this process's heartbeats have been written without a failure. After the database
+   * was unreachable every process's heartbeat is stale, the living's too: a process only takes
+   * others for dead once it has itself been writing for longer than a living one takes to come
+   * back (`staleAfterMs`, plus a statement's timeout for a heartbeat that was under way during the
+   * outage). Otherwise the first process back would release the holds of the others while their
+   * settlements still wait in memory, and the credit those holds kept could be spent twice.
+   */
+  let healthySince: number | undefined;
   const heartbeat = (): Promise<unknown> => {
     if (closed) return Promise.resolve();
     const beat = bounded(sql.unsafe(
@@ -119,9 +128,12 @@ export async function createPostgresLedger(sql: Pg, o: PgLedgerOptions): Promise
       [instanceId, hostname(), process.pid],
     ), "heartbeat");
     beating.add(beat);
+    void beat.then(() => (healthySince ??= now()), () => (healthySince = undefined));
     void beat.finally(() => beating.delete(beat)).catch(() => {});
     return beat;
   };
+  /** Whether stale heartbeats may be taken for dead processes now (see `healthySince`). */
+  const judgesOthers = () => healthySince !== undefined && now() - healthySince >= staleAfterMs + timeoutMs;
 
   /**
    * The batch, refusal counters included, as ONE autocommit statement (`SETTLE_BATCH`): one round
@@ -147,17 +159,18 @@ export async function createPostgresLedger(sql: Pg, o: PgLedgerOptions): Promise
    * working on is left for the next sweep), then the holds are deleted and the keys updated.
    */
   async function sweep(): Promise<number> {
+    const stale = judgesOthers();
     const candidates = await bounded(sql.unsafe(
       `SELECT DISTINCT h.account_id FROM holds h LEFT JOIN gateway_instances i ON i.id = h.instance_id
-        WHERE h.expires_at < ${DB_NOW_MS} OR i.heartbeat_at IS NULL OR i.heartbeat_at < ${DB_NOW_MS} - $1
+        WHERE h.expires_at < ${DB_NOW_MS} OR ($2 AND (i.heartbeat_at IS NULL OR i.heartbeat_at < ${DB_NOW_MS} - $1))
         LIMIT ${SWEEP_BATCH}`,
-      [staleAfterMs],
+      [staleAfterMs, stale],
     ), "sweep") as { account_id: string }[];
     if (candidates.length === 0) return 0;
     const released = await bounded(sql.begin(async (tx) => {
       const locked = (await tx`SELECT id FROM accounts WHERE id = ANY(${candidates.map((c) => c.account_id)}::text[]) ORDER BY id FOR UPDATE SKIP LOCKED`) as { id: string }[];
       if (locked.length === 0) return 0;
-      const gone = (await tx.unsafe(SWEEP, [locked.map((l) => l.id), staleAfterMs])) as { account_id: string; key_id: string; amount_micro: string }[];
+      const gone = (await tx.unsafe(SWEEP, [locked.map((l) => l.id), staleAfterMs, stale])) as { account_id: string; key_id: string; amount_micro: string }[];
       if (gone.length === 0) return 0;
       const byAccount = new Map<string, number>();
       const byKey = new Map<string, number>();
@@ -507,11 +520,11 @@ WITH input AS MATERIALIZED (
 )
 SELECT (SELECT COUNT(*) FROM recorded) AS recorded, (SELECT COUNT(*) FROM lifted) AS lifted`;
 
-/** Deletes the sweepable holds of the accounts this transaction locked ($1); $2: how old a heartbeat means a dead process. */
+/** Deletes the sweepable holds of the accounts this transaction locked ($1); $2: how old a heartbeat means a dead process; $3: whether stale heartbeats count now. */
 const SWEEP = `
 DELETE FROM holds h USING holds h2 LEFT JOIN gateway_instances i ON i.id = h2.instance_id
  WHERE h.request_id = h2.request_id AND h.account_id = ANY($1::text[])
-   AND (h2.expires_at < ${DB_NOW_MS} OR i.heartbeat_at IS NULL OR i.heartbeat_at < ${DB_NOW_MS} - $2)
+   AND (h2.expires_at < ${DB_NOW_MS} OR ($3 AND (i.heartbeat_at IS NULL OR i.heartbeat_at < ${DB_NOW_MS} - $2)))
 RETURNING h.account_id, h.key_id, h.amount_micro`;
 
 /** Lowers held totals by what a sweep released ($1: accounts, $2: keys, JSON [{id, n}]). */
