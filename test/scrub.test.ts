@@ -1,5 +1,5 @@
 import { describe, expect, test } from "bun:test";
-import { CLIENT_MESSAGE_MAX, LOG_DETAIL_MAX, scrubForClient, replaceSecrets, scrubLogDetail, scrubSecrets } from "../src/ops/scrub.ts";
+import { CLIENT_MESSAGE_MAX, LOG_DETAIL_MAX, rememberSecret, scrubForClient, replaceSecrets, scrubLogDetail, scrubSecrets } from "../src/ops/scrub.ts";
 import { jsonLogger, withoutSecrets, type Logger } from "../src/log.ts";
 import { LEAKY_ERRORS } from "./helpers/leaky-errors.ts";
 
@@ -192,5 +192,33 @@ describe("a megabyte of hostile input", () => {
   test("log details: unclosed quotes and echo fields", () => {
     expect(scrubLogDetail('"' + fill("a")).length).toBe(LOG_DETAIL_MAX);
     expect(scrubLogDetail("'input': '" + fill("a b "))).toBe("'input': [omitted]");
+  });
+});
+
+describe("vendor keys known by value (rememberSecret)", () => {
+  test("a key with '/' is scrubbed as written and as an encoder that escapes slashes writes it", () => {
+    const key = "proxy/Zq9+Lm7";
+    rememberSecret(key);
+    const body = JSON.stringify({ error: { message: `bad key ${key}` } });
+    expect(scrubLogDetail(body)).not.toContain("Zq9+Lm7");
+    expect(scrubLogDetail(body.replace(/\//g, "\\/"))).not.toContain("Zq9+Lm7");
+    expect(scrubForClient(`bad key ${key}`)).toBe("bad key [redacted]");
+  });
+
+  test("a key with a quote or a backslash is scrubbed inside JSON text too", () => {
+    const key = 'ab"cd\\ef-42';
+    rememberSecret(key);
+    expect(scrubLogDetail(JSON.stringify({ message: `bad key ${key}` }))).not.toContain("cd");
+  });
+
+  test("a key that contains another is replaced whole", () => {
+    rememberSecret("tok1-abc9");
+    rememberSecret("tok1-abc9-zz9Q");
+    expect(scrubForClient("bad key tok1-abc9-zz9Q and tok1-abc9")).toBe("bad key [redacted] and [redacted]");
+  });
+
+  test("placeholders and short values are not remembered: ordinary words stay", () => {
+    for (const placeholder of ["none", "EMPTY", "dummy", "changeme", "sk-x"]) rememberSecret(placeholder);
+    expect(scrubForClient("tool_choice must be one of none, auto; EMPTY is not a dummy value, changeme")).toBe("tool_choice must be one of none, auto; EMPTY is not a dummy value, changeme");
   });
 });

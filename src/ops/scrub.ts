@@ -93,15 +93,24 @@ export function replaceSecrets(text: string): string {
 /**
  * Secrets known by value: the configured vendor keys (app.ts). A vendor that echoes our key
  * ("Incorrect API key provided: …") is caught by the shapes above for any key of a real vendor's
- * form; a key of another form (a self-hosted proxy's, a short one) is caught here, wherever it
- * appears. Applied to what clients see of a vendor's words and to vendor details in log lines.
+ * form; a key of another form (a self-hosted proxy's) is caught here, wherever it appears, as
+ * written and as JSON writes it inside a string (quotes and backslashes escaped, `/` as `\/`
+ * too, as some encoders do). Applied to what clients see of a vendor's words and to vendor
+ * details in log lines. The set is the process's: a gateway process serves one configuration.
  */
-const knownSecrets = new Set<string>();
-/** Shorter values would match ordinary text. */
-const KNOWN_SECRET_MIN_LENGTH = 4;
+const knownSecrets: string[] = [];
 
+/**
+ * Values that would match ordinary text are not remembered: shorter than 8 characters, or
+ * letters only (placeholders such as `none`, `EMPTY`, `dummy`, `changeme` that self-hosted
+ * servers accept); no real key is either.
+ */
 export function rememberSecret(value: string | undefined): void {
-  if (value && value.length >= KNOWN_SECRET_MIN_LENGTH) knownSecrets.add(value);
+  if (!value || value.length < 8 || /^[A-Za-z]+$/.test(value)) return;
+  const escaped = JSON.stringify(value).slice(1, -1);
+  for (const form of [value, escaped, escaped.replaceAll("/", "\\/")]) if (!knownSecrets.includes(form)) knownSecrets.push(form);
+  // Longest first: a key that contains another is replaced whole, not around the shorter one.
+  knownSecrets.sort((a, b) => b.length - a.length);
 }
 
 function withoutKnownSecrets(text: string): string {
