@@ -72,19 +72,24 @@ const CHUNKED_HEAD = "HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ntrans
 const chunked = (text: string) => `${text.length.toString(16)}\r\n${text}\r\n`;
 
 describe("one deadline per attempt, for every kind of answer", () => {
+  /** The upstream writes `wire` and goes quiet: a 502 timeout after the 250 ms idle limit, the hold released. */
+  async function expectIdleTimeout(gw: Gateway, wire: string): Promise<void> {
+    script = (s) => s.write(wire);
+    const started = performance.now();
+    const res = await post(gw, "/v1/chat/completions", { model: OPENAI_MODEL, messages: question });
+    const elapsed = performance.now() - started;
+    expect(res.status).toBe(502);
+    expect(((await res.json()) as any).error.type).toBe("timeout_error");
+    expect(elapsed).toBeGreaterThanOrEqual(240);
+    expect(elapsed).toBeLessThan(2_000);
+    await gw.app.services.settled();
+    expect(gw.app.services.ledger.openHolds()).toBe(0);
+  }
+
   test("a JSON answer that stalls after its head: 502 timeout within idle_ms, nothing charged, hold released", async () => {
     const gw = await gatewayWith({ idleMs: 250 });
     try {
-      script = (s) => s.write(CHUNKED_HEAD + chunked('{"id":"chatcmpl-x","object":"chat.completion","choices":[{"index":0,'));
-      const started = performance.now();
-      const res = await post(gw, "/v1/chat/completions", { model: OPENAI_MODEL, messages: question });
-      const elapsed = performance.now() - started;
-      expect(res.status).toBe(502);
-      expect(((await res.json()) as any).error.type).toBe("timeout_error");
-      expect(elapsed).toBeGreaterThanOrEqual(240);
-      expect(elapsed).toBeLessThan(2_000);
-      await gw.app.services.settled();
-      expect(gw.app.services.ledger.openHolds()).toBe(0);
+      await expectIdleTimeout(gw, CHUNKED_HEAD + chunked('{"id":"chatcmpl-x","object":"chat.completion","choices":[{"index":0,'));
       expect(records(gw)).toEqual([{ status: "upstream_error", cost_micro: 0, model: OPENAI_MODEL }]);
     } finally {
       await gw.stop();
@@ -94,16 +99,7 @@ describe("one deadline per attempt, for every kind of answer", () => {
   test("a Content-Length answer that stalls after its head: idle_ms applies, not first_byte_ms", async () => {
     const gw = await gatewayWith({ idleMs: 250, firstByteMs: 5_000 });
     try {
-      script = (s) => s.write('HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ncontent-length: 500\r\n\r\n{"id":"chatcmpl-x","object":"chat.completion","choices":[');
-      const started = performance.now();
-      const res = await post(gw, "/v1/chat/completions", { model: OPENAI_MODEL, messages: question });
-      const elapsed = performance.now() - started;
-      expect(res.status).toBe(502);
-      expect(((await res.json()) as any).error.type).toBe("timeout_error");
-      expect(elapsed).toBeGreaterThanOrEqual(240);
-      expect(elapsed).toBeLessThan(2_000);
-      await gw.app.services.settled();
-      expect(gw.app.services.ledger.openHolds()).toBe(0);
+      await expectIdleTimeout(gw, 'HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ncontent-length: 500\r\n\r\n{"id":"chatcmpl-x","object":"chat.completion","choices":[');
     } finally {
       await gw.stop();
     }

@@ -116,11 +116,10 @@ export class Deadline {
     return other < total ? other : total;
   }
 
-  /** Which limit `#nextAt()` is. */
-  #nextKind(): DeadlineKind {
-    const total = this.#started + this.#limits.totalMs;
-    if (!this.#headIn) return this.#started + this.#limits.firstByteMs < total ? "first_byte" : "total";
-    return !this.#paused && this.#lastActivity + this.#limits.idleMs < total ? "idle" : "total";
+  /** Which limit `at` (a value of `#nextAt()`) is: the total one wins ties, as there. */
+  #kindOf(at: number): DeadlineKind {
+    if (at === this.#started + this.#limits.totalMs) return "total";
+    return this.#headIn ? "idle" : "first_byte";
   }
 
   /**
@@ -144,9 +143,10 @@ export class Deadline {
   readonly #fire = () => {
     this.#timer = undefined;
     if (this.#controller.signal.aborted) return;
+    const at = this.#nextAt();
     // Timers may fire a little early; what is left is waited for again.
-    if (this.#now() + 1 < this.#nextAt()) return this.#arm();
-    const kind = this.#nextKind();
+    if (this.#now() + 1 < at) return this.#arm();
+    const kind = this.#kindOf(at);
     this.#expired = kind;
     this.#controller.abort(new DeadlineExpired(kind));
   };

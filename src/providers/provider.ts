@@ -39,3 +39,8 @@ export function parseFrameJson(data: string): unknown {
     throw new UpstreamProtocolError("upstream sent a frame that is not valid JSON");
   }
 }
+
+/** A JSON object (not an array, not null): what an answer body or one of its parts must be. */
+export function isRecord(value: unknown): value is Record<string, any> {
+  return typeof value === "object" && value !== null && !Array.isArray(value);
+}

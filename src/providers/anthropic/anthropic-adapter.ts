@@ -1,5 +1,5 @@
 import type { FinishReason, StreamEvent } from "../../streaming/events.ts";
-import { parseFrameJson, UpstreamProtocolError, type DecodedFrame, type ProviderAdapter } from "../provider.ts";
+import { isRecord, parseFrameJson, UpstreamProtocolError, type DecodedFrame, type ProviderAdapter } from "../provider.ts";
 import { scrubLogDetail } from "../../ops/scrub.ts";
 import { upstreamStreamErrorMessage } from "../../pipeline/upstream-errors.ts";
 import { reportedCount } from "../../streaming/events.ts";
@@ -124,10 +124,10 @@ export const anthropicAdapter: ProviderAdapter = {
     if (b?.type === "error" || (b?.error && !Array.isArray(b.content))) throw new UpstreamProtocolError(`the upstream answered 200 with an error: ${scrubLogDetail(JSON.stringify(b.error ?? b))}`);
     // Anything else without a content list (`{}`, `[]`, `null`, usage alone) is not a message:
     // passed on as an empty one, the client would never know the upstream failed.
-    if (typeof b !== "object" || b === null || Array.isArray(b) || !Array.isArray(b.content)) throw new UpstreamProtocolError("the upstream answered 200 without a message");
+    if (!isRecord(b) || !Array.isArray(b.content)) throw new UpstreamProtocolError("the upstream answered 200 without a message");
     const events: StreamEvent[] = [];
     let tools = 0;
-    for (const block of b?.content ?? []) {
+    for (const block of b.content) {
       if (block.type === "text") events.push({ type: "text", text: block.text ?? "" });
       else if (block.type === "thinking") events.push({ type: "reasoning", text: block.thinking ?? "", ...(typeof block.signature === "string" ? { signature: block.signature } : {}) });
       else if (block.type === "redacted_thinking" && typeof block.data === "string") events.push({ type: "redacted-reasoning", data: block.data });
@@ -135,8 +135,8 @@ export const anthropicAdapter: ProviderAdapter = {
         events.push({ type: "tool-call", index: tools++, id: block.id, name: block.name, argumentsDelta: JSON.stringify(block.input ?? {}) });
       }
     }
-    if (b?.stop_reason) events.push({ type: "finish", reason: STOP[b.stop_reason] ?? "stop", stopSequence: b.stop_sequence ?? undefined });
-    if (b?.usage && typeof b.usage === "object") events.push(usageEvent(b.usage));
+    if (b.stop_reason) events.push({ type: "finish", reason: STOP[b.stop_reason] ?? "stop", stopSequence: b.stop_sequence ?? undefined });
+    if (b.usage && typeof b.usage === "object") events.push(usageEvent(b.usage));
     return events;
   },
 

@@ -1,5 +1,5 @@
 import type { FinishReason, StreamEvent } from "../../streaming/events.ts";
-import { parseFrameJson, UpstreamProtocolError, type DecodedFrame, type ProviderAdapter } from "../provider.ts";
+import { isRecord, parseFrameJson, UpstreamProtocolError, type DecodedFrame, type ProviderAdapter } from "../provider.ts";
 import { scrubLogDetail } from "../../ops/scrub.ts";
 import { upstreamStreamErrorMessage } from "../../pipeline/upstream-errors.ts";
 import { reportedCount } from "../../streaming/events.ts";
@@ -110,8 +110,8 @@ export const openaiAdapter: ProviderAdapter = {
     // as an empty one, the client would be charged for nothing and never know the upstream failed.
     if (!isRecord(b) || !Array.isArray(b.choices) || !isRecord(b.choices[0])) throw new UpstreamProtocolError("the upstream answered 200 without a choice");
     const events: StreamEvent[] = [];
-    const choice = b?.choices?.[0];
-    const message = choice?.message;
+    const choice = b.choices[0];
+    const message = choice.message;
     if (message) {
       const reasoning = message.reasoning_content ?? message.reasoning;
       if (typeof reasoning === "string" && reasoning) events.push({ type: "reasoning", text: reasoning });
@@ -121,8 +121,8 @@ export const openaiAdapter: ProviderAdapter = {
         events.push({ type: "tool-call", index, id: call.id, name: call.function?.name, argumentsDelta: call.function?.arguments ?? "" });
       });
     }
-    if (choice?.finish_reason) events.push({ type: "finish", reason: FINISH[choice.finish_reason] ?? "stop" });
-    if (b?.usage && typeof b.usage === "object") events.push(usageEvent(b.usage));
+    if (choice.finish_reason) events.push({ type: "finish", reason: FINISH[choice.finish_reason] ?? "stop" });
+    if (b.usage && typeof b.usage === "object") events.push(usageEvent(b.usage));
     return events;
   },
 
@@ -131,7 +131,3 @@ export const openaiAdapter: ProviderAdapter = {
     return typeof message === "string" ? message : undefined;
   },
 };
-
-function isRecord(value: unknown): value is Record<string, any> {
-  return typeof value === "object" && value !== null && !Array.isArray(value);
-}

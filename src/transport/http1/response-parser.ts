@@ -32,8 +32,7 @@ export interface ResponseHead {
 export function fieldValue(fields: readonly string[], name: string): string | null {
   let value: string | null = null;
   for (let i = 0; i < fields.length; i += 2) {
-    const field = fields[i]!;
-    if (field.length === name.length && field.toLowerCase() === name) value = value === null ? fields[i + 1]! : `${value}, ${fields[i + 1]}`;
+    if (isField(fields[i]!, name)) value = value === null ? fields[i + 1]! : `${value}, ${fields[i + 1]}`;
   }
   return value;
 }
@@ -41,11 +40,13 @@ export function fieldValue(fields: readonly string[], name: string): string | nu
 /** The fields without `name` (lower case; matched case-insensitively). */
 export function withoutField(fields: readonly string[], name: string): string[] {
   const kept: string[] = [];
-  for (let i = 0; i < fields.length; i += 2) {
-    const field = fields[i]!;
-    if (field.length !== name.length || field.toLowerCase() !== name) kept.push(field, fields[i + 1]!);
-  }
+  for (let i = 0; i < fields.length; i += 2) if (!isField(fields[i]!, name)) kept.push(fields[i]!, fields[i + 1]!);
   return kept;
+}
+
+/** A field named `name` (lower case), in any case: lengths first, so most names are never lower-cased. */
+function isField(field: string, name: string): boolean {
+  return field.length === name.length && field.toLowerCase() === name;
 }
 
 export interface ResponseSink {
