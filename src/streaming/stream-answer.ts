@@ -81,8 +81,9 @@ export interface StreamAnswerOptions {
  * arrived whole (a short one, a fast upstream) is settled here too, and head, frames and end
  * leave in one write once its charge is durable, as a whole answer does.
  */
-export async function streamAnswer(o: StreamAnswerOptions): Promise<ReadableStream<Uint8Array>> {
-  return new ReadableStream(await answerSource(o)) as ReadableStream<Uint8Array>;
+export async function streamAnswer(o: StreamAnswerOptions): Promise<ReadableStream<Uint8Array> | string> {
+  const source = await answerSource(o);
+  return source.whole() ?? (new ReadableStream(source) as ReadableStream<Uint8Array>);
 }
 
 /** The controller Bun hands a direct stream's pull: writes go to the socket's buffer, flush and close send it. */
@@ -93,7 +94,7 @@ export interface DirectController {
 }
 
 /** The direct stream's source behind `streamAnswer` (tests drive its pull with a controller of their own). */
-export async function answerSource(o: StreamAnswerOptions): Promise<{ type: "direct"; pull(controller: DirectController): Promise<void>; cancel(): void }> {
+export async function answerSource(o: StreamAnswerOptions): Promise<{ type: "direct"; pull(controller: DirectController): Promise<void>; cancel(): void; whole(): string | undefined }> {
   const reader = o.upstream;
   let out = "";
   let failure: (StreamEvent & { type: "error" }) | undefined;
@@ -245,12 +246,34 @@ export async function answerSource(o: StreamAnswerOptions): Promise<{ type: "dir
 
   return {
     type: "direct",
+
+    /**
+     * The answer's frames and end, when all of it arrived (and was settled) before the head went
+     * out: then it is one body, and a response with a string body costs less than a stream that
+     * is written once and closed (~3.5 µs a response on loopback, the direct stream's own
+     * machinery). The client sees the same bytes; only the framing is a length, not chunks.
+     * Undefined otherwise (still arriving, failed, or images to fetch): the stream it is.
+     */
+    whole() {
+      if (!over || failure || failedEarly || held.length > 0 || done) return undefined;
+      const body = out;
+      out = "";
+      if (firstWrite) {
+        firstWrite();
+        firstWrite = undefined;
+      }
+      finish("completed");
+      return body;
+    },
+
     async pull(controller) {
       /**
        * Writes what is pending. Returns a promise only when the client is slower than the
-       * upstream (backpressure); the usual case costs no promise and no microtask.
+       * upstream (backpressure); the usual case costs no promise and no microtask. `last`: the
+       * stream closes next, and closing sends what is buffered with the body's end in one write
+       * (a flush first would cost a second system call per answer).
        */
-      const send = (): Promise<unknown> | undefined => {
+      const send = (last = false): Promise<unknown> | undefined => {
         if (out.length === 0) return;
         const chunk = out;
         out = "";
@@ -260,6 +283,7 @@ export async function answerSource(o: StreamAnswerOptions): Promise<{ type: "dir
           firstWrite = undefined;
         }
         const written = controller.write(chunk);
+        if (last) return typeof written !== "number" ? written : undefined;
         const flushed = controller.flush();
         if (typeof written !== "number") return typeof flushed !== "number" ? Promise.all([written, flushed]) : written;
         if (typeof flushed !== "number") return flushed;
@@ -302,7 +326,7 @@ export async function answerSource(o: StreamAnswerOptions): Promise<{ type: "dir
         if (failedEarly) throw failedEarly.error;
         for (;;) {
           // What was taken goes out before the next read: at first, at once, with the head.
-          const backpressure = send();
+          const backpressure = send(over);
           if (backpressure && !(await waitForClient(backpressure))) return;
           if (done) return;
           if (over) break;
@@ -327,7 +351,7 @@ export async function answerSource(o: StreamAnswerOptions): Promise<{ type: "dir
         // so does an answer past the transport's cap (the client cannot use what was cut off).
         if ((described && !described.chargeable) || err instanceof ResponseTooLargeError) chargeable = false;
         if (!failure) fail(described?.event ?? streamFailure(err, o.deadline.expired !== undefined));
-        await send()?.catch(() => {});
+        await send(true)?.catch(() => {});
         controller.close();
         finish("failed", err instanceof Error ? err.message : String(err));
       }
