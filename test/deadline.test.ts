@@ -1,5 +1,6 @@
 import { describe, expect, test } from "bun:test";
 import { Deadline, DeadlineExpired } from "../src/gateway/deadline.ts";
+import { listenForAbort, stopListeningForAbort } from "../src/transport/transport.ts";
 
 const limits = { firstByteMs: 60, idleMs: 40, totalMs: 300 };
 const expiry = (d: Deadline) =>
@@ -88,4 +89,38 @@ test("after waiting on a slow client, the idle limit applies again from the mome
   const { kind, at } = await ended;
   expect(kind).toBe("idle");
   expect(at).toBeLessThan(1_000);
+});
+
+describe("the deadline keeps its signal's abort listeners itself (the transport's, without an event listener)", () => {
+  test("a listener runs once, after the signal aborted with its reason; a removed one never; one added after the abort never", async () => {
+    const d = new Deadline({ firstByteMs: 20, idleMs: 20, totalMs: 100 });
+    const seen: string[] = [];
+    const kept = () => seen.push(`kept:${(d.signal.reason as DeadlineExpired).kind}:${d.signal.aborted}`);
+    const removed = () => seen.push("removed");
+    listenForAbort(d.signal, kept);
+    listenForAbort(d.signal, removed);
+    stopListeningForAbort(d.signal, removed);
+    await new Promise((resolve) => d.signal.addEventListener("abort", resolve, { once: true }));
+    listenForAbort(d.signal, () => seen.push("late"));
+    d.abort(new Error("again"));
+    await Bun.sleep(30);
+    expect(seen).toEqual(["kept:first_byte:true"]);
+  });
+
+  test("an abort of the caller's (the client left) reaches them too; any other signal falls back to event listeners", () => {
+    const d = new Deadline({ firstByteMs: 1_000, idleMs: 1_000, totalMs: 1_000 });
+    const seen: unknown[] = [];
+    listenForAbort(d.signal, () => seen.push(d.signal.reason));
+    const reason = new DOMException("client disconnected", "AbortError");
+    d.abort(reason);
+    expect(seen).toEqual([reason]);
+
+    const plain = new AbortController();
+    const heard: string[] = [];
+    const fn = () => heard.push("plain");
+    listenForAbort(plain.signal, fn);
+    plain.abort();
+    stopListeningForAbort(plain.signal, fn);
+    expect(heard).toEqual(["plain"]);
+  });
 });

@@ -1,4 +1,4 @@
-import { ANSWER_PROGRESS, type AnswerProgress } from "../transport/transport.ts";
+import { ABORT_LISTENERS, ANSWER_PROGRESS, type AbortListeners, type AnswerProgress } from "../transport/transport.ts";
 
 /** The limits of one upstream attempt, in milliseconds (a provider's `timeouts`). */
 export interface DeadlineLimits {
@@ -35,8 +35,10 @@ export class DeadlineExpired extends Error {
  * idle period, a busy one no more. Changes that can bring the limit closer (the head arriving,
  * the client catching up) re-arm at once.
  */
-export class Deadline {
+export class Deadline implements AbortListeners {
   readonly #controller = new AbortController();
+  /** The signal's listeners that came through `listenForAbort` (transport.ts): usually one, the transport's. */
+  #listeners: (() => void)[] | undefined;
   readonly #limits: DeadlineLimits;
   readonly #now: () => number;
   readonly #started: number;
@@ -53,7 +55,9 @@ export class Deadline {
     this.#now = now;
     this.#started = this.#lastActivity = now();
     // A transport that reads a whole answer before handing it over reports its head and bytes here.
-    (this.#controller.signal as AbortSignal & { [ANSWER_PROGRESS]?: AnswerProgress })[ANSWER_PROGRESS] = this.#progress;
+    const signal = this.#controller.signal as AbortSignal & { [ANSWER_PROGRESS]?: AnswerProgress; [ABORT_LISTENERS]?: AbortListeners };
+    signal[ANSWER_PROGRESS] = this.#progress;
+    signal[ABORT_LISTENERS] = this;
     this.#arm();
   }
 
@@ -64,6 +68,24 @@ export class Deadline {
 
   get signal(): AbortSignal {
     return this.#controller.signal;
+  }
+
+  addAbortListener(fn: () => void): void {
+    (this.#listeners ??= []).push(fn);
+  }
+
+  removeAbortListener(fn: () => void): void {
+    const listeners = this.#listeners;
+    const at = listeners ? listeners.indexOf(fn) : -1;
+    if (at !== -1) listeners!.splice(at, 1);
+  }
+
+  /** Aborts the signal, then tells its listeners (each once, as "abort" event listeners would be). */
+  #abortWith(reason: unknown): void {
+    this.#controller.abort(reason);
+    const listeners = this.#listeners;
+    this.#listeners = undefined;
+    if (listeners) for (const fn of listeners) fn();
   }
 
   /** Which limit passed, once one has. */
@@ -106,7 +128,7 @@ export class Deadline {
   /** Ends the attempt now for a reason of the caller's (the client left, the stream ended). */
   abort(reason: unknown): void {
     this.clear();
-    if (!this.#controller.signal.aborted) this.#controller.abort(reason);
+    if (!this.#controller.signal.aborted) this.#abortWith(reason);
   }
 
   /** When the nearest limit passes (`now()` units). A number, not a pair: it runs at every head. */
@@ -148,6 +170,6 @@ export class Deadline {
     if (this.#now() + 1 < at) return this.#arm();
     const kind = this.#kindOf(at);
     this.#expired = kind;
-    this.#controller.abort(new DeadlineExpired(kind));
+    this.#abortWith(new DeadlineExpired(kind));
   };
 }

@@ -4,7 +4,7 @@ import type { Connection, ConnectionOwner, Pool } from "./pool.ts";
 import { RequestWriter } from "./request-writer.ts";
 import { ResponseParser, type ResponseHead, type ResponseSink } from "./response-parser.ts";
 import { UpstreamResponse } from "./upstream-response.ts";
-import { answerProgressOf, type AnswerProgress } from "../transport.ts";
+import { answerProgressOf, listenForAbort, stopListeningForAbort, type AnswerProgress } from "../transport.ts";
 
 /** The connection failed; `replayable` when no byte of an answer had arrived, so the request may go again. */
 export class UpstreamConnectionError extends Error {
@@ -69,8 +69,7 @@ class Exchange implements ConnectionOwner, ResponseSink {
     this.progress = answerProgressOf(signal);
     if (signal) {
       this.onAbort = () => this.fail(signal.reason ?? new DOMException("aborted", "AbortError"));
-      // No `once`: end() removes it, and the option doubles the call's cost.
-      signal.addEventListener("abort", this.onAbort);
+      listenForAbort(signal, this.onAbort);
     }
     conn.owner = this;
     if (signal?.aborted) {
@@ -208,6 +207,6 @@ class Exchange implements ConnectionOwner, ResponseSink {
 
   private end(): void {
     this.over = true;
-    if (this.onAbort) this.o.signal!.removeEventListener("abort", this.onAbort);
+    if (this.onAbort) stopListeningForAbort(this.o.signal!, this.onAbort);
   }
 }
