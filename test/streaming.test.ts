@@ -226,3 +226,38 @@ describe("connection handling", () => {
     }
   }, 30_000);
 });
+
+describe("a stream that arrived whole before its head goes out is one body; one still arriving is a stream", () => {
+  test("whole: Content-Length framing, the same frames, charged; trickling: chunked, its first frame long before its end", async () => {
+    upstream.reply({ kind: "fixture", name: "openai-text.sse" });
+    const whole = await post(gw, "/v1/chat/completions", { model: OPENAI_MODEL, messages: question, stream: true, stream_options: { include_usage: true } });
+    expect(whole.headers.get("content-type")).toStartWith("text/event-stream");
+    const wholeBody = await whole.text();
+    expect(whole.headers.get("content-length")).toBe(String(Buffer.byteLength(wholeBody)));
+    expect(whole.headers.get("transfer-encoding")).toBeNull();
+    const wholeView = openaiView(wholeBody);
+    expect(wholeView.done).toBe(true);
+    expect(wholeView.text).toBe(HELLO);
+    expect(wholeView.usage?.completion_tokens).toBeGreaterThan(0);
+
+    upstream.reply({ kind: "fixture", name: "openai-text.sse", split: "frames", delayMs: 80 });
+    const started = performance.now();
+    const trickling = await post(gw, "/v1/chat/completions", { model: OPENAI_MODEL, messages: question, stream: true, stream_options: { include_usage: true } });
+    expect(trickling.headers.get("content-length")).toBeNull();
+    const reader = trickling.body!.getReader();
+    const first = await reader.read();
+    const firstAt = performance.now() - started;
+    let rest = "";
+    for (;;) {
+      const { done, value } = await reader.read();
+      if (done) break;
+      rest += new TextDecoder().decode(value);
+    }
+    const endAt = performance.now() - started;
+    // Frames come 80 ms apart: the first is out while the others are still on their way.
+    expect(endAt - firstAt).toBeGreaterThan(150);
+    const tricklingView = openaiView(new TextDecoder().decode(first.value) + rest);
+    expect(tricklingView).toEqual({ ...wholeView, usage: tricklingView.usage });
+    expect(tricklingView.usage).toEqual(wholeView.usage);
+  });
+});
