@@ -283,3 +283,81 @@ describe("BodyQueue.readNow: a chunk already received, without a promise", () =>
     expect(queue.read()).rejects.toThrow("connection lost");
   });
 });
+
+describe("stream stage: an answer whole before its head is handed over as one body (whole())", () => {
+  /** A stage whose endings and first writes are counted, not just the last one kept. */
+  async function counted(body: ReturnType<typeof scriptedBody>, extra: Partial<StreamAnswerOptions> = {}) {
+    const events: string[] = [];
+    const ends: string[] = [];
+    let firstWrites = 0;
+    const source = await answerSource({
+      ...options(body.reader, events, {}),
+      onDone: (o) => ends.push(o),
+      onFirstWrite: () => firstWrites++,
+      ...extra,
+    });
+    return { source, events, ends, firstWrites: () => firstWrites };
+  }
+  const whole = () => {
+    const body = scriptedBody();
+    body.arrive(data(FIRST + chunk(1) + chunk(2) + LAST));
+    body.arrive(END);
+    return body;
+  };
+
+  test("the same bytes the stream would write, settled first; it ends once, completed, with one first write; a later cancel changes nothing", async () => {
+    const streamed = await stage(whole());
+    await streamed.source.pull(streamed.controller);
+
+    const { source, events, ends, firstWrites } = await counted(whole());
+    expect(events).toEqual(["settling", "settled"]);
+    const body = source.whole();
+    expect(body).toBe(streamed.writes.join(""));
+    expect(ends).toEqual(["completed"]);
+    expect(firstWrites()).toBe(1);
+    source.cancel();
+    expect(ends).toEqual(["completed"]);
+  });
+
+  test("not whole: an upstream error before the head, an answer that ended early, a broken frame, one still arriving, frames held for their images", async () => {
+    const cases: Record<string, () => ReturnType<typeof scriptedBody>> = {
+      "an error frame": () => {
+        const b = scriptedBody();
+        b.arrive(data(FIRST + chunk(1) + `data: {"error":{"message":"upstream overloaded","type":"server_error"}}\n\n`));
+        b.arrive(END);
+        return b;
+      },
+      "ended early": () => {
+        const b = scriptedBody();
+        b.arrive(data(FIRST + chunk(1)));
+        b.arrive(END);
+        return b;
+      },
+      "a broken frame": () => {
+        const b = scriptedBody();
+        b.arrive(data(FIRST + "data: {not json\n\n"));
+        b.arrive(END);
+        return b;
+      },
+      "still arriving": () => {
+        const b = scriptedBody();
+        b.arrive(data(FIRST + chunk(1)));
+        return b;
+      },
+    };
+    for (const [name, make] of Object.entries(cases)) {
+      const { source, events, ends } = await counted(make());
+      expect({ name, body: source.whole() }).toEqual({ name, body: undefined });
+      // Nothing was settled as a whole answer, nothing ended: the stream decides, as it would have.
+      expect({ name, events, ends }).toEqual({ name, events: [], ends: [] });
+    }
+
+    const images = scriptedBody();
+    const imageFrame = `data: {"id":"chatcmpl-up","object":"chat.completion.chunk","created":1,"model":"gpt-up","choices":[{"index":0,"delta":{"images":[{"image_url":{"url":"https://img.example/a.png"}}]},"finish_reason":null}]}\n\n`;
+    images.arrive(data(FIRST + imageFrame + LAST));
+    images.arrive(END);
+    const held = await counted(images, { resolveImages: async () => {} });
+    expect(held.source.whole()).toBeUndefined();
+    expect(held.ends).toEqual([]);
+  });
+});
