@@ -123,4 +123,18 @@ describe("the deadline keeps its signal's abort listeners itself (the transport'
     stopListeningForAbort(plain.signal, fn);
     expect(heard).toEqual(["plain"]);
   });
+
+  test("as with event listeners: one removed by another while they are called is skipped; one added during the abort (by an event listener) never runs", () => {
+    const d = new Deadline({ firstByteMs: 1_000, idleMs: 1_000, totalMs: 1_000 });
+    const seen: string[] = [];
+    const second = () => seen.push("second");
+    listenForAbort(d.signal, () => {
+      seen.push("first");
+      stopListeningForAbort(d.signal, second);
+    });
+    listenForAbort(d.signal, second);
+    d.signal.addEventListener("abort", () => listenForAbort(d.signal, () => seen.push("added during the abort")));
+    d.abort(new Error("stop"));
+    expect(seen).toEqual(["first"]);
+  });
 });

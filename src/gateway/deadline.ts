@@ -39,6 +39,8 @@ export class Deadline implements AbortListeners {
   readonly #controller = new AbortController();
   /** The signal's listeners that came through `listenForAbort` (transport.ts): usually one, the transport's. */
   #listeners: (() => void)[] | undefined;
+  /** The listeners being called by the abort (see `#abortWith`). */
+  #dispatching: ((() => void) | undefined)[] | undefined;
   readonly #limits: DeadlineLimits;
   readonly #now: () => number;
   readonly #started: number;
@@ -71,21 +73,44 @@ export class Deadline implements AbortListeners {
   }
 
   addAbortListener(fn: () => void): void {
+    // Once aborted (the listeners being called included) a new one would never run.
+    if (this.#controller.signal.aborted) return;
     (this.#listeners ??= []).push(fn);
   }
 
   removeAbortListener(fn: () => void): void {
+    const dispatching = this.#dispatching;
+    if (dispatching) {
+      // Emptied rather than spliced while they are being called: one removed then is skipped.
+      const at = dispatching.indexOf(fn);
+      if (at !== -1) dispatching[at] = undefined;
+      return;
+    }
     const listeners = this.#listeners;
     const at = listeners ? listeners.indexOf(fn) : -1;
     if (at !== -1) listeners!.splice(at, 1);
   }
 
-  /** Aborts the signal, then tells its listeners (each once, as "abort" event listeners would be). */
+  /**
+   * Aborts the signal, then tells its listeners, as "abort" event listeners are told: each once,
+   * the reason set, none added from then on (even by another listener), one removed meanwhile
+   * skipped, and one that throws reported without keeping the others from running.
+   */
   #abortWith(reason: unknown): void {
-    this.#controller.abort(reason);
     const listeners = this.#listeners;
     this.#listeners = undefined;
-    if (listeners) for (const fn of listeners) fn();
+    this.#dispatching = listeners;
+    this.#controller.abort(reason);
+    if (listeners) {
+      for (const fn of listeners) {
+        try {
+          fn?.();
+        } catch (err) {
+          reportError(err);
+        }
+      }
+    }
+    this.#dispatching = undefined;
   }
 
   /** Which limit passed, once one has. */
