@@ -643,9 +643,8 @@ async function main() {
       const text = await st.text();
       if (st.status !== 200 || !text.trimEnd().endsWith("data: [DONE]")) throw new Error(`${ref.label} stream is wrong: ${st.status} ${text.slice(0, 300)}`);
     }
-    say(againstFloor
-      ? `\nP  this checkout (${git}${dirty ? ", modified" : ""}) against the pass-through floor — both on core 0, same upstream, each under its own wrk -t1 at the same time;`
-      : `\nP  this checkout (${git}${dirty ? ", modified" : ""}) against ${ref.label} — both gateways on core 0, same config and upstream, each under its own wrk -t1 at the same time;`);
+    const against = againstFloor ? "the pass-through floor — both on core 0, same upstream" : `${ref.label} — both gateways on core 0, same config and upstream`;
+    say(`\nP  this checkout (${git}${dirty ? ", modified" : ""}) against ${against}, each under its own wrk -t1 at the same time;`);
     say(`   ${P.P.rounds} rounds × ${P.P.seconds} s after a 1 s warm-up; CPU = (utime+stime) ÷ responses of each; ratio = this ÷ ${ref.label}, per round`);
     const p: Record<string, any> = { ref: COMPARE, ref_label: ref.label };
     for (const mode of ["non-stream", "stream-20"] as const) {

@@ -1,4 +1,4 @@
-import { ABORT_LISTENERS, ANSWER_PROGRESS, type AbortListeners, type AnswerProgress } from "../transport/transport.ts";
+import { ATTEMPT_HOOKS, type AttemptHooks } from "../transport/transport.ts";
 
 /** The limits of one upstream attempt, in milliseconds (a provider's `timeouts`). */
 export interface DeadlineLimits {
@@ -35,7 +35,7 @@ export class DeadlineExpired extends Error {
  * idle period, a busy one no more. Changes that can bring the limit closer (the head arriving,
  * the client catching up) re-arm at once.
  */
-export class Deadline implements AbortListeners {
+export class Deadline implements AttemptHooks {
   readonly #controller = new AbortController();
   /** The signal's listeners that came through `listenForAbort` (transport.ts): usually one, the transport's. */
   #listeners: (() => void)[] | undefined;
@@ -56,17 +56,16 @@ export class Deadline implements AbortListeners {
     this.#limits = limits;
     this.#now = now;
     this.#started = this.#lastActivity = now();
-    // A transport that reads a whole answer before handing it over reports its head and bytes here.
-    const signal = this.#controller.signal as AbortSignal & { [ANSWER_PROGRESS]?: AnswerProgress; [ABORT_LISTENERS]?: AbortListeners };
-    signal[ANSWER_PROGRESS] = this.#progress;
-    signal[ABORT_LISTENERS] = this;
+    // The transport finds the deadline's hooks on the signal it is given (transport.ts).
+    (this.#controller.signal as AbortSignal & { [ATTEMPT_HOOKS]?: AttemptHooks })[ATTEMPT_HOOKS] = this;
     this.#arm();
   }
 
-  readonly #progress: AnswerProgress = (head) => {
+  /** A transport reading a whole answer before handing it over: its head came, or more of its body. */
+  answerProgress(head: boolean): void {
     if (head) this.headArrived();
     else this.#lastActivity = this.#now();
-  };
+  }
 
   get signal(): AbortSignal {
     return this.#controller.signal;

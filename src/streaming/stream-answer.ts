@@ -102,6 +102,12 @@ export async function answerSource(o: StreamAnswerOptions): Promise<{ type: "dir
   let lastWrite = performance.now();
   let stopClock: (() => void) | undefined;
   let firstWrite = o.onFirstWrite;
+  /** The first frame is handed to the client (written, or the whole body): told once. */
+  const firstWriteDone = () => {
+    if (!firstWrite) return;
+    firstWrite();
+    firstWrite = undefined;
+  };
 
   let chargeable = true;
   /** The vendor said its answer is over ([DONE], message_stop): what may follow is its body's end. */
@@ -258,10 +264,7 @@ export async function answerSource(o: StreamAnswerOptions): Promise<{ type: "dir
       if (!over || failure || failedEarly || held.length > 0 || done) return undefined;
       const body = out;
       out = "";
-      if (firstWrite) {
-        firstWrite();
-        firstWrite = undefined;
-      }
+      firstWriteDone();
       finish("completed");
       return body;
     },
@@ -278,10 +281,7 @@ export async function answerSource(o: StreamAnswerOptions): Promise<{ type: "dir
         const chunk = out;
         out = "";
         lastWrite = performance.now();
-        if (firstWrite) {
-          firstWrite();
-          firstWrite = undefined;
-        }
+        firstWriteDone();
         const written = controller.write(chunk);
         if (last) return typeof written !== "number" ? written : undefined;
         const flushed = controller.flush();

@@ -19,41 +19,37 @@ export function responseHeader(res: Response, name: string): string | null {
 }
 
 /**
- * How a transport that reads a whole answer before handing it over (our HTTP/1.1 client, for a
- * body with a Content-Length) tells the caller's deadline that the head came and that bytes keep
- * coming, so the silence between bytes is timed as it is for a stream: a function the caller
- * sets on the request's AbortSignal under this key (gateway/deadline.ts does). `fetch` hands an
- * answer over at its head and never looks for it.
+ * What a transport may tell, and ask of, the gateway's deadline for an attempt
+ * (gateway/deadline.ts), found on the request's AbortSignal under this key; `fetch` never looks
+ * for it, and any other signal lacks it.
+ * - `answerProgress`: a transport that reads a whole answer before handing it over (our HTTP/1.1
+ *   client, for a body with a Content-Length) says that the head came (`true`) and that body
+ *   bytes keep coming (`false`), so the silence between bytes is timed as it is for a stream.
+ * - Abort listeners kept by the deadline itself: adding and removing an "abort" event listener
+ *   costs ~0.6 µs, and a transport does it for every request; this is a push and a splice. They
+ *   run once the signal has aborted (its `reason` set), as event listeners do; one added after
+ *   that never runs, so callers check `aborted` themselves.
  */
-export const ANSWER_PROGRESS = Symbol.for("switchyard.answer-progress");
-/** `true` when the head arrived, `false` for body bytes. */
-export type AnswerProgress = (head: boolean) => void;
-
-export function answerProgressOf(signal: AbortSignal | null | undefined): AnswerProgress | undefined {
-  return signal ? (signal as AbortSignal & { [ANSWER_PROGRESS]?: AnswerProgress })[ANSWER_PROGRESS] : undefined;
-}
-
-/**
- * A signal whose maker keeps its abort listeners itself (gateway/deadline.ts): adding and
- * removing an "abort" event listener costs ~0.6 µs, and a transport does it for every request;
- * this is a push and a splice. Listeners run once the signal has aborted (its `reason` set), as
- * event listeners do; one added after that never runs, so callers check `aborted` themselves.
- */
-export const ABORT_LISTENERS = Symbol.for("switchyard.abort-listeners");
-export interface AbortListeners {
+export const ATTEMPT_HOOKS = Symbol.for("switchyard.attempt-hooks");
+export interface AttemptHooks {
+  answerProgress(head: boolean): void;
   addAbortListener(fn: () => void): void;
   removeAbortListener(fn: () => void): void;
 }
 
+export function attemptHooksOf(signal: AbortSignal | null | undefined): AttemptHooks | undefined {
+  return signal ? (signal as AbortSignal & { [ATTEMPT_HOOKS]?: AttemptHooks })[ATTEMPT_HOOKS] : undefined;
+}
+
 export function listenForAbort(signal: AbortSignal, fn: () => void): void {
-  const own = (signal as AbortSignal & { [ABORT_LISTENERS]?: AbortListeners })[ABORT_LISTENERS];
+  const own = attemptHooksOf(signal);
   // No `once`: callers remove the listener whatever happens, and the option doubles the call's cost.
   if (own) own.addAbortListener(fn);
   else signal.addEventListener("abort", fn);
 }
 
 export function stopListeningForAbort(signal: AbortSignal, fn: () => void): void {
-  const own = (signal as AbortSignal & { [ABORT_LISTENERS]?: AbortListeners })[ABORT_LISTENERS];
+  const own = attemptHooksOf(signal);
   if (own) own.removeAbortListener(fn);
   else signal.removeEventListener("abort", fn);
 }

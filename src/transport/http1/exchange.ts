@@ -4,7 +4,7 @@ import type { Connection, ConnectionOwner, Pool } from "./pool.ts";
 import { RequestWriter } from "./request-writer.ts";
 import { ResponseParser, type ResponseHead, type ResponseSink } from "./response-parser.ts";
 import { UpstreamResponse } from "./upstream-response.ts";
-import { answerProgressOf, listenForAbort, stopListeningForAbort, type AnswerProgress } from "../transport.ts";
+import { attemptHooksOf, listenForAbort, stopListeningForAbort, type AttemptHooks } from "../transport.ts";
 
 /** The connection failed; `replayable` when no byte of an answer had arrived, so the request may go again. */
 export class UpstreamConnectionError extends Error {
@@ -52,7 +52,7 @@ class Exchange implements ConnectionOwner, ResponseSink {
   private encoded = false;
   private readonly onAbort: (() => void) | undefined;
   /** The caller's deadline, told of a whole answer's head and bytes as they come (transport.ts). */
-  private readonly progress: AnswerProgress | undefined;
+  private readonly deadline: AttemptHooks | undefined;
   private headReported = false;
 
   constructor(
@@ -66,7 +66,7 @@ class Exchange implements ConnectionOwner, ResponseSink {
     this.writer = new RequestWriter(message);
     this.parser = new ResponseParser(o.method, this, o.maxBytes);
     const signal = o.signal;
-    this.progress = answerProgressOf(signal);
+    this.deadline = attemptHooksOf(signal);
     if (signal) {
       this.onAbort = () => this.fail(signal.reason ?? new DOMException("aborted", "AbortError"));
       listenForAbort(signal, this.onAbort);
@@ -103,10 +103,10 @@ class Exchange implements ConnectionOwner, ResponseSink {
       }
     }
     if (this.parser.done) this.complete();
-    else if (this.whole && this.progress) {
+    else if (this.whole && this.deadline) {
       // A whole answer still on its way: the deadline times the silence between its bytes from
       // here (an answer whose head and body came in one read never needs to say so).
-      this.progress(!this.headReported);
+      this.deadline.answerProgress(!this.headReported);
       this.headReported = true;
     }
   }
