@@ -7,7 +7,11 @@
  *   bun run bench --compare REF   scenario P: this checkout against git REF, both loaded at once (≈ 2 min)
  *   bun run bench --compare floor scenario P against the pass-through floor, both loaded at once
  *   options: --rounds N  --seconds S (wrk time per round)  --only A,B,C,D,E  --no-pin
- *            --profile   instead of the scenarios: CPU profile of the gateway under wrk load
+ *            --profile   instead of the scenarios: CPU profile of the gateway under wrk load, and its
+ *                        CPU by thread (PROFILE_MODE=stream-20|non-stream: one load; PROFILE_SAMPLER=off:
+ *                        no sampler, the thread figures alone; PROFILE_KEEP_LOG=FILE keeps the gateway's log)
+ *   env: BENCH_GATEWAY_ENV='{"NAME":"value"}' sets variables for this checkout's gateway alone
+ *        (with --compare HEAD: an ablation of a setting, or a JavaScriptCore option, BUN_JSC_…)
  *
  * Processes, all on 127.0.0.1: the fake upstream (bench/fake-upstream.ts), the floor proxy
  * (bench/floor-proxy.ts), the gateway as users run it (`bun src/index.ts` with a config file, a
@@ -254,6 +258,27 @@ function cpuTicks(pid: number): number {
   const fields = stat.slice(stat.lastIndexOf(")") + 2).split(" ");
   return Number(fields[11]) + Number(fields[12]); // utime + stime of all threads, in clock ticks
 }
+/**
+ * utime + stime by thread, in clock ticks: the JavaScript thread as "main" (its system time also
+ * apart, as "main (system)"), the others by name, threads of one name summed.
+ */
+function threadTicks(pid: number): Map<string, number> {
+  const byName = new Map<string, number>();
+  for (const tid of readdirSync(`/proc/${pid}/task`)) {
+    try {
+      const stat = readFileSync(`/proc/${pid}/task/${tid}/stat`, "utf8");
+      const comm = stat.slice(stat.indexOf("(") + 1, stat.lastIndexOf(")"));
+      // The main thread is the process's own id; other threads of the same name are its helpers.
+      const name = tid === String(pid) ? "main" : comm.replace(/\d+$/, "#");
+      const fields = stat.slice(stat.lastIndexOf(")") + 2).split(" ");
+      byName.set(name, (byName.get(name) ?? 0) + Number(fields[11]) + Number(fields[12]));
+      if (name === "main") byName.set("main (system)", Number(fields[12]));
+    } catch {
+      // The thread ended between the listing and the read.
+    }
+  }
+  return byName;
+}
 const statusKb = readStatusKb;
 function fdCount(pid: number): number {
   try {
@@ -472,6 +497,9 @@ async function main() {
         // What `npm start` and the Docker image set.
         BUN_CONFIG_MAX_HTTP_REQUESTS: "4096",
         SWITCHYARD_SHUTDOWN_GRACE_MS: "2000",
+        // BENCH_GATEWAY_ENV='{"NAME":"value"}': settings for this checkout's gateway alone (an
+        // ablation against --compare HEAD, a JavaScriptCore option through BUN_JSC_…).
+        ...(root === ROOT ? (JSON.parse(process.env.BENCH_GATEWAY_ENV ?? "{}") as Record<string, string>) : {}),
       },
       stdin: "ignore",
       stdout: Bun.file(join(work, `${name}.out`)),
@@ -494,7 +522,9 @@ async function main() {
     return { proc, url, log, db, account, key: key as string };
   }
 
-  const profileFlags = PROFILE ? ["--cpu-prof-md", `--cpu-prof-dir=${work}`, "--cpu-prof-name=gateway-profile.md"] : [];
+  /** PROFILE_SAMPLER=off: the profile's load and its CPU by thread, without the sampler's own cost. */
+  const SAMPLER = process.env.PROFILE_SAMPLER !== "off";
+  const profileFlags = PROFILE && SAMPLER ? ["--cpu-prof-md", `--cpu-prof-dir=${work}`, "--cpu-prof-name=gateway-profile.md"] : [];
   const started = await startGateway(ROOT, "gateway", profileFlags);
   const { proc: gateway, url: gw, log: gwLog, db: dbPath, account, key } = started;
   const gwPid = gateway.pid;
@@ -975,11 +1005,17 @@ async function main() {
     for (const [mode, stream] of modes) {
       const t = openaiTargets(stream ? 20 : 16, stream).find((x) => x.name === "gateway")!;
       const before = cpuTicks(gwPid);
+      const threadsBefore = threadTicks(gwPid);
       const w = await runWrk(t.req.url, wrkScript(`profile-${mode}`, t.req.body, t.req.headers), 32, seconds);
-      say(`profile load ${mode}: ${w.requests} responses, ${f(((cpuTicks(gwPid) - before) * (1e6 / CLK_TCK)) / w.requests, 0)} µs CPU each (profiler on)`);
+      say(`profile load ${mode}: ${w.requests} responses, ${f(((cpuTicks(gwPid) - before) * (1e6 / CLK_TCK)) / w.requests, 0)} µs CPU each (profiler ${SAMPLER ? "on" : "off"})`);
+      // Which threads the CPU went to: the JavaScript thread, the collector's helpers, the allocator's.
+      const spent = [...threadTicks(gwPid)].map(([name, ticks]) => [name, ticks - (threadsBefore.get(name) ?? 0)] as const).filter(([, ticks]) => ticks > 0).sort((a, b) => b[1] - a[1]);
+      say(`  by thread (µs per response): ${spent.map(([name, ticks]) => `${name} ${f((ticks * (1e6 / CLK_TCK)) / w.requests, 1)}`).join(", ")}`);
     }
     gateway.kill("SIGTERM");
     await gateway.exited;
+    if (process.env.PROFILE_KEEP_LOG) writeFileSync(process.env.PROFILE_KEEP_LOG, readFileSync(gwLog));
+    if (!SAMPLER) return;
     const file = join(work, "gateway-profile.md");
     if (!existsSync(file)) throw new Error(`no profile was written (looked for ${file})`);
     mkdirSync(RESULTS, { recursive: true });

@@ -1,0 +1,63 @@
+/**
+ * The stream stage alone (streaming/stream-answer.ts with the OpenAI relay, its SSE parser and
+ * usage meter), on the loopback bench's 20-chunk answer arriving in one read, as it does there:
+ * no sockets, no routing, no ledger. What a stream costs beyond a whole answer's work, in
+ * isolation; the same stage costs two to three times as much inside the loaded gateway
+ * (docs/benchmarks.md), so this moves with the stage's own work, not with the gateway's figure.
+ *
+ *   bun bench/stream-stage.ts [N]            CPU per stream over N streams (default 100,000)
+ *   BUN_JSC_logGC=1 bun bench/stream-stage.ts 2>gc.log   and the collector's cycles beside it
+ */
+import { answerSource } from "../src/streaming/stream-answer.ts";
+import { createOpenAIRelay } from "../src/streaming/encode-openai.ts";
+import { openaiAdapter } from "../src/providers/openai/openai-adapter.ts";
+import { UsageMeter } from "../src/billing/usage-meter.ts";
+import type { ChunkReader, ReadResult } from "../src/transport/transport.ts";
+
+// The answer bench/fake-upstream.ts sends for 20 chunks with include_usage (its words, fields and obfuscation padding).
+const id = "chatcmpl-BenchFakeUpstream0000000000";
+let k = 0;
+const frame = (choices: unknown[], usage: unknown = null) =>
+  `data: ${JSON.stringify({ id, object: "chat.completion.chunk", created: 1761565012, model: "gpt-4o-mini-2024-07-18", service_tier: "default", system_fingerprint: "fp_560af6e559", choices, usage, obfuscation: "x".repeat(1 + (k++ % 7)) })}\n\n`;
+const choice = (delta: unknown, finish: string | null = null) => ({ index: 0, delta, logprobs: null, finish_reason: finish });
+const WORDS = ["Switchyard", "forwards", "each", "token", "as", "soon", "as", "it", "arrives,", "counting", "what", "was", "used", "and", "charging", "for", "it."];
+const frames = [frame([choice({ role: "assistant", content: "", refusal: null })])];
+for (let i = 0; i < 20; i++) frames.push(frame([choice({ content: (i ? " " : "") + WORDS[i % WORDS.length] })]));
+frames.push(frame([choice({}, "stop")]), frame([], { prompt_tokens: 20, completion_tokens: 20, total_tokens: 40 }), "data: [DONE]\n\n");
+const answer = new TextEncoder().encode(frames.join(""));
+
+const END: ReadResult = { done: true, value: undefined };
+const deadline = { touch() {}, pause() {}, resume() {}, abort() {}, clear() {}, expired: undefined };
+
+/** One stream: the answer in one read, then its end; handed over whole, as the gateway does. */
+async function stream(): Promise<Response> {
+  let reads = 0;
+  const upstream: ChunkReader = {
+    readNow: () => (reads++ === 0 ? { done: false, value: answer } : END),
+    read: async () => END,
+    cancel: async () => {},
+  };
+  const source = await answerSource({
+    upstream,
+    decode: openaiAdapter.createStreamDecoder(),
+    sink: createOpenAIRelay({ id: "chatcmpl-ours", created: 1, model: "bench/gpt", includeUsage: true }),
+    meter: new UsageMeter(),
+    deadline,
+    estimateUsage: async () => undefined,
+    keepAliveMs: 15_000,
+    clientIdleMs: 30_000,
+    maxFrameBytes: 1 << 20,
+    beforeEnd: async () => {},
+    onDone() {},
+  });
+  const body = source.whole();
+  if (body === undefined) throw new Error("the answer was not handed over whole");
+  return new Response(body);
+}
+
+const N = Number(process.argv[2] ?? 100_000);
+for (let i = 0; i < 5_000; i++) await stream();
+const before = process.cpuUsage();
+for (let i = 0; i < N; i++) await stream();
+const spent = process.cpuUsage(before);
+console.log(`stream stage: ${((spent.user + spent.system) / N).toFixed(2)} µs CPU per stream (${answer.length}-byte answer, ${frames.length} frames, ${N} streams)`);
