@@ -167,14 +167,20 @@ interface Books {
 }
 
 async function books(sql: Pg, accountId: string): Promise<Books> {
-  const [account] = (await sql`SELECT balance_micro, held_micro FROM accounts WHERE id = ${accountId}`) as { balance_micro: string; held_micro: string }[];
-  const rows = (await sql`SELECT request_id, cost_micro, status FROM usage_records WHERE account_id = ${accountId}`) as { request_id: string; cost_micro: string; status: string }[];
+  // One statement, so one snapshot: a settlement landing between two reads would leave balance
+  // and records disagreeing for a moment.
+  const rows = (await sql`
+    SELECT a.balance_micro, a.held_micro, r.request_id, r.cost_micro, r.status
+    FROM accounts a LEFT JOIN usage_records r ON r.account_id = a.id
+    WHERE a.id = ${accountId}`) as { balance_micro: string; held_micro: string; request_id: string | null; cost_micro: string | null; status: string | null }[];
+  const account = rows[0];
   const records = new Map<string, { cost: number; status: string }[]>();
   let charged = 0;
   for (const row of rows) {
+    if (row.request_id === null) continue; // the account's row alone: no records yet
     charged += Number(row.cost_micro);
     const list = records.get(row.request_id) ?? [];
-    list.push({ cost: Number(row.cost_micro), status: row.status });
+    list.push({ cost: Number(row.cost_micro), status: row.status! });
     records.set(row.request_id, list);
   }
   return { balance: Number(account!.balance_micro), held: Number(account!.held_micro), charged, records };
