@@ -13,18 +13,10 @@ import { createOpenAIRelay } from "../src/streaming/encode-openai.ts";
 import { openaiAdapter } from "../src/providers/openai/openai-adapter.ts";
 import { UsageMeter } from "../src/billing/usage-meter.ts";
 import type { ChunkReader, ReadResult } from "../src/transport/transport.ts";
+import { buildOpenAI } from "./fake-answers.ts";
 
-// The answer bench/fake-upstream.ts sends for 20 chunks with include_usage (its words, fields and obfuscation padding).
-const id = "chatcmpl-BenchFakeUpstream0000000000";
-let k = 0;
-const frame = (choices: unknown[], usage: unknown = null) =>
-  `data: ${JSON.stringify({ id, object: "chat.completion.chunk", created: 1761565012, model: "gpt-4o-mini-2024-07-18", service_tier: "default", system_fingerprint: "fp_560af6e559", choices, usage, obfuscation: "x".repeat(1 + (k++ % 7)) })}\n\n`;
-const choice = (delta: unknown, finish: string | null = null) => ({ index: 0, delta, logprobs: null, finish_reason: finish });
-const WORDS = ["Switchyard", "forwards", "each", "token", "as", "soon", "as", "it", "arrives,", "counting", "what", "was", "used", "and", "charging", "for", "it."];
-const frames = [frame([choice({ role: "assistant", content: "", refusal: null })])];
-for (let i = 0; i < 20; i++) frames.push(frame([choice({ content: (i ? " " : "") + WORDS[i % WORDS.length] })]));
-frames.push(frame([choice({}, "stop")]), frame([], { prompt_tokens: 20, completion_tokens: 20, total_tokens: 40 }), "data: [DONE]\n\n");
-const answer = new TextEncoder().encode(frames.join(""));
+/** What bench/fake-upstream.ts sends for 20 chunks with include_usage (its prompt count aside). */
+const { whole: answer, frames } = buildOpenAI(true, 20, true, 20);
 
 const END: ReadResult = { done: true, value: undefined };
 const deadline = { touch() {}, pause() {}, resume() {}, abort() {}, clear() {}, expired: undefined };
