@@ -18,7 +18,7 @@ import { useFakeUpstream } from "./helpers/fake-upstream.ts";
 import { useGateway, ANTHROPIC_MODEL, ANTHROPIC_PRICING, OPENAI_MODEL, OPENAI_PRICING } from "./helpers/gateway.ts";
 import { scriptedReply, type Script } from "./helpers/scripted-answers.ts";
 import { recordingResponseStore } from "./helpers/recording-response-store.ts";
-import { tokenCostMicro } from "../src/billing/pricing.ts";
+import { answerCostMicro as tokenCostMicro } from "../src/billing/pricing.ts";
 
 const upstream = useFakeUpstream();
 const stored = recordingResponseStore();

@@ -110,7 +110,8 @@ limits:
     expect(s.source).toBe(resolve(cwd, "gw.yaml"));
     expect(s.models.map((m) => m.id)).toEqual(["up/gpt"]);
     expect(s.models[0]!.upstream_model).toBe("gpt-4o-mini");
-    expect(s.models[0]!.pricing).toEqual({ input_per_mtok: 150, output_per_mtok: 600 });
+    // Cache prices left out take the family's published multiplier: gpt-4o's cached input is half price, writes cost input.
+    expect(s.models[0]!.pricing).toEqual({ input_per_mtok: 150, output_per_mtok: 600, cache_read_per_mtok: 75, cache_write_per_mtok: 150, cache_write_1h_per_mtok: 150 });
     expect(s.providers.get("up")!.apiKey).toBe("sk-yaml");
     expect(s.limits.requests_per_minute).toBe(5);
     expect(s.limits.max_tokens_cap).toBe(8192);

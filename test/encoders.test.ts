@@ -58,7 +58,7 @@ describe("OpenAI encoder", () => {
     expect(finish.choices[0]).toEqual({ index: 0, delta: {}, logprobs: null, finish_reason: "tool_calls" });
     const usage = chunks.at(-1);
     expect(usage.choices).toEqual([]);
-    expect(usage.usage).toEqual({ prompt_tokens: 20, completion_tokens: 31, total_tokens: 51, completion_tokens_details: { reasoning_tokens: 0 } });
+    expect(usage.usage).toEqual({ prompt_tokens: 20, completion_tokens: 31, total_tokens: 51, prompt_tokens_details: { cached_tokens: 0 }, completion_tokens_details: { reasoning_tokens: 0 } });
   });
 
   test("no usage chunk unless the client asked", () => {
@@ -144,7 +144,8 @@ describe("Anthropic encoder", () => {
   test("cached prompt tokens are reported apart, as Anthropic does", () => {
     const list = frames(encodeAll(createAnthropicEncoder(ctx), [{ type: "text", text: "x" }, { type: "finish", reason: "stop" }, { type: "usage", inputTokens: 100, outputTokens: 5, cacheReadTokens: 60 }]));
     const delta = JSON.parse(list.find((f) => f.event === "message_delta")!.data);
-    expect(delta.usage).toEqual({ input_tokens: 40, output_tokens: 5, cache_read_input_tokens: 60 });
+    // Both cache counts, as Anthropic always sends them: no writes reported is 0 written.
+    expect(delta.usage).toEqual({ input_tokens: 40, output_tokens: 5, cache_creation_input_tokens: 0, cache_read_input_tokens: 60 });
   });
 });
 

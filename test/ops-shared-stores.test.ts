@@ -6,7 +6,7 @@ import { openPostgresStores } from "../src/store/stores.ts";
 import { closedPort, postgresMissing, REDIS_URL, redisMissing, useRedisPrefix, useTestDatabase } from "./helpers/backends.ts";
 import { startFakeUpstream } from "./helpers/fake-upstream.ts";
 import { OPENAI_MODEL, post, startGateway } from "./helpers/gateway.ts";
-import { DAY1, expectedReport, runUsageScenario, type RawRecord } from "./helpers/usage-scenario.ts";
+import { DAY1, expectedReport, RAW_RECORDS_SQL, rawRecord, runUsageScenario, type RawRecord } from "./helpers/usage-scenario.ts";
 
 const missing = (await postgresMissing()) ?? (await redisMissing());
 const database = useTestDatabase();
@@ -44,9 +44,7 @@ if (missing) {
       const [record] = await sql`SELECT request_id, client_request_id FROM usage_records WHERE request_id = ${`req_${answer.id.slice("chatcmpl-".length)}`}`;
       expect(record).toEqual({ request_id: `req_${answer.id.slice("chatcmpl-".length)}`, client_request_id: "pg-req-7" });
 
-      const raw = (await sql`SELECT account_id, key_id, model, prompt_tokens, completion_tokens, cost_micro, created_at FROM usage_records`).map((r: Record<string, unknown>) => ({
-        account_id: r.account_id, key_id: r.key_id, model: r.model, prompt_tokens: Number(r.prompt_tokens), completion_tokens: Number(r.completion_tokens), cost_micro: Number(r.cost_micro), created_at: Number(r.created_at),
-      })) as RawRecord[];
+      const raw: RawRecord[] = (await sql.unsafe(RAW_RECORDS_SQL)).map(rawRecord);
       const names: Record<string, string | null> = {};
       for (const r of await sql`SELECT id, name FROM accounts UNION ALL SELECT id, name FROM api_keys`) names[r.id] = r.name;
 

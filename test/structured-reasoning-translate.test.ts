@@ -506,7 +506,7 @@ describe("thinking in answers: signatures, redacted thinking, reasoning tokens",
   test("OpenAI: reasoning_content without signatures, reasoning tokens inside completion_tokens", () => {
     const body = encodeOpenAIBody(thought, ctx);
     expect(body.choices[0]!.message.reasoning_content).toBe("Let me think.Now answer.");
-    expect(body.usage).toEqual({ prompt_tokens: 20, completion_tokens: 50, total_tokens: 70, completion_tokens_details: { reasoning_tokens: 30 } });
+    expect(body.usage).toEqual({ prompt_tokens: 20, completion_tokens: 50, total_tokens: 70, prompt_tokens_details: { cached_tokens: 0 }, completion_tokens_details: { reasoning_tokens: 30 } });
     let text = "";
     const sink = createOpenAIEncoder(ctx);
     for (const e of thought) text += sink.event(e);
@@ -514,7 +514,7 @@ describe("thinking in answers: signatures, redacted thinking, reasoning tokens",
     expect(text).not.toContain("sig-1");
     expect(text).not.toContain("opaque");
     const usage = text.split("\n\n").filter((f) => f.includes('"usage"')).map((f) => JSON.parse(f.slice(6)).usage);
-    expect(usage).toEqual([{ prompt_tokens: 20, completion_tokens: 50, total_tokens: 70, completion_tokens_details: { reasoning_tokens: 30 } }]);
+    expect(usage).toEqual([{ prompt_tokens: 20, completion_tokens: 50, total_tokens: 70, prompt_tokens_details: { cached_tokens: 0 }, completion_tokens_details: { reasoning_tokens: 30 } }]);
   });
 
   test("Responses: reasoning items of the text only, reasoning tokens in output_tokens_details", () => {

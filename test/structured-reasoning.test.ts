@@ -332,7 +332,7 @@ describe("billing counts reasoning once", () => {
     answer(anthropicStream({ reasoning: "Think about Paris in spring.", text: "18°C.", usage: { input: 50, output: 100, reasoning: 60 } }));
     const res = await post(gw, "/v1/chat/completions", { model: ANTHROPIC_MODEL, messages: ask, stream: true, stream_options: { include_usage: true }, reasoning_effort: "medium" });
     const chunks = sseFrames(await res.text()).filter((f) => f.data.startsWith("{")).map((f) => JSON.parse(f.data));
-    expect(chunks.at(-1).usage).toEqual({ prompt_tokens: 50, completion_tokens: 100, total_tokens: 150, completion_tokens_details: { reasoning_tokens: 60 } });
+    expect(chunks.at(-1).usage).toEqual({ prompt_tokens: 50, completion_tokens: 100, total_tokens: 150, prompt_tokens_details: { cached_tokens: 0 }, completion_tokens_details: { reasoning_tokens: 60 } });
     await gw.app.services.settled();
     const db = new Database(gw.dbPath, { readonly: true });
     try {

@@ -42,7 +42,7 @@ describe("usage meter", () => {
     const meter = new UsageMeter(1_000);
     meter.observe({ type: "usage", inputTokens: 7, outputTokens: 3 });
     for (let i = 0; i < 100; i++) meter.observe({ type: "text", text: "x".repeat(500) });
-    expect(await meter.total(() => "never counted")).toEqual({ inputTokens: 7, outputTokens: 3, estimated: false, images: 0 });
+    expect(await meter.total(() => "never counted")).toEqual({ inputTokens: 7, outputTokens: 3, cacheReadTokens: 0, cacheWriteTokens: 0, cacheWrite1hTokens: 0, estimated: false, images: 0 });
   });
 
   test("Anthropic's placeholder output count in message_start is not taken as the answer's", async () => {

@@ -4,7 +4,7 @@ import { runAdmin } from "../src/cli/admin.ts";
 import { breakdownCsv, parseUsageQuery } from "../src/billing/usage-report.ts";
 import { useFakeUpstream } from "./helpers/fake-upstream.ts";
 import { useGateway } from "./helpers/gateway.ts";
-import { DAY1, expectedReport, runUsageScenario, type RawRecord } from "./helpers/usage-scenario.ts";
+import { DAY1, expectedReport, RAW_RECORDS_SQL, rawRecord, runUsageScenario, type RawRecord } from "./helpers/usage-scenario.ts";
 
 const ADMIN = "admin-secret";
 let clock = DAY1;
@@ -19,7 +19,7 @@ async function records(): Promise<{ raw: RawRecord[]; names: Record<string, stri
   const { otherAccount } = await (scenario ??= runUsageScenario(gw, (ms) => (clock = ms), ADMIN));
   const db = new Database(gw.dbPath, { readonly: true });
   try {
-    const raw = db.query<RawRecord, []>("SELECT account_id, key_id, model, prompt_tokens, completion_tokens, cost_micro, created_at FROM usage_records").all();
+    const raw = db.query<Record<string, unknown>, []>(RAW_RECORDS_SQL).all().map(rawRecord);
     const names: Record<string, string | null> = {};
     for (const r of db.query<{ id: string; name: string | null }, []>("SELECT id, name FROM accounts UNION ALL SELECT id, name FROM api_keys").all()) names[r.id] = r.name;
     return { raw, names, otherAccount };
@@ -44,7 +44,8 @@ describe("GET /v1/admin/usage", () => {
     expect(expected.length).toBe(4);
     expect(body.data).toEqual(expected);
     expect(body).toMatchObject({ object: "usage_report", from: new Date(from).toISOString(), to: new Date(to).toISOString(), granularity: "day", group_by: ["account", "key", "model"] });
-    expect(body.columns).toEqual(["period_start", "account_id", "account_name", "key_id", "key_name", "model", "requests", "prompt_tokens", "completion_tokens", "cost"]);
+    expect(body.columns).toEqual(["period_start", "account_id", "account_name", "key_id", "key_name", "model", "requests", "prompt_tokens", "completion_tokens",
+      "fresh_input_tokens", "cache_read_tokens", "cache_write_5m_tokens", "cache_write_1h_tokens", "reasoning_tokens", "images", "cost", "cache_savings"]);
     expect(body.total.requests).toBe(7);
     expect(body.total.cost).toBeCloseTo(expected.reduce((n, r) => n + r.cost, 0), 9);
   });
@@ -75,7 +76,7 @@ describe("GET /v1/admin/usage", () => {
     expect(csv.disposition).toBe('attachment; filename="usage-2026-03-01-2026-03-03.csv"');
     const lines = csv.body.split("\r\n");
     expect(lines.at(-1)).toBe("");
-    expect(lines[0]).toBe("period_start,account_id,account_name,model,requests,prompt_tokens,completion_tokens,cost");
+    expect(lines[0]).toBe("period_start,account_id,account_name,model,requests,prompt_tokens,completion_tokens,fresh_input_tokens,cache_read_tokens,cache_write_5m_tokens,cache_write_1h_tokens,reasoning_tokens,images,cost,cache_savings");
     expect(lines.length - 2).toBe(json.data.length);
     // The account named `=acme, "west"` is quoted and cannot run as a formula.
     expect(csv.body).toContain(`,"'=acme, ""west""",`);
@@ -86,7 +87,7 @@ describe("GET /v1/admin/usage", () => {
       expect(cells[0]).toBe(row.period_start);
       expect(cells[1]).toBe(row.account_id);
       expect(Number(cells[4])).toBe(row.requests);
-      expect(Number(cells[7])).toBeCloseTo(row.cost, 9);
+      expect(Number(cells[13])).toBeCloseTo(row.cost, 9);
     });
   });
 

@@ -24,6 +24,8 @@ export type ReserveResult =
   /** The store cannot record charges right now: the request must not run (503). */
   | { ok: false; reason: "unavailable"; message: string };
 
+import type { PriceList, TokenClasses } from "./pricing.ts";
+
 /** A finished request: what it cost and its usage record. */
 export interface Settlement {
   requestId: string;
@@ -37,6 +39,13 @@ export interface Settlement {
   estimated: boolean;
   /** What the answer cost; the ledger charges at most what the request's hold covers. */
   costMicro: number;
+  /**
+   * The tokens by price class and the prices charged, kept with the record so that its cost can
+   * be recomputed (`admin audit`) and a later price change rewrites nothing. Without them (a
+   * release, a caller that knows only totals) the record reads as fresh input at unknown prices.
+   */
+  classes?: TokenClasses;
+  prices?: PriceList;
   status: string;
   latencyMs: number;
   /** The request's x-request-id (the client's, or the one the gateway made), kept with the record. */
@@ -103,7 +112,7 @@ export function acceptableSettlement(s: Settlement, log: (level: "error", messag
   const problem = checkSettlement(s);
   if (!problem) return s;
   log("error", "settlement with impossible numbers: charged nothing, recorded as zero", { requestId: s.requestId, problem });
-  return { ...s, costMicro: 0, promptTokens: Math.max(0, Math.trunc(s.promptTokens) || 0), completionTokens: Math.max(0, Math.trunc(s.completionTokens) || 0), latencyMs: 0 };
+  return { ...s, costMicro: 0, classes: undefined, promptTokens: Math.max(0, Math.trunc(s.promptTokens) || 0), completionTokens: Math.max(0, Math.trunc(s.completionTokens) || 0), latencyMs: 0 };
 }
 
 /** A settlement's numbers as the store will accept them, whatever produced them. */
@@ -112,5 +121,8 @@ export function checkSettlement(s: Settlement): string | undefined {
   if (!Number.isSafeInteger(s.promptTokens) || s.promptTokens < 0) return `promptTokens ${s.promptTokens}`;
   if (!Number.isSafeInteger(s.completionTokens) || s.completionTokens < 0) return `completionTokens ${s.completionTokens}`;
   if (!Number.isFinite(s.latencyMs)) return `latencyMs ${s.latencyMs}`;
+  if (s.classes) {
+    for (const [name, n] of Object.entries(s.classes)) if (!Number.isSafeInteger(n) || n < 0) return `classes.${name} ${n}`;
+  }
   return undefined;
 }

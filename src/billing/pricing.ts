@@ -1,21 +1,174 @@
 import type { Pricing } from "../config/schema.ts";
+import type { MeteredUsage } from "./usage-meter.ts";
 
-/** Prices are credits per million tokens, so tokens × price is already micro-credits. */
-export function tokenCostMicro(pricing: Pricing | undefined, inputTokens: number, outputTokens: number): number {
-  if (!pricing) return 0;
-  return Math.ceil(inputTokens * pricing.input_per_mtok + outputTokens * pricing.output_per_mtok);
+/**
+ * The price book: token classes × prices → micro-credits. Pure; every charge, every hold, the
+ * usage reports' savings and the audit's recomputation go through `classesCostMicro`, so a
+ * record's classes and prices always give back its charge.
+ *
+ * Prices are credits per million tokens, so tokens × price is already micro-credits.
+ */
+
+/** One answer's tokens by how they are priced. `reasoning` is part of `output`, shown apart, never priced apart. */
+export interface TokenClasses {
+  freshInput: number;
+  cacheRead: number;
+  /** 5-minute cache writes (Anthropic's default ttl; OpenAI-format servers that report writes). */
+  cacheWrite5m: number;
+  cacheWrite1h: number;
+  output: number;
+  reasoning: number;
+  images: number;
+}
+
+/** The prices one answer was charged at: credits per million tokens of each class, credits per image. */
+export interface PriceList {
+  input: number;
+  output: number;
+  cacheRead: number;
+  cacheWrite5m: number;
+  cacheWrite1h: number;
+  perImage: number;
+}
+
+export const NO_TOKENS: TokenClasses = { freshInput: 0, cacheRead: 0, cacheWrite5m: 0, cacheWrite1h: 0, output: 0, reasoning: 0, images: 0 };
+export const FREE: PriceList = { input: 0, output: 0, cacheRead: 0, cacheWrite5m: 0, cacheWrite1h: 0, perImage: 0 };
+
+/** One price list per model's pricing object: a settlement allocates none, and its id is computed once. */
+const LISTS = new WeakMap<Pricing, PriceList>();
+
+/** A model's complete price list; cache prices left out (a config older than them) are the input price. */
+export function priceListOf(pricing: Pricing | undefined): PriceList {
+  if (!pricing) return FREE;
+  let list = LISTS.get(pricing);
+  if (!list) LISTS.set(pricing, (list = completeList(pricing)));
+  return list;
+}
+
+function completeList(pricing: Pricing): PriceList {
+  return {
+    input: pricing.input_per_mtok,
+    output: pricing.output_per_mtok,
+    cacheRead: pricing.cache_read_per_mtok ?? pricing.input_per_mtok,
+    cacheWrite5m: pricing.cache_write_per_mtok ?? pricing.input_per_mtok,
+    cacheWrite1h: pricing.cache_write_1h_per_mtok ?? pricing.input_per_mtok,
+    perImage: pricing.per_image ?? 0,
+  };
+}
+
+/**
+ * What the classes cost at these prices, in micro-credits: the tokens' sum rounded up once (a
+ * fraction of a micro-credit is never dropped, never charged twice), plus each image at its price.
+ * The sum is first rounded to a thousandth of a micro-credit so that binary fractions (0.1 × 3,000
+ * is 300.00000000000006 in floating point) cannot round a whole number up.
+ */
+export function classesCostMicro(c: TokenClasses, p: PriceList): number {
+  const tokens =
+    c.freshInput * p.input + c.cacheRead * p.cacheRead + c.cacheWrite5m * p.cacheWrite5m + c.cacheWrite1h * p.cacheWrite1h + c.output * p.output;
+  return Math.ceil(Math.round(tokens * 1_000) / 1_000) + c.images * Math.round(p.perImage * 1_000_000);
+}
+
+/** The classes of a metered answer. The meter already priced estimates as fresh input (no cache counts). */
+export function classesOf(usage: MeteredUsage, reasoningTokens = 0): TokenClasses {
+  return {
+    freshInput: usage.inputTokens - usage.cacheReadTokens - usage.cacheWriteTokens,
+    cacheRead: usage.cacheReadTokens,
+    cacheWrite5m: usage.cacheWriteTokens - usage.cacheWrite1hTokens,
+    cacheWrite1h: usage.cacheWrite1hTokens,
+    output: usage.outputTokens,
+    reasoning: Math.min(reasoningTokens, usage.outputTokens),
+    images: usage.images,
+  };
+}
+
+const IDS = new WeakMap<PriceList, string>();
+
+/**
+ * A price list's version id: the same prices give the same id in every process and every store,
+ * so a record names the prices it was charged at without a round trip to learn an id.
+ */
+export function priceListId(p: PriceList): string {
+  let id = IDS.get(p);
+  if (id === undefined) IDS.set(p, (id = `pl_${(Bun.SHA256.hash(priceListJson(p), "hex") as string).slice(0, 20)}`));
+  return id;
+}
+
+/** The stored form of a price list: its fields in one fixed order. */
+export function priceListJson(p: PriceList): string {
+  return JSON.stringify({ input: p.input, output: p.output, cacheRead: p.cacheRead, cacheWrite5m: p.cacheWrite5m, cacheWrite1h: p.cacheWrite1h, perImage: p.perImage });
+}
+
+/** What the cached tokens would have cost as fresh input, minus what they cost: the report's "cache savings". */
+export function cacheSavingsMicro(c: TokenClasses, p: PriceList): number {
+  return classesCostMicro({ ...NO_TOKENS, freshInput: c.cacheRead + c.cacheWrite5m + c.cacheWrite1h }, p) -
+    classesCostMicro({ ...NO_TOKENS, cacheRead: c.cacheRead, cacheWrite5m: c.cacheWrite5m, cacheWrite1h: c.cacheWrite1h }, p);
+}
+
+/**
+ * The most a request may cost, held before it runs: every prompt token at the dearest price a
+ * prompt token can have (a 1-hour cache write costs twice fresh input on Anthropic), the whole
+ * answer, and the images. Charges never exceed it.
+ */
+export function worstCaseMicro(pricing: Pricing | undefined, promptTokens: number, outputTokens: number, images: number): number {
+  const p = priceListOf(pricing);
+  const dearest = Math.max(p.input, p.cacheRead, p.cacheWrite5m, p.cacheWrite1h);
+  return classesCostMicro({ ...NO_TOKENS, freshInput: promptTokens, output: outputTokens, images }, { ...p, input: dearest });
 }
 
 /** The "typical message" behind credits_per_msg: 1,000 tokens in, 500 out, rounded up to whole credits. */
 export const TYPICAL_INPUT_TOKENS = 1_000;
 export const TYPICAL_OUTPUT_TOKENS = 500;
 
-/** `outputTokens` 0 for embedding models, which produce none: their typical message is 1,000 input tokens. */
-export function creditsPerMessage(pricing: Pricing | undefined, outputTokens = TYPICAL_OUTPUT_TOKENS): number {
-  return Math.ceil(tokenCostMicro(pricing, TYPICAL_INPUT_TOKENS, outputTokens) / 1_000_000);
+/**
+ * credits_per_msg: a typical message, fresh input and output; an image model's typical message
+ * makes one image. `outputTokens` 0 for embedding models, which produce none.
+ */
+export function creditsPerMessage(pricing: Pricing | undefined, outputTokens = TYPICAL_OUTPUT_TOKENS, images = 0): number {
+  const micro = classesCostMicro({ ...NO_TOKENS, freshInput: TYPICAL_INPUT_TOKENS, output: outputTokens, images }, priceListOf(pricing));
+  return Math.ceil(micro / 1_000_000);
 }
 
-/** Tokens plus `per_image` credits for each generated image. */
-export function answerCostMicro(pricing: Pricing | undefined, inputTokens: number, outputTokens: number, images: number): number {
-  return tokenCostMicro(pricing, inputTokens, outputTokens) + images * Math.round((pricing?.per_image ?? 0) * 1_000_000);
+// ── Defaults: the vendors' published cache multipliers (README, "Prompt caching") ──
+
+/** Anthropic: reads 0.1× input, 5-minute writes 1.25×, 1-hour writes 2×. */
+const ANTHROPIC_CACHE = { read: 0.1, write5m: 1.25, write1h: 2 };
+
+/**
+ * OpenAI's cached-input discount by model family; writes cost plain input (OpenAI charges none
+ * extra). Families are matched on the upstream model's name without a vendor prefix
+ * (`openai/gpt-4o` on OpenRouter is gpt-4o). First match wins.
+ */
+const OPENAI_CACHE_READ: [RegExp, number][] = [
+  [/^gpt-5/, 0.1],
+  [/^(gpt-4\.1|o3(?!-mini)|o4-mini)/, 0.25],
+  [/^(gpt-4o|o1|o3-mini)/, 0.5],
+];
+
+/** `x × price` as the vendors print it: no binary-fraction tail (0.1 × 3,000 is 300, not 300.00000000000006). */
+const times = (price: number, factor: number) => Math.round(price * factor * 1e9) / 1e9;
+
+/**
+ * A model's prices with the cache prices filled in where its config leaves them out: Anthropic
+ * models (by provider kind, or a `claude` name behind an OpenAI-format server) take Anthropic's
+ * multipliers, OpenAI families their published cached-input price, anything else the input price.
+ */
+export function withCacheDefaults(pricing: Pricing, providerKind: "openai" | "anthropic", upstreamModel: string): Pricing {
+  const name = upstreamModel.slice(upstreamModel.lastIndexOf("/") + 1).toLowerCase();
+  const input = pricing.input_per_mtok;
+  let read = 1;
+  let write5m = 1;
+  let write1h = 1;
+  if (providerKind === "anthropic" || name.startsWith("claude")) ({ read, write5m, write1h } = ANTHROPIC_CACHE);
+  else read = OPENAI_CACHE_READ.find(([family]) => family.test(name))?.[1] ?? 1;
+  return {
+    ...pricing,
+    cache_read_per_mtok: pricing.cache_read_per_mtok ?? times(input, read),
+    cache_write_per_mtok: pricing.cache_write_per_mtok ?? times(input, write5m),
+    cache_write_1h_per_mtok: pricing.cache_write_1h_per_mtok ?? times(input, write1h),
+  };
+}
+
+/** An answer of fresh input only (no cache counts): tokens at the input and output prices, plus images. */
+export function answerCostMicro(pricing: Pricing | undefined, inputTokens: number, outputTokens: number, images = 0): number {
+  return classesCostMicro({ ...NO_TOKENS, freshInput: inputTokens, output: outputTokens, images }, priceListOf(pricing));
 }

@@ -2,8 +2,18 @@ import type { StreamEvent } from "../streaming/events.ts";
 import { countTokens } from "./token-estimate.ts";
 
 export interface MeteredUsage {
+  /** The whole prompt: fresh input plus the cache reads and writes below. */
   inputTokens: number;
   outputTokens: number;
+  /**
+   * The prompt's cached parts, as the upstream reported them; 0 when the prompt was estimated
+   * (an estimate is priced as fresh input) and never more than the prompt (a report that says
+   * more is cut down, so no class is negative).
+   */
+  cacheReadTokens: number;
+  /** Cache writes of every lifetime; `cacheWrite1hTokens` of them are 1-hour writes. */
+  cacheWriteTokens: number;
+  cacheWrite1hTokens: number;
   /** True when any count came from our tokenizer rather than the upstream. */
   estimated: boolean;
   /** Images generated, priced apart from tokens. */
@@ -38,6 +48,9 @@ export const METER_KEEP_CHARS = 8 * 1024;
 export class UsageMeter {
   #input: number | undefined;
   #output: number | undefined;
+  #cacheRead: number | undefined;
+  #cacheWrite: number | undefined;
+  #cacheWrite1h: number | undefined;
   readonly #keepChars: number;
   #produced: string[] = [];
   /** Frames relayed without decoding (with their size); decoded only if their text must be counted. */
@@ -51,6 +64,7 @@ export class UsageMeter {
   #empty = true;
   #images = 0;
   #totalOnce: Promise<MeteredUsage> | undefined;
+  #reasoningOnce: Promise<number | undefined> | undefined;
   /**
    * Reasoning, counted apart for clients that show its share of the output (never billed apart):
    * the upstream's count, else the text it thought, kept like the answer's sample (at most
@@ -98,6 +112,9 @@ export class UsageMeter {
           this.#reasoningText.length = 0;
         }
         if (e.inputTokens !== undefined) this.#input = e.inputTokens;
+        if (e.cacheReadTokens !== undefined) this.#cacheRead = e.cacheReadTokens;
+        if (e.cacheWriteTokens !== undefined) this.#cacheWrite = e.cacheWriteTokens;
+        if (e.cacheWrite1hTokens !== undefined) this.#cacheWrite1h = e.cacheWrite1hTokens;
         if (e.outputTokens !== undefined) {
           this.#output = e.outputTokens;
           // The upstream said how much it produced: what was kept to count it can go.
@@ -151,7 +168,12 @@ export class UsageMeter {
    * (an estimate: Anthropic may show a summary of what it thought), else undefined when the
    * answer had no reasoning. Part of the output tokens, never added to them.
    */
-  async reasoningTokens(): Promise<number | undefined> {
+  reasoningTokens(): Promise<number | undefined> {
+    // Asked by the encoder (to tell the client) and by the settlement (to record it): counted once.
+    return (this.#reasoningOnce ??= this.#countReasoning());
+  }
+
+  async #countReasoning(): Promise<number | undefined> {
     if (this.#reasoningReported !== undefined) return this.#reasoningReported;
     if (this.#reasoningKept === 0) return undefined;
     const text = this.#reasoningText.join("");
@@ -207,12 +229,14 @@ export class UsageMeter {
       const tokens = await countTokens(text);
       outputTokens = exact ? tokens : tokens + (text.length > 0 ? Math.ceil((this.#afterSample * tokens) / text.length) : Math.ceil(this.#afterSample / 4));
     }
-    return {
-      inputTokens: this.#input ?? (await countPrompt(prompt)),
-      outputTokens,
-      estimated,
-      images: this.#images,
-    };
+    const input = this.#input;
+    if (input === undefined) {
+      return { inputTokens: await countPrompt(prompt), outputTokens, cacheReadTokens: 0, cacheWriteTokens: 0, cacheWrite1hTokens: 0, estimated, images: this.#images };
+    }
+    const cacheReadTokens = Math.min(this.#cacheRead ?? 0, input);
+    const cacheWriteTokens = Math.min(this.#cacheWrite ?? 0, input - cacheReadTokens);
+    const cacheWrite1hTokens = Math.min(this.#cacheWrite1h ?? 0, cacheWriteTokens);
+    return { inputTokens: input, outputTokens, cacheReadTokens, cacheWriteTokens, cacheWrite1hTokens, estimated, images: this.#images };
   }
 }
 

@@ -1,7 +1,64 @@
 import type { Database } from "bun:sqlite";
 import { microToCredits } from "./money.ts";
 
-export interface UsageRow { model: string; requests: number; prompt_tokens: number; completion_tokens: number; cost_micro: number }
+/** What every report sums over the records: tokens by price class, the charges, and the cache savings. */
+export interface UsageSums {
+  requests: number;
+  prompt_tokens: number;
+  completion_tokens: number;
+  /** The prompt by class (records older than the classes count their whole prompt as fresh input). */
+  fresh_input_tokens: number;
+  cache_read_tokens: number;
+  cache_write_5m_tokens: number;
+  cache_write_1h_tokens: number;
+  /** The part of completion_tokens spent reasoning. */
+  reasoning_tokens: number;
+  images: number;
+  cost_micro: number;
+  /** What the cached tokens would have cost as fresh input, minus what they cost (negative when writes outweigh reads). */
+  cache_savings_micro: number;
+}
+
+export interface UsageRow extends UsageSums { model: string }
+
+/** The SQL of those sums, over `usage_records u`; both stores run it. */
+export const USAGE_SUMS_SQL = `COUNT(*) AS requests, SUM(u.prompt_tokens) AS prompt_tokens, SUM(u.completion_tokens) AS completion_tokens,
+  SUM(COALESCE(u.fresh_input_tokens, u.prompt_tokens)) AS fresh_input_tokens, SUM(u.cache_read_tokens) AS cache_read_tokens,
+  SUM(u.cache_write_5m_tokens) AS cache_write_5m_tokens, SUM(u.cache_write_1h_tokens) AS cache_write_1h_tokens,
+  SUM(u.reasoning_tokens) AS reasoning_tokens, SUM(u.images) AS images, SUM(u.cost_micro) AS cost_micro, SUM(u.cache_savings_micro) AS cache_savings_micro`;
+
+const SUM_FIELDS = ["requests", "prompt_tokens", "completion_tokens", "fresh_input_tokens", "cache_read_tokens", "cache_write_5m_tokens",
+  "cache_write_1h_tokens", "reasoning_tokens", "images", "cost_micro", "cache_savings_micro"] as const satisfies readonly (keyof UsageSums)[];
+
+/** A store's row of those sums as numbers (PostgreSQL's bigints arrive as strings, an empty SUM as null). */
+export function usageSums(r: Record<string, unknown>): UsageSums {
+  const sums = {} as UsageSums;
+  for (const f of SUM_FIELDS) sums[f] = r[f] === null || r[f] === undefined ? 0 : Number(r[f]);
+  return sums;
+}
+
+/** Sums as reports show them: token counts as they are, money in credits. */
+function shownSums(r: UsageSums) {
+  return {
+    requests: r.requests,
+    prompt_tokens: r.prompt_tokens,
+    completion_tokens: r.completion_tokens,
+    fresh_input_tokens: r.fresh_input_tokens,
+    cache_read_tokens: r.cache_read_tokens,
+    cache_write_5m_tokens: r.cache_write_5m_tokens,
+    cache_write_1h_tokens: r.cache_write_1h_tokens,
+    reasoning_tokens: r.reasoning_tokens,
+    images: r.images,
+    cost: microToCredits(r.cost_micro),
+    cache_savings: microToCredits(r.cache_savings_micro),
+  };
+}
+
+function totalOf(rows: UsageSums[]): UsageSums {
+  const total = usageSums({});
+  for (const r of rows) for (const f of SUM_FIELDS) total[f] += r[f];
+  return total;
+}
 
 /** What an account's usage report says; each store supplies the rows (`usage(accountId, from, to)`). */
 export type UsageReporter = (accountId: string, from: number, to: number) => UsageReport | Promise<UsageReport>;
@@ -10,28 +67,22 @@ export type UsageReport = ReturnType<typeof shapeUsageReport>;
 /** The report as the admin API and CLI show it, from per-model rows and refusal counts by status. */
 export function shapeUsageReport(accountId: string, from: number, to: number, rows: UsageRow[], refused: { status: number; n: number }[]) {
   const rejected = Object.fromEntries(refused.map((r) => [String(r.status), r.n]));
-  const sum = (f: (r: UsageRow) => number) => rows.reduce((n, r) => n + f(r), 0);
   return {
     account_id: accountId,
     from: new Date(from).toISOString(),
     to: new Date(to).toISOString(),
-    total: {
-      requests: sum((r) => r.requests),
-      prompt_tokens: sum((r) => r.prompt_tokens),
-      completion_tokens: sum((r) => r.completion_tokens),
-      cost: microToCredits(sum((r) => r.cost_micro)),
-    },
+    total: shownSums(totalOf(rows)),
     /** Requests refused before any upstream call, by status (none of them cost anything). */
     rejected,
-    models: rows.map((r) => ({ model: r.model, requests: r.requests, prompt_tokens: r.prompt_tokens, completion_tokens: r.completion_tokens, cost: microToCredits(r.cost_micro) })),
+    models: rows.map((r) => ({ model: r.model, ...shownSums(r) })),
   };
 }
 
 /** Usage of one account over [from, to), totalled per model, from the usage records, and its refusals. */
 export function createUsageReport(db: Database) {
-  const perModel = db.query<{ model: string; requests: number; prompt_tokens: number; completion_tokens: number; cost_micro: number }, [string, number, number]>(
-    `SELECT model, COUNT(*) AS requests, SUM(prompt_tokens) AS prompt_tokens, SUM(completion_tokens) AS completion_tokens, SUM(cost_micro) AS cost_micro
-       FROM usage_records WHERE account_id = ? AND created_at >= ? AND created_at < ? GROUP BY model ORDER BY model`,
+  const perModel = db.query<Record<string, unknown>, [string, number, number]>(
+    `SELECT u.model, ${USAGE_SUMS_SQL}
+       FROM usage_records u WHERE u.account_id = ? AND u.created_at >= ? AND u.created_at < ? GROUP BY u.model ORDER BY u.model`,
   );
   // Refusals are counted per key and minute (see billing/ledger.ts); a minute counts when it starts in the range.
   const refusals = db.query<{ status: number; n: number }, [string, number, number]>(
@@ -39,7 +90,7 @@ export function createUsageReport(db: Database) {
       WHERE k.account_id = ? AND r.minute * 60000 >= ? AND r.minute * 60000 < ? GROUP BY r.status ORDER BY r.status`,
   );
   return (accountId: string, from: number, to: number) =>
-    shapeUsageReport(accountId, from, to, perModel.all(accountId, from, to), refusals.all(accountId, Math.floor(from / 60_000) * 60_000, to));
+    shapeUsageReport(accountId, from, to, perModel.all(accountId, from, to).map((r) => ({ model: String(r.model), ...usageSums(r) })), refusals.all(accountId, Math.floor(from / 60_000) * 60_000, to));
 }
 
 // ── Usage over time, per account, key and model: what a team bills its own users from. ──
@@ -60,17 +111,13 @@ export interface UsageQuery {
 }
 
 /** One period (UTC hour or day) of one account / key / model, as the store sums it. */
-export interface UsageBucketRow {
+export interface UsageBucketRow extends UsageSums {
   period: number;
   account_id?: string;
   account_name?: string | null;
   key_id?: string;
   key_name?: string | null;
   model?: string;
-  requests: number;
-  prompt_tokens: number;
-  completion_tokens: number;
-  cost_micro: number;
 }
 
 /** Each store runs the same statement (`usageBreakdownSql`) and returns its rows. */
@@ -113,7 +160,7 @@ export function usageBreakdownSql(q: UsageQuery, dialect: "sqlite" | "postgres")
     columns.push("u.model");
     grouped.push("u.model");
   }
-  columns.push("COUNT(*) AS requests", "SUM(u.prompt_tokens) AS prompt_tokens", "SUM(u.completion_tokens) AS completion_tokens", "SUM(u.cost_micro) AS cost_micro");
+  columns.push(USAGE_SUMS_SQL);
   const where = [`u.created_at >= ${p(q.from)}`, `u.created_at < ${p(q.to)}`];
   if (q.accountId) where.push(`u.account_id = ${p(q.accountId)}`);
   if (q.keyId) where.push(`u.key_id = ${p(q.keyId)}`);
@@ -134,10 +181,7 @@ export function usageRows(raw: Record<string, unknown>[]): UsageBucketRow[] {
     ...("account_id" in r ? { account_id: String(r.account_id), account_name: (r.account_name as string | null) ?? null } : {}),
     ...("key_id" in r ? { key_id: String(r.key_id), key_name: (r.key_name as string | null) ?? null } : {}),
     ...("model" in r ? { model: String(r.model) } : {}),
-    requests: n(r.requests),
-    prompt_tokens: n(r.prompt_tokens),
-    completion_tokens: n(r.completion_tokens),
-    cost_micro: n(r.cost_micro),
+    ...usageSums(r),
   }));
 }
 
@@ -152,6 +196,8 @@ export function createUsageBreakdown(db: Database): UsageBreakdown {
   };
 }
 
+const SHOWN_SUMS = Object.keys(shownSums(usageSums({})));
+
 /** The columns of a report, in order: the period, what it is split by, then the sums. */
 function reportColumns(q: UsageQuery): string[] {
   const groups = new Set(q.groupBy);
@@ -160,10 +206,7 @@ function reportColumns(q: UsageQuery): string[] {
     ...(groups.has("account") ? ["account_id", "account_name"] : []),
     ...(groups.has("key") ? ["key_id", "key_name"] : []),
     ...(groups.has("model") ? ["model"] : []),
-    "requests",
-    "prompt_tokens",
-    "completion_tokens",
-    "cost",
+    ...SHOWN_SUMS,
   ];
 }
 
@@ -173,16 +216,12 @@ function reportRecord(r: UsageBucketRow): Record<string, string | number | null>
     ...(r.account_id !== undefined ? { account_id: r.account_id, account_name: r.account_name ?? null } : {}),
     ...(r.key_id !== undefined ? { key_id: r.key_id, key_name: r.key_name ?? null } : {}),
     ...(r.model !== undefined ? { model: r.model } : {}),
-    requests: r.requests,
-    prompt_tokens: r.prompt_tokens,
-    completion_tokens: r.completion_tokens,
-    cost: microToCredits(r.cost_micro),
+    ...shownSums(r),
   };
 }
 
 /** The report as JSON: one entry per period and group, and the totals. */
 export function shapeBreakdown(q: UsageQuery, rows: UsageBucketRow[]) {
-  const sum = (f: (r: UsageBucketRow) => number) => rows.reduce((n, r) => n + f(r), 0);
   return {
     object: "usage_report",
     from: new Date(q.from).toISOString(),
@@ -191,12 +230,7 @@ export function shapeBreakdown(q: UsageQuery, rows: UsageBucketRow[]) {
     group_by: USAGE_GROUPS.filter((g) => q.groupBy.includes(g)),
     columns: reportColumns(q),
     data: rows.map(reportRecord),
-    total: {
-      requests: sum((r) => r.requests),
-      prompt_tokens: sum((r) => r.prompt_tokens),
-      completion_tokens: sum((r) => r.completion_tokens),
-      cost: microToCredits(sum((r) => r.cost_micro)),
-    },
+    total: shownSums(totalOf(rows)),
   };
 }
 

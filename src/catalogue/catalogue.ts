@@ -25,7 +25,8 @@ export function createCatalogue(models: ModelConfig[]) {
       id: m.id,
       object: "model",
       owned_by: m.owned_by ?? m.id.slice(0, m.id.indexOf("/")),
-      credits_per_msg: m.category === "free" ? 0 : creditsPerMessage(m.pricing, m.category === "embedding" ? 0 : undefined),
+      // An image model's typical message makes one image, priced apart from its tokens.
+      credits_per_msg: m.category === "free" ? 0 : creditsPerMessage(m.pricing, m.category === "embedding" ? 0 : undefined, m.category === "image" ? 1 : 0),
       model_id: m.id,
       category: m.category,
       context_length: m.context_length,

@@ -1,4 +1,4 @@
-import type { Config } from "./schema.ts";
+import type { Config, Pricing } from "./schema.ts";
 
 /**
  * What the gateway serves with no config file: the simulated upstream (so a fresh clone
@@ -73,11 +73,12 @@ export function defaultConfig(env: Record<string, string | undefined>): Config {
         context_length: 32_000,
         modalities: { input: ["text"], output: ["image"] },
         owned_by: "openai",
-        pricing: { input_per_mtok: 5_000, output_per_mtok: 40_000, per_image: 0 },
+        pricing: { input_per_mtok: 5_000, output_per_mtok: 40_000, cache_read_per_mtok: 1_250, per_image: 0 },
       },
-      vendorModel("openai", "gpt-4o-mini", 128_000, 150, 600),
-      vendorModel("openai", "gpt-4o", 128_000, 2_500, 10_000),
-      vendorModel("openai", "gpt-4.1-mini", 1_047_576, 400, 1_600),
+      // The vendors' list prices (US$ 1 = 1,000 credits), cached input included.
+      vendorModel("openai", "gpt-4o-mini", 128_000, { input_per_mtok: 150, output_per_mtok: 600, cache_read_per_mtok: 75 }),
+      vendorModel("openai", "gpt-4o", 128_000, { input_per_mtok: 2_500, output_per_mtok: 10_000, cache_read_per_mtok: 1_250 }),
+      vendorModel("openai", "gpt-4.1-mini", 1_047_576, { input_per_mtok: 400, output_per_mtok: 1_600, cache_read_per_mtok: 100 }),
       embeddingModel("text-embedding-3-small", 20),
       embeddingModel("text-embedding-3-large", 130),
     );
@@ -90,8 +91,10 @@ export function defaultConfig(env: Record<string, string | undefined>): Config {
       api_key_env: "ANTHROPIC_API_KEY",
     });
     config.models.push(
-      vendorModel("anthropic", "claude-sonnet-4-5", 200_000, 3_000, 15_000),
-      vendorModel("anthropic", "claude-haiku-4-5", 200_000, 1_000, 5_000),
+      vendorModel("anthropic", "claude-sonnet-4-5", 200_000,
+        { input_per_mtok: 3_000, output_per_mtok: 15_000, cache_read_per_mtok: 300, cache_write_per_mtok: 3_750, cache_write_1h_per_mtok: 6_000 }),
+      vendorModel("anthropic", "claude-haiku-4-5", 200_000,
+        { input_per_mtok: 1_000, output_per_mtok: 5_000, cache_read_per_mtok: 100, cache_write_per_mtok: 1_250, cache_write_1h_per_mtok: 2_000 }),
     );
   }
   // Claude Code asks for its own model names (claude-sonnet-4-5, dated ids, claude-haiku-4-5 for
@@ -107,7 +110,7 @@ export function defaultConfig(env: Record<string, string | undefined>): Config {
 }
 
 /** A vendor's text model, served by the provider of the same name. */
-function vendorModel(vendor: "openai" | "anthropic", name: string, context: number, input: number, output: number): Config["models"][number] {
+function vendorModel(vendor: "openai" | "anthropic", name: string, context: number, pricing: Pricing): Config["models"][number] {
   return {
     id: `${vendor}/${name}`,
     provider: vendor,
@@ -116,7 +119,7 @@ function vendorModel(vendor: "openai" | "anthropic", name: string, context: numb
     context_length: context,
     modalities: { input: ["text", "image"], output: ["text"] },
     owned_by: vendor,
-    pricing: { input_per_mtok: input, output_per_mtok: output },
+    pricing,
   };
 }
 

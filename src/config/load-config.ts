@@ -4,6 +4,7 @@ import { Value } from "@sinclair/typebox/value";
 import { Config, LimitsConfig, ResponsesConfig, RetryConfig, ServerConfig, Timeouts } from "./schema.ts";
 import type { Limits, ModelConfig, ProviderConfig, ProviderTimeouts, ResponsesSettings, RetrySettings, ServerSettings } from "./schema.ts";
 import { defaultConfig } from "./defaults.ts";
+import { withCacheDefaults } from "../billing/pricing.ts";
 
 export class ConfigError extends Error {
   override name = "ConfigError";
@@ -113,7 +114,8 @@ export function resolveSettings(raw: unknown, env: Record<string, string | undef
   return {
     source,
     providers,
-    models: config.models,
+    // Cache prices are filled in once here, so every charge and `/v1/models` read complete prices.
+    models: config.models.map((m) => (m.pricing ? { ...m, pricing: withCacheDefaults(m.pricing, providers.get(m.provider)!.kind, m.upstream_model) } : m)),
     limits: Value.Default(LimitsConfig, { ...config.limits }) as Limits,
     retry: Value.Default(RetryConfig, { ...config.retry }) as RetrySettings,
     server: Value.Default(ServerConfig, { ...config.server }) as ServerSettings,

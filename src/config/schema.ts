@@ -22,9 +22,20 @@ export const ProviderConfig = t.Object({
 });
 export type ProviderConfig = typeof ProviderConfig.static;
 
+/**
+ * Credits per million tokens of each class, and per generated image. Cache prices left out take
+ * the vendor's published multiplier of `input_per_mtok` (billing/pricing.ts, `withCacheDefaults`;
+ * the README's "Prompt caching" table).
+ */
 export const Pricing = t.Object({
   input_per_mtok: t.Number({ minimum: 0 }),
   output_per_mtok: t.Number({ minimum: 0 }),
+  /** Prompt tokens read from the vendor's prompt cache. */
+  cache_read_per_mtok: t.Optional(t.Number({ minimum: 0 })),
+  /** Prompt tokens written to the cache for 5 minutes (Anthropic's default lifetime). */
+  cache_write_per_mtok: t.Optional(t.Number({ minimum: 0 })),
+  /** Prompt tokens written to the cache for 1 hour. */
+  cache_write_1h_per_mtok: t.Optional(t.Number({ minimum: 0 })),
   per_image: t.Optional(t.Number({ minimum: 0 })),
 });
 export type Pricing = typeof Pricing.static;

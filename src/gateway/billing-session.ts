@@ -1,7 +1,7 @@
 import type { ModelConfig } from "../config/schema.ts";
 import type { Ledger } from "../billing/ledger.ts";
 import type { Logger } from "../log.ts";
-import { answerCostMicro } from "../billing/pricing.ts";
+import { classesCostMicro, classesOf, NO_TOKENS, priceListOf } from "../billing/pricing.ts";
 import { microToCredits } from "../billing/money.ts";
 import { UsageMeter, type PromptSource } from "../billing/usage-meter.ts";
 import { GatewayError } from "../pipeline/gateway-error.ts";
@@ -83,23 +83,29 @@ export async function openBillingSession(
     try {
       // Nothing produced, nothing charged: an upstream that failed before answering costs nothing.
       const produced = status !== "upstream_error" && meter !== undefined && !meter.empty;
-      const usage = produced ? await meter!.total(o.promptText) : { inputTokens: 0, outputTokens: 0, estimated: false, images: 0 };
-      const costMicro = produced && model ? answerCostMicro(model.pricing, usage.inputTokens, usage.outputTokens, usage.images) : 0;
+      const usage = produced ? await meter!.total(o.promptText) : undefined;
+      const classes = usage ? classesOf(usage, (await meter!.reasoningTokens()) ?? 0) : NO_TOKENS;
+      const prices = priceListOf(model?.pricing);
+      const costMicro = produced && model ? classesCostMicro(classes, prices) : 0;
+      const inputTokens = usage?.inputTokens ?? 0;
+      const outputTokens = usage?.outputTokens ?? 0;
       const durable = ledger.settle({
         requestId,
         accountId: principal.accountId,
         keyId: principal.keyId,
         model: model?.id ?? "",
         provider: providerId,
-        promptTokens: usage.inputTokens,
-        completionTokens: usage.outputTokens,
-        estimated: usage.estimated,
+        promptTokens: inputTokens,
+        completionTokens: outputTokens,
+        estimated: usage?.estimated ?? false,
         costMicro,
+        classes,
+        prices,
         status,
         latencyMs: Math.round(performance.now() - o.startedAt),
         clientRequestId: o.clientRequestId,
       });
-      o.onCharged?.(usage.inputTokens, usage.outputTokens, costMicro);
+      o.onCharged?.(inputTokens, outputTokens, costMicro);
       // A free answer's record may trail it: nothing billed, nothing to lose.
       if (reserved && costMicro > 0) await durable;
     } catch (err) {

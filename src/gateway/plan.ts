@@ -1,7 +1,7 @@
 import type { ModelConfig } from "../config/schema.ts";
 import type { Settings } from "../config/load-config.ts";
 import type { WireFormat } from "../providers/provider.ts";
-import { answerCostMicro } from "../billing/pricing.ts";
+import { worstCaseMicro as mostItCosts } from "../billing/pricing.ts";
 import { countTokens, promptTokenBound } from "../billing/token-estimate.ts";
 import { fitCandidates, type Fitted } from "../pipeline/context-fit.ts";
 import { promptText, requestedMaxTokens } from "../pipeline/prepare-upstream.ts";
@@ -43,7 +43,7 @@ export async function planRequest(
     settings.limits.max_tokens_cap,
     async () => (await countTokens(prompt())) + 4 * messageCount + 3,
   );
-  const worstCaseMicro = Math.max(...candidates.map((c) => answerCostMicro(c.model.pricing, promptBound, c.maxTokens, c.model.category === "image" ? 1 : 0)));
+  const worstCaseMicro = Math.max(...candidates.map((c) => mostItCosts(c.model.pricing, promptBound, c.maxTokens, c.model.category === "image" ? 1 : 0)));
   return { ...requestIds(), candidates, worstCaseMicro, promptText: prompt };
 }
 
@@ -53,7 +53,7 @@ export async function planRequest(
  * and the worst case is the input's token bound at the dearest candidate's input price.
  */
 function planEmbeddings(models: ModelConfig[], input: EmbeddingsInputMeasure): Plan {
-  const worstCaseMicro = Math.max(...models.map((m) => answerCostMicro(m.pricing, input.tokenBound, 0, 0)));
+  const worstCaseMicro = Math.max(...models.map((m) => mostItCosts(m.pricing, input.tokenBound, 0, 0)));
   return { ...requestIds(), candidates: models.map((model) => ({ model, maxTokens: 0 })), worstCaseMicro, promptText: input.prompt };
 }
 

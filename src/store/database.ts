@@ -90,6 +90,21 @@ const MIGRATIONS: string[] = [
   // The request's x-request-id beside its record (the client's, or the gateway's own), so a
   // client's complaint about one request finds its charge.
   `ALTER TABLE usage_records ADD COLUMN client_request_id TEXT;`,
+  // Token classes and the prices charged (issue 29): each record's cost can be recomputed, and a
+  // price change rewrites no history. Older records keep fresh_input_tokens NULL: their whole
+  // prompt was priced as fresh input (readers take prompt_tokens), at prices nobody recorded.
+  // held_micro: what the request held, the most its charge could be. cache_savings_micro: what the
+  // cached tokens would have cost as fresh input minus what they cost, summed by reports.
+  `ALTER TABLE usage_records ADD COLUMN fresh_input_tokens INTEGER;
+   ALTER TABLE usage_records ADD COLUMN cache_read_tokens INTEGER NOT NULL DEFAULT 0;
+   ALTER TABLE usage_records ADD COLUMN cache_write_5m_tokens INTEGER NOT NULL DEFAULT 0;
+   ALTER TABLE usage_records ADD COLUMN cache_write_1h_tokens INTEGER NOT NULL DEFAULT 0;
+   ALTER TABLE usage_records ADD COLUMN reasoning_tokens INTEGER NOT NULL DEFAULT 0;
+   ALTER TABLE usage_records ADD COLUMN images INTEGER NOT NULL DEFAULT 0;
+   ALTER TABLE usage_records ADD COLUMN price_id TEXT;
+   ALTER TABLE usage_records ADD COLUMN held_micro INTEGER;
+   ALTER TABLE usage_records ADD COLUMN cache_savings_micro INTEGER NOT NULL DEFAULT 0;
+   CREATE TABLE price_lists (id TEXT PRIMARY KEY, prices TEXT NOT NULL, created_at INTEGER NOT NULL);`,
 ];
 
 /**
@@ -122,17 +137,18 @@ export function openDatabase(path: string, options: OpenOptions = {}): Database 
   return db;
 }
 
-export function migrate(db: Database): void {
+/** `through`: stop at that schema version (tests build a file as an older release left it). */
+export function migrate(db: Database, through = MIGRATIONS.length): void {
   db.exec("CREATE TABLE IF NOT EXISTS schema_migrations (version INTEGER PRIMARY KEY, applied_at INTEGER NOT NULL)");
   const latest = db.query<{ v: number | null }, []>("SELECT MAX(version) AS v FROM schema_migrations");
   // The version is read again under the write lock: another process starting on the same file
   // may have applied it in between.
   const step = db.transaction((): boolean => {
     const current = latest.get()?.v ?? 0;
-    if (current >= MIGRATIONS.length) return false;
+    if (current >= through) return false;
     db.exec(MIGRATIONS[current]!);
     db.query("INSERT INTO schema_migrations (version, applied_at) VALUES (?, ?)").run(current + 1, Date.now());
     return true;
   });
-  while ((latest.get()?.v ?? 0) < MIGRATIONS.length && step.immediate()) {}
+  while ((latest.get()?.v ?? 0) < through && step.immediate()) {}
 }

@@ -10,6 +10,7 @@ export interface CollectedAnswer {
   outputTokens: number;
   cacheReadTokens: number | undefined;
   cacheWriteTokens: number | undefined;
+  cacheWrite1hTokens: number | undefined;
   /** Reasoning's share of the output tokens, when the upstream (or the gateway's estimate) said. */
   reasoningTokens: number | undefined;
   /**
@@ -37,6 +38,7 @@ export function collectAnswer(events: StreamEvent[]): CollectedAnswer {
     outputTokens: 0,
     cacheReadTokens: undefined,
     cacheWriteTokens: undefined,
+    cacheWrite1hTokens: undefined,
     reasoningTokens: undefined,
     order: [],
   };
@@ -88,6 +90,7 @@ export function collectAnswer(events: StreamEvent[]): CollectedAnswer {
         if (e.outputTokens !== undefined) answer.outputTokens = e.outputTokens;
         if (e.cacheReadTokens !== undefined) answer.cacheReadTokens = e.cacheReadTokens;
         if (e.cacheWriteTokens !== undefined) answer.cacheWriteTokens = e.cacheWriteTokens;
+        if (e.cacheWrite1hTokens !== undefined) answer.cacheWrite1hTokens = e.cacheWrite1hTokens;
         if (e.reasoningTokens !== undefined) answer.reasoningTokens = e.reasoningTokens;
         break;
       case "finish":

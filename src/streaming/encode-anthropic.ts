@@ -33,6 +33,17 @@ function uncached(input: number, cacheRead: number | undefined, cacheWrite: numb
   return Math.max(0, input - (cacheRead ?? 0) - (cacheWrite ?? 0));
 }
 
+/**
+ * The cache counts of Anthropic's usage: both whenever the upstream reported either (an Anthropic
+ * client reads them as a pair), and the writes by lifetime (`cache_creation`) once writes are known.
+ */
+function addCacheUsage(usage: Record<string, unknown>, read: number | undefined, write: number | undefined, write1h: number | undefined): void {
+  if (read === undefined && write === undefined) return;
+  usage.cache_creation_input_tokens = write ?? 0;
+  usage.cache_read_input_tokens = read ?? 0;
+  if (write !== undefined) usage.cache_creation = { ephemeral_5m_input_tokens: write - (write1h ?? 0), ephemeral_1h_input_tokens: write1h ?? 0 };
+}
+
 const PING = "event: ping\ndata: {\"type\":\"ping\"}\n\n";
 
 const frame = (name: string, data: string) => `event: ${name}\ndata: ${data}\n\n`;
@@ -55,6 +66,7 @@ export function createAnthropicEncoder(ctx: EncodeContext): ClientSink {
   let reasoningTokens: number | undefined;
   let cacheRead: number | undefined;
   let cacheWrite: number | undefined;
+  let cacheWrite1h: number | undefined;
   let finish: FinishReason | undefined;
   let stopSequence: string | undefined;
   let wroteText = false;
@@ -63,9 +75,8 @@ export function createAnthropicEncoder(ctx: EncodeContext): ClientSink {
     if (started) return "";
     started = true;
     const input = reportedInput ? uncached(inputTokens, cacheRead, cacheWrite) : (ctx.inputTokensEstimate ?? 0);
-    const usage: Record<string, number> = { input_tokens: input, output_tokens: 0 };
-    if (cacheWrite !== undefined) usage.cache_creation_input_tokens = cacheWrite;
-    if (cacheRead !== undefined) usage.cache_read_input_tokens = cacheRead;
+    const usage: Record<string, unknown> = { input_tokens: input, output_tokens: 0 };
+    addCacheUsage(usage, cacheRead, cacheWrite, cacheWrite1h);
     const message = { id: ctx.id, type: "message", role: "assistant", model: ctx.model, content: [], stop_reason: null, stop_sequence: null, usage };
     return frame("message_start", JSON.stringify({ type: "message_start", message })) + PING;
   };
@@ -98,6 +109,7 @@ export function createAnthropicEncoder(ctx: EncodeContext): ClientSink {
           if (e.outputTokens !== undefined) outputTokens = e.outputTokens;
           if (e.cacheReadTokens !== undefined) cacheRead = e.cacheReadTokens;
           if (e.cacheWriteTokens !== undefined) cacheWrite = e.cacheWriteTokens;
+          if (e.cacheWrite1hTokens !== undefined) cacheWrite1h = e.cacheWrite1hTokens;
           if (e.reasoningTokens !== undefined) reasoningTokens = e.reasoningTokens;
           return "";
         case "text":
@@ -152,8 +164,7 @@ export function createAnthropicEncoder(ctx: EncodeContext): ClientSink {
     end() {
       let out = begin() + close();
       const usage: Record<string, unknown> = { input_tokens: uncached(inputTokens, cacheRead, cacheWrite), output_tokens: outputTokens };
-      if (cacheWrite !== undefined) usage.cache_creation_input_tokens = cacheWrite;
-      if (cacheRead !== undefined) usage.cache_read_input_tokens = cacheRead;
+      addCacheUsage(usage, cacheRead, cacheWrite, cacheWrite1h);
       if (reasoningTokens !== undefined) usage.output_tokens_details = { thinking_tokens: reasoningTokens };
       const delta = { stop_reason: STOP[finish ?? "stop"], stop_sequence: stopSequence ?? null };
       out += frame("message_delta", JSON.stringify({ type: "message_delta", delta, usage }));
@@ -224,8 +235,7 @@ export function encodeAnthropicBody(events: StreamEvent[], ctx: EncodeContext) {
     input_tokens: uncached(answer.inputTokens, answer.cacheReadTokens, answer.cacheWriteTokens),
     output_tokens: answer.outputTokens,
   };
-  if (answer.cacheWriteTokens !== undefined) usage.cache_creation_input_tokens = answer.cacheWriteTokens;
-  if (answer.cacheReadTokens !== undefined) usage.cache_read_input_tokens = answer.cacheReadTokens;
+  addCacheUsage(usage, answer.cacheReadTokens, answer.cacheWriteTokens, answer.cacheWrite1hTokens);
   if (answer.reasoningTokens !== undefined) usage.output_tokens_details = { thinking_tokens: answer.reasoningTokens };
   return {
     id: ctx.id,

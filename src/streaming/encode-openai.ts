@@ -31,19 +31,38 @@ export function openaiErrorBody(kind: ErrorKind, message: string) {
 const DONE = "data: [DONE]\n\n";
 
 interface ChunkUsage {
+  /** The whole prompt, cached parts included (OpenAI's `prompt_tokens`). */
   prompt: number;
   completion: number;
+  /** The prompt's cache reads (`cached_tokens`) and writes, when the upstream reported them. */
+  cached?: number;
+  written?: number;
   /** Reasoning's share of `completion`, when known. */
   reasoning?: number;
 }
 
 /** OpenAI's usage object; `completion_tokens_details.reasoning_tokens` is part of `completion_tokens`, not added to it. */
 function openaiUsage(usage: ChunkUsage) {
+  // OpenAI has no cache writes; servers that report them (OpenRouter) name them `cache_write_tokens`.
+  const prompt: Record<string, number> = { cached_tokens: usage.cached ?? 0 };
+  if (usage.written) prompt.cache_write_tokens = usage.written;
   return {
     prompt_tokens: usage.prompt,
     completion_tokens: usage.completion,
     total_tokens: usage.prompt + usage.completion,
+    prompt_tokens_details: prompt,
     completion_tokens_details: { reasoning_tokens: usage.reasoning ?? 0 },
+  };
+}
+
+/** The usage so far with an event's counts over it (later reports override earlier ones). */
+function nextUsage(usage: ChunkUsage | undefined, e: Extract<StreamEvent, { type: "usage" }>): ChunkUsage {
+  return {
+    prompt: e.inputTokens ?? usage?.prompt ?? 0,
+    completion: e.outputTokens ?? usage?.completion ?? 0,
+    cached: e.cacheReadTokens ?? usage?.cached,
+    written: e.cacheWriteTokens ?? usage?.written,
+    reasoning: e.reasoningTokens ?? usage?.reasoning,
   };
 }
 
@@ -104,11 +123,7 @@ export function createOpenAIEncoder(ctx: EncodeContext, options: { roleSent?: bo
           return begin() + chunk(`{"tool_calls":[${call}]}`);
         }
         case "usage":
-          usage = {
-            prompt: e.inputTokens ?? usage?.prompt ?? 0,
-            completion: e.outputTokens ?? usage?.completion ?? 0,
-            reasoning: e.reasoningTokens ?? usage?.reasoning,
-          };
+          usage = nextUsage(usage, e);
           return "";
         case "finish":
           return begin() + head + `{}` + `,"logprobs":null,"finish_reason":"${FINISH[e.reason]}"}]}\n\n`;
@@ -207,7 +222,7 @@ export function createOpenAIRelay(ctx: EncodeContext): ClientSink {
       for (const e of events) {
         if (e.type === "usage") {
           sawUsage = true;
-          usage = { prompt: e.inputTokens ?? 0, completion: e.outputTokens ?? 0 };
+          usage = nextUsage(undefined, e);
         }
       }
       if (parsed === undefined || parsed === null || typeof parsed !== "object") return ""; // [DONE] is re-sent by end()
@@ -233,7 +248,7 @@ export function createOpenAIRelay(ctx: EncodeContext): ClientSink {
     event(e) {
       // Only the gateway's own events arrive here: an estimated usage or an error.
       if (e.type === "usage") {
-        usage = { prompt: e.inputTokens ?? usage?.prompt ?? 0, completion: e.outputTokens ?? usage?.completion ?? 0, reasoning: e.reasoningTokens ?? usage?.reasoning };
+        usage = nextUsage(usage, e);
         return "";
       }
       return encoder.event(e);
@@ -272,7 +287,7 @@ export function encodeOpenAIBody(events: StreamEvent[], ctx: EncodeContext) {
     created: ctx.created,
     model: ctx.model,
     choices: [{ index: 0, message, logprobs: null, finish_reason: FINISH[answer.finish ?? "stop"] }],
-    usage: openaiUsage({ prompt: answer.inputTokens, completion: answer.outputTokens, reasoning: answer.reasoningTokens }),
+    usage: openaiUsage({ prompt: answer.inputTokens, completion: answer.outputTokens, cached: answer.cacheReadTokens, written: answer.cacheWriteTokens, reasoning: answer.reasoningTokens }),
   };
 }
 

@@ -31,10 +31,13 @@ export type StreamEvent =
   | { type: "image"; url: string }
   /**
    * Cumulative counts as reported by the upstream so far; later reports override earlier ones.
-   * `reasoningTokens` is the part of `outputTokens` spent reasoning: shown to clients, never
-   * billed apart (output tokens already hold it).
+   * `inputTokens` is the whole prompt: fresh input plus `cacheReadTokens` plus `cacheWriteTokens`
+   * (each vendor's own split is undone by its decoder and redone by each encoder).
+   * `cacheWrite1hTokens` is the part of the writes cached for an hour (Anthropic's
+   * `ephemeral_1h_input_tokens`); the rest are 5-minute writes. `reasoningTokens` is the part of
+   * `outputTokens` spent reasoning: shown to clients, never billed apart (output tokens hold it).
    */
-  | { type: "usage"; inputTokens?: number; outputTokens?: number; cacheReadTokens?: number; cacheWriteTokens?: number; reasoningTokens?: number }
+  | { type: "usage"; inputTokens?: number; outputTokens?: number; cacheReadTokens?: number; cacheWriteTokens?: number; cacheWrite1hTokens?: number; reasoningTokens?: number }
   | { type: "finish"; reason: FinishReason; stopSequence?: string }
   | { type: "error"; message: string; errorType: ErrorKind };
 

@@ -18,8 +18,29 @@ export interface Script {
   calls?: ScriptedCall[];
   /** Why the model stopped; default: tool calls when there are any, else a normal stop. */
   stop?: "stop" | "length" | "tool_calls";
-  /** `reasoning`: the reasoning share of `output`, reported as each vendor does (left out when undefined). */
-  usage?: { input: number; output: number; reasoning?: number };
+  /**
+   * `reasoning`: the reasoning share of `output`, reported as each vendor does (left out when undefined).
+   * `input` is fresh input; the cache counts come on top of it, written as each vendor does:
+   * Anthropic apart from `input_tokens` (writes split by lifetime in `cache_creation`), OpenAI inside
+   * `prompt_tokens` (`cached_tokens`; writes as `cache_write_tokens`, OpenRouter's dialect).
+   */
+  usage?: ScriptUsage;
+}
+
+export interface ScriptUsage {
+  input: number;
+  output: number;
+  reasoning?: number;
+  cacheRead?: number;
+  cacheWrite5m?: number;
+  cacheWrite1h?: number;
+}
+
+/** Anthropic's cache fields of a usage object (both counts, and the writes by lifetime). */
+function anthropicCache(u: ScriptUsage) {
+  const w5 = u.cacheWrite5m ?? 0;
+  const w1 = u.cacheWrite1h ?? 0;
+  return { cache_creation_input_tokens: w5 + w1, cache_read_input_tokens: u.cacheRead ?? 0, cache_creation: { ephemeral_5m_input_tokens: w5, ephemeral_1h_input_tokens: w1 } };
 }
 
 /** Splits text into a few pieces, so deltas really arrive in parts. */
@@ -53,7 +74,7 @@ export function anthropicStream(s: Script): Reply {
   const usage = s.usage ?? { input: 50, output: 10 };
   const chunks = [
     ev("message_start", {
-      message: { id: "msg_01Scripted000000000000", type: "message", role: "assistant", model: "claude-sonnet-4-5-20250929", content: [], stop_reason: null, stop_sequence: null, usage: { input_tokens: usage.input, cache_creation_input_tokens: 0, cache_read_input_tokens: 0, output_tokens: 1 } },
+      message: { id: "msg_01Scripted000000000000", type: "message", role: "assistant", model: "claude-sonnet-4-5-20250929", content: [], stop_reason: null, stop_sequence: null, usage: { input_tokens: usage.input, ...anthropicCache(usage), output_tokens: 1 } },
     }),
   ];
   let block = 0;
@@ -82,17 +103,27 @@ export function anthropicStream(s: Script): Reply {
 
 const SIGNATURE = "EqQBCgIYAhIM1gbcDa9GJwZA2b3hGgxBdjrkzLoky3dl1pkiMOYds";
 
-function openaiUsage(u: NonNullable<Script["usage"]>) {
+function openaiUsage(u: ScriptUsage) {
+  const writes = (u.cacheWrite5m ?? 0) + (u.cacheWrite1h ?? 0);
+  const prompt = u.input + (u.cacheRead ?? 0) + writes;
+  const cached = u.cacheRead !== undefined || writes > 0;
   return {
-    prompt_tokens: u.input,
+    prompt_tokens: prompt,
     completion_tokens: u.output,
-    total_tokens: u.input + u.output,
+    total_tokens: prompt + u.output,
+    ...(cached ? { prompt_tokens_details: { cached_tokens: u.cacheRead ?? 0, ...(writes > 0 ? { cache_write_tokens: writes } : {}), audio_tokens: 0 } } : {}),
     ...(u.reasoning !== undefined ? { completion_tokens_details: { reasoning_tokens: u.reasoning } } : {}),
   };
 }
 
-function anthropicDeltaUsage(u: NonNullable<Script["usage"]>) {
-  return { output_tokens: u.output, ...(u.reasoning !== undefined ? { output_tokens_details: { thinking_tokens: u.reasoning } } : {}) };
+/** message_delta's usage: the output, and (as Anthropic's API has since 2025) the prompt's counts again when they are cached. */
+function anthropicDeltaUsage(u: ScriptUsage) {
+  const cached = u.cacheRead !== undefined || u.cacheWrite5m !== undefined || u.cacheWrite1h !== undefined;
+  return {
+    ...(cached ? { input_tokens: u.input, ...anthropicCache(u) } : {}),
+    output_tokens: u.output,
+    ...(u.reasoning !== undefined ? { output_tokens_details: { thinking_tokens: u.reasoning } } : {}),
+  };
 }
 
 /** The script as a whole `chat.completion` body. */
@@ -117,7 +148,7 @@ export function anthropicBody(s: Script & { noUsage?: boolean }): Reply {
   for (const call of s.calls ?? []) content.push({ type: "tool_use", id: call.id, name: call.name, input: JSON.parse(call.arguments) });
   const stop = s.stop === "length" ? "max_tokens" : s.stop === "stop" ? "end_turn" : s.calls?.length ? "tool_use" : "end_turn";
   const body: Record<string, unknown> = { id: "msg_01Scripted000000000000", type: "message", role: "assistant", model: "claude-sonnet-4-5-20250929", content, stop_reason: stop, stop_sequence: null };
-  if (!s.noUsage) body.usage = { input_tokens: usage.input, cache_creation_input_tokens: 0, cache_read_input_tokens: 0, ...anthropicDeltaUsage(usage) };
+  if (!s.noUsage) body.usage = { input_tokens: usage.input, ...anthropicCache(usage), ...anthropicDeltaUsage(usage) };
   return { kind: "json", body };
 }
 

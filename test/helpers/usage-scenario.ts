@@ -8,8 +8,28 @@ export interface RawRecord {
   model: string;
   prompt_tokens: number;
   completion_tokens: number;
+  fresh_input_tokens: number;
+  cache_read_tokens: number;
+  cache_write_5m_tokens: number;
+  cache_write_1h_tokens: number;
+  reasoning_tokens: number;
+  images: number;
   cost_micro: number;
+  cache_savings_micro: number;
   created_at: number;
+}
+
+/** The records as both stores hold them (a record older than the token classes counts its prompt as fresh input). */
+export const RAW_RECORDS_SQL = `SELECT account_id, key_id, model, prompt_tokens, completion_tokens, COALESCE(fresh_input_tokens, prompt_tokens) AS fresh_input_tokens,
+  cache_read_tokens, cache_write_5m_tokens, cache_write_1h_tokens, reasoning_tokens, images, cost_micro, cache_savings_micro, created_at FROM usage_records`;
+
+const SUMMED = ["prompt_tokens", "completion_tokens", "fresh_input_tokens", "cache_read_tokens", "cache_write_5m_tokens", "cache_write_1h_tokens", "reasoning_tokens", "images", "cost_micro", "cache_savings_micro"] as const;
+
+/** A row of RAW_RECORDS_SQL with numbers as numbers (PostgreSQL's bigints arrive as strings). */
+export function rawRecord(r: Record<string, unknown>): RawRecord {
+  const record = { account_id: String(r.account_id), key_id: String(r.key_id), model: String(r.model), created_at: Number(r.created_at) } as RawRecord;
+  for (const f of SUMMED) record[f] = Number(r[f]);
+  return record;
 }
 
 export const DAY1 = Date.parse("2026-03-01T00:00:00Z");
@@ -63,15 +83,13 @@ export function expectedReport(records: RawRecord[], q: { from: number; to: numb
     if (q.groupBy.includes("key")) Object.assign(row, { key_id: r.key_id, key_name: names[r.key_id] ?? null });
     if (q.groupBy.includes("model")) row.model = r.model;
     const id = JSON.stringify(row);
-    const sums = rows.get(id) ?? { ...row, requests: 0, prompt_tokens: 0, completion_tokens: 0, cost_micro: 0 };
+    const sums = rows.get(id) ?? { ...row, requests: 0, ...Object.fromEntries(SUMMED.map((f) => [f, 0])) };
     sums.requests++;
-    sums.prompt_tokens += r.prompt_tokens;
-    sums.completion_tokens += r.completion_tokens;
-    sums.cost_micro += r.cost_micro;
+    for (const f of SUMMED) sums[f] += r[f];
     rows.set(id, sums);
   }
   const order = (row: Record<string, any>) => [row.period_start, row.account_id ?? "", row.key_id ?? "", row.model ?? ""].join("\u0000");
   return [...rows.values()]
     .sort((a, b) => (order(a) < order(b) ? -1 : order(a) > order(b) ? 1 : 0))
-    .map(({ cost_micro, ...rest }): Record<string, any> => ({ ...rest, cost: cost_micro / 1e6 }));
+    .map(({ cost_micro, cache_savings_micro, ...rest }): Record<string, any> => ({ ...rest, cost: cost_micro / 1e6, cache_savings: cache_savings_micro / 1e6 }));
 }

@@ -21,6 +21,8 @@ interface AnthropicUsage {
   output_tokens?: number | null;
   cache_creation_input_tokens?: number | null;
   cache_read_input_tokens?: number | null;
+  /** The writes by lifetime (prompt caching's `ttl`), where Anthropic splits them. */
+  cache_creation?: { ephemeral_5m_input_tokens?: number | null; ephemeral_1h_input_tokens?: number | null } | null;
   /** Reasoning's share of output_tokens, where Anthropic reports it. */
   output_tokens_details?: { thinking_tokens?: number | null } | null;
 }
@@ -35,6 +37,9 @@ function usageEvent(u: AnthropicUsage): StreamEvent {
   const reported = reportedCount(u.input_tokens);
   const input = reported === undefined ? undefined : reportedCount(reported + (cacheRead ?? 0) + (cacheWrite ?? 0));
   const event: StreamEvent = { type: "usage", inputTokens: input, outputTokens: reportedCount(u.output_tokens), cacheReadTokens: cacheRead, cacheWriteTokens: cacheWrite };
+  // Without the split every write is a 5-minute one (the default ttl, and the older API's only kind).
+  const oneHour = isRecord(u.cache_creation) ? reportedCount(u.cache_creation.ephemeral_1h_input_tokens) : undefined;
+  if (oneHour !== undefined && cacheWrite !== undefined) event.cacheWrite1hTokens = Math.min(oneHour, cacheWrite);
   const thinking = reportedCount(u.output_tokens_details?.thinking_tokens);
   if (thinking !== undefined) event.reasoningTokens = thinking;
   return event;

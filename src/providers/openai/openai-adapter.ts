@@ -15,7 +15,10 @@ const FINISH: Record<string, FinishReason> = {
 interface OpenAIUsage {
   prompt_tokens?: number;
   completion_tokens?: number;
-  prompt_tokens_details?: { cached_tokens?: number } | null;
+  /** `cached_tokens` is part of `prompt_tokens`; `cache_write_tokens` too, where a server reports writes (OpenRouter). */
+  prompt_tokens_details?: { cached_tokens?: number; cache_write_tokens?: number } | null;
+  /** Anthropic's name for writes, as LiteLLM-style servers pass it on (also part of `prompt_tokens`). */
+  cache_creation_input_tokens?: number;
   completion_tokens_details?: { reasoning_tokens?: number } | null;
 }
 
@@ -36,6 +39,8 @@ function usageEvent(u: OpenAIUsage): StreamEvent {
     outputTokens: reportedCount(u.completion_tokens),
     cacheReadTokens: reportedCount(u.prompt_tokens_details?.cached_tokens),
   };
+  const writes = reportedCount(u.prompt_tokens_details?.cache_write_tokens) ?? reportedCount(u.cache_creation_input_tokens);
+  if (writes) event.cacheWriteTokens = writes;
   // Compatible servers that reason without counting it say nothing (or 0 beside reasoning text): the meter then estimates.
   const reasoning = reportedCount(u.completion_tokens_details?.reasoning_tokens);
   if (reasoning) event.reasoningTokens = reasoning;

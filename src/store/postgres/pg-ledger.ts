@@ -5,6 +5,7 @@ import { randomId } from "../ids.ts";
 import { classifyPgFailure, describePgFailure, int, sqlState, withTimeout, type Pg, type PgFailure } from "./pg-client.ts";
 import { creditAccount } from "./pg-credits.ts";
 import { DB_NOW_MS } from "./pg-migrations.ts";
+import { cacheSavingsMicro, priceListId, priceListJson } from "../../billing/pricing.ts";
 import { createSettlementQueue, type QueuedSettlement, type RejectionCounter } from "../../billing/settlement-queue.ts";
 
 export interface PgLedgerOptions {
@@ -111,6 +112,8 @@ export async function createPostgresLedger(sql: Pg, o: PgLedgerOptions): Promise
 
   /** Heartbeats under way: a clean stop waits for them, or one landing after it would bring the row back. */
   const beating = new Set<Promise<unknown>>();
+  /** Price lists this process has seen committed: each is sent once, with the first batch charged at it. */
+  const pricesWritten = new Set<string>();
   /**
    * Since when this process's heartbeats have been written without a failure. After the database
    * was unreachable every process's heartbeat is stale, the living's too: a process only takes
@@ -144,13 +147,24 @@ export async function createPostgresLedger(sql: Pg, o: PgLedgerOptions): Promise
    */
   async function writeBatch(batch: Queued[], counters: Counter[], at: number): Promise<void> {
     if (batch.length === 0 && counters.length === 0) return;
+    const newPrices = new Map<string, string>();
     const rows = JSON.stringify(batch.map((q) => {
       const s = q.settlement;
+      const c = s.classes;
+      let pid: string | null = null;
+      if (s.prices) {
+        pid = priceListId(s.prices);
+        if (!pricesWritten.has(pid)) newPrices.set(pid, priceListJson(s.prices));
+      }
       return { r: s.requestId, a: s.accountId, k: s.keyId, m: s.model, p: s.provider, pt: s.promptTokens, ct: s.completionTokens, e: s.estimated,
-        c: s.costMicro, s: s.status, l: Math.round(s.latencyMs), h: q.held, rec: !q.release, ch: q.charge !== false, cr: s.clientRequestId ?? null };
+        c: s.costMicro, s: s.status, l: Math.round(s.latencyMs), h: q.held, rec: !q.release, ch: q.charge !== false, cr: s.clientRequestId ?? null,
+        fi: c ? c.freshInput : s.promptTokens, rd: c?.cacheRead ?? 0, w5: c?.cacheWrite5m ?? 0, w1: c?.cacheWrite1h ?? 0, rs: c?.reasoning ?? 0, im: c?.images ?? 0, pid,
+        sv: c && s.prices ? cacheSavingsMicro(c, s.prices) : 0 };
     }));
     const counterRows = JSON.stringify(counters.map((c) => ({ k: c.keyId, mi: c.minute, st: c.status, n: c.count })));
-    await bounded(sql.unsafe(SETTLE_BATCH, [rows, at, counterRows]), "settlement batch");
+    const priceRows = JSON.stringify([...newPrices].map(([id, prices]) => ({ id, prices })));
+    await bounded(sql.unsafe(SETTLE_BATCH, [rows, at, counterRows, priceRows]), "settlement batch");
+    for (const id of newPrices.keys()) pricesWritten.add(id);
   }
 
   /**
@@ -449,7 +463,7 @@ SELECT r FROM fits`;
 /**
  * A batch of settlements and releases, and the refusal counters, in one statement (so one
  * autocommit transaction, one round trip). $1: settlements as JSON rows, $2: the time recorded,
- * $3: counters as JSON rows.
+ * $3: counters as JSON rows, $4: price lists this process has not written yet (usually none).
  *
  * In order, each step gated on the one before by an uncorrelated sub-select (PostgreSQL runs it
  * once, as an InitPlan, before the step reads its first row — the "One-Time Filter" of the plan):
@@ -472,7 +486,8 @@ SELECT r FROM fits`;
 const SETTLE_BATCH = `
 WITH input AS MATERIALIZED (
   SELECT DISTINCT ON (r) * FROM jsonb_to_recordset($1::text::jsonb)
-    AS x(r text, a text, k text, m text, p text, pt bigint, ct bigint, e boolean, c bigint, s text, l integer, h bigint, rec boolean, ch boolean, cr text)
+    AS x(r text, a text, k text, m text, p text, pt bigint, ct bigint, e boolean, c bigint, s text, l integer, h bigint, rec boolean, ch boolean, cr text,
+         fi bigint, rd bigint, w5 bigint, w1 bigint, rs bigint, im integer, pid text, sv bigint)
   ORDER BY r, rec DESC
 ), locked_accounts AS MATERIALIZED (
   SELECT id FROM accounts WHERE id IN (SELECT a FROM input) ORDER BY id FOR NO KEY UPDATE
@@ -484,9 +499,11 @@ WITH input AS MATERIALIZED (
   DELETE FROM holds USING input WHERE holds.request_id = input.r AND (SELECT locked_rows FROM locked) >= 0
   RETURNING holds.request_id, holds.account_id, holds.key_id, holds.amount_micro
 ), recorded AS (
-  INSERT INTO usage_records (request_id, account_id, key_id, model, provider, prompt_tokens, completion_tokens, estimated, cost_micro, status, latency_ms, created_at, client_request_id)
+  INSERT INTO usage_records (request_id, account_id, key_id, model, provider, prompt_tokens, completion_tokens, estimated, cost_micro, status, latency_ms, created_at, client_request_id,
+                             fresh_input_tokens, cache_read_tokens, cache_write_5m_tokens, cache_write_1h_tokens, reasoning_tokens, images, price_id, held_micro, cache_savings_micro)
   SELECT i.r, i.a, i.k, i.m, i.p, i.pt, i.ct, i.e,
-         CASE WHEN i.ch THEN GREATEST(0, LEAST(i.c, COALESCE(l.amount_micro, i.h))) ELSE 0 END, i.s, i.l, $2, i.cr
+         CASE WHEN i.ch THEN GREATEST(0, LEAST(i.c, COALESCE(l.amount_micro, i.h))) ELSE 0 END, i.s, i.l, $2, i.cr,
+         i.fi, i.rd, i.w5, i.w1, i.rs, i.im, i.pid, CASE WHEN i.ch THEN GREATEST(0, COALESCE(l.amount_micro, i.h)) ELSE 0 END, i.sv
     FROM input i LEFT JOIN lifted l ON l.request_id = i.r
    WHERE i.rec
    ORDER BY i.r
@@ -516,6 +533,11 @@ WITH input AS MATERIALIZED (
    WHERE (SELECT locked_rows FROM locked) >= 0
    ORDER BY x.k, x.mi, x.st
   ON CONFLICT (key_id, minute, status) DO UPDATE SET count = rejection_counts.count + excluded.count
+  RETURNING 1
+), priced AS (
+  INSERT INTO price_lists (id, prices, created_at)
+  SELECT x.id, x.prices, $2 FROM jsonb_to_recordset($4::text::jsonb) AS x(id text, prices text) ORDER BY x.id
+  ON CONFLICT (id) DO NOTHING
   RETURNING 1
 )
 SELECT (SELECT COUNT(*) FROM recorded) AS recorded, (SELECT COUNT(*) FROM lifted) AS lifted`;

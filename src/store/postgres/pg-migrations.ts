@@ -90,6 +90,17 @@ const MIGRATIONS: string[] = [
    CREATE INDEX credit_entries_account ON credit_entries (account_id);`,
   // The request's x-request-id beside its record (store/database.ts has the same column).
   `ALTER TABLE usage_records ADD COLUMN client_request_id text;`,
+  // Token classes and the prices charged (store/database.ts has the same columns and says why).
+  `ALTER TABLE usage_records ADD COLUMN fresh_input_tokens bigint;
+   ALTER TABLE usage_records ADD COLUMN cache_read_tokens bigint NOT NULL DEFAULT 0;
+   ALTER TABLE usage_records ADD COLUMN cache_write_5m_tokens bigint NOT NULL DEFAULT 0;
+   ALTER TABLE usage_records ADD COLUMN cache_write_1h_tokens bigint NOT NULL DEFAULT 0;
+   ALTER TABLE usage_records ADD COLUMN reasoning_tokens bigint NOT NULL DEFAULT 0;
+   ALTER TABLE usage_records ADD COLUMN images integer NOT NULL DEFAULT 0;
+   ALTER TABLE usage_records ADD COLUMN price_id text;
+   ALTER TABLE usage_records ADD COLUMN held_micro bigint;
+   ALTER TABLE usage_records ADD COLUMN cache_savings_micro bigint NOT NULL DEFAULT 0;
+   CREATE TABLE price_lists (id text PRIMARY KEY, prices text NOT NULL, created_at bigint NOT NULL);`,
 ];
 
 /** The database's clock in epoch milliseconds, for values several processes compare. */
@@ -104,13 +115,13 @@ const MIGRATION_LOCK = 0x5377_7964; // "Swyd"
  * migrates while the others wait, then find nothing left to do. DDL is transactional in
  * PostgreSQL, so a migration that fails leaves nothing half-applied.
  */
-export async function migratePostgres(sql: Pg): Promise<number> {
+export async function migratePostgres(sql: Pg, through = MIGRATIONS.length): Promise<number> {
   return sql.begin(async (tx) => {
     await tx`SELECT pg_advisory_xact_lock(${MIGRATION_LOCK})`;
     await tx`CREATE TABLE IF NOT EXISTS schema_migrations (version integer PRIMARY KEY, applied_at bigint NOT NULL)`;
     const [row] = await tx`SELECT COALESCE(MAX(version), 0) AS v FROM schema_migrations`;
     let version = Number(row.v);
-    while (version < MIGRATIONS.length) {
+    while (version < through) {
       await tx.unsafe(MIGRATIONS[version]!);
       version++;
       await tx`INSERT INTO schema_migrations (version, applied_at) VALUES (${version}, ${Date.now()})`;

@@ -1,19 +1,20 @@
-import { shapeUsageReport, usageBreakdownSql, usageRows, type UsageBreakdown, type UsageReporter } from "../../billing/usage-report.ts";
+import { shapeUsageReport, USAGE_SUMS_SQL, usageBreakdownSql, usageRows, usageSums, type UsageBreakdown, type UsageReporter } from "../../billing/usage-report.ts";
 import type { AuditReport } from "../sqlite/audit.ts";
 import { int, withTimeout, type Pg } from "./pg-client.ts";
+import { createRecordChecker, PRICED_RECORD_COLUMNS, pricedRecord, type Mispriced } from "../../billing/record-check.ts";
 
 /** The usage report (billing/usage-report.ts) from PostgreSQL's records and refusal counts. */
 export function createPostgresUsageReport(sql: Pg, timeoutMs = 10_000): UsageReporter {
   return async (accountId, from, to) => {
     const [rows, refused] = await withTimeout(Promise.all([
-      sql`SELECT model, COUNT(*) AS requests, SUM(prompt_tokens) AS prompt_tokens, SUM(completion_tokens) AS completion_tokens, SUM(cost_micro) AS cost_micro
-            FROM usage_records WHERE account_id = ${accountId} AND created_at >= ${from} AND created_at < ${to} GROUP BY model ORDER BY model`,
+      sql.unsafe(`SELECT u.model, ${USAGE_SUMS_SQL}
+            FROM usage_records u WHERE u.account_id = $1 AND u.created_at >= $2 AND u.created_at < $3 GROUP BY u.model ORDER BY u.model COLLATE "C"`, [accountId, from, to]),
       sql`SELECT r.status, SUM(r.count) AS n FROM rejection_counts r JOIN api_keys k ON k.id = r.key_id
            WHERE k.account_id = ${accountId} AND r.minute * 60000 >= ${Math.floor(from / 60_000) * 60_000} AND r.minute * 60000 < ${to}
            GROUP BY r.status ORDER BY r.status`,
     ]), timeoutMs, "usage report");
     return shapeUsageReport(accountId, from, to,
-      rows.map((r: Record<string, unknown>) => ({ model: r.model as string, requests: int(r.requests), prompt_tokens: int(r.prompt_tokens), completion_tokens: int(r.completion_tokens), cost_micro: int(r.cost_micro) })),
+      rows.map((r: Record<string, unknown>) => ({ model: r.model as string, ...usageSums(r) })),
       refused.map((r: Record<string, unknown>) => ({ status: int(r.status), n: int(r.n) })));
   };
 }
@@ -51,6 +52,22 @@ export async function auditPostgres(sql: Pg, pricedModels?: ReadonlySet<string>)
     const uncharged = priced.length === 0 ? [] : (await tx`
       SELECT request_id, model, prompt_tokens, completion_tokens FROM usage_records
        WHERE status = 'ok' AND cost_micro = 0 AND prompt_tokens + completion_tokens > 0 AND model = ANY(${priced}::text[]) LIMIT 1000`).map((r: Record<string, unknown>) => ({ request_id: r.request_id as string, model: r.model as string, prompt_tokens: int(r.prompt_tokens), completion_tokens: int(r.completion_tokens) }));
+    // Every record that names its prices, recomputed, in pages by id (one snapshot: the transaction's).
+    const check = createRecordChecker();
+    const mispriced: Mispriced[] = [];
+    let pricedRecords = 0;
+    for (let after = 0; ;) {
+      const page = await tx.unsafe(
+        `SELECT u.id, ${PRICED_RECORD_COLUMNS} FROM usage_records u LEFT JOIN price_lists p ON p.id = u.price_id
+          WHERE u.price_id IS NOT NULL AND u.id > $1 ORDER BY u.id LIMIT 10000`, [after]);
+      for (const row of page) {
+        pricedRecords++;
+        const wrong = check(pricedRecord(row));
+        if (wrong && mispriced.length < 1000) mispriced.push(wrong);
+      }
+      if (page.length < 10000) break;
+      after = int(page[page.length - 1].id);
+    }
     const [counts] = await tx`SELECT (SELECT COUNT(*) FROM accounts) AS accounts, (SELECT COUNT(*) FROM usage_records) AS records`;
     return {
       accounts: int(counts.accounts),
@@ -60,7 +77,9 @@ export async function auditPostgres(sql: Pg, pricedModels?: ReadonlySet<string>)
       heldDrift,
       impossible,
       uncharged,
-      clean: accountDrift.length === 0 && keyDrift.length === 0 && heldDrift.length === 0 && impossible.length === 0 && uncharged.length === 0,
+      mispriced,
+      pricedRecords,
+      clean: accountDrift.length === 0 && keyDrift.length === 0 && heldDrift.length === 0 && impossible.length === 0 && uncharged.length === 0 && mispriced.length === 0,
     };
   });
 }

@@ -1,4 +1,5 @@
 import type { Database } from "bun:sqlite";
+import { createRecordChecker, PRICED_RECORD_COLUMNS, pricedRecord, type Mispriced } from "../../billing/record-check.ts";
 
 export interface AuditReport {
   accounts: number;
@@ -11,13 +12,18 @@ export interface AuditReport {
   impossible: { request_id: string; cost_micro: number; prompt_tokens: number; completion_tokens: number }[];
   /** Completed answers of priced models that produced tokens and were charged nothing. */
   uncharged: { request_id: string; model: string; prompt_tokens: number; completion_tokens: number }[];
+  /** Records whose charge is not what their token classes at their recorded prices come to (first 1,000). */
+  mispriced: Mispriced[];
+  /** Records checked that way: those that name their prices (older ones do not). */
+  pricedRecords: number;
   clean: boolean;
 }
 
 /**
  * Checks the books: for every account, balance = credits put in − charges recorded; for every
  * key, spent = its charges; no record with negative numbers; no completed answer of a priced
- * model left uncharged (`pricedModels`: the ids the configuration prices, when known).
+ * model left uncharged (`pricedModels`: the ids the configuration prices, when known); every
+ * record's charge recomputed from its token classes and the price list it names.
  * Reads only, in one read transaction, so it sees one consistent state while a gateway runs.
  */
 export function auditLedger(db: Database, pricedModels?: ReadonlySet<string>): AuditReport {
@@ -48,6 +54,17 @@ export function auditLedger(db: Database, pricedModels?: ReadonlySet<string>): A
         ).all()
       : [];
     const uncharged = candidates.filter((r) => pricedModels!.has(r.model)).slice(0, 1000);
+    const check = createRecordChecker();
+    const mispriced: Mispriced[] = [];
+    let pricedRecords = 0;
+    const records = db.query<Record<string, unknown>, []>(
+      `SELECT ${PRICED_RECORD_COLUMNS} FROM usage_records u LEFT JOIN price_lists p ON p.id = u.price_id WHERE u.price_id IS NOT NULL`,
+    );
+    for (const row of records.iterate()) {
+      pricedRecords++;
+      const wrong = check(pricedRecord(row));
+      if (wrong && mispriced.length < 1000) mispriced.push(wrong);
+    }
     const accounts = db.query<{ n: number }, []>("SELECT COUNT(*) AS n FROM accounts").get()!.n;
     const usageRecords = db.query<{ n: number }, []>("SELECT COUNT(*) AS n FROM usage_records").get()!.n;
     return {
@@ -57,7 +74,9 @@ export function auditLedger(db: Database, pricedModels?: ReadonlySet<string>): A
       keyDrift,
       impossible,
       uncharged,
-      clean: accountDrift.length === 0 && keyDrift.length === 0 && impossible.length === 0 && uncharged.length === 0,
+      mispriced,
+      pricedRecords,
+      clean: accountDrift.length === 0 && keyDrift.length === 0 && impossible.length === 0 && uncharged.length === 0 && mispriced.length === 0,
     };
   }).deferred();
 }

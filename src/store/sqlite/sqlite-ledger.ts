@@ -4,6 +4,7 @@ import { createChangeWatch, type ChangeWatch } from "../change-watch.ts";
 import type { Logger } from "../../log.ts";
 import { creditWriter } from "./credits.ts";
 import { classifyWriteFailure, describeWriteFailure, retryWhileBusy } from "./sqlite-errors.ts";
+import { cacheSavingsMicro, priceListId, priceListJson } from "../../billing/pricing.ts";
 import { createSettlementQueue, type QueuedSettlement, type RejectionCounter, type SettlementQueueOptions } from "../../billing/settlement-queue.ts";
 
 export interface SqliteLedgerOptions {
@@ -27,10 +28,11 @@ interface Queued extends QueuedSettlement {}
 
 /** Settlements written per transaction at most. */
 const MAX_BATCH = 512;
-/** Usage records per INSERT statement (13 parameters each; SQLite allows 32,766). */
+/** Usage records per INSERT statement (22 parameters each; SQLite allows 32,766). */
 const ROWS_PER_INSERT = 64;
-const INSERT_USAGE = `INSERT OR IGNORE INTO usage_records (request_id, account_id, key_id, model, provider, prompt_tokens, completion_tokens, estimated, cost_micro, status, latency_ms, created_at, client_request_id)`;
-const USAGE_ROW = "(?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)";
+const INSERT_USAGE = `INSERT OR IGNORE INTO usage_records (request_id, account_id, key_id, model, provider, prompt_tokens, completion_tokens, estimated, cost_micro, status, latency_ms, created_at, client_request_id,
+  fresh_input_tokens, cache_read_tokens, cache_write_5m_tokens, cache_write_1h_tokens, reasoning_tokens, images, price_id, held_micro, cache_savings_micro)`;
+const USAGE_ROW = "(?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)";
 /** Thrown inside a chunked write to roll it back: some record of the batch already existed. */
 const ALREADY_RECORDED = new Error("a usage record of the batch already exists");
 
@@ -80,6 +82,9 @@ export function createSqliteLedger(db: Database, o: SqliteLedgerOptions): Ledger
      ON CONFLICT (key_id, minute, status) DO UPDATE SET count = count + excluded.count`,
   );
   const probe = db.query("INSERT OR REPLACE INTO ledger_probe (id, at) VALUES (1, ?)");
+  const insertPrices = db.query("INSERT OR IGNORE INTO price_lists (id, prices, created_at) VALUES (?, ?, ?)");
+  /** Price lists known to be in the file: each is written once, with the first record charged at it. */
+  const pricesWritten = new Set<string>();
   const credit = creditWriter(db, now);
 
   // ── Cached balances: what SQLite has, as of our last read plus our own commits since. ──
@@ -141,10 +146,23 @@ export function createSqliteLedger(db: Database, o: SqliteLedgerOptions): Ledger
     }
     return statement;
   };
-  const usageValues = (s: Settlement, charge: number, at: number): (string | number | null)[] => [
-    s.requestId, s.accountId, s.keyId, s.model, s.provider, s.promptTokens, s.completionTokens,
-    s.estimated ? 1 : 0, charge, s.status, Math.round(s.latencyMs), at, s.clientRequestId ?? null,
-  ];
+  const usageValues = (s: Settlement, charge: number, held: number, at: number): (string | number | null)[] => {
+    const c = s.classes;
+    let priceId: string | null = null;
+    if (s.prices) {
+      priceId = priceListId(s.prices);
+      if (!pricesWritten.has(priceId)) {
+        insertPrices.run(priceId, priceListJson(s.prices), at);
+        pricesWritten.add(priceId);
+      }
+    }
+    return [
+      s.requestId, s.accountId, s.keyId, s.model, s.provider, s.promptTokens, s.completionTokens,
+      s.estimated ? 1 : 0, charge, s.status, Math.round(s.latencyMs), at, s.clientRequestId ?? null,
+      c ? c.freshInput : s.promptTokens, c?.cacheRead ?? 0, c?.cacheWrite5m ?? 0, c?.cacheWrite1h ?? 0, c?.reasoning ?? 0, c?.images ?? 0, priceId, held,
+      c && s.prices ? cacheSavingsMicro(c, s.prices) : 0,
+    ];
+  };
   /** A settlement posts at most its hold; without one (free models, a refused charge) it charges nothing. */
   const chargeOf = (q: Queued): { held: HeldAmount | undefined; charge: number } => {
     const held = q.charge === false ? undefined : holds.get(q.settlement.requestId);
@@ -174,7 +192,7 @@ export function createSqliteLedger(db: Database, o: SqliteLedgerOptions): Ledger
       const values: (string | number | null)[] = [];
       for (const q of chunk) {
         const { held, charge } = chargeOf(q);
-        values.push(...usageValues(q.settlement, charge, at));
+        values.push(...usageValues(q.settlement, charge, held?.amount ?? 0, at));
         post(debits, held, charge);
       }
       if (insertRows(chunk.length).run(...values).changes !== chunk.length) throw ALREADY_RECORDED;
@@ -187,7 +205,7 @@ export function createSqliteLedger(db: Database, o: SqliteLedgerOptions): Ledger
     const debits = newDebits();
     for (const q of batch) {
       const { held, charge } = chargeOf(q);
-      if (insertUsage.run(...usageValues(q.settlement, charge, at)).changes === 1) post(debits, held, charge);
+      if (insertUsage.run(...usageValues(q.settlement, charge, held?.amount ?? 0, at)).changes === 1) post(debits, held, charge);
     }
     return debit(debits, counters);
   });
@@ -197,6 +215,7 @@ export function createSqliteLedger(db: Database, o: SqliteLedgerOptions): Ledger
       return writeChunked.immediate(batch, counters, at);
     } catch (err) {
       if (err !== ALREADY_RECORDED) throw err;
+      pricesWritten.clear(); // rolled back with the chunk
       return writeOneByOne.immediate(batch, counters, at);
     }
   };
@@ -217,6 +236,8 @@ export function createSqliteLedger(db: Database, o: SqliteLedgerOptions): Ledger
         }
       } catch (err) {
         rollbackQuietly(db);
+        // A price list written in the rolled-back transaction is not in the file after all.
+        pricesWritten.clear();
         throw err;
       }
     },
