@@ -16,7 +16,7 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { useFakeUpstream } from "./helpers/fake-upstream.ts";
 import { useGateway } from "./helpers/gateway.ts";
-import { claudeCodeScript, FINAL_TEXT, WRITE_CONTENT } from "./helpers/claude-code.ts";
+import { claudeCodeScript, FINAL_TEXT, WRITE_CONTENT, type TurnUsage } from "./helpers/claude-code.ts";
 
 const bin = process.env.CLAUDE_CODE_BIN;
 const available = bin !== undefined && existsSync(bin);
@@ -99,6 +99,41 @@ describe.skipIf(!available)("Claude Code CLI through the gateway", () => {
           expect(first.messages.some((m: any) => m.role === "system")).toBe(true);
         }
       }
+    } finally {
+      upstream.reset();
+      rmSync(work, { recursive: true, force: true });
+      rmSync(home, { recursive: true, force: true });
+    }
+  }, 30_000);
+
+  test("a session whose every turn reports prompt caching is charged the vendor-priced sum, to the micro-credit", async () => {
+    const work = mkdtempSync(join(tmpdir(), "switchyard-cc-work-"));
+    const home = mkdtempSync(join(tmpdir(), "switchyard-cc-home-"));
+    // Turn 1 writes the system prompt and tools to the cache (some for an hour); turn 2 reads them back.
+    const turns: Record<1 | 2, TurnUsage> = {
+      1: { input: 3, cacheRead: 0, cacheWrite5m: 1_500, cacheWrite1h: 500, output: 40 },
+      2: { input: 7, cacheRead: 2_000, cacheWrite5m: 120, cacheWrite1h: 0, output: 25 },
+    };
+    // claude-sonnet-4-5 at 3,000 / 15,000 credits per million: reads 300, 5-minute writes 3,750, 1-hour writes 6,000.
+    const priced = (u: TurnUsage) => u.input * 3_000 + u.cacheRead * 300 + u.cacheWrite5m * 3_750 + u.cacheWrite1h * 6_000 + u.output * 15_000;
+    try {
+      writeFileSync(join(home, ".claude.json"), JSON.stringify({ hasCompletedOnboarding: true }));
+      const target = join(work, "hello.txt");
+      for (let i = 0; i < 10; i++) upstream.reply(claudeCodeScript(target, { strict: true, usage: (turn) => turns[turn] }));
+      const before = await gw.balanceMicro();
+      const run = await runClaude("claude-sonnet-4-5", work, home);
+      expect(run.exitCode, `${run.stdout}\n${run.stderr}`).toBe(0);
+      const result = JSON.parse(run.stdout);
+      expect(result).toMatchObject({ type: "result", subtype: "success", result: FINAL_TEXT, num_turns: 2 });
+      await gw.app.services.settled();
+      expect(before - (await gw.balanceMicro())).toBe(priced(turns[1]) + priced(turns[2]));
+      // Claude Code read the cache counts the gateway sent it, as from Anthropic.
+      expect(result.usage).toMatchObject({
+        input_tokens: turns[1].input + turns[2].input,
+        cache_read_input_tokens: turns[2].cacheRead,
+        cache_creation_input_tokens: turns[1].cacheWrite5m + turns[1].cacheWrite1h + turns[2].cacheWrite5m,
+        output_tokens: turns[1].output + turns[2].output,
+      });
     } finally {
       upstream.reset();
       rmSync(work, { recursive: true, force: true });

@@ -33,10 +33,31 @@ export const FINAL_TEXT = "Done: wrote hello.txt.";
 
 const ev = (type: string, data: unknown) => `event: ${type}\ndata: ${JSON.stringify(data)}\n\n`;
 
-function anthropicStream(blocks: ({ type: "text"; text: string } | { type: "tool_use"; id: string; name: string; input: unknown })[], stop: string): Reply {
+/** What one turn reports, as Anthropic counts: `input` fresh, the cache counts beside it. */
+export interface TurnUsage {
+  input: number;
+  cacheRead: number;
+  cacheWrite5m: number;
+  cacheWrite1h: number;
+  output: number;
+}
+
+const PLAIN_TURN: TurnUsage = { input: 2000, cacheRead: 0, cacheWrite5m: 0, cacheWrite1h: 0, output: 12 };
+
+/** Anthropic's prompt counts of a turn, as message_start (and, since 2025, message_delta) carry them. */
+function promptUsage(u: TurnUsage) {
+  return {
+    input_tokens: u.input,
+    cache_creation_input_tokens: u.cacheWrite5m + u.cacheWrite1h,
+    cache_read_input_tokens: u.cacheRead,
+    cache_creation: { ephemeral_5m_input_tokens: u.cacheWrite5m, ephemeral_1h_input_tokens: u.cacheWrite1h },
+  };
+}
+
+function anthropicStream(blocks: ({ type: "text"; text: string } | { type: "tool_use"; id: string; name: string; input: unknown })[], stop: string, usage = PLAIN_TURN): Reply {
   const chunks = [ev("message_start", {
     type: "message_start",
-    message: { id: "msg_01CcScript", type: "message", role: "assistant", model: "claude-x", content: [], stop_reason: null, stop_sequence: null, usage: { input_tokens: 2000, cache_creation_input_tokens: 0, cache_read_input_tokens: 0, output_tokens: 1 } },
+    message: { id: "msg_01CcScript", type: "message", role: "assistant", model: "claude-x", content: [], stop_reason: null, stop_sequence: null, usage: { ...promptUsage(usage), output_tokens: 1 } },
   })];
   blocks.forEach((b, index) => {
     if (b.type === "text") {
@@ -51,7 +72,7 @@ function anthropicStream(blocks: ({ type: "text"; text: string } | { type: "tool
     }
     chunks.push(ev("content_block_stop", { type: "content_block_stop", index }));
   });
-  chunks.push(ev("message_delta", { type: "message_delta", delta: { stop_reason: stop, stop_sequence: null }, usage: { output_tokens: 12 } }));
+  chunks.push(ev("message_delta", { type: "message_delta", delta: { stop_reason: stop, stop_sequence: null }, usage: usage === PLAIN_TURN ? { output_tokens: 12 } : { ...promptUsage(usage), output_tokens: usage.output } }));
   chunks.push(ev("message_stop", { type: "message_stop" }));
   return { kind: "sse", chunks };
 }
@@ -88,7 +109,7 @@ function offersWrite(body: any): boolean {
  * The model's side of the task, in the upstream's own wire format, after the vendor's checks
  * (a request the real vendor would refuse is refused the same way).
  */
-export function claudeCodeScript(filePath: string, options: FakeUpstreamOptions = {}) {
+export function claudeCodeScript(filePath: string, options: FakeUpstreamOptions & { usage?: (turn: 1 | 2) => TurnUsage } = {}) {
   let calls = 0;
   return (rec: RecordedRequest): Reply => {
     const refusal = vendorRefusal(rec, options);
@@ -99,6 +120,8 @@ export function claudeCodeScript(filePath: string, options: FakeUpstreamOptions 
     const write = offersWrite(body) && !answersTool(body) ? { id, name: "Write", input: { file_path: filePath, content: WRITE_CONTENT } } : undefined;
     const text = write ? "Writing the file." : FINAL_TEXT;
     if (openai) return openaiStream(text, write);
-    return write ? anthropicStream([{ type: "text", text }, { type: "tool_use", ...write }], "tool_use") : anthropicStream([{ type: "text", text }], "end_turn");
+    // Turn 1 asks for the file; turn 2 carries the tool's result.
+    const usage = options.usage?.(answersTool(body) ? 2 : 1);
+    return write ? anthropicStream([{ type: "text", text }, { type: "tool_use", ...write }], "tool_use", usage) : anthropicStream([{ type: "text", text }], "end_turn", usage);
   };
 }
