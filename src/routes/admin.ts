@@ -17,7 +17,8 @@ const Period = t.Union([t.Literal("day"), t.Literal("week"), t.Literal("month"),
   error: "must be day, week, month, or null for a lifetime limit",
   description: "What the spend limit counts: charges since the start of the current UTC day, week (from Monday) or month; null: over the whole life.",
 });
-const RateLimit = t.Integer({ minimum: 1, maximum: 1_000_000 });
+// Not t.Integer: Elysia's accepts numeric strings ("5") and turns them into numbers.
+const RateLimit = t.Number({ minimum: 1, maximum: 1_000_000, multipleOf: 1 });
 const ExpiresAt = t.String({ minLength: 10, maxLength: 40, description: "ISO 8601 date or date-time (UTC when no zone is given)." });
 /** What PATCH /v1/admin/keys/:id may change; absent fields stay as they are, null clears. */
 export const PatchKey = t.Object({
@@ -41,7 +42,7 @@ export const AccountListQuery = t.Object({
 const CreateAccount = t.Object({ name: t.String({ minLength: 1, maxLength: 200 }), credits: Credits }, open);
 const CreateKey = t.Object({
   name: t.Optional(t.String({ maxLength: 200 })),
-  rate_limit_per_minute: t.Optional(t.Integer({ minimum: 1, maximum: 1_000_000 })),
+  rate_limit_per_minute: t.Optional(RateLimit),
   /** ISO 8601 date-time after which the key stops working. */
   expires_at: t.Optional(t.String({ minLength: 10, maxLength: 40 })),
   /** Most this key may spend, in credits, over its life or per `spend_limit_period`. */
