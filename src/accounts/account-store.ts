@@ -294,7 +294,7 @@ export function createAccountStore(db: Database, now: () => number) {
     }
     const names = Object.keys(columns);
     if (names.length === 0) return true;
-    db.prepare(`UPDATE ${table} SET ${names.map((n) => `${n} = ?`).join(", ")} WHERE id = ?`).run(...(Object.values(columns) as never[]), id as never);
+    db.query(`UPDATE ${table} SET ${names.map((n) => `${n} = ?`).join(", ")} WHERE id = ?`).run(...(Object.values(columns) as never[]), id as never);
     return true;
   };
   const patch = db.transaction(patchRow);
