@@ -20,6 +20,7 @@ import { messagesRoute } from "./routes/messages.ts";
 import { responsesRoute } from "./routes/responses.ts";
 import { embeddingsRoute } from "./routes/embeddings.ts";
 import { modelsRoute } from "./routes/models.ts";
+import { keyRoute } from "./routes/key.ts";
 import { healthRoutes } from "./routes/health.ts";
 import { withSimulatedUpstream } from "./providers/simulated/simulated-upstream.ts";
 import { loadTokenizer } from "./billing/token-estimate.ts";
@@ -72,6 +73,8 @@ export function createApp(deps: AppDeps) {
   const now = deps.now ?? Date.now;
   const inflight = createInflight();
   let accounts: AccountStore, keys: KeyResolver, baseLedger: Ledger & RejectionLog, usage: UsageReporter, breakdown: UsageBreakdown;
+  /** Admin writes tell the in-process caches (SQLite's; PostgreSQL's ledger keeps no copies). */
+  let changed: (() => void) | undefined;
   if (deps.stores) {
     ({ accounts, keys, ledger: baseLedger, usage, breakdown } = deps.stores);
   } else {
@@ -79,6 +82,7 @@ export function createApp(deps: AppDeps) {
     const sqliteAccounts = createAccountStore(deps.db, now);
     // One watch for both caches, so a request reads data_version at most once.
     const changes = createChangeWatch(deps.db);
+    changed = () => changes.notify();
     accounts = sqliteAccounts;
     keys = createKeyResolver(sqliteAccounts, now, changes);
     // A commit costs ~45 µs of write and lock calls whatever it holds: while other answers are
@@ -157,6 +161,7 @@ export function createApp(deps: AppDeps) {
     .use(healthRoutes({ ledger, draining: () => draining, limiter: deps.limiter }))
     .use(ops.metrics ? metricsRoute({ expose: () => tracker.metrics?.expose(), token: ops.metricsToken }) : new Elysia({ name: "switchyard/no-metrics" }))
     .use(modelsRoute(catalogue))
+    .use(keyRoute({ accounts, ledger, defaultPerMinute: deps.settings.limits.requests_per_minute }))
     // Before the admin routes: the bearer plugin's derive is global, and in the minified binary it
     // fails on routes registered after it that do not parse their query.
     .use(openApiRoute(documented));
@@ -165,7 +170,7 @@ export function createApp(deps: AppDeps) {
   // route would copy all request headers into an object per request (`headers.toJSON()`, 1.2 %
   // of a non-stream request's CPU in a profile) that none of them reads.
   for (const route of app.routes) route.compile();
-  app.use(adminRoutes({ accounts, keys, ledger, usage, breakdown, adminToken: deps.adminToken, now }));
+  app.use(adminRoutes({ accounts, keys, ledger, usage, breakdown, adminToken: deps.adminToken, now, changed }));
   // Route labels are the paths served, known once every route is registered.
   if (ops.metrics) {
     tracker.metrics = createGatewayMetrics({

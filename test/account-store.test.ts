@@ -2,7 +2,7 @@ import { afterAll, describe, expect, test } from "bun:test";
 import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { createAccountStore, hashKey, KeyLimitError, MAX_ACTIVE_KEYS, type AccountStore } from "../src/accounts/account-store.ts";
+import { createAccountStore, CursorError, hashKey, KeyLimitError, MAX_ACTIVE_KEYS, type AccountStore } from "../src/accounts/account-store.ts";
 import { createCachedKeyResolver } from "../src/accounts/key-resolver.ts";
 import { openDatabase } from "../src/store/database.ts";
 import { createPostgresAccounts } from "../src/store/postgres/pg-accounts.ts";
@@ -10,8 +10,17 @@ import { connectPostgres, type Pg } from "../src/store/postgres/pg-client.ts";
 import { migratePostgres } from "../src/store/postgres/pg-migrations.ts";
 import { postgresMissing, useTestDatabase } from "./helpers/backends.ts";
 
+/** A store with a clock of the test's choosing, and the raw access the period tests need. */
+interface StoreFixture {
+  store: AccountStore;
+  /** Inserts a usage record as a settlement would (without moving balances). */
+  charge(accountId: string, keyId: string, costMicro: number, at: number): Promise<void>;
+  /** The stored period columns of a key or account. */
+  period(table: "api_keys" | "accounts", id: string): Promise<{ period_spent_micro: number; period_start: number; spend_limit_period: string | null }>;
+}
+
 /** The AccountStore contract: SQLite and PostgreSQL answer the same. */
-function accountStoreContract(name: string, make: () => Promise<AccountStore>): void {
+function accountStoreContract(name: string, make: () => Promise<AccountStore>, fixture: (now: () => number) => Promise<StoreFixture>): void {
   describe(`AccountStore contract: ${name}`, () => {
     test("accounts: create, get, describe, find by name; unknown ids are null", async () => {
       const store = await make();
@@ -20,7 +29,7 @@ function accountStoreContract(name: string, make: () => Promise<AccountStore>): 
       expect(created).toMatchObject({ name, balance: 2.5 });
       expect(await store.getAccount(created.id)).toEqual(created);
       expect(await store.findAccountByName(name)).toEqual(created);
-      expect(await store.describeAccount(created.id, 500_000)).toEqual({ ...created, reserved: 0.5, keys: [] });
+      expect(await store.describeAccount(created.id, 500_000)).toEqual({ ...created, reserved: 0.5, spend_limit: null, spend_limit_period: null, spent_in_period: 0, period_resets_at: null, keys: [] });
       expect(await store.getAccount("acct_missing")).toBeNull();
       expect(await store.describeAccount("acct_missing")).toBeNull();
       expect(await store.findAccountByName(`${name}_nobody`)).toBeNull();
@@ -33,7 +42,8 @@ function accountStoreContract(name: string, make: () => Promise<AccountStore>): 
       expect(issued.key).toMatch(/^svc-sk-[A-Za-z0-9_-]{43}$/);
       expect(await store.findActiveKey(hashKey(issued.key))).toEqual({ keyId: issued.id, accountId: account.id, rateLimitPerMinute: 600, expiresAt: null });
       const [summary] = await store.listKeys(account.id);
-      expect(summary).toMatchObject({ id: issued.id, name: "ci", last4: issued.key.slice(-4), revoked_at: null, rate_limit_per_minute: 600, spend_limit: 3, spent: 0 });
+      expect(summary).toMatchObject({ id: issued.id, name: "ci", last4: issued.key.slice(-4), revoked_at: null, rate_limit_per_minute: 600, spend_limit: 3, spent: 0, spend_limit_period: null, spent_in_period: 0, period_resets_at: null });
+      expect(await store.getKey(issued.id)).toEqual(summary!);
       expect(JSON.stringify(await store.listKeys(account.id))).not.toContain(issued.key);
       expect(await store.revokeKey(issued.id)).toBe(true);
       expect(await store.revokeKey(issued.id)).toBe(false);
@@ -53,12 +63,119 @@ function accountStoreContract(name: string, make: () => Promise<AccountStore>): 
       await store.revokeKey(first!.id);
       expect(await store.createKey(account.id, "again")).not.toBeNull();
     });
+
+    // Friday 27 November 2026, 10:00 UTC: the week began Monday the 23rd, the month on the 1st.
+    const NOW = Date.UTC(2026, 10, 27, 10);
+    const DAY = Date.UTC(2026, 10, 27), WEEK = Date.UTC(2026, 10, 23), MONTH = Date.UTC(2026, 10, 1);
+
+    test("keys: updateKey changes only what is given; the key lookup sees the new limits; unknown keys are null", async () => {
+      const { store } = await fixture(() => NOW);
+      const account = await store.createAccount("patch", 1_000_000);
+      const issued = (await store.createKey(account.id, { name: "old", rateLimitPerMinute: 60, spendLimitMicro: 5_000_000, spendLimitPeriod: "week" }))!;
+      expect(await store.getKey(issued.id)).toMatchObject({ name: "old", spend_limit: 5, spend_limit_period: "week", spent_in_period: 0, period_resets_at: "2026-11-30T00:00:00.000Z" });
+      const renamed = await store.updateKey(issued.id, { name: "new" });
+      expect(renamed).toMatchObject({ name: "new", rate_limit_per_minute: 60, spend_limit: 5, spend_limit_period: "week", expires_at: null });
+      const expiry = Date.UTC(2027, 0, 1);
+      const changed = await store.updateKey(issued.id, { rateLimitPerMinute: 7, expiresAt: expiry, spendLimitMicro: 1_500_000 });
+      expect(changed).toMatchObject({ name: "new", rate_limit_per_minute: 7, expires_at: "2027-01-01T00:00:00.000Z", spend_limit: 1.5, spend_limit_period: "week" });
+      expect(await store.findActiveKey(hashKey(issued.key))).toEqual({ keyId: issued.id, accountId: account.id, rateLimitPerMinute: 7, expiresAt: expiry });
+      const cleared = await store.updateKey(issued.id, { name: null, rateLimitPerMinute: null, expiresAt: null, spendLimitMicro: null, spendLimitPeriod: null });
+      expect(cleared).toMatchObject({ name: null, rate_limit_per_minute: null, expires_at: null, spend_limit: null, spend_limit_period: null, period_resets_at: null });
+      expect(await store.updateKey(issued.id, {})).toEqual(cleared!);
+      expect(await store.updateKey("key_missing", { name: "x" })).toBeNull();
+      expect(await store.getKey("key_missing")).toBeNull();
+    });
+
+    test("a new period recounts what was spent in its window from the usage records, in one step", async () => {
+      const f = await fixture(() => NOW);
+      const account = await f.store.createAccount("periods", 100_000_000);
+      const key = (await f.store.createKey(account.id, { name: "k", spendLimitMicro: 50_000_000 }))!;
+      const other = (await f.store.createKey(account.id, { name: "other" }))!;
+      // 1 today, 2 earlier this week, 4 earlier this month, 8 last month; another key's 16 today.
+      await f.charge(account.id, key.id, 1_000_000, DAY + 3_600_000);
+      await f.charge(account.id, key.id, 2_000_000, WEEK + 1);
+      await f.charge(account.id, key.id, 4_000_000, MONTH);
+      await f.charge(account.id, key.id, 8_000_000, MONTH - 1);
+      await f.charge(account.id, other.id, 16_000_000, DAY);
+      expect(await f.period("api_keys", key.id)).toEqual({ period_spent_micro: 0, period_start: 0, spend_limit_period: null });
+
+      const expected = [["day", 1, DAY, "2026-11-28T00:00:00.000Z"], ["week", 3, WEEK, "2026-11-30T00:00:00.000Z"], ["month", 7, MONTH, "2026-12-01T00:00:00.000Z"]] as const;
+      for (const [period, spent, start, resets] of expected) {
+        const summary = await f.store.updateKey(key.id, { spendLimitPeriod: period });
+        expect(summary).toMatchObject({ spend_limit: 50, spend_limit_period: period, spent_in_period: spent, period_resets_at: resets });
+        expect(await f.period("api_keys", key.id)).toEqual({ period_spent_micro: spent * 1_000_000, period_start: start, spend_limit_period: period });
+      }
+      // Back to a lifetime limit: everything, counted from 0.
+      await f.store.updateKey(key.id, { spendLimitPeriod: null });
+      expect(await f.period("api_keys", key.id)).toEqual({ period_spent_micro: 15_000_000, period_start: 0, spend_limit_period: null });
+
+      // The account counts all its keys.
+      expect(await f.store.updateAccount(account.id, { spendLimitMicro: 30_000_000, spendLimitPeriod: "day" })).toBe(true);
+      expect(await f.period("accounts", account.id)).toEqual({ period_spent_micro: 17_000_000, period_start: DAY, spend_limit_period: "day" });
+      const described = (await f.store.describeAccount(account.id))!;
+      expect(described).toMatchObject({ spend_limit: 30, spend_limit_period: "day", spent_in_period: 17, period_resets_at: "2026-11-28T00:00:00.000Z" });
+      await f.store.updateAccount(account.id, { spendLimitPeriod: "month", name: "renamed" });
+      expect(await f.period("accounts", account.id)).toEqual({ period_spent_micro: 23_000_000, period_start: MONTH, spend_limit_period: "month" });
+      expect(await f.store.describeAccount(account.id)).toMatchObject({ name: "renamed", spend_limit: 30, spent_in_period: 23 });
+      // The same period again recounts nothing (the ledger keeps the count from there).
+      await f.store.updateAccount(account.id, { spendLimitPeriod: "month", spendLimitMicro: null });
+      expect(await f.period("accounts", account.id)).toEqual({ period_spent_micro: 23_000_000, period_start: MONTH, spend_limit_period: "month" });
+      expect(await f.store.updateAccount("acct_missing", { name: "x" })).toBe(false);
+    });
+
+    test("accounts are listed oldest first, paged by cursor, filtered by a name substring ignoring case", async () => {
+      const { store } = await fixture(Date.now);
+      const tag = `Tag${Math.random().toString(36).slice(2, 8)}`;
+      const made: string[] = [];
+      for (let i = 0; i < 5; i++) made.push((await store.createAccount(`${i % 2 ? "Even" : "odd"} ${tag} ${i}`, i * 1_000_000)).id);
+      await store.updateAccount(made[0]!, { spendLimitMicro: 2_500_000, spendLimitPeriod: "month" });
+      const seen: string[] = [];
+      let cursor: string | null = null;
+      let pages = 0;
+      do {
+        const page: Awaited<ReturnType<AccountStore["listAccounts"]>> = await store.listAccounts({ limit: 2, cursor, name: tag.toUpperCase() });
+        expect(page.object).toBe("list");
+        expect(page.data.length).toBeLessThanOrEqual(2);
+        seen.push(...page.data.map((a) => a.id));
+        cursor = page.next_cursor;
+        pages++;
+      } while (cursor);
+      // Oldest first; accounts made in the same millisecond in id order.
+      const created = new Map<string, string>();
+      for (const id of made) created.set(id, (await store.getAccount(id))!.created_at);
+      const ordered = [...made].sort((a, b) => created.get(a)!.localeCompare(created.get(b)!) || (a < b ? -1 : 1));
+      expect(seen).toEqual(ordered);
+      expect(pages).toBe(3);
+      const first = await store.listAccounts({ limit: 1, name: `ODD ${tag.toLowerCase()} 0` });
+      expect(first.data).toEqual([{ id: made[0]!, name: `odd ${tag} 0`, balance: 0, created_at: created.get(made[0]!)!, spend_limit: 2.5, spend_limit_period: "month" }]);
+      expect((await store.listAccounts({ limit: 10, name: `even ${tag}` })).data.map((a) => a.id).sort()).toEqual([made[1]!, made[3]!].sort());
+      expect(await store.listAccounts({ limit: 10, name: `${tag}-nobody` })).toEqual({ object: "list", data: [], next_cursor: null });
+      // Unfiltered, the list holds these among the rest.
+      const all = await store.listAccounts({ limit: 500 });
+      expect(all.data.map((a) => a.id)).toEqual(expect.arrayContaining(made));
+      expect(() => store.listAccounts({ limit: 2, cursor: "not a cursor" })).toThrow(CursorError);
+      expect(() => store.listAccounts({ limit: 2, cursor: Buffer.from("x").toString("base64url") })).toThrow(CursorError);
+    });
   });
 }
 
 const dir = mkdtempSync(join(tmpdir(), "switchyard-accounts-"));
 afterAll(() => rmSync(dir, { recursive: true, force: true }));
-accountStoreContract("SQLite", async () => createAccountStore(openDatabase(join(dir, `a-${Math.random()}.sqlite`), { busyTimeoutMs: 0 }), Date.now));
+const sqliteFixture = async (now: () => number): Promise<StoreFixture> => {
+  const db = openDatabase(join(dir, `a-${Math.random()}.sqlite`), { busyTimeoutMs: 0 });
+  return {
+    store: createAccountStore(db, now),
+    async charge(accountId, keyId, costMicro, at) {
+      db.query(`INSERT INTO usage_records (request_id, account_id, key_id, model, provider, prompt_tokens, completion_tokens, estimated, cost_micro, status, latency_ms, created_at)
+                VALUES (?, ?, ?, 'm', 'p', 1, 1, 0, ?, 'ok', 1, ?)`).run(`req_${crypto.randomUUID()}`, accountId, keyId, costMicro, at);
+    },
+    async period(table, id) {
+      return db.query<{ period_spent_micro: number; period_start: number; spend_limit_period: string | null }, [string]>(
+        `SELECT period_spent_micro, period_start, spend_limit_period FROM ${table} WHERE id = ?`).get(id)!;
+    },
+  };
+};
+accountStoreContract("SQLite", async () => createAccountStore(openDatabase(join(dir, `a-${Math.random()}.sqlite`), { busyTimeoutMs: 0 }), Date.now), sqliteFixture);
 
 const missing = await postgresMissing();
 const database = useTestDatabase();
@@ -73,7 +190,23 @@ const pg = () => (pool ??= (async () => {
 if (missing) {
   test.skip(`AccountStore contract on PostgreSQL — skipped: ${missing}`, () => {});
 } else {
-  accountStoreContract("PostgreSQL", async () => createPostgresAccounts(await pg(), Date.now));
+  const pgFixture = async (now: () => number): Promise<StoreFixture> => {
+    const sql = await pg();
+    return {
+      store: createPostgresAccounts(sql, now),
+      async charge(accountId, keyId, costMicro, at) {
+        await sql`INSERT INTO usage_records (request_id, account_id, key_id, model, provider, prompt_tokens, completion_tokens, estimated, cost_micro, status, latency_ms, created_at)
+                  VALUES (${`req_${crypto.randomUUID()}`}, ${accountId}, ${keyId}, 'm', 'p', 1, 1, false, ${costMicro}, 'ok', 1, ${at})`;
+      },
+      async period(table, id) {
+        const [row] = table === "api_keys"
+          ? await sql`SELECT period_spent_micro, period_start, spend_limit_period FROM api_keys WHERE id = ${id}`
+          : await sql`SELECT period_spent_micro, period_start, spend_limit_period FROM accounts WHERE id = ${id}`;
+        return { period_spent_micro: Number(row.period_spent_micro), period_start: Number(row.period_start), spend_limit_period: row.spend_limit_period };
+      },
+    };
+  };
+  accountStoreContract("PostgreSQL", async () => createPostgresAccounts(await pg(), Date.now), pgFixture);
 
   test("key lookups from a shared store are cached for the TTL: a revoke by another process takes effect within it", async () => {
     const other = createPostgresAccounts(await pg(), Date.now);

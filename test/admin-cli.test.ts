@@ -8,6 +8,7 @@ import { runAdmin } from "../src/cli/admin.ts";
 import { writeFileSync } from "node:fs";
 import { OPENAI_MODEL, post, startGateway } from "./helpers/gateway.ts";
 import { startFakeUpstream } from "./helpers/fake-upstream.ts";
+import { postgresMissing, useTestDatabase } from "./helpers/backends.ts";
 
 const ROOT = resolve(import.meta.dir, "..");
 const KEY_SHAPE = /^svc-sk-[A-Za-z0-9_-]{32,}$/;
@@ -240,3 +241,129 @@ describe("bun run admin audit", () => {
     }
   });
 });
+
+describe("accounts list / update, keys update", () => {
+  test("in process: update what is given, print what the API prints; bad values are usage errors naming the flag", async () => {
+    const env = { SWITCHYARD_DB: tempDb() };
+    const run = async (...argv: string[]) => runAdmin(argv, env);
+    const tag = "Zq" + Math.random().toString(36).slice(2, 7);
+    const a = JSON.parse((await run("accounts", "create", `${tag} one`, "5")).out) as { id: string };
+    const b = JSON.parse((await run("accounts", "create", `${tag} two`, "6")).out) as { id: string };
+    await run("accounts", "create", "someone else", "1");
+
+    const updated = await run("accounts", "update", a.id, "--name", `${tag} uno`, "--spend-limit", "2.5", "--period", "week");
+    expect(updated.code).toBe(0);
+    expect(JSON.parse(updated.out)).toMatchObject({ id: a.id, name: `${tag} uno`, spend_limit: 2.5, spend_limit_period: "week", spent_in_period: 0, reserved: 0, keys: [] });
+    expect(JSON.parse((await run("accounts", "show", a.id)).out)).toEqual(JSON.parse(updated.out));
+    const cleared = JSON.parse((await run("accounts", "update", a.id, "--spend-limit", "none", "--period", "none")).out);
+    expect(cleared).toMatchObject({ spend_limit: null, spend_limit_period: null, period_resets_at: null });
+
+    const page1 = JSON.parse((await run("accounts", "list", "--name", tag.toUpperCase(), "--limit", "1")).out);
+    expect(page1.data).toHaveLength(1);
+    expect(typeof page1.next_cursor).toBe("string");
+    const page2 = JSON.parse((await run("accounts", "list", "--name", tag, "--limit", "1", "--cursor", page1.next_cursor)).out);
+    expect([...page1.data, ...page2.data].map((x: { id: string }) => x.id).sort()).toEqual([a.id, b.id].sort());
+    expect(page2.next_cursor).toBeNull();
+    expect(JSON.parse((await run("accounts", "list")).out).data).toHaveLength(3);
+
+    const key = JSON.parse((await run("keys", "create", a.id, "ci", "--spend-limit", "3", "--period", "day")).out) as { id: string; key: string };
+    expect(JSON.parse((await run("keys", "list", a.id)).out)[0]).toMatchObject({ spend_limit: 3, spend_limit_period: "day", spent_in_period: 0 });
+    const changed = await run("keys", "update", key.id, "--name", "renamed", "--rpm", "7", "--expires", "2031-01-31", "--period", "month", "--spend-limit", "4.5");
+    expect(changed.code).toBe(0);
+    const summary = JSON.parse(changed.out);
+    expect(summary).toMatchObject({ id: key.id, name: "renamed", rate_limit_per_minute: 7, expires_at: "2031-01-31T00:00:00.000Z", spend_limit: 4.5, spend_limit_period: "month" });
+    expect(changed.out).not.toContain(key.key);
+    expect(JSON.parse((await run("keys", "list", a.id)).out)[0]).toEqual(summary);
+    const none = JSON.parse((await run("keys", "update", key.id, "--name", "none", "--rpm", "none", "--expires", "none", "--period", "none", "--spend-limit", "none")).out);
+    expect(none).toMatchObject({ name: null, rate_limit_per_minute: null, expires_at: null, spend_limit: null, spend_limit_period: null });
+
+    const bad: [string[], string][] = [
+      [["keys", "update", key.id, "--rpm", "0"], "--rpm"],
+      [["keys", "update", key.id, "--rpm", "1.5"], "--rpm"],
+      [["keys", "update", key.id, "--rpm", "abc"], "--rpm"],
+      [["keys", "update", key.id, "--expires", "2026-02-30"], "--expires"],
+      [["keys", "update", key.id, "--expires", "soon"], "--expires"],
+      [["keys", "update", key.id, "--period", "year"], "--period"],
+      [["keys", "update", key.id, "--spend-limit", "1.1234567"], "--spend-limit"],
+      [["keys", "update", key.id, "--spend-limit", "-2"], "--spend-limit"],
+      [["keys", "update", key.id, "--spend-limit", ""], "--spend-limit"],
+      [["keys", "create", a.id, "--period", "hour"], "--period"],
+      [["accounts", "update", a.id, "--name", ""], "--name"],
+      [["accounts", "update", a.id, "--period", "fortnight"], "--period"],
+      [["accounts", "list", "--limit", "0"], "--limit"],
+      [["accounts", "list", "--limit", "501"], "--limit"],
+      [["accounts", "list", "--cursor", "nope"], "--cursor"],
+    ];
+    for (const [argv, flag] of bad) {
+      const r = await run(...argv);
+      if (r.code !== 2 || !r.out.includes(flag)) throw new Error(`${argv.join(" ")}: code ${r.code}, ${r.out}`);
+    }
+    expect(JSON.parse((await run("keys", "list", a.id)).out)[0]).toEqual(none);
+    const missingKey = await run("keys", "update", "key_nope", "--name", "x");
+    expect(missingKey.code).toBe(1);
+    expect(missingKey.out).toContain("key_nope");
+    const missingAccount = await run("accounts", "update", "acct_nope", "--name", "x");
+    expect(missingAccount.code).toBe(1);
+    expect(missingAccount.out).toContain("acct_nope");
+  });
+
+  test("separate process beside a running gateway: the same JSON as the API; a key update applies to the next request", async () => {
+    const token = "cli-admin-token-0123456789";
+    const gw = await startGateway({ upstreamUrl: "http://127.0.0.1:9", adminToken: token });
+    const api = async (method: string, path: string, body?: unknown) =>
+      (await fetch(gw.url + path, { method, headers: { authorization: `Bearer ${token}`, "content-type": "application/json" }, body: body === undefined ? undefined : JSON.stringify(body) })).json();
+    const models = (key: string) => fetch(gw.url + "/v1/models", { headers: { authorization: `Bearer ${key}` } });
+    try {
+      const account = JSON.parse((await cli(gw.dbPath, "accounts", "create", "Cli Listed", "3")).stdout) as { id: string };
+      const key = JSON.parse((await cli(gw.dbPath, "keys", "create", account.id, "ops")).stdout) as { id: string; key: string };
+      for (let i = 0; i < 3; i++) expect((await models(key.key)).status).toBe(200);
+
+      const listed = await cli(gw.dbPath, "accounts", "list", "--name", "cli list");
+      expect(listed.code).toBe(0);
+      expect(JSON.parse(listed.stdout)).toEqual(await api("GET", "/v1/admin/accounts?name=cli%20list"));
+
+      const updated = await cli(gw.dbPath, "keys", "update", key.id, "--rpm", "1", "--name", "throttled");
+      expect(updated.code).toBe(0);
+      expect(JSON.parse(updated.stdout)).toEqual(await api("PATCH", `/v1/admin/keys/${key.id}`, {}));
+      expect((await models(key.key)).status).toBe(200);
+      expect((await models(key.key)).status).toBe(429);
+
+      expect((await cli(gw.dbPath, "keys", "update", key.id, "--expires", "2020-01-01")).code).toBe(0);
+      expect((await models(key.key)).status).toBe(401);
+      expect((await cli(gw.dbPath, "keys", "update", key.id, "--expires", "none", "--rpm", "none")).code).toBe(0);
+      expect((await models(key.key)).status).toBe(200);
+
+      const acct = await cli(gw.dbPath, "accounts", "update", account.id, "--spend-limit", "2", "--period", "day");
+      expect(acct.code).toBe(0);
+      expect(JSON.parse(acct.stdout)).toEqual(await api("GET", `/v1/admin/accounts/${account.id}`));
+
+      const bad = await cli(gw.dbPath, "keys", "update", key.id, "--period", "year");
+      expect(bad.code).toBe(2);
+      expect(bad.stdout).toBe("");
+      expect(bad.stderr).toContain("--period");
+    } finally {
+      await gw.stop();
+    }
+  });
+});
+
+const pgMissing = await postgresMissing();
+const pgDatabase = useTestDatabase();
+if (pgMissing) {
+  test.skip(`admin CLI updates on PostgreSQL — skipped: ${pgMissing}`, () => {});
+} else {
+  test("on PostgreSQL: accounts list / update and keys update, as on SQLite", async () => {
+    const env = { SWITCHYARD_DATABASE_URL: await pgDatabase() };
+    const run = async (...argv: string[]) => runAdmin(argv, env);
+    const a = JSON.parse((await run("accounts", "create", "Pg Cli", "5")).out) as { id: string };
+    const updated = JSON.parse((await run("accounts", "update", a.id, "--name", "Pg Renamed", "--spend-limit", "2", "--period", "month")).out);
+    expect(updated).toMatchObject({ id: a.id, name: "Pg Renamed", spend_limit: 2, spend_limit_period: "month", spent_in_period: 0, keys: [] });
+    const listed = JSON.parse((await run("accounts", "list", "--name", "pg ren")).out);
+    expect(listed.data).toEqual([{ id: a.id, name: "Pg Renamed", balance: 5, created_at: updated.created_at, spend_limit: 2, spend_limit_period: "month" }]);
+    const key = JSON.parse((await run("keys", "create", a.id, "k", "--period", "week", "--spend-limit", "1")).out) as { id: string };
+    const changed = JSON.parse((await run("keys", "update", key.id, "--rpm", "9", "--period", "day", "--expires", "2031-01-01T10:00:00Z")).out);
+    expect(changed).toMatchObject({ id: key.id, rate_limit_per_minute: 9, spend_limit: 1, spend_limit_period: "day", expires_at: "2031-01-01T10:00:00.000Z" });
+    expect((await run("keys", "update", "key_nope", "--rpm", "3")).code).toBe(1);
+    expect((await run("keys", "update", key.id, "--rpm", "0")).code).toBe(2);
+  });
+}

@@ -1,6 +1,7 @@
 import type { Database } from "bun:sqlite";
 import { randomId } from "../store/ids.ts";
 import { microToCredits } from "../billing/money.ts";
+import { periodStart, periodWindow, type SpendPeriod } from "../billing/spend-period.ts";
 
 export const KEY_PREFIX = "svc-sk-";
 /** Spec 5.4: at most 10 active keys per account. */
@@ -21,6 +22,22 @@ export interface KeyOptions {
   rateLimitPerMinute?: number | null;
   expiresAt?: number | null;
   spendLimitMicro?: number | null;
+  /** The period `spendLimitMicro` resets by; null or absent: a lifetime limit. */
+  spendLimitPeriod?: SpendPeriod | null;
+}
+/** A key's settings to change: absent fields stay as they are, null clears. */
+export interface KeyPatch {
+  name?: string | null;
+  rateLimitPerMinute?: number | null;
+  expiresAt?: number | null;
+  spendLimitMicro?: number | null;
+  spendLimitPeriod?: SpendPeriod | null;
+}
+/** An account's settings to change: absent fields stay as they are. */
+export interface AccountPatch {
+  name?: string;
+  spendLimitMicro?: number | null;
+  spendLimitPeriod?: SpendPeriod | null;
 }
 /** What an operator may see of a key: never the key, only enough to recognise it. */
 export interface KeySummary {
@@ -34,15 +51,53 @@ export interface KeySummary {
   rate_limit_per_minute: number | null;
   spend_limit: number | null;
   spent: number;
+  /** null: the limit (if any) is over the key's life. */
+  spend_limit_period: SpendPeriod | null;
+  /** Charged since the current period began; for a lifetime limit, everything charged. */
+  spent_in_period: number;
+  /** When the period's count starts again; null for a lifetime limit. */
+  period_resets_at: string | null;
 }
 
-/** An account as the admin API shows it: balance, what open requests hold, keys (summaries only). */
+/** An account as the admin API shows it: balance, what open requests hold, its limit, keys (summaries only). */
 export interface AccountDescription extends Account {
   reserved: number;
+  spend_limit: number | null;
+  spend_limit_period: SpendPeriod | null;
+  spent_in_period: number;
+  period_resets_at: string | null;
   keys: KeySummary[];
 }
 
+/** One entry of the account list. */
+export interface AccountListEntry extends Account {
+  spend_limit: number | null;
+  spend_limit_period: SpendPeriod | null;
+}
+
+/** A page of accounts, oldest first; `next_cursor` asks for the page after it (null: this was the last). */
+export interface AccountPage {
+  object: "list";
+  data: AccountListEntry[];
+  next_cursor: string | null;
+}
+
+export interface AccountListQuery {
+  limit: number;
+  /** A `next_cursor` from the page before. */
+  cursor?: string | null;
+  /** Only accounts whose name contains this, ignoring the case of ASCII letters. */
+  name?: string | null;
+}
+
 export class KeyLimitError extends Error {}
+/** A cursor this store did not make. */
+export class CursorError extends Error {}
+/**
+ * PostgreSQL refuses a key's spend limit below what the key has spent and holds (the CHECK the
+ * ledger's reservations rely on, api_keys_holds_within_limit).
+ */
+export class SpendLimitConflictError extends Error {}
 
 type MaybePromise<T> = T | Promise<T>;
 
@@ -65,6 +120,75 @@ export interface AccountStore {
   listKeys(accountId: string): MaybePromise<KeySummary[]>;
   revokeKey(keyId: string): MaybePromise<boolean>;
   findActiveKey(keyHash: string): MaybePromise<ActiveKey | null>;
+  /** One key's summary (revoked keys too), or null. */
+  getKey(keyId: string): MaybePromise<KeySummary | null>;
+  /**
+   * Changes what the patch names, in one transaction; a new spend_limit_period recounts the
+   * key's period_spent_micro from its usage records over the new window. Null for an unknown key.
+   */
+  updateKey(keyId: string, patch: KeyPatch): MaybePromise<KeySummary | null>;
+  /** As updateKey, for an account; false for an unknown account. */
+  updateAccount(accountId: string, patch: AccountPatch): MaybePromise<boolean>;
+  /** Accounts oldest first (created_at, then id). Throws CursorError for a cursor it did not make. */
+  listAccounts(query: AccountListQuery): MaybePromise<AccountPage>;
+}
+
+/** Largest page of the account list. */
+export const MAX_ACCOUNT_PAGE = 500;
+
+/**
+ * The account list's cursor: the last entry's created_at and id, opaque to clients (base64url),
+ * so a page starts exactly after it even when accounts are created meanwhile.
+ */
+export function encodeAccountCursor(createdAtMs: number, id: string): string {
+  return Buffer.from(`${createdAtMs}:${id}`).toString("base64url");
+}
+
+export function decodeAccountCursor(cursor: string): { createdAt: number; id: string } {
+  const text = /^[A-Za-z0-9_-]{1,400}$/.test(cursor) ? Buffer.from(cursor, "base64url").toString() : "";
+  const m = /^(\d{1,16}):(.{1,200})$/.exec(text);
+  if (!m) throw new CursorError("cursor must be a next_cursor from a previous page.");
+  return { createdAt: Number(m[1]), id: m[2]! };
+}
+
+/** Lower-cases ASCII letters only: the name filter matches the same on SQLite (whose lower() does only these) and PostgreSQL. */
+export function asciiLower(text: string): string {
+  return text.replace(/[A-Z]/g, (c) => c.toLowerCase());
+}
+
+/** The start of each period's current window, for queries that count a row's spend by its own period. */
+export function periodStarts(now: number): { day: number; week: number; month: number } {
+  return { day: periodStart("day", now), week: periodStart("week", now), month: periodStart("month", now) };
+}
+
+/** `period_resets_at` of a limit: the end of its current window, or null for a lifetime limit. */
+export function periodResetsAt(period: SpendPeriod | null, now: number): string | null {
+  return period === null ? null : iso(periodWindow(period, now).resetsAt);
+}
+
+/** A key row as both stores read it (numbers already numbers). */
+export interface KeyRow {
+  id: string; name: string | null; key_prefix: string; key_last4: string; created_at: number; revoked_at: number | null;
+  expires_at: number | null; rate_limit_per_minute: number | null; spend_limit_micro: number | null; spent_micro: number;
+  spend_limit_period: SpendPeriod | null; period_spent: number;
+}
+
+export function keySummary(k: KeyRow, now: number): KeySummary {
+  return {
+    id: k.id,
+    name: k.name,
+    prefix: k.key_prefix,
+    last4: k.key_last4,
+    created_at: iso(k.created_at)!,
+    revoked_at: iso(k.revoked_at),
+    expires_at: iso(k.expires_at),
+    rate_limit_per_minute: k.rate_limit_per_minute,
+    spend_limit: k.spend_limit_micro === null ? null : microToCredits(k.spend_limit_micro),
+    spent: microToCredits(k.spent_micro),
+    spend_limit_period: k.spend_limit_period,
+    spent_in_period: microToCredits(k.period_spent),
+    period_resets_at: periodResetsAt(k.spend_limit_period, now),
+  };
 }
 
 /** `createKey`'s options, whichever form they came in. */
@@ -102,21 +226,41 @@ export function createAccountStore(db: Database, now: () => number) {
   const selectAccount = db.query<{ id: string; name: string; balance_micro: number; created_at: number }, [string]>(
     "SELECT id, name, balance_micro, created_at FROM accounts WHERE id = ?",
   );
+  // What the account spent in its limit's current window, from its usage records (all of them
+  // for a lifetime limit): ?2, ?3, ?4 are the current day's, week's and month's starts.
+  const selectAccountLimit = db.query<{ spend_limit_micro: number | null; spend_limit_period: SpendPeriod | null; period_spent: number }, [string, number, number, number]>(
+    `SELECT spend_limit_micro, spend_limit_period,
+            (SELECT COALESCE(SUM(u.cost_micro), 0) FROM usage_records u WHERE u.account_id = a.id
+               AND u.created_at >= CASE a.spend_limit_period WHEN 'day' THEN ?2 WHEN 'week' THEN ?3 WHEN 'month' THEN ?4 ELSE 0 END) AS period_spent
+       FROM accounts a WHERE a.id = ?1`,
+  );
   const countActive = db.query<{ n: number }, [string, number]>(
     "SELECT COUNT(*) AS n FROM api_keys WHERE account_id = ? AND revoked_at IS NULL AND (expires_at IS NULL OR expires_at > ?)",
   );
   const insertKey = db.query(
-    `INSERT INTO api_keys (id, account_id, name, key_hash, key_prefix, key_last4, created_at, rate_limit_per_minute, expires_at, spend_limit_micro)
-     VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+    `INSERT INTO api_keys (id, account_id, name, key_hash, key_prefix, key_last4, created_at, rate_limit_per_minute, expires_at, spend_limit_micro, spend_limit_period, period_start)
+     VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
   );
-  const selectKeys = db.query<
-    { id: string; name: string | null; key_prefix: string; key_last4: string; created_at: number; revoked_at: number | null; expires_at: number | null; rate_limit_per_minute: number | null; spend_limit_micro: number | null; spent_micro: number },
-    [string]
-  >("SELECT id, name, key_prefix, key_last4, created_at, revoked_at, expires_at, rate_limit_per_minute, spend_limit_micro, spent_micro FROM api_keys WHERE account_id = ? ORDER BY created_at, id");
+  // A lifetime limit counts spent_micro; a periodic one the key's usage records since its window began.
+  const keyColumns = `k.id, k.name, k.key_prefix, k.key_last4, k.created_at, k.revoked_at, k.expires_at, k.rate_limit_per_minute, k.spend_limit_micro, k.spent_micro, k.spend_limit_period,
+    CASE WHEN k.spend_limit_period IS NULL THEN k.spent_micro
+         ELSE (SELECT COALESCE(SUM(u.cost_micro), 0) FROM usage_records u WHERE u.key_id = k.id
+                 AND u.created_at >= CASE k.spend_limit_period WHEN 'day' THEN ?2 WHEN 'week' THEN ?3 ELSE ?4 END) END AS period_spent`;
+  const selectKeys = db.query<KeyRow, [string, number, number, number]>(`SELECT ${keyColumns} FROM api_keys k WHERE k.account_id = ?1 ORDER BY k.created_at, k.id`);
+  const selectKey = db.query<KeyRow, [string, number, number, number]>(`SELECT ${keyColumns} FROM api_keys k WHERE k.id = ?1`);
   const selectByName = db.query<{ id: string }, [string]>("SELECT id FROM accounts WHERE name = ? ORDER BY created_at LIMIT 1");
   const revoke = db.query("UPDATE api_keys SET revoked_at = ? WHERE id = ? AND revoked_at IS NULL");
   const selectActiveKey = db.query<{ id: string; account_id: string; rate_limit_per_minute: number | null; expires_at: number | null }, [string]>(
     "SELECT id, account_id, rate_limit_per_minute, expires_at FROM api_keys WHERE key_hash = ? AND revoked_at IS NULL",
+  );
+  const keyPeriod = db.query<{ spend_limit_period: SpendPeriod | null }, [string]>("SELECT spend_limit_period FROM api_keys WHERE id = ?");
+  const accountPeriod = db.query<{ spend_limit_period: SpendPeriod | null }, [string]>("SELECT spend_limit_period FROM accounts WHERE id = ?");
+  const keySpentSince = db.query<{ s: number }, [string, number]>("SELECT COALESCE(SUM(cost_micro), 0) AS s FROM usage_records WHERE key_id = ? AND created_at >= ?");
+  const accountSpentSince = db.query<{ s: number }, [string, number]>("SELECT COALESCE(SUM(cost_micro), 0) AS s FROM usage_records WHERE account_id = ? AND created_at >= ?");
+  const accountPage = db.query<{ id: string; name: string; balance_micro: number; created_at: number; spend_limit_micro: number | null; spend_limit_period: SpendPeriod | null }, [number, string, string, number]>(
+    `SELECT id, name, balance_micro, created_at, spend_limit_micro, spend_limit_period FROM accounts
+      WHERE (created_at > ?1 OR (created_at = ?1 AND id > ?2)) AND (?3 = '' OR instr(lower(name), ?3) > 0)
+      ORDER BY created_at, id LIMIT ?4`,
   );
 
   // Count and insert under one write lock, so parallel requests cannot both take the 10th place.
@@ -129,12 +273,33 @@ export function createAccountStore(db: Database, now: () => number) {
     const id = randomId("key");
     const { key, hash, prefix, last4 } = newKey();
     const name = options.name ?? null;
+    const period = options.spendLimitPeriod ?? null;
+    // A new key has spent nothing: its count is valid for the window it starts in.
     insertKey.run(id, accountId, name, hash, prefix, last4, at,
-      options.rateLimitPerMinute ?? null, options.expiresAt ?? null, options.spendLimitMicro ?? null);
+      options.rateLimitPerMinute ?? null, options.expiresAt ?? null, options.spendLimitMicro ?? null, period, periodStart(period, at));
     return { id, key, name, created_at: iso(at)! };
   });
 
-  return {
+  /**
+   * One UPDATE with the columns given; a period that changes recounts what was spent in the new
+   * window from the usage records, under the same write lock as the change.
+   */
+  const patchRow = (table: "api_keys" | "accounts", id: string, columns: Record<string, unknown>, period: SpendPeriod | null | undefined): boolean => {
+    const current = (table === "api_keys" ? keyPeriod : accountPeriod).get(id);
+    if (!current) return false;
+    if (period !== undefined && period !== current.spend_limit_period) {
+      const start = periodStart(period, now());
+      columns.period_start = start;
+      columns.period_spent_micro = (table === "api_keys" ? keySpentSince : accountSpentSince).get(id, start)!.s;
+    }
+    const names = Object.keys(columns);
+    if (names.length === 0) return true;
+    db.query(`UPDATE ${table} SET ${names.map((n) => `${n} = ?`).join(", ")} WHERE id = ?`).run(...(Object.values(columns) as never[]), id as never);
+    return true;
+  };
+  const patch = db.transaction(patchRow);
+
+  const store = {
     createAccount(name: string, balanceMicro: number): Account {
       const id = randomId("acct");
       const at = now();
@@ -150,14 +315,25 @@ export function createAccountStore(db: Database, now: () => number) {
 
     findAccountByName(name: string): Account | null {
       const row = selectByName.get(name);
-      return row ? this.getAccount(row.id) : null;
+      return row ? store.getAccount(row.id) : null;
     },
 
-    /** Balance, what open requests hold (`heldMicro`, from the ledger), and the keys (summaries only). */
+    /** Balance, what open requests hold (`heldMicro`, from the ledger), the limit, and the keys (summaries only). */
     describeAccount(id: string, heldMicro = 0): AccountDescription | null {
-      const account = this.getAccount(id);
+      const account = store.getAccount(id);
       if (!account) return null;
-      return { ...account, reserved: microToCredits(heldMicro), keys: this.listKeys(id) };
+      const at = now();
+      const starts = periodStarts(at);
+      const limit = selectAccountLimit.get(id, starts.day, starts.week, starts.month)!;
+      return {
+        ...account,
+        reserved: microToCredits(heldMicro),
+        spend_limit: limit.spend_limit_micro === null ? null : microToCredits(limit.spend_limit_micro),
+        spend_limit_period: limit.spend_limit_period,
+        spent_in_period: microToCredits(limit.period_spent),
+        period_resets_at: periodResetsAt(limit.spend_limit_period, at),
+        keys: store.listKeys(id),
+      };
     },
 
     /** The plain key is returned once and never stored; only its SHA-256 is kept. Throws KeyLimitError at the cap. */
@@ -166,18 +342,40 @@ export function createAccountStore(db: Database, now: () => number) {
     },
 
     listKeys(accountId: string): KeySummary[] {
-      return selectKeys.all(accountId).map((k) => ({
-        id: k.id,
-        name: k.name,
-        prefix: k.key_prefix,
-        last4: k.key_last4,
-        created_at: iso(k.created_at)!,
-        revoked_at: iso(k.revoked_at),
-        expires_at: iso(k.expires_at),
-        rate_limit_per_minute: k.rate_limit_per_minute,
-        spend_limit: k.spend_limit_micro === null ? null : microToCredits(k.spend_limit_micro),
-        spent: microToCredits(k.spent_micro),
-      }));
+      const at = now();
+      const starts = periodStarts(at);
+      return selectKeys.all(accountId, starts.day, starts.week, starts.month).map((k) => keySummary(k, at));
+    },
+
+    getKey(keyId: string): KeySummary | null {
+      const at = now();
+      const starts = periodStarts(at);
+      const row = selectKey.get(keyId, starts.day, starts.week, starts.month);
+      return row ? keySummary(row, at) : null;
+    },
+
+    updateKey(keyId: string, p: KeyPatch): KeySummary | null {
+      const columns: Record<string, unknown> = {};
+      if (p.name !== undefined) columns.name = p.name;
+      if (p.rateLimitPerMinute !== undefined) columns.rate_limit_per_minute = p.rateLimitPerMinute;
+      if (p.expiresAt !== undefined) columns.expires_at = p.expiresAt;
+      if (p.spendLimitMicro !== undefined) columns.spend_limit_micro = p.spendLimitMicro;
+      if (p.spendLimitPeriod !== undefined) columns.spend_limit_period = p.spendLimitPeriod;
+      return patch.immediate("api_keys", keyId, columns, p.spendLimitPeriod) ? store.getKey(keyId) : null;
+    },
+
+    updateAccount(accountId: string, p: AccountPatch): boolean {
+      const columns: Record<string, unknown> = {};
+      if (p.name !== undefined) columns.name = p.name;
+      if (p.spendLimitMicro !== undefined) columns.spend_limit_micro = p.spendLimitMicro;
+      if (p.spendLimitPeriod !== undefined) columns.spend_limit_period = p.spendLimitPeriod;
+      return patch.immediate("accounts", accountId, columns, p.spendLimitPeriod);
+    },
+
+    listAccounts(q: AccountListQuery): AccountPage {
+      const after = q.cursor ? decodeAccountCursor(q.cursor) : { createdAt: -1, id: "" };
+      const rows = accountPage.all(after.createdAt, after.id, asciiLower(q.name ?? ""), q.limit + 1);
+      return accountPageOf(rows.map((r) => ({ ...r })), q.limit);
     },
 
     revokeKey(keyId: string): boolean {
@@ -188,6 +386,28 @@ export function createAccountStore(db: Database, now: () => number) {
       const row = selectActiveKey.get(keyHash);
       return row ? { keyId: row.id, accountId: row.account_id, rateLimitPerMinute: row.rate_limit_per_minute, expiresAt: row.expires_at } : null;
     },
+  };
+  return store;
+}
+
+/** A page from `limit + 1` rows (the extra one only says that there is more). */
+export function accountPageOf(
+  rows: { id: string; name: string; balance_micro: number; created_at: number; spend_limit_micro: number | null; spend_limit_period: SpendPeriod | null }[],
+  limit: number,
+): AccountPage {
+  const page = rows.slice(0, limit);
+  const last = page.at(-1);
+  return {
+    object: "list",
+    data: page.map((r) => ({
+      id: r.id,
+      name: r.name,
+      balance: microToCredits(r.balance_micro),
+      created_at: iso(r.created_at)!,
+      spend_limit: r.spend_limit_micro === null ? null : microToCredits(r.spend_limit_micro),
+      spend_limit_period: r.spend_limit_period,
+    })),
+    next_cursor: rows.length > limit && last ? encodeAccountCursor(last.created_at, last.id) : null,
   };
 }
 

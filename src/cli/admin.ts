@@ -1,10 +1,10 @@
 import { openDatabase } from "../store/database.ts";
-import { createAccountStore, KeyLimitError, type AccountStore, type KeyOptions } from "../accounts/account-store.ts";
+import { createAccountStore, CursorError, KeyLimitError, MAX_ACCOUNT_PAGE, SpendLimitConflictError, type AccountPatch, type AccountStore, type KeyOptions, type KeyPatch } from "../accounts/account-store.ts";
+import { AdminInputError, parseCredits, parseInstant, parseRateLimit, parseSpendPeriod } from "../accounts/admin-input.ts";
 import { creditWriter } from "../store/sqlite/credits.ts";
 import { auditLedger } from "../store/sqlite/audit.ts";
 import { loadSettings } from "../config/load-config.ts";
 import { breakdownCsv, createUsageBreakdown, createUsageReport, parseUsageQuery, ReportTooLargeError, shapeBreakdown, type UsageBreakdown, type UsageReporter } from "../billing/usage-report.ts";
-import { creditsToMicro } from "../billing/money.ts";
 import { storeChoice, StoreConfigError } from "../store/stores.ts";
 import { connectPostgres } from "../store/postgres/pg-client.ts";
 import { migratePostgres } from "../store/postgres/pg-migrations.ts";
@@ -14,11 +14,19 @@ import { auditPostgres, createPostgresUsageBreakdown, createPostgresUsageReport 
 
 const USAGE = `usage: bun run admin <command>
   accounts create <name> <credits>       create an account
-  accounts show <account-id>             balance, reserved credits, keys (prefix and last 4 only)
+  accounts list [--name TEXT] [--limit N] [--cursor C]
+                                         accounts oldest first, 50 (at most 500) a page; --name keeps names
+                                         containing TEXT (any case); --cursor is the last page's next_cursor
+  accounts show <account-id>             balance, reserved credits, spend limit, keys (prefix and last 4 only)
   accounts topup <account-id> <credits>  add credits
-  keys create <account-id> [name] [--rpm N] [--expires ISO-DATE] [--spend-limit CREDITS]
+  accounts update <account-id> [--name NAME] [--spend-limit CREDITS|none] [--period day|week|month|none]
+                                         change what is given; --period none: the limit is over the account's life
+  keys create <account-id> [name] [--rpm N] [--expires ISO-DATE] [--spend-limit CREDITS] [--period day|week|month]
                                          issue a key (printed once); at most 10 active per account
   keys list <account-id>                 the account's keys, never the keys themselves
+  keys update <key-id> [--name NAME|none] [--spend-limit CREDITS|none] [--period day|week|month|none]
+                       [--rpm N|none] [--expires ISO-DATE|none]
+                                         change what is given (takes effect on the next request); none clears
   keys revoke <key-id>                   revoke a key (takes effect on the next request)
   usage <account-id> [from] [to]         totals per model; from/to are ISO dates (default: all time)
   report [--from DATE] [--to DATE] [--group-by account,key,model] [--granularity day|hour]
@@ -33,13 +41,33 @@ when it is set, otherwise the SQLite file (SWITCHYARD_DB, default ./data/switchy
 
 class UsageError extends Error {}
 
-function credits(value: string | undefined): number {
+/** Runs an admin input parser (accounts/admin-input.ts, as the admin API does); what it refuses is a usage error. */
+function checked<T>(parse: () => T): T {
   try {
-    return creditsToMicro(Number(value));
+    return parse();
   } catch (err) {
-    throw new UsageError(`credits: ${(err as Error).message}`);
+    if (err instanceof AdminInputError) throw new UsageError(err.message);
+    throw err;
   }
 }
+
+/** Credits as micro-credits; "" and non-numbers are refused (Number("") would be 0). */
+function credits(value: string | undefined, field = "credits"): number {
+  if (value === undefined || value.trim() === "" || !Number.isFinite(Number(value))) throw new UsageError(`${field}: must be a number of credits`);
+  return checked(() => parseCredits(Number(value), field));
+}
+
+/** `none` clears a setting (null); otherwise `parse` reads the value. */
+function orNone<T>(value: string, parse: (v: string) => T): T | null {
+  return value === "none" ? null : parse(value);
+}
+
+function rpm(value: string): number {
+  if (!/^\d+$/.test(value)) throw new UsageError("--rpm must be a whole number from 1 to 1000000");
+  return checked(() => parseRateLimit(Number(value), "--rpm"));
+}
+
+const period = (value: string) => checked(() => parseSpendPeriod(value, "--period"));
 
 function flags(args: string[]): { positional: string[]; options: Record<string, string> } {
   const positional: string[] = [];
@@ -107,6 +135,7 @@ async function openAdminStore(env: Record<string, string | undefined>): Promise<
 export async function runAdmin(argv: string[], env: Record<string, string | undefined>): Promise<{ code: number; out: string; stdout?: boolean }> {
   const [noun, verb, ...rest] = argv;
   const { positional: args, options } = flags(rest);
+  const has = (name: string) => Object.hasOwn(options, name);
   let store: AdminStore;
   try {
     store = await openAdminStore(env);
@@ -121,6 +150,27 @@ export async function runAdmin(argv: string[], env: Record<string, string | unde
       const account = await accounts.createAccount(args[0]!, credits(args[1]));
       return json({ id: account.id, name: account.name, balance: account.balance });
     }
+    if (noun === "accounts" && verb === "list" && args.length === 0) {
+      const limit = options.limit === undefined ? 50 : Number(options.limit);
+      if (!/^\d+$/.test(options.limit ?? "50") || limit < 1 || limit > MAX_ACCOUNT_PAGE) throw new UsageError(`--limit must be a whole number from 1 to ${MAX_ACCOUNT_PAGE}`);
+      try {
+        return json(await accounts.listAccounts({ limit, cursor: options.cursor || null, name: options.name || null }));
+      } catch (err) {
+        if (err instanceof CursorError) throw new UsageError(`--cursor: ${err.message}`);
+        throw err;
+      }
+    }
+    if (noun === "accounts" && verb === "update" && args.length === 1) {
+      const patch: AccountPatch = {};
+      if (has("name")) {
+        if (!options.name || options.name.length > 200) throw new UsageError("--name must be 1 to 200 characters");
+        patch.name = options.name;
+      }
+      if (has("spend-limit")) patch.spendLimitMicro = orNone(options["spend-limit"]!, (v) => credits(v, "--spend-limit"));
+      if (has("period")) patch.spendLimitPeriod = orNone(options.period!, period);
+      if (!(await accounts.updateAccount(args[0]!, patch))) return { code: 1, out: `no account ${args[0]}` };
+      return json(await accounts.describeAccount(args[0]!));
+    }
     if (noun === "accounts" && verb === "show" && args.length === 1) {
       const account = await accounts.describeAccount(args[0]!);
       return account ? json(account) : { code: 1, out: `no account ${args[0]}` };
@@ -131,15 +181,28 @@ export async function runAdmin(argv: string[], env: Record<string, string | unde
     }
     if (noun === "keys" && verb === "create" && args.length >= 1) {
       const opts: KeyOptions = { name: args[1] ?? null };
-      if (options.rpm) opts.rateLimitPerMinute = Number.parseInt(options.rpm, 10);
-      if (options.expires) opts.expiresAt = Date.parse(options.expires);
-      if (options["spend-limit"]) opts.spendLimitMicro = credits(options["spend-limit"]);
-      if (Number.isNaN(opts.expiresAt) || Number.isNaN(opts.rateLimitPerMinute)) throw new UsageError("--rpm takes a number and --expires an ISO date");
+      if (options.rpm) opts.rateLimitPerMinute = rpm(options.rpm);
+      if (options.expires) opts.expiresAt = checked(() => parseInstant(options.expires!, "--expires"));
+      if (options["spend-limit"]) opts.spendLimitMicro = credits(options["spend-limit"], "--spend-limit");
+      if (options.period) opts.spendLimitPeriod = period(options.period);
       const key = await accounts.createKey(args[0]!, opts);
       return key ? json(key) : { code: 1, out: `no account ${args[0]}` };
     }
     if (noun === "keys" && verb === "list" && args.length === 1) {
       return (await accounts.getAccount(args[0]!)) ? json(await accounts.listKeys(args[0]!)) : { code: 1, out: `no account ${args[0]}` };
+    }
+    if (noun === "keys" && verb === "update" && args.length === 1) {
+      const patch: KeyPatch = {};
+      if (has("name")) {
+        if (options.name!.length > 200) throw new UsageError("--name must be at most 200 characters");
+        patch.name = orNone(options.name!, (v) => v);
+      }
+      if (has("spend-limit")) patch.spendLimitMicro = orNone(options["spend-limit"]!, (v) => credits(v, "--spend-limit"));
+      if (has("period")) patch.spendLimitPeriod = orNone(options.period!, period);
+      if (has("rpm")) patch.rateLimitPerMinute = orNone(options.rpm!, rpm);
+      if (has("expires")) patch.expiresAt = orNone(options.expires!, (v) => checked(() => parseInstant(v, "--expires")));
+      const key = await accounts.updateKey(args[0]!, patch);
+      return key ? json(key) : { code: 1, out: `no key ${args[0]}` };
     }
     if (noun === "keys" && verb === "revoke" && args.length === 1) {
       return (await accounts.revokeKey(args[0]!)) ? json({ id: args[0], revoked: true }) : { code: 1, out: `no active key ${args[0]}` };
@@ -181,7 +244,7 @@ export async function runAdmin(argv: string[], env: Record<string, string | unde
     return { code: 2, out: USAGE };
   } catch (err) {
     if (err instanceof UsageError) return { code: 2, out: err.message };
-    if (err instanceof KeyLimitError) return { code: 1, out: err.message };
+    if (err instanceof KeyLimitError || err instanceof SpendLimitConflictError) return { code: 1, out: err.message };
     throw err;
   } finally {
     await store.close();

@@ -92,12 +92,34 @@ const Ready = t.Object({
 });
 
 const Account = t.Object({ id: t.String(), name: t.String(), balance: t.Number() }, open);
+const Period = t.Union([t.Literal("day"), t.Literal("week"), t.Literal("month"), t.Null()], { description: "UTC day, week from Monday, month; null: lifetime." });
+const SpentInPeriod = t.Number({ description: "Charged since the current period began; for a lifetime limit, everything charged." });
+const ResetsAt = t.Union([t.String({ format: "date-time" }), t.Null()], { description: "When the period's count starts again; null for a lifetime limit." });
 const KeySummary = t.Object({
   id: t.String(), name: t.Union([t.String(), t.Null()]), prefix: t.String(), last4: t.String(), created_at: t.String({ format: "date-time" }),
   revoked_at: t.Union([t.String(), t.Null()]), expires_at: t.Union([t.String(), t.Null()]), rate_limit_per_minute: t.Union([t.Integer(), t.Null()]),
   spend_limit: t.Union([t.Number(), t.Null()]), spent: t.Number(),
+  spend_limit_period: Period, spent_in_period: SpentInPeriod, period_resets_at: ResetsAt,
 });
-const AccountDescription = t.Object({ id: t.String(), name: t.String(), balance: t.Number(), reserved: t.Number(), created_at: t.String({ format: "date-time" }), keys: t.Array(KeySummary) });
+const AccountDescription = t.Object({
+  id: t.String(), name: t.String(), balance: t.Number(), reserved: t.Number(), created_at: t.String({ format: "date-time" }),
+  spend_limit: t.Union([t.Number(), t.Null()]), spend_limit_period: Period, spent_in_period: SpentInPeriod, period_resets_at: ResetsAt,
+  keys: t.Array(KeySummary),
+});
+const AccountList = t.Object({
+  object: t.Literal("list"),
+  data: t.Array(t.Object({ id: t.String(), name: t.String(), balance: t.Number(), created_at: t.String({ format: "date-time" }), spend_limit: t.Union([t.Number(), t.Null()]), spend_limit_period: Period })),
+  next_cursor: t.Union([t.String(), t.Null()], { description: "Pass as `cursor` for the next page; null on the last." }),
+});
+const KeyInfo = t.Object({
+  account: t.Object({ balance: t.Number(), reserved: t.Number({ description: "Held by requests still open." }) }),
+  key: t.Object({
+    name: t.Union([t.String(), t.Null()]), spend_limit: t.Union([t.Number(), t.Null()]), spend_limit_period: Period,
+    spent_in_period: SpentInPeriod, period_resets_at: ResetsAt,
+    rate_limit_per_minute: t.Integer({ description: "The key's own limit, else the gateway's default." }),
+    expires_at: t.Union([t.String({ format: "date-time" }), t.Null()]),
+  }),
+});
 const IssuedKey = t.Object({ id: t.String(), key: t.String({ description: "svc-sk-…, shown this once." }), name: t.Union([t.String(), t.Null()]), created_at: t.String({ format: "date-time" }) });
 const Totals = t.Object({ requests: t.Integer(), prompt_tokens: t.Integer(), completion_tokens: t.Integer(), cost: t.Number() });
 const AccountUsage = t.Object({
@@ -181,6 +203,12 @@ export const OPERATIONS: Record<string, Operation> = {
     answers: { "200": { description: "The models.", schema: ModelList, headers: RATE } },
     query: { limit: "Anthropic list shape only: page size.", after_id: "Anthropic list shape only: page after this id.", before_id: "Anthropic list shape only: page before this id." },
   },
+  "GET /v1/key": {
+    summary: "This key's limits and balance",
+    description: "The presented key's account balance and what open requests hold, the key's spend limit, its period, what it spent in the period and when that resets, its rate limit and expiry. Free, and outside the key's rate bucket: answered with an empty bucket too.",
+    tag: "models", security: "key", errors: [401],
+    answers: { "200": { description: "The key.", schema: KeyInfo } },
+  },
   "GET /v1/models/*": {
     summary: "Retrieve a model",
     description: "One model of the catalogue, in the list's shape (Anthropic's with `anthropic-version`). The id contains a `/`: send it as it is or as `%2F`. 404 in the client's format for unknown ids.",
@@ -235,6 +263,18 @@ export const OPERATIONS: Record<string, Operation> = {
     tag: "admin", security: "admin", errors: [400, 401],
     answers: { "201": { description: "Created.", schema: Account } },
   },
+  "GET /v1/admin/accounts": {
+    summary: "List accounts",
+    description: "Oldest first (created_at, then id), paged: `limit` (1–500, default 50), then `cursor` = the answer's `next_cursor` until it is null. `name` keeps accounts whose name contains it, ignoring the case of ASCII letters.",
+    tag: "admin", security: "admin", errors: [400, 401],
+    answers: { "200": { description: "A page of accounts.", schema: AccountList } },
+  },
+  "PATCH /v1/admin/accounts/:id": {
+    summary: "Change an account",
+    description: "`name`, `spend_limit` (credits, null for none), `spend_limit_period` (day, week, month; null for lifetime). Only the fields sent change; a new period recounts what was spent in it from the usage records.",
+    tag: "admin", security: "admin", errors: [400, 401, 404],
+    answers: { "200": { description: "The account, as GET shows it.", schema: AccountDescription } },
+  },
   "GET /v1/admin/accounts/:id": {
     summary: "Show an account",
     description: "Balance, what open requests hold (`reserved`), keys as prefix and last 4 only.",
@@ -272,6 +312,12 @@ export const OPERATIONS: Record<string, Operation> = {
     tag: "admin", security: "admin", errors: [400, 401],
     answers: { "200": { description: "The report.", schema: UsageReport, content: { "text/csv": { schema: { type: "string", description: "period_start, [account_id, account_name], [key_id, key_name], [model], requests, prompt_tokens, completion_tokens, cost" } } } } },
   },
+  "PATCH /v1/admin/keys/:id": {
+    summary: "Change a key",
+    description: "`name`, `spend_limit` (credits, null for none), `spend_limit_period` (day, week, month; null for lifetime), `rate_limit_per_minute` (1–1e6, null for the default), `expires_at` (ISO 8601, null for never). Only the fields sent change; they apply from the next request (within 2 s on other gateways sharing PostgreSQL). 409 on PostgreSQL for a spend limit below what the key already spent and holds.",
+    tag: "admin", security: "admin", errors: [400, 401, 404, 409],
+    answers: { "200": { description: "The key's summary.", schema: KeySummary } },
+  },
   "DELETE /v1/admin/keys/:id": {
     summary: "Revoke a key",
     description: "Takes effect on the next request (within 2 s on other gateways sharing PostgreSQL).",
@@ -285,7 +331,7 @@ const ERROR_TEXT: Record<number, string> = {
   401: "Missing or invalid credential.",
   402: "Insufficient credits (or the key's spend limit) for the request's worst case.",
   404: "No such model, account or key.",
-  409: "The account already has 10 active keys.",
+  409: "The account already has 10 active keys; or (PATCH a key, PostgreSQL) a spend limit below what the key spent and holds.",
   413: "The body is larger than limits.max_body_bytes.",
   422: "`messages` is empty.",
   429: "The key's rate limit; `retry-after` says when to retry.",

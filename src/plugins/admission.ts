@@ -27,6 +27,8 @@ export function pathOf(url: string): string {
 }
 
 const COUNT_TOKENS_PATH = "/v1/messages/count_tokens";
+/** GET /v1/key (routes/key.ts): authenticated, never rate limited. */
+export const KEY_INFO_PATH = "/v1/key";
 /** How many token counts a key may make per chat request of its rate limit. */
 export const COUNT_TOKENS_RATE_FACTOR = 10;
 
@@ -106,6 +108,9 @@ export function admissionPlugin(o: AdmissionOptions) {
         "Invalid API key: send a key of the form svc-sk-… in the Authorization (Bearer) or x-api-key header.");
     }
     principals.set(request, found);
+    // A client asking what its key may still spend (and when its limits reset) is answered even
+    // with an empty bucket: the question costs nothing and is how it learns when to come back.
+    if (path === KEY_INFO_PATH) return undefined;
 
     // Token counts (Claude Code sends dozens for one `/context`) have a bucket of their own,
     // ten times the key's chat rate, so counting never spends the budget for answers.

@@ -1,25 +1,53 @@
 import { Elysia, t } from "elysia";
 import { bearer } from "@elysiajs/bearer";
 import { timingSafeEqual } from "node:crypto";
-import { KeyLimitError, type AccountStore, type KeyOptions } from "../accounts/account-store.ts";
+import { CursorError, KeyLimitError, MAX_ACCOUNT_PAGE, SpendLimitConflictError, type AccountPatch, type AccountStore, type KeyOptions, type KeyPatch } from "../accounts/account-store.ts";
+import { AdminInputError, parseCredits, parseInstant, parseRateLimit, parseSpendPeriod } from "../accounts/admin-input.ts";
 import type { KeyResolver } from "../accounts/key-resolver.ts";
 import type { Ledger } from "../billing/ledger.ts";
 import { retryWhileBusy } from "../store/sqlite/sqlite-errors.ts";
-import { creditsToMicro, MAX_CREDITS } from "../billing/money.ts";
+import { MAX_CREDITS } from "../billing/money.ts";
 import { breakdownCsv, parseUsageQuery, ReportTooLargeError, shapeBreakdown, type UsageBreakdown, type UsageQuery, type UsageReporter } from "../billing/usage-report.ts";
 import { GatewayError } from "../pipeline/gateway-error.ts";
 
 const Credits = t.Number({ minimum: 0, maximum: MAX_CREDITS });
 /** Fields a body carries beyond these are ignored (a newer client's options), never refused. */
 const open = { additionalProperties: true } as const;
+const Period = t.Union([t.Literal("day"), t.Literal("week"), t.Literal("month"), t.Null()], {
+  error: "must be day, week, month, or null for a lifetime limit",
+  description: "What the spend limit counts: charges since the start of the current UTC day, week (from Monday) or month; null: over the whole life.",
+});
+// Not t.Integer: Elysia's accepts numeric strings ("5") and turns them into numbers.
+const RateLimit = t.Number({ minimum: 1, maximum: 1_000_000, multipleOf: 1 });
+const ExpiresAt = t.String({ minLength: 10, maxLength: 40, description: "ISO 8601 date or date-time (UTC when no zone is given)." });
+/** What PATCH /v1/admin/keys/:id may change; absent fields stay as they are, null clears. */
+export const PatchKey = t.Object({
+  name: t.Optional(t.Union([t.String({ maxLength: 200 }), t.Null()], { error: "must be a string of at most 200 characters, or null" })),
+  spend_limit: t.Optional(t.Union([Credits, t.Null()], { error: `must be a number of credits from 0 to ${MAX_CREDITS} (at most 6 decimals), or null for none` })),
+  spend_limit_period: t.Optional(Period),
+  rate_limit_per_minute: t.Optional(t.Union([RateLimit, t.Null()], { error: "must be a whole number from 1 to 1000000, or null for the gateway's default" })),
+  expires_at: t.Optional(t.Union([ExpiresAt, t.Null()], { error: "must be an ISO 8601 date, or null for never" })),
+}, open);
+/** What PATCH /v1/admin/accounts/:id may change. */
+export const PatchAccount = t.Object({
+  name: t.Optional(t.String({ minLength: 1, maxLength: 200 })),
+  spend_limit: t.Optional(t.Union([Credits, t.Null()], { error: `must be a number of credits from 0 to ${MAX_CREDITS} (at most 6 decimals), or null for none` })),
+  spend_limit_period: t.Optional(Period),
+}, open);
+export const AccountListQuery = t.Object({
+  limit: t.Optional(t.String({ maxLength: 10, description: `Page size, 1 to ${MAX_ACCOUNT_PAGE} (default 50).` })),
+  cursor: t.Optional(t.String({ maxLength: 400, description: "The `next_cursor` of the page before." })),
+  name: t.Optional(t.String({ maxLength: 200, description: "Only accounts whose name contains this (ASCII letters in any case)." })),
+}, open);
 const CreateAccount = t.Object({ name: t.String({ minLength: 1, maxLength: 200 }), credits: Credits }, open);
 const CreateKey = t.Object({
   name: t.Optional(t.String({ maxLength: 200 })),
-  rate_limit_per_minute: t.Optional(t.Integer({ minimum: 1, maximum: 1_000_000 })),
+  rate_limit_per_minute: t.Optional(RateLimit),
   /** ISO 8601 date-time after which the key stops working. */
   expires_at: t.Optional(t.String({ minLength: 10, maxLength: 40 })),
-  /** Most this key may spend, in credits, over its life. */
+  /** Most this key may spend, in credits, over its life or per `spend_limit_period`. */
   spend_limit: t.Optional(Credits),
+  spend_limit_period: t.Optional(Period),
 }, open);
 const TopUp = t.Object({ amount: t.Number({ exclusiveMinimum: 0, maximum: MAX_CREDITS }) }, open);
 const Instant = (description: string) => t.Optional(t.String({ maxLength: 40, description }));
@@ -34,12 +62,18 @@ export const UsageReportQuery = t.Object({
   model: t.Optional(t.String({ maxLength: 200, description: "Only this model id." })),
 }, open);
 
-function micro(credits: number): number {
+/** Runs an admin input parser; what it refuses is the client's 400, naming the field. */
+function checked<T>(parse: () => T): T {
   try {
-    return creditsToMicro(credits);
+    return parse();
   } catch (err) {
-    throw new GatewayError(400, "invalid_request", (err as Error).message);
+    if (err instanceof AdminInputError) throw new GatewayError(400, "invalid_request", err.message);
+    throw err;
   }
+}
+
+function micro(credits: number, field = "credits"): number {
+  return checked(() => parseCredits(credits, field));
 }
 
 function instant(value: string | undefined, field: string, fallback: number): number {
@@ -57,6 +91,11 @@ export interface AdminDeps {
   breakdown: UsageBreakdown;
   adminToken: string | undefined;
   now: () => number;
+  /**
+   * Tells this process's caches that an admin write changed rows they copied (a key's limits, an
+   * account's): on SQLite the change watch sees only other connections' commits, not ours.
+   */
+  changed?: () => void;
 }
 
 /**
@@ -97,7 +136,32 @@ export function adminRoutes(deps: AdminDeps) {
       },
       { body: CreateAccount },
     )
+    .get("/accounts", async ({ query }) => {
+      const limit = query.limit === undefined || query.limit === "" ? 50 : Number(query.limit);
+      if (!Number.isInteger(limit) || limit < 1 || limit > MAX_ACCOUNT_PAGE) {
+        throw new GatewayError(400, "invalid_request", `limit must be a whole number from 1 to ${MAX_ACCOUNT_PAGE}.`);
+      }
+      try {
+        return await deps.accounts.listAccounts({ limit, cursor: query.cursor || null, name: query.name || null });
+      } catch (err) {
+        if (err instanceof CursorError) throw new GatewayError(400, "invalid_request", err.message);
+        throw err;
+      }
+    }, { query: AccountListQuery })
     .get("/accounts/:id", ({ params }) => account(params.id))
+    .patch(
+      "/accounts/:id",
+      async ({ params, body }) => {
+        const patch: AccountPatch = {};
+        if (body.name !== undefined) patch.name = body.name;
+        if (body.spend_limit !== undefined) patch.spendLimitMicro = body.spend_limit === null ? null : micro(body.spend_limit, "spend_limit");
+        if (body.spend_limit_period !== undefined) patch.spendLimitPeriod = checked(() => parseSpendPeriod(body.spend_limit_period));
+        if (!(await retryWhileBusy(() => deps.accounts.updateAccount(params.id, patch)))) throw new GatewayError(404, "not_found", "No such account.");
+        deps.changed?.();
+        return account(params.id);
+      },
+      { body: PatchAccount },
+    )
     .post(
       "/accounts/:id/credits",
       async ({ params, body }) => {
@@ -115,8 +179,9 @@ export function adminRoutes(deps: AdminDeps) {
         const options: KeyOptions = {
           name: body?.name ?? null,
           rateLimitPerMinute: body?.rate_limit_per_minute ?? null,
-          expiresAt: body?.expires_at ? instant(body.expires_at, "expires_at", 0) : null,
-          spendLimitMicro: body?.spend_limit === undefined ? null : micro(body.spend_limit),
+          expiresAt: body?.expires_at ? checked(() => parseInstant(body.expires_at!, "expires_at")) : null,
+          spendLimitMicro: body?.spend_limit === undefined ? null : micro(body.spend_limit, "spend_limit"),
+          spendLimitPeriod: body?.spend_limit_period ?? null,
         };
         let key;
         try {
@@ -159,6 +224,31 @@ export function adminRoutes(deps: AdminDeps) {
       }
       return shapeBreakdown(q, rows);
     }, { query: UsageReportQuery })
+    .patch(
+      "/keys/:id",
+      async ({ params, body }) => {
+        const patch: KeyPatch = {};
+        if (body.name !== undefined) patch.name = body.name;
+        if (body.spend_limit !== undefined) patch.spendLimitMicro = body.spend_limit === null ? null : micro(body.spend_limit, "spend_limit");
+        if (body.spend_limit_period !== undefined) patch.spendLimitPeriod = checked(() => parseSpendPeriod(body.spend_limit_period));
+        if (body.rate_limit_per_minute !== undefined) patch.rateLimitPerMinute = body.rate_limit_per_minute === null ? null : checked(() => parseRateLimit(body.rate_limit_per_minute));
+        if (body.expires_at !== undefined) patch.expiresAt = body.expires_at === null ? null : checked(() => parseInstant(body.expires_at!, "expires_at"));
+        let summary;
+        try {
+          summary = await retryWhileBusy(() => deps.accounts.updateKey(params.id, patch));
+        } catch (err) {
+          if (err instanceof SpendLimitConflictError) throw new GatewayError(409, "invalid_request", err.message);
+          throw err;
+        }
+        if (!summary) throw new GatewayError(404, "not_found", "No such key.");
+        // The next request sees the new limits: cached lookups of this key are dropped here, and
+        // other processes' within their change watch (SQLite) or key cache TTL (PostgreSQL).
+        deps.keys.forget(params.id);
+        deps.changed?.();
+        return summary;
+      },
+      { body: PatchKey },
+    )
     .delete("/keys/:id", async ({ params }) => {
       if (!(await retryWhileBusy(() => deps.accounts.revokeKey(params.id)))) throw new GatewayError(404, "not_found", "No such active key.");
       deps.keys.forget(params.id);

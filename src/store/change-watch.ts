@@ -21,6 +21,13 @@ export function createChangeWatch(db: Database, intervalMs = CHANGE_CHECK_MS) {
     onChange(fn: () => void): void {
       listeners.push(fn);
     },
+    /**
+     * This connection changed rows that copies were made of (an admin API write of a key's or an
+     * account's limits): `data_version` does not move for our own commits, so say it.
+     */
+    notify(): void {
+      for (const fn of listeners) fn();
+    },
     sync(): void {
       const at = performance.now();
       if (at - checkedAt < intervalMs) return;

@@ -90,6 +90,22 @@ const MIGRATIONS: string[] = [
   // The request's x-request-id beside its record (the client's, or the gateway's own), so a
   // client's complaint about one request finds its charge.
   `ALTER TABLE usage_records ADD COLUMN client_request_id TEXT;`,
+  // Spend limits that reset by period (issue 29, billing/spend-period.ts), on keys and accounts.
+  // `period_spent_micro` is what was charged since `period_start` (epoch ms; 0 = all time); it
+  // counts for the current window only while `period_start` is that window's start, otherwise
+  // the period rolled over and nothing is spent in it yet. Existing limits are lifetime ones, so
+  // their windows open at 0 with everything charged so far. The index serves the sums a period
+  // change recomputes per key.
+  `ALTER TABLE api_keys ADD COLUMN spend_limit_period TEXT CHECK (spend_limit_period IN ('day', 'week', 'month'));
+   ALTER TABLE api_keys ADD COLUMN period_spent_micro INTEGER NOT NULL DEFAULT 0;
+   ALTER TABLE api_keys ADD COLUMN period_start INTEGER NOT NULL DEFAULT 0;
+   UPDATE api_keys SET period_spent_micro = spent_micro;
+   ALTER TABLE accounts ADD COLUMN spend_limit_micro INTEGER;
+   ALTER TABLE accounts ADD COLUMN spend_limit_period TEXT CHECK (spend_limit_period IN ('day', 'week', 'month'));
+   ALTER TABLE accounts ADD COLUMN period_spent_micro INTEGER NOT NULL DEFAULT 0;
+   ALTER TABLE accounts ADD COLUMN period_start INTEGER NOT NULL DEFAULT 0;
+   UPDATE accounts SET period_spent_micro = COALESCE((SELECT SUM(u.cost_micro) FROM usage_records u WHERE u.account_id = accounts.id), 0);
+   CREATE INDEX usage_key_time ON usage_records(key_id, created_at);`,
   // Token classes and the prices charged (issue 29): each record's cost can be recomputed, and a
   // price change rewrites no history. Older records keep fresh_input_tokens NULL: their whole
   // prompt was priced as fresh input (readers take prompt_tokens), at prices nobody recorded.
@@ -137,18 +153,18 @@ export function openDatabase(path: string, options: OpenOptions = {}): Database 
   return db;
 }
 
-/** `through`: stop at that schema version (tests build a file as an older release left it). */
-export function migrate(db: Database, through = MIGRATIONS.length): void {
+/** `upTo`: stop at that version (tests build a database as an older release left it). */
+export function migrate(db: Database, upTo = MIGRATIONS.length): void {
   db.exec("CREATE TABLE IF NOT EXISTS schema_migrations (version INTEGER PRIMARY KEY, applied_at INTEGER NOT NULL)");
   const latest = db.query<{ v: number | null }, []>("SELECT MAX(version) AS v FROM schema_migrations");
   // The version is read again under the write lock: another process starting on the same file
   // may have applied it in between.
   const step = db.transaction((): boolean => {
     const current = latest.get()?.v ?? 0;
-    if (current >= through) return false;
+    if (current >= upTo) return false;
     db.exec(MIGRATIONS[current]!);
     db.query("INSERT INTO schema_migrations (version, applied_at) VALUES (?, ?)").run(current + 1, Date.now());
     return true;
   });
-  while ((latest.get()?.v ?? 0) < through && step.immediate()) {}
+  while ((latest.get()?.v ?? 0) < upTo && step.immediate()) {}
 }

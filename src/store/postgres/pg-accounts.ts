@@ -1,5 +1,9 @@
-import { iso, keyOptions, KeyLimitError, MAX_ACTIVE_KEYS, newKey, type Account, type AccountDescription, type AccountStore, type ActiveKey, type IssuedKey, type KeyOptions, type KeySummary } from "../../accounts/account-store.ts";
+import {
+  accountPageOf, asciiLower, decodeAccountCursor, iso, keyOptions, KeyLimitError, keySummary, MAX_ACTIVE_KEYS, newKey, periodResetsAt, periodStarts, SpendLimitConflictError,
+  type Account, type AccountDescription, type AccountListQuery, type AccountPage, type AccountPatch, type AccountStore, type ActiveKey, type IssuedKey, type KeyOptions, type KeyPatch, type KeyRow, type KeySummary,
+} from "../../accounts/account-store.ts";
 import { microToCredits } from "../../billing/money.ts";
+import { periodStart, type SpendPeriod } from "../../billing/spend-period.ts";
 import { randomId } from "../ids.ts";
 import { int, withTimeout, type Pg } from "./pg-client.ts";
 
@@ -14,6 +18,54 @@ export function createPostgresAccounts(sql: Pg, now: () => number, timeoutMs = 2
   const account = (row: { id: string; name: string; balance_micro: unknown; created_at: unknown }): Account =>
     ({ id: row.id, name: row.name, balance: microToCredits(int(row.balance_micro)), created_at: iso(int(row.created_at))! });
   const nullable = (value: unknown) => (value === null || value === undefined ? null : int(value));
+  const keyRow = (k: Record<string, unknown>): KeyRow => ({
+    id: k.id as string,
+    name: k.name as string | null,
+    key_prefix: k.key_prefix as string,
+    key_last4: k.key_last4 as string,
+    created_at: int(k.created_at),
+    revoked_at: nullable(k.revoked_at),
+    expires_at: nullable(k.expires_at),
+    rate_limit_per_minute: nullable(k.rate_limit_per_minute),
+    spend_limit_micro: nullable(k.spend_limit_micro),
+    spent_micro: int(k.spent_micro),
+    spend_limit_period: k.spend_limit_period as SpendPeriod | null,
+    period_spent: int(k.period_spent),
+  });
+  /** Key summaries, each limit counted over its own window (store SQLite's `keyColumns` says how). */
+  const selectKeys = (where: "account" | "id", id: string) => {
+    const s = periodStarts(now());
+    const column = where === "account" ? sql`k.account_id` : sql`k.id`;
+    return sql`
+      SELECT k.id, k.name, k.key_prefix, k.key_last4, k.created_at, k.revoked_at, k.expires_at, k.rate_limit_per_minute, k.spend_limit_micro, k.spent_micro, k.spend_limit_period,
+             CASE WHEN k.spend_limit_period IS NULL THEN k.spent_micro
+                  ELSE (SELECT COALESCE(SUM(u.cost_micro), 0) FROM usage_records u WHERE u.key_id = k.id
+                          AND u.created_at >= CASE k.spend_limit_period WHEN 'day' THEN ${s.day}::bigint WHEN 'week' THEN ${s.week}::bigint ELSE ${s.month}::bigint END) END AS period_spent
+        FROM api_keys k WHERE ${column} = ${id} ORDER BY k.created_at, k.id`;
+  };
+  /**
+   * Changes the columns given, the row locked first: a settlement that lands meanwhile either
+   * committed before the recount (and is in it) or adds to the recounted total after.
+   */
+  const patchRow = (table: "api_keys" | "accounts", id: string, columns: Record<string, unknown>, period: SpendPeriod | null | undefined) =>
+    sql.begin(async (tx) => {
+      const [current] = table === "api_keys"
+        ? await tx`SELECT spend_limit_period FROM api_keys WHERE id = ${id} FOR UPDATE`
+        : await tx`SELECT spend_limit_period FROM accounts WHERE id = ${id} FOR UPDATE`;
+      if (!current) return false;
+      if (period !== undefined && period !== current.spend_limit_period) {
+        const start = periodStart(period, now());
+        const [spent] = table === "api_keys"
+          ? await tx`SELECT COALESCE(SUM(cost_micro), 0) AS s FROM usage_records WHERE key_id = ${id} AND created_at >= ${start}`
+          : await tx`SELECT COALESCE(SUM(cost_micro), 0) AS s FROM usage_records WHERE account_id = ${id} AND created_at >= ${start}`;
+        columns.period_start = start;
+        columns.period_spent_micro = int(spent.s);
+      }
+      if (Object.keys(columns).length === 0) return true;
+      if (table === "api_keys") await tx`UPDATE api_keys SET ${tx(columns)} WHERE id = ${id}`;
+      else await tx`UPDATE accounts SET ${tx(columns)} WHERE id = ${id}`;
+      return true;
+    });
 
   const store: AccountStore = {
     async createAccount(name: string, balanceMicro: number): Promise<Account> {
@@ -37,10 +89,24 @@ export function createPostgresAccounts(sql: Pg, now: () => number, timeoutMs = 2
     },
 
     async describeAccount(id: string, heldMicro?: number): Promise<AccountDescription | null> {
-      const [row] = await bounded(sql`SELECT id, name, balance_micro, held_micro, created_at FROM accounts WHERE id = ${id}`, "account");
+      const at = now();
+      const s = periodStarts(at);
+      const [row] = await bounded(sql`
+        SELECT id, name, balance_micro, held_micro, created_at, spend_limit_micro, spend_limit_period,
+               (SELECT COALESCE(SUM(u.cost_micro), 0) FROM usage_records u WHERE u.account_id = a.id
+                  AND u.created_at >= CASE a.spend_limit_period WHEN 'day' THEN ${s.day}::bigint WHEN 'week' THEN ${s.week}::bigint WHEN 'month' THEN ${s.month}::bigint ELSE 0 END) AS period_spent
+          FROM accounts a WHERE id = ${id}`, "account");
       if (!row) return null;
-      // Every process's holds are in the database's held total.
-      return { ...account(row), reserved: microToCredits(heldMicro ?? int(row.held_micro)), keys: await store.listKeys(id) };
+      return {
+        ...account(row),
+        // Every process's holds are in the database's held total.
+        reserved: microToCredits(heldMicro ?? int(row.held_micro)),
+        spend_limit: row.spend_limit_micro === null ? null : microToCredits(int(row.spend_limit_micro)),
+        spend_limit_period: row.spend_limit_period,
+        spent_in_period: microToCredits(int(row.period_spent)),
+        period_resets_at: periodResetsAt(row.spend_limit_period, at),
+        keys: await store.listKeys(id),
+      };
     },
 
     async createKey(accountId: string, options: KeyOptions | string | null = {}): Promise<IssuedKey | null> {
@@ -49,6 +115,7 @@ export function createPostgresAccounts(sql: Pg, now: () => number, timeoutMs = 2
       const { key, hash, prefix, last4 } = newKey();
       const name = o.name ?? null;
       const at = now();
+      const period = o.spendLimitPeriod ?? null;
       return bounded(sql.begin(async (tx) => {
         await tx`SELECT pg_advisory_xact_lock(hashtextextended(${accountId}, 0))`;
         const [exists] = await tx`SELECT 1 AS one FROM accounts WHERE id = ${accountId}`;
@@ -57,28 +124,68 @@ export function createPostgresAccounts(sql: Pg, now: () => number, timeoutMs = 2
         if (int(active.n) >= MAX_ACTIVE_KEYS) {
           throw new KeyLimitError(`This account already has ${MAX_ACTIVE_KEYS} active keys, the most allowed. Revoke one first.`);
         }
-        await tx`INSERT INTO api_keys (id, account_id, name, key_hash, key_prefix, key_last4, created_at, rate_limit_per_minute, expires_at, spend_limit_micro)
-                 VALUES (${id}, ${accountId}, ${name}, ${hash}, ${prefix}, ${last4}, ${at}, ${o.rateLimitPerMinute ?? null}, ${o.expiresAt ?? null}, ${o.spendLimitMicro ?? null})`;
+        // A new key has spent nothing: its count is valid for the window it starts in.
+        await tx`INSERT INTO api_keys (id, account_id, name, key_hash, key_prefix, key_last4, created_at, rate_limit_per_minute, expires_at, spend_limit_micro, spend_limit_period, period_start)
+                 VALUES (${id}, ${accountId}, ${name}, ${hash}, ${prefix}, ${last4}, ${at}, ${o.rateLimitPerMinute ?? null}, ${o.expiresAt ?? null}, ${o.spendLimitMicro ?? null}, ${period}, ${periodStart(period, at)})`;
         return { id, key, name, created_at: iso(at)! };
       }), "create key");
     },
 
     async listKeys(accountId: string): Promise<KeySummary[]> {
+      const at = now();
+      const rows = await bounded(selectKeys("account", accountId), "keys");
+      return rows.map((k: Record<string, unknown>) => keySummary(keyRow(k), at));
+    },
+
+    async getKey(keyId: string): Promise<KeySummary | null> {
+      const at = now();
+      const [row] = await bounded(selectKeys("id", keyId), "key");
+      return row ? keySummary(keyRow(row), at) : null;
+    },
+
+    async updateKey(keyId: string, p: KeyPatch): Promise<KeySummary | null> {
+      const columns: Record<string, unknown> = {};
+      if (p.name !== undefined) columns.name = p.name;
+      if (p.rateLimitPerMinute !== undefined) columns.rate_limit_per_minute = p.rateLimitPerMinute;
+      if (p.expiresAt !== undefined) columns.expires_at = p.expiresAt;
+      if (p.spendLimitMicro !== undefined) columns.spend_limit_micro = p.spendLimitMicro;
+      if (p.spendLimitPeriod !== undefined) columns.spend_limit_period = p.spendLimitPeriod;
+      try {
+        if (!(await bounded(patchRow("api_keys", keyId, columns, p.spendLimitPeriod), "update key"))) return null;
+      } catch (err) {
+        if ((err as { errno?: string }).errno === "23514" || (err as { code?: string }).code === "23514") {
+          throw new SpendLimitConflictError("spend_limit is below what this key has already spent plus what its open requests hold.");
+        }
+        throw err;
+      }
+      return store.getKey(keyId);
+    },
+
+    async updateAccount(accountId: string, p: AccountPatch): Promise<boolean> {
+      const columns: Record<string, unknown> = {};
+      if (p.name !== undefined) columns.name = p.name;
+      if (p.spendLimitMicro !== undefined) columns.spend_limit_micro = p.spendLimitMicro;
+      if (p.spendLimitPeriod !== undefined) columns.spend_limit_period = p.spendLimitPeriod;
+      return bounded(patchRow("accounts", accountId, columns, p.spendLimitPeriod), "update account");
+    },
+
+    async listAccounts(q: AccountListQuery): Promise<AccountPage> {
+      const after = q.cursor ? decodeAccountCursor(q.cursor) : { createdAt: -1, id: "" };
+      const name = asciiLower(q.name ?? "");
+      // translate(): ASCII letters only, as SQLite's lower(), so both stores match the same names.
       const rows = await bounded(sql`
-        SELECT id, name, key_prefix, key_last4, created_at, revoked_at, expires_at, rate_limit_per_minute, spend_limit_micro, spent_micro
-          FROM api_keys WHERE account_id = ${accountId} ORDER BY created_at, id`, "keys");
-      return rows.map((k: Record<string, unknown>) => ({
-        id: k.id as string,
-        name: k.name as string | null,
-        prefix: k.key_prefix as string,
-        last4: k.key_last4 as string,
-        created_at: iso(int(k.created_at))!,
-        revoked_at: iso(nullable(k.revoked_at)),
-        expires_at: iso(nullable(k.expires_at)),
-        rate_limit_per_minute: nullable(k.rate_limit_per_minute),
-        spend_limit: k.spend_limit_micro === null ? null : microToCredits(int(k.spend_limit_micro)),
-        spent: microToCredits(int(k.spent_micro)),
-      }));
+        SELECT id, name, balance_micro, created_at, spend_limit_micro, spend_limit_period FROM accounts
+         WHERE (created_at > ${after.createdAt} OR (created_at = ${after.createdAt} AND id > ${after.id}))
+           AND (${name} = '' OR strpos(translate(name, 'ABCDEFGHIJKLMNOPQRSTUVWXYZ', 'abcdefghijklmnopqrstuvwxyz'), ${name}) > 0)
+         ORDER BY created_at, id LIMIT ${q.limit + 1}`, "accounts");
+      return accountPageOf(rows.map((r: Record<string, unknown>) => ({
+        id: r.id as string,
+        name: r.name as string,
+        balance_micro: int(r.balance_micro),
+        created_at: int(r.created_at),
+        spend_limit_micro: nullable(r.spend_limit_micro),
+        spend_limit_period: r.spend_limit_period as SpendPeriod | null,
+      })), q.limit);
     },
 
     async revokeKey(keyId: string): Promise<boolean> {

@@ -90,6 +90,19 @@ const MIGRATIONS: string[] = [
    CREATE INDEX credit_entries_account ON credit_entries (account_id);`,
   // The request's x-request-id beside its record (store/database.ts has the same column).
   `ALTER TABLE usage_records ADD COLUMN client_request_id text;`,
+  // Spend limits that reset by period (store/database.ts has the same columns and says what they mean).
+  `ALTER TABLE api_keys
+     ADD COLUMN spend_limit_period text CONSTRAINT api_keys_spend_limit_period CHECK (spend_limit_period IN ('day', 'week', 'month')),
+     ADD COLUMN period_spent_micro bigint NOT NULL DEFAULT 0,
+     ADD COLUMN period_start bigint NOT NULL DEFAULT 0;
+   UPDATE api_keys SET period_spent_micro = spent_micro;
+   ALTER TABLE accounts
+     ADD COLUMN spend_limit_micro bigint,
+     ADD COLUMN spend_limit_period text CONSTRAINT accounts_spend_limit_period CHECK (spend_limit_period IN ('day', 'week', 'month')),
+     ADD COLUMN period_spent_micro bigint NOT NULL DEFAULT 0,
+     ADD COLUMN period_start bigint NOT NULL DEFAULT 0;
+   UPDATE accounts a SET period_spent_micro = COALESCE((SELECT SUM(u.cost_micro) FROM usage_records u WHERE u.account_id = a.id), 0);
+   CREATE INDEX usage_key_time ON usage_records (key_id, created_at);`,
   // Token classes and the prices charged (store/database.ts has the same columns and says why).
   `ALTER TABLE usage_records ADD COLUMN fresh_input_tokens bigint;
    ALTER TABLE usage_records ADD COLUMN cache_read_tokens bigint NOT NULL DEFAULT 0;
@@ -113,15 +126,16 @@ const MIGRATION_LOCK = 0x5377_7964; // "Swyd"
  * Brings the database to the current schema. Several gateways (and the admin CLI) may start at
  * once on an empty database: each takes the same transaction-scoped advisory lock first, so one
  * migrates while the others wait, then find nothing left to do. DDL is transactional in
- * PostgreSQL, so a migration that fails leaves nothing half-applied.
+ * PostgreSQL, so a migration that fails leaves nothing half-applied. `upTo`: stop at that version
+ * (tests build a database as an older release left it).
  */
-export async function migratePostgres(sql: Pg, through = MIGRATIONS.length): Promise<number> {
+export async function migratePostgres(sql: Pg, upTo = MIGRATIONS.length): Promise<number> {
   return sql.begin(async (tx) => {
     await tx`SELECT pg_advisory_xact_lock(${MIGRATION_LOCK})`;
     await tx`CREATE TABLE IF NOT EXISTS schema_migrations (version integer PRIMARY KEY, applied_at bigint NOT NULL)`;
     const [row] = await tx`SELECT COALESCE(MAX(version), 0) AS v FROM schema_migrations`;
     let version = Number(row.v);
-    while (version < through) {
+    while (version < upTo) {
       await tx.unsafe(MIGRATIONS[version]!);
       version++;
       await tx`INSERT INTO schema_migrations (version, applied_at) VALUES (${version}, ${Date.now()})`;
