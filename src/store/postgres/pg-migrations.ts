@@ -114,6 +114,10 @@ const MIGRATIONS: string[] = [
    ALTER TABLE usage_records ADD COLUMN held_micro bigint;
    ALTER TABLE usage_records ADD COLUMN cache_savings_micro bigint NOT NULL DEFAULT 0;
    CREATE TABLE price_lists (id text PRIMARY KEY, prices text NOT NULL, created_at bigint NOT NULL);`,
+  // Spend limits count a period's charges now, and an operator may lower a limit below what was
+  // spent: a CHECK on lifetime spending fits neither. Reservations test the period's room under
+  // the row lock instead (pg-ledger.ts, RESERVE_MANY).
+  `ALTER TABLE api_keys DROP CONSTRAINT api_keys_holds_within_limit;`,
 ];
 
 /** The database's clock in epoch milliseconds, for values several processes compare. */
