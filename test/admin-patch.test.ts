@@ -200,11 +200,16 @@ function adminSuite(name: string, start: (upstreamUrl: string) => Promise<Backen
       await refused.text();
       await json(await admin("PATCH", `/v1/admin/keys/${issued.id}`, { spend_limit: 100 }));
       await chat(issued.key);
-      // Below what was already spent: SQLite keeps it (the key is refused from then on); PostgreSQL's
-      // CHECK on the key's spent and held total refuses the change (409) until the ledger counts periods.
+      // Below what was already spent: kept, on both stores, and the key is refused from then on.
       const below = await admin("PATCH", `/v1/admin/keys/${issued.id}`, { spend_limit: 0 });
-      if (name === "PostgreSQL") expect((await json(below, 409)).error.message).toContain("spend_limit");
-      else expect((await json(below)).spend_limit).toBe(0);
+      expect((await json(below)).spend_limit).toBe(0);
+      const after = await fetch(`${gw.url}/v1/chat/completions`, {
+        method: "POST",
+        headers: { authorization: `Bearer ${issued.key}`, "content-type": "application/json" },
+        body: JSON.stringify({ model: OPENAI_MODEL, messages: [{ role: "user", content: "hello there" }] }),
+      });
+      expect(after.status).toBe(402);
+      expect(((await after.json()) as any).error.message).toContain("this key's lifetime spend limit of 0 credits");
     });
 
     test("GET /v1/key: its shape, in credits; it charges nothing and records nothing", async () => {

@@ -411,7 +411,7 @@ if (missing) {
         const who = await f.fund(1_000_000, 20_000);
         const results = await Promise.all(Array.from({ length: 50 }, (_, i) => f.ledger.reserve({ requestId: `req_keygroup_${Date.now()}_${i}`, ...who, amountMicro: 1_000 })));
         expect(results.filter((r) => r.ok)).toHaveLength(20);
-        for (const r of results) if (!r.ok) expect(r).toEqual({ ok: false, reason: "key_spend_limit", availableMicro: 0 });
+        for (const r of results) if (!r.ok) expect(r).toEqual({ ok: false, reason: "key_spend_limit", availableMicro: 0, limitMicro: 20_000, period: null, resetsAt: null });
         expect(await f.ledger.balance(who.accountId)).toEqual({ balanceMicro: 1_000_000, heldMicro: 20_000 });
       } finally {
         await f.close();

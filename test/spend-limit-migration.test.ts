@@ -5,7 +5,7 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { migrate, openDatabase } from "../src/store/database.ts";
 import { connectPostgres } from "../src/store/postgres/pg-client.ts";
-import { migratePostgres } from "../src/store/postgres/pg-migrations.ts";
+import { migratePostgres, POSTGRES_SCHEMA_VERSION } from "../src/store/postgres/pg-migrations.ts";
 import { postgresMissing, useTestDatabase } from "./helpers/backends.ts";
 
 /**
@@ -70,7 +70,7 @@ if (missing) {
       await sql`INSERT INTO api_keys (id, account_id, key_hash, key_prefix, key_last4, created_at, spend_limit_micro, spent_micro)
                 VALUES ('key_a1', 'acct_a', 'h1', 'p', 'l', 1, 9000000, 3000000), ('key_a2', 'acct_a', 'h2', 'p', 'l', 1, NULL, 4000000)`;
       await sql.unsafe(`${USAGE} VALUES ('r1', 'acct_a', 'key_a1', 'm', 'p', 1, 1, false, 3000000, 'ok', 1, 5), ('r2', 'acct_a', 'key_a2', 'm', 'p', 1, 1, false, 4000000, 'ok', 1, 6)`);
-      expect(await migratePostgres(sql)).toBe(3);
+      expect(await migratePostgres(sql)).toBe(POSTGRES_SCHEMA_VERSION);
       const keys = await sql`SELECT id, spend_limit_period, period_spent_micro::int AS spent, period_start::int AS start FROM api_keys ORDER BY id`;
       expect([...keys]).toEqual([
         { id: "key_a1", spend_limit_period: null, spent: 3_000_000, start: 0 },

@@ -93,11 +93,6 @@ export interface AccountListQuery {
 export class KeyLimitError extends Error {}
 /** A cursor this store did not make. */
 export class CursorError extends Error {}
-/**
- * PostgreSQL refuses a key's spend limit below what the key has spent and holds (the CHECK the
- * ledger's reservations rely on, api_keys_holds_within_limit).
- */
-export class SpendLimitConflictError extends Error {}
 
 type MaybePromise<T> = T | Promise<T>;
 

@@ -20,11 +20,14 @@ export interface Hold {
 
 export type ReserveResult =
   | { ok: true }
-  | { ok: false; reason: "balance" | "key_spend_limit"; availableMicro: number }
+  | { ok: false; reason: "balance"; availableMicro: number }
+  /** A key's or an account's spend limit: what it is, its period, and when it resets (null: a lifetime limit). */
+  | { ok: false; reason: "key_spend_limit" | "account_spend_limit"; availableMicro: number; limitMicro: number; period: SpendPeriod | null; resetsAt: number | null }
   /** The store cannot record charges right now: the request must not run (503). */
   | { ok: false; reason: "unavailable"; message: string };
 
 import type { PriceList, TokenClasses } from "./pricing.ts";
+import { periodWindow, spentInPeriod, type SpendBudget, type SpendPeriod } from "./spend-period.ts";
 
 /** A finished request: what it cost and its usage record. */
 export interface Settlement {
@@ -125,4 +128,22 @@ export function checkSettlement(s: Settlement): string | undefined {
     for (const [name, n] of Object.entries(s.classes)) if (!Number.isSafeInteger(n) || n < 0) return `classes.${name} ${n}`;
   }
   return undefined;
+}
+
+/**
+ * Whether a hold of `amount` fits a spend limit at `now`, counting what was spent in the period
+ * and what is held; the refusal names the limit, its period and when it resets. Shared by the
+ * stores that check in memory (SQLite); PostgreSQL does the same arithmetic in SQL.
+ */
+export function budgetRefusal(
+  reason: "key_spend_limit" | "account_spend_limit", b: SpendBudget | undefined, heldMicro: number, amount: number, now: number,
+): ReserveResult | undefined {
+  if (!b || b.limitMicro === null) return undefined;
+  const room = b.limitMicro - spentInPeriod(b, now) - heldMicro;
+  if (room >= amount) return undefined;
+  return limitRefusal(reason, b, Math.max(0, room), now);
+}
+
+export function limitRefusal(reason: "key_spend_limit" | "account_spend_limit", b: SpendBudget, availableMicro: number, now: number): ReserveResult {
+  return { ok: false, reason, availableMicro, limitMicro: b.limitMicro ?? 0, period: b.period, resetsAt: b.period === null ? null : periodWindow(b.period, now).resetsAt };
 }

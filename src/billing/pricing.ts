@@ -100,6 +100,7 @@ export function priceListJson(p: PriceList): string {
 
 /** What the cached tokens would have cost as fresh input, minus what they cost: the report's "cache savings". */
 export function cacheSavingsMicro(c: TokenClasses, p: PriceList): number {
+  if (c.cacheRead === 0 && c.cacheWrite5m === 0 && c.cacheWrite1h === 0) return 0;
   return classesCostMicro({ ...NO_TOKENS, freshInput: c.cacheRead + c.cacheWrite5m + c.cacheWrite1h }, p) -
     classesCostMicro({ ...NO_TOKENS, cacheRead: c.cacheRead, cacheWrite5m: c.cacheWrite5m, cacheWrite1h: c.cacheWrite1h }, p);
 }

@@ -45,3 +45,36 @@ export function periodStart(period: SpendPeriod | null, now: number): number {
 export function isSpendPeriod(value: unknown): value is SpendPeriod {
   return typeof value === "string" && (SPEND_PERIODS as readonly string[]).includes(value);
 }
+
+/** A spend limit and what counts against it, as a store keeps it (a key's or an account's row). */
+export interface SpendBudget {
+  /** null: no limit. */
+  limitMicro: number | null;
+  period: SpendPeriod | null;
+  /** Charged since `periodStart`. */
+  periodSpentMicro: number;
+  /** The window `periodSpentMicro` counts (0 for a lifetime limit). */
+  periodStart: number;
+}
+
+/** What counts against the limit at `now`: the stored count while its window is the current one; 0 once the period rolled over. */
+export function spentInPeriod(b: SpendBudget, now: number): number {
+  return b.periodStart === periodStart(b.period, now) ? b.periodSpentMicro : 0;
+}
+
+/** A charge of `amount` settled at `at`, as the store writes it: into the window `at` falls in. */
+export function chargeBudget(b: SpendBudget, amount: number, at: number): void {
+  const start = periodStart(b.period, at);
+  b.periodSpentMicro = b.periodStart === start ? b.periodSpentMicro + amount : amount;
+  b.periodStart = start;
+}
+
+/** Each period's window start at `at`, for a statement that picks one by a row's period (lifetime: 0). */
+export function windowStarts(at: number): { day: number; week: number; month: number } {
+  return { day: periodWindow("day", at).start, week: periodWindow("week", at).start, month: periodWindow("month", at).start };
+}
+
+/** A row's value of `spend_limit_period`, checked (the stores' CHECK constraints allow nothing else). */
+export function storedPeriod(value: unknown): SpendPeriod | null {
+  return isSpendPeriod(value) ? value : null;
+}

@@ -158,6 +158,11 @@ export class UsageMeter {
     return (this.#totalOnce ??= this.#count(prompt));
   }
 
+  /** Whether the answer reasoned at all (a count or reasoning text seen): without it, there is nothing to count. */
+  get reasoned(): boolean {
+    return this.#reasoningReported !== undefined || this.#reasoningKept > 0;
+  }
+
   /** Whether the upstream said how many of its output tokens were reasoning. */
   get reasoningReported(): boolean {
     return this.#reasoningReported !== undefined;

@@ -1,5 +1,5 @@
 import { openDatabase } from "../store/database.ts";
-import { createAccountStore, CursorError, KeyLimitError, MAX_ACCOUNT_PAGE, SpendLimitConflictError, type AccountPatch, type AccountStore, type KeyOptions, type KeyPatch } from "../accounts/account-store.ts";
+import { createAccountStore, CursorError, KeyLimitError, MAX_ACCOUNT_PAGE, type AccountPatch, type AccountStore, type KeyOptions, type KeyPatch } from "../accounts/account-store.ts";
 import { AdminInputError, parseCredits, parseInstant, parseRateLimit, parseSpendPeriod } from "../accounts/admin-input.ts";
 import { creditWriter } from "../store/sqlite/credits.ts";
 import { auditLedger } from "../store/sqlite/audit.ts";
@@ -244,7 +244,7 @@ export async function runAdmin(argv: string[], env: Record<string, string | unde
     return { code: 2, out: USAGE };
   } catch (err) {
     if (err instanceof UsageError) return { code: 2, out: err.message };
-    if (err instanceof KeyLimitError || err instanceof SpendLimitConflictError) return { code: 1, out: err.message };
+    if (err instanceof KeyLimitError) return { code: 1, out: err.message };
     throw err;
   } finally {
     await store.close();

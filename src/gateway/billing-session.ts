@@ -1,5 +1,5 @@
 import type { ModelConfig } from "../config/schema.ts";
-import type { Ledger } from "../billing/ledger.ts";
+import type { Ledger, ReserveResult } from "../billing/ledger.ts";
 import type { Logger } from "../log.ts";
 import { classesCostMicro, classesOf, NO_TOKENS, priceListOf } from "../billing/pricing.ts";
 import { microToCredits } from "../billing/money.ts";
@@ -62,9 +62,7 @@ export async function openBillingSession(
       });
     if (!held.ok) {
       if (held.reason === "unavailable") throw ledgerUnavailable();
-      const limit = held.reason === "balance" ? "the account has" : "this key's spend limit leaves";
-      throw new GatewayError(402, "insufficient_credits",
-        `Insufficient credits: this request may cost up to ${microToCredits(o.worstCaseMicro)} credits and ${limit} ${microToCredits(held.availableMicro)} available. Lower max_tokens or top up the account.`);
+      throw new GatewayError(402, "insufficient_credits", refusalMessage(held, o.worstCaseMicro));
     }
     reserved = true;
   } else if (!ledger.admits(false)) {
@@ -84,7 +82,7 @@ export async function openBillingSession(
       // Nothing produced, nothing charged: an upstream that failed before answering costs nothing.
       const produced = status !== "upstream_error" && meter !== undefined && !meter.empty;
       const usage = produced ? await meter!.total(o.promptText) : undefined;
-      const classes = usage ? classesOf(usage, (await meter!.reasoningTokens()) ?? 0) : NO_TOKENS;
+      const classes = usage ? classesOf(usage, meter!.reasoned ? ((await meter!.reasoningTokens()) ?? 0) : 0) : NO_TOKENS;
       const prices = priceListOf(model?.pricing);
       const costMicro = produced && model ? classesCostMicro(classes, prices) : 0;
       const inputTokens = usage?.inputTokens ?? 0;
@@ -127,6 +125,23 @@ export async function openBillingSession(
     },
     settle: (status) => (settling ??= settleOnce(status)),
   };
+}
+
+const PERIOD_WORD = { day: "daily", week: "weekly", month: "monthly" } as const;
+
+/**
+ * A 402's words: which ceiling the request hit (the balance, or a key's or the account's spend
+ * limit with its period and when it resets), what the request may cost, and what to do.
+ */
+export function refusalMessage(refused: Exclude<ReserveResult, { ok: true } | { reason: "unavailable" }>, worstCaseMicro: number): string {
+  const cost = `this request may cost up to ${microToCredits(worstCaseMicro)} credits`;
+  if (refused.reason === "balance") {
+    return `Insufficient credits: ${cost} and the account has ${microToCredits(refused.availableMicro)} available. Lower max_tokens or top up the account.`;
+  }
+  const whose = refused.reason === "key_spend_limit" ? "this key's" : "the account's";
+  const kind = refused.period === null ? "lifetime" : PERIOD_WORD[refused.period];
+  const resets = refused.resetsAt === null ? "it does not reset" : `it resets at ${new Date(refused.resetsAt).toISOString()}`;
+  return `Spend limit reached: ${whose} ${kind} spend limit of ${microToCredits(refused.limitMicro)} credits has ${microToCredits(refused.availableMicro)} left (${resets}), and ${cost}. Lower max_tokens, wait for the reset, or ask for a higher limit.`;
 }
 
 export function ledgerUnavailable(): GatewayError {

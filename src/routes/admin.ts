@@ -1,7 +1,7 @@
 import { Elysia, t } from "elysia";
 import { bearer } from "@elysiajs/bearer";
 import { timingSafeEqual } from "node:crypto";
-import { CursorError, KeyLimitError, MAX_ACCOUNT_PAGE, SpendLimitConflictError, type AccountPatch, type AccountStore, type KeyOptions, type KeyPatch } from "../accounts/account-store.ts";
+import { CursorError, KeyLimitError, MAX_ACCOUNT_PAGE, type AccountPatch, type AccountStore, type KeyOptions, type KeyPatch } from "../accounts/account-store.ts";
 import { AdminInputError, parseCredits, parseInstant, parseRateLimit, parseSpendPeriod } from "../accounts/admin-input.ts";
 import type { KeyResolver } from "../accounts/key-resolver.ts";
 import type { Ledger } from "../billing/ledger.ts";
@@ -237,7 +237,6 @@ export function adminRoutes(deps: AdminDeps) {
         try {
           summary = await retryWhileBusy(() => deps.accounts.updateKey(params.id, patch));
         } catch (err) {
-          if (err instanceof SpendLimitConflictError) throw new GatewayError(409, "invalid_request", err.message);
           throw err;
         }
         if (!summary) throw new GatewayError(404, "not_found", "No such key.");

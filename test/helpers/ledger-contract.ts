@@ -42,7 +42,7 @@ export function ledgerContract(name: string, make: () => Promise<LedgerFixture>)
 
     test("a key's spend limit is a second ceiling", withLedger(async (f) => {
       const who = await f.fund(10_000, 500);
-      expect(await f.ledger.reserve({ requestId: requestId(), ...who, amountMicro: 501 })).toEqual({ ok: false, reason: "key_spend_limit", availableMicro: 500 });
+      expect(await f.ledger.reserve({ requestId: requestId(), ...who, amountMicro: 501 })).toEqual({ ok: false, reason: "key_spend_limit", availableMicro: 500, limitMicro: 500, period: null, resetsAt: null });
       expect((await f.ledger.reserve({ requestId: requestId(), ...who, amountMicro: 500 })).ok).toBe(true);
     }));
 

@@ -1,5 +1,5 @@
 import {
-  accountPageOf, asciiLower, decodeAccountCursor, iso, keyOptions, KeyLimitError, keySummary, MAX_ACTIVE_KEYS, newKey, periodResetsAt, periodStarts, SpendLimitConflictError,
+  accountPageOf, asciiLower, decodeAccountCursor, iso, keyOptions, KeyLimitError, keySummary, MAX_ACTIVE_KEYS, newKey, periodResetsAt, periodStarts,
   type Account, type AccountDescription, type AccountListQuery, type AccountPage, type AccountPatch, type AccountStore, type ActiveKey, type IssuedKey, type KeyOptions, type KeyPatch, type KeyRow, type KeySummary,
 } from "../../accounts/account-store.ts";
 import { microToCredits } from "../../billing/money.ts";
@@ -150,14 +150,8 @@ export function createPostgresAccounts(sql: Pg, now: () => number, timeoutMs = 2
       if (p.expiresAt !== undefined) columns.expires_at = p.expiresAt;
       if (p.spendLimitMicro !== undefined) columns.spend_limit_micro = p.spendLimitMicro;
       if (p.spendLimitPeriod !== undefined) columns.spend_limit_period = p.spendLimitPeriod;
-      try {
-        if (!(await bounded(patchRow("api_keys", keyId, columns, p.spendLimitPeriod), "update key"))) return null;
-      } catch (err) {
-        if ((err as { errno?: string }).errno === "23514" || (err as { code?: string }).code === "23514") {
-          throw new SpendLimitConflictError("spend_limit is below what this key has already spent plus what its open requests hold.");
-        }
-        throw err;
-      }
+      // A limit below what was spent is kept, as on SQLite: the key is refused (402) until the period resets or the limit rises.
+      if (!(await bounded(patchRow("api_keys", keyId, columns, p.spendLimitPeriod), "update key"))) return null;
       return store.getKey(keyId);
     },
 

@@ -1,8 +1,9 @@
 import { hostname } from "node:os";
-import { acceptableSettlement, type Hold, type Ledger, type LedgerHealth, type RejectionLog, type ReserveResult, type Settlement } from "../../billing/ledger.ts";
+import { storedPeriod, windowStarts, type SpendBudget } from "../../billing/spend-period.ts";
+import { acceptableSettlement, budgetRefusal, type Hold, type Ledger, type LedgerHealth, type RejectionLog, type ReserveResult, type Settlement } from "../../billing/ledger.ts";
 import type { Logger } from "../../log.ts";
 import { randomId } from "../ids.ts";
-import { classifyPgFailure, describePgFailure, int, sqlState, withTimeout, type Pg, type PgFailure } from "./pg-client.ts";
+import { classifyPgFailure, describePgFailure, int, withTimeout, type Pg, type PgFailure } from "./pg-client.ts";
 import { creditAccount } from "./pg-credits.ts";
 import { DB_NOW_MS } from "./pg-migrations.ts";
 import { cacheSavingsMicro, priceListId, priceListJson } from "../../billing/pricing.ts";
@@ -163,7 +164,8 @@ export async function createPostgresLedger(sql: Pg, o: PgLedgerOptions): Promise
     }));
     const counterRows = JSON.stringify(counters.map((c) => ({ k: c.keyId, mi: c.minute, st: c.status, n: c.count })));
     const priceRows = JSON.stringify([...newPrices].map(([id, prices]) => ({ id, prices })));
-    await bounded(sql.unsafe(SETTLE_BATCH, [rows, at, counterRows, priceRows]), "settlement batch");
+    const { day, week, month } = windowStarts(at);
+    await bounded(sql.unsafe(SETTLE_BATCH, [rows, at, counterRows, priceRows, day, week, month]), "settlement batch");
     for (const id of newPrices.keys()) pricesWritten.add(id);
   }
 
@@ -235,31 +237,49 @@ export async function createPostgresLedger(sql: Pg, o: PgLedgerOptions): Promise
     void enqueue({ settlement: releaseOf(hold), release: true, held: 0 });
   };
 
-  /** What is free for a refused hold, read after the refusal (only refusals pay for this read). */
-  async function available(hold: Hold, reason: "balance" | "key_spend_limit"): Promise<ReserveResult> {
+  /**
+   * Why a hold was refused, read after the refusal (only refusals pay for this read): the first of
+   * the balance, the account's spend limit and the key's that it does not fit, with what is free.
+   */
+  async function refusal(hold: Hold): Promise<ReserveResult> {
     try {
-      const [row] = reason === "balance"
-        ? await bounded(sql`SELECT balance_micro - held_micro AS free FROM accounts WHERE id = ${hold.accountId}`, "balance")
-        : await bounded(sql`SELECT spend_limit_micro - spent_micro - held_micro AS free FROM api_keys WHERE id = ${hold.keyId}`, "key budget");
-      return { ok: false, reason, availableMicro: Math.max(0, row ? int(row.free) : 0) };
+      const [rows, keys] = await bounded(Promise.all([
+        sql`SELECT balance_micro, held_micro, spend_limit_micro, spend_limit_period, period_spent_micro, period_start FROM accounts WHERE id = ${hold.accountId}`,
+        sql`SELECT held_micro, spend_limit_micro, spend_limit_period, period_spent_micro, period_start FROM api_keys WHERE id = ${hold.keyId}`,
+      ]), "refusal");
+      const [a] = rows;
+      if (!a) return { ok: false, reason: "balance", availableMicro: 0 };
+      const free = int(a.balance_micro) - int(a.held_micro);
+      if (free < hold.amountMicro) return { ok: false, reason: "balance", availableMicro: Math.max(0, free) };
+      const at = now();
+      const [k] = keys;
+      return budgetRefusal("account_spend_limit", budgetOf(a), int(a.held_micro), hold.amountMicro, at)
+        ?? (k ? budgetRefusal("key_spend_limit", budgetOf(k), int(k.held_micro), hold.amountMicro, at) : undefined)
+        // Nothing short now: a settlement freed room between the statement and this read.
+        ?? { ok: false, reason: "balance", availableMicro: Math.max(0, free) };
     } catch {
-      return { ok: false, reason, availableMicro: 0 };
+      return { ok: false, reason: "balance", availableMicro: 0 };
     }
   }
 
   const unavailable = (): ReserveResult => ({ ok: false, reason: "unavailable", message: settlements.lastError ?? "the ledger's queue is full" });
 
-  /** One reservation, one statement (`RESERVE`): a CHECK refuses it when funds are short. */
+  /** The statement that grants holds in order while they fit (`RESERVE_MANY`); answers the request ids granted. */
+  async function grant(batch: Hold[]): Promise<Set<string>> {
+    const at = now();
+    const { day, week, month } = windowStarts(at);
+    const rows = JSON.stringify(batch.map((h, o) => ({ o, r: h.requestId, a: h.accountId, k: h.keyId, m: h.amountMicro })));
+    const answer = (await bounded(sql.unsafe(RESERVE_MANY, [rows, instanceId, at, holdTtlMs, day, week, month]), "reserve")) as { r: string }[];
+    return new Set(answer.map((row) => row.r));
+  }
+
+  /** One reservation, one statement: granted when it fits the balance and both spend limits, else refused with the reason. */
   async function reserveOne(hold: Hold): Promise<ReserveResult> {
     try {
-      await bounded(sql.unsafe(RESERVE, [hold.requestId, hold.accountId, hold.keyId, hold.amountMicro, instanceId, now(), holdTtlMs]), "reserve");
+      if (!(await grant([hold])).has(hold.requestId)) return refusal(hold);
     } catch (err) {
-      const state = sqlState(err);
-      const constraint = (err as { constraint?: string }).constraint;
-      if (state === "23514" && constraint === "api_keys_holds_within_limit") return available(hold, "key_spend_limit");
-      if (state === "23514") return available(hold, "balance");
-      // An unknown account (the hold's foreign key): nothing is free on it.
-      if (state === "23503") return { ok: false, reason: "balance", availableMicro: 0 };
+      // A CHECK (the balance's last line) or an unknown account (the hold's foreign key).
+      if (classifyPgFailure(err) === "data") return refusal(hold);
       return reserveFailed([hold], err);
     }
     holds.set(hold.requestId, { accountId: hold.accountId, keyId: hold.keyId, amount: hold.amountMicro });
@@ -308,9 +328,7 @@ export async function createPostgresLedger(sql: Pg, o: PgLedgerOptions): Promise
     const holdsOf = pending.map((w) => w.hold);
     let granted: Set<string>;
     try {
-      const rows = JSON.stringify(holdsOf.map((h, o) => ({ o, r: h.requestId, a: h.accountId, k: h.keyId, m: h.amountMicro })));
-      const answer = (await bounded(sql.unsafe(RESERVE_MANY, [rows, instanceId, now(), holdTtlMs]), "reserve")) as { r: string }[];
-      granted = new Set(answer.map((row) => row.r));
+      granted = await grant(holdsOf);
     } catch (err) {
       // A CHECK or foreign key: some hold the group's arithmetic let through cannot be taken
       // (it should not happen; the constraints are the last line). Each alone decides.
@@ -400,42 +418,39 @@ function releaseOf(hold: Hold): Settlement {
 }
 
 /**
- * One reservation, one statement: insert the hold (idempotent by request id), add it to the
- * account's held total, then to the key's. The key's update reads the account's result, which
- * orders the row locks account → key (as batches take them). A CHECK violation aborts the whole
- * statement: nothing is held. $1 request, $2 account, $3 key, $4 amount, $5 instance, $6 now, $7 ttl.
- */
-const RESERVE = `
-WITH h AS (
-  INSERT INTO holds (request_id, account_id, key_id, amount_micro, instance_id, created_at, expires_at)
-  VALUES ($1, $2, $3, $4, $5, $6, ${DB_NOW_MS} + $7)
-  ON CONFLICT (request_id) DO NOTHING
-  RETURNING account_id, key_id, amount_micro
-), a AS (
-  UPDATE accounts SET held_micro = accounts.held_micro + h.amount_micro FROM h WHERE accounts.id = h.account_id
-  RETURNING h.key_id, h.amount_micro
-)
-UPDATE api_keys SET held_micro = api_keys.held_micro + a.amount_micro FROM a WHERE api_keys.id = a.key_id`;
-
-/**
- * Several reservations of one account (those that waited while its last statement ran), one
+ * Reservations of one account (one alone, or those that waited while its last statement ran), one
  * statement. $1: JSON rows {o: order, r: request, a: account, k: key, m: amount}, $2 instance,
- * $3 now, $4 ttl. Locks the account(s), then the key(s), sorted (as every other statement takes
- * them); grants, in order, each hold while the running sums of the group's amounts fit what the
- * account and the key have free (read under the lock, so at their latest committed values); inserts
+ * $3 now, $4 ttl, $5 / $6 / $7 the current day's, week's and month's starts. Locks the account(s),
+ * then the key(s), sorted (as every other statement takes them); grants, in order, each hold while
+ * the running sums of the group's amounts fit what the account has free, its spend limit's room and
+ * the key's (a limit's room: the limit − what was charged in its current period − what is held;
+ * a count whose window is not the current one rolled over and counts 0), all read under the lock,
+ * so at their latest committed values; inserts
  * those holds (ON CONFLICT (request_id) DO NOTHING: a hold taken twice is held once) and adds them
  * to the held totals. Answers the request ids granted. One that is not granted may still fit
  * (the sums count earlier ones that did not): the caller asks it alone. The CHECK constraints stay
  * the last line: if the arithmetic let through a hold they refuse, the whole statement fails and
  * nothing is held.
  */
+/**
+ * A row's spend-limit window: $5 / $6 / $7 are the current day's, week's and month's starts in both
+ * statements that read or move period counts (a lifetime limit's window is 0).
+ */
+const WINDOW = `(CASE spend_limit_period WHEN 'day' THEN $5::bigint WHEN 'week' THEN $6::bigint WHEN 'month' THEN $7::bigint ELSE 0 END)`;
+/** A row's room under its spend limit (NULL: none), counting only what was charged in the current window. */
+const LIMIT_ROOM = `spend_limit_micro - (CASE WHEN period_start = ${WINDOW} THEN period_spent_micro ELSE 0 END) - held_micro`;
+/** A charge (`d.charge`) added to the current window's count, or starting it when the period rolled over. */
+const PERIOD_CHARGE = (table: string) =>
+  `period_spent_micro = CASE WHEN ${table}.period_start = ${WINDOW.replaceAll("spend_limit_period", `${table}.spend_limit_period`)} THEN ${table}.period_spent_micro + d.charge ELSE d.charge END,
+   period_start = ${WINDOW.replaceAll("spend_limit_period", `${table}.spend_limit_period`)}`;
+
 const RESERVE_MANY = `
 WITH input AS MATERIALIZED (
   SELECT * FROM jsonb_to_recordset($1::text::jsonb) AS x(o integer, r text, a text, k text, m bigint)
 ), locked_accounts AS MATERIALIZED (
-  SELECT id, balance_micro - held_micro AS free FROM accounts WHERE id IN (SELECT a FROM input) ORDER BY id FOR NO KEY UPDATE
+  SELECT id, balance_micro - held_micro AS free, ${LIMIT_ROOM} AS room FROM accounts WHERE id IN (SELECT a FROM input) ORDER BY id FOR NO KEY UPDATE
 ), locked_keys AS MATERIALIZED (
-  SELECT id, spend_limit_micro - spent_micro - held_micro AS free FROM api_keys
+  SELECT id, ${LIMIT_ROOM} AS free FROM api_keys
    WHERE id IN (SELECT k FROM input) AND (SELECT COUNT(*) FROM locked_accounts) >= 0 ORDER BY id FOR NO KEY UPDATE
 ), fits AS MATERIALIZED (
   SELECT i.r, i.a, i.k, i.m FROM (
@@ -443,7 +458,7 @@ WITH input AS MATERIALIZED (
   ) i
   JOIN locked_accounts la ON la.id = i.a
   LEFT JOIN locked_keys lk ON lk.id = i.k
-  WHERE i.account_sum <= la.free AND (lk.free IS NULL OR i.key_sum <= lk.free)
+  WHERE i.account_sum <= la.free AND (la.room IS NULL OR i.account_sum <= la.room) AND (lk.free IS NULL OR i.key_sum <= lk.free)
 ), h AS (
   INSERT INTO holds (request_id, account_id, key_id, amount_micro, instance_id, created_at, expires_at)
   SELECT r, a, k, m, $2, $3, ${DB_NOW_MS} + $4 FROM fits ORDER BY r
@@ -463,7 +478,8 @@ SELECT r FROM fits`;
 /**
  * A batch of settlements and releases, and the refusal counters, in one statement (so one
  * autocommit transaction, one round trip). $1: settlements as JSON rows, $2: the time recorded,
- * $3: counters as JSON rows, $4: price lists this process has not written yet (usually none).
+ * $3: counters as JSON rows, $4: price lists this process has not written yet (usually none),
+ * $5 / $6 / $7: the day's, week's and month's starts at $2, the windows charges count in.
  *
  * In order, each step gated on the one before by an uncorrelated sub-select (PostgreSQL runs it
  * once, as an InitPlan, before the step reads its first row — the "One-Time Filter" of the plan):
@@ -520,11 +536,11 @@ WITH input AS MATERIALIZED (
     UNION ALL SELECT key_id, 0, amount_micro FROM lifted
   ) d GROUP BY id
 ), accounts_done AS (
-  UPDATE accounts SET balance_micro = accounts.balance_micro - d.charge, held_micro = accounts.held_micro - d.lift
+  UPDATE accounts SET balance_micro = accounts.balance_micro - d.charge, held_micro = accounts.held_micro - d.lift, ${PERIOD_CHARGE("accounts")}
     FROM per_account d WHERE accounts.id = d.id
   RETURNING 1
 ), keys_done AS (
-  UPDATE api_keys SET spent_micro = api_keys.spent_micro + d.charge, held_micro = api_keys.held_micro - d.lift
+  UPDATE api_keys SET spent_micro = api_keys.spent_micro + d.charge, held_micro = api_keys.held_micro - d.lift, ${PERIOD_CHARGE("api_keys")}
     FROM per_key d WHERE api_keys.id = d.id
   RETURNING 1
 ), counted AS (
@@ -556,3 +572,13 @@ WITH accounts_done AS (
   RETURNING 1
 )
 UPDATE api_keys SET held_micro = api_keys.held_micro - d.n FROM jsonb_to_recordset($2::text::jsonb) AS d(id text, n bigint) WHERE api_keys.id = d.id`;
+
+/** A row's spend limit as the shared arithmetic reads it (billing/spend-period.ts). */
+function budgetOf(row: Record<string, unknown>): SpendBudget {
+  return {
+    limitMicro: row.spend_limit_micro === null || row.spend_limit_micro === undefined ? null : int(row.spend_limit_micro),
+    period: storedPeriod(row.spend_limit_period),
+    periodSpentMicro: int(row.period_spent_micro),
+    periodStart: int(row.period_start),
+  };
+}

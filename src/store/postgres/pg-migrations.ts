@@ -120,6 +120,9 @@ const MIGRATIONS: string[] = [
   `ALTER TABLE api_keys DROP CONSTRAINT api_keys_holds_within_limit;`,
 ];
 
+/** The schema version this code brings a database to. */
+export const POSTGRES_SCHEMA_VERSION = MIGRATIONS.length;
+
 /** The database's clock in epoch milliseconds, for values several processes compare. */
 export const DB_NOW_MS = "(extract(epoch from clock_timestamp()) * 1000)::bigint";
 

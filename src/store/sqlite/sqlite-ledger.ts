@@ -1,5 +1,6 @@
 import type { Database } from "bun:sqlite";
-import { acceptableSettlement, type Hold, type Ledger, type LedgerHealth, type RejectionLog, type ReserveResult, type Settlement } from "../../billing/ledger.ts";
+import { chargeBudget, storedPeriod, windowStarts, type SpendBudget } from "../../billing/spend-period.ts";
+import { acceptableSettlement, budgetRefusal, type Hold, type Ledger, type LedgerHealth, type RejectionLog, type ReserveResult, type Settlement } from "../../billing/ledger.ts";
 import { createChangeWatch, type ChangeWatch } from "../change-watch.ts";
 import type { Logger } from "../../log.ts";
 import { creditWriter } from "./credits.ts";
@@ -36,6 +37,11 @@ const USAGE_ROW = "(?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, 
 /** Thrown inside a chunked write to roll it back: some record of the batch already existed. */
 const ALREADY_RECORDED = new Error("a usage record of the batch already exists");
 
+/** An account's balance and its own spend limit, cached. */
+interface AccountBooks extends SpendBudget {
+  balance: number;
+}
+
 interface HeldAmount {
   accountId: string;
   keyId: string;
@@ -70,12 +76,19 @@ export function createSqliteLedger(db: Database, o: SqliteLedgerOptions): Ledger
   const retryMaxMs = o.retryMaxMs ?? 1_000;
   const probeIntervalMs = o.probeIntervalMs ?? 2_000;
 
-  const balanceOf = db.query<{ balance_micro: number }, [string]>("SELECT balance_micro FROM accounts WHERE id = ?");
-  const keyBudget = db.query<{ spend_limit_micro: number | null; spent_micro: number }, [string]>(
-    "SELECT spend_limit_micro, spent_micro FROM api_keys WHERE id = ?",
+  type BudgetRow = { spend_limit_micro: number | null; spend_limit_period: string | null; period_spent_micro: number; period_start: number };
+  const accountOf = db.query<{ balance_micro: number } & BudgetRow, [string]>(
+    "SELECT balance_micro, spend_limit_micro, spend_limit_period, period_spent_micro, period_start FROM accounts WHERE id = ?",
   );
-  const debitAccount = db.query("UPDATE accounts SET balance_micro = balance_micro - ? WHERE id = ?");
-  const debitKey = db.query("UPDATE api_keys SET spent_micro = spent_micro + ? WHERE id = ?");
+  const keyBudget = db.query<BudgetRow, [string]>(
+    "SELECT spend_limit_micro, spend_limit_period, period_spent_micro, period_start FROM api_keys WHERE id = ?",
+  );
+  // A charge counts in the window of the row's own period at the batch's time (?2 day, ?3 week,
+  // ?4 month; lifetime 0): added to the window's count, or starting it when the period rolled over.
+  const WINDOW = "(CASE spend_limit_period WHEN 'day' THEN ?2 WHEN 'week' THEN ?3 WHEN 'month' THEN ?4 ELSE 0 END)";
+  const PERIOD_CHARGE = `period_spent_micro = CASE WHEN period_start = ${WINDOW} THEN period_spent_micro + ?1 ELSE ?1 END, period_start = ${WINDOW}`;
+  const debitAccount = db.query(`UPDATE accounts SET balance_micro = balance_micro - ?1, ${PERIOD_CHARGE} WHERE id = ?5`);
+  const debitKey = db.query(`UPDATE api_keys SET spent_micro = spent_micro + ?1, ${PERIOD_CHARGE} WHERE id = ?5`);
   const insertUsage = db.query(`${INSERT_USAGE} VALUES ${USAGE_ROW}`);
   const countRejections = db.query(
     `INSERT INTO rejection_counts (key_id, minute, status, count) VALUES (?, ?, ?, ?)
@@ -87,19 +100,22 @@ export function createSqliteLedger(db: Database, o: SqliteLedgerOptions): Ledger
   const pricesWritten = new Set<string>();
   const credit = creditWriter(db, now);
 
-  // ── Cached balances: what SQLite has, as of our last read plus our own commits since. ──
-  const balances = new Map<string, number>();
-  const budgets = new Map<string, { limit: number | null; spent: number }>();
+  // ── Cached balances and spend limits: what SQLite has, as of our last read plus our own commits since. ──
+  const books = new Map<string, AccountBooks>();
+  const budgets = new Map<string, SpendBudget>();
   changes.onChange(() => {
-    balances.clear();
+    books.clear();
     budgets.clear();
   });
-  const balance = (accountId: string): number | undefined => {
-    let value = balances.get(accountId);
+  const budgetOf = (row: BudgetRow): SpendBudget => ({
+    limitMicro: row.spend_limit_micro, period: storedPeriod(row.spend_limit_period), periodSpentMicro: row.period_spent_micro, periodStart: row.period_start,
+  });
+  const account = (accountId: string): AccountBooks | undefined => {
+    let value = books.get(accountId);
     if (value === undefined) {
-      const row = balanceOf.get(accountId);
+      const row = accountOf.get(accountId);
       if (!row) return undefined;
-      balances.set(accountId, (value = row.balance_micro));
+      books.set(accountId, (value = { balance: row.balance_micro, ...budgetOf(row) }));
     }
     return value;
   };
@@ -108,7 +124,7 @@ export function createSqliteLedger(db: Database, o: SqliteLedgerOptions): Ledger
     if (value === undefined) {
       const row = keyBudget.get(keyId);
       if (!row) return undefined;
-      budgets.set(keyId, (value = { limit: row.spend_limit_micro, spent: row.spent_micro }));
+      budgets.set(keyId, (value = budgetOf(row)));
     }
     return value;
   };
@@ -177,9 +193,10 @@ export function createSqliteLedger(db: Database, o: SqliteLedgerOptions): Ledger
     add(debits.byAccount, held.accountId, charge);
     add(debits.byKey, held.keyId, charge);
   };
-  const debit = (debits: Debits, counters: RejectionCounter[]): Debits => {
-    for (const [accountId, amount] of debits.byAccount) debitAccount.run(amount, accountId);
-    for (const [keyId, amount] of debits.byKey) debitKey.run(amount, keyId);
+  const debit = (debits: Debits, counters: RejectionCounter[], at: number): Debits => {
+    const { day, week, month } = windowStarts(at);
+    for (const [accountId, amount] of debits.byAccount) debitAccount.run(amount, day, week, month, accountId);
+    for (const [keyId, amount] of debits.byKey) debitKey.run(amount, day, week, month, keyId);
     for (const c of counters) countRejections.run(c.keyId, c.minute, c.status, c.count);
     return debits;
   };
@@ -197,7 +214,7 @@ export function createSqliteLedger(db: Database, o: SqliteLedgerOptions): Ledger
       }
       if (insertRows(chunk.length).run(...values).changes !== chunk.length) throw ALREADY_RECORDED;
     }
-    return debit(debits, counters);
+    return debit(debits, counters, at);
   });
 
   /** Row by row: a record that already exists (a retry, a replay) was charged then, not again. */
@@ -207,7 +224,7 @@ export function createSqliteLedger(db: Database, o: SqliteLedgerOptions): Ledger
       const { held, charge } = chargeOf(q);
       if (insertUsage.run(...usageValues(q.settlement, charge, held?.amount ?? 0, at)).changes === 1) post(debits, held, charge);
     }
-    return debit(debits, counters);
+    return debit(debits, counters, at);
   });
 
   const writeBatch = (batch: Queued[], counters: RejectionCounter[], at: number): Debits => {
@@ -225,14 +242,16 @@ export function createSqliteLedger(db: Database, o: SqliteLedgerOptions): Ledger
     write(batch, counters, at) {
       try {
         const { byAccount, byKey } = writeBatch(batch, counters, at);
-        // Only now is the debit on disk: cached balances move with it.
+        // Only now is the debit on disk: cached balances and period counts move with it.
         for (const [accountId, amount] of byAccount) {
-          const cached = balances.get(accountId);
-          if (cached !== undefined) balances.set(accountId, cached - amount);
+          const cached = books.get(accountId);
+          if (cached === undefined) continue;
+          cached.balance -= amount;
+          chargeBudget(cached, amount, at);
         }
         for (const [keyId, amount] of byKey) {
           const cached = budgets.get(keyId);
-          if (cached) cached.spent += amount;
+          if (cached) chargeBudget(cached, amount, at);
         }
       } catch (err) {
         rollbackQuietly(db);
@@ -259,13 +278,14 @@ export function createSqliteLedger(db: Database, o: SqliteLedgerOptions): Ledger
       if (!settlements.admits(true)) return { ok: false, reason: "unavailable", message: settlements.lastError ?? "the ledger's queue is full" };
       try {
         changes.sync();
-        const free = (balance(hold.accountId) ?? 0) - (heldByAccount.get(hold.accountId) ?? 0);
+        const books = account(hold.accountId);
+        const heldOnAccount = heldByAccount.get(hold.accountId) ?? 0;
+        const free = (books?.balance ?? 0) - heldOnAccount;
         if (free < hold.amountMicro) return { ok: false, reason: "balance", availableMicro: Math.max(0, free) };
-        const keyBudget = budget(hold.keyId);
-        if (keyBudget && keyBudget.limit !== null) {
-          const keyFree = keyBudget.limit - keyBudget.spent - (heldByKey.get(hold.keyId) ?? 0);
-          if (keyFree < hold.amountMicro) return { ok: false, reason: "key_spend_limit", availableMicro: Math.max(0, keyFree) };
-        }
+        const at = now();
+        const refused = budgetRefusal("account_spend_limit", books, heldOnAccount, hold.amountMicro, at)
+          ?? budgetRefusal("key_spend_limit", budget(hold.keyId), heldByKey.get(hold.keyId) ?? 0, hold.amountMicro, at);
+        if (refused) return refused;
       } catch (err) {
         // A store that cannot even be read: refuse rather than admit unmetered.
         log("error", "ledger cannot read balances", { error: describeWriteFailure(err) });
@@ -288,13 +308,13 @@ export function createSqliteLedger(db: Database, o: SqliteLedgerOptions): Ledger
 
     async topUp(accountId: string, amountMicro: number): Promise<boolean> {
       const done = await retryWhileBusy(() => credit(accountId, amountMicro));
-      balances.delete(accountId);
+      books.delete(accountId);
       return done;
     },
 
     async balance(accountId: string) {
-      const value = balance(accountId);
-      return value === undefined ? null : { balanceMicro: value, heldMicro: heldByAccount.get(accountId) ?? 0 };
+      const value = account(accountId);
+      return value === undefined ? null : { balanceMicro: value.balance, heldMicro: heldByAccount.get(accountId) ?? 0 };
     },
 
     flush: () => settlements.flush(),
