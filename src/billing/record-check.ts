@@ -1,3 +1,4 @@
+import type { RecordCounts } from "./usage-report.ts";
 import { cacheSavingsMicro, classesCostMicro, type PriceList, type TokenClasses } from "./pricing.ts";
 
 /**
@@ -7,20 +8,10 @@ import { cacheSavingsMicro, classesCostMicro, type PriceList, type TokenClasses 
  */
 
 /** A usage record as the audit reads it: classes, what was charged and held, and its price list's JSON. */
-export interface PricedRecord {
+export interface PricedRecord extends RecordCounts {
   request_id: string;
-  prompt_tokens: number;
-  completion_tokens: number;
-  fresh_input_tokens: number;
-  cache_read_tokens: number;
-  cache_write_5m_tokens: number;
-  cache_write_1h_tokens: number;
-  reasoning_tokens: number;
-  images: number;
-  cost_micro: number;
   /** What the request held: the most it could be charged. */
   held_micro: number;
-  cache_savings_micro: number;
   /** The price list's stored JSON; null when the record names one that is missing. */
   prices: string | null;
 }

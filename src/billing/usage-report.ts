@@ -1,9 +1,8 @@
 import type { Database } from "bun:sqlite";
 import { microToCredits } from "./money.ts";
 
-/** What every report sums over the records: tokens by price class, the charges, and the cache savings. */
-export interface UsageSums {
-  requests: number;
+/** A usage record's counts and money as its columns name them: one record's, or a report's sums of them. */
+export interface RecordCounts {
   prompt_tokens: number;
   completion_tokens: number;
   /** The prompt by class (records older than the classes count their whole prompt as fresh input). */
@@ -17,6 +16,11 @@ export interface UsageSums {
   cost_micro: number;
   /** What the cached tokens would have cost as fresh input, minus what they cost (negative when writes outweigh reads). */
   cache_savings_micro: number;
+}
+
+/** What every report sums over the records: tokens by price class, the charges, and the cache savings. */
+export interface UsageSums extends RecordCounts {
+  requests: number;
 }
 
 export interface UsageRow extends UsageSums { model: string }
