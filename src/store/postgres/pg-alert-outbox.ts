@@ -16,7 +16,7 @@ export function createPostgresAlertOutbox(sql: Pg, timeoutMs = 2_000): AlertOutb
       const rows = await bounded(sql`
         INSERT INTO alert_outbox (event_id, dedupe_key, type, body, created_at, next_attempt_at)
         SELECT e.event_id, e.dedupe_key, e.type, e.body, e.created_at, 0
-          FROM jsonb_to_recordset(${JSON.stringify(events.map((e) => ({ event_id: e.eventId, dedupe_key: e.dedupeKey, type: e.type, body: e.body, created_at: e.createdAt })))}::jsonb)
+          FROM jsonb_to_recordset(${JSON.stringify(events.map((e) => ({ event_id: e.eventId, dedupe_key: e.dedupeKey, type: e.type, body: e.body, created_at: e.createdAt })))}::text::jsonb)
                AS e(event_id text, dedupe_key text, type text, body text, created_at bigint)
         ON CONFLICT DO NOTHING RETURNING id`, "alert outbox insert");
       return rows.length;
