@@ -67,7 +67,11 @@ export function createAlertDispatcher(o: AlertDispatcherOptions) {
       }
       failure = `HTTP ${res.status}`;
     } catch (err) {
-      if (stopped) return; // its lease expires; sent again later
+      if (stopped) {
+        // Cut by stop(): due again at once for the next process (a crash leaves it to the lease).
+        await o.outbox.retryLater(row.id, 0, "interrupted by a stop").catch(() => {});
+        return;
+      }
       failure = err instanceof Error ? `${err.name}: ${err.message}` : String(err);
     }
     o.onFailed?.();
