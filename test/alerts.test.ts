@@ -1,6 +1,8 @@
 import { Database } from "bun:sqlite";
 import { afterAll, describe, expect, test } from "bun:test";
-import { createHmac } from "node:crypto";
+import { createHmac, timingSafeEqual } from "node:crypto";
+import { readFileSync } from "node:fs";
+import { join } from "node:path";
 import { useFakeUpstream } from "./helpers/fake-upstream.ts";
 import { OPENAI_MODEL, startGateway, type Gateway, type GatewayOptions } from "./helpers/gateway.ts";
 import { startAlertReceiver, waitFor } from "./helpers/alert-receiver.ts";
@@ -73,6 +75,16 @@ async function received(n: number) {
   expect(receiver.accepted.length).toBe(n);
 }
 
+/** The README's verification sample, as a receiver would paste it. */
+function readmeSample(): (secret: string, body: string, header: string) => boolean {
+  const readme = readFileSync(join(import.meta.dir, "..", "README.md"), "utf8");
+  const section = readme.slice(readme.indexOf("### Spend alerts"));
+  const code = /```ts\n([\s\S]*?)```/.exec(section)![1]!.replace(/^import .*$/m, "");
+  const js = new Bun.Transpiler({ loader: "ts" }).transformSync(code);
+  return new Function("createHmac", "timingSafeEqual", `${js}; return verify;`)(createHmac, timingSafeEqual);
+}
+const readmeVerify = readmeSample();
+
 function resetReceiver() {
   receiver.accepted.length = 0;
   receiver.setRefusing(false);
@@ -122,6 +134,8 @@ describe("spend_limit.threshold", () => {
         expect(Math.abs(Date.now() / 1000 - Number(t))).toBeLessThan(60);
         expect(v1).toBe(createHmac("sha256", SECRET).update(`${t}.${a.body}`).digest("hex"));
         expect(verifySignature(SECRET, a.body, signature, Math.floor(Date.now() / 1000))).toBe(true);
+        expect(readmeVerify(SECRET, a.body, signature)).toBe(true);
+        expect(readmeVerify(SECRET, a.body + " ", signature)).toBe(false);
         expect(verifySignature("another-secret", a.body, signature, Math.floor(Date.now() / 1000))).toBe(false);
         expect(verifySignature(SECRET, a.body.replace("threshold", "thresholt"), signature, Math.floor(Date.now() / 1000))).toBe(false);
       }
