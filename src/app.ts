@@ -197,6 +197,7 @@ export function createApp(deps: AppDeps) {
       limiter: deps.limiter,
       inflight,
       now,
+      alerts,
     });
   }
   // Delivery starts with the server (after a start-up check) and stops with it.

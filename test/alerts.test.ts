@@ -241,6 +241,10 @@ describe("delivery", () => {
       await received(4);
       expect(receiver.types().sort()).toEqual(["balance.low", "spend_limit.threshold:account:100", "spend_limit.threshold:account:50", "spend_limit.threshold:account:80"]);
       expect(new Set(receiver.accepted.map((a) => a.json.id)).size).toBe(4);
+      const metrics = await (await fetch(`${gw.url}/metrics`)).text();
+      expect(metrics).toContain("switchyard_alerts_queued_total 4");
+      expect(metrics).toContain("switchyard_alerts_delivered_total 4");
+      expect(Number(/switchyard_alerts_failed_total (\d+)/.exec(metrics)![1])).toBeGreaterThanOrEqual(refusals);
     } finally {
       await gw.stop();
     }
