@@ -87,14 +87,18 @@ export function createAlertDispatcher(o: AlertDispatcherOptions) {
       do {
         again = false;
         for (;;) {
+          // A read first: an idle outbox costs no write (a claim is an UPDATE).
+          const next = await o.outbox.nextDueInMs();
+          if (next === null || next > 0) {
+            wait = next === null ? pollMs : Math.min(pollMs, Math.max(next, 10));
+            break;
+          }
           const rows = await o.outbox.claim(batch, leaseMs);
-          if (rows.length === 0 || stopped) break;
+          if (rows.length === 0 || stopped) break; // another process took them
           await Promise.all(rows.map((row) => deliver(row).catch((err) => o.log("warn", "spend alert outbox update failed", { eventId: row.eventId, error: String(err) }))));
           if (stopped) return;
         }
       } while (again && !stopped);
-      const next = await o.outbox.nextDueInMs();
-      if (next !== null) wait = Math.min(pollMs, Math.max(next, 10));
     } catch (err) {
       if (!stopped) o.log("warn", "spend alert outbox unreadable; retrying", { error: err instanceof Error ? err.message : String(err) });
     }

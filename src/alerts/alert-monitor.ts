@@ -31,6 +31,11 @@ export function createAlertMonitor(d: AlertMonitorDeps) {
   let accounts = new Set<string>();
   let scheduled = false;
   let running: Promise<void> = Promise.resolve();
+  /**
+   * Dedupe keys this process knows are in the outbox: a key past 80 % of its limit would otherwise
+   * re-insert (and have ignored) its 50 and 80 % events after every charge, a write each on SQLite.
+   */
+  let known = new Set<string>();
 
   async function check(keyIds: Iterable<string>, accountIds: Iterable<string>): Promise<void> {
     const now = d.now();
@@ -48,8 +53,12 @@ export function createAlertMonitor(d: AlertMonitorDeps) {
         if (event) events.push(event);
       }
     }
-    if (events.length === 0) return;
-    const added = await d.outbox.add(events);
+    const fresh = events.filter((e) => !known.has(e.dedupeKey));
+    if (fresh.length === 0) return;
+    const added = await d.outbox.add(fresh);
+    // Bounded: forgetting costs one ignored insert, never a second event.
+    if (known.size > 50_000) known = new Set();
+    for (const e of fresh) known.add(e.dedupeKey);
     if (added > 0) d.onQueued?.(added);
   }
 
