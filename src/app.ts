@@ -37,6 +37,8 @@ import { metricsRoute } from "./routes/metrics.ts";
 import { openApiRoute } from "./routes/openapi.ts";
 import type { ResponseStore } from "./translate/response-store.ts";
 import { createMemoryResponseStore } from "./store/memory/memory-response-store.ts";
+import { createAlerts, type Alerts } from "./alerts/alerts.ts";
+import { createSqliteAlertOutbox } from "./store/sqlite/sqlite-alert-outbox.ts";
 
 export interface AppDeps {
   /** The SQLite file's connection: accounts, keys and the ledger, unless `stores` are given. */
@@ -52,13 +54,15 @@ export interface AppDeps {
   log: Logger;
   adminToken?: string;
   /** Tuning of the SQLite ledger (tests shorten its timers). */
-  ledgerOptions?: Omit<SqliteLedgerOptions, "now" | "changes" | "log">;
+  ledgerOptions?: Omit<SqliteLedgerOptions, "now" | "changes" | "log" | "onCommitted">;
   /** Wraps the ledger the app builds (tests inject faults with it). */
   wrapLedger?: (ledger: Ledger & RejectionLog) => Ledger & RejectionLog;
   /** Metrics and access log switches (ops/ops-settings.ts); all on by default. */
   ops?: OpsSettings;
   /** The Responses API's stored answers; in this process's memory, bounded by `settings.responses`, unless given. */
   responseStore?: ResponseStore;
+  /** How often the spend alert dispatcher looks at its outbox when idle (tests shorten it). */
+  alertPollMs?: number;
 }
 
 /** How long a SQLite settlement may wait for others under load (see billing/settlement-queue.ts). */
@@ -75,8 +79,18 @@ export function createApp(deps: AppDeps) {
   let accounts: AccountStore, keys: KeyResolver, baseLedger: Ledger & RejectionLog, usage: UsageReporter, breakdown: UsageBreakdown;
   /** Admin writes tell the in-process caches (SQLite's; PostgreSQL's ledger keeps no copies). */
   let changed: (() => void) | undefined;
+  // Spend alerts (alerts/): only with `alerts.webhook_url`; otherwise the ledgers' hook is unset
+  // and nothing runs. Detection follows commits, delivery has its own timers: off the request path.
+  const alertSettings = deps.settings.alerts;
+  if (alertSettings?.secret) rememberSecret(alertSettings.secret);
+  let alerts: Alerts | undefined;
   if (deps.stores) {
     ({ accounts, keys, ledger: baseLedger, usage, breakdown } = deps.stores);
+    if (alertSettings && deps.stores.alertOutbox) {
+      const shared = createAlerts({ settings: alertSettings, accounts, outbox: deps.stores.alertOutbox, now, log, pollMs: deps.alertPollMs });
+      deps.stores.onCommitted?.(shared.committed);
+      alerts = shared;
+    }
   } else {
     if (!deps.db) throw new Error("createApp needs a SQLite database or shared stores");
     const sqliteAccounts = createAccountStore(deps.db, now);
@@ -88,7 +102,9 @@ export function createApp(deps: AppDeps) {
     // A commit costs ~45 µs of write and lock calls whatever it holds: while other answers are
     // on their way, it waits a little for them (never for a lone request, nor once all have come).
     const commitDelay = { ms: SQLITE_COMMIT_DELAY_MS, inFlight: () => inflight.count };
-    baseLedger = createSqliteLedger(deps.db, { now, changes, log, commitDelay, ...deps.ledgerOptions });
+    if (alertSettings) alerts = createAlerts({ settings: alertSettings, accounts: sqliteAccounts, outbox: createSqliteAlertOutbox(deps.db), now, log, pollMs: deps.alertPollMs });
+    const onCommitted = alerts?.committed;
+    baseLedger = createSqliteLedger(deps.db, { now, changes, log, commitDelay, ...deps.ledgerOptions, onCommitted });
     usage = createUsageReport(deps.db);
     breakdown = createUsageBreakdown(deps.db);
   }
@@ -181,9 +197,18 @@ export function createApp(deps: AppDeps) {
       limiter: deps.limiter,
       inflight,
       now,
+      alerts,
     });
   }
+  // Delivery starts with the server (after a start-up check) and stops with it.
+  if (alerts) {
+    const started = alerts;
+    app.onStart(() => started.start());
+    app.onStop(() => void started.stop());
+  }
   const services = {
+    /** Spend alerts, when configured: `checked()` waits for detection, `stop()` ends delivery. */
+    alerts,
     accounts,
     keys,
     ledger,

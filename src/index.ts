@@ -126,6 +126,13 @@ async function shutdown(signal: string): Promise<void> {
   app.services.drain();
   const drained = Promise.all([app.server?.stop(false), app.services.inflight.idle()]);
   await Promise.race([drained, Bun.sleep(SHUTDOWN_GRACE_MS)]);
+  // The last settlements' alerts are queued while the store is open; sends under way are cut
+  // (their events stay in the outbox and go at the next start).
+  if (app.services.alerts) {
+    await app.services.ledger.flush();
+    await app.services.alerts.checked();
+    await app.services.alerts.stop();
+  }
   if (stores) await stores.close();
   else await app.services.ledger.close();
   limiter?.close();

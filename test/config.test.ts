@@ -413,3 +413,20 @@ describe("model aliases and per-model caps", () => {
     expect(route(both, "claude-3-5-haiku-20241022")).toBe("anthropic/claude-haiku-4-5");
   });
 });
+
+describe("alerts", () => {
+  test("absent: nothing configured; with a webhook URL: defaults, the secret from SWITCHYARD_ALERT_SECRET", () => {
+    expect(resolveSettings(validConfig(), {}, "t").alerts).toBeUndefined();
+    const s = resolveSettings({ ...validConfig(), alerts: { webhook_url: "https://hooks.example.com/switchyard", low_balance: 5 } }, { SWITCHYARD_ALERT_SECRET: "whsec" }, "t");
+    expect(s.alerts).toEqual({ webhook_url: "https://hooks.example.com/switchyard", low_balance: 5, timeout_ms: 5_000, retry_initial_ms: 1_000, retry_max_ms: 60_000, secret: "whsec" });
+    expect(resolveSettings({ ...validConfig(), alerts: { webhook_url: "http://127.0.0.1:9/h", retry_max_ms: 500, retry_initial_ms: 20 } }, {}, "t").alerts).toMatchObject({ low_balance: null, retry_max_ms: 500, retry_initial_ms: 20, secret: undefined });
+  });
+
+  test("an invalid webhook URL, a negative threshold or a low_balance without a URL is an error naming the field", () => {
+    expect(configError(() => resolveSettings({ ...validConfig(), alerts: { webhook_url: "not a url" } }, {}, "t"))).toContain("/alerts/webhook_url");
+    expect(configError(() => resolveSettings({ ...validConfig(), alerts: { webhook_url: "ftp://example.com/x" } }, {}, "t"))).toContain("/alerts/webhook_url");
+    expect(configError(() => resolveSettings({ ...validConfig(), alerts: { webhook_url: "https://h.example", low_balance: -1 } }, {}, "t"))).toContain("/alerts/low_balance");
+    expect(configError(() => resolveSettings({ ...validConfig(), alerts: { low_balance: 3 } }, {}, "t"))).toContain("/alerts/webhook_url");
+    expect(configError(() => resolveSettings({ ...validConfig(), alerts: { webhook_url: "https://h.example", retry_initial_ms: 500, retry_max_ms: 100 } }, {}, "t"))).toContain("/alerts/retry_max_ms");
+  });
+});

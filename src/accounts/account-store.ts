@@ -90,6 +90,27 @@ export interface AccountListQuery {
   name?: string | null;
 }
 
+/**
+ * A key's or an account's spend limit and what was charged in its current window, as the admin
+ * API counts `spent_in_period` (usage records since the window's start; a key's lifetime limit
+ * counts `spent_micro`). Read by spend alerts after charges (alerts/alert-monitor.ts): a row
+ * without a limit is not summed.
+ */
+export interface SpendStatus {
+  id: string;
+  name: string | null;
+  /** The account's id (for a key, its owner's). */
+  accountId: string;
+  /** Accounts only: the balance as written (null for a key). */
+  balanceMicro: number | null;
+  limitMicro: number | null;
+  period: SpendPeriod | null;
+  /** Epoch ms the window began (0 for a lifetime limit). */
+  windowStart: number;
+  /** 0 without a limit (not counted). */
+  spentInPeriodMicro: number;
+}
+
 export class KeyLimitError extends Error {}
 /** A cursor this store did not make. */
 export class CursorError extends Error {}
@@ -126,6 +147,8 @@ export interface AccountStore {
   updateAccount(accountId: string, patch: AccountPatch): MaybePromise<boolean>;
   /** Accounts oldest first (created_at, then id). Throws CursorError for a cursor it did not make. */
   listAccounts(query: AccountListQuery): MaybePromise<AccountPage>;
+  /** A key's or an account's limit and what its current window was charged (SpendStatus); null when unknown. */
+  spendStatus(scope: "key" | "account", id: string): MaybePromise<SpendStatus | null>;
 }
 
 /** Largest page of the account list. */
@@ -252,6 +275,12 @@ export function createAccountStore(db: Database, now: () => number) {
   const accountPeriod = db.query<{ spend_limit_period: SpendPeriod | null }, [string]>("SELECT spend_limit_period FROM accounts WHERE id = ?");
   const keySpentSince = db.query<{ s: number }, [string, number]>("SELECT COALESCE(SUM(cost_micro), 0) AS s FROM usage_records WHERE key_id = ? AND created_at >= ?");
   const accountSpentSince = db.query<{ s: number }, [string, number]>("SELECT COALESCE(SUM(cost_micro), 0) AS s FROM usage_records WHERE account_id = ? AND created_at >= ?");
+  const accountStatus = db.query<{ name: string; balance_micro: number; spend_limit_micro: number | null; spend_limit_period: SpendPeriod | null }, [string]>(
+    "SELECT name, balance_micro, spend_limit_micro, spend_limit_period FROM accounts WHERE id = ?",
+  );
+  const keyStatus = db.query<{ account_id: string; name: string | null; spend_limit_micro: number | null; spend_limit_period: SpendPeriod | null; spent_micro: number }, [string]>(
+    "SELECT account_id, name, spend_limit_micro, spend_limit_period, spent_micro FROM api_keys WHERE id = ?",
+  );
   const accountPage = db.query<{ id: string; name: string; balance_micro: number; created_at: number; spend_limit_micro: number | null; spend_limit_period: SpendPeriod | null }, [number, string, string, number]>(
     `SELECT id, name, balance_micro, created_at, spend_limit_micro, spend_limit_period FROM accounts
       WHERE (created_at > ?1 OR (created_at = ?1 AND id > ?2)) AND (?3 = '' OR instr(lower(name), ?3) > 0)
@@ -371,6 +400,22 @@ export function createAccountStore(db: Database, now: () => number) {
       const after = q.cursor ? decodeAccountCursor(q.cursor) : { createdAt: -1, id: "" };
       const rows = accountPage.all(after.createdAt, after.id, asciiLower(q.name ?? ""), q.limit + 1);
       return accountPageOf(rows.map((r) => ({ ...r })), q.limit);
+    },
+
+    spendStatus(scope: "key" | "account", id: string): SpendStatus | null {
+      const at = now();
+      if (scope === "account") {
+        const row = accountStatus.get(id);
+        if (!row) return null;
+        const windowStart = periodStart(row.spend_limit_period, at);
+        const spent = row.spend_limit_micro === null ? 0 : accountSpentSince.get(id, windowStart)!.s;
+        return { id, name: row.name, accountId: id, balanceMicro: row.balance_micro, limitMicro: row.spend_limit_micro, period: row.spend_limit_period, windowStart, spentInPeriodMicro: spent };
+      }
+      const row = keyStatus.get(id);
+      if (!row) return null;
+      const windowStart = periodStart(row.spend_limit_period, at);
+      const spent = row.spend_limit_micro === null ? 0 : row.spend_limit_period === null ? row.spent_micro : keySpentSince.get(id, windowStart)!.s;
+      return { id, name: row.name, accountId: row.account_id, balanceMicro: null, limitMicro: row.spend_limit_micro, period: row.spend_limit_period, windowStart, spentInPeriodMicro: spent };
     },
 
     revokeKey(keyId: string): boolean {

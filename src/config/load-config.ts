@@ -1,7 +1,7 @@
 import { existsSync, readFileSync } from "node:fs";
 import { extname, resolve } from "node:path";
 import { Value } from "@sinclair/typebox/value";
-import { Config, LimitsConfig, ResponsesConfig, RetryConfig, ServerConfig, Timeouts } from "./schema.ts";
+import { AlertsConfig, Config, LimitsConfig, ResponsesConfig, RetryConfig, ServerConfig, Timeouts } from "./schema.ts";
 import type { Limits, ModelConfig, ProviderConfig, ProviderTimeouts, ResponsesSettings, RetrySettings, ServerSettings } from "./schema.ts";
 import { defaultConfig } from "./defaults.ts";
 import { withCacheDefaults } from "../billing/pricing.ts";
@@ -24,6 +24,19 @@ export interface Settings {
   retry: RetrySettings;
   server: ServerSettings;
   responses: ResponsesSettings;
+  /** Spend alerts; undefined when no `alerts.webhook_url` is configured (nothing runs then). */
+  alerts: AlertSettings | undefined;
+}
+
+export interface AlertSettings {
+  webhook_url: string;
+  /** Credits; null: no `balance.low` events. */
+  low_balance: number | null;
+  timeout_ms: number;
+  retry_initial_ms: number;
+  retry_max_ms: number;
+  /** SWITCHYARD_ALERT_SECRET: when set, every delivery is signed with it (HMAC-SHA256). */
+  secret: string | undefined;
 }
 
 /** Picks the config source the way the README documents: SWITCHYARD_CONFIG, ./switchyard.yaml, built-ins. */
@@ -113,6 +126,7 @@ export function resolveSettings(raw: unknown, env: Record<string, string | undef
 
   return {
     source,
+    alerts: alertSettings(config.alerts, env, source),
     providers,
     // Cache prices are filled in once here, so every charge and `/v1/models` read complete prices.
     models: config.models.map((m) => (m.pricing ? { ...m, pricing: withCacheDefaults(m.pricing, providers.get(m.provider)!.kind, m.upstream_model) } : m)),
@@ -120,5 +134,26 @@ export function resolveSettings(raw: unknown, env: Record<string, string | undef
     retry: Value.Default(RetryConfig, { ...config.retry }) as RetrySettings,
     server: Value.Default(ServerConfig, { ...config.server }) as ServerSettings,
     responses: Value.Default(ResponsesConfig, { ...config.responses }) as ResponsesSettings,
+  };
+}
+
+/** The `alerts` section: active only with a webhook URL, which must be http(s). */
+function alertSettings(raw: Partial<AlertsConfig> | undefined, env: Record<string, string | undefined>, source: string): AlertSettings | undefined {
+  if (!raw) return undefined;
+  if (raw.webhook_url === undefined) {
+    if (raw.low_balance !== undefined) throw new ConfigError(`${source}: /alerts/webhook_url: required when /alerts/low_balance is set (alerts need somewhere to go)`);
+    return undefined;
+  }
+  const url = URL.canParse(raw.webhook_url) ? new URL(raw.webhook_url) : undefined;
+  if (!url || (url.protocol !== "http:" && url.protocol !== "https:")) throw new ConfigError(`${source}: /alerts/webhook_url: not an http(s) URL`);
+  const o = Value.Default(AlertsConfig, { ...raw }) as AlertsConfig;
+  if (o.retry_max_ms < o.retry_initial_ms) throw new ConfigError(`${source}: /alerts/retry_max_ms: must be at least retry_initial_ms (${o.retry_initial_ms})`);
+  return {
+    webhook_url: raw.webhook_url,
+    low_balance: raw.low_balance ?? null,
+    timeout_ms: o.timeout_ms,
+    retry_initial_ms: o.retry_initial_ms,
+    retry_max_ms: o.retry_max_ms,
+    secret: env.SWITCHYARD_ALERT_SECRET || undefined,
   };
 }

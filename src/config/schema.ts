@@ -123,6 +123,22 @@ export const ResponsesConfig = t.Object({
   store_ttl_ms: t.Integer({ minimum: 1_000, default: 3_600_000 }),
 });
 
+/**
+ * Spend alerts (alerts/): events POSTed to `webhook_url` when a key or an account crosses 50, 80
+ * and 100 % of its spend limit, and when an account's balance falls below `low_balance` credits.
+ * Without `webhook_url` nothing is detected or sent. Deliveries that fail are retried from
+ * `retry_initial_ms`, doubling up to `retry_max_ms`.
+ */
+export const AlertsConfig = t.Object({
+  webhook_url: t.Optional(t.String({ minLength: 1 })),
+  /** Credits: an account's balance falling below this sends `balance.low` (once per crossing). */
+  low_balance: t.Optional(t.Number({ minimum: 0 })),
+  /** How long one delivery may take before it counts as failed. */
+  timeout_ms: t.Integer({ minimum: 10, default: 5_000 }),
+  retry_initial_ms: t.Integer({ minimum: 10, default: 1_000 }),
+  retry_max_ms: t.Integer({ minimum: 10, default: 60_000 }),
+});
+
 export const Config = t.Object({
   providers: t.Array(ProviderConfig),
   models: t.Array(ModelConfig),
@@ -130,6 +146,7 @@ export const Config = t.Object({
   retry: t.Optional(t.Partial(RetryConfig)),
   server: t.Optional(t.Partial(ServerConfig)),
   responses: t.Optional(t.Partial(ResponsesConfig)),
+  alerts: t.Optional(t.Partial(AlertsConfig)),
 });
 export type Config = typeof Config.static;
 
@@ -137,4 +154,5 @@ export type Limits = typeof LimitsConfig.static;
 export type ServerSettings = typeof ServerConfig.static;
 export type RetrySettings = typeof RetryConfig.static;
 export type ResponsesSettings = typeof ResponsesConfig.static;
+export type AlertsConfig = typeof AlertsConfig.static;
 export type ProviderTimeouts = typeof Timeouts.static;

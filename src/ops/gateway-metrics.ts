@@ -19,6 +19,8 @@ export interface GatewayMetricsDeps {
   limiter?: { health?(): { reachable: boolean } };
   inflight: { readonly count: number };
   now: () => number;
+  /** Spend alerts' counts, when alerts are configured. */
+  alerts?: { readonly counts: { readonly queued: number; readonly delivered: number; readonly failed: number } };
 }
 
 const ADMIN_PREFIX = "/v1/admin/";
@@ -70,6 +72,12 @@ export function createGatewayMetrics(deps: GatewayMetricsDeps) {
   if (deps.limiter?.health) {
     const health = deps.limiter.health.bind(deps.limiter);
     registry.add(new Gauge("switchyard_rate_limiter_reachable", "1 while the shared rate-limit store (Redis) answers.", () => (health().reachable ? 1 : 0)));
+  }
+  if (deps.alerts) {
+    const counts = deps.alerts.counts;
+    registry.add(new CollectedCounter("switchyard_alerts_queued_total", "Spend alerts this process put in the outbox (each crossing once).", () => counts.queued));
+    registry.add(new CollectedCounter("switchyard_alerts_delivered_total", "Spend alerts this process delivered (the receiver answered 2xx).", () => counts.delivered));
+    registry.add(new CollectedCounter("switchyard_alerts_failed_total", "Spend alert deliveries that failed (error status, refused connection, timeout); each is retried.", () => counts.failed));
   }
   const startedAt = Date.now() / 1000;
   registry.add(new CollectedCounter("process_cpu_seconds_total", "User and system CPU time spent, in seconds.", () => {

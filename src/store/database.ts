@@ -121,6 +121,23 @@ const MIGRATIONS: string[] = [
    ALTER TABLE usage_records ADD COLUMN held_micro INTEGER;
    ALTER TABLE usage_records ADD COLUMN cache_savings_micro INTEGER NOT NULL DEFAULT 0;
    CREATE TABLE price_lists (id TEXT PRIMARY KEY, prices TEXT NOT NULL, created_at INTEGER NOT NULL);`,
+  // Spend alerts' outbox (alerts/, docs/decisions.md "Spend alerts"): an event is inserted once per
+  // crossing (dedupe_key UNIQUE, insert-or-ignore) and kept until a receiver took it. `body` is the
+  // exact JSON sent (and signed) at every attempt; `next_attempt_at` (epoch ms) is when it is due,
+  // a lease while a process sends it, then the backoff after a failure.
+  `CREATE TABLE alert_outbox (
+     id INTEGER PRIMARY KEY AUTOINCREMENT,
+     event_id TEXT NOT NULL UNIQUE,
+     dedupe_key TEXT NOT NULL UNIQUE,
+     type TEXT NOT NULL,
+     body TEXT NOT NULL,
+     created_at INTEGER NOT NULL,
+     attempts INTEGER NOT NULL DEFAULT 0,
+     next_attempt_at INTEGER NOT NULL DEFAULT 0,
+     delivered_at INTEGER,
+     last_error TEXT
+   );
+   CREATE INDEX alert_outbox_due ON alert_outbox (next_attempt_at) WHERE delivered_at IS NULL;`,
 ];
 
 /**

@@ -1,11 +1,13 @@
 import type { AccountStore } from "../accounts/account-store.ts";
 import { createCachedKeyResolver, type KeyResolver } from "../accounts/key-resolver.ts";
-import type { Ledger, RejectionLog } from "../billing/ledger.ts";
+import type { Ledger, RejectionLog, Settlement } from "../billing/ledger.ts";
+import type { AlertOutbox } from "../alerts/alert-outbox.ts";
 import type { UsageBreakdown, UsageReporter } from "../billing/usage-report.ts";
 import type { Settings } from "../config/load-config.ts";
 import type { RateLimitStore } from "../limits/rate-limiter.ts";
 import type { Logger } from "../log.ts";
 import { createPostgresAccounts } from "./postgres/pg-accounts.ts";
+import { createPostgresAlertOutbox } from "./postgres/pg-alert-outbox.ts";
 import { connectPostgres, type Pg, type PgOptions } from "./postgres/pg-client.ts";
 import { createPostgresLedger, type PgLedgerOptions } from "./postgres/pg-ledger.ts";
 import { migratePostgres } from "./postgres/pg-migrations.ts";
@@ -44,6 +46,10 @@ export interface SharedStores {
   ledger: Ledger & RejectionLog;
   usage: UsageReporter;
   breakdown: UsageBreakdown;
+  /** Spend alerts waiting for delivery, in the same database (alerts/alert-outbox.ts). */
+  alertOutbox?: AlertOutbox;
+  /** Sets who is told of the ledger's committed settlements (spend alerts' detection). */
+  onCommitted?(listener: (settlements: Settlement[]) => void): void;
   /** Writes what is queued (within `graceMs`), then closes the pool. */
   close(graceMs?: number): Promise<void>;
 }
@@ -68,10 +74,15 @@ export async function openPostgresStores(url: string, o: PostgresStoreOptions = 
   try {
     await migratePostgres(sql);
     const accounts = createPostgresAccounts(sql, now);
-    const ledger = await createPostgresLedger(sql, { now, log: o.log, ...o.ledger });
+    let committedListener: ((settlements: Settlement[]) => void) | undefined;
+    const ledger = await createPostgresLedger(sql, { now, log: o.log, ...o.ledger, onCommitted: (settlements) => committedListener?.(settlements) });
     return {
       sql,
       accounts,
+      alertOutbox: createPostgresAlertOutbox(sql),
+      onCommitted(listener) {
+        committedListener = listener;
+      },
       keys: createCachedKeyResolver(accounts, now, { ttlMs: o.keyCacheMs }),
       ledger,
       usage: createPostgresUsageReport(sql),

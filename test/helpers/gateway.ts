@@ -59,6 +59,9 @@ export interface GatewayOptions {
   responseStore?: AppDeps["responseStore"];
   /** The config's `responses` section (the app's own store's bounds). */
   responses?: { store_max_bytes?: number; store_ttl_ms?: number };
+  /** The config's `alerts` section (spend alerts), and SWITCHYARD_ALERT_SECRET. */
+  alerts?: Record<string, unknown>;
+  alertSecret?: string;
 }
 
 export interface Gateway {
@@ -123,11 +126,12 @@ export async function startGateway(o: GatewayOptions): Promise<Gateway> {
       limits: { requests_per_minute: o.requestsPerMinute ?? 1_000_000, ...(o.maxFrameBytes ? { max_frame_bytes: o.maxFrameBytes } : {}), ...(o.maxImageBytes ? { max_image_bytes: o.maxImageBytes } : {}), ...(o.imageFetchTimeoutMs ? { image_fetch_timeout_ms: o.imageFetchTimeoutMs } : {}), ...(o.maxResponseBytes ? { max_response_bytes: o.maxResponseBytes } : {}) },
       retry: o.retry ?? {},
       ...(o.responses ? { responses: o.responses } : {}),
+      ...(o.alerts ? { alerts: o.alerts } : {}),
     },
-    { TEST_OPENAI_KEY: o.vendorKeys?.openai ?? VENDOR_OPENAI_KEY, TEST_ANTHROPIC_KEY: o.vendorKeys?.anthropic ?? VENDOR_ANTHROPIC_KEY },
+    { TEST_OPENAI_KEY: o.vendorKeys?.openai ?? VENDOR_OPENAI_KEY, TEST_ANTHROPIC_KEY: o.vendorKeys?.anthropic ?? VENDOR_ANTHROPIC_KEY, SWITCHYARD_ALERT_SECRET: o.alertSecret },
     "test",
   );
-  const app = createApp({ db, settings, log: o.log ?? silentLogger, adminToken: o.adminToken, fetch: o.fetch, now: o.now, ledgerOptions: o.ledgerOptions, wrapLedger: o.wrapLedger, stores: o.stores, limiter: o.limiter, ops: o.ops, responseStore: o.responseStore });
+  const app = createApp({ db, settings, log: o.log ?? silentLogger, adminToken: o.adminToken, fetch: o.fetch, now: o.now, ledgerOptions: o.ledgerOptions, wrapLedger: o.wrapLedger, stores: o.stores, limiter: o.limiter, ops: o.ops, responseStore: o.responseStore, alertPollMs: o.alerts ? 100 : undefined });
   const account = await app.services.accounts.createAccount("test", Math.round((o.credits ?? 1000) * 1e6));
   const key = (await app.services.accounts.createKey(account.id, "test"))!;
   app.listen({ port: 0, hostname: "127.0.0.1", idleTimeout: o.idleTimeoutSeconds ?? 10, maxRequestBodySize: settings.limits.max_body_bytes * 8 });
@@ -148,6 +152,8 @@ export async function startGateway(o: GatewayOptions): Promise<Gateway> {
     async stop() {
       await app.stop(true);
       await app.services.settled();
+      await app.services.alerts?.checked();
+      await app.services.alerts?.stop();
       await app.services.ledger.close();
       db.close();
       rmSync(dir, { recursive: true, force: true });

@@ -1,6 +1,6 @@
 import {
   accountPageOf, asciiLower, decodeAccountCursor, iso, keyOptions, KeyLimitError, keySummary, MAX_ACTIVE_KEYS, newKey, periodResetsAt, periodStarts,
-  type Account, type AccountDescription, type AccountListQuery, type AccountPage, type AccountPatch, type AccountStore, type ActiveKey, type IssuedKey, type KeyOptions, type KeyPatch, type KeyRow, type KeySummary,
+  type Account, type AccountDescription, type AccountListQuery, type AccountPage, type AccountPatch, type AccountStore, type ActiveKey, type IssuedKey, type KeyOptions, type KeyPatch, type KeyRow, type KeySummary, type SpendStatus,
 } from "../../accounts/account-store.ts";
 import { microToCredits } from "../../billing/money.ts";
 import { periodStart, type SpendPeriod } from "../../billing/spend-period.ts";
@@ -180,6 +180,29 @@ export function createPostgresAccounts(sql: Pg, now: () => number, timeoutMs = 2
         spend_limit_micro: nullable(r.spend_limit_micro),
         spend_limit_period: r.spend_limit_period as SpendPeriod | null,
       })), q.limit);
+    },
+
+    async spendStatus(scope: "key" | "account", id: string): Promise<SpendStatus | null> {
+      const at = now();
+      // As SQLite's: the limit's columns first, the sum (the admin API's spent_in_period) only when there is a limit.
+      const [row] = scope === "account"
+        ? await bounded(sql`SELECT id AS account_id, name, balance_micro, spend_limit_micro, spend_limit_period, 0 AS spent_micro FROM accounts WHERE id = ${id}`, "account")
+        : await bounded(sql`SELECT account_id, name, NULL AS balance_micro, spend_limit_micro, spend_limit_period, spent_micro FROM api_keys WHERE id = ${id}`, "key");
+      if (!row) return null;
+      const period = row.spend_limit_period as SpendPeriod | null;
+      const limitMicro = nullable(row.spend_limit_micro);
+      const windowStart = periodStart(period, at);
+      let spent = 0;
+      if (limitMicro !== null) {
+        if (scope === "key" && period === null) spent = int(row.spent_micro);
+        else {
+          const [sum] = scope === "account"
+            ? await bounded(sql`SELECT COALESCE(SUM(cost_micro), 0) AS s FROM usage_records WHERE account_id = ${id} AND created_at >= ${windowStart}`, "account spend")
+            : await bounded(sql`SELECT COALESCE(SUM(cost_micro), 0) AS s FROM usage_records WHERE key_id = ${id} AND created_at >= ${windowStart}`, "key spend");
+          spent = int(sum.s);
+        }
+      }
+      return { id, name: row.name, accountId: row.account_id, balanceMicro: nullable(row.balance_micro), limitMicro, period, windowStart, spentInPeriodMicro: spent };
     },
 
     async revokeKey(keyId: string): Promise<boolean> {

@@ -29,6 +29,8 @@ export interface PgLedgerOptions {
   /** A hold outlives its request by at most this long even if its process lives: longer than any upstream deadline. */
   holdTtlMs?: number;
   instanceId?: string;
+  /** Told of each batch's settlements once committed (spend alerts, alerts/alert-monitor.ts); must not throw. */
+  onCommitted?: (settlements: Settlement[]) => void;
 }
 
 type Counter = RejectionCounter;
@@ -212,6 +214,7 @@ export async function createPostgresLedger(sql: Pg, o: PgLedgerOptions): Promise
     describe: describePgFailure,
     committed(batch) {
       for (const q of batch) holds.delete(q.settlement.requestId);
+      o.onCommitted?.(batch.map((q) => q.settlement));
     },
     dropped(q) {
       holds.delete(q.settlement.requestId);

@@ -118,6 +118,21 @@ const MIGRATIONS: string[] = [
   // spent: a CHECK on lifetime spending fits neither. Reservations test the period's room under
   // the row lock instead (pg-ledger.ts, RESERVE_MANY).
   `ALTER TABLE api_keys DROP CONSTRAINT api_keys_holds_within_limit;`,
+  // Spend alerts' outbox (store/database.ts has the same table and says what it means).
+  // next_attempt_at is on the database's clock (DB_NOW_MS): leases are compared across processes.
+  `CREATE TABLE alert_outbox (
+     id bigserial PRIMARY KEY,
+     event_id text NOT NULL UNIQUE,
+     dedupe_key text NOT NULL UNIQUE,
+     type text NOT NULL,
+     body text NOT NULL,
+     created_at bigint NOT NULL,
+     attempts integer NOT NULL DEFAULT 0,
+     next_attempt_at bigint NOT NULL DEFAULT 0,
+     delivered_at bigint,
+     last_error text
+   );
+   CREATE INDEX alert_outbox_due ON alert_outbox (next_attempt_at) WHERE delivered_at IS NULL;`,
 ];
 
 /** The schema version this code brings a database to. */

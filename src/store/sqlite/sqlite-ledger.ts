@@ -23,6 +23,8 @@ export interface SqliteLedgerOptions {
   probeIntervalMs?: number;
   /** Group commit's wait for settlements on their way (billing/settlement-queue.ts). */
   commitDelay?: SettlementQueueOptions["commitDelay"];
+  /** Told of each batch's settlements once committed (spend alerts, alerts/alert-monitor.ts); must not throw. */
+  onCommitted?: (settlements: Settlement[]) => void;
 }
 
 interface Queued extends QueuedSettlement {}
@@ -267,6 +269,7 @@ export function createSqliteLedger(db: Database, o: SqliteLedgerOptions): Ledger
     describe: describeWriteFailure,
     committed(batch) {
       for (const q of batch) lift(q.settlement.requestId);
+      o.onCommitted?.(batch.map((q) => q.settlement));
     },
     dropped(q) {
       lift(q.settlement.requestId);
