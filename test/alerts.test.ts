@@ -233,6 +233,8 @@ describe("delivery", () => {
       const refusals = receiver.refusedCount();
       expect(refusals).toBeGreaterThanOrEqual(3 * 3);
       await receiver.down();
+      // The account's limit is spent: lifted, so the next charge is admitted.
+      await admin(gw, "PATCH", `/accounts/${gw.accountId}`, { spend_limit: null });
       await charge(gw, gw.key, { completion: 250, maxTokens: 300 }); // the balance crosses 0.5 (and nothing else is new)
       await Bun.sleep(800);
       expect(receiver.accepted.length).toBe(0);

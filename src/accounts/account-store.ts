@@ -107,7 +107,7 @@ export interface SpendStatus {
   period: SpendPeriod | null;
   /** Epoch ms the window began (0 for a lifetime limit). */
   windowStart: number;
-  /** 0 without a limit (not counted). */
+  /** Charged in the current window (the ledger's count; kept whether or not there is a limit). */
   spentInPeriodMicro: number;
 }
 
@@ -172,6 +172,17 @@ export function decodeAccountCursor(cursor: string): { createdAt: number; id: st
 /** Lower-cases ASCII letters only: the name filter matches the same on SQLite (whose lower() does only these) and PostgreSQL. */
 export function asciiLower(text: string): string {
   return text.replace(/[A-Z]/g, (c) => c.toLowerCase());
+}
+
+/**
+ * SQL for what a key's or an account's row (`alias`) spent in its limit's current window: the
+ * ledger's count (`period_spent_micro`, moved with every charge) while its window is the current
+ * one, else 0 (the period rolled over). ?2, ?3, ?4: the current day's, week's and month's starts
+ * (`periodStarts`); a lifetime limit's window is 0, so it counts everything.
+ */
+export function periodSpentSql(alias: string, day = "?2", week = "?3", month = "?4"): string {
+  return `CASE WHEN ${alias}.period_start = (CASE ${alias}.spend_limit_period WHEN 'day' THEN ${day} WHEN 'week' THEN ${week} WHEN 'month' THEN ${month} ELSE 0 END)
+    THEN ${alias}.period_spent_micro ELSE 0 END`;
 }
 
 /** The start of each period's current window, for queries that count a row's spend by its own period. */
@@ -244,13 +255,10 @@ export function createAccountStore(db: Database, now: () => number) {
   const selectAccount = db.query<{ id: string; name: string; balance_micro: number; created_at: number }, [string]>(
     "SELECT id, name, balance_micro, created_at FROM accounts WHERE id = ?",
   );
-  // What the account spent in its limit's current window, from its usage records (all of them
-  // for a lifetime limit): ?2, ?3, ?4 are the current day's, week's and month's starts.
+  // What the account spent in its limit's current window: the ledger's count while its window is
+  // the current one (?2, ?3, ?4: the current day's, week's and month's starts), else 0 (rolled over).
   const selectAccountLimit = db.query<{ spend_limit_micro: number | null; spend_limit_period: SpendPeriod | null; period_spent: number }, [string, number, number, number]>(
-    `SELECT spend_limit_micro, spend_limit_period,
-            (SELECT COALESCE(SUM(u.cost_micro), 0) FROM usage_records u WHERE u.account_id = a.id
-               AND u.created_at >= CASE a.spend_limit_period WHEN 'day' THEN ?2 WHEN 'week' THEN ?3 WHEN 'month' THEN ?4 ELSE 0 END) AS period_spent
-       FROM accounts a WHERE a.id = ?1`,
+    `SELECT spend_limit_micro, spend_limit_period, ${periodSpentSql("a")} AS period_spent FROM accounts a WHERE a.id = ?1`,
   );
   const countActive = db.query<{ n: number }, [string, number]>(
     "SELECT COUNT(*) AS n FROM api_keys WHERE account_id = ? AND revoked_at IS NULL AND (expires_at IS NULL OR expires_at > ?)",
@@ -259,11 +267,8 @@ export function createAccountStore(db: Database, now: () => number) {
     `INSERT INTO api_keys (id, account_id, name, key_hash, key_prefix, key_last4, created_at, rate_limit_per_minute, expires_at, spend_limit_micro, spend_limit_period, period_start)
      VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
   );
-  // A lifetime limit counts spent_micro; a periodic one the key's usage records since its window began.
   const keyColumns = `k.id, k.name, k.key_prefix, k.key_last4, k.created_at, k.revoked_at, k.expires_at, k.rate_limit_per_minute, k.spend_limit_micro, k.spent_micro, k.spend_limit_period,
-    CASE WHEN k.spend_limit_period IS NULL THEN k.spent_micro
-         ELSE (SELECT COALESCE(SUM(u.cost_micro), 0) FROM usage_records u WHERE u.key_id = k.id
-                 AND u.created_at >= CASE k.spend_limit_period WHEN 'day' THEN ?2 WHEN 'week' THEN ?3 ELSE ?4 END) END AS period_spent`;
+    ${periodSpentSql("k")} AS period_spent`;
   const selectKeys = db.query<KeyRow, [string, number, number, number]>(`SELECT ${keyColumns} FROM api_keys k WHERE k.account_id = ?1 ORDER BY k.created_at, k.id`);
   const selectKey = db.query<KeyRow, [string, number, number, number]>(`SELECT ${keyColumns} FROM api_keys k WHERE k.id = ?1`);
   const selectByName = db.query<{ id: string }, [string]>("SELECT id FROM accounts WHERE name = ? ORDER BY created_at LIMIT 1");
@@ -275,11 +280,12 @@ export function createAccountStore(db: Database, now: () => number) {
   const accountPeriod = db.query<{ spend_limit_period: SpendPeriod | null }, [string]>("SELECT spend_limit_period FROM accounts WHERE id = ?");
   const keySpentSince = db.query<{ s: number }, [string, number]>("SELECT COALESCE(SUM(cost_micro), 0) AS s FROM usage_records WHERE key_id = ? AND created_at >= ?");
   const accountSpentSince = db.query<{ s: number }, [string, number]>("SELECT COALESCE(SUM(cost_micro), 0) AS s FROM usage_records WHERE account_id = ? AND created_at >= ?");
-  const accountStatus = db.query<{ name: string; balance_micro: number; spend_limit_micro: number | null; spend_limit_period: SpendPeriod | null }, [string]>(
-    "SELECT name, balance_micro, spend_limit_micro, spend_limit_period FROM accounts WHERE id = ?",
+  type StatusRow = { account_id: string; name: string | null; balance_micro: number | null; spend_limit_micro: number | null; spend_limit_period: SpendPeriod | null; period_spent: number };
+  const accountStatus = db.query<StatusRow, [string, number, number, number]>(
+    `SELECT a.id AS account_id, a.name, a.balance_micro, a.spend_limit_micro, a.spend_limit_period, ${periodSpentSql("a")} AS period_spent FROM accounts a WHERE a.id = ?1`,
   );
-  const keyStatus = db.query<{ account_id: string; name: string | null; spend_limit_micro: number | null; spend_limit_period: SpendPeriod | null; spent_micro: number }, [string]>(
-    "SELECT account_id, name, spend_limit_micro, spend_limit_period, spent_micro FROM api_keys WHERE id = ?",
+  const keyStatus = db.query<StatusRow, [string, number, number, number]>(
+    `SELECT k.account_id, k.name, NULL AS balance_micro, k.spend_limit_micro, k.spend_limit_period, ${periodSpentSql("k")} AS period_spent FROM api_keys k WHERE k.id = ?1`,
   );
   const accountPage = db.query<{ id: string; name: string; balance_micro: number; created_at: number; spend_limit_micro: number | null; spend_limit_period: SpendPeriod | null }, [number, string, string, number]>(
     `SELECT id, name, balance_micro, created_at, spend_limit_micro, spend_limit_period FROM accounts
@@ -404,18 +410,13 @@ export function createAccountStore(db: Database, now: () => number) {
 
     spendStatus(scope: "key" | "account", id: string): SpendStatus | null {
       const at = now();
-      if (scope === "account") {
-        const row = accountStatus.get(id);
-        if (!row) return null;
-        const windowStart = periodStart(row.spend_limit_period, at);
-        const spent = row.spend_limit_micro === null ? 0 : accountSpentSince.get(id, windowStart)!.s;
-        return { id, name: row.name, accountId: id, balanceMicro: row.balance_micro, limitMicro: row.spend_limit_micro, period: row.spend_limit_period, windowStart, spentInPeriodMicro: spent };
-      }
-      const row = keyStatus.get(id);
+      const starts = periodStarts(at);
+      const row = (scope === "account" ? accountStatus : keyStatus).get(id, starts.day, starts.week, starts.month);
       if (!row) return null;
-      const windowStart = periodStart(row.spend_limit_period, at);
-      const spent = row.spend_limit_micro === null ? 0 : row.spend_limit_period === null ? row.spent_micro : keySpentSince.get(id, windowStart)!.s;
-      return { id, name: row.name, accountId: row.account_id, balanceMicro: null, limitMicro: row.spend_limit_micro, period: row.spend_limit_period, windowStart, spentInPeriodMicro: spent };
+      return {
+        id, name: row.name ?? null, accountId: row.account_id, balanceMicro: row.balance_micro, limitMicro: row.spend_limit_micro, period: row.spend_limit_period,
+        windowStart: periodStart(row.spend_limit_period, at), spentInPeriodMicro: row.period_spent,
+      };
     },
 
     revokeKey(keyId: string): boolean {

@@ -1,5 +1,5 @@
 import {
-  accountPageOf, asciiLower, decodeAccountCursor, iso, keyOptions, KeyLimitError, keySummary, MAX_ACTIVE_KEYS, newKey, periodResetsAt, periodStarts,
+  accountPageOf, asciiLower, periodSpentSql, decodeAccountCursor, iso, keyOptions, KeyLimitError, keySummary, MAX_ACTIVE_KEYS, newKey, periodResetsAt, periodStarts,
   type Account, type AccountDescription, type AccountListQuery, type AccountPage, type AccountPatch, type AccountStore, type ActiveKey, type IssuedKey, type KeyOptions, type KeyPatch, type KeyRow, type KeySummary, type SpendStatus,
 } from "../../accounts/account-store.ts";
 import { microToCredits } from "../../billing/money.ts";
@@ -38,9 +38,7 @@ export function createPostgresAccounts(sql: Pg, now: () => number, timeoutMs = 2
     const column = where === "account" ? sql`k.account_id` : sql`k.id`;
     return sql`
       SELECT k.id, k.name, k.key_prefix, k.key_last4, k.created_at, k.revoked_at, k.expires_at, k.rate_limit_per_minute, k.spend_limit_micro, k.spent_micro, k.spend_limit_period,
-             CASE WHEN k.spend_limit_period IS NULL THEN k.spent_micro
-                  ELSE (SELECT COALESCE(SUM(u.cost_micro), 0) FROM usage_records u WHERE u.key_id = k.id
-                          AND u.created_at >= CASE k.spend_limit_period WHEN 'day' THEN ${s.day}::bigint WHEN 'week' THEN ${s.week}::bigint ELSE ${s.month}::bigint END) END AS period_spent
+             ${sql.unsafe(periodSpentSql("k", `${s.day}::bigint`, `${s.week}::bigint`, `${s.month}::bigint`))} AS period_spent
         FROM api_keys k WHERE ${column} = ${id} ORDER BY k.created_at, k.id`;
   };
   /**
@@ -93,8 +91,7 @@ export function createPostgresAccounts(sql: Pg, now: () => number, timeoutMs = 2
       const s = periodStarts(at);
       const [row] = await bounded(sql`
         SELECT id, name, balance_micro, held_micro, created_at, spend_limit_micro, spend_limit_period,
-               (SELECT COALESCE(SUM(u.cost_micro), 0) FROM usage_records u WHERE u.account_id = a.id
-                  AND u.created_at >= CASE a.spend_limit_period WHEN 'day' THEN ${s.day}::bigint WHEN 'week' THEN ${s.week}::bigint WHEN 'month' THEN ${s.month}::bigint ELSE 0 END) AS period_spent
+               ${sql.unsafe(periodSpentSql("a", `${s.day}::bigint`, `${s.week}::bigint`, `${s.month}::bigint`))} AS period_spent
           FROM accounts a WHERE id = ${id}`, "account");
       if (!row) return null;
       return {
@@ -184,25 +181,18 @@ export function createPostgresAccounts(sql: Pg, now: () => number, timeoutMs = 2
 
     async spendStatus(scope: "key" | "account", id: string): Promise<SpendStatus | null> {
       const at = now();
-      // As SQLite's: the limit's columns first, the sum (the admin API's spent_in_period) only when there is a limit.
+      const s = periodStarts(at);
+      // As SQLite's: the ledger's count for the current window, one row read.
+      const spentSql = (alias: string) => sql.unsafe(periodSpentSql(alias, `${s.day}::bigint`, `${s.week}::bigint`, `${s.month}::bigint`));
       const [row] = scope === "account"
-        ? await bounded(sql`SELECT id AS account_id, name, balance_micro, spend_limit_micro, spend_limit_period, 0 AS spent_micro FROM accounts WHERE id = ${id}`, "account")
-        : await bounded(sql`SELECT account_id, name, NULL AS balance_micro, spend_limit_micro, spend_limit_period, spent_micro FROM api_keys WHERE id = ${id}`, "key");
+        ? await bounded(sql`SELECT a.id AS account_id, a.name, a.balance_micro, a.spend_limit_micro, a.spend_limit_period, ${spentSql("a")} AS period_spent FROM accounts a WHERE a.id = ${id}`, "account")
+        : await bounded(sql`SELECT k.account_id, k.name, NULL AS balance_micro, k.spend_limit_micro, k.spend_limit_period, ${spentSql("k")} AS period_spent FROM api_keys k WHERE k.id = ${id}`, "key");
       if (!row) return null;
       const period = row.spend_limit_period as SpendPeriod | null;
-      const limitMicro = nullable(row.spend_limit_micro);
-      const windowStart = periodStart(period, at);
-      let spent = 0;
-      if (limitMicro !== null) {
-        if (scope === "key" && period === null) spent = int(row.spent_micro);
-        else {
-          const [sum] = scope === "account"
-            ? await bounded(sql`SELECT COALESCE(SUM(cost_micro), 0) AS s FROM usage_records WHERE account_id = ${id} AND created_at >= ${windowStart}`, "account spend")
-            : await bounded(sql`SELECT COALESCE(SUM(cost_micro), 0) AS s FROM usage_records WHERE key_id = ${id} AND created_at >= ${windowStart}`, "key spend");
-          spent = int(sum.s);
-        }
-      }
-      return { id, name: row.name, accountId: row.account_id, balanceMicro: nullable(row.balance_micro), limitMicro, period, windowStart, spentInPeriodMicro: spent };
+      return {
+        id, name: row.name, accountId: row.account_id, balanceMicro: nullable(row.balance_micro), limitMicro: nullable(row.spend_limit_micro), period,
+        windowStart: periodStart(period, at), spentInPeriodMicro: int(row.period_spent),
+      };
     },
 
     async revokeKey(keyId: string): Promise<boolean> {
