@@ -10,8 +10,8 @@ import { cacheSavingsMicro, classesCostMicro, type PriceList, type TokenClasses 
 /** A usage record as the audit reads it: classes, what was charged and held, and its price list's JSON. */
 export interface PricedRecord extends RecordCounts {
   request_id: string;
-  /** What the request held: the most it could be charged. */
-  held_micro: number;
+  /** What the request held, where it capped the charge; null when the charge is the price book's sum. */
+  held_micro: number | null;
   /** The price list's stored JSON; null when the record names one that is missing. */
   prices: string | null;
 }
@@ -26,7 +26,7 @@ export interface Mispriced {
 
 /** The columns a store selects for PricedRecord, records joined with their price list (`u`, `p`). */
 export const PRICED_RECORD_COLUMNS = `u.request_id, u.prompt_tokens, u.completion_tokens, u.fresh_input_tokens, u.cache_read_tokens, u.cache_write_5m_tokens,
-  u.cache_write_1h_tokens, u.reasoning_tokens, u.images, u.cost_micro, COALESCE(u.held_micro, 0) AS held_micro, u.cache_savings_micro, p.prices`;
+  u.cache_write_1h_tokens, u.reasoning_tokens, u.images, u.cost_micro, u.held_micro, u.cache_savings_micro, p.prices`;
 
 /** Reads a record's numbers as numbers (PostgreSQL's bigints arrive as strings). */
 export function pricedRecord(r: Record<string, unknown>): PricedRecord {
@@ -34,7 +34,7 @@ export function pricedRecord(r: Record<string, unknown>): PricedRecord {
   return {
     request_id: String(r.request_id), prompt_tokens: n(r.prompt_tokens), completion_tokens: n(r.completion_tokens), fresh_input_tokens: n(r.fresh_input_tokens),
     cache_read_tokens: n(r.cache_read_tokens), cache_write_5m_tokens: n(r.cache_write_5m_tokens), cache_write_1h_tokens: n(r.cache_write_1h_tokens),
-    reasoning_tokens: n(r.reasoning_tokens), images: n(r.images), cost_micro: n(r.cost_micro), held_micro: n(r.held_micro), cache_savings_micro: n(r.cache_savings_micro),
+    reasoning_tokens: n(r.reasoning_tokens), images: n(r.images), cost_micro: n(r.cost_micro), held_micro: r.held_micro === null || r.held_micro === undefined ? null : n(r.held_micro), cache_savings_micro: n(r.cache_savings_micro),
     prices: typeof r.prices === "string" ? r.prices : null,
   };
 }
@@ -71,7 +71,8 @@ export function createRecordChecker(): (r: PricedRecord) => Mispriced | undefine
       return bad(`the prompt's classes add up to ${classes.freshInput + classes.cacheRead + classes.cacheWrite5m + classes.cacheWrite1h}, not prompt_tokens ${r.prompt_tokens}`);
     }
     if (classes.reasoning > r.completion_tokens) return bad(`reasoning_tokens ${classes.reasoning} exceed completion_tokens ${r.completion_tokens}`);
-    const expected = Math.min(classesCostMicro(classes, prices), r.held_micro);
+    const priced = classesCostMicro(classes, prices);
+    const expected = r.held_micro === null ? priced : Math.min(priced, r.held_micro);
     if (r.cost_micro !== expected) return bad("the charge is not the price book's sum of its classes (capped by its hold)", expected);
     const savings = cacheSavingsMicro(classes, prices);
     if (r.cache_savings_micro !== savings) return bad(`cache_savings_micro ${r.cache_savings_micro} is not the recomputed ${savings}`);

@@ -109,7 +109,8 @@ const MIGRATIONS: string[] = [
   // Token classes and the prices charged (issue 29): each record's cost can be recomputed, and a
   // price change rewrites no history. Older records keep fresh_input_tokens NULL: their whole
   // prompt was priced as fresh input (readers take prompt_tokens), at prices nobody recorded.
-  // held_micro: what the request held, the most its charge could be. cache_savings_micro: what the
+  // held_micro: what the request held, written only when it capped the charge (else NULL: the
+  // charge is the price book's sum), so a record carries no bytes for it. cache_savings_micro: what the
   // cached tokens would have cost as fresh input minus what they cost, summed by reports.
   `ALTER TABLE usage_records ADD COLUMN fresh_input_tokens INTEGER;
    ALTER TABLE usage_records ADD COLUMN cache_read_tokens INTEGER NOT NULL DEFAULT 0;
@@ -117,10 +118,10 @@ const MIGRATIONS: string[] = [
    ALTER TABLE usage_records ADD COLUMN cache_write_1h_tokens INTEGER NOT NULL DEFAULT 0;
    ALTER TABLE usage_records ADD COLUMN reasoning_tokens INTEGER NOT NULL DEFAULT 0;
    ALTER TABLE usage_records ADD COLUMN images INTEGER NOT NULL DEFAULT 0;
-   ALTER TABLE usage_records ADD COLUMN price_id TEXT;
+   ALTER TABLE usage_records ADD COLUMN price_id INTEGER;
    ALTER TABLE usage_records ADD COLUMN held_micro INTEGER;
    ALTER TABLE usage_records ADD COLUMN cache_savings_micro INTEGER NOT NULL DEFAULT 0;
-   CREATE TABLE price_lists (id TEXT PRIMARY KEY, prices TEXT NOT NULL, created_at INTEGER NOT NULL);`,
+   CREATE TABLE price_lists (id INTEGER PRIMARY KEY, prices TEXT NOT NULL, created_at INTEGER NOT NULL);`,
   // Spend alerts' outbox (alerts/, docs/decisions.md "Spend alerts"): an event is inserted once per
   // crossing (dedupe_key UNIQUE, insert-or-ignore) and kept until a receiver took it. `body` is the
   // exact JSON sent (and signed) at every attempt; `next_attempt_at` (epoch ms) is when it is due,

@@ -116,7 +116,7 @@ export async function createPostgresLedger(sql: Pg, o: PgLedgerOptions): Promise
   /** Heartbeats under way: a clean stop waits for them, or one landing after it would bring the row back. */
   const beating = new Set<Promise<unknown>>();
   /** Price lists this process has seen committed: each is sent once, with the first batch charged at it. */
-  const pricesWritten = new Set<string>();
+  const pricesWritten = new Set<number>();
   /**
    * Since when this process's heartbeats have been written without a failure. After the database
    * was unreachable every process's heartbeat is stale, the living's too: a process only takes
@@ -150,11 +150,11 @@ export async function createPostgresLedger(sql: Pg, o: PgLedgerOptions): Promise
    */
   async function writeBatch(batch: Queued[], counters: Counter[], at: number): Promise<void> {
     if (batch.length === 0 && counters.length === 0) return;
-    const newPrices = new Map<string, string>();
+    const newPrices = new Map<number, string>();
     const rows = JSON.stringify(batch.map((q) => {
       const s = q.settlement;
       const c = s.classes;
-      let pid: string | null = null;
+      let pid: number | null = null;
       if (s.prices) {
         pid = priceListId(s.prices);
         if (!pricesWritten.has(pid)) newPrices.set(pid, priceListJson(s.prices));
@@ -506,7 +506,7 @@ const SETTLE_BATCH = `
 WITH input AS MATERIALIZED (
   SELECT DISTINCT ON (r) * FROM jsonb_to_recordset($1::text::jsonb)
     AS x(r text, a text, k text, m text, p text, pt bigint, ct bigint, e boolean, c bigint, s text, l integer, h bigint, rec boolean, ch boolean, cr text,
-         fi bigint, rd bigint, w5 bigint, w1 bigint, rs bigint, im integer, pid text, sv bigint)
+         fi bigint, rd bigint, w5 bigint, w1 bigint, rs bigint, im integer, pid bigint, sv bigint)
   ORDER BY r, rec DESC
 ), locked_accounts AS MATERIALIZED (
   SELECT id FROM accounts WHERE id IN (SELECT a FROM input) ORDER BY id FOR NO KEY UPDATE
@@ -522,7 +522,9 @@ WITH input AS MATERIALIZED (
                              fresh_input_tokens, cache_read_tokens, cache_write_5m_tokens, cache_write_1h_tokens, reasoning_tokens, images, price_id, held_micro, cache_savings_micro)
   SELECT i.r, i.a, i.k, i.m, i.p, i.pt, i.ct, i.e,
          CASE WHEN i.ch THEN GREATEST(0, LEAST(i.c, COALESCE(l.amount_micro, i.h))) ELSE 0 END, i.s, i.l, $2, i.cr,
-         i.fi, i.rd, i.w5, i.w1, i.rs, i.im, i.pid, CASE WHEN i.ch THEN GREATEST(0, COALESCE(l.amount_micro, i.h)) ELSE 0 END, i.sv
+         i.fi, i.rd, i.w5, i.w1, i.rs, i.im, i.pid,
+         -- The hold only where it capped the charge (as SQLite writes it).
+         CASE WHEN NOT i.ch THEN 0 WHEN i.c > GREATEST(0, COALESCE(l.amount_micro, i.h)) THEN GREATEST(0, COALESCE(l.amount_micro, i.h)) END, i.sv
     FROM input i LEFT JOIN lifted l ON l.request_id = i.r
    WHERE i.rec
    ORDER BY i.r
@@ -555,7 +557,7 @@ WITH input AS MATERIALIZED (
   RETURNING 1
 ), priced AS (
   INSERT INTO price_lists (id, prices, created_at)
-  SELECT x.id, x.prices, $2 FROM jsonb_to_recordset($4::text::jsonb) AS x(id text, prices text) ORDER BY x.id
+  SELECT x.id, x.prices, $2 FROM jsonb_to_recordset($4::text::jsonb) AS x(id bigint, prices text) ORDER BY x.id
   ON CONFLICT (id) DO NOTHING
   RETURNING 1
 )

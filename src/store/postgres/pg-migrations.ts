@@ -110,10 +110,10 @@ const MIGRATIONS: string[] = [
    ALTER TABLE usage_records ADD COLUMN cache_write_1h_tokens bigint NOT NULL DEFAULT 0;
    ALTER TABLE usage_records ADD COLUMN reasoning_tokens bigint NOT NULL DEFAULT 0;
    ALTER TABLE usage_records ADD COLUMN images integer NOT NULL DEFAULT 0;
-   ALTER TABLE usage_records ADD COLUMN price_id text;
+   ALTER TABLE usage_records ADD COLUMN price_id bigint;
    ALTER TABLE usage_records ADD COLUMN held_micro bigint;
    ALTER TABLE usage_records ADD COLUMN cache_savings_micro bigint NOT NULL DEFAULT 0;
-   CREATE TABLE price_lists (id text PRIMARY KEY, prices text NOT NULL, created_at bigint NOT NULL);`,
+   CREATE TABLE price_lists (id bigint PRIMARY KEY, prices text NOT NULL, created_at bigint NOT NULL);`,
   // Spend limits count a period's charges now, and an operator may lower a limit below what was
   // spent: a CHECK on lifetime spending fits neither. Reservations test the period's room under
   // the row lock instead (pg-ledger.ts, RESERVE_MANY).

@@ -99,7 +99,7 @@ export function createSqliteLedger(db: Database, o: SqliteLedgerOptions): Ledger
   const probe = db.query("INSERT OR REPLACE INTO ledger_probe (id, at) VALUES (1, ?)");
   const insertPrices = db.query("INSERT OR IGNORE INTO price_lists (id, prices, created_at) VALUES (?, ?, ?)");
   /** Price lists known to be in the file: each is written once, with the first record charged at it. */
-  const pricesWritten = new Set<string>();
+  const pricesWritten = new Set<number>();
   const credit = creditWriter(db, now);
 
   // ── Cached balances and spend limits: what SQLite has, as of our last read plus our own commits since. ──
@@ -166,7 +166,7 @@ export function createSqliteLedger(db: Database, o: SqliteLedgerOptions): Ledger
   };
   const usageValues = (s: Settlement, charge: number, held: number, at: number): (string | number | null)[] => {
     const c = s.classes;
-    let priceId: string | null = null;
+    let priceId: number | null = null;
     if (s.prices) {
       priceId = priceListId(s.prices);
       if (!pricesWritten.has(priceId)) {
@@ -177,7 +177,8 @@ export function createSqliteLedger(db: Database, o: SqliteLedgerOptions): Ledger
     return [
       s.requestId, s.accountId, s.keyId, s.model, s.provider, s.promptTokens, s.completionTokens,
       s.estimated ? 1 : 0, charge, s.status, Math.round(s.latencyMs), at, s.clientRequestId ?? null,
-      c ? c.freshInput : s.promptTokens, c?.cacheRead ?? 0, c?.cacheWrite5m ?? 0, c?.cacheWrite1h ?? 0, c?.reasoning ?? 0, c?.images ?? 0, priceId, held,
+      // The hold only where it capped the charge (audit: charge = min(price book's sum, hold)).
+      c ? c.freshInput : s.promptTokens, c?.cacheRead ?? 0, c?.cacheWrite5m ?? 0, c?.cacheWrite1h ?? 0, c?.reasoning ?? 0, c?.images ?? 0, priceId, charge < s.costMicro ? held : null,
       c && s.prices ? cacheSavingsMicro(c, s.prices) : 0,
     ];
   };
