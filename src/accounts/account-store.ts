@@ -278,7 +278,11 @@ export function createAccountStore(db: Database, now: () => number) {
   );
   const keyPeriod = db.query<{ spend_limit_period: SpendPeriod | null }, [string]>("SELECT spend_limit_period FROM api_keys WHERE id = ?");
   const accountPeriod = db.query<{ spend_limit_period: SpendPeriod | null }, [string]>("SELECT spend_limit_period FROM accounts WHERE id = ?");
-  const keySpentSince = db.query<{ s: number }, [string, number]>("SELECT COALESCE(SUM(cost_micro), 0) AS s FROM usage_records WHERE key_id = ? AND created_at >= ?");
+  // A key's records are found through its account's (account_id, created_at) index: no index of
+  // their own to keep on every insert for this rare recount.
+  const keySpentSince = db.query<{ s: number }, [string, number]>(
+    "SELECT COALESCE(SUM(u.cost_micro), 0) AS s FROM api_keys k JOIN usage_records u ON u.account_id = k.account_id AND u.key_id = k.id WHERE k.id = ?1 AND u.created_at >= ?2",
+  );
   const accountSpentSince = db.query<{ s: number }, [string, number]>("SELECT COALESCE(SUM(cost_micro), 0) AS s FROM usage_records WHERE account_id = ? AND created_at >= ?");
   type StatusRow = { account_id: string; name: string | null; balance_micro: number | null; spend_limit_micro: number | null; spend_limit_period: SpendPeriod | null; period_spent: number };
   const accountStatus = db.query<StatusRow, [string, number, number, number]>(

@@ -54,7 +54,7 @@ export function createPostgresAccounts(sql: Pg, now: () => number, timeoutMs = 2
       if (period !== undefined && period !== current.spend_limit_period) {
         const start = periodStart(period, now());
         const [spent] = table === "api_keys"
-          ? await tx`SELECT COALESCE(SUM(cost_micro), 0) AS s FROM usage_records WHERE key_id = ${id} AND created_at >= ${start}`
+          ? await tx`SELECT COALESCE(SUM(u.cost_micro), 0) AS s FROM api_keys k JOIN usage_records u ON u.account_id = k.account_id AND u.key_id = k.id WHERE k.id = ${id} AND u.created_at >= ${start}`
           : await tx`SELECT COALESCE(SUM(cost_micro), 0) AS s FROM usage_records WHERE account_id = ${id} AND created_at >= ${start}`;
         columns.period_start = start;
         columns.period_spent_micro = int(spent.s);

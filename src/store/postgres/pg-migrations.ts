@@ -101,8 +101,7 @@ const MIGRATIONS: string[] = [
      ADD COLUMN spend_limit_period text CONSTRAINT accounts_spend_limit_period CHECK (spend_limit_period IN ('day', 'week', 'month')),
      ADD COLUMN period_spent_micro bigint NOT NULL DEFAULT 0,
      ADD COLUMN period_start bigint NOT NULL DEFAULT 0;
-   UPDATE accounts a SET period_spent_micro = COALESCE((SELECT SUM(u.cost_micro) FROM usage_records u WHERE u.account_id = a.id), 0);
-   CREATE INDEX usage_key_time ON usage_records (key_id, created_at);`,
+   UPDATE accounts a SET period_spent_micro = COALESCE((SELECT SUM(u.cost_micro) FROM usage_records u WHERE u.account_id = a.id), 0);`,
   // Token classes and the prices charged (store/database.ts has the same columns and says why).
   `ALTER TABLE usage_records ADD COLUMN fresh_input_tokens bigint;
    ALTER TABLE usage_records ADD COLUMN cache_read_tokens bigint NOT NULL DEFAULT 0;
