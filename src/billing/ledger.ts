@@ -118,14 +118,18 @@ export function acceptableSettlement(s: Settlement, log: (level: "error", messag
   return { ...s, costMicro: 0, classes: undefined, promptTokens: Math.max(0, Math.trunc(s.promptTokens) || 0), completionTokens: Math.max(0, Math.trunc(s.completionTokens) || 0), latencyMs: 0 };
 }
 
+const count = (n: number) => Number.isSafeInteger(n) && n >= 0;
+
 /** A settlement's numbers as the store will accept them, whatever produced them. */
 export function checkSettlement(s: Settlement): string | undefined {
   if (!Number.isSafeInteger(s.costMicro) || s.costMicro < 0) return `costMicro ${s.costMicro}`;
   if (!Number.isSafeInteger(s.promptTokens) || s.promptTokens < 0) return `promptTokens ${s.promptTokens}`;
   if (!Number.isSafeInteger(s.completionTokens) || s.completionTokens < 0) return `completionTokens ${s.completionTokens}`;
   if (!Number.isFinite(s.latencyMs)) return `latencyMs ${s.latencyMs}`;
-  if (s.classes) {
-    for (const [name, n] of Object.entries(s.classes)) if (!Number.isSafeInteger(n) || n < 0) return `classes.${name} ${n}`;
+  const c = s.classes;
+  // Field by field, not Object.entries: this runs for every settlement.
+  if (c && !(count(c.freshInput) && count(c.cacheRead) && count(c.cacheWrite5m) && count(c.cacheWrite1h) && count(c.output) && count(c.reasoning) && count(c.images))) {
+    return `classes ${JSON.stringify(c)}`;
   }
   return undefined;
 }
