@@ -44,6 +44,12 @@ export interface Http1ClientOptions {
   reuseAfterMs?: number;
   /** How long an origin keeps that rest after its last unasked-for answer. Default 10 minutes. */
   probationMs?: number;
+  /**
+   * While an origin is on probation: `close` (default) gives each of its connections one request,
+   * so no late copy can ever be read as another request's answer; `rest` reuses them after
+   * `reuseAfterMs` (fewer connections, but a copy later than the rest still crosses).
+   */
+  reuseOnProbation?: "close" | "rest";
   /** Requests the client cannot carry (see above). Defaults to the global `fetch`; capped like ours. */
   fallback?: Transport;
   env?: Record<string, string | undefined>;
@@ -99,6 +105,7 @@ export function createHttp1Client(options: Http1ClientOptions = {}): Http1Client
     maxIdlePerOrigin: options.maxIdlePerOrigin ?? DEFAULT_MAX_IDLE_PER_ORIGIN,
     reuseAfterMs: options.reuseAfterMs ?? DEFAULT_REUSE_AFTER_MS,
     probationMs: options.probationMs ?? DEFAULT_PROBATION_MS,
+    reuseOnProbation: options.reuseOnProbation ?? "close",
   });
 
   /** Parsed once per URL: the same few upstream URLs serve every request. */

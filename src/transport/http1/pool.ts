@@ -16,14 +16,14 @@ import type { Target } from "./request-writer.ts";
  * client.ts), so late bytes reach the idle check before a request can claim them.
  *
  * An origin that sent an answer nobody asked for (bytes on an idle connection, or after the end
- * of an answer) is on probation for `probationMs`: its freed connections rest `reuseAfterMs`
- * before they carry another request, so a copy of an answer sent a few milliseconds late lands
- * on an idle connection (destroyed) instead of being read as the next request's answer. HTTP/1.1
- * cannot tell a copy that comes after the next request was written from that request's answer;
- * the rest makes that a copy later than the rest, not one a millisecond late. It is kept for
- * origins that have shown they send such copies because it has a price: the pool holds a
- * request rate times `reuseAfterMs` more connections (on the bench's loopback, where an answer
- * takes a fraction of a millisecond, 3–4 % more CPU per request).
+ * of an answer) is on probation for `probationMs`, and while it is, its connections carry one
+ * request each: a freed connection is closed, so a copy of an answer, however late, lands on a
+ * closed socket and never on another request. HTTP/1.1 cannot tell a copy that comes after the
+ * next request was written from that request's answer, and a rest before reuse (`reuseAfterMs`,
+ * kept as `reuseOnProbation: "rest"`) only moves the line: under load, an event loop a few
+ * milliseconds late let copies through it (22 of 2,000 in one run of the late-copy test). The
+ * price is a new connection per request to that origin alone, for the probation; origins that
+ * never sent such a copy pay one lookup in an empty map.
  */
 export interface ConnectionOwner {
   /** Each piece of the socket's bytes while this owner has the connection. */
@@ -54,6 +54,8 @@ export interface PoolOptions {
   reuseAfterMs: number;
   /** How long an origin stays on probation after it last sent an answer nobody asked for. */
   probationMs: number;
+  /** While on probation: `close` (default) carries one request per connection; `rest` reuses after `reuseAfterMs`. */
+  reuseOnProbation?: "close" | "rest";
 }
 
 export interface Pool {
@@ -131,14 +133,21 @@ export function createPool(options: PoolOptions): Pool {
     probation.set(origin, performance.now() + options.probationMs);
   }
 
-  /** How long a freed connection of the origin rests now. */
-  function restOf(origin: string, now: number): number {
+  /** Whether the origin is on probation now (a probation that ran out is forgotten). */
+  function onProbation(origin: string, now: number): boolean {
     const until = probation.get(origin);
-    if (until === undefined) return 0;
-    if (until > now) return options.reuseAfterMs;
+    if (until === undefined) return false;
+    if (until > now) return true;
     probation.delete(origin);
-    return 0;
+    return false;
   }
+
+  /** How long a freed connection of the origin rests now (`rest` mode). */
+  function restOf(origin: string, now: number): number {
+    return onProbation(origin, now) ? options.reuseAfterMs : 0;
+  }
+
+  const closesOnProbation = options.reuseOnProbation !== "rest";
 
   function unpool(conn: Connection): void {
     const list = idle.get(conn.origin);
@@ -177,6 +186,11 @@ export function createPool(options: PoolOptions): Pool {
       if (probation.size === 0) at = newestPolled(list);
       else {
         const now = performance.now();
+        if (closesOnProbation && onProbation(origin, now)) {
+          // Freed before the origin was caught: they may still get a late copy, so none is reused.
+          for (const conn of list.splice(0)) destroy(conn, new Error("origin on probation: one request per connection"));
+          return undefined;
+        }
         const rest = restOf(origin, now);
         at = rest > 0 ? newestRested(list, now - rest) : newestPolled(list);
       }
@@ -190,6 +204,10 @@ export function createPool(options: PoolOptions): Pool {
     release(conn) {
       conn.owner = null;
       if (conn.dead) return;
+      // An origin on probation: no second request on this connection (see above).
+      if (closesOnProbation && probation.size > 0 && onProbation(conn.origin, performance.now())) {
+        return destroy(conn, new Error("origin on probation: one request per connection"));
+      }
       let list = idle.get(conn.origin);
       if (!list) idle.set(conn.origin, (list = []));
       if (list.length >= options.maxIdlePerOrigin) return destroy(conn, new Error("pool full"));
