@@ -113,6 +113,20 @@ describe("scrubLogDetail: a vendor's error body for the log", () => {
 });
 
 describe("the logger the app uses", () => {
+  test("a logger that scrubs already is not wrapped again (each line is scrubbed once), and still scrubs", () => {
+    let written = "";
+    const json = jsonLogger("info", (text) => (written += text));
+    expect(withoutSecrets(json)).toBe(json);
+    const capture: Logger = () => {};
+    const once = withoutSecrets(capture);
+    expect(once).not.toBe(capture);
+    expect(withoutSecrets(once)).toBe(once);
+    withoutSecrets(json)("warn", "upstream said Bearer sk-proj-abcdefghijklmnop0123456789", { detail: "key sk-ant-api03-abcdefghijklmnopqrstuvwxyz" });
+    expect(written).toContain("warn");
+    expect(written).not.toContain("abcdefghijklmnop0123456789");
+    expect(written).not.toContain("abcdefghijklmnopqrstuvwxyz");
+  });
+
   test("every string field, nested ones and errors included, and the message lose their secrets", () => {
     const lines: unknown[] = [];
     const capture: Logger = (level, message, fields) => lines.push({ level, message, ...fields });
