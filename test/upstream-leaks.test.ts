@@ -95,9 +95,12 @@ describe("an upstream's 5xx or 401: a generic 502, the vendor's text only in the
     expect(res.status).toBe(502);
     await gw.app.services.settled();
     const line = logLines.find((l) => l.includes("upstream error status"))!;
-    expect(line).toContain("<h1>401</h1>");
+    // Scrubbed as a client's message is: the page's heading, no key, no internal address, ≤ 200 characters.
+    const detail = JSON.parse(line).detail as string;
+    expect(detail).toContain("401");
     expect(line).not.toContain(VENDOR_OPENAI_KEY);
-    expect(JSON.parse(line).detail.length).toBeLessThanOrEqual(300);
+    expect(line).not.toContain("10.0.3.7");
+    expect(detail.length).toBeLessThanOrEqual(200);
   });
 });
 
@@ -268,5 +271,30 @@ describe("an error frame mid-stream: scrubbed, the useful words kept, relayed or
     const b = await (await post(gw, "/v1/messages", { model: ANTHROPIC_MODEL, max_tokens: 10, messages: question, stream: true })).text();
     expect(b).not.toContain("10.0.3.7");
     expect(errorFrameMessage(b, "anthropic")).toBe("The upstream provider reported an error during the answer: worker at [host] died");
+  });
+});
+
+describe("a vendor that echoes the prompt in its error (issue 32 item 9)", () => {
+  test("no run of the prompt reaches the log, however the vendor writes it; the detail is at most 200 characters", async () => {
+    const secretPrompt = "My diagnosis is hypertension stage two and my account number is nine four two";
+    const echoes = [
+      // Unquoted, in the message itself.
+      { error: { message: `Invalid content ${secretPrompt} exceeds the policy`, type: "invalid_request_error", param: null, code: null } },
+      // Cut into a longer vendor sentence, with single quotes too short for the quoted-span rule.
+      { error: { message: `Rejected: '${secretPrompt.slice(0, 30)}' and then ${secretPrompt.slice(30)} was flagged`, type: "invalid_request_error" } },
+    ];
+    for (const body of echoes) {
+      logLines.length = 0;
+      upstream.reply({ kind: "json", status: 400, body });
+      const res = await post(gw, "/v1/chat/completions", { model: OPENAI_MODEL, messages: [{ role: "user", content: secretPrompt }] });
+      await res.text();
+      await gw.app.services.settled();
+      const line = logLines.find((l) => l.includes("upstream error status"))!;
+      expect(line).toBeDefined();
+      const detail = JSON.parse(line).detail as string;
+      expect(detail.length).toBeLessThanOrEqual(200);
+      for (let at = 0; at + 16 <= secretPrompt.length; at += 1) expect(logLines.join("\n")).not.toContain(secretPrompt.slice(at, at + 16));
+      expect(detail).toContain("[request text omitted]");
+    }
   });
 });

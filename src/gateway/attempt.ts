@@ -5,7 +5,7 @@ import type { StreamEvent } from "../streaming/events.ts";
 import type { SseEvent } from "../streaming/sse-parser.ts";
 import type { Fitted } from "../pipeline/context-fit.ts";
 import { adapterFor } from "../providers/adapters.ts";
-import { prepareUpstream } from "../pipeline/prepare-upstream.ts";
+import { prepareUpstream, promptText } from "../pipeline/prepare-upstream.ts";
 import { createAnswerToolMapper } from "../streaming/answer-tool.ts";
 import { GatewayError } from "../pipeline/gateway-error.ts";
 import { upstreamStatusError } from "../pipeline/upstream-errors.ts";
@@ -118,8 +118,11 @@ export async function attemptUpstream(deps: AttemptDeps, req: AttemptRequest, ca
       try {
         detail = adapter.errorMessage(JSON.parse(text));
       } catch {}
-      // The body may echo the prompt or our vendor key: the log gets a scrubbed, short detail.
-      deps.log("warn", "upstream error status", { requestId: req.requestId, provider: provider.id, status: res.status, detail: scrubLogDetail(detail ?? text) });
+      // The body may echo the prompt or our vendor key: the log gets a scrubbed, short detail
+      // with any run of the request's own text left out.
+      deps.log("warn", "upstream error status", {
+        requestId: req.requestId, provider: provider.id, status: res.status, detail: scrubLogDetail(detail ?? text, undefined, promptText(req.clientFormat, req.body)),
+      });
       const cause = res.status === 429 ? "status_429" : res.status >= 500 ? "status_5xx" : "status_4xx";
       return { kind: "refused", verdict: verdictFor(res.status), error: upstreamStatusError(res.status, detail), delayMs: requestedDelayMs(res.headers, deps.now()), cause };
     }

@@ -236,18 +236,49 @@ const LONG_QUOTED = /"[^"\n]{40,}"|(?<![A-Za-z])'[^'\n]{40,}'/g;
 const ECHO_FIELD = /((?<![\w-])["']?(?:input|input_value|prompt|content|text|messages|system)["']?\s*[:=]\s*)(?:"[^"\n]*"?|'[^'\n]*'?|[\[{][^\n]*)/gi;
 
 /** The longest vendor detail written to a log line. */
-export const LOG_DETAIL_MAX = 300;
+export const LOG_DETAIL_MAX = 200;
+
+/** How much of the request's own text is searched for echoes (the search runs on error paths only). */
+const ECHO_SOURCE_MAX = 256 * 1024;
+/** A run this long that the request's text also holds is the request's, wherever the vendor put it. */
+const ECHO_RUN = 16;
+const ECHO_STEP = 4;
 
 /**
- * A vendor's error text fit for a log line: secrets removed, and what may be an echo of the
- * prompt (a field holding the input, a long quoted span) left out, at most `max` characters.
- * The prompt is the client's, not the operator's, and may be anything.
+ * `text` without the runs of ECHO_RUN or more characters that also stand in `source` (the
+ * request's own text: a vendor that quotes the prompt without quotes or field names). Windows
+ * every ECHO_STEP characters are looked up, so at most ECHO_STEP − 1 characters at the edge of an
+ * echo remain; a few dozen `includes` over at most ECHO_SOURCE_MAX characters, on error paths only.
  */
-export function scrubLogDetail(text: string, max = LOG_DETAIL_MAX): string {
-  const out = scrubSecrets(withoutKnownSecrets(text))
-    .replace(ECHO_FIELD, "$1[omitted]")
-    .replace(LONG_QUOTED, "[quoted text omitted]")
-    .replace(/\s+/g, " ")
-    .trim();
-  return out.length > max ? `${out.slice(0, max - 1)}…` : out;
+export function withoutEchoOf(text: string, source: string): string {
+  if (source.length < ECHO_RUN || text.length < ECHO_RUN) return text;
+  const haystack = source.length > ECHO_SOURCE_MAX ? source.slice(0, ECHO_SOURCE_MAX) : source;
+  const echoed: [number, number][] = [];
+  for (let at = 0; at + ECHO_RUN <= text.length; at += ECHO_STEP) {
+    if (!haystack.includes(text.slice(at, at + ECHO_RUN))) continue;
+    const last = echoed.at(-1);
+    if (last && at <= last[1]) last[1] = at + ECHO_RUN;
+    else echoed.push([at, at + ECHO_RUN]);
+  }
+  if (echoed.length === 0) return text;
+  let out = "";
+  let from = 0;
+  for (const [start, end] of echoed) {
+    out += `${text.slice(from, start)}[request text omitted]`;
+    from = end;
+  }
+  return out + text.slice(from);
+}
+
+/**
+ * A vendor's error text fit for a log line, scrubbed as a client's error message is (secrets,
+ * hosts, paths, opaque tokens) and more: what may be an echo of the prompt (a field holding the
+ * input, a long quoted span, any run of the request's own text given as `echoOf`) left out, at
+ * most `max` characters. The prompt is the client's, not the operator's, and may be anything.
+ */
+export function scrubLogDetail(text: string, max = LOG_DETAIL_MAX, echoOf?: string): string {
+  // Secrets go before anything is cut, so none is cut in half and half kept.
+  let out = scrubSecrets(withoutKnownSecrets(text)).slice(0, 8 * max);
+  if (echoOf) out = withoutEchoOf(out, echoOf);
+  return scrubForClient(out.replace(ECHO_FIELD, "$1[omitted]").replace(LONG_QUOTED, "[quoted text omitted]"), max);
 }
