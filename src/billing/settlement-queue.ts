@@ -37,6 +37,11 @@ export interface SettlementStore<Q extends QueuedSettlement> {
   describe(err: unknown): string;
   /** The batch is durable: caches move, holds lift. */
   committed(batch: Q[]): void;
+  /**
+   * What is still queued when the grace at close runs out, kept durably (a spill file replayed
+   * at the next start); throws when it cannot be kept, and the log is then the last record.
+   */
+  spill?(queued: Q[]): void;
   /** A settlement refused even without its charge, logged and let go: its hold lifts. */
   dropped(q: Q): void;
 }
@@ -383,8 +388,18 @@ export function createSettlementQueue<Q extends QueuedSettlement>(store: Settlem
       closed = true;
       if (retryTimer) clearTimeout(retryTimer);
       if (queue.length > 0) {
-        // Nothing else can keep them: the log is the record of last resort.
-        for (const q of queue) log("error", "settlement not written at shutdown; apply it by hand", { settlement: q.settlement });
+        let kept = false;
+        if (store.spill) {
+          try {
+            store.spill(queue);
+            kept = true;
+            log("warn", "settlements not written at shutdown were kept in the spill file; the next start writes them", { settlements: queue.length });
+          } catch (err) {
+            log("error", "settlements could not be kept in the spill file", { error: String(err) });
+          }
+        }
+        // Nothing else could keep them: the log is the record of last resort.
+        if (!kept) for (const q of queue) log("error", "settlement not written at shutdown; apply it by hand", { settlement: q.settlement });
         for (const q of queue) q.done?.();
       }
       if (droppedRejections > 0) log("warn", "rejection counts dropped while the ledger could not write", { dropped: droppedRejections });

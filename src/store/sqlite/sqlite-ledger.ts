@@ -1,4 +1,5 @@
 import type { Database } from "bun:sqlite";
+import { closeSync, existsSync, fsyncSync, openSync, readFileSync, renameSync, unlinkSync, writeSync } from "node:fs";
 import { chargeBudget, storedPeriod, windowStarts, type SpendBudget } from "../../billing/spend-period.ts";
 import { acceptableSettlement, budgetRefusal, type Hold, type Ledger, type LedgerHealth, type RejectionLog, type ReserveResult, type Settlement } from "../../billing/ledger.ts";
 import { createChangeWatch, type ChangeWatch } from "../change-watch.ts";
@@ -25,6 +26,18 @@ export interface SqliteLedgerOptions {
   commitDelay?: SettlementQueueOptions["commitDelay"];
   /** Told of each batch's settlements once committed (spend alerts, alerts/alert-monitor.ts); must not throw. */
   onCommitted?: (settlements: Settlement[]) => void;
+  /**
+   * Where settlements still unwritten at close are kept (and replayed from at the next start);
+   * default `<database file>.spill`, none for a database in memory.
+   */
+  spillPath?: string;
+}
+
+/** One settlement kept in the spill file: the settlement, what its request held, and a refused charge. */
+interface Spilled {
+  settlement: Settlement;
+  held: number;
+  charge?: false;
 }
 
 interface Queued extends QueuedSettlement {}
@@ -77,6 +90,7 @@ export function createSqliteLedger(db: Database, o: SqliteLedgerOptions): Ledger
   const busyLimitMs = o.busyLimitMs ?? 1_000;
   const retryMaxMs = o.retryMaxMs ?? 1_000;
   const probeIntervalMs = o.probeIntervalMs ?? 2_000;
+  const spillPath = o.spillPath ?? (db.filename && db.filename !== ":memory:" ? `${db.filename}.spill` : undefined);
 
   type BudgetRow = { spend_limit_micro: number | null; spend_limit_period: string | null; period_spent_micro: number; period_start: number };
   const accountOf = db.query<{ balance_micro: number } & BudgetRow, [string]>(
@@ -275,7 +289,33 @@ export function createSqliteLedger(db: Database, o: SqliteLedgerOptions): Ledger
     dropped(q) {
       lift(q.settlement.requestId);
     },
+    spill: spillPath ? (queued) => keepInSpill(spillPath, queued.map((q) => ({ settlement: q.settlement, held: holds.get(q.settlement.requestId)?.amount ?? 0, ...(q.charge === false ? { charge: false as const } : {}) }))) : undefined,
   }, { now, log, maxQueued, maxBatch: MAX_BATCH, busyLimitMs, retryMaxMs, probeIntervalMs, commitDelay: o.commitDelay });
+
+  // Settlements a previous process could not write before it stopped: their holds are taken again
+  // (so each charges what it would have, capped by what it held) and they are queued like new
+  // ones. A usage record that already exists charges nothing, so a replay interrupted and run
+  // again charges once. The file goes once the queue has written them all.
+  const spilled = spillPath ? readSpill(spillPath, log) : [];
+  if (spilled.length > 0) {
+    log("warn", "writing settlements a previous process kept in its spill file", { settlements: spilled.length, path: spillPath });
+    const written = spilled.map((s) => {
+      const { requestId, accountId, keyId } = s.settlement;
+      if (s.held > 0 && !holds.has(requestId)) {
+        holds.set(requestId, { accountId, keyId, amount: s.held });
+        add(heldByAccount, accountId, s.held);
+        add(heldByKey, keyId, s.held);
+      }
+      return settlements.enqueue({ settlement: s.settlement, ...(s.charge === false ? { charge: false as const } : {}) });
+    });
+    void Promise.all(written).then(() => {
+      if (settlements.health().queued > 0) return; // still failing: the next close keeps them again
+      try {
+        unlinkSync(spillPath!);
+        log("info", "settlements from the spill file are written", { settlements: spilled.length });
+      } catch {}
+    });
+  }
 
   return {
     async reserve(hold: Hold): Promise<ReserveResult> {
@@ -335,4 +375,37 @@ function rollbackQuietly(db: Database): void {
   try {
     if (db.inTransaction) db.exec("ROLLBACK");
   } catch {}
+}
+
+/**
+ * Writes the spill file whole (a temporary file, fsynced, renamed over the old one): it then holds
+ * exactly what is still unwritten, including anything replayed from it that is still queued.
+ */
+function keepInSpill(path: string, spilled: Spilled[]): void {
+  const temporary = `${path}.${process.pid}.tmp`;
+  const fd = openSync(temporary, "w", 0o600);
+  try {
+    writeSync(fd, spilled.map((s) => JSON.stringify(s)).join("\n") + "\n");
+    fsyncSync(fd);
+  } finally {
+    closeSync(fd);
+  }
+  renameSync(temporary, path);
+}
+
+/** The spill file's settlements; a line that cannot be read is logged in full, never dropped silently. */
+function readSpill(path: string, log: Logger): Spilled[] {
+  if (!existsSync(path)) return [];
+  const out: Spilled[] = [];
+  for (const line of readFileSync(path, "utf8").split("\n")) {
+    if (line.trim() === "") continue;
+    try {
+      const s = JSON.parse(line) as Spilled;
+      if (typeof s?.settlement?.requestId === "string" && Number.isSafeInteger(s.held)) out.push(s);
+      else throw new Error("not a spilled settlement");
+    } catch (err) {
+      log("error", "a line of the spill file cannot be read; apply it by hand", { line: line.slice(0, 2_000), error: String(err) });
+    }
+  }
+  return out;
 }

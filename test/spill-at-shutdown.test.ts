@@ -1,0 +1,110 @@
+/**
+ * Money queued during a store fault is never only a log line at shutdown (issue 32 item 13): the
+ * ledger retries within its grace, keeps what it still cannot write in a spill file (fsynced), and
+ * the next process on the same file writes it, once. Run many times over, with the stop right
+ * after the fault clears (at random within a few milliseconds) and with the fault still on.
+ */
+import { Database } from "bun:sqlite";
+import { afterAll, describe, expect, test } from "bun:test";
+import { existsSync, mkdtempSync, rmSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { openDatabase } from "../src/store/database.ts";
+import { createSqliteLedger } from "../src/store/sqlite/sqlite-ledger.ts";
+import { auditLedger } from "../src/store/sqlite/audit.ts";
+import { createAccountStore } from "../src/accounts/account-store.ts";
+import type { Settlement } from "../src/billing/ledger.ts";
+
+const dirs: string[] = [];
+afterAll(() => {
+  for (const d of dirs) rmSync(d, { recursive: true, force: true });
+});
+
+/** A deterministic sequence (the test's "random" stop times are the same every run). */
+function seeded(seed: number) {
+  let x = seed >>> 0;
+  return () => ((x = (x * 1664525 + 1013904223) >>> 0) / 2 ** 32);
+}
+
+const quiet = () => {};
+
+describe("settlements queued through a store fault survive the stop that follows", () => {
+  test("40 stops right after the fault clears, or while it lasts: every answer charged exactly once, the books balanced", async () => {
+    const random = seeded(29);
+    for (let round = 0; round < 40; round++) {
+      const dir = mkdtempSync(join(tmpdir(), "switchyard-spill-"));
+      dirs.push(dir);
+      const path = join(dir, "ledger.sqlite");
+      const setup = openDatabase(path);
+      const accounts = createAccountStore(setup, Date.now);
+      const account = accounts.createAccount("spill", 1_000_000);
+      const key = accounts.createKey(account.id, "k")!;
+      const keyId = key.id;
+      setup.close();
+
+      // A process: reserve 20 requests, the disk "fills", they settle into the queue, the fault
+      // clears (or not), and the process stops with a short grace.
+      const db = openDatabase(path, { busyTimeoutMs: 0 });
+      const log: { level: string; message: string }[] = [];
+      const ledger = createSqliteLedger(db, { now: Date.now, log: (level, message) => log.push({ level, message }), retryMaxMs: 5, probeIntervalMs: 5 });
+      const settlements: Settlement[] = [];
+      for (let i = 0; i < 20; i++) {
+        const requestId = `req_${round}_${i}`;
+        expect((await ledger.reserve({ requestId, accountId: account.id, keyId, amountMicro: 10_000 })).ok).toBe(true);
+        settlements.push({ requestId, accountId: account.id, keyId, model: "m", provider: "p", promptTokens: 10, completionTokens: 5, estimated: false, costMicro: 1_000 + i, status: "ok", latencyMs: 1 });
+      }
+      db.exec(`PRAGMA max_page_count = ${(db.query("PRAGMA page_count").get() as { page_count: number }).page_count}`);
+      const settled = settlements.map((s) => ledger.settle(s));
+      await Bun.sleep(5);
+      const faultStays = round % 4 === 3;
+      if (!faultStays) db.exec("PRAGMA max_page_count = 1073741823");
+      await Bun.sleep(Math.floor(random() * 4));
+      await ledger.close(Math.floor(random() * 3));
+      await Promise.all(settled);
+      expect(log.filter((l) => l.message.includes("apply it by hand"))).toEqual([]);
+      db.close();
+
+      // The next process on the same file writes what the first one kept.
+      const next = openDatabase(path, { busyTimeoutMs: 0 });
+      const again = createSqliteLedger(next, { now: Date.now, log: quiet });
+      await again.flush();
+      for (let wait = 0; wait < 100 && existsSync(`${path}.spill`); wait++) await Bun.sleep(5);
+      expect(existsSync(`${path}.spill`)).toBe(false);
+      expect(again.openHolds()).toBe(0);
+      await again.close(1_000);
+      next.close();
+
+      const check = new Database(path, { readonly: true });
+      const records = check.query<{ request_id: string; cost_micro: number }, []>("SELECT request_id, cost_micro FROM usage_records ORDER BY request_id").all();
+      const audit = auditLedger(check);
+      check.close();
+      const expected = settlements.map((s) => ({ request_id: s.requestId, cost_micro: s.costMicro })).sort((a, b) => (a.request_id < b.request_id ? -1 : 1));
+      expect(records).toEqual(expected);
+      expect(audit.clean).toBe(true);
+    }
+  }, 60_000);
+
+  test("a spill file replayed twice (a start that stopped before removing it) charges once", async () => {
+    const dir = mkdtempSync(join(tmpdir(), "switchyard-spill-"));
+    dirs.push(dir);
+    const path = join(dir, "ledger.sqlite");
+    const setup = openDatabase(path);
+    const accounts = createAccountStore(setup, Date.now);
+    const account = accounts.createAccount("spill", 1_000_000);
+    const keyId = accounts.createKey(account.id, "k")!.id;
+    setup.close();
+    const line = JSON.stringify({ settlement: { requestId: "req_twice", accountId: account.id, keyId, model: "m", provider: "p", promptTokens: 1, completionTokens: 1, estimated: false, costMicro: 5_000, status: "ok", latencyMs: 1 }, held: 9_000 });
+    for (let start = 0; start < 2; start++) {
+      await Bun.write(`${path}.spill`, `${line}\n`);
+      const db = openDatabase(path, { busyTimeoutMs: 0 });
+      const ledger = createSqliteLedger(db, { now: Date.now, log: quiet });
+      await ledger.flush();
+      await ledger.close(1_000);
+      db.close();
+    }
+    const check = new Database(path, { readonly: true });
+    expect(check.query("SELECT cost_micro FROM usage_records").all()).toEqual([{ cost_micro: 5_000 }]);
+    expect(check.query("SELECT balance_micro FROM accounts").get()).toEqual({ balance_micro: 1_000_000 - 5_000 });
+    check.close();
+  });
+});
