@@ -33,8 +33,35 @@ interface Service {
 }
 
 const gateways = Object.entries(compose.services).filter(([, s]) => s.build || s.image === "switchyard:local");
-/** `${VAR:-default}` as Compose expands it with nothing set. */
-const expand = (value: string) => value.replace(/\$\{(\w+):-([^}]*)\}/g, (_, _name, fallback) => fallback);
+/**
+ * A value as Compose expands it: `${VAR:-default}` with nothing set, and `${VAR:?why}` (required,
+ * no default) as an operator's .env would fill it in.
+ */
+const expand = (value: string) =>
+  value.replace(/\$\{(\w+):-([^}]*)\}/g, (_, _name, fallback) => fallback).replace(/\$\{(\w+):\?[^}]*\}/g, (_, name) => `operator-${name}-0123456789abcdef0123456789`);
+const composeText = readFileSync(join(DEPLOY, "docker-compose.yml"), "utf8");
+const SECRETS = ["POSTGRES_PASSWORD", "REDIS_PASSWORD", "SWITCHYARD_ADMIN_TOKEN", "SWITCHYARD_METRICS_TOKEN"];
+
+test("compose takes its secrets from deploy/.env with no defaults (it refuses to start without one, naming it); Redis has a password; /metrics a token; ports on 127.0.0.1", () => {
+  for (const name of SECRETS) {
+    const uses = [...composeText.matchAll(new RegExp(`\\$\\{${name}([^}]*)\\}`, "g"))].map((m) => m[1]!);
+    expect(uses.length).toBeGreaterThan(0);
+    // Every use is `:?message naming it`: Compose stops with that message when it is unset or empty.
+    for (const use of uses) expect(use).toMatch(new RegExp(`^:\\?.*${name}`));
+  }
+  const { redis } = compose.services;
+  const command = redis!.command!.map(expand);
+  expect(command[command.indexOf("--requirepass") + 1]).toBe(expand("${REDIS_PASSWORD:?x}"));
+  for (const [, gw] of gateways) {
+    const env = Object.fromEntries(Object.entries(gw.environment!).map(([k, v]) => [k, expand(String(v))]));
+    expect(new URL(env.SWITCHYARD_REDIS_URL!).password).toBe(expand("${REDIS_PASSWORD:?x}"));
+    expect(env.SWITCHYARD_METRICS_TOKEN!.length).toBeGreaterThanOrEqual(32);
+    expect(env.SWITCHYARD_ADMIN_TOKEN!.length).toBeGreaterThanOrEqual(32);
+    for (const p of gw.ports!) expect(expand(p).startsWith("127.0.0.1:")).toBe(true);
+  }
+  const example = readFileSync(join(DEPLOY, ".env.example"), "utf8");
+  for (const name of SECRETS) expect(example).toMatch(new RegExp(`^${name}=$`, "m"));
+});
 
 test("two gateway replicas, built from the repository's Dockerfile, each running workers on the shared PostgreSQL and Redis", () => {
   expect(gateways.map(([name]) => name).sort()).toEqual(["gateway-a", "gateway-b"]);
@@ -50,7 +77,7 @@ test("two gateway replicas, built from the repository's Dockerfile, each running
     expect(() => loadSettings(env)).not.toThrow();
     // Each replica start would otherwise issue a demo key, revoking the other replica's.
     expect(env.SWITCHYARD_DEMO).toBe("0");
-    for (const p of gw.ports!) hostPorts.add(p.split(":")[0]!);
+    for (const p of gw.ports!) hostPorts.add(expand(p).split(":").at(-2)!);
   }
   expect(hostPorts.size).toBe(gateways.length);
 });
