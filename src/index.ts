@@ -56,7 +56,9 @@ let stores: SharedStores | undefined;
 if (choice.databaseUrl) {
   // PostgreSQL holds the money; SWITCHYARD_DB is ignored (nothing is written there).
   try {
-    stores = await openPostgresStores(choice.databaseUrl, { log, ledger: { holdTtlMs: holdTtlFor(settings), ...pgTimings } });
+    // Settlements a stop cannot write go to a spill file on this host (replayed by the next start).
+    const spill = { dir: process.env.SWITCHYARD_SPILL_DIR || "./data", database: choice.databaseUrl };
+    stores = await openPostgresStores(choice.databaseUrl, { log, ledger: { holdTtlMs: holdTtlFor(settings), ...pgTimings, spill } });
   } catch (err) {
     console.error(`switchyard: cannot open the PostgreSQL database of SWITCHYARD_DATABASE_URL: ${err instanceof Error ? err.message : String(err)}`);
     process.exit(1);

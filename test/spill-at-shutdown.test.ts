@@ -6,7 +6,7 @@
  */
 import { Database } from "bun:sqlite";
 import { afterAll, describe, expect, test } from "bun:test";
-import { existsSync, mkdtempSync, rmSync } from "node:fs";
+import { existsSync, mkdtempSync, readdirSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { openDatabase } from "../src/store/database.ts";
@@ -14,6 +14,11 @@ import { createSqliteLedger } from "../src/store/sqlite/sqlite-ledger.ts";
 import { auditLedger } from "../src/store/sqlite/audit.ts";
 import { createAccountStore } from "../src/accounts/account-store.ts";
 import type { Settlement } from "../src/billing/ledger.ts";
+import { SQL } from "bun";
+import { postgresMissing, useTestDatabase } from "./helpers/backends.ts";
+import { createPostgresLedger } from "../src/store/postgres/pg-ledger.ts";
+import { createPostgresAccounts } from "../src/store/postgres/pg-accounts.ts";
+import { migratePostgres } from "../src/store/postgres/pg-migrations.ts";
 
 const dirs: string[] = [];
 afterAll(() => {
@@ -108,3 +113,60 @@ describe("settlements queued through a store fault survive the stop that follows
     check.close();
   });
 });
+
+
+const pgMissing = await postgresMissing();
+const database = useTestDatabase();
+if (pgMissing) {
+  test.skip(`spill at shutdown on PostgreSQL — skipped: ${pgMissing}`, () => {});
+} else {
+  describe("on PostgreSQL", () => {
+    test("settlements a stop cannot write (the accounts table locked through its grace) are spilled and written once by the next start", async () => {
+      const url = await database();
+      const admin = new SQL({ url, max: 2 });
+      await migratePostgres(admin);
+      const accounts = createPostgresAccounts(admin, Date.now);
+      const account = await accounts.createAccount("spill", 1_000_000);
+      const keyId = (await accounts.createKey(account.id, "k"))!.id;
+      const dir = mkdtempSync(join(tmpdir(), "switchyard-pg-spill-"));
+      dirs.push(dir);
+      const spill = { dir, database: url };
+      const sql = new SQL({ url, max: 4, connection: { lock_timeout: "200", statement_timeout: "2000" } });
+      const ledger = await createPostgresLedger(sql, { now: Date.now, log: quiet, timeoutMs: 1_000, retryMaxMs: 20, busyLimitMs: 100, spill });
+      const settlements: Settlement[] = [];
+      for (let i = 0; i < 10; i++) {
+        const requestId = `req_pgspill_${i}`;
+        expect((await ledger.reserve({ requestId, accountId: account.id, keyId, amountMicro: 10_000 })).ok).toBe(true);
+        settlements.push({ requestId, accountId: account.id, keyId, model: "m", provider: "p", promptTokens: 10, completionTokens: 5, estimated: false, costMicro: 2_000 + i, status: "ok", latencyMs: 1 });
+      }
+      // Another session holds the accounts table through the whole grace: every write waits and fails.
+      const blocker = await admin.reserve();
+      await blocker`BEGIN`;
+      await blocker`LOCK TABLE accounts IN ACCESS EXCLUSIVE MODE`;
+      const settled = settlements.map((s) => ledger.settle(s));
+      await Bun.sleep(300);
+      await ledger.close(100);
+      await Promise.all(settled);
+      await blocker`ROLLBACK`;
+      blocker.release();
+      await sql.close({ timeout: 0 });
+      const files = readdirSync(dir).filter((f) => f.endsWith(".spill"));
+      expect(files.length).toBe(1);
+      expect(Number((await admin`SELECT COUNT(*) AS n FROM usage_records`)[0].n)).toBeLessThan(10);
+
+      // The next process on the same database writes them, once, and removes the file.
+      const sql2 = new SQL({ url, max: 4 });
+      const next = await createPostgresLedger(sql2, { now: Date.now, log: quiet, spill });
+      await next.flush();
+      for (let wait = 0; wait < 100 && readdirSync(dir).some((f) => f.endsWith(".spill")); wait++) await Bun.sleep(10);
+      expect(readdirSync(dir).filter((f) => f.endsWith(".spill"))).toEqual([]);
+      await next.close(1_000);
+      await sql2.close({ timeout: 0 });
+      const records = await admin`SELECT request_id, cost_micro FROM usage_records ORDER BY request_id`;
+      expect(records.map((r: { request_id: string; cost_micro: string }) => [r.request_id, Number(r.cost_micro)])).toEqual(settlements.map((s) => [s.requestId, s.costMicro]));
+      const [books] = await admin`SELECT balance_micro, held_micro FROM accounts WHERE id = ${account.id}`;
+      expect(Number(books.balance_micro)).toBe(1_000_000 - settlements.reduce((n, s) => n + s.costMicro, 0));
+      await admin.close({ timeout: 0 });
+    }, 30_000);
+  });
+}

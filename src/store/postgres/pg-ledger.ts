@@ -7,6 +7,8 @@ import { classifyPgFailure, describePgFailure, int, withTimeout, type Pg, type P
 import { creditAccount } from "./pg-credits.ts";
 import { DB_NOW_MS } from "./pg-migrations.ts";
 import { cacheSavingsMicro, priceListId, priceListJson } from "../../billing/pricing.ts";
+import { join } from "node:path";
+import { keepInSpill, readSpill, removeSpill, spillFilesIn } from "../spill-file.ts";
 import { createSettlementQueue, type QueuedSettlement, type RejectionCounter } from "../../billing/settlement-queue.ts";
 
 export interface PgLedgerOptions {
@@ -31,6 +33,12 @@ export interface PgLedgerOptions {
   instanceId?: string;
   /** Told of each batch's settlements once committed (spend alerts, alerts/alert-monitor.ts); must not throw. */
   onCommitted?: (settlements: Settlement[]) => void;
+  /**
+   * A folder for the spill file (settlements still unwritten when the grace at close runs out),
+   * one per process, named after the database so a start replays only its own database's; unset:
+   * none (they are logged). The gateway sets it (SWITCHYARD_SPILL_DIR, default ./data).
+   */
+  spill?: { dir: string; database: string };
 }
 
 type Counter = RejectionCounter;
@@ -117,6 +125,9 @@ export async function createPostgresLedger(sql: Pg, o: PgLedgerOptions): Promise
   const beating = new Set<Promise<unknown>>();
   /** Price lists this process has seen committed: each is sent once, with the first batch charged at it. */
   const pricesWritten = new Set<number>();
+  /** `<dir>/switchyard-<database hash>-`: this database's spill files (see PgLedgerOptions.spill). */
+  const spillName = o.spill ? `switchyard-${(Bun.SHA256.hash(o.spill.database, "hex") as string).slice(0, 12)}-` : undefined;
+  const spillPrefix = spillName ? join(o.spill!.dir, spillName) : undefined;
   /**
    * Since when this process's heartbeats have been written without a failure. After the database
    * was unreachable every process's heartbeat is stale, the living's too: a process only takes
@@ -219,6 +230,9 @@ export async function createPostgresLedger(sql: Pg, o: PgLedgerOptions): Promise
     dropped(q) {
       holds.delete(q.settlement.requestId);
     },
+    spill: spillPrefix
+      ? (queued) => keepInSpill(`${spillPrefix}${instanceId}.spill`, queued.filter((q) => !q.release).map((q) => ({ settlement: q.settlement, held: q.held, ...(q.charge === false ? { charge: false as const } : {}) })))
+      : undefined,
   }, { now, log, maxQueued, maxBatch: MAX_BATCH, busyLimitMs, retryMaxMs, probeIntervalMs: heartbeatMs });
 
   // The heartbeat runs whatever the load: other processes sweep a process whose heartbeat stops.
@@ -356,6 +370,19 @@ export async function createPostgresLedger(sql: Pg, o: PgLedgerOptions): Promise
   }
 
   await heartbeat();
+
+  // Spill files of this database left by processes that stopped with settlements unwritten (this
+  // host's): queued like new ones, each charging at most what its request held; a record that
+  // exists already charges nothing, so two processes replaying one file charge once. A file goes
+  // once its settlements are written.
+  for (const path of spillName ? spillFilesIn(o.spill!.dir, spillName) : []) {
+    const spilled = readSpill(path, log);
+    log("warn", "writing settlements a stopped process kept in its spill file", { settlements: spilled.length, path });
+    const written = spilled.map((s) => enqueue({ settlement: s.settlement, held: s.held, ...(s.charge === false ? { charge: false as const } : {}) }));
+    void Promise.all(written).then(() => {
+      if (settlements.health().queued === 0) removeSpill(path);
+    });
+  }
 
   return {
     instanceId,

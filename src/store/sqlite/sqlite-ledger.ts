@@ -1,10 +1,10 @@
 import type { Database } from "bun:sqlite";
-import { closeSync, existsSync, fsyncSync, openSync, readFileSync, renameSync, unlinkSync, writeSync } from "node:fs";
 import { chargeBudget, storedPeriod, windowStarts, type SpendBudget } from "../../billing/spend-period.ts";
 import { acceptableSettlement, budgetRefusal, type Hold, type Ledger, type LedgerHealth, type RejectionLog, type ReserveResult, type Settlement } from "../../billing/ledger.ts";
 import { createChangeWatch, type ChangeWatch } from "../change-watch.ts";
 import type { Logger } from "../../log.ts";
 import { creditWriter } from "./credits.ts";
+import { keepInSpill, readSpill, removeSpill } from "../spill-file.ts";
 import { classifyWriteFailure, describeWriteFailure, retryWhileBusy } from "./sqlite-errors.ts";
 import { cacheSavingsMicro, priceListId, priceListJson } from "../../billing/pricing.ts";
 import { createSettlementQueue, type QueuedSettlement, type RejectionCounter, type SettlementQueueOptions } from "../../billing/settlement-queue.ts";
@@ -33,12 +33,7 @@ export interface SqliteLedgerOptions {
   spillPath?: string;
 }
 
-/** One settlement kept in the spill file: the settlement, what its request held, and a refused charge. */
-interface Spilled {
-  settlement: Settlement;
-  held: number;
-  charge?: false;
-}
+
 
 interface Queued extends QueuedSettlement {}
 
@@ -310,10 +305,8 @@ export function createSqliteLedger(db: Database, o: SqliteLedgerOptions): Ledger
     });
     void Promise.all(written).then(() => {
       if (settlements.health().queued > 0) return; // still failing: the next close keeps them again
-      try {
-        unlinkSync(spillPath!);
-        log("info", "settlements from the spill file are written", { settlements: spilled.length });
-      } catch {}
+      removeSpill(spillPath!);
+      log("info", "settlements from the spill file are written", { settlements: spilled.length });
     });
   }
 
@@ -377,35 +370,3 @@ function rollbackQuietly(db: Database): void {
   } catch {}
 }
 
-/**
- * Writes the spill file whole (a temporary file, fsynced, renamed over the old one): it then holds
- * exactly what is still unwritten, including anything replayed from it that is still queued.
- */
-function keepInSpill(path: string, spilled: Spilled[]): void {
-  const temporary = `${path}.${process.pid}.tmp`;
-  const fd = openSync(temporary, "w", 0o600);
-  try {
-    writeSync(fd, spilled.map((s) => JSON.stringify(s)).join("\n") + "\n");
-    fsyncSync(fd);
-  } finally {
-    closeSync(fd);
-  }
-  renameSync(temporary, path);
-}
-
-/** The spill file's settlements; a line that cannot be read is logged in full, never dropped silently. */
-function readSpill(path: string, log: Logger): Spilled[] {
-  if (!existsSync(path)) return [];
-  const out: Spilled[] = [];
-  for (const line of readFileSync(path, "utf8").split("\n")) {
-    if (line.trim() === "") continue;
-    try {
-      const s = JSON.parse(line) as Spilled;
-      if (typeof s?.settlement?.requestId === "string" && Number.isSafeInteger(s.held)) out.push(s);
-      else throw new Error("not a spilled settlement");
-    } catch (err) {
-      log("error", "a line of the spill file cannot be read; apply it by hand", { line: line.slice(0, 2_000), error: String(err) });
-    }
-  }
-  return out;
-}

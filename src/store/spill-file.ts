@@ -1,0 +1,62 @@
+import { closeSync, existsSync, fsyncSync, mkdirSync, openSync, readdirSync, readFileSync, renameSync, unlinkSync, writeSync } from "node:fs";
+import { dirname, join } from "node:path";
+import type { Settlement } from "../billing/ledger.ts";
+import type { Logger } from "../log.ts";
+
+/**
+ * The spill file: settlements a ledger could not write before its process stopped (the store
+ * failing through the whole grace at close), kept on disk so the next start writes them instead
+ * of leaving them to a log line (docs/decisions.md, "Settlements at shutdown"). One JSON line per
+ * settlement, with what its request held (the most it may charge) and a refused charge.
+ */
+export interface Spilled {
+  settlement: Settlement;
+  held: number;
+  charge?: false;
+}
+
+/**
+ * Writes the file whole (a temporary file, fsynced, renamed over the old one): it then holds
+ * exactly what is still unwritten, including anything replayed from it that is still queued.
+ */
+export function keepInSpill(path: string, spilled: Spilled[]): void {
+  mkdirSync(dirname(path), { recursive: true });
+  const temporary = `${path}.${process.pid}.tmp`;
+  const fd = openSync(temporary, "w", 0o600);
+  try {
+    writeSync(fd, spilled.map((s) => JSON.stringify(s)).join("\n") + "\n");
+    fsyncSync(fd);
+  } finally {
+    closeSync(fd);
+  }
+  renameSync(temporary, path);
+}
+
+/** A spill file's settlements; a line that cannot be read is logged in full, never dropped silently. */
+export function readSpill(path: string, log: Logger): Spilled[] {
+  if (!existsSync(path)) return [];
+  const out: Spilled[] = [];
+  for (const line of readFileSync(path, "utf8").split("\n")) {
+    if (line.trim() === "") continue;
+    try {
+      const s = JSON.parse(line) as Spilled;
+      if (typeof s?.settlement?.requestId === "string" && Number.isSafeInteger(s.held)) out.push(s);
+      else throw new Error("not a spilled settlement");
+    } catch (err) {
+      log("error", "a line of the spill file cannot be read; apply it by hand", { line: line.slice(0, 2_000), error: String(err) });
+    }
+  }
+  return out;
+}
+
+/** The spill files in `dir` whose names start with `prefix` (one per process that stopped with settlements unwritten). */
+export function spillFilesIn(dir: string, prefix: string): string[] {
+  if (!existsSync(dir)) return [];
+  return readdirSync(dir).filter((name) => name.startsWith(prefix) && name.endsWith(".spill")).map((name) => join(dir, name));
+}
+
+export function removeSpill(path: string): void {
+  try {
+    unlinkSync(path);
+  } catch {}
+}
