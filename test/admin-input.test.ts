@@ -1,5 +1,5 @@
 import { describe, expect, test } from "bun:test";
-import { AdminInputError, parseCredits, parseInstant, parseRateLimit, parseSpendPeriod } from "../src/accounts/admin-input.ts";
+import { AdminInputError, creditsText, parseCredits, parseIdempotencyKey, parseInstant, parseName, parseRateLimit, parseSpendPeriod, parseTopUp } from "../src/accounts/admin-input.ts";
 
 describe("admin input", () => {
   test("parseInstant: ISO dates and date-times (UTC without a zone) and epoch ms; only real calendar dates before 10000", () => {
@@ -31,5 +31,23 @@ describe("admin input", () => {
     expect(parseRateLimit(1)).toBe(1);
     expect(parseRateLimit(1_000_000)).toBe(1_000_000);
     for (const bad of [0, 1.5, 1_000_001, "5", Number.NaN]) expect(() => parseRateLimit(bad)).toThrow("rate_limit_per_minute");
+  });
+
+  test("issue 32: year 0 is a leap year; amounts below a micro-credit, empty or long names, malformed keys are refused", () => {
+    expect(parseInstant("0000-02-29", "expires_at")).toBe(Date.parse("0000-02-29T00:00:00Z"));
+    expect(parseInstant("0", "from")).toBe(0);
+    expect(() => parseInstant("0100-02-29", "expires_at")).toThrow("expires_at");
+    expect(() => parseCredits(5e-10, "amount")).toThrow("amount");
+    expect(parseCredits(0, "credits")).toBe(0);
+    expect(() => parseCredits("5", "credits")).toThrow("credits");
+    expect(() => parseTopUp(0)).toThrow("amount");
+    expect(parseTopUp(0.000001)).toBe(1);
+    expect(creditsText("2.5", "credits")).toBe(2.5);
+    for (const bad of ["", " ", "0x10", "Infinity", "-1", "1,5", undefined]) expect(() => creditsText(bad, "credits")).toThrow("credits");
+    expect(parseName("a")).toBe("a");
+    expect(() => parseName("")).toThrow("name");
+    expect(() => parseName("x".repeat(201), "--name")).toThrow("--name");
+    expect(parseIdempotencyKey("a1-B2_c3")).toBe("a1-B2_c3");
+    for (const bad of ["", "a b", "x".repeat(201), "é", 5]) expect(() => parseIdempotencyKey(bad)).toThrow(AdminInputError);
   });
 });

@@ -241,7 +241,20 @@ export function hashKey(key: string): string {
   return Bun.SHA256.hash(key, "hex") as string;
 }
 
-export const iso = (ms: number | null) => (ms === null ? null : new Date(ms).toISOString());
+/** The range an ISO date with a four-digit year can name (as accounts/admin-input.ts accepts). */
+const EARLIEST_ISO_MS = Date.parse("0000-01-01T00:00:00Z");
+const LATEST_ISO_MS = Date.UTC(9999, 11, 31, 23, 59, 59, 999);
+
+/**
+ * A stored epoch-ms time as ISO 8601. Rows written by an older version may hold times out of
+ * range (an expiry of 99999999999999999 was accepted once): they are clamped to year 0 or 9999,
+ * which is what they mean in effect (never expires), so reading them never throws. A value that
+ * is no number at all reads as null.
+ */
+export function iso(ms: number | null): string | null {
+  if (ms === null || typeof ms !== "number" || Number.isNaN(ms)) return null;
+  return new Date(Math.min(LATEST_ISO_MS, Math.max(EARLIEST_ISO_MS, ms))).toISOString();
+}
 
 /** The SQLite AccountStore: synchronous, on the gateway's own connection. */
 export function createAccountStore(db: Database, now: () => number) {

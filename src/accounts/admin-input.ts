@@ -1,4 +1,4 @@
-import { creditsToMicro } from "../billing/money.ts";
+import { creditsToMicro, MAX_CREDITS, MICRO_PER_CREDIT } from "../billing/money.ts";
 import { isSpendPeriod, SPEND_PERIODS, type SpendPeriod } from "../billing/spend-period.ts";
 
 /**
@@ -9,7 +9,9 @@ import { isSpendPeriod, SPEND_PERIODS, type SpendPeriod } from "../billing/spend
 export class AdminInputError extends Error {}
 
 /** The latest instant an ISO date can name with a four-digit year (9999-12-31T23:59:59.999Z). */
-const LATEST_MS = Date.UTC(9999, 11, 31, 23, 59, 59, 999);
+export const LATEST_MS = Date.UTC(9999, 11, 31, 23, 59, 59, 999);
+/** The earliest: 0000-01-01T00:00:00Z (Date.UTC would read year 0 as 1900). */
+export const EARLIEST_MS = Date.parse("0000-01-01T00:00:00Z");
 const ISO = /^(\d{4})-(\d{2})-(\d{2})(?:[T ](\d{2}):(\d{2})(?::(\d{2})(?:\.\d{1,9})?)?(Z|[+-]\d{2}:?\d{2})?)?$/i;
 
 /**
@@ -25,14 +27,15 @@ export function parseInstant(value: string, field: string): number {
     const m = ISO.exec(text);
     if (!m) throw new AdminInputError(`${field} must be an ISO 8601 date (2027-01-31 or 2027-01-31T12:00:00Z) or epoch milliseconds.`);
     const [year, month, day, hour = 0, minute = 0, second = 0] = [m[1], m[2], m[3], m[4], m[5], m[6]].map((p) => (p === undefined ? undefined : Number(p))) as number[];
-    const daysInMonth = new Date(Date.UTC(year!, month!, 0)).getUTCDate();
+    // setUTCFullYear, not Date.UTC: that reads years 0–99 as 1900–1999 (and 1900 was no leap year, 0 was).
+    const daysInMonth = new Date(new Date(0).setUTCFullYear(year!, month!, 0)).getUTCDate();
     if (month! < 1 || month! > 12 || day! < 1 || day! > daysInMonth || hour > 23 || minute > 59 || second > 59) {
       throw new AdminInputError(`${field} is not a date on the calendar: ${text.slice(0, 40)}.`);
     }
     // Without a zone, UTC (as a date alone is): never the host's local time.
     ms = Date.parse(m[4] === undefined ? `${m[1]}-${m[2]}-${m[3]}T00:00:00Z` : text.replace(" ", "T") + (m[7] === undefined ? "Z" : ""));
   }
-  if (!Number.isFinite(ms) || ms > LATEST_MS) throw new AdminInputError(`${field} must be a date before the year 10000.`);
+  if (!Number.isFinite(ms) || ms > LATEST_MS || ms < EARLIEST_MS) throw new AdminInputError(`${field} must be a date before the year 10000.`);
   return ms;
 }
 
@@ -42,13 +45,51 @@ export function parseSpendPeriod(value: unknown, field = "spend_limit_period"): 
   throw new AdminInputError(`${field} must be one of ${SPEND_PERIODS.join(", ")}, or null for a lifetime limit.`);
 }
 
-/** Credits (at most 6 decimals, 0 to MAX_CREDITS) as micro-credits. */
-export function parseCredits(value: number, field: string): number {
+/**
+ * Credits (at most 6 decimals, 0 to MAX_CREDITS) as micro-credits. An amount above zero but
+ * below one micro-credit (5e-10) is refused: it would be stored as 0 and look applied.
+ */
+export function parseCredits(value: unknown, field: string): number {
+  if (typeof value !== "number") throw new AdminInputError(`${field} must be a number of credits from 0 to ${MAX_CREDITS}.`);
+  let micro: number;
   try {
-    return creditsToMicro(value);
+    micro = creditsToMicro(value);
   } catch (err) {
     throw new AdminInputError(`${field}: ${(err as Error).message}`);
   }
+  if (micro === 0 && value > 0) throw new AdminInputError(`${field} must be 0 or at least one micro-credit (${1 / MICRO_PER_CREDIT}).`);
+  return micro;
+}
+
+/** A top-up: at least one micro-credit, at most MAX_CREDITS. */
+export function parseTopUp(value: unknown, field = "amount"): number {
+  const micro = parseCredits(value, field);
+  if (micro < 1) throw new AdminInputError(`${field} must be at least one micro-credit (${1 / MICRO_PER_CREDIT}).`);
+  return micro;
+}
+
+/**
+ * Credits typed in a shell, as a plain decimal (an exponent allowed): Number() would also take
+ * "", " ", "0x10" and "Infinity".
+ */
+export function creditsText(text: string | undefined, field: string): number {
+  if (text === undefined || !/^\d+(\.\d+)?(e[+-]?\d+)?$/i.test(text.trim())) throw new AdminInputError(`${field} must be a number of credits (a decimal such as 25 or 0.5).`);
+  return Number(text.trim());
+}
+
+/** Account and key names: 1 to 200 characters (UTF-16 units, as the API's schema counts them). */
+export function parseName(value: unknown, field = "name"): string {
+  if (typeof value !== "string" || value.length < 1 || value.length > 200) throw new AdminInputError(`${field} must be 1 to 200 characters.`);
+  return value;
+}
+
+/**
+ * An Idempotency-Key: 1 to 200 printable ASCII characters (a UUID fits), so it can be stored and
+ * shown as it came.
+ */
+export function parseIdempotencyKey(value: unknown, field = "Idempotency-Key"): string {
+  if (typeof value !== "string" || !/^[\x21-\x7e]{1,200}$/.test(value)) throw new AdminInputError(`${field} must be 1 to 200 printable ASCII characters without spaces.`);
+  return value;
 }
 
 export function parseRateLimit(value: unknown, field = "rate_limit_per_minute"): number {

@@ -27,6 +27,7 @@ export type ReserveResult =
   | { ok: false; reason: "unavailable"; message: string };
 
 import type { PriceList, TokenClasses } from "./pricing.ts";
+import { microToCredits } from "./money.ts";
 import { periodWindow, spentInPeriod, type SpendBudget, type SpendPeriod } from "./spend-period.ts";
 
 /** A finished request: what it cost and its usage record. */
@@ -80,8 +81,12 @@ export interface Ledger {
   settle(settlement: Settlement): Promise<void>;
   /** Voids a hold that will not be settled (nothing charged, no usage record). */
   release(requestId: string): Promise<void>;
-  /** Adds credits; false when the account does not exist. */
-  topUp(accountId: string, amountMicro: number): Promise<boolean>;
+  /**
+   * Adds credits; false when the account does not exist. With an idempotency key, a repeat (same
+   * key, account and amount) credits nothing more and returns true; the same key for another
+   * account or amount throws IdempotencyConflictError. Keys are kept with their credit entries.
+   */
+  topUp(accountId: string, amountMicro: number, idempotencyKey?: string): Promise<boolean>;
   /** Balance as written, and what open requests hold; null for an unknown account. */
   balance(accountId: string): Promise<{ balanceMicro: number; heldMicro: number } | null>;
   /** Writes everything queued; resolves when written or when the store refuses. */
@@ -95,6 +100,13 @@ export interface Ledger {
   openHolds(): number;
   /** Writes what is queued (within `graceMs`) and stops; later calls are refused. */
   close(graceMs?: number): Promise<void>;
+}
+
+/** An idempotency key already used for another top-up: says which, so the client can tell. */
+export class IdempotencyConflictError extends Error {
+  constructor(readonly idempotencyKey: string, readonly accountId: string, readonly amountMicro: number) {
+    super(`This Idempotency-Key was already used for a top-up of ${microToCredits(amountMicro)} credits to account ${accountId}; a different top-up needs a new key.`);
+  }
 }
 
 /**

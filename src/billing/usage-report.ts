@@ -1,5 +1,6 @@
 import type { Database } from "bun:sqlite";
 import { microToCredits } from "./money.ts";
+import { parseInstant } from "../accounts/admin-input.ts";
 
 /** A usage record's counts and money as its columns name them: one record's, or a report's sums of them. */
 export interface RecordCounts {
@@ -258,12 +259,9 @@ export function breakdownCsv(q: UsageQuery, rows: UsageBucketRow[]): string {
 
 /** Reads a report query from strings (the admin API's query, the CLI's flags); throws a message for the caller to show. */
 export function parseUsageQuery(input: { from?: string; to?: string; group_by?: string; granularity?: string; account_id?: string; key_id?: string; model?: string }, now: number): UsageQuery {
-  const instant = (value: string | undefined, field: string, fallback: number) => {
-    if (value === undefined || value === "") return fallback;
-    const ms = /^\d+$/.test(value) ? Number(value) : Date.parse(value);
-    if (!Number.isFinite(ms)) throw new RangeError(`${field} must be an ISO 8601 date or epoch milliseconds.`);
-    return ms;
-  };
+  // The admin input's own parser: a date past the year 9999 would pass Date.parse and then make
+  // the report's toISOString() throw (a 500).
+  const instant = (value: string | undefined, field: string, fallback: number) => (value === undefined || value === "" ? fallback : parseInstant(value, field));
   const granularity = (input.granularity || "day") as Granularity;
   if (granularity !== "day" && granularity !== "hour") throw new RangeError("granularity must be day or hour.");
   const groupBy = (input.group_by ?? "account,key,model").split(",").map((g) => g.trim()).filter((g) => g !== "");

@@ -1,6 +1,7 @@
 import { openDatabase } from "../store/database.ts";
 import { createAccountStore, CursorError, KeyLimitError, MAX_ACCOUNT_PAGE, type AccountPatch, type AccountStore, type KeyOptions, type KeyPatch } from "../accounts/account-store.ts";
-import { AdminInputError, parseCredits, parseInstant, parseRateLimit, parseSpendPeriod } from "../accounts/admin-input.ts";
+import { AdminInputError, creditsText, parseCredits, parseIdempotencyKey, parseInstant, parseName, parseRateLimit, parseSpendPeriod, parseTopUp } from "../accounts/admin-input.ts";
+import { IdempotencyConflictError } from "../billing/ledger.ts";
 import { creditWriter } from "../store/sqlite/credits.ts";
 import { auditLedger } from "../store/sqlite/audit.ts";
 import { loadSettings } from "../config/load-config.ts";
@@ -18,7 +19,8 @@ const USAGE = `usage: bun run admin <command>
                                          accounts oldest first, 50 (at most 500) a page; --name keeps names
                                          containing TEXT (any case); --cursor is the last page's next_cursor
   accounts show <account-id>             balance, reserved credits, spend limit, keys (prefix and last 4 only)
-  accounts topup <account-id> <credits>  add credits
+  accounts topup <account-id> <credits> [--idempotency-key KEY]
+                                         add credits (at least 0.000001); repeated with the same KEY, credits once
   accounts update <account-id> [--name NAME] [--spend-limit CREDITS|none] [--period day|week|month|none]
                                          change what is given; --period none: the limit is over the account's life
   keys create <account-id> [name] [--rpm N] [--expires ISO-DATE] [--spend-limit CREDITS] [--period day|week|month]
@@ -53,9 +55,11 @@ function checked<T>(parse: () => T): T {
 
 /** Credits as micro-credits; "" and non-numbers are refused (Number("") would be 0). */
 function credits(value: string | undefined, field = "credits"): number {
-  if (value === undefined || value.trim() === "" || !Number.isFinite(Number(value))) throw new UsageError(`${field}: must be a number of credits`);
-  return checked(() => parseCredits(Number(value), field));
+  return checked(() => parseCredits(creditsText(value, field), field));
 }
+
+const name = (value: string | undefined, field: string) => checked(() => parseName(value, field));
+const instant = (value: string, field: string) => checked(() => parseInstant(value, field));
 
 /** `none` clears a setting (null); otherwise `parse` reads the value. */
 function orNone<T>(value: string, parse: (v: string) => T): T | null {
@@ -93,7 +97,7 @@ function pricedModels(env: Record<string, string | undefined>): Set<string> | un
 /** What the commands need of a store, whichever it is. */
 interface AdminStore {
   accounts: AccountStore;
-  topUp(accountId: string, amountMicro: number): Promise<boolean>;
+  topUp(accountId: string, amountMicro: number, idempotencyKey?: string): Promise<boolean>;
   usage: UsageReporter;
   breakdown: UsageBreakdown;
   audit(pricedModels: Set<string> | undefined): Promise<{ clean: boolean }>;
@@ -112,7 +116,7 @@ async function openAdminStore(env: Record<string, string | undefined>): Promise<
     }
     return {
       accounts: createPostgresAccounts(sql, Date.now),
-      topUp: (accountId, amountMicro) => creditAccount(sql, accountId, amountMicro, Date.now()),
+      topUp: (accountId, amountMicro, idempotencyKey) => creditAccount(sql, accountId, amountMicro, Date.now(), idempotencyKey),
       usage: createPostgresUsageReport(sql),
       breakdown: createPostgresUsageBreakdown(sql),
       audit: (priced) => auditPostgres(sql, priced),
@@ -123,7 +127,7 @@ async function openAdminStore(env: Record<string, string | undefined>): Promise<
   const topUp = creditWriter(db, Date.now);
   return {
     accounts: createAccountStore(db, Date.now),
-    topUp: async (accountId, amountMicro) => topUp(accountId, amountMicro),
+    topUp: async (accountId, amountMicro, idempotencyKey) => topUp(accountId, amountMicro, idempotencyKey),
     usage: createUsageReport(db),
     breakdown: createUsageBreakdown(db),
     audit: async (priced) => auditLedger(db, priced),
@@ -147,7 +151,7 @@ export async function runAdmin(argv: string[], env: Record<string, string | unde
   try {
     const { accounts } = store;
     if (noun === "accounts" && verb === "create" && args.length === 2) {
-      const account = await accounts.createAccount(args[0]!, credits(args[1]));
+      const account = await accounts.createAccount(name(args[0], "name"), credits(args[1]));
       return json({ id: account.id, name: account.name, balance: account.balance });
     }
     if (noun === "accounts" && verb === "list" && args.length === 0) {
@@ -162,10 +166,7 @@ export async function runAdmin(argv: string[], env: Record<string, string | unde
     }
     if (noun === "accounts" && verb === "update" && args.length === 1) {
       const patch: AccountPatch = {};
-      if (has("name")) {
-        if (!options.name || options.name.length > 200) throw new UsageError("--name must be 1 to 200 characters");
-        patch.name = options.name;
-      }
+      if (has("name")) patch.name = name(options.name, "--name");
       if (has("spend-limit")) patch.spendLimitMicro = orNone(options["spend-limit"]!, (v) => credits(v, "--spend-limit"));
       if (has("period")) patch.spendLimitPeriod = orNone(options.period!, period);
       if (!(await accounts.updateAccount(args[0]!, patch))) return { code: 1, out: `no account ${args[0]}` };
@@ -176,15 +177,19 @@ export async function runAdmin(argv: string[], env: Record<string, string | unde
       return account ? json(account) : { code: 1, out: `no account ${args[0]}` };
     }
     if (noun === "accounts" && verb === "topup" && args.length === 2) {
-      if (!(await store.topUp(args[0]!, credits(args[1])))) return { code: 1, out: `no account ${args[0]}` };
+      const amount = checked(() => parseTopUp(creditsText(args[1], "credits"), "credits"));
+      const key = has("idempotency-key") ? checked(() => parseIdempotencyKey(options["idempotency-key"], "--idempotency-key")) : undefined;
+      if (!(await store.topUp(args[0]!, amount, key))) return { code: 1, out: `no account ${args[0]}` };
       return json({ id: args[0], balance: (await accounts.getAccount(args[0]!))!.balance });
     }
     if (noun === "keys" && verb === "create" && args.length >= 1) {
-      const opts: KeyOptions = { name: args[1] ?? null };
-      if (options.rpm) opts.rateLimitPerMinute = rpm(options.rpm);
-      if (options.expires) opts.expiresAt = checked(() => parseInstant(options.expires!, "--expires"));
-      if (options["spend-limit"]) opts.spendLimitMicro = credits(options["spend-limit"], "--spend-limit");
-      if (options.period) opts.spendLimitPeriod = period(options.period);
+      if (args.length > 2) throw new UsageError(USAGE);
+      // has(), not truthiness: `--rpm ""` is a mistake to report, not a flag to skip.
+      const opts: KeyOptions = { name: args[1] === undefined ? null : name(args[1], "name") };
+      if (has("rpm")) opts.rateLimitPerMinute = rpm(options.rpm!);
+      if (has("expires")) opts.expiresAt = instant(options.expires!, "--expires");
+      if (has("spend-limit")) opts.spendLimitMicro = credits(options["spend-limit"], "--spend-limit");
+      if (has("period")) opts.spendLimitPeriod = period(options.period!);
       const key = await accounts.createKey(args[0]!, opts);
       return key ? json(key) : { code: 1, out: `no account ${args[0]}` };
     }
@@ -193,14 +198,11 @@ export async function runAdmin(argv: string[], env: Record<string, string | unde
     }
     if (noun === "keys" && verb === "update" && args.length === 1) {
       const patch: KeyPatch = {};
-      if (has("name")) {
-        if (options.name!.length > 200) throw new UsageError("--name must be at most 200 characters");
-        patch.name = orNone(options.name!, (v) => v);
-      }
+      if (has("name")) patch.name = orNone(options.name!, (v) => name(v, "--name"));
       if (has("spend-limit")) patch.spendLimitMicro = orNone(options["spend-limit"]!, (v) => credits(v, "--spend-limit"));
       if (has("period")) patch.spendLimitPeriod = orNone(options.period!, period);
       if (has("rpm")) patch.rateLimitPerMinute = orNone(options.rpm!, rpm);
-      if (has("expires")) patch.expiresAt = orNone(options.expires!, (v) => checked(() => parseInstant(v, "--expires")));
+      if (has("expires")) patch.expiresAt = orNone(options.expires!, (v) => instant(v, "--expires"));
       const key = await accounts.updateKey(args[0]!, patch);
       return key ? json(key) : { code: 1, out: `no key ${args[0]}` };
     }
@@ -208,10 +210,9 @@ export async function runAdmin(argv: string[], env: Record<string, string | unde
       return (await accounts.revokeKey(args[0]!)) ? json({ id: args[0], revoked: true }) : { code: 1, out: `no active key ${args[0]}` };
     }
     if (noun === "usage" && verb !== undefined) {
-      const from = args[0] ? Date.parse(args[0]) : 0;
-      const to = args[1] ? Date.parse(args[1]) : Date.now() + 1;
+      const from = args[0] ? instant(args[0], "from") : 0;
+      const to = args[1] ? instant(args[1], "to") : Date.now() + 1;
       if (!(await accounts.getAccount(verb))) return { code: 1, out: `no account ${verb}` };
-      if (Number.isNaN(from) || Number.isNaN(to)) throw new UsageError("from and to are ISO dates");
       return json(await store.usage(verb, from, to));
     }
     if (noun === "report") {
@@ -244,7 +245,7 @@ export async function runAdmin(argv: string[], env: Record<string, string | unde
     return { code: 2, out: USAGE };
   } catch (err) {
     if (err instanceof UsageError) return { code: 2, out: err.message };
-    if (err instanceof KeyLimitError) return { code: 1, out: err.message };
+    if (err instanceof KeyLimitError || err instanceof IdempotencyConflictError) return { code: 1, out: err.message };
     throw err;
   } finally {
     await store.close();

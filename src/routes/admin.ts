@@ -2,9 +2,9 @@ import { Elysia, t } from "elysia";
 import { bearer } from "@elysiajs/bearer";
 import { timingSafeEqual } from "node:crypto";
 import { CursorError, KeyLimitError, MAX_ACCOUNT_PAGE, type AccountPatch, type AccountStore, type KeyOptions, type KeyPatch } from "../accounts/account-store.ts";
-import { AdminInputError, parseCredits, parseInstant, parseRateLimit, parseSpendPeriod } from "../accounts/admin-input.ts";
+import { AdminInputError, parseCredits, parseIdempotencyKey, parseInstant, parseName, parseRateLimit, parseSpendPeriod, parseTopUp } from "../accounts/admin-input.ts";
 import type { KeyResolver } from "../accounts/key-resolver.ts";
-import type { Ledger } from "../billing/ledger.ts";
+import { IdempotencyConflictError, type Ledger } from "../billing/ledger.ts";
 import { retryWhileBusy } from "../store/sqlite/sqlite-errors.ts";
 import { MAX_CREDITS } from "../billing/money.ts";
 import { breakdownCsv, parseUsageQuery, ReportTooLargeError, shapeBreakdown, type UsageBreakdown, type UsageQuery, type UsageReporter } from "../billing/usage-report.ts";
@@ -78,9 +78,7 @@ function micro(credits: number, field = "credits"): number {
 
 function instant(value: string | undefined, field: string, fallback: number): number {
   if (value === undefined || value === "") return fallback;
-  const ms = /^\d+$/.test(value) ? Number(value) : Date.parse(value);
-  if (!Number.isFinite(ms)) throw new GatewayError(400, "invalid_request", `${field} must be an ISO 8601 date or epoch milliseconds.`);
-  return ms;
+  return checked(() => parseInstant(value, field));
 }
 
 export interface AdminDeps {
@@ -129,8 +127,9 @@ export function adminRoutes(deps: AdminDeps) {
     .post(
       "/accounts",
       async ({ body, set }) => {
+        const name = checked(() => parseName(body.name));
         const credits = micro(body.credits);
-        const created = await retryWhileBusy(() => deps.accounts.createAccount(body.name, credits));
+        const created = await retryWhileBusy(() => deps.accounts.createAccount(name, credits));
         set.status = 201;
         return { id: created.id, name: created.name, balance: created.balance };
       },
@@ -153,7 +152,7 @@ export function adminRoutes(deps: AdminDeps) {
       "/accounts/:id",
       async ({ params, body }) => {
         const patch: AccountPatch = {};
-        if (body.name !== undefined) patch.name = body.name;
+        if (body.name !== undefined) patch.name = checked(() => parseName(body.name));
         if (body.spend_limit !== undefined) patch.spendLimitMicro = body.spend_limit === null ? null : micro(body.spend_limit, "spend_limit");
         if (body.spend_limit_period !== undefined) patch.spendLimitPeriod = checked(() => parseSpendPeriod(body.spend_limit_period));
         if (!(await retryWhileBusy(() => deps.accounts.updateAccount(params.id, patch)))) throw new GatewayError(404, "not_found", "No such account.");
@@ -164,9 +163,20 @@ export function adminRoutes(deps: AdminDeps) {
     )
     .post(
       "/accounts/:id/credits",
-      async ({ params, body }) => {
-        const amount = micro(body.amount);
-        if (!(await deps.ledger.topUp(params.id, amount))) throw new GatewayError(404, "not_found", "No such account.");
+      async ({ params, body, headers }) => {
+        const amount = checked(() => parseTopUp(body.amount));
+        // A client that retries a top-up whose answer it lost sends the same key: credited once.
+        const given = headers["idempotency-key"];
+        const key = given === undefined ? undefined : checked(() => parseIdempotencyKey(given));
+        let done;
+        try {
+          done = await deps.ledger.topUp(params.id, amount, key);
+        } catch (err) {
+          if (err instanceof IdempotencyConflictError) throw new GatewayError(409, "invalid_request", err.message);
+          throw err;
+        }
+        if (!done) throw new GatewayError(404, "not_found", "No such account.");
+        // A repeat answers as the first did: the account as it is now (the same body while nothing else moved it).
         const after = await account(params.id);
         return { id: after.id, balance: after.balance, reserved: after.reserved };
       },
@@ -177,7 +187,7 @@ export function adminRoutes(deps: AdminDeps) {
       "/accounts/:id/keys",
       async ({ body, params, set }) => {
         const options: KeyOptions = {
-          name: body?.name ?? null,
+          name: body?.name === undefined ? null : checked(() => parseName(body.name)),
           rateLimitPerMinute: body?.rate_limit_per_minute ?? null,
           expiresAt: body?.expires_at ? checked(() => parseInstant(body.expires_at!, "expires_at")) : null,
           spendLimitMicro: body?.spend_limit === undefined ? null : micro(body.spend_limit, "spend_limit"),
@@ -228,7 +238,7 @@ export function adminRoutes(deps: AdminDeps) {
       "/keys/:id",
       async ({ params, body }) => {
         const patch: KeyPatch = {};
-        if (body.name !== undefined) patch.name = body.name;
+        if (body.name !== undefined) patch.name = body.name === null ? null : checked(() => parseName(body.name));
         if (body.spend_limit !== undefined) patch.spendLimitMicro = body.spend_limit === null ? null : micro(body.spend_limit, "spend_limit");
         if (body.spend_limit_period !== undefined) patch.spendLimitPeriod = checked(() => parseSpendPeriod(body.spend_limit_period));
         if (body.rate_limit_per_minute !== undefined) patch.rateLimitPerMinute = body.rate_limit_per_minute === null ? null : checked(() => parseRateLimit(body.rate_limit_per_minute));

@@ -139,6 +139,11 @@ const MIGRATIONS: string[] = [
      last_error TEXT
    );
    CREATE INDEX alert_outbox_due ON alert_outbox (next_attempt_at) WHERE delivered_at IS NULL;`,
+  // Idempotent top-ups (issue 32): the client's Idempotency-Key is kept with the credit entry it
+  // made, unique, so a repeated top-up finds the first and credits nothing more (credits.ts).
+  // Kept as long as the entry (never expired): a key is a few dozen bytes per top-up.
+  `ALTER TABLE credit_entries ADD COLUMN idempotency_key TEXT;
+   CREATE UNIQUE INDEX credit_entries_idempotency ON credit_entries(idempotency_key);`,
 ];
 
 /**

@@ -1,13 +1,32 @@
-import type { Pg } from "./pg-client.ts";
+import { IdempotencyConflictError } from "../../billing/ledger.ts";
+import { int, type Pg } from "./pg-client.ts";
 
 /**
  * Adds credits and writes the entry that says so, in one statement (the audit checks every
  * balance against its entries). False for an unknown account. Shared by the ledger (admin API)
  * and the admin CLI.
+ *
+ * With an idempotency key (unique on credit_entries), the entry is inserted first and the balance
+ * moves only when it was: a repeat running at once waits on the first's row and then inserts
+ * nothing. A repeat for the same account and amount returns true, credits nothing; for another
+ * account or amount it throws IdempotencyConflictError (as store/sqlite/credits.ts).
  */
-export async function creditAccount(sql: Pg, accountId: string, amountMicro: number, at: number): Promise<boolean> {
-  const rows = await sql`
-    WITH credited AS (UPDATE accounts SET balance_micro = balance_micro + ${amountMicro} WHERE id = ${accountId} RETURNING id)
-    INSERT INTO credit_entries (account_id, amount_micro, kind, created_at) SELECT id, ${amountMicro}, 'top_up', ${at} FROM credited RETURNING id`;
-  return rows.length > 0;
+export async function creditAccount(sql: Pg, accountId: string, amountMicro: number, at: number, idempotencyKey?: string): Promise<boolean> {
+  if (idempotencyKey === undefined) {
+    const rows = await sql`
+      WITH credited AS (UPDATE accounts SET balance_micro = balance_micro + ${amountMicro} WHERE id = ${accountId} RETURNING id)
+      INSERT INTO credit_entries (account_id, amount_micro, kind, created_at) SELECT id, ${amountMicro}, 'top_up', ${at} FROM credited RETURNING id`;
+    return rows.length > 0;
+  }
+  const credited = await sql`
+    WITH entry AS (
+      INSERT INTO credit_entries (account_id, amount_micro, kind, created_at, idempotency_key)
+      SELECT id, ${amountMicro}, 'top_up', ${at}, ${idempotencyKey} FROM accounts WHERE id = ${accountId}
+      ON CONFLICT (idempotency_key) DO NOTHING RETURNING account_id)
+    UPDATE accounts SET balance_micro = balance_micro + ${amountMicro} WHERE id IN (SELECT account_id FROM entry) RETURNING id`;
+  if (credited.length > 0) return true;
+  const [done] = await sql`SELECT account_id, amount_micro FROM credit_entries WHERE idempotency_key = ${idempotencyKey}`;
+  if (!done) return false;
+  if (done.account_id === accountId && int(done.amount_micro) === amountMicro) return true;
+  throw new IdempotencyConflictError(idempotencyKey, done.account_id, int(done.amount_micro));
 }

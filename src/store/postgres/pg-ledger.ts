@@ -408,8 +408,8 @@ export async function createPostgresLedger(sql: Pg, o: PgLedgerOptions): Promise
       await enqueue({ settlement: releaseOf({ requestId, accountId: held.accountId, keyId: held.keyId, amountMicro: held.amount }), release: true, held: 0 });
     },
 
-    async topUp(accountId: string, amountMicro: number): Promise<boolean> {
-      return bounded(creditAccount(sql, accountId, amountMicro, now()), "top-up");
+    async topUp(accountId: string, amountMicro: number, idempotencyKey?: string): Promise<boolean> {
+      return bounded(creditAccount(sql, accountId, amountMicro, now(), idempotencyKey), "top-up");
     },
 
     async balance(accountId: string) {

@@ -132,6 +132,10 @@ const MIGRATIONS: string[] = [
      last_error text
    );
    CREATE INDEX alert_outbox_due ON alert_outbox (next_attempt_at) WHERE delivered_at IS NULL;`,
+  // Idempotent top-ups (store/database.ts has the same column and says why). A plain unique index
+  // (NULLs are distinct): INSERT … ON CONFLICT (idempotency_key) needs one without a predicate.
+  `ALTER TABLE credit_entries ADD COLUMN idempotency_key text;
+   CREATE UNIQUE INDEX credit_entries_idempotency ON credit_entries (idempotency_key);`,
 ];
 
 /** The schema version this code brings a database to. */

@@ -343,8 +343,8 @@ export function createSqliteLedger(db: Database, o: SqliteLedgerOptions): Ledger
       lift(requestId);
     },
 
-    async topUp(accountId: string, amountMicro: number): Promise<boolean> {
-      const done = await retryWhileBusy(() => credit(accountId, amountMicro));
+    async topUp(accountId: string, amountMicro: number, idempotencyKey?: string): Promise<boolean> {
+      const done = await retryWhileBusy(() => credit(accountId, amountMicro, idempotencyKey));
       books.delete(accountId);
       return done;
     },
