@@ -88,17 +88,32 @@ const storeName = choice.databaseUrl ? "PostgreSQL" : dbPath;
 
 const requestedPort = Number(process.env.PORT ?? 8080);
 const hostname = process.env.HOST ?? "0.0.0.0";
-app.listen({
-  port: requestedPort,
-  hostname,
-  // Streams lift this per request; it only bounds idle keep-alive connections and stuck uploads.
-  idleTimeout: 120,
-  // Bodies are refused with our JSON 413 from their Content-Length or while being read (never buffered
-  // past the limit); Bun's own cut, which answers without a body, is only a last resort.
-  maxRequestBodySize: settings.limits.max_body_bytes * 8,
-  // Workers share the port; the kernel spreads new connections over them.
-  ...(worker ? { reusePort: true } : {}),
-});
+try {
+  app.listen({
+    port: requestedPort,
+    hostname,
+    // Streams lift this per request; it only bounds idle keep-alive connections and stuck uploads.
+    idleTimeout: 120,
+    // Bodies are refused with our JSON 413 from their Content-Length or while being read (never buffered
+    // past the limit); Bun's own cut, which answers without a body, is only a last resort.
+    maxRequestBodySize: settings.limits.max_body_bytes * 8,
+    // Workers share the port; the kernel spreads new connections over them. Elysia turns reusePort on
+    // unless told otherwise, which would let a second gateway on the same port take half the
+    // connections unnoticed (with its own ledger), so a single process asks for the port alone.
+    reusePort: worker,
+  });
+} catch (err) {
+  // One line, no stack: the operator needs to know which port and what to change.
+  const code = (err as { code?: string } | null)?.code;
+  console.error(
+    code === "EADDRINUSE"
+      ? `switchyard: port ${requestedPort} on ${hostname} is already in use (another gateway?); set PORT to another one`
+      : `switchyard: cannot listen on port ${requestedPort} on ${hostname}: ${err instanceof Error ? err.message : String(err)}`,
+  );
+  await stores?.close();
+  lock?.release();
+  process.exit(1);
+}
 
 const port = app.server!.port;
 const shown = hostname === "0.0.0.0" ? "localhost" : hostname;

@@ -73,3 +73,24 @@ export async function runAdminCli(args: string[], env: Record<string, string>): 
   const [out, err, code] = await Promise.all([new Response(child.stdout).text(), new Response(child.stderr).text(), child.exited]);
   return { code, out: out + err };
 }
+
+/**
+ * `bun src/index.ts` for a start that is expected to fail: resolves with its exit code and output
+ * once it exits; killed (and reported so) if it is still running after `timeoutMs`.
+ */
+export async function runGatewayToExit(env: Record<string, string>, timeoutMs = 15_000): Promise<{ code: number; stdout: string; stderr: string }> {
+  const child = Bun.spawn(["bun", "src/index.ts"], {
+    cwd: ROOT,
+    env: { ...process.env, PORT: "0", HOST: "127.0.0.1", LOG_LEVEL: "warn", ...env },
+    stdin: "ignore",
+    stdout: "pipe",
+    stderr: "pipe",
+  });
+  const deadline = setTimeout(() => child.kill("SIGKILL"), timeoutMs);
+  try {
+    const [stdout, stderr, code] = await Promise.all([new Response(child.stdout).text(), new Response(child.stderr).text(), child.exited]);
+    return { code, stdout, stderr };
+  } finally {
+    clearTimeout(deadline);
+  }
+}
