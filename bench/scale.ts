@@ -184,7 +184,7 @@ try {
       url.pathname = `/${name}`;
       env.SWITCHYARD_DATABASE_URL = url.toString();
     }
-    const gw = await startGateway({ SWITCHYARD_CONFIG: config, SWITCHYARD_ADMIN_TOKEN: "bench-admin", ...env });
+    const gw = await startGateway({ SWITCHYARD_CONFIG: config, SWITCHYARD_ADMIN_TOKEN: "bench-admin-0123456789abcdef0123456789abcdef", ...env });
     const keys: string[] = [];
     for (let i = 0; i < ACCOUNTS; i++) {
       const admin = { authorization: "Bearer bench-admin", "content-type": "application/json" };

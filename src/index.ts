@@ -81,7 +81,7 @@ if (choice.databaseUrl) {
 // Rate limits in Redis fail closed: until it answers, requests are refused with 503.
 const limiter = choice.redisUrl ? openRedisLimiter(choice.redisUrl, { log }) : undefined;
 if (limiter && !(await limiter.ready())) log("warn", "Redis (SWITCHYARD_REDIS_URL) does not answer yet: requests are refused (503) until it does");
-const app = createApp({ db, stores, limiter, settings, log, adminToken: process.env.SWITCHYARD_ADMIN_TOKEN || undefined, ops });
+const app = createApp({ db, stores, limiter, settings, log, adminToken: ops.adminToken, ops });
 const demo = process.env.SWITCHYARD_DEMO !== "0" ? await issueDemoKey(app.services.accounts) : undefined;
 db?.exec("PRAGMA busy_timeout = 0");
 const storeName = choice.databaseUrl ? "PostgreSQL" : dbPath;

@@ -16,7 +16,7 @@ afterAll(async () => {
   rmSync(dir, { recursive: true, force: true });
 });
 
-const ADMIN = "alerts-restart-admin";
+const ADMIN = "alerts-restart-admin-0123456789abcdef0123456789abcdef";
 
 function outbox(dbPath: string) {
   const db = new Database(dbPath, { readonly: true });

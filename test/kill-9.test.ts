@@ -52,7 +52,7 @@ function gatewayEnv(name: string): Record<string, string> {
     ],
     limits: { requests_per_minute: 10_000_000 },
   }));
-  return { SWITCHYARD_CONFIG: config, SWITCHYARD_DB: join(dir, `${name}.sqlite`), SWITCHYARD_ADMIN_TOKEN: "kill9-admin" };
+  return { SWITCHYARD_CONFIG: config, SWITCHYARD_DB: join(dir, `${name}.sqlite`), SWITCHYARD_ADMIN_TOKEN: "kill9-admin-0123456789abcdef0123456789abcdef" };
 }
 
 async function start(env: Record<string, string>): Promise<GatewayProcess> {

@@ -46,3 +46,14 @@ test("a second gateway on a port in use exits non-zero with one line saying so; 
     await first.child.exited;
   }
 }, 30_000);
+
+test("an admin or metrics token shorter than 32 characters is refused at start: one line naming the variable and the length, never the token", async () => {
+  for (const name of ["SWITCHYARD_ADMIN_TOKEN", "SWITCHYARD_METRICS_TOKEN"]) {
+    const token = "change-me-please";
+    const run = await runGatewayToExit({ [name]: token, SWITCHYARD_DB: join(dir, "short-token.sqlite") });
+    expect(run.code).not.toBe(0);
+    expectOneLine(run.stderr);
+    expect(run.stderr).toContain(`${name} must be at least 32 characters long`);
+    expect(run.stderr + run.stdout).not.toContain(token);
+  }
+}, 30_000);
