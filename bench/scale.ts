@@ -87,7 +87,7 @@ async function startUpstream(): Promise<{ url: string }> {
 async function startGateway(env: Record<string, string>): Promise<{ url: string; key: string; proc: Subprocess }> {
   const proc = Bun.spawn(["bun", "src/index.ts"], {
     cwd: ROOT,
-    env: { ...process.env, PORT: "0", HOST: "127.0.0.1", LOG_LEVEL: "info", BUN_CONFIG_MAX_HTTP_REQUESTS: "4096", ...env },
+    env: { ...process.env, PORT: "0", HOST: "127.0.0.1", LOG_LEVEL: "info", BUN_CONFIG_MAX_HTTP_REQUESTS: "4096", SWITCHYARD_DEMO: "1", ...env },
     stdout: "pipe",
     stderr: "pipe",
   });

@@ -24,7 +24,7 @@ const run = (binary: string, args: string[], env: Record<string, string>) =>
 test("the compiled binary runs with production defaults: no BUN_CONFIG_MAX_HTTP_REQUESTS needed, answers with ids, reports ready through --health-check", async () => {
   const binary = await build();
   // Only what a test needs to find it (a free port, loopback) and the admin API on.
-  const child = run(binary, [], { PORT: "0", HOST: "127.0.0.1", SWITCHYARD_ADMIN_TOKEN: "admin-secret-0123456789abcdef0123456789abcdef" });
+  const child = run(binary, [], { PORT: "0", HOST: "127.0.0.1", SWITCHYARD_ADMIN_TOKEN: "admin-secret-0123456789abcdef0123456789abcdef", SWITCHYARD_DEMO: "1" });
   let errors = "";
   void (async () => {
     for await (const chunk of child.stderr) errors += new TextDecoder().decode(chunk);
