@@ -87,7 +87,7 @@ async function startUpstream(): Promise<{ url: string }> {
 async function startGateway(env: Record<string, string>): Promise<{ url: string; key: string; proc: Subprocess }> {
   const proc = Bun.spawn(["bun", "src/index.ts"], {
     cwd: ROOT,
-    env: { ...process.env, PORT: "0", HOST: "127.0.0.1", LOG_LEVEL: "info", BUN_CONFIG_MAX_HTTP_REQUESTS: "4096", ...env },
+    env: { ...process.env, PORT: "0", HOST: "127.0.0.1", LOG_LEVEL: "info", BUN_CONFIG_MAX_HTTP_REQUESTS: "4096", SWITCHYARD_DEMO: "1", ...env },
     stdout: "pipe",
     stderr: "pipe",
   });
@@ -184,7 +184,7 @@ try {
       url.pathname = `/${name}`;
       env.SWITCHYARD_DATABASE_URL = url.toString();
     }
-    const gw = await startGateway({ SWITCHYARD_CONFIG: config, SWITCHYARD_ADMIN_TOKEN: "bench-admin", ...env });
+    const gw = await startGateway({ SWITCHYARD_CONFIG: config, SWITCHYARD_ADMIN_TOKEN: "bench-admin-0123456789abcdef0123456789abcdef", ...env });
     const keys: string[] = [];
     for (let i = 0; i < ACCOUNTS; i++) {
       const admin = { authorization: "Bearer bench-admin", "content-type": "application/json" };

@@ -38,6 +38,7 @@ import { openApiRoute } from "./routes/openapi.ts";
 import type { ResponseStore } from "./translate/response-store.ts";
 import { createMemoryResponseStore } from "./store/memory/memory-response-store.ts";
 import { createAlerts, type Alerts } from "./alerts/alerts.ts";
+import { createAuthFailures, type AuthFailureOptions } from "./limits/auth-failures.ts";
 import { createSqliteAlertOutbox } from "./store/sqlite/sqlite-alert-outbox.ts";
 
 export interface AppDeps {
@@ -53,6 +54,8 @@ export interface AppDeps {
   now?: () => number;
   log: Logger;
   adminToken?: string;
+  /** Throttle of failed admin authentications (default 10 per address and minute, then 429). */
+  adminAuthFailures?: AuthFailureOptions;
   /** Tuning of the SQLite ledger (tests shorten its timers). */
   ledgerOptions?: Omit<SqliteLedgerOptions, "now" | "changes" | "log" | "onCommitted">;
   /** Wraps the ledger the app builds (tests inject faults with it). */
@@ -186,7 +189,7 @@ export function createApp(deps: AppDeps) {
   // route would copy all request headers into an object per request (`headers.toJSON()`, 1.2 %
   // of a non-stream request's CPU in a profile) that none of them reads.
   for (const route of app.routes) route.compile();
-  app.use(adminRoutes({ accounts, keys, ledger, usage, breakdown, adminToken: deps.adminToken, now, changed }));
+  app.use(adminRoutes({ accounts, keys, ledger, usage, breakdown, adminToken: deps.adminToken, now, changed, log, authFailures: createAuthFailures({ now, ...deps.adminAuthFailures }) }));
   // Route labels are the paths served, known once every route is registered.
   if (ops.metrics) {
     tracker.metrics = createGatewayMetrics({

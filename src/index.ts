@@ -6,7 +6,8 @@ import { GatewayLockError, lockDatabaseFile } from "./store/sqlite/gateway-lock.
 import { startWalCheckpointer } from "./store/wal-checkpointer.ts";
 import { createApp } from "./app.ts";
 import { jsonLogger } from "./log.ts";
-import { issueDemoKey } from "./accounts/demo-account.ts";
+import { DemoConfigError, demoChoice, issueDemoKey, type DemoChoice } from "./accounts/demo-account.ts";
+import { microToCredits } from "./billing/money.ts";
 import { holdTtlFor, ledgerTimingsFrom, openPostgresStores, openRedisLimiter, storeChoice, StoreConfigError, type SharedStores, type StoreChoice } from "./store/stores.ts";
 import { processRole, superviseWorkers, WorkersConfigError, type ListeningMessage, type ProcessRole } from "./supervisor.ts";
 import type { Database } from "bun:sqlite";
@@ -20,14 +21,16 @@ let choice: StoreChoice;
 let ops: OpsSettings;
 let role: ProcessRole;
 let pgTimings: ReturnType<typeof ledgerTimingsFrom>;
+let demoWanted: DemoChoice;
 try {
   settings = loadSettings(process.env);
   choice = storeChoice(process.env);
   ops = opsSettings(process.env);
   role = processRole(process.env, choice);
   pgTimings = ledgerTimingsFrom(process.env);
+  demoWanted = demoChoice(process.env);
 } catch (err) {
-  if (!(err instanceof ConfigError) && !(err instanceof StoreConfigError) && !(err instanceof OpsConfigError) && !(err instanceof WorkersConfigError)) throw err;
+  if (!(err instanceof ConfigError) && !(err instanceof StoreConfigError) && !(err instanceof OpsConfigError) && !(err instanceof WorkersConfigError) && !(err instanceof DemoConfigError)) throw err;
   console.error(`switchyard: ${err.message}`);
   process.exit(1);
 }
@@ -83,35 +86,54 @@ if (choice.databaseUrl) {
 // Rate limits in Redis fail closed: until it answers, requests are refused with 503.
 const limiter = choice.redisUrl ? openRedisLimiter(choice.redisUrl, { log }) : undefined;
 if (limiter && !(await limiter.ready())) log("warn", "Redis (SWITCHYARD_REDIS_URL) does not answer yet: requests are refused (503) until it does");
-const app = createApp({ db, stores, limiter, settings, log, adminToken: process.env.SWITCHYARD_ADMIN_TOKEN || undefined, ops });
-const demo = process.env.SWITCHYARD_DEMO !== "0" ? await issueDemoKey(app.services.accounts) : undefined;
+const app = createApp({ db, stores, limiter, settings, log, adminToken: ops.adminToken, ops });
+const demo = demoWanted.on ? await issueDemoKey(app.services.accounts) : undefined;
+// What the account has now, not what it started with: a spent demo account says so at the next start.
+const demoCredits = demo ? microToCredits((await app.services.ledger.balance(demo.accountId))?.balanceMicro ?? 0) : 0;
 db?.exec("PRAGMA busy_timeout = 0");
 const storeName = choice.databaseUrl ? "PostgreSQL" : dbPath;
 
 const requestedPort = Number(process.env.PORT ?? 8080);
 const hostname = process.env.HOST ?? "0.0.0.0";
-app.listen({
-  port: requestedPort,
-  hostname,
-  // Streams lift this per request; it only bounds idle keep-alive connections and stuck uploads.
-  idleTimeout: 120,
-  // Bodies are refused with our JSON 413 from their Content-Length or while being read (never buffered
-  // past the limit); Bun's own cut, which answers without a body, is only a last resort.
-  maxRequestBodySize: settings.limits.max_body_bytes * 8,
-  // Workers share the port; the kernel spreads new connections over them.
-  ...(worker ? { reusePort: true } : {}),
-});
+try {
+  app.listen({
+    port: requestedPort,
+    hostname,
+    // Streams lift this per request; it only bounds idle keep-alive connections and stuck uploads.
+    idleTimeout: 120,
+    // Bodies are refused with our JSON 413 from their Content-Length or while being read (never buffered
+    // past the limit); Bun's own cut, which answers without a body, is only a last resort.
+    maxRequestBodySize: settings.limits.max_body_bytes * 8,
+    // Workers share the port; the kernel spreads new connections over them. Elysia turns reusePort on
+    // unless told otherwise, which would let a second gateway on the same port take half the
+    // connections unnoticed (with its own ledger), so a single process asks for the port alone.
+    reusePort: worker,
+  });
+} catch (err) {
+  // One line, no stack: the operator needs to know which port and what to change.
+  const code = (err as { code?: string } | null)?.code;
+  console.error(
+    code === "EADDRINUSE"
+      ? `switchyard: port ${requestedPort} on ${hostname} is already in use (another gateway?); set PORT to another one`
+      : `switchyard: cannot listen on port ${requestedPort} on ${hostname}: ${err instanceof Error ? err.message : String(err)}`,
+  );
+  await stores?.close();
+  lock?.release();
+  process.exit(1);
+}
 
 const port = app.server!.port;
 const shown = hostname === "0.0.0.0" ? "localhost" : hostname;
 if (worker) process.send?.({ type: "listening", port: Number(port) } satisfies ListeningMessage);
 log("info", "switchyard listening", { url: `http://${shown}:${port}`, config: settings.source, db: storeName, rateLimits: choice.redisUrl ? "redis" : "in-process", models: settings.models.length });
 
+// Workers after the first are told SWITCHYARD_DEMO=0 by the supervisor: only a single process or the first says why.
+if (!demoWanted.on && !(worker && process.env.SWITCHYARD_DEMO === "0")) log("info", `no demo account: ${demoWanted.reason} (SWITCHYARD_DEMO=1 turns it on)`);
 if (demo) {
   const model = settings.models[0]?.id ?? "switchyard/echo";
   console.log(`
 Switchyard is listening on http://${shown}:${port}  (config: ${settings.source}, database: ${storeName})
-Demo key (account "demo", 100 credits; a new one is issued at each start): ${demo.key}
+Demo key (account "demo", ${demoCredits.toLocaleString("en-US", { maximumFractionDigits: 6 })} credits left; a new key is issued at each start): ${demo.key}
 
   curl http://${shown}:${port}/v1/chat/completions \\
     -H "Authorization: Bearer ${demo.key}" -H "content-type: application/json" \\

@@ -308,7 +308,7 @@ describe("accounts list / update, keys update", () => {
   });
 
   test("separate process beside a running gateway: the same JSON as the API; a key update applies to the next request", async () => {
-    const token = "cli-admin-token-0123456789";
+    const token = "cli-admin-token-0123456789abcdef0123456789abcdef";
     const gw = await startGateway({ upstreamUrl: "http://127.0.0.1:9", adminToken: token });
     const api = async (method: string, path: string, body?: unknown) =>
       (await fetch(gw.url + path, { method, headers: { authorization: `Bearer ${token}`, "content-type": "application/json" }, body: body === undefined ? undefined : JSON.stringify(body) })).json();

@@ -9,7 +9,7 @@ import { OPENAI_MODEL, startGateway, type Gateway } from "./helpers/gateway.ts";
  * Changing keys and accounts through the admin API, listing accounts, and GET /v1/key, on the
  * real app in front of the fake upstream: once on SQLite, once on PostgreSQL, the same tests.
  */
-const ADMIN = "admin-patch-token-0123456789";
+const ADMIN = "admin-patch-token-0123456789abcdef0123456789abcdef";
 const DEFAULT_RPM = 1_000_000;
 
 interface Backend {

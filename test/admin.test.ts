@@ -11,7 +11,8 @@ let gw: Gateway;
 let closed: Gateway;
 
 beforeAll(async () => {
-  gw = await startGateway({ upstreamUrl: NO_UPSTREAM, adminToken: ADMIN_TOKEN });
+  // Its tests send more wrong tokens than the throttle lets through (10 a minute); the throttle has tests of its own.
+  gw = await startGateway({ upstreamUrl: NO_UPSTREAM, adminToken: ADMIN_TOKEN, adminAuthFailures: { limit: 1_000 } });
   closed = await startGateway({ upstreamUrl: NO_UPSTREAM });
 });
 afterAll(async () => {
@@ -324,5 +325,38 @@ describe("GET /v1/models", () => {
 
   test("requires a key", async () => {
     await expectErrorBody(await models({}), 401, "authentication_error");
+  });
+});
+
+describe("failed admin authentication", () => {
+  test("is logged at warn with the address and path, never what was presented; past 10 a minute from one address → 429 with Retry-After; the right token always works", async () => {
+    const lines: { level: string; message: string; fields: Record<string, unknown> }[] = [];
+    const own = await startGateway({ upstreamUrl: NO_UPSTREAM, adminToken: ADMIN_TOKEN, log: (level, message, fields) => lines.push({ level, message, fields: fields ?? {} }) });
+    try {
+      const wrong = "wrong-admin-token-guess-0123456789abcdef";
+      for (let i = 0; i < 10; i++) await expectErrorBody(await admin("GET", "/v1/admin/accounts", undefined, wrong, own), 401, "authentication_error");
+      const throttled = await admin("GET", "/v1/admin/accounts", undefined, wrong, own);
+      await expectErrorBody(throttled, 429, "rate_limit_error");
+      const retryAfter = Number(throttled.headers.get("retry-after"));
+      expect(retryAfter).toBeGreaterThanOrEqual(1);
+      expect(retryAfter).toBeLessThanOrEqual(60);
+      // No token at all is a failure too.
+      expect((await admin("GET", "/v1/admin/accounts", undefined, null, own)).status).toBe(429);
+      // The operator is not locked out by someone else's guesses from the same address.
+      expect((await admin("GET", "/v1/admin/accounts", undefined, ADMIN_TOKEN, own)).status).toBe(200);
+      expect((await admin("GET", "/v1/admin/accounts", undefined, wrong, own)).status).toBe(429);
+
+      const failures = lines.filter((l) => l.message === "admin authentication failed");
+      expect(failures).toHaveLength(13);
+      for (const f of failures) {
+        expect(f.level).toBe("warn");
+        expect(f.fields.address).toBe("127.0.0.1");
+        expect(f.fields.path).toBe("/v1/admin/accounts");
+      }
+      expect(JSON.stringify(lines)).not.toContain(wrong);
+      expect(JSON.stringify(lines)).not.toContain(ADMIN_TOKEN);
+    } finally {
+      await own.stop();
+    }
   });
 });

@@ -16,7 +16,7 @@ afterAll(async () => {
   rmSync(dir, { recursive: true, force: true });
 });
 
-const ADMIN = "alerts-restart-admin";
+const ADMIN = "alerts-restart-admin-0123456789abcdef0123456789abcdef";
 
 function outbox(dbPath: string) {
   const db = new Database(dbPath, { readonly: true });
@@ -34,7 +34,7 @@ test("events queued while the receiver refuses survive a gateway restart: the ne
     providers: [{ id: "up", kind: "openai", base_url: `${upstream.url}/v1` }],
     // Output only, 1000 credits per million tokens: a request's hold is exactly max_tokens' worth.
     models: [{ id: "test/paid", provider: "up", upstream_model: "m", category: "text", context_length: 100000, pricing: { input_per_mtok: 0, output_per_mtok: 1000 } }],
-    alerts: { webhook_url: receiver.url, low_balance: 99.5, retry_initial_ms: 50, retry_max_ms: 200 },
+    alerts: { webhook_url: receiver.url, low_balance: 999.5, retry_initial_ms: 50, retry_max_ms: 200 },
   }));
   const env = { SWITCHYARD_CONFIG: config, SWITCHYARD_DB: join(dir, "ledger.sqlite"), SWITCHYARD_ADMIN_TOKEN: ADMIN, SWITCHYARD_ALERT_SECRET: "whsec-restart" };
   receiver.setRefusing(true);
@@ -49,7 +49,7 @@ test("events queued while the receiver refuses survive a gateway restart: the ne
     body: JSON.stringify({ spend_limit: 1 }),
   });
   expect(patched.status).toBe(200);
-  // Four requests of 0.25 credits: the account's limit reaches 50, 80 and 100 %, its balance falls below 99.5.
+  // Four requests of 0.25 credits: the account's limit reaches 50, 80 and 100 %, its balance (1,000 credits at first) falls below 999.5.
   for (let i = 0; i < 4; i++) {
     upstream.reply({ kind: "json", body: { id: "c", object: "chat.completion", created: 1, model: "m", choices: [{ index: 0, message: { role: "assistant", content: "ok" }, finish_reason: "stop" }], usage: { prompt_tokens: 3, completion_tokens: 250, total_tokens: 253 } } });
     const res = await fetch(`${first.url}/v1/chat/completions`, {

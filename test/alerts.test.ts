@@ -13,7 +13,7 @@ const upstream = useFakeUpstream();
 const receiver = startAlertReceiver();
 afterAll(() => receiver.stop());
 
-const ADMIN = "alerts-admin";
+const ADMIN = "alerts-admin-0123456789abcdef0123456789abcdef";
 const SECRET = "whsec-test-0123456789";
 /** Short backoff: a failed delivery is retried after 50 ms, doubling up to 200 ms. */
 const ALERTS = { webhook_url: receiver.url, retry_initial_ms: 50, retry_max_ms: 200 };

@@ -24,7 +24,7 @@ const run = (binary: string, args: string[], env: Record<string, string>) =>
 test("the compiled binary runs with production defaults: no BUN_CONFIG_MAX_HTTP_REQUESTS needed, answers with ids, reports ready through --health-check", async () => {
   const binary = await build();
   // Only what a test needs to find it (a free port, loopback) and the admin API on.
-  const child = run(binary, [], { PORT: "0", HOST: "127.0.0.1", SWITCHYARD_ADMIN_TOKEN: "admin-secret" });
+  const child = run(binary, [], { PORT: "0", HOST: "127.0.0.1", SWITCHYARD_ADMIN_TOKEN: "admin-secret-0123456789abcdef0123456789abcdef", SWITCHYARD_DEMO: "1" });
   let errors = "";
   void (async () => {
     for await (const chunk of child.stderr) errors += new TextDecoder().decode(chunk);
@@ -56,7 +56,7 @@ test("the compiled binary runs with production defaults: no BUN_CONFIG_MAX_HTTP_
     expect(res.headers.get("x-request-id")).toBe("binary-1");
     // Routes beside the admin API's bearer plugin work in the minified build too.
     for (const path of ["/openapi.json", "/metrics", "/ready"]) expect([path, (await fetch(url + path)).status]).toEqual([path, 200]);
-    expect((await fetch(`${url}/v1/admin/usage?format=csv`, { headers: { authorization: "Bearer admin-secret" } })).status).toBe(200);
+    expect((await fetch(`${url}/v1/admin/usage?format=csv`, { headers: { authorization: "Bearer admin-secret-0123456789abcdef0123456789abcdef" } })).status).toBe(200);
 
     const port = new URL(url).port;
     const check = run(binary, ["--health-check"], { PORT: port });

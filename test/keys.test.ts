@@ -2,7 +2,7 @@ import { describe, expect, test } from "bun:test";
 import { useFakeUpstream } from "./helpers/fake-upstream.ts";
 import { useGateway, OPENAI_MODEL, FREE_MODEL, spendUntilRefused } from "./helpers/gateway.ts";
 
-const ADMIN = "admin-token-for-tests";
+const ADMIN = "admin-token-for-tests-0123456789abcdef0123456789abcdef";
 let now = 1_800_000_000_000;
 const upstream = useFakeUpstream();
 const gw = useGateway(() => ({ upstreamUrl: upstream.url, adminToken: ADMIN, requestsPerMinute: 60, now: () => now }));

@@ -17,7 +17,7 @@ const OPENAI_MODEL = "crash/gpt";
 const ANTHROPIC_MODEL = "crash/claude";
 const CLIENTS = 200;
 const ROUNDS = 4;
-const DEMO_CREDITS_MICRO = 100_000_000;
+const DEMO_CREDITS_MICRO = 1_000_000_000;
 
 let upstream: FakeUpstream;
 let dir: string;
@@ -39,7 +39,7 @@ afterAll(async () => {
 function gatewayEnv(name: string): Record<string, string> {
   const config = join(dir, `${name}.json`);
   // ~20 tokens in, ~15 out: about 2,500 micro-credits a request, so thousands of requests a round
-  // stay far inside the demo account's 100 credits (no 402 can blur the picture).
+  // stay far inside the demo account's 1,000 credits (no 402 can blur the picture).
   const pricing = { input_per_mtok: 50, output_per_mtok: 100 };
   writeFileSync(config, JSON.stringify({
     providers: [
@@ -52,7 +52,7 @@ function gatewayEnv(name: string): Record<string, string> {
     ],
     limits: { requests_per_minute: 10_000_000 },
   }));
-  return { SWITCHYARD_CONFIG: config, SWITCHYARD_DB: join(dir, `${name}.sqlite`), SWITCHYARD_ADMIN_TOKEN: "kill9-admin" };
+  return { SWITCHYARD_CONFIG: config, SWITCHYARD_DB: join(dir, `${name}.sqlite`), SWITCHYARD_ADMIN_TOKEN: "kill9-admin-0123456789abcdef0123456789abcdef" };
 }
 
 async function start(env: Record<string, string>): Promise<GatewayProcess> {

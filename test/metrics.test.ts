@@ -60,8 +60,8 @@ describe("the registry (pure)", () => {
 
   test("settings from the environment", () => {
     expect(opsSettings({})).toEqual({ metrics: true, metricsToken: undefined, accessLog: { enabled: true, sample: 1, level: "info", logLevel: "info" } });
-    expect(opsSettings({ SWITCHYARD_METRICS: "off", SWITCHYARD_METRICS_TOKEN: "t", SWITCHYARD_ACCESS_LOG: "off", SWITCHYARD_ACCESS_LOG_SAMPLE: "0.25", SWITCHYARD_ACCESS_LOG_LEVEL: "debug", LOG_LEVEL: "warn" }))
-      .toEqual({ metrics: false, metricsToken: "t", accessLog: { enabled: false, sample: 0.25, level: "debug", logLevel: "warn" } });
+    expect(opsSettings({ SWITCHYARD_METRICS: "off", SWITCHYARD_METRICS_TOKEN: "t-0123456789abcdef0123456789abcdef", SWITCHYARD_ACCESS_LOG: "off", SWITCHYARD_ACCESS_LOG_SAMPLE: "0.25", SWITCHYARD_ACCESS_LOG_LEVEL: "debug", LOG_LEVEL: "warn" }))
+      .toEqual({ metrics: false, metricsToken: "t-0123456789abcdef0123456789abcdef", accessLog: { enabled: false, sample: 0.25, level: "debug", logLevel: "warn" } });
     expect(() => opsSettings({ SWITCHYARD_ACCESS_LOG_SAMPLE: "2" })).toThrow(OpsConfigError);
     expect(() => opsSettings({ SWITCHYARD_METRICS: "maybe" })).toThrow(OpsConfigError);
     expect(() => opsSettings({ SWITCHYARD_ACCESS_LOG_LEVEL: "loud" })).toThrow(OpsConfigError);
@@ -81,7 +81,7 @@ test("the Grafana dashboard (deploy/grafana/switchyard.json) only uses metrics t
 });
 
 const upstream = useFakeUpstream();
-const gw = useGateway(() => ({ upstreamUrl: upstream.url, adminToken: "admin-secret", retry: { max_retries: 1, max_wait_ms: 1_000 } }));
+const gw = useGateway(() => ({ upstreamUrl: upstream.url, adminToken: "admin-secret-0123456789abcdef0123456789abcdef", retry: { max_retries: 1, max_wait_ms: 1_000 } }));
 const hi = [{ role: "user", content: "Hello metrics" }];
 
 describe("GET /metrics after a scripted set of requests", () => {
@@ -101,7 +101,7 @@ describe("GET /metrics after a scripted set of requests", () => {
     // Refusals: an unknown model, no key, a rate limit, no credits.
     expect((await post(gw, chat, { model: "nobody/knows-this", messages: hi })).status).toBe(404);
     expect((await fetch(`${gw.url}${chat}`, { method: "POST", body: "{}" })).status).toBe(401);
-    const admin = { authorization: "Bearer admin-secret", "content-type": "application/json" };
+    const admin = { authorization: "Bearer admin-secret-0123456789abcdef0123456789abcdef", "content-type": "application/json" };
     const limited = await (await fetch(`${gw.url}/v1/admin/accounts/${gw.accountId}/keys`, { method: "POST", headers: admin, body: JSON.stringify({ rate_limit_per_minute: 1 }) })).json() as { key: string };
     expect((await post(gw, chat, { model: OPENAI_MODEL, messages: hi }, { authorization: `Bearer ${limited.key}` })).status).toBe(200);
     expect((await post(gw, chat, { model: OPENAI_MODEL, messages: hi }, { authorization: `Bearer ${limited.key}` })).status).toBe(429);
@@ -185,14 +185,14 @@ describe("GET /metrics after a scripted set of requests", () => {
 
 describe("who may scrape", () => {
   test("SWITCHYARD_METRICS_TOKEN: only its bearer token is accepted", async () => {
-    const own = await startGateway({ upstreamUrl: upstream.url, ops: { metrics: true, metricsToken: "scrape-me", accessLog: { enabled: false, sample: 1, level: "info" } } });
+    const own = await startGateway({ upstreamUrl: upstream.url, ops: { metrics: true, metricsToken: "scrape-me-0123456789abcdef0123456789abcdef", accessLog: { enabled: false, sample: 1, level: "info" } } });
     try {
-      for (const authorization of [undefined, "Bearer wrong", "scrape-me", `Bearer ${own.key}`]) {
+      for (const authorization of [undefined, "Bearer wrong", "scrape-me-0123456789abcdef0123456789abcdef", `Bearer ${own.key}`]) {
         const res = await fetch(`${own.url}/metrics`, { headers: authorization ? { authorization } : {} });
         expect(res.status).toBe(401);
         expect(((await res.json()) as { error: { type: string } }).error.type).toBe("authentication_error");
       }
-      expect((await scrape(own, { authorization: "Bearer scrape-me" })).get("switchyard_active_streams")).toBe(0);
+      expect((await scrape(own, { authorization: "Bearer scrape-me-0123456789abcdef0123456789abcdef" })).get("switchyard_active_streams")).toBe(0);
     } finally {
       await own.stop();
     }

@@ -9,7 +9,7 @@ import { useFakeUpstream } from "./helpers/fake-upstream.ts";
 import { startGateway, useGateway } from "./helpers/gateway.ts";
 
 const upstream = useFakeUpstream();
-const gw = useGateway(() => ({ upstreamUrl: upstream.url, adminToken: "admin-secret" }));
+const gw = useGateway(() => ({ upstreamUrl: upstream.url, adminToken: "admin-secret-0123456789abcdef0123456789abcdef" }));
 const plain = (schema: unknown) => JSON.parse(JSON.stringify(schema));
 
 async function documentOf(url: string): Promise<any> {

@@ -26,14 +26,14 @@ if (missing) {
       let clock = DAY1;
       const stores = await openPostgresStores(url, { now: () => clock, ledger: { timeoutMs: 1_000, retryMaxMs: 40 } });
       const upstream = await startFakeUpstream();
-      const gw = await startGateway({ upstreamUrl: upstream.url, stores, adminToken: "admin-secret", now: () => clock });
+      const gw = await startGateway({ upstreamUrl: upstream.url, stores, adminToken: "admin-secret-0123456789abcdef0123456789abcdef", now: () => clock });
       cleanups.push(async () => {
         await gw.stop();
         await stores.close(500);
         await upstream.stop();
       });
 
-      await runUsageScenario(gw, (ms) => (clock = ms), "admin-secret");
+      await runUsageScenario(gw, (ms) => (clock = ms), "admin-secret-0123456789abcdef0123456789abcdef");
       const res = await post(gw, "/v1/chat/completions", { model: OPENAI_MODEL, messages: [{ role: "user", content: "pg id" }] }, { "x-request-id": "pg-req-7" });
       const answer = (await res.json()) as { id: string };
       expect(res.headers.get("x-request-id")).toBe("pg-req-7");
@@ -50,13 +50,13 @@ if (missing) {
 
       const from = DAY1, to = DAY1 + 2 * DAY;
       for (const [groupBy, granularity] of [[["account", "key", "model"], "day"], [["model"], "hour"], [[], "day"]] as const) {
-        const report = await fetch(`${gw.url}/v1/admin/usage?from=${from}&to=${to}&group_by=${groupBy.join(",")}&granularity=${granularity}`, { headers: { authorization: "Bearer admin-secret" } });
+        const report = await fetch(`${gw.url}/v1/admin/usage?from=${from}&to=${to}&group_by=${groupBy.join(",")}&granularity=${granularity}`, { headers: { authorization: "Bearer admin-secret-0123456789abcdef0123456789abcdef" } });
         expect(report.status).toBe(200);
         const expected = expectedReport(raw, { from, to, groupBy: [...groupBy], granularity }, names);
         expect(expected.length).toBeGreaterThan(1);
         expect(((await report.json()) as { data: unknown[] }).data).toEqual(expected);
       }
-      const csv = await fetch(`${gw.url}/v1/admin/usage?from=${from}&to=${to}&format=csv`, { headers: { authorization: "Bearer admin-secret" } });
+      const csv = await fetch(`${gw.url}/v1/admin/usage?from=${from}&to=${to}&format=csv`, { headers: { authorization: "Bearer admin-secret-0123456789abcdef0123456789abcdef" } });
       const cli = await runAdmin(["report", "--from", String(from), "--to", String(to), "--format", "csv"], { SWITCHYARD_DATABASE_URL: url });
       expect(cli.code).toBe(0);
       expect(cli.out + "\r\n").toBe(await csv.text());

@@ -9,7 +9,7 @@ const lines: { level: string; message: string; fields: Record<string, unknown> }
 const capture: Logger = (level, message, fields) => lines.push({ level, message, fields: JSON.parse(JSON.stringify(fields ?? {})) });
 
 const upstream = useFakeUpstream();
-const gw = useGateway(() => ({ upstreamUrl: upstream.url, log: capture, adminToken: "admin-secret", retry: { max_retries: 0 } }));
+const gw = useGateway(() => ({ upstreamUrl: upstream.url, log: capture, adminToken: "admin-secret-0123456789abcdef0123456789abcdef", retry: { max_retries: 0 } }));
 const hi = [{ role: "user", content: "Hello ids" }];
 const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/;
 
@@ -84,7 +84,7 @@ describe("x-request-id", () => {
       ["no-route", () => fetch(`${gw.url}/v1/nothing-here`, { headers: { "x-request-id": "no-route", authorization: `Bearer ${gw.key}` } }), 404],
       ["models", () => fetch(`${gw.url}/v1/models`, { headers: { "x-request-id": "models", authorization: `Bearer ${gw.key}` } }), 200],
       ["ready", () => fetch(`${gw.url}/ready`, { headers: { "x-request-id": "ready" } }), 200],
-      ["admin", () => fetch(`${gw.url}/v1/admin/accounts/${gw.accountId}`, { headers: { "x-request-id": "admin", authorization: "Bearer admin-secret" } }), 200],
+      ["admin", () => fetch(`${gw.url}/v1/admin/accounts/${gw.accountId}`, { headers: { "x-request-id": "admin", authorization: "Bearer admin-secret-0123456789abcdef0123456789abcdef" } }), 200],
       ["admin-401", () => fetch(`${gw.url}/v1/admin/accounts/${gw.accountId}`, { headers: { "x-request-id": "admin-401" } }), 401],
       ["upstream-502", () => {
         upstream.reply({ kind: "json", status: 500, body: { error: { message: "down", type: "server_error" } } });
@@ -98,7 +98,7 @@ describe("x-request-id", () => {
       await res.arrayBuffer();
     }
     // A rate-limited key: the 429 echoes it as well.
-    const admin = { authorization: "Bearer admin-secret", "content-type": "application/json" };
+    const admin = { authorization: "Bearer admin-secret-0123456789abcdef0123456789abcdef", "content-type": "application/json" };
     const limited = (await (await fetch(`${gw.url}/v1/admin/accounts/${gw.accountId}/keys`, { method: "POST", headers: admin, body: JSON.stringify({ rate_limit_per_minute: 1 }) })).json()) as { key: string };
     await (await post(gw, "/v1/chat/completions", { model: OPENAI_MODEL, messages: hi }, { authorization: `Bearer ${limited.key}` })).arrayBuffer();
     const refused = await post(gw, "/v1/messages", { model: ANTHROPIC_MODEL, max_tokens: 5, messages: hi }, { authorization: `Bearer ${limited.key}`, "x-request-id": "limited" });

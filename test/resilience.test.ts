@@ -224,8 +224,8 @@ describe("graceful shutdown", () => {
       const balance = db.query<{ b: number }, []>("SELECT balance_micro AS b FROM accounts WHERE name = 'demo'").get()!.b;
       db.close();
       expect(rows).toEqual([{ status: "ok", prompt_tokens: 12, cost_micro: 12 * 1000 + 9 * 1000 }]);
-      // The debit reached the disk before exit: 100 demo credits less exactly this answer.
-      expect(balance).toBe(100_000_000 - rows[0]!.cost_micro);
+      // The debit reached the disk before exit: 1,000 demo credits less exactly this answer.
+      expect(balance).toBe(1_000_000_000 - rows[0]!.cost_micro);
     } finally {
       rmSync(dir, { recursive: true, force: true });
     }

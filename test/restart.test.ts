@@ -32,7 +32,7 @@ function ledgerState(dbPath: string) {
 
 /** What the running gateway says the account has and holds, through the admin API. */
 async function accountView(url: string, id: string): Promise<{ balance: number; reserved: number }> {
-  return (await (await fetch(`${url}/v1/admin/accounts/${id}`, { headers: { authorization: "Bearer restart-admin" } })).json()) as any;
+  return (await (await fetch(`${url}/v1/admin/accounts/${id}`, { headers: { authorization: "Bearer restart-admin-0123456789abcdef0123456789abcdef" } })).json()) as any;
 }
 
 test("a killed gateway leaves no credit locked: the next process starts with all of it", async () => {
@@ -41,7 +41,7 @@ test("a killed gateway leaves no credit locked: the next process starts with all
     providers: [{ id: "up", kind: "openai", base_url: `${upstream.url}/v1` }],
     models: [{ id: "test/paid", provider: "up", upstream_model: "m", category: "text", context_length: 100000, pricing: { input_per_mtok: 1000, output_per_mtok: 1000 } }],
   }));
-  const env = { SWITCHYARD_CONFIG: config, SWITCHYARD_DB: join(dir, "ledger.sqlite"), SWITCHYARD_ADMIN_TOKEN: "restart-admin" };
+  const env = { SWITCHYARD_CONFIG: config, SWITCHYARD_DB: join(dir, "ledger.sqlite"), SWITCHYARD_ADMIN_TOKEN: "restart-admin-0123456789abcdef0123456789abcdef" };
 
   const first = await startProcess(env);
   const balanceBefore = ledgerState(env.SWITCHYARD_DB).balance;

@@ -14,7 +14,7 @@ describe("route composition", () => {
     providers: [{ id: "o", kind: "openai", base_url: "http://upstream.invalid/v1", api_key_env: "K" }],
     models: [{ id: "test/m", provider: "o", upstream_model: "m", category: "text", context_length: 8192, pricing: { input_per_mtok: 1, output_per_mtok: 1 } }],
   }, { K: "sk-test" }, "test");
-  const app = createApp({ db: openDatabase(":memory:"), settings, log: silentLogger, adminToken: "admin-token-for-compose-test" });
+  const app = createApp({ db: openDatabase(":memory:"), settings, log: silentLogger, adminToken: "admin-token-for-compose-test-0123456789abcdef0123456789abcdef" });
 
   test("the API routes do not copy the request's headers into an object", () => {
     const api = app.routes.filter((r) => r.method === "POST" && ["/v1/chat/completions", "/v1/messages", "/v1/responses", "/v1/embeddings"].includes(r.path));
@@ -27,7 +27,7 @@ describe("route composition", () => {
     const url = `http://localhost/v1/admin/accounts/${account.id}`;
     const denied = await app.handle(new Request(url, { headers: { authorization: "Bearer wrong" } }));
     expect(denied.status).toBe(401);
-    const allowed = await app.handle(new Request(url, { headers: { authorization: "Bearer admin-token-for-compose-test" } }));
+    const allowed = await app.handle(new Request(url, { headers: { authorization: "Bearer admin-token-for-compose-test-0123456789abcdef0123456789abcdef" } }));
     expect(allowed.status).toBe(200);
     expect(((await allowed.json()) as { id: string }).id).toBe(account.id);
   });

@@ -6,7 +6,7 @@ import { useFakeUpstream } from "./helpers/fake-upstream.ts";
 import { useGateway } from "./helpers/gateway.ts";
 import { DAY1, expectedReport, RAW_RECORDS_SQL, rawRecord, runUsageScenario, type RawRecord } from "./helpers/usage-scenario.ts";
 
-const ADMIN = "admin-secret";
+const ADMIN = "admin-secret-0123456789abcdef0123456789abcdef";
 let clock = DAY1;
 const upstream = useFakeUpstream();
 const gw = useGateway(() => ({ upstreamUrl: upstream.url, adminToken: ADMIN, now: () => clock }));

@@ -6,6 +6,8 @@ export interface OpsSettings {
   metrics: boolean;
   /** When set, `/metrics` needs `Authorization: Bearer <token>`. */
   metricsToken?: string;
+  /** SWITCHYARD_ADMIN_TOKEN: the admin API exists only when it is set. */
+  adminToken?: string;
   accessLog: AccessLogSettings;
 }
 
@@ -25,6 +27,23 @@ export const DEFAULT_OPS: OpsSettings = { metrics: true, accessLog: { enabled: t
 
 const LEVELS = new Set<LogLevel>(["debug", "info", "warn", "error"]);
 
+/**
+ * The shortest admin or metrics token accepted. The admin token moves money; 32 random characters
+ * cannot be guessed through any throttle, while a word like "change-me" can be guessed through all of them.
+ */
+export const MIN_TOKEN_LENGTH = 32;
+
+/** A bearer token from the environment: unset (or empty) is none; set, it must be long enough. */
+function bearerToken(env: Record<string, string | undefined>, name: string): string | undefined {
+  const value = env[name];
+  if (!value) return undefined;
+  // The message names the variable and the rule, never the value: start-up errors end up in logs.
+  if (value.length < MIN_TOKEN_LENGTH) {
+    throw new OpsConfigError(`${name} must be at least ${MIN_TOKEN_LENGTH} characters long; generate one with: openssl rand -hex 32`);
+  }
+  return value;
+}
+
 function onOff(value: string | undefined, name: string, fallback: boolean): boolean {
   const v = value?.trim().toLowerCase();
   if (!v) return fallback;
@@ -42,7 +61,8 @@ export function opsSettings(env: Record<string, string | undefined>): OpsSetting
   const logLevel = (env.LOG_LEVEL?.trim().toLowerCase() || "info") as LogLevel;
   return {
     metrics: onOff(env.SWITCHYARD_METRICS, "SWITCHYARD_METRICS", true),
-    metricsToken: env.SWITCHYARD_METRICS_TOKEN || undefined,
+    metricsToken: bearerToken(env, "SWITCHYARD_METRICS_TOKEN"),
+    adminToken: bearerToken(env, "SWITCHYARD_ADMIN_TOKEN"),
     accessLog: { enabled: onOff(env.SWITCHYARD_ACCESS_LOG, "SWITCHYARD_ACCESS_LOG", true), sample, level, ...(LEVELS.has(logLevel) ? { logLevel } : {}) },
   };
 }

@@ -9,6 +9,8 @@ import { retryWhileBusy } from "../store/sqlite/sqlite-errors.ts";
 import { MAX_CREDITS } from "../billing/money.ts";
 import { breakdownCsv, parseUsageQuery, ReportTooLargeError, shapeBreakdown, type UsageBreakdown, type UsageQuery, type UsageReporter } from "../billing/usage-report.ts";
 import { GatewayError } from "../pipeline/gateway-error.ts";
+import { createAuthFailures, type AuthFailures } from "../limits/auth-failures.ts";
+import type { Logger } from "../log.ts";
 
 const Credits = t.Number({ minimum: 0, maximum: MAX_CREDITS });
 /** Fields a body carries beyond these are ignored (a newer client's options), never refused. */
@@ -94,6 +96,10 @@ export interface AdminDeps {
    * account's): on SQLite the change watch sees only other connections' commits, not ours.
    */
   changed?: () => void;
+  /** Told of each failed admin authentication (address and path, never what was presented). */
+  log?: Logger;
+  /** Failed authentications per address (default: 10 a minute, then 429). */
+  authFailures?: AuthFailures;
 }
 
 /**
@@ -105,6 +111,7 @@ export function adminRoutes(deps: AdminDeps) {
   const token = deps.adminToken;
   if (!token) return app;
   const expected = Buffer.from(token);
+  const failures = deps.authFailures ?? createAuthFailures({ now: deps.now });
 
   const account = async (id: string) => {
     const found = await deps.accounts.describeAccount(id, (await deps.ledger.balance(id))?.heldMicro ?? 0);
@@ -115,12 +122,20 @@ export function adminRoutes(deps: AdminDeps) {
   return app
     // Header only: a token in a query string ends up in access logs.
     .use(bearer({ extract: { header: "Bearer", query: "", body: "" } }))
-    .onBeforeHandle({ as: "local" }, ({ bearer: presented, request }) => {
+    .onBeforeHandle({ as: "local" }, ({ bearer: presented, request, server }) => {
       // The plugin also reads `?=<token>` (an empty query name) and "Bearer<token>" without the
       // space; only a real `Authorization: Bearer <token>` header counts.
       const fromHeader = request.headers.get("authorization")?.startsWith("Bearer ") ? presented : undefined;
       const given = Buffer.from(fromHeader ?? "");
       if (given.length !== expected.length || !timingSafeEqual(given, expected)) {
+        // The socket's address, not X-Forwarded-For: a header a scanner writes would let it pick a new address per try.
+        const address = server?.requestIP(request)?.address ?? "unknown";
+        const path = new URL(request.url).pathname;
+        const verdict = failures.failed(address);
+        deps.log?.("warn", "admin authentication failed", { address, path, throttled: verdict.throttled });
+        if (verdict.throttled) {
+          throw new GatewayError(429, "rate_limit", `Too many failed admin authentications from this address. Retry after ${verdict.retryAfterSeconds} s.`, { "retry-after": String(verdict.retryAfterSeconds) });
+        }
         throw new GatewayError(401, "authentication", "Invalid admin token.");
       }
     })

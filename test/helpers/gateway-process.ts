@@ -15,13 +15,14 @@ const ROOT = join(import.meta.dir, "..", "..");
 
 /**
  * The real entry point (`bun src/index.ts`) as a child process on a loopback port; resolves with
- * its URL and the printed demo key once it serves. Both pipes are read to the end in the
+ * its URL and the printed demo key once it serves (SWITCHYARD_DEMO=1 unless `env` says otherwise:
+ * an admin token or a database URL would turn the demo account off). Both pipes are read to the end in the
  * background, so a chatty process never blocks on a full pipe.
  */
 export async function startGatewayProcess(env: Record<string, string>): Promise<GatewayProcess> {
   const child = Bun.spawn(["bun", "src/index.ts"], {
     cwd: ROOT,
-    env: { ...process.env, PORT: "0", HOST: "127.0.0.1", LOG_LEVEL: "warn", ...env },
+    env: { ...process.env, PORT: "0", HOST: "127.0.0.1", LOG_LEVEL: "warn", SWITCHYARD_DEMO: "1", ...env },
     stdin: "ignore",
     stdout: "pipe",
     stderr: "pipe",
@@ -72,4 +73,25 @@ export async function runAdminCli(args: string[], env: Record<string, string>): 
   const child = Bun.spawn(["bun", "src/cli/admin.ts", ...args], { cwd: ROOT, env: { ...process.env, ...env }, stdout: "pipe", stderr: "pipe" });
   const [out, err, code] = await Promise.all([new Response(child.stdout).text(), new Response(child.stderr).text(), child.exited]);
   return { code, out: out + err };
+}
+
+/**
+ * `bun src/index.ts` for a start that is expected to fail: resolves with its exit code and output
+ * once it exits; killed (and reported so) if it is still running after `timeoutMs`.
+ */
+export async function runGatewayToExit(env: Record<string, string>, timeoutMs = 15_000): Promise<{ code: number; stdout: string; stderr: string }> {
+  const child = Bun.spawn(["bun", "src/index.ts"], {
+    cwd: ROOT,
+    env: { ...process.env, PORT: "0", HOST: "127.0.0.1", LOG_LEVEL: "warn", ...env },
+    stdin: "ignore",
+    stdout: "pipe",
+    stderr: "pipe",
+  });
+  const deadline = setTimeout(() => child.kill("SIGKILL"), timeoutMs);
+  try {
+    const [stdout, stderr, code] = await Promise.all([new Response(child.stdout).text(), new Response(child.stderr).text(), child.exited]);
+    return { code, stdout, stderr };
+  } finally {
+    clearTimeout(deadline);
+  }
 }

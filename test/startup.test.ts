@@ -1,0 +1,162 @@
+/**
+ * What the gateway refuses at start, and what it prints, as the real entry point runs
+ * (`bun src/index.ts` in a child process): issue 32's start-up items.
+ */
+import { afterAll, beforeAll, describe, expect, test } from "bun:test";
+import { Database } from "bun:sqlite";
+import { mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { runGatewayToExit, startGatewayProcess } from "./helpers/gateway-process.ts";
+import { startFakeUpstream } from "./helpers/fake-upstream.ts";
+import { DEMO_CREDITS_MICRO, demoChoice } from "../src/accounts/demo-account.ts";
+import { loadSettings } from "../src/config/load-config.ts";
+import { worstCaseMicro } from "../src/billing/pricing.ts";
+
+let dir: string;
+beforeAll(() => {
+  dir = mkdtempSync(join(tmpdir(), "switchyard-startup-"));
+});
+afterAll(() => rmSync(dir, { recursive: true, force: true }));
+
+/** Output that is one line of ours, not a stack trace. */
+function expectOneLine(stderr: string): void {
+  const lines = stderr.trim().split("\n");
+  expect(lines).toHaveLength(1);
+  expect(lines[0]).toStartWith("switchyard: ");
+  expect(stderr).not.toMatch(/^\s+at /m);
+}
+
+test("a second gateway on a port in use exits non-zero with one line saying so; the first keeps answering", async () => {
+  const first = await startGatewayProcess({ SWITCHYARD_DB: join(dir, "first.sqlite") });
+  try {
+    const port = new URL(first.url).port;
+    // Its own database file, so it is the port, not the ledger's lock, that stops it.
+    const second = await runGatewayToExit({ PORT: port, SWITCHYARD_DB: join(dir, "second.sqlite") });
+    expect(second.code).not.toBe(0);
+    expectOneLine(second.stderr);
+    expect(second.stderr).toContain(`port ${port} on 127.0.0.1 is already in use`);
+    expect(second.stderr).toContain("set PORT");
+    // Nothing of the second one was served, and the first still answers every request.
+    for (let i = 0; i < 5; i++) {
+      const res = await fetch(`${first.url}/v1/chat/completions`, {
+        method: "POST",
+        headers: { authorization: `Bearer ${first.key}`, "content-type": "application/json" },
+        body: JSON.stringify({ model: "switchyard/echo", messages: [{ role: "user", content: "still there?" }] }),
+      });
+      expect(res.status).toBe(200);
+    }
+  } finally {
+    first.child.kill("SIGTERM");
+    await first.child.exited;
+  }
+}, 30_000);
+
+test("an admin or metrics token shorter than 32 characters is refused at start: one line naming the variable and the length, never the token", async () => {
+  for (const name of ["SWITCHYARD_ADMIN_TOKEN", "SWITCHYARD_METRICS_TOKEN"]) {
+    const token = "change-me-please";
+    const run = await runGatewayToExit({ [name]: token, SWITCHYARD_DB: join(dir, "short-token.sqlite") });
+    expect(run.code).not.toBe(0);
+    expectOneLine(run.stderr);
+    expect(run.stderr).toContain(`${name} must be at least 32 characters long`);
+    expect(run.stderr + run.stdout).not.toContain(token);
+  }
+}, 30_000);
+
+const ADMIN = "startup-admin-token-0123456789abcdef0123";
+
+describe("the demo account", () => {
+  test("on for the quick start; off by default with an admin token, a database URL or in the container; SWITCHYARD_DEMO decides when set", () => {
+    expect(demoChoice({})).toEqual({ on: true });
+    expect(demoChoice({ SWITCHYARD_DEMO: "" })).toEqual({ on: true });
+    for (const env of [{ SWITCHYARD_ADMIN_TOKEN: ADMIN }, { SWITCHYARD_DATABASE_URL: "postgres://x@db/x" }, { SWITCHYARD_CONTAINER: "1" }, { SWITCHYARD_DEMO: "0" }]) {
+      expect([env, demoChoice(env).on]).toEqual([env, false]);
+      expect([env, demoChoice({ ...env, SWITCHYARD_DEMO: "1" }).on]).toEqual([env, true]);
+    }
+    expect(demoChoice({ SWITCHYARD_ADMIN_TOKEN: ADMIN })).toEqual({ on: false, reason: "SWITCHYARD_ADMIN_TOKEN is set" });
+    expect(() => demoChoice({ SWITCHYARD_DEMO: "maybe" })).toThrow("SWITCHYARD_DEMO must be 1 or 0");
+  });
+
+  test("the container image says it is one: no demo account there unless asked for", () => {
+    const dockerfile = readFileSync(join(import.meta.dir, "..", "Dockerfile"), "utf8");
+    const env = Object.fromEntries([...dockerfile.matchAll(/^ENV (.+)$/gm)].flatMap((m) => m[1]!.split(/\s+/).map((kv) => kv.split("=") as [string, string])));
+    expect(env.SWITCHYARD_CONTAINER).toBeTruthy();
+    expect(demoChoice(env).on).toBe(false);
+  });
+
+  test("with an admin token and SWITCHYARD_DEMO unset, the gateway starts without a demo key and says why", async () => {
+    const child = Bun.spawn(["bun", "src/index.ts"], {
+      cwd: join(import.meta.dir, ".."),
+      env: { ...process.env, PORT: "0", HOST: "127.0.0.1", LOG_LEVEL: "info", SWITCHYARD_DEMO: "", SWITCHYARD_ADMIN_TOKEN: ADMIN, SWITCHYARD_DB: join(dir, "no-demo.sqlite") },
+      stdin: "ignore",
+      stdout: "pipe",
+      stderr: "pipe",
+    });
+    try {
+      let log = "";
+      const decoder = new TextDecoder();
+      const reader = child.stderr.getReader();
+      const deadline = Date.now() + 15_000;
+      while (!log.includes("switchyard listening") && Date.now() < deadline) {
+        const { value, done } = await reader.read();
+        if (done) break;
+        log += decoder.decode(value, { stream: true });
+      }
+      expect(log).toContain("no demo account: SWITCHYARD_ADMIN_TOKEN is set");
+      expect(log).toContain("switchyard listening");
+      child.kill("SIGTERM");
+      expect(await child.exited).toBe(0);
+      expect(await new Response(child.stdout).text()).not.toContain("svc-sk-");
+      const db = new Database(join(dir, "no-demo.sqlite"), { readonly: true });
+      expect(db.query("SELECT COUNT(*) AS n FROM accounts").get()).toEqual({ n: 0 });
+      db.close();
+    } finally {
+      child.kill("SIGKILL");
+    }
+  }, 30_000);
+
+  test("the banner reports what the demo account has left, not what it started with", async () => {
+    const upstream = await startFakeUpstream();
+    const config = join(dir, "paid.json");
+    writeFileSync(config, JSON.stringify({
+      providers: [{ id: "up", kind: "openai", base_url: `${upstream.url}/v1` }],
+      models: [{ id: "test/paid", provider: "up", upstream_model: "m", category: "text", context_length: 100000, pricing: { input_per_mtok: 100_000, output_per_mtok: 100_000 } }],
+    }));
+    const env = { SWITCHYARD_CONFIG: config, SWITCHYARD_DB: join(dir, "banner.sqlite") };
+    const creditsIn = (banner: string) => Number(banner.match(/account "demo", ([\d,.]+) credits left/)![1]!.replaceAll(",", ""));
+    try {
+      const first = await startGatewayProcess(env);
+      expect(creditsIn(first.banner)).toBe(DEMO_CREDITS_MICRO / 1e6);
+      const res = await fetch(`${first.url}/v1/chat/completions`, {
+        method: "POST",
+        headers: { authorization: `Bearer ${first.key}`, "content-type": "application/json" },
+        body: JSON.stringify({ model: "test/paid", max_tokens: 100, messages: [{ role: "user", content: "Spend something" }] }),
+      });
+      expect(res.status).toBe(200);
+      await res.text();
+      first.child.kill("SIGTERM");
+      await first.child.exited;
+      const db = new Database(env.SWITCHYARD_DB, { readonly: true });
+      const left = db.query<{ b: number }, []>("SELECT balance_micro AS b FROM accounts WHERE name = 'demo'").get()!.b;
+      db.close();
+      expect(left).toBeLessThan(DEMO_CREDITS_MICRO);
+
+      const second = await startGatewayProcess(env);
+      second.child.kill("SIGTERM");
+      await second.child.exited;
+      expect(creditsIn(second.banner)).toBe(left / 1e6);
+    } finally {
+      await upstream.stop();
+    }
+  }, 30_000);
+
+  test("holds enough for Claude Code on Sonnet: a long conversation's worst case at the capped answer length fits (100 credits did not)", () => {
+    const settings = loadSettings({ ANTHROPIC_API_KEY: "sk-ant-x" }, dir);
+    const sonnet = settings.models.find((m) => m.id === "anthropic/claude-sonnet-4-5")!;
+    // Claude Code asks for 32,000 answer tokens; the gateway holds for its cap.
+    const answer = Math.min(32_000, sonnet.max_tokens_cap ?? settings.limits.max_tokens_cap);
+    expect(worstCaseMicro(sonnet.pricing, 0, answer, 0)).toBeGreaterThan(100 * 1e6);
+    // A conversation of 100,000 prompt tokens, every one at the dearest input price, still fits.
+    expect(worstCaseMicro(sonnet.pricing, 100_000, answer, 0)).toBeLessThan(DEMO_CREDITS_MICRO);
+  });
+});
