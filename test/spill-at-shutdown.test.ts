@@ -33,19 +33,25 @@ function seeded(seed: number) {
 
 const quiet = () => {};
 
+/** A SQLite file of its own with one funded account and a key, closed again. */
+function ledgerFile(): { path: string; accountId: string; keyId: string } {
+  const dir = mkdtempSync(join(tmpdir(), "switchyard-spill-"));
+  dirs.push(dir);
+  const path = join(dir, "ledger.sqlite");
+  const setup = openDatabase(path);
+  const accounts = createAccountStore(setup, Date.now);
+  const account = accounts.createAccount("spill", 1_000_000);
+  const keyId = accounts.createKey(account.id, "k")!.id;
+  setup.close();
+  return { path, accountId: account.id, keyId };
+}
+
 describe("settlements queued through a store fault survive the stop that follows", () => {
   test("40 stops right after the fault clears, or while it lasts: every answer charged exactly once, the books balanced", async () => {
     const random = seeded(29);
     for (let round = 0; round < 40; round++) {
-      const dir = mkdtempSync(join(tmpdir(), "switchyard-spill-"));
-      dirs.push(dir);
-      const path = join(dir, "ledger.sqlite");
-      const setup = openDatabase(path);
-      const accounts = createAccountStore(setup, Date.now);
-      const account = accounts.createAccount("spill", 1_000_000);
-      const key = accounts.createKey(account.id, "k")!;
-      const keyId = key.id;
-      setup.close();
+      const { path, accountId, keyId } = ledgerFile();
+      const account = { id: accountId };
 
       // A process: reserve 20 requests, the disk "fills", they settle into the queue, the fault
       // clears (or not), and the process stops with a short grace.
@@ -90,14 +96,8 @@ describe("settlements queued through a store fault survive the stop that follows
   }, 60_000);
 
   test("a spill file replayed twice (a start that stopped before removing it) charges once", async () => {
-    const dir = mkdtempSync(join(tmpdir(), "switchyard-spill-"));
-    dirs.push(dir);
-    const path = join(dir, "ledger.sqlite");
-    const setup = openDatabase(path);
-    const accounts = createAccountStore(setup, Date.now);
-    const account = accounts.createAccount("spill", 1_000_000);
-    const keyId = accounts.createKey(account.id, "k")!.id;
-    setup.close();
+    const { path, accountId, keyId } = ledgerFile();
+    const account = { id: accountId };
     const line = JSON.stringify({ settlement: { requestId: "req_twice", accountId: account.id, keyId, model: "m", provider: "p", promptTokens: 1, completionTokens: 1, estimated: false, costMicro: 5_000, status: "ok", latencyMs: 1 }, held: 9_000 });
     for (let start = 0; start < 2; start++) {
       await Bun.write(`${path}.spill`, `${line}\n`);

@@ -1,7 +1,7 @@
 import type { Database } from "bun:sqlite";
 import { randomId } from "../store/ids.ts";
 import { microToCredits } from "../billing/money.ts";
-import { periodStart, periodWindow, type SpendPeriod } from "../billing/spend-period.ts";
+import { periodStart, periodWindow, windowSql, windowStarts, type SpendPeriod } from "../billing/spend-period.ts";
 
 export const KEY_PREFIX = "svc-sk-";
 /** Spec 5.4: at most 10 active keys per account. */
@@ -178,16 +178,10 @@ export function asciiLower(text: string): string {
  * SQL for what a key's or an account's row (`alias`) spent in its limit's current window: the
  * ledger's count (`period_spent_micro`, moved with every charge) while its window is the current
  * one, else 0 (the period rolled over). ?2, ?3, ?4: the current day's, week's and month's starts
- * (`periodStarts`); a lifetime limit's window is 0, so it counts everything.
+ * (`windowStarts`); a lifetime limit's window is 0, so it counts everything.
  */
 export function periodSpentSql(alias: string, day = "?2", week = "?3", month = "?4"): string {
-  return `CASE WHEN ${alias}.period_start = (CASE ${alias}.spend_limit_period WHEN 'day' THEN ${day} WHEN 'week' THEN ${week} WHEN 'month' THEN ${month} ELSE 0 END)
-    THEN ${alias}.period_spent_micro ELSE 0 END`;
-}
-
-/** The start of each period's current window, for queries that count a row's spend by its own period. */
-export function periodStarts(now: number): { day: number; week: number; month: number } {
-  return { day: periodStart("day", now), week: periodStart("week", now), month: periodStart("month", now) };
+  return `CASE WHEN ${alias}.period_start = ${windowSql(alias, day, week, month)} THEN ${alias}.period_spent_micro ELSE 0 END`;
 }
 
 /** `period_resets_at` of a limit: the end of its current window, or null for a lifetime limit. */
@@ -370,7 +364,7 @@ export function createAccountStore(db: Database, now: () => number) {
       const account = store.getAccount(id);
       if (!account) return null;
       const at = now();
-      const starts = periodStarts(at);
+      const starts = windowStarts(at);
       const limit = selectAccountLimit.get(id, starts.day, starts.week, starts.month)!;
       return {
         ...account,
@@ -390,13 +384,13 @@ export function createAccountStore(db: Database, now: () => number) {
 
     listKeys(accountId: string): KeySummary[] {
       const at = now();
-      const starts = periodStarts(at);
+      const starts = windowStarts(at);
       return selectKeys.all(accountId, starts.day, starts.week, starts.month).map((k) => keySummary(k, at));
     },
 
     getKey(keyId: string): KeySummary | null {
       const at = now();
-      const starts = periodStarts(at);
+      const starts = windowStarts(at);
       const row = selectKey.get(keyId, starts.day, starts.week, starts.month);
       return row ? keySummary(row, at) : null;
     },
@@ -427,7 +421,7 @@ export function createAccountStore(db: Database, now: () => number) {
 
     spendStatus(scope: "key" | "account", id: string): SpendStatus | null {
       const at = now();
-      const starts = periodStarts(at);
+      const starts = windowStarts(at);
       const row = (scope === "account" ? accountStatus : keyStatus).get(id, starts.day, starts.week, starts.month);
       if (!row) return null;
       return {

@@ -157,9 +157,5 @@ export function budgetRefusal(
   if (!b || b.limitMicro === null) return undefined;
   const room = b.limitMicro - spentInPeriod(b, now) - heldMicro;
   if (room >= amount) return undefined;
-  return limitRefusal(reason, b, Math.max(0, room), now);
-}
-
-export function limitRefusal(reason: "key_spend_limit" | "account_spend_limit", b: SpendBudget, availableMicro: number, now: number): ReserveResult {
-  return { ok: false, reason, availableMicro, limitMicro: b.limitMicro ?? 0, period: b.period, resetsAt: b.period === null ? null : periodWindow(b.period, now).resetsAt };
+  return { ok: false, reason, availableMicro: Math.max(0, room), limitMicro: b.limitMicro, period: b.period, resetsAt: b.period === null ? null : periodWindow(b.period, now).resetsAt };
 }

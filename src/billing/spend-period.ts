@@ -74,6 +74,16 @@ export function windowStarts(at: number): { day: number; week: number; month: nu
   return { day: periodWindow("day", at).start, week: periodWindow("week", at).start, month: periodWindow("month", at).start };
 }
 
+/**
+ * SQL for the start of a row's current window: the start of its `spend_limit_period` among the
+ * three given (statement parameters or literals of `windowStarts`), 0 for a lifetime limit. Every
+ * statement that reads or moves a period count (both ledgers, both account stores) uses it.
+ */
+export function windowSql(row: string, day: string, week: string, month: string): string {
+  const period = row ? `${row}.spend_limit_period` : "spend_limit_period";
+  return `(CASE ${period} WHEN 'day' THEN ${day} WHEN 'week' THEN ${week} WHEN 'month' THEN ${month} ELSE 0 END)`;
+}
+
 /** A row's value of `spend_limit_period`, checked (the stores' CHECK constraints allow nothing else). */
 export function storedPeriod(value: unknown): SpendPeriod | null {
   return isSpendPeriod(value) ? value : null;

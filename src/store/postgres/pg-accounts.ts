@@ -1,9 +1,9 @@
 import {
-  accountPageOf, asciiLower, periodSpentSql, decodeAccountCursor, iso, keyOptions, KeyLimitError, keySummary, MAX_ACTIVE_KEYS, newKey, periodResetsAt, periodStarts,
+  accountPageOf, asciiLower, periodSpentSql, decodeAccountCursor, iso, keyOptions, KeyLimitError, keySummary, MAX_ACTIVE_KEYS, newKey, periodResetsAt,
   type Account, type AccountDescription, type AccountListQuery, type AccountPage, type AccountPatch, type AccountStore, type ActiveKey, type IssuedKey, type KeyOptions, type KeyPatch, type KeyRow, type KeySummary, type SpendStatus,
 } from "../../accounts/account-store.ts";
 import { microToCredits } from "../../billing/money.ts";
-import { periodStart, type SpendPeriod } from "../../billing/spend-period.ts";
+import { periodStart, windowStarts, type SpendPeriod } from "../../billing/spend-period.ts";
 import { randomId } from "../ids.ts";
 import { int, withTimeout, type Pg } from "./pg-client.ts";
 
@@ -34,7 +34,7 @@ export function createPostgresAccounts(sql: Pg, now: () => number, timeoutMs = 2
   });
   /** Key summaries, each limit counted over its own window (store SQLite's `keyColumns` says how). */
   const selectKeys = (where: "account" | "id", id: string) => {
-    const s = periodStarts(now());
+    const s = windowStarts(now());
     const column = where === "account" ? sql`k.account_id` : sql`k.id`;
     return sql`
       SELECT k.id, k.name, k.key_prefix, k.key_last4, k.created_at, k.revoked_at, k.expires_at, k.rate_limit_per_minute, k.spend_limit_micro, k.spent_micro, k.spend_limit_period,
@@ -88,7 +88,7 @@ export function createPostgresAccounts(sql: Pg, now: () => number, timeoutMs = 2
 
     async describeAccount(id: string, heldMicro?: number): Promise<AccountDescription | null> {
       const at = now();
-      const s = periodStarts(at);
+      const s = windowStarts(at);
       const [row] = await bounded(sql`
         SELECT id, name, balance_micro, held_micro, created_at, spend_limit_micro, spend_limit_period,
                ${sql.unsafe(periodSpentSql("a", `${s.day}::bigint`, `${s.week}::bigint`, `${s.month}::bigint`))} AS period_spent
@@ -181,7 +181,7 @@ export function createPostgresAccounts(sql: Pg, now: () => number, timeoutMs = 2
 
     async spendStatus(scope: "key" | "account", id: string): Promise<SpendStatus | null> {
       const at = now();
-      const s = periodStarts(at);
+      const s = windowStarts(at);
       // As SQLite's: the ledger's count for the current window, one row read.
       const spentSql = (alias: string) => sql.unsafe(periodSpentSql(alias, `${s.day}::bigint`, `${s.week}::bigint`, `${s.month}::bigint`));
       const [row] = scope === "account"

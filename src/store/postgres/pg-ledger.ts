@@ -1,5 +1,5 @@
 import { hostname } from "node:os";
-import { storedPeriod, windowStarts, type SpendBudget } from "../../billing/spend-period.ts";
+import { storedPeriod, windowSql, windowStarts, type SpendBudget } from "../../billing/spend-period.ts";
 import { acceptableSettlement, budgetRefusal, type Hold, type Ledger, type LedgerHealth, type RejectionLog, type ReserveResult, type Settlement } from "../../billing/ledger.ts";
 import type { Logger } from "../../log.ts";
 import { randomId } from "../ids.ts";
@@ -466,13 +466,14 @@ function releaseOf(hold: Hold): Settlement {
  * A row's spend-limit window: $5 / $6 / $7 are the current day's, week's and month's starts in both
  * statements that read or move period counts (a lifetime limit's window is 0).
  */
-const WINDOW = `(CASE spend_limit_period WHEN 'day' THEN $5::bigint WHEN 'week' THEN $6::bigint WHEN 'month' THEN $7::bigint ELSE 0 END)`;
+const windowOf = (row: string) => windowSql(row, "$5::bigint", "$6::bigint", "$7::bigint");
+const WINDOW = windowOf("");
 /** A row's room under its spend limit (NULL: none), counting only what was charged in the current window. */
 const LIMIT_ROOM = `spend_limit_micro - (CASE WHEN period_start = ${WINDOW} THEN period_spent_micro ELSE 0 END) - held_micro`;
 /** A charge (`d.charge`) added to the current window's count, or starting it when the period rolled over. */
 const PERIOD_CHARGE = (table: string) =>
-  `period_spent_micro = CASE WHEN ${table}.period_start = ${WINDOW.replaceAll("spend_limit_period", `${table}.spend_limit_period`)} THEN ${table}.period_spent_micro + d.charge ELSE d.charge END,
-   period_start = ${WINDOW.replaceAll("spend_limit_period", `${table}.spend_limit_period`)}`;
+  `period_spent_micro = CASE WHEN ${table}.period_start = ${windowOf(table)} THEN ${table}.period_spent_micro + d.charge ELSE d.charge END,
+   period_start = ${windowOf(table)}`;
 
 const RESERVE_MANY = `
 WITH input AS MATERIALIZED (

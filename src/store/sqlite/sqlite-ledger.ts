@@ -1,5 +1,5 @@
 import type { Database } from "bun:sqlite";
-import { chargeBudget, storedPeriod, windowStarts, type SpendBudget } from "../../billing/spend-period.ts";
+import { chargeBudget, storedPeriod, windowSql, windowStarts, type SpendBudget } from "../../billing/spend-period.ts";
 import { acceptableSettlement, budgetRefusal, type Hold, type Ledger, type LedgerHealth, type RejectionLog, type ReserveResult, type Settlement } from "../../billing/ledger.ts";
 import { createChangeWatch, type ChangeWatch } from "../change-watch.ts";
 import type { Logger } from "../../log.ts";
@@ -96,7 +96,7 @@ export function createSqliteLedger(db: Database, o: SqliteLedgerOptions): Ledger
   );
   // A charge counts in the window of the row's own period at the batch's time (?2 day, ?3 week,
   // ?4 month; lifetime 0): added to the window's count, or starting it when the period rolled over.
-  const WINDOW = "(CASE spend_limit_period WHEN 'day' THEN ?2 WHEN 'week' THEN ?3 WHEN 'month' THEN ?4 ELSE 0 END)";
+  const WINDOW = windowSql("", "?2", "?3", "?4");
   const PERIOD_CHARGE = `period_spent_micro = CASE WHEN period_start = ${WINDOW} THEN period_spent_micro + ?1 ELSE ?1 END, period_start = ${WINDOW}`;
   const debitAccount = db.query(`UPDATE accounts SET balance_micro = balance_micro - ?1, ${PERIOD_CHARGE} WHERE id = ?5`);
   const debitKey = db.query(`UPDATE api_keys SET spent_micro = spent_micro + ?1, ${PERIOD_CHARGE} WHERE id = ?5`);

@@ -74,6 +74,9 @@ export interface Pool {
   close(): void;
 }
 
+/** Why a connection of an origin on probation is closed rather than reused. */
+const ON_PROBATION = new Error("origin on probation: one request per connection");
+
 export function createPool(options: PoolOptions): Pool {
   const idle = new Map<string, Connection[]>();
   const open = new Set<Connection>();
@@ -188,7 +191,7 @@ export function createPool(options: PoolOptions): Pool {
         const now = performance.now();
         if (closesOnProbation && onProbation(origin, now)) {
           // Freed before the origin was caught: they may still get a late copy, so none is reused.
-          for (const conn of list.splice(0)) destroy(conn, new Error("origin on probation: one request per connection"));
+          for (const conn of list.splice(0)) destroy(conn, ON_PROBATION);
           return undefined;
         }
         const rest = restOf(origin, now);
@@ -206,7 +209,7 @@ export function createPool(options: PoolOptions): Pool {
       if (conn.dead) return;
       // An origin on probation: no second request on this connection (see above).
       if (closesOnProbation && probation.size > 0 && onProbation(conn.origin, performance.now())) {
-        return destroy(conn, new Error("origin on probation: one request per connection"));
+        return destroy(conn, ON_PROBATION);
       }
       let list = idle.get(conn.origin);
       if (!list) idle.set(conn.origin, (list = []));
