@@ -20,7 +20,7 @@ import { createApp } from "../src/app.ts";
 import { resolveSettings } from "../src/config/load-config.ts";
 import { openDatabase } from "../src/store/database.ts";
 import { silentLogger } from "../src/log/log.ts";
-import { opsSettings } from "../src/config/env.ts";
+import { opsSettings } from "../src/config/ops-settings.ts";
 import { parseArgs } from "./child-process.ts";
 import { agentConversation } from "./agent-conversation.ts";
 import { offerWholeBody } from "../src/transport/http1/body-queue.ts";

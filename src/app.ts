@@ -32,7 +32,7 @@ import { retryWhileBusy } from "./store/sqlite/sqlite-errors.ts";
 import { createHttp1Client } from "./transport/http1/client.ts";
 import { atEndOfTurn } from "./gateway/end-of-turn.ts";
 import type { SharedStores } from "./store/stores.ts";
-import { DEFAULT_OPS, type OpsSettings } from "./config/env.ts";
+import { DEFAULT_OPS, type OpsSettings } from "./config/ops-settings.ts";
 import { Tracker } from "./ops/request-trace.ts";
 import { createGatewayMetrics } from "./ops/gateway-metrics.ts";
 import { assignRequestId, closeTracesHook } from "./http/plugins/request-id.ts";

@@ -1,7 +1,8 @@
 // First: sets what Bun reads at start (see the module), before anything else runs.
 import "./config/runtime-env.ts";
 import { ConfigError } from "./config/load-config.ts";
-import { DemoConfigError, healthCheckTarget, OpsConfigError, readEnvironment, StoreConfigError, WorkersConfigError, type Environment } from "./config/env.ts";
+import { DemoConfigError, healthCheckTarget, readEnvironment, StoreConfigError, WorkersConfigError, type Environment } from "./config/env.ts";
+import { OpsConfigError } from "./config/ops-settings.ts";
 import { openDatabase } from "./store/database.ts";
 import { GatewayLockError, lockDatabaseFile } from "./store/sqlite/gateway-lock.ts";
 import { startWalCheckpointer } from "./store/wal-checkpointer.ts";
