@@ -9,7 +9,7 @@
  *   BUN_JSC_logGC=1 bun bench/stream-stage.ts 2>gc.log   and the collector's cycles beside it
  */
 import { answerSource } from "../src/gateway/stream-answer.ts";
-import { createOpenAIRelay } from "../src/streaming/encode-openai.ts";
+import { createOpenAIRelay } from "../src/formats/openai-chat/encode-openai.ts";
 import { openaiAdapter } from "../src/providers/openai/openai-adapter.ts";
 import { UsageMeter } from "../src/billing/usage-meter.ts";
 import type { ChunkReader, ReadResult } from "../src/transport/transport.ts";

@@ -38,7 +38,7 @@ import { createGatewayMetrics } from "./ops/gateway-metrics.ts";
 import { assignRequestId, closeTracesHook } from "./http/plugins/request-id.ts";
 import { metricsRoute } from "./http/routes/metrics.ts";
 import { openApiRoute } from "./http/routes/openapi.ts";
-import type { ResponseStore } from "./translate/response-store.ts";
+import type { ResponseStore } from "./formats/openai-responses/response-store.ts";
 import { createMemoryResponseStore } from "./store/memory/memory-response-store.ts";
 import { createAlerts, type Alerts } from "./alerts/alerts.ts";
 import { createAuthFailures, type AuthFailureOptions } from "./limits/auth-failures.ts";

@@ -1,6 +1,6 @@
 import { describe, expect, test } from "bun:test";
-import { createResponsesEncoder, encodeResponsesBody, type ResponsesAnswerPlan } from "../src/streaming/encode-responses.ts";
-import { responsesToChat } from "../src/translate/responses-to-chat.ts";
+import { createResponsesEncoder, encodeResponsesBody, type ResponsesAnswerPlan } from "../src/formats/openai-responses/encode-responses.ts";
+import { responsesToChat } from "../src/formats/openai-responses/responses-to-chat.ts";
 import type { StreamEvent } from "../src/streaming/events.ts";
 import type { EncodeContext } from "../src/streaming/client-sink.ts";
 import { sseFrames } from "./helpers/gateway.ts";

@@ -1,11 +1,11 @@
 import { describe, expect, test } from "bun:test";
 import type { StreamEvent } from "../src/streaming/events.ts";
-import { createOpenAIEncoder, createOpenAIRelay, encodeOpenAIBody } from "../src/streaming/encode-openai.ts";
-import { createAnthropicEncoder, createAnthropicRelay, encodeAnthropicBody } from "../src/streaming/encode-anthropic.ts";
+import { createOpenAIEncoder, createOpenAIRelay, encodeOpenAIBody } from "../src/formats/openai-chat/encode-openai.ts";
+import { createAnthropicEncoder, createAnthropicRelay, encodeAnthropicBody } from "../src/formats/anthropic-messages/encode-anthropic.ts";
 import { createSseParser, type SseEvent } from "../src/streaming/sse-parser.ts";
 import { openaiAdapter } from "../src/providers/openai/openai-adapter.ts";
 import { anthropicAdapter } from "../src/providers/anthropic/anthropic-adapter.ts";
-import { collectAnswer } from "../src/streaming/collect-answer.ts";
+import { collectAnswer } from "../src/formats/common/collect-answer.ts";
 import type { ClientSink } from "../src/streaming/client-sink.ts";
 
 const ctx = { id: "id-1", created: 1_700_000_000, model: "vendor/model", includeUsage: true };

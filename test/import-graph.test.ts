@@ -89,8 +89,8 @@ function arrowsWhere(files: Map<string, string[]>, forbidden: (from: string, to:
   return found.sort();
 }
 
-/** Client formats (translate/ until it becomes formats/) sit below the upstreams, the HTTP layer and the stores. */
-const FORMAT_ROOMS = ["formats", "translate"];
+/** Client formats sit below the upstreams, the HTTP layer and the stores. */
+const FORMAT_ROOMS = ["formats"];
 const BELOW_FORMATS_FORBIDDEN = ["providers", "http", "store"];
 const formatReachesUp = (from: string, to: string) =>
   FORMAT_ROOMS.includes(from.split("/")[0]!) && BELOW_FORMATS_FORBIDDEN.includes(to.split("/")[0]!);
@@ -162,7 +162,7 @@ test("nothing but app.ts imports http/, and only app.ts wires the simulated upst
 test("the arrow rules catch the arrows they forbid", () => {
   const f = (path: string) => join(SRC, path);
   const files = new Map([
-    [f("translate/prepare-upstream.ts"), [f("providers/provider.ts"), f("config/schema.ts")]],
+    [f("formats/prepare-upstream.ts"), [f("providers/provider.ts"), f("config/schema.ts")]],
     [f("formats/openai-chat/schema.ts"), [f("store/ids.ts"), f("http/routes/schemas.ts")]],
     [f("gateway/forward.ts"), [f("store/sqlite/sqlite-ledger.ts"), f("http/plugins/errors.ts"), f("providers/simulated/simulated-upstream.ts")]],
     [f("cli/admin.ts"), [f("store/database.ts")]],
@@ -172,7 +172,7 @@ test("the arrow rules catch the arrows they forbid", () => {
   expect(arrowsWhere(files, formatReachesUp)).toEqual([
     "formats/openai-chat/schema.ts → http/routes/schemas.ts",
     "formats/openai-chat/schema.ts → store/ids.ts",
-    "translate/prepare-upstream.ts → providers/provider.ts",
+    "formats/prepare-upstream.ts → providers/provider.ts",
   ]);
   expect(arrowsWhere(files, reachesStore)).toEqual(["formats/openai-chat/schema.ts → store/ids.ts", "gateway/forward.ts → store/sqlite/sqlite-ledger.ts"]);
   expect(arrowsWhere(files, reachesHttp)).toEqual(["formats/openai-chat/schema.ts → http/routes/schemas.ts", "gateway/forward.ts → http/plugins/errors.ts"]);

@@ -15,7 +15,7 @@ import { loadSettings } from "../src/config/load-config.ts";
 import { readEnvironment } from "../src/config/env.ts";
 import { silentLogger } from "../src/log/log.ts";
 import { openDatabase } from "../src/store/database.ts";
-import { promptText } from "../src/translate/prepare-upstream.ts";
+import { promptText } from "../src/formats/prepare-upstream.ts";
 import { sseFrames } from "./helpers/gateway.ts";
 import { claudeCodeFixture, countTokensFixture } from "./helpers/claude-code.ts";
 

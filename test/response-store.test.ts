@@ -4,9 +4,9 @@
  */
 import { describe, expect, test } from "bun:test";
 import { createMemoryResponseStore } from "../src/store/memory/memory-response-store.ts";
-import { NO_RESPONSE_STORE, type StoredResponse } from "../src/translate/response-store.ts";
-import { resolveStoredInput } from "../src/translate/stored-input.ts";
-import { ResponsesRequestError } from "../src/translate/responses-to-chat.ts";
+import { NO_RESPONSE_STORE, type StoredResponse } from "../src/formats/openai-responses/response-store.ts";
+import { resolveStoredInput } from "../src/formats/openai-responses/stored-input.ts";
+import { ResponsesRequestError } from "../src/formats/openai-responses/responses-to-chat.ts";
 
 function clock() {
   let now = 1_700_000_000_000;

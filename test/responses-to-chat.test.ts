@@ -1,5 +1,5 @@
 import { describe, expect, test } from "bun:test";
-import { flattenName, responsesToChat, ResponsesRequestError } from "../src/translate/responses-to-chat.ts";
+import { flattenName, responsesToChat, ResponsesRequestError } from "../src/formats/openai-responses/responses-to-chat.ts";
 
 describe("responsesToChat: the conversation", () => {
   test("a string input is one user message; instructions lead as the system prompt", () => {

@@ -64,7 +64,7 @@ export const ModelConfig = t.Object({
    * How the upstream model takes reasoning controls, for fields translated from the other format:
    * `effort` (OpenAI `reasoning_effort`), `budget` (Anthropic `thinking.budget_tokens`), `adaptive`
    * (Anthropic `thinking: {type: "adaptive"}` with `output_config.effort`), `none` (it does not
-   * reason: none are sent). Inferred from `upstream_model` when unset (translate/model-traits.ts).
+   * reason: none are sent). Inferred from `upstream_model` when unset (formats/common/model-traits.ts).
    */
   reasoning: t.Optional(t.Union([t.Literal("none"), t.Literal("effort"), t.Literal("budget"), t.Literal("adaptive")])),
   /**

@@ -1,13 +1,13 @@
 import type { Settings, ResolvedProvider } from "../config/load-config.ts";
 import type { Logger } from "../log/log.ts";
 import type { ProviderAdapter, DecodedFrame } from "../providers/provider.ts";
-import type { WireFormat } from "../translate/wire-types.ts";
+import type { WireFormat } from "../formats/common/wire-types.ts";
 import type { StreamEvent } from "../streaming/events.ts";
 import type { SseEvent } from "../streaming/sse-parser.ts";
 import type { Fitted } from "./context-fit.ts";
 import { adapterFor } from "../providers/adapters.ts";
-import { prepareUpstream, promptText } from "../translate/prepare-upstream.ts";
-import { createAnswerToolMapper } from "../streaming/answer-tool.ts";
+import { prepareUpstream, promptText } from "../formats/prepare-upstream.ts";
+import { createAnswerToolMapper } from "../formats/common/answer-tool.ts";
 import { GatewayError } from "../streaming/gateway-error.ts";
 import { upstreamStatusError } from "../providers/upstream-errors.ts";
 import { ImageFetchError, inlineImages } from "./inline-images.ts";
@@ -68,7 +68,7 @@ export async function attemptUpstream(deps: AttemptDeps, req: AttemptRequest, ca
   const adapter = adapterFor(provider, model);
   const prepared = prepareUpstream(req.clientFormat, req.body, model, provider, maxTokens, deps.log);
   const call = adapter.buildRequest(provider, prepared.body, req.headers);
-  // A structured answer asked for through a forced tool comes back as text (streaming/answer-tool.ts).
+  // A structured answer asked for through a forced tool comes back as text (formats/common/answer-tool.ts).
   const answerTool = prepared.answerTool;
   // The request's id (set by the request-id plugin) goes upstream too, so vendor-side logs can be matched.
   if (req.clientRequestId) call.headers["x-request-id"] = req.clientRequestId;

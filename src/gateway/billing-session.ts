@@ -6,11 +6,7 @@ import { microToCredits } from "../billing/money.ts";
 import { UsageMeter, type PromptSource } from "../billing/usage-meter.ts";
 import { GatewayError } from "../streaming/gateway-error.ts";
 import type { Inflight } from "./inflight.ts";
-
-export interface Principal {
-  keyId: string;
-  accountId: string;
-}
+import type { ActiveKey } from "../accounts/account-store.ts";
 
 /** How a request ended, as its usage record says. */
 export type SettleStatus = "ok" | "cancelled" | "stream_failed" | "upstream_error";
@@ -43,7 +39,7 @@ export interface BillingDeps {
 export async function openBillingSession(
   deps: BillingDeps,
   o: {
-    requestId: string; principal: Principal; worstCaseMicro: number; startedAt: number; promptText: PromptSource;
+    requestId: string; principal: ActiveKey; worstCaseMicro: number; startedAt: number; promptText: PromptSource;
     /** The request's x-request-id, kept with its usage record. */
     clientRequestId?: string;
     /** Told what the settlement charged (metrics, the access log). */

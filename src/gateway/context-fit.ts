@@ -1,6 +1,6 @@
 import type { ModelConfig } from "../config/schema.ts";
 import { ContextLengthError } from "../streaming/gateway-error.ts";
-import { effectiveMaxTokens } from "../translate/prepare-upstream.ts";
+import { effectiveMaxTokens } from "../formats/prepare-upstream.ts";
 
 export interface Fitted {
   model: ModelConfig;

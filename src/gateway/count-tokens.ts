@@ -4,7 +4,7 @@ import { anthropicAdapter } from "../providers/anthropic/anthropic-adapter.ts";
 import { checkAnthropicContent } from "./check-content.ts";
 import type { ForwardDeps } from "./forward.ts";
 import { GatewayError } from "../streaming/gateway-error.ts";
-import { promptText } from "../translate/prepare-upstream.ts";
+import { promptText } from "../formats/prepare-upstream.ts";
 import { upstreamStatusError } from "../providers/upstream-errors.ts";
 
 /** Longest wait for an upstream's count before the gateway answers with its own estimate. */

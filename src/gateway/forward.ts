@@ -2,19 +2,20 @@ import type { ModelConfig } from "../config/schema.ts";
 import type { Settings } from "../config/load-config.ts";
 import type { Ledger } from "../billing/ledger.ts";
 import type { Logger } from "../log/log.ts";
-import type { WireFormat } from "../translate/wire-types.ts";
+import type { WireFormat } from "../formats/common/wire-types.ts";
 import { GatewayError } from "../streaming/gateway-error.ts";
 import { endOfTurn } from "./end-of-turn.ts";
 import type { Inflight } from "./inflight.ts";
 import { planRequest } from "./plan.ts";
-import { openBillingSession, type Principal } from "./billing-session.ts";
+import { openBillingSession } from "./billing-session.ts";
+import type { ActiveKey } from "../accounts/account-store.ts";
 import { attemptUpstream, clientClosed } from "./attempt.ts";
 import { nextStep } from "./retry-policy.ts";
 import { respond, type AnswerFormat } from "./respond.ts";
 import { withRequestId, type RequestTrace, type Tracker } from "../ops/request-trace.ts";
-import type { EmbeddingsInputMeasure } from "../billing/embeddings-input.ts";
+import type { EmbeddingsInputMeasure } from "../formats/openai-embeddings/embeddings-input.ts";
 
-export type { Principal, AnswerFormat };
+export type { AnswerFormat };
 import type { Transport } from "../transport/transport.ts";
 
 export interface ForwardDeps {
@@ -41,7 +42,8 @@ export interface ForwardRequest {
   signal: AbortSignal;
   /** The model asked for, then its fallbacks, in the order they are tried. */
   candidates: ModelConfig[];
-  principal: Principal;
+  /** The key the request came with (the admission plugin resolved it), and its account. */
+  principal: ActiveKey;
   /** Called before a streamed answer starts, to lift the server's idle timeout for this request. */
   onStream?: () => void;
   /** The answer in another format than the request's (the Responses API, sent on as a chat request). */

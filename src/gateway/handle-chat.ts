@@ -1,8 +1,9 @@
 import type { Catalogue } from "../catalogue/catalogue.ts";
 import type { ModelConfig } from "../config/schema.ts";
-import type { WireFormat } from "../translate/wire-types.ts";
-import { assertAnthropicTextOnly, assertOpenAITextOnly, UnsupportedContentError } from "../translate/content-text.ts";
-import { forward, type AnswerFormat, type ForwardDeps, type Principal } from "./forward.ts";
+import type { WireFormat } from "../formats/common/wire-types.ts";
+import { assertAnthropicTextOnly, assertOpenAITextOnly, UnsupportedContentError } from "../formats/common/content-text.ts";
+import { forward, type AnswerFormat, type ForwardDeps } from "./forward.ts";
+import type { ActiveKey } from "../accounts/account-store.ts";
 import { GatewayError } from "../streaming/gateway-error.ts";
 import { checkAnthropicContent, checkOpenAIContent } from "./check-content.ts";
 
@@ -10,7 +11,7 @@ export interface ChatCall {
   format: WireFormat;
   body: Record<string, unknown>;
   request: Request;
-  principal: Principal;
+  principal: ActiveKey;
   /** Bun's per-request idle timeout hook; streams lift it so a quiet upstream does not cut them. */
   server: { timeout(request: Request, seconds: number): void } | null;
   /** Elysia's response settings; the admission plugin put the rate-limit headers there. */

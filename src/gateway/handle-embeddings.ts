@@ -1,7 +1,8 @@
 import type { Catalogue } from "../catalogue/catalogue.ts";
-import { encodeEmbeddingsBody, type EmbeddingEncoding } from "../streaming/encode-embeddings.ts";
-import { measureEmbeddingsInput, type EmbeddingsInput } from "../billing/embeddings-input.ts";
-import { forward, type AnswerFormat, type ForwardDeps, type Principal } from "./forward.ts";
+import { encodeEmbeddingsBody, type EmbeddingEncoding } from "../formats/openai-embeddings/encode-embeddings.ts";
+import { measureEmbeddingsInput, type EmbeddingsInput } from "../formats/openai-embeddings/embeddings-input.ts";
+import { forward, type AnswerFormat, type ForwardDeps } from "./forward.ts";
+import type { ActiveKey } from "../accounts/account-store.ts";
 import { GatewayError } from "../streaming/gateway-error.ts";
 import { bodyBytesOf, resolveCandidates, withRouteHeaders } from "./handle-chat.ts";
 
@@ -9,7 +10,7 @@ export interface EmbeddingsCall {
   /** Checked by the route's schema: `input` is one of OpenAI's four shapes. */
   body: Record<string, unknown> & { input: EmbeddingsInput };
   request: Request;
-  principal: Principal;
+  principal: ActiveKey;
   /** Elysia's response settings; the admission plugin put the rate-limit headers there. */
   set: { headers: Record<string, unknown> };
 }

@@ -1,12 +1,12 @@
 import type { ModelConfig } from "../config/schema.ts";
 import type { Settings } from "../config/load-config.ts";
 import type { Logger } from "../log/log.ts";
-import type { WireFormat } from "../translate/wire-types.ts";
+import type { WireFormat } from "../formats/common/wire-types.ts";
 import type { PromptSource, UsageMeter } from "../billing/usage-meter.ts";
 import type { ClientSink, EncodeContext } from "../streaming/client-sink.ts";
 import type { StreamEvent } from "../streaming/events.ts";
-import { createOpenAIEncoder, createOpenAIRelay, encodeOpenAIBody } from "../streaming/encode-openai.ts";
-import { createAnthropicEncoder, createAnthropicRelay, encodeAnthropicBody } from "../streaming/encode-anthropic.ts";
+import { createOpenAIEncoder, createOpenAIRelay, encodeOpenAIBody } from "../formats/openai-chat/encode-openai.ts";
+import { createAnthropicEncoder, createAnthropicRelay, encodeAnthropicBody } from "../formats/anthropic-messages/encode-anthropic.ts";
 import { streamAnswer, type StreamOutcome } from "./stream-answer.ts";
 import type { AttemptOutcome } from "./attempt.ts";
 import { ImageFetchError } from "./inline-images.ts";

@@ -1,5 +1,5 @@
 import { createMemoryResponseStore } from "../../src/store/memory/memory-response-store.ts";
-import type { ResponseStore } from "../../src/translate/response-store.ts";
+import type { ResponseStore } from "../../src/formats/openai-responses/response-store.ts";
 
 /**
  * The gateway's own in-memory response store (default bounds), with what it was asked to keep

@@ -1,7 +1,7 @@
 import { Elysia } from "elysia";
 import type { ErrorKind } from "../../streaming/events.ts";
-import { openaiErrorBody } from "../../streaming/encode-openai.ts";
-import { anthropicErrorBody } from "../../streaming/encode-anthropic.ts";
+import { openaiErrorBody } from "../../formats/openai-chat/encode-openai.ts";
+import { anthropicErrorBody } from "../../formats/anthropic-messages/encode-anthropic.ts";
 import { ContextLengthError, GatewayError } from "../../streaming/gateway-error.ts";
 import type { Logger } from "../../log/log.ts";
 

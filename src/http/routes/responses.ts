@@ -4,10 +4,10 @@ import { handleChat } from "../../gateway/handle-chat.ts";
 import type { AnswerFormat, ForwardDeps } from "../../gateway/forward.ts";
 import { GatewayError } from "../../streaming/gateway-error.ts";
 import { principalOf } from "../plugins/admission.ts";
-import { createResponsesEncoder, encodeResponsesBody, type ResponsesAnswerPlan } from "../../streaming/encode-responses.ts";
-import { responsesToChat, ResponsesRequestError, type ResponsesPlan } from "../../translate/responses-to-chat.ts";
-import type { ResponseStore } from "../../translate/response-store.ts";
-import { resolveStoredInput, type StoredInput } from "../../translate/stored-input.ts";
+import { createResponsesEncoder, encodeResponsesBody, type ResponsesAnswerPlan } from "../../formats/openai-responses/encode-responses.ts";
+import { responsesToChat, ResponsesRequestError, type ResponsesPlan } from "../../formats/openai-responses/responses-to-chat.ts";
+import type { ResponseStore } from "../../formats/openai-responses/response-store.ts";
+import { resolveStoredInput, type StoredInput } from "../../formats/openai-responses/stored-input.ts";
 
 /**
  * Open objects, as in schemas.ts: fields we do not model are accepted; the translator reads

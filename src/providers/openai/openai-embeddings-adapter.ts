@@ -1,13 +1,13 @@
 import type { StreamEvent } from "../../streaming/events.ts";
 import { reportedCount } from "../../streaming/events.ts";
-import { vectorLength } from "../../streaming/encode-embeddings.ts";
-import { inputsOf } from "../../billing/embeddings-input.ts";
+import { vectorLength } from "../../formats/openai-embeddings/encode-embeddings.ts";
+import { inputsOf } from "../../formats/openai-embeddings/embeddings-input.ts";
 import { scrubLogDetail } from "../../log/scrub.ts";
 import { UpstreamProtocolError, type ProviderAdapter } from "../provider.ts";
 
 /**
  * The OpenAI embeddings API (POST /embeddings), for models of category `embedding`. It answers
- * in one body; what the client receives is written from it by streaming/encode-embeddings.ts.
+ * in one body; what the client receives is written from it by formats/openai-embeddings/encode-embeddings.ts.
  * Decoding checks the answer holds exactly one vector per input sent, indexed 0…n−1, all of one
  * length: anything else is an unreadable answer (502, uncharged, the next model is tried), since
  * a client matches vectors to inputs by `index` and would silently pair them wrong.

@@ -1,12 +1,12 @@
 import type { StreamEvent } from "../../streaming/events.ts";
-import { createOpenAIEncoder, encodeOpenAIBody } from "../../streaming/encode-openai.ts";
-import { createAnthropicEncoder, encodeAnthropicBody } from "../../streaming/encode-anthropic.ts";
-import { promptText } from "../../translate/prepare-upstream.ts";
+import { createOpenAIEncoder, encodeOpenAIBody } from "../../formats/openai-chat/encode-openai.ts";
+import { createAnthropicEncoder, encodeAnthropicBody } from "../../formats/anthropic-messages/encode-anthropic.ts";
+import { promptText } from "../../formats/prepare-upstream.ts";
 import type { Transport as Transport } from "../../transport/transport.ts";
 import { drawPng } from "./draw-png.ts";
 import { HASH_EMBEDDING_DIMENSIONS, HASH_EMBEDDING_MAX_DIMENSIONS, hashEmbedding } from "./hash-embedding.ts";
-import { inputsOf } from "../../billing/embeddings-input.ts";
-import { float32Base64 } from "../../streaming/encode-embeddings.ts";
+import { inputsOf } from "../../formats/openai-embeddings/embeddings-input.ts";
+import { float32Base64 } from "../../formats/openai-embeddings/encode-embeddings.ts";
 
 const LOREM =
   "Lorem ipsum dolor sit amet, consectetur adipiscing elit, sed do eiusmod tempor incididunt ut labore et dolore magna aliqua. Ut enim ad minim veniam, quis nostrud exercitation ullamco laboris nisi ut aliquip ex ea commodo consequat.".split(" ");

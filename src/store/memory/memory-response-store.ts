@@ -1,5 +1,5 @@
-import type { ResponseStore, StoredResponse } from "../../translate/response-store.ts";
-import type { Json } from "../../translate/wire-types.ts";
+import type { ResponseStore, StoredResponse } from "../../formats/openai-responses/response-store.ts";
+import type { Json } from "../../formats/common/wire-types.ts";
 import { createByteLru } from "./byte-lru.ts";
 
 export interface MemoryResponseStoreOptions {

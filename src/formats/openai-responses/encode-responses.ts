@@ -3,9 +3,9 @@
  * is one state machine (items open and close, sequence numbers, the final response, reasoning as
  * content or summary): split, the stream and the body could disagree.
  */
-import { imageMarkdown, type ErrorKind, type FinishReason, type StreamEvent } from "./events.ts";
-import type { ClientSink, EncodeContext } from "./client-sink.ts";
-import type { ClientTool, ResponsesEcho } from "../translate/responses-to-chat.ts";
+import { imageMarkdown, type ErrorKind, type FinishReason, type StreamEvent } from "../../streaming/events.ts";
+import type { ClientSink, EncodeContext } from "../../streaming/client-sink.ts";
+import type { ClientTool, ResponsesEcho } from "./responses-to-chat.ts";
 
 /** What the Responses encoder needs from the request beyond the shared context. */
 export interface ResponsesAnswerPlan {

@@ -1,9 +1,9 @@
 import { createHash } from "node:crypto";
-import { anthropicBlocksText } from "./content-text.ts";
-import { UNKNOWN_TRAITS, type UpstreamTraits } from "./model-traits.ts";
-import { openaiReasoningEffort } from "./reasoning.ts";
-import { openaiResponseFormat } from "./structured-output.ts";
-import type { AnthropicBlock, AnthropicBody, Json, OpenAIChatBody, OpenAIMessage, TranslationNotes } from "./wire-types.ts";
+import { anthropicBlocksText } from "../common/content-text.ts";
+import { UNKNOWN_TRAITS, type UpstreamTraits } from "../common/model-traits.ts";
+import { openaiReasoningEffort } from "../common/reasoning.ts";
+import { openaiResponseFormat } from "../common/structured-output.ts";
+import type { AnthropicBlock, AnthropicBody, Json, OpenAIChatBody, OpenAIMessage, TranslationNotes } from "../common/wire-types.ts";
 
 /**
  * An Anthropic messages request → an OpenAI chat request. `tool_result` blocks become

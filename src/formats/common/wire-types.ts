@@ -64,7 +64,7 @@ export interface AnthropicBody extends Json {
  * the answer's handling and the log.
  */
 export interface TranslationNotes {
-  /** A tool forced to carry a JSON answer: its call is the answer's text (streaming/answer-tool.ts). */
+  /** A tool forced to carry a JSON answer: its call is the answer's text (formats/common/answer-tool.ts). */
   answerTool?: string;
   /** Fields the client sent that the upstream does not get, and why; for the log. */
   dropped?: string[];

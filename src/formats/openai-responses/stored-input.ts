@@ -1,4 +1,4 @@
-import type { Json } from "./wire-types.ts";
+import type { Json } from "../common/wire-types.ts";
 import type { ResponseStore } from "./response-store.ts";
 import { ResponsesRequestError } from "./responses-to-chat.ts";
 

@@ -1,8 +1,8 @@
-import { openaiContentText } from "./content-text.ts";
-import { UNKNOWN_TRAITS, type UpstreamTraits } from "./model-traits.ts";
-import { anthropicReasoning } from "./reasoning.ts";
-import { anthropicStructuredOutput } from "./structured-output.ts";
-import type { AnthropicBlock, AnthropicBody, AnthropicMessage, Json, OpenAIChatBody, TranslationNotes } from "./wire-types.ts";
+import { openaiContentText } from "../common/content-text.ts";
+import { UNKNOWN_TRAITS, type UpstreamTraits } from "../common/model-traits.ts";
+import { anthropicReasoning } from "../common/reasoning.ts";
+import { anthropicStructuredOutput } from "../common/structured-output.ts";
+import type { AnthropicBlock, AnthropicBody, AnthropicMessage, Json, OpenAIChatBody, TranslationNotes } from "../common/wire-types.ts";
 
 /**
  * An OpenAI chat request → an Anthropic messages request. System messages move to

@@ -1,4 +1,4 @@
-import { imageMarkdown, type FinishReason, type StreamEvent } from "./events.ts";
+import { imageMarkdown, type FinishReason, type StreamEvent } from "../../streaming/events.ts";
 
 export interface CollectedAnswer {
   text: string;

@@ -1,5 +1,5 @@
-import type { EncodeContext } from "./client-sink.ts";
-import type { StreamEvent } from "./events.ts";
+import type { EncodeContext } from "../../streaming/client-sink.ts";
+import type { StreamEvent } from "../../streaming/events.ts";
 
 /**
  * OpenAI's embeddings answer, `{object: "list", data: [{object: "embedding", index, embedding}],

@@ -1,6 +1,6 @@
-import { imageMarkdown, type ErrorKind, type FinishReason, type StreamEvent } from "./events.ts";
-import type { ClientSink, EncodeContext } from "./client-sink.ts";
-import { collectAnswer } from "./collect-answer.ts";
+import { imageMarkdown, type ErrorKind, type FinishReason, type StreamEvent } from "../../streaming/events.ts";
+import type { ClientSink, EncodeContext } from "../../streaming/client-sink.ts";
+import { collectAnswer } from "../common/collect-answer.ts";
 
 const FINISH: Record<FinishReason, string> = {
   stop: "stop",

@@ -1,12 +1,12 @@
 import type { ModelConfig } from "../config/schema.ts";
 import type { ResolvedProvider } from "../config/load-config.ts";
-import type { WireFormat } from "./wire-types.ts";
-import { anthropicRequestToOpenAI } from "./anthropic-to-openai.ts";
-import { openaiRequestToAnthropic } from "./openai-to-anthropic.ts";
-import { upstreamTraits } from "./model-traits.ts";
-import { anthropicReasoning, MIN_THINKING_BUDGET } from "./reasoning.ts";
-import type { ReasoningStyle } from "./model-traits.ts";
-import type { AnthropicBody, AnthropicMessage, OpenAIChatBody, TranslationNotes } from "./wire-types.ts";
+import type { WireFormat } from "./common/wire-types.ts";
+import { anthropicRequestToOpenAI } from "./anthropic-messages/anthropic-to-openai.ts";
+import { openaiRequestToAnthropic } from "./openai-chat/openai-to-anthropic.ts";
+import { upstreamTraits } from "./common/model-traits.ts";
+import { anthropicReasoning, MIN_THINKING_BUDGET } from "./common/reasoning.ts";
+import type { ReasoningStyle } from "./common/model-traits.ts";
+import type { AnthropicBody, AnthropicMessage, OpenAIChatBody, TranslationNotes } from "./common/wire-types.ts";
 import type { Logger } from "../log/log.ts";
 
 export { MIN_THINKING_BUDGET };
@@ -35,7 +35,7 @@ export interface PreparedUpstream {
  * The body the upstream receives. Same format: the client's body with only the gateway's
  * changes (model, token cap, usage reporting, reasoning fields the model refuses), so
  * parameters we do not model pass through. Different format: a translation, told what the
- * model takes (translate/model-traits.ts).
+ * model takes (formats/common/model-traits.ts).
  */
 export function prepareUpstream(
   clientFormat: WireFormat,
@@ -115,7 +115,7 @@ function dropUnsignedThinking(body: Record<string, unknown>): void {
  * Thinking in the form the model takes. Clients name the model they think they reach, and an
  * alias may send them to another one (Claude Code asks `claude-opus-5-5` for adaptive thinking,
  * `claude-*` may lead to Sonnet 4.5, which refuses it): adaptive thinking for a model that takes
- * budgets becomes a budget by the effort table (translate/reasoning.ts, `high` when none is
+ * budgets becomes a budget by the effort table (formats/common/reasoning.ts, `high` when none is
  * named, as Anthropic's default), without `output_config.effort`; a model that does not think
  * gets neither. Models that take adaptive thinking still accept budgets, so those stay.
  */

@@ -1,4 +1,4 @@
-import type { ModelConfig } from "../config/schema.ts";
+import type { ModelConfig } from "../../config/schema.ts";
 
 /**
  * What an upstream model accepts of the fields the gateway translates from the other format. A

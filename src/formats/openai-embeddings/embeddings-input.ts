@@ -1,5 +1,5 @@
-import { countTokens } from "./token-estimate.ts";
-import type { PromptSource } from "./usage-meter.ts";
+import { countTokens } from "../../billing/token-estimate.ts";
+import type { PromptSource } from "../../billing/usage-meter.ts";
 
 /** What `input` may be, once the route's schema has checked it (OpenAI's four shapes). */
 export type EmbeddingsInput = string | string[] | number[] | number[][];

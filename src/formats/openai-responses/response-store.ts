@@ -1,4 +1,4 @@
-import type { Json } from "./wire-types.ts";
+import type { Json } from "../common/wire-types.ts";
 
 /**
  * The ResponseStore port: what the Responses API keeps of an answer so that a later request can

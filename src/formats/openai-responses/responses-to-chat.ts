@@ -1,4 +1,4 @@
-import type { Json, OpenAIChatBody, OpenAIMessage } from "./wire-types.ts";
+import type { Json, OpenAIChatBody, OpenAIMessage } from "../common/wire-types.ts";
 
 /**
  * An OpenAI Responses API request → an OpenAI chat-completions request, so the gateway's

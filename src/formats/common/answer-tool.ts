@@ -1,8 +1,8 @@
-import type { StreamEvent } from "./events.ts";
+import type { StreamEvent } from "../../streaming/events.ts";
 
 /**
  * A forced tool that carries a JSON answer (structured output on an upstream without its own,
- * translate/structured-output.ts) comes back as the answer's text: the client asked for JSON in
+ * formats/common/structured-output.ts) comes back as the answer's text: the client asked for JSON in
  * the message, not for a tool call. Its arguments stream as text deltas; other tool calls are
  * renumbered from 0 without it; a finish that only the answer tool caused is a normal stop.
  * One mapper per answer (it remembers which tool-call index is the answer's).
