@@ -1,6 +1,6 @@
 import type { ModelConfig } from "../config/schema.ts";
 import type { ResolvedProvider } from "../config/load-config.ts";
-import type { WireFormat } from "./common/wire-types.ts";
+import type { UpstreamKind } from "./common/wire-types.ts";
 import { anthropicRequestToOpenAI } from "./anthropic-messages/anthropic-to-openai.ts";
 import { openaiRequestToAnthropic } from "./openai-chat/openai-to-anthropic.ts";
 import { upstreamTraits } from "./common/model-traits.ts";
@@ -19,8 +19,8 @@ export function effectiveMaxTokens(requested: number | null | undefined, cap: nu
   return typeof requested === "number" ? Math.min(requested, cap) : cap;
 }
 
-export function requestedMaxTokens(format: WireFormat, body: Record<string, unknown>): number | undefined {
-  const value = format === "openai" ? (body.max_completion_tokens ?? body.max_tokens) : body.max_tokens;
+export function requestedMaxTokens(wire: UpstreamKind, body: Record<string, unknown>): number | undefined {
+  const value = wire === "openai" ? (body.max_completion_tokens ?? body.max_tokens) : body.max_tokens;
   return typeof value === "number" ? value : undefined;
 }
 
@@ -38,22 +38,22 @@ export interface PreparedUpstream {
  * model takes (formats/common/model-traits.ts).
  */
 export function prepareUpstream(
-  clientFormat: WireFormat,
+  wire: UpstreamKind,
   body: Record<string, unknown>,
   model: ModelConfig,
   provider: ResolvedProvider,
   maxTokens: number,
   log?: Logger,
 ): PreparedUpstream {
-  if (model.upstream_api === "images") return { body: imagesRequest(clientFormat, body, model) };
+  if (model.upstream_api === "images") return { body: imagesRequest(wire, body, model) };
   if (model.category === "embedding") return { body: embeddingsRequest(body, model) };
   const traits = upstreamTraits(provider.kind, model);
   const notes: TranslationNotes = {};
   const field = provider.max_tokens_field ?? "max_tokens";
   let out: Record<string, unknown>;
-  if (clientFormat === "openai" && provider.kind === "anthropic") {
+  if (wire === "openai" && provider.kind === "anthropic") {
     out = openaiRequestToAnthropic(body as OpenAIChatBody, model.upstream_model, maxTokens, traits, notes);
-  } else if (clientFormat === "anthropic" && provider.kind === "openai") {
+  } else if (wire === "anthropic" && provider.kind === "openai") {
     out = anthropicRequestToOpenAI(body as AnthropicBody, model.upstream_model, maxTokens, field, traits, notes);
   } else {
     out = { ...body, model: model.upstream_model };
@@ -86,14 +86,14 @@ export function prepareUpstream(
 
 /** The body alone (tests, callers that do not read answers). */
 export function prepareUpstreamBody(
-  clientFormat: WireFormat,
+  wire: UpstreamKind,
   body: Record<string, unknown>,
   model: ModelConfig,
   provider: ResolvedProvider,
   maxTokens: number,
   log?: Logger,
 ): unknown {
-  return prepareUpstream(clientFormat, body, model, provider, maxTokens, log).body;
+  return prepareUpstream(wire, body, model, provider, maxTokens, log).body;
 }
 
 /**
@@ -176,7 +176,7 @@ export function fitThinkingBudget(body: Record<string, unknown>, maxTokens: numb
 }
 
 /** All message text of a request, for estimating prompt tokens when an upstream reports none. */
-export function promptText(format: WireFormat, body: Record<string, unknown>): string {
+export function promptText(wire: UpstreamKind, body: Record<string, unknown>): string {
   const parts: string[] = [];
   const add = (content: unknown) => {
     if (typeof content === "string") parts.push(content);
@@ -189,7 +189,7 @@ export function promptText(format: WireFormat, body: Record<string, unknown>): s
       }
     }
   };
-  if (format === "anthropic") add(body.system);
+  if (wire === "anthropic") add(body.system);
   for (const m of (body.messages as Record<string, unknown>[]) ?? []) {
     add(m.content);
     const calls = m.tool_calls as { function?: { name?: string; arguments?: string } }[] | undefined;
@@ -203,10 +203,10 @@ export function promptText(format: WireFormat, body: Record<string, unknown>): s
  * The images API takes one prompt: the text of the last user message. Earlier turns are not
  * sent (the API has no place for them); what the user asks for last is what gets drawn.
  */
-function imagesRequest(format: WireFormat, body: Record<string, unknown>, model: ModelConfig): Record<string, unknown> {
+function imagesRequest(wire: UpstreamKind, body: Record<string, unknown>, model: ModelConfig): Record<string, unknown> {
   const messages = (body.messages as { role: string; content: unknown }[]) ?? [];
   const lastUser = [...messages].reverse().find((m) => m.role === "user");
-  const prompt = lastUser ? promptText(format, { messages: [lastUser] }).trim() : "";
+  const prompt = lastUser ? promptText(wire, { messages: [lastUser] }).trim() : "";
   const out: Record<string, unknown> = { model: model.upstream_model, prompt, n: 1 };
   // gpt-image models always answer base64 and refuse the parameter; DALL·E needs it to.
   if (!model.upstream_model.startsWith("gpt-image")) out.response_format = "b64_json";

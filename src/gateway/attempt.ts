@@ -1,7 +1,7 @@
 import type { Settings, ResolvedProvider } from "../config/load-config.ts";
 import type { Logger } from "../log/log.ts";
 import type { ProviderAdapter, DecodedFrame } from "../providers/provider.ts";
-import type { WireFormat } from "../formats/common/wire-types.ts";
+import type { UpstreamKind } from "../formats/common/wire-types.ts";
 import type { StreamEvent } from "../streaming/events.ts";
 import type { SseEvent } from "../streaming/sse-parser.ts";
 import type { Fitted } from "./context-fit.ts";
@@ -27,7 +27,8 @@ export interface AttemptDeps {
 
 export interface AttemptRequest {
   requestId: string;
-  clientFormat: WireFormat;
+  /** The wire the request's body is in (its client format's). */
+  wire: UpstreamKind;
   body: Record<string, unknown>;
   headers: Headers;
   /** The client's request: its abort ends the attempt. */
@@ -66,7 +67,7 @@ export async function attemptUpstream(deps: AttemptDeps, req: AttemptRequest, ca
   const { model, maxTokens } = candidate;
   const provider = deps.settings.providers.get(model.provider)!;
   const adapter = adapterFor(provider, model);
-  const prepared = prepareUpstream(req.clientFormat, req.body, model, provider, maxTokens, deps.log);
+  const prepared = prepareUpstream(req.wire, req.body, model, provider, maxTokens, deps.log);
   const call = adapter.buildRequest(provider, prepared.body, req.headers);
   // A structured answer asked for through a forced tool comes back as text (formats/common/answer-tool.ts).
   const answerTool = prepared.answerTool;
@@ -122,7 +123,7 @@ export async function attemptUpstream(deps: AttemptDeps, req: AttemptRequest, ca
       // The body may echo the prompt or our vendor key: the log gets a scrubbed, short detail
       // with any run of the request's own text left out.
       deps.log("warn", "upstream error status", {
-        requestId: req.requestId, provider: provider.id, status: res.status, detail: scrubLogDetail(detail ?? text, undefined, promptText(req.clientFormat, req.body)),
+        requestId: req.requestId, provider: provider.id, status: res.status, detail: scrubLogDetail(detail ?? text, undefined, promptText(req.wire, req.body)),
       });
       const cause = res.status === 429 ? "status_429" : res.status >= 500 ? "status_5xx" : "status_4xx";
       return { kind: "refused", verdict: verdictFor(res.status), error: upstreamStatusError(res.status, detail), delayMs: requestedDelayMs(res.headers, deps.now()), cause };

@@ -2,7 +2,7 @@ import type { ModelConfig } from "../config/schema.ts";
 import type { Settings } from "../config/load-config.ts";
 import type { Ledger } from "../billing/ledger.ts";
 import type { Logger } from "../log/log.ts";
-import type { WireFormat } from "../formats/common/wire-types.ts";
+import type { ClientFormat } from "../formats/format.ts";
 import { GatewayError } from "../streaming/gateway-error.ts";
 import { endOfTurn } from "./end-of-turn.ts";
 import type { Inflight } from "./inflight.ts";
@@ -11,11 +11,10 @@ import { openBillingSession } from "./billing-session.ts";
 import type { ActiveKey } from "../accounts/account-store.ts";
 import { attemptUpstream, clientClosed } from "./attempt.ts";
 import { nextStep } from "./retry-policy.ts";
-import { respond, type AnswerFormat } from "./respond.ts";
+import { respond } from "./respond.ts";
 import { withRequestId, type RequestTrace, type Tracker } from "../ops/request-trace.ts";
 import type { EmbeddingsInputMeasure } from "../formats/openai-embeddings/embeddings-input.ts";
 
-export type { AnswerFormat };
 import type { Transport } from "../transport/transport.ts";
 
 export interface ForwardDeps {
@@ -33,7 +32,8 @@ export interface ForwardDeps {
 }
 
 export interface ForwardRequest {
-  clientFormat: WireFormat;
+  /** The client format the request came in: the wire its body is in, how its answer is written. */
+  format: ClientFormat;
   body: Record<string, unknown>;
   /** UTF-8 size of the request body, for the prompt-token bound used by reservations. */
   bodyBytes: number;
@@ -46,11 +46,9 @@ export interface ForwardRequest {
   principal: ActiveKey;
   /** Called before a streamed answer starts, to lift the server's idle timeout for this request. */
   onStream?: () => void;
-  /** The answer in another format than the request's (the Responses API, sent on as a chat request). */
-  answer?: AnswerFormat;
   /** Metrics and the access log follow the request here (ops/request-trace.ts). */
   trace?: RequestTrace;
-  /** POST /v1/embeddings: the input, measured; the candidates are embedding models and `answer` writes the list. */
+  /** POST /v1/embeddings: the input, measured; the candidates are embedding models and the format writes the list. */
   embeddings?: EmbeddingsInputMeasure;
 }
 
@@ -68,7 +66,7 @@ export async function forward(deps: ForwardDeps, req: ForwardRequest): Promise<R
   // The request-id plugin set the header: every log line about the request carries it, the upstream gets it.
   const clientRequestId = req.headers.get("x-request-id") ?? undefined;
   if (clientRequestId) deps = withLog(deps, withRequestId(deps.log, clientRequestId));
-  const plan = await planRequest(deps.settings, req);
+  const plan = await planRequest(deps.settings, { wire: req.format.wire, body: req.body, bodyBytes: req.bodyBytes, candidates: req.candidates, embeddings: req.embeddings });
   const trace = req.trace;
   if (trace) trace.planned(plan.requestId, plan.candidates[0]!.model.id, req.principal);
   const billing = await openBillingSession(deps, {
@@ -78,8 +76,8 @@ export async function forward(deps: ForwardDeps, req: ForwardRequest): Promise<R
   const random = deps.random ?? Math.random;
   const limits = deps.settings.retry;
   const wantsStream = req.body.stream === true;
-  const attemptRequest = { requestId: plan.requestId, clientFormat: req.clientFormat, body: req.body, headers: req.headers, clientSignal: req.signal, wantsStream, clientRequestId };
-  const answerRequest = { clientFormat: req.clientFormat, body: req.body, uuid: plan.uuid, requestId: plan.requestId, bodyBytes: req.bodyBytes, promptText: plan.promptText, onStream: req.onStream, answer: req.answer, trace };
+  const attemptRequest = { requestId: plan.requestId, wire: req.format.wire, body: req.body, headers: req.headers, clientSignal: req.signal, wantsStream, clientRequestId };
+  const answerRequest = { format: req.format, body: req.body, uuid: plan.uuid, requestId: plan.requestId, bodyBytes: req.bodyBytes, promptText: plan.promptText, onStream: req.onStream, trace };
 
   try {
     let waited = 0;

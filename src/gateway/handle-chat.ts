@@ -1,14 +1,15 @@
 import type { Catalogue } from "../catalogue/catalogue.ts";
 import type { ModelConfig } from "../config/schema.ts";
-import type { WireFormat } from "../formats/common/wire-types.ts";
+import type { ClientFormat } from "../formats/format.ts";
 import { assertAnthropicTextOnly, assertOpenAITextOnly, UnsupportedContentError } from "../formats/common/content-text.ts";
-import { forward, type AnswerFormat, type ForwardDeps } from "./forward.ts";
+import { forward, type ForwardDeps } from "./forward.ts";
 import type { ActiveKey } from "../accounts/account-store.ts";
 import { GatewayError } from "../streaming/gateway-error.ts";
 import { checkAnthropicContent, checkOpenAIContent } from "./check-content.ts";
 
 export interface ChatCall {
-  format: WireFormat;
+  /** A chat format, or the Responses API over the chat request it was translated to. */
+  format: ClientFormat;
   body: Record<string, unknown>;
   request: Request;
   principal: ActiveKey;
@@ -16,8 +17,6 @@ export interface ChatCall {
   server: { timeout(request: Request, seconds: number): void } | null;
   /** Elysia's response settings; the admission plugin put the rate-limit headers there. */
   set: { headers: Record<string, unknown> };
-  /** The answer in another format than `format` (the Responses API over a chat request). */
-  answer?: AnswerFormat;
 }
 
 /**
@@ -38,10 +37,11 @@ export async function handleChat(deps: ForwardDeps & { catalogue: Catalogue }, c
     throw new GatewayError(400, "invalid_request", `The model "${embedding.id}" is an embedding model: it answers POST /v1/embeddings, not chat. GET /v1/models lists each model's category.`);
   }
 
-  if (format === "openai") checkOpenAIContent(body);
+  const openai = format.wire === "openai";
+  if (openai) checkOpenAIContent(body);
   else checkAnthropicContent(body);
   try {
-    if (format === "openai") assertOpenAITextOnly(messages as { content?: unknown }[]);
+    if (openai) assertOpenAITextOnly(messages as { content?: unknown }[]);
     else assertAnthropicTextOnly(messages as { content: unknown }[], body.system);
   } catch (err) {
     if (err instanceof UnsupportedContentError) throw new GatewayError(400, "invalid_request", err.message);
@@ -49,7 +49,7 @@ export async function handleChat(deps: ForwardDeps & { catalogue: Catalogue }, c
   }
 
   const response = await forward(deps, {
-    clientFormat: format,
+    format,
     body,
     bodyBytes: bodyBytesOf(call.request, body),
     headers: call.request.headers,
@@ -57,7 +57,6 @@ export async function handleChat(deps: ForwardDeps & { catalogue: Catalogue }, c
     candidates,
     principal: call.principal,
     onStream: () => call.server?.timeout(call.request, 0),
-    answer: call.answer,
     trace,
   });
   return withRouteHeaders(response, call.set);

@@ -1,7 +1,7 @@
 import type { Catalogue } from "../catalogue/catalogue.ts";
-import { encodeEmbeddingsBody, type EmbeddingEncoding } from "../formats/openai-embeddings/encode-embeddings.ts";
+import { openaiEmbeddings } from "../formats/format.ts";
 import { measureEmbeddingsInput, type EmbeddingsInput } from "../formats/openai-embeddings/embeddings-input.ts";
-import { forward, type AnswerFormat, type ForwardDeps } from "./forward.ts";
+import { forward, type ForwardDeps } from "./forward.ts";
 import type { ActiveKey } from "../accounts/account-store.ts";
 import { GatewayError } from "../streaming/gateway-error.ts";
 import { bodyBytesOf, resolveCandidates, withRouteHeaders } from "./handle-chat.ts";
@@ -13,18 +13,6 @@ export interface EmbeddingsCall {
   principal: ActiveKey;
   /** Elysia's response settings; the admission plugin put the rate-limit headers there. */
   set: { headers: Record<string, unknown> };
-}
-
-/** The list answer, in the encoding the client asked for (OpenAI's default is float). */
-export function embeddingsAnswer(encoding: EmbeddingEncoding): AnswerFormat {
-  return {
-    idPrefix: "",
-    encoder: () => {
-      // Refused before the pipeline (see handleEmbeddings): nothing streams here.
-      throw new Error("embeddings do not stream");
-    },
-    body: (events, ctx, upstream) => encodeEmbeddingsBody(upstream, events, ctx, encoding),
-  };
 }
 
 /**
@@ -46,14 +34,13 @@ export async function handleEmbeddings(deps: ForwardDeps & { catalogue: Catalogu
   }
 
   const response = await forward(deps, {
-    clientFormat: "openai",
+    format: openaiEmbeddings(body.encoding_format === "base64" ? "base64" : "float"),
     body,
     bodyBytes: bodyBytesOf(call.request, body),
     headers: call.request.headers,
     signal: call.request.signal,
     candidates,
     principal: call.principal,
-    answer: embeddingsAnswer(body.encoding_format === "base64" ? "base64" : "float"),
     embeddings: measureEmbeddingsInput(body.input),
     trace,
   });

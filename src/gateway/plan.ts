@@ -1,6 +1,6 @@
 import type { ModelConfig } from "../config/schema.ts";
 import type { Settings } from "../config/load-config.ts";
-import type { WireFormat } from "../formats/common/wire-types.ts";
+import type { UpstreamKind } from "../formats/common/wire-types.ts";
 import { worstCaseMicro as mostItCosts } from "../billing/pricing.ts";
 import { countTokens, promptTokenBound } from "../billing/token-estimate.ts";
 import { fitCandidates, type Fitted } from "./context-fit.ts";
@@ -28,18 +28,18 @@ export interface Plan {
  */
 export async function planRequest(
   settings: Settings,
-  req: { clientFormat: WireFormat; body: Record<string, unknown>; bodyBytes: number; candidates: ModelConfig[]; embeddings?: EmbeddingsInputMeasure },
+  req: { wire: UpstreamKind; body: Record<string, unknown>; bodyBytes: number; candidates: ModelConfig[]; embeddings?: EmbeddingsInputMeasure },
 ): Promise<Plan> {
   if (req.embeddings) return planEmbeddings(req.candidates, req.embeddings);
-  const { body, clientFormat } = req;
+  const { body, wire } = req;
   const messageCount = Array.isArray(body.messages) ? body.messages.length : 0;
   const promptBound = promptTokenBound(req.bodyBytes, messageCount);
   let text: string | undefined;
-  const prompt = () => (text ??= promptText(clientFormat, body));
+  const prompt = () => (text ??= promptText(wire, body));
   const candidates = await fitCandidates(
     req.candidates,
     promptBound,
-    requestedMaxTokens(clientFormat, body),
+    requestedMaxTokens(wire, body),
     settings.limits.max_tokens_cap,
     async () => (await countTokens(prompt())) + 4 * messageCount + 3,
   );

@@ -1,12 +1,9 @@
 import type { ModelConfig } from "../config/schema.ts";
 import type { Settings } from "../config/load-config.ts";
 import type { Logger } from "../log/log.ts";
-import type { WireFormat } from "../formats/common/wire-types.ts";
 import type { PromptSource, UsageMeter } from "../billing/usage-meter.ts";
-import type { ClientSink, EncodeContext } from "../streaming/client-sink.ts";
-import type { StreamEvent } from "../streaming/events.ts";
-import { createOpenAIEncoder, createOpenAIRelay, encodeOpenAIBody } from "../formats/openai-chat/encode-openai.ts";
-import { createAnthropicEncoder, createAnthropicRelay, encodeAnthropicBody } from "../formats/anthropic-messages/encode-anthropic.ts";
+import type { EncodeContext } from "../streaming/client-sink.ts";
+import type { ClientFormat } from "../formats/format.ts";
 import { streamAnswer, type StreamOutcome } from "./stream-answer.ts";
 import type { AttemptOutcome } from "./attempt.ts";
 import { ImageFetchError } from "./inline-images.ts";
@@ -19,28 +16,9 @@ export const SSE_HEADERS = {
   "x-accel-buffering": "no",
 };
 
-/** Per client format: the encoder (events → frames), the relay (the vendor's own frames), the body. */
-const FORMATS: Record<WireFormat, {
-  encoder: (c: EncodeContext) => ClientSink;
-  relay: (c: EncodeContext) => ClientSink;
-  body: (events: Parameters<typeof encodeOpenAIBody>[0], c: EncodeContext, upstream: unknown) => unknown;
-  idPrefix: string;
-}> = {
-  openai: { encoder: createOpenAIEncoder, relay: createOpenAIRelay, body: encodeOpenAIBody, idPrefix: "chatcmpl-" },
-  anthropic: { encoder: createAnthropicEncoder, relay: createAnthropicRelay, body: encodeAnthropicBody, idPrefix: "msg_" },
-};
-
-/** How to write an answer whose format is not the request's: its id prefix, its stream, its body. */
-export interface AnswerFormat {
-  /** Prefix of the answer's id; the rest is the usage record's (`req_<id>`). */
-  idPrefix: string;
-  encoder: (ctx: EncodeContext) => ClientSink;
-  /** A whole answer's body; `upstream` is the vendor's decoded JSON (embeddings carry their vectors there). */
-  body: (events: StreamEvent[], ctx: EncodeContext, upstream: unknown) => unknown;
-}
-
 export interface RespondRequest {
-  clientFormat: WireFormat;
+  /** The request's client format: how the answer is written (formats/format.ts). */
+  format: ClientFormat;
   body: Record<string, unknown>;
   uuid: string;
   requestId: string;
@@ -49,8 +27,6 @@ export interface RespondRequest {
   promptText: PromptSource;
   /** Called before a streamed answer starts, to lift the server's idle timeout for this request. */
   onStream?: () => void;
-  /** The answer in another format than the request's (the Responses API). */
-  answer?: AnswerFormat;
   trace?: RequestTrace;
 }
 
@@ -73,22 +49,21 @@ export async function respond(
   meter: UsageMeter,
   billing: BillingSession,
 ): Promise<Response> {
-  const answerFormat = req.answer;
-  const base = FORMATS[req.clientFormat];
-  const format = answerFormat ? { ...base, encoder: answerFormat.encoder, body: answerFormat.body, idPrefix: answerFormat.idPrefix } : base;
+  const format = req.format;
   const ctx: EncodeContext = {
     id: `${format.idPrefix}${req.uuid}`,
     created: Math.floor(deps.now() / 1000),
     model: model.id,
     inputTokensEstimate: Math.ceil(req.bodyBytes / 4),
-    includeUsage: req.clientFormat === "openai" && (req.body.stream_options as { include_usage?: boolean } | undefined)?.include_usage === true,
+    includeUsage: format.wire === "openai" && (req.body.stream_options as { include_usage?: boolean } | undefined)?.include_usage === true,
   };
   // Relaying vendor frames as they are only works for an API that speaks the client's format.
-  const sameFormat = !answerFormat && req.clientFormat === outcome.provider.kind && outcome.adapter.streams !== false;
+  const relay = format.relay && format.wire === outcome.provider.kind && outcome.adapter.streams !== false ? format.relay : undefined;
+  const sameFormat = relay !== undefined;
 
   // OpenAI-shaped answers the gateway writes itself show reasoning's share of the output; when
   // the upstream thought without counting it (Anthropic), our tokenizer counts its text.
-  const countsReasoning = req.clientFormat === "openai" && !sameFormat;
+  const countsReasoning = format.wire === "openai" && !sameFormat;
   const reasoningEstimate = async (outputTokens: number): Promise<number | undefined> => {
     if (!countsReasoning || meter.reasoningReported) return undefined;
     const tokens = await meter.reasoningTokens();
@@ -128,7 +103,7 @@ export async function respond(
   const stream = await streamAnswer({
     upstream: outcome.reader,
     decode: outcome.decode,
-    sink: sameFormat ? format.relay(ctx) : format.encoder(ctx),
+    sink: relay ? relay(ctx) : format.encoder(ctx),
     meter,
     deadline,
     estimateUsage: async () => {

@@ -1,13 +1,13 @@
 import type { ModelConfig } from "../config/schema.ts";
 import type { ResolvedProvider } from "../config/load-config.ts";
 import type { ProviderAdapter } from "./provider.ts";
-import type { WireFormat } from "../formats/common/wire-types.ts";
+import type { UpstreamKind } from "../formats/common/wire-types.ts";
 import { openaiAdapter } from "./openai/openai-adapter.ts";
 import { openaiImagesAdapter } from "./openai/openai-images-adapter.ts";
 import { openaiEmbeddingsAdapter } from "./openai/openai-embeddings-adapter.ts";
 import { anthropicAdapter } from "./anthropic/anthropic-adapter.ts";
 
-export const ADAPTERS: Record<WireFormat, ProviderAdapter> = { openai: openaiAdapter, anthropic: anthropicAdapter };
+export const ADAPTERS: Record<UpstreamKind, ProviderAdapter> = { openai: openaiAdapter, anthropic: anthropicAdapter };
 
 export function adapterFor(provider: ResolvedProvider, model: ModelConfig): ProviderAdapter {
   // Config validation guarantees both APIs are only named for providers of kind openai.

@@ -1,7 +1,7 @@
 import type { ResolvedProvider } from "../config/load-config.ts";
 import type { StreamEvent } from "../streaming/events.ts";
 import type { SseEvent } from "../streaming/sse-parser.ts";
-import type { WireFormat } from "../formats/common/wire-types.ts";
+import type { UpstreamKind } from "../formats/common/wire-types.ts";
 
 /** One decoded upstream frame: the parsed JSON (for relays) and what it means (for everyone else). */
 export interface DecodedFrame {
@@ -19,7 +19,7 @@ export class UpstreamProtocolError extends Error {}
  * event union; they never write client frames.
  */
 export interface ProviderAdapter {
-  format: WireFormat;
+  format: UpstreamKind;
   /** False for APIs that answer in one body only; streamed clients then get frames made from it. */
   streams?: boolean;
   buildRequest(provider: ResolvedProvider, body: unknown, clientHeaders: Headers): { url: string; headers: Record<string, string>; body: string };

@@ -4,8 +4,11 @@
  */
 export type Json = Record<string, unknown>;
 
-/** A request's wire format, and an upstream's: OpenAI chat completions or Anthropic messages. */
-export type WireFormat = "openai" | "anthropic";
+/**
+ * An upstream's kind: the wire its API speaks, OpenAI's or Anthropic's. A request's body travels
+ * through the gateway in one of them too (its format's `wire`, formats/format.ts).
+ */
+export type UpstreamKind = "openai" | "anthropic";
 
 export interface OpenAIMessage extends Json {
   role: string;

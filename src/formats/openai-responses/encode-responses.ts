@@ -26,7 +26,7 @@ export type ResponsesBody = ReturnType<ReturnType<typeof createBuilder>["final"]
 /** `reasoning.summary` values that ask for the reasoning as summary parts (OpenAI's, which Codex and the AI SDK read). */
 const SUMMARY_VALUES = new Set(["auto", "concise", "detailed"]);
 
-const NO_PLAN: ResponsesAnswerPlan = {
+export const NO_PLAN: ResponsesAnswerPlan = {
   tools: new Map(),
   echo: {
     instructions: null,

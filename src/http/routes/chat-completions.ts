@@ -2,6 +2,7 @@ import { Elysia } from "elysia";
 import type { Catalogue } from "../../catalogue/catalogue.ts";
 import { handleChat } from "../../gateway/handle-chat.ts";
 import type { ForwardDeps } from "../../gateway/forward.ts";
+import { openaiChat } from "../../formats/format.ts";
 import { principalOf } from "../plugins/admission.ts";
 import { ChatRequest } from "./schemas.ts";
 
@@ -9,7 +10,7 @@ export function chatCompletionsRoute(deps: ForwardDeps & { catalogue: Catalogue 
   return new Elysia({ name: "switchyard/chat-completions" }).post(
     "/v1/chat/completions",
     ({ body, request, server, set }) =>
-      handleChat(deps, { format: "openai", body: body as Record<string, unknown>, request, principal: principalOf(request), server, set }),
+      handleChat(deps, { format: openaiChat, body: body as Record<string, unknown>, request, principal: principalOf(request), server, set }),
     { body: ChatRequest },
   );
 }

@@ -3,6 +3,7 @@ import type { Catalogue } from "../../catalogue/catalogue.ts";
 import { countMessageTokens } from "../../gateway/count-tokens.ts";
 import { handleChat } from "../../gateway/handle-chat.ts";
 import type { ForwardDeps } from "../../gateway/forward.ts";
+import { anthropicMessages } from "../../formats/format.ts";
 import { principalOf } from "../plugins/admission.ts";
 import { CountTokensRequest, MessagesRequest } from "./schemas.ts";
 
@@ -11,7 +12,7 @@ export function messagesRoute(deps: ForwardDeps & { catalogue: Catalogue }) {
     .post(
       "/v1/messages",
       ({ body, request, server, set }) =>
-        handleChat(deps, { format: "anthropic", body: body as Record<string, unknown>, request, principal: principalOf(request), server, set }),
+        handleChat(deps, { format: anthropicMessages, body: body as Record<string, unknown>, request, principal: principalOf(request), server, set }),
       { body: MessagesRequest },
     )
     .post(

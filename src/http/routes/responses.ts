@@ -1,10 +1,10 @@
 import { Elysia, t } from "elysia";
 import type { Catalogue } from "../../catalogue/catalogue.ts";
 import { handleChat } from "../../gateway/handle-chat.ts";
-import type { AnswerFormat, ForwardDeps } from "../../gateway/forward.ts";
+import type { ForwardDeps } from "../../gateway/forward.ts";
+import { openaiResponses } from "../../formats/format.ts";
 import { GatewayError } from "../../streaming/gateway-error.ts";
 import { principalOf } from "../plugins/admission.ts";
-import { createResponsesEncoder, encodeResponsesBody, type ResponsesAnswerPlan } from "../../formats/openai-responses/encode-responses.ts";
 import { responsesToChat, ResponsesRequestError, type ResponsesPlan } from "../../formats/openai-responses/responses-to-chat.ts";
 import type { ResponseStore } from "../../formats/openai-responses/response-store.ts";
 import { resolveStoredInput, type StoredInput } from "../../formats/openai-responses/stored-input.ts";
@@ -39,15 +39,6 @@ export const ResponsesRequest = t.Object(
   },
   open,
 );
-
-/** The Responses API's answer for a request translated to chat: `resp_<id>` names the usage record `req_<id>`. */
-export function responsesAnswer(plan: ResponsesAnswerPlan): AnswerFormat {
-  return {
-    idPrefix: "resp_",
-    encoder: (ctx) => createResponsesEncoder(ctx, plan),
-    body: (events, ctx) => encodeResponsesBody(events, ctx, plan),
-  };
-}
 
 /**
  * `POST /v1/responses`: the OpenAI Responses API as a third client format. The request is
@@ -95,17 +86,16 @@ export function responsesRoute(deps: ForwardDeps & { catalogue: Catalogue; respo
           }
         };
         return handleChat(deps, {
-          format: "openai",
+          format: openaiResponses({
+            tools: plan.tools,
+            echo: { ...plan.echo, store: keep },
+            onFinal: keep ? onFinal : undefined,
+          }),
           body: plan.chat,
           request,
           principal,
           server,
           set,
-          answer: responsesAnswer({
-            tools: plan.tools,
-            echo: { ...plan.echo, store: keep },
-            onFinal: keep ? onFinal : undefined,
-          }),
         });
       },
       { body: ResponsesRequest },
