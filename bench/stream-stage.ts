@@ -12,6 +12,7 @@ import { answerSource } from "../src/gateway/stream-answer.ts";
 import { createOpenAIRelay } from "../src/formats/openai-chat/encode-openai.ts";
 import { openaiAdapter } from "../src/providers/openai/openai-adapter.ts";
 import { UsageMeter } from "../src/billing/usage-meter.ts";
+import { createTicker } from "../src/streaming/ticker.ts";
 import type { ChunkReader, ReadResult } from "../src/transport/transport.ts";
 import { buildOpenAI } from "./fake-answers.ts";
 
@@ -34,6 +35,7 @@ async function stream(): Promise<Response> {
     decode: openaiAdapter.createStreamDecoder(),
     sink: createOpenAIRelay({ id: "chatcmpl-ours", created: 1, model: "bench/gpt", includeUsage: true }),
     meter: new UsageMeter(),
+    ticker: createTicker(),
     deadline,
     estimateUsage: async () => undefined,
     keepAliveMs: 15_000,

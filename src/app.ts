@@ -12,7 +12,7 @@ import { createCatalogue } from "./catalogue/catalogue.ts";
 import { withoutSecrets, type Logger } from "./log/log.ts";
 import { rememberSecret } from "./log/scrub.ts";
 import type { Transport } from "./transport/transport.ts";
-import { admissionPlugin, maybePrincipalOf, pathOf } from "./http/plugins/admission.ts";
+import { admissionPlugin, createPrincipals, pathOf } from "./http/plugins/admission.ts";
 import { createRateLimiter, type RateLimitStore } from "./limits/rate-limiter.ts";
 import { errorsPlugin } from "./http/plugins/errors.ts";
 import { jsonBodyPlugin } from "./http/plugins/json-body.ts";
@@ -30,7 +30,8 @@ import { createInflight } from "./gateway/inflight.ts";
 import { createChangeWatch } from "./store/sqlite/change-watch.ts";
 import { retryWhileBusy } from "./store/sqlite/sqlite-errors.ts";
 import { createHttp1Client } from "./transport/http1/client.ts";
-import { atEndOfTurn } from "./gateway/end-of-turn.ts";
+import { createEndOfTurn } from "./gateway/end-of-turn.ts";
+import { createTicker } from "./streaming/ticker.ts";
 import type { SharedStores } from "./store/stores.ts";
 import { DEFAULT_OPS, type OpsSettings } from "./config/ops-settings.ts";
 import { Tracker } from "./ops/request-trace.ts";
@@ -122,11 +123,15 @@ export function createApp(deps: AppDeps) {
   loadTokenizer();
   // API calls go over our own keep-alive connections; other requests (image downloads) use fetch.
   // While other requests are in flight, a call's write waits for the end of the loop's turn.
+  // Which key each request came with: admission attaches it, the routes read it.
+  const principals = createPrincipals();
+  // One queue per gateway: upstream writes and answers wait for the same end of turn.
+  const turn = createEndOfTurn();
   const upstream = createHttp1Client({
     fallback: deps.fetch,
     viaProxy: deps.upstreamViaProxy,
     coalesce: () => inflight.count > 1,
-    atEndOfTurn,
+    atEndOfTurn: turn.atEndOfTurn,
     maxResponseBytes: deps.settings.limits.max_response_bytes,
   });
   const ops = deps.ops ?? DEFAULT_OPS;
@@ -143,6 +148,9 @@ export function createApp(deps: AppDeps) {
     fetch: withSimulatedUpstream(deps.fetch ?? upstream.fetch),
     log,
     now,
+    turn,
+    ticker: createTicker(),
+    principals,
   };
 
   /**
@@ -154,7 +162,7 @@ export function createApp(deps: AppDeps) {
     if (status >= 500) return;
     const path = pathOf(request.url);
     if (!path.startsWith("/v1/") || path.startsWith("/v1/admin/")) return;
-    ledger.countRejection(maybePrincipalOf(request)?.keyId ?? "", status, now());
+    ledger.countRejection(principals.maybeOf(request)?.keyId ?? "", status, now());
   };
   let draining = false;
 
@@ -168,6 +176,7 @@ export function createApp(deps: AppDeps) {
     .use(errorsPlugin(log, recordRejection, (request, status, error) => tracker.responded(request, status, error)))
     .use(admissionPlugin({
       keys,
+      principals,
       limiter: deps.limiter ?? createRateLimiter(now),
       defaultPerMinute: deps.settings.limits.requests_per_minute,
       maxBodyBytes: deps.settings.limits.max_body_bytes,
@@ -186,7 +195,7 @@ export function createApp(deps: AppDeps) {
     .use(healthRoutes({ ledger, draining: () => draining, limiter: deps.limiter }))
     .use(ops.metrics ? metricsRoute({ expose: () => tracker.metrics?.expose(), token: ops.metricsToken }) : new Elysia({ name: "switchyard/no-metrics" }))
     .use(modelsRoute(catalogue))
-    .use(keyRoute({ accounts, ledger, defaultPerMinute: deps.settings.limits.requests_per_minute }))
+    .use(keyRoute({ accounts, ledger, defaultPerMinute: deps.settings.limits.requests_per_minute, principals }))
     // Before the admin routes: the bearer plugin's derive is global, and in the minified binary it
     // fails on routes registered after it that do not parse their query.
     .use(openApiRoute(documented));

@@ -1,5 +1,7 @@
 import { describe, expect, test } from "bun:test";
-import { atEndOfTurn, endOfTurn } from "../src/gateway/end-of-turn.ts";
+import { createEndOfTurn } from "../src/gateway/end-of-turn.ts";
+
+const { atEndOfTurn, endOfTurn } = createEndOfTurn();
 
 describe("end of the event loop's turn", () => {
   test("held work runs after the turn's microtasks, all of it in one go, in order", async () => {

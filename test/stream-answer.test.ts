@@ -4,6 +4,7 @@ import { anthropicAdapter } from "../src/providers/anthropic/anthropic-adapter.t
 import { createOpenAIRelay } from "../src/formats/openai-chat/encode-openai.ts";
 import { openaiAdapter } from "../src/providers/openai/openai-adapter.ts";
 import { UsageMeter } from "../src/billing/usage-meter.ts";
+import { createTicker } from "../src/streaming/ticker.ts";
 import { Deadline } from "../src/gateway/deadline.ts";
 import { BodyQueue } from "../src/transport/http1/body-queue.ts";
 import type { ReadResult } from "../src/transport/transport.ts";
@@ -73,6 +74,7 @@ function options(reader: StreamAnswerOptions["upstream"], events: string[], outc
     decode: openaiAdapter.createStreamDecoder(),
     sink: createOpenAIRelay({ id: "chatcmpl-ours", created: 1, model: "ours/model", includeUsage: false }),
     meter: new UsageMeter(),
+    ticker: createTicker(),
     deadline: new Deadline({ firstByteMs: 60_000, idleMs: 60_000, totalMs: 60_000 }),
     estimateUsage: async () => undefined,
     keepAliveMs: 60_000,

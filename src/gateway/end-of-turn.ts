@@ -12,43 +12,55 @@
  *
  * `setImmediate` is the turn's end: Bun runs immediates after the I/O callbacks of the turn.
  */
-let held: (() => void)[] = [];
-let turn: Promise<void> | null = null;
-let releaseTurn: (() => void) | null = null;
-let scheduled = false;
-
-function schedule(): void {
-  if (scheduled) return;
-  scheduled = true;
-  setImmediate(flush);
+export interface EndOfTurn {
+  /** Runs `fn` once the current turn's callbacks have all run; in the order queued. */
+  atEndOfTurn(fn: () => void): void;
+  /** Resolves once the current turn's callbacks have all run (one promise shared by the turn). */
+  endOfTurn(): Promise<void>;
 }
 
-function flush(): void {
-  scheduled = false;
-  const due = held;
-  held = [];
-  const resolve = releaseTurn;
-  turn = null;
-  releaseTurn = null;
-  for (const fn of due) {
-    try {
-      fn();
-    } catch {
-      // One caller's failure is its own; the others' writes still go out.
+/**
+ * One queue per gateway, created by app.ts and handed to who holds writes back (the upstream
+ * client, the forward stage), so two apps in one process (tests) keep their turns apart.
+ */
+export function createEndOfTurn(): EndOfTurn {
+  let held: (() => void)[] = [];
+  let turn: Promise<void> | null = null;
+  let releaseTurn: (() => void) | null = null;
+  let scheduled = false;
+
+  const schedule = (): void => {
+    if (scheduled) return;
+    scheduled = true;
+    setImmediate(flush);
+  };
+
+  const flush = (): void => {
+    scheduled = false;
+    const due = held;
+    held = [];
+    const resolve = releaseTurn;
+    turn = null;
+    releaseTurn = null;
+    for (const fn of due) {
+      try {
+        fn();
+      } catch {
+        // One caller's failure is its own; the others' writes still go out.
+      }
     }
-  }
-  resolve?.();
-}
+    resolve?.();
+  };
 
-/** Runs `fn` once the current turn's callbacks have all run; in the order queued. */
-export function atEndOfTurn(fn: () => void): void {
-  schedule();
-  held.push(fn);
-}
-
-/** Resolves once the current turn's callbacks have all run (one promise shared by the turn). */
-export function endOfTurn(): Promise<void> {
-  schedule();
-  turn ??= new Promise<void>((resolve) => (releaseTurn = resolve));
-  return turn;
+  return {
+    atEndOfTurn(fn) {
+      schedule();
+      held.push(fn);
+    },
+    endOfTurn() {
+      schedule();
+      turn ??= new Promise<void>((resolve) => (releaseTurn = resolve));
+      return turn;
+    },
+  };
 }

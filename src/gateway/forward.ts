@@ -4,7 +4,8 @@ import type { Ledger } from "../billing/ledger.ts";
 import type { Logger } from "../log/log.ts";
 import type { ClientFormat } from "../formats/format.ts";
 import { GatewayError } from "../streaming/gateway-error.ts";
-import { endOfTurn } from "./end-of-turn.ts";
+import type { EndOfTurn } from "./end-of-turn.ts";
+import type { Ticker } from "../streaming/ticker.ts";
 import type { Inflight } from "./inflight.ts";
 import { planRequest } from "./plan.ts";
 import { openBillingSession } from "./billing-session.ts";
@@ -29,6 +30,10 @@ export interface ForwardDeps {
   random?: () => number;
   /** Request traces (metrics, access log); routes pass theirs in ForwardRequest.trace. */
   tracker?: Tracker;
+  /** Where answers wait for the end of the loop's turn under load (end-of-turn.ts). */
+  turn: EndOfTurn;
+  /** Timers shared by every open stream (keep-alive checks). */
+  ticker: Ticker;
 }
 
 export interface ForwardRequest {
@@ -92,7 +97,7 @@ export async function forward(deps: ForwardDeps, req: ForwardRequest): Promise<R
           const response = await respond(deps, answerRequest, candidate.model, outcome, meter, billing);
           // Under load, answers leave together at the end of the loop's turn (see end-of-turn.ts);
           // `inflight` still counts this request while its stream runs.
-          if (deps.inflight.count > (billing.settling ? 0 : 1)) await endOfTurn();
+          if (deps.inflight.count > (billing.settling ? 0 : 1)) await deps.turn.endOfTurn();
           if (trace && !trace.stream) trace.answered();
           return response;
         }

@@ -9,6 +9,7 @@ import type { AttemptOutcome } from "./attempt.ts";
 import { ImageFetchError } from "./inline-images.ts";
 import type { BillingSession, SettleStatus } from "./billing-session.ts";
 import type { RequestTrace } from "../ops/request-trace.ts";
+import type { Ticker } from "../streaming/ticker.ts";
 
 export const SSE_HEADERS = {
   "content-type": "text/event-stream; charset=utf-8",
@@ -34,6 +35,7 @@ export interface RespondDeps {
   settings: Settings;
   log: Logger;
   now: () => number;
+  ticker: Ticker;
 }
 
 /**
@@ -105,6 +107,7 @@ export async function respond(
     decode: outcome.decode,
     sink: relay ? relay(ctx) : format.encoder(ctx),
     meter,
+    ticker: deps.ticker,
     deadline,
     estimateUsage: async () => {
       const reported = meter.reported;

@@ -4,7 +4,7 @@ import { createSseParser, SseParseError } from "../streaming/sse-parser.ts";
 import { UpstreamProtocolError, type DecodedFrame } from "../providers/provider.ts";
 import type { SseEvent } from "../streaming/sse-parser.ts";
 import type { UsageMeter } from "../billing/usage-meter.ts";
-import { everyTick } from "../streaming/ticker.ts";
+import type { Ticker } from "../streaming/ticker.ts";
 import { ResponseTooLargeError, type ChunkReader, type ReadResult } from "../transport/transport.ts";
 
 /** How long a body may stay open after the vendor's end marker ([DONE], message_stop). */
@@ -42,6 +42,8 @@ export interface StreamAnswerOptions {
   decode: (frame: SseEvent) => DecodedFrame;
   sink: ClientSink;
   meter: UsageMeter;
+  /** The gateway's shared timers (keep-alive checks). */
+  ticker: Ticker;
   /** The attempt's one deadline; aborting it aborts the upstream request and with it the socket. */
   deadline: StreamDeadline;
   /** Usage to report when the upstream reported none (called once, at a normal end). */
@@ -291,7 +293,7 @@ export async function answerSource(o: StreamAnswerOptions): Promise<{ type: "dir
 
       // Keep-alive frames while the upstream is quiet; the deadline watches the upstream itself.
       if (!over) {
-        stopClock = everyTick(Math.max(5, o.keepAliveMs / 3), () => {
+        stopClock = o.ticker.every(Math.max(5, o.keepAliveMs / 3), () => {
           const now = performance.now();
           if (now - lastWrite >= o.keepAliveMs) {
             lastWrite = now;

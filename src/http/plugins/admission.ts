@@ -6,18 +6,30 @@ import type { RateLimitStore } from "../../limits/rate-limiter.ts";
 import { formatResetDuration, retryAfterSeconds, type BucketDecision } from "../../limits/token-bucket.ts";
 import { errorResponse } from "./errors.ts";
 
-const principals = new WeakMap<Request, ActiveKey>();
-
-/** The key that admission attached to this request (present on every authenticated route). */
-export function principalOf(request: Request): ActiveKey {
-  const principal = principals.get(request);
-  if (!principal) throw new Error("route reached without authentication");
-  return principal;
+/**
+ * Which key each request came with: admission attaches it, the routes read it. One per app
+ * (app.ts creates it), so two gateways in one process never share what they resolved.
+ */
+export interface Principals {
+  /** The key that admission attached to this request (present on every authenticated route). */
+  of(request: Request): ActiveKey;
+  /** The key of an authenticated request, or undefined for routes that need none. */
+  maybeOf(request: Request): ActiveKey | undefined;
+  attach(request: Request, key: ActiveKey): void;
 }
 
-/** The key of an authenticated request, or undefined for routes that need none. */
-export function maybePrincipalOf(request: Request): ActiveKey | undefined {
-  return principals.get(request);
+export function createPrincipals(): Principals {
+  // Keyed by the request object itself, so an answered request takes its entry with it.
+  const principals = new WeakMap<Request, ActiveKey>();
+  return {
+    of(request) {
+      const principal = principals.get(request);
+      if (!principal) throw new Error("route reached without authentication");
+      return principal;
+    },
+    maybeOf: (request) => principals.get(request),
+    attach: (request, key) => void principals.set(request, key),
+  };
 }
 
 export function pathOf(url: string): string {
@@ -34,6 +46,8 @@ export const COUNT_TOKENS_RATE_FACTOR = 10;
 
 export interface AdmissionOptions {
   keys: KeyResolver;
+  /** Where the resolved key is attached for the routes. */
+  principals: Principals;
   limiter: RateLimitStore;
   /** limits.requests_per_minute, for keys without their own limit. */
   defaultPerMinute: number;
@@ -107,7 +121,7 @@ export function admissionPlugin(o: AdmissionOptions) {
       return errorResponse(anthropic, 401, "authentication",
         "Invalid API key: send a key of the form svc-sk-… in the Authorization (Bearer) or x-api-key header.");
     }
-    principals.set(request, found);
+    o.principals.attach(request, found);
     // A client asking what its key may still spend (and when its limits reset) is answered even
     // with an empty bucket: the question costs nothing and is how it learns when to come back.
     if (path === KEY_INFO_PATH) return undefined;

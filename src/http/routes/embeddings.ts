@@ -2,7 +2,7 @@ import { Elysia, t } from "elysia";
 import type { Catalogue } from "../../catalogue/catalogue.ts";
 import type { ForwardDeps } from "../../gateway/forward.ts";
 import { handleEmbeddings, type EmbeddingsCall } from "../../gateway/handle-embeddings.ts";
-import { principalOf } from "../plugins/admission.ts";
+import type { Principals } from "../plugins/admission.ts";
 
 /** Open, as in schemas.ts: parameters a compatible server knows beyond OpenAI's pass to it untouched. */
 const open = { additionalProperties: true } as const;
@@ -45,10 +45,10 @@ export type EmbeddingsRequest = typeof EmbeddingsRequest.static;
  * `POST /v1/embeddings`: OpenAI's embeddings API to any model of category `embedding`, on the
  * chat endpoints' pipeline (limits, credits, fallbacks, retries, usage records).
  */
-export function embeddingsRoute(deps: ForwardDeps & { catalogue: Catalogue }) {
+export function embeddingsRoute(deps: ForwardDeps & { catalogue: Catalogue; principals: Principals }) {
   return new Elysia({ name: "switchyard/embeddings" }).post(
     "/v1/embeddings",
-    ({ body, request, set }) => handleEmbeddings(deps, { body: body as EmbeddingsCall["body"], request, principal: principalOf(request), set }),
+    ({ body, request, set }) => handleEmbeddings(deps, { body: body as EmbeddingsCall["body"], request, principal: deps.principals.of(request), set }),
     { body: EmbeddingsRequest },
   );
 }

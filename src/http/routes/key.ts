@@ -3,13 +3,14 @@ import type { AccountStore } from "../../accounts/account-store.ts";
 import type { Ledger } from "../../billing/ledger.ts";
 import { microToCredits } from "../../billing/money.ts";
 import { GatewayError } from "../../streaming/gateway-error.ts";
-import { KEY_INFO_PATH, principalOf } from "../plugins/admission.ts";
+import { KEY_INFO_PATH, type Principals } from "../plugins/admission.ts";
 
 export interface KeyRouteDeps {
   accounts: AccountStore;
   ledger: Ledger;
   /** limits.requests_per_minute: a key without its own limit has this one. */
   defaultPerMinute: number;
+  principals: Principals;
 }
 
 /**
@@ -20,7 +21,7 @@ export interface KeyRouteDeps {
  */
 export function keyRoute(deps: KeyRouteDeps) {
   return new Elysia({ name: "switchyard/key" }).get(KEY_INFO_PATH, async ({ request }) => {
-    const principal = principalOf(request);
+    const principal = deps.principals.of(request);
     const [key, balance] = await Promise.all([deps.accounts.getKey(principal.keyId), deps.ledger.balance(principal.accountId)]);
     // Revoked between admission and here: as unknown as any other key that no longer works.
     if (!key || key.revoked_at !== null || !balance) {

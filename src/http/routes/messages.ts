@@ -4,15 +4,15 @@ import { countMessageTokens } from "../../gateway/count-tokens.ts";
 import { handleChat } from "../../gateway/handle-chat.ts";
 import type { ForwardDeps } from "../../gateway/forward.ts";
 import { anthropicMessages } from "../../formats/format.ts";
-import { principalOf } from "../plugins/admission.ts";
+import type { Principals } from "../plugins/admission.ts";
 import { CountTokensRequest, MessagesRequest } from "./schemas.ts";
 
-export function messagesRoute(deps: ForwardDeps & { catalogue: Catalogue }) {
+export function messagesRoute(deps: ForwardDeps & { catalogue: Catalogue; principals: Principals }) {
   return new Elysia({ name: "switchyard/messages" })
     .post(
       "/v1/messages",
       ({ body, request, server, set }) =>
-        handleChat(deps, { format: anthropicMessages, body: body as Record<string, unknown>, request, principal: principalOf(request), server, set }),
+        handleChat(deps, { format: anthropicMessages, body: body as Record<string, unknown>, request, principal: deps.principals.of(request), server, set }),
       { body: MessagesRequest },
     )
     .post(

@@ -4,7 +4,7 @@ import { handleChat } from "../../gateway/handle-chat.ts";
 import type { ForwardDeps } from "../../gateway/forward.ts";
 import { openaiResponses } from "../../formats/format.ts";
 import { GatewayError } from "../../streaming/gateway-error.ts";
-import { principalOf } from "../plugins/admission.ts";
+import type { Principals } from "../plugins/admission.ts";
 import { responsesToChat, ResponsesRequestError, type ResponsesPlan } from "../../formats/openai-responses/responses-to-chat.ts";
 import type { ResponseStore } from "../../formats/openai-responses/response-store.ts";
 import { resolveStoredInput, type StoredInput } from "../../formats/openai-responses/stored-input.ts";
@@ -47,7 +47,7 @@ export const ResponsesRequest = t.Object(
  * request refers to by id (`item_reference`, `previous_response_id`) is looked up in the
  * account's stored answers first; the answer is stored unless the request says `store: false`.
  */
-export function responsesRoute(deps: ForwardDeps & { catalogue: Catalogue; responseStore: ResponseStore }) {
+export function responsesRoute(deps: ForwardDeps & { catalogue: Catalogue; responseStore: ResponseStore; principals: Principals }) {
   const store = deps.responseStore;
   /** Hosted tools are dropped on every turn of an agent like Codex: the log says so once per kind, then at debug level. */
   const reported = new Set<string>();
@@ -57,7 +57,7 @@ export function responsesRoute(deps: ForwardDeps & { catalogue: Catalogue; respo
       ({ body, request, server, set }) => {
         const input = body.input;
         if (input === "" || (Array.isArray(input) && input.length === 0)) throw new GatewayError(422, "invalid_request", "input must contain at least one item.");
-        const principal = principalOf(request);
+        const principal = deps.principals.of(request);
         let plan: ResponsesPlan;
         let stored: StoredInput;
         try {
