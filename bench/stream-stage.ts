@@ -15,6 +15,9 @@ import { UsageMeter } from "../src/billing/usage-meter.ts";
 import { createTicker } from "../src/streaming/ticker.ts";
 import type { ChunkReader, ReadResult } from "../src/transport/transport.ts";
 import { buildOpenAI } from "./fake-answers.ts";
+import { createTokenizer } from "../src/billing/token-estimate.ts";
+
+const tokenizer = createTokenizer();
 
 /** What bench/fake-upstream.ts sends for 20 chunks with include_usage (its prompt count aside). */
 const { whole: answer, frames } = buildOpenAI(true, 20, true, 20);
@@ -34,7 +37,7 @@ async function stream(): Promise<Response> {
     upstream,
     decode: openaiAdapter.createStreamDecoder(),
     sink: createOpenAIRelay({ id: "chatcmpl-ours", created: 1, model: "bench/gpt", includeUsage: true }),
-    meter: new UsageMeter(),
+    meter: new UsageMeter(tokenizer.count),
     ticker: createTicker(),
     deadline,
     estimateUsage: async () => undefined,

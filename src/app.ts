@@ -25,7 +25,7 @@ import { modelsRoute } from "./http/routes/models.ts";
 import { keyRoute } from "./http/routes/key.ts";
 import { healthRoutes } from "./http/routes/health.ts";
 import { withSimulatedUpstream } from "./providers/simulated/simulated-upstream.ts";
-import { loadTokenizer } from "./billing/token-estimate.ts";
+import { createTokenizer } from "./billing/token-estimate.ts";
 import { createInflight } from "./gateway/inflight.ts";
 import { createChangeWatch } from "./store/sqlite/change-watch.ts";
 import { retryWhileBusy } from "./store/sqlite/sqlite-errors.ts";
@@ -120,7 +120,8 @@ export function createApp(deps: AppDeps) {
   const ledger = deps.wrapLedger ? deps.wrapLedger(baseLedger) : baseLedger;
   const catalogue = createCatalogue(deps.settings.models);
   // Only answers without reported usage need it; loading now keeps them from waiting.
-  loadTokenizer();
+  const tokenizer = createTokenizer();
+  tokenizer.load();
   // API calls go over our own keep-alive connections; other requests (image downloads) use fetch.
   // While other requests are in flight, a call's write waits for the end of the loop's turn.
   // Which key each request came with: admission attaches it, the routes read it.
@@ -150,6 +151,7 @@ export function createApp(deps: AppDeps) {
     now,
     turn,
     ticker: createTicker(),
+    tokenizer,
     principals,
   };
 

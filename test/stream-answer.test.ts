@@ -8,6 +8,9 @@ import { createTicker } from "../src/streaming/ticker.ts";
 import { Deadline } from "../src/gateway/deadline.ts";
 import { BodyQueue } from "../src/transport/http1/body-queue.ts";
 import type { ReadResult } from "../src/transport/transport.ts";
+import { createTokenizer } from "../src/billing/token-estimate.ts";
+
+const tokenizer = createTokenizer();
 
 /**
  * The stream stage driven directly, with a controller that records what Bun's would send: each
@@ -73,7 +76,7 @@ function options(reader: StreamAnswerOptions["upstream"], events: string[], outc
     upstream: reader,
     decode: openaiAdapter.createStreamDecoder(),
     sink: createOpenAIRelay({ id: "chatcmpl-ours", created: 1, model: "ours/model", includeUsage: false }),
-    meter: new UsageMeter(),
+    meter: new UsageMeter(tokenizer.count),
     ticker: createTicker(),
     deadline: new Deadline({ firstByteMs: 60_000, idleMs: 60_000, totalMs: 60_000 }),
     estimateUsage: async () => undefined,

@@ -24,6 +24,9 @@ import { encodeResponsesBody } from "../src/formats/openai-responses/encode-resp
 import { anthropicAdapter } from "../src/providers/anthropic/anthropic-adapter.ts";
 import { openaiAdapter } from "../src/providers/openai/openai-adapter.ts";
 import { UsageMeter } from "../src/billing/usage-meter.ts";
+import { createTokenizer } from "../src/billing/token-estimate.ts";
+
+const tokenizer = createTokenizer();
 
 const BUDGET: UpstreamTraits = { reasoning: "budget", structuredOutput: "native" };
 const ADAPTIVE: UpstreamTraits = { reasoning: "adaptive", structuredOutput: "native" };
@@ -524,12 +527,12 @@ describe("thinking in answers: signatures, redacted thinking, reasoning tokens",
   });
 
   test("the meter: the upstream's reasoning count, else an estimate from the thinking text; output counted once", async () => {
-    const reported = new UsageMeter();
+    const reported = new UsageMeter(tokenizer.count);
     for (const e of thought) reported.observe(e);
     expect(await reported.reasoningTokens()).toBe(30);
     expect((await reported.total(() => "")).outputTokens).toBe(50);
 
-    const unreported = new UsageMeter();
+    const unreported = new UsageMeter(tokenizer.count);
     unreported.observe({ type: "reasoning", text: "The user wants the weather in Paris, so I will call the tool." });
     unreported.observe({ type: "text", text: "Checking." });
     unreported.observe({ type: "usage", inputTokens: 10, outputTokens: 40 });
@@ -539,7 +542,7 @@ describe("thinking in answers: signatures, redacted thinking, reasoning tokens",
     expect(estimate).toBeLessThan(20);
     expect((await unreported.total(() => "")).outputTokens).toBe(40);
 
-    const none = new UsageMeter();
+    const none = new UsageMeter(tokenizer.count);
     none.observe({ type: "text", text: "Hi." });
     expect(await none.reasoningTokens()).toBeUndefined();
   });

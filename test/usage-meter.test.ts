@@ -1,14 +1,16 @@
 import { describe, expect, test } from "bun:test";
 import { UsageMeter } from "../src/billing/usage-meter.ts";
-import { countTokens } from "../src/billing/token-estimate.ts";
+import { createTokenizer } from "../src/billing/token-estimate.ts";
+
+const { count: countTokens } = createTokenizer();
 
 const words = (n: number, seed: number) => Array.from({ length: n }, (_, i) => `w${(i * 7919 + seed) % 10007}`).join(" ") + " ";
 
 describe("usage meter", () => {
   test("a long answer with no reported usage is counted from a sample at its rate: within a few percent of an exact count", async () => {
     const pieces = Array.from({ length: 60 }, (_, i) => words(300, i));
-    const spilling = new UsageMeter(4_096);
-    const keeping = new UsageMeter(Number.MAX_SAFE_INTEGER);
+    const spilling = new UsageMeter(countTokens, 4_096);
+    const keeping = new UsageMeter(countTokens, Number.MAX_SAFE_INTEGER);
     for (const text of pieces) {
       spilling.observe({ type: "text", text });
       keeping.observe({ type: "text", text });
@@ -20,7 +22,7 @@ describe("usage meter", () => {
   });
 
   test("a 24 MB answer does not stay in memory: what is kept for an estimate is bounded", async () => {
-    const meter = new UsageMeter();
+    const meter = new UsageMeter(countTokens);
     Bun.gc(true);
     const before = process.memoryUsage().heapUsed;
     for (let i = 0; i < 384; i++) {
@@ -39,7 +41,7 @@ describe("usage meter", () => {
   }, 30_000);
 
   test("once the upstream reports its output count, no text is kept at all", async () => {
-    const meter = new UsageMeter(1_000);
+    const meter = new UsageMeter(countTokens, 1_000);
     meter.observe({ type: "usage", inputTokens: 7, outputTokens: 3 });
     for (let i = 0; i < 100; i++) meter.observe({ type: "text", text: "x".repeat(500) });
     expect(await meter.total(() => "never counted")).toEqual({ inputTokens: 7, outputTokens: 3, cacheReadTokens: 0, cacheWriteTokens: 0, cacheWrite1hTokens: 0, estimated: false, images: 0 });
@@ -48,7 +50,7 @@ describe("usage meter", () => {
   test("Anthropic's placeholder output count in message_start is not taken as the answer's", async () => {
     const { anthropicAdapter } = await import("../src/providers/anthropic/anthropic-adapter.ts");
     const decode = anthropicAdapter.createStreamDecoder();
-    const meter = new UsageMeter();
+    const meter = new UsageMeter(countTokens);
     const frames = [
       { event: "message_start", data: '{"type":"message_start","message":{"id":"m","usage":{"input_tokens":12,"output_tokens":1}}}' },
       { event: "content_block_delta", data: '{"type":"content_block_delta","index":0,"delta":{"type":"text_delta","text":"a fairly long answer of several words"}}' },

@@ -13,64 +13,79 @@ import { workerUrl } from "../worker-url.ts";
  */
 const WORKER_URL = workerUrl("billing/tokenizer-worker.ts");
 
-let worker: Worker | undefined;
-let nextId = 1;
-/** Counts in flight; each keeps the rough count to fall back on, not its text (that went to the worker). */
-const waiting = new Map<number, { rough: number; resolve: (count: number) => void }>();
+/** Counts a text's tokens (o200k); an estimate when the tokenizer cannot run. */
+export type TokenCounter = (text: string) => Promise<number>;
+
+export interface Tokenizer {
+  count: TokenCounter;
+  /** Starts the tokenizer's thread (and its table load) now, so the first count does not wait. */
+  load(): void;
+}
 
 /** About 4 bytes a token in English prose, fewer elsewhere: only used when the tokenizer is unavailable. */
 export function roughTokenCount(text: string): number {
   return Math.ceil(Buffer.byteLength(text) / 4);
 }
 
-function giveUp(): void {
-  const w = worker;
-  worker = undefined;
-  w?.terminate();
-  for (const { rough, resolve } of waiting.values()) resolve(rough);
-  waiting.clear();
-}
+/**
+ * One tokenizer per gateway, created by app.ts and passed to whoever counts (the meters, the
+ * plan's context fit, token counts, embeddings): its worker and the counts in flight are its own.
+ */
+export function createTokenizer(): Tokenizer {
+  let worker: Worker | undefined;
+  let nextId = 1;
+  /** Counts in flight; each keeps the rough count to fall back on, not its text (that went to the worker). */
+  const waiting = new Map<number, { rough: number; resolve: (count: number) => void }>();
 
-function startWorker(): Worker | undefined {
-  try {
-    const w = new Worker(WORKER_URL);
-    // An idle tokenizer must not keep the process (or a test run) alive.
-    w.unref();
-    w.onmessage = (event: MessageEvent<{ id: number; count: number }>) => {
-      const { id, count } = event.data;
-      const entry = waiting.get(id);
-      if (!entry) return;
-      waiting.delete(id);
-      if (waiting.size === 0) w.unref();
-      entry.resolve(count);
-    };
-    w.onerror = () => giveUp();
-    w.addEventListener("close", () => {
-      if (worker === w) giveUp();
-    });
-    return w;
-  } catch {
-    return undefined;
-  }
-}
+  const giveUp = (): void => {
+    const w = worker;
+    worker = undefined;
+    w?.terminate();
+    for (const { rough, resolve } of waiting.values()) resolve(rough);
+    waiting.clear();
+  };
 
-/** Starts the tokenizer's thread (and its table load) now, so the first count does not wait. */
-export function loadTokenizer(): void {
-  worker ??= startWorker();
-}
+  const startWorker = (): Worker | undefined => {
+    try {
+      const w = new Worker(WORKER_URL);
+      // An idle tokenizer must not keep the process (or a test run) alive.
+      w.unref();
+      w.onmessage = (event: MessageEvent<{ id: number; count: number }>) => {
+        const { id, count } = event.data;
+        const entry = waiting.get(id);
+        if (!entry) return;
+        waiting.delete(id);
+        if (waiting.size === 0) w.unref();
+        entry.resolve(count);
+      };
+      w.onerror = () => giveUp();
+      w.addEventListener("close", () => {
+        if (worker === w) giveUp();
+      });
+      return w;
+    } catch {
+      return undefined;
+    }
+  };
 
-export function countTokens(text: string): Promise<number> {
-  if (text.length === 0) return Promise.resolve(0);
-  worker ??= startWorker();
-  const w = worker;
-  if (!w) return Promise.resolve(roughTokenCount(text));
-  return new Promise((resolve) => {
-    const id = nextId++;
-    waiting.set(id, { rough: roughTokenCount(text), resolve });
-    // A count in flight keeps the process alive until it is answered.
-    w.ref();
-    w.postMessage({ id, text });
-  });
+  return {
+    load() {
+      worker ??= startWorker();
+    },
+    count(text) {
+      if (text.length === 0) return Promise.resolve(0);
+      worker ??= startWorker();
+      const w = worker;
+      if (!w) return Promise.resolve(roughTokenCount(text));
+      return new Promise((resolve) => {
+        const id = nextId++;
+        waiting.set(id, { rough: roughTokenCount(text), resolve });
+        // A count in flight keeps the process alive until it is answered.
+        w.ref();
+        w.postMessage({ id, text });
+      });
+    },
+  };
 }
 
 /**

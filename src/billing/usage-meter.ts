@@ -1,5 +1,5 @@
 import type { StreamEvent } from "../streaming/events.ts";
-import { countTokens } from "./token-estimate.ts";
+import type { TokenCounter } from "./token-estimate.ts";
 
 export interface MeteredUsage {
   /** The whole prompt: fresh input plus the cache reads and writes below. */
@@ -75,7 +75,11 @@ export class UsageMeter {
   #reasoningKept = 0;
   #reasoningAfter = 0;
 
-  constructor(keepChars = METER_KEEP_CHARS) {
+  readonly #countTokens: TokenCounter;
+
+  /** `count`: the gateway's tokenizer, for what the upstream did not report. */
+  constructor(count: TokenCounter, keepChars = METER_KEEP_CHARS) {
+    this.#countTokens = count;
     this.#keepChars = keepChars;
   }
 
@@ -182,7 +186,7 @@ export class UsageMeter {
     if (this.#reasoningReported !== undefined) return this.#reasoningReported;
     if (this.#reasoningKept === 0) return undefined;
     const text = this.#reasoningText.join("");
-    const tokens = await countTokens(text);
+    const tokens = await this.#countTokens(text);
     return tokens + (this.#reasoningAfter > 0 ? Math.ceil((this.#reasoningAfter * tokens) / text.length) : 0);
   }
 
@@ -231,12 +235,12 @@ export class UsageMeter {
       const exact = !this.#sample;
       if (!this.#sample) this.#takeSample();
       const { text } = this.#sample!;
-      const tokens = await countTokens(text);
+      const tokens = await this.#countTokens(text);
       outputTokens = exact ? tokens : tokens + (text.length > 0 ? Math.ceil((this.#afterSample * tokens) / text.length) : Math.ceil(this.#afterSample / 4));
     }
     const input = this.#input;
     if (input === undefined) {
-      return { inputTokens: await countPrompt(prompt), outputTokens, cacheReadTokens: 0, cacheWriteTokens: 0, cacheWrite1hTokens: 0, estimated, images: this.#images };
+      return { inputTokens: await countPrompt(prompt, this.#countTokens), outputTokens, cacheReadTokens: 0, cacheWriteTokens: 0, cacheWrite1hTokens: 0, estimated, images: this.#images };
     }
     const cacheReadTokens = Math.min(this.#cacheRead ?? 0, input);
     const cacheWriteTokens = Math.min(this.#cacheWrite ?? 0, input - cacheReadTokens);
@@ -245,7 +249,7 @@ export class UsageMeter {
   }
 }
 
-async function countPrompt(prompt: PromptSource): Promise<number> {
+async function countPrompt(prompt: PromptSource, count: TokenCounter): Promise<number> {
   const source = prompt();
-  return typeof source === "string" ? countTokens(source) : source;
+  return typeof source === "string" ? count(source) : source;
 }

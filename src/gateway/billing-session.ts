@@ -6,6 +6,7 @@ import { microToCredits } from "../billing/money.ts";
 import { UsageMeter, type PromptSource } from "../billing/usage-meter.ts";
 import { GatewayError } from "../streaming/gateway-error.ts";
 import type { Inflight } from "./inflight.ts";
+import type { Tokenizer } from "../billing/token-estimate.ts";
 import type { ActiveKey } from "../accounts/account-store.ts";
 
 /** How a request ended, as its usage record says. */
@@ -29,6 +30,7 @@ export interface BillingDeps {
   ledger: Ledger;
   inflight: Inflight;
   log: Logger;
+  tokenizer: Tokenizer;
 }
 
 /**
@@ -117,7 +119,7 @@ export async function openBillingSession(
     attempt(next, id) {
       model = next;
       providerId = id;
-      return (meter = new UsageMeter());
+      return (meter = new UsageMeter(deps.tokenizer.count));
     },
     settle: (status) => (settling ??= settleOnce(status)),
   };

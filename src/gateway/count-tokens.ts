@@ -1,5 +1,4 @@
 import type { Catalogue } from "../catalogue/catalogue.ts";
-import { countTokens } from "../billing/token-estimate.ts";
 import { anthropicAdapter } from "../providers/anthropic/anthropic-adapter.ts";
 import { checkAnthropicContent } from "./check-content.ts";
 import type { ForwardDeps } from "./forward.ts";
@@ -18,7 +17,7 @@ const UPSTREAM_COUNT_MS = 10_000;
  * charged, and no usage record is written: a count produces no answer.
  */
 export async function countMessageTokens(
-  deps: Pick<ForwardDeps, "settings" | "fetch" | "log"> & { catalogue: Catalogue },
+  deps: Pick<ForwardDeps, "settings" | "fetch" | "log" | "tokenizer"> & { catalogue: Catalogue },
   body: Record<string, unknown>,
   headers: Headers,
   signal: AbortSignal,
@@ -56,6 +55,6 @@ export async function countMessageTokens(
     }
   }
   const messages = (body.messages as unknown[]).length;
-  const estimate = (await countTokens(promptText("anthropic", body))) + 4 * messages + 3;
+  const estimate = (await deps.tokenizer.count(promptText("anthropic", body))) + 4 * messages + 3;
   return Response.json({ input_tokens: estimate });
 }

@@ -6,6 +6,7 @@ import type { ClientFormat } from "../formats/format.ts";
 import { GatewayError } from "../streaming/gateway-error.ts";
 import type { EndOfTurn } from "./end-of-turn.ts";
 import type { Ticker } from "../streaming/ticker.ts";
+import type { Tokenizer } from "../billing/token-estimate.ts";
 import type { Inflight } from "./inflight.ts";
 import { planRequest } from "./plan.ts";
 import { openBillingSession } from "./billing-session.ts";
@@ -34,6 +35,8 @@ export interface ForwardDeps {
   turn: EndOfTurn;
   /** Timers shared by every open stream (keep-alive checks). */
   ticker: Ticker;
+  /** Counts tokens the upstream did not report (a worker thread; see billing/token-estimate.ts). */
+  tokenizer: Tokenizer;
 }
 
 export interface ForwardRequest {
@@ -71,7 +74,7 @@ export async function forward(deps: ForwardDeps, req: ForwardRequest): Promise<R
   // The request-id plugin set the header: every log line about the request carries it, the upstream gets it.
   const clientRequestId = req.headers.get("x-request-id") ?? undefined;
   if (clientRequestId) deps = withLog(deps, withRequestId(deps.log, clientRequestId));
-  const plan = await planRequest(deps.settings, { wire: req.format.wire, body: req.body, bodyBytes: req.bodyBytes, candidates: req.candidates, embeddings: req.embeddings });
+  const plan = await planRequest(deps.settings, deps.tokenizer.count, { wire: req.format.wire, body: req.body, bodyBytes: req.bodyBytes, candidates: req.candidates, embeddings: req.embeddings });
   const trace = req.trace;
   if (trace) trace.planned(plan.requestId, plan.candidates[0]!.model.id, req.principal);
   const billing = await openBillingSession(deps, {

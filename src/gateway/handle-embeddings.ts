@@ -41,7 +41,7 @@ export async function handleEmbeddings(deps: ForwardDeps & { catalogue: Catalogu
     signal: call.request.signal,
     candidates,
     principal: call.principal,
-    embeddings: measureEmbeddingsInput(body.input),
+    embeddings: measureEmbeddingsInput(body.input, deps.tokenizer.count),
     trace,
   });
   return withRouteHeaders(response, call.set);

@@ -2,7 +2,7 @@ import type { ModelConfig } from "../config/schema.ts";
 import type { Settings } from "../config/load-config.ts";
 import type { UpstreamKind } from "../formats/common/wire-types.ts";
 import { worstCaseMicro as mostItCosts } from "../billing/pricing.ts";
-import { countTokens, promptTokenBound } from "../billing/token-estimate.ts";
+import { promptTokenBound, type TokenCounter } from "../billing/token-estimate.ts";
 import { fitCandidates, type Fitted } from "./context-fit.ts";
 import { promptText, requestedMaxTokens } from "../formats/prepare-upstream.ts";
 import type { EmbeddingsInputMeasure } from "../formats/openai-embeddings/embeddings-input.ts";
@@ -28,6 +28,7 @@ export interface Plan {
  */
 export async function planRequest(
   settings: Settings,
+  count: TokenCounter,
   req: { wire: UpstreamKind; body: Record<string, unknown>; bodyBytes: number; candidates: ModelConfig[]; embeddings?: EmbeddingsInputMeasure },
 ): Promise<Plan> {
   if (req.embeddings) return planEmbeddings(req.candidates, req.embeddings);
@@ -41,7 +42,7 @@ export async function planRequest(
     promptBound,
     requestedMaxTokens(wire, body),
     settings.limits.max_tokens_cap,
-    async () => (await countTokens(prompt())) + 4 * messageCount + 3,
+    async () => (await count(prompt())) + 4 * messageCount + 3,
   );
   const worstCaseMicro = Math.max(...candidates.map((c) => mostItCosts(c.model.pricing, promptBound, c.maxTokens, c.model.category === "image" ? 1 : 0)));
   return { ...requestIds(), candidates, worstCaseMicro, promptText: prompt };

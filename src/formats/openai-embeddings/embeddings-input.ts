@@ -1,4 +1,4 @@
-import { countTokens } from "../../billing/token-estimate.ts";
+import type { TokenCounter } from "../../billing/token-estimate.ts";
 import type { PromptSource } from "../../billing/usage-meter.ts";
 
 /** What `input` may be, once the route's schema has checked it (OpenAI's four shapes). */
@@ -26,7 +26,7 @@ export function inputsOf(input: unknown): (string | number[])[] {
   return typeof input[0] === "number" ? [input as number[]] : (input as (string | number[])[]);
 }
 
-export function measureEmbeddingsInput(input: EmbeddingsInput): EmbeddingsInputMeasure {
+export function measureEmbeddingsInput(input: EmbeddingsInput, count: TokenCounter): EmbeddingsInputMeasure {
   const texts: string[] = [];
   let tokens = 0;
   let bound = 0;
@@ -45,6 +45,6 @@ export function measureEmbeddingsInput(input: EmbeddingsInput): EmbeddingsInputM
   return {
     count: inputs.length,
     tokenBound: bound,
-    prompt: () => (tokens === 0 ? text : countTokens(text).then((n) => n + tokens)),
+    prompt: () => (tokens === 0 ? text : count(text).then((n) => n + tokens)),
   };
 }
