@@ -10,7 +10,7 @@ import { type UsageBreakdown, type UsageReporter } from "./billing/usage-report.
 import { createUsageBreakdown, createUsageReport } from "./store/sqlite/sqlite-usage-report.ts";
 import { createCatalogue } from "./catalogue/catalogue.ts";
 import { withoutSecrets, type Logger } from "./log/log.ts";
-import { rememberSecret } from "./log/scrub.ts";
+import { createScrubber } from "./log/scrub.ts";
 import type { Transport } from "./transport/transport.ts";
 import { admissionPlugin, createPrincipals, pathOf } from "./http/plugins/admission.ts";
 import { createRateLimiter, type RateLimitStore } from "./limits/rate-limiter.ts";
@@ -82,7 +82,8 @@ export function createApp(deps: AppDeps) {
   // Whatever logger is passed in, no secret reaches it (see log/log.ts).
   const log = withoutSecrets(deps.log);
   // A vendor that echoes our key is scrubbed by the key's value too, whatever its shape.
-  for (const provider of deps.settings.providers.values()) rememberSecret(provider.apiKey);
+  const scrubber = createScrubber();
+  for (const provider of deps.settings.providers.values()) scrubber.remember(provider.apiKey);
   const now = deps.now ?? Date.now;
   const inflight = createInflight();
   let accounts: AccountStore, keys: KeyResolver, baseLedger: Ledger & RejectionLog, usage: UsageReporter, breakdown: UsageBreakdown;
@@ -91,7 +92,7 @@ export function createApp(deps: AppDeps) {
   // Spend alerts (alerts/): only with `alerts.webhook_url`; otherwise the ledgers' hook is unset
   // and nothing runs. Detection follows commits, delivery has its own timers: off the request path.
   const alertSettings = deps.settings.alerts;
-  if (alertSettings?.secret) rememberSecret(alertSettings.secret);
+  if (alertSettings?.secret) scrubber.remember(alertSettings.secret);
   let alerts: Alerts | undefined;
   if (deps.stores) {
     ({ accounts, keys, ledger: baseLedger, usage, breakdown } = deps.stores);
@@ -152,6 +153,7 @@ export function createApp(deps: AppDeps) {
     turn,
     ticker: createTicker(),
     tokenizer,
+    scrubber,
     principals,
   };
 

@@ -1,5 +1,5 @@
 import { describe, expect, test } from "bun:test";
-import { CLIENT_MESSAGE_MAX, LOG_DETAIL_MAX, rememberSecret, scrubForClient, replaceSecrets, scrubLogDetail, scrubSecrets } from "../src/log/scrub.ts";
+import { CLIENT_MESSAGE_MAX, createScrubber, LOG_DETAIL_MAX, scrubForClient, replaceSecrets, scrubLogDetail, scrubSecrets } from "../src/log/scrub.ts";
 import { jsonLogger, withoutSecrets, type Logger } from "../src/log/log.ts";
 import { LEAKY_ERRORS } from "./helpers/leaky-errors.ts";
 
@@ -209,30 +209,41 @@ describe("a megabyte of hostile input", () => {
   });
 });
 
-describe("vendor keys known by value (rememberSecret)", () => {
+describe("vendor keys known by value (a gateway's scrubber)", () => {
+  const scrubber = createScrubber();
+
   test("a key with '/' is scrubbed as written and as an encoder that escapes slashes writes it", () => {
     const key = "proxy/Zq9+Lm7";
-    rememberSecret(key);
+    scrubber.remember(key);
     const body = JSON.stringify({ error: { message: `bad key ${key}` } });
-    expect(scrubLogDetail(body)).not.toContain("Zq9+Lm7");
-    expect(scrubLogDetail(body.replace(/\//g, "\\/"))).not.toContain("Zq9+Lm7");
-    expect(scrubForClient(`bad key ${key}`)).toBe("bad key [redacted]");
+    expect(scrubber.logDetail(body)).not.toContain("Zq9+Lm7");
+    expect(scrubber.logDetail(body.replace(/\//g, "\\/"))).not.toContain("Zq9+Lm7");
+    expect(scrubber.forClient(`bad key ${key}`)).toBe("bad key [redacted]");
   });
 
   test("a key with a quote or a backslash is scrubbed inside JSON text too", () => {
     const key = 'ab"cd\\ef-42';
-    rememberSecret(key);
-    expect(scrubLogDetail(JSON.stringify({ message: `bad key ${key}` }))).not.toContain("cd");
+    scrubber.remember(key);
+    expect(scrubber.logDetail(JSON.stringify({ message: `bad key ${key}` }))).not.toContain("cd");
   });
 
   test("a key that contains another is replaced whole", () => {
-    rememberSecret("tok1-abc9");
-    rememberSecret("tok1-abc9-zz9Q");
-    expect(scrubForClient("bad key tok1-abc9-zz9Q and tok1-abc9")).toBe("bad key [redacted] and [redacted]");
+    scrubber.remember("tok1-abc9");
+    scrubber.remember("tok1-abc9-zz9Q");
+    expect(scrubber.forClient("bad key tok1-abc9-zz9Q and tok1-abc9")).toBe("bad key [redacted] and [redacted]");
   });
 
   test("placeholders and short values are not remembered: ordinary words stay", () => {
-    for (const placeholder of ["none", "EMPTY", "dummy", "changeme", "sk-x"]) rememberSecret(placeholder);
-    expect(scrubForClient("tool_choice must be one of none, auto; EMPTY is not a dummy value, changeme")).toBe("tool_choice must be one of none, auto; EMPTY is not a dummy value, changeme");
+    for (const placeholder of ["none", "EMPTY", "dummy", "changeme", "sk-x"]) scrubber.remember(placeholder);
+    expect(scrubber.forClient("tool_choice must be one of none, auto; EMPTY is not a dummy value, changeme")).toBe("tool_choice must be one of none, auto; EMPTY is not a dummy value, changeme");
+  });
+
+  test("each gateway's scrubber knows its own keys only; the plain functions know none", () => {
+    const other = createScrubber();
+    other.remember("other-proxy-key-77");
+    expect(other.forClient("bad key other-proxy-key-77")).toBe("bad key [redacted]");
+    expect(scrubber.forClient("bad key other-proxy-key-77")).toBe("bad key other-proxy-key-77");
+    expect(other.forClient("bad key tok1-abc9")).toBe("bad key tok1-abc9");
+    expect(scrubForClient("bad key tok1-abc9")).toBe("bad key tok1-abc9");
   });
 });

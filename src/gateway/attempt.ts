@@ -11,7 +11,7 @@ import { createAnswerToolMapper } from "../formats/common/answer-tool.ts";
 import { GatewayError } from "../streaming/gateway-error.ts";
 import { upstreamStatusError } from "../providers/upstream-errors.ts";
 import { ImageFetchError, inlineImages } from "./inline-images.ts";
-import { scrubLogDetail } from "../log/scrub.ts";
+import type { Scrubber } from "../log/scrub.ts";
 import { fastReader, wholeBody } from "../transport/http1/client.ts";
 import { ResponseTooLargeError, responseHeader, type ChunkReader, type Transport } from "../transport/transport.ts";
 import { Deadline, DeadlineExpired } from "./deadline.ts";
@@ -23,6 +23,7 @@ export interface AttemptDeps {
   fetch: Transport;
   log: Logger;
   now: () => number;
+  scrubber: Scrubber;
 }
 
 export interface AttemptRequest {
@@ -123,10 +124,10 @@ export async function attemptUpstream(deps: AttemptDeps, req: AttemptRequest, ca
       // The body may echo the prompt or our vendor key: the log gets a scrubbed, short detail
       // with any run of the request's own text left out.
       deps.log("warn", "upstream error status", {
-        requestId: req.requestId, provider: provider.id, status: res.status, detail: scrubLogDetail(detail ?? text, undefined, promptText(req.wire, req.body)),
+        requestId: req.requestId, provider: provider.id, status: res.status, detail: deps.scrubber.logDetail(detail ?? text, undefined, promptText(req.wire, req.body)),
       });
       const cause = res.status === 429 ? "status_429" : res.status >= 500 ? "status_5xx" : "status_4xx";
-      return { kind: "refused", verdict: verdictFor(res.status), error: upstreamStatusError(res.status, detail), delayMs: requestedDelayMs(res.headers, deps.now()), cause };
+      return { kind: "refused", verdict: verdictFor(res.status), error: upstreamStatusError(res.status, detail, deps.scrubber), delayMs: requestedDelayMs(res.headers, deps.now()), cause };
     }
 
     if (!req.wantsStream || adapter.streams === false) {
@@ -134,7 +135,7 @@ export async function attemptUpstream(deps: AttemptDeps, req: AttemptRequest, ca
       let events: StreamEvent[];
       try {
         json = JSON.parse(await readText(res, deadline, Number.POSITIVE_INFINITY, false));
-        events = adapter.decodeBody(json, prepared.body);
+        events = adapter.decodeBody(json, prepared.body, deps.scrubber);
         if (answerTool) events = createAnswerToolMapper(answerTool)(events);
       } catch (err) {
         if (!req.clientSignal.aborted) deps.log("warn", "upstream sent an unreadable body", { requestId: req.requestId, provider: provider.id, error: String(err) });
@@ -160,7 +161,7 @@ export async function attemptUpstream(deps: AttemptDeps, req: AttemptRequest, ca
       return refused("The upstream provider sent an unexpected answer. Retrying is appropriate.", undefined, "bad_answer");
     }
     handedOver = true;
-    let decode = adapter.createStreamDecoder();
+    let decode = adapter.createStreamDecoder(deps.scrubber);
     if (answerTool) {
       const decodeFrame = decode;
       const map = createAnswerToolMapper(answerTool);

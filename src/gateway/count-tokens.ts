@@ -17,7 +17,7 @@ const UPSTREAM_COUNT_MS = 10_000;
  * charged, and no usage record is written: a count produces no answer.
  */
 export async function countMessageTokens(
-  deps: Pick<ForwardDeps, "settings" | "fetch" | "log" | "tokenizer"> & { catalogue: Catalogue },
+  deps: Pick<ForwardDeps, "settings" | "fetch" | "log" | "tokenizer" | "scrubber"> & { catalogue: Catalogue },
   body: Record<string, unknown>,
   headers: Headers,
   signal: AbortSignal,
@@ -46,7 +46,7 @@ export async function countMessageTokens(
       if (res.ok && typeof json?.input_tokens === "number") return Response.json({ input_tokens: json.input_tokens });
       // A request the vendor finds malformed is the client's to fix; anything else (no such
       // endpoint on a compatible server, an outage, our key) still deserves a count.
-      if (res.status === 400 || res.status === 422) throw upstreamStatusError(res.status, anthropicAdapter.errorMessage(json));
+      if (res.status === 400 || res.status === 422) throw upstreamStatusError(res.status, anthropicAdapter.errorMessage(json), deps.scrubber);
       deps.log("warn", "upstream token count failed; answering with an estimate", { provider: provider.id, status: res.status, clientRequestId });
     } catch (err) {
       if (err instanceof GatewayError) throw err;

@@ -7,6 +7,7 @@ import { GatewayError } from "../streaming/gateway-error.ts";
 import type { EndOfTurn } from "./end-of-turn.ts";
 import type { Ticker } from "../streaming/ticker.ts";
 import type { Tokenizer } from "../billing/token-estimate.ts";
+import type { Scrubber } from "../log/scrub.ts";
 import type { Inflight } from "./inflight.ts";
 import { planRequest } from "./plan.ts";
 import { openBillingSession } from "./billing-session.ts";
@@ -37,6 +38,8 @@ export interface ForwardDeps {
   ticker: Ticker;
   /** Counts tokens the upstream did not report (a worker thread; see billing/token-estimate.ts). */
   tokenizer: Tokenizer;
+  /** Takes secrets out of what clients and logs see of a vendor's words, the configured keys included. */
+  scrubber: Scrubber;
 }
 
 export interface ForwardRequest {

@@ -91,30 +91,53 @@ export function replaceSecrets(text: string): string {
 }
 
 /**
- * Secrets known by value: the configured vendor keys (app.ts). A vendor that echoes our key
- * ("Incorrect API key provided: …") is caught by the shapes above for any key of a real vendor's
- * form; a key of another form (a self-hosted proxy's) is caught here, wherever it appears, as
- * written and as JSON writes it inside a string (quotes and backslashes escaped, `/` as `\/`
- * too, as some encoders do). Applied to what clients see of a vendor's words and to vendor
- * details in log lines. The set is the process's: a gateway process serves one configuration.
+ * Secrets known by value: the configured vendor keys. A vendor that echoes our key ("Incorrect
+ * API key provided: …") is caught by the shapes above for any key of a real vendor's form; a key
+ * of another form (a self-hosted proxy's) is caught here, wherever it appears, as written and as
+ * JSON writes it inside a string (quotes and backslashes escaped, `/` as `\/` too, as some
+ * encoders do). Applied to what clients see of a vendor's words and to vendor details in log
+ * lines. Each gateway has its own (app.ts creates it from its configuration), so two apps in one
+ * process never scrub with each other's keys.
  */
-const knownSecrets: string[] = [];
-
-/**
- * Values that would match ordinary text are not remembered: shorter than 8 characters, or
- * letters only (placeholders such as `none`, `EMPTY`, `dummy`, `changeme` that self-hosted
- * servers accept); no real key is either.
- */
-export function rememberSecret(value: string | undefined): void {
-  if (!value || value.length < 8 || /^[A-Za-z]+$/.test(value)) return;
-  const escaped = JSON.stringify(value).slice(1, -1);
-  for (const form of [value, escaped, escaped.replaceAll("/", "\\/")]) if (!knownSecrets.includes(form)) knownSecrets.push(form);
-  // Longest first: a key that contains another is replaced whole, not around the shorter one.
-  knownSecrets.sort((a, b) => b.length - a.length);
+export interface Scrubber {
+  /**
+   * Values that would match ordinary text are not remembered: shorter than 8 characters, or
+   * letters only (placeholders such as `none`, `EMPTY`, `dummy`, `changeme` that self-hosted
+   * servers accept); no real key is either.
+   */
+  remember(value: string | undefined): void;
+  /** scrubForClient, the known secrets included. */
+  forClient(text: string, max?: number): string;
+  /** scrubLogDetail, the known secrets included. */
+  logDetail(text: string, max?: number, echoOf?: string): string;
 }
 
-function withoutKnownSecrets(text: string): string {
-  for (const secret of knownSecrets) if (text.includes(secret)) text = text.split(secret).join(REDACTED);
+export function createScrubber(): Scrubber {
+  const known: string[] = [];
+  return {
+    remember(value) {
+      if (!value || value.length < 8 || /^[A-Za-z]+$/.test(value)) return;
+      const escaped = JSON.stringify(value).slice(1, -1);
+      for (const form of [value, escaped, escaped.replaceAll("/", "\\/")]) if (!known.includes(form)) known.push(form);
+      // Longest first: a key that contains another is replaced whole, not around the shorter one.
+      known.sort((a, b) => b.length - a.length);
+    },
+    forClient: (text, max) => scrubForClient(text, max, known),
+    logDetail: (text, max, echoOf) => scrubLogDetail(text, max, echoOf, known),
+  };
+}
+
+/** For decoders used without a gateway (tests, benches): the shapes only, no secret known by value. */
+export const SHAPES_ONLY: Scrubber = {
+  remember() {
+    throw new Error("SHAPES_ONLY knows no secrets: create a scrubber (createScrubber) to remember one");
+  },
+  forClient: (text, max) => scrubForClient(text, max),
+  logDetail: (text, max, echoOf) => scrubLogDetail(text, max, echoOf),
+};
+
+function withoutKnownSecrets(text: string, known: readonly string[]): string {
+  for (const secret of known) if (text.includes(secret)) text = text.split(secret).join(REDACTED);
   return text;
 }
 
@@ -199,8 +222,8 @@ export const CLIENT_MESSAGE_MAX = 500;
  * placeholders, an HTML error page reduced to its title, whitespace collapsed, at most `max`
  * characters. Empty when nothing useful is left.
  */
-export function scrubForClient(text: string, max = CLIENT_MESSAGE_MAX): string {
-  let out = withoutKnownSecrets(text);
+export function scrubForClient(text: string, max = CLIENT_MESSAGE_MAX, known: readonly string[] = []): string {
+  let out = withoutKnownSecrets(text, known);
   if (HTML_DOCUMENT.test(out)) {
     const titles: string[] = [];
     for (const m of out.matchAll(HTML_TITLE)) if (m[2]!.trim()) titles.push(m[2]!.trim());
@@ -276,9 +299,9 @@ export function withoutEchoOf(text: string, source: string): string {
  * input, a long quoted span, any run of the request's own text given as `echoOf`) left out, at
  * most `max` characters. The prompt is the client's, not the operator's, and may be anything.
  */
-export function scrubLogDetail(text: string, max = LOG_DETAIL_MAX, echoOf?: string): string {
+export function scrubLogDetail(text: string, max = LOG_DETAIL_MAX, echoOf?: string, known: readonly string[] = []): string {
   // Secrets go before anything is cut, so none is cut in half and half kept.
-  let out = scrubSecrets(withoutKnownSecrets(text)).slice(0, 8 * max);
+  let out = scrubSecrets(withoutKnownSecrets(text, known)).slice(0, 8 * max);
   if (echoOf) out = withoutEchoOf(out, echoOf);
-  return scrubForClient(out.replace(ECHO_FIELD, "$1[omitted]").replace(LONG_QUOTED, "[quoted text omitted]"), max);
+  return scrubForClient(out.replace(ECHO_FIELD, "$1[omitted]").replace(LONG_QUOTED, "[quoted text omitted]"), max, known);
 }

@@ -2,6 +2,7 @@ import type { ResolvedProvider } from "../config/load-config.ts";
 import type { StreamEvent } from "../streaming/events.ts";
 import type { SseEvent } from "../streaming/sse-parser.ts";
 import type { UpstreamKind } from "../formats/common/wire-types.ts";
+import type { Scrubber } from "../log/scrub.ts";
 
 /** One decoded upstream frame: the parsed JSON (for relays) and what it means (for everyone else). */
 export interface DecodedFrame {
@@ -23,10 +24,13 @@ export interface ProviderAdapter {
   /** False for APIs that answer in one body only; streamed clients then get frames made from it. */
   streams?: boolean;
   buildRequest(provider: ResolvedProvider, body: unknown, clientHeaders: Headers): { url: string; headers: Record<string, string>; body: string };
-  /** A fresh decoder per stream: decoders keep per-answer state (tool-call numbering). */
-  createStreamDecoder(): (frame: SseEvent) => DecodedFrame;
+  /**
+   * A fresh decoder per stream: decoders keep per-answer state (tool-call numbering). `scrub`: the
+   * gateway's scrubber, for a vendor's words that reach the client (SHAPES_ONLY outside a gateway).
+   */
+  createStreamDecoder(scrub?: Scrubber): (frame: SseEvent) => DecodedFrame;
   /** `sent` is the body the upstream was sent, for answers that must match it (one embedding per input). */
-  decodeBody(body: unknown, sent?: unknown): StreamEvent[];
+  decodeBody(body: unknown, sent?: unknown, scrub?: Scrubber): StreamEvent[];
   /** The vendor's error message from an error body, for the log; never shown raw to clients. */
   errorMessage(body: unknown): string | undefined;
 }

@@ -1,5 +1,5 @@
 import { ContextLengthError, GatewayError } from "../streaming/gateway-error.ts";
-import { scrubForClient } from "../log/scrub.ts";
+import type { Scrubber } from "../log/scrub.ts";
 
 /**
  * An upstream's refusal, in the spec's statuses. A request the vendor found malformed is the
@@ -7,8 +7,8 @@ import { scrubForClient } from "../log/scrub.ts";
  * anything on the vendor's side, our key included, is a 502 that costs nothing and says nothing
  * of the vendor's internals.
  */
-export function upstreamStatusError(status: number, detail: string | undefined): GatewayError {
-  const scrubbed = detail ? scrubForClient(detail) : "";
+export function upstreamStatusError(status: number, detail: string | undefined, scrub: Scrubber): GatewayError {
+  const scrubbed = detail ? scrub.forClient(detail) : "";
   const said = scrubbed ? `: ${scrubbed}` : "";
   // The numbers are read from the vendor's own words (before scrubbing, which keeps numbers anyway).
   const tooLong = (status === 400 || status === 413 || status === 422) && detail ? contextLengthError(detail, said) : undefined;
@@ -21,8 +21,8 @@ export function upstreamStatusError(status: number, detail: string | undefined):
 }
 
 /** A vendor's error frame mid-stream, as the client sees it: our sentence, then the vendor's scrubbed words. */
-export function upstreamStreamErrorMessage(lead: string, vendorMessage: unknown): string {
-  const scrubbed = typeof vendorMessage === "string" ? scrubForClient(vendorMessage) : "";
+export function upstreamStreamErrorMessage(lead: string, vendorMessage: unknown, scrub: Scrubber): string {
+  const scrubbed = typeof vendorMessage === "string" ? scrub.forClient(vendorMessage) : "";
   return scrubbed ? `${lead}: ${scrubbed}` : `${lead}.`;
 }
 

@@ -1,6 +1,6 @@
 import type { FinishReason, StreamEvent } from "../../streaming/events.ts";
 import { isRecord, parseFrameJson, UpstreamProtocolError, type DecodedFrame, type ProviderAdapter } from "../provider.ts";
-import { scrubLogDetail } from "../../log/scrub.ts";
+import { SHAPES_ONLY } from "../../log/scrub.ts";
 import { upstreamStreamErrorMessage } from "../upstream-errors.ts";
 import { reportedCount } from "../../streaming/events.ts";
 
@@ -61,7 +61,7 @@ export const anthropicAdapter: ProviderAdapter = {
     return { url: `${provider.base_url}/v1/messages`, headers, body: JSON.stringify(body) };
   },
 
-  createStreamDecoder() {
+  createStreamDecoder(scrub = SHAPES_ONLY) {
     // Anthropic numbers content blocks; tool calls are numbered apart, from 0, for the union.
     const toolOfBlock = new Map<number, number>();
     return (frame): DecodedFrame => {
@@ -114,7 +114,7 @@ export const anthropicAdapter: ProviderAdapter = {
           const kind = data.error?.type === "overloaded_error" ? "overloaded" : "upstream";
           const message = kind === "overloaded"
             ? "The upstream provider is overloaded; retry shortly."
-            : upstreamStreamErrorMessage("The upstream provider reported an error during the answer", data.error?.message ?? data.message);
+            : upstreamStreamErrorMessage("The upstream provider reported an error during the answer", data.error?.message ?? data.message, scrub);
           events.push({ type: "error", errorType: kind, message });
           break;
         }
@@ -123,10 +123,10 @@ export const anthropicAdapter: ProviderAdapter = {
     };
   },
 
-  decodeBody(body) {
+  decodeBody(body, _sent, scrub = SHAPES_ONLY) {
     const b = body as { type?: string; error?: unknown; content?: Record<string, any>[]; stop_reason?: string; stop_sequence?: string | null; usage?: AnthropicUsage };
     // An error body with a 200 status (proxies do this); passed through, its text would reach the client.
-    if (b?.type === "error" || (b?.error && !Array.isArray(b.content))) throw new UpstreamProtocolError(`the upstream answered 200 with an error: ${scrubLogDetail(JSON.stringify(b.error ?? b))}`);
+    if (b?.type === "error" || (b?.error && !Array.isArray(b.content))) throw new UpstreamProtocolError(`the upstream answered 200 with an error: ${scrub.logDetail(JSON.stringify(b.error ?? b))}`);
     // Anything else without a content list (`{}`, `[]`, `null`, usage alone) is not a message:
     // passed on as an empty one, the client would never know the upstream failed.
     if (!isRecord(b) || !Array.isArray(b.content)) throw new UpstreamProtocolError("the upstream answered 200 without a message");

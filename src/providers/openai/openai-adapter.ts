@@ -1,6 +1,6 @@
 import type { FinishReason, StreamEvent } from "../../streaming/events.ts";
 import { isRecord, parseFrameJson, UpstreamProtocolError, type DecodedFrame, type ProviderAdapter } from "../provider.ts";
-import { scrubLogDetail } from "../../log/scrub.ts";
+import { SHAPES_ONLY } from "../../log/scrub.ts";
 import { upstreamStreamErrorMessage } from "../upstream-errors.ts";
 import { reportedCount } from "../../streaming/events.ts";
 
@@ -56,7 +56,7 @@ export const openaiAdapter: ProviderAdapter = {
     return { url: `${provider.base_url}/chat/completions`, headers, body: JSON.stringify(body) };
   },
 
-  createStreamDecoder() {
+  createStreamDecoder(scrub = SHAPES_ONLY) {
     // Upstream tool-call indexes are per choice and may start anywhere; ours count from 0.
     const toolIndex = new Map<number, number>();
     return (frame): DecodedFrame => {
@@ -70,7 +70,7 @@ export const openaiAdapter: ProviderAdapter = {
       if (chunk === null || typeof chunk !== "object") return { parsed: chunk, events };
       if (chunk.error) {
         const said = typeof chunk.error === "string" ? chunk.error : chunk.error.message;
-        events.push({ type: "error", errorType: "upstream", message: upstreamStreamErrorMessage("The upstream provider reported an error during the answer", said) });
+        events.push({ type: "error", errorType: "upstream", message: upstreamStreamErrorMessage("The upstream provider reported an error during the answer", said, scrub) });
         return { parsed: chunk, events };
       }
       const choice = chunk.choices?.[0];
@@ -107,10 +107,10 @@ export const openaiAdapter: ProviderAdapter = {
     };
   },
 
-  decodeBody(body) {
+  decodeBody(body, _sent, scrub = SHAPES_ONLY) {
     const b = body as { choices?: { message?: Record<string, any>; finish_reason?: string }[]; usage?: OpenAIUsage; error?: unknown };
     // Some OpenAI-compatible proxies answer 200 with an error body; passed through, its text would reach the client.
-    if (b?.error && !Array.isArray(b.choices)) throw new UpstreamProtocolError(`the upstream answered 200 with an error: ${scrubLogDetail(JSON.stringify(b.error))}`);
+    if (b?.error && !Array.isArray(b.choices)) throw new UpstreamProtocolError(`the upstream answered 200 with an error: ${scrub.logDetail(JSON.stringify(b.error))}`);
     // Anything else without a choice (`{}`, `[]`, `null`, usage alone) is not an answer: passed on
     // as an empty one, the client would be charged for nothing and never know the upstream failed.
     if (!isRecord(b) || !Array.isArray(b.choices) || !isRecord(b.choices[0])) throw new UpstreamProtocolError("the upstream answered 200 without a choice");

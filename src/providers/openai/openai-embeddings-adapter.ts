@@ -2,7 +2,7 @@ import type { StreamEvent } from "../../streaming/events.ts";
 import { reportedCount } from "../../streaming/events.ts";
 import { vectorLength } from "../../formats/openai-embeddings/encode-embeddings.ts";
 import { inputsOf } from "../../formats/openai-embeddings/embeddings-input.ts";
-import { scrubLogDetail } from "../../log/scrub.ts";
+import { SHAPES_ONLY } from "../../log/scrub.ts";
 import { UpstreamProtocolError, type ProviderAdapter } from "../provider.ts";
 
 /**
@@ -28,11 +28,11 @@ export const openaiEmbeddingsAdapter: ProviderAdapter = {
     };
   },
 
-  decodeBody(body, sent) {
+  decodeBody(body, sent, scrub = SHAPES_ONLY) {
     const b = body as { data?: unknown; usage?: { prompt_tokens?: unknown } | null; error?: unknown } | null;
     if (!b || typeof b !== "object" || !Array.isArray(b.data)) {
       // Some OpenAI-compatible proxies answer 200 with an error body.
-      throw new UpstreamProtocolError(b?.error ? `the upstream answered 200 with an error: ${scrubLogDetail(JSON.stringify(b.error))}` : "the embeddings answer has no data array");
+      throw new UpstreamProtocolError(b?.error ? `the upstream answered 200 with an error: ${scrub.logDetail(JSON.stringify(b.error))}` : "the embeddings answer has no data array");
     }
     const expected = sent && typeof sent === "object" ? inputsOf((sent as { input?: unknown }).input).length : undefined;
     if (expected !== undefined && b.data.length !== expected) {
