@@ -163,18 +163,18 @@ test("the arrow rules catch the arrows they forbid", () => {
   const f = (path: string) => join(SRC, path);
   const files = new Map([
     [f("formats/prepare-upstream.ts"), [f("providers/provider.ts"), f("config/schema.ts")]],
-    [f("formats/openai-chat/schema.ts"), [f("store/ids.ts"), f("http/routes/schemas.ts")]],
+    [f("formats/openai-chat/schema.ts"), [f("store/ids.ts"), f("http/routes/chat-completions.ts")]],
     [f("gateway/forward.ts"), [f("store/sqlite/sqlite-ledger.ts"), f("http/plugins/errors.ts"), f("providers/simulated/simulated-upstream.ts")]],
     [f("cli/admin.ts"), [f("store/database.ts")]],
     [f("app.ts"), [f("store/stores.ts"), f("http/routes/admin.ts"), f("providers/simulated/simulated-upstream.ts")]],
     [f("store/stores.ts"), [f("store/sqlite/sqlite-ledger.ts")]],
   ]);
   expect(arrowsWhere(files, formatReachesUp)).toEqual([
-    "formats/openai-chat/schema.ts → http/routes/schemas.ts",
+    "formats/openai-chat/schema.ts → http/routes/chat-completions.ts",
     "formats/openai-chat/schema.ts → store/ids.ts",
     "formats/prepare-upstream.ts → providers/provider.ts",
   ]);
   expect(arrowsWhere(files, reachesStore)).toEqual(["formats/openai-chat/schema.ts → store/ids.ts", "gateway/forward.ts → store/sqlite/sqlite-ledger.ts"]);
-  expect(arrowsWhere(files, reachesHttp)).toEqual(["formats/openai-chat/schema.ts → http/routes/schemas.ts", "gateway/forward.ts → http/plugins/errors.ts"]);
+  expect(arrowsWhere(files, reachesHttp)).toEqual(["formats/openai-chat/schema.ts → http/routes/chat-completions.ts", "gateway/forward.ts → http/plugins/errors.ts"]);
   expect(arrowsWhere(files, reachesSimulated)).toEqual(["gateway/forward.ts → providers/simulated/simulated-upstream.ts"]);
 });

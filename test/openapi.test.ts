@@ -2,9 +2,10 @@ import { describe, expect, test } from "bun:test";
 import SwaggerParser from "@apidevtools/swagger-parser";
 import { readFileSync } from "node:fs";
 import { openApiPath, OPERATIONS } from "../src/http/openapi.ts";
-import { ChatRequest, CountTokensRequest, MessagesRequest } from "../src/http/routes/schemas.ts";
+import { ChatRequest } from "../src/formats/openai-chat/schema.ts";
+import { CountTokensRequest, MessagesRequest } from "../src/formats/anthropic-messages/schema.ts";
 import { UsageReportQuery } from "../src/http/routes/admin.ts";
-import { EmbeddingsRequest } from "../src/http/routes/embeddings.ts";
+import { EmbeddingsRequest } from "../src/formats/openai-embeddings/schema.ts";
 import { useFakeUpstream } from "./helpers/fake-upstream.ts";
 import { startGateway, useGateway } from "./helpers/gateway.ts";
 

@@ -6,7 +6,9 @@ import { openaiRequestToAnthropic } from "./openai-chat/openai-to-anthropic.ts";
 import { upstreamTraits } from "./common/model-traits.ts";
 import { anthropicReasoning, MIN_THINKING_BUDGET } from "./common/reasoning.ts";
 import type { ReasoningStyle } from "./common/model-traits.ts";
-import type { AnthropicBody, AnthropicMessage, OpenAIChatBody, TranslationNotes } from "./common/wire-types.ts";
+import type { TranslationNotes } from "./common/wire-types.ts";
+import type { AnthropicMessage, MessagesRequest } from "./anthropic-messages/schema.ts";
+import type { ChatRequest } from "./openai-chat/schema.ts";
 import type { Logger } from "../log/log.ts";
 
 export { MIN_THINKING_BUDGET };
@@ -52,9 +54,9 @@ export function prepareUpstream(
   const field = provider.max_tokens_field ?? "max_tokens";
   let out: Record<string, unknown>;
   if (wire === "openai" && provider.kind === "anthropic") {
-    out = openaiRequestToAnthropic(body as OpenAIChatBody, model.upstream_model, maxTokens, traits, notes);
+    out = openaiRequestToAnthropic(body as ChatRequest, model.upstream_model, maxTokens, traits, notes);
   } else if (wire === "anthropic" && provider.kind === "openai") {
-    out = anthropicRequestToOpenAI(body as AnthropicBody, model.upstream_model, maxTokens, field, traits, notes);
+    out = anthropicRequestToOpenAI(body as MessagesRequest, model.upstream_model, maxTokens, field, traits, notes);
   } else {
     out = { ...body, model: model.upstream_model };
     for (const name of GATEWAY_FIELDS) delete out[name];

@@ -3,7 +3,9 @@ import { anthropicBlocksText } from "../common/content-text.ts";
 import { UNKNOWN_TRAITS, type UpstreamTraits } from "../common/model-traits.ts";
 import { openaiReasoningEffort } from "../common/reasoning.ts";
 import { openaiResponseFormat } from "../common/structured-output.ts";
-import type { AnthropicBlock, AnthropicBody, Json, OpenAIChatBody, OpenAIMessage, TranslationNotes } from "../common/wire-types.ts";
+import type { Json, TranslationNotes } from "../common/wire-types.ts";
+import type { AnthropicBlock, MessagesRequest } from "./schema.ts";
+import type { ChatMessage, ChatRequest } from "../openai-chat/schema.ts";
 
 /**
  * An Anthropic messages request → an OpenAI chat request. `tool_result` blocks become
@@ -15,14 +17,14 @@ import type { AnthropicBlock, AnthropicBody, Json, OpenAIChatBody, OpenAIMessage
  * OpenAI counterpart every compatible server accepts, so they are not sent.
  */
 export function anthropicRequestToOpenAI(
-  body: AnthropicBody,
+  body: MessagesRequest,
   upstreamModel: string,
   maxTokens: number,
   maxTokensField: "max_tokens" | "max_completion_tokens",
   traits: UpstreamTraits = UNKNOWN_TRAITS,
   notes: TranslationNotes = {},
-): OpenAIChatBody {
-  const messages: OpenAIMessage[] = [];
+): ChatRequest {
+  const messages: ChatMessage[] = [];
   const system = anthropicBlocksText(body.system);
   if (system) messages.push({ role: "system", content: system });
 
@@ -32,7 +34,7 @@ export function anthropicRequestToOpenAI(
       messages.push({ role: "system", content: anthropicBlocksText(blocks) });
     } else if (m.role === "assistant") {
       const texts: string[] = [];
-      const calls: NonNullable<OpenAIMessage["tool_calls"]> = [];
+      const calls: NonNullable<ChatMessage["tool_calls"]> = [];
       for (const block of blocks) {
         if (block.type === "text") texts.push(String(block.text ?? ""));
         else if (block.type === "tool_use") {
@@ -41,7 +43,7 @@ export function anthropicRequestToOpenAI(
         // thinking blocks carry vendor signatures that mean nothing to another vendor.
       }
       const text = texts.join("\n");
-      const message: OpenAIMessage = { role: "assistant", content: text || (calls.length ? null : "") };
+      const message: ChatMessage = { role: "assistant", content: text || (calls.length ? null : "") };
       if (calls.length) message.tool_calls = calls;
       messages.push(message);
     } else {
@@ -58,7 +60,7 @@ export function anthropicRequestToOpenAI(
     }
   }
 
-  const out: OpenAIChatBody = { model: upstreamModel, messages, [maxTokensField]: maxTokens };
+  const out: ChatRequest = { model: upstreamModel, messages, [maxTokensField]: maxTokens };
   if (body.stream) {
     out.stream = true;
     out.stream_options = { include_usage: true };

@@ -1,4 +1,4 @@
-import type { AnthropicBlock } from "./wire-types.ts";
+import type { AnthropicBlock } from "../anthropic-messages/schema.ts";
 
 /** Raised when a request carries something the gateway does not pass through (image input). */
 export class UnsupportedContentError extends Error {}

@@ -1,7 +1,15 @@
-/**
- * Loose shapes of the two request formats, as far as the gateway reads them. Bodies are
- * kept open: every field we do not name here travels through untouched when formats match.
+import { Kind } from "@sinclair/typebox";
+import { t, type Static, type TSchema } from "elysia";
+import type { TObject, TProperties } from "@sinclair/typebox";
+
+/*
+ * What the formats' schemas share. Each wire shape is one TypeBox schema in its format's
+ * `schema.ts`, used three ways: the route validates with it, the OpenAPI document prints it, and
+ * its `static` type is what translators read and write. Bodies stay open (additionalProperties):
+ * every field we do not name travels through untouched when formats match.
  */
+
+/** A JSON object as the gateway handles it: any field, read with care. */
 export type Json = Record<string, unknown>;
 
 /**
@@ -10,57 +18,30 @@ export type Json = Record<string, unknown>;
  */
 export type UpstreamKind = "openai" | "anthropic";
 
-export interface OpenAIMessage extends Json {
-  role: string;
-  content?: unknown;
-  tool_calls?: { id: string; type?: string; function: { name: string; arguments?: string } }[];
-  tool_call_id?: string;
-  name?: string;
-}
+/** Objects stay open: parameters we do not model reach same-format upstreams untouched. */
+export const open = { additionalProperties: true } as const;
 
-export interface OpenAIChatBody extends Json {
-  model?: string;
-  messages: OpenAIMessage[];
-  stream?: boolean;
-  stream_options?: Json | null;
-  max_tokens?: number | null;
-  max_completion_tokens?: number | null;
-  temperature?: number | null;
-  top_p?: number | null;
-  stop?: string | string[] | null;
-  tools?: { type: string; function?: { name: string; description?: string; parameters?: Json; strict?: boolean } }[];
-  tool_choice?: unknown;
-  parallel_tool_calls?: boolean;
-  user?: string;
-  response_format?: Json | null;
-  reasoning_effort?: string | null;
-}
+/**
+ * An open object whose type says so too: the named fields as the schema types them, any other
+ * field as unknown. The schema is exactly `t.Object(properties, open)`.
+ */
+export const OpenObject = <P extends TProperties>(properties: P) => t.Unsafe<Static<TObject<P>> & Json>(t.Object(properties, open));
 
-export interface AnthropicBlock extends Json {
-  type: string;
-}
+/**
+ * Elysia's t.Integer carries a string-coercing transform, and one transform anywhere makes every
+ * request body go through a full decode walk; a whole number is just a multiple of 1.
+ */
+export const WholeNumber = (options: NonNullable<Parameters<typeof t.Number>[0]>) => t.Number({ ...options, multipleOf: 1 });
 
-export interface AnthropicMessage extends Json {
-  role: string;
-  content: string | AnthropicBlock[];
-}
+/** Optional, and null allowed (OpenAI's way of saying "the default"). */
+export const Nullable = <T extends TSchema>(schema: T) => t.Optional(t.Union([schema, t.Null()]));
 
-export interface AnthropicBody extends Json {
-  model?: string;
-  messages: AnthropicMessage[];
-  system?: string | AnthropicBlock[];
-  max_tokens?: number;
-  stream?: boolean;
-  temperature?: number;
-  top_p?: number;
-  top_k?: number;
-  stop_sequences?: string[];
-  tools?: { name: string; description?: string; input_schema?: Json; type?: string }[];
-  tool_choice?: { type: string; name?: string; disable_parallel_tool_use?: boolean };
-  metadata?: { user_id?: string };
-  thinking?: Json;
-  output_config?: Json;
-}
+/**
+ * A field the translators read or write with this type, which the gateway does not check on
+ * arrival (the upstream does, in its own words): named for the type and the OpenAPI document,
+ * never refused here.
+ */
+export const Unchecked = <T>() => t.Optional(t.Unsafe<T>({ [Kind]: "Unknown" }));
 
 /**
  * What a translation decided beside the body, filled in by the translator for its caller:

@@ -2,7 +2,9 @@ import { openaiContentText } from "../common/content-text.ts";
 import { UNKNOWN_TRAITS, type UpstreamTraits } from "../common/model-traits.ts";
 import { anthropicReasoning } from "../common/reasoning.ts";
 import { anthropicStructuredOutput } from "../common/structured-output.ts";
-import type { AnthropicBlock, AnthropicBody, AnthropicMessage, Json, OpenAIChatBody, TranslationNotes } from "../common/wire-types.ts";
+import type { Json, TranslationNotes } from "../common/wire-types.ts";
+import type { AnthropicBlock, AnthropicMessage, MessagesRequest } from "../anthropic-messages/schema.ts";
+import type { ChatRequest } from "./schema.ts";
 
 /**
  * An OpenAI chat request → an Anthropic messages request. System messages move to
@@ -12,12 +14,12 @@ import type { AnthropicBlock, AnthropicBody, AnthropicMessage, Json, OpenAIChatB
  * takes them; `notes` learns what the answer's handling must know (a forced answer tool).
  */
 export function openaiRequestToAnthropic(
-  body: OpenAIChatBody,
+  body: ChatRequest,
   upstreamModel: string,
   maxTokens: number,
   traits: UpstreamTraits = UNKNOWN_TRAITS,
   notes: TranslationNotes = {},
-): AnthropicBody {
+): MessagesRequest {
   const system: string[] = [];
   const messages: AnthropicMessage[] = [];
   const push = (role: "user" | "assistant", blocks: AnthropicBlock[]) => {
@@ -54,7 +56,7 @@ export function openaiRequestToAnthropic(
     }
   }
 
-  const out: AnthropicBody = { model: upstreamModel, messages, max_tokens: maxTokens };
+  const out: MessagesRequest = { model: upstreamModel, messages, max_tokens: maxTokens };
   if (system.length > 0) out.system = system.join("\n\n");
   if (body.stream) out.stream = true;
   // Anthropic's temperature range is 0–1; OpenAI's is 0–2. Clamping keeps the request valid and "more random" still means the most random Anthropic allows.
@@ -107,7 +109,7 @@ export function openaiRequestToAnthropic(
  * or the structured-output one) cannot be combined with thinking, and a turn that continues
  * after tool calls must start with the signed thinking block an OpenAI client never has.
  */
-function thinkingRefused(out: AnthropicBody, messages: AnthropicMessage[]): string | undefined {
+function thinkingRefused(out: MessagesRequest, messages: AnthropicMessage[]): string | undefined {
   if (out.tool_choice?.type === "any" || out.tool_choice?.type === "tool") return "thinking cannot be combined with a forced tool";
   const lastAssistant = messages.findLast((m) => m.role === "assistant");
   if (lastAssistant && (lastAssistant.content as AnthropicBlock[]).some((b) => b.type === "tool_use")) {
@@ -116,8 +118,8 @@ function thinkingRefused(out: AnthropicBody, messages: AnthropicMessage[]): stri
   return undefined;
 }
 
-function toolChoice(choice: unknown, parallel: boolean | undefined): AnthropicBody["tool_choice"] | undefined {
-  let out: AnthropicBody["tool_choice"] | undefined;
+function toolChoice(choice: unknown, parallel: boolean | undefined): MessagesRequest["tool_choice"] | undefined {
+  let out: MessagesRequest["tool_choice"] | undefined;
   if (choice === "auto") out = { type: "auto" };
   else if (choice === "none") out = { type: "none" };
   else if (choice === "required") out = { type: "any" };

@@ -1,4 +1,5 @@
-import type { Json, OpenAIChatBody, OpenAIMessage } from "../common/wire-types.ts";
+import type { Json } from "../common/wire-types.ts";
+import type { ChatMessage, ChatRequest, ContentPart } from "../openai-chat/schema.ts";
 
 /**
  * An OpenAI Responses API request → an OpenAI chat-completions request, so the gateway's
@@ -39,7 +40,7 @@ export interface ResponsesEcho {
 
 export interface ResponsesPlan {
   /** The chat-completions body, `model`/`models` included, for the usual pipeline. */
-  chat: OpenAIChatBody;
+  chat: ChatRequest;
   /** Upstream function name → the client's tool, for every tool whose name or kind changed on the way. */
   tools: Map<string, ClientTool>;
   echo: ResponsesEcho;
@@ -72,7 +73,7 @@ export function responsesToChat(body: Record<string, unknown>): ResponsesPlan {
 
   const dropped: string[] = [];
   const tools = new Map<string, ClientTool>();
-  const chatTools: NonNullable<OpenAIChatBody["tools"]> = [];
+  const chatTools: NonNullable<ChatRequest["tools"]> = [];
   /** Client (namespace, name) → upstream name, for tool_choice and history items. */
   const upstreamName = new Map<string, string>();
   const key = (name: string, namespace?: string) => `${namespace ?? ""}\u0000${name}`;
@@ -86,7 +87,7 @@ export function responsesToChat(body: Record<string, unknown>): ResponsesPlan {
       const custom = type === "custom";
       if (custom || namespace) tools.set(flat, { name, ...(namespace ? { namespace } : {}), custom });
       const description = typeof tool.description === "string" ? tool.description : "";
-      const fn: NonNullable<OpenAIChatBody["tools"]>[number]["function"] & Json = custom
+      const fn: NonNullable<ChatRequest["tools"]>[number]["function"] & Json = custom
         ? { name: flat, description: customToolDescription(description, tool.format), parameters: CUSTOM_PARAMETERS }
         : { name: flat, ...(description ? { description } : {}), parameters: (tool.parameters as Json | undefined) ?? { type: "object", properties: {} } };
       if (!custom && typeof tool.strict === "boolean") fn.strict = tool.strict;
@@ -101,7 +102,7 @@ export function responsesToChat(body: Record<string, unknown>): ResponsesPlan {
     upstreamName.get(key(String(name ?? ""), typeof namespace === "string" ? namespace : undefined)) ??
     (typeof namespace === "string" ? flattenName(namespace, String(name ?? "")) : String(name ?? ""));
 
-  const messages: OpenAIMessage[] = [];
+  const messages: ChatMessage[] = [];
   if (typeof body.instructions === "string" && body.instructions) messages.push({ role: "system", content: body.instructions });
   const input = body.input;
   if (typeof input === "string") messages.push({ role: "user", content: input });
@@ -159,7 +160,7 @@ export function responsesToChat(body: Record<string, unknown>): ResponsesPlan {
     else messages.push({ role: "assistant", content: null, tool_calls: [call] });
   }
 
-  const chat: OpenAIChatBody = { messages };
+  const chat: ChatRequest = { messages };
   if (typeof body.model === "string") chat.model = body.model;
   if (Array.isArray(body.models)) chat.models = body.models;
   if (body.stream === true) chat.stream = true;
@@ -259,15 +260,15 @@ function responseFormat(format: Json | undefined): Json | undefined {
  * compatible server understands), else chat parts; images become `image_url` parts and meet
  * the gateway's one rule on media input there.
  */
-function inputContent(content: unknown): unknown {
+function inputContent(content: unknown): ChatMessage["content"] {
   if (typeof content === "string") return content;
   if (!Array.isArray(content)) throw new ResponsesRequestError("message content must be a string or an array of content parts.");
   const parts = content.map(inputPart);
-  if (parts.every((p) => p.type === "text")) return parts.length === 1 ? parts[0]!.text : parts;
+  if (parts.every((p) => p.type === "text")) return parts.length === 1 ? String(parts[0]!.text) : parts;
   return parts;
 }
 
-function inputPart(part: unknown): Json {
+function inputPart(part: unknown): ContentPart {
   const p = (part ?? {}) as Json;
   switch (p.type) {
     case "input_text":
@@ -301,7 +302,7 @@ function joinText(a: unknown, b: string): string {
 }
 
 /** A tool's output: a string, or parts (text, and images that meet the media rule like any input). */
-function toolOutput(output: unknown): unknown {
+function toolOutput(output: unknown): ChatMessage["content"] {
   if (typeof output === "string") return output;
   if (!Array.isArray(output)) return JSON.stringify(output ?? "");
   const parts = output.map(inputPart);

@@ -4,7 +4,7 @@ import { handleChat } from "../../gateway/handle-chat.ts";
 import type { ForwardDeps } from "../../gateway/forward.ts";
 import { openaiChat } from "../../formats/format.ts";
 import type { Principals } from "../plugins/admission.ts";
-import { ChatRequest } from "./schemas.ts";
+import { ChatRequest } from "../../formats/openai-chat/schema.ts";
 
 export function chatCompletionsRoute(deps: ForwardDeps & { catalogue: Catalogue; principals: Principals }) {
   return new Elysia({ name: "switchyard/chat-completions" }).post(

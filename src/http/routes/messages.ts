@@ -5,7 +5,7 @@ import { handleChat } from "../../gateway/handle-chat.ts";
 import type { ForwardDeps } from "../../gateway/forward.ts";
 import { anthropicMessages } from "../../formats/format.ts";
 import type { Principals } from "../plugins/admission.ts";
-import { CountTokensRequest, MessagesRequest } from "./schemas.ts";
+import { CountTokensRequest, MessagesRequest } from "../../formats/anthropic-messages/schema.ts";
 
 export function messagesRoute(deps: ForwardDeps & { catalogue: Catalogue; principals: Principals }) {
   return new Elysia({ name: "switchyard/messages" })

@@ -1,44 +1,14 @@
-import { Elysia, t } from "elysia";
+import { Elysia } from "elysia";
 import type { Catalogue } from "../../catalogue/catalogue.ts";
 import { handleChat } from "../../gateway/handle-chat.ts";
 import type { ForwardDeps } from "../../gateway/forward.ts";
 import { openaiResponses } from "../../formats/format.ts";
 import { GatewayError } from "../../streaming/gateway-error.ts";
 import type { Principals } from "../plugins/admission.ts";
+import { ResponsesRequest } from "../../formats/openai-responses/schema.ts";
 import { responsesToChat, ResponsesRequestError, type ResponsesPlan } from "../../formats/openai-responses/responses-to-chat.ts";
 import type { ResponseStore } from "../../formats/openai-responses/response-store.ts";
 import { resolveStoredInput, type StoredInput } from "../../formats/openai-responses/stored-input.ts";
-
-/**
- * Open objects, as in schemas.ts: fields we do not model are accepted; the translator reads
- * what it knows and refuses, with a 400 naming the field, what it cannot serve.
- */
-const open = { additionalProperties: true } as const;
-const WholeNumber = (options: { minimum: number }) => t.Number({ ...options, multipleOf: 1 });
-const Nullable = <T extends Parameters<typeof t.Optional>[0]>(schema: T) => t.Optional(t.Union([schema, t.Null()]));
-
-export const ResponsesRequest = t.Object(
-  {
-    model: t.Optional(t.String({ minLength: 1 })),
-    models: t.Optional(t.Array(t.String({ minLength: 1 }), { minItems: 1, maxItems: 16 })),
-    input: t.Union([t.String(), t.Array(t.Object({}, open), { maxItems: 100_000 })]),
-    instructions: Nullable(t.String()),
-    stream: Nullable(t.Boolean()),
-    store: Nullable(t.Boolean()),
-    max_output_tokens: Nullable(WholeNumber({ minimum: 1 })),
-    temperature: Nullable(t.Number({ minimum: 0, maximum: 2 })),
-    top_p: Nullable(t.Number({ minimum: 0, maximum: 1 })),
-    parallel_tool_calls: Nullable(t.Boolean()),
-    tools: Nullable(t.Array(t.Object({ type: t.String() }, open), { maxItems: 1_000 })),
-    tool_choice: t.Optional(t.Union([t.String(), t.Object({ type: t.String() }, open), t.Null()])),
-    reasoning: Nullable(t.Object({}, open)),
-    text: Nullable(t.Object({ format: t.Optional(t.Object({ type: t.String() }, open)) }, open)),
-    metadata: Nullable(t.Record(t.String({ maxLength: 64 }), t.String({ maxLength: 512 }), { maxProperties: 16 })),
-    include: Nullable(t.Array(t.String())),
-    previous_response_id: Nullable(t.String()),
-  },
-  open,
-);
 
 /**
  * `POST /v1/responses`: the OpenAI Responses API as a third client format. The request is
