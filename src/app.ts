@@ -40,6 +40,9 @@ import { createMemoryResponseStore } from "./store/memory/memory-response-store.
 import { createAlerts, type Alerts } from "./alerts/alerts.ts";
 import { createAuthFailures, type AuthFailureOptions } from "./limits/auth-failures.ts";
 import { createSqliteAlertOutbox } from "./store/sqlite/sqlite-alert-outbox.ts";
+import type { KeyStateStore } from "./providers/key-pool.ts";
+import { createKeyPools } from "./providers/key-pools.ts";
+import { createMemoryKeyState } from "./store/memory/memory-key-state.ts";
 
 export interface AppDeps {
   /** The SQLite file's connection: accounts, keys and the ledger, unless `stores` are given. */
@@ -66,6 +69,12 @@ export interface AppDeps {
   responseStore?: ResponseStore;
   /** How often the spend alert dispatcher looks at its outbox when idle (tests shorten it). */
   alertPollMs?: number;
+  /** Vendor key pools' shared state (Redis, for several processes); this process's memory otherwise. */
+  keyState?: KeyStateStore;
+  /** [0, 1): the key pools' weighted choice (tests pass a seeded source). */
+  keyRandom?: () => number;
+  /** How often disabled vendor keys are looked at for a due probe (default 1 s). */
+  keyProbeEveryMs?: number;
 }
 
 /** How long a SQLite settlement may wait for others under load (see billing/settlement-queue.ts). */
@@ -76,7 +85,10 @@ export function createApp(deps: AppDeps) {
   // Whatever logger is passed in, no secret reaches it (see log.ts).
   const log = withoutSecrets(deps.log);
   // A vendor that echoes our key is scrubbed by the key's value too, whatever its shape.
-  for (const provider of deps.settings.providers.values()) rememberSecret(provider.apiKey);
+  for (const provider of deps.settings.providers.values()) {
+    rememberSecret(provider.apiKey);
+    for (const key of provider.keys ?? []) rememberSecret(key.secret);
+  }
   const now = deps.now ?? Date.now;
   const inflight = createInflight();
   let accounts: AccountStore, keys: KeyResolver, baseLedger: Ledger & RejectionLog, usage: UsageReporter, breakdown: UsageBreakdown;
@@ -128,13 +140,25 @@ export function createApp(deps: AppDeps) {
   const responseStore = deps.responseStore ?? createMemoryResponseStore({ maxBytes: deps.settings.responses.store_max_bytes, ttlMs: deps.settings.responses.store_ttl_ms, now });
   // Request ids, metrics and access-log lines (ops/request-trace.ts).
   const tracker = new Tracker({ log, accessLog: ops.accessLog });
+  const upstreamFetch = withSimulatedUpstream(deps.fetch ?? upstream.fetch);
+  // Vendor key pools (providers/key-pools.ts): choice, cooldowns, probes; shared through Redis when given.
+  const keyPools = createKeyPools({
+    providers: deps.settings.providers,
+    store: deps.keyState ?? createMemoryKeyState({ now }),
+    fetch: upstreamFetch,
+    now,
+    random: deps.keyRandom,
+    log,
+    probeEveryMs: deps.keyProbeEveryMs,
+  });
   const forwardDeps = {
     tracker,
+    keyPools,
     settings: deps.settings,
     ledger,
     inflight,
     catalogue,
-    fetch: withSimulatedUpstream(deps.fetch ?? upstream.fetch),
+    fetch: upstreamFetch,
     log,
     now,
   };
@@ -177,7 +201,7 @@ export function createApp(deps: AppDeps) {
     .use(embeddingsRoute(forwardDeps));
   if (ops.metrics || ops.accessLog.enabled) front.onAfterResponse(closeTracesHook(tracker));
   const app = front
-    .use(healthRoutes({ ledger, draining: () => draining, limiter: deps.limiter }))
+    .use(healthRoutes({ ledger, draining: () => draining, limiter: deps.limiter, keyPools }))
     .use(ops.metrics ? metricsRoute({ expose: () => tracker.metrics?.expose(), token: ops.metricsToken }) : new Elysia({ name: "switchyard/no-metrics" }))
     .use(modelsRoute(catalogue))
     .use(keyRoute({ accounts, ledger, defaultPerMinute: deps.settings.limits.requests_per_minute }))
@@ -201,8 +225,11 @@ export function createApp(deps: AppDeps) {
       inflight,
       now,
       alerts,
+      keyPools,
     });
   }
+  app.onStart(() => keyPools.start());
+  app.onStop(() => keyPools.stop());
   // Delivery starts with the server (after a start-up check) and stops with it.
   if (alerts) {
     const started = alerts;
@@ -219,6 +246,7 @@ export function createApp(deps: AppDeps) {
     inflight,
     upstream,
     tracker,
+    keyPools,
     /** Resolves once every started request is settled and its settlement written. */
     async settled(): Promise<void> {
       await inflight.idle();

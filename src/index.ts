@@ -13,6 +13,7 @@ import { processRole, superviseWorkers, WorkersConfigError, type ListeningMessag
 import type { Database } from "bun:sqlite";
 import { healthCheck } from "./ops/health-check.ts";
 import { OpsConfigError, opsSettings, type OpsSettings } from "./ops/ops-settings.ts";
+import { createRedisKeyState } from "./store/redis/redis-key-state.ts";
 
 if (process.argv.includes("--health-check")) process.exit(await healthCheck(process.env));
 
@@ -86,7 +87,9 @@ if (choice.databaseUrl) {
 // Rate limits in Redis fail closed: until it answers, requests are refused with 503.
 const limiter = choice.redisUrl ? openRedisLimiter(choice.redisUrl, { log }) : undefined;
 if (limiter && !(await limiter.ready())) log("warn", "Redis (SWITCHYARD_REDIS_URL) does not answer yet: requests are refused (503) until it does");
-const app = createApp({ db, stores, limiter, settings, log, adminToken: ops.adminToken, ops });
+// Vendor key pools' cooldowns, disabled keys, probes and session bindings: shared by every worker and replica through Redis.
+const keyState = choice.redisUrl ? createRedisKeyState(choice.redisUrl, { now: Date.now, log }) : undefined;
+const app = createApp({ db, stores, limiter, settings, log, adminToken: ops.adminToken, ops, keyState });
 const demo = demoWanted.on ? await issueDemoKey(app.services.accounts) : undefined;
 // What the account has now, not what it started with: a spent demo account says so at the next start.
 const demoCredits = demo ? microToCredits((await app.services.ledger.balance(demo.accountId))?.balanceMicro ?? 0) : 0;
@@ -160,6 +163,7 @@ async function shutdown(signal: string): Promise<void> {
   if (stores) await stores.close();
   else await app.services.ledger.close();
   limiter?.close();
+  keyState?.close();
   await checkpointer?.stop();
   db?.close();
   lock?.release();

@@ -10,10 +10,25 @@ export class ConfigError extends Error {
   override name = "ConfigError";
 }
 
-export interface ResolvedProvider extends Omit<ProviderConfig, "timeouts"> {
-  /** Read from the environment variable named by api_key_env; undefined when unset. */
+export interface ResolvedProvider extends Omit<ProviderConfig, "timeouts" | "keys"> {
+  /**
+   * The vendor key an upstream request carries. Here: the pool's first key (read from its
+   * environment variable; undefined when unset); each attempt sends the key the pool chose.
+   */
   apiKey: string | undefined;
+  /**
+   * The pool: `keys`, or `api_key_env` as a pool of one; empty when the provider takes no key.
+   * Unset on providers built by hand (tests): they send `apiKey` as it is.
+   */
+  keys?: ResolvedVendorKey[];
   timeouts: ProviderTimeouts;
+}
+
+/** A vendor key with its secret read from the environment. Only `env` may be shown anywhere. */
+export interface ResolvedVendorKey {
+  env: string;
+  weight: number;
+  secret: string | undefined;
 }
 
 export interface Settings {
@@ -73,11 +88,19 @@ export function resolveSettings(raw: unknown, env: Record<string, string | undef
     if (!p.base_url.startsWith("simulated://") && !URL.canParse(p.base_url)) {
       throw new ConfigError(`${source}: /providers/${i}/base_url: not a URL`);
     }
-    const { timeouts, ...rest } = p;
+    if (p.keys && p.api_key_env !== undefined) throw new ConfigError(`${source}: /providers/${i}/keys: set either api_key_env or keys, not both`);
+    const envs = new Set<string>();
+    p.keys?.forEach((k, j) => {
+      if (envs.has(k.env)) throw new ConfigError(`${source}: /providers/${i}/keys/${j}/env: "${k.env}" is already a key of this provider`);
+      envs.add(k.env);
+    });
+    const { timeouts, keys: _keys, ...rest } = p;
+    const pool = (p.keys ?? (p.api_key_env ? [{ env: p.api_key_env }] : [])).map((k) => ({ env: k.env, weight: k.weight ?? 1, secret: env[k.env] }));
     providers.set(p.id, {
       ...rest,
       base_url: p.base_url.replace(/\/+$/, ""),
-      apiKey: p.api_key_env ? env[p.api_key_env] : undefined,
+      apiKey: pool[0]?.secret,
+      keys: pool,
       timeouts: Value.Default(Timeouts, { ...timeouts }) as ProviderTimeouts,
     });
   });

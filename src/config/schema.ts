@@ -8,12 +8,32 @@ export const Timeouts = t.Object({
   total_ms: t.Integer({ minimum: 1, default: 1_800_000 }),
 });
 
+/**
+ * One vendor key of a provider's pool: the name of the environment variable that holds it (the
+ * secret never lives in the file; logs, metrics and /ready name the key by this) and its share
+ * of the traffic.
+ */
+export const VendorKeyConfig = t.Object(
+  {
+    env: t.String({ minLength: 1, pattern: "^[A-Za-z_][A-Za-z0-9_]*$" }),
+    weight: t.Optional(t.Number({ exclusiveMinimum: 0, default: 1 })),
+  },
+  { additionalProperties: false },
+);
+export type VendorKeyConfig = typeof VendorKeyConfig.static;
+
 export const ProviderConfig = t.Object({
   id: t.String({ minLength: 1, pattern: "^[A-Za-z0-9_.-]+$" }),
   kind: t.Union([t.Literal("openai"), t.Literal("anthropic")]),
   base_url: t.String({ minLength: 1 }),
   /** Name of the environment variable that holds the vendor key; the key itself never lives in the file. */
   api_key_env: t.Optional(t.String({ minLength: 1 })),
+  /**
+   * Several vendor keys instead of `api_key_env` (which is a pool of one): requests are spread over
+   * them by weight, a session stays on one key while it is healthy (prompt caches are per key), a
+   * key the vendor rate-limits cools down and one it refuses is set aside until a probe passes.
+   */
+  keys: t.Optional(t.Array(VendorKeyConfig, { minItems: 1, maxItems: 64 })),
   /** Extra headers sent upstream (e.g. OpenRouter's HTTP-Referer); values are not secrets. */
   headers: t.Optional(t.Record(t.String(), t.String())),
   /** OpenAI's reasoning models reject `max_tokens`; most compatible servers only know it. */

@@ -43,7 +43,7 @@ export type AttemptOutcome =
   /** An event stream, head read; its body is read by the stream stage, under the same deadline. */
   | { kind: "stream"; reader: ChunkReader; decode: (frame: SseEvent) => DecodedFrame; deadline: Deadline; adapter: ProviderAdapter; provider: ResolvedProvider; inline: (events: StreamEvent[]) => Promise<void> }
   /** No answer: what went wrong, and what the retry policy should make of it. */
-  | { kind: "refused"; verdict: Verdict; error: GatewayError; delayMs?: number; cause?: UpstreamErrorClass };
+  | { kind: "refused"; verdict: Verdict; error: GatewayError; delayMs?: number; cause?: UpstreamErrorClass; status?: number };
 
 /** The client went away: nothing more is tried. */
 /** Over the transport's size cap (limits.max_response_bytes). */
@@ -61,9 +61,11 @@ const ERROR_BODY_BYTES = 64 * 1024;
  * the transport is whatever `fetch` the app was given. Whatever happens, the result is a value:
  * an answer, or a refusal the retry policy can judge; only the client leaving throws (499).
  */
-export async function attemptUpstream(deps: AttemptDeps, req: AttemptRequest, candidate: Fitted): Promise<AttemptOutcome> {
+export async function attemptUpstream(deps: AttemptDeps, req: AttemptRequest, candidate: Fitted, key?: { secret: string | undefined }): Promise<AttemptOutcome> {
   const { model, maxTokens } = candidate;
-  const provider = deps.settings.providers.get(model.provider)!;
+  const configured = deps.settings.providers.get(model.provider)!;
+  // The pool's choice: the provider as it is, carrying that key (an object over it, not a copy).
+  const provider = key ? withKey(configured, key.secret) : configured;
   const adapter = adapterFor(provider, model);
   const prepared = prepareUpstream(req.clientFormat, req.body, model, provider, maxTokens, deps.log);
   const call = adapter.buildRequest(provider, prepared.body, req.headers);
@@ -124,7 +126,7 @@ export async function attemptUpstream(deps: AttemptDeps, req: AttemptRequest, ca
         requestId: req.requestId, provider: provider.id, status: res.status, detail: scrubLogDetail(detail ?? text, undefined, promptText(req.clientFormat, req.body)),
       });
       const cause = res.status === 429 ? "status_429" : res.status >= 500 ? "status_5xx" : "status_4xx";
-      return { kind: "refused", verdict: verdictFor(res.status), error: upstreamStatusError(res.status, detail), delayMs: requestedDelayMs(res.headers, deps.now()), cause };
+      return { kind: "refused", verdict: verdictFor(res.status), error: upstreamStatusError(res.status, detail), delayMs: requestedDelayMs(res.headers, deps.now()), cause, status: res.status };
     }
 
     if (!req.wantsStream || adapter.streams === false) {
@@ -178,6 +180,13 @@ export async function attemptUpstream(deps: AttemptDeps, req: AttemptRequest, ca
       req.clientSignal.removeEventListener("abort", onClientAbort);
     }
   }
+}
+
+function withKey(provider: ResolvedProvider, secret: string | undefined): ResolvedProvider {
+  if (provider.apiKey === secret) return provider;
+  const own = Object.create(provider) as ResolvedProvider;
+  own.apiKey = secret;
+  return own;
 }
 
 /**

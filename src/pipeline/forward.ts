@@ -13,6 +13,9 @@ import { nextStep } from "../gateway/retry-policy.ts";
 import { respond, type AnswerFormat } from "../gateway/respond.ts";
 import { withRequestId, type RequestTrace, type Tracker } from "../ops/request-trace.ts";
 import type { EmbeddingsInputMeasure } from "./embeddings-input.ts";
+import type { ChosenKey, KeyPools } from "../providers/key-pools.ts";
+import { sessionHash } from "../providers/key-pool.ts";
+import { sessionIdOf } from "../gateway/session-id.ts";
 
 export type { Principal, AnswerFormat };
 import type { Transport } from "../transport/transport.ts";
@@ -30,6 +33,8 @@ export interface ForwardDeps {
   random?: () => number;
   /** Request traces (metrics, access log); routes pass theirs in ForwardRequest.trace. */
   tracker?: Tracker;
+  /** The providers' vendor key pools; without them each provider's one key is sent as configured. */
+  keyPools?: KeyPools;
 }
 
 export interface ForwardRequest {
@@ -51,6 +56,11 @@ export interface ForwardRequest {
   trace?: RequestTrace;
   /** POST /v1/embeddings: the input, measured; the candidates are embedding models and `answer` writes the list. */
   embeddings?: EmbeddingsInputMeasure;
+  /**
+   * The Responses API's conversation: the id of the first answer of the `previous_response_id`
+   * chain (or of this one, when it starts a stored chain), for vendor key affinity.
+   */
+  chain?: string | ((uuid: string) => string | undefined);
 }
 
 /**
@@ -80,14 +90,27 @@ export async function forward(deps: ForwardDeps, req: ForwardRequest): Promise<R
   const attemptRequest = { requestId: plan.requestId, clientFormat: req.clientFormat, body: req.body, headers: req.headers, clientSignal: req.signal, wantsStream, clientRequestId };
   const answerRequest = { clientFormat: req.clientFormat, body: req.body, uuid: plan.uuid, requestId: plan.requestId, bodyBytes: req.bodyBytes, promptText: plan.promptText, onStream: req.onStream, answer: req.answer, trace };
 
+  // The session (hashed at once; the raw id goes nowhere) keeps a conversation on one vendor key.
+  let session: string | undefined;
+  if (deps.keyPools) {
+    const chain = typeof req.chain === "function" ? req.chain(plan.uuid) : req.chain;
+    const id = sessionIdOf(req.clientFormat, req.body, req.headers, chain);
+    session = id === undefined ? undefined : sessionHash(id);
+  }
+
   try {
     let waited = 0;
     let last: GatewayError | undefined;
     for (const candidate of plan.candidates) {
-      for (let retry = 0; ; retry++) {
+      const pool = deps.keyPools?.get(candidate.model.provider);
+      // Keys of this provider that refused this request: it moves to another before waiting or falling back.
+      const tried = new Set<string>();
+      for (let retry = 0; ; ) {
         const meter = billing.attempt(candidate.model, candidate.model.provider);
         trace?.attemptStarted(candidate.model.id, candidate.model.provider);
-        const outcome = await attemptUpstream(deps, attemptRequest, candidate);
+        const key: ChosenKey | undefined = pool ? await pool.choose(session, tried) : undefined;
+        const outcome = await attemptUpstream(deps, attemptRequest, candidate, key);
+        if (key) pool!.report(key, outcome.kind === "refused" ? outcome.status ?? 0 : 200, outcome.kind === "refused" ? outcome.delayMs : undefined);
         trace?.attemptEnded(outcome.kind === "refused" ? outcome.cause ?? "other" : undefined, outcome.kind === "stream");
         if (outcome.kind !== "refused") {
           const response = await respond(deps, answerRequest, candidate.model, outcome, meter, billing);
@@ -98,6 +121,16 @@ export async function forward(deps: ForwardDeps, req: ForwardRequest): Promise<R
           return response;
         }
         last = outcome.error;
+        // Rate-limited, overloaded or refused credentials are the key's, not the model's: another
+        // key of the provider is asked at once, before the retry policy waits or moves on.
+        const status = outcome.status ?? 0;
+        if (key && pool && (status === 429 || status === 503 || status === 529 || status === 401 || status === 403)) {
+          tried.add(key.key.env);
+          if (pool.hasUsable(tried)) {
+            deps.log("info", "moving to another vendor key", { requestId: plan.requestId, provider: candidate.model.provider, from: key.key.env, status });
+            continue;
+          }
+        }
         const step = nextStep(outcome, retry, waited, limits, random());
         if (step.action === "fail") throw outcome.error;
         if (step.action === "next") break;
@@ -105,6 +138,7 @@ export async function forward(deps: ForwardDeps, req: ForwardRequest): Promise<R
         trace?.retried(step.delayMs);
         await sleep(step.delayMs, req.signal);
         waited += step.delayMs;
+        retry++;
       }
       if (plan.candidates.length > 1) deps.log("info", "falling back", { requestId: plan.requestId, from: candidate.model.id, reason: last?.message });
       if (trace && candidate !== plan.candidates[plan.candidates.length - 1]) trace.fellBack();

@@ -2,7 +2,7 @@ import type { Catalogue } from "../catalogue/catalogue.ts";
 import type { ModelConfig } from "../config/schema.ts";
 import type { WireFormat } from "../providers/provider.ts";
 import { assertAnthropicTextOnly, assertOpenAITextOnly, UnsupportedContentError } from "../translate/content-text.ts";
-import { forward, type AnswerFormat, type ForwardDeps, type Principal } from "./forward.ts";
+import { forward, type AnswerFormat, type ForwardDeps, type ForwardRequest, type Principal } from "./forward.ts";
 import { GatewayError } from "./gateway-error.ts";
 import { checkAnthropicContent, checkOpenAIContent } from "./check-content.ts";
 
@@ -17,6 +17,8 @@ export interface ChatCall {
   set: { headers: Record<string, unknown> };
   /** The answer in another format than `format` (the Responses API over a chat request). */
   answer?: AnswerFormat;
+  /** The Responses API's conversation, for vendor key affinity (ForwardRequest.chain). */
+  chain?: ForwardRequest["chain"];
 }
 
 /**
@@ -57,6 +59,7 @@ export async function handleChat(deps: ForwardDeps & { catalogue: Catalogue }, c
     principal: call.principal,
     onStream: () => call.server?.timeout(call.request, 0),
     answer: call.answer,
+    chain: call.chain,
     trace,
   });
   return withRouteHeaders(response, call.set);
