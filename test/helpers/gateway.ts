@@ -63,6 +63,15 @@ export interface GatewayOptions {
   /** The config's `alerts` section (spend alerts), and SWITCHYARD_ALERT_SECRET. */
   alerts?: Record<string, unknown>;
   alertSecret?: string;
+  /** The "fake-openai" provider's vendor key pool instead of its one key (`TEST_OPENAI_KEY`); secrets in `vendorEnv`. */
+  openaiKeys?: { env: string; weight?: number }[];
+  /** The "fake-anthropic" provider's pool, likewise. */
+  anthropicKeys?: { env: string; weight?: number }[];
+  /** More environment variables the config reads (pooled keys' secrets). */
+  vendorEnv?: Record<string, string>;
+  keyState?: AppDeps["keyState"];
+  keyRandom?: AppDeps["keyRandom"];
+  keyProbeEveryMs?: AppDeps["keyProbeEveryMs"];
 }
 
 export interface Gateway {
@@ -112,8 +121,8 @@ export async function startGateway(o: GatewayOptions): Promise<Gateway> {
   const settings = resolveSettings(
     {
       providers: [
-        { id: "fake-openai", kind: "openai", base_url: `${o.upstreamUrl}/v1`, api_key_env: "TEST_OPENAI_KEY", timeouts },
-        { id: "fake-anthropic", kind: "anthropic", base_url: o.upstreamUrl, api_key_env: "TEST_ANTHROPIC_KEY", timeouts },
+        { id: "fake-openai", kind: "openai", base_url: `${o.upstreamUrl}/v1`, ...(o.openaiKeys ? { keys: o.openaiKeys } : { api_key_env: "TEST_OPENAI_KEY" }), timeouts },
+        { id: "fake-anthropic", kind: "anthropic", base_url: o.upstreamUrl, ...(o.anthropicKeys ? { keys: o.anthropicKeys } : { api_key_env: "TEST_ANTHROPIC_KEY" }), timeouts },
       ],
       models: [
         { id: OPENAI_MODEL, provider: "fake-openai", upstream_model: "gpt-4o-mini", category: "text", context_length: 128_000, owned_by: "openai", pricing: OPENAI_PRICING },
@@ -129,10 +138,10 @@ export async function startGateway(o: GatewayOptions): Promise<Gateway> {
       ...(o.responses ? { responses: o.responses } : {}),
       ...(o.alerts ? { alerts: o.alerts } : {}),
     },
-    { TEST_OPENAI_KEY: o.vendorKeys?.openai ?? VENDOR_OPENAI_KEY, TEST_ANTHROPIC_KEY: o.vendorKeys?.anthropic ?? VENDOR_ANTHROPIC_KEY, SWITCHYARD_ALERT_SECRET: o.alertSecret },
+    { TEST_OPENAI_KEY: o.vendorKeys?.openai ?? VENDOR_OPENAI_KEY, TEST_ANTHROPIC_KEY: o.vendorKeys?.anthropic ?? VENDOR_ANTHROPIC_KEY, SWITCHYARD_ALERT_SECRET: o.alertSecret, ...o.vendorEnv },
     "test",
   );
-  const app = createApp({ db, settings, log: o.log ?? silentLogger, adminToken: o.adminToken, adminAuthFailures: o.adminAuthFailures, fetch: o.fetch, now: o.now, ledgerOptions: o.ledgerOptions, wrapLedger: o.wrapLedger, stores: o.stores, limiter: o.limiter, ops: o.ops, responseStore: o.responseStore, alertPollMs: o.alerts ? 100 : undefined });
+  const app = createApp({ db, settings, log: o.log ?? silentLogger, adminToken: o.adminToken, adminAuthFailures: o.adminAuthFailures, fetch: o.fetch, now: o.now, ledgerOptions: o.ledgerOptions, wrapLedger: o.wrapLedger, stores: o.stores, limiter: o.limiter, ops: o.ops, responseStore: o.responseStore, alertPollMs: o.alerts ? 100 : undefined, keyState: o.keyState, keyRandom: o.keyRandom, keyProbeEveryMs: o.keyProbeEveryMs });
   const account = await app.services.accounts.createAccount("test", Math.round((o.credits ?? 1000) * 1e6));
   const key = (await app.services.accounts.createKey(account.id, "test"))!;
   app.listen({ port: 0, hostname: "127.0.0.1", idleTimeout: o.idleTimeoutSeconds ?? 10, maxRequestBodySize: settings.limits.max_body_bytes * 8 });
