@@ -89,6 +89,16 @@ const Ready = t.Object({
   draining: t.Boolean(),
   ledger: t.Object({ writable: t.Boolean(), queued: t.Integer(), failing_since: t.Optional(t.String({ format: "date-time" })) }),
   rate_limiter: t.Optional(t.Object({ reachable: t.Boolean() }, { description: "Only with SWITCHYARD_REDIS_URL." })),
+  vendor_keys: t.Optional(t.Array(t.Object({
+    id: t.String({ description: "The provider's id." }),
+    usable: t.Integer({ description: "Its keys usable now; 0 makes the gateway not ready." }),
+    keys: t.Array(t.Object({
+      env: t.String({ description: "The name of the environment variable holding the key (never its value)." }),
+      state: t.Union([t.Literal("cooling"), t.Literal("disabled")]),
+      until: t.Optional(t.String({ format: "date-time", description: "Cooling: when the key is usable again." })),
+      since: t.Optional(t.String({ format: "date-time", description: "Disabled: when the vendor refused it (it comes back once a probe passes)." })),
+    })),
+  }), { description: "Only while some vendor key is cooling (429, 503, 529) or disabled (401, 403): those keys, per provider." })),
 });
 
 const Account = t.Object({ id: t.String(), name: t.String(), balance: t.Number() }, open);
@@ -241,7 +251,7 @@ export const OPERATIONS: Record<string, Operation> = {
   },
   "GET /ready": {
     summary: "Readiness",
-    description: "200 when the ledger writes, the shared rate-limit store (if any) answers and the gateway is not draining; else 503 with the same body. No key.",
+    description: "200 when the ledger writes, the shared rate-limit store (if any) answers, every provider with vendor keys has one usable and the gateway is not draining; else 503 with the same body. No key.",
     tag: "operations", security: "none", errors: [],
     answers: { "200": { description: "Ready.", schema: Ready }, "503": { description: "Not ready: see the fields.", schema: Ready } },
   },
