@@ -288,6 +288,23 @@ describe("session affinity", () => {
   });
 });
 
+describe("session affinity through the Responses API", () => {
+  test("a previous_response_id chain stays on the key of its first turn", async () => {
+    const gw = await gateway({ openaiKeys: [{ env: "POOL_KEY_A" }, { env: "POOL_KEY_B" }, { env: "POOL_KEY_C" }] });
+    // Several conversations: without affinity, 8 turns of one would all land on one key 1 time in 2,187.
+    for (let c = 0; c < 6; c++) {
+      upstream.requests.length = 0;
+      let previous: string | undefined;
+      for (let turn = 0; turn < 8; turn++) {
+        const res = await post(gw, "/v1/responses", { model: OPENAI_MODEL, input: `turn ${turn} of ${c}`, ...(previous ? { previous_response_id: previous } : {}) });
+        expect(res.status).toBe(200);
+        previous = ((await res.json()) as { id: string }).id;
+      }
+      expect(Object.values(tally(chats(upstream)))).toEqual([8]);
+    }
+  });
+});
+
 describe("no vendor secret anywhere", () => {
   test("logs, metrics, /ready and the clients' errors never hold a pooled key's secret", async () => {
     const lines: string[] = [];

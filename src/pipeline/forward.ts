@@ -90,13 +90,15 @@ export async function forward(deps: ForwardDeps, req: ForwardRequest): Promise<R
   const attemptRequest = { requestId: plan.requestId, clientFormat: req.clientFormat, body: req.body, headers: req.headers, clientSignal: req.signal, wantsStream, clientRequestId };
   const answerRequest = { clientFormat: req.clientFormat, body: req.body, uuid: plan.uuid, requestId: plan.requestId, bodyBytes: req.bodyBytes, promptText: plan.promptText, onStream: req.onStream, answer: req.answer, trace };
 
-  // The session (hashed at once; the raw id goes nowhere) keeps a conversation on one vendor key.
-  let session: string | undefined;
-  if (deps.keyPools) {
+  // The session (hashed at once; the raw id goes nowhere) keeps a conversation on one vendor key;
+  // read only when a pool has a choice to make.
+  let session: string | undefined | null = null;
+  const sessionOf = (): string | undefined => {
+    if (session !== null) return session;
     const chain = typeof req.chain === "function" ? req.chain(plan.uuid) : req.chain;
     const id = sessionIdOf(req.clientFormat, req.body, req.headers, chain);
-    session = id === undefined ? undefined : sessionHash(id);
-  }
+    return (session = id === undefined ? undefined : sessionHash(id));
+  };
 
   try {
     let waited = 0;
@@ -108,7 +110,9 @@ export async function forward(deps: ForwardDeps, req: ForwardRequest): Promise<R
       for (let retry = 0; ; ) {
         const meter = billing.attempt(candidate.model, candidate.model.provider);
         trace?.attemptStarted(candidate.model.id, candidate.model.provider);
-        const key: ChosenKey | undefined = pool ? await pool.choose(session, tried) : undefined;
+        // Awaited only when the store answers later (Redis): an await costs a turn of microtasks.
+        const chosen = pool?.choose(pool.size > 1 ? sessionOf() : undefined, tried);
+        const key: ChosenKey | undefined = chosen instanceof Promise ? await chosen : chosen;
         const outcome = await attemptUpstream(deps, attemptRequest, candidate, key);
         if (key) pool!.report(key, outcome.kind === "refused" ? outcome.status ?? 0 : 200, outcome.kind === "refused" ? outcome.delayMs : undefined);
         trace?.attemptEnded(outcome.kind === "refused" ? outcome.cause ?? "other" : undefined, outcome.kind === "stream");

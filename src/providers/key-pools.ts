@@ -25,6 +25,8 @@ export interface ChosenKey extends Choice {
 
 export interface KeyPool {
   readonly provider: ResolvedProvider;
+  /** How many keys it has (a pool of one has no choice to make). */
+  readonly size: number;
   /** Which key the next attempt carries; `session` is a session hash, `exclude` the keys this request tried. */
   choose(session: string | undefined, exclude?: ReadonlySet<string>): Promise<ChosenKey> | ChosenKey;
   /** What the vendor answered on `key` (0: no answer at all), with its Retry-After in ms. */
@@ -99,7 +101,13 @@ export function createKeyPools(deps: KeyPoolsDeps) {
     };
     pools.set(provider.id, {
       provider,
+      size: keys.length,
       choose(session, exclude) {
+        // A pool of one has nothing to choose: no round trip to the store on every request.
+        if (keys.length === 1) {
+          countsOf(provider.id, keys[0]!.env).requests++;
+          return { key: keys[0]!, usable: true, bind: false, secret: keys[0]!.secret, at: deps.now() };
+        }
         const view = deps.store.read(provider.id, session);
         return view instanceof Promise ? view.then((v) => decide(v, session, exclude)) : decide(view, session, exclude);
       },
