@@ -89,6 +89,9 @@ const limiter = choice.redisUrl ? openRedisLimiter(choice.redisUrl, { log }) : u
 if (limiter && !(await limiter.ready())) log("warn", "Redis (SWITCHYARD_REDIS_URL) does not answer yet: requests are refused (503) until it does");
 // Vendor key pools' cooldowns, disabled keys, probes and session bindings: shared by every worker and replica through Redis.
 const keyState = choice.redisUrl ? createRedisKeyState(choice.redisUrl, { now: Date.now, log }) : undefined;
+// Until it answers, each process chooses keys from what it saw itself; waiting here (bounded) lets
+// the first requests already share what the other processes know.
+if (keyState) await keyState.ready();
 const app = createApp({ db, stores, limiter, settings, log, adminToken: ops.adminToken, ops, keyState });
 const demo = demoWanted.on ? await issueDemoKey(app.services.accounts) : undefined;
 // What the account has now, not what it started with: a spent demo account says so at the next start.

@@ -36,7 +36,7 @@ export interface KeyView {
 export interface KeyStateStore {
   /** The provider's key states and, with `session`, the key that session is bound to (refreshing its use). */
   read(provider: string, session: string | undefined): KeyView | Promise<KeyView>;
-  /** Sets a key's state; `undefined`: the key is healthy again. */
+  /** Sets a key's state; `undefined`: the key is healthy again. A promise settles once the write is taken (callers on the request path do not wait). */
   write(provider: string, env: string, state: KeyState | undefined): void | Promise<void>;
   /** Binds a session to a key (least recently used sessions are forgotten past the store's bound). */
   bind(provider: string, session: string, env: string): void | Promise<void>;

@@ -123,7 +123,8 @@ export function createKeyPools(deps: KeyPoolsDeps) {
         if (after === before) return;
         if (verdict === "cool") c.cooldowns++;
         if (verdict === "disable" && !(before && before.disabledAt > 0)) {
-          deps.log("warn", "vendor key refused: set aside until a probe passes", { provider: provider.id, key: key.key.env, status });
+          // A pool of one keeps sending on the refused key (there is no other): its requests are its probes.
+          deps.log("warn", keys.length > 1 ? "vendor key refused: no traffic until a probe passes" : "vendor key refused", { provider: provider.id, key: key.key.env, status });
         }
         if (verdict === "ok" && before && before.disabledAt > 0) deps.log("info", "vendor key accepted again", { provider: provider.id, key: key.key.env });
         // The last view learns it at once: this process's next choices need no round trip to know.

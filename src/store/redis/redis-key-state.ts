@@ -25,13 +25,13 @@ export interface RedisKeyStateOptions {
  * while Redis does not answer, each process decides from its own memory (what it saw itself),
  * because refusing traffic over a key-choice hint would be worse than a cache miss.
  */
-export function createRedisKeyState(url: string, o: RedisKeyStateOptions): KeyStateStore & { close(): void } {
+export function createRedisKeyState(url: string, o: RedisKeyStateOptions): KeyStateStore & { close(): void; ready(): Promise<boolean> } {
   const prefix = `${o.prefix ?? "switchyard:"}kp:`;
   const timeoutMs = o.timeoutMs ?? 250;
   const ttl = String(o.sessionTtlMs ?? DEFAULT_SESSION_TTL_MS);
   const log = o.log ?? (() => {});
   const client = new RedisClient(url, { connectionTimeout: 1_000, autoReconnect: true, maxRetries: 1_000_000, enableOfflineQueue: false });
-  void client.connect().catch(() => {});
+  const connected = client.connect().then(() => true, () => false);
   const local = createMemoryKeyState({ now: o.now });
   let down = false;
   const failed = (err: unknown) => {
@@ -52,9 +52,10 @@ export function createRedisKeyState(url: string, o: RedisKeyStateOptions): KeySt
   const keysOf = (provider: string) => `${prefix}${provider}:keys`;
   const sessionOf = (provider: string, session: string) => `${prefix}${provider}:s:${session}`;
   // Writes go to this process's memory too, so it keeps deciding sensibly while Redis is away.
-  const send = (command: string, args: string[]) => {
-    if (!client.connected) return failed(new Error("not connected"));
-    bounded(client.send(command, args)).then(answered, failed);
+  // The promise settles once Redis took the write (or failed to); the request path does not wait for it.
+  const send = (command: string, args: string[]): Promise<void> => {
+    if (!client.connected) return Promise.resolve(failed(new Error("not connected")));
+    return bounded(client.send(command, args)).then(answered, failed);
   };
 
   return {
@@ -82,12 +83,11 @@ export function createRedisKeyState(url: string, o: RedisKeyStateOptions): KeySt
     },
     write(provider, env, state) {
       local.write(provider, env, state);
-      if (state) send("HSET", [keysOf(provider), env, encode(state)]);
-      else send("HDEL", [keysOf(provider), env]);
+      return state ? send("HSET", [keysOf(provider), env, encode(state)]) : send("HDEL", [keysOf(provider), env]);
     },
     bind(provider, session, env) {
       local.bind(provider, session, env);
-      send("SET", [sessionOf(provider, session), env, "PX", ttl]);
+      return send("SET", [sessionOf(provider, session), env, "PX", ttl]);
     },
     async claimProbe(provider, env, untilMs) {
       const ms = Math.max(1, Math.round(untilMs - o.now()));
@@ -100,6 +100,12 @@ export function createRedisKeyState(url: string, o: RedisKeyStateOptions): KeySt
         failed(err);
         return local.claimProbe(provider, env, untilMs);
       }
+    },
+    /** Whether Redis answered within the connect timeout (the client keeps reconnecting on its own either way). */
+    ready(): Promise<boolean> {
+      let timer: ReturnType<typeof setTimeout> | undefined;
+      const gaveUp = new Promise<boolean>((resolve) => (timer = setTimeout(() => resolve(false), 1_000)));
+      return Promise.race([connected, gaveUp]).finally(() => clearTimeout(timer));
     },
     close() {
       client.close();
