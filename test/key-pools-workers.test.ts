@@ -53,7 +53,7 @@ if (missing) {
         limits: { requests_per_minute: 1_000_000 },
       }));
       // The demo account's key (the helper turns it on) pays for the requests.
-      gw = await startGatewayProcess({ ...SECRETS, SWITCHYARD_CONFIG: config, SWITCHYARD_WORKERS: "2", SWITCHYARD_DATABASE_URL: url, SWITCHYARD_REDIS_URL: REDIS });
+      gw = await startGatewayProcess({ ...SECRETS, SWITCHYARD_CONFIG: config, SWITCHYARD_WORKERS: "2", SWITCHYARD_DATABASE_URL: url, SWITCHYARD_REDIS_URL: REDIS, LOG_LEVEL: "debug" });
       key = gw.key;
       cleanups.push(async () => {
         gw.child.kill("SIGTERM");
@@ -112,7 +112,10 @@ if (missing) {
       expect(tally()).toEqual({ [next]: 20 });
       const ready = await fetch(`${gw.url}/ready`);
       expect(ready.status).toBe(200);
-      expect(JSON.stringify(await ready.json())).not.toContain("SECRET");
+      const seen = [JSON.stringify(await ready.json()), await (await fetch(`${gw.url}/metrics`)).text(), gw.stderr()].join("\n");
+      expect(seen).toContain("vendor key");
+      expect(seen).toContain(`key="${next}"`);
+      for (const secret of Object.values(SECRETS)) expect(seen).not.toContain(secret.slice(0, 12));
     }, 60_000);
   });
 }
