@@ -169,7 +169,11 @@ describe("cooldowns and refused keys (injected clock)", () => {
     let clock = 1_800_000_000_000;
     const gw = await gateway({ openaiKeys: [{ env: "POOL_KEY_A" }, { env: "POOL_KEY_B" }], keyRandom: seeded(7), now: () => clock });
     let limited = 0;
-    upstream.rule((req) => (keyOf(req) === "POOL_KEY_A" && limited++ === 0 ? rateLimited("2") : undefined));
+    let requestsSeen = 0;
+    upstream.rule((req) => {
+      requestsSeen++;
+      return keyOf(req) === "POOL_KEY_A" && limited++ === 0 ? rateLimited("2") : undefined;
+    });
     // Until A has been asked once (and refused): every client still gets its answer from B.
     const statuses: number[] = [];
     while (limited === 0) statuses.push(...(await many(5, () => ask(gw), 5)));
@@ -190,6 +194,12 @@ describe("cooldowns and refused keys (injected clock)", () => {
     const metrics = await (await fetch(`${gw.url}/metrics`)).text();
     expect(metrics).toContain('switchyard_vendor_key_cooldowns_total{provider="fake-openai",key="POOL_KEY_A"} 1');
     expect(metrics).toContain('switchyard_vendor_key_cooldowns_total{provider="fake-openai",key="POOL_KEY_B"} 0');
+    expect(metrics).toContain('switchyard_vendor_key_errors_total{provider="fake-openai",key="POOL_KEY_A"} 1');
+    expect(metrics).toContain('switchyard_vendor_key_errors_total{provider="fake-openai",key="POOL_KEY_B"} 0');
+    expect(metrics).toContain('switchyard_vendor_key_usable{provider="fake-openai",key="POOL_KEY_A"} 1');
+    // Every attempt counted on the key it carried: what the fake saw, plus nothing.
+    const sent = (env: string) => Number(new RegExp(`switchyard_vendor_key_requests_total\\{provider="fake-openai",key="${env}"\\} (\\d+)`).exec(metrics)![1]);
+    expect(sent("POOL_KEY_A") + sent("POOL_KEY_B")).toBe(requestsSeen);
   });
 
   test("a revoked key (401) stops receiving traffic, is probed with backoff, and comes back by itself once accepted", async () => {
@@ -228,6 +238,21 @@ describe("cooldowns and refused keys (injected clock)", () => {
     expect(tally(chats(upstream)).POOL_KEY_A).toBeGreaterThan(0);
     const metrics = await (await fetch(`${gw.url}/metrics`)).text();
     expect(metrics).toContain('switchyard_vendor_key_disabled_seconds_total{provider="fake-openai",key="POOL_KEY_A"} 3');
+  });
+
+  test("a compatible server without a model list (404 to the probe) has not refused the key: it comes back", async () => {
+    let clock = 1_800_000_000_000;
+    const gw = await gateway({ openaiKeys: [{ env: "POOL_KEY_A" }, { env: "POOL_KEY_B" }], keyRandom: seeded(3), now: () => clock });
+    let refusing = true;
+    upstream.rule((req) => {
+      if (req.method === "GET") return { kind: "json", status: 404, body: { detail: "Not Found" } };
+      return keyOf(req) === "POOL_KEY_A" && refusing ? revoked(SECRETS.POOL_KEY_A!) : undefined;
+    });
+    while (!chats(upstream).some((r) => keyOf(r) === "POOL_KEY_A")) await (await ask(gw)).arrayBuffer();
+    refusing = false;
+    expect(((await (await fetch(`${gw.url}/ready`)).json()) as any).vendor_keys[0].keys[0].state).toBe("disabled");
+    clock += 1_000;
+    await until(async () => ((await (await fetch(`${gw.url}/ready`)).json()) as any).vendor_keys === undefined);
   });
 
   test("every key cooling or disabled: /ready is 503 naming them; the request still goes to the key back soonest", async () => {

@@ -171,14 +171,18 @@ export function createKeyPools(deps: KeyPoolsDeps) {
     }));
   }
 
-  /** The vendor's model list with this key: 2xx means the key is accepted. Nothing of the answer is kept. */
+  /**
+   * The vendor's model list with this key: 2xx means the key is accepted; so does 404 or 405 (a
+   * compatible server without a model list has not refused the key). Anything else, or no answer,
+   * is a failed probe. Nothing of the answer is kept.
+   */
   async function probe(provider: ResolvedProvider, secret: string | undefined): Promise<boolean> {
     const request = ADAPTERS[provider.kind].modelsRequest?.({ ...provider, apiKey: secret });
     if (!request) return false;
     try {
       const res = await deps.fetch(request.url, { method: "GET", headers: request.headers, signal: AbortSignal.timeout(deps.probeTimeoutMs ?? 10_000) });
       await res.arrayBuffer().catch(() => {});
-      return res.ok;
+      return res.ok || res.status === 404 || res.status === 405;
     } catch {
       return false;
     }
