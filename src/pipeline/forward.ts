@@ -14,7 +14,7 @@ import { respond, type AnswerFormat } from "../gateway/respond.ts";
 import { withRequestId, type RequestTrace, type Tracker } from "../ops/request-trace.ts";
 import type { EmbeddingsInputMeasure } from "./embeddings-input.ts";
 import type { ChosenKey, KeyPools } from "../providers/key-pools.ts";
-import { sessionHash } from "../providers/key-pool.ts";
+import { keyVerdict, sessionHash } from "../providers/key-pool.ts";
 import { sessionIdOf } from "../gateway/session-id.ts";
 
 export type { Principal, AnswerFormat };
@@ -127,11 +127,11 @@ export async function forward(deps: ForwardDeps, req: ForwardRequest): Promise<R
         last = outcome.error;
         // Rate-limited, overloaded or refused credentials are the key's, not the model's: another
         // key of the provider is asked at once, before the retry policy waits or moves on.
-        const status = outcome.status ?? 0;
-        if (key && pool && (status === 429 || status === 503 || status === 529 || status === 401 || status === 403)) {
+        const verdict = keyVerdict(outcome.status ?? 0);
+        if (key && pool && (verdict === "cool" || verdict === "disable")) {
           tried.add(key.key.env);
           if (pool.hasUsable(tried)) {
-            deps.log("info", "moving to another vendor key", { requestId: plan.requestId, provider: candidate.model.provider, from: key.key.env, status });
+            deps.log("info", "moving to another vendor key", { requestId: plan.requestId, provider: candidate.model.provider, from: key.key.env, status: outcome.status });
             continue;
           }
         }
