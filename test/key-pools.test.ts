@@ -1,4 +1,4 @@
-import { afterAll, describe, expect, test } from "bun:test";
+import { afterAll, describe, expect, setDefaultTimeout, test } from "bun:test";
 import { chooseKey, cooldownMs, probeDelayMs, sessionHash, type KeyView } from "../src/providers/key-pool.ts";
 import { sessionIdOf } from "../src/gateway/session-id.ts";
 import { ConfigError, resolveSettings } from "../src/config/load-config.ts";
@@ -38,6 +38,9 @@ function seeded(seed: number): () => number {
     return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
   };
 }
+
+// Thousands of loopback requests per test: on a machine shared with other test runs, 5 s is short.
+setDefaultTimeout(30_000);
 
 const upstream = await startFakeUpstream();
 const started: Gateway[] = [];
@@ -354,7 +357,7 @@ describe("no vendor secret anywhere", () => {
   });
 });
 
-async function until(probe: () => boolean | Promise<boolean>, timeoutMs = 5_000): Promise<void> {
+async function until(probe: () => boolean | Promise<boolean>, timeoutMs = 20_000): Promise<void> {
   const deadline = performance.now() + timeoutMs;
   while (!(await probe())) {
     if (performance.now() > deadline) throw new Error("timed out");

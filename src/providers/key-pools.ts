@@ -160,7 +160,9 @@ export function createKeyPools(deps: KeyPoolsDeps) {
         if (!(await deps.store.claimProbe(provider.id, k.env, now + PROBE_CLAIM_MS))) return;
         const ok = await probe(provider, k.secret);
         const at = deps.now();
-        const after = afterProbe(state, ok, at);
+        // The next probe is timed from when this one was due, not from its answer: a slow vendor
+        // does not stretch the schedule.
+        const after = afterProbe(state, ok, now);
         deps.log(ok ? "info" : "debug", ok ? "vendor key accepted again (probe)" : "vendor key still refused (probe)", { provider: provider.id, key: k.env, ...(after ? { nextProbeInMs: after.probeAt - at } : {}) });
         await deps.store.write(provider.id, k.env, after);
         const states = new Map(lastViews.get(provider.id)!.states);
