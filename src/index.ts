@@ -8,7 +8,7 @@ import { createApp } from "./app.ts";
 import { jsonLogger } from "./log.ts";
 import { DemoConfigError, demoChoice, issueDemoKey, type DemoChoice } from "./accounts/demo-account.ts";
 import { microToCredits } from "./billing/money.ts";
-import { holdTtlFor, ledgerTimingsFrom, openPostgresStores, openRedisLimiter, storeChoice, StoreConfigError, type SharedStores, type StoreChoice } from "./store/stores.ts";
+import { holdTtlFor, ledgerTimingsFrom, openPostgresStores, openRedisLimiter, openRedisResponseStore, storeChoice, StoreConfigError, type SharedStores, type StoreChoice } from "./store/stores.ts";
 import { processRole, superviseWorkers, WorkersConfigError, type ListeningMessage, type ProcessRole } from "./supervisor.ts";
 import type { Database } from "bun:sqlite";
 import { healthCheck } from "./ops/health-check.ts";
@@ -86,7 +86,10 @@ if (choice.databaseUrl) {
 // Rate limits in Redis fail closed: until it answers, requests are refused with 503.
 const limiter = choice.redisUrl ? openRedisLimiter(choice.redisUrl, { log }) : undefined;
 if (limiter && !(await limiter.ready())) log("warn", "Redis (SWITCHYARD_REDIS_URL) does not answer yet: requests are refused (503) until it does");
-const app = createApp({ db, stores, limiter, settings, log, adminToken: ops.adminToken, ops });
+// Stored Responses answers are shared through the same Redis, so any worker or host can continue
+// a conversation; without Redis each process keeps its own.
+const responseStore = choice.redisUrl ? openRedisResponseStore(choice.redisUrl, settings, { log }) : undefined;
+const app = createApp({ db, stores, limiter, settings, log, adminToken: ops.adminToken, ops, responseStore });
 const demo = demoWanted.on ? await issueDemoKey(app.services.accounts) : undefined;
 // What the account has now, not what it started with: a spent demo account says so at the next start.
 const demoCredits = demo ? microToCredits((await app.services.ledger.balance(demo.accountId))?.balanceMicro ?? 0) : 0;
@@ -125,7 +128,7 @@ try {
 const port = app.server!.port;
 const shown = hostname === "0.0.0.0" ? "localhost" : hostname;
 if (worker) process.send?.({ type: "listening", port: Number(port) } satisfies ListeningMessage);
-log("info", "switchyard listening", { url: `http://${shown}:${port}`, config: settings.source, db: storeName, rateLimits: choice.redisUrl ? "redis" : "in-process", models: settings.models.length });
+log("info", "switchyard listening", { url: `http://${shown}:${port}`, config: settings.source, db: storeName, rateLimits: choice.redisUrl ? "redis" : "in-process", storedResponses: choice.redisUrl ? "redis" : "in-process", models: settings.models.length });
 
 // Workers after the first are told SWITCHYARD_DEMO=0 by the supervisor: only a single process or the first says why.
 if (!demoWanted.on && !(worker && process.env.SWITCHYARD_DEMO === "0")) log("info", `no demo account: ${demoWanted.reason} (SWITCHYARD_DEMO=1 turns it on)`);
@@ -160,6 +163,7 @@ async function shutdown(signal: string): Promise<void> {
   if (stores) await stores.close();
   else await app.services.ledger.close();
   limiter?.close();
+  responseStore?.close();
   await checkpointer?.stop();
   db?.close();
   lock?.release();
