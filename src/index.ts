@@ -84,11 +84,11 @@ if (choice.databaseUrl) {
   void checkpointer.ready.then((running) => running && log("debug", "WAL checkpoints run on their own thread", { db: dbPath }));
 }
 // Rate limits in Redis fail closed: until it answers, requests are refused with 503.
-const limiter = choice.redisUrl ? openRedisLimiter(choice.redisUrl, { log }) : undefined;
+const limiter = choice.redisUrl ? openRedisLimiter(choice.redisUrl, { log, prefix: choice.redisPrefix }) : undefined;
 if (limiter && !(await limiter.ready())) log("warn", "Redis (SWITCHYARD_REDIS_URL) does not answer yet: requests are refused (503) until it does");
 // Stored Responses answers are shared through the same Redis, so any worker or host can continue
 // a conversation; without Redis each process keeps its own.
-const responseStore = choice.redisUrl ? openRedisResponseStore(choice.redisUrl, settings, { log }) : undefined;
+const responseStore = choice.redisUrl ? openRedisResponseStore(choice.redisUrl, settings, { log, prefix: choice.redisPrefix }) : undefined;
 const app = createApp({ db, stores, limiter, settings, log, adminToken: ops.adminToken, ops, responseStore });
 const demo = demoWanted.on ? await issueDemoKey(app.services.accounts) : undefined;
 // What the account has now, not what it started with: a spent demo account says so at the next start.
