@@ -5,6 +5,7 @@
  * (before the shared store, 8 of 20 landed on the worker that did not hold the answer); 20 of 20
  * must carry the earlier turns to the upstream, on either worker and on either gateway.
  */
+import { RedisClient } from "bun";
 import { afterAll, describe, expect, test } from "bun:test";
 import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
@@ -104,5 +105,28 @@ if (missing) {
       expect(deleted.status).toBe(200);
       expect((await fetch(`${workers.url}/v1/responses/${previous}`, { headers: { authorization: `Bearer ${key}`, connection: "close" } })).status).toBe(404);
     }, 60_000);
+
+    test("the answers are in Redis under SWITCHYARD_REDIS_PREFIX, and nowhere else in it", async () => {
+      const client = new RedisClient(REDIS_URL);
+      const keys = async (pattern: string) => {
+        const found: string[] = [];
+        let cursor = "0";
+        do {
+          const [next, batch] = (await client.send("SCAN", [cursor, "MATCH", pattern, "COUNT", "1000"])) as [string, string[]];
+          found.push(...batch);
+          cursor = next;
+        } while (cursor !== "0");
+        return found;
+      };
+      try {
+        const ours = await keys(`${prefix}resp:a:*`);
+        expect(ours.length).toBeGreaterThan(0);
+        const unprefixed = await keys("switchyard:resp:a:*");
+        const account = ours[0]!.slice(`${prefix}resp:a:`.length).split(":")[0]!;
+        expect(unprefixed.filter((k) => k.includes(account))).toEqual([]);
+      } finally {
+        client.close();
+      }
+    });
   });
 }
