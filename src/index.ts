@@ -89,6 +89,7 @@ if (limiter && !(await limiter.ready())) log("warn", "Redis (SWITCHYARD_REDIS_UR
 // Stored Responses answers are shared through the same Redis, so any worker or host can continue
 // a conversation; without Redis each process keeps its own.
 const responseStore = choice.redisUrl ? openRedisResponseStore(choice.redisUrl, settings, { log, prefix: choice.redisPrefix }) : undefined;
+if (responseStore && !(await responseStore.ready())) log("warn", "Redis (SWITCHYARD_REDIS_URL) does not answer yet: stored Responses answers are unavailable (503 for previous_response_id) until it does");
 const app = createApp({ db, stores, limiter, settings, log, adminToken: ops.adminToken, ops, responseStore });
 const demo = demoWanted.on ? await issueDemoKey(app.services.accounts) : undefined;
 // What the account has now, not what it started with: a spent demo account says so at the next start.

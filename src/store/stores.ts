@@ -114,7 +114,7 @@ export function holdTtlFor(settings: Settings): number {
 }
 
 /** The Responses API's stored answers in Redis, bounded by the config's `responses` section. */
-export function openRedisResponseStore(url: string, settings: Settings, o: { log?: Logger; prefix?: string } = {}): ResponseStore & { close(): void } {
+export function openRedisResponseStore(url: string, settings: Settings, o: { log?: Logger; prefix?: string } = {}): ResponseStore & { close(): void; ready(): Promise<boolean> } {
   const r = settings.responses;
   return createRedisResponseStore(url, { ...o, maxBytes: r.store_max_bytes, accountMaxBytes: r.account_max_bytes, answerMaxBytes: r.answer_max_bytes, ttlMs: r.store_ttl_ms, now: Date.now });
 }

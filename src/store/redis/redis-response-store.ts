@@ -161,7 +161,7 @@ const RECONNECT_MS = 500;
  * out saying `store: false`); never a silent fallback to this process's memory, which another
  * process could not read.
  */
-export function createRedisResponseStore(url: string, o: RedisResponseStoreOptions): ResponseStore & { close(): void } {
+export function createRedisResponseStore(url: string, o: RedisResponseStoreOptions): ResponseStore & { close(): void; ready(): Promise<boolean> } {
   const prefix = `${o.prefix ?? "switchyard:"}resp:`;
   const timeoutMs = o.timeoutMs ?? 2_000;
   const log = o.log ?? (() => {});
@@ -198,6 +198,7 @@ export function createRedisResponseStore(url: string, o: RedisResponseStoreOptio
 
   async function run(script: Script, scope: string, args: string[]): Promise<unknown> {
     if (!client.connected) {
+      // Not waited for (a Redis that is down would hold every request): ready() waits once, at start.
       if (!connecting && performance.now() - lastAttempt >= RECONNECT_MS) void connect().catch(() => {});
       throw unavailable(new Error("not connected"));
     }
@@ -256,6 +257,16 @@ export function createRedisResponseStore(url: string, o: RedisResponseStoreOptio
     async delete(scope, id) {
       if (!enabled) return false;
       return (await run("DELETE", scope, [id])) === 1;
+    },
+    /** Waits (at most the connection timeout) for the first connection: requests at start find it open. */
+    async ready(): Promise<boolean> {
+      if (client.connected) return true;
+      let timer: ReturnType<typeof setTimeout> | undefined;
+      const attempt = (connecting ?? connect()).then(() => true, () => false);
+      const gaveUp = new Promise<boolean>((resolve) => (timer = setTimeout(() => resolve(false), o.connectTimeoutMs ?? 1_000)));
+      const answered = await Promise.race([attempt, gaveUp]);
+      clearTimeout(timer);
+      return answered;
     },
     close() {
       client.close();
