@@ -101,7 +101,7 @@ export function responsesRoute(deps: ForwardDeps & { catalogue: Catalogue; respo
               return kept;
             },
             (err) => {
-              deps.log("warn", "responses: could not keep an answer for later references", { responseId: response.id, error: err instanceof Error ? err.message : "unknown" });
+              deps.log("warn", "responses: could not keep an answer for later references", { responseId: response.id, error: err instanceof Error ? err.name : "unknown" });
               return false;
             },
           );
