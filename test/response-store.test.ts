@@ -153,6 +153,17 @@ describe.each(implementations)("%s response store", (_name, open) => {
     for (let n = 11; n < 14; n++) expect(await store.response("acct_c", `resp_${n}`)).toBeDefined();
   });
 
+  test("an account idle past the TTL counts nothing toward the total: the next writer does not give way for it", async () => {
+    const c = clock(true);
+    // Total 40 kB: X's three answers and Y's three would not fit together.
+    const store = await make({ accountMaxBytes: 40 * KB, maxBytes: 40 * KB, ttlMs: 60_000 }, c);
+    for (let n = 0; n < 3; n++) await store.keep("acct_x", `resp_${n}`, turn(n, undefined, 10 * KB));
+    c.advance(120_000);
+    for (let n = 10; n < 13; n++) expect(await store.keep("acct_y", `resp_${n}`, turn(n, undefined, 10 * KB))).toBe(true);
+    for (let n = 10; n < 13; n++) expect(await store.response("acct_y", `resp_${n}`)).toBeDefined();
+    expect(await store.response("acct_x", "resp_2")).toBeUndefined();
+  });
+
   test("what is unused for the TTL is gone; what is used stays", async () => {
     const c = clock(true);
     const store = await make({ ttlMs: 3_600_000 }, c);
