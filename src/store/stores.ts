@@ -5,7 +5,7 @@ import type { AlertOutbox } from "../alerts/alert-outbox.ts";
 import type { UsageBreakdown, UsageReporter } from "../billing/usage-report.ts";
 import type { Settings } from "../config/load-config.ts";
 import type { RateLimitStore } from "../limits/rate-limiter.ts";
-import type { Logger } from "../log.ts";
+import type { Logger } from "../log/log.ts";
 import { createPostgresAccounts } from "./postgres/pg-accounts.ts";
 import { createPostgresAlertOutbox } from "./postgres/pg-alert-outbox.ts";
 import { connectPostgres, type Pg, type PgOptions } from "./postgres/pg-client.ts";
@@ -15,37 +15,6 @@ import { createPostgresUsageBreakdown, createPostgresUsageReport } from "./postg
 import { createRedisRateLimiter, type RedisRateLimiterOptions } from "./redis/redis-rate-limiter.ts";
 import { createRedisResponseStore } from "./redis/redis-response-store.ts";
 import type { ResponseStore } from "../translate/response-store.ts";
-
-/**
- * Where money and limits live, chosen by configuration:
- * - `SWITCHYARD_DATABASE_URL=postgres://…`: PostgreSQL for accounts, keys, balances, holds and
- *   usage records (several gateway processes share it); otherwise the SQLite file
- *   (`SWITCHYARD_DB`), which app.ts builds itself, as fast as before.
- * - `SWITCHYARD_REDIS_URL=redis://host:port[/db]`: Redis for rate limits; otherwise in-process
- *   buckets (each process limits alone). Stored Responses answers live there too (shared by
- *   every process), under keys starting with `SWITCHYARD_REDIS_PREFIX` (default `switchyard:`),
- *   so several deployments (or test runs) can share one Redis.
- */
-export interface StoreChoice {
-  databaseUrl?: string;
-  redisUrl?: string;
-  /** Prefix of every Redis key; undefined for the default. */
-  redisPrefix?: string;
-}
-
-export class StoreConfigError extends Error {}
-
-export function storeChoice(env: Record<string, string | undefined>): StoreChoice {
-  const databaseUrl = env.SWITCHYARD_DATABASE_URL?.trim() || undefined;
-  const redisUrl = env.SWITCHYARD_REDIS_URL?.trim() || undefined;
-  if (databaseUrl && !/^postgres(ql)?:\/\//.test(databaseUrl)) {
-    throw new StoreConfigError("SWITCHYARD_DATABASE_URL must be a postgres:// (or postgresql://) URL");
-  }
-  if (redisUrl && !/^rediss?:\/\//.test(redisUrl)) throw new StoreConfigError("SWITCHYARD_REDIS_URL must be a redis:// (or rediss://) URL");
-  const redisPrefix = env.SWITCHYARD_REDIS_PREFIX?.trim() || undefined;
-  if (redisPrefix && !/^[\w:.-]{1,64}$/.test(redisPrefix)) throw new StoreConfigError("SWITCHYARD_REDIS_PREFIX must be 1 to 64 letters, digits or _ : . -");
-  return { databaseUrl, redisUrl, ...(redisPrefix ? { redisPrefix } : {}) };
-}
 
 /** The shared stores app.ts takes instead of building SQLite ones. */
 export interface SharedStores {
@@ -121,23 +90,4 @@ export function openRedisResponseStore(url: string, settings: Settings, o: { log
 
 export function openRedisLimiter(url: string, o: RedisRateLimiterOptions = {}): RateLimitStore & { close(): void; ready(): Promise<boolean>; health(): { reachable: boolean } } {
   return createRedisRateLimiter(url, o);
-}
-
-/**
- * Heartbeat and sweep timings of the PostgreSQL ledger from the environment (defaults: heartbeat
- * 2 s, a process silent 30 s is dead, sweeps every 10 s). Shorter timings release a dead
- * process's holds sooner at the price of more statements; tests shorten them.
- */
-export function ledgerTimingsFrom(env: Record<string, string | undefined>): Pick<PgLedgerOptions, "heartbeatMs" | "staleAfterMs" | "sweepIntervalMs"> {
-  const read = (name: string): number | undefined => {
-    const raw = env[name]?.trim();
-    if (!raw) return undefined;
-    if (!/^\d+$/.test(raw) || Number(raw) < 10) throw new StoreConfigError(`${name} must be a whole number of milliseconds, at least 10 (got "${raw}")`);
-    return Number(raw);
-  };
-  const timings = { heartbeatMs: read("SWITCHYARD_PG_HEARTBEAT_MS"), staleAfterMs: read("SWITCHYARD_PG_STALE_AFTER_MS"), sweepIntervalMs: read("SWITCHYARD_PG_SWEEP_MS") };
-  const heartbeat = timings.heartbeatMs ?? 2_000;
-  const stale = timings.staleAfterMs ?? 30_000;
-  if (stale < heartbeat * 3) throw new StoreConfigError(`SWITCHYARD_PG_STALE_AFTER_MS (${stale}) must be at least three heartbeats (SWITCHYARD_PG_HEARTBEAT_MS, ${heartbeat}): a live process must never look dead`);
-  return Object.fromEntries(Object.entries(timings).filter(([, v]) => v !== undefined));
 }

@@ -1,7 +1,7 @@
 import { RedisClient } from "bun";
 import { answerIdOfItem, ENTRY_OVERHEAD_BYTES, ResponseStoreUnavailableError, type ResponseStore, type StoredResponse } from "../../translate/response-store.ts";
 import type { Json } from "../../translate/wire-types.ts";
-import type { Logger } from "../../log.ts";
+import type { Logger } from "../../log/log.ts";
 
 export interface RedisResponseStoreOptions {
   /** Prefix of every key (several deployments can share one Redis); the store adds `resp:`. */
