@@ -1,9 +1,8 @@
 import { afterAll, describe, expect, test } from "bun:test";
-import { RedisClient } from "bun";
 import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { postgresMissing, REDIS_URL, redisMissing, useTestDatabase } from "./helpers/backends.ts";
+import { postgresMissing, REDIS_URL, redisMissing, useRedisPrefix, useTestDatabase } from "./helpers/backends.ts";
 import { startFakeUpstream, type FakeUpstream, type RecordedRequest } from "./helpers/fake-upstream.ts";
 import { startGatewayProcess, type GatewayProcess } from "./helpers/gateway-process.ts";
 import { OPENAI_MODEL } from "./helpers/gateway.ts";
@@ -20,9 +19,8 @@ import { OPENAI_MODEL } from "./helpers/gateway.ts";
 const SECRETS = { WK_KEY_A: "sk-wk-A-SECRET-aaaaaaaaaaaaaaaaaaaa", WK_KEY_B: "sk-wk-B-SECRET-bbbbbbbbbbbbbbbbbbbb", WK_KEY_C: "sk-wk-C-SECRET-cccccccccccccccccccc" };
 const ENV_OF = new Map(Object.entries(SECRETS).map(([env, secret]) => [secret, env]));
 const keyOf = (req: RecordedRequest) => ENV_OF.get(req.headers.authorization?.replace(/^Bearer /, "") ?? "") ?? "none";
-// A provider id of this run's own: the pools' Redis keys are named after it, so runs never meet.
-const PROVIDER = `pool-${Math.random().toString(36).slice(2, 10)}`;
-const REDIS = `${REDIS_URL.replace(/\/\d+$/, "")}/4`;
+const PROVIDER = "pooled-openai";
+const REDIS = REDIS_URL;
 
 const dir = mkdtempSync(join(tmpdir(), "switchyard-pools-"));
 const cleanups: (() => unknown)[] = [];
@@ -33,6 +31,8 @@ afterAll(async () => {
 
 const missing = (await postgresMissing()) ?? (await redisMissing());
 const database = useTestDatabase();
+// The pools' Redis keys under this file's own prefix (deleted after it), so runs never meet.
+const prefix = useRedisPrefix();
 
 if (missing) {
   test.skip(`Key pools across workers — skipped: ${missing}`, () => {});
@@ -53,19 +53,11 @@ if (missing) {
         limits: { requests_per_minute: 1_000_000 },
       }));
       // The demo account's key (the helper turns it on) pays for the requests.
-      gw = await startGatewayProcess({ ...SECRETS, SWITCHYARD_CONFIG: config, SWITCHYARD_WORKERS: "2", SWITCHYARD_DATABASE_URL: url, SWITCHYARD_REDIS_URL: REDIS, LOG_LEVEL: "debug" });
+      gw = await startGatewayProcess({ ...SECRETS, SWITCHYARD_CONFIG: config, SWITCHYARD_WORKERS: "2", SWITCHYARD_DATABASE_URL: url, SWITCHYARD_REDIS_URL: REDIS, SWITCHYARD_REDIS_PREFIX: prefix, LOG_LEVEL: "debug" });
       key = gw.key;
       cleanups.push(async () => {
         gw.child.kill("SIGTERM");
         await gw.child.exited;
-      }, async () => {
-        const client = new RedisClient(REDIS);
-        try {
-          const keys = (await client.send("KEYS", [`switchyard:kp:${PROVIDER}:*`])) as string[];
-          if (keys.length > 0) await client.send("DEL", keys);
-        } finally {
-          client.close();
-        }
       });
     }, 30_000);
 

@@ -2,7 +2,7 @@ import { afterAll, describe, expect, setDefaultTimeout, test } from "bun:test";
 import { chooseKey, cooldownMs, probeDelayMs, sessionHash, type KeyView } from "../src/providers/key-pool.ts";
 import { sessionIdOf } from "../src/gateway/session-id.ts";
 import { ConfigError, resolveSettings } from "../src/config/load-config.ts";
-import type { Logger } from "../src/log.ts";
+import type { Logger } from "../src/log/log.ts";
 import { startFakeUpstream, type FakeUpstream, type RecordedRequest, type Reply } from "./helpers/fake-upstream.ts";
 import { ANTHROPIC_MODEL, OPENAI_MODEL, post, startGateway, type Gateway, type GatewayOptions } from "./helpers/gateway.ts";
 

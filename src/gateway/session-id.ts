@@ -1,4 +1,4 @@
-import type { WireFormat } from "../providers/provider.ts";
+import type { WireFormat } from "../translate/wire-types.ts";
 
 /** Longest session id read; longer ones are cut before hashing (they still tell sessions apart). */
 const MAX_SESSION_ID = 512;

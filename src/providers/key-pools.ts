@@ -1,5 +1,5 @@
 import type { ResolvedProvider, ResolvedVendorKey } from "../config/load-config.ts";
-import type { Logger } from "../log.ts";
+import type { Logger } from "../log/log.ts";
 import type { Transport } from "../transport/transport.ts";
 import { ADAPTERS } from "./adapters.ts";
 import { afterAnswer, afterProbe, chooseKey, conditionOf, keyVerdict, type Choice, type KeyCondition, type KeyStateStore, type KeyView } from "./key-pool.ts";

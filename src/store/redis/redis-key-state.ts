@@ -1,6 +1,6 @@
 import { RedisClient } from "bun";
 import type { KeyState, KeyStateStore, KeyView } from "../../providers/key-pool.ts";
-import type { Logger } from "../../log.ts";
+import type { Logger } from "../../log/log.ts";
 import { createMemoryKeyState, DEFAULT_SESSION_TTL_MS } from "../memory/memory-key-state.ts";
 
 export interface RedisKeyStateOptions {
