@@ -316,6 +316,18 @@ describe("session affinity", () => {
   });
 });
 
+describe("token counts", () => {
+  test("count_tokens goes through the pool too: a revoked key is set aside and the vendor's count comes from another", async () => {
+    const gw = await gateway({ anthropicKeys: [{ env: "POOL_KEY_A" }, { env: "POOL_KEY_B" }], keyRandom: seeded(9) });
+    upstream.rule((req) => (keyOf(req) === "POOL_KEY_A" ? { kind: "json", status: 401, body: { type: "error", error: { type: "authentication_error", message: "invalid x-api-key" } } } : undefined));
+    const count = () => post(gw, "/v1/messages/count_tokens", { model: ANTHROPIC_MODEL, messages: [{ role: "user", content: "count me" }] }, { "anthropic-version": "2023-06-01" });
+    while (!upstream.requests.some((r) => keyOf(r) === "POOL_KEY_A")) await (await count()).arrayBuffer();
+    upstream.requests.length = 0;
+    for (let i = 0; i < 20; i++) expect((await count()).status).toBe(200);
+    expect(tally(upstream.requests.filter((r) => r.path === "/v1/messages/count_tokens"))).toEqual({ POOL_KEY_B: 20 });
+  });
+});
+
 describe("session affinity through the Responses API", () => {
   test("a previous_response_id chain stays on the key of its first turn", async () => {
     const gw = await gateway({ openaiKeys: [{ env: "POOL_KEY_A" }, { env: "POOL_KEY_B" }, { env: "POOL_KEY_C" }] });

@@ -6,6 +6,7 @@ import type { StreamEvent } from "../streaming/events.ts";
 import type { SseEvent } from "../streaming/sse-parser.ts";
 import type { Fitted } from "./context-fit.ts";
 import { adapterFor } from "../providers/adapters.ts";
+import { withKey } from "../providers/key-pools.ts";
 import { prepareUpstream, promptText } from "../translate/prepare-upstream.ts";
 import { createAnswerToolMapper } from "../streaming/answer-tool.ts";
 import { GatewayError } from "../streaming/gateway-error.ts";
@@ -181,13 +182,6 @@ export async function attemptUpstream(deps: AttemptDeps, req: AttemptRequest, ca
       req.clientSignal.removeEventListener("abort", onClientAbort);
     }
   }
-}
-
-function withKey(provider: ResolvedProvider, secret: string | undefined): ResolvedProvider {
-  if (provider.apiKey === secret) return provider;
-  const own = Object.create(provider) as ResolvedProvider;
-  own.apiKey = secret;
-  return own;
 }
 
 /**

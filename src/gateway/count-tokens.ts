@@ -6,6 +6,7 @@ import type { ForwardDeps } from "./forward.ts";
 import { GatewayError } from "../streaming/gateway-error.ts";
 import { promptText } from "../translate/prepare-upstream.ts";
 import { upstreamStatusError } from "../providers/upstream-errors.ts";
+import { withKey } from "../providers/key-pools.ts";
 
 /** Longest wait for an upstream's count before the gateway answers with its own estimate. */
 const UPSTREAM_COUNT_MS = 10_000;
@@ -18,7 +19,7 @@ const UPSTREAM_COUNT_MS = 10_000;
  * charged, and no usage record is written: a count produces no answer.
  */
 export async function countMessageTokens(
-  deps: Pick<ForwardDeps, "settings" | "fetch" | "log"> & { catalogue: Catalogue },
+  deps: Pick<ForwardDeps, "settings" | "fetch" | "log" | "keyPools"> & { catalogue: Catalogue },
   body: Record<string, unknown>,
   headers: Headers,
   signal: AbortSignal,
@@ -29,10 +30,16 @@ export async function countMessageTokens(
   if (model.category === "embedding") throw new GatewayError(400, "invalid_request", `The model "${model.id}" is an embedding model: it takes no messages.`);
   checkAnthropicContent(body);
 
-  const provider = deps.settings.providers.get(model.provider)!;
-  if (provider.kind === "anthropic" && model.upstream_api !== "images") {
+  const configured = deps.settings.providers.get(model.provider)!;
+  if (configured.kind === "anthropic" && model.upstream_api !== "images") {
     const upstreamBody: Record<string, unknown> = { ...body, model: model.upstream_model };
     delete upstreamBody.models;
+    // A count has no prompt cache to keep warm: any usable key of the pool, and what the vendor
+    // answers tells the pool about that key as an answer would.
+    const pool = deps.keyPools?.get(configured.id);
+    const chosen = pool?.choose(undefined);
+    const key = chosen instanceof Promise ? await chosen : chosen;
+    const provider = key ? withKey(configured, key.secret) : configured;
     const call = anthropicAdapter.buildRequest(provider, upstreamBody, headers);
     const clientRequestId = headers.get("x-request-id") ?? undefined;
     if (clientRequestId) call.headers["x-request-id"] = clientRequestId;
@@ -43,6 +50,7 @@ export async function countMessageTokens(
         body: call.body,
         signal: AbortSignal.any([signal, AbortSignal.timeout(Math.min(UPSTREAM_COUNT_MS, provider.timeouts.first_byte_ms))]),
       });
+      if (key) pool!.report(key, res.status, undefined);
       const json = (await res.json().catch(() => undefined)) as { input_tokens?: unknown } | undefined;
       if (res.ok && typeof json?.input_tokens === "number") return Response.json({ input_tokens: json.input_tokens });
       // A request the vendor finds malformed is the client's to fix; anything else (no such

@@ -179,7 +179,7 @@ export function createKeyPools(deps: KeyPoolsDeps) {
    * is a failed probe. Nothing of the answer is kept.
    */
   async function probe(provider: ResolvedProvider, secret: string | undefined): Promise<boolean> {
-    const request = ADAPTERS[provider.kind].modelsRequest?.({ ...provider, apiKey: secret });
+    const request = ADAPTERS[provider.kind].modelsRequest?.(withKey(provider, secret));
     if (!request) return false;
     try {
       const res = await deps.fetch(request.url, { method: "GET", headers: request.headers, signal: AbortSignal.timeout(deps.probeTimeoutMs ?? 10_000) });
@@ -244,6 +244,14 @@ export function createKeyPools(deps: KeyPoolsDeps) {
       return { ready, providers };
     },
   };
+}
+
+/** The provider carrying another of its keys: an object over it, not a copy (requests make one each). */
+export function withKey(provider: ResolvedProvider, secret: string | undefined): ResolvedProvider {
+  if (provider.apiKey === secret) return provider;
+  const own = Object.create(provider) as ResolvedProvider;
+  own.apiKey = secret;
+  return own;
 }
 
 /** How long one process holds a key's probe: the others leave it alone meanwhile. */
