@@ -1,6 +1,6 @@
 import { Elysia } from "elysia";
 import type { Database } from "bun:sqlite";
-import type { Settings } from "./config/load-config.ts";
+import { providersWithoutKeys, type Settings } from "./config/load-config.ts";
 import { createAccountStore, type AccountStore } from "./accounts/account-store.ts";
 import { createKeyResolver, type KeyResolver } from "./accounts/key-resolver.ts";
 import type { Ledger, RejectionLog } from "./billing/ledger.ts";
@@ -78,6 +78,14 @@ export function createApp(deps: AppDeps) {
   // A vendor that echoes our key is scrubbed by the key's value too, whatever its shape.
   for (const provider of deps.settings.providers.values()) rememberSecret(provider.apiKey);
   const now = deps.now ?? Date.now;
+  // A provider whose key variable is unset would call its vendor with no key and fail on every
+  // request: said once here (variable names only), and in `/ready` for as long as it lasts.
+  const keyless = providersWithoutKeys(deps.settings);
+  if (keyless.length > 0) {
+    log("warn", "providers without a vendor key: their key variables are unset or empty, so their upstream calls carry no key", {
+      providers: keyless.map((p) => `${p.provider} (${p.env.join(", ")})`),
+    });
+  }
   const inflight = createInflight();
   let accounts: AccountStore, keys: KeyResolver, baseLedger: Ledger & RejectionLog, usage: UsageReporter, breakdown: UsageBreakdown;
   /** Admin writes tell the in-process caches (SQLite's; PostgreSQL's ledger keeps no copies). */
@@ -177,7 +185,7 @@ export function createApp(deps: AppDeps) {
     .use(embeddingsRoute(forwardDeps));
   if (ops.metrics || ops.accessLog.enabled) front.onAfterResponse(closeTracesHook(tracker));
   const app = front
-    .use(healthRoutes({ ledger, draining: () => draining, limiter: deps.limiter }))
+    .use(healthRoutes({ ledger, draining: () => draining, limiter: deps.limiter, keyless }))
     .use(ops.metrics ? metricsRoute({ expose: () => tracker.metrics?.expose(), token: ops.metricsToken }) : new Elysia({ name: "switchyard/no-metrics" }))
     .use(modelsRoute(catalogue))
     .use(keyRoute({ accounts, ledger, defaultPerMinute: deps.settings.limits.requests_per_minute }))

@@ -1,6 +1,6 @@
 import { existsSync, readFileSync } from "node:fs";
 import { extname, resolve } from "node:path";
-import { Value } from "@sinclair/typebox/value";
+import { Value, ValueErrorType, type ValueError } from "@sinclair/typebox/value";
 import { AlertsConfig, Config, LimitsConfig, ResponsesConfig, RetryConfig, ServerConfig, Timeouts } from "./schema.ts";
 import type { Limits, ModelConfig, ProviderConfig, ProviderTimeouts, ResponsesSettings, RetrySettings, ServerSettings } from "./schema.ts";
 import { defaultConfig } from "./defaults.ts";
@@ -13,6 +13,12 @@ export class ConfigError extends Error {
 export interface ResolvedProvider extends Omit<ProviderConfig, "timeouts"> {
   /** Read from the environment variable named by api_key_env; undefined when unset. */
   apiKey: string | undefined;
+  /**
+   * The names of the key variables this provider was configured with but that are unset or empty
+   * in the environment (never their values): its calls would go out without a key. Named at start
+   * and in `/ready` (providersWithoutKeys).
+   */
+  unsetKeyEnvs: string[];
   timeouts: ProviderTimeouts;
 }
 
@@ -63,7 +69,7 @@ export function parseConfigText(text: string, path: string): unknown {
 
 /** Validates once at start; every message names the field so a bad file is fixed in one go. */
 export function resolveSettings(raw: unknown, env: Record<string, string | undefined>, source: string): Settings {
-  const problems = [...Value.Errors(Config, raw)].map((e) => `${e.path || "/"}: ${e.message}`);
+  const problems = [...Value.Errors(Config, raw)].map(describeProblem);
   if (problems.length > 0) throw new ConfigError(`${source}: invalid config\n  ${problems.slice(0, 20).join("\n  ")}`);
   const config = raw as Config;
 
@@ -77,7 +83,8 @@ export function resolveSettings(raw: unknown, env: Record<string, string | undef
     providers.set(p.id, {
       ...rest,
       base_url: p.base_url.replace(/\/+$/, ""),
-      apiKey: p.api_key_env ? env[p.api_key_env] : undefined,
+      apiKey: p.api_key_env ? env[p.api_key_env] || undefined : undefined,
+      unsetKeyEnvs: p.api_key_env && !env[p.api_key_env] ? [p.api_key_env] : [],
       timeouts: Value.Default(Timeouts, { ...timeouts }) as ProviderTimeouts,
     });
   });
@@ -135,6 +142,33 @@ export function resolveSettings(raw: unknown, env: Record<string, string | undef
     server: Value.Default(ServerConfig, { ...config.server }) as ServerSettings,
     responses: Value.Default(ResponsesConfig, { ...config.responses }) as ResponsesSettings,
   };
+}
+
+/** Providers configured with a key variable that is unset or empty: `{ provider, env }` per variable, no values. */
+export function providersWithoutKeys(settings: Pick<Settings, "providers">): { provider: string; env: string[] }[] {
+  return [...settings.providers.values()].filter((p) => p.unsetKeyEnvs.length > 0).map((p) => ({ provider: p.id, env: p.unsetKeyEnvs }));
+}
+
+/**
+ * One schema complaint as a line. An unknown field is named by its path as it reads in the file
+ * (`providers[1].keyz`), with the fields that object takes, so a typo is found at once.
+ */
+function describeProblem(e: ValueError): string {
+  if (e.type === ValueErrorType.ObjectAdditionalProperties) {
+    const known = Object.keys((e.schema as { properties?: Record<string, unknown> }).properties ?? {});
+    return `${fieldPath(e.path)}: unknown field${known.length > 0 ? ` (this object takes: ${known.join(", ")})` : ""}`;
+  }
+  return `${e.path || "/"}: ${e.message}`;
+}
+
+/** A JSON pointer (`/providers/1/keyz`) as a path in the file (`providers[1].keyz`). */
+export function fieldPath(pointer: string): string {
+  let out = "";
+  for (const raw of pointer.split("/").slice(1)) {
+    const part = raw.replace(/~1/g, "/").replace(/~0/g, "~");
+    out += /^\d+$/.test(part) ? `[${part}]` : out === "" ? part : `.${part}`;
+  }
+  return out || "(top level)";
 }
 
 /** The `alerts` section: active only with a webhook URL, which must be http(s). */
