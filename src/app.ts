@@ -12,6 +12,7 @@ import { rememberSecret } from "./ops/scrub.ts";
 import type { UpstreamFetch } from "./pipeline/forward.ts";
 import { admissionPlugin, maybePrincipalOf, pathOf } from "./plugins/admission.ts";
 import { createRateLimiter, type RateLimitStore } from "./limits/rate-limiter.ts";
+import { createConcurrencyLimiter, type ConcurrencyStore } from "./limits/concurrency-limiter.ts";
 import { errorsPlugin } from "./plugins/errors.ts";
 import { jsonBodyPlugin } from "./plugins/json-body.ts";
 import { adminRoutes } from "./routes/admin.ts";
@@ -48,6 +49,8 @@ export interface AppDeps {
   stores?: SharedStores;
   /** Rate limits shared by several processes (Redis); in-process buckets otherwise. */
   limiter?: RateLimitStore;
+  /** Requests under way per key, shared by several processes (Redis); counted in this process otherwise. */
+  concurrency?: ConcurrencyStore;
   settings: Settings;
   /** How upstreams are reached; `simulated://` URLs are answered in-process whatever is passed. */
   fetch?: UpstreamFetch;
@@ -145,6 +148,7 @@ export function createApp(deps: AppDeps) {
     fetch: withSimulatedUpstream(deps.fetch ?? upstream.fetch),
     log,
     now,
+    concurrency: deps.concurrency ?? createConcurrencyLimiter(),
   };
 
   /**
@@ -188,7 +192,7 @@ export function createApp(deps: AppDeps) {
     .use(healthRoutes({ ledger, draining: () => draining, limiter: deps.limiter, keyless }))
     .use(ops.metrics ? metricsRoute({ expose: () => tracker.metrics?.expose(), token: ops.metricsToken }) : new Elysia({ name: "switchyard/no-metrics" }))
     .use(modelsRoute(catalogue))
-    .use(keyRoute({ accounts, ledger, defaultPerMinute: deps.settings.limits.requests_per_minute }))
+    .use(keyRoute({ accounts, ledger, defaultPerMinute: deps.settings.limits.requests_per_minute, defaultMaxConcurrent: deps.settings.limits.max_concurrent_requests ?? null }))
     // Before the admin routes: the bearer plugin's derive is global, and in the minified binary it
     // fails on routes registered after it that do not parse their query.
     .use(openApiRoute(documented));

@@ -2,6 +2,7 @@ import type { Database } from "bun:sqlite";
 import { randomId } from "../store/ids.ts";
 import { microToCredits } from "../billing/money.ts";
 import { periodStart, periodWindow, windowSql, windowStarts, type SpendPeriod } from "../billing/spend-period.ts";
+import { modelsColumn, readModelsColumn } from "./model-access.ts";
 
 export const KEY_PREFIX = "svc-sk-";
 /** Spec 5.4: at most 10 active keys per account. */
@@ -16,6 +17,10 @@ export interface ActiveKey {
   rateLimitPerMinute: number | null;
   /** Epoch ms after which the key stops working. */
   expiresAt: number | null;
+  /** Model ids and `prefix*` patterns the key may use (accounts/model-access.ts); null: every model. */
+  models: string[] | null;
+  /** Per-key override of limits.max_concurrent_requests. */
+  maxConcurrentRequests: number | null;
 }
 export interface KeyOptions {
   name?: string | null;
@@ -24,6 +29,9 @@ export interface KeyOptions {
   spendLimitMicro?: number | null;
   /** The period `spendLimitMicro` resets by; null or absent: a lifetime limit. */
   spendLimitPeriod?: SpendPeriod | null;
+  /** Model ids and `prefix*` patterns; null or absent: every model. */
+  models?: string[] | null;
+  maxConcurrentRequests?: number | null;
 }
 /** A key's settings to change: absent fields stay as they are, null clears. */
 export interface KeyPatch {
@@ -32,6 +40,8 @@ export interface KeyPatch {
   expiresAt?: number | null;
   spendLimitMicro?: number | null;
   spendLimitPeriod?: SpendPeriod | null;
+  models?: string[] | null;
+  maxConcurrentRequests?: number | null;
 }
 /** An account's settings to change: absent fields stay as they are. */
 export interface AccountPatch {
@@ -57,6 +67,10 @@ export interface KeySummary {
   spent_in_period: number;
   /** When the period's count starts again; null for a lifetime limit. */
   period_resets_at: string | null;
+  /** Model ids and `prefix*` patterns the key may use; null: every model. */
+  models: string[] | null;
+  /** The key's own cap on requests at once; null: the gateway's default (limits.max_concurrent_requests). */
+  max_concurrent_requests: number | null;
 }
 
 /** An account as the admin API shows it: balance, what open requests hold, its limit, keys (summaries only). */
@@ -193,7 +207,15 @@ export function periodResetsAt(period: SpendPeriod | null, now: number): string 
 export interface KeyRow {
   id: string; name: string | null; key_prefix: string; key_last4: string; created_at: number; revoked_at: number | null;
   expires_at: number | null; rate_limit_per_minute: number | null; spend_limit_micro: number | null; spent_micro: number;
-  spend_limit_period: SpendPeriod | null; period_spent: number;
+  spend_limit_period: SpendPeriod | null; period_spent: number; allowed_models: string | null; max_concurrent_requests: number | null;
+}
+
+/** A key lookup's row as the request path uses it (both stores). */
+export function activeKey(row: { id: string; account_id: string; rate_limit_per_minute: number | null; expires_at: number | null; allowed_models: string | null; max_concurrent_requests: number | null }): ActiveKey {
+  return {
+    keyId: row.id, accountId: row.account_id, rateLimitPerMinute: row.rate_limit_per_minute, expiresAt: row.expires_at,
+    models: readModelsColumn(row.allowed_models), maxConcurrentRequests: row.max_concurrent_requests,
+  };
 }
 
 export function keySummary(k: KeyRow, now: number): KeySummary {
@@ -211,6 +233,8 @@ export function keySummary(k: KeyRow, now: number): KeySummary {
     spend_limit_period: k.spend_limit_period,
     spent_in_period: microToCredits(k.period_spent),
     period_resets_at: periodResetsAt(k.spend_limit_period, now),
+    models: readModelsColumn(k.allowed_models),
+    max_concurrent_requests: k.max_concurrent_requests,
   };
 }
 
@@ -271,17 +295,17 @@ export function createAccountStore(db: Database, now: () => number) {
     "SELECT COUNT(*) AS n FROM api_keys WHERE account_id = ? AND revoked_at IS NULL AND (expires_at IS NULL OR expires_at > ?)",
   );
   const insertKey = db.query(
-    `INSERT INTO api_keys (id, account_id, name, key_hash, key_prefix, key_last4, created_at, rate_limit_per_minute, expires_at, spend_limit_micro, spend_limit_period, period_start)
-     VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+    `INSERT INTO api_keys (id, account_id, name, key_hash, key_prefix, key_last4, created_at, rate_limit_per_minute, expires_at, spend_limit_micro, spend_limit_period, period_start, allowed_models, max_concurrent_requests)
+     VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
   );
   const keyColumns = `k.id, k.name, k.key_prefix, k.key_last4, k.created_at, k.revoked_at, k.expires_at, k.rate_limit_per_minute, k.spend_limit_micro, k.spent_micro, k.spend_limit_period,
-    ${periodSpentSql("k")} AS period_spent`;
+    k.allowed_models, k.max_concurrent_requests, ${periodSpentSql("k")} AS period_spent`;
   const selectKeys = db.query<KeyRow, [string, number, number, number]>(`SELECT ${keyColumns} FROM api_keys k WHERE k.account_id = ?1 ORDER BY k.created_at, k.id`);
   const selectKey = db.query<KeyRow, [string, number, number, number]>(`SELECT ${keyColumns} FROM api_keys k WHERE k.id = ?1`);
   const selectByName = db.query<{ id: string }, [string]>("SELECT id FROM accounts WHERE name = ? ORDER BY created_at LIMIT 1");
   const revoke = db.query("UPDATE api_keys SET revoked_at = ? WHERE id = ? AND revoked_at IS NULL");
-  const selectActiveKey = db.query<{ id: string; account_id: string; rate_limit_per_minute: number | null; expires_at: number | null }, [string]>(
-    "SELECT id, account_id, rate_limit_per_minute, expires_at FROM api_keys WHERE key_hash = ? AND revoked_at IS NULL",
+  const selectActiveKey = db.query<{ id: string; account_id: string; rate_limit_per_minute: number | null; expires_at: number | null; allowed_models: string | null; max_concurrent_requests: number | null }, [string]>(
+    "SELECT id, account_id, rate_limit_per_minute, expires_at, allowed_models, max_concurrent_requests FROM api_keys WHERE key_hash = ? AND revoked_at IS NULL",
   );
   const keyPeriod = db.query<{ spend_limit_period: SpendPeriod | null }, [string]>("SELECT spend_limit_period FROM api_keys WHERE id = ?");
   const accountPeriod = db.query<{ spend_limit_period: SpendPeriod | null }, [string]>("SELECT spend_limit_period FROM accounts WHERE id = ?");
@@ -317,7 +341,8 @@ export function createAccountStore(db: Database, now: () => number) {
     const period = options.spendLimitPeriod ?? null;
     // A new key has spent nothing: its count is valid for the window it starts in.
     insertKey.run(id, accountId, name, hash, prefix, last4, at,
-      options.rateLimitPerMinute ?? null, options.expiresAt ?? null, options.spendLimitMicro ?? null, period, periodStart(period, at));
+      options.rateLimitPerMinute ?? null, options.expiresAt ?? null, options.spendLimitMicro ?? null, period, periodStart(period, at),
+      modelsColumn(options.models), options.maxConcurrentRequests ?? null);
     return { id, key, name, created_at: iso(at)! };
   });
 
@@ -402,6 +427,8 @@ export function createAccountStore(db: Database, now: () => number) {
       if (p.expiresAt !== undefined) columns.expires_at = p.expiresAt;
       if (p.spendLimitMicro !== undefined) columns.spend_limit_micro = p.spendLimitMicro;
       if (p.spendLimitPeriod !== undefined) columns.spend_limit_period = p.spendLimitPeriod;
+      if (p.models !== undefined) columns.allowed_models = modelsColumn(p.models);
+      if (p.maxConcurrentRequests !== undefined) columns.max_concurrent_requests = p.maxConcurrentRequests;
       return patch.immediate("api_keys", keyId, columns, p.spendLimitPeriod) ? store.getKey(keyId) : null;
     },
 
@@ -436,7 +463,7 @@ export function createAccountStore(db: Database, now: () => number) {
 
     findActiveKey(keyHash: string): ActiveKey | null {
       const row = selectActiveKey.get(keyHash);
-      return row ? { keyId: row.id, accountId: row.account_id, rateLimitPerMinute: row.rate_limit_per_minute, expiresAt: row.expires_at } : null;
+      return row ? activeKey(row) : null;
     },
   };
   return store;

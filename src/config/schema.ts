@@ -101,6 +101,11 @@ export const LimitsConfig = t.Object({
    * stream counts as one answer). Sized for image answers: base64 images of several MiB each.
    */
   max_response_bytes: t.Integer({ minimum: 1024, default: 64 * 1024 * 1024 }),
+  /**
+   * Most requests one key may have under way at once (a stream counts until it ends), for keys
+   * without their own `max_concurrent_requests`; more get 429. Unset: no cap by default.
+   */
+  max_concurrent_requests: t.Optional(t.Integer({ minimum: 1, maximum: 100_000 })),
 }, closed);
 
 /** Retries of the same model after 429/503/529; a longer wait moves on to the next fallback model. */

@@ -13,8 +13,12 @@ import { nextStep } from "../gateway/retry-policy.ts";
 import { respond, type AnswerFormat } from "../gateway/respond.ts";
 import { withRequestId, type RequestTrace, type Tracker } from "../ops/request-trace.ts";
 import type { EmbeddingsInputMeasure } from "./embeddings-input.ts";
+import type { ActiveKey } from "../accounts/account-store.ts";
+import { concurrencyRefusal, NO_SLOT, type ConcurrencySlot, type ConcurrencyStore } from "../limits/concurrency-limiter.ts";
 
 export type { Principal, AnswerFormat };
+/** The key a request came with, as the routes pass it: who pays, and what the key may do. */
+export type CallerKey = Principal & Partial<Pick<ActiveKey, "models" | "maxConcurrentRequests">>;
 import type { Transport } from "../transport/transport.ts";
 /** How the pipeline reaches upstreams: the Transport port. */
 export type UpstreamFetch = Transport;
@@ -30,6 +34,8 @@ export interface ForwardDeps {
   random?: () => number;
   /** Request traces (metrics, access log); routes pass theirs in ForwardRequest.trace. */
   tracker?: Tracker;
+  /** Requests under way per key (limits/concurrency-limiter.ts); without it, no key is capped. */
+  concurrency?: ConcurrencyStore;
 }
 
 export interface ForwardRequest {
@@ -42,7 +48,7 @@ export interface ForwardRequest {
   signal: AbortSignal;
   /** The model asked for, then its fallbacks, in the order they are tried. */
   candidates: ModelConfig[];
-  principal: Principal;
+  principal: CallerKey;
   /** Called before a streamed answer starts, to lift the server's idle timeout for this request. */
   onStream?: () => void;
   /** The answer in another format than the request's (the Responses API, sent on as a chat request). */
@@ -70,10 +76,20 @@ export async function forward(deps: ForwardDeps, req: ForwardRequest): Promise<R
   const plan = await planRequest(deps.settings, req);
   const trace = req.trace;
   if (trace) trace.planned(plan.requestId, plan.candidates[0]!.model.id, req.principal);
-  const billing = await openBillingSession(deps, {
-    requestId: plan.requestId, principal: req.principal, worstCaseMicro: plan.worstCaseMicro, startedAt, promptText: plan.promptText, clientRequestId,
-    onCharged: trace && ((inputTokens, outputTokens, costMicro) => trace.charged(inputTokens, outputTokens, costMicro)),
-  });
+  // A place among the key's requests under way, before credits are held: a refused request holds nothing.
+  const slot = await takeSlot(deps, req.principal);
+  let billing;
+  try {
+    billing = await openBillingSession(deps, {
+      requestId: plan.requestId, principal: req.principal, worstCaseMicro: plan.worstCaseMicro, startedAt, promptText: plan.promptText, clientRequestId,
+      onCharged: trace && ((inputTokens, outputTokens, costMicro) => trace.charged(inputTokens, outputTokens, costMicro)),
+      // From here the settlement gives the place back, once, whatever happens to the request.
+      onEnded: slot.release,
+    });
+  } catch (err) {
+    slot.release();
+    throw err;
+  }
   const random = deps.random ?? Math.random;
   const limits = deps.settings.retry;
   const wantsStream = req.body.stream === true;
@@ -116,6 +132,24 @@ export async function forward(deps: ForwardDeps, req: ForwardRequest): Promise<R
     if (err instanceof GatewayError) err.recorded = true;
     throw err;
   }
+}
+
+/**
+ * The key's place among its requests under way: its own `max_concurrent_requests`, else the
+ * config's default; none of either, no cap. 429 (with Retry-After) when the key is at its cap.
+ */
+async function takeSlot(deps: ForwardDeps, principal: CallerKey): Promise<ConcurrencySlot> {
+  const limit = principal.maxConcurrentRequests ?? deps.settings.limits.max_concurrent_requests;
+  if (limit === undefined || limit === null || !deps.concurrency) return NO_SLOT;
+  let slot: ConcurrencySlot | null;
+  try {
+    slot = await deps.concurrency.acquire(principal.keyId, limit);
+  } catch {
+    // A cap that cannot be checked is not skipped (as rate limits): refused, and said so.
+    throw new GatewayError(503, "overloaded", "The gateway cannot check this key's requests under way right now. Retry in a few seconds.", { "retry-after": "5" });
+  }
+  if (!slot) throw new GatewayError(429, "rate_limit", concurrencyRefusal(limit), { "retry-after": "1" });
+  return slot;
 }
 
 /**
