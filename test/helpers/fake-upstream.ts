@@ -76,6 +76,8 @@ export interface FakeUpstream {
   openStreams(): number;
   /** Streaming responses whose client went away before the end (cancel observed). */
   abortedStreams(): number;
+  /** Lets every `holdOpen` stream that is waiting end now (its body closes after its chunks). */
+  finishHeld(): void;
   /** Clear recorded requests, the reply queue and the aborted-stream counter. */
   reset(): void;
   stop(): Promise<void>;
@@ -766,6 +768,9 @@ export async function startFakeUpstream(options: FakeUpstreamOptions = {}): Prom
     },
     openStreams: () => live.size,
     abortedStreams: () => aborted,
+    finishHeld() {
+      for (const s of live) s.release();
+    },
     reset() {
       requests.length = 0;
       queue.length = 0;
