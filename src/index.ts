@@ -8,7 +8,7 @@ import { createApp } from "./app.ts";
 import { jsonLogger } from "./log.ts";
 import { DemoConfigError, demoChoice, issueDemoKey, type DemoChoice } from "./accounts/demo-account.ts";
 import { microToCredits } from "./billing/money.ts";
-import { holdTtlFor, ledgerTimingsFrom, openPostgresStores, openRedisLimiter, storeChoice, StoreConfigError, type SharedStores, type StoreChoice } from "./store/stores.ts";
+import { holdTtlFor, ledgerTimingsFrom, openPostgresStores, openRedisConcurrency, openRedisLimiter, storeChoice, StoreConfigError, type SharedStores, type StoreChoice } from "./store/stores.ts";
 import { processRole, superviseWorkers, WorkersConfigError, type ListeningMessage, type ProcessRole } from "./supervisor.ts";
 import type { Database } from "bun:sqlite";
 import { healthCheck } from "./ops/health-check.ts";
@@ -86,7 +86,9 @@ if (choice.databaseUrl) {
 // Rate limits in Redis fail closed: until it answers, requests are refused with 503.
 const limiter = choice.redisUrl ? openRedisLimiter(choice.redisUrl, { log }) : undefined;
 if (limiter && !(await limiter.ready())) log("warn", "Redis (SWITCHYARD_REDIS_URL) does not answer yet: requests are refused (503) until it does");
-const app = createApp({ db, stores, limiter, settings, log, adminToken: ops.adminToken, ops });
+// A key's requests under way are counted in the same Redis, so its cap holds across workers and gateways.
+const concurrency = limiter ? openRedisConcurrency(limiter, { log }) : undefined;
+const app = createApp({ db, stores, limiter, concurrency, settings, log, adminToken: ops.adminToken, ops });
 const demo = demoWanted.on ? await issueDemoKey(app.services.accounts) : undefined;
 // What the account has now, not what it started with: a spent demo account says so at the next start.
 const demoCredits = demo ? microToCredits((await app.services.ledger.balance(demo.accountId))?.balanceMicro ?? 0) : 0;
@@ -159,6 +161,7 @@ async function shutdown(signal: string): Promise<void> {
   }
   if (stores) await stores.close();
   else await app.services.ledger.close();
+  concurrency?.close();
   limiter?.close();
   await checkpointer?.stop();
   db?.close();

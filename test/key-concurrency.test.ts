@@ -5,8 +5,12 @@
  * a client that went away.
  */
 import { afterAll, beforeAll, describe, expect, test } from "bun:test";
+import { RedisClient } from "bun";
 import { useFakeUpstream, type Reply } from "./helpers/fake-upstream.ts";
 import { ANTHROPIC_MODEL, OPENAI_MODEL, post, startGateway, useGateway, type Gateway } from "./helpers/gateway.ts";
+import { postgresMissing, REDIS_URL, redisMissing, useRedisPrefix, useTestDatabase } from "./helpers/backends.ts";
+import { openPostgresStores, type SharedStores } from "../src/store/stores.ts";
+import { createRedisConcurrency } from "../src/store/redis/redis-concurrency.ts";
 
 const upstream = useFakeUpstream();
 const gw = useGateway(() => ({ upstreamUrl: upstream.url, retry: { max_retries: 0 } }));
@@ -160,3 +164,93 @@ describe("limits.max_concurrent_requests: the default for keys without their own
     await withDefault.app.services.settled();
   });
 });
+
+const missing = (await postgresMissing()) ?? (await redisMissing());
+const database = useTestDatabase();
+const prefix = useRedisPrefix();
+
+if (missing) {
+  test.skip(`max_concurrent_requests shared through Redis — skipped: ${missing}`, () => {});
+} else {
+  describe("shared through Redis: two gateways on one PostgreSQL and one Redis count a key's requests together", () => {
+    let stores: SharedStores;
+    let a: Gateway, b: Gateway;
+    const clients: RedisClient[] = [];
+    const shared = () => {
+      const client = new RedisClient(REDIS_URL);
+      clients.push(client);
+      return createRedisConcurrency(client, { prefix, leaseMs: 1_500 });
+    };
+    beforeAll(async () => {
+      stores = await openPostgresStores(await database(), { ledger: { timeoutMs: 1_000, retryMaxMs: 40 } });
+      a = await startGateway({ upstreamUrl: upstream.url, retry: { max_retries: 0 }, stores, concurrency: shared() });
+      b = await startGateway({ upstreamUrl: upstream.url, retry: { max_retries: 0 }, stores, concurrency: shared() });
+    });
+    afterAll(async () => {
+      await a?.stop();
+      await b?.stop();
+      await stores?.close(500);
+      for (const c of clients) c.close();
+    });
+
+    test("the cap holds across both; a stream ended or aborted on one frees its place for the other", async () => {
+      const issued = (await stores.accounts.createKey(a.accountId, { name: "shared", maxConcurrentRequests: 2 }))!;
+      const onA = { url: a.url, key: issued.key } as Gateway;
+      const onB = { url: b.url, key: issued.key } as Gateway;
+      upstream.reply(HELD);
+      const first = await post(onA, "/v1/chat/completions", chatBody(true));
+      expect(first.status).toBe(200);
+      upstream.reply(HELD);
+      const controller = new AbortController();
+      const second = await post(onB, "/v1/chat/completions", chatBody(true), {}, controller.signal);
+      expect(second.status).toBe(200);
+      await untilOpenStreams(2);
+      for (const g of [onA, onB]) {
+        const refused = await post(g, "/v1/chat/completions", chatBody(false));
+        expect(refused.status).toBe(429);
+        expect(((await refused.json()) as any).error.message).toContain("at most 2 may be under way");
+      }
+      controller.abort();
+      await second.text().catch(() => {});
+      await b.app.services.settled();
+      const reused = await post(onA, "/v1/chat/completions", chatBody(false));
+      expect(reused.status).toBe(200);
+      await reused.text();
+      upstream.finishHeld();
+      await first.text();
+      await a.app.services.settled();
+      // Both places are free again: two at once are admitted.
+      upstream.reply(HELD);
+      upstream.reply(HELD);
+      const [x, y] = await Promise.all([post(onA, "/v1/chat/completions", chatBody(true)), post(onB, "/v1/chat/completions", chatBody(true))]);
+      expect([x.status, y.status]).toEqual([200, 200]);
+      upstream.finishHeld();
+      await x.text();
+      await y.text();
+      await a.app.services.settled();
+      await b.app.services.settled();
+    });
+
+    test("a process that died holding places (no release) frees them when their lease runs out; a live one renews its own", async () => {
+      const dead = shared();
+      const live = shared();
+      expect(await dead.acquire("key_leases", 2)).not.toBeNull();
+      const kept = (await live.acquire("key_leases", 2))!;
+      expect(kept).not.toBeNull();
+      expect(await live.acquire("key_leases", 2)).toBeNull();
+      dead.close();
+      // Polls until the dead process's lease lapsed (Redis's own clock); the live place is renewed meanwhile.
+      let again = null;
+      for (let i = 0; i < 200 && again === null; i++) {
+        await Bun.sleep(50);
+        again = await live.acquire("key_leases", 2);
+      }
+      expect(again).not.toBeNull();
+      // The live process's first place outlived several leases: it was renewed, so the cap is full.
+      expect(await live.acquire("key_leases", 2)).toBeNull();
+      kept.release();
+      again!.release();
+      live.close();
+    });
+  });
+}

@@ -13,6 +13,9 @@ import { createPostgresLedger, type PgLedgerOptions } from "./postgres/pg-ledger
 import { migratePostgres } from "./postgres/pg-migrations.ts";
 import { createPostgresUsageBreakdown, createPostgresUsageReport } from "./postgres/pg-reports.ts";
 import { createRedisRateLimiter, type RedisRateLimiterOptions } from "./redis/redis-rate-limiter.ts";
+import { createRedisConcurrency, type RedisConcurrencyOptions } from "./redis/redis-concurrency.ts";
+import type { ConcurrencyStore } from "../limits/concurrency-limiter.ts";
+import type { RedisClient } from "bun";
 
 /**
  * Where money and limits live, chosen by configuration:
@@ -105,8 +108,13 @@ export function holdTtlFor(settings: Settings): number {
   return longest + 60_000;
 }
 
-export function openRedisLimiter(url: string, o: RedisRateLimiterOptions = {}): RateLimitStore & { close(): void; ready(): Promise<boolean>; health(): { reachable: boolean } } {
+export function openRedisLimiter(url: string, o: RedisRateLimiterOptions = {}): RateLimitStore & { close(): void; ready(): Promise<boolean>; health(): { reachable: boolean }; client: RedisClient } {
   return createRedisRateLimiter(url, o);
+}
+
+/** Requests under way per key, shared through the rate limiter's Redis connection (one connection per process). */
+export function openRedisConcurrency(limiter: { client: RedisClient }, o: RedisConcurrencyOptions = {}): ConcurrencyStore & { close(): void } {
+  return createRedisConcurrency(limiter.client, o);
 }
 
 /**
