@@ -40,7 +40,7 @@ const log = jsonLogger((process.env.LOG_LEVEL as "debug" | "info" | "warn" | "er
 const SHUTDOWN_GRACE_MS = Number(process.env.SWITCHYARD_SHUTDOWN_GRACE_MS ?? 30_000);
 if (role.kind === "supervisor") {
   // SWITCHYARD_WORKERS > 1: this process only starts, replaces and stops the workers (src/supervisor.ts).
-  if (!choice.redisUrl) log("warn", "rate limits are kept per worker without SWITCHYARD_REDIS_URL: a key may get up to SWITCHYARD_WORKERS times its limit", { workers: role.workers });
+  if (!choice.redisUrl) log("warn", "rate limits and max_concurrent_requests are kept per worker without SWITCHYARD_REDIS_URL: a key may get up to SWITCHYARD_WORKERS times its limits", { workers: role.workers });
   process.exit(await superviseWorkers({ workers: role.workers, port: Number(process.env.PORT ?? 8080), log, graceMs: SHUTDOWN_GRACE_MS }));
 }
 const worker = role.kind === "worker";
