@@ -53,6 +53,9 @@ test("a key limited to anthropic/* gets 403 for an OpenAI model on every route, 
   }
   expect(upstream.requests).toHaveLength(0);
   expect(await gw.balanceMicro()).toBe(before);
+  // Counted as refusals of their own in /metrics.
+  const metrics = await (await fetch(`${gw.url}/metrics`)).text();
+  expect(metrics).toContain(`switchyard_rejections_total{reason="permission"} ${cases.length}\n`);
 });
 
 test("its own models are answered, also through an alias that resolves to one of them; an unknown model is still a 404", async () => {
