@@ -8,7 +8,7 @@ import { afterAll, beforeAll, describe, expect, test } from "bun:test";
 import { RedisClient } from "bun";
 import { useFakeUpstream, type Reply } from "./helpers/fake-upstream.ts";
 import { ANTHROPIC_MODEL, OPENAI_MODEL, post, startGateway, useGateway, type Gateway } from "./helpers/gateway.ts";
-import { postgresMissing, REDIS_URL, redisMissing, useRedisPrefix, useTestDatabase } from "./helpers/backends.ts";
+import { closedPort, postgresMissing, REDIS_URL, redisMissing, useRedisPrefix, useTestDatabase } from "./helpers/backends.ts";
 import { openPostgresStores, type SharedStores } from "../src/store/stores.ts";
 import { createRedisConcurrency } from "../src/store/redis/redis-concurrency.ts";
 
@@ -163,6 +163,26 @@ describe("limits.max_concurrent_requests: the default for keys without their own
     await first.text();
     await withDefault.app.services.settled();
   });
+});
+
+test("a shared count that cannot be read refuses capped keys with 503 (never admits them uncounted); keys without a cap do not ask it", async () => {
+  const client = new RedisClient(`redis://127.0.0.1:${closedPort()}`, { connectionTimeout: 200, autoReconnect: false, enableOfflineQueue: false });
+  const down = await startGateway({ upstreamUrl: upstream.url, retry: { max_retries: 0 }, concurrency: createRedisConcurrency(client, { timeoutMs: 200 }) });
+  try {
+    const capped = await keyWith(down, 2);
+    const refused = await post(capped, "/v1/chat/completions", chatBody(false));
+    expect(refused.status).toBe(503);
+    expect(refused.headers.get("retry-after")).toBe("5");
+    expect(((await refused.json()) as any).error).toEqual({
+      message: "The gateway cannot check this key's requests under way right now. Retry in a few seconds.", type: "server_error", param: null, code: null,
+    });
+    const uncapped = await post(down, "/v1/chat/completions", chatBody(false));
+    expect(uncapped.status).toBe(200);
+    await uncapped.text();
+  } finally {
+    await down.stop();
+    client.close();
+  }
 });
 
 const missing = (await postgresMissing()) ?? (await redisMissing());

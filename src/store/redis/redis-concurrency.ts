@@ -75,10 +75,14 @@ export function createRedisConcurrency(client: RedisClient, o: RedisConcurrencyO
     return Promise.race([promise, timeout]).finally(() => clearTimeout(timer));
   };
 
+  // One line per round at most, however many places failed (Redis down fails them all).
   const renew = setInterval(() => {
-    for (const [member, set] of held) {
-      script(RENEW, [set], [member, String(leaseMs)]).catch((err) => log("warn", "requests at once: a lease could not be renewed in Redis", { error: err instanceof Error ? err.message : String(err) }));
-    }
+    if (held.size === 0) return;
+    const rounds = [...held].map(([member, set]) => script(RENEW, [set], [member, String(leaseMs)]));
+    void Promise.allSettled(rounds).then((results) => {
+      const failed = results.filter((r) => r.status === "rejected");
+      if (failed.length > 0) log("warn", "requests at once: leases could not be renewed in Redis; a place lapsed meanwhile stops counting", { failed: failed.length, error: String((failed[0] as PromiseRejectedResult).reason) });
+    });
   }, Math.max(10, Math.floor(leaseMs / 3)));
   renew.unref?.();
 
@@ -86,6 +90,7 @@ export function createRedisConcurrency(client: RedisClient, o: RedisConcurrencyO
     async acquire(keyId: string, limit: number): Promise<ConcurrencySlot | null> {
       const set = prefix + keyId;
       const member = `${owner}:${++counter}`;
+      // A timeout after Redis took the place leaves it counted until its lease ends (it is not renewed).
       const taken = Number(await bounded(script(ACQUIRE, [set], [String(limit), member, String(leaseMs)])));
       if (taken !== 1) return null;
       held.set(member, set);
