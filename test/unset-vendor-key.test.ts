@@ -6,7 +6,7 @@
 import { expect, test } from "bun:test";
 import { useFakeUpstream } from "./helpers/fake-upstream.ts";
 import { useGateway, VENDOR_OPENAI_KEY } from "./helpers/gateway.ts";
-import type { LogLevel } from "../src/log.ts";
+import type { LogLevel } from "../src/log/log.ts";
 
 const upstream = useFakeUpstream();
 const logged: { level: LogLevel; message: string; fields?: Record<string, unknown> }[] = [];

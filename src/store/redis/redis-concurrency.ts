@@ -1,6 +1,6 @@
 import { RedisClient } from "bun";
 import type { ConcurrencySlot, ConcurrencyStore } from "../../limits/concurrency-limiter.ts";
-import type { Logger } from "../../log.ts";
+import type { Logger } from "../../log/log.ts";
 
 export interface RedisConcurrencyOptions {
   /** Prefix of every key written (the rate limiter's, so one deployment's keys sit together). */
