@@ -76,7 +76,8 @@ export async function forward(deps: ForwardDeps, req: ForwardRequest): Promise<R
   const trace = req.trace;
   if (trace) trace.planned(plan.requestId, plan.candidates[0]!.model.id, req.principal);
   // A place among the key's requests under way, before credits are held: a refused request holds nothing.
-  const slot = await takeSlot(deps, req.principal);
+  const taken = takeSlot(deps, req.principal);
+  const slot = taken instanceof Promise ? await taken : taken;
   let billing;
   try {
     billing = await openBillingSession(deps, {
@@ -136,19 +137,28 @@ export async function forward(deps: ForwardDeps, req: ForwardRequest): Promise<R
 /**
  * The key's place among its requests under way: its own `max_concurrent_requests`, else the
  * config's default; none of either, no cap. 429 (with Retry-After) when the key is at its cap.
+ * Synchronous unless a shared store (Redis) is asked: uncapped keys and the in-process count
+ * cost the request no await.
  */
-async function takeSlot(deps: ForwardDeps, principal: CallerKey): Promise<ConcurrencySlot> {
+function takeSlot(deps: ForwardDeps, principal: CallerKey): ConcurrencySlot | Promise<ConcurrencySlot> {
   const limit = principal.maxConcurrentRequests ?? deps.settings.limits.max_concurrent_requests;
   if (limit === undefined || limit === null || !deps.concurrency) return NO_SLOT;
-  let slot: ConcurrencySlot | null;
+  const granted = (slot: ConcurrencySlot | null): ConcurrencySlot => {
+    if (!slot) throw new GatewayError(429, "rate_limit", concurrencyRefusal(limit), { "retry-after": "1" });
+    return slot;
+  };
+  // A cap that cannot be checked is not skipped (as rate limits): refused, and said so.
+  const unchecked = () => new GatewayError(503, "overloaded", "The gateway cannot check this key's requests under way right now. Retry in a few seconds.", { "retry-after": "5" });
+  let taken: ConcurrencySlot | null | Promise<ConcurrencySlot | null>;
   try {
-    slot = await deps.concurrency.acquire(principal.keyId, limit);
+    taken = deps.concurrency.acquire(principal.keyId, limit);
   } catch {
-    // A cap that cannot be checked is not skipped (as rate limits): refused, and said so.
-    throw new GatewayError(503, "overloaded", "The gateway cannot check this key's requests under way right now. Retry in a few seconds.", { "retry-after": "5" });
+    throw unchecked();
   }
-  if (!slot) throw new GatewayError(429, "rate_limit", concurrencyRefusal(limit), { "retry-after": "1" });
-  return slot;
+  if (!(taken instanceof Promise)) return granted(taken);
+  return taken.then(granted, () => {
+    throw unchecked();
+  });
 }
 
 /**
