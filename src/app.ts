@@ -142,7 +142,10 @@ export function createApp(deps: AppDeps) {
   });
   const ops = deps.ops ?? DEFAULT_OPS;
   // Answers kept for item_reference and previous_response_id: memory only, never disk or logs.
-  const responseStore = deps.responseStore ?? createMemoryResponseStore({ maxBytes: deps.settings.responses.store_max_bytes, ttlMs: deps.settings.responses.store_ttl_ms, now });
+  const stored = deps.settings.responses;
+  const responseStore =
+    deps.responseStore ??
+    createMemoryResponseStore({ maxBytes: stored.store_max_bytes, accountMaxBytes: stored.account_max_bytes, answerMaxBytes: stored.answer_max_bytes, ttlMs: stored.store_ttl_ms, now });
   // Request ids, metrics and access-log lines (ops/request-trace.ts).
   const tracker = new Tracker({ log, accessLog: ops.accessLog });
   const forwardDeps = {
