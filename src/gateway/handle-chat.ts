@@ -82,15 +82,16 @@ export function resolveCandidates(catalogue: Catalogue, body: Record<string, unk
   // Most requests name one model: no set to build for them.
   const ids = models === undefined || models.length === 0 ? named : [...new Set([...named, ...models])];
   if (ids.length === 0) throw new GatewayError(400, "invalid_request", "model is required (or a models list).");
-  return ids.map((id) => {
+  const resolved = ids.map((id) => {
     const model = catalogue.get(id);
     if (!model) throw new GatewayError(404, "not_found", `The model "${id.slice(0, 200)}" does not exist. GET /v1/models lists the available ids.`);
     return model;
-  }).map((model) => {
-    // After every name resolved, so a request naming an unknown model gets the 404 either way.
-    if (allowed !== null && !modelAllowed(allowed, model.id)) throw new GatewayError(403, "permission", modelRefusal(allowed, model.id));
-    return model;
   });
+  // After every name resolved, so a request naming an unknown model gets the 404 either way.
+  if (allowed !== null) {
+    for (const model of resolved) if (!modelAllowed(allowed, model.id)) throw new GatewayError(403, "permission", modelRefusal(allowed, model.id));
+  }
+  return resolved;
 }
 
 /**
