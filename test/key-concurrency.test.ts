@@ -21,6 +21,15 @@ const HELD: Reply = {
   holdOpen: true,
   chunks: [`data: {"id":"c1","object":"chat.completion.chunk","created":1,"model":"gpt-4o-mini","choices":[{"index":0,"delta":{"role":"assistant","content":"Hi"},"finish_reason":null}]}\n\n`],
 };
+/** The same, let go by `finishHeld()`: the rest of a normal answer, then `[DONE]`. */
+const HELD_THEN_DONE: Reply = {
+  ...HELD,
+  afterHold: [
+    `data: {"id":"c1","object":"chat.completion.chunk","created":1,"model":"gpt-4o-mini","choices":[{"index":0,"delta":{},"finish_reason":"stop"}]}\n\n`,
+    `data: {"id":"c1","object":"chat.completion.chunk","created":1,"model":"gpt-4o-mini","choices":[],"usage":{"prompt_tokens":5,"completion_tokens":1,"total_tokens":6}}\n\n`,
+    "data: [DONE]\n\n",
+  ],
+};
 const chatBody = (stream: boolean) => ({ model: OPENAI_MODEL, stream, messages: [{ role: "user", content: "hello" }] });
 
 async function keyWith(g: Gateway, maxConcurrentRequests: number | null): Promise<Gateway> {
@@ -88,7 +97,7 @@ test("a released place is reused: sequential answers never hit the cap, and the 
     await res.text();
     await gw.app.services.settled();
   }
-  upstream.reply(HELD);
+  upstream.reply(HELD_THEN_DONE);
   const held = await post(capped, "/v1/chat/completions", chatBody(true));
   expect(held.status).toBe(200);
   await untilOpenStreams(1);
@@ -96,8 +105,8 @@ test("a released place is reused: sequential answers never hit the cap, and the 
   expect(refused.status).toBe(429);
   await refused.text();
   upstream.finishHeld();
-  await held.text();
-  await gw.app.services.settled();
+  // Given back when the stream is settled, before its last frame: read to its end, the place is free.
+  expect(await held.text()).toEndWith("data: [DONE]\n\n");
   const after = await post(capped, "/v1/chat/completions", chatBody(false));
   expect(after.status).toBe(200);
   await after.text();
