@@ -1,6 +1,6 @@
 import { Elysia } from "elysia";
 import type { Database } from "bun:sqlite";
-import type { Settings } from "./config/load-config.ts";
+import { providersWithoutKeys, type Settings } from "./config/load-config.ts";
 import { type AccountStore } from "./accounts/account-store.ts";
 import { createAccountStore } from "./store/sqlite/sqlite-accounts.ts";
 import { createKeyResolver, type KeyResolver } from "./accounts/key-resolver.ts";
@@ -14,6 +14,7 @@ import { rememberSecret } from "./log/scrub.ts";
 import type { Transport } from "./transport/transport.ts";
 import { admissionPlugin, maybePrincipalOf, pathOf } from "./http/plugins/admission.ts";
 import { createRateLimiter, type RateLimitStore } from "./limits/rate-limiter.ts";
+import { createConcurrencyLimiter, type ConcurrencyStore } from "./limits/concurrency-limiter.ts";
 import { errorsPlugin } from "./http/plugins/errors.ts";
 import { jsonBodyPlugin } from "./http/plugins/json-body.ts";
 import { adminRoutes } from "./http/routes/admin.ts";
@@ -54,6 +55,8 @@ export interface AppDeps {
   stores?: SharedStores;
   /** Rate limits shared by several processes (Redis); in-process buckets otherwise. */
   limiter?: RateLimitStore;
+  /** Requests under way per key, shared by several processes (Redis); counted in this process otherwise. */
+  concurrency?: ConcurrencyStore;
   settings: Settings;
   /** How upstreams are reached; `simulated://` URLs are answered in-process whatever is passed. */
   fetch?: Transport;
@@ -95,6 +98,14 @@ export function createApp(deps: AppDeps) {
     for (const key of provider.keys ?? []) rememberSecret(key.secret);
   }
   const now = deps.now ?? Date.now;
+  // A provider whose key variable is unset would call its vendor with no key and fail on every
+  // request: said once here (variable names only), and in `/ready` for as long as it lasts.
+  const keyless = providersWithoutKeys(deps.settings);
+  if (keyless.length > 0) {
+    log("warn", "providers without a vendor key: their key variables are unset or empty, so their upstream calls carry no key", {
+      providers: keyless.map((p) => `${p.provider} (${p.env.join(", ")})`),
+    });
+  }
   const inflight = createInflight();
   let accounts: AccountStore, keys: KeyResolver, baseLedger: Ledger & RejectionLog, usage: UsageReporter, breakdown: UsageBreakdown;
   /** Admin writes tell the in-process caches (SQLite's; PostgreSQL's ledger keeps no copies). */
@@ -170,6 +181,7 @@ export function createApp(deps: AppDeps) {
     fetch: upstreamFetch,
     log,
     now,
+    concurrency: deps.concurrency ?? createConcurrencyLimiter(),
   };
 
   /**
@@ -210,10 +222,10 @@ export function createApp(deps: AppDeps) {
     .use(embeddingsRoute(forwardDeps));
   if (ops.metrics || ops.accessLog.enabled) front.onAfterResponse(closeTracesHook(tracker));
   const app = front
-    .use(healthRoutes({ ledger, draining: () => draining, limiter: deps.limiter, keyPools }))
+    .use(healthRoutes({ ledger, draining: () => draining, limiter: deps.limiter, keyless, keyPools }))
     .use(ops.metrics ? metricsRoute({ expose: () => tracker.metrics?.expose(), token: ops.metricsToken }) : new Elysia({ name: "switchyard/no-metrics" }))
     .use(modelsRoute(catalogue))
-    .use(keyRoute({ accounts, ledger, defaultPerMinute: deps.settings.limits.requests_per_minute }))
+    .use(keyRoute({ accounts, ledger, defaultPerMinute: deps.settings.limits.requests_per_minute, defaultMaxConcurrent: deps.settings.limits.max_concurrent_requests ?? null }))
     // Before the admin routes: the bearer plugin's derive is global, and in the minified binary it
     // fails on routes registered after it that do not parse their query.
     .use(openApiRoute(documented));

@@ -101,6 +101,12 @@ describe("config: keys", () => {
     expect(single.providers.get("p")!.apiKey).toBe("one");
   });
 
+  test("a key whose variable is unset or empty is left out of the pool and named (never sent without a value)", () => {
+    const s = resolveSettings(provider({ keys: [{ env: "K1" }, { env: "K2" }, { env: "K3" }] }), { K1: "one", K3: "" }, "t");
+    expect(s.providers.get("p")!.keys).toEqual([{ env: "K1", weight: 1, secret: "one" }]);
+    expect(s.providers.get("p")!.unsetKeyEnvs).toEqual(["K2", "K3"]);
+  });
+
   test("both api_key_env and keys, a repeated env, a zero weight, an empty list or an unknown field in a key are refused naming the field", () => {
     expect(() => resolveSettings(provider({ api_key_env: "K1", keys: [{ env: "K2" }] }), {}, "t")).toThrow("/providers/0/keys: set either api_key_env or keys");
     expect(() => resolveSettings(provider({ keys: [{ env: "K1" }, { env: "K1" }] }), {}, "t")).toThrow("/providers/0/keys/1/env");

@@ -7,6 +7,7 @@ import { GatewayError } from "../streaming/gateway-error.ts";
 import { promptText } from "../translate/prepare-upstream.ts";
 import { upstreamStatusError } from "../providers/upstream-errors.ts";
 import { withKey } from "../providers/key-pools.ts";
+import { modelAllowed, modelRefusal } from "../accounts/model-access.ts";
 
 /** Longest wait for an upstream's count before the gateway answers with its own estimate. */
 const UPSTREAM_COUNT_MS = 10_000;
@@ -23,10 +24,13 @@ export async function countMessageTokens(
   body: Record<string, unknown>,
   headers: Headers,
   signal: AbortSignal,
+  /** The key's model list (null: every model): a count for a model it may not use is refused like a request. */
+  allowed: readonly string[] | null = null,
 ): Promise<Response> {
   const name = String(body.model);
   const model = deps.catalogue.get(name);
   if (!model) throw new GatewayError(404, "not_found", `The model "${name.slice(0, 200)}" does not exist. GET /v1/models lists the available ids.`);
+  if (allowed !== null && !modelAllowed(allowed, model.id)) throw new GatewayError(403, "permission", modelRefusal(allowed, model.id));
   if (model.category === "embedding") throw new GatewayError(400, "invalid_request", `The model "${model.id}" is an embedding model: it takes no messages.`);
   checkAnthropicContent(body);
 

@@ -16,8 +16,12 @@ import type { EmbeddingsInputMeasure } from "../billing/embeddings-input.ts";
 import type { ChosenKey, KeyPools } from "../providers/key-pools.ts";
 import { keyVerdict, sessionHash } from "../providers/key-pool.ts";
 import { sessionIdOf } from "./session-id.ts";
+import type { ActiveKey } from "../accounts/account-store.ts";
+import { concurrencyRefusal, NO_SLOT, type ConcurrencySlot, type ConcurrencyStore } from "../limits/concurrency-limiter.ts";
 
 export type { Principal, AnswerFormat };
+/** The key a request came with, as the routes pass it: who pays, and what the key may do. */
+export type CallerKey = Principal & Partial<Pick<ActiveKey, "models" | "maxConcurrentRequests">>;
 import type { Transport } from "../transport/transport.ts";
 
 export interface ForwardDeps {
@@ -34,6 +38,8 @@ export interface ForwardDeps {
   tracker?: Tracker;
   /** The providers' vendor key pools; without them each provider's one key is sent as configured. */
   keyPools?: KeyPools;
+  /** Requests under way per key (limits/concurrency-limiter.ts); without it, no key is capped. */
+  concurrency?: ConcurrencyStore;
 }
 
 export interface ForwardRequest {
@@ -46,7 +52,7 @@ export interface ForwardRequest {
   signal: AbortSignal;
   /** The model asked for, then its fallbacks, in the order they are tried. */
   candidates: ModelConfig[];
-  principal: Principal;
+  principal: CallerKey;
   /** Called before a streamed answer starts, to lift the server's idle timeout for this request. */
   onStream?: () => void;
   /** The answer in another format than the request's (the Responses API, sent on as a chat request). */
@@ -79,10 +85,21 @@ export async function forward(deps: ForwardDeps, req: ForwardRequest): Promise<R
   const plan = await planRequest(deps.settings, req);
   const trace = req.trace;
   if (trace) trace.planned(plan.requestId, plan.candidates[0]!.model.id, req.principal);
-  const billing = await openBillingSession(deps, {
-    requestId: plan.requestId, principal: req.principal, worstCaseMicro: plan.worstCaseMicro, startedAt, promptText: plan.promptText, clientRequestId,
-    onCharged: trace && ((inputTokens, outputTokens, costMicro) => trace.charged(inputTokens, outputTokens, costMicro)),
-  });
+  // A place among the key's requests under way, before credits are held: a refused request holds nothing.
+  const taken = takeSlot(deps, req.principal);
+  const slot = taken instanceof Promise ? await taken : taken;
+  let billing;
+  try {
+    billing = await openBillingSession(deps, {
+      requestId: plan.requestId, principal: req.principal, worstCaseMicro: plan.worstCaseMicro, startedAt, promptText: plan.promptText, clientRequestId,
+      onCharged: trace && ((inputTokens, outputTokens, costMicro) => trace.charged(inputTokens, outputTokens, costMicro)),
+      // From here the settlement gives the place back, once, whatever happens to the request.
+      onEnded: slot.release,
+    });
+  } catch (err) {
+    slot.release();
+    throw err;
+  }
   const random = deps.random ?? Math.random;
   const limits = deps.settings.retry;
   const wantsStream = req.body.stream === true;
@@ -153,6 +170,33 @@ export async function forward(deps: ForwardDeps, req: ForwardRequest): Promise<R
     if (err instanceof GatewayError) err.recorded = true;
     throw err;
   }
+}
+
+/**
+ * The key's place among its requests under way: its own `max_concurrent_requests`, else the
+ * config's default; none of either, no cap. 429 (with Retry-After) when the key is at its cap.
+ * Synchronous unless a shared store (Redis) is asked: uncapped keys and the in-process count
+ * cost the request no await.
+ */
+function takeSlot(deps: ForwardDeps, principal: CallerKey): ConcurrencySlot | Promise<ConcurrencySlot> {
+  const limit = principal.maxConcurrentRequests ?? deps.settings.limits.max_concurrent_requests;
+  if (limit === undefined || limit === null || !deps.concurrency) return NO_SLOT;
+  const granted = (slot: ConcurrencySlot | null): ConcurrencySlot => {
+    if (!slot) throw new GatewayError(429, "rate_limit", concurrencyRefusal(limit), { "retry-after": "1" });
+    return slot;
+  };
+  // A cap that cannot be checked is not skipped (as rate limits): refused, and said so.
+  const unchecked = () => new GatewayError(503, "overloaded", "The gateway cannot check this key's requests under way right now. Retry in a few seconds.", { "retry-after": "5" });
+  let taken: ConcurrencySlot | null | Promise<ConcurrencySlot | null>;
+  try {
+    taken = deps.concurrency.acquire(principal.keyId, limit);
+  } catch {
+    throw unchecked();
+  }
+  if (!(taken instanceof Promise)) return granted(taken);
+  return taken.then(granted, () => {
+    throw unchecked();
+  });
 }
 
 /**

@@ -54,6 +54,8 @@ export type Reply =
       chunks: (string | Uint8Array)[];
       delayMs?: number;
       holdOpen?: boolean;
+      /** With `holdOpen`: chunks written once `finishHeld()` lets the stream go on (the rest of a normal answer). */
+      afterHold?: (string | Uint8Array)[];
     }
   | {
       kind: "fixture";
@@ -81,6 +83,8 @@ export interface FakeUpstream {
   openStreams(): number;
   /** Streaming responses whose client went away before the end (cancel observed). */
   abortedStreams(): number;
+  /** Lets every `holdOpen` stream that is waiting go on: it writes its `afterHold` chunks, then its body closes. */
+  finishHeld(): void;
   /** Clear recorded requests, the reply queue, the standing rule and the aborted-stream counter. */
   reset(): void;
   stop(): Promise<void>;
@@ -454,7 +458,7 @@ export async function startFakeUpstream(options: FakeUpstreamOptions = {}): Prom
 
   function streamResponse(
     chunks: (string | Uint8Array)[],
-    opts: { status?: number; headers: Record<string, string>; delayMs?: number; holdOpen?: boolean },
+    opts: { status?: number; headers: Record<string, string>; delayMs?: number; holdOpen?: boolean; afterHold?: (string | Uint8Array)[] },
     signal: AbortSignal,
   ): Response {
     let releaseHold!: () => void;
@@ -494,7 +498,15 @@ export async function startFakeUpstream(options: FakeUpstreamOptions = {}): Prom
             // Give the socket a turn so every chunk leaves as its own TCP write.
             if (opts.delayMs === undefined || opts.delayMs <= 0) await sleep(0);
           }
-          if (opts.holdOpen && !state.aborted && !stopping) await held;
+          if (opts.holdOpen && !state.aborted && !stopping) {
+            await held;
+            for (const chunk of opts.afterHold ?? []) {
+              if (state.aborted || stopping) break;
+              await controller.write(chunk);
+              await controller.flush();
+              await sleep(0);
+            }
+          }
         } catch {
           onGone();
         }
@@ -531,7 +543,7 @@ export async function startFakeUpstream(options: FakeUpstreamOptions = {}): Prom
       case "sse":
         return streamResponse(
           reply.chunks,
-          { status: reply.status, headers: { "content-type": SSE_TYPE, "cache-control": "no-cache", ...reply.headers }, delayMs: reply.delayMs, holdOpen: reply.holdOpen },
+          { status: reply.status, headers: { "content-type": SSE_TYPE, "cache-control": "no-cache", ...reply.headers }, delayMs: reply.delayMs, holdOpen: reply.holdOpen, afterHold: reply.afterHold },
           req.signal,
         );
       case "fixture": {
@@ -781,6 +793,9 @@ export async function startFakeUpstream(options: FakeUpstreamOptions = {}): Prom
     },
     openStreams: () => live.size,
     abortedStreams: () => aborted,
+    finishHeld() {
+      for (const s of live) s.release();
+    },
     reset() {
       requests.length = 0;
       queue.length = 0;
