@@ -5,6 +5,8 @@ import type { ForwardDeps } from "./forward.ts";
 import { GatewayError } from "../streaming/gateway-error.ts";
 import { promptText } from "../formats/prepare-upstream.ts";
 import { upstreamStatusError } from "../providers/upstream-errors.ts";
+import { withKey } from "../providers/key-pools.ts";
+import { modelAllowed, modelRefusal } from "../accounts/model-access.ts";
 
 /** Longest wait for an upstream's count before the gateway answers with its own estimate. */
 const UPSTREAM_COUNT_MS = 10_000;
@@ -17,21 +19,30 @@ const UPSTREAM_COUNT_MS = 10_000;
  * charged, and no usage record is written: a count produces no answer.
  */
 export async function countMessageTokens(
-  deps: Pick<ForwardDeps, "settings" | "fetch" | "log" | "tokenizer" | "scrubber"> & { catalogue: Catalogue },
+  deps: Pick<ForwardDeps, "settings" | "fetch" | "log" | "keyPools" | "tokenizer" | "scrubber"> & { catalogue: Catalogue },
   body: Record<string, unknown>,
   headers: Headers,
   signal: AbortSignal,
+  /** The key's model list (null: every model): a count for a model it may not use is refused like a request. */
+  allowed: readonly string[] | null = null,
 ): Promise<Response> {
   const name = String(body.model);
   const model = deps.catalogue.get(name);
   if (!model) throw new GatewayError(404, "not_found", `The model "${name.slice(0, 200)}" does not exist. GET /v1/models lists the available ids.`);
+  if (allowed !== null && !modelAllowed(allowed, model.id)) throw new GatewayError(403, "permission", modelRefusal(allowed, model.id));
   if (model.category === "embedding") throw new GatewayError(400, "invalid_request", `The model "${model.id}" is an embedding model: it takes no messages.`);
   checkAnthropicContent(body);
 
-  const provider = deps.settings.providers.get(model.provider)!;
-  if (provider.kind === "anthropic" && model.upstream_api !== "images") {
+  const configured = deps.settings.providers.get(model.provider)!;
+  if (configured.kind === "anthropic" && model.upstream_api !== "images") {
     const upstreamBody: Record<string, unknown> = { ...body, model: model.upstream_model };
     delete upstreamBody.models;
+    // A count has no prompt cache to keep warm: any usable key of the pool, and what the vendor
+    // answers tells the pool about that key as an answer would.
+    const pool = deps.keyPools?.get(configured.id);
+    const chosen = pool?.choose(undefined);
+    const key = chosen instanceof Promise ? await chosen : chosen;
+    const provider = key ? withKey(configured, key.secret) : configured;
     const call = anthropicAdapter.buildRequest(provider, upstreamBody, headers);
     const clientRequestId = headers.get("x-request-id") ?? undefined;
     if (clientRequestId) call.headers["x-request-id"] = clientRequestId;
@@ -42,6 +53,7 @@ export async function countMessageTokens(
         body: call.body,
         signal: AbortSignal.any([signal, AbortSignal.timeout(Math.min(UPSTREAM_COUNT_MS, provider.timeouts.first_byte_ms))]),
       });
+      if (key) pool!.report(key, res.status, undefined);
       const json = (await res.json().catch(() => undefined)) as { input_tokens?: unknown } | undefined;
       if (res.ok && typeof json?.input_tokens === "number") return Response.json({ input_tokens: json.input_tokens });
       // A request the vendor finds malformed is the client's to fix; anything else (no such

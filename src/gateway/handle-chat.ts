@@ -2,10 +2,11 @@ import type { Catalogue } from "../catalogue/catalogue.ts";
 import type { ModelConfig } from "../config/schema.ts";
 import type { ClientFormat } from "../formats/format.ts";
 import { assertAnthropicTextOnly, assertOpenAITextOnly, UnsupportedContentError } from "../formats/common/content-text.ts";
-import { forward, type ForwardDeps } from "./forward.ts";
+import { forward, type ForwardDeps, type ForwardRequest } from "./forward.ts";
 import type { ActiveKey } from "../accounts/account-store.ts";
 import { GatewayError } from "../streaming/gateway-error.ts";
 import { checkAnthropicContent, checkOpenAIContent } from "./check-content.ts";
+import { modelAllowed, modelRefusal } from "../accounts/model-access.ts";
 
 export interface ChatCall {
   /** A chat format, or the Responses API over the chat request it was translated to. */
@@ -17,6 +18,8 @@ export interface ChatCall {
   server: { timeout(request: Request, seconds: number): void } | null;
   /** Elysia's response settings; the admission plugin put the rate-limit headers there. */
   set: { headers: Record<string, unknown> };
+  /** The Responses API's conversation, for vendor key affinity (ForwardRequest.chain). */
+  chain?: ForwardRequest["chain"];
 }
 
 /**
@@ -31,7 +34,7 @@ export async function handleChat(deps: ForwardDeps & { catalogue: Catalogue }, c
   const messages = body.messages as unknown[];
   if (messages.length === 0) throw new GatewayError(422, "invalid_request", "messages must contain at least one message.");
 
-  const candidates = resolveCandidates(deps.catalogue, body);
+  const candidates = resolveCandidates(deps.catalogue, body, call.principal.models ?? null);
   const embedding = candidates.find((m) => m.category === "embedding");
   if (embedding) {
     throw new GatewayError(400, "invalid_request", `The model "${embedding.id}" is an embedding model: it answers POST /v1/embeddings, not chat. GET /v1/models lists each model's category.`);
@@ -57,32 +60,39 @@ export async function handleChat(deps: ForwardDeps & { catalogue: Catalogue }, c
     candidates,
     principal: call.principal,
     onStream: () => call.server?.timeout(call.request, 0),
+    chain: call.chain,
     trace,
   });
   return withRouteHeaders(response, call.set);
 }
 
-/**
- * The models a request names: `model` first, then the `models` fallbacks, each once; every id is
- * checked (404 for an unknown one, names resolve through aliases) before any upstream call.
- */
 /** The request body's size: its Content-Length, or the parsed body's length when it has none. */
 export function bodyBytesOf(request: Request, body: unknown): number {
   const length = Number(request.headers.get("content-length"));
   return Number.isFinite(length) && length > 0 ? length : JSON.stringify(body).length;
 }
 
-export function resolveCandidates(catalogue: Catalogue, body: Record<string, unknown>): ModelConfig[] {
+/**
+ * The models a request names: `model` first, then the `models` fallbacks, each once; every id is
+ * checked before any upstream call: 404 for an unknown one (names resolve through aliases), then
+ * 403 for a model the key may not use (`allowed`: the key's model list, null for every model).
+ */
+export function resolveCandidates(catalogue: Catalogue, body: Record<string, unknown>, allowed: readonly string[] | null = null): ModelConfig[] {
   const models = body.models as string[] | undefined;
   const named = typeof body.model === "string" ? [body.model] : [];
   // Most requests name one model: no set to build for them.
   const ids = models === undefined || models.length === 0 ? named : [...new Set([...named, ...models])];
   if (ids.length === 0) throw new GatewayError(400, "invalid_request", "model is required (or a models list).");
-  return ids.map((id) => {
+  const resolved = ids.map((id) => {
     const model = catalogue.get(id);
     if (!model) throw new GatewayError(404, "not_found", `The model "${id.slice(0, 200)}" does not exist. GET /v1/models lists the available ids.`);
     return model;
   });
+  // After every name resolved, so a request naming an unknown model gets the 404 either way.
+  if (allowed !== null) {
+    for (const model of resolved) if (!modelAllowed(allowed, model.id)) throw new GatewayError(403, "permission", modelRefusal(allowed, model.id));
+  }
+  return resolved;
 }
 
 /**

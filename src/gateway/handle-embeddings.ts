@@ -26,7 +26,7 @@ export async function handleEmbeddings(deps: ForwardDeps & { catalogue: Catalogu
   const trace = deps.tracker?.of(call.request);
   if (trace && typeof body.model === "string") trace.modelAsked = body.model;
   if (body.stream === true) throw new GatewayError(400, "invalid_request", "stream is not supported by the embeddings API: the answer is one JSON body.");
-  const candidates = resolveCandidates(deps.catalogue, body);
+  const candidates = resolveCandidates(deps.catalogue, body, call.principal.models);
   const wrong = candidates.find((m) => m.category !== "embedding");
   if (wrong) {
     throw new GatewayError(400, "invalid_request",

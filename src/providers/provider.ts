@@ -25,6 +25,11 @@ export interface ProviderAdapter {
   streams?: boolean;
   buildRequest(provider: ResolvedProvider, body: unknown, clientHeaders: Headers): { url: string; headers: Record<string, string>; body: string };
   /**
+   * The vendor's model list with the provider's key: the cheapest call that tells whether a key
+   * is accepted (a disabled pool key is probed with it; see providers/key-pools.ts).
+   */
+  modelsRequest?(provider: ResolvedProvider): { url: string; headers: Record<string, string> };
+  /**
    * A fresh decoder per stream: decoders keep per-answer state (tool-call numbering). `scrub`: the
    * gateway's scrubber, for a vendor's words that reach the client (SHAPES_ONLY outside a gateway).
    */

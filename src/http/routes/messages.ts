@@ -18,7 +18,7 @@ export function messagesRoute(deps: ForwardDeps & { catalogue: Catalogue; princi
     .post(
       "/v1/messages/count_tokens",
       async ({ body, request }) => {
-        const response = await countMessageTokens(deps, body as Record<string, unknown>, request.headers, request.signal);
+        const response = await countMessageTokens(deps, body as Record<string, unknown>, request.headers, request.signal, deps.principals.of(request).models);
         // Registered before the app's after-response hook (the chat routes close their own traces).
         deps.tracker?.responded(request, response.status);
         return response;
