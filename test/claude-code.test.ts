@@ -229,6 +229,19 @@ describe("POST /v1/messages/count_tokens", () => {
     expect(await json(refused)).toMatchObject({ type: "error", error: { type: "invalid_request_error" } });
   });
 
+  test("an Anthropic upstream that never answers a count is given up at the provider's first-byte limit, and the client gets the estimate", async () => {
+    const g = await startGateway({ upstreamUrl: upstream.url, firstByteMs: 150, extraModels });
+    try {
+      upstream.reply({ kind: "hang" });
+      const res = await send(g, call(bodies[0]));
+      expect(res.status).toBe(200);
+      expect((await json(res)).input_tokens).toBeGreaterThan(0);
+      expect(upstream.requests.map((r) => r.path)).toEqual(["/v1/messages/count_tokens"]);
+    } finally {
+      await g.stop();
+    }
+  });
+
   test("unknown models and malformed bodies are refused in Anthropic's shape", async () => {
     const unknown = await send(gw, call({ ...bodies[0], model: "nobody/nothing" }));
     expect(unknown.status).toBe(404);

@@ -1,6 +1,8 @@
 import type { Catalogue } from "../catalogue/catalogue.ts";
 import { anthropicAdapter } from "../providers/anthropic/anthropic-adapter.ts";
 import { checkAnthropicContent } from "./check-content.ts";
+import { clientClosed } from "./attempt.ts";
+import { Deadline } from "./deadline.ts";
 import type { ForwardDeps } from "./forward.ts";
 import { GatewayError } from "../streaming/gateway-error.ts";
 import { promptText } from "../formats/prepare-upstream.ts";
@@ -46,13 +48,15 @@ export async function countMessageTokens(
     const call = anthropicAdapter.buildRequest(provider, upstreamBody, headers);
     const clientRequestId = headers.get("x-request-id") ?? undefined;
     if (clientRequestId) call.headers["x-request-id"] = clientRequestId;
+    // One Deadline, as an answer's attempt has: the count, head to body, within the shorter of
+    // UPSTREAM_COUNT_MS and the provider's first-byte limit; the client leaving ends it too.
+    const limitMs = Math.min(UPSTREAM_COUNT_MS, provider.timeouts.first_byte_ms);
+    const deadline = new Deadline({ firstByteMs: limitMs, idleMs: limitMs, totalMs: limitMs });
+    const onClientAbort = () => deadline.abort(new DOMException("client disconnected", "AbortError"));
+    if (signal.aborted) onClientAbort();
+    else signal.addEventListener("abort", onClientAbort);
     try {
-      const res = await deps.fetch(`${call.url}/count_tokens`, {
-        method: "POST",
-        headers: call.headers,
-        body: call.body,
-        signal: AbortSignal.any([signal, AbortSignal.timeout(Math.min(UPSTREAM_COUNT_MS, provider.timeouts.first_byte_ms))]),
-      });
+      const res = await deps.fetch(`${call.url}/count_tokens`, { method: "POST", headers: call.headers, body: call.body, signal: deadline.signal });
       if (key) pool!.report(key, res.status, undefined);
       const json = (await res.json().catch(() => undefined)) as { input_tokens?: unknown } | undefined;
       if (res.ok && typeof json?.input_tokens === "number") return Response.json({ input_tokens: json.input_tokens });
@@ -62,8 +66,11 @@ export async function countMessageTokens(
       deps.log("warn", "upstream token count failed; answering with an estimate", { provider: provider.id, status: res.status, clientRequestId });
     } catch (err) {
       if (err instanceof GatewayError) throw err;
-      if (signal.aborted) throw new GatewayError(499, "invalid_request", "The client closed the request.");
+      if (signal.aborted) throw clientClosed();
       deps.log("warn", "upstream token count failed; answering with an estimate", { provider: provider.id, error: String(err), clientRequestId });
+    } finally {
+      deadline.clear();
+      signal.removeEventListener("abort", onClientAbort);
     }
   }
   const messages = (body.messages as unknown[]).length;
