@@ -160,7 +160,7 @@ function dropThinking(body: Record<string, unknown>): void {
  * Clients size the budget against the max_tokens they asked for (Claude Code: 32000 and 31999;
  * Qwen Code: 64000 and 32000). Once the gateway's cap lowers max_tokens, a budget that no longer
  * fits, or that would take more than ¾ of what is left, is lowered to ¾ of max_tokens (as the
- * effort table's budgets are, translate/reasoning.ts): at least a quarter stays for the answer or
+ * effort table's budgets are, formats/common/reasoning.ts): at least a quarter stays for the answer or
  * the tool call, which is what the client wanted thinking for. Lowered under 1024 (the vendor's
  * smallest budget), thinking is turned off, together with the context-management edits that only
  * apply to it. Both are logged. A budget the client chose within its own uncapped max_tokens is

@@ -4,7 +4,7 @@
  * sent from the same address (behind a load balancer every client may share one). Beyond the
  * limit a failure is answered 429 with Retry-After instead of 401, which tells a misconfigured
  * script to stop and keeps a scanner's flood cheap; guessing itself is stopped by the token's
- * length (ops/ops-settings.ts, MIN_TOKEN_LENGTH), not by this.
+ * length (config/ops-settings.ts, MIN_TOKEN_LENGTH), not by this.
  */
 
 export interface AuthFailureOptions {
