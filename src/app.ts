@@ -14,7 +14,7 @@ import { admissionPlugin, maybePrincipalOf, pathOf } from "./plugins/admission.t
 import { createRateLimiter, type RateLimitStore } from "./limits/rate-limiter.ts";
 import { errorsPlugin } from "./plugins/errors.ts";
 import { jsonBodyPlugin } from "./plugins/json-body.ts";
-import { adminRoutes } from "./routes/admin.ts";
+import { adminGate, adminRoutes } from "./routes/admin.ts";
 import { chatCompletionsRoute } from "./routes/chat-completions.ts";
 import { messagesRoute } from "./routes/messages.ts";
 import { responsesRoute } from "./routes/responses.ts";
@@ -151,6 +151,7 @@ export function createApp(deps: AppDeps) {
     ledger.countRejection(maybePrincipalOf(request)?.keyId ?? "", status, now());
   };
   let draining = false;
+  const authFailures = createAuthFailures({ now, ...deps.adminAuthFailures });
 
   // The OpenAPI document describes what was built (read on its first request). Without an admin
   // token the admin routes are 404s, but the document still describes them.
@@ -168,6 +169,8 @@ export function createApp(deps: AppDeps) {
       onRejected: recordRejection,
       onAnswered: (request, status) => tracker.responded(request, status),
       onArrival: assignRequestId(tracker),
+      // The admin token is checked on arrival too, before an admin body is read.
+      admin: deps.adminToken ? adminGate({ adminToken: deps.adminToken, now, log, authFailures }) : undefined,
     }))
     .use(jsonBodyPlugin(deps.settings.limits.max_body_bytes))
     // The answering routes close their own request traces (see closeTracesHook): before the hook.
@@ -181,15 +184,13 @@ export function createApp(deps: AppDeps) {
     .use(ops.metrics ? metricsRoute({ expose: () => tracker.metrics?.expose(), token: ops.metricsToken }) : new Elysia({ name: "switchyard/no-metrics" }))
     .use(modelsRoute(catalogue))
     .use(keyRoute({ accounts, ledger, defaultPerMinute: deps.settings.limits.requests_per_minute }))
-    // Before the admin routes: the bearer plugin's derive is global, and in the minified binary it
-    // fails on routes registered after it that do not parse their query.
     .use(openApiRoute(documented));
   // Composed now, before the admin routes: Elysia composes a route on its first request with what
-  // the app's hooks read by then, and @elysiajs/bearer's global derive reads `headers`, so every
-  // route would copy all request headers into an object per request (`headers.toJSON()`, 1.2 %
-  // of a non-stream request's CPU in a profile) that none of them reads.
+  // the app's hooks read by then, and a global hook that reads `headers` (as @elysiajs/bearer's
+  // derive did when the admin routes used it) makes every route copy all request headers into an
+  // object per request (`headers.toJSON()`, 1.2 % of a non-stream request's CPU in a profile).
   for (const route of app.routes) route.compile();
-  app.use(adminRoutes({ accounts, keys, ledger, usage, breakdown, adminToken: deps.adminToken, now, changed, log, authFailures: createAuthFailures({ now, ...deps.adminAuthFailures }) }));
+  app.use(adminRoutes({ accounts, keys, ledger, usage, breakdown, adminToken: deps.adminToken, now, changed, log }));
   // Route labels are the paths served, known once every route is registered.
   if (ops.metrics) {
     tracker.metrics = createGatewayMetrics({
