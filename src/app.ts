@@ -23,7 +23,8 @@ import { modelsRoute } from "./routes/models.ts";
 import { keyRoute } from "./routes/key.ts";
 import { healthRoutes } from "./routes/health.ts";
 import { withSimulatedUpstream } from "./providers/simulated/simulated-upstream.ts";
-import { loadTokenizer } from "./billing/token-estimate.ts";
+import { countTokensWhenIdle, loadTokenizer } from "./billing/token-estimate.ts";
+import { createCountQueue } from "./limits/count-queue.ts";
 import { createInflight } from "./pipeline/inflight.ts";
 import { createChangeWatch } from "./store/change-watch.ts";
 import { createHttp1Client } from "./transport/http1/client.ts";
@@ -126,6 +127,9 @@ export function createApp(deps: AppDeps) {
   const ops = deps.ops ?? DEFAULT_OPS;
   // Answers kept for item_reference and previous_response_id: memory only, never disk or logs.
   const responseStore = deps.responseStore ?? createMemoryResponseStore({ maxBytes: deps.settings.responses.store_max_bytes, ttlMs: deps.settings.responses.store_ttl_ms, now });
+  // Free token counts take turns per key on the tokenizer's low-priority lane (limits/count-queue.ts).
+  const limits = deps.settings.limits;
+  const counts = createCountQueue({ perKey: limits.count_tokens_per_key, capacity: limits.count_tokens_queue, timeoutMs: limits.count_tokens_timeout_ms, count: countTokensWhenIdle });
   // Request ids, metrics and access-log lines (ops/request-trace.ts).
   const tracker = new Tracker({ log, accessLog: ops.accessLog });
   const forwardDeps = {
@@ -175,7 +179,7 @@ export function createApp(deps: AppDeps) {
     .use(jsonBodyPlugin(deps.settings.limits.max_body_bytes))
     // The answering routes close their own request traces (see closeTracesHook): before the hook.
     .use(chatCompletionsRoute(forwardDeps))
-    .use(messagesRoute(forwardDeps))
+    .use(messagesRoute({ ...forwardDeps, counts }))
     .use(responsesRoute({ ...forwardDeps, responseStore }))
     .use(embeddingsRoute(forwardDeps));
   if (ops.metrics || ops.accessLog.enabled) front.onAfterResponse(closeTracesHook(tracker));
@@ -220,6 +224,8 @@ export function createApp(deps: AppDeps) {
     inflight,
     upstream,
     tracker,
+    /** Free token counts waiting for or in the tokenizer. */
+    counts,
     /** Resolves once every started request is settled and its settlement written. */
     async settled(): Promise<void> {
       await inflight.idle();

@@ -1,0 +1,81 @@
+/**
+ * A bounded queue shared by many keys, served round-robin across keys and in order within a key:
+ * whatever one key has queued, another key's work is taken after at most one turn of each key
+ * with work waiting. Pure: no timers, no clock; callers decide what a turn is (count-queue.ts
+ * gives each turn one slice of a text, so a long job cannot hold the tokenizer either).
+ *
+ * An item stays queued while it is served (it may take several turns) until `remove`: the
+ * per-key cap counts what a key has queued or running, and a key with nothing left leaves the
+ * rotation.
+ */
+
+export interface FairQueueLimits {
+  /** Items queued or being served, all keys together. */
+  capacity: number;
+  /** Items queued or being served for one key. */
+  perKey: number;
+}
+
+/** What `push` did: queued, or refused because the key or the whole queue is full. */
+export type FairQueuePush = "queued" | "key_full" | "queue_full";
+
+export interface FairQueue<T> {
+  push(key: string, item: T): FairQueuePush;
+  /** The item whose turn it is (the oldest of the next key in rotation), left in the queue; undefined when empty. */
+  next(): { key: string; item: T } | undefined;
+  /** Takes an item out (served, timed out, abandoned); false when it was not queued. */
+  remove(key: string, item: T): boolean;
+  readonly size: number;
+  /** Items queued or being served for `key`. */
+  sizeOf(key: string): number;
+}
+
+export function createFairQueue<T>(limits: FairQueueLimits): FairQueue<T> {
+  const lines = new Map<string, T[]>();
+  /** Keys with work, in the order they take turns; `turn` indexes the next. */
+  const ring: string[] = [];
+  let turn = 0;
+  let size = 0;
+  return {
+    push(key, item) {
+      const line = lines.get(key);
+      if ((line?.length ?? 0) >= limits.perKey) return "key_full";
+      if (size >= limits.capacity) return "queue_full";
+      if (line) line.push(item);
+      else {
+        lines.set(key, [item]);
+        // At the end of the rotation: served after each key already waiting has had one turn.
+        ring.push(key);
+      }
+      size++;
+      return "queued";
+    },
+    next() {
+      if (ring.length === 0) return undefined;
+      if (turn >= ring.length) turn = 0;
+      const key = ring[turn++]!;
+      return { key, item: lines.get(key)![0]! };
+    },
+    remove(key, item) {
+      const line = lines.get(key);
+      const at = line ? line.indexOf(item) : -1;
+      if (at < 0) return false;
+      line!.splice(at, 1);
+      size--;
+      if (line!.length === 0) {
+        lines.delete(key);
+        const place = ring.indexOf(key);
+        ring.splice(place, 1);
+        // The keys after it move down one place; the next turn stays theirs.
+        if (place < turn) turn--;
+      }
+      return true;
+    },
+    get size() {
+      return size;
+    },
+    sizeOf(key) {
+      return lines.get(key)?.length ?? 0;
+    },
+  };
+}
