@@ -192,8 +192,8 @@ export const OPERATIONS: Record<string, Operation> = {
   },
   "POST /v1/messages/count_tokens": {
     summary: "Count input tokens (Anthropic format)",
-    description: "The Anthropic upstream's count, else the gateway's estimate. Never charged; its own rate bucket, 10× the key's.",
-    tag: "chat", security: "key", errors: [400, 401, 404, 413, 429], anthropic: true,
+    description: "The Anthropic upstream's count, else the gateway's estimate. Never charged; its own rate bucket, 10× the key's. Free, so bounded: a prompt over `limits.count_tokens_max_bytes` of text (4 MiB) is a 413; counts made by the gateway's tokenizer take turns per key, at most `limits.count_tokens_per_key` (8) per key at once (more: 429, `retry-after: 1`), `limits.count_tokens_queue` (256) in all (more: 503) and `limits.count_tokens_timeout_ms` (10 s) each (then 503).",
+    tag: "chat", security: "key", errors: [400, 401, 404, 413, 429, 503], anthropic: true,
     answers: { "200": { description: "The count.", schema: t.Object({ input_tokens: t.Integer() }), headers: RATE } },
   },
   "GET /v1/models": {
@@ -260,7 +260,7 @@ export const OPERATIONS: Record<string, Operation> = {
   "POST /v1/admin/accounts": {
     summary: "Create an account",
     description: "With an opening balance in credits.",
-    tag: "admin", security: "admin", errors: [400, 401, 429],
+    tag: "admin", security: "admin", errors: [400, 401, 413, 429],
     answers: { "201": { description: "Created.", schema: Account } },
   },
   "GET /v1/admin/accounts": {
@@ -272,7 +272,7 @@ export const OPERATIONS: Record<string, Operation> = {
   "PATCH /v1/admin/accounts/:id": {
     summary: "Change an account",
     description: "`name`, `spend_limit` (credits, null for none), `spend_limit_period` (day, week, month; null for lifetime). Only the fields sent change; a new period recounts what was spent in it from the usage records.",
-    tag: "admin", security: "admin", errors: [400, 401, 404, 429],
+    tag: "admin", security: "admin", errors: [400, 401, 404, 413, 429],
     answers: { "200": { description: "The account, as GET shows it.", schema: AccountDescription } },
   },
   "GET /v1/admin/accounts/:id": {
@@ -284,7 +284,7 @@ export const OPERATIONS: Record<string, Operation> = {
   "POST /v1/admin/accounts/:id/credits": {
     summary: "Top up",
     description: "Adds credits to the balance.",
-    tag: "admin", security: "admin", errors: [400, 401, 404, 429],
+    tag: "admin", security: "admin", errors: [400, 401, 404, 413, 429],
     answers: { "200": { description: "The new balance.", schema: t.Object({ id: t.String(), balance: t.Number(), reserved: t.Number() }) } },
   },
   "GET /v1/admin/accounts/:id/keys": {
@@ -296,7 +296,7 @@ export const OPERATIONS: Record<string, Operation> = {
   "POST /v1/admin/accounts/:id/keys": {
     summary: "Issue a key",
     description: "The only time the key is shown. At most 10 active keys per account (409 past that).",
-    tag: "admin", security: "admin", errors: [400, 401, 404, 409, 429],
+    tag: "admin", security: "admin", errors: [400, 401, 404, 409, 413, 429],
     answers: { "201": { description: "The key.", schema: IssuedKey } },
   },
   "GET /v1/admin/accounts/:id/usage": {
@@ -315,7 +315,7 @@ export const OPERATIONS: Record<string, Operation> = {
   "PATCH /v1/admin/keys/:id": {
     summary: "Change a key",
     description: "`name`, `spend_limit` (credits, null for none), `spend_limit_period` (day, week, month; null for lifetime), `rate_limit_per_minute` (1–1e6, null for the default), `expires_at` (ISO 8601, null for never). Only the fields sent change; they apply from the next request (within 2 s on other gateways sharing PostgreSQL). 409 on PostgreSQL for a spend limit below what the key already spent and holds.",
-    tag: "admin", security: "admin", errors: [400, 401, 404, 409, 429],
+    tag: "admin", security: "admin", errors: [400, 401, 404, 409, 413, 429],
     answers: { "200": { description: "The key's summary.", schema: KeySummary } },
   },
   "DELETE /v1/admin/keys/:id": {
@@ -327,12 +327,12 @@ export const OPERATIONS: Record<string, Operation> = {
 };
 
 const ERROR_TEXT: Record<number, string> = {
-  400: "Malformed request: invalid JSON, a field of the wrong type, an unsupported part, a prompt over the context window.",
-  401: "Missing or invalid credential.",
+  400: "Malformed request: a body that is not JSON (Content-Type other than application/json), invalid JSON, a field of the wrong type, an unsupported part, a prompt over the context window.",
+  401: "Missing or invalid credential (checked before the body is read).",
   402: "Insufficient credits (or the key's spend limit) for the request's worst case.",
   404: "No such model, account or key.",
   409: "The account already has 10 active keys; or (PATCH a key, PostgreSQL) a spend limit below what the key spent and holds.",
-  413: "The body is larger than limits.max_body_bytes.",
+  413: "The body is larger than limits.max_body_bytes, whatever its content type, chunked or not (the connection is then closed); on count_tokens, also a prompt over limits.count_tokens_max_bytes of text.",
   422: "`messages` is empty.",
   429: "The key's rate limit; `retry-after` says when to retry.",
   502: "No upstream could answer (never charged).",
