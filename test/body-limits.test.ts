@@ -114,6 +114,18 @@ describe("bodies under the cap that are not JSON", () => {
     expect(body.error.message).toBe("The request body must be JSON, sent with Content-Type: application/json.");
   });
 
+  // Bun gives a request without a body no stream, and Elysia then hands the hook no content type:
+  // the route's schema refuses the missing body.
+  test.each([["text/plain"], ["multipart/form-data; boundary=xyz"], [null]])("an empty body of type %s → the schema's 400, never a 500", async (type) => {
+    const headers: Record<string, string> = { authorization: key() };
+    if (type) headers["content-type"] = type;
+    const res = await fetch(`${gw.url}/v1/chat/completions`, { method: "POST", headers, body: "" });
+    expect(res.status).toBe(400);
+    const body = (await res.json()) as { error: { type: string; message: string } };
+    expect(body.error.type).toBe("invalid_request_error");
+    expect(body.error.message).toBe("Invalid request: body: Expected object.");
+  });
+
   test("a JSON body exactly at the cap is read and answered", async () => {
     const head = '{"name":"at-the-cap","credits":1,"padding":"';
     const body = head + "p".repeat(CAP - head.length - 2) + '"}';

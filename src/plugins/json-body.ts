@@ -72,8 +72,9 @@ export function jsonBodyPlugin(maxBytes: number) {
   return new Elysia({ name: "switchyard/json-body" }).onParse({ as: "global" }, async ({ request, contentType }) => {
     const bytes = await readCapped(request, maxBytes);
     if (!contentType || !contentType.startsWith("application/json")) {
-      // No body and no type: the route's schema says whether it wanted one.
-      if (bytes.length === 0) return;
+      // No body and no type: the route's schema says whether it wanted one. (With a type, returning
+      // nothing would hand the request to Elysia's parser for it, which reads the body again.)
+      if (bytes.length === 0 && !contentType) return;
       throw new GatewayError(400, "invalid_request", "The request body must be JSON, sent with Content-Type: application/json.");
     }
     let text: string;
