@@ -1,8 +1,9 @@
 /**
  * `bun run bench --scenario iso` — one key's flood of free token counts against another key
  * (issue 32 items 3): the other key's small counts, and its chat requests that need the tokenizer
- * (a prompt near the model's context window), timed alone and then while key B keeps
- * `limits.count_tokens_per_key` counts of ~4 MB each in flight without pause. The acceptance:
+ * (a prompt near the model's context window), timed alone and then while key B keeps 8 counts
+ * of ~4 MB each going without pause (the default `limits.count_tokens_per_key_bytes` admits 4 at
+ * once; the others are refused with 429 and sent again at once). The acceptance:
  * the flood raises the other key's count p99 by at most 50 ms; chat p99 is reported the same way.
  *   options: --quick (50 samples per figure instead of 300)  --samples N
  * Processes, on 127.0.0.1: the bench's fake upstream and the gateway as users run it
@@ -21,7 +22,7 @@ const opt = (name: string) => {
   return i >= 0 ? argv[i + 1] : undefined;
 };
 const SAMPLES = Number(opt("samples") ?? (argv.includes("--quick") ? 50 : 300));
-/** The gateway's default `limits.count_tokens_per_key`: the flood keeps that many counts in flight. */
+/** Loops of key B's flood: twice what its byte cap admits at once, so it always knocks. */
 const FLOOD = 8;
 const ADMIN_TOKEN = "bench-iso-admin-0123456789abcdef0123456789";
 const BUDGET_MS = 50;

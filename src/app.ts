@@ -129,7 +129,7 @@ export function createApp(deps: AppDeps) {
   const responseStore = deps.responseStore ?? createMemoryResponseStore({ maxBytes: deps.settings.responses.store_max_bytes, ttlMs: deps.settings.responses.store_ttl_ms, now });
   // Free token counts take turns per key on the tokenizer's low-priority lane (limits/count-queue.ts).
   const limits = deps.settings.limits;
-  const counts = createCountQueue({ perKey: limits.count_tokens_per_key, capacity: limits.count_tokens_queue, timeoutMs: limits.count_tokens_timeout_ms, count: countTokensWhenIdle });
+  const counts = createCountQueue({ perKeyBytes: limits.count_tokens_per_key_bytes, capacityBytes: limits.count_tokens_queue_bytes, timeoutMs: limits.count_tokens_timeout_ms, count: countTokensWhenIdle });
   // Request ids, metrics and access-log lines (ops/request-trace.ts).
   const tracker = new Tracker({ log, accessLog: ops.accessLog });
   const forwardDeps = {

@@ -8,9 +8,11 @@ import { beforeAll, describe, expect, test } from "bun:test";
 import { useFakeUpstream } from "./helpers/fake-upstream.ts";
 import { FREE_MODEL, OPENAI_MODEL, useGateway } from "./helpers/gateway.ts";
 
+/** The flood: this many big counts of ~4 MB, which the key's byte cap holds and not one small count more. */
 const PER_KEY = 4;
+const PER_KEY_BYTES = PER_KEY * 4_000_000 + 65_535;
 const upstream = useFakeUpstream();
-const gw = useGateway(() => ({ upstreamUrl: upstream.url, limits: { count_tokens_per_key: PER_KEY } }));
+const gw = useGateway(() => ({ upstreamUrl: upstream.url, limits: { count_tokens_per_key_bytes: PER_KEY_BYTES } }));
 /** The flooding tenant: another account and key. */
 const flooder = { key: "", keyId: "" };
 beforeAll(async () => {
@@ -29,7 +31,7 @@ function count(key: string, text: string): Promise<Response> {
   });
 }
 
-/** ~4 MB of prompt, just under the default count_tokens_max_bytes (4 MiB). */
+/** 4,000,000 bytes of prompt, just under the default count_tokens_max_bytes (4 MiB). */
 const BIG = "word ".repeat(800_000);
 
 /** Starts the flood (PER_KEY big counts) and resolves once every one of them waits in the count queue. */
@@ -85,7 +87,7 @@ describe("one key's count flood", () => {
     const body = (await res.json()) as { type: string; error: { type: string; message: string } };
     expect(body.type).toBe("error");
     expect(body.error.type).toBe("rate_limit_error");
-    expect(body.error.message).toBe(`Too many token counts in progress for this key: at most ${PER_KEY} at once. Retry when one has finished.`);
+    expect(body.error.message).toBe(`Too many token counts in progress for this key: at most ${PER_KEY_BYTES} bytes of text at once. Retry when one has finished.`);
     await Promise.all(flooding);
     expect(answered).toHaveLength(PER_KEY);
   });

@@ -21,7 +21,7 @@ const refusal = async (promise: Promise<unknown>) => {
 describe("free count queue", () => {
   test("a key's long counts take turns slice by slice: another key's small count is answered after one slice", async () => {
     const tokenizer = recordingCounter();
-    const queue = createCountQueue({ perKey: 4, capacity: 100, timeoutMs: 60_000, count: tokenizer.count, sliceChars: 4 });
+    const queue = createCountQueue({ perKeyBytes: 48, capacityBytes: 1000, timeoutMs: 60_000, count: tokenizer.count, sliceChars: 4 });
     const answered: string[] = [];
     const flood = [1, 2, 3, 4].map((i) => queue.count("B", String(i).repeat(12)).then((n) => answered.push(`B${i}:${n}`)));
     const small = queue.count("A", "a").then((n) => answered.push(`A:${n}`));
@@ -32,28 +32,44 @@ describe("free count queue", () => {
     expect(queue.size).toBe(0);
   });
 
-  test("per-key cap: the key's next count is refused at once, other keys are not; room again after one finishes", async () => {
+  test("per-key cap on bytes of text: the key's next count is refused at once, other keys' are not; room again after one finishes", async () => {
     let release!: () => void;
     const gate = new Promise<void>((resolve) => (release = resolve));
-    const queue = createCountQueue({ perKey: 2, capacity: 100, timeoutMs: 60_000, count: async (t) => (await gate, t.length) });
-    const first = [queue.count("B", "xx"), queue.count("B", "yy")];
-    expect(await refusal(queue.count("B", "zz"))).toBe("key_busy");
-    const other = queue.count("A", "a");
+    const queue = createCountQueue({ perKeyBytes: 8, capacityBytes: 1000, timeoutMs: 60_000, count: async (t) => (await gate, t.length), sliceChars: 2 });
+    const first = [queue.count("B", "xxxx"), queue.count("B", "yyyy")];
+    expect(await refusal(queue.count("B", "z"))).toBe("key_busy");
+    const other = queue.count("A", "aaaa");
     expect(queue.sizeOf("B")).toBe(2);
+    expect(queue.bytes).toBe(12);
     release();
-    expect(await Promise.all([...first, other])).toEqual([2, 2, 1]);
+    expect(await Promise.all([...first, other])).toEqual([4, 4, 4]);
     expect(await queue.count("B", "zzz")).toBe(3);
   });
 
+  test("each count weighs at least one slice: a key may send many small counts at once, not without end", async () => {
+    let release!: () => void;
+    const gate = new Promise<void>((resolve) => (release = resolve));
+    const queue = createCountQueue({ perKeyBytes: 40, capacityBytes: 1000, timeoutMs: 60_000, count: async (t) => (await gate, t.length), sliceChars: 4 });
+    const small = Array.from({ length: 10 }, () => queue.count("A", "a"));
+    expect(await refusal(queue.count("A", "a"))).toBe("key_busy");
+    release();
+    expect(await Promise.all(small)).toEqual(Array(10).fill(1));
+  });
+
+  test("a key with nothing queued may always queue one count, heavier than its cap", async () => {
+    const queue = createCountQueue({ perKeyBytes: 4, capacityBytes: 4, timeoutMs: 60_000, count: async (t) => t.length, sliceChars: 2 });
+    expect(await queue.count("A", "heavier than the cap")).toBe(20);
+  });
+
   test("bounded: past capacity, counts of every key are refused", async () => {
-    const queue = createCountQueue({ perKey: 5, capacity: 3, timeoutMs: 60_000, count: () => new Promise<number>(() => {}) });
+    const queue = createCountQueue({ perKeyBytes: 5, capacityBytes: 3, timeoutMs: 60_000, count: () => new Promise<number>(() => {}), sliceChars: 1 });
     for (const key of ["A", "B", "C"]) void queue.count(key, "x").catch(() => {});
     expect(await refusal(queue.count("D", "x"))).toBe("queue_full");
     expect(queue.size).toBe(3);
   });
 
   test("a count the tokenizer does not finish in time is given up, and leaves the queue", async () => {
-    const queue = createCountQueue({ perKey: 5, capacity: 5, timeoutMs: 20, count: () => new Promise<number>(() => {}) });
+    const queue = createCountQueue({ perKeyBytes: 1 << 20, capacityBytes: 1 << 20, timeoutMs: 20, count: () => new Promise<number>(() => {}) });
     expect(await refusal(queue.count("A", "stuck"))).toBe("timeout");
     expect(queue.size).toBe(0);
   });
@@ -62,7 +78,7 @@ describe("free count queue", () => {
     let release!: () => void;
     const gate = new Promise<void>((resolve) => (release = resolve));
     const tokenizer = recordingCounter();
-    const queue = createCountQueue({ perKey: 5, capacity: 5, timeoutMs: 60_000, count: async (t) => (await gate, tokenizer.count(t)) });
+    const queue = createCountQueue({ perKeyBytes: 1 << 20, capacityBytes: 1 << 20, timeoutMs: 60_000, count: async (t) => (await gate, tokenizer.count(t)) });
     const running = queue.count("A", "first");
     const abort = new AbortController();
     const waiting = queue.count("B", "abandoned", abort.signal);
@@ -75,7 +91,7 @@ describe("free count queue", () => {
 
   test("counted in slices on the tokenizer's low-priority lane, a text gets the same count as at once", async () => {
     const text = "Sorting wagons over the hump, one cut at a time; 汉字 and 🚂 too. ".repeat(4000);
-    const queue = createCountQueue({ perKey: 5, capacity: 5, timeoutMs: 60_000, count: countTokensWhenIdle });
+    const queue = createCountQueue({ perKeyBytes: 1 << 20, capacityBytes: 1 << 20, timeoutMs: 60_000, count: countTokensWhenIdle });
     expect(text.length).toBeGreaterThan(3 * 65536);
     expect(await queue.count("A", text)).toBe(await countTokens(text));
   });

@@ -67,6 +67,23 @@ describe("fair queue", () => {
     expect(queue.push("B", 4)).toBe("queue_full");
   });
 
+  test("weights: the caps bound the sum, a key with nothing queued may queue one heavy item", () => {
+    const queue = createFairQueue<string>({ capacity: 100, perKey: 10 });
+    expect(queue.push("A", "huge", 50)).toBe("queued");
+    expect(queue.push("A", "small", 1)).toBe("key_full");
+    expect(queue.push("B", "b1", 6)).toBe("queued");
+    expect(queue.push("B", "b2", 4)).toBe("queued");
+    expect(queue.push("B", "b3", 1)).toBe("key_full");
+    expect(queue.push("C", "c1", 41)).toBe("queue_full");
+    expect(queue.push("C", "c1", 40)).toBe("queued");
+    expect(queue.weight).toBe(100);
+    queue.remove("B", "b1");
+    expect(queue.weight).toBe(94);
+    expect(queue.push("B", "b3", 6)).toBe("queued");
+    expect(drain(queue)).toEqual(["huge", "b2", "c1", "b3"]);
+    expect(queue.weight).toBe(0);
+  });
+
   test("a key whose last item leaves drops out of the rotation without skipping the next key's turn", () => {
     const queue = createFairQueue<string>({ capacity: 10, perKey: 10 });
     queue.push("A", "a1");

@@ -95,14 +95,14 @@ export const LimitsConfig = t.Object({
    */
   max_response_bytes: t.Integer({ minimum: 1024, default: 64 * 1024 * 1024 }),
   /**
-   * Free counting (`/v1/messages/count_tokens`, docs/decisions.md "Free counting"): the most
-   * prompt text (UTF-8 bytes) one count takes, else 413; the counts one key may have waiting for or
-   * in the gateway's tokenizer (more: 429); all keys' together (more: 503); and how long a count may
-   * wait for the tokenizer before it is given up (503).
+   * Free counting (`/v1/messages/count_tokens`, docs/decisions.md "Bodies and free counting"): the
+   * most prompt text (UTF-8 bytes) one count takes, else 413; the text one key may have waiting for
+   * or in the gateway's tokenizer, each count weighing at least 64 KiB (more: 429); all keys'
+   * together (more: 503); and how long a count may take from its arrival (then 503).
    */
   count_tokens_max_bytes: t.Integer({ minimum: 1024, default: 4 * 1024 * 1024 }),
-  count_tokens_per_key: t.Integer({ minimum: 1, default: 8 }),
-  count_tokens_queue: t.Integer({ minimum: 1, default: 256 }),
+  count_tokens_per_key_bytes: t.Integer({ minimum: 65_536, default: 16 * 1024 * 1024 }),
+  count_tokens_queue_bytes: t.Integer({ minimum: 65_536, default: 64 * 1024 * 1024 }),
   count_tokens_timeout_ms: t.Integer({ minimum: 10, default: 10_000 }),
 });
 

@@ -3,8 +3,11 @@ import { createFairQueue } from "./fair-queue.ts";
 /**
  * Free token counts (`POST /v1/messages/count_tokens` answered by the gateway's tokenizer) wait
  * here for the tokenizer, so that one key cannot starve the others nor the paid path:
- * - per key, at most `perKey` counts queued or running: more are refused (429) at once;
- * - all keys, at most `capacity`: more are refused (503) rather than held without bound;
+ * - per key, at most `perKeyBytes` of text queued or running: more is refused (429) at once;
+ * - all keys, at most `capacityBytes`: more is refused (503) rather than held without bound;
+ *   each count weighs its UTF-8 bytes but at least one slice, so the caps bound the tokenizer's
+ *   work and the texts held, and a key may still send dozens of small counts at once (Claude
+ *   Code's `/context`); a key with nothing queued may always queue one count;
  * - keys take turns (limits/fair-queue.ts), and a turn is one slice of `sliceChars` characters
  *   of a text, so a key's 4 MB prompt delays another key's 8-token count by one slice, not by
  *   the whole prompt;
@@ -16,8 +19,8 @@ import { createFairQueue } from "./fair-queue.ts";
  */
 
 export interface CountQueueOptions {
-  perKey: number;
-  capacity: number;
+  perKeyBytes: number;
+  capacityBytes: number;
   timeoutMs: number;
   /** Counts one slice of text; may be slow, must not reject for an ordinary text. */
   count: (text: string) => Promise<number>;
@@ -39,6 +42,8 @@ export interface CountQueue {
   count(key: string, text: string, signal?: AbortSignal): Promise<number>;
   /** Counts queued or running, all keys. */
   readonly size: number;
+  /** Their weight (bytes of text, at least a slice each). */
+  readonly bytes: number;
   /** Counts queued or running for `key`. */
   sizeOf(key: string): number;
 }
@@ -59,7 +64,7 @@ interface Job {
 const DEFAULT_SLICE_CHARS = 32 * 2048;
 
 export function createCountQueue(o: CountQueueOptions): CountQueue {
-  const queue = createFairQueue<Job>({ capacity: o.capacity, perKey: o.perKey });
+  const queue = createFairQueue<Job>({ capacity: o.capacityBytes, perKey: o.perKeyBytes });
   const slice = o.sliceChars ?? DEFAULT_SLICE_CHARS;
   let pumping = false;
 
@@ -105,9 +110,9 @@ export function createCountQueue(o: CountQueueOptions): CountQueue {
       if (signal?.aborted) return Promise.reject(new CountRefusedError("aborted", "The client closed the request."));
       return new Promise<number>((resolve, reject) => {
         const job: Job = { text, done: 0, tokens: 0, finished: false, resolve, reject };
-        const pushed = queue.push(key, job);
+        const pushed = queue.push(key, job, Math.max(slice, Buffer.byteLength(text)));
         if (pushed === "key_full") {
-          return reject(new CountRefusedError("key_busy", `Too many token counts in progress for this key: at most ${o.perKey} at once. Retry when one has finished.`));
+          return reject(new CountRefusedError("key_busy", `Too many token counts in progress for this key: at most ${o.perKeyBytes} bytes of text at once. Retry when one has finished.`));
         }
         if (pushed === "queue_full") {
           return reject(new CountRefusedError("queue_full", "The gateway's tokenizer has too many counts waiting. Retry in a moment."));
@@ -123,6 +128,9 @@ export function createCountQueue(o: CountQueueOptions): CountQueue {
     },
     get size() {
       return queue.size;
+    },
+    get bytes() {
+      return queue.weight;
     },
     sizeOf(key) {
       return queue.sizeOf(key);

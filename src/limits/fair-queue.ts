@@ -6,13 +6,15 @@
  *
  * An item stays queued while it is served (it may take several turns) until `remove`: the
  * per-key cap counts what a key has queued or running, and a key with nothing left leaves the
- * rotation.
+ * rotation. Items have a weight (count-queue.ts: bytes of text), and the caps bound the sum, so a
+ * key may queue many small items or a few large ones; a key with nothing queued may always queue
+ * one item, however heavy, and so may anyone into an empty queue.
  */
 
 export interface FairQueueLimits {
-  /** Items queued or being served, all keys together. */
+  /** Weight of the items queued or being served, all keys together. */
   capacity: number;
-  /** Items queued or being served for one key. */
+  /** Weight of the items queued or being served for one key. */
   perKey: number;
 }
 
@@ -20,49 +22,62 @@ export interface FairQueueLimits {
 export type FairQueuePush = "queued" | "key_full" | "queue_full";
 
 export interface FairQueue<T> {
-  push(key: string, item: T): FairQueuePush;
+  /** Queues `item` (of `weight`, default 1) at the back of `key`'s line, unless a cap refuses it. */
+  push(key: string, item: T, weight?: number): FairQueuePush;
   /** The item whose turn it is (the oldest of the next key in rotation), left in the queue; undefined when empty. */
   next(): { key: string; item: T } | undefined;
   /** Takes an item out (served, timed out, abandoned); false when it was not queued. */
   remove(key: string, item: T): boolean;
+  /** Items queued or being served. */
   readonly size: number;
   /** Items queued or being served for `key`. */
   sizeOf(key: string): number;
+  /** Their weight, all keys together. */
+  readonly weight: number;
 }
 
 export function createFairQueue<T>(limits: FairQueueLimits): FairQueue<T> {
-  const lines = new Map<string, T[]>();
+  /** Each key's items in order, and their weight. */
+  const lines = new Map<string, { items: T[]; weights: number[]; weight: number }>();
   /** Keys with work, in the order they take turns; `turn` indexes the next. */
   const ring: string[] = [];
   let turn = 0;
   let size = 0;
+  let total = 0;
   return {
-    push(key, item) {
+    push(key, item, weight = 1) {
       const line = lines.get(key);
-      if ((line?.length ?? 0) >= limits.perKey) return "key_full";
-      if (size >= limits.capacity) return "queue_full";
-      if (line) line.push(item);
-      else {
-        lines.set(key, [item]);
+      if (line && line.weight + weight > limits.perKey) return "key_full";
+      if (size > 0 && total + weight > limits.capacity) return "queue_full";
+      if (line) {
+        line.items.push(item);
+        line.weights.push(weight);
+        line.weight += weight;
+      } else {
+        lines.set(key, { items: [item], weights: [weight], weight });
         // At the end of the rotation: served after each key already waiting has had one turn.
         ring.push(key);
       }
       size++;
+      total += weight;
       return "queued";
     },
     next() {
       if (ring.length === 0) return undefined;
       if (turn >= ring.length) turn = 0;
       const key = ring[turn++]!;
-      return { key, item: lines.get(key)![0]! };
+      return { key, item: lines.get(key)!.items[0]! };
     },
     remove(key, item) {
       const line = lines.get(key);
-      const at = line ? line.indexOf(item) : -1;
+      const at = line ? line.items.indexOf(item) : -1;
       if (at < 0) return false;
-      line!.splice(at, 1);
+      const [weight] = line!.weights.splice(at, 1);
+      line!.items.splice(at, 1);
+      line!.weight -= weight!;
+      total -= weight!;
       size--;
-      if (line!.length === 0) {
+      if (line!.items.length === 0) {
         lines.delete(key);
         const place = ring.indexOf(key);
         ring.splice(place, 1);
@@ -75,7 +90,10 @@ export function createFairQueue<T>(limits: FairQueueLimits): FairQueue<T> {
       return size;
     },
     sizeOf(key) {
-      return lines.get(key)?.length ?? 0;
+      return lines.get(key)?.items.length ?? 0;
+    },
+    get weight() {
+      return total;
     },
   };
 }
