@@ -6,10 +6,10 @@ import type { Database } from "bun:sqlite";
 import { createApp, type App, type AppDeps } from "../../src/app.ts";
 import { resolveSettings } from "../../src/config/load-config.ts";
 import { openDatabase } from "../../src/store/database.ts";
-import { silentLogger, type Logger } from "../../src/log.ts";
-import type { UpstreamFetch } from "../../src/pipeline/forward.ts";
+import { silentLogger, type Logger } from "../../src/log/log.ts";
+import type { Transport } from "../../src/transport/transport.ts";
 import { fileFixture } from "./file-fixture.ts";
-import { SERVER_BODY_LIMIT } from "../../src/plugins/json-body.ts";
+import { SERVER_BODY_LIMIT } from "../../src/app.ts";
 
 export const OPENAI_MODEL = "test/gpt";
 export const ANTHROPIC_MODEL = "test/claude";
@@ -48,7 +48,7 @@ export interface GatewayOptions {
   /** More of the config's `limits` section (max_body_bytes, count_tokens_*…). */
   limits?: Record<string, unknown>;
   totalMs?: number;
-  fetch?: UpstreamFetch;
+  fetch?: Transport;
   log?: Logger;
   ledgerOptions?: AppDeps["ledgerOptions"];
   wrapLedger?: AppDeps["wrapLedger"];
