@@ -134,7 +134,10 @@ export function createApp(deps: AppDeps) {
   });
   const ops = deps.ops ?? DEFAULT_OPS;
   // Answers kept for item_reference and previous_response_id: memory only, never disk or logs.
-  const responseStore = deps.responseStore ?? createMemoryResponseStore({ maxBytes: deps.settings.responses.store_max_bytes, ttlMs: deps.settings.responses.store_ttl_ms, now });
+  const stored = deps.settings.responses;
+  const responseStore =
+    deps.responseStore ??
+    createMemoryResponseStore({ maxBytes: stored.store_max_bytes, accountMaxBytes: stored.account_max_bytes, answerMaxBytes: stored.answer_max_bytes, ttlMs: stored.store_ttl_ms, now });
   // Free token counts take turns per key on the tokenizer's low-priority lane (limits/count-queue.ts).
   const limits = deps.settings.limits;
   const counts = createCountQueue({ perKeyBytes: limits.count_tokens_per_key_bytes, capacityBytes: limits.count_tokens_queue_bytes, timeoutMs: limits.count_tokens_timeout_ms, count: countTokensWhenIdle });

@@ -10,7 +10,7 @@ import { createApp, SERVER_BODY_LIMIT } from "./app.ts";
 import { jsonLogger } from "./log/log.ts";
 import { issueDemoKey } from "./accounts/demo-account.ts";
 import { microToCredits } from "./billing/money.ts";
-import { holdTtlFor, openPostgresStores, openRedisLimiter, type SharedStores } from "./store/stores.ts";
+import { holdTtlFor, openPostgresStores, openRedisLimiter, openRedisResponseStore, type SharedStores } from "./store/stores.ts";
 import { superviseWorkers, type ListeningMessage } from "./supervisor.ts";
 import type { Database } from "bun:sqlite";
 import { healthCheck } from "./ops/health-check.ts";
@@ -77,9 +77,13 @@ if (choice.databaseUrl) {
   void checkpointer.ready.then((running) => running && log("debug", "WAL checkpoints run on their own thread", { db: dbPath }));
 }
 // Rate limits in Redis fail closed: until it answers, requests are refused with 503.
-const limiter = choice.redisUrl ? openRedisLimiter(choice.redisUrl, { log }) : undefined;
+const limiter = choice.redisUrl ? openRedisLimiter(choice.redisUrl, { log, prefix: choice.redisPrefix }) : undefined;
 if (limiter && !(await limiter.ready())) log("warn", "Redis (SWITCHYARD_REDIS_URL) does not answer yet: requests are refused (503) until it does");
-const app = createApp({ db, stores, limiter, settings, log, adminToken: ops.adminToken, ops, upstreamViaProxy: env.upstreamViaProxy });
+// Stored Responses answers are shared through the same Redis, so any worker or host can continue
+// a conversation; without Redis each process keeps its own.
+const responseStore = choice.redisUrl ? openRedisResponseStore(choice.redisUrl, settings, { log, prefix: choice.redisPrefix }) : undefined;
+if (responseStore && !(await responseStore.ready())) log("warn", "Redis (SWITCHYARD_REDIS_URL) does not answer yet: stored Responses answers are unavailable (503 for previous_response_id) until it does");
+const app = createApp({ db, stores, limiter, settings, log, adminToken: ops.adminToken, ops, upstreamViaProxy: env.upstreamViaProxy, responseStore });
 const demo = demoWanted.on ? await issueDemoKey(app.services.accounts) : undefined;
 // What the account has now, not what it started with: a spent demo account says so at the next start.
 const demoCredits = demo ? microToCredits((await app.services.ledger.balance(demo.accountId))?.balanceMicro ?? 0) : 0;
@@ -118,7 +122,7 @@ try {
 const port = app.server!.port;
 const shown = hostname === "0.0.0.0" ? "localhost" : hostname;
 if (worker) process.send?.({ type: "listening", port: Number(port) } satisfies ListeningMessage);
-log("info", "switchyard listening", { url: `http://${shown}:${port}`, config: settings.source, db: storeName, rateLimits: choice.redisUrl ? "redis" : "in-process", models: settings.models.length });
+log("info", "switchyard listening", { url: `http://${shown}:${port}`, config: settings.source, db: storeName, rateLimits: choice.redisUrl ? "redis" : "in-process", storedResponses: choice.redisUrl ? "redis" : "in-process", models: settings.models.length });
 
 // Workers after the first are told SWITCHYARD_DEMO=0 by the supervisor: only a single process or the first says why.
 if (!demoWanted.on && !(worker && env.demoOffByEnv)) log("info", `no demo account: ${demoWanted.reason} (SWITCHYARD_DEMO=1 turns it on)`);
@@ -153,6 +157,7 @@ async function shutdown(signal: string): Promise<void> {
   if (stores) await stores.close();
   else await app.services.ledger.close();
   limiter?.close();
+  responseStore?.close();
   await checkpointer?.stop();
   db?.close();
   lock?.release();

@@ -1,4 +1,5 @@
 import { t, type TSchema } from "elysia";
+import { ResponseDeleted } from "./routes/responses.ts";
 
 /**
  * The OpenAPI 3.1 document of `GET /openapi.json`, built once from the routes the app serves:
@@ -217,7 +218,7 @@ export const OPERATIONS: Record<string, Operation> = {
   },
   "POST /v1/responses": {
     summary: "Responses (OpenAI Responses API)",
-    description: "OpenAI's Responses API on the same pipeline as chat completions: any configured model, streaming or not, tools (function, custom, namespace), reasoning (as summary parts when `reasoning.summary` asks), structured output, `models` fallbacks. Unless `store: false`, the answer is kept in the gateway process's memory (bounded by `responses.store_max_bytes`, for `responses.store_ttl_ms` after its last use, per account, never on disk) so later requests can name it: `item_reference` input items and `previous_response_id`. An id the process does not hold (expired, evicted, another process) is a 400 naming it.",
+    description: "OpenAI's Responses API on the same pipeline as chat completions: any configured model, streaming or not, tools (function, custom, namespace), reasoning (as summary parts when `reasoning.summary` asks), structured output, `models` fallbacks. Unless `store: false`, the answer is kept (in Redis when SWITCHYARD_REDIS_URL is set, shared by every gateway process; else in the process's memory; never on disk) for `responses.store_ttl_ms` after its last use, within a byte quota per account (`responses.account_max_bytes`; the account's own least recently used answers go first), so later requests can name it: `item_reference` input items and `previous_response_id`. An id not held (expired, evicted, deleted, another account's) is a 400 naming it. An input larger than `responses.answer_max_bytes` is a 400 unless `store: false`; an answer that ends up larger is delivered with `store: false` and not kept. While Redis cannot be reached, a request naming a stored answer is a 503 (`Retry-After: 5`) and answers say `store: false`.",
     tag: "chat", security: "key", errors: CHAT_ERRORS,
     answers: { "200": { description: "The response; `stream: true` gives response.* server-sent events.", schema: t.Object({ id: t.String(), object: t.Literal("response") }, { additionalProperties: true }), content: sse, headers: RATE } },
   },
@@ -228,10 +229,16 @@ export const OPERATIONS: Record<string, Operation> = {
     answers: { "200": { description: "One vector per input, in input order.", schema: EmbeddingList, headers: RATE } },
   },
   "GET /v1/responses/:id": {
-    summary: "Retrieve a response (not served)",
-    description: "Answers are kept only for later requests to refer to (`item_reference`, `previous_response_id`), not to be read back: always 404 with a message saying so.",
-    tag: "chat", security: "key", errors: [401, 404, 429],
-    answers: {},
+    summary: "Retrieve a stored response",
+    description: "The SDKs' `responses.retrieve`: a stored answer of the key's own account, exactly as `POST /v1/responses` returned it (a streamed one as its final `response.completed` object). Reading it counts as a use (its TTL restarts). Unknown, expired, evicted, deleted and other accounts' ids are the same 404. 503 while Redis (SWITCHYARD_REDIS_URL) cannot be reached.",
+    tag: "chat", security: "key", errors: [401, 404, 429, 503],
+    answers: { "200": { description: "The stored Response object.", schema: t.Object({ id: t.String(), object: t.Literal("response") }, { additionalProperties: true }) } },
+  },
+  "DELETE /v1/responses/:id": {
+    summary: "Delete a stored response",
+    description: "The SDKs' `responses.delete`: forgets a stored answer of the key's own account (its items can no longer be referred to, nor can it be continued). Unknown, expired, already deleted and other accounts' ids are the same 404. 503 while Redis (SWITCHYARD_REDIS_URL) cannot be reached.",
+    tag: "chat", security: "key", errors: [401, 404, 429, 503],
+    answers: { "200": { description: "Deleted.", schema: ResponseDeleted } },
   },
   "GET /health": {
     summary: "Liveness",

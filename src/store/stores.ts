@@ -13,6 +13,8 @@ import { createPostgresLedger, type PgLedgerOptions } from "./postgres/pg-ledger
 import { migratePostgres } from "./postgres/pg-migrations.ts";
 import { createPostgresUsageBreakdown, createPostgresUsageReport } from "./postgres/pg-reports.ts";
 import { createRedisRateLimiter, type RedisRateLimiterOptions } from "./redis/redis-rate-limiter.ts";
+import { createRedisResponseStore } from "./redis/redis-response-store.ts";
+import type { ResponseStore } from "../translate/response-store.ts";
 
 /** The shared stores app.ts takes instead of building SQLite ones. */
 export interface SharedStores {
@@ -78,6 +80,12 @@ export function holdTtlFor(settings: Settings): number {
   let longest = 0;
   for (const provider of settings.providers.values()) longest = Math.max(longest, provider.timeouts.total_ms);
   return longest + 60_000;
+}
+
+/** The Responses API's stored answers in Redis, bounded by the config's `responses` section. */
+export function openRedisResponseStore(url: string, settings: Settings, o: { log?: Logger; prefix?: string } = {}): ResponseStore & { close(): void; ready(): Promise<boolean> } {
+  const r = settings.responses;
+  return createRedisResponseStore(url, { ...o, maxBytes: r.store_max_bytes, accountMaxBytes: r.account_max_bytes, answerMaxBytes: r.answer_max_bytes, ttlMs: r.store_ttl_ms, now: Date.now });
 }
 
 export function openRedisLimiter(url: string, o: RedisRateLimiterOptions = {}): RateLimitStore & { close(): void; ready(): Promise<boolean>; health(): { reachable: boolean } } {

@@ -62,7 +62,7 @@ export interface GatewayOptions {
   /** The Responses API's stored answers (default: the app's own, in memory). */
   responseStore?: AppDeps["responseStore"];
   /** The config's `responses` section (the app's own store's bounds). */
-  responses?: { store_max_bytes?: number; store_ttl_ms?: number };
+  responses?: { store_max_bytes?: number; account_max_bytes?: number; answer_max_bytes?: number; store_ttl_ms?: number };
   /** The config's `alerts` section (spend alerts), and SWITCHYARD_ALERT_SECRET. */
   alerts?: Record<string, unknown>;
   alertSecret?: string;
