@@ -186,6 +186,8 @@ export function createApp(deps: AppDeps) {
       onArrival: assignRequestId(tracker),
       // The admin token is checked on arrival too, before an admin body is read.
       admin: deps.adminToken ? adminGate({ adminToken: deps.adminToken, now, log, authFailures }) : undefined,
+      // A key whose token counts fill its share is refused before its next count's body is read.
+      countsBusy: (keyId) => counts.busy(keyId),
     }))
     .use(jsonBodyPlugin(deps.settings.limits.max_body_bytes))
     // The answering routes close their own request traces (see closeTracesHook): before the hook.

@@ -7,6 +7,7 @@
 import { beforeAll, describe, expect, test } from "bun:test";
 import { useFakeUpstream } from "./helpers/fake-upstream.ts";
 import { FREE_MODEL, OPENAI_MODEL, useGateway } from "./helpers/gateway.ts";
+import { rawUpload } from "./helpers/raw-upload.ts";
 
 /** The flood: this many big counts of ~4 MB, which the key's byte cap holds and not one small count more. */
 const PER_KEY = 4;
@@ -90,6 +91,24 @@ describe("one key's count flood", () => {
     expect(body.error.message).toBe(`Too many token counts in progress for this key: at most ${PER_KEY_BYTES} bytes of text at once. Retry when one has finished.`);
     await Promise.all(flooding);
     expect(answered).toHaveLength(PER_KEY);
+  });
+
+  test("a key whose counts fill its share is refused on arrival, before its next body is read", async () => {
+    const answered: string[] = [];
+    const flooding = await flood(answered);
+    const total = 64 * 1024 * 1024;
+    const res = await rawUpload({
+      port: Number(new URL(gw.url).port),
+      path: "/v1/messages/count_tokens",
+      headers: { "x-api-key": flooder.key, "anthropic-version": "2023-06-01", "content-type": "application/json" },
+      total,
+      chunked: true,
+    });
+    expect(res.status).toBe(429);
+    expect(JSON.parse(res.body).error.type).toBe("rate_limit_error");
+    expect(res.closedByServer).toBe(true);
+    expect(res.sent).toBeLessThan(total);
+    await Promise.all(flooding);
   });
 });
 

@@ -36,7 +36,12 @@ describe("free count queue", () => {
     let release!: () => void;
     const gate = new Promise<void>((resolve) => (release = resolve));
     const queue = createCountQueue({ perKeyBytes: 8, capacityBytes: 1000, timeoutMs: 60_000, count: async (t) => (await gate, t.length), sliceChars: 2 });
-    const first = [queue.count("B", "xxxx"), queue.count("B", "yyyy")];
+    const first = [queue.count("B", "xxxx")];
+    expect(queue.busy("B")).toBeUndefined();
+    first.push(queue.count("B", "yyyy"));
+    // Full: not even a count of one slice fits, which a request's arrival can be told before its body is read.
+    expect(queue.busy("B")).toBe("Too many token counts in progress for this key: at most 8 bytes of text at once. Retry when one has finished.");
+    expect(queue.busy("A")).toBeUndefined();
     expect(await refusal(queue.count("B", "z"))).toBe("key_busy");
     const other = queue.count("A", "aaaa");
     expect(queue.sizeOf("B")).toBe(2);

@@ -40,6 +40,11 @@ export class CountRefusedError extends Error {
 export interface CountQueue {
   /** The tokens of `text`, counted in turn with other keys' counts. */
   count(key: string, text: string, signal?: AbortSignal): Promise<number>;
+  /**
+   * Why `key`'s next count would be refused whatever its size (its counts leave no room for one
+   * slice), or undefined: asked when a request arrives, so a flood is refused before its body is read.
+   */
+  busy(key: string): string | undefined;
   /** Counts queued or running, all keys. */
   readonly size: number;
   /** Their weight (bytes of text, at least a slice each). */
@@ -67,6 +72,7 @@ export function createCountQueue(o: CountQueueOptions): CountQueue {
   const queue = createFairQueue<Job>({ capacity: o.capacityBytes, perKey: o.perKeyBytes });
   const slice = o.sliceChars ?? DEFAULT_SLICE_CHARS;
   let pumping = false;
+  const keyBusy = `Too many token counts in progress for this key: at most ${o.perKeyBytes} bytes of text at once. Retry when one has finished.`;
 
   function finish(key: string, job: Job, outcome: { tokens: number } | { error: unknown }): void {
     if (job.finished) return;
@@ -111,9 +117,7 @@ export function createCountQueue(o: CountQueueOptions): CountQueue {
       return new Promise<number>((resolve, reject) => {
         const job: Job = { text, done: 0, tokens: 0, finished: false, resolve, reject };
         const pushed = queue.push(key, job, Math.max(slice, Buffer.byteLength(text)));
-        if (pushed === "key_full") {
-          return reject(new CountRefusedError("key_busy", `Too many token counts in progress for this key: at most ${o.perKeyBytes} bytes of text at once. Retry when one has finished.`));
-        }
+        if (pushed === "key_full") return reject(new CountRefusedError("key_busy", keyBusy));
         if (pushed === "queue_full") {
           return reject(new CountRefusedError("queue_full", "The gateway's tokenizer has too many counts waiting. Retry in a moment."));
         }
@@ -125,6 +129,10 @@ export function createCountQueue(o: CountQueueOptions): CountQueue {
         }
         void pump();
       });
+    },
+    busy(key) {
+      const held = queue.weightOf(key);
+      return held > 0 && held + slice > o.perKeyBytes ? keyBusy : undefined;
     },
     get size() {
       return queue.size;

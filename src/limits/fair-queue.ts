@@ -34,6 +34,8 @@ export interface FairQueue<T> {
   sizeOf(key: string): number;
   /** Their weight, all keys together. */
   readonly weight: number;
+  /** The weight of `key`'s items. */
+  weightOf(key: string): number;
 }
 
 export function createFairQueue<T>(limits: FairQueueLimits): FairQueue<T> {
@@ -94,6 +96,9 @@ export function createFairQueue<T>(limits: FairQueueLimits): FairQueue<T> {
     },
     get weight() {
       return total;
+    },
+    weightOf(key) {
+      return lines.get(key)?.weight ?? 0;
     },
   };
 }

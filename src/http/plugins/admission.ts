@@ -49,6 +49,11 @@ export interface AdmissionOptions {
    * bodies are read like every other route's; absent, admin paths are left to the router (404).
    */
   admin?: (request: Request, server: AdminServer) => Response | undefined;
+  /**
+   * Why a key's token counts are full (limits/count-queue.ts), or undefined: its next count is
+   * refused here, before a body that could only be refused is read.
+   */
+  countsBusy?: (keyId: string) => string | undefined;
 }
 
 /** What the admin gate needs of the server: the client's socket address. */
@@ -126,6 +131,11 @@ export function admissionPlugin(o: AdmissionOptions) {
     // Token counts (Claude Code sends dozens for one `/context`) have a bucket of their own,
     // ten times the key's chat rate, so counting never spends the budget for answers.
     const counting = path === COUNT_TOKENS_PATH;
+    const busy = counting ? o.countsBusy?.(found.keyId) : undefined;
+    if (busy) {
+      o.onRejected(request, 429);
+      return errorResponse(anthropic, 429, "rate_limit", busy, { "retry-after": "1", ...unreadBodyHeaders(request) });
+    }
     const chatPerMinute = found.rateLimitPerMinute ?? o.defaultPerMinute;
     const perMinute = counting ? chatPerMinute * COUNT_TOKENS_RATE_FACTOR : chatPerMinute;
     const taken = o.limiter.take(counting ? `${found.keyId}:count_tokens` : found.keyId, perMinute);
