@@ -51,7 +51,7 @@ for (const a of argv) {
   }
 }
 if (flag("help")) {
-  console.log("usage: bun run bench [--quick] [--rounds N] [--seconds S] [--only A,B,C,D,E,P] [--no-pin] [--profile] [--compare GIT-REF]\n       bun run bench --scale [--seconds S] [--force]   SQLite vs PostgreSQL + Redis, 1 and 2 workers (bench/scale.ts)\n       bun run bench --scenario iso [--quick] [--samples N]   one key's count flood against another key's counts and chat (bench/count-isolation.ts)");
+  console.log("usage: bun run bench [--quick] [--rounds N] [--seconds S] [--only A,B,C,D,E,P] [--no-pin] [--profile] [--compare GIT-REF]\n       bun run bench --scale [--seconds S] [--force]   SQLite vs PostgreSQL + Redis, 1 and 2 workers (bench/scale.ts)\n       bun run bench --scenario iso [--quick] [--samples N] [--seconds S]   one key's count flood against another key's counts and chat (bench/count-isolation.ts)");
   process.exit(0);
 }
 if (option("scenario") === "iso") {
