@@ -92,7 +92,7 @@ const Ready = t.Object({
   rate_limiter: t.Optional(t.Object({ reachable: t.Boolean() }, { description: "Only with SWITCHYARD_REDIS_URL." })),
   vendor_keys: t.Optional(t.Array(t.Object({
     id: t.String({ description: "The provider's id." }),
-    usable: t.Integer({ description: "Its keys usable now; 0 makes the gateway not ready." }),
+    usable: t.Integer({ description: "Its keys usable now. 0 does not make the gateway not ready: every replica shares the keys' state, and the other providers still serve." }),
     keys: t.Array(t.Object({
       env: t.String({ description: "The name of the environment variable holding the key (never its value)." }),
       state: t.Union([t.Literal("cooling"), t.Literal("disabled")]),
