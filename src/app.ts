@@ -1,6 +1,6 @@
 import { Elysia } from "elysia";
 import type { Database } from "bun:sqlite";
-import type { Settings } from "./config/load-config.ts";
+import { providersWithoutKeys, type Settings } from "./config/load-config.ts";
 import { type AccountStore } from "./accounts/account-store.ts";
 import { createAccountStore } from "./store/sqlite/sqlite-accounts.ts";
 import { createKeyResolver, type KeyResolver } from "./accounts/key-resolver.ts";
@@ -14,6 +14,7 @@ import { rememberSecret } from "./log/scrub.ts";
 import type { Transport } from "./transport/transport.ts";
 import { admissionPlugin, maybePrincipalOf, pathOf } from "./http/plugins/admission.ts";
 import { createRateLimiter, type RateLimitStore } from "./limits/rate-limiter.ts";
+import { createConcurrencyLimiter, type ConcurrencyStore } from "./limits/concurrency-limiter.ts";
 import { errorsPlugin } from "./http/plugins/errors.ts";
 import { jsonBodyPlugin } from "./http/plugins/json-body.ts";
 /** Bun's own body cap where the server listens (none: see the module). */
@@ -46,6 +47,9 @@ import { createMemoryResponseStore } from "./store/memory/memory-response-store.
 import { createAlerts, type Alerts } from "./alerts/alerts.ts";
 import { createAuthFailures, type AuthFailureOptions } from "./limits/auth-failures.ts";
 import { createSqliteAlertOutbox } from "./store/sqlite/sqlite-alert-outbox.ts";
+import type { KeyStateStore } from "./providers/key-pool.ts";
+import { createKeyPools } from "./providers/key-pools.ts";
+import { createMemoryKeyState } from "./store/memory/memory-key-state.ts";
 
 export interface AppDeps {
   /** The SQLite file's connection: accounts, keys and the ledger, unless `stores` are given. */
@@ -54,6 +58,8 @@ export interface AppDeps {
   stores?: SharedStores;
   /** Rate limits shared by several processes (Redis); in-process buckets otherwise. */
   limiter?: RateLimitStore;
+  /** Requests under way per key, shared by several processes (Redis); counted in this process otherwise. */
+  concurrency?: ConcurrencyStore;
   settings: Settings;
   /** How upstreams are reached; `simulated://` URLs are answered in-process whatever is passed. */
   fetch?: Transport;
@@ -74,6 +80,12 @@ export interface AppDeps {
   responseStore?: ResponseStore;
   /** How often the spend alert dispatcher looks at its outbox when idle (tests shorten it). */
   alertPollMs?: number;
+  /** Vendor key pools' shared state (Redis, for several processes); this process's memory otherwise. */
+  keyState?: KeyStateStore;
+  /** [0, 1): the key pools' weighted choice (tests pass a seeded source). */
+  keyRandom?: () => number;
+  /** How often disabled vendor keys are looked at for a due probe (default 1 s). */
+  keyProbeEveryMs?: number;
 }
 
 /** How long a SQLite settlement may wait for others under load (see billing/settlement-queue.ts). */
@@ -84,8 +96,19 @@ export function createApp(deps: AppDeps) {
   // Whatever logger is passed in, no secret reaches it (see log/log.ts).
   const log = withoutSecrets(deps.log);
   // A vendor that echoes our key is scrubbed by the key's value too, whatever its shape.
-  for (const provider of deps.settings.providers.values()) rememberSecret(provider.apiKey);
+  for (const provider of deps.settings.providers.values()) {
+    rememberSecret(provider.apiKey);
+    for (const key of provider.keys ?? []) rememberSecret(key.secret);
+  }
   const now = deps.now ?? Date.now;
+  // A provider whose key variable is unset would call its vendor with no key and fail on every
+  // request: said once here (variable names only), and in `/ready` for as long as it lasts.
+  const keyless = providersWithoutKeys(deps.settings);
+  if (keyless.length > 0) {
+    log("warn", "providers without a vendor key: their key variables are unset or empty, so their upstream calls carry no key", {
+      providers: keyless.map((p) => `${p.provider} (${p.env.join(", ")})`),
+    });
+  }
   const inflight = createInflight();
   let accounts: AccountStore, keys: KeyResolver, baseLedger: Ledger & RejectionLog, usage: UsageReporter, breakdown: UsageBreakdown;
   /** Admin writes tell the in-process caches (SQLite's; PostgreSQL's ledger keeps no copies). */
@@ -143,15 +166,28 @@ export function createApp(deps: AppDeps) {
   const counts = createCountQueue({ perKeyBytes: limits.count_tokens_per_key_bytes, capacityBytes: limits.count_tokens_queue_bytes, timeoutMs: limits.count_tokens_timeout_ms, count: countTokensWhenIdle });
   // Request ids, metrics and access-log lines (ops/request-trace.ts).
   const tracker = new Tracker({ log, accessLog: ops.accessLog });
+  const upstreamFetch = withSimulatedUpstream(deps.fetch ?? upstream.fetch);
+  // Vendor key pools (providers/key-pools.ts): choice, cooldowns, probes; shared through Redis when given.
+  const keyPools = createKeyPools({
+    providers: deps.settings.providers,
+    store: deps.keyState ?? createMemoryKeyState({ now }),
+    fetch: upstreamFetch,
+    now,
+    random: deps.keyRandom,
+    log,
+    probeEveryMs: deps.keyProbeEveryMs,
+  });
   const forwardDeps = {
     tracker,
+    keyPools,
     settings: deps.settings,
     ledger,
     inflight,
     catalogue,
-    fetch: withSimulatedUpstream(deps.fetch ?? upstream.fetch),
+    fetch: upstreamFetch,
     log,
     now,
+    concurrency: deps.concurrency ?? createConcurrencyLimiter(),
   };
 
   /**
@@ -197,10 +233,10 @@ export function createApp(deps: AppDeps) {
     .use(embeddingsRoute(forwardDeps));
   if (ops.metrics || ops.accessLog.enabled) front.onAfterResponse(closeTracesHook(tracker));
   const app = front
-    .use(healthRoutes({ ledger, draining: () => draining, limiter: deps.limiter }))
+    .use(healthRoutes({ ledger, draining: () => draining, limiter: deps.limiter, keyless, keyPools }))
     .use(ops.metrics ? metricsRoute({ expose: () => tracker.metrics?.expose(), token: ops.metricsToken }) : new Elysia({ name: "switchyard/no-metrics" }))
     .use(modelsRoute(catalogue))
-    .use(keyRoute({ accounts, ledger, defaultPerMinute: deps.settings.limits.requests_per_minute }))
+    .use(keyRoute({ accounts, ledger, defaultPerMinute: deps.settings.limits.requests_per_minute, defaultMaxConcurrent: deps.settings.limits.max_concurrent_requests ?? null }))
     .use(openApiRoute(documented));
   // Composed now, before the admin routes: Elysia composes a route on its first request with what
   // the app's hooks read by then, and a global hook that reads `headers` (as @elysiajs/bearer's
@@ -219,8 +255,11 @@ export function createApp(deps: AppDeps) {
       inflight,
       now,
       alerts,
+      keyPools,
     });
   }
+  app.onStart(() => keyPools.start());
+  app.onStop(() => keyPools.stop());
   // Delivery starts with the server (after a start-up check) and stops with it.
   if (alerts) {
     const started = alerts;
@@ -237,6 +276,7 @@ export function createApp(deps: AppDeps) {
     inflight,
     upstream,
     tracker,
+    keyPools,
     /** Free token counts waiting for or in the tokenizer. */
     counts,
     /** Resolves once every started request is settled and its settlement written. */

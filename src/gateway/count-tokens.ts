@@ -6,6 +6,8 @@ import type { ForwardDeps } from "./forward.ts";
 import { GatewayError } from "../streaming/gateway-error.ts";
 import { promptText } from "../translate/prepare-upstream.ts";
 import { upstreamStatusError } from "../providers/upstream-errors.ts";
+import { withKey } from "../providers/key-pools.ts";
+import { modelAllowed, modelRefusal } from "../accounts/model-access.ts";
 
 /** Longest wait for an upstream's count before the gateway answers with its own estimate. */
 const UPSTREAM_COUNT_MS = 10_000;
@@ -20,15 +22,19 @@ const UPSTREAM_COUNT_MS = 10_000;
  * request over its size limit) and our tokenizer's counts take turns per key (limits/count-queue.ts).
  */
 export async function countMessageTokens(
-  deps: Pick<ForwardDeps, "settings" | "fetch" | "log"> & { catalogue: Catalogue; counts: CountQueue },
+  deps: Pick<ForwardDeps, "settings" | "fetch" | "log" | "keyPools"> & { catalogue: Catalogue; counts: CountQueue },
   body: Record<string, unknown>,
   headers: Headers,
   signal: AbortSignal,
+  /** Whose turn a count of our tokenizer takes (limits/count-queue.ts). */
   keyId: string,
+  /** The key's model list (null: every model): a count for a model it may not use is refused like a request. */
+  allowed: readonly string[] | null = null,
 ): Promise<Response> {
   const name = String(body.model);
   const model = deps.catalogue.get(name);
   if (!model) throw new GatewayError(404, "not_found", `The model "${name.slice(0, 200)}" does not exist. GET /v1/models lists the available ids.`);
+  if (allowed !== null && !modelAllowed(allowed, model.id)) throw new GatewayError(403, "permission", modelRefusal(allowed, model.id));
   if (model.category === "embedding") throw new GatewayError(400, "invalid_request", `The model "${model.id}" is an embedding model: it takes no messages.`);
   checkAnthropicContent(body);
   const text = promptText("anthropic", body);
@@ -38,10 +44,16 @@ export async function countMessageTokens(
     throw new GatewayError(413, "request_too_large", `The prompt is too large to count: ${bytes} bytes of text; count_tokens counts at most ${limit}.`);
   }
 
-  const provider = deps.settings.providers.get(model.provider)!;
-  if (provider.kind === "anthropic" && model.upstream_api !== "images") {
+  const configured = deps.settings.providers.get(model.provider)!;
+  if (configured.kind === "anthropic" && model.upstream_api !== "images") {
     const upstreamBody: Record<string, unknown> = { ...body, model: model.upstream_model };
     delete upstreamBody.models;
+    // A count has no prompt cache to keep warm: any usable key of the pool, and what the vendor
+    // answers tells the pool about that key as an answer would.
+    const pool = deps.keyPools?.get(configured.id);
+    const chosen = pool?.choose(undefined);
+    const key = chosen instanceof Promise ? await chosen : chosen;
+    const provider = key ? withKey(configured, key.secret) : configured;
     const call = anthropicAdapter.buildRequest(provider, upstreamBody, headers);
     const clientRequestId = headers.get("x-request-id") ?? undefined;
     if (clientRequestId) call.headers["x-request-id"] = clientRequestId;
@@ -52,6 +64,7 @@ export async function countMessageTokens(
         body: call.body,
         signal: AbortSignal.any([signal, AbortSignal.timeout(Math.min(UPSTREAM_COUNT_MS, provider.timeouts.first_byte_ms))]),
       });
+      if (key) pool!.report(key, res.status, undefined);
       const json = (await res.json().catch(() => undefined)) as { input_tokens?: unknown } | undefined;
       if (res.ok && typeof json?.input_tokens === "number") return Response.json({ input_tokens: json.input_tokens });
       // A request the vendor finds malformed is the client's to fix; anything else (no such

@@ -18,7 +18,8 @@ export function messagesRoute(deps: ForwardDeps & { catalogue: Catalogue; counts
     .post(
       "/v1/messages/count_tokens",
       async ({ body, request }) => {
-        const response = await countMessageTokens(deps, body as Record<string, unknown>, request.headers, request.signal, principalOf(request).keyId);
+        const principal = principalOf(request);
+        const response = await countMessageTokens(deps, body as Record<string, unknown>, request.headers, request.signal, principal.keyId, principal.models);
         // Registered before the app's after-response hook (the chat routes close their own traces).
         deps.tracker?.responded(request, response.status);
         return response;
