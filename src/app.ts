@@ -17,7 +17,9 @@ import { createRateLimiter, type RateLimitStore } from "./limits/rate-limiter.ts
 import { createConcurrencyLimiter, type ConcurrencyStore } from "./limits/concurrency-limiter.ts";
 import { errorsPlugin } from "./http/plugins/errors.ts";
 import { jsonBodyPlugin } from "./http/plugins/json-body.ts";
-import { adminRoutes } from "./http/routes/admin.ts";
+/** Bun's own body cap where the server listens (none: see the module). */
+export { SERVER_BODY_LIMIT } from "./http/plugins/json-body.ts";
+import { adminGate, adminRoutes } from "./http/routes/admin.ts";
 import { chatCompletionsRoute } from "./http/routes/chat-completions.ts";
 import { messagesRoute } from "./http/routes/messages.ts";
 import { responsesRoute } from "./http/routes/responses.ts";
@@ -27,6 +29,7 @@ import { keyRoute } from "./http/routes/key.ts";
 import { healthRoutes } from "./http/routes/health.ts";
 import { withSimulatedUpstream } from "./providers/simulated/simulated-upstream.ts";
 import { createTokenizer } from "./billing/token-estimate.ts";
+import { createCountQueue } from "./limits/count-queue.ts";
 import { createInflight } from "./gateway/inflight.ts";
 import { createChangeWatch } from "./store/sqlite/change-watch.ts";
 import { retryWhileBusy } from "./store/sqlite/sqlite-errors.ts";
@@ -165,6 +168,9 @@ export function createApp(deps: AppDeps) {
   const responseStore =
     deps.responseStore ??
     createMemoryResponseStore({ maxBytes: stored.store_max_bytes, accountMaxBytes: stored.account_max_bytes, answerMaxBytes: stored.answer_max_bytes, ttlMs: stored.store_ttl_ms, now });
+  // Free token counts take turns per key on the tokenizer's low-priority lane (limits/count-queue.ts).
+  const limits = deps.settings.limits;
+  const counts = createCountQueue({ perKeyBytes: limits.count_tokens_per_key_bytes, capacityBytes: limits.count_tokens_queue_bytes, timeoutMs: limits.count_tokens_timeout_ms, count: tokenizer.countWhenIdle });
   // Request ids, metrics and access-log lines (ops/request-trace.ts).
   const tracker = new Tracker({ log, accessLog: ops.accessLog });
   const upstreamFetch = withSimulatedUpstream(deps.fetch ?? upstream.fetch);
@@ -208,6 +214,7 @@ export function createApp(deps: AppDeps) {
     ledger.countRejection(principals.maybeOf(request)?.keyId ?? "", status, now());
   };
   let draining = false;
+  const authFailures = createAuthFailures({ now, ...deps.adminAuthFailures });
 
   // The OpenAPI document describes what was built (read on its first request). Without an admin
   // token the admin routes are 404s, but the document still describes them.
@@ -226,11 +233,15 @@ export function createApp(deps: AppDeps) {
       onRejected: recordRejection,
       onAnswered: (request, status) => tracker.responded(request, status),
       onArrival: assignRequestId(tracker),
+      // The admin token is checked on arrival too, before an admin body is read.
+      admin: deps.adminToken ? adminGate({ adminToken: deps.adminToken, now, log, authFailures }) : undefined,
+      // A key whose token counts fill its share is refused before its next count's body is read.
+      countsBusy: (keyId) => counts.busy(keyId),
     }))
     .use(jsonBodyPlugin(deps.settings.limits.max_body_bytes))
     // The answering routes close their own request traces (see closeTracesHook): before the hook.
     .use(chatCompletionsRoute(forwardDeps))
-    .use(messagesRoute(forwardDeps))
+    .use(messagesRoute({ ...forwardDeps, counts }))
     .use(responsesRoute({ ...forwardDeps, responseStore }))
     .use(embeddingsRoute(forwardDeps));
   if (ops.metrics || ops.accessLog.enabled) front.onAfterResponse(closeTracesHook(tracker));
@@ -239,15 +250,13 @@ export function createApp(deps: AppDeps) {
     .use(ops.metrics ? metricsRoute({ expose: () => tracker.metrics?.expose(), token: ops.metricsToken }) : new Elysia({ name: "switchyard/no-metrics" }))
     .use(modelsRoute(catalogue, principals))
     .use(keyRoute({ accounts, ledger, defaultPerMinute: deps.settings.limits.requests_per_minute, defaultMaxConcurrent: deps.settings.limits.max_concurrent_requests ?? null, principals }))
-    // Before the admin routes: the bearer plugin's derive is global, and in the minified binary it
-    // fails on routes registered after it that do not parse their query.
     .use(openApiRoute(documented));
   // Composed now, before the admin routes: Elysia composes a route on its first request with what
-  // the app's hooks read by then, and @elysiajs/bearer's global derive reads `headers`, so every
-  // route would copy all request headers into an object per request (`headers.toJSON()`, 1.2 %
-  // of a non-stream request's CPU in a profile) that none of them reads.
+  // the app's hooks read by then, and a global hook that reads `headers` (as @elysiajs/bearer's
+  // derive did when the admin routes used it) makes every route copy all request headers into an
+  // object per request (`headers.toJSON()`, 1.2 % of a non-stream request's CPU in a profile).
   for (const route of app.routes) route.compile();
-  app.use(adminRoutes({ accounts, keys, ledger, usage, breakdown, adminToken: deps.adminToken, now, retryWhileBusy, changed, log, authFailures: createAuthFailures({ now, ...deps.adminAuthFailures }) }));
+  app.use(adminRoutes({ accounts, keys, ledger, usage, breakdown, adminToken: deps.adminToken, now, retryWhileBusy, changed, log }));
   // Route labels are the paths served, known once every route is registered.
   if (ops.metrics) {
     tracker.metrics = createGatewayMetrics({
@@ -281,6 +290,8 @@ export function createApp(deps: AppDeps) {
     upstream,
     tracker,
     keyPools,
+    /** Free token counts waiting for or in the tokenizer. */
+    counts,
     /** Resolves once every started request is settled and its settlement written. */
     async settled(): Promise<void> {
       await inflight.idle();

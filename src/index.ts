@@ -6,7 +6,7 @@ import { OpsConfigError } from "./config/ops-settings.ts";
 import { openDatabase } from "./store/database.ts";
 import { GatewayLockError, lockDatabaseFile } from "./store/sqlite/gateway-lock.ts";
 import { startWalCheckpointer } from "./store/wal-checkpointer.ts";
-import { createApp } from "./app.ts";
+import { createApp, SERVER_BODY_LIMIT } from "./app.ts";
 import { jsonLogger } from "./log/log.ts";
 import { issueDemoKey } from "./accounts/demo-account.ts";
 import { microToCredits } from "./billing/money.ts";
@@ -107,8 +107,8 @@ try {
     // Streams lift this per request; it only bounds idle keep-alive connections and stuck uploads.
     idleTimeout: 120,
     // Bodies are refused with our JSON 413 from their Content-Length or while being read (never buffered
-    // past the limit); Bun's own cut, which answers without a body, is only a last resort.
-    maxRequestBodySize: settings.limits.max_body_bytes * 8,
+    // past the limit); Bun's own cut would answer without a body (see SERVER_BODY_LIMIT).
+    maxRequestBodySize: SERVER_BODY_LIMIT,
     // Workers share the port; the kernel spreads new connections over them. Elysia turns reusePort on
     // unless told otherwise, which would let a second gateway on the same port take half the
     // connections unnoticed (with its own ledger), so a single process asks for the port alone.

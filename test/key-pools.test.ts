@@ -264,7 +264,7 @@ describe("cooldowns and refused keys (injected clock)", () => {
     await until(async () => ((await (await fetch(`${gw.url}/ready`)).json()) as any).vendor_keys === undefined);
   });
 
-  test("every key cooling or disabled: /ready is 503 naming them; the request still goes to the key back soonest", async () => {
+  test("every key cooling or disabled: /ready names them and stays 200 (every replica shares this state); the request still goes to the key back soonest", async () => {
     let clock = 1_800_000_000_000;
     const gw = await gateway({ openaiKeys: [{ env: "POOL_KEY_A" }, { env: "POOL_KEY_B" }], keyRandom: seeded(5), now: () => clock, retry: { max_retries: 0 } });
     upstream.rule((req) => (keyOf(req) === "POOL_KEY_A" ? revoked(SECRETS.POOL_KEY_A!) : undefined));
@@ -275,8 +275,9 @@ describe("cooldowns and refused keys (injected clock)", () => {
     expect(limited.status).toBe(502);
     expect(((await limited.json()) as any).error.message).toBe("The upstream provider is rate limiting the gateway. Retrying is appropriate.");
     const ready = await fetch(`${gw.url}/ready`);
-    expect(ready.status).toBe(503);
+    expect(ready.status).toBe(200);
     const body = (await ready.json()) as any;
+    expect(body.status).toBe("ready");
     expect(body.vendor_keys[0].usable).toBe(0);
     expect(body.vendor_keys[0].keys.map((k: { env: string; state: string }) => `${k.env}:${k.state}`).sort()).toEqual(["POOL_KEY_A:disabled", "POOL_KEY_B:cooling"]);
     upstream.requests.length = 0;

@@ -10,6 +10,12 @@ import { workerUrl } from "../worker-url.ts";
  * - counting a long text runs beside the event loop instead of on it.
  * If the worker cannot be started or dies, counts fall back to a bytes-per-token rule of thumb
  * (the result is an estimate either way, and recorded as one); the next count starts a new worker.
+ *
+ * Two lanes share the one thread: `count` (chat admission near a context window, usage for
+ * billing) goes to the worker at once; `countWhenIdle` (free counts, limits/count-queue.ts)
+ * goes only when nothing else is in the worker, one at a time. A paid request's count thus waits
+ * for at most the one free slice being counted, never for a queue of them. One thread, not two:
+ * a second copy of the tables would cost another ~90 MB per process.
  */
 const WORKER_URL = workerUrl("billing/tokenizer-worker.ts");
 
@@ -18,6 +24,11 @@ export type TokenCounter = (text: string) => Promise<number>;
 
 export interface Tokenizer {
   count: TokenCounter;
+  /**
+   * A count that yields to every `count`: sent to the worker only when it holds nothing else.
+   * For work nobody pays for; callers keep each text short (a slice), since once sent it runs to its end.
+   */
+  countWhenIdle: TokenCounter;
   /** Starts the tokenizer's thread (and its table load) now, so the first count does not wait. */
   load(): void;
 }
@@ -36,6 +47,8 @@ export function createTokenizer(): Tokenizer {
   let nextId = 1;
   /** Counts in flight; each keeps the rough count to fall back on, not its text (that went to the worker). */
   const waiting = new Map<number, { rough: number; resolve: (count: number) => void }>();
+  /** Low-priority counts not yet given to the worker, oldest first. */
+  const idle: { text: string; resolve: (count: number) => void }[] = [];
 
   const giveUp = (): void => {
     const w = worker;
@@ -43,6 +56,16 @@ export function createTokenizer(): Tokenizer {
     w?.terminate();
     for (const { rough, resolve } of waiting.values()) resolve(rough);
     waiting.clear();
+    sendIdle();
+  };
+
+  /** Gives the worker the oldest low-priority count, if nothing else is in it. */
+  const sendIdle = (): void => {
+    // Without a worker a count resolves at once (rough) and the next one may go.
+    while (waiting.size === 0 && idle.length > 0) {
+      const next = idle.shift()!;
+      void count(next.text).then(next.resolve);
+    }
   };
 
   const startWorker = (): Worker | undefined => {
@@ -55,8 +78,11 @@ export function createTokenizer(): Tokenizer {
         const entry = waiting.get(id);
         if (!entry) return;
         waiting.delete(id);
-        if (waiting.size === 0) w.unref();
         entry.resolve(count);
+        if (waiting.size === 0) {
+          w.unref();
+          sendIdle();
+        }
       };
       w.onerror = () => giveUp();
       w.addEventListener("close", () => {
@@ -68,21 +94,30 @@ export function createTokenizer(): Tokenizer {
     }
   };
 
+  const count = (text: string): Promise<number> => {
+    if (text.length === 0) return Promise.resolve(0);
+    worker ??= startWorker();
+    const w = worker;
+    if (!w) return Promise.resolve(roughTokenCount(text));
+    return new Promise((resolve) => {
+      const id = nextId++;
+      waiting.set(id, { rough: roughTokenCount(text), resolve });
+      // A count in flight keeps the process alive until it is answered.
+      w.ref();
+      w.postMessage({ id, text });
+    });
+  };
+
   return {
     load() {
       worker ??= startWorker();
     },
-    count(text) {
+    count,
+    countWhenIdle(text) {
       if (text.length === 0) return Promise.resolve(0);
-      worker ??= startWorker();
-      const w = worker;
-      if (!w) return Promise.resolve(roughTokenCount(text));
       return new Promise((resolve) => {
-        const id = nextId++;
-        waiting.set(id, { rough: roughTokenCount(text), resolve });
-        // A count in flight keeps the process alive until it is answered.
-        w.ref();
-        w.postMessage({ id, text });
+        idle.push({ text, resolve });
+        sendIdle();
       });
     },
   };

@@ -126,6 +126,16 @@ export const LimitsConfig = t.Object({
    * without their own `max_concurrent_requests`; more get 429. Unset: no cap by default.
    */
   max_concurrent_requests: t.Optional(t.Integer({ minimum: 1, maximum: 100_000 })),
+  /**
+   * Free counting (`/v1/messages/count_tokens`, docs/decisions.md "Bodies and free counting"): the
+   * most prompt text (UTF-8 bytes) one count takes, else 413; the text one key may have waiting for
+   * or in the gateway's tokenizer, each count weighing at least 64 KiB (more: 429); all keys'
+   * together (more: 503); and how long a count may take from its arrival (then 503).
+   */
+  count_tokens_max_bytes: t.Integer({ minimum: 1024, default: 4 * 1024 * 1024 }),
+  count_tokens_per_key_bytes: t.Integer({ minimum: 65_536, default: 16 * 1024 * 1024 }),
+  count_tokens_queue_bytes: t.Integer({ minimum: 65_536, default: 64 * 1024 * 1024 }),
+  count_tokens_timeout_ms: t.Integer({ minimum: 10, default: 10_000 }),
 }, closed);
 
 /** Retries of the same model after 429/503/529; a longer wait moves on to the next fallback model. */

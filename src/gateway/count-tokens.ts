@@ -1,4 +1,5 @@
 import type { Catalogue } from "../catalogue/catalogue.ts";
+import { CountRefusedError, type CountQueue } from "../limits/count-queue.ts";
 import { anthropicAdapter } from "../providers/anthropic/anthropic-adapter.ts";
 import { checkAnthropicContent } from "./check-content.ts";
 import { clientClosed } from "./attempt.ts";
@@ -18,13 +19,17 @@ const UPSTREAM_COUNT_MS = 10_000;
  * decide when to compact). An Anthropic upstream counts with its own tokenizer; every other
  * upstream, or an Anthropic one that cannot answer, gets the gateway's estimate (the tokenizer
  * used for usage, plus the per-message framing `forward` reserves for). Nothing is reserved or
- * charged, and no usage record is written: a count produces no answer.
+ * charged, and no usage record is written: a count produces no answer. Because it is free, its
+ * size is capped (`limits.count_tokens_max_bytes` of prompt text, else 413 as Anthropic answers a
+ * request over its size limit) and our tokenizer's counts take turns per key (limits/count-queue.ts).
  */
 export async function countMessageTokens(
-  deps: Pick<ForwardDeps, "settings" | "fetch" | "log" | "keyPools" | "tokenizer" | "scrubber"> & { catalogue: Catalogue },
+  deps: Pick<ForwardDeps, "settings" | "fetch" | "log" | "keyPools" | "scrubber"> & { catalogue: Catalogue; counts: CountQueue },
   body: Record<string, unknown>,
   headers: Headers,
   signal: AbortSignal,
+  /** Whose turn a count of our tokenizer takes (limits/count-queue.ts). */
+  keyId: string,
   /** The key's model list (null: every model): a count for a model it may not use is refused like a request. */
   allowed: readonly string[] | null = null,
 ): Promise<Response> {
@@ -34,6 +39,12 @@ export async function countMessageTokens(
   if (allowed !== null && !modelAllowed(allowed, model.id)) throw new GatewayError(403, "permission", modelRefusal(allowed, model.id));
   if (model.category === "embedding") throw new GatewayError(400, "invalid_request", `The model "${model.id}" is an embedding model: it takes no messages.`);
   checkAnthropicContent(body);
+  const text = promptText("anthropic", body);
+  const limit = deps.settings.limits.count_tokens_max_bytes;
+  const bytes = Buffer.byteLength(text);
+  if (bytes > limit) {
+    throw new GatewayError(413, "request_too_large", `The prompt is too large to count: ${bytes} bytes of text; count_tokens counts at most ${limit}.`);
+  }
 
   const configured = deps.settings.providers.get(model.provider)!;
   if (configured.kind === "anthropic" && model.upstream_api !== "images") {
@@ -74,6 +85,14 @@ export async function countMessageTokens(
     }
   }
   const messages = (body.messages as unknown[]).length;
-  const estimate = (await deps.tokenizer.count(promptText("anthropic", body))) + 4 * messages + 3;
-  return Response.json({ input_tokens: estimate });
+  let tokens: number;
+  try {
+    tokens = await deps.counts.count(keyId, text, signal);
+  } catch (err) {
+    if (!(err instanceof CountRefusedError)) throw err;
+    if (err.reason === "aborted") throw new GatewayError(499, "invalid_request", err.message);
+    if (err.reason === "key_busy") throw new GatewayError(429, "rate_limit", err.message, { "retry-after": "1" });
+    throw new GatewayError(503, "overloaded", err.message, { "retry-after": "1" });
+  }
+  return Response.json({ input_tokens: tokens + 4 * messages + 3 });
 }

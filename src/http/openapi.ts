@@ -92,7 +92,7 @@ const Ready = t.Object({
   rate_limiter: t.Optional(t.Object({ reachable: t.Boolean() }, { description: "Only with SWITCHYARD_REDIS_URL." })),
   vendor_keys: t.Optional(t.Array(t.Object({
     id: t.String({ description: "The provider's id." }),
-    usable: t.Integer({ description: "Its keys usable now; 0 makes the gateway not ready." }),
+    usable: t.Integer({ description: "Its keys usable now. 0 does not make the gateway not ready: every replica shares the keys' state, and the other providers still serve." }),
     keys: t.Array(t.Object({
       env: t.String({ description: "The name of the environment variable holding the key (never its value)." }),
       state: t.Union([t.Literal("cooling"), t.Literal("disabled")]),
@@ -211,8 +211,8 @@ export const OPERATIONS: Record<string, Operation> = {
   },
   "POST /v1/messages/count_tokens": {
     summary: "Count input tokens (Anthropic format)",
-    description: "The Anthropic upstream's count, else the gateway's estimate. Never charged; its own rate bucket, 10× the key's. A model the key may not use is a 403.",
-    tag: "chat", security: "key", errors: [400, 401, 403, 404, 413, 429], anthropic: true,
+    description: "The Anthropic upstream's count, else the gateway's estimate. Never charged; its own rate bucket, 10× the key's. A model the key may not use is a 403. Free, so bounded: a prompt over `limits.count_tokens_max_bytes` of text (4 MiB) is a 413; counts made by the gateway's tokenizer take turns per key, at most `limits.count_tokens_per_key_bytes` (16 MiB) of text per key at once, each count weighing at least 64 KiB (more: 429, `retry-after: 1`), `limits.count_tokens_queue_bytes` (64 MiB) in all (more: 503) and `limits.count_tokens_timeout_ms` (10 s) each (then 503).",
+    tag: "chat", security: "key", errors: [400, 401, 403, 404, 413, 429, 503], anthropic: true,
     answers: { "200": { description: "The count.", schema: t.Object({ input_tokens: t.Integer() }), headers: RATE } },
   },
   "GET /v1/models": {
@@ -285,7 +285,7 @@ export const OPERATIONS: Record<string, Operation> = {
   "POST /v1/admin/accounts": {
     summary: "Create an account",
     description: "With an opening balance in credits.",
-    tag: "admin", security: "admin", errors: [400, 401, 429],
+    tag: "admin", security: "admin", errors: [400, 401, 413, 429],
     answers: { "201": { description: "Created.", schema: Account } },
   },
   "GET /v1/admin/accounts": {
@@ -297,7 +297,7 @@ export const OPERATIONS: Record<string, Operation> = {
   "PATCH /v1/admin/accounts/:id": {
     summary: "Change an account",
     description: "`name`, `spend_limit` (credits, null for none), `spend_limit_period` (day, week, month; null for lifetime). Only the fields sent change; a new period recounts what was spent in it from the usage records.",
-    tag: "admin", security: "admin", errors: [400, 401, 404, 429],
+    tag: "admin", security: "admin", errors: [400, 401, 404, 413, 429],
     answers: { "200": { description: "The account, as GET shows it.", schema: AccountDescription } },
   },
   "GET /v1/admin/accounts/:id": {
@@ -309,7 +309,7 @@ export const OPERATIONS: Record<string, Operation> = {
   "POST /v1/admin/accounts/:id/credits": {
     summary: "Top up",
     description: "Adds credits to the balance.",
-    tag: "admin", security: "admin", errors: [400, 401, 404, 429],
+    tag: "admin", security: "admin", errors: [400, 401, 404, 413, 429],
     answers: { "200": { description: "The new balance.", schema: t.Object({ id: t.String(), balance: t.Number(), reserved: t.Number() }) } },
   },
   "GET /v1/admin/accounts/:id/keys": {
@@ -321,7 +321,7 @@ export const OPERATIONS: Record<string, Operation> = {
   "POST /v1/admin/accounts/:id/keys": {
     summary: "Issue a key",
     description: "The only time the key is shown. At most 10 active keys per account (409 past that). `models` limits the key to some models (exact ids or `prefix*`; others get 403); `max_concurrent_requests` caps its requests under way at once (more get 429).",
-    tag: "admin", security: "admin", errors: [400, 401, 404, 409, 429],
+    tag: "admin", security: "admin", errors: [400, 401, 404, 409, 413, 429],
     answers: { "201": { description: "The key.", schema: IssuedKey } },
   },
   "GET /v1/admin/accounts/:id/usage": {
@@ -340,7 +340,7 @@ export const OPERATIONS: Record<string, Operation> = {
   "PATCH /v1/admin/keys/:id": {
     summary: "Change a key",
     description: "`name`, `spend_limit` (credits, null for none), `spend_limit_period` (day, week, month; null for lifetime), `rate_limit_per_minute` (1–1e6, null for the default), `expires_at` (ISO 8601, null for never), `models` (model ids and `prefix*` patterns, null for every model), `max_concurrent_requests` (1–100000, null for the default). Only the fields sent change; they apply from the next request (within 2 s on other gateways sharing PostgreSQL). 409 on PostgreSQL for a spend limit below what the key already spent and holds.",
-    tag: "admin", security: "admin", errors: [400, 401, 404, 409, 429],
+    tag: "admin", security: "admin", errors: [400, 401, 404, 409, 413, 429],
     answers: { "200": { description: "The key's summary.", schema: KeySummary } },
   },
   "DELETE /v1/admin/keys/:id": {
@@ -352,13 +352,13 @@ export const OPERATIONS: Record<string, Operation> = {
 };
 
 const ERROR_TEXT: Record<number, string> = {
-  400: "Malformed request: invalid JSON, a field of the wrong type, an unsupported part, a prompt over the context window.",
-  401: "Missing or invalid credential.",
+  400: "Malformed request: a body that is not JSON (Content-Type other than application/json), invalid JSON, a field of the wrong type, an unsupported part, a prompt over the context window.",
+  401: "Missing or invalid credential (checked before the body is read).",
   402: "Insufficient credits (or the key's spend limit) for the request's worst case.",
   403: "The key may not use this model (its `models` list); the message names the models it may use.",
   404: "No such model, account or key.",
   409: "The account already has 10 active keys; or (PATCH a key, PostgreSQL) a spend limit below what the key spent and holds.",
-  413: "The body is larger than limits.max_body_bytes.",
+  413: "The body is larger than limits.max_body_bytes, whatever its content type, chunked or not (the connection is then closed); on count_tokens, also a prompt over limits.count_tokens_max_bytes of text.",
   422: "`messages` is empty.",
   429: "The key's rate limit, or its requests under way at once (`max_concurrent_requests`); `retry-after` says when to retry.",
   502: "No upstream could answer (never charged).",

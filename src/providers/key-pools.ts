@@ -218,7 +218,7 @@ export function createKeyPools(deps: KeyPoolsDeps) {
     },
     moves: (): ReadonlyMap<string, number> => moves,
     /**
-     * For /ready: ready while every pooled provider has a usable key; the keys that are cooling or
+     * For /ready's detail: whether every pooled provider has a usable key; the keys that are cooling or
      * disabled, by env name (never a secret). Reads the shared store, so every process agrees.
      */
     async readiness(): Promise<PoolReadiness> {

@@ -9,6 +9,7 @@ import { openDatabase } from "../../src/store/database.ts";
 import { silentLogger, type Logger } from "../../src/log/log.ts";
 import type { Transport } from "../../src/transport/transport.ts";
 import { fileFixture } from "./file-fixture.ts";
+import { SERVER_BODY_LIMIT } from "../../src/app.ts";
 
 export const OPENAI_MODEL = "test/gpt";
 export const ANTHROPIC_MODEL = "test/claude";
@@ -48,6 +49,8 @@ export interface GatewayOptions {
   maxImageBytes?: number;
   imageFetchTimeoutMs?: number;
   maxResponseBytes?: number;
+  /** More of the config's `limits` section (max_body_bytes, count_tokens_*…). */
+  limits?: Record<string, unknown>;
   totalMs?: number;
   fetch?: Transport;
   log?: Logger;
@@ -137,7 +140,7 @@ export async function startGateway(o: GatewayOptions): Promise<Gateway> {
         ...(o.extraModels ?? []),
       ],
       server: { keepalive_ms: o.keepaliveMs ?? 15_000, ...(o.clientIdleMs ? { client_idle_ms: o.clientIdleMs } : {}) },
-      limits: { requests_per_minute: o.requestsPerMinute ?? 1_000_000, ...(o.maxFrameBytes ? { max_frame_bytes: o.maxFrameBytes } : {}), ...(o.maxImageBytes ? { max_image_bytes: o.maxImageBytes } : {}), ...(o.imageFetchTimeoutMs ? { image_fetch_timeout_ms: o.imageFetchTimeoutMs } : {}), ...(o.maxResponseBytes ? { max_response_bytes: o.maxResponseBytes } : {}), ...(o.maxConcurrentRequests ? { max_concurrent_requests: o.maxConcurrentRequests } : {}) },
+      limits: { requests_per_minute: o.requestsPerMinute ?? 1_000_000, ...(o.maxFrameBytes ? { max_frame_bytes: o.maxFrameBytes } : {}), ...(o.maxImageBytes ? { max_image_bytes: o.maxImageBytes } : {}), ...(o.imageFetchTimeoutMs ? { image_fetch_timeout_ms: o.imageFetchTimeoutMs } : {}), ...(o.maxResponseBytes ? { max_response_bytes: o.maxResponseBytes } : {}), ...(o.maxConcurrentRequests ? { max_concurrent_requests: o.maxConcurrentRequests } : {}), ...o.limits },
       retry: o.retry ?? {},
       ...(o.responses ? { responses: o.responses } : {}),
       ...(o.alerts ? { alerts: o.alerts } : {}),
@@ -148,7 +151,7 @@ export async function startGateway(o: GatewayOptions): Promise<Gateway> {
   const app = createApp({ db, settings, log: o.log ?? silentLogger, adminToken: o.adminToken, adminAuthFailures: o.adminAuthFailures, fetch: o.fetch, now: o.now, ledgerOptions: o.ledgerOptions, wrapLedger: o.wrapLedger, stores: o.stores, limiter: o.limiter, concurrency: o.concurrency, ops: o.ops, responseStore: o.responseStore, alertPollMs: o.alerts ? 100 : undefined, keyState: o.keyState, keyRandom: o.keyRandom, keyProbeEveryMs: o.keyProbeEveryMs });
   const account = await app.services.accounts.createAccount("test", Math.round((o.credits ?? 1000) * 1e6));
   const key = (await app.services.accounts.createKey(account.id, "test"))!;
-  app.listen({ port: 0, hostname: "127.0.0.1", idleTimeout: o.idleTimeoutSeconds ?? 10, maxRequestBodySize: settings.limits.max_body_bytes * 8 });
+  app.listen({ port: 0, hostname: "127.0.0.1", idleTimeout: o.idleTimeoutSeconds ?? 10, maxRequestBodySize: SERVER_BODY_LIMIT });
   const server = app.server!;
   return {
     url: `http://127.0.0.1:${server.port}`,

@@ -1,5 +1,4 @@
 import { Elysia, t } from "elysia";
-import { bearer } from "@elysiajs/bearer";
 import { timingSafeEqual } from "node:crypto";
 import { CursorError, KeyLimitError, MAX_ACCOUNT_PAGE, type AccountPatch, type AccountStore, type KeyOptions, type KeyPatch } from "../../accounts/account-store.ts";
 import { AdminInputError, MAX_CONCURRENT_REQUESTS, MAX_KEY_MODELS, parseCredits, parseIdempotencyKey, parseInstant, parseMaxConcurrent, parseModelPatterns, parseName, parseRateLimit, parseSpendPeriod, parseTopUp, parseUsageQuery } from "../../accounts/admin-input.ts";
@@ -10,6 +9,9 @@ import { breakdownCsv, ReportTooLargeError, shapeBreakdown, type UsageBreakdown,
 import { GatewayError } from "../../streaming/gateway-error.ts";
 import { createAuthFailures, type AuthFailures } from "../../limits/auth-failures.ts";
 import type { Logger } from "../../log/log.ts";
+import { errorResponse } from "../plugins/errors.ts";
+import { unreadBodyHeaders } from "../plugins/json-body.ts";
+import type { AdminServer } from "../plugins/admission.ts";
 
 const Credits = t.Number({ minimum: 0, maximum: MAX_CREDITS });
 /** Fields a body carries beyond these are ignored (a newer client's options), never refused. */
@@ -116,16 +118,46 @@ export interface AdminDeps {
   authFailures?: AuthFailures;
 }
 
+/** Requests the admin gate let through: the routes refuse any other (a gate left unwired). */
+const admitted = new WeakSet<Request>();
+
+/**
+ * The admin token check, run by the admission plugin when a `/v1/admin/` request arrives, before
+ * its body is read: a client without the token is answered 401 (429 past 10 failures a minute from
+ * its address) whatever it sends, and a large body still arriving is not received.
+ */
+export function adminGate(deps: Pick<AdminDeps, "adminToken" | "now" | "log" | "authFailures">): (request: Request, server: AdminServer) => Response | undefined {
+  const expected = Buffer.from(deps.adminToken ?? "");
+  const failures = deps.authFailures ?? createAuthFailures({ now: deps.now });
+  return (request, server) => {
+    // Only a real `Authorization: Bearer <token>` header counts: a token in a query string ends up in access logs.
+    const header = request.headers.get("authorization");
+    const given = Buffer.from(header?.startsWith("Bearer ") ? header.slice(7) : "");
+    if (expected.length > 0 && given.length === expected.length && timingSafeEqual(given, expected)) {
+      admitted.add(request);
+      return undefined;
+    }
+    // The socket's address, not X-Forwarded-For: a header a scanner writes would let it pick a new address per try.
+    const address = server?.requestIP(request)?.address ?? "unknown";
+    const path = new URL(request.url).pathname;
+    const verdict = failures.failed(address);
+    deps.log?.("warn", "admin authentication failed", { address, path, throttled: verdict.throttled });
+    if (verdict.throttled) {
+      return errorResponse(false, 429, "rate_limit", `Too many failed admin authentications from this address. Retry after ${verdict.retryAfterSeconds} s.`,
+        { "retry-after": String(verdict.retryAfterSeconds), ...unreadBodyHeaders(request) });
+    }
+    return errorResponse(false, 401, "authentication", "Invalid admin token.", unreadBodyHeaders(request));
+  };
+}
+
 /**
  * The admin API exists only when SWITCHYARD_ADMIN_TOKEN is set; without it every admin path
- * is a plain 404, so a gateway deployed without the token exposes nothing.
+ * is a plain 404, so a gateway deployed without the token exposes nothing. The token is checked
+ * by adminGate (wired into the admission plugin), before any body is read.
  */
 export function adminRoutes(deps: AdminDeps) {
   const app = new Elysia({ name: "switchyard/admin", prefix: "/v1/admin" });
-  const token = deps.adminToken;
-  if (!token) return app;
-  const expected = Buffer.from(token);
-  const failures = deps.authFailures ?? createAuthFailures({ now: deps.now });
+  if (!deps.adminToken) return app;
 
   const account = async (id: string) => {
     const found = await deps.accounts.describeAccount(id, (await deps.ledger.balance(id))?.heldMicro ?? 0);
@@ -134,24 +166,10 @@ export function adminRoutes(deps: AdminDeps) {
   };
 
   return app
-    // Header only: a token in a query string ends up in access logs.
-    .use(bearer({ extract: { header: "Bearer", query: "", body: "" } }))
-    .onBeforeHandle({ as: "local" }, ({ bearer: presented, request, server }) => {
-      // The plugin also reads `?=<token>` (an empty query name) and "Bearer<token>" without the
-      // space; only a real `Authorization: Bearer <token>` header counts.
-      const fromHeader = request.headers.get("authorization")?.startsWith("Bearer ") ? presented : undefined;
-      const given = Buffer.from(fromHeader ?? "");
-      if (given.length !== expected.length || !timingSafeEqual(given, expected)) {
-        // The socket's address, not X-Forwarded-For: a header a scanner writes would let it pick a new address per try.
-        const address = server?.requestIP(request)?.address ?? "unknown";
-        const path = new URL(request.url).pathname;
-        const verdict = failures.failed(address);
-        deps.log?.("warn", "admin authentication failed", { address, path, throttled: verdict.throttled });
-        if (verdict.throttled) {
-          throw new GatewayError(429, "rate_limit", `Too many failed admin authentications from this address. Retry after ${verdict.retryAfterSeconds} s.`, { "retry-after": String(verdict.retryAfterSeconds) });
-        }
-        throw new GatewayError(401, "authentication", "Invalid admin token.");
-      }
+    // Runs after the body was parsed, so it is not the check itself: it keeps the routes shut if
+    // they were ever mounted without the gate.
+    .onBeforeHandle({ as: "local" }, ({ request }) => {
+      if (!admitted.has(request)) throw new GatewayError(401, "authentication", "Invalid admin token.");
     })
     .post(
       "/accounts",

@@ -8,7 +8,11 @@ export interface HealthDeps {
   draining: () => boolean;
   /** The shared rate-limit store (Redis), when there is one: requests are refused while it is unreachable. */
   limiter?: { health?(): { reachable: boolean } };
-  /** Vendor key pools: ready while each pooled provider has a usable key; cooling and disabled keys are listed by env name. */
+  /**
+   * Vendor key pools: cooling and disabled keys are listed by env name. Detail only: the keys' state is
+   * shared by every replica (Redis), so it would take them all out of rotation at once, and with them
+   * every other provider; a provider with no usable key answers its own requests with an error instead.
+   */
   keyPools?: { readiness(): Promise<PoolReadiness> };
   /** Providers whose key variables are unset (names only, config/load-config.ts `providersWithoutKeys`). */
   keyless?: { provider: string; env: string[] }[];
@@ -29,7 +33,7 @@ export function healthRoutes(deps: HealthDeps) {
       const draining = deps.draining();
       const limiter = deps.limiter?.health?.();
       const pools = await deps.keyPools?.readiness();
-      const ready = ledger.writable && ledger.queued < ledger.maxQueued && !draining && (limiter?.reachable ?? true) && (pools?.ready ?? true);
+      const ready = ledger.writable && ledger.queued < ledger.maxQueued && !draining && (limiter?.reachable ?? true);
       const body = {
         status: ready ? "ready" : "not_ready",
         draining,

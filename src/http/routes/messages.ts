@@ -4,10 +4,11 @@ import { countMessageTokens } from "../../gateway/count-tokens.ts";
 import { handleChat } from "../../gateway/handle-chat.ts";
 import type { ForwardDeps } from "../../gateway/forward.ts";
 import { anthropicMessages } from "../../formats/format.ts";
+import type { CountQueue } from "../../limits/count-queue.ts";
 import type { Principals } from "../plugins/admission.ts";
 import { CountTokensRequest, MessagesRequest } from "../../formats/anthropic-messages/schema.ts";
 
-export function messagesRoute(deps: ForwardDeps & { catalogue: Catalogue; principals: Principals }) {
+export function messagesRoute(deps: ForwardDeps & { catalogue: Catalogue; principals: Principals; counts: CountQueue }) {
   return new Elysia({ name: "switchyard/messages" })
     .post(
       "/v1/messages",
@@ -18,7 +19,8 @@ export function messagesRoute(deps: ForwardDeps & { catalogue: Catalogue; princi
     .post(
       "/v1/messages/count_tokens",
       async ({ body, request }) => {
-        const response = await countMessageTokens(deps, body as Record<string, unknown>, request.headers, request.signal, deps.principals.of(request).models);
+        const principal = deps.principals.of(request);
+        const response = await countMessageTokens(deps, body as Record<string, unknown>, request.headers, request.signal, principal.keyId, principal.models);
         // Registered before the app's after-response hook (the chat routes close their own traces).
         deps.tracker?.responded(request, response.status);
         return response;
