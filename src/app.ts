@@ -28,7 +28,7 @@ import { modelsRoute } from "./http/routes/models.ts";
 import { keyRoute } from "./http/routes/key.ts";
 import { healthRoutes } from "./http/routes/health.ts";
 import { withSimulatedUpstream } from "./providers/simulated/simulated-upstream.ts";
-import { createTokenizer } from "./billing/token-estimate.ts";
+import { createTokenizer, type Tokenizer } from "./billing/token-estimate.ts";
 import { createCountQueue } from "./limits/count-queue.ts";
 import { createInflight } from "./gateway/inflight.ts";
 import { createChangeWatch } from "./store/sqlite/change-watch.ts";
@@ -81,6 +81,11 @@ export interface AppDeps {
   responseStore?: ResponseStore;
   /** How often the spend alert dispatcher looks at its outbox when idle (tests shorten it). */
   alertPollMs?: number;
+  /**
+   * The tokenizer (a worker thread holding ~90 MB of tables, a second of CPU to load); the app
+   * creates its own unless given one. Tests that start many gateways in one process share one.
+   */
+  tokenizer?: Tokenizer;
   /** Vendor key pools' shared state (Redis, for several processes); this process's memory otherwise. */
   keyState?: KeyStateStore;
   /** [0, 1): the key pools' weighted choice (tests pass a seeded source). */
@@ -147,7 +152,7 @@ export function createApp(deps: AppDeps) {
   const ledger = deps.wrapLedger ? deps.wrapLedger(baseLedger) : baseLedger;
   const catalogue = createCatalogue(deps.settings.models);
   // Only answers without reported usage need it; loading now keeps them from waiting.
-  const tokenizer = createTokenizer();
+  const tokenizer = deps.tokenizer ?? createTokenizer();
   tokenizer.load();
   // API calls go over our own keep-alive connections; other requests (image downloads) use fetch.
   // While other requests are in flight, a call's write waits for the end of the loop's turn.
