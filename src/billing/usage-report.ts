@@ -32,6 +32,22 @@ export const USAGE_SUMS_SQL = `COUNT(*) AS requests, SUM(u.prompt_tokens) AS pro
   SUM(u.cache_write_5m_tokens) AS cache_write_5m_tokens, SUM(u.cache_write_1h_tokens) AS cache_write_1h_tokens,
   SUM(u.reasoning_tokens) AS reasoning_tokens, SUM(u.images) AS images, SUM(u.cost_micro) AS cost_micro, SUM(u.cache_savings_micro) AS cache_savings_micro`;
 
+/**
+ * The same sums over the hourly rollup (`usage_hourly u`, kept by a trigger as each record is
+ * written: store/database.ts, migration 10): each of its rows already sums one hour's records.
+ */
+export const HOURLY_SUMS_SQL = `SUM(u.requests) AS requests, SUM(u.prompt_tokens) AS prompt_tokens, SUM(u.completion_tokens) AS completion_tokens,
+  SUM(u.fresh_input_tokens) AS fresh_input_tokens, SUM(u.cache_read_tokens) AS cache_read_tokens,
+  SUM(u.cache_write_5m_tokens) AS cache_write_5m_tokens, SUM(u.cache_write_1h_tokens) AS cache_write_1h_tokens,
+  SUM(u.reasoning_tokens) AS reasoning_tokens, SUM(u.images) AS images, SUM(u.cost_micro) AS cost_micro, SUM(u.cache_savings_micro) AS cache_savings_micro`;
+
+const HOUR_MS = 3_600_000;
+
+/** A range of whole UTC hours is answered from the hourly rollup: the same figures, a few rows per hour instead of every record. */
+export function readsHourlyRollup(q: Pick<UsageQuery, "from" | "to">): boolean {
+  return q.from % HOUR_MS === 0 && q.to % HOUR_MS === 0;
+}
+
 const SUM_FIELDS = ["requests", "prompt_tokens", "completion_tokens", "fresh_input_tokens", "cache_read_tokens", "cache_write_5m_tokens",
   "cache_write_1h_tokens", "reasoning_tokens", "images", "cost_micro", "cache_savings_micro"] as const satisfies readonly (keyof UsageSums)[];
 
@@ -148,7 +164,11 @@ export function usageBreakdownSql(q: UsageQuery, dialect: "sqlite" | "postgres")
   };
   const size = PERIOD_MS[q.granularity];
   const groups = new Set(q.groupBy);
-  const columns = [`(u.created_at / ${size}) * ${size} AS period`];
+  // Whole hours (the console's ranges, and any report asked for them) read the rollup; a range
+  // that cuts an hour reads the records themselves, so every range gets exact figures.
+  const rollup = readsHourlyRollup(q);
+  const time = rollup ? "u.hour" : "u.created_at";
+  const columns = [`(${time} / ${size}) * ${size} AS period`];
   const grouped = ["period"];
   const joins: string[] = [];
   if (groups.has("account")) {
@@ -165,14 +185,14 @@ export function usageBreakdownSql(q: UsageQuery, dialect: "sqlite" | "postgres")
     columns.push("u.model");
     grouped.push("u.model");
   }
-  columns.push(USAGE_SUMS_SQL);
-  const where = [`u.created_at >= ${p(q.from)}`, `u.created_at < ${p(q.to)}`];
+  columns.push(rollup ? HOURLY_SUMS_SQL : USAGE_SUMS_SQL);
+  const where = [`${time} >= ${p(q.from)}`, `${time} < ${p(q.to)}`];
   if (q.accountId) where.push(`u.account_id = ${p(q.accountId)}`);
   if (q.keyId) where.push(`u.key_id = ${p(q.keyId)}`);
   if (q.model) where.push(`u.model = ${p(q.model)}`);
   // Ids sort byte by byte in both stores (PostgreSQL's default collation would not).
   const order = grouped.map((c) => (c === "period" || dialect === "sqlite" ? c : `${c} COLLATE "C"`));
-  const text = `SELECT ${columns.join(", ")} FROM usage_records u ${joins.join(" ")}
+  const text = `SELECT ${columns.join(", ")} FROM ${rollup ? "usage_hourly" : "usage_records"} u ${joins.join(" ")}
     WHERE ${where.join(" AND ")} GROUP BY ${grouped.join(", ")} ORDER BY ${order.join(", ")} LIMIT ${MAX_REPORT_ROWS + 1}`;
   return { text, params };
 }
