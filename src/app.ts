@@ -40,6 +40,13 @@ import { createMemoryResponseStore } from "./store/memory/memory-response-store.
 import { createAlerts, type Alerts } from "./alerts/alerts.ts";
 import { createAuthFailures, type AuthFailureOptions } from "./limits/auth-failures.ts";
 import { createSqliteAlertOutbox } from "./store/sqlite/sqlite-alert-outbox.ts";
+import type { ConsoleStore } from "./console/console-store.ts";
+import { createSqliteConsoleStore } from "./store/sqlite/sqlite-console-store.ts";
+import { createSignInAttempts, type SignInAttemptOptions } from "./limits/sign-in-attempts.ts";
+import { consoleApiRoutes } from "./routes/console-api.ts";
+import { consolePageRoutes } from "./routes/console-page.ts";
+import { adminOperations } from "./routes/admin-operations.ts";
+import { createModelHealth } from "./ops/model-health.ts";
 
 export interface AppDeps {
   /** The SQLite file's connection: accounts, keys and the ledger, unless `stores` are given. */
@@ -66,6 +73,8 @@ export interface AppDeps {
   responseStore?: ResponseStore;
   /** How often the spend alert dispatcher looks at its outbox when idle (tests shorten it). */
   alertPollMs?: number;
+  /** Console sign-in throttling (default 20 failures per address, 5 per login, in 15 minutes). */
+  consoleSignIns?: SignInAttemptOptions;
 }
 
 /** How long a SQLite settlement may wait for others under load (see billing/settlement-queue.ts). */
@@ -80,6 +89,9 @@ export function createApp(deps: AppDeps) {
   const now = deps.now ?? Date.now;
   const inflight = createInflight();
   let accounts: AccountStore, keys: KeyResolver, baseLedger: Ledger & RejectionLog, usage: UsageReporter, breakdown: UsageBreakdown;
+  /** The console's sessions, logins and invites, in the ledger's database; none when SWITCHYARD_CONSOLE=off. */
+  let consoleStore: ConsoleStore | undefined;
+  const consoleOn = (deps.ops ?? DEFAULT_OPS).console !== false;
   /** Admin writes tell the in-process caches (SQLite's; PostgreSQL's ledger keeps no copies). */
   let changed: (() => void) | undefined;
   // Spend alerts (alerts/): only with `alerts.webhook_url`; otherwise the ledgers' hook is unset
@@ -89,6 +101,7 @@ export function createApp(deps: AppDeps) {
   let alerts: Alerts | undefined;
   if (deps.stores) {
     ({ accounts, keys, ledger: baseLedger, usage, breakdown } = deps.stores);
+    if (consoleOn) consoleStore = deps.stores.console;
     if (alertSettings && deps.stores.alertOutbox) {
       const shared = createAlerts({ settings: alertSettings, accounts, outbox: deps.stores.alertOutbox, now, log, pollMs: deps.alertPollMs });
       deps.stores.onCommitted?.(shared.committed);
@@ -110,6 +123,7 @@ export function createApp(deps: AppDeps) {
     baseLedger = createSqliteLedger(deps.db, { now, changes, log, commitDelay, ...deps.ledgerOptions, onCommitted });
     usage = createUsageReport(deps.db);
     breakdown = createUsageBreakdown(deps.db);
+    if (consoleOn) consoleStore = createSqliteConsoleStore(deps.db);
   }
   const ledger = deps.wrapLedger ? deps.wrapLedger(baseLedger) : baseLedger;
   const catalogue = createCatalogue(deps.settings.models);
@@ -184,12 +198,28 @@ export function createApp(deps: AppDeps) {
     // Before the admin routes: the bearer plugin's derive is global, and in the minified binary it
     // fails on routes registered after it that do not parse their query.
     .use(openApiRoute(documented));
+  // The web console (routes/console-*.ts): its own paths under /console, nothing on the /v1 path.
+  // Before the admin routes, for the bearer plugin's reason above.
+  if (consoleStore) {
+    const modelHealth = createModelHealth({ metrics: () => tracker.metrics, models: deps.settings.models.map((m) => m.id), now, startedAt: now() });
+    app.use(consolePageRoutes()).use(consoleApiRoutes({
+      ops: adminOperations({ accounts, keys, ledger, usage, breakdown, now, changed }),
+      store: consoleStore,
+      adminToken: deps.adminToken,
+      models: deps.settings.models,
+      health: modelHealth,
+      signIns: createSignInAttempts({ now, ...deps.consoleSignIns }),
+      now,
+      log,
+      keyAccount: async (keyId) => (await accounts.spendStatus("key", keyId))?.accountId ?? null,
+    }));
+  }
   // Composed now, before the admin routes: Elysia composes a route on its first request with what
   // the app's hooks read by then, and @elysiajs/bearer's global derive reads `headers`, so every
   // route would copy all request headers into an object per request (`headers.toJSON()`, 1.2 %
   // of a non-stream request's CPU in a profile) that none of them reads.
   for (const route of app.routes) route.compile();
-  app.use(adminRoutes({ accounts, keys, ledger, usage, breakdown, adminToken: deps.adminToken, now, changed, log, authFailures: createAuthFailures({ now, ...deps.adminAuthFailures }) }));
+  app.use(adminRoutes({ accounts, keys, ledger, usage, breakdown, adminToken: deps.adminToken, now, changed, log, authFailures: createAuthFailures({ now, ...deps.adminAuthFailures }), console: consoleStore }));
   // Route labels are the paths served, known once every route is registered.
   if (ops.metrics) {
     tracker.metrics = createGatewayMetrics({
