@@ -177,11 +177,10 @@ function consoleSuite(name: string, start: () => Promise<Setup>) {
         const patched = await holder.json("PATCH", `/console/api/keys/${key.id}`, { spend_limit: 20, spend_limit_period: "week" });
         expect(patched).toMatchObject({ spend_limit: 20, spend_limit_period: "week" });
 
-        const revokedAt = performance.now();
+        // The very next request after the revoke's answer is refused: no cache keeps the key alive.
         expect((await holder.call("DELETE", `/console/api/keys/${key.id}`)).status).toBe(200);
         const after = await chat(s.gw, key.key, "after-revoke");
         expect(after.status).toBe(401);
-        expect(performance.now() - revokedAt).toBeLessThan(1_000);
         const overview = await holder.json("GET", "/console/api/overview");
         expect(overview.account.keys.find((k: { id: string }) => k.id === key.id).revoked_at).not.toBeNull();
       } finally {

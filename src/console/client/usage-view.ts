@@ -56,7 +56,10 @@ export function usageView(session: Session, report: UsageReport, choice: UsageCh
     const g = shown.indexOf(groupName(r, split));
     if (i >= 0 && i < xs.length) (g >= 0 ? lines[g]! : rest)[i]! += r.cost;
   }
+  // What the chart draws, per period (all groups together), for anyone checking it against the report.
+  const perPeriod = xs.map((_, i) => lines.reduce((n, line) => n + line[i]!, rest[i]!));
   const chartBox = h("div", {
+    "data-period-costs": JSON.stringify(perPeriod.map((n) => Math.round(n * 1e6) / 1e6)),
     class: "chart", role: "img", "data-testid": "usage-chart", "data-from": report.from, "data-to": report.to, "data-granularity": report.granularity, "data-group-by": split,
     "data-total-cost": String(report.total.cost), "aria-label": `Credits per ${report.granularity} from ${report.from} to ${report.to}, ${credits(report.total.cost)} in all`,
   });
