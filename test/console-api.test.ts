@@ -3,6 +3,7 @@ import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { openPostgresStores, type SharedStores } from "../src/store/stores.ts";
+import { runAdmin } from "../src/cli/admin.ts";
 import type { Logger } from "../src/log.ts";
 import { useFakeUpstream } from "./helpers/fake-upstream.ts";
 import { FREE_MODEL, OPENAI_MODEL, post, startGateway, type Gateway } from "./helpers/gateway.ts";
@@ -340,6 +341,24 @@ describe("the console page", () => {
       expect(invite.status).toBe(404);
     } finally {
       await gw.stop();
+    }
+  });
+
+  test("the CLI makes invites too (bun run admin invite), on the file a running gateway uses; the link works there", async () => {
+    const s = await sqliteSetup();
+    try {
+      const made = await runAdmin(["invite", s.gw.accountId, "cli.holder", "--url", s.gw.url], { SWITCHYARD_DB: s.gw.dbPath });
+      expect(made.code).toBe(0);
+      const invite = JSON.parse(made.out);
+      expect(invite.url).toStartWith(`${s.gw.url}/console/#invite=`);
+      expect(invite.login).toBe("cli.holder");
+      const holder = new ConsoleClient(s.gw.url);
+      expect((await holder.acceptInvite(invite.url, PASSWORD)).account_id).toBe(s.gw.accountId);
+      expect((await runAdmin(["invite", s.gw.accountId, "cli.holder"], { SWITCHYARD_DB: s.gw.dbPath })).code).toBe(1);
+      expect((await runAdmin(["invite", s.gw.accountId, "x"], { SWITCHYARD_DB: s.gw.dbPath })).code).toBe(2);
+      expect((await runAdmin(["invite", "acct_nope", "someone"], { SWITCHYARD_DB: s.gw.dbPath })).code).toBe(1);
+    } finally {
+      await s.stop();
     }
   });
 
