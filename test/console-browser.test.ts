@@ -52,7 +52,45 @@ async function stopGateway(): Promise<void> {
   await gateway.child.exited;
 }
 
+/**
+ * What a screen-reader and low-vision user needs of a view: every control has a name (a label, an
+ * aria-label or its text) and every piece of text contrasts with what is behind it at 4.5:1 or
+ * more (WCAG AA). Returns what fails, to compare with [].
+ */
+function accessibilityProblems(): Promise<string[]> {
+  return page.evaluate(() => {
+    const problems: string[] = [];
+    const rgb = (c: string) => (c.match(/[\d.]+/g) ?? []).map(Number);
+    const lum = ([r, g, b]: number[]) => {
+      const f = (v: number) => ((v /= 255) <= 0.03928 ? v / 12.92 : ((v + 0.055) / 1.055) ** 2.4);
+      return 0.2126 * f(r!) + 0.7152 * f(g!) + 0.0722 * f(b!);
+    };
+    const background = (el: Element | null): number[] => {
+      for (; el; el = el.parentElement) {
+        const c = rgb(getComputedStyle(el).backgroundColor);
+        if (c.length === 3 || (c.length === 4 && c[3]! > 0)) return c.slice(0, 3);
+      }
+      return [255, 255, 255];
+    };
+    for (const el of document.querySelectorAll<HTMLElement>("input, select, button, a, textarea")) {
+      if (el.offsetParent === null) continue;
+      const named = (el as HTMLInputElement).labels?.length || el.getAttribute("aria-label") || el.textContent?.trim();
+      if (!named) problems.push(`unnamed ${el.tagName.toLowerCase()} ${el.outerHTML.slice(0, 80)}`);
+    }
+    for (const el of document.querySelectorAll<HTMLElement>("body *")) {
+      if (el.offsetParent === null || el.closest(".uplot")) continue;
+      const own = [...el.childNodes].some((n) => n.nodeType === 3 && n.textContent!.trim() !== "");
+      if (!own) continue;
+      const fg = lum(rgb(getComputedStyle(el).color).slice(0, 3)), bg = lum(background(el));
+      const ratio = (Math.max(fg, bg) + 0.05) / (Math.min(fg, bg) + 0.05);
+      if (ratio < 4.5) problems.push(`contrast ${ratio.toFixed(2)} for "${el.textContent!.trim().slice(0, 30)}"`);
+    }
+    return problems;
+  });
+}
+
 async function shot(name: string): Promise<void> {
+  expect([name, await accessibilityProblems()]).toEqual([name, []]);
   const file = join(dir, `${name}.png`);
   await page.screenshot({ path: file, fullPage: true });
   shots.push(file);
@@ -101,8 +139,12 @@ test("the operator signs in with the admin token, creates an account, tops it up
   await page.getByTestId("sign-in-token-submit").click();
   await expect(text("sign-in-error")).resolves.toBe("Wrong admin token.");
   await shot("sign-in");
-  await page.getByTestId("sign-in-token").fill(ADMIN);
-  await page.getByTestId("sign-in-token-submit").click();
+  // By keyboard alone: Tab reaches the token field, Enter submits its form.
+  await page.getByTestId("sign-in-token").fill("");
+  await page.getByTestId("sign-in-password").focus();
+  for (let i = 0; i < 5 && !(await page.getByTestId("sign-in-token").evaluate((el) => el === document.activeElement)); i++) await page.keyboard.press("Tab");
+  await page.keyboard.type(ADMIN);
+  await page.keyboard.press("Enter");
   await page.getByTestId("account-row").first().waitFor();
 
   await page.getByTestId("account-name").fill("acme-browser");
@@ -123,6 +165,19 @@ test("the operator signs in with the admin token, creates an account, tops it up
   expect(invite).toStartWith(`${gateway.url}/console/#invite=`);
   await shot("operator-account");
 
+  // One request for the shell, one for the view's data.
+  const asked: string[] = [];
+  const listen = (r: { url(): string }) => asked.push(new URL(r.url()).pathname);
+  await page.goto(`${gateway.url}/console/#accounts`);
+  page.on("request", listen);
+  await page.reload();
+  await page.getByTestId("account-row").filter({ hasText: "acme-browser" }).waitFor();
+  expect(asked).toEqual(["/console/", "/console/api/overview"]);
+  asked.length = 0;
+  await page.goto(`${gateway.url}/console/#usage`);
+  await page.getByTestId("usage-chart").locator("canvas").waitFor();
+  expect(asked).toEqual(["/console/api/usage"]);
+  page.off("request", listen);
   await page.goto(`${gateway.url}/console/#accounts`);
   await page.getByTestId("account-row").filter({ hasText: "acme-browser" }).waitFor();
   await shot("operator-accounts");
