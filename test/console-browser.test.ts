@@ -59,27 +59,31 @@ async function stopGateway(): Promise<void> {
  */
 function accessibilityProblems(): Promise<string[]> {
   return page.evaluate(() => {
+    // Runs in the page (the test is type-checked without the DOM library).
+    const w = globalThis as any;
+    const document = w.document;
+    const getComputedStyle = (el: any) => w.getComputedStyle(el);
     const problems: string[] = [];
     const rgb = (c: string) => (c.match(/[\d.]+/g) ?? []).map(Number);
     const lum = ([r, g, b]: number[]) => {
       const f = (v: number) => ((v /= 255) <= 0.03928 ? v / 12.92 : ((v + 0.055) / 1.055) ** 2.4);
       return 0.2126 * f(r!) + 0.7152 * f(g!) + 0.0722 * f(b!);
     };
-    const background = (el: Element | null): number[] => {
+    const background = (el: any): number[] => {
       for (; el; el = el.parentElement) {
         const c = rgb(getComputedStyle(el).backgroundColor);
         if (c.length === 3 || (c.length === 4 && c[3]! > 0)) return c.slice(0, 3);
       }
       return [255, 255, 255];
     };
-    for (const el of document.querySelectorAll<HTMLElement>("input, select, button, a, textarea")) {
+    for (const el of document.querySelectorAll("input, select, button, a, textarea") as any[]) {
       if (el.offsetParent === null) continue;
-      const named = (el as HTMLInputElement).labels?.length || el.getAttribute("aria-label") || el.textContent?.trim();
+      const named = el.labels?.length || el.getAttribute("aria-label") || el.textContent?.trim();
       if (!named) problems.push(`unnamed ${el.tagName.toLowerCase()} ${el.outerHTML.slice(0, 80)}`);
     }
-    for (const el of document.querySelectorAll<HTMLElement>("body *")) {
+    for (const el of document.querySelectorAll("body *") as any[]) {
       if (el.offsetParent === null || el.closest(".uplot")) continue;
-      const own = [...el.childNodes].some((n) => n.nodeType === 3 && n.textContent!.trim() !== "");
+      const own = [...el.childNodes].some((n: any) => n.nodeType === 3 && n.textContent!.trim() !== "");
       if (!own) continue;
       const fg = lum(rgb(getComputedStyle(el).color).slice(0, 3)), bg = lum(background(el));
       const ratio = (Math.max(fg, bg) + 0.05) / (Math.min(fg, bg) + 0.05);
@@ -142,7 +146,7 @@ test("the operator signs in with the admin token, creates an account, tops it up
   // By keyboard alone: Tab reaches the token field, Enter submits its form.
   await page.getByTestId("sign-in-token").fill("");
   await page.getByTestId("sign-in-password").focus();
-  for (let i = 0; i < 5 && !(await page.getByTestId("sign-in-token").evaluate((el) => el === document.activeElement)); i++) await page.keyboard.press("Tab");
+  for (let i = 0; i < 5 && !(await page.getByTestId("sign-in-token").evaluate((el) => el === (globalThis as any).document.activeElement)); i++) await page.keyboard.press("Tab");
   await page.keyboard.type(ADMIN);
   await page.keyboard.press("Enter");
   await page.getByTestId("account-row").first().waitFor();

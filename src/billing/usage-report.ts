@@ -33,8 +33,8 @@ export const USAGE_SUMS_SQL = `COUNT(*) AS requests, SUM(u.prompt_tokens) AS pro
   SUM(u.reasoning_tokens) AS reasoning_tokens, SUM(u.images) AS images, SUM(u.cost_micro) AS cost_micro, SUM(u.cache_savings_micro) AS cache_savings_micro`;
 
 /**
- * The same sums over the hourly rollup (`usage_hourly u`, kept by a trigger as each record is
- * written: store/database.ts, migration 10): each of its rows already sums one hour's records.
+ * The same sums over a rollup (`usage_hourly u` or `usage_daily u`, kept by a trigger as each record
+ * is written: store/database.ts, migration 10): each of its rows already sums an hour's or a day's records.
  */
 export const HOURLY_SUMS_SQL = `SUM(u.requests) AS requests, SUM(u.prompt_tokens) AS prompt_tokens, SUM(u.completion_tokens) AS completion_tokens,
   SUM(u.fresh_input_tokens) AS fresh_input_tokens, SUM(u.cache_read_tokens) AS cache_read_tokens,
@@ -43,9 +43,16 @@ export const HOURLY_SUMS_SQL = `SUM(u.requests) AS requests, SUM(u.prompt_tokens
 
 const HOUR_MS = 3_600_000;
 
-/** A range of whole UTC hours is answered from the hourly rollup: the same figures, a few rows per hour instead of every record. */
-export function readsHourlyRollup(q: Pick<UsageQuery, "from" | "to">): boolean {
-  return q.from % HOUR_MS === 0 && q.to % HOUR_MS === 0;
+const DAY_MS = 86_400_000;
+
+/**
+ * Where a report's sums come from: a range of whole UTC days by day reads the daily rollup, one of
+ * whole hours the hourly one (the same figures, far fewer rows); any other range, the records.
+ */
+export function usageSource(q: Pick<UsageQuery, "from" | "to" | "granularity">): "usage_daily" | "usage_hourly" | "usage_records" {
+  if (q.granularity === "day" && q.from % DAY_MS === 0 && q.to % DAY_MS === 0) return "usage_daily";
+  if (q.from % HOUR_MS === 0 && q.to % HOUR_MS === 0) return "usage_hourly";
+  return "usage_records";
 }
 
 const SUM_FIELDS = ["requests", "prompt_tokens", "completion_tokens", "fresh_input_tokens", "cache_read_tokens", "cache_write_5m_tokens",
@@ -164,36 +171,39 @@ export function usageBreakdownSql(q: UsageQuery, dialect: "sqlite" | "postgres")
   };
   const size = PERIOD_MS[q.granularity];
   const groups = new Set(q.groupBy);
-  // Whole hours (the console's ranges, and any report asked for them) read the rollup; a range
-  // that cuts an hour reads the records themselves, so every range gets exact figures.
-  const rollup = readsHourlyRollup(q);
-  const time = rollup ? "u.hour" : "u.created_at";
+  // Whole days by day, or whole hours (the console's ranges, and any report asked for them), read
+  // a rollup; a range that cuts an hour reads the records themselves: every range is exact.
+  const source = usageSource(q);
+  const time = source === "usage_daily" ? "u.day" : source === "usage_hourly" ? "u.hour" : "u.created_at";
   const columns = [`(${time} / ${size}) * ${size} AS period`];
   const grouped = ["period"];
-  const joins: string[] = [];
-  if (groups.has("account")) {
-    columns.push("u.account_id", "MAX(a.name) AS account_name");
-    grouped.push("u.account_id");
-    joins.push("LEFT JOIN accounts a ON a.id = u.account_id");
+  for (const g of ["account", "key", "model"] as const) {
+    if (!groups.has(g)) continue;
+    const column = g === "account" ? "account_id" : g === "key" ? "key_id" : "model";
+    columns.push(`u.${column}`);
+    grouped.push(`u.${column}`);
   }
-  if (groups.has("key")) {
-    columns.push("u.key_id", "MAX(k.name) AS key_name");
-    grouped.push("u.key_id");
-    joins.push("LEFT JOIN api_keys k ON k.id = u.key_id");
-  }
-  if (groups.has("model")) {
-    columns.push("u.model");
-    grouped.push("u.model");
-  }
-  columns.push(rollup ? HOURLY_SUMS_SQL : USAGE_SUMS_SQL);
+  columns.push(source === "usage_records" ? USAGE_SUMS_SQL : HOURLY_SUMS_SQL);
   const where = [`${time} >= ${p(q.from)}`, `${time} < ${p(q.to)}`];
   if (q.accountId) where.push(`u.account_id = ${p(q.accountId)}`);
   if (q.keyId) where.push(`u.key_id = ${p(q.keyId)}`);
   if (q.model) where.push(`u.model = ${p(q.model)}`);
+  // Names are joined to the sums, not to every row summed: one lookup per row of the report.
+  const names: string[] = [];
+  const joins: string[] = [];
+  if (groups.has("account")) {
+    names.push("a.name AS account_name");
+    joins.push("LEFT JOIN accounts a ON a.id = r.account_id");
+  }
+  if (groups.has("key")) {
+    names.push("k.name AS key_name");
+    joins.push("LEFT JOIN api_keys k ON k.id = r.key_id");
+  }
   // Ids sort byte by byte in both stores (PostgreSQL's default collation would not).
-  const order = grouped.map((c) => (c === "period" || dialect === "sqlite" ? c : `${c} COLLATE "C"`));
-  const text = `SELECT ${columns.join(", ")} FROM ${rollup ? "usage_hourly" : "usage_records"} u ${joins.join(" ")}
-    WHERE ${where.join(" AND ")} GROUP BY ${grouped.join(", ")} ORDER BY ${order.join(", ")} LIMIT ${MAX_REPORT_ROWS + 1}`;
+  const order = grouped.map((c) => c.replace("u.", "r.")).map((c) => (c === "period" || dialect === "sqlite" ? c : `${c} COLLATE "C"`));
+  const text = `SELECT r.*${names.map((n) => `, ${n}`).join("")} FROM (
+      SELECT ${columns.join(", ")} FROM ${source} u WHERE ${where.join(" AND ")} GROUP BY ${grouped.join(", ")}
+    ) r ${joins.join(" ")} ORDER BY ${order.map((c) => (c === "period" ? "r.period" : c)).join(", ")} LIMIT ${MAX_REPORT_ROWS + 1}`;
   return { text, params };
 }
 

@@ -144,10 +144,11 @@ const MIGRATIONS: string[] = [
   // Kept as long as the entry (never expired): a key is a few dozen bytes per top-up.
   `ALTER TABLE credit_entries ADD COLUMN idempotency_key TEXT;
    CREATE UNIQUE INDEX credit_entries_idempotency ON credit_entries(idempotency_key);`,
-  // The console (issue 34, docs/decisions.md "Console"). usage_hourly: the usage records summed per
-  // UTC hour, account, key and model, kept by a trigger in the transaction that writes each record,
-  // so the console's charts and hour-aligned usage reports read a few rows per hour instead of
-  // every record (billing/usage-report.ts picks it). Backfilled from the records already written.
+  // The console (issue 34, docs/decisions.md "Console"). usage_hourly / usage_daily: the usage
+  // records summed per UTC hour (day), account, key and model, kept by a trigger in the transaction
+  // that writes each record, so the console's charts and usage reports over whole hours (days)
+  // read a few rows per period instead of every record (billing/usage-report.ts, usageSource).
+  // Backfilled from the records already written.
   // console_users / console_invites / console_sessions: account holders' logins (argon2id hashes),
   // one-time invites and signed-in sessions, stored by the SHA-256 of their secrets only; sessions
   // live here so they survive a restart and every process sees them.
@@ -170,19 +171,56 @@ const MIGRATIONS: string[] = [
      PRIMARY KEY (hour, account_id, key_id, model)
    ) WITHOUT ROWID;
    CREATE INDEX usage_hourly_account ON usage_hourly(account_id, hour);
+   CREATE TABLE usage_daily (
+     day INTEGER NOT NULL,
+     account_id TEXT NOT NULL,
+     key_id TEXT NOT NULL,
+     model TEXT NOT NULL,
+     requests INTEGER NOT NULL,
+     prompt_tokens INTEGER NOT NULL,
+     completion_tokens INTEGER NOT NULL,
+     fresh_input_tokens INTEGER NOT NULL,
+     cache_read_tokens INTEGER NOT NULL,
+     cache_write_5m_tokens INTEGER NOT NULL,
+     cache_write_1h_tokens INTEGER NOT NULL,
+     reasoning_tokens INTEGER NOT NULL,
+     images INTEGER NOT NULL,
+     cost_micro INTEGER NOT NULL,
+     cache_savings_micro INTEGER NOT NULL,
+     PRIMARY KEY (day, account_id, key_id, model)
+   ) WITHOUT ROWID;
+   CREATE INDEX usage_daily_account ON usage_daily(account_id, day);
    INSERT INTO usage_hourly
      SELECT (created_at / 3600000) * 3600000, account_id, key_id, model, COUNT(*), SUM(prompt_tokens), SUM(completion_tokens),
             SUM(COALESCE(fresh_input_tokens, prompt_tokens)), SUM(cache_read_tokens), SUM(cache_write_5m_tokens), SUM(cache_write_1h_tokens),
             SUM(reasoning_tokens), SUM(images), SUM(cost_micro), SUM(cache_savings_micro)
        FROM usage_records GROUP BY 1, 2, 3, 4;
-   CREATE TRIGGER usage_hourly_add AFTER INSERT ON usage_records BEGIN
+   INSERT INTO usage_daily
+     SELECT (created_at / 86400000) * 86400000, account_id, key_id, model, COUNT(*), SUM(prompt_tokens), SUM(completion_tokens),
+            SUM(COALESCE(fresh_input_tokens, prompt_tokens)), SUM(cache_read_tokens), SUM(cache_write_5m_tokens), SUM(cache_write_1h_tokens),
+            SUM(reasoning_tokens), SUM(images), SUM(cost_micro), SUM(cache_savings_micro)
+       FROM usage_records GROUP BY 1, 2, 3, 4;
+   CREATE TRIGGER usage_rollups_add AFTER INSERT ON usage_records BEGIN
      INSERT INTO usage_hourly VALUES ((NEW.created_at / 3600000) * 3600000, NEW.account_id, NEW.key_id, NEW.model, 1, NEW.prompt_tokens, NEW.completion_tokens,
        COALESCE(NEW.fresh_input_tokens, NEW.prompt_tokens), NEW.cache_read_tokens, NEW.cache_write_5m_tokens, NEW.cache_write_1h_tokens,
        NEW.reasoning_tokens, NEW.images, NEW.cost_micro, NEW.cache_savings_micro)
-     ON CONFLICT (hour, account_id, key_id, model) DO UPDATE SET
-       requests = requests + 1, prompt_tokens = prompt_tokens + excluded.prompt_tokens, completion_tokens = completion_tokens + excluded.completion_tokens,
-       fresh_input_tokens = fresh_input_tokens + excluded.fresh_input_tokens, cache_read_tokens = cache_read_tokens + excluded.cache_read_tokens,
-       cache_write_5m_tokens = cache_write_5m_tokens + excluded.cache_write_5m_tokens, cache_write_1h_tokens = cache_write_1h_tokens + excluded.cache_write_1h_tokens,
+     ON CONFLICT DO UPDATE SET requests = requests + excluded.requests, prompt_tokens = prompt_tokens + excluded.prompt_tokens,
+       completion_tokens = completion_tokens + excluded.completion_tokens,
+       fresh_input_tokens = fresh_input_tokens + excluded.fresh_input_tokens,
+       cache_read_tokens = cache_read_tokens + excluded.cache_read_tokens,
+       cache_write_5m_tokens = cache_write_5m_tokens + excluded.cache_write_5m_tokens,
+       cache_write_1h_tokens = cache_write_1h_tokens + excluded.cache_write_1h_tokens,
+       reasoning_tokens = reasoning_tokens + excluded.reasoning_tokens, images = images + excluded.images,
+       cost_micro = cost_micro + excluded.cost_micro, cache_savings_micro = cache_savings_micro + excluded.cache_savings_micro;
+     INSERT INTO usage_daily VALUES ((NEW.created_at / 86400000) * 86400000, NEW.account_id, NEW.key_id, NEW.model, 1, NEW.prompt_tokens, NEW.completion_tokens,
+       COALESCE(NEW.fresh_input_tokens, NEW.prompt_tokens), NEW.cache_read_tokens, NEW.cache_write_5m_tokens, NEW.cache_write_1h_tokens,
+       NEW.reasoning_tokens, NEW.images, NEW.cost_micro, NEW.cache_savings_micro)
+     ON CONFLICT DO UPDATE SET requests = requests + excluded.requests, prompt_tokens = prompt_tokens + excluded.prompt_tokens,
+       completion_tokens = completion_tokens + excluded.completion_tokens,
+       fresh_input_tokens = fresh_input_tokens + excluded.fresh_input_tokens,
+       cache_read_tokens = cache_read_tokens + excluded.cache_read_tokens,
+       cache_write_5m_tokens = cache_write_5m_tokens + excluded.cache_write_5m_tokens,
+       cache_write_1h_tokens = cache_write_1h_tokens + excluded.cache_write_1h_tokens,
        reasoning_tokens = reasoning_tokens + excluded.reasoning_tokens, images = images + excluded.images,
        cost_micro = cost_micro + excluded.cost_micro, cache_savings_micro = cache_savings_micro + excluded.cache_savings_micro;
    END;
