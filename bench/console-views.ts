@@ -19,7 +19,7 @@ import { createApp } from "../src/app.ts";
 import { loadSettings } from "../src/config/load-config.ts";
 import { openDatabase } from "../src/store/database.ts";
 import { openPostgresStores } from "../src/store/stores.ts";
-import { silentLogger } from "../src/log.ts";
+import { silentLogger } from "../src/log/log.ts";
 
 const argv = process.argv.slice(2);
 const opt = (name: string) => {

@@ -285,9 +285,12 @@ describe("validation names the field", () => {
 });
 
 describe("resolution", () => {
-  test("responses: stored answers default to 64 MiB and 1 hour per process; 0 bytes switches storage off; a negative size is named", () => {
-    expect(resolveSettings(validConfig(), {}, "ok").responses).toEqual({ store_max_bytes: 64 * 1024 * 1024, store_ttl_ms: 3_600_000 });
-    expect(resolveSettings({ ...validConfig(), responses: { store_max_bytes: 0 } }, {}, "ok").responses).toEqual({ store_max_bytes: 0, store_ttl_ms: 3_600_000 });
+  test("responses: stored answers default to 256 MiB in all, 32 MiB an account, 16 MiB an answer, 1 hour; 0 bytes switches storage off; a negative size is named", () => {
+    const quotas = { account_max_bytes: 32 * 1024 * 1024, answer_max_bytes: 16 * 1024 * 1024 };
+    expect(resolveSettings(validConfig(), {}, "ok").responses).toEqual({ store_max_bytes: 256 * 1024 * 1024, ...quotas, store_ttl_ms: 3_600_000 });
+    expect(resolveSettings({ ...validConfig(), responses: { store_max_bytes: 0 } }, {}, "ok").responses).toEqual({ store_max_bytes: 0, ...quotas, store_ttl_ms: 3_600_000 });
+    expect(configError(() => resolveSettings({ ...validConfig(), responses: { account_max_bytes: 10 } }, {}, "bad.yaml"))).toContain("/responses/account_max_bytes");
+    expect(configError(() => resolveSettings({ ...validConfig(), responses: { answer_max_bytes: 1.5 } }, {}, "bad.yaml"))).toContain("/responses/answer_max_bytes");
     expect(configError(() => resolveSettings({ ...validConfig(), responses: { store_max_bytes: -1 } }, {}, "bad.yaml"))).toContain("/responses/store_max_bytes");
     expect(configError(() => resolveSettings({ ...validConfig(), responses: { store_ttl_ms: 10 } }, {}, "bad.yaml"))).toContain("/responses/store_ttl_ms");
   });

@@ -4,7 +4,7 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { openPostgresStores, type SharedStores } from "../src/store/stores.ts";
 import { runAdmin } from "../src/cli/admin.ts";
-import type { Logger } from "../src/log.ts";
+import type { Logger } from "../src/log/log.ts";
 import { useFakeUpstream } from "./helpers/fake-upstream.ts";
 import { FREE_MODEL, OPENAI_MODEL, post, startGateway, type Gateway } from "./helpers/gateway.ts";
 import { postgresMissing, useTestDatabase } from "./helpers/backends.ts";

@@ -3,12 +3,12 @@ import { afterAll, describe, expect, test } from "bun:test";
 import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { createAccountStore } from "../src/accounts/account-store.ts";
+import { createAccountStore } from "../src/store/sqlite/sqlite-accounts.ts";
 import type { Ledger, RejectionLog } from "../src/billing/ledger.ts";
 import { openDatabase } from "../src/store/database.ts";
 import { createSqliteLedger, type SqliteLedgerOptions } from "../src/store/sqlite/sqlite-ledger.ts";
 import { auditLedger } from "../src/store/sqlite/audit.ts";
-import type { Logger } from "../src/log.ts";
+import type { Logger } from "../src/log/log.ts";
 import { ledgerContract, settlement, type LedgerFixture } from "./helpers/ledger-contract.ts";
 import { faultyLedger } from "./helpers/faulty-ledger.ts";
 

@@ -2,7 +2,7 @@ import { describe, expect, test } from "bun:test";
 import { createApp } from "../src/app.ts";
 import { resolveSettings } from "../src/config/load-config.ts";
 import { openDatabase } from "../src/store/database.ts";
-import { silentLogger } from "../src/log.ts";
+import { silentLogger } from "../src/log/log.ts";
 
 /**
  * The API routes are composed before the admin routes are added (src/app.ts): @elysiajs/bearer's

@@ -24,7 +24,7 @@ export type ProviderConfig = typeof ProviderConfig.static;
 
 /**
  * Credits per million tokens of each class, and per generated image. Cache prices left out take
- * the vendor's published multiplier of `input_per_mtok` (billing/pricing.ts, `withCacheDefaults`;
+ * the vendor's published multiplier of `input_per_mtok` (config/cache-prices.ts, `withCacheDefaults`;
  * the README's "Prompt caching" table).
  */
 export const Pricing = t.Object({
@@ -113,13 +113,23 @@ export const ServerConfig = t.Object({
 });
 
 /**
- * The Responses API's stored answers (item_reference, previous_response_id): kept in the
- * process's memory only, by bytes and time since last use (docs/decisions.md, "Responses API").
+ * The Responses API's stored answers (item_reference, previous_response_id, GET and DELETE
+ * /v1/responses/{id}): in the process's memory, or in Redis when SWITCHYARD_REDIS_URL is set,
+ * bounded per account, in total and per answer, and by time since last use (docs/decisions.md,
+ * "Responses API" and "Stored answers per account").
  */
 export const ResponsesConfig = t.Object({
-  /** Most bytes of stored answers (their JSON) per gateway process; 0 stores nothing. */
-  store_max_bytes: t.Integer({ minimum: 0, default: 64 * 1024 * 1024 }),
-  /** A stored answer or item not used (stored or referred to) for this long is gone. */
+  /**
+   * Most bytes of stored answers (their JSON) of all accounts together: per gateway process in
+   * memory, for all of them in Redis; 0 stores nothing. A safety net, reached only when more
+   * than `store_max_bytes / account_max_bytes` accounts are full at once.
+   */
+  store_max_bytes: t.Integer({ minimum: 0, default: 256 * 1024 * 1024 }),
+  /** Most bytes one account's stored answers take; past it the account's own least recently used go first. */
+  account_max_bytes: t.Integer({ minimum: 1_024, default: 32 * 1024 * 1024 }),
+  /** Largest single answer stored (its input items and the Response object); a larger input is refused with a 400. */
+  answer_max_bytes: t.Integer({ minimum: 1_024, default: 16 * 1024 * 1024 }),
+  /** A stored answer not used (stored or referred to) for this long is gone. */
   store_ttl_ms: t.Integer({ minimum: 1_000, default: 3_600_000 }),
 });
 

@@ -1,5 +1,11 @@
 import { clientBundle } from "./client-bundle.ts" with { type: "macro" };
-import type { ConsolePage } from "../routes/console-page.ts";
+
+/** The console's page: its HTML with the bundled script and styles inside, and the hashes its CSP allows. */
+export interface ConsolePage {
+  html: string;
+  etag: string;
+  csp: string;
+}
 
 /** The bundle, inlined here at build time by the macro (console/client-bundle.ts). */
 const BUNDLE = clientBundle();

@@ -2,7 +2,7 @@ import type { ConsoleStore, SessionKind } from "./console-store.ts";
 
 /**
  * The console's secrets and cookies (docs/decisions.md, "Console"). Pure: values in, values out;
- * the routes (routes/console-api.ts) pass the clock and the store.
+ * the routes (http/console/console-api.ts) pass the clock and the store.
  */
 
 /** An invite link lasts a week, and works once. */

@@ -30,7 +30,7 @@ export async function api<T>(method: "GET" | "POST" | "PATCH" | "DELETE", path: 
   return parsed as T;
 }
 
-/** The shapes the routes answer with (routes/console-api.ts and the admin API). */
+/** The shapes the routes answer with (http/console/console-api.ts and the admin API). */
 export interface Session { kind: "operator" | "holder"; login: string | null; account_id: string | null; csrf: string; expires_at: string }
 export interface KeySummary {
   id: string; name: string | null; prefix: string; last4: string; created_at: string; revoked_at: string | null; expires_at: string | null;

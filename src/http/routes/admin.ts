@@ -1,0 +1,157 @@
+import { Elysia, t } from "elysia";
+import { bearer } from "@elysiajs/bearer";
+import { timingSafeEqual } from "node:crypto";
+import { MAX_ACCOUNT_PAGE, type AccountStore } from "../../accounts/account-store.ts";
+import type { KeyResolver } from "../../accounts/key-resolver.ts";
+import type { Ledger } from "../../billing/ledger.ts";
+import { MAX_CREDITS } from "../../billing/money.ts";
+import type { UsageBreakdown, UsageReporter } from "../../billing/usage-report.ts";
+import { GatewayError } from "../../streaming/gateway-error.ts";
+import { createAuthFailures, type AuthFailures } from "../../limits/auth-failures.ts";
+import type { Logger } from "../../log/log.ts";
+import type { ConsoleStore } from "../../console/console-store.ts";
+import { issueInvite, publicOrigin } from "../../console/console-auth.ts";
+import { Login } from "../console/console-schemas.ts";
+import { adminOperations } from "./admin-operations.ts";
+
+const Credits = t.Number({ minimum: 0, maximum: MAX_CREDITS });
+/** Fields a body carries beyond these are ignored (a newer client's options), never refused. */
+const open = { additionalProperties: true } as const;
+const Period = t.Union([t.Literal("day"), t.Literal("week"), t.Literal("month"), t.Null()], {
+  error: "must be day, week, month, or null for a lifetime limit",
+  description: "What the spend limit counts: charges since the start of the current UTC day, week (from Monday) or month; null: over the whole life.",
+});
+// Not t.Integer: Elysia's accepts numeric strings ("5") and turns them into numbers.
+const RateLimit = t.Number({ minimum: 1, maximum: 1_000_000, multipleOf: 1 });
+const ExpiresAt = t.String({ minLength: 10, maxLength: 40, description: "ISO 8601 date or date-time (UTC when no zone is given)." });
+/** What PATCH /v1/admin/keys/:id may change; absent fields stay as they are, null clears. */
+export const PatchKey = t.Object({
+  name: t.Optional(t.Union([t.String({ maxLength: 200 }), t.Null()], { error: "must be a string of at most 200 characters, or null" })),
+  spend_limit: t.Optional(t.Union([Credits, t.Null()], { error: `must be a number of credits from 0 to ${MAX_CREDITS} (at most 6 decimals), or null for none` })),
+  spend_limit_period: t.Optional(Period),
+  rate_limit_per_minute: t.Optional(t.Union([RateLimit, t.Null()], { error: "must be a whole number from 1 to 1000000, or null for the gateway's default" })),
+  expires_at: t.Optional(t.Union([ExpiresAt, t.Null()], { error: "must be an ISO 8601 date, or null for never" })),
+}, open);
+/** What PATCH /v1/admin/accounts/:id may change. */
+export const PatchAccount = t.Object({
+  name: t.Optional(t.String({ minLength: 1, maxLength: 200 })),
+  spend_limit: t.Optional(t.Union([Credits, t.Null()], { error: `must be a number of credits from 0 to ${MAX_CREDITS} (at most 6 decimals), or null for none` })),
+  spend_limit_period: t.Optional(Period),
+}, open);
+export const AccountListQuery = t.Object({
+  limit: t.Optional(t.String({ maxLength: 10, description: `Page size, 1 to ${MAX_ACCOUNT_PAGE} (default 50).` })),
+  cursor: t.Optional(t.String({ maxLength: 400, description: "The `next_cursor` of the page before." })),
+  name: t.Optional(t.String({ maxLength: 200, description: "Only accounts whose name contains this (ASCII letters in any case)." })),
+}, open);
+export const CreateAccount = t.Object({ name: t.String({ minLength: 1, maxLength: 200 }), credits: Credits }, open);
+export const CreateKey = t.Object({
+  name: t.Optional(t.String({ maxLength: 200 })),
+  rate_limit_per_minute: t.Optional(RateLimit),
+  /** ISO 8601 date-time after which the key stops working. */
+  expires_at: t.Optional(t.String({ minLength: 10, maxLength: 40 })),
+  /** Most this key may spend, in credits, over its life or per `spend_limit_period`. */
+  spend_limit: t.Optional(Credits),
+  spend_limit_period: t.Optional(Period),
+}, open);
+/** `POST /v1/admin/accounts/:id/invites`: the login the account holder will sign in with. */
+export const CreateInvite = t.Object({ login: Login }, open);
+export const TopUp = t.Object({ amount: t.Number({ exclusiveMinimum: 0, maximum: MAX_CREDITS }) }, open);
+const Instant = (description: string) => t.Optional(t.String({ maxLength: 40, description }));
+export const UsageReportQuery = t.Object({
+  from: Instant("Start of the range (inclusive): ISO 8601 or epoch ms. Default: 30 days before `to`, at the start of a period."),
+  to: Instant("End of the range (exclusive): ISO 8601 or epoch ms. Default: now."),
+  group_by: t.Optional(t.String({ maxLength: 40, description: "Comma-separated: account, key, model (default all three). Rows are split by these and the period." })),
+  granularity: t.Optional(t.Union([t.Literal("day"), t.Literal("hour")], { description: "Period of each row, in UTC. Default day." })),
+  format: t.Optional(t.Union([t.Literal("json"), t.Literal("csv")], { description: "Default json." })),
+  account_id: t.Optional(t.String({ maxLength: 100, description: "Only this account." })),
+  key_id: t.Optional(t.String({ maxLength: 100, description: "Only this key." })),
+  model: t.Optional(t.String({ maxLength: 200, description: "Only this model id." })),
+}, open);
+
+export interface AdminDeps {
+  accounts: AccountStore;
+  keys: KeyResolver;
+  ledger: Ledger;
+  usage: UsageReporter;
+  breakdown: UsageBreakdown;
+  adminToken: string | undefined;
+  now: () => number;
+  /**
+   * Runs an account or key write, retrying while another connection holds the store's write lock
+   * (store/sqlite/sqlite-errors.ts, `retryWhileBusy`): the store is app.ts's to know, not a route's.
+   */
+  retryWhileBusy: <T>(write: () => T) => Promise<T>;
+  /**
+   * Tells this process's caches that an admin write changed rows they copied (a key's limits, an
+   * account's): on SQLite the change watch sees only other connections' commits, not ours.
+   */
+  changed?: () => void;
+  /** Told of each failed admin authentication (address and path, never what was presented). */
+  log?: Logger;
+  /** Failed authentications per address (default: 10 a minute, then 429). */
+  authFailures?: AuthFailures;
+  /** The console's store, for invites; without it (SWITCHYARD_CONSOLE=off) the invite route is a 404. */
+  console?: ConsoleStore;
+}
+
+/**
+ * The admin API exists only when SWITCHYARD_ADMIN_TOKEN is set; without it every admin path
+ * is a plain 404, so a gateway deployed without the token exposes nothing.
+ */
+export function adminRoutes(deps: AdminDeps) {
+  const app = new Elysia({ name: "switchyard/admin", prefix: "/v1/admin" });
+  const token = deps.adminToken;
+  if (!token) return app;
+  const expected = Buffer.from(token);
+  const failures = deps.authFailures ?? createAuthFailures({ now: deps.now });
+
+  const ops = adminOperations(deps);
+
+  return app
+    // Header only: a token in a query string ends up in access logs.
+    .use(bearer({ extract: { header: "Bearer", query: "", body: "" } }))
+    .onBeforeHandle({ as: "local" }, ({ bearer: presented, request, server }) => {
+      // The plugin also reads `?=<token>` (an empty query name) and "Bearer<token>" without the
+      // space; only a real `Authorization: Bearer <token>` header counts.
+      const fromHeader = request.headers.get("authorization")?.startsWith("Bearer ") ? presented : undefined;
+      const given = Buffer.from(fromHeader ?? "");
+      if (given.length !== expected.length || !timingSafeEqual(given, expected)) {
+        // The socket's address, not X-Forwarded-For: a header a scanner writes would let it pick a new address per try.
+        const address = server?.requestIP(request)?.address ?? "unknown";
+        const path = new URL(request.url).pathname;
+        const verdict = failures.failed(address);
+        deps.log?.("warn", "admin authentication failed", { address, path, throttled: verdict.throttled });
+        if (verdict.throttled) {
+          throw new GatewayError(429, "rate_limit", `Too many failed admin authentications from this address. Retry after ${verdict.retryAfterSeconds} s.`, { "retry-after": String(verdict.retryAfterSeconds) });
+        }
+        throw new GatewayError(401, "authentication", "Invalid admin token.");
+      }
+    })
+    .post("/accounts", async ({ body, set }) => {
+      const created = await ops.createAccount(body);
+      set.status = 201;
+      return created;
+    }, { body: CreateAccount })
+    .get("/accounts", ({ query }) => ops.listAccounts(query), { query: AccountListQuery })
+    .get("/accounts/:id", ({ params }) => ops.account(params.id))
+    .patch("/accounts/:id", ({ params, body }) => ops.patchAccount(params.id, body), { body: PatchAccount })
+    .post("/accounts/:id/credits", ({ params, body, headers }) => ops.topUp(params.id, body.amount, headers["idempotency-key"]), { body: TopUp })
+    .get("/accounts/:id/keys", async ({ params }) => ({ object: "list", data: (await ops.account(params.id)).keys }))
+    .post("/accounts/:id/keys", async ({ body, params, set }) => {
+      const key = await ops.createKey(params.id, body ?? undefined);
+      set.status = 201;
+      return key;
+    }, { body: t.Optional(CreateKey) })
+    .post("/accounts/:id/invites", async ({ params, body, request, set }) => {
+      if (!deps.console) throw new GatewayError(404, "not_found", "The console is off (SWITCHYARD_CONSOLE=off): there is nothing to invite to.");
+      await ops.account(params.id);
+      const invite = await issueInvite(deps.console, { accountId: params.id, login: body.login, now: deps.now(), origin: publicOrigin(request) });
+      if (!invite) throw new GatewayError(409, "invalid_request", "That login is taken: pick another.");
+      set.status = 201;
+      return invite;
+    }, { body: CreateInvite })
+    .get("/accounts/:id/usage", ({ params, query }) => ops.accountUsage(params.id, query as Record<string, string | undefined>))
+    .get("/usage", ({ query }) => ops.usageReport(query), { query: UsageReportQuery })
+    .patch("/keys/:id", ({ params, body }) => ops.patchKey(params.id, body), { body: PatchKey })
+    .delete("/keys/:id", ({ params }) => ops.revokeKey(params.id));
+}

@@ -1,0 +1,171 @@
+import { Elysia, t } from "elysia";
+import type { Catalogue } from "../../catalogue/catalogue.ts";
+import { handleChat } from "../../gateway/handle-chat.ts";
+import type { AnswerFormat, ForwardDeps } from "../../gateway/forward.ts";
+import { GatewayError } from "../../streaming/gateway-error.ts";
+import { principalOf } from "../plugins/admission.ts";
+import { createResponsesEncoder, encodeResponsesBody, type ResponsesAnswerPlan } from "../../streaming/encode-responses.ts";
+import { responsesToChat, ResponsesRequestError, type ResponsesPlan } from "../../translate/responses-to-chat.ts";
+import { ResponseStoreUnavailableError, type ResponseStore } from "../../translate/response-store.ts";
+import { resolveStoredInput, type StoredInput } from "../../translate/stored-input.ts";
+
+/**
+ * Open objects, as in schemas.ts: fields we do not model are accepted; the translator reads
+ * what it knows and refuses, with a 400 naming the field, what it cannot serve.
+ */
+const open = { additionalProperties: true } as const;
+const WholeNumber = (options: { minimum: number }) => t.Number({ ...options, multipleOf: 1 });
+const Nullable = <T extends Parameters<typeof t.Optional>[0]>(schema: T) => t.Optional(t.Union([schema, t.Null()]));
+
+export const ResponsesRequest = t.Object(
+  {
+    model: t.Optional(t.String({ minLength: 1 })),
+    models: t.Optional(t.Array(t.String({ minLength: 1 }), { minItems: 1, maxItems: 16 })),
+    input: t.Union([t.String(), t.Array(t.Object({}, open), { maxItems: 100_000 })]),
+    instructions: Nullable(t.String()),
+    stream: Nullable(t.Boolean()),
+    store: Nullable(t.Boolean()),
+    max_output_tokens: Nullable(WholeNumber({ minimum: 1 })),
+    temperature: Nullable(t.Number({ minimum: 0, maximum: 2 })),
+    top_p: Nullable(t.Number({ minimum: 0, maximum: 1 })),
+    parallel_tool_calls: Nullable(t.Boolean()),
+    tools: Nullable(t.Array(t.Object({ type: t.String() }, open), { maxItems: 1_000 })),
+    tool_choice: t.Optional(t.Union([t.String(), t.Object({ type: t.String() }, open), t.Null()])),
+    reasoning: Nullable(t.Object({}, open)),
+    text: Nullable(t.Object({ format: t.Optional(t.Object({ type: t.String() }, open)) }, open)),
+    metadata: Nullable(t.Record(t.String({ maxLength: 64 }), t.String({ maxLength: 512 }), { maxProperties: 16 })),
+    include: Nullable(t.Array(t.String())),
+    previous_response_id: Nullable(t.String()),
+  },
+  open,
+);
+
+/** The Responses API's answer for a request translated to chat: `resp_<id>` names the usage record `req_<id>`. */
+export function responsesAnswer(plan: ResponsesAnswerPlan): AnswerFormat {
+  return {
+    idPrefix: "resp_",
+    encoder: (ctx) => createResponsesEncoder(ctx, plan),
+    body: (events, ctx) => encodeResponsesBody(events, ctx, plan),
+  };
+}
+
+/**
+ * `POST /v1/responses`: the OpenAI Responses API as a third client format. The request is
+ * translated to a chat request and takes the one pipeline (limits, credits, fallbacks,
+ * upstream translation); only the answer is written in the Responses API's shape. What the
+ * request refers to by id (`item_reference`, `previous_response_id`) is looked up in the
+ * account's stored answers first; the answer is stored unless the request says `store: false`.
+ */
+export function responsesRoute(deps: ForwardDeps & { catalogue: Catalogue; responseStore: ResponseStore }) {
+  const store = deps.responseStore;
+  /** Hosted tools are dropped on every turn of an agent like Codex: the log says so once per kind, then at debug level. */
+  const reported = new Set<string>();
+  return new Elysia({ name: "switchyard/responses" })
+    .post(
+      "/v1/responses",
+      async ({ body, request, server, set }) => {
+        const input = body.input;
+        if (input === "" || (Array.isArray(input) && input.length === 0)) throw new GatewayError(422, "invalid_request", "input must contain at least one item.");
+        const principal = principalOf(request);
+        let plan: ResponsesPlan;
+        let stored: StoredInput;
+        try {
+          stored = await resolveStoredInput(body, principal.accountId, store).catch(unavailable);
+          const whole = stored.history.length > 0 ? [...stored.history, ...stored.input] : stored.input;
+          plan = responsesToChat({ ...body, input: whole });
+        } catch (err) {
+          if (err instanceof ResponsesRequestError) throw new GatewayError(400, "invalid_request", err.message);
+          throw err;
+        }
+        // `store` is OpenAI's default; Codex and careful clients say false, and then nothing is kept.
+        const keep = store.enabled && body.store !== false;
+        // An input that alone is past the per-answer limit could never be kept: refused before
+        // anything is sent or charged, rather than answered and silently not kept.
+        if (keep) {
+          const inputBytes = Buffer.byteLength(JSON.stringify(stored.input));
+          if (inputBytes > store.maxAnswerBytes) throw new GatewayError(400, "invalid_request", tooLargeMessage(inputBytes, store.maxAnswerBytes));
+        }
+        if (plan.dropped.length > 0) {
+          const fresh = plan.dropped.filter((d) => !reported.has(d));
+          for (const d of fresh) reported.add(d);
+          deps.log(fresh.length > 0 ? "info" : "debug", "responses request: dropped what chat upstreams cannot run (hosted tools, their items)", { dropped: [...new Set(plan.dropped)] });
+        }
+        const previous = stored.previous;
+        // Keeping is a convenience for later requests: failing to keep must not fail this answer
+        // (its final response then says `store: false`, and a later reference to it is a 400 like
+        // any unknown id). Never log the items.
+        const onFinal = (response: { id: string; output: Record<string, unknown>[] }): Promise<boolean> =>
+          store.keep(principal.accountId, response.id, { ...(previous ? { previous } : {}), input: stored.input, response }).then(
+            (kept) => {
+              if (!kept) deps.log("info", "responses: an answer was not kept: larger than the per-answer limit or the account's quota", { responseId: response.id });
+              return kept;
+            },
+            (err) => {
+              deps.log("warn", "responses: could not keep an answer for later references", { responseId: response.id, error: err instanceof Error ? err.name : "unknown" });
+              return false;
+            },
+          );
+        return handleChat(deps, {
+          format: "openai",
+          body: plan.chat,
+          request,
+          principal,
+          server,
+          set,
+          answer: responsesAnswer({
+            tools: plan.tools,
+            echo: { ...plan.echo, store: keep },
+            onFinal: keep ? onFinal : undefined,
+          }),
+        });
+      },
+      { body: ResponsesRequest },
+    )
+    // The SDKs' `responses.retrieve` and `responses.delete`, for the key's own account only:
+    // another account's id is the same 404 as an unknown one, so existence does not leak.
+    .get(
+      "/v1/responses/:id",
+      async ({ params, request }) => {
+        const json = await store.body(principalOf(request).accountId, params.id).catch(unavailable);
+        if (json === undefined) throw notFound(params.id);
+        return new Response(json, { headers: { "content-type": "application/json" } });
+      },
+      { params: ResponseIdParams },
+    )
+    .delete(
+      "/v1/responses/:id",
+      async ({ params, request }) => {
+        const deleted = await store.delete(principalOf(request).accountId, params.id).catch(unavailable);
+        if (!deleted) throw notFound(params.id);
+        return { id: params.id, object: "response.deleted", deleted: true } satisfies ResponseDeleted;
+      },
+      { params: ResponseIdParams },
+    );
+}
+
+export const ResponseIdParams = t.Object({ id: t.String({ minLength: 1, maxLength: 200 }) });
+
+export const ResponseDeleted = t.Object({ id: t.String(), object: t.Literal("response.deleted"), deleted: t.Literal(true) });
+export type ResponseDeleted = typeof ResponseDeleted.static;
+
+/** As OpenAI words it; the id is bounded by the route's schema. */
+function notFound(id: string): GatewayError {
+  return new GatewayError(404, "not_found", `No response found with id '${id}'. Stored answers expire an hour after their last use, may be evicted under the account's quota, and belong to the account that stored them.`);
+}
+
+/** The store cannot answer (Redis unreachable): a 503 that says what to do, never the store's own error text. */
+function unavailable(err: unknown): never {
+  if (err instanceof ResponseStoreUnavailableError) {
+    throw new GatewayError(
+      503,
+      "overloaded",
+      "Stored responses cannot be reached right now, so previous_response_id, item_reference and reading or deleting a stored response are unavailable. Retry in a few seconds, or send the whole conversation in `input` with `store: false`.",
+      { "retry-after": "5" },
+    );
+  }
+  throw err;
+}
+
+function tooLargeMessage(bytes: number, limit: number): string {
+  return `This request's input is ${bytes} bytes, more than the ${limit} bytes an answer may take to be stored (input and output together). Send it with \`store: false\` (the answer is then not kept, and later requests send the conversation whole), or send less.`;
+}
