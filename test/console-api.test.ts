@@ -216,7 +216,7 @@ function consoleSuite(name: string, start: () => Promise<Setup>) {
       }
     }, 30_000);
 
-    test("sessions expire after 12 hours and sign-out ends them; both are stored in the ledger's database (another app on it sees them)", async () => {
+    test("sessions expire after 12 hours, and sign-out ends them (the old cookie no longer works)", async () => {
       const s = await start();
       try {
         const operator = new ConsoleClient(s.gw.url);

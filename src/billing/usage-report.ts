@@ -158,7 +158,10 @@ export function usageBreakdownSql(q: UsageQuery, dialect: "sqlite" | "postgres")
   // a rollup; a range that cuts an hour reads the records themselves: every range is exact.
   const source = usageSource(q);
   const time = source === "usage_daily" ? "u.day" : source === "usage_hourly" ? "u.hour" : "u.created_at";
-  const columns = [`(${time} / ${size}) * ${size} AS period`];
+  // A rollup read at its own period needs no rounding: the bare column lets the store group in
+  // its primary key's order (period first) instead of sorting every row.
+  const native = (source === "usage_daily" && q.granularity === "day") || (source === "usage_hourly" && q.granularity === "hour");
+  const columns = [native ? `${time} AS period` : `(${time} / ${size}) * ${size} AS period`];
   const grouped = ["period"];
   for (const g of ["account", "key", "model"] as const) {
     if (!groups.has(g)) continue;
@@ -166,6 +169,11 @@ export function usageBreakdownSql(q: UsageQuery, dialect: "sqlite" | "postgres")
     columns.push(`u.${column}`);
     grouped.push(`u.${column}`);
   }
+  if (native) grouped[0] = time;
+  const order = ["period", ...grouped.slice(1)];
+  // A key belongs to one account: grouping by account too makes the same groups, in the rollup's
+  // key order (period, account, key, model), so keys are summed without a sort.
+  if (native && groups.has("key") && !groups.has("account")) grouped.splice(1, 0, "u.account_id");
   columns.push(source === "usage_records" ? USAGE_SUMS_SQL : HOURLY_SUMS_SQL);
   const where = [`${time} >= ${p(q.from)}`, `${time} < ${p(q.to)}`];
   if (q.accountId) where.push(`u.account_id = ${p(q.accountId)}`);
@@ -183,10 +191,10 @@ export function usageBreakdownSql(q: UsageQuery, dialect: "sqlite" | "postgres")
     joins.push("LEFT JOIN api_keys k ON k.id = r.key_id");
   }
   // Ids sort byte by byte in both stores (PostgreSQL's default collation would not).
-  const order = grouped.map((c) => c.replace("u.", "r.")).map((c) => (c === "period" || dialect === "sqlite" ? c : `${c} COLLATE "C"`));
+  const sorted = order.map((c) => c.replace("u.", "r.")).map((c) => (c === "period" || dialect === "sqlite" ? c : `${c} COLLATE "C"`));
   const text = `SELECT r.*${names.map((n) => `, ${n}`).join("")} FROM (
       SELECT ${columns.join(", ")} FROM ${source} u WHERE ${where.join(" AND ")} GROUP BY ${grouped.join(", ")}
-    ) r ${joins.join(" ")} ORDER BY ${order.map((c) => (c === "period" ? "r.period" : c)).join(", ")} LIMIT ${MAX_REPORT_ROWS + 1}`;
+    ) r ${joins.join(" ")} ORDER BY ${sorted.map((c) => (c === "period" ? "r.period" : c)).join(", ")} LIMIT ${MAX_REPORT_ROWS + 1}`;
   return { text, params };
 }
 
