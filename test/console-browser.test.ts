@@ -173,6 +173,7 @@ test("the operator signs in with the admin token, creates an account, tops it up
   const asked: string[] = [];
   const listen = (r: { url(): string }) => asked.push(new URL(r.url()).pathname);
   await page.goto(`${gateway.url}/console/#accounts`);
+  await page.getByTestId("account-row").filter({ hasText: "acme-browser" }).waitFor();
   page.on("request", listen);
   await page.reload();
   await page.getByTestId("account-row").filter({ hasText: "acme-browser" }).waitFor();
@@ -325,8 +326,15 @@ test("the operator's usage across accounts and the model catalogue render; every
   const api = await admin(`/v1/admin/usage?from=${encodeURIComponent((await chart.getAttribute("data-from"))!)}&to=${encodeURIComponent((await chart.getAttribute("data-to"))!)}&granularity=hour&group_by=model`);
   expect(shown).toBe(api.total.cost);
   await shot("operator-usage");
+  // Health counts this process's answers (it was restarted): two requests on the demo account's key.
+  for (let i = 0; i < 2; i++) expect((await chat(gateway.key)).status).toBe(200);
   await page.goto(`${gateway.url}/console/#catalogue`);
-  await page.getByTestId("model-row").filter({ hasText: MODEL }).waitFor();
+  const model = page.getByTestId("model-row").filter({ hasText: MODEL });
+  await model.waitFor();
+  const cells = await model.locator("td").allTextContents();
+  // Provider, kind, input, output, cache read, cache write, requests, errors, p50, p99.
+  expect(cells.slice(6, 8)).toEqual(["2", "0.0 %"]);
+  expect(cells[8]).toMatch(/^\d[\d,]* ms$/);
   await shot("operator-catalogue");
   await page.goto(`${gateway.url}/console/#requests`);
   await page.getByTestId("request-row").first().waitFor();
