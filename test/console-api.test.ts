@@ -153,11 +153,19 @@ function consoleSuite(name: string, start: () => Promise<Setup>) {
         const to = Math.ceil((s.clock.now + 1) / HOUR) * HOUR;
         const from = to - 24 * HOUR;
         const mine = await holder.json("GET", `/console/api/usage?from=${from}&to=${to}&granularity=hour&group_by=model`);
-        const api: any = await (await fetch(`${s.gw.url}/v1/admin/usage?from=${from}&to=${to}&granularity=hour&group_by=model&account_id=${account.id}`, { headers: { authorization: `Bearer ${ADMIN}` } })).json();
+        const report = async (query: string): Promise<any> => (await fetch(`${s.gw.url}/v1/admin/usage?${query}`, { headers: { authorization: `Bearer ${ADMIN}` } })).json();
+        const api = await report(`from=${from}&to=${to}&granularity=hour&group_by=model&account_id=${account.id}`);
+        const perHour = await report(`from=${from}&to=${to}&granularity=hour&group_by=&account_id=${account.id}`);
         expect(mine.total.requests).toBe(3);
         expect(mine.total.cost).toBeGreaterThan(0);
-        expect(mine.data).toEqual(api.data);
         expect(mine.total).toEqual(api.total);
+        // The chart's figures: every hour of the range, each the report's own for that hour.
+        const hourly = new Array(24).fill(0);
+        for (const row of perHour.data) hourly[(Date.parse(row.period_start) - from) / HOUR] = row.cost;
+        expect(mine.period_costs).toEqual(hourly);
+        expect(mine.lines).toEqual([{ id: OPENAI_MODEL, name: null, costs: hourly }]);
+        // The table's figures: the report's rows summed per model (here one model).
+        expect(mine.groups).toEqual([{ id: OPENAI_MODEL, name: null, ...api.total }]);
         // The hourly rollup (whole hours) and the records (a range that cuts an hour) say the same.
         const raw: any = await (await fetch(`${s.gw.url}/v1/admin/usage?from=${from + 1}&to=${to - 1}&granularity=hour&group_by=model&account_id=${account.id}`, { headers: { authorization: `Bearer ${ADMIN}` } })).json();
         expect(raw.total).toEqual(api.total);

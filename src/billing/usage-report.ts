@@ -64,7 +64,7 @@ export function usageSums(r: Record<string, unknown>): UsageSums {
 }
 
 /** Sums as reports show them: token counts as they are, money in credits. */
-function shownSums(r: UsageSums) {
+export function shownSums(r: UsageSums) {
   return {
     requests: r.requests,
     prompt_tokens: r.prompt_tokens,
@@ -80,7 +80,7 @@ function shownSums(r: UsageSums) {
   };
 }
 
-function totalOf(rows: UsageSums[]): UsageSums {
+export function totalOf(rows: UsageSums[]): UsageSums {
   const total = usageSums({});
   for (const r of rows) for (const f of SUM_FIELDS) total[f] += r[f];
   return total;

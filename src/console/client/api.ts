@@ -46,8 +46,13 @@ export interface Sums {
   requests: number; prompt_tokens: number; completion_tokens: number; fresh_input_tokens: number; cache_read_tokens: number; cache_write_5m_tokens: number;
   cache_write_1h_tokens: number; reasoning_tokens: number; images: number; cost: number; cache_savings: number;
 }
-export interface UsageRow extends Sums { period_start: string; account_id?: string; account_name?: string | null; key_id?: string; key_name?: string | null; model?: string }
-export interface UsageReport { from: string; to: string; granularity: "hour" | "day"; group_by: string[]; data: UsageRow[]; total: Sums }
+/** The usage view's data (console/usage-summary.ts): the usage report's rows, summed per group and period. */
+export interface UsageSummary {
+  from: string; to: string; granularity: "hour" | "day"; split: "model" | "key" | "account" | null; total: Sums;
+  period_costs: number[];
+  lines: { id: string; name: string | null; costs: number[] }[];
+  groups: (Sums & { id: string; name: string | null })[];
+}
 export interface RecentRequest {
   request_id: string; created_at: string; account_id: string; key_id: string; model: string; status: string; latency_ms: number; prompt_tokens: number; completion_tokens: number; cost: number;
 }

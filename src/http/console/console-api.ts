@@ -3,6 +3,7 @@ import { timingSafeEqual } from "node:crypto";
 import type { ModelConfig } from "../../config/schema.ts";
 import { clearedSessionCookie, decoyHash, hashPassword, hashSecret, issueInvite, publicOrigin, sameOrigin, sessionCookie, sessionToken, startSession, verifyPassword, type NewSession } from "../../console/console-auth.ts";
 import { MAX_RECENT, type ConsoleSession, type ConsoleStore } from "../../console/console-store.ts";
+import { summarizeUsage } from "../../console/usage-summary.ts";
 import type { SignInAttempts } from "../../limits/sign-in-attempts.ts";
 import type { Logger } from "../../log/log.ts";
 import type { ModelHealth } from "../../ops/model-health.ts";
@@ -204,7 +205,13 @@ export function consoleApiRoutes(deps: ConsoleApiDeps) {
         if (query.key_id !== undefined) await scopeKey(s, query.key_id);
       }
       const accountId = s.kind === "holder" ? s.accountId! : query.account_id;
-      return ops.usageReport({ ...query, account_id: accountId, group_by: query.group_by ?? "" });
+      const split = query.group_by === undefined || query.group_by === "" ? null : query.group_by;
+      if (split !== null && split !== "account" && split !== "key" && split !== "model") throw new GatewayError(400, "invalid_request", "group_by is one of account, key or model here.");
+      const asked = { ...query, account_id: accountId, group_by: split ?? "" };
+      // The download is the usage report itself; the view gets its summary of the same rows.
+      if (query.format === "csv") return ops.usageReport(asked);
+      const { q, rows } = await ops.usageRows(asked);
+      return summarizeUsage(q, rows, split);
     }, { query: ConsoleQuery })
     .get("/requests", async ({ request, query }) => {
       const s = await session(request);

@@ -3,7 +3,7 @@ import { AdminInputError, parseCredits, parseIdempotencyKey, parseInstant, parse
 import type { KeyResolver } from "../../accounts/key-resolver.ts";
 import { IdempotencyConflictError, type Ledger } from "../../billing/ledger.ts";
 import type { SpendPeriod } from "../../billing/spend-period.ts";
-import { breakdownCsv, ReportTooLargeError, shapeBreakdown, type UsageBreakdown, type UsageQuery, type UsageReporter } from "../../billing/usage-report.ts";
+import { breakdownCsv, ReportTooLargeError, shapeBreakdown, type UsageBreakdown, type UsageBucketRow, type UsageQuery, type UsageReporter } from "../../billing/usage-report.ts";
 import { GatewayError } from "../../streaming/gateway-error.ts";
 
 /**
@@ -157,7 +157,8 @@ export function adminOperations(deps: AdminOperationDeps) {
     },
 
     /** The usage report: JSON, or a CSV download when `format=csv`. */
-    async usageReport(query: UsageReportInput): Promise<ReturnType<typeof shapeBreakdown> | Response> {
+    /** The usage report's rows: its query read and checked, the records written so far included. */
+    async usageRows(query: UsageReportInput): Promise<{ q: UsageQuery; rows: UsageBucketRow[] }> {
       let q: UsageQuery;
       try {
         q = parseUsageQuery(query, deps.now());
@@ -165,13 +166,16 @@ export function adminOperations(deps: AdminOperationDeps) {
         throw new GatewayError(400, "invalid_request", (err as Error).message);
       }
       await deps.ledger.flush();
-      let rows;
       try {
-        rows = await deps.breakdown(q);
+        return { q, rows: await deps.breakdown(q) };
       } catch (err) {
         if (err instanceof ReportTooLargeError) throw new GatewayError(400, "invalid_request", err.message);
         throw err;
       }
+    },
+
+    async usageReport(query: UsageReportInput): Promise<ReturnType<typeof shapeBreakdown> | Response> {
+      const { q, rows } = await ops.usageRows(query);
       if (query.format === "csv") {
         const name = `usage-${new Date(q.from).toISOString().slice(0, 10)}-${new Date(q.to).toISOString().slice(0, 10)}.csv`;
         return new Response(breakdownCsv(q, rows), { headers: { "content-type": "text/csv; charset=utf-8", "content-disposition": `attachment; filename="${name}"` } });
