@@ -5,9 +5,10 @@ import { openDatabase } from "../src/store/database.ts";
 import { silentLogger } from "../src/log/log.ts";
 
 /**
- * The API routes are composed before the admin routes are added (src/app.ts): @elysiajs/bearer's
- * global derive reads `headers`, and a route composed after it copies every request header into
- * an object on each request, which none of the API routes reads.
+ * The API routes are composed before the admin routes are added (src/app.ts): a global hook that
+ * reads `headers` (as @elysiajs/bearer's derive did when the admin routes used it) makes a route
+ * composed after it copy every request header into an object on each request, which none of the
+ * API routes reads. The admin token is now checked on arrival (http/routes/admin.ts, adminGate).
  */
 describe("route composition", () => {
   const settings = resolveSettings({

@@ -32,7 +32,7 @@ export const USAGE_SUMS_SQL = `COUNT(*) AS requests, SUM(u.prompt_tokens) AS pro
 
 /**
  * The same sums over a rollup (`usage_hourly u` or `usage_daily u`, kept by a trigger as each record
- * is written: store/database.ts, migration 10): each of its rows already sums an hour's or a day's records.
+ * is written: store/database.ts, migration 11): each of its rows already sums an hour's or a day's records.
  */
 export const HOURLY_SUMS_SQL = `SUM(u.requests) AS requests, SUM(u.prompt_tokens) AS prompt_tokens, SUM(u.completion_tokens) AS completion_tokens,
   SUM(u.fresh_input_tokens) AS fresh_input_tokens, SUM(u.cache_read_tokens) AS cache_read_tokens,

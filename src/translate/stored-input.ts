@@ -15,6 +15,8 @@ export interface StoredInput {
   history: Json[];
   /** The request's `previous_response_id`, kept with its answer to link the chain. */
   previous?: string;
+  /** The id of the chain's first answer: the conversation, for vendor key affinity. */
+  root?: string;
 }
 
 /** How a client avoids references the gateway cannot resolve; every refusal below ends with it. */
@@ -36,7 +38,8 @@ export async function resolveStoredInput(body: Json, scope: string, store: Respo
   if (!store.enabled) {
     throw new ResponsesRequestError("previous_response_id is not supported: this gateway is configured to store no responses. Send the whole conversation in `input` (as with `store: false`).");
   }
-  return { input, history: await chain(previous, scope, store), previous };
+  const { history, root } = await chain(previous, scope, store);
+  return { input, history, previous, root };
 }
 
 /** `{type: "item_reference", id}`; OpenAI also takes a bare `{id}` (its `type` is optional, or null). */
@@ -64,11 +67,13 @@ async function referenced(item: Json, scope: string, store: ResponseStore): Prom
  * walked back and replayed forward. A missing link (expired, evicted) fails the whole request:
  * continuing without part of the conversation would answer a different one.
  */
-async function chain(id: string, scope: string, store: ResponseStore): Promise<Json[]> {
+async function chain(id: string, scope: string, store: ResponseStore): Promise<{ history: Json[]; root: string }> {
   const turns = [];
   const seen = new Set<string>();
+  let root = id;
   for (let at: string | undefined = id; at !== undefined && !seen.has(at); ) {
     seen.add(at);
+    root = at;
     const stored = await store.response(scope, at);
     if (!stored) {
       const which = at === id ? "" : ` (an earlier response in its chain, ${quote(at)}, is gone)`;
@@ -81,7 +86,7 @@ async function chain(id: string, scope: string, store: ResponseStore): Promise<J
   }
   const history: Json[] = [];
   for (let i = turns.length - 1; i >= 0; i--) history.push(...turns[i]!.input, ...turns[i]!.response.output);
-  return history;
+  return { history, root };
 }
 
 /** An id as the client sent it, bounded: it is echoed in an error message. */

@@ -1,5 +1,5 @@
 import { CursorError, KeyLimitError, MAX_ACCOUNT_PAGE, type AccountPatch, type AccountStore, type KeyOptions, type KeyPatch } from "../../accounts/account-store.ts";
-import { AdminInputError, parseCredits, parseIdempotencyKey, parseInstant, parseName, parseRateLimit, parseSpendPeriod, parseTopUp, parseUsageQuery } from "../../accounts/admin-input.ts";
+import { AdminInputError, parseCredits, parseIdempotencyKey, parseInstant, parseMaxConcurrent, parseModelPatterns, parseName, parseRateLimit, parseSpendPeriod, parseTopUp, parseUsageQuery } from "../../accounts/admin-input.ts";
 import type { KeyResolver } from "../../accounts/key-resolver.ts";
 import { IdempotencyConflictError, type Ledger } from "../../billing/ledger.ts";
 import type { SpendPeriod } from "../../billing/spend-period.ts";
@@ -26,8 +26,14 @@ export interface AdminOperationDeps {
 }
 
 /** The bodies the routes validated with their schemas (http/routes/admin.ts); the parsers decide what is in range. */
-export interface KeyBody { name?: string; rate_limit_per_minute?: number; expires_at?: string; spend_limit?: number; spend_limit_period?: SpendPeriod | null }
-export interface KeyPatchBody { name?: string | null; spend_limit?: number | null; spend_limit_period?: SpendPeriod | null; rate_limit_per_minute?: number | null; expires_at?: string | null }
+export interface KeyBody {
+  name?: string; rate_limit_per_minute?: number; expires_at?: string; spend_limit?: number; spend_limit_period?: SpendPeriod | null;
+  models?: string[] | null; max_concurrent_requests?: number | null;
+}
+export interface KeyPatchBody {
+  name?: string | null; spend_limit?: number | null; spend_limit_period?: SpendPeriod | null; rate_limit_per_minute?: number | null; expires_at?: string | null;
+  models?: string[] | null; max_concurrent_requests?: number | null;
+}
 export interface AccountPatchBody { name?: string; spend_limit?: number | null; spend_limit_period?: SpendPeriod | null }
 export type UsageReportInput = { from?: string; to?: string; group_by?: string; granularity?: string; format?: string; account_id?: string; key_id?: string; model?: string };
 
@@ -115,6 +121,8 @@ export function adminOperations(deps: AdminOperationDeps) {
         expiresAt: body?.expires_at ? checked(() => parseInstant(body.expires_at!, "expires_at")) : null,
         spendLimitMicro: body?.spend_limit === undefined ? null : micro(body.spend_limit, "spend_limit"),
         spendLimitPeriod: body?.spend_limit_period ?? null,
+        models: body?.models == null ? null : checked(() => parseModelPatterns(body.models)),
+        maxConcurrentRequests: body?.max_concurrent_requests == null ? null : checked(() => parseMaxConcurrent(body.max_concurrent_requests)),
       };
       let key;
       try {
@@ -134,6 +142,10 @@ export function adminOperations(deps: AdminOperationDeps) {
       if (body.spend_limit_period !== undefined) patch.spendLimitPeriod = checked(() => parseSpendPeriod(body.spend_limit_period));
       if (body.rate_limit_per_minute !== undefined) patch.rateLimitPerMinute = body.rate_limit_per_minute === null ? null : checked(() => parseRateLimit(body.rate_limit_per_minute));
       if (body.expires_at !== undefined) patch.expiresAt = body.expires_at === null ? null : checked(() => parseInstant(body.expires_at!, "expires_at"));
+      if (body.models !== undefined) patch.models = body.models === null ? null : checked(() => parseModelPatterns(body.models));
+      if (body.max_concurrent_requests !== undefined) {
+        patch.maxConcurrentRequests = body.max_concurrent_requests === null ? null : checked(() => parseMaxConcurrent(body.max_concurrent_requests));
+      }
       const summary = await deps.retryWhileBusy(() => deps.accounts.updateKey(id, patch));
       if (!summary) throw new GatewayError(404, "not_found", "No such key.");
       // The next request sees the new limits: cached lookups of this key are dropped here, and

@@ -112,6 +112,8 @@ export function responsesRoute(deps: ForwardDeps & { catalogue: Catalogue; respo
           principal,
           server,
           set,
+          // The chain's first answer names the conversation; a first turn that is kept starts one (its own id).
+          chain: stored.root ?? (keep ? (uuid: string) => `resp_${uuid}` : undefined),
           answer: responsesAnswer({
             tools: plan.tools,
             echo: { ...plan.echo, store: keep },

@@ -4,7 +4,7 @@ import { int, withTimeout, type Pg } from "./pg-client.ts";
 /** What a recent request shows (store/sqlite/sqlite-console-store.ts reads the same). */
 const RECENT_COLUMNS = "request_id, client_request_id, created_at, account_id, key_id, model, status, latency_ms, prompt_tokens, completion_tokens, cost_micro";
 
-/** The ConsoleStore on PostgreSQL: the same tables as SQLite's (pg-migrations.ts, version 8), each call one bounded round trip or one short transaction. */
+/** The ConsoleStore on PostgreSQL: the same tables as SQLite's (pg-migrations.ts, version 9), each call one bounded round trip or one short transaction. */
 export function createPostgresConsoleStore(sql: Pg, timeoutMs = 2_000): ConsoleStore {
   const bounded = <T>(promise: Promise<T>, what: string) => withTimeout(promise, timeoutMs, what);
   return {
