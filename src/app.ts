@@ -53,7 +53,7 @@ import { createMemoryKeyState } from "./store/memory/memory-key-state.ts";
 import type { ConsoleStore } from "./console/console-store.ts";
 import { createSqliteConsoleStore } from "./store/sqlite/sqlite-console-store.ts";
 import { createSignInAttempts, type SignInAttemptOptions } from "./limits/sign-in-attempts.ts";
-import { consoleApiRoutes } from "./http/console/console-api.ts";
+import { consoleApiRoutes, consoleGate } from "./http/console/console-api.ts";
 import { consolePageRoutes } from "./http/console/console-page.ts";
 import { adminOperations } from "./http/routes/admin-operations.ts";
 import { createModelHealth } from "./ops/model-health.ts";
@@ -236,6 +236,8 @@ export function createApp(deps: AppDeps) {
       onArrival: assignRequestId(tracker),
       // The admin token is checked on arrival too, before an admin body is read.
       admin: deps.adminToken ? adminGate({ adminToken: deps.adminToken, now, log, authFailures }) : undefined,
+      // Changes to the console's API from another site are refused on arrival, before their bodies are read.
+      console: consoleStore ? consoleGate : undefined,
       // A key whose token counts fill its share is refused before its next count's body is read.
       countsBusy: (keyId) => counts.busy(keyId),
     }))

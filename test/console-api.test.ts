@@ -108,7 +108,7 @@ function consoleSuite(name: string, start: () => Promise<Setup>) {
     test("an account holder sees only their own account: another's id is 404 by every console route, operator routes are 403", async () => {
       const s = await start();
       try {
-        const { holder, account } = await holderSetup(s.gw, "alice", "alice");
+        const { holder, operator, account } = await holderSetup(s.gw, "alice", "alice");
         const other = s.gw.accountId;
         const otherKey = s.gw.keyId;
         const status = async (method: string, path: string, body?: unknown) => (await holder.call(method, path, body)).status;
@@ -128,6 +128,12 @@ function consoleSuite(name: string, start: () => Promise<Setup>) {
         expect(await status("GET", "/console/api/catalogue")).toBe(403);
         // A holder sets names and spend limits on their keys, not the operator's rate limit.
         expect(await status("POST", `/console/api/accounts/${account.id}/keys`, { name: "fast", rate_limit_per_minute: 100000 })).toBe(403);
+        expect(await status("POST", `/console/api/accounts/${account.id}/keys`, { name: "wide", models: ["*"] })).toBe(403);
+        // The operator limits a key to models; the holder sees the list on their key.
+        const limited = await operator.json("POST", `/console/api/accounts/${account.id}/keys`, { name: "narrow", models: ["test/*"] }, 201);
+        const mine = await holder.json("GET", `/console/api/accounts/${account.id}`);
+        expect(mine.keys.find((k: { id: string }) => k.id === limited.id).models).toEqual(["test/*"]);
+        expect(await status("PATCH", `/console/api/keys/${limited.id}`, { models: null })).toBe(403);
         // The admin API does not take a console session.
         expect((await fetch(`${s.gw.url}/v1/admin/accounts/${other}`, { headers: { cookie: holder.cookie } })).status).toBe(401);
         // The other account's requests never show in the holder's lists.

@@ -346,7 +346,7 @@ export const OPERATIONS: Record<string, Operation> = {
   "POST /v1/admin/accounts/:id/invites": {
     summary: "Invite the account holder to the console",
     description: "A one-time link to `/console` that lasts 7 days; opening it sets the password the holder signs in with (`login`, 3 to 64 letters, digits or `. _ @ -`). The token is after `#`, so it reaches no server log. 409 when the login is taken; 404 when the console is off (`SWITCHYARD_CONSOLE=off`).",
-    tag: "admin", security: "admin", errors: [400, 401, 404, 409, 429],
+    tag: "admin", security: "admin", errors: [400, 401, 404, 409, 413, 429],
     answers: { "201": { description: "The invite.", schema: t.Object({ url: t.String(), expires_at: t.String(), login: t.String() }) } },
   },
   "DELETE /v1/admin/keys/:id": {

@@ -81,13 +81,15 @@ function keysSection(session: Session, account: Account, reload: () => void): HT
   const limit = h("input", { type: "number", min: "0", step: "any", placeholder: "none" });
   const period = periodSelect(null);
   const rpm = h("input", { type: "number", min: "1", step: "1", placeholder: "gateway default" });
+  const models = h("input", { type: "text", placeholder: "every model", "data-testid": "key-models" });
   const secret = h("div", {});
   const submit = h("button", { type: "submit", "data-testid": "key-create", disabled: active.length >= 10 }, "Create key");
-  const create = form("New key", [field("Name", name), field("Spend limit in credits (empty: none)", limit), field("Period", period), ...(operator ? [field("Requests per minute", rpm)] : []), secret], submit, async () => {
+  const create = form("New key", [field("Name", name), field("Spend limit in credits (empty: none)", limit), field("Period", period), ...(operator ? [field("Requests per minute", rpm), field("Only these models (ids or prefix*, comma-separated)", models)] : []), secret], submit, async () => {
     const body: Record<string, unknown> = { name: name.value || undefined };
     if (limit.value !== "") body.spend_limit = Number(limit.value);
     if (period.value) body.spend_limit_period = period.value;
     if (operator && rpm.value !== "") body.rate_limit_per_minute = Number(rpm.value);
+    if (operator && models.value.trim() !== "") body.models = models.value.split(",").map((m) => m.trim()).filter((m) => m !== "");
     const key = await api<{ id: string; key: string }>("POST", `/accounts/${account.id}/keys`, body);
     // The key is shown here once: the gateway keeps only its hash.
     const copy = h("button", { type: "button" }, "Copy");
@@ -131,7 +133,7 @@ function keyRow(k: KeySummary, reload: () => void): HTMLElement {
     actions.append(h("span", { class: "inline" }, limit, period, save), " ", revoke);
   }
   return h("tr", { "data-testid": "key-row", "data-key-id": k.id },
-    h("td", {}, k.name ?? "—"),
+    h("td", {}, k.name ?? "—", k.models ? h("div", { class: "note" }, `only ${k.models.join(", ")}`) : null),
     h("td", {}, h("code", {}, `${k.prefix}…${k.last4}`)),
     h("td", {}, when(k.created_at)),
     h("td", {}, credits(k.spent)),

@@ -8,6 +8,8 @@ import type { SignInAttempts } from "../../limits/sign-in-attempts.ts";
 import type { Logger } from "../../log/log.ts";
 import type { ModelHealth } from "../../ops/model-health.ts";
 import { GatewayError } from "../../streaming/gateway-error.ts";
+import { errorResponse } from "../plugins/errors.ts";
+import { unreadBodyHeaders } from "../plugins/json-body.ts";
 import { CreateAccount, CreateInvite, CreateKey, PatchAccount, PatchKey, TopUp } from "../routes/admin.ts";
 import type { AdminOperations } from "../routes/admin-operations.ts";
 import { AcceptInvite, ConsoleQuery, SignIn, type ConsoleSessionInfo } from "./console-schemas.ts";
@@ -33,6 +35,21 @@ const equal = (a: string, b: string) => {
 
 const info = (s: Pick<ConsoleSession, "kind" | "login" | "accountId" | "csrf" | "expiresAt">): ConsoleSessionInfo =>
   ({ kind: s.kind, login: s.login, account_id: s.accountId, csrf: s.csrf, expires_at: new Date(s.expiresAt).toISOString() });
+
+/**
+ * Run by the admission plugin when a `/console/api/` request arrives, before its body is read: a
+ * change (anything but GET and HEAD) from another site's page, or in a form's encoding, is refused
+ * here as such (403, 415), whatever its body. The routes check the session and its CSRF token.
+ */
+export function consoleGate(request: Request): Response | undefined {
+  if (request.method === "GET" || request.method === "HEAD") return undefined;
+  if (!sameOrigin(request)) return errorResponse(false, 403, "permission", "Cross-site requests are refused.", unreadBodyHeaders(request));
+  const type = request.headers.get("content-type");
+  if (request.headers.get("content-length") !== "0" && type !== null && !type.toLowerCase().startsWith("application/json")) {
+    return errorResponse(false, 415, "invalid_request", "Send JSON (content-type: application/json).", unreadBodyHeaders(request));
+  }
+  return undefined;
+}
 
 /** What an account holder may set on their own keys: names and spend limits, never a rate limit (the operator's to give). */
 const HOLDER_KEY_FIELDS = new Set(["name", "spend_limit", "spend_limit_period", "expires_at"]);
@@ -94,7 +111,8 @@ export function consoleApiRoutes(deps: ConsoleApiDeps) {
   const address = (request: Request, server: { requestIP(r: Request): { address: string } | null } | null) => server?.requestIP(request)?.address ?? "unknown";
 
   return new Elysia({ name: "switchyard/console-api", prefix: "/console/api" })
-    // Before the body is validated: a form another site posts is refused as such (403), not as a bad body.
+    // The gate above runs first when the admission plugin is wired; this keeps the routes shut to
+    // another site if they were ever mounted without it.
     .onTransform({ as: "local" }, ({ request }) => {
       if (request.method !== "GET" && request.method !== "HEAD") sameSite(request);
     })
