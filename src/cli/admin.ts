@@ -8,7 +8,7 @@ import { auditLedger } from "../store/sqlite/audit.ts";
 import { loadSettings } from "../config/load-config.ts";
 import { breakdownCsv, ReportTooLargeError, shapeBreakdown, type UsageBreakdown, type UsageReporter } from "../billing/usage-report.ts";
 import { createUsageBreakdown, createUsageReport } from "../store/sqlite/sqlite-usage-report.ts";
-import { sqlitePath, storeChoice, StoreConfigError } from "../config/env.ts";
+import { publicUrl, sqlitePath, storeChoice, StoreConfigError } from "../config/env.ts";
 import { connectPostgres } from "../store/postgres/pg-client.ts";
 import { migratePostgres } from "../store/postgres/pg-migrations.ts";
 import { createPostgresAccounts } from "../store/postgres/pg-accounts.ts";
@@ -239,7 +239,7 @@ export async function runAdmin(argv: string[], env: Record<string, string | unde
     if (noun === "invite" && verb !== undefined && args.length === 1) {
       const login = args[0]!;
       if (!new RegExp(LOGIN_PATTERN).test(login)) throw new UsageError("login must be 3 to 64 letters, digits or . _ @ -");
-      const base = (options.url ?? env.SWITCHYARD_PUBLIC_URL ?? "http://localhost:8080").replace(/\/+$/, "");
+      const base = (options.url ?? publicUrl(env)).replace(/\/+$/, "");
       if (!/^https?:\/\/[^/\s]+$/.test(base)) throw new UsageError("--url must be the gateway's address, like https://gateway.example.com");
       if (!(await accounts.getAccount(verb))) return { code: 1, out: `no account ${verb}` };
       const invite = await issueInvite(store.console, { accountId: verb, login, now: Date.now(), origin: base });

@@ -43,10 +43,16 @@ const info = (s: Pick<ConsoleSession, "kind" | "login" | "accountId" | "csrf" | 
  */
 export function consoleGate(request: Request): Response | undefined {
   if (request.method === "GET" || request.method === "HEAD") return undefined;
-  if (!sameOrigin(request)) return errorResponse(false, 403, "permission", "Cross-site requests are refused.", unreadBodyHeaders(request));
+  const refused = crossSiteRefusal(request);
+  return refused && errorResponse(false, refused.status, refused.kind, refused.message, unreadBodyHeaders(request));
+}
+
+/** Why a change could have come from another site's page: not this Origin (403), or a form's encoding (415). */
+function crossSiteRefusal(request: Request): { status: number; kind: "permission" | "invalid_request"; message: string } | undefined {
+  if (!sameOrigin(request)) return { status: 403, kind: "permission", message: "Cross-site requests are refused." };
   const type = request.headers.get("content-type");
   if (request.headers.get("content-length") !== "0" && type !== null && !type.toLowerCase().startsWith("application/json")) {
-    return errorResponse(false, 415, "invalid_request", "Send JSON (content-type: application/json).", unreadBodyHeaders(request));
+    return { status: 415, kind: "invalid_request", message: "Send JSON (content-type: application/json)." };
   }
   return undefined;
 }
@@ -73,11 +79,8 @@ export function consoleApiRoutes(deps: ConsoleApiDeps) {
   };
   /** Refuses what another site could have made a browser send. */
   const sameSite = (request: Request) => {
-    if (!sameOrigin(request)) throw new GatewayError(403, "permission", "Cross-site requests are refused.");
-    const type = request.headers.get("content-type");
-    if (request.headers.get("content-length") !== "0" && type !== null && !type.toLowerCase().startsWith("application/json")) {
-      throw new GatewayError(415 as number, "invalid_request", "Send JSON (content-type: application/json).");
-    }
+    const refused = crossSiteRefusal(request);
+    if (refused) throw new GatewayError(refused.status, refused.kind, refused.message);
   };
   /** A change by a signed-in user: same site, and the session's CSRF token. */
   const changer = async (request: Request): Promise<ConsoleSession> => {
