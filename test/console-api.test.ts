@@ -323,6 +323,31 @@ if (missing) {
   });
 }
 
+if (!missing) {
+  test("PostgreSQL: a session made on one gateway works on another on the same database (workers, replicas), and sign-out there ends it everywhere", async () => {
+    const url = await database();
+    const first = await openPostgresStores(url, { ledger: { timeoutMs: 1_000, retryMaxMs: 40 } });
+    const second = await openPostgresStores(url, { ledger: { timeoutMs: 1_000, retryMaxMs: 40 } });
+    const a = await startGateway({ upstreamUrl: upstream.url, adminToken: ADMIN, stores: first });
+    const b = await startGateway({ upstreamUrl: upstream.url, adminToken: ADMIN, stores: second });
+    try {
+      const onA = new ConsoleClient(a.url);
+      await onA.signIn({ token: ADMIN });
+      const onB = new ConsoleClient(b.url);
+      onB.cookie = onA.cookie;
+      onB.csrf = onA.csrf;
+      expect((await onB.json("GET", "/console/api/session")).kind).toBe("operator");
+      expect((await onB.call("POST", "/console/api/sign-out")).status).toBe(200);
+      expect((await onA.call("GET", "/console/api/session")).status).toBe(401);
+    } finally {
+      await a.stop();
+      await b.stop();
+      await first.close(500);
+      await second.close(500);
+    }
+  }, 30_000);
+}
+
 describe("the console page", () => {
   test("one request for the shell: script and styles inline, a CSP that allows only them, ETag; no session needed", async () => {
     const s = await sqliteSetup();
