@@ -220,7 +220,9 @@ describe("failures cost nothing; partial answers cost what they produced", () =>
 
 describe("rate limit", () => {
   test("the headers ride on every kind of answer: JSON, streams, a whole answer sent as a stream, errors from inside the pipeline", async () => {
-    const gw = await startGateway({ upstreamUrl: upstream.url, requestsPerMinute: 100, credits: 1 });
+    // A clock that stands still: the bucket must not refill between answers, however slow they are.
+    const now = 1_800_000_000_000;
+    const gw = await startGateway({ upstreamUrl: upstream.url, requestsPerMinute: 100, credits: 1, now: () => now });
     try {
       const answers: [string, () => Promise<Response>, number][] = [
         ["JSON answer", () => post(gw, "/v1/chat/completions", { model: OPENAI_MODEL, max_tokens: 10, messages: question }), 200],
