@@ -132,9 +132,11 @@ if (missing) {
 
     test("a process that stops heartbeating has its holds released by another; its late settlement still charges what it held, once", async () => {
       // `dead` never heartbeats again after it starts (a minute between beats); `live` does, every 50 ms.
+      // Staleness is judged on the database's clock; how long `live` has been healthy, on its own
+      // clock, which the test moves by hand.
+      let liveClock = Date.now();
       const dead = await pgFixture({ heartbeatMs: 60_000, staleAfterMs: 400, sweepIntervalMs: 60_000 });
-      const live = await pgFixture({ heartbeatMs: 50, staleAfterMs: 400, sweepIntervalMs: 60_000, timeoutMs: 400 });
-      const liveSince = performance.now();
+      const live = await pgFixture({ heartbeatMs: 50, staleAfterMs: 400, sweepIntervalMs: 60_000, timeoutMs: 400, now: () => liveClock });
       try {
         const who = await dead.fund(10_000);
         const ids = [1, 2, 3].map((i) => `req_dead_${Date.now()}_${i}`);
@@ -143,11 +145,13 @@ if (missing) {
         expect((await live.ledger.balance(who.accountId))!.heldMicro).toBe(4_000);
         // Too early: the silent process is not stale yet.
         expect(await live.ledger.sweep()).toBe(0);
+        // Stale by the database's clock after 500 ms…
         await Bun.sleep(500);
-        // Stale now, but `live` has not been writing its own heartbeats for longer than a living
-        // process takes to come back (staleAfterMs + timeoutMs): it judges nobody yet.
-        if (performance.now() - liveSince < 750) expect(await live.ledger.sweep()).toBe(0);
-        await Bun.sleep(Math.max(0, 850 - (performance.now() - liveSince)));
+        // …but `live` has not been writing its own heartbeats for longer than a living process
+        // takes to come back (staleAfterMs + timeoutMs = 800 ms by its clock): it judges nobody yet.
+        liveClock += 799;
+        expect(await live.ledger.sweep()).toBe(0);
+        liveClock += 1;
         expect(await live.ledger.sweep()).toBe(3);
         expect(await live.ledger.balance(who.accountId)).toEqual({ balanceMicro: 10_000, heldMicro: 1_000 });
         // The process was only slow: its answer still finishes and is charged (within what it held).
