@@ -10,6 +10,7 @@ import { openPostgresStores } from "../src/store/stores.ts";
 import { closedPort, postgresMissing, useTestDatabase } from "./helpers/backends.ts";
 import { ledgerContract, settlement, type LedgerFixture } from "./helpers/ledger-contract.ts";
 import { tcpProxy } from "./helpers/tcp-proxy.ts";
+import { until } from "./helpers/until.ts";
 
 const missing = await postgresMissing();
 const database = useTestDatabase();
@@ -58,14 +59,6 @@ async function pgFixture(options: Partial<PgLedgerOptions> = {}, via?: Pg): Prom
     },
   };
 }
-
-const until = async (condition: () => boolean | Promise<boolean>, ms = 5_000) => {
-  const deadline = Date.now() + ms;
-  while (!(await condition())) {
-    if (Date.now() > deadline) throw new Error("condition not reached in time");
-    await Bun.sleep(10);
-  }
-};
 
 /** The pool as the ledger sees it, counting what it sends: transactions, and settlement statements. */
 const counting = (sql: Pg) => {
@@ -486,7 +479,7 @@ if (missing) {
         expect(f.logs.some((l) => l.level === "error" && l.message.startsWith("ledger cannot write"))).toBe(true);
 
         proxy.restore();
-        await until(() => f.ledger.health().writable && f.ledger.health().queued === 0);
+        await until("the ledger writable with nothing queued", 5_000, () => f.ledger.health().writable && f.ledger.health().queued === 0);
         expect(f.ledger.admits(true)).toBe(true);
         const [written] = await f.sql`SELECT COUNT(*)::int AS n, SUM(cost_micro)::int AS cost FROM usage_records WHERE request_id LIKE ${"req_gone_%"} AND account_id = ${who.accountId}`;
         expect(written).toEqual({ n: 20, cost: 20 * 1_500 });
@@ -525,7 +518,7 @@ if (missing) {
         await killing;
         expect(kills).toBeGreaterThan(0);
         expect(granted.length).toBeGreaterThan(0);
-        await until(async () => {
+        await until("the ledger writable with nothing queued", 5_000, async () => {
           await f.ledger.flush();
           return f.ledger.health().writable && f.ledger.health().queued === 0;
         });

@@ -5,6 +5,7 @@ import { createFetchTransport } from "../src/transport/fetch-transport.ts";
 import { ResponseTooLargeError } from "../src/transport/transport.ts";
 import { pump, rawUpstream, type RawRequest, type RawSocket, type RawUpstream } from "./helpers/raw-upstream.ts";
 import { IMAGE_CHAT_MODEL, OPENAI_MODEL, post as postToGateway, startGateway } from "./helpers/gateway.ts";
+import { until } from "./helpers/until.ts";
 
 /**
  * The upstream client against upstreams that are broken or hostile, each a raw TCP server
@@ -30,11 +31,6 @@ function setup(answer: (request: RawRequest, socket: RawSocket) => void, maxResp
 
 const json = (body: string, extra = "") => `HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ncontent-length: ${Buffer.byteLength(body)}\r\n${extra}\r\n${body}`;
 const OK = json("{}");
-
-/** Waits until `check` holds (sockets close asynchronously), at most a second. */
-async function until(check: () => boolean): Promise<void> {
-  for (let i = 0; i < 200 && !check(); i++) await Bun.sleep(5);
-}
 
 /**
  * A gzip stream that never ends: a header, then the same deflate segment over and over, each
@@ -65,7 +61,7 @@ describe("bounded answers", () => {
     expect(await res.text().catch((e) => e)).toBeInstanceOf(ResponseTooLargeError);
     // Endless on the wire: only the socket buffers' worth was taken (a few MB of ~1000:1 data), not gigabytes.
     expect(await sent!).toBeLessThan(16 * MiB);
-    await until(() => client.openConnections() === 0);
+    await until("the client's connections closed", 1_000, () => client.openConnections() === 0);
     expect(client.openConnections()).toBe(0);
   });
 
@@ -210,7 +206,7 @@ describe("connection hygiene", () => {
     expect(await (await post('{"n":0}')).text()).toBe('{"n":0}');
     expect(client.openConnections()).toBe(1);
     upstream.sockets[0]!.write(json('{"n":"unsolicited"}'));
-    await until(() => client.openConnections() === 0);
+    await until("the client's connections closed", 1_000, () => client.openConnections() === 0);
     expect(client.openConnections()).toBe(0);
     expect(await (await post('{"n":1}')).text()).toBe('{"n":1}');
     expect(upstream.opened).toBe(2);
@@ -237,7 +233,7 @@ describe("connection hygiene", () => {
       const first = await post('{"n":0}').then((res) => res.text()).catch((e) => e);
       if (expected === "answer") expect(first).toBe("{}");
       else expect(first).toBeInstanceOf(Error);
-      await until(() => client.openConnections() === 0);
+      await until("the client's connections closed", 1_000, () => client.openConnections() === 0);
       expect(client.openConnections()).toBe(0);
       expect(await (await post('{"n":1}')).text()).toBe('{"n":1}');
       expect(upstream.opened).toBe(2);
@@ -259,12 +255,12 @@ describe("connection hygiene", () => {
       socket: { data: () => void (claimed ??= post('{"n":"second"}').then((res) => res.text())) },
     });
     try {
-      await until(() => serverEnd !== undefined);
+      await until("the trigger connection", 1_000, () => serverEnd !== undefined);
       serverEnd!.write("go");
       serverEnd!.flush();
       upstream.sockets[0]!.write(json('{"n":"late"}'));
       upstream.sockets[0]!.flush();
-      await until(() => claimed !== undefined);
+      await until("the second request sent", 1_000, () => claimed !== undefined);
       expect(await claimed!).toBe('{"n":"second"}');
       expect(upstream.opened).toBe(2);
       expect(client.openConnections()).toBe(1);
@@ -301,7 +297,7 @@ describe("connection hygiene", () => {
       // The first copy puts the origin on probation: one request, and its copy landing on the idle
       // connection, which the client closes for it.
       await (await post(JSON.stringify({ nonce: "first-copied" }))).json();
-      await until(() => due.size === 0 && client.openConnections() === 0);
+      await until("the first copy sent and its connection closed", 1_000, () => due.size === 0 && client.openConnections() === 0);
       expect(client.openConnections()).toBe(0);
       let next = 0;
       let crossed = 0;
@@ -345,7 +341,7 @@ describe("connection hygiene", () => {
         else held.set(socket, nonce);
       }, MiB, rest);
       await (await post(JSON.stringify({ nonce: "first" }))).json();
-      await until(() => client.openConnections() === 0);
+      await until("the client's connections closed", 1_000, () => client.openConnections() === 0);
       expect(client.openConnections()).toBe(0);
       const read = async (nonce: string) => ((await (await post(JSON.stringify({ nonce }))).json()) as { nonce: string }).nonce;
       const first = await read("one");
@@ -415,7 +411,7 @@ describe("connection hygiene", () => {
         socket.write(answer("unsolicited"));
         duplicates++;
       }
-      await until(() => client.openConnections() === 0);
+      await until("the client's connections closed", 1_000, () => client.openConnections() === 0);
     }
     expect(crossed).toBe(0);
     expect(failed).toBe(0);
