@@ -18,7 +18,7 @@ WORKDIR /app
 COPY --from=build /out/switchyard /usr/local/bin/switchyard
 USER switchyard
 # Nothing else is needed: the binary raises Bun's fetch limit (BUN_CONFIG_MAX_HTTP_REQUESTS) itself.
-# SWITCHYARD_CONTAINER: no demo account by default (src/accounts/demo-account.ts); SWITCHYARD_DEMO=1 asks for one.
+# SWITCHYARD_CONTAINER: no demo account by default (src/config/env.ts, demoChoice); SWITCHYARD_DEMO=1 asks for one.
 ENV PORT=8080 HOST=0.0.0.0 SWITCHYARD_DB=/app/data/switchyard.sqlite SWITCHYARD_CONTAINER=1
 EXPOSE 8080
 VOLUME ["/app/data"]

@@ -9,7 +9,7 @@
  */
 import { createGatewayMetrics } from "../src/ops/gateway-metrics.ts";
 import { Tracker } from "../src/ops/request-trace.ts";
-import { silentLogger, withoutSecrets } from "../src/log.ts";
+import { silentLogger, withoutSecrets } from "../src/log/log.ts";
 import { parseArgs } from "./child-process.ts";
 
 const args = parseArgs();

@@ -1,5 +1,5 @@
 /**
- * The stream stage alone (streaming/stream-answer.ts with the OpenAI relay, its SSE parser and
+ * The stream stage alone (gateway/stream-answer.ts with the OpenAI relay, its SSE parser and
  * usage meter), on the loopback bench's 20-chunk answer arriving in one read, as it does there:
  * no sockets, no routing, no ledger. What a stream costs beyond a whole answer's work, in
  * isolation; the same stage costs two to three times as much inside the loaded gateway
@@ -8,7 +8,7 @@
  *   bun bench/stream-stage.ts [N]            CPU per stream over N streams (default 100,000)
  *   BUN_JSC_logGC=1 bun bench/stream-stage.ts 2>gc.log   and the collector's cycles beside it
  */
-import { answerSource } from "../src/streaming/stream-answer.ts";
+import { answerSource } from "../src/gateway/stream-answer.ts";
 import { createOpenAIRelay } from "../src/streaming/encode-openai.ts";
 import { openaiAdapter } from "../src/providers/openai/openai-adapter.ts";
 import { UsageMeter } from "../src/billing/usage-meter.ts";

@@ -1,40 +1,43 @@
 import { Elysia } from "elysia";
 import type { Database } from "bun:sqlite";
 import type { Settings } from "./config/load-config.ts";
-import { createAccountStore, type AccountStore } from "./accounts/account-store.ts";
+import { type AccountStore } from "./accounts/account-store.ts";
+import { createAccountStore } from "./store/sqlite/sqlite-accounts.ts";
 import { createKeyResolver, type KeyResolver } from "./accounts/key-resolver.ts";
 import type { Ledger, RejectionLog } from "./billing/ledger.ts";
 import { createSqliteLedger, type SqliteLedgerOptions } from "./store/sqlite/sqlite-ledger.ts";
-import { createUsageBreakdown, createUsageReport, type UsageBreakdown, type UsageReporter } from "./billing/usage-report.ts";
+import { type UsageBreakdown, type UsageReporter } from "./billing/usage-report.ts";
+import { createUsageBreakdown, createUsageReport } from "./store/sqlite/sqlite-usage-report.ts";
 import { createCatalogue } from "./catalogue/catalogue.ts";
-import { withoutSecrets, type Logger } from "./log.ts";
-import { rememberSecret } from "./ops/scrub.ts";
-import type { UpstreamFetch } from "./pipeline/forward.ts";
-import { admissionPlugin, maybePrincipalOf, pathOf } from "./plugins/admission.ts";
+import { withoutSecrets, type Logger } from "./log/log.ts";
+import { rememberSecret } from "./log/scrub.ts";
+import type { Transport } from "./transport/transport.ts";
+import { admissionPlugin, maybePrincipalOf, pathOf } from "./http/plugins/admission.ts";
 import { createRateLimiter, type RateLimitStore } from "./limits/rate-limiter.ts";
-import { errorsPlugin } from "./plugins/errors.ts";
-import { jsonBodyPlugin } from "./plugins/json-body.ts";
-import { adminRoutes } from "./routes/admin.ts";
-import { chatCompletionsRoute } from "./routes/chat-completions.ts";
-import { messagesRoute } from "./routes/messages.ts";
-import { responsesRoute } from "./routes/responses.ts";
-import { embeddingsRoute } from "./routes/embeddings.ts";
-import { modelsRoute } from "./routes/models.ts";
-import { keyRoute } from "./routes/key.ts";
-import { healthRoutes } from "./routes/health.ts";
+import { errorsPlugin } from "./http/plugins/errors.ts";
+import { jsonBodyPlugin } from "./http/plugins/json-body.ts";
+import { adminRoutes } from "./http/routes/admin.ts";
+import { chatCompletionsRoute } from "./http/routes/chat-completions.ts";
+import { messagesRoute } from "./http/routes/messages.ts";
+import { responsesRoute } from "./http/routes/responses.ts";
+import { embeddingsRoute } from "./http/routes/embeddings.ts";
+import { modelsRoute } from "./http/routes/models.ts";
+import { keyRoute } from "./http/routes/key.ts";
+import { healthRoutes } from "./http/routes/health.ts";
 import { withSimulatedUpstream } from "./providers/simulated/simulated-upstream.ts";
 import { loadTokenizer } from "./billing/token-estimate.ts";
-import { createInflight } from "./pipeline/inflight.ts";
-import { createChangeWatch } from "./store/change-watch.ts";
+import { createInflight } from "./gateway/inflight.ts";
+import { createChangeWatch } from "./store/sqlite/change-watch.ts";
+import { retryWhileBusy } from "./store/sqlite/sqlite-errors.ts";
 import { createHttp1Client } from "./transport/http1/client.ts";
-import { atEndOfTurn } from "./pipeline/end-of-turn.ts";
+import { atEndOfTurn } from "./gateway/end-of-turn.ts";
 import type { SharedStores } from "./store/stores.ts";
-import { DEFAULT_OPS, type OpsSettings } from "./ops/ops-settings.ts";
+import { DEFAULT_OPS, type OpsSettings } from "./config/ops-settings.ts";
 import { Tracker } from "./ops/request-trace.ts";
 import { createGatewayMetrics } from "./ops/gateway-metrics.ts";
-import { assignRequestId, closeTracesHook } from "./plugins/request-id.ts";
-import { metricsRoute } from "./routes/metrics.ts";
-import { openApiRoute } from "./routes/openapi.ts";
+import { assignRequestId, closeTracesHook } from "./http/plugins/request-id.ts";
+import { metricsRoute } from "./http/routes/metrics.ts";
+import { openApiRoute } from "./http/routes/openapi.ts";
 import type { ResponseStore } from "./translate/response-store.ts";
 import { createMemoryResponseStore } from "./store/memory/memory-response-store.ts";
 import { createAlerts, type Alerts } from "./alerts/alerts.ts";
@@ -50,7 +53,9 @@ export interface AppDeps {
   limiter?: RateLimitStore;
   settings: Settings;
   /** How upstreams are reached; `simulated://` URLs are answered in-process whatever is passed. */
-  fetch?: UpstreamFetch;
+  fetch?: Transport;
+  /** An HTTP(S) proxy is configured (config/env.ts): every upstream call goes through `fetch`, which honours it. */
+  upstreamViaProxy?: boolean;
   now?: () => number;
   log: Logger;
   adminToken?: string;
@@ -60,7 +65,7 @@ export interface AppDeps {
   ledgerOptions?: Omit<SqliteLedgerOptions, "now" | "changes" | "log" | "onCommitted">;
   /** Wraps the ledger the app builds (tests inject faults with it). */
   wrapLedger?: (ledger: Ledger & RejectionLog) => Ledger & RejectionLog;
-  /** Metrics and access log switches (ops/ops-settings.ts); all on by default. */
+  /** Metrics and access log switches (config/env.ts); all on by default. */
   ops?: OpsSettings;
   /** The Responses API's stored answers; in this process's memory, bounded by `settings.responses`, unless given. */
   responseStore?: ResponseStore;
@@ -73,7 +78,7 @@ const SQLITE_COMMIT_DELAY_MS = 1;
 
 /** Builds the gateway from its dependencies; never listens, so tests drive it on any server. */
 export function createApp(deps: AppDeps) {
-  // Whatever logger is passed in, no secret reaches it (see log.ts).
+  // Whatever logger is passed in, no secret reaches it (see log/log.ts).
   const log = withoutSecrets(deps.log);
   // A vendor that echoes our key is scrubbed by the key's value too, whatever its shape.
   for (const provider of deps.settings.providers.values()) rememberSecret(provider.apiKey);
@@ -119,6 +124,7 @@ export function createApp(deps: AppDeps) {
   // While other requests are in flight, a call's write waits for the end of the loop's turn.
   const upstream = createHttp1Client({
     fallback: deps.fetch,
+    viaProxy: deps.upstreamViaProxy,
     coalesce: () => inflight.count > 1,
     atEndOfTurn,
     maxResponseBytes: deps.settings.limits.max_response_bytes,
@@ -154,7 +160,7 @@ export function createApp(deps: AppDeps) {
 
   // The OpenAPI document describes what was built (read on its first request). Without an admin
   // token the admin routes are 404s, but the document still describes them.
-  const documented = () => (deps.adminToken ? app.routes : [...app.routes, ...adminRoutes({ accounts, keys, ledger, usage, breakdown, adminToken: "-", now }).routes]);
+  const documented = () => (deps.adminToken ? app.routes : [...app.routes, ...adminRoutes({ accounts, keys, ledger, usage, breakdown, adminToken: "-", now, retryWhileBusy }).routes]);
   // Normalising copies every body to drop fields its schema does not list (25 µs for a
   // 200-message conversation). Our schemas say `additionalProperties: true` instead, so the copy
   // changed nothing. It is the app's setting that applies to every route.
@@ -189,7 +195,7 @@ export function createApp(deps: AppDeps) {
   // route would copy all request headers into an object per request (`headers.toJSON()`, 1.2 %
   // of a non-stream request's CPU in a profile) that none of them reads.
   for (const route of app.routes) route.compile();
-  app.use(adminRoutes({ accounts, keys, ledger, usage, breakdown, adminToken: deps.adminToken, now, changed, log, authFailures: createAuthFailures({ now, ...deps.adminAuthFailures }) }));
+  app.use(adminRoutes({ accounts, keys, ledger, usage, breakdown, adminToken: deps.adminToken, now, retryWhileBusy, changed, log, authFailures: createAuthFailures({ now, ...deps.adminAuthFailures }) }));
   // Route labels are the paths served, known once every route is registered.
   if (ops.metrics) {
     tracker.metrics = createGatewayMetrics({

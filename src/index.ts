@@ -1,57 +1,50 @@
 // First: sets what Bun reads at start (see the module), before anything else runs.
-import "./ops/runtime-env.ts";
-import { ConfigError, loadSettings, type Settings } from "./config/load-config.ts";
+import "./config/runtime-env.ts";
+import { ConfigError } from "./config/load-config.ts";
+import { DemoConfigError, healthCheckTarget, readEnvironment, StoreConfigError, WorkersConfigError, type Environment } from "./config/env.ts";
+import { OpsConfigError } from "./config/ops-settings.ts";
 import { openDatabase } from "./store/database.ts";
 import { GatewayLockError, lockDatabaseFile } from "./store/sqlite/gateway-lock.ts";
 import { startWalCheckpointer } from "./store/wal-checkpointer.ts";
 import { createApp } from "./app.ts";
-import { jsonLogger } from "./log.ts";
-import { DemoConfigError, demoChoice, issueDemoKey, type DemoChoice } from "./accounts/demo-account.ts";
+import { jsonLogger } from "./log/log.ts";
+import { issueDemoKey } from "./accounts/demo-account.ts";
 import { microToCredits } from "./billing/money.ts";
-import { holdTtlFor, ledgerTimingsFrom, openPostgresStores, openRedisLimiter, storeChoice, StoreConfigError, type SharedStores, type StoreChoice } from "./store/stores.ts";
-import { processRole, superviseWorkers, WorkersConfigError, type ListeningMessage, type ProcessRole } from "./supervisor.ts";
+import { holdTtlFor, openPostgresStores, openRedisLimiter, type SharedStores } from "./store/stores.ts";
+import { superviseWorkers, type ListeningMessage } from "./supervisor.ts";
 import type { Database } from "bun:sqlite";
 import { healthCheck } from "./ops/health-check.ts";
-import { OpsConfigError, opsSettings, type OpsSettings } from "./ops/ops-settings.ts";
 
-if (process.argv.includes("--health-check")) process.exit(await healthCheck(process.env));
+if (process.argv.includes("--health-check")) process.exit(await healthCheck(healthCheckTarget(process.env)));
 
-let settings: Settings;
-let choice: StoreChoice;
-let ops: OpsSettings;
-let role: ProcessRole;
-let pgTimings: ReturnType<typeof ledgerTimingsFrom>;
-let demoWanted: DemoChoice;
+// Every variable, once (config/env.ts): what cannot be used stops the start with one line naming it.
+let env: Environment;
 try {
-  settings = loadSettings(process.env);
-  choice = storeChoice(process.env);
-  ops = opsSettings(process.env);
-  role = processRole(process.env, choice);
-  pgTimings = ledgerTimingsFrom(process.env);
-  demoWanted = demoChoice(process.env);
+  env = readEnvironment(process.env);
 } catch (err) {
   if (!(err instanceof ConfigError) && !(err instanceof StoreConfigError) && !(err instanceof OpsConfigError) && !(err instanceof WorkersConfigError) && !(err instanceof DemoConfigError)) throw err;
   console.error(`switchyard: ${err.message}`);
   process.exit(1);
 }
+const { settings, stores: choice, ops, role, pgTimings, demo: demoWanted } = env;
 
-const log = jsonLogger((process.env.LOG_LEVEL as "debug" | "info" | "warn" | "error" | undefined) ?? "info");
+const log = jsonLogger(env.logLevel);
 /** How long running answers may take to finish after SIGTERM before the process exits anyway. */
-const SHUTDOWN_GRACE_MS = Number(process.env.SWITCHYARD_SHUTDOWN_GRACE_MS ?? 30_000);
+const SHUTDOWN_GRACE_MS = env.shutdownGraceMs;
 if (role.kind === "supervisor") {
   // SWITCHYARD_WORKERS > 1: this process only starts, replaces and stops the workers (src/supervisor.ts).
   if (!choice.redisUrl) log("warn", "rate limits are kept per worker without SWITCHYARD_REDIS_URL: a key may get up to SWITCHYARD_WORKERS times its limit", { workers: role.workers });
-  process.exit(await superviseWorkers({ workers: role.workers, port: Number(process.env.PORT ?? 8080), log, graceMs: SHUTDOWN_GRACE_MS }));
+  process.exit(await superviseWorkers({ workers: role.workers, port: env.port, log, graceMs: SHUTDOWN_GRACE_MS }));
 }
 const worker = role.kind === "worker";
-// Bun reads this once at process start (ops/runtime-env.ts sets it when unset). API calls use our
+// Bun reads this once at process start (config/runtime-env.ts sets it when unset). API calls use our
 // own client; what still goes through fetch (image downloads, and every call when an HTTP(S)
 // proxy is configured) holds these slots.
-const maxUpstream = Number(process.env.BUN_CONFIG_MAX_HTTP_REQUESTS ?? 256);
+const maxUpstream = env.maxFetches;
 if (maxUpstream < 1024) {
   log("warn", "at most this many fetch requests (image downloads, proxied upstream calls) run at once; more wait. BUN_CONFIG_MAX_HTTP_REQUESTS raises it (unset, the gateway uses 4096)", { maxUpstream });
 }
-const dbPath = process.env.SWITCHYARD_DB ?? "./data/switchyard.sqlite";
+const dbPath = env.sqlitePath;
 let lock: { release(): void } | undefined;
 let db: Database | undefined;
 let checkpointer: ReturnType<typeof startWalCheckpointer> | undefined;
@@ -60,7 +53,7 @@ if (choice.databaseUrl) {
   // PostgreSQL holds the money; SWITCHYARD_DB is ignored (nothing is written there).
   try {
     // Settlements a stop cannot write go to a spill file on this host (replayed by the next start).
-    const spill = { dir: process.env.SWITCHYARD_SPILL_DIR || "./data", database: choice.databaseUrl };
+    const spill = { dir: env.spillDir, database: choice.databaseUrl };
     stores = await openPostgresStores(choice.databaseUrl, { log, ledger: { holdTtlMs: holdTtlFor(settings), ...pgTimings, spill } });
   } catch (err) {
     console.error(`switchyard: cannot open the PostgreSQL database of SWITCHYARD_DATABASE_URL: ${err instanceof Error ? err.message : String(err)}`);
@@ -86,15 +79,15 @@ if (choice.databaseUrl) {
 // Rate limits in Redis fail closed: until it answers, requests are refused with 503.
 const limiter = choice.redisUrl ? openRedisLimiter(choice.redisUrl, { log }) : undefined;
 if (limiter && !(await limiter.ready())) log("warn", "Redis (SWITCHYARD_REDIS_URL) does not answer yet: requests are refused (503) until it does");
-const app = createApp({ db, stores, limiter, settings, log, adminToken: ops.adminToken, ops });
+const app = createApp({ db, stores, limiter, settings, log, adminToken: ops.adminToken, ops, upstreamViaProxy: env.upstreamViaProxy });
 const demo = demoWanted.on ? await issueDemoKey(app.services.accounts) : undefined;
 // What the account has now, not what it started with: a spent demo account says so at the next start.
 const demoCredits = demo ? microToCredits((await app.services.ledger.balance(demo.accountId))?.balanceMicro ?? 0) : 0;
 db?.exec("PRAGMA busy_timeout = 0");
 const storeName = choice.databaseUrl ? "PostgreSQL" : dbPath;
 
-const requestedPort = Number(process.env.PORT ?? 8080);
-const hostname = process.env.HOST ?? "0.0.0.0";
+const requestedPort = env.port;
+const hostname = env.hostname;
 try {
   app.listen({
     port: requestedPort,
@@ -128,7 +121,7 @@ if (worker) process.send?.({ type: "listening", port: Number(port) } satisfies L
 log("info", "switchyard listening", { url: `http://${shown}:${port}`, config: settings.source, db: storeName, rateLimits: choice.redisUrl ? "redis" : "in-process", models: settings.models.length });
 
 // Workers after the first are told SWITCHYARD_DEMO=0 by the supervisor: only a single process or the first says why.
-if (!demoWanted.on && !(worker && process.env.SWITCHYARD_DEMO === "0")) log("info", `no demo account: ${demoWanted.reason} (SWITCHYARD_DEMO=1 turns it on)`);
+if (!demoWanted.on && !(worker && env.demoOffByEnv)) log("info", `no demo account: ${demoWanted.reason} (SWITCHYARD_DEMO=1 turns it on)`);
 if (demo) {
   const model = settings.models[0]?.id ?? "switchyard/echo";
   console.log(`

@@ -1,5 +1,6 @@
 import type { Subprocess } from "bun";
-import type { Logger } from "./log.ts";
+import type { Logger } from "./log/log.ts";
+import { WORKER_SLOT_ENV } from "./config/env.ts";
 
 /**
  * `SWITCHYARD_WORKERS=N`: N gateway processes on one port (SO_REUSEPORT; the kernel spreads new
@@ -7,33 +8,6 @@ import type { Logger } from "./log.ts";
  * worker (the default) is the plain gateway process, with no supervisor and no extra hop.
  * See docs/decisions.md, "Workers".
  */
-
-/** Set by the supervisor in each worker's environment: which slot (1..N) the process fills. */
-export const WORKER_SLOT_ENV = "SWITCHYARD_WORKER_SLOT";
-const MAX_WORKERS = 64;
-
-export class WorkersConfigError extends Error {}
-
-export type ProcessRole = { kind: "single" } | { kind: "supervisor"; workers: number } | { kind: "worker"; slot: number };
-
-/** What this process is, from the environment; refuses what cannot be run safely. */
-export function processRole(env: Record<string, string | undefined>, store: { databaseUrl?: string }): ProcessRole {
-  const slot = env[WORKER_SLOT_ENV];
-  if (slot) return { kind: "worker", slot: Number(slot) };
-  const raw = env.SWITCHYARD_WORKERS?.trim() || "1";
-  const workers = Number(raw);
-  if (!/^\d+$/.test(raw) || workers < 1 || workers > MAX_WORKERS) {
-    throw new WorkersConfigError(`SWITCHYARD_WORKERS must be a whole number from 1 to ${MAX_WORKERS} (got "${raw}")`);
-  }
-  if (workers === 1) return { kind: "single" };
-  if (!store.databaseUrl) {
-    throw new WorkersConfigError(
-      `SWITCHYARD_WORKERS=${workers} needs PostgreSQL (SWITCHYARD_DATABASE_URL): the SQLite ledger holds reservations in one process's memory, ` +
-        `so ${workers} workers on one SQLite file would spend the same credits. Run one worker on SQLite (SWITCHYARD_WORKERS=1), or set SWITCHYARD_DATABASE_URL.`,
-    );
-  }
-  return { kind: "supervisor", workers };
-}
 
 /** A worker that lived less than this was not healthy: its replacement waits longer each time. */
 export const QUICK_DEATH_MS = 10_000;

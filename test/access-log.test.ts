@@ -1,5 +1,5 @@
 import { describe, expect, test } from "bun:test";
-import { jsonLogger, type Logger } from "../src/log.ts";
+import { jsonLogger, type Logger } from "../src/log/log.ts";
 import { useFakeUpstream } from "./helpers/fake-upstream.ts";
 import { ANTHROPIC_MODEL, OPENAI_MODEL, post, startGateway, useGateway, type Gateway, type GatewayOptions } from "./helpers/gateway.ts";
 

@@ -14,7 +14,7 @@ import { join } from "node:path";
 import { useFakeUpstream } from "./helpers/fake-upstream.ts";
 import { useGateway, post, sseFrames, ANTHROPIC_MODEL, OPENAI_MODEL } from "./helpers/gateway.ts";
 import { reasoningDialect, scripted, type Script } from "./helpers/scripted-answers.ts";
-import type { Logger } from "../src/log.ts";
+import type { Logger } from "../src/log/log.ts";
 
 const upstream = useFakeUpstream();
 const logLines: string[] = [];

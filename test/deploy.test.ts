@@ -2,8 +2,7 @@ import { afterAll, expect, test } from "bun:test";
 import { existsSync, readFileSync } from "node:fs";
 import { join, resolve } from "node:path";
 import { loadSettings } from "../src/config/load-config.ts";
-import { processRole } from "../src/supervisor.ts";
-import { storeChoice } from "../src/store/stores.ts";
+import { processRole, storeChoice } from "../src/config/env.ts";
 import { startFakeUpstream } from "./helpers/fake-upstream.ts";
 import { startGateway } from "./helpers/gateway.ts";
 

@@ -1,5 +1,5 @@
 import { describe, expect, test } from "bun:test";
-import { atEndOfTurn, endOfTurn } from "../src/pipeline/end-of-turn.ts";
+import { atEndOfTurn, endOfTurn } from "../src/gateway/end-of-turn.ts";
 
 describe("end of the event loop's turn", () => {
   test("held work runs after the turn's microtasks, all of it in one go, in order", async () => {

@@ -2,6 +2,7 @@ import { afterEach, describe, expect, test } from "bun:test";
 import { gzipSync } from "node:zlib";
 import { createHttp1Client, fastReader, wholeBody } from "../src/transport/http1/client.ts";
 import { responseHeader } from "../src/transport/transport.ts";
+import { upstreamViaProxy } from "../src/config/env.ts";
 import { dribble, rawUpstream, type RawSocket } from "./helpers/raw-upstream.ts";
 
 /**
@@ -33,7 +34,7 @@ afterEach(() => {
 function setup(answer: Parameters<typeof rawServer>[0], options: Parameters<typeof createHttp1Client>[0] = {}) {
   const server = rawServer(answer);
   servers.push(server);
-  const client = createHttp1Client({ env: {}, ...options });
+  const client = createHttp1Client({ ...options });
   clients.push(client);
   const post = (body = "{}", init: RequestInit = {}) =>
     client.fetch(`http://127.0.0.1:${server.port}/v1/chat/completions?x=1`, { method: "POST", headers: { "content-type": "application/json" }, body, ...init });
@@ -292,7 +293,7 @@ describe("upstream HTTP/1.1 client", () => {
   });
 
   test("a refused connection is an error the caller can retry", async () => {
-    const client = createHttp1Client({ env: {} });
+    const client = createHttp1Client({});
     clients.push(client);
     const port = rawServer(() => {});
     port.stop();
@@ -305,8 +306,8 @@ describe("upstream HTTP/1.1 client", () => {
       seen.push(url);
       return new Response("fallback");
     };
-    const direct = createHttp1Client({ env: {}, fallback });
-    const proxied = createHttp1Client({ env: { HTTPS_PROXY: "http://proxy:3128" }, fallback });
+    const direct = createHttp1Client({ fallback });
+    const proxied = createHttp1Client({ viaProxy: upstreamViaProxy({ HTTPS_PROXY: "http://proxy:3128" }), fallback });
     clients.push(direct, proxied);
     expect(await (await direct.fetch("http://127.0.0.1:1/image.png", { method: "GET" })).text()).toBe("fallback");
     expect(await (await proxied.fetch("http://127.0.0.1:1/v1/x", { method: "POST", headers: {}, body: "{}" })).text()).toBe("fallback");
@@ -339,7 +340,7 @@ describe("upstream HTTP/1.1 client over TLS", () => {
 
   test("a certificate from a trusted CA for the host name: the answer arrives, over one reused connection", async () => {
     const server = serve("server");
-    const client = createHttp1Client({ env: {}, ca: await Bun.file(`${dir}/ca.pem`).text() });
+    const client = createHttp1Client({ ca: await Bun.file(`${dir}/ca.pem`).text() });
     clients.push(client);
     try {
       expect(await (await post(client, server.port!)).json()).toEqual({ got: '"hi"' });
@@ -352,7 +353,7 @@ describe("upstream HTTP/1.1 client over TLS", () => {
 
   test("an untrusted certificate is refused", async () => {
     const server = serve("server");
-    const client = createHttp1Client({ env: {} });
+    const client = createHttp1Client({});
     clients.push(client);
     try {
       await expect(post(client, server.port!)).rejects.toThrow(/TLS handshake with the upstream failed/);
@@ -364,7 +365,7 @@ describe("upstream HTTP/1.1 client over TLS", () => {
 
   test("a trusted certificate for another host name is refused", async () => {
     const server = serve("other");
-    const client = createHttp1Client({ env: {}, ca: await Bun.file(`${dir}/ca.pem`).text() });
+    const client = createHttp1Client({ ca: await Bun.file(`${dir}/ca.pem`).text() });
     clients.push(client);
     try {
       await expect(post(client, server.port!)).rejects.toThrow(/altnames/);

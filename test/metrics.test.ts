@@ -1,7 +1,7 @@
 import { Database } from "bun:sqlite";
 import { describe, expect, test } from "bun:test";
 import { Counter, Dimension, Gauge, Histogram, Registry } from "../src/ops/metrics.ts";
-import { OpsConfigError, opsSettings } from "../src/ops/ops-settings.ts";
+import { OpsConfigError, opsSettings } from "../src/config/ops-settings.ts";
 import { createGatewayMetrics } from "../src/ops/gateway-metrics.ts";
 import { readFileSync } from "node:fs";
 import { useFakeUpstream } from "./helpers/fake-upstream.ts";

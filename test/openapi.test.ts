@@ -1,10 +1,10 @@
 import { describe, expect, test } from "bun:test";
 import SwaggerParser from "@apidevtools/swagger-parser";
 import { readFileSync } from "node:fs";
-import { openApiPath, OPERATIONS } from "../src/ops/openapi.ts";
-import { ChatRequest, CountTokensRequest, MessagesRequest } from "../src/routes/schemas.ts";
-import { UsageReportQuery } from "../src/routes/admin.ts";
-import { EmbeddingsRequest } from "../src/routes/embeddings.ts";
+import { openApiPath, OPERATIONS } from "../src/http/openapi.ts";
+import { ChatRequest, CountTokensRequest, MessagesRequest } from "../src/http/routes/schemas.ts";
+import { UsageReportQuery } from "../src/http/routes/admin.ts";
+import { EmbeddingsRequest } from "../src/http/routes/embeddings.ts";
 import { useFakeUpstream } from "./helpers/fake-upstream.ts";
 import { startGateway, useGateway } from "./helpers/gateway.ts";
 
@@ -34,7 +34,7 @@ describe("GET /openapi.json", () => {
       const [method, path] = route.split(" ") as [string, string];
       const op = doc.paths[openApiPath(path)]?.[method.toLowerCase()];
       expect([route, op !== undefined]).toEqual([route, true]);
-      // A route added without its description here fails: src/ops/openapi.ts, OPERATIONS.
+      // A route added without its description here fails: src/http/openapi.ts, OPERATIONS.
       expect([route, route in OPERATIONS]).toEqual([route, true]);
       expect(op.summary).toBe(OPERATIONS[route]!.summary);
     }

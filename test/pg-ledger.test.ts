@@ -1,6 +1,6 @@
 import { afterAll, describe, expect, test } from "bun:test";
 import type { Ledger, RejectionLog } from "../src/billing/ledger.ts";
-import type { Logger } from "../src/log.ts";
+import type { Logger } from "../src/log/log.ts";
 import { createPostgresAccounts } from "../src/store/postgres/pg-accounts.ts";
 import { connectPostgres, type Pg } from "../src/store/postgres/pg-client.ts";
 import { createPostgresLedger, type PgLedgerOptions } from "../src/store/postgres/pg-ledger.ts";

@@ -15,7 +15,7 @@ import { migrate, openDatabase } from "../src/store/database.ts";
 import { migratePostgres } from "../src/store/postgres/pg-migrations.ts";
 import { auditPostgres, createPostgresUsageReport } from "../src/store/postgres/pg-reports.ts";
 import { openPostgresStores } from "../src/store/stores.ts";
-import { createUsageReport } from "../src/billing/usage-report.ts";
+import { createUsageReport } from "../src/store/sqlite/sqlite-usage-report.ts";
 import { postgresMissing, useTestDatabase } from "./helpers/backends.ts";
 import { startFakeUpstream, vendorRefusal, type RecordedRequest, type Reply } from "./helpers/fake-upstream.ts";
 import { ANTHROPIC_MODEL, post, startGateway } from "./helpers/gateway.ts";

@@ -12,9 +12,10 @@ import { join } from "node:path";
 import { createApp, type App } from "../src/app.ts";
 import { createCatalogue } from "../src/catalogue/catalogue.ts";
 import { loadSettings } from "../src/config/load-config.ts";
-import { silentLogger } from "../src/log.ts";
+import { readEnvironment } from "../src/config/env.ts";
+import { silentLogger } from "../src/log/log.ts";
 import { openDatabase } from "../src/store/database.ts";
-import { promptText } from "../src/pipeline/prepare-upstream.ts";
+import { promptText } from "../src/translate/prepare-upstream.ts";
 import { sseFrames } from "./helpers/gateway.ts";
 import { claudeCodeFixture, countTokensFixture } from "./helpers/claude-code.ts";
 
@@ -57,7 +58,7 @@ describe("README: Use with Claude Code", () => {
     const base = new URL(exported.ANTHROPIC_BASE_URL!);
     expect(base.pathname).toBe("/");
     expect(base.port).toBe("8080");
-    expect(readFileSync(new URL("../src/index.ts", import.meta.url), "utf8")).toContain("process.env.PORT ?? 8080");
+    expect(readEnvironment({}).port).toBe(8080);
     expect(exported.ANTHROPIC_API_KEY).toStartWith("svc-sk-");
     expect(shellBlocks[0]).toMatch(/^claude$/m);
   });

@@ -1,6 +1,6 @@
 import { Database } from "bun:sqlite";
 import { describe, expect, test } from "bun:test";
-import type { Logger } from "../src/log.ts";
+import type { Logger } from "../src/log/log.ts";
 import { useFakeUpstream } from "./helpers/fake-upstream.ts";
 import { ANTHROPIC_MODEL, OPENAI_MODEL, post, useGateway } from "./helpers/gateway.ts";
 

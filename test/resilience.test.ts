@@ -57,7 +57,7 @@ describe("client disconnects before the answer starts", () => {
   test("40 concurrent streams whose clients leave while the answer is on its way: nothing left open, held or half-recorded", async () => {
     const gw = await startGateway({ upstreamUrl: upstream.url });
     try {
-      // Concurrent, so each answer is held for the end of its event-loop turn (pipeline/end-of-turn.ts):
+      // Concurrent, so each answer is held for the end of its event-loop turn (gateway/end-of-turn.ts):
       // the clients leave at staggered moments around the upstream's head, the hold included.
       const runs = Array.from({ length: 40 }, async (_, i) => {
         upstream.reply({ kind: "sse", holdOpen: true, chunks: [chunk(`part ${i}`)] });

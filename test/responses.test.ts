@@ -10,7 +10,7 @@ import { useFakeUpstream } from "./helpers/fake-upstream.ts";
 import { useGateway, post, sseFrames, ANTHROPIC_MODEL, OPENAI_MODEL } from "./helpers/gateway.ts";
 import { reasoningDialect, scripted, scriptedReply } from "./helpers/scripted-answers.ts";
 import { recordingResponseStore } from "./helpers/recording-response-store.ts";
-import type { Logger } from "../src/log.ts";
+import type { Logger } from "../src/log/log.ts";
 
 const upstream = useFakeUpstream();
 const logLines: string[] = [];

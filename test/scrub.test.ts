@@ -1,6 +1,6 @@
 import { describe, expect, test } from "bun:test";
-import { CLIENT_MESSAGE_MAX, LOG_DETAIL_MAX, rememberSecret, scrubForClient, replaceSecrets, scrubLogDetail, scrubSecrets } from "../src/ops/scrub.ts";
-import { jsonLogger, withoutSecrets, type Logger } from "../src/log.ts";
+import { CLIENT_MESSAGE_MAX, LOG_DETAIL_MAX, rememberSecret, scrubForClient, replaceSecrets, scrubLogDetail, scrubSecrets } from "../src/log/scrub.ts";
+import { jsonLogger, withoutSecrets, type Logger } from "../src/log/log.ts";
 import { LEAKY_ERRORS } from "./helpers/leaky-errors.ts";
 
 describe("scrubForClient: what a client may see of a vendor's error", () => {
@@ -159,7 +159,7 @@ describe("the logger the app uses", () => {
   });
 
   test("the JSON logger: lines still waiting for the end of the turn are written when the process exits", () => {
-    const script = `import { jsonLogger } from ${JSON.stringify(new URL("../src/log.ts", import.meta.url).pathname)}; const log = jsonLogger("info"); log("info", "last words", { n: 7 }); process.exit(3);`;
+    const script = `import { jsonLogger } from ${JSON.stringify(new URL("../src/log/log.ts", import.meta.url).pathname)}; const log = jsonLogger("info"); log("info", "last words", { n: 7 }); process.exit(3);`;
     const child = Bun.spawnSync({ cmd: [process.execPath, "-e", script], stderr: "pipe", stdout: "ignore" });
     expect(child.exitCode).toBe(3);
     expect(JSON.parse(child.stderr.toString().trim())).toMatchObject({ level: "info", message: "last words", n: 7 });

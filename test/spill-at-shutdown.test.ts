@@ -12,7 +12,7 @@ import { join } from "node:path";
 import { openDatabase } from "../src/store/database.ts";
 import { createSqliteLedger } from "../src/store/sqlite/sqlite-ledger.ts";
 import { auditLedger } from "../src/store/sqlite/audit.ts";
-import { createAccountStore } from "../src/accounts/account-store.ts";
+import { createAccountStore } from "../src/store/sqlite/sqlite-accounts.ts";
 import type { Settlement } from "../src/billing/ledger.ts";
 import { SQL } from "bun";
 import { postgresMissing, useTestDatabase } from "./helpers/backends.ts";

@@ -9,7 +9,8 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { runGatewayToExit, startGatewayProcess } from "./helpers/gateway-process.ts";
 import { startFakeUpstream } from "./helpers/fake-upstream.ts";
-import { DEMO_CREDITS_MICRO, demoChoice } from "../src/accounts/demo-account.ts";
+import { DEMO_CREDITS_MICRO } from "../src/accounts/demo-account.ts";
+import { demoChoice } from "../src/config/env.ts";
 import { loadSettings } from "../src/config/load-config.ts";
 import { worstCaseMicro } from "../src/billing/pricing.ts";
 

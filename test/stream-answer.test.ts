@@ -1,5 +1,5 @@
 import { describe, expect, test } from "bun:test";
-import { answerSource, END_GRACE_MS, type DirectController, type StreamAnswerOptions } from "../src/streaming/stream-answer.ts";
+import { answerSource, END_GRACE_MS, type DirectController, type StreamAnswerOptions } from "../src/gateway/stream-answer.ts";
 import { anthropicAdapter } from "../src/providers/anthropic/anthropic-adapter.ts";
 import { createOpenAIRelay } from "../src/streaming/encode-openai.ts";
 import { openaiAdapter } from "../src/providers/openai/openai-adapter.ts";

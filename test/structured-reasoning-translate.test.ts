@@ -14,7 +14,7 @@ import { anthropicReasoning, EFFORT_BUDGET, openaiReasoningEffort } from "../src
 import { anthropicSchema, anthropicStructuredOutput, isOpenAIStrictSchema, openaiResponseFormat } from "../src/translate/structured-output.ts";
 import { openaiRequestToAnthropic } from "../src/translate/openai-to-anthropic.ts";
 import { anthropicRequestToOpenAI } from "../src/translate/anthropic-to-openai.ts";
-import { prepareUpstream } from "../src/pipeline/prepare-upstream.ts";
+import { prepareUpstream } from "../src/translate/prepare-upstream.ts";
 import type { TranslationNotes } from "../src/translate/wire-types.ts";
 import { createAnswerToolMapper } from "../src/streaming/answer-tool.ts";
 import type { StreamEvent } from "../src/streaming/events.ts";

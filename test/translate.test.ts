@@ -1,7 +1,7 @@
 import { describe, expect, test } from "bun:test";
 import { openaiRequestToAnthropic } from "../src/translate/openai-to-anthropic.ts";
 import { anthropicRequestToOpenAI } from "../src/translate/anthropic-to-openai.ts";
-import { prepareUpstreamBody, effectiveMaxTokens, fitThinkingBudget } from "../src/pipeline/prepare-upstream.ts";
+import { prepareUpstreamBody, effectiveMaxTokens, fitThinkingBudget } from "../src/translate/prepare-upstream.ts";
 import type { ResolvedProvider } from "../src/config/load-config.ts";
 import type { ModelConfig } from "../src/config/schema.ts";
 

@@ -23,7 +23,7 @@ afterEach(() => {
 function setup(answer: (request: RawRequest, socket: RawSocket) => void, maxResponseBytes = MiB, rest: { reuseAfterMs?: number; reuseOnProbation?: "close" | "rest" } = {}) {
   const upstream = rawUpstream(answer);
   upstreams.push(upstream);
-  const client = createHttp1Client({ env: {}, maxResponseBytes, ...rest });
+  const client = createHttp1Client({ maxResponseBytes, ...rest });
   clients.push(client);
   const post = (body = "{}") => client.fetch(`${upstream.url}/v1/chat/completions`, { method: "POST", headers: { "content-type": "application/json" }, body });
   return { upstream, client, post };
@@ -114,7 +114,7 @@ describe("bounded answers", () => {
     });
     try {
       // GETs (image downloads) are not ours to carry; they go to fetch.
-      const client = createHttp1Client({ env: {}, maxResponseBytes: MiB });
+      const client = createHttp1Client({ maxResponseBytes: MiB });
       clients.push(client);
       expect(await client.fetch(`http://127.0.0.1:${server.port}/announced`, { method: "GET" }).catch((e) => e)).toBeInstanceOf(ResponseTooLargeError);
       const endless = await client.fetch(`http://127.0.0.1:${server.port}/endless`, { method: "GET" });

@@ -7,7 +7,7 @@
 import { beforeEach, describe, expect, test } from "bun:test";
 import { useFakeUpstream } from "./helpers/fake-upstream.ts";
 import { startGateway, useGateway, ANTHROPIC_MODEL, OPENAI_MODEL, post, sseFrames, VENDOR_ANTHROPIC_KEY, VENDOR_OPENAI_KEY } from "./helpers/gateway.ts";
-import type { Logger } from "../src/log.ts";
+import type { Logger } from "../src/log/log.ts";
 import { LEAKY_ERRORS, type LeakyError } from "./helpers/leaky-errors.ts";
 
 const logLines: string[] = [];

@@ -1,7 +1,8 @@
 import { Database } from "bun:sqlite";
 import { describe, expect, test } from "bun:test";
 import { runAdmin } from "../src/cli/admin.ts";
-import { breakdownCsv, parseUsageQuery } from "../src/billing/usage-report.ts";
+import { breakdownCsv } from "../src/billing/usage-report.ts";
+import { parseUsageQuery } from "../src/accounts/admin-input.ts";
 import { useFakeUpstream } from "./helpers/fake-upstream.ts";
 import { useGateway } from "./helpers/gateway.ts";
 import { DAY1, expectedReport, RAW_RECORDS_SQL, rawRecord, runUsageScenario, type RawRecord } from "./helpers/usage-scenario.ts";

@@ -1,5 +1,6 @@
 import { creditsToMicro, MAX_CREDITS, MICRO_PER_CREDIT } from "../billing/money.ts";
 import { isSpendPeriod, SPEND_PERIODS, type SpendPeriod } from "../billing/spend-period.ts";
+import { PERIOD_MS, USAGE_GROUPS, type Granularity, type UsageGroup, type UsageQuery } from "../billing/usage-report.ts";
 
 /**
  * What the admin API and the admin CLI accept for keys and accounts, checked the same way by
@@ -97,4 +98,21 @@ export function parseRateLimit(value: unknown, field = "rate_limit_per_minute"):
     throw new AdminInputError(`${field} must be a whole number from 1 to 1000000.`);
   }
   return value;
+}
+
+/** Reads a report query from strings (the admin API's query, the CLI's flags); throws a message for the caller to show. */
+export function parseUsageQuery(input: { from?: string; to?: string; group_by?: string; granularity?: string; account_id?: string; key_id?: string; model?: string }, now: number): UsageQuery {
+  // The admin input's own parser: a date past the year 9999 would pass Date.parse and then make
+  // the report's toISOString() throw (a 500).
+  const instant = (value: string | undefined, field: string, fallback: number) => (value === undefined || value === "" ? fallback : parseInstant(value, field));
+  const granularity = (input.granularity || "day") as Granularity;
+  if (granularity !== "day" && granularity !== "hour") throw new RangeError("granularity must be day or hour.");
+  const groupBy = (input.group_by ?? "account,key,model").split(",").map((g) => g.trim()).filter((g) => g !== "");
+  for (const g of groupBy) if (!(USAGE_GROUPS as readonly string[]).includes(g)) throw new RangeError(`group_by takes account, key and model (comma-separated), not "${g.slice(0, 40)}".`);
+  // Without `from`: the last 30 days, from the start of a period (so the first row is a whole one).
+  const size = PERIOD_MS[granularity];
+  const to = instant(input.to, "to", now + 1);
+  const from = instant(input.from, "from", Math.floor((to - 30 * 86_400_000) / size) * size);
+  if (from >= to) throw new RangeError("from must be before to.");
+  return { from, to, groupBy: groupBy as UsageGroup[], granularity, accountId: input.account_id || undefined, keyId: input.key_id || undefined, model: input.model || undefined };
 }

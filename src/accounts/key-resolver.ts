@@ -1,5 +1,13 @@
-import type { ChangeWatch } from "../store/change-watch.ts";
 import { hashKey, KEY_PREFIX, type AccountStore, type ActiveKey } from "./account-store.ts";
+
+/**
+ * Says when another connection committed (the admin CLI, a second gateway), so copies of rows go;
+ * store/sqlite/change-watch.ts implements it on SQLite's data_version.
+ */
+export interface ChangeWatch {
+  onChange(fn: () => void): void;
+  sync(): void;
+}
 
 /** Resolves a presented key to the key it names: synchronously from a cache, or with a promise on a miss (PostgreSQL). */
 export interface KeyResolver {

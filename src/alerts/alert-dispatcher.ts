@@ -1,4 +1,4 @@
-import type { Logger } from "../log.ts";
+import type { Logger } from "../log/log.ts";
 import type { AlertOutbox, OutboxRow } from "./alert-outbox.ts";
 import { EVENT_ID_HEADER, SIGNATURE_HEADER, signatureHeader } from "./alert-signature.ts";
 

@@ -1,7 +1,7 @@
 import type { AccountStore } from "../accounts/account-store.ts";
 import type { Settlement } from "../billing/ledger.ts";
 import { creditsToMicro } from "../billing/money.ts";
-import type { Logger } from "../log.ts";
+import type { Logger } from "../log/log.ts";
 import { lowBalanceEvent, thresholdEvents } from "./alert-events.ts";
 import type { AlertOutbox, OutboxEvent } from "./alert-outbox.ts";
 

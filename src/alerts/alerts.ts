@@ -1,7 +1,7 @@
 import type { AccountStore } from "../accounts/account-store.ts";
 import type { Settlement } from "../billing/ledger.ts";
 import type { AlertSettings } from "../config/load-config.ts";
-import type { Logger } from "../log.ts";
+import type { Logger } from "../log/log.ts";
 import { createAlertDispatcher } from "./alert-dispatcher.ts";
 import type { AlertOutbox } from "./alert-outbox.ts";
 import { createAlertMonitor } from "./alert-monitor.ts";

@@ -1,5 +1,5 @@
 import type { LedgerHealth, Settlement } from "./ledger.ts";
-import type { Logger } from "../log.ts";
+import type { Logger } from "../log/log.ts";
 
 /** What a store says of a failed write (see store/sqlite/sqlite-errors.ts, store/postgres/pg-client.ts). */
 export type WriteFailure =

@@ -1,6 +1,4 @@
-import type { Database } from "bun:sqlite";
 import { microToCredits } from "./money.ts";
-import { parseInstant } from "../accounts/admin-input.ts";
 
 /** A usage record's counts and money as its columns name them: one record's, or a report's sums of them. */
 export interface RecordCounts {
@@ -83,21 +81,6 @@ export function shapeUsageReport(accountId: string, from: number, to: number, ro
   };
 }
 
-/** Usage of one account over [from, to), totalled per model, from the usage records, and its refusals. */
-export function createUsageReport(db: Database) {
-  const perModel = db.query<Record<string, unknown>, [string, number, number]>(
-    `SELECT u.model, ${USAGE_SUMS_SQL}
-       FROM usage_records u WHERE u.account_id = ? AND u.created_at >= ? AND u.created_at < ? GROUP BY u.model ORDER BY u.model`,
-  );
-  // Refusals are counted per key and minute (see billing/ledger.ts); a minute counts when it starts in the range.
-  const refusals = db.query<{ status: number; n: number }, [string, number, number]>(
-    `SELECT r.status, SUM(r.count) AS n FROM rejection_counts r JOIN api_keys k ON k.id = r.key_id
-      WHERE k.account_id = ? AND r.minute * 60000 >= ? AND r.minute * 60000 < ? GROUP BY r.status ORDER BY r.status`,
-  );
-  return (accountId: string, from: number, to: number) =>
-    shapeUsageReport(accountId, from, to, perModel.all(accountId, from, to).map((r) => ({ model: String(r.model), ...usageSums(r) })), refusals.all(accountId, Math.floor(from / 60_000) * 60_000, to));
-}
-
 // ── Usage over time, per account, key and model: what a team bills its own users from. ──
 
 export const USAGE_GROUPS = ["account", "key", "model"] as const;
@@ -133,7 +116,7 @@ export const MAX_REPORT_ROWS = 50_000;
 
 export class ReportTooLargeError extends Error {}
 
-const PERIOD_MS: Record<Granularity, number> = { hour: 3_600_000, day: 86_400_000 };
+export const PERIOD_MS: Record<Granularity, number> = { hour: 3_600_000, day: 86_400_000 };
 
 /**
  * The statement both stores run: periods are `created_at` (epoch ms) cut to whole UTC hours or
@@ -190,17 +173,6 @@ export function usageRows(raw: Record<string, unknown>[]): UsageBucketRow[] {
   }));
 }
 
-/** The SQLite store's breakdown. */
-export function createUsageBreakdown(db: Database): UsageBreakdown {
-  const statements = new Map<string, ReturnType<Database["query"]>>();
-  return (q) => {
-    const { text, params } = usageBreakdownSql(q, "sqlite");
-    let statement = statements.get(text);
-    if (!statement) statements.set(text, (statement = db.query(text)));
-    return usageRows(statement.all(...params) as Record<string, unknown>[]);
-  };
-}
-
 const SHOWN_SUMS = Object.keys(shownSums(usageSums({})));
 
 /** The columns of a report, in order: the period, what it is split by, then the sums. */
@@ -255,21 +227,4 @@ export function breakdownCsv(q: UsageQuery, rows: UsageBucketRow[]): string {
     lines.push(columns.map((c) => field(record[c])).join(","));
   }
   return lines.join("\r\n") + "\r\n";
-}
-
-/** Reads a report query from strings (the admin API's query, the CLI's flags); throws a message for the caller to show. */
-export function parseUsageQuery(input: { from?: string; to?: string; group_by?: string; granularity?: string; account_id?: string; key_id?: string; model?: string }, now: number): UsageQuery {
-  // The admin input's own parser: a date past the year 9999 would pass Date.parse and then make
-  // the report's toISOString() throw (a 500).
-  const instant = (value: string | undefined, field: string, fallback: number) => (value === undefined || value === "" ? fallback : parseInstant(value, field));
-  const granularity = (input.granularity || "day") as Granularity;
-  if (granularity !== "day" && granularity !== "hour") throw new RangeError("granularity must be day or hour.");
-  const groupBy = (input.group_by ?? "account,key,model").split(",").map((g) => g.trim()).filter((g) => g !== "");
-  for (const g of groupBy) if (!(USAGE_GROUPS as readonly string[]).includes(g)) throw new RangeError(`group_by takes account, key and model (comma-separated), not "${g.slice(0, 40)}".`);
-  // Without `from`: the last 30 days, from the start of a period (so the first row is a whole one).
-  const size = PERIOD_MS[granularity];
-  const to = instant(input.to, "to", now + 1);
-  const from = instant(input.from, "from", Math.floor((to - 30 * 86_400_000) / size) * size);
-  if (from >= to) throw new RangeError("from must be before to.");
-  return { from, to, groupBy: groupBy as UsageGroup[], granularity, accountId: input.account_id || undefined, keyId: input.key_id || undefined, model: input.model || undefined };
 }

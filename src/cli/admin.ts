@@ -1,12 +1,14 @@
 import { openDatabase } from "../store/database.ts";
-import { createAccountStore, CursorError, KeyLimitError, MAX_ACCOUNT_PAGE, type AccountPatch, type AccountStore, type KeyOptions, type KeyPatch } from "../accounts/account-store.ts";
-import { AdminInputError, creditsText, parseCredits, parseIdempotencyKey, parseInstant, parseName, parseRateLimit, parseSpendPeriod, parseTopUp } from "../accounts/admin-input.ts";
+import { CursorError, KeyLimitError, MAX_ACCOUNT_PAGE, type AccountPatch, type AccountStore, type KeyOptions, type KeyPatch } from "../accounts/account-store.ts";
+import { createAccountStore } from "../store/sqlite/sqlite-accounts.ts";
+import { AdminInputError, creditsText, parseCredits, parseIdempotencyKey, parseInstant, parseName, parseRateLimit, parseSpendPeriod, parseTopUp, parseUsageQuery } from "../accounts/admin-input.ts";
 import { IdempotencyConflictError } from "../billing/ledger.ts";
 import { creditWriter } from "../store/sqlite/credits.ts";
 import { auditLedger } from "../store/sqlite/audit.ts";
 import { loadSettings } from "../config/load-config.ts";
-import { breakdownCsv, createUsageBreakdown, createUsageReport, parseUsageQuery, ReportTooLargeError, shapeBreakdown, type UsageBreakdown, type UsageReporter } from "../billing/usage-report.ts";
-import { storeChoice, StoreConfigError } from "../store/stores.ts";
+import { breakdownCsv, ReportTooLargeError, shapeBreakdown, type UsageBreakdown, type UsageReporter } from "../billing/usage-report.ts";
+import { createUsageBreakdown, createUsageReport } from "../store/sqlite/sqlite-usage-report.ts";
+import { sqlitePath, storeChoice, StoreConfigError } from "../config/env.ts";
 import { connectPostgres } from "../store/postgres/pg-client.ts";
 import { migratePostgres } from "../store/postgres/pg-migrations.ts";
 import { createPostgresAccounts } from "../store/postgres/pg-accounts.ts";
@@ -123,7 +125,7 @@ async function openAdminStore(env: Record<string, string | undefined>): Promise<
       close: () => sql.close({ timeout: 1 }),
     };
   }
-  const db = openDatabase(env.SWITCHYARD_DB ?? "./data/switchyard.sqlite");
+  const db = openDatabase(sqlitePath(env));
   const topUp = creditWriter(db, Date.now);
   return {
     accounts: createAccountStore(db, Date.now),

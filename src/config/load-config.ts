@@ -4,7 +4,7 @@ import { Value } from "@sinclair/typebox/value";
 import { AlertsConfig, Config, LimitsConfig, ResponsesConfig, RetryConfig, ServerConfig, Timeouts } from "./schema.ts";
 import type { Limits, ModelConfig, ProviderConfig, ProviderTimeouts, ResponsesSettings, RetrySettings, ServerSettings } from "./schema.ts";
 import { defaultConfig } from "./defaults.ts";
-import { withCacheDefaults } from "../billing/pricing.ts";
+import { withCacheDefaults } from "./cache-prices.ts";
 
 export class ConfigError extends Error {
   override name = "ConfigError";

@@ -24,7 +24,7 @@ export type ProviderConfig = typeof ProviderConfig.static;
 
 /**
  * Credits per million tokens of each class, and per generated image. Cache prices left out take
- * the vendor's published multiplier of `input_per_mtok` (billing/pricing.ts, `withCacheDefaults`;
+ * the vendor's published multiplier of `input_per_mtok` (config/cache-prices.ts, `withCacheDefaults`;
  * the README's "Prompt caching" table).
  */
 export const Pricing = t.Object({

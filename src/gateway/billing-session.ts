@@ -1,11 +1,11 @@
 import type { ModelConfig } from "../config/schema.ts";
 import type { Ledger, ReserveResult } from "../billing/ledger.ts";
-import type { Logger } from "../log.ts";
+import type { Logger } from "../log/log.ts";
 import { classesCostMicro, classesOf, NO_TOKENS, priceListOf } from "../billing/pricing.ts";
 import { microToCredits } from "../billing/money.ts";
 import { UsageMeter, type PromptSource } from "../billing/usage-meter.ts";
-import { GatewayError } from "../pipeline/gateway-error.ts";
-import type { Inflight } from "../pipeline/inflight.ts";
+import { GatewayError } from "../streaming/gateway-error.ts";
+import type { Inflight } from "./inflight.ts";
 
 export interface Principal {
   keyId: string;

@@ -1,11 +1,11 @@
 import type { ModelConfig } from "../config/schema.ts";
 import type { Settings } from "../config/load-config.ts";
-import type { WireFormat } from "../providers/provider.ts";
+import type { WireFormat } from "../translate/wire-types.ts";
 import { worstCaseMicro as mostItCosts } from "../billing/pricing.ts";
 import { countTokens, promptTokenBound } from "../billing/token-estimate.ts";
-import { fitCandidates, type Fitted } from "../pipeline/context-fit.ts";
-import { promptText, requestedMaxTokens } from "../pipeline/prepare-upstream.ts";
-import type { EmbeddingsInputMeasure } from "../pipeline/embeddings-input.ts";
+import { fitCandidates, type Fitted } from "./context-fit.ts";
+import { promptText, requestedMaxTokens } from "../translate/prepare-upstream.ts";
+import type { EmbeddingsInputMeasure } from "../billing/embeddings-input.ts";
 import type { PromptSource } from "../billing/usage-meter.ts";
 
 /** What the journey will try, decided before anything is reserved or sent. */

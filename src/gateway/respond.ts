@@ -1,15 +1,15 @@
 import type { ModelConfig } from "../config/schema.ts";
 import type { Settings } from "../config/load-config.ts";
-import type { Logger } from "../log.ts";
-import type { WireFormat } from "../providers/provider.ts";
+import type { Logger } from "../log/log.ts";
+import type { WireFormat } from "../translate/wire-types.ts";
 import type { PromptSource, UsageMeter } from "../billing/usage-meter.ts";
 import type { ClientSink, EncodeContext } from "../streaming/client-sink.ts";
 import type { StreamEvent } from "../streaming/events.ts";
 import { createOpenAIEncoder, createOpenAIRelay, encodeOpenAIBody } from "../streaming/encode-openai.ts";
 import { createAnthropicEncoder, createAnthropicRelay, encodeAnthropicBody } from "../streaming/encode-anthropic.ts";
-import { streamAnswer, type StreamOutcome } from "../streaming/stream-answer.ts";
+import { streamAnswer, type StreamOutcome } from "./stream-answer.ts";
 import type { AttemptOutcome } from "./attempt.ts";
-import { ImageFetchError } from "../pipeline/inline-images.ts";
+import { ImageFetchError } from "./inline-images.ts";
 import type { BillingSession, SettleStatus } from "./billing-session.ts";
 import type { RequestTrace } from "../ops/request-trace.ts";
 

@@ -3,12 +3,9 @@
  * and exits 0 when it is, 1 otherwise. The container's HEALTHCHECK runs the binary itself, so the
  * image needs no curl.
  */
-export async function healthCheck(env: Record<string, string | undefined>): Promise<number> {
-  const port = Number(env.PORT ?? 8080);
-  const host = !env.HOST || env.HOST === "0.0.0.0" || env.HOST === "::" ? "127.0.0.1" : env.HOST;
-  const url = `http://${host.includes(":") ? `[${host}]` : host}:${port}/ready`;
+export async function healthCheck({ url, timeoutMs }: { url: string; timeoutMs: number }): Promise<number> {
   try {
-    const res = await fetch(url, { signal: AbortSignal.timeout(Number(env.SWITCHYARD_HEALTH_CHECK_TIMEOUT_MS ?? 3_000)) });
+    const res = await fetch(url, { signal: AbortSignal.timeout(timeoutMs) });
     const body = await res.text();
     if (res.status !== 200) console.error(`switchyard: not ready (${res.status}): ${body.slice(0, 500)}`);
     return res.status === 200 ? 0 : 1;

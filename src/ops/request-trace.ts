@@ -1,6 +1,6 @@
-import type { LogLevel, Logger } from "../log.ts";
-import { GatewayError } from "../pipeline/gateway-error.ts";
-import type { AccessLogSettings } from "./ops-settings.ts";
+import type { LogLevel, Logger } from "../log/log.ts";
+import { GatewayError } from "../streaming/gateway-error.ts";
+import type { AccessLogSettings } from "../config/ops-settings.ts";
 import type { GatewayMetrics, RejectionReason, UpstreamErrorClass } from "./gateway-metrics.ts";
 
 /** How a request ended, as the access log says. */

@@ -1,6 +1,7 @@
 import type { ModelConfig } from "../config/schema.ts";
 import type { ResolvedProvider } from "../config/load-config.ts";
-import type { ProviderAdapter, WireFormat } from "./provider.ts";
+import type { ProviderAdapter } from "./provider.ts";
+import type { WireFormat } from "../translate/wire-types.ts";
 import { openaiAdapter } from "./openai/openai-adapter.ts";
 import { openaiImagesAdapter } from "./openai/openai-images-adapter.ts";
 import { openaiEmbeddingsAdapter } from "./openai/openai-embeddings-adapter.ts";

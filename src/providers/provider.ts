@@ -1,8 +1,7 @@
 import type { ResolvedProvider } from "../config/load-config.ts";
 import type { StreamEvent } from "../streaming/events.ts";
 import type { SseEvent } from "../streaming/sse-parser.ts";
-
-export type WireFormat = "openai" | "anthropic";
+import type { WireFormat } from "../translate/wire-types.ts";
 
 /** One decoded upstream frame: the parsed JSON (for relays) and what it means (for everyone else). */
 export interface DecodedFrame {

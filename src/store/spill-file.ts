@@ -1,7 +1,7 @@
 import { closeSync, existsSync, fsyncSync, mkdirSync, openSync, readdirSync, readFileSync, renameSync, unlinkSync, writeSync } from "node:fs";
 import { dirname, join } from "node:path";
 import type { Settlement } from "../billing/ledger.ts";
-import type { Logger } from "../log.ts";
+import type { Logger } from "../log/log.ts";
 
 /**
  * The spill file: settlements a ledger could not write before its process stopped (the store

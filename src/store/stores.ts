@@ -5,7 +5,7 @@ import type { AlertOutbox } from "../alerts/alert-outbox.ts";
 import type { UsageBreakdown, UsageReporter } from "../billing/usage-report.ts";
 import type { Settings } from "../config/load-config.ts";
 import type { RateLimitStore } from "../limits/rate-limiter.ts";
-import type { Logger } from "../log.ts";
+import type { Logger } from "../log/log.ts";
 import { createPostgresAccounts } from "./postgres/pg-accounts.ts";
 import { createPostgresAlertOutbox } from "./postgres/pg-alert-outbox.ts";
 import { connectPostgres, type Pg, type PgOptions } from "./postgres/pg-client.ts";
@@ -13,31 +13,6 @@ import { createPostgresLedger, type PgLedgerOptions } from "./postgres/pg-ledger
 import { migratePostgres } from "./postgres/pg-migrations.ts";
 import { createPostgresUsageBreakdown, createPostgresUsageReport } from "./postgres/pg-reports.ts";
 import { createRedisRateLimiter, type RedisRateLimiterOptions } from "./redis/redis-rate-limiter.ts";
-
-/**
- * Where money and limits live, chosen by configuration:
- * - `SWITCHYARD_DATABASE_URL=postgres://…`: PostgreSQL for accounts, keys, balances, holds and
- *   usage records (several gateway processes share it); otherwise the SQLite file
- *   (`SWITCHYARD_DB`), which app.ts builds itself, as fast as before.
- * - `SWITCHYARD_REDIS_URL=redis://host:port[/db]`: Redis for rate limits; otherwise in-process
- *   buckets (each process limits alone).
- */
-export interface StoreChoice {
-  databaseUrl?: string;
-  redisUrl?: string;
-}
-
-export class StoreConfigError extends Error {}
-
-export function storeChoice(env: Record<string, string | undefined>): StoreChoice {
-  const databaseUrl = env.SWITCHYARD_DATABASE_URL?.trim() || undefined;
-  const redisUrl = env.SWITCHYARD_REDIS_URL?.trim() || undefined;
-  if (databaseUrl && !/^postgres(ql)?:\/\//.test(databaseUrl)) {
-    throw new StoreConfigError("SWITCHYARD_DATABASE_URL must be a postgres:// (or postgresql://) URL");
-  }
-  if (redisUrl && !/^rediss?:\/\//.test(redisUrl)) throw new StoreConfigError("SWITCHYARD_REDIS_URL must be a redis:// (or rediss://) URL");
-  return { databaseUrl, redisUrl };
-}
 
 /** The shared stores app.ts takes instead of building SQLite ones. */
 export interface SharedStores {
@@ -107,23 +82,4 @@ export function holdTtlFor(settings: Settings): number {
 
 export function openRedisLimiter(url: string, o: RedisRateLimiterOptions = {}): RateLimitStore & { close(): void; ready(): Promise<boolean>; health(): { reachable: boolean } } {
   return createRedisRateLimiter(url, o);
-}
-
-/**
- * Heartbeat and sweep timings of the PostgreSQL ledger from the environment (defaults: heartbeat
- * 2 s, a process silent 30 s is dead, sweeps every 10 s). Shorter timings release a dead
- * process's holds sooner at the price of more statements; tests shorten them.
- */
-export function ledgerTimingsFrom(env: Record<string, string | undefined>): Pick<PgLedgerOptions, "heartbeatMs" | "staleAfterMs" | "sweepIntervalMs"> {
-  const read = (name: string): number | undefined => {
-    const raw = env[name]?.trim();
-    if (!raw) return undefined;
-    if (!/^\d+$/.test(raw) || Number(raw) < 10) throw new StoreConfigError(`${name} must be a whole number of milliseconds, at least 10 (got "${raw}")`);
-    return Number(raw);
-  };
-  const timings = { heartbeatMs: read("SWITCHYARD_PG_HEARTBEAT_MS"), staleAfterMs: read("SWITCHYARD_PG_STALE_AFTER_MS"), sweepIntervalMs: read("SWITCHYARD_PG_SWEEP_MS") };
-  const heartbeat = timings.heartbeatMs ?? 2_000;
-  const stale = timings.staleAfterMs ?? 30_000;
-  if (stale < heartbeat * 3) throw new StoreConfigError(`SWITCHYARD_PG_STALE_AFTER_MS (${stale}) must be at least three heartbeats (SWITCHYARD_PG_HEARTBEAT_MS, ${heartbeat}): a live process must never look dead`);
-  return Object.fromEntries(Object.entries(timings).filter(([, v]) => v !== undefined));
 }

@@ -4,6 +4,9 @@
  */
 export type Json = Record<string, unknown>;
 
+/** A request's wire format, and an upstream's: OpenAI chat completions or Anthropic messages. */
+export type WireFormat = "openai" | "anthropic";
+
 export interface OpenAIMessage extends Json {
   role: string;
   content?: unknown;

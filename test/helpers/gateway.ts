@@ -6,8 +6,8 @@ import type { Database } from "bun:sqlite";
 import { createApp, type App, type AppDeps } from "../../src/app.ts";
 import { resolveSettings } from "../../src/config/load-config.ts";
 import { openDatabase } from "../../src/store/database.ts";
-import { silentLogger, type Logger } from "../../src/log.ts";
-import type { UpstreamFetch } from "../../src/pipeline/forward.ts";
+import { silentLogger, type Logger } from "../../src/log/log.ts";
+import type { Transport } from "../../src/transport/transport.ts";
 import { fileFixture } from "./file-fixture.ts";
 
 export const OPENAI_MODEL = "test/gpt";
@@ -45,7 +45,7 @@ export interface GatewayOptions {
   imageFetchTimeoutMs?: number;
   maxResponseBytes?: number;
   totalMs?: number;
-  fetch?: UpstreamFetch;
+  fetch?: Transport;
   log?: Logger;
   ledgerOptions?: AppDeps["ledgerOptions"];
   wrapLedger?: AppDeps["wrapLedger"];

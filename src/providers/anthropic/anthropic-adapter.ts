@@ -1,7 +1,7 @@
 import type { FinishReason, StreamEvent } from "../../streaming/events.ts";
 import { isRecord, parseFrameJson, UpstreamProtocolError, type DecodedFrame, type ProviderAdapter } from "../provider.ts";
-import { scrubLogDetail } from "../../ops/scrub.ts";
-import { upstreamStreamErrorMessage } from "../../pipeline/upstream-errors.ts";
+import { scrubLogDetail } from "../../log/scrub.ts";
+import { upstreamStreamErrorMessage } from "../upstream-errors.ts";
 import { reportedCount } from "../../streaming/events.ts";
 
 const STOP: Record<string, FinishReason> = {

@@ -1,8 +1,8 @@
 import type { StreamEvent } from "../../streaming/events.ts";
 import { reportedCount } from "../../streaming/events.ts";
 import { vectorLength } from "../../streaming/encode-embeddings.ts";
-import { inputsOf } from "../../pipeline/embeddings-input.ts";
-import { scrubLogDetail } from "../../ops/scrub.ts";
+import { inputsOf } from "../../billing/embeddings-input.ts";
+import { scrubLogDetail } from "../../log/scrub.ts";
 import { UpstreamProtocolError, type ProviderAdapter } from "../provider.ts";
 
 /**

@@ -1,7 +1,7 @@
 import type { StreamEvent } from "../../streaming/events.ts";
 import type { ProviderAdapter } from "../provider.ts";
 import { UpstreamProtocolError } from "../provider.ts";
-import { sniffImageType } from "../../pipeline/inline-images.ts";
+import { sniffImageType } from "../image-type.ts";
 import { reportedCount } from "../../streaming/events.ts";
 
 /**

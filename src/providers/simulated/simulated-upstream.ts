@@ -1,12 +1,11 @@
 import type { StreamEvent } from "../../streaming/events.ts";
 import { createOpenAIEncoder, encodeOpenAIBody } from "../../streaming/encode-openai.ts";
 import { createAnthropicEncoder, encodeAnthropicBody } from "../../streaming/encode-anthropic.ts";
-import { promptText } from "../../pipeline/prepare-upstream.ts";
-import { randomId } from "../../store/ids.ts";
-import type { Transport as UpstreamFetch } from "../../transport/transport.ts";
+import { promptText } from "../../translate/prepare-upstream.ts";
+import type { Transport as Transport } from "../../transport/transport.ts";
 import { drawPng } from "./draw-png.ts";
 import { HASH_EMBEDDING_DIMENSIONS, HASH_EMBEDDING_MAX_DIMENSIONS, hashEmbedding } from "./hash-embedding.ts";
-import { inputsOf } from "../../pipeline/embeddings-input.ts";
+import { inputsOf } from "../../billing/embeddings-input.ts";
 import { float32Base64 } from "../../streaming/encode-embeddings.ts";
 
 const LOREM =
@@ -17,7 +16,7 @@ const LOREM =
  * vendor's wire format, written by the gateway's own encoders, so a fresh clone works with no
  * vendor key and exercises exactly the path a real upstream takes.
  */
-export function withSimulatedUpstream(real: UpstreamFetch): UpstreamFetch {
+export function withSimulatedUpstream(real: Transport): Transport {
   return (url, init) => (url.startsWith("simulated://") ? Promise.resolve(simulatedAnswer(url, init)) : real(url, init));
 }
 
@@ -39,7 +38,7 @@ function simulatedAnswer(url: string, init: RequestInit): Response {
   events.push({ type: "finish", reason: "stop" }, { type: "usage", inputTokens, outputTokens: words.length });
 
   const ctx = {
-    id: format === "openai" ? `chatcmpl-${randomId("sim").slice(4)}` : `msg_${randomId("sim").slice(4)}`,
+    id: format === "openai" ? `chatcmpl-${randomSuffix()}` : `msg_${randomSuffix()}`,
     created: Math.floor(Date.now() / 1000),
     model: String(body.model),
     includeUsage: (body.stream_options as { include_usage?: boolean } | undefined)?.include_usage === true,
@@ -77,4 +76,9 @@ function simulatedEmbeddings(body: Record<string, unknown>): Response {
     return { object: "embedding", index, embedding: body.encoding_format === "base64" ? float32Base64(Array.from(vector)) : Array.from(vector) };
   });
   return Response.json({ object: "list", data, model: String(body.model), usage: { prompt_tokens: promptTokens, total_tokens: promptTokens } });
+}
+
+/** 12 random bytes, URL-safe: an answer id's tail, as a vendor's ids look. */
+function randomSuffix(): string {
+  return Buffer.from(crypto.getRandomValues(new Uint8Array(12))).toString("base64url");
 }

@@ -1,7 +1,7 @@
 import { hostname } from "node:os";
 import { storedPeriod, windowSql, windowStarts, type SpendBudget } from "../../billing/spend-period.ts";
 import { acceptableSettlement, budgetRefusal, type Hold, type Ledger, type LedgerHealth, type RejectionLog, type ReserveResult, type Settlement } from "../../billing/ledger.ts";
-import type { Logger } from "../../log.ts";
+import type { Logger } from "../../log/log.ts";
 import { randomId } from "../ids.ts";
 import { classifyPgFailure, describePgFailure, int, withTimeout, type Pg, type PgFailure } from "./pg-client.ts";
 import { creditAccount } from "./pg-credits.ts";

@@ -1,7 +1,7 @@
 import { RedisClient } from "bun";
 import type { RateLimitStore } from "../../limits/rate-limiter.ts";
 import type { BucketDecision } from "../../limits/token-bucket.ts";
-import type { Logger } from "../../log.ts";
+import type { Logger } from "../../log/log.ts";
 
 export interface RedisRateLimiterOptions {
   /** Prefix of every key this limiter writes (several deployments can share one Redis). */

@@ -1,8 +1,8 @@
 import type { Database } from "bun:sqlite";
 import { chargeBudget, storedPeriod, windowSql, windowStarts, type SpendBudget } from "../../billing/spend-period.ts";
 import { acceptableSettlement, budgetRefusal, type Hold, type Ledger, type LedgerHealth, type RejectionLog, type ReserveResult, type Settlement } from "../../billing/ledger.ts";
-import { createChangeWatch, type ChangeWatch } from "../change-watch.ts";
-import type { Logger } from "../../log.ts";
+import { createChangeWatch, type ChangeWatch } from "./change-watch.ts";
+import type { Logger } from "../../log/log.ts";
 import { creditWriter } from "./credits.ts";
 import { keepInSpill, readSpill, removeSpill } from "../spill-file.ts";
 import { classifyWriteFailure, describeWriteFailure, retryWhileBusy } from "./sqlite-errors.ts";

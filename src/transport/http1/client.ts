@@ -52,12 +52,13 @@ export interface Http1ClientOptions {
   reuseOnProbation?: "close" | "rest";
   /** Requests the client cannot carry (see above). Defaults to the global `fetch`; capped like ours. */
   fallback?: Transport;
-  env?: Record<string, string | undefined>;
+  /** An HTTP(S) proxy is configured (config/env.ts, upstreamViaProxy): every call goes to `fallback`, which honours it. */
+  viaProxy?: boolean;
   /** Largest answer body accepted, after decoding; beyond it the call or its body fails with ResponseTooLargeError. */
   maxResponseBytes?: number;
   /**
    * Runs a function once the event loop's current turn has run all its I/O callbacks. The
-   * gateway passes the one it holds its own writes with (pipeline/end-of-turn.ts), so all of
+   * gateway passes the one it holds its own writes with (gateway/end-of-turn.ts), so all of
    * a turn's writes share one wake-up. Default: `setImmediate`.
    */
   atEndOfTurn?: (fn: () => void) => void;
@@ -82,14 +83,12 @@ const DEFAULT_PROBATION_MS = 10 * 60_000;
 /** Enough for the rest above at some 20,000 requests a second to one origin. */
 const DEFAULT_MAX_IDLE_PER_ORIGIN = 1024;
 
-const PROXY_VARS = ["HTTP_PROXY", "HTTPS_PROXY", "http_proxy", "https_proxy", "ALL_PROXY", "all_proxy"];
 const DEFAULT_MAX_RESPONSE_BYTES = 64 * 1024 * 1024;
 
 export function createHttp1Client(options: Http1ClientOptions = {}): Http1Client {
-  const env = options.env ?? process.env;
   const maxBytes = options.maxResponseBytes ?? DEFAULT_MAX_RESPONSE_BYTES;
   const fallback = createFetchTransport(maxBytes, options.fallback);
-  const viaProxy = PROXY_VARS.some((name) => env[name]);
+  const viaProxy = options.viaProxy ?? false;
   const coalesce = options.coalesce;
   const atEndOfTurn = options.atEndOfTurn ?? ((fn: () => void) => void setImmediate(fn));
   /**

@@ -1,0 +1,51 @@
+import type { ModelConfig } from "../config/schema.ts";
+import { ContextLengthError } from "../streaming/gateway-error.ts";
+import { effectiveMaxTokens } from "../translate/prepare-upstream.ts";
+
+export interface Fitted {
+  model: ModelConfig;
+  /** The answer-length limit sent upstream for this model. */
+  maxTokens: number;
+}
+
+/**
+ * Which candidates can hold the request: prompt tokens plus the answer limit within
+ * `context_length`. The cheap bound decides almost every request; only one near a limit is
+ * counted with the tokenizer (once, however many candidates). A request that names no
+ * max_tokens gets the cap, or whatever room the model has left. Nothing fits → 400 with the
+ * numbers, before any upstream call or charge. `cap` is the default; a model's own
+ * `max_tokens_cap` replaces it.
+ */
+export async function fitCandidates(
+  candidates: ModelConfig[],
+  promptBound: number,
+  requested: number | undefined,
+  cap: number,
+  countPrompt: () => Promise<number>,
+): Promise<Fitted[]> {
+  let exact: number | undefined;
+  const prompt = async () => (exact ??= await countPrompt());
+  const fitted: Fitted[] = [];
+  let firstMiss: { model: ModelConfig; prompt: number; maxTokens: number | undefined } | undefined;
+
+  for (const model of candidates) {
+    const modelCap = model.max_tokens_cap ?? cap;
+    const wanted = effectiveMaxTokens(requested, modelCap);
+    if (promptBound + wanted <= model.context_length) {
+      fitted.push({ model, maxTokens: wanted });
+      continue;
+    }
+    const tokens = await prompt();
+    const room = model.context_length - tokens;
+    if (requested === undefined && room >= 1) fitted.push({ model, maxTokens: Math.min(modelCap, room) });
+    else if (tokens + wanted <= model.context_length) fitted.push({ model, maxTokens: wanted });
+    else firstMiss ??= { model, prompt: tokens, maxTokens: requested === undefined ? undefined : wanted };
+  }
+  if (fitted.length === 0 && firstMiss) {
+    const { model, prompt: tokens, maxTokens } = firstMiss;
+    const needs = maxTokens === undefined ? `about ${tokens} prompt tokens` : `about ${tokens} prompt tokens plus max_tokens ${maxTokens}`;
+    throw new ContextLengthError(tokens, maxTokens, model.context_length,
+      `This request needs ${needs}, which exceeds the context length of ${model.id} (${model.context_length} tokens). Shorten the conversation or lower max_tokens.`);
+  }
+  return fitted;
+}

@@ -1,0 +1,100 @@
+import type { Catalogue } from "../catalogue/catalogue.ts";
+import type { ModelConfig } from "../config/schema.ts";
+import type { WireFormat } from "../translate/wire-types.ts";
+import { assertAnthropicTextOnly, assertOpenAITextOnly, UnsupportedContentError } from "../translate/content-text.ts";
+import { forward, type AnswerFormat, type ForwardDeps, type Principal } from "./forward.ts";
+import { GatewayError } from "../streaming/gateway-error.ts";
+import { checkAnthropicContent, checkOpenAIContent } from "./check-content.ts";
+
+export interface ChatCall {
+  format: WireFormat;
+  body: Record<string, unknown>;
+  request: Request;
+  principal: Principal;
+  /** Bun's per-request idle timeout hook; streams lift it so a quiet upstream does not cut them. */
+  server: { timeout(request: Request, seconds: number): void } | null;
+  /** Elysia's response settings; the admission plugin put the rate-limit headers there. */
+  set: { headers: Record<string, unknown> };
+  /** The answer in another format than `format` (the Responses API over a chat request). */
+  answer?: AnswerFormat;
+}
+
+/**
+ * What both chat endpoints share after schema validation: the spec's 422 for an empty
+ * conversation, 404 for unknown models (names resolve through aliases), 400 for embedding models,
+ * for parts without the fields their type needs and for media input, then the forward pipeline.
+ */
+export async function handleChat(deps: ForwardDeps & { catalogue: Catalogue }, call: ChatCall): Promise<Response> {
+  const { body, format } = call;
+  const trace = deps.tracker?.of(call.request);
+  if (trace && typeof body.model === "string") trace.modelAsked = body.model;
+  const messages = body.messages as unknown[];
+  if (messages.length === 0) throw new GatewayError(422, "invalid_request", "messages must contain at least one message.");
+
+  const candidates = resolveCandidates(deps.catalogue, body);
+  const embedding = candidates.find((m) => m.category === "embedding");
+  if (embedding) {
+    throw new GatewayError(400, "invalid_request", `The model "${embedding.id}" is an embedding model: it answers POST /v1/embeddings, not chat. GET /v1/models lists each model's category.`);
+  }
+
+  if (format === "openai") checkOpenAIContent(body);
+  else checkAnthropicContent(body);
+  try {
+    if (format === "openai") assertOpenAITextOnly(messages as { content?: unknown }[]);
+    else assertAnthropicTextOnly(messages as { content: unknown }[], body.system);
+  } catch (err) {
+    if (err instanceof UnsupportedContentError) throw new GatewayError(400, "invalid_request", err.message);
+    throw err;
+  }
+
+  const response = await forward(deps, {
+    clientFormat: format,
+    body,
+    bodyBytes: bodyBytesOf(call.request, body),
+    headers: call.request.headers,
+    signal: call.request.signal,
+    candidates,
+    principal: call.principal,
+    onStream: () => call.server?.timeout(call.request, 0),
+    answer: call.answer,
+    trace,
+  });
+  return withRouteHeaders(response, call.set);
+}
+
+/**
+ * The models a request names: `model` first, then the `models` fallbacks, each once; every id is
+ * checked (404 for an unknown one, names resolve through aliases) before any upstream call.
+ */
+/** The request body's size: its Content-Length, or the parsed body's length when it has none. */
+export function bodyBytesOf(request: Request, body: unknown): number {
+  const length = Number(request.headers.get("content-length"));
+  return Number.isFinite(length) && length > 0 ? length : JSON.stringify(body).length;
+}
+
+export function resolveCandidates(catalogue: Catalogue, body: Record<string, unknown>): ModelConfig[] {
+  const models = body.models as string[] | undefined;
+  const named = typeof body.model === "string" ? [body.model] : [];
+  // Most requests name one model: no set to build for them.
+  const ids = models === undefined || models.length === 0 ? named : [...new Set([...named, ...models])];
+  if (ids.length === 0) throw new GatewayError(400, "invalid_request", "model is required (or a models list).");
+  return ids.map((id) => {
+    const model = catalogue.get(id);
+    if (!model) throw new GatewayError(404, "not_found", `The model "${id.slice(0, 200)}" does not exist. GET /v1/models lists the available ids.`);
+    return model;
+  });
+}
+
+/**
+ * Elysia rebuilds any returned Response while `set.headers` has entries (a second Response
+ * over a stream of the first one's body). Moved onto ours, the answer goes out as built;
+ * errors thrown before still get them from `set`. The answer's own headers win, as in Elysia.
+ */
+export function withRouteHeaders(response: Response, set: { headers: Record<string, unknown> }): Response {
+  const headers = set.headers;
+  const own = response.headers;
+  for (const name in headers) if (!own.has(name)) own.set(name, String(headers[name]));
+  // A new empty object rather than a delete per name: deletes turn an object into a slow dictionary.
+  set.headers = {};
+  return response;
+}

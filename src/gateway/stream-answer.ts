@@ -1,0 +1,373 @@
+import type { StreamEvent } from "../streaming/events.ts";
+import type { ClientSink } from "../streaming/client-sink.ts";
+import { createSseParser, SseParseError } from "../streaming/sse-parser.ts";
+import { UpstreamProtocolError, type DecodedFrame } from "../providers/provider.ts";
+import type { SseEvent } from "../streaming/sse-parser.ts";
+import type { UsageMeter } from "../billing/usage-meter.ts";
+import { everyTick } from "../streaming/ticker.ts";
+import { ResponseTooLargeError, type ChunkReader, type ReadResult } from "../transport/transport.ts";
+
+/** How long a body may stay open after the vendor's end marker ([DONE], message_stop). */
+export const END_GRACE_MS = 1_000;
+const END: ReadResult = { done: true, value: undefined };
+
+export type StreamOutcome =
+  /** The upstream finished its answer and the client got every frame. */
+  | "completed"
+  /** The upstream failed or broke its format after the first byte; the client got an error frame. */
+  | "failed"
+  /** The client went away; the upstream request was aborted. */
+  | "cancelled";
+
+/**
+ * The attempt's deadline as the stream sees it (gateway/deadline.ts): told when bytes arrive and
+ * when the stream waits for the client instead; aborting it ends the upstream request.
+ */
+export interface StreamDeadline {
+  touch(): void;
+  pause(): void;
+  resume(): void;
+  abort(reason: unknown): void;
+  clear(): void;
+  /** Set once a limit passed (the upstream was too slow). */
+  readonly expired: string | undefined;
+}
+
+/** How a failure the stream itself cannot name (an image download, say) is told to the client. */
+export type FailureDescription = { event: StreamEvent & { type: "error" }; chargeable: boolean };
+
+export interface StreamAnswerOptions {
+  /** The upstream body: a stream's reader, or the upstream client's cheaper one. */
+  upstream: ChunkReader;
+  decode: (frame: SseEvent) => DecodedFrame;
+  sink: ClientSink;
+  meter: UsageMeter;
+  /** The attempt's one deadline; aborting it aborts the upstream request and with it the socket. */
+  deadline: StreamDeadline;
+  /** Usage to report when the upstream reported none (called once, at a normal end). */
+  estimateUsage: () => Promise<StreamEvent | undefined>;
+  keepAliveMs: number;
+  /**
+   * Longest wait for a client that stopped reading: past it the answer is given up as if the
+   * client had left (the upstream is not read meanwhile, so nothing piles up).
+   */
+  clientIdleMs: number;
+  maxFrameBytes: number;
+  /** Names failures thrown by `resolveImages` (the gateway's errors); others are named here. */
+  describeFailure?: (err: unknown) => FailureDescription | undefined;
+  /** Inlines image events (fetch, size cap); throws to fail the answer. Only called for frames with images. */
+  resolveImages?: (events: StreamEvent[]) => Promise<void>;
+  /**
+   * Called once the upstream finished normally, before the closing frames are written: the
+   * answer is settled durably here, so a client that saw the last frame was billed.
+   */
+  beforeEnd?: () => Promise<void>;
+  /** Called once, when the first frame (not a keep-alive) is handed to the client. */
+  onFirstWrite?: () => void;
+  /** Called exactly once, whatever ends the stream. `chargeable` is false when the failure is one the client must not pay for. */
+  onDone: (outcome: StreamOutcome, reason?: string, chargeable?: boolean) => void;
+}
+
+/**
+ * The one streaming pipeline: upstream bytes → SSE parser → provider decoder → usage meter →
+ * client sink. The client side is one of Bun's direct streams: a single loop reads the upstream
+ * and writes frames straight to the socket, waiting whenever the client is slower than the
+ * upstream (write() returns a promise then), so an upstream is read only as fast as the client
+ * takes frames. Once the first byte is out the status is fixed, so every failure becomes a frame.
+ *
+ * What the upstream already sent when the stream is made is taken first (resolved once that is
+ * done): Bun sends a direct stream's head on its own unless the first write comes in the turn
+ * the stream starts, so those frames go out with the head in one write. An answer that already
+ * arrived whole (a short one, a fast upstream) is settled here too, and head, frames and end
+ * leave in one write once its charge is durable, as a whole answer does.
+ */
+export async function streamAnswer(o: StreamAnswerOptions): Promise<ReadableStream<Uint8Array> | string> {
+  const source = await answerSource(o);
+  return source.whole() ?? (new ReadableStream(source) as ReadableStream<Uint8Array>);
+}
+
+/** The controller Bun hands a direct stream's pull: writes go to the socket's buffer, flush and close send it. */
+export interface DirectController {
+  write(chunk: string): number | Promise<number>;
+  flush(): number | Promise<number>;
+  close(): void;
+}
+
+/** The direct stream's source behind `streamAnswer` (tests drive its pull with a controller of their own). */
+export async function answerSource(o: StreamAnswerOptions): Promise<{ type: "direct"; pull(controller: DirectController): Promise<void>; cancel(): void; whole(): string | undefined }> {
+  const reader = o.upstream;
+  let out = "";
+  let failure: (StreamEvent & { type: "error" }) | undefined;
+  let done = false;
+  let lastWrite = performance.now();
+  let stopClock: (() => void) | undefined;
+  let firstWrite = o.onFirstWrite;
+  /** The first frame is handed to the client (written, or the whole body): told once. */
+  const firstWriteDone = () => {
+    if (!firstWrite) return;
+    firstWrite();
+    firstWrite = undefined;
+  };
+
+  let chargeable = true;
+  /** The vendor said its answer is over ([DONE], message_stop): what may follow is its body's end. */
+  let vendorEnded = false;
+  // Frames with images wait here for inlining (a fetch); all others pass straight through.
+  const held: { frame: SseEvent; parsed: unknown; events: StreamEvent[] }[] = [];
+
+  const emit = (frame: SseEvent, parsed: unknown, events: StreamEvent[]) => {
+    for (const e of events) {
+      o.meter.observe(e);
+      if (e.type === "error") failure ??= e;
+    }
+    // An upstream error frame is replaced by our own: vendor error text may carry internals.
+    out += failure ? o.sink.event(failure) : o.sink.frame(frame, parsed, events);
+  };
+
+  const parser = createSseParser({
+    maxEventBytes: o.maxFrameBytes,
+    onEvent(frame) {
+      // Nothing after the vendor's end belongs to the answer.
+      if (failure || vendorEnded) return;
+      const skimmed = held.length === 0 ? o.sink.skim?.(frame) : undefined;
+      if (skimmed !== undefined) {
+        o.meter.defer(() => o.decode(frame).events, frame.data.length);
+        out += skimmed;
+        return;
+      }
+      const { parsed, events, last } = o.decode(frame);
+      if (last) vendorEnded = true;
+      if (held.length > 0 || (o.resolveImages && events.some((e) => e.type === "image"))) held.push({ frame, parsed, events });
+      else emit(frame, parsed, events);
+    },
+  });
+
+  const drainHeld = async () => {
+    while (held.length > 0 && !failure) {
+      const next = held.shift()!;
+      if (next.events.some((e) => e.type === "image")) await o.resolveImages!(next.events);
+      emit(next.frame, next.parsed, next.events);
+    }
+    held.length = 0;
+  };
+
+  const finish = (outcome: StreamOutcome, reason?: string) => {
+    if (done) return;
+    done = true;
+    stopClock?.();
+    // A finished answer leaves its connection to the transport (kept alive); anything else cuts it.
+    if (outcome === "completed") o.deadline.clear();
+    else o.deadline.abort(new DOMException(reason ?? "stream ended", "AbortError"));
+    o.onDone(outcome, reason, chargeable);
+  };
+
+  const fail = (e: StreamEvent & { type: "error" }) => {
+    failure = e;
+    o.meter.observe(e);
+    out += o.sink.event(e);
+  };
+
+  /**
+   * One read's result into `out`; true once the answer is over (it ended, or failed). `early`:
+   * taken before the head went out, so frames held for their images wait for the stream (their
+   * downloads must not hold the head back).
+   */
+  const take = async (read: ReadResult, early = false): Promise<boolean> => {
+    if (!read.done && vendorEnded) {
+      // Body bytes after the vendor's end: whatever they are, the answer is over; the connection
+      // is not trusted again (cancelling the body drops it).
+      reader.cancel().catch(() => {});
+      read = END;
+    }
+    if (!read.done) {
+      o.deadline.touch();
+      parser.feed(read.value);
+      if (held.length > 0 && !early) await drainHeld();
+      return failure !== undefined;
+    }
+    parser.end();
+    if (held.length > 0) await drainHeld();
+    if (!failure) {
+      if (o.meter.finished) {
+        const usage = await o.estimateUsage();
+        if (usage) out += o.sink.event(usage);
+        await o.beforeEnd?.();
+        // The client may have left while the settlement was written: nothing more goes out.
+        if (!done) out += o.sink.end();
+      } else fail({ type: "error", errorType: "upstream", message: "The upstream provider ended the answer early." });
+    }
+    return true;
+  };
+
+  /**
+   * After the vendor's end marker only its body's end may come (the chunked terminator, sent
+   * with the marker by any sound server): waited for `END_GRACE_MS`, so the connection can be
+   * kept, then the body is dropped and the answer ends as if it had come. A failure of the body
+   * past that point is its end too: the answer was whole. An upstream that says it is done but
+   * holds the body open no longer holds the client until the idle limit.
+   */
+  const endNow = (): ReadResult | undefined => {
+    try {
+      return reader.readNow?.();
+    } catch {
+      return END;
+    }
+  };
+  const endOfBody = (): ReadResult | Promise<ReadResult> =>
+    endNow() ??
+    new Promise<ReadResult>((resolve) => {
+      const timer = setTimeout(() => {
+        reader.cancel().catch(() => {});
+        resolve(END);
+      }, END_GRACE_MS);
+      const settle = (read: ReadResult) => {
+        clearTimeout(timer);
+        resolve(read);
+      };
+      reader.read().then(settle, () => settle(END));
+    });
+
+  /**
+   * A read, and what had already arrived behind it: one read holds everything queued, so that is
+   * at most the answer's end (an answer's last frames and its end usually come together), and
+   * both go out in one write.
+   */
+  const takeWithNext = async (read: ReadResult, early = false): Promise<boolean> => {
+    if ((await take(read, early)) || done) return true;
+    if (held.length > 0) return false;
+    const next = vendorEnded ? endNow() : reader.readNow?.();
+    return next ? take(next, early) : false;
+  };
+
+  // What already arrived, before the head goes out (see above).
+  let over = false;
+  /** A failure while taking it: thrown again inside the stream, which turns it into an error frame. */
+  let failedEarly: { error: unknown } | undefined;
+  try {
+    const first = reader.readNow?.();
+    if (first) over = await takeWithNext(first, true);
+  } catch (error) {
+    failedEarly = { error };
+  }
+
+  return {
+    type: "direct",
+
+    /**
+     * The answer's frames and end, when all of it arrived (and was settled) before the head went
+     * out: then it is one body, and a response with a string body costs less than a stream that
+     * is written once and closed (~3.5 µs a response on loopback, the direct stream's own
+     * machinery). The client sees the same bytes; only the framing is a length, not chunks.
+     * Undefined otherwise (still arriving, failed, or images to fetch): the stream it is.
+     */
+    whole() {
+      if (!over || failure || failedEarly || held.length > 0 || done) return undefined;
+      const body = out;
+      out = "";
+      firstWriteDone();
+      finish("completed");
+      return body;
+    },
+
+    async pull(controller) {
+      /**
+       * Writes what is pending. Returns a promise only when the client is slower than the
+       * upstream (backpressure); the usual case costs no promise and no microtask. `last`: the
+       * stream closes next, and closing sends what is buffered with the body's end in one write
+       * (a flush first would cost a second system call per answer).
+       */
+      const send = (last = false): Promise<unknown> | undefined => {
+        if (out.length === 0) return;
+        const chunk = out;
+        out = "";
+        lastWrite = performance.now();
+        firstWriteDone();
+        const written = controller.write(chunk);
+        if (last) return typeof written !== "number" ? written : undefined;
+        const flushed = controller.flush();
+        if (typeof written !== "number") return typeof flushed !== "number" ? Promise.all([written, flushed]) : written;
+        if (typeof flushed !== "number") return flushed;
+      };
+
+      // Keep-alive frames while the upstream is quiet; the deadline watches the upstream itself.
+      if (!over) {
+        stopClock = everyTick(Math.max(5, o.keepAliveMs / 3), () => {
+          const now = performance.now();
+          if (now - lastWrite >= o.keepAliveMs) {
+            lastWrite = now;
+            controller.write(o.sink.keepAlive());
+            controller.flush();
+          }
+        });
+      }
+
+      /**
+       * The client is slower than the upstream: stop reading the upstream until it catches up
+       * (so at most what the socket buffers waits in memory), and give up on a client that takes
+       * nothing for `clientIdleMs`. The upstream's silence meanwhile is ours, not its fault.
+       */
+      const waitForClient = async (pending: Promise<unknown>): Promise<boolean> => {
+        o.deadline.pause();
+        let timer: ReturnType<typeof setTimeout> | undefined;
+        const gaveUp = new Promise<"idle">((resolve) => (timer = setTimeout(() => resolve("idle"), o.clientIdleMs)));
+        const result = await Promise.race([pending.then(() => "sent" as const, () => "sent" as const), gaveUp]);
+        clearTimeout(timer);
+        o.deadline.resume();
+        if (result === "idle" && !done) {
+          finish("cancelled", "the client stopped reading");
+          reader.cancel().catch(() => {});
+          controller.close();
+          return false;
+        }
+        return true;
+      };
+
+      try {
+        if (failedEarly) throw failedEarly.error;
+        for (;;) {
+          // What was taken goes out before the next read: at first, at once, with the head.
+          const backpressure = send(over);
+          if (backpressure && !(await waitForClient(backpressure))) return;
+          if (done) return;
+          if (over) break;
+          if (held.length > 0) {
+            // Frames taken before the head went out wait for their images here.
+            await drainHeld();
+            over = failure !== undefined;
+            continue;
+          }
+          // A chunk already here is taken at once, without a promise.
+          const read = vendorEnded ? await endOfBody() : (reader.readNow?.() ?? (await reader.read()));
+          if (done) return; // the client went away while we waited
+          over = await takeWithNext(read);
+          if (done) return;
+        }
+        controller.close();
+        finish(failure ? "failed" : "completed", failure?.message);
+      } catch (err) {
+        if (done) return;
+        const described = o.describeFailure?.(err);
+        // An image that could not be inlined fails the answer uncharged, like any failed attempt;
+        // so does an answer past the transport's cap (the client cannot use what was cut off).
+        if ((described && !described.chargeable) || err instanceof ResponseTooLargeError) chargeable = false;
+        if (!failure) fail(described?.event ?? streamFailure(err, o.deadline.expired !== undefined));
+        await send(true)?.catch(() => {});
+        controller.close();
+        finish("failed", err instanceof Error ? err.message : String(err));
+      }
+    },
+
+    cancel() {
+      finish("cancelled", "client disconnected");
+      reader.cancel().catch(() => {});
+    },
+  };
+}
+
+function streamFailure(err: unknown, timedOut: boolean): StreamEvent & { type: "error" } {
+  if (err instanceof ResponseTooLargeError) return { type: "error", errorType: "upstream", message: "The upstream provider sent an answer larger than the gateway accepts." };
+  if (timedOut) return { type: "error", errorType: "timeout", message: "The upstream provider took too long; the answer was cut off." };
+  if (err instanceof SseParseError) return { type: "error", errorType: "upstream", message: "The upstream provider sent a frame larger than the gateway accepts." };
+  if (err instanceof UpstreamProtocolError) return { type: "error", errorType: "upstream", message: "The upstream provider sent malformed data." };
+  return { type: "error", errorType: "upstream", message: "The connection to the upstream provider was lost." };
+}

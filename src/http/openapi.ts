@@ -1,0 +1,439 @@
+import { t, type TSchema } from "elysia";
+
+/**
+ * The OpenAPI 3.1 document of `GET /openapi.json`, built once from the routes the app serves:
+ * paths, path parameters, query parameters and request bodies come from the TypeBox schemas the
+ * routes validate with (Elysia keeps them on each route); what a schema cannot say (summaries,
+ * answers, errors, which credential) is in OPERATIONS below. docs/api.md says the same in prose.
+ *
+ * Generated here rather than with @elysiajs/openapi: that plugin bundles converters for other
+ * schema libraries and a UI loaded from a CDN, while TypeBox schemas already are JSON Schema.
+ */
+
+/** A route as Elysia lists it (`app.routes`). */
+export interface RouteInfo {
+  method: string;
+  path: string;
+  hooks?: { body?: unknown; query?: unknown; params?: unknown } | Record<string, unknown>;
+}
+
+const open = { additionalProperties: true } as const;
+
+const OpenAIError = t.Object({
+  error: t.Object({
+    message: t.String(),
+    type: t.String({ description: "invalid_request_error, authentication_error, permission_error, not_found_error, insufficient_quota, rate_limit_error, upstream_error, timeout_error, server_error" }),
+    param: t.Null(),
+    code: t.Null(),
+  }),
+}, { description: "OpenAI-shaped error (every route except /v1/messages*)." });
+
+const AnthropicError = t.Object({
+  type: t.Literal("error"),
+  error: t.Object({ type: t.String({ description: "invalid_request_error, authentication_error, permission_error, not_found_error, request_too_large, billing_error, rate_limit_error, api_error, timeout_error, overloaded_error" }), message: t.String() }),
+}, { description: "Anthropic-shaped error (/v1/messages and /v1/messages/count_tokens)." });
+
+const Usage = t.Object({ prompt_tokens: t.Integer(), completion_tokens: t.Integer(), total_tokens: t.Integer() }, open);
+
+const ChatCompletion = t.Object({
+  id: t.String({ description: "chatcmpl-<uuid>; the usage record is req_<uuid>." }),
+  object: t.Literal("chat.completion"),
+  created: t.Integer(),
+  model: t.String({ description: "The gateway's model id that answered." }),
+  choices: t.Array(t.Object({
+    index: t.Integer(),
+    message: t.Object({ role: t.Literal("assistant"), content: t.Union([t.String(), t.Null()]), tool_calls: t.Optional(t.Array(t.Object({}, open))) }, open),
+    finish_reason: t.Union([t.String(), t.Null()]),
+  }, open)),
+  usage: Usage,
+}, open);
+
+const AnthropicMessage = t.Object({
+  id: t.String({ description: "msg_<uuid>; the usage record is req_<uuid>." }),
+  type: t.Literal("message"),
+  role: t.Literal("assistant"),
+  model: t.String(),
+  content: t.Array(t.Object({ type: t.String() }, open)),
+  stop_reason: t.Union([t.String(), t.Null()]),
+  usage: t.Object({ input_tokens: t.Integer(), output_tokens: t.Integer() }, open),
+}, open);
+
+const ModelList = t.Object({
+  object: t.Literal("list"),
+  data: t.Array(t.Object({
+    id: t.String(),
+    object: t.Literal("model"),
+    owned_by: t.String(),
+    credits_per_msg: t.Number({ description: "Cost of 1,000 tokens in and 500 out, rounded up to whole credits." }),
+    model_id: t.String(),
+    category: t.Union([t.Literal("text"), t.Literal("image"), t.Literal("free"), t.Literal("embedding")]),
+    context_length: t.Integer(),
+    modalities: t.Object({ input: t.Array(t.String()), output: t.Array(t.String()) }),
+  }, open)),
+}, { ...open, description: "OpenAI's list shape; with an `anthropic-version` header, Anthropic's (`{data: [{type, id, display_name, created_at}], has_more, first_id, last_id}`)." });
+
+const EmbeddingList = t.Object({
+  object: t.Literal("list"),
+  data: t.Array(t.Object({
+    object: t.Literal("embedding"),
+    index: t.Integer({ description: "The input's position." }),
+    embedding: t.Union([t.Array(t.Number()), t.String()], { description: "Floats, or with `encoding_format: base64` the float32 values little-endian in base64." }),
+  }, open)),
+  model: t.String({ description: "The gateway's model id that answered." }),
+  usage: t.Object({ prompt_tokens: t.Integer(), total_tokens: t.Integer() }, { ...open, description: "What was charged: input tokens only." }),
+}, open);
+
+const Health = t.Object({ status: t.Literal("ok") });
+const Ready = t.Object({
+  status: t.Union([t.Literal("ready"), t.Literal("not_ready")]),
+  draining: t.Boolean(),
+  ledger: t.Object({ writable: t.Boolean(), queued: t.Integer(), failing_since: t.Optional(t.String({ format: "date-time" })) }),
+  rate_limiter: t.Optional(t.Object({ reachable: t.Boolean() }, { description: "Only with SWITCHYARD_REDIS_URL." })),
+});
+
+const Account = t.Object({ id: t.String(), name: t.String(), balance: t.Number() }, open);
+const Period = t.Union([t.Literal("day"), t.Literal("week"), t.Literal("month"), t.Null()], { description: "UTC day, week from Monday, month; null: lifetime." });
+const SpentInPeriod = t.Number({ description: "Charged since the current period began; for a lifetime limit, everything charged." });
+const ResetsAt = t.Union([t.String({ format: "date-time" }), t.Null()], { description: "When the period's count starts again; null for a lifetime limit." });
+const KeySummary = t.Object({
+  id: t.String(), name: t.Union([t.String(), t.Null()]), prefix: t.String(), last4: t.String(), created_at: t.String({ format: "date-time" }),
+  revoked_at: t.Union([t.String(), t.Null()]), expires_at: t.Union([t.String(), t.Null()]), rate_limit_per_minute: t.Union([t.Integer(), t.Null()]),
+  spend_limit: t.Union([t.Number(), t.Null()]), spent: t.Number(),
+  spend_limit_period: Period, spent_in_period: SpentInPeriod, period_resets_at: ResetsAt,
+});
+const AccountDescription = t.Object({
+  id: t.String(), name: t.String(), balance: t.Number(), reserved: t.Number(), created_at: t.String({ format: "date-time" }),
+  spend_limit: t.Union([t.Number(), t.Null()]), spend_limit_period: Period, spent_in_period: SpentInPeriod, period_resets_at: ResetsAt,
+  keys: t.Array(KeySummary),
+});
+const AccountList = t.Object({
+  object: t.Literal("list"),
+  data: t.Array(t.Object({ id: t.String(), name: t.String(), balance: t.Number(), created_at: t.String({ format: "date-time" }), spend_limit: t.Union([t.Number(), t.Null()]), spend_limit_period: Period })),
+  next_cursor: t.Union([t.String(), t.Null()], { description: "Pass as `cursor` for the next page; null on the last." }),
+});
+const KeyInfo = t.Object({
+  account: t.Object({ balance: t.Number(), reserved: t.Number({ description: "Held by requests still open." }) }),
+  key: t.Object({
+    name: t.Union([t.String(), t.Null()]), spend_limit: t.Union([t.Number(), t.Null()]), spend_limit_period: Period,
+    spent_in_period: SpentInPeriod, period_resets_at: ResetsAt,
+    rate_limit_per_minute: t.Integer({ description: "The key's own limit, else the gateway's default." }),
+    expires_at: t.Union([t.String({ format: "date-time" }), t.Null()]),
+  }),
+});
+const IssuedKey = t.Object({ id: t.String(), key: t.String({ description: "svc-sk-…, shown this once." }), name: t.Union([t.String(), t.Null()]), created_at: t.String({ format: "date-time" }) });
+const Totals = t.Object({ requests: t.Integer(), prompt_tokens: t.Integer(), completion_tokens: t.Integer(), cost: t.Number() });
+const AccountUsage = t.Object({
+  account_id: t.String(), from: t.String({ format: "date-time" }), to: t.String({ format: "date-time" }), total: Totals,
+  rejected: t.Record(t.String(), t.Integer(), { description: "Refusals before any upstream call, by status." }),
+  models: t.Array(t.Object({ model: t.String(), requests: t.Integer(), prompt_tokens: t.Integer(), completion_tokens: t.Integer(), cost: t.Number() })),
+});
+const UsageReport = t.Object({
+  object: t.Literal("usage_report"),
+  from: t.String({ format: "date-time" }),
+  to: t.String({ format: "date-time" }),
+  granularity: t.Union([t.Literal("day"), t.Literal("hour")]),
+  group_by: t.Array(t.String()),
+  columns: t.Array(t.String()),
+  data: t.Array(t.Object({
+    period_start: t.String({ format: "date-time" }),
+    account_id: t.Optional(t.String()), account_name: t.Optional(t.Union([t.String(), t.Null()])),
+    key_id: t.Optional(t.String()), key_name: t.Optional(t.Union([t.String(), t.Null()])),
+    model: t.Optional(t.String()),
+    requests: t.Integer(), prompt_tokens: t.Integer(), completion_tokens: t.Integer(), cost: t.Number(),
+  })),
+  total: Totals,
+});
+
+type Security = "key" | "admin" | "metrics" | "none";
+interface Answer {
+  description: string;
+  schema?: TSchema;
+  /** Other content types beside JSON (or instead of it, when `schema` is absent). */
+  content?: Record<string, { schema: object }>;
+  headers?: string[];
+}
+interface Operation {
+  summary: string;
+  description: string;
+  tag: string;
+  security: Security;
+  answers: Record<string, Answer>;
+  errors: number[];
+  anthropic?: boolean;
+  /** Query parameters of routes that read their query without a schema. */
+  query?: Record<string, string>;
+}
+
+const sse = { "text/event-stream": { schema: { type: "string", description: "Server-sent events in the client's format: chat.completion.chunk frames then `data: [DONE]`; Anthropic's message_start … message_stop." } } };
+const RATE = ["x-ratelimit-limit-requests", "x-ratelimit-remaining-requests", "x-ratelimit-reset-requests"];
+const CHAT_ERRORS = [400, 401, 402, 404, 413, 422, 429, 502, 503];
+
+/**
+ * A route's path as OpenAPI writes it: `:name` → `{name}`; a trailing `*` (model ids contain a
+ * `/`, sent plain or as %2F) → `{model_id}`.
+ */
+export function openApiPath(path: string): string {
+  return path.replace(/:([A-Za-z0-9_]+)/g, "{$1}").replace(/\/\*$/, "/{model_id}");
+}
+
+/** What schemas cannot say, per `METHOD path`. */
+export const OPERATIONS: Record<string, Operation> = {
+  "POST /v1/chat/completions": {
+    summary: "Chat completion (OpenAI format)",
+    description: "Forwards to the model's upstream (translated when it speaks Anthropic's format), streaming or not. `models` names fallbacks tried in order. Charged after the answer, never more than reserved.",
+    tag: "chat", security: "key", errors: CHAT_ERRORS,
+    answers: { "200": { description: "The answer; `stream: true` gives server-sent events.", schema: ChatCompletion, content: sse, headers: RATE } },
+  },
+  "POST /v1/messages": {
+    summary: "Messages (Anthropic format)",
+    description: "Anthropic's messages API, streaming or not, to any configured model. Errors are Anthropic-shaped.",
+    tag: "chat", security: "key", errors: CHAT_ERRORS, anthropic: true,
+    answers: { "200": { description: "The answer; `stream: true` gives server-sent events.", schema: AnthropicMessage, content: sse, headers: RATE } },
+  },
+  "POST /v1/messages/count_tokens": {
+    summary: "Count input tokens (Anthropic format)",
+    description: "The Anthropic upstream's count, else the gateway's estimate. Never charged; its own rate bucket, 10× the key's.",
+    tag: "chat", security: "key", errors: [400, 401, 404, 413, 429], anthropic: true,
+    answers: { "200": { description: "The count.", schema: t.Object({ input_tokens: t.Integer() }), headers: RATE } },
+  },
+  "GET /v1/models": {
+    summary: "List models",
+    description: "The catalogue. With `anthropic-version`, Anthropic's list shape (ids and exact aliases).",
+    tag: "models", security: "key", errors: [401, 429],
+    answers: { "200": { description: "The models.", schema: ModelList, headers: RATE } },
+    query: { limit: "Anthropic list shape only: page size.", after_id: "Anthropic list shape only: page after this id.", before_id: "Anthropic list shape only: page before this id." },
+  },
+  "GET /v1/key": {
+    summary: "This key's limits and balance",
+    description: "The presented key's account balance and what open requests hold, the key's spend limit, its period, what it spent in the period and when that resets, its rate limit and expiry. Free, and outside the key's rate bucket: answered with an empty bucket too.",
+    tag: "models", security: "key", errors: [401],
+    answers: { "200": { description: "The key.", schema: KeyInfo } },
+  },
+  "GET /v1/models/*": {
+    summary: "Retrieve a model",
+    description: "One model of the catalogue, in the list's shape (Anthropic's with `anthropic-version`). The id contains a `/`: send it as it is or as `%2F`. 404 in the client's format for unknown ids.",
+    tag: "models", security: "key", errors: [401, 404, 429],
+    answers: { "200": { description: "The model.", schema: t.Object({ id: t.String() }, { additionalProperties: true }), headers: RATE } },
+  },
+  "POST /v1/responses": {
+    summary: "Responses (OpenAI Responses API)",
+    description: "OpenAI's Responses API on the same pipeline as chat completions: any configured model, streaming or not, tools (function, custom, namespace), reasoning (as summary parts when `reasoning.summary` asks), structured output, `models` fallbacks. Unless `store: false`, the answer is kept in the gateway process's memory (bounded by `responses.store_max_bytes`, for `responses.store_ttl_ms` after its last use, per account, never on disk) so later requests can name it: `item_reference` input items and `previous_response_id`. An id the process does not hold (expired, evicted, another process) is a 400 naming it.",
+    tag: "chat", security: "key", errors: CHAT_ERRORS,
+    answers: { "200": { description: "The response; `stream: true` gives response.* server-sent events.", schema: t.Object({ id: t.String(), object: t.Literal("response") }, { additionalProperties: true }), content: sse, headers: RATE } },
+  },
+  "POST /v1/embeddings": {
+    summary: "Embeddings (OpenAI format)",
+    description: "OpenAI's embeddings API to any model of category `embedding`: `input` as a string, strings, token ids or token-id arrays; `encoding_format` float or base64; `dimensions`; `models` fallbacks. Charged the input tokens (the upstream's count, else the gateway's estimate). A model of another category is a 400.",
+    tag: "embeddings", security: "key", errors: [400, 401, 402, 404, 413, 429, 502, 503],
+    answers: { "200": { description: "One vector per input, in input order.", schema: EmbeddingList, headers: RATE } },
+  },
+  "GET /v1/responses/:id": {
+    summary: "Retrieve a response (not served)",
+    description: "Answers are kept only for later requests to refer to (`item_reference`, `previous_response_id`), not to be read back: always 404 with a message saying so.",
+    tag: "chat", security: "key", errors: [401, 404, 429],
+    answers: {},
+  },
+  "GET /health": {
+    summary: "Liveness",
+    description: "200 while the process answers. No key.",
+    tag: "operations", security: "none", errors: [],
+    answers: { "200": { description: "Alive.", schema: Health } },
+  },
+  "GET /ready": {
+    summary: "Readiness",
+    description: "200 when the ledger writes, the shared rate-limit store (if any) answers and the gateway is not draining; else 503 with the same body. No key.",
+    tag: "operations", security: "none", errors: [],
+    answers: { "200": { description: "Ready.", schema: Ready }, "503": { description: "Not ready: see the fields.", schema: Ready } },
+  },
+  "GET /metrics": {
+    summary: "Prometheus metrics",
+    description: "Text exposition format 0.0.4. No key; `Authorization: Bearer $SWITCHYARD_METRICS_TOKEN` when that is set. Absent (404) with SWITCHYARD_METRICS=off.",
+    tag: "operations", security: "metrics", errors: [401],
+    answers: { "200": { description: "The metrics.", content: { "text/plain": { schema: { type: "string" } } } } },
+  },
+  "GET /openapi.json": {
+    summary: "This document",
+    description: "OpenAPI 3.1, generated from the routes' schemas. No key.",
+    tag: "operations", security: "none", errors: [],
+    answers: { "200": { description: "The document.", content: { "application/json": { schema: { type: "object" } } } } },
+  },
+  "POST /v1/admin/accounts": {
+    summary: "Create an account",
+    description: "With an opening balance in credits.",
+    tag: "admin", security: "admin", errors: [400, 401, 429],
+    answers: { "201": { description: "Created.", schema: Account } },
+  },
+  "GET /v1/admin/accounts": {
+    summary: "List accounts",
+    description: "Oldest first (created_at, then id), paged: `limit` (1–500, default 50), then `cursor` = the answer's `next_cursor` until it is null. `name` keeps accounts whose name contains it, ignoring the case of ASCII letters.",
+    tag: "admin", security: "admin", errors: [400, 401, 429],
+    answers: { "200": { description: "A page of accounts.", schema: AccountList } },
+  },
+  "PATCH /v1/admin/accounts/:id": {
+    summary: "Change an account",
+    description: "`name`, `spend_limit` (credits, null for none), `spend_limit_period` (day, week, month; null for lifetime). Only the fields sent change; a new period recounts what was spent in it from the usage records.",
+    tag: "admin", security: "admin", errors: [400, 401, 404, 429],
+    answers: { "200": { description: "The account, as GET shows it.", schema: AccountDescription } },
+  },
+  "GET /v1/admin/accounts/:id": {
+    summary: "Show an account",
+    description: "Balance, what open requests hold (`reserved`), keys as prefix and last 4 only.",
+    tag: "admin", security: "admin", errors: [401, 404, 429],
+    answers: { "200": { description: "The account.", schema: AccountDescription } },
+  },
+  "POST /v1/admin/accounts/:id/credits": {
+    summary: "Top up",
+    description: "Adds credits to the balance.",
+    tag: "admin", security: "admin", errors: [400, 401, 404, 429],
+    answers: { "200": { description: "The new balance.", schema: t.Object({ id: t.String(), balance: t.Number(), reserved: t.Number() }) } },
+  },
+  "GET /v1/admin/accounts/:id/keys": {
+    summary: "List keys",
+    description: "Summaries only; the keys themselves are never shown again.",
+    tag: "admin", security: "admin", errors: [401, 404, 429],
+    answers: { "200": { description: "The keys.", schema: t.Object({ object: t.Literal("list"), data: t.Array(KeySummary) }) } },
+  },
+  "POST /v1/admin/accounts/:id/keys": {
+    summary: "Issue a key",
+    description: "The only time the key is shown. At most 10 active keys per account (409 past that).",
+    tag: "admin", security: "admin", errors: [400, 401, 404, 409, 429],
+    answers: { "201": { description: "The key.", schema: IssuedKey } },
+  },
+  "GET /v1/admin/accounts/:id/usage": {
+    summary: "An account's usage totals",
+    description: "Totals and per-model sums over [from, to), and refusals by status (counted per minute).",
+    tag: "admin", security: "admin", errors: [400, 401, 404, 429],
+    answers: { "200": { description: "The totals.", schema: AccountUsage } },
+    query: { from: "ISO 8601 or epoch ms (inclusive); default: the beginning.", to: "ISO 8601 or epoch ms (exclusive); default: now." },
+  },
+  "GET /v1/admin/usage": {
+    summary: "Usage report",
+    description: "Requests, tokens and credits per UTC hour or day, split by account, key and/or model, over [from, to): what a team bills its own users from. JSON or CSV (`format=csv`, with a header row). At most 50,000 rows (400 past that).",
+    tag: "admin", security: "admin", errors: [400, 401, 429],
+    answers: { "200": { description: "The report.", schema: UsageReport, content: { "text/csv": { schema: { type: "string", description: "period_start, [account_id, account_name], [key_id, key_name], [model], requests, prompt_tokens, completion_tokens, cost" } } } } },
+  },
+  "PATCH /v1/admin/keys/:id": {
+    summary: "Change a key",
+    description: "`name`, `spend_limit` (credits, null for none), `spend_limit_period` (day, week, month; null for lifetime), `rate_limit_per_minute` (1–1e6, null for the default), `expires_at` (ISO 8601, null for never). Only the fields sent change; they apply from the next request (within 2 s on other gateways sharing PostgreSQL). 409 on PostgreSQL for a spend limit below what the key already spent and holds.",
+    tag: "admin", security: "admin", errors: [400, 401, 404, 409, 429],
+    answers: { "200": { description: "The key's summary.", schema: KeySummary } },
+  },
+  "DELETE /v1/admin/keys/:id": {
+    summary: "Revoke a key",
+    description: "Takes effect on the next request (within 2 s on other gateways sharing PostgreSQL).",
+    tag: "admin", security: "admin", errors: [401, 404, 429],
+    answers: { "200": { description: "Revoked.", schema: t.Object({ id: t.String(), revoked: t.Literal(true) }) } },
+  },
+};
+
+const ERROR_TEXT: Record<number, string> = {
+  400: "Malformed request: invalid JSON, a field of the wrong type, an unsupported part, a prompt over the context window.",
+  401: "Missing or invalid credential.",
+  402: "Insufficient credits (or the key's spend limit) for the request's worst case.",
+  404: "No such model, account or key.",
+  409: "The account already has 10 active keys; or (PATCH a key, PostgreSQL) a spend limit below what the key spent and holds.",
+  413: "The body is larger than limits.max_body_bytes.",
+  422: "`messages` is empty.",
+  429: "The key's rate limit; `retry-after` says when to retry.",
+  502: "No upstream could answer (never charged).",
+  503: "The ledger cannot record charges, or the rate limiter or key store cannot be reached; `retry-after: 5`.",
+};
+
+/** Turns TypeBox schemas (objects with symbol keys) into plain JSON Schema. */
+function plain(schema: unknown): Record<string, unknown> {
+  return JSON.parse(JSON.stringify(schema)) as Record<string, unknown>;
+}
+
+const OPTIONAL = Symbol.for("TypeBox.Optional");
+
+export function buildOpenApiDocument(routes: readonly RouteInfo[], version: string): Record<string, unknown> {
+  const paths: Record<string, Record<string, unknown>> = {};
+  const seen = new Set<string>();
+  for (const route of routes) {
+    const method = route.method.toLowerCase();
+    if (!["get", "post", "put", "patch", "delete"].includes(method)) continue;
+    const key = `${route.method.toUpperCase()} ${route.path}`;
+    if (seen.has(key)) continue;
+    seen.add(key);
+    const op = OPERATIONS[key];
+    const hooks = (route.hooks ?? {}) as { body?: unknown; query?: unknown };
+    const path = openApiPath(route.path);
+    const parameters: Record<string, unknown>[] = [...path.matchAll(/\{([A-Za-z0-9_]+)\}/g)].map((m) => ({ name: m[1], in: "path", required: true, schema: { type: "string" } }));
+    const query = hooks.query ? plain(hooks.query) : undefined;
+    const requiredQuery = new Set((query?.required as string[] | undefined) ?? []);
+    for (const [name, schema] of Object.entries((query?.properties as Record<string, Record<string, unknown>> | undefined) ?? {})) {
+      const { description, ...rest } = schema;
+      parameters.push({ name, in: "query", required: requiredQuery.has(name), ...(description ? { description } : {}), schema: rest });
+    }
+    for (const [name, description] of Object.entries(op?.query ?? {})) parameters.push({ name, in: "query", required: false, description, schema: { type: "string" } });
+    parameters.push({ $ref: "#/components/parameters/RequestId" });
+
+    const error = op?.anthropic ? "#/components/schemas/AnthropicError" : "#/components/schemas/OpenAIError";
+    const responses: Record<string, unknown> = {};
+    for (const [status, answer] of Object.entries(op?.answers ?? { "200": { description: "OK" } })) {
+      const content: Record<string, unknown> = { ...(answer.schema ? { "application/json": { schema: plain(answer.schema) } } : {}), ...answer.content };
+      responses[status] = {
+        description: answer.description,
+        headers: Object.fromEntries(["x-request-id", ...(answer.headers ?? [])].map((h) => [h, { $ref: `#/components/headers/${h}` }])),
+        ...(Object.keys(content).length ? { content } : {}),
+      };
+    }
+    for (const status of op?.errors ?? [400]) {
+      responses[String(status)] = {
+        description: ERROR_TEXT[status] ?? "Error.",
+        headers: { "x-request-id": { $ref: "#/components/headers/x-request-id" } },
+        content: { "application/json": { schema: { $ref: error } } },
+      };
+    }
+    const security = op?.security ?? "none";
+    const operation: Record<string, unknown> = {
+      operationId: `${method}${path.replace(/[{}]/g, "").replace(/[^A-Za-z0-9]+(.)?/g, (_, c: string | undefined) => (c ?? "").toUpperCase())}`,
+      summary: op?.summary ?? key,
+      description: op?.description ?? "Not described yet (src/http/openapi.ts).",
+      tags: [op?.tag ?? "other"],
+      parameters,
+      responses,
+      security: security === "key" ? [{ bearerKey: [] }, { apiKeyHeader: [] }] : security === "admin" ? [{ adminToken: [] }] : security === "metrics" ? [{}, { metricsToken: [] }] : [],
+    };
+    if (hooks.body) {
+      const body = hooks.body as Record<string | symbol, unknown>;
+      operation.requestBody = { required: !(OPTIONAL in body), content: { "application/json": { schema: plain(body) } } };
+    }
+    (paths[path] ??= {})[method] = operation;
+  }
+
+  return {
+    openapi: "3.1.0",
+    info: {
+      title: "Switchyard",
+      version,
+      description: "A gateway for language and image models: OpenAI chat completions and Anthropic messages over one pipeline, with accounts, keys and credits. Prose reference: docs/api.md.",
+    },
+    tags: [
+      { name: "chat", description: "Answers from the configured models." },
+      { name: "embeddings", description: "Vectors from the configured embedding models." },
+      { name: "models", description: "The catalogue." },
+      { name: "operations", description: "Probes, metrics, this document." },
+      { name: "admin", description: "Accounts, keys, credits, usage. Only when SWITCHYARD_ADMIN_TOKEN is set (404 otherwise)." },
+    ],
+    paths,
+    components: {
+      securitySchemes: {
+        bearerKey: { type: "http", scheme: "bearer", description: "An API key (svc-sk-…) as `Authorization: Bearer`." },
+        apiKeyHeader: { type: "apiKey", in: "header", name: "x-api-key", description: "An API key (svc-sk-…) as Anthropic's header." },
+        adminToken: { type: "http", scheme: "bearer", description: "SWITCHYARD_ADMIN_TOKEN." },
+        metricsToken: { type: "http", scheme: "bearer", description: "SWITCHYARD_METRICS_TOKEN, when set." },
+      },
+      parameters: {
+        RequestId: { name: "x-request-id", in: "header", required: false, description: "Kept when 1–128 of [A-Za-z0-9._:-], else replaced by a new UUID; echoed on the answer, sent upstream, stored with the usage record.", schema: { type: "string", pattern: "^[A-Za-z0-9._:-]{1,128}$" } },
+      },
+      headers: {
+        "x-request-id": { description: "The request's id: the client's, or the one the gateway made.", schema: { type: "string" } },
+        "x-ratelimit-limit-requests": { description: "The key's requests per minute.", schema: { type: "string" } },
+        "x-ratelimit-remaining-requests": { description: "Requests left in the bucket.", schema: { type: "string" } },
+        "x-ratelimit-reset-requests": { description: "Until the bucket is full again, e.g. `1s`, `6m0s`.", schema: { type: "string" } },
+      },
+      schemas: { OpenAIError: plain(OpenAIError), AnthropicError: plain(AnthropicError) },
+    },
+  };
+}

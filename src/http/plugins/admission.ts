@@ -1,0 +1,145 @@
+import { Elysia } from "elysia";
+import type { KeyResolver } from "../../accounts/key-resolver.ts";
+import { extractKey, isWellFormedKey } from "../../accounts/key-resolver.ts";
+import type { ActiveKey } from "../../accounts/account-store.ts";
+import type { RateLimitStore } from "../../limits/rate-limiter.ts";
+import { formatResetDuration, retryAfterSeconds, type BucketDecision } from "../../limits/token-bucket.ts";
+import { errorResponse } from "./errors.ts";
+
+const principals = new WeakMap<Request, ActiveKey>();
+
+/** The key that admission attached to this request (present on every authenticated route). */
+export function principalOf(request: Request): ActiveKey {
+  const principal = principals.get(request);
+  if (!principal) throw new Error("route reached without authentication");
+  return principal;
+}
+
+/** The key of an authenticated request, or undefined for routes that need none. */
+export function maybePrincipalOf(request: Request): ActiveKey | undefined {
+  return principals.get(request);
+}
+
+export function pathOf(url: string): string {
+  const start = url.indexOf("/", url.indexOf("//") + 2);
+  const query = url.indexOf("?", start);
+  return query === -1 ? url.slice(start) : url.slice(start, query);
+}
+
+const COUNT_TOKENS_PATH = "/v1/messages/count_tokens";
+/** GET /v1/key (routes/key.ts): authenticated, never rate limited. */
+export const KEY_INFO_PATH = "/v1/key";
+/** How many token counts a key may make per chat request of its rate limit. */
+export const COUNT_TOKENS_RATE_FACTOR = 10;
+
+export interface AdmissionOptions {
+  keys: KeyResolver;
+  limiter: RateLimitStore;
+  /** limits.requests_per_minute, for keys without their own limit. */
+  defaultPerMinute: number;
+  maxBodyBytes: number;
+  onRejected: (request: Request, status: number) => void;
+  /** Told of every answer admission gives itself (401, 413, 429, 503), for request traces. */
+  onAnswered?: (request: Request, status: number) => void;
+  /** Runs first on every request (the request id): one hook instead of two dispatches. */
+  onArrival?: (request: Request, set: { headers: Record<string, unknown> }, path: string) => void;
+}
+
+/**
+ * Everything decided before a byte of the body is read, in one hook (each Elysia hook costs a
+ * dispatch on every request):
+ * - a body over the limit is refused from its Content-Length (Bun's maxRequestBodySize, set
+ *   where the server listens, catches bodies sent without one);
+ * - authentication, so a client without a valid key learns nothing else, not even that its
+ *   JSON is broken; one message for every failure, so a revoked key looks like one that never
+ *   existed;
+ * - the per-key token bucket, so floods of bad requests are limited too. Its x-ratelimit-*
+ *   headers go on every answer of an authenticated request, set before the first byte so that
+ *   streams carry them as well.
+ */
+export function admissionPlugin(o: AdmissionOptions) {
+  const answered = o.onAnswered;
+  const arrival = o.onArrival;
+  return new Elysia({ name: "switchyard/admission" }).onRequest(({ request, set }) => {
+    // Read once: every read of `request.url` builds a new string.
+    const path = pathOf(request.url);
+    arrival?.(request, set, path);
+    const result = decide(request, set, path);
+    if (!answered || result === undefined) return result;
+    if (result instanceof Promise) {
+      return result.then((response) => {
+        if (response) answered(request, response.status);
+        return response;
+      });
+    }
+    answered(request, result.status);
+    return result;
+  });
+
+  function decide(request: Request, set: { headers: Record<string, unknown> }, path: string): Response | undefined | Promise<Response | undefined> {
+    const anthropic = path.startsWith("/v1/messages");
+    const length = Number(request.headers.get("content-length") ?? 0);
+    if (length > o.maxBodyBytes) {
+      return errorResponse(anthropic, 413, "request_too_large", `The request body is ${length} bytes; the limit is ${o.maxBodyBytes}.`);
+    }
+    if (!path.startsWith("/v1/") || path.startsWith("/v1/admin/")) return;
+
+    const key = extractKey(request.headers);
+    let found: ActiveKey | null | Promise<ActiveKey | null>;
+    try {
+      found = key && isWellFormedKey(key) ? o.keys.resolve(key) : null;
+    } catch {
+      return keyStoreDown(anthropic);
+    }
+    // A shared key store (PostgreSQL) answers a cache miss later; SQLite answers at once.
+    if (found instanceof Promise) return found.then((k) => limit(request, set, k, anthropic, path), () => keyStoreDown(anthropic));
+    return limit(request, set, found, anthropic, path);
+  }
+
+  /** The key store cannot be read (a broken disk, an unreachable database): nobody can be admitted, but nothing crashes. */
+  function keyStoreDown(anthropic: boolean): Response {
+    return errorResponse(anthropic, 503, "overloaded", "The gateway cannot check API keys right now. Retry in a few seconds.", { "retry-after": "5" });
+  }
+
+  function limit(request: Request, set: { headers: Record<string, unknown> }, found: ActiveKey | null, anthropic: boolean, path: string): Response | undefined | Promise<Response | undefined> {
+    if (!found) {
+      o.onRejected(request, 401);
+      return errorResponse(anthropic, 401, "authentication",
+        "Invalid API key: send a key of the form svc-sk-… in the Authorization (Bearer) or x-api-key header.");
+    }
+    principals.set(request, found);
+    // A client asking what its key may still spend (and when its limits reset) is answered even
+    // with an empty bucket: the question costs nothing and is how it learns when to come back.
+    if (path === KEY_INFO_PATH) return undefined;
+
+    // Token counts (Claude Code sends dozens for one `/context`) have a bucket of their own,
+    // ten times the key's chat rate, so counting never spends the budget for answers.
+    const counting = path === COUNT_TOKENS_PATH;
+    const chatPerMinute = found.rateLimitPerMinute ?? o.defaultPerMinute;
+    const perMinute = counting ? chatPerMinute * COUNT_TOKENS_RATE_FACTOR : chatPerMinute;
+    const taken = o.limiter.take(counting ? `${found.keyId}:count_tokens` : found.keyId, perMinute);
+    // The in-process store answers at once; a shared one (Redis) answers later.
+    return taken instanceof Promise ? taken.then((decision) => admit(request, set, perMinute, decision, anthropic)) : admit(request, set, perMinute, taken, anthropic);
+  }
+
+  function admit(request: Request, set: { headers: Record<string, unknown> }, perMinute: number, decision: BucketDecision, anthropic: boolean): Response | undefined {
+    const rate = {
+      "x-ratelimit-limit-requests": String(perMinute),
+      "x-ratelimit-remaining-requests": String(decision.remaining),
+      "x-ratelimit-reset-requests": formatResetDuration(decision.resetMs),
+    };
+    if (decision.unavailable) {
+      // Limits that cannot be enforced are not skipped: refused, like a ledger that cannot write.
+      return errorResponse(anthropic, 503, "overloaded", "The gateway cannot check rate limits right now. Retry in a few seconds.",
+        { "retry-after": String(retryAfterSeconds(decision)) });
+    }
+    Object.assign(set.headers, rate);
+    if (!decision.allowed) {
+      const wait = retryAfterSeconds(decision);
+      o.onRejected(request, 429);
+      return errorResponse(anthropic, 429, "rate_limit", `Rate limit exceeded: ${perMinute} requests per minute for this key. Retry after ${wait} s.`,
+        { ...rate, "retry-after": String(wait) });
+    }
+    return undefined;
+  }
+}

@@ -1,0 +1,78 @@
+import { Elysia } from "elysia";
+import type { ErrorKind } from "../../streaming/events.ts";
+import { openaiErrorBody } from "../../streaming/encode-openai.ts";
+import { anthropicErrorBody } from "../../streaming/encode-anthropic.ts";
+import { ContextLengthError, GatewayError } from "../../streaming/gateway-error.ts";
+import type { Logger } from "../../log/log.ts";
+
+/** Anthropic SDK clients get Anthropic-shaped errors; everyone else gets OpenAI's shape. */
+export function isAnthropicPath(url: string): boolean {
+  const start = url.indexOf("/", url.indexOf("//") + 2);
+  return url.startsWith("/v1/messages", start);
+}
+
+export function errorResponse(anthropic: boolean, status: number, kind: ErrorKind, message: string, headers?: Record<string, string>): Response {
+  const body = anthropic ? anthropicErrorBody(kind, message) : openaiErrorBody(kind, message);
+  return new Response(JSON.stringify(body), { status, headers: { "content-type": "application/json", ...headers } });
+}
+
+/** The status → kind mapping for errors that Elysia raises before our handlers run. */
+const KIND_OF_STATUS: Record<number, ErrorKind> = {
+  400: "invalid_request",
+  401: "authentication",
+  403: "permission",
+  404: "not_found",
+  413: "request_too_large",
+  422: "invalid_request",
+  429: "rate_limit",
+};
+
+/**
+ * Every error leaves as a JSON body in the client's format with the spec's status. Unknown
+ * failures are logged in full and answered with a message that carries no internals.
+ */
+export function errorsPlugin(log: Logger, onRejected: (request: Request, status: number) => void, onAnswered?: (request: Request, status: number, error: unknown) => void) {
+  return new Elysia({ name: "switchyard/errors" }).onError({ as: "global" }, ({ code, error, request }) => {
+    const response = toResponse(code, error, request, log);
+    if (!(error instanceof GatewayError && error.recorded)) onRejected(request, response.status);
+    onAnswered?.(request, response.status, error);
+    return response;
+  });
+}
+
+function toResponse(code: unknown, error: unknown, request: Request, log: Logger): Response {
+  const anthropic = isAnthropicPath(request.url);
+  if (error instanceof ContextLengthError && anthropic) return errorResponse(true, error.status, error.kind, error.anthropicMessage, error.headers);
+  if (error instanceof GatewayError) return errorResponse(anthropic, error.status, error.kind, error.message, error.headers);
+  // Elysia wraps whatever a parse hook throws in a ParseError (400, "Bad Request") and keeps the
+  // original as `cause`; without unwrapping, the json-body plugin's 413 for a body sent without
+  // Content-Length became a 400, and its UTF-8 and nesting messages were lost.
+  const cause = (error as { cause?: unknown } | null)?.cause;
+  if (code === "PARSE" && cause instanceof GatewayError) return errorResponse(anthropic, cause.status, cause.kind, cause.message, cause.headers);
+  switch (code) {
+    case "PARSE":
+      return errorResponse(anthropic, 400, "invalid_request", "The request body is not valid JSON.");
+    case "VALIDATION":
+      return errorResponse(anthropic, 400, "invalid_request", describeValidation(error));
+    case "NOT_FOUND":
+      return errorResponse(anthropic, 404, "not_found", `No route for ${request.method} ${new URL(request.url).pathname}.`);
+  }
+  const status = (error as { status?: unknown })?.status;
+  if (typeof status === "number" && KIND_OF_STATUS[status]) {
+    return errorResponse(anthropic, status, KIND_OF_STATUS[status]!, "The request could not be processed.");
+  }
+  log("error", "unhandled error", { code: String(code), error: error instanceof Error ? error.stack : String(error), clientRequestId: request.headers.get("x-request-id") ?? undefined });
+  return errorResponse(anthropic, 500, "internal", "The gateway failed to process the request.");
+}
+
+function describeValidation(error: unknown): string {
+  const first = (error as { valueError?: { path?: string; message?: string; value?: unknown; schema?: { error?: unknown } } }).valueError;
+  if (first?.path !== undefined) {
+    const field = first.path.replace(/^\//, "").replaceAll("/", ".") || "body";
+    // A schema may say in its `error` what its field must be (a union's own message is only
+    // "Expected union value"); a missing field keeps "Expected required property".
+    const own = first.value !== undefined && typeof first.schema?.error === "string" ? first.schema.error : undefined;
+    return `Invalid request: ${field}: ${own ?? first.message ?? "invalid value"}.`;
+  }
+  return "Invalid request body.";
+}

@@ -1,0 +1,285 @@
+import { Elysia, t } from "elysia";
+import { bearer } from "@elysiajs/bearer";
+import { timingSafeEqual } from "node:crypto";
+import { CursorError, KeyLimitError, MAX_ACCOUNT_PAGE, type AccountPatch, type AccountStore, type KeyOptions, type KeyPatch } from "../../accounts/account-store.ts";
+import { AdminInputError, parseCredits, parseIdempotencyKey, parseInstant, parseName, parseRateLimit, parseSpendPeriod, parseTopUp, parseUsageQuery } from "../../accounts/admin-input.ts";
+import type { KeyResolver } from "../../accounts/key-resolver.ts";
+import { IdempotencyConflictError, type Ledger } from "../../billing/ledger.ts";
+import { MAX_CREDITS } from "../../billing/money.ts";
+import { breakdownCsv, ReportTooLargeError, shapeBreakdown, type UsageBreakdown, type UsageQuery, type UsageReporter } from "../../billing/usage-report.ts";
+import { GatewayError } from "../../streaming/gateway-error.ts";
+import { createAuthFailures, type AuthFailures } from "../../limits/auth-failures.ts";
+import type { Logger } from "../../log/log.ts";
+
+const Credits = t.Number({ minimum: 0, maximum: MAX_CREDITS });
+/** Fields a body carries beyond these are ignored (a newer client's options), never refused. */
+const open = { additionalProperties: true } as const;
+const Period = t.Union([t.Literal("day"), t.Literal("week"), t.Literal("month"), t.Null()], {
+  error: "must be day, week, month, or null for a lifetime limit",
+  description: "What the spend limit counts: charges since the start of the current UTC day, week (from Monday) or month; null: over the whole life.",
+});
+// Not t.Integer: Elysia's accepts numeric strings ("5") and turns them into numbers.
+const RateLimit = t.Number({ minimum: 1, maximum: 1_000_000, multipleOf: 1 });
+const ExpiresAt = t.String({ minLength: 10, maxLength: 40, description: "ISO 8601 date or date-time (UTC when no zone is given)." });
+/** What PATCH /v1/admin/keys/:id may change; absent fields stay as they are, null clears. */
+export const PatchKey = t.Object({
+  name: t.Optional(t.Union([t.String({ maxLength: 200 }), t.Null()], { error: "must be a string of at most 200 characters, or null" })),
+  spend_limit: t.Optional(t.Union([Credits, t.Null()], { error: `must be a number of credits from 0 to ${MAX_CREDITS} (at most 6 decimals), or null for none` })),
+  spend_limit_period: t.Optional(Period),
+  rate_limit_per_minute: t.Optional(t.Union([RateLimit, t.Null()], { error: "must be a whole number from 1 to 1000000, or null for the gateway's default" })),
+  expires_at: t.Optional(t.Union([ExpiresAt, t.Null()], { error: "must be an ISO 8601 date, or null for never" })),
+}, open);
+/** What PATCH /v1/admin/accounts/:id may change. */
+export const PatchAccount = t.Object({
+  name: t.Optional(t.String({ minLength: 1, maxLength: 200 })),
+  spend_limit: t.Optional(t.Union([Credits, t.Null()], { error: `must be a number of credits from 0 to ${MAX_CREDITS} (at most 6 decimals), or null for none` })),
+  spend_limit_period: t.Optional(Period),
+}, open);
+export const AccountListQuery = t.Object({
+  limit: t.Optional(t.String({ maxLength: 10, description: `Page size, 1 to ${MAX_ACCOUNT_PAGE} (default 50).` })),
+  cursor: t.Optional(t.String({ maxLength: 400, description: "The `next_cursor` of the page before." })),
+  name: t.Optional(t.String({ maxLength: 200, description: "Only accounts whose name contains this (ASCII letters in any case)." })),
+}, open);
+const CreateAccount = t.Object({ name: t.String({ minLength: 1, maxLength: 200 }), credits: Credits }, open);
+const CreateKey = t.Object({
+  name: t.Optional(t.String({ maxLength: 200 })),
+  rate_limit_per_minute: t.Optional(RateLimit),
+  /** ISO 8601 date-time after which the key stops working. */
+  expires_at: t.Optional(t.String({ minLength: 10, maxLength: 40 })),
+  /** Most this key may spend, in credits, over its life or per `spend_limit_period`. */
+  spend_limit: t.Optional(Credits),
+  spend_limit_period: t.Optional(Period),
+}, open);
+const TopUp = t.Object({ amount: t.Number({ exclusiveMinimum: 0, maximum: MAX_CREDITS }) }, open);
+const Instant = (description: string) => t.Optional(t.String({ maxLength: 40, description }));
+export const UsageReportQuery = t.Object({
+  from: Instant("Start of the range (inclusive): ISO 8601 or epoch ms. Default: 30 days before `to`, at the start of a period."),
+  to: Instant("End of the range (exclusive): ISO 8601 or epoch ms. Default: now."),
+  group_by: t.Optional(t.String({ maxLength: 40, description: "Comma-separated: account, key, model (default all three). Rows are split by these and the period." })),
+  granularity: t.Optional(t.Union([t.Literal("day"), t.Literal("hour")], { description: "Period of each row, in UTC. Default day." })),
+  format: t.Optional(t.Union([t.Literal("json"), t.Literal("csv")], { description: "Default json." })),
+  account_id: t.Optional(t.String({ maxLength: 100, description: "Only this account." })),
+  key_id: t.Optional(t.String({ maxLength: 100, description: "Only this key." })),
+  model: t.Optional(t.String({ maxLength: 200, description: "Only this model id." })),
+}, open);
+
+/** Runs an admin input parser; what it refuses is the client's 400, naming the field. */
+function checked<T>(parse: () => T): T {
+  try {
+    return parse();
+  } catch (err) {
+    if (err instanceof AdminInputError) throw new GatewayError(400, "invalid_request", err.message);
+    throw err;
+  }
+}
+
+function micro(credits: number, field = "credits"): number {
+  return checked(() => parseCredits(credits, field));
+}
+
+function instant(value: string | undefined, field: string, fallback: number): number {
+  if (value === undefined || value === "") return fallback;
+  return checked(() => parseInstant(value, field));
+}
+
+export interface AdminDeps {
+  accounts: AccountStore;
+  keys: KeyResolver;
+  ledger: Ledger;
+  usage: UsageReporter;
+  breakdown: UsageBreakdown;
+  adminToken: string | undefined;
+  now: () => number;
+  /**
+   * Runs an account or key write, retrying while another connection holds the store's write lock
+   * (store/sqlite/sqlite-errors.ts, `retryWhileBusy`): the store is app.ts's to know, not a route's.
+   */
+  retryWhileBusy: <T>(write: () => T) => Promise<T>;
+  /**
+   * Tells this process's caches that an admin write changed rows they copied (a key's limits, an
+   * account's): on SQLite the change watch sees only other connections' commits, not ours.
+   */
+  changed?: () => void;
+  /** Told of each failed admin authentication (address and path, never what was presented). */
+  log?: Logger;
+  /** Failed authentications per address (default: 10 a minute, then 429). */
+  authFailures?: AuthFailures;
+}
+
+/**
+ * The admin API exists only when SWITCHYARD_ADMIN_TOKEN is set; without it every admin path
+ * is a plain 404, so a gateway deployed without the token exposes nothing.
+ */
+export function adminRoutes(deps: AdminDeps) {
+  const app = new Elysia({ name: "switchyard/admin", prefix: "/v1/admin" });
+  const token = deps.adminToken;
+  if (!token) return app;
+  const expected = Buffer.from(token);
+  const failures = deps.authFailures ?? createAuthFailures({ now: deps.now });
+
+  const account = async (id: string) => {
+    const found = await deps.accounts.describeAccount(id, (await deps.ledger.balance(id))?.heldMicro ?? 0);
+    if (!found) throw new GatewayError(404, "not_found", "No such account.");
+    return found;
+  };
+
+  return app
+    // Header only: a token in a query string ends up in access logs.
+    .use(bearer({ extract: { header: "Bearer", query: "", body: "" } }))
+    .onBeforeHandle({ as: "local" }, ({ bearer: presented, request, server }) => {
+      // The plugin also reads `?=<token>` (an empty query name) and "Bearer<token>" without the
+      // space; only a real `Authorization: Bearer <token>` header counts.
+      const fromHeader = request.headers.get("authorization")?.startsWith("Bearer ") ? presented : undefined;
+      const given = Buffer.from(fromHeader ?? "");
+      if (given.length !== expected.length || !timingSafeEqual(given, expected)) {
+        // The socket's address, not X-Forwarded-For: a header a scanner writes would let it pick a new address per try.
+        const address = server?.requestIP(request)?.address ?? "unknown";
+        const path = new URL(request.url).pathname;
+        const verdict = failures.failed(address);
+        deps.log?.("warn", "admin authentication failed", { address, path, throttled: verdict.throttled });
+        if (verdict.throttled) {
+          throw new GatewayError(429, "rate_limit", `Too many failed admin authentications from this address. Retry after ${verdict.retryAfterSeconds} s.`, { "retry-after": String(verdict.retryAfterSeconds) });
+        }
+        throw new GatewayError(401, "authentication", "Invalid admin token.");
+      }
+    })
+    .post(
+      "/accounts",
+      async ({ body, set }) => {
+        const name = checked(() => parseName(body.name));
+        const credits = micro(body.credits);
+        const created = await deps.retryWhileBusy(() => deps.accounts.createAccount(name, credits));
+        set.status = 201;
+        return { id: created.id, name: created.name, balance: created.balance };
+      },
+      { body: CreateAccount },
+    )
+    .get("/accounts", async ({ query }) => {
+      const limit = query.limit === undefined || query.limit === "" ? 50 : Number(query.limit);
+      if (!Number.isInteger(limit) || limit < 1 || limit > MAX_ACCOUNT_PAGE) {
+        throw new GatewayError(400, "invalid_request", `limit must be a whole number from 1 to ${MAX_ACCOUNT_PAGE}.`);
+      }
+      try {
+        return await deps.accounts.listAccounts({ limit, cursor: query.cursor || null, name: query.name || null });
+      } catch (err) {
+        if (err instanceof CursorError) throw new GatewayError(400, "invalid_request", err.message);
+        throw err;
+      }
+    }, { query: AccountListQuery })
+    .get("/accounts/:id", ({ params }) => account(params.id))
+    .patch(
+      "/accounts/:id",
+      async ({ params, body }) => {
+        const patch: AccountPatch = {};
+        if (body.name !== undefined) patch.name = checked(() => parseName(body.name));
+        if (body.spend_limit !== undefined) patch.spendLimitMicro = body.spend_limit === null ? null : micro(body.spend_limit, "spend_limit");
+        if (body.spend_limit_period !== undefined) patch.spendLimitPeriod = checked(() => parseSpendPeriod(body.spend_limit_period));
+        if (!(await deps.retryWhileBusy(() => deps.accounts.updateAccount(params.id, patch)))) throw new GatewayError(404, "not_found", "No such account.");
+        deps.changed?.();
+        return account(params.id);
+      },
+      { body: PatchAccount },
+    )
+    .post(
+      "/accounts/:id/credits",
+      async ({ params, body, headers }) => {
+        const amount = checked(() => parseTopUp(body.amount));
+        // A client that retries a top-up whose answer it lost sends the same key: credited once.
+        const given = headers["idempotency-key"];
+        const key = given === undefined ? undefined : checked(() => parseIdempotencyKey(given));
+        let done;
+        try {
+          done = await deps.ledger.topUp(params.id, amount, key);
+        } catch (err) {
+          if (err instanceof IdempotencyConflictError) throw new GatewayError(409, "invalid_request", err.message);
+          throw err;
+        }
+        if (!done) throw new GatewayError(404, "not_found", "No such account.");
+        // A repeat answers as the first did: the account as it is now (the same body while nothing else moved it).
+        const after = await account(params.id);
+        return { id: after.id, balance: after.balance, reserved: after.reserved };
+      },
+      { body: TopUp },
+    )
+    .get("/accounts/:id/keys", async ({ params }) => ({ object: "list", data: (await account(params.id)).keys }))
+    .post(
+      "/accounts/:id/keys",
+      async ({ body, params, set }) => {
+        const options: KeyOptions = {
+          name: body?.name === undefined ? null : checked(() => parseName(body.name)),
+          rateLimitPerMinute: body?.rate_limit_per_minute ?? null,
+          expiresAt: body?.expires_at ? checked(() => parseInstant(body.expires_at!, "expires_at")) : null,
+          spendLimitMicro: body?.spend_limit === undefined ? null : micro(body.spend_limit, "spend_limit"),
+          spendLimitPeriod: body?.spend_limit_period ?? null,
+        };
+        let key;
+        try {
+          key = await deps.retryWhileBusy(() => deps.accounts.createKey(params.id, options));
+        } catch (err) {
+          if (err instanceof KeyLimitError) throw new GatewayError(409, "invalid_request", err.message);
+          throw err;
+        }
+        if (!key) throw new GatewayError(404, "not_found", "No such account.");
+        set.status = 201;
+        return key;
+      },
+      { body: t.Optional(CreateKey) },
+    )
+    .get("/accounts/:id/usage", async ({ params, query }) => {
+      await account(params.id);
+      const q = query as Record<string, string | undefined>;
+      // Records are written in batches; a report asked for now includes the requests just finished.
+      await deps.ledger.flush();
+      return deps.usage(params.id, instant(q.from, "from", 0), instant(q.to, "to", deps.now() + 1));
+    })
+    .get("/usage", async ({ query }) => {
+      let q: UsageQuery;
+      try {
+        q = parseUsageQuery(query, deps.now());
+      } catch (err) {
+        throw new GatewayError(400, "invalid_request", (err as Error).message);
+      }
+      await deps.ledger.flush();
+      let rows;
+      try {
+        rows = await deps.breakdown(q);
+      } catch (err) {
+        if (err instanceof ReportTooLargeError) throw new GatewayError(400, "invalid_request", err.message);
+        throw err;
+      }
+      if (query.format === "csv") {
+        const name = `usage-${new Date(q.from).toISOString().slice(0, 10)}-${new Date(q.to).toISOString().slice(0, 10)}.csv`;
+        return new Response(breakdownCsv(q, rows), { headers: { "content-type": "text/csv; charset=utf-8", "content-disposition": `attachment; filename="${name}"` } });
+      }
+      return shapeBreakdown(q, rows);
+    }, { query: UsageReportQuery })
+    .patch(
+      "/keys/:id",
+      async ({ params, body }) => {
+        const patch: KeyPatch = {};
+        if (body.name !== undefined) patch.name = body.name === null ? null : checked(() => parseName(body.name));
+        if (body.spend_limit !== undefined) patch.spendLimitMicro = body.spend_limit === null ? null : micro(body.spend_limit, "spend_limit");
+        if (body.spend_limit_period !== undefined) patch.spendLimitPeriod = checked(() => parseSpendPeriod(body.spend_limit_period));
+        if (body.rate_limit_per_minute !== undefined) patch.rateLimitPerMinute = body.rate_limit_per_minute === null ? null : checked(() => parseRateLimit(body.rate_limit_per_minute));
+        if (body.expires_at !== undefined) patch.expiresAt = body.expires_at === null ? null : checked(() => parseInstant(body.expires_at!, "expires_at"));
+        let summary;
+        try {
+          summary = await deps.retryWhileBusy(() => deps.accounts.updateKey(params.id, patch));
+        } catch (err) {
+          throw err;
+        }
+        if (!summary) throw new GatewayError(404, "not_found", "No such key.");
+        // The next request sees the new limits: cached lookups of this key are dropped here, and
+        // other processes' within their change watch (SQLite) or key cache TTL (PostgreSQL).
+        deps.keys.forget(params.id);
+        deps.changed?.();
+        return summary;
+      },
+      { body: PatchKey },
+    )
+    .delete("/keys/:id", async ({ params }) => {
+      if (!(await deps.retryWhileBusy(() => deps.accounts.revokeKey(params.id)))) throw new GatewayError(404, "not_found", "No such active key.");
+      deps.keys.forget(params.id);
+      return { id: params.id, revoked: true };
+    });
+}

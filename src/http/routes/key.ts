@@ -1,0 +1,43 @@
+import { Elysia } from "elysia";
+import type { AccountStore } from "../../accounts/account-store.ts";
+import type { Ledger } from "../../billing/ledger.ts";
+import { microToCredits } from "../../billing/money.ts";
+import { GatewayError } from "../../streaming/gateway-error.ts";
+import { KEY_INFO_PATH, principalOf } from "../plugins/admission.ts";
+
+export interface KeyRouteDeps {
+  accounts: AccountStore;
+  ledger: Ledger;
+  /** limits.requests_per_minute: a key without its own limit has this one. */
+  defaultPerMinute: number;
+}
+
+/**
+ * `GET /v1/key`: what the presented key may still do — its account's balance and what open
+ * requests hold, the key's limits and what it spent in the current period. Authenticated like
+ * every /v1 route, but free (no hold, no usage record) and outside the key's rate bucket
+ * (plugins/admission.ts), so a client throttled or out of budget can still ask when that ends.
+ */
+export function keyRoute(deps: KeyRouteDeps) {
+  return new Elysia({ name: "switchyard/key" }).get(KEY_INFO_PATH, async ({ request }) => {
+    const principal = principalOf(request);
+    const [key, balance] = await Promise.all([deps.accounts.getKey(principal.keyId), deps.ledger.balance(principal.accountId)]);
+    // Revoked between admission and here: as unknown as any other key that no longer works.
+    if (!key || key.revoked_at !== null || !balance) {
+      throw new GatewayError(401, "authentication", "Invalid API key: send a key of the form svc-sk-… in the Authorization (Bearer) or x-api-key header.");
+    }
+    return {
+      account: { balance: microToCredits(balance.balanceMicro), reserved: microToCredits(balance.heldMicro) },
+      key: {
+        name: key.name,
+        spend_limit: key.spend_limit,
+        spend_limit_period: key.spend_limit_period,
+        spent_in_period: key.spent_in_period,
+        period_resets_at: key.period_resets_at,
+        // The limit that applies, the gateway's default when the key has none of its own.
+        rate_limit_per_minute: key.rate_limit_per_minute ?? deps.defaultPerMinute,
+        expires_at: key.expires_at,
+      },
+    };
+  });
+}

@@ -1,0 +1,29 @@
+import { Elysia } from "elysia";
+import type { Catalogue } from "../../catalogue/catalogue.ts";
+import { GatewayError } from "../../streaming/gateway-error.ts";
+
+/**
+ * The spec's list by default. Anthropic SDK clients (they always send anthropic-version) get
+ * Anthropic's list shape, which is what their `models.list()` parses.
+ */
+export function modelsRoute(catalogue: Catalogue) {
+  const headers = { "content-type": "application/json" };
+  return new Elysia({ name: "switchyard/models" })
+    .get("/v1/models", ({ request, query }) => {
+      if (request.headers.has("anthropic-version")) return Response.json(catalogue.anthropicList(query as Record<string, string | undefined>));
+      return new Response(catalogue.listJson(), { headers });
+    })
+    // Ids contain a slash (`openai/gpt-4o-mini`); SDKs send it encoded (`%2F`), curl users plain.
+    .get("/v1/models/*", ({ request }) => {
+      const path = new URL(request.url).pathname;
+      let id: string;
+      try {
+        id = decodeURIComponent(path.slice("/v1/models/".length));
+      } catch {
+        id = path.slice("/v1/models/".length);
+      }
+      const entry = request.headers.has("anthropic-version") ? catalogue.anthropicEntry(id) : catalogue.entry(id);
+      if (!entry) throw new GatewayError(404, "not_found", `The model "${id.slice(0, 200)}" does not exist. GET /v1/models lists the available ids.`);
+      return Response.json(entry);
+    });
+}

@@ -1,0 +1,75 @@
+import { scrubSecrets } from "./scrub.ts";
+
+export type LogLevel = "debug" | "info" | "warn" | "error";
+export type Logger = (level: LogLevel, message: string, fields?: Record<string, unknown>) => void;
+
+/**
+ * One JSON object per line on stderr: what log shippers and `jq` read without configuration.
+ *
+ * Lines of one turn of the event loop go out in one write (an access-log line each per request
+ * made a write call each, ~2 µs); warnings and errors go out at once, with whatever waited
+ * before them, and so does everything when the process exits.
+ */
+export function jsonLogger(minLevel: LogLevel = "info", out: (text: string) => void = (text) => process.stderr.write(text)): Logger {
+  const rank = { debug: 0, info: 1, warn: 2, error: 3 };
+  let pending = "";
+  let scheduled = false;
+  const flush = () => {
+    scheduled = false;
+    if (pending.length === 0) return;
+    const text = pending;
+    pending = "";
+    out(text);
+  };
+  process.on("exit", flush);
+  const write = withoutSecrets((level, message, fields) => {
+    const head = `{"time":"${new Date().toISOString()}","level":"${level}","message":${JSON.stringify(message)}`;
+    const rest = fields ? JSON.stringify(fields) : "{}";
+    // The fields' object without its opening brace: one serialisation, no merged copy.
+    pending += rest.length > 2 ? `${head},${rest.slice(1)}\n` : `${head}}\n`;
+    if (rank[level] >= rank.warn || pending.length >= 64 * 1024) flush();
+    else if (!scheduled) {
+      scheduled = true;
+      setImmediate(flush);
+    }
+  });
+  const logger: Logger = (level, message, fields) => {
+    if (rank[level] >= rank[minLevel]) write(level, message, fields);
+  };
+  (logger as { [SCRUBS]?: true })[SCRUBS] = true;
+  return logger;
+}
+
+export const silentLogger: Logger = () => {};
+
+/**
+ * Every string that reaches `log`, in the message or any field (nested ones and errors too),
+ * passes through the secret scrubber first: error texts echo vendor keys, tokens and URLs with
+ * credentials, and log lines are read by more people than keys should be.
+ */
+export function withoutSecrets(log: Logger): Logger {
+  // A logger that scrubs already (jsonLogger, or one wrapped here) is not wrapped twice: the app
+  // wraps whatever logger it is given, and every access line was scrubbed twice (both passes
+  // showed in a profile of the gateway at info, 1.6 % and 2.3 % of its CPU).
+  if ((log as { [SCRUBS]?: true })[SCRUBS]) return log;
+  const scrubbing: Logger = (level, message, fields) => log(level, scrubSecrets(message), fields && (scrubValue(fields, 0) as Record<string, unknown>));
+  (scrubbing as { [SCRUBS]?: true })[SCRUBS] = true;
+  return scrubbing;
+}
+
+/** Marks a logger whose lines are scrubbed before they are written. */
+const SCRUBS = Symbol("scrubs secrets");
+
+function scrubValue(value: unknown, depth: number): unknown {
+  if (typeof value === "string") return scrubSecrets(value);
+  if (value instanceof Error) return scrubSecrets(value.stack ?? String(value));
+  if (value === null || typeof value !== "object") return value;
+  if (depth > 4) return scrubSecrets(JSON.stringify(value) ?? "");
+  if (Array.isArray(value)) return value.map((v) => scrubValue(v, depth + 1));
+  // for…in, not Object.entries: an access-log line's fields took more time to list than to scrub.
+  const out: Record<string, unknown> = {};
+  for (const k in value) {
+    if (Object.hasOwn(value, k)) out[k] = scrubValue((value as Record<string, unknown>)[k], depth + 1);
+  }
+  return out;
+}

@@ -1,0 +1,46 @@
+import { ContextLengthError, GatewayError } from "../streaming/gateway-error.ts";
+import { scrubForClient } from "../log/scrub.ts";
+
+/**
+ * An upstream's refusal, in the spec's statuses. A request the vendor found malformed is the
+ * client's to fix (400), with the vendor's words (scrubbed: see log/scrub.ts) saying what to fix;
+ * anything on the vendor's side, our key included, is a 502 that costs nothing and says nothing
+ * of the vendor's internals.
+ */
+export function upstreamStatusError(status: number, detail: string | undefined): GatewayError {
+  const scrubbed = detail ? scrubForClient(detail) : "";
+  const said = scrubbed ? `: ${scrubbed}` : "";
+  // The numbers are read from the vendor's own words (before scrubbing, which keeps numbers anyway).
+  const tooLong = (status === 400 || status === 413 || status === 422) && detail ? contextLengthError(detail, said) : undefined;
+  if (tooLong) return tooLong;
+  if (status === 400 || status === 422) return new GatewayError(400, "invalid_request", `The upstream provider rejected the request${said}`);
+  if (status === 413) return new GatewayError(413, "request_too_large", "The request is too large for the upstream provider.");
+  if (status === 429) return new GatewayError(502, "overloaded", "The upstream provider is rate limiting the gateway. Retrying is appropriate.");
+  if (status === 529 || status === 503) return new GatewayError(502, "overloaded", "The upstream provider is overloaded. Retrying is appropriate.");
+  return new GatewayError(502, "upstream", `The upstream provider failed (status ${status}). Retrying is appropriate.`);
+}
+
+/** A vendor's error frame mid-stream, as the client sees it: our sentence, then the vendor's scrubbed words. */
+export function upstreamStreamErrorMessage(lead: string, vendorMessage: unknown): string {
+  const scrubbed = typeof vendorMessage === "string" ? scrubForClient(vendorMessage) : "";
+  return scrubbed ? `${lead}: ${scrubbed}` : `${lead}.`;
+}
+
+/**
+ * The vendors' context-window refusals, with their numbers, so clients of either format get the
+ * wording they recognise whichever vendor refused (see ContextLengthError).
+ */
+function contextLengthError(detail: string, said: string): ContextLengthError | undefined {
+  const message = `The upstream provider rejected the request${said}`;
+  let m = /prompt is too long: (\d+) tokens > (\d+) maximum/i.exec(detail);
+  if (m) return new ContextLengthError(Number(m[1]), undefined, Number(m[2]), message);
+  m = /input length and `?max_tokens`? exceed context limit: (\d+) \+ (\d+) > (\d+)/i.exec(detail);
+  if (m) return new ContextLengthError(Number(m[1]), Number(m[2]), Number(m[3]), message);
+  // OpenAI: "This model's maximum context length is 128000 tokens. However, you requested 140000 tokens (130000 in the messages, 10000 in the completion)…"
+  m = /maximum context length is (\d+) tokens.*?(\d+) tokens \((\d+) in the messages(?:, (\d+) in the completion)?/is.exec(detail);
+  if (m) return new ContextLengthError(Number(m[3]), m[4] === undefined ? undefined : Number(m[4]), Number(m[1]), message);
+  // "…However, your messages resulted in 130000 tokens…"
+  m = /maximum context length is (\d+) tokens.*?resulted in (\d+) tokens/is.exec(detail);
+  if (m) return new ContextLengthError(Number(m[2]), undefined, Number(m[1]), message);
+  return undefined;
+}

@@ -1,0 +1,45 @@
+import type { ErrorKind } from "./events.ts";
+
+/**
+ * An error whose message is safe to show a client. Anything else that escapes a handler is
+ * logged and answered with a generic message, so internals never reach the wire.
+ */
+export class GatewayError extends Error {
+  /** Set once the request that failed already left its usage record (it reached the pipeline). */
+  recorded = false;
+
+  constructor(
+    readonly status: number,
+    readonly kind: ErrorKind,
+    message: string,
+    readonly headers?: Record<string, string>,
+  ) {
+    super(message);
+  }
+}
+
+/**
+ * A prompt that does not fit a model's context window, found by the gateway or reported by the
+ * upstream. It keeps the numbers so each format gets the wording its clients act on: Anthropic
+ * clients (Claude Code, the SDK) match `prompt is too long: N tokens > M maximum` to compact the
+ * conversation, and `input length and \`max_tokens\` exceed context limit: N + M > L` to retry
+ * with a smaller max_tokens.
+ */
+export class ContextLengthError extends GatewayError {
+  constructor(
+    readonly promptTokens: number,
+    /** The answer limit that did not fit beside the prompt; undefined when the prompt alone is too long. */
+    readonly maxTokens: number | undefined,
+    readonly contextLength: number,
+    message: string,
+  ) {
+    super(400, "invalid_request", message);
+  }
+
+  get anthropicMessage(): string {
+    if (this.maxTokens === undefined || this.promptTokens >= this.contextLength) {
+      return `prompt is too long: ${this.promptTokens} tokens > ${this.contextLength} maximum`;
+    }
+    return `input length and \`max_tokens\` exceed context limit: ${this.promptTokens} + ${this.maxTokens} > ${this.contextLength}, decrease input length or \`max_tokens\` and try again`;
+  }
+}

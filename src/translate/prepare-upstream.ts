@@ -1,0 +1,225 @@
+import type { ModelConfig } from "../config/schema.ts";
+import type { ResolvedProvider } from "../config/load-config.ts";
+import type { WireFormat } from "./wire-types.ts";
+import { anthropicRequestToOpenAI } from "./anthropic-to-openai.ts";
+import { openaiRequestToAnthropic } from "./openai-to-anthropic.ts";
+import { upstreamTraits } from "./model-traits.ts";
+import { anthropicReasoning, MIN_THINKING_BUDGET } from "./reasoning.ts";
+import type { ReasoningStyle } from "./model-traits.ts";
+import type { AnthropicBody, AnthropicMessage, OpenAIChatBody, TranslationNotes } from "./wire-types.ts";
+import type { Logger } from "../log/log.ts";
+
+export { MIN_THINKING_BUDGET };
+
+/** Fields of ours that no upstream should see. */
+const GATEWAY_FIELDS = ["models"] as const;
+
+/** The spec caps answers at `cap`; a request without a limit gets the cap, a model may lower it. */
+export function effectiveMaxTokens(requested: number | null | undefined, cap: number): number {
+  return typeof requested === "number" ? Math.min(requested, cap) : cap;
+}
+
+export function requestedMaxTokens(format: WireFormat, body: Record<string, unknown>): number | undefined {
+  const value = format === "openai" ? (body.max_completion_tokens ?? body.max_tokens) : body.max_tokens;
+  return typeof value === "number" ? value : undefined;
+}
+
+/** What goes upstream, and what the answer's handling must know about it. */
+export interface PreparedUpstream {
+  body: unknown;
+  /** A forced tool whose call is the answer's text (structured output without the vendor's own). */
+  answerTool?: string;
+}
+
+/**
+ * The body the upstream receives. Same format: the client's body with only the gateway's
+ * changes (model, token cap, usage reporting, reasoning fields the model refuses), so
+ * parameters we do not model pass through. Different format: a translation, told what the
+ * model takes (translate/model-traits.ts).
+ */
+export function prepareUpstream(
+  clientFormat: WireFormat,
+  body: Record<string, unknown>,
+  model: ModelConfig,
+  provider: ResolvedProvider,
+  maxTokens: number,
+  log?: Logger,
+): PreparedUpstream {
+  if (model.upstream_api === "images") return { body: imagesRequest(clientFormat, body, model) };
+  if (model.category === "embedding") return { body: embeddingsRequest(body, model) };
+  const traits = upstreamTraits(provider.kind, model);
+  const notes: TranslationNotes = {};
+  const field = provider.max_tokens_field ?? "max_tokens";
+  let out: Record<string, unknown>;
+  if (clientFormat === "openai" && provider.kind === "anthropic") {
+    out = openaiRequestToAnthropic(body as OpenAIChatBody, model.upstream_model, maxTokens, traits, notes);
+  } else if (clientFormat === "anthropic" && provider.kind === "openai") {
+    out = anthropicRequestToOpenAI(body as AnthropicBody, model.upstream_model, maxTokens, field, traits, notes);
+  } else {
+    out = { ...body, model: model.upstream_model };
+    for (const name of GATEWAY_FIELDS) delete out[name];
+    if (provider.kind === "anthropic") {
+      out.max_tokens = maxTokens;
+      fitThinkingStyle(out, traits.reasoning, maxTokens, notes);
+      fitThinkingBudget(out, maxTokens, model, log);
+      dropUnsignedThinking(out);
+    } else {
+      delete out.max_tokens;
+      delete out.max_completion_tokens;
+      out[field] = maxTokens;
+      if (out.stream === true) {
+        // Usage is always counted, so the upstream is always asked for it; the client's own choice is honoured on the way back.
+        const options = out.stream_options && typeof out.stream_options === "object" ? out.stream_options : {};
+        out.stream_options = { ...options, include_usage: true };
+      } else delete out.stream_options;
+      // Spec 4.2: a parameter the model does not support is ignored, not refused (OpenAI refuses
+      // `reasoning_effort` on gpt-4o; Codex and other Responses clients send it to every model).
+      if (traits.reasoning === "none" && out.reasoning_effort != null) {
+        delete out.reasoning_effort;
+        (notes.dropped ??= []).push("reasoning_effort: this model does not reason");
+      }
+    }
+  }
+  if (notes.dropped?.length) log?.("debug", "fields not sent to this upstream", { model: model.id, dropped: notes.dropped });
+  return { body: out, answerTool: notes.answerTool };
+}
+
+/** The body alone (tests, callers that do not read answers). */
+export function prepareUpstreamBody(
+  clientFormat: WireFormat,
+  body: Record<string, unknown>,
+  model: ModelConfig,
+  provider: ResolvedProvider,
+  maxTokens: number,
+  log?: Logger,
+): unknown {
+  return prepareUpstream(clientFormat, body, model, provider, maxTokens, log).body;
+}
+
+/**
+ * A thinking block with no signature can only be one the gateway wrote from another vendor's
+ * reasoning (Anthropic signs all of its own); Anthropic refuses it, so it is left out. The
+ * messages are copied only when there is one.
+ */
+function dropUnsignedThinking(body: Record<string, unknown>): void {
+  const messages = body.messages as AnthropicMessage[] | undefined;
+  if (!Array.isArray(messages)) return;
+  const unsigned = (b: { type: string; signature?: unknown }) => b.type === "thinking" && (typeof b.signature !== "string" || b.signature === "");
+  if (!messages.some((m) => m.role === "assistant" && Array.isArray(m.content) && m.content.some(unsigned))) return;
+  body.messages = messages.map((m) =>
+    m.role === "assistant" && Array.isArray(m.content) && m.content.some(unsigned) ? { ...m, content: m.content.filter((b) => !unsigned(b)) } : m,
+  );
+}
+
+/**
+ * Thinking in the form the model takes. Clients name the model they think they reach, and an
+ * alias may send them to another one (Claude Code asks `claude-opus-5-5` for adaptive thinking,
+ * `claude-*` may lead to Sonnet 4.5, which refuses it): adaptive thinking for a model that takes
+ * budgets becomes a budget by the effort table (translate/reasoning.ts, `high` when none is
+ * named, as Anthropic's default), without `output_config.effort`; a model that does not think
+ * gets neither. Models that take adaptive thinking still accept budgets, so those stay.
+ */
+export function fitThinkingStyle(body: Record<string, unknown>, style: ReasoningStyle | undefined, maxTokens: number, notes: TranslationNotes = {}): void {
+  const thinking = body.thinking as { type?: unknown } | undefined;
+  const config = body.output_config as Record<string, unknown> | undefined;
+  const dropEffort = () => {
+    if (!config || config.effort === undefined) return;
+    const { effort: _, ...rest } = config;
+    if (Object.keys(rest).length > 0) body.output_config = rest;
+    else delete body.output_config;
+  };
+  if (style === "none" && (thinking !== undefined || config?.effort !== undefined)) {
+    if (thinking !== undefined) dropThinking(body);
+    dropEffort();
+    (notes.dropped ??= []).push("thinking: this model does not think");
+  } else if (style === "budget" && thinking && typeof thinking === "object" && thinking.type === "adaptive") {
+    const { type: _, ...rest } = thinking;
+    const budget = anthropicReasoning(config?.effort ?? "high", "budget", maxTokens);
+    if (budget) body.thinking = { ...rest, ...budget.thinking };
+    else dropThinking(body);
+    dropEffort();
+    (notes.dropped ??= []).push(budget ? "thinking.adaptive: this model takes a budget" : "thinking: max_tokens leaves no room for it");
+  }
+}
+
+/** Thinking off, with the context-management edits that only apply to it. */
+function dropThinking(body: Record<string, unknown>): void {
+  delete body.thinking;
+  const management = body.context_management as { edits?: { type?: unknown }[] } | undefined;
+  if (management && Array.isArray(management.edits)) {
+    const edits = management.edits.filter((e) => !(typeof e?.type === "string" && e.type.startsWith("clear_thinking")));
+    if (edits.length > 0) body.context_management = { ...management, edits };
+    else delete body.context_management;
+  }
+}
+
+/**
+ * Anthropic refuses `thinking.budget_tokens` that is not below `max_tokens` or is under 1024.
+ * Clients size the budget against the max_tokens they asked for (Claude Code: 32000 and 31999),
+ * so once the gateway's cap lowers max_tokens the budget is lowered with it, to max_tokens − 1
+ * (the same relation the client chose). When max_tokens leaves no room for the smallest budget,
+ * thinking is turned off, together with the context-management edits that only apply to it.
+ */
+export function fitThinkingBudget(body: Record<string, unknown>, maxTokens: number, model: ModelConfig, log?: Logger): void {
+  const thinking = body.thinking as { type?: unknown; budget_tokens?: unknown } | undefined;
+  if (!thinking || typeof thinking !== "object" || thinking.type !== "enabled" || typeof thinking.budget_tokens !== "number") return;
+  const budget = thinking.budget_tokens;
+  if (budget < maxTokens && budget >= MIN_THINKING_BUDGET) return;
+  if (maxTokens > MIN_THINKING_BUDGET) {
+    body.thinking = { ...thinking, budget_tokens: Math.max(MIN_THINKING_BUDGET, Math.min(budget, maxTokens - 1)) };
+    return;
+  }
+  dropThinking(body);
+  log?.("info", "thinking turned off: max_tokens leaves no room for the smallest thinking budget", {
+    model: model.id, max_tokens: maxTokens, budget_tokens: budget, minimum: MIN_THINKING_BUDGET,
+  });
+}
+
+/** All message text of a request, for estimating prompt tokens when an upstream reports none. */
+export function promptText(format: WireFormat, body: Record<string, unknown>): string {
+  const parts: string[] = [];
+  const add = (content: unknown) => {
+    if (typeof content === "string") parts.push(content);
+    else if (Array.isArray(content)) {
+      for (const part of content) {
+        const p = part as Record<string, unknown>;
+        if (typeof p.text === "string") parts.push(p.text);
+        else if (p.content !== undefined) add(p.content);
+        else if (p.input !== undefined) parts.push(JSON.stringify(p.input));
+      }
+    }
+  };
+  if (format === "anthropic") add(body.system);
+  for (const m of (body.messages as Record<string, unknown>[]) ?? []) {
+    add(m.content);
+    const calls = m.tool_calls as { function?: { name?: string; arguments?: string } }[] | undefined;
+    for (const call of calls ?? []) parts.push(call.function?.name ?? "", call.function?.arguments ?? "");
+  }
+  if (body.tools) parts.push(JSON.stringify(body.tools));
+  return parts.join("\n");
+}
+
+/**
+ * The images API takes one prompt: the text of the last user message. Earlier turns are not
+ * sent (the API has no place for them); what the user asks for last is what gets drawn.
+ */
+function imagesRequest(format: WireFormat, body: Record<string, unknown>, model: ModelConfig): Record<string, unknown> {
+  const messages = (body.messages as { role: string; content: unknown }[]) ?? [];
+  const lastUser = [...messages].reverse().find((m) => m.role === "user");
+  const prompt = lastUser ? promptText(format, { messages: [lastUser] }).trim() : "";
+  const out: Record<string, unknown> = { model: model.upstream_model, prompt, n: 1 };
+  // gpt-image models always answer base64 and refuse the parameter; DALL·E needs it to.
+  if (!model.upstream_model.startsWith("gpt-image")) out.response_format = "b64_json";
+  return out;
+}
+
+/**
+ * The embeddings API's body: the client's as it is (`input`, `encoding_format`, `dimensions`,
+ * `user`, and whatever a compatible server knows beyond them), with the upstream's model name.
+ * The encoding the client asked for is asked of the upstream too, so its vectors pass unchanged.
+ */
+function embeddingsRequest(body: Record<string, unknown>, model: ModelConfig): Record<string, unknown> {
+  const out: Record<string, unknown> = { ...body, model: model.upstream_model };
+  for (const name of GATEWAY_FIELDS) delete out[name];
+  return out;
+}
