@@ -6,6 +6,7 @@
  *   bun run bench --quick         smoke run (≈ 1 min): every scenario, smaller, 3 rounds
  *   bun run bench --compare REF   scenario P: this checkout against git REF, both loaded at once (≈ 2 min)
  *   bun run bench --compare floor scenario P against the pass-through floor, both loaded at once
+ *   bun run bench --scenario iso  one key's flood of free counts against another key (bench/count-isolation.ts)
  *   options: --rounds N  --seconds S (wrk time per round)  --only A,B,C,D,E  --no-pin
  *            --profile   instead of the scenarios: CPU profile of the gateway under wrk load, and its
  *                        CPU by thread (PROFILE_MODE=stream-20|non-stream: one load; PROFILE_SAMPLER=off:
@@ -44,13 +45,18 @@ const option = (name: string) => {
   return i >= 0 ? argv[i + 1] : undefined;
 };
 for (const a of argv) {
-  if (a.startsWith("--") && !["--quick", "--rounds", "--seconds", "--only", "--no-pin", "--profile", "--help", "--scale", "--force", "--compare"].includes(a)) {
+  if (a.startsWith("--") && !["--quick", "--rounds", "--seconds", "--only", "--no-pin", "--profile", "--help", "--scale", "--force", "--compare", "--scenario", "--samples"].includes(a)) {
     console.error(`bench: unknown option ${a}`);
     process.exit(2);
   }
 }
 if (flag("help")) {
-  console.log("usage: bun run bench [--quick] [--rounds N] [--seconds S] [--only A,B,C,D,E,P] [--no-pin] [--profile] [--compare GIT-REF]\n       bun run bench --scale [--seconds S] [--force]   SQLite vs PostgreSQL + Redis, 1 and 2 workers (bench/scale.ts)");
+  console.log("usage: bun run bench [--quick] [--rounds N] [--seconds S] [--only A,B,C,D,E,P] [--no-pin] [--profile] [--compare GIT-REF]\n       bun run bench --scale [--seconds S] [--force]   SQLite vs PostgreSQL + Redis, 1 and 2 workers (bench/scale.ts)\n       bun run bench --scenario iso [--quick] [--samples N] [--seconds S]   one key's count flood against another key's counts and chat (bench/count-isolation.ts)");
+  process.exit(0);
+}
+if (option("scenario") === "iso") {
+  // One key's flood of free counts against another key (issue 32 item 3): a run of its own (bench/count-isolation.ts).
+  await import("./count-isolation.ts");
   process.exit(0);
 }
 if (flag("scale")) {

@@ -1,6 +1,6 @@
 import { Elysia } from "elysia";
 import type { Database } from "bun:sqlite";
-import type { Settings } from "./config/load-config.ts";
+import { providersWithoutKeys, type Settings } from "./config/load-config.ts";
 import { type AccountStore } from "./accounts/account-store.ts";
 import { createAccountStore } from "./store/sqlite/sqlite-accounts.ts";
 import { createKeyResolver, type KeyResolver } from "./accounts/key-resolver.ts";
@@ -14,9 +14,12 @@ import { rememberSecret } from "./log/scrub.ts";
 import type { Transport } from "./transport/transport.ts";
 import { admissionPlugin, maybePrincipalOf, pathOf } from "./http/plugins/admission.ts";
 import { createRateLimiter, type RateLimitStore } from "./limits/rate-limiter.ts";
+import { createConcurrencyLimiter, type ConcurrencyStore } from "./limits/concurrency-limiter.ts";
 import { errorsPlugin } from "./http/plugins/errors.ts";
 import { jsonBodyPlugin } from "./http/plugins/json-body.ts";
-import { adminRoutes } from "./http/routes/admin.ts";
+/** Bun's own body cap where the server listens (none: see the module). */
+export { SERVER_BODY_LIMIT } from "./http/plugins/json-body.ts";
+import { adminGate, adminRoutes } from "./http/routes/admin.ts";
 import { chatCompletionsRoute } from "./http/routes/chat-completions.ts";
 import { messagesRoute } from "./http/routes/messages.ts";
 import { responsesRoute } from "./http/routes/responses.ts";
@@ -25,7 +28,8 @@ import { modelsRoute } from "./http/routes/models.ts";
 import { keyRoute } from "./http/routes/key.ts";
 import { healthRoutes } from "./http/routes/health.ts";
 import { withSimulatedUpstream } from "./providers/simulated/simulated-upstream.ts";
-import { loadTokenizer } from "./billing/token-estimate.ts";
+import { countTokensWhenIdle, loadTokenizer } from "./billing/token-estimate.ts";
+import { createCountQueue } from "./limits/count-queue.ts";
 import { createInflight } from "./gateway/inflight.ts";
 import { createChangeWatch } from "./store/sqlite/change-watch.ts";
 import { retryWhileBusy } from "./store/sqlite/sqlite-errors.ts";
@@ -43,6 +47,9 @@ import { createMemoryResponseStore } from "./store/memory/memory-response-store.
 import { createAlerts, type Alerts } from "./alerts/alerts.ts";
 import { createAuthFailures, type AuthFailureOptions } from "./limits/auth-failures.ts";
 import { createSqliteAlertOutbox } from "./store/sqlite/sqlite-alert-outbox.ts";
+import type { KeyStateStore } from "./providers/key-pool.ts";
+import { createKeyPools } from "./providers/key-pools.ts";
+import { createMemoryKeyState } from "./store/memory/memory-key-state.ts";
 
 export interface AppDeps {
   /** The SQLite file's connection: accounts, keys and the ledger, unless `stores` are given. */
@@ -51,6 +58,8 @@ export interface AppDeps {
   stores?: SharedStores;
   /** Rate limits shared by several processes (Redis); in-process buckets otherwise. */
   limiter?: RateLimitStore;
+  /** Requests under way per key, shared by several processes (Redis); counted in this process otherwise. */
+  concurrency?: ConcurrencyStore;
   settings: Settings;
   /** How upstreams are reached; `simulated://` URLs are answered in-process whatever is passed. */
   fetch?: Transport;
@@ -71,6 +80,12 @@ export interface AppDeps {
   responseStore?: ResponseStore;
   /** How often the spend alert dispatcher looks at its outbox when idle (tests shorten it). */
   alertPollMs?: number;
+  /** Vendor key pools' shared state (Redis, for several processes); this process's memory otherwise. */
+  keyState?: KeyStateStore;
+  /** [0, 1): the key pools' weighted choice (tests pass a seeded source). */
+  keyRandom?: () => number;
+  /** How often disabled vendor keys are looked at for a due probe (default 1 s). */
+  keyProbeEveryMs?: number;
 }
 
 /** How long a SQLite settlement may wait for others under load (see billing/settlement-queue.ts). */
@@ -81,8 +96,19 @@ export function createApp(deps: AppDeps) {
   // Whatever logger is passed in, no secret reaches it (see log/log.ts).
   const log = withoutSecrets(deps.log);
   // A vendor that echoes our key is scrubbed by the key's value too, whatever its shape.
-  for (const provider of deps.settings.providers.values()) rememberSecret(provider.apiKey);
+  for (const provider of deps.settings.providers.values()) {
+    rememberSecret(provider.apiKey);
+    for (const key of provider.keys ?? []) rememberSecret(key.secret);
+  }
   const now = deps.now ?? Date.now;
+  // A provider whose key variable is unset would call its vendor with no key and fail on every
+  // request: said once here (variable names only), and in `/ready` for as long as it lasts.
+  const keyless = providersWithoutKeys(deps.settings);
+  if (keyless.length > 0) {
+    log("warn", "providers without a vendor key: their key variables are unset or empty, so their upstream calls carry no key", {
+      providers: keyless.map((p) => `${p.provider} (${p.env.join(", ")})`),
+    });
+  }
   const inflight = createInflight();
   let accounts: AccountStore, keys: KeyResolver, baseLedger: Ledger & RejectionLog, usage: UsageReporter, breakdown: UsageBreakdown;
   /** Admin writes tell the in-process caches (SQLite's; PostgreSQL's ledger keeps no copies). */
@@ -131,18 +157,37 @@ export function createApp(deps: AppDeps) {
   });
   const ops = deps.ops ?? DEFAULT_OPS;
   // Answers kept for item_reference and previous_response_id: memory only, never disk or logs.
-  const responseStore = deps.responseStore ?? createMemoryResponseStore({ maxBytes: deps.settings.responses.store_max_bytes, ttlMs: deps.settings.responses.store_ttl_ms, now });
+  const stored = deps.settings.responses;
+  const responseStore =
+    deps.responseStore ??
+    createMemoryResponseStore({ maxBytes: stored.store_max_bytes, accountMaxBytes: stored.account_max_bytes, answerMaxBytes: stored.answer_max_bytes, ttlMs: stored.store_ttl_ms, now });
+  // Free token counts take turns per key on the tokenizer's low-priority lane (limits/count-queue.ts).
+  const limits = deps.settings.limits;
+  const counts = createCountQueue({ perKeyBytes: limits.count_tokens_per_key_bytes, capacityBytes: limits.count_tokens_queue_bytes, timeoutMs: limits.count_tokens_timeout_ms, count: countTokensWhenIdle });
   // Request ids, metrics and access-log lines (ops/request-trace.ts).
   const tracker = new Tracker({ log, accessLog: ops.accessLog });
+  const upstreamFetch = withSimulatedUpstream(deps.fetch ?? upstream.fetch);
+  // Vendor key pools (providers/key-pools.ts): choice, cooldowns, probes; shared through Redis when given.
+  const keyPools = createKeyPools({
+    providers: deps.settings.providers,
+    store: deps.keyState ?? createMemoryKeyState({ now }),
+    fetch: upstreamFetch,
+    now,
+    random: deps.keyRandom,
+    log,
+    probeEveryMs: deps.keyProbeEveryMs,
+  });
   const forwardDeps = {
     tracker,
+    keyPools,
     settings: deps.settings,
     ledger,
     inflight,
     catalogue,
-    fetch: withSimulatedUpstream(deps.fetch ?? upstream.fetch),
+    fetch: upstreamFetch,
     log,
     now,
+    concurrency: deps.concurrency ?? createConcurrencyLimiter(),
   };
 
   /**
@@ -157,6 +202,7 @@ export function createApp(deps: AppDeps) {
     ledger.countRejection(maybePrincipalOf(request)?.keyId ?? "", status, now());
   };
   let draining = false;
+  const authFailures = createAuthFailures({ now, ...deps.adminAuthFailures });
 
   // The OpenAPI document describes what was built (read on its first request). Without an admin
   // token the admin routes are 404s, but the document still describes them.
@@ -174,28 +220,30 @@ export function createApp(deps: AppDeps) {
       onRejected: recordRejection,
       onAnswered: (request, status) => tracker.responded(request, status),
       onArrival: assignRequestId(tracker),
+      // The admin token is checked on arrival too, before an admin body is read.
+      admin: deps.adminToken ? adminGate({ adminToken: deps.adminToken, now, log, authFailures }) : undefined,
+      // A key whose token counts fill its share is refused before its next count's body is read.
+      countsBusy: (keyId) => counts.busy(keyId),
     }))
     .use(jsonBodyPlugin(deps.settings.limits.max_body_bytes))
     // The answering routes close their own request traces (see closeTracesHook): before the hook.
     .use(chatCompletionsRoute(forwardDeps))
-    .use(messagesRoute(forwardDeps))
+    .use(messagesRoute({ ...forwardDeps, counts }))
     .use(responsesRoute({ ...forwardDeps, responseStore }))
     .use(embeddingsRoute(forwardDeps));
   if (ops.metrics || ops.accessLog.enabled) front.onAfterResponse(closeTracesHook(tracker));
   const app = front
-    .use(healthRoutes({ ledger, draining: () => draining, limiter: deps.limiter }))
+    .use(healthRoutes({ ledger, draining: () => draining, limiter: deps.limiter, keyless, keyPools }))
     .use(ops.metrics ? metricsRoute({ expose: () => tracker.metrics?.expose(), token: ops.metricsToken }) : new Elysia({ name: "switchyard/no-metrics" }))
     .use(modelsRoute(catalogue))
-    .use(keyRoute({ accounts, ledger, defaultPerMinute: deps.settings.limits.requests_per_minute }))
-    // Before the admin routes: the bearer plugin's derive is global, and in the minified binary it
-    // fails on routes registered after it that do not parse their query.
+    .use(keyRoute({ accounts, ledger, defaultPerMinute: deps.settings.limits.requests_per_minute, defaultMaxConcurrent: deps.settings.limits.max_concurrent_requests ?? null }))
     .use(openApiRoute(documented));
   // Composed now, before the admin routes: Elysia composes a route on its first request with what
-  // the app's hooks read by then, and @elysiajs/bearer's global derive reads `headers`, so every
-  // route would copy all request headers into an object per request (`headers.toJSON()`, 1.2 %
-  // of a non-stream request's CPU in a profile) that none of them reads.
+  // the app's hooks read by then, and a global hook that reads `headers` (as @elysiajs/bearer's
+  // derive did when the admin routes used it) makes every route copy all request headers into an
+  // object per request (`headers.toJSON()`, 1.2 % of a non-stream request's CPU in a profile).
   for (const route of app.routes) route.compile();
-  app.use(adminRoutes({ accounts, keys, ledger, usage, breakdown, adminToken: deps.adminToken, now, retryWhileBusy, changed, log, authFailures: createAuthFailures({ now, ...deps.adminAuthFailures }) }));
+  app.use(adminRoutes({ accounts, keys, ledger, usage, breakdown, adminToken: deps.adminToken, now, retryWhileBusy, changed, log }));
   // Route labels are the paths served, known once every route is registered.
   if (ops.metrics) {
     tracker.metrics = createGatewayMetrics({
@@ -207,8 +255,11 @@ export function createApp(deps: AppDeps) {
       inflight,
       now,
       alerts,
+      keyPools,
     });
   }
+  app.onStart(() => keyPools.start());
+  app.onStop(() => keyPools.stop());
   // Delivery starts with the server (after a start-up check) and stops with it.
   if (alerts) {
     const started = alerts;
@@ -225,6 +276,9 @@ export function createApp(deps: AppDeps) {
     inflight,
     upstream,
     tracker,
+    keyPools,
+    /** Free token counts waiting for or in the tokenizer. */
+    counts,
     /** Resolves once every started request is settled and its settlement written. */
     async settled(): Promise<void> {
       await inflight.idle();

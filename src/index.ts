@@ -6,14 +6,15 @@ import { OpsConfigError } from "./config/ops-settings.ts";
 import { openDatabase } from "./store/database.ts";
 import { GatewayLockError, lockDatabaseFile } from "./store/sqlite/gateway-lock.ts";
 import { startWalCheckpointer } from "./store/wal-checkpointer.ts";
-import { createApp } from "./app.ts";
+import { createApp, SERVER_BODY_LIMIT } from "./app.ts";
 import { jsonLogger } from "./log/log.ts";
 import { issueDemoKey } from "./accounts/demo-account.ts";
 import { microToCredits } from "./billing/money.ts";
-import { holdTtlFor, openPostgresStores, openRedisLimiter, type SharedStores } from "./store/stores.ts";
+import { holdTtlFor, openPostgresStores, openRedisConcurrency, openRedisLimiter, openRedisResponseStore, type SharedStores } from "./store/stores.ts";
 import { superviseWorkers, type ListeningMessage } from "./supervisor.ts";
 import type { Database } from "bun:sqlite";
 import { healthCheck } from "./ops/health-check.ts";
+import { createRedisKeyState } from "./store/redis/redis-key-state.ts";
 
 if (process.argv.includes("--health-check")) process.exit(await healthCheck(healthCheckTarget(process.env)));
 
@@ -33,7 +34,7 @@ const log = jsonLogger(env.logLevel);
 const SHUTDOWN_GRACE_MS = env.shutdownGraceMs;
 if (role.kind === "supervisor") {
   // SWITCHYARD_WORKERS > 1: this process only starts, replaces and stops the workers (src/supervisor.ts).
-  if (!choice.redisUrl) log("warn", "rate limits are kept per worker without SWITCHYARD_REDIS_URL: a key may get up to SWITCHYARD_WORKERS times its limit", { workers: role.workers });
+  if (!choice.redisUrl) log("warn", "rate limits and max_concurrent_requests are kept per worker without SWITCHYARD_REDIS_URL: a key may get up to SWITCHYARD_WORKERS times its limits", { workers: role.workers });
   process.exit(await superviseWorkers({ workers: role.workers, port: env.port, log, graceMs: SHUTDOWN_GRACE_MS }));
 }
 const worker = role.kind === "worker";
@@ -77,9 +78,20 @@ if (choice.databaseUrl) {
   void checkpointer.ready.then((running) => running && log("debug", "WAL checkpoints run on their own thread", { db: dbPath }));
 }
 // Rate limits in Redis fail closed: until it answers, requests are refused with 503.
-const limiter = choice.redisUrl ? openRedisLimiter(choice.redisUrl, { log }) : undefined;
+const limiter = choice.redisUrl ? openRedisLimiter(choice.redisUrl, { log, prefix: choice.redisPrefix }) : undefined;
 if (limiter && !(await limiter.ready())) log("warn", "Redis (SWITCHYARD_REDIS_URL) does not answer yet: requests are refused (503) until it does");
-const app = createApp({ db, stores, limiter, settings, log, adminToken: ops.adminToken, ops, upstreamViaProxy: env.upstreamViaProxy });
+// Stored Responses answers are shared through the same Redis, so any worker or host can continue
+// a conversation; without Redis each process keeps its own.
+const responseStore = choice.redisUrl ? openRedisResponseStore(choice.redisUrl, settings, { log, prefix: choice.redisPrefix }) : undefined;
+if (responseStore && !(await responseStore.ready())) log("warn", "Redis (SWITCHYARD_REDIS_URL) does not answer yet: stored Responses answers are unavailable (503 for previous_response_id) until it does");
+// A key's requests under way are counted in the same Redis, so its cap holds across workers and gateways.
+const concurrency = limiter ? openRedisConcurrency(limiter, { log, prefix: choice.redisPrefix }) : undefined;
+// Vendor key pools' cooldowns, disabled keys, probes and session bindings: shared by every worker and replica through Redis.
+const keyState = choice.redisUrl ? createRedisKeyState(choice.redisUrl, { now: Date.now, log, prefix: choice.redisPrefix }) : undefined;
+// Until it answers, each process chooses keys from what it saw itself; waiting here (bounded) lets
+// the first requests already share what the other processes know.
+if (keyState) await keyState.ready();
+const app = createApp({ db, stores, limiter, concurrency, settings, log, adminToken: ops.adminToken, ops, upstreamViaProxy: env.upstreamViaProxy, responseStore, keyState });
 const demo = demoWanted.on ? await issueDemoKey(app.services.accounts) : undefined;
 // What the account has now, not what it started with: a spent demo account says so at the next start.
 const demoCredits = demo ? microToCredits((await app.services.ledger.balance(demo.accountId))?.balanceMicro ?? 0) : 0;
@@ -95,8 +107,8 @@ try {
     // Streams lift this per request; it only bounds idle keep-alive connections and stuck uploads.
     idleTimeout: 120,
     // Bodies are refused with our JSON 413 from their Content-Length or while being read (never buffered
-    // past the limit); Bun's own cut, which answers without a body, is only a last resort.
-    maxRequestBodySize: settings.limits.max_body_bytes * 8,
+    // past the limit); Bun's own cut would answer without a body (see SERVER_BODY_LIMIT).
+    maxRequestBodySize: SERVER_BODY_LIMIT,
     // Workers share the port; the kernel spreads new connections over them. Elysia turns reusePort on
     // unless told otherwise, which would let a second gateway on the same port take half the
     // connections unnoticed (with its own ledger), so a single process asks for the port alone.
@@ -118,7 +130,7 @@ try {
 const port = app.server!.port;
 const shown = hostname === "0.0.0.0" ? "localhost" : hostname;
 if (worker) process.send?.({ type: "listening", port: Number(port) } satisfies ListeningMessage);
-log("info", "switchyard listening", { url: `http://${shown}:${port}`, config: settings.source, db: storeName, rateLimits: choice.redisUrl ? "redis" : "in-process", models: settings.models.length });
+log("info", "switchyard listening", { url: `http://${shown}:${port}`, config: settings.source, db: storeName, rateLimits: choice.redisUrl ? "redis" : "in-process", storedResponses: choice.redisUrl ? "redis" : "in-process", models: settings.models.length });
 
 // Workers after the first are told SWITCHYARD_DEMO=0 by the supervisor: only a single process or the first says why.
 if (!demoWanted.on && !(worker && env.demoOffByEnv)) log("info", `no demo account: ${demoWanted.reason} (SWITCHYARD_DEMO=1 turns it on)`);
@@ -152,7 +164,10 @@ async function shutdown(signal: string): Promise<void> {
   }
   if (stores) await stores.close();
   else await app.services.ledger.close();
+  concurrency?.close();
   limiter?.close();
+  responseStore?.close();
+  keyState?.close();
   await checkpointer?.stop();
   db?.close();
   lock?.release();

@@ -41,7 +41,7 @@ function accountStoreContract(name: string, make: () => Promise<AccountStore>, f
       const account = await store.createAccount("keys", 1_000_000);
       const issued = (await store.createKey(account.id, { name: "ci", rateLimitPerMinute: 600, spendLimitMicro: 3_000_000 }))!;
       expect(issued.key).toMatch(/^svc-sk-[A-Za-z0-9_-]{43}$/);
-      expect(await store.findActiveKey(hashKey(issued.key))).toEqual({ keyId: issued.id, accountId: account.id, rateLimitPerMinute: 600, expiresAt: null });
+      expect(await store.findActiveKey(hashKey(issued.key))).toEqual({ keyId: issued.id, accountId: account.id, rateLimitPerMinute: 600, expiresAt: null, models: null, maxConcurrentRequests: null });
       const [summary] = await store.listKeys(account.id);
       expect(summary).toMatchObject({ id: issued.id, name: "ci", last4: issued.key.slice(-4), revoked_at: null, rate_limit_per_minute: 600, spend_limit: 3, spent: 0, spend_limit_period: null, spent_in_period: 0, period_resets_at: null });
       expect(await store.getKey(issued.id)).toEqual(summary!);
@@ -79,12 +79,27 @@ function accountStoreContract(name: string, make: () => Promise<AccountStore>, f
       const expiry = Date.UTC(2027, 0, 1);
       const changed = await store.updateKey(issued.id, { rateLimitPerMinute: 7, expiresAt: expiry, spendLimitMicro: 1_500_000 });
       expect(changed).toMatchObject({ name: "new", rate_limit_per_minute: 7, expires_at: "2027-01-01T00:00:00.000Z", spend_limit: 1.5, spend_limit_period: "week" });
-      expect(await store.findActiveKey(hashKey(issued.key))).toEqual({ keyId: issued.id, accountId: account.id, rateLimitPerMinute: 7, expiresAt: expiry });
+      expect(await store.findActiveKey(hashKey(issued.key))).toEqual({ keyId: issued.id, accountId: account.id, rateLimitPerMinute: 7, expiresAt: expiry, models: null, maxConcurrentRequests: null });
       const cleared = await store.updateKey(issued.id, { name: null, rateLimitPerMinute: null, expiresAt: null, spendLimitMicro: null, spendLimitPeriod: null });
       expect(cleared).toMatchObject({ name: null, rate_limit_per_minute: null, expires_at: null, spend_limit: null, spend_limit_period: null, period_resets_at: null });
       expect(await store.updateKey(issued.id, {})).toEqual(cleared!);
       expect(await store.updateKey("key_missing", { name: "x" })).toBeNull();
       expect(await store.getKey("key_missing")).toBeNull();
+    });
+
+    test("keys limited to models and to requests at once: stored at creation, changed and cleared by updateKey, seen by the key lookup", async () => {
+      const store = await make();
+      const account = await store.createAccount("scoped", 1_000_000);
+      const issued = (await store.createKey(account.id, { name: "scoped", models: ["anthropic/*", "openai/gpt-4.1-mini"], maxConcurrentRequests: 3 }))!;
+      expect(await store.getKey(issued.id)).toMatchObject({ models: ["anthropic/*", "openai/gpt-4.1-mini"], max_concurrent_requests: 3 });
+      expect(await store.findActiveKey(hashKey(issued.key))).toMatchObject({ models: ["anthropic/*", "openai/gpt-4.1-mini"], maxConcurrentRequests: 3 });
+      expect(await store.updateKey(issued.id, { models: ["openai/*"] })).toMatchObject({ models: ["openai/*"], max_concurrent_requests: 3 });
+      expect(await store.updateKey(issued.id, { maxConcurrentRequests: 1 })).toMatchObject({ models: ["openai/*"], max_concurrent_requests: 1 });
+      expect(await store.findActiveKey(hashKey(issued.key))).toMatchObject({ models: ["openai/*"], maxConcurrentRequests: 1 });
+      expect(await store.updateKey(issued.id, { models: null, maxConcurrentRequests: null })).toMatchObject({ models: null, max_concurrent_requests: null });
+      expect(await store.findActiveKey(hashKey(issued.key))).toMatchObject({ models: null, maxConcurrentRequests: null });
+      const plain = (await store.createKey(account.id, "plain"))!;
+      expect(await store.getKey(plain.id)).toMatchObject({ models: null, max_concurrent_requests: null });
     });
 
     test("a new period recounts what was spent in its window from the usage records, in one step", async () => {

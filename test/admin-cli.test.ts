@@ -307,6 +307,37 @@ describe("accounts list / update, keys update", () => {
     expect(missingAccount.out).toContain("acct_nope");
   });
 
+  test("in process: --models and --max-concurrent on keys create and update, none clears, bad values are usage errors naming the flag", async () => {
+    const env = { SWITCHYARD_DB: tempDb() };
+    const run = async (...argv: string[]) => runAdmin(argv, env);
+    const a = JSON.parse((await run("accounts", "create", "scoped", "5")).out) as { id: string };
+    const created = await run("keys", "create", a.id, "ci", "--models", "anthropic/*, openai/gpt-4.1-mini", "--max-concurrent", "3");
+    expect(created.code).toBe(0);
+    const key = JSON.parse(created.out) as { id: string };
+    expect(JSON.parse((await run("keys", "list", a.id)).out).data[0]).toMatchObject({ id: key.id, models: ["anthropic/*", "openai/gpt-4.1-mini"], max_concurrent_requests: 3 });
+    const changed = JSON.parse((await run("keys", "update", key.id, "--models", "openai/*", "--max-concurrent", "10")).out);
+    expect(changed).toMatchObject({ models: ["openai/*"], max_concurrent_requests: 10 });
+    const cleared = JSON.parse((await run("keys", "update", key.id, "--models", "none", "--max-concurrent", "none")).out);
+    expect(cleared).toMatchObject({ models: null, max_concurrent_requests: null });
+    const bad: [string[], string][] = [
+      [["keys", "update", key.id, "--models", ""], "--models"],
+      [["keys", "update", key.id, "--models", ",,"], "--models"],
+      [["keys", "update", key.id, "--models", "gpt-*-mini"], "--models"],
+      [["keys", "update", key.id, "--models", "a b"], "--models"],
+      [["keys", "create", a.id, "--models", "x*y"], "--models"],
+      [["keys", "update", key.id, "--max-concurrent", "0"], "--max-concurrent"],
+      [["keys", "update", key.id, "--max-concurrent", "-5"], "--max-concurrent"],
+      [["keys", "update", key.id, "--max-concurrent", "2.5"], "--max-concurrent"],
+      [["keys", "create", a.id, "--max-concurrent", "100001"], "--max-concurrent"],
+    ];
+    for (const [argv, flag] of bad) {
+      const r = await run(...argv);
+      if (r.code !== 2 || !r.out.includes(flag)) throw new Error(`${argv.join(" ")}: code ${r.code}, ${r.out}`);
+    }
+    // Nothing refused was stored: one key, as last cleared.
+    expect(JSON.parse((await run("keys", "list", a.id)).out).data).toEqual([cleared]);
+  });
+
   test("separate process beside a running gateway: the same JSON as the API; a key update applies to the next request", async () => {
     const token = "cli-admin-token-0123456789abcdef0123456789abcdef";
     const gw = await startGateway({ upstreamUrl: "http://127.0.0.1:9", adminToken: token });
@@ -410,5 +441,8 @@ if (pgMissing) {
     expect(changed).toMatchObject({ id: key.id, rate_limit_per_minute: 9, spend_limit: 1, spend_limit_period: "day", expires_at: "2031-01-01T10:00:00.000Z" });
     expect((await run("keys", "update", "key_nope", "--rpm", "3")).code).toBe(1);
     expect((await run("keys", "update", key.id, "--rpm", "0")).code).toBe(2);
+    const scoped = JSON.parse((await run("keys", "update", key.id, "--models", "anthropic/*", "--max-concurrent", "2")).out);
+    expect(scoped).toMatchObject({ models: ["anthropic/*"], max_concurrent_requests: 2 });
+    expect(JSON.parse((await run("keys", "list", a.id)).out).data[0]).toEqual(scoped);
   });
 }

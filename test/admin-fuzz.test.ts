@@ -47,10 +47,10 @@ test(`seeded fuzz of the admin API (seed ${SEED}, ${REQUESTS} requests): never a
       headers: random() < 0.5 ? { "idempotency-key": random() < 0.7 ? `k${Math.floor(random() * 20)}` : pick(["", "a b", "x".repeat(300)]) } : {},
     }),
     () => ({ method: "GET", path: `/v1/admin/accounts/${id(accounts)}/keys` }),
-    () => ({ method: "POST", path: `/v1/admin/accounts/${id(accounts)}/keys`, body: mutate({ name: "k", rate_limit_per_minute: 60, expires_at: "2030-01-01", spend_limit: 2, spend_limit_period: "day" }) }),
+    () => ({ method: "POST", path: `/v1/admin/accounts/${id(accounts)}/keys`, body: mutate({ name: "k", rate_limit_per_minute: 60, expires_at: "2030-01-01", spend_limit: 2, spend_limit_period: "day", models: ["test/*", "test/gpt"], max_concurrent_requests: 4 }) }),
     () => ({ method: "GET", path: `/v1/admin/accounts/${id(accounts)}/usage${query(["from", "to"])}` }),
     () => ({ method: "GET", path: `/v1/admin/usage${query(["from", "to", "group_by", "granularity", "format", "account_id", "key_id", "model"])}` }),
-    () => ({ method: "PATCH", path: `/v1/admin/keys/${id(keys)}`, body: mutate({ name: "k2", spend_limit: null, spend_limit_period: "month", rate_limit_per_minute: 5, expires_at: "2031-01-01T00:00:00Z" }) }),
+    () => ({ method: "PATCH", path: `/v1/admin/keys/${id(keys)}`, body: mutate({ name: "k2", spend_limit: null, spend_limit_period: "month", rate_limit_per_minute: 5, expires_at: "2031-01-01T00:00:00Z", models: ["test/claude"], max_concurrent_requests: null }) }),
     () => ({ method: "DELETE", path: `/v1/admin/keys/${id(keys)}` }),
   ];
   const started = Date.now();

@@ -68,7 +68,7 @@ function adminSuite(name: string, start: (upstreamUrl: string) => Promise<Backen
       expect(renamed).toMatchObject({ id: issued.id, name: "after", rate_limit_per_minute: 500, spend_limit: null, spend_limit_period: null, spent_in_period: 0, period_resets_at: null });
       const listed = await json(await admin("GET", `/v1/admin/accounts/${acct.id}/keys`));
       expect(listed.data).toEqual([renamed]);
-      expect(Object.keys(renamed).sort()).toEqual(["created_at", "expires_at", "id", "last4", "name", "period_resets_at", "prefix", "rate_limit_per_minute", "revoked_at", "spend_limit", "spend_limit_period", "spent", "spent_in_period"]);
+      expect(Object.keys(renamed).sort()).toEqual(["created_at", "expires_at", "id", "last4", "max_concurrent_requests", "models", "name", "period_resets_at", "prefix", "rate_limit_per_minute", "revoked_at", "spend_limit", "spend_limit_period", "spent", "spent_in_period"]);
 
       expect(await json(await admin("PATCH", `/v1/admin/keys/${issued.id}`, { rate_limit_per_minute: 2 }))).toMatchObject({ name: "after", rate_limit_per_minute: 2 });
       const first = await models(issued.key);
@@ -212,6 +212,46 @@ function adminSuite(name: string, start: (upstreamUrl: string) => Promise<Backen
       expect(((await after.json()) as any).error.message).toContain("this key's lifetime spend limit of 0 credits");
     });
 
+    test("a key limited to models (create and PATCH): 403 for the others, only its models listed, shown in key views and GET /v1/key", async () => {
+      const acct = await account(50, "scoped");
+      const issued = await key(acct.id, { name: "anthropic-only", models: ["test/claude*", "test/free"], max_concurrent_requests: 4 });
+      const auth = { authorization: `Bearer ${issued.key}` };
+      const keys = await json(await admin("GET", `/v1/admin/accounts/${acct.id}/keys`));
+      expect(keys.data[0]).toMatchObject({ id: issued.id, models: ["test/claude*", "test/free"], max_concurrent_requests: 4 });
+      expect((await json(await keyInfo(auth))).key).toMatchObject({ models: ["test/claude*", "test/free"], max_concurrent_requests: 4 });
+      const listed = await json(await models(issued.key));
+      expect(listed.data.map((m: any) => m.id)).toEqual(["test/claude", "test/free"]);
+      const refused = await fetch(`${gw.url}/v1/chat/completions`, {
+        method: "POST",
+        headers: { ...auth, "content-type": "application/json" },
+        body: JSON.stringify({ model: OPENAI_MODEL, messages: [{ role: "user", content: "hello there" }] }),
+      });
+      expect(refused.status).toBe(403);
+      expect(await refused.json()).toEqual({ error: {
+        message: `This API key may not use the model "${OPENAI_MODEL}": it is limited to test/claude*, test/free. GET /v1/models lists the models it may use.`,
+        type: "permission_error", param: null, code: null,
+      } });
+      // PATCH widens it: the next request is answered; null gives every model back.
+      expect(await json(await admin("PATCH", `/v1/admin/keys/${issued.id}`, { models: ["test/*"] }))).toMatchObject({ models: ["test/*"], max_concurrent_requests: 4 });
+      await chat(issued.key);
+      expect(await json(await admin("PATCH", `/v1/admin/keys/${issued.id}`, { models: ["test/claude"] }))).toMatchObject({ models: ["test/claude"] });
+      expect((await json(await models(issued.key))).data.map((m: any) => m.id)).toEqual(["test/claude"]);
+      expect(await json(await admin("PATCH", `/v1/admin/keys/${issued.id}`, { models: null, max_concurrent_requests: null }))).toMatchObject({ models: null, max_concurrent_requests: null });
+      await chat(issued.key);
+      // Bad lists are 400s naming the field, and change nothing.
+      for (const bad of [[], ["a b"], ["gpt-*-mini"], [1], "test/*"]) {
+        const res = await admin("PATCH", `/v1/admin/keys/${issued.id}`, { models: bad });
+        expect(res.status).toBe(400);
+        expect((await res.json() as any).error.message).toContain("models");
+      }
+      for (const bad of [0, -1, 1.5, "3"]) {
+        const res = await admin("POST", `/v1/admin/accounts/${acct.id}/keys`, { max_concurrent_requests: bad });
+        expect(res.status).toBe(400);
+        expect((await res.json() as any).error.message).toContain("max_concurrent_requests");
+      }
+      expect((await json(await admin("GET", `/v1/admin/accounts/${acct.id}/keys`))).data[0]).toMatchObject({ models: null, max_concurrent_requests: null });
+    });
+
     test("GET /v1/key: its shape, in credits; it charges nothing and records nothing", async () => {
       const acct = await account(20, "info");
       const issued = await key(acct.id, { name: "mine", spend_limit: 5, spend_limit_period: "month", expires_at: "2030-01-01T00:00:00Z", rate_limit_per_minute: 1 });
@@ -232,7 +272,7 @@ function adminSuite(name: string, start: (upstreamUrl: string) => Promise<Backen
         key: {
           name: "mine", spend_limit: 5, spend_limit_period: "month", spent_in_period: 0,
           period_resets_at: new Date(periodWindow("month", Date.now()).resetsAt).toISOString(),
-          rate_limit_per_minute: 1, expires_at: "2030-01-01T00:00:00.000Z",
+          rate_limit_per_minute: 1, expires_at: "2030-01-01T00:00:00.000Z", models: null, max_concurrent_requests: null,
         },
       });
       await gw.app.services.settled();
@@ -249,7 +289,7 @@ function adminSuite(name: string, start: (upstreamUrl: string) => Promise<Backen
       expect(summary.spent).toBeGreaterThan(0);
       expect(after).toEqual({
         account: { balance: Number((20 - summary.spent).toFixed(6)), reserved: 0 },
-        key: { name: "spender", spend_limit: null, spend_limit_period: null, spent_in_period: summary.spent, period_resets_at: null, rate_limit_per_minute: DEFAULT_RPM, expires_at: null },
+        key: { name: "spender", spend_limit: null, spend_limit_period: null, spent_in_period: summary.spent, period_resets_at: null, rate_limit_per_minute: DEFAULT_RPM, expires_at: null, models: null, max_concurrent_requests: null },
       });
 
       // Without a valid key: 401, as everywhere.

@@ -88,7 +88,7 @@ describe.skipIf(!available)("Claude Code CLI through the gateway", () => {
         expect(second.messages.filter((m: any) => m.role === "system").length).toBeGreaterThan(1);
       } else {
         expect(second.messages.at(-1).content[0]).toMatchObject({ type: "tool_result", tool_use_id: "toolu_script1" });
-        if (model === "claude-sonnet-4-5") expect(first.thinking).toMatchObject({ type: "enabled", budget_tokens: 8191 });
+        if (model === "claude-sonnet-4-5") expect(first.thinking).toMatchObject({ type: "enabled", budget_tokens: 6144 });
         else {
           // Claude Code asks Opus 5.5 for adaptive thinking; `claude-*` sends it to Sonnet 4.5, which
           // takes a budget (adaptive thinking starts with 4.6): the gateway turns the effort into one.

@@ -93,9 +93,9 @@ function expectAnthropicPassthrough(call: RecordedCall, sent: RecordedRequest) {
   expect(sent.body.model).toBe("claude-sonnet-4-5");
   expect(sent.body.max_tokens).toBe(8192);
   if (body.thinking.type === "enabled") {
-    // 32000 and 31999 asked; the cap lowers both, keeping the budget below max_tokens.
+    // 32000 and 31999 asked; the cap lowers both, the budget to ¾ of max_tokens (room for the answer).
     expect(body.thinking.budget_tokens).toBeGreaterThanOrEqual(8192);
-    expect(sent.body.thinking).toEqual({ ...body.thinking, budget_tokens: 8191 });
+    expect(sent.body.thinking).toEqual({ ...body.thinking, budget_tokens: 6144 });
     expect(sent.body.output_config).toEqual(body.output_config);
   } else {
     // Adaptive thinking, asked of Opus 5.5 (or a model Claude Code does not know), reaches Sonnet 4.5
@@ -135,12 +135,38 @@ function expectOpenAITranslation(call: RecordedCall, sent: RecordedRequest) {
 describe("thinking budgets after the cap", () => {
   const sonnet = () => claudeCodeFixture("sonnet-4-5.turn-1");
 
-  test("a model's own max_tokens_cap lowers the budget below it", async () => {
+  test("a model's own max_tokens_cap lowers the budget to ¾ of it", async () => {
     upstream.reply(claudeCodeScript("/x", { strict: true }));
     const res = await send(gw, sonnet(), { ...sonnet().body, model: "cc/capped" });
     expect(res.status, await res.text()).toBe(200);
     expect(upstream.requests[0]!.body.max_tokens).toBe(2000);
-    expect(upstream.requests[0]!.body.thinking.budget_tokens).toBe(1999);
+    expect(upstream.requests[0]!.body.thinking.budget_tokens).toBe(1500);
+  });
+
+  test("Qwen Code's request (budget 32,000 of max_tokens 64,000) keeps a quarter of the capped 8,192 for the answer, and says so in the log", async () => {
+    logged.length = 0;
+    const body = { model: CLAUDE, max_tokens: 64_000, thinking: { type: "enabled", budget_tokens: 32_000 }, messages: [{ role: "user", content: "write hello.txt" }] };
+    const res = await post(gw, "/v1/messages", body);
+    expect(res.status, await res.text()).toBe(200);
+    const sent = upstream.requests[0]!.body;
+    expect(sent.max_tokens).toBe(8192);
+    expect(sent.thinking).toEqual({ type: "enabled", budget_tokens: 6144 });
+    expect(sent.max_tokens - sent.thinking.budget_tokens).toBeGreaterThanOrEqual(sent.max_tokens / 4);
+    expect(logged.find((l) => l.message.startsWith("thinking budget lowered"))?.fields).toMatchObject({
+      model: CLAUDE, max_tokens: 8192, asked_max_tokens: 64_000, budget_tokens: 32_000, lowered_to: 6144,
+    });
+  });
+
+  test("a budget the client chose inside its own max_tokens, which the cap did not touch, is sent as it is", async () => {
+    const res = await post(gw, "/v1/messages", { model: CLAUDE, max_tokens: 8000, thinking: { type: "enabled", budget_tokens: 7000 }, messages: [{ role: "user", content: "hi" }] });
+    expect(res.status, await res.text()).toBe(200);
+    expect(upstream.requests[0]!.body.thinking).toEqual({ type: "enabled", budget_tokens: 7000 });
+  });
+
+  test("a budget under ¾ of max_tokens but squeezed by the cap is lowered to ¾ too", async () => {
+    const res = await post(gw, "/v1/messages", { model: CLAUDE, max_tokens: 20_000, thinking: { type: "enabled", budget_tokens: 8000 }, messages: [{ role: "user", content: "hi" }] });
+    expect(res.status, await res.text()).toBe(200);
+    expect(upstream.requests[0]!.body.thinking).toEqual({ type: "enabled", budget_tokens: 6144 });
   });
 
   test("a cap that leaves no room for 1024 tokens of thinking turns thinking off, with a note in the log", async () => {

@@ -285,24 +285,52 @@ describe("validation names the field", () => {
 });
 
 describe("resolution", () => {
-  test("responses: stored answers default to 64 MiB and 1 hour per process; 0 bytes switches storage off; a negative size is named", () => {
-    expect(resolveSettings(validConfig(), {}, "ok").responses).toEqual({ store_max_bytes: 64 * 1024 * 1024, store_ttl_ms: 3_600_000 });
-    expect(resolveSettings({ ...validConfig(), responses: { store_max_bytes: 0 } }, {}, "ok").responses).toEqual({ store_max_bytes: 0, store_ttl_ms: 3_600_000 });
+  test("responses: stored answers default to 256 MiB in all, 32 MiB an account, 16 MiB an answer, 1 hour; 0 bytes switches storage off; a negative size is named", () => {
+    const quotas = { account_max_bytes: 32 * 1024 * 1024, answer_max_bytes: 16 * 1024 * 1024 };
+    expect(resolveSettings(validConfig(), {}, "ok").responses).toEqual({ store_max_bytes: 256 * 1024 * 1024, ...quotas, store_ttl_ms: 3_600_000 });
+    expect(resolveSettings({ ...validConfig(), responses: { store_max_bytes: 0 } }, {}, "ok").responses).toEqual({ store_max_bytes: 0, ...quotas, store_ttl_ms: 3_600_000 });
+    expect(configError(() => resolveSettings({ ...validConfig(), responses: { account_max_bytes: 10 } }, {}, "bad.yaml"))).toContain("/responses/account_max_bytes");
+    expect(configError(() => resolveSettings({ ...validConfig(), responses: { answer_max_bytes: 1.5 } }, {}, "bad.yaml"))).toContain("/responses/answer_max_bytes");
     expect(configError(() => resolveSettings({ ...validConfig(), responses: { store_max_bytes: -1 } }, {}, "bad.yaml"))).toContain("/responses/store_max_bytes");
     expect(configError(() => resolveSettings({ ...validConfig(), responses: { store_ttl_ms: 10 } }, {}, "bad.yaml"))).toContain("/responses/store_ttl_ms");
   });
 
-  test("api_key_env resolves from env; a key written in the file is never used", () => {
+  test("api_key_env resolves from env; a key written in the file is refused at load, without its value in the message", () => {
     const cfg = validConfig();
-    Object.assign(cfg.providers[0]!, { apiKey: "sk-from-file-A" });
-    Object.assign(cfg.providers[1]!, { api_key: "sk-from-file-B", apiKey: "sk-from-file-B" });
     const s = resolveSettings(cfg, { UP_KEY: "sk-from-env" }, "test");
     expect(s.providers.get("up")!.apiKey).toBe("sk-from-env");
     expect(s.providers.get("up")!.api_key_env).toBe("UP_KEY");
-    // No api_key_env: no key at all, whatever the file says.
+    // No api_key_env: no key at all.
     expect(s.providers.get("ant")!.apiKey).toBeUndefined();
-    // Unset variable: undefined, not the file's value.
+    // Unset variable: undefined.
     expect(resolveSettings(cfg, {}, "test").providers.get("up")!.apiKey).toBeUndefined();
+    Object.assign(cfg.providers[0]!, { apiKey: "sk-from-file-A" });
+    Object.assign(cfg.providers[1]!, { api_key: "sk-from-file-B" });
+    const msg = configError(() => resolveSettings(cfg, { UP_KEY: "sk-from-env" }, "test"));
+    expect(msg).toContain("providers[0].apiKey: unknown field");
+    expect(msg).toContain("providers[1].api_key: unknown field");
+    expect(msg).not.toContain("sk-from-file");
+  });
+
+  test("an unknown field anywhere in the file is refused, named by its path, with the fields its object takes", () => {
+    const cases: [(c: any) => void, string][] = [
+      [(c) => (c.providers[1].keyz = [{ env: "K" }]), "providers[1].keyz: unknown field (this object takes: id, kind, base_url, api_key_env"],
+      [(c) => (c.providers[0].timeouts = { total_ms: 1000, idle: 5 }), "providers[0].timeouts.idle: unknown field"],
+      [(c) => (c.models[0].pricing.input_per_mtoks = 1), "models[0].pricing.input_per_mtoks: unknown field"],
+      [(c) => (c.models[0].modalities = { input: ["text"], output: ["text"], video: [] }), "models[0].modalities.video: unknown field"],
+      [(c) => (c.models[1].alias = ["x"]), "models[1].alias: unknown field"],
+      [(c) => (c.limits = { requests_per_minit: 5 }), "limits.requests_per_minit: unknown field"],
+      [(c) => (c.retry = { max_retry: 1 }), "retry.max_retry: unknown field"],
+      [(c) => (c.server = { keepalive: 1 }), "server.keepalive: unknown field"],
+      [(c) => (c.responses = { store_bytes: 1 }), "responses.store_bytes: unknown field"],
+      [(c) => (c.alerts = { webhook: "http://x" }), "alerts.webhook: unknown field"],
+      [(c) => (c.provider = []), "provider: unknown field (this object takes: providers, models"],
+    ];
+    for (const [breakIt, expected] of cases) {
+      const cfg = validConfig();
+      breakIt(cfg);
+      expect(configError(() => resolveSettings(cfg, {}, "bad.yaml"))).toContain(expected);
+    }
   });
 
   test("defaults for limits, server and timeouts", () => {

@@ -1,5 +1,5 @@
 import { describe, expect, test } from "bun:test";
-import { createResponsesEncoder, encodeResponsesBody, type ResponsesAnswerPlan } from "../src/streaming/encode-responses.ts";
+import { createResponsesEncoder, encodeResponsesBody, type ResponsesAnswerPlan, type SyncResponsesAnswerPlan } from "../src/streaming/encode-responses.ts";
 import { responsesToChat } from "../src/translate/responses-to-chat.ts";
 import type { StreamEvent } from "../src/streaming/events.ts";
 import type { EncodeContext } from "../src/streaming/client-sink.ts";
@@ -15,7 +15,7 @@ function run(events: StreamEvent[], plan?: ResponsesAnswerPlan, end = true) {
   return sseFrames(text).map((f) => ({ event: f.event, ...JSON.parse(f.data) }));
 }
 
-const planFor = (tools: unknown[]): ResponsesAnswerPlan => responsesToChat({ input: "x", tools });
+const planFor = (tools: unknown[]): SyncResponsesAnswerPlan => responsesToChat({ input: "x", tools });
 
 describe("Responses encoder", () => {
   test("every frame is named by its type and numbered in order; the streamed final response equals the whole body", () => {
@@ -124,7 +124,7 @@ describe("Responses encoder", () => {
     sink.event({ type: "text", text: "Hi" });
     sink.event({ type: "finish", reason: "stop" });
     expect(finals).toHaveLength(0);
-    const closing = sseFrames(sink.end()).map((f) => JSON.parse(f.data));
+    const closing = sseFrames(sink.end() as string).map((f) => JSON.parse(f.data));
     expect(finals).toEqual([closing.at(-1)!.response]);
     expect(encodeResponsesBody([{ type: "text", text: "Cut" }, { type: "finish", reason: "length" }], ctx, plan)).toEqual(finals[1] as never);
     expect(finals[1]).toMatchObject({ status: "incomplete" });

@@ -13,6 +13,7 @@ test("readEnvironment gathers every variable the gateway reads, each in its plac
   const env = readEnvironment({
     SWITCHYARD_DATABASE_URL: "postgres://u@db/x",
     SWITCHYARD_REDIS_URL: "redis://cache:6379",
+    SWITCHYARD_REDIS_PREFIX: "tenant-a:",
     SWITCHYARD_ADMIN_TOKEN: ADMIN,
     SWITCHYARD_WORKERS: "3",
     SWITCHYARD_PG_HEARTBEAT_MS: "100",
@@ -28,7 +29,7 @@ test("readEnvironment gathers every variable the gateway reads, each in its plac
     HTTPS_PROXY: "http://proxy:3128",
   });
   expect(env.settings.source).toBe("built-in defaults");
-  expect(env.stores).toEqual({ databaseUrl: "postgres://u@db/x", redisUrl: "redis://cache:6379" });
+  expect(env.stores).toEqual({ databaseUrl: "postgres://u@db/x", redisUrl: "redis://cache:6379", redisPrefix: "tenant-a:" });
   expect(env.ops.adminToken).toBe(ADMIN);
   expect(env.ops.accessLog.logLevel).toBe("warn");
   expect(env.role).toEqual({ kind: "supervisor", workers: 3 });
@@ -46,6 +47,11 @@ test("readEnvironment gathers every variable the gateway reads, each in its plac
     demoOffByEnv: true,
     upstreamViaProxy: true,
   });
+});
+
+test("SWITCHYARD_REDIS_PREFIX: letters, digits and _ : . - only, at most 64; anything else stops the start naming it", () => {
+  for (const bad of ["has space", "a*b", "x".repeat(65)]) expect(() => readEnvironment({ SWITCHYARD_REDIS_PREFIX: bad })).toThrow(/SWITCHYARD_REDIS_PREFIX/);
+  expect(() => readEnvironment({ SWITCHYARD_REDIS_PREFIX: "bad prefix" })).toThrow(StoreConfigError);
 });
 
 test("with nothing set, readEnvironment gives the documented defaults", () => {

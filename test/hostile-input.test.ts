@@ -404,9 +404,9 @@ describe.each(ENDPOINTS)("hostile bodies on %s", (endpoint) => {
 
 describe("bodies over the limit", () => {
   /**
-   * Bun's own maxRequestBodySize (2 × max_body_bytes where the server listens, in src/index.ts and
-   * test/helpers/gateway.ts) answers a bigger declared body before any of our code runs: a bare 413
-   * without a body. The contract is still a JSON 413 in the client's shape.
+   * Bun's own maxRequestBodySize (where the server listens, in src/index.ts and test/helpers/gateway.ts)
+   * would answer a bigger declared body before any of our code runs: a bare 413 without a body. The
+   * contract is still a JSON 413 in the client's shape.
    */
   test.each(ENDPOINTS)("25 MiB body with Content-Length on %s → JSON 413", async (endpoint) => {
     const { res, text } = await send(endpoint, padded(endpoint, 25 * MiB));

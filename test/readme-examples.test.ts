@@ -92,7 +92,7 @@ describe("README, Use with the Vercel AI SDK", () => {
 describe("README, Accounts, keys, credits", () => {
   test("the admin curl lines run as written with SWITCHYARD_ADMIN_TOKEN and SWITCHYARD_KEY exported", async () => {
     const lines = blocks(section("Accounts, keys, credits"), "sh").flatMap((b) => b.split("\n")).filter((l) => l.startsWith("curl "));
-    expect(lines).toHaveLength(4);
+    expect(lines).toHaveLength(5);
     const created = await runCurl(lines[0]!);
     expect(created.status).toBe(201);
     const account = JSON.parse(created.body) as { id: string; name: string; balance: number };
@@ -103,7 +103,10 @@ describe("README, Accounts, keys, credits", () => {
     const limited = await runCurl(lines[2]!.replace("key_…", keyId));
     expect(limited.status).toBe(200);
     expect(JSON.parse(limited.body)).toMatchObject({ id: keyId, spend_limit: 10, spend_limit_period: "day" });
-    const own = await runCurl(lines[3]!);
+    const scoped = await runCurl(lines[3]!.replace("key_…", keyId));
+    expect(scoped.status).toBe(200);
+    expect(JSON.parse(scoped.body)).toMatchObject({ id: keyId, models: ["anthropic/*", "openai/gpt-4.1-mini"], max_concurrent_requests: 4 });
+    const own = await runCurl(lines[4]!);
     expect(own.status).toBe(200);
     expect(JSON.parse(own.body)).toMatchObject({ account: { reserved: 0 }, key: { spend_limit: null } });
   });

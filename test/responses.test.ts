@@ -11,6 +11,7 @@ import { useGateway, post, sseFrames, ANTHROPIC_MODEL, OPENAI_MODEL } from "./he
 import { reasoningDialect, scripted, scriptedReply } from "./helpers/scripted-answers.ts";
 import { recordingResponseStore } from "./helpers/recording-response-store.ts";
 import type { Logger } from "../src/log/log.ts";
+import { NO_RESPONSE_STORE } from "../src/translate/response-store.ts";
 
 const upstream = useFakeUpstream();
 const logLines: string[] = [];
@@ -388,7 +389,7 @@ describe("responses API requests the gateway refuses or adapts", () => {
     expect(upstream.requests).toHaveLength(0);
   });
 
-  test("store: true (or left out, OpenAI's default) keeps the answer: it says store true; GET by id is a clear 404", async () => {
+  test("store: true (or left out, OpenAI's default) keeps the answer: it says store true; the SDK's retrieve gets it back as returned", async () => {
     const before = stored.kept.length;
     const response = await openai.responses.create({ model: OPENAI_MODEL, input: "Hello SDK", store: true });
     expect(response.output_text).toBe("Echo: Hello SDK");
@@ -396,9 +397,7 @@ describe("responses API requests the gateway refuses or adapts", () => {
     const omitted = await openai.responses.create({ model: OPENAI_MODEL, input: "Hello SDK" });
     expect((omitted as unknown as { store: boolean }).store).toBe(true);
     expect(stored.kept.slice(before)).toEqual([response.id, omitted.id]);
-    const err = await openai.responses.retrieve(response.id).catch((e) => e);
-    expect(err).toBeInstanceOf(OpenAI.NotFoundError);
-    expect(err.message).toContain("cannot be retrieved");
+    expect(await openai.responses.retrieve(response.id)).toEqual(response);
   });
 
   test("store: false keeps nothing, streamed or not: the answer says store false, and its items cannot be referred to", async () => {
@@ -533,15 +532,18 @@ describe("a store that fails to keep", () => {
   const failing = useGateway(() => ({
     upstreamUrl: upstream.url,
     retry: { max_retries: 0 },
-    responseStore: { enabled: true, item: () => undefined, response: () => undefined, keep: () => { throw new RangeError("out of memory"); } },
+    responseStore: { ...NO_RESPONSE_STORE, enabled: true, maxAnswerBytes: 1 << 20, keep: async () => { throw new RangeError("out of memory"); } },
   }));
 
-  test("fails no answer, streamed or not: the client gets it whole", async () => {
+  test("fails no answer, streamed or not: the client gets it whole, and its final response says store false", async () => {
     const client = new OpenAI({ baseURL: `${failing.url}/v1`, apiKey: failing.key, maxRetries: 0 });
-    expect((await client.responses.create({ model: OPENAI_MODEL, input: "Hello SDK" })).output_text).toBe("Echo: Hello SDK");
+    const whole = await client.responses.create({ model: OPENAI_MODEL, input: "Hello SDK" });
+    expect(whole.output_text).toBe("Echo: Hello SDK");
+    expect((whole as unknown as { store: boolean }).store).toBe(false);
     const streamed = await client.responses.stream({ model: ANTHROPIC_MODEL, input: "Hello SDK" }).finalResponse();
     expect(streamed.status).toBe("completed");
     expect(streamed.output_text).toBe("Echo: Hello SDK");
+    expect((streamed as unknown as { store: boolean }).store).toBe(false);
   });
 });
 

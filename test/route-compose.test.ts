@@ -1,12 +1,15 @@
 import { describe, expect, test } from "bun:test";
+import { Elysia } from "elysia";
 import { useFakeUpstream } from "./helpers/fake-upstream.ts";
 import { useGateway, post, OPENAI_MODEL, ANTHROPIC_MODEL } from "./helpers/gateway.ts";
 
 /**
- * The API routes are composed before the admin routes are added (src/app.ts): @elysiajs/bearer's
- * global derive reads `headers`, and a route composed after it copies every request header into
- * an object on each request (`request.headers.toJSON()`), which none of the API routes reads.
- * The test counts those copies while real requests go through the gateway on loopback.
+ * The API routes are composed before the admin routes are added (src/app.ts): a global hook that
+ * reads `headers` (as @elysiajs/bearer's derive did when the admin routes used it) makes a route
+ * composed after it copy every request header into an object on each request
+ * (`request.headers.toJSON()`), which none of the API routes reads. The admin token is now
+ * checked on arrival (http/routes/admin.ts, adminGate). The test counts those copies while real
+ * requests go through the gateway on loopback.
  */
 const ADMIN_TOKEN = "admin-token-for-compose-test-0123456789abcdef0123456789abcdef";
 const upstream = useFakeUpstream();
@@ -46,12 +49,17 @@ describe("route composition", () => {
     expect(answer.copies).toBe(0);
   });
 
-  test("the admin routes read their bearer token, and the count sees the copy their derive makes", async () => {
+  test("the admin routes read their bearer token", async () => {
     const url = `${gw.url}/v1/admin/accounts/${gw.accountId}`;
-    const denied = await countCopies(() => fetch(url, { headers: { authorization: "Bearer wrong" } }));
-    expect(denied.status).toBe(401);
-    const allowed = await countCopies(() => fetch(url, { headers: { authorization: `Bearer ${ADMIN_TOKEN}` } }));
+    expect((await fetch(url, { headers: { authorization: "Bearer wrong" } })).status).toBe(401);
+    const allowed = await fetch(url, { headers: { authorization: `Bearer ${ADMIN_TOKEN}` } });
     expect(allowed.status).toBe(200);
-    expect(allowed.copies).toBe(1);
+    expect(((await allowed.json()) as { id: string }).id).toBe(gw.accountId);
+  });
+
+  test("the count sees the copy: a route composed after a global hook that reads headers makes one per request", async () => {
+    const probe = new Elysia().derive({ as: "global" }, ({ headers }) => ({ auth: headers.authorization })).get("/", ({ auth }) => auth ?? "none");
+    const answer = await countCopies(() => probe.handle(new Request("http://localhost/", { headers: { authorization: "Bearer x" } })));
+    expect(answer).toEqual({ status: 200, copies: 1 });
   });
 });

@@ -3,7 +3,7 @@ import { copyFileSync, mkdirSync, mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { countTokens as reference } from "gpt-tokenizer";
-import { countTokens, loadTokenizer, promptTokenBound, roughTokenCount } from "../src/billing/token-estimate.ts";
+import { countTokens, countTokensWhenIdle, loadTokenizer, promptTokenBound, roughTokenCount } from "../src/billing/token-estimate.ts";
 
 describe("token estimates", () => {
   test("counts match gpt-tokenizer's, and a long text is counted in slices at most one token per slice apart", async () => {
@@ -18,6 +18,16 @@ describe("token estimates", () => {
     // Concurrent counts each get their own answer.
     const texts = ["one", "two words", "three short words", short];
     expect(await Promise.all(texts.map((t) => countTokens(t)))).toEqual(texts.map((t) => reference(t)));
+  });
+
+  test("a paid count (context fit, usage) waits for at most the one free count in the worker, never for the queue of them", async () => {
+    await countTokens("warm"); // nothing else in the worker
+    const order: string[] = [];
+    const free = [1, 2, 3, 4].map((i) => countTokensWhenIdle("free text to count ".repeat(3000)).then(() => order.push(`free${i}`)));
+    const paid = countTokens("a prompt near its context window").then(() => order.push("paid"));
+    await Promise.all([...free, paid]);
+    // The first free count was already in the worker; the others went only once it held nothing else.
+    expect(order).toEqual(["free1", "paid", "free2", "free3", "free4"]);
   });
 
   test("a long count runs beside the event loop, not on it", async () => {

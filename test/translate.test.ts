@@ -217,17 +217,27 @@ describe("Anthropic request → OpenAI, what agent clients send", () => {
 
 describe("thinking budget against the effective max_tokens", () => {
   const model = { id: "m/x" } as ModelConfig;
-  const fit = (thinking: unknown, maxTokens: number, extra: Record<string, unknown> = {}) => {
+  const fit = (thinking: unknown, maxTokens: number, extra: Record<string, unknown> = {}, asked?: number) => {
     const body: Record<string, unknown> = { thinking, ...extra };
-    fitThinkingBudget(body, maxTokens, model);
+    fitThinkingBudget(body, maxTokens, model, undefined, asked);
     return body;
   };
 
-  test("a budget at or over max_tokens comes down to max_tokens − 1; a valid one is left alone", () => {
-    expect(fit({ type: "enabled", budget_tokens: 31999, display: "omitted" }, 8192).thinking).toEqual({ type: "enabled", budget_tokens: 8191, display: "omitted" });
-    expect(fit({ type: "enabled", budget_tokens: 8192 }, 8192).thinking).toEqual({ type: "enabled", budget_tokens: 8191 });
+  test("a budget at or over max_tokens comes down to ¾ of max_tokens; a valid one is left alone", () => {
+    expect(fit({ type: "enabled", budget_tokens: 31999, display: "omitted" }, 8192).thinking).toEqual({ type: "enabled", budget_tokens: 6144, display: "omitted" });
+    expect(fit({ type: "enabled", budget_tokens: 8192 }, 8192).thinking).toEqual({ type: "enabled", budget_tokens: 6144 });
     expect(fit({ type: "enabled", budget_tokens: 4000 }, 8192).thinking).toEqual({ type: "enabled", budget_tokens: 4000 });
     expect(fit({ type: "adaptive" }, 100).thinking).toEqual({ type: "adaptive" });
+  });
+
+  test("under a cap (max_tokens lowered from what was asked), a budget over ¾ comes down to ¾; one within ¾ stays", () => {
+    expect(fit({ type: "enabled", budget_tokens: 32_000 }, 8192, {}, 64_000).thinking).toEqual({ type: "enabled", budget_tokens: 6144 });
+    expect(fit({ type: "enabled", budget_tokens: 7000 }, 8192, {}, 64_000).thinking).toEqual({ type: "enabled", budget_tokens: 6144 });
+    expect(fit({ type: "enabled", budget_tokens: 6000 }, 8192, {}, 64_000).thinking).toEqual({ type: "enabled", budget_tokens: 6000 });
+    // Not capped: the client's own split of its max_tokens.
+    expect(fit({ type: "enabled", budget_tokens: 7000 }, 8192, {}, 8192).thinking).toEqual({ type: "enabled", budget_tokens: 7000 });
+    // ¾ of 1,300 is 975, under the vendor's minimum: no thinking rather than none of the answer.
+    expect(fit({ type: "enabled", budget_tokens: 32_000 }, 1300, {}, 64_000).thinking).toBeUndefined();
   });
 
   test("no room for 1024: thinking and the edits that clear it are dropped, other edits stay", () => {

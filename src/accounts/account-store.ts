@@ -4,6 +4,7 @@
  */
 import { microToCredits } from "../billing/money.ts";
 import { periodWindow, windowSql, type SpendPeriod } from "../billing/spend-period.ts";
+import { readModelsColumn } from "./model-access.ts";
 
 export const KEY_PREFIX = "svc-sk-";
 /** Spec 5.4: at most 10 active keys per account. */
@@ -18,6 +19,10 @@ export interface ActiveKey {
   rateLimitPerMinute: number | null;
   /** Epoch ms after which the key stops working. */
   expiresAt: number | null;
+  /** Model ids and `prefix*` patterns the key may use (accounts/model-access.ts); null: every model. */
+  models: string[] | null;
+  /** Per-key override of limits.max_concurrent_requests. */
+  maxConcurrentRequests: number | null;
 }
 export interface KeyOptions {
   name?: string | null;
@@ -26,6 +31,9 @@ export interface KeyOptions {
   spendLimitMicro?: number | null;
   /** The period `spendLimitMicro` resets by; null or absent: a lifetime limit. */
   spendLimitPeriod?: SpendPeriod | null;
+  /** Model ids and `prefix*` patterns; null or absent: every model. */
+  models?: string[] | null;
+  maxConcurrentRequests?: number | null;
 }
 /** A key's settings to change: absent fields stay as they are, null clears. */
 export interface KeyPatch {
@@ -34,6 +42,8 @@ export interface KeyPatch {
   expiresAt?: number | null;
   spendLimitMicro?: number | null;
   spendLimitPeriod?: SpendPeriod | null;
+  models?: string[] | null;
+  maxConcurrentRequests?: number | null;
 }
 /** An account's settings to change: absent fields stay as they are. */
 export interface AccountPatch {
@@ -59,6 +69,10 @@ export interface KeySummary {
   spent_in_period: number;
   /** When the period's count starts again; null for a lifetime limit. */
   period_resets_at: string | null;
+  /** Model ids and `prefix*` patterns the key may use; null: every model. */
+  models: string[] | null;
+  /** The key's own cap on requests at once; null: the gateway's default (limits.max_concurrent_requests). */
+  max_concurrent_requests: number | null;
 }
 
 /** An account as the admin API shows it: balance, what open requests hold, its limit, keys (summaries only). */
@@ -195,7 +209,15 @@ export function periodResetsAt(period: SpendPeriod | null, now: number): string 
 export interface KeyRow {
   id: string; name: string | null; key_prefix: string; key_last4: string; created_at: number; revoked_at: number | null;
   expires_at: number | null; rate_limit_per_minute: number | null; spend_limit_micro: number | null; spent_micro: number;
-  spend_limit_period: SpendPeriod | null; period_spent: number;
+  spend_limit_period: SpendPeriod | null; period_spent: number; allowed_models: string | null; max_concurrent_requests: number | null;
+}
+
+/** A key lookup's row as the request path uses it (both stores). */
+export function activeKey(row: { id: string; account_id: string; rate_limit_per_minute: number | null; expires_at: number | null; allowed_models: string | null; max_concurrent_requests: number | null }): ActiveKey {
+  return {
+    keyId: row.id, accountId: row.account_id, rateLimitPerMinute: row.rate_limit_per_minute, expiresAt: row.expires_at,
+    models: readModelsColumn(row.allowed_models), maxConcurrentRequests: row.max_concurrent_requests,
+  };
 }
 
 export function keySummary(k: KeyRow, now: number): KeySummary {
@@ -213,6 +235,8 @@ export function keySummary(k: KeyRow, now: number): KeySummary {
     spend_limit_period: k.spend_limit_period,
     spent_in_period: microToCredits(k.period_spent),
     period_resets_at: periodResetsAt(k.spend_limit_period, now),
+    models: readModelsColumn(k.allowed_models),
+    max_concurrent_requests: k.max_concurrent_requests,
   };
 }
 

@@ -116,3 +116,40 @@ export function parseUsageQuery(input: { from?: string; to?: string; group_by?: 
   if (from >= to) throw new RangeError("from must be before to.");
   return { from, to, groupBy: groupBy as UsageGroup[], granularity, accountId: input.account_id || undefined, keyId: input.key_id || undefined, model: input.model || undefined };
 }
+
+/** Most entries in a key's model list: a handful is the use; thousands would slow every request's check. */
+export const MAX_KEY_MODELS = 100;
+/** A model id (`vendor/name`, as config/schema.ts takes) or a `prefix*` pattern; no spaces, `*` only at the end. */
+const MODEL_PATTERN = /^[^\s*]{1,200}\*?$|^\*$/;
+
+/**
+ * A key's model list (accounts/model-access.ts): 1 to MAX_KEY_MODELS exact model ids or `prefix*`
+ * patterns, duplicates dropped, order kept. Null (every model) is the caller's to allow: an empty
+ * list is refused, since a key that may use no model is a mistake, not a setting.
+ */
+export function parseModelPatterns(value: unknown, field = "models"): string[] {
+  const what = `${field} must be a list of 1 to ${MAX_KEY_MODELS} model ids or prefix* patterns (such as "anthropic/*" or "openai/gpt-4.1-mini")`;
+  if (!Array.isArray(value) || value.length < 1 || value.length > MAX_KEY_MODELS) throw new AdminInputError(`${what}, or null for every model.`);
+  for (const entry of value) {
+    if (typeof entry !== "string" || !MODEL_PATTERN.test(entry)) {
+      throw new AdminInputError(`${what}: ${JSON.stringify(String(entry).slice(0, 60))} is not one (no spaces; * only at the end).`);
+    }
+  }
+  return [...new Set(value as string[])];
+}
+
+/** Model patterns typed in a shell: comma-separated (`anthropic/*,openai/gpt-4.1-mini`). */
+export function modelPatternsText(text: string | undefined, field = "--models"): string[] {
+  if (text === undefined) throw new AdminInputError(`${field} needs a comma-separated list of model ids or prefix* patterns.`);
+  return parseModelPatterns(text.split(",").map((p) => p.trim()).filter((p) => p !== ""), field);
+}
+
+/** Most requests one key may have under way at once. */
+export const MAX_CONCURRENT_REQUESTS = 100_000;
+
+export function parseMaxConcurrent(value: unknown, field = "max_concurrent_requests"): number {
+  if (typeof value !== "number" || !Number.isInteger(value) || value < 1 || value > MAX_CONCURRENT_REQUESTS) {
+    throw new AdminInputError(`${field} must be a whole number from 1 to ${MAX_CONCURRENT_REQUESTS}.`);
+  }
+  return value;
+}

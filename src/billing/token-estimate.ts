@@ -10,6 +10,12 @@ import { workerUrl } from "../worker-url.ts";
  * - counting a long text runs beside the event loop instead of on it.
  * If the worker cannot be started or dies, counts fall back to a bytes-per-token rule of thumb
  * (the result is an estimate either way, and recorded as one); the next count starts a new worker.
+ *
+ * Two lanes share the one thread: `countTokens` (chat admission near a context window, usage for
+ * billing) goes to the worker at once; `countTokensWhenIdle` (free counts, limits/count-queue.ts)
+ * goes only when nothing else is in the worker, one at a time. A paid request's count thus waits
+ * for at most the one free slice being counted, never for a queue of them. One thread, not two:
+ * a second copy of the tables would cost another ~90 MB per process.
  */
 const WORKER_URL = workerUrl("billing/tokenizer-worker.ts");
 
@@ -17,6 +23,8 @@ let worker: Worker | undefined;
 let nextId = 1;
 /** Counts in flight; each keeps the rough count to fall back on, not its text (that went to the worker). */
 const waiting = new Map<number, { rough: number; resolve: (count: number) => void }>();
+/** Low-priority counts not yet given to the worker, oldest first. */
+const idle: { text: string; resolve: (count: number) => void }[] = [];
 
 /** About 4 bytes a token in English prose, fewer elsewhere: only used when the tokenizer is unavailable. */
 export function roughTokenCount(text: string): number {
@@ -29,6 +37,16 @@ function giveUp(): void {
   w?.terminate();
   for (const { rough, resolve } of waiting.values()) resolve(rough);
   waiting.clear();
+  sendIdle();
+}
+
+/** Gives the worker the oldest low-priority count, if nothing else is in it. */
+function sendIdle(): void {
+  // Without a worker a count resolves at once (rough) and the next one may go.
+  while (waiting.size === 0 && idle.length > 0) {
+    const next = idle.shift()!;
+    void countTokens(next.text).then(next.resolve);
+  }
 }
 
 function startWorker(): Worker | undefined {
@@ -41,8 +59,11 @@ function startWorker(): Worker | undefined {
       const entry = waiting.get(id);
       if (!entry) return;
       waiting.delete(id);
-      if (waiting.size === 0) w.unref();
       entry.resolve(count);
+      if (waiting.size === 0) {
+        w.unref();
+        sendIdle();
+      }
     };
     w.onerror = () => giveUp();
     w.addEventListener("close", () => {
@@ -70,6 +91,18 @@ export function countTokens(text: string): Promise<number> {
     // A count in flight keeps the process alive until it is answered.
     w.ref();
     w.postMessage({ id, text });
+  });
+}
+
+/**
+ * A count that yields to every `countTokens`: sent to the worker only when it holds nothing else.
+ * For work nobody pays for; callers keep each text short (a slice), since once sent it runs to its end.
+ */
+export function countTokensWhenIdle(text: string): Promise<number> {
+  if (text.length === 0) return Promise.resolve(0);
+  return new Promise((resolve) => {
+    idle.push({ text, resolve });
+    sendIdle();
   });
 }
 

@@ -1,10 +1,11 @@
 import type { ModelConfig } from "../config/schema.ts";
 import { creditsPerMessage } from "../billing/pricing.ts";
+import { modelAllowed } from "../accounts/model-access.ts";
 
-/**
- * The model list never changes while the process runs, so its JSON is built once and
- * every GET /v1/models answers with the same bytes.
- */
+/** Lists kept for keys limited to models, by their pattern list; past this many the cache starts again. */
+const MAX_CACHED_VIEWS = 1_000;
+
+/** The configured models by id and alias, and the lists `GET /v1/models` answers with. */
 export function createCatalogue(models: ModelConfig[]) {
   const byId = new Map(models.map((m) => [m.id, m]));
   // Exact aliases resolve like ids; `prefix*` patterns are tried longest prefix first.
@@ -19,9 +20,45 @@ export function createCatalogue(models: ModelConfig[]) {
   patterns.sort((a, b) => b.prefix.length - a.prefix.length);
   const resolve = (name: string): ModelConfig | undefined =>
     byId.get(name) ?? byAlias.get(name) ?? patterns.find((p) => name.startsWith(p.prefix))?.model;
+  // The full list is one view; a key limited to models gets a view of its own, built once per pattern list.
+  const full = catalogueView(models, byAlias);
+  const views = new Map<string, CatalogueView>();
+  return {
+    /** The model a client's name means: an id, an exact alias, or the longest matching `prefix*` alias. */
+    get: resolve,
+    listJson: full.listJson,
+    /** One model as `GET /v1/models/{id}` answers it: the list's element, in the list's shape. */
+    entry: full.entry,
+    anthropicEntry: full.anthropicEntry,
+    /** Anthropic's shape, with its cursor paging (`limit`, `after_id`, `before_id`). */
+    anthropicList: full.anthropicList,
+    /**
+     * What a key sees: the models its list allows (accounts/model-access.ts), and the exact aliases
+     * of those models; null (no list) sees everything. A model it may not use is not in its lists
+     * and its `/v1/models/{id}` is a 404, as for a model that does not exist.
+     */
+    visibleTo(patterns: readonly string[] | null): CatalogueView {
+      if (patterns === null) return full;
+      const cacheKey = JSON.stringify(patterns);
+      let view = views.get(cacheKey);
+      if (!view) {
+        if (views.size >= MAX_CACHED_VIEWS) views.clear();
+        view = catalogueView(models.filter((m) => modelAllowed(patterns, m.id)), byAlias);
+        views.set(cacheKey, view);
+      }
+      return view;
+    },
+  };
+}
+
+/**
+ * The model lists of `shown` in both shapes. The list never changes while the process runs, so its
+ * JSON is built once and every GET /v1/models answers with the same bytes.
+ */
+function catalogueView(shown: ModelConfig[], byAlias: Map<string, ModelConfig>) {
   const list = {
     object: "list",
-    data: models.map((m) => ({
+    data: shown.map((m) => ({
       id: m.id,
       object: "model",
       owned_by: m.owned_by ?? m.id.slice(0, m.id.indexOf("/")),
@@ -34,6 +71,7 @@ export function createCatalogue(models: ModelConfig[]) {
     })),
   };
   const listJson = JSON.stringify(list);
+  const shownSet = new Set(shown);
   // Models have no creation date of their own; a fixed one keeps Anthropic-style lists stable across restarts.
   // Exact aliases are listed too, after the ids: an Anthropic client (Claude Code's /model) lists names it can send.
   const anthropicEntry = (m: ModelConfig, id: string) => ({
@@ -43,19 +81,15 @@ export function createCatalogue(models: ModelConfig[]) {
     created_at: m.created_at ?? "2025-01-01T00:00:00Z",
   });
   const anthropicEntries = [
-    ...models.map((m) => anthropicEntry(m, m.id)),
-    ...[...byAlias].map(([alias, m]) => anthropicEntry(m, alias)),
+    ...shown.map((m) => anthropicEntry(m, m.id)),
+    ...[...byAlias].filter(([, m]) => shownSet.has(m)).map(([alias, m]) => anthropicEntry(m, alias)),
   ];
   const entryById = new Map(list.data.map((entry) => [entry.id, entry]));
   const anthropicById = new Map(anthropicEntries.map((entry) => [entry.id, entry]));
   return {
-    /** The model a client's name means: an id, an exact alias, or the longest matching `prefix*` alias. */
-    get: resolve,
     listJson: () => listJson,
-    /** One model as `GET /v1/models/{id}` answers it: the list's element, in the list's shape. */
     entry: (id: string) => entryById.get(id),
     anthropicEntry: (id: string) => anthropicById.get(id),
-    /** Anthropic's shape, with its cursor paging (`limit`, `after_id`, `before_id`). */
     anthropicList(query: { limit?: string; after_id?: string; before_id?: string }) {
       const limit = Math.min(1000, Math.max(1, Number.parseInt(query.limit ?? "20", 10) || 20));
       let start = 0;
@@ -69,4 +103,5 @@ export function createCatalogue(models: ModelConfig[]) {
   };
 }
 
+export type CatalogueView = ReturnType<typeof catalogueView>;
 export type Catalogue = ReturnType<typeof createCatalogue>;

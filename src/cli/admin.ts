@@ -1,7 +1,7 @@
 import { openDatabase } from "../store/database.ts";
 import { CursorError, KeyLimitError, MAX_ACCOUNT_PAGE, type AccountPatch, type AccountStore, type KeyOptions, type KeyPatch } from "../accounts/account-store.ts";
 import { createAccountStore } from "../store/sqlite/sqlite-accounts.ts";
-import { AdminInputError, creditsText, parseCredits, parseIdempotencyKey, parseInstant, parseName, parseRateLimit, parseSpendPeriod, parseTopUp, parseUsageQuery } from "../accounts/admin-input.ts";
+import { AdminInputError, creditsText, modelPatternsText, parseCredits, parseIdempotencyKey, parseInstant, parseMaxConcurrent, parseName, parseRateLimit, parseSpendPeriod, parseTopUp, parseUsageQuery } from "../accounts/admin-input.ts";
 import { IdempotencyConflictError } from "../billing/ledger.ts";
 import { creditWriter } from "../store/sqlite/credits.ts";
 import { auditLedger } from "../store/sqlite/audit.ts";
@@ -26,10 +26,14 @@ const USAGE = `usage: bun run admin <command>
   accounts update <account-id> [--name NAME] [--spend-limit CREDITS|none] [--period day|week|month|none]
                                          change what is given; --period none: the limit is over the account's life
   keys create <account-id> [name] [--rpm N] [--expires ISO-DATE] [--spend-limit CREDITS] [--period day|week|month]
-                                         issue a key (printed once); at most 10 active per account
+                       [--models ID,PREFIX*,...] [--max-concurrent N]
+                                         issue a key (printed once); at most 10 active per account; --models:
+                                         the only models it may use (exact ids or prefix*); --max-concurrent:
+                                         most requests it may have under way at once
   keys list <account-id>                 the account's keys, never the keys themselves
   keys update <key-id> [--name NAME|none] [--spend-limit CREDITS|none] [--period day|week|month|none]
-                       [--rpm N|none] [--expires ISO-DATE|none]
+                       [--rpm N|none] [--expires ISO-DATE|none] [--models ID,PREFIX*,...|none]
+                       [--max-concurrent N|none]
                                          change what is given (takes effect on the next request); none clears
   keys revoke <key-id>                   revoke a key (takes effect on the next request)
   usage <account-id> [from] [to]         totals per model; from/to are ISO dates (default: all time)
@@ -74,6 +78,12 @@ function rpm(value: string): number {
 }
 
 const period = (value: string) => checked(() => parseSpendPeriod(value, "--period"));
+const models = (value: string) => checked(() => modelPatternsText(value, "--models"));
+
+function maxConcurrent(value: string): number {
+  if (!/^\d+$/.test(value)) throw new UsageError("--max-concurrent must be a whole number from 1 to 100000");
+  return checked(() => parseMaxConcurrent(Number(value), "--max-concurrent"));
+}
 
 function flags(args: string[]): { positional: string[]; options: Record<string, string> } {
   const positional: string[] = [];
@@ -194,6 +204,8 @@ export async function runAdmin(argv: string[], env: Record<string, string | unde
       if (has("expires")) opts.expiresAt = instant(options.expires!, "--expires");
       if (has("spend-limit")) opts.spendLimitMicro = credits(options["spend-limit"], "--spend-limit");
       if (has("period")) opts.spendLimitPeriod = period(options.period!);
+      if (has("models")) opts.models = models(options.models!);
+      if (has("max-concurrent")) opts.maxConcurrentRequests = maxConcurrent(options["max-concurrent"]!);
       const key = await accounts.createKey(args[0]!, opts);
       return key ? json(key) : { code: 1, out: `no account ${args[0]}` };
     }
@@ -209,6 +221,8 @@ export async function runAdmin(argv: string[], env: Record<string, string | unde
       if (has("period")) patch.spendLimitPeriod = orNone(options.period!, period);
       if (has("rpm")) patch.rateLimitPerMinute = orNone(options.rpm!, rpm);
       if (has("expires")) patch.expiresAt = orNone(options.expires!, (v) => instant(v, "--expires"));
+      if (has("models")) patch.models = orNone(options.models!, models);
+      if (has("max-concurrent")) patch.maxConcurrentRequests = orNone(options["max-concurrent"]!, maxConcurrent);
       const key = await accounts.updateKey(args[0]!, patch);
       return key ? json(key) : { code: 1, out: `no key ${args[0]}` };
     }

@@ -19,11 +19,15 @@ import { opsSettings, type OpsSettings } from "./ops-settings.ts";
  *   usage records (several gateway processes share it); otherwise the SQLite file
  *   (`SWITCHYARD_DB`), which app.ts builds itself, as fast as before.
  * - `SWITCHYARD_REDIS_URL=redis://host:port[/db]`: Redis for rate limits; otherwise in-process
- *   buckets (each process limits alone).
+ *   buckets (each process limits alone). Stored Responses answers live there too (shared by
+ *   every process), under keys starting with `SWITCHYARD_REDIS_PREFIX` (default `switchyard:`),
+ *   so several deployments (or test runs) can share one Redis.
  */
 export interface StoreChoice {
   databaseUrl?: string;
   redisUrl?: string;
+  /** Prefix of every Redis key; undefined for the default. */
+  redisPrefix?: string;
 }
 
 export class StoreConfigError extends Error {}
@@ -35,7 +39,9 @@ export function storeChoice(env: Record<string, string | undefined>): StoreChoic
     throw new StoreConfigError("SWITCHYARD_DATABASE_URL must be a postgres:// (or postgresql://) URL");
   }
   if (redisUrl && !/^rediss?:\/\//.test(redisUrl)) throw new StoreConfigError("SWITCHYARD_REDIS_URL must be a redis:// (or rediss://) URL");
-  return { databaseUrl, redisUrl };
+  const redisPrefix = env.SWITCHYARD_REDIS_PREFIX?.trim() || undefined;
+  if (redisPrefix && !/^[\w:.-]{1,64}$/.test(redisPrefix)) throw new StoreConfigError("SWITCHYARD_REDIS_PREFIX must be 1 to 64 letters, digits or _ : . -");
+  return { databaseUrl, redisUrl, ...(redisPrefix ? { redisPrefix } : {}) };
 }
 
 /** The PostgreSQL ledger's heartbeat and sweep timings (store/postgres/pg-ledger.ts); unset ones take its defaults. */

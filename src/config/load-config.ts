@@ -1,6 +1,6 @@
 import { existsSync, readFileSync } from "node:fs";
 import { extname, resolve } from "node:path";
-import { Value } from "@sinclair/typebox/value";
+import { Value, ValueErrorType, type ValueError } from "@sinclair/typebox/value";
 import { AlertsConfig, Config, LimitsConfig, ResponsesConfig, RetryConfig, ServerConfig, Timeouts } from "./schema.ts";
 import type { Limits, ModelConfig, ProviderConfig, ProviderTimeouts, ResponsesSettings, RetrySettings, ServerSettings } from "./schema.ts";
 import { defaultConfig } from "./defaults.ts";
@@ -10,10 +10,32 @@ export class ConfigError extends Error {
   override name = "ConfigError";
 }
 
-export interface ResolvedProvider extends Omit<ProviderConfig, "timeouts"> {
-  /** Read from the environment variable named by api_key_env; undefined when unset. */
+export interface ResolvedProvider extends Omit<ProviderConfig, "timeouts" | "keys"> {
+  /**
+   * The vendor key an upstream request carries. Here: the pool's first key (read from its
+   * environment variable; undefined when unset); each attempt sends the key the pool chose.
+   */
   apiKey: string | undefined;
+  /**
+   * The pool: `keys`, or `api_key_env` as a pool of one, less the keys whose variable is unset or
+   * empty (a key without a value cannot authenticate); empty when the provider takes no key.
+   * Unset on providers built by hand (tests): they send `apiKey` as it is.
+   */
+  keys?: ResolvedVendorKey[];
+  /**
+   * The names of the key variables this provider was configured with but that are unset or empty
+   * in the environment (never their values): its calls would go out without a key. Named at start
+   * and in `/ready` (providersWithoutKeys).
+   */
+  unsetKeyEnvs: string[];
   timeouts: ProviderTimeouts;
+}
+
+/** A vendor key with its secret read from the environment. Only `env` may be shown anywhere. */
+export interface ResolvedVendorKey {
+  env: string;
+  weight: number;
+  secret: string | undefined;
 }
 
 export interface Settings {
@@ -63,7 +85,7 @@ export function parseConfigText(text: string, path: string): unknown {
 
 /** Validates once at start; every message names the field so a bad file is fixed in one go. */
 export function resolveSettings(raw: unknown, env: Record<string, string | undefined>, source: string): Settings {
-  const problems = [...Value.Errors(Config, raw)].map((e) => `${e.path || "/"}: ${e.message}`);
+  const problems = [...Value.Errors(Config, raw)].map(describeProblem);
   if (problems.length > 0) throw new ConfigError(`${source}: invalid config\n  ${problems.slice(0, 20).join("\n  ")}`);
   const config = raw as Config;
 
@@ -73,11 +95,21 @@ export function resolveSettings(raw: unknown, env: Record<string, string | undef
     if (!p.base_url.startsWith("simulated://") && !URL.canParse(p.base_url)) {
       throw new ConfigError(`${source}: /providers/${i}/base_url: not a URL`);
     }
-    const { timeouts, ...rest } = p;
+    if (p.keys && p.api_key_env !== undefined) throw new ConfigError(`${source}: /providers/${i}/keys: set either api_key_env or keys, not both`);
+    const envs = new Set<string>();
+    p.keys?.forEach((k, j) => {
+      if (envs.has(k.env)) throw new ConfigError(`${source}: /providers/${i}/keys/${j}/env: "${k.env}" is already a key of this provider`);
+      envs.add(k.env);
+    });
+    const { timeouts, keys: _keys, ...rest } = p;
+    const configured = (p.keys ?? (p.api_key_env ? [{ env: p.api_key_env }] : [])).map((k) => ({ env: k.env, weight: k.weight ?? 1, secret: env[k.env] || undefined }));
+    const pool = configured.filter((k) => k.secret !== undefined);
     providers.set(p.id, {
       ...rest,
       base_url: p.base_url.replace(/\/+$/, ""),
-      apiKey: p.api_key_env ? env[p.api_key_env] : undefined,
+      apiKey: pool[0]?.secret,
+      keys: pool,
+      unsetKeyEnvs: configured.filter((k) => k.secret === undefined).map((k) => k.env),
       timeouts: Value.Default(Timeouts, { ...timeouts }) as ProviderTimeouts,
     });
   });
@@ -135,6 +167,33 @@ export function resolveSettings(raw: unknown, env: Record<string, string | undef
     server: Value.Default(ServerConfig, { ...config.server }) as ServerSettings,
     responses: Value.Default(ResponsesConfig, { ...config.responses }) as ResponsesSettings,
   };
+}
+
+/** Providers configured with a key variable that is unset or empty: `{ provider, env }` per variable, no values. */
+export function providersWithoutKeys(settings: Pick<Settings, "providers">): { provider: string; env: string[] }[] {
+  return [...settings.providers.values()].filter((p) => p.unsetKeyEnvs.length > 0).map((p) => ({ provider: p.id, env: p.unsetKeyEnvs }));
+}
+
+/**
+ * One schema complaint as a line. An unknown field is named by its path as it reads in the file
+ * (`providers[1].keyz`), with the fields that object takes, so a typo is found at once.
+ */
+function describeProblem(e: ValueError): string {
+  if (e.type === ValueErrorType.ObjectAdditionalProperties) {
+    const known = Object.keys((e.schema as { properties?: Record<string, unknown> }).properties ?? {});
+    return `${fieldPath(e.path)}: unknown field${known.length > 0 ? ` (this object takes: ${known.join(", ")})` : ""}`;
+  }
+  return `${e.path || "/"}: ${e.message}`;
+}
+
+/** A JSON pointer (`/providers/1/keyz`) as a path in the file (`providers[1].keyz`). */
+export function fieldPath(pointer: string): string {
+  let out = "";
+  for (const raw of pointer.split("/").slice(1)) {
+    const part = raw.replace(/~1/g, "/").replace(/~0/g, "~");
+    out += /^\d+$/.test(part) ? `[${part}]` : out === "" ? part : `.${part}`;
+  }
+  return out || "(top level)";
 }
 
 /** The `alerts` section: active only with a webhook URL, which must be http(s). */

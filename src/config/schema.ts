@@ -1,12 +1,33 @@
 import { t } from "elysia";
 
+/**
+ * Every object in the config file is closed: a field the schema does not know (a typo such as
+ * `keyz`, or a setting from a newer release) is refused at load with its path, never dropped
+ * silently — a dropped `api_key_env` or limit would change what the gateway does without a word.
+ */
+const closed = { additionalProperties: false } as const;
+
 /** How long a provider may take, in milliseconds. Defaults suit slow reasoning models. */
 export const Timeouts = t.Object({
   /** Until the upstream's response headers arrive (connecting included). */
   first_byte_ms: t.Integer({ minimum: 1, default: 120_000 }),
   idle_ms: t.Integer({ minimum: 1, default: 300_000 }),
   total_ms: t.Integer({ minimum: 1, default: 1_800_000 }),
-});
+}, closed);
+
+/**
+ * One vendor key of a provider's pool: the name of the environment variable that holds it (the
+ * secret never lives in the file; logs, metrics and /ready name the key by this) and its share
+ * of the traffic.
+ */
+export const VendorKeyConfig = t.Object(
+  {
+    env: t.String({ minLength: 1, pattern: "^[A-Za-z_][A-Za-z0-9_]*$" }),
+    weight: t.Optional(t.Number({ exclusiveMinimum: 0, default: 1 })),
+  },
+  { additionalProperties: false },
+);
+export type VendorKeyConfig = typeof VendorKeyConfig.static;
 
 export const ProviderConfig = t.Object({
   id: t.String({ minLength: 1, pattern: "^[A-Za-z0-9_.-]+$" }),
@@ -14,12 +35,18 @@ export const ProviderConfig = t.Object({
   base_url: t.String({ minLength: 1 }),
   /** Name of the environment variable that holds the vendor key; the key itself never lives in the file. */
   api_key_env: t.Optional(t.String({ minLength: 1 })),
+  /**
+   * Several vendor keys instead of `api_key_env` (which is a pool of one): requests are spread over
+   * them by weight, a session stays on one key while it is healthy (prompt caches are per key), a
+   * key the vendor rate-limits cools down and one it refuses is set aside until a probe passes.
+   */
+  keys: t.Optional(t.Array(VendorKeyConfig, { minItems: 1, maxItems: 64 })),
   /** Extra headers sent upstream (e.g. OpenRouter's HTTP-Referer); values are not secrets. */
   headers: t.Optional(t.Record(t.String(), t.String())),
   /** OpenAI's reasoning models reject `max_tokens`; most compatible servers only know it. */
   max_tokens_field: t.Optional(t.Union([t.Literal("max_tokens"), t.Literal("max_completion_tokens")])),
   timeouts: t.Optional(t.Partial(Timeouts)),
-});
+}, closed);
 export type ProviderConfig = typeof ProviderConfig.static;
 
 /**
@@ -37,7 +64,7 @@ export const Pricing = t.Object({
   /** Prompt tokens written to the cache for 1 hour. */
   cache_write_1h_per_mtok: t.Optional(t.Number({ minimum: 0 })),
   per_image: t.Optional(t.Number({ minimum: 0 })),
-});
+}, closed);
 export type Pricing = typeof Pricing.static;
 
 export const ModelConfig = t.Object({
@@ -47,7 +74,7 @@ export const ModelConfig = t.Object({
   /** `embedding`: served by POST /v1/embeddings only (and refused by the chat endpoints). */
   category: t.Union([t.Literal("text"), t.Literal("image"), t.Literal("free"), t.Literal("embedding")]),
   context_length: t.Integer({ minimum: 1 }),
-  modalities: t.Optional(t.Object({ input: t.Array(t.String()), output: t.Array(t.String()) })),
+  modalities: t.Optional(t.Object({ input: t.Array(t.String()), output: t.Array(t.String()) }, closed)),
   owned_by: t.Optional(t.String()),
   pricing: t.Optional(Pricing),
   /** `images`: the OpenAI images API (POST /images/generations) instead of chat completions. */
@@ -75,7 +102,7 @@ export const ModelConfig = t.Object({
   /** For Anthropic-style model lists. */
   display_name: t.Optional(t.String()),
   created_at: t.Optional(t.String()),
-});
+}, closed);
 export type ModelConfig = typeof ModelConfig.static;
 
 export const LimitsConfig = t.Object({
@@ -94,13 +121,28 @@ export const LimitsConfig = t.Object({
    * stream counts as one answer). Sized for image answers: base64 images of several MiB each.
    */
   max_response_bytes: t.Integer({ minimum: 1024, default: 64 * 1024 * 1024 }),
-});
+  /**
+   * Most requests one key may have under way at once (a stream counts until it ends), for keys
+   * without their own `max_concurrent_requests`; more get 429. Unset: no cap by default.
+   */
+  max_concurrent_requests: t.Optional(t.Integer({ minimum: 1, maximum: 100_000 })),
+  /**
+   * Free counting (`/v1/messages/count_tokens`, docs/decisions.md "Bodies and free counting"): the
+   * most prompt text (UTF-8 bytes) one count takes, else 413; the text one key may have waiting for
+   * or in the gateway's tokenizer, each count weighing at least 64 KiB (more: 429); all keys'
+   * together (more: 503); and how long a count may take from its arrival (then 503).
+   */
+  count_tokens_max_bytes: t.Integer({ minimum: 1024, default: 4 * 1024 * 1024 }),
+  count_tokens_per_key_bytes: t.Integer({ minimum: 65_536, default: 16 * 1024 * 1024 }),
+  count_tokens_queue_bytes: t.Integer({ minimum: 65_536, default: 64 * 1024 * 1024 }),
+  count_tokens_timeout_ms: t.Integer({ minimum: 10, default: 10_000 }),
+}, closed);
 
 /** Retries of the same model after 429/503/529; a longer wait moves on to the next fallback model. */
 export const RetryConfig = t.Object({
   max_retries: t.Integer({ minimum: 0, maximum: 10, default: 2 }),
   max_wait_ms: t.Integer({ minimum: 0, default: 10_000 }),
-});
+}, closed);
 
 export const ServerConfig = t.Object({
   /** Comment/ping frames are sent to the client when the upstream has been quiet this long. */
@@ -110,18 +152,28 @@ export const ServerConfig = t.Object({
    * aborted and it pays for what was produced); meanwhile the upstream is not read.
    */
   client_idle_ms: t.Integer({ minimum: 10, default: 120_000 }),
-});
+}, closed);
 
 /**
- * The Responses API's stored answers (item_reference, previous_response_id): kept in the
- * process's memory only, by bytes and time since last use (docs/decisions.md, "Responses API").
+ * The Responses API's stored answers (item_reference, previous_response_id, GET and DELETE
+ * /v1/responses/{id}): in the process's memory, or in Redis when SWITCHYARD_REDIS_URL is set,
+ * bounded per account, in total and per answer, and by time since last use (docs/decisions.md,
+ * "Responses API" and "Stored answers per account").
  */
 export const ResponsesConfig = t.Object({
-  /** Most bytes of stored answers (their JSON) per gateway process; 0 stores nothing. */
-  store_max_bytes: t.Integer({ minimum: 0, default: 64 * 1024 * 1024 }),
-  /** A stored answer or item not used (stored or referred to) for this long is gone. */
+  /**
+   * Most bytes of stored answers (their JSON) of all accounts together: per gateway process in
+   * memory, for all of them in Redis; 0 stores nothing. A safety net, reached only when more
+   * than `store_max_bytes / account_max_bytes` accounts are full at once.
+   */
+  store_max_bytes: t.Integer({ minimum: 0, default: 256 * 1024 * 1024 }),
+  /** Most bytes one account's stored answers take; past it the account's own least recently used go first. */
+  account_max_bytes: t.Integer({ minimum: 1_024, default: 32 * 1024 * 1024 }),
+  /** Largest single answer stored (its input items and the Response object); a larger input is refused with a 400. */
+  answer_max_bytes: t.Integer({ minimum: 1_024, default: 16 * 1024 * 1024 }),
+  /** A stored answer not used (stored or referred to) for this long is gone. */
   store_ttl_ms: t.Integer({ minimum: 1_000, default: 3_600_000 }),
-});
+}, closed);
 
 /**
  * Spend alerts (alerts/): events POSTed to `webhook_url` when a key or an account crosses 50, 80
@@ -137,7 +189,7 @@ export const AlertsConfig = t.Object({
   timeout_ms: t.Integer({ minimum: 10, default: 5_000 }),
   retry_initial_ms: t.Integer({ minimum: 10, default: 1_000 }),
   retry_max_ms: t.Integer({ minimum: 10, default: 60_000 }),
-});
+}, closed);
 
 export const Config = t.Object({
   providers: t.Array(ProviderConfig),
@@ -147,7 +199,7 @@ export const Config = t.Object({
   server: t.Optional(t.Partial(ServerConfig)),
   responses: t.Optional(t.Partial(ResponsesConfig)),
   alerts: t.Optional(t.Partial(AlertsConfig)),
-});
+}, closed);
 export type Config = typeof Config.static;
 
 export type Limits = typeof LimitsConfig.static;

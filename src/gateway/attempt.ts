@@ -6,6 +6,7 @@ import type { StreamEvent } from "../streaming/events.ts";
 import type { SseEvent } from "../streaming/sse-parser.ts";
 import type { Fitted } from "./context-fit.ts";
 import { adapterFor } from "../providers/adapters.ts";
+import { withKey } from "../providers/key-pools.ts";
 import { prepareUpstream, promptText } from "../translate/prepare-upstream.ts";
 import { createAnswerToolMapper } from "../streaming/answer-tool.ts";
 import { GatewayError } from "../streaming/gateway-error.ts";
@@ -44,7 +45,7 @@ export type AttemptOutcome =
   /** An event stream, head read; its body is read by the stream stage, under the same deadline. */
   | { kind: "stream"; reader: ChunkReader; decode: (frame: SseEvent) => DecodedFrame; deadline: Deadline; adapter: ProviderAdapter; provider: ResolvedProvider; inline: (events: StreamEvent[]) => Promise<void> }
   /** No answer: what went wrong, and what the retry policy should make of it. */
-  | { kind: "refused"; verdict: Verdict; error: GatewayError; delayMs?: number; cause?: UpstreamErrorClass };
+  | { kind: "refused"; verdict: Verdict; error: GatewayError; delayMs?: number; cause?: UpstreamErrorClass; status?: number };
 
 /** The client went away: nothing more is tried. */
 /** Over the transport's size cap (limits.max_response_bytes). */
@@ -62,9 +63,11 @@ const ERROR_BODY_BYTES = 64 * 1024;
  * the transport is whatever `fetch` the app was given. Whatever happens, the result is a value:
  * an answer, or a refusal the retry policy can judge; only the client leaving throws (499).
  */
-export async function attemptUpstream(deps: AttemptDeps, req: AttemptRequest, candidate: Fitted): Promise<AttemptOutcome> {
+export async function attemptUpstream(deps: AttemptDeps, req: AttemptRequest, candidate: Fitted, key?: { secret: string | undefined }): Promise<AttemptOutcome> {
   const { model, maxTokens } = candidate;
-  const provider = deps.settings.providers.get(model.provider)!;
+  const configured = deps.settings.providers.get(model.provider)!;
+  // The pool's choice: the provider as it is, carrying that key (an object over it, not a copy).
+  const provider = key ? withKey(configured, key.secret) : configured;
   const adapter = adapterFor(provider, model);
   const prepared = prepareUpstream(req.clientFormat, req.body, model, provider, maxTokens, deps.log);
   const call = adapter.buildRequest(provider, prepared.body, req.headers);
@@ -125,7 +128,7 @@ export async function attemptUpstream(deps: AttemptDeps, req: AttemptRequest, ca
         requestId: req.requestId, provider: provider.id, status: res.status, detail: scrubLogDetail(detail ?? text, undefined, promptText(req.clientFormat, req.body)),
       });
       const cause = res.status === 429 ? "status_429" : res.status >= 500 ? "status_5xx" : "status_4xx";
-      return { kind: "refused", verdict: verdictFor(res.status), error: upstreamStatusError(res.status, detail), delayMs: requestedDelayMs(res.headers, deps.now()), cause };
+      return { kind: "refused", verdict: verdictFor(res.status), error: upstreamStatusError(res.status, detail), delayMs: requestedDelayMs(res.headers, deps.now()), cause, status: res.status };
     }
 
     if (!req.wantsStream || adapter.streams === false) {

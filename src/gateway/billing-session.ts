@@ -48,6 +48,8 @@ export async function openBillingSession(
     clientRequestId?: string;
     /** Told what the settlement charged (metrics, the access log). */
     onCharged?: (inputTokens: number, outputTokens: number, costMicro: number) => void;
+    /** Called once when the request ends (settled, whichever way): gives back the key's place among its requests under way. */
+    onEnded?: () => void;
   },
 ): Promise<BillingSession> {
   const { ledger, log } = deps;
@@ -110,6 +112,7 @@ export async function openBillingSession(
       log("error", "settlement failed", { requestId, error: String(err) });
     } finally {
       deps.inflight.end();
+      o.onEnded?.();
     }
   };
 

@@ -1,11 +1,13 @@
 import type { Catalogue } from "../catalogue/catalogue.ts";
-import { countTokens } from "../billing/token-estimate.ts";
+import { CountRefusedError, type CountQueue } from "../limits/count-queue.ts";
 import { anthropicAdapter } from "../providers/anthropic/anthropic-adapter.ts";
 import { checkAnthropicContent } from "./check-content.ts";
 import type { ForwardDeps } from "./forward.ts";
 import { GatewayError } from "../streaming/gateway-error.ts";
 import { promptText } from "../translate/prepare-upstream.ts";
 import { upstreamStatusError } from "../providers/upstream-errors.ts";
+import { withKey } from "../providers/key-pools.ts";
+import { modelAllowed, modelRefusal } from "../accounts/model-access.ts";
 
 /** Longest wait for an upstream's count before the gateway answers with its own estimate. */
 const UPSTREAM_COUNT_MS = 10_000;
@@ -15,24 +17,43 @@ const UPSTREAM_COUNT_MS = 10_000;
  * decide when to compact). An Anthropic upstream counts with its own tokenizer; every other
  * upstream, or an Anthropic one that cannot answer, gets the gateway's estimate (the tokenizer
  * used for usage, plus the per-message framing `forward` reserves for). Nothing is reserved or
- * charged, and no usage record is written: a count produces no answer.
+ * charged, and no usage record is written: a count produces no answer. Because it is free, its
+ * size is capped (`limits.count_tokens_max_bytes` of prompt text, else 413 as Anthropic answers a
+ * request over its size limit) and our tokenizer's counts take turns per key (limits/count-queue.ts).
  */
 export async function countMessageTokens(
-  deps: Pick<ForwardDeps, "settings" | "fetch" | "log"> & { catalogue: Catalogue },
+  deps: Pick<ForwardDeps, "settings" | "fetch" | "log" | "keyPools"> & { catalogue: Catalogue; counts: CountQueue },
   body: Record<string, unknown>,
   headers: Headers,
   signal: AbortSignal,
+  /** Whose turn a count of our tokenizer takes (limits/count-queue.ts). */
+  keyId: string,
+  /** The key's model list (null: every model): a count for a model it may not use is refused like a request. */
+  allowed: readonly string[] | null = null,
 ): Promise<Response> {
   const name = String(body.model);
   const model = deps.catalogue.get(name);
   if (!model) throw new GatewayError(404, "not_found", `The model "${name.slice(0, 200)}" does not exist. GET /v1/models lists the available ids.`);
+  if (allowed !== null && !modelAllowed(allowed, model.id)) throw new GatewayError(403, "permission", modelRefusal(allowed, model.id));
   if (model.category === "embedding") throw new GatewayError(400, "invalid_request", `The model "${model.id}" is an embedding model: it takes no messages.`);
   checkAnthropicContent(body);
+  const text = promptText("anthropic", body);
+  const limit = deps.settings.limits.count_tokens_max_bytes;
+  const bytes = Buffer.byteLength(text);
+  if (bytes > limit) {
+    throw new GatewayError(413, "request_too_large", `The prompt is too large to count: ${bytes} bytes of text; count_tokens counts at most ${limit}.`);
+  }
 
-  const provider = deps.settings.providers.get(model.provider)!;
-  if (provider.kind === "anthropic" && model.upstream_api !== "images") {
+  const configured = deps.settings.providers.get(model.provider)!;
+  if (configured.kind === "anthropic" && model.upstream_api !== "images") {
     const upstreamBody: Record<string, unknown> = { ...body, model: model.upstream_model };
     delete upstreamBody.models;
+    // A count has no prompt cache to keep warm: any usable key of the pool, and what the vendor
+    // answers tells the pool about that key as an answer would.
+    const pool = deps.keyPools?.get(configured.id);
+    const chosen = pool?.choose(undefined);
+    const key = chosen instanceof Promise ? await chosen : chosen;
+    const provider = key ? withKey(configured, key.secret) : configured;
     const call = anthropicAdapter.buildRequest(provider, upstreamBody, headers);
     const clientRequestId = headers.get("x-request-id") ?? undefined;
     if (clientRequestId) call.headers["x-request-id"] = clientRequestId;
@@ -43,6 +64,7 @@ export async function countMessageTokens(
         body: call.body,
         signal: AbortSignal.any([signal, AbortSignal.timeout(Math.min(UPSTREAM_COUNT_MS, provider.timeouts.first_byte_ms))]),
       });
+      if (key) pool!.report(key, res.status, undefined);
       const json = (await res.json().catch(() => undefined)) as { input_tokens?: unknown } | undefined;
       if (res.ok && typeof json?.input_tokens === "number") return Response.json({ input_tokens: json.input_tokens });
       // A request the vendor finds malformed is the client's to fix; anything else (no such
@@ -56,6 +78,14 @@ export async function countMessageTokens(
     }
   }
   const messages = (body.messages as unknown[]).length;
-  const estimate = (await countTokens(promptText("anthropic", body))) + 4 * messages + 3;
-  return Response.json({ input_tokens: estimate });
+  let tokens: number;
+  try {
+    tokens = await deps.counts.count(keyId, text, signal);
+  } catch (err) {
+    if (!(err instanceof CountRefusedError)) throw err;
+    if (err.reason === "aborted") throw new GatewayError(499, "invalid_request", err.message);
+    if (err.reason === "key_busy") throw new GatewayError(429, "rate_limit", err.message, { "retry-after": "1" });
+    throw new GatewayError(503, "overloaded", err.message, { "retry-after": "1" });
+  }
+  return Response.json({ input_tokens: tokens + 4 * messages + 3 });
 }

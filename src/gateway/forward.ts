@@ -13,8 +13,15 @@ import { nextStep } from "./retry-policy.ts";
 import { respond, type AnswerFormat } from "./respond.ts";
 import { withRequestId, type RequestTrace, type Tracker } from "../ops/request-trace.ts";
 import type { EmbeddingsInputMeasure } from "../billing/embeddings-input.ts";
+import type { ChosenKey, KeyPools } from "../providers/key-pools.ts";
+import { keyVerdict, sessionHash } from "../providers/key-pool.ts";
+import { sessionIdOf } from "./session-id.ts";
+import type { ActiveKey } from "../accounts/account-store.ts";
+import { concurrencyRefusal, NO_SLOT, type ConcurrencySlot, type ConcurrencyStore } from "../limits/concurrency-limiter.ts";
 
 export type { Principal, AnswerFormat };
+/** The key a request came with, as the routes pass it: who pays, and what the key may do. */
+export type CallerKey = Principal & Partial<Pick<ActiveKey, "models" | "maxConcurrentRequests">>;
 import type { Transport } from "../transport/transport.ts";
 
 export interface ForwardDeps {
@@ -29,6 +36,10 @@ export interface ForwardDeps {
   random?: () => number;
   /** Request traces (metrics, access log); routes pass theirs in ForwardRequest.trace. */
   tracker?: Tracker;
+  /** The providers' vendor key pools; without them each provider's one key is sent as configured. */
+  keyPools?: KeyPools;
+  /** Requests under way per key (limits/concurrency-limiter.ts); without it, no key is capped. */
+  concurrency?: ConcurrencyStore;
 }
 
 export interface ForwardRequest {
@@ -41,7 +52,7 @@ export interface ForwardRequest {
   signal: AbortSignal;
   /** The model asked for, then its fallbacks, in the order they are tried. */
   candidates: ModelConfig[];
-  principal: Principal;
+  principal: CallerKey;
   /** Called before a streamed answer starts, to lift the server's idle timeout for this request. */
   onStream?: () => void;
   /** The answer in another format than the request's (the Responses API, sent on as a chat request). */
@@ -50,6 +61,11 @@ export interface ForwardRequest {
   trace?: RequestTrace;
   /** POST /v1/embeddings: the input, measured; the candidates are embedding models and `answer` writes the list. */
   embeddings?: EmbeddingsInputMeasure;
+  /**
+   * The Responses API's conversation: the id of the first answer of the `previous_response_id`
+   * chain (or of this one, when it starts a stored chain), for vendor key affinity.
+   */
+  chain?: string | ((uuid: string) => string | undefined);
 }
 
 /**
@@ -69,24 +85,52 @@ export async function forward(deps: ForwardDeps, req: ForwardRequest): Promise<R
   const plan = await planRequest(deps.settings, req);
   const trace = req.trace;
   if (trace) trace.planned(plan.requestId, plan.candidates[0]!.model.id, req.principal);
-  const billing = await openBillingSession(deps, {
-    requestId: plan.requestId, principal: req.principal, worstCaseMicro: plan.worstCaseMicro, startedAt, promptText: plan.promptText, clientRequestId,
-    onCharged: trace && ((inputTokens, outputTokens, costMicro) => trace.charged(inputTokens, outputTokens, costMicro)),
-  });
+  // A place among the key's requests under way, before credits are held: a refused request holds nothing.
+  const taken = takeSlot(deps, req.principal);
+  const slot = taken instanceof Promise ? await taken : taken;
+  let billing;
+  try {
+    billing = await openBillingSession(deps, {
+      requestId: plan.requestId, principal: req.principal, worstCaseMicro: plan.worstCaseMicro, startedAt, promptText: plan.promptText, clientRequestId,
+      onCharged: trace && ((inputTokens, outputTokens, costMicro) => trace.charged(inputTokens, outputTokens, costMicro)),
+      // From here the settlement gives the place back, once, whatever happens to the request.
+      onEnded: slot.release,
+    });
+  } catch (err) {
+    slot.release();
+    throw err;
+  }
   const random = deps.random ?? Math.random;
   const limits = deps.settings.retry;
   const wantsStream = req.body.stream === true;
   const attemptRequest = { requestId: plan.requestId, clientFormat: req.clientFormat, body: req.body, headers: req.headers, clientSignal: req.signal, wantsStream, clientRequestId };
   const answerRequest = { clientFormat: req.clientFormat, body: req.body, uuid: plan.uuid, requestId: plan.requestId, bodyBytes: req.bodyBytes, promptText: plan.promptText, onStream: req.onStream, answer: req.answer, trace };
 
+  // The session (hashed at once; the raw id goes nowhere) keeps a conversation on one vendor key;
+  // read only when a pool has a choice to make.
+  let session: string | undefined | null = null;
+  const sessionOf = (): string | undefined => {
+    if (session !== null) return session;
+    const chain = typeof req.chain === "function" ? req.chain(plan.uuid) : req.chain;
+    const id = sessionIdOf(req.clientFormat, req.body, req.headers, chain);
+    return (session = id === undefined ? undefined : sessionHash(id));
+  };
+
   try {
     let waited = 0;
     let last: GatewayError | undefined;
     for (const candidate of plan.candidates) {
-      for (let retry = 0; ; retry++) {
+      const pool = deps.keyPools?.get(candidate.model.provider);
+      // Keys of this provider that refused this request: it moves to another before waiting or falling back.
+      const tried = new Set<string>();
+      for (let retry = 0; ; ) {
         const meter = billing.attempt(candidate.model, candidate.model.provider);
         trace?.attemptStarted(candidate.model.id, candidate.model.provider);
-        const outcome = await attemptUpstream(deps, attemptRequest, candidate);
+        // Awaited only when the store answers later (Redis): an await costs a turn of microtasks.
+        const chosen = pool?.choose(pool.size > 1 ? sessionOf() : undefined, tried);
+        const key: ChosenKey | undefined = chosen instanceof Promise ? await chosen : chosen;
+        const outcome = await attemptUpstream(deps, attemptRequest, candidate, key);
+        if (key) pool!.report(key, outcome.kind === "refused" ? outcome.status ?? 0 : 200, outcome.kind === "refused" ? outcome.delayMs : undefined);
         trace?.attemptEnded(outcome.kind === "refused" ? outcome.cause ?? "other" : undefined, outcome.kind === "stream");
         if (outcome.kind !== "refused") {
           const response = await respond(deps, answerRequest, candidate.model, outcome, meter, billing);
@@ -97,6 +141,16 @@ export async function forward(deps: ForwardDeps, req: ForwardRequest): Promise<R
           return response;
         }
         last = outcome.error;
+        // Rate-limited, overloaded or refused credentials are the key's, not the model's: another
+        // key of the provider is asked at once, before the retry policy waits or moves on.
+        const verdict = keyVerdict(outcome.status ?? 0);
+        if (key && pool && (verdict === "cool" || verdict === "disable")) {
+          tried.add(key.key.env);
+          if (pool.hasUsable(tried)) {
+            deps.log("info", "moving to another vendor key", { requestId: plan.requestId, provider: candidate.model.provider, from: key.key.env, status: outcome.status });
+            continue;
+          }
+        }
         const step = nextStep(outcome, retry, waited, limits, random());
         if (step.action === "fail") throw outcome.error;
         if (step.action === "next") break;
@@ -104,6 +158,7 @@ export async function forward(deps: ForwardDeps, req: ForwardRequest): Promise<R
         trace?.retried(step.delayMs);
         await sleep(step.delayMs, req.signal);
         waited += step.delayMs;
+        retry++;
       }
       if (plan.candidates.length > 1) deps.log("info", "falling back", { requestId: plan.requestId, from: candidate.model.id, reason: last?.message });
       if (trace && candidate !== plan.candidates[plan.candidates.length - 1]) trace.fellBack();
@@ -115,6 +170,33 @@ export async function forward(deps: ForwardDeps, req: ForwardRequest): Promise<R
     if (err instanceof GatewayError) err.recorded = true;
     throw err;
   }
+}
+
+/**
+ * The key's place among its requests under way: its own `max_concurrent_requests`, else the
+ * config's default; none of either, no cap. 429 (with Retry-After) when the key is at its cap.
+ * Synchronous unless a shared store (Redis) is asked: uncapped keys and the in-process count
+ * cost the request no await.
+ */
+function takeSlot(deps: ForwardDeps, principal: CallerKey): ConcurrencySlot | Promise<ConcurrencySlot> {
+  const limit = principal.maxConcurrentRequests ?? deps.settings.limits.max_concurrent_requests;
+  if (limit === undefined || limit === null || !deps.concurrency) return NO_SLOT;
+  const granted = (slot: ConcurrencySlot | null): ConcurrencySlot => {
+    if (!slot) throw new GatewayError(429, "rate_limit", concurrencyRefusal(limit), { "retry-after": "1" });
+    return slot;
+  };
+  // A cap that cannot be checked is not skipped (as rate limits): refused, and said so.
+  const unchecked = () => new GatewayError(503, "overloaded", "The gateway cannot check this key's requests under way right now. Retry in a few seconds.", { "retry-after": "5" });
+  let taken: ConcurrencySlot | null | Promise<ConcurrencySlot | null>;
+  try {
+    taken = deps.concurrency.acquire(principal.keyId, limit);
+  } catch {
+    throw unchecked();
+  }
+  if (!(taken instanceof Promise)) return granted(taken);
+  return taken.then(granted, () => {
+    throw unchecked();
+  });
 }
 
 /**

@@ -2,21 +2,26 @@ import type { Catalogue } from "../catalogue/catalogue.ts";
 import type { ModelConfig } from "../config/schema.ts";
 import type { WireFormat } from "../translate/wire-types.ts";
 import { assertAnthropicTextOnly, assertOpenAITextOnly, UnsupportedContentError } from "../translate/content-text.ts";
-import { forward, type AnswerFormat, type ForwardDeps, type Principal } from "./forward.ts";
+import { forward, type AnswerFormat, type CallerKey, type ForwardDeps, type ForwardRequest } from "./forward.ts";
 import { GatewayError } from "../streaming/gateway-error.ts";
 import { checkAnthropicContent, checkOpenAIContent } from "./check-content.ts";
+import { modelAllowed, modelRefusal } from "../accounts/model-access.ts";
+
+export type { CallerKey };
 
 export interface ChatCall {
   format: WireFormat;
   body: Record<string, unknown>;
   request: Request;
-  principal: Principal;
+  principal: CallerKey;
   /** Bun's per-request idle timeout hook; streams lift it so a quiet upstream does not cut them. */
   server: { timeout(request: Request, seconds: number): void } | null;
   /** Elysia's response settings; the admission plugin put the rate-limit headers there. */
   set: { headers: Record<string, unknown> };
   /** The answer in another format than `format` (the Responses API over a chat request). */
   answer?: AnswerFormat;
+  /** The Responses API's conversation, for vendor key affinity (ForwardRequest.chain). */
+  chain?: ForwardRequest["chain"];
 }
 
 /**
@@ -31,7 +36,7 @@ export async function handleChat(deps: ForwardDeps & { catalogue: Catalogue }, c
   const messages = body.messages as unknown[];
   if (messages.length === 0) throw new GatewayError(422, "invalid_request", "messages must contain at least one message.");
 
-  const candidates = resolveCandidates(deps.catalogue, body);
+  const candidates = resolveCandidates(deps.catalogue, body, call.principal.models ?? null);
   const embedding = candidates.find((m) => m.category === "embedding");
   if (embedding) {
     throw new GatewayError(400, "invalid_request", `The model "${embedding.id}" is an embedding model: it answers POST /v1/embeddings, not chat. GET /v1/models lists each model's category.`);
@@ -57,32 +62,39 @@ export async function handleChat(deps: ForwardDeps & { catalogue: Catalogue }, c
     principal: call.principal,
     onStream: () => call.server?.timeout(call.request, 0),
     answer: call.answer,
+    chain: call.chain,
     trace,
   });
   return withRouteHeaders(response, call.set);
 }
 
-/**
- * The models a request names: `model` first, then the `models` fallbacks, each once; every id is
- * checked (404 for an unknown one, names resolve through aliases) before any upstream call.
- */
 /** The request body's size: its Content-Length, or the parsed body's length when it has none. */
 export function bodyBytesOf(request: Request, body: unknown): number {
   const length = Number(request.headers.get("content-length"));
   return Number.isFinite(length) && length > 0 ? length : JSON.stringify(body).length;
 }
 
-export function resolveCandidates(catalogue: Catalogue, body: Record<string, unknown>): ModelConfig[] {
+/**
+ * The models a request names: `model` first, then the `models` fallbacks, each once; every id is
+ * checked before any upstream call: 404 for an unknown one (names resolve through aliases), then
+ * 403 for a model the key may not use (`allowed`: the key's model list, null for every model).
+ */
+export function resolveCandidates(catalogue: Catalogue, body: Record<string, unknown>, allowed: readonly string[] | null = null): ModelConfig[] {
   const models = body.models as string[] | undefined;
   const named = typeof body.model === "string" ? [body.model] : [];
   // Most requests name one model: no set to build for them.
   const ids = models === undefined || models.length === 0 ? named : [...new Set([...named, ...models])];
   if (ids.length === 0) throw new GatewayError(400, "invalid_request", "model is required (or a models list).");
-  return ids.map((id) => {
+  const resolved = ids.map((id) => {
     const model = catalogue.get(id);
     if (!model) throw new GatewayError(404, "not_found", `The model "${id.slice(0, 200)}" does not exist. GET /v1/models lists the available ids.`);
     return model;
   });
+  // After every name resolved, so a request naming an unknown model gets the 404 either way.
+  if (allowed !== null) {
+    for (const model of resolved) if (!modelAllowed(allowed, model.id)) throw new GatewayError(403, "permission", modelRefusal(allowed, model.id));
+  }
+  return resolved;
 }
 
 /**

@@ -1,15 +1,15 @@
 import type { Catalogue } from "../catalogue/catalogue.ts";
 import { encodeEmbeddingsBody, type EmbeddingEncoding } from "../streaming/encode-embeddings.ts";
 import { measureEmbeddingsInput, type EmbeddingsInput } from "../billing/embeddings-input.ts";
-import { forward, type AnswerFormat, type ForwardDeps, type Principal } from "./forward.ts";
+import { forward, type AnswerFormat, type ForwardDeps } from "./forward.ts";
 import { GatewayError } from "../streaming/gateway-error.ts";
-import { bodyBytesOf, resolveCandidates, withRouteHeaders } from "./handle-chat.ts";
+import { bodyBytesOf, resolveCandidates, withRouteHeaders, type CallerKey } from "./handle-chat.ts";
 
 export interface EmbeddingsCall {
   /** Checked by the route's schema: `input` is one of OpenAI's four shapes. */
   body: Record<string, unknown> & { input: EmbeddingsInput };
   request: Request;
-  principal: Principal;
+  principal: CallerKey;
   /** Elysia's response settings; the admission plugin put the rate-limit headers there. */
   set: { headers: Record<string, unknown> };
 }
@@ -37,7 +37,7 @@ export async function handleEmbeddings(deps: ForwardDeps & { catalogue: Catalogu
   const trace = deps.tracker?.of(call.request);
   if (trace && typeof body.model === "string") trace.modelAsked = body.model;
   if (body.stream === true) throw new GatewayError(400, "invalid_request", "stream is not supported by the embeddings API: the answer is one JSON body.");
-  const candidates = resolveCandidates(deps.catalogue, body);
+  const candidates = resolveCandidates(deps.catalogue, body, call.principal.models ?? null);
   const wrong = candidates.find((m) => m.category !== "embedding");
   if (wrong) {
     throw new GatewayError(400, "invalid_request",

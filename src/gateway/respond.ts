@@ -108,7 +108,8 @@ export async function respond(
       const encoder = format.encoder(ctx);
       let text = "";
       for (const e of events) text += encoder.event(e);
-      return new Response(text + encoder.end(), { headers: SSE_HEADERS });
+      const end = encoder.end();
+      return new Response(text + (typeof end === "string" ? end : await end), { headers: SSE_HEADERS });
     }
     const hasImages = events.some((e) => e.type === "image");
     if (sameFormat && !hasImages && !usage.estimated && json && typeof json === "object") {
@@ -118,7 +119,8 @@ export async function respond(
       answer.id = ctx.id;
       return Response.json(answer);
     }
-    return Response.json(format.body(events, ctx, json));
+    const body = format.body(events, ctx, json);
+    return Response.json(body instanceof Promise ? await body : body);
   }
 
   req.onStream?.();

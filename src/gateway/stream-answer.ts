@@ -193,7 +193,11 @@ export async function answerSource(o: StreamAnswerOptions): Promise<{ type: "dir
         if (usage) out += o.sink.event(usage);
         await o.beforeEnd?.();
         // The client may have left while the settlement was written: nothing more goes out.
-        if (!done) out += o.sink.end();
+        if (!done) {
+          const end = o.sink.end();
+          const tail = typeof end === "string" ? end : await end;
+          if (!done) out += tail;
+        }
       } else fail({ type: "error", errorType: "upstream", message: "The upstream provider ended the answer early." });
     }
     return true;

@@ -1,4 +1,5 @@
 import { t, type TSchema } from "elysia";
+import { ResponseDeleted } from "./routes/responses.ts";
 
 /**
  * The OpenAPI 3.1 document of `GET /openapi.json`, built once from the routes the app serves:
@@ -89,17 +90,33 @@ const Ready = t.Object({
   draining: t.Boolean(),
   ledger: t.Object({ writable: t.Boolean(), queued: t.Integer(), failing_since: t.Optional(t.String({ format: "date-time" })) }),
   rate_limiter: t.Optional(t.Object({ reachable: t.Boolean() }, { description: "Only with SWITCHYARD_REDIS_URL." })),
+  vendor_keys: t.Optional(t.Array(t.Object({
+    id: t.String({ description: "The provider's id." }),
+    usable: t.Integer({ description: "Its keys usable now. 0 does not make the gateway not ready: every replica shares the keys' state, and the other providers still serve." }),
+    keys: t.Array(t.Object({
+      env: t.String({ description: "The name of the environment variable holding the key (never its value)." }),
+      state: t.Union([t.Literal("cooling"), t.Literal("disabled")]),
+      until: t.Optional(t.String({ format: "date-time", description: "Cooling: when the key is usable again." })),
+      since: t.Optional(t.String({ format: "date-time", description: "Disabled: when the vendor refused it (it comes back once a probe passes)." })),
+    })),
+  }), { description: "Only while some vendor key is cooling (429, 503, 529) or disabled (401, 403): those keys, per provider." })),
+  providers_without_key: t.Optional(t.Array(t.Object({ provider: t.String(), env: t.Array(t.String({ description: "The variable's name, never its value." })) }), {
+    description: "Providers whose key variables (api_key_env, keys[].env) are unset or empty: those keys are left out of the pool, and a provider with none left calls its upstream without a key. Only when there are any; the gateway stays ready for the other providers.",
+  })),
 });
 
 const Account = t.Object({ id: t.String(), name: t.String(), balance: t.Number() }, open);
 const Period = t.Union([t.Literal("day"), t.Literal("week"), t.Literal("month"), t.Null()], { description: "UTC day, week from Monday, month; null: lifetime." });
 const SpentInPeriod = t.Number({ description: "Charged since the current period began; for a lifetime limit, everything charged." });
 const ResetsAt = t.Union([t.String({ format: "date-time" }), t.Null()], { description: "When the period's count starts again; null for a lifetime limit." });
+const KeyModels = t.Union([t.Array(t.String()), t.Null()], { description: "The only models the key may use: exact model ids and `prefix*` patterns; null: every model." });
 const KeySummary = t.Object({
   id: t.String(), name: t.Union([t.String(), t.Null()]), prefix: t.String(), last4: t.String(), created_at: t.String({ format: "date-time" }),
   revoked_at: t.Union([t.String(), t.Null()]), expires_at: t.Union([t.String(), t.Null()]), rate_limit_per_minute: t.Union([t.Integer(), t.Null()]),
   spend_limit: t.Union([t.Number(), t.Null()]), spent: t.Number(),
   spend_limit_period: Period, spent_in_period: SpentInPeriod, period_resets_at: ResetsAt,
+  models: KeyModels,
+  max_concurrent_requests: t.Union([t.Integer(), t.Null()], { description: "The key's own cap on requests under way at once; null: limits.max_concurrent_requests." }),
 });
 const AccountDescription = t.Object({
   id: t.String(), name: t.String(), balance: t.Number(), reserved: t.Number(), created_at: t.String({ format: "date-time" }),
@@ -118,6 +135,8 @@ const KeyInfo = t.Object({
     spent_in_period: SpentInPeriod, period_resets_at: ResetsAt,
     rate_limit_per_minute: t.Integer({ description: "The key's own limit, else the gateway's default." }),
     expires_at: t.Union([t.String({ format: "date-time" }), t.Null()]),
+    models: KeyModels,
+    max_concurrent_requests: t.Union([t.Integer(), t.Null()], { description: "Most requests under way at once (streams until they end): the key's own cap, else limits.max_concurrent_requests; null: no cap." }),
   }),
 });
 const IssuedKey = t.Object({ id: t.String(), key: t.String({ description: "svc-sk-…, shown this once." }), name: t.Union([t.String(), t.Null()]), created_at: t.String({ format: "date-time" }) });
@@ -166,7 +185,7 @@ interface Operation {
 
 const sse = { "text/event-stream": { schema: { type: "string", description: "Server-sent events in the client's format: chat.completion.chunk frames then `data: [DONE]`; Anthropic's message_start … message_stop." } } };
 const RATE = ["x-ratelimit-limit-requests", "x-ratelimit-remaining-requests", "x-ratelimit-reset-requests"];
-const CHAT_ERRORS = [400, 401, 402, 404, 413, 422, 429, 502, 503];
+const CHAT_ERRORS = [400, 401, 402, 403, 404, 413, 422, 429, 502, 503];
 
 /**
  * A route's path as OpenAPI writes it: `:name` → `{name}`; a trailing `*` (model ids contain a
@@ -192,46 +211,52 @@ export const OPERATIONS: Record<string, Operation> = {
   },
   "POST /v1/messages/count_tokens": {
     summary: "Count input tokens (Anthropic format)",
-    description: "The Anthropic upstream's count, else the gateway's estimate. Never charged; its own rate bucket, 10× the key's.",
-    tag: "chat", security: "key", errors: [400, 401, 404, 413, 429], anthropic: true,
+    description: "The Anthropic upstream's count, else the gateway's estimate. Never charged; its own rate bucket, 10× the key's. A model the key may not use is a 403. Free, so bounded: a prompt over `limits.count_tokens_max_bytes` of text (4 MiB) is a 413; counts made by the gateway's tokenizer take turns per key, at most `limits.count_tokens_per_key_bytes` (16 MiB) of text per key at once, each count weighing at least 64 KiB (more: 429, `retry-after: 1`), `limits.count_tokens_queue_bytes` (64 MiB) in all (more: 503) and `limits.count_tokens_timeout_ms` (10 s) each (then 503).",
+    tag: "chat", security: "key", errors: [400, 401, 403, 404, 413, 429, 503], anthropic: true,
     answers: { "200": { description: "The count.", schema: t.Object({ input_tokens: t.Integer() }), headers: RATE } },
   },
   "GET /v1/models": {
     summary: "List models",
-    description: "The catalogue. With `anthropic-version`, Anthropic's list shape (ids and exact aliases).",
+    description: "The catalogue: for a key limited to models, only those. With `anthropic-version`, Anthropic's list shape (ids and exact aliases).",
     tag: "models", security: "key", errors: [401, 429],
     answers: { "200": { description: "The models.", schema: ModelList, headers: RATE } },
     query: { limit: "Anthropic list shape only: page size.", after_id: "Anthropic list shape only: page after this id.", before_id: "Anthropic list shape only: page before this id." },
   },
   "GET /v1/key": {
     summary: "This key's limits and balance",
-    description: "The presented key's account balance and what open requests hold, the key's spend limit, its period, what it spent in the period and when that resets, its rate limit and expiry. Free, and outside the key's rate bucket: answered with an empty bucket too.",
+    description: "The presented key's account balance and what open requests hold, the key's spend limit, its period, what it spent in the period and when that resets, its rate limit, expiry, the models it may use and its cap on requests at once. Free, and outside the key's rate bucket: answered with an empty bucket too.",
     tag: "models", security: "key", errors: [401],
     answers: { "200": { description: "The key.", schema: KeyInfo } },
   },
   "GET /v1/models/*": {
     summary: "Retrieve a model",
-    description: "One model of the catalogue, in the list's shape (Anthropic's with `anthropic-version`). The id contains a `/`: send it as it is or as `%2F`. 404 in the client's format for unknown ids.",
+    description: "One model of the catalogue, in the list's shape (Anthropic's with `anthropic-version`). The id contains a `/`: send it as it is or as `%2F`. 404 in the client's format for unknown ids, and for models the key may not use.",
     tag: "models", security: "key", errors: [401, 404, 429],
     answers: { "200": { description: "The model.", schema: t.Object({ id: t.String() }, { additionalProperties: true }), headers: RATE } },
   },
   "POST /v1/responses": {
     summary: "Responses (OpenAI Responses API)",
-    description: "OpenAI's Responses API on the same pipeline as chat completions: any configured model, streaming or not, tools (function, custom, namespace), reasoning (as summary parts when `reasoning.summary` asks), structured output, `models` fallbacks. Unless `store: false`, the answer is kept in the gateway process's memory (bounded by `responses.store_max_bytes`, for `responses.store_ttl_ms` after its last use, per account, never on disk) so later requests can name it: `item_reference` input items and `previous_response_id`. An id the process does not hold (expired, evicted, another process) is a 400 naming it.",
+    description: "OpenAI's Responses API on the same pipeline as chat completions: any configured model, streaming or not, tools (function, custom, namespace), reasoning (as summary parts when `reasoning.summary` asks), structured output, `models` fallbacks. Unless `store: false`, the answer is kept (in Redis when SWITCHYARD_REDIS_URL is set, shared by every gateway process; else in the process's memory; never on disk) for `responses.store_ttl_ms` after its last use, within a byte quota per account (`responses.account_max_bytes`; the account's own least recently used answers go first), so later requests can name it: `item_reference` input items and `previous_response_id`. An id not held (expired, evicted, deleted, another account's) is a 400 naming it. An input larger than `responses.answer_max_bytes` is a 400 unless `store: false`; an answer that ends up larger is delivered with `store: false` and not kept. While Redis cannot be reached, a request naming a stored answer is a 503 (`Retry-After: 5`) and answers say `store: false`.",
     tag: "chat", security: "key", errors: CHAT_ERRORS,
     answers: { "200": { description: "The response; `stream: true` gives response.* server-sent events.", schema: t.Object({ id: t.String(), object: t.Literal("response") }, { additionalProperties: true }), content: sse, headers: RATE } },
   },
   "POST /v1/embeddings": {
     summary: "Embeddings (OpenAI format)",
     description: "OpenAI's embeddings API to any model of category `embedding`: `input` as a string, strings, token ids or token-id arrays; `encoding_format` float or base64; `dimensions`; `models` fallbacks. Charged the input tokens (the upstream's count, else the gateway's estimate). A model of another category is a 400.",
-    tag: "embeddings", security: "key", errors: [400, 401, 402, 404, 413, 429, 502, 503],
+    tag: "embeddings", security: "key", errors: [400, 401, 402, 403, 404, 413, 429, 502, 503],
     answers: { "200": { description: "One vector per input, in input order.", schema: EmbeddingList, headers: RATE } },
   },
   "GET /v1/responses/:id": {
-    summary: "Retrieve a response (not served)",
-    description: "Answers are kept only for later requests to refer to (`item_reference`, `previous_response_id`), not to be read back: always 404 with a message saying so.",
-    tag: "chat", security: "key", errors: [401, 404, 429],
-    answers: {},
+    summary: "Retrieve a stored response",
+    description: "The SDKs' `responses.retrieve`: a stored answer of the key's own account, exactly as `POST /v1/responses` returned it (a streamed one as its final `response.completed` object). Reading it counts as a use (its TTL restarts). Unknown, expired, evicted, deleted and other accounts' ids are the same 404. 503 while Redis (SWITCHYARD_REDIS_URL) cannot be reached.",
+    tag: "chat", security: "key", errors: [401, 404, 429, 503],
+    answers: { "200": { description: "The stored Response object.", schema: t.Object({ id: t.String(), object: t.Literal("response") }, { additionalProperties: true }) } },
+  },
+  "DELETE /v1/responses/:id": {
+    summary: "Delete a stored response",
+    description: "The SDKs' `responses.delete`: forgets a stored answer of the key's own account (its items can no longer be referred to, nor can it be continued). Unknown, expired, already deleted and other accounts' ids are the same 404. 503 while Redis (SWITCHYARD_REDIS_URL) cannot be reached.",
+    tag: "chat", security: "key", errors: [401, 404, 429, 503],
+    answers: { "200": { description: "Deleted.", schema: ResponseDeleted } },
   },
   "GET /health": {
     summary: "Liveness",
@@ -241,7 +266,7 @@ export const OPERATIONS: Record<string, Operation> = {
   },
   "GET /ready": {
     summary: "Readiness",
-    description: "200 when the ledger writes, the shared rate-limit store (if any) answers and the gateway is not draining; else 503 with the same body. No key.",
+    description: "200 when the ledger writes, the shared rate-limit store (if any) answers, every provider with vendor keys has one usable and the gateway is not draining; else 503 with the same body. No key.",
     tag: "operations", security: "none", errors: [],
     answers: { "200": { description: "Ready.", schema: Ready }, "503": { description: "Not ready: see the fields.", schema: Ready } },
   },
@@ -260,7 +285,7 @@ export const OPERATIONS: Record<string, Operation> = {
   "POST /v1/admin/accounts": {
     summary: "Create an account",
     description: "With an opening balance in credits.",
-    tag: "admin", security: "admin", errors: [400, 401, 429],
+    tag: "admin", security: "admin", errors: [400, 401, 413, 429],
     answers: { "201": { description: "Created.", schema: Account } },
   },
   "GET /v1/admin/accounts": {
@@ -272,7 +297,7 @@ export const OPERATIONS: Record<string, Operation> = {
   "PATCH /v1/admin/accounts/:id": {
     summary: "Change an account",
     description: "`name`, `spend_limit` (credits, null for none), `spend_limit_period` (day, week, month; null for lifetime). Only the fields sent change; a new period recounts what was spent in it from the usage records.",
-    tag: "admin", security: "admin", errors: [400, 401, 404, 429],
+    tag: "admin", security: "admin", errors: [400, 401, 404, 413, 429],
     answers: { "200": { description: "The account, as GET shows it.", schema: AccountDescription } },
   },
   "GET /v1/admin/accounts/:id": {
@@ -284,7 +309,7 @@ export const OPERATIONS: Record<string, Operation> = {
   "POST /v1/admin/accounts/:id/credits": {
     summary: "Top up",
     description: "Adds credits to the balance.",
-    tag: "admin", security: "admin", errors: [400, 401, 404, 429],
+    tag: "admin", security: "admin", errors: [400, 401, 404, 413, 429],
     answers: { "200": { description: "The new balance.", schema: t.Object({ id: t.String(), balance: t.Number(), reserved: t.Number() }) } },
   },
   "GET /v1/admin/accounts/:id/keys": {
@@ -295,8 +320,8 @@ export const OPERATIONS: Record<string, Operation> = {
   },
   "POST /v1/admin/accounts/:id/keys": {
     summary: "Issue a key",
-    description: "The only time the key is shown. At most 10 active keys per account (409 past that).",
-    tag: "admin", security: "admin", errors: [400, 401, 404, 409, 429],
+    description: "The only time the key is shown. At most 10 active keys per account (409 past that). `models` limits the key to some models (exact ids or `prefix*`; others get 403); `max_concurrent_requests` caps its requests under way at once (more get 429).",
+    tag: "admin", security: "admin", errors: [400, 401, 404, 409, 413, 429],
     answers: { "201": { description: "The key.", schema: IssuedKey } },
   },
   "GET /v1/admin/accounts/:id/usage": {
@@ -314,8 +339,8 @@ export const OPERATIONS: Record<string, Operation> = {
   },
   "PATCH /v1/admin/keys/:id": {
     summary: "Change a key",
-    description: "`name`, `spend_limit` (credits, null for none), `spend_limit_period` (day, week, month; null for lifetime), `rate_limit_per_minute` (1–1e6, null for the default), `expires_at` (ISO 8601, null for never). Only the fields sent change; they apply from the next request (within 2 s on other gateways sharing PostgreSQL). 409 on PostgreSQL for a spend limit below what the key already spent and holds.",
-    tag: "admin", security: "admin", errors: [400, 401, 404, 409, 429],
+    description: "`name`, `spend_limit` (credits, null for none), `spend_limit_period` (day, week, month; null for lifetime), `rate_limit_per_minute` (1–1e6, null for the default), `expires_at` (ISO 8601, null for never), `models` (model ids and `prefix*` patterns, null for every model), `max_concurrent_requests` (1–100000, null for the default). Only the fields sent change; they apply from the next request (within 2 s on other gateways sharing PostgreSQL). 409 on PostgreSQL for a spend limit below what the key already spent and holds.",
+    tag: "admin", security: "admin", errors: [400, 401, 404, 409, 413, 429],
     answers: { "200": { description: "The key's summary.", schema: KeySummary } },
   },
   "DELETE /v1/admin/keys/:id": {
@@ -327,14 +352,15 @@ export const OPERATIONS: Record<string, Operation> = {
 };
 
 const ERROR_TEXT: Record<number, string> = {
-  400: "Malformed request: invalid JSON, a field of the wrong type, an unsupported part, a prompt over the context window.",
-  401: "Missing or invalid credential.",
+  400: "Malformed request: a body that is not JSON (Content-Type other than application/json), invalid JSON, a field of the wrong type, an unsupported part, a prompt over the context window.",
+  401: "Missing or invalid credential (checked before the body is read).",
   402: "Insufficient credits (or the key's spend limit) for the request's worst case.",
+  403: "The key may not use this model (its `models` list); the message names the models it may use.",
   404: "No such model, account or key.",
   409: "The account already has 10 active keys; or (PATCH a key, PostgreSQL) a spend limit below what the key spent and holds.",
-  413: "The body is larger than limits.max_body_bytes.",
+  413: "The body is larger than limits.max_body_bytes, whatever its content type, chunked or not (the connection is then closed); on count_tokens, also a prompt over limits.count_tokens_max_bytes of text.",
   422: "`messages` is empty.",
-  429: "The key's rate limit; `retry-after` says when to retry.",
+  429: "The key's rate limit, or its requests under way at once (`max_concurrent_requests`); `retry-after` says when to retry.",
   502: "No upstream could answer (never charged).",
   503: "The ledger cannot record charges, or the rate limiter or key store cannot be reached; `retry-after: 5`.",
 };

@@ -1,12 +1,13 @@
 import type { LedgerHealth } from "../billing/ledger.ts";
-import { CollectedCounter, Counter, Dimension, Gauge, Histogram, Registry, StatusDimension } from "./metrics.ts";
+import type { KeyPools } from "../providers/key-pools.ts";
+import { CollectedCounter, CollectedSeries, Counter, Dimension, Gauge, Histogram, Registry, StatusDimension } from "./metrics.ts";
 
 /** Why an upstream attempt (or an answer under way) failed, as the metrics count it. */
 export const UPSTREAM_ERROR_CLASSES = ["connect", "timeout", "status_429", "status_4xx", "status_5xx", "bad_answer", "too_large", "image", "stream_broken", "other"] as const;
 export type UpstreamErrorClass = (typeof UPSTREAM_ERROR_CLASSES)[number];
 
 /** Why a request was refused before any upstream call. */
-export const REJECTION_REASONS = ["auth", "rate_limit", "credits", "too_large", "unavailable", "other"] as const;
+export const REJECTION_REASONS = ["auth", "permission", "rate_limit", "credits", "too_large", "unavailable", "other"] as const;
 export type RejectionReason = (typeof REJECTION_REASONS)[number];
 
 export interface GatewayMetricsDeps {
@@ -21,6 +22,8 @@ export interface GatewayMetricsDeps {
   now: () => number;
   /** Spend alerts' counts, when alerts are configured. */
   alerts?: { readonly counts: { readonly queued: number; readonly delivered: number; readonly failed: number } };
+  /** Vendor key pools: per key counts, labelled by the key's env name (never its secret). */
+  keyPools?: Pick<KeyPools, "counts" | "moves">;
 }
 
 const ADMIN_PREFIX = "/v1/admin/";
@@ -62,7 +65,7 @@ export function createGatewayMetrics(deps: GatewayMetricsDeps) {
   const retries = registry.add(new Counter("switchyard_retries_total", "Upstream calls repeated on the same model (429/503/529), by model.", [model]));
   const fallbacks = registry.add(new Counter("switchyard_fallbacks_total", "Requests that moved on from a model to the next in their list, by the model given up.", [model]));
   const upstreamErrors = registry.add(new Counter("switchyard_upstream_errors_total", "Failed upstream attempts and broken answers, by provider and class.", [provider, errorClass]));
-  const rejections = registry.add(new Counter("switchyard_rejections_total", "Requests refused before any upstream call: auth (401), rate_limit (429), credits (402: balance or key spend limit), too_large (413), unavailable (503: ledger, rate limiter or key store).", [reason]));
+  const rejections = registry.add(new Counter("switchyard_rejections_total", "Requests refused before any upstream call: auth (401), permission (403: a model the key may not use), rate_limit (429: the key's rate or its requests at once), credits (402: balance or key spend limit), too_large (413), unavailable (503: ledger, rate limiter or key store).", [reason]));
   registry.add(new Gauge("switchyard_ledger_queue_depth", "Settlements accepted but not yet written to the store.", () => deps.ledger.health().queued));
   registry.add(new Gauge("switchyard_ledger_settlement_lag_seconds", "Age of the oldest settlement not yet written (0 when none waits).", () => {
     const oldest = deps.ledger.health().oldestQueuedAt;
@@ -78,6 +81,16 @@ export function createGatewayMetrics(deps: GatewayMetricsDeps) {
     registry.add(new CollectedCounter("switchyard_alerts_queued_total", "Spend alerts this process put in the outbox (each crossing once).", () => counts.queued));
     registry.add(new CollectedCounter("switchyard_alerts_delivered_total", "Spend alerts this process delivered (the receiver answered 2xx).", () => counts.delivered));
     registry.add(new CollectedCounter("switchyard_alerts_failed_total", "Spend alert deliveries that failed (error status, refused connection, timeout); each is retried.", () => counts.failed));
+  }
+  if (deps.keyPools) {
+    const pools = deps.keyPools;
+    const perKey = (value: (c: ReturnType<KeyPools["counts"]>[number]) => number) => () => pools.counts().map((c) => ({ labels: { provider: c.provider, key: c.env }, value: value(c) }));
+    registry.add(new CollectedSeries("switchyard_vendor_key_requests_total", "Upstream attempts this process sent with each vendor key (labelled by its env name).", "counter", perKey((c) => c.requests)));
+    registry.add(new CollectedSeries("switchyard_vendor_key_errors_total", "Attempts on each vendor key that did not get an answer (any error status, or none).", "counter", perKey((c) => c.errors)));
+    registry.add(new CollectedSeries("switchyard_vendor_key_cooldowns_total", "Cooldowns of each vendor key this process started (the vendor answered 429, 503 or 529).", "counter", perKey((c) => c.cooldowns)));
+    registry.add(new CollectedSeries("switchyard_vendor_key_disabled_seconds_total", "Time each vendor key has spent disabled (the vendor refused it: 401, 403) while this process was running.", "counter", perKey((c) => c.disabledMs / 1000)));
+    registry.add(new CollectedSeries("switchyard_vendor_key_usable", "1 while a vendor key is usable, 0 while it is cooling or disabled (as this process last saw it).", "gauge", perKey((c) => (c.condition === "usable" ? 1 : 0))));
+    registry.add(new CollectedSeries("switchyard_session_key_moves_total", "Sessions moved off their vendor key because it was cooling or disabled (their prompt cache starts again on the new key).", "counter", () => [...pools.moves()].map(([p, n]) => ({ labels: { provider: p }, value: n }))));
   }
   const startedAt = Date.now() / 1000;
   registry.add(new CollectedCounter("process_cpu_seconds_total", "User and system CPU time spent, in seconds.", () => {

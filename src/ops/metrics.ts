@@ -134,6 +134,25 @@ export class CollectedCounter implements Family {
   }
 }
 
+/**
+ * Series read when scraped whose label values come from configuration but are not known to the
+ * registry up front (a vendor key's env name): the reader lists them, each with its value.
+ */
+export class CollectedSeries implements Family {
+  constructor(
+    readonly name: string,
+    readonly help: string,
+    readonly type: "counter" | "gauge",
+    readonly read: () => { labels: Record<string, string>; value: number }[],
+  ) {}
+  render(out: string[]): void {
+    for (const { labels, value } of this.read()) {
+      const text = Object.entries(labels).map(([k, v]) => `${k}="${escapeLabel(v)}"`).join(",");
+      out.push(`${this.name}{${text}} ${formatNumber(value)}`);
+    }
+  }
+}
+
 export class Histogram extends Series implements Family {
   readonly type = "histogram";
   /** Per series: a count per bucket (not cumulative), then the total count, then the sum. */

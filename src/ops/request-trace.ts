@@ -294,6 +294,8 @@ function rejectionReason(status: number): RejectionReason | undefined {
   switch (status) {
     case 401:
       return "auth";
+    case 403:
+      return "permission";
     case 402:
       return "credits";
     case 413:

@@ -23,6 +23,11 @@ export interface ProviderAdapter {
   /** False for APIs that answer in one body only; streamed clients then get frames made from it. */
   streams?: boolean;
   buildRequest(provider: ResolvedProvider, body: unknown, clientHeaders: Headers): { url: string; headers: Record<string, string>; body: string };
+  /**
+   * The vendor's model list with the provider's key: the cheapest call that tells whether a key
+   * is accepted (a disabled pool key is probed with it; see providers/key-pools.ts).
+   */
+  modelsRequest?(provider: ResolvedProvider): { url: string; headers: Record<string, string> };
   /** A fresh decoder per stream: decoders keep per-answer state (tool-call numbering). */
   createStreamDecoder(): (frame: SseEvent) => DecodedFrame;
   /** `sent` is the body the upstream was sent, for answers that must match it (one embedding per input). */

@@ -144,6 +144,11 @@ const MIGRATIONS: string[] = [
   // Kept as long as the entry (never expired): a key is a few dozen bytes per top-up.
   `ALTER TABLE credit_entries ADD COLUMN idempotency_key TEXT;
    CREATE UNIQUE INDEX credit_entries_idempotency ON credit_entries(idempotency_key);`,
+  // Client keys limited to models (issue 33): a JSON list of model ids and `prefix*` patterns,
+  // NULL for every model (accounts/model-access.ts). And a key's own cap on requests at once
+  // (issue 32), NULL for the gateway's default (limits.max_concurrent_requests).
+  `ALTER TABLE api_keys ADD COLUMN allowed_models TEXT;
+   ALTER TABLE api_keys ADD COLUMN max_concurrent_requests INTEGER;`,
 ];
 
 /**

@@ -13,6 +13,11 @@ import { createPostgresLedger, type PgLedgerOptions } from "./postgres/pg-ledger
 import { migratePostgres } from "./postgres/pg-migrations.ts";
 import { createPostgresUsageBreakdown, createPostgresUsageReport } from "./postgres/pg-reports.ts";
 import { createRedisRateLimiter, type RedisRateLimiterOptions } from "./redis/redis-rate-limiter.ts";
+import { createRedisConcurrency, type RedisConcurrencyOptions } from "./redis/redis-concurrency.ts";
+import type { ConcurrencyStore } from "../limits/concurrency-limiter.ts";
+import type { RedisClient } from "bun";
+import { createRedisResponseStore } from "./redis/redis-response-store.ts";
+import type { ResponseStore } from "../translate/response-store.ts";
 
 /** The shared stores app.ts takes instead of building SQLite ones. */
 export interface SharedStores {
@@ -80,6 +85,17 @@ export function holdTtlFor(settings: Settings): number {
   return longest + 60_000;
 }
 
-export function openRedisLimiter(url: string, o: RedisRateLimiterOptions = {}): RateLimitStore & { close(): void; ready(): Promise<boolean>; health(): { reachable: boolean } } {
+/** The Responses API's stored answers in Redis, bounded by the config's `responses` section. */
+export function openRedisResponseStore(url: string, settings: Settings, o: { log?: Logger; prefix?: string } = {}): ResponseStore & { close(): void; ready(): Promise<boolean> } {
+  const r = settings.responses;
+  return createRedisResponseStore(url, { ...o, maxBytes: r.store_max_bytes, accountMaxBytes: r.account_max_bytes, answerMaxBytes: r.answer_max_bytes, ttlMs: r.store_ttl_ms, now: Date.now });
+}
+
+export function openRedisLimiter(url: string, o: RedisRateLimiterOptions = {}): RateLimitStore & { close(): void; ready(): Promise<boolean>; health(): { reachable: boolean }; client: RedisClient } {
   return createRedisRateLimiter(url, o);
+}
+
+/** Requests under way per key, shared through the rate limiter's Redis connection (one connection per process). */
+export function openRedisConcurrency(limiter: { client: RedisClient }, o: RedisConcurrencyOptions = {}): ConcurrencyStore & { close(): void } {
+  return createRedisConcurrency(limiter.client, o);
 }

@@ -35,7 +35,10 @@ export interface ClientSink {
   frame(raw: SseEvent, parsed: unknown, events: StreamEvent[]): string;
   /** An event the gateway produced itself (estimated usage, an error). */
   event(e: StreamEvent): string;
-  /** Closing frames after a normal end. */
-  end(): string;
+  /**
+   * Closing frames after a normal end. A promise only where something must happen before them
+   * (the Responses API keeps the answer first, in a store that may be remote).
+   */
+  end(): string | Promise<string>;
   keepAlive(): string;
 }

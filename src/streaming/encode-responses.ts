@@ -15,10 +15,14 @@ export interface ResponsesAnswerPlan {
   /**
    * Called once with the final response when the answer ended normally (completed or
    * incomplete, never failed), before its last frame or body is handed over: a client that saw
-   * the answer end can refer to it at once (the route keeps it for `item_reference`).
+   * the answer end can refer to it at once (the route keeps it for `item_reference`). False (or
+   * a promise of it) when it was not kept after all: the final response then says `store: false`.
    */
-  onFinal?: (response: ResponsesBody) => void;
+  onFinal?: (response: ResponsesBody) => boolean | void | Promise<boolean>;
 }
+
+/** A plan whose `onFinal` answers at once: the whole body is then built without waiting. */
+export type SyncResponsesAnswerPlan = Omit<ResponsesAnswerPlan, "onFinal"> & { onFinal?: (response: ResponsesBody) => boolean | void };
 
 /** The Responses API's `response` object as the encoder writes it. */
 export type ResponsesBody = ReturnType<ReturnType<typeof createBuilder>["final"]>;
@@ -127,6 +131,8 @@ function createBuilder(ctx: EncodeContext, plan: ResponsesAnswerPlan, frames: bo
   let usage = { input: 0, output: 0, cached: undefined as number | undefined, reasoning: undefined as number | undefined };
   let wroteText = false;
   let out = "";
+  /** Whether the answer is kept for later references: the route's choice, until keeping it fails. */
+  let store = plan.echo.store;
 
   const emit = (type: string, fields: Record<string, unknown>) => {
     const n = seq++;
@@ -153,7 +159,7 @@ function createBuilder(ctx: EncodeContext, plan: ResponsesAnswerPlan, frames: bo
       prompt_cache_key: e.prompt_cache_key,
       reasoning: e.reasoning,
       // Whether the answer is kept for later references (the route decides; see onFinal).
-      store: e.store,
+      store,
       temperature: e.temperature,
       text: e.text,
       tool_choice: e.tool_choice,
@@ -340,14 +346,21 @@ function createBuilder(ctx: EncodeContext, plan: ResponsesAnswerPlan, frames: bo
       }
       return take();
     },
-    end(): string {
+    end(): string | Promise<string> {
       begin();
       const reason = finish && INCOMPLETE[finish];
       closeAll(reason ? "incomplete" : "completed");
       const final = finalResponse();
-      plan.onFinal?.(final);
-      emit(reason ? "response.incomplete" : "response.completed", { response: final });
-      return take();
+      const last = (kept: boolean | void) => {
+        if (kept === false && store) {
+          store = false;
+          final.store = false;
+        }
+        emit(reason ? "response.incomplete" : "response.completed", { response: final });
+        return take();
+      };
+      const kept = plan.onFinal?.(final);
+      return kept instanceof Promise ? kept.then(last) : last(kept);
     },
     /** The whole answer, once `end()` ran. */
     final: () => finalResponse(),
@@ -383,9 +396,11 @@ export function createResponsesEncoder(ctx: EncodeContext, plan: ResponsesAnswer
 }
 
 /** Events of a whole answer → a Responses API `response` object. */
-export function encodeResponsesBody(events: StreamEvent[], ctx: EncodeContext, plan: ResponsesAnswerPlan = NO_PLAN) {
+export function encodeResponsesBody(events: StreamEvent[], ctx: EncodeContext, plan?: SyncResponsesAnswerPlan): ResponsesBody;
+export function encodeResponsesBody(events: StreamEvent[], ctx: EncodeContext, plan: ResponsesAnswerPlan): ResponsesBody | Promise<ResponsesBody>;
+export function encodeResponsesBody(events: StreamEvent[], ctx: EncodeContext, plan: ResponsesAnswerPlan = NO_PLAN): ResponsesBody | Promise<ResponsesBody> {
   const builder = createBuilder(ctx, plan, false);
   for (const e of events) builder.event(e);
-  builder.end();
-  return builder.final();
+  const ended = builder.end();
+  return typeof ended === "string" ? builder.final() : ended.then(() => builder.final());
 }

@@ -4,7 +4,7 @@ import type { WireFormat } from "./wire-types.ts";
 import { anthropicRequestToOpenAI } from "./anthropic-to-openai.ts";
 import { openaiRequestToAnthropic } from "./openai-to-anthropic.ts";
 import { upstreamTraits } from "./model-traits.ts";
-import { anthropicReasoning, MIN_THINKING_BUDGET } from "./reasoning.ts";
+import { anthropicReasoning, BUDGET_SHARE, MIN_THINKING_BUDGET } from "./reasoning.ts";
 import type { ReasoningStyle } from "./model-traits.ts";
 import type { AnthropicBody, AnthropicMessage, OpenAIChatBody, TranslationNotes } from "./wire-types.ts";
 import type { Logger } from "../log/log.ts";
@@ -61,7 +61,7 @@ export function prepareUpstream(
     if (provider.kind === "anthropic") {
       out.max_tokens = maxTokens;
       fitThinkingStyle(out, traits.reasoning, maxTokens, notes);
-      fitThinkingBudget(out, maxTokens, model, log);
+      fitThinkingBudget(out, maxTokens, model, log, typeof body.max_tokens === "number" ? body.max_tokens : undefined);
       dropUnsignedThinking(out);
     } else {
       delete out.max_tokens;
@@ -155,19 +155,36 @@ function dropThinking(body: Record<string, unknown>): void {
 
 /**
  * Anthropic refuses `thinking.budget_tokens` that is not below `max_tokens` or is under 1024.
- * Clients size the budget against the max_tokens they asked for (Claude Code: 32000 and 31999),
- * so once the gateway's cap lowers max_tokens the budget is lowered with it, to max_tokens − 1
- * (the same relation the client chose). When max_tokens leaves no room for the smallest budget,
- * thinking is turned off, together with the context-management edits that only apply to it.
+ * Clients size the budget against the max_tokens they asked for (Claude Code: 32000 and 31999;
+ * Qwen Code: 64000 and 32000). Once the gateway's cap lowers max_tokens, a budget that no longer
+ * fits, or that would take more than ¾ of what is left, is lowered to ¾ of max_tokens (as the
+ * effort table's budgets are, translate/reasoning.ts): at least a quarter stays for the answer or
+ * the tool call, which is what the client wanted thinking for. Lowered under 1024 (the vendor's
+ * smallest budget), thinking is turned off, together with the context-management edits that only
+ * apply to it. Both are logged. A budget the client chose within its own uncapped max_tokens is
+ * its business and stays. `asked`: the client's max_tokens (undefined when it sent none).
  */
-export function fitThinkingBudget(body: Record<string, unknown>, maxTokens: number, model: ModelConfig, log?: Logger): void {
+export function fitThinkingBudget(body: Record<string, unknown>, maxTokens: number, model: ModelConfig, log?: Logger, asked?: number): void {
   const thinking = body.thinking as { type?: unknown; budget_tokens?: unknown } | undefined;
   if (!thinking || typeof thinking !== "object" || thinking.type !== "enabled" || typeof thinking.budget_tokens !== "number") return;
   const budget = thinking.budget_tokens;
-  if (budget < maxTokens && budget >= MIN_THINKING_BUDGET) return;
-  if (maxTokens > MIN_THINKING_BUDGET) {
-    body.thinking = { ...thinking, budget_tokens: Math.max(MIN_THINKING_BUDGET, Math.min(budget, maxTokens - 1)) };
-    return;
+  const room = Math.floor(maxTokens * BUDGET_SHARE);
+  const capped = asked !== undefined && asked > maxTokens;
+  if (budget < MIN_THINKING_BUDGET) {
+    // Below the vendor's minimum the client meant "a little": the minimum, when it fits.
+    if (MIN_THINKING_BUDGET < maxTokens) {
+      body.thinking = { ...thinking, budget_tokens: MIN_THINKING_BUDGET };
+      return;
+    }
+  } else {
+    if (budget < maxTokens && !(capped && budget > room)) return;
+    if (room >= MIN_THINKING_BUDGET) {
+      body.thinking = { ...thinking, budget_tokens: room };
+      log?.("info", "thinking budget lowered: the max_tokens cap leaves a quarter for the answer", {
+        model: model.id, max_tokens: maxTokens, asked_max_tokens: asked, budget_tokens: budget, lowered_to: room,
+      });
+      return;
+    }
   }
   dropThinking(body);
   log?.("info", "thinking turned off: max_tokens leaves no room for the smallest thinking budget", {

@@ -21,8 +21,11 @@ export const EFFORT_BUDGET: Readonly<Record<string, number>> = {
 /** `reasoning_effort` → adaptive thinking's `output_config.effort`: the levels every adaptive model takes. */
 const ADAPTIVE_EFFORT: Readonly<Record<string, string>> = { low: "low", medium: "medium", high: "high", xhigh: "high", max: "high" };
 
-/** Share of `max_tokens` a translated budget may take: the rest is left for the answer itself. */
-const BUDGET_SHARE = 3 / 4;
+/**
+ * Share of `max_tokens` a budget the gateway sets (translated, or lowered under a cap) may take:
+ * the rest is left for the answer itself.
+ */
+export const BUDGET_SHARE = 3 / 4;
 
 export type AnthropicReasoning =
   | { thinking: { type: "enabled"; budget_tokens: number } }

@@ -3,22 +3,38 @@ import type { Json } from "./wire-types.ts";
 /**
  * The ResponseStore port: what the Responses API keeps of an answer so that a later request can
  * refer to it — `item_reference` input items (the AI SDK's default `openai()` provider sends its
- * earlier answers that way) and `previous_response_id`. Owned here, where references are
- * resolved; `store/memory/memory-response-store.ts` implements it in the process's memory
- * (docs/decisions.md, "Responses API": what is kept, for how long, and why only in memory).
+ * earlier answers that way) and `previous_response_id` — and so the account can read it back
+ * (`GET /v1/responses/{id}`) or delete it. Owned here, where references are resolved;
+ * `store/memory/memory-response-store.ts` implements it in the process's memory and
+ * `store/redis/redis-response-store.ts` in Redis, shared by every gateway process
+ * (docs/decisions.md, "Responses API" and "Stored answers per account").
  *
- * Everything is scoped: an account sees only what its own requests stored.
+ * Everything is scoped: an account sees only what its own requests stored. Every byte kept
+ * counts against the account's quota: the request's input items (reasoning `encrypted_content`
+ * included) and the whole answer as returned.
  */
 export interface ResponseStore {
   /** False when storage is switched off (`responses.store_max_bytes: 0`): nothing is kept or found. */
   readonly enabled: boolean;
+  /** Largest answer kept, in bytes of its stored JSON; a request whose input alone is larger is refused. */
+  readonly maxAnswerBytes: number;
   /** An output item of an earlier stored answer, as a fresh copy; undefined when unknown or expired. */
-  item(scope: string, id: string): Json | undefined;
+  item(scope: string, id: string): Promise<Json | undefined>;
   /** An earlier stored answer, as a fresh copy; undefined when unknown or expired. */
-  response(scope: string, id: string): StoredResponse | undefined;
-  /** Keeps a finished answer under its id, and each of its output items under the item's id. */
-  keep(scope: string, id: string, response: StoredResponse): void;
+  response(scope: string, id: string): Promise<StoredResponse | undefined>;
+  /** The stored answer's Response object as JSON text, exactly as it was returned; undefined when unknown or expired. */
+  body(scope: string, id: string): Promise<string | undefined>;
+  /**
+   * Keeps a finished answer under its id (its output items are found through it). False, keeping
+   * nothing, when it is larger than `maxAnswerBytes` or than the account's quota.
+   */
+  keep(scope: string, id: string, response: StoredResponse): Promise<boolean>;
+  /** Forgets an answer; false when the account held no such answer. */
+  delete(scope: string, id: string): Promise<boolean>;
 }
+
+/** The store cannot answer now (Redis unreachable or too slow): the request gets a 503 that says so. */
+export class ResponseStoreUnavailableError extends Error {}
 
 /** One stored answer: what a request naming it as `previous_response_id` continues from. */
 export interface StoredResponse {
@@ -29,13 +45,31 @@ export interface StoredResponse {
   previous?: string;
   /** The request's own input items, references resolved. `instructions` are not carried over (as at OpenAI). */
   input: Json[];
-  output: Json[];
+  /** The Response object as it was returned (`output` holds the answer's items). */
+  response: Json & { output: Json[] };
+}
+
+/** The answer an output item belongs to: items are named `<kind>_<answer>_<n>` (encode-responses.ts), answers `resp_<answer>`. */
+export function answerIdOfItem(itemId: string): string | undefined {
+  const match = /^[a-z]+_(.+)_\d+$/.exec(itemId);
+  return match ? `resp_${match[1]}` : undefined;
+}
+
+/** Bookkeeping per stored answer (key, maps, numbers), counted beside its JSON so tiny answers are not free. */
+export const ENTRY_OVERHEAD_BYTES = 96;
+
+/** What an answer costs against its account's quota: its JSON text in UTF-8, its id and the overhead. */
+export function storedBytes(id: string, inputJson: string, responseJson: string): number {
+  return Buffer.byteLength(inputJson) + Buffer.byteLength(responseJson) + id.length + ENTRY_OVERHEAD_BYTES;
 }
 
 /** Storage switched off: every lookup misses, nothing is kept. */
 export const NO_RESPONSE_STORE: ResponseStore = {
   enabled: false,
-  item: () => undefined,
-  response: () => undefined,
-  keep: () => {},
+  maxAnswerBytes: 0,
+  item: async () => undefined,
+  response: async () => undefined,
+  body: async () => undefined,
+  keep: async () => false,
+  delete: async () => false,
 };

@@ -15,6 +15,8 @@ export interface StoredInput {
   history: Json[];
   /** The request's `previous_response_id`, kept with its answer to link the chain. */
   previous?: string;
+  /** The id of the chain's first answer: the conversation, for vendor key affinity. */
+  root?: string;
 }
 
 /** How a client avoids references the gateway cannot resolve; every refusal below ends with it. */
@@ -23,12 +25,12 @@ const SEND_WHOLE =
 
 /** Why a reference may miss; said in every refusal of an unknown id. */
 const WHY_MISSING =
-  "answers are kept only in the memory of the gateway process that wrote them, for a limited time after their last use and within a size bound, so it may have expired, been evicted, been written before a restart or by another gateway process, or belong to another account.";
+  "answers are kept for a limited time after their last use and within a byte quota per account (the account's least recently used answers go first; an answer larger than the per-answer limit is not kept), and without a shared store only by the gateway process that wrote them, so it may have expired, been evicted or deleted, been too large to keep, been written before a restart or by another gateway process, or belong to another account.";
 
-export function resolveStoredInput(body: Json, scope: string, store: ResponseStore): StoredInput {
+export async function resolveStoredInput(body: Json, scope: string, store: ResponseStore): Promise<StoredInput> {
   const raw = body.input;
   const items: Json[] = typeof raw === "string" ? [{ type: "message", role: "user", content: raw }] : Array.isArray(raw) ? (raw as Json[]) : [];
-  const input = items.some(isReference) ? items.map((item) => (isReference(item) ? referenced(item, scope, store) : item)) : items;
+  const input = items.some(isReference) ? await Promise.all(items.map((item) => (isReference(item) ? referenced(item, scope, store) : item))) : items;
 
   const previous = body.previous_response_id;
   if (previous === undefined || previous === null) return { input, history: [] };
@@ -36,7 +38,8 @@ export function resolveStoredInput(body: Json, scope: string, store: ResponseSto
   if (!store.enabled) {
     throw new ResponsesRequestError("previous_response_id is not supported: this gateway is configured to store no responses. Send the whole conversation in `input` (as with `store: false`).");
   }
-  return { input, history: chain(previous, scope, store), previous };
+  const { history, root } = await chain(previous, scope, store);
+  return { input, history, previous, root };
 }
 
 /** `{type: "item_reference", id}`; OpenAI also takes a bare `{id}` (its `type` is optional, or null). */
@@ -48,13 +51,13 @@ function isReference(item: Json): boolean {
   return true;
 }
 
-function referenced(item: Json, scope: string, store: ResponseStore): Json {
+async function referenced(item: Json, scope: string, store: ResponseStore): Promise<Json> {
   const id = item.id;
   if (typeof id !== "string" || id === "") throw new ResponsesRequestError("an input item of type item_reference needs the `id` of the item it refers to.");
   if (!store.enabled) {
     throw new ResponsesRequestError(`input items of type item_reference are not supported: this gateway is configured to store no responses. Send the item itself: ${SEND_WHOLE}`);
   }
-  const found = store.item(scope, id);
+  const found = await store.item(scope, id);
   if (!found) throw new ResponsesRequestError(`input item_reference ${quote(id)} names no item this gateway holds: ${WHY_MISSING} Send the item itself instead: ${SEND_WHOLE}`);
   return found;
 }
@@ -64,12 +67,14 @@ function referenced(item: Json, scope: string, store: ResponseStore): Json {
  * walked back and replayed forward. A missing link (expired, evicted) fails the whole request:
  * continuing without part of the conversation would answer a different one.
  */
-function chain(id: string, scope: string, store: ResponseStore): Json[] {
+async function chain(id: string, scope: string, store: ResponseStore): Promise<{ history: Json[]; root: string }> {
   const turns = [];
   const seen = new Set<string>();
+  let root = id;
   for (let at: string | undefined = id; at !== undefined && !seen.has(at); ) {
     seen.add(at);
-    const stored = store.response(scope, at);
+    root = at;
+    const stored = await store.response(scope, at);
     if (!stored) {
       const which = at === id ? "" : ` (an earlier response in its chain, ${quote(at)}, is gone)`;
       throw new ResponsesRequestError(
@@ -80,8 +85,8 @@ function chain(id: string, scope: string, store: ResponseStore): Json[] {
     at = stored.previous;
   }
   const history: Json[] = [];
-  for (let i = turns.length - 1; i >= 0; i--) history.push(...turns[i]!.input, ...turns[i]!.output);
-  return history;
+  for (let i = turns.length - 1; i >= 0; i--) history.push(...turns[i]!.input, ...turns[i]!.response.output);
+  return { history, root };
 }
 
 /** An id as the client sent it, bounded: it is echoed in an error message. */

@@ -54,6 +54,8 @@ export type Reply =
       chunks: (string | Uint8Array)[];
       delayMs?: number;
       holdOpen?: boolean;
+      /** With `holdOpen`: chunks written once `finishHeld()` lets the stream go on (the rest of a normal answer). */
+      afterHold?: (string | Uint8Array)[];
     }
   | {
       kind: "fixture";
@@ -72,11 +74,18 @@ export interface FakeUpstream {
   requests: RecordedRequest[];
   /** Queue a reply for the next request (FIFO); with an empty queue the default behaviour applies. */
   reply(r: Reply | ((req: RecordedRequest) => Reply)): void;
+  /**
+   * A standing rule consulted (after the queue) before the default behaviour: a reply, or undefined
+   * for the default. Vendor keys that are refused or rate-limited for a while are told this way.
+   */
+  rule(fn: ((req: RecordedRequest) => Reply | undefined) | undefined): void;
   /** Responses currently streaming (not yet closed or cancelled). */
   openStreams(): number;
   /** Streaming responses whose client went away before the end (cancel observed). */
   abortedStreams(): number;
-  /** Clear recorded requests, the reply queue and the aborted-stream counter. */
+  /** Lets every `holdOpen` stream that is waiting go on: it writes its `afterHold` chunks, then its body closes. */
+  finishHeld(): void;
+  /** Clear recorded requests, the reply queue, the standing rule and the aborted-stream counter. */
   reset(): void;
   stop(): Promise<void>;
 }
@@ -441,6 +450,7 @@ export async function startFakeUpstream(options: FakeUpstreamOptions = {}): Prom
   const live = new Set<StreamState>();
   const hangs = new Set<() => void>();
   let aborted = 0;
+  let rule: ((req: RecordedRequest) => Reply | undefined) | undefined;
   let seq = 0;
   let stopping = false;
 
@@ -448,7 +458,7 @@ export async function startFakeUpstream(options: FakeUpstreamOptions = {}): Prom
 
   function streamResponse(
     chunks: (string | Uint8Array)[],
-    opts: { status?: number; headers: Record<string, string>; delayMs?: number; holdOpen?: boolean },
+    opts: { status?: number; headers: Record<string, string>; delayMs?: number; holdOpen?: boolean; afterHold?: (string | Uint8Array)[] },
     signal: AbortSignal,
   ): Response {
     let releaseHold!: () => void;
@@ -488,7 +498,15 @@ export async function startFakeUpstream(options: FakeUpstreamOptions = {}): Prom
             // Give the socket a turn so every chunk leaves as its own TCP write.
             if (opts.delayMs === undefined || opts.delayMs <= 0) await sleep(0);
           }
-          if (opts.holdOpen && !state.aborted && !stopping) await held;
+          if (opts.holdOpen && !state.aborted && !stopping) {
+            await held;
+            for (const chunk of opts.afterHold ?? []) {
+              if (state.aborted || stopping) break;
+              await controller.write(chunk);
+              await controller.flush();
+              await sleep(0);
+            }
+          }
         } catch {
           onGone();
         }
@@ -525,7 +543,7 @@ export async function startFakeUpstream(options: FakeUpstreamOptions = {}): Prom
       case "sse":
         return streamResponse(
           reply.chunks,
-          { status: reply.status, headers: { "content-type": SSE_TYPE, "cache-control": "no-cache", ...reply.headers }, delayMs: reply.delayMs, holdOpen: reply.holdOpen },
+          { status: reply.status, headers: { "content-type": SSE_TYPE, "cache-control": "no-cache", ...reply.headers }, delayMs: reply.delayMs, holdOpen: reply.holdOpen, afterHold: reply.afterHold },
           req.signal,
         );
       case "fixture": {
@@ -564,6 +582,12 @@ export async function startFakeUpstream(options: FakeUpstreamOptions = {}): Prom
       if (!Array.isArray(rec.body?.messages)) return anthropicError(400, "invalid_request_error", "messages: Field required", reqId);
       const tools = rec.body.tools ? Math.ceil(JSON.stringify(rec.body.tools).length / 4) : 0;
       return { kind: "json", headers: { "request-id": reqId }, body: { input_tokens: buildAnswer(rec.body, "anthropic").promptTokens + tools } };
+    }
+    // The model lists, as the vendors answer them (key pools probe a refused key with them).
+    if (rec.method === "GET" && rec.path === "/v1/models") {
+      return anthropicish
+        ? { kind: "json", headers: { "request-id": reqId }, body: { data: [{ type: "model", id: "claude-sonnet-4-5", display_name: "Claude Sonnet 4.5", created_at: "2025-09-29T00:00:00Z" }], has_more: false, first_id: "claude-sonnet-4-5", last_id: "claude-sonnet-4-5" } }
+        : { kind: "json", headers: { "x-request-id": reqId }, body: { object: "list", data: [{ id: "gpt-4o-mini", object: "model", created: 1721172741, owned_by: "system" }] } };
     }
     if (anthropicish) return anthropicError(404, "not_found_error", "Not Found", reqId);
     const r = openaiError(404, `Invalid URL (${rec.method} ${rec.path})`);
@@ -750,7 +774,7 @@ export async function startFakeUpstream(options: FakeUpstreamOptions = {}): Prom
       const next = queue.shift();
       let reply: Reply;
       try {
-        reply = next === undefined ? defaultReply(rec) : typeof next === "function" ? next(rec) : next;
+        reply = next === undefined ? (rule?.(rec) ?? defaultReply(rec)) : typeof next === "function" ? next(rec) : next;
       } catch (e) {
         return new Response(`fake upstream: reply function threw: ${e}`, { status: 500 });
       }
@@ -764,11 +788,18 @@ export async function startFakeUpstream(options: FakeUpstreamOptions = {}): Prom
     reply(r) {
       queue.push(r);
     },
+    rule(fn) {
+      rule = fn;
+    },
     openStreams: () => live.size,
     abortedStreams: () => aborted,
+    finishHeld() {
+      for (const s of live) s.release();
+    },
     reset() {
       requests.length = 0;
       queue.length = 0;
+      rule = undefined;
       aborted = 0;
     },
     async stop() {

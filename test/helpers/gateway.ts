@@ -9,6 +9,7 @@ import { openDatabase } from "../../src/store/database.ts";
 import { silentLogger, type Logger } from "../../src/log/log.ts";
 import type { Transport } from "../../src/transport/transport.ts";
 import { fileFixture } from "./file-fixture.ts";
+import { SERVER_BODY_LIMIT } from "../../src/app.ts";
 
 export const OPENAI_MODEL = "test/gpt";
 export const ANTHROPIC_MODEL = "test/claude";
@@ -38,12 +39,18 @@ export interface GatewayOptions {
   idleTimeoutSeconds?: number;
   /** Default per-key rate limit; high unless a test is about rate limiting. */
   requestsPerMinute?: number;
+  /** limits.max_concurrent_requests (unset: no default cap). */
+  maxConcurrentRequests?: number;
+  /** Requests under way per key, shared (Redis); the app's in-process count otherwise. */
+  concurrency?: AppDeps["concurrency"];
   now?: () => number;
   retry?: { max_retries?: number; max_wait_ms?: number };
   maxFrameBytes?: number;
   maxImageBytes?: number;
   imageFetchTimeoutMs?: number;
   maxResponseBytes?: number;
+  /** More of the config's `limits` section (max_body_bytes, count_tokens_*…). */
+  limits?: Record<string, unknown>;
   totalMs?: number;
   fetch?: Transport;
   log?: Logger;
@@ -59,10 +66,19 @@ export interface GatewayOptions {
   /** The Responses API's stored answers (default: the app's own, in memory). */
   responseStore?: AppDeps["responseStore"];
   /** The config's `responses` section (the app's own store's bounds). */
-  responses?: { store_max_bytes?: number; store_ttl_ms?: number };
+  responses?: { store_max_bytes?: number; account_max_bytes?: number; answer_max_bytes?: number; store_ttl_ms?: number };
   /** The config's `alerts` section (spend alerts), and SWITCHYARD_ALERT_SECRET. */
   alerts?: Record<string, unknown>;
   alertSecret?: string;
+  /** The "fake-openai" provider's vendor key pool instead of its one key (`TEST_OPENAI_KEY`); secrets in `vendorEnv`. */
+  openaiKeys?: { env: string; weight?: number }[];
+  /** The "fake-anthropic" provider's pool, likewise. */
+  anthropicKeys?: { env: string; weight?: number }[];
+  /** More environment variables the config reads (pooled keys' secrets). */
+  vendorEnv?: Record<string, string>;
+  keyState?: AppDeps["keyState"];
+  keyRandom?: AppDeps["keyRandom"];
+  keyProbeEveryMs?: AppDeps["keyProbeEveryMs"];
 }
 
 export interface Gateway {
@@ -112,8 +128,8 @@ export async function startGateway(o: GatewayOptions): Promise<Gateway> {
   const settings = resolveSettings(
     {
       providers: [
-        { id: "fake-openai", kind: "openai", base_url: `${o.upstreamUrl}/v1`, api_key_env: "TEST_OPENAI_KEY", timeouts },
-        { id: "fake-anthropic", kind: "anthropic", base_url: o.upstreamUrl, api_key_env: "TEST_ANTHROPIC_KEY", timeouts },
+        { id: "fake-openai", kind: "openai", base_url: `${o.upstreamUrl}/v1`, ...(o.openaiKeys ? { keys: o.openaiKeys } : { api_key_env: "TEST_OPENAI_KEY" }), timeouts },
+        { id: "fake-anthropic", kind: "anthropic", base_url: o.upstreamUrl, ...(o.anthropicKeys ? { keys: o.anthropicKeys } : { api_key_env: "TEST_ANTHROPIC_KEY" }), timeouts },
       ],
       models: [
         { id: OPENAI_MODEL, provider: "fake-openai", upstream_model: "gpt-4o-mini", category: "text", context_length: 128_000, owned_by: "openai", pricing: OPENAI_PRICING },
@@ -124,18 +140,18 @@ export async function startGateway(o: GatewayOptions): Promise<Gateway> {
         ...(o.extraModels ?? []),
       ],
       server: { keepalive_ms: o.keepaliveMs ?? 15_000, ...(o.clientIdleMs ? { client_idle_ms: o.clientIdleMs } : {}) },
-      limits: { requests_per_minute: o.requestsPerMinute ?? 1_000_000, ...(o.maxFrameBytes ? { max_frame_bytes: o.maxFrameBytes } : {}), ...(o.maxImageBytes ? { max_image_bytes: o.maxImageBytes } : {}), ...(o.imageFetchTimeoutMs ? { image_fetch_timeout_ms: o.imageFetchTimeoutMs } : {}), ...(o.maxResponseBytes ? { max_response_bytes: o.maxResponseBytes } : {}) },
+      limits: { requests_per_minute: o.requestsPerMinute ?? 1_000_000, ...(o.maxFrameBytes ? { max_frame_bytes: o.maxFrameBytes } : {}), ...(o.maxImageBytes ? { max_image_bytes: o.maxImageBytes } : {}), ...(o.imageFetchTimeoutMs ? { image_fetch_timeout_ms: o.imageFetchTimeoutMs } : {}), ...(o.maxResponseBytes ? { max_response_bytes: o.maxResponseBytes } : {}), ...(o.maxConcurrentRequests ? { max_concurrent_requests: o.maxConcurrentRequests } : {}), ...o.limits },
       retry: o.retry ?? {},
       ...(o.responses ? { responses: o.responses } : {}),
       ...(o.alerts ? { alerts: o.alerts } : {}),
     },
-    { TEST_OPENAI_KEY: o.vendorKeys?.openai ?? VENDOR_OPENAI_KEY, TEST_ANTHROPIC_KEY: o.vendorKeys?.anthropic ?? VENDOR_ANTHROPIC_KEY, SWITCHYARD_ALERT_SECRET: o.alertSecret },
+    { TEST_OPENAI_KEY: o.vendorKeys?.openai ?? VENDOR_OPENAI_KEY, TEST_ANTHROPIC_KEY: o.vendorKeys?.anthropic ?? VENDOR_ANTHROPIC_KEY, SWITCHYARD_ALERT_SECRET: o.alertSecret, ...o.vendorEnv },
     "test",
   );
-  const app = createApp({ db, settings, log: o.log ?? silentLogger, adminToken: o.adminToken, adminAuthFailures: o.adminAuthFailures, fetch: o.fetch, now: o.now, ledgerOptions: o.ledgerOptions, wrapLedger: o.wrapLedger, stores: o.stores, limiter: o.limiter, ops: o.ops, responseStore: o.responseStore, alertPollMs: o.alerts ? 100 : undefined });
+  const app = createApp({ db, settings, log: o.log ?? silentLogger, adminToken: o.adminToken, adminAuthFailures: o.adminAuthFailures, fetch: o.fetch, now: o.now, ledgerOptions: o.ledgerOptions, wrapLedger: o.wrapLedger, stores: o.stores, limiter: o.limiter, concurrency: o.concurrency, ops: o.ops, responseStore: o.responseStore, alertPollMs: o.alerts ? 100 : undefined, keyState: o.keyState, keyRandom: o.keyRandom, keyProbeEveryMs: o.keyProbeEveryMs });
   const account = await app.services.accounts.createAccount("test", Math.round((o.credits ?? 1000) * 1e6));
   const key = (await app.services.accounts.createKey(account.id, "test"))!;
-  app.listen({ port: 0, hostname: "127.0.0.1", idleTimeout: o.idleTimeoutSeconds ?? 10, maxRequestBodySize: settings.limits.max_body_bytes * 8 });
+  app.listen({ port: 0, hostname: "127.0.0.1", idleTimeout: o.idleTimeoutSeconds ?? 10, maxRequestBodySize: SERVER_BODY_LIMIT });
   const server = app.server!;
   return {
     url: `http://127.0.0.1:${server.port}`,

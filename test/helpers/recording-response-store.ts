@@ -6,18 +6,23 @@ import type { ResponseStore } from "../../src/translate/response-store.ts";
  * recorded, and `restart()` to forget everything as a restarted (or another) process would.
  */
 export function recordingResponseStore() {
-  const fresh = () => createMemoryResponseStore({ maxBytes: 64 * 1024 * 1024, ttlMs: 3_600_000, now: Date.now });
+  const fresh = () => createMemoryResponseStore({ maxBytes: 256 * 1024 * 1024, accountMaxBytes: 32 * 1024 * 1024, answerMaxBytes: 16 * 1024 * 1024, ttlMs: 3_600_000, now: Date.now });
   let memory = fresh();
   /** Response ids kept, in order. */
   const kept: string[] = [];
   const store: ResponseStore = {
     enabled: true,
+    get maxAnswerBytes() {
+      return memory.maxAnswerBytes;
+    },
     item: (scope, id) => memory.item(scope, id),
     response: (scope, id) => memory.response(scope, id),
+    body: (scope, id) => memory.body(scope, id),
     keep(scope, id, response) {
       kept.push(id);
-      memory.keep(scope, id, response);
+      return memory.keep(scope, id, response);
     },
+    delete: (scope, id) => memory.delete(scope, id),
   };
   return {
     store,

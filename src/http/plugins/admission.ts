@@ -5,6 +5,7 @@ import type { ActiveKey } from "../../accounts/account-store.ts";
 import type { RateLimitStore } from "../../limits/rate-limiter.ts";
 import { formatResetDuration, retryAfterSeconds, type BucketDecision } from "../../limits/token-bucket.ts";
 import { errorResponse } from "./errors.ts";
+import { unreadBodyHeaders } from "./json-body.ts";
 
 const principals = new WeakMap<Request, ActiveKey>();
 
@@ -43,16 +44,30 @@ export interface AdmissionOptions {
   onAnswered?: (request: Request, status: number) => void;
   /** Runs first on every request (the request id): one hook instead of two dispatches. */
   onArrival?: (request: Request, set: { headers: Record<string, unknown> }, path: string) => void;
+  /**
+   * Authenticates `/v1/admin/` requests (routes/admin.ts), here so that it happens before their
+   * bodies are read like every other route's; absent, admin paths are left to the router (404).
+   */
+  admin?: (request: Request, server: AdminServer) => Response | undefined;
+  /**
+   * Why a key's token counts are full (limits/count-queue.ts), or undefined: its next count is
+   * refused here, before a body that could only be refused is read.
+   */
+  countsBusy?: (keyId: string) => string | undefined;
 }
+
+/** What the admin gate needs of the server: the client's socket address. */
+export type AdminServer = { requestIP(request: Request): { address: string } | null } | null;
 
 /**
  * Everything decided before a byte of the body is read, in one hook (each Elysia hook costs a
  * dispatch on every request):
- * - a body over the limit is refused from its Content-Length (Bun's maxRequestBodySize, set
- *   where the server listens, catches bodies sent without one);
- * - authentication, so a client without a valid key learns nothing else, not even that its
- *   JSON is broken; one message for every failure, so a revoked key looks like one that never
- *   existed;
+ * - a body over the limit is refused from its Content-Length (one sent without is measured while
+ *   it is read, plugins/json-body.ts);
+ * - authentication, admin routes included, so a client without a valid key learns nothing else,
+ *   not even that its JSON is broken, and its body is never read; one message for every failure,
+ *   so a revoked key looks like one that never existed. A refusal closes the connection when a
+ *   large body is still on its way (unreadBodyHeaders);
  * - the per-key token bucket, so floods of bad requests are limited too. Its x-ratelimit-*
  *   headers go on every answer of an authenticated request, set before the first byte so that
  *   streams carry them as well.
@@ -60,11 +75,11 @@ export interface AdmissionOptions {
 export function admissionPlugin(o: AdmissionOptions) {
   const answered = o.onAnswered;
   const arrival = o.onArrival;
-  return new Elysia({ name: "switchyard/admission" }).onRequest(({ request, set }) => {
+  return new Elysia({ name: "switchyard/admission" }).onRequest(({ request, set, server }) => {
     // Read once: every read of `request.url` builds a new string.
     const path = pathOf(request.url);
     arrival?.(request, set, path);
-    const result = decide(request, set, path);
+    const result = decide(request, set, path, server);
     if (!answered || result === undefined) return result;
     if (result instanceof Promise) {
       return result.then((response) => {
@@ -76,36 +91,37 @@ export function admissionPlugin(o: AdmissionOptions) {
     return result;
   });
 
-  function decide(request: Request, set: { headers: Record<string, unknown> }, path: string): Response | undefined | Promise<Response | undefined> {
+  function decide(request: Request, set: { headers: Record<string, unknown> }, path: string, server: AdminServer): Response | undefined | Promise<Response | undefined> {
     const anthropic = path.startsWith("/v1/messages");
     const length = Number(request.headers.get("content-length") ?? 0);
     if (length > o.maxBodyBytes) {
-      return errorResponse(anthropic, 413, "request_too_large", `The request body is ${length} bytes; the limit is ${o.maxBodyBytes}.`);
+      return errorResponse(anthropic, 413, "request_too_large", `The request body is ${length} bytes; the limit is ${o.maxBodyBytes}.`, { connection: "close" });
     }
-    if (!path.startsWith("/v1/") || path.startsWith("/v1/admin/")) return;
+    if (!path.startsWith("/v1/")) return;
+    if (path.startsWith("/v1/admin/")) return o.admin?.(request, server);
 
     const key = extractKey(request.headers);
     let found: ActiveKey | null | Promise<ActiveKey | null>;
     try {
       found = key && isWellFormedKey(key) ? o.keys.resolve(key) : null;
     } catch {
-      return keyStoreDown(anthropic);
+      return keyStoreDown(request, anthropic);
     }
     // A shared key store (PostgreSQL) answers a cache miss later; SQLite answers at once.
-    if (found instanceof Promise) return found.then((k) => limit(request, set, k, anthropic, path), () => keyStoreDown(anthropic));
+    if (found instanceof Promise) return found.then((k) => limit(request, set, k, anthropic, path), () => keyStoreDown(request, anthropic));
     return limit(request, set, found, anthropic, path);
   }
 
   /** The key store cannot be read (a broken disk, an unreachable database): nobody can be admitted, but nothing crashes. */
-  function keyStoreDown(anthropic: boolean): Response {
-    return errorResponse(anthropic, 503, "overloaded", "The gateway cannot check API keys right now. Retry in a few seconds.", { "retry-after": "5" });
+  function keyStoreDown(request: Request, anthropic: boolean): Response {
+    return errorResponse(anthropic, 503, "overloaded", "The gateway cannot check API keys right now. Retry in a few seconds.", { "retry-after": "5", ...unreadBodyHeaders(request) });
   }
 
   function limit(request: Request, set: { headers: Record<string, unknown> }, found: ActiveKey | null, anthropic: boolean, path: string): Response | undefined | Promise<Response | undefined> {
     if (!found) {
       o.onRejected(request, 401);
       return errorResponse(anthropic, 401, "authentication",
-        "Invalid API key: send a key of the form svc-sk-… in the Authorization (Bearer) or x-api-key header.");
+        "Invalid API key: send a key of the form svc-sk-… in the Authorization (Bearer) or x-api-key header.", unreadBodyHeaders(request));
     }
     principals.set(request, found);
     // A client asking what its key may still spend (and when its limits reset) is answered even
@@ -115,6 +131,11 @@ export function admissionPlugin(o: AdmissionOptions) {
     // Token counts (Claude Code sends dozens for one `/context`) have a bucket of their own,
     // ten times the key's chat rate, so counting never spends the budget for answers.
     const counting = path === COUNT_TOKENS_PATH;
+    const busy = counting ? o.countsBusy?.(found.keyId) : undefined;
+    if (busy) {
+      o.onRejected(request, 429);
+      return errorResponse(anthropic, 429, "rate_limit", busy, { "retry-after": "1", ...unreadBodyHeaders(request) });
+    }
     const chatPerMinute = found.rateLimitPerMinute ?? o.defaultPerMinute;
     const perMinute = counting ? chatPerMinute * COUNT_TOKENS_RATE_FACTOR : chatPerMinute;
     const taken = o.limiter.take(counting ? `${found.keyId}:count_tokens` : found.keyId, perMinute);
@@ -131,14 +152,14 @@ export function admissionPlugin(o: AdmissionOptions) {
     if (decision.unavailable) {
       // Limits that cannot be enforced are not skipped: refused, like a ledger that cannot write.
       return errorResponse(anthropic, 503, "overloaded", "The gateway cannot check rate limits right now. Retry in a few seconds.",
-        { "retry-after": String(retryAfterSeconds(decision)) });
+        { "retry-after": String(retryAfterSeconds(decision)), ...unreadBodyHeaders(request) });
     }
     Object.assign(set.headers, rate);
     if (!decision.allowed) {
       const wait = retryAfterSeconds(decision);
       o.onRejected(request, 429);
       return errorResponse(anthropic, 429, "rate_limit", `Rate limit exceeded: ${perMinute} requests per minute for this key. Retry after ${wait} s.`,
-        { ...rate, "retry-after": String(wait) });
+        { ...rate, "retry-after": String(wait), ...unreadBodyHeaders(request) });
     }
     return undefined;
   }

@@ -38,14 +38,45 @@ export function nestingDepth(text: string, limit: number): number {
 }
 
 /**
- * JSON bodies are read strictly: invalid UTF-8 is refused rather than silently turned into
- * U+FFFD (which would send text to the model that the client never wrote), and so is nesting
- * deeper than MAX_JSON_DEPTH. Every failure is a 400 in the client's error shape.
+ * Bun's own `maxRequestBodySize`, where the server listens: none. Bun's cut answers a bare 413
+ * without a body (not our JSON error), and our own checks leave it nothing to do: a declared
+ * length over the cap is refused on arrival (plugins/admission.ts), every body that is read is
+ * read here no further than the cap, and a body nobody reads is not buffered (Bun stops reading
+ * the socket until someone does, and closes or drains it after the answer).
+ */
+export const SERVER_BODY_LIMIT = Number.MAX_SAFE_INTEGER;
+
+/**
+ * A refusal given while a body is still arriving closes the connection: without it Bun keeps
+ * receiving (and discarding) the rest to reuse the connection, 60 MB of it for a client that
+ * was refused at the first byte. Small bodies are cheaper to drain than a new connection.
+ */
+export const CLOSE_AFTER_UNREAD_BYTES = 64 * 1024;
+
+/** Headers for a refusal answered before the request's body was read. */
+export function unreadBodyHeaders(request: Request): Record<string, string> | undefined {
+  const length = request.headers.get("content-length");
+  const pending = length === null ? request.headers.has("transfer-encoding") : Number(length) > CLOSE_AFTER_UNREAD_BYTES;
+  return pending ? { connection: "close" } : undefined;
+}
+
+/**
+ * Every request body, whatever its content type (or none), is read here and no further than
+ * `maxBytes`: Elysia's own parsers (text, form, multipart, bytes) read whole bodies, bounded only
+ * by Bun's `maxRequestBodySize`. Every route takes JSON, read strictly: invalid UTF-8 is refused
+ * rather than silently turned into U+FFFD (which would send text to the model that the client
+ * never wrote), and so is nesting deeper than MAX_JSON_DEPTH. A body of another type is read
+ * (so that the cap holds while reading) and refused. Every failure is a 4xx in the client's shape.
  */
 export function jsonBodyPlugin(maxBytes: number) {
   return new Elysia({ name: "switchyard/json-body" }).onParse({ as: "global" }, async ({ request, contentType }) => {
-    if (!contentType || !contentType.startsWith("application/json")) return;
     const bytes = await readCapped(request, maxBytes);
+    if (!contentType || !contentType.startsWith("application/json")) {
+      // No body and no type: the route's schema says whether it wanted one. (With a type, returning
+      // nothing would hand the request to Elysia's parser for it, which reads the body again.)
+      if (bytes.length === 0 && !contentType) return;
+      throw new GatewayError(400, "invalid_request", "The request body must be JSON, sent with Content-Type: application/json.");
+    }
     let text: string;
     try {
       text = strictUtf8.decode(bytes);
@@ -63,7 +94,11 @@ export function jsonBodyPlugin(maxBytes: number) {
   });
 }
 
-/** The body, read no further than the limit: a body sent without Content-Length is measured here. */
+/**
+ * The body, read no further than the limit: a body sent without Content-Length is measured here,
+ * chunk by chunk, and refused as soon as it passes the limit (the connection is closed, so the
+ * rest is never received).
+ */
 async function readCapped(request: Request, maxBytes: number): Promise<Uint8Array> {
   if (!request.body) return new Uint8Array(0);
   // With a Content-Length (already checked against the limit) Bun delivers exactly that many
@@ -74,7 +109,9 @@ async function readCapped(request: Request, maxBytes: number): Promise<Uint8Arra
   let size = 0;
   for await (const chunk of request.body) {
     size += chunk.byteLength;
-    if (size > maxBytes) throw new GatewayError(413, "request_too_large", `The request body is over the limit of ${maxBytes} bytes.`);
+    if (size > maxBytes) {
+      throw new GatewayError(413, "request_too_large", `The request body is over the limit of ${maxBytes} bytes.`, { connection: "close" });
+    }
     chunks.push(chunk);
   }
   return chunks.length === 1 ? chunks[0]! : Buffer.concat(chunks);

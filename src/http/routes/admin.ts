@@ -1,8 +1,7 @@
 import { Elysia, t } from "elysia";
-import { bearer } from "@elysiajs/bearer";
 import { timingSafeEqual } from "node:crypto";
 import { CursorError, KeyLimitError, MAX_ACCOUNT_PAGE, type AccountPatch, type AccountStore, type KeyOptions, type KeyPatch } from "../../accounts/account-store.ts";
-import { AdminInputError, parseCredits, parseIdempotencyKey, parseInstant, parseName, parseRateLimit, parseSpendPeriod, parseTopUp, parseUsageQuery } from "../../accounts/admin-input.ts";
+import { AdminInputError, MAX_CONCURRENT_REQUESTS, MAX_KEY_MODELS, parseCredits, parseIdempotencyKey, parseInstant, parseMaxConcurrent, parseModelPatterns, parseName, parseRateLimit, parseSpendPeriod, parseTopUp, parseUsageQuery } from "../../accounts/admin-input.ts";
 import type { KeyResolver } from "../../accounts/key-resolver.ts";
 import { IdempotencyConflictError, type Ledger } from "../../billing/ledger.ts";
 import { MAX_CREDITS } from "../../billing/money.ts";
@@ -10,6 +9,9 @@ import { breakdownCsv, ReportTooLargeError, shapeBreakdown, type UsageBreakdown,
 import { GatewayError } from "../../streaming/gateway-error.ts";
 import { createAuthFailures, type AuthFailures } from "../../limits/auth-failures.ts";
 import type { Logger } from "../../log/log.ts";
+import { errorResponse } from "../plugins/errors.ts";
+import { unreadBodyHeaders } from "../plugins/json-body.ts";
+import type { AdminServer } from "../plugins/admission.ts";
 
 const Credits = t.Number({ minimum: 0, maximum: MAX_CREDITS });
 /** Fields a body carries beyond these are ignored (a newer client's options), never refused. */
@@ -21,6 +23,12 @@ const Period = t.Union([t.Literal("day"), t.Literal("week"), t.Literal("month"),
 // Not t.Integer: Elysia's accepts numeric strings ("5") and turns them into numbers.
 const RateLimit = t.Number({ minimum: 1, maximum: 1_000_000, multipleOf: 1 });
 const ExpiresAt = t.String({ minLength: 10, maxLength: 40, description: "ISO 8601 date or date-time (UTC when no zone is given)." });
+/** Checked in full by parseModelPatterns (accounts/admin-input.ts), as the CLI's --models is. */
+const Models = t.Array(t.String({ maxLength: 201 }), {
+  maxItems: MAX_KEY_MODELS,
+  description: `The only models the key may use: exact model ids or \`prefix*\` patterns (\`["anthropic/*", "openai/gpt-4.1-mini"]\`), checked after aliases resolve; 1 to ${MAX_KEY_MODELS}. Absent or null: every model.`,
+});
+const MaxConcurrent = t.Number({ minimum: 1, maximum: MAX_CONCURRENT_REQUESTS, multipleOf: 1, description: "Most requests the key may have under way at once (streams until they end); more get 429. Absent or null: limits.max_concurrent_requests." });
 /** What PATCH /v1/admin/keys/:id may change; absent fields stay as they are, null clears. */
 export const PatchKey = t.Object({
   name: t.Optional(t.Union([t.String({ maxLength: 200 }), t.Null()], { error: "must be a string of at most 200 characters, or null" })),
@@ -28,6 +36,8 @@ export const PatchKey = t.Object({
   spend_limit_period: t.Optional(Period),
   rate_limit_per_minute: t.Optional(t.Union([RateLimit, t.Null()], { error: "must be a whole number from 1 to 1000000, or null for the gateway's default" })),
   expires_at: t.Optional(t.Union([ExpiresAt, t.Null()], { error: "must be an ISO 8601 date, or null for never" })),
+  models: t.Optional(t.Union([Models, t.Null()], { error: `must be a list of 1 to ${MAX_KEY_MODELS} model ids or prefix* patterns, or null for every model` })),
+  max_concurrent_requests: t.Optional(t.Union([MaxConcurrent, t.Null()], { error: `must be a whole number from 1 to ${MAX_CONCURRENT_REQUESTS}, or null for the gateway's default` })),
 }, open);
 /** What PATCH /v1/admin/accounts/:id may change. */
 export const PatchAccount = t.Object({
@@ -49,6 +59,8 @@ const CreateKey = t.Object({
   /** Most this key may spend, in credits, over its life or per `spend_limit_period`. */
   spend_limit: t.Optional(Credits),
   spend_limit_period: t.Optional(Period),
+  models: t.Optional(t.Union([Models, t.Null()])),
+  max_concurrent_requests: t.Optional(t.Union([MaxConcurrent, t.Null()])),
 }, open);
 const TopUp = t.Object({ amount: t.Number({ exclusiveMinimum: 0, maximum: MAX_CREDITS }) }, open);
 const Instant = (description: string) => t.Optional(t.String({ maxLength: 40, description }));
@@ -106,16 +118,46 @@ export interface AdminDeps {
   authFailures?: AuthFailures;
 }
 
+/** Requests the admin gate let through: the routes refuse any other (a gate left unwired). */
+const admitted = new WeakSet<Request>();
+
+/**
+ * The admin token check, run by the admission plugin when a `/v1/admin/` request arrives, before
+ * its body is read: a client without the token is answered 401 (429 past 10 failures a minute from
+ * its address) whatever it sends, and a large body still arriving is not received.
+ */
+export function adminGate(deps: Pick<AdminDeps, "adminToken" | "now" | "log" | "authFailures">): (request: Request, server: AdminServer) => Response | undefined {
+  const expected = Buffer.from(deps.adminToken ?? "");
+  const failures = deps.authFailures ?? createAuthFailures({ now: deps.now });
+  return (request, server) => {
+    // Only a real `Authorization: Bearer <token>` header counts: a token in a query string ends up in access logs.
+    const header = request.headers.get("authorization");
+    const given = Buffer.from(header?.startsWith("Bearer ") ? header.slice(7) : "");
+    if (expected.length > 0 && given.length === expected.length && timingSafeEqual(given, expected)) {
+      admitted.add(request);
+      return undefined;
+    }
+    // The socket's address, not X-Forwarded-For: a header a scanner writes would let it pick a new address per try.
+    const address = server?.requestIP(request)?.address ?? "unknown";
+    const path = new URL(request.url).pathname;
+    const verdict = failures.failed(address);
+    deps.log?.("warn", "admin authentication failed", { address, path, throttled: verdict.throttled });
+    if (verdict.throttled) {
+      return errorResponse(false, 429, "rate_limit", `Too many failed admin authentications from this address. Retry after ${verdict.retryAfterSeconds} s.`,
+        { "retry-after": String(verdict.retryAfterSeconds), ...unreadBodyHeaders(request) });
+    }
+    return errorResponse(false, 401, "authentication", "Invalid admin token.", unreadBodyHeaders(request));
+  };
+}
+
 /**
  * The admin API exists only when SWITCHYARD_ADMIN_TOKEN is set; without it every admin path
- * is a plain 404, so a gateway deployed without the token exposes nothing.
+ * is a plain 404, so a gateway deployed without the token exposes nothing. The token is checked
+ * by adminGate (wired into the admission plugin), before any body is read.
  */
 export function adminRoutes(deps: AdminDeps) {
   const app = new Elysia({ name: "switchyard/admin", prefix: "/v1/admin" });
-  const token = deps.adminToken;
-  if (!token) return app;
-  const expected = Buffer.from(token);
-  const failures = deps.authFailures ?? createAuthFailures({ now: deps.now });
+  if (!deps.adminToken) return app;
 
   const account = async (id: string) => {
     const found = await deps.accounts.describeAccount(id, (await deps.ledger.balance(id))?.heldMicro ?? 0);
@@ -124,24 +166,10 @@ export function adminRoutes(deps: AdminDeps) {
   };
 
   return app
-    // Header only: a token in a query string ends up in access logs.
-    .use(bearer({ extract: { header: "Bearer", query: "", body: "" } }))
-    .onBeforeHandle({ as: "local" }, ({ bearer: presented, request, server }) => {
-      // The plugin also reads `?=<token>` (an empty query name) and "Bearer<token>" without the
-      // space; only a real `Authorization: Bearer <token>` header counts.
-      const fromHeader = request.headers.get("authorization")?.startsWith("Bearer ") ? presented : undefined;
-      const given = Buffer.from(fromHeader ?? "");
-      if (given.length !== expected.length || !timingSafeEqual(given, expected)) {
-        // The socket's address, not X-Forwarded-For: a header a scanner writes would let it pick a new address per try.
-        const address = server?.requestIP(request)?.address ?? "unknown";
-        const path = new URL(request.url).pathname;
-        const verdict = failures.failed(address);
-        deps.log?.("warn", "admin authentication failed", { address, path, throttled: verdict.throttled });
-        if (verdict.throttled) {
-          throw new GatewayError(429, "rate_limit", `Too many failed admin authentications from this address. Retry after ${verdict.retryAfterSeconds} s.`, { "retry-after": String(verdict.retryAfterSeconds) });
-        }
-        throw new GatewayError(401, "authentication", "Invalid admin token.");
-      }
+    // Runs after the body was parsed, so it is not the check itself: it keeps the routes shut if
+    // they were ever mounted without the gate.
+    .onBeforeHandle({ as: "local" }, ({ request }) => {
+      if (!admitted.has(request)) throw new GatewayError(401, "authentication", "Invalid admin token.");
     })
     .post(
       "/accounts",
@@ -211,6 +239,8 @@ export function adminRoutes(deps: AdminDeps) {
           expiresAt: body?.expires_at ? checked(() => parseInstant(body.expires_at!, "expires_at")) : null,
           spendLimitMicro: body?.spend_limit === undefined ? null : micro(body.spend_limit, "spend_limit"),
           spendLimitPeriod: body?.spend_limit_period ?? null,
+          models: body?.models == null ? null : checked(() => parseModelPatterns(body.models)),
+          maxConcurrentRequests: body?.max_concurrent_requests == null ? null : checked(() => parseMaxConcurrent(body.max_concurrent_requests)),
         };
         let key;
         try {
@@ -262,6 +292,10 @@ export function adminRoutes(deps: AdminDeps) {
         if (body.spend_limit_period !== undefined) patch.spendLimitPeriod = checked(() => parseSpendPeriod(body.spend_limit_period));
         if (body.rate_limit_per_minute !== undefined) patch.rateLimitPerMinute = body.rate_limit_per_minute === null ? null : checked(() => parseRateLimit(body.rate_limit_per_minute));
         if (body.expires_at !== undefined) patch.expiresAt = body.expires_at === null ? null : checked(() => parseInstant(body.expires_at!, "expires_at"));
+        if (body.models !== undefined) patch.models = body.models === null ? null : checked(() => parseModelPatterns(body.models));
+        if (body.max_concurrent_requests !== undefined) {
+          patch.maxConcurrentRequests = body.max_concurrent_requests === null ? null : checked(() => parseMaxConcurrent(body.max_concurrent_requests));
+        }
         let summary;
         try {
           summary = await deps.retryWhileBusy(() => deps.accounts.updateKey(params.id, patch));

@@ -10,6 +10,8 @@ export interface KeyRouteDeps {
   ledger: Ledger;
   /** limits.requests_per_minute: a key without its own limit has this one. */
   defaultPerMinute: number;
+  /** limits.max_concurrent_requests (null: unset, no cap): a key without its own cap has this one. */
+  defaultMaxConcurrent?: number | null;
 }
 
 /**
@@ -37,6 +39,10 @@ export function keyRoute(deps: KeyRouteDeps) {
         // The limit that applies, the gateway's default when the key has none of its own.
         rate_limit_per_minute: key.rate_limit_per_minute ?? deps.defaultPerMinute,
         expires_at: key.expires_at,
+        // The models it may use (exact ids and prefix* patterns); null: every model.
+        models: key.models,
+        // The cap that applies, the gateway's default when the key has none; null: no cap.
+        max_concurrent_requests: key.max_concurrent_requests ?? deps.defaultMaxConcurrent ?? null,
       },
     };
   });

@@ -1,17 +1,20 @@
 import { Elysia } from "elysia";
 import type { Catalogue } from "../../catalogue/catalogue.ts";
 import { GatewayError } from "../../streaming/gateway-error.ts";
+import { principalOf } from "../plugins/admission.ts";
 
 /**
  * The spec's list by default. Anthropic SDK clients (they always send anthropic-version) get
- * Anthropic's list shape, which is what their `models.list()` parses.
+ * Anthropic's list shape, which is what their `models.list()` parses. A key limited to models
+ * sees only those (catalogue `visibleTo`).
  */
 export function modelsRoute(catalogue: Catalogue) {
   const headers = { "content-type": "application/json" };
   return new Elysia({ name: "switchyard/models" })
     .get("/v1/models", ({ request, query }) => {
-      if (request.headers.has("anthropic-version")) return Response.json(catalogue.anthropicList(query as Record<string, string | undefined>));
-      return new Response(catalogue.listJson(), { headers });
+      const view = catalogue.visibleTo(principalOf(request).models);
+      if (request.headers.has("anthropic-version")) return Response.json(view.anthropicList(query as Record<string, string | undefined>));
+      return new Response(view.listJson(), { headers });
     })
     // Ids contain a slash (`openai/gpt-4o-mini`); SDKs send it encoded (`%2F`), curl users plain.
     .get("/v1/models/*", ({ request }) => {
@@ -22,7 +25,8 @@ export function modelsRoute(catalogue: Catalogue) {
       } catch {
         id = path.slice("/v1/models/".length);
       }
-      const entry = request.headers.has("anthropic-version") ? catalogue.anthropicEntry(id) : catalogue.entry(id);
+      const view = catalogue.visibleTo(principalOf(request).models);
+      const entry = request.headers.has("anthropic-version") ? view.anthropicEntry(id) : view.entry(id);
       if (!entry) throw new GatewayError(404, "not_found", `The model "${id.slice(0, 200)}" does not exist. GET /v1/models lists the available ids.`);
       return Response.json(entry);
     });

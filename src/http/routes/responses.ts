@@ -6,7 +6,7 @@ import { GatewayError } from "../../streaming/gateway-error.ts";
 import { principalOf } from "../plugins/admission.ts";
 import { createResponsesEncoder, encodeResponsesBody, type ResponsesAnswerPlan } from "../../streaming/encode-responses.ts";
 import { responsesToChat, ResponsesRequestError, type ResponsesPlan } from "../../translate/responses-to-chat.ts";
-import type { ResponseStore } from "../../translate/response-store.ts";
+import { ResponseStoreUnavailableError, type ResponseStore } from "../../translate/response-store.ts";
 import { resolveStoredInput, type StoredInput } from "../../translate/stored-input.ts";
 
 /**
@@ -63,37 +63,48 @@ export function responsesRoute(deps: ForwardDeps & { catalogue: Catalogue; respo
   return new Elysia({ name: "switchyard/responses" })
     .post(
       "/v1/responses",
-      ({ body, request, server, set }) => {
+      async ({ body, request, server, set }) => {
         const input = body.input;
         if (input === "" || (Array.isArray(input) && input.length === 0)) throw new GatewayError(422, "invalid_request", "input must contain at least one item.");
         const principal = principalOf(request);
         let plan: ResponsesPlan;
         let stored: StoredInput;
         try {
-          stored = resolveStoredInput(body, principal.accountId, store);
+          stored = await resolveStoredInput(body, principal.accountId, store).catch(unavailable);
           const whole = stored.history.length > 0 ? [...stored.history, ...stored.input] : stored.input;
           plan = responsesToChat({ ...body, input: whole });
         } catch (err) {
           if (err instanceof ResponsesRequestError) throw new GatewayError(400, "invalid_request", err.message);
           throw err;
         }
+        // `store` is OpenAI's default; Codex and careful clients say false, and then nothing is kept.
+        const keep = store.enabled && body.store !== false;
+        // An input that alone is past the per-answer limit could never be kept: refused before
+        // anything is sent or charged, rather than answered and silently not kept.
+        if (keep) {
+          const inputBytes = Buffer.byteLength(JSON.stringify(stored.input));
+          if (inputBytes > store.maxAnswerBytes) throw new GatewayError(400, "invalid_request", tooLargeMessage(inputBytes, store.maxAnswerBytes));
+        }
         if (plan.dropped.length > 0) {
           const fresh = plan.dropped.filter((d) => !reported.has(d));
           for (const d of fresh) reported.add(d);
           deps.log(fresh.length > 0 ? "info" : "debug", "responses request: dropped what chat upstreams cannot run (hosted tools, their items)", { dropped: [...new Set(plan.dropped)] });
         }
-        // `store` is OpenAI's default; Codex and careful clients say false, and then nothing is kept.
-        const keep = store.enabled && body.store !== false;
         const previous = stored.previous;
         // Keeping is a convenience for later requests: failing to keep must not fail this answer
-        // (a later reference to it is then a 400 like any unknown id). Never log the items.
-        const onFinal = (response: { id: string; output: Record<string, unknown>[] }) => {
-          try {
-            store.keep(principal.accountId, response.id, { ...(previous ? { previous } : {}), input: stored.input, output: response.output });
-          } catch (err) {
-            deps.log("warn", "responses: could not keep an answer for later references", { responseId: response.id, error: err instanceof Error ? err.name : "unknown" });
-          }
-        };
+        // (its final response then says `store: false`, and a later reference to it is a 400 like
+        // any unknown id). Never log the items.
+        const onFinal = (response: { id: string; output: Record<string, unknown>[] }): Promise<boolean> =>
+          store.keep(principal.accountId, response.id, { ...(previous ? { previous } : {}), input: stored.input, response }).then(
+            (kept) => {
+              if (!kept) deps.log("info", "responses: an answer was not kept: larger than the per-answer limit or the account's quota", { responseId: response.id });
+              return kept;
+            },
+            (err) => {
+              deps.log("warn", "responses: could not keep an answer for later references", { responseId: response.id, error: err instanceof Error ? err.name : "unknown" });
+              return false;
+            },
+          );
         return handleChat(deps, {
           format: "openai",
           body: plan.chat,
@@ -101,6 +112,8 @@ export function responsesRoute(deps: ForwardDeps & { catalogue: Catalogue; respo
           principal,
           server,
           set,
+          // The chain's first answer names the conversation; a first turn that is kept starts one (its own id).
+          chain: stored.root ?? (keep ? (uuid: string) => `resp_${uuid}` : undefined),
           answer: responsesAnswer({
             tools: plan.tools,
             echo: { ...plan.echo, store: keep },
@@ -110,11 +123,51 @@ export function responsesRoute(deps: ForwardDeps & { catalogue: Catalogue; respo
       },
       { body: ResponsesRequest },
     )
-    .get("/v1/responses/:id", () => {
-      throw new GatewayError(
-        404,
-        "not_found",
-        "Responses cannot be retrieved from this gateway: it keeps answers only for later requests to refer to (item_reference, previous_response_id). Read the answer when it is returned.",
-      );
-    });
+    // The SDKs' `responses.retrieve` and `responses.delete`, for the key's own account only:
+    // another account's id is the same 404 as an unknown one, so existence does not leak.
+    .get(
+      "/v1/responses/:id",
+      async ({ params, request }) => {
+        const json = await store.body(principalOf(request).accountId, params.id).catch(unavailable);
+        if (json === undefined) throw notFound(params.id);
+        return new Response(json, { headers: { "content-type": "application/json" } });
+      },
+      { params: ResponseIdParams },
+    )
+    .delete(
+      "/v1/responses/:id",
+      async ({ params, request }) => {
+        const deleted = await store.delete(principalOf(request).accountId, params.id).catch(unavailable);
+        if (!deleted) throw notFound(params.id);
+        return { id: params.id, object: "response.deleted", deleted: true } satisfies ResponseDeleted;
+      },
+      { params: ResponseIdParams },
+    );
+}
+
+export const ResponseIdParams = t.Object({ id: t.String({ minLength: 1, maxLength: 200 }) });
+
+export const ResponseDeleted = t.Object({ id: t.String(), object: t.Literal("response.deleted"), deleted: t.Literal(true) });
+export type ResponseDeleted = typeof ResponseDeleted.static;
+
+/** As OpenAI words it; the id is bounded by the route's schema. */
+function notFound(id: string): GatewayError {
+  return new GatewayError(404, "not_found", `No response found with id '${id}'. Stored answers expire an hour after their last use, may be evicted under the account's quota, and belong to the account that stored them.`);
+}
+
+/** The store cannot answer (Redis unreachable): a 503 that says what to do, never the store's own error text. */
+function unavailable(err: unknown): never {
+  if (err instanceof ResponseStoreUnavailableError) {
+    throw new GatewayError(
+      503,
+      "overloaded",
+      "Stored responses cannot be reached right now, so previous_response_id, item_reference and reading or deleting a stored response are unavailable. Retry in a few seconds, or send the whole conversation in `input` with `store: false`.",
+      { "retry-after": "5" },
+    );
+  }
+  throw err;
+}
+
+function tooLargeMessage(bytes: number, limit: number): string {
+  return `This request's input is ${bytes} bytes, more than the ${limit} bytes an answer may take to be stored (input and output together). Send it with \`store: false\` (the answer is then not kept, and later requests send the conversation whole), or send less.`;
 }

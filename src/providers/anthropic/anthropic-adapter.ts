@@ -61,6 +61,12 @@ export const anthropicAdapter: ProviderAdapter = {
     return { url: `${provider.base_url}/v1/messages`, headers, body: JSON.stringify(body) };
   },
 
+  modelsRequest(provider) {
+    const headers: Record<string, string> = { accept: "application/json", "anthropic-version": DEFAULT_VERSION, ...provider.headers };
+    if (provider.apiKey) headers["x-api-key"] = provider.apiKey;
+    return { url: `${provider.base_url}/v1/models`, headers };
+  },
+
   createStreamDecoder() {
     // Anthropic numbers content blocks; tool calls are numbered apart, from 0, for the union.
     const toolOfBlock = new Map<number, number>();

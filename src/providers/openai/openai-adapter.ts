@@ -56,6 +56,12 @@ export const openaiAdapter: ProviderAdapter = {
     return { url: `${provider.base_url}/chat/completions`, headers, body: JSON.stringify(body) };
   },
 
+  modelsRequest(provider) {
+    const headers: Record<string, string> = { accept: "application/json", ...provider.headers };
+    if (provider.apiKey) headers.authorization = `Bearer ${provider.apiKey}`;
+    return { url: `${provider.base_url}/models`, headers };
+  },
+
   createStreamDecoder() {
     // Upstream tool-call indexes are per choice and may start anywhere; ours count from 0.
     const toolIndex = new Map<number, number>();

@@ -30,7 +30,12 @@ export interface ByteLru<V> {
    * Returns false, keeping nothing, when `bytes` alone is more than `maxEntryBytes`.
    */
   set(key: string, value: V, bytes: number): boolean;
-  delete(key: string): void;
+  /** True when the key was held (expired or not). */
+  delete(key: string): boolean;
+  /** Drops the least recently used entry, unless it is `keep`'s (then the next one); the bytes freed, 0 when none. */
+  evictOldest(keep?: string): number;
+  /** Drops what has expired by now. */
+  sweep(): void;
   /** Bytes held now (expired entries not yet swept included). */
   readonly bytes: number;
   readonly size: number;
@@ -82,6 +87,18 @@ export function createByteLru<V>(o: ByteLruOptions & { maxEntryBytes?: number })
     delete(key) {
       const entry = entries.get(key);
       if (entry) drop(key, entry);
+      return entry !== undefined;
+    },
+    evictOldest(keep) {
+      for (const [k, entry] of entries) {
+        if (k === keep) continue;
+        drop(k, entry);
+        return entry.bytes;
+      }
+      return 0;
+    },
+    sweep() {
+      sweep(o.now());
     },
     get bytes() {
       return held;

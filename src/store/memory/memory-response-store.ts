@@ -1,48 +1,71 @@
-import type { ResponseStore, StoredResponse } from "../../translate/response-store.ts";
+import { answerIdOfItem, storedBytes, type ResponseStore, type StoredResponse } from "../../translate/response-store.ts";
 import type { Json } from "../../translate/wire-types.ts";
-import { createByteLru } from "./byte-lru.ts";
+import { createAccountQuotaLru } from "./account-quota-lru.ts";
 
 export interface MemoryResponseStoreOptions {
-  /** Most bytes of stored JSON held; 0 switches storage off. */
+  /** Most bytes of stored JSON held by all accounts together; 0 switches storage off. */
   maxBytes: number;
+  /** Most bytes one account holds; its own least recently used answers go first past it. */
+  accountMaxBytes: number;
+  /** Largest single answer kept (input and Response object as JSON). */
+  answerMaxBytes: number;
   /** What is unused for this long can no longer be read (and its memory goes at the next use of the store). */
   ttlMs: number;
   now: () => number;
 }
 
-/** Map bookkeeping per entry (key, node, numbers), counted beside the JSON so tiny entries are not free. */
-const ENTRY_OVERHEAD = 96;
+/** One answer as held: JSON text, which the bound counts exactly and no reader can change. */
+interface Held {
+  /** `{previous?, input}`: only `previous_response_id` reads it. */
+  input: string;
+  /** The Response object as returned; its items answer `item_reference`. */
+  response: string;
+}
 
 /**
- * The ResponseStore in this process's memory: one byte-bounded LRU (store/memory/byte-lru.ts)
- * holding answers and their output items as JSON text. Text, because it is what the bound
- * counts exactly, it cannot be changed by whoever reads it (every lookup parses a fresh copy),
- * and it holds no references into request objects. Nothing here is logged or written to disk;
- * a restart forgets everything.
+ * The ResponseStore in this process's memory: one byte-bounded LRU per account under a total
+ * (store/memory/account-quota-lru.ts), holding each answer once as JSON text. Text, because it
+ * is what the bounds count exactly, it cannot be changed by whoever reads it (every lookup
+ * parses a fresh copy), and it holds no references into request objects. An output item is
+ * found through its answer (its id names it), so it is neither stored nor counted twice.
+ * Nothing here is logged or written to disk; a restart forgets everything.
  */
 export function createMemoryResponseStore(o: MemoryResponseStoreOptions): ResponseStore {
-  // One huge request (bodies may be 10 MiB) must not flush everyone else's conversations.
-  const lru = createByteLru<string>({ maxBytes: o.maxBytes, ttlMs: o.ttlMs, now: o.now, maxEntryBytes: Math.floor(o.maxBytes / 4) });
-  // Ids are ours (time-ordered, with a random part), but scoping keeps one account from ever
-  // reading another's answers, whatever it guesses.
-  const key = (scope: string, id: string) => `${scope}\u0000${id}`;
-  const put = (k: string, value: unknown) => {
-    const json = JSON.stringify(value);
-    lru.set(k, json, Buffer.byteLength(json) + k.length + ENTRY_OVERHEAD);
-  };
-  const read = <T>(k: string): T | undefined => {
-    const json = lru.get(k);
-    return json === undefined ? undefined : (JSON.parse(json) as T);
-  };
+  const enabled = o.maxBytes > 0;
+  const maxAnswerBytes = Math.min(o.answerMaxBytes, o.accountMaxBytes, o.maxBytes);
+  const lru = createAccountQuotaLru<Held>({ accountMaxBytes: o.accountMaxBytes, totalMaxBytes: o.maxBytes, ttlMs: o.ttlMs, now: o.now });
 
   return {
-    enabled: o.maxBytes > 0,
-    item: (scope, id) => read<Json>(key(scope, id)),
-    response: (scope, id) => read<StoredResponse>(key(scope, id)),
-    keep(scope, id, response) {
-      if (o.maxBytes <= 0) return;
-      put(key(scope, id), response);
-      for (const item of response.output) if (typeof item.id === "string") put(key(scope, item.id), item);
+    enabled,
+    maxAnswerBytes,
+    async item(scope, id) {
+      const answer = answerIdOfItem(id);
+      const held = answer === undefined ? undefined : lru.get(scope, answer);
+      if (!held) return undefined;
+      return (JSON.parse(held.response) as { output: Json[] }).output.find((item) => item.id === id);
+    },
+    async response(scope, id) {
+      const held = lru.get(scope, id);
+      if (!held) return undefined;
+      const { previous, input } = JSON.parse(held.input) as { previous?: string; input: Json[] };
+      return { ...(previous ? { previous } : {}), input, response: JSON.parse(held.response) } as StoredResponse;
+    },
+    async body(scope, id) {
+      return lru.get(scope, id)?.response;
+    },
+    async keep(scope, id, stored) {
+      if (!enabled) return false;
+      const input = JSON.stringify({ ...(stored.previous ? { previous: stored.previous } : {}), input: stored.input });
+      const response = JSON.stringify(stored.response);
+      const bytes = storedBytes(id, input, response);
+      if (bytes > maxAnswerBytes) {
+        lru.delete(scope, id);
+        return false;
+      }
+      return lru.set(scope, id, { input, response }, bytes);
+    },
+    async delete(scope, id) {
+      return lru.delete(scope, id);
     },
   };
 }

@@ -1,10 +1,11 @@
 import {
-  accountPageOf, asciiLower, periodSpentSql, decodeAccountCursor, iso, keyOptions, KeyLimitError, keySummary, MAX_ACTIVE_KEYS, newKey, periodResetsAt,
+  activeKey, accountPageOf, asciiLower, periodSpentSql, decodeAccountCursor, iso, keyOptions, KeyLimitError, keySummary, MAX_ACTIVE_KEYS, newKey, periodResetsAt,
   type Account, type AccountDescription, type AccountListQuery, type AccountPage, type AccountPatch, type AccountStore, type ActiveKey, type IssuedKey, type KeyOptions, type KeyPatch, type KeyRow, type KeySummary, type SpendStatus,
 } from "../../accounts/account-store.ts";
 import { microToCredits } from "../../billing/money.ts";
 import { periodStart, windowStarts, type SpendPeriod } from "../../billing/spend-period.ts";
 import { randomId } from "../ids.ts";
+import { modelsColumn } from "../../accounts/model-access.ts";
 import { int, withTimeout, type Pg } from "./pg-client.ts";
 
 /**
@@ -31,6 +32,8 @@ export function createPostgresAccounts(sql: Pg, now: () => number, timeoutMs = 2
     spent_micro: int(k.spent_micro),
     spend_limit_period: k.spend_limit_period as SpendPeriod | null,
     period_spent: int(k.period_spent),
+    allowed_models: (k.allowed_models as string | null) ?? null,
+    max_concurrent_requests: nullable(k.max_concurrent_requests),
   });
   /** Key summaries, each limit counted over its own window (store SQLite's `keyColumns` says how). */
   const selectKeys = (where: "account" | "id", id: string) => {
@@ -38,7 +41,7 @@ export function createPostgresAccounts(sql: Pg, now: () => number, timeoutMs = 2
     const column = where === "account" ? sql`k.account_id` : sql`k.id`;
     return sql`
       SELECT k.id, k.name, k.key_prefix, k.key_last4, k.created_at, k.revoked_at, k.expires_at, k.rate_limit_per_minute, k.spend_limit_micro, k.spent_micro, k.spend_limit_period,
-             ${sql.unsafe(periodSpentSql("k", `${s.day}::bigint`, `${s.week}::bigint`, `${s.month}::bigint`))} AS period_spent
+             k.allowed_models, k.max_concurrent_requests, ${sql.unsafe(periodSpentSql("k", `${s.day}::bigint`, `${s.week}::bigint`, `${s.month}::bigint`))} AS period_spent
         FROM api_keys k WHERE ${column} = ${id} ORDER BY k.created_at, k.id`;
   };
   /**
@@ -122,8 +125,9 @@ export function createPostgresAccounts(sql: Pg, now: () => number, timeoutMs = 2
           throw new KeyLimitError(`This account already has ${MAX_ACTIVE_KEYS} active keys, the most allowed. Revoke one first.`);
         }
         // A new key has spent nothing: its count is valid for the window it starts in.
-        await tx`INSERT INTO api_keys (id, account_id, name, key_hash, key_prefix, key_last4, created_at, rate_limit_per_minute, expires_at, spend_limit_micro, spend_limit_period, period_start)
-                 VALUES (${id}, ${accountId}, ${name}, ${hash}, ${prefix}, ${last4}, ${at}, ${o.rateLimitPerMinute ?? null}, ${o.expiresAt ?? null}, ${o.spendLimitMicro ?? null}, ${period}, ${periodStart(period, at)})`;
+        await tx`INSERT INTO api_keys (id, account_id, name, key_hash, key_prefix, key_last4, created_at, rate_limit_per_minute, expires_at, spend_limit_micro, spend_limit_period, period_start, allowed_models, max_concurrent_requests)
+                 VALUES (${id}, ${accountId}, ${name}, ${hash}, ${prefix}, ${last4}, ${at}, ${o.rateLimitPerMinute ?? null}, ${o.expiresAt ?? null}, ${o.spendLimitMicro ?? null}, ${period}, ${periodStart(period, at)},
+                         ${modelsColumn(o.models)}, ${o.maxConcurrentRequests ?? null})`;
         return { id, key, name, created_at: iso(at)! };
       }), "create key");
     },
@@ -147,6 +151,8 @@ export function createPostgresAccounts(sql: Pg, now: () => number, timeoutMs = 2
       if (p.expiresAt !== undefined) columns.expires_at = p.expiresAt;
       if (p.spendLimitMicro !== undefined) columns.spend_limit_micro = p.spendLimitMicro;
       if (p.spendLimitPeriod !== undefined) columns.spend_limit_period = p.spendLimitPeriod;
+      if (p.models !== undefined) columns.allowed_models = modelsColumn(p.models);
+      if (p.maxConcurrentRequests !== undefined) columns.max_concurrent_requests = p.maxConcurrentRequests;
       // A limit below what was spent is kept, as on SQLite: the key is refused (402) until the period resets or the limit rises.
       if (!(await bounded(patchRow("api_keys", keyId, columns, p.spendLimitPeriod), "update key"))) return null;
       return store.getKey(keyId);
@@ -201,8 +207,8 @@ export function createPostgresAccounts(sql: Pg, now: () => number, timeoutMs = 2
     },
 
     async findActiveKey(keyHash: string): Promise<ActiveKey | null> {
-      const [row] = await bounded(sql`SELECT id, account_id, rate_limit_per_minute, expires_at FROM api_keys WHERE key_hash = ${keyHash} AND revoked_at IS NULL`, "key lookup");
-      return row ? { keyId: row.id, accountId: row.account_id, rateLimitPerMinute: nullable(row.rate_limit_per_minute), expiresAt: nullable(row.expires_at) } : null;
+      const [row] = await bounded(sql`SELECT id, account_id, rate_limit_per_minute, expires_at, allowed_models, max_concurrent_requests FROM api_keys WHERE key_hash = ${keyHash} AND revoked_at IS NULL`, "key lookup");
+      return row ? activeKey({ ...row, rate_limit_per_minute: nullable(row.rate_limit_per_minute), expires_at: nullable(row.expires_at), max_concurrent_requests: nullable(row.max_concurrent_requests) }) : null;
     },
   };
   return store;

@@ -136,6 +136,10 @@ const MIGRATIONS: string[] = [
   // (NULLs are distinct): INSERT … ON CONFLICT (idempotency_key) needs one without a predicate.
   `ALTER TABLE credit_entries ADD COLUMN idempotency_key text;
    CREATE UNIQUE INDEX credit_entries_idempotency ON credit_entries (idempotency_key);`,
+  // Client keys limited to models, and a key's cap on requests at once (store/database.ts has the
+  // same columns and says what they mean). The list is JSON text, read by the same code as SQLite's.
+  `ALTER TABLE api_keys ADD COLUMN allowed_models text;
+   ALTER TABLE api_keys ADD COLUMN max_concurrent_requests integer;`,
 ];
 
 /** The schema version this code brings a database to. */

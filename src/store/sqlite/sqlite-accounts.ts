@@ -3,8 +3,9 @@ import { randomId } from "../ids.ts";
 import { microToCredits } from "../../billing/money.ts";
 import { periodStart, windowStarts, type SpendPeriod } from "../../billing/spend-period.ts";
 import {
-  MAX_ACTIVE_KEYS, KeyLimitError, decodeAccountCursor, asciiLower, periodSpentSql, periodResetsAt, keySummary, keyOptions, newKey, iso, accountPageOf, type Account, type IssuedKey, type ActiveKey, type KeyOptions, type KeyPatch, type AccountPatch, type KeySummary, type AccountDescription, type AccountPage, type AccountListQuery, type SpendStatus, type AccountStore, type KeyRow,
+  activeKey, MAX_ACTIVE_KEYS, KeyLimitError, decodeAccountCursor, asciiLower, periodSpentSql, periodResetsAt, keySummary, keyOptions, newKey, iso, accountPageOf, type Account, type IssuedKey, type ActiveKey, type KeyOptions, type KeyPatch, type AccountPatch, type KeySummary, type AccountDescription, type AccountPage, type AccountListQuery, type SpendStatus, type AccountStore, type KeyRow,
 } from "../../accounts/account-store.ts";
+import { modelsColumn } from "../../accounts/model-access.ts";
 
 /** The SQLite AccountStore: synchronous, on the gateway's own connection. */
 export function createAccountStore(db: Database, now: () => number) {
@@ -27,17 +28,17 @@ export function createAccountStore(db: Database, now: () => number) {
     "SELECT COUNT(*) AS n FROM api_keys WHERE account_id = ? AND revoked_at IS NULL AND (expires_at IS NULL OR expires_at > ?)",
   );
   const insertKey = db.query(
-    `INSERT INTO api_keys (id, account_id, name, key_hash, key_prefix, key_last4, created_at, rate_limit_per_minute, expires_at, spend_limit_micro, spend_limit_period, period_start)
-     VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+    `INSERT INTO api_keys (id, account_id, name, key_hash, key_prefix, key_last4, created_at, rate_limit_per_minute, expires_at, spend_limit_micro, spend_limit_period, period_start, allowed_models, max_concurrent_requests)
+     VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
   );
   const keyColumns = `k.id, k.name, k.key_prefix, k.key_last4, k.created_at, k.revoked_at, k.expires_at, k.rate_limit_per_minute, k.spend_limit_micro, k.spent_micro, k.spend_limit_period,
-    ${periodSpentSql("k")} AS period_spent`;
+    k.allowed_models, k.max_concurrent_requests, ${periodSpentSql("k")} AS period_spent`;
   const selectKeys = db.query<KeyRow, [string, number, number, number]>(`SELECT ${keyColumns} FROM api_keys k WHERE k.account_id = ?1 ORDER BY k.created_at, k.id`);
   const selectKey = db.query<KeyRow, [string, number, number, number]>(`SELECT ${keyColumns} FROM api_keys k WHERE k.id = ?1`);
   const selectByName = db.query<{ id: string }, [string]>("SELECT id FROM accounts WHERE name = ? ORDER BY created_at LIMIT 1");
   const revoke = db.query("UPDATE api_keys SET revoked_at = ? WHERE id = ? AND revoked_at IS NULL");
-  const selectActiveKey = db.query<{ id: string; account_id: string; rate_limit_per_minute: number | null; expires_at: number | null }, [string]>(
-    "SELECT id, account_id, rate_limit_per_minute, expires_at FROM api_keys WHERE key_hash = ? AND revoked_at IS NULL",
+  const selectActiveKey = db.query<{ id: string; account_id: string; rate_limit_per_minute: number | null; expires_at: number | null; allowed_models: string | null; max_concurrent_requests: number | null }, [string]>(
+    "SELECT id, account_id, rate_limit_per_minute, expires_at, allowed_models, max_concurrent_requests FROM api_keys WHERE key_hash = ? AND revoked_at IS NULL",
   );
   const keyPeriod = db.query<{ spend_limit_period: SpendPeriod | null }, [string]>("SELECT spend_limit_period FROM api_keys WHERE id = ?");
   const accountPeriod = db.query<{ spend_limit_period: SpendPeriod | null }, [string]>("SELECT spend_limit_period FROM accounts WHERE id = ?");
@@ -73,7 +74,8 @@ export function createAccountStore(db: Database, now: () => number) {
     const period = options.spendLimitPeriod ?? null;
     // A new key has spent nothing: its count is valid for the window it starts in.
     insertKey.run(id, accountId, name, hash, prefix, last4, at,
-      options.rateLimitPerMinute ?? null, options.expiresAt ?? null, options.spendLimitMicro ?? null, period, periodStart(period, at));
+      options.rateLimitPerMinute ?? null, options.expiresAt ?? null, options.spendLimitMicro ?? null, period, periodStart(period, at),
+      modelsColumn(options.models), options.maxConcurrentRequests ?? null);
     return { id, key, name, created_at: iso(at)! };
   });
 
@@ -158,6 +160,8 @@ export function createAccountStore(db: Database, now: () => number) {
       if (p.expiresAt !== undefined) columns.expires_at = p.expiresAt;
       if (p.spendLimitMicro !== undefined) columns.spend_limit_micro = p.spendLimitMicro;
       if (p.spendLimitPeriod !== undefined) columns.spend_limit_period = p.spendLimitPeriod;
+      if (p.models !== undefined) columns.allowed_models = modelsColumn(p.models);
+      if (p.maxConcurrentRequests !== undefined) columns.max_concurrent_requests = p.maxConcurrentRequests;
       return patch.immediate("api_keys", keyId, columns, p.spendLimitPeriod) ? store.getKey(keyId) : null;
     },
 
@@ -192,7 +196,7 @@ export function createAccountStore(db: Database, now: () => number) {
 
     findActiveKey(keyHash: string): ActiveKey | null {
       const row = selectActiveKey.get(keyHash);
-      return row ? { keyId: row.id, accountId: row.account_id, rateLimitPerMinute: row.rate_limit_per_minute, expiresAt: row.expires_at } : null;
+      return row ? activeKey(row) : null;
     },
   };
   return store;

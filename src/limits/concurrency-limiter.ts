@@ -1,0 +1,58 @@
+/**
+ * The ConcurrencyStore port (issue 32 item 4): how many requests one key has under way. A place is
+ * taken when a request has been planned and before credits are held, and given back once, when it
+ * is settled (gateway/billing-session.ts, in the same `finally` that ends its in-flight count):
+ * a stream holds its place until it ends, whichever way — completed, failed, or its client gone.
+ * The in-process store below answers synchronously; a shared one may return a promise.
+ */
+export interface ConcurrencyStore {
+  /**
+   * A place for one more request of `keyId` while fewer than `limit` are under way, or null (the
+   * caller answers 429). `release` gives the place back; calling it again does nothing.
+   */
+  acquire(keyId: string, limit: number): ConcurrencySlot | null | Promise<ConcurrencySlot | null>;
+}
+
+export interface ConcurrencySlot {
+  release(): void;
+}
+
+/** A place for requests without a cap: nothing to give back. */
+export const NO_SLOT: ConcurrencySlot = { release() {} };
+
+/**
+ * Places counted in this process's memory, one counter per key with requests under way (a key
+ * with none has no entry, so memory follows what is running, not how many keys exist). With
+ * several workers each counts its own requests: docs/decisions.md, "Requests at once per key".
+ */
+export function createConcurrencyLimiter() {
+  const running = new Map<string, number>();
+  return {
+    acquire(keyId: string, limit: number): ConcurrencySlot | null {
+      const now = running.get(keyId) ?? 0;
+      if (now >= limit) return null;
+      running.set(keyId, now + 1);
+      let held = true;
+      return {
+        release() {
+          if (!held) return;
+          held = false;
+          const left = (running.get(keyId) ?? 1) - 1;
+          if (left <= 0) running.delete(keyId);
+          else running.set(keyId, left);
+        },
+      };
+    },
+    /** Requests of this key under way now (tests, metrics). */
+    underWay(keyId: string): number {
+      return running.get(keyId) ?? 0;
+    },
+  };
+}
+
+export type ConcurrencyLimiter = ReturnType<typeof createConcurrencyLimiter>;
+
+/** The 429's words: the cap, and that waiting for one of the key's own requests to end is the way. */
+export function concurrencyRefusal(limit: number): string {
+  return `Too many requests at once for this key: at most ${limit} may be under way (max_concurrent_requests), streams included until they end. Retry when one of them has finished.`;
+}

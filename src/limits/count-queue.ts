@@ -1,0 +1,147 @@
+import { createFairQueue } from "./fair-queue.ts";
+
+/**
+ * Free token counts (`POST /v1/messages/count_tokens` answered by the gateway's tokenizer) wait
+ * here for the tokenizer, so that one key cannot starve the others nor the paid path:
+ * - per key, at most `perKeyBytes` of text queued or running: more is refused (429) at once;
+ * - all keys, at most `capacityBytes`: more is refused (503) rather than held without bound;
+ *   each count weighs its UTF-8 bytes but at least one slice, so the caps bound the tokenizer's
+ *   work and the texts held, and a key may still send dozens of small counts at once (Claude
+ *   Code's `/context`); a key with nothing queued may always queue one count;
+ * - keys take turns (limits/fair-queue.ts), and a turn is one slice of `sliceChars` characters
+ *   of a text, so a key's 4 MB prompt delays another key's 8-token count by one slice, not by
+ *   the whole prompt;
+ * - a count that has not finished within `timeoutMs` of arriving is given up (503);
+ * - `count` is the tokenizer's low-priority lane (billing/token-estimate.ts, countTokensWhenIdle),
+ *   which gives each slice to the tokenizer only when no chat or billing count is waiting.
+ * A slice boundary can split a token, as the tokenizer's own slicing does: slices are a multiple
+ * of its 2,048 characters, so the sum is what one count of the whole text gives.
+ */
+
+export interface CountQueueOptions {
+  perKeyBytes: number;
+  capacityBytes: number;
+  timeoutMs: number;
+  /** Counts one slice of text; may be slow, must not reject for an ordinary text. */
+  count: (text: string) => Promise<number>;
+  /** Characters per turn (default 64 Ki, 32 of the tokenizer's slices: a few ms of its time). */
+  sliceChars?: number;
+}
+
+export type CountRefusal = "key_busy" | "queue_full" | "timeout" | "aborted";
+
+/** Why a count was not made: the route turns it into the client's 429, 503 or 499. */
+export class CountRefusedError extends Error {
+  constructor(readonly reason: CountRefusal, message: string) {
+    super(message);
+  }
+}
+
+export interface CountQueue {
+  /** The tokens of `text`, counted in turn with other keys' counts. */
+  count(key: string, text: string, signal?: AbortSignal): Promise<number>;
+  /**
+   * Why `key`'s next count would be refused whatever its size (its counts leave no room for one
+   * slice), or undefined: asked when a request arrives, so a flood is refused before its body is read.
+   */
+  busy(key: string): string | undefined;
+  /** Counts queued or running, all keys. */
+  readonly size: number;
+  /** Their weight (bytes of text, at least a slice each). */
+  readonly bytes: number;
+  /** Counts queued or running for `key`. */
+  sizeOf(key: string): number;
+}
+
+interface Job {
+  text: string;
+  /** Characters counted so far. */
+  done: number;
+  tokens: number;
+  finished: boolean;
+  timer?: ReturnType<typeof setTimeout>;
+  onAbort?: () => void;
+  signal?: AbortSignal;
+  resolve(tokens: number): void;
+  reject(error: unknown): void;
+}
+
+const DEFAULT_SLICE_CHARS = 32 * 2048;
+
+export function createCountQueue(o: CountQueueOptions): CountQueue {
+  const queue = createFairQueue<Job>({ capacity: o.capacityBytes, perKey: o.perKeyBytes });
+  const slice = o.sliceChars ?? DEFAULT_SLICE_CHARS;
+  let pumping = false;
+  const keyBusy = `Too many token counts in progress for this key: at most ${o.perKeyBytes} bytes of text at once. Retry when one has finished.`;
+
+  function finish(key: string, job: Job, outcome: { tokens: number } | { error: unknown }): void {
+    if (job.finished) return;
+    job.finished = true;
+    queue.remove(key, job);
+    clearTimeout(job.timer);
+    if (job.onAbort) job.signal?.removeEventListener("abort", job.onAbort);
+    job.text = "";
+    if ("tokens" in outcome) job.resolve(outcome.tokens);
+    else job.reject(outcome.error);
+  }
+
+  /** One slice at a time, whoever's turn it is, until nothing is queued. */
+  async function pump(): Promise<void> {
+    if (pumping) return;
+    pumping = true;
+    try {
+      for (let turn = queue.next(); turn; turn = queue.next()) {
+        const { key, item: job } = turn;
+        let tokens: number;
+        try {
+          tokens = await o.count(job.text.slice(job.done, job.done + slice));
+        } catch (error) {
+          finish(key, job, { error });
+          continue;
+        }
+        // Given up (timed out, client gone) while its slice was counted.
+        if (job.finished) continue;
+        job.tokens += tokens;
+        job.done += slice;
+        if (job.done >= job.text.length) finish(key, job, { tokens: job.tokens });
+      }
+    } finally {
+      pumping = false;
+    }
+  }
+
+  return {
+    count(key, text, signal) {
+      if (text.length === 0) return Promise.resolve(0);
+      if (signal?.aborted) return Promise.reject(new CountRefusedError("aborted", "The client closed the request."));
+      return new Promise<number>((resolve, reject) => {
+        const job: Job = { text, done: 0, tokens: 0, finished: false, resolve, reject };
+        const pushed = queue.push(key, job, Math.max(slice, Buffer.byteLength(text)));
+        if (pushed === "key_full") return reject(new CountRefusedError("key_busy", keyBusy));
+        if (pushed === "queue_full") {
+          return reject(new CountRefusedError("queue_full", "The gateway's tokenizer has too many counts waiting. Retry in a moment."));
+        }
+        job.timer = setTimeout(() => finish(key, job, { error: new CountRefusedError("timeout", `The token count waited more than ${o.timeoutMs} ms for the tokenizer. Retry in a moment.`) }), o.timeoutMs);
+        if (signal) {
+          job.signal = signal;
+          job.onAbort = () => finish(key, job, { error: new CountRefusedError("aborted", "The client closed the request.") });
+          signal.addEventListener("abort", job.onAbort, { once: true });
+        }
+        void pump();
+      });
+    },
+    busy(key) {
+      const held = queue.weightOf(key);
+      return held > 0 && held + slice > o.perKeyBytes ? keyBusy : undefined;
+    },
+    get size() {
+      return queue.size;
+    },
+    get bytes() {
+      return queue.weight;
+    },
+    sizeOf(key) {
+      return queue.sizeOf(key);
+    },
+  };
+}

@@ -1,0 +1,208 @@
+/**
+ * A provider's vendor keys as a pool: which key an attempt carries, and what the vendor's answer
+ * does to that key. This file holds the port (`KeyStateStore`: what every gateway process must
+ * agree on) and the pure core (choice, cooldowns, disabling, probes' backoff), which takes plain
+ * values, `now` and a random source. The runtime that wires them to a store, the transport and
+ * metrics is providers/key-pools.ts; the stores are store/memory/ and store/redis/.
+ *
+ * Keys are named by their `env` (the environment variable holding them) everywhere: a secret
+ * never reaches a state, a log line, a metric or /ready.
+ */
+
+/** What is known of one key that is not plainly healthy. A key with no state is healthy. */
+export interface KeyState {
+  /** Epoch ms until which the key is cooling (429, 503, 529); 0 or past: not cooling. */
+  coolUntil: number;
+  /** Cooldowns in a row without a success in between: the next one without Retry-After lasts 1 s · 2^strikes. */
+  strikes: number;
+  /** Epoch ms at which the vendor refused the key (401, 403); 0: not disabled. */
+  disabledAt: number;
+  /** Epoch ms at which a disabled key is probed next. */
+  probeAt: number;
+  /** Probes that failed since the key was disabled (the next waits longer). */
+  probeFailures: number;
+}
+
+/** The states of a provider's keys (absent: healthy) and, when asked, the key a session is bound to. */
+export interface KeyView {
+  states: Map<string, KeyState>;
+  bound?: string;
+}
+
+/**
+ * The port: the state every process shares (in one process's memory, or in Redis for several
+ * workers and replicas). Sessions are given as hashes only.
+ */
+export interface KeyStateStore {
+  /** The provider's key states and, with `session`, the key that session is bound to (refreshing its use). */
+  read(provider: string, session: string | undefined): KeyView | Promise<KeyView>;
+  /** Sets a key's state; `undefined`: the key is healthy again. A promise settles once the write is taken (callers on the request path do not wait). */
+  write(provider: string, env: string, state: KeyState | undefined): void | Promise<void>;
+  /** Binds a session to a key (least recently used sessions are forgotten past the store's bound). */
+  bind(provider: string, session: string, env: string): void | Promise<void>;
+  /** True for the one process that may probe this key until `untilMs` (the others leave it). */
+  claimProbe(provider: string, env: string, untilMs: number): boolean | Promise<boolean>;
+}
+
+/** A key as the pool sees it: its name and share. */
+export interface PoolKey {
+  env: string;
+  weight: number;
+}
+
+/** First cooldown without Retry-After; each one in a row doubles it. */
+export const COOLDOWN_BASE_MS = 1_000;
+export const COOLDOWN_MAX_MS = 60_000;
+/** First probe of a disabled key comes this long after it was refused; each failed one doubles the wait. */
+export const PROBE_BASE_MS = 1_000;
+export const PROBE_MAX_MS = 5 * 60_000;
+
+export type KeyCondition = "usable" | "cooling" | "disabled";
+
+export function conditionOf(state: KeyState | undefined, now: number): KeyCondition {
+  if (!state) return "usable";
+  if (state.disabledAt > 0) return "disabled";
+  return state.coolUntil > now ? "cooling" : "usable";
+}
+
+/** What a vendor's status means for the key that carried the request. */
+export function keyVerdict(status: number): "ok" | "cool" | "disable" | "neutral" {
+  if (status >= 200 && status < 300) return "ok";
+  if (status === 429 || status === 503 || status === 529) return "cool";
+  if (status === 401 || status === 403) return "disable";
+  return "neutral";
+}
+
+/** The cooldown after a 429/503/529: the vendor's Retry-After when it sent one, else 1 s doubling to 60 s. */
+export function cooldownMs(strikes: number, retryAfterMs: number | undefined): number {
+  if (retryAfterMs !== undefined) return retryAfterMs;
+  return Math.min(COOLDOWN_MAX_MS, COOLDOWN_BASE_MS * 2 ** Math.min(strikes, 16));
+}
+
+/** The wait before the next probe of a disabled key after `failures` failed ones: 1 s doubling to 5 minutes. */
+export function probeDelayMs(failures: number): number {
+  return Math.min(PROBE_MAX_MS, PROBE_BASE_MS * 2 ** Math.min(failures, 20));
+}
+
+/**
+ * A key's state after the vendor answered `status` to a request sent at `sentAt`; `undefined`:
+ * healthy. Unchanged when the status says nothing of the key. A success clears the key only if
+ * its request was sent after the key was refused and once it is no longer cooling: answers to
+ * requests already under way when the vendor started refusing must not undo the refusal.
+ */
+export function afterAnswer(state: KeyState | undefined, status: number, retryAfterMs: number | undefined, sentAt: number, now: number): KeyState | undefined {
+  switch (keyVerdict(status)) {
+    case "ok":
+      if (!state) return undefined;
+      if (state.coolUntil > now || (state.disabledAt > 0 && state.disabledAt >= sentAt)) return state;
+      return undefined;
+    case "cool": {
+      const strikes = state?.strikes ?? 0;
+      return { coolUntil: now + cooldownMs(strikes, retryAfterMs), strikes: strikes + 1, disabledAt: state?.disabledAt ?? 0, probeAt: state?.probeAt ?? 0, probeFailures: state?.probeFailures ?? 0 };
+    }
+    case "disable":
+      // Already disabled: the probe schedule stands (a late answer must not push it back).
+      if (state && state.disabledAt > 0) return state;
+      return { coolUntil: 0, strikes: state?.strikes ?? 0, disabledAt: now, probeAt: now + probeDelayMs(0), probeFailures: 0 };
+    default:
+      return state;
+  }
+}
+
+/** A disabled key's state after a probe: healthy when the vendor took it, else probed again later. */
+export function afterProbe(state: KeyState, ok: boolean, now: number): KeyState | undefined {
+  if (ok) return undefined;
+  const failures = state.probeFailures + 1;
+  return { ...state, probeFailures: failures, probeAt: now + probeDelayMs(failures) };
+}
+
+export interface Choice {
+  key: PoolKey;
+  /** False when no key was usable and this is the one that comes back soonest (a pool of one, or all cooling). */
+  usable: boolean;
+  /** The session was bound to another key that is cooling or disabled now: it moves to `key`. */
+  movedFrom?: { env: string; condition: Exclude<KeyCondition, "usable"> };
+  /** The session's binding must be written (new, or moved). */
+  bind: boolean;
+}
+
+/**
+ * Which key an attempt carries. A session stays on its bound key while that key is usable; a new
+ * session, or one whose key is cooling or disabled, goes where weighted rendezvous hashing of its
+ * hash puts it among the usable keys, so every process that sees the same key states picks the
+ * same key for it, and the sessions of a key that cools spread over the others by weight. Without
+ * a session: weighted random among the usable keys. Keys in `exclude` (tried by this request
+ * already) are passed over. When no key is usable, the one that comes back soonest is used: a
+ * pool of one behaves as a single key always did (the vendor's answer decides).
+ */
+export function chooseKey(
+  keys: readonly PoolKey[],
+  view: KeyView,
+  now: number,
+  random: () => number,
+  session: string | undefined,
+  exclude: ReadonlySet<string> = NO_KEYS,
+): Choice {
+  const usable = keys.filter((k) => !exclude.has(k.env) && conditionOf(view.states.get(k.env), now) === "usable");
+  let movedFrom: Choice["movedFrom"];
+  if (session !== undefined && view.bound !== undefined) {
+    const bound = keys.find((k) => k.env === view.bound);
+    if (bound && usable.includes(bound)) return { key: bound, usable: true, bind: false };
+    const condition = conditionOf(view.states.get(view.bound), now);
+    if (bound && condition !== "usable") movedFrom = { env: bound.env, condition };
+  }
+  if (usable.length === 0) return { key: soonestBack(keys, view, exclude), usable: false, bind: false };
+  const key = session !== undefined ? rendezvous(usable, session) : weighted(usable, random());
+  return { key, usable: true, movedFrom, bind: session !== undefined };
+}
+
+const NO_KEYS: ReadonlySet<string> = new Set();
+
+/** Weighted random: each key's share of [0, total) is its weight. */
+function weighted(keys: readonly PoolKey[], r: number): PoolKey {
+  let total = 0;
+  for (const k of keys) total += k.weight;
+  let at = r * total;
+  for (const k of keys) {
+    at -= k.weight;
+    if (at < 0) return k;
+  }
+  return keys[keys.length - 1]!;
+}
+
+/**
+ * Weighted rendezvous (highest random weight) hashing: each key scores -weight / ln(u) with u a
+ * hash of (session, key) in (0, 1); the highest wins. A key that leaves moves only its own
+ * sessions, and a key's share of sessions is its share of the weight.
+ */
+function rendezvous(keys: readonly PoolKey[], session: string): PoolKey {
+  let best = keys[0]!;
+  let bestScore = -Infinity;
+  for (const k of keys) {
+    const h = Bun.hash.wyhash(`${session}\u0000${k.env}`, 0x5357_4b50n);
+    const u = (Number(BigInt.asUintN(52, h)) + 0.5) / 2 ** 52;
+    const score = -k.weight / Math.log(u);
+    if (score > bestScore) {
+      bestScore = score;
+      best = k;
+    }
+  }
+  return best;
+}
+
+/** No key usable: a cooling key whose cooldown ends first, else the disabled key probed soonest. */
+function soonestBack(keys: readonly PoolKey[], view: KeyView, exclude: ReadonlySet<string>): PoolKey {
+  const candidates = keys.filter((k) => !exclude.has(k.env));
+  const pool = candidates.length > 0 ? candidates : keys;
+  const backAt = (k: PoolKey) => {
+    const s = view.states.get(k.env);
+    if (!s) return 0;
+    return s.disabledAt > 0 ? Number.MAX_SAFE_INTEGER / 2 + s.probeAt : s.coolUntil;
+  };
+  return pool.reduce((a, b) => (backAt(b) < backAt(a) ? b : a));
+}
+
+/** The session as the pool stores it: a SHA-256 of the client's id, never the id itself. */
+export function sessionHash(id: string): string {
+  return new Bun.CryptoHasher("sha256").update(id).digest("hex").slice(0, 32);
+}

@@ -1,0 +1,258 @@
+import type { ResolvedProvider, ResolvedVendorKey } from "../config/load-config.ts";
+import type { Logger } from "../log/log.ts";
+import type { Transport } from "../transport/transport.ts";
+import { ADAPTERS } from "./adapters.ts";
+import { afterAnswer, afterProbe, chooseKey, conditionOf, keyVerdict, type Choice, type KeyCondition, type KeyStateStore, type KeyView } from "./key-pool.ts";
+
+/** Counts of one vendor key, as this process saw them (read by /metrics). */
+export interface KeyCounts {
+  provider: string;
+  env: string;
+  requests: number;
+  errors: number;
+  cooldowns: number;
+  /** Disabled time ended so far, in ms, plus the running stretch when read through `disabledMs()`. */
+  disabledMsEnded: number;
+  disabledSince: number | undefined;
+}
+
+/** A chosen key: its name (shown anywhere) and its secret (sent upstream only). */
+export interface ChosenKey extends Choice {
+  secret: string | undefined;
+  /** When the choice was made (epoch ms): a success clears a refusal only if sent after it. */
+  at: number;
+}
+
+export interface KeyPool {
+  readonly provider: ResolvedProvider;
+  /** How many keys it has (a pool of one has no choice to make). */
+  readonly size: number;
+  /** Which key the next attempt carries; `session` is a session hash, `exclude` the keys this request tried. */
+  choose(session: string | undefined, exclude?: ReadonlySet<string>): Promise<ChosenKey> | ChosenKey;
+  /** What the vendor answered on `key` (0: no answer at all), with its Retry-After in ms. */
+  report(key: ChosenKey, status: number, retryAfterMs: number | undefined): void;
+  /** Whether a key outside `exclude` was usable at the last look (a refused request may move to it). */
+  hasUsable(exclude: ReadonlySet<string>): boolean;
+}
+
+export interface KeyPoolsDeps {
+  providers: ReadonlyMap<string, ResolvedProvider>;
+  store: KeyStateStore;
+  fetch: Transport;
+  now: () => number;
+  /** [0, 1): the weighted choice of requests without a session. */
+  random?: () => number;
+  log: Logger;
+  /** How often disabled keys are looked at for a due probe (default 1 s). */
+  probeEveryMs?: number;
+  /** Longest a probe may take (default 10 s). */
+  probeTimeoutMs?: number;
+}
+
+export interface PoolReadiness {
+  ready: boolean;
+  providers: { id: string; usable: number; keys: { env: string; state: Exclude<KeyCondition, "usable">; until?: string; since?: string }[] }[];
+}
+
+export type KeyPools = ReturnType<typeof createKeyPools>;
+
+/**
+ * Every provider's pool, the probes of disabled keys, and the counts /metrics shows. Providers
+ * without keys (local servers, `simulated://`) have no pool: their requests carry no key, as before.
+ */
+export function createKeyPools(deps: KeyPoolsDeps) {
+  const random = deps.random ?? Math.random;
+  const pools = new Map<string, KeyPool>();
+  const counts = new Map<string, KeyCounts>();
+  /** Sessions moved off a cooling or disabled key, per provider. */
+  const moves = new Map<string, number>();
+  const lastViews = new Map<string, KeyView>();
+
+  const countsOf = (provider: string, env: string): KeyCounts => counts.get(`${provider}\u0000${env}`)!;
+  /** Keeps the disabled-time counters in step with what a read showed (other processes' refusals included). */
+  const observe = (provider: string, keys: readonly ResolvedVendorKey[], view: KeyView, now: number) => {
+    lastViews.set(provider, view);
+    for (const k of keys) {
+      const c = countsOf(provider, k.env);
+      const disabled = (view.states.get(k.env)?.disabledAt ?? 0) > 0;
+      if (disabled && c.disabledSince === undefined) c.disabledSince = now;
+      else if (!disabled && c.disabledSince !== undefined) {
+        c.disabledMsEnded += Math.max(0, now - c.disabledSince);
+        c.disabledSince = undefined;
+      }
+    }
+  };
+
+  for (const provider of deps.providers.values()) {
+    const keys = provider.keys ?? [];
+    if (keys.length === 0) continue;
+    for (const k of keys) counts.set(`${provider.id}\u0000${k.env}`, { provider: provider.id, env: k.env, requests: 0, errors: 0, cooldowns: 0, disabledMsEnded: 0, disabledSince: undefined });
+    moves.set(provider.id, 0);
+    lastViews.set(provider.id, { states: new Map() });
+    const secrets = new Map(keys.map((k) => [k.env, k.secret]));
+    const decide = (view: KeyView, session: string | undefined, exclude: ReadonlySet<string> | undefined): ChosenKey => {
+      const now = deps.now();
+      observe(provider.id, keys, view, now);
+      const choice = chooseKey(keys, view, now, random, session, exclude);
+      if (session !== undefined && choice.bind) void deps.store.bind(provider.id, session, choice.key.env);
+      if (choice.movedFrom) moves.set(provider.id, moves.get(provider.id)! + 1);
+      countsOf(provider.id, choice.key.env).requests++;
+      return { ...choice, secret: secrets.get(choice.key.env), at: now };
+    };
+    pools.set(provider.id, {
+      provider,
+      size: keys.length,
+      choose(session, exclude) {
+        // A pool of one has nothing to choose: no round trip to the store on every request.
+        if (keys.length === 1) {
+          countsOf(provider.id, keys[0]!.env).requests++;
+          return { key: keys[0]!, usable: true, bind: false, secret: keys[0]!.secret, at: deps.now() };
+        }
+        const view = deps.store.read(provider.id, session);
+        return view instanceof Promise ? view.then((v) => decide(v, session, exclude)) : decide(view, session, exclude);
+      },
+      report(key, status, retryAfterMs) {
+        const now = deps.now();
+        const c = countsOf(provider.id, key.key.env);
+        const verdict = keyVerdict(status);
+        if (verdict !== "ok") c.errors++;
+        if (verdict === "neutral") return;
+        const view = lastViews.get(provider.id)!;
+        const before = view.states.get(key.key.env);
+        const after = afterAnswer(before, status, retryAfterMs, key.at, now);
+        if (after === before) return;
+        if (verdict === "cool") c.cooldowns++;
+        if (verdict === "disable" && !(before && before.disabledAt > 0)) {
+          // A pool of one keeps sending on the refused key (there is no other): its requests are its probes.
+          deps.log("warn", keys.length > 1 ? "vendor key refused: no traffic until a probe passes" : "vendor key refused", { provider: provider.id, key: key.key.env, status });
+        }
+        if (verdict === "ok" && before && before.disabledAt > 0) deps.log("info", "vendor key accepted again", { provider: provider.id, key: key.key.env });
+        // The last view learns it at once: this process's next choices need no round trip to know.
+        const states = new Map(view.states);
+        if (after) states.set(key.key.env, after);
+        else states.delete(key.key.env);
+        observe(provider.id, keys, { states }, now);
+        void deps.store.write(provider.id, key.key.env, after);
+      },
+      hasUsable(exclude) {
+        const now = deps.now();
+        const view = lastViews.get(provider.id)!;
+        return keys.some((k) => !exclude.has(k.env) && conditionOf(view.states.get(k.env), now) === "usable");
+      },
+    });
+  }
+
+  /**
+   * Probes every disabled key whose time has come, in pools of two keys or more (a pool of one
+   * keeps sending its requests, which are its probes). One process probes a key at a time.
+   */
+  async function probeDue(): Promise<void> {
+    await Promise.all([...pools.values()].map(async (pool) => {
+      const provider = pool.provider;
+      const keys = provider.keys!;
+      if (keys.length < 2) return;
+      const view = await deps.store.read(provider.id, undefined);
+      const now = deps.now();
+      observe(provider.id, keys, view, now);
+      await Promise.all(keys.map(async (k) => {
+        const state = view.states.get(k.env);
+        if (!state || state.disabledAt === 0 || state.probeAt > now) return;
+        if (!(await deps.store.claimProbe(provider.id, k.env, now + PROBE_CLAIM_MS))) return;
+        const ok = await probe(provider, k.secret);
+        const at = deps.now();
+        // The next probe is timed from when this one was due, not from its answer: a slow vendor
+        // does not stretch the schedule.
+        const after = afterProbe(state, ok, now);
+        deps.log(ok ? "info" : "debug", ok ? "vendor key accepted again (probe)" : "vendor key still refused (probe)", { provider: provider.id, key: k.env, ...(after ? { nextProbeInMs: after.probeAt - at } : {}) });
+        await deps.store.write(provider.id, k.env, after);
+        const states = new Map(lastViews.get(provider.id)!.states);
+        if (after) states.set(k.env, after);
+        else states.delete(k.env);
+        observe(provider.id, keys, { states }, at);
+      }));
+    }));
+  }
+
+  /**
+   * The vendor's model list with this key: 2xx means the key is accepted; so does 404 or 405 (a
+   * compatible server without a model list has not refused the key). Anything else, or no answer,
+   * is a failed probe. Nothing of the answer is kept.
+   */
+  async function probe(provider: ResolvedProvider, secret: string | undefined): Promise<boolean> {
+    const request = ADAPTERS[provider.kind].modelsRequest?.(withKey(provider, secret));
+    if (!request) return false;
+    try {
+      const res = await deps.fetch(request.url, { method: "GET", headers: request.headers, signal: AbortSignal.timeout(deps.probeTimeoutMs ?? 10_000) });
+      await res.arrayBuffer().catch(() => {});
+      return res.ok || res.status === 404 || res.status === 405;
+    } catch {
+      return false;
+    }
+  }
+
+  let timer: ReturnType<typeof setInterval> | undefined;
+  let probing: Promise<void> | undefined;
+  return {
+    get: (provider: string) => pools.get(provider),
+    /** Starts the probe timer (the app's start); probes never overlap. */
+    start(): void {
+      if (timer || pools.size === 0) return;
+      timer = setInterval(() => {
+        probing ??= probeDue().catch((err) => deps.log("warn", "key pool probes failed", { error: String(err) })).finally(() => (probing = undefined));
+      }, deps.probeEveryMs ?? 1_000);
+      timer.unref?.();
+    },
+    stop(): void {
+      clearInterval(timer);
+      timer = undefined;
+    },
+    probeDue,
+    /** Per key counts for /metrics (disabled time includes the running stretch). */
+    counts(): (KeyCounts & { disabledMs: number; condition: KeyCondition })[] {
+      const now = deps.now();
+      return [...counts.values()].map((c) => ({
+        ...c,
+        disabledMs: c.disabledMsEnded + (c.disabledSince !== undefined ? Math.max(0, now - c.disabledSince) : 0),
+        condition: conditionOf(lastViews.get(c.provider)?.states.get(c.env), now),
+      }));
+    },
+    moves: (): ReadonlyMap<string, number> => moves,
+    /**
+     * For /ready's detail: whether every pooled provider has a usable key; the keys that are cooling or
+     * disabled, by env name (never a secret). Reads the shared store, so every process agrees.
+     */
+    async readiness(): Promise<PoolReadiness> {
+      const providers: PoolReadiness["providers"] = [];
+      let ready = true;
+      for (const pool of pools.values()) {
+        const keys = pool.provider.keys!;
+        const view = await deps.store.read(pool.provider.id, undefined);
+        const now = deps.now();
+        observe(pool.provider.id, keys, view, now);
+        let usable = 0;
+        const listed: PoolReadiness["providers"][number]["keys"] = [];
+        for (const k of keys) {
+          const state = view.states.get(k.env);
+          const condition = conditionOf(state, now);
+          if (condition === "usable") usable++;
+          else if (condition === "cooling") listed.push({ env: k.env, state: condition, until: new Date(state!.coolUntil).toISOString() });
+          else listed.push({ env: k.env, state: condition, since: new Date(state!.disabledAt).toISOString() });
+        }
+        if (usable === 0) ready = false;
+        providers.push({ id: pool.provider.id, usable, keys: listed });
+      }
+      return { ready, providers };
+    },
+  };
+}
+
+/** The provider carrying another of its keys: an object over it, not a copy (requests make one each). */
+export function withKey(provider: ResolvedProvider, secret: string | undefined): ResolvedProvider {
+  if (provider.apiKey === secret) return provider;
+  const own = Object.create(provider) as ResolvedProvider;
+  own.apiKey = secret;
+  return own;
+}
+
+/** How long one process holds a key's probe: the others leave it alone meanwhile. */
+const PROBE_CLAIM_MS = 900;

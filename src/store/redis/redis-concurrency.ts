@@ -1,0 +1,116 @@
+import { RedisClient } from "bun";
+import type { ConcurrencySlot, ConcurrencyStore } from "../../limits/concurrency-limiter.ts";
+import type { Logger } from "../../log/log.ts";
+
+export interface RedisConcurrencyOptions {
+  /** Prefix of every key written (the rate limiter's, so one deployment's keys sit together). */
+  prefix?: string;
+  /** Longest an acquire may take; past it the request is refused (503), not admitted. */
+  timeoutMs?: number;
+  /**
+   * How long a place stays counted without being renewed. Each process renews its places every
+   * third of it while their requests run, so a process that dies (kill -9, a lost host) frees its
+   * places within one lease instead of holding them for ever.
+   */
+  leaseMs?: number;
+  log?: Logger;
+}
+
+/**
+ * One sorted set per key: a member per request under way, scored by when its lease ends (Redis's
+ * clock, TIME, so processes on several hosts agree). Expired members are dropped, the set is
+ * counted and a member added only below the cap, in one atomic script: no two processes can both
+ * take the last place. KEYS[1]: the set; ARGV: cap, member, lease ms. Returns 1 (taken) or 0.
+ */
+const ACQUIRE = `
+local t = redis.call('TIME')
+local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+local lease = tonumber(ARGV[3])
+redis.call('ZREMRANGEBYSCORE', KEYS[1], '-inf', now)
+if redis.call('ZCARD', KEYS[1]) >= tonumber(ARGV[1]) then return 0 end
+redis.call('ZADD', KEYS[1], now + lease, ARGV[2])
+redis.call('PEXPIRE', KEYS[1], lease)
+return 1`;
+
+/** Pushes a running request's lease on (only while its member is still there). KEYS[1]: the set; ARGV: member, lease ms. */
+const RENEW = `
+local t = redis.call('TIME')
+local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+local lease = tonumber(ARGV[2])
+if redis.call('ZADD', KEYS[1], 'XX', 'CH', now + lease, ARGV[1]) == 1 then redis.call('PEXPIRE', KEYS[1], lease) end
+return 1`;
+
+/**
+ * Requests under way per key, counted in Redis and so shared by every worker and gateway on it
+ * (docs/decisions.md, "Requests at once per key"). Only keys with a cap ask Redis; it costs one
+ * script call when a capped key's request starts and one ZREM when it ends. Fails closed, like
+ * the rate limits: while Redis does not answer, a capped key's request is refused (503); a place
+ * whose release could not be sent is freed by its lease.
+ */
+export function createRedisConcurrency(client: RedisClient, o: RedisConcurrencyOptions = {}): ConcurrencyStore & { close(): void; held(): number } {
+  const prefix = (o.prefix ?? "switchyard:") + "conc:";
+  const timeoutMs = o.timeoutMs ?? 250;
+  const leaseMs = o.leaseMs ?? 30_000;
+  const log = o.log ?? (() => {});
+  const owner = Bun.randomUUIDv7("hex").slice(-12);
+  let counter = 0;
+  /** This process's places: member → set, renewed while held. */
+  const held = new Map<string, string>();
+
+  const script = async (body: string, keys: string[], args: string[]): Promise<unknown> => {
+    const sha = SHAS.get(body)!;
+    try {
+      return await client.send("EVALSHA", [sha, String(keys.length), ...keys, ...args]);
+    } catch (err) {
+      // A Redis that restarted has forgotten the script: EVAL sends it (and caches it again).
+      if (err instanceof Error && err.message.startsWith("NOSCRIPT")) return client.send("EVAL", [body, String(keys.length), ...keys, ...args]);
+      throw err;
+    }
+  };
+  const bounded = <T>(promise: Promise<T>): Promise<T> => {
+    let timer: ReturnType<typeof setTimeout> | undefined;
+    const timeout = new Promise<never>((_, reject) => {
+      timer = setTimeout(() => reject(new Error(`no answer from Redis within ${timeoutMs} ms`)), timeoutMs);
+    });
+    return Promise.race([promise, timeout]).finally(() => clearTimeout(timer));
+  };
+
+  // One line per round at most, however many places failed (Redis down fails them all).
+  const renew = setInterval(() => {
+    if (held.size === 0) return;
+    const rounds = [...held].map(([member, set]) => script(RENEW, [set], [member, String(leaseMs)]));
+    void Promise.allSettled(rounds).then((results) => {
+      const failed = results.filter((r) => r.status === "rejected");
+      if (failed.length > 0) log("warn", "requests at once: leases could not be renewed in Redis; a place lapsed meanwhile stops counting", { failed: failed.length, error: String((failed[0] as PromiseRejectedResult).reason) });
+    });
+  }, Math.max(10, Math.floor(leaseMs / 3)));
+  renew.unref?.();
+
+  return {
+    async acquire(keyId: string, limit: number): Promise<ConcurrencySlot | null> {
+      const set = prefix + keyId;
+      const member = `${owner}:${++counter}`;
+      // A timeout after Redis took the place leaves it counted until its lease ends (it is not renewed).
+      const taken = Number(await bounded(script(ACQUIRE, [set], [String(limit), member, String(leaseMs)])));
+      if (taken !== 1) return null;
+      held.set(member, set);
+      let done = false;
+      return {
+        release() {
+          if (done) return;
+          done = true;
+          held.delete(member);
+          client.send("ZREM", [set, member]).catch((err) =>
+            log("warn", "requests at once: a place could not be given back in Redis; its lease frees it", { error: err instanceof Error ? err.message : String(err), leaseMs }));
+        },
+      };
+    },
+    /** Places this process holds now (tests). */
+    held: () => held.size,
+    close(): void {
+      clearInterval(renew);
+    },
+  };
+}
+
+const SHAS = new Map([ACQUIRE, RENEW].map((body) => [body, new Bun.CryptoHasher("sha1").update(body).digest("hex")]));

@@ -1,0 +1,125 @@
+import { RedisClient } from "bun";
+import type { KeyState, KeyStateStore, KeyView } from "../../providers/key-pool.ts";
+import type { Logger } from "../../log/log.ts";
+import { createMemoryKeyState, DEFAULT_SESSION_TTL_MS } from "../memory/memory-key-state.ts";
+
+export interface RedisKeyStateOptions {
+  /** Prefix of every key written (several deployments can share one Redis); the rate limiter's default. */
+  prefix?: string;
+  /** Longest a read may take before this process decides on its own view. */
+  timeoutMs?: number;
+  /** A session unused this long is forgotten (each use restarts it). */
+  sessionTtlMs?: number;
+  now: () => number;
+  log?: Logger;
+}
+
+/**
+ * The key pools' state in Redis, so every worker and replica sees the same cooldowns, disabled
+ * keys, probe claims and session bindings:
+ * - `<prefix>kp:<provider>:keys`: a hash, field = the key's env name, value = its state;
+ * - `<prefix>kp:<provider>:s:<session hash>`: the env name a session is bound to, expiring when
+ *   unused for `sessionTtlMs` (GETEX restarts it on each read): the table's bound is that expiry;
+ * - `<prefix>kp:<provider>:probe:<env>`: SET NX PX, held by the process probing that key.
+ * One round trip per attempt (HGETALL and GETEX pipelined). Unlike rate limits this fails open:
+ * while Redis does not answer, each process decides from its own memory (what it saw itself),
+ * because refusing traffic over a key-choice hint would be worse than a cache miss.
+ */
+export function createRedisKeyState(url: string, o: RedisKeyStateOptions): KeyStateStore & { close(): void; ready(): Promise<boolean> } {
+  const prefix = `${o.prefix ?? "switchyard:"}kp:`;
+  const timeoutMs = o.timeoutMs ?? 250;
+  const ttl = String(o.sessionTtlMs ?? DEFAULT_SESSION_TTL_MS);
+  const log = o.log ?? (() => {});
+  const client = new RedisClient(url, { connectionTimeout: 1_000, autoReconnect: true, maxRetries: 1_000_000, enableOfflineQueue: false });
+  const connected = client.connect().then(() => true, () => false);
+  const local = createMemoryKeyState({ now: o.now });
+  let down = false;
+  const failed = (err: unknown) => {
+    if (!down) log("warn", "key pools: Redis does not answer; each process chooses vendor keys from what it saw itself until it does", { error: err instanceof Error ? err.message : String(err) });
+    down = true;
+  };
+  const answered = () => {
+    if (down) log("info", "key pools: Redis answers again");
+    down = false;
+  };
+  const bounded = <T>(promise: Promise<T>): Promise<T> => {
+    let timer: ReturnType<typeof setTimeout> | undefined;
+    const timeout = new Promise<never>((_, reject) => {
+      timer = setTimeout(() => reject(new Error(`no answer from Redis within ${timeoutMs} ms`)), timeoutMs);
+    });
+    return Promise.race([promise, timeout]).finally(() => clearTimeout(timer));
+  };
+  const keysOf = (provider: string) => `${prefix}${provider}:keys`;
+  const sessionOf = (provider: string, session: string) => `${prefix}${provider}:s:${session}`;
+  // Writes go to this process's memory too, so it keeps deciding sensibly while Redis is away.
+  // The promise settles once Redis took the write (or failed to); the request path does not wait for it.
+  const send = (command: string, args: string[]): Promise<void> => {
+    if (!client.connected) return Promise.resolve(failed(new Error("not connected")));
+    return bounded(client.send(command, args)).then(answered, failed);
+  };
+
+  return {
+    async read(provider, session): Promise<KeyView> {
+      if (!client.connected) {
+        failed(new Error("not connected"));
+        return local.read(provider, session);
+      }
+      try {
+        const [hash, bound] = await bounded(Promise.all([
+          client.send("HGETALL", [keysOf(provider)]) as Promise<Record<string, string>>,
+          session === undefined ? undefined : (client.send("GETEX", [sessionOf(provider, session), "PX", ttl]) as Promise<string | null>),
+        ]));
+        answered();
+        const states = new Map<string, KeyState>();
+        for (const env in hash) {
+          const state = decode(hash[env]!);
+          if (state) states.set(env, state);
+        }
+        return { states, bound: bound ?? undefined };
+      } catch (err) {
+        failed(err);
+        return local.read(provider, session);
+      }
+    },
+    write(provider, env, state) {
+      local.write(provider, env, state);
+      return state ? send("HSET", [keysOf(provider), env, encode(state)]) : send("HDEL", [keysOf(provider), env]);
+    },
+    bind(provider, session, env) {
+      local.bind(provider, session, env);
+      return send("SET", [sessionOf(provider, session), env, "PX", ttl]);
+    },
+    async claimProbe(provider, env, untilMs) {
+      const ms = Math.max(1, Math.round(untilMs - o.now()));
+      if (!client.connected) return local.claimProbe(provider, env, untilMs);
+      try {
+        const reply = await bounded(client.send("SET", [`${prefix}${provider}:probe:${env}`, String(process.pid), "NX", "PX", String(ms)]));
+        answered();
+        return reply === "OK";
+      } catch (err) {
+        failed(err);
+        return local.claimProbe(provider, env, untilMs);
+      }
+    },
+    /** Whether Redis answered within the connect timeout (the client keeps reconnecting on its own either way). */
+    ready(): Promise<boolean> {
+      let timer: ReturnType<typeof setTimeout> | undefined;
+      const gaveUp = new Promise<boolean>((resolve) => (timer = setTimeout(() => resolve(false), 1_000)));
+      return Promise.race([connected, gaveUp]).finally(() => clearTimeout(timer));
+    },
+    close() {
+      client.close();
+    },
+  };
+}
+
+function encode(s: KeyState): string {
+  return `${s.coolUntil}:${s.strikes}:${s.disabledAt}:${s.probeAt}:${s.probeFailures}`;
+}
+
+function decode(text: string): KeyState | undefined {
+  const parts = text.split(":").map(Number);
+  if (parts.length !== 5 || !parts.every(Number.isFinite)) return undefined;
+  const [coolUntil, strikes, disabledAt, probeAt, probeFailures] = parts as [number, number, number, number, number];
+  return { coolUntil, strikes, disabledAt, probeAt, probeFailures };
+}
