@@ -45,13 +45,18 @@ const option = (name: string) => {
   return i >= 0 ? argv[i + 1] : undefined;
 };
 for (const a of argv) {
-  if (a.startsWith("--") && !["--quick", "--rounds", "--seconds", "--only", "--no-pin", "--profile", "--help", "--scale", "--force", "--compare", "--scenario", "--samples"].includes(a)) {
+  if (a.startsWith("--") && !["--quick", "--rounds", "--seconds", "--only", "--no-pin", "--profile", "--help", "--scale", "--force", "--compare", "--scenario", "--samples", "--console", "--records", "--store"].includes(a)) {
     console.error(`bench: unknown option ${a}`);
     process.exit(2);
   }
 }
 if (flag("help")) {
-  console.log("usage: bun run bench [--quick] [--rounds N] [--seconds S] [--only A,B,C,D,E,P] [--no-pin] [--profile] [--compare GIT-REF]\n       bun run bench --scale [--seconds S] [--force]   SQLite vs PostgreSQL + Redis, 1 and 2 workers (bench/scale.ts)\n       bun run bench --scenario iso [--quick] [--samples N] [--seconds S]   one key's count flood against another key's counts and chat (bench/count-isolation.ts)");
+  console.log("usage: bun run bench [--quick] [--rounds N] [--seconds S] [--only A,B,C,D,E,P] [--no-pin] [--profile] [--compare GIT-REF]\n       bun run bench --scale [--seconds S] [--force]   SQLite vs PostgreSQL + Redis, 1 and 2 workers (bench/scale.ts)\n       bun run bench --scenario iso [--quick] [--samples N] [--seconds S]   one key's count flood against another key's counts and chat (bench/count-isolation.ts)\n       bun run bench --console [--records N] [--store sqlite|postgres|both]   the console's views over 10 million usage records (bench/console-views.ts)");
+  process.exit(0);
+}
+if (flag("console")) {
+  // The console's views at scale: a run of its own (bench/console-views.ts reads the same arguments).
+  await import("./console-views.ts");
   process.exit(0);
 }
 if (option("scenario") === "iso") {

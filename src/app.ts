@@ -50,6 +50,13 @@ import { createSqliteAlertOutbox } from "./store/sqlite/sqlite-alert-outbox.ts";
 import type { KeyStateStore } from "./providers/key-pool.ts";
 import { createKeyPools } from "./providers/key-pools.ts";
 import { createMemoryKeyState } from "./store/memory/memory-key-state.ts";
+import type { ConsoleStore } from "./console/console-store.ts";
+import { createSqliteConsoleStore } from "./store/sqlite/sqlite-console-store.ts";
+import { createSignInAttempts, type SignInAttemptOptions } from "./limits/sign-in-attempts.ts";
+import { consoleApiRoutes, consoleGate } from "./http/console/console-api.ts";
+import { consolePageRoutes } from "./http/console/console-page.ts";
+import { adminOperations } from "./http/routes/admin-operations.ts";
+import { createModelHealth } from "./ops/model-health.ts";
 
 export interface AppDeps {
   /** The SQLite file's connection: accounts, keys and the ledger, unless `stores` are given. */
@@ -86,6 +93,8 @@ export interface AppDeps {
   keyRandom?: () => number;
   /** How often disabled vendor keys are looked at for a due probe (default 1 s). */
   keyProbeEveryMs?: number;
+  /** Console sign-in throttling (default 20 failures per address, 5 per login, in 15 minutes). */
+  consoleSignIns?: SignInAttemptOptions;
 }
 
 /** How long a SQLite settlement may wait for others under load (see billing/settlement-queue.ts). */
@@ -111,6 +120,9 @@ export function createApp(deps: AppDeps) {
   }
   const inflight = createInflight();
   let accounts: AccountStore, keys: KeyResolver, baseLedger: Ledger & RejectionLog, usage: UsageReporter, breakdown: UsageBreakdown;
+  /** The console's sessions, logins and invites, in the ledger's database; none when SWITCHYARD_CONSOLE=off. */
+  let consoleStore: ConsoleStore | undefined;
+  const consoleOn = (deps.ops ?? DEFAULT_OPS).console !== false;
   /** Admin writes tell the in-process caches (SQLite's; PostgreSQL's ledger keeps no copies). */
   let changed: (() => void) | undefined;
   // Spend alerts (alerts/): only with `alerts.webhook_url`; otherwise the ledgers' hook is unset
@@ -120,6 +132,7 @@ export function createApp(deps: AppDeps) {
   let alerts: Alerts | undefined;
   if (deps.stores) {
     ({ accounts, keys, ledger: baseLedger, usage, breakdown } = deps.stores);
+    if (consoleOn) consoleStore = deps.stores.console;
     if (alertSettings && deps.stores.alertOutbox) {
       const shared = createAlerts({ settings: alertSettings, accounts, outbox: deps.stores.alertOutbox, now, log, pollMs: deps.alertPollMs });
       deps.stores.onCommitted?.(shared.committed);
@@ -141,6 +154,7 @@ export function createApp(deps: AppDeps) {
     baseLedger = createSqliteLedger(deps.db, { now, changes, log, commitDelay, ...deps.ledgerOptions, onCommitted });
     usage = createUsageReport(deps.db);
     breakdown = createUsageBreakdown(deps.db);
+    if (consoleOn) consoleStore = createSqliteConsoleStore(deps.db);
   }
   const ledger = deps.wrapLedger ? deps.wrapLedger(baseLedger) : baseLedger;
   const catalogue = createCatalogue(deps.settings.models);
@@ -222,6 +236,8 @@ export function createApp(deps: AppDeps) {
       onArrival: assignRequestId(tracker),
       // The admin token is checked on arrival too, before an admin body is read.
       admin: deps.adminToken ? adminGate({ adminToken: deps.adminToken, now, log, authFailures }) : undefined,
+      // Changes to the console's API from another site are refused on arrival, before their bodies are read.
+      console: consoleStore ? consoleGate : undefined,
       // A key whose token counts fill its share is refused before its next count's body is read.
       countsBusy: (keyId) => counts.busy(keyId),
     }))
@@ -238,12 +254,28 @@ export function createApp(deps: AppDeps) {
     .use(modelsRoute(catalogue))
     .use(keyRoute({ accounts, ledger, defaultPerMinute: deps.settings.limits.requests_per_minute, defaultMaxConcurrent: deps.settings.limits.max_concurrent_requests ?? null }))
     .use(openApiRoute(documented));
+  // The web console (http/console/): its own paths under /console, nothing on the /v1 path.
+  // Before the admin routes, for the bearer plugin's reason above.
+  if (consoleStore) {
+    const modelHealth = createModelHealth({ metrics: () => tracker.metrics, models: deps.settings.models.map((m) => m.id), now, startedAt: now() });
+    app.use(consolePageRoutes()).use(consoleApiRoutes({
+      ops: adminOperations({ accounts, keys, ledger, usage, breakdown, now, retryWhileBusy, changed }),
+      store: consoleStore,
+      adminToken: deps.adminToken,
+      models: deps.settings.models,
+      health: modelHealth,
+      signIns: createSignInAttempts({ now, ...deps.consoleSignIns }),
+      now,
+      log,
+      keyAccount: async (keyId) => (await accounts.spendStatus("key", keyId))?.accountId ?? null,
+    }));
+  }
   // Composed now, before the admin routes: Elysia composes a route on its first request with what
   // the app's hooks read by then, and a global hook that reads `headers` (as @elysiajs/bearer's
   // derive did when the admin routes used it) makes every route copy all request headers into an
   // object per request (`headers.toJSON()`, 1.2 % of a non-stream request's CPU in a profile).
   for (const route of app.routes) route.compile();
-  app.use(adminRoutes({ accounts, keys, ledger, usage, breakdown, adminToken: deps.adminToken, now, retryWhileBusy, changed, log }));
+  app.use(adminRoutes({ accounts, keys, ledger, usage, breakdown, adminToken: deps.adminToken, now, retryWhileBusy, changed, log, console: consoleStore }));
   // Route labels are the paths served, known once every route is registered.
   if (ops.metrics) {
     tracker.metrics = createGatewayMetrics({

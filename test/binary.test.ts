@@ -57,6 +57,14 @@ test("the compiled binary runs with production defaults: no BUN_CONFIG_MAX_HTTP_
     // Routes beside the admin API's bearer plugin work in the minified build too.
     for (const path of ["/openapi.json", "/metrics", "/ready"]) expect([path, (await fetch(url + path)).status]).toEqual([path, 200]);
     expect((await fetch(`${url}/v1/admin/usage?format=csv`, { headers: { authorization: "Bearer admin-secret-0123456789abcdef0123456789abcdef" } })).status).toBe(200);
+    // The console's page, bundled at build time and embedded in the binary (no file beside it), and its API.
+    const page = await fetch(`${url}/console/`);
+    expect(page.status).toBe(200);
+    expect(await page.text()).toContain("uplot");
+    const signIn = await fetch(`${url}/console/api/sign-in`, { method: "POST", headers: { "content-type": "application/json", origin: url }, body: JSON.stringify({ token: "admin-secret-0123456789abcdef0123456789abcdef" }) });
+    expect(signIn.status).toBe(200);
+    const cookie = signIn.headers.get("set-cookie")!.split(";")[0]!;
+    expect((await fetch(`${url}/console/api/overview`, { headers: { cookie } })).status).toBe(200);
 
     const port = new URL(url).port;
     const check = run(binary, ["--health-check"], { PORT: port });

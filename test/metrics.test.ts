@@ -59,9 +59,10 @@ describe("the registry (pure)", () => {
   });
 
   test("settings from the environment", () => {
-    expect(opsSettings({})).toEqual({ metrics: true, metricsToken: undefined, accessLog: { enabled: true, sample: 1, level: "info", logLevel: "info" } });
-    expect(opsSettings({ SWITCHYARD_METRICS: "off", SWITCHYARD_METRICS_TOKEN: "t-0123456789abcdef0123456789abcdef", SWITCHYARD_ACCESS_LOG: "off", SWITCHYARD_ACCESS_LOG_SAMPLE: "0.25", SWITCHYARD_ACCESS_LOG_LEVEL: "debug", LOG_LEVEL: "warn" }))
-      .toEqual({ metrics: false, metricsToken: "t-0123456789abcdef0123456789abcdef", accessLog: { enabled: false, sample: 0.25, level: "debug", logLevel: "warn" } });
+    expect(opsSettings({})).toEqual({ metrics: true, metricsToken: undefined, accessLog: { enabled: true, sample: 1, level: "info", logLevel: "info" }, console: true });
+    expect(opsSettings({ SWITCHYARD_METRICS: "off", SWITCHYARD_METRICS_TOKEN: "t-0123456789abcdef0123456789abcdef", SWITCHYARD_ACCESS_LOG: "off", SWITCHYARD_ACCESS_LOG_SAMPLE: "0.25", SWITCHYARD_ACCESS_LOG_LEVEL: "debug", LOG_LEVEL: "warn", SWITCHYARD_CONSOLE: "off" }))
+      .toEqual({ metrics: false, metricsToken: "t-0123456789abcdef0123456789abcdef", accessLog: { enabled: false, sample: 0.25, level: "debug", logLevel: "warn" }, console: false });
+    expect(() => opsSettings({ SWITCHYARD_CONSOLE: "maybe" })).toThrow(OpsConfigError);
     expect(() => opsSettings({ SWITCHYARD_ACCESS_LOG_SAMPLE: "2" })).toThrow(OpsConfigError);
     expect(() => opsSettings({ SWITCHYARD_METRICS: "maybe" })).toThrow(OpsConfigError);
     expect(() => opsSettings({ SWITCHYARD_ACCESS_LOG_LEVEL: "loud" })).toThrow(OpsConfigError);

@@ -30,6 +30,29 @@ export const USAGE_SUMS_SQL = `COUNT(*) AS requests, SUM(u.prompt_tokens) AS pro
   SUM(u.cache_write_5m_tokens) AS cache_write_5m_tokens, SUM(u.cache_write_1h_tokens) AS cache_write_1h_tokens,
   SUM(u.reasoning_tokens) AS reasoning_tokens, SUM(u.images) AS images, SUM(u.cost_micro) AS cost_micro, SUM(u.cache_savings_micro) AS cache_savings_micro`;
 
+/**
+ * The same sums over a rollup (`usage_hourly u` or `usage_daily u`, kept by a trigger as each record
+ * is written: store/database.ts, migration 11): each of its rows already sums an hour's or a day's records.
+ */
+export const HOURLY_SUMS_SQL = `SUM(u.requests) AS requests, SUM(u.prompt_tokens) AS prompt_tokens, SUM(u.completion_tokens) AS completion_tokens,
+  SUM(u.fresh_input_tokens) AS fresh_input_tokens, SUM(u.cache_read_tokens) AS cache_read_tokens,
+  SUM(u.cache_write_5m_tokens) AS cache_write_5m_tokens, SUM(u.cache_write_1h_tokens) AS cache_write_1h_tokens,
+  SUM(u.reasoning_tokens) AS reasoning_tokens, SUM(u.images) AS images, SUM(u.cost_micro) AS cost_micro, SUM(u.cache_savings_micro) AS cache_savings_micro`;
+
+const HOUR_MS = 3_600_000;
+
+const DAY_MS = 86_400_000;
+
+/**
+ * Where a report's sums come from: a range of whole UTC days by day reads the daily rollup, one of
+ * whole hours the hourly one (the same figures, far fewer rows); any other range, the records.
+ */
+export function usageSource(q: Pick<UsageQuery, "from" | "to" | "granularity">): "usage_daily" | "usage_hourly" | "usage_records" {
+  if (q.granularity === "day" && q.from % DAY_MS === 0 && q.to % DAY_MS === 0) return "usage_daily";
+  if (q.from % HOUR_MS === 0 && q.to % HOUR_MS === 0) return "usage_hourly";
+  return "usage_records";
+}
+
 const SUM_FIELDS = ["requests", "prompt_tokens", "completion_tokens", "fresh_input_tokens", "cache_read_tokens", "cache_write_5m_tokens",
   "cache_write_1h_tokens", "reasoning_tokens", "images", "cost_micro", "cache_savings_micro"] as const satisfies readonly (keyof UsageSums)[];
 
@@ -41,7 +64,7 @@ export function usageSums(r: Record<string, unknown>): UsageSums {
 }
 
 /** Sums as reports show them: token counts as they are, money in credits. */
-function shownSums(r: UsageSums) {
+export function shownSums(r: UsageSums) {
   return {
     requests: r.requests,
     prompt_tokens: r.prompt_tokens,
@@ -57,7 +80,7 @@ function shownSums(r: UsageSums) {
   };
 }
 
-function totalOf(rows: UsageSums[]): UsageSums {
+export function totalOf(rows: UsageSums[]): UsageSums {
   const total = usageSums({});
   for (const r of rows) for (const f of SUM_FIELDS) total[f] += r[f];
   return total;
@@ -131,32 +154,47 @@ export function usageBreakdownSql(q: UsageQuery, dialect: "sqlite" | "postgres")
   };
   const size = PERIOD_MS[q.granularity];
   const groups = new Set(q.groupBy);
-  const columns = [`(u.created_at / ${size}) * ${size} AS period`];
+  // Whole days by day, or whole hours (the console's ranges, and any report asked for them), read
+  // a rollup; a range that cuts an hour reads the records themselves: every range is exact.
+  const source = usageSource(q);
+  const time = source === "usage_daily" ? "u.day" : source === "usage_hourly" ? "u.hour" : "u.created_at";
+  // A rollup read at its own period needs no rounding: the bare column lets the store group in
+  // its primary key's order (period first) instead of sorting every row.
+  const native = (source === "usage_daily" && q.granularity === "day") || (source === "usage_hourly" && q.granularity === "hour");
+  const columns = [native ? `${time} AS period` : `(${time} / ${size}) * ${size} AS period`];
   const grouped = ["period"];
-  const joins: string[] = [];
-  if (groups.has("account")) {
-    columns.push("u.account_id", "MAX(a.name) AS account_name");
-    grouped.push("u.account_id");
-    joins.push("LEFT JOIN accounts a ON a.id = u.account_id");
+  for (const g of ["account", "key", "model"] as const) {
+    if (!groups.has(g)) continue;
+    const column = g === "account" ? "account_id" : g === "key" ? "key_id" : "model";
+    columns.push(`u.${column}`);
+    grouped.push(`u.${column}`);
   }
-  if (groups.has("key")) {
-    columns.push("u.key_id", "MAX(k.name) AS key_name");
-    grouped.push("u.key_id");
-    joins.push("LEFT JOIN api_keys k ON k.id = u.key_id");
-  }
-  if (groups.has("model")) {
-    columns.push("u.model");
-    grouped.push("u.model");
-  }
-  columns.push(USAGE_SUMS_SQL);
-  const where = [`u.created_at >= ${p(q.from)}`, `u.created_at < ${p(q.to)}`];
+  if (native) grouped[0] = time;
+  const order = ["period", ...grouped.slice(1)];
+  // A key belongs to one account: grouping by account too makes the same groups, in the rollup's
+  // key order (period, account, key, model), so keys are summed without a sort.
+  if (native && groups.has("key") && !groups.has("account")) grouped.splice(1, 0, "u.account_id");
+  columns.push(source === "usage_records" ? USAGE_SUMS_SQL : HOURLY_SUMS_SQL);
+  const where = [`${time} >= ${p(q.from)}`, `${time} < ${p(q.to)}`];
   if (q.accountId) where.push(`u.account_id = ${p(q.accountId)}`);
   if (q.keyId) where.push(`u.key_id = ${p(q.keyId)}`);
   if (q.model) where.push(`u.model = ${p(q.model)}`);
+  // Names are joined to the sums, not to every row summed: one lookup per row of the report.
+  const names: string[] = [];
+  const joins: string[] = [];
+  if (groups.has("account")) {
+    names.push("a.name AS account_name");
+    joins.push("LEFT JOIN accounts a ON a.id = r.account_id");
+  }
+  if (groups.has("key")) {
+    names.push("k.name AS key_name");
+    joins.push("LEFT JOIN api_keys k ON k.id = r.key_id");
+  }
   // Ids sort byte by byte in both stores (PostgreSQL's default collation would not).
-  const order = grouped.map((c) => (c === "period" || dialect === "sqlite" ? c : `${c} COLLATE "C"`));
-  const text = `SELECT ${columns.join(", ")} FROM usage_records u ${joins.join(" ")}
-    WHERE ${where.join(" AND ")} GROUP BY ${grouped.join(", ")} ORDER BY ${order.join(", ")} LIMIT ${MAX_REPORT_ROWS + 1}`;
+  const sorted = order.map((c) => c.replace("u.", "r.")).map((c) => (c === "period" || dialect === "sqlite" ? c : `${c} COLLATE "C"`));
+  const text = `SELECT r.*${names.map((n) => `, ${n}`).join("")} FROM (
+      SELECT ${columns.join(", ")} FROM ${source} u WHERE ${where.join(" AND ")} GROUP BY ${grouped.join(", ")}
+    ) r ${joins.join(" ")} ORDER BY ${sorted.map((c) => (c === "period" ? "r.period" : c)).join(", ")} LIMIT ${MAX_REPORT_ROWS + 1}`;
   return { text, params };
 }
 

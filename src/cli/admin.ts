@@ -8,12 +8,16 @@ import { auditLedger } from "../store/sqlite/audit.ts";
 import { loadSettings } from "../config/load-config.ts";
 import { breakdownCsv, ReportTooLargeError, shapeBreakdown, type UsageBreakdown, type UsageReporter } from "../billing/usage-report.ts";
 import { createUsageBreakdown, createUsageReport } from "../store/sqlite/sqlite-usage-report.ts";
-import { sqlitePath, storeChoice, StoreConfigError } from "../config/env.ts";
+import { publicUrl, sqlitePath, storeChoice, StoreConfigError } from "../config/env.ts";
 import { connectPostgres } from "../store/postgres/pg-client.ts";
 import { migratePostgres } from "../store/postgres/pg-migrations.ts";
 import { createPostgresAccounts } from "../store/postgres/pg-accounts.ts";
 import { creditAccount } from "../store/postgres/pg-credits.ts";
 import { auditPostgres, createPostgresUsageBreakdown, createPostgresUsageReport } from "../store/postgres/pg-reports.ts";
+import type { ConsoleStore } from "../console/console-store.ts";
+import { issueInvite, LOGIN_PATTERN } from "../console/console-auth.ts";
+import { createSqliteConsoleStore } from "../store/sqlite/sqlite-console-store.ts";
+import { createPostgresConsoleStore } from "../store/postgres/pg-console-store.ts";
 
 const USAGE = `usage: bun run admin <command>
   accounts create <name> <credits>       create an account
@@ -36,6 +40,10 @@ const USAGE = `usage: bun run admin <command>
                        [--max-concurrent N|none]
                                          change what is given (takes effect on the next request); none clears
   keys revoke <key-id>                   revoke a key (takes effect on the next request)
+  invite <account-id> <login> [--url BASE]
+                                         a one-time link (7 days) for the account's holder to set a password and
+                                         sign in to the console; BASE is the gateway's address as browsers reach it
+                                         (default SWITCHYARD_PUBLIC_URL, else http://localhost:8080)
   usage <account-id> [from] [to]         totals per model; from/to are ISO dates (default: all time)
   report [--from DATE] [--to DATE] [--group-by account,key,model] [--granularity day|hour]
          [--format json|csv] [--account ID] [--key ID] [--model ID]
@@ -113,6 +121,7 @@ interface AdminStore {
   usage: UsageReporter;
   breakdown: UsageBreakdown;
   audit(pricedModels: Set<string> | undefined): Promise<{ clean: boolean }>;
+  console: ConsoleStore;
   close(): Promise<void>;
 }
 
@@ -132,6 +141,7 @@ async function openAdminStore(env: Record<string, string | undefined>): Promise<
       usage: createPostgresUsageReport(sql),
       breakdown: createPostgresUsageBreakdown(sql),
       audit: (priced) => auditPostgres(sql, priced),
+      console: createPostgresConsoleStore(sql),
       close: () => sql.close({ timeout: 1 }),
     };
   }
@@ -143,6 +153,7 @@ async function openAdminStore(env: Record<string, string | undefined>): Promise<
     usage: createUsageReport(db),
     breakdown: createUsageBreakdown(db),
     audit: async (priced) => auditLedger(db, priced),
+    console: createSqliteConsoleStore(db),
     close: async () => db.close(),
   };
 }
@@ -228,6 +239,15 @@ export async function runAdmin(argv: string[], env: Record<string, string | unde
     }
     if (noun === "keys" && verb === "revoke" && args.length === 1) {
       return (await accounts.revokeKey(args[0]!)) ? json({ id: args[0], revoked: true }) : { code: 1, out: `no active key ${args[0]}` };
+    }
+    if (noun === "invite" && verb !== undefined && args.length === 1) {
+      const login = args[0]!;
+      if (!new RegExp(LOGIN_PATTERN).test(login)) throw new UsageError("login must be 3 to 64 letters, digits or . _ @ -");
+      const base = (options.url ?? publicUrl(env)).replace(/\/+$/, "");
+      if (!/^https?:\/\/[^/\s]+$/.test(base)) throw new UsageError("--url must be the gateway's address, like https://gateway.example.com");
+      if (!(await accounts.getAccount(verb))) return { code: 1, out: `no account ${verb}` };
+      const invite = await issueInvite(store.console, { accountId: verb, login, now: Date.now(), origin: base });
+      return invite ? { ...json(invite), stdout: true } : { code: 1, out: `the login ${login} is taken` };
     }
     if (noun === "usage" && verb !== undefined) {
       const from = args[0] ? instant(args[0], "from") : 0;

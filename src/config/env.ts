@@ -70,6 +70,11 @@ export function ledgerTimingsFrom(env: Record<string, string | undefined>): Ledg
   return Object.fromEntries(Object.entries(timings).filter(([, v]) => v !== undefined));
 }
 
+/** The gateway's address as browsers reach it, for console invite links made without a request (the CLI's): SWITCHYARD_PUBLIC_URL. */
+export function publicUrl(env: Record<string, string | undefined>): string {
+  return env.SWITCHYARD_PUBLIC_URL?.trim() || "http://localhost:8080";
+}
+
 /** The SQLite file when no PostgreSQL URL is set (SWITCHYARD_DB; ":memory:" for none). */
 export function sqlitePath(env: Record<string, string | undefined>): string {
   return env.SWITCHYARD_DB ?? "./data/switchyard.sqlite";

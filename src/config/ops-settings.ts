@@ -9,6 +9,8 @@ export interface OpsSettings {
   /** SWITCHYARD_ADMIN_TOKEN: the admin API exists only when it is set. */
   adminToken?: string;
   accessLog: AccessLogSettings;
+  /** `SWITCHYARD_CONSOLE=off` removes the web console (`/console`) and the invite route. */
+  console?: boolean;
 }
 
 export interface AccessLogSettings {
@@ -23,7 +25,7 @@ export interface AccessLogSettings {
 
 export class OpsConfigError extends Error {}
 
-export const DEFAULT_OPS: OpsSettings = { metrics: true, accessLog: { enabled: true, sample: 1, level: "info" } };
+export const DEFAULT_OPS: OpsSettings = { metrics: true, accessLog: { enabled: true, sample: 1, level: "info" }, console: true };
 
 const LEVELS = new Set<LogLevel>(["debug", "info", "warn", "error"]);
 
@@ -64,5 +66,6 @@ export function opsSettings(env: Record<string, string | undefined>): OpsSetting
     metricsToken: bearerToken(env, "SWITCHYARD_METRICS_TOKEN"),
     adminToken: bearerToken(env, "SWITCHYARD_ADMIN_TOKEN"),
     accessLog: { enabled: onOff(env.SWITCHYARD_ACCESS_LOG, "SWITCHYARD_ACCESS_LOG", true), sample, level, ...(LEVELS.has(logLevel) ? { logLevel } : {}) },
+    console: onOff(env.SWITCHYARD_CONSOLE, "SWITCHYARD_CONSOLE", true),
   };
 }

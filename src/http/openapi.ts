@@ -343,6 +343,12 @@ export const OPERATIONS: Record<string, Operation> = {
     tag: "admin", security: "admin", errors: [400, 401, 404, 409, 413, 429],
     answers: { "200": { description: "The key's summary.", schema: KeySummary } },
   },
+  "POST /v1/admin/accounts/:id/invites": {
+    summary: "Invite the account holder to the console",
+    description: "A one-time link to `/console` that lasts 7 days; opening it sets the password the holder signs in with (`login`, 3 to 64 letters, digits or `. _ @ -`). The token is after `#`, so it reaches no server log. 409 when the login is taken; 404 when the console is off (`SWITCHYARD_CONSOLE=off`).",
+    tag: "admin", security: "admin", errors: [400, 401, 404, 409, 413, 429],
+    answers: { "201": { description: "The invite.", schema: t.Object({ url: t.String(), expires_at: t.String(), login: t.String() }) } },
+  },
   "DELETE /v1/admin/keys/:id": {
     summary: "Revoke a key",
     description: "Takes effect on the next request (within 2 s on other gateways sharing PostgreSQL).",
@@ -379,6 +385,9 @@ export function buildOpenApiDocument(routes: readonly RouteInfo[], version: stri
     const method = route.method.toLowerCase();
     if (!["get", "post", "put", "patch", "delete"].includes(method)) continue;
     const key = `${route.method.toUpperCase()} ${route.path}`;
+    // The console's page and its JSON routes are the console's own, behind a cookie session and
+    // CSRF token, not an API for clients (docs/decisions.md, "Console"): not in the document.
+    if (route.path === "/console" || route.path.startsWith("/console/")) continue;
     if (seen.has(key)) continue;
     seen.add(key);
     const op = OPERATIONS[key];

@@ -64,6 +64,16 @@ abstract class Series {
   protected key(a: number, b: number, c: number, d: number): number {
     return ((a * this.#s1 + b) * this.#s2 + c) * this.#s3 + d;
   }
+  /** The label indices a key stands for (read off the request path only: the console's health view). */
+  protected indices(key: number): number[] {
+    const idx: number[] = new Array(this.dims.length);
+    for (let i = this.dims.length - 1; i >= 0; i--) {
+      const size = this.dims[i]!.size;
+      idx[i] = key % size;
+      key = Math.floor(key / size);
+    }
+    return idx;
+  }
   /** `name="value",…` for a key, built at scrape time only. */
   protected labels(key: number, extra = ""): string {
     const parts: string[] = [];
@@ -98,6 +108,10 @@ export class Counter extends Series implements Family {
   /** The current value of one series (tests, and gauges derived from counters). */
   get(a = 0, b = 0, c = 0, d = 0): number {
     return (this.#values.get(this.key(a, b, c, d)) ?? 0) / this.scale;
+  }
+  /** Every series: its label indices and value. */
+  each(fn: (indices: number[], value: number) => void): void {
+    for (const [key, value] of this.#values) fn(this.indices(key), value / this.scale);
   }
   samples(): Sample[] {
     return [...this.#values].map(([key, value]) => ({ labels: this.labels(key), value: value / this.scale }));
@@ -177,6 +191,18 @@ export class Histogram extends Series implements Family {
     if (i < bounds.length) series[i]!++;
     series[bounds.length]!++;
     series[bounds.length + 1]! += value;
+  }
+  get bounds(): readonly number[] {
+    return [...this.#bounds];
+  }
+  /** Every series: its label indices and its per-bucket counts (not cumulative; the last is past every bound). */
+  each(fn: (indices: number[], buckets: number[]) => void): void {
+    const n = this.#bounds.length;
+    for (const [key, series] of this.#series) {
+      const buckets = Array.from(series.subarray(0, n));
+      buckets.push(series[n]! - buckets.reduce((a, b) => a + b, 0));
+      fn(this.indices(key), buckets);
+    }
   }
   /** Count and sum of one series (tests). */
   stats(a = 0, b = 0, c = 0): { count: number; sum: number } {

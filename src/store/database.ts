@@ -149,6 +149,110 @@ const MIGRATIONS: string[] = [
   // (issue 32), NULL for the gateway's default (limits.max_concurrent_requests).
   `ALTER TABLE api_keys ADD COLUMN allowed_models TEXT;
    ALTER TABLE api_keys ADD COLUMN max_concurrent_requests INTEGER;`,
+  // The console (issue 34, docs/decisions.md "Console"). usage_hourly / usage_daily: the usage
+  // records summed per UTC hour (day), account, key and model, kept by a trigger in the transaction
+  // that writes each record, so the console's charts and usage reports over whole hours (days)
+  // read a few rows per period instead of every record (billing/usage-report.ts, usageSource).
+  // Backfilled from the records already written.
+  // console_users / console_invites / console_sessions: account holders' logins (argon2id hashes),
+  // one-time invites and signed-in sessions, stored by the SHA-256 of their secrets only; sessions
+  // live here so they survive a restart and every process sees them.
+  `CREATE TABLE usage_hourly (
+     hour INTEGER NOT NULL,
+     account_id TEXT NOT NULL,
+     key_id TEXT NOT NULL,
+     model TEXT NOT NULL,
+     requests INTEGER NOT NULL,
+     prompt_tokens INTEGER NOT NULL,
+     completion_tokens INTEGER NOT NULL,
+     fresh_input_tokens INTEGER NOT NULL,
+     cache_read_tokens INTEGER NOT NULL,
+     cache_write_5m_tokens INTEGER NOT NULL,
+     cache_write_1h_tokens INTEGER NOT NULL,
+     reasoning_tokens INTEGER NOT NULL,
+     images INTEGER NOT NULL,
+     cost_micro INTEGER NOT NULL,
+     cache_savings_micro INTEGER NOT NULL,
+     PRIMARY KEY (hour, account_id, key_id, model)
+   ) WITHOUT ROWID;
+   CREATE INDEX usage_hourly_account ON usage_hourly(account_id, hour);
+   CREATE TABLE usage_daily (
+     day INTEGER NOT NULL,
+     account_id TEXT NOT NULL,
+     key_id TEXT NOT NULL,
+     model TEXT NOT NULL,
+     requests INTEGER NOT NULL,
+     prompt_tokens INTEGER NOT NULL,
+     completion_tokens INTEGER NOT NULL,
+     fresh_input_tokens INTEGER NOT NULL,
+     cache_read_tokens INTEGER NOT NULL,
+     cache_write_5m_tokens INTEGER NOT NULL,
+     cache_write_1h_tokens INTEGER NOT NULL,
+     reasoning_tokens INTEGER NOT NULL,
+     images INTEGER NOT NULL,
+     cost_micro INTEGER NOT NULL,
+     cache_savings_micro INTEGER NOT NULL,
+     PRIMARY KEY (day, account_id, key_id, model)
+   ) WITHOUT ROWID;
+   CREATE INDEX usage_daily_account ON usage_daily(account_id, day);
+   INSERT INTO usage_hourly
+     SELECT (created_at / 3600000) * 3600000, account_id, key_id, model, COUNT(*), SUM(prompt_tokens), SUM(completion_tokens),
+            SUM(COALESCE(fresh_input_tokens, prompt_tokens)), SUM(cache_read_tokens), SUM(cache_write_5m_tokens), SUM(cache_write_1h_tokens),
+            SUM(reasoning_tokens), SUM(images), SUM(cost_micro), SUM(cache_savings_micro)
+       FROM usage_records GROUP BY 1, 2, 3, 4;
+   INSERT INTO usage_daily
+     SELECT (created_at / 86400000) * 86400000, account_id, key_id, model, COUNT(*), SUM(prompt_tokens), SUM(completion_tokens),
+            SUM(COALESCE(fresh_input_tokens, prompt_tokens)), SUM(cache_read_tokens), SUM(cache_write_5m_tokens), SUM(cache_write_1h_tokens),
+            SUM(reasoning_tokens), SUM(images), SUM(cost_micro), SUM(cache_savings_micro)
+       FROM usage_records GROUP BY 1, 2, 3, 4;
+   CREATE TRIGGER usage_rollups_add AFTER INSERT ON usage_records BEGIN
+     INSERT INTO usage_hourly VALUES ((NEW.created_at / 3600000) * 3600000, NEW.account_id, NEW.key_id, NEW.model, 1, NEW.prompt_tokens, NEW.completion_tokens,
+       COALESCE(NEW.fresh_input_tokens, NEW.prompt_tokens), NEW.cache_read_tokens, NEW.cache_write_5m_tokens, NEW.cache_write_1h_tokens,
+       NEW.reasoning_tokens, NEW.images, NEW.cost_micro, NEW.cache_savings_micro)
+     ON CONFLICT DO UPDATE SET requests = requests + excluded.requests, prompt_tokens = prompt_tokens + excluded.prompt_tokens,
+       completion_tokens = completion_tokens + excluded.completion_tokens,
+       fresh_input_tokens = fresh_input_tokens + excluded.fresh_input_tokens,
+       cache_read_tokens = cache_read_tokens + excluded.cache_read_tokens,
+       cache_write_5m_tokens = cache_write_5m_tokens + excluded.cache_write_5m_tokens,
+       cache_write_1h_tokens = cache_write_1h_tokens + excluded.cache_write_1h_tokens,
+       reasoning_tokens = reasoning_tokens + excluded.reasoning_tokens, images = images + excluded.images,
+       cost_micro = cost_micro + excluded.cost_micro, cache_savings_micro = cache_savings_micro + excluded.cache_savings_micro;
+     INSERT INTO usage_daily VALUES ((NEW.created_at / 86400000) * 86400000, NEW.account_id, NEW.key_id, NEW.model, 1, NEW.prompt_tokens, NEW.completion_tokens,
+       COALESCE(NEW.fresh_input_tokens, NEW.prompt_tokens), NEW.cache_read_tokens, NEW.cache_write_5m_tokens, NEW.cache_write_1h_tokens,
+       NEW.reasoning_tokens, NEW.images, NEW.cost_micro, NEW.cache_savings_micro)
+     ON CONFLICT DO UPDATE SET requests = requests + excluded.requests, prompt_tokens = prompt_tokens + excluded.prompt_tokens,
+       completion_tokens = completion_tokens + excluded.completion_tokens,
+       fresh_input_tokens = fresh_input_tokens + excluded.fresh_input_tokens,
+       cache_read_tokens = cache_read_tokens + excluded.cache_read_tokens,
+       cache_write_5m_tokens = cache_write_5m_tokens + excluded.cache_write_5m_tokens,
+       cache_write_1h_tokens = cache_write_1h_tokens + excluded.cache_write_1h_tokens,
+       reasoning_tokens = reasoning_tokens + excluded.reasoning_tokens, images = images + excluded.images,
+       cost_micro = cost_micro + excluded.cost_micro, cache_savings_micro = cache_savings_micro + excluded.cache_savings_micro;
+   END;
+   CREATE TABLE console_users (
+     login TEXT PRIMARY KEY,
+     account_id TEXT NOT NULL REFERENCES accounts(id),
+     password_hash TEXT NOT NULL,
+     created_at INTEGER NOT NULL
+   );
+   CREATE TABLE console_invites (
+     token_hash TEXT PRIMARY KEY,
+     account_id TEXT NOT NULL REFERENCES accounts(id),
+     login TEXT NOT NULL,
+     created_at INTEGER NOT NULL,
+     expires_at INTEGER NOT NULL,
+     used_at INTEGER
+   );
+   CREATE TABLE console_sessions (
+     token_hash TEXT PRIMARY KEY,
+     kind TEXT NOT NULL CHECK (kind IN ('operator', 'holder')),
+     account_id TEXT,
+     login TEXT,
+     csrf TEXT NOT NULL,
+     created_at INTEGER NOT NULL,
+     expires_at INTEGER NOT NULL
+   );
+   CREATE INDEX console_sessions_expiry ON console_sessions(expires_at);`,
 ];
 
 /**

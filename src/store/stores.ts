@@ -11,6 +11,8 @@ import { createPostgresAlertOutbox } from "./postgres/pg-alert-outbox.ts";
 import { connectPostgres, type Pg, type PgOptions } from "./postgres/pg-client.ts";
 import { createPostgresLedger, type PgLedgerOptions } from "./postgres/pg-ledger.ts";
 import { migratePostgres } from "./postgres/pg-migrations.ts";
+import { createPostgresConsoleStore } from "./postgres/pg-console-store.ts";
+import type { ConsoleStore } from "../console/console-store.ts";
 import { createPostgresUsageBreakdown, createPostgresUsageReport } from "./postgres/pg-reports.ts";
 import { createRedisRateLimiter, type RedisRateLimiterOptions } from "./redis/redis-rate-limiter.ts";
 import { createRedisConcurrency, type RedisConcurrencyOptions } from "./redis/redis-concurrency.ts";
@@ -26,6 +28,8 @@ export interface SharedStores {
   ledger: Ledger & RejectionLog;
   usage: UsageReporter;
   breakdown: UsageBreakdown;
+  /** The console's sessions, logins and invites, in the same database (console/console-store.ts). */
+  console?: ConsoleStore;
   /** Spend alerts waiting for delivery, in the same database (alerts/alert-outbox.ts). */
   alertOutbox?: AlertOutbox;
   /** Sets who is told of the ledger's committed settlements (spend alerts' detection). */
@@ -60,6 +64,7 @@ export async function openPostgresStores(url: string, o: PostgresStoreOptions = 
       sql,
       accounts,
       alertOutbox: createPostgresAlertOutbox(sql),
+      console: createPostgresConsoleStore(sql),
       onCommitted(listener) {
         committedListener = listener;
       },

@@ -70,6 +70,10 @@ export interface GatewayOptions {
   /** The config's `alerts` section (spend alerts), and SWITCHYARD_ALERT_SECRET. */
   alerts?: Record<string, unknown>;
   alertSecret?: string;
+  /** The SQLite file to use (a restart: a second gateway on the first one's file); the caller removes it. Default: a new one. */
+  dbPath?: string;
+  /** Console sign-in throttling (default: the app's). */
+  consoleSignIns?: AppDeps["consoleSignIns"];
   /** The "fake-openai" provider's vendor key pool instead of its one key (`TEST_OPENAI_KEY`); secrets in `vendorEnv`. */
   openaiKeys?: { env: string; weight?: number }[];
   /** The "fake-anthropic" provider's pool, likewise. */
@@ -121,8 +125,8 @@ export function useGateway(options: () => GatewayOptions): Gateway {
 
 /** The real app on a loopback port, in front of the fake upstream, with one funded account. */
 export async function startGateway(o: GatewayOptions): Promise<Gateway> {
-  const dir = mkdtempSync(join(tmpdir(), "switchyard-test-"));
-  const dbPath = join(dir, "gateway.sqlite");
+  const dir = o.dbPath ? undefined : mkdtempSync(join(tmpdir(), "switchyard-test-"));
+  const dbPath = o.dbPath ?? join(dir!, "gateway.sqlite");
   const db = openDatabase(dbPath, { busyTimeoutMs: 0 });
   const timeouts = { first_byte_ms: o.firstByteMs ?? 10_000, idle_ms: o.idleMs ?? 30_000, total_ms: o.totalMs ?? 600_000 };
   const settings = resolveSettings(
@@ -148,7 +152,7 @@ export async function startGateway(o: GatewayOptions): Promise<Gateway> {
     { TEST_OPENAI_KEY: o.vendorKeys?.openai ?? VENDOR_OPENAI_KEY, TEST_ANTHROPIC_KEY: o.vendorKeys?.anthropic ?? VENDOR_ANTHROPIC_KEY, SWITCHYARD_ALERT_SECRET: o.alertSecret, ...o.vendorEnv },
     "test",
   );
-  const app = createApp({ db, settings, log: o.log ?? silentLogger, adminToken: o.adminToken, adminAuthFailures: o.adminAuthFailures, fetch: o.fetch, now: o.now, ledgerOptions: o.ledgerOptions, wrapLedger: o.wrapLedger, stores: o.stores, limiter: o.limiter, concurrency: o.concurrency, ops: o.ops, responseStore: o.responseStore, alertPollMs: o.alerts ? 100 : undefined, keyState: o.keyState, keyRandom: o.keyRandom, keyProbeEveryMs: o.keyProbeEveryMs });
+  const app = createApp({ db, settings, log: o.log ?? silentLogger, adminToken: o.adminToken, adminAuthFailures: o.adminAuthFailures, fetch: o.fetch, now: o.now, ledgerOptions: o.ledgerOptions, wrapLedger: o.wrapLedger, stores: o.stores, limiter: o.limiter, concurrency: o.concurrency, ops: o.ops, responseStore: o.responseStore, alertPollMs: o.alerts ? 100 : undefined, keyState: o.keyState, keyRandom: o.keyRandom, keyProbeEveryMs: o.keyProbeEveryMs, consoleSignIns: o.consoleSignIns });
   const account = await app.services.accounts.createAccount("test", Math.round((o.credits ?? 1000) * 1e6));
   const key = (await app.services.accounts.createKey(account.id, "test"))!;
   app.listen({ port: 0, hostname: "127.0.0.1", idleTimeout: o.idleTimeoutSeconds ?? 10, maxRequestBodySize: SERVER_BODY_LIMIT });
@@ -173,7 +177,7 @@ export async function startGateway(o: GatewayOptions): Promise<Gateway> {
       await app.services.alerts?.stop();
       await app.services.ledger.close();
       db.close();
-      rmSync(dir, { recursive: true, force: true });
+      if (dir) rmSync(dir, { recursive: true, force: true });
     },
   };
 }

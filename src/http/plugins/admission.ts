@@ -50,6 +50,11 @@ export interface AdmissionOptions {
    */
   admin?: (request: Request, server: AdminServer) => Response | undefined;
   /**
+   * Refuses what another site could make a browser send to `/console/api/` (http/console/console-api.ts,
+   * `consoleGate`), before the body is read; absent (SWITCHYARD_CONSOLE=off), nothing is checked.
+   */
+  console?: (request: Request) => Response | undefined;
+  /**
    * Why a key's token counts are full (limits/count-queue.ts), or undefined: its next count is
    * refused here, before a body that could only be refused is read.
    */
@@ -97,7 +102,7 @@ export function admissionPlugin(o: AdmissionOptions) {
     if (length > o.maxBodyBytes) {
       return errorResponse(anthropic, 413, "request_too_large", `The request body is ${length} bytes; the limit is ${o.maxBodyBytes}.`, { connection: "close" });
     }
-    if (!path.startsWith("/v1/")) return;
+    if (!path.startsWith("/v1/")) return o.console && path.startsWith("/console/api/") ? o.console(request) : undefined;
     if (path.startsWith("/v1/admin/")) return o.admin?.(request, server);
 
     const key = extractKey(request.headers);

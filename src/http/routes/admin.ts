@@ -1,17 +1,21 @@
 import { Elysia, t } from "elysia";
 import { timingSafeEqual } from "node:crypto";
-import { CursorError, KeyLimitError, MAX_ACCOUNT_PAGE, type AccountPatch, type AccountStore, type KeyOptions, type KeyPatch } from "../../accounts/account-store.ts";
-import { AdminInputError, MAX_CONCURRENT_REQUESTS, MAX_KEY_MODELS, parseCredits, parseIdempotencyKey, parseInstant, parseMaxConcurrent, parseModelPatterns, parseName, parseRateLimit, parseSpendPeriod, parseTopUp, parseUsageQuery } from "../../accounts/admin-input.ts";
+import { MAX_ACCOUNT_PAGE, type AccountStore } from "../../accounts/account-store.ts";
+import { MAX_CONCURRENT_REQUESTS, MAX_KEY_MODELS } from "../../accounts/admin-input.ts";
 import type { KeyResolver } from "../../accounts/key-resolver.ts";
-import { IdempotencyConflictError, type Ledger } from "../../billing/ledger.ts";
+import type { Ledger } from "../../billing/ledger.ts";
 import { MAX_CREDITS } from "../../billing/money.ts";
-import { breakdownCsv, ReportTooLargeError, shapeBreakdown, type UsageBreakdown, type UsageQuery, type UsageReporter } from "../../billing/usage-report.ts";
+import type { UsageBreakdown, UsageReporter } from "../../billing/usage-report.ts";
 import { GatewayError } from "../../streaming/gateway-error.ts";
 import { createAuthFailures, type AuthFailures } from "../../limits/auth-failures.ts";
 import type { Logger } from "../../log/log.ts";
+import type { ConsoleStore } from "../../console/console-store.ts";
+import { issueInvite, publicOrigin } from "../../console/console-auth.ts";
 import { errorResponse } from "../plugins/errors.ts";
 import { unreadBodyHeaders } from "../plugins/json-body.ts";
 import type { AdminServer } from "../plugins/admission.ts";
+import { Login } from "../console/console-schemas.ts";
+import { adminOperations } from "./admin-operations.ts";
 
 const Credits = t.Number({ minimum: 0, maximum: MAX_CREDITS });
 /** Fields a body carries beyond these are ignored (a newer client's options), never refused. */
@@ -50,8 +54,8 @@ export const AccountListQuery = t.Object({
   cursor: t.Optional(t.String({ maxLength: 400, description: "The `next_cursor` of the page before." })),
   name: t.Optional(t.String({ maxLength: 200, description: "Only accounts whose name contains this (ASCII letters in any case)." })),
 }, open);
-const CreateAccount = t.Object({ name: t.String({ minLength: 1, maxLength: 200 }), credits: Credits }, open);
-const CreateKey = t.Object({
+export const CreateAccount = t.Object({ name: t.String({ minLength: 1, maxLength: 200 }), credits: Credits }, open);
+export const CreateKey = t.Object({
   name: t.Optional(t.String({ maxLength: 200 })),
   rate_limit_per_minute: t.Optional(RateLimit),
   /** ISO 8601 date-time after which the key stops working. */
@@ -62,7 +66,9 @@ const CreateKey = t.Object({
   models: t.Optional(t.Union([Models, t.Null()])),
   max_concurrent_requests: t.Optional(t.Union([MaxConcurrent, t.Null()])),
 }, open);
-const TopUp = t.Object({ amount: t.Number({ exclusiveMinimum: 0, maximum: MAX_CREDITS }) }, open);
+/** `POST /v1/admin/accounts/:id/invites`: the login the account holder will sign in with. */
+export const CreateInvite = t.Object({ login: Login }, open);
+export const TopUp = t.Object({ amount: t.Number({ exclusiveMinimum: 0, maximum: MAX_CREDITS }) }, open);
 const Instant = (description: string) => t.Optional(t.String({ maxLength: 40, description }));
 export const UsageReportQuery = t.Object({
   from: Instant("Start of the range (inclusive): ISO 8601 or epoch ms. Default: 30 days before `to`, at the start of a period."),
@@ -74,25 +80,6 @@ export const UsageReportQuery = t.Object({
   key_id: t.Optional(t.String({ maxLength: 100, description: "Only this key." })),
   model: t.Optional(t.String({ maxLength: 200, description: "Only this model id." })),
 }, open);
-
-/** Runs an admin input parser; what it refuses is the client's 400, naming the field. */
-function checked<T>(parse: () => T): T {
-  try {
-    return parse();
-  } catch (err) {
-    if (err instanceof AdminInputError) throw new GatewayError(400, "invalid_request", err.message);
-    throw err;
-  }
-}
-
-function micro(credits: number, field = "credits"): number {
-  return checked(() => parseCredits(credits, field));
-}
-
-function instant(value: string | undefined, field: string, fallback: number): number {
-  if (value === undefined || value === "") return fallback;
-  return checked(() => parseInstant(value, field));
-}
 
 export interface AdminDeps {
   accounts: AccountStore;
@@ -116,6 +103,8 @@ export interface AdminDeps {
   log?: Logger;
   /** Failed authentications per address (default: 10 a minute, then 429). */
   authFailures?: AuthFailures;
+  /** The console's store, for invites; without it (SWITCHYARD_CONSOLE=off) the invite route is a 404. */
+  console?: ConsoleStore;
 }
 
 /** Requests the admin gate let through: the routes refuse any other (a gate left unwired). */
@@ -159,11 +148,7 @@ export function adminRoutes(deps: AdminDeps) {
   const app = new Elysia({ name: "switchyard/admin", prefix: "/v1/admin" });
   if (!deps.adminToken) return app;
 
-  const account = async (id: string) => {
-    const found = await deps.accounts.describeAccount(id, (await deps.ledger.balance(id))?.heldMicro ?? 0);
-    if (!found) throw new GatewayError(404, "not_found", "No such account.");
-    return found;
-  };
+  const ops = adminOperations(deps);
 
   return app
     // Runs after the body was parsed, so it is not the check itself: it keeps the routes shut if
@@ -171,149 +156,31 @@ export function adminRoutes(deps: AdminDeps) {
     .onBeforeHandle({ as: "local" }, ({ request }) => {
       if (!admitted.has(request)) throw new GatewayError(401, "authentication", "Invalid admin token.");
     })
-    .post(
-      "/accounts",
-      async ({ body, set }) => {
-        const name = checked(() => parseName(body.name));
-        const credits = micro(body.credits);
-        const created = await deps.retryWhileBusy(() => deps.accounts.createAccount(name, credits));
-        set.status = 201;
-        return { id: created.id, name: created.name, balance: created.balance };
-      },
-      { body: CreateAccount },
-    )
-    .get("/accounts", async ({ query }) => {
-      const limit = query.limit === undefined || query.limit === "" ? 50 : Number(query.limit);
-      if (!Number.isInteger(limit) || limit < 1 || limit > MAX_ACCOUNT_PAGE) {
-        throw new GatewayError(400, "invalid_request", `limit must be a whole number from 1 to ${MAX_ACCOUNT_PAGE}.`);
-      }
-      try {
-        return await deps.accounts.listAccounts({ limit, cursor: query.cursor || null, name: query.name || null });
-      } catch (err) {
-        if (err instanceof CursorError) throw new GatewayError(400, "invalid_request", err.message);
-        throw err;
-      }
-    }, { query: AccountListQuery })
-    .get("/accounts/:id", ({ params }) => account(params.id))
-    .patch(
-      "/accounts/:id",
-      async ({ params, body }) => {
-        const patch: AccountPatch = {};
-        if (body.name !== undefined) patch.name = checked(() => parseName(body.name));
-        if (body.spend_limit !== undefined) patch.spendLimitMicro = body.spend_limit === null ? null : micro(body.spend_limit, "spend_limit");
-        if (body.spend_limit_period !== undefined) patch.spendLimitPeriod = checked(() => parseSpendPeriod(body.spend_limit_period));
-        if (!(await deps.retryWhileBusy(() => deps.accounts.updateAccount(params.id, patch)))) throw new GatewayError(404, "not_found", "No such account.");
-        deps.changed?.();
-        return account(params.id);
-      },
-      { body: PatchAccount },
-    )
-    .post(
-      "/accounts/:id/credits",
-      async ({ params, body, headers }) => {
-        const amount = checked(() => parseTopUp(body.amount));
-        // A client that retries a top-up whose answer it lost sends the same key: credited once.
-        const given = headers["idempotency-key"];
-        const key = given === undefined ? undefined : checked(() => parseIdempotencyKey(given));
-        let done;
-        try {
-          done = await deps.ledger.topUp(params.id, amount, key);
-        } catch (err) {
-          if (err instanceof IdempotencyConflictError) throw new GatewayError(409, "invalid_request", err.message);
-          throw err;
-        }
-        if (!done) throw new GatewayError(404, "not_found", "No such account.");
-        // A repeat answers as the first did: the account as it is now (the same body while nothing else moved it).
-        const after = await account(params.id);
-        return { id: after.id, balance: after.balance, reserved: after.reserved };
-      },
-      { body: TopUp },
-    )
-    .get("/accounts/:id/keys", async ({ params }) => ({ object: "list", data: (await account(params.id)).keys }))
-    .post(
-      "/accounts/:id/keys",
-      async ({ body, params, set }) => {
-        const options: KeyOptions = {
-          name: body?.name === undefined ? null : checked(() => parseName(body.name)),
-          rateLimitPerMinute: body?.rate_limit_per_minute ?? null,
-          expiresAt: body?.expires_at ? checked(() => parseInstant(body.expires_at!, "expires_at")) : null,
-          spendLimitMicro: body?.spend_limit === undefined ? null : micro(body.spend_limit, "spend_limit"),
-          spendLimitPeriod: body?.spend_limit_period ?? null,
-          models: body?.models == null ? null : checked(() => parseModelPatterns(body.models)),
-          maxConcurrentRequests: body?.max_concurrent_requests == null ? null : checked(() => parseMaxConcurrent(body.max_concurrent_requests)),
-        };
-        let key;
-        try {
-          key = await deps.retryWhileBusy(() => deps.accounts.createKey(params.id, options));
-        } catch (err) {
-          if (err instanceof KeyLimitError) throw new GatewayError(409, "invalid_request", err.message);
-          throw err;
-        }
-        if (!key) throw new GatewayError(404, "not_found", "No such account.");
-        set.status = 201;
-        return key;
-      },
-      { body: t.Optional(CreateKey) },
-    )
-    .get("/accounts/:id/usage", async ({ params, query }) => {
-      await account(params.id);
-      const q = query as Record<string, string | undefined>;
-      // Records are written in batches; a report asked for now includes the requests just finished.
-      await deps.ledger.flush();
-      return deps.usage(params.id, instant(q.from, "from", 0), instant(q.to, "to", deps.now() + 1));
-    })
-    .get("/usage", async ({ query }) => {
-      let q: UsageQuery;
-      try {
-        q = parseUsageQuery(query, deps.now());
-      } catch (err) {
-        throw new GatewayError(400, "invalid_request", (err as Error).message);
-      }
-      await deps.ledger.flush();
-      let rows;
-      try {
-        rows = await deps.breakdown(q);
-      } catch (err) {
-        if (err instanceof ReportTooLargeError) throw new GatewayError(400, "invalid_request", err.message);
-        throw err;
-      }
-      if (query.format === "csv") {
-        const name = `usage-${new Date(q.from).toISOString().slice(0, 10)}-${new Date(q.to).toISOString().slice(0, 10)}.csv`;
-        return new Response(breakdownCsv(q, rows), { headers: { "content-type": "text/csv; charset=utf-8", "content-disposition": `attachment; filename="${name}"` } });
-      }
-      return shapeBreakdown(q, rows);
-    }, { query: UsageReportQuery })
-    .patch(
-      "/keys/:id",
-      async ({ params, body }) => {
-        const patch: KeyPatch = {};
-        if (body.name !== undefined) patch.name = body.name === null ? null : checked(() => parseName(body.name));
-        if (body.spend_limit !== undefined) patch.spendLimitMicro = body.spend_limit === null ? null : micro(body.spend_limit, "spend_limit");
-        if (body.spend_limit_period !== undefined) patch.spendLimitPeriod = checked(() => parseSpendPeriod(body.spend_limit_period));
-        if (body.rate_limit_per_minute !== undefined) patch.rateLimitPerMinute = body.rate_limit_per_minute === null ? null : checked(() => parseRateLimit(body.rate_limit_per_minute));
-        if (body.expires_at !== undefined) patch.expiresAt = body.expires_at === null ? null : checked(() => parseInstant(body.expires_at!, "expires_at"));
-        if (body.models !== undefined) patch.models = body.models === null ? null : checked(() => parseModelPatterns(body.models));
-        if (body.max_concurrent_requests !== undefined) {
-          patch.maxConcurrentRequests = body.max_concurrent_requests === null ? null : checked(() => parseMaxConcurrent(body.max_concurrent_requests));
-        }
-        let summary;
-        try {
-          summary = await deps.retryWhileBusy(() => deps.accounts.updateKey(params.id, patch));
-        } catch (err) {
-          throw err;
-        }
-        if (!summary) throw new GatewayError(404, "not_found", "No such key.");
-        // The next request sees the new limits: cached lookups of this key are dropped here, and
-        // other processes' within their change watch (SQLite) or key cache TTL (PostgreSQL).
-        deps.keys.forget(params.id);
-        deps.changed?.();
-        return summary;
-      },
-      { body: PatchKey },
-    )
-    .delete("/keys/:id", async ({ params }) => {
-      if (!(await deps.retryWhileBusy(() => deps.accounts.revokeKey(params.id)))) throw new GatewayError(404, "not_found", "No such active key.");
-      deps.keys.forget(params.id);
-      return { id: params.id, revoked: true };
-    });
+    .post("/accounts", async ({ body, set }) => {
+      const created = await ops.createAccount(body);
+      set.status = 201;
+      return created;
+    }, { body: CreateAccount })
+    .get("/accounts", ({ query }) => ops.listAccounts(query), { query: AccountListQuery })
+    .get("/accounts/:id", ({ params }) => ops.account(params.id))
+    .patch("/accounts/:id", ({ params, body }) => ops.patchAccount(params.id, body), { body: PatchAccount })
+    .post("/accounts/:id/credits", ({ params, body, headers }) => ops.topUp(params.id, body.amount, headers["idempotency-key"]), { body: TopUp })
+    .get("/accounts/:id/keys", async ({ params }) => ({ object: "list", data: (await ops.account(params.id)).keys }))
+    .post("/accounts/:id/keys", async ({ body, params, set }) => {
+      const key = await ops.createKey(params.id, body ?? undefined);
+      set.status = 201;
+      return key;
+    }, { body: t.Optional(CreateKey) })
+    .post("/accounts/:id/invites", async ({ params, body, request, set }) => {
+      if (!deps.console) throw new GatewayError(404, "not_found", "The console is off (SWITCHYARD_CONSOLE=off): there is nothing to invite to.");
+      await ops.account(params.id);
+      const invite = await issueInvite(deps.console, { accountId: params.id, login: body.login, now: deps.now(), origin: publicOrigin(request) });
+      if (!invite) throw new GatewayError(409, "invalid_request", "That login is taken: pick another.");
+      set.status = 201;
+      return invite;
+    }, { body: CreateInvite })
+    .get("/accounts/:id/usage", ({ params, query }) => ops.accountUsage(params.id, query as Record<string, string | undefined>))
+    .get("/usage", ({ query }) => ops.usageReport(query), { query: UsageReportQuery })
+    .patch("/keys/:id", ({ params, body }) => ops.patchKey(params.id, body), { body: PatchKey })
+    .delete("/keys/:id", ({ params }) => ops.revokeKey(params.id));
 }

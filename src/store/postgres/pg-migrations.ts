@@ -140,6 +140,111 @@ const MIGRATIONS: string[] = [
   // same columns and says what they mean). The list is JSON text, read by the same code as SQLite's.
   `ALTER TABLE api_keys ADD COLUMN allowed_models text;
    ALTER TABLE api_keys ADD COLUMN max_concurrent_requests integer;`,
+  // The console (store/database.ts has the same tables and says why). The hourly and daily sums are
+  // kept by a statement-level trigger: one upsert per (period, account, key, model) a batch of
+  // settlements touches, in key order, so two processes' batches never take those rows' locks in
+  // opposite orders (a row-level trigger could deadlock them).
+  `CREATE TABLE usage_hourly (
+     hour bigint NOT NULL,
+     account_id text NOT NULL,
+     key_id text NOT NULL,
+     model text NOT NULL,
+     requests bigint NOT NULL,
+     prompt_tokens bigint NOT NULL,
+     completion_tokens bigint NOT NULL,
+     fresh_input_tokens bigint NOT NULL,
+     cache_read_tokens bigint NOT NULL,
+     cache_write_5m_tokens bigint NOT NULL,
+     cache_write_1h_tokens bigint NOT NULL,
+     reasoning_tokens bigint NOT NULL,
+     images bigint NOT NULL,
+     cost_micro bigint NOT NULL,
+     cache_savings_micro bigint NOT NULL,
+     PRIMARY KEY (hour, account_id, key_id, model)
+   );
+   CREATE INDEX usage_hourly_account ON usage_hourly (account_id, hour);
+   CREATE TABLE usage_daily (
+     day bigint NOT NULL,
+     account_id text NOT NULL,
+     key_id text NOT NULL,
+     model text NOT NULL,
+     requests bigint NOT NULL,
+     prompt_tokens bigint NOT NULL,
+     completion_tokens bigint NOT NULL,
+     fresh_input_tokens bigint NOT NULL,
+     cache_read_tokens bigint NOT NULL,
+     cache_write_5m_tokens bigint NOT NULL,
+     cache_write_1h_tokens bigint NOT NULL,
+     reasoning_tokens bigint NOT NULL,
+     images bigint NOT NULL,
+     cost_micro bigint NOT NULL,
+     cache_savings_micro bigint NOT NULL,
+     PRIMARY KEY (day, account_id, key_id, model)
+   );
+   CREATE INDEX usage_daily_account ON usage_daily (account_id, day);
+   INSERT INTO usage_hourly
+     SELECT (created_at / 3600000) * 3600000, account_id, key_id, model, COUNT(*), SUM(prompt_tokens), SUM(completion_tokens),
+            SUM(COALESCE(fresh_input_tokens, prompt_tokens)), SUM(cache_read_tokens), SUM(cache_write_5m_tokens), SUM(cache_write_1h_tokens),
+            SUM(reasoning_tokens), SUM(images), SUM(cost_micro), SUM(cache_savings_micro)
+       FROM usage_records GROUP BY 1, 2, 3, 4;
+   INSERT INTO usage_daily
+     SELECT (created_at / 86400000) * 86400000, account_id, key_id, model, COUNT(*), SUM(prompt_tokens), SUM(completion_tokens),
+            SUM(COALESCE(fresh_input_tokens, prompt_tokens)), SUM(cache_read_tokens), SUM(cache_write_5m_tokens), SUM(cache_write_1h_tokens),
+            SUM(reasoning_tokens), SUM(images), SUM(cost_micro), SUM(cache_savings_micro)
+       FROM usage_records GROUP BY 1, 2, 3, 4;
+   CREATE FUNCTION usage_rollups_add() RETURNS trigger LANGUAGE plpgsql AS $$
+   BEGIN
+     INSERT INTO usage_hourly
+       SELECT (created_at / 3600000) * 3600000 AS t, account_id, key_id, model, COUNT(*), SUM(prompt_tokens), SUM(completion_tokens), SUM(COALESCE(fresh_input_tokens, prompt_tokens)), SUM(cache_read_tokens), SUM(cache_write_5m_tokens), SUM(cache_write_1h_tokens), SUM(reasoning_tokens), SUM(images), SUM(cost_micro), SUM(cache_savings_micro)
+         FROM added GROUP BY 1, 2, 3, 4 ORDER BY t, account_id COLLATE "C", key_id COLLATE "C", model COLLATE "C"
+     ON CONFLICT (hour, account_id, key_id, model) DO UPDATE SET requests = usage_hourly.requests + excluded.requests, prompt_tokens = usage_hourly.prompt_tokens + excluded.prompt_tokens,
+       completion_tokens = usage_hourly.completion_tokens + excluded.completion_tokens,
+       fresh_input_tokens = usage_hourly.fresh_input_tokens + excluded.fresh_input_tokens,
+       cache_read_tokens = usage_hourly.cache_read_tokens + excluded.cache_read_tokens,
+       cache_write_5m_tokens = usage_hourly.cache_write_5m_tokens + excluded.cache_write_5m_tokens,
+       cache_write_1h_tokens = usage_hourly.cache_write_1h_tokens + excluded.cache_write_1h_tokens,
+       reasoning_tokens = usage_hourly.reasoning_tokens + excluded.reasoning_tokens, images = usage_hourly.images + excluded.images,
+       cost_micro = usage_hourly.cost_micro + excluded.cost_micro,
+       cache_savings_micro = usage_hourly.cache_savings_micro + excluded.cache_savings_micro;
+     INSERT INTO usage_daily
+       SELECT (created_at / 86400000) * 86400000 AS t, account_id, key_id, model, COUNT(*), SUM(prompt_tokens), SUM(completion_tokens), SUM(COALESCE(fresh_input_tokens, prompt_tokens)), SUM(cache_read_tokens), SUM(cache_write_5m_tokens), SUM(cache_write_1h_tokens), SUM(reasoning_tokens), SUM(images), SUM(cost_micro), SUM(cache_savings_micro)
+         FROM added GROUP BY 1, 2, 3, 4 ORDER BY t, account_id COLLATE "C", key_id COLLATE "C", model COLLATE "C"
+     ON CONFLICT (day, account_id, key_id, model) DO UPDATE SET requests = usage_daily.requests + excluded.requests, prompt_tokens = usage_daily.prompt_tokens + excluded.prompt_tokens,
+       completion_tokens = usage_daily.completion_tokens + excluded.completion_tokens,
+       fresh_input_tokens = usage_daily.fresh_input_tokens + excluded.fresh_input_tokens,
+       cache_read_tokens = usage_daily.cache_read_tokens + excluded.cache_read_tokens,
+       cache_write_5m_tokens = usage_daily.cache_write_5m_tokens + excluded.cache_write_5m_tokens,
+       cache_write_1h_tokens = usage_daily.cache_write_1h_tokens + excluded.cache_write_1h_tokens,
+       reasoning_tokens = usage_daily.reasoning_tokens + excluded.reasoning_tokens, images = usage_daily.images + excluded.images,
+       cost_micro = usage_daily.cost_micro + excluded.cost_micro,
+       cache_savings_micro = usage_daily.cache_savings_micro + excluded.cache_savings_micro;
+     RETURN NULL;
+   END $$;
+   CREATE TRIGGER usage_rollups_add AFTER INSERT ON usage_records REFERENCING NEW TABLE AS added FOR EACH STATEMENT EXECUTE FUNCTION usage_rollups_add();
+   CREATE TABLE console_users (
+     login text PRIMARY KEY,
+     account_id text NOT NULL REFERENCES accounts (id),
+     password_hash text NOT NULL,
+     created_at bigint NOT NULL
+   );
+   CREATE TABLE console_invites (
+     token_hash text PRIMARY KEY,
+     account_id text NOT NULL REFERENCES accounts (id),
+     login text NOT NULL,
+     created_at bigint NOT NULL,
+     expires_at bigint NOT NULL,
+     used_at bigint
+   );
+   CREATE TABLE console_sessions (
+     token_hash text PRIMARY KEY,
+     kind text NOT NULL CHECK (kind IN ('operator', 'holder')),
+     account_id text,
+     login text,
+     csrf text NOT NULL,
+     created_at bigint NOT NULL,
+     expires_at bigint NOT NULL
+   );
+   CREATE INDEX console_sessions_expiry ON console_sessions (expires_at);`,
 ];
 
 /** The schema version this code brings a database to. */

@@ -88,6 +88,12 @@ export async function auditPostgres(sql: Pg, pricedModels?: ReadonlySet<string>)
 export function createPostgresUsageBreakdown(sql: Pg, timeoutMs = 30_000): UsageBreakdown {
   return async (q) => {
     const { text, params } = usageBreakdownSql(q, "postgres");
-    return usageRows(await withTimeout(sql.unsafe(text, params), timeoutMs, "usage breakdown"));
+    // A month of rollup rows across every account is sorted for grouping; the default work_mem
+    // (4 MB) sends that sort to disk. More memory for this read only (SET LOCAL ends with it).
+    const rows = sql.begin(async (tx) => {
+      await tx.unsafe("SET LOCAL work_mem = '64MB'");
+      return tx.unsafe(text, params);
+    });
+    return usageRows(await withTimeout(rows, timeoutMs, "usage breakdown"));
   };
 }

@@ -1,0 +1,63 @@
+/** The console's calls to its JSON routes (/console/api): the session's CSRF token rides on every change. */
+
+export class ApiError extends Error {
+  constructor(readonly status: number, message: string) {
+    super(message);
+  }
+}
+
+let csrf = "";
+export function setCsrf(token: string): void {
+  csrf = token;
+}
+
+export async function api<T>(method: "GET" | "POST" | "PATCH" | "DELETE", path: string, body?: unknown): Promise<T> {
+  const headers: Record<string, string> = { accept: "application/json" };
+  if (method !== "GET") headers["x-csrf-token"] = csrf;
+  if (body !== undefined) headers["content-type"] = "application/json";
+  const res = await fetch(`/console/api${path}`, { method, headers, body: body === undefined ? undefined : JSON.stringify(body), credentials: "same-origin" });
+  const text = await res.text();
+  let parsed: unknown = undefined;
+  try {
+    parsed = text ? JSON.parse(text) : undefined;
+  } catch {
+    parsed = undefined;
+  }
+  if (!res.ok) {
+    const message = (parsed as { error?: { message?: string } } | undefined)?.error?.message ?? `The gateway answered ${res.status}.`;
+    throw new ApiError(res.status, message);
+  }
+  return parsed as T;
+}
+
+/** The shapes the routes answer with (http/console/console-api.ts and the admin API). */
+export interface Session { kind: "operator" | "holder"; login: string | null; account_id: string | null; csrf: string; expires_at: string }
+export interface KeySummary {
+  id: string; name: string | null; prefix: string; last4: string; created_at: string; revoked_at: string | null; expires_at: string | null;
+  rate_limit_per_minute: number | null; spend_limit: number | null; spent: number; models?: string[] | null; spend_limit_period: "day" | "week" | "month" | null; spent_in_period: number; period_resets_at: string | null;
+}
+export interface Account {
+  id: string; name: string; balance: number; reserved: number; created_at: string; spend_limit: number | null; spend_limit_period: "day" | "week" | "month" | null;
+  spent_in_period: number; period_resets_at: string | null; keys: KeySummary[];
+}
+export interface AccountPage { data: { id: string; name: string; balance: number; created_at: string; spend_limit: number | null; spend_limit_period: string | null }[]; next_cursor: string | null }
+export interface Overview { session: Session; account?: Account; accounts?: AccountPage }
+export interface Sums {
+  requests: number; prompt_tokens: number; completion_tokens: number; fresh_input_tokens: number; cache_read_tokens: number; cache_write_5m_tokens: number;
+  cache_write_1h_tokens: number; reasoning_tokens: number; images: number; cost: number; cache_savings: number;
+}
+/** The usage view's data (console/usage-summary.ts): the usage report's rows, summed per group and period. */
+export interface UsageSummary {
+  from: string; to: string; granularity: "hour" | "day"; split: "model" | "key" | "account" | null; total: Sums;
+  period_costs: number[];
+  lines: { id: string; name: string | null; costs: number[] }[];
+  groups: (Sums & { id: string; name: string | null })[];
+}
+export interface RecentRequest {
+  request_id: string; created_at: string; account_id: string; key_id: string; model: string; status: string; latency_ms: number; prompt_tokens: number; completion_tokens: number; cost: number;
+}
+export interface CatalogueEntry {
+  id: string; provider: string; category: string; context_length: number;
+  pricing: { input_per_mtok: number; output_per_mtok: number; cache_read_per_mtok?: number; cache_write_per_mtok?: number; per_image?: number } | null;
+  health: { requests: number; error_rate: number | null; latency_p50_ms: number | null; latency_p99_ms: number | null; since: string } | null;
+}

@@ -1,0 +1,50 @@
+/** A few DOM helpers: elements from plain values, text always as text (never HTML). */
+
+type Child = Node | string | number | null | undefined | false;
+type Attrs = Record<string, string | number | boolean | ((event: Event) => void) | undefined>;
+
+export function h<K extends keyof HTMLElementTagNameMap>(tag: K, attrs: Attrs = {}, ...children: Child[]): HTMLElementTagNameMap[K] {
+  const el = document.createElement(tag);
+  for (const [name, value] of Object.entries(attrs)) {
+    if (value === undefined || value === false) continue;
+    if (typeof value === "function") el.addEventListener(name.slice(2).toLowerCase(), value);
+    else if (value === true) el.setAttribute(name, "");
+    else el.setAttribute(name, String(value));
+  }
+  for (const child of children) if (child !== null && child !== undefined && child !== false) el.append(typeof child === "number" ? String(child) : child);
+  return el;
+}
+
+/** A labelled input: the label names it for screen readers and is what a click focuses. */
+export function field(label: string, input: HTMLInputElement | HTMLSelectElement): HTMLElement {
+  const id = input.id || `f-${Math.random().toString(36).slice(2, 9)}`;
+  input.id = id;
+  return h("div", { class: "field" }, h("label", { for: id }, label), input);
+}
+
+export function periodSelect(value: string | null, attrs: Attrs = {}): HTMLSelectElement {
+  const select = h("select", attrs);
+  for (const [v, text] of [["", "lifetime"], ["day", "per day"], ["week", "per week"], ["month", "per month"]] as const) {
+    select.append(h("option", { value: v, selected: (value ?? "") === v }, text));
+  }
+  return select;
+}
+
+/** Credits as people read them: up to 6 decimals, no trailing zeros. */
+export function credits(n: number): string {
+  return n.toLocaleString("en-US", { maximumFractionDigits: 6 });
+}
+
+export function when(iso: string | null): string {
+  return iso ? iso.replace("T", " ").replace(/\.\d+Z$/, " UTC").replace(/Z$/, " UTC") : "—";
+}
+
+/** Tells screen readers what just happened (the page's polite live region). */
+export function announce(text: string): void {
+  const status = document.getElementById("status");
+  if (status) status.textContent = text;
+}
+
+export function errorBox(message: string, testid?: string): HTMLElement {
+  return h("p", { class: "error", role: "alert", "data-testid": testid }, message);
+}

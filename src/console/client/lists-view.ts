@@ -1,0 +1,88 @@
+import { api, type AccountPage, type CatalogueEntry, type RecentRequest, type Session } from "./api.ts";
+import { announce, credits, errorBox, field, h, when } from "./dom.ts";
+import { ApiError } from "./api.ts";
+
+/** Operators: every account (one request), and a form to open one. */
+export function accountsView(page: AccountPage, open: (id: string) => void, reload: () => void): HTMLElement {
+  const name = h("input", { type: "text", required: true, maxlength: "200", "data-testid": "account-name" });
+  const amount = h("input", { type: "number", min: "0", step: "any", value: "0", required: true, "data-testid": "account-credits" });
+  const submit = h("button", { type: "submit", "data-testid": "account-create" }, "Create account");
+  const out = h("div", {});
+  const create = h("form", { class: "card", "aria-label": "New account" }, h("h2", {}, "New account"), field("Name", name), field("Opening credits", amount), submit, out);
+  create.addEventListener("submit", async (event) => {
+    event.preventDefault();
+    out.replaceChildren();
+    try {
+      const made = await api<{ id: string }>("POST", "/accounts", { name: name.value, credits: Number(amount.value) });
+      announce(`Account ${name.value} created.`);
+      open(made.id);
+    } catch (err) {
+      out.append(errorBox(err instanceof ApiError ? err.message : "Something went wrong."));
+    }
+  });
+  const rows = page.data.map((a) =>
+    h("tr", { "data-testid": "account-row", "data-account-id": a.id },
+      h("td", {}, h("a", { href: `#account/${a.id}` }, a.name)),
+      h("td", { class: "num" }, credits(a.balance)),
+      h("td", {}, a.spend_limit === null ? "none" : `${credits(a.spend_limit)} ${a.spend_limit_period ? `per ${a.spend_limit_period}` : "lifetime"}`),
+      h("td", {}, when(a.created_at)),
+    ));
+  void reload;
+  return h("section", { "aria-labelledby": "accounts-title" },
+    h("h1", { id: "accounts-title" }, "Accounts"),
+    h("table", {}, h("caption", {}, `${page.data.length} accounts${page.next_cursor ? " (first page)" : ""}`),
+      h("thead", {}, h("tr", {}, ...["Name", "Balance (credits)", "Spend limit", "Created"].map((c) => h("th", { scope: "col" }, c)))),
+      h("tbody", {}, ...rows)),
+    create,
+  );
+}
+
+/** The latest requests: who, what, how it went and what it cost — never what was asked or answered. */
+export function requestsView(session: Session, rows: RecentRequest[]): HTMLElement {
+  const cols = ["Time", ...(session.kind === "operator" ? ["Account"] : []), "Key", "Model", "Status", "Latency (ms)", "Tokens in", "Tokens out", "Credits", "Request id"];
+  return h("section", { "aria-labelledby": "requests-title" },
+    h("h1", { id: "requests-title" }, "Recent requests"),
+    h("p", {}, h("a", { href: "/console/api/requests?format=csv&limit=200", download: "" }, "Download CSV (last 200)")),
+    h("table", {}, h("caption", {}, `The last ${rows.length} requests, newest first`),
+      h("thead", {}, h("tr", {}, ...cols.map((c) => h("th", { scope: "col" }, c)))),
+      h("tbody", {}, ...rows.map((r) => h("tr", { "data-testid": "request-row" },
+        h("td", {}, when(r.created_at)),
+        ...(session.kind === "operator" ? [h("td", {}, h("a", { href: `#account/${r.account_id}` }, h("code", {}, r.account_id)))] : []),
+        h("td", {}, h("code", {}, r.key_id)),
+        h("td", {}, r.model),
+        h("td", {}, r.status),
+        h("td", { class: "num" }, r.latency_ms),
+        h("td", { class: "num" }, r.prompt_tokens),
+        h("td", { class: "num" }, r.completion_tokens),
+        h("td", { class: "num" }, credits(r.cost)),
+        h("td", {}, h("code", {}, r.request_id)),
+      )))),
+  );
+}
+
+const pct = (x: number | null) => (x === null ? "—" : `${(x * 100).toFixed(1)} %`);
+const ms = (x: number | null) => (x === null ? "—" : `${x.toLocaleString("en-US")} ms`);
+
+/** Operators: the models, their prices (credits per million tokens) and recent health. */
+export function catalogueView(models: CatalogueEntry[]): HTMLElement {
+  const since = models.find((m) => m.health)?.health?.since;
+  return h("section", { "aria-labelledby": "catalogue-title" },
+    h("h1", { id: "catalogue-title" }, "Models"),
+    h("p", {}, "Prices in credits per million tokens. Health counts this gateway process's answers", since ? ` since ${when(since)}` : "", "; latency is the time to the first byte."),
+    h("table", {}, h("caption", {}, `${models.length} models`),
+      h("thead", {}, h("tr", {}, ...["Model", "Provider", "Kind", "Input", "Output", "Cache read", "Cache write", "Requests", "Errors", "p50", "p99"].map((c) => h("th", { scope: "col" }, c)))),
+      h("tbody", {}, ...models.map((m) => h("tr", { "data-testid": "model-row" },
+        h("th", { scope: "row" }, m.id),
+        h("td", {}, m.provider),
+        h("td", {}, m.category),
+        h("td", { class: "num" }, m.pricing ? credits(m.pricing.input_per_mtok) : "free"),
+        h("td", { class: "num" }, m.pricing ? credits(m.pricing.output_per_mtok) : "free"),
+        h("td", { class: "num" }, m.pricing?.cache_read_per_mtok !== undefined ? credits(m.pricing.cache_read_per_mtok) : "—"),
+        h("td", { class: "num" }, m.pricing?.cache_write_per_mtok !== undefined ? credits(m.pricing.cache_write_per_mtok) : "—"),
+        h("td", { class: "num" }, m.health?.requests ?? 0),
+        h("td", { class: "num" }, pct(m.health?.error_rate ?? null)),
+        h("td", { class: "num" }, ms(m.health?.latency_p50_ms ?? null)),
+        h("td", { class: "num" }, ms(m.health?.latency_p99_ms ?? null)),
+      )))),
+  );
+}

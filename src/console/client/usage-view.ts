@@ -1,0 +1,82 @@
+import uPlot from "uplot";
+import { api, type Session, type Sums, type UsageSummary } from "./api.ts";
+import { credits, field, h } from "./dom.ts";
+
+const HOUR = 3_600_000;
+const DAY = 86_400_000;
+
+export interface UsageChoice {
+  range: "24h" | "30d";
+  split: "model" | "key" | "account";
+}
+
+/** Whole hours or days (UTC): the report reads the hourly rollup, and the chart's buckets are whole. */
+export function rangeOf(choice: UsageChoice, now: number): { from: number; to: number; granularity: "hour" | "day" } {
+  if (choice.range === "24h") {
+    const to = Math.ceil((now + 1) / HOUR) * HOUR;
+    return { from: to - 24 * HOUR, to, granularity: "hour" };
+  }
+  const to = Math.ceil((now + 1) / DAY) * DAY;
+  return { from: to - 30 * DAY, to, granularity: "day" };
+}
+
+export function usageQuery(choice: UsageChoice, now: number): string {
+  const r = rangeOf(choice, now);
+  return `from=${r.from}&to=${r.to}&granularity=${r.granularity}&group_by=${choice.split}`;
+}
+
+const COLOURS = ["#1f5fbf", "#b3361b", "#2b7a3d", "#7a3db3", "#a86b00", "#00788a", "#8a2c5c", "#4d4d4d"];
+const label = (g: { id: string; name: string | null }) => g.name ?? (g.id || "—");
+
+/** Usage over time (uPlot) with totals and the cost classes, from one request (the report's summary). */
+export function usageView(session: Session, report: UsageSummary, choice: UsageChoice, rerun: (choice: UsageChoice) => void): HTMLElement {
+  const split = choice.split;
+  const range = h("select", {}, h("option", { value: "24h", selected: choice.range === "24h" }, "Last 24 hours, by hour"), h("option", { value: "30d", selected: choice.range === "30d" }, "Last 30 days, by day"));
+  const by = h("select", {}, ...(["model", "key", ...(session.kind === "operator" ? ["account"] : [])] as const).map((s) => h("option", { value: s, selected: split === s }, `by ${s}`)));
+  const change = () => rerun({ range: range.value as UsageChoice["range"], split: by.value as UsageChoice["split"] });
+  range.addEventListener("change", change);
+  by.addEventListener("change", change);
+  const csv = `/console/api/usage?${usageQuery(choice, Date.parse(report.to) - 1)}&format=csv`;
+
+  // One line per large group (the rest summed as one), credits per period.
+  const step = report.granularity === "hour" ? HOUR : DAY;
+  const from = Date.parse(report.from);
+  const xs = report.period_costs.map((_, i) => (from + i * step) / 1000);
+  const chartBox = h("div", {
+    class: "chart", role: "img", "data-testid": "usage-chart", "data-from": report.from, "data-to": report.to, "data-granularity": report.granularity, "data-group-by": split,
+    // What the chart draws, per period (all groups together), for anyone checking it against the report.
+    "data-period-costs": JSON.stringify(report.period_costs),
+    "aria-label": `Credits per ${report.granularity} from ${report.from} to ${report.to}, ${credits(report.total.cost)} in all`,
+  });
+  const series: uPlot.Series[] = [{}, ...report.lines.map((g, i) => ({ label: label(g), stroke: COLOURS[i % COLOURS.length], width: 2 }))];
+  const data: uPlot.AlignedData = [xs, ...report.lines.map((g) => g.costs)];
+  // Drawn once the box is in the page: its width is the box's.
+  queueMicrotask(() => {
+    const width = Math.max(320, chartBox.clientWidth || 800);
+    new uPlot({ width, height: 260, series, axes: [{}, { label: "credits" }], scales: { x: { time: true } } }, data, chartBox);
+  });
+
+  return h("section", { "aria-labelledby": "usage-title" },
+    h("h1", { id: "usage-title" }, session.kind === "operator" ? "Usage across accounts" : "Your usage"),
+    h("div", { class: "controls" }, field("Period", range), field("Split", by), h("a", { href: csv, download: "" }, "Download CSV")),
+    h("p", { class: "total" }, "Charged: ", h("strong", { "data-testid": "usage-total-credits" }, credits(report.total.cost)), " credits in ", String(report.total.requests), " requests; cache savings ", h("span", { "data-testid": "usage-cache-savings" }, credits(report.total.cache_savings)), " credits."),
+    chartBox,
+    breakdown(report, split),
+  );
+}
+
+/** Per group: requests, the prompt by price class, output, and money. */
+function breakdown(report: UsageSummary, split: UsageChoice["split"]): HTMLElement {
+  const cols = ["Requests", "Fresh input", "Cache reads", "Cache writes (5 min)", "Cache writes (1 h)", "Output", "Reasoning", "Images", "Credits", "Cache savings"];
+  const cells = (s: Sums) => [s.requests, s.fresh_input_tokens, s.cache_read_tokens, s.cache_write_5m_tokens, s.cache_write_1h_tokens, s.completion_tokens, s.reasoning_tokens, s.images, credits(s.cost), credits(s.cache_savings)].map((v) => h("td", { class: "num" }, typeof v === "number" ? v.toLocaleString("en-US") : v));
+  return h("table", {},
+    h("caption", {}, `By ${split}, tokens by price class`),
+    h("thead", {}, h("tr", {}, h("th", { scope: "col" }, split), ...cols.map((c) => h("th", { scope: "col" }, c)))),
+    h("tbody", {}, ...report.groups.map((g) => h("tr", { "data-testid": "usage-row" }, h("th", { scope: "row" }, label(g)), ...cells(g)))),
+    h("tfoot", {}, h("tr", {}, h("th", { scope: "row" }, "Total"), ...cells(report.total))),
+  );
+}
+
+export function loadUsage(choice: UsageChoice): Promise<UsageSummary> {
+  return api<UsageSummary>("GET", `/usage?${usageQuery(choice, Date.now())}`);
+}

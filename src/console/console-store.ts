@@ -1,0 +1,104 @@
+import { iso } from "../accounts/account-store.ts";
+import { microToCredits } from "../billing/money.ts";
+
+/**
+ * The ConsoleStore port: what the web console keeps beside the ledger — account holders' logins,
+ * their one-time invites, signed-in sessions — and the recent-requests view of the usage records.
+ * Implementations: store/sqlite/sqlite-console-store.ts and store/postgres/pg-console-store.ts, in
+ * the ledger's own database, so sessions survive a restart and every worker and replica sees them.
+ *
+ * Secrets are never stored: invites and sessions are found by the SHA-256 of their token, and
+ * passwords are argon2id hashes (Bun.password) made by the caller.
+ */
+
+export type SessionKind = "operator" | "holder";
+
+export interface ConsoleSession {
+  tokenHash: string;
+  kind: SessionKind;
+  /** The holder's account; null for an operator. */
+  accountId: string | null;
+  login: string | null;
+  /** The session's CSRF token: every change must echo it in `x-csrf-token`. */
+  csrf: string;
+  createdAt: number;
+  expiresAt: number;
+}
+
+export interface ConsoleInvite {
+  tokenHash: string;
+  accountId: string;
+  login: string;
+  createdAt: number;
+  expiresAt: number;
+}
+
+export interface ConsoleUser {
+  login: string;
+  accountId: string;
+  passwordHash: string;
+}
+
+/** One finished request as the console lists it: never the prompt or the answer (the records hold neither). */
+export interface RecentRequest {
+  request_id: string;
+  created_at: string;
+  account_id: string;
+  key_id: string;
+  model: string;
+  status: string;
+  latency_ms: number;
+  prompt_tokens: number;
+  completion_tokens: number;
+  cost: number;
+}
+
+export interface RecentQuery {
+  /** Only this account's requests (a holder's view); all accounts otherwise. */
+  accountId?: string;
+  limit: number;
+}
+
+/** Why an invite could not be taken. */
+export type AcceptOutcome = { ok: true; accountId: string; login: string } | { ok: false; reason: "invalid" | "login_taken" };
+
+type MaybePromise<T> = T | Promise<T>;
+
+export interface ConsoleStore {
+  /** False when the login is already a user's. */
+  createInvite(invite: ConsoleInvite): MaybePromise<boolean>;
+  /**
+   * Takes an unused, unexpired invite and makes its user, in one transaction: an invite works once,
+   * even when two browsers open it at the same moment.
+   */
+  acceptInvite(tokenHash: string, passwordHash: string, now: number): MaybePromise<AcceptOutcome>;
+  findUser(login: string): MaybePromise<ConsoleUser | null>;
+  loginTaken(login: string): MaybePromise<boolean>;
+  /** Also deletes sessions that expired (an index on the expiry keeps it cheap). */
+  createSession(session: ConsoleSession): MaybePromise<void>;
+  /** The session while it has not expired, else null. */
+  findSession(tokenHash: string, now: number): MaybePromise<ConsoleSession | null>;
+  deleteSession(tokenHash: string): MaybePromise<void>;
+  /** Newest first, through indexes: the records' primary key, or (account_id, created_at). */
+  recentRequests(query: RecentQuery): MaybePromise<RecentRequest[]>;
+}
+
+/** Most requests one recent-requests page lists. */
+export const MAX_RECENT = 200;
+
+/** A usage record as the console lists it; the id a client knows (its x-request-id) when it sent one. */
+export function recentRequestOf(r: Record<string, unknown>): RecentRequest {
+  return {
+    request_id: String(r.client_request_id ?? r.request_id),
+    created_at: iso(Number(r.created_at))!,
+    account_id: String(r.account_id),
+    key_id: String(r.key_id),
+    model: String(r.model),
+    status: String(r.status),
+    latency_ms: Number(r.latency_ms),
+    prompt_tokens: Number(r.prompt_tokens),
+    completion_tokens: Number(r.completion_tokens),
+    cost: microToCredits(Number(r.cost_micro)),
+  };
+}
+

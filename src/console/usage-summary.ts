@@ -1,0 +1,59 @@
+import { microToCredits } from "../billing/money.ts";
+import { PERIOD_MS, shownSums, totalOf, usageSums, type UsageBucketRow, type UsageGroup, type UsageQuery, type UsageSums } from "../billing/usage-report.ts";
+
+/** Lines drawn on the console's chart; the other groups are summed into one "others" line. */
+export const CHART_LINES = 7;
+
+/**
+ * What the console's usage view shows, from the usage report's rows (the same rows, so the same
+ * figures as `GET /v1/admin/usage`): the totals, one entry per group with its sums, and per period
+ * the charges of all groups and of the largest ones. A 30-day report split by key over a thousand
+ * keys is 30,000 rows (9 MB of JSON); this is a few hundred numbers. Money is summed in
+ * micro-credits and turned into credits last, so a period's figure is the report's to the unit.
+ */
+export function summarizeUsage(q: UsageQuery, rows: UsageBucketRow[], split: UsageGroup | null) {
+  const size = PERIOD_MS[q.granularity];
+  const periods = Math.max(0, Math.round((q.to - q.from) / size));
+  const first = Math.floor(q.from / size) * size;
+  const at = (period: number) => Math.round((period - first) / size);
+  const groupOf = (r: UsageBucketRow): { id: string; name: string | null } =>
+    split === "account" ? { id: r.account_id!, name: r.account_name ?? null }
+    : split === "key" ? { id: r.key_id!, name: r.key_name ?? null }
+    : split === "model" ? { id: r.model!, name: null }
+    : { id: "", name: null };
+
+  const groups = new Map<string, { name: string | null; sums: UsageSums; micro: number[] }>();
+  const all = new Array<number>(periods).fill(0);
+  for (const r of rows) {
+    const g = groupOf(r);
+    let entry = groups.get(g.id);
+    if (!entry) groups.set(g.id, (entry = { name: g.name, sums: usageSums({}), micro: new Array<number>(periods).fill(0) }));
+    for (const f of Object.keys(entry.sums) as (keyof UsageSums)[]) entry.sums[f] += r[f];
+    const i = at(r.period);
+    if (i >= 0 && i < periods) {
+      entry.micro[i]! += r.cost_micro;
+      all[i]! += r.cost_micro;
+    }
+  }
+  const ranked = [...groups].sort((a, b) => b[1].sums.cost_micro - a[1].sums.cost_micro || (a[0] < b[0] ? -1 : 1));
+  const lines = ranked.slice(0, CHART_LINES).map(([id, g]) => ({ id, name: g.name, costs: g.micro.map(microToCredits) }));
+  if (ranked.length > CHART_LINES) {
+    const rest = new Array<number>(periods).fill(0);
+    for (const [, g] of ranked.slice(CHART_LINES)) g.micro.forEach((m, i) => (rest[i]! += m));
+    lines.push({ id: "others", name: `${ranked.length - CHART_LINES} others`, costs: rest.map(microToCredits) });
+  }
+  return {
+    object: "console_usage",
+    from: new Date(q.from).toISOString(),
+    to: new Date(q.to).toISOString(),
+    granularity: q.granularity,
+    split,
+    total: shownSums(totalOf(rows)),
+    /** Charges of each period (every group), from `from`, one per `granularity`. */
+    period_costs: all.map(microToCredits),
+    lines,
+    groups: ranked.map(([id, g]) => ({ id, name: g.name, ...shownSums(g.sums) })),
+  };
+}
+
+export type UsageSummary = ReturnType<typeof summarizeUsage>;

@@ -1,0 +1,273 @@
+import { Elysia, t } from "elysia";
+import { timingSafeEqual } from "node:crypto";
+import type { ModelConfig } from "../../config/schema.ts";
+import { clearedSessionCookie, decoyHash, hashPassword, hashSecret, issueInvite, publicOrigin, sameOrigin, sessionCookie, sessionToken, startSession, verifyPassword, type NewSession } from "../../console/console-auth.ts";
+import { MAX_RECENT, type ConsoleSession, type ConsoleStore } from "../../console/console-store.ts";
+import { summarizeUsage } from "../../console/usage-summary.ts";
+import type { SignInAttempts } from "../../limits/sign-in-attempts.ts";
+import type { Logger } from "../../log/log.ts";
+import type { ModelHealth } from "../../ops/model-health.ts";
+import { GatewayError } from "../../streaming/gateway-error.ts";
+import { errorResponse } from "../plugins/errors.ts";
+import { unreadBodyHeaders } from "../plugins/json-body.ts";
+import { CreateAccount, CreateInvite, CreateKey, PatchAccount, PatchKey, TopUp } from "../routes/admin.ts";
+import type { AdminOperations } from "../routes/admin-operations.ts";
+import { AcceptInvite, ConsoleQuery, SignIn, type ConsoleSessionInfo } from "./console-schemas.ts";
+
+export interface ConsoleApiDeps {
+  ops: AdminOperations;
+  store: ConsoleStore;
+  /** SWITCHYARD_ADMIN_TOKEN: operators sign in with it; without it only account holders can. */
+  adminToken: string | undefined;
+  models: readonly ModelConfig[];
+  health: () => ModelHealth[];
+  signIns: SignInAttempts;
+  now: () => number;
+  log: Logger;
+  /** Which account a key belongs to (null: no such key). */
+  keyAccount: (keyId: string) => Promise<string | null>;
+}
+
+const equal = (a: string, b: string) => {
+  const x = Buffer.from(a), y = Buffer.from(b);
+  return x.length === y.length && timingSafeEqual(x, y);
+};
+
+const info = (s: Pick<ConsoleSession, "kind" | "login" | "accountId" | "csrf" | "expiresAt">): ConsoleSessionInfo =>
+  ({ kind: s.kind, login: s.login, account_id: s.accountId, csrf: s.csrf, expires_at: new Date(s.expiresAt).toISOString() });
+
+/**
+ * Run by the admission plugin when a `/console/api/` request arrives, before its body is read: a
+ * change (anything but GET and HEAD) from another site's page, or in a form's encoding, is refused
+ * here as such (403, 415), whatever its body. The routes check the session and its CSRF token.
+ */
+export function consoleGate(request: Request): Response | undefined {
+  if (request.method === "GET" || request.method === "HEAD") return undefined;
+  const refused = crossSiteRefusal(request);
+  return refused && errorResponse(false, refused.status, refused.kind, refused.message, unreadBodyHeaders(request));
+}
+
+/** Why a change could have come from another site's page: not this Origin (403), or a form's encoding (415). */
+function crossSiteRefusal(request: Request): { status: number; kind: "permission" | "invalid_request"; message: string } | undefined {
+  if (!sameOrigin(request)) return { status: 403, kind: "permission", message: "Cross-site requests are refused." };
+  const type = request.headers.get("content-type");
+  if (request.headers.get("content-length") !== "0" && type !== null && !type.toLowerCase().startsWith("application/json")) {
+    return { status: 415, kind: "invalid_request", message: "Send JSON (content-type: application/json)." };
+  }
+  return undefined;
+}
+
+/** What an account holder may set on their own keys: names and spend limits, never a rate limit (the operator's to give). */
+const HOLDER_KEY_FIELDS = new Set(["name", "spend_limit", "spend_limit_period", "expires_at"]);
+
+/**
+ * The console's JSON routes (`/console/api/*`): the admin operations (http/routes/admin-operations.ts)
+ * behind a cookie session instead of the admin token. Operators see everything; an account holder
+ * sees only their own account, and any other id answers 404, as if it did not exist.
+ * Every change (POST, PATCH, DELETE) needs a JSON body or none, an Origin of this site (when
+ * the browser sends one) and, once signed in, the session's CSRF token in `x-csrf-token`: a form
+ * posted from another site has neither (docs/decisions.md, "Console").
+ */
+export function consoleApiRoutes(deps: ConsoleApiDeps) {
+  const { ops, store } = deps;
+
+  const session = async (request: Request): Promise<ConsoleSession> => {
+    const token = sessionToken(request);
+    const found = token ? await store.findSession(hashSecret(token), deps.now()) : null;
+    if (!found) throw new GatewayError(401, "authentication", "Not signed in, or the session ended: sign in again.");
+    return found;
+  };
+  /** Refuses what another site could have made a browser send. */
+  const sameSite = (request: Request) => {
+    const refused = crossSiteRefusal(request);
+    if (refused) throw new GatewayError(refused.status, refused.kind, refused.message);
+  };
+  /** A change by a signed-in user: same site, and the session's CSRF token. */
+  const changer = async (request: Request): Promise<ConsoleSession> => {
+    sameSite(request);
+    const s = await session(request);
+    const given = request.headers.get("x-csrf-token") ?? "";
+    if (!equal(given, s.csrf)) throw new GatewayError(403, "permission", "Missing or wrong x-csrf-token: reload the console.");
+    return s;
+  };
+  const operator = (s: ConsoleSession) => {
+    if (s.kind !== "operator") throw new GatewayError(403, "permission", "Only operators may do this.");
+  };
+  /** The account a holder may see is their own; another id is a 404, as an unknown one is. */
+  const scopeAccount = (s: ConsoleSession, id: string) => {
+    if (s.kind === "holder" && id !== s.accountId) throw new GatewayError(404, "not_found", "No such account.");
+  };
+  const scopeKey = async (s: ConsoleSession, id: string) => {
+    if (s.kind === "operator") return;
+    if ((await deps.keyAccount(id)) !== s.accountId) throw new GatewayError(404, "not_found", "No such key.");
+  };
+  const holderFields = (s: ConsoleSession, body: Record<string, unknown> | undefined) => {
+    if (s.kind !== "holder" || !body) return;
+    for (const field of Object.keys(body)) {
+      if (!HOLDER_KEY_FIELDS.has(field)) throw new GatewayError(403, "permission", `Only an operator may set ${field.slice(0, 40)}.`);
+    }
+  };
+  const signedIn = (request: Request, made: NewSession, set: { headers: Record<string, string | number> }) => {
+    set.headers["set-cookie"] = sessionCookie(made.token, request, Math.floor((made.expiresAt - deps.now()) / 1000));
+    return info(made);
+  };
+  const address = (request: Request, server: { requestIP(r: Request): { address: string } | null } | null) => server?.requestIP(request)?.address ?? "unknown";
+
+  return new Elysia({ name: "switchyard/console-api", prefix: "/console/api" })
+    // The gate above runs first when the admission plugin is wired; this keeps the routes shut to
+    // another site if they were ever mounted without it.
+    .onTransform({ as: "local" }, ({ request }) => {
+      if (request.method !== "GET" && request.method !== "HEAD") sameSite(request);
+    })
+    // Nothing here may be cached by a browser or a proxy: balances, keys, usage.
+    .onAfterHandle({ as: "local" }, ({ set }) => {
+      set.headers["cache-control"] = "no-store";
+    })
+    .get("/session", async ({ request }) => info(await session(request)))
+    // A page's first data in one request: who is signed in (and the CSRF token), with the holder's
+    // account or the operator's first page of accounts.
+    .get("/overview", async ({ request }) => {
+      const s = await session(request);
+      if (s.kind === "holder") return { session: info(s), account: await ops.account(s.accountId!) };
+      return { session: info(s), accounts: await ops.listAccounts({ limit: "100" }) };
+    })
+    .post("/sign-in", async ({ request, body, set, server }) => {
+      sameSite(request);
+      const from = address(request, server);
+      const login = typeof body.login === "string" ? body.login : null;
+      const wait = deps.signIns.blocked(from, login);
+      if (wait > 0) throw new GatewayError(429, "rate_limit", `Too many failed sign-ins. Retry after ${wait} s.`, { "retry-after": String(wait) });
+      const refuse = (what: string) => {
+        deps.signIns.failed(from, login);
+        // The address and which kind of sign-in, never what was typed.
+        deps.log("warn", "console sign-in failed", { address: from, kind: what });
+        return new GatewayError(401, "authentication", what === "operator" ? "Wrong admin token." : "Wrong login or password.");
+      };
+      if (typeof body.token === "string") {
+        if (!deps.adminToken || !equal(body.token, deps.adminToken)) throw refuse("operator");
+        return signedIn(request, await startSession(store, { kind: "operator", accountId: null, login: null }, deps.now()), set);
+      }
+      if (login === null || typeof body.password !== "string") throw new GatewayError(400, "invalid_request", "Send {token} (operators) or {login, password}.");
+      const user = await store.findUser(login);
+      // An unknown login costs a hash check too: the answer's timing does not say which logins exist.
+      const ok = await verifyPassword(body.password, user?.passwordHash ?? (await decoyHash()));
+      if (!user || !ok) throw refuse("holder");
+      deps.signIns.succeeded(login);
+      return signedIn(request, await startSession(store, { kind: "holder", accountId: user.accountId, login: user.login }, deps.now()), set);
+    }, { body: SignIn })
+    .post("/sign-out", async ({ request, set }) => {
+      const s = await changer(request);
+      await store.deleteSession(s.tokenHash);
+      set.headers["set-cookie"] = clearedSessionCookie(request);
+      return { signed_out: true };
+    })
+    .post("/invites/accept", async ({ request, body, set }) => {
+      sameSite(request);
+      const outcome = await store.acceptInvite(hashSecret(body.token), await hashPassword(body.password), deps.now());
+      if (!outcome.ok) {
+        throw outcome.reason === "login_taken"
+          ? new GatewayError(409, "invalid_request", "That login was taken meanwhile: ask the operator for another invite.")
+          : new GatewayError(404, "not_found", "This invite link is not valid: it was used, it expired, or it was mistyped.");
+      }
+      return signedIn(request, await startSession(store, { kind: "holder", accountId: outcome.accountId, login: outcome.login }, deps.now()), set);
+    }, { body: AcceptInvite })
+    .get("/accounts", async ({ request, query }) => {
+      operator(await session(request));
+      return ops.listAccounts(query);
+    }, { query: t.Object({ limit: t.Optional(t.String({ maxLength: 10 })), cursor: t.Optional(t.String({ maxLength: 400 })), name: t.Optional(t.String({ maxLength: 200 })) }, { additionalProperties: true }) })
+    .post("/accounts", async ({ request, body, set }) => {
+      operator(await changer(request));
+      set.status = 201;
+      return ops.createAccount(body);
+    }, { body: CreateAccount })
+    .get("/accounts/:id", async ({ request, params }) => {
+      scopeAccount(await session(request), params.id);
+      return ops.account(params.id);
+    })
+    .patch("/accounts/:id", async ({ request, params, body }) => {
+      operator(await changer(request));
+      return ops.patchAccount(params.id, body);
+    }, { body: PatchAccount })
+    .post("/accounts/:id/credits", async ({ request, params, body, headers }) => {
+      operator(await changer(request));
+      return ops.topUp(params.id, body.amount, headers["idempotency-key"]);
+    }, { body: TopUp })
+    .post("/accounts/:id/invites", async ({ request, params, body, set }) => {
+      operator(await changer(request));
+      await ops.account(params.id);
+      const invite = await issueInvite(store, { accountId: params.id, login: body.login, now: deps.now(), origin: publicOrigin(request) });
+      if (!invite) throw new GatewayError(409, "invalid_request", "That login is taken: pick another.");
+      set.status = 201;
+      return invite;
+    }, { body: CreateInvite })
+    .post("/accounts/:id/keys", async ({ request, params, body, set }) => {
+      const s = await changer(request);
+      scopeAccount(s, params.id);
+      holderFields(s, body ?? undefined);
+      set.status = 201;
+      return ops.createKey(params.id, body ?? undefined);
+    }, { body: t.Optional(CreateKey) })
+    .patch("/keys/:id", async ({ request, params, body }) => {
+      const s = await changer(request);
+      await scopeKey(s, params.id);
+      holderFields(s, body);
+      return ops.patchKey(params.id, body);
+    }, { body: PatchKey })
+    .delete("/keys/:id", async ({ request, params }) => {
+      const s = await changer(request);
+      await scopeKey(s, params.id);
+      return ops.revokeKey(params.id);
+    })
+    // The usage report of the admin API (same code, same figures); a holder's is always their own account.
+    .get("/usage", async ({ request, query }) => {
+      const s = await session(request);
+      if (s.kind === "holder") {
+        if (query.account_id !== undefined && query.account_id !== s.accountId) throw new GatewayError(404, "not_found", "No such account.");
+        if (query.key_id !== undefined) await scopeKey(s, query.key_id);
+      }
+      const accountId = s.kind === "holder" ? s.accountId! : query.account_id;
+      const split = query.group_by === undefined || query.group_by === "" ? null : query.group_by;
+      if (split !== null && split !== "account" && split !== "key" && split !== "model") throw new GatewayError(400, "invalid_request", "group_by is one of account, key or model here.");
+      const asked = { ...query, account_id: accountId, group_by: split ?? "" };
+      // The download is the usage report itself; the view gets its summary of the same rows.
+      if (query.format === "csv") return ops.usageReport(asked);
+      const { q, rows } = await ops.usageRows(asked);
+      return summarizeUsage(q, rows, split);
+    }, { query: ConsoleQuery })
+    .get("/requests", async ({ request, query }) => {
+      const s = await session(request);
+      if (s.kind === "holder" && query.account_id !== undefined && query.account_id !== s.accountId) throw new GatewayError(404, "not_found", "No such account.");
+      const limit = query.limit === undefined || query.limit === "" ? 50 : Number(query.limit);
+      if (!Number.isInteger(limit) || limit < 1 || limit > MAX_RECENT) throw new GatewayError(400, "invalid_request", `limit must be a whole number from 1 to ${MAX_RECENT}.`);
+      await ops.flush();
+      const rows = await store.recentRequests({ accountId: s.kind === "holder" ? s.accountId! : query.account_id, limit });
+      if (query.format === "csv") return new Response(requestsCsv(rows), { headers: { "content-type": "text/csv; charset=utf-8", "content-disposition": 'attachment; filename="requests.csv"' } });
+      return { object: "list", data: rows };
+    }, { query: ConsoleQuery })
+    .get("/catalogue", async ({ request }) => {
+      operator(await session(request));
+      const health = new Map(deps.health().map((h) => [h.model, h]));
+      return {
+        object: "list",
+        data: deps.models.map((m) => ({
+          id: m.id,
+          provider: m.provider,
+          category: m.category,
+          context_length: m.context_length,
+          pricing: m.category === "free" ? null : (m.pricing ?? null),
+          health: health.get(m.id) ?? null,
+        })),
+      };
+    });
+}
+
+/** Recent requests as CSV (RFC 4180), the columns the console shows. */
+export function requestsCsv(rows: Awaited<ReturnType<ConsoleStore["recentRequests"]>>): string {
+  const columns = ["created_at", "request_id", "account_id", "key_id", "model", "status", "latency_ms", "prompt_tokens", "completion_tokens", "cost"] as const;
+  const field = (v: string | number) => {
+    const text = String(v);
+    const safe = typeof v === "string" && /^[=+\-@\t\r]/.test(text) ? `'${text}` : text;
+    return /[",\r\n]/.test(safe) ? `"${safe.replaceAll('"', '""')}"` : safe;
+  };
+  return [columns.join(","), ...rows.map((r) => columns.map((c) => field(r[c])).join(","))].join("\r\n") + "\r\n";
+}

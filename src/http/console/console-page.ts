@@ -1,0 +1,39 @@
+import { Elysia } from "elysia";
+
+// A type only: the module itself (and its embedded bundle) is loaded on the first request, below.
+import type { ConsolePage } from "../../console/console-assets.ts";
+
+/**
+ * Loads the page on its first request: the bundle (console/console-assets.ts, embedded in the
+ * binary at build time) is imported only then, so a gateway whose console nobody opens never
+ * parses it, and `/v1/*` requests never touch it.
+ */
+function lazyPage(): () => Promise<ConsolePage> {
+  let page: Promise<ConsolePage> | undefined;
+  return () => (page ??= import("../../console/console-assets.ts").then(({ consolePage }) => consolePage()));
+}
+
+/**
+ * `/console`: one request for the whole shell (script and styles inline, so nothing else loads
+ * before the first view's data). Cached by ETag; the CSP allows only the page's own script and
+ * style (by hash) and requests to this origin.
+ */
+export function consolePageRoutes() {
+  const page = lazyPage();
+  const serve = async (request: Request) => {
+    const p = await page();
+    const headers = {
+      etag: p.etag,
+      "cache-control": "no-cache",
+      "content-security-policy": p.csp,
+      "x-content-type-options": "nosniff",
+      "referrer-policy": "no-referrer",
+      "x-frame-options": "DENY",
+    };
+    if (request.headers.get("if-none-match") === p.etag) return new Response(null, { status: 304, headers });
+    return new Response(p.html, { headers: { ...headers, "content-type": "text/html; charset=utf-8" } });
+  };
+  return new Elysia({ name: "switchyard/console-page" })
+    // Elysia answers /console and /console/ alike.
+    .get("/console/", ({ request }) => serve(request));
+}

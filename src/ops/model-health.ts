@@ -1,0 +1,97 @@
+import type { GatewayMetrics } from "./gateway-metrics.ts";
+
+/**
+ * Each model's recent health for the console's catalogue: error rate and time-to-first-byte p50 /
+ * p99, from the counters the gateway keeps anyway (ops/gateway-metrics.ts). Nothing is added to
+ * the request path: figures are read when the console asks, and "recent" is the difference from
+ * a snapshot taken at an earlier read (one a minute at most, kept 15 minutes); before any, since
+ * the process started. Per process, as /metrics is.
+ */
+export interface ModelTotals {
+  requests: number;
+  /** Answers with a 5xx status (upstream failures, the gateway's own). */
+  errors: number;
+  /** Time-to-first-byte counts per bucket (not cumulative; the last is past every bound). */
+  buckets: number[];
+}
+
+export interface ModelHealth {
+  model: string;
+  requests: number;
+  error_rate: number | null;
+  latency_p50_ms: number | null;
+  latency_p99_ms: number | null;
+  /** Since when the figures count (ISO 8601). */
+  since: string;
+}
+
+/**
+ * A quantile from histogram buckets, interpolated inside its bucket as Prometheus's
+ * histogram_quantile does; null without observations. Past the last bound, the last bound.
+ */
+export function bucketQuantile(q: number, bounds: readonly number[], buckets: readonly number[]): number | null {
+  const total = buckets.reduce((a, b) => a + b, 0);
+  if (total === 0) return null;
+  const rank = q * total;
+  let seen = 0;
+  for (let i = 0; i < buckets.length; i++) {
+    const count = buckets[i]!;
+    if (seen + count >= rank && count > 0) {
+      if (i >= bounds.length) return bounds[bounds.length - 1]!;
+      const lower = i === 0 ? 0 : bounds[i - 1]!;
+      return lower + (bounds[i]! - lower) * ((rank - seen) / count);
+    }
+    seen += count;
+  }
+  return bounds[bounds.length - 1]!;
+}
+
+/** What the metrics hold per model, summed over routes, providers and statuses. */
+export function modelTotals(metrics: GatewayMetrics): Map<string, ModelTotals> {
+  const totals = new Map<string, ModelTotals>();
+  const size = metrics.families.ttft.bounds.length + 1;
+  const of = (model: string) => {
+    let t = totals.get(model);
+    if (!t) totals.set(model, (t = { requests: 0, errors: 0, buckets: new Array(size).fill(0) }));
+    return t;
+  };
+  const { model: modelDim } = metrics.dims;
+  metrics.families.requests.each(([, model, , status], value) => {
+    const t = of(modelDim.label(model!));
+    t.requests += value;
+    if (status! >= 500) t.errors += value;
+  });
+  metrics.families.ttft.each(([, model], buckets) => {
+    const t = of(modelDim.label(model!));
+    buckets.forEach((n, i) => (t.buckets[i]! += n));
+  });
+  return totals;
+}
+
+const SNAPSHOT_EVERY_MS = 60_000;
+const KEEP_MS = 15 * 60_000;
+
+export function createModelHealth(o: { metrics: () => GatewayMetrics | undefined; models: readonly string[]; now: () => number; startedAt: number }) {
+  const snapshots: { at: number; totals: Map<string, ModelTotals> }[] = [];
+  return (): ModelHealth[] => {
+    const metrics = o.metrics();
+    const at = o.now();
+    while (snapshots.length > 0 && at - snapshots[0]!.at > KEEP_MS) snapshots.shift();
+    const current = metrics ? modelTotals(metrics) : new Map<string, ModelTotals>();
+    const base = snapshots[0];
+    if (metrics && (snapshots.length === 0 || at - snapshots[snapshots.length - 1]!.at >= SNAPSHOT_EVERY_MS)) snapshots.push({ at, totals: current });
+    const bounds = metrics?.families.ttft.bounds ?? [];
+    return o.models.map((model) => {
+      const now = current.get(model) ?? { requests: 0, errors: 0, buckets: [] };
+      const before = base?.totals.get(model);
+      const requests = now.requests - (before?.requests ?? 0);
+      const errors = now.errors - (before?.errors ?? 0);
+      const buckets = now.buckets.map((n, i) => n - (before?.buckets[i] ?? 0));
+      const ms = (q: number) => {
+        const s = bucketQuantile(q, bounds, buckets);
+        return s === null ? null : Math.round(s * 1000);
+      };
+      return { model, requests, error_rate: requests > 0 ? errors / requests : null, latency_p50_ms: ms(0.5), latency_p99_ms: ms(0.99), since: new Date(base?.at ?? o.startedAt).toISOString() };
+    });
+  };
+}

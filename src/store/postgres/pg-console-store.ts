@@ -1,0 +1,59 @@
+import { recentRequestOf, type ConsoleStore, type SessionKind } from "../../console/console-store.ts";
+import { int, withTimeout, type Pg } from "./pg-client.ts";
+
+/** What a recent request shows (store/sqlite/sqlite-console-store.ts reads the same). */
+const RECENT_COLUMNS = "request_id, client_request_id, created_at, account_id, key_id, model, status, latency_ms, prompt_tokens, completion_tokens, cost_micro";
+
+/** The ConsoleStore on PostgreSQL: the same tables as SQLite's (pg-migrations.ts, version 9), each call one bounded round trip or one short transaction. */
+export function createPostgresConsoleStore(sql: Pg, timeoutMs = 2_000): ConsoleStore {
+  const bounded = <T>(promise: Promise<T>, what: string) => withTimeout(promise, timeoutMs, what);
+  return {
+    async createInvite(i) {
+      // One statement: the invite is written only while no user has the login.
+      const rows = await bounded(sql`
+        INSERT INTO console_invites (token_hash, account_id, login, created_at, expires_at)
+        SELECT ${i.tokenHash}, ${i.accountId}, ${i.login}, ${i.createdAt}, ${i.expiresAt}
+         WHERE NOT EXISTS (SELECT 1 FROM console_users WHERE login = ${i.login}) RETURNING token_hash`, "console invite");
+      return rows.length === 1;
+    },
+    acceptInvite(tokenHash, passwordHash, now) {
+      return bounded(sql.begin(async (tx) => {
+        // The row lock makes a second acceptance of the same invite wait, then find it used.
+        const [found] = await tx`SELECT account_id, login FROM console_invites WHERE token_hash = ${tokenHash} AND used_at IS NULL AND expires_at > ${now} FOR UPDATE`;
+        if (!found) return { ok: false as const, reason: "invalid" as const };
+        const taken = await tx`INSERT INTO console_users (login, account_id, password_hash, created_at) VALUES (${found.login}, ${found.account_id}, ${passwordHash}, ${now})
+                                ON CONFLICT (login) DO NOTHING RETURNING login`;
+        if (taken.length === 0) return { ok: false as const, reason: "login_taken" as const };
+        await tx`UPDATE console_invites SET used_at = ${now} WHERE token_hash = ${tokenHash}`;
+        return { ok: true as const, accountId: found.account_id as string, login: found.login as string };
+      }), "console invite acceptance");
+    },
+    async findUser(login) {
+      const [row] = await bounded(sql`SELECT login, account_id, password_hash FROM console_users WHERE login = ${login}`, "console user");
+      return row ? { login: row.login, accountId: row.account_id, passwordHash: row.password_hash } : null;
+    },
+    async loginTaken(login) {
+      return (await bounded(sql`SELECT 1 FROM console_users WHERE login = ${login}`, "console user")).length > 0;
+    },
+    async createSession(s) {
+      await bounded(sql`DELETE FROM console_sessions WHERE expires_at <= ${s.createdAt}`, "console session sweep");
+      await bounded(sql`INSERT INTO console_sessions (token_hash, kind, account_id, login, csrf, created_at, expires_at)
+                        VALUES (${s.tokenHash}, ${s.kind}, ${s.accountId}, ${s.login}, ${s.csrf}, ${s.createdAt}, ${s.expiresAt})`, "console session");
+    },
+    async findSession(tokenHash, now) {
+      const [row] = await bounded(sql`SELECT token_hash, kind, account_id, login, csrf, created_at, expires_at FROM console_sessions WHERE token_hash = ${tokenHash} AND expires_at > ${now}`, "console session");
+      return row
+        ? { tokenHash: row.token_hash, kind: row.kind as SessionKind, accountId: row.account_id, login: row.login, csrf: row.csrf, createdAt: int(row.created_at), expiresAt: int(row.expires_at) }
+        : null;
+    },
+    async deleteSession(tokenHash) {
+      await bounded(sql`DELETE FROM console_sessions WHERE token_hash = ${tokenHash}`, "console sign-out");
+    },
+    async recentRequests(q) {
+      const rows = q.accountId
+        ? await bounded(sql.unsafe(`SELECT ${RECENT_COLUMNS} FROM usage_records WHERE account_id = $1 ORDER BY created_at DESC, id DESC LIMIT $2`, [q.accountId, q.limit]), "recent requests")
+        : await bounded(sql.unsafe(`SELECT ${RECENT_COLUMNS} FROM usage_records ORDER BY id DESC LIMIT $1`, [q.limit]), "recent requests");
+      return rows.map(recentRequestOf);
+    },
+  };
+}

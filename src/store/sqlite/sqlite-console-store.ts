@@ -1,0 +1,63 @@
+import type { Database } from "bun:sqlite";
+import { recentRequestOf, type AcceptOutcome, type ConsoleInvite, type ConsoleSession, type ConsoleStore, type ConsoleUser, type RecentQuery, type SessionKind } from "../../console/console-store.ts";
+
+type RecordRow = { request_id: string; client_request_id: string | null; created_at: number; account_id: string; key_id: string; model: string; status: string; latency_ms: number; prompt_tokens: number; completion_tokens: number; cost_micro: number };
+
+const RECENT_COLUMNS = "request_id, client_request_id, created_at, account_id, key_id, model, status, latency_ms, prompt_tokens, completion_tokens, cost_micro";
+
+/** The ConsoleStore on the gateway's SQLite connection (synchronous, like the account store). */
+export function createSqliteConsoleStore(db: Database): ConsoleStore {
+  const insertInvite = db.query("INSERT INTO console_invites (token_hash, account_id, login, created_at, expires_at) VALUES (?, ?, ?, ?, ?)");
+  const userByLogin = db.query<{ login: string; account_id: string; password_hash: string }, [string]>("SELECT login, account_id, password_hash FROM console_users WHERE login = ?");
+  const openInvite = db.query<{ account_id: string; login: string }, [string, number]>("SELECT account_id, login FROM console_invites WHERE token_hash = ? AND used_at IS NULL AND expires_at > ?");
+  const useInvite = db.query("UPDATE console_invites SET used_at = ? WHERE token_hash = ?");
+  const insertUser = db.query("INSERT INTO console_users (login, account_id, password_hash, created_at) VALUES (?, ?, ?, ?)");
+  const sweep = db.query("DELETE FROM console_sessions WHERE expires_at <= ?");
+  const insertSession = db.query("INSERT INTO console_sessions (token_hash, kind, account_id, login, csrf, created_at, expires_at) VALUES (?, ?, ?, ?, ?, ?, ?)");
+  const selectSession = db.query<{ token_hash: string; kind: SessionKind; account_id: string | null; login: string | null; csrf: string; created_at: number; expires_at: number }, [string, number]>(
+    "SELECT token_hash, kind, account_id, login, csrf, created_at, expires_at FROM console_sessions WHERE token_hash = ? AND expires_at > ?",
+  );
+  const removeSession = db.query("DELETE FROM console_sessions WHERE token_hash = ?");
+  // Newest first by the primary key (all accounts) or the (account_id, created_at) index (one account).
+  const recentAll = db.query<RecordRow, [number]>(`SELECT ${RECENT_COLUMNS} FROM usage_records ORDER BY id DESC LIMIT ?`);
+  const recentOne = db.query<RecordRow, [string, number]>(`SELECT ${RECENT_COLUMNS} FROM usage_records WHERE account_id = ? ORDER BY created_at DESC, id DESC LIMIT ?`);
+
+  const invite = db.transaction((i: ConsoleInvite): boolean => {
+    if (userByLogin.get(i.login)) return false;
+    insertInvite.run(i.tokenHash, i.accountId, i.login, i.createdAt, i.expiresAt);
+    return true;
+  });
+  const accept = db.transaction((tokenHash: string, passwordHash: string, now: number): AcceptOutcome => {
+    const found = openInvite.get(tokenHash, now);
+    if (!found) return { ok: false, reason: "invalid" };
+    if (userByLogin.get(found.login)) return { ok: false, reason: "login_taken" };
+    useInvite.run(now, tokenHash);
+    insertUser.run(found.login, found.account_id, passwordHash, now);
+    return { ok: true, accountId: found.account_id, login: found.login };
+  });
+
+  return {
+    createInvite: (i) => invite.immediate(i),
+    acceptInvite: (tokenHash, passwordHash, now) => accept.immediate(tokenHash, passwordHash, now),
+    findUser(login): ConsoleUser | null {
+      const row = userByLogin.get(login);
+      return row ? { login: row.login, accountId: row.account_id, passwordHash: row.password_hash } : null;
+    },
+    loginTaken: (login) => userByLogin.get(login) !== null,
+    createSession(s: ConsoleSession) {
+      sweep.run(s.createdAt);
+      insertSession.run(s.tokenHash, s.kind, s.accountId, s.login, s.csrf, s.createdAt, s.expiresAt);
+    },
+    findSession(tokenHash, now) {
+      const row = selectSession.get(tokenHash, now);
+      return row ? { tokenHash: row.token_hash, kind: row.kind, accountId: row.account_id, login: row.login, csrf: row.csrf, createdAt: row.created_at, expiresAt: row.expires_at } : null;
+    },
+    deleteSession(tokenHash) {
+      removeSession.run(tokenHash);
+    },
+    recentRequests(q: RecentQuery) {
+      const rows = q.accountId ? recentOne.all(q.accountId, q.limit) : recentAll.all(q.limit);
+      return rows.map(recentRequestOf);
+    },
+  };
+}

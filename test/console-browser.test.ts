@@ -1,0 +1,344 @@
+import { afterAll, beforeAll, expect, test } from "bun:test";
+import { copyFileSync, existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { chromium, type BrowserContext, type Page } from "playwright-core";
+import { startGatewayProcess, type GatewayProcess } from "./helpers/gateway-process.ts";
+
+/**
+ * The console end to end in a real headless Chromium (Debian's, driven by playwright-core), in
+ * front of the real gateway process (`bun src/index.ts`, simulated upstream). One story, in order:
+ * the operator signs in, creates an account, tops it up and invites its holder; the holder accepts,
+ * sets a password, signs in, makes a key that works and revokes it; the usage page's figures are
+ * the usage API's; another account's data and a cross-site form post are refused; the session
+ * survives a restart of the gateway. Each view's screenshot is taken (into docs/console/ with
+ * SWITCHYARD_UPDATE_SCREENSHOTS=1).
+ */
+const CHROMIUM = process.env.SWITCHYARD_CHROMIUM ?? "/usr/bin/chromium";
+const ADMIN = "admin-browser-0123456789abcdef0123456789abcdef";
+const PASSWORD = "a long enough password";
+const MODEL = "switchyard/lorem";
+const ROOT = join(import.meta.dir, "..");
+const SHOTS = process.env.SWITCHYARD_UPDATE_SCREENSHOTS === "1" ? join(ROOT, "docs", "console") : undefined;
+
+const dir = mkdtempSync(join(tmpdir(), "switchyard-console-e2e-"));
+let gateway: GatewayProcess;
+let port: number;
+let context: BrowserContext;
+let page: Page;
+const shots: string[] = [];
+
+/** A port nothing listens on now, so the restarted gateway can take the same one (same origin, same cookie). */
+function freePort(): number {
+  const server = Bun.listen({ hostname: "127.0.0.1", port: 0, socket: { data() {} } });
+  const p = server.port;
+  server.stop(true);
+  return p;
+}
+
+const env = () => ({
+  PORT: String(port),
+  SWITCHYARD_DB: join(dir, "gateway.sqlite"),
+  SWITCHYARD_ADMIN_TOKEN: ADMIN,
+  // The demo account is the "other" account whose data the holder must not see.
+  SWITCHYARD_DEMO: "1",
+  OPENAI_API_KEY: "",
+  ANTHROPIC_API_KEY: "",
+  SWITCHYARD_CONFIG: "",
+});
+
+async function stopGateway(): Promise<void> {
+  gateway.child.kill("SIGTERM");
+  await gateway.child.exited;
+}
+
+/**
+ * What a screen-reader and low-vision user needs of a view: every control has a name (a label, an
+ * aria-label or its text) and every piece of text contrasts with what is behind it at 4.5:1 or
+ * more (WCAG AA). Returns what fails, to compare with [].
+ */
+function accessibilityProblems(): Promise<string[]> {
+  return page.evaluate(() => {
+    // Runs in the page (the test is type-checked without the DOM library).
+    const w = globalThis as any;
+    const document = w.document;
+    const getComputedStyle = (el: any) => w.getComputedStyle(el);
+    const problems: string[] = [];
+    const rgb = (c: string) => (c.match(/[\d.]+/g) ?? []).map(Number);
+    const lum = ([r, g, b]: number[]) => {
+      const f = (v: number) => ((v /= 255) <= 0.03928 ? v / 12.92 : ((v + 0.055) / 1.055) ** 2.4);
+      return 0.2126 * f(r!) + 0.7152 * f(g!) + 0.0722 * f(b!);
+    };
+    const background = (el: any): number[] => {
+      for (; el; el = el.parentElement) {
+        const c = rgb(getComputedStyle(el).backgroundColor);
+        if (c.length === 3 || (c.length === 4 && c[3]! > 0)) return c.slice(0, 3);
+      }
+      return [255, 255, 255];
+    };
+    for (const el of document.querySelectorAll("input, select, button, a, textarea") as any[]) {
+      if (el.offsetParent === null) continue;
+      const named = el.labels?.length || el.getAttribute("aria-label") || el.textContent?.trim();
+      if (!named) problems.push(`unnamed ${el.tagName.toLowerCase()} ${el.outerHTML.slice(0, 80)}`);
+    }
+    for (const el of document.querySelectorAll("body *") as any[]) {
+      if (el.offsetParent === null || el.closest(".uplot")) continue;
+      const own = [...el.childNodes].some((n: any) => n.nodeType === 3 && n.textContent!.trim() !== "");
+      if (!own) continue;
+      const fg = lum(rgb(getComputedStyle(el).color).slice(0, 3)), bg = lum(background(el));
+      const ratio = (Math.max(fg, bg) + 0.05) / (Math.min(fg, bg) + 0.05);
+      if (ratio < 4.5) problems.push(`contrast ${ratio.toFixed(2)} for "${el.textContent!.trim().slice(0, 30)}"`);
+    }
+    return problems;
+  });
+}
+
+async function shot(name: string): Promise<void> {
+  expect([name, await accessibilityProblems()]).toEqual([name, []]);
+  const file = join(dir, `${name}.png`);
+  await page.screenshot({ path: file, fullPage: true });
+  shots.push(file);
+  if (SHOTS) {
+    mkdirSync(SHOTS, { recursive: true });
+    copyFileSync(file, join(SHOTS, `${name}.png`));
+  }
+}
+
+const admin = (path: string) => fetch(`${gateway.url}${path}`, { headers: { authorization: `Bearer ${ADMIN}` } }).then((r) => r.json() as Promise<any>);
+const chat = (key: string) =>
+  fetch(`${gateway.url}/v1/chat/completions`, {
+    method: "POST",
+    headers: { authorization: `Bearer ${key}`, "content-type": "application/json" },
+    body: JSON.stringify({ model: MODEL, messages: [{ role: "user", content: "Hello from the console test" }] }),
+  });
+const text = async (testid: string) => (await page.getByTestId(testid).first().textContent())!.trim();
+const number = (shown: string) => Number(shown.replaceAll(",", ""));
+
+beforeAll(async () => {
+  if (!existsSync(CHROMIUM)) throw new Error(`no Chromium at ${CHROMIUM}: apt-get install -y chromium (.ci/run does)`);
+  port = freePort();
+  gateway = await startGatewayProcess(env());
+  context = await chromium.launchPersistentContext(join(dir, "profile"), {
+    executablePath: CHROMIUM,
+    headless: true,
+    args: ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run", "--disable-background-networking", "--disable-component-update", "--disable-sync"],
+    viewport: { width: 1280, height: 900 },
+  });
+  page = context.pages()[0] ?? (await context.newPage());
+}, 60_000);
+
+afterAll(async () => {
+  await context?.close();
+  if (gateway) await stopGateway();
+  rmSync(dir, { recursive: true, force: true });
+});
+
+let account: { id: string; name: string };
+let invite: string;
+let holderKey: { id: string; key: string };
+
+test("the operator signs in with the admin token, creates an account, tops it up and issues an invite", async () => {
+  await page.goto(`${gateway.url}/console/`);
+  await page.getByTestId("sign-in-token").fill("not-the-token-0123456789abcdef0123456789");
+  await page.getByTestId("sign-in-token-submit").click();
+  await expect(text("sign-in-error")).resolves.toBe("Wrong admin token.");
+  await shot("sign-in");
+  // By keyboard alone: Tab reaches the token field, Enter submits its form.
+  await page.getByTestId("sign-in-token").fill("");
+  await page.getByTestId("sign-in-password").focus();
+  for (let i = 0; i < 5 && !(await page.getByTestId("sign-in-token").evaluate((el) => el === (globalThis as any).document.activeElement)); i++) await page.keyboard.press("Tab");
+  await page.keyboard.type(ADMIN);
+  await page.keyboard.press("Enter");
+  await page.getByTestId("account-row").first().waitFor();
+
+  await page.getByTestId("account-name").fill("acme-browser");
+  await page.getByTestId("account-credits").fill("25");
+  await page.getByTestId("account-create").click();
+  await page.waitForURL(/#account\/acct_/);
+  await expect(text("balance")).resolves.toBe("25");
+  account = { id: page.url().split("#account/")[1]!, name: "acme-browser" };
+
+  await page.getByTestId("topup-amount").fill("75.5");
+  await page.getByTestId("topup-submit").click();
+  await page.getByTestId("balance").filter({ hasText: "100.5" }).waitFor();
+  expect((await admin(`/v1/admin/accounts/${account.id}`)).balance).toBe(100.5);
+
+  await page.getByTestId("invite-login").fill("holder@acme.example");
+  await page.getByTestId("invite-submit").click();
+  invite = await text("invite-url");
+  expect(invite).toStartWith(`${gateway.url}/console/#invite=`);
+  await shot("operator-account");
+
+  // One request for the shell, one for the view's data.
+  const asked: string[] = [];
+  const listen = (r: { url(): string }) => asked.push(new URL(r.url()).pathname);
+  await page.goto(`${gateway.url}/console/#accounts`);
+  await page.getByTestId("account-row").filter({ hasText: "acme-browser" }).waitFor();
+  page.on("request", listen);
+  await page.reload();
+  await page.getByTestId("account-row").filter({ hasText: "acme-browser" }).waitFor();
+  expect(asked).toEqual(["/console/", "/console/api/overview"]);
+  asked.length = 0;
+  await page.goto(`${gateway.url}/console/#usage`);
+  await page.getByTestId("usage-chart").locator("canvas").waitFor();
+  expect(asked).toEqual(["/console/api/usage"]);
+  page.off("request", listen);
+  await page.goto(`${gateway.url}/console/#accounts`);
+  await page.getByTestId("account-row").filter({ hasText: "acme-browser" }).waitFor();
+  await shot("operator-accounts");
+  await page.getByTestId("sign-out").click();
+  await page.getByTestId("sign-in-submit").waitFor();
+}, 60_000);
+
+test("the account holder accepts the invite, sets a password, and signs in with it", async () => {
+  await page.goto(invite);
+  await page.getByTestId("invite-password").fill(PASSWORD);
+  await page.getByTestId("invite-password-again").fill(PASSWORD);
+  await shot("invite");
+  await page.getByTestId("invite-accept").click();
+  await expect(text("balance")).resolves.toBe("100.5");
+  // The invite link is gone from the address bar, and it works once.
+  expect(page.url()).not.toContain("invite=");
+  await page.getByTestId("sign-out").click();
+
+  await page.getByTestId("sign-in-login").fill("holder@acme.example");
+  await page.getByTestId("sign-in-password").fill("not the password at all");
+  await page.getByTestId("sign-in-submit").click();
+  await expect(text("sign-in-error")).resolves.toBe("Wrong login or password.");
+  await page.getByTestId("sign-in-password").fill(PASSWORD);
+  await page.getByTestId("sign-in-submit").click();
+  await expect(text("balance")).resolves.toBe("100.5");
+  // Only their own account: no operator sections in the navigation.
+  expect(await page.locator("nav a").allTextContents()).toEqual(["Account", "Usage", "Requests"]);
+}, 60_000);
+
+test("the holder creates a key that works on /v1/chat/completions; revoked in the console, its next request is 401", async () => {
+  await page.getByTestId("key-name").fill("laptop");
+  await page.getByTestId("key-create").click();
+  const key = await text("key-secret");
+  expect(key).toMatch(/^svc-sk-[A-Za-z0-9_-]{43}$/);
+  await shot("holder-new-key");
+  for (let i = 0; i < 3; i++) expect((await chat(key)).status).toBe(200);
+  await page.getByTestId("key-secret-done").click();
+  const row = page.getByTestId("key-row").filter({ hasText: "laptop" });
+  await row.waitFor();
+  // Shown once: after the page reloads its data, the key itself is nowhere on it.
+  expect(await page.content()).not.toContain(key);
+  holderKey = { id: (await row.getAttribute("data-key-id"))!, key };
+  await shot("holder-account");
+
+  const revoked = page.waitForResponse((r) => r.request().method() === "DELETE" && r.url().endsWith(`/console/api/keys/${holderKey.id}`));
+  await row.getByTestId("key-revoke").click();
+  expect((await revoked).status()).toBe(200);
+  // The very next request, sent as soon as the console has its answer, is refused.
+  expect((await chat(key)).status).toBe(401);
+  await page.getByTestId("key-row").filter({ hasText: "revoked" }).waitFor();
+}, 60_000);
+
+test("the usage page's chart and totals equal the usage API's figures for the same period", async () => {
+  await page.goto(`${gateway.url}/console/#usage`);
+  const chart = page.getByTestId("usage-chart");
+  await chart.locator("canvas").waitFor();
+  const from = (await chart.getAttribute("data-from"))!;
+  const to = (await chart.getAttribute("data-to"))!;
+  const q = `from=${encodeURIComponent(from)}&to=${encodeURIComponent(to)}&granularity=hour&account_id=${account.id}`;
+  const byModel = await admin(`/v1/admin/usage?${q}&group_by=model`);
+  const byHour = await admin(`/v1/admin/usage?${q}&group_by=`);
+  expect(byModel.total.requests).toBe(3);
+  expect(byModel.total.cost).toBeGreaterThan(0);
+  expect(number(await text("usage-total-credits"))).toBe(byModel.total.cost);
+  expect(number(await text("usage-cache-savings"))).toBe(byModel.total.cache_savings);
+  // The chart's points: one per hour of the range, each the API's figure for that hour.
+  const points: number[] = JSON.parse((await chart.getAttribute("data-period-costs"))!);
+  expect(points.length).toBe(24);
+  const expected = new Array(24).fill(0);
+  for (const row of byHour.data) expected[(Date.parse(row.period_start) - Date.parse(from)) / 3_600_000] = row.cost;
+  expect(points).toEqual(expected);
+  const modelRow = page.getByTestId("usage-row").filter({ hasText: MODEL });
+  expect(await modelRow.locator("td").nth(8).textContent()).toBe(byModel.data[0].cost.toLocaleString("en-US", { maximumFractionDigits: 6 }));
+  await shot("holder-usage");
+
+  await page.goto(`${gateway.url}/console/#requests`);
+  await page.getByTestId("request-row").first().waitFor();
+  expect(await page.getByTestId("request-row").count()).toBe(3);
+  expect(await page.content()).not.toContain("Hello from the console test");
+  await shot("holder-requests");
+}, 60_000);
+
+test("one account cannot read another's data, by console URL or API (404 / 401)", async () => {
+  const demo = (await admin("/v1/admin/accounts?name=demo")).data[0];
+  expect(demo).toBeDefined();
+  const statuses = await page.evaluate(async (other) => {
+    const get = async (path: string) => (await fetch(path)).status;
+    return [
+      await get(`/console/api/accounts/${other}`),
+      await get(`/console/api/usage?account_id=${other}`),
+      await get(`/console/api/requests?account_id=${other}`),
+      await get("/console/api/accounts"),
+      await get(`/v1/admin/accounts/${other}`),
+    ];
+  }, demo.id);
+  expect(statuses).toEqual([404, 404, 404, 403, 401]);
+}, 30_000);
+
+test("a cross-site form post is refused and changes nothing", async () => {
+  // A page on another site (localhost is not 127.0.0.1) that posts a form to the console's API.
+  const evil = Bun.serve({
+    hostname: "127.0.0.1",
+    port: 0,
+    fetch: () => new Response(`<form method="post" action="${gateway.url}/console/api/accounts/${account.id}/keys"><input name="name" value="stolen"></form><script>document.forms[0].submit()</script>`, { headers: { "content-type": "text/html" } }),
+  });
+  try {
+    const before = (await admin(`/v1/admin/accounts/${account.id}/keys`)).data.length;
+    const answered = page.waitForResponse((r) => r.url().includes(`/console/api/accounts/${account.id}/keys`));
+    await page.goto(`http://localhost:${evil.port}/`);
+    const response = await answered;
+    expect(response.status()).toBe(403);
+    expect((await admin(`/v1/admin/accounts/${account.id}/keys`)).data.length).toBe(before);
+  } finally {
+    evil.stop(true);
+  }
+}, 30_000);
+
+test("a session survives a gateway restart", async () => {
+  await page.goto(`${gateway.url}/console/#account`);
+  // What is left after the three requests' charges.
+  const balance = (await admin(`/v1/admin/accounts/${account.id}`)).balance;
+  expect(balance).toBeLessThan(100.5);
+  await expect(text("balance")).resolves.toBe(balance.toLocaleString("en-US", { maximumFractionDigits: 6 }));
+  await stopGateway();
+  gateway = await startGatewayProcess(env());
+  await page.reload();
+  // Still signed in: the page shows the account, not the sign-in form.
+  await expect(text("balance")).resolves.toBe(balance.toLocaleString("en-US", { maximumFractionDigits: 6 }));
+  expect(await page.getByTestId("sign-in-submit").count()).toBe(0);
+}, 60_000);
+
+test("the operator's usage across accounts and the model catalogue render; every view's screenshot was taken", async () => {
+  await page.getByTestId("sign-out").click();
+  await page.getByTestId("sign-in-token").fill(ADMIN);
+  await page.getByTestId("sign-in-token-submit").click();
+  await page.getByTestId("account-row").first().waitFor();
+  await page.goto(`${gateway.url}/console/#usage`);
+  await page.getByTestId("usage-chart").locator("canvas").waitFor();
+  const shown = number(await text("usage-total-credits"));
+  const chart = page.getByTestId("usage-chart");
+  const api = await admin(`/v1/admin/usage?from=${encodeURIComponent((await chart.getAttribute("data-from"))!)}&to=${encodeURIComponent((await chart.getAttribute("data-to"))!)}&granularity=hour&group_by=model`);
+  expect(shown).toBe(api.total.cost);
+  await shot("operator-usage");
+  // Health counts this process's answers (it was restarted): two requests on the demo account's key.
+  for (let i = 0; i < 2; i++) expect((await chat(gateway.key)).status).toBe(200);
+  await page.goto(`${gateway.url}/console/#catalogue`);
+  const model = page.getByTestId("model-row").filter({ hasText: MODEL });
+  await model.waitFor();
+  const cells = await model.locator("td").allTextContents();
+  // Provider, kind, input, output, cache read, cache write, requests, errors, p50, p99.
+  expect(cells.slice(6, 8)).toEqual(["2", "0.0 %"]);
+  expect(cells[8]).toMatch(/^\d[\d,]* ms$/);
+  await shot("operator-catalogue");
+  await page.goto(`${gateway.url}/console/#requests`);
+  await page.getByTestId("request-row").first().waitFor();
+  await shot("operator-requests");
+  expect(shots.map((f) => f.split("/").pop())).toEqual(["sign-in.png", "operator-account.png", "operator-accounts.png", "invite.png", "holder-new-key.png", "holder-account.png", "holder-usage.png", "holder-requests.png", "operator-usage.png", "operator-catalogue.png", "operator-requests.png"]);
+  for (const f of shots) expect(readFileSync(f).subarray(1, 4).toString()).toBe("PNG");
+}, 60_000);
