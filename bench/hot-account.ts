@@ -3,7 +3,7 @@
  * per account while one is in flight) and every settlement batch (one statement) lock the same
  * account row. C clients each reserve, then settle and wait for the commit (as a paid answer's
  * last frame does), for S seconds, through P ledgers (as P gateway processes would, each with its
- * own pool). Figures and what limits them: docs/benchmarks.md, "A hot account".
+ * own pool). Figures and what limits them: docs/benchmarks.md, "PostgreSQL and Redis".
  *   bun bench/hot-account.ts [--seconds 5] [--clients 64] [--ledgers 2]
  * Uses a database of its own on SWITCHYARD_TEST_DATABASE_URL's server (dropped after).
  */

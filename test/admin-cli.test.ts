@@ -267,13 +267,13 @@ describe("accounts list / update, keys update", () => {
     expect(JSON.parse((await run("accounts", "list")).out).data).toHaveLength(3);
 
     const key = JSON.parse((await run("keys", "create", a.id, "ci", "--spend-limit", "3", "--period", "day")).out) as { id: string; key: string };
-    expect(JSON.parse((await run("keys", "list", a.id)).out)[0]).toMatchObject({ spend_limit: 3, spend_limit_period: "day", spent_in_period: 0 });
+    expect(JSON.parse((await run("keys", "list", a.id)).out).data[0]).toMatchObject({ spend_limit: 3, spend_limit_period: "day", spent_in_period: 0 });
     const changed = await run("keys", "update", key.id, "--name", "renamed", "--rpm", "7", "--expires", "2031-01-31", "--period", "month", "--spend-limit", "4.5");
     expect(changed.code).toBe(0);
     const summary = JSON.parse(changed.out);
     expect(summary).toMatchObject({ id: key.id, name: "renamed", rate_limit_per_minute: 7, expires_at: "2031-01-31T00:00:00.000Z", spend_limit: 4.5, spend_limit_period: "month" });
     expect(changed.out).not.toContain(key.key);
-    expect(JSON.parse((await run("keys", "list", a.id)).out)[0]).toEqual(summary);
+    expect(JSON.parse((await run("keys", "list", a.id)).out).data[0]).toEqual(summary);
     const none = JSON.parse((await run("keys", "update", key.id, "--name", "none", "--rpm", "none", "--expires", "none", "--period", "none", "--spend-limit", "none")).out);
     expect(none).toMatchObject({ name: null, rate_limit_per_minute: null, expires_at: null, spend_limit: null, spend_limit_period: null });
 
@@ -298,7 +298,7 @@ describe("accounts list / update, keys update", () => {
       const r = await run(...argv);
       if (r.code !== 2 || !r.out.includes(flag)) throw new Error(`${argv.join(" ")}: code ${r.code}, ${r.out}`);
     }
-    expect(JSON.parse((await run("keys", "list", a.id)).out)[0]).toEqual(none);
+    expect(JSON.parse((await run("keys", "list", a.id)).out).data[0]).toEqual(none);
     const missingKey = await run("keys", "update", "key_nope", "--name", "x");
     expect(missingKey.code).toBe(1);
     expect(missingKey.out).toContain("key_nope");
@@ -314,7 +314,7 @@ describe("accounts list / update, keys update", () => {
     const created = await run("keys", "create", a.id, "ci", "--models", "anthropic/*, openai/gpt-4.1-mini", "--max-concurrent", "3");
     expect(created.code).toBe(0);
     const key = JSON.parse(created.out) as { id: string };
-    expect(JSON.parse((await run("keys", "list", a.id)).out)[0]).toMatchObject({ id: key.id, models: ["anthropic/*", "openai/gpt-4.1-mini"], max_concurrent_requests: 3 });
+    expect(JSON.parse((await run("keys", "list", a.id)).out).data[0]).toMatchObject({ id: key.id, models: ["anthropic/*", "openai/gpt-4.1-mini"], max_concurrent_requests: 3 });
     const changed = JSON.parse((await run("keys", "update", key.id, "--models", "openai/*", "--max-concurrent", "10")).out);
     expect(changed).toMatchObject({ models: ["openai/*"], max_concurrent_requests: 10 });
     const cleared = JSON.parse((await run("keys", "update", key.id, "--models", "none", "--max-concurrent", "none")).out);
@@ -335,7 +335,7 @@ describe("accounts list / update, keys update", () => {
       if (r.code !== 2 || !r.out.includes(flag)) throw new Error(`${argv.join(" ")}: code ${r.code}, ${r.out}`);
     }
     // Nothing refused was stored: one key, as last cleared.
-    expect(JSON.parse((await run("keys", "list", a.id)).out)).toEqual([cleared]);
+    expect(JSON.parse((await run("keys", "list", a.id)).out).data).toEqual([cleared]);
   });
 
   test("separate process beside a running gateway: the same JSON as the API; a key update applies to the next request", async () => {
@@ -378,6 +378,51 @@ describe("accounts list / update, keys update", () => {
   });
 });
 
+describe("the CLI prints what the API returns", () => {
+  test("separate process beside a running gateway: topup, keys list, usage and the report (JSON, and CSV byte for byte) as the admin API answers them", async () => {
+    const token = "cli-admin-token-0123456789abcdef0123456789abcdef";
+    const upstream = await startFakeUpstream();
+    const gw = await startGateway({ upstreamUrl: upstream.url, adminToken: token });
+    const api = (method: string, path: string, body?: unknown) =>
+      fetch(gw.url + path, { method, headers: { authorization: `Bearer ${token}`, "content-type": "application/json" }, body: body === undefined ? undefined : JSON.stringify(body) });
+    try {
+      // Traffic, so usage and the report have rows.
+      for (let i = 0; i < 2; i++) expect((await post(gw, "/v1/chat/completions", { model: OPENAI_MODEL, messages: [{ role: "user", content: "hi" }] })).status).toBe(200);
+      await gw.app.services.settled();
+      const id = gw.accountId;
+
+      const viaApi = (await (await api("POST", `/v1/admin/accounts/${id}/credits`, { amount: 1 })).json()) as { id: string; balance: number; reserved: number };
+      expect(Object.keys(viaApi).sort()).toEqual(["balance", "id", "reserved"]);
+      const topup = await cli(gw.dbPath, "accounts", "topup", id, "1");
+      expect(topup.code).toBe(0);
+      expect(JSON.parse(topup.stdout)).toEqual({ ...viaApi, balance: viaApi.balance + 1 });
+
+      const keys = await cli(gw.dbPath, "keys", "list", id);
+      expect(keys.code).toBe(0);
+      expect(JSON.parse(keys.stdout)).toEqual(await (await api("GET", `/v1/admin/accounts/${id}/keys`)).json());
+
+      const from = "2020-01-01";
+      const to = "2100-01-01";
+      const usage = await cli(gw.dbPath, "usage", id, from, to);
+      expect(usage.code).toBe(0);
+      expect(JSON.parse(usage.stdout)).toEqual(await (await api("GET", `/v1/admin/accounts/${id}/usage?from=${from}&to=${to}`)).json());
+
+      const report = await cli(gw.dbPath, "report", "--from", from, "--to", to, "--group-by", "account,model");
+      expect(report.code).toBe(0);
+      expect(JSON.parse(report.stdout)).toEqual(await (await api("GET", `/v1/admin/usage?from=${from}&to=${to}&group_by=account,model`)).json());
+
+      const csv = await cli(gw.dbPath, "report", "--from", from, "--to", to, "--group-by", "account,model", "--format", "csv");
+      expect(csv.code).toBe(0);
+      const csvApi = await (await api("GET", `/v1/admin/usage?from=${from}&to=${to}&group_by=account,model&format=csv`)).text();
+      expect(csvApi.split("\r\n")).toHaveLength(3);
+      expect(csv.stdout).toBe(csvApi);
+    } finally {
+      await gw.stop();
+      await upstream.stop();
+    }
+  });
+});
+
 const pgMissing = await postgresMissing();
 const pgDatabase = useTestDatabase();
 if (pgMissing) {
@@ -398,6 +443,6 @@ if (pgMissing) {
     expect((await run("keys", "update", key.id, "--rpm", "0")).code).toBe(2);
     const scoped = JSON.parse((await run("keys", "update", key.id, "--models", "anthropic/*", "--max-concurrent", "2")).out);
     expect(scoped).toMatchObject({ models: ["anthropic/*"], max_concurrent_requests: 2 });
-    expect(JSON.parse((await run("keys", "list", a.id)).out)[0]).toEqual(scoped);
+    expect(JSON.parse((await run("keys", "list", a.id)).out).data[0]).toEqual(scoped);
   });
 }

@@ -161,6 +161,6 @@ describe("admin CLI: the same checks as the API", () => {
     expect(JSON.parse(shown.out).keys[0].expires_at).toBe(LATEST);
     const listed = await run("keys", "list", id);
     expect(listed.code).toBe(0);
-    expect(JSON.parse(listed.out)[0].expires_at).toBe(LATEST);
+    expect(JSON.parse(listed.out).data[0].expires_at).toBe(LATEST);
   });
 });

@@ -96,7 +96,7 @@ async function cliCase(env: Record<string, string>) {
   const key = `cli-${crypto.randomUUID()}`;
   const first = await run("accounts", "topup", id, "1.5", "--idempotency-key", key);
   expect(first.code).toBe(0);
-  expect(JSON.parse(first.out)).toEqual({ id, balance: 6.5 });
+  expect(JSON.parse(first.out)).toEqual({ id, balance: 6.5, reserved: 0 });
   expect(await run("accounts", "topup", id, "1.5", "--idempotency-key", key)).toEqual(first);
   const conflicts = [await run("accounts", "topup", id, "2", "--idempotency-key", key), await run("accounts", "topup", other, "1.5", "--idempotency-key", key)];
   for (const c of conflicts) {
@@ -141,6 +141,6 @@ if (pgMissing) {
     const shown = await run("accounts", "show", id);
     expect(shown.code).toBe(0);
     expect(JSON.parse(shown.out).keys[0].expires_at).toBe("9999-12-31T23:59:59.999Z");
-    expect(JSON.parse((await run("keys", "list", id)).out)[0].expires_at).toBe("9999-12-31T23:59:59.999Z");
+    expect(JSON.parse((await run("keys", "list", id)).out).data[0].expires_at).toBe("9999-12-31T23:59:59.999Z");
   });
 }

@@ -16,7 +16,7 @@ import { APICallError, generateObject, generateText, Output, stepCountIs, stream
 import { z } from "zod";
 import { useFakeUpstream } from "./helpers/fake-upstream.ts";
 import { useGateway, ANTHROPIC_MODEL, ANTHROPIC_PRICING, OPENAI_MODEL, OPENAI_PRICING } from "./helpers/gateway.ts";
-import { scriptedReply, type Script } from "./helpers/scripted-answers.ts";
+import { reasoningDialect, scriptedReply, type Script } from "./helpers/scripted-answers.ts";
 import { recordingResponseStore } from "./helpers/recording-response-store.ts";
 import { answerCostMicro as tokenCostMicro } from "../src/billing/pricing.ts";
 
@@ -434,20 +434,20 @@ describe.each([
     });
   });
 
-  describe("reasoning summaries through openai()", () => {
+  describe("reasoning summaries through openai() (on the OpenAI kind, DeepSeek's reasoning_content dialect)", () => {
     // The SDK sends reasoning settings only to models it knows reason; gateway ids are not among them.
     const providerOptions = { openai: { reasoningSummary: "auto", forceReasoning: true } } satisfies CallOptions;
     const thinking = "France's capital is Paris.";
 
     test("generateText and streamText: the upstream's thinking is the step's reasoningText", async () => {
       sentToGateway.length = 0;
-      upstream.reply(scriptedReply(vendor, { reasoning: thinking, text: "Paris." }));
+      upstream.reply(scriptedReply(reasoningDialect(vendor), { reasoning: thinking, text: "Paris." }));
       const whole = await generateText({ model: watched(modelId), prompt: "Capital of France?", maxRetries: 0, providerOptions });
       expect(whole.text).toBe("Paris.");
       expect(whole.finalStep.reasoningText).toBe(thinking);
       expect(sentToGateway[0].reasoning).toEqual({ summary: "auto" });
 
-      upstream.reply(scriptedReply(vendor, { reasoning: thinking, text: "Paris." }));
+      upstream.reply(scriptedReply(reasoningDialect(vendor), { reasoning: thinking, text: "Paris." }));
       const errors: unknown[] = [];
       const streamed = streamText({ model: watched(modelId), prompt: "Capital of France?", maxRetries: 0, providerOptions, onError: ({ error }) => void errors.push(error) });
       const deltas: string[] = [];
@@ -460,7 +460,7 @@ describe.each([
 
     test("a tool loop: step 2 names step 1's reasoning and text by id; the text reaches the upstream, the thinking does not", async () => {
       sentToGateway.length = 0;
-      upstream.reply(scriptedReply(vendor, { reasoning: thinking, text: "Let me check.", calls: [{ id: "call_R3as0n", name: "get_weather", arguments: '{"city":"Paris","unit":"celsius"}' }] }));
+      upstream.reply(scriptedReply(reasoningDialect(vendor), { reasoning: thinking, text: "Let me check.", calls: [{ id: "call_R3as0n", name: "get_weather", arguments: '{"city":"Paris","unit":"celsius"}' }] }));
       upstream.reply(scriptedReply(vendor, { text: "Sunny." }));
       const result = await generateText({ model: watched(modelId), prompt: "Weather in Paris?", tools: weatherTool(), stopWhen: stepCountIs(2), maxRetries: 0, providerOptions });
       expect(result.text).toBe("Sunny.");

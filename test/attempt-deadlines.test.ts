@@ -1,61 +1,31 @@
 import { afterAll, beforeAll, describe, expect, test } from "bun:test";
 import { Database } from "bun:sqlite";
-import type { Socket, TCPSocketListener } from "bun";
 import { OPENAI_MODEL, ANTHROPIC_MODEL, post, sseFrames, startGateway, type Gateway } from "./helpers/gateway.ts";
 import { startFakeUpstream, type FakeUpstream } from "./helpers/fake-upstream.ts";
+import { rawUpstream, type RawSocket, type RawUpstream } from "./helpers/raw-upstream.ts";
+import { until } from "./helpers/until.ts";
 
 /**
  * A raw-TCP upstream whose bytes are scripted per request: the head and some of the body, then
  * silence. The OpenAI-kind provider points here; the Anthropic-kind one at a well-behaved fake,
  * so `models: [stalling, healthy]` shows the fallback.
  */
-let script: (socket: Socket<{ buf: string }>) => void = () => {};
-let raw: TCPSocketListener<{ buf: string }>;
+let script: (socket: RawSocket) => void = () => {};
+let raw: RawUpstream;
 let healthy: FakeUpstream;
-const open = new Set<Socket<{ buf: string }>>();
-const closed = new Set<Socket<{ buf: string }>>();
 
 beforeAll(async () => {
   healthy = await startFakeUpstream();
-  raw = Bun.listen<{ buf: string }>({
-    hostname: "127.0.0.1",
-    port: 0,
-    socket: {
-      open(socket) {
-        socket.data = { buf: "" };
-        open.add(socket);
-      },
-      data(socket, bytes) {
-        socket.data.buf += bytes.toString();
-        const head = socket.data.buf.indexOf("\r\n\r\n");
-        if (head === -1) return;
-        const length = Number(/content-length:\s*(\d+)/i.exec(socket.data.buf.slice(0, head))?.[1] ?? 0);
-        if (socket.data.buf.length - head - 4 < length) return;
-        socket.data.buf = "";
-        script(socket);
-      },
-      close(socket) {
-        open.delete(socket);
-        closed.add(socket);
-      },
-    },
-  });
+  raw = rawUpstream((_request, socket) => script(socket));
 });
 afterAll(async () => {
-  for (const s of open) s.end();
-  raw.stop(true);
+  for (const s of raw.sockets) if (!s.data.closed) s.end();
+  raw.stop();
   await healthy.stop();
 });
 
 async function gatewayWith(o: { idleMs?: number; firstByteMs?: number; totalMs?: number; clientIdleMs?: number }): Promise<Gateway> {
-  return startGateway({ upstreamUrl: `http://127.0.0.1:${raw.port}`, idleMs: o.idleMs ?? 300, firstByteMs: o.firstByteMs ?? 2_000, totalMs: o.totalMs, clientIdleMs: o.clientIdleMs, retry: { max_retries: 0 } });
-}
-
-async function until(check: () => boolean, ms = 3_000): Promise<void> {
-  for (const stop = performance.now() + ms; !check(); ) {
-    if (performance.now() > stop) throw new Error("condition not met in time");
-    await Bun.sleep(10);
-  }
+  return startGateway({ upstreamUrl: raw.url, idleMs: o.idleMs ?? 300, firstByteMs: o.firstByteMs ?? 2_000, totalMs: o.totalMs, clientIdleMs: o.clientIdleMs, retry: { max_retries: 0 } });
 }
 
 function records(gw: Gateway) {
@@ -186,7 +156,7 @@ describe("an upstream that says its answer is over but keeps the body open", () 
   test("[DONE] without the body's end: the client gets the whole answer within the grace, not after idle_ms; charged; the connection is dropped", async () => {
     const gw = await gatewayWith({ idleMs: 10_000 });
     try {
-      let served: Socket<{ buf: string }> | undefined;
+      let served: RawSocket | undefined;
       script = (s) => {
         served = s;
         s.write("HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\ntransfer-encoding: chunked\r\n\r\n" + answerFrames + chunked("data: [DONE]\n\n"));
@@ -204,7 +174,7 @@ describe("an upstream that says its answer is over but keeps the body open", () 
       expect(row!.status).toBe("ok");
       expect(row!.cost_micro).toBeGreaterThan(0);
       // Not kept for another request: its framing never ended.
-      await until(() => served !== undefined && closed.has(served));
+      await until("the served connection closed", 3_000, () => served !== undefined && served.data.closed);
     } finally {
       await gw.stop();
     }
@@ -233,7 +203,7 @@ describe("an upstream that says its answer is over but keeps the body open", () 
 describe("a client that stops reading", () => {
   test("is given up after client_idle_ms: the upstream request is cut, what was produced is charged", async () => {
     const gw = await gatewayWith({ idleMs: 5_000, clientIdleMs: 300 });
-    let streaming: Socket<{ buf: string }> | undefined;
+    let streaming: RawSocket | undefined;
     let written = 0;
     try {
       // An endless answer, as fast as the gateway takes it: 64 KB frames.
@@ -242,7 +212,7 @@ describe("a client that stops reading", () => {
         streaming = s;
         s.write("HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\ntransfer-encoding: chunked\r\n\r\n");
         const pump = () => {
-          if (closed.has(s)) return;
+          if (s.data.closed) return;
           // Write while the socket takes it whole; otherwise try again a little later.
           const wrote = s.write(frame);
           written += Math.max(0, wrote);
@@ -262,9 +232,8 @@ describe("a client that stops reading", () => {
       expect(row!.status).toBe("cancelled");
       expect(row!.cost_micro).toBeGreaterThan(0);
       // The upstream connection was cut rather than read to the end…
-      const closedBy = Date.now() + 3_000;
-      while (!closed.has(streaming!) && Date.now() < closedBy) await Bun.sleep(20);
-      expect(closed.has(streaming!)).toBe(true);
+      await until("the streaming connection closed", 3_000, () => streaming!.data.closed);
+      expect(streaming!.data.closed).toBe(true);
       // …and while the client did not read, the upstream was not read either: what it managed to
       // write is what the sockets' buffers hold, not an answer piling up in the gateway.
       if (process.env.DEBUG_WRITTEN) console.log("written", written);

@@ -247,6 +247,16 @@ const rows: Row[] = [
   { name: "content part without a type", body: withMessage({ role: "user", content: [{ text: "hi" }] }), status: 400 },
   { name: "content part with a numeric type", body: withMessage({ role: "user", content: [{ type: 7, text: "hi" }] }), status: 400 },
   {
+    // Anthropic adds block types over time: on /v1/messages an unknown one goes to the upstream
+    // as it was sent, for the upstream to judge; the chat endpoint's parts are a closed set.
+    name: "content part of an unknown type (passed through on /v1/messages)",
+    body: withMessage({ role: "user", content: [{ type: "hologram", text: "hi" }] }),
+    status: { chat: 400, messages: 200 },
+    check: (e) => {
+      if (e === MESSAGES) expect(lastUpstreamBody().messages.at(-1).content).toEqual([{ type: "hologram", text: "hi" }]);
+    },
+  },
+  {
     name: "image input (refused, not passed through)",
     body: (e) =>
       withMessage({

@@ -5,6 +5,7 @@ import { ConfigError, resolveSettings } from "../src/config/load-config.ts";
 import type { Logger } from "../src/log/log.ts";
 import { startFakeUpstream, type FakeUpstream, type RecordedRequest, type Reply } from "./helpers/fake-upstream.ts";
 import { ANTHROPIC_MODEL, OPENAI_MODEL, post, startGateway, type Gateway, type GatewayOptions } from "./helpers/gateway.ts";
+import { until } from "./helpers/until.ts";
 
 /**
  * Issue 33, vendor key pools: a provider's `keys` share its traffic by weight, a key the vendor
@@ -232,7 +233,7 @@ describe("cooldowns and refused keys (injected clock)", () => {
     await Bun.sleep(100);
     expect(probes()).toHaveLength(0);
     clock = revokedAt + 1_000;
-    await until(() => probes().length === 1);
+    await until("the first probe", 20_000, () => probes().length === 1);
     expect(keyOf(probes()[0]!)).toBe("POOL_KEY_A");
     clock = revokedAt + 2_999;
     await Bun.sleep(100);
@@ -240,8 +241,8 @@ describe("cooldowns and refused keys (injected clock)", () => {
     // The vendor takes the key again: the next probe passes and traffic returns without anyone acting.
     accepted = true;
     clock = revokedAt + 3_000;
-    await until(() => probes().length === 2);
-    await until(async () => ((await (await fetch(`${gw.url}/ready`)).json()) as any).vendor_keys === undefined);
+    await until("the second probe", 20_000, () => probes().length === 2);
+    await until("/ready without vendor_keys", 20_000, async () => ((await (await fetch(`${gw.url}/ready`)).json()) as any).vendor_keys === undefined);
     upstream.requests.length = 0;
     expect(await many(60, () => ask(gw))).toEqual(Array(60).fill(200));
     expect(tally(chats(upstream)).POOL_KEY_A).toBeGreaterThan(0);
@@ -261,7 +262,7 @@ describe("cooldowns and refused keys (injected clock)", () => {
     refusing = false;
     expect(((await (await fetch(`${gw.url}/ready`)).json()) as any).vendor_keys[0].keys[0].state).toBe("disabled");
     clock += 1_000;
-    await until(async () => ((await (await fetch(`${gw.url}/ready`)).json()) as any).vendor_keys === undefined);
+    await until("/ready without vendor_keys", 20_000, async () => ((await (await fetch(`${gw.url}/ready`)).json()) as any).vendor_keys === undefined);
   });
 
   test("every key cooling or disabled: /ready names them and stays 200 (every replica shares this state); the request still goes to the key back soonest", async () => {
@@ -375,11 +376,3 @@ describe("no vendor secret anywhere", () => {
     }
   });
 });
-
-async function until(probe: () => boolean | Promise<boolean>, timeoutMs = 20_000): Promise<void> {
-  const deadline = performance.now() + timeoutMs;
-  while (!(await probe())) {
-    if (performance.now() > deadline) throw new Error("timed out");
-    await Bun.sleep(10);
-  }
-}

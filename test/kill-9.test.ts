@@ -5,6 +5,8 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { startFakeUpstream, type FakeUpstream } from "./helpers/fake-upstream.ts";
 import { runAdminCli, startGatewayProcess, type GatewayProcess } from "./helpers/gateway-process.ts";
+import { load, type AskOptions } from "./helpers/client-load.ts";
+import { until } from "./helpers/until.ts";
 
 /**
  * Issue 14, "Money that survives faults": the gateway runs as a real process under a few hundred
@@ -62,101 +64,22 @@ async function start(env: Record<string, string>): Promise<GatewayProcess> {
 }
 
 /** What a client asks for: both client formats, streamed or not, on the same and the other vendor's model. */
-interface Kind {
-  name: string;
-  format: "openai" | "anthropic";
-  model: string;
-  stream: boolean;
-  includeUsage?: boolean;
-}
-
-const KINDS: Kind[] = [
-  { name: "openai json → openai", format: "openai", model: OPENAI_MODEL, stream: false },
-  { name: "openai json → anthropic", format: "openai", model: ANTHROPIC_MODEL, stream: false },
-  { name: "openai sse+usage → openai", format: "openai", model: OPENAI_MODEL, stream: true, includeUsage: true },
-  { name: "openai sse → openai", format: "openai", model: OPENAI_MODEL, stream: true },
-  { name: "openai sse+usage → anthropic", format: "openai", model: ANTHROPIC_MODEL, stream: true, includeUsage: true },
-  { name: "openai sse → anthropic", format: "openai", model: ANTHROPIC_MODEL, stream: true },
-  { name: "anthropic json → anthropic", format: "anthropic", model: ANTHROPIC_MODEL, stream: false },
-  { name: "anthropic json → openai", format: "anthropic", model: OPENAI_MODEL, stream: false },
-  { name: "anthropic sse → anthropic", format: "anthropic", model: ANTHROPIC_MODEL, stream: true },
-  { name: "anthropic sse → openai", format: "anthropic", model: OPENAI_MODEL, stream: true },
+const KINDS: (AskOptions & { kind: string })[] = [
+  { kind: "openai json → openai", model: OPENAI_MODEL },
+  { kind: "openai json → anthropic", model: ANTHROPIC_MODEL },
+  { kind: "openai sse+usage → openai", model: OPENAI_MODEL, stream: true, includeUsage: true },
+  { kind: "openai sse → openai", model: OPENAI_MODEL, stream: true },
+  { kind: "openai sse+usage → anthropic", model: ANTHROPIC_MODEL, stream: true, includeUsage: true },
+  { kind: "openai sse → anthropic", model: ANTHROPIC_MODEL, stream: true },
+  { kind: "anthropic json → anthropic", anthropic: true, model: ANTHROPIC_MODEL },
+  { kind: "anthropic json → openai", anthropic: true, model: OPENAI_MODEL },
+  { kind: "anthropic sse → anthropic", anthropic: true, model: ANTHROPIC_MODEL, stream: true },
+  { kind: "anthropic sse → openai", anthropic: true, model: OPENAI_MODEL, stream: true },
 ];
 
-/** One request as its client saw it. */
-interface Outcome {
-  kind: string;
-  status?: number;
-  /** The answer's id (`chatcmpl-…` / `msg_…`), from the body or the first frame. */
-  id?: string;
-  /** JSON: status 200 and the whole body parsed. Stream: the last frame (`[DONE]` / `message_stop`) arrived. */
-  completed: boolean;
-}
-
-async function ask(gw: GatewayProcess, kind: Kind, text: string, outcome: Outcome): Promise<void> {
-  const body: Record<string, unknown> = { model: kind.model, max_tokens: 64, messages: [{ role: "user", content: text }] };
-  if (kind.stream) body.stream = true;
-  if (kind.includeUsage) body.stream_options = { include_usage: true };
-  const res = await fetch(`${gw.url}${kind.format === "openai" ? "/v1/chat/completions" : "/v1/messages"}`, {
-    method: "POST",
-    headers: { authorization: `Bearer ${gw.key}`, "content-type": "application/json", "anthropic-version": "2023-06-01" },
-    body: JSON.stringify(body),
-  });
-  outcome.status = res.status;
-  if (res.status !== 200) {
-    await res.text();
-    return;
-  }
-  if (!kind.stream) {
-    const answer = (await res.json()) as { id: string };
-    outcome.id = answer.id;
-    outcome.completed = true;
-    return;
-  }
-  const decoder = new TextDecoder();
-  let buffer = "";
-  for await (const chunk of res.body!) {
-    buffer += decoder.decode(chunk, { stream: true });
-    for (let cut = buffer.indexOf("\n\n"); cut !== -1; cut = buffer.indexOf("\n\n")) {
-      const lines = buffer.slice(0, cut).split("\n");
-      buffer = buffer.slice(cut + 2);
-      const event = lines.find((l) => l.startsWith("event: "))?.slice(7);
-      const data = lines.find((l) => l.startsWith("data: "))?.slice(6);
-      if (data === undefined) continue;
-      if (kind.format === "openai") {
-        if (data === "[DONE]") outcome.completed = true;
-        else outcome.id ??= (JSON.parse(data) as { id?: string }).id;
-      } else if (event === "message_start") outcome.id = (JSON.parse(data) as { message: { id: string } }).message.id;
-      else if (event === "message_stop") outcome.completed = true;
-    }
-  }
-}
-
 /** Clients that each send one request after another until the gateway is gone. */
-function load(gw: GatewayProcess, round: number) {
-  const outcomes: Outcome[] = [];
-  let stopped = false;
-  const clients = Array.from({ length: CLIENTS }, async (_, i) => {
-    const kind = KINDS[i % KINDS.length]!;
-    for (let n = 0; !stopped; n++) {
-      const outcome: Outcome = { kind: kind.name, completed: false };
-      outcomes.push(outcome);
-      try {
-        await ask(gw, kind, `round ${round} client ${i} request ${n}: alpha beta gamma delta epsilon zeta eta theta`, outcome);
-      } catch {
-        // The gateway died under this request: what the client saw so far is in `outcome`.
-      }
-    }
-  });
-  return {
-    outcomes,
-    /** No client sends another request; resolves when every client's last one has ended. */
-    async stop() {
-      stopped = true;
-      await Promise.all(clients);
-    },
-  };
-}
+const loadOf = (gw: GatewayProcess, round: number) =>
+  load(gw.url, gw.key, CLIENTS, (i, n) => ({ ...KINDS[i % KINDS.length]!, maxTokens: 64, text: `round ${round} client ${i} request ${n}: alpha beta gamma delta epsilon zeta eta theta` }));
 
 interface Books {
   balance: number;
@@ -187,14 +110,6 @@ function readBooks(dbPath: string): Books & { recordOf(requestId: string): { cos
 /** `chatcmpl-<uuid>` / `msg_<uuid>` → `req_<uuid>`: an answer's id names its usage record. */
 const requestIdOf = (answerId: string) => `req_${answerId.replace(/^(chatcmpl-|msg_)/, "")}`;
 
-async function until(condition: () => boolean, timeoutMs: number, what: string): Promise<void> {
-  const deadline = performance.now() + timeoutMs;
-  while (!condition()) {
-    if (performance.now() > deadline) throw new Error(`timed out waiting for ${what}`);
-    await Bun.sleep(5);
-  }
-}
-
 test(`kill -9 under ${CLIENTS} concurrent clients, ${ROUNDS} times on one file: every completed answer charged once, the books balance`, async () => {
   const env = gatewayEnv("ledger");
   const seen = new Set<string>();
@@ -209,9 +124,9 @@ test(`kill -9 under ${CLIENTS} concurrent clients, ${ROUNDS} times on one file: 
       expect(before.records).toBe(0);
     }
 
-    const clients = load(gw, round);
+    const clients = loadOf(gw, round);
     // Every kind of request completes at least once before the kill, so every round proves something.
-    await until(() => KINDS.every((k) => clients.outcomes.some((o) => o.kind === k.name && o.completed)), 15_000, "one completed answer of every kind");
+    await until("one completed answer of every kind", 15_000, () => KINDS.every((k) => clients.outcomes.some((o) => o.kind === k.kind && o.completed)));
     await Bun.sleep(150 + Math.floor(Math.random() * 450));
     const ended = clients.stop();
     gw.child.kill("SIGKILL");

@@ -11,6 +11,7 @@ import { auditLedger } from "../src/store/sqlite/audit.ts";
 import type { Logger } from "../src/log/log.ts";
 import { ledgerContract, settlement, type LedgerFixture } from "./helpers/ledger-contract.ts";
 import { faultyLedger } from "./helpers/faulty-ledger.ts";
+import { until } from "./helpers/until.ts";
 
 const dir = mkdtempSync(join(tmpdir(), "switchyard-ledger-"));
 afterAll(() => rmSync(dir, { recursive: true, force: true }));
@@ -58,13 +59,6 @@ ledgerContract("fault-injecting wrapper, nothing armed", async () => {
 });
 
 const ledgerOptions = { busyLimitMs: 150, retryMaxMs: 40, probeIntervalMs: 50 };
-const until = async (condition: () => boolean, ms = 3_000) => {
-  const deadline = Date.now() + ms;
-  while (!condition()) {
-    if (Date.now() > deadline) throw new Error("condition not reached in time");
-    await Bun.sleep(5);
-  }
-};
 
 describe("SQLite ledger under store faults", () => {
   for (const fault of [
@@ -91,7 +85,7 @@ describe("SQLite ledger under store faults", () => {
         expect(f.logs.some((l) => l.level === "error" && l.message.startsWith("ledger cannot write"))).toBe(true);
 
         fault.disarm(f.db);
-        await until(() => f.ledger.health().writable && f.ledger.health().queued === 0);
+        await until("the ledger writable with nothing queued", 3_000, () => f.ledger.health().writable && f.ledger.health().queued === 0);
         expect(f.ledger.admits(true)).toBe(true);
         const written = f.db.query<{ n: number; cost: number }, []>("SELECT COUNT(*) AS n, SUM(cost_micro) AS cost FROM usage_records").get()!;
         expect(written).toEqual({ n: 400, cost: 200 * 700 });
@@ -123,7 +117,7 @@ describe("SQLite ledger under store faults", () => {
       expect(f.ledger.health().writable).toBe(false);
       expect(f.ledger.health().lastError).toContain("locked");
       other.exec("COMMIT");
-      await until(() => f.ledger.health().writable && f.ledger.health().queued === 0);
+      await until("the ledger writable with nothing queued", 3_000, () => f.ledger.health().writable && f.ledger.health().queued === 0);
       expect(await f.records("req_locked")).toEqual([{ cost_micro: 4_000, status: "ok" }]);
     } finally {
       other.close();
@@ -157,9 +151,9 @@ describe("SQLite ledger under store faults", () => {
     try {
       expect(f.ledger.health().writable).toBe(true);
       f.db.exec("PRAGMA query_only = 1");
-      await until(() => !f.ledger.health().writable);
+      await until("the ledger not writable", 3_000, () => !f.ledger.health().writable);
       f.db.exec("PRAGMA query_only = 0");
-      await until(() => f.ledger.health().writable);
+      await until("the ledger writable again", 3_000, () => f.ledger.health().writable);
     } finally {
       await f.close();
     }

@@ -1,18 +1,18 @@
 import { afterAll, beforeAll, expect, test } from "bun:test";
 import net from "node:net";
-import { mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
+import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { startGatewayProcess, type GatewayProcess } from "./helpers/gateway-process.ts";
 
 /**
- * Memory per stream is bounded whatever the answer's length: clients that stop reading make the
- * gateway stop reading their upstreams after a bounded buffer. 2,000 clients each open an
- * endless streamed answer, read its first bytes and then read nothing; the gateway (a real
- * process) must stay under 300 MB of RSS.
+ * Clients that stop reading make the gateway stop reading their upstreams after a bounded buffer,
+ * whatever the answer's length. 2,000 clients each open an endless streamed answer, read its first
+ * bytes and then read nothing: the gateway (a real process) holds them all, and cuts every upstream
+ * stream when they leave. What that costs in RSS (≤ 300 MB) is measured by bench/memory.ts.
  */
 const CLIENTS = Number(process.env.CLIENTS ?? 2_000);
-const FRAME = `data: {"id":"c","object":"chat.completion.chunk","created":1,"model":"m","choices":[{"index":0,"delta":{"content":"${"lorem ipsum ".repeat(Number(process.env.FRAME_REPEAT ?? 340))}"},"finish_reason":null}]}\n\n`;
+const FRAME = `data: {"id":"c","object":"chat.completion.chunk","created":1,"model":"m","choices":[{"index":0,"delta":{"content":"${"lorem ipsum ".repeat(340)}"},"finish_reason":null}]}\n\n`;
 
 let upstream: ReturnType<typeof Bun.serve>;
 let dir: string;
@@ -74,11 +74,6 @@ afterAll(async () => {
   rmSync(dir, { recursive: true, force: true });
 });
 
-function rssMb(pid: number): number {
-  const status = readFileSync(`/proc/${pid}/status`, "utf8");
-  return Number(/VmRSS:\s+(\d+) kB/.exec(status)![1]) / 1024;
-}
-
 /** A client that sends its request, reads until the answer's first bytes, then stops reading. */
 function stalledClient(port: number, key: string): Promise<net.Socket> {
   return new Promise((resolve, reject) => {
@@ -111,20 +106,12 @@ async function closeAll(sockets: net.Socket[]): Promise<void> {
   expect(openUpstreamStreams).toBe(0);
 }
 
-test(`${CLIENTS} open streams whose clients read nothing cost the gateway ≤ 300 MB`, async () => {
+test(`${CLIENTS} open streams whose clients read nothing are all held; when the clients leave, every upstream stream is cut`, async () => {
   // A 4 KB frame a second each (ten times a fast model's pace): the answers keep coming while
-  // nobody reads them, and what is measured is what an open stream costs the gateway, not
-  // garbage from moving gigabytes (the test above shows the gateway stops reading).
+  // nobody reads them.
   paceMs = 1_000;
-  upstreamBytes = 0;
-  Bun.gc(true);
-  const before = rssMb(gateway.child.pid);
   const sockets = await openStalled(CLIENTS);
   expect(openUpstreamStreams).toBe(CLIENTS);
-  await Bun.sleep(3_000);
-  const during = rssMb(gateway.child.pid);
-  if (process.env.DEBUG_MEMORY) console.log({ before, during, perStreamKb: ((during - before) * 1024) / CLIENTS, upstreamMb: upstreamBytes / 2 ** 20 });
-  expect(during).toBeLessThanOrEqual(300);
   // The clients leave: every upstream request is cut, and the gateway is still there.
   await closeAll(sockets);
   expect((await fetch(`${gateway.url}/health`)).status).toBe(200);
@@ -143,6 +130,5 @@ test("a client that stops reading stops the gateway reading its upstream (what m
   await Bun.sleep(1_000);
   expect(upstreamBytes).toBe(settled);
   expect(settled).toBeLessThan(4 * 64 * 2 ** 20);
-  if (process.env.DEBUG_MEMORY) console.log({ perStreamMb: settled / 4 / 2 ** 20 });
   await closeAll(sockets);
 }, 60_000);

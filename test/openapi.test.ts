@@ -46,6 +46,17 @@ describe("GET /openapi.json", () => {
     for (const route of Object.keys(OPERATIONS)) expect([route, served.includes(route)]).toEqual([route, true]);
   });
 
+  test("docs/api.md names every route served (as `METHOD /path`, parameters as {id} or :id)", async () => {
+    const reference = readFileSync(new URL("../docs/api.md", import.meta.url), "utf8");
+    const served = gw.app.routes.filter((r) => ["GET", "POST", "PUT", "PATCH", "DELETE"].includes(r.method));
+    expect(served.length).toBeGreaterThan(10);
+    const missing = served
+      .map((r) => [r.method, r.path.replace("*", "{id}")] as const)
+      .filter(([method, path]) => !reference.includes(`\`${method} ${path}\``) && !reference.includes(`\`${method} ${path.replace(/:(\w+)/g, "{$1}")}\``))
+      .map(([method, path]) => `${method} ${path}`);
+    expect(missing).toEqual([]);
+  });
+
   test("request bodies and query parameters are the schemas the routes validate with", async () => {
     const doc = await documentOf(gw.url);
     const body = (path: string) => doc.paths[path].post.requestBody.content["application/json"].schema;

@@ -10,6 +10,7 @@ import { openPostgresStores } from "../src/store/stores.ts";
 import { closedPort, postgresMissing, useTestDatabase } from "./helpers/backends.ts";
 import { ledgerContract, settlement, type LedgerFixture } from "./helpers/ledger-contract.ts";
 import { tcpProxy } from "./helpers/tcp-proxy.ts";
+import { until } from "./helpers/until.ts";
 
 const missing = await postgresMissing();
 const database = useTestDatabase();
@@ -58,14 +59,6 @@ async function pgFixture(options: Partial<PgLedgerOptions> = {}, via?: Pg): Prom
     },
   };
 }
-
-const until = async (condition: () => boolean | Promise<boolean>, ms = 5_000) => {
-  const deadline = Date.now() + ms;
-  while (!(await condition())) {
-    if (Date.now() > deadline) throw new Error("condition not reached in time");
-    await Bun.sleep(10);
-  }
-};
 
 /** The pool as the ledger sees it, counting what it sends: transactions, and settlement statements. */
 const counting = (sql: Pg) => {
@@ -132,9 +125,11 @@ if (missing) {
 
     test("a process that stops heartbeating has its holds released by another; its late settlement still charges what it held, once", async () => {
       // `dead` never heartbeats again after it starts (a minute between beats); `live` does, every 50 ms.
+      // Staleness is judged on the database's clock; how long `live` has been healthy, on its own
+      // clock, which the test moves by hand.
+      let liveClock = Date.now();
       const dead = await pgFixture({ heartbeatMs: 60_000, staleAfterMs: 400, sweepIntervalMs: 60_000 });
-      const live = await pgFixture({ heartbeatMs: 50, staleAfterMs: 400, sweepIntervalMs: 60_000, timeoutMs: 400 });
-      const liveSince = performance.now();
+      const live = await pgFixture({ heartbeatMs: 50, staleAfterMs: 400, sweepIntervalMs: 60_000, timeoutMs: 400, now: () => liveClock });
       try {
         const who = await dead.fund(10_000);
         const ids = [1, 2, 3].map((i) => `req_dead_${Date.now()}_${i}`);
@@ -143,11 +138,13 @@ if (missing) {
         expect((await live.ledger.balance(who.accountId))!.heldMicro).toBe(4_000);
         // Too early: the silent process is not stale yet.
         expect(await live.ledger.sweep()).toBe(0);
+        // Stale by the database's clock after 500 ms…
         await Bun.sleep(500);
-        // Stale now, but `live` has not been writing its own heartbeats for longer than a living
-        // process takes to come back (staleAfterMs + timeoutMs): it judges nobody yet.
-        if (performance.now() - liveSince < 750) expect(await live.ledger.sweep()).toBe(0);
-        await Bun.sleep(Math.max(0, 850 - (performance.now() - liveSince)));
+        // …but `live` has not been writing its own heartbeats for longer than a living process
+        // takes to come back (staleAfterMs + timeoutMs = 800 ms by its clock): it judges nobody yet.
+        liveClock += 799;
+        expect(await live.ledger.sweep()).toBe(0);
+        liveClock += 1;
         expect(await live.ledger.sweep()).toBe(3);
         expect(await live.ledger.balance(who.accountId)).toEqual({ balanceMicro: 10_000, heldMicro: 1_000 });
         // The process was only slow: its answer still finishes and is charged (within what it held).
@@ -482,7 +479,7 @@ if (missing) {
         expect(f.logs.some((l) => l.level === "error" && l.message.startsWith("ledger cannot write"))).toBe(true);
 
         proxy.restore();
-        await until(() => f.ledger.health().writable && f.ledger.health().queued === 0);
+        await until("the ledger writable with nothing queued", 5_000, () => f.ledger.health().writable && f.ledger.health().queued === 0);
         expect(f.ledger.admits(true)).toBe(true);
         const [written] = await f.sql`SELECT COUNT(*)::int AS n, SUM(cost_micro)::int AS cost FROM usage_records WHERE request_id LIKE ${"req_gone_%"} AND account_id = ${who.accountId}`;
         expect(written).toEqual({ n: 20, cost: 20 * 1_500 });
@@ -521,7 +518,7 @@ if (missing) {
         await killing;
         expect(kills).toBeGreaterThan(0);
         expect(granted.length).toBeGreaterThan(0);
-        await until(async () => {
+        await until("the ledger writable with nothing queued", 5_000, async () => {
           await f.ledger.flush();
           return f.ledger.health().writable && f.ledger.health().queued === 0;
         });

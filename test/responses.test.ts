@@ -8,7 +8,7 @@ import OpenAI from "openai";
 import type { ResponseStreamEvent } from "openai/resources/responses/responses";
 import { useFakeUpstream } from "./helpers/fake-upstream.ts";
 import { useGateway, post, sseFrames, ANTHROPIC_MODEL, OPENAI_MODEL } from "./helpers/gateway.ts";
-import { scripted, scriptedReply } from "./helpers/scripted-answers.ts";
+import { reasoningDialect, scripted, scriptedReply } from "./helpers/scripted-answers.ts";
 import { recordingResponseStore } from "./helpers/recording-response-store.ts";
 import type { Logger } from "../src/log/log.ts";
 import { NO_RESPONSE_STORE } from "../src/formats/openai-responses/response-store.ts";
@@ -212,8 +212,8 @@ describe.each([
     expect(whole.max_output_tokens).toBe(16);
   });
 
-  test("reasoning from the upstream becomes a reasoning item before the message", async () => {
-    upstream.reply(scripted(vendor, { reasoning: "The user greets; greet back.", text: "Hi!" }));
+  test("reasoning from the upstream becomes a reasoning item before the message (on the OpenAI kind, DeepSeek's reasoning_content dialect)", async () => {
+    upstream.reply(scripted(reasoningDialect(vendor), { reasoning: "The user greets; greet back.", text: "Hi!" }));
     const stream = openai.responses.stream({ model, input: "Hello" });
     let reasoning = "";
     stream.on("response.reasoning_text.delta", (e) => (reasoning += e.delta));
@@ -228,9 +228,9 @@ describe.each([
     expect(lastUpstream().rawBody).not.toContain("The user greets");
   });
 
-  test("reasoning.summary asked: the thinking comes as the reasoning item's summary, streamed with OpenAI's summary events", async () => {
+  test("reasoning.summary asked: the thinking comes as the reasoning item's summary, streamed with OpenAI's summary events (on the OpenAI kind, DeepSeek's reasoning_content dialect)", async () => {
     const thinking = "The user greets; greet back.";
-    upstream.reply(scripted(vendor, { reasoning: thinking, text: "Hi!" }));
+    upstream.reply(scripted(reasoningDialect(vendor), { reasoning: thinking, text: "Hi!" }));
     const stream = openai.responses.stream({ model, input: "Hello", reasoning: { summary: "auto" } });
     const events: ResponseStreamEvent[] = [];
     stream.on("event", (e) => events.push(e));
@@ -263,7 +263,7 @@ describe.each([
     expect((events[2] as OpenAI.Responses.ResponseOutputItemAddedEvent).item).not.toHaveProperty("content");
 
     // A whole body, asked for a detailed summary, carries the same item.
-    upstream.reply(scriptedReply(vendor, { reasoning: thinking, text: "Hi!" }));
+    upstream.reply(scriptedReply(reasoningDialect(vendor), { reasoning: thinking, text: "Hi!" }));
     const whole = await openai.responses.create({ model, input: "Hello", reasoning: { summary: "detailed" } });
     expect(whole.output[0]).toEqual({ id: expect.stringMatching(/^rs_/), type: "reasoning", summary: [{ type: "summary_text", text: thinking }] });
     expect(whole.output_text).toBe("Hi!");
@@ -405,7 +405,7 @@ describe("responses API requests the gateway refuses or adapts", () => {
     upstream.reply(scriptedReply("openai", { text: "Not kept.", calls: [{ id: "call_nk", name: "get_weather", arguments: "{}" }] }));
     const whole = await openai.responses.create({ model: OPENAI_MODEL, input: "x", tools: [weather], store: false });
     expect((whole as unknown as { store: boolean }).store).toBe(false);
-    upstream.reply(scripted("openai", { reasoning: "Private thoughts.", text: "Not kept either." }));
+    upstream.reply(scripted("deepseek", { reasoning: "Private thoughts.", text: "Not kept either." }));
     const streamed = await openai.responses.stream({ model: OPENAI_MODEL, input: "x", store: false, reasoning: { summary: "auto" } }).finalResponse();
     expect(streamed.output.map((o) => o.type)).toEqual(["reasoning", "message"]);
     expect(stored.kept.length).toBe(before);

@@ -1,35 +1,65 @@
 import { describe, expect, test } from "bun:test";
-import { createApp } from "../src/app.ts";
-import { resolveSettings } from "../src/config/load-config.ts";
-import { openDatabase } from "../src/store/database.ts";
-import { silentLogger } from "../src/log/log.ts";
+import { Elysia } from "elysia";
+import { useFakeUpstream } from "./helpers/fake-upstream.ts";
+import { useGateway, post, OPENAI_MODEL, ANTHROPIC_MODEL } from "./helpers/gateway.ts";
 
 /**
  * The API routes are composed before the admin routes are added (src/app.ts): a global hook that
  * reads `headers` (as @elysiajs/bearer's derive did when the admin routes used it) makes a route
- * composed after it copy every request header into an object on each request, which none of the
- * API routes reads. The admin token is now checked on arrival (http/routes/admin.ts, adminGate).
+ * composed after it copy every request header into an object on each request
+ * (`request.headers.toJSON()`), which none of the API routes reads. The admin token is now
+ * checked on arrival (http/routes/admin.ts, adminGate). The test counts those copies while real
+ * requests go through the gateway on loopback.
  */
-describe("route composition", () => {
-  const settings = resolveSettings({
-    providers: [{ id: "o", kind: "openai", base_url: "http://upstream.invalid/v1", api_key_env: "K" }],
-    models: [{ id: "test/m", provider: "o", upstream_model: "m", category: "text", context_length: 8192, pricing: { input_per_mtok: 1, output_per_mtok: 1 } }],
-  }, { K: "sk-test" }, "test");
-  const app = createApp({ db: openDatabase(":memory:"), settings, log: silentLogger, adminToken: "admin-token-for-compose-test-0123456789abcdef0123456789abcdef" });
+const ADMIN_TOKEN = "admin-token-for-compose-test-0123456789abcdef0123456789abcdef";
+const upstream = useFakeUpstream();
+const EMBED = "test/embed";
+const gw = useGateway(() => ({
+  upstreamUrl: upstream.url,
+  adminToken: ADMIN_TOKEN,
+  extraModels: [{ id: EMBED, provider: "fake-openai", upstream_model: "text-embedding-3-small", category: "embedding", context_length: 8192, pricing: { input_per_mtok: 20, output_per_mtok: 0 } }],
+}));
 
-  test("the API routes do not copy the request's headers into an object", () => {
-    const api = app.routes.filter((r) => r.method === "POST" && ["/v1/chat/completions", "/v1/messages", "/v1/responses", "/v1/embeddings"].includes(r.path));
-    expect(api.map((r) => r.path).sort()).toEqual(["/v1/chat/completions", "/v1/embeddings", "/v1/messages", "/v1/responses"]);
-    for (const route of api) expect(String(route.compile())).not.toContain("headers.toJSON");
+const original = Headers.prototype.toJSON;
+/** Runs `send` while counting every `Headers#toJSON` call in this process. */
+async function countCopies(send: () => Promise<Response>): Promise<{ status: number; copies: number }> {
+  let copies = 0;
+  Headers.prototype.toJSON = function (this: Headers) {
+    copies++;
+    return original.call(this);
+  };
+  try {
+    const res = await send();
+    await res.arrayBuffer();
+    return { status: res.status, copies };
+  } finally {
+    Headers.prototype.toJSON = original;
+  }
+}
+
+describe("route composition", () => {
+  test.each([
+    ["/v1/chat/completions", { model: OPENAI_MODEL, messages: [{ role: "user", content: "hi" }] }],
+    ["/v1/messages", { model: ANTHROPIC_MODEL, max_tokens: 16, messages: [{ role: "user", content: "hi" }] }],
+    ["/v1/responses", { model: OPENAI_MODEL, input: "hi" }],
+    ["/v1/embeddings", { model: EMBED, input: "hi" }],
+  ] as const)("POST %s does not copy the request's headers into an object", async (path, body) => {
+    const answer = await countCopies(() => post(gw, path, body));
+    expect(answer.status).toBe(200);
+    expect(answer.copies).toBe(0);
   });
 
-  test("the admin routes still read their bearer token", async () => {
-    const account = await app.services.accounts.createAccount("compose", 1_000_000);
-    const url = `http://localhost/v1/admin/accounts/${account.id}`;
-    const denied = await app.handle(new Request(url, { headers: { authorization: "Bearer wrong" } }));
-    expect(denied.status).toBe(401);
-    const allowed = await app.handle(new Request(url, { headers: { authorization: "Bearer admin-token-for-compose-test-0123456789abcdef0123456789abcdef" } }));
+  test("the admin routes read their bearer token", async () => {
+    const url = `${gw.url}/v1/admin/accounts/${gw.accountId}`;
+    expect((await fetch(url, { headers: { authorization: "Bearer wrong" } })).status).toBe(401);
+    const allowed = await fetch(url, { headers: { authorization: `Bearer ${ADMIN_TOKEN}` } });
     expect(allowed.status).toBe(200);
-    expect(((await allowed.json()) as { id: string }).id).toBe(account.id);
+    expect(((await allowed.json()) as { id: string }).id).toBe(gw.accountId);
+  });
+
+  test("the count sees the copy: a route composed after a global hook that reads headers makes one per request", async () => {
+    const probe = new Elysia().derive({ as: "global" }, ({ headers }) => ({ auth: headers.authorization })).get("/", ({ auth }) => auth ?? "none");
+    const answer = await countCopies(() => probe.handle(new Request("http://localhost/", { headers: { authorization: "Bearer x" } })));
+    expect(answer).toEqual({ status: 200, copies: 1 });
   });
 });

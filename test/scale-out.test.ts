@@ -96,7 +96,7 @@ if (missing) {
       expect(statuses).toEqual([200, 200, 200, 429]);
 
       // Revoked on the CLI: refused by both gateways within their key cache's TTL (200 ms here, 2 s by default).
-      expect(JSON.parse((await cli(url, "keys", "list", account.id)).stdout)).toHaveLength(1);
+      expect(JSON.parse((await cli(url, "keys", "list", account.id)).stdout).data).toHaveLength(1);
       expect((await cli(url, "keys", "revoke", made.id)).code).toBe(0);
       await Bun.sleep(250);
       for (const gw of [a, b]) expect((await fetch(gw.url + "/v1/models", { headers: { authorization: `Bearer ${made.key}` } })).status).toBe(401);

@@ -13,7 +13,7 @@ import Anthropic from "@anthropic-ai/sdk";
 import { jsonSchemaOutputFormat } from "@anthropic-ai/sdk/helpers/json-schema";
 import { useFakeUpstream, vendorRefusal, type RecordedRequest, type Reply } from "./helpers/fake-upstream.ts";
 import { useGateway, post, sseFrames, ANTHROPIC_MODEL, OPENAI_MODEL } from "./helpers/gateway.ts";
-import { anthropicBody, anthropicStream, openaiBody, openaiStream, SCRIPTED_SIGNATURE } from "./helpers/scripted-answers.ts";
+import { anthropicBody, anthropicStream, deepseekBody, deepseekStream, openaiBody, openaiStream, SCRIPTED_SIGNATURE } from "./helpers/scripted-answers.ts";
 import { answerCostMicro } from "../src/billing/pricing.ts";
 
 const options = { strict: true, thinkingHistory: true };
@@ -282,7 +282,7 @@ describe("thinking in answers", () => {
     expect(completion.usage!.completion_tokens_details).toEqual({ reasoning_tokens: 0 });
   });
 
-  test("a Responses client gets a reasoning item and output_tokens_details.reasoning_tokens, streamed (estimated) and whole (reported)", async () => {
+  test("a Responses client gets a reasoning item and output_tokens_details.reasoning_tokens, streamed (estimated, from Anthropic) and whole (reported, in DeepSeek's reasoning_content dialect)", async () => {
     answer(anthropicStream({ reasoning: thinking, text: "18°C.", usage: { input: 40, output: 30 } }));
     const stream = openai.responses.stream({ model: ANTHROPIC_MODEL, input: "Weather in Paris?", reasoning: { effort: "low" } });
     let reasoning = "";
@@ -295,14 +295,14 @@ describe("thinking in answers", () => {
     expect(final.usage!.output_tokens_details.reasoning_tokens).toBeGreaterThan(8);
     expect(final.usage!.output_tokens_details.reasoning_tokens).toBeLessThan(30);
 
-    answer(openaiBody({ reasoning: thinking, text: "18°C.", usage: { input: 40, output: 300, reasoning: 270 } }));
+    answer(deepseekBody({ reasoning: thinking, text: "18°C.", usage: { input: 40, output: 300, reasoning: 270 } }));
     const whole = await openai.responses.create({ model: O4, input: "Weather in Paris?", reasoning: { effort: "high" } });
     expect(whole.output.map((o) => o.type)).toEqual(["reasoning", "message"]);
     expect(whole.usage).toMatchObject({ output_tokens: 300, output_tokens_details: { reasoning_tokens: 270 } });
   });
 
-  test("an OpenAI upstream's reasoning reaches an Anthropic client as a thinking block, with the count", async () => {
-    answer(openaiStream({ reasoning: thinking, text: "18°C.", usage: { input: 40, output: 300, reasoning: 270 } }));
+  test("reasoning_content from an OpenAI-kind upstream (DeepSeek's dialect) reaches an Anthropic client as a thinking block, with the count", async () => {
+    answer(deepseekStream({ reasoning: thinking, text: "18°C.", usage: { input: 40, output: 300, reasoning: 270 } }));
     const final = await anthropic.messages.stream({ model: O4, max_tokens: 2000, thinking: { type: "enabled", budget_tokens: 1024 }, messages: ask }).finalMessage();
     expect(sent().reasoning_effort).toBe("low");
     expect(final.content).toEqual([expect.objectContaining({ type: "thinking", thinking, signature: "" }), expect.objectContaining({ type: "text", text: "18°C." })]);

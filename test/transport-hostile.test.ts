@@ -5,6 +5,7 @@ import { createFetchTransport } from "../src/transport/fetch-transport.ts";
 import { ResponseTooLargeError } from "../src/transport/transport.ts";
 import { pump, rawUpstream, type RawRequest, type RawSocket, type RawUpstream } from "./helpers/raw-upstream.ts";
 import { IMAGE_CHAT_MODEL, OPENAI_MODEL, post as postToGateway, startGateway } from "./helpers/gateway.ts";
+import { until } from "./helpers/until.ts";
 
 /**
  * The upstream client against upstreams that are broken or hostile, each a raw TCP server
@@ -30,11 +31,6 @@ function setup(answer: (request: RawRequest, socket: RawSocket) => void, maxResp
 
 const json = (body: string, extra = "") => `HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ncontent-length: ${Buffer.byteLength(body)}\r\n${extra}\r\n${body}`;
 const OK = json("{}");
-
-/** Waits until `check` holds (sockets close asynchronously), at most a second. */
-async function until(check: () => boolean): Promise<void> {
-  for (let i = 0; i < 200 && !check(); i++) await Bun.sleep(5);
-}
 
 /**
  * A gzip stream that never ends: a header, then the same deflate segment over and over, each
@@ -65,7 +61,7 @@ describe("bounded answers", () => {
     expect(await res.text().catch((e) => e)).toBeInstanceOf(ResponseTooLargeError);
     // Endless on the wire: only the socket buffers' worth was taken (a few MB of ~1000:1 data), not gigabytes.
     expect(await sent!).toBeLessThan(16 * MiB);
-    await until(() => client.openConnections() === 0);
+    await until("the client's connections closed", 1_000, () => client.openConnections() === 0);
     expect(client.openConnections()).toBe(0);
   });
 
@@ -210,7 +206,7 @@ describe("connection hygiene", () => {
     expect(await (await post('{"n":0}')).text()).toBe('{"n":0}');
     expect(client.openConnections()).toBe(1);
     upstream.sockets[0]!.write(json('{"n":"unsolicited"}'));
-    await until(() => client.openConnections() === 0);
+    await until("the client's connections closed", 1_000, () => client.openConnections() === 0);
     expect(client.openConnections()).toBe(0);
     expect(await (await post('{"n":1}')).text()).toBe('{"n":1}');
     expect(upstream.opened).toBe(2);
@@ -237,7 +233,7 @@ describe("connection hygiene", () => {
       const first = await post('{"n":0}').then((res) => res.text()).catch((e) => e);
       if (expected === "answer") expect(first).toBe("{}");
       else expect(first).toBeInstanceOf(Error);
-      await until(() => client.openConnections() === 0);
+      await until("the client's connections closed", 1_000, () => client.openConnections() === 0);
       expect(client.openConnections()).toBe(0);
       expect(await (await post('{"n":1}')).text()).toBe('{"n":1}');
       expect(upstream.opened).toBe(2);
@@ -259,12 +255,12 @@ describe("connection hygiene", () => {
       socket: { data: () => void (claimed ??= post('{"n":"second"}').then((res) => res.text())) },
     });
     try {
-      await until(() => serverEnd !== undefined);
+      await until("the trigger connection", 1_000, () => serverEnd !== undefined);
       serverEnd!.write("go");
       serverEnd!.flush();
       upstream.sockets[0]!.write(json('{"n":"late"}'));
       upstream.sockets[0]!.flush();
-      await until(() => claimed !== undefined);
+      await until("the second request sent", 1_000, () => claimed !== undefined);
       expect(await claimed!).toBe('{"n":"second"}');
       expect(upstream.opened).toBe(2);
       expect(client.openConnections()).toBe(1);
@@ -274,9 +270,9 @@ describe("connection hygiene", () => {
     }
   });
 
-  test("every answer copied 0–3 ms late: once the first copy is seen, none of 2,000 requests with nonces gets another's answer (the origin's connections carry one request each); reusing them, some do", async () => {
+  test("every answer copied 0–3 ms late: once the first copy is seen, none of 2,000 requests with nonces gets another's answer (the origin's connections carry one request each)", async () => {
     /** `lateMs(n)`: how late the nth copy goes; a copy still due when the next request comes on its connection goes before that request's answer. */
-    const run = async (rest: { reuseAfterMs?: number; reuseOnProbation?: "close" | "rest" }, lateMs: (n: number) => number) => {
+    const run = async (lateMs: (n: number) => number) => {
       const answer = (nonce: string) => json(JSON.stringify({ nonce }));
       const due = new Map<RawSocket, () => void>();
       let copies = 0;
@@ -297,10 +293,12 @@ describe("connection hygiene", () => {
           if (delay === 0) setImmediate(() => due.get(socket) === send && send());
           else timer = setTimeout(send, delay);
         }
-      }, MiB, rest);
-      // The first copy puts the origin on probation: one request, its copy, and a moment for it to land.
+      });
+      // The first copy puts the origin on probation: one request, and its copy landing on the idle
+      // connection, which the client closes for it.
       await (await post(JSON.stringify({ nonce: "first-copied" }))).json();
-      await Bun.sleep(20);
+      await until("the first copy sent and its connection closed", 1_000, () => due.size === 0 && client.openConnections() === 0);
+      expect(client.openConnections()).toBe(0);
       let next = 0;
       let crossed = 0;
       let failed = 0;
@@ -321,15 +319,40 @@ describe("connection hygiene", () => {
       client.close();
       return { crossed, failed, copies };
     };
-    const rested = await run({}, (n) => n % 4);
+    const rested = await run((n) => n % 4);
     expect(rested.copies).toBe(2_001);
     expect(rested.crossed).toBe(0);
     expect(rested.failed).toBe(0);
-    // Reusing an origin's connections while it is on probation, copies 50 ms late (so still due
-    // when the connection is reused, whatever the machine's speed) are read as other requests'
-    // answers: what closing them is for.
-    const reused = await run({ reuseOnProbation: "rest", reuseAfterMs: 0 }, () => 50);
-    expect(reused.crossed + reused.failed).toBeGreaterThan(0);
+  });
+
+  test("on probation, a copy still due when its connection would carry the next request: closing the connection keeps it from that request; reusing it hands the request the copy", async () => {
+    // The copy of each answer after the first is held until its connection's next request, so it
+    // is still due whatever the machine's speed; the first goes at once, to start the probation.
+    const run = async (rest: { reuseAfterMs?: number; reuseOnProbation?: "close" | "rest" }) => {
+      const answer = (nonce: string) => json(JSON.stringify({ nonce }));
+      const held = new Map<RawSocket, string>();
+      const { upstream, client, post } = setup((request, socket) => {
+        const copy = held.get(socket);
+        held.delete(socket);
+        if (copy) socket.write(answer(copy));
+        const { nonce } = JSON.parse(request.body) as { nonce: string };
+        socket.write(answer(nonce));
+        if (nonce === "first") setImmediate(() => socket.write(answer(nonce)));
+        else held.set(socket, nonce);
+      }, MiB, rest);
+      await (await post(JSON.stringify({ nonce: "first" }))).json();
+      await until("the client's connections closed", 1_000, () => client.openConnections() === 0);
+      expect(client.openConnections()).toBe(0);
+      const read = async (nonce: string) => ((await (await post(JSON.stringify({ nonce }))).json()) as { nonce: string }).nonce;
+      const first = await read("one");
+      const second = await read("two");
+      client.close();
+      return { first, second, opened: upstream.opened };
+    };
+    // Closing (the default): each request on a connection of its own, its own answer.
+    expect(await run({})).toEqual({ first: "one", second: "two", opened: 3 });
+    // Reusing, without a rest: the second request reads the first one's copy as its answer.
+    expect(await run({ reuseOnProbation: "rest", reuseAfterMs: 0 })).toEqual({ first: "one", second: "one", opened: 2 });
   });
 
   test("an upstream that never sends an answer twice is not on probation: back-to-back requests share one connection", async () => {
@@ -388,7 +411,7 @@ describe("connection hygiene", () => {
         socket.write(answer("unsolicited"));
         duplicates++;
       }
-      await until(() => client.openConnections() === 0);
+      await until("the client's connections closed", 1_000, () => client.openConnections() === 0);
     }
     expect(crossed).toBe(0);
     expect(failed).toBe(0);

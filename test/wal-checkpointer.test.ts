@@ -5,6 +5,7 @@ import { join } from "node:path";
 import type { Database } from "bun:sqlite";
 import { openDatabase, WAL_AUTOCHECKPOINT_PAGES } from "../src/store/database.ts";
 import { startWalCheckpointer, type WalCheckpointer } from "../src/store/wal-checkpointer.ts";
+import { until } from "./helpers/until.ts";
 
 const dirs: string[] = [];
 const open: { db: Database; checkpointer?: WalCheckpointer }[] = [];
@@ -37,11 +38,6 @@ function writeRows(db: Database): void {
   })();
 }
 
-async function until(check: () => boolean, ms: number): Promise<boolean> {
-  for (const end = Date.now() + ms; Date.now() < end; await Bun.sleep(10)) if (check()) return true;
-  return check();
-}
-
 describe("WAL checkpoints on their own thread", () => {
   test("while it runs, commits never checkpoint and the thread copies the log into the database file", async () => {
     const { db, path } = freshDatabase();
@@ -54,7 +50,7 @@ describe("WAL checkpoints on their own thread", () => {
     writeRows(db);
     // 4 MB is past SQLite's default 1,000-page checkpoint; with the connection's checkpoints off,
     // only the thread can have moved the rows into the database file.
-    expect(await until(() => statSync(path).size > before + 3_000_000, 3000)).toBe(true);
+    await until("the log copied into the database file", 3_000, () => statSync(path).size > before + 3_000_000);
   });
 
   test("stop() gives checkpoints back to the connection", async () => {

@@ -11,6 +11,8 @@ import { startFakeUpstream, type FakeUpstream } from "./helpers/fake-upstream.ts
 import { runAdminCli, startGatewayProcess, type GatewayProcess } from "./helpers/gateway-process.ts";
 import { ANTHROPIC_MODEL, FREE_MODEL, OPENAI_MODEL } from "./helpers/gateway.ts";
 import { tcpProxy } from "./helpers/tcp-proxy.ts";
+import { ask, load, type Outcome } from "./helpers/client-load.ts";
+import { until } from "./helpers/until.ts";
 
 /**
  * Issue 17, second half: SWITCHYARD_WORKERS=N gateway processes on one port under a supervisor,
@@ -81,75 +83,12 @@ const missing = (await postgresMissing()) ?? (await redisMissing());
 const database = useTestDatabase();
 const redisDirect = `${REDIS_URL.replace(/\/\d+$/, "")}/3`;
 
-/** One request as its client saw it (see kill-9.test.ts). */
-interface Outcome {
-  at: number;
-  status?: number;
-  id?: string;
-  retryAfter?: string;
-  completed: boolean;
-}
-
 /** `chatcmpl-<uuid>` / `msg_<uuid>` → `req_<uuid>`: an answer's id names its usage record. */
 const requestIdOf = (answerId: string) => `req_${answerId.replace(/^(chatcmpl-|msg_)/, "")}`;
 
-async function ask(url: string, key: string, o: { model?: string; stream?: boolean; anthropic?: boolean; close?: boolean } = {}): Promise<Outcome> {
-  const outcome: Outcome = { at: performance.now(), completed: false };
-  try {
-    const res = await fetch(`${url}${o.anthropic ? "/v1/messages" : "/v1/chat/completions"}`, {
-      method: "POST",
-      headers: { authorization: `Bearer ${key}`, "content-type": "application/json", "anthropic-version": "2023-06-01", ...(o.close ? { connection: "close" } : {}) },
-      body: JSON.stringify({ model: o.model ?? OPENAI_MODEL, max_tokens: 16, stream: o.stream === true, messages: [{ role: "user", content: "alpha beta gamma" }] }),
-    });
-    outcome.status = res.status;
-    if (res.status !== 200) {
-      outcome.retryAfter = res.headers.get("retry-after") ?? undefined;
-      await res.text();
-      return outcome;
-    }
-    if (!o.stream) {
-      outcome.id = ((await res.json()) as { id: string }).id;
-      outcome.completed = true;
-      return outcome;
-    }
-    const text = await res.text();
-    outcome.id = o.anthropic ? /"id":"(msg_[^"]+)"/.exec(text)?.[1] : /"id":"(chatcmpl-[^"]+)"/.exec(text)?.[1];
-    outcome.completed = o.anthropic ? text.includes("event: message_stop") : text.includes("data: [DONE]");
-  } catch {
-    // The worker died under this request: what the client saw so far is in `outcome`.
-  }
-  return outcome;
-}
-
 /** Clients sending one request after another until stopped, in both formats, streamed or not. */
-function load(url: string, key: string, clients: number) {
-  const outcomes: Outcome[] = [];
-  let stopped = false;
-  const running = Array.from({ length: clients }, async (_, i) => {
-    while (!stopped) {
-      const outcome = await ask(url, key, { stream: i % 2 === 1, anthropic: i % 3 === 2, model: i % 4 === 3 ? ANTHROPIC_MODEL : OPENAI_MODEL });
-      outcomes.push(outcome);
-      if (outcome.status !== 200) await Bun.sleep(50);
-    }
-  });
-  return {
-    outcomes,
-    async stop() {
-      stopped = true;
-      await Promise.all(running);
-    },
-  };
-}
-
-async function until<T>(what: string, timeoutMs: number, probe: () => Promise<T | undefined | false> | T | undefined | false): Promise<T> {
-  const deadline = performance.now() + timeoutMs;
-  for (;;) {
-    const value = await probe();
-    if (value) return value;
-    if (performance.now() > deadline) throw new Error(`timed out after ${timeoutMs} ms waiting for ${what}`);
-    await Bun.sleep(50);
-  }
-}
+const loadOn = (url: string, key: string, clients: number) =>
+  load(url, key, clients, (i) => ({ stream: i % 2 === 1, anthropic: i % 3 === 2, model: i % 4 === 3 ? ANTHROPIC_MODEL : OPENAI_MODEL }), 50);
 
 /**
  * `/ready` of `n` connections in a row (each a new connection, so the kernel spreads them over the
@@ -383,7 +322,7 @@ if (missing) {
     test("kill -9 of one worker under load: nothing a client saw complete is lost, its holds are released, the others keep serving, the supervisor replaces it", async () => {
       const acct = await account(1_000);
       const before = await books(stores.sql, acct.id);
-      const clients = load(a.url, acct.key, 40);
+      const clients = loadOn(a.url, acct.key, 40);
       await until("answers flowing", 10_000, () => clients.outcomes.filter((o) => o.completed).length > 50);
       const slot = 3;
       const victim = slotPids(a).get(slot)!;
@@ -435,7 +374,7 @@ if (missing) {
     test("Redis cut mid-load: /ready 503 within 3 s, every request refused with 503; back: serving again within 10 s, without a restart", async () => {
       const acct = await account(1_000);
       const before = await books(stores.sql, acct.id);
-      const clients = load(a.url, acct.key, 20);
+      const clients = loadOn(a.url, acct.key, 20);
       await until("answers flowing", 10_000, () => clients.outcomes.filter((o) => o.completed).length > 20);
       const pids = [...slotPids(a).values()];
 
@@ -463,7 +402,7 @@ if (missing) {
     test("PostgreSQL cut mid-load: /ready 503 within 3 s, paid requests 503; back: everything serves within 10 s, without a restart, nothing lost", async () => {
       const acct = await account(1_000);
       const before = await books(stores.sql, acct.id);
-      const clients = load(a.url, acct.key, 20);
+      const clients = loadOn(a.url, acct.key, 20);
       await until("answers flowing", 10_000, () => clients.outcomes.filter((o) => o.completed).length > 20);
 
       const pids = [...slotPids(a).values()];

@@ -140,6 +140,16 @@ export class UsageMeter {
     }
   }
 
+  /**
+   * Characters held for a possible estimate: the sample (or the text and frames before it) and
+   * the reasoning text. Bounded by `keepChars` plus the piece that passed it, however long the
+   * answer; 0 once the upstream reported its output count.
+   */
+  get keptChars(): number {
+    const reasoning = this.#reasoningReported === undefined ? this.#reasoningKept : 0;
+    return (this.#sample ? this.#sample.text.length : this.#kept) + reasoning;
+  }
+
   get finished(): boolean {
     return this.#finished;
   }

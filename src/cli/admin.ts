@@ -159,7 +159,7 @@ async function openAdminStore(env: Record<string, string | undefined>): Promise<
 }
 
 /** The admin API's operations for a shell, without a running gateway or an admin token. */
-export async function runAdmin(argv: string[], env: Record<string, string | undefined>): Promise<{ code: number; out: string; stdout?: boolean }> {
+export async function runAdmin(argv: string[], env: Record<string, string | undefined>): Promise<{ code: number; out: string; stdout?: boolean; exact?: boolean }> {
   const [noun, verb, ...rest] = argv;
   const { positional: args, options } = flags(rest);
   const has = (name: string) => Object.hasOwn(options, name);
@@ -203,7 +203,9 @@ export async function runAdmin(argv: string[], env: Record<string, string | unde
       const amount = checked(() => parseTopUp(creditsText(args[1], "credits"), "credits"));
       const key = has("idempotency-key") ? checked(() => parseIdempotencyKey(options["idempotency-key"], "--idempotency-key")) : undefined;
       if (!(await store.topUp(args[0]!, amount, key))) return { code: 1, out: `no account ${args[0]}` };
-      return json({ id: args[0], balance: (await accounts.getAccount(args[0]!))!.balance });
+      // What POST /v1/admin/accounts/:id/credits answers.
+      const after = (await accounts.describeAccount(args[0]!))!;
+      return json({ id: after.id, balance: after.balance, reserved: after.reserved });
     }
     if (noun === "keys" && verb === "create" && args.length >= 1) {
       if (args.length > 2) throw new UsageError(USAGE);
@@ -219,7 +221,9 @@ export async function runAdmin(argv: string[], env: Record<string, string | unde
       return key ? json(key) : { code: 1, out: `no account ${args[0]}` };
     }
     if (noun === "keys" && verb === "list" && args.length === 1) {
-      return (await accounts.getAccount(args[0]!)) ? json(await accounts.listKeys(args[0]!)) : { code: 1, out: `no account ${args[0]}` };
+      // What GET /v1/admin/accounts/:id/keys answers.
+      const account = await accounts.describeAccount(args[0]!);
+      return account ? json({ object: "list", data: account.keys }) : { code: 1, out: `no account ${args[0]}` };
     }
     if (noun === "keys" && verb === "update" && args.length === 1) {
       const patch: KeyPatch = {};
@@ -270,7 +274,8 @@ export async function runAdmin(argv: string[], env: Record<string, string | unde
         if (err instanceof ReportTooLargeError) return { code: 1, out: err.message };
         throw err;
       }
-      if (format === "csv") return { code: 0, out: breakdownCsv(q, rows).replace(/\r\n$/, ""), stdout: true };
+      // The API's bytes: CRLF line ends (RFC 4180), the last line's included, nothing added.
+      if (format === "csv") return { code: 0, out: breakdownCsv(q, rows), stdout: true, exact: true };
       return { ...json(shapeBreakdown(q, rows)), stdout: true };
     }
     if (noun === "audit" && verb === undefined) {
@@ -289,7 +294,9 @@ export async function runAdmin(argv: string[], env: Record<string, string | unde
 }
 
 if (import.meta.main) {
-  const { code, out, stdout } = await runAdmin(process.argv.slice(2), process.env);
-  (code === 0 || stdout ? console.log : console.error)(out);
+  const { code, out, stdout, exact } = await runAdmin(process.argv.slice(2), process.env);
+  // `exact`: written as it is (a CSV file's bytes), without a line end added.
+  if (exact) await Bun.write(Bun.stdout, out);
+  else (code === 0 || stdout ? console.log : console.error)(out);
   process.exit(code);
 }

@@ -12,8 +12,22 @@ export interface DeadlineLimits {
 
 export type DeadlineKind = "first_byte" | "idle" | "total";
 
-/** One clock for every deadline (a default written inline would be a new closure per attempt). */
-const performanceNow = () => performance.now();
+/**
+ * What a deadline reads the time from and sets its timer with: the process's own by default; a
+ * test passes a clock it moves by hand, so a limit passes at an exact moment without sleeping.
+ */
+export interface DeadlineClock {
+  now(): number;
+  setTimer(fn: () => void, ms: number): unknown;
+  clearTimer(timer: unknown): void;
+}
+
+/** One clock for every deadline (a default written inline would be new closures per attempt). */
+export const SYSTEM_CLOCK: DeadlineClock = {
+  now: () => performance.now(),
+  setTimer: (fn, ms) => setTimeout(fn, ms),
+  clearTimer: (timer) => clearTimeout(timer as ReturnType<typeof setTimeout>),
+};
 
 /** The reason an attempt's signal carries when its deadline passes. */
 export class DeadlineExpired extends Error {
@@ -42,20 +56,20 @@ export class Deadline implements AttemptHooks {
   /** The listeners being called by the abort (see `#abortWith`). */
   #dispatching: ((() => void) | undefined)[] | undefined;
   readonly #limits: DeadlineLimits;
-  readonly #now: () => number;
+  readonly #clock: DeadlineClock;
   readonly #started: number;
   #lastActivity: number;
   #headIn = false;
   #paused = false;
-  #timer: ReturnType<typeof setTimeout> | undefined;
+  #timer: unknown;
   /** When the armed timer fires (`now()` units). */
   #armedAt = 0;
   #expired: DeadlineKind | undefined;
 
-  constructor(limits: DeadlineLimits, now: () => number = performanceNow) {
+  constructor(limits: DeadlineLimits, clock: DeadlineClock = SYSTEM_CLOCK) {
     this.#limits = limits;
-    this.#now = now;
-    this.#started = this.#lastActivity = now();
+    this.#clock = clock;
+    this.#started = this.#lastActivity = clock.now();
     // The transport finds the deadline's hooks on the signal it is given (transport.ts).
     (this.#controller.signal as AbortSignal & { [ATTEMPT_HOOKS]?: AttemptHooks })[ATTEMPT_HOOKS] = this;
     this.#arm();
@@ -64,7 +78,7 @@ export class Deadline implements AttemptHooks {
   /** A transport reading a whole answer before handing it over: its head came, or more of its body. */
   answerProgress(head: boolean): void {
     if (head) this.headArrived();
-    else this.#lastActivity = this.#now();
+    else this.#lastActivity = this.#clock.now();
   }
 
   get signal(): AbortSignal {
@@ -120,13 +134,13 @@ export class Deadline implements AttemptHooks {
   /** The answer's head arrived: from now on the idle limit applies instead of the first-byte one. */
   headArrived(): void {
     this.#headIn = true;
-    this.#lastActivity = this.#now();
+    this.#lastActivity = this.#clock.now();
     this.#rearm();
   }
 
   /** Answer bytes arrived. */
   touch(): void {
-    this.#lastActivity = this.#now();
+    this.#lastActivity = this.#clock.now();
   }
 
   /**
@@ -139,13 +153,13 @@ export class Deadline implements AttemptHooks {
 
   resume(): void {
     this.#paused = false;
-    this.#lastActivity = this.#now();
+    this.#lastActivity = this.#clock.now();
     this.#rearm();
   }
 
   /** The attempt is over (answered, failed or given up); the timer stops. */
   clear(): void {
-    if (this.#timer) clearTimeout(this.#timer);
+    if (this.#timer !== undefined) this.#clock.clearTimer(this.#timer);
     this.#timer = undefined;
   }
 
@@ -175,15 +189,15 @@ export class Deadline implements AttemptHooks {
    */
   #rearm(): void {
     if (this.#controller.signal.aborted) return;
-    if (this.#timer && this.#nextAt() >= this.#armedAt) return;
-    if (this.#timer) clearTimeout(this.#timer);
+    if (this.#timer !== undefined && this.#nextAt() >= this.#armedAt) return;
+    if (this.#timer !== undefined) this.#clock.clearTimer(this.#timer);
     this.#arm();
   }
 
   #arm(): void {
     const at = this.#nextAt();
     this.#armedAt = at;
-    this.#timer = setTimeout(this.#fire, Math.max(0, at - this.#now()));
+    this.#timer = this.#clock.setTimer(this.#fire, Math.max(0, at - this.#clock.now()));
   }
 
   readonly #fire = () => {
@@ -191,7 +205,7 @@ export class Deadline implements AttemptHooks {
     if (this.#controller.signal.aborted) return;
     const at = this.#nextAt();
     // Timers may fire a little early; what is left is waited for again.
-    if (this.#now() + 1 < at) return this.#arm();
+    if (this.#clock.now() + 1 < at) return this.#arm();
     const kind = this.#kindOf(at);
     this.#expired = kind;
     this.#abortWith(new DeadlineExpired(kind));

@@ -52,8 +52,36 @@ function pieces(text: string, n = 3): string[] {
   return out;
 }
 
+/**
+ * The wire dialects a script is written in: OpenAI's chat completions, the same wire as DeepSeek
+ * and vLLM extend it (the reasoning text in `reasoning_content`, which OpenAI's chat API never
+ * sends), and Anthropic's messages.
+ */
+export type Dialect = "openai" | "deepseek" | "anthropic";
+
+/**
+ * The dialect that carries reasoning text on an upstream kind: Anthropic's thinking blocks, and on
+ * the OpenAI kind DeepSeek's `reasoning_content` (OpenAI's own chat API reports only a count).
+ */
+export const reasoningDialect = (vendor: "openai" | "anthropic"): Dialect => (vendor === "openai" ? "deepseek" : vendor);
+
+function noReasoningText(s: Script): void {
+  if (s.reasoning) throw new Error("OpenAI's chat API sends no reasoning text: script it in the deepseek dialect (reasoning_content)");
+}
+
+/** OpenAI's chat completions stream; a script with reasoning text is refused (see `deepseekStream`). */
 export function openaiStream(s: Script): Reply {
-  const head = { id: "chatcmpl-Scripted0000000000000000000", object: "chat.completion.chunk", created: 1761565012, model: "gpt-4o-mini-2024-07-18", service_tier: "default", system_fingerprint: "fp_560af6e559" };
+  noReasoningText(s);
+  return chatStream(s, "gpt-4o-mini-2024-07-18");
+}
+
+/** DeepSeek's (and vLLM's) chat completions stream: OpenAI's, with the thinking as `reasoning_content` deltas first. */
+export function deepseekStream(s: Script): Reply {
+  return chatStream(s, "deepseek-reasoner");
+}
+
+function chatStream(s: Script, model: string): Reply {
+  const head = { id: "chatcmpl-Scripted0000000000000000000", object: "chat.completion.chunk", created: 1761565012, model, service_tier: "default", system_fingerprint: "fp_560af6e559" };
   const chunk = (delta: unknown, finish: string | null = null) => `data: ${JSON.stringify({ ...head, choices: [{ index: 0, delta, logprobs: null, finish_reason: finish }], usage: null })}\n\n`;
   const chunks = [chunk({ role: "assistant", content: s.calls?.length && !s.text ? null : "", refusal: null })];
   if (s.reasoning) for (const p of pieces(s.reasoning)) chunks.push(chunk({ reasoning_content: p }));
@@ -126,8 +154,18 @@ function anthropicDeltaUsage(u: ScriptUsage) {
   };
 }
 
-/** The script as a whole `chat.completion` body. */
+/** The script as a whole OpenAI `chat.completion` body; a script with reasoning text is refused (see `deepseekBody`). */
 export function openaiBody(s: Script): Reply {
+  noReasoningText(s);
+  return chatBody(s, "gpt-4o-mini-2024-07-18");
+}
+
+/** The script as a whole DeepSeek `chat.completion` body: OpenAI's, with the thinking in `message.reasoning_content`. */
+export function deepseekBody(s: Script): Reply {
+  return chatBody(s, "deepseek-reasoner");
+}
+
+function chatBody(s: Script, model: string): Reply {
   const usage = s.usage ?? { input: 50, output: 10 };
   const message: Record<string, unknown> = { role: "assistant", content: s.text ?? null, refusal: null, annotations: [] };
   if (s.reasoning) message.reasoning_content = s.reasoning;
@@ -135,7 +173,7 @@ export function openaiBody(s: Script): Reply {
   const finish = s.stop ?? (s.calls?.length ? "tool_calls" : "stop");
   return {
     kind: "json",
-    body: { id: "chatcmpl-Scripted0000000000000000000", object: "chat.completion", created: 1761565012, model: "gpt-4o-mini-2024-07-18", choices: [{ index: 0, message, logprobs: null, finish_reason: finish }], usage: openaiUsage(usage) },
+    body: { id: "chatcmpl-Scripted0000000000000000000", object: "chat.completion", created: 1761565012, model, choices: [{ index: 0, message, logprobs: null, finish_reason: finish }], usage: openaiUsage(usage) },
   };
 }
 
@@ -155,9 +193,9 @@ export function anthropicBody(s: Script & { noUsage?: boolean }): Reply {
 /** The signature every scripted Anthropic thinking block carries. */
 export const SCRIPTED_SIGNATURE = SIGNATURE;
 
-/** The same script in the wire format of the upstream behind `model`. */
-export function scripted(vendor: "openai" | "anthropic", s: Script): Reply {
-  return vendor === "openai" ? openaiStream(s) : anthropicStream(s);
+/** The same script as a stream in a dialect's wire format. */
+export function scripted(dialect: Dialect, s: Script): Reply {
+  return dialect === "openai" ? openaiStream(s) : dialect === "deepseek" ? deepseekStream(s) : anthropicStream(s);
 }
 
 /**
@@ -165,6 +203,6 @@ export function scripted(vendor: "openai" | "anthropic", s: Script): Reply {
  * says `stream: true`, else a whole body. Clients that stream some calls and not others (the AI
  * SDK's generateText and streamText) get the same answer either way.
  */
-export function scriptedReply(vendor: "openai" | "anthropic", s: Script): (req: RecordedRequest) => Reply {
-  return (req) => (req.body?.stream === true ? scripted(vendor, s) : vendor === "openai" ? openaiBody(s) : anthropicBody(s));
+export function scriptedReply(dialect: Dialect, s: Script): (req: RecordedRequest) => Reply {
+  return (req) => (req.body?.stream === true ? scripted(dialect, s) : dialect === "openai" ? openaiBody(s) : dialect === "deepseek" ? deepseekBody(s) : anthropicBody(s));
 }
