@@ -15,6 +15,7 @@ import { mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { UsageMeter } from "../src/billing/usage-meter.ts";
+import { createTokenizer } from "../src/billing/token-estimate.ts";
 import { startGatewayProcess } from "../test/helpers/gateway-process.ts";
 import { parseArgs } from "./child-process.ts";
 
@@ -25,7 +26,8 @@ const targets: { what: string; value: number; unit: string; target: string; met:
 // ---- 1. the usage meter's heap for a 24 MB answer ----
 {
   const words = (n: number, seed: number) => Array.from({ length: n }, (_, i) => `w${(i * 7919 + seed) % 10007}`).join(" ") + " ";
-  const meter = new UsageMeter();
+  const tokenizer = createTokenizer();
+  const meter = new UsageMeter(tokenizer.count);
   Bun.gc(true);
   const before = process.memoryUsage().heapUsed;
   for (let i = 0; i < 384; i++) {
