@@ -2,9 +2,10 @@ import { describe, expect, test } from "bun:test";
 import { readdirSync } from "node:fs";
 import { join } from "node:path";
 import { createSseParser, type SseEvent } from "../src/streaming/sse-parser.ts";
-import { readFixture } from "./helpers/fake-upstream.ts";
+import { FIXTURE_VENDORS, readFixture } from "./helpers/fake-upstream.ts";
 
-const names = readdirSync(join(import.meta.dir, "fixtures")).filter((n) => n.endsWith(".sse"));
+const FIXTURES = join(import.meta.dir, "fixtures");
+const names = FIXTURE_VENDORS.flatMap((vendor) => readdirSync(join(FIXTURES, vendor))).filter((n) => n.endsWith(".sse"));
 
 function parse(chunks: Uint8Array[]) {
   const events: SseEvent[] = [];

@@ -92,9 +92,13 @@ export interface FakeUpstream {
 
 const FIXTURES_DIR = new URL("../fixtures/", import.meta.url);
 
-/** The bytes of `test/fixtures/<name>`. */
+/** The vendors whose recorded answers are fixtures, each in `test/fixtures/<vendor>/`. */
+export const FIXTURE_VENDORS = ["anthropic", "openai"] as const;
+
+/** The bytes of `test/fixtures/<vendor>/<name>`: a fixture's name starts with its vendor (`openai-text.sse`). */
 export function readFixture(name: string): Uint8Array {
-  return new Uint8Array(readFileSync(new URL(name, FIXTURES_DIR)));
+  const vendor = name.slice(0, name.indexOf("-"));
+  return new Uint8Array(readFileSync(new URL(`${vendor}/${name}`, FIXTURES_DIR)));
 }
 
 const SSE_TYPE = "text/event-stream; charset=utf-8";

@@ -1,7 +1,8 @@
 /**
  * Scripted upstream answers in each vendor's streaming wire format, for tests that need the
  * model to say something specific (call a tool, think first, stop at the token cap). The
- * frames are shaped like the vendors' own (see the recorded fixtures beside these tests).
+ * frames are shaped like the vendors' own (see the recorded fixtures in test/fixtures/openai/
+ * and test/fixtures/anthropic/).
  */
 import type { RecordedRequest, Reply } from "./fake-upstream.ts";
 
