@@ -1,0 +1,92 @@
+import { describe, expect, test } from "bun:test";
+import { createSettlementQueue, type QueuedSettlement, type SettlementStore } from "../../../src/billing/settlement-queue.ts";
+import type { Settlement } from "../../../src/billing/ledger.ts";
+
+/** A store that records each transaction's batch: the queue's scheduling is what is under test. */
+function recordingStore() {
+  const batches: string[][] = [];
+  const store: SettlementStore<QueuedSettlement> = {
+    write(batch) {
+      batches.push(batch.map((q) => q.settlement.requestId));
+    },
+    probe() {},
+    classify: () => "storage",
+    describe: (err) => String(err),
+    committed() {},
+    dropped() {},
+  };
+  return { store, batches };
+}
+
+const settlement = (requestId: string): Settlement => ({
+  requestId, accountId: "acct", keyId: "key", model: "m", provider: "p", promptTokens: 1, completionTokens: 1,
+  estimated: false, costMicro: 1, status: "ok", latencyMs: 1,
+});
+
+const options = { now: Date.now, log: () => {}, maxQueued: 1_000, busyLimitMs: 1_000, retryMaxMs: 1_000, probeIntervalMs: 60_000 };
+const nextTurn = () => new Promise((resolve) => setImmediate(resolve));
+
+describe("group commit's delay (commit_delay / commit_siblings)", () => {
+  test("a lone settlement is written at the end of its turn, delay or not", async () => {
+    const { store, batches } = recordingStore();
+    const queue = createSettlementQueue(store, { ...options, maxBatch: 100, commitDelay: { ms: 1_000, inFlight: () => 1 } });
+    const done = queue.enqueue({ settlement: settlement("a") });
+    await nextTurn();
+    expect(batches).toEqual([["a"]]);
+    await done;
+    await queue.close(100);
+  });
+
+  test("while others are on their way, settlements of several turns wait for each other and share one commit", async () => {
+    const { store, batches } = recordingStore();
+    const queue = createSettlementQueue(store, { ...options, maxBatch: 100, commitDelay: { ms: 40, inFlight: () => 10 } });
+    const started = performance.now();
+    const done = [queue.enqueue({ settlement: settlement("a") })];
+    await nextTurn();
+    done.push(queue.enqueue({ settlement: settlement("b") }));
+    await nextTurn();
+    done.push(queue.enqueue({ settlement: settlement("c") }));
+    expect(batches).toEqual([]);
+    await Promise.all(done);
+    expect(batches).toEqual([["a", "b", "c"]]);
+    // The wait is bounded by the delay (timers fire a little late, never early).
+    expect(performance.now() - started).toBeGreaterThanOrEqual(35);
+    await queue.close(100);
+  });
+
+  test("once every request in flight has settled, the batch goes at the end of that turn, not at the end of the delay", async () => {
+    const { store, batches } = recordingStore();
+    const queue = createSettlementQueue(store, { ...options, maxBatch: 100, commitDelay: { ms: 60_000, inFlight: () => 3 } });
+    const started = performance.now();
+    const done = [queue.enqueue({ settlement: settlement("a") })];
+    await nextTurn();
+    done.push(queue.enqueue({ settlement: settlement("b") }));
+    await nextTurn();
+    expect(batches).toEqual([]);
+    done.push(queue.enqueue({ settlement: settlement("c") }));
+    expect(batches).toEqual([]);
+    await Promise.all(done);
+    expect(batches).toEqual([["a", "b", "c"]]);
+    expect(performance.now() - started).toBeLessThan(1_000);
+    await queue.close(100);
+  });
+
+  test("a full batch does not wait for the delay", async () => {
+    const { store, batches } = recordingStore();
+    const queue = createSettlementQueue(store, { ...options, maxBatch: 3, commitDelay: { ms: 60_000, inFlight: () => 10 } });
+    const done = ["a", "b", "c"].map((id) => queue.enqueue({ settlement: settlement(id) }));
+    await Promise.all(done);
+    expect(batches).toEqual([["a", "b", "c"]]);
+    await queue.close(100);
+  });
+
+  test("flush() writes what waits for the delay at once", async () => {
+    const { store, batches } = recordingStore();
+    const queue = createSettlementQueue(store, { ...options, maxBatch: 100, commitDelay: { ms: 60_000, inFlight: () => 10 } });
+    const done = queue.enqueue({ settlement: settlement("a") });
+    await queue.flush();
+    expect(batches).toEqual([["a"]]);
+    await done;
+    await queue.close(100);
+  });
+});

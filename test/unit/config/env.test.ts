@@ -1,0 +1,117 @@
+import { expect, test } from "bun:test";
+import { readdirSync, readFileSync, statSync } from "node:fs";
+import { join, relative, resolve } from "node:path";
+import { healthCheckTarget, readEnvironment, StoreConfigError, upstreamViaProxy } from "../../../src/config/env.ts";
+import { ConfigError } from "../../../src/config/load-config.ts";
+
+/** config/env.ts reads every environment variable once; each part keeps its own tests (metrics, workers, startup, deploy). */
+
+const SRC = resolve(import.meta.dir, "../../../src");
+const ADMIN = "a".repeat(32);
+
+test("readEnvironment gathers every variable the gateway reads, each in its place", () => {
+  const env = readEnvironment({
+    SWITCHYARD_DATABASE_URL: "postgres://u@db/x",
+    SWITCHYARD_REDIS_URL: "redis://cache:6379",
+    SWITCHYARD_REDIS_PREFIX: "tenant-a:",
+    SWITCHYARD_ADMIN_TOKEN: ADMIN,
+    SWITCHYARD_WORKERS: "3",
+    SWITCHYARD_PG_HEARTBEAT_MS: "100",
+    SWITCHYARD_PG_STALE_AFTER_MS: "400",
+    LOG_LEVEL: "warn",
+    SWITCHYARD_SHUTDOWN_GRACE_MS: "1500",
+    PORT: "9090",
+    HOST: "127.0.0.1",
+    SWITCHYARD_DB: "/tmp/x.sqlite",
+    SWITCHYARD_SPILL_DIR: "/var/spill",
+    BUN_CONFIG_MAX_HTTP_REQUESTS: "2048",
+    SWITCHYARD_DEMO: "0",
+    HTTPS_PROXY: "http://proxy:3128",
+  });
+  expect(env.settings.source).toBe("built-in defaults");
+  expect(env.stores).toEqual({ databaseUrl: "postgres://u@db/x", redisUrl: "redis://cache:6379", redisPrefix: "tenant-a:" });
+  expect(env.ops.adminToken).toBe(ADMIN);
+  expect(env.ops.accessLog.logLevel).toBe("warn");
+  expect(env.role).toEqual({ kind: "supervisor", workers: 3 });
+  expect(env.pgTimings).toEqual({ heartbeatMs: 100, staleAfterMs: 400 });
+  expect(env.demo).toEqual({ on: false, reason: "SWITCHYARD_DEMO is off" });
+  const { settings, stores, ops, role, pgTimings, demo, ...rest } = env;
+  expect(rest).toEqual({
+    logLevel: "warn",
+    shutdownGraceMs: 1500,
+    port: 9090,
+    hostname: "127.0.0.1",
+    sqlitePath: "/tmp/x.sqlite",
+    spillDir: "/var/spill",
+    maxFetches: 2048,
+    demoOffByEnv: true,
+    upstreamViaProxy: true,
+  });
+});
+
+test("SWITCHYARD_REDIS_PREFIX: letters, digits and _ : . - only, at most 64; anything else stops the start naming it", () => {
+  for (const bad of ["has space", "a*b", "x".repeat(65)]) expect(() => readEnvironment({ SWITCHYARD_REDIS_PREFIX: bad })).toThrow(/SWITCHYARD_REDIS_PREFIX/);
+  expect(() => readEnvironment({ SWITCHYARD_REDIS_PREFIX: "bad prefix" })).toThrow(StoreConfigError);
+});
+
+test("with nothing set, readEnvironment gives the documented defaults", () => {
+  const { settings, stores, ops, role, pgTimings, demo, ...rest } = readEnvironment({});
+  expect(stores).toEqual({ databaseUrl: undefined, redisUrl: undefined });
+  expect(role).toEqual({ kind: "single" });
+  expect(pgTimings).toEqual({});
+  expect(demo).toEqual({ on: true });
+  expect(rest).toEqual({
+    logLevel: "info",
+    shutdownGraceMs: 30_000,
+    port: 8080,
+    hostname: "0.0.0.0",
+    sqlitePath: "./data/switchyard.sqlite",
+    spillDir: "./data",
+    maxFetches: 256,
+    demoOffByEnv: false,
+    upstreamViaProxy: false,
+  });
+});
+
+test("the first unusable variable stops the start, in the order a start has always met them", () => {
+  const both = { SWITCHYARD_CONFIG: "/nonexistent/switchyard.yaml", SWITCHYARD_DATABASE_URL: "mysql://x" };
+  expect(() => readEnvironment(both)).toThrow(ConfigError);
+  expect(() => readEnvironment({ SWITCHYARD_DATABASE_URL: "mysql://x" })).toThrow(StoreConfigError);
+});
+
+test("each proxy variable routes upstream calls through fetch; none does not", () => {
+  for (const name of ["HTTP_PROXY", "HTTPS_PROXY", "http_proxy", "https_proxy", "ALL_PROXY", "all_proxy"]) {
+    expect([name, upstreamViaProxy({ [name]: "http://proxy:3128" })]).toEqual([name, true]);
+  }
+  expect(upstreamViaProxy({ HTTPS_PROXY: "" })).toBe(false);
+  expect(upstreamViaProxy({})).toBe(false);
+});
+
+test("the health check asks this host's gateway on PORT, bracketing IPv6 hosts", () => {
+  expect(healthCheckTarget({})).toEqual({ url: "http://127.0.0.1:8080/ready", timeoutMs: 3_000 });
+  expect(healthCheckTarget({ PORT: "9000", HOST: "::", SWITCHYARD_HEALTH_CHECK_TIMEOUT_MS: "500" })).toEqual({ url: "http://127.0.0.1:9000/ready", timeoutMs: 500 });
+  expect(healthCheckTarget({ HOST: "::1" })).toEqual({ url: "http://[::1]:8080/ready", timeoutMs: 3_000 });
+});
+
+test("outside config/, no module reads an environment variable: they only hand process.env on", () => {
+  const files: string[] = [];
+  const walk = (dir: string) => {
+    for (const name of readdirSync(dir)) {
+      const path = join(dir, name);
+      if (statSync(path).isDirectory()) walk(path);
+      else if (path.endsWith(".ts")) files.push(path);
+    }
+  };
+  walk(SRC);
+  const reads: string[] = [];
+  const handsOn: string[] = [];
+  for (const file of files) {
+    const rel = relative(SRC, file);
+    if (rel.startsWith("config/")) continue;
+    const code = readFileSync(file, "utf8").replace(/\/\*[\s\S]*?\*\/|\/\/.*$/gm, "");
+    if (/\benv\.[A-Z][A-Z0-9_]*|\benv\[|process\.env\.|process\.env\[|Bun\.env/.test(code)) reads.push(rel);
+    if (/process\.env\b/.test(code)) handsOn.push(rel);
+  }
+  expect(reads).toEqual([]);
+  expect(handsOn.sort()).toEqual(["cli/admin.ts", "index.ts", "supervisor.ts"]);
+});

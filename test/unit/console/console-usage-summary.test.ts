@@ -1,0 +1,23 @@
+import { expect, test } from "bun:test";
+import { summarizeUsage } from "../../../src/console/usage-summary.ts";
+import { usageSums, type UsageBucketRow } from "../../../src/billing/usage-report.ts";
+
+const HOUR = 3_600_000;
+const row = (hour: number, key: string, costMicro: number): UsageBucketRow => ({ ...usageSums({ requests: 1, cost_micro: costMicro }), period: hour * HOUR, key_id: key, key_name: key === "k0" ? "laptop" : null });
+
+test("the console's usage summary: per-period totals, the 7 dearest groups as lines and the rest as one, groups by cost", () => {
+  // Ten keys over three hours; key kN costs N+1 micro-credits an hour, so k9 is the dearest.
+  const rows: UsageBucketRow[] = [];
+  for (let h = 0; h < 3; h++) for (let k = 0; k < 10; k++) rows.push(row(100 + h, `k${k}`, (k + 1) * 100_000));
+  const s = summarizeUsage({ from: 100 * HOUR, to: 104 * HOUR, granularity: "hour", groupBy: ["key"] }, rows, "key");
+  expect(s.period_costs).toEqual([5.5, 5.5, 5.5, 0]);
+  expect(s.total).toMatchObject({ requests: 30, cost: 16.5 });
+  expect(s.lines.map((l) => l.id)).toEqual(["k9", "k8", "k7", "k6", "k5", "k4", "k3", "others"]);
+  expect(s.lines[0]!.costs).toEqual([1, 1, 1, 0]);
+  // k0, k1, k2: 0.1 + 0.2 + 0.3 an hour, summed in micro-credits (no 0.6000000000000001).
+  expect(s.lines.at(-1)).toEqual({ id: "others", name: "3 others", costs: [0.6, 0.6, 0.6, 0] });
+  expect(s.groups.map((g) => [g.id, g.name, g.requests, g.cost])).toEqual([
+    ["k9", null, 3, 3], ["k8", null, 3, 2.7], ["k7", null, 3, 2.4], ["k6", null, 3, 2.1], ["k5", null, 3, 1.8],
+    ["k4", null, 3, 1.5], ["k3", null, 3, 1.2], ["k2", null, 3, 0.9], ["k1", null, 3, 0.6], ["k0", "laptop", 3, 0.3],
+  ]);
+});

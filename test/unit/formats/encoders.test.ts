@@ -1,0 +1,223 @@
+import { describe, expect, test } from "bun:test";
+import type { StreamEvent } from "../../../src/streaming/events.ts";
+import { createOpenAIEncoder, createOpenAIRelay, encodeOpenAIBody } from "../../../src/formats/openai-chat/encode-openai.ts";
+import { createAnthropicEncoder, createAnthropicRelay, encodeAnthropicBody } from "../../../src/formats/anthropic-messages/encode-anthropic.ts";
+import { createSseParser, type SseEvent } from "../../../src/streaming/sse-parser.ts";
+import { openaiAdapter } from "../../../src/providers/openai/openai-adapter.ts";
+import { anthropicAdapter } from "../../../src/providers/anthropic/anthropic-adapter.ts";
+import { collectAnswer } from "../../../src/formats/common/collect-answer.ts";
+import type { ClientSink } from "../../../src/streaming/client-sink.ts";
+
+const ctx = { id: "id-1", created: 1_700_000_000, model: "vendor/model", includeUsage: true };
+
+const answer: StreamEvent[] = [
+  { type: "start", inputTokens: 20 },
+  { type: "text", text: "Let me check " },
+  { type: "text", text: "the weather. \u{1F324}" },
+  { type: "tool-call", index: 0, id: "call_a", name: "get_weather", argumentsDelta: "" },
+  { type: "tool-call", index: 0, argumentsDelta: '{"city":' },
+  { type: "tool-call", index: 0, argumentsDelta: '"Paris"}' },
+  { type: "tool-call", index: 1, id: "call_b", name: "get_time", argumentsDelta: "{}" },
+  { type: "finish", reason: "tool_calls" },
+  { type: "usage", inputTokens: 20, outputTokens: 31 },
+];
+
+function frames(text: string): SseEvent[] {
+  const out: SseEvent[] = [];
+  const parser = createSseParser({ onEvent: (e) => out.push(e) });
+  parser.feed(text);
+  parser.end();
+  return out;
+}
+
+function encodeAll(sink: ClientSink, events: StreamEvent[]): string {
+  let text = "";
+  for (const e of events) text += sink.event(e);
+  return text + sink.end();
+}
+
+/** What a client would reconstruct: the meaning, not the framing. */
+function meaning(events: StreamEvent[]) {
+  const a = collectAnswer(events);
+  return { text: a.text, tools: a.tools, finish: a.finish, input: a.inputTokens, output: a.outputTokens };
+}
+
+describe("OpenAI encoder", () => {
+  test("chunk sequence: role first, deltas, finish, usage chunk, [DONE]", () => {
+    const list = frames(encodeAll(createOpenAIEncoder(ctx), answer));
+    expect(list.at(-1)!.data).toBe("[DONE]");
+    const chunks = list.slice(0, -1).map((f) => JSON.parse(f.data));
+    for (const c of chunks) {
+      expect(c).toMatchObject({ id: "id-1", object: "chat.completion.chunk", created: 1_700_000_000, model: "vendor/model" });
+    }
+    expect(chunks[0].choices[0].delta).toEqual({ role: "assistant", content: "" });
+    expect(chunks[1].choices[0].delta).toEqual({ content: "Let me check " });
+    expect(chunks[3].choices[0].delta.tool_calls[0]).toEqual({ index: 0, id: "call_a", type: "function", function: { name: "get_weather", arguments: "" } });
+    expect(chunks[4].choices[0].delta.tool_calls[0]).toEqual({ index: 0, function: { arguments: '{"city":' } });
+    const finish = chunks.find((c) => c.choices[0]?.finish_reason);
+    expect(finish.choices[0]).toEqual({ index: 0, delta: {}, logprobs: null, finish_reason: "tool_calls" });
+    const usage = chunks.at(-1);
+    expect(usage.choices).toEqual([]);
+    expect(usage.usage).toEqual({ prompt_tokens: 20, completion_tokens: 31, total_tokens: 51, prompt_tokens_details: { cached_tokens: 0 }, completion_tokens_details: { reasoning_tokens: 0 } });
+  });
+
+  test("no usage chunk unless the client asked", () => {
+    const list = frames(encodeAll(createOpenAIEncoder({ ...ctx, includeUsage: false }), answer));
+    expect(list.some((f) => f.data.includes('"usage"'))).toBe(false);
+    expect(list.at(-1)!.data).toBe("[DONE]");
+  });
+
+  test("error frame shape", () => {
+    const text = createOpenAIEncoder(ctx).event({ type: "error", errorType: "upstream", message: "boom" });
+    expect(text).toBe('data: {"error":{"message":"boom","type":"upstream_error"}}\n\n');
+  });
+
+  test("round trip through the OpenAI decoder keeps the meaning", () => {
+    const decode = openaiAdapter.createStreamDecoder();
+    const decoded = frames(encodeAll(createOpenAIEncoder(ctx), answer)).flatMap((f) => decode(f).events);
+    expect(meaning(decoded)).toEqual(meaning(answer));
+  });
+
+  test("non-stream body", () => {
+    const body = encodeOpenAIBody(answer, ctx);
+    expect(body).toMatchObject({ id: "id-1", object: "chat.completion", model: "vendor/model", usage: { prompt_tokens: 20, completion_tokens: 31, total_tokens: 51 } });
+    expect(body.choices[0]!.finish_reason).toBe("tool_calls");
+    expect(body.choices[0]!.message.content).toBe("Let me check the weather. \u{1F324}");
+    expect(body.choices[0]!.message.tool_calls).toEqual([
+      { id: "call_a", type: "function", function: { name: "get_weather", arguments: '{"city":"Paris"}' } },
+      { id: "call_b", type: "function", function: { name: "get_time", arguments: "{}" } },
+    ]);
+    expect(meaning(openaiAdapter.decodeBody(body))).toEqual(meaning(answer));
+  });
+});
+
+describe("Anthropic encoder", () => {
+  test("event sequence with blocks, ping, message_delta usage", () => {
+    const list = frames(encodeAll(createAnthropicEncoder(ctx), answer));
+    expect(list.map((f) => f.event)).toEqual([
+      "message_start", "ping",
+      "content_block_start", "content_block_delta", "content_block_delta", "content_block_stop",
+      "content_block_start", "content_block_delta", "content_block_delta", "content_block_stop",
+      "content_block_start", "content_block_delta", "content_block_stop",
+      "message_delta", "message_stop",
+    ]);
+    for (const f of list) expect(JSON.parse(f.data).type).toBe(f.event!);
+    const start = JSON.parse(list[0]!.data);
+    expect(start.message).toMatchObject({ id: "id-1", type: "message", role: "assistant", model: "vendor/model", content: [], usage: { input_tokens: 20 } });
+    expect(JSON.parse(list[6]!.data).content_block).toEqual({ type: "tool_use", id: "call_a", name: "get_weather", input: {} });
+    expect(JSON.parse(list[7]!.data).delta).toEqual({ type: "input_json_delta", partial_json: '{"city":' });
+    const delta = JSON.parse(list[13]!.data);
+    expect(delta.delta).toEqual({ stop_reason: "tool_use", stop_sequence: null });
+    expect(delta.usage).toEqual({ input_tokens: 20, output_tokens: 31 });
+  });
+
+  test("stop reasons map", () => {
+    const reasons = { stop: "end_turn", stop_sequence: "stop_sequence", length: "max_tokens", tool_calls: "tool_use", content_filter: "refusal" } as const;
+    for (const [ours, theirs] of Object.entries(reasons)) {
+      const list = frames(encodeAll(createAnthropicEncoder(ctx), [{ type: "text", text: "x" }, { type: "finish", reason: ours as keyof typeof reasons }]));
+      expect(JSON.parse(list.find((f) => f.event === "message_delta")!.data).delta.stop_reason).toBe(theirs);
+    }
+  });
+
+  test("error event shape", () => {
+    const text = createAnthropicEncoder(ctx).event({ type: "error", errorType: "overloaded", message: "busy" });
+    expect(text).toBe('event: error\ndata: {"type":"error","error":{"type":"overloaded_error","message":"busy"}}\n\n');
+  });
+
+  test("round trip through the Anthropic decoder keeps the meaning", () => {
+    const decode = anthropicAdapter.createStreamDecoder();
+    const decoded = frames(encodeAll(createAnthropicEncoder(ctx), answer)).flatMap((f) => decode(f).events);
+    expect(meaning(decoded)).toEqual(meaning(answer));
+  });
+
+  test("non-stream body keeps block order and parses tool input", () => {
+    const body = encodeAnthropicBody(answer, ctx);
+    expect(body.content).toEqual([
+      { type: "text", text: "Let me check the weather. \u{1F324}" },
+      { type: "tool_use", id: "call_a", name: "get_weather", input: { city: "Paris" } },
+      { type: "tool_use", id: "call_b", name: "get_time", input: {} },
+    ]);
+    expect(body).toMatchObject({ id: "id-1", type: "message", role: "assistant", stop_reason: "tool_use", stop_sequence: null, usage: { input_tokens: 20, output_tokens: 31 } });
+    expect(meaning(anthropicAdapter.decodeBody(body))).toEqual(meaning(answer));
+  });
+
+  test("cached prompt tokens are reported apart, as Anthropic does", () => {
+    const list = frames(encodeAll(createAnthropicEncoder(ctx), [{ type: "text", text: "x" }, { type: "finish", reason: "stop" }, { type: "usage", inputTokens: 100, outputTokens: 5, cacheReadTokens: 60 }]));
+    const delta = JSON.parse(list.find((f) => f.event === "message_delta")!.data);
+    // Both cache counts, as Anthropic always sends them: no writes reported is 0 written.
+    expect(delta.usage).toEqual({ input_tokens: 40, output_tokens: 5, cache_creation_input_tokens: 0, cache_read_input_tokens: 60 });
+  });
+});
+
+describe("stop reasons from upstreams", () => {
+  test("OpenAI finish_reason → ours", () => {
+    const decode = openaiAdapter.createStreamDecoder();
+    const map = { stop: "stop", length: "length", tool_calls: "tool_calls", content_filter: "content_filter" };
+    for (const [theirs, ours] of Object.entries(map)) {
+      const events = decode({ event: undefined, id: undefined, retry: undefined, data: JSON.stringify({ choices: [{ index: 0, delta: {}, finish_reason: theirs }] }) }).events;
+      expect(events).toEqual([{ type: "finish", reason: ours as "stop" }]);
+    }
+  });
+
+  test("Anthropic stop_reason → ours", () => {
+    const decode = anthropicAdapter.createStreamDecoder();
+    const map = { end_turn: "stop", stop_sequence: "stop_sequence", max_tokens: "length", tool_use: "tool_calls", refusal: "content_filter" };
+    for (const [theirs, ours] of Object.entries(map)) {
+      const events = decode({ event: "message_delta", id: undefined, retry: undefined, data: JSON.stringify({ type: "message_delta", delta: { stop_reason: theirs, stop_sequence: null }, usage: { output_tokens: 3 } }) }).events;
+      expect(events).toContainEqual(expect.objectContaining({ type: "finish", reason: ours }));
+    }
+  });
+});
+
+describe("relays skim plain text frames and decode the rest", () => {
+  const ctx = { id: "chatcmpl-x", created: 1, model: "ours/model", includeUsage: false };
+  const sse = (data: string, event?: string): SseEvent => ({ data, event, id: undefined, retry: undefined });
+  const head = '{"id":"c","object":"chat.completion.chunk","created":1,"model":"gpt-4o-mini-2024-07-18","choices":[';
+  const plain = (text: string, rest = "") => `${head}{"index":0,"delta":{"content":${JSON.stringify(text)}},"logprobs":null,"finish_reason":null}]${rest}}`;
+  const openaiRelay = () => {
+    const relay = createOpenAIRelay(ctx);
+    const decode = openaiAdapter.createStreamDecoder();
+    // The first frame is decoded: it teaches the relay how the vendor writes its model name.
+    const first = sse(`${head}{"index":0,"delta":{"role":"assistant","content":""},"finish_reason":null}]}`);
+    const { parsed, events } = decode(first);
+    relay.frame(first, parsed, events);
+    return relay;
+  };
+
+  test("a plain OpenAI text chunk is forwarded as sent, with only the model and the id swapped", () => {
+    const out = openaiRelay().skim!(sse(plain('He said "hi" \\ "finish_reason":"stop"')));
+    expect(out).toBe(`data: ${plain('He said "hi" \\ "finish_reason":"stop"').replace('"gpt-4o-mini-2024-07-18"', '"ours/model"').replace('"id":"c"', '"id":"chatcmpl-x"')}\n\n`);
+  });
+
+  test.each([
+    ["text and finish in one chunk", `${head}{"index":0,"delta":{"content":"x"},"finish_reason":"stop"}]}`],
+    ["text and usage in one chunk", plain("x", ',"usage":{"prompt_tokens":1,"completion_tokens":1}')],
+    ["an error beside the text", `{"error":{"message":"boom"},${plain("x").slice(1)}`],
+    ["a second choice", `${head}{"index":0,"delta":{"content":"x"}},{"index":1,"delta":{"content":"y"}}]}`],
+    ["text with tool calls", `${head}{"index":0,"delta":{"content":"x","tool_calls":[{"index":0,"function":{"arguments":"{}"}}]}}]}`],
+    ["text with reasoning", `${head}{"index":0,"delta":{"content":"x","reasoning_content":"hmm"}}]}`],
+    ["text with images", `${head}{"index":0,"delta":{"content":"x","images":[]}}]}`],
+    ["an empty text", plain("")],
+    ["a frame cut short", plain("x").slice(0, -1)],
+    ["another model name", plain("x").replace("gpt-4o-mini-2024-07-18", "gpt-4o")],
+    ["another id", plain("x").replace('"id":"c"', '"id":"d"')],
+    ["an error after the text", plain("x", ',"error":{"message":"boom"}')],
+    ["keys in another order", `{"choices":[{"delta":{"content":"x"},"index":0}],"model":"gpt-4o-mini-2024-07-18"}`],
+  ])("decoded, not skimmed: %s", (_name, data) => {
+    expect(openaiRelay().skim!(sse(data))).toBeUndefined();
+  });
+
+  test("nothing is skimmed before a frame has been decoded", () => {
+    expect(createOpenAIRelay(ctx).skim!(sse(plain("x")))).toBeUndefined();
+  });
+
+  test("Anthropic: text deltas are forwarded as sent; every other event is decoded", () => {
+    const relay = createAnthropicRelay(ctx);
+    const delta = '{"type":"content_block_delta","index":0,"delta":{"type":"text_delta","text":"Hi"}}';
+    expect(relay.skim!(sse(delta, "content_block_delta"))).toBe(`event: content_block_delta\ndata: ${delta}\n\n`);
+    expect(relay.skim!(sse('{"type":"content_block_delta","index":1,"delta":{"type":"input_json_delta","partial_json":"{"}}', "content_block_delta"))).toBeUndefined();
+    expect(relay.skim!(sse('{"type":"content_block_delta","index":0,"delta":{"type":"text_delta","text":""}}', "content_block_delta"))).toBeUndefined();
+    expect(relay.skim!(sse('{"type":"message_delta","delta":{"stop_reason":"end_turn"},"usage":{"output_tokens":9}}', "message_delta"))).toBeUndefined();
+    expect(relay.skim!(sse('{"type":"message_start","message":{"model":"claude"}}', "message_start"))).toBeUndefined();
+  });
+});

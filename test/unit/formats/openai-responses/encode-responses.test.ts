@@ -1,0 +1,138 @@
+import { describe, expect, test } from "bun:test";
+import { createResponsesEncoder, encodeResponsesBody, type ResponsesAnswerPlan, type SyncResponsesAnswerPlan } from "../../../../src/formats/openai-responses/encode-responses.ts";
+import { responsesToChat } from "../../../../src/formats/openai-responses/responses-to-chat.ts";
+import type { StreamEvent } from "../../../../src/streaming/events.ts";
+import type { EncodeContext } from "../../../../src/streaming/client-sink.ts";
+import { sseFrames } from "../../../helpers/gateway.ts";
+
+const ctx: EncodeContext = { id: "resp_0123abcd", created: 1761565012, model: "test/gpt", includeUsage: false };
+
+function run(events: StreamEvent[], plan?: ResponsesAnswerPlan, end = true) {
+  const sink = createResponsesEncoder(ctx, plan);
+  let text = "";
+  for (const e of events) text += sink.event(e);
+  if (end) text += sink.end();
+  return sseFrames(text).map((f) => ({ event: f.event, ...JSON.parse(f.data) }));
+}
+
+const planFor = (tools: unknown[]): SyncResponsesAnswerPlan => responsesToChat({ input: "x", tools });
+
+describe("Responses encoder", () => {
+  test("every frame is named by its type and numbered in order; the streamed final response equals the whole body", () => {
+    const events: StreamEvent[] = [
+      { type: "start" },
+      { type: "reasoning", text: "Hmm." },
+      { type: "text", text: "Hel" },
+      { type: "text", text: "lo" },
+      { type: "tool-call", index: 0, id: "call_1", name: "f", argumentsDelta: '{"a"' },
+      { type: "tool-call", index: 0, argumentsDelta: ":1}" },
+      { type: "finish", reason: "tool_calls" },
+      { type: "usage", inputTokens: 10, outputTokens: 5, cacheReadTokens: 4 },
+    ];
+    const frames = run(events);
+    for (const f of frames) expect(f.event).toBe(f.type);
+    expect(frames.map((f) => f.sequence_number)).toEqual(frames.map((_, i) => i));
+    const completed = frames.at(-1)!;
+    expect(completed.type).toBe("response.completed");
+    expect(completed.response.usage).toEqual({ input_tokens: 10, input_tokens_details: { cached_tokens: 4 }, output_tokens: 5, output_tokens_details: { reasoning_tokens: 0 }, total_tokens: 15 });
+    expect(completed.response.output.map((o: any) => o.type)).toEqual(["reasoning", "message", "function_call"]);
+    expect(encodeResponsesBody(events, ctx)).toEqual(completed.response);
+    // Item ids carry the answer's id, so they are unique and lead back to it.
+    for (const item of completed.response.output) expect(item.id).toContain("0123abcd");
+  });
+
+  test("tool calls whose argument deltas interleave each keep their own arguments", () => {
+    const frames = run([
+      { type: "tool-call", index: 0, id: "a", name: "f", argumentsDelta: '{"x":' },
+      { type: "tool-call", index: 1, id: "b", name: "g", argumentsDelta: '{"y":' },
+      { type: "tool-call", index: 0, argumentsDelta: "1}" },
+      { type: "tool-call", index: 1, argumentsDelta: "2}" },
+      { type: "finish", reason: "tool_calls" },
+    ]);
+    const output = frames.at(-1)!.response.output;
+    expect(output.map((o: any) => [o.call_id, o.name, o.arguments])).toEqual([["a", "f", '{"x":1}'], ["b", "g", '{"y":2}']]);
+    const done = frames.filter((f) => f.type === "response.function_call_arguments.done").map((f) => f.arguments);
+    expect(done).toEqual(['{"x":1}', '{"y":2}']);
+  });
+
+  test("a custom tool's input: the `input` field, else a bare JSON string, else the text as the model wrote it", () => {
+    const plan = planFor([{ type: "custom", name: "apply_patch" }]);
+    const inputOf = (args: string) => encodeResponsesBody([{ type: "tool-call", index: 0, id: "c", name: "apply_patch", argumentsDelta: args }, { type: "finish", reason: "tool_calls" }], ctx, plan).output[0];
+    expect(inputOf('{"input":"*** Begin Patch\\n"}')).toMatchObject({ type: "custom_tool_call", input: "*** Begin Patch\n", call_id: "c" });
+    expect(inputOf('"just text"')).toMatchObject({ input: "just text" });
+    expect(inputOf("*** Begin Patch (not JSON)")).toMatchObject({ input: "*** Begin Patch (not JSON)" });
+    expect(inputOf('{"patch":"x"}')).toMatchObject({ input: '{"patch":"x"}' });
+  });
+
+  test("a call without an upstream id gets one derived from the answer's id", () => {
+    const body = encodeResponsesBody([{ type: "tool-call", index: 0, name: "f", argumentsDelta: "{}" }], ctx);
+    expect(body.output[0]).toMatchObject({ call_id: "call_0123abcd_0" });
+  });
+
+  test("images from the upstream are markdown in the message text, after text on a new paragraph", () => {
+    const body = encodeResponsesBody([{ type: "text", text: "Here:" }, { type: "image", url: "data:image/png;base64,AAAA" }, { type: "finish", reason: "stop" }], ctx);
+    expect((body as any).output[0].content[0].text).toBe("Here:\n\n![image](data:image/png;base64,AAAA)");
+  });
+
+  test("an error before any output: created, in_progress, error, failed — never completed", () => {
+    const frames = run([{ type: "error", errorType: "overloaded", message: "The upstream provider is overloaded; retry shortly." }], undefined, false);
+    expect(frames.map((f) => f.type)).toEqual(["response.created", "response.in_progress", "error", "response.failed"]);
+    expect(frames[2]).toMatchObject({ code: "server_is_overloaded", message: "The upstream provider is overloaded; retry shortly.", param: null });
+    expect(frames[3].response).toMatchObject({ status: "failed", error: { code: "server_is_overloaded" } });
+  });
+
+  test("content filtered: incomplete with its reason", () => {
+    const body = encodeResponsesBody([{ type: "text", text: "x" }, { type: "finish", reason: "content_filter" }], ctx);
+    expect(body).toMatchObject({ status: "incomplete", incomplete_details: { reason: "content_filter" } });
+  });
+
+  test("reasoning.summary asked: summary part events in OpenAI's order and shape, the item's summary in the stream and the body alike", () => {
+    const plan = responsesToChat({ input: "x", reasoning: { summary: "concise" } });
+    const events: StreamEvent[] = [
+      { type: "reasoning", text: "Think " },
+      { type: "reasoning", text: "twice." },
+      { type: "reasoning", text: "", signature: "sig" },
+      { type: "text", text: "Done." },
+      { type: "finish", reason: "stop" },
+    ];
+    const frames = run(events, plan);
+    const id = "rs_0123abcd_0";
+    expect(frames.slice(2, 10).map(({ event: _e, sequence_number: _n, ...f }) => f)).toEqual([
+      { type: "response.output_item.added", output_index: 0, item: { id, type: "reasoning", summary: [] } },
+      { type: "response.reasoning_summary_part.added", item_id: id, output_index: 0, summary_index: 0, part: { type: "summary_text", text: "" } },
+      { type: "response.reasoning_summary_text.delta", item_id: id, output_index: 0, summary_index: 0, delta: "Think " },
+      { type: "response.reasoning_summary_text.delta", item_id: id, output_index: 0, summary_index: 0, delta: "twice." },
+      { type: "response.reasoning_summary_text.done", item_id: id, output_index: 0, summary_index: 0, text: "Think twice." },
+      { type: "response.reasoning_summary_part.done", item_id: id, output_index: 0, summary_index: 0, part: { type: "summary_text", text: "Think twice." } },
+      { type: "response.output_item.done", output_index: 0, item: { id, type: "reasoning", summary: [{ type: "summary_text", text: "Think twice." }] } },
+      { type: "response.output_item.added", output_index: 1, item: expect.objectContaining({ type: "message" }) },
+    ]);
+    const completed = frames.at(-1)!.response;
+    expect(completed.output[0]).toEqual({ id, type: "reasoning", summary: [{ type: "summary_text", text: "Think twice." }] });
+    expect(encodeResponsesBody(events, ctx, plan)).toEqual(completed);
+    // Unasked (or asked with a value that is not a summary), the thinking is the item's content.
+    for (const summary of [undefined, null, "none"]) {
+      const body = encodeResponsesBody(events, ctx, responsesToChat({ input: "x", reasoning: { summary } }));
+      expect(body.output[0]).toEqual({ id, type: "reasoning", summary: [], content: [{ type: "reasoning_text", text: "Think twice." }] });
+    }
+  });
+
+  test("the final response is handed over once, before response.completed, for completed and incomplete answers, never for failed ones", () => {
+    const finals: unknown[] = [];
+    const plan = { ...planFor([]), onFinal: (r: unknown) => void finals.push(structuredClone(r)) };
+    const sink = createResponsesEncoder(ctx, plan);
+    sink.event({ type: "text", text: "Hi" });
+    sink.event({ type: "finish", reason: "stop" });
+    expect(finals).toHaveLength(0);
+    const closing = sseFrames(sink.end() as string).map((f) => JSON.parse(f.data));
+    expect(finals).toEqual([closing.at(-1)!.response]);
+    expect(encodeResponsesBody([{ type: "text", text: "Cut" }, { type: "finish", reason: "length" }], ctx, plan)).toEqual(finals[1] as never);
+    expect(finals[1]).toMatchObject({ status: "incomplete" });
+    run([{ type: "text", text: "x" }, { type: "error", errorType: "upstream", message: "lost" }], plan, false);
+    expect(finals).toHaveLength(2);
+  });
+
+  test("keep-alive is an SSE comment, which both the SDK and Codex skip", () => {
+    expect(createResponsesEncoder(ctx).keepAlive()).toBe(": keep-alive\n\n");
+  });
+});

@@ -1,0 +1,250 @@
+import { describe, expect, test } from "bun:test";
+import { openaiRequestToAnthropic } from "../../../src/formats/openai-chat/openai-to-anthropic.ts";
+import { anthropicRequestToOpenAI } from "../../../src/formats/anthropic-messages/anthropic-to-openai.ts";
+import { prepareUpstreamBody, effectiveMaxTokens, fitThinkingBudget } from "../../../src/formats/prepare-upstream.ts";
+import type { ResolvedProvider } from "../../../src/config/load-config.ts";
+import type { ModelConfig } from "../../../src/config/schema.ts";
+
+const tools = [{ type: "function", function: { name: "get_weather", description: "Weather by city", parameters: { type: "object", properties: { city: { type: "string" } }, required: ["city"] } } }];
+
+describe("OpenAI request → Anthropic", () => {
+  test("system, developer, tool calls and tool results", () => {
+    const out = openaiRequestToAnthropic(
+      {
+        messages: [
+          { role: "system", content: "Be brief." },
+          { role: "developer", content: [{ type: "text", text: "Use metric units." }] },
+          { role: "user", content: "Weather in Paris?" },
+          { role: "assistant", content: null, tool_calls: [{ id: "call_1", type: "function", function: { name: "get_weather", arguments: '{"city":"Paris"}' } }] },
+          { role: "tool", tool_call_id: "call_1", content: "18°C" },
+          { role: "user", content: "And tomorrow?" },
+        ],
+        tools,
+        tool_choice: "required",
+        parallel_tool_calls: false,
+        temperature: 1.6,
+        stop: "END",
+        user: "u-1",
+        stream: true,
+      },
+      "claude-sonnet-4-5",
+      1000,
+    );
+    expect(out.system).toBe("Be brief.\n\nUse metric units.");
+    expect(out.model).toBe("claude-sonnet-4-5");
+    expect(out.max_tokens).toBe(1000);
+    expect(out.temperature).toBe(1);
+    expect(out.stop_sequences).toEqual(["END"]);
+    expect(out.metadata).toEqual({ user_id: "u-1" });
+    expect(out.stream).toBe(true);
+    expect(out.tools).toEqual([{ name: "get_weather", description: "Weather by city", input_schema: tools[0]!.function.parameters }]);
+    expect(out.tool_choice).toEqual({ type: "any", disable_parallel_tool_use: true });
+    expect(out.messages).toEqual([
+      { role: "user", content: [{ type: "text", text: "Weather in Paris?" }] },
+      { role: "assistant", content: [{ type: "tool_use", id: "call_1", name: "get_weather", input: { city: "Paris" } }] },
+      // The tool result and the next user text share one user turn: Anthropic wants alternating roles.
+      { role: "user", content: [{ type: "tool_result", tool_use_id: "call_1", content: "18°C" }, { type: "text", text: "And tomorrow?" }] },
+    ]);
+  });
+
+  test("named tool choice and auto", () => {
+    const named = openaiRequestToAnthropic({ messages: [{ role: "user", content: "x" }], tools, tool_choice: { type: "function", function: { name: "get_weather" } } }, "m", 10);
+    expect(named.tool_choice).toEqual({ type: "tool", name: "get_weather" });
+    const auto = openaiRequestToAnthropic({ messages: [{ role: "user", content: "x" }], tools, tool_choice: "auto" }, "m", 10);
+    expect(auto.tool_choice).toEqual({ type: "auto" });
+  });
+
+  test("image parts are refused", () => {
+    expect(() =>
+      openaiRequestToAnthropic({ messages: [{ role: "user", content: [{ type: "image_url", image_url: { url: "data:image/png;base64,AA" } }] }] }, "m", 10),
+    ).toThrow(/image/);
+  });
+});
+
+describe("Anthropic request → OpenAI", () => {
+  test("system blocks, tool_use and tool_result ordering", () => {
+    const out = anthropicRequestToOpenAI(
+      {
+        system: [{ type: "text", text: "Be brief." }],
+        messages: [
+          { role: "user", content: "Weather in Paris?" },
+          { role: "assistant", content: [{ type: "thinking", thinking: "hmm", signature: "sig" }, { type: "text", text: "Checking." }, { type: "tool_use", id: "toolu_1", name: "get_weather", input: { city: "Paris" } }] },
+          { role: "user", content: [{ type: "tool_result", tool_use_id: "toolu_1", content: [{ type: "text", text: "18°C" }] }, { type: "text", text: "Thanks" }] },
+        ],
+        tools: [{ name: "get_weather", description: "Weather", input_schema: { type: "object" } }, { type: "web_search_20250305", name: "web_search" }],
+        tool_choice: { type: "any", disable_parallel_tool_use: true },
+        stop_sequences: ["END"],
+        max_tokens: 100,
+        stream: true,
+        metadata: { user_id: "u-2" },
+      },
+      "gpt-4o-mini",
+      100,
+      "max_tokens",
+    );
+    expect(out.messages).toEqual([
+      { role: "system", content: "Be brief." },
+      { role: "user", content: "Weather in Paris?" },
+      { role: "assistant", content: "Checking.", tool_calls: [{ id: "toolu_1", type: "function", function: { name: "get_weather", arguments: '{"city":"Paris"}' } }] },
+      { role: "tool", tool_call_id: "toolu_1", content: "18°C" },
+      { role: "user", content: "Thanks" },
+    ]);
+    expect(out.tools).toEqual([{ type: "function", function: { name: "get_weather", description: "Weather", parameters: { type: "object" } } }]);
+    expect(out.tool_choice).toBe("required");
+    expect(out.parallel_tool_calls).toBe(false);
+    expect(out.stop).toEqual(["END"]);
+    expect(out.stream_options).toEqual({ include_usage: true });
+    expect(out.max_tokens).toBe(100);
+    // Another vendor never sees the client's user id (Claude Code's holds device and session ids), only a stable hash of it.
+    expect(out.user).toBe(`sha256:${new Bun.CryptoHasher("sha256").update("u-2").digest("hex")}`);
+  });
+
+  test("max_completion_tokens when the provider asks for it", () => {
+    const out = anthropicRequestToOpenAI({ messages: [{ role: "user", content: "x" }], max_tokens: 5 }, "o3", 5, "max_completion_tokens");
+    expect(out.max_completion_tokens).toBe(5);
+    expect(out.max_tokens).toBeUndefined();
+  });
+
+  test("image blocks are refused, also inside tool results", () => {
+    const image = { type: "image", source: { type: "base64", media_type: "image/png", data: "AA" } };
+    expect(() => anthropicRequestToOpenAI({ messages: [{ role: "user", content: [image] }] }, "m", 5, "max_tokens")).toThrow(/image/);
+    expect(() =>
+      anthropicRequestToOpenAI({ messages: [{ role: "user", content: [{ type: "tool_result", tool_use_id: "t", content: [image] }] }] }, "m", 5, "max_tokens"),
+    ).toThrow(/image/);
+  });
+});
+
+describe("same-format preparation", () => {
+  const openaiProvider = { id: "p", kind: "openai", base_url: "http://x", apiKey: "k", timeouts: {} } as unknown as ResolvedProvider;
+  const anthropicProvider = { ...openaiProvider, kind: "anthropic" } as ResolvedProvider;
+  const model = { id: "v/m", upstream_model: "up-model" } as ModelConfig;
+
+  test("OpenAI passthrough keeps unknown fields, caps tokens, forces usage", () => {
+    const body = { model: "v/m", models: ["v/m"], messages: [], stream: true, response_format: { type: "json_object" }, logprobs: true, max_tokens: 9000, max_completion_tokens: 20000 };
+    const out = prepareUpstreamBody("openai", body, model, openaiProvider, effectiveMaxTokens(9000, 8192)) as Record<string, unknown>;
+    expect(out.model).toBe("up-model");
+    expect(out.models).toBeUndefined();
+    expect(out.response_format).toEqual({ type: "json_object" });
+    expect(out.logprobs).toBe(true);
+    expect(out.max_tokens).toBe(8192);
+    expect(out.max_completion_tokens).toBeUndefined();
+    expect(out.stream_options).toEqual({ include_usage: true });
+    expect(body.max_tokens).toBe(9000); // the client's body is not mutated
+  });
+
+  test("Anthropic passthrough keeps thinking and caps max_tokens", () => {
+    const body = { model: "v/m", messages: [], max_tokens: 50_000, thinking: { type: "enabled", budget_tokens: 2000 } };
+    const out = prepareUpstreamBody("anthropic", body, model, anthropicProvider, effectiveMaxTokens(50_000, 8192)) as Record<string, unknown>;
+    expect(out.max_tokens).toBe(8192);
+    expect(out.thinking).toEqual({ type: "enabled", budget_tokens: 2000 });
+    expect(out.model).toBe("up-model");
+  });
+
+  test("missing max_tokens gets the cap", () => {
+    expect(effectiveMaxTokens(undefined, 8192)).toBe(8192);
+    expect(effectiveMaxTokens(100, 8192)).toBe(100);
+  });
+});
+
+describe("Anthropic request → OpenAI, what agent clients send", () => {
+  const translate = (body: Record<string, unknown>) => anthropicRequestToOpenAI({ messages: [], ...body } as never, "gpt-4.1", 100, "max_tokens");
+
+  test("system turns inside messages stay where they were, as system messages", () => {
+    const out = translate({
+      system: "top",
+      messages: [
+        { role: "user", content: "one" },
+        { role: "system", content: [{ type: "text", text: "mid", cache_control: { type: "ephemeral" } }, { type: "text", text: "more" }] },
+        { role: "assistant", content: "two" },
+        { role: "system", content: "late" },
+      ],
+    });
+    expect(out.messages).toEqual([
+      { role: "system", content: "top" },
+      { role: "user", content: "one" },
+      { role: "system", content: "mid\nmore" },
+      { role: "assistant", content: "two" },
+      { role: "system", content: "late" },
+    ]);
+  });
+
+  test("text blocks are separated by a newline, in every role", () => {
+    const out = translate({
+      system: [{ type: "text", text: "a" }, { type: "text", text: "b" }],
+      messages: [
+        { role: "user", content: [{ type: "text", text: "<reminder>" }, { type: "text", text: "Write it" }] },
+        { role: "assistant", content: [{ type: "text", text: "First." }, { type: "text", text: "Second." }] },
+      ],
+    });
+    expect(out.messages.map((m) => m.content)).toEqual(["a\nb", "<reminder>\nWrite it", "First.\nSecond."]);
+  });
+
+  test("a failed tool result says so in the tool message", () => {
+    const out = translate({
+      messages: [
+        { role: "assistant", content: [{ type: "tool_use", id: "t1", name: "Write", input: {} }, { type: "tool_use", id: "t2", name: "Read", input: {} }] },
+        { role: "user", content: [
+          { type: "tool_result", tool_use_id: "t1", is_error: true, content: "<tool_use_error>File has not been read yet</tool_use_error>" },
+          { type: "tool_result", tool_use_id: "t2", is_error: false, content: [{ type: "text", text: "ok" }] },
+        ] },
+      ],
+    });
+    expect(out.messages.slice(1)).toEqual([
+      { role: "tool", tool_call_id: "t1", content: "Error: <tool_use_error>File has not been read yet</tool_use_error>" },
+      { role: "tool", tool_call_id: "t2", content: "ok" },
+    ]);
+  });
+
+  test("Anthropic-only fields are not sent; at most 4 stop sequences; the user id only as a hash", () => {
+    const userId = JSON.stringify({ device_id: "d".repeat(64), account_uuid: "", session_id: "s" });
+    const out = translate({
+      messages: [{ role: "user", content: "hi" }],
+      thinking: { type: "enabled", budget_tokens: 31999 },
+      output_config: { effort: "high" },
+      context_management: { edits: [] },
+      top_k: 5,
+      service_tier: "auto",
+      stop_sequences: ["1", "2", "3", "4", "5"],
+      metadata: { user_id: userId },
+    });
+    expect(Object.keys(out).sort()).toEqual(["max_tokens", "messages", "model", "stop", "user"]);
+    expect(out.stop).toEqual(["1", "2", "3", "4"]);
+    expect(out.user).toMatch(/^sha256:[0-9a-f]{64}$/);
+    expect(out.user).toBe(translate({ metadata: { user_id: userId } }).user);
+    expect(JSON.stringify(out)).not.toContain("dddd");
+  });
+});
+
+describe("thinking budget against the effective max_tokens", () => {
+  const model = { id: "m/x" } as ModelConfig;
+  const fit = (thinking: unknown, maxTokens: number, extra: Record<string, unknown> = {}, asked?: number) => {
+    const body: Record<string, unknown> = { thinking, ...extra };
+    fitThinkingBudget(body, maxTokens, model, undefined, asked);
+    return body;
+  };
+
+  test("a budget at or over max_tokens comes down to ¾ of max_tokens; a valid one is left alone", () => {
+    expect(fit({ type: "enabled", budget_tokens: 31999, display: "omitted" }, 8192).thinking).toEqual({ type: "enabled", budget_tokens: 6144, display: "omitted" });
+    expect(fit({ type: "enabled", budget_tokens: 8192 }, 8192).thinking).toEqual({ type: "enabled", budget_tokens: 6144 });
+    expect(fit({ type: "enabled", budget_tokens: 4000 }, 8192).thinking).toEqual({ type: "enabled", budget_tokens: 4000 });
+    expect(fit({ type: "adaptive" }, 100).thinking).toEqual({ type: "adaptive" });
+  });
+
+  test("under a cap (max_tokens lowered from what was asked), a budget over ¾ comes down to ¾; one within ¾ stays", () => {
+    expect(fit({ type: "enabled", budget_tokens: 32_000 }, 8192, {}, 64_000).thinking).toEqual({ type: "enabled", budget_tokens: 6144 });
+    expect(fit({ type: "enabled", budget_tokens: 7000 }, 8192, {}, 64_000).thinking).toEqual({ type: "enabled", budget_tokens: 6144 });
+    expect(fit({ type: "enabled", budget_tokens: 6000 }, 8192, {}, 64_000).thinking).toEqual({ type: "enabled", budget_tokens: 6000 });
+    // Not capped: the client's own split of its max_tokens.
+    expect(fit({ type: "enabled", budget_tokens: 7000 }, 8192, {}, 8192).thinking).toEqual({ type: "enabled", budget_tokens: 7000 });
+    // ¾ of 1,300 is 975, under the vendor's minimum: no thinking rather than none of the answer.
+    expect(fit({ type: "enabled", budget_tokens: 32_000 }, 1300, {}, 64_000).thinking).toBeUndefined();
+  });
+
+  test("no room for 1024: thinking and the edits that clear it are dropped, other edits stay", () => {
+    const edits = [{ type: "clear_thinking_20251015", keep: "all" }, { type: "clear_tool_uses_20250919" }];
+    const out = fit({ type: "enabled", budget_tokens: 2000 }, 1024, { context_management: { edits } });
+    expect(out.thinking).toBeUndefined();
+    expect(out.context_management).toEqual({ edits: [edits[1]] });
+    expect(fit({ type: "enabled", budget_tokens: 1024 }, 1025).thinking).toEqual({ type: "enabled", budget_tokens: 1024 });
+  });
+});

@@ -1,0 +1,153 @@
+import { describe, expect, test } from "bun:test";
+import { Deadline, DeadlineExpired, type DeadlineKind } from "../../../src/gateway/deadline.ts";
+import { listenForAbort, stopListeningForAbort } from "../../../src/transport/transport.ts";
+import { manualClock, type ManualClock } from "../../helpers/manual-clock.ts";
+
+/**
+ * Every deadline here runs on a clock the test moves by hand: each limit must pass at its exact
+ * moment, not a millisecond before.
+ */
+const limits = { firstByteMs: 60, idleMs: 40, totalMs: 300 };
+
+/** Moves the clock to `at` (ms since the deadline started) one millisecond short of it, then onto it; the signal must abort exactly there. */
+function expectExpiryAt(clock: ManualClock, d: Deadline, at: number, kind: DeadlineKind): void {
+  clock.advance(at - 1 - clock.now());
+  expect(d.signal.aborted).toBe(false);
+  clock.advance(1);
+  expect(d.signal.aborted).toBe(true);
+  expect(d.expired).toBe(kind);
+  expect((d.signal.reason as DeadlineExpired).kind).toBe(kind);
+}
+
+describe("one deadline per attempt", () => {
+  test("no head in time: first_byte, at the first-byte limit", () => {
+    const clock = manualClock();
+    const d = new Deadline(limits, clock);
+    expectExpiryAt(clock, d, 60, "first_byte");
+    expect(d.signal.reason).toBeInstanceOf(DeadlineExpired);
+    expect((d.signal.reason as Error).name).toBe("TimeoutError");
+  });
+
+  test("head, then silence: idle, counted from the last byte", () => {
+    const clock = manualClock();
+    const d = new Deadline(limits, clock);
+    clock.advance(20);
+    d.headArrived();
+    for (let i = 0; i < 4; i++) {
+      clock.advance(20);
+      d.touch();
+    }
+    // 20 ms to the head, 4 × 20 ms of bytes, then 40 ms of silence.
+    expectExpiryAt(clock, d, 140, "idle");
+  });
+
+  test("bytes that keep coming cannot outlast the total", () => {
+    const clock = manualClock();
+    const d = new Deadline({ firstByteMs: 60, idleMs: 40, totalMs: 150 }, clock);
+    d.headArrived();
+    for (let t = 10; t < 150; t += 10) {
+      clock.advance(10);
+      d.touch();
+    }
+    expectExpiryAt(clock, d, 150, "total");
+  });
+
+  test("waiting for a slow client is not the upstream's silence; the idle limit runs again from the resume", () => {
+    const clock = manualClock();
+    const d = new Deadline({ firstByteMs: 60, idleMs: 30, totalMs: 200 }, clock);
+    d.headArrived();
+    d.pause();
+    clock.advance(100);
+    expect(d.signal.aborted).toBe(false);
+    d.resume();
+    expectExpiryAt(clock, d, 130, "idle");
+  });
+
+  test("paused, the total still holds", () => {
+    const clock = manualClock();
+    const d = new Deadline({ firstByteMs: 60, idleMs: 30, totalMs: 200 }, clock);
+    d.headArrived();
+    d.pause();
+    expectExpiryAt(clock, d, 200, "total");
+  });
+
+  test("a cleared deadline never fires; an abort carries the caller's reason", () => {
+    const clock = manualClock();
+    const d = new Deadline({ firstByteMs: 20, idleMs: 20, totalMs: 20 }, clock);
+    d.clear();
+    expect(clock.pending()).toBe(0);
+    clock.advance(1_000);
+    expect(d.signal.aborted).toBe(false);
+    const reason = new Error("client left");
+    d.abort(reason);
+    expect(d.signal.reason).toBe(reason);
+    expect(d.expired).toBeUndefined();
+  });
+});
+
+test("a head that arrives long before the first-byte limit switches to the (shorter) idle limit at once", () => {
+  const clock = manualClock();
+  const d = new Deadline({ firstByteMs: 5_000, idleMs: 50, totalMs: 60_000 }, clock);
+  d.headArrived();
+  expectExpiryAt(clock, d, 50, "idle");
+});
+
+test("after waiting on a slow client, the idle limit applies again from the moment it caught up", () => {
+  const clock = manualClock();
+  const d = new Deadline({ firstByteMs: 5_000, idleMs: 60, totalMs: 60_000 }, clock);
+  d.headArrived();
+  d.pause();
+  clock.advance(20);
+  d.resume();
+  expectExpiryAt(clock, d, 80, "idle");
+});
+
+describe("the deadline keeps its signal's abort listeners itself (the transport's, without an event listener)", () => {
+  test("a listener runs once, after the signal aborted with its reason; a removed one never; one added after the abort never", () => {
+    const clock = manualClock();
+    const d = new Deadline({ firstByteMs: 20, idleMs: 20, totalMs: 100 }, clock);
+    const seen: string[] = [];
+    const kept = () => seen.push(`kept:${(d.signal.reason as DeadlineExpired).kind}:${d.signal.aborted}`);
+    const removed = () => seen.push("removed");
+    listenForAbort(d.signal, kept);
+    listenForAbort(d.signal, removed);
+    stopListeningForAbort(d.signal, removed);
+    clock.advance(20);
+    expect(d.signal.aborted).toBe(true);
+    listenForAbort(d.signal, () => seen.push("late"));
+    d.abort(new Error("again"));
+    clock.advance(1_000);
+    expect(seen).toEqual(["kept:first_byte:true"]);
+  });
+
+  test("an abort of the caller's (the client left) reaches them too; any other signal falls back to event listeners", () => {
+    const d = new Deadline({ firstByteMs: 1_000, idleMs: 1_000, totalMs: 1_000 });
+    const seen: unknown[] = [];
+    listenForAbort(d.signal, () => seen.push(d.signal.reason));
+    const reason = new DOMException("client disconnected", "AbortError");
+    d.abort(reason);
+    expect(seen).toEqual([reason]);
+
+    const plain = new AbortController();
+    const heard: string[] = [];
+    const fn = () => heard.push("plain");
+    listenForAbort(plain.signal, fn);
+    plain.abort();
+    stopListeningForAbort(plain.signal, fn);
+    expect(heard).toEqual(["plain"]);
+  });
+
+  test("as with event listeners: one removed by another while they are called is skipped; one added during the abort (by an event listener) never runs", () => {
+    const d = new Deadline({ firstByteMs: 1_000, idleMs: 1_000, totalMs: 1_000 });
+    const seen: string[] = [];
+    const second = () => seen.push("second");
+    listenForAbort(d.signal, () => {
+      seen.push("first");
+      stopListeningForAbort(d.signal, second);
+    });
+    listenForAbort(d.signal, second);
+    d.signal.addEventListener("abort", () => listenForAbort(d.signal, () => seen.push("added during the abort")));
+    d.abort(new Error("stop"));
+    expect(seen).toEqual(["first"]);
+  });
+});

@@ -1,0 +1,368 @@
+import { describe, expect, test } from "bun:test";
+import { answerSource, END_GRACE_MS, type DirectController, type StreamAnswerOptions } from "../../../src/gateway/stream-answer.ts";
+import { anthropicAdapter } from "../../../src/providers/anthropic/anthropic-adapter.ts";
+import { createOpenAIRelay } from "../../../src/formats/openai-chat/encode-openai.ts";
+import { openaiAdapter } from "../../../src/providers/openai/openai-adapter.ts";
+import { UsageMeter } from "../../../src/billing/usage-meter.ts";
+import { createTicker } from "../../../src/streaming/ticker.ts";
+import { Deadline } from "../../../src/gateway/deadline.ts";
+import { BodyQueue } from "../../../src/transport/http1/body-queue.ts";
+import type { ReadResult } from "../../../src/transport/transport.ts";
+import { createTokenizer } from "../../../src/billing/token-estimate.ts";
+
+const tokenizer = createTokenizer();
+
+/**
+ * The stream stage driven directly, with a controller that records what Bun's would send: each
+ * write, and whether it happened in the turn the stream started (Bun sends a direct stream's head
+ * on its own unless the first write comes in that turn, docs/benchmarks.md).
+ */
+
+const enc = new TextEncoder();
+const chunk = (i: number, extra = "") =>
+  `data: {"id":"chatcmpl-up","object":"chat.completion.chunk","created":1,"model":"gpt-up","choices":[{"index":0,"delta":{"content":"w${i} "}${extra}}]}\n\n`;
+const FIRST = `data: {"id":"chatcmpl-up","object":"chat.completion.chunk","created":1,"model":"gpt-up","choices":[{"index":0,"delta":{"role":"assistant","content":""},"finish_reason":null}]}\n\n`;
+const LAST =
+  `data: {"id":"chatcmpl-up","object":"chat.completion.chunk","created":1,"model":"gpt-up","choices":[{"index":0,"delta":{},"finish_reason":"stop"}]}\n\n` +
+  `data: {"id":"chatcmpl-up","object":"chat.completion.chunk","created":1,"model":"gpt-up","choices":[],"usage":{"prompt_tokens":5,"completion_tokens":3,"total_tokens":8}}\n\n` +
+  `data: [DONE]\n\n`;
+
+/** A body whose reads are scripted: queued results are there at once, later ones arrive when pushed. */
+function scriptedBody() {
+  const queued: ReadResult[] = [];
+  let waiting: ((r: ReadResult) => void) | null = null;
+  return {
+    arrive(r: ReadResult) {
+      if (waiting) {
+        const w = waiting;
+        waiting = null;
+        w(r);
+      } else queued.push(r);
+    },
+    reader: {
+      readNow: () => queued.shift(),
+      read: () => {
+        const r = queued.shift();
+        return r ? Promise.resolve(r) : new Promise<ReadResult>((resolve) => (waiting = resolve));
+      },
+      cancelled: 0,
+      async cancel() {
+        this.cancelled++;
+      },
+    },
+  };
+}
+const data = (text: string): ReadResult => ({ done: false, value: enc.encode(text) });
+const END: ReadResult = { done: true, value: undefined };
+
+function recorder() {
+  const writes: string[] = [];
+  let closed = false;
+  const controller: DirectController = {
+    write(c) {
+      writes.push(c);
+      return c.length;
+    },
+    flush: () => 0,
+    close() {
+      closed = true;
+    },
+  };
+  return { controller, writes, closed: () => closed };
+}
+
+function options(reader: StreamAnswerOptions["upstream"], events: string[], outcome: { value?: string }): StreamAnswerOptions {
+  return {
+    upstream: reader,
+    decode: openaiAdapter.createStreamDecoder(),
+    sink: createOpenAIRelay({ id: "chatcmpl-ours", created: 1, model: "ours/model", includeUsage: false }),
+    meter: new UsageMeter(tokenizer.count),
+    ticker: createTicker(),
+    deadline: new Deadline({ firstByteMs: 60_000, idleMs: 60_000, totalMs: 60_000 }),
+    estimateUsage: async () => undefined,
+    keepAliveMs: 60_000,
+    clientIdleMs: 60_000,
+    maxFrameBytes: 1 << 20,
+    beforeEnd: async () => {
+      events.push("settling");
+      await new Promise((resolve) => setTimeout(resolve, 20));
+      events.push("settled");
+    },
+    onDone: (o) => {
+      outcome.value = o;
+    },
+  };
+}
+
+/** The stage over a scripted body, with what it settled and how it ended recorded, and a recording controller. */
+async function stage(body: ReturnType<typeof scriptedBody>, extra: Partial<StreamAnswerOptions> = {}) {
+  const events: string[] = [];
+  const outcome: { value?: string } = {};
+  const source = await answerSource({ ...options(body.reader, events, outcome), ...extra });
+  return { source, events, outcome, ...recorder() };
+}
+
+describe("stream stage: what goes out with the head", () => {
+  test("an answer already whole when the stream starts is settled first, then head, frames and end leave in one write", async () => {
+    const body = scriptedBody();
+    body.arrive(data(FIRST + chunk(1) + chunk(2) + LAST));
+    body.arrive(END);
+    const { source, events, outcome, controller, writes, closed } = await stage(body);
+    // The charge is durable before the stream (and with it the head) is handed to the server.
+    expect(events).toEqual(["settling", "settled"]);
+
+    const pulled = source.pull(controller);
+    // Written in the turn the stream started: the server sends it with the head.
+    expect(writes.length).toBe(1);
+    await pulled;
+    expect(writes.length).toBe(1);
+    expect(writes[0]).toContain('"content":"w1 "');
+    expect(writes[0]).toContain('"content":"w2 "');
+    expect(writes[0]).toContain('"finish_reason":"stop"');
+    expect(writes[0]!.endsWith("data: [DONE]\n\n")).toBe(true);
+    // The gateway's model and id, never the vendor's; the usage chunk the client did not ask for is dropped.
+    expect(writes[0]).toContain('"model":"ours/model"');
+    expect(writes[0]).not.toContain("gpt-up");
+    expect(writes[0]).not.toContain('"usage"');
+    expect(closed()).toBe(true);
+    expect(outcome.value).toBe("completed");
+  });
+
+  test("frames already here go out in the stream's first turn; the rest as it comes; the last frames wait for the settlement and leave with the end", async () => {
+    const body = scriptedBody();
+    body.arrive(data(FIRST + chunk(1)));
+    const { source, events, outcome, controller, writes, closed } = await stage(body);
+    expect(events).toEqual([]);
+
+    const pulled = source.pull(controller);
+    expect(writes.length).toBe(1);
+    expect(writes[0]).toContain('"content":"w1 "');
+    expect(writes[0]).not.toContain("[DONE]");
+
+    await Bun.sleep(5);
+    body.arrive(data(chunk(2)));
+    await Bun.sleep(5);
+    expect(writes.length).toBe(2);
+    expect(writes[1]).toContain('"content":"w2 "');
+    expect(events).toEqual([]);
+
+    body.arrive(data(LAST));
+    body.arrive(END);
+    await pulled;
+    expect(events).toEqual(["settling", "settled"]);
+    // The last frames and the end arrived together: one write, once the charge is durable.
+    expect(writes.length).toBe(3);
+    expect(writes[2]).toContain('"finish_reason":"stop"');
+    expect(writes[2]!.endsWith("data: [DONE]\n\n")).toBe(true);
+    expect(closed()).toBe(true);
+    expect(outcome.value).toBe("completed");
+  });
+
+  test("nothing here yet: nothing is written until the upstream sends", async () => {
+    const body = scriptedBody();
+    const { source, events, outcome, controller, writes } = await stage(body);
+    const pulled = source.pull(controller);
+    expect(writes.length).toBe(0);
+    body.arrive(data(FIRST + chunk(1) + LAST));
+    body.arrive(END);
+    await pulled;
+    expect(writes.join("")).toContain('"content":"w1 "');
+    expect(writes.join("").endsWith("data: [DONE]\n\n")).toBe(true);
+    expect(outcome.value).toBe("completed");
+  });
+
+  test("a broken frame that came with the head fails the stream with an error frame, uncharged by its own settlement", async () => {
+    const body = scriptedBody();
+    body.arrive(data(FIRST + "data: {not json\n\n"));
+    body.arrive(END);
+    const { source, events, outcome, controller, writes, closed } = await stage(body);
+    await source.pull(controller);
+    const sent = writes.join("");
+    expect(sent).toContain('"error"');
+    expect(sent).not.toContain("[DONE]");
+    expect(events).toEqual([]);
+    expect(closed()).toBe(true);
+    expect(outcome.value).toBe("failed");
+  });
+});
+
+describe("stream stage: images that came with the head", () => {
+  test("their downloads do not hold the head back: the stream is handed over at once, the frame follows once inlined", async () => {
+    const body = scriptedBody();
+    const imageFrame = `data: {"id":"chatcmpl-up","object":"chat.completion.chunk","created":1,"model":"gpt-up","choices":[{"index":0,"delta":{"images":[{"image_url":{"url":"https://img.example/a.png"}}]},"finish_reason":null}]}\n\n`;
+    body.arrive(data(FIRST + chunk(1) + imageFrame + LAST));
+    body.arrive(END);
+    const events: string[] = [];
+    const outcome: { value?: string } = {};
+    let release!: () => void;
+    const download = new Promise<void>((resolve) => (release = resolve));
+    const source = await answerSource({
+      ...options(body.reader, events, outcome),
+      resolveImages: async (evs) => {
+        events.push("downloading");
+        await download;
+        for (const e of evs) if (e.type === "image") e.url = "data:image/png;base64,AAAA";
+      },
+    });
+    // Handed over before the download finished, and before anything was settled.
+    expect(events).toEqual([]);
+    const { controller, writes, closed } = recorder();
+    const pulled = source.pull(controller);
+    // What came before the image goes out with the head.
+    expect(writes.length).toBe(1);
+    expect(writes[0]).toContain('"content":"w1 "');
+    await Bun.sleep(5);
+    expect(events).toEqual(["downloading"]);
+    release();
+    await pulled;
+    const sent = writes.join("");
+    expect(sent).toContain("data:image/png;base64,AAAA");
+    expect(sent.endsWith("data: [DONE]\n\n")).toBe(true);
+    expect(events).toEqual(["downloading", "settling", "settled"]);
+    expect(closed()).toBe(true);
+    expect(outcome.value).toBe("completed");
+  });
+});
+
+describe("stream stage: the vendor's end marker", () => {
+  test("both vendors' decoders mark their end: OpenAI's [DONE], Anthropic's message_stop", () => {
+    expect(openaiAdapter.createStreamDecoder()({ event: undefined, data: "[DONE]", id: undefined, retry: undefined }).last).toBe(true);
+    const anthropic = anthropicAdapter.createStreamDecoder();
+    expect(anthropic({ event: "message_stop", data: '{"type":"message_stop"}', id: undefined, retry: undefined }).last).toBe(true);
+    expect(anthropic({ event: "ping", data: '{"type":"ping"}', id: undefined, retry: undefined }).last).toBeUndefined();
+  });
+
+  test("a body left open after [DONE] is waited for only END_GRACE_MS, then dropped; the answer completes", async () => {
+    const body = scriptedBody();
+    body.arrive(data(FIRST + chunk(1) + LAST));
+    const { source, events, outcome, controller, writes, closed } = await stage(body);
+    const started = performance.now();
+    await source.pull(controller);
+    const took = performance.now() - started;
+    expect(took).toBeGreaterThanOrEqual(END_GRACE_MS - 50);
+    expect(took).toBeLessThan(END_GRACE_MS + 1_000);
+    expect(body.reader.cancelled).toBe(1);
+    expect(writes.join("").endsWith("data: [DONE]\n\n")).toBe(true);
+    expect(events).toEqual(["settling", "settled"]);
+    expect(closed()).toBe(true);
+    expect(outcome.value).toBe("completed");
+  });
+
+  test("the body's end right after [DONE] is taken as it comes: nothing dropped, no wait", async () => {
+    const body = scriptedBody();
+    body.arrive(data(FIRST + chunk(1) + LAST));
+    const { source, events, outcome, controller } = await stage(body);
+    const pulled = source.pull(controller);
+    await Bun.sleep(5);
+    body.arrive(END);
+    await pulled;
+    expect(body.reader.cancelled).toBe(0);
+    expect(outcome.value).toBe("completed");
+  });
+});
+
+describe("BodyQueue.readNow: a chunk already received, without a promise", () => {
+  test("queued pieces come at once as one, then undefined while waiting, then the end", async () => {
+    let drained = 0;
+    const queue = new BodyQueue(() => drained++, () => {});
+    expect(queue.readNow()).toBeUndefined();
+    queue.push([enc.encode("ab"), enc.encode("cd")]);
+    queue.push([enc.encode("ef")]);
+    const first = queue.readNow();
+    expect(first?.done).toBe(false);
+    expect(new TextDecoder().decode(first!.value)).toBe("abcdef");
+    expect(drained).toBeGreaterThan(0);
+    expect(queue.readNow()).toBeUndefined();
+    queue.end();
+    expect(queue.readNow()).toEqual({ done: true, value: undefined });
+    // read() agrees with it.
+    expect(await queue.read()).toEqual({ done: true, value: undefined });
+  });
+
+  test("a failed body throws its failure from readNow and rejects read()", async () => {
+    const queue = new BodyQueue(() => {}, () => {});
+    queue.push([enc.encode("x")]);
+    queue.end(new Error("connection lost"));
+    expect(queue.readNow()?.done).toBe(false);
+    expect(() => queue.readNow()).toThrow("connection lost");
+    expect(queue.read()).rejects.toThrow("connection lost");
+  });
+});
+
+describe("stream stage: an answer whole before its head is handed over as one body (whole())", () => {
+  /** A stage whose endings and first writes are counted, not just the last one kept. */
+  async function counted(body: ReturnType<typeof scriptedBody>, extra: Partial<StreamAnswerOptions> = {}) {
+    const events: string[] = [];
+    const ends: string[] = [];
+    let firstWrites = 0;
+    const source = await answerSource({
+      ...options(body.reader, events, {}),
+      onDone: (o) => ends.push(o),
+      onFirstWrite: () => firstWrites++,
+      ...extra,
+    });
+    return { source, events, ends, firstWrites: () => firstWrites };
+  }
+  const whole = () => {
+    const body = scriptedBody();
+    body.arrive(data(FIRST + chunk(1) + chunk(2) + LAST));
+    body.arrive(END);
+    return body;
+  };
+
+  test("the same bytes the stream would write, settled first; it ends once, completed, with one first write; a later cancel changes nothing", async () => {
+    const streamed = await stage(whole());
+    await streamed.source.pull(streamed.controller);
+
+    const { source, events, ends, firstWrites } = await counted(whole());
+    expect(events).toEqual(["settling", "settled"]);
+    const body = source.whole();
+    expect(body).toBe(streamed.writes.join(""));
+    expect(ends).toEqual(["completed"]);
+    expect(firstWrites()).toBe(1);
+    source.cancel();
+    expect(ends).toEqual(["completed"]);
+  });
+
+  test("not whole: an upstream error before the head, an answer that ended early, a broken frame, one still arriving, frames held for their images", async () => {
+    const cases: Record<string, () => ReturnType<typeof scriptedBody>> = {
+      "an error frame": () => {
+        const b = scriptedBody();
+        b.arrive(data(FIRST + chunk(1) + `data: {"error":{"message":"upstream overloaded","type":"server_error"}}\n\n`));
+        b.arrive(END);
+        return b;
+      },
+      "ended early": () => {
+        const b = scriptedBody();
+        b.arrive(data(FIRST + chunk(1)));
+        b.arrive(END);
+        return b;
+      },
+      "a broken frame": () => {
+        const b = scriptedBody();
+        b.arrive(data(FIRST + "data: {not json\n\n"));
+        b.arrive(END);
+        return b;
+      },
+      "still arriving": () => {
+        const b = scriptedBody();
+        b.arrive(data(FIRST + chunk(1)));
+        return b;
+      },
+    };
+    for (const [name, make] of Object.entries(cases)) {
+      const { source, events, ends } = await counted(make());
+      expect({ name, body: source.whole() }).toEqual({ name, body: undefined });
+      // Nothing was settled as a whole answer, nothing ended: the stream decides, as it would have.
+      expect({ name, events, ends }).toEqual({ name, events: [], ends: [] });
+    }
+
+    const images = scriptedBody();
+    const imageFrame = `data: {"id":"chatcmpl-up","object":"chat.completion.chunk","created":1,"model":"gpt-up","choices":[{"index":0,"delta":{"images":[{"image_url":{"url":"https://img.example/a.png"}}]},"finish_reason":null}]}\n\n`;
+    images.arrive(data(FIRST + imageFrame + LAST));
+    images.arrive(END);
+    const held = await counted(images, { resolveImages: async () => {} });
+    expect(held.source.whole()).toBeUndefined();
+    expect(held.ends).toEqual([]);
+  });
+});

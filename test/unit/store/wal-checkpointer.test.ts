@@ -1,0 +1,86 @@
+import { afterEach, describe, expect, test } from "bun:test";
+import { mkdtempSync, rmSync, statSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import type { Database } from "bun:sqlite";
+import { openDatabase, WAL_AUTOCHECKPOINT_PAGES } from "../../../src/store/database.ts";
+import { startWalCheckpointer, type WalCheckpointer } from "../../../src/store/wal-checkpointer.ts";
+import { until } from "../../helpers/until.ts";
+
+const dirs: string[] = [];
+const open: { db: Database; checkpointer?: WalCheckpointer }[] = [];
+
+function freshDatabase(): { db: Database; path: string } {
+  const dir = mkdtempSync(join(tmpdir(), "switchyard-wal-"));
+  dirs.push(dir);
+  const path = join(dir, "gateway.sqlite");
+  const db = openDatabase(path);
+  open.push({ db });
+  return { db, path };
+}
+
+afterEach(async () => {
+  for (const { db, checkpointer } of open.splice(0)) {
+    await checkpointer?.stop();
+    db.close();
+  }
+  for (const dir of dirs.splice(0)) rmSync(dir, { recursive: true, force: true });
+});
+
+const autocheckpoint = (db: Database) => db.query<{ wal_autocheckpoint: number }, []>("PRAGMA wal_autocheckpoint").get()!.wal_autocheckpoint;
+
+/** About 4 MB of rows, committed through the connection: they land in the log, not the database file. */
+function writeRows(db: Database): void {
+  db.exec("CREATE TABLE IF NOT EXISTS scratch (id INTEGER PRIMARY KEY, payload BLOB)");
+  const insert = db.query("INSERT INTO scratch (payload) VALUES (?)");
+  db.transaction(() => {
+    for (let i = 0; i < 1000; i++) insert.run(new Uint8Array(4096).fill(i % 251));
+  })();
+}
+
+describe("WAL checkpoints on their own thread", () => {
+  test("while it runs, commits never checkpoint and the thread copies the log into the database file", async () => {
+    const { db, path } = freshDatabase();
+    const checkpointer = startWalCheckpointer(db, path, { intervalMs: 20 });
+    open[open.length - 1]!.checkpointer = checkpointer;
+    expect(await checkpointer.ready).toBe(true);
+    expect(autocheckpoint(db)).toBe(0);
+
+    const before = statSync(path).size;
+    writeRows(db);
+    // 4 MB is past SQLite's default 1,000-page checkpoint; with the connection's checkpoints off,
+    // only the thread can have moved the rows into the database file.
+    await until("the log copied into the database file", 3_000, () => statSync(path).size > before + 3_000_000);
+  });
+
+  test("stop() gives checkpoints back to the connection", async () => {
+    const { db, path } = freshDatabase();
+    const checkpointer = startWalCheckpointer(db, path, { intervalMs: 60_000 });
+    expect(await checkpointer.ready).toBe(true);
+    writeRows(db);
+    const logged = statSync(path).size;
+    await checkpointer.stop();
+    expect(autocheckpoint(db)).toBe(WAL_AUTOCHECKPOINT_PAGES);
+    // Its last pass before leaving copied the log in.
+    expect(statSync(path).size).toBeGreaterThan(logged + 3_000_000);
+  });
+
+  test("a thread that cannot open the database leaves checkpoints with the connection, and says why", async () => {
+    const { db, path } = freshDatabase();
+    const failures: string[] = [];
+    const checkpointer = startWalCheckpointer(db, join(path, "..", "missing", "gateway.sqlite"), { onFailure: (m) => failures.push(m) });
+    expect(await checkpointer.ready).toBe(false);
+    expect(autocheckpoint(db)).toBe(WAL_AUTOCHECKPOINT_PAGES);
+    expect(failures.length).toBe(1);
+    expect(failures[0]).toMatch(/unable to open|no such file|SQLITE_CANTOPEN/i);
+    await checkpointer.stop();
+  });
+
+  test("an in-memory database has no log to checkpoint: no thread", async () => {
+    const db = openDatabase(":memory:");
+    open.push({ db });
+    const checkpointer = startWalCheckpointer(db, ":memory:");
+    expect(await checkpointer.ready).toBe(false);
+    await checkpointer.stop();
+  });
+});
