@@ -1,8 +1,8 @@
 import { afterAll, describe, expect, test } from "bun:test";
-import type { KeyState, KeyStateStore } from "../src/providers/key-pool.ts";
-import { createMemoryKeyState } from "../src/store/memory/memory-key-state.ts";
-import { createRedisKeyState } from "../src/store/redis/redis-key-state.ts";
-import { closedPort, REDIS_URL, redisMissing, useRedisPrefix } from "./helpers/backends.ts";
+import type { KeyState, KeyStateStore } from "../../src/providers/key-pool.ts";
+import { createMemoryKeyState } from "../../src/store/memory/memory-key-state.ts";
+import { createRedisKeyState } from "../../src/store/redis/redis-key-state.ts";
+import { closedPort, REDIS_URL, redisMissing, useRedisPrefix } from "../helpers/backends.ts";
 
 /**
  * The KeyStateStore port (providers/key-pool.ts), one suite for every implementation: this

@@ -2,14 +2,14 @@ import { afterAll, describe, expect, test } from "bun:test";
 import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { CursorError, hashKey, KeyLimitError, MAX_ACTIVE_KEYS, type AccountStore } from "../src/accounts/account-store.ts";
-import { createAccountStore } from "../src/store/sqlite/sqlite-accounts.ts";
-import { createCachedKeyResolver } from "../src/accounts/key-resolver.ts";
-import { openDatabase } from "../src/store/database.ts";
-import { createPostgresAccounts } from "../src/store/postgres/pg-accounts.ts";
-import { connectPostgres, type Pg } from "../src/store/postgres/pg-client.ts";
-import { migratePostgres } from "../src/store/postgres/pg-migrations.ts";
-import { postgresMissing, useTestDatabase } from "./helpers/backends.ts";
+import { CursorError, hashKey, KeyLimitError, MAX_ACTIVE_KEYS, type AccountStore } from "../../src/accounts/account-store.ts";
+import { createAccountStore } from "../../src/store/sqlite/sqlite-accounts.ts";
+import { createCachedKeyResolver } from "../../src/accounts/key-resolver.ts";
+import { openDatabase } from "../../src/store/database.ts";
+import { createPostgresAccounts } from "../../src/store/postgres/pg-accounts.ts";
+import { connectPostgres, type Pg } from "../../src/store/postgres/pg-client.ts";
+import { migratePostgres } from "../../src/store/postgres/pg-migrations.ts";
+import { postgresMissing, useTestDatabase } from "../helpers/backends.ts";
 
 /** A store with a clock of the test's choosing, and the raw access the period tests need. */
 interface StoreFixture {

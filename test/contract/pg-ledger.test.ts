@@ -1,16 +1,16 @@
 import { afterAll, describe, expect, test } from "bun:test";
-import type { Ledger, RejectionLog } from "../src/billing/ledger.ts";
-import type { Logger } from "../src/log/log.ts";
-import { createPostgresAccounts } from "../src/store/postgres/pg-accounts.ts";
-import { connectPostgres, type Pg } from "../src/store/postgres/pg-client.ts";
-import { createPostgresLedger, type PgLedgerOptions } from "../src/store/postgres/pg-ledger.ts";
-import { migratePostgres } from "../src/store/postgres/pg-migrations.ts";
-import { auditPostgres } from "../src/store/postgres/pg-reports.ts";
-import { openPostgresStores } from "../src/store/stores.ts";
-import { closedPort, postgresMissing, useTestDatabase } from "./helpers/backends.ts";
-import { ledgerContract, settlement, type LedgerFixture } from "./helpers/ledger-contract.ts";
-import { tcpProxy } from "./helpers/tcp-proxy.ts";
-import { until } from "./helpers/until.ts";
+import type { Ledger, RejectionLog } from "../../src/billing/ledger.ts";
+import type { Logger } from "../../src/log/log.ts";
+import { createPostgresAccounts } from "../../src/store/postgres/pg-accounts.ts";
+import { connectPostgres, type Pg } from "../../src/store/postgres/pg-client.ts";
+import { createPostgresLedger, type PgLedgerOptions } from "../../src/store/postgres/pg-ledger.ts";
+import { migratePostgres } from "../../src/store/postgres/pg-migrations.ts";
+import { auditPostgres } from "../../src/store/postgres/pg-reports.ts";
+import { openPostgresStores } from "../../src/store/stores.ts";
+import { closedPort, postgresMissing, useTestDatabase } from "../helpers/backends.ts";
+import { ledgerContract, settlement, type LedgerFixture } from "../helpers/ledger-contract.ts";
+import { tcpProxy } from "../helpers/tcp-proxy.ts";
+import { until } from "../helpers/until.ts";
 
 const missing = await postgresMissing();
 const database = useTestDatabase();

@@ -3,10 +3,10 @@ import { Database } from "bun:sqlite";
 import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { migrate, openDatabase } from "../src/store/database.ts";
-import { connectPostgres } from "../src/store/postgres/pg-client.ts";
-import { migratePostgres, POSTGRES_SCHEMA_VERSION } from "../src/store/postgres/pg-migrations.ts";
-import { postgresMissing, useTestDatabase } from "./helpers/backends.ts";
+import { migrate, openDatabase } from "../../src/store/database.ts";
+import { connectPostgres } from "../../src/store/postgres/pg-client.ts";
+import { migratePostgres, POSTGRES_SCHEMA_VERSION } from "../../src/store/postgres/pg-migrations.ts";
+import { postgresMissing, useTestDatabase } from "../helpers/backends.ts";
 
 /**
  * The periodic spend-limit migration on a database an older release left (schema version 5 on

@@ -1,9 +1,9 @@
 import { afterAll, describe, expect, test } from "bun:test";
 import { RedisClient } from "bun";
-import { createRateLimiter } from "../src/limits/rate-limiter.ts";
-import { createRedisRateLimiter } from "../src/store/redis/redis-rate-limiter.ts";
-import { closedPort, REDIS_URL, redisMissing, useRedisPrefix } from "./helpers/backends.ts";
-import { rateLimitContract } from "./helpers/rate-limit-contract.ts";
+import { createRateLimiter } from "../../src/limits/rate-limiter.ts";
+import { createRedisRateLimiter } from "../../src/store/redis/redis-rate-limiter.ts";
+import { closedPort, REDIS_URL, redisMissing, useRedisPrefix } from "../helpers/backends.ts";
+import { rateLimitContract } from "../helpers/rate-limit-contract.ts";
 
 rateLimitContract("in-process", async () => createRateLimiter(Date.now));
 

@@ -10,16 +10,16 @@ import { afterAll, describe, expect, test } from "bun:test";
 import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { runAdmin } from "../src/cli/admin.ts";
-import { migrate, openDatabase } from "../src/store/database.ts";
-import { migratePostgres } from "../src/store/postgres/pg-migrations.ts";
-import { auditPostgres, createPostgresUsageReport } from "../src/store/postgres/pg-reports.ts";
-import { openPostgresStores } from "../src/store/stores.ts";
-import { createUsageReport } from "../src/store/sqlite/sqlite-usage-report.ts";
-import { postgresMissing, useTestDatabase } from "./helpers/backends.ts";
-import { startFakeUpstream, vendorRefusal, type RecordedRequest, type Reply } from "./helpers/fake-upstream.ts";
-import { ANTHROPIC_MODEL, post, startGateway } from "./helpers/gateway.ts";
-import { scriptedReply } from "./helpers/scripted-answers.ts";
+import { runAdmin } from "../../src/cli/admin.ts";
+import { migrate, openDatabase } from "../../src/store/database.ts";
+import { migratePostgres } from "../../src/store/postgres/pg-migrations.ts";
+import { auditPostgres, createPostgresUsageReport } from "../../src/store/postgres/pg-reports.ts";
+import { openPostgresStores } from "../../src/store/stores.ts";
+import { createUsageReport } from "../../src/store/sqlite/sqlite-usage-report.ts";
+import { postgresMissing, useTestDatabase } from "../helpers/backends.ts";
+import { startFakeUpstream, vendorRefusal, type RecordedRequest, type Reply } from "../helpers/fake-upstream.ts";
+import { ANTHROPIC_MODEL, post, startGateway } from "../helpers/gateway.ts";
+import { scriptedReply } from "../helpers/scripted-answers.ts";
 
 /** Schema versions of the release before the token classes. */
 const SQLITE_BEFORE = 5;

@@ -5,12 +5,12 @@
  * resolution of `item_reference` and `previous_response_id` against a store.
  */
 import { afterAll, describe, expect, test } from "bun:test";
-import { createMemoryResponseStore } from "../src/store/memory/memory-response-store.ts";
-import { createRedisResponseStore } from "../src/store/redis/redis-response-store.ts";
-import { NO_RESPONSE_STORE, ResponseStoreUnavailableError, type ResponseStore, type StoredResponse } from "../src/formats/openai-responses/response-store.ts";
-import { resolveStoredInput } from "../src/formats/openai-responses/stored-input.ts";
-import { ResponsesRequestError } from "../src/formats/openai-responses/responses-to-chat.ts";
-import { closedPort, REDIS_URL, redisMissing, useRedisPrefix } from "./helpers/backends.ts";
+import { createMemoryResponseStore } from "../../src/store/memory/memory-response-store.ts";
+import { createRedisResponseStore } from "../../src/store/redis/redis-response-store.ts";
+import { NO_RESPONSE_STORE, ResponseStoreUnavailableError, type ResponseStore, type StoredResponse } from "../../src/formats/openai-responses/response-store.ts";
+import { resolveStoredInput } from "../../src/formats/openai-responses/stored-input.ts";
+import { ResponsesRequestError } from "../../src/formats/openai-responses/responses-to-chat.ts";
+import { closedPort, REDIS_URL, redisMissing, useRedisPrefix } from "../helpers/backends.ts";
 
 /** `ticking`: each reading is a millisecond later, so uses are ordered (Redis orders ties by id, memory by call). */
 function clock(ticking = false) {
