@@ -1,0 +1,281 @@
+import { Database } from "bun:sqlite";
+import { describe, expect, test } from "bun:test";
+import { useFakeUpstream } from "../helpers/fake-upstream.ts";
+import { FREE_MODEL, IMAGES_API_MODEL, OPENAI_MODEL, ANTHROPIC_MODEL, post, sseFrames, startGateway, type Gateway, spendUntilRefused } from "../helpers/gateway.ts";
+
+const upstream = useFakeUpstream();
+
+const question = [{ role: "user", content: "Hello there" }];
+
+async function records(gw: Gateway) {
+  await gw.app.services.settled();
+  const db = new Database(gw.dbPath, { readonly: true });
+  try {
+    return db.query<{ status: string; cost_micro: number; prompt_tokens: number; completion_tokens: number; estimated: number; model: string; key_id: string }, []>(
+      "SELECT status, cost_micro, prompt_tokens, completion_tokens, estimated, model, key_id FROM usage_records ORDER BY id",
+    ).all();
+  } finally {
+    db.close();
+  }
+}
+
+function rejections(gw: Gateway) {
+  const db = new Database(gw.dbPath, { readonly: true });
+  try {
+    return db.query<{ key_id: string; status: number; count: number }, []>("SELECT key_id, status, SUM(count) AS count FROM rejection_counts GROUP BY key_id, status").all();
+  } finally {
+    db.close();
+  }
+}
+
+function openReservations(gw: Gateway): number {
+  return gw.app.services.ledger.openHolds();
+}
+
+describe("reserve, then settle", () => {
+  test("200 parallel requests on a balance that covers only some: never below zero, every credit accounted for", async () => {
+    const gw = await startGateway({ upstreamUrl: upstream.url, credits: 2 });
+    try {
+      const start = await gw.balanceMicro();
+      const statuses = await Promise.all(
+        Array.from({ length: 200 }, (_, i) =>
+          post(gw, "/v1/chat/completions", { model: OPENAI_MODEL, max_tokens: 1000, messages: question, stream: i % 2 === 0 }).then(async (res) => {
+            await res.text();
+            return res.status;
+          }),
+        ),
+      );
+      const end = await gw.balanceMicro();
+      const ok = statuses.filter((s) => s === 200).length;
+      const refused = statuses.filter((s) => s === 402).length;
+      expect(ok + refused).toBe(200);
+      expect(ok).toBeGreaterThan(0);
+      expect(refused).toBeGreaterThan(0);
+      expect(end).toBeGreaterThanOrEqual(0);
+      const all = await records(gw);
+      const charged = all.filter((r) => r.status === "ok");
+      expect(charged.length).toBe(ok);
+      // Refused requests are counted (per key and minute), at no cost, without a row each.
+      expect(all.length).toBe(ok);
+      expect(rejections(gw)).toEqual([{ key_id: gw.keyId, status: 402, count: refused }]);
+      expect(charged.reduce((sum, r) => sum + r.cost_micro, 0)).toBe(start - end);
+      expect(openReservations(gw)).toBe(0);
+    } finally {
+      await gw.stop();
+    }
+  }, 30_000);
+
+  test("402 when the worst case exceeds the balance, with a clear message and no upstream call", async () => {
+    const gw = await startGateway({ upstreamUrl: upstream.url, credits: 0.05 });
+    try {
+      const res = await post(gw, "/v1/chat/completions", { model: OPENAI_MODEL, max_tokens: 8000, messages: question });
+      expect(res.status).toBe(402);
+      const body = (await res.json()) as any;
+      expect(body.error.type).toBe("insufficient_quota");
+      expect(body.error.message).toMatch(/credits/);
+      expect(upstream.requests.length).toBe(0);
+      const anthropic = await post(gw, "/v1/messages", { model: ANTHROPIC_MODEL, max_tokens: 8000, messages: question });
+      expect(anthropic.status).toBe(402);
+      expect(((await anthropic.json()) as any).error.type).toBe("billing_error");
+      // A smaller max_tokens fits.
+      expect((await post(gw, "/v1/chat/completions", { model: OPENAI_MODEL, max_tokens: 10, messages: question })).status).toBe(200);
+    } finally {
+      await gw.stop();
+    }
+  });
+
+  test("one request after another, each settled before the next: refused once the settled charges leave less than the worst case", async () => {
+    const gw = await startGateway({ upstreamUrl: upstream.url, credits: 2 });
+    try {
+      const start = await gw.balanceMicro();
+      // A worst case of about 1.9 credits: only the first few requests fit before the charges add up.
+      const ask = () => post(gw, "/v1/chat/completions", { model: OPENAI_MODEL, max_tokens: 3100, messages: question });
+      const { answered: ok, refusal } = await spendUntilRefused(gw, ask);
+      expect(ok).toBeGreaterThan(1);
+      expect(refusal).toBeDefined();
+      const end = await gw.balanceMicro();
+      const charged = (await records(gw)).filter((r) => r.status === "ok");
+      expect(charged.length).toBe(ok);
+      expect(charged.reduce((sum, r) => sum + r.cost_micro, 0)).toBe(start - end);
+      // The refusal quotes what is left on disk, and that is less than the request's worst case.
+      const [, worst, available] = /up to ([\d.]+) credits and the account has ([\d.]+) available/.exec(refusal.error.message)!.map(Number);
+      expect(available).toBe(end / 1e6);
+      expect(available).toBeLessThan(worst!);
+      expect(end).toBeGreaterThanOrEqual(0);
+    } finally {
+      await gw.stop();
+    }
+  });
+
+  test("a top-up committed by another process is seen by the running gateway", async () => {
+    const gw = await startGateway({ upstreamUrl: upstream.url, credits: 0.05 });
+    try {
+      const ask = () => post(gw, "/v1/chat/completions", { model: OPENAI_MODEL, max_tokens: 8000, messages: question });
+      expect((await ask()).status).toBe(402);
+      const other = new Database(gw.dbPath);
+      try {
+        other.run("UPDATE accounts SET balance_micro = balance_micro + 10000000 WHERE id = ?", [gw.accountId]);
+      } finally {
+        other.close();
+      }
+      await Bun.sleep(5);
+      expect((await ask()).status).toBe(200);
+    } finally {
+      await gw.stop();
+    }
+  });
+
+  test("free models cost nothing, even on an empty account, and still leave a usage record", async () => {
+    const gw = await startGateway({ upstreamUrl: upstream.url, credits: 0 });
+    try {
+      const res = await post(gw, "/v1/chat/completions", { model: FREE_MODEL, messages: question });
+      expect(res.status).toBe(200);
+      expect(await gw.balanceMicro()).toBe(0);
+      expect((await records(gw))).toEqual([expect.objectContaining({ model: FREE_MODEL, cost_micro: 0, status: "ok" })]);
+    } finally {
+      await gw.stop();
+    }
+  });
+
+  test("the charge is the counted usage, exactly", async () => {
+    const gw = await startGateway({ upstreamUrl: upstream.url });
+    try {
+      const start = await gw.balanceMicro();
+      upstream.reply({ kind: "fixture", name: "anthropic-text.sse" });
+      await (await post(gw, "/v1/chat/completions", { model: ANTHROPIC_MODEL, messages: question, stream: true })).text();
+      const [record] = (await records(gw));
+      expect(record).toMatchObject({ prompt_tokens: 12, completion_tokens: 9, estimated: 0, status: "ok", key_id: gw.keyId });
+      expect(record!.cost_micro).toBe(12 * 3000 + 9 * 15000);
+      expect(start - (await gw.balanceMicro())).toBe(record!.cost_micro);
+    } finally {
+      await gw.stop();
+    }
+  });
+});
+
+describe("failures cost nothing; partial answers cost what they produced", () => {
+  test("an upstream that never sends its first byte → 502, nothing charged", async () => {
+    const gw = await startGateway({ upstreamUrl: upstream.url, firstByteMs: 200 });
+    try {
+      const start = await gw.balanceMicro();
+      upstream.reply({ kind: "hang" });
+      const res = await post(gw, "/v1/chat/completions", { model: OPENAI_MODEL, messages: question });
+      expect(res.status).toBe(502);
+      expect(((await res.json()) as any).error.message).toMatch(/in time/);
+      expect(await gw.balanceMicro()).toBe(start);
+      expect((await records(gw))[0]).toMatchObject({ status: "upstream_error", cost_micro: 0 });
+      expect(openReservations(gw)).toBe(0);
+    } finally {
+      await gw.stop();
+    }
+  });
+
+  test("a stream cut midway is charged for what was produced, never more than the reservation", async () => {
+    const gw = await startGateway({ upstreamUrl: upstream.url });
+    try {
+      const start = await gw.balanceMicro();
+      const chunk = (text: string) => `data: {"id":"c","object":"chat.completion.chunk","created":1,"model":"m","choices":[{"index":0,"delta":{"content":${JSON.stringify(text)}},"finish_reason":null}]}\n\n`;
+      upstream.reply({ kind: "sse", chunks: [chunk("The answer is"), chunk(" forty"), 'data: {"id":"c","object":"chat.co'] });
+      const res = await post(gw, "/v1/chat/completions", { model: OPENAI_MODEL, max_tokens: 100, messages: question, stream: true });
+      const frames = sseFrames(await res.text());
+      expect(JSON.parse(frames.at(-1)!.data).error).toBeDefined();
+      const [record] = (await records(gw));
+      expect(record!.status).toBe("stream_failed");
+      expect(record!.estimated).toBe(1);
+      expect(record!.completion_tokens).toBeGreaterThan(0);
+      expect(record!.cost_micro).toBeGreaterThan(0);
+      const worstCase = Math.ceil((Math.ceil(JSON.stringify({ model: OPENAI_MODEL, max_tokens: 100, messages: question, stream: true }).length / 2) + 16) * 150 + 100 * 600);
+      expect(record!.cost_micro).toBeLessThanOrEqual(worstCase);
+      expect(start - (await gw.balanceMicro())).toBe(record!.cost_micro);
+    } finally {
+      await gw.stop();
+    }
+  });
+
+  test("a client that disconnects mid-stream aborts the upstream and pays for what was produced", async () => {
+    const gw = await startGateway({ upstreamUrl: upstream.url });
+    try {
+      const start = await gw.balanceMicro();
+      upstream.reply({ kind: "sse", holdOpen: true, chunks: ['data: {"id":"c","object":"chat.completion.chunk","created":1,"model":"m","choices":[{"index":0,"delta":{"content":"Partial answer here"},"finish_reason":null}]}\n\n'] });
+      const controller = new AbortController();
+      const res = await post(gw, "/v1/chat/completions", { model: OPENAI_MODEL, messages: question, stream: true }, {}, controller.signal);
+      const reader = res.body!.getReader();
+      expect(new TextDecoder().decode((await reader.read()).value)).toContain("Partial");
+      controller.abort();
+      const deadline = Date.now() + 3000;
+      while (upstream.abortedStreams() < 1 && Date.now() < deadline) await Bun.sleep(10);
+      expect(upstream.abortedStreams()).toBe(1);
+      const end = await gw.balanceMicro();
+      const [record] = (await records(gw));
+      expect(record!.status).toBe("cancelled");
+      expect(record!.completion_tokens).toBe(3);
+      expect(record!.cost_micro).toBeGreaterThan(0);
+      expect(start - end).toBe(record!.cost_micro);
+      expect(openReservations(gw)).toBe(0);
+    } finally {
+      await gw.stop();
+    }
+  });
+});
+
+describe("rate limit", () => {
+  test("the headers ride on every kind of answer: JSON, streams, a whole answer sent as a stream, errors from inside the pipeline", async () => {
+    // A clock that stands still: the bucket must not refill between answers, however slow they are.
+    const now = 1_800_000_000_000;
+    const gw = await startGateway({ upstreamUrl: upstream.url, requestsPerMinute: 100, credits: 1, now: () => now });
+    try {
+      const answers: [string, () => Promise<Response>, number][] = [
+        ["JSON answer", () => post(gw, "/v1/chat/completions", { model: OPENAI_MODEL, max_tokens: 10, messages: question }), 200],
+        ["stream, relayed", () => post(gw, "/v1/chat/completions", { model: OPENAI_MODEL, max_tokens: 10, messages: question, stream: true }), 200],
+        ["stream, translated", () => post(gw, "/v1/messages", { model: OPENAI_MODEL, max_tokens: 10, messages: question, stream: true }), 200],
+        ["a whole answer as a stream (the images API)", () => {
+          upstream.reply({ kind: "json", body: { created: 1, data: [{ b64_json: "iVBORw0KGgo=", revised_prompt: "x" }] } });
+          return post(gw, "/v1/chat/completions", { model: IMAGES_API_MODEL, messages: question, stream: true });
+        }, 200],
+        ["402 from the reservation", () => post(gw, "/v1/chat/completions", { model: ANTHROPIC_MODEL, max_tokens: 8000, messages: question }), 402],
+        ["an upstream's refusal", () => {
+          upstream.reply({ kind: "json", status: 400, body: { error: { message: "no", type: "invalid_request_error" } } });
+          return post(gw, "/v1/chat/completions", { model: OPENAI_MODEL, max_tokens: 10, messages: question });
+        }, 400],
+      ];
+      let remaining = 100;
+      for (const [what, send, status] of answers) {
+        const res = await send();
+        await res.text();
+        expect([what, res.status]).toEqual([what, status]);
+        expect([what, res.headers.get("x-ratelimit-limit-requests"), res.headers.get("x-ratelimit-remaining-requests")]).toEqual([what, "100", String(--remaining)]);
+        // The answer's own type is kept.
+        expect(res.headers.get("content-type")).toStartWith(status === 200 && what !== "JSON answer" ? "text/event-stream" : "application/json");
+      }
+    } finally {
+      await gw.stop();
+    }
+  });
+
+  test("the 61st request in a minute gets 429 with Retry-After; the bucket refills; headers on every answer", async () => {
+    let now = 1_800_000_000_000;
+    const gw = await startGateway({ upstreamUrl: upstream.url, requestsPerMinute: 60, now: () => now });
+    try {
+      for (let i = 0; i < 60; i++) {
+        const res = await post(gw, "/v1/chat/completions", i % 2 ? { model: OPENAI_MODEL, messages: question, stream: true } : "{not json");
+        expect(res.status).toBe(i % 2 ? 200 : 400);
+        expect(res.headers.get("x-ratelimit-limit-requests")).toBe("60");
+        expect(res.headers.get("x-ratelimit-remaining-requests")).toBe(String(59 - i));
+        expect(res.headers.get("x-ratelimit-reset-requests")).toMatch(/^\d+(\.\d+)?(ms|s)$|^\d+m[\d.]+s$/);
+        await res.text();
+      }
+      const limited = await post(gw, "/v1/messages", { model: ANTHROPIC_MODEL, max_tokens: 5, messages: question });
+      expect(limited.status).toBe(429);
+      expect(limited.headers.get("retry-after")).toBe("1");
+      const body = (await limited.json()) as any;
+      expect(body).toMatchObject({ type: "error", error: { type: "rate_limit_error" } });
+      expect(upstream.requests.length).toBe(30);
+
+      now += 1000;
+      expect((await post(gw, "/v1/chat/completions", { model: FREE_MODEL, messages: question })).status).toBe(200);
+      expect((await post(gw, "/v1/chat/completions", { model: FREE_MODEL, messages: question })).status).toBe(429);
+    } finally {
+      await gw.stop();
+    }
+  });
+});

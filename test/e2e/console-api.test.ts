@@ -1,0 +1,425 @@
+import { describe, expect, test } from "bun:test";
+import { mkdtempSync, rmSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { openPostgresStores, type SharedStores } from "../../src/store/stores.ts";
+import { runAdmin } from "../../src/cli/admin.ts";
+import type { Logger } from "../../src/log/log.ts";
+import { useFakeUpstream } from "../helpers/fake-upstream.ts";
+import { FREE_MODEL, OPENAI_MODEL, post, startGateway, type Gateway } from "../helpers/gateway.ts";
+import { postgresMissing, useTestDatabase } from "../helpers/backends.ts";
+import { ConsoleClient } from "../helpers/console-client.ts";
+
+const ADMIN = "admin-console-0123456789abcdef0123456789abcdef";
+const PASSWORD = "correct horse battery staple";
+const HOUR = 3_600_000;
+const upstream = useFakeUpstream();
+
+/** Everything the gateway logged, as text, to look for secrets in. */
+function recordingLogger(): { log: Logger; text: () => string } {
+  const lines: string[] = [];
+  return { log: (level, message, fields) => lines.push(JSON.stringify({ level, message, fields })), text: () => lines.join("\n") };
+}
+
+const chat = (gw: Gateway, key: string, requestId: string) =>
+  fetch(`${gw.url}/v1/chat/completions`, {
+    method: "POST",
+    headers: { authorization: `Bearer ${key}`, "content-type": "application/json", "x-request-id": requestId },
+    body: JSON.stringify({ model: OPENAI_MODEL, messages: [{ role: "user", content: "the secret prompt text" }] }),
+  });
+
+/** An operator signed in, an account made and topped up, its holder invited, accepted and signed in. */
+async function holderSetup(gw: Gateway, name: string, login: string) {
+  const operator = new ConsoleClient(gw.url);
+  await operator.signIn({ token: ADMIN });
+  const account = await operator.json("POST", "/console/api/accounts", { name, credits: 10 }, 201);
+  await operator.json("POST", `/console/api/accounts/${account.id}/credits`, { amount: 90 });
+  const invite = await operator.json("POST", `/console/api/accounts/${account.id}/invites`, { login }, 201);
+  const holder = new ConsoleClient(gw.url);
+  await holder.acceptInvite(invite.url, PASSWORD);
+  return { operator, holder, account, invite };
+}
+
+type Setup = { gw: Gateway; clock: { now: number }; logs: () => string; stop(): Promise<void> };
+
+function consoleSuite(name: string, start: () => Promise<Setup>) {
+  describe(`console API on ${name}`, () => {
+    test("operator: sign-in with the admin token sets an HttpOnly SameSite=Strict cookie (Secure behind HTTPS), a wrong token is 401", async () => {
+      const s = await start();
+      try {
+        const operator = new ConsoleClient(s.gw.url);
+        const session = await operator.signIn({ token: ADMIN });
+        expect(session).toMatchObject({ kind: "operator", account_id: null });
+        expect(operator.setCookies[0]).toMatch(/^switchyard_console=[A-Za-z0-9_-]{43}; Path=\/console; HttpOnly; SameSite=Strict; Max-Age=43200$/);
+        const behindTls = new ConsoleClient(s.gw.url);
+        const res = await behindTls.call("POST", "/console/api/sign-in", { token: ADMIN }, { "x-forwarded-proto": "https", origin: s.gw.url.replace("http:", "https:") });
+        expect(res.status).toBe(200);
+        expect(behindTls.setCookies[0]).toEndWith("; Secure");
+        const wrong = await new ConsoleClient(s.gw.url).call("POST", "/console/api/sign-in", { token: ADMIN.replace("a", "b") });
+        expect(wrong.status).toBe(401);
+        expect(((await wrong.json()) as any).error.type).toBe("authentication_error");
+        // Signed in: the operator's overview lists accounts.
+        const overview = await operator.json("GET", "/console/api/overview");
+        expect(overview.session.kind).toBe("operator");
+        expect(overview.accounts.data.map((a: { id: string }) => a.id)).toContain(s.gw.accountId);
+      } finally {
+        await s.stop();
+      }
+    }, 30_000);
+
+    test("invites: one-time, 7 days; the holder sets a password, signs in with it, and the invite cannot be used again", async () => {
+      const s = await start();
+      try {
+        const operator = new ConsoleClient(s.gw.url);
+        await operator.signIn({ token: ADMIN });
+        // The admin API makes invites too.
+        const res = await fetch(`${s.gw.url}/v1/admin/accounts/${s.gw.accountId}/invites`, { method: "POST", headers: { authorization: `Bearer ${ADMIN}`, "content-type": "application/json" }, body: JSON.stringify({ login: "holder.one" }) });
+        expect(res.status).toBe(201);
+        const invite = (await res.json()) as any;
+        expect(invite.url).toStartWith(`${s.gw.url}/console/#invite=`);
+        expect(Date.parse(invite.expires_at)).toBe(s.clock.now + 7 * 86_400_000);
+        // The same login again is a conflict; an unknown account a 404.
+        expect((await operator.call("POST", `/console/api/accounts/${s.gw.accountId}/invites`, { login: "holder.one" })).status).toBe(201);
+        expect((await operator.call("POST", `/console/api/accounts/acct_nope/invites`, { login: "holder.two" })).status).toBe(404);
+
+        const holder = new ConsoleClient(s.gw.url);
+        const token = new URL(invite.url).hash.replace("#invite=", "");
+        expect((await holder.call("POST", "/console/api/invites/accept", { token, password: "short" })).status).toBe(400);
+        const session = await holder.acceptInvite(invite.url, PASSWORD);
+        expect(session).toMatchObject({ kind: "holder", login: "holder.one", account_id: s.gw.accountId });
+        expect((await new ConsoleClient(s.gw.url).call("POST", "/console/api/invites/accept", { token, password: PASSWORD })).status).toBe(404);
+        // The second invite for a login now taken cannot make a second user.
+        expect((await operator.call("POST", `/console/api/accounts/${s.gw.accountId}/invites`, { login: "holder.one" })).status).toBe(409);
+
+        const again = new ConsoleClient(s.gw.url);
+        expect((await again.call("POST", "/console/api/sign-in", { login: "holder.one", password: PASSWORD + "x" })).status).toBe(401);
+        expect((await again.signIn({ login: "holder.one", password: PASSWORD })).account_id).toBe(s.gw.accountId);
+        expect((await again.json("GET", "/console/api/overview")).account.id).toBe(s.gw.accountId);
+
+        // An invite older than 7 days no longer works.
+        const late = await operator.json("POST", `/console/api/accounts/${s.gw.accountId}/invites`, { login: "holder.late" }, 201);
+        s.clock.now += 7 * 86_400_000 + 1;
+        expect((await new ConsoleClient(s.gw.url).call("POST", "/console/api/invites/accept", { token: new URL(late.url).hash.slice(8), password: PASSWORD })).status).toBe(404);
+      } finally {
+        await s.stop();
+      }
+    }, 30_000);
+
+    test("an account holder sees only their own account: another's id is 404 by every console route, operator routes are 403", async () => {
+      const s = await start();
+      try {
+        const { holder, operator, account } = await holderSetup(s.gw, "alice", "alice");
+        const other = s.gw.accountId;
+        const otherKey = s.gw.keyId;
+        const status = async (method: string, path: string, body?: unknown) => (await holder.call(method, path, body)).status;
+        expect(await status("GET", `/console/api/accounts/${account.id}`)).toBe(200);
+        expect(await status("GET", `/console/api/accounts/${other}`)).toBe(404);
+        expect(await status("POST", `/console/api/accounts/${other}/keys`, { name: "x" })).toBe(404);
+        expect(await status("PATCH", `/console/api/keys/${otherKey}`, { spend_limit: 1 })).toBe(404);
+        expect(await status("DELETE", `/console/api/keys/${otherKey}`)).toBe(404);
+        expect(await status("GET", `/console/api/usage?account_id=${other}`)).toBe(404);
+        expect(await status("GET", `/console/api/usage?key_id=${otherKey}`)).toBe(404);
+        expect(await status("GET", `/console/api/requests?account_id=${other}`)).toBe(404);
+        expect(await status("GET", "/console/api/accounts")).toBe(403);
+        expect(await status("POST", "/console/api/accounts", { name: "mine", credits: 5 })).toBe(403);
+        expect(await status("POST", `/console/api/accounts/${account.id}/credits`, { amount: 5 })).toBe(403);
+        expect(await status("PATCH", `/console/api/accounts/${account.id}`, { spend_limit: 1 })).toBe(403);
+        expect(await status("POST", `/console/api/accounts/${account.id}/invites`, { login: "mallory" })).toBe(403);
+        expect(await status("GET", "/console/api/catalogue")).toBe(403);
+        // A holder sets names and spend limits on their keys, not the operator's rate limit.
+        expect(await status("POST", `/console/api/accounts/${account.id}/keys`, { name: "fast", rate_limit_per_minute: 100000 })).toBe(403);
+        expect(await status("POST", `/console/api/accounts/${account.id}/keys`, { name: "wide", models: ["*"] })).toBe(403);
+        // The operator limits a key to models; the holder sees the list on their key.
+        const limited = await operator.json("POST", `/console/api/accounts/${account.id}/keys`, { name: "narrow", models: ["test/*"] }, 201);
+        const mine = await holder.json("GET", `/console/api/accounts/${account.id}`);
+        expect(mine.keys.find((k: { id: string }) => k.id === limited.id).models).toEqual(["test/*"]);
+        expect(await status("PATCH", `/console/api/keys/${limited.id}`, { models: null })).toBe(403);
+        // The admin API does not take a console session.
+        expect((await fetch(`${s.gw.url}/v1/admin/accounts/${other}`, { headers: { cookie: holder.cookie } })).status).toBe(401);
+        // The other account's requests never show in the holder's lists.
+        await post(s.gw, "/v1/chat/completions", { model: FREE_MODEL, messages: [{ role: "user", content: "hi" }] });
+        await s.gw.app.services.settled();
+        const recent = await holder.json("GET", "/console/api/requests");
+        expect(recent.data).toEqual([]);
+        const usage = await holder.json("GET", `/console/api/usage?from=0&to=${Math.ceil((s.clock.now + 1) / HOUR) * HOUR}`);
+        expect(usage.total.requests).toBe(0);
+      } finally {
+        await s.stop();
+      }
+    }, 30_000);
+
+    test("a holder's key works, its usage and requests match the usage API, and revoked in the console it gets 401 within a second", async () => {
+      const s = await start();
+      try {
+        const { holder, account } = await holderSetup(s.gw, "bob", "bob@example.com");
+        const key = await holder.json("POST", `/console/api/accounts/${account.id}/keys`, { name: "laptop", spend_limit: 50, spend_limit_period: "day" }, 201);
+        expect(key.key).toMatch(/^svc-sk-/);
+        for (let i = 0; i < 3; i++) expect((await chat(s.gw, key.key, `console-req-${i}`)).status).toBe(200);
+        await s.gw.app.services.settled();
+        const to = Math.ceil((s.clock.now + 1) / HOUR) * HOUR;
+        const from = to - 24 * HOUR;
+        const mine = await holder.json("GET", `/console/api/usage?from=${from}&to=${to}&granularity=hour&group_by=model`);
+        const report = async (query: string): Promise<any> => (await fetch(`${s.gw.url}/v1/admin/usage?${query}`, { headers: { authorization: `Bearer ${ADMIN}` } })).json();
+        const api = await report(`from=${from}&to=${to}&granularity=hour&group_by=model&account_id=${account.id}`);
+        const perHour = await report(`from=${from}&to=${to}&granularity=hour&group_by=&account_id=${account.id}`);
+        expect(mine.total.requests).toBe(3);
+        expect(mine.total.cost).toBeGreaterThan(0);
+        expect(mine.total).toEqual(api.total);
+        // The chart's figures: every hour of the range, each the report's own for that hour.
+        const hourly = new Array(24).fill(0);
+        for (const row of perHour.data) hourly[(Date.parse(row.period_start) - from) / HOUR] = row.cost;
+        expect(mine.period_costs).toEqual(hourly);
+        expect(mine.lines).toEqual([{ id: OPENAI_MODEL, name: null, costs: hourly }]);
+        // The table's figures: the report's rows summed per model (here one model).
+        expect(mine.groups).toEqual([{ id: OPENAI_MODEL, name: null, ...api.total }]);
+        // The hourly rollup (whole hours) and the records (a range that cuts an hour) say the same.
+        const raw: any = await (await fetch(`${s.gw.url}/v1/admin/usage?from=${from + 1}&to=${to - 1}&granularity=hour&group_by=model&account_id=${account.id}`, { headers: { authorization: `Bearer ${ADMIN}` } })).json();
+        expect(raw.total).toEqual(api.total);
+        // CSV of the same report.
+        const csv = await holder.call("GET", `/console/api/usage?from=${from}&to=${to}&granularity=hour&group_by=model&format=csv`);
+        expect(csv.headers.get("content-type")).toBe("text/csv; charset=utf-8");
+        expect((await csv.text()).split("\r\n")[0]).toStartWith("period_start,model,requests");
+
+        const recent = await holder.json("GET", "/console/api/requests");
+        expect(recent.data.map((r: { request_id: string }) => r.request_id)).toEqual(["console-req-2", "console-req-1", "console-req-0"]);
+        expect(recent.data[0]).toMatchObject({ account_id: account.id, key_id: key.id, model: OPENAI_MODEL, status: "ok" });
+        expect(Object.keys(recent.data[0]).sort()).toEqual(["account_id", "completion_tokens", "cost", "created_at", "key_id", "latency_ms", "model", "prompt_tokens", "request_id", "status"]);
+        expect(JSON.stringify(recent)).not.toContain("secret prompt");
+        const recentCsv = await (await holder.call("GET", "/console/api/requests?format=csv")).text();
+        expect(recentCsv.split("\r\n")[1]).toContain("console-req-2");
+
+        // Per-key limit set by the holder.
+        const patched = await holder.json("PATCH", `/console/api/keys/${key.id}`, { spend_limit: 20, spend_limit_period: "week" });
+        expect(patched).toMatchObject({ spend_limit: 20, spend_limit_period: "week" });
+
+        // The very next request after the revoke's answer is refused: no cache keeps the key alive.
+        expect((await holder.call("DELETE", `/console/api/keys/${key.id}`)).status).toBe(200);
+        const after = await chat(s.gw, key.key, "after-revoke");
+        expect(after.status).toBe(401);
+        const overview = await holder.json("GET", "/console/api/overview");
+        expect(overview.account.keys.find((k: { id: string }) => k.id === key.id).revoked_at).not.toBeNull();
+      } finally {
+        await s.stop();
+      }
+    }, 30_000);
+
+    test("CSRF: a change without the session's token, from another Origin, or as a cross-site form post is refused (403) and changes nothing", async () => {
+      const s = await start();
+      try {
+        const operator = new ConsoleClient(s.gw.url);
+        await operator.signIn({ token: ADMIN });
+        const balance = async () => (await operator.json("GET", `/console/api/accounts/${s.gw.accountId}`)).balance;
+        const before = await balance();
+        const path = `/console/api/accounts/${s.gw.accountId}/credits`;
+        expect((await operator.call("POST", path, { amount: 5 }, { "x-csrf-token": "" })).status).toBe(403);
+        expect((await operator.call("POST", path, { amount: 5 }, { "x-csrf-token": "wrong" })).status).toBe(403);
+        expect((await operator.call("POST", path, { amount: 5 }, { origin: "https://evil.example" })).status).toBe(403);
+        expect((await operator.call("POST", path, { amount: 5 }, { "sec-fetch-site": "cross-site" })).status).toBe(403);
+        // What a form on another site makes a browser send: its Origin, form encoding, the cookie, no token.
+        const form = await fetch(s.gw.url + path, { method: "POST", headers: { cookie: operator.cookie, origin: "https://evil.example", "content-type": "application/x-www-form-urlencoded" }, body: "amount=5" });
+        expect(form.status).toBe(403);
+        const formNoOrigin = await fetch(s.gw.url + path, { method: "POST", headers: { cookie: operator.cookie, "content-type": "application/x-www-form-urlencoded" }, body: "amount=5" });
+        expect(formNoOrigin.status).toBe(415);
+        // Sign-in from another site (login CSRF) is refused too.
+        expect((await new ConsoleClient(s.gw.url).call("POST", "/console/api/sign-in", { token: ADMIN }, { origin: "https://evil.example" })).status).toBe(403);
+        expect(await balance()).toBe(before);
+        expect((await operator.call("POST", path, { amount: 5 })).status).toBe(200);
+        expect(await balance()).toBe(before + 5);
+      } finally {
+        await s.stop();
+      }
+    }, 30_000);
+
+    test("sessions expire after 12 hours, and sign-out ends them (the old cookie no longer works)", async () => {
+      const s = await start();
+      try {
+        const operator = new ConsoleClient(s.gw.url);
+        await operator.signIn({ token: ADMIN });
+        expect((await operator.call("GET", "/console/api/session")).status).toBe(200);
+        s.clock.now += 12 * HOUR + 1;
+        expect((await operator.call("GET", "/console/api/session")).status).toBe(401);
+
+        const again = new ConsoleClient(s.gw.url);
+        await again.signIn({ token: ADMIN });
+        const cookie = again.cookie;
+        expect((await again.call("POST", "/console/api/sign-out")).status).toBe(200);
+        expect(again.setCookies.at(-1)).toContain("Max-Age=0");
+        again.cookie = cookie;
+        expect((await again.call("GET", "/console/api/session")).status).toBe(401);
+      } finally {
+        await s.stop();
+      }
+    }, 30_000);
+
+    test("sign-in is throttled per login and per address, even with the right password; no password or token reaches the log", async () => {
+      const s = await start();
+      try {
+        const { invite } = await holderSetup(s.gw, "carol", "carol");
+        const client = new ConsoleClient(s.gw.url);
+        // Per login: 5 failures, then even the right password waits.
+        for (let i = 0; i < 5; i++) expect((await client.call("POST", "/console/api/sign-in", { login: "carol", password: `wrong-password-${i}` })).status).toBe(401);
+        const blocked = await client.call("POST", "/console/api/sign-in", { login: "carol", password: PASSWORD });
+        expect(blocked.status).toBe(429);
+        expect(Number(blocked.headers.get("retry-after"))).toBeGreaterThan(0);
+        s.clock.now += 15 * 60_000 + 1;
+        expect((await client.call("POST", "/console/api/sign-in", { login: "carol", password: PASSWORD })).status).toBe(200);
+        // Per address: 20 failures over any logins, then every sign-in from it waits.
+        for (let i = 0; i < 20; i++) expect((await client.call("POST", "/console/api/sign-in", { login: `nobody${i}`, password: "wrong-password-x" })).status).toBe(401);
+        expect((await client.call("POST", "/console/api/sign-in", { token: ADMIN })).status).toBe(429);
+        const logs = s.logs();
+        expect(logs).toContain("console sign-in failed");
+        for (const secret of [PASSWORD, "wrong-password-0", ADMIN, new URL(invite.url).hash.slice(8), client.cookie.split("=")[1]!]) expect(logs).not.toContain(secret);
+      } finally {
+        await s.stop();
+      }
+    }, 30_000);
+
+    test("catalogue: prices and each model's recent error rate and latency, from the gateway's own counters", async () => {
+      const s = await start();
+      try {
+        const operator = new ConsoleClient(s.gw.url);
+        await operator.signIn({ token: ADMIN });
+        for (let i = 0; i < 2; i++) expect((await chat(s.gw, s.gw.key, `cat-${i}`)).status).toBe(200);
+        const body = await operator.json("GET", "/console/api/catalogue");
+        const model = body.data.find((m: { id: string }) => m.id === OPENAI_MODEL);
+        expect(model.pricing).toMatchObject({ input_per_mtok: 150, output_per_mtok: 600 });
+        expect(model.health).toMatchObject({ requests: 2, error_rate: 0 });
+        expect(model.health.latency_p50_ms).toBeGreaterThan(0);
+        expect(model.health.latency_p99_ms).toBeGreaterThanOrEqual(model.health.latency_p50_ms);
+        expect(body.data.find((m: { id: string }) => m.id === FREE_MODEL).pricing).toBeNull();
+      } finally {
+        await s.stop();
+      }
+    }, 30_000);
+  });
+}
+
+/** A gateway on the SQLite file, with a clock the test moves. */
+async function sqliteSetup(): Promise<Setup> {
+  const clock = { now: Date.now() };
+  const rec = recordingLogger();
+  const gw = await startGateway({ upstreamUrl: upstream.url, adminToken: ADMIN, now: () => clock.now, log: rec.log });
+  return { gw, clock, logs: rec.text, stop: () => gw.stop() };
+}
+consoleSuite("SQLite", sqliteSetup);
+
+const missing = await postgresMissing();
+const database = useTestDatabase();
+if (missing) {
+  test.skip(`console API on PostgreSQL — skipped: ${missing}`, () => {});
+} else {
+  consoleSuite("PostgreSQL", async () => {
+    const clock = { now: Date.now() };
+    const rec = recordingLogger();
+    const stores: SharedStores = await openPostgresStores(await database(), { now: () => clock.now, keyCacheMs: 2_000, ledger: { timeoutMs: 1_000, retryMaxMs: 40 } });
+    const gw = await startGateway({ upstreamUrl: upstream.url, adminToken: ADMIN, now: () => clock.now, log: rec.log, stores });
+    return {
+      gw, clock, logs: rec.text,
+      async stop() {
+        await gw.stop();
+        await stores.close(500);
+      },
+    };
+  });
+}
+
+if (!missing) {
+  test("PostgreSQL: a session made on one gateway works on another on the same database (workers, replicas), and sign-out there ends it everywhere", async () => {
+    const url = await database();
+    const first = await openPostgresStores(url, { ledger: { timeoutMs: 1_000, retryMaxMs: 40 } });
+    const second = await openPostgresStores(url, { ledger: { timeoutMs: 1_000, retryMaxMs: 40 } });
+    const a = await startGateway({ upstreamUrl: upstream.url, adminToken: ADMIN, stores: first });
+    const b = await startGateway({ upstreamUrl: upstream.url, adminToken: ADMIN, stores: second });
+    try {
+      const onA = new ConsoleClient(a.url);
+      await onA.signIn({ token: ADMIN });
+      const onB = new ConsoleClient(b.url);
+      onB.cookie = onA.cookie;
+      onB.csrf = onA.csrf;
+      expect((await onB.json("GET", "/console/api/session")).kind).toBe("operator");
+      expect((await onB.call("POST", "/console/api/sign-out")).status).toBe(200);
+      expect((await onA.call("GET", "/console/api/session")).status).toBe(401);
+    } finally {
+      await a.stop();
+      await b.stop();
+      await first.close(500);
+      await second.close(500);
+    }
+  }, 30_000);
+}
+
+describe("the console page", () => {
+  test("one request for the shell: script and styles inline, a CSP that allows only them, ETag; no session needed", async () => {
+    const s = await sqliteSetup();
+    try {
+      expect((await fetch(`${s.gw.url}/console`)).status).toBe(200);
+      const res = await fetch(`${s.gw.url}/console/`);
+      expect(res.status).toBe(200);
+      expect(res.headers.get("content-type")).toBe("text/html; charset=utf-8");
+      const html = await res.text();
+      expect(html).toContain("<script>");
+      expect(html).toContain(".uplot");
+      expect(html).not.toMatch(/<script[^>]+src=|<link[^>]+stylesheet|https?:\/\/(?!www\.w3\.org)/);
+      const csp = res.headers.get("content-security-policy")!;
+      expect(csp).toMatch(/script-src 'sha256-[A-Za-z0-9+/=]+'/);
+      expect(csp).toContain("frame-ancestors 'none'");
+      const again = await fetch(`${s.gw.url}/console/`, { headers: { "if-none-match": res.headers.get("etag")! } });
+      expect(again.status).toBe(304);
+      expect((await fetch(`${s.gw.url}/console/api/overview`)).status).toBe(401);
+    } finally {
+      await s.stop();
+    }
+  });
+
+  test("SWITCHYARD_CONSOLE=off: no /console, no console API, no invites", async () => {
+    const gw = await startGateway({ upstreamUrl: upstream.url, adminToken: ADMIN, ops: { metrics: true, accessLog: { enabled: false, sample: 1, level: "info" }, console: false } });
+    try {
+      expect((await fetch(`${gw.url}/console/`)).status).toBe(404);
+      expect((await fetch(`${gw.url}/console/api/sign-in`, { method: "POST", headers: { "content-type": "application/json" }, body: JSON.stringify({ token: ADMIN }) })).status).toBe(404);
+      const invite = await fetch(`${gw.url}/v1/admin/accounts/${gw.accountId}/invites`, { method: "POST", headers: { authorization: `Bearer ${ADMIN}`, "content-type": "application/json" }, body: JSON.stringify({ login: "someone" }) });
+      expect(invite.status).toBe(404);
+    } finally {
+      await gw.stop();
+    }
+  });
+
+  test("the CLI makes invites too (bun run admin invite), on the file a running gateway uses; the link works there", async () => {
+    const s = await sqliteSetup();
+    try {
+      const made = await runAdmin(["invite", s.gw.accountId, "cli.holder", "--url", s.gw.url], { SWITCHYARD_DB: s.gw.dbPath });
+      expect(made.code).toBe(0);
+      const invite = JSON.parse(made.out);
+      expect(invite.url).toStartWith(`${s.gw.url}/console/#invite=`);
+      expect(invite.login).toBe("cli.holder");
+      const holder = new ConsoleClient(s.gw.url);
+      expect((await holder.acceptInvite(invite.url, PASSWORD)).account_id).toBe(s.gw.accountId);
+      expect((await runAdmin(["invite", s.gw.accountId, "cli.holder"], { SWITCHYARD_DB: s.gw.dbPath })).code).toBe(1);
+      expect((await runAdmin(["invite", s.gw.accountId, "x"], { SWITCHYARD_DB: s.gw.dbPath })).code).toBe(2);
+      expect((await runAdmin(["invite", "acct_nope", "someone"], { SWITCHYARD_DB: s.gw.dbPath })).code).toBe(1);
+    } finally {
+      await s.stop();
+    }
+  });
+
+  test("a session survives a restart: the next gateway on the same SQLite file accepts the cookie", async () => {
+    const dir = mkdtempSync(join(tmpdir(), "switchyard-console-"));
+    try {
+      const first = await startGateway({ upstreamUrl: upstream.url, adminToken: ADMIN, dbPath: join(dir, "gateway.sqlite") });
+      const operator = new ConsoleClient(first.url);
+      await operator.signIn({ token: ADMIN });
+      await first.stop();
+      const second = await startGateway({ upstreamUrl: upstream.url, adminToken: ADMIN, dbPath: join(dir, "gateway.sqlite") });
+      try {
+        const moved = new ConsoleClient(second.url);
+        moved.cookie = operator.cookie;
+        moved.csrf = operator.csrf;
+        expect((await moved.json("GET", "/console/api/session")).kind).toBe("operator");
+        expect((await moved.call("POST", "/console/api/accounts", { name: "after-restart", credits: 1 })).status).toBe(201);
+      } finally {
+        await second.stop();
+      }
+    } finally {
+      rmSync(dir, { recursive: true, force: true });
+    }
+  });
+});

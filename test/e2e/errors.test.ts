@@ -1,0 +1,171 @@
+import { describe, expect, test } from "bun:test";
+import { useFakeUpstream } from "../helpers/fake-upstream.ts";
+import { useGateway, ANTHROPIC_MODEL, OPENAI_MODEL, post, sseFrames, startGateway, VENDOR_ANTHROPIC_KEY, VENDOR_OPENAI_KEY } from "../helpers/gateway.ts";
+
+const upstream = useFakeUpstream();
+const gw = useGateway(() => ({ upstreamUrl: upstream.url }));
+
+const question = [{ role: "user", content: "Hi" }];
+const secrets = [VENDOR_OPENAI_KEY, VENDOR_ANTHROPIC_KEY, "127.0.0.1", "http://", "at /", ".ts:"];
+
+async function expectError(res: Response, status: number, shape: "openai" | "anthropic", pattern?: RegExp) {
+  expect(res.status).toBe(status);
+  expect(res.headers.get("content-type")).toContain("application/json");
+  const text = await res.text();
+  for (const s of secrets) expect(text).not.toContain(s);
+  const body = JSON.parse(text);
+  if (shape === "anthropic") {
+    expect(body.type).toBe("error");
+    expect(typeof body.error.type).toBe("string");
+  }
+  expect(typeof body.error.message).toBe("string");
+  expect(typeof body.error.type).toBe("string");
+  if (pattern) expect(body.error.message).toMatch(pattern);
+  return body;
+}
+
+describe("client errors on /v1/chat/completions", () => {
+  test("malformed JSON → 400", async () => {
+    await expectError(await post(gw, "/v1/chat/completions", '{"model": "x", "messages": ['), 400, "openai", /JSON/);
+  });
+  test("wrong types → 400", async () => {
+    await expectError(await post(gw, "/v1/chat/completions", { model: OPENAI_MODEL, messages: "hello" }), 400, "openai", /messages/);
+    await expectError(await post(gw, "/v1/chat/completions", { model: 42, messages: question }), 400, "openai", /model/);
+    await expectError(await post(gw, "/v1/chat/completions", { model: OPENAI_MODEL, messages: [{ role: "wizard", content: "x" }] }), 400, "openai");
+    await expectError(await post(gw, "/v1/chat/completions", { model: OPENAI_MODEL, messages: question, max_tokens: -5 }), 400, "openai", /max_tokens/);
+    await expectError(await post(gw, "/v1/chat/completions", { model: OPENAI_MODEL, messages: question, max_tokens: 1.5 }), 400, "openai", /max_tokens/);
+  });
+  test("temperature outside 0–2 → 400", async () => {
+    await expectError(await post(gw, "/v1/chat/completions", { model: OPENAI_MODEL, messages: question, temperature: 2.5 }), 400, "openai", /temperature/);
+    await expectError(await post(gw, "/v1/chat/completions", { model: OPENAI_MODEL, messages: question, temperature: -0.1 }), 400, "openai", /temperature/);
+    expect((await post(gw, "/v1/chat/completions", { model: OPENAI_MODEL, messages: question, temperature: 2 })).status).toBe(200);
+  });
+  test("empty messages → 422", async () => {
+    await expectError(await post(gw, "/v1/chat/completions", { model: OPENAI_MODEL, messages: [] }), 422, "openai", /messages/);
+  });
+  test("unknown model → 404", async () => {
+    await expectError(await post(gw, "/v1/chat/completions", { model: "nobody/nothing", messages: question }), 404, "openai", /nobody\/nothing/);
+  });
+  test("missing model → 400", async () => {
+    await expectError(await post(gw, "/v1/chat/completions", { messages: question }), 400, "openai", /model/);
+  });
+  test("image parts → 400 with a clear message, and no upstream call", async () => {
+    const body = { model: OPENAI_MODEL, messages: [{ role: "user", content: [{ type: "text", text: "what is this" }, { type: "image_url", image_url: { url: "data:image/png;base64,AAAA" } }] }] };
+    await expectError(await post(gw, "/v1/chat/completions", body), 400, "openai", /image/);
+    expect(upstream.requests.length).toBe(0);
+  });
+  test("no body leaks upstream URLs or keys, no request reaches the upstream", async () => {
+    expect(upstream.requests.length).toBe(0);
+  });
+});
+
+describe("client errors on /v1/messages are Anthropic-shaped", () => {
+  test("malformed JSON → 400", async () => {
+    const body = await expectError(await post(gw, "/v1/messages", "{nope"), 400, "anthropic");
+    expect(body.error.type).toBe("invalid_request_error");
+  });
+  test("empty messages → 422", async () => {
+    await expectError(await post(gw, "/v1/messages", { model: ANTHROPIC_MODEL, max_tokens: 10, messages: [] }), 422, "anthropic");
+  });
+  test("unknown model → 404 not_found_error", async () => {
+    const body = await expectError(await post(gw, "/v1/messages", { model: "x/y", max_tokens: 10, messages: question }), 404, "anthropic");
+    expect(body.error.type).toBe("not_found_error");
+  });
+  test("image blocks → 400", async () => {
+    const messages = [{ role: "user", content: [{ type: "image", source: { type: "base64", media_type: "image/png", data: "AAAA" } }] }];
+    await expectError(await post(gw, "/v1/messages", { model: ANTHROPIC_MODEL, max_tokens: 10, messages }), 400, "anthropic", /image/);
+  });
+  test("missing key → 401 authentication_error", async () => {
+    const res = await fetch(`${gw.url}/v1/messages`, { method: "POST", headers: { "content-type": "application/json" }, body: "{}" });
+    const body = await expectError(res, 401, "anthropic");
+    expect(body.error.type).toBe("authentication_error");
+  });
+});
+
+describe("401 comes before everything else", () => {
+  test("bad key with malformed body → 401, not 400", async () => {
+    const res = await fetch(`${gw.url}/v1/chat/completions`, { method: "POST", headers: { authorization: "Bearer svc-sk-nope", "content-type": "application/json" }, body: "{bad" });
+    await expectError(res, 401, "openai");
+  });
+  test("GET /v1/models without key → 401", async () => {
+    await expectError(await fetch(`${gw.url}/v1/models`), 401, "openai");
+  });
+});
+
+describe("upstream failures", () => {
+  test("upstream 500 → 502, nothing charged", async () => {
+    const before = await gw.balanceMicro();
+    upstream.reply({ kind: "json", status: 500, body: { error: { message: `internal failure at https://internal.example.com key ${VENDOR_OPENAI_KEY}`, type: "server_error" } } });
+    await expectError(await post(gw, "/v1/chat/completions", { model: OPENAI_MODEL, messages: question }), 502, "openai");
+    expect(await gw.balanceMicro()).toBe(before);
+  });
+
+  test("upstream 529 overloaded on /v1/messages → 502 Anthropic-shaped, nothing charged", async () => {
+    const before = await gw.balanceMicro();
+    // Retried (twice by default, honouring retry-after-ms), then given up.
+    for (let i = 0; i < 3; i++) upstream.reply({ kind: "json", status: 529, headers: { "retry-after-ms": "10" }, body: { type: "error", error: { type: "overloaded_error", message: "Overloaded" } } });
+    await expectError(await post(gw, "/v1/messages", { model: ANTHROPIC_MODEL, max_tokens: 10, messages: question }), 502, "anthropic");
+    expect(upstream.requests.length).toBe(3);
+    expect(await gw.balanceMicro()).toBe(before);
+  });
+
+  test("upstream 400 → 400 with the vendor's reason, scrubbed of URLs and keys", async () => {
+    upstream.reply({ kind: "json", status: 400, body: { error: { message: `max_tokens is too large, see https://platform.openai.com/docs (key ${VENDOR_OPENAI_KEY})`, type: "invalid_request_error" } } });
+    await expectError(await post(gw, "/v1/chat/completions", { model: OPENAI_MODEL, messages: question }), 400, "openai", /max_tokens is too large/);
+  });
+
+  test("upstream unreachable → 502, nothing charged", async () => {
+    const dead = await startGateway({ upstreamUrl: "http://127.0.0.1:9" });
+    try {
+      const before = await dead.balanceMicro();
+      await expectError(await post(dead, "/v1/chat/completions", { model: OPENAI_MODEL, messages: question }), 502, "openai");
+      expect(await dead.balanceMicro()).toBe(before);
+    } finally {
+      await dead.stop();
+    }
+  });
+
+  test("upstream answers HTML with 200 to a stream request → 502", async () => {
+    upstream.reply({ kind: "text", status: 200, headers: { "content-type": "text/html" }, body: "<html>proxy error</html>" });
+    await expectError(await post(gw, "/v1/chat/completions", { model: OPENAI_MODEL, messages: question, stream: true }), 502, "openai");
+  });
+
+  test("OpenAI mid-stream error → error frame, no [DONE]", async () => {
+    upstream.reply({ kind: "fixture", name: "openai-midstream-error.sse" });
+    const res = await post(gw, "/v1/chat/completions", { model: OPENAI_MODEL, messages: question, stream: true });
+    expect(res.status).toBe(200);
+    const text = await res.text();
+    const frames = sseFrames(text);
+    const last = JSON.parse(frames.at(-1)!.data);
+    expect(last.error).toEqual({ message: expect.any(String), type: expect.any(String) });
+    expect(frames.some((f) => f.data === "[DONE]")).toBe(false);
+  });
+
+  test("Anthropic mid-stream error → event: error, translated for OpenAI clients too", async () => {
+    upstream.reply({ kind: "fixture", name: "anthropic-midstream-error.sse" });
+    const res = await post(gw, "/v1/messages", { model: ANTHROPIC_MODEL, max_tokens: 10, messages: question, stream: true });
+    const frames = sseFrames(await res.text());
+    expect(frames.at(-1)!.event).toBe("error");
+    expect(JSON.parse(frames.at(-1)!.data)).toMatchObject({ type: "error", error: { type: "overloaded_error" } });
+
+    upstream.reply({ kind: "fixture", name: "anthropic-midstream-error.sse" });
+    const res2 = await post(gw, "/v1/chat/completions", { model: ANTHROPIC_MODEL, messages: question, stream: true });
+    const frames2 = sseFrames(await res2.text());
+    expect(JSON.parse(frames2.at(-1)!.data).error.type).toBe("server_error");
+  });
+
+  test("stream cut without a finish → error frame, never a silent end", async () => {
+    upstream.reply({ kind: "sse", chunks: ['data: {"id":"x","object":"chat.completion.chunk","created":1,"model":"m","choices":[{"index":0,"delta":{"content":"Hel"},"finish_reason":null}]}\n\n'] });
+    const res = await post(gw, "/v1/messages", { model: OPENAI_MODEL, max_tokens: 10, messages: question, stream: true });
+    const frames = sseFrames(await res.text());
+    expect(frames.at(-1)!.event).toBe("error");
+    expect(frames.some((f) => f.event === "message_stop")).toBe(false);
+  });
+
+  test("malformed JSON in a frame → error frame", async () => {
+    upstream.reply({ kind: "sse", chunks: ['data: {"choices": [tru\n\n'] });
+    const res = await post(gw, "/v1/chat/completions", { model: OPENAI_MODEL, messages: question, stream: true });
+    const frames = sseFrames(await res.text());
+    expect(JSON.parse(frames.at(-1)!.data).error.message).toMatch(/malformed/);
+  });
+});

@@ -1,0 +1,208 @@
+import { describe, expect, test } from "bun:test";
+import Anthropic from "@anthropic-ai/sdk";
+import { drawPng } from "../../src/providers/simulated/draw-png.ts";
+import { useFakeUpstream } from "../helpers/fake-upstream.ts";
+import { useGateway, FREE_MODEL, IMAGE_CHAT_MODEL, IMAGES_API_MODEL, OPENAI_MODEL, post, sseFrames } from "../helpers/gateway.ts";
+
+const upstream = useFakeUpstream();
+const gw = useGateway(() => ({ upstreamUrl: upstream.url, maxImageBytes: 64 * 1024 }));
+
+const PNG = drawPng("a lighthouse at dusk");
+const PNG_B64 = Buffer.from(PNG).toString("base64");
+const JPEG_HEAD = Buffer.from([0xff, 0xd8, 0xff, 0xe0, 0, 16, 0x4a, 0x46, 0x49, 0x46, 0, 1, 1, 0, 0, 1, 0, 1, 0, 0, 0xff, 0xd9]);
+const question = [{ role: "user", content: "Draw a lighthouse at dusk" }];
+
+/** The markdown image in answer text, decoded back to bytes. */
+function decodeImage(text: string): { type: string; bytes: Buffer } {
+  const match = text.match(/!\[image\]\(data:(image\/[a-z]+);base64,([A-Za-z0-9+/=]+)\)/);
+  expect(match).not.toBeNull();
+  return { type: match![1]!, bytes: Buffer.from(match![2]!, "base64") };
+}
+
+function expectPng(text: string) {
+  const { type, bytes } = decodeImage(text);
+  expect(type).toBe("image/png");
+  expect([...bytes.subarray(0, 8)]).toEqual([0x89, 0x50, 0x4e, 0x47, 0x0d, 0x0a, 0x1a, 0x0a]);
+  expect(bytes.subarray(12, 16).toString("ascii")).toBe("IHDR");
+}
+
+const streamedText = {
+  openai: (body: string) => sseFrames(body).filter((f) => f.data !== "[DONE]").map((f) => JSON.parse(f.data).choices[0]?.delta?.content ?? "").join(""),
+  anthropic: (body: string) => sseFrames(body).filter((f) => f.event === "content_block_delta").map((f) => JSON.parse(f.data).delta.text ?? "").join(""),
+};
+
+const imageUrl = { type: "image_url", image_url: { url: `data:image/png;base64,${PNG_B64}` } };
+const chatChunk = (delta: unknown, finish: string | null = null) =>
+  `data: ${JSON.stringify({ id: "c", object: "chat.completion.chunk", created: 1, model: "flux-chat", choices: [{ index: 0, delta, finish_reason: finish }] })}\n\n`;
+
+/** Queues the upstream's answer for one request; the images API never streams, a chat upstream does when asked. */
+const upstreamKinds = [
+  ["images API", IMAGES_API_MODEL, (_stream: boolean) => upstream.reply({ kind: "json", body: { created: 1, data: [{ b64_json: PNG_B64, revised_prompt: "a lighthouse" }] } })],
+  ["chat with images[]", IMAGE_CHAT_MODEL, (stream: boolean) =>
+    stream
+      ? upstream.reply({ kind: "sse", chunks: [chatChunk({ role: "assistant", content: "Here it is." }), chatChunk({ images: [imageUrl] }), chatChunk({}, "stop"), `data: ${JSON.stringify({ id: "c", object: "chat.completion.chunk", created: 1, model: "flux-chat", choices: [], usage: { prompt_tokens: 7, completion_tokens: 3, total_tokens: 10 } })}\n\n`, "data: [DONE]\n\n"] })
+      : upstream.reply({ kind: "json", body: { id: "c", object: "chat.completion", created: 1, model: "flux-chat", choices: [{ index: 0, message: { role: "assistant", content: "Here it is.", images: [imageUrl] }, finish_reason: "stop" }], usage: { prompt_tokens: 7, completion_tokens: 3, total_tokens: 10 } } })],
+] as const;
+
+describe.each(upstreamKinds)("image model over the %s", (kind, model, queue) => {
+  test("chat completions, non-stream", async () => {
+    queue(false);
+    const res = await post(gw, "/v1/chat/completions", { model, messages: question });
+    expect(res.status).toBe(200);
+    const body = (await res.json()) as any;
+    expectPng(body.choices[0].message.content);
+    if (kind === "chat with images[]") expect(body.choices[0].message.content.startsWith("Here it is.\n\n![image](")).toBe(true);
+    expect(body.choices[0].message.images).toBeUndefined();
+  });
+
+  test("chat completions, stream", async () => {
+    queue(true);
+    const res = await post(gw, "/v1/chat/completions", { model, messages: question, stream: true });
+    const text = await res.text();
+    expect(sseFrames(text).at(-1)!.data).toBe("[DONE]");
+    expectPng(streamedText.openai(text));
+  });
+
+  test("messages, non-stream", async () => {
+    queue(false);
+    const body = (await (await post(gw, "/v1/messages", { model, max_tokens: 100, messages: question })).json()) as any;
+    expect(body.content.length).toBe(1);
+    expect(body.content[0].type).toBe("text");
+    expectPng(body.content[0].text);
+    expect(body.stop_reason).toBe("end_turn");
+  });
+
+  test("messages, stream", async () => {
+    queue(true);
+    const text = await (await post(gw, "/v1/messages", { model, max_tokens: 100, messages: question, stream: true })).text();
+    expect(sseFrames(text).at(-1)!.event).toBe("message_stop");
+    expectPng(streamedText.anthropic(text));
+  });
+});
+
+describe("what the images API receives and what it costs", () => {
+  test("the prompt is the last user message; b64_json is asked for; per-image price charged", async () => {
+    const before = await gw.balanceMicro();
+    upstream.reply({ kind: "json", body: { created: 1, data: [{ b64_json: PNG_B64 }] } });
+    await post(gw, "/v1/chat/completions", { model: IMAGES_API_MODEL, messages: [{ role: "user", content: "a cat" }, { role: "assistant", content: "ok" }, { role: "user", content: "now a dog" }] });
+    const sent = upstream.requests[0]!;
+    expect(sent.path).toBe("/v1/images/generations");
+    expect(sent.body).toEqual({ model: "dall-e-3", prompt: "now a dog", n: 1, response_format: "b64_json" });
+    expect(before - (await gw.balanceMicro())).toBe(500_000);
+  });
+
+  test("the real format of the bytes wins over any declared type (JPEG)", async () => {
+    upstream.reply({ kind: "json", body: { created: 1, data: [{ b64_json: JPEG_HEAD.toString("base64") }] } });
+    const body = (await (await post(gw, "/v1/chat/completions", { model: IMAGES_API_MODEL, messages: question })).json()) as any;
+    expect(decodeImage(body.choices[0].message.content).type).toBe("image/jpeg");
+  });
+});
+
+describe("images behind URLs", () => {
+  test("an image URL on the provider's own host is fetched and inlined", async () => {
+    upstream.reply({ kind: "json", body: { id: "c", object: "chat.completion", created: 1, model: "flux-chat", choices: [{ index: 0, message: { role: "assistant", content: "", images: [{ type: "image_url", image_url: { url: `${upstream.url}/files/out.png` } }] }, finish_reason: "stop" }], usage: { prompt_tokens: 5, completion_tokens: 1, total_tokens: 6 } } });
+    upstream.reply({ kind: "bytes", headers: { "content-type": "image/png" }, body: PNG });
+    const body = (await (await post(gw, "/v1/chat/completions", { model: IMAGE_CHAT_MODEL, messages: question })).json()) as any;
+    expectPng(body.choices[0].message.content);
+    expect(upstream.requests[1]).toMatchObject({ method: "GET", path: "/files/out.png" });
+  });
+
+  test("an image URL on any other host is refused, never fetched", async () => {
+    upstream.reply({ kind: "json", body: { id: "c", object: "chat.completion", created: 1, model: "flux-chat", choices: [{ index: 0, message: { role: "assistant", content: "", images: [{ image_url: { url: "http://169.254.169.254/latest/meta-data" } }] }, finish_reason: "stop" }] } });
+    const res = await post(gw, "/v1/chat/completions", { model: IMAGE_CHAT_MODEL, messages: question });
+    expect(res.status).toBe(502);
+    expect(upstream.requests.length).toBe(1);
+  });
+
+  test("a streamed image is inlined in order with the text, then the finish frames", async () => {
+    const chunk = (delta: unknown, finish: string | null = null) => `data: ${JSON.stringify({ id: "c", object: "chat.completion.chunk", created: 1, model: "flux-chat", choices: [{ index: 0, delta, finish_reason: finish }] })}\n\n`;
+    upstream.reply({ kind: "sse", chunks: [chunk({ role: "assistant", content: "Before. " }), chunk({ images: [{ type: "image_url", image_url: { url: `data:image/png;base64,${PNG_B64}` } }] }), chunk({ content: " After." }), chunk({}, "stop"), "data: [DONE]\n\n"] });
+    const text = streamedText.openai(await (await post(gw, "/v1/chat/completions", { model: IMAGE_CHAT_MODEL, messages: question, stream: true })).text());
+    expect(text.startsWith("Before. \n\n![image](data:image/png;base64,")).toBe(true);
+    expect(text.endsWith(") After.")).toBe(true);
+    expectPng(text);
+  });
+});
+
+describe("oversize images", () => {
+  const big = Buffer.concat([PNG.subarray(0, 16), Buffer.alloc(100 * 1024)]).toString("base64");
+
+  test("non-stream: clean 502, nothing charged", async () => {
+    const before = await gw.balanceMicro();
+    upstream.reply({ kind: "json", body: { created: 1, data: [{ b64_json: big }] } });
+    const res = await post(gw, "/v1/messages", { model: IMAGES_API_MODEL, max_tokens: 10, messages: question });
+    expect(res.status).toBe(502);
+    expect(((await res.json()) as any).error.message).toMatch(/larger/);
+    expect(await gw.balanceMicro()).toBe(before);
+  });
+
+  test("stream: error frame, nothing charged", async () => {
+    const before = await gw.balanceMicro();
+    const chunk = (delta: unknown) => `data: ${JSON.stringify({ id: "c", object: "chat.completion.chunk", created: 1, model: "m", choices: [{ index: 0, delta, finish_reason: null }] })}\n\n`;
+    upstream.reply({ kind: "sse", chunks: [chunk({ content: "Here: " }), chunk({ images: [{ image_url: { url: `data:image/png;base64,${big}` } }] })] });
+    const frames = sseFrames(await (await post(gw, "/v1/chat/completions", { model: IMAGE_CHAT_MODEL, messages: question, stream: true })).text());
+    expect(JSON.parse(frames.at(-1)!.data).error.message).toMatch(/larger/);
+    expect(await gw.balanceMicro()).toBe(before);
+  });
+});
+
+describe("image input stays refused", () => {
+  test("both formats → 400", async () => {
+    const openai = await post(gw, "/v1/chat/completions", { model: IMAGE_CHAT_MODEL, messages: [{ role: "user", content: [{ type: "image_url", image_url: { url: `data:image/png;base64,${PNG_B64}` } }] }] });
+    expect(openai.status).toBe(400);
+    const anthropic = await post(gw, "/v1/messages", { model: IMAGE_CHAT_MODEL, max_tokens: 5, messages: [{ role: "user", content: [{ type: "image", source: { type: "base64", media_type: "image/png", data: PNG_B64 } }] }] });
+    expect(anthropic.status).toBe(400);
+    expect(upstream.requests.length).toBe(0);
+  });
+});
+
+describe("context length", () => {
+  const long = "lorem ipsum dolor sit amet ".repeat(1200); // ~6,000 tokens
+
+  test("prompt plus max_tokens over context_length → 400 naming both numbers, no upstream call, no charge", async () => {
+    const res = await post(gw, "/v1/chat/completions", { model: FREE_MODEL, max_tokens: 4000, messages: [{ role: "user", content: long }] });
+    expect(res.status).toBe(400);
+    const message = ((await res.json()) as any).error.message as string;
+    expect(message).toMatch(/max_tokens 4000/);
+    expect(message).toMatch(/8192/);
+    expect(message).toMatch(/\d+ prompt tokens/);
+    expect(upstream.requests.length).toBe(0);
+  });
+
+  test("without max_tokens the answer gets the room that is left", async () => {
+    const res = await post(gw, "/v1/chat/completions", { model: FREE_MODEL, messages: [{ role: "user", content: long }] });
+    expect(res.status).toBe(200);
+    const sent = upstream.requests[0]!.body.max_tokens;
+    expect(sent).toBeGreaterThan(0);
+    expect(sent).toBeLessThan(8192 - 5000);
+  });
+
+  test("a fallback with room takes over from a model without", async () => {
+    const res = await post(gw, "/v1/chat/completions", { models: [FREE_MODEL, OPENAI_MODEL], max_tokens: 4000, messages: [{ role: "user", content: long }] });
+    expect(res.status).toBe(200);
+    expect(((await res.json()) as any).model).toBe(OPENAI_MODEL);
+  });
+});
+
+describe("catalogue", () => {
+  test("free models are listed with credits_per_msg 0, image models with their category", async () => {
+    const list = (await (await fetch(`${gw.url}/v1/models`, { headers: { "x-api-key": gw.key } })).json()) as any;
+    expect(list.data.find((m: any) => m.id === FREE_MODEL).credits_per_msg).toBe(0);
+    expect(list.data.find((m: any) => m.id === IMAGES_API_MODEL).category).toBe("image");
+  });
+
+  test("the Anthropic SDK's models.list() gets Anthropic's list shape", async () => {
+    const client = new Anthropic({ baseURL: gw.url, apiKey: gw.key, maxRetries: 0 });
+    const ids: string[] = [];
+    for await (const model of client.models.list({ limit: 2 })) {
+      expect(model.type).toBe("model");
+      expect(typeof model.display_name).toBe("string");
+      expect(Number.isNaN(Date.parse(model.created_at))).toBe(false);
+      ids.push(model.id);
+    }
+    const spec = (await (await fetch(`${gw.url}/v1/models`, { headers: { authorization: `Bearer ${gw.key}` } })).json()) as any;
+    expect(ids).toEqual(spec.data.map((m: any) => m.id));
+    const page = (await (await fetch(`${gw.url}/v1/models?limit=2`, { headers: { "x-api-key": gw.key, "anthropic-version": "2023-06-01" } })).json()) as any;
+    expect(page).toMatchObject({ has_more: true, first_id: spec.data[0].id, last_id: spec.data[1].id });
+  });
+});

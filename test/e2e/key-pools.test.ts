@@ -1,0 +1,378 @@
+import { afterAll, describe, expect, setDefaultTimeout, test } from "bun:test";
+import { chooseKey, cooldownMs, probeDelayMs, sessionHash, type KeyView } from "../../src/providers/key-pool.ts";
+import { sessionIdOf } from "../../src/gateway/session-id.ts";
+import { ConfigError, resolveSettings } from "../../src/config/load-config.ts";
+import type { Logger } from "../../src/log/log.ts";
+import { startFakeUpstream, type FakeUpstream, type RecordedRequest, type Reply } from "../helpers/fake-upstream.ts";
+import { ANTHROPIC_MODEL, OPENAI_MODEL, post, startGateway, type Gateway, type GatewayOptions } from "../helpers/gateway.ts";
+import { until } from "../helpers/until.ts";
+
+/**
+ * Issue 33, vendor key pools: a provider's `keys` share its traffic by weight, a key the vendor
+ * rate-limits cools down (Retry-After, else 1 s doubling to 60 s) and one it refuses (401/403)
+ * is set aside until a models-list probe passes; a session stays on one key while it is usable.
+ * The fake upstream tells the keys apart by the Authorization / x-api-key header each request carried.
+ */
+
+const SECRETS: Record<string, string> = {
+  POOL_KEY_A: "sk-pool-A-SECRET-aaaaaaaaaaaaaaaaaaaa",
+  POOL_KEY_B: "sk-pool-B-SECRET-bbbbbbbbbbbbbbbbbbbb",
+  POOL_KEY_C: "sk-pool-C-SECRET-cccccccccccccccccccc",
+};
+const ENV_OF = new Map(Object.entries(SECRETS).map(([env, secret]) => [secret, env]));
+
+/** The env name of the key a recorded request carried. */
+function keyOf(req: RecordedRequest): string {
+  const secret = req.headers["x-api-key"] ?? req.headers.authorization?.replace(/^Bearer /, "") ?? "";
+  return ENV_OF.get(secret) ?? `unknown(${secret})`;
+}
+const chats = (up: FakeUpstream) => up.requests.filter((r) => r.method === "POST");
+
+/** mulberry32: a seeded [0, 1) source, so a weighted run is the same every time. */
+function seeded(seed: number): () => number {
+  let a = seed >>> 0;
+  return () => {
+    a = (a + 0x6d2b79f5) >>> 0;
+    let t = a;
+    t = Math.imul(t ^ (t >>> 15), t | 1);
+    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
+    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
+  };
+}
+
+// Thousands of loopback requests per test: on a machine shared with other test runs, 5 s is short.
+setDefaultTimeout(30_000);
+
+const upstream = await startFakeUpstream();
+const started: Gateway[] = [];
+afterAll(async () => {
+  for (const gw of started) await gw.stop();
+  await upstream.stop();
+});
+
+async function gateway(o: Partial<GatewayOptions>): Promise<Gateway> {
+  upstream.reset();
+  const gw = await startGateway({ upstreamUrl: upstream.url, vendorEnv: SECRETS, keyProbeEveryMs: 20, ...o });
+  started.push(gw);
+  return gw;
+}
+
+const ask = (gw: Gateway, extra: Record<string, unknown> = {}, headers: Record<string, string> = {}) =>
+  post(gw, "/v1/chat/completions", { model: OPENAI_MODEL, messages: [{ role: "user", content: "hello" }], ...extra }, headers);
+
+/** `n` requests, `width` at a time; every status. */
+async function many(n: number, one: () => Promise<Response>, width = 20): Promise<number[]> {
+  const statuses: number[] = [];
+  for (let i = 0; i < n; i += width) {
+    const batch = await Promise.all(Array.from({ length: Math.min(width, n - i) }, async () => {
+      const res = await one();
+      await res.arrayBuffer();
+      return res.status;
+    }));
+    statuses.push(...batch);
+  }
+  return statuses;
+}
+
+function tally(requests: RecordedRequest[]): Record<string, number> {
+  const out: Record<string, number> = {};
+  for (const r of requests) out[keyOf(r)] = (out[keyOf(r)] ?? 0) + 1;
+  return out;
+}
+
+const rateLimited = (retryAfter: string): Reply => ({ kind: "json", status: 429, headers: { "retry-after": retryAfter }, body: { error: { message: "Rate limit reached", type: "requests", code: "rate_limit_exceeded" } } });
+const revoked = (secret: string): Reply => ({
+  kind: "json",
+  status: 401,
+  // OpenAI's words, which echo part of the key: the gateway must show it nowhere.
+  body: { error: { message: `Incorrect API key provided: ${secret}. You can find your API key at https://platform.openai.com/account/api-keys.`, type: "invalid_request_error", code: "invalid_api_key" } },
+});
+
+describe("config: keys", () => {
+  const provider = (extra: Record<string, unknown>) => ({
+    providers: [{ id: "p", kind: "openai", base_url: "http://127.0.0.1:1/v1", ...extra }],
+    models: [{ id: "p/m", provider: "p", upstream_model: "m", category: "free", context_length: 1000 }],
+  });
+
+  test("a pool with weights (default 1), secrets read from each env; api_key_env is a pool of one", () => {
+    const s = resolveSettings(provider({ keys: [{ env: "K1", weight: 2 }, { env: "K2" }] }), { K1: "one", K2: "two" }, "t");
+    expect(s.providers.get("p")!.keys).toEqual([{ env: "K1", weight: 2, secret: "one" }, { env: "K2", weight: 1, secret: "two" }]);
+    const single = resolveSettings(provider({ api_key_env: "K1" }), { K1: "one" }, "t");
+    expect(single.providers.get("p")!.keys).toEqual([{ env: "K1", weight: 1, secret: "one" }]);
+    expect(single.providers.get("p")!.apiKey).toBe("one");
+  });
+
+  test("a key whose variable is unset or empty is left out of the pool and named (never sent without a value)", () => {
+    const s = resolveSettings(provider({ keys: [{ env: "K1" }, { env: "K2" }, { env: "K3" }] }), { K1: "one", K3: "" }, "t");
+    expect(s.providers.get("p")!.keys).toEqual([{ env: "K1", weight: 1, secret: "one" }]);
+    expect(s.providers.get("p")!.unsetKeyEnvs).toEqual(["K2", "K3"]);
+  });
+
+  test("both api_key_env and keys, a repeated env, a zero weight, an empty list or an unknown field in a key are refused naming the field", () => {
+    expect(() => resolveSettings(provider({ api_key_env: "K1", keys: [{ env: "K2" }] }), {}, "t")).toThrow("/providers/0/keys: set either api_key_env or keys");
+    expect(() => resolveSettings(provider({ keys: [{ env: "K1" }, { env: "K1" }] }), {}, "t")).toThrow("/providers/0/keys/1/env");
+    expect(() => resolveSettings(provider({ keys: [{ env: "K1", weight: 0 }] }), {}, "t")).toThrow("/providers/0/keys/0/weight");
+    expect(() => resolveSettings(provider({ keys: [] }), {}, "t")).toThrow("/providers/0/keys");
+    expect(() => resolveSettings(provider({ keys: [{ env: "K1", wieght: 2 }] }), {}, "t")).toThrow(ConfigError);
+  });
+});
+
+describe("the pure core", () => {
+  const keys = [{ env: "A", weight: 1 }, { env: "B", weight: 1 }, { env: "C", weight: 2 }];
+  const none: KeyView = { states: new Map() };
+
+  test("cooldowns honour Retry-After, else 1 s doubling to 60 s; probes back off from 1 s to 5 minutes", () => {
+    expect(cooldownMs(0, 2_000)).toBe(2_000);
+    expect([0, 1, 2, 3, 4, 5, 6, 7].map((s) => cooldownMs(s, undefined))).toEqual([1_000, 2_000, 4_000, 8_000, 16_000, 32_000, 60_000, 60_000]);
+    expect([0, 1, 2, 8, 9, 30].map(probeDelayMs)).toEqual([1_000, 2_000, 4_000, 256_000, 300_000, 300_000]);
+  });
+
+  test("sessions spread by weight over the keys (rendezvous hashing), and a session keeps its key in every process", () => {
+    const counts: Record<string, number> = { A: 0, B: 0, C: 0 };
+    for (let i = 0; i < 4_000; i++) counts[chooseKey(keys, none, 0, Math.random, sessionHash(`s${i}`)).key.env]!++;
+    // Shares 1/4, 1/4, 1/2: within 5 points (each is ≥ 7 standard deviations of 4,000 draws away).
+    expect(Math.abs(counts.A! / 4_000 - 0.25)).toBeLessThan(0.05);
+    expect(Math.abs(counts.C! / 4_000 - 0.5)).toBeLessThan(0.05);
+    const s = sessionHash("one session");
+    const first = chooseKey(keys, none, 0, Math.random, s).key.env;
+    for (let i = 0; i < 20; i++) expect(chooseKey(keys, none, 0, Math.random, s).key.env).toBe(first);
+  });
+
+  test("the session id: Anthropic metadata.user_id; OpenAI prompt_cache_key, else user; the Responses chain; else x-session-id; hashed, not kept raw", () => {
+    const h = new Headers({ "x-session-id": "hdr" });
+    expect(sessionIdOf("anthropic", { metadata: { user_id: "claude-user" } }, h)).toBe("claude-user");
+    expect(sessionIdOf("anthropic", {}, h)).toBe("hdr");
+    expect(sessionIdOf("openai", { prompt_cache_key: "pck", user: "u" }, h, "resp_1")).toBe("pck");
+    expect(sessionIdOf("openai", { user: "u" }, h, "resp_1")).toBe("u");
+    expect(sessionIdOf("openai", {}, h, "resp_1")).toBe("resp_1");
+    expect(sessionIdOf("openai", {}, h)).toBe("hdr");
+    expect(sessionIdOf("openai", {}, new Headers())).toBeUndefined();
+    expect(sessionHash("claude-user")).toMatch(/^[0-9a-f]{32}$/);
+    expect(sessionHash("claude-user")).not.toContain("claude");
+  });
+});
+
+describe("weights over real HTTP", () => {
+  test("2,000 requests with a seeded random source: A (weight 3) and B (weight 1) within ±5 % of 1,500 and 500", async () => {
+    const gw = await gateway({ openaiKeys: [{ env: "POOL_KEY_A", weight: 3 }, { env: "POOL_KEY_B" }], keyRandom: seeded(33) });
+    const statuses = await many(2_000, () => ask(gw));
+    expect(statuses.every((s) => s === 200)).toBe(true);
+    const t = tally(chats(upstream));
+    expect(t.POOL_KEY_A! + t.POOL_KEY_B!).toBe(2_000);
+    expect(Math.abs(t.POOL_KEY_A! - 1_500)).toBeLessThanOrEqual(75);
+    expect(Math.abs(t.POOL_KEY_B! - 500)).toBeLessThanOrEqual(25);
+  });
+
+  test("2,000 requests with Math.random: each key's share within 5 points of its weight's", async () => {
+    const gw = await gateway({ openaiKeys: [{ env: "POOL_KEY_A", weight: 3 }, { env: "POOL_KEY_B" }] });
+    await many(2_000, () => ask(gw));
+    const t = tally(chats(upstream));
+    // A binomial of 2,000 draws at p = 0.25 has a standard deviation of 19.4 requests (0.97
+    // points): 5 points is 5.2 of them, so an honest run fails about once in five million.
+    expect(Math.abs(t.POOL_KEY_B! / 2_000 - 0.25)).toBeLessThan(0.05);
+    expect(t.POOL_KEY_A! + t.POOL_KEY_B!).toBe(2_000);
+  });
+});
+
+describe("cooldowns and refused keys (injected clock)", () => {
+  test("a key answering 429 with Retry-After: 2 gets no request for 2 s; the clients see no error", async () => {
+    let clock = 1_800_000_000_000;
+    const gw = await gateway({ openaiKeys: [{ env: "POOL_KEY_A" }, { env: "POOL_KEY_B" }], keyRandom: seeded(7), now: () => clock });
+    let limited = 0;
+    let requestsSeen = 0;
+    upstream.rule((req) => {
+      requestsSeen++;
+      return keyOf(req) === "POOL_KEY_A" && limited++ === 0 ? rateLimited("2") : undefined;
+    });
+    // Until A has been asked once (and refused): every client still gets its answer from B.
+    const statuses: number[] = [];
+    while (limited === 0) statuses.push(...(await many(5, () => ask(gw), 5)));
+    expect(statuses.every((s) => s === 200)).toBe(true);
+    const cooledAt = clock;
+    upstream.requests.length = 0;
+    clock = cooledAt + 1_999;
+    expect(await many(60, () => ask(gw))).toEqual(Array(60).fill(200));
+    expect(tally(chats(upstream))).toEqual({ POOL_KEY_B: 60 });
+    // /ready: still ready (B is usable), A listed as cooling until its time.
+    const ready = await fetch(`${gw.url}/ready`);
+    expect(ready.status).toBe(200);
+    expect(((await ready.json()) as any).vendor_keys).toEqual([{ id: "fake-openai", usable: 1, keys: [{ env: "POOL_KEY_A", state: "cooling", until: new Date(cooledAt + 2_000).toISOString() }] }]);
+    upstream.requests.length = 0;
+    clock = cooledAt + 2_000;
+    expect(await many(60, () => ask(gw))).toEqual(Array(60).fill(200));
+    expect(tally(chats(upstream)).POOL_KEY_A).toBeGreaterThan(0);
+    const metrics = await (await fetch(`${gw.url}/metrics`)).text();
+    expect(metrics).toContain('switchyard_vendor_key_cooldowns_total{provider="fake-openai",key="POOL_KEY_A"} 1');
+    expect(metrics).toContain('switchyard_vendor_key_cooldowns_total{provider="fake-openai",key="POOL_KEY_B"} 0');
+    expect(metrics).toContain('switchyard_vendor_key_errors_total{provider="fake-openai",key="POOL_KEY_A"} 1');
+    expect(metrics).toContain('switchyard_vendor_key_errors_total{provider="fake-openai",key="POOL_KEY_B"} 0');
+    expect(metrics).toContain('switchyard_vendor_key_usable{provider="fake-openai",key="POOL_KEY_A"} 1');
+    // Every attempt counted on the key it carried: what the fake saw, plus nothing.
+    const sent = (env: string) => Number(new RegExp(`switchyard_vendor_key_requests_total\\{provider="fake-openai",key="${env}"\\} (\\d+)`).exec(metrics)![1]);
+    expect(sent("POOL_KEY_A") + sent("POOL_KEY_B")).toBe(requestsSeen);
+  });
+
+  test("a revoked key (401) stops receiving traffic, is probed with backoff, and comes back by itself once accepted", async () => {
+    let clock = 1_800_000_000_000;
+    const gw = await gateway({ openaiKeys: [{ env: "POOL_KEY_A" }, { env: "POOL_KEY_B" }], keyRandom: seeded(11), now: () => clock });
+    let accepted = false;
+    upstream.rule((req) => (keyOf(req) === "POOL_KEY_A" && !accepted ? revoked(SECRETS.POOL_KEY_A!) : undefined));
+    const statuses: number[] = [];
+    while (!chats(upstream).some((r) => keyOf(r) === "POOL_KEY_A")) statuses.push(...(await many(5, () => ask(gw), 5)));
+    expect(statuses.every((s) => s === 200)).toBe(true);
+    const revokedAt = clock;
+    upstream.requests.length = 0;
+    expect(await many(60, () => ask(gw))).toEqual(Array(60).fill(200));
+    expect(tally(chats(upstream))).toEqual({ POOL_KEY_B: 60 });
+    const ready = await fetch(`${gw.url}/ready`);
+    expect(ready.status).toBe(200);
+    expect(((await ready.json()) as any).vendor_keys).toEqual([{ id: "fake-openai", usable: 1, keys: [{ env: "POOL_KEY_A", state: "disabled", since: new Date(revokedAt).toISOString() }] }]);
+
+    const probes = () => upstream.requests.filter((r) => r.method === "GET" && r.path === "/v1/models");
+    // No probe before its time (1 s after the refusal), one after it: refused, so the next waits 2 s.
+    await Bun.sleep(100);
+    expect(probes()).toHaveLength(0);
+    clock = revokedAt + 1_000;
+    await until("the first probe", 20_000, () => probes().length === 1);
+    expect(keyOf(probes()[0]!)).toBe("POOL_KEY_A");
+    clock = revokedAt + 2_999;
+    await Bun.sleep(100);
+    expect(probes()).toHaveLength(1);
+    // The vendor takes the key again: the next probe passes and traffic returns without anyone acting.
+    accepted = true;
+    clock = revokedAt + 3_000;
+    await until("the second probe", 20_000, () => probes().length === 2);
+    await until("/ready without vendor_keys", 20_000, async () => ((await (await fetch(`${gw.url}/ready`)).json()) as any).vendor_keys === undefined);
+    upstream.requests.length = 0;
+    expect(await many(60, () => ask(gw))).toEqual(Array(60).fill(200));
+    expect(tally(chats(upstream)).POOL_KEY_A).toBeGreaterThan(0);
+    const metrics = await (await fetch(`${gw.url}/metrics`)).text();
+    expect(metrics).toContain('switchyard_vendor_key_disabled_seconds_total{provider="fake-openai",key="POOL_KEY_A"} 3');
+  });
+
+  test("a compatible server without a model list (404 to the probe) has not refused the key: it comes back", async () => {
+    let clock = 1_800_000_000_000;
+    const gw = await gateway({ openaiKeys: [{ env: "POOL_KEY_A" }, { env: "POOL_KEY_B" }], keyRandom: seeded(3), now: () => clock });
+    let refusing = true;
+    upstream.rule((req) => {
+      if (req.method === "GET") return { kind: "json", status: 404, body: { detail: "Not Found" } };
+      return keyOf(req) === "POOL_KEY_A" && refusing ? revoked(SECRETS.POOL_KEY_A!) : undefined;
+    });
+    while (!chats(upstream).some((r) => keyOf(r) === "POOL_KEY_A")) await (await ask(gw)).arrayBuffer();
+    refusing = false;
+    expect(((await (await fetch(`${gw.url}/ready`)).json()) as any).vendor_keys[0].keys[0].state).toBe("disabled");
+    clock += 1_000;
+    await until("/ready without vendor_keys", 20_000, async () => ((await (await fetch(`${gw.url}/ready`)).json()) as any).vendor_keys === undefined);
+  });
+
+  test("every key cooling or disabled: /ready names them and stays 200 (every replica shares this state); the request still goes to the key back soonest", async () => {
+    let clock = 1_800_000_000_000;
+    const gw = await gateway({ openaiKeys: [{ env: "POOL_KEY_A" }, { env: "POOL_KEY_B" }], keyRandom: seeded(5), now: () => clock, retry: { max_retries: 0 } });
+    upstream.rule((req) => (keyOf(req) === "POOL_KEY_A" ? revoked(SECRETS.POOL_KEY_A!) : undefined));
+    while (!chats(upstream).some((r) => keyOf(r) === "POOL_KEY_A")) await (await ask(gw)).arrayBuffer();
+    // A is disabled; now B is rate-limited too: nothing is left to move to, and the client hears of the rate limit.
+    upstream.rule((req) => (keyOf(req) === "POOL_KEY_A" ? revoked(SECRETS.POOL_KEY_A!) : req.method === "POST" ? rateLimited("5") : undefined));
+    const limited = await ask(gw);
+    expect(limited.status).toBe(502);
+    expect(((await limited.json()) as any).error.message).toBe("The upstream provider is rate limiting the gateway. Retrying is appropriate.");
+    const ready = await fetch(`${gw.url}/ready`);
+    expect(ready.status).toBe(200);
+    const body = (await ready.json()) as any;
+    expect(body.status).toBe("ready");
+    expect(body.vendor_keys[0].usable).toBe(0);
+    expect(body.vendor_keys[0].keys.map((k: { env: string; state: string }) => `${k.env}:${k.state}`).sort()).toEqual(["POOL_KEY_A:disabled", "POOL_KEY_B:cooling"]);
+    upstream.requests.length = 0;
+    await ask(gw);
+    expect(tally(chats(upstream))).toEqual({ POOL_KEY_B: 1 });
+  });
+});
+
+describe("session affinity", () => {
+  test("one session's 50 requests carry one key while it is usable, and move together to one other key when it cools", async () => {
+    const gw = await gateway({ openaiKeys: [{ env: "POOL_KEY_A" }, { env: "POOL_KEY_B" }, { env: "POOL_KEY_C" }] });
+    const session = { prompt_cache_key: "conversation-42" };
+    expect(await many(50, () => ask(gw, session), 10)).toEqual(Array(50).fill(200));
+    const first = tally(chats(upstream));
+    expect(Object.values(first)).toEqual([50]);
+    const home = Object.keys(first)[0]!;
+    // Other sessions are not all on that key: affinity is per session, not a stuck pool.
+    upstream.requests.length = 0;
+    for (let i = 0; i < 30; i++) await (await ask(gw, { user: `someone-${i}` })).arrayBuffer();
+    expect(Object.keys(tally(chats(upstream))).length).toBeGreaterThan(1);
+
+    upstream.requests.length = 0;
+    upstream.rule((req) => (keyOf(req) === home ? rateLimited("30") : undefined));
+    // One conversation's turns follow each other: one at a time.
+    expect(await many(50, () => ask(gw, session), 1)).toEqual(Array(50).fill(200));
+    const after = tally(chats(upstream).filter((r) => keyOf(r) !== home));
+    expect(Object.values(after)).toEqual([50]);
+    // The cooling key was asked once (the first request, which moved on at once), never again.
+    expect(chats(upstream).filter((r) => keyOf(r) === home)).toHaveLength(1);
+    const metrics = await (await fetch(`${gw.url}/metrics`)).text();
+    expect(metrics).toContain('switchyard_session_key_moves_total{provider="fake-openai"} 1');
+  });
+
+  test("Claude Code's metadata.user_id keeps an Anthropic session on one key; x-session-id does for a client that names no session", async () => {
+    const gw = await gateway({ anthropicKeys: [{ env: "POOL_KEY_A" }, { env: "POOL_KEY_B" }, { env: "POOL_KEY_C" }] });
+    const claude = (user: string, headers: Record<string, string> = {}) =>
+      post(gw, "/v1/messages", { model: ANTHROPIC_MODEL, max_tokens: 16, metadata: { user_id: user }, messages: [{ role: "user", content: "hi" }] }, { "anthropic-version": "2023-06-01", ...headers });
+    expect(await many(30, () => claude("user_abc_account__session_1"), 10)).toEqual(Array(30).fill(200));
+    expect(Object.values(tally(chats(upstream)))).toEqual([30]);
+    upstream.requests.length = 0;
+    expect(await many(30, () => ask(gw, {}, { "x-session-id": "cli-run-7" }), 10)).toEqual(Array(30).fill(200));
+    expect(Object.values(tally(chats(upstream)))).toEqual([30]);
+  });
+});
+
+describe("token counts", () => {
+  test("count_tokens goes through the pool too: a revoked key is set aside and the vendor's count comes from another", async () => {
+    const gw = await gateway({ anthropicKeys: [{ env: "POOL_KEY_A" }, { env: "POOL_KEY_B" }], keyRandom: seeded(9) });
+    upstream.rule((req) => (keyOf(req) === "POOL_KEY_A" ? { kind: "json", status: 401, body: { type: "error", error: { type: "authentication_error", message: "invalid x-api-key" } } } : undefined));
+    const count = () => post(gw, "/v1/messages/count_tokens", { model: ANTHROPIC_MODEL, messages: [{ role: "user", content: "count me" }] }, { "anthropic-version": "2023-06-01" });
+    while (!upstream.requests.some((r) => keyOf(r) === "POOL_KEY_A")) await (await count()).arrayBuffer();
+    upstream.requests.length = 0;
+    for (let i = 0; i < 20; i++) expect((await count()).status).toBe(200);
+    expect(tally(upstream.requests.filter((r) => r.path === "/v1/messages/count_tokens"))).toEqual({ POOL_KEY_B: 20 });
+  });
+});
+
+describe("session affinity through the Responses API", () => {
+  test("a previous_response_id chain stays on the key of its first turn", async () => {
+    const gw = await gateway({ openaiKeys: [{ env: "POOL_KEY_A" }, { env: "POOL_KEY_B" }, { env: "POOL_KEY_C" }] });
+    // Several conversations: without affinity, 8 turns of one would all land on one key 1 time in 2,187.
+    for (let c = 0; c < 6; c++) {
+      upstream.requests.length = 0;
+      let previous: string | undefined;
+      for (let turn = 0; turn < 8; turn++) {
+        const res = await post(gw, "/v1/responses", { model: OPENAI_MODEL, input: `turn ${turn} of ${c}`, ...(previous ? { previous_response_id: previous } : {}) });
+        expect(res.status).toBe(200);
+        previous = ((await res.json()) as { id: string }).id;
+      }
+      expect(Object.values(tally(chats(upstream)))).toEqual([8]);
+    }
+  });
+});
+
+describe("no vendor secret anywhere", () => {
+  test("logs, metrics, /ready and the clients' errors never hold a pooled key's secret", async () => {
+    const lines: string[] = [];
+    const log: Logger = (level, message, fields) => lines.push(JSON.stringify({ level, message, ...fields }));
+    const gw = await gateway({ openaiKeys: [{ env: "POOL_KEY_A" }, { env: "POOL_KEY_B" }], log, retry: { max_retries: 0 } });
+    upstream.rule((req) => (req.method === "POST" || req.path === "/v1/models" ? revoked(keyOf(req) === "POOL_KEY_A" ? SECRETS.POOL_KEY_A! : SECRETS.POOL_KEY_B!) : undefined));
+    const res = await ask(gw);
+    expect(res.status).toBe(502);
+    const error = await res.text();
+    const ready = await (await fetch(`${gw.url}/ready`)).text();
+    const metrics = await (await fetch(`${gw.url}/metrics`)).text();
+    await gw.app.services.keyPools.probeDue();
+    await gw.app.services.settled();
+    expect(ready).toContain("POOL_KEY_A");
+    expect(metrics).toContain('key="POOL_KEY_B"');
+    expect(lines.some((l) => l.includes("vendor key refused"))).toBe(true);
+    for (const [name, text] of [["error", error], ["ready", ready], ["metrics", metrics], ["logs", lines.join("\n")]] as const) {
+      for (const secret of Object.values(SECRETS)) {
+        expect({ name, leaked: text.includes(secret) || text.includes(secret.slice(0, 20)) }).toEqual({ name, leaked: false });
+      }
+    }
+  });
+});

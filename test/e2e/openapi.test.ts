@@ -1,0 +1,109 @@
+import { describe, expect, test } from "bun:test";
+import SwaggerParser from "@apidevtools/swagger-parser";
+import { readFileSync } from "node:fs";
+import { openApiPath, OPERATIONS } from "../../src/http/openapi.ts";
+import { ChatRequest } from "../../src/formats/openai-chat/schema.ts";
+import { CountTokensRequest, MessagesRequest } from "../../src/formats/anthropic-messages/schema.ts";
+import { UsageReportQuery } from "../../src/http/routes/admin.ts";
+import { EmbeddingsRequest } from "../../src/formats/openai-embeddings/schema.ts";
+import { useFakeUpstream } from "../helpers/fake-upstream.ts";
+import { startGateway, useGateway } from "../helpers/gateway.ts";
+
+const upstream = useFakeUpstream();
+const gw = useGateway(() => ({ upstreamUrl: upstream.url, adminToken: "admin-secret-0123456789abcdef0123456789abcdef" }));
+const plain = (schema: unknown) => JSON.parse(JSON.stringify(schema));
+
+async function documentOf(url: string): Promise<any> {
+  const res = await fetch(`${url}/openapi.json`);
+  expect(res.status).toBe(200);
+  expect(res.headers.get("content-type")).toContain("application/json");
+  expect(res.headers.get("x-request-id")).toBeTruthy();
+  return res.json();
+}
+
+describe("GET /openapi.json", () => {
+  test("is a valid OpenAPI 3.1 document (swagger-parser) with every route the app serves, each described", async () => {
+    const doc = await documentOf(gw.url);
+    expect(doc.openapi).toBe("3.1.0");
+    expect(doc.info.version).toBe(JSON.parse(readFileSync(new URL("../../package.json", import.meta.url), "utf8")).version);
+    // The validator mutates what it is given (dereferencing): hand it a copy.
+    await SwaggerParser.validate(structuredClone(doc));
+
+    // The console's own routes (/console, /console/api/*) are not client API and not documented (docs/decisions.md, "Console").
+    const served = gw.app.routes.filter((r) => ["GET", "POST", "PUT", "PATCH", "DELETE"].includes(r.method) && !r.path.startsWith("/console")).map((r) => `${r.method} ${r.path}`);
+    expect(gw.app.routes.some((r) => r.path.startsWith("/console/api/"))).toBe(true);
+    expect(Object.keys(doc.paths).filter((p) => p.startsWith("/console"))).toEqual([]);
+    expect(served.length).toBeGreaterThan(10);
+    for (const route of served) {
+      const [method, path] = route.split(" ") as [string, string];
+      const op = doc.paths[openApiPath(path)]?.[method.toLowerCase()];
+      expect([route, op !== undefined]).toEqual([route, true]);
+      // A route added without its description here fails: src/http/openapi.ts, OPERATIONS.
+      expect([route, route in OPERATIONS]).toEqual([route, true]);
+      expect(op.summary).toBe(OPERATIONS[route]!.summary);
+    }
+    // No description for a route that does not exist.
+    for (const route of Object.keys(OPERATIONS)) expect([route, served.includes(route)]).toEqual([route, true]);
+  });
+
+  test("docs/api.md names every route served (as `METHOD /path`, parameters as {id} or :id)", async () => {
+    const reference = readFileSync(new URL("../../docs/api.md", import.meta.url), "utf8");
+    const served = gw.app.routes.filter((r) => ["GET", "POST", "PUT", "PATCH", "DELETE"].includes(r.method));
+    expect(served.length).toBeGreaterThan(10);
+    const missing = served
+      .map((r) => [r.method, r.path.replace("*", "{id}")] as const)
+      .filter(([method, path]) => !reference.includes(`\`${method} ${path}\``) && !reference.includes(`\`${method} ${path.replace(/:(\w+)/g, "{$1}")}\``))
+      .map(([method, path]) => `${method} ${path}`);
+    expect(missing).toEqual([]);
+  });
+
+  test("request bodies and query parameters are the schemas the routes validate with", async () => {
+    const doc = await documentOf(gw.url);
+    const body = (path: string) => doc.paths[path].post.requestBody.content["application/json"].schema;
+    expect(body("/v1/chat/completions")).toEqual(plain(ChatRequest));
+    expect(body("/v1/messages")).toEqual(plain(MessagesRequest));
+    expect(body("/v1/messages/count_tokens")).toEqual(plain(CountTokensRequest));
+    expect(body("/v1/embeddings")).toEqual(plain(EmbeddingsRequest));
+    expect(doc.paths["/v1/embeddings"].post.responses["200"].content["application/json"].schema.properties.data.items.properties.object).toEqual({ const: "embedding", type: "string" });
+    const params = doc.paths["/v1/admin/usage"].get.parameters.filter((p: any) => p.in === "query");
+    expect(params.map((p: any) => p.name)).toEqual(Object.keys(plain(UsageReportQuery).properties));
+    const { description, ...granularity } = plain(UsageReportQuery).properties.granularity;
+    expect(params.find((p: any) => p.name === "granularity")).toMatchObject({ description, schema: granularity });
+    // Path parameters, security, errors in the client's shape, the request id everywhere.
+    const account = doc.paths["/v1/admin/accounts/{id}"].get;
+    expect(account.parameters[0]).toEqual({ name: "id", in: "path", required: true, schema: { type: "string" } });
+    expect(account.security).toEqual([{ adminToken: [] }]);
+    expect(doc.paths["/v1/messages"].post.responses["401"].content["application/json"].schema.$ref).toBe("#/components/schemas/AnthropicError");
+    expect(doc.paths["/v1/chat/completions"].post.responses["401"].content["application/json"].schema.$ref).toBe("#/components/schemas/OpenAIError");
+    expect(doc.paths["/v1/chat/completions"].post.responses["200"].content["text/event-stream"]).toBeDefined();
+    expect(doc.paths["/health"].get.security).toEqual([]);
+    for (const [path, item] of Object.entries<any>(doc.paths)) {
+      for (const [method, op] of Object.entries<any>(item)) {
+        expect([path, method, op.parameters.some((p: any) => p.$ref === "#/components/parameters/RequestId")]).toEqual([path, method, true]);
+      }
+    }
+  });
+
+  test("without an admin token the admin routes are 404s, and still documented", async () => {
+    const own = await startGateway({ upstreamUrl: upstream.url });
+    try {
+      expect((await fetch(`${own.url}/v1/admin/usage`)).status).toBe(404);
+      const doc = await documentOf(own.url);
+      expect(doc.paths["/v1/admin/usage"].get.summary).toBe("Usage report");
+      expect(Object.keys(doc.paths).sort()).toEqual(Object.keys((await documentOf(gw.url)).paths).sort());
+    } finally {
+      await own.stop();
+    }
+  });
+
+  test("every operation that takes a body documents the body cap's 413; count_tokens its free-counting limits", async () => {
+    const doc = await documentOf(gw.url);
+    const withBody = Object.entries(doc.paths).flatMap(([path, ops]) =>
+      Object.entries(ops as Record<string, any>).filter(([, op]) => op.requestBody).map(([method, op]) => [`${method} ${path}`, op] as const));
+    expect(withBody.length).toBeGreaterThanOrEqual(10);
+    for (const [name, op] of withBody) expect([name, Object.keys(op.responses).includes("413")]).toEqual([name, true]);
+    const count = doc.paths["/v1/messages/count_tokens"].post;
+    expect(Object.keys(count.responses)).toEqual(["200", "400", "401", "403", "404", "413", "429", "503"]);
+    for (const setting of ["count_tokens_max_bytes", "count_tokens_per_key_bytes", "count_tokens_queue_bytes", "count_tokens_timeout_ms"]) expect(count.description).toContain(setting);
+  });
+});

@@ -1,0 +1,263 @@
+import { Database } from "bun:sqlite";
+import { countTokens } from "gpt-tokenizer";
+import { describe, expect, test } from "bun:test";
+import { readFixture, useFakeUpstream } from "../helpers/fake-upstream.ts";
+import { useGateway, ANTHROPIC_MODEL, OPENAI_MODEL, post, sseFrames, startGateway } from "../helpers/gateway.ts";
+
+const upstream = useFakeUpstream();
+const gw = useGateway(() => ({ upstreamUrl: upstream.url }));
+
+const question = [{ role: "user", content: "Weather in Paris?" }];
+
+/** A fixture cut in two at a frame boundary in its middle. */
+function halves(bytes: Uint8Array): string[] {
+  const text = new TextDecoder().decode(bytes);
+  const cut = text.indexOf("\n\n", text.length / 2) + 2;
+  return [text.slice(0, cut), text.slice(cut)];
+}
+const HELLO = "Hello! How can I help you today?";
+
+function openaiView(body: string) {
+  const frames = sseFrames(body);
+  const chunks = frames.filter((f) => f.data !== "[DONE]").map((f) => JSON.parse(f.data));
+  const tools: Record<number, { id?: string; name?: string; arguments: string }> = {};
+  for (const c of chunks) {
+    for (const call of c.choices[0]?.delta?.tool_calls ?? []) {
+      const t = (tools[call.index] ??= { arguments: "" });
+      if (call.id) t.id = call.id;
+      if (call.function?.name) t.name = call.function.name;
+      t.arguments += call.function?.arguments ?? "";
+    }
+  }
+  return {
+    done: frames.at(-1)?.data === "[DONE]",
+    text: chunks.map((c) => c.choices[0]?.delta?.content ?? "").join(""),
+    finish: chunks.map((c) => c.choices[0]?.finish_reason).find(Boolean),
+    usage: chunks.find((c) => c.usage)?.usage,
+    tools: Object.values(tools),
+  };
+}
+
+function anthropicView(body: string) {
+  const events = sseFrames(body).map((f) => ({ name: f.event, data: JSON.parse(f.data) }));
+  const blocks: Record<number, { type: string; text: string; json: string; id?: string; name?: string }> = {};
+  for (const e of events) {
+    if (e.name === "content_block_start") blocks[e.data.index] = { type: e.data.content_block.type, text: "", json: "", id: e.data.content_block.id, name: e.data.content_block.name };
+    if (e.name === "content_block_delta") {
+      const b = blocks[e.data.index]!;
+      b.text += e.data.delta.text ?? "";
+      b.json += e.data.delta.partial_json ?? "";
+    }
+  }
+  const delta = events.find((e) => e.name === "message_delta")?.data;
+  return { names: events.map((e) => e.name), blocks: Object.values(blocks), stop: delta?.delta.stop_reason, usage: delta?.usage, events };
+}
+
+describe("fixtures through the gateway, split every way", () => {
+  for (const split of [undefined, "frames", "bytes", 7] as const) {
+    test(`OpenAI text, split=${split ?? "whole"}: same-format and translated`, async () => {
+      upstream.reply({ kind: "fixture", name: "openai-text.sse", split });
+      const same = openaiView(await (await post(gw, "/v1/chat/completions", { model: OPENAI_MODEL, messages: question, stream: true, stream_options: { include_usage: true } })).text());
+      expect(same).toMatchObject({ done: true, text: HELLO, finish: "stop", usage: { prompt_tokens: 12, completion_tokens: 9, total_tokens: 21 } });
+
+      upstream.reply({ kind: "fixture", name: "openai-text.sse", split });
+      const translated = anthropicView(await (await post(gw, "/v1/messages", { model: OPENAI_MODEL, max_tokens: 100, messages: question, stream: true })).text());
+      expect(translated.blocks).toEqual([{ type: "text", text: HELLO, json: "", id: undefined, name: undefined }]);
+      expect(translated.stop).toBe("end_turn");
+      expect(translated.usage).toMatchObject({ input_tokens: 12, output_tokens: 9 });
+    });
+
+    test(`Anthropic text, split=${split ?? "whole"}: same-format and translated`, async () => {
+      upstream.reply({ kind: "fixture", name: "anthropic-text.sse", split });
+      const same = anthropicView(await (await post(gw, "/v1/messages", { model: ANTHROPIC_MODEL, max_tokens: 100, messages: question, stream: true })).text());
+      expect(same.blocks.map((b) => b.text).join("")).toBe(HELLO);
+      expect(same.stop).toBe("end_turn");
+      expect(same.names).toContain("ping");
+      expect(same.events[0]!.data.message.model).toBe(ANTHROPIC_MODEL);
+
+      upstream.reply({ kind: "fixture", name: "anthropic-text.sse", split });
+      const translated = openaiView(await (await post(gw, "/v1/chat/completions", { model: ANTHROPIC_MODEL, messages: question, stream: true, stream_options: { include_usage: true } })).text());
+      expect(translated).toMatchObject({ done: true, text: HELLO, finish: "stop" });
+      expect(translated.usage.completion_tokens).toBe(9);
+      expect(translated.usage.prompt_tokens).toBe(12);
+    });
+  }
+
+  test("CRLF line endings and keep-alive comments", async () => {
+    upstream.reply({ kind: "fixture", name: "openai-crlf.sse", split: 5 });
+    const view = openaiView(await (await post(gw, "/v1/chat/completions", { model: OPENAI_MODEL, messages: question, stream: true })).text());
+    expect(view).toMatchObject({ done: true, text: HELLO, finish: "stop" });
+  });
+});
+
+describe("tool calls stream across formats", () => {
+  test("OpenAI tool_calls → Anthropic tool_use with input_json_delta", async () => {
+    upstream.reply({ kind: "fixture", name: "openai-tools.sse", split: "frames" });
+    const view = anthropicView(await (await post(gw, "/v1/messages", { model: OPENAI_MODEL, max_tokens: 100, messages: question, stream: true })).text());
+    const tool = view.blocks.find((b) => b.type === "tool_use")!;
+    expect(tool.name).toBe("get_weather");
+    expect(tool.id).toBeString();
+    expect(JSON.parse(tool.json)).toEqual({ city: "Paris" });
+    expect(view.stop).toBe("tool_use");
+  });
+
+  test("Anthropic tool_use → OpenAI tool_calls arguments", async () => {
+    upstream.reply({ kind: "fixture", name: "anthropic-tools.sse", split: "bytes" });
+    const view = openaiView(await (await post(gw, "/v1/chat/completions", { model: ANTHROPIC_MODEL, messages: question, stream: true })).text());
+    expect(view.text).toBe("Let me check.");
+    expect(view.tools.length).toBe(1);
+    expect(view.tools[0]!.name).toBe("get_weather");
+    expect(view.tools[0]!.id).toMatch(/^toolu_/);
+    expect(JSON.parse(view.tools[0]!.arguments)).toEqual({ city: "Paris" });
+    expect(view.finish).toBe("tool_calls");
+  });
+
+  test("non-stream tool calls both ways", async () => {
+    upstream.reply({ kind: "fixture", name: "anthropic-tools.json" });
+    const openai = (await (await post(gw, "/v1/chat/completions", { model: ANTHROPIC_MODEL, messages: question })).json()) as any;
+    expect(openai.choices[0].finish_reason).toBe("tool_calls");
+    expect(JSON.parse(openai.choices[0].message.tool_calls[0].function.arguments)).toEqual({ city: "Paris" });
+
+    upstream.reply({ kind: "fixture", name: "openai-tools.json" });
+    const anthropic = (await (await post(gw, "/v1/messages", { model: OPENAI_MODEL, max_tokens: 100, messages: question })).json()) as any;
+    expect(anthropic.stop_reason).toBe("tool_use");
+    expect(anthropic.content.find((b: { type: string }) => b.type === "tool_use")).toMatchObject({ name: "get_weather", input: { city: "Paris" } });
+  });
+});
+
+/** The newest usage record, once everything so far has settled. */
+async function lastUsage() {
+  await gw.app.services.settled();
+  const db = new Database(gw.dbPath, { readonly: true });
+  try {
+    return db.query<{ prompt_tokens: number; completion_tokens: number; estimated: number; cost_micro: number; status: string }, []>(
+      "SELECT prompt_tokens, completion_tokens, estimated, cost_micro, status FROM usage_records ORDER BY id DESC LIMIT 1",
+    ).get()!;
+  } finally {
+    db.close();
+  }
+}
+
+describe("usage is always counted", () => {
+
+  test("reported usage is charged exactly", async () => {
+    const before = await gw.balanceMicro();
+    upstream.reply({ kind: "fixture", name: "openai-text.sse" });
+    await (await post(gw, "/v1/chat/completions", { model: OPENAI_MODEL, messages: question, stream: true })).text();
+    const record = await lastUsage();
+    expect(record).toMatchObject({ prompt_tokens: 12, completion_tokens: 9, estimated: 0, status: "ok" });
+    expect(record.cost_micro).toBe(12 * 150 + 9 * 600);
+    expect(before - (await gw.balanceMicro())).toBe(record.cost_micro);
+  });
+
+  test("an upstream that reports nothing is estimated with the tokenizer and marked", async () => {
+    upstream.reply({ kind: "fixture", name: "openai-no-usage.sse" });
+    const view = openaiView(await (await post(gw, "/v1/chat/completions", { model: OPENAI_MODEL, messages: question, stream: true, stream_options: { include_usage: true } })).text());
+    expect(view.done).toBe(true);
+    expect(view.usage.completion_tokens).toBeGreaterThan(0);
+    expect(view.usage.prompt_tokens).toBeGreaterThan(0);
+    const record = await lastUsage();
+    expect(record.estimated).toBe(1);
+    expect(record.completion_tokens).toBe(view.usage.completion_tokens);
+    // Counted with the real tokenizer, not guessed from the length.
+    expect(record.completion_tokens).toBe(countTokens(HELLO));
+    expect(record.cost_micro).toBeGreaterThan(0);
+  });
+});
+
+describe("relayed frames", () => {
+  test("skimmed text frames and decoded ones together: all text through, finish and usage still seen", async () => {
+    const frame = (body: string) => `data: {"id":"c","object":"chat.completion.chunk","created":1,"model":"vendor-model","choices":[${body}}\n\n`;
+    upstream.reply({
+      kind: "sse",
+      chunks: [
+        frame('{"index":0,"delta":{"role":"assistant","content":""},"finish_reason":null}]'),
+        frame('{"index":0,"delta":{"content":"Hel"},"finish_reason":null}]'),
+        frame('{"index":0,"delta":{"content":"lo \\"there\\""},"finish_reason":null}]'),
+        // Text and finish in one chunk, as some vendors send it.
+        frame('{"index":0,"delta":{"content":"!"},"finish_reason":"stop"}]'),
+        frame('],"usage":{"prompt_tokens":5,"completion_tokens":3,"total_tokens":8}'),
+        "data: [DONE]\n\n",
+      ],
+    });
+    const body = await (await post(gw, "/v1/chat/completions", { model: OPENAI_MODEL, messages: question, stream: true })).text();
+    const view = openaiView(body);
+    expect(view).toMatchObject({ done: true, text: 'Hello "there"!', finish: "stop" });
+    expect(body).not.toContain("vendor-model");
+    // The client did not ask for usage: the usage chunk is not relayed, but it is charged.
+    expect(view.usage).toBeUndefined();
+    expect(await lastUsage()).toMatchObject({ prompt_tokens: 5, completion_tokens: 3, estimated: 0, status: "ok" });
+  });
+});
+
+describe("connection handling", () => {
+  test("client disconnect aborts the upstream request", async () => {
+    upstream.reply({ kind: "sse", holdOpen: true, chunks: ['data: {"id":"x","object":"chat.completion.chunk","created":1,"model":"m","choices":[{"index":0,"delta":{"role":"assistant","content":"Hi"},"finish_reason":null}]}\n\n'] });
+    const controller = new AbortController();
+    const res = await post(gw, "/v1/chat/completions", { model: OPENAI_MODEL, messages: question, stream: true }, {}, controller.signal);
+    const reader = res.body!.getReader();
+    const first = new TextDecoder().decode((await reader.read()).value);
+    expect(first).toContain("Hi");
+    expect(upstream.openStreams()).toBe(1);
+    controller.abort();
+    const deadline = Date.now() + 3000;
+    while (upstream.abortedStreams() < 1 && Date.now() < deadline) await Bun.sleep(20);
+    expect(upstream.abortedStreams()).toBe(1);
+    expect(upstream.openStreams()).toBe(0);
+  });
+
+  test("a stream whose upstream is quiet longer than the server idle timeout survives, with keep-alives", async () => {
+    const quiet = await startGateway({ upstreamUrl: upstream.url, idleTimeoutSeconds: 1, keepaliveMs: 300 });
+    try {
+      // The whole answer, in two writes with 2.5 s of silence between them: longer than the server's 1 s idle timeout.
+      upstream.reply({ kind: "sse", chunks: halves(readFixture("openai-text.sse")), delayMs: 2500 });
+      const res = await post(quiet, "/v1/chat/completions", { model: OPENAI_MODEL, messages: question, stream: true });
+      const text = await res.text();
+      expect(text).toContain(": keep-alive");
+      expect(openaiView(text)).toMatchObject({ done: true, text: HELLO, finish: "stop" });
+
+      upstream.reply({ kind: "sse", chunks: halves(readFixture("anthropic-text.sse")), delayMs: 2500 });
+      const res2 = await post(quiet, "/v1/messages", { model: ANTHROPIC_MODEL, max_tokens: 50, messages: question, stream: true });
+      const view = anthropicView(await res2.text());
+      expect(view.stop).toBe("end_turn");
+      expect(view.names.filter((n) => n === "ping").length).toBeGreaterThan(1);
+    } finally {
+      await quiet.stop();
+    }
+  }, 30_000);
+});
+
+describe("a stream that arrived whole before its head goes out is one body; one still arriving is a stream", () => {
+  test("whole: Content-Length framing, the same frames, charged; trickling: chunked, its first frame long before its end", async () => {
+    upstream.reply({ kind: "fixture", name: "openai-text.sse" });
+    const whole = await post(gw, "/v1/chat/completions", { model: OPENAI_MODEL, messages: question, stream: true, stream_options: { include_usage: true } });
+    expect(whole.headers.get("content-type")).toStartWith("text/event-stream");
+    const wholeBody = await whole.text();
+    expect(whole.headers.get("content-length")).toBe(String(Buffer.byteLength(wholeBody)));
+    expect(whole.headers.get("transfer-encoding")).toBeNull();
+    const wholeView = openaiView(wholeBody);
+    expect(wholeView.done).toBe(true);
+    expect(wholeView.text).toBe(HELLO);
+    expect(wholeView.usage?.completion_tokens).toBeGreaterThan(0);
+
+    upstream.reply({ kind: "fixture", name: "openai-text.sse", split: "frames", delayMs: 80 });
+    const started = performance.now();
+    const trickling = await post(gw, "/v1/chat/completions", { model: OPENAI_MODEL, messages: question, stream: true, stream_options: { include_usage: true } });
+    expect(trickling.headers.get("content-length")).toBeNull();
+    const reader = trickling.body!.getReader();
+    const first = await reader.read();
+    const firstAt = performance.now() - started;
+    let rest = "";
+    for (;;) {
+      const { done, value } = await reader.read();
+      if (done) break;
+      rest += new TextDecoder().decode(value);
+    }
+    const endAt = performance.now() - started;
+    // Frames come 80 ms apart: the first is out while the others are still on their way.
+    expect(endAt - firstAt).toBeGreaterThan(150);
+    const tricklingView = openaiView(new TextDecoder().decode(first.value) + rest);
+    expect(tricklingView).toEqual({ ...wholeView, usage: tricklingView.usage });
+    expect(tricklingView.usage).toEqual(wholeView.usage);
+  });
+});

@@ -1,0 +1,532 @@
+import { afterEach, describe, expect, test } from "bun:test";
+import { constants, deflateRawSync } from "node:zlib";
+import { createHttp1Client, UpstreamConnectionError, type Http1Client } from "../../src/transport/http1/client.ts";
+import { createFetchTransport } from "../../src/transport/fetch-transport.ts";
+import { ResponseTooLargeError } from "../../src/transport/transport.ts";
+import { pump, rawUpstream, type RawRequest, type RawSocket, type RawUpstream } from "../helpers/raw-upstream.ts";
+import { IMAGE_CHAT_MODEL, OPENAI_MODEL, post as postToGateway, startGateway } from "../helpers/gateway.ts";
+import { until } from "../helpers/until.ts";
+
+/**
+ * The upstream client against upstreams that are broken or hostile, each a raw TCP server
+ * writing scripted bytes: bodies without end, compression bombs, answers cut off, malformed
+ * framing, and answers nobody asked for on pooled connections.
+ */
+const MiB = 1024 * 1024;
+const upstreams: RawUpstream[] = [];
+const clients: Http1Client[] = [];
+afterEach(() => {
+  for (const u of upstreams.splice(0)) u.stop();
+  for (const c of clients.splice(0)) c.close();
+});
+
+function setup(answer: (request: RawRequest, socket: RawSocket) => void, maxResponseBytes = MiB, rest: { reuseAfterMs?: number; reuseOnProbation?: "close" | "rest" } = {}) {
+  const upstream = rawUpstream(answer);
+  upstreams.push(upstream);
+  const client = createHttp1Client({ maxResponseBytes, ...rest });
+  clients.push(client);
+  const post = (body = "{}") => client.fetch(`${upstream.url}/v1/chat/completions`, { method: "POST", headers: { "content-type": "application/json" }, body });
+  return { upstream, client, post };
+}
+
+const json = (body: string, extra = "") => `HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ncontent-length: ${Buffer.byteLength(body)}\r\n${extra}\r\n${body}`;
+const OK = json("{}");
+
+/**
+ * A gzip stream that never ends: a header, then the same deflate segment over and over, each
+ * 1 MiB of zeros in about a kilobyte (full flushes make each segment stand alone).
+ */
+function endlessGzip(): () => Uint8Array {
+  const segment = deflateRawSync(Buffer.alloc(MiB), { finishFlush: constants.Z_FULL_FLUSH });
+  let first = true;
+  return () => {
+    if (!first) return segment;
+    first = false;
+    return Buffer.concat([Buffer.from([0x1f, 0x8b, 8, 0, 0, 0, 0, 0, 0, 3]), segment]);
+  };
+}
+
+describe("bounded answers", () => {
+  test("a gzip bomb fails with ResponseTooLargeError near the cap, and the connection is dropped", async () => {
+    let sent: Promise<number> | undefined;
+    const { client, post } = setup((_req, socket) => {
+      socket.write("HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ncontent-encoding: gzip\r\ntransfer-encoding: chunked\r\n\r\n");
+      const next = endlessGzip();
+      sent = pump(socket, () => {
+        const piece = next();
+        return Buffer.concat([Buffer.from(`${piece.length.toString(16)}\r\n`), piece, Buffer.from("\r\n")]);
+      });
+    }, 4 * MiB);
+    const res = await post();
+    expect(await res.text().catch((e) => e)).toBeInstanceOf(ResponseTooLargeError);
+    // Endless on the wire: only the socket buffers' worth was taken (a few MB of ~1000:1 data), not gigabytes.
+    expect(await sent!).toBeLessThan(16 * MiB);
+    await until("the client's connections closed", 1_000, () => client.openConnections() === 0);
+    expect(client.openConnections()).toBe(0);
+  });
+
+  test("an endless chunked body fails at the cap", async () => {
+    let sent: Promise<number> | undefined;
+    const chunk = Buffer.from(`10000\r\n${"x".repeat(0x10000)}\r\n`);
+    const { client, post } = setup((_req, socket) => {
+      socket.write("HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\ntransfer-encoding: chunked\r\n\r\n");
+      sent = pump(socket, () => chunk);
+    });
+    const res = await post();
+    let read = 0;
+    const error = await (async () => {
+      for await (const piece of res.body!) read += piece.byteLength;
+    })().catch((e) => e);
+    expect(error).toBeInstanceOf(ResponseTooLargeError);
+    expect(read).toBeLessThanOrEqual(MiB);
+    expect(read).toBeGreaterThan(MiB / 2);
+    expect(await sent!).toBeLessThan(16 * MiB);
+    expect(client.openConnections()).toBe(0);
+  });
+
+  test("an announced length over the cap fails the call before the body is read", async () => {
+    const { client, post } = setup((_req, socket) => socket.write(`HTTP/1.1 200 OK\r\ncontent-length: ${MiB + 1}\r\n\r\n`));
+    expect(await post().catch((e) => e)).toBeInstanceOf(ResponseTooLargeError);
+    expect(client.openConnections()).toBe(0);
+  });
+
+  test("a body delimited by close fails once it passes the cap", async () => {
+    const { post } = setup((_req, socket) => {
+      socket.write("HTTP/1.1 200 OK\r\ncontent-type: application/json\r\n\r\n");
+      void pump(socket, () => Buffer.alloc(0x10000, 120));
+    });
+    expect(await (await post()).arrayBuffer().catch((e) => e)).toBeInstanceOf(ResponseTooLargeError);
+  });
+
+  test("an answer exactly at the cap is whole", async () => {
+    const body = "x".repeat(MiB);
+    const { post } = setup((_req, socket) => socket.write(json(body)));
+    expect((await (await post()).text()).length).toBe(MiB);
+  });
+
+  test("what goes to fetch is capped too: an announced length, and a body without one", async () => {
+    const server = Bun.serve({
+      port: 0,
+      hostname: "127.0.0.1",
+      fetch: (req) => new URL(req.url).pathname === "/announced"
+        ? new Response(Buffer.alloc(2 * MiB))
+        : new Response(new ReadableStream({ pull: (c) => c.enqueue(new Uint8Array(0x10000)) })),
+    });
+    try {
+      // GETs (image downloads) are not ours to carry; they go to fetch.
+      const client = createHttp1Client({ maxResponseBytes: MiB });
+      clients.push(client);
+      expect(await client.fetch(`http://127.0.0.1:${server.port}/announced`, { method: "GET" }).catch((e) => e)).toBeInstanceOf(ResponseTooLargeError);
+      const endless = await client.fetch(`http://127.0.0.1:${server.port}/endless`, { method: "GET" });
+      expect(await endless.arrayBuffer().catch((e) => e)).toBeInstanceOf(ResponseTooLargeError);
+      // Under the cap, the answer is untouched.
+      const small = await createFetchTransport(MiB)(`http://127.0.0.1:${server.port}/announced`, { method: "GET" }).catch((e) => e);
+      expect(small).toBeInstanceOf(ResponseTooLargeError);
+      const fine = await createFetchTransport(4 * MiB)(`http://127.0.0.1:${server.port}/announced`, { method: "GET" });
+      expect(fine.status).toBe(200);
+      expect((await fine.arrayBuffer()).byteLength).toBe(2 * MiB);
+    } finally {
+      server.stop(true);
+    }
+  });
+});
+
+/**
+ * A first request pools the connection; the second meets the fault on that pooled connection,
+ * which is where a client is tempted to send it again.
+ */
+async function secondRequestMeets(fault: (socket: RawSocket) => void) {
+  const { upstream, client, post } = setup((request, socket) => (request.index === 1 ? fault(socket) : socket.write(OK)));
+  expect((await post('{"n":0}')).status).toBe(200);
+  await Bun.sleep(5);
+  const outcome = await post('{"n":1}').then((res) => res.text()).catch((e) => e);
+  await Bun.sleep(20);
+  return { outcome, sent: upstream.requests.filter((r) => r.body === '{"n":1}').length, opened: upstream.opened, client };
+}
+
+describe("a request goes upstream again only when no answer byte came back", () => {
+  const afterBytes: [string, (socket: RawSocket) => void][] = [
+    ["part of the body, then close", (s) => s.end('HTTP/1.1 200 OK\r\ncontent-length: 100\r\n\r\n{"partial":')],
+    ["part of the head, then close", (s) => s.end("HTTP/1.1 200 O")],
+    ["part of the head, then a reset", (s) => {
+      s.write("HTTP/1.1 200 OK\r\ncontent-");
+      s.flush();
+      setTimeout(() => s.terminate(), 2);
+    }],
+    ["a malformed head", (s) => s.write("HTTP/1.1 200 OK\r\nthis is not a header\r\n\r\n{}")],
+    ["part of a chunked body, then close", (s) => s.end("HTTP/1.1 200 OK\r\ntransfer-encoding: chunked\r\n\r\n5\r\nhel")],
+    ["a malformed chunk size", (s) => s.write("HTTP/1.1 200 OK\r\ntransfer-encoding: chunked\r\n\r\nxyz\r\nabc\r\n")],
+  ];
+  for (const [name, fault] of afterBytes) {
+    test(`${name}: an error, and the POST arrived exactly once`, async () => {
+      const { outcome, sent, opened, client } = await secondRequestMeets(fault);
+      expect(outcome).toBeInstanceOf(Error);
+      expect(sent).toBe(1);
+      expect(opened).toBe(1);
+      expect(client.openConnections()).toBe(0);
+    });
+  }
+
+  test("a pooled connection closed before any answer byte: sent again once, on a new connection", async () => {
+    const { outcome, sent, opened } = await secondRequestMeets((s) => s.end());
+    expect(outcome).toBe("{}");
+    expect(sent).toBe(2);
+    expect(opened).toBe(2);
+  });
+
+  test("a pooled connection reset before any answer byte: sent again once, on a new connection", async () => {
+    const { outcome, sent, opened } = await secondRequestMeets((s) => s.terminate());
+    expect(outcome).toBe("{}");
+    expect(sent).toBe(2);
+    expect(opened).toBe(2);
+  });
+
+  test("when the new connection fails the same way, the error goes to the caller: never a third send", async () => {
+    const { upstream, post } = setup((request, socket) => (request.index === 0 ? socket.write(OK) : socket.end()));
+    expect((await post('{"n":0}')).status).toBe(200);
+    await Bun.sleep(5);
+    const error = await post('{"n":1}').catch((e) => e);
+    expect(error).toBeInstanceOf(UpstreamConnectionError);
+    await Bun.sleep(20);
+    expect(upstream.requests.filter((r) => r.body === '{"n":1}')).toHaveLength(2);
+  });
+
+  test("a new connection closed before any answer byte is not retried by the client", async () => {
+    const { upstream, post } = setup((_req, socket) => socket.end());
+    expect(await post().catch((e) => e)).toBeInstanceOf(UpstreamConnectionError);
+    await Bun.sleep(20);
+    expect(upstream.requests).toHaveLength(1);
+    expect(upstream.opened).toBe(1);
+  });
+});
+
+describe("connection hygiene", () => {
+  test("bytes on an idle pooled connection destroy it; the next request gets its own answer on a new one", async () => {
+    const { upstream, client, post } = setup((request, socket) => socket.write(json(request.body)));
+    expect(await (await post('{"n":0}')).text()).toBe('{"n":0}');
+    expect(client.openConnections()).toBe(1);
+    upstream.sockets[0]!.write(json('{"n":"unsolicited"}'));
+    await until("the client's connections closed", 1_000, () => client.openConnections() === 0);
+    expect(client.openConnections()).toBe(0);
+    expect(await (await post('{"n":1}')).text()).toBe('{"n":1}');
+    expect(upstream.opened).toBe(2);
+  });
+
+  // Each fault on the first answer; the second request must never see its remains.
+  const faults: [string, string, "answer" | "error"][] = [
+    ["bytes after a Content-Length body", json("{}") + "garbage", "answer"],
+    ["a second answer after the first", json("{}") + json('{"second":true}'), "answer"],
+    ["an interim answer other than 100", "HTTP/1.1 103 Early Hints\r\nlink: </x>\r\n\r\n" + json("{}"), "answer"],
+    ["Connection: close", json("{}", "connection: close\r\n"), "answer"],
+    ["HTTP/1.0 with keep-alive", "HTTP/1.0 200 OK\r\nconnection: keep-alive\r\ncontent-length: 2\r\n\r\n{}", "answer"],
+    ["a body longer than its Content-Length", "HTTP/1.1 200 OK\r\ncontent-length: 2\r\n\r\n{}}", "answer"],
+    ["an unknown transfer-encoding", "HTTP/1.1 200 OK\r\ntransfer-encoding: gzip\r\n\r\nabc", "error"],
+    ["Content-Length and Transfer-Encoding together", "HTTP/1.1 200 OK\r\ncontent-length: 2\r\ntransfer-encoding: chunked\r\n\r\n2\r\n{}\r\n0\r\n\r\n", "error"],
+    ["chunk data longer than its size", "HTTP/1.1 200 OK\r\ntransfer-encoding: chunked\r\n\r\n2\r\n{}}\r\n0\r\n\r\n", "error"],
+    ["a malformed chunk size", "HTTP/1.1 200 OK\r\ntransfer-encoding: chunked\r\n\r\n-2\r\n{}\r\n0\r\n\r\n", "error"],
+    ["a status line that is not HTTP/1.1", "HTTP/2 200\r\ncontent-length: 2\r\n\r\n{}", "error"],
+    ["a protocol switch", "HTTP/1.1 101 Switching Protocols\r\nupgrade: h2c\r\n\r\n", "error"],
+  ];
+  for (const [name, wire, expected] of faults) {
+    test(`${name}: the connection is destroyed (${expected === "answer" ? "the answer itself is whole" : "the call fails"})`, async () => {
+      const { upstream, client, post } = setup((request, socket) => socket.write(request.index === 0 ? wire : json(request.body)));
+      const first = await post('{"n":0}').then((res) => res.text()).catch((e) => e);
+      if (expected === "answer") expect(first).toBe("{}");
+      else expect(first).toBeInstanceOf(Error);
+      await until("the client's connections closed", 1_000, () => client.openConnections() === 0);
+      expect(client.openConnections()).toBe(0);
+      expect(await (await post('{"n":1}')).text()).toBe('{"n":1}');
+      expect(upstream.opened).toBe(2);
+    });
+  }
+
+  test("a late answer already waiting when another connection's callback claims the pooled one is seen first", async () => {
+    // The two arrive in the same poll: the trigger first, then the late answer on the pooled
+    // connection. Written at once, the request would take the late answer as its own.
+    const { upstream, client, post } = setup((request, socket) => socket.write(json(request.body)));
+    expect(await (await post('{"n":"first"}')).text()).toBe('{"n":"first"}');
+    await Bun.sleep(5);
+    let claimed: Promise<string> | undefined;
+    let serverEnd: import("bun").Socket<undefined> | undefined;
+    const trigger = Bun.listen<undefined>({ hostname: "127.0.0.1", port: 0, socket: { open: (s) => void (serverEnd = s), data() {} } });
+    const triggered = await Bun.connect({
+      hostname: "127.0.0.1",
+      port: trigger.port,
+      socket: { data: () => void (claimed ??= post('{"n":"second"}').then((res) => res.text())) },
+    });
+    try {
+      await until("the trigger connection", 1_000, () => serverEnd !== undefined);
+      serverEnd!.write("go");
+      serverEnd!.flush();
+      upstream.sockets[0]!.write(json('{"n":"late"}'));
+      upstream.sockets[0]!.flush();
+      await until("the second request sent", 1_000, () => claimed !== undefined);
+      expect(await claimed!).toBe('{"n":"second"}');
+      expect(upstream.opened).toBe(2);
+      expect(client.openConnections()).toBe(1);
+    } finally {
+      triggered.end();
+      trigger.stop(true);
+    }
+  });
+
+  test("every answer copied 0–3 ms late: once the first copy is seen, none of 2,000 requests with nonces gets another's answer (the origin's connections carry one request each)", async () => {
+    /** `lateMs(n)`: how late the nth copy goes; a copy still due when the next request comes on its connection goes before that request's answer. */
+    const run = async (lateMs: (n: number) => number) => {
+      const answer = (nonce: string) => json(JSON.stringify({ nonce }));
+      const due = new Map<RawSocket, () => void>();
+      let copies = 0;
+      const { client, post } = setup((request, socket) => {
+        due.get(socket)?.();
+        const { nonce } = JSON.parse(request.body) as { nonce: string };
+        socket.write(answer(nonce));
+        if (nonce.endsWith("-copied")) {
+          copies++;
+          let timer: ReturnType<typeof setTimeout> | undefined;
+          const send = () => {
+            clearTimeout(timer);
+            due.delete(socket);
+            socket.write(answer(nonce));
+          };
+          due.set(socket, send);
+          const delay = lateMs(copies);
+          if (delay === 0) setImmediate(() => due.get(socket) === send && send());
+          else timer = setTimeout(send, delay);
+        }
+      });
+      // The first copy puts the origin on probation: one request, and its copy landing on the idle
+      // connection, which the client closes for it.
+      await (await post(JSON.stringify({ nonce: "first-copied" }))).json();
+      await until("the first copy sent and its connection closed", 1_000, () => due.size === 0 && client.openConnections() === 0);
+      expect(client.openConnections()).toBe(0);
+      let next = 0;
+      let crossed = 0;
+      let failed = 0;
+      // Each worker is a client sending its next request as soon as the last is answered.
+      const worker = async () => {
+        while (next < 2_000) {
+          const n = next++;
+          const nonce = `nonce-${n}-${Math.random().toString(36).slice(2)}-copied`;
+          try {
+            const res = await post(JSON.stringify({ nonce }));
+            if (((await res.json()) as { nonce: string }).nonce !== nonce) crossed++;
+          } catch {
+            failed++;
+          }
+        }
+      };
+      await Promise.all(Array.from({ length: 8 }, worker));
+      client.close();
+      return { crossed, failed, copies };
+    };
+    const rested = await run((n) => n % 4);
+    expect(rested.copies).toBe(2_001);
+    expect(rested.crossed).toBe(0);
+    expect(rested.failed).toBe(0);
+  });
+
+  test("on probation, a copy still due when its connection would carry the next request: closing the connection keeps it from that request; reusing it hands the request the copy", async () => {
+    // The copy of each answer after the first is held until its connection's next request, so it
+    // is still due whatever the machine's speed; the first goes at once, to start the probation.
+    const run = async (rest: { reuseAfterMs?: number; reuseOnProbation?: "close" | "rest" }) => {
+      const answer = (nonce: string) => json(JSON.stringify({ nonce }));
+      const held = new Map<RawSocket, string>();
+      const { upstream, client, post } = setup((request, socket) => {
+        const copy = held.get(socket);
+        held.delete(socket);
+        if (copy) socket.write(answer(copy));
+        const { nonce } = JSON.parse(request.body) as { nonce: string };
+        socket.write(answer(nonce));
+        if (nonce === "first") setImmediate(() => socket.write(answer(nonce)));
+        else held.set(socket, nonce);
+      }, MiB, rest);
+      await (await post(JSON.stringify({ nonce: "first" }))).json();
+      await until("the client's connections closed", 1_000, () => client.openConnections() === 0);
+      expect(client.openConnections()).toBe(0);
+      const read = async (nonce: string) => ((await (await post(JSON.stringify({ nonce }))).json()) as { nonce: string }).nonce;
+      const first = await read("one");
+      const second = await read("two");
+      client.close();
+      return { first, second, opened: upstream.opened };
+    };
+    // Closing (the default): each request on a connection of its own, its own answer.
+    expect(await run({})).toEqual({ first: "one", second: "two", opened: 3 });
+    // Reusing, without a rest: the second request reads the first one's copy as its answer.
+    expect(await run({ reuseOnProbation: "rest", reuseAfterMs: 0 })).toEqual({ first: "one", second: "one", opened: 2 });
+  });
+
+  test("an upstream that never sends an answer twice is not on probation: back-to-back requests share one connection", async () => {
+    const { upstream, post } = setup((_request, socket) => socket.write(OK));
+    for (let i = 0; i < 20; i++) expect(await (await post()).json()).toEqual({});
+    expect(upstream.opened).toBe(1);
+  });
+
+  test("2,000 requests with nonces, duplicate and unsolicited answers on many connections: no answer reaches another request", async () => {
+    let duplicates = 0;
+    const answer = (nonce: string) => json(JSON.stringify({ nonce }));
+    const socketOf = new Map<string, RawSocket>();
+    const { upstream, client, post } = setup((request, socket) => {
+      const { nonce, mode } = JSON.parse(request.body) as { nonce: string; mode: number };
+      socketOf.set(nonce, socket);
+      if (mode === 1) {
+        // The answer twice in one write.
+        duplicates++;
+        socket.write(answer(nonce) + answer(nonce));
+      } else if (mode === 2) {
+        // Then again in a write of its own, once this turn is over.
+        duplicates++;
+        socket.write(answer(nonce));
+        socket.flush();
+        setImmediate(() => socket.write(answer(nonce)));
+      } else socket.write(answer(nonce));
+    });
+    const ROUNDS = 8;
+    const PER_ROUND = 250;
+    const WORKERS = 16;
+    let next = 0;
+    let crossed = 0;
+    let failed = 0;
+    const worker = async (end: number) => {
+      while (next < end) {
+        const n = next++;
+        const nonce = `nonce-${n}-${Math.random().toString(36).slice(2)}`;
+        try {
+          const res = await post(JSON.stringify({ nonce, mode: n % 7 === 3 ? 1 : n % 7 === 5 ? 2 : 0 }));
+          if (n % 7 === 1) {
+            // The late answer: it lands after this one was read, just as the connection is freed for the next request.
+            duplicates++;
+            socketOf.get(nonce)!.write(answer(nonce));
+          }
+          if (((await res.json()) as { nonce: string }).nonce !== nonce) crossed++;
+        } catch {
+          failed++;
+        }
+      }
+    };
+    for (let round = 1; round <= ROUNDS; round++) {
+      await Promise.all(Array.from({ length: WORKERS }, () => worker(round * PER_ROUND)));
+      // Between rounds nothing is in flight: answers nobody asked for arrive on idle pooled connections.
+      for (const socket of upstream.sockets) {
+        if (socket.data.closed) continue;
+        socket.write(answer("unsolicited"));
+        duplicates++;
+      }
+      await until("the client's connections closed", 1_000, () => client.openConnections() === 0);
+    }
+    expect(crossed).toBe(0);
+    expect(failed).toBe(0);
+    expect(duplicates).toBeGreaterThan(600);
+    // Every fault cost its connection.
+    expect(upstream.opened).toBeGreaterThan(600);
+    expect(upstream.requests.length).toBeGreaterThanOrEqual(ROUNDS * PER_ROUND);
+    expect(client.openConnections()).toBeLessThanOrEqual(WORKERS);
+  });
+});
+
+describe("through the gateway", () => {
+  const TOO_LARGE = "The upstream provider sent an answer larger than the gateway accepts.";
+  const ask = { model: OPENAI_MODEL, max_tokens: 50, messages: [{ role: "user", content: "Hello" }] };
+  const completion = JSON.stringify({
+    id: "chatcmpl-1", object: "chat.completion", created: 1, model: "gpt-4o-mini",
+    choices: [{ index: 0, message: { role: "assistant", content: "Hi" }, finish_reason: "stop" }],
+    usage: { prompt_tokens: 5, completion_tokens: 1, total_tokens: 6 },
+  });
+
+  async function gatewayOver(answer: (request: RawRequest, socket: RawSocket) => void, maxImageBytes?: number) {
+    const upstream = rawUpstream(answer);
+    upstreams.push(upstream);
+    const gw = await startGateway({ upstreamUrl: upstream.url, maxResponseBytes: MiB, maxImageBytes, retry: { max_retries: 2 } });
+    return { upstream, gw, before: await gw.balanceMicro() };
+  }
+
+  const oversized: [string, (socket: RawSocket) => void][] = [
+    ["an announced length", (s) => s.write(`HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ncontent-length: ${2 * MiB}\r\n\r\n{"id":`)],
+    ["an endless chunked body", (s) => {
+      s.write("HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ntransfer-encoding: chunked\r\n\r\n");
+      const chunk = Buffer.from(`10000\r\n${" ".repeat(0x10000)}\r\n`);
+      void pump(s, () => chunk);
+    }],
+    ["a gzip bomb", (s) => {
+      s.write("HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ncontent-encoding: gzip\r\ntransfer-encoding: chunked\r\n\r\n");
+      const next = endlessGzip();
+      void pump(s, () => {
+        const piece = next();
+        return Buffer.concat([Buffer.from(`${piece.length.toString(16)}\r\n`), piece, Buffer.from("\r\n")]);
+      });
+    }],
+  ];
+  for (const [name, answer] of oversized) {
+    test(`a non-stream answer over the cap (${name}): 502 with its own message, sent once, nothing charged`, async () => {
+      const { upstream, gw, before } = await gatewayOver((_req, socket) => answer(socket));
+      try {
+        const res = await postToGateway(gw, "/v1/chat/completions", ask);
+        expect(res.status).toBe(502);
+        expect(await res.json()).toMatchObject({ error: { message: TOO_LARGE, type: "upstream_error" } });
+        expect(upstream.requests).toHaveLength(1);
+        expect(await gw.balanceMicro()).toBe(before);
+      } finally {
+        await gw.stop();
+      }
+    });
+  }
+
+  test("a stream over the cap ends with an error frame, and nothing is charged", async () => {
+    const frame = Buffer.from(`data: {"id":"c","object":"chat.completion.chunk","created":1,"model":"m","choices":[{"index":0,"delta":{"content":"${"x".repeat(4000)}"},"finish_reason":null}]}\n\n`);
+    const chunk = Buffer.concat([Buffer.from(`${frame.length.toString(16)}\r\n`), frame, Buffer.from("\r\n")]);
+    const { gw, before } = await gatewayOver((_req, socket) => {
+      socket.write("HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\ntransfer-encoding: chunked\r\n\r\n");
+      void pump(socket, () => chunk);
+    });
+    try {
+      const res = await postToGateway(gw, "/v1/chat/completions", { ...ask, stream: true });
+      expect(res.status).toBe(200);
+      const text = await res.text();
+      expect(text.length).toBeGreaterThan(MiB / 2);
+      expect(text).toContain(TOO_LARGE);
+      expect(await gw.balanceMicro()).toBe(before);
+    } finally {
+      await gw.stop();
+    }
+  });
+
+  test("an image download that announces more than the cap is refused like an image too large (502, nothing charged)", async () => {
+    // The image cap is set above the answer cap here, so the transport's cap is the one that bites.
+    const { upstream, gw, before } = await gatewayOver((request, socket) => {
+      if (request.raw.startsWith("GET ")) return void socket.write(`HTTP/1.1 200 OK\r\ncontent-type: image/png\r\ncontent-length: ${2 * MiB}\r\n\r\n\x89PNG`);
+      const answer = JSON.stringify({
+        id: "c", object: "chat.completion", created: 1, model: "flux-chat",
+        choices: [{ index: 0, message: { role: "assistant", content: "", images: [{ type: "image_url", image_url: { url: `${upstream.url}/files/out.png` } }] }, finish_reason: "stop" }],
+        usage: { prompt_tokens: 5, completion_tokens: 1, total_tokens: 6 },
+      });
+      socket.write(json(answer));
+    }, 4 * MiB);
+    try {
+      const res = await postToGateway(gw, "/v1/chat/completions", { ...ask, model: IMAGE_CHAT_MODEL });
+      expect(res.status).toBe(502);
+      expect(await res.json()).toMatchObject({ error: { message: "The upstream provider made an image larger than the gateway accepts." } });
+      expect(upstream.requests.map((r) => r.raw.slice(0, 4))).toEqual(["POST", "GET "]);
+      expect(await gw.balanceMicro()).toBe(before);
+    } finally {
+      await gw.stop();
+    }
+  });
+
+  test("an answer cut off after its first bytes is a 502, and the vendor saw the request once", async () => {
+    const { upstream, gw, before } = await gatewayOver((request, socket) => {
+      if (request.index === 0) socket.write(json(completion));
+      else socket.end(`HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ncontent-length: ${completion.length}\r\n\r\n${completion.slice(0, 40)}`);
+    });
+    try {
+      // The first request leaves a pooled connection behind; the second meets the fault on it.
+      expect((await postToGateway(gw, "/v1/chat/completions", ask)).status).toBe(200);
+      const spent = before - (await gw.balanceMicro());
+      const res = await postToGateway(gw, "/v1/chat/completions", ask);
+      expect(res.status).toBe(502);
+      await Bun.sleep(20);
+      expect(upstream.requests).toHaveLength(2);
+      expect(before - (await gw.balanceMicro())).toBe(spent);
+    } finally {
+      await gw.stop();
+    }
+  });
+});

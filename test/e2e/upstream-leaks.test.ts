@@ -1,0 +1,300 @@
+/**
+ * Issue 15: nothing internal an upstream says reaches a client, and no secret reaches a log line.
+ * Every leak shape of helpers/leaky-errors.ts goes through the real gateway, from the fake
+ * upstream's error status and from a mid-stream error frame, on both endpoints, with the
+ * gateway's log captured.
+ */
+import { beforeEach, describe, expect, test } from "bun:test";
+import { useFakeUpstream } from "../helpers/fake-upstream.ts";
+import { startGateway, useGateway, ANTHROPIC_MODEL, OPENAI_MODEL, post, sseFrames, VENDOR_ANTHROPIC_KEY, VENDOR_OPENAI_KEY } from "../helpers/gateway.ts";
+import type { Logger } from "../../src/log/log.ts";
+import { LEAKY_ERRORS, type LeakyError } from "../helpers/leaky-errors.ts";
+
+const logLines: string[] = [];
+const capture: Logger = (level, message, fields) => logLines.push(JSON.stringify({ level, message, ...fields }));
+
+const upstream = useFakeUpstream();
+const gw = useGateway(() => ({ upstreamUrl: upstream.url, log: capture, retry: { max_retries: 0 } }));
+beforeEach(() => {
+  logLines.length = 0;
+});
+
+const question = [{ role: "user", content: "Hi" }];
+/** What no client body may ever carry, whatever the vendor said. */
+const ALWAYS_SECRET = [VENDOR_OPENAI_KEY, VENDOR_ANTHROPIC_KEY];
+
+const openaiError = (status: number, message: string) => ({ kind: "json" as const, status, body: { error: { message, type: "invalid_request_error", param: null, code: null } } });
+const anthropicError = (status: number, message: string) => ({
+  kind: "json" as const,
+  status,
+  headers: { "request-id": "req_011CLeak" },
+  body: { type: "error", error: { type: "invalid_request_error", message }, request_id: "req_011CLeak" },
+});
+
+function expectClean(clientText: string, e: LeakyError) {
+  for (const leak of [...e.secrets, ...e.internals, ...ALWAYS_SECRET, upstream.url, "127.0.0.1"]) expect(clientText).not.toContain(leak);
+}
+
+async function expectLogsClean(e: LeakyError) {
+  await gw.app.services.settled();
+  expect(logLines.length).toBeGreaterThan(0);
+  const logs = logLines.join("\n");
+  for (const secret of [...e.secrets, ...ALWAYS_SECRET]) expect(logs).not.toContain(secret);
+}
+
+const cases = LEAKY_ERRORS.map((e) => [e.name, e] as const);
+
+describe("an upstream's 400: the client gets the vendor's useful words and nothing else", () => {
+  test.each(cases)("/v1/chat/completions ← OpenAI upstream: %s", async (_name, e) => {
+    upstream.reply(openaiError(400, e.message));
+    const res = await post(gw, "/v1/chat/completions", { model: OPENAI_MODEL, messages: question });
+    expect(res.status).toBe(400);
+    const text = await res.text();
+    expectClean(text, e);
+    const body = JSON.parse(text);
+    expect(body.error.type).toBe("invalid_request_error");
+    for (const useful of e.kept) expect(body.error.message).toContain(useful);
+    await expectLogsClean(e);
+  });
+
+  test.each(cases)("/v1/messages ← Anthropic upstream: %s", async (_name, e) => {
+    upstream.reply(anthropicError(400, e.message));
+    const res = await post(gw, "/v1/messages", { model: ANTHROPIC_MODEL, max_tokens: 10, messages: question });
+    expect(res.status).toBe(400);
+    const text = await res.text();
+    expectClean(text, e);
+    const body = JSON.parse(text);
+    expect(body).toMatchObject({ type: "error", error: { type: "invalid_request_error" } });
+    // A context-window refusal is reworded the way Anthropic's clients recognise it (they compact
+    // on it); its numbers are the vendor's.
+    const contextRefusal = /maximum context length is (\d+) tokens.*?resulted in (\d+) tokens/s.exec(e.message);
+    if (contextRefusal) expect(body.error.message).toBe(`prompt is too long: ${contextRefusal[2]} tokens > ${contextRefusal[1]} maximum`);
+    else for (const useful of e.kept) expect(body.error.message).toContain(useful);
+    await expectLogsClean(e);
+  });
+});
+
+describe("an upstream's 5xx or 401: a generic 502, the vendor's text only in the log, without secrets", () => {
+  test.each(cases)("%s", async (_name, e) => {
+    upstream.reply(openaiError(500, e.message));
+    const res = await post(gw, "/v1/chat/completions", { model: OPENAI_MODEL, messages: question });
+    expect(res.status).toBe(502);
+    expectClean(await res.text(), e);
+
+    upstream.reply(anthropicError(401, e.message));
+    const res2 = await post(gw, "/v1/messages", { model: ANTHROPIC_MODEL, max_tokens: 10, messages: question });
+    expect(res2.status).toBe(502);
+    expectClean(await res2.text(), e);
+    await expectLogsClean(e);
+  });
+
+  test("an HTML error page (not JSON) is logged scrubbed and short", async () => {
+    const page = `<html><body><h1>401</h1><pre>Authorization: Bearer ${VENDOR_OPENAI_KEY}\nupstream=10.0.3.7:8443</pre>${"<p>padding</p>".repeat(200)}</body></html>`;
+    upstream.reply({ kind: "text", status: 401, headers: { "content-type": "text/html" }, body: page });
+    const res = await post(gw, "/v1/chat/completions", { model: OPENAI_MODEL, messages: question });
+    expect(res.status).toBe(502);
+    await gw.app.services.settled();
+    const line = logLines.find((l) => l.includes("upstream error status"))!;
+    // Scrubbed as a client's message is: the page's heading, no key, no internal address, ≤ 200 characters.
+    const detail = JSON.parse(line).detail as string;
+    expect(detail).toContain("401");
+    expect(line).not.toContain(VENDOR_OPENAI_KEY);
+    expect(line).not.toContain("10.0.3.7");
+    expect(detail.length).toBeLessThanOrEqual(200);
+  });
+});
+
+describe("a 200 whose body is the vendor's error (OpenAI-compatible proxies answer so)", () => {
+  const e = LEAKY_ERRORS.find((x) => x.name.startsWith("Envoy"))!;
+
+  test("OpenAI upstream → /v1/chat/completions: a clean 502, not the vendor's body", async () => {
+    upstream.reply({ kind: "json", status: 200, body: { error: { message: e.message, code: 502 }, user_id: "user_2abc" } });
+    const res = await post(gw, "/v1/chat/completions", { model: OPENAI_MODEL, messages: question });
+    expect(res.status).toBe(502);
+    expectClean(await res.text(), e);
+  });
+
+  test("Anthropic upstream → /v1/messages: a clean 502, not the vendor's body", async () => {
+    upstream.reply({ kind: "json", status: 200, body: { type: "error", error: { type: "api_error", message: e.message } } });
+    const res = await post(gw, "/v1/messages", { model: ANTHROPIC_MODEL, max_tokens: 10, messages: question });
+    expect(res.status).toBe(502);
+    expectClean(await res.text(), e);
+  });
+});
+
+describe("a 200 whose body is not an answer is a 502 and costs nothing", () => {
+  const usageOnly = { prompt_tokens: 5, completion_tokens: 3, total_tokens: 8 };
+  const bodies: [string, unknown][] = [
+    ["an empty object", {}],
+    ["an array", []],
+    ["a string", "hello"],
+    ["null", null],
+    ["usage and a debug field, no answer", { usage: usageOnly, debug: "vllm-0.inference.svc.cluster.local:8000 AKIAIOSFODNN7EXAMPLE" }],
+    ["choices that are not objects", { choices: [1], usage: usageOnly }],
+  ];
+  for (const [name, body] of bodies) {
+    test(`OpenAI upstream, ${name}`, async () => {
+      const before = await gw.balanceMicro();
+      upstream.reply({ kind: "json", status: 200, body });
+      const res = await post(gw, "/v1/chat/completions", { model: OPENAI_MODEL, messages: question });
+      expect(res.status).toBe(502);
+      const text = await res.text();
+      expect(JSON.parse(text).error.type).toBe("upstream_error");
+      expect(text).not.toContain("AKIA");
+      await gw.app.services.settled();
+      expect(await gw.balanceMicro()).toBe(before);
+    });
+    test(`Anthropic upstream, ${name}`, async () => {
+      const before = await gw.balanceMicro();
+      const anthropicBody = name.startsWith("usage") ? { type: "message", usage: { input_tokens: 5, output_tokens: 3 }, debug: (body as { debug: string }).debug } : name.startsWith("choices") ? { type: "message", content: "text" } : body;
+      upstream.reply({ kind: "json", status: 200, body: anthropicBody });
+      const res = await post(gw, "/v1/messages", { model: ANTHROPIC_MODEL, max_tokens: 10, messages: question });
+      expect(res.status).toBe(502);
+      const text = await res.text();
+      expect(JSON.parse(text).type).toBe("error");
+      expect(text).not.toContain("AKIA");
+      await gw.app.services.settled();
+      expect(await gw.balanceMicro()).toBe(before);
+    });
+  }
+});
+
+describe("a vendor key of no known shape is scrubbed by its value", () => {
+  // Self-hosted proxies take keys of any form; ours must never come back, in answers or logs.
+  const keys = { openai: "proxy.key~42/gw", anthropic: "zq9-local-token" };
+  test("echoed in a 400 on both endpoints, and in a 401 body's log detail", async () => {
+    const own = await startGateway({ upstreamUrl: upstream.url, log: capture, retry: { max_retries: 0 }, vendorKeys: keys });
+    try {
+      upstream.reply(openaiError(400, `Incorrect API key provided: ${keys.openai}. Header was Bearer ${keys.openai}`));
+      const openai = await post(own, "/v1/chat/completions", { model: OPENAI_MODEL, messages: question });
+      expect(openai.status).toBe(400);
+      const openaiText = await openai.text();
+      expect(openaiText).toContain("Incorrect API key provided");
+      expect(openaiText).not.toContain(keys.openai);
+      upstream.reply(anthropicError(400, `invalid x-api-key ${keys.anthropic}`));
+      const anthropic = await post(own, "/v1/messages", { model: ANTHROPIC_MODEL, max_tokens: 10, messages: question });
+      expect(anthropic.status).toBe(400);
+      expect(await anthropic.text()).not.toContain(keys.anthropic);
+      upstream.reply(openaiError(401, `key ${keys.openai} revoked`));
+      expect((await post(own, "/v1/chat/completions", { model: OPENAI_MODEL, messages: question })).status).toBe(502);
+      await own.app.services.settled();
+      const logs = logLines.join("\n");
+      expect(logs).toContain("revoked");
+      expect(logs).not.toContain(keys.openai);
+      expect(logs).not.toContain(keys.anthropic);
+    } finally {
+      await own.stop();
+    }
+  });
+});
+
+describe("the prompt never reaches the log", () => {
+  const prompt = "Summarise the confidential merger memo between ACME and Initech for the board";
+
+  test("a vendor 422 that echoes the request body", async () => {
+    const echo = `[{'type': 'string_type', 'loc': ('body', 'messages', 0, 'content'), 'msg': 'Input should be a valid string', 'input': '${prompt}'}]`;
+    upstream.reply({ kind: "json", status: 422, body: { detail: echo, error: { message: echo } } });
+    const res = await post(gw, "/v1/chat/completions", { model: OPENAI_MODEL, messages: [{ role: "user", content: prompt }] });
+    expect(res.status).toBe(400);
+    await gw.app.services.settled();
+    const logs = logLines.join("\n");
+    expect(logs).toContain("Input should be a valid string");
+    expect(logs).not.toContain("confidential merger memo");
+  });
+
+  test("a non-JSON body quoting the prompt", async () => {
+    upstream.reply({ kind: "text", status: 400, body: `bad request: could not tokenize "${prompt}"` });
+    await post(gw, "/v1/chat/completions", { model: OPENAI_MODEL, messages: [{ role: "user", content: prompt }] });
+    await gw.app.services.settled();
+    const logs = logLines.join("\n");
+    expect(logs).toContain("could not tokenize");
+    expect(logs).not.toContain("confidential merger memo");
+  });
+});
+
+const openaiChunk = (delta: unknown) =>
+  `data: ${JSON.stringify({ id: "chatcmpl-x", object: "chat.completion.chunk", created: 1, model: "gpt-4o-mini", choices: [{ index: 0, delta, logprobs: null, finish_reason: null }] })}\n\n`;
+const openaiStream = (message: string) => ({
+  kind: "sse" as const,
+  chunks: [openaiChunk({ role: "assistant", content: "" }), openaiChunk({ content: "Partial" }), `data: ${JSON.stringify({ error: { message, type: "server_error", param: null, code: null } })}\n\n`],
+});
+const anthropicEvent = (name: string, data: unknown) => `event: ${name}\ndata: ${JSON.stringify(data)}\n\n`;
+const anthropicStream = (message: string) => ({
+  kind: "sse" as const,
+  chunks: [
+    anthropicEvent("message_start", { type: "message_start", message: { id: "msg_x", type: "message", role: "assistant", model: "claude-sonnet-4-5", content: [], stop_reason: null, stop_sequence: null, usage: { input_tokens: 3, output_tokens: 1 } } }),
+    anthropicEvent("content_block_start", { type: "content_block_start", index: 0, content_block: { type: "text", text: "" } }),
+    anthropicEvent("content_block_delta", { type: "content_block_delta", index: 0, delta: { type: "text_delta", text: "Partial" } }),
+    anthropicEvent("error", { type: "error", error: { type: "api_error", message } }),
+  ],
+});
+
+/** The last frame's error message, for either client format. */
+function errorFrameMessage(text: string, format: "openai" | "anthropic"): string {
+  const last = sseFrames(text).at(-1)!;
+  if (format === "anthropic") {
+    expect(last.event).toBe("error");
+    expect(JSON.parse(last.data)).toMatchObject({ type: "error", error: { type: "api_error" } });
+  }
+  return JSON.parse(last.data).error.message;
+}
+
+describe("an error frame mid-stream: scrubbed, the useful words kept, relayed or translated", () => {
+  const routes = [
+    ["OpenAI upstream → /v1/chat/completions (relayed)", OPENAI_MODEL, "/v1/chat/completions", "openai", openaiStream],
+    ["OpenAI upstream → /v1/messages (translated)", OPENAI_MODEL, "/v1/messages", "anthropic", openaiStream],
+    ["Anthropic upstream → /v1/messages (relayed)", ANTHROPIC_MODEL, "/v1/messages", "anthropic", anthropicStream],
+    ["Anthropic upstream → /v1/chat/completions (translated)", ANTHROPIC_MODEL, "/v1/chat/completions", "openai", anthropicStream],
+  ] as const;
+
+  describe.each(routes)("%s", (_route, model, path, format, stream) => {
+    test.each(cases)("%s", async (_name, e) => {
+      upstream.reply(stream(e.message));
+      const res = await post(gw, path, { model, max_tokens: 10, messages: question, stream: true });
+      expect(res.status).toBe(200);
+      const text = await res.text();
+      expectClean(text, e);
+      const message = errorFrameMessage(text, format);
+      expect(message.startsWith("The upstream provider reported an error during the answer")).toBe(true);
+      for (const useful of e.kept) expect(message).toContain(useful);
+      expect(text).toContain("Partial");
+    });
+  });
+
+  test("an OpenAI error given as a bare string, and an Anthropic `event: error` of another data type, are replaced too", async () => {
+    upstream.reply({ kind: "sse", chunks: [openaiChunk({ content: "Partial" }), `data: {"error":"backend 10.0.3.7:8443 failed"}\n\n`] });
+    const a = await (await post(gw, "/v1/chat/completions", { model: OPENAI_MODEL, messages: question, stream: true })).text();
+    expect(a).not.toContain("10.0.3.7");
+    expect(errorFrameMessage(a, "openai")).toBe("The upstream provider reported an error during the answer: backend [host] failed");
+
+    upstream.reply({ kind: "sse", chunks: [...anthropicStream("x").chunks.slice(0, 3), anthropicEvent("error", { type: "server_error", message: "worker at 10.0.3.7:8443 died" })] });
+    const b = await (await post(gw, "/v1/messages", { model: ANTHROPIC_MODEL, max_tokens: 10, messages: question, stream: true })).text();
+    expect(b).not.toContain("10.0.3.7");
+    expect(errorFrameMessage(b, "anthropic")).toBe("The upstream provider reported an error during the answer: worker at [host] died");
+  });
+});
+
+describe("a vendor that echoes the prompt in its error (issue 32 item 9)", () => {
+  test("no run of the prompt reaches the log, however the vendor writes it; the detail is at most 200 characters", async () => {
+    const secretPrompt = "My diagnosis is hypertension stage two and my account number is nine four two";
+    const echoes = [
+      // Unquoted, in the message itself.
+      { error: { message: `Invalid content ${secretPrompt} exceeds the policy`, type: "invalid_request_error", param: null, code: null } },
+      // Cut into a longer vendor sentence, with single quotes too short for the quoted-span rule.
+      { error: { message: `Rejected: '${secretPrompt.slice(0, 30)}' and then ${secretPrompt.slice(30)} was flagged`, type: "invalid_request_error" } },
+    ];
+    for (const body of echoes) {
+      logLines.length = 0;
+      upstream.reply({ kind: "json", status: 400, body });
+      const res = await post(gw, "/v1/chat/completions", { model: OPENAI_MODEL, messages: [{ role: "user", content: secretPrompt }] });
+      await res.text();
+      await gw.app.services.settled();
+      const line = logLines.find((l) => l.includes("upstream error status"))!;
+      expect(line).toBeDefined();
+      const detail = JSON.parse(line).detail as string;
+      expect(detail.length).toBeLessThanOrEqual(200);
+      for (let at = 0; at + 16 <= secretPrompt.length; at += 1) expect(logLines.join("\n")).not.toContain(secretPrompt.slice(at, at + 16));
+      expect(detail).toContain("[request text omitted]");
+    }
+  });
+});
