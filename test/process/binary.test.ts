@@ -3,7 +3,7 @@ import { existsSync, mkdtempSync, readFileSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join, resolve } from "node:path";
 
-const ROOT = resolve(import.meta.dir, "..");
+const ROOT = resolve(import.meta.dir, "../..");
 const dir = mkdtempSync(join(tmpdir(), "switchyard-binary-"));
 afterAll(() => rmSync(dir, { recursive: true, force: true }));
 

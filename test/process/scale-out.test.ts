@@ -1,13 +1,13 @@
 import { afterAll, describe, expect, test } from "bun:test";
 import { resolve } from "node:path";
-import { createRedisRateLimiter } from "../src/store/redis/redis-rate-limiter.ts";
-import { openPostgresStores, type SharedStores } from "../src/store/stores.ts";
-import { closedPort, postgresMissing, REDIS_URL, redisMissing, useRedisPrefix, useTestDatabase } from "./helpers/backends.ts";
-import { startFakeUpstream, type FakeUpstream } from "./helpers/fake-upstream.ts";
-import { FREE_MODEL, OPENAI_MODEL, post, startGateway, type Gateway } from "./helpers/gateway.ts";
-import { tcpProxy } from "./helpers/tcp-proxy.ts";
+import { createRedisRateLimiter } from "../../src/store/redis/redis-rate-limiter.ts";
+import { openPostgresStores, type SharedStores } from "../../src/store/stores.ts";
+import { closedPort, postgresMissing, REDIS_URL, redisMissing, useRedisPrefix, useTestDatabase } from "../helpers/backends.ts";
+import { startFakeUpstream, type FakeUpstream } from "../helpers/fake-upstream.ts";
+import { FREE_MODEL, OPENAI_MODEL, post, startGateway, type Gateway } from "../helpers/gateway.ts";
+import { tcpProxy } from "../helpers/tcp-proxy.ts";
 
-const ROOT = resolve(import.meta.dir, "..");
+const ROOT = resolve(import.meta.dir, "../..");
 const missing = (await postgresMissing()) ?? (await redisMissing());
 const database = useTestDatabase();
 const prefix = useRedisPrefix();

@@ -3,9 +3,9 @@ import { afterAll, expect, test } from "bun:test";
 import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { startFakeUpstream, type FakeUpstream } from "./helpers/fake-upstream.ts";
-import { startGatewayProcess } from "./helpers/gateway-process.ts";
-import { startAlertReceiver, waitFor } from "./helpers/alert-receiver.ts";
+import { startFakeUpstream, type FakeUpstream } from "../helpers/fake-upstream.ts";
+import { startGatewayProcess } from "../helpers/gateway-process.ts";
+import { startAlertReceiver, waitFor } from "../helpers/alert-receiver.ts";
 
 let upstream: FakeUpstream;
 const receiver = startAlertReceiver();

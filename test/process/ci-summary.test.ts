@@ -4,7 +4,7 @@
  */
 import { describe, expect, test } from "bun:test";
 
-const SCRIPT = new URL("../.ci/test-summary", import.meta.url).pathname;
+const SCRIPT = new URL("../../.ci/test-summary", import.meta.url).pathname;
 
 function summarize(log: string): { line: string; stderr: string; exitCode: number } {
   const run = Bun.spawnSync(["bash", SCRIPT], { stdin: new TextEncoder().encode(log) });
@@ -47,14 +47,14 @@ describe(".ci/test-summary", () => {
   });
 
   test("no summary at all (bun test never finished): 0 passed, and the run fails", () => {
-    const result = summarize("error: could not load test/ledger.test.ts\n");
+    const result = summarize("error: could not load test/contract/ledger.test.ts\n");
     expect(result.line).toBe("0 passed, 0 failed, 0 skipped");
     expect(result.stderr).toBe("ci: no test ran\n");
     expect(result.exitCode).toBe(1);
   });
 
   test(".ci/run and .ci/test-summary are valid bash", () => {
-    for (const file of ["../.ci/run", "../.ci/test-summary"]) {
+    for (const file of ["../../.ci/run", "../../.ci/test-summary"]) {
       const check = Bun.spawnSync(["bash", "-n", new URL(file, import.meta.url).pathname]);
       expect(check.stderr.toString()).toBe("");
       expect(check.exitCode).toBe(0);

@@ -9,9 +9,9 @@ import { afterAll, expect, test } from "bun:test";
 import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { postgresMissing, REDIS_URL, redisMissing, useRedisPrefix, useTestDatabase } from "./helpers/backends.ts";
-import { startFakeUpstream, type FakeUpstream } from "./helpers/fake-upstream.ts";
-import { startGatewayProcess, type GatewayProcess } from "./helpers/gateway-process.ts";
+import { postgresMissing, REDIS_URL, redisMissing, useRedisPrefix, useTestDatabase } from "../helpers/backends.ts";
+import { startFakeUpstream, type FakeUpstream } from "../helpers/fake-upstream.ts";
+import { startGatewayProcess, type GatewayProcess } from "../helpers/gateway-process.ts";
 
 const missing = (await postgresMissing()) ?? (await redisMissing());
 const database = useTestDatabase();

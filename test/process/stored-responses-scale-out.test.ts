@@ -10,11 +10,11 @@ import { afterAll, describe, expect, test } from "bun:test";
 import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { openPostgresStores, type SharedStores } from "../src/store/stores.ts";
-import { postgresMissing, REDIS_URL, redisMissing, useRedisPrefix, useTestDatabase } from "./helpers/backends.ts";
-import { startFakeUpstream, type FakeUpstream } from "./helpers/fake-upstream.ts";
-import { startGatewayProcess, type GatewayProcess } from "./helpers/gateway-process.ts";
-import { FREE_MODEL } from "./helpers/gateway.ts";
+import { openPostgresStores, type SharedStores } from "../../src/store/stores.ts";
+import { postgresMissing, REDIS_URL, redisMissing, useRedisPrefix, useTestDatabase } from "../helpers/backends.ts";
+import { startFakeUpstream, type FakeUpstream } from "../helpers/fake-upstream.ts";
+import { startGatewayProcess, type GatewayProcess } from "../helpers/gateway-process.ts";
+import { FREE_MODEL } from "../helpers/gateway.ts";
 
 const missing = (await postgresMissing()) ?? (await redisMissing());
 const database = useTestDatabase();

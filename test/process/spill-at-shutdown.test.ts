@@ -9,16 +9,16 @@ import { afterAll, describe, expect, test } from "bun:test";
 import { existsSync, mkdtempSync, readdirSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { openDatabase } from "../src/store/database.ts";
-import { createSqliteLedger } from "../src/store/sqlite/sqlite-ledger.ts";
-import { auditLedger } from "../src/store/sqlite/audit.ts";
-import { createAccountStore } from "../src/store/sqlite/sqlite-accounts.ts";
-import type { Settlement } from "../src/billing/ledger.ts";
+import { openDatabase } from "../../src/store/database.ts";
+import { createSqliteLedger } from "../../src/store/sqlite/sqlite-ledger.ts";
+import { auditLedger } from "../../src/store/sqlite/audit.ts";
+import { createAccountStore } from "../../src/store/sqlite/sqlite-accounts.ts";
+import type { Settlement } from "../../src/billing/ledger.ts";
 import { SQL } from "bun";
-import { postgresMissing, useTestDatabase } from "./helpers/backends.ts";
-import { createPostgresLedger } from "../src/store/postgres/pg-ledger.ts";
-import { createPostgresAccounts } from "../src/store/postgres/pg-accounts.ts";
-import { migratePostgres } from "../src/store/postgres/pg-migrations.ts";
+import { postgresMissing, useTestDatabase } from "../helpers/backends.ts";
+import { createPostgresLedger } from "../../src/store/postgres/pg-ledger.ts";
+import { createPostgresAccounts } from "../../src/store/postgres/pg-accounts.ts";
+import { migratePostgres } from "../../src/store/postgres/pg-migrations.ts";
 
 const dirs: string[] = [];
 afterAll(() => {

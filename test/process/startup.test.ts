@@ -7,12 +7,12 @@ import { Database } from "bun:sqlite";
 import { mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { runGatewayToExit, startGatewayProcess } from "./helpers/gateway-process.ts";
-import { startFakeUpstream } from "./helpers/fake-upstream.ts";
-import { DEMO_CREDITS_MICRO } from "../src/accounts/demo-account.ts";
-import { demoChoice } from "../src/config/env.ts";
-import { loadSettings } from "../src/config/load-config.ts";
-import { worstCaseMicro } from "../src/billing/pricing.ts";
+import { runGatewayToExit, startGatewayProcess } from "../helpers/gateway-process.ts";
+import { startFakeUpstream } from "../helpers/fake-upstream.ts";
+import { DEMO_CREDITS_MICRO } from "../../src/accounts/demo-account.ts";
+import { demoChoice } from "../../src/config/env.ts";
+import { loadSettings } from "../../src/config/load-config.ts";
+import { worstCaseMicro } from "../../src/billing/pricing.ts";
 
 let dir: string;
 beforeAll(() => {
@@ -79,7 +79,7 @@ describe("the demo account", () => {
   });
 
   test("the container image says it is one: no demo account there unless asked for", () => {
-    const dockerfile = readFileSync(join(import.meta.dir, "..", "Dockerfile"), "utf8");
+    const dockerfile = readFileSync(join(import.meta.dir, "..", "..", "Dockerfile"), "utf8");
     const env = Object.fromEntries([...dockerfile.matchAll(/^ENV (.+)$/gm)].flatMap((m) => m[1]!.split(/\s+/).map((kv) => kv.split("=") as [string, string])));
     expect(env.SWITCHYARD_CONTAINER).toBeTruthy();
     expect(demoChoice(env).on).toBe(false);
@@ -87,7 +87,7 @@ describe("the demo account", () => {
 
   test("with an admin token and SWITCHYARD_DEMO unset, the gateway starts without a demo key and says why", async () => {
     const child = Bun.spawn(["bun", "src/index.ts"], {
-      cwd: join(import.meta.dir, ".."),
+      cwd: join(import.meta.dir, "../.."),
       env: { ...process.env, PORT: "0", HOST: "127.0.0.1", LOG_LEVEL: "info", SWITCHYARD_DEMO: "", SWITCHYARD_ADMIN_TOKEN: ADMIN, SWITCHYARD_DB: join(dir, "no-demo.sqlite") },
       stdin: "ignore",
       stdout: "pipe",

@@ -2,10 +2,10 @@ import { afterAll, describe, expect, test } from "bun:test";
 import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { postgresMissing, REDIS_URL, redisMissing, useRedisPrefix, useTestDatabase } from "./helpers/backends.ts";
-import { startFakeUpstream, type FakeUpstream, type RecordedRequest } from "./helpers/fake-upstream.ts";
-import { startGatewayProcess, type GatewayProcess } from "./helpers/gateway-process.ts";
-import { OPENAI_MODEL } from "./helpers/gateway.ts";
+import { postgresMissing, REDIS_URL, redisMissing, useRedisPrefix, useTestDatabase } from "../helpers/backends.ts";
+import { startFakeUpstream, type FakeUpstream, type RecordedRequest } from "../helpers/fake-upstream.ts";
+import { startGatewayProcess, type GatewayProcess } from "../helpers/gateway-process.ts";
+import { OPENAI_MODEL } from "../helpers/gateway.ts";
 
 /**
  * Issue 33 with SWITCHYARD_WORKERS=2 on PostgreSQL and Redis, as users start it: a session's

@@ -3,7 +3,7 @@ import net from "node:net";
 import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { startGatewayProcess, type GatewayProcess } from "./helpers/gateway-process.ts";
+import { startGatewayProcess, type GatewayProcess } from "../helpers/gateway-process.ts";
 
 /**
  * Clients that stop reading make the gateway stop reading their upstreams after a bounded buffer,

@@ -3,8 +3,8 @@ import { afterAll, beforeAll, expect, test } from "bun:test";
 import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { startFakeUpstream, type FakeUpstream } from "./helpers/fake-upstream.ts";
-import { startGatewayProcess as startProcess } from "./helpers/gateway-process.ts";
+import { startFakeUpstream, type FakeUpstream } from "../helpers/fake-upstream.ts";
+import { startGatewayProcess as startProcess } from "../helpers/gateway-process.ts";
 
 let upstream: FakeUpstream;
 let dir: string;

@@ -2,17 +2,17 @@ import { afterAll, describe, expect, test } from "bun:test";
 import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join, resolve } from "node:path";
-import { restartDelayMs } from "../src/supervisor.ts";
-import { ledgerTimingsFrom, processRole, StoreConfigError, WorkersConfigError } from "../src/config/env.ts";
-import { openPostgresStores, type SharedStores } from "../src/store/stores.ts";
-import type { Pg } from "../src/store/postgres/pg-client.ts";
-import { postgresMissing, REDIS_URL, redisMissing, useTestDatabase } from "./helpers/backends.ts";
-import { startFakeUpstream, type FakeUpstream } from "./helpers/fake-upstream.ts";
-import { runAdminCli, startGatewayProcess, type GatewayProcess } from "./helpers/gateway-process.ts";
-import { ANTHROPIC_MODEL, FREE_MODEL, OPENAI_MODEL } from "./helpers/gateway.ts";
-import { tcpProxy } from "./helpers/tcp-proxy.ts";
-import { ask, load, type Outcome } from "./helpers/client-load.ts";
-import { until } from "./helpers/until.ts";
+import { restartDelayMs } from "../../src/supervisor.ts";
+import { ledgerTimingsFrom, processRole, StoreConfigError, WorkersConfigError } from "../../src/config/env.ts";
+import { openPostgresStores, type SharedStores } from "../../src/store/stores.ts";
+import type { Pg } from "../../src/store/postgres/pg-client.ts";
+import { postgresMissing, REDIS_URL, redisMissing, useTestDatabase } from "../helpers/backends.ts";
+import { startFakeUpstream, type FakeUpstream } from "../helpers/fake-upstream.ts";
+import { runAdminCli, startGatewayProcess, type GatewayProcess } from "../helpers/gateway-process.ts";
+import { ANTHROPIC_MODEL, FREE_MODEL, OPENAI_MODEL } from "../helpers/gateway.ts";
+import { tcpProxy } from "../helpers/tcp-proxy.ts";
+import { ask, load, type Outcome } from "../helpers/client-load.ts";
+import { until } from "../helpers/until.ts";
 
 /**
  * Issue 17, second half: SWITCHYARD_WORKERS=N gateway processes on one port under a supervisor,
@@ -22,7 +22,7 @@ import { until } from "./helpers/until.ts";
  * Redis cut and restored (through relays) refuse paid requests and come back by themselves.
  */
 
-const ROOT = resolve(import.meta.dir, "..");
+const ROOT = resolve(import.meta.dir, "../..");
 const SLOW_MODEL = "slow/gpt";
 const dir = mkdtempSync(join(tmpdir(), "switchyard-workers-"));
 const children: GatewayProcess[] = [];

@@ -4,13 +4,13 @@ import { createHash } from "node:crypto";
 import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join, resolve } from "node:path";
-import { runAdmin } from "../src/cli/admin.ts";
+import { runAdmin } from "../../src/cli/admin.ts";
 import { writeFileSync } from "node:fs";
-import { OPENAI_MODEL, post, startGateway } from "./helpers/gateway.ts";
-import { startFakeUpstream } from "./helpers/fake-upstream.ts";
-import { postgresMissing, useTestDatabase } from "./helpers/backends.ts";
+import { OPENAI_MODEL, post, startGateway } from "../helpers/gateway.ts";
+import { startFakeUpstream } from "../helpers/fake-upstream.ts";
+import { postgresMissing, useTestDatabase } from "../helpers/backends.ts";
 
-const ROOT = resolve(import.meta.dir, "..");
+const ROOT = resolve(import.meta.dir, "../..");
 const KEY_SHAPE = /^svc-sk-[A-Za-z0-9_-]{32,}$/;
 
 const dirs: string[] = [];

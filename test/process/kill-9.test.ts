@@ -3,10 +3,10 @@ import { afterAll, beforeAll, expect, test } from "bun:test";
 import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { startFakeUpstream, type FakeUpstream } from "./helpers/fake-upstream.ts";
-import { runAdminCli, startGatewayProcess, type GatewayProcess } from "./helpers/gateway-process.ts";
-import { load, type AskOptions } from "./helpers/client-load.ts";
-import { until } from "./helpers/until.ts";
+import { startFakeUpstream, type FakeUpstream } from "../helpers/fake-upstream.ts";
+import { runAdminCli, startGatewayProcess, type GatewayProcess } from "../helpers/gateway-process.ts";
+import { load, type AskOptions } from "../helpers/client-load.ts";
+import { until } from "../helpers/until.ts";
 
 /**
  * Issue 14, "Money that survives faults": the gateway runs as a real process under a few hundred
@@ -199,7 +199,7 @@ test("a second gateway on the same SQLite file refuses to start, naming the file
   expect((await ask()).status).toBe(200);
 
   const second = Bun.spawn(["bun", "src/index.ts"], {
-    cwd: join(import.meta.dir, ".."),
+    cwd: join(import.meta.dir, "../.."),
     env: { ...process.env, PORT: "0", HOST: "127.0.0.1", LOG_LEVEL: "warn", ...env },
     stdout: "pipe",
     stderr: "pipe",
