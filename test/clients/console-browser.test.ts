@@ -3,7 +3,7 @@ import { copyFileSync, existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync 
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { chromium, type BrowserContext, type Page } from "playwright-core";
-import { startGatewayProcess, type GatewayProcess } from "./helpers/gateway-process.ts";
+import { startGatewayProcess, type GatewayProcess } from "../helpers/gateway-process.ts";
 
 /**
  * The console end to end in a real headless Chromium (Debian's, driven by playwright-core), in
@@ -18,7 +18,7 @@ const CHROMIUM = process.env.SWITCHYARD_CHROMIUM ?? "/usr/bin/chromium";
 const ADMIN = "admin-browser-0123456789abcdef0123456789abcdef";
 const PASSWORD = "a long enough password";
 const MODEL = "switchyard/lorem";
-const ROOT = join(import.meta.dir, "..");
+const ROOT = join(import.meta.dir, "../..");
 const SHOTS = process.env.SWITCHYARD_UPDATE_SCREENSHOTS === "1" ? join(ROOT, "docs", "console") : undefined;
 
 const dir = mkdtempSync(join(tmpdir(), "switchyard-console-e2e-"));

@@ -11,9 +11,9 @@ import { afterAll, beforeAll, describe, expect, test } from "bun:test";
 import { mkdtempSync, readFileSync, rmSync, symlinkSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join, resolve } from "node:path";
-import { startGatewayProcess, type GatewayProcess } from "./helpers/gateway-process.ts";
+import { startGatewayProcess, type GatewayProcess } from "../helpers/gateway-process.ts";
 
-const ROOT = resolve(import.meta.dir, "..");
+const ROOT = resolve(import.meta.dir, "../..");
 const ADMIN_TOKEN = "readme-admin-token-0123456789abcdef0123456789";
 const readme = readFileSync(join(ROOT, "README.md"), "utf8");
 const apiReference = readFileSync(join(ROOT, "docs/api.md"), "utf8");

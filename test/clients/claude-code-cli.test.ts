@@ -14,9 +14,9 @@ import { describe, expect, test } from "bun:test";
 import { existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { useFakeUpstream } from "./helpers/fake-upstream.ts";
-import { useGateway } from "./helpers/gateway.ts";
-import { claudeCodeScript, FINAL_TEXT, WRITE_CONTENT, type TurnUsage } from "./helpers/claude-code.ts";
+import { useFakeUpstream } from "../helpers/fake-upstream.ts";
+import { useGateway } from "../helpers/gateway.ts";
+import { claudeCodeScript, FINAL_TEXT, WRITE_CONTENT, type TurnUsage } from "../helpers/claude-code.ts";
 
 const bin = process.env.CLAUDE_CODE_BIN;
 const available = bin !== undefined && existsSync(bin);

@@ -1,8 +1,8 @@
 import { beforeAll, describe, expect, test } from "bun:test";
 import OpenAI from "openai";
 import Anthropic from "@anthropic-ai/sdk";
-import { useFakeUpstream } from "./helpers/fake-upstream.ts";
-import { useGateway, ANTHROPIC_MODEL, OPENAI_MODEL } from "./helpers/gateway.ts";
+import { useFakeUpstream } from "../helpers/fake-upstream.ts";
+import { useGateway, ANTHROPIC_MODEL, OPENAI_MODEL } from "../helpers/gateway.ts";
 
 const upstream = useFakeUpstream();
 const gw = useGateway(() => ({ upstreamUrl: upstream.url }));

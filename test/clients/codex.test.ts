@@ -11,17 +11,17 @@ import { beforeAll, describe, expect, test } from "bun:test";
 import { existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { useFakeUpstream } from "./helpers/fake-upstream.ts";
-import { useGateway, post, sseFrames, ANTHROPIC_MODEL, OPENAI_MODEL } from "./helpers/gateway.ts";
-import { reasoningDialect, scripted, type Script } from "./helpers/scripted-answers.ts";
-import type { Logger } from "../src/log/log.ts";
+import { useFakeUpstream } from "../helpers/fake-upstream.ts";
+import { useGateway, post, sseFrames, ANTHROPIC_MODEL, OPENAI_MODEL } from "../helpers/gateway.ts";
+import { reasoningDialect, scripted, type Script } from "../helpers/scripted-answers.ts";
+import type { Logger } from "../../src/log/log.ts";
 
 const upstream = useFakeUpstream();
 const logLines: string[] = [];
 const capture: Logger = (level, message, fields) => logLines.push(JSON.stringify({ level, message, ...fields }));
 const gw = useGateway(() => ({ upstreamUrl: upstream.url, log: capture, retry: { max_retries: 0 } }));
 
-const fixture = (name: string) => JSON.parse(readFileSync(new URL(`./fixtures/codex/${name}`, import.meta.url), "utf8"));
+const fixture = (name: string) => JSON.parse(readFileSync(new URL(`../fixtures/codex/${name}`, import.meta.url), "utf8"));
 const turns = [fixture("turn-1.json"), fixture("turn-2.json"), fixture("turn-3.json")];
 const PATCH = "*** Begin Patch\n*** Update File: hello.txt\n@@\n-hello\n+hello, world\n*** End Patch\n";
 
@@ -168,7 +168,7 @@ describe.each([
 // The CLI itself
 // ------------------------------------------------------------------------------------------
 
-const CODEX_JS = new URL("../node_modules/@openai/codex/bin/codex.js", import.meta.url).pathname;
+const CODEX_JS = new URL("../../node_modules/@openai/codex/bin/codex.js", import.meta.url).pathname;
 let codexVersion: string | undefined;
 
 // The CLI's first start loads a ~400 MB native binary: on a cold page cache (a fresh install in
@@ -181,7 +181,7 @@ beforeAll(() => {
 
 /** The README's `Use with Codex` blocks: config.toml and the model catalog, as a user copies them. */
 function readmeCodexConfig(): { configToml: string; catalogJson: string } {
-  const readme = readFileSync(new URL("../README.md", import.meta.url), "utf8");
+  const readme = readFileSync(new URL("../../README.md", import.meta.url), "utf8");
   const section = readme.slice(readme.indexOf("## Use with Codex"));
   const block = (lang: string) => {
     const match = section.match(new RegExp("```" + lang + "\\n([\\s\\S]*?)```"));

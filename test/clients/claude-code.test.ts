@@ -7,10 +7,10 @@
  * translated wrongly fails here as it would in production.
  */
 import { describe, expect, test } from "bun:test";
-import { useFakeUpstream, type RecordedRequest } from "./helpers/fake-upstream.ts";
-import { post, sseFrames, startGateway, useGateway, type Gateway } from "./helpers/gateway.ts";
-import { CLAUDE_CODE_RECORDINGS, claudeCodeFixture, claudeCodeScript, countTokensFixture, FINAL_TEXT, type RecordedCall } from "./helpers/claude-code.ts";
-import type { LogLevel } from "../src/log/log.ts";
+import { useFakeUpstream, type RecordedRequest } from "../helpers/fake-upstream.ts";
+import { post, sseFrames, startGateway, useGateway, type Gateway } from "../helpers/gateway.ts";
+import { CLAUDE_CODE_RECORDINGS, claudeCodeFixture, claudeCodeScript, countTokensFixture, FINAL_TEXT, type RecordedCall } from "../helpers/claude-code.ts";
+import type { LogLevel } from "../../src/log/log.ts";
 
 const upstream = useFakeUpstream({ strict: true });
 const logged: { level: LogLevel; message: string; fields?: Record<string, unknown> }[] = [];

@@ -9,17 +9,17 @@ import { afterAll, beforeAll, describe, expect, test } from "bun:test";
 import { mkdtempSync, readFileSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { createApp, type App } from "../src/app.ts";
-import { createCatalogue } from "../src/catalogue/catalogue.ts";
-import { loadSettings } from "../src/config/load-config.ts";
-import { readEnvironment } from "../src/config/env.ts";
-import { silentLogger } from "../src/log/log.ts";
-import { openDatabase } from "../src/store/database.ts";
-import { promptText } from "../src/formats/prepare-upstream.ts";
-import { sseFrames } from "./helpers/gateway.ts";
-import { claudeCodeFixture, countTokensFixture } from "./helpers/claude-code.ts";
+import { createApp, type App } from "../../src/app.ts";
+import { createCatalogue } from "../../src/catalogue/catalogue.ts";
+import { loadSettings } from "../../src/config/load-config.ts";
+import { readEnvironment } from "../../src/config/env.ts";
+import { silentLogger } from "../../src/log/log.ts";
+import { openDatabase } from "../../src/store/database.ts";
+import { promptText } from "../../src/formats/prepare-upstream.ts";
+import { sseFrames } from "../helpers/gateway.ts";
+import { claudeCodeFixture, countTokensFixture } from "../helpers/claude-code.ts";
 
-const readme = readFileSync(new URL("../README.md", import.meta.url), "utf8");
+const readme = readFileSync(new URL("../../README.md", import.meta.url), "utf8");
 const section = (() => {
   const start = readme.indexOf("\n## Use with Claude Code\n");
   expect(start).toBeGreaterThan(-1);

@@ -14,11 +14,11 @@ import { createAnthropic, type AnthropicProvider } from "@ai-sdk/anthropic";
 import { createOpenAICompatible, type OpenAICompatibleProvider } from "@ai-sdk/openai-compatible";
 import { APICallError, generateObject, generateText, Output, stepCountIs, streamText, tool, type LanguageModel } from "ai";
 import { z } from "zod";
-import { useFakeUpstream } from "./helpers/fake-upstream.ts";
-import { useGateway, ANTHROPIC_MODEL, ANTHROPIC_PRICING, OPENAI_MODEL, OPENAI_PRICING } from "./helpers/gateway.ts";
-import { reasoningDialect, scriptedReply, type Script } from "./helpers/scripted-answers.ts";
-import { recordingResponseStore } from "./helpers/recording-response-store.ts";
-import { answerCostMicro as tokenCostMicro } from "../src/billing/pricing.ts";
+import { useFakeUpstream } from "../helpers/fake-upstream.ts";
+import { useGateway, ANTHROPIC_MODEL, ANTHROPIC_PRICING, OPENAI_MODEL, OPENAI_PRICING } from "../helpers/gateway.ts";
+import { reasoningDialect, scriptedReply, type Script } from "../helpers/scripted-answers.ts";
+import { recordingResponseStore } from "../helpers/recording-response-store.ts";
+import { answerCostMicro as tokenCostMicro } from "../../src/billing/pricing.ts";
 
 const upstream = useFakeUpstream();
 const stored = recordingResponseStore();
