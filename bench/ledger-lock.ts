@@ -1,6 +1,6 @@
 /**
  * Free requests while another connection holds SQLite's write lock, measured here rather than
- * asserted in a test (test/money-faults.test.ts checks they are all answered while it holds it):
+ * asserted in a test (test/e2e/money-faults.test.ts checks they are all answered while it holds it):
  *
  *   bun bench/ledger-lock.ts [--seconds S]
  *

@@ -1,7 +1,8 @@
 /**
  * The Ledger port: the only way money moves. The pipeline (the billing session in forward.ts)
  * and the admin surfaces call it; implementations live in src/store/ (SQLite now, PostgreSQL
- * next) and all pass one contract suite (test/helpers/ledger-contract.ts, run by test/ledger.test.ts).
+ * next) and all pass one contract suite (test/helpers/ledger-contract.ts, run by
+ * test/contract/ledger.test.ts and test/contract/pg-ledger.test.ts).
  *
  * Two-phase, as TigerBeetle's pending/post/void transfers: `reserve` holds the worst case of a
  * request under its id, `settle` posts at most what was held and writes the usage record in the

@@ -3,7 +3,8 @@ import { takeToken, type BucketDecision, type BucketState } from "./token-bucket
 /**
  * The RateLimitStore port: one decision per request, for a key and its limit. The in-process
  * store below answers synchronously; a shared one (Redis, for several processes) returns a
- * promise. Every implementation passes test/rate-limit-contract.test.ts.
+ * promise. Every implementation passes test/helpers/rate-limit-contract.ts (run by
+ * test/contract/rate-limit.test.ts).
  */
 export interface RateLimitStore {
   take(keyId: string, perMinute: number): BucketDecision | Promise<BucketDecision>;

@@ -68,7 +68,7 @@ const SECRET_TOKEN = new RegExp(
  * secret or passw(or)d) before its `:` (or `=`), the `=` of a query parameter, and each token
  * prefix. A text without any of them has nothing to remove, and one test is cheaper than seven
  * passes: most strings a log line carries (ids such as `key_…`, model names, paths, outcomes)
- * are decided here. test/scrub.test.ts checks this filter against the patterns on every leak
+ * are decided here. test/unit/log/scrub.test.ts checks this filter against the patterns on every leak
  * shape and on random text.
  */
 const MAY_HOLD_SECRET = /PRIVATE KEY|[@=]|(?:key|token|secret|passw(?:or)?d)["']?\s*:|authorization|bearer|sk-|AIza|gh[opusr]_|github_pat_|xox|A(?:KIA|SIA|GPA|IDA|ROA|NPA|NVA|IPA)|eyJ/i;

@@ -468,7 +468,7 @@ describe("responses API requests the gateway refuses or adapts", () => {
     });
     const sent = lastUpstream().body;
     expect(sent.response_format).toEqual({ type: "json_schema", json_schema: { name: "answer", schema, strict: true } });
-    // gpt-4o-mini refuses reasoning_effort, so it is left out (test/structured-reasoning.test.ts: a reasoning model gets it).
+    // gpt-4o-mini refuses reasoning_effort, so it is left out (structured-reasoning.test.ts: a reasoning model gets it).
     expect(sent.reasoning_effort).toBeUndefined();
     expect(sent.prompt_cache_key).toBe("session-1");
     expect(sent.temperature).toBe(0.2);

@@ -4,7 +4,7 @@
  * `encrypted_content` included), an answer past the per-answer limit is a 400, the SDK's
  * `responses.retrieve` and `responses.delete` work on the key's own answers only, and a store
  * that cannot be reached is answered as the README says (503 for what needs it, `store: false`).
- * Across workers and gateways (Redis): stored-responses-scale-out.test.ts.
+ * Across workers and gateways (Redis): test/process/stored-responses-scale-out.test.ts.
  */
 import { describe, expect, test } from "bun:test";
 import OpenAI from "openai";

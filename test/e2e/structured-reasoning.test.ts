@@ -4,7 +4,7 @@
  * Anthropic cannot take, structured outputs before Claude 4.5, adaptive thinking before 4.6,
  * thinking with a forced tool or after unsigned tool calls, reasoning_effort on gpt-4o, a strict
  * schema OpenAI would refuse), so a field translated wrongly fails as it would in production.
- * The tables themselves are tested in structured-reasoning-translate.test.ts.
+ * The tables themselves are tested in test/unit/formats/structured-reasoning-translate.test.ts.
  */
 import { Database } from "bun:sqlite";
 import { beforeAll, describe, expect, test } from "bun:test";

@@ -3,7 +3,7 @@
  * translation reads, the effort ↔ budget table both ways, JSON schemas made acceptable to
  * Anthropic, both request translators, same-format preparation, the forced answer tool's
  * mapping back to text, and the encoders' thinking signatures and reasoning token counts.
- * The end-to-end tests with the SDKs are in structured-reasoning.test.ts.
+ * The end-to-end tests with the SDKs are in test/e2e/structured-reasoning.test.ts.
  */
 import { describe, expect, test } from "bun:test";
 import type { ModelConfig } from "../../../src/config/schema.ts";

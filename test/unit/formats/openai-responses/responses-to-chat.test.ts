@@ -74,7 +74,8 @@ describe("responsesToChat: the conversation", () => {
     const plan = responsesToChat({ input: [{ role: "user", content: "x" }, { type: "web_search_call", id: "ws_1", status: "completed" }] });
     expect(plan.chat.messages).toHaveLength(1);
     expect(plan.dropped).toEqual(["item:web_search_call"]);
-    // References are resolved before translation (stored-input.ts, test/response-store.test.ts); one left over is refused, never dropped.
+    // References are resolved before translation (stored-input.ts, test/contract/response-store.test.ts);
+    // one left over is refused, never dropped.
     expect(() => responsesToChat({ input: [{ type: "item_reference", id: "msg_1" }] })).toThrow(ResponsesRequestError);
     expect(() => responsesToChat({ input: [{ type: "item_reference", id: "msg_1" }] })).toThrow(/^input item_reference "msg_1" could not be resolved/);
     for (const field of ["conversation", "prompt"]) {
