@@ -1,4 +1,4 @@
-import { scrubSecrets } from "./scrub.ts";
+import { lineMayHoldSecret, scrubSecrets } from "./scrub.ts";
 
 export type LogLevel = "debug" | "info" | "warn" | "error";
 export type Logger = (level: LogLevel, message: string, fields?: Record<string, unknown>) => void;
@@ -22,17 +22,26 @@ export function jsonLogger(minLevel: LogLevel = "info", out: (text: string) => v
     out(text);
   };
   process.on("exit", flush);
-  const write = withoutSecrets((level, message, fields) => {
+  const line = (level: LogLevel, message: string, fields: Record<string, unknown> | undefined): string => {
     const head = `{"time":"${new Date().toISOString()}","level":"${level}","message":${JSON.stringify(message)}`;
     const rest = fields ? JSON.stringify(fields) : "{}";
     // The fields' object without its opening brace: one serialisation, no merged copy.
-    pending += rest.length > 2 ? `${head},${rest.slice(1)}\n` : `${head}}\n`;
+    return rest.length > 2 ? `${head},${rest.slice(1)}\n` : `${head}}\n`;
+  };
+  const write = (level: LogLevel, message: string, fields?: Record<string, unknown>) => {
+    // Most lines (every access-log line) hold plain values and no secret: the whole line is
+    // tested once, and only a line that may hold one is made again from scrubbed copies of its
+    // strings. Scrubbing field by field first cost a copy of the fields and a test per string
+    // (3.7 % of the gateway's CPU at 32 connections, bench/in-process.ts).
+    let text = flat(fields) ? line(level, message, fields) : undefined;
+    if (text === undefined || lineMayHoldSecret(text)) text = line(level, scrubSecrets(message), fields && (scrubValue(fields, 0) as Record<string, unknown>));
+    pending += text;
     if (rank[level] >= rank.warn || pending.length >= 64 * 1024) flush();
     else if (!scheduled) {
       scheduled = true;
       setImmediate(flush);
     }
-  });
+  };
   const logger: Logger = (level, message, fields) => {
     if (rank[level] >= rank[minLevel]) write(level, message, fields);
   };
@@ -59,6 +68,15 @@ export function withoutSecrets(log: Logger): Logger {
 
 /** Marks a logger whose lines are scrubbed before they are written. */
 const SCRUBS = Symbol("scrubs secrets");
+
+/** Fields whose values are strings, numbers, booleans or absent: JSON writes them as they are. */
+function flat(fields: Record<string, unknown> | undefined): boolean {
+  for (const k in fields) {
+    const v = fields[k];
+    if (v !== null && typeof v === "object") return false;
+  }
+  return true;
+}
 
 function scrubValue(value: unknown, depth: number): unknown {
   if (typeof value === "string") return scrubSecrets(value);
