@@ -8,7 +8,7 @@ import { createAccountStore } from "../src/store/sqlite/sqlite-accounts.ts";
 import { createSqliteLedger } from "../src/store/sqlite/sqlite-ledger.ts";
 import { createUsageBreakdown } from "../src/store/sqlite/sqlite-usage-report.ts";
 import { FOLD_INTERVAL_MS, foldRollups } from "../src/store/sqlite/sqlite-rollups.ts";
-import type { UsageQuery } from "../src/billing/usage-report.ts";
+import type { UsageBucketRow, UsageQuery } from "../src/billing/usage-report.ts";
 
 const HOUR = 3_600_000;
 const START = Date.UTC(2026, 10, 2, 9, 0, 0);
@@ -58,7 +58,7 @@ describe("usage rollups on SQLite: folded behind a mark, exact at every moment",
 
   test("a report read from the rollups adds the records past the mark, so it equals the records' own sums", async () => {
     const s = setup();
-    const report = createUsageBreakdown(s.db);
+    const report = createUsageBreakdown(s.db) as (q: UsageQuery) => UsageBucketRow[];
     // The first settlement's batch folds (nothing folded yet); the clock then stands still, so
     // the next ones stay past the mark, spread over two hours, two keys and two models.
     await s.settle(s.keys[0]!, "m-a", 1_000, { fresh: 10, cached: 90, out: 5 });
@@ -77,7 +77,7 @@ describe("usage rollups on SQLite: folded behind a mark, exact at every moment",
 
   test("the fold comes with a later batch once the interval has passed, and then the rollups alone hold every record", async () => {
     const s = setup();
-    const report = createUsageBreakdown(s.db);
+    const report = createUsageBreakdown(s.db) as (q: UsageQuery) => UsageBucketRow[];
     for (let i = 0; i < 5; i++) await s.settle(s.keys[0]!, "m-a", 900, { fresh: 30, cached: 10, out: 4 });
     expect(mark(s.db)).toBeLessThan(lastRecord(s.db));
     s.at(START + FOLD_INTERVAL_MS);
