@@ -73,18 +73,9 @@ const SECRET_TOKEN = new RegExp(
  */
 const MAY_HOLD_SECRET = /PRIVATE KEY|[@=]|(?:key|token|secret|passw(?:or)?d)["']?\s*:|authorization|bearer|sk-|AIza|gh[opusr]_|github_pat_|xox|A(?:KIA|SIA|GPA|IDA|ROA|NPA|NVA|IPA)|eyJ/i;
 
-/**
- * The same filter for a whole JSON log line, whose strings are JSON-escaped: a secret field's
- * name may be followed by `\"` or an escaped whitespace (`\t`, `\u000b`) where the text had a
- * quote or a blank. Every string in the line is a part of it, so a line this turns away holds no
- * string `MAY_HOLD_SECRET` would let through (test/scrub.test.ts checks the two agree). It is
- * looser than the original, never stricter: a line it lets through is scrubbed field by field.
- */
-const LINE_MAY_HOLD_SECRET = /PRIVATE KEY|[@=]|(?:key|token|secret|passw(?:or)?d)(?:\\["'\\\/bfnrt]|\\u[0-9a-f]{4}|["'\s])*:|authorization|bearer|sk-|AIza|gh[opusr]_|github_pat_|xox|A(?:KIA|SIA|GPA|IDA|ROA|NPA|NVA|IPA)|eyJ/i;
-
-/** Whether a JSON-serialised line may hold a secret in any of its strings (the logger's fast path). */
-export function lineMayHoldSecret(json: string): boolean {
-  return LINE_MAY_HOLD_SECRET.test(json);
+/** Whether a text may hold a credential: false means `scrubSecrets` would return it unchanged. */
+export function mayHoldSecret(text: string): boolean {
+  return MAY_HOLD_SECRET.test(text);
 }
 
 /** Credentials removed, everything else left as it is: for log lines. */
