@@ -1141,8 +1141,9 @@ async function main() {
     await slowGw.proc.exited;
     const peak = m.peak_rss_mb;
     const perStreamKb = ((peak - m.rss_before_mb) * 1024) / streams;
-    // What the same slope gives at the target's count, when fewer streams fit: an estimate, never the figure.
-    const extrapolated = streams < SLOW_STREAMS ? m.rss_before_mb + (perStreamKb * SLOW_STREAMS) / 1024 : undefined;
+    // What the same slope gives at the target's count, when fewer streams ran: an estimate, never
+    // the figure, and only from a quarter of the count up (below, the heap's own growth steps make the slope).
+    const extrapolated = streams < SLOW_STREAMS && streams >= SLOW_STREAMS / 4 ? m.rss_before_mb + (perStreamKb * SLOW_STREAMS) / 1024 : undefined;
     results.scenarios.S = { ...r, ...m, asked: P.S.streams, chunks, fd_room: room, gateway_cpu_percent_of_a_core: cpuShare, per_stream_kb: perStreamKb, extrapolated_rss_mb_at_target: extrapolated ?? null, upstream_open_after: after.openStreams, open_reservations_after: reservations };
     say(`   completed ${r.completed}/${r.streams} (failed ${r.failed}${r.failures.length ? ": " + r.failures.slice(0, 3).join(" | ") : ""}), stalled (gap > ${2 * P.S.intervalMs} ms) ${r.stalled}; longest gap p50 ${f(r.gap_p50_ms, 0)} ms, p99 ${f(r.gap_p99_ms, 0)} ms, max ${f(r.max_gap_ms, 0)} ms`);
     say(`   all open after ${f(r.opened_in_s, 1)} s, ${r.peak_open_at_client} at once at the client, ${m.peak_upstream_open_streams} at the upstream; first byte p50 ${f(r.ttfb_p50_ms, 0)} ms, max ${f(r.ttfb_max_ms, 0)} ms; stream p50 ${f(r.duration_p50_ms / 1000, 1)} s; gateway CPU ${f(cpuShare, 0)} % of a core`);
