@@ -1,6 +1,6 @@
 /**
- * The benchmark's own fetch-based client, for what wrk cannot see: latency of each request,
- * time to first byte, time per chunk, many slow streams, and the soak with aborting clients.
+ * The benchmark's own client, for what wrk cannot see: latency of each request (fetch), time to
+ * first byte, time per chunk, many slow streams (raw sockets), and the soak with aborting clients.
  * Started by bench/run.ts as its own process (pinned beside the upstream), one task each:
  *
  *   bun bench/client.ts <spec.json>      → one JSON line on stdout (the result); progress on stderr
@@ -25,7 +25,8 @@ export interface RequestSpec {
 
 export type ClientSpec =
   | { task: "alternate"; targets: { name: string; req: RequestSpec }[]; rounds: number; perRound: number; warmup: number }
-  | { task: "slow"; req: RequestSpec; streams: number; chunks: number; intervalMs: number }
+  /** D and S: `openPerSecond` spreads the opening of the streams (all at once without it). */
+  | { task: "slow"; req: RequestSpec; streams: number; chunks: number; intervalMs: number; openPerSecond?: number }
   | {
       task: "soak";
       gateway: string;
@@ -133,72 +134,200 @@ async function alternate(spec: Extract<ClientSpec, { task: "alternate" }>) {
   return { rounds, errors };
 }
 
-/** D: many slow streams at once; every one must complete and none may stall. */
-async function slow(spec: Extract<ClientSpec, { task: "slow" }>) {
-  const r = spec.req;
+/** An OpenAI stream's content chunk, as the gateway writes it (its first frame, with the role, is not one). */
+const CONTENT = `"delta":{"content":`;
+
+interface StreamReading {
+  /** ms from connecting to the answer's first bytes. */
+  ttfb: number;
+  /** The longest wait between two reads after the first, ms. */
+  maxGap: number;
+  contentChunks: number;
+  /** ms from connecting to the end of the answer. */
+  duration: number;
+}
+
+/**
+ * One streamed answer over a raw socket (Bun.connect): the request's bytes written as they are,
+ * the answer's scanned as they come (never kept whole). A fetch and its ReadableStream per stream
+ * cost the client more than 20,000 streams on one core leave it; a socket and a few short strings
+ * do not. The answer must be a 200 that ends (chunked, or its Content-Length) with `data: [DONE]`;
+ * `onOpen` is called once its head is read.
+ */
+function readStream(url: URL, request: Uint8Array, timeoutMs: number, onOpen: () => void): Promise<StreamReading> {
+  return new Promise((resolve, reject) => {
+    const t0 = performance.now();
+    let head = "";
+    let headDone = false;
+    let chunked = false;
+    let length = -1;
+    let bodyBytes = 0;
+    // The last characters of the previous read, so that a content marker split across two reads is still counted once.
+    let carry = "";
+    let tail = "";
+    let chunks = 0;
+    let first = 0;
+    let last = 0;
+    let maxGap = 0;
+    let unsent = request;
+    let settled = false;
+    const finish = (socket: { end(): void } | undefined, err?: string) => {
+      if (settled) return;
+      settled = true;
+      clearTimeout(timer);
+      socket?.end();
+      if (err) reject(new Error(err));
+      else resolve({ ttfb: first - t0, maxGap, contentChunks: chunks, duration: performance.now() - t0 });
+    };
+    let sock: { end(): void } | undefined;
+    const timer = setTimeout(() => finish(sock, `no end after ${Math.round(timeoutMs / 1000)} s (${bodyBytes} bytes, ${chunks} content chunks)`), timeoutMs);
+    const send = (socket: { write(b: Uint8Array): number }) => {
+      const n = socket.write(unsent);
+      unsent = n > 0 ? unsent.subarray(n) : unsent;
+    };
+    Bun.connect({
+      hostname: url.hostname,
+      port: Number(url.port),
+      socket: {
+        open(socket) {
+          sock = socket;
+          send(socket);
+        },
+        drain(socket) {
+          if (unsent.byteLength) send(socket);
+        },
+        data(socket, bytes) {
+          const now = performance.now();
+          if (first === 0) first = now;
+          else maxGap = Math.max(maxGap, now - last);
+          last = now;
+          let text = bytes.toString("latin1");
+          if (!headDone) {
+            head += text;
+            const end = head.indexOf("\r\n\r\n");
+            if (end < 0) return;
+            const status = head.slice(9, 12);
+            text = head.slice(end + 4);
+            if (status !== "200") return finish(socket, `status ${status}: ${text.slice(0, 200)}`);
+            const fields = head.slice(0, end);
+            chunked = /\r\ntransfer-encoding:\s*chunked/i.test(fields);
+            length = Number(/\r\ncontent-length:\s*(\d+)/i.exec(fields)?.[1] ?? -1);
+            headDone = true;
+            onOpen();
+          }
+          bodyBytes += text.length;
+          const scanned = carry + text;
+          for (let i = scanned.indexOf(CONTENT); i >= 0; i = scanned.indexOf(CONTENT, i + CONTENT.length)) chunks++;
+          carry = scanned.slice(-(CONTENT.length - 1));
+          tail = (tail + text).slice(-96);
+          const ended = chunked ? tail.endsWith("\r\n0\r\n\r\n") : length >= 0 && bodyBytes >= length;
+          if (!ended) return;
+          if (!tail.includes("data: [DONE]")) return finish(socket, `stream did not end with [DONE]: ${JSON.stringify(tail.slice(-60))}`);
+          finish(socket);
+        },
+        close() {
+          finish(undefined, `closed after ${bodyBytes} bytes${headDone ? "" : " (no complete head)"}, ending ${JSON.stringify(tail.slice(-60))}`);
+        },
+        error(socket, err) {
+          finish(socket, String(err));
+        },
+        connectError(_socket, err) {
+          finish(undefined, `connect: ${err}`);
+        },
+      },
+    }).catch((err) => finish(undefined, `connect: ${err}`));
+  });
+}
+
+export interface SlowResult {
+  streams: number;
+  completed: number;
+  failed: number;
+  failures: string[];
+  stalled: number;
+  peak_open_at_client: number;
+  max_gap_ms: number;
+  gap_p50_ms: number;
+  gap_p99_ms: number;
+  ttfb_p50_ms: number;
+  ttfb_max_ms: number;
+  duration_p50_ms: number;
+  duration_max_ms: number;
+  /** From the first stream opened to the last one ended. */
+  wall_s: number;
+  /** From the first stream opened to the last one's head read (the ramp). */
+  opened_in_s: number;
+}
+
+/** D, S: many slow streams at once; every one must complete with all its chunks, and none may stall. */
+async function slow(spec: Extract<ClientSpec, { task: "slow" }>): Promise<SlowResult> {
+  const url = new URL(spec.req.url);
+  const body = Buffer.from(spec.req.body);
+  const head = [`POST ${url.pathname}${url.search} HTTP/1.1`, `host: ${url.host}`, ...Object.entries(spec.req.headers).map(([k, v]) => `${k}: ${v}`), `content-length: ${body.byteLength}`, "", ""].join("\r\n");
+  const request = new Uint8Array(Buffer.concat([Buffer.from(head), body]));
+  // Well past the answer's own length: a stream still open then is stuck, not slow.
+  const timeoutMs = spec.chunks * spec.intervalMs * 3 + 60_000;
   const started = performance.now();
   let completed = 0;
-  let maxGap = 0;
   let stalled = 0;
+  let failed = 0;
   const failures: string[] = [];
   const ttfbs: number[] = [];
   const durations: number[] = [];
   const gaps: number[] = [];
   let open = 0;
   let peakOpen = 0;
+  let lastOpened = started;
   const one = async () => {
-    const t0 = performance.now();
+    let opened = false;
     try {
-      const res = await fetch(r.url, { method: "POST", headers: r.headers, body: r.body });
-      if (res.status !== 200) throw new Error(`status ${res.status}: ${(await res.text()).slice(0, 200)}`);
-      open++;
-      peakOpen = Math.max(peakOpen, open);
-      const reader = res.body!.getReader();
-      let text = "";
-      let last = 0;
-      let gap = 0;
-      for (;;) {
-        const { value, done } = await reader.read();
-        const now = performance.now();
-        if (done) break;
-        if (last === 0) ttfbs.push(now - t0);
-        else gap = Math.max(gap, now - last);
-        last = now;
-        text += dec.decode(value, { stream: true });
-      }
-      open--;
-      const chunks = text.split(`"delta":{"content":`).length - 1;
-      if (!text.trimEnd().endsWith("data: [DONE]")) throw new Error("stream did not end with [DONE]");
-      if (chunks !== spec.chunks) throw new Error(`expected ${spec.chunks} content chunks, got ${chunks}`);
+      const r = await readStream(url, request, timeoutMs, () => {
+        opened = true;
+        peakOpen = Math.max(peakOpen, ++open);
+        lastOpened = performance.now();
+      });
+      if (r.contentChunks !== spec.chunks) throw new Error(`expected ${spec.chunks} content chunks, got ${r.contentChunks}`);
       completed++;
-      gaps.push(gap);
-      maxGap = Math.max(maxGap, gap);
-      if (gap > spec.intervalMs * 2) stalled++;
-      durations.push(performance.now() - t0);
+      ttfbs.push(r.ttfb);
+      gaps.push(r.maxGap);
+      if (r.maxGap > spec.intervalMs * 2) stalled++;
+      durations.push(r.duration);
     } catch (err) {
+      failed++;
       if (failures.length < 10) failures.push(String(err));
-      else failures.push("");
+    } finally {
+      if (opened) open--;
     }
   };
-  await Promise.all(Array.from({ length: spec.streams }, one));
+  const progress = setInterval(() => log(`slow: ${open} open, ${completed} complete, ${failed} failed of ${spec.streams}`), 5_000);
+  const all: Promise<void>[] = [];
+  // Opened in slices every 50 ms at `openPerSecond`, or all at once.
+  const slice = spec.openPerSecond ? Math.max(1, Math.round(spec.openPerSecond / 20)) : spec.streams;
+  for (let i = 0; i < spec.streams; i += slice) {
+    for (let k = i; k < Math.min(spec.streams, i + slice); k++) all.push(one());
+    if (i + slice < spec.streams) await Bun.sleep(50);
+  }
+  await Promise.all(all);
+  clearInterval(progress);
   const g = sortNum(gaps);
   const t = sortNum(ttfbs);
   const d = sortNum(durations);
   return {
     streams: spec.streams,
     completed,
-    failed: failures.length,
-    failures: failures.filter(Boolean),
+    failed,
+    failures,
     stalled,
     peak_open_at_client: peakOpen,
-    max_gap_ms: maxGap,
+    max_gap_ms: g.length ? g[g.length - 1]! : NaN,
     gap_p50_ms: pct(g, 50),
     gap_p99_ms: pct(g, 99),
     ttfb_p50_ms: pct(t, 50),
-    ttfb_max_ms: t.length ? t[t.length - 1] : NaN,
+    ttfb_max_ms: t.length ? t[t.length - 1]! : NaN,
     duration_p50_ms: pct(d, 50),
-    duration_max_ms: d.length ? d[d.length - 1] : NaN,
+    duration_max_ms: d.length ? d[d.length - 1]! : NaN,
     wall_s: (performance.now() - started) / 1000,
+    opened_in_s: (lastOpened - started) / 1000,
   };
 }
 

@@ -31,8 +31,9 @@ export const USAGE_SUMS_SQL = `COUNT(*) AS requests, SUM(u.prompt_tokens) AS pro
   SUM(u.reasoning_tokens) AS reasoning_tokens, SUM(u.images) AS images, SUM(u.cost_micro) AS cost_micro, SUM(u.cache_savings_micro) AS cache_savings_micro`;
 
 /**
- * The same sums over a rollup (`usage_hourly u` or `usage_daily u`, kept by a trigger as each record
- * is written: store/database.ts, migration 11): each of its rows already sums an hour's or a day's records.
+ * The same sums over a rollup (`usage_hourly u` or `usage_daily u`; PostgreSQL keeps them by a
+ * trigger per statement, SQLite folds them behind a mark, store/sqlite/sqlite-rollups.ts): each of
+ * its rows already sums an hour's or a day's records.
  */
 export const HOURLY_SUMS_SQL = `SUM(u.requests) AS requests, SUM(u.prompt_tokens) AS prompt_tokens, SUM(u.completion_tokens) AS completion_tokens,
   SUM(u.fresh_input_tokens) AS fresh_input_tokens, SUM(u.cache_read_tokens) AS cache_read_tokens,
@@ -146,7 +147,7 @@ export const PERIOD_MS: Record<Granularity, number> = { hour: 3_600_000, day: 86
  * days by integer division, which SQLite and PostgreSQL both do for integers. Grouped columns come
  * from a fixed list, never from input; values are parameters (`?` for SQLite, `$n` for PostgreSQL).
  */
-export function usageBreakdownSql(q: UsageQuery, dialect: "sqlite" | "postgres"): { text: string; params: (string | number)[] } {
+export function usageBreakdownSql(q: UsageQuery, dialect: "sqlite" | "postgres", o: { tailAfter?: string } = {}): { text: string; params: (string | number)[] } {
   const params: (string | number)[] = [];
   const p = (value: string | number) => {
     params.push(value);
@@ -156,7 +157,9 @@ export function usageBreakdownSql(q: UsageQuery, dialect: "sqlite" | "postgres")
   const groups = new Set(q.groupBy);
   // Whole days by day, or whole hours (the console's ranges, and any report asked for them), read
   // a rollup; a range that cuts an hour reads the records themselves: every range is exact.
-  const source = usageSource(q);
+  // `tailAfter`: the same sums over the records a rollup does not hold yet (a condition on `u`),
+  // which the store adds to the rollup's rows (mergeUsageRows).
+  const source = o.tailAfter ? "usage_records" : usageSource(q);
   const time = source === "usage_daily" ? "u.day" : source === "usage_hourly" ? "u.hour" : "u.created_at";
   // A rollup read at its own period needs no rounding: the bare column lets the store group in
   // its primary key's order (period first) instead of sorting every row.
@@ -179,6 +182,7 @@ export function usageBreakdownSql(q: UsageQuery, dialect: "sqlite" | "postgres")
   if (q.accountId) where.push(`u.account_id = ${p(q.accountId)}`);
   if (q.keyId) where.push(`u.key_id = ${p(q.keyId)}`);
   if (q.model) where.push(`u.model = ${p(q.model)}`);
+  if (o.tailAfter) where.unshift(o.tailAfter);
   // Names are joined to the sums, not to every row summed: one lookup per row of the report.
   const names: string[] = [];
   const joins: string[] = [];
@@ -199,6 +203,25 @@ export function usageBreakdownSql(q: UsageQuery, dialect: "sqlite" | "postgres")
 }
 
 /** Rows as the store returned them (PostgreSQL's bigints arrive as strings), checked against the cap. */
+/**
+ * A rollup's rows plus the same report over the records it does not hold yet: rows of the same
+ * period and split are summed, new ones take their place in the report's order (period, then the
+ * split's ids, byte by byte as the stores sort them).
+ */
+export function mergeUsageRows(rolled: UsageBucketRow[], tail: UsageBucketRow[]): UsageBucketRow[] {
+  if (tail.length === 0) return rolled;
+  const keyOf = (r: UsageBucketRow) => `${r.period}\u0000${r.account_id ?? ""}\u0000${r.key_id ?? ""}\u0000${r.model ?? ""}`;
+  const rows = new Map(rolled.map((r) => [keyOf(r), r] as const));
+  for (const t of tail) {
+    const k = keyOf(t);
+    const r = rows.get(k);
+    if (!r) rows.set(k, t);
+    else for (const f of SUM_FIELDS) r[f] += t[f];
+  }
+  const bytes = (a: string | undefined, b: string | undefined) => Buffer.compare(Buffer.from(a ?? ""), Buffer.from(b ?? ""));
+  return [...rows.values()].sort((a, b) => a.period - b.period || bytes(a.account_id, b.account_id) || bytes(a.key_id, b.key_id) || bytes(a.model, b.model));
+}
+
 export function usageRows(raw: Record<string, unknown>[]): UsageBucketRow[] {
   if (raw.length > MAX_REPORT_ROWS) throw new ReportTooLargeError(`The report would have more than ${MAX_REPORT_ROWS} rows: narrow the range, filter, or use granularity=day.`);
   const n = (v: unknown) => (v === null || v === undefined ? 0 : Number(v));

@@ -73,6 +73,11 @@ const SECRET_TOKEN = new RegExp(
  */
 const MAY_HOLD_SECRET = /PRIVATE KEY|[@=]|(?:key|token|secret|passw(?:or)?d)["']?\s*:|authorization|bearer|sk-|AIza|gh[opusr]_|github_pat_|xox|A(?:KIA|SIA|GPA|IDA|ROA|NPA|NVA|IPA)|eyJ/i;
 
+/** Whether a text may hold a credential: false means `scrubSecrets` would return it unchanged. */
+export function mayHoldSecret(text: string): boolean {
+  return MAY_HOLD_SECRET.test(text);
+}
+
 /** Credentials removed, everything else left as it is: for log lines. */
 export function scrubSecrets(text: string): string {
   return MAY_HOLD_SECRET.test(text) ? replaceSecrets(text) : text;

@@ -262,8 +262,9 @@ export function accessLogFields(t: RequestTrace): Record<string, unknown> {
     path: t.path,
     status: t.status,
     outcome: t.outcome,
-    ...(t.errorType ? { errorType: t.errorType } : {}),
-    ...(t.upstreamError ? { upstreamError: t.upstreamError } : {}),
+    // Absent fields are undefined, which JSON leaves out: one object literal, no spread copies.
+    errorType: t.errorType || undefined,
+    upstreamError: t.upstreamError || undefined,
     stream: t.stream,
     modelRequested: t.modelAsked ? t.modelAsked.slice(0, 200) : undefined,
     model: t.attempts > 0 ? t.model : undefined,

@@ -90,13 +90,15 @@ export function createKeyPools(deps: KeyPoolsDeps) {
     moves.set(provider.id, 0);
     lastViews.set(provider.id, { states: new Map() });
     const secrets = new Map(keys.map((k) => [k.env, k.secret]));
+    // Each key's counters, found once: a key made of two names per request showed in a profile.
+    const countsByEnv = new Map(keys.map((k) => [k.env, countsOf(provider.id, k.env)]));
     const decide = (view: KeyView, session: string | undefined, exclude: ReadonlySet<string> | undefined): ChosenKey => {
       const now = deps.now();
       observe(provider.id, keys, view, now);
       const choice = chooseKey(keys, view, now, random, session, exclude);
       if (session !== undefined && choice.bind) void deps.store.bind(provider.id, session, choice.key.env);
       if (choice.movedFrom) moves.set(provider.id, moves.get(provider.id)! + 1);
-      countsOf(provider.id, choice.key.env).requests++;
+      countsByEnv.get(choice.key.env)!.requests++;
       return { ...choice, secret: secrets.get(choice.key.env), at: now };
     };
     pools.set(provider.id, {
@@ -105,7 +107,7 @@ export function createKeyPools(deps: KeyPoolsDeps) {
       choose(session, exclude) {
         // A pool of one has nothing to choose: no round trip to the store on every request.
         if (keys.length === 1) {
-          countsOf(provider.id, keys[0]!.env).requests++;
+          countsByEnv.get(keys[0]!.env)!.requests++;
           return { key: keys[0]!, usable: true, bind: false, secret: keys[0]!.secret, at: deps.now() };
         }
         const view = deps.store.read(provider.id, session);

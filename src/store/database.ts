@@ -253,6 +253,12 @@ const MIGRATIONS: string[] = [
      expires_at INTEGER NOT NULL
    );
    CREATE INDEX console_sessions_expiry ON console_sessions(expires_at);`,
+  // The rollups are folded from the records behind a mark, not by a trigger per record (every
+  // settlement's commit upserted two rollup rows): store/sqlite/sqlite-rollups.ts. The mark starts
+  // at every record the trigger already rolled up.
+  `DROP TRIGGER IF EXISTS usage_rollups_add;
+   CREATE TABLE usage_rollup_mark (id INTEGER PRIMARY KEY CHECK (id = 1), record_id INTEGER NOT NULL);
+   INSERT INTO usage_rollup_mark VALUES (1, COALESCE((SELECT MAX(id) FROM usage_records), 0));`,
 ];
 
 /**

@@ -4,6 +4,7 @@ import { acceptableSettlement, budgetRefusal, type Hold, type Ledger, type Ledge
 import { createChangeWatch, type ChangeWatch } from "./change-watch.ts";
 import type { Logger } from "../../log/log.ts";
 import { creditWriter } from "./credits.ts";
+import { createRollupFolder } from "./sqlite-rollups.ts";
 import { keepInSpill, readSpill, removeSpill } from "../spill-file.ts";
 import { classifyWriteFailure, describeWriteFailure, retryWhileBusy } from "./sqlite-errors.ts";
 import { cacheSavingsMicro, priceListId, priceListJson } from "../../billing/pricing.ts";
@@ -110,6 +111,8 @@ export function createSqliteLedger(db: Database, o: SqliteLedgerOptions): Ledger
   /** Price lists known to be in the file: each is written once, with the first record charged at it. */
   const pricesWritten = new Set<number>();
   const credit = creditWriter(db, now);
+  // The usage rollups catch up with the records every so often, inside a batch's transaction.
+  const rollups = createRollupFolder(db);
 
   // ── Cached balances and spend limits: what SQLite has, as of our last read plus our own commits since. ──
   const books = new Map<string, AccountBooks>();
@@ -226,6 +229,7 @@ export function createSqliteLedger(db: Database, o: SqliteLedgerOptions): Ledger
       }
       if (insertRows(chunk.length).run(...values).changes !== chunk.length) throw ALREADY_RECORDED;
     }
+    rollups.foldIfDue(at);
     return debit(debits, counters, at);
   });
 
@@ -236,7 +240,14 @@ export function createSqliteLedger(db: Database, o: SqliteLedgerOptions): Ledger
       const { held, charge } = chargeOf(q);
       if (insertUsage.run(...usageValues(q.settlement, charge, held?.amount ?? 0, at)).changes === 1) post(debits, held, charge);
     }
+    rollups.foldIfDue(at);
     return debit(debits, counters, at);
+  });
+
+  /** An idle gateway's probe write; the rollups catch up with it, so an idle gateway's tail is short too. */
+  const probeAndFold = db.transaction((at: number) => {
+    probe.run(at);
+    rollups.foldIfDue(at);
   });
 
   const writeBatch = (batch: Queued[], counters: RejectionCounter[], at: number): Debits => {
@@ -269,11 +280,18 @@ export function createSqliteLedger(db: Database, o: SqliteLedgerOptions): Ledger
         rollbackQuietly(db);
         // A price list written in the rolled-back transaction is not in the file after all.
         pricesWritten.clear();
+        rollups.rolledBack();
         throw err;
       }
     },
     probe(at) {
-      probe.run(at);
+      try {
+        probeAndFold.immediate(at);
+      } catch (err) {
+        rollbackQuietly(db);
+        rollups.rolledBack();
+        throw err;
+      }
     },
     classify: classifyWriteFailure,
     describe: describeWriteFailure,

@@ -1,5 +1,6 @@
 import type { Database } from "bun:sqlite";
-import { shapeUsageReport, USAGE_SUMS_SQL, usageBreakdownSql, usageRows, usageSums, type UsageBreakdown } from "../../billing/usage-report.ts";
+import { mergeUsageRows, shapeUsageReport, USAGE_SUMS_SQL, usageBreakdownSql, usageRows, usageSource, usageSums, type UsageBreakdown, type UsageQuery } from "../../billing/usage-report.ts";
+import { PAST_ROLLUP_MARK } from "./sqlite-rollups.ts";
 
 /** Usage of one account over [from, to), totalled per model, from the usage records, and its refusals. */
 export function createUsageReport(db: Database) {
@@ -16,13 +17,18 @@ export function createUsageReport(db: Database) {
     shapeUsageReport(accountId, from, to, perModel.all(accountId, from, to).map((r) => ({ model: String(r.model), ...usageSums(r) })), refusals.all(accountId, Math.floor(from / 60_000) * 60_000, to));
 }
 
-/** The SQLite store's breakdown. */
+/**
+ * The SQLite store's breakdown. A report read from a rollup adds the records past the rollups'
+ * mark (the last fold's, a fraction of a second behind: sqlite-rollups.ts), so it is exact.
+ */
 export function createUsageBreakdown(db: Database): UsageBreakdown {
   const statements = new Map<string, ReturnType<Database["query"]>>();
-  return (q) => {
-    const { text, params } = usageBreakdownSql(q, "sqlite");
+  const run = ({ text, params }: { text: string; params: (string | number)[] }) => {
     let statement = statements.get(text);
     if (!statement) statements.set(text, (statement = db.query(text)));
     return usageRows(statement.all(...params) as Record<string, unknown>[]);
   };
+  // One read transaction: both statements see the same mark (another process may fold between them).
+  const rolledUp = db.transaction((q: UsageQuery) => mergeUsageRows(run(usageBreakdownSql(q, "sqlite")), run(usageBreakdownSql(q, "sqlite", { tailAfter: PAST_ROLLUP_MARK }))));
+  return (q) => (usageSource(q) === "usage_records" ? run(usageBreakdownSql(q, "sqlite")) : rolledUp(q));
 }

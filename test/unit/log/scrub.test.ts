@@ -82,6 +82,22 @@ describe("scrubSecrets: what a log line may carry", () => {
     }
   });
 
+  test("the JSON logger scrubs a line of plain fields that holds a secret in any of them, or in its message", () => {
+    let written = "";
+    const log = jsonLogger("info", (text) => (written += text));
+    log("warn", "upstream refused", { detail: 'said {"api_key"\t: "hunter2hunter2"}', model: "sk-proj-abcdefghijklmnop0123456789" });
+    expect(written).not.toContain("hunter2hunter2");
+    expect(written).not.toContain("abcdefghijklmnop0123456789");
+    expect(JSON.parse(written)).toMatchObject({ level: "warn", message: "upstream refused", model: "[redacted]" });
+    written = "";
+    log("warn", "key sk-ant-api03-abcdefghijklmnopqrstuvwxyz was refused", { n: 1, ok: true, none: null });
+    expect(JSON.parse(written)).toEqual({ time: expect.any(String), level: "warn", message: "key [redacted] was refused", n: 1, ok: true, none: null });
+    // A line without a secret is written as it was given.
+    written = "";
+    log("warn", "request", { clientRequestId: "0196f0e1-c2d3", path: "/v1/chat/completions", status: 200, keyId: "key_0196" });
+    expect(JSON.parse(written)).toEqual({ time: expect.any(String), level: "warn", message: "request", clientRequestId: "0196f0e1-c2d3", path: "/v1/chat/completions", status: 200, keyId: "key_0196" });
+  });
+
   test("the password of a URL goes, the URL stays", () => {
     expect(scrubSecrets("GET https://svc:hunter2@proxy.internal:3128/v1?api_key=abc123&x=1")).toBe(
       "GET https://[redacted]@proxy.internal:3128/v1?api_key=[redacted]&x=1",
