@@ -3,12 +3,12 @@ import { afterEach, describe, expect, test } from "bun:test";
 import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { openDatabase } from "../src/store/database.ts";
-import { createAccountStore } from "../src/store/sqlite/sqlite-accounts.ts";
-import { createSqliteLedger } from "../src/store/sqlite/sqlite-ledger.ts";
-import { createUsageBreakdown } from "../src/store/sqlite/sqlite-usage-report.ts";
-import { FOLD_INTERVAL_MS, foldRollups } from "../src/store/sqlite/sqlite-rollups.ts";
-import type { UsageBucketRow, UsageQuery } from "../src/billing/usage-report.ts";
+import { openDatabase } from "../../../../src/store/database.ts";
+import { createAccountStore } from "../../../../src/store/sqlite/sqlite-accounts.ts";
+import { createSqliteLedger } from "../../../../src/store/sqlite/sqlite-ledger.ts";
+import { createUsageBreakdown } from "../../../../src/store/sqlite/sqlite-usage-report.ts";
+import { FOLD_INTERVAL_MS, foldRollups } from "../../../../src/store/sqlite/sqlite-rollups.ts";
+import type { UsageBucketRow, UsageQuery } from "../../../../src/billing/usage-report.ts";
 
 const HOUR = 3_600_000;
 const START = Date.UTC(2026, 10, 2, 9, 0, 0);
