@@ -194,19 +194,24 @@ export function usageBreakdownSql(q: UsageQuery, dialect: "sqlite" | "postgres",
     names.push("k.name AS key_name");
     joins.push("LEFT JOIN api_keys k ON k.id = r.key_id");
   }
+  // The records past a mark are the newest few: read by id. With an account in the query SQLite
+  // would take the account's index and read every record of the range (46 ms instead of 0.07 at
+  // 500,000 records, by a review's measurement), which the rollup was there to avoid.
+  const tailOnly = o.tailAfter && dialect === "sqlite" ? " NOT INDEXED" : "";
   // Ids sort byte by byte in both stores (PostgreSQL's default collation would not).
   const sorted = order.map((c) => c.replace("u.", "r.")).map((c) => (c === "period" || dialect === "sqlite" ? c : `${c} COLLATE "C"`));
   const text = `SELECT r.*${names.map((n) => `, ${n}`).join("")} FROM (
-      SELECT ${columns.join(", ")} FROM ${source} u WHERE ${where.join(" AND ")} GROUP BY ${grouped.join(", ")}
+      SELECT ${columns.join(", ")} FROM ${source} u${tailOnly} WHERE ${where.join(" AND ")} GROUP BY ${grouped.join(", ")}
     ) r ${joins.join(" ")} ORDER BY ${sorted.map((c) => (c === "period" ? "r.period" : c)).join(", ")} LIMIT ${MAX_REPORT_ROWS + 1}`;
   return { text, params };
 }
 
-/** Rows as the store returned them (PostgreSQL's bigints arrive as strings), checked against the cap. */
+const tooLarge = () => new ReportTooLargeError(`The report would have more than ${MAX_REPORT_ROWS} rows: narrow the range, filter, or use granularity=day.`);
+
 /**
  * A rollup's rows plus the same report over the records it does not hold yet: rows of the same
  * period and split are summed, new ones take their place in the report's order (period, then the
- * split's ids, byte by byte as the stores sort them).
+ * split's ids, byte by byte as the stores sort them). The merged report has the same cap.
  */
 export function mergeUsageRows(rolled: UsageBucketRow[], tail: UsageBucketRow[]): UsageBucketRow[] {
   if (tail.length === 0) return rolled;
@@ -218,12 +223,14 @@ export function mergeUsageRows(rolled: UsageBucketRow[], tail: UsageBucketRow[])
     if (!r) rows.set(k, t);
     else for (const f of SUM_FIELDS) r[f] += t[f];
   }
+  if (rows.size > MAX_REPORT_ROWS) throw tooLarge();
   const bytes = (a: string | undefined, b: string | undefined) => Buffer.compare(Buffer.from(a ?? ""), Buffer.from(b ?? ""));
   return [...rows.values()].sort((a, b) => a.period - b.period || bytes(a.account_id, b.account_id) || bytes(a.key_id, b.key_id) || bytes(a.model, b.model));
 }
 
+/** Rows as the store returned them (PostgreSQL's bigints arrive as strings), checked against the cap. */
 export function usageRows(raw: Record<string, unknown>[]): UsageBucketRow[] {
-  if (raw.length > MAX_REPORT_ROWS) throw new ReportTooLargeError(`The report would have more than ${MAX_REPORT_ROWS} rows: narrow the range, filter, or use granularity=day.`);
+  if (raw.length > MAX_REPORT_ROWS) throw tooLarge();
   const n = (v: unknown) => (v === null || v === undefined ? 0 : Number(v));
   return raw.map((r) => ({
     period: n(r.period),

@@ -70,8 +70,14 @@ export function withoutSecrets(log: Logger): Logger {
 /** Marks a logger whose lines are scrubbed before they are written. */
 const SCRUBS = Symbol("scrubs secrets");
 
-/** Fields of strings, numbers, booleans or nothing, none of whose strings may hold a secret: written as they are. */
+/**
+ * A plain object (an object literal: no class, so no `toJSON` of its own to write something else)
+ * of strings, numbers, booleans or nothing, none of whose strings may hold a secret: written as it is.
+ */
 function plainWithoutSecrets(fields: Record<string, unknown> | undefined): boolean {
+  if (fields === undefined) return true;
+  const proto = Object.getPrototypeOf(fields);
+  if (proto !== Object.prototype && proto !== null) return false;
   for (const k in fields) {
     const v = fields[k];
     if (typeof v === "string") {

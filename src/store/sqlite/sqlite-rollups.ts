@@ -78,7 +78,7 @@ export function createRollupFolder(db: Database): RollupFolder {
   };
 }
 
-/** Folds everything past the mark in a transaction of its own (start-up, the bench's seeding, the CLI). */
+/** Folds everything past the mark in a transaction of its own (for tools and tests; the ledger folds inside its batches). */
 export function foldRollups(db: Database): number {
   const folder = createRollupFolder(db);
   return db.transaction(() => folder.fold()).immediate();

@@ -92,6 +92,17 @@ describe("scrubSecrets: what a log line may carry", () => {
     written = "";
     log("warn", "key sk-ant-api03-abcdefghijklmnopqrstuvwxyz was refused", { n: 1, ok: true, none: null });
     expect(JSON.parse(written)).toEqual({ time: expect.any(String), level: "warn", message: "key [redacted] was refused", n: 1, ok: true, none: null });
+    // Fields that are not a plain object (a class with its own toJSON) are scrubbed as copies, not written as they serialise.
+    written = "";
+    class Leaky {
+      safe = "nothing here";
+      toJSON() {
+        return { leaked: "sk-proj-abcdefghijklmnop0123456789" };
+      }
+    }
+    log("warn", "odd fields", new Leaky() as unknown as Record<string, unknown>);
+    expect(written).not.toContain("abcdefghijklmnop0123456789");
+    expect(JSON.parse(written)).toMatchObject({ message: "odd fields", safe: "nothing here" });
     // A line without a secret is written as it was given.
     written = "";
     log("warn", "request", { clientRequestId: "0196f0e1-c2d3", path: "/v1/chat/completions", status: 200, keyId: "key_0196" });

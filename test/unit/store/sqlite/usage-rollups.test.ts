@@ -7,8 +7,8 @@ import { openDatabase } from "../../../../src/store/database.ts";
 import { createAccountStore } from "../../../../src/store/sqlite/sqlite-accounts.ts";
 import { createSqliteLedger } from "../../../../src/store/sqlite/sqlite-ledger.ts";
 import { createUsageBreakdown } from "../../../../src/store/sqlite/sqlite-usage-report.ts";
-import { FOLD_INTERVAL_MS, foldRollups } from "../../../../src/store/sqlite/sqlite-rollups.ts";
-import type { UsageBucketRow, UsageQuery } from "../../../../src/billing/usage-report.ts";
+import { FOLD_INTERVAL_MS, foldRollups, PAST_ROLLUP_MARK } from "../../../../src/store/sqlite/sqlite-rollups.ts";
+import { MAX_REPORT_ROWS, mergeUsageRows, ReportTooLargeError, usageBreakdownSql, usageSums, type UsageBucketRow, type UsageQuery } from "../../../../src/billing/usage-report.ts";
 
 const HOUR = 3_600_000;
 const START = Date.UTC(2026, 10, 2, 9, 0, 0);
@@ -82,7 +82,7 @@ describe("usage rollups on SQLite: folded behind a mark, exact at every moment",
     expect(mark(s.db)).toBeLessThan(lastRecord(s.db));
     s.at(START + FOLD_INTERVAL_MS);
     await s.settle(s.keys[1]!, "m-b", 900, { fresh: 30, cached: 10, out: 4 });
-    // That batch folded everything before its own record (its own is folded by the next one).
+    // That batch folded every record, its own included (the fold runs after its inserts).
     expect(mark(s.db)).toBe(lastRecord(s.db));
     expect(rolledRows(s.db)).toBe(6);
     const q = byHour(s.account.id);
@@ -109,5 +109,24 @@ describe("usage rollups on SQLite: folded behind a mark, exact at every moment",
     } finally {
       other.close();
     }
+  });
+
+  test("the records past the mark are read by id, never through an account's index (which would read all of the account's records in the range)", () => {
+    const s = setup();
+    const { text } = usageBreakdownSql(byHour(s.account.id), "sqlite", { tailAfter: PAST_ROLLUP_MARK });
+    const plan = s.db.query<{ detail: string }, []>(`EXPLAIN QUERY PLAN ${text}`).all().map((r) => r.detail).join(" | ");
+    expect(plan).toContain("INTEGER PRIMARY KEY");
+    expect(plan).not.toContain("usage_account_time");
+  });
+
+  test("a merged report keeps the row cap: more than MAX_REPORT_ROWS rows between the rollup and the tail is too large", () => {
+    const row = (model: string): UsageBucketRow => ({ period: 0, model, ...usageSums({ requests: 1 }) });
+    const rolled = Array.from({ length: 30_000 }, (_, i) => row(`m${i}`));
+    const tail = Array.from({ length: 30_000 }, (_, i) => row(`n${i}`));
+    expect(() => mergeUsageRows(rolled, tail)).toThrow(ReportTooLargeError);
+    // Rows of the same period and group are one row: these stay within the cap and are summed.
+    const merged = mergeUsageRows(rolled.slice(0, MAX_REPORT_ROWS / 2), rolled.slice(0, MAX_REPORT_ROWS / 2).map((r) => ({ ...r })));
+    expect(merged.length).toBe(MAX_REPORT_ROWS / 2);
+    expect(merged.every((r) => r.requests === 2)).toBe(true);
   });
 });
