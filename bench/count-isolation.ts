@@ -141,24 +141,21 @@ function startSlowUpstream(): { url: string; stop(): void } {
   return { url: `http://127.0.0.1:${server.port}`, stop: () => server.stop(true) };
 }
 
-/** Key C's streams: STREAM_FLOOD loops; a refused one waits for Retry-After (1 s), as the SDKs do. */
-function streamFlood(url: string, key: string): { stop(): Promise<{ streamed: number; refused: number; maxOpen: number }> } {
+/**
+ * `loops` clients, each sending again as soon as its last request is answered. A refused one
+ * waits for Retry-After (1 s) before trying again, as the SDKs do, so that this process's own CPU
+ * (the gateway shares the machine) is not what is measured.
+ */
+function keepKnocking(loops: number, send: () => Promise<boolean>): { stop(): Promise<{ answered: number; refused: number }> } {
   let running = true;
-  let streamed = 0;
+  let answered = 0;
   let refused = 0;
-  let open = 0;
-  let maxOpen = 0;
-  const loops = Array.from({ length: STREAM_FLOOD }, async () => {
+  const all = Array.from({ length: loops }, async () => {
     while (running) {
-      const res = await fetch(`${url}/v1/chat/completions`, { method: "POST", headers: { authorization: `Bearer ${key}`, "content-type": "application/json" }, body: slowStream }).catch(() => undefined);
-      if (res?.status === 200) {
-        maxOpen = Math.max(maxOpen, ++open);
-        await res.arrayBuffer().catch(() => undefined);
-        open--;
-        streamed++;
+      if (await send().catch(() => false)) {
+        answered++;
         continue;
       }
-      await res?.arrayBuffer().catch(() => undefined);
       refused++;
       await Bun.sleep(1000);
     }
@@ -166,40 +163,49 @@ function streamFlood(url: string, key: string): { stop(): Promise<{ streamed: nu
   return {
     async stop() {
       running = false;
-      await Promise.all(loops);
-      return { streamed, refused, maxOpen };
+      await Promise.all(all);
+      return { answered, refused };
     },
   };
 }
 
-/** Key B's flood: FLOOD loops, each sending a big count as soon as its last one is answered. */
-function flood(url: string, key: string): { stop(): Promise<{ counted: number; refused: number }> } {
-  let running = true;
-  let counted = 0;
-  let refused = 0;
-  const loops = Array.from({ length: FLOOD }, async () => {
-    while (running) {
-      try {
-        const res = await fetch(`${url}/v1/messages/count_tokens`, { method: "POST", headers: { "x-api-key": key, "anthropic-version": "2023-06-01", "content-type": "application/json" }, body: bigCount });
-        await res.arrayBuffer();
-        if (res.status === 200) {
-          counted++;
-          continue;
-        }
-      } catch {
-        // Refused on arrival, the gateway closed the connection while the body was still going out.
-      }
-      refused++;
-      // As the SDKs do: wait for Retry-After (1 s) before trying again, so that this process's own
-      // CPU (the gateway shares the machine) is not what is measured.
-      await Bun.sleep(1000);
+/** Key C's streams: STREAM_FLOOD loops of slow streams, and the most that were open at once. */
+function streamFlood(url: string, key: string): { stop(): Promise<{ streamed: number; refused: number; maxOpen: number }> } {
+  let open = 0;
+  let maxOpen = 0;
+  const knocking = keepKnocking(STREAM_FLOOD, async () => {
+    const res = await fetch(`${url}/v1/chat/completions`, { method: "POST", headers: { authorization: `Bearer ${key}`, "content-type": "application/json" }, body: slowStream });
+    if (res.status !== 200) {
+      await res.arrayBuffer();
+      return false;
     }
+    maxOpen = Math.max(maxOpen, ++open);
+    try {
+      await res.arrayBuffer();
+    } finally {
+      open--;
+    }
+    return true;
   });
   return {
     async stop() {
-      running = false;
-      await Promise.all(loops);
-      return { counted, refused };
+      const { answered, refused } = await knocking.stop();
+      return { streamed: answered, refused, maxOpen };
+    },
+  };
+}
+
+/** Key B's flood: FLOOD loops of big counts (a refusal may also arrive as a connection the gateway closed while the body was still going out). */
+function flood(url: string, key: string): { stop(): Promise<{ counted: number; refused: number }> } {
+  const knocking = keepKnocking(FLOOD, async () => {
+    const res = await fetch(`${url}/v1/messages/count_tokens`, { method: "POST", headers: { "x-api-key": key, "anthropic-version": "2023-06-01", "content-type": "application/json" }, body: bigCount });
+    await res.arrayBuffer();
+    return res.status === 200;
+  });
+  return {
+    async stop() {
+      const { answered, refused } = await knocking.stop();
+      return { counted: answered, refused };
     },
   };
 }

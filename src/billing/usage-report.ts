@@ -209,23 +209,39 @@ export function usageBreakdownSql(q: UsageQuery, dialect: "sqlite" | "postgres",
 const tooLarge = () => new ReportTooLargeError(`The report would have more than ${MAX_REPORT_ROWS} rows: narrow the range, filter, or use granularity=day.`);
 
 /**
- * A rollup's rows plus the same report over the records it does not hold yet: rows of the same
- * period and split are summed, new ones take their place in the report's order (period, then the
- * split's ids, byte by byte as the stores sort them). The merged report has the same cap.
+ * A rollup's rows plus the same report over the records it does not hold yet. Both come sorted
+ * as the report is (period, then the split's ids byte by byte, as SQLite's BINARY collation
+ * compares them), so one pass merges them: rows of the same period and split are summed, the
+ * others keep their order. The merged report has the same cap.
  */
 export function mergeUsageRows(rolled: UsageBucketRow[], tail: UsageBucketRow[]): UsageBucketRow[] {
   if (tail.length === 0) return rolled;
-  const keyOf = (r: UsageBucketRow) => `${r.period}\u0000${r.account_id ?? ""}\u0000${r.key_id ?? ""}\u0000${r.model ?? ""}`;
-  const rows = new Map(rolled.map((r) => [keyOf(r), r] as const));
-  for (const t of tail) {
-    const k = keyOf(t);
-    const r = rows.get(k);
-    if (!r) rows.set(k, t);
-    else for (const f of SUM_FIELDS) r[f] += t[f];
+  const merged: UsageBucketRow[] = [];
+  let i = 0;
+  let j = 0;
+  while (i < rolled.length || j < tail.length) {
+    const order = i === rolled.length ? 1 : j === tail.length ? -1 : reportOrder(rolled[i]!, tail[j]!);
+    if (order < 0) merged.push(rolled[i++]!);
+    else if (order > 0) merged.push(tail[j++]!);
+    else {
+      const r = rolled[i++]!;
+      const t = tail[j++]!;
+      for (const f of SUM_FIELDS) r[f] += t[f];
+      merged.push(r);
+    }
+    if (merged.length > MAX_REPORT_ROWS) throw tooLarge();
   }
-  if (rows.size > MAX_REPORT_ROWS) throw tooLarge();
-  const bytes = (a: string | undefined, b: string | undefined) => Buffer.compare(Buffer.from(a ?? ""), Buffer.from(b ?? ""));
-  return [...rows.values()].sort((a, b) => a.period - b.period || bytes(a.account_id, b.account_id) || bytes(a.key_id, b.key_id) || bytes(a.model, b.model));
+  return merged;
+}
+
+/** Two rows in the report's order: period, then account, key and model ids as UTF-8 bytes. */
+function reportOrder(a: UsageBucketRow, b: UsageBucketRow): number {
+  return a.period - b.period || byteOrder(a.account_id, b.account_id) || byteOrder(a.key_id, b.key_id) || byteOrder(a.model, b.model);
+}
+
+function byteOrder(a: string | undefined, b: string | undefined): number {
+  if (a === b) return 0;
+  return Buffer.compare(Buffer.from(a ?? ""), Buffer.from(b ?? ""));
 }
 
 /** Rows as the store returned them (PostgreSQL's bigints arrive as strings), checked against the cap. */
