@@ -12,7 +12,8 @@
  *            --streams N (S's streams, 20,000 by default: fewer for a smoke run)
  *            --profile   instead of the scenarios: CPU profile of the gateway under wrk load, and its
  *                        CPU by thread (PROFILE_MODE=stream-20|non-stream: one load; PROFILE_SAMPLER=off:
- *                        no sampler, the thread figures alone; PROFILE_KEEP_LOG=FILE keeps the gateway's log)
+ *                        no sampler, the thread figures alone; PROFILE_KEEP_LOG=FILE keeps the gateway's log;
+ *                        PROFILE_CONNECTIONS=N, 32 by default, 1 for the one-client case of A; PROFILE_SECONDS=S)
  *   env: BENCH_GATEWAY_ENV='{"NAME":"value"}' sets variables for this checkout's gateway alone
  *        (with --compare HEAD: an ablation of a setting, or a JavaScriptCore option, BUN_JSC_…)
  *
@@ -1204,15 +1205,16 @@ async function main() {
   /** --profile: the gateway under wrk load with Bun's sampling profiler; the profile is kept. */
   async function profile() {
     if (!ensureWrk().ok) throw new Error("--profile needs wrk");
-    const seconds = QUICK ? 3 : 10;
+    const seconds = Number(process.env.PROFILE_SECONDS ?? (QUICK ? 3 : 10));
+    const connections = Number(process.env.PROFILE_CONNECTIONS ?? 32);
     // PROFILE_MODE=stream-20 (or non-stream) profiles one load alone, so its functions are not mixed with the other's.
     const modes = ([["non-stream", false], ["stream-20", true]] as const).filter(([m]) => !process.env.PROFILE_MODE || process.env.PROFILE_MODE === m);
     for (const [mode, stream] of modes) {
       const t = openaiTargets(stream ? 20 : 16, stream).find((x) => x.name === "gateway")!;
       const before = cpuTicks(gwPid);
       const threadsBefore = threadTicks(gwPid);
-      const w = await runWrk(t.req.url, wrkScript(`profile-${mode}`, t.req.body, t.req.headers), 32, seconds);
-      say(`profile load ${mode}: ${w.requests} responses, ${f(((cpuTicks(gwPid) - before) * (1e6 / CLK_TCK)) / w.requests, 0)} µs CPU each (profiler ${SAMPLER ? "on" : "off"})`);
+      const w = await runWrk(t.req.url, wrkScript(`profile-${mode}`, t.req.body, t.req.headers), connections, seconds);
+      say(`profile load ${mode}, ${connections} connection${connections === 1 ? "" : "s"}: ${w.requests} responses, ${f(((cpuTicks(gwPid) - before) * (1e6 / CLK_TCK)) / w.requests, 0)} µs CPU each (profiler ${SAMPLER ? "on" : "off"})`);
       // Which threads the CPU went to: the JavaScript thread, the collector's helpers, the allocator's.
       const spent = [...threadTicks(gwPid)].map(([name, ticks]) => [name, ticks - (threadsBefore.get(name) ?? 0)] as const).filter(([, ticks]) => ticks > 0).sort((a, b) => b[1] - a[1]);
       say(`  by thread (µs per response): ${spent.map(([name, ticks]) => `${name} ${f((ticks * (1e6 / CLK_TCK)) / w.requests, 1)}`).join(", ")}`);
