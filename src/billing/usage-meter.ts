@@ -62,6 +62,7 @@ export class UsageMeter {
   #afterSample = 0;
   #finished = false;
   #empty = true;
+  #answered = false;
   #images = 0;
   #totalOnce: Promise<MeteredUsage> | undefined;
   #reasoningOnce: Promise<number | undefined> | undefined;
@@ -86,6 +87,7 @@ export class UsageMeter {
   /** A relayed text frame (`size` characters): it counts as output now, its text only if usage must be estimated. */
   defer(decode: () => StreamEvent[], size = 0): void {
     this.#empty = false;
+    this.#answered = true;
     if (this.#output !== undefined) return;
     if (this.#sample) {
       this.#afterSample += size * this.#sample.textPerFrameChar;
@@ -100,13 +102,16 @@ export class UsageMeter {
     if (e.type !== "error") this.#empty = false;
     switch (e.type) {
       case "text":
+        this.#answered = true;
         this.#keep(e.text);
         break;
       case "reasoning":
+        this.#answered = true;
         this.#keep(e.text);
         this.#keepReasoning(e.text);
         break;
       case "tool-call":
+        this.#answered = true;
         if (e.name) this.#keep(e.name);
         if (e.argumentsDelta) this.#keep(e.argumentsDelta);
         break;
@@ -129,9 +134,11 @@ export class UsageMeter {
         }
         break;
       case "finish":
+        this.#answered = true;
         this.#finished = true;
         break;
       case "image":
+        this.#answered = true;
         this.#images += 1;
         break;
       case "start":
@@ -157,6 +164,14 @@ export class UsageMeter {
   /** Nothing but errors seen: the upstream produced nothing to bill. */
   get empty(): boolean {
     return this.#empty;
+  }
+
+  /**
+   * Something of the answer itself came (text, thinking, a tool call, an image, or its end), not
+   * only counts announced ahead of it (Anthropic's `message_start`, a usage-only chunk).
+   */
+  get answered(): boolean {
+    return this.#answered;
   }
 
   get reported(): boolean {

@@ -14,6 +14,7 @@ import { upstreamStatusError } from "../providers/upstream-errors.ts";
 import { ImageFetchError, inlineImages } from "./inline-images.ts";
 import type { Scrubber } from "../log/scrub.ts";
 import { fastReader, wholeBody } from "../transport/http1/client.ts";
+import { ResponseFramingError } from "../transport/http1/response-parser.ts";
 import { ResponseTooLargeError, responseHeader, type ChunkReader, type Transport } from "../transport/transport.ts";
 import { Deadline, DeadlineExpired } from "./deadline.ts";
 import { requestedDelayMs, verdictFor, type Verdict } from "./retry-policy.ts";
@@ -113,6 +114,8 @@ export async function attemptUpstream(deps: AttemptDeps, req: AttemptRequest, ca
       res = await deps.fetch(call.url, { method: "POST", headers: call.headers, body: call.body, signal: deadline.signal });
     } catch (err) {
       if (!req.clientSignal.aborted) deps.log("warn", "upstream request failed", { requestId: req.requestId, provider: provider.id, error: String(err) });
+      // It was reached, and answered with something that is not HTTP: an unreadable answer, not a connection failure.
+      if (err instanceof ResponseFramingError) return refused("The upstream provider sent an unreadable answer. Retrying is appropriate.", err, "bad_answer");
       return refused("The upstream provider could not be reached. Retrying is appropriate.", err, "connect");
     }
     deadline.headArrived();

@@ -48,6 +48,8 @@ export async function openBillingSession(
     onCharged?: (inputTokens: number, outputTokens: number, costMicro: number) => void;
     /** Called once when the request ends (settled, whichever way): gives back the key's place among its requests under way. */
     onEnded?: () => void;
+    /** How many answers the model makes for this request (OpenAI's `n`; plan.ts answersAsked). */
+    answers?: (model: ModelConfig) => number;
   },
 ): Promise<BillingSession> {
   const { ledger, log } = deps;
@@ -79,9 +81,15 @@ export async function openBillingSession(
 
   const settleOnce = async (status: SettleStatus) => {
     try {
-      // Nothing produced, nothing charged: an upstream that failed before answering costs nothing.
-      const produced = status !== "upstream_error" && meter !== undefined && !meter.empty;
-      const usage = produced ? await meter!.total(o.promptText) : undefined;
+      // Nothing produced, nothing charged: an upstream that failed before answering costs nothing,
+      // and so does a stream the upstream broke before its first token (Anthropic's message_start
+      // announces the prompt's tokens, then `overloaded_error`: the answer failed, nothing came).
+      const produced = status !== "upstream_error" && meter !== undefined && !meter.empty && (status !== "stream_failed" || meter.answered);
+      const counted = produced ? await meter!.total(o.promptText) : undefined;
+      // n answers whose tokens the upstream did not report: the meter reads the first answer's
+      // text, and the others are taken to be as long (the hold caps it at n answers' worst case).
+      const answers = counted?.estimated && model && o.answers ? o.answers(model) : 1;
+      const usage = counted && answers > 1 ? { ...counted, outputTokens: counted.outputTokens * answers } : counted;
       const classes = usage ? classesOf(usage, meter!.reasoned ? ((await meter!.reasoningTokens()) ?? 0) : 0) : NO_TOKENS;
       const prices = priceListOf(model?.pricing);
       const costMicro = produced && model ? classesCostMicro(classes, prices) : 0;
@@ -103,7 +111,9 @@ export async function openBillingSession(
         latencyMs: Math.round(performance.now() - o.startedAt),
         clientRequestId: o.clientRequestId,
       });
-      o.onCharged?.(inputTokens, outputTokens, costMicro);
+      // What the ledger posts: at most the hold (an upstream that reports more than it could have
+      // produced is charged the hold), nothing without one. Metrics and the access log say the same.
+      o.onCharged?.(inputTokens, outputTokens, reserved ? Math.min(costMicro, o.worstCaseMicro) : 0);
       // A free answer's record may trail it: nothing billed, nothing to lose.
       if (reserved && costMicro > 0) await durable;
     } catch (err) {

@@ -33,6 +33,8 @@ export async function countMessageTokens(
   /** The key's model list (null: every model): a count for a model it may not use is refused like a request. */
   allowed: readonly string[] | null = null,
 ): Promise<Response> {
+  // The same refusal as POST /v1/messages for the same body (a count of nothing is no conversation).
+  if (Array.isArray(body.messages) && body.messages.length === 0) throw new GatewayError(422, "invalid_request", "messages must contain at least one message.");
   const name = String(body.model);
   const model = deps.catalogue.get(name);
   if (!model) throw new GatewayError(404, "not_found", `The model "${name.slice(0, 200)}" does not exist. GET /v1/models lists the available ids.`);

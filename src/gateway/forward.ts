@@ -9,7 +9,7 @@ import type { Ticker } from "../streaming/ticker.ts";
 import type { Tokenizer } from "../billing/token-estimate.ts";
 import type { Scrubber } from "../log/scrub.ts";
 import type { Inflight } from "./inflight.ts";
-import { planRequest } from "./plan.ts";
+import { answersAsked, planRequest } from "./plan.ts";
 import { openBillingSession } from "./billing-session.ts";
 import type { ActiveKey } from "../accounts/account-store.ts";
 import { attemptUpstream, clientClosed } from "./attempt.ts";
@@ -102,6 +102,7 @@ export async function forward(deps: ForwardDeps, req: ForwardRequest): Promise<R
       onCharged: trace && ((inputTokens, outputTokens, costMicro) => trace.charged(inputTokens, outputTokens, costMicro)),
       // From here the settlement gives the place back, once, whatever happens to the request.
       onEnded: slot.release,
+      answers: typeof req.body.n === "number" && req.body.n > 1 ? (model) => answersAsked(deps.settings, req.format.wire, req.body, model) : undefined,
     });
   } catch (err) {
     slot.release();

@@ -44,8 +44,22 @@ export async function planRequest(
     settings.limits.max_tokens_cap,
     async () => (await count(prompt())) + 4 * messageCount + 3,
   );
-  const worstCaseMicro = Math.max(...candidates.map((c) => mostItCosts(c.model.pricing, promptBound, c.maxTokens, c.model.category === "image" ? 1 : 0)));
+  const worstCaseMicro = Math.max(...candidates.map((c) =>
+    mostItCosts(c.model.pricing, promptBound, c.maxTokens * answersAsked(settings, wire, body, c.model), c.model.category === "image" ? 1 : 0)));
   return { ...requestIds(), candidates, worstCaseMicro, promptText: prompt };
+}
+
+/**
+ * OpenAI's `n`: how many answers a chat completions request gets from `model`, each up to its
+ * max_tokens. An OpenAI-kind chat API makes them all and reports their tokens together, so the
+ * hold must cover all of them (held for one, the charge, capped by the hold, would bill n answers
+ * as one); a request translated for an Anthropic upstream, or sent to the images API, asks for one.
+ */
+export function answersAsked(settings: Settings, wire: UpstreamKind, body: Record<string, unknown>, model: ModelConfig): number {
+  const n = wire === "openai" ? body.n : undefined;
+  if (typeof n !== "number" || !Number.isInteger(n) || n <= 1) return 1;
+  const openaiChat = settings.providers.get(model.provider)?.kind === "openai" && model.upstream_api !== "images" && model.category !== "embedding";
+  return openaiChat ? n : 1;
 }
 
 /**

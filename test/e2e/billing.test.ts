@@ -153,7 +153,135 @@ describe("reserve, then settle", () => {
   });
 });
 
+describe("n answers (OpenAI's n)", () => {
+  /** An OpenAI answer with `n` choices of `each` completion tokens, usage over all of them, as the vendor reports it. */
+  const answers = (n: number, each: number) => ({
+    id: "chatcmpl-n", object: "chat.completion", created: 1761565012, model: "gpt-4o-mini",
+    choices: Array.from({ length: n }, (_, index) => ({ index, message: { role: "assistant", content: `answer ${index}`, refusal: null }, logprobs: null, finish_reason: "length" })),
+    usage: { prompt_tokens: 10, completion_tokens: n * each, total_tokens: 10 + n * each },
+  });
+  const streamed = (n: number, each: number) => [
+    ...Array.from({ length: n }, (_, index) => `data: ${JSON.stringify({ id: "chatcmpl-n", object: "chat.completion.chunk", created: 1761565012, model: "gpt-4o-mini", choices: [{ index, delta: { role: "assistant", content: `answer ${index}` }, finish_reason: null }] })}\n\n`),
+    ...Array.from({ length: n }, (_, index) => `data: ${JSON.stringify({ id: "chatcmpl-n", object: "chat.completion.chunk", created: 1761565012, model: "gpt-4o-mini", choices: [{ index, delta: {}, finish_reason: "length" }] })}\n\n`),
+    `data: ${JSON.stringify({ id: "chatcmpl-n", object: "chat.completion.chunk", created: 1761565012, model: "gpt-4o-mini", choices: [], usage: { prompt_tokens: 10, completion_tokens: n * each, total_tokens: 10 + n * each } })}\n\n`,
+    "data: [DONE]\n\n",
+  ];
+
+  test("every answer is held for and charged, streamed or not: n × 1,000 tokens cost n times one answer", async () => {
+    const gw = await startGateway({ upstreamUrl: upstream.url });
+    try {
+      const start = await gw.balanceMicro();
+      upstream.reply({ kind: "json", body: answers(8, 1000) });
+      const whole = await post(gw, "/v1/chat/completions", { model: OPENAI_MODEL, n: 8, max_tokens: 1000, messages: question });
+      expect(whole.status).toBe(200);
+      const body = (await whole.json()) as { choices: unknown[]; usage: { completion_tokens: number } };
+      expect(body.choices.length).toBe(8);
+      expect(body.usage.completion_tokens).toBe(8000);
+      expect(upstream.requests.at(-1)!.body.n).toBe(8);
+
+      upstream.reply({ kind: "sse", chunks: streamed(3, 1000) });
+      const stream = await post(gw, "/v1/chat/completions", { model: OPENAI_MODEL, n: 3, max_tokens: 1000, messages: question, stream: true });
+      const frames = sseFrames(await stream.text());
+      expect(new Set(frames.filter((f) => f.data !== "[DONE]").flatMap((f) => JSON.parse(f.data).choices.map((c: { index: number }) => c.index)))).toEqual(new Set([0, 1, 2]));
+
+      const [first, second] = await records(gw);
+      // Charged what the vendor counted for all of them, not capped at one answer's hold.
+      expect(first).toMatchObject({ prompt_tokens: 10, completion_tokens: 8000, status: "ok" });
+      expect(first!.cost_micro).toBe(10 * 150 + 8000 * 600);
+      expect(second).toMatchObject({ prompt_tokens: 10, completion_tokens: 3000, status: "ok" });
+      expect(second!.cost_micro).toBe(10 * 150 + 3000 * 600);
+      expect(start - (await gw.balanceMicro())).toBe(first!.cost_micro + second!.cost_micro);
+      expect(openReservations(gw)).toBe(0);
+    } finally {
+      await gw.stop();
+    }
+  });
+
+  test("the hold covers every answer: a balance for one answer but not for three is a 402 for n = 3, before any upstream call", async () => {
+    // One answer's worst case is about 0.6 credits (1,000 tokens at 600 per million), three are 1.8.
+    const gw = await startGateway({ upstreamUrl: upstream.url, credits: 1 });
+    try {
+      const refused = await post(gw, "/v1/chat/completions", { model: OPENAI_MODEL, n: 3, max_tokens: 1000, messages: question });
+      expect(refused.status).toBe(402);
+      expect(((await refused.json()) as any).error.type).toBe("insufficient_quota");
+      expect(upstream.requests.length).toBe(0);
+      const one = await post(gw, "/v1/chat/completions", { model: OPENAI_MODEL, n: 1, max_tokens: 1000, messages: question });
+      expect(one.status).toBe(200);
+      await one.text();
+    } finally {
+      await gw.stop();
+    }
+  });
+
+  test("an upstream that does not report usage: n answers are estimated as n times the first one", async () => {
+    const gw = await startGateway({ upstreamUrl: upstream.url });
+    try {
+      const unreported = (n: number) => ({ ...answers(n, 0), usage: undefined });
+      upstream.reply({ kind: "json", body: unreported(1) });
+      await (await post(gw, "/v1/chat/completions", { model: OPENAI_MODEL, max_tokens: 1000, messages: question })).text();
+      upstream.reply({ kind: "json", body: unreported(3) });
+      await (await post(gw, "/v1/chat/completions", { model: OPENAI_MODEL, n: 3, max_tokens: 1000, messages: question })).text();
+      const [one, three] = await records(gw);
+      expect(one).toMatchObject({ estimated: 1, status: "ok" });
+      expect(one!.completion_tokens).toBeGreaterThan(0);
+      expect(three).toMatchObject({ estimated: 1, status: "ok", prompt_tokens: one!.prompt_tokens, completion_tokens: 3 * one!.completion_tokens });
+      expect(three!.cost_micro).toBe(one!.prompt_tokens * 150 + 3 * one!.completion_tokens * 600);
+    } finally {
+      await gw.stop();
+    }
+  });
+
+  test("n outside 1–128 is a 400; an Anthropic upstream makes one answer and is held for one", async () => {
+    const gw = await startGateway({ upstreamUrl: upstream.url, credits: 1 });
+    try {
+      for (const n of [0, 129, 1.5, "2"]) {
+        const res = await post(gw, "/v1/chat/completions", { model: OPENAI_MODEL, n, messages: question });
+        expect(res.status).toBe(400);
+        expect(((await res.json()) as any).error.type).toBe("invalid_request_error");
+      }
+      // Translated to Anthropic, the request asks for one answer: a balance for one is enough.
+      const res = await post(gw, "/v1/chat/completions", { model: ANTHROPIC_MODEL, n: 3, max_tokens: 20, messages: question });
+      expect(res.status).toBe(200);
+      await res.text();
+      expect(upstream.requests.at(-1)!.body.n).toBeUndefined();
+    } finally {
+      await gw.stop();
+    }
+  });
+});
+
 describe("failures cost nothing; partial answers cost what they produced", () => {
+  test("a stream the upstream breaks before its first token costs nothing, though it announced the prompt's tokens", async () => {
+    const gw = await startGateway({ upstreamUrl: upstream.url });
+    try {
+      const start = await gw.balanceMicro();
+      const ev = (type: string, data: object) => `event: ${type}\ndata: ${JSON.stringify({ type, ...data })}\n\n`;
+      // Anthropic: message_start carries input_tokens, then overloaded_error, no content at all.
+      upstream.reply({ kind: "sse", chunks: [
+        ev("message_start", { message: { id: "msg_x", type: "message", role: "assistant", model: "claude-sonnet-4-5", content: [], stop_reason: null, stop_sequence: null, usage: { input_tokens: 5000, output_tokens: 1 } } }),
+        ev("ping", {}),
+        ev("error", { error: { type: "overloaded_error", message: "Overloaded" } }),
+      ] });
+      const anthropic = await post(gw, "/v1/messages", { model: ANTHROPIC_MODEL, max_tokens: 50, stream: true, messages: question });
+      expect(sseFrames(await anthropic.text()).some((f) => f.event === "error")).toBe(true);
+      // OpenAI: a role frame and a usage-only chunk, then an error frame.
+      const chunk = (body: object) => `data: ${JSON.stringify({ id: "chatcmpl-x", object: "chat.completion.chunk", created: 1, model: "gpt-4o-mini", ...body })}\n\n`;
+      upstream.reply({ kind: "sse", chunks: [
+        chunk({ choices: [{ index: 0, delta: { role: "assistant", content: "" }, finish_reason: null }] }),
+        chunk({ choices: [], usage: { prompt_tokens: 5000, completion_tokens: 0, total_tokens: 5000 } }),
+        `data: ${JSON.stringify({ error: { message: "overloaded", type: "server_error" } })}\n\n`,
+      ] });
+      const openai = await post(gw, "/v1/chat/completions", { model: OPENAI_MODEL, max_tokens: 50, stream: true, messages: question });
+      expect(await openai.text()).toContain('"error"');
+      const all = await records(gw);
+      expect(all.map((r) => [r.status, r.cost_micro])).toEqual([["stream_failed", 0], ["stream_failed", 0]]);
+      expect(await gw.balanceMicro()).toBe(start);
+      expect(openReservations(gw)).toBe(0);
+    } finally {
+      await gw.stop();
+    }
+  });
+
   test("an upstream that never sends its first byte → 502, nothing charged", async () => {
     const gw = await startGateway({ upstreamUrl: upstream.url, firstByteMs: 200 });
     try {

@@ -67,6 +67,10 @@ describe("client errors on /v1/messages are Anthropic-shaped", () => {
   test("empty messages → 422", async () => {
     await expectError(await post(gw, "/v1/messages", { model: ANTHROPIC_MODEL, max_tokens: 10, messages: [] }), 422, "anthropic");
   });
+  test("empty messages on count_tokens → the same 422 as /v1/messages, not a count of nothing", async () => {
+    const body = await expectError(await post(gw, "/v1/messages/count_tokens", { model: ANTHROPIC_MODEL, messages: [] }), 422, "anthropic");
+    expect(body.error.message).toBe("messages must contain at least one message.");
+  });
   test("unknown model → 404 not_found_error", async () => {
     const body = await expectError(await post(gw, "/v1/messages", { model: "x/y", max_tokens: 10, messages: question }), 404, "anthropic");
     expect(body.error.type).toBe("not_found_error");

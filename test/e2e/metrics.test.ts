@@ -199,6 +199,35 @@ describe("who may scrape", () => {
     }
   });
 
+  test("an upstream that reports more than the hold could cover: the credits counted and logged are what the ledger charged", async () => {
+    const lines: { message: string; fields: Record<string, unknown> }[] = [];
+    const own = await startGateway({ upstreamUrl: upstream.url, log: (_level, message, fields) => lines.push({ message, fields: fields ?? {} }) });
+    try {
+      // 100,000 prompt tokens claimed for one word: far past the hold for this request.
+      upstream.reply({ kind: "json", body: {
+        id: "chatcmpl-big", object: "chat.completion", created: 1, model: "gpt-4o-mini",
+        choices: [{ index: 0, message: { role: "assistant", content: "ok" }, finish_reason: "stop" }],
+        usage: { prompt_tokens: 100_000, completion_tokens: 1, total_tokens: 100_001 },
+      } });
+      const res = await post(own, "/v1/chat/completions", { model: OPENAI_MODEL, max_tokens: 10, messages: hi }, { "x-request-id": "over-the-hold" });
+      expect(res.status).toBe(200);
+      await res.text();
+      await own.app.services.settled();
+      const db = new Database(own.dbPath, { readonly: true });
+      const record = db.query<{ cost: number; held: number | null }, []>("SELECT cost_micro AS cost, held_micro AS held FROM usage_records").get()!;
+      db.close();
+      // The ledger charged the hold, less than the price book's sum for what was claimed.
+      expect(record.held).toBe(record.cost);
+      expect(record.cost).toBeLessThan(100_000 * 150 + 600);
+      const m = await scrape(own);
+      expect(m.get(`switchyard_credits_charged_total{model="${OPENAI_MODEL}"}`)).toBeCloseTo(record.cost / 1e6, 9);
+      const line = lines.find((l) => l.message === "request" && l.fields.clientRequestId === "over-the-hold")!;
+      expect(line.fields.credits).toBeCloseTo(record.cost / 1e6, 9);
+    } finally {
+      await own.stop();
+    }
+  });
+
   test("SWITCHYARD_METRICS=off: nothing counted, /metrics is a 404", async () => {
     const own = await startGateway({ upstreamUrl: upstream.url, ops: { metrics: false, accessLog: { enabled: false, sample: 1, level: "info" } } });
     try {

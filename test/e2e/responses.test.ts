@@ -445,7 +445,15 @@ describe("responses API requests the gateway refuses or adapts", () => {
     expect(missing).toBeInstanceOf(OpenAI.NotFoundError);
     const empty = await post(gw, "/v1/responses", { model: OPENAI_MODEL, input: [] });
     expect(empty.status).toBe(422);
-    expect(((await empty.json()) as any).error.type).toBe("invalid_request_error");
+    expect(((await empty.json()) as any).error).toMatchObject({ type: "invalid_request_error", message: "input must contain at least one item." });
+    // Only items no chat upstream takes: the same 422, in the Responses API's words, naming them.
+    const unsendable = await post(gw, "/v1/responses", { model: OPENAI_MODEL, input: [{ type: "bogus" }, { type: "web_search_call", id: "ws_1" }] });
+    expect(unsendable.status).toBe(422);
+    const message = ((await unsendable.json()) as any).error.message as string;
+    expect(message).toStartWith("input must contain at least one message");
+    expect(message).toContain('"bogus"');
+    expect(message).toContain('"web_search_call"');
+    expect(message).not.toContain("messages");
     const role = await post(gw, "/v1/responses", { model: OPENAI_MODEL, input: [{ type: "message", role: "robot", content: "x" }] });
     expect(role.status).toBe(400);
     expect(((await role.json()) as any).error.message).toContain('role "robot"');

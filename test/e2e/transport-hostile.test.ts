@@ -470,6 +470,31 @@ describe("through the gateway", () => {
     });
   }
 
+  const malformed: [string, string][] = [
+    ["a folded header line", `HTTP/1.1 200 OK\r\ncontent-type: application/json\r\nx-fold: a\r\n  b\r\ncontent-length: ${completion.length}\r\n\r\n${completion}`],
+    ["both Content-Length and Transfer-Encoding", `HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ncontent-length: ${completion.length}\r\ntransfer-encoding: chunked\r\n\r\n${completion.length.toString(16)}\r\n${completion}\r\n0\r\n\r\n`],
+    ["a chunk size that is not hex", `HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ntransfer-encoding: chunked\r\n\r\nzz\r\n${completion}\r\n0\r\n\r\n`],
+  ];
+  for (const [name, bytes] of malformed) {
+    test(`an answer that is not HTTP/1.1 we can read (${name}): 502 "unreadable answer", classed bad_answer (it was reached), nothing charged`, async () => {
+      const { gw, before } = await gatewayOver((_req, socket) => {
+        socket.write(bytes);
+        socket.end();
+      });
+      try {
+        const res = await postToGateway(gw, "/v1/chat/completions", ask);
+        expect(res.status).toBe(502);
+        expect(await res.json()).toMatchObject({ error: { message: "The upstream provider sent an unreadable answer. Retrying is appropriate.", type: "upstream_error" } });
+        const metrics = await (await fetch(`${gw.url}/metrics`)).text();
+        expect(metrics).toMatch(/switchyard_upstream_errors_total\{provider="fake-openai",class="bad_answer"\} [1-9]/);
+        expect(metrics).not.toMatch(/switchyard_upstream_errors_total\{provider="fake-openai",class="connect"\} [1-9]/);
+        expect(await gw.balanceMicro()).toBe(before);
+      } finally {
+        await gw.stop();
+      }
+    });
+  }
+
   test("a stream over the cap ends with an error frame, and nothing is charged", async () => {
     const frame = Buffer.from(`data: {"id":"c","object":"chat.completion.chunk","created":1,"model":"m","choices":[{"index":0,"delta":{"content":"${"x".repeat(4000)}"},"finish_reason":null}]}\n\n`);
     const chunk = Buffer.concat([Buffer.from(`${frame.length.toString(16)}\r\n`), frame, Buffer.from("\r\n")]);

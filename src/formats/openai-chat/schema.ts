@@ -31,6 +31,8 @@ export const ChatRequest = OpenObject({
   stream_options: Nullable(OpenObject({ include_usage: t.Optional(t.Boolean()) })),
   max_tokens: MaxTokens,
   max_completion_tokens: MaxTokens,
+  /** Answers asked for (OpenAI allows 1–128), each up to max_tokens: held and charged for all of them. */
+  n: Nullable(WholeNumber({ minimum: 1, maximum: 128 })),
   temperature: Nullable(t.Number({ minimum: 0, maximum: 2 })),
   top_p: Nullable(t.Number({ minimum: 0, maximum: 1 })),
   stop: t.Optional(t.Union([t.String(), t.Array(t.String(), { maxItems: 16 }), t.Null()])),

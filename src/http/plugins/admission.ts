@@ -113,11 +113,13 @@ export function admissionPlugin(o: AdmissionOptions) {
   function decide(request: Request, set: { headers: Record<string, unknown> }, path: string, server: AdminServer): Response | undefined | Promise<Response | undefined> {
     const anthropic = path.startsWith("/v1/messages");
     const length = Number(request.headers.get("content-length") ?? 0);
-    if (length > o.maxBodyBytes) {
-      return errorResponse(anthropic, 413, "request_too_large", `The request body is ${length} bytes; the limit is ${o.maxBodyBytes}.`, { connection: "close" });
-    }
-    if (!path.startsWith("/v1/")) return o.console && path.startsWith("/console/api/") ? o.console(request) : undefined;
-    if (path.startsWith("/v1/admin/")) return o.admin?.(request, server);
+    // Refused from its Content-Length, but only once the credentials pass: without them the answer
+    // is 401 whatever the body, so an anonymous client does not even learn the size limit.
+    const tooLarge = length > o.maxBodyBytes
+      ? () => errorResponse(anthropic, 413, "request_too_large", `The request body is ${length} bytes; the limit is ${o.maxBodyBytes}.`, { connection: "close" })
+      : undefined;
+    if (!path.startsWith("/v1/")) return (o.console && path.startsWith("/console/api/") ? o.console(request) : undefined) ?? tooLarge?.();
+    if (path.startsWith("/v1/admin/")) return o.admin?.(request, server) ?? tooLarge?.();
 
     const key = extractKey(request.headers);
     let found: ActiveKey | null | Promise<ActiveKey | null>;
@@ -127,8 +129,8 @@ export function admissionPlugin(o: AdmissionOptions) {
       return keyStoreDown(request, anthropic);
     }
     // A shared key store (PostgreSQL) answers a cache miss later; SQLite answers at once.
-    if (found instanceof Promise) return found.then((k) => limit(request, set, k, anthropic, path), () => keyStoreDown(request, anthropic));
-    return limit(request, set, found, anthropic, path);
+    if (found instanceof Promise) return found.then((k) => limit(request, set, k, anthropic, path, tooLarge), () => keyStoreDown(request, anthropic));
+    return limit(request, set, found, anthropic, path, tooLarge);
   }
 
   /** The key store cannot be read (a broken disk, an unreachable database): nobody can be admitted, but nothing crashes. */
@@ -136,12 +138,15 @@ export function admissionPlugin(o: AdmissionOptions) {
     return errorResponse(anthropic, 503, "overloaded", "The gateway cannot check API keys right now. Retry in a few seconds.", { "retry-after": "5", ...unreadBodyHeaders(request) });
   }
 
-  function limit(request: Request, set: { headers: Record<string, unknown> }, found: ActiveKey | null, anthropic: boolean, path: string): Response | undefined | Promise<Response | undefined> {
+  function limit(
+    request: Request, set: { headers: Record<string, unknown> }, found: ActiveKey | null, anthropic: boolean, path: string, tooLarge: (() => Response) | undefined,
+  ): Response | undefined | Promise<Response | undefined> {
     if (!found) {
       o.onRejected(request, 401);
       return errorResponse(anthropic, 401, "authentication",
         "Invalid API key: send a key of the form svc-sk-… in the Authorization (Bearer) or x-api-key header.", unreadBodyHeaders(request));
     }
+    if (tooLarge) return tooLarge();
     o.principals.attach(request, found);
     // A client asking what its key may still spend (and when its limits reset) is answered even
     // with an empty bucket: the question costs nothing and is how it learns when to come back.

@@ -38,6 +38,13 @@ export function responsesRoute(deps: ForwardDeps & { catalogue: Catalogue; respo
           if (err instanceof ResponsesRequestError) throw new GatewayError(400, "invalid_request", err.message);
           throw err;
         }
+        // Nothing left to send (no input, or only items no chat upstream can take): the 422 of an
+        // empty conversation, in the Responses API's own words rather than chat's `messages`.
+        if (plan.chat.messages.length === 0) {
+          const unsent = [...new Set(plan.dropped.filter((d) => d.startsWith("item:")).map((d) => d.slice(5)))];
+          throw new GatewayError(422, "invalid_request",
+            `input must contain at least one message${unsent.length > 0 ? ` (items of type ${unsent.map((t) => JSON.stringify(t.slice(0, 100))).join(", ")} are not forwarded to chat upstreams)` : ""}.`);
+        }
         // `store` is OpenAI's default; Codex and careful clients say false, and then nothing is kept.
         const keep = store.enabled && body.store !== false;
         // An input that alone is past the per-answer limit could never be kept: refused before
