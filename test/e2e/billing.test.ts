@@ -153,6 +153,33 @@ describe("reserve, then settle", () => {
   });
 });
 
+describe("usage an upstream reports that cannot be true", () => {
+  test("negative counts on a same-format stream: not relayed; the client that asked for usage sees what was charged", async () => {
+    const gw = await startGateway({ upstreamUrl: upstream.url });
+    try {
+      const chunk = (body: object) => `data: ${JSON.stringify({ id: "chatcmpl-x", object: "chat.completion.chunk", created: 1, model: "gpt-4o-mini", ...body })}\n\n`;
+      upstream.reply({ kind: "sse", chunks: [
+        chunk({ choices: [{ index: 0, delta: { role: "assistant", content: "hello" }, finish_reason: null }] }),
+        chunk({ choices: [{ index: 0, delta: {}, finish_reason: "stop" }] }),
+        chunk({ choices: [], usage: { prompt_tokens: -1_000_000, completion_tokens: -1_000_000, total_tokens: -2_000_000 } }),
+        "data: [DONE]\n\n",
+      ] });
+      const res = await post(gw, "/v1/chat/completions", { model: OPENAI_MODEL, max_tokens: 50, stream: true, stream_options: { include_usage: true }, messages: question });
+      const text = await res.text();
+      expect(text).not.toContain("-1000000");
+      const chunks = sseFrames(text).filter((f) => f.data !== "[DONE]").map((f) => JSON.parse(f.data));
+      const usage = chunks.filter((c) => c.usage).map((c) => c.usage);
+      expect(usage).toHaveLength(1);
+      const [record] = await records(gw);
+      expect(record).toMatchObject({ estimated: 1, status: "ok" });
+      expect(usage[0]).toMatchObject({ prompt_tokens: record!.prompt_tokens, completion_tokens: record!.completion_tokens });
+      expect(record!.cost_micro).toBe(record!.prompt_tokens * 150 + record!.completion_tokens * 600);
+    } finally {
+      await gw.stop();
+    }
+  });
+});
+
 describe("n answers (OpenAI's n)", () => {
   /** An OpenAI answer with `n` choices of `each` completion tokens, usage over all of them, as the vendor reports it. */
   const answers = (n: number, each: number) => ({

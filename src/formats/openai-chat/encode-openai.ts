@@ -219,11 +219,17 @@ export function createOpenAIRelay(ctx: EncodeContext): ClientSink {
         return out;
       }
       if (events.some((e) => e.type === "text")) encoder.noteText();
+      // Counts the meter refused (negative, fractional, absurd) are not what is charged: such a
+      // usage is not relayed, and the client that asked for usage gets the gateway's at the end.
+      let refusedUsage = false;
       for (const e of events) {
-        if (e.type === "usage") {
-          sawUsage = true;
-          usage = nextUsage(undefined, e);
+        if (e.type !== "usage") continue;
+        if (e.inputTokens === undefined || e.outputTokens === undefined) {
+          refusedUsage = true;
+          continue;
         }
+        sawUsage = true;
+        usage = nextUsage(undefined, e);
       }
       if (parsed === undefined || parsed === null || typeof parsed !== "object") return ""; // [DONE] is re-sent by end()
       const chunk = parsed as Record<string, unknown>;
@@ -231,7 +237,13 @@ export function createOpenAIRelay(ctx: EncodeContext): ClientSink {
       const failed = events.find((e) => e.type === "error");
       if (failed) return encoder.event(failed);
       const choices = chunk.choices as unknown[] | undefined;
-      if (!ctx.includeUsage && (!choices || choices.length === 0) && chunk.usage) return "";
+      if ((!ctx.includeUsage || refusedUsage) && (!choices || choices.length === 0) && chunk.usage) return "";
+      if (refusedUsage && chunk.usage) {
+        delete chunk.usage;
+        chunk.model = ctx.model;
+        if ("id" in chunk) chunk.id = ctx.id;
+        return `data: ${JSON.stringify(chunk)}\n\n`;
+      }
       if (typeof chunk.id === "string") theirId = `"id":${JSON.stringify(chunk.id)}`;
       if (typeof chunk.model === "string") {
         const name = `"model":${JSON.stringify(chunk.model)}`;
