@@ -509,12 +509,16 @@ describe("responses API requests the gateway refuses or adapts", () => {
     expect(err).toBeInstanceOf(OpenAI.APIError);
   });
 
-  test("an upstream that stops without finishing: the stream ends with response.failed, never completed", async () => {
+  test("an upstream that stops without finishing: the stream ends with response.failed, never completed; what went out stays in its output, incomplete", async () => {
     upstream.reply({ kind: "sse", chunks: ['data: {"id":"c","object":"chat.completion.chunk","created":1,"model":"m","choices":[{"index":0,"delta":{"content":"Half"},"finish_reason":null}]}\n\n'] });
     const res = await post(gw, "/v1/responses", { model: OPENAI_MODEL, input: "x", stream: true });
-    const types = sseFrames(await res.text()).map((f) => f.event);
-    expect(types.at(-1)).toBe("response.failed");
+    const frames = sseFrames(await res.text());
+    const types = frames.map((f) => f.event);
+    expect(types.slice(-2)).toEqual(["error", "response.failed"]);
     expect(types).not.toContain("response.completed");
+    const failed = JSON.parse(frames.at(-1)!.data).response;
+    expect(failed.output).toEqual([expect.objectContaining({ type: "message", status: "incomplete", content: [{ type: "output_text", text: "Half", annotations: [] }] })]);
+    expect(types).toContain("response.output_item.done");
   });
 });
 

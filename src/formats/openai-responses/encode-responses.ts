@@ -224,7 +224,7 @@ function createBuilder(ctx: EncodeContext, plan: ResponsesAnswerPlan, frames: bo
       case "function":
         emit("response.function_call_arguments.done", { item_id: item.id, output_index: index, name: item.name, arguments: text });
         item.arguments = text;
-        item.status = "completed";
+        item.status = status;
         break;
       case "custom": {
         // The upstream called a function taking `{input}`; the client asked for a free-form tool.
@@ -243,10 +243,11 @@ function createBuilder(ctx: EncodeContext, plan: ResponsesAnswerPlan, frames: bo
     current = undefined;
   };
 
-  const closeAll = (status: "completed" | "incomplete") => {
+  /** `tools`: a call cut off by a failure is incomplete; one the answer ended after is whole. */
+  const closeAll = (status: "completed" | "incomplete", tools: "completed" | "incomplete" = "completed") => {
     if (current) close(current, status);
     current = undefined;
-    for (const tool of [...toolsByEvent.values()].sort((a, b) => a.index - b.index)) close(tool, "completed");
+    for (const tool of [...toolsByEvent.values()].sort((a, b) => a.index - b.index)) close(tool, tools);
     toolsByEvent.clear();
   };
 
@@ -338,6 +339,8 @@ function createBuilder(ctx: EncodeContext, plan: ResponsesAnswerPlan, frames: bo
           break;
         case "error": {
           begin();
+          // What already went out stays in the failed response's output, as incomplete items.
+          closeAll("incomplete", "incomplete");
           const code = ERROR_CODE[e.errorType];
           emit("error", { code, message: e.message, param: null });
           emit("response.failed", { response: response("failed", { error: { code, message: e.message }, usage: finalUsage() }) });
