@@ -32,6 +32,8 @@ const { settings, stores: choice, ops, role, pgTimings, demo: demoWanted } = env
 const log = jsonLogger(env.logLevel);
 /** How long running answers may take to finish after SIGTERM before the process exits anyway. */
 const SHUTDOWN_GRACE_MS = env.shutdownGraceMs;
+/** How long answers cut at the end of the grace period get to settle (one commit; the spill file after). */
+const CUT_SETTLE_MS = 1_000;
 if (role.kind === "supervisor") {
   // SWITCHYARD_WORKERS > 1: this process only starts, replaces and stops the workers (src/supervisor.ts).
   if (!choice.redisUrl) log("warn", "rate limits and max_concurrent_requests are kept per worker without SWITCHYARD_REDIS_URL: a key may get up to SWITCHYARD_WORKERS times its limits", { workers: role.workers });
@@ -155,6 +157,14 @@ async function shutdown(signal: string): Promise<void> {
   app.services.drain();
   const drained = Promise.all([app.server?.stop(false), app.services.inflight.idle()]);
   await Promise.race([drained, Bun.sleep(SHUTDOWN_GRACE_MS)]);
+  // Answers still running when the grace ends are cut now, while the ledger still writes: each
+  // settles for what it produced (a cut stream pays for what it sent), instead of ending with the
+  // process and leaving no record. What settles later still goes to the spill file (settlement-queue.ts).
+  if (app.services.inflight.count > 0) {
+    log("warn", "answers still running at the end of the grace period are cut", { inflight: app.services.inflight.count });
+    void app.server?.stop(true);
+    await Promise.race([app.services.inflight.idle(), Bun.sleep(CUT_SETTLE_MS)]);
+  }
   // The last settlements' alerts are queued while the store is open; sends under way are cut
   // (their events stay in the outbox and go at the next start).
   if (app.services.alerts) {

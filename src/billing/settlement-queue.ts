@@ -111,6 +111,8 @@ export function createSettlementQueue<Q extends QueuedSettlement>(store: Settlem
   let retryDelay = 0;
   let lastCommitAt = now();
   let closed = false;
+  /** What the spill file holds since close: each late settlement rewrites it with all of them. */
+  let spilled: Q[] = [];
 
   const recovered = () => {
     lastCommitAt = now();
@@ -324,10 +326,35 @@ export function createSettlementQueue<Q extends QueuedSettlement>(store: Settlem
 
   const admits = (paid: boolean) => !closed && queue.length < o.maxQueued && (!paid || failingSince === undefined);
 
+  /**
+   * A settlement that arrives once the queue has closed (an answer that finished, or was cut,
+   * while the process stops): kept in the spill file with everything kept before it, durably,
+   * before its promise resolves, so its answer's last byte still follows a durable record. Queued
+   * now, it would be written by nobody while its client got the whole answer. When it cannot be
+   * kept, the log has it in full and its promise never resolves: the answer does not end as whole.
+   */
+  function keepAfterClose(q: Q): Promise<void> {
+    q.at ??= now();
+    if (store.spill) {
+      try {
+        const all = [...spilled, q];
+        store.spill(all);
+        spilled = all;
+        log("warn", "a settlement that came after the ledger closed was kept in the spill file; the next start writes it", { requestId: q.settlement.requestId });
+        return Promise.resolve();
+      } catch (err) {
+        log("error", "settlements could not be kept in the spill file", { error: String(err) });
+      }
+    }
+    log("error", "settlement after shutdown not written; apply it by hand", { settlement: q.settlement });
+    return new Promise<void>(() => {});
+  }
+
   return {
     /** Resolves once the settlement is committed, or once the store is failing (it waits queued). */
     enqueue(q: Q): Promise<void> {
-      const promise = failingSince !== undefined || closed ? Promise.resolve() : new Promise<void>((resolve) => (q.done = resolve));
+      if (closed) return keepAfterClose(q);
+      const promise = failingSince !== undefined ? Promise.resolve() : new Promise<void>((resolve) => (q.done = resolve));
       q.at ??= now();
       queue.push(q);
       schedule();
@@ -392,6 +419,7 @@ export function createSettlementQueue<Q extends QueuedSettlement>(store: Settlem
         if (store.spill) {
           try {
             store.spill(queue);
+            spilled = [...queue];
             kept = true;
             log("warn", "settlements not written at shutdown were kept in the spill file; the next start writes them", { settlements: queue.length });
           } catch (err) {

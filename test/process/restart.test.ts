@@ -78,3 +78,45 @@ test("a killed gateway leaves no credit locked: the next process starts with all
     expect(await second.child.exited).toBe(0);
   }
 }, 40_000);
+
+test("a SIGTERM whose grace ends before a stream does: the stream is cut while the ledger still writes, and is charged for what it sent", async () => {
+  const config = join(dir, "switchyard-grace.json");
+  writeFileSync(config, JSON.stringify({
+    providers: [{ id: "up", kind: "openai", base_url: `${upstream.url}/v1` }],
+    models: [{ id: "test/paid", provider: "up", upstream_model: "m", category: "text", context_length: 100000, pricing: { input_per_mtok: 1000, output_per_mtok: 1000 } }],
+  }));
+  const env = { SWITCHYARD_CONFIG: config, SWITCHYARD_DB: join(dir, "grace.sqlite"), SWITCHYARD_SHUTDOWN_GRACE_MS: "300", SWITCHYARD_SPILL_DIR: dir };
+  const gw = await startProcess(env);
+  const balanceBefore = ledgerState(env.SWITCHYARD_DB).balance;
+  // Words every 50 ms for 4 s: it is still running when the 300 ms grace ends.
+  const word = (w: string) => `data: {"id":"c","object":"chat.completion.chunk","created":1,"model":"m","choices":[{"index":0,"delta":{"content":"${w} "},"finish_reason":null}]}\n\n`;
+  upstream.reply({ kind: "sse", delayMs: 50, chunks: [...Array.from({ length: 80 }, (_, i) => word(`word${i}`)), 'data: {"id":"c","object":"chat.completion.chunk","created":1,"model":"m","choices":[{"index":0,"delta":{},"finish_reason":"stop"}]}\n\n', "data: [DONE]\n\n"] });
+  const res = await fetch(`${gw.url}/v1/chat/completions`, {
+    method: "POST",
+    headers: { authorization: `Bearer ${gw.key}`, "content-type": "application/json", "x-request-id": "cut-by-shutdown" },
+    body: JSON.stringify({ model: "test/paid", max_tokens: 1000, messages: [{ role: "user", content: "Hello" }], stream: true }),
+  });
+  const reader = res.body!.getReader();
+  let text = "";
+  const decoder = new TextDecoder();
+  while (!text.includes("word3 ")) text += decoder.decode((await reader.read()).value);
+  gw.child.kill("SIGTERM");
+  for (;;) {
+    const read = await reader.read().catch(() => ({ done: true, value: undefined }));
+    if (read.done) break;
+    text += decoder.decode(read.value);
+  }
+  expect(await gw.child.exited).toBe(0);
+  // Cut: the client never saw the end of the answer.
+  expect(text).not.toContain("[DONE]");
+  const db = new Database(env.SWITCHYARD_DB, { readonly: true });
+  try {
+    const record = db.query<{ status: string; cost: number }, []>("SELECT status, cost_micro AS cost FROM usage_records WHERE client_request_id = 'cut-by-shutdown'").get();
+    // Recorded and charged for what it sent, in the same file: nothing left for a spill file.
+    expect(record?.status).toBe("cancelled");
+    expect(record!.cost).toBeGreaterThan(0);
+    expect(balanceBefore - db.query<{ b: number }, []>("SELECT balance_micro AS b FROM accounts WHERE name = 'demo'").get()!.b).toBe(record!.cost);
+  } finally {
+    db.close();
+  }
+}, 40_000);

@@ -90,3 +90,49 @@ describe("group commit's delay (commit_delay / commit_siblings)", () => {
     await queue.close(100);
   });
 });
+
+describe("settlements that arrive after the queue closed (an answer that ends while the process stops)", () => {
+  test("each is kept in the spill file with all kept before it, durably, before its promise resolves", async () => {
+    const spills: string[][] = [];
+    let failWrites = true;
+    const { store } = recordingStore();
+    const failing: SettlementStore<QueuedSettlement> = {
+      ...store,
+      write(batch) {
+        if (failWrites) throw new Error("disk full");
+        store.write(batch, [], 0);
+      },
+      spill(queued) {
+        spills.push(queued.map((q) => q.settlement.requestId));
+      },
+    };
+    const logs: string[] = [];
+    const queue = createSettlementQueue(failing, { ...options, maxBatch: 100, log: (_level, message) => logs.push(message) });
+    const early = queue.enqueue({ settlement: settlement("early") });
+    await nextTurn();
+    await queue.close(5);
+    await early;
+    expect(spills).toEqual([["early"]]);
+    failWrites = false;
+    // Late: not queued where nobody writes it, but kept with what close kept, before it resolves.
+    await queue.enqueue({ settlement: settlement("late-1") });
+    expect(spills.at(-1)).toEqual(["early", "late-1"]);
+    await queue.enqueue({ settlement: settlement("late-2") });
+    expect(spills.at(-1)).toEqual(["early", "late-1", "late-2"]);
+    expect(logs.filter((m) => m.includes("apply it by hand"))).toEqual([]);
+  });
+
+  test("without a spill file the settlement is logged in full and its promise never resolves: its answer does not end as whole", async () => {
+    const { store, batches } = recordingStore();
+    const logged: { message: string; fields?: Record<string, unknown> }[] = [];
+    const queue = createSettlementQueue(store, { ...options, maxBatch: 100, log: (_level, message, fields) => logged.push({ message, fields }) });
+    await queue.close(5);
+    let resolved = false;
+    void queue.enqueue({ settlement: settlement("late") }).then(() => (resolved = true));
+    await Bun.sleep(20);
+    expect(resolved).toBe(false);
+    expect(batches).toEqual([]);
+    const line = logged.find((l) => l.message.includes("apply it by hand"))!;
+    expect((line.fields!.settlement as Settlement).requestId).toBe("late");
+  });
+});
