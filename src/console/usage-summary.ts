@@ -11,9 +11,19 @@ export const CHART_LINES = 7;
  * keys is 30,000 rows (9 MB of JSON); this is a few hundred numbers. Money is summed in
  * micro-credits and turned into credits last, so a period's figure is the report's to the unit.
  */
+/** Periods a chart may have, as many as a report's rows (MAX_REPORT_ROWS): 5 years of hours, 136 of days. */
+export const MAX_CHART_PERIODS = 50_000;
+
+/** The range's periods at its granularity (what `summarizeUsage` draws). */
+export function chartPeriods(q: UsageQuery): number {
+  return Math.max(0, Math.round((q.to - q.from) / PERIOD_MS[q.granularity]));
+}
+
 export function summarizeUsage(q: UsageQuery, rows: UsageBucketRow[], split: UsageGroup | null) {
   const size = PERIOD_MS[q.granularity];
-  const periods = Math.max(0, Math.round((q.to - q.from) / size));
+  const periods = chartPeriods(q);
+  // Refused by the route before this is called; a caller that did not check gets no giant arrays.
+  if (periods > MAX_CHART_PERIODS) throw new RangeError(`${periods} periods, more than ${MAX_CHART_PERIODS}`);
   const first = Math.floor(q.from / size) * size;
   const at = (period: number) => Math.round((period - first) / size);
   const groupOf = (r: UsageBucketRow): { id: string; name: string | null } =>
@@ -22,24 +32,31 @@ export function summarizeUsage(q: UsageQuery, rows: UsageBucketRow[], split: Usa
     : split === "model" ? { id: r.model!, name: null }
     : { id: "", name: null };
 
-  const groups = new Map<string, { name: string | null; sums: UsageSums; micro: number[] }>();
+  // Two passes: every group's sums first, then per-period lines only for the groups drawn, so a
+  // report split over thousands of keys holds a few arrays of `periods`, not one per key.
+  const groups = new Map<string, { name: string | null; sums: UsageSums; micro?: number[] }>();
   const all = new Array<number>(periods).fill(0);
   for (const r of rows) {
     const g = groupOf(r);
     let entry = groups.get(g.id);
-    if (!entry) groups.set(g.id, (entry = { name: g.name, sums: usageSums({}), micro: new Array<number>(periods).fill(0) }));
+    if (!entry) groups.set(g.id, (entry = { name: g.name, sums: usageSums({}) }));
     for (const f of Object.keys(entry.sums) as (keyof UsageSums)[]) entry.sums[f] += r[f];
     const i = at(r.period);
-    if (i >= 0 && i < periods) {
-      entry.micro[i]! += r.cost_micro;
-      all[i]! += r.cost_micro;
-    }
+    if (i >= 0 && i < periods) all[i]! += r.cost_micro;
   }
   const ranked = [...groups].sort((a, b) => b[1].sums.cost_micro - a[1].sums.cost_micro || (a[0] < b[0] ? -1 : 1));
-  const lines = ranked.slice(0, CHART_LINES).map(([id, g]) => ({ id, name: g.name, costs: g.micro.map(microToCredits) }));
+  const drawn = ranked.slice(0, CHART_LINES);
+  for (const [, g] of drawn) g.micro = new Array<number>(periods).fill(0);
+  for (const r of rows) {
+    const micro = groups.get(groupOf(r).id)!.micro;
+    const i = at(r.period);
+    if (micro && i >= 0 && i < periods) micro[i]! += r.cost_micro;
+  }
+  const lines = drawn.map(([id, g]) => ({ id, name: g.name, costs: g.micro!.map(microToCredits) }));
   if (ranked.length > CHART_LINES) {
-    const rest = new Array<number>(periods).fill(0);
-    for (const [, g] of ranked.slice(CHART_LINES)) g.micro.forEach((m, i) => (rest[i]! += m));
+    // The others: every group's charges less the lines drawn, period by period (integers, exact).
+    const rest = all.slice();
+    for (const [, g] of drawn) g.micro!.forEach((m, i) => (rest[i]! -= m));
     lines.push({ id: "others", name: `${ranked.length - CHART_LINES} others`, costs: rest.map(microToCredits) });
   }
   return {

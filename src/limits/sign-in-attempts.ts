@@ -15,10 +15,17 @@ export interface SignInAttemptOptions {
 }
 
 export interface SignInAttempts {
-  /** Seconds to wait when this address or login is blocked now, else 0. */
-  blocked(address: string, login: string | null): number;
-  failed(address: string, login: string | null): void;
-  succeeded(login: string | null): void;
+  /**
+   * A sign-in is about to be checked: 0 when it may go ahead, and it then counts as a failure
+   * until `succeeded` says otherwise; else the seconds to wait, and it is not checked at all.
+   * Counted before the (slow) password check, so guesses sent in parallel cannot all pass a
+   * check made before any of them failed: a burst is checked no further than the limit.
+   */
+  begin(address: string, login: string | null): number;
+  /** The attempt begun for this address and login was right: not a failure, and the login's failures are forgotten. */
+  succeeded(address: string, login: string | null): void;
+  /** The attempt begun checked nothing (a malformed request): it does not count; earlier failures stay. */
+  cancel(address: string, login: string | null): void;
 }
 
 export function createSignInAttempts(o: SignInAttemptOptions = {}): SignInAttempts {
@@ -39,17 +46,22 @@ export function createSignInAttempts(o: SignInAttemptOptions = {}): SignInAttemp
     seen.set(key, times.slice(-100));
   };
   return {
-    blocked(address, login) {
+    begin(address, login) {
       const t = now();
-      return Math.max(wait(`a:${address}`, o.perAddress ?? 20, t), login === null ? 0 : wait(`l:${login}`, o.perLogin ?? 5, t));
-    },
-    failed(address, login) {
-      const t = now();
+      const blocked = Math.max(wait(`a:${address}`, o.perAddress ?? 20, t), login === null ? 0 : wait(`l:${login}`, o.perLogin ?? 5, t));
+      if (blocked > 0) return blocked;
       add(`a:${address}`, t);
       if (login !== null) add(`l:${login}`, t);
+      return 0;
     },
-    succeeded(login) {
+    succeeded(address, login) {
+      // The address keeps its other failures; this attempt's own entry goes.
+      seen.get(`a:${address}`)?.pop();
       if (login !== null) seen.delete(`l:${login}`);
+    },
+    cancel(address, login) {
+      seen.get(`a:${address}`)?.pop();
+      if (login !== null) seen.get(`l:${login}`)?.pop();
     },
   };
 }

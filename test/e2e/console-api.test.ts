@@ -143,6 +143,10 @@ function consoleSuite(name: string, start: () => Promise<Setup>) {
         expect(recent.data).toEqual([]);
         const usage = await holder.json("GET", `/console/api/usage?from=0&to=${Math.ceil((s.clock.now + 1) / HOUR) * HOUR}`);
         expect(usage.total.requests).toBe(0);
+        // An hourly chart over millennia is refused, not built (it was 350 MB and seconds of a stalled gateway).
+        const huge = await holder.call("GET", "/console/api/usage?from=0000-01-01&to=9999-12-31&granularity=hour");
+        expect(huge.status).toBe(400);
+        expect(((await huge.json()) as { error: { message: string } }).error.message).toContain("the console charts at most 50000");
       } finally {
         await s.stop();
       }
@@ -269,6 +273,30 @@ function consoleSuite(name: string, start: () => Promise<Setup>) {
         const logs = s.logs();
         expect(logs).toContain("console sign-in failed");
         for (const secret of [PASSWORD, "wrong-password-0", ADMIN, new URL(invite.url).hash.slice(8), client.cookie.split("=")[1]!]) expect(logs).not.toContain(secret);
+      } finally {
+        await s.stop();
+      }
+    }, 30_000);
+
+    test("guesses sent all at once are checked no further than the limit: 40 in parallel (the right password last), 5 checked, 35 refused", async () => {
+      const s = await start();
+      try {
+        await holderSetup(s.gw, "dave", "dave");
+        const client = new ConsoleClient(s.gw.url);
+        const guesses = Array.from({ length: 40 }, (_, i) => (i === 39 ? PASSWORD : `wrong-password-${i}`));
+        const statuses = await Promise.all(guesses.map((password) => client.call("POST", "/console/api/sign-in", { login: "dave", password }).then((r) => r.status)));
+        // Five are checked (the right one passes only if it arrived among them); the rest wait.
+        expect(statuses.filter((st) => st === 401 || st === 200).length).toBe(5);
+        expect(statuses.filter((st) => st === 429).length).toBe(35);
+        expect(statuses.filter((st) => st === 200).length).toBeLessThanOrEqual(1);
+        // The login is blocked now, right password or not.
+        expect((await client.call("POST", "/console/api/sign-in", { login: "dave", password: PASSWORD })).status).toBe(429);
+        // A malformed sign-in is not a guess, and does not clear the count either.
+        s.clock.now += 15 * 60_000 + 1;
+        for (let i = 0; i < 4; i++) expect((await client.call("POST", "/console/api/sign-in", { login: "dave", password: `wrong-again-${i}` })).status).toBe(401);
+        expect((await client.call("POST", "/console/api/sign-in", { login: "dave" })).status).toBe(400);
+        expect((await client.call("POST", "/console/api/sign-in", { login: "dave", password: "wrong-again-x" })).status).toBe(401);
+        expect((await client.call("POST", "/console/api/sign-in", { login: "dave", password: PASSWORD })).status).toBe(429);
       } finally {
         await s.stop();
       }

@@ -3,7 +3,7 @@ import { timingSafeEqual } from "node:crypto";
 import type { ModelConfig } from "../../config/schema.ts";
 import { clearedSessionCookie, decoyHash, hashPassword, hashSecret, issueInvite, publicOrigin, sameOrigin, sessionCookie, sessionToken, startSession, verifyPassword, type NewSession } from "../../console/console-auth.ts";
 import { MAX_RECENT, type ConsoleSession, type ConsoleStore } from "../../console/console-store.ts";
-import { summarizeUsage } from "../../console/usage-summary.ts";
+import { chartPeriods, MAX_CHART_PERIODS, summarizeUsage } from "../../console/usage-summary.ts";
 import type { SignInAttempts } from "../../limits/sign-in-attempts.ts";
 import type { Logger } from "../../log/log.ts";
 import type { ModelHealth } from "../../ops/model-health.ts";
@@ -135,24 +135,29 @@ export function consoleApiRoutes(deps: ConsoleApiDeps) {
       sameSite(request);
       const from = address(request, server);
       const login = typeof body.login === "string" ? body.login : null;
-      const wait = deps.signIns.blocked(from, login);
+      // Counted as a failure from here until it is found right (sign-in-attempts.ts: a burst in parallel is not all checked).
+      const wait = deps.signIns.begin(from, login);
       if (wait > 0) throw new GatewayError(429, "rate_limit", `Too many failed sign-ins. Retry after ${wait} s.`, { "retry-after": String(wait) });
       const refuse = (what: string) => {
-        deps.signIns.failed(from, login);
         // The address and which kind of sign-in, never what was typed.
         deps.log("warn", "console sign-in failed", { address: from, kind: what });
         return new GatewayError(401, "authentication", what === "operator" ? "Wrong admin token." : "Wrong login or password.");
       };
       if (typeof body.token === "string") {
         if (!deps.adminToken || !equal(body.token, deps.adminToken)) throw refuse("operator");
+        deps.signIns.succeeded(from, login);
         return signedIn(request, await startSession(store, { kind: "operator", accountId: null, login: null }, deps.now()), set);
       }
-      if (login === null || typeof body.password !== "string") throw new GatewayError(400, "invalid_request", "Send {token} (operators) or {login, password}.");
+      if (login === null || typeof body.password !== "string") {
+        // A malformed sign-in checks nothing: it is not a guess (and forgets no earlier failure).
+        deps.signIns.cancel(from, login);
+        throw new GatewayError(400, "invalid_request", "Send {token} (operators) or {login, password}.");
+      }
       const user = await store.findUser(login);
       // An unknown login costs a hash check too: the answer's timing does not say which logins exist.
       const ok = await verifyPassword(body.password, user?.passwordHash ?? (await decoyHash()));
       if (!user || !ok) throw refuse("holder");
-      deps.signIns.succeeded(login);
+      deps.signIns.succeeded(from, login);
       return signedIn(request, await startSession(store, { kind: "holder", accountId: user.accountId, login: user.login }, deps.now()), set);
     }, { body: SignIn })
     .post("/sign-out", async ({ request, set }) => {
@@ -232,6 +237,11 @@ export function consoleApiRoutes(deps: ConsoleApiDeps) {
       // The download is the usage report itself; the view gets its summary of the same rows.
       if (query.format === "csv") return ops.usageReport(asked);
       const { q, rows } = await ops.usageRows(asked);
+      // A chart of more periods than anyone can see (an hourly chart over millennia was 350 MB of JSON and 4.7 GB of memory).
+      const periods = chartPeriods(q);
+      if (periods > MAX_CHART_PERIODS) {
+        throw new GatewayError(400, "invalid_request", `The range holds ${periods} periods of a ${q.granularity}; the console charts at most ${MAX_CHART_PERIODS}. Narrow it, or use granularity=day.`);
+      }
       return summarizeUsage(q, rows, split);
     }, { query: ConsoleQuery })
     .get("/requests", async ({ request, query }) => {
