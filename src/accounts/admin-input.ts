@@ -78,9 +78,13 @@ export function creditsText(text: string | undefined, field: string): number {
   return Number(text.trim());
 }
 
-/** Account and key names: 1 to 200 characters (UTF-16 units, as the API's schema counts them). */
+/**
+ * Account and key names: 1 to 200 characters (UTF-16 units, as the API's schema counts them), not
+ * all blank: a name of spaces shows as nothing, and an operator could not pick it from a list.
+ */
 export function parseName(value: unknown, field = "name"): string {
   if (typeof value !== "string" || value.length < 1 || value.length > 200) throw new AdminInputError(`${field} must be 1 to 200 characters.`);
+  if (value.trim() === "") throw new AdminInputError(`${field} must hold more than spaces.`);
   return value;
 }
 

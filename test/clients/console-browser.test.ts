@@ -342,3 +342,40 @@ test("the operator's usage across accounts and the model catalogue render; every
   expect(shots.map((f) => f.split("/").pop())).toEqual(["sign-in.png", "operator-account.png", "operator-accounts.png", "invite.png", "holder-new-key.png", "holder-account.png", "holder-usage.png", "holder-requests.png", "operator-usage.png", "operator-catalogue.png", "operator-requests.png"]);
   for (const f of shots) expect(readFileSync(f).subarray(1, 4).toString()).toBe("PNG");
 }, 60_000);
+
+test("after the page's first view every view reads fresh figures, and a refused key action is shown in its row", async () => {
+  const errors: string[] = [];
+  const onError = (err: Error) => errors.push(err.message);
+  page.on("pageerror", onError);
+  try {
+    // Last, so the figures the tests above read stay as they were: the holder signs in again.
+    await page.getByTestId("sign-out").click();
+    await page.getByTestId("sign-in-login").fill("holder@acme.example");
+    await page.getByTestId("sign-in-password").fill(PASSWORD);
+    await page.getByTestId("sign-in-submit").click();
+    await page.getByTestId("balance").waitFor();
+    // The page loads on #usage: what it preloaded (the account) must not serve the Account view later.
+    await page.goto(`${gateway.url}/console/#usage`);
+    await page.reload();
+    await page.getByTestId("usage-chart").waitFor();
+    const topUp = await fetch(`${gateway.url}/v1/admin/accounts/${account.id}/credits`, {
+      method: "POST", headers: { authorization: `Bearer ${ADMIN}`, "content-type": "application/json" }, body: JSON.stringify({ amount: 1000 }),
+    });
+    const { balance } = (await topUp.json()) as { balance: number };
+    await page.locator("nav a", { hasText: "Account" }).click();
+    await expect(text("balance").then(number)).resolves.toBe(balance);
+
+    // A limit the API refuses, on a key row (no form to hold the field to its min): said in the row.
+    await page.getByTestId("key-name").fill("desk");
+    await page.getByTestId("key-create").click();
+    await page.getByTestId("key-secret-done").click();
+    const row = page.getByTestId("key-row").filter({ hasText: "desk" });
+    await row.waitFor();
+    await row.getByLabel("Spend limit of desk").fill("-5");
+    await row.getByTestId("key-save").click();
+    await expect(row.getByTestId("key-error").textContent()).resolves.toContain("0 or more");
+    expect(errors).toEqual([]);
+  } finally {
+    page.off("pageerror", onError);
+  }
+}, 60_000);

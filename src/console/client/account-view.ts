@@ -117,20 +117,39 @@ function keyRow(k: KeySummary, reload: () => void): HTMLElement {
   if (!revoked) {
     const limit = h("input", { type: "number", min: "0", step: "any", value: k.spend_limit ?? "", placeholder: "none", "aria-label": `Spend limit of ${label}` });
     const period = periodSelect(k.spend_limit_period, { "aria-label": `Period of ${label}'s limit` });
-    const save = h("button", { type: "button" }, "Save");
-    save.addEventListener("click", async () => {
-      await api("PATCH", `/keys/${k.id}`, { spend_limit: limit.value === "" ? null : Number(limit.value), spend_limit_period: period.value || null });
-      announce(`Limit of ${label} saved.`);
-      reload();
-    });
+    const save = h("button", { type: "button", "data-testid": "key-save" }, "Save");
     const revoke = h("button", { type: "button", class: "danger", "data-testid": "key-revoke", "aria-label": `Revoke ${label}` }, "Revoke");
-    revoke.addEventListener("click", async () => {
-      revoke.disabled = true;
+    const out = h("div", { class: "form-out" });
+    /**
+     * A row's action, as the forms do theirs: its buttons wait while it runs, and a refusal is
+     * shown in the row (a session that ended goes back to sign-in), never an unseen rejection.
+     */
+    const act = (button: HTMLButtonElement, run: () => Promise<void>) => async () => {
+      out.replaceChildren();
+      save.disabled = revoke.disabled = true;
+      try {
+        await run();
+        reload();
+      } catch (err) {
+        if (err instanceof ApiError && err.status === 401) return reload();
+        out.append(errorBox(err instanceof ApiError ? err.message : "Something went wrong.", "key-error"));
+        button.focus();
+      } finally {
+        save.disabled = revoke.disabled = false;
+      }
+    };
+    save.addEventListener("click", act(save, async () => {
+      const value = limit.value === "" ? null : Number(limit.value);
+      // Outside a form the browser does not hold the field to its `min`: said here, before asking.
+      if (value !== null && !(value >= 0)) throw new ApiError(400, "A spend limit is a number of credits, 0 or more (empty: none).");
+      await api("PATCH", `/keys/${k.id}`, { spend_limit: value, spend_limit_period: period.value || null });
+      announce(`Limit of ${label} saved.`);
+    }));
+    revoke.addEventListener("click", act(revoke, async () => {
       await api("DELETE", `/keys/${k.id}`);
       announce(`${label} revoked.`);
-      reload();
-    });
-    actions.append(h("span", { class: "inline" }, limit, period, save), " ", revoke);
+    }));
+    actions.append(h("span", { class: "inline" }, limit, period, save), " ", revoke, out);
   }
   return h("tr", { "data-testid": "key-row", "data-key-id": k.id },
     h("td", {}, k.name ?? "—", k.models ? h("div", { class: "note" }, `only ${k.models.join(", ")}`) : null),

@@ -36,6 +36,7 @@ function renderNav(): void {
   out.addEventListener("click", async () => {
     await api("POST", "/sign-out").catch(() => undefined);
     session = null;
+    preloaded = null;
     setCsrf("");
     location.hash = "";
     signInView();
@@ -100,6 +101,7 @@ function inviteView(token: string): void {
 }
 
 function signedIn(s: Session): void {
+  preloaded = null;
   session = s;
   setCsrf(s.csrf);
   const home = s.kind === "operator" ? "#accounts" : "#account";
@@ -112,14 +114,16 @@ async function route(): Promise<void> {
   renderNav();
   const [view, id] = location.hash.replace(/^#/, "").split("/");
   const s = session;
+  // What the page loaded with serves the first view only, whichever it is: later views (and
+  // another session on this tab) read fresh, never a balance or an account from before.
+  const first = preloaded;
+  preloaded = null;
   try {
     if (s.kind === "holder" && (view === "account" || view === "")) {
-      const account = preloaded?.account ?? (await api<Account>("GET", `/accounts/${s.account_id}`));
-      preloaded = null;
+      const account = first?.account ?? (await api<Account>("GET", `/accounts/${s.account_id}`));
       show(accountView(s, account, () => void route()));
     } else if (s.kind === "operator" && (view === "accounts" || view === "")) {
-      const page = preloaded?.accounts ?? (await api<AccountPage>("GET", "/accounts?limit=100"));
-      preloaded = null;
+      const page = first?.accounts ?? (await api<AccountPage>("GET", "/accounts?limit=100"));
       show(accountsView(page, (accountId) => (location.hash = `#account/${accountId}`), () => void route()));
     } else if (s.kind === "operator" && view === "account" && id) {
       show(accountView(s, await api<Account>("GET", `/accounts/${encodeURIComponent(id)}`), () => void route()));

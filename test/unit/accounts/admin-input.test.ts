@@ -47,6 +47,9 @@ describe("admin input", () => {
     expect(parseName("a")).toBe("a");
     expect(() => parseName("")).toThrow("name");
     expect(() => parseName("x".repeat(201), "--name")).toThrow("--name");
+    // Blank names show as nothing in the console's lists: refused; inner and edge spaces are fine.
+    for (const blank of [" ", "   ", "\t\n"]) expect(() => parseName(blank)).toThrow("more than spaces");
+    expect(parseName(" team a ")).toBe(" team a ");
     expect(parseIdempotencyKey("a1-B2_c3")).toBe("a1-B2_c3");
     for (const bad of ["", "a b", "x".repeat(201), "é", 5]) expect(() => parseIdempotencyKey(bad)).toThrow(AdminInputError);
   });
