@@ -112,6 +112,46 @@ describe("tool calls stream across formats", () => {
     expect(view.finish).toBe("tool_calls");
   });
 
+  test("a tool without parameters: Anthropic streams no JSON for it; chat and Responses clients get arguments \"{}\", never \"\"", async () => {
+    const ev = (type: string, data: object) => `event: ${type}\ndata: ${JSON.stringify({ type, ...data })}\n\n`;
+    const noArgs = () => [
+      ev("message_start", { message: { id: "msg_1", type: "message", role: "assistant", model: "claude-sonnet-4-5", content: [], stop_reason: null, stop_sequence: null, usage: { input_tokens: 12, output_tokens: 1 } } }),
+      ev("content_block_start", { index: 0, content_block: { type: "tool_use", id: "toolu_01NoArgs", name: "get_goal", input: {} } }),
+      ev("content_block_delta", { index: 0, delta: { type: "input_json_delta", partial_json: "" } }),
+      ev("content_block_stop", { index: 0 }),
+      ev("message_delta", { delta: { stop_reason: "tool_use", stop_sequence: null }, usage: { output_tokens: 9 } }),
+      ev("message_stop", {}),
+    ];
+    upstream.reply({ kind: "sse", chunks: noArgs() });
+    const chat = openaiView(await (await post(gw, "/v1/chat/completions", { model: ANTHROPIC_MODEL, messages: question, stream: true })).text());
+    expect(chat.tools.map((t) => [t.name, t.arguments])).toEqual([["get_goal", "{}"]]);
+    expect(chat.finish).toBe("tool_calls");
+    upstream.reply({ kind: "sse", chunks: noArgs() });
+    const frames = sseFrames(await (await post(gw, "/v1/responses", { model: ANTHROPIC_MODEL, input: "goal?", stream: true })).text());
+    const done = frames.filter((f) => f.event === "response.function_call_arguments.done").map((f) => JSON.parse(f.data).arguments);
+    expect(done).toEqual(["{}"]);
+    const deltas = frames.filter((f) => f.event === "response.function_call_arguments.delta").map((f) => JSON.parse(f.data).delta).join("");
+    expect(deltas).toBe("{}");
+    const final = JSON.parse(frames.find((f) => f.event === "response.completed")!.data).response;
+    expect(final.output).toEqual([expect.objectContaining({ type: "function_call", name: "get_goal", arguments: "{}", status: "completed" })]);
+  });
+
+  test("a tool call cut by the token limit is an incomplete item in the Responses API, never a completed call", async () => {
+    const chunk = (body: object) => `data: ${JSON.stringify({ id: "chatcmpl-t", object: "chat.completion.chunk", created: 1, model: "gpt-4o-mini", ...body })}\n\n`;
+    upstream.reply({ kind: "sse", chunks: [
+      chunk({ choices: [{ index: 0, delta: { role: "assistant", tool_calls: [{ index: 0, id: "call_1", type: "function", function: { name: "get_weather", arguments: "" } }] }, finish_reason: null }] }),
+      chunk({ choices: [{ index: 0, delta: { tool_calls: [{ index: 0, function: { arguments: '{"city":"Mün' } }] }, finish_reason: null }] }),
+      chunk({ choices: [{ index: 0, delta: {}, finish_reason: "length" }] }),
+      chunk({ choices: [], usage: { prompt_tokens: 10, completion_tokens: 5, total_tokens: 15 } }),
+      "data: [DONE]\n\n",
+    ] });
+    const frames = sseFrames(await (await post(gw, "/v1/responses", { model: OPENAI_MODEL, input: "weather?", stream: true, max_output_tokens: 5 })).text());
+    const final = JSON.parse(frames.at(-1)!.data).response;
+    expect(final.status).toBe("incomplete");
+    expect(final.incomplete_details).toEqual({ reason: "max_output_tokens" });
+    expect(final.output).toEqual([expect.objectContaining({ type: "function_call", status: "incomplete", arguments: '{"city":"Mün' })]);
+  });
+
   test("non-stream tool calls both ways", async () => {
     upstream.reply({ kind: "fixture", name: "anthropic-tools.json" });
     const openai = (await (await post(gw, "/v1/chat/completions", { model: ANTHROPIC_MODEL, messages: question })).json()) as any;

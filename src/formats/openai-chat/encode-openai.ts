@@ -84,6 +84,8 @@ export function createOpenAIEncoder(ctx: EncodeContext, options: { roleSent?: bo
   let wroteText = false;
   let usage: ChunkUsage | undefined;
   const seenTools = new Set<number>();
+  /** Calls that have had no argument text yet (see "finish"). */
+  const withoutArguments = new Set<number>();
 
   const chunk = (delta: string) => head + delta + tail;
   const begin = () => {
@@ -116,8 +118,10 @@ export function createOpenAIEncoder(ctx: EncodeContext, options: { roleSent?: bo
           let call: string;
           if (!seenTools.has(e.index)) {
             seenTools.add(e.index);
+            if (!e.argumentsDelta) withoutArguments.add(e.index);
             call = `{"index":${e.index},"id":${JSON.stringify(e.id ?? `call_${ctx.id}_${e.index}`)},"type":"function","function":{"name":${JSON.stringify(e.name ?? "")},"arguments":${JSON.stringify(e.argumentsDelta)}}}`;
           } else {
+            if (e.argumentsDelta) withoutArguments.delete(e.index);
             call = `{"index":${e.index},"function":{"arguments":${JSON.stringify(e.argumentsDelta)}}}`;
           }
           return begin() + chunk(`{"tool_calls":[${call}]}`);
@@ -125,8 +129,14 @@ export function createOpenAIEncoder(ctx: EncodeContext, options: { roleSent?: bo
         case "usage":
           usage = nextUsage(usage, e);
           return "";
-        case "finish":
-          return begin() + head + `{}` + `,"logprobs":null,"finish_reason":"${FINISH[e.reason]}"}]}\n\n`;
+        case "finish": {
+          // A call to a tool without parameters (Anthropic streams `input: {}` as no JSON at all):
+          // its arguments are "{}", as a whole answer's are, never "" (which JSON.parse refuses).
+          let out = begin();
+          for (const index of withoutArguments) out += chunk(`{"tool_calls":[{"index":${index},"function":{"arguments":"{}"}}]}`);
+          withoutArguments.clear();
+          return out + head + `{}` + `,"logprobs":null,"finish_reason":"${FINISH[e.reason]}"}]}\n\n`;
+        }
         case "error":
           return `data: ${JSON.stringify({ error: { message: e.message, type: ERROR_TYPE[e.errorType] } })}\n\n`;
         case "start":

@@ -221,11 +221,14 @@ function createBuilder(ctx: EncodeContext, plan: ResponsesAnswerPlan, frames: bo
         item[reasoningAs.field] = [part];
         break;
       }
-      case "function":
-        emit("response.function_call_arguments.done", { item_id: item.id, output_index: index, name: item.name, arguments: text });
-        item.arguments = text;
+      case "function": {
+        // A call without parameters has "{}" for arguments, as a whole answer's, never "".
+        if (text === "" && status === "completed") delta(o, "{}");
+        emit("response.function_call_arguments.done", { item_id: item.id, output_index: index, name: item.name, arguments: o.text });
+        item.arguments = o.text;
         item.status = status;
         break;
+      }
       case "custom": {
         // The upstream called a function taking `{input}`; the client asked for a free-form tool.
         const input = customInput(text);
@@ -332,11 +335,14 @@ function createBuilder(ctx: EncodeContext, plan: ResponsesAnswerPlan, frames: bo
             reasoning: e.reasoningTokens ?? usage.reasoning,
           };
           break;
-        case "finish":
+        case "finish": {
           finish = e.reason;
           begin();
-          closeAll(INCOMPLETE[e.reason] ? "incomplete" : "completed");
+          // Cut by the token limit: the call being written is cut too, and must not look whole to an agent.
+          const status = INCOMPLETE[e.reason] ? "incomplete" : "completed";
+          closeAll(status, status);
           break;
+        }
         case "error": {
           begin();
           // What already went out stays in the failed response's output, as incomplete items.
@@ -352,7 +358,7 @@ function createBuilder(ctx: EncodeContext, plan: ResponsesAnswerPlan, frames: bo
     end(): string | Promise<string> {
       begin();
       const reason = finish && INCOMPLETE[finish];
-      closeAll(reason ? "incomplete" : "completed");
+      closeAll(reason ? "incomplete" : "completed", reason ? "incomplete" : "completed");
       const final = finalResponse();
       const last = (kept: boolean | void) => {
         if (kept === false && store) {
