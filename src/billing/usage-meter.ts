@@ -178,6 +178,11 @@ export class UsageMeter {
     return this.#input !== undefined && this.#output !== undefined;
   }
 
+  /** Whether the upstream said how many tokens it produced (else the output is our estimate). */
+  get outputReported(): boolean {
+    return this.#output !== undefined;
+  }
+
   /**
    * The answer's counts; the prompt is only tokenised when the upstream never said. Asked at
    * the end of an answer, by the stream (to tell the client) and the settlement alike: the

@@ -88,7 +88,7 @@ export async function openBillingSession(
       const counted = produced ? await meter!.total(o.promptText) : undefined;
       // n answers whose tokens the upstream did not report: the meter reads the first answer's
       // text, and the others are taken to be as long (the hold caps it at n answers' worst case).
-      const answers = counted?.estimated && model && o.answers ? o.answers(model) : 1;
+      const answers = counted && !meter!.outputReported && model && o.answers ? o.answers(model) : 1;
       const usage = counted && answers > 1 ? { ...counted, outputTokens: counted.outputTokens * answers } : counted;
       const classes = usage ? classesOf(usage, meter!.reasoned ? ((await meter!.reasoningTokens()) ?? 0) : 0) : NO_TOKENS;
       const prices = priceListOf(model?.pricing);

@@ -258,6 +258,19 @@ describe("n answers (OpenAI's n)", () => {
     }
   });
 
+  test("an upstream that reports the output but not the prompt: the output it reported, for all n answers, is charged once", async () => {
+    const gw = await startGateway({ upstreamUrl: upstream.url });
+    try {
+      upstream.reply({ kind: "json", body: { ...answers(3, 0), usage: { completion_tokens: 3000 } } });
+      await (await post(gw, "/v1/chat/completions", { model: OPENAI_MODEL, n: 3, max_tokens: 1000, messages: question })).text();
+      const [record] = await records(gw);
+      // The prompt is estimated; the output is the vendor's count for all three, not multiplied again.
+      expect(record).toMatchObject({ estimated: 1, completion_tokens: 3000 });
+    } finally {
+      await gw.stop();
+    }
+  });
+
   test("n outside 1–128 is a 400; an Anthropic upstream makes one answer and is held for one", async () => {
     const gw = await startGateway({ upstreamUrl: upstream.url, credits: 1 });
     try {
