@@ -335,19 +335,25 @@ export function createSettlementQueue<Q extends QueuedSettlement>(store: Settlem
    */
   function keepAfterClose(q: Q): Promise<void> {
     q.at ??= now();
-    if (store.spill) {
-      try {
-        const all = [...spilled, q];
-        store.spill(all);
-        spilled = all;
-        log("warn", "a settlement that came after the ledger closed was kept in the spill file; the next start writes it", { requestId: q.settlement.requestId });
-        return Promise.resolve();
-      } catch (err) {
-        log("error", "settlements could not be kept in the spill file", { error: String(err) });
-      }
+    if (keepInSpill([...spilled, q])) {
+      log("warn", "a settlement that came after the ledger closed was kept in the spill file; the next start writes it", { requestId: q.settlement.requestId });
+      return Promise.resolve();
     }
     log("error", "settlement after shutdown not written; apply it by hand", { settlement: q.settlement });
     return new Promise<void>(() => {});
+  }
+
+  /** The spill file rewritten to hold `all` (fsynced); false when there is none or it cannot be written. */
+  function keepInSpill(all: Q[]): boolean {
+    if (!store.spill) return false;
+    try {
+      store.spill(all);
+      spilled = all;
+      return true;
+    } catch (err) {
+      log("error", "settlements could not be kept in the spill file", { error: String(err) });
+      return false;
+    }
   }
 
   return {
@@ -415,17 +421,8 @@ export function createSettlementQueue<Q extends QueuedSettlement>(store: Settlem
       closed = true;
       if (retryTimer) clearTimeout(retryTimer);
       if (queue.length > 0) {
-        let kept = false;
-        if (store.spill) {
-          try {
-            store.spill(queue);
-            spilled = [...queue];
-            kept = true;
-            log("warn", "settlements not written at shutdown were kept in the spill file; the next start writes them", { settlements: queue.length });
-          } catch (err) {
-            log("error", "settlements could not be kept in the spill file", { error: String(err) });
-          }
-        }
+        const kept = keepInSpill([...queue]);
+        if (kept) log("warn", "settlements not written at shutdown were kept in the spill file; the next start writes them", { settlements: queue.length });
         // Nothing else could keep them: the log is the record of last resort.
         if (!kept) for (const q of queue) log("error", "settlement not written at shutdown; apply it by hand", { settlement: q.settlement });
         for (const q of queue) q.done?.();

@@ -34,12 +34,16 @@ export function summarizeUsage(q: UsageQuery, rows: UsageBucketRow[], split: Usa
 
   // Two passes: every group's sums first, then per-period lines only for the groups drawn, so a
   // report split over thousands of keys holds a few arrays of `periods`, not one per key.
-  const groups = new Map<string, { name: string | null; sums: UsageSums; micro?: number[] }>();
+  type Group = { name: string | null; sums: UsageSums; micro?: number[] };
+  const groups = new Map<string, Group>();
+  /** Each row's group, for the second pass. */
+  const groupOfRow: Group[] = [];
   const all = new Array<number>(periods).fill(0);
   for (const r of rows) {
     const g = groupOf(r);
     let entry = groups.get(g.id);
     if (!entry) groups.set(g.id, (entry = { name: g.name, sums: usageSums({}) }));
+    groupOfRow.push(entry);
     for (const f of Object.keys(entry.sums) as (keyof UsageSums)[]) entry.sums[f] += r[f];
     const i = at(r.period);
     if (i >= 0 && i < periods) all[i]! += r.cost_micro;
@@ -47,11 +51,11 @@ export function summarizeUsage(q: UsageQuery, rows: UsageBucketRow[], split: Usa
   const ranked = [...groups].sort((a, b) => b[1].sums.cost_micro - a[1].sums.cost_micro || (a[0] < b[0] ? -1 : 1));
   const drawn = ranked.slice(0, CHART_LINES);
   for (const [, g] of drawn) g.micro = new Array<number>(periods).fill(0);
-  for (const r of rows) {
-    const micro = groups.get(groupOf(r).id)!.micro;
+  rows.forEach((r, row) => {
+    const micro = groupOfRow[row]!.micro;
     const i = at(r.period);
     if (micro && i >= 0 && i < periods) micro[i]! += r.cost_micro;
-  }
+  });
   const lines = drawn.map(([id, g]) => ({ id, name: g.name, costs: g.micro!.map(microToCredits) }));
   if (ranked.length > CHART_LINES) {
     // The others: every group's charges less the lines drawn, period by period (integers, exact).

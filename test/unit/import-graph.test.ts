@@ -1,20 +1,13 @@
 import { expect, test } from "bun:test";
-import { readdirSync, readFileSync, statSync } from "node:fs";
+import { typeScriptFiles } from "../helpers/source-files.ts";
+import { readFileSync } from "node:fs";
 import { dirname, join, relative, resolve } from "node:path";
 
 const SRC = resolve(import.meta.dir, "../../src");
 
 /** Every relative import and re-export of every TypeScript file under src/, types included. */
 function importGraph(): Map<string, string[]> {
-  const files: string[] = [];
-  const walk = (dir: string) => {
-    for (const name of readdirSync(dir)) {
-      const path = join(dir, name);
-      if (statSync(path).isDirectory()) walk(path);
-      else if (path.endsWith(".ts")) files.push(path);
-    }
-  };
-  walk(SRC);
+  const files = typeScriptFiles(SRC);
   const graph = new Map<string, string[]>();
   const specifier = /(?:^|[\s;])(?:import|export)\s[^;]*?\sfrom\s+["'](\.{1,2}\/[^"']+)["']|(?:^|[\s;])import\s+["'](\.{1,2}\/[^"']+)["']/g;
   for (const file of files) {

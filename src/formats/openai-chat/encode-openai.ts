@@ -248,14 +248,11 @@ export function createOpenAIRelay(ctx: EncodeContext): ClientSink {
       if (failed) return encoder.event(failed);
       const choices = chunk.choices as unknown[] | undefined;
       if ((!ctx.includeUsage || refusedUsage) && (!choices || choices.length === 0) && chunk.usage) return "";
-      if (refusedUsage && chunk.usage) {
-        delete chunk.usage;
-        chunk.model = ctx.model;
-        if ("id" in chunk) chunk.id = ctx.id;
-        return `data: ${JSON.stringify(chunk)}\n\n`;
-      }
+      // Refused counts beside choices: the frame is written again without them (below), not relayed as sent.
+      const stripped = refusedUsage && chunk.usage !== undefined;
+      if (stripped) delete chunk.usage;
       if (typeof chunk.id === "string") theirId = `"id":${JSON.stringify(chunk.id)}`;
-      if (typeof chunk.model === "string") {
+      if (!stripped && typeof chunk.model === "string") {
         const name = `"model":${JSON.stringify(chunk.model)}`;
         const at = raw.data.indexOf(name);
         if (at !== -1) {

@@ -246,11 +246,11 @@ function createBuilder(ctx: EncodeContext, plan: ResponsesAnswerPlan, frames: bo
     current = undefined;
   };
 
-  /** `tools`: a call cut off by a failure is incomplete; one the answer ended after is whole. */
-  const closeAll = (status: "completed" | "incomplete", tools: "completed" | "incomplete" = "completed") => {
+  /** Tool calls share the answer's status: one cut off by the token limit or a failure is incomplete too. */
+  const closeAll = (status: "completed" | "incomplete") => {
     if (current) close(current, status);
     current = undefined;
-    for (const tool of [...toolsByEvent.values()].sort((a, b) => a.index - b.index)) close(tool, tools);
+    for (const tool of [...toolsByEvent.values()].sort((a, b) => a.index - b.index)) close(tool, status);
     toolsByEvent.clear();
   };
 
@@ -335,18 +335,16 @@ function createBuilder(ctx: EncodeContext, plan: ResponsesAnswerPlan, frames: bo
             reasoning: e.reasoningTokens ?? usage.reasoning,
           };
           break;
-        case "finish": {
+        case "finish":
           finish = e.reason;
           begin();
           // Cut by the token limit: the call being written is cut too, and must not look whole to an agent.
-          const status = INCOMPLETE[e.reason] ? "incomplete" : "completed";
-          closeAll(status, status);
+          closeAll(INCOMPLETE[e.reason] ? "incomplete" : "completed");
           break;
-        }
         case "error": {
           begin();
           // What already went out stays in the failed response's output, as incomplete items.
-          closeAll("incomplete", "incomplete");
+          closeAll("incomplete");
           const code = ERROR_CODE[e.errorType];
           emit("error", { code, message: e.message, param: null });
           emit("response.failed", { response: response("failed", { error: { code, message: e.message }, usage: finalUsage() }) });
@@ -358,7 +356,7 @@ function createBuilder(ctx: EncodeContext, plan: ResponsesAnswerPlan, frames: bo
     end(): string | Promise<string> {
       begin();
       const reason = finish && INCOMPLETE[finish];
-      closeAll(reason ? "incomplete" : "completed", reason ? "incomplete" : "completed");
+      closeAll(reason ? "incomplete" : "completed");
       const final = finalResponse();
       const last = (kept: boolean | void) => {
         if (kept === false && store) {

@@ -1,6 +1,7 @@
 import { expect, test } from "bun:test";
-import { readdirSync, readFileSync, statSync } from "node:fs";
-import { join, relative, resolve } from "node:path";
+import { typeScriptFiles } from "../../helpers/source-files.ts";
+import { readFileSync } from "node:fs";
+import { relative, resolve } from "node:path";
 import { healthCheckTarget, readEnvironment, StoreConfigError, upstreamViaProxy } from "../../../src/config/env.ts";
 import { ConfigError } from "../../../src/config/load-config.ts";
 
@@ -94,15 +95,7 @@ test("the health check asks this host's gateway on PORT, bracketing IPv6 hosts",
 });
 
 test("outside config/, no module reads an environment variable: they only hand process.env on", () => {
-  const files: string[] = [];
-  const walk = (dir: string) => {
-    for (const name of readdirSync(dir)) {
-      const path = join(dir, name);
-      if (statSync(path).isDirectory()) walk(path);
-      else if (path.endsWith(".ts")) files.push(path);
-    }
-  };
-  walk(SRC);
+  const files = typeScriptFiles(SRC);
   const reads: string[] = [];
   const handsOn: string[] = [];
   for (const file of files) {
