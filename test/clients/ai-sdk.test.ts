@@ -473,3 +473,34 @@ describe.each([
     });
   });
 });
+
+describe("@ai-sdk/anthropic on an OpenAI-compatible upstream that interleaves parallel calls' arguments", () => {
+  test("streamText gets each call whole, with its own arguments", async () => {
+    const chunk = (delta: Record<string, unknown>, finish: string | null = null) =>
+      `data: ${JSON.stringify({ id: "chatcmpl-Mix", object: "chat.completion.chunk", created: 1761565012, model: "gpt-4o-mini", choices: [{ index: 0, delta, logprobs: null, finish_reason: finish }] })}\n\n`;
+    const call = (index: number, args: string, head?: { id: string; name: string }) =>
+      chunk({ tool_calls: [{ index, ...(head ? { id: head.id, type: "function", function: { name: head.name, arguments: args } } : { function: { arguments: args } }) }] });
+    upstream.reply({
+      kind: "sse",
+      chunks: [
+        chunk({ role: "assistant", content: null }),
+        call(0, '{"city":', { id: "call_Par1s", name: "get_weather" }),
+        call(1, '{"city":', { id: "call_R0me", name: "get_weather" }),
+        call(0, '"Paris","unit":"celsius"}'),
+        call(1, '"Rome","unit":"celsius"}'),
+        chunk({}, "tool_calls"),
+        `data: ${JSON.stringify({ id: "chatcmpl-Mix", object: "chat.completion.chunk", created: 1761565012, model: "gpt-4o-mini", choices: [], usage: { prompt_tokens: 41, completion_tokens: 30, total_tokens: 71 } })}\n\n`,
+        "data: [DONE]\n\n",
+      ],
+    });
+    const errors: unknown[] = [];
+    const result = streamText({ model: anthropic(OPENAI_MODEL), prompt: "Weather in Paris and Rome?", tools: weatherTool(), maxRetries: 0, onError: ({ error }) => void errors.push(error) });
+    const calls = await result.toolCalls;
+    expect(errors).toEqual([]);
+    expect(calls.map((c) => [c.toolCallId, c.input])).toEqual([
+      ["call_Par1s", { city: "Paris", unit: "celsius" }],
+      ["call_R0me", { city: "Rome", unit: "celsius" }],
+    ]);
+    expect(await result.finishReason).toBe("tool-calls");
+  });
+});

@@ -64,3 +64,25 @@ describe.each([
     expect(res.status, await res.text()).toBe(200);
   });
 });
+
+describe("an OpenAI assistant refusal sent back as history", () => {
+  const messages = [
+    { role: "user", content: "a" },
+    { role: "assistant", content: [{ type: "refusal", refusal: "I can't help with that." }] },
+    { role: "user", content: "b" },
+  ];
+
+  test("passes to an OpenAI upstream as it came", async () => {
+    const res = await post(gw, "/v1/chat/completions", { model: OPENAI_MODEL, messages });
+    expect(res.status, await res.text()).toBe(200);
+    expect(upstream.requests.at(-1)!.body.messages[1]).toEqual(messages[1]);
+  });
+
+  test("reaches an Anthropic upstream as what the assistant said", async () => {
+    const res = await post(gw, "/v1/chat/completions", { model: ANTHROPIC_MODEL, messages });
+    expect(res.status, await res.text()).toBe(200);
+    const sent = upstream.requests.at(-1)!.body.messages;
+    expect(sent[1].role).toBe("assistant");
+    expect(JSON.stringify(sent[1].content)).toContain("I can't help with that.");
+  });
+});

@@ -113,6 +113,18 @@ describe("upstream failures", () => {
     expect(await gw.balanceMicro()).toBe(before);
   });
 
+  test("a 502's type says which failure it was, as docs/api.md lists them, in both shapes", async () => {
+    const cases: [status: number, openai: string, anthropic: string][] = [[500, "upstream_error", "api_error"], [429, "server_error", "overloaded_error"], [503, "server_error", "overloaded_error"]];
+    for (const [status, openaiType, anthropicType] of cases) {
+      // Every attempt (retries included) meets the same status.
+      upstream.rule(() => ({ kind: "json", status, headers: { "retry-after-ms": "1" }, body: { error: { message: "no", type: "server_error" } } }));
+      const openai = await expectError(await post(gw, "/v1/chat/completions", { model: OPENAI_MODEL, messages: question }), 502, "openai");
+      const anthropic = await expectError(await post(gw, "/v1/messages", { model: ANTHROPIC_MODEL, max_tokens: 10, messages: question }), 502, "anthropic");
+      expect([status, openai.error.type, anthropic.error.type]).toEqual([status, openaiType, anthropicType]);
+    }
+    upstream.rule(undefined);
+  });
+
   test("upstream 400 → 400 with the vendor's reason, scrubbed of URLs and keys", async () => {
     upstream.reply({ kind: "json", status: 400, body: { error: { message: `max_tokens is too large, see https://platform.openai.com/docs (key ${VENDOR_OPENAI_KEY})`, type: "invalid_request_error" } } });
     await expectError(await post(gw, "/v1/chat/completions", { model: OPENAI_MODEL, messages: question }), 400, "openai", /max_tokens is too large/);

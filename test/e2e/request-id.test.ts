@@ -1,3 +1,4 @@
+import Anthropic from "@anthropic-ai/sdk";
 import { Database } from "bun:sqlite";
 import { describe, expect, test } from "bun:test";
 import type { Logger } from "../../src/log/log.ts";
@@ -108,6 +109,30 @@ describe("x-request-id", () => {
     const logged = (id: string) => lines.find((l) => l.message === "request" && l.fields.clientRequestId === id)?.fields.status;
     for (const [id, , status] of cases) expect([id, logged(id)]).toEqual([id, id === "ready" ? undefined : status]);
     expect(logged("limited")).toBe(429);
+  });
+
+  test("Anthropic-format answers carry it as `request-id` too, which is the header the Anthropic SDK reads", async () => {
+    const anthropic = new Anthropic({ baseURL: gw.url, apiKey: gw.key, maxRetries: 0 });
+    const message = await anthropic.messages.create({ model: ANTHROPIC_MODEL, max_tokens: 20, messages: [{ role: "user", content: "Hello ids" }] });
+    expect(message._request_id).toMatch(UUID);
+    const failed = await anthropic.messages.create({ model: "no/such", max_tokens: 20, messages: [{ role: "user", content: "x" }] }).catch((e: unknown) => e);
+    expect(failed).toBeInstanceOf(Anthropic.APIError);
+    expect((failed as InstanceType<typeof Anthropic.APIError>).status).toBe(404);
+    expect((failed as InstanceType<typeof Anthropic.APIError>).requestID).toMatch(UUID);
+    // Streams, refusals from admission, and a client's own id, kept.
+    const stream = await post(gw, "/v1/messages", { model: ANTHROPIC_MODEL, max_tokens: 20, messages: hi, stream: true }, { "x-request-id": "anth-stream" });
+    expect(stream.headers.get("request-id")).toBe("anth-stream");
+    await stream.text();
+    const noKey = await fetch(`${gw.url}/v1/messages`, { method: "POST", headers: { "x-request-id": "anth-401" }, body: "{}" });
+    expect([noKey.status, noKey.headers.get("request-id")]).toEqual([401, "anth-401"]);
+    // The SDK's model list, by its anthropic-version header.
+    const models = await fetch(`${gw.url}/v1/models`, { headers: { "x-api-key": gw.key, "anthropic-version": "2023-06-01", "x-request-id": "anth-models" } });
+    expect(models.headers.get("request-id")).toBe("anth-models");
+    await models.arrayBuffer();
+    // OpenAI-format answers keep to `x-request-id`.
+    const openai = await post(gw, "/v1/chat/completions", { model: OPENAI_MODEL, messages: hi }, { "x-request-id": "oai-1" });
+    expect([openai.headers.get("x-request-id"), openai.headers.get("request-id")]).toEqual(["oai-1", null]);
+    await openai.arrayBuffer();
   });
 
   test("token counts send it to an Anthropic upstream", async () => {

@@ -301,6 +301,11 @@ const ANTHROPIC_ROLES = new Set(["user", "assistant", "system"]);
 /** What OpenAI answers with 400 for a body the gateway built wrong, in OpenAI's words; undefined when it would accept it. */
 function openaiRefusal(body: any, strict: boolean): string | undefined {
   if (strict) for (const field of Object.keys(body)) if (!OPENAI_CHAT_FIELDS.has(field)) return `Unrecognized request argument supplied: ${field}`;
+  // OpenAI's limit for end-user ids (the gateway hashes Claude Code's metadata.user_id into `user`).
+  for (const field of ["user", "safety_identifier"]) {
+    const id = body[field];
+    if (typeof id === "string" && id.length > 64) return `Invalid '${field}': string too long. Expected a string with maximum length 64, but got a string with length ${id.length} instead.`;
+  }
   if (Array.isArray(body.stop) && body.stop.length > 4) return `Invalid 'stop': array too long. Expected an array with maximum length 4, but got an array with length ${body.stop.length} instead.`;
   const model = String(body.model ?? "");
   // Models that do not reason refuse reasoning controls; those that do refuse other sampling than the default.

@@ -98,7 +98,11 @@ export function anthropicRequestToOpenAI(
   return out;
 }
 
-/** SHA-256 of the client's end-user id: stable per user (what OpenAI's abuse monitoring needs), not reversible. */
+/**
+ * SHA-256 of the client's end-user id: stable per user (what OpenAI's abuse monitoring needs), not
+ * reversible. The bare hex digest, 64 characters: OpenAI refuses a longer `user` (400
+ * `string_above_max_length`), and Claude Code sends `metadata.user_id` with every request.
+ */
 export function pseudonymousUser(userId: string): string {
-  return `sha256:${createHash("sha256").update(userId).digest("hex")}`;
+  return createHash("sha256").update(userId).digest("hex");
 }

@@ -58,7 +58,17 @@ export function createAnthropicEncoder(ctx: EncodeContext): ClientSink {
   let block = -1;
   let open: "text" | "thinking" | "redacted" | "tool" | null = null;
   let openTool = -1;
+  /** The open tool call's arguments so far: whether they are whole decides if the next call may start. */
+  let openToolArgs = "";
   const toolBlocks = new Map<number, number>();
+  /**
+   * Calls that began while another call's arguments were still incomplete, held whole until that
+   * block can close. OpenAI-compatible servers may interleave the argument chunks of parallel
+   * calls; Anthropic never sends a block's delta after its stop, and clients that take blocks in
+   * order (the AI SDK's Anthropic provider) keep a call cut short if it comes. A call that starts
+   * after the previous one's arguments form a whole JSON value streams at once, as usual.
+   */
+  const deferred = new Map<number, { id?: string; name?: string; args: string }>();
   let inputTokens = 0;
   /** Whether the upstream has said how many prompt tokens there were (else message_start carries the estimate). */
   let reportedInput = false;
@@ -86,10 +96,29 @@ export function createAnthropicEncoder(ctx: EncodeContext): ClientSink {
     return frame("content_block_stop", `{"type":"content_block_stop","index":${block}}`);
   };
   const openBlock = (kind: NonNullable<typeof open>, contentBlock: string) => {
-    const out = close();
+    const out = close() + releaseDeferred();
     block += 1;
     open = kind;
     return out + frame("content_block_start", `{"type":"content_block_start","index":${block},"content_block":${contentBlock}}`);
+  };
+  const toolStart = (index: number, id: string | undefined, name: string | undefined) =>
+    JSON.stringify({ type: "tool_use", id: id ?? `toolu_${ctx.id}_${index}`, name: name ?? "", input: {} });
+  const argsDelta = (index: number, args: string) =>
+    frame("content_block_delta", `{"type":"content_block_delta","index":${index},"delta":{"type":"input_json_delta","partial_json":${JSON.stringify(args)}}}`);
+  /** The held calls, each a whole block, once the block before them closed. */
+  const releaseDeferred = (): string => {
+    if (deferred.size === 0) return "";
+    let out = "";
+    const calls = [...deferred];
+    deferred.clear();
+    for (const [index, call] of calls) {
+      block += 1;
+      toolBlocks.set(index, block);
+      out += frame("content_block_start", `{"type":"content_block_start","index":${block},"content_block":${toolStart(index, call.id, call.name)}}`);
+      if (call.args.length > 0) out += argsDelta(block, call.args);
+      out += frame("content_block_stop", `{"type":"content_block_stop","index":${block}}`);
+    }
+    return out;
   };
 
   const sink: ClientSink = {
@@ -135,18 +164,30 @@ export function createAnthropicEncoder(ctx: EncodeContext): ClientSink {
           return begin() + openBlock("redacted", JSON.stringify({ type: "redacted_thinking", data: e.data })) + close();
         case "tool-call": {
           let out = begin();
+          const held = deferred.get(e.index);
+          if (held) {
+            held.args += e.argumentsDelta;
+            held.id ??= e.id;
+            held.name ??= e.name;
+            return out;
+          }
           let index = toolBlocks.get(e.index);
           if (index === undefined) {
-            const start = { type: "tool_use", id: e.id ?? `toolu_${ctx.id}_${e.index}`, name: e.name ?? "", input: {} };
-            out += openBlock("tool", JSON.stringify(start));
+            if (deferred.size > 0 || (open === "tool" && !wholeJson(openToolArgs))) {
+              deferred.set(e.index, { id: e.id, name: e.name, args: e.argumentsDelta });
+              return out;
+            }
+            out += openBlock("tool", toolStart(e.index, e.id, e.name));
             openTool = e.index;
+            openToolArgs = "";
             index = block;
             toolBlocks.set(e.index, index);
-          } else if (open !== "tool" || openTool !== e.index) {
-            // A delta for a tool whose block was closed; Anthropic clients accumulate by index, so it still lands right.
           }
+          // A delta for a call whose block was closed by text or thinking in between goes out by
+          // its index (the Anthropic SDK accumulates by index); calls in a row never get here.
           if (e.argumentsDelta.length === 0) return out;
-          return out + frame("content_block_delta", `{"type":"content_block_delta","index":${index},"delta":{"type":"input_json_delta","partial_json":${JSON.stringify(e.argumentsDelta)}}}`);
+          if (open === "tool" && openTool === e.index) openToolArgs += e.argumentsDelta;
+          return out + argsDelta(index, e.argumentsDelta);
         }
         case "finish":
           finish = e.reason;
@@ -162,7 +203,7 @@ export function createAnthropicEncoder(ctx: EncodeContext): ClientSink {
       return out;
     },
     end() {
-      let out = begin() + close();
+      let out = begin() + close() + releaseDeferred();
       const usage: Record<string, unknown> = { input_tokens: uncached(inputTokens, cacheRead, cacheWrite), output_tokens: outputTokens };
       addCacheUsage(usage, cacheRead, cacheWrite, cacheWrite1h);
       if (reasoningTokens !== undefined) usage.output_tokens_details = { thinking_tokens: reasoningTokens };
@@ -247,6 +288,17 @@ export function encodeAnthropicBody(events: StreamEvent[], ctx: EncodeContext) {
     stop_sequence: answer.stopSequence ?? null,
     usage,
   };
+}
+
+/** Whether a call's arguments so far are a whole JSON value (empty is not: a parameterless call may still send `{}`). */
+function wholeJson(text: string): boolean {
+  if (text.trim() === "") return false;
+  try {
+    JSON.parse(text);
+    return true;
+  } catch {
+    return false;
+  }
 }
 
 /** Tool arguments arrive as JSON text; a model that produced broken JSON still gets its call through. */

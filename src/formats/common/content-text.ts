@@ -18,6 +18,8 @@ export function openaiContentText(content: unknown): string {
   for (const part of content) {
     const type = (part as { type?: unknown })?.type;
     if (type === "text") texts.push(String((part as { text?: unknown }).text ?? ""));
+    // An assistant's earlier refusal, sent back as history: what it said, like its text.
+    else if (type === "refusal") texts.push(String((part as { refusal?: unknown }).refusal ?? ""));
     else if (typeof type === "string" && IMAGE_PARTS.has(type)) {
       throw new UnsupportedContentError(`content part type "${type}" is not supported: image and file input are not passed through yet; send text only`);
     } else throw new UnsupportedContentError(`unknown content part type "${String(type)}"`);

@@ -2,7 +2,7 @@ import type { Tracker } from "../../ops/request-trace.ts";
 
 /**
  * Every request gets an id as it arrives: the client's `x-request-id` when it is 1–128 of
- * `[A-Za-z0-9._:-]`, else a new UUID. It is set on the request (the pipeline reads it from
+ * `[A-Za-z0-9._:-]`, else a new UUID (also sent as `request-id` to Anthropic-format clients). It is set on the request (the pipeline reads it from
  * there: upstream header, usage record, log lines) and in the response headers Elysia merges
  * into every answer — refusals from admission and errors from the errors plugin included.
  *
@@ -11,7 +11,11 @@ import type { Tracker } from "../../ops/request-trace.ts";
  */
 export function assignRequestId(tracker: Tracker) {
   return (request: Request, set: { headers: Record<string, unknown> }, path: string): void => {
-    set.headers["x-request-id"] = tracker.begin(request, path).id;
+    const id = tracker.begin(request, path).id;
+    set.headers["x-request-id"] = id;
+    // Anthropic names it `request-id`, and its SDK reads only that (`message._request_id`,
+    // `APIError.requestID`): Anthropic-format routes, and any request its SDK sends, carry both.
+    if (path.startsWith("/v1/messages") || request.headers.has("anthropic-version")) set.headers["request-id"] = id;
   };
 }
 

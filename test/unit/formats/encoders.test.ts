@@ -111,6 +111,72 @@ describe("Anthropic encoder", () => {
     expect(delta.usage).toEqual({ input_tokens: 20, output_tokens: 31 });
   });
 
+  /** Anthropic's rule: a block's deltas come between its start and its stop, one block open at a time. Returns each block's whole input. */
+  function blocksInOrder(list: SseEvent[]): { name: string; input: string; at: number }[] {
+    const blocks: { name: string; input: string; at: number }[] = [];
+    let open: number | undefined;
+    list.forEach((f, at) => {
+      const data = JSON.parse(f.data);
+      if (f.event === "content_block_start") {
+        expect(open).toBeUndefined();
+        open = data.index;
+        expect(data.index).toBe(blocks.length);
+        blocks.push({ name: data.content_block.name ?? data.content_block.type, input: "", at });
+      } else if (f.event === "content_block_delta") {
+        expect(data.index).toBe(open!);
+        if (data.delta.type === "input_json_delta") blocks[data.index]!.input += data.delta.partial_json;
+      } else if (f.event === "content_block_stop") {
+        expect(data.index).toBe(open!);
+        open = undefined;
+      }
+    });
+    expect(open).toBeUndefined();
+    return blocks;
+  }
+
+  test("parallel calls whose argument chunks interleave (as some OpenAI-compatible servers send them) stay each in its own block, never a delta after a stop", () => {
+    const events: StreamEvent[] = [
+      { type: "start", inputTokens: 20 },
+      { type: "tool-call", index: 0, id: "call_a", name: "get_weather", argumentsDelta: '{"city":' },
+      { type: "tool-call", index: 1, id: "call_b", name: "get_weather", argumentsDelta: '{"city":' },
+      { type: "tool-call", index: 0, argumentsDelta: '"Paris"}' },
+      { type: "tool-call", index: 1, argumentsDelta: '"Rome"}' },
+      { type: "tool-call", index: 2, id: "call_c", name: "get_time", argumentsDelta: "" },
+      { type: "finish", reason: "tool_calls" },
+      { type: "usage", inputTokens: 20, outputTokens: 31 },
+    ];
+    const list = frames(encodeAll(createAnthropicEncoder(ctx), events));
+    const blocks = blocksInOrder(list);
+    expect(blocks.map((b) => [b.name, b.input])).toEqual([["get_weather", '{"city":"Paris"}'], ["get_weather", '{"city":"Rome"}'], ["get_time", ""]]);
+    expect(list.slice(-2).map((f) => f.event)).toEqual(["message_delta", "message_stop"]);
+    // Read back as an Anthropic client reads it: the same calls.
+    const decode = anthropicAdapter.createStreamDecoder();
+    expect(meaning(list.flatMap((f) => decode(f).events)).tools.map((t) => t.arguments)).toEqual(['{"city":"Paris"}', '{"city":"Rome"}', ""]);
+  });
+
+  test("calls that come one after another stream as they come: the next starts once the one before is whole", () => {
+    const sink = createAnthropicEncoder(ctx);
+    let text = sink.event({ type: "start", inputTokens: 20 });
+    text += sink.event({ type: "tool-call", index: 0, id: "call_a", name: "get_weather", argumentsDelta: '{"city":"Paris"}' });
+    // The second call's block opens (and the first closes) when its first chunk arrives, not at the end.
+    const second = sink.event({ type: "tool-call", index: 1, id: "call_b", name: "get_time", argumentsDelta: '{"tz":' });
+    expect(frames(second).map((f) => f.event)).toEqual(["content_block_stop", "content_block_start", "content_block_delta"]);
+    text += second + sink.event({ type: "tool-call", index: 1, argumentsDelta: '"UTC"}' }) + sink.event({ type: "finish", reason: "tool_calls" }) + sink.end();
+    expect(blocksInOrder(frames(text)).map((b) => b.input)).toEqual(['{"city":"Paris"}', '{"tz":"UTC"}']);
+  });
+
+  test("text after held calls comes after them", () => {
+    const events: StreamEvent[] = [
+      { type: "tool-call", index: 0, id: "call_a", name: "a", argumentsDelta: '{"x":' },
+      { type: "tool-call", index: 1, id: "call_b", name: "b", argumentsDelta: "{}" },
+      { type: "tool-call", index: 0, argumentsDelta: "1}" },
+      { type: "text", text: "done" },
+      { type: "finish", reason: "tool_calls" },
+    ];
+    const blocks = blocksInOrder(frames(encodeAll(createAnthropicEncoder(ctx), events)));
+    expect(blocks.map((b) => [b.name, b.input])).toEqual([["a", '{"x":1}'], ["b", "{}"], ["text", ""]]);
+  });
+
   test("stop reasons map", () => {
     const reasons = { stop: "end_turn", stop_sequence: "stop_sequence", length: "max_tokens", tool_calls: "tool_use", content_filter: "refusal" } as const;
     for (const [ours, theirs] of Object.entries(reasons)) {
