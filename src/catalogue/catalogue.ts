@@ -51,6 +51,9 @@ export function createCatalogue(models: ModelConfig[]) {
   };
 }
 
+/** Models have no creation date of their own unless configured; a fixed one keeps lists stable across restarts. */
+const MODEL_CREATED_AT = "2025-01-01T00:00:00Z";
+
 /**
  * The model lists of `shown` in both shapes. The list never changes while the process runs, so its
  * JSON is built once and every GET /v1/models answers with the same bytes.
@@ -61,6 +64,8 @@ function catalogueView(shown: ModelConfig[], byAlias: Map<string, ModelConfig>) 
     data: shown.map((m) => ({
       id: m.id,
       object: "model",
+      // OpenAI's model objects carry it (its SDK's type requires it); the same date as the Anthropic list's.
+      created: Math.floor((Date.parse(m.created_at ?? "") || Date.parse(MODEL_CREATED_AT)) / 1000),
       owned_by: m.owned_by ?? m.id.slice(0, m.id.indexOf("/")),
       // An image model's typical message makes one image, priced apart from its tokens.
       credits_per_msg: m.category === "free" ? 0 : creditsPerMessage(m.pricing, m.category === "embedding" ? 0 : undefined, m.category === "image" ? 1 : 0),
@@ -78,7 +83,7 @@ function catalogueView(shown: ModelConfig[], byAlias: Map<string, ModelConfig>) 
     type: "model",
     id,
     display_name: m.display_name ?? m.id,
-    created_at: m.created_at ?? "2025-01-01T00:00:00Z",
+    created_at: m.created_at ?? MODEL_CREATED_AT,
   });
   const anthropicEntries = [
     ...shown.map((m) => anthropicEntry(m, m.id)),

@@ -64,6 +64,7 @@ const ModelList = t.Object({
   data: t.Array(t.Object({
     id: t.String(),
     object: t.Literal("model"),
+    created: t.Integer({ description: "Unix seconds: the model's `created_at` from the config, else 2025-01-01." }),
     owned_by: t.String(),
     credits_per_msg: t.Number({ description: "Cost of 1,000 tokens in and 500 out, rounded up to whole credits." }),
     model_id: t.String(),

@@ -290,11 +290,13 @@ describe("GET /v1/models", () => {
     for (const id of [OPENAI_MODEL, ANTHROPIC_MODEL, FREE_MODEL]) expect(ids).toContain(id);
     expect(new Set(ids).size).toBe(ids.length);
 
-    const fields = ["category", "context_length", "credits_per_msg", "id", "modalities", "model_id", "object", "owned_by"];
+    // The spec's fields, and OpenAI's `created` (its SDK's Model type has it).
+    const fields = ["category", "context_length", "created", "credits_per_msg", "id", "modalities", "model_id", "object", "owned_by"];
     for (const m of body.data) {
       expect(Object.keys(m).sort()).toEqual(fields);
       expect(typeof m.id).toBe("string");
       expect(m.object).toBe("model");
+      expect(m.created).toBe(Date.parse("2025-01-01T00:00:00Z") / 1000);
       expect(typeof m.owned_by).toBe("string");
       expect(Number.isInteger(m.credits_per_msg)).toBe(true);
       expect(m.credits_per_msg as number).toBeGreaterThanOrEqual(0);
