@@ -257,7 +257,7 @@ export function createApp(deps: AppDeps) {
       // Changes to the console's API from another site are refused on arrival, before their bodies are read.
       console: consoleStore ? consoleGate : undefined,
       // A key whose token counts fill its share is refused before its next count's body is read.
-      countsBusy: (keyId) => counts.busy(keyId),
+      countsBusy: (keyId, bodyBytes) => counts.busy(keyId, bodyBytes),
     }))
     .use(jsonBodyPlugin(deps.settings.limits.max_body_bytes))
     // The answering routes close their own request traces (see closeTracesHook): before the hook.

@@ -17,7 +17,7 @@ const ANTHROPIC_CACHE = { read: 0.1, write5m: 1.25, write1h: 2 };
  */
 const OPENAI_CACHE_READ: [RegExp, number][] = [
   [/^gpt-5/, 0.1],
-  [/^(gpt-4\.1|o3(?!-mini)|o4-mini)/, 0.25],
+  [/^(gpt-4\.1|o3(?!-mini)|o4-mini|codex-mini)/, 0.25],
   [/^(gpt-4o|o1|o3-mini)/, 0.5],
 ];
 
@@ -30,7 +30,7 @@ const times = (price: number, factor: number) => Math.round(price * factor * 1e9
  * multipliers, OpenAI families their published cached-input price, anything else the input price.
  */
 export function withCacheDefaults(pricing: Pricing, providerKind: "openai" | "anthropic", upstreamModel: string): Pricing {
-  const name = upstreamModel.slice(upstreamModel.lastIndexOf("/") + 1).toLowerCase();
+  const name = familyName(upstreamModel);
   const input = pricing.input_per_mtok;
   let read = 1;
   let write5m = 1;
@@ -43,4 +43,15 @@ export function withCacheDefaults(pricing: Pricing, providerKind: "openai" | "an
     cache_write_per_mtok: pricing.cache_write_per_mtok ?? times(input, write5m),
     cache_write_1h_per_mtok: pricing.cache_write_1h_per_mtok ?? times(input, write1h),
   };
+}
+
+/**
+ * The model's family name: without a vendor path (`openai/gpt-4o` on OpenRouter), a fine-tune's
+ * `ft:` (`ft:gpt-4o-mini-2024-07-18:org::id` is billed as its base), or a cloud's dotted vendor
+ * prefix (Bedrock's `anthropic.claude-…`, `us.anthropic.claude-…`). Lowercase.
+ */
+export function familyName(upstreamModel: string): string {
+  const name = upstreamModel.slice(upstreamModel.lastIndexOf("/") + 1).toLowerCase().replace(/^ft:/, "");
+  const vendor = /^(?:[a-z]{2,6}\.)?(?:anthropic|openai)\./.exec(name);
+  return vendor ? name.slice(vendor[0].length) : name;
 }

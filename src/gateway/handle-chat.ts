@@ -20,6 +20,8 @@ export interface ChatCall {
   set: { headers: Record<string, unknown> };
   /** The Responses API's conversation, for vendor key affinity (ForwardRequest.chain). */
   chain?: ForwardRequest["chain"];
+  /** The size of what is sent when it is not the request's (stored items added); else its Content-Length. */
+  bodyBytes?: number;
 }
 
 /**
@@ -40,6 +42,13 @@ export async function handleChat(deps: ForwardDeps & { catalogue: Catalogue }, c
     throw new GatewayError(400, "invalid_request", `The model "${embedding.id}" is an embedding model: it answers POST /v1/embeddings, not chat. GET /v1/models lists each model's category.`);
   }
 
+  // An image model answers with its images in the text of one answer, held and charged as one
+  // image; n answers would be n answers' tokens for one answer's images (the others were lost).
+  if (typeof body.n === "number" && body.n > 1) {
+    const image = candidates.find((m) => m.category === "image");
+    if (image) throw new GatewayError(400, "invalid_request", `n must be 1 for the image model "${image.id}": it makes one answer per request.`);
+  }
+
   const openai = format.wire === "openai";
   if (openai) checkOpenAIContent(body);
   else checkAnthropicContent(body);
@@ -54,7 +63,7 @@ export async function handleChat(deps: ForwardDeps & { catalogue: Catalogue }, c
   const response = await forward(deps, {
     format,
     body,
-    bodyBytes: bodyBytesOf(call.request, body),
+    bodyBytes: call.bodyBytes ?? bodyBytesOf(call.request, body),
     headers: call.request.headers,
     signal: call.request.signal,
     candidates,

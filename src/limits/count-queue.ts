@@ -41,10 +41,13 @@ export interface CountQueue {
   /** The tokens of `text`, counted in turn with other keys' counts. */
   count(key: string, text: string, signal?: AbortSignal): Promise<number>;
   /**
-   * Why `key`'s next count would be refused whatever its size (its counts leave no room for one
-   * slice), or undefined: asked when a request arrives, so a flood is refused before its body is read.
+   * Why `key`'s next count would be refused (its counts leave no room for one slice, or for the
+   * request's body: `bodyBytes`, its Content-Length, bounds its text), or undefined: asked when a
+   * request arrives, so a flood is refused before its body is read. Sized to just fit what is
+   * left, a flood of large prompts was let in, read and parsed (4 MB each on the request thread),
+   * and only then refused.
    */
-  busy(key: string): string | undefined;
+  busy(key: string, bodyBytes?: number): string | undefined;
   /** Counts queued or running, all keys. */
   readonly size: number;
   /** Their weight (bytes of text, at least a slice each). */
@@ -130,9 +133,9 @@ export function createCountQueue(o: CountQueueOptions): CountQueue {
         void pump();
       });
     },
-    busy(key) {
+    busy(key, bodyBytes = 0) {
       const held = queue.weightOf(key);
-      return held > 0 && held + slice > o.perKeyBytes ? keyBusy : undefined;
+      return held > 0 && held + Math.max(slice, bodyBytes) > o.perKeyBytes ? keyBusy : undefined;
     },
     get size() {
       return queue.size;

@@ -115,6 +115,33 @@ describe("one key's count flood", () => {
     expect(res.sent).toBeLessThan(total);
     await Promise.all(flooding);
   });
+
+  test("a count whose body would not fit what the key's share has left is refused on arrival, whatever room one slice would find", async () => {
+    // Three big counts wait: 12 MB of the share held, room for one slice but not for another 4 MB.
+    const answered: string[] = [];
+    const three = Array.from({ length: PER_KEY - 1 }, (_, i) => count(flooder.key, BIG).then(async (res) => {
+      expect(res.status).toBe(200);
+      await res.json();
+      answered.push(`flood${i}`);
+    }));
+    while (gw.app.services.counts.sizeOf(flooder.keyId) < PER_KEY - 1 && answered.length === 0) await Bun.sleep(1);
+    expect(answered).toEqual([]);
+    // One slice would fit, so the slice rule alone admitted it: its 9 MB were then read (and refused as
+    // unreadable JSON, 400). Weighed by its Content-Length, it is refused before a byte is read.
+    const total = 9_000_000;
+    const res = await rawUpload({
+      port: Number(new URL(gw.url).port),
+      path: "/v1/messages/count_tokens",
+      headers: { "x-api-key": flooder.key, "anthropic-version": "2023-06-01", "content-type": "application/json" },
+      total,
+      chunked: false,
+    });
+    expect(res.status).toBe(429);
+    expect(JSON.parse(res.body).error.type).toBe("rate_limit_error");
+    expect(res.closedByServer).toBe(true);
+    expect(res.sent).toBeLessThan(total);
+    await Promise.all(three);
+  });
 });
 
 test("a prompt over count_tokens_max_bytes is refused with 413 request_too_large before it is counted", async () => {

@@ -206,3 +206,20 @@ describe("catalogue", () => {
     expect(page).toMatchObject({ has_more: true, first_id: spec.data[0].id, last_id: spec.data[1].id });
   });
 });
+
+describe("n on image models", () => {
+  test("n > 1 is a 400 before anything is held or sent: one answer's images are what an image model gives", async () => {
+    for (const model of [IMAGE_CHAT_MODEL, IMAGES_API_MODEL]) {
+      const before = upstream.requests.length;
+      const res = await post(gw, "/v1/chat/completions", { model, n: 2, messages: question });
+      expect(res.status).toBe(400);
+      const body = (await res.json()) as { error: { type: string; message: string } };
+      expect(body.error.type).toBe("invalid_request_error");
+      expect(body.error.message).toBe(`n must be 1 for the image model "${model}": it makes one answer per request.`);
+      expect(upstream.requests.length).toBe(before);
+    }
+    // Text models keep n.
+    const text = await post(gw, "/v1/chat/completions", { model: OPENAI_MODEL, n: 2, messages: question });
+    expect(text.status).toBe(200);
+  });
+});

@@ -172,6 +172,49 @@ describe("prompt caching is billed at the vendor's prices, through every client 
     expect(lastRecord()).toMatchObject({ prompt_tokens: 60, fresh_input_tokens: 10, cache_read_tokens: 20, cache_write_5m_tokens: 30, cost_micro: 10 * 150 + 20 * 75 + 30 * 150 + 5 * 600 });
   });
 
+  test("a message_delta that repeats input_tokens but leaves out (or nulls) the cache counts keeps message_start's: counters are cumulative", async () => {
+    const start = { input_tokens: 10, cache_creation_input_tokens: 4_000, cache_read_input_tokens: 20_000, cache_creation: { ephemeral_5m_input_tokens: 1_000, ephemeral_1h_input_tokens: 3_000 }, output_tokens: 1 };
+    const expected = 10 * 3_000 + 20_000 * 300 + 1_000 * 3_750 + 3_000 * 6_000 + 200 * 15_000;
+    for (const finalUsage of [{ input_tokens: 10, output_tokens: 200 }, { input_tokens: 10, cache_creation_input_tokens: null, cache_read_input_tokens: null, output_tokens: 200 }]) {
+      for (const format of ["messages", "chat", "responses"] as const) {
+        upstream.reply((rec: RecordedRequest): Reply => vendorRefusal(rec) ?? {
+          kind: "sse",
+          chunks: [
+            `event: message_start\ndata: ${JSON.stringify({ type: "message_start", message: { id: "msg_01Cum", type: "message", role: "assistant", model: "claude-sonnet-4-5", content: [], stop_reason: null, stop_sequence: null, usage: start } })}\n\n`,
+            `event: content_block_start\ndata: {"type":"content_block_start","index":0,"content_block":{"type":"text","text":""}}\n\n`,
+            `event: content_block_delta\ndata: {"type":"content_block_delta","index":0,"delta":{"type":"text_delta","text":"Cached answer."}}\n\n`,
+            `event: content_block_stop\ndata: {"type":"content_block_stop","index":0}\n\n`,
+            `event: message_delta\ndata: ${JSON.stringify({ type: "message_delta", delta: { stop_reason: "end_turn", stop_sequence: null }, usage: finalUsage })}\n\n`,
+            `event: message_stop\ndata: {"type":"message_stop"}\n\n`,
+          ],
+        });
+        const before = await gw.balanceMicro();
+        const res = await post(gw, PATH[format], request(format, ANTHROPIC_MODEL, true));
+        expect(res.status).toBe(200);
+        await res.text();
+        await gw.app.services.settled();
+        expect([format, before - (await gw.balanceMicro())]).toEqual([format, expected]);
+        expect(lastRecord()).toMatchObject({ fresh_input_tokens: 10, cache_read_tokens: 20_000, cache_write_5m_tokens: 1_000, cache_write_1h_tokens: 3_000, completion_tokens: 200 });
+      }
+    }
+  });
+
+  test("a previous_response_id turn is held for the history it sends, so the vendor's count of it is charged whole", async () => {
+    answer("openai", { input: 9_600, output: 50 });
+    const first = (await (await post(gw, "/v1/responses", { model: OPENAI_MODEL, input: LONG_PROMPT, max_output_tokens: 50 })).json()) as { id: string };
+    await gw.app.services.settled();
+    // The follow-up's own body is a few bytes; what goes upstream is the whole conversation, mostly cached.
+    answer("openai", { input: 68, cacheRead: 9_552, output: 50 });
+    const before = await gw.balanceMicro();
+    const res = await post(gw, "/v1/responses", { model: OPENAI_MODEL, previous_response_id: first.id, input: "ok, go on", max_output_tokens: 50 });
+    expect(res.status).toBe(200);
+    expect(((await res.json()) as { usage: { input_tokens: number } }).usage.input_tokens).toBe(9_620);
+    expect(upstream.requests.at(-1)!.rawBody).toContain(LONG_PROMPT);
+    await gw.app.services.settled();
+    expect(before - (await gw.balanceMicro())).toBe(68 * 150 + 9_552 * 75 + 50 * 600);
+    expect(lastRecord()).toMatchObject({ fresh_input_tokens: 68, cache_read_tokens: 9_552, cost_micro: 68 * 150 + 9_552 * 75 + 50 * 600 });
+  });
+
   test("an upstream whose cache counts exceed its prompt is cut down to the prompt: no class goes negative", async () => {
     upstream.reply((rec: RecordedRequest): Reply => vendorRefusal(rec) ?? {
       kind: "json",

@@ -17,6 +17,11 @@ export interface StoredInput {
   previous?: string;
   /** The id of the chain's first answer: the conversation, for vendor key affinity. */
   root?: string;
+  /**
+   * Whether stored items were added (references resolved, or a history): what goes upstream is
+   * then larger than the request, and its size, not the request's, bounds the prompt (the hold).
+   */
+  expanded: boolean;
 }
 
 /** How a client avoids references the gateway cannot resolve; every refusal below ends with it. */
@@ -30,16 +35,17 @@ const WHY_MISSING =
 export async function resolveStoredInput(body: Json, scope: string, store: ResponseStore): Promise<StoredInput> {
   const raw = body.input;
   const items: Json[] = typeof raw === "string" ? [{ type: "message", role: "user", content: raw }] : Array.isArray(raw) ? (raw as Json[]) : [];
-  const input = items.some(isReference) ? await Promise.all(items.map((item) => (isReference(item) ? referenced(item, scope, store) : item))) : items;
+  const references = items.some(isReference);
+  const input = references ? await Promise.all(items.map((item) => (isReference(item) ? referenced(item, scope, store) : item))) : items;
 
   const previous = body.previous_response_id;
-  if (previous === undefined || previous === null) return { input, history: [] };
+  if (previous === undefined || previous === null) return { input, history: [], expanded: references };
   if (typeof previous !== "string" || previous === "") throw new ResponsesRequestError("previous_response_id must be a response id (`resp_…`).");
   if (!store.enabled) {
     throw new ResponsesRequestError("previous_response_id is not supported: this gateway is configured to store no responses. Send the whole conversation in `input` (as with `store: false`).");
   }
   const { history, root } = await chain(previous, scope, store);
-  return { input, history, previous, root };
+  return { input, history, previous, root, expanded: true };
 }
 
 /** `{type: "item_reference", id}`; OpenAI also takes a bare `{id}` (its `type` is optional, or null). */

@@ -72,7 +72,7 @@ export interface AdmissionOptions {
    * Why a key's token counts are full (limits/count-queue.ts), or undefined: its next count is
    * refused here, before a body that could only be refused is read.
    */
-  countsBusy?: (keyId: string) => string | undefined;
+  countsBusy?: (keyId: string, bodyBytes: number) => string | undefined;
 }
 
 /** What the admin gate needs of the server: the client's socket address. */
@@ -155,7 +155,7 @@ export function admissionPlugin(o: AdmissionOptions) {
     // Token counts (Claude Code sends dozens for one `/context`) have a bucket of their own,
     // ten times the key's chat rate, so counting never spends the budget for answers.
     const counting = path === COUNT_TOKENS_PATH;
-    const busy = counting ? o.countsBusy?.(found.keyId) : undefined;
+    const busy = counting ? o.countsBusy?.(found.keyId, Number(request.headers.get("content-length")) || 0) : undefined;
     if (busy) {
       o.onRejected(request, 429);
       return errorResponse(anthropic, 429, "rate_limit", busy, { "retry-after": "1", ...unreadBodyHeaders(request) });

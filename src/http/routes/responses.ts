@@ -80,6 +80,9 @@ export function responsesRoute(deps: ForwardDeps & { catalogue: Catalogue; respo
             onFinal: keep ? onFinal : undefined,
           }),
           body: plan.chat,
+          // Stored items make the conversation sent larger than the request: its own size bounds
+          // the prompt, so the hold (and the charge it caps) covers the history the vendor bills.
+          bodyBytes: stored.expanded ? Buffer.byteLength(JSON.stringify(plan.chat)) : undefined,
           request,
           principal,
           server,

@@ -45,6 +45,29 @@ function usageEvent(u: AnthropicUsage): StreamEvent {
   return event;
 }
 
+/**
+ * A stream's counts so far: message_delta's counters are cumulative and a field it leaves out (or
+ * sends as null) keeps message_start's value (the Anthropic SDK's rule: "overwrite when present").
+ * Read alone, a message_delta that repeats `input_tokens` without the cache counts made the prompt
+ * that small and priced its cache reads as none. message_start's output count is a placeholder and
+ * is never carried over.
+ */
+function cumulativeUsage(before: AnthropicUsage | undefined, next: AnthropicUsage): AnthropicUsage {
+  const merged: AnthropicUsage = { ...before, output_tokens: undefined, output_tokens_details: undefined };
+  for (const field of ["input_tokens", "cache_creation_input_tokens", "cache_read_input_tokens", "output_tokens"] as const) {
+    if (typeof next[field] === "number") merged[field] = next[field];
+  }
+  if (isRecord(next.output_tokens_details)) merged.output_tokens_details = next.output_tokens_details;
+  if (isRecord(next.cache_creation)) {
+    const split = { ...(isRecord(before?.cache_creation) ? before.cache_creation : {}) };
+    for (const field of ["ephemeral_5m_input_tokens", "ephemeral_1h_input_tokens"] as const) {
+      if (typeof next.cache_creation[field] === "number") split[field] = next.cache_creation[field];
+    }
+    merged.cache_creation = split;
+  }
+  return merged;
+}
+
 export const anthropicAdapter: ProviderAdapter = {
   format: "anthropic",
 
@@ -70,6 +93,7 @@ export const anthropicAdapter: ProviderAdapter = {
   createStreamDecoder(scrub = SHAPES_ONLY) {
     // Anthropic numbers content blocks; tool calls are numbered apart, from 0, for the union.
     const toolOfBlock = new Map<number, number>();
+    let counts: AnthropicUsage | undefined;
     return (frame): DecodedFrame => {
       const data = parseFrameJson(frame.data) as Record<string, any>;
       const events: StreamEvent[] = [];
@@ -79,7 +103,8 @@ export const anthropicAdapter: ProviderAdapter = {
       switch (kind) {
         case "message_start": {
           const usage = data.message?.usage as AnthropicUsage | undefined;
-          const u = usage && typeof usage === "object" ? usageEvent(usage) : undefined;
+          if (usage && typeof usage === "object") counts = cumulativeUsage(undefined, usage);
+          const u = counts ? usageEvent(counts) : undefined;
           events.push({ type: "start", inputTokens: u && u.type === "usage" ? u.inputTokens : undefined });
           // message_start's output_tokens is a placeholder (1); only message_delta's counts, so
           // an answer whose final usage is missing or broken is estimated, not billed one token.
@@ -111,7 +136,7 @@ export const anthropicAdapter: ProviderAdapter = {
           break;
         }
         case "message_delta":
-          if (data.usage && typeof data.usage === "object") events.push(usageEvent(data.usage));
+          if (data.usage && typeof data.usage === "object") events.push(usageEvent((counts = cumulativeUsage(counts, data.usage))));
           if (data.delta?.stop_reason) {
             events.push({ type: "finish", reason: STOP[data.delta.stop_reason] ?? "stop", stopSequence: data.delta.stop_sequence ?? undefined });
           }

@@ -44,6 +44,8 @@ describe("free count queue", () => {
     // Full: not even a count of one slice fits, which a request's arrival can be told before its body is read.
     expect(queue.busy("B")).toBe("Too many token counts in progress for this key: at most 8 bytes of text at once. Retry when one has finished.");
     expect(queue.busy("A")).toBeUndefined();
+    // A body too large for what is left is refused on arrival too, whatever one slice would find.
+    expect(queue.busy("A", 8)).toBeUndefined();
     expect(await refusal(queue.count("B", "z"))).toBe("key_busy");
     const other = queue.count("A", "aaaa");
     expect(queue.sizeOf("B")).toBe(2);
@@ -51,6 +53,19 @@ describe("free count queue", () => {
     release();
     expect(await Promise.all([...first, other])).toEqual([4, 4, 4]);
     expect(await queue.count("B", "zzz")).toBe(3);
+  });
+
+  test("the body a request declares is weighed on arrival: one that would not fit what is left is refused before it is read", async () => {
+    let release!: () => void;
+    const gate = new Promise<void>((resolve) => (release = resolve));
+    const queue = createCountQueue({ perKeyBytes: 20, capacityBytes: 1000, timeoutMs: 60_000, count: async (t) => (await gate, t.length), sliceChars: 2 });
+    const held = queue.count("B", "x".repeat(12));
+    expect(queue.busy("B", 8)).toBeUndefined();
+    expect(queue.busy("B", 9)).toBe("Too many token counts in progress for this key: at most 20 bytes of text at once. Retry when one has finished.");
+    // A key with nothing in progress is never refused here (its size is the size limits' to judge).
+    expect(queue.busy("A", 1_000)).toBeUndefined();
+    release();
+    expect(await held).toBe(12);
   });
 
   test("each count weighs at least one slice: a key may send many small counts at once, not without end", async () => {

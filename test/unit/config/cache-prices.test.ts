@@ -1,0 +1,34 @@
+/** Cache prices a model's config leaves out: the vendors' published multipliers, by family (README, "Prompt caching"). */
+import { describe, expect, test } from "bun:test";
+import { familyName, withCacheDefaults } from "../../../src/config/cache-prices.ts";
+
+const base = { input_per_mtok: 1000, output_per_mtok: 4000 };
+const read = (kind: "openai" | "anthropic", model: string) => withCacheDefaults(base, kind, model).cache_read_per_mtok;
+
+describe("cache price defaults", () => {
+  test.each([
+    ["gpt-5", 100], ["gpt-5-codex", 100], ["gpt-4.1-mini", 250], ["o3", 250], ["o4-mini", 250], ["codex-mini-latest", 250],
+    ["gpt-4o-mini", 500], ["o1", 500], ["o3-mini", 500], ["llama-3.3-70b", 1000],
+    // A vendor path, a fine-tune, a cloud's dotted vendor prefix: the family behind them.
+    ["openai/gpt-4o", 500], ["ft:gpt-4o-mini-2024-07-18:acme::abc123", 500], ["openai.gpt-4.1", 250],
+  ])("an OpenAI-kind %s reads the cache at %d", (model, price) => {
+    expect(read("openai", model)).toBe(price);
+  });
+
+  test("Claude names take Anthropic's multipliers on any provider, Bedrock's and Vertex's spellings included", () => {
+    for (const model of ["claude-sonnet-4-5", "anthropic/claude-sonnet-4-5", "anthropic.claude-sonnet-4-5-20250929-v1:0", "us.anthropic.claude-sonnet-4-5-20250929-v1:0", "global.anthropic.claude-haiku-4-5", "claude-sonnet-4-5@20250929"]) {
+      expect([model, withCacheDefaults(base, "openai", model)]).toEqual([model, { ...base, cache_read_per_mtok: 100, cache_write_per_mtok: 1250, cache_write_1h_per_mtok: 2000 }]);
+    }
+    expect(withCacheDefaults(base, "anthropic", "anything")).toMatchObject({ cache_read_per_mtok: 100, cache_write_1h_per_mtok: 2000 });
+  });
+
+  test("prices the config gives are kept", () => {
+    expect(withCacheDefaults({ ...base, cache_read_per_mtok: 7 }, "openai", "gpt-5")).toMatchObject({ cache_read_per_mtok: 7, cache_write_per_mtok: 1000 });
+  });
+
+  test("family names", () => {
+    expect(familyName("US.Anthropic.Claude-3-5")).toBe("claude-3-5");
+    expect(familyName("ft:o4-mini:acme")).toBe("o4-mini:acme");
+    expect(familyName("my.model")).toBe("my.model");
+  });
+});
