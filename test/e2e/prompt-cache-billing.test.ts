@@ -224,6 +224,18 @@ describe("prompt caching is billed at the vendor's prices, through every client 
     await (await post(gw, "/v1/chat/completions", request("chat", OPENAI_MODEL, false))).json();
     await gw.app.services.settled();
     expect(lastRecord()).toMatchObject({ prompt_tokens: 100, fresh_input_tokens: 0, cache_read_tokens: 100, cost_micro: 100 * 75 + 5 * 600 });
+    // Clients of the other formats are shown what is charged, never more cached than prompt.
+    const shown: Record<string, unknown>[] = [];
+    for (const format of ["messages", "responses"] as const) {
+      upstream.reply((rec: RecordedRequest): Reply => vendorRefusal(rec) ?? {
+        kind: "json",
+        body: { id: "chatcmpl-x", object: "chat.completion", created: 1, model: "gpt-4o-mini", choices: [{ index: 0, message: { role: "assistant", content: "hi" }, finish_reason: "stop" }],
+          usage: { prompt_tokens: 100, completion_tokens: 5, total_tokens: 105, prompt_tokens_details: { cached_tokens: 500 } } },
+      });
+      shown.push(((await (await post(gw, PATH[format], request(format, OPENAI_MODEL, false))).json()) as { usage: Record<string, unknown> }).usage);
+    }
+    expect(shown[0]).toMatchObject({ input_tokens: 0, cache_read_input_tokens: 100 });
+    expect(shown[1]).toMatchObject({ input_tokens: 100, input_tokens_details: { cached_tokens: 100 } });
   });
 
   test("reports and CSV show the classes and the savings; the audit recomputes every record, and finds one altered by hand", async () => {

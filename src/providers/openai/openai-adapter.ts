@@ -33,13 +33,16 @@ function imageEvents(images: unknown, events: StreamEvent[]): void {
 
 /** Counts that are not usable numbers are left out, so the meter estimates them. */
 function usageEvent(u: OpenAIUsage): StreamEvent {
-  const event: StreamEvent = {
-    type: "usage",
-    inputTokens: reportedCount(u.prompt_tokens),
-    outputTokens: reportedCount(u.completion_tokens),
-    cacheReadTokens: reportedCount(u.prompt_tokens_details?.cached_tokens),
-  };
-  const writes = reportedCount(u.prompt_tokens_details?.cache_write_tokens) ?? reportedCount(u.cache_creation_input_tokens);
+  const input = reportedCount(u.prompt_tokens);
+  // The cached parts are inside the prompt: counts past it are cut down to it here, as the meter
+  // charges them, so a client of another format is never shown more cached than prompt.
+  let reads = reportedCount(u.prompt_tokens_details?.cached_tokens);
+  let writes = reportedCount(u.prompt_tokens_details?.cache_write_tokens) ?? reportedCount(u.cache_creation_input_tokens);
+  if (input !== undefined) {
+    if (reads !== undefined) reads = Math.min(reads, input);
+    if (writes !== undefined) writes = Math.min(writes, input - (reads ?? 0));
+  }
+  const event: StreamEvent = { type: "usage", inputTokens: input, outputTokens: reportedCount(u.completion_tokens), cacheReadTokens: reads };
   if (writes) event.cacheWriteTokens = writes;
   // Compatible servers that reason without counting it say nothing (or 0 beside reasoning text): the meter then estimates.
   const reasoning = reportedCount(u.completion_tokens_details?.reasoning_tokens);
