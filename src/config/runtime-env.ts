@@ -15,9 +15,10 @@ export const DEFAULT_MAX_HTTP_REQUESTS = "4096";
  * fails its schema builds a report of the whole body (all its errors, the expected value, the body
  * pretty-printed), ~380 ms of the request thread for a 10 MB body of 300,000 messages, which any
  * key could send a few times a second to stall every other tenant. The gateway only ever uses the
- * first error (http/plugins/errors.ts), so it runs in production mode unless told otherwise.
+ * first error (http/plugins/errors.ts), so it runs in production mode unless told otherwise (an
+ * empty NODE_ENV, as `ENV NODE_ENV=` leaves it, says nothing).
  */
-process.env.NODE_ENV ??= "production";
+process.env.NODE_ENV ||= "production";
 
 const healthCheck = process.argv.includes("--health-check");
 if (!process.env.BUN_CONFIG_MAX_HTTP_REQUESTS && !healthCheck && typeof process.execve === "function" && process.platform !== "win32") {

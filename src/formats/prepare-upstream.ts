@@ -69,6 +69,8 @@ export function prepareUpstream(
       delete out.max_tokens;
       delete out.max_completion_tokens;
       out[field] = maxTokens;
+      // An image model reached as a fallback makes one answer (gateway/handle-chat.ts refuses n > 1 asked of one).
+      if (model.category === "image") delete out.n;
       if (out.stream === true) {
         // Usage is always counted, so the upstream is always asked for it; the client's own choice is honoured on the way back.
         const options = out.stream_options && typeof out.stream_options === "object" ? out.stream_options : {};

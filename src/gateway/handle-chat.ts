@@ -44,9 +44,10 @@ export async function handleChat(deps: ForwardDeps & { catalogue: Catalogue }, c
 
   // An image model answers with its images in the text of one answer, held and charged as one
   // image; n answers would be n answers' tokens for one answer's images (the others were lost).
-  if (typeof body.n === "number" && body.n > 1) {
-    const image = candidates.find((m) => m.category === "image");
-    if (image) throw new GatewayError(400, "invalid_request", `n must be 1 for the image model "${image.id}": it makes one answer per request.`);
+  // Asked of an image model, n > 1 is refused; an image model among the fallbacks is asked for one.
+  const first = candidates[0]!;
+  if (typeof body.n === "number" && body.n > 1 && first.category === "image") {
+    throw new GatewayError(400, "invalid_request", `n must be 1 for the image model "${first.id}": it makes one answer per request.`);
   }
 
   const openai = format.wire === "openai";

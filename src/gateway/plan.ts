@@ -44,8 +44,10 @@ export async function planRequest(
     settings.limits.max_tokens_cap,
     async () => (await count(prompt())) + 4 * messageCount + 3,
   );
+  // A model cannot bill more prompt than its window holds: the bound (bytes / 2, for any text) is
+  // capped there, or a long conversation of escaped text was held for twice what it could cost.
   const worstCaseMicro = Math.max(...candidates.map((c) =>
-    mostItCosts(c.model.pricing, promptBound, c.maxTokens * answersAsked(settings, wire, body, c.model), c.model.category === "image" ? 1 : 0)));
+    mostItCosts(c.model.pricing, Math.min(promptBound, c.model.context_length), c.maxTokens * answersAsked(settings, wire, body, c.model), c.model.category === "image" ? 1 : 0)));
   return { ...requestIds(), candidates, worstCaseMicro, promptText: prompt };
 }
 
@@ -58,7 +60,7 @@ export async function planRequest(
 export function answersAsked(settings: Settings, wire: UpstreamKind, body: Record<string, unknown>, model: ModelConfig): number {
   const n = wire === "openai" ? body.n : undefined;
   if (typeof n !== "number" || !Number.isInteger(n) || n <= 1) return 1;
-  const openaiChat = settings.providers.get(model.provider)?.kind === "openai" && model.upstream_api !== "images" && model.category !== "embedding";
+  const openaiChat = settings.providers.get(model.provider)?.kind === "openai" && model.upstream_api !== "images" && model.category !== "embedding" && model.category !== "image";
   return openaiChat ? n : 1;
 }
 

@@ -447,3 +447,18 @@ describe("rate limit", () => {
     }
   });
 });
+
+describe("the hold of a long conversation", () => {
+  test("is capped at the model's context window: text that bounds high (escaped quotes) is not held for more prompt than the model can bill", async () => {
+    // 600,000 quote characters: 1.2 MB of JSON, a bound of ~600,000 tokens (bytes / 2), a few tens of
+    // thousands counted, on a 200,000-token model. Held for the bound at the dearest prompt price
+    // (6,000 credits a million), that is 3,600 credits; the window caps it at 1,200.
+    const gw = await startGateway({ upstreamUrl: upstream.url, credits: 2_000 });
+    try {
+      const res = await post(gw, "/v1/messages", { model: ANTHROPIC_MODEL, max_tokens: 100, messages: [{ role: "user", content: '"'.repeat(600_000) }] });
+      expect(res.status, await res.text()).toBe(200);
+    } finally {
+      await gw.stop();
+    }
+  });
+});

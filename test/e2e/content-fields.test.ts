@@ -78,6 +78,15 @@ describe("an OpenAI assistant refusal sent back as history", () => {
     expect(upstream.requests.at(-1)!.body.messages[1]).toEqual(messages[1]);
   });
 
+  test("as the openai SDK returns it (content null, refusal beside it), reaches an Anthropic upstream as what the assistant said", async () => {
+    const history = [{ role: "user", content: "a" }, { role: "assistant", content: null, refusal: "I can't help with that." }, { role: "user", content: "b" }];
+    const res = await post(gw, "/v1/chat/completions", { model: ANTHROPIC_MODEL, messages: history });
+    expect(res.status, await res.text()).toBe(200);
+    const sent = upstream.requests.at(-1)!.body.messages;
+    expect(sent.map((m: { role: string }) => m.role)).toEqual(["user", "assistant", "user"]);
+    expect(JSON.stringify(sent[1].content)).toContain("I can't help with that.");
+  });
+
   test("reaches an Anthropic upstream as what the assistant said", async () => {
     const res = await post(gw, "/v1/chat/completions", { model: ANTHROPIC_MODEL, messages });
     expect(res.status, await res.text()).toBe(200);

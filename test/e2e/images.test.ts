@@ -221,5 +221,11 @@ describe("n on image models", () => {
     // Text models keep n.
     const text = await post(gw, "/v1/chat/completions", { model: OPENAI_MODEL, n: 2, messages: question });
     expect(text.status).toBe(200);
+    // An image model among the fallbacks is asked for one answer when it is reached.
+    upstream.reply({ kind: "json", status: 500, body: { error: { message: "down", type: "server_error" } } });
+    const fellBack = await post(gw, "/v1/chat/completions", { models: [OPENAI_MODEL, IMAGE_CHAT_MODEL], n: 2, messages: question });
+    expect(fellBack.status).toBe(200);
+    expect(upstream.requests.at(-1)!.body.model).toBe("flux-chat");
+    expect(upstream.requests.at(-1)!.body.n).toBeUndefined();
   });
 });

@@ -96,7 +96,7 @@ export function createAnthropicEncoder(ctx: EncodeContext): ClientSink {
     return frame("content_block_stop", `{"type":"content_block_stop","index":${block}}`);
   };
   const openBlock = (kind: NonNullable<typeof open>, contentBlock: string) => {
-    const out = close() + releaseDeferred();
+    const out = close() + releaseDeferred(true);
     block += 1;
     open = kind;
     return out + frame("content_block_start", `{"type":"content_block_start","index":${block},"content_block":${contentBlock}}`);
@@ -105,12 +105,20 @@ export function createAnthropicEncoder(ctx: EncodeContext): ClientSink {
     JSON.stringify({ type: "tool_use", id: id ?? `toolu_${ctx.id}_${index}`, name: name ?? "", input: {} });
   const argsDelta = (index: number, args: string) =>
     frame("content_block_delta", `{"type":"content_block_delta","index":${index},"delta":{"type":"input_json_delta","partial_json":${JSON.stringify(args)}}}`);
-  /** The held calls, each a whole block, once the block before them closed. */
-  const releaseDeferred = (): string => {
+  /**
+   * The held calls, each a whole block, once the block before them closed. `wholeOnly` (another
+   * block is about to open): only those whose arguments are already whole, in order up to the first
+   * that is not; the rest stay held, for their chunks still to come, until the end.
+   */
+  const releaseDeferred = (wholeOnly: boolean): string => {
     if (deferred.size === 0) return "";
     let out = "";
-    const calls = [...deferred];
-    deferred.clear();
+    const calls: [number, { id?: string; name?: string; args: string }][] = [];
+    for (const entry of deferred) {
+      if (wholeOnly && !wholeJson(entry[1].args)) break;
+      calls.push(entry);
+    }
+    for (const [index] of calls) deferred.delete(index);
     for (const [index, call] of calls) {
       block += 1;
       toolBlocks.set(index, block);
@@ -203,7 +211,7 @@ export function createAnthropicEncoder(ctx: EncodeContext): ClientSink {
       return out;
     },
     end() {
-      let out = begin() + close() + releaseDeferred();
+      let out = begin() + close() + releaseDeferred(false);
       const usage: Record<string, unknown> = { input_tokens: uncached(inputTokens, cacheRead, cacheWrite), output_tokens: outputTokens };
       addCacheUsage(usage, cacheRead, cacheWrite, cacheWrite1h);
       if (reasoningTokens !== undefined) usage.output_tokens_details = { thinking_tokens: reasoningTokens };

@@ -42,7 +42,9 @@ export function openaiRequestToAnthropic(
       }
       case "assistant": {
         const blocks: AnthropicBlock[] = [];
-        const text = openaiContentText(m.content);
+        // An earlier refusal sent back as it came (`content: null, refusal: "…"`): what the assistant said.
+        const refusal = (m as { refusal?: unknown }).refusal;
+        const text = openaiContentText(m.content) || (typeof refusal === "string" ? refusal : "");
         if (text) blocks.push({ type: "text", text });
         for (const call of m.tool_calls ?? []) {
           blocks.push({ type: "tool_use", id: call.id, name: call.function.name, input: parseArguments(call.function.arguments) });

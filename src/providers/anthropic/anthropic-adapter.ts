@@ -49,19 +49,20 @@ function usageEvent(u: AnthropicUsage): StreamEvent {
  * A stream's counts so far: message_delta's counters are cumulative and a field it leaves out (or
  * sends as null) keeps message_start's value (the Anthropic SDK's rule: "overwrite when present").
  * Read alone, a message_delta that repeats `input_tokens` without the cache counts made the prompt
- * that small and priced its cache reads as none. message_start's output count is a placeholder and
+ * that small and priced its cache reads as none. A count that is not a usable number (negative,
+ * fractional, absurd) replaces nothing either. message_start's output count is a placeholder and
  * is never carried over.
  */
 function cumulativeUsage(before: AnthropicUsage | undefined, next: AnthropicUsage): AnthropicUsage {
   const merged: AnthropicUsage = { ...before, output_tokens: undefined, output_tokens_details: undefined };
   for (const field of ["input_tokens", "cache_creation_input_tokens", "cache_read_input_tokens", "output_tokens"] as const) {
-    if (typeof next[field] === "number") merged[field] = next[field];
+    if (reportedCount(next[field]) !== undefined) merged[field] = next[field];
   }
   if (isRecord(next.output_tokens_details)) merged.output_tokens_details = next.output_tokens_details;
   if (isRecord(next.cache_creation)) {
     const split = { ...(isRecord(before?.cache_creation) ? before.cache_creation : {}) };
     for (const field of ["ephemeral_5m_input_tokens", "ephemeral_1h_input_tokens"] as const) {
-      if (typeof next.cache_creation[field] === "number") split[field] = next.cache_creation[field];
+      if (reportedCount(next.cache_creation[field]) !== undefined) split[field] = next.cache_creation[field];
     }
     merged.cache_creation = split;
   }

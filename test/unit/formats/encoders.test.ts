@@ -177,6 +177,20 @@ describe("Anthropic encoder", () => {
     expect(blocks.map((b) => [b.name, b.input])).toEqual([["a", '{"x":1}'], ["b", "{}"], ["text", ""]]);
   });
 
+  test("a held call still incomplete when text or thinking comes stays held until its chunks are in", () => {
+    const events: StreamEvent[] = [
+      { type: "tool-call", index: 0, id: "call_a", name: "a", argumentsDelta: '{"x":' },
+      { type: "tool-call", index: 1, id: "call_b", name: "b", argumentsDelta: '{"y":' },
+      { type: "tool-call", index: 0, argumentsDelta: "1}" },
+      { type: "text", text: "hmm" },
+      { type: "reasoning", text: "thinking" },
+      { type: "tool-call", index: 1, argumentsDelta: "2}" },
+      { type: "finish", reason: "tool_calls" },
+    ];
+    const blocks = blocksInOrder(frames(encodeAll(createAnthropicEncoder(ctx), events)));
+    expect(blocks.map((b) => [b.name, b.input])).toEqual([["a", '{"x":1}'], ["text", ""], ["thinking", ""], ["b", '{"y":2}']]);
+  });
+
   test("stop reasons map", () => {
     const reasons = { stop: "end_turn", stop_sequence: "stop_sequence", length: "max_tokens", tool_calls: "tool_use", content_filter: "refusal" } as const;
     for (const [ours, theirs] of Object.entries(reasons)) {
