@@ -33,7 +33,7 @@ const targets: { what: string; value: number; unit: string; target: string; met:
   for (let i = 0; i < 384; i++) {
     const text = `${i}: ${words(64 * 1024 / 6, i)}`.slice(0, 64 * 1024);
     meter.observe({ type: "text", text });
-    if (i % 2 === 0) meter.defer(() => [{ type: "text", text: `frame ${i}` }], 64 * 1024);
+    if (i % 2 === 0) meter.defer({ data: "f".repeat(64 * 1024) }, () => [{ type: "text", text: `frame ${i}` }]);
   }
   Bun.gc(true);
   const grownMb = (process.memoryUsage().heapUsed - before) / 2 ** 20;

@@ -37,6 +37,9 @@ export type PromptSource = () => string | Promise<number>;
  */
 export const METER_KEEP_CHARS = 8 * 1024;
 
+/** What a frame relayed undecoded weighs against METER_KEEP_CHARS, per character (see `defer`). */
+const FRAME_WEIGHT = 4;
+
 /**
  * Watches the event stream and remembers what the upstream reported. The generated text is
  * kept only so that an upstream that reports nothing can still be billed by count, and only up
@@ -53,8 +56,13 @@ export class UsageMeter {
   #cacheWrite1h: number | undefined;
   readonly #keepChars: number;
   #produced: string[] = [];
-  /** Frames relayed without decoding (with their size); decoded only if their text must be counted. */
-  #deferred: { decode: () => StreamEvent[]; size: number }[] = [];
+  /**
+   * Frames relayed without decoding; decoded (by `#decodeDeferred`, the stream's one decoder) only
+   * if their text must be counted. The frames themselves, not a closure each: a closure and its
+   * scope per frame were ~150 bytes more of every open stream's memory for each frame kept.
+   */
+  #deferred: { data: string }[] = [];
+  #decodeDeferred: ((frame: never) => StreamEvent[]) | undefined;
   /** Characters held in `produced` and `deferred` (frames count their raw size). */
   #kept = 0;
   /** Once the budget is passed: the sample's text, and what came after it (in characters). */
@@ -84,17 +92,25 @@ export class UsageMeter {
     this.#keepChars = keepChars;
   }
 
-  /** A relayed text frame (`size` characters): it counts as output now, its text only if usage must be estimated. */
-  defer(decode: () => StreamEvent[], size = 0): void {
+  /**
+   * A relayed text frame: it counts as output now (by its size), its text only if usage must be
+   * estimated, when `decode` (the same for every frame of a stream) reads it.
+   */
+  defer<F extends { data: string }>(frame: F, decode: (frame: F) => StreamEvent[]): void {
     this.#empty = false;
     this.#answered = true;
     if (this.#output !== undefined) return;
+    const size = frame.data.length;
     if (this.#sample) {
       this.#afterSample += size * this.#sample.textPerFrameChar;
       return;
     }
-    this.#deferred.push({ decode, size });
-    this.#kept += size;
+    this.#decodeDeferred = decode as (frame: never) => StreamEvent[];
+    this.#deferred.push(frame);
+    // A frame is mostly JSON around its text (~10 %): kept frames count four times their size, so
+    // a stream holds at most a quarter of the budget in frames (~2 KB, six or so) rather than 8 KB,
+    // every open stream's memory; the sample they give sets the rate the rest is counted at.
+    this.#kept += size * FRAME_WEIGHT;
     if (this.#kept > this.#keepChars) this.#takeSample();
   }
 
@@ -243,9 +259,10 @@ export class UsageMeter {
   #takeSample(): void {
     let frameChars = 0;
     let frameText = 0;
-    for (const { decode, size } of this.#deferred.splice(0)) {
-      frameChars += size;
-      for (const e of decode()) {
+    const decode = this.#decodeDeferred as ((frame: { data: string }) => StreamEvent[]) | undefined;
+    for (const frame of this.#deferred.splice(0)) {
+      frameChars += frame.data.length;
+      for (const e of decode!(frame)) {
         if (e.type !== "text" && e.type !== "reasoning") continue;
         this.#produced.push(e.text);
         frameText += e.text.length;

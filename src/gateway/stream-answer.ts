@@ -126,6 +126,8 @@ export async function answerSource(o: StreamAnswerOptions): Promise<{ type: "dir
     out += failure ? o.sink.event(failure) : o.sink.frame(frame, parsed, events);
   };
 
+  /** What a relayed frame says, decoded only if the meter must count its text (one function for every frame). */
+  const decodeEvents = (frame: SseEvent) => o.decode(frame).events;
   const parser = createSseParser({
     maxEventBytes: o.maxFrameBytes,
     onEvent(frame) {
@@ -133,7 +135,7 @@ export async function answerSource(o: StreamAnswerOptions): Promise<{ type: "dir
       if (failure || vendorEnded) return;
       const skimmed = held.length === 0 ? o.sink.skim?.(frame) : undefined;
       if (skimmed !== undefined) {
-        o.meter.defer(() => o.decode(frame).events, frame.data.length);
+        o.meter.defer(frame, decodeEvents);
         out += skimmed;
         return;
       }

@@ -448,6 +448,32 @@ describe("rate limit", () => {
   });
 });
 
+describe("an answer relayed frame by frame without usage", () => {
+  test("is estimated from every frame's text, the ones relayed undecoded included", async () => {
+    const gw = await startGateway({ upstreamUrl: upstream.url });
+    try {
+      const chunk = (body: object) => `data: ${JSON.stringify({ id: "chatcmpl-Relay", object: "chat.completion.chunk", created: 1, model: "gpt-4o-mini", system_fingerprint: "fp_1", ...body })}\n\n`;
+      const words = Array.from({ length: 30 }, (_, i) => ` lighthouse${i}`);
+      upstream.reply({ kind: "sse", chunks: [
+        chunk({ choices: [{ index: 0, delta: { role: "assistant", content: "" }, logprobs: null, finish_reason: null }] }),
+        // The same head on every text chunk: after the first, each is relayed as it came (skimmed), not decoded.
+        ...words.map((w) => chunk({ choices: [{ index: 0, delta: { content: w }, logprobs: null, finish_reason: null }] })),
+        chunk({ choices: [{ index: 0, delta: {}, logprobs: null, finish_reason: "stop" }] }),
+        "data: [DONE]\n\n",
+      ] });
+      const res = await post(gw, "/v1/chat/completions", { model: OPENAI_MODEL, max_tokens: 500, stream: true, messages: question });
+      const text = await res.text();
+      expect(text).toContain("lighthouse29");
+      const [record] = await records(gw);
+      expect(record).toMatchObject({ estimated: 1, status: "ok" });
+      // Every word is at least one token (and "lighthouse" with a number more than one).
+      expect(record!.completion_tokens).toBeGreaterThanOrEqual(60);
+    } finally {
+      await gw.stop();
+    }
+  });
+});
+
 describe("the hold of a long conversation", () => {
   test("is capped at the model's context window: text that bounds high (escaped quotes) is not held for more prompt than the model can bill", async () => {
     // 600,000 quote characters: 1.2 MB of JSON, a bound of ~600,000 tokens (bytes / 2), a few tens of

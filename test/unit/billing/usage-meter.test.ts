@@ -34,7 +34,7 @@ describe("usage meter", () => {
       firstPiece ||= text.length;
       meter.observe({ type: "text", text });
       // Frames relayed after the sample is taken are measured by size, never decoded.
-      if (i % 2 === 0) meter.defer(() => (decodedLate++, [{ type: "text", text: `frame ${i}` }]), PIECE);
+      if (i % 2 === 0) meter.defer({ data: "f".repeat(PIECE) }, () => (decodedLate++, [{ type: "text", text: `frame ${i}` }]));
       expect(meter.keptChars).toBe(firstPiece);
     }
     const usage = await meter.total(() => "");
