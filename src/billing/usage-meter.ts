@@ -63,11 +63,18 @@ export class UsageMeter {
    */
   #deferred: { data: string }[] = [];
   #decodeDeferred: ((frame: never) => StreamEvent[]) | undefined;
-  /** Characters held in `produced` and `deferred` (frames count their raw size). */
+  /** What `produced` and `deferred` weigh against the budget (frames count FRAME_WEIGHT times their size). */
   #kept = 0;
-  /** Once the budget is passed: the sample's text, and what came after it (in characters). */
-  #sample: { text: string; textPerFrameChar: number } | undefined;
-  #afterSample = 0;
+  /** Characters they hold (text, and frames' raw size). */
+  #keptChars = 0;
+  /**
+   * The budget was passed: what is held is the answer's sample, and what comes after is only
+   * measured, text in characters and frames in raw characters (counted at the sample's text share).
+   * Nothing is decoded or tokenized until an estimate is needed.
+   */
+  #sampled = false;
+  #afterText = 0;
+  #afterFrameChars = 0;
   #finished = false;
   #empty = true;
   #answered = false;
@@ -101,8 +108,8 @@ export class UsageMeter {
     this.#answered = true;
     if (this.#output !== undefined) return;
     const size = frame.data.length;
-    if (this.#sample) {
-      this.#afterSample += size * this.#sample.textPerFrameChar;
+    if (this.#sampled) {
+      this.#afterFrameChars += size;
       return;
     }
     this.#decodeDeferred = decode as (frame: never) => StreamEvent[];
@@ -110,8 +117,9 @@ export class UsageMeter {
     // A frame is mostly JSON around its text (~10 %): kept frames count four times their size, so
     // a stream holds at most a quarter of the budget in frames (~2 KB, six or so) rather than 8 KB,
     // every open stream's memory; the sample they give sets the rate the rest is counted at.
+    this.#keptChars += size;
     this.#kept += size * FRAME_WEIGHT;
-    if (this.#kept > this.#keepChars) this.#takeSample();
+    if (this.#kept > this.#keepChars) this.#sampled = true;
   }
 
   observe(e: StreamEvent): void {
@@ -145,8 +153,8 @@ export class UsageMeter {
           // The upstream said how much it produced: what was kept to count it can go.
           this.#produced.length = 0;
           this.#deferred.length = 0;
-          this.#sample = undefined;
           this.#kept = 0;
+          this.#keptChars = 0;
         }
         break;
       case "finish":
@@ -170,7 +178,7 @@ export class UsageMeter {
    */
   get keptChars(): number {
     const reasoning = this.#reasoningReported === undefined ? this.#reasoningKept : 0;
-    return (this.#sample ? this.#sample.text.length : this.#kept) + reasoning;
+    return this.#keptChars + reasoning;
   }
 
   get finished(): boolean {
@@ -246,44 +254,45 @@ export class UsageMeter {
 
   #keep(text: string): void {
     if (this.#output !== undefined) return; // reported: the text will never be counted
-    if (this.#sample) {
-      this.#afterSample += text.length;
+    if (this.#sampled) {
+      this.#afterText += text.length;
       return;
     }
     this.#produced.push(text);
+    this.#keptChars += text.length;
     this.#kept += text.length;
-    if (this.#kept > this.#keepChars) this.#takeSample();
+    if (this.#kept > this.#keepChars) this.#sampled = true;
   }
 
-  /** Decodes what was deferred and keeps the text so far as the answer's sample. */
-  #takeSample(): void {
+  /**
+   * The sample's text (what was kept, its frames decoded now), and the characters of text that
+   * came after it: frames after it at the text share of the sample's own frames.
+   */
+  #sample(): { text: string; after: number } {
     let frameChars = 0;
     let frameText = 0;
+    const pieces = this.#produced;
     const decode = this.#decodeDeferred as ((frame: { data: string }) => StreamEvent[]) | undefined;
-    for (const frame of this.#deferred.splice(0)) {
+    for (const frame of this.#deferred) {
       frameChars += frame.data.length;
       for (const e of decode!(frame)) {
         if (e.type !== "text" && e.type !== "reasoning") continue;
-        this.#produced.push(e.text);
+        pieces.push(e.text);
         frameText += e.text.length;
       }
     }
-    const text = this.#produced.join("");
-    this.#produced.length = 0;
-    this.#kept = 0;
-    // Frames relayed undecoded after this are counted by their size, at the text share seen here.
-    this.#sample = { text, textPerFrameChar: frameChars > 0 ? frameText / frameChars : 1 };
+    this.#deferred.length = 0;
+    const textPerFrameChar = frameChars > 0 ? frameText / frameChars : 1;
+    return { text: pieces.join(""), after: this.#afterText + this.#afterFrameChars * textPerFrameChar };
   }
 
   async #count(prompt: PromptSource): Promise<MeteredUsage> {
     const estimated = this.#input === undefined || this.#output === undefined;
     let outputTokens = this.#output;
     if (outputTokens === undefined) {
-      const exact = !this.#sample;
-      if (!this.#sample) this.#takeSample();
-      const { text } = this.#sample!;
+      const { text, after } = this.#sample();
       const tokens = await this.#countTokens(text);
-      outputTokens = exact ? tokens : tokens + (text.length > 0 ? Math.ceil((this.#afterSample * tokens) / text.length) : Math.ceil(this.#afterSample / 4));
+      outputTokens = after === 0 ? tokens : tokens + (text.length > 0 ? Math.ceil((after * tokens) / text.length) : Math.ceil(after / 4));
     }
     const input = this.#input;
     if (input === undefined) {

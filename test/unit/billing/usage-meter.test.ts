@@ -45,6 +45,28 @@ describe("usage meter", () => {
     expect(usage.outputTokens).toBeGreaterThan(0);
   });
 
+  test("relayed frames are decoded only when an estimate is needed, and only the sample's: a stream past the budget whose upstream reports costs no decoding", async () => {
+    const frame = (i: number) => ({ data: `{"choices":[{"index":0,"delta":{"content":" word${i}"}}],"padding":"${"p".repeat(150)}"}` });
+    const decodeText = (f: { data: string }) => [{ type: "text" as const, text: JSON.parse(f.data).choices[0].delta.content as string }];
+    // Reported at the end (OpenAI's usage chunk): nothing decoded, however many frames passed.
+    let decoded = 0;
+    const reported = new UsageMeter(countTokens);
+    for (let i = 0; i < 200; i++) reported.defer(frame(i), (f) => (decoded++, decodeText(f)));
+    // Frames weigh four times their size: about 2 KB of them is the sample, held; the rest only measured.
+    expect(reported.keptChars).toBeLessThan(2 * 1024 + 200);
+    reported.observe({ type: "usage", inputTokens: 5, outputTokens: 400 });
+    expect((await reported.total(() => "")).outputTokens).toBe(400);
+    expect(decoded).toBe(0);
+    // Not reported: the sample's frames are decoded, the rest counted at their text share.
+    decoded = 0;
+    const estimated = new UsageMeter(countTokens);
+    for (let i = 0; i < 200; i++) estimated.defer(frame(i), (f) => (decoded++, decodeText(f)));
+    const usage = await estimated.total(() => "x");
+    expect(decoded).toBeLessThan(20);
+    const exact = await countTokens(Array.from({ length: 200 }, (_, i) => ` word${i}`).join(""));
+    expect(Math.abs(usage.outputTokens - exact) / exact).toBeLessThan(0.15);
+  });
+
   test("below the budget everything is kept for an exact count; reported usage frees it all", () => {
     const meter = new UsageMeter(countTokens, 1_000);
     meter.observe({ type: "text", text: "x".repeat(600) });
