@@ -259,6 +259,43 @@ if (missing) {
       }
     });
 
+    test("a charge whose hold was swept still keeps the key's spend limit: past its room it is recorded without its charge, as a balance that cannot cover it", async () => {
+      const sql = await pool();
+      const f = await pgFixture({ heartbeatMs: 60_000, sweepIntervalMs: 60_000 });
+      const other = await pgFixture({ heartbeatMs: 60_000, sweepIntervalMs: 60_000 });
+      try {
+        // A key with a lifetime limit of 10,000 on an account that could pay far more.
+        const who = await f.fund(1_000_000, 10_000);
+        const [a, x, y] = ["a", "x", "y"].map((n) => `req_limit_${Date.now()}_${n}`) as [string, string, string];
+        expect((await f.ledger.reserve({ requestId: a, ...who, amountMicro: 3_000 })).ok).toBe(true);
+        expect((await f.ledger.reserve({ requestId: x, ...who, amountMicro: 6_000 })).ok).toBe(true);
+        // x's hold is swept (this process looked dead), and another process takes the room it freed.
+        await sql`UPDATE holds SET expires_at = 0 WHERE request_id = ${x}`;
+        expect(await other.ledger.sweep()).toBe(1);
+        expect((await other.ledger.reserve({ requestId: y, ...who, amountMicro: 6_000 })).ok).toBe(true);
+        await Promise.all([f.ledger.settle(settlement(who, a, 2_000)), f.ledger.settle(settlement(who, x, 5_000))]);
+        await f.ledger.flush();
+        await other.ledger.settle(settlement(who, y, 6_000));
+        // a within its hold; x's late charge would have made 13,000 of 10,000.
+        expect(await f.records(a)).toEqual([{ cost_micro: 2_000, status: "ok" }]);
+        expect(await f.records(x)).toEqual([{ cost_micro: 0, status: "ok" }]);
+        expect(f.logs.some((l) => l.message.startsWith("settlement's charge refused") && (l.fields?.settlement as { requestId?: string })?.requestId === x)).toBe(true);
+        const [key] = await sql`SELECT spent_micro, period_spent_micro, held_micro FROM api_keys WHERE id = ${who.keyId}`;
+        expect([Number(key.spent_micro), Number(key.period_spent_micro), Number(key.held_micro)]).toEqual([8_000, 8_000, 0]);
+        // A swept hold whose charge fits the room is still charged.
+        const z = `req_limit_${Date.now()}_z`;
+        expect((await f.ledger.reserve({ requestId: z, ...who, amountMicro: 1_500 })).ok).toBe(true);
+        await sql`UPDATE holds SET expires_at = 0 WHERE request_id = ${z}`;
+        expect(await other.ledger.sweep()).toBe(1);
+        await f.ledger.settle(settlement(who, z, 1_500));
+        await f.ledger.flush();
+        expect(await f.records(z)).toEqual([{ cost_micro: 1_500, status: "ok" }]);
+      } finally {
+        await f.close();
+        await other.close();
+      }
+    });
+
     test("two processes settling batches over the same 20 accounts, listed in opposite orders, while reserving: no deadlock, every charge once", async () => {
       const sql = await pool();
       const first = counting(sql);

@@ -537,9 +537,9 @@ WITH input AS MATERIALIZED (
          fi bigint, rd bigint, w5 bigint, w1 bigint, rs bigint, im integer, pid bigint, sv bigint)
   ORDER BY r, rec DESC
 ), locked_accounts AS MATERIALIZED (
-  SELECT id FROM accounts WHERE id IN (SELECT a FROM input) ORDER BY id FOR NO KEY UPDATE
+  SELECT id, ${LIMIT_ROOM} AS room FROM accounts WHERE id IN (SELECT a FROM input) ORDER BY id FOR NO KEY UPDATE
 ), locked_keys AS MATERIALIZED (
-  SELECT id FROM api_keys WHERE id IN (SELECT k FROM input) AND (SELECT COUNT(*) FROM locked_accounts) >= 0 ORDER BY id FOR NO KEY UPDATE
+  SELECT id, ${LIMIT_ROOM} AS room FROM api_keys WHERE id IN (SELECT k FROM input) AND (SELECT COUNT(*) FROM locked_accounts) >= 0 ORDER BY id FOR NO KEY UPDATE
 ), locked AS MATERIALIZED (
   SELECT COUNT(*) AS locked_rows FROM locked_keys
 ), lifted AS (
@@ -557,17 +557,33 @@ WITH input AS MATERIALIZED (
    WHERE i.rec
    ORDER BY i.r
   ON CONFLICT (request_id) DO NOTHING
-  RETURNING account_id, key_id, cost_micro
+  RETURNING request_id, account_id, key_id, cost_micro
+), swept AS (
+  -- Charges whose hold a sweeper released meanwhile: no room was kept for them.
+  SELECT r.account_id, r.key_id, r.cost_micro FROM recorded r LEFT JOIN lifted l ON l.request_id = r.request_id WHERE l.request_id IS NULL AND r.cost_micro > 0
 ), per_account AS (
-  SELECT id, SUM(charge) AS charge, SUM(lift) AS lift FROM (
-    SELECT account_id AS id, cost_micro AS charge, 0::bigint AS lift FROM recorded
-    UNION ALL SELECT account_id, 0, amount_micro FROM lifted
+  SELECT id, SUM(charge) AS charge, SUM(lift) AS lift, SUM(unheld) AS unheld FROM (
+    SELECT account_id AS id, cost_micro AS charge, 0::bigint AS lift, 0::bigint AS unheld FROM recorded
+    UNION ALL SELECT account_id, 0, amount_micro, 0 FROM lifted
+    UNION ALL SELECT account_id, 0, 0, cost_micro FROM swept
   ) d GROUP BY id
 ), per_key AS (
-  SELECT id, SUM(charge) AS charge, SUM(lift) AS lift FROM (
-    SELECT key_id AS id, cost_micro AS charge, 0::bigint AS lift FROM recorded
-    UNION ALL SELECT key_id, 0, amount_micro FROM lifted
+  SELECT id, SUM(charge) AS charge, SUM(lift) AS lift, SUM(unheld) AS unheld FROM (
+    SELECT key_id AS id, cost_micro AS charge, 0::bigint AS lift, 0::bigint AS unheld FROM recorded
+    UNION ALL SELECT key_id, 0, amount_micro, 0 FROM lifted
+    UNION ALL SELECT key_id, 0, 0, cost_micro FROM swept
   ) d GROUP BY id
+), limit_guard AS (
+  -- A charge whose hold was swept must still fit its spend limits' rooms (as read under the lock:
+  -- the limit − the period's charges − the holds, its own lifted ones given back); else the
+  -- statement fails like the balance's CHECK, and the settlement is recorded without its charge.
+  -- Charges within their holds were counted in the room already and never trip it.
+  -- (The failing cast names the row, so it is not a constant the planner would fold and raise always.)
+  SELECT CAST('a charge whose hold was released would pass the spend limit of ' || x.id AS integer) AS refused FROM (
+    SELECT d.id FROM per_account d JOIN locked_accounts la ON la.id = d.id WHERE d.unheld > 0 AND la.room IS NOT NULL AND d.charge - d.lift > la.room
+    UNION ALL
+    SELECT d.id FROM per_key d JOIN locked_keys lk ON lk.id = d.id WHERE d.unheld > 0 AND lk.room IS NOT NULL AND d.charge - d.lift > lk.room
+  ) x LIMIT 1
 ), accounts_done AS (
   UPDATE accounts SET balance_micro = accounts.balance_micro - d.charge, held_micro = accounts.held_micro - d.lift, ${PERIOD_CHARGE("accounts")}
     FROM per_account d WHERE accounts.id = d.id
@@ -589,7 +605,7 @@ WITH input AS MATERIALIZED (
   ON CONFLICT (id) DO NOTHING
   RETURNING 1
 )
-SELECT (SELECT COUNT(*) FROM recorded) AS recorded, (SELECT COUNT(*) FROM lifted) AS lifted`;
+SELECT (SELECT COUNT(*) FROM recorded) AS recorded, (SELECT COUNT(*) FROM lifted) AS lifted, (SELECT refused FROM limit_guard) AS guarded`;
 
 /** Deletes the sweepable holds of the accounts this transaction locked ($1); $2: how old a heartbeat means a dead process; $3: whether stale heartbeats count now. */
 const SWEEP = `
