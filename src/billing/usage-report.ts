@@ -142,6 +142,10 @@ export class ReportTooLargeError extends Error {}
 
 export const PERIOD_MS: Record<Granularity, number> = { hour: 3_600_000, day: 86_400_000 };
 
+/** The rollup tables' bucket sizes and the column each keys its bucket by (the audit compares them with the records). */
+export const ROLLUP_SIZE = { daily: PERIOD_MS.day, hourly: PERIOD_MS.hour } as const;
+export const ROLLUP_COLUMN = { daily: "day", hourly: "hour" } as const;
+
 /**
  * The statement both stores run: periods are `created_at` (epoch ms) cut to whole UTC hours or
  * days by integer division, which SQLite and PostgreSQL both do for integers. Grouped columns come

@@ -50,8 +50,10 @@ const USAGE = `usage: bun run admin <command>
                                          requests, tokens and credits per UTC day or hour, split by account,
                                          key and/or model (default: all three, by day, the last 30 days)
   audit                                  checks every balance against its credits and charges, every key's
-                                         spent total, and that no completed answer of a priced model went
-                                         uncharged; prints the drift and exits 1 if there is any
+                                         spent total and every spend-limit period count against its charges,
+                                         the report rollups against their records, every record's cost
+                                         against its prices, and that no completed answer of a priced model
+                                         went uncharged; prints the drift and exits 1 if there is any
 Works on the store the gateway uses, also while it runs: the PostgreSQL database of SWITCHYARD_DATABASE_URL
 when it is set, otherwise the SQLite file (SWITCHYARD_DB, default ./data/switchyard.sqlite).`;
 

@@ -1,4 +1,4 @@
-import { shapeUsageReport, USAGE_SUMS_SQL, usageBreakdownSql, usageRows, usageSums, type UsageBreakdown, type UsageReporter } from "../../billing/usage-report.ts";
+import { ROLLUP_COLUMN, ROLLUP_SIZE, shapeUsageReport, USAGE_SUMS_SQL, usageBreakdownSql, usageRows, usageSums, type UsageBreakdown, type UsageReporter } from "../../billing/usage-report.ts";
 import type { AuditReport } from "../sqlite/audit.ts";
 import { int, withTimeout, type Pg } from "./pg-client.ts";
 import { createRecordChecker, PRICED_RECORD_COLUMNS, pricedRecord, type Mispriced } from "../../billing/record-check.ts";
@@ -45,6 +45,34 @@ export async function auditPostgres(sql: Pg, pricedModels?: ReadonlySet<string>)
         UNION ALL
         SELECT k.id, k.held_micro, COALESCE((SELECT SUM(amount_micro) FROM holds h WHERE h.key_id = k.id), 0) FROM api_keys k
       ) t WHERE held_micro != expected_micro ORDER BY id`).map((r: Record<string, unknown>) => ({ id: r.id as string, held_micro: int(r.held_micro), expected_micro: int(r.expected_micro) }));
+    const periodDrift = (await tx`
+      SELECT 'account' AS scope, a.id, a.period_spent_micro, COALESCE(SUM(u.cost_micro) FILTER (WHERE u.created_at >= a.period_start), 0) AS expected_micro
+        FROM accounts a LEFT JOIN usage_records u ON u.account_id = a.id
+       GROUP BY a.id HAVING a.period_spent_micro != COALESCE(SUM(u.cost_micro) FILTER (WHERE u.created_at >= a.period_start), 0)
+      UNION ALL
+      SELECT 'key', k.id, k.period_spent_micro, COALESCE(SUM(u.cost_micro) FILTER (WHERE u.created_at >= k.period_start), 0)
+        FROM api_keys k LEFT JOIN usage_records u ON u.key_id = k.id
+       GROUP BY k.id HAVING k.period_spent_micro != COALESCE(SUM(u.cost_micro) FILTER (WHERE u.created_at >= k.period_start), 0)
+       ORDER BY 1, 2`).map((r: Record<string, unknown>) => ({ scope: r.scope as "key" | "account", id: r.id as string, period_spent_micro: int(r.period_spent_micro), expected_micro: int(r.expected_micro) }));
+    // The rollups are kept by a trigger on every insert: all records are in them.
+    const rollupDrift: AuditReport["rollupDrift"] = [];
+    for (const rollup of ["daily", "hourly"] as const) {
+      const rows = await tx.unsafe(
+        `WITH r AS (
+           SELECT (created_at / ${ROLLUP_SIZE[rollup]}) * ${ROLLUP_SIZE[rollup]} AS period_start, account_id, key_id, model, COUNT(*) AS requests, SUM(cost_micro) AS cost
+             FROM usage_records GROUP BY 1, 2, 3, 4
+         )
+         SELECT COALESCE(r.period_start, t.${ROLLUP_COLUMN[rollup]}) AS period_start, COALESCE(r.account_id, t.account_id) AS account_id,
+                COALESCE(r.key_id, t.key_id) AS key_id, COALESCE(r.model, t.model) AS model,
+                COALESCE(t.requests, 0) AS requests, COALESCE(r.requests, 0) AS expected_requests, COALESCE(t.cost_micro, 0) AS cost_micro, COALESCE(r.cost, 0) AS expected_micro
+           FROM r FULL OUTER JOIN usage_${rollup} t
+             ON t.${ROLLUP_COLUMN[rollup]} = r.period_start AND t.account_id = r.account_id AND t.key_id = r.key_id AND t.model = r.model
+          WHERE COALESCE(t.requests, 0) != COALESCE(r.requests, 0) OR COALESCE(t.cost_micro, 0) != COALESCE(r.cost, 0)
+          LIMIT 1000`);
+      for (const r of rows) {
+        rollupDrift.push({ rollup, period_start: int(r.period_start), account_id: r.account_id, key_id: r.key_id, model: r.model, requests: int(r.requests), expected_requests: int(r.expected_requests), cost_micro: int(r.cost_micro), expected_micro: int(r.expected_micro) });
+      }
+    }
     const impossible = (await tx`
       SELECT request_id, cost_micro, prompt_tokens, completion_tokens FROM usage_records
        WHERE cost_micro < 0 OR prompt_tokens < 0 OR completion_tokens < 0 LIMIT 1000`).map((r: Record<string, unknown>) => ({ request_id: r.request_id as string, cost_micro: int(r.cost_micro), prompt_tokens: int(r.prompt_tokens), completion_tokens: int(r.completion_tokens) }));
@@ -74,12 +102,14 @@ export async function auditPostgres(sql: Pg, pricedModels?: ReadonlySet<string>)
       usageRecords: int(counts.records),
       accountDrift,
       keyDrift,
+      periodDrift,
+      rollupDrift,
       heldDrift,
       impossible,
       uncharged,
       mispriced,
       pricedRecords,
-      clean: accountDrift.length === 0 && keyDrift.length === 0 && heldDrift.length === 0 && impossible.length === 0 && uncharged.length === 0 && mispriced.length === 0,
+      clean: accountDrift.length === 0 && keyDrift.length === 0 && periodDrift.length === 0 && rollupDrift.length === 0 && heldDrift.length === 0 && impossible.length === 0 && uncharged.length === 0 && mispriced.length === 0,
     };
   });
 }

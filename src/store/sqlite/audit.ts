@@ -1,5 +1,6 @@
 import type { Database } from "bun:sqlite";
 import { createRecordChecker, PRICED_RECORD_COLUMNS, pricedRecord, type Mispriced } from "../../billing/record-check.ts";
+import { ROLLUP_COLUMN, ROLLUP_SIZE } from "../../billing/usage-report.ts";
 
 export interface AuditReport {
   accounts: number;
@@ -8,6 +9,16 @@ export interface AuditReport {
   accountDrift: { account_id: string; balance_micro: number; expected_micro: number; drift_micro: number }[];
   /** Keys whose spent total is not the sum of their charges. */
   keyDrift: { key_id: string; spent_micro: number; expected_micro: number }[];
+  /**
+   * Keys and accounts whose count for their spend limit's period is not the sum of their charges
+   * since that period began (the count limits are enforced with; lifetime: since ever).
+   */
+  periodDrift: { scope: "key" | "account"; id: string; period_spent_micro: number; expected_micro: number }[];
+  /**
+   * Rollup rows (`usage_daily`, `usage_hourly`: what reports read for whole days and hours) that
+   * are not the sums of their records, or records no rollup row holds (first 1,000).
+   */
+  rollupDrift: { rollup: "daily" | "hourly"; period_start: number; account_id: string; key_id: string; model: string; requests: number; expected_requests: number; cost_micro: number; expected_micro: number }[];
   /** Records that cannot be right whatever the prices: negative numbers. */
   impossible: { request_id: string; cost_micro: number; prompt_tokens: number; completion_tokens: number }[];
   /** Completed answers of priced models that produced tokens and were charged nothing. */
@@ -21,7 +32,8 @@ export interface AuditReport {
 
 /**
  * Checks the books: for every account, balance = credits put in − charges recorded; for every
- * key, spent = its charges; no record with negative numbers; no completed answer of a priced
+ * key, spent = its charges; every spend-limit period count = the charges since its period began;
+ * every rollup row = the sums of its records; no record with negative numbers; no completed answer of a priced
  * model left uncharged (`pricedModels`: the ids the configuration prices, when known); every
  * record's charge recomputed from its token classes and the price list it names.
  * Reads only, in one read transaction, so it sees one consistent state while a gateway runs.
@@ -45,6 +57,31 @@ export function auditLedger(db: Database, pricedModels?: ReadonlySet<string>): A
         WHERE k.spent_micro != COALESCE(u.total, 0)
         ORDER BY k.id`,
     ).all();
+    const periodDrift = db.query<AuditReport["periodDrift"][number], []>(
+      `SELECT 'account' AS scope, a.id, a.period_spent_micro,
+              COALESCE((SELECT SUM(u.cost_micro) FROM usage_records u WHERE u.account_id = a.id AND u.created_at >= a.period_start), 0) AS expected_micro
+         FROM accounts a
+        WHERE a.period_spent_micro != COALESCE((SELECT SUM(u.cost_micro) FROM usage_records u WHERE u.account_id = a.id AND u.created_at >= a.period_start), 0)
+       UNION ALL
+       SELECT 'key', k.id, k.period_spent_micro, COALESCE(SUM(CASE WHEN u.created_at >= k.period_start THEN u.cost_micro END), 0)
+         FROM api_keys k LEFT JOIN usage_records u ON u.key_id = k.id
+        GROUP BY k.id HAVING k.period_spent_micro != COALESCE(SUM(CASE WHEN u.created_at >= k.period_start THEN u.cost_micro END), 0)
+        ORDER BY 1, 2`,
+    ).all();
+    // The rollups hold the records up to their mark (sqlite-rollups.ts); readers add the rest.
+    const rollupDrift = (["daily", "hourly"] as const).flatMap((rollup) => db.query<AuditReport["rollupDrift"][number], []>(
+      `WITH r AS (
+         SELECT (created_at / ${ROLLUP_SIZE[rollup]}) * ${ROLLUP_SIZE[rollup]} AS period_start, account_id, key_id, model, COUNT(*) AS requests, SUM(cost_micro) AS cost
+           FROM usage_records WHERE id <= (SELECT record_id FROM usage_rollup_mark) GROUP BY 1, 2, 3, 4
+       )
+       SELECT '${rollup}' AS rollup, COALESCE(r.period_start, t.${ROLLUP_COLUMN[rollup]}) AS period_start, COALESCE(r.account_id, t.account_id) AS account_id,
+              COALESCE(r.key_id, t.key_id) AS key_id, COALESCE(r.model, t.model) AS model,
+              COALESCE(t.requests, 0) AS requests, COALESCE(r.requests, 0) AS expected_requests, COALESCE(t.cost_micro, 0) AS cost_micro, COALESCE(r.cost, 0) AS expected_micro
+         FROM r FULL OUTER JOIN usage_${rollup} t
+           ON t.${ROLLUP_COLUMN[rollup]} = r.period_start AND t.account_id = r.account_id AND t.key_id = r.key_id AND t.model = r.model
+        WHERE COALESCE(t.requests, 0) != COALESCE(r.requests, 0) OR COALESCE(t.cost_micro, 0) != COALESCE(r.cost, 0)
+        LIMIT 1000`,
+    ).all());
     const impossible = db.query<AuditReport["impossible"][number], []>(
       "SELECT request_id, cost_micro, prompt_tokens, completion_tokens FROM usage_records WHERE cost_micro < 0 OR prompt_tokens < 0 OR completion_tokens < 0 LIMIT 1000",
     ).all();
@@ -72,11 +109,13 @@ export function auditLedger(db: Database, pricedModels?: ReadonlySet<string>): A
       usageRecords,
       accountDrift,
       keyDrift,
+      periodDrift,
+      rollupDrift,
       impossible,
       uncharged,
       mispriced,
       pricedRecords,
-      clean: accountDrift.length === 0 && keyDrift.length === 0 && impossible.length === 0 && uncharged.length === 0 && mispriced.length === 0,
+      clean: accountDrift.length === 0 && keyDrift.length === 0 && periodDrift.length === 0 && rollupDrift.length === 0 && impossible.length === 0 && uncharged.length === 0 && mispriced.length === 0,
     };
   }).deferred();
 }
