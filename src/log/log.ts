@@ -22,8 +22,16 @@ export function jsonLogger(minLevel: LogLevel = "info", out: (text: string) => v
     out(text);
   };
   process.on("exit", flush);
+  // Lines of one millisecond share its timestamp (under load, dozens of access-log lines do).
+  let stampedAt = -1;
+  let stamp = "";
   const line = (level: LogLevel, message: string, fields: Record<string, unknown> | undefined): string => {
-    const head = `{"time":"${new Date().toISOString()}","level":"${level}","message":${JSON.stringify(message)}`;
+    const ms = Date.now();
+    if (ms !== stampedAt) {
+      stampedAt = ms;
+      stamp = new Date(ms).toISOString();
+    }
+    const head = `{"time":"${stamp}","level":"${level}","message":${JSON.stringify(message)}`;
     const rest = fields ? JSON.stringify(fields) : "{}";
     // The fields' object without its opening brace: one serialisation, no merged copy.
     return rest.length > 2 ? `${head},${rest.slice(1)}\n` : `${head}}\n`;
