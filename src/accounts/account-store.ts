@@ -200,9 +200,12 @@ export function periodSpentSql(alias: string, day = "?2", week = "?3", month = "
   return `CASE WHEN ${alias}.period_start = ${windowSql(alias, day, week, month)} THEN ${alias}.period_spent_micro ELSE 0 END`;
 }
 
-/** `period_resets_at` of a limit: the end of its current window, or null for a lifetime limit. */
-export function periodResetsAt(period: SpendPeriod | null, now: number): string | null {
-  return period === null ? null : iso(periodWindow(period, now).resetsAt);
+/**
+ * `period_resets_at` of a limit: the end of its current window; null for a lifetime limit, and for
+ * no limit at all (a period kept from a limit since removed resets nothing).
+ */
+export function periodResetsAt(period: SpendPeriod | null, now: number, limitMicro: number | null): string | null {
+  return period === null || limitMicro === null ? null : iso(periodWindow(period, now).resetsAt);
 }
 
 /** A key row as both stores read it (numbers already numbers). */
@@ -234,7 +237,7 @@ export function keySummary(k: KeyRow, now: number): KeySummary {
     spent: microToCredits(k.spent_micro),
     spend_limit_period: k.spend_limit_period,
     spent_in_period: microToCredits(k.period_spent),
-    period_resets_at: periodResetsAt(k.spend_limit_period, now),
+    period_resets_at: periodResetsAt(k.spend_limit_period, now, k.spend_limit_micro),
     models: readModelsColumn(k.allowed_models),
     max_concurrent_requests: k.max_concurrent_requests,
   };

@@ -179,6 +179,11 @@ function adminSuite(name: string, start: (upstreamUrl: string) => Promise<Backen
       expect(described.keys).toHaveLength(1);
       expect(await json(await admin("GET", `/v1/admin/accounts/${acct.id}`))).toEqual(described);
       expect(Object.keys(described).sort()).toEqual(["balance", "created_at", "id", "keys", "name", "period_resets_at", "reserved", "spend_limit", "spend_limit_period", "spent_in_period"]);
+      // The limit removed, its period kept: nothing resets.
+      const removed = await json(await admin("PATCH", `/v1/admin/accounts/${acct.id}`, { spend_limit: null }));
+      expect(removed).toMatchObject({ spend_limit: null, spend_limit_period: "month", period_resets_at: null });
+      const keyRemoved = await json(await admin("PATCH", `/v1/admin/keys/${issued.id}`, { spend_limit: null, spend_limit_period: "week" }));
+      expect(keyRemoved).toMatchObject({ spend_limit: null, spend_limit_period: "week", period_resets_at: null });
       const unlimited = await json(await admin("PATCH", `/v1/admin/accounts/${acct.id}`, { spend_limit: null, spend_limit_period: null }));
       expect(unlimited).toMatchObject({ name: "renamed", spend_limit: null, spend_limit_period: null, spent_in_period: listed.spent, period_resets_at: null });
     });

@@ -104,7 +104,7 @@ export function createPostgresAccounts(sql: Pg, now: () => number, timeoutMs = 2
         spend_limit: row.spend_limit_micro === null ? null : microToCredits(int(row.spend_limit_micro)),
         spend_limit_period: row.spend_limit_period,
         spent_in_period: microToCredits(int(row.period_spent)),
-        period_resets_at: periodResetsAt(row.spend_limit_period, at),
+        period_resets_at: periodResetsAt(row.spend_limit_period, at, row.spend_limit_micro === null ? null : int(row.spend_limit_micro)),
         keys: await store.listKeys(id),
       };
     },

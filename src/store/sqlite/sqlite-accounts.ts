@@ -130,7 +130,7 @@ export function createAccountStore(db: Database, now: () => number) {
         spend_limit: limit.spend_limit_micro === null ? null : microToCredits(limit.spend_limit_micro),
         spend_limit_period: limit.spend_limit_period,
         spent_in_period: microToCredits(limit.period_spent),
-        period_resets_at: periodResetsAt(limit.spend_limit_period, at),
+        period_resets_at: periodResetsAt(limit.spend_limit_period, at, limit.spend_limit_micro),
         keys: store.listKeys(id),
       };
     },
