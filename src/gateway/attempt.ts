@@ -56,6 +56,9 @@ const ANSWER_TOO_LARGE = "The upstream provider sent an answer larger than the g
 
 export const clientClosed = () => new GatewayError(499, "invalid_request", "The client closed the request.");
 
+/** The longest wait a 502 passes on from a vendor's retry-after (seconds). */
+const MAX_RETRY_AFTER_S = 60;
+
 /** Error bodies are read this far, for the vendor's message. */
 const ERROR_BODY_BYTES = 64 * 1024;
 
@@ -133,7 +136,14 @@ export async function attemptUpstream(deps: AttemptDeps, req: AttemptRequest, ca
         requestId: req.requestId, provider: provider.id, status: res.status, detail: deps.scrubber.logDetail(detail ?? text, undefined, promptText(req.wire, req.body)),
       });
       const cause = res.status === 429 ? "status_429" : res.status >= 500 ? "status_5xx" : "status_4xx";
-      return { kind: "refused", verdict: verdictFor(res.status), error: upstreamStatusError(res.status, detail, deps.scrubber), delayMs: requestedDelayMs(res.headers, deps.now()), cause, status: res.status };
+      const delayMs = requestedDelayMs(res.headers, deps.now());
+      let error = upstreamStatusError(res.status, detail, deps.scrubber);
+      // The vendor's own wait goes on to the client with the 502 (bounded), so its SDK's retry comes
+      // when the upstream said, not at once: the gateway's retries are over by then.
+      if (delayMs !== undefined && error.status === 502) {
+        error = new GatewayError(502, error.kind, error.message, { "retry-after": String(Math.min(MAX_RETRY_AFTER_S, Math.max(1, Math.ceil(delayMs / 1000)))) });
+      }
+      return { kind: "refused", verdict: verdictFor(res.status), error, delayMs, cause, status: res.status };
     }
 
     if (!req.wantsStream || adapter.streams === false) {

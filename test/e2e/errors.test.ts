@@ -125,6 +125,25 @@ describe("upstream failures", () => {
     upstream.rule(undefined);
   });
 
+  test("a 502 after the upstream said when to come back carries that wait (bounded) as retry-after, for the client's SDK", async () => {
+    // Longer than the gateway's own retries may wait (retry.max_wait_ms, 10 s): given up at once, the wait passed on.
+    upstream.rule(() => ({ kind: "json", status: 429, headers: { "retry-after": "20" }, body: { error: { message: "slow down", type: "rate_limit_error" } } }));
+    const limited = await post(gw, "/v1/chat/completions", { model: OPENAI_MODEL, messages: question });
+    expect(limited.status).toBe(502);
+    expect(limited.headers.get("retry-after")).toBe("20");
+    await limited.arrayBuffer();
+    upstream.rule(() => ({ kind: "json", status: 529, headers: { "retry-after": "3600" }, body: { type: "error", error: { type: "overloaded_error", message: "Overloaded" } } }));
+    const overloaded = await post(gw, "/v1/messages", { model: ANTHROPIC_MODEL, max_tokens: 10, messages: question });
+    expect([overloaded.status, overloaded.headers.get("retry-after")]).toEqual([502, "60"]);
+    await overloaded.arrayBuffer();
+    // Without a wait from the upstream, none is made up.
+    upstream.rule(() => ({ kind: "json", status: 500, body: { error: { message: "boom", type: "server_error" } } }));
+    const failed = await post(gw, "/v1/chat/completions", { model: OPENAI_MODEL, messages: question });
+    expect([failed.status, failed.headers.get("retry-after")]).toEqual([502, null]);
+    await failed.arrayBuffer();
+    upstream.rule(undefined);
+  });
+
   test("upstream 400 → 400 with the vendor's reason, scrubbed of URLs and keys", async () => {
     upstream.reply({ kind: "json", status: 400, body: { error: { message: `max_tokens is too large, see https://platform.openai.com/docs (key ${VENDOR_OPENAI_KEY})`, type: "invalid_request_error" } } });
     await expectError(await post(gw, "/v1/chat/completions", { model: OPENAI_MODEL, messages: question }), 400, "openai", /max_tokens is too large/);
