@@ -332,9 +332,9 @@ test("the operator's usage across accounts and the model catalogue render; every
   const model = page.getByTestId("model-row").filter({ hasText: MODEL });
   await model.waitFor();
   const cells = await model.locator("td").allTextContents();
-  // Provider, kind, input, output, cache read, cache write, requests, errors, p50, p99.
-  expect(cells.slice(6, 8)).toEqual(["2", "0.0 %"]);
-  expect(cells[8]).toMatch(/^\d[\d,]* ms$/);
+  // Provider, kind, input, output, cache read, cache writes (5 min, 1 h), per image, requests, errors, p50, p99.
+  expect(cells.slice(4, 10)).toEqual([expect.any(String), expect.any(String), expect.any(String), "—", "2", "0.0 %"]);
+  expect(cells[10]).toMatch(/^\d[\d,]* ms$/);
   await shot("operator-catalogue");
   await page.goto(`${gateway.url}/console/#requests`);
   await page.getByTestId("request-row").first().waitFor();
@@ -379,3 +379,79 @@ test("after the page's first view every view reads fresh figures, and a refused 
     page.off("pageerror", onError);
   }
 }, 60_000);
+
+test("the skip link focuses the view without leaving it; a key's limit shows its period's spend and reset; an expired key is not active", async () => {
+  await page.locator("nav a", { hasText: "Account" }).click();
+  await page.getByTestId("balance").waitFor();
+  const before = page.url();
+  await page.keyboard.press("Tab");
+  await page.locator("a.skip").press("Enter");
+  expect(page.url()).toBe(before);
+  await expect(page.locator("main h1").first().textContent()).resolves.not.toBe("Not found");
+  expect(await page.evaluate(() => (globalThis as any).document.activeElement?.id)).toBe("main");
+
+  // A key with a daily limit, and one that has expired, made through the admin API.
+  const make = (body: unknown) => fetch(`${gateway.url}/v1/admin/accounts/${account.id}/keys`, {
+    method: "POST", headers: { authorization: `Bearer ${ADMIN}`, "content-type": "application/json" }, body: JSON.stringify(body),
+  }).then((r) => r.json() as Promise<{ id: string }>);
+  const daily = await make({ name: "daily", spend_limit: 5, spend_limit_period: "day" });
+  const gone = await make({ name: "gone", expires_at: new Date(Date.now() + 1_500).toISOString() });
+  await Bun.sleep(1_600);
+  await page.reload();
+  const limit = page.locator(`[data-key-id="${daily.id}"]`).getByTestId("key-limit");
+  await expect(limit.textContent()).resolves.toMatch(/^5 credits per day \(0 spent; resets \d{4}-\d\d-\d\d 00:00:00 UTC\)$/);
+  await expect(page.locator(`[data-key-id="${gone.id}"]`).getByTestId("key-status").textContent()).resolves.toMatch(/^expired /);
+}, 60_000);
+
+test("a tab whose session another sign-in replaced says so and shows the new one; its Sign out signs the browser out", async () => {
+  // This tab shows the holder; another tab of the same browser signs in as the operator.
+  const other = await context.newPage();
+  try {
+    await other.goto(`${gateway.url}/console/`);
+    await other.getByTestId("sign-out").click();
+    await other.getByTestId("sign-in-token").fill(ADMIN);
+    await other.getByTestId("sign-in-token-submit").click();
+    await other.getByTestId("account-row").first().waitFor();
+  } finally {
+    await other.close();
+  }
+  // The holder's tab asks for its usage: the gateway says the session changed, and the tab follows.
+  await page.locator("nav a", { hasText: "Usage" }).click();
+  await page.getByTestId("account-row").first().waitFor();
+  await expect(page.locator("#who").textContent()).resolves.toContain("Operator");
+  await expect(page.locator("#status").textContent()).resolves.toContain("replaced this page's session");
+
+  // A stale tab's Sign out: the browser is signed out, which a reload confirms.
+  const stale = await context.newPage();
+  try {
+    await stale.goto(`${gateway.url}/console/`);
+    await stale.getByTestId("account-row").first().waitFor();
+    await page.getByTestId("sign-out").click();
+    await page.getByTestId("sign-in-token").waitFor();
+    await stale.getByTestId("sign-out").click();
+    await stale.getByTestId("sign-in-token").waitFor();
+    await stale.reload();
+    await stale.getByTestId("sign-in-token").waitFor();
+  } finally {
+    await stale.close();
+  }
+}, 60_000);
+
+test("the operator pages through the accounts and finds one by name", async () => {
+  const create = (name: string) => fetch(`${gateway.url}/v1/admin/accounts`, {
+    method: "POST", headers: { authorization: `Bearer ${ADMIN}`, "content-type": "application/json" }, body: JSON.stringify({ name, credits: 1 }),
+  });
+  // Past the first page of 100.
+  for (let i = 0; i < 101; i++) expect((await create(`bulk-${String(i).padStart(3, "0")}`)).status).toBe(201);
+  await page.getByTestId("sign-in-token").fill(ADMIN);
+  await page.getByTestId("sign-in-token-submit").click();
+  await page.getByTestId("account-row").first().waitFor();
+  await expect(page.getByTestId("accounts-caption").textContent()).resolves.toContain("(first page)");
+  await page.getByTestId("accounts-next").click();
+  await page.getByTestId("accounts-first").waitFor();
+  await expect(page.getByTestId("account-row").filter({ hasText: "bulk-100" }).count()).resolves.toBe(1);
+  await page.getByTestId("account-search").fill("bulk-05");
+  await page.getByRole("button", { name: "Find" }).click();
+  await page.getByTestId("accounts-caption").filter({ hasText: "named like" }).waitFor();
+  await expect(page.getByTestId("account-row").count()).resolves.toBe(10);
+}, 120_000);

@@ -207,6 +207,24 @@ function consoleSuite(name: string, start: () => Promise<Setup>) {
       }
     }, 30_000);
 
+    test("a read that names another session than the browser's (the page's token is stale) is a 409 the page acts on; reads without a token are answered", async () => {
+      const s = await start();
+      try {
+        const tab = new ConsoleClient(s.gw.url);
+        await tab.signIn({ token: ADMIN });
+        const stale = tab.csrf;
+        // Another sign-in in the same browser replaces the cookie.
+        await tab.signIn({ token: ADMIN });
+        const res = await tab.call("GET", `/console/api/accounts/${s.gw.accountId}`, undefined, { "x-csrf-token": stale });
+        expect(res.status).toBe(409);
+        expect(((await res.json()) as { error: { message: string } }).error.message).toContain("replaced this page's session");
+        expect((await tab.call("GET", `/console/api/accounts/${s.gw.accountId}`, undefined, { "x-csrf-token": tab.csrf })).status).toBe(200);
+        expect((await tab.call("GET", "/console/api/overview")).status).toBe(200);
+      } finally {
+        await s.stop();
+      }
+    }, 30_000);
+
     test("CSRF: a change without the session's token, from another Origin, or as a cross-site form post is refused (403) and changes nothing", async () => {
       const s = await start();
       try {

@@ -9,17 +9,31 @@ export function accountView(session: Session, account: Account, reload: () => vo
   const operator = session.kind === "operator";
   const root = h("section", { "aria-labelledby": "account-title" });
   root.append(
-    h("h1", { id: "account-title" }, operator ? `Account ${account.name}` : "Your account"),
+    h("h1", { id: "account-title" }, ...(operator ? ["Account ", h("bdi", {}, account.name)] : ["Your account"])),
     h("dl", { class: "facts" },
       h("dt", {}, "Balance"), h("dd", {}, h("span", { "data-testid": "balance" }, credits(account.balance)), " credits"),
       h("dt", {}, "Held by requests in flight"), h("dd", {}, `${credits(account.reserved)} credits`),
-      h("dt", {}, "Spend limit"), h("dd", {}, account.spend_limit === null ? "none" : `${credits(account.spend_limit)} credits ${account.spend_limit_period ? `per ${account.spend_limit_period}` : "over the account's life"} (${credits(account.spent_in_period)} spent)`),
+      h("dt", {}, "Spend limit"), h("dd", { "data-testid": "account-limit" }, limitText(account.spend_limit, account.spend_limit_period, account.spent_in_period, account.period_resets_at)),
       h("dt", {}, "Account id"), h("dd", {}, h("code", {}, account.id)),
     ),
   );
   if (operator) root.append(topUpForm(account, reload), accountLimitForm(account, reload), inviteForm(account));
   root.append(keysSection(session, account, reload));
   return root;
+}
+
+/** A spend limit as people read it: how much, per what, what the period spent so far, and when it starts again. */
+function limitText(limit: number | null, period: string | null, spent: number, resetsAt: string | null): string {
+  if (limit === null) return "none";
+  const per = period ? `per ${period}` : "over its life";
+  return `${credits(limit)} credits ${per} (${credits(spent)} spent${resetsAt ? `; resets ${when(resetsAt)}` : ""})`;
+}
+
+/** A key's state: revoked, expired (the gateway refuses it from then), or active. */
+function keyStatus(k: KeySummary, now = Date.now()): { text: string; active: boolean } {
+  if (k.revoked_at !== null) return { text: `revoked ${when(k.revoked_at)}`, active: false };
+  if (k.expires_at !== null && Date.parse(k.expires_at) <= now) return { text: `expired ${when(k.expires_at)}`, active: false };
+  return { text: k.expires_at ? `active until ${when(k.expires_at)}` : "active", active: true };
 }
 
 /** A form whose submit runs `action`; failures show in the form, never as a stack. */
@@ -76,6 +90,7 @@ function inviteForm(account: Account): HTMLElement {
 
 function keysSection(session: Session, account: Account, reload: () => void): HTMLElement {
   const operator = session.kind === "operator";
+  // What the gateway counts against the ten: keys not revoked (an expired one still counts until revoked).
   const active = account.keys.filter((k) => k.revoked_at === null);
   const name = h("input", { type: "text", maxlength: "200", "data-testid": "key-name" });
   const limit = h("input", { type: "number", min: "0", step: "any", placeholder: "none" });
@@ -104,10 +119,10 @@ function keysSection(session: Session, account: Account, reload: () => void): HT
   });
   const table = h("table", {},
     h("caption", {}, `Keys (${active.length} of 10 active)`),
-    h("thead", {}, h("tr", {}, ...["Name", "Key", "Created", "Spent", "Limit", "Status", ""].map((c) => h("th", { scope: "col" }, c)))),
+    h("thead", {}, h("tr", {}, ...["Name", "Key", "Created", "Spent (all time)", "Limit", "Status", ""].map((c) => h("th", { scope: "col" }, c)))),
     h("tbody", {}, ...account.keys.map((k) => keyRow(k, reload))),
   );
-  return h("section", { "aria-labelledby": "keys-title" }, h("h2", { id: "keys-title" }, "Keys"), table, create);
+  return h("section", { "aria-labelledby": "keys-title" }, h("h2", { id: "keys-title" }, "Keys"), h("div", { class: "scroll" }, table), create);
 }
 
 function keyRow(k: KeySummary, reload: () => void): HTMLElement {
@@ -152,12 +167,12 @@ function keyRow(k: KeySummary, reload: () => void): HTMLElement {
     actions.append(h("span", { class: "inline" }, limit, period, save), " ", revoke, out);
   }
   return h("tr", { "data-testid": "key-row", "data-key-id": k.id },
-    h("td", {}, k.name ?? "—", k.models ? h("div", { class: "note" }, `only ${k.models.join(", ")}`) : null),
+    h("td", {}, k.name === null ? "—" : h("bdi", {}, k.name), k.models ? h("div", { class: "note" }, `only ${k.models.join(", ")}`) : null),
     h("td", {}, h("code", {}, `${k.prefix}…${k.last4}`)),
     h("td", {}, when(k.created_at)),
-    h("td", {}, credits(k.spent)),
-    h("td", {}, k.spend_limit === null ? "none" : `${credits(k.spend_limit)} ${k.spend_limit_period ? `per ${k.spend_limit_period}` : "lifetime"}`),
-    h("td", {}, revoked ? `revoked ${when(k.revoked_at)}` : "active"),
+    h("td", { class: "num" }, credits(k.spent)),
+    h("td", { "data-testid": "key-limit" }, limitText(k.spend_limit, k.spend_limit_period, k.spent_in_period, k.period_resets_at)),
+    h("td", { "data-testid": "key-status" }, keyStatus(k).text),
     actions,
   );
 }

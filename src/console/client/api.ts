@@ -13,7 +13,9 @@ export function setCsrf(token: string): void {
 
 export async function api<T>(method: "GET" | "POST" | "PATCH" | "DELETE", path: string, body?: unknown): Promise<T> {
   const headers: Record<string, string> = { accept: "application/json" };
-  if (method !== "GET") headers["x-csrf-token"] = csrf;
+  // On reads too: it says whose view the page shows, and the gateway answers 409 when another
+  // sign-in in this browser has replaced that session (main.ts then reads who is signed in now).
+  if (method !== "GET" || csrf) headers["x-csrf-token"] = csrf;
   if (body !== undefined) headers["content-type"] = "application/json";
   const res = await fetch(`/console/api${path}`, { method, headers, body: body === undefined ? undefined : JSON.stringify(body), credentials: "same-origin" });
   const text = await res.text();
@@ -58,6 +60,6 @@ export interface RecentRequest {
 }
 export interface CatalogueEntry {
   id: string; provider: string; category: string; context_length: number;
-  pricing: { input_per_mtok: number; output_per_mtok: number; cache_read_per_mtok?: number; cache_write_per_mtok?: number; per_image?: number } | null;
+  pricing: { input_per_mtok: number; output_per_mtok: number; cache_read_per_mtok?: number; cache_write_per_mtok?: number; cache_write_1h_per_mtok?: number; per_image?: number } | null;
   health: { requests: number; error_rate: number | null; latency_p50_ms: number | null; latency_p99_ms: number | null; since: string } | null;
 }

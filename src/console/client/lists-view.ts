@@ -2,8 +2,11 @@ import { api, type AccountPage, type CatalogueEntry, type RecentRequest, type Se
 import { announce, credits, errorBox, field, h, when } from "./dom.ts";
 import { ApiError } from "./api.ts";
 
-/** Operators: every account (one request), and a form to open one. */
-export function accountsView(page: AccountPage, open: (id: string) => void, reload: () => void): HTMLElement {
+/**
+ * Operators: accounts, a page of 100 at a time (oldest first) with the next one a click away, a
+ * search by name, and a form to make one. `query` is what this page was asked with.
+ */
+export function accountsView(page: AccountPage, open: (id: string) => void, reload: () => void, query: { name: string; cursor: string | null }, browse: (query: { name: string; cursor: string | null }) => void): HTMLElement {
   const name = h("input", { type: "text", required: true, maxlength: "200", "data-testid": "account-name" });
   const amount = h("input", { type: "number", min: "0", step: "any", value: "0", required: true, "data-testid": "account-credits" });
   const submit = h("button", { type: "submit", "data-testid": "account-create" }, "Create account");
@@ -22,17 +25,37 @@ export function accountsView(page: AccountPage, open: (id: string) => void, relo
   });
   const rows = page.data.map((a) =>
     h("tr", { "data-testid": "account-row", "data-account-id": a.id },
-      h("td", {}, h("a", { href: `#account/${a.id}` }, a.name)),
+      h("td", {}, h("a", { href: `#account/${a.id}` }, h("bdi", {}, a.name))),
       h("td", { class: "num" }, credits(a.balance)),
       h("td", {}, a.spend_limit === null ? "none" : `${credits(a.spend_limit)} ${a.spend_limit_period ? `per ${a.spend_limit_period}` : "lifetime"}`),
       h("td", {}, when(a.created_at)),
     ));
   void reload;
+  const search = h("input", { type: "search", maxlength: "200", value: query.name, "data-testid": "account-search" });
+  const find = h("form", { class: "controls", role: "search", "aria-label": "Find accounts" }, field("Name contains", search), h("button", { type: "submit" }, "Find"));
+  find.addEventListener("submit", (event) => {
+    event.preventDefault();
+    browse({ name: search.value.trim(), cursor: null });
+  });
+  const paging = h("p", { class: "controls" });
+  if (query.cursor) {
+    const first = h("button", { type: "button", "data-testid": "accounts-first" }, "First page");
+    first.addEventListener("click", () => browse({ name: query.name, cursor: null }));
+    paging.append(first);
+  }
+  if (page.next_cursor) {
+    const next = h("button", { type: "button", "data-testid": "accounts-next" }, "Next page");
+    next.addEventListener("click", () => browse({ name: query.name, cursor: page.next_cursor }));
+    paging.append(next);
+  }
+  const what = `${page.data.length} account${page.data.length === 1 ? "" : "s"}${query.name ? ` named like “${query.name}”` : ""}${query.cursor || page.next_cursor ? (query.cursor ? " (a later page)" : " (first page)") : ""}`;
   return h("section", { "aria-labelledby": "accounts-title" },
     h("h1", { id: "accounts-title" }, "Accounts"),
-    h("table", {}, h("caption", {}, `${page.data.length} accounts${page.next_cursor ? " (first page)" : ""}`),
+    find,
+    h("div", { class: "scroll" }, h("table", {}, h("caption", { "data-testid": "accounts-caption" }, what),
       h("thead", {}, h("tr", {}, ...["Name", "Balance (credits)", "Spend limit", "Created"].map((c) => h("th", { scope: "col" }, c)))),
-      h("tbody", {}, ...rows)),
+      h("tbody", {}, ...rows))),
+    paging,
     create,
   );
 }
@@ -43,7 +66,7 @@ export function requestsView(session: Session, rows: RecentRequest[]): HTMLEleme
   return h("section", { "aria-labelledby": "requests-title" },
     h("h1", { id: "requests-title" }, "Recent requests"),
     h("p", {}, h("a", { href: "/console/api/requests?format=csv&limit=200", download: "" }, "Download CSV (last 200)")),
-    h("table", {}, h("caption", {}, `The last ${rows.length} requests, newest first`),
+    h("div", { class: "scroll" }, h("table", {}, h("caption", {}, `The last ${rows.length} requests, newest first`),
       h("thead", {}, h("tr", {}, ...cols.map((c) => h("th", { scope: "col" }, c)))),
       h("tbody", {}, ...rows.map((r) => h("tr", { "data-testid": "request-row" },
         h("td", {}, when(r.created_at)),
@@ -56,7 +79,7 @@ export function requestsView(session: Session, rows: RecentRequest[]): HTMLEleme
         h("td", { class: "num" }, r.completion_tokens),
         h("td", { class: "num" }, credits(r.cost)),
         h("td", {}, h("code", {}, r.request_id)),
-      )))),
+      ))))),
   );
 }
 
@@ -69,8 +92,8 @@ export function catalogueView(models: CatalogueEntry[]): HTMLElement {
   return h("section", { "aria-labelledby": "catalogue-title" },
     h("h1", { id: "catalogue-title" }, "Models"),
     h("p", {}, "Prices in credits per million tokens. Health counts this gateway process's answers", since ? ` since ${when(since)}` : "", "; latency is the time to the first byte."),
-    h("table", {}, h("caption", {}, `${models.length} models`),
-      h("thead", {}, h("tr", {}, ...["Model", "Provider", "Kind", "Input", "Output", "Cache read", "Cache write", "Requests", "Errors", "p50", "p99"].map((c) => h("th", { scope: "col" }, c)))),
+    h("div", { class: "scroll" }, h("table", {}, h("caption", {}, `${models.length} models`),
+      h("thead", {}, h("tr", {}, ...["Model", "Provider", "Kind", "Input", "Output", "Cache read", "Cache write (5 min)", "Cache write (1 h)", "Per image", "Requests", "Errors", "p50", "p99"].map((c) => h("th", { scope: "col" }, c)))),
       h("tbody", {}, ...models.map((m) => h("tr", { "data-testid": "model-row" },
         h("th", { scope: "row" }, m.id),
         h("td", {}, m.provider),
@@ -79,10 +102,12 @@ export function catalogueView(models: CatalogueEntry[]): HTMLElement {
         h("td", { class: "num" }, m.pricing ? credits(m.pricing.output_per_mtok) : "free"),
         h("td", { class: "num" }, m.pricing?.cache_read_per_mtok !== undefined ? credits(m.pricing.cache_read_per_mtok) : "—"),
         h("td", { class: "num" }, m.pricing?.cache_write_per_mtok !== undefined ? credits(m.pricing.cache_write_per_mtok) : "—"),
+        h("td", { class: "num" }, m.pricing?.cache_write_1h_per_mtok !== undefined ? credits(m.pricing.cache_write_1h_per_mtok) : "—"),
+        h("td", { class: "num" }, m.pricing?.per_image ? credits(m.pricing.per_image) : "—"),
         h("td", { class: "num" }, m.health?.requests ?? 0),
         h("td", { class: "num" }, pct(m.health?.error_rate ?? null)),
         h("td", { class: "num" }, ms(m.health?.latency_p50_ms ?? null)),
         h("td", { class: "num" }, ms(m.health?.latency_p99_ms ?? null)),
-      )))),
+      ))))),
   );
 }

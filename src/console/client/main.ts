@@ -2,7 +2,7 @@ import { api, ApiError, setCsrf, type Account, type AccountPage, type CatalogueE
 import { accountView } from "./account-view.ts";
 import { accountsView, catalogueView, requestsView } from "./lists-view.ts";
 import { loadUsage, usageView, type UsageChoice } from "./usage-view.ts";
-import { errorBox, field, h } from "./dom.ts";
+import { announce, errorBox, field, h } from "./dom.ts";
 
 /**
  * The console's client: one page, views chosen by the URL's fragment (#accounts, #account/ID,
@@ -15,7 +15,22 @@ const who = document.getElementById("who")!;
 let session: Session | null = null;
 /** The overview's data, used once by the first view instead of a second request. */
 let preloaded: Overview | null = null;
-let usageChoice: UsageChoice = { range: "24h", split: "model" };
+const FIRST_USAGE: UsageChoice = { range: "24h", split: "model" };
+let usageChoice: UsageChoice = FIRST_USAGE;
+/** The operator's accounts list as last asked: a name to look for, and the page. */
+let accountsQuery: { name: string; cursor: string | null } = { name: "", cursor: null };
+
+/** What one user chose on this tab does not carry over to the next one signed in here. */
+function forgetChoices(): void {
+  usageChoice = FIRST_USAGE;
+  accountsQuery = { name: "", cursor: null };
+}
+
+// The skip link moves focus to the view without changing the address (which chooses the view).
+document.querySelector<HTMLAnchorElement>("a.skip")?.addEventListener("click", (event) => {
+  event.preventDefault();
+  main.focus();
+});
 
 function show(view: HTMLElement): void {
   main.replaceChildren(view);
@@ -34,14 +49,63 @@ function renderNav(): void {
   nav.append(h("ul", {}, ...links.map(([href, text]) => h("li", {}, h("a", { href, "aria-current": current === href ? "page" : undefined }, text)))));
   const out = h("button", { type: "button", class: "link", "data-testid": "sign-out" }, "Sign out");
   out.addEventListener("click", async () => {
-    await api("POST", "/sign-out").catch(() => undefined);
+    try {
+      await signOut();
+    } catch (err) {
+      show(h("section", {}, h("h1", {}, "Not signed out"), errorBox(err instanceof ApiError ? err.message : "The gateway did not answer: you are still signed in. Try again.")));
+      return;
+    }
     session = null;
     preloaded = null;
     setCsrf("");
+    forgetChoices();
     location.hash = "";
     signInView();
   });
   who.append(session.kind === "operator" ? "Operator" : (session.login ?? ""), " ", out);
+}
+
+/**
+ * Ends the browser's session. When another sign-in replaced this page's one, the session the
+ * browser holds now is the one ended (the user asked to sign out of this browser); already ended
+ * is done. Anything else (the gateway did not answer) throws: the page must not say signed out.
+ */
+async function signOut(): Promise<void> {
+  try {
+    await api("POST", "/sign-out");
+  } catch (err) {
+    if (err instanceof ApiError && err.status === 401) return;
+    if (!(err instanceof ApiError && (err.status === 403 || err.status === 409))) throw err;
+    setCsrf("");
+    try {
+      setCsrf((await api<Overview>("GET", "/overview")).session.csrf);
+    } catch (again) {
+      if (again instanceof ApiError && again.status === 401) return;
+      throw again;
+    }
+    await api("POST", "/sign-out");
+  }
+}
+
+/** Another sign-in in this browser replaced this page's session: show whoever is signed in now, and say so. */
+async function resync(): Promise<void> {
+  setCsrf("");
+  preloaded = null;
+  forgetChoices();
+  try {
+    const now = await api<Overview>("GET", "/overview");
+    session = now.session;
+    setCsrf(session.csrf);
+    preloaded = now;
+  } catch {
+    session = null;
+    signInView("This page's session was replaced or ended: sign in again.");
+    return;
+  }
+  announce(`Another sign-in in this browser replaced this page's session: now ${session.kind === "operator" ? "operator" : session.login ?? "an account holder"}.`);
+  const home = session.kind === "operator" ? "#accounts" : "#account";
+  if (location.hash === home) await route();
+  else location.hash = home;
 }
 
 function signInView(message?: string): void {
@@ -102,6 +166,7 @@ function inviteView(token: string): void {
 
 function signedIn(s: Session): void {
   preloaded = null;
+  forgetChoices();
   session = s;
   setCsrf(s.csrf);
   const home = s.kind === "operator" ? "#accounts" : "#account";
@@ -123,8 +188,13 @@ async function route(): Promise<void> {
       const account = first?.account ?? (await api<Account>("GET", `/accounts/${s.account_id}`));
       show(accountView(s, account, () => void route()));
     } else if (s.kind === "operator" && (view === "accounts" || view === "")) {
-      const page = first?.accounts ?? (await api<AccountPage>("GET", "/accounts?limit=100"));
-      show(accountsView(page, (accountId) => (location.hash = `#account/${accountId}`), () => void route()));
+      const q = accountsQuery;
+      const asked = new URLSearchParams({ limit: "100", ...(q.name ? { name: q.name } : {}), ...(q.cursor ? { cursor: q.cursor } : {}) });
+      const page = (!q.name && !q.cursor ? first?.accounts : undefined) ?? (await api<AccountPage>("GET", `/accounts?${asked}`));
+      show(accountsView(page, (accountId) => (location.hash = `#account/${accountId}`), () => void route(), q, (next) => {
+        accountsQuery = next;
+        void route();
+      }));
     } else if (s.kind === "operator" && view === "account" && id) {
       show(accountView(s, await api<Account>("GET", `/accounts/${encodeURIComponent(id)}`), () => void route()));
     } else if (view === "usage") {
@@ -145,6 +215,7 @@ async function route(): Promise<void> {
       signInView("Your session ended: sign in again.");
       return;
     }
+    if (err instanceof ApiError && err.status === 409) return resync();
     show(h("section", {}, h("h1", {}, "Could not load this page"), errorBox(err instanceof ApiError ? err.message : "The gateway did not answer.")));
   }
 }

@@ -53,7 +53,8 @@ export function usageView(session: Session, report: UsageSummary, choice: UsageC
   // Drawn once the box is in the page: its width is the box's.
   queueMicrotask(() => {
     const width = Math.max(320, chartBox.clientWidth || 800);
-    new uPlot({ width, height: 260, series, axes: [{}, { label: "credits" }], scales: { x: { time: true } } }, data, chartBox);
+    // Hours and days are UTC's, as every table and bucket here: the axis too, whatever the browser's zone.
+    new uPlot({ width, height: 260, series, axes: [{}, { label: "credits" }], scales: { x: { time: true } }, tzDate: (ts) => uPlot.tzDate(new Date(ts * 1000), "Etc/UTC") }, data, chartBox);
   });
 
   return h("section", { "aria-labelledby": "usage-title" },
@@ -69,12 +70,12 @@ export function usageView(session: Session, report: UsageSummary, choice: UsageC
 function breakdown(report: UsageSummary, split: UsageChoice["split"]): HTMLElement {
   const cols = ["Requests", "Fresh input", "Cache reads", "Cache writes (5 min)", "Cache writes (1 h)", "Output", "Reasoning", "Images", "Credits", "Cache savings"];
   const cells = (s: Sums) => [s.requests, s.fresh_input_tokens, s.cache_read_tokens, s.cache_write_5m_tokens, s.cache_write_1h_tokens, s.completion_tokens, s.reasoning_tokens, s.images, credits(s.cost), credits(s.cache_savings)].map((v) => h("td", { class: "num" }, typeof v === "number" ? v.toLocaleString("en-US") : v));
-  return h("table", {},
+  return h("div", { class: "scroll" }, h("table", {},
     h("caption", {}, `By ${split}, tokens by price class`),
     h("thead", {}, h("tr", {}, h("th", { scope: "col" }, split), ...cols.map((c) => h("th", { scope: "col" }, c)))),
     h("tbody", {}, ...report.groups.map((g) => h("tr", { "data-testid": "usage-row" }, h("th", { scope: "row" }, label(g)), ...cells(g)))),
     h("tfoot", {}, h("tr", {}, h("th", { scope: "row" }, "Total"), ...cells(report.total))),
-  );
+  ));
 }
 
 export function loadUsage(choice: UsageChoice): Promise<UsageSummary> {

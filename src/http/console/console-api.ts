@@ -57,6 +57,9 @@ function crossSiteRefusal(request: Request): { status: number; kind: "permission
   return undefined;
 }
 
+/** Said when the page's session is no longer the browser's (409): the client reads who is signed in now. */
+export const SESSION_REPLACED = "Another sign-in in this browser replaced this page's session: reload the console.";
+
 /** What an account holder may set on their own keys: names and spend limits, never a rate limit (the operator's to give). */
 const HOLDER_KEY_FIELDS = new Set(["name", "spend_limit", "spend_limit_period", "expires_at"]);
 
@@ -71,10 +74,19 @@ const HOLDER_KEY_FIELDS = new Set(["name", "spend_limit", "spend_limit_period", 
 export function consoleApiRoutes(deps: ConsoleApiDeps) {
   const { ops, store } = deps;
 
-  const session = async (request: Request): Promise<ConsoleSession> => {
+  const currentSession = async (request: Request): Promise<ConsoleSession> => {
     const token = sessionToken(request);
     const found = token ? await store.findSession(hashSecret(token), deps.now()) : null;
     if (!found) throw new GatewayError(401, "authentication", "Not signed in, or the session ended: sign in again.");
+    return found;
+  };
+  /** A read: the page says whose view it shows (its session's token), when it sends one. */
+  const session = async (request: Request): Promise<ConsoleSession> => {
+    const found = await currentSession(request);
+    // Another sign-in in this browser replaced the cookie meanwhile: answered, the page would show
+    // that session's data under its own name.
+    const expected = request.headers.get("x-csrf-token");
+    if (expected !== null && !equal(expected, found.csrf)) throw new GatewayError(409, "invalid_request", SESSION_REPLACED);
     return found;
   };
   /** Refuses what another site could have made a browser send. */
@@ -85,7 +97,7 @@ export function consoleApiRoutes(deps: ConsoleApiDeps) {
   /** A change by a signed-in user: same site, and the session's CSRF token. */
   const changer = async (request: Request): Promise<ConsoleSession> => {
     sameSite(request);
-    const s = await session(request);
+    const s = await currentSession(request);
     const given = request.headers.get("x-csrf-token") ?? "";
     if (!equal(given, s.csrf)) throw new GatewayError(403, "permission", "Missing or wrong x-csrf-token: reload the console.");
     return s;

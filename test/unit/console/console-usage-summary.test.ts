@@ -43,3 +43,14 @@ test("a split over a thousand keys: lines for the drawn ones and the others, exa
     expect(micro).toBe(Math.round(s.period_costs[i]! * 1e6));
   }
 });
+
+test("a range of part periods draws the periods it touches: the periods add up to the total", () => {
+  // 5.2 hours from 100:00 (the route's default ends now, mid-hour), and 0.3 of an hour.
+  const rows = [row(100, "k1", 1_000_000), row(104, "k1", 2_500_000), row(105, "k1", 700_000)];
+  const s = summarizeUsage({ from: 100 * HOUR, to: 105.2 * HOUR, granularity: "hour", groupBy: ["key"] }, rows, "key");
+  expect(s.period_costs).toEqual([1, 0, 0, 0, 2.5, 0.7]);
+  expect(s.period_costs.reduce((a, b) => a + b, 0)).toBeCloseTo(s.total.cost, 9);
+  const short = summarizeUsage({ from: 105.1 * HOUR, to: 105.4 * HOUR, granularity: "hour", groupBy: [] }, [row(105, "k1", 98_720)], null);
+  expect(short.period_costs).toEqual([0.09872]);
+  expect(chartPeriods({ from: 100 * HOUR, to: 104 * HOUR, granularity: "hour", groupBy: [] })).toBe(4);
+});
