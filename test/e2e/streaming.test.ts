@@ -150,6 +150,25 @@ describe("tool calls stream across formats", () => {
     expect(final.status).toBe("incomplete");
     expect(final.incomplete_details).toEqual({ reason: "max_output_tokens" });
     expect(final.output).toEqual([expect.objectContaining({ type: "function_call", status: "incomplete", arguments: '{"city":"Mün' })]);
+    // Never announced as done: an agent runs a call when its item is done (Codex does, whatever its status).
+    expect(frames.filter((f) => f.event === "response.output_item.done" || f.event === "response.function_call_arguments.done")).toEqual([]);
+  });
+
+  test("a free-form tool's call cut by the token limit is incomplete too, with the input it had reached, never announced as done", async () => {
+    const chunk = (body: object) => `data: ${JSON.stringify({ id: "chatcmpl-t", object: "chat.completion.chunk", created: 1, model: "gpt-4o-mini", ...body })}\n\n`;
+    upstream.reply({ kind: "sse", chunks: [
+      chunk({ choices: [{ index: 0, delta: { role: "assistant", tool_calls: [{ index: 0, id: "call_p", type: "function", function: { name: "apply_patch", arguments: "" } }] }, finish_reason: null }] }),
+      chunk({ choices: [{ index: 0, delta: { tool_calls: [{ index: 0, function: { arguments: '{"input":"*** Begin Patch\\n*** Add File: one.txt\\n+one\\n' } }] }, finish_reason: null }] }),
+      chunk({ choices: [{ index: 0, delta: {}, finish_reason: "length" }] }),
+      chunk({ choices: [], usage: { prompt_tokens: 10, completion_tokens: 5, total_tokens: 15 } }),
+      "data: [DONE]\n\n",
+    ] });
+    const tools = [{ type: "custom", name: "apply_patch", description: "Apply a patch" }];
+    const frames = sseFrames(await (await post(gw, "/v1/responses", { model: OPENAI_MODEL, input: "patch it", tools, stream: true, max_output_tokens: 5 })).text());
+    const final = JSON.parse(frames.at(-1)!.data).response;
+    expect(final.status).toBe("incomplete");
+    expect(final.output).toEqual([expect.objectContaining({ type: "custom_tool_call", status: "incomplete", input: "*** Begin Patch\n*** Add File: one.txt\n+one\n" })]);
+    expect(frames.filter((f) => f.event === "response.output_item.done" || f.event === "response.custom_tool_call_input.done")).toEqual([]);
   });
 
   test("non-stream tool calls both ways", async () => {

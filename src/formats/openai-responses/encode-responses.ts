@@ -60,7 +60,9 @@ const ERROR_CODE: Record<ErrorKind, string> = {
   insufficient_credits: "insufficient_quota",
   rate_limit: "rate_limit_exceeded",
   upstream: "server_error",
-  overloaded: "server_is_overloaded",
+  // An upstream overloaded mid-answer is transient: `server_is_overloaded` is "the model is at
+  // capacity, choose another" to Codex, which gave up; `server_error` it retries.
+  overloaded: "server_error",
   timeout: "server_error",
   internal: "server_error",
 };
@@ -224,17 +226,22 @@ function createBuilder(ctx: EncodeContext, plan: ResponsesAnswerPlan, frames: bo
       case "function": {
         // A call without parameters has "{}" for arguments, as a whole answer's, never "".
         if (text === "" && status === "completed") delta(o, "{}");
-        emit("response.function_call_arguments.done", { item_id: item.id, output_index: index, name: item.name, arguments: o.text });
         item.arguments = o.text;
         item.status = status;
+        // A cut call is not handed over as done: agents (Codex) run a call when its item is done,
+        // whatever its status. It stays in the final response's output, incomplete.
+        if (status === "incomplete") return;
+        emit("response.function_call_arguments.done", { item_id: item.id, output_index: index, name: item.name, arguments: o.text });
         break;
       }
       case "custom": {
         // The upstream called a function taking `{input}`; the client asked for a free-form tool.
-        const input = customInput(text);
+        const input = customInput(text, status === "incomplete");
+        item.input = input;
+        item.status = status;
+        if (status === "incomplete") return;
         emit("response.custom_tool_call_input.delta", { item_id: item.id, output_index: index, delta: input });
         emit("response.custom_tool_call_input.done", { item_id: item.id, output_index: index, input });
-        item.input = input;
         break;
       }
     }
@@ -376,14 +383,24 @@ function createBuilder(ctx: EncodeContext, plan: ResponsesAnswerPlan, frames: bo
 
 /**
  * What the model put in a custom tool's one argument. Models do not always obey: a bare JSON
- * string, or text that is not JSON at all, is taken as the input itself.
+ * string, or text that is not JSON at all, is taken as the input itself. A call cut short
+ * (`cut`) gives what its `{"input":"…` had reached, not the JSON around it.
  */
-function customInput(args: string): string {
+function customInput(args: string, cut = false): string {
   try {
     const value = JSON.parse(args);
     if (value && typeof value === "object" && typeof value.input === "string") return value.input;
     if (typeof value === "string") return value;
-  } catch {}
+  } catch {
+    if (cut && /^\s*\{\s*"input"\s*:\s*"/.test(args)) {
+      // The string so far, closed: without a dangling escape it parses as what was written.
+      const open = args.endsWith("\\") && !args.endsWith("\\\\") ? args.slice(0, -1) : args;
+      try {
+        const value = JSON.parse(`${open}"}`);
+        if (typeof value.input === "string") return value.input;
+      } catch {}
+    }
+  }
   return args;
 }
 

@@ -77,8 +77,9 @@ describe("Responses encoder", () => {
   test("an error before any output: created, in_progress, error, failed — never completed", () => {
     const frames = run([{ type: "error", errorType: "overloaded", message: "The upstream provider is overloaded; retry shortly." }], undefined, false);
     expect(frames.map((f) => f.type)).toEqual(["response.created", "response.in_progress", "error", "response.failed"]);
-    expect(frames[2]).toMatchObject({ code: "server_is_overloaded", message: "The upstream provider is overloaded; retry shortly.", param: null });
-    expect(frames[3].response).toMatchObject({ status: "failed", error: { code: "server_is_overloaded" } });
+    // Transient: `server_error`, which Codex retries (`server_is_overloaded` made it give up: "choose another model").
+    expect(frames[2]).toMatchObject({ code: "server_error", message: "The upstream provider is overloaded; retry shortly.", param: null });
+    expect(frames[3].response).toMatchObject({ status: "failed", error: { code: "server_error" } });
   });
 
   test("content filtered: incomplete with its reason", () => {
