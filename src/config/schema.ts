@@ -99,6 +99,13 @@ export const ModelConfig = t.Object({
    * (a forced tool whose input is the answer, for models without structured outputs). Inferred when unset.
    */
   structured_output: t.Optional(t.Union([t.Literal("native"), t.Literal("tool")])),
+  /**
+   * Prompt caching for requests translated for an Anthropic upstream (OpenAI-format clients cannot
+   * mark what to cache, and Anthropic caches only what is marked): `auto` (the default) marks the
+   * end of the conversation and of the turn before it, so each turn reads the one before from the
+   * cache; `off` marks nothing (every prompt token is fresh input).
+   */
+  prompt_cache: t.Optional(t.Union([t.Literal("auto"), t.Literal("off")])),
   /** For Anthropic-style model lists. */
   display_name: t.Optional(t.String()),
   created_at: t.Optional(t.String()),

@@ -14,7 +14,7 @@ import { createAnthropic, type AnthropicProvider } from "@ai-sdk/anthropic";
 import { createOpenAICompatible, type OpenAICompatibleProvider } from "@ai-sdk/openai-compatible";
 import { APICallError, generateObject, generateText, Output, stepCountIs, streamText, tool, type LanguageModel } from "ai";
 import { z } from "zod";
-import { useFakeUpstream } from "../helpers/fake-upstream.ts";
+import { useFakeUpstream, withoutCacheMarks } from "../helpers/fake-upstream.ts";
 import { useGateway, ANTHROPIC_MODEL, ANTHROPIC_PRICING, OPENAI_MODEL, OPENAI_PRICING } from "../helpers/gateway.ts";
 import { reasoningDialect, scriptedReply, type Script } from "../helpers/scripted-answers.ts";
 import { recordingResponseStore } from "../helpers/recording-response-store.ts";
@@ -346,7 +346,7 @@ describe.each([
       expect(references(sentToGateway[1])).toEqual([`msg_${firstAnswer}_0`]);
       expect(stored.kept.slice(keptBefore)).toEqual(result.steps.map((s) => s.response.id));
       // …and the upstream received it whole, with the call and its result, in its own words.
-      const second = upstream.requests[1]!.body;
+      const second = withoutCacheMarks(upstream.requests[1]!.body);
       const [assistant, answer] = second.messages.slice(-2);
       if (vendor === "openai") {
         expect(assistant).toEqual({ role: "assistant", content: "Let me check.", tool_calls: [{ id: callId, type: "function", function: { name: "get_weather", arguments: '{"city":"Paris","unit":"celsius"}' } }] });
@@ -380,7 +380,7 @@ describe.each([
       expect(errors).toEqual([]);
 
       expect(references(sentToGateway[1])).toEqual([`msg_${first.response.id.slice("resp_".length)}_0`]);
-      const sent = upstream.requests[1]!.body;
+      const sent = withoutCacheMarks(upstream.requests[1]!.body);
       expect(systemSent(vendor, sent)).toBe("Answer in one word.");
       expect(sent.messages.filter((m: any) => m.role !== "system").map((m: any) => [m.role, textOf(m.content)])).toEqual([
         ["user", "Capital of France?"],

@@ -11,7 +11,7 @@ import { beforeAll, describe, expect, test } from "bun:test";
 import { existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { useFakeUpstream } from "../helpers/fake-upstream.ts";
+import { useFakeUpstream, withoutCacheMarks } from "../helpers/fake-upstream.ts";
 import { useGateway, post, sseFrames, ANTHROPIC_MODEL, OPENAI_MODEL } from "../helpers/gateway.ts";
 import { reasoningDialect, scripted, type Script } from "../helpers/scripted-answers.ts";
 import type { Logger } from "../../src/log/log.ts";
@@ -67,7 +67,7 @@ describe.each([
       expect.objectContaining({ type: "function_call", name: "exec_command", call_id: "call_exec_2", arguments: '{"cmd":"ls"}', status: "completed" }),
     ]);
 
-    const sent = upstream.requests.at(-1)!;
+    const sent = withoutCacheMarks(upstream.requests.at(-1)!);
     const input = turns[0].body.input as any[];
     const toolNames = (sent.body.tools as any[]).map((t) => t.function?.name ?? t.name);
     expect(toolNames).toEqual(["exec_command", "write_stdin", "request_user_input", "apply_patch", "view_image", "get_goal", "create_goal", "update_goal"]);
@@ -107,7 +107,7 @@ describe.each([
     expect(types).toContain("response.custom_tool_call_input.done");
     expect(types.at(-1)).toBe("response.completed");
 
-    const sent = upstream.requests.at(-1)!;
+    const sent = withoutCacheMarks(upstream.requests.at(-1)!);
     expect(sent.rawBody).not.toContain("gAAAAA-opaque-vendor-blob");
     const catHello = (turns[1].body.input as any[]).find((i) => i.call_id === "call_exec_1" && i.type === "function_call_output").output;
     if (vendor === "openai") {
@@ -138,7 +138,7 @@ describe.each([
     expect(events.at(-1).response.usage).toMatchObject({ input_tokens: 50, output_tokens: 10, total_tokens: 60 });
     expect(outputOf(events)).toEqual([expect.objectContaining({ type: "message", status: "completed", content: [expect.objectContaining({ text: "Done: hello.txt now says hello, world." })] })]);
 
-    const sent = upstream.requests.at(-1)!;
+    const sent = withoutCacheMarks(upstream.requests.at(-1)!);
     if (vendor === "openai") {
       const tail = sent.body.messages.slice(-2);
       expect(tail[0]).toEqual({ role: "assistant", content: "Now I will patch it.", tool_calls: [{ id: "call_patch_1", type: "function", function: { name: "apply_patch", arguments: JSON.stringify({ input: PATCH }) } }] });
@@ -155,7 +155,7 @@ describe.each([
     upstream.reply(scripted(vendor, { calls: [{ id: "call_a1", name: "multi_agent_v1__close_agent", arguments: "{}" }] }));
     const events = await replay(recorded, model);
     expect(outputOf(events)).toEqual([expect.objectContaining({ type: "function_call", namespace: "multi_agent_v1", name: "close_agent", call_id: "call_a1" })]);
-    const sent = upstream.requests.at(-1)!;
+    const sent = withoutCacheMarks(upstream.requests.at(-1)!);
     const names = (sent.body.tools as any[]).map((t) => t.function?.name ?? t.name);
     expect(names).toContain("multi_agent_v1__close_agent");
     expect(names).toContain("exec_command");

@@ -1,7 +1,7 @@
 import { beforeAll, describe, expect, test } from "bun:test";
 import OpenAI from "openai";
 import Anthropic from "@anthropic-ai/sdk";
-import { useFakeUpstream } from "../helpers/fake-upstream.ts";
+import { useFakeUpstream, withoutCacheMarks } from "../helpers/fake-upstream.ts";
 import { useGateway, ANTHROPIC_MODEL, OPENAI_MODEL } from "../helpers/gateway.ts";
 
 const upstream = useFakeUpstream();
@@ -109,7 +109,7 @@ describe("tool loops through the SDKs, across formats", () => {
       tools,
       messages: [{ role: "user", content: "Weather in Paris?" }, completion.choices[0]!.message, { role: "tool", tool_call_id: call.id, content: "18°C and sunny" }],
     });
-    const sent = upstream.requests.at(-1)!.body;
+    const sent = withoutCacheMarks(upstream.requests.at(-1)!.body);
     expect(sent.messages[1].content).toContainEqual(expect.objectContaining({ type: "tool_use", id: call.id, name: "get_weather", input: { city: "Paris" } }));
     expect(sent.messages[2]).toEqual({ role: "user", content: [{ type: "tool_result", tool_use_id: call.id, content: "18°C and sunny" }] });
     expect(sent.tools[0]).toMatchObject({ name: "get_weather", input_schema: { type: "object" } });
@@ -134,7 +134,7 @@ describe("tool loops through the SDKs, across formats", () => {
         { role: "user", content: [{ type: "tool_result", tool_use_id: toolUse.id, content: "18°C" }] },
       ],
     });
-    const sent = upstream.requests.at(-1)!.body;
+    const sent = withoutCacheMarks(upstream.requests.at(-1)!.body);
     expect(sent.messages[1].tool_calls[0]).toEqual({ id: toolUse.id, type: "function", function: { name: "get_weather", arguments: '{"city":"Paris"}' } });
     expect(sent.messages[2]).toEqual({ role: "tool", tool_call_id: toolUse.id, content: "18°C" });
     expect(sent.tools[0]).toEqual({ type: "function", function: { name: "get_weather", description: "Weather by city", parameters: anthropicTools[0]!.input_schema } });

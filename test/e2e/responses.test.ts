@@ -6,7 +6,7 @@
 import { beforeAll, describe, expect, test } from "bun:test";
 import OpenAI from "openai";
 import type { ResponseStreamEvent } from "openai/resources/responses/responses";
-import { useFakeUpstream } from "../helpers/fake-upstream.ts";
+import { useFakeUpstream, withoutCacheMarks } from "../helpers/fake-upstream.ts";
 import { useGateway, post, sseFrames, ANTHROPIC_MODEL, OPENAI_MODEL } from "../helpers/gateway.ts";
 import { reasoningDialect, scripted, scriptedReply } from "../helpers/scripted-answers.ts";
 import { recordingResponseStore } from "../helpers/recording-response-store.ts";
@@ -76,7 +76,7 @@ describe.each([
     expect(record!.cost_micro).toBeGreaterThan(0);
 
     // instructions lead the conversation as the system prompt; metadata is ours, not the upstream's.
-    const sent = lastUpstream().body;
+    const sent = withoutCacheMarks(lastUpstream().body);
     if (vendor === "openai") expect(sent.messages[0]).toEqual({ role: "system", content: "Answer briefly." });
     else expect(sent.system).toBe("Answer briefly.");
     expect(sent.metadata).toBeUndefined();
@@ -138,7 +138,7 @@ describe.each([
       input: [{ role: "user", content: "Weather in Paris?" }, ...(first.output as OpenAI.Responses.ResponseInputItem[]), { type: "function_call_output", call_id: call.call_id, output: "18°C and sunny" }],
     });
     expect(second.status).toBe("completed");
-    const sent = lastUpstream().body;
+    const sent = withoutCacheMarks(lastUpstream().body);
     if (vendor === "openai") {
       expect(sent.messages.slice(1)).toEqual([
         { role: "assistant", content: "Let me check.", tool_calls: [{ id: "call_w1", type: "function", function: { name: "get_weather", arguments: '{"city":"Paris"}' } }] },
@@ -183,7 +183,7 @@ describe.each([
       tools: [applyPatch],
       input: [{ role: "user", content: "Create a.txt" }, ...(first.output as OpenAI.Responses.ResponseInputItem[]), { type: "custom_tool_call_output", call_id: "call_p1", output: "Done" }],
     });
-    const sent = lastUpstream().body;
+    const sent = withoutCacheMarks(lastUpstream().body);
     if (vendor === "openai") {
       expect(sent.messages[1].tool_calls).toEqual([{ id: "call_p1", type: "function", function: { name: "apply_patch", arguments: JSON.stringify({ input: patch }) } }]);
       expect(sent.messages[2]).toEqual({ role: "tool", tool_call_id: "call_p1", content: "Done" });
@@ -309,7 +309,7 @@ describe.each([
     upstream.reply(scriptedReply(vendor, { text: "18°C and sunny." }));
     const second = await openai.responses.create({ model, tools: [weather], previous_response_id: first.id, input: [{ type: "function_call_output", call_id: call.call_id, output: "18°C, sunny" }] });
     expect(second.output_text).toBe("18°C and sunny.");
-    const sent = lastUpstream().body;
+    const sent = withoutCacheMarks(lastUpstream().body);
     if (vendor === "openai") {
       expect(sent.messages).toEqual([
         { role: "user", content: "Weather in Paris?" },
@@ -339,7 +339,7 @@ describe.each([
         { type: "function_call_output", call_id: "call_ref1", output: "sunny" },
       ],
     });
-    const sent = lastUpstream().body;
+    const sent = withoutCacheMarks(lastUpstream().body);
     if (vendor === "openai") {
       expect(sent.messages.slice(1)).toEqual([
         { role: "assistant", content: "Let me check.", tool_calls: [{ id: "call_ref1", type: "function", function: { name: "get_weather", arguments: '{"city":"Paris"}' } }] },
@@ -474,7 +474,7 @@ describe("responses API requests the gateway refuses or adapts", () => {
       temperature: 0.2,
       top_p: 0.9,
     });
-    const sent = lastUpstream().body;
+    const sent = withoutCacheMarks(lastUpstream().body);
     expect(sent.response_format).toEqual({ type: "json_schema", json_schema: { name: "answer", schema, strict: true } });
     // gpt-4o-mini refuses reasoning_effort, so it is left out (structured-reasoning.test.ts: a reasoning model gets it).
     expect(sent.reasoning_effort).toBeUndefined();

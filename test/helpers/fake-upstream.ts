@@ -820,3 +820,11 @@ export async function startFakeUpstream(options: FakeUpstreamOptions = {}): Prom
     },
   };
 }
+
+/**
+ * A recorded body without the prompt-cache marks the gateway adds to requests it translated for
+ * Anthropic (formats/openai-chat/openai-to-anthropic.ts), for tests about what else was sent.
+ */
+export function withoutCacheMarks<T>(value: T): T {
+  return JSON.parse(JSON.stringify(value), (key, v) => (key === "cache_control" ? undefined : v)) as T;
+}

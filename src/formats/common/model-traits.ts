@@ -18,12 +18,14 @@ export interface UpstreamTraits {
   /** Undefined: the gateway cannot tell, so reasoning fields are only passed on as the client wrote them. */
   reasoning: ReasoningStyle | undefined;
   structuredOutput: StructuredOutputStyle;
+  /** Whether a request translated for Anthropic gets prompt-cache breakpoints (`models[].prompt_cache`). */
+  cacheBreakpoints: boolean;
 }
 
 /** What translators assume when nobody says: no reasoning fields, structured outputs as the vendor's API has them. */
-export const UNKNOWN_TRAITS: UpstreamTraits = { reasoning: undefined, structuredOutput: "native" };
+export const UNKNOWN_TRAITS: UpstreamTraits = { reasoning: undefined, structuredOutput: "native", cacheBreakpoints: true };
 
-type TraitSource = Pick<ModelConfig, "upstream_model" | "reasoning" | "structured_output">;
+type TraitSource = Pick<ModelConfig, "upstream_model" | "reasoning" | "structured_output" | "prompt_cache">;
 /** A model's traits are read off its name once, not on every request that goes to it. */
 const known = new WeakMap<TraitSource, { kind: string; traits: UpstreamTraits }>();
 
@@ -31,9 +33,10 @@ export function upstreamTraits(kind: "openai" | "anthropic", model: TraitSource)
   const cached = known.get(model);
   if (cached && cached.kind === kind) return cached.traits;
   const inferred = kind === "openai" ? openaiTraits(model.upstream_model) : anthropicTraits(model.upstream_model);
-  const traits = {
+  const traits: UpstreamTraits = {
     reasoning: model.reasoning ?? inferred.reasoning,
     structuredOutput: model.structured_output ?? inferred.structuredOutput,
+    cacheBreakpoints: model.prompt_cache !== "off",
   };
   known.set(model, { kind, traits });
   return traits;
@@ -44,7 +47,7 @@ export function upstreamTraits(kind: "openai" | "anthropic", model: TraitSource)
  * gpt-4*, gpt-3.5 and chatgpt-4o refuse `reasoning_effort`. The name's last path segment
  * counts, so `openai/o4-mini` behind OpenRouter is recognised too.
  */
-function openaiTraits(upstreamModel: string): UpstreamTraits {
+function openaiTraits(upstreamModel: string): Omit<UpstreamTraits, "cacheBreakpoints"> {
   const name = lastSegment(upstreamModel);
   let reasoning: ReasoningStyle | undefined;
   if (/^gpt-5/.test(name)) reasoning = name.includes("-chat") ? "none" : "effort";
@@ -57,7 +60,7 @@ function openaiTraits(upstreamModel: string): UpstreamTraits {
  * Claude's versions: thinking from 3.7 (with a budget), adaptive thinking from 4.6 (budgets are
  * deprecated there and refused by later models); structured outputs from 4.5.
  */
-function anthropicTraits(upstreamModel: string): UpstreamTraits {
+function anthropicTraits(upstreamModel: string): Omit<UpstreamTraits, "cacheBreakpoints"> {
   const version = claudeVersion(lastSegment(upstreamModel));
   if (version === undefined) return UNKNOWN_TRAITS;
   return {

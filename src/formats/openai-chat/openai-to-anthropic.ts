@@ -103,7 +103,31 @@ export function openaiRequestToAnthropic(
       if (typeof out.top_p === "number" && out.top_p < 0.95) delete out.top_p;
     } else (notes.dropped ??= []).push(`reasoning_effort: ${skipped ?? `no thinking for "${String(body.reasoning_effort)}" on this model`}`);
   }
+  if (traits.cacheBreakpoints) markCacheBreakpoints(messages);
   return out;
+}
+
+const EPHEMERAL = { type: "ephemeral" } as const;
+
+/**
+ * Prompt-cache breakpoints for a request an OpenAI-format client sent (it cannot mark them, and
+ * Anthropic caches nothing unmarked, so every turn of an agent's loop was fresh input: a CLI
+ * probe's Codex sessions read nothing from the cache, ~10× the price of cached reads). The end of
+ * the conversation is marked, so the next turn finds this one cached, and the end of the message
+ * before it, which this turn finds from the last one (Anthropic looks back 20 blocks from a mark).
+ * Two of Anthropic's four marks; tools and system come before them and are cached with them. A
+ * prompt below the model's minimum (1,024 tokens, 2,048 on Haiku) is not cached and costs the same.
+ */
+function markCacheBreakpoints(messages: AnthropicMessage[]): void {
+  let marked = 0;
+  for (let i = messages.length - 1; i >= 0 && marked < 2; i--) {
+    const blocks = messages[i]!.content as AnthropicBlock[];
+    // The last block that may carry a mark: thinking blocks may not, nor empty text.
+    const last = blocks.findLast((b) => b.type !== "thinking" && b.type !== "redacted_thinking" && !(b.type === "text" && !b.text));
+    if (!last) continue;
+    (last as AnthropicBlock & { cache_control?: typeof EPHEMERAL }).cache_control = EPHEMERAL;
+    marked++;
+  }
 }
 
 /**

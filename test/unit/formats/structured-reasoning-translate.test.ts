@@ -28,11 +28,11 @@ import { createTokenizer } from "../../../src/billing/token-estimate.ts";
 
 const tokenizer = createTokenizer();
 
-const BUDGET: UpstreamTraits = { reasoning: "budget", structuredOutput: "native" };
-const ADAPTIVE: UpstreamTraits = { reasoning: "adaptive", structuredOutput: "native" };
-const OLD_CLAUDE: UpstreamTraits = { reasoning: "budget", structuredOutput: "tool" };
-const EFFORT: UpstreamTraits = { reasoning: "effort", structuredOutput: "native" };
-const NO_REASONING: UpstreamTraits = { reasoning: "none", structuredOutput: "native" };
+const BUDGET: UpstreamTraits = { reasoning: "budget", structuredOutput: "native", cacheBreakpoints: true };
+const ADAPTIVE: UpstreamTraits = { reasoning: "adaptive", structuredOutput: "native", cacheBreakpoints: true };
+const OLD_CLAUDE: UpstreamTraits = { reasoning: "budget", structuredOutput: "tool", cacheBreakpoints: true };
+const EFFORT: UpstreamTraits = { reasoning: "effort", structuredOutput: "native", cacheBreakpoints: true };
+const NO_REASONING: UpstreamTraits = { reasoning: "none", structuredOutput: "native", cacheBreakpoints: true };
 
 const user = (content: string) => ({ role: "user", content });
 const strictSchema = {
@@ -80,7 +80,8 @@ describe("model traits", () => {
   test("the config wins over the name", () => {
     expect(traits("openai", "my-reasoner", { reasoning: "effort" }).reasoning).toBe("effort");
     expect(traits("openai", "o3", { reasoning: "none" }).reasoning).toBe("none");
-    expect(traits("anthropic", "claude-sonnet-4-5", { structured_output: "tool", reasoning: "adaptive" })).toEqual({ reasoning: "adaptive", structuredOutput: "tool" });
+    expect(traits("anthropic", "claude-sonnet-4-5", { structured_output: "tool", reasoning: "adaptive" })).toEqual({ reasoning: "adaptive", structuredOutput: "tool", cacheBreakpoints: true });
+    expect(traits("anthropic", "claude-sonnet-4-5", { prompt_cache: "off" }).cacheBreakpoints).toBe(false);
   });
 
   test("Claude versions: a date is not a minor version", () => {
@@ -352,7 +353,7 @@ describe("Anthropic request → OpenAI: output_config.format and thinking", () =
   });
 
   test("a model not known to reason gets no reasoning_effort, and keeps its sampling", () => {
-    for (const traits of [NO_REASONING, { reasoning: undefined, structuredOutput: "native" } as UpstreamTraits]) {
+    for (const traits of [NO_REASONING, { reasoning: undefined, structuredOutput: "native", cacheBreakpoints: true } as UpstreamTraits]) {
       const notes: TranslationNotes = {};
       const out = translate({ thinking: { type: "enabled", budget_tokens: 20_000 }, temperature: 0.5 }, traits, notes);
       expect(out.reasoning_effort).toBeUndefined();

@@ -41,10 +41,24 @@ describe("OpenAI request → Anthropic", () => {
     expect(out.tool_choice).toEqual({ type: "any", disable_parallel_tool_use: true });
     expect(out.messages).toEqual([
       { role: "user", content: [{ type: "text", text: "Weather in Paris?" }] },
-      { role: "assistant", content: [{ type: "tool_use", id: "call_1", name: "get_weather", input: { city: "Paris" } }] },
+      // Prompt-cache marks (the client cannot set them): the end of the conversation and of the turn before.
+      { role: "assistant", content: [{ type: "tool_use", id: "call_1", name: "get_weather", input: { city: "Paris" }, cache_control: { type: "ephemeral" } }] },
       // The tool result and the next user text share one user turn: Anthropic wants alternating roles.
-      { role: "user", content: [{ type: "tool_result", tool_use_id: "call_1", content: "18°C" }, { type: "text", text: "And tomorrow?" }] },
+      { role: "user", content: [{ type: "tool_result", tool_use_id: "call_1", content: "18°C" }, { type: "text", text: "And tomorrow?", cache_control: { type: "ephemeral" } }] },
     ]);
+  });
+
+  test("prompt-cache marks: two, on the last blocks that may carry one; none with models[].prompt_cache off", () => {
+    const marks = (out: { messages: { content: unknown }[] }) => JSON.stringify(out).split('"cache_control"').length - 1;
+    const long = openaiRequestToAnthropic({ messages: [{ role: "system", content: "s" }, { role: "user", content: "a" }, { role: "assistant", content: "b" }, { role: "user", content: "c" }, { role: "assistant", content: "d" }, { role: "user", content: "e" }] }, "m", 10);
+    expect(marks(long)).toBe(2);
+    expect(long.messages.at(-1)!.content).toEqual([{ type: "text", text: "e", cache_control: { type: "ephemeral" } }]);
+    expect(long.messages.at(-2)!.content).toEqual([{ type: "text", text: "d", cache_control: { type: "ephemeral" } }]);
+    expect(typeof long.system).toBe("string");
+    const one = openaiRequestToAnthropic({ messages: [{ role: "user", content: "only" }] }, "m", 10);
+    expect(marks(one)).toBe(1);
+    const off = openaiRequestToAnthropic({ messages: [{ role: "user", content: "a" }, { role: "assistant", content: "b" }] }, "m", 10, { reasoning: undefined, structuredOutput: "native", cacheBreakpoints: false });
+    expect(marks(off)).toBe(0);
   });
 
   test("named tool choice and auto", () => {
