@@ -455,3 +455,22 @@ test("the operator pages through the accounts and finds one by name", async () =
   await page.getByTestId("accounts-caption").filter({ hasText: "named like" }).waitFor();
   await expect(page.getByTestId("account-row").count()).resolves.toBe(10);
 }, 120_000);
+
+test("a key's row renames it and sets its last day (UTC); the key stops at the start of the next day", async () => {
+  // The operator from the test before opens the account and edits its first active key.
+  await page.goto(`${gateway.url}/console/#account/${account.id}`);
+  const row = page.getByTestId("key-row").filter({ has: page.getByTestId("key-rename") }).first();
+  await row.waitFor();
+  const id = (await row.getAttribute("data-key-id"))!;
+  await row.getByTestId("key-rename").fill("renamed in the console");
+  await row.getByTestId("key-expires").fill("2099-12-31");
+  await row.getByTestId("key-save").click();
+  const saved = page.locator(`[data-key-id="${id}"]`);
+  await saved.getByTestId("key-status").filter({ hasText: "active until 2100-01-01 00:00:00 UTC" }).waitFor();
+  const keys = (await admin(`/v1/admin/accounts/${account.id}/keys`)).data as { id: string; name: string; expires_at: string }[];
+  expect(keys.find((k) => k.id === id)).toMatchObject({ name: "renamed in the console", expires_at: "2100-01-01T00:00:00.000Z" });
+  // Saved again unchanged, the day stays the same.
+  await saved.getByTestId("key-save").click();
+  await page.locator(`[data-key-id="${id}"]`).getByTestId("key-status").filter({ hasText: "2100-01-01" }).waitFor();
+  expect((await admin(`/v1/admin/accounts/${account.id}/keys`)).data.find((k: { id: string }) => k.id === id).expires_at).toBe("2100-01-01T00:00:00.000Z");
+}, 60_000);

@@ -130,6 +130,10 @@ function keyRow(k: KeySummary, reload: () => void): HTMLElement {
   const label = k.name ?? `${k.prefix}…${k.last4}`;
   const actions = h("td", {});
   if (!revoked) {
+    const rename = h("input", { type: "text", maxlength: "200", value: k.name ?? "", placeholder: "no name", "aria-label": `Name of ${label}`, "data-testid": "key-rename" });
+    // A day the key stops working at its start (UTC); empty: it does not expire.
+    const lastDay = k.expires_at ? new Date(Date.parse(k.expires_at) - 1).toISOString().slice(0, 10) : "";
+    const expires = h("input", { type: "date", value: lastDay, "aria-label": `Last day of ${label} (UTC; empty: no end)`, "data-testid": "key-expires" });
     const limit = h("input", { type: "number", min: "0", step: "any", value: k.spend_limit ?? "", placeholder: "none", "aria-label": `Spend limit of ${label}` });
     const period = periodSelect(k.spend_limit_period, { "aria-label": `Period of ${label}'s limit` });
     const save = h("button", { type: "button", "data-testid": "key-save" }, "Save");
@@ -157,14 +161,20 @@ function keyRow(k: KeySummary, reload: () => void): HTMLElement {
       const value = limit.value === "" ? null : Number(limit.value);
       // Outside a form the browser does not hold the field to its `min`: said here, before asking.
       if (value !== null && !(value >= 0)) throw new ApiError(400, "A spend limit is a number of credits, 0 or more (empty: none).");
-      await api("PATCH", `/keys/${k.id}`, { spend_limit: value, spend_limit_period: period.value || null });
-      announce(`Limit of ${label} saved.`);
+      const name = rename.value.trim();
+      // The last day counts whole: the key stops at the start of the next one (UTC).
+      const until = expires.value === "" ? null : new Date(Date.parse(`${expires.value}T00:00:00Z`) + 86_400_000).toISOString();
+      const changes: Record<string, unknown> = { spend_limit: value, spend_limit_period: period.value || null };
+      if (name !== (k.name ?? "")) changes.name = name === "" ? null : name;
+      if (expires.value !== lastDay) changes.expires_at = until;
+      await api("PATCH", `/keys/${k.id}`, changes);
+      announce(`${label} saved.`);
     }));
     revoke.addEventListener("click", act(revoke, async () => {
       await api("DELETE", `/keys/${k.id}`);
       announce(`${label} revoked.`);
     }));
-    actions.append(h("span", { class: "inline" }, limit, period, save), " ", revoke, out);
+    actions.append(h("span", { class: "inline" }, rename, expires, limit, period, save), " ", revoke, out);
   }
   return h("tr", { "data-testid": "key-row", "data-key-id": k.id },
     h("td", {}, k.name === null ? "—" : h("bdi", {}, k.name), k.models ? h("div", { class: "note" }, `only ${k.models.join(", ")}`) : null),
