@@ -93,7 +93,15 @@ function catalogueView(shown: ModelConfig[], byAlias: Map<string, ModelConfig>) 
   const anthropicById = new Map(anthropicEntries.map((entry) => [entry.id, entry]));
   return {
     listJson: () => listJson,
-    entry: (id: string) => entryById.get(id),
+    // An exact alias is retrieved as the model it names, under the name asked for (`model_id`
+    // stays the model's own): `models.retrieve("claude-sonnet-4-5")` finds what a chat with it uses.
+    entry: (id: string) => {
+      const own = entryById.get(id);
+      if (own) return own;
+      const aliased = byAlias.get(id);
+      const target = aliased && shownSet.has(aliased) ? entryById.get(aliased.id) : undefined;
+      return target ? { ...target, id } : undefined;
+    },
     anthropicEntry: (id: string) => anthropicById.get(id),
     anthropicList(query: { limit?: string; after_id?: string; before_id?: string }) {
       const limit = Math.min(1000, Math.max(1, Number.parseInt(query.limit ?? "20", 10) || 20));

@@ -5,7 +5,11 @@ import { useFakeUpstream } from "../helpers/fake-upstream.ts";
 import { useGateway, ANTHROPIC_MODEL, OPENAI_MODEL } from "../helpers/gateway.ts";
 
 const upstream = useFakeUpstream();
-const gw = useGateway(() => ({ upstreamUrl: upstream.url }));
+// An aliased model, as Claude Code's names reach one.
+const gw = useGateway(() => ({
+  upstreamUrl: upstream.url,
+  extraModels: [{ id: "test/aliased", provider: "fake-anthropic", upstream_model: "claude-sonnet-4-5", category: "text", context_length: 200_000, pricing: { input_per_mtok: 3000, output_per_mtok: 15000 }, aliases: ["claude-sonnet-4-5", "claude-haiku-*"] }],
+}));
 let openai: OpenAI;
 let anthropic: Anthropic;
 
@@ -36,4 +40,11 @@ test("an unknown id is a 404 the SDKs type as NotFoundError; no key is a 401", a
   expect(await openai.models.retrieve("no/such-model").catch((e) => e)).toBeInstanceOf(OpenAI.NotFoundError);
   expect(await anthropic.models.retrieve("no/such-model").catch((e) => e)).toBeInstanceOf(Anthropic.NotFoundError);
   expect((await fetch(`${gw.url}/v1/models/${OPENAI_MODEL}`)).status).toBe(401);
+});
+
+test("an exact alias is retrieved as the model it names, under the name asked for, in both shapes; a prefix pattern is not a model", async () => {
+  const model = await openai.models.retrieve("claude-sonnet-4-5");
+  expect(model).toMatchObject({ id: "claude-sonnet-4-5", object: "model", model_id: "test/aliased", category: "text", context_length: 200_000 });
+  expect(await anthropic.models.retrieve("claude-sonnet-4-5")).toMatchObject({ type: "model", id: "claude-sonnet-4-5" });
+  expect(await openai.models.retrieve("claude-haiku-4-5").catch((e) => e)).toBeInstanceOf(OpenAI.NotFoundError);
 });
