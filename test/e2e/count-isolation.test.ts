@@ -35,9 +35,9 @@ function count(key: string, text: string): Promise<Response> {
 /** 4,000,000 bytes of prompt, just under the default count_tokens_max_bytes (4 MiB). */
 const BIG = "word ".repeat(800_000);
 
-/** Starts the flood (PER_KEY big counts) and resolves once every one of them waits in the count queue. */
-async function flood(answered: string[]): Promise<Promise<unknown>[]> {
-  const counts = Array.from({ length: PER_KEY }, (_, i) =>
+/** Starts the flood (`size` big counts, PER_KEY by default) and resolves once every one of them waits in the count queue. */
+async function flood(answered: string[], size = PER_KEY): Promise<Promise<unknown>[]> {
+  const counts = Array.from({ length: size }, (_, i) =>
     count(flooder.key, BIG).then(async (res) => {
       expect(res.status).toBe(200);
       await res.json();
@@ -45,7 +45,7 @@ async function flood(answered: string[]): Promise<Promise<unknown>[]> {
     }),
   );
   // (Should one of them be answered before the last is queued, the test fails here rather than waiting forever.)
-  while (gw.app.services.counts.sizeOf(flooder.keyId) < PER_KEY && answered.length === 0) await Bun.sleep(1);
+  while (gw.app.services.counts.sizeOf(flooder.keyId) < size && answered.length === 0) await Bun.sleep(1);
   expect(answered).toEqual([]);
   return counts;
 }
@@ -98,48 +98,33 @@ describe("one key's count flood", () => {
     expect(answered).toHaveLength(PER_KEY);
   });
 
-  test("a key whose counts fill its share is refused on arrival, before its next body is read", async () => {
-    const answered: string[] = [];
-    const flooding = await flood(answered);
-    const total = 64 * 1024 * 1024;
+  /** The flooder's next count, `total` bytes of body on a raw socket: refused (429) and cut before it is all read. */
+  async function refusedOnArrival(total: number, chunked: boolean): Promise<void> {
     const res = await rawUpload({
       port: Number(new URL(gw.url).port),
       path: "/v1/messages/count_tokens",
       headers: { "x-api-key": flooder.key, "anthropic-version": "2023-06-01", "content-type": "application/json" },
       total,
-      chunked: true,
+      chunked,
     });
     expect(res.status).toBe(429);
     expect(JSON.parse(res.body).error.type).toBe("rate_limit_error");
     expect(res.closedByServer).toBe(true);
     expect(res.sent).toBeLessThan(total);
+  }
+
+  test("a key whose counts fill its share is refused on arrival, before its next body is read", async () => {
+    const flooding = await flood([]);
+    await refusedOnArrival(64 * 1024 * 1024, true);
     await Promise.all(flooding);
   });
 
   test("a count whose body would not fit what the key's share has left is refused on arrival, whatever room one slice would find", async () => {
     // Three big counts wait: 12 MB of the share held, room for one slice but not for another 4 MB.
-    const answered: string[] = [];
-    const three = Array.from({ length: PER_KEY - 1 }, (_, i) => count(flooder.key, BIG).then(async (res) => {
-      expect(res.status).toBe(200);
-      await res.json();
-      answered.push(`flood${i}`);
-    }));
-    while (gw.app.services.counts.sizeOf(flooder.keyId) < PER_KEY - 1 && answered.length === 0) await Bun.sleep(1);
-    expect(answered).toEqual([]);
+    const three = await flood([], PER_KEY - 1);
     // One slice would fit, so the slice rule alone admitted it: its 9 MB were then read (and refused as
     // unreadable JSON, 400). Weighed by its Content-Length, it is refused before a byte is read.
-    const total = 9_000_000;
-    const res = await rawUpload({
-      port: Number(new URL(gw.url).port),
-      path: "/v1/messages/count_tokens",
-      headers: { "x-api-key": flooder.key, "anthropic-version": "2023-06-01", "content-type": "application/json" },
-      total,
-      chunked: false,
-    });
-    expect(res.status).toBe(429);
-    expect(JSON.parse(res.body).error.type).toBe("rate_limit_error");
-    expect(res.closedByServer).toBe(true);
-    expect(res.sent).toBeLessThan(total);
+    await refusedOnArrival(9_000_000, false);
     await Promise.all(three);
   });
 });
