@@ -24,7 +24,8 @@ export function openaiContentText(content: unknown): string {
       throw new UnsupportedContentError(`content part type "${type}" is not supported: image and file input are not passed through yet; send text only`);
     } else throw new UnsupportedContentError(`unknown content part type "${String(type)}"`);
   }
-  return texts.join("\n");
+  // Empty parts add nothing (joined, two empty parts made a text of "\n").
+  return texts.filter((t) => t !== "").join("\n");
 }
 
 /**

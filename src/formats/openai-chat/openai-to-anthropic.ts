@@ -37,7 +37,8 @@ export function openaiRequestToAnthropic(
         break;
       case "user": {
         const text = openaiContentText(m.content);
-        push("user", text ? [{ type: "text", text }] : []);
+        // Anthropic refuses a text block of only whitespace: such a message says nothing to send.
+        push("user", text.trim() ? [{ type: "text", text }] : []);
         break;
       }
       case "assistant": {
@@ -45,7 +46,7 @@ export function openaiRequestToAnthropic(
         // An earlier refusal sent back as it came (`content: null, refusal: "…"`): what the assistant said.
         const refusal = (m as { refusal?: unknown }).refusal;
         const text = openaiContentText(m.content) || (typeof refusal === "string" ? refusal : "");
-        if (text) blocks.push({ type: "text", text });
+        if (text.trim()) blocks.push({ type: "text", text });
         for (const call of m.tool_calls ?? []) {
           blocks.push({ type: "tool_use", id: call.id, name: call.function.name, input: parseArguments(call.function.arguments) });
         }
@@ -123,7 +124,7 @@ function markCacheBreakpoints(messages: AnthropicMessage[]): void {
   for (let i = messages.length - 1; i >= 0 && marked < 2; i--) {
     const blocks = messages[i]!.content as AnthropicBlock[];
     // The last block that may carry a mark: thinking blocks may not, nor empty text.
-    const last = blocks.findLast((b) => b.type !== "thinking" && b.type !== "redacted_thinking" && !(b.type === "text" && !b.text));
+    const last = blocks.findLast((b) => b.type !== "thinking" && b.type !== "redacted_thinking" && !(b.type === "text" && !String(b.text ?? "").trim()));
     if (!last) continue;
     (last as AnthropicBlock & { cache_control?: typeof EPHEMERAL }).cache_control = EPHEMERAL;
     marked++;

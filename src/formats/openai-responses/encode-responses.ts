@@ -253,11 +253,15 @@ function createBuilder(ctx: EncodeContext, plan: ResponsesAnswerPlan, frames: bo
     current = undefined;
   };
 
-  /** Tool calls share the answer's status: one cut off by the token limit or a failure is incomplete too. */
+  /**
+   * Tool calls share the answer's status: one cut off by the token limit or a failure is incomplete
+   * too, and so is one whose arguments are not whole JSON whatever the upstream said (an agent must
+   * not run half a call).
+   */
   const closeAll = (status: "completed" | "incomplete") => {
     if (current) close(current, status);
     current = undefined;
-    for (const tool of [...toolsByEvent.values()].sort((a, b) => a.index - b.index)) close(tool, status);
+    for (const tool of [...toolsByEvent.values()].sort((a, b) => a.index - b.index)) close(tool, status === "completed" && !wholeCall(tool) ? "incomplete" : status);
     toolsByEvent.clear();
   };
 
@@ -343,10 +347,11 @@ function createBuilder(ctx: EncodeContext, plan: ResponsesAnswerPlan, frames: bo
           };
           break;
         case "finish":
+          // Items close at the end (`end()`), or as incomplete if the stream fails before it: a
+          // finish followed by a cut connection is not a whole answer, and chunks that trail the
+          // finish still belong to their call.
           finish = e.reason;
           begin();
-          // Cut by the token limit: the call being written is cut too, and must not look whole to an agent.
-          closeAll(INCOMPLETE[e.reason] ? "incomplete" : "completed");
           break;
         case "error": {
           begin();
@@ -379,6 +384,29 @@ function createBuilder(ctx: EncodeContext, plan: ResponsesAnswerPlan, frames: bo
     /** The whole answer, once `end()` ran. */
     final: () => finalResponse(),
   };
+}
+
+/** Whether a call's arguments are whole: JSON for a function (empty: none, "{}"), an input a free-form call can be read from. */
+function wholeCall(o: { kind: string; text: string }): boolean {
+  if (o.kind === "function") {
+    if (o.text.trim() === "") return true;
+    try {
+      JSON.parse(o.text);
+      return true;
+    } catch {
+      return false;
+    }
+  }
+  if (o.kind === "custom") {
+    try {
+      const value = JSON.parse(o.text);
+      return typeof value === "string" || (value !== null && typeof value === "object" && typeof value.input === "string");
+    } catch {
+      // Text that is not JSON at all is taken as the input itself; a cut `{"input":"…` is not whole.
+      return !/^\s*\{/.test(o.text);
+    }
+  }
+  return true;
 }
 
 /**

@@ -16,6 +16,9 @@ const STOP: Record<string, FinishReason> = {
 
 const DEFAULT_VERSION = "2023-06-01";
 
+/** A vendor's string, or "" for anything else it put there. */
+const str = (value: unknown): string => (typeof value === "string" ? value : "");
+
 interface AnthropicUsage {
   input_tokens?: number | null;
   output_tokens?: number | null;
@@ -114,25 +117,26 @@ export const anthropicAdapter: ProviderAdapter = {
         }
         case "content_block_start": {
           const block = data.content_block ?? {};
-          if (block.type === "text" && block.text) events.push({ type: "text", text: block.text });
-          else if (block.type === "thinking" && (block.thinking || block.signature)) {
-            events.push({ type: "reasoning", text: block.thinking ?? "", ...(block.signature ? { signature: block.signature } : {}) });
+          // Only strings reach a client as text: a vendor's `5` or `{}` there is dropped, not passed on as a number or object.
+          if (block.type === "text" && typeof block.text === "string" && block.text) events.push({ type: "text", text: block.text });
+          else if (block.type === "thinking" && (str(block.thinking) || str(block.signature))) {
+            events.push({ type: "reasoning", text: str(block.thinking), ...(str(block.signature) ? { signature: block.signature } : {}) });
           } else if (block.type === "redacted_thinking" && typeof block.data === "string") events.push({ type: "redacted-reasoning", data: block.data });
           else if (block.type === "tool_use") {
             const index = toolOfBlock.size;
             toolOfBlock.set(data.index, index);
             const input = block.input && Object.keys(block.input).length > 0 ? JSON.stringify(block.input) : "";
-            events.push({ type: "tool-call", index, id: block.id, name: block.name, argumentsDelta: input });
+            events.push({ type: "tool-call", index, id: str(block.id) || undefined, name: str(block.name), argumentsDelta: input });
           }
           break;
         }
         case "content_block_delta": {
           const delta = data.delta ?? {};
-          if (delta.type === "text_delta") events.push({ type: "text", text: delta.text ?? "" });
+          if (delta.type === "text_delta") events.push({ type: "text", text: str(delta.text) });
           else if (delta.type === "input_json_delta") {
             const index = toolOfBlock.get(data.index);
-            if (index !== undefined) events.push({ type: "tool-call", index, argumentsDelta: delta.partial_json ?? "" });
-          } else if (delta.type === "thinking_delta") events.push({ type: "reasoning", text: delta.thinking ?? "" });
+            if (index !== undefined) events.push({ type: "tool-call", index, argumentsDelta: str(delta.partial_json) });
+          } else if (delta.type === "thinking_delta") events.push({ type: "reasoning", text: str(delta.thinking) });
           else if (delta.type === "signature_delta" && typeof delta.signature === "string") events.push({ type: "reasoning", text: "", signature: delta.signature });
           break;
         }

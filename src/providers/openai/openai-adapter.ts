@@ -32,18 +32,25 @@ function imageEvents(images: unknown, events: StreamEvent[]): void {
 }
 
 /** Counts that are not usable numbers are left out, so the meter estimates them. */
+/** A vendor's string, or "" for anything else it put there (a number or object must not reach a client as text). */
+const textOf = (value: unknown): string => (typeof value === "string" ? value : "");
+
 function usageEvent(u: OpenAIUsage): StreamEvent {
   const input = reportedCount(u.prompt_tokens);
   // The cached parts are inside the prompt: counts past it are cut down to it here, as the meter
   // charges them, so a client of another format is never shown more cached than prompt.
   let reads = reportedCount(u.prompt_tokens_details?.cached_tokens);
   let writes = reportedCount(u.prompt_tokens_details?.cache_write_tokens) ?? reportedCount(u.cache_creation_input_tokens);
-  if (input !== undefined) {
-    if (reads !== undefined) reads = Math.min(reads, input);
-    if (writes !== undefined) writes = Math.min(writes, input - (reads ?? 0));
+  if (input === undefined) {
+    // Cached parts of a prompt whose size is unknown (the gateway estimates it, as fresh input) say nothing usable.
+    reads = writes = undefined;
+  } else {
+    // An OpenAI usage object is whole: a prompt count without cached parts has none (not an earlier report's).
+    reads = Math.min(reads ?? 0, input);
+    writes = Math.min(writes ?? 0, input - reads);
   }
   const event: StreamEvent = { type: "usage", inputTokens: input, outputTokens: reportedCount(u.completion_tokens), cacheReadTokens: reads };
-  if (writes) event.cacheWriteTokens = writes;
+  if (writes !== undefined) event.cacheWriteTokens = writes;
   // Compatible servers that reason without counting it say nothing (or 0 beside reasoning text): the meter then estimates.
   const reasoning = reportedCount(u.completion_tokens_details?.reasoning_tokens);
   if (reasoning) event.reasoningTokens = reasoning;
@@ -94,6 +101,7 @@ export const openaiAdapter: ProviderAdapter = {
           imageEvents(delta.images, events);
           if (Array.isArray(delta.tool_calls)) {
             for (const call of delta.tool_calls) {
+              if (!isRecord(call)) continue;
               const upstreamIndex = typeof call.index === "number" ? call.index : toolIndex.size;
               let index = toolIndex.get(upstreamIndex);
               const isNew = index === undefined;
@@ -104,9 +112,9 @@ export const openaiAdapter: ProviderAdapter = {
               events.push({
                 type: "tool-call",
                 index,
-                id: isNew ? call.id : undefined,
-                name: isNew ? call.function?.name : undefined,
-                argumentsDelta: call.function?.arguments ?? "",
+                id: isNew && typeof call.id === "string" ? call.id : undefined,
+                name: isNew ? textOf(call.function?.name) : undefined,
+                argumentsDelta: textOf(call.function?.arguments),
               });
             }
           }
@@ -134,8 +142,8 @@ export const openaiAdapter: ProviderAdapter = {
       if (typeof message.content === "string" && message.content) events.push({ type: "text", text: message.content });
       if (typeof message.refusal === "string" && message.refusal) events.push({ type: "text", text: message.refusal });
       imageEvents(message.images, events);
-      (message.tool_calls ?? []).forEach((call: any, index: number) => {
-        events.push({ type: "tool-call", index, id: call.id, name: call.function?.name, argumentsDelta: call.function?.arguments ?? "" });
+      (Array.isArray(message.tool_calls) ? message.tool_calls : []).filter(isRecord).forEach((call: any, index: number) => {
+        events.push({ type: "tool-call", index, id: typeof call.id === "string" ? call.id : undefined, name: textOf(call.function?.name), argumentsDelta: textOf(call.function?.arguments) });
       });
     }
     if (choice.finish_reason) events.push({ type: "finish", reason: FINISH[choice.finish_reason] ?? "stop" });

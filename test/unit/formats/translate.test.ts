@@ -55,6 +55,10 @@ describe("OpenAI request → Anthropic", () => {
     expect(long.messages.at(-1)!.content).toEqual([{ type: "text", text: "e", cache_control: { type: "ephemeral" } }]);
     expect(long.messages.at(-2)!.content).toEqual([{ type: "text", text: "d", cache_control: { type: "ephemeral" } }]);
     expect(typeof long.system).toBe("string");
+    // Never on a text block of only whitespace (Anthropic refuses those; none is sent at all).
+    const blank = openaiRequestToAnthropic({ messages: [{ role: "user", content: "a" }, { role: "assistant", content: "b" }, { role: "user", content: [{ type: "text", text: "" }, { type: "text", text: "  " }] }] } as never, "m", 10);
+    expect(JSON.stringify(blank.messages)).not.toMatch(/"text":"\s*"/);
+    expect(marks(blank)).toBe(2);
     const one = openaiRequestToAnthropic({ messages: [{ role: "user", content: "only" }] }, "m", 10);
     expect(marks(one)).toBe(1);
     const off = openaiRequestToAnthropic({ messages: [{ role: "user", content: "a" }, { role: "assistant", content: "b" }] }, "m", 10, { reasoning: undefined, structuredOutput: "native", cacheBreakpoints: false });

@@ -17,6 +17,38 @@ function run(events: StreamEvent[], plan?: ResponsesAnswerPlan, end = true) {
 
 const planFor = (tools: unknown[]): SyncResponsesAnswerPlan => responsesToChat({ input: "x", tools });
 
+describe("Responses encoder: a call is announced done only when it is whole and the answer is", () => {
+  const done = (frames: { type: string }[]) => frames.filter((f) => f.type === "response.output_item.done" || f.type.endsWith("arguments.done") || f.type.endsWith("input.done"));
+
+  test("a finish then a cut connection: nothing done, the failed response's call incomplete", () => {
+    const frames = run([
+      { type: "tool-call", index: 0, id: "call_r", name: "read", argumentsDelta: '{"path":"a"}' },
+      { type: "finish", reason: "tool_calls" },
+      { type: "error", errorType: "upstream", message: "The connection to the upstream provider was lost." },
+    ], undefined, false);
+    expect(done(frames)).toEqual([]);
+    expect(frames.at(-1)).toMatchObject({ type: "response.failed", response: { output: [expect.objectContaining({ type: "function_call", status: "incomplete" })] } });
+  });
+
+  test("chunks that trail the finish still belong to their call: one item, whole", () => {
+    const frames = run([
+      { type: "tool-call", index: 0, id: "call_r", name: "read", argumentsDelta: '{"path":' },
+      { type: "finish", reason: "tool_calls" },
+      { type: "tool-call", index: 0, argumentsDelta: '"a"}' },
+    ]);
+    expect(done(frames).filter((f) => f.type === "response.output_item.done")).toEqual([expect.objectContaining({ item: expect.objectContaining({ name: "read", arguments: '{"path":"a"}', status: "completed" }) })]);
+  });
+
+  test("arguments that are not whole JSON at the end make an incomplete call, never done, whatever the finish said", () => {
+    const frames = run([
+      { type: "tool-call", index: 0, id: "call_b", name: "read", argumentsDelta: '{"path":"a' },
+      { type: "finish", reason: "tool_calls" },
+    ]);
+    expect(done(frames)).toEqual([]);
+    expect(frames.at(-1).response.output).toEqual([expect.objectContaining({ type: "function_call", status: "incomplete", arguments: '{"path":"a' })]);
+  });
+});
+
 describe("Responses encoder", () => {
   test("every frame is named by its type and numbered in order; the streamed final response equals the whole body", () => {
     const events: StreamEvent[] = [

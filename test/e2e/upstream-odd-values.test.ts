@@ -1,0 +1,84 @@
+/**
+ * Values an upstream puts where its format says a string goes (a number, an object, null in a
+ * list), and usage objects that say less than they should: what reaches clients is text and
+ * counts that hold together, never a vendor's number passed on as text nor a crash reported as a
+ * lost connection (a hostile raw-TCP probe, 2026-11-29).
+ */
+import { describe, expect, test } from "bun:test";
+import { useFakeUpstream } from "../helpers/fake-upstream.ts";
+import { ANTHROPIC_MODEL, OPENAI_MODEL, post, sseFrames, useGateway } from "../helpers/gateway.ts";
+
+const upstream = useFakeUpstream();
+const gw = useGateway(() => ({ upstreamUrl: upstream.url, retry: { max_retries: 0 } }));
+const ask = [{ role: "user", content: "x" }];
+const chunk = (delta: Record<string, unknown>, finish: string | null = null, extra: Record<string, unknown> = {}) =>
+  `data: ${JSON.stringify({ id: "chatcmpl-Odd", object: "chat.completion.chunk", created: 1, model: "gpt-4o-mini", choices: [{ index: 0, delta, logprobs: null, finish_reason: finish }], ...extra })}\n\n`;
+const usage = (u: Record<string, unknown>) => `data: ${JSON.stringify({ id: "chatcmpl-Odd", object: "chat.completion.chunk", created: 1, model: "gpt-4o-mini", choices: [], usage: u })}\n\n`;
+const anthropicEvent = (name: string, data: Record<string, unknown>) => `event: ${name}\ndata: ${JSON.stringify({ type: name, ...data })}\n\n`;
+
+describe("an upstream's non-strings where strings go", () => {
+  test("Anthropic text that is a number or an object reaches OpenAI and Responses clients as no text, not as that value", async () => {
+    const reply = () => upstream.reply({ kind: "sse", chunks: [
+      anthropicEvent("message_start", { message: { id: "msg_odd", type: "message", role: "assistant", model: "claude-sonnet-4-5", content: [], stop_reason: null, stop_sequence: null, usage: { input_tokens: 5, output_tokens: 1 } } }),
+      anthropicEvent("content_block_start", { index: 0, content_block: { type: "text", text: 5 } }),
+      anthropicEvent("content_block_delta", { index: 0, delta: { type: "text_delta", text: { a: 1 } } }),
+      anthropicEvent("content_block_delta", { index: 0, delta: { type: "text_delta", text: "ok" } }),
+      anthropicEvent("content_block_stop", { index: 0 }),
+      anthropicEvent("message_delta", { delta: { stop_reason: "end_turn", stop_sequence: null }, usage: { output_tokens: 3 } }),
+      anthropicEvent("message_stop", {}),
+    ] });
+    reply();
+    const chat = sseFrames(await (await post(gw, "/v1/chat/completions", { model: ANTHROPIC_MODEL, messages: ask, stream: true })).text()).filter((f) => f.data !== "[DONE]").map((f) => JSON.parse(f.data));
+    const contents = chat.flatMap((c) => c.choices ?? []).map((c: any) => c.delta?.content).filter((c: unknown) => c !== undefined && c !== null);
+    expect(contents.every((c: unknown) => typeof c === "string")).toBe(true);
+    expect(contents.join("")).toBe("ok");
+    reply();
+    const streamed = sseFrames(await (await post(gw, "/v1/responses", { model: ANTHROPIC_MODEL, input: "x", store: false, stream: true })).text());
+    const deltas = streamed.filter((f) => f.event === "response.output_text.delta").map((f) => JSON.parse(f.data).delta);
+    expect(deltas.every((d: unknown) => typeof d === "string")).toBe(true);
+    const final = JSON.parse(streamed.at(-1)!.data).response as { output: { content?: { text: string }[] }[] };
+    expect(final.output.flatMap((o) => o.content ?? []).map((c) => c.text).join("")).toBe("ok");
+  });
+
+  test("OpenAI tool-call arguments or names that are not strings reach an Anthropic client as strings; a null entry is skipped", async () => {
+    upstream.reply({ kind: "sse", chunks: [
+      chunk({ role: "assistant", content: null }),
+      chunk({ tool_calls: [null] }),
+      chunk({ tool_calls: [{ index: 0, id: "call_o", type: "function", function: { name: { n: 1 }, arguments: 5 } }] }),
+      chunk({ tool_calls: [{ index: 0, function: { arguments: '{"a":1}' } }] }),
+      chunk({}, "tool_calls"),
+      usage({ prompt_tokens: 5, completion_tokens: 3, total_tokens: 8 }),
+      "data: [DONE]\n\n",
+    ] });
+    const frames = sseFrames(await (await post(gw, "/v1/messages", { model: OPENAI_MODEL, max_tokens: 50, messages: ask, stream: true })).text());
+    expect(frames.some((f) => f.event === "error")).toBe(false);
+    const data = frames.map((f) => JSON.parse(f.data));
+    const start = data.find((d) => d.type === "content_block_start" && d.content_block.type === "tool_use");
+    expect(start.content_block).toMatchObject({ type: "tool_use", id: "call_o", name: "" });
+    const partial = data.filter((d) => d.type === "content_block_delta").map((d) => d.delta.partial_json);
+    expect(partial.every((p: unknown) => typeof p === "string")).toBe(true);
+    expect(partial.join("")).toBe('{"a":1}');
+  });
+});
+
+describe("usage objects that say less than they should", () => {
+  test("cached tokens without a prompt count are not shown or priced: the prompt is estimated, as fresh input", async () => {
+    upstream.reply({ kind: "json", body: { id: "chatcmpl-Odd", object: "chat.completion", created: 1, model: "gpt-4o-mini", choices: [{ index: 0, message: { role: "assistant", content: "hi" }, finish_reason: "stop" }], usage: { completion_tokens: 3, prompt_tokens_details: { cached_tokens: 5_000 } } } });
+    const body = (await (await post(gw, "/v1/messages", { model: OPENAI_MODEL, max_tokens: 50, messages: ask })).json()) as { usage: Record<string, number> };
+    expect(body.usage.cache_read_input_tokens ?? 0).toBe(0);
+    expect(body.usage.input_tokens).toBeGreaterThan(0);
+  });
+
+  test("a later OpenAI usage report without cached parts replaces the earlier one whole: never more cached than prompt", async () => {
+    upstream.reply({ kind: "sse", chunks: [
+      chunk({ role: "assistant", content: "hi" }),
+      usage({ prompt_tokens: 20, completion_tokens: 1, total_tokens: 21, prompt_tokens_details: { cached_tokens: 10 } }),
+      chunk({}, "stop"),
+      usage({ prompt_tokens: 5, completion_tokens: 3, total_tokens: 8 }),
+      "data: [DONE]\n\n",
+    ] });
+    const res = await post(gw, "/v1/responses", { model: OPENAI_MODEL, input: "x", store: false, stream: true });
+    const final = JSON.parse(sseFrames(await res.text()).at(-1)!.data).response;
+    expect(final.usage).toMatchObject({ input_tokens: 5, input_tokens_details: { cached_tokens: 0 }, output_tokens: 3 });
+  });
+});
