@@ -129,8 +129,20 @@ export function createAnthropicEncoder(ctx: EncodeContext): ClientSink {
     return out;
   };
 
-  const sink: ClientSink = {
-    event(e) {
+  /**
+   * Text, thinking or images that came while the open call's arguments were still incomplete: held
+   * until they are whole (or the answer ends), so the call's last chunks go out inside its block.
+   * Anthropic never sends a block's delta after its stop; the AI SDK's provider cut the call there.
+   */
+  const waiting: StreamEvent[] = [];
+  const callOpen = () => open === "tool" && !wholeJson(openToolArgs);
+  const releaseWaiting = (): string => {
+    let out = "";
+    for (const e of waiting.splice(0)) out += encode(e);
+    return out;
+  };
+
+  const encode = (e: StreamEvent): string => {
       switch (e.type) {
         case "start":
           if (e.inputTokens !== undefined) {
@@ -151,6 +163,10 @@ export function createAnthropicEncoder(ctx: EncodeContext): ClientSink {
           return "";
         case "text":
         case "image": {
+          if (callOpen() || waiting.length > 0) {
+            waiting.push(e);
+            return begin();
+          }
           const text = e.type === "text" ? e.text : imageMarkdown(e.url, wroteText);
           wroteText = true;
           let out = begin();
@@ -158,6 +174,10 @@ export function createAnthropicEncoder(ctx: EncodeContext): ClientSink {
           return out + frame("content_block_delta", `{"type":"content_block_delta","index":${block},"delta":{"type":"text_delta","text":${JSON.stringify(text)}}}`);
         }
         case "reasoning": {
+          if (callOpen() || waiting.length > 0) {
+            waiting.push(e);
+            return begin();
+          }
           let out = begin();
           if (open !== "thinking") out += openBlock("thinking", `{"type":"thinking","thinking":"","signature":""}`);
           if (e.text) out += frame("content_block_delta", `{"type":"content_block_delta","index":${block},"delta":{"type":"thinking_delta","thinking":${JSON.stringify(e.text)}}}`);
@@ -169,6 +189,10 @@ export function createAnthropicEncoder(ctx: EncodeContext): ClientSink {
           return out;
         }
         case "redacted-reasoning":
+          if (callOpen() || waiting.length > 0) {
+            waiting.push(e);
+            return begin();
+          }
           return begin() + openBlock("redacted", JSON.stringify({ type: "redacted_thinking", data: e.data })) + close();
         case "tool-call": {
           let out = begin();
@@ -191,10 +215,17 @@ export function createAnthropicEncoder(ctx: EncodeContext): ClientSink {
             index = block;
             toolBlocks.set(e.index, index);
           }
-          // A delta for a call whose block was closed by text or thinking in between goes out by
-          // its index (the Anthropic SDK accumulates by index); calls in a row never get here.
           if (e.argumentsDelta.length === 0) return out;
-          if (open === "tool" && openTool === e.index) openToolArgs += e.argumentsDelta;
+          if (open === "tool" && openTool === e.index) {
+            openToolArgs += e.argumentsDelta;
+            out += argsDelta(index, e.argumentsDelta);
+            // Whole now: what waited for it goes out after it.
+            return waiting.length > 0 && !callOpen() ? out + releaseWaiting() : out;
+          }
+          // A chunk for a call whose block is closed (a malformed stream: it looked whole, then more
+          // came) goes nowhere if it is only whitespace; else by its index, as the Anthropic SDK
+          // accumulates, rather than lost.
+          if (e.argumentsDelta.trim() === "") return out;
           return out + argsDelta(index, e.argumentsDelta);
         }
         case "finish":
@@ -204,14 +235,19 @@ export function createAnthropicEncoder(ctx: EncodeContext): ClientSink {
         case "error":
           return frame("error", JSON.stringify(anthropicErrorBody(e.errorType, e.message)));
       }
-    },
+  };
+
+  const sink: ClientSink = {
+    event: encode,
     frame(_raw, _parsed, events) {
       let out = "";
       for (const e of events) out += sink.event(e);
       return out;
     },
     end() {
+      // What waited for an incomplete call goes out after it (the call never became whole).
       let out = begin() + close() + releaseDeferred(false);
+      out += releaseWaiting() + close();
       const usage: Record<string, unknown> = { input_tokens: uncached(inputTokens, cacheRead, cacheWrite), output_tokens: outputTokens };
       addCacheUsage(usage, cacheRead, cacheWrite, cacheWrite1h);
       if (reasoningTokens !== undefined) usage.output_tokens_details = { thinking_tokens: reasoningTokens };
@@ -298,9 +334,13 @@ export function encodeAnthropicBody(events: StreamEvent[], ctx: EncodeContext) {
   };
 }
 
-/** Whether a call's arguments so far are a whole JSON value (empty is not: a parameterless call may still send `{}`). */
+/**
+ * Whether a call's arguments so far are a whole JSON object (empty is not: a parameterless call may
+ * still send `{}`; nor is `12`, a number that more digits may follow: arguments are an object).
+ */
 function wholeJson(text: string): boolean {
-  if (text.trim() === "") return false;
+  const t = text.trim();
+  if (!t.startsWith("{") || !t.endsWith("}")) return false;
   try {
     JSON.parse(text);
     return true;

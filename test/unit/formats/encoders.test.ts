@@ -191,6 +191,27 @@ describe("Anthropic encoder", () => {
     expect(blocks.map((b) => [b.name, b.input])).toEqual([["a", '{"x":1}'], ["text", ""], ["thinking", ""], ["b", '{"y":2}']]);
   });
 
+  test("text or thinking that comes while the open call's arguments are incomplete waits for them: no delta after a stop", () => {
+    const events: StreamEvent[] = [
+      { type: "tool-call", index: 0, id: "call_a", name: "weather", argumentsDelta: '{"city":' },
+      { type: "text", text: "let me check" },
+      { type: "reasoning", text: "hmm" },
+      { type: "tool-call", index: 0, argumentsDelta: '"Paris"}' },
+      { type: "text", text: " more" },
+      { type: "finish", reason: "tool_calls" },
+    ];
+    const blocks = blocksInOrder(frames(encodeAll(createAnthropicEncoder(ctx), events)));
+    expect(blocks.map((b) => [b.name, b.input])).toEqual([["weather", '{"city":"Paris"}'], ["text", ""], ["thinking", ""], ["text", ""]]);
+    // A number is not whole arguments (more digits may come), and a call that never completes lets what waited out at the end.
+    const never = blocksInOrder(frames(encodeAll(createAnthropicEncoder(ctx), [
+      { type: "tool-call", index: 0, id: "call_n", name: "n", argumentsDelta: "12" },
+      { type: "text", text: "x" },
+      { type: "tool-call", index: 0, argumentsDelta: "3" },
+      { type: "finish", reason: "tool_calls" },
+    ])));
+    expect(never.map((b) => [b.name, b.input])).toEqual([["n", "123"], ["text", ""]]);
+  });
+
   test("stop reasons map", () => {
     const reasons = { stop: "end_turn", stop_sequence: "stop_sequence", length: "max_tokens", tool_calls: "tool_use", content_filter: "refusal" } as const;
     for (const [ours, theirs] of Object.entries(reasons)) {
