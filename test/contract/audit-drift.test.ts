@@ -31,6 +31,36 @@ async function answered(gw: Gateway): Promise<void> {
   await gw.app.services.settled();
 }
 
+/** Limits and periods of a key and its account changed back and forth between paid answers, through the admin API. */
+async function periodsBackAndForth(gw: Gateway): Promise<void> {
+  const admin = { authorization: "Bearer admin-secret-for-the-audit-tests-0123456789", "content-type": "application/json" };
+  const patch = async (path: string, body: unknown) => expect((await fetch(`${gw.url}/v1/admin${path}`, { method: "PATCH", headers: admin, body: JSON.stringify(body) })).status).toBe(200);
+  const charge = async () => expect((await post(gw, "/v1/chat/completions", { model: OPENAI_MODEL, messages: [{ role: "user", content: "hi" }] })).status).toBe(200);
+  for (const period of ["day", "week", null, "month", "day"] as const) {
+    await patch(`/keys/${gw.keyId}`, { spend_limit: 1_000, spend_limit_period: period });
+    await patch(`/accounts/${gw.accountId}`, { spend_limit: 2_000, spend_limit_period: period === null ? "week" : null });
+    await charge();
+    await charge();
+  }
+  await patch(`/keys/${gw.keyId}`, { spend_limit: null });
+  await charge();
+  await gw.app.services.settled();
+}
+
+describe("on SQLite, books the gateway kept", () => {
+  test("stay clean through limits and periods changed back and forth between charges, and accounts' limits too", async () => {
+    const upstream = await startFakeUpstream();
+    const gw = await startGateway({ upstreamUrl: upstream.url, adminToken: "admin-secret-for-the-audit-tests-0123456789" });
+    cleanups.push(() => upstream.stop(), () => gw.stop());
+    await periodsBackAndForth(gw);
+    const db = new Database(gw.dbPath);
+    cleanups.push(() => db.close());
+    expect(auditLedger(db)).toMatchObject({ clean: true, periodDrift: [], rollupDrift: [] });
+    foldRollups(db);
+    expect(auditLedger(db)).toMatchObject({ clean: true, periodDrift: [], rollupDrift: [] });
+  });
+});
+
 describe("on SQLite", () => {
   test("clean books are clean; a re-inserted record, a charge fixed by hand and a lowered period count are drift", async () => {
     const upstream = await startFakeUpstream();
@@ -84,6 +114,9 @@ if (missing) {
         await upstream.stop();
       });
       await answered(gw);
+      expect(await auditPostgres(sql)).toMatchObject({ clean: true, periodDrift: [], rollupDrift: [] });
+      // Limits and periods changed back and forth between charges: still clean.
+      await periodsBackAndForth(gw);
       expect(await auditPostgres(sql)).toMatchObject({ clean: true, periodDrift: [], rollupDrift: [] });
 
       const rows = await sql`SELECT id, request_id, cost_micro FROM usage_records ORDER BY id`;
