@@ -421,12 +421,13 @@ function customInput(args: string, cut = false): string {
     if (typeof value === "string") return value;
   } catch {
     if (cut && /^\s*\{\s*"input"\s*:\s*"/.test(args)) {
-      // The string so far, closed: without a dangling escape it parses as what was written.
-      const open = args.endsWith("\\") && !args.endsWith("\\\\") ? args.slice(0, -1) : args;
-      try {
-        const value = JSON.parse(`${open}"}`);
-        if (typeof value.input === "string") return value.input;
-      } catch {}
+      // The string so far, closed: as it is, or without an escape the cut left unfinished (`\`, `\u00`).
+      for (const open of [args, args.replace(/\\u[0-9a-fA-F]{0,3}$/, ""), args.replace(/\\$/, "")]) {
+        try {
+          const value = JSON.parse(`${open}"}`);
+          if (typeof value.input === "string") return value.input;
+        } catch {}
+      }
     }
   }
   return args;

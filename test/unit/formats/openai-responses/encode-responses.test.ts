@@ -39,6 +39,14 @@ describe("Responses encoder: a call is announced done only when it is whole and 
     expect(done(frames).filter((f) => f.type === "response.output_item.done")).toEqual([expect.objectContaining({ item: expect.objectContaining({ name: "read", arguments: '{"path":"a"}', status: "completed" }) })]);
   });
 
+  test("a free-form call cut inside an escape keeps the input it had reached", () => {
+    const plan = planFor([{ type: "custom", name: "apply_patch", description: "Apply a patch" }]);
+    for (const cut of ['{"input":"abc\\u00', '{"input":"abc\\', '{"input":"abc']) {
+      const frames = run([{ type: "tool-call", index: 0, id: "call_c", name: "apply_patch", argumentsDelta: cut }, { type: "finish", reason: "length" }], plan);
+      expect([cut, frames.at(-1).response.output]).toEqual([cut, [expect.objectContaining({ type: "custom_tool_call", status: "incomplete", input: "abc" })]]);
+    }
+  });
+
   test("arguments that are not whole JSON at the end make an incomplete call, never done, whatever the finish said", () => {
     const frames = run([
       { type: "tool-call", index: 0, id: "call_b", name: "read", argumentsDelta: '{"path":"a' },
