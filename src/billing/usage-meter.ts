@@ -30,7 +30,9 @@ export type PromptSource = () => string | Promise<number>;
 /**
  * Text kept for a possible estimate. Shorter answers (8 K characters ≈ 2,000 tokens) are counted
  * exactly if they must be; past this, the kept text is the answer's sample: the rest is only
- * measured in characters and counted at the sample's rate of tokens per character. Nothing is
+ * measured in characters and counted at the sample's rate of tokens per character. Frames relayed
+ * undecoded count four times their size (FRAME_WEIGHT): a stream of them keeps ~2 KB of frames
+ * (50–200 characters of text), and past that is counted at their rate (within a few per cent). Nothing is
  * tokenized until the answer ends without a reported count (rare: most upstreams report), so an
  * answer costs at most this much memory and no CPU for it, however long it runs — 2,000 open
  * streams, 16 MB.

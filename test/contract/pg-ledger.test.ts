@@ -259,6 +259,29 @@ if (missing) {
       }
     });
 
+    test("a period's count never goes back: a batch stamped before midnight and committed after another process began the new day counts in its own day", async () => {
+      const sql = await pool();
+      const midnight = Date.UTC(2031, 0, 2);
+      const f = await pgFixture({ heartbeatMs: 60_000, sweepIntervalMs: 60_000, now: () => midnight - 1 });
+      const other = await pgFixture({ heartbeatMs: 60_000, sweepIntervalMs: 60_000, now: () => midnight + 1 });
+      try {
+        const who = await f.fund(1_000_000);
+        await sql`UPDATE api_keys SET spend_limit_micro = 100000, spend_limit_period = 'day' WHERE id = ${who.keyId}`;
+        const [late, early] = [`req_mid_${Date.now()}_late`, `req_mid_${Date.now()}_early`];
+        expect((await f.ledger.reserve({ requestId: late, ...who, amountMicro: 3_000 })).ok).toBe(true);
+        expect((await other.ledger.reserve({ requestId: early, ...who, amountMicro: 2_000 })).ok).toBe(true);
+        // The new day's charge commits first; the old day's after it.
+        await other.ledger.settle(settlement(who, early, 2_000));
+        await f.ledger.settle(settlement(who, late, 3_000));
+        const [key] = await sql`SELECT period_start, period_spent_micro, spent_micro FROM api_keys WHERE id = ${who.keyId}`;
+        expect([Number(key.period_start), Number(key.period_spent_micro), Number(key.spent_micro)]).toEqual([midnight, 2_000, 5_000]);
+        expect((await auditPostgres(sql)).periodDrift.filter((d) => d.id === who.keyId)).toEqual([]);
+      } finally {
+        await f.close();
+        await other.close();
+      }
+    });
+
     test("a charge whose hold was swept still keeps the key's spend limit: past its room it is recorded without its charge, as a balance that cannot cover it", async () => {
       const sql = await pool();
       const f = await pgFixture({ heartbeatMs: 60_000, sweepIntervalMs: 60_000 });

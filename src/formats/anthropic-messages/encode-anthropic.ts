@@ -96,7 +96,7 @@ export function createAnthropicEncoder(ctx: EncodeContext): ClientSink {
     return frame("content_block_stop", `{"type":"content_block_stop","index":${block}}`);
   };
   const openBlock = (kind: NonNullable<typeof open>, contentBlock: string) => {
-    const out = close() + releaseDeferred(true);
+    const out = close() + (replaying ? "" : releaseDeferred(true));
     block += 1;
     open = kind;
     return out + frame("content_block_start", `{"type":"content_block_start","index":${block},"content_block":${contentBlock}}`);
@@ -136,9 +136,17 @@ export function createAnthropicEncoder(ctx: EncodeContext): ClientSink {
    */
   const waiting: StreamEvent[] = [];
   const callOpen = () => open === "tool" && !wholeJson(openToolArgs);
+  /** While what waited is written, calls held meanwhile stay held: they came after it. */
+  let replaying = false;
   const releaseWaiting = (): string => {
+    if (waiting.length === 0) return "";
     let out = "";
-    for (const e of waiting.splice(0)) out += encode(e);
+    replaying = true;
+    try {
+      for (const e of waiting.splice(0)) out += encode(e);
+    } finally {
+      replaying = false;
+    }
     return out;
   };
 
@@ -219,8 +227,8 @@ export function createAnthropicEncoder(ctx: EncodeContext): ClientSink {
           if (open === "tool" && openTool === e.index) {
             openToolArgs += e.argumentsDelta;
             out += argsDelta(index, e.argumentsDelta);
-            // Whole now: what waited for it goes out after it.
-            return waiting.length > 0 && !callOpen() ? out + releaseWaiting() : out;
+            // Whole now: what waited for it goes out after it, then the calls held behind it.
+            return waiting.length > 0 && !callOpen() ? out + releaseWaiting() + close() + releaseDeferred(true) : out;
           }
           // A chunk for a call whose block is closed (a malformed stream: it looked whole, then more
           // came) goes nowhere if it is only whitespace; else by its index, as the Anthropic SDK
@@ -232,8 +240,11 @@ export function createAnthropicEncoder(ctx: EncodeContext): ClientSink {
           finish = e.reason;
           stopSequence = e.stopSequence;
           return begin();
-        case "error":
-          return frame("error", JSON.stringify(anthropicErrorBody(e.errorType, e.message)));
+        case "error": {
+          // What waited (text, held calls) went to the meter already: the client gets it before the error.
+          const pending = waiting.length > 0 || deferred.size > 0 ? close() + releaseDeferred(false) + releaseWaiting() + close() : "";
+          return pending + frame("error", JSON.stringify(anthropicErrorBody(e.errorType, e.message)));
+        }
       }
   };
 

@@ -37,8 +37,9 @@ export function openaiRequestToAnthropic(
         break;
       case "user": {
         const text = openaiContentText(m.content);
-        // Anthropic refuses a text block of only whitespace: such a message says nothing to send.
-        push("user", text.trim() ? [{ type: "text", text }] : []);
+        // Sent as written, whitespace too: dropped, a last user turn of "   " would leave the
+        // conversation ending with the assistant's, which Anthropic continues (a prefill).
+        push("user", text ? [{ type: "text", text }] : []);
         break;
       }
       case "assistant": {

@@ -225,7 +225,7 @@ function createBuilder(ctx: EncodeContext, plan: ResponsesAnswerPlan, frames: bo
       }
       case "function": {
         // A call without parameters has "{}" for arguments, as a whole answer's, never "".
-        if (text === "" && status === "completed") delta(o, "{}");
+        if (text.trim() === "" && status === "completed") delta(o, "{}");
         item.arguments = o.text;
         item.status = status;
         // A cut call is not handed over as done: agents (Codex) run a call when its item is done,
@@ -399,8 +399,9 @@ function wholeCall(o: { kind: string; text: string }): boolean {
   }
   if (o.kind === "custom") {
     try {
-      const value = JSON.parse(o.text);
-      return typeof value === "string" || (value !== null && typeof value === "object" && typeof value.input === "string");
+      // Any JSON is whole (a model that ignored `{input}` still answered; its text is the input).
+      JSON.parse(o.text);
+      return true;
     } catch {
       // Text that is not JSON at all is taken as the input itself; a cut `{"input":"…` is not whole.
       return !/^\s*\{/.test(o.text);
@@ -422,9 +423,10 @@ function customInput(args: string, cut = false): string {
   } catch {
     if (cut && /^\s*\{\s*"input"\s*:\s*"/.test(args)) {
       // The string so far, closed: as it is, or without an escape the cut left unfinished (`\`, `\u00`).
-      for (const open of [args, args.replace(/\\u[0-9a-fA-F]{0,3}$/, ""), args.replace(/\\$/, "")]) {
+      // Cut after its closing quote, the object only lacks its brace.
+      for (const closed of [`${args.trimEnd()}}`, `${args}"}`, `${args.replace(/\\u[0-9a-fA-F]{0,3}$/, "")}"}`, `${args.replace(/\\$/, "")}"}`]) {
         try {
-          const value = JSON.parse(`${open}"}`);
+          const value = JSON.parse(closed);
           if (typeof value.input === "string") return value.input;
         } catch {}
       }

@@ -470,10 +470,17 @@ const windowOf = (row: string) => windowSql(row, "$5::bigint", "$6::bigint", "$7
 const WINDOW = windowOf("");
 /** A row's room under its spend limit (NULL: none), counting only what was charged in the current window. */
 const LIMIT_ROOM = `spend_limit_micro - (CASE WHEN period_start = ${WINDOW} THEN period_spent_micro ELSE 0 END) - held_micro`;
-/** A charge (`d.charge`) added to the current window's count, or starting it when the period rolled over. */
+/**
+ * A charge (`d.charge`) added to the current window's count, or starting it when the period rolled
+ * over. Never backwards: a batch stamped before a new window began, committed after another
+ * process's batch started that window, counts in its own closed window, not over the new one's
+ * count (which would forget what the new window had charged).
+ */
 const PERIOD_CHARGE = (table: string) =>
-  `period_spent_micro = CASE WHEN ${table}.period_start = ${windowOf(table)} THEN ${table}.period_spent_micro + d.charge ELSE d.charge END,
-   period_start = ${windowOf(table)}`;
+  `period_spent_micro = CASE WHEN ${table}.period_start = ${windowOf(table)} THEN ${table}.period_spent_micro + d.charge
+                             WHEN ${table}.period_start < ${windowOf(table)} THEN d.charge
+                             ELSE ${table}.period_spent_micro END,
+   period_start = GREATEST(${table}.period_start, ${windowOf(table)})`;
 
 const RESERVE_MANY = `
 WITH input AS MATERIALIZED (

@@ -212,6 +212,25 @@ describe("Anthropic encoder", () => {
     expect(never.map((b) => [b.name, b.input])).toEqual([["n", "123"], ["text", ""]]);
   });
 
+  test("text that waited for a call goes out before a call that came after it; an error lets out what waited first", () => {
+    const ordered = blocksInOrder(frames(encodeAll(createAnthropicEncoder(ctx), [
+      { type: "tool-call", index: 0, id: "call_a", name: "a", argumentsDelta: '{"a"' },
+      { type: "text", text: "T" },
+      { type: "tool-call", index: 1, id: "call_b", name: "b", argumentsDelta: "{}" },
+      { type: "tool-call", index: 0, argumentsDelta: ":1}" },
+      { type: "finish", reason: "tool_calls" },
+    ])));
+    expect(ordered.map((b) => [b.name, b.input])).toEqual([["a", '{"a":1}'], ["text", ""], ["b", "{}"]]);
+    const sink = createAnthropicEncoder(ctx);
+    let text = "";
+    for (const e of [{ type: "text", text: "x" }, { type: "tool-call", index: 0, id: "c", name: "f", argumentsDelta: '{"a"' }, { type: "text", text: "y" }] as StreamEvent[]) text += sink.event(e);
+    text += sink.event({ type: "error", errorType: "upstream", message: "lost" });
+    const list = frames(text);
+    const said = list.filter((f) => f.event === "content_block_delta").map((f) => JSON.parse(f.data).delta).filter((d) => d.type === "text_delta").map((d) => d.text);
+    expect(said).toEqual(["x", "y"]);
+    expect(list.at(-1)!.event).toBe("error");
+  });
+
   test("stop reasons map", () => {
     const reasons = { stop: "end_turn", stop_sequence: "stop_sequence", length: "max_tokens", tool_calls: "tool_use", content_filter: "refusal" } as const;
     for (const [ours, theirs] of Object.entries(reasons)) {

@@ -55,10 +55,11 @@ describe("OpenAI request → Anthropic", () => {
     expect(long.messages.at(-1)!.content).toEqual([{ type: "text", text: "e", cache_control: { type: "ephemeral" } }]);
     expect(long.messages.at(-2)!.content).toEqual([{ type: "text", text: "d", cache_control: { type: "ephemeral" } }]);
     expect(typeof long.system).toBe("string");
-    // Never on a text block of only whitespace (Anthropic refuses those; none is sent at all).
+    // Never on a text block of only whitespace (Anthropic refuses those), nor does an empty part add a line;
+    // a last user turn of whitespace is kept as written (dropped, the assistant's turn would be continued).
     const blank = openaiRequestToAnthropic({ messages: [{ role: "user", content: "a" }, { role: "assistant", content: "b" }, { role: "user", content: [{ type: "text", text: "" }, { type: "text", text: "  " }] }] } as never, "m", 10);
-    const texts = blank.messages.flatMap((m) => (m.content as { type: string; text?: string }[]).filter((b) => b.type === "text").map((b) => b.text!));
-    expect(texts.every((t) => t.trim() !== "")).toBe(true);
+    expect(blank.messages.at(-1)).toEqual({ role: "user", content: [{ type: "text", text: "  " }] });
+    expect(blank.messages.at(-2)!.content).toEqual([{ type: "text", text: "b", cache_control: { type: "ephemeral" } }]);
     expect(marks(blank)).toBe(2);
     const one = openaiRequestToAnthropic({ messages: [{ role: "user", content: "only" }] }, "m", 10);
     expect(marks(one)).toBe(1);

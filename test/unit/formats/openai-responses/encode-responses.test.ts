@@ -41,10 +41,24 @@ describe("Responses encoder: a call is announced done only when it is whole and 
 
   test("a free-form call cut inside an escape keeps the input it had reached", () => {
     const plan = planFor([{ type: "custom", name: "apply_patch", description: "Apply a patch" }]);
-    for (const cut of ['{"input":"abc\\u00', '{"input":"abc\\', '{"input":"abc']) {
+    for (const cut of ['{"input":"abc\\u00', '{"input":"abc\\', '{"input":"abc', '{"input":"abc"', '{"input":"abc" ']) {
       const frames = run([{ type: "tool-call", index: 0, id: "call_c", name: "apply_patch", argumentsDelta: cut }, { type: "finish", reason: "length" }], plan);
       expect([cut, frames.at(-1).response.output]).toEqual([cut, [expect.objectContaining({ type: "custom_tool_call", status: "incomplete", input: "abc" })]]);
     }
+  });
+
+  test("a finished free-form call whose JSON is not `{input}` is still announced, its text the input; whitespace arguments are {}", () => {
+    const plan = planFor([{ type: "custom", name: "apply_patch", description: "Apply a patch" }, { type: "function", name: "f", parameters: { type: "object", properties: {} } }]);
+    const frames = run([
+      { type: "tool-call", index: 0, id: "call_c", name: "apply_patch", argumentsDelta: '{"patch":"*** Begin"}' },
+      { type: "tool-call", index: 1, id: "call_f", name: "f", argumentsDelta: "  " },
+      { type: "finish", reason: "tool_calls" },
+    ], plan);
+    const items = frames.filter((f) => f.type === "response.output_item.done").map((f) => f.item);
+    expect(items).toEqual([
+      expect.objectContaining({ type: "custom_tool_call", status: "completed", input: '{"patch":"*** Begin"}' }),
+      expect.objectContaining({ type: "function_call", status: "completed", arguments: "  {}" }),
+    ]);
   });
 
   test("arguments that are not whole JSON at the end make an incomplete call, never done, whatever the finish said", () => {
