@@ -41,6 +41,8 @@ export const METER_KEEP_CHARS = 8 * 1024;
 
 /** What a frame relayed undecoded weighs against METER_KEEP_CHARS, per character (see `defer`). */
 const FRAME_WEIGHT = 4;
+/** The largest frame kept past the budget to learn frames' text share (a chunk is ~200 characters). */
+const RATE_FRAME_MAX = 4 * 1024;
 
 /**
  * Watches the event stream and remembers what the upstream reported. The generated text is
@@ -111,6 +113,15 @@ export class UsageMeter {
     if (this.#output !== undefined) return;
     const size = frame.data.length;
     if (this.#sampled) {
+      // A sample without frames (text decoded before them filled it) could not tell how much of a
+      // frame is text, and counted every frame character as text (~4× too many tokens): its first
+      // frame of an ordinary size joins it, so the rest are counted at that frame's share.
+      if (this.#deferred.length === 0 && size <= RATE_FRAME_MAX) {
+        this.#decodeDeferred = decode as (frame: never) => StreamEvent[];
+        this.#deferred.push(frame);
+        this.#keptChars += size;
+        return;
+      }
       this.#afterFrameChars += size;
       return;
     }

@@ -67,6 +67,19 @@ describe("usage meter", () => {
     expect(Math.abs(usage.outputTokens - exact) / exact).toBeLessThan(0.15);
   });
 
+  test("frames that come after a sample of text alone are counted at their own text share, not character for character", async () => {
+    const frame = (i: number) => ({ data: `{"choices":[{"index":0,"delta":{"content":" word${i}"}}],"padding":"${"p".repeat(150)}"}` });
+    const decodeText = (f: { data: string }) => [{ type: "text" as const, text: JSON.parse(f.data).choices[0].delta.content as string }];
+    const meter = new UsageMeter(countTokens);
+    // Decoded text fills the budget first (a tool's long arguments, say), then relayed frames follow.
+    const first = words(9_000 / 6, 7).slice(0, 9_000);
+    meter.observe({ type: "text", text: first });
+    for (let i = 0; i < 300; i++) meter.defer(frame(i), decodeText);
+    const usage = await meter.total(() => "x");
+    const exact = await countTokens(first + Array.from({ length: 300 }, (_, i) => ` word${i}`).join(""));
+    expect(Math.abs(usage.outputTokens - exact) / exact).toBeLessThan(0.15);
+  });
+
   test("below the budget everything is kept for an exact count; reported usage frees it all", () => {
     const meter = new UsageMeter(countTokens, 1_000);
     meter.observe({ type: "text", text: "x".repeat(600) });
