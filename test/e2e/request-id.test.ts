@@ -70,6 +70,10 @@ describe("x-request-id", () => {
     await openai.text();
     const anthropic = await post(gw, "/v1/messages", { model: ANTHROPIC_MODEL, max_tokens: 20, messages: hi, stream: true }, { "x-request-id": "stream-2" });
     expect(anthropic.headers.get("x-request-id")).toBe("stream-2");
+    // Every stream's own headers beside the shared event-stream ones: nothing of one answer's in another's.
+    expect([anthropic.headers.get("content-type"), anthropic.headers.get("cache-control"), anthropic.headers.get("x-accel-buffering")]).toEqual(["text/event-stream; charset=utf-8", "no-cache", "no"]);
+    expect(anthropic.headers.get("request-id")).toBe("stream-2");
+    expect(openai.headers.get("request-id")).toBeNull();
     await anthropic.text();
     expect(upstream.requests.at(-1)!.headers["x-request-id"]).toBe("stream-2");
   });
