@@ -143,8 +143,30 @@ export class ReportTooLargeError extends Error {}
 export const PERIOD_MS: Record<Granularity, number> = { hour: 3_600_000, day: 86_400_000 };
 
 /** The rollup tables' bucket sizes and the column each keys its bucket by (the audit compares them with the records). */
-export const ROLLUP_SIZE = { daily: PERIOD_MS.day, hourly: PERIOD_MS.hour } as const;
-export const ROLLUP_COLUMN = { daily: "day", hourly: "hour" } as const;
+const ROLLUP_SIZE = { daily: PERIOD_MS.day, hourly: PERIOD_MS.hour } as const;
+const ROLLUP_COLUMN = { daily: "day", hourly: "hour" } as const;
+
+/**
+ * The audit's statement, for both stores: rows of `usage_<rollup>` that are not the sums of their
+ * records, or records no rollup row holds (first 1,000). `recordsWhere` limits the records to
+ * those the rollup should already hold (SQLite's rollups run behind a mark; PostgreSQL's trigger
+ * holds them all).
+ */
+export function rollupDriftSql(rollup: "daily" | "hourly", recordsWhere = ""): string {
+  const size = ROLLUP_SIZE[rollup];
+  const column = ROLLUP_COLUMN[rollup];
+  return `WITH r AS (
+      SELECT (created_at / ${size}) * ${size} AS period_start, account_id, key_id, model, COUNT(*) AS requests, SUM(cost_micro) AS cost
+        FROM usage_records ${recordsWhere ? `WHERE ${recordsWhere}` : ""} GROUP BY 1, 2, 3, 4
+    )
+    SELECT '${rollup}' AS rollup, COALESCE(r.period_start, t.${column}) AS period_start, COALESCE(r.account_id, t.account_id) AS account_id,
+           COALESCE(r.key_id, t.key_id) AS key_id, COALESCE(r.model, t.model) AS model,
+           COALESCE(t.requests, 0) AS requests, COALESCE(r.requests, 0) AS expected_requests, COALESCE(t.cost_micro, 0) AS cost_micro, COALESCE(r.cost, 0) AS expected_micro
+      FROM r FULL OUTER JOIN usage_${rollup} t
+        ON t.${column} = r.period_start AND t.account_id = r.account_id AND t.key_id = r.key_id AND t.model = r.model
+     WHERE COALESCE(t.requests, 0) != COALESCE(r.requests, 0) OR COALESCE(t.cost_micro, 0) != COALESCE(r.cost, 0)
+     LIMIT 1000`;
+}
 
 /**
  * The statement both stores run: periods are `created_at` (epoch ms) cut to whole UTC hours or

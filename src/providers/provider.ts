@@ -48,6 +48,11 @@ export function parseFrameJson(data: string): unknown {
   }
 }
 
+/** A vendor's string, or "" for anything else it put there (a number or object must not reach a client as text). */
+export function vendorText(value: unknown): string {
+  return typeof value === "string" ? value : "";
+}
+
 /** A JSON object (not an array, not null): what an answer body or one of its parts must be. */
 export function isRecord(value: unknown): value is Record<string, any> {
   return typeof value === "object" && value !== null && !Array.isArray(value);

@@ -46,6 +46,9 @@ function addCacheUsage(usage: Record<string, unknown>, read: number | undefined,
 
 const PING = "event: ping\ndata: {\"type\":\"ping\"}\n\n";
 
+/** Content that, while an open call's arguments are incomplete, waits for them (see `waiting`). */
+const WAITS_FOR_CALL: ReadonlySet<StreamEvent["type"]> = new Set(["text", "image", "reasoning", "redacted-reasoning"]);
+
 const frame = (name: string, data: string) => `event: ${name}\ndata: ${data}\n\n`;
 
 /**
@@ -151,6 +154,10 @@ export function createAnthropicEncoder(ctx: EncodeContext): ClientSink {
   };
 
   const encode = (e: StreamEvent): string => {
+      if (WAITS_FOR_CALL.has(e.type) && (callOpen() || waiting.length > 0)) {
+        waiting.push(e);
+        return begin();
+      }
       switch (e.type) {
         case "start":
           if (e.inputTokens !== undefined) {
@@ -171,10 +178,6 @@ export function createAnthropicEncoder(ctx: EncodeContext): ClientSink {
           return "";
         case "text":
         case "image": {
-          if (callOpen() || waiting.length > 0) {
-            waiting.push(e);
-            return begin();
-          }
           const text = e.type === "text" ? e.text : imageMarkdown(e.url, wroteText);
           wroteText = true;
           let out = begin();
@@ -182,10 +185,6 @@ export function createAnthropicEncoder(ctx: EncodeContext): ClientSink {
           return out + frame("content_block_delta", `{"type":"content_block_delta","index":${block},"delta":{"type":"text_delta","text":${JSON.stringify(text)}}}`);
         }
         case "reasoning": {
-          if (callOpen() || waiting.length > 0) {
-            waiting.push(e);
-            return begin();
-          }
           let out = begin();
           if (open !== "thinking") out += openBlock("thinking", `{"type":"thinking","thinking":"","signature":""}`);
           if (e.text) out += frame("content_block_delta", `{"type":"content_block_delta","index":${block},"delta":{"type":"thinking_delta","thinking":${JSON.stringify(e.text)}}}`);
@@ -197,10 +196,6 @@ export function createAnthropicEncoder(ctx: EncodeContext): ClientSink {
           return out;
         }
         case "redacted-reasoning":
-          if (callOpen() || waiting.length > 0) {
-            waiting.push(e);
-            return begin();
-          }
           return begin() + openBlock("redacted", JSON.stringify({ type: "redacted_thinking", data: e.data })) + close();
         case "tool-call": {
           let out = begin();
@@ -213,7 +208,7 @@ export function createAnthropicEncoder(ctx: EncodeContext): ClientSink {
           }
           let index = toolBlocks.get(e.index);
           if (index === undefined) {
-            if (deferred.size > 0 || (open === "tool" && !wholeJson(openToolArgs))) {
+            if (deferred.size > 0 || callOpen()) {
               deferred.set(e.index, { id: e.id, name: e.name, args: e.argumentsDelta });
               return out;
             }

@@ -1,5 +1,5 @@
 import type { FinishReason, StreamEvent } from "../../streaming/events.ts";
-import { isRecord, parseFrameJson, UpstreamProtocolError, type DecodedFrame, type ProviderAdapter } from "../provider.ts";
+import { isRecord, parseFrameJson, vendorText, UpstreamProtocolError, type DecodedFrame, type ProviderAdapter } from "../provider.ts";
 import { SHAPES_ONLY } from "../../log/scrub.ts";
 import { upstreamStreamErrorMessage } from "../upstream-errors.ts";
 import { reportedCount } from "../../streaming/events.ts";
@@ -15,9 +15,6 @@ const STOP: Record<string, FinishReason> = {
 };
 
 const DEFAULT_VERSION = "2023-06-01";
-
-/** A vendor's string, or "" for anything else it put there. */
-const str = (value: unknown): string => (typeof value === "string" ? value : "");
 
 interface AnthropicUsage {
   input_tokens?: number | null;
@@ -119,24 +116,24 @@ export const anthropicAdapter: ProviderAdapter = {
           const block = data.content_block ?? {};
           // Only strings reach a client as text: a vendor's `5` or `{}` there is dropped, not passed on as a number or object.
           if (block.type === "text" && typeof block.text === "string" && block.text) events.push({ type: "text", text: block.text });
-          else if (block.type === "thinking" && (str(block.thinking) || str(block.signature))) {
-            events.push({ type: "reasoning", text: str(block.thinking), ...(str(block.signature) ? { signature: block.signature } : {}) });
+          else if (block.type === "thinking" && (vendorText(block.thinking) || vendorText(block.signature))) {
+            events.push({ type: "reasoning", text: vendorText(block.thinking), ...(vendorText(block.signature) ? { signature: block.signature } : {}) });
           } else if (block.type === "redacted_thinking" && typeof block.data === "string") events.push({ type: "redacted-reasoning", data: block.data });
           else if (block.type === "tool_use") {
             const index = toolOfBlock.size;
             toolOfBlock.set(data.index, index);
             const input = block.input && Object.keys(block.input).length > 0 ? JSON.stringify(block.input) : "";
-            events.push({ type: "tool-call", index, id: str(block.id) || undefined, name: str(block.name), argumentsDelta: input });
+            events.push({ type: "tool-call", index, id: vendorText(block.id) || undefined, name: vendorText(block.name), argumentsDelta: input });
           }
           break;
         }
         case "content_block_delta": {
           const delta = data.delta ?? {};
-          if (delta.type === "text_delta") events.push({ type: "text", text: str(delta.text) });
+          if (delta.type === "text_delta") events.push({ type: "text", text: vendorText(delta.text) });
           else if (delta.type === "input_json_delta") {
             const index = toolOfBlock.get(data.index);
-            if (index !== undefined) events.push({ type: "tool-call", index, argumentsDelta: str(delta.partial_json) });
-          } else if (delta.type === "thinking_delta") events.push({ type: "reasoning", text: str(delta.thinking) });
+            if (index !== undefined) events.push({ type: "tool-call", index, argumentsDelta: vendorText(delta.partial_json) });
+          } else if (delta.type === "thinking_delta") events.push({ type: "reasoning", text: vendorText(delta.thinking) });
           else if (delta.type === "signature_delta" && typeof delta.signature === "string") events.push({ type: "reasoning", text: "", signature: delta.signature });
           break;
         }

@@ -1,5 +1,5 @@
 import type { FinishReason, StreamEvent } from "../../streaming/events.ts";
-import { isRecord, parseFrameJson, UpstreamProtocolError, type DecodedFrame, type ProviderAdapter } from "../provider.ts";
+import { isRecord, parseFrameJson, vendorText, UpstreamProtocolError, type DecodedFrame, type ProviderAdapter } from "../provider.ts";
 import { SHAPES_ONLY } from "../../log/scrub.ts";
 import { upstreamStreamErrorMessage } from "../upstream-errors.ts";
 import { reportedCount } from "../../streaming/events.ts";
@@ -32,9 +32,6 @@ function imageEvents(images: unknown, events: StreamEvent[]): void {
 }
 
 /** Counts that are not usable numbers are left out, so the meter estimates them. */
-/** A vendor's string, or "" for anything else it put there (a number or object must not reach a client as text). */
-const textOf = (value: unknown): string => (typeof value === "string" ? value : "");
-
 function usageEvent(u: OpenAIUsage): StreamEvent {
   const input = reportedCount(u.prompt_tokens);
   // The cached parts are inside the prompt: counts past it are cut down to it here, as the meter
@@ -113,8 +110,8 @@ export const openaiAdapter: ProviderAdapter = {
                 type: "tool-call",
                 index,
                 id: isNew && typeof call.id === "string" ? call.id : undefined,
-                name: isNew ? textOf(call.function?.name) : undefined,
-                argumentsDelta: textOf(call.function?.arguments),
+                name: isNew ? vendorText(call.function?.name) : undefined,
+                argumentsDelta: vendorText(call.function?.arguments),
               });
             }
           }
@@ -143,7 +140,7 @@ export const openaiAdapter: ProviderAdapter = {
       if (typeof message.refusal === "string" && message.refusal) events.push({ type: "text", text: message.refusal });
       imageEvents(message.images, events);
       (Array.isArray(message.tool_calls) ? message.tool_calls : []).filter(isRecord).forEach((call: any, index: number) => {
-        events.push({ type: "tool-call", index, id: typeof call.id === "string" ? call.id : undefined, name: textOf(call.function?.name), argumentsDelta: textOf(call.function?.arguments) });
+        events.push({ type: "tool-call", index, id: typeof call.id === "string" ? call.id : undefined, name: vendorText(call.function?.name), argumentsDelta: vendorText(call.function?.arguments) });
       });
     }
     if (choice.finish_reason) events.push({ type: "finish", reason: FINISH[choice.finish_reason] ?? "stop" });

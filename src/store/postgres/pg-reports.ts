@@ -1,4 +1,4 @@
-import { ROLLUP_COLUMN, ROLLUP_SIZE, shapeUsageReport, USAGE_SUMS_SQL, usageBreakdownSql, usageRows, usageSums, type UsageBreakdown, type UsageReporter } from "../../billing/usage-report.ts";
+import { rollupDriftSql, shapeUsageReport, USAGE_SUMS_SQL, usageBreakdownSql, usageRows, usageSums, type UsageBreakdown, type UsageReporter } from "../../billing/usage-report.ts";
 import type { AuditReport } from "../sqlite/audit.ts";
 import { int, withTimeout, type Pg } from "./pg-client.ts";
 import { createRecordChecker, PRICED_RECORD_COLUMNS, pricedRecord, type Mispriced } from "../../billing/record-check.ts";
@@ -57,18 +57,7 @@ export async function auditPostgres(sql: Pg, pricedModels?: ReadonlySet<string>)
     // The rollups are kept by a trigger on every insert: all records are in them.
     const rollupDrift: AuditReport["rollupDrift"] = [];
     for (const rollup of ["daily", "hourly"] as const) {
-      const rows = await tx.unsafe(
-        `WITH r AS (
-           SELECT (created_at / ${ROLLUP_SIZE[rollup]}) * ${ROLLUP_SIZE[rollup]} AS period_start, account_id, key_id, model, COUNT(*) AS requests, SUM(cost_micro) AS cost
-             FROM usage_records GROUP BY 1, 2, 3, 4
-         )
-         SELECT COALESCE(r.period_start, t.${ROLLUP_COLUMN[rollup]}) AS period_start, COALESCE(r.account_id, t.account_id) AS account_id,
-                COALESCE(r.key_id, t.key_id) AS key_id, COALESCE(r.model, t.model) AS model,
-                COALESCE(t.requests, 0) AS requests, COALESCE(r.requests, 0) AS expected_requests, COALESCE(t.cost_micro, 0) AS cost_micro, COALESCE(r.cost, 0) AS expected_micro
-           FROM r FULL OUTER JOIN usage_${rollup} t
-             ON t.${ROLLUP_COLUMN[rollup]} = r.period_start AND t.account_id = r.account_id AND t.key_id = r.key_id AND t.model = r.model
-          WHERE COALESCE(t.requests, 0) != COALESCE(r.requests, 0) OR COALESCE(t.cost_micro, 0) != COALESCE(r.cost, 0)
-          LIMIT 1000`);
+      const rows = await tx.unsafe(rollupDriftSql(rollup));
       for (const r of rows) {
         rollupDrift.push({ rollup, period_start: int(r.period_start), account_id: r.account_id, key_id: r.key_id, model: r.model, requests: int(r.requests), expected_requests: int(r.expected_requests), cost_micro: int(r.cost_micro), expected_micro: int(r.expected_micro) });
       }

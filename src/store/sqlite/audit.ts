@@ -1,6 +1,6 @@
 import type { Database } from "bun:sqlite";
 import { createRecordChecker, PRICED_RECORD_COLUMNS, pricedRecord, type Mispriced } from "../../billing/record-check.ts";
-import { ROLLUP_COLUMN, ROLLUP_SIZE } from "../../billing/usage-report.ts";
+import { rollupDriftSql } from "../../billing/usage-report.ts";
 
 export interface AuditReport {
   accounts: number;
@@ -69,19 +69,9 @@ export function auditLedger(db: Database, pricedModels?: ReadonlySet<string>): A
         ORDER BY 1, 2`,
     ).all();
     // The rollups hold the records up to their mark (sqlite-rollups.ts); readers add the rest.
-    const rollupDrift = (["daily", "hourly"] as const).flatMap((rollup) => db.query<AuditReport["rollupDrift"][number], []>(
-      `WITH r AS (
-         SELECT (created_at / ${ROLLUP_SIZE[rollup]}) * ${ROLLUP_SIZE[rollup]} AS period_start, account_id, key_id, model, COUNT(*) AS requests, SUM(cost_micro) AS cost
-           FROM usage_records WHERE id <= (SELECT record_id FROM usage_rollup_mark) GROUP BY 1, 2, 3, 4
-       )
-       SELECT '${rollup}' AS rollup, COALESCE(r.period_start, t.${ROLLUP_COLUMN[rollup]}) AS period_start, COALESCE(r.account_id, t.account_id) AS account_id,
-              COALESCE(r.key_id, t.key_id) AS key_id, COALESCE(r.model, t.model) AS model,
-              COALESCE(t.requests, 0) AS requests, COALESCE(r.requests, 0) AS expected_requests, COALESCE(t.cost_micro, 0) AS cost_micro, COALESCE(r.cost, 0) AS expected_micro
-         FROM r FULL OUTER JOIN usage_${rollup} t
-           ON t.${ROLLUP_COLUMN[rollup]} = r.period_start AND t.account_id = r.account_id AND t.key_id = r.key_id AND t.model = r.model
-        WHERE COALESCE(t.requests, 0) != COALESCE(r.requests, 0) OR COALESCE(t.cost_micro, 0) != COALESCE(r.cost, 0)
-        LIMIT 1000`,
-    ).all());
+    const rollupDrift = (["daily", "hourly"] as const).flatMap((rollup) =>
+      db.query<AuditReport["rollupDrift"][number], []>(rollupDriftSql(rollup, "id <= (SELECT record_id FROM usage_rollup_mark)")).all(),
+    );
     const impossible = db.query<AuditReport["impossible"][number], []>(
       "SELECT request_id, cost_micro, prompt_tokens, completion_tokens FROM usage_records WHERE cost_micro < 0 OR prompt_tokens < 0 OR completion_tokens < 0 LIMIT 1000",
     ).all();
