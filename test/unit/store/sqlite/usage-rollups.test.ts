@@ -7,7 +7,7 @@ import { openDatabase } from "../../../../src/store/database.ts";
 import { createAccountStore } from "../../../../src/store/sqlite/sqlite-accounts.ts";
 import { createSqliteLedger } from "../../../../src/store/sqlite/sqlite-ledger.ts";
 import { createUsageBreakdown } from "../../../../src/store/sqlite/sqlite-usage-report.ts";
-import { FOLD_INTERVAL_MS, foldRollups, PAST_ROLLUP_MARK } from "../../../../src/store/sqlite/sqlite-rollups.ts";
+import { createRollupFolder, FOLD_INTERVAL_MS, foldRollups, PAST_ROLLUP_MARK } from "../../../../src/store/sqlite/sqlite-rollups.ts";
 import { MAX_REPORT_ROWS, mergeUsageRows, ReportTooLargeError, usageBreakdownSql, usageSums, type UsageBucketRow, type UsageQuery } from "../../../../src/billing/usage-report.ts";
 
 const HOUR = 3_600_000;
@@ -128,5 +128,157 @@ describe("usage rollups on SQLite: folded behind a mark, exact at every moment",
     const merged = mergeUsageRows(rolled.slice(0, MAX_REPORT_ROWS / 2), rolled.slice(0, MAX_REPORT_ROWS / 2).map((r) => ({ ...r })));
     expect(merged.length).toBe(MAX_REPORT_ROWS / 2);
     expect(merged.every((r) => r.requests === 2)).toBe(true);
+  });
+});
+
+/** The rollup tables against the records' own GROUP BY, for a file whose every record is folded. */
+function expectRollupsToMatchRecords(db: Database) {
+  expect(mark(db)).toBe(lastRecord(db));
+  for (const [table, bucket, size] of [["usage_hourly", "hour", HOUR], ["usage_daily", "day", 24 * HOUR]] as const) {
+    const rolled = db.query(`SELECT ${bucket} AS t, account_id, key_id, model, requests, prompt_tokens, completion_tokens, fresh_input_tokens, cache_read_tokens,
+      cache_write_5m_tokens, cache_write_1h_tokens, reasoning_tokens, images, cost_micro, cache_savings_micro FROM ${table} ORDER BY 1, 2, 3, 4`).all();
+    const fromRecords = db.query(`SELECT (created_at / ${size}) * ${size} AS t, account_id, key_id, model, COUNT(*) AS requests, SUM(prompt_tokens) AS prompt_tokens,
+      SUM(completion_tokens) AS completion_tokens, SUM(COALESCE(fresh_input_tokens, prompt_tokens)) AS fresh_input_tokens, SUM(cache_read_tokens) AS cache_read_tokens,
+      SUM(cache_write_5m_tokens) AS cache_write_5m_tokens, SUM(cache_write_1h_tokens) AS cache_write_1h_tokens, SUM(reasoning_tokens) AS reasoning_tokens,
+      SUM(images) AS images, SUM(cost_micro) AS cost_micro, SUM(cache_savings_micro) AS cache_savings_micro FROM usage_records GROUP BY 1, 2, 3, 4 ORDER BY 1, 2, 3, 4`).all();
+    expect(rolled).toEqual(fromRecords);
+  }
+}
+
+describe("usage rollups folded from the sums the ledger keeps as it writes (no scan of the records)", () => {
+  const PRICES = { input: 3_000, output: 15_000, cacheRead: 300, cacheWrite5m: 3_750, cacheWrite1h: 6_000, perImage: 2_000_000 };
+  /** A paid settlement with every class and the prices, so each rollup column has something to sum. */
+  const settleAll = async (s: ReturnType<typeof setup>, requestId: string, keyId: string, model: string, i: number) => {
+    expect((await s.ledger.reserve({ requestId, accountId: s.account.id, keyId, amountMicro: 10_000_000 })).ok).toBe(true);
+    await s.ledger.settle({
+      requestId, accountId: s.account.id, keyId, model, provider: "p", promptTokens: 100 + i, completionTokens: 20 + i, estimated: false, costMicro: 5_000 + i,
+      status: "ok", latencyMs: 2, prices: PRICES,
+      classes: { freshInput: 10 + i, cacheRead: 60, cacheWrite5m: 20, cacheWrite1h: 10, output: 20 + i, reasoning: i % 3, images: i % 2 },
+    });
+  };
+
+  test("a folder told each record folds from its sums, equal to folding the records, hour and day", () => {
+    const { db, account, keys } = setup();
+    const insert = db.query(`INSERT INTO usage_records (request_id, account_id, key_id, model, provider, prompt_tokens, completion_tokens, estimated, cost_micro, status, latency_ms, created_at,
+      fresh_input_tokens, cache_read_tokens, cache_write_5m_tokens, cache_write_1h_tokens, reasoning_tokens, images, cache_savings_micro) VALUES (?, ?, ?, ?, 'p', ?, ?, 0, ?, 'ok', 1, ?, ?, ?, ?, ?, ?, ?, ?)`);
+    const folder = createRollupFolder(db);
+    const write = (n: number, at: (i: number) => number) =>
+      db.transaction(() => {
+        for (let i = 0; i < n; i++) {
+          const key = keys[i % 2]!;
+          const model = i % 3 ? "m-a" : "m-b";
+          const v = [100 + i, 7, 900 + i, at(i), 40 + i, i, i % 4, i % 5, i % 2, i % 3, 11 * i] as const;
+          folder.added(at(i), account.id, key, model, v[0], v[1], v[4], v[5], v[6], v[7], v[8], v[9], v[2], v[10]);
+          const id = Number(insert.run(`r_${at(i)}_${i}`, account.id, key, model, ...v).lastInsertRowid);
+          folder.inserted(id, id);
+        }
+        folder.fold();
+      }).immediate();
+    // Records across an hour's and a day's boundary, in two folds.
+    write(40, (i) => START + 23 * HOUR + i * 120_000);
+    write(25, (i) => START + 26 * HOUR + i * 1_000);
+    expect(folder.folds).toEqual({ fromSums: 2, fromRecords: 0 });
+    expectRollupsToMatchRecords(db);
+    // Nothing told and nothing new: a fold moves nothing.
+    expect(db.transaction(() => folder.fold()).immediate()).toBe(0);
+  });
+
+  test("sums are trusted only for exactly the records past the mark: a gap in the ids told, or a record not told, folds from the records", () => {
+    const { db, account, keys } = setup();
+    const insert = db.query(`INSERT INTO usage_records (request_id, account_id, key_id, model, provider, prompt_tokens, completion_tokens, estimated, cost_micro, status, latency_ms, created_at)
+      VALUES (?, ?, ?, 'm', 'p', 10, 5, 0, 100, 'ok', 1, ?)`);
+    const folder = createRollupFolder(db);
+    let n = 0;
+    const record = (tell: boolean) => {
+      if (tell) folder.added(START, account.id, keys[0]!, "m", 10, 5, 10, 0, 0, 0, 0, 0, 100, 0);
+      const id = Number(insert.run(`r_${n++}`, account.id, keys[0]!, START).lastInsertRowid);
+      if (tell) folder.inserted(id, id);
+    };
+    const fold = () => db.transaction(() => folder.fold()).immediate();
+    // One record not told between two told ones: as many told as past the mark would not hold.
+    record(true);
+    record(false);
+    record(true);
+    fold();
+    expect(folder.folds).toEqual({ fromSums: 0, fromRecords: 1 });
+    expectRollupsToMatchRecords(db);
+    // Told ids that skip one (another writer's record between two statements) are a gap, even
+    // where the count matches: here a record told but never written stands in for the other's.
+    record(true);
+    folder.added(START, account.id, keys[0]!, "m", 10, 5, 10, 0, 0, 0, 0, 0, 100, 0);
+    insert.run(`r_${n++}`, account.id, keys[0]!, START);
+    record(true);
+    fold();
+    expect(folder.folds).toEqual({ fromSums: 0, fromRecords: 2 });
+    expectRollupsToMatchRecords(db);
+    // Rolled back: what was told is forgotten, and the records decide.
+    record(true);
+    folder.rolledBack();
+    fold();
+    expect(folder.folds).toEqual({ fromSums: 0, fromRecords: 3 });
+    expectRollupsToMatchRecords(db);
+    record(true);
+    fold();
+    expect(folder.folds).toEqual({ fromSums: 1, fromRecords: 3 });
+    expectRollupsToMatchRecords(db);
+  });
+
+  test("the ledger's folds come from its sums, and the rollups equal the records", async () => {
+    const s = setup();
+    for (let i = 0; i < 30; i++) {
+      if (i % 10 === 0) s.at(START + (i / 10) * (HOUR / 2) + FOLD_INTERVAL_MS * i);
+      await settleAll(s, `req_sums_${i}`, s.keys[i % 2]!, i % 3 ? "m-a" : "m-b", i);
+    }
+    s.at(START + 3 * HOUR);
+    await settleAll(s, "req_sums_last", s.keys[0]!, "m-a", 99);
+    await s.ledger.flush();
+    expectRollupsToMatchRecords(s.db);
+  });
+
+  test("records the folder was not told (another connection's, a previous process's) are folded from the records: nothing lost, nothing twice", async () => {
+    const s = setup();
+    await settleAll(s, "req_a", s.keys[0]!, "m-a", 1);
+    // Another connection writes a record between two batches, and another one folds.
+    const other = new Database(s.path);
+    try {
+      other.run(`INSERT INTO usage_records (request_id, account_id, key_id, model, provider, prompt_tokens, completion_tokens, estimated, cost_micro, status, latency_ms, created_at)
+        VALUES ('req_foreign', ?, ?, 'm-a', 'p', 5, 5, 0, 50, 'ok', 1, ?)`, [s.account.id, s.keys[1]!, START]);
+      s.at(START + FOLD_INTERVAL_MS);
+      await settleAll(s, "req_b", s.keys[0]!, "m-a", 2);
+      expectRollupsToMatchRecords(s.db);
+      await settleAll(s, "req_c", s.keys[1]!, "m-b", 3);
+      foldRollups(other);
+      s.at(START + 2 * FOLD_INTERVAL_MS);
+      await settleAll(s, "req_d", s.keys[1]!, "m-b", 4);
+      expectRollupsToMatchRecords(s.db);
+    } finally {
+      other.close();
+    }
+    // A new process on the same file: the records its predecessor left past the mark are folded too.
+    await settleAll(s, "req_e", s.keys[0]!, "m-b", 5);
+    await s.ledger.close();
+    const again = createSqliteLedger(s.db, { now: () => START + 3 * FOLD_INTERVAL_MS });
+    expect((await again.reserve({ requestId: "req_f", accountId: s.account.id, keyId: s.keys[0]!, amountMicro: 100 })).ok).toBe(true);
+    await again.settle({ requestId: "req_f", accountId: s.account.id, keyId: s.keys[0]!, model: "m-a", provider: "p", promptTokens: 3, completionTokens: 3, estimated: false, costMicro: 60, status: "ok", latencyMs: 1 });
+    expectRollupsToMatchRecords(s.db);
+    await again.close();
+  });
+
+  test("a batch with a record already written (written again row by row) keeps the rollups exact", async () => {
+    const s = setup();
+    await settleAll(s, "req_once", s.keys[0]!, "m-a", 1);
+    // The same request settled again beside new ones: the chunk is rolled back and written one by one.
+    expect((await s.ledger.reserve({ requestId: "req_once", accountId: s.account.id, keyId: s.keys[0]!, amountMicro: 10_000_000 })).ok).toBe(true);
+    s.at(START + FOLD_INTERVAL_MS);
+    await Promise.all([
+      s.ledger.settle({ requestId: "req_once", accountId: s.account.id, keyId: s.keys[0]!, model: "m-a", provider: "p", promptTokens: 1, completionTokens: 1, estimated: false, costMicro: 10, status: "ok", latencyMs: 1 }),
+      settleAll(s, "req_new_1", s.keys[1]!, "m-a", 2),
+      settleAll(s, "req_new_2", s.keys[1]!, "m-b", 3),
+    ]);
+    await s.ledger.flush();
+    expect(s.db.query("SELECT COUNT(*) AS n FROM usage_records").get()).toEqual({ n: 3 });
+    s.at(START + 2 * FOLD_INTERVAL_MS);
+    await settleAll(s, "req_new_3", s.keys[0]!, "m-b", 4);
+    expectRollupsToMatchRecords(s.db);
   });
 });
