@@ -114,11 +114,11 @@ export function createKeyPools(deps: KeyPoolsDeps) {
         return view instanceof Promise ? view.then((v) => decide(v, session, exclude)) : decide(view, session, exclude);
       },
       report(key, status, retryAfterMs) {
-        const now = deps.now();
-        const c = countsOf(provider.id, key.key.env);
+        const c = countsByEnv.get(key.key.env)!;
         const verdict = keyVerdict(status);
         if (verdict !== "ok") c.errors++;
         if (verdict === "neutral") return;
+        const now = deps.now();
         const view = lastViews.get(provider.id)!;
         const before = view.states.get(key.key.env);
         const after = afterAnswer(before, status, retryAfterMs, key.at, now);
