@@ -4,6 +4,7 @@
  * counts that hold together, never a vendor's number passed on as text nor a crash reported as a
  * lost connection (a hostile raw-TCP probe, 2026-11-29).
  */
+import { Database } from "bun:sqlite";
 import { describe, expect, test } from "bun:test";
 import { useFakeUpstream } from "../helpers/fake-upstream.ts";
 import { ANTHROPIC_MODEL, OPENAI_MODEL, post, sseFrames, useGateway } from "../helpers/gateway.ts";
@@ -80,5 +81,41 @@ describe("usage objects that say less than they should", () => {
     const res = await post(gw, "/v1/responses", { model: OPENAI_MODEL, input: "x", store: false, stream: true });
     const final = JSON.parse(sseFrames(await res.text()).at(-1)!.data).response;
     expect(final.usage).toMatchObject({ input_tokens: 5, input_tokens_details: { cached_tokens: 0 }, output_tokens: 3 });
+  });
+
+  test("an Anthropic client of an Anthropic upstream never gets a refused count: the message_delta goes out without it, and with the output the gateway counted", async () => {
+    const reply = (usage: Record<string, unknown>) => upstream.reply({ kind: "sse", chunks: [
+      anthropicEvent("message_start", { message: { id: "msg_odd", type: "message", role: "assistant", model: "claude-sonnet-4-5", content: [], stop_reason: null, stop_sequence: null, usage: { input_tokens: 7, cache_read_input_tokens: 40, output_tokens: 1 } } }),
+      anthropicEvent("content_block_start", { index: 0, content_block: { type: "text", text: "" } }),
+      anthropicEvent("content_block_delta", { index: 0, delta: { type: "text_delta", text: "one two three four five six" } }),
+      anthropicEvent("content_block_stop", { index: 0 }),
+      anthropicEvent("message_delta", { delta: { stop_reason: "end_turn", stop_sequence: null }, usage }),
+      anthropicEvent("message_stop", {}),
+    ] });
+    const deltaOf = async () => {
+      const frames = sseFrames(await (await post(gw, "/v1/messages", { model: ANTHROPIC_MODEL, max_tokens: 50, messages: ask, stream: true })).text());
+      expect(frames.at(-1)!.event).toBe("message_stop");
+      return frames.filter((f) => f.event === "message_delta").map((f) => JSON.parse(f.data));
+    };
+    reply({ output_tokens: -5, input_tokens: "x", cache_read_input_tokens: 40, cache_creation: { ephemeral_5m_input_tokens: 1.5, ephemeral_1h_input_tokens: 0 } });
+    const [refused] = await deltaOf();
+    expect(refused.delta).toEqual({ stop_reason: "end_turn", stop_sequence: null });
+    // Dropped: the client keeps message_start's input count; the output is the gateway's estimate.
+    expect(refused.usage.input_tokens).toBeUndefined();
+    expect(refused.usage.cache_read_input_tokens).toBe(40);
+    expect(refused.usage.cache_creation).toEqual({ ephemeral_1h_input_tokens: 0 });
+    expect(Number.isInteger(refused.usage.output_tokens) && refused.usage.output_tokens > 0).toBe(true);
+    await gw.app.services.settled();
+    const db = new Database(gw.dbPath, { readonly: true });
+    try {
+      const record = db.query<{ completion_tokens: number; estimated: number }, []>("SELECT completion_tokens, estimated FROM usage_records ORDER BY id DESC LIMIT 1").get()!;
+      expect(record).toEqual({ completion_tokens: refused.usage.output_tokens, estimated: 1 });
+    } finally {
+      db.close();
+    }
+    // A sound one still goes out byte for byte as the vendor wrote it.
+    reply({ output_tokens: 6, input_tokens: 7 });
+    const [sound] = await deltaOf();
+    expect(sound).toEqual({ type: "message_delta", delta: { stop_reason: "end_turn", stop_sequence: null }, usage: { output_tokens: 6, input_tokens: 7 } });
   });
 });

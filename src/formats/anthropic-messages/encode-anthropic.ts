@@ -1,4 +1,4 @@
-import { imageMarkdown, type ErrorKind, type FinishReason, type StreamEvent } from "../../streaming/events.ts";
+import { imageMarkdown, reportedCount, type ErrorKind, type FinishReason, type StreamEvent } from "../../streaming/events.ts";
 import type { ClientSink, EncodeContext } from "../../streaming/client-sink.ts";
 import { collectAnswer } from "../common/collect-answer.ts";
 
@@ -266,13 +266,47 @@ export function createAnthropicEncoder(ctx: EncodeContext): ClientSink {
   return sink;
 }
 
+/** The counts of an Anthropic usage object; the top-level ones say how much was used. */
+const USAGE_COUNTS = ["input_tokens", "output_tokens", "cache_creation_input_tokens", "cache_read_input_tokens"] as const;
+
+/** Whether a `message_delta`'s usage has a count the meter refused (negative, fractional, absurd, not a number). */
+function hasRefusedCount(usage: Record<string, unknown>): boolean {
+  for (const field of USAGE_COUNTS) if (usage[field] != null && reportedCount(usage[field]) === undefined) return true;
+  const split = usage.cache_creation;
+  if (split && typeof split === "object") {
+    for (const value of Object.values(split)) if (value != null && reportedCount(value) === undefined) return true;
+  }
+  return false;
+}
+
 /**
  * Anthropic upstream → Anthropic client: frames go out as the vendor wrote them (thinking
  * signatures, citations, server tools survive); only message_start is rewritten, to carry
  * the gateway's model id.
+ *
+ * A `message_delta` whose usage has a count the meter refused does not go out as it came: the
+ * client would read a negative or absurd count where the bill has another. It waits for the end,
+ * and leaves with the refused counts dropped (the client keeps message_start's, the SDKs' rule for
+ * a count that is absent) and the output the gateway counted in place of a refused output count.
  */
 export function createAnthropicRelay(ctx: EncodeContext): ClientSink {
   const encoder = createAnthropicEncoder(ctx);
+  let heldDelta: { data: Record<string, unknown>; usage: Record<string, unknown> } | undefined;
+  /** The output the meter counted where the upstream's count was refused (its estimate, at the end). */
+  let countedOutput: number | undefined;
+  const releaseDelta = (): string => {
+    if (!heldDelta) return "";
+    const { data, usage } = heldDelta;
+    heldDelta = undefined;
+    for (const field of USAGE_COUNTS) if (usage[field] != null && reportedCount(usage[field]) === undefined) delete usage[field];
+    if (usage.cache_creation && typeof usage.cache_creation === "object") {
+      const split = usage.cache_creation as Record<string, unknown>;
+      for (const [field, value] of Object.entries(split)) if (value != null && reportedCount(value) === undefined) delete split[field];
+    }
+    // Anthropic's message_delta always carries output_tokens: the gateway's count where the vendor's was refused.
+    if (usage.output_tokens === undefined) usage.output_tokens = countedOutput ?? 0;
+    return frame("message_delta", JSON.stringify(data));
+  };
   return {
     skim(raw) {
       // Text deltas carry nothing the gateway changes or counts (usage comes in message_delta).
@@ -297,10 +331,22 @@ export function createAnthropicRelay(ctx: EncodeContext): ClientSink {
       }
       // The last frame leaves only after the answer is settled (end()).
       if (raw.event === "message_stop") return "";
+      if (raw.event === "message_delta" && parsed && typeof parsed === "object") {
+        const usage = (parsed as { usage?: unknown }).usage;
+        if (usage && typeof usage === "object" && hasRefusedCount(usage as Record<string, unknown>)) {
+          heldDelta = { data: parsed as Record<string, unknown>, usage: usage as Record<string, unknown> };
+          return "";
+        }
+      }
       return raw.event ? frame(raw.event, raw.data) : `data: ${raw.data}\n\n`;
     },
-    event: (e) => (e.type === "usage" ? "" : encoder.event(e)),
-    end: () => frame("message_stop", `{"type":"message_stop"}`),
+    event(e) {
+      if (e.type !== "usage") return encoder.event(e);
+      // The meter's own count, told at the end when the upstream's was refused.
+      if (e.outputTokens !== undefined) countedOutput = e.outputTokens;
+      return "";
+    },
+    end: () => releaseDelta() + frame("message_stop", `{"type":"message_stop"}`),
     keepAlive: () => PING,
   };
 }
