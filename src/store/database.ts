@@ -1,12 +1,13 @@
 import { Database } from "bun:sqlite";
 import { mkdirSync } from "node:fs";
 import { dirname } from "node:path";
+import { dropUsageAutoincrement } from "./sqlite/rebuild-usage-records.ts";
 
 /**
  * Migrations are append-only: a shipped version is never edited, so every database
  * in the field can be brought to the current schema by replaying what it lacks.
  */
-const MIGRATIONS: string[] = [
+const MIGRATIONS: (string | ((db: Database) => void))[] = [
   `CREATE TABLE accounts (
      id TEXT PRIMARY KEY,
      name TEXT NOT NULL,
@@ -259,6 +260,8 @@ const MIGRATIONS: string[] = [
   `DROP TRIGGER IF EXISTS usage_rollups_add;
    CREATE TABLE usage_rollup_mark (id INTEGER PRIMARY KEY CHECK (id = 1), record_id INTEGER NOT NULL);
    INSERT INTO usage_rollup_mark VALUES (1, COALESCE((SELECT MAX(id) FROM usage_records), 0));`,
+  // usage_records without AUTOINCREMENT, where the rebuild is quick (store/sqlite/rebuild-usage-records.ts).
+  (db) => dropUsageAutoincrement(db),
 ];
 
 /**
@@ -291,6 +294,9 @@ export function openDatabase(path: string, options: OpenOptions = {}): Database 
   return db;
 }
 
+/** The schema version `migrate` brings a file to. */
+export const SCHEMA_VERSION = MIGRATIONS.length;
+
 /** `upTo`: stop at that version (tests build a database as an older release left it). */
 export function migrate(db: Database, upTo = MIGRATIONS.length): void {
   db.exec("CREATE TABLE IF NOT EXISTS schema_migrations (version INTEGER PRIMARY KEY, applied_at INTEGER NOT NULL)");
@@ -300,7 +306,9 @@ export function migrate(db: Database, upTo = MIGRATIONS.length): void {
   const step = db.transaction((): boolean => {
     const current = latest.get()?.v ?? 0;
     if (current >= upTo) return false;
-    db.exec(MIGRATIONS[current]!);
+    const migration = MIGRATIONS[current]!;
+    if (typeof migration === "string") db.exec(migration);
+    else migration(db);
     db.query("INSERT INTO schema_migrations (version, applied_at) VALUES (?, ?)").run(current + 1, Date.now());
     return true;
   });

@@ -256,7 +256,7 @@ export function createSqliteLedger(db: Database, o: SqliteLedgerOptions): Ledger
       }
       const result = insertRows(chunk.length, full).run(...values);
       if (result.changes !== chunk.length) throw ALREADY_RECORDED;
-      // One statement's rows take consecutive ids (AUTOINCREMENT, one writer), its last one last.
+      // One statement's rows take consecutive ids (the largest plus one, one writer), its last one last.
       const lastId = Number(result.lastInsertRowid);
       rollups.inserted(lastId - chunk.length + 1, lastId);
     }
