@@ -39,9 +39,14 @@ async function make(root: string) {
   const { createApp } = await import(`${root}/src/app.ts`);
   const { resolveSettings } = await import(`${root}/src/config/load-config.ts`);
   const { openDatabase } = await import(`${root}/src/store/database.ts`);
-  const { silentLogger } = await import(existsSync(`${root}/src/log/log.ts`) ? `${root}/src/log/log.ts` : `${root}/src/log.ts`);
-  const { opsSettings } = await import(existsSync(`${root}/src/config/ops-settings.ts`) ? `${root}/src/config/ops-settings.ts` : `${root}/src/ops/ops-settings.ts`);
-  const { offerWholeBody } = await import(`${root}/src/transport/http1/body-queue.ts`);
+  // Older checkouts keep these elsewhere, or not at all (a logger that does nothing, no ops settings).
+  const pick = async (paths: string[], name: string) => {
+    for (const path of paths) if (existsSync(`${root}/${path}`)) return (await import(`${root}/${path}`))[name];
+    return undefined;
+  };
+  const silentLogger = (await pick(["src/log/log.ts", "src/log.ts"], "silentLogger")) ?? (() => {});
+  const opsSettings = await pick(["src/config/ops-settings.ts", "src/ops/ops-settings.ts"], "opsSettings");
+  const offerWholeBody = (await pick(["src/transport/http1/body-queue.ts"], "offerWholeBody")) ?? (() => {});
   const upstreamFetch = async (_url: string, init: RequestInit): Promise<Response> => {
     const body = JSON.parse(init.body as string) as { stream?: boolean };
     if (body.stream) return new Response(frameStream(openaiFrames), { headers: { "content-type": "text/event-stream" } });
@@ -57,7 +62,7 @@ async function make(root: string) {
     models: [{ id: "bench/gpt", provider: "o", upstream_model: "gpt-4o-mini", category: "text", context_length: 128_000, pricing: { input_per_mtok: 150, output_per_mtok: 600 } }],
     limits: { requests_per_minute: 1e9 },
   }, { K: "sk-bench" }, "bench");
-  const app = createApp({ db, settings, log: silentLogger, fetch: upstreamFetch, ops: opsSettings(process.env) });
+  const app = createApp({ db, settings, log: silentLogger, fetch: upstreamFetch, ...(opsSettings ? { ops: opsSettings(process.env) } : {}) });
   const account = await app.services.accounts.createAccount("bench", 1e15);
   const key = (await app.services.accounts.createKey(account.id, "bench"))!.key;
   const messages = [{ role: "user", content: "Tell me how a railway switchyard sorts its wagons." }];
