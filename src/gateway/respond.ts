@@ -10,6 +10,7 @@ import { ImageFetchError } from "./inline-images.ts";
 import type { BillingSession, SettleStatus } from "./billing-session.ts";
 import type { RequestTrace } from "../ops/request-trace.ts";
 import type { Ticker } from "../streaming/ticker.ts";
+import { hasRefusedCount } from "../streaming/events.ts";
 
 /**
  * One Headers object for every stream's answer: a Response copies it (so each answer's own headers
@@ -93,7 +94,8 @@ export async function respond(
       return new Response(text + (typeof end === "string" ? end : await end), { headers: SSE_HEADERS });
     }
     const hasImages = events.some((e) => e.type === "image");
-    if (sameFormat && !hasImages && !usage.estimated && json && typeof json === "object") {
+    // A usage the meter refused a count of is not shown as it came: the answer is written anew, with the counts billed.
+    if (sameFormat && !hasImages && !usage.estimated && json && typeof json === "object" && !hasRefusedCount((json as { usage?: unknown }).usage)) {
       // The vendor's body as it is (fields we do not model survive), with the gateway's model and id.
       const answer = json as Record<string, unknown>;
       answer.model = ctx.model;

@@ -53,6 +53,39 @@ export function reportedCount(value: unknown): number | undefined {
   return typeof value === "number" && Number.isSafeInteger(value) && value >= 0 && value <= MAX_REPORTED_TOKENS ? value : undefined;
 }
 
+/**
+ * The fields of a usage object that hold counts (`input_tokens`, `cached_tokens`,
+ * `web_search_requests`…). Others are the vendor's own (a `service_tier`, a reseller's fractional
+ * `cost`) and are left as they are.
+ */
+const COUNT_NAME = /tokens|requests/;
+
+/**
+ * Whether a vendor's usage object (either format, with its nested details) holds a count the
+ * meter refuses: a count field whose value `reportedCount` does not take (negative, fractional,
+ * absurd, a string).
+ * Such an object is never shown to a client as it came: the bill used other counts.
+ */
+export function hasRefusedCount(usage: unknown): boolean {
+  if (usage === null || typeof usage !== "object") return false;
+  for (const [name, value] of Object.entries(usage)) {
+    if (value === null || value === undefined) continue;
+    if (typeof value === "object") {
+      if (hasRefusedCount(value)) return true;
+    } else if (COUNT_NAME.test(name) && reportedCount(value) === undefined) return true;
+  }
+  return false;
+}
+
+/** Removes, in place, every refused count `hasRefusedCount` finds. */
+export function dropRefusedCounts(usage: Record<string, unknown>): void {
+  for (const [name, value] of Object.entries(usage)) {
+    if (value === null || value === undefined) continue;
+    if (typeof value === "object") dropRefusedCounts(value as Record<string, unknown>);
+    else if (COUNT_NAME.test(name) && reportedCount(value) === undefined) delete usage[name];
+  }
+}
+
 /** Error categories shared by both client formats; encoders map them to wire `type` strings. */
 export type ErrorKind =
   | "invalid_request"

@@ -118,4 +118,70 @@ describe("usage objects that say less than they should", () => {
     const [sound] = await deltaOf();
     expect(sound).toEqual({ type: "message_delta", delta: { stop_reason: "end_turn", stop_sequence: null }, usage: { output_tokens: 6, input_tokens: 7 } });
   });
+
+  describe("refused counts around a held message_delta (Anthropic to Anthropic)", () => {
+    const start = (usage: Record<string, unknown>) =>
+      anthropicEvent("message_start", { message: { id: "msg_odd", type: "message", role: "assistant", model: "claude-sonnet-4-5", content: [], stop_reason: null, stop_sequence: null, usage } });
+    const text = [
+      anthropicEvent("content_block_start", { index: 0, content_block: { type: "text", text: "" } }),
+      anthropicEvent("content_block_delta", { index: 0, delta: { type: "text_delta", text: "one two three four five six" } }),
+      anthropicEvent("content_block_stop", { index: 0 }),
+    ];
+    const delta = (stop: string | null, usage: Record<string, unknown>) => anthropicEvent("message_delta", { delta: { stop_reason: stop, stop_sequence: null }, usage });
+    const frames = async () => sseFrames(await (await post(gw, "/v1/messages", { model: ANTHROPIC_MODEL, max_tokens: 50, messages: ask, stream: true })).text());
+    const billed = async () => {
+      await gw.app.services.settled();
+      const db = new Database(gw.dbPath, { readonly: true });
+      try {
+        return db.query<{ completion_tokens: number; status: string }, []>("SELECT completion_tokens, status FROM usage_records ORDER BY id DESC LIMIT 1").get()!;
+      } finally {
+        db.close();
+      }
+    };
+
+    test("a refused output after a sound one: the client is told the count it was billed, not 0", async () => {
+      upstream.reply({ kind: "sse", chunks: [start({ input_tokens: 7, output_tokens: 1 }), ...text, delta(null, { output_tokens: 50 }), delta("end_turn", { output_tokens: -1 }), anthropicEvent("message_stop", {})] });
+      const deltas = (await frames()).filter((f) => f.event === "message_delta").map((f) => JSON.parse(f.data));
+      expect(deltas.at(-1)).toEqual({ type: "message_delta", delta: { stop_reason: "end_turn", stop_sequence: null }, usage: { output_tokens: 50 } });
+      expect((await billed()).completion_tokens).toBe(50);
+    });
+
+    test("a refused delta then a sound one: the sound one is the last word, the held one never follows it", async () => {
+      upstream.reply({ kind: "sse", chunks: [start({ input_tokens: 7, output_tokens: 1 }), ...text, delta(null, { output_tokens: -3 }), delta("end_turn", { output_tokens: 6 }), anthropicEvent("message_stop", {})] });
+      const all = await frames();
+      const deltas = all.filter((f) => f.event === "message_delta").map((f) => JSON.parse(f.data));
+      expect(deltas).toEqual([{ type: "message_delta", delta: { stop_reason: "end_turn", stop_sequence: null }, usage: { output_tokens: 6 } }]);
+      expect(all.at(-1)!.event).toBe("message_stop");
+    });
+
+    test("a refused delta then a vendor error: the delta goes out before the error, as a sound one would", async () => {
+      upstream.reply({ kind: "sse", chunks: [start({ input_tokens: 7, output_tokens: 1 }), ...text, delta("end_turn", { output_tokens: -1 }), anthropicEvent("error", { error: { type: "overloaded_error", message: "x" } })] });
+      const all = await frames();
+      expect(all.map((f) => f.event).slice(-2)).toEqual(["message_delta", "error"]);
+      const sent = JSON.parse(all.at(-2)!.data);
+      expect(Number.isInteger(sent.usage.output_tokens) && sent.usage.output_tokens >= 0).toBe(true);
+      expect((await billed()).status).toBe("stream_failed");
+    });
+
+    test("message_start's refused counts are not shown: the prompt's becomes the estimate, a refused cache count goes", async () => {
+      upstream.reply({ kind: "sse", chunks: [start({ input_tokens: -7, cache_read_input_tokens: 1e300, output_tokens: 1, service_tier: "standard" }), ...text, delta("end_turn", { output_tokens: 6 }), anthropicEvent("message_stop", {})] });
+      const first = JSON.parse((await frames()).find((f) => f.event === "message_start")!.data);
+      expect(first.message.usage.cache_read_input_tokens).toBeUndefined();
+      expect(Number.isInteger(first.message.usage.input_tokens) && first.message.usage.input_tokens > 0).toBe(true);
+      expect(first.message.usage).toMatchObject({ output_tokens: 1, service_tier: "standard" });
+    });
+  });
+
+  test("a whole answer in the client's own format with a refused count is written anew with the billed counts, not relayed", async () => {
+    upstream.reply({ kind: "json", body: { id: "msg_x", type: "message", role: "assistant", model: "claude-sonnet-4-5", content: [{ type: "text", text: "hi" }], stop_reason: "end_turn", stop_sequence: null,
+      usage: { input_tokens: 7, output_tokens: 3, cache_read_input_tokens: -40 } } });
+    const anthropic = (await (await post(gw, "/v1/messages", { model: ANTHROPIC_MODEL, max_tokens: 50, messages: ask })).json()) as { usage: Record<string, unknown>; content: unknown[] };
+    expect(anthropic.usage).toEqual({ input_tokens: 7, output_tokens: 3 });
+    expect(anthropic.content).toEqual([{ type: "text", text: "hi" }]);
+    upstream.reply({ kind: "json", body: { id: "chatcmpl-Odd", object: "chat.completion", created: 1, model: "gpt-4o-mini", choices: [{ index: 0, message: { role: "assistant", content: "hi" }, finish_reason: "stop" }],
+      usage: { prompt_tokens: 20, completion_tokens: 3, total_tokens: 23, prompt_tokens_details: { cached_tokens: -5 } } } });
+    const openai = (await (await post(gw, "/v1/chat/completions", { model: OPENAI_MODEL, messages: ask })).json()) as { usage: { prompt_tokens: number; completion_tokens: number; prompt_tokens_details?: { cached_tokens?: number } } };
+    expect(openai.usage).toMatchObject({ prompt_tokens: 20, completion_tokens: 3 });
+    expect(openai.usage.prompt_tokens_details?.cached_tokens ?? 0).toBe(0);
+  });
 });

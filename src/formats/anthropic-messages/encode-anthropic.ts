@@ -1,4 +1,4 @@
-import { imageMarkdown, reportedCount, type ErrorKind, type FinishReason, type StreamEvent } from "../../streaming/events.ts";
+import { dropRefusedCounts, hasRefusedCount, imageMarkdown, type ErrorKind, type FinishReason, type StreamEvent } from "../../streaming/events.ts";
 import type { ClientSink, EncodeContext } from "../../streaming/client-sink.ts";
 import { collectAnswer } from "../common/collect-answer.ts";
 
@@ -266,45 +266,32 @@ export function createAnthropicEncoder(ctx: EncodeContext): ClientSink {
   return sink;
 }
 
-/** The counts of an Anthropic usage object; the top-level ones say how much was used. */
-const USAGE_COUNTS = ["input_tokens", "output_tokens", "cache_creation_input_tokens", "cache_read_input_tokens"] as const;
-
-/** Whether a `message_delta`'s usage has a count the meter refused (negative, fractional, absurd, not a number). */
-function hasRefusedCount(usage: Record<string, unknown>): boolean {
-  for (const field of USAGE_COUNTS) if (usage[field] != null && reportedCount(usage[field]) === undefined) return true;
-  const split = usage.cache_creation;
-  if (split && typeof split === "object") {
-    for (const value of Object.values(split)) if (value != null && reportedCount(value) === undefined) return true;
-  }
-  return false;
-}
-
 /**
  * Anthropic upstream → Anthropic client: frames go out as the vendor wrote them (thinking
  * signatures, citations, server tools survive); only message_start is rewritten, to carry
  * the gateway's model id.
  *
- * A `message_delta` whose usage has a count the meter refused does not go out as it came: the
- * client would read a negative or absurd count where the bill has another. It waits for the end,
- * and leaves with the refused counts dropped (the client keeps message_start's, the SDKs' rule for
- * a count that is absent) and the output the gateway counted in place of a refused output count.
+ * A usage the meter refused a count of (negative, fractional, absurd, not a number) is not shown as
+ * it came, since the bill used other counts. In `message_start` the refused counts are dropped
+ * (the prompt's becomes the gateway's estimate, as a translated stream's is). A `message_delta`
+ * with one waits: for the answer's end, where it leaves without them and with the output the
+ * gateway counted (Anthropic's `message_delta` always carries `output_tokens`), or for an error,
+ * which it goes out before, as a sound one would have; a later sound one replaces it.
  */
 export function createAnthropicRelay(ctx: EncodeContext): ClientSink {
   const encoder = createAnthropicEncoder(ctx);
   let heldDelta: { data: Record<string, unknown>; usage: Record<string, unknown> } | undefined;
-  /** The output the meter counted where the upstream's count was refused (its estimate, at the end). */
-  let countedOutput: number | undefined;
+  /** The output the meter holds: the last usable count reported, or its estimate told at the end. */
+  let meteredOutput: number | undefined;
+  const noteOutput = (e: StreamEvent) => {
+    if (e.type === "usage" && e.outputTokens !== undefined) meteredOutput = e.outputTokens;
+  };
   const releaseDelta = (): string => {
     if (!heldDelta) return "";
     const { data, usage } = heldDelta;
     heldDelta = undefined;
-    for (const field of USAGE_COUNTS) if (usage[field] != null && reportedCount(usage[field]) === undefined) delete usage[field];
-    if (usage.cache_creation && typeof usage.cache_creation === "object") {
-      const split = usage.cache_creation as Record<string, unknown>;
-      for (const [field, value] of Object.entries(split)) if (value != null && reportedCount(value) === undefined) delete split[field];
-    }
-    // Anthropic's message_delta always carries output_tokens: the gateway's count where the vendor's was refused.
-    if (usage.output_tokens === undefined) usage.output_tokens = countedOutput ?? 0;
+    dropRefusedCounts(usage);
+    if (usage.output_tokens === undefined) usage.output_tokens = meteredOutput ?? 0;
     return frame("message_delta", JSON.stringify(data));
   };
   return {
@@ -317,15 +304,24 @@ export function createAnthropicRelay(ctx: EncodeContext): ClientSink {
       return frame("content_block_delta", data);
     },
     frame(raw, parsed, events) {
+      for (const e of events) noteOutput(e);
       // A vendor's error frame never goes out as it came: its text may carry internals.
       const failed = events.find((e) => e.type === "error");
-      if (failed) return encoder.event(failed);
+      if (failed) return releaseDelta() + encoder.event(failed);
       if (raw.event === "message_start" && parsed && typeof parsed === "object") {
         const message = (parsed as { message?: Record<string, unknown> }).message;
         if (message) {
           message.model = ctx.model;
           // The answer's id is ours: it names the usage record (req_<same>).
           message.id = ctx.id;
+          const usage = message.usage as Record<string, unknown> | undefined;
+          if (usage && typeof usage === "object" && hasRefusedCount(usage)) {
+            const hadInput = usage.input_tokens != null;
+            const hadOutput = usage.output_tokens != null;
+            dropRefusedCounts(usage);
+            if (hadInput && usage.input_tokens === undefined) usage.input_tokens = ctx.inputTokensEstimate ?? 0;
+            if (hadOutput && usage.output_tokens === undefined) usage.output_tokens = 0;
+          }
         }
         return frame("message_start", JSON.stringify(parsed));
       }
@@ -333,18 +329,22 @@ export function createAnthropicRelay(ctx: EncodeContext): ClientSink {
       if (raw.event === "message_stop") return "";
       if (raw.event === "message_delta" && parsed && typeof parsed === "object") {
         const usage = (parsed as { usage?: unknown }).usage;
-        if (usage && typeof usage === "object" && hasRefusedCount(usage as Record<string, unknown>)) {
+        if (usage && typeof usage === "object" && hasRefusedCount(usage)) {
           heldDelta = { data: parsed as Record<string, unknown>, usage: usage as Record<string, unknown> };
           return "";
         }
+        // Counts are cumulative and the stop reason final: a sound delta supersedes a held one.
+        heldDelta = undefined;
       }
       return raw.event ? frame(raw.event, raw.data) : `data: ${raw.data}\n\n`;
     },
     event(e) {
-      if (e.type !== "usage") return encoder.event(e);
-      // The meter's own count, told at the end when the upstream's was refused.
-      if (e.outputTokens !== undefined) countedOutput = e.outputTokens;
-      return "";
+      // The meter's estimate, told at the end when the upstream reported no usable output.
+      if (e.type === "usage") {
+        noteOutput(e);
+        return "";
+      }
+      return e.type === "error" ? releaseDelta() + encoder.event(e) : encoder.event(e);
     },
     end: () => releaseDelta() + frame("message_stop", `{"type":"message_stop"}`),
     keepAlive: () => PING,
