@@ -54,35 +54,44 @@ export function reportedCount(value: unknown): number | undefined {
 }
 
 /**
- * The fields of a usage object that hold counts (`input_tokens`, `cached_tokens`,
+ * Whether a usage object's field holds a count (`input_tokens`, `cached_tokens`,
  * `web_search_requests`…). Others are the vendor's own (a `service_tier`, a reseller's fractional
  * `cost`) and are left as they are.
  */
-const COUNT_NAME = /tokens|requests/;
+const isCountName = (name: string) => name.includes("tokens") || name.includes("requests");
 
 /**
  * Whether a vendor's usage object (either format, with its nested details) holds a count the
  * meter refuses: a count field whose value `reportedCount` does not take (negative, fractional,
- * absurd, a string).
- * Such an object is never shown to a client as it came: the bill used other counts.
+ * absurd, a string). Such an object is never shown to a client as it came: the bill used other
+ * counts. Runs on every whole answer relayed in its own format.
  */
 export function hasRefusedCount(usage: unknown): boolean {
   if (usage === null || typeof usage !== "object") return false;
-  for (const [name, value] of Object.entries(usage)) {
-    if (value === null || value === undefined) continue;
-    if (typeof value === "object") {
-      if (hasRefusedCount(value)) return true;
-    } else if (COUNT_NAME.test(name) && reportedCount(value) === undefined) return true;
+  const fields = usage as Record<string, unknown>;
+  const names = Object.keys(fields);
+  for (let i = 0; i < names.length; i++) {
+    const value = fields[names[i]!];
+    if (typeof value === "number") {
+      // The usual case, told apart without a look at the name: a whole count in range.
+      if (value >= 0 && value <= MAX_REPORTED_TOKENS && Number.isInteger(value)) continue;
+      if (isCountName(names[i]!)) return true;
+    } else if (value !== null && value !== undefined) {
+      if (typeof value === "object") {
+        if (hasRefusedCount(value)) return true;
+      } else if (isCountName(names[i]!)) return true;
+    }
   }
   return false;
 }
 
 /** Removes, in place, every refused count `hasRefusedCount` finds. */
 export function dropRefusedCounts(usage: Record<string, unknown>): void {
-  for (const [name, value] of Object.entries(usage)) {
+  for (const name in usage) {
+    const value = usage[name];
     if (value === null || value === undefined) continue;
     if (typeof value === "object") dropRefusedCounts(value as Record<string, unknown>);
-    else if (COUNT_NAME.test(name) && reportedCount(value) === undefined) delete usage[name];
+    else if (isCountName(name) && reportedCount(value) === undefined) delete usage[name];
   }
 }
 
