@@ -2,7 +2,7 @@ import type { Database } from "bun:sqlite";
 
 /**
  * The largest usage_records table rebuilt at start without AUTOINCREMENT (a copy of this many
- * rows takes well under a second); a larger one keeps it (docs/decisions.md, "Fewer pages a commit").
+ * rows took 0.7 s on a 2-core bench machine); a larger one keeps it (docs/decisions.md, "Fewer pages a commit").
  */
 export const REBUILD_MAX_RECORDS = 200_000;
 
