@@ -60,6 +60,13 @@ export function reportedCount(value: unknown): number | undefined {
  */
 const isCountName = (name: string) => name.includes("tokens") || name.includes("requests");
 
+/** A usage field's value the meter refuses: a count field holding what `reportedCount` does not take. */
+function refusedCount(name: string, value: unknown): boolean {
+  // The usual case, told apart without a look at the name: a whole count in range.
+  if (typeof value === "number" && value >= 0 && value <= MAX_REPORTED_TOKENS && Number.isInteger(value)) return false;
+  return value !== null && value !== undefined && isCountName(name);
+}
+
 /**
  * Whether a vendor's usage object (either format, with its nested details) holds a count the
  * meter refuses: a count field whose value `reportedCount` does not take (negative, fractional,
@@ -69,29 +76,19 @@ const isCountName = (name: string) => name.includes("tokens") || name.includes("
 export function hasRefusedCount(usage: unknown): boolean {
   if (usage === null || typeof usage !== "object") return false;
   const fields = usage as Record<string, unknown>;
-  const names = Object.keys(fields);
-  for (let i = 0; i < names.length; i++) {
-    const value = fields[names[i]!];
-    if (typeof value === "number") {
-      // The usual case, told apart without a look at the name: a whole count in range.
-      if (value >= 0 && value <= MAX_REPORTED_TOKENS && Number.isInteger(value)) continue;
-      if (isCountName(names[i]!)) return true;
-    } else if (value !== null && value !== undefined) {
-      if (typeof value === "object") {
-        if (hasRefusedCount(value)) return true;
-      } else if (isCountName(names[i]!)) return true;
-    }
+  for (const name of Object.keys(fields)) {
+    const value = fields[name];
+    if (value !== null && typeof value === "object" ? hasRefusedCount(value) : refusedCount(name, value)) return true;
   }
   return false;
 }
 
 /** Removes, in place, every refused count `hasRefusedCount` finds. */
 export function dropRefusedCounts(usage: Record<string, unknown>): void {
-  for (const name in usage) {
+  for (const name of Object.keys(usage)) {
     const value = usage[name];
-    if (value === null || value === undefined) continue;
-    if (typeof value === "object") dropRefusedCounts(value as Record<string, unknown>);
-    else if (isCountName(name) && reportedCount(value) === undefined) delete usage[name];
+    if (value !== null && typeof value === "object") dropRefusedCounts(value as Record<string, unknown>);
+    else if (refusedCount(name, value)) delete usage[name];
   }
 }
 

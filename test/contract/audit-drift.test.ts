@@ -47,14 +47,26 @@ async function periodsBackAndForth(gw: Gateway): Promise<void> {
   await gw.app.services.settled();
 }
 
+/** A gateway on its own SQLite file, stopped (with its upstream) after the tests. */
+async function sqliteGateway() {
+  const upstream = await startFakeUpstream();
+  const gw = await startGateway({ upstreamUrl: upstream.url, adminToken: "admin-secret-for-the-audit-tests-0123456789" });
+  cleanups.push(() => upstream.stop(), () => gw.stop());
+  return gw;
+}
+
+/** Another connection to a gateway's file, as the admin CLI opens it. */
+function openFile(gw: { dbPath: string }): Database {
+  const db = new Database(gw.dbPath);
+  cleanups.push(() => db.close());
+  return db;
+}
+
 describe("on SQLite, books the gateway kept", () => {
   test("stay clean through limits and periods changed back and forth between charges, and accounts' limits too", async () => {
-    const upstream = await startFakeUpstream();
-    const gw = await startGateway({ upstreamUrl: upstream.url, adminToken: "admin-secret-for-the-audit-tests-0123456789" });
-    cleanups.push(() => upstream.stop(), () => gw.stop());
+    const gw = await sqliteGateway();
     await periodsBackAndForth(gw);
-    const db = new Database(gw.dbPath);
-    cleanups.push(() => db.close());
+    const db = openFile(gw);
     expect(auditLedger(db)).toMatchObject({ clean: true, periodDrift: [], rollupDrift: [] });
     foldRollups(db);
     expect(auditLedger(db)).toMatchObject({ clean: true, periodDrift: [], rollupDrift: [] });
@@ -63,12 +75,9 @@ describe("on SQLite, books the gateway kept", () => {
 
 describe("on SQLite", () => {
   test("clean books are clean; a re-inserted record, a charge fixed by hand and a lowered period count are drift", async () => {
-    const upstream = await startFakeUpstream();
-    const gw = await startGateway({ upstreamUrl: upstream.url, adminToken: "admin-secret-for-the-audit-tests-0123456789" });
-    cleanups.push(() => upstream.stop(), () => gw.stop());
+    const gw = await sqliteGateway();
     await answered(gw);
-    const db = new Database(gw.dbPath);
-    cleanups.push(() => db.close());
+    const db = openFile(gw);
     db.exec("PRAGMA busy_timeout = 5000");
     foldRollups(db);
     expect(auditLedger(db)).toMatchObject({ clean: true, periodDrift: [], rollupDrift: [] });

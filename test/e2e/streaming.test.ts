@@ -53,6 +53,9 @@ function anthropicView(body: string) {
   return { names: events.map((e) => e.name), blocks: Object.values(blocks), stop: delta?.delta.stop_reason, usage: delta?.usage, events };
 }
 
+/** An OpenAI chat chunk with the given fields (choices, usage). */
+const chunk = (body: object) => `data: ${JSON.stringify({ id: "chatcmpl-t", object: "chat.completion.chunk", created: 1, model: "gpt-4o-mini", ...body })}\n\n`;
+
 describe("fixtures through the gateway, split every way", () => {
   for (const split of [undefined, "frames", "bytes", 7] as const) {
     test(`OpenAI text, split=${split ?? "whole"}: same-format and translated`, async () => {
@@ -137,7 +140,6 @@ describe("tool calls stream across formats", () => {
   });
 
   test("a tool call cut by the token limit is an incomplete item in the Responses API, never a completed call", async () => {
-    const chunk = (body: object) => `data: ${JSON.stringify({ id: "chatcmpl-t", object: "chat.completion.chunk", created: 1, model: "gpt-4o-mini", ...body })}\n\n`;
     upstream.reply({ kind: "sse", chunks: [
       chunk({ choices: [{ index: 0, delta: { role: "assistant", tool_calls: [{ index: 0, id: "call_1", type: "function", function: { name: "get_weather", arguments: "" } }] }, finish_reason: null }] }),
       chunk({ choices: [{ index: 0, delta: { tool_calls: [{ index: 0, function: { arguments: '{"city":"Mün' } }] }, finish_reason: null }] }),
@@ -155,7 +157,6 @@ describe("tool calls stream across formats", () => {
   });
 
   test("a free-form tool's call cut by the token limit is incomplete too, with the input it had reached, never announced as done", async () => {
-    const chunk = (body: object) => `data: ${JSON.stringify({ id: "chatcmpl-t", object: "chat.completion.chunk", created: 1, model: "gpt-4o-mini", ...body })}\n\n`;
     upstream.reply({ kind: "sse", chunks: [
       chunk({ choices: [{ index: 0, delta: { role: "assistant", tool_calls: [{ index: 0, id: "call_p", type: "function", function: { name: "apply_patch", arguments: "" } }] }, finish_reason: null }] }),
       chunk({ choices: [{ index: 0, delta: { tool_calls: [{ index: 0, function: { arguments: '{"input":"*** Begin Patch\\n*** Add File: one.txt\\n+one\\n' } }] }, finish_reason: null }] }),

@@ -68,9 +68,9 @@ export interface RollupFolder {
   readonly folds: { fromSums: number; fromRecords: number };
 }
 
-/** One group's sums: an hour, an account, a key, a model. */
+/** One group's sums: an hour's or a day's bucket (its start), an account, a key, a model. */
 interface Sums {
-  hour: number;
+  start: number;
   accountId: string;
   keyId: string;
   model: string;
@@ -79,14 +79,24 @@ interface Sums {
 }
 
 const SUM_COLUMNS = 11;
+const HOUR_MS = 3_600_000;
+const DAY_MS = 86_400_000;
+
+/** The group of `groups` for a bucket, account, key and model, empty when first asked for. */
+function groupIn(groups: Map<string, Sums>, start: number, accountId: string, keyId: string, model: string): Sums {
+  const id = `${start}\u0000${accountId}\u0000${keyId}\u0000${model}`;
+  let group = groups.get(id);
+  if (!group) groups.set(id, (group = { start, accountId, keyId, model, values: new Array<number>(SUM_COLUMNS).fill(0) }));
+  return group;
+}
 const upsertInto = (table: "usage_hourly" | "usage_daily") =>
   `INSERT INTO ${table} VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15) ON CONFLICT DO UPDATE SET ${ADD}`;
 
 export function createRollupFolder(db: Database): RollupFolder {
   const last = db.query<{ id: number | null }, []>("SELECT MAX(id) AS id FROM usage_records");
   const mark = db.query<{ record_id: number }, []>("SELECT record_id FROM usage_rollup_mark");
-  const hourly = db.query(foldInto("usage_hourly", 3_600_000));
-  const daily = db.query(foldInto("usage_daily", 86_400_000));
+  const hourly = db.query(foldInto("usage_hourly", HOUR_MS));
+  const daily = db.query(foldInto("usage_daily", DAY_MS));
   const upsertHourly = db.query(upsertInto("usage_hourly"));
   const upsertDaily = db.query(upsertInto("usage_daily"));
   const move = db.query("UPDATE usage_rollup_mark SET record_id = ?1");
@@ -113,14 +123,11 @@ export function createRollupFolder(db: Database): RollupFolder {
   const writeSums = () => {
     const days = new Map<string, Sums>();
     for (const g of groups.values()) {
-      upsertHourly.run(g.hour, g.accountId, g.keyId, g.model, ...g.values);
-      const day = Math.floor(g.hour / 86_400_000) * 86_400_000;
-      const id = `${day}\u0000${g.accountId}\u0000${g.keyId}\u0000${g.model}`;
-      const d = days.get(id);
-      if (d) for (let i = 0; i < SUM_COLUMNS; i++) d.values[i]! += g.values[i]!;
-      else days.set(id, { hour: day, accountId: g.accountId, keyId: g.keyId, model: g.model, values: g.values.slice() });
+      upsertHourly.run(g.start, g.accountId, g.keyId, g.model, ...g.values);
+      const d = groupIn(days, Math.floor(g.start / DAY_MS) * DAY_MS, g.accountId, g.keyId, g.model);
+      for (let i = 0; i < SUM_COLUMNS; i++) d.values[i]! += g.values[i]!;
     }
-    for (const d of days.values()) upsertDaily.run(d.hour, d.accountId, d.keyId, d.model, ...d.values);
+    for (const d of days.values()) upsertDaily.run(d.start, d.accountId, d.keyId, d.model, ...d.values);
   };
 
   const fold = () => {
@@ -144,14 +151,9 @@ export function createRollupFolder(db: Database): RollupFolder {
 
   return {
     added(at, accountId, keyId, model, promptTokens, completionTokens, freshInput, cacheRead, cacheWrite5m, cacheWrite1h, reasoning, images, costMicro, cacheSavingsMicro) {
-      const hour = Math.floor(at / 3_600_000) * 3_600_000;
+      const hour = Math.floor(at / HOUR_MS) * HOUR_MS;
       let g = recent;
-      if (!g || g.hour !== hour || g.accountId !== accountId || g.keyId !== keyId || g.model !== model) {
-        const key = `${hour}\u0000${accountId}\u0000${keyId}\u0000${model}`;
-        g = groups.get(key);
-        if (!g) groups.set(key, (g = { hour, accountId, keyId, model, values: new Array<number>(SUM_COLUMNS).fill(0) }));
-        recent = g;
-      }
+      if (!g || g.start !== hour || g.accountId !== accountId || g.keyId !== keyId || g.model !== model) recent = g = groupIn(groups, hour, accountId, keyId, model);
       const v = g.values;
       v[0]! += 1;
       v[1]! += promptTokens;
