@@ -27,7 +27,7 @@ const ROOTS = [resolve(REF), resolve(import.meta.dir, "..")];
 const SCEN = args.get("scenario") ?? "nonstream";
 const N = Number(args.get("requests") ?? 20000);
 const ROUNDS = Number(args.get("rounds") ?? 15);
-const CONC = 32;
+const CONC = Number(args.get("concurrency") ?? 32);
 
 async function make(root: string) {
   const { createApp } = await import(`${root}/src/app.ts`);

@@ -8,7 +8,7 @@ import { afterAll, describe, expect, test } from "bun:test";
 import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { migrate, openDatabase, SCHEMA_VERSION } from "../../src/store/database.ts";
+import { migrate, openDatabase, PAGE_SIZE, SCHEMA_VERSION } from "../../src/store/database.ts";
 import { createSqliteLedger } from "../../src/store/sqlite/sqlite-ledger.ts";
 import { dropUsageAutoincrement } from "../../src/store/sqlite/rebuild-usage-records.ts";
 
@@ -72,12 +72,26 @@ describe("usage_records without AUTOINCREMENT", () => {
     db.close();
   });
 
-  test("a new file is made without it", () => {
+  test("a new file is made without it, with 1 KB pages", () => {
     const dir = mkdtempSync(join(tmpdir(), "switchyard-rebuild-"));
     dirs.push(dir);
     const db = openDatabase(join(dir, "new.sqlite"));
     expect(definition(db)).not.toContain("AUTOINCREMENT");
     expect(indexes(db).map((i) => i.name)).toContain("usage_account_time");
+    expect(db.query("PRAGMA page_size").get()).toEqual({ page_size: PAGE_SIZE });
+    expect(PAGE_SIZE).toBe(1024);
+    db.close();
+  });
+
+  test("a file of the release before keeps its 4 KB pages, and the ledger writes to it as before", async () => {
+    const path = oldFile(3);
+    const db = openDatabase(path);
+    expect(db.query("PRAGMA page_size").get()).toEqual({ page_size: 4096 });
+    const ledger = createSqliteLedger(db, { now: () => T0 + 1e6 });
+    await ledger.settle({ requestId: "req_after", accountId: "acct_r", keyId: "key_r", model: "m-a", provider: "p", promptTokens: 1, completionTokens: 1, estimated: false, costMicro: 7, status: "ok", latencyMs: 1 });
+    await ledger.close();
+    expect(db.query("SELECT request_id FROM usage_records ORDER BY id DESC LIMIT 1").get()).toEqual({ request_id: "req_after" });
+    expect(db.query("PRAGMA integrity_check").get()).toEqual({ integrity_check: "ok" });
     db.close();
   });
 

@@ -53,6 +53,28 @@ describe("WAL checkpoints on their own thread", () => {
     await until("the log copied into the database file", 3_000, () => statSync(path).size > before + 3_000_000);
   });
 
+  test("under steady commits the log is started over, not grown by every commit's pages", async () => {
+    const { db, path } = freshDatabase();
+    const checkpointer = startWalCheckpointer(db, path, { intervalMs: 20 });
+    open[open.length - 1]!.checkpointer = checkpointer;
+    expect(await checkpointer.ready).toBe(true);
+    db.exec("CREATE TABLE steady (id INTEGER PRIMARY KEY, payload TEXT)");
+    const insert = db.query("INSERT INTO steady (payload) VALUES (?)");
+    // Back-to-back lone commits for 1.5 s, as lone settlements under steady load: the pass never
+    // finds a moment without a commit after it, so only a restart brings the log back to its start.
+    let commits = 0;
+    const until = performance.now() + 1_500;
+    while (performance.now() < until) {
+      insert.run("x".repeat(100));
+      commits++;
+    }
+    const pageSize = db.query<{ page_size: number }, []>("PRAGMA page_size").get()!.page_size;
+    // Each commit appended at least one page: a log never started over is at least that long.
+    const appended = commits * pageSize;
+    expect(commits).toBeGreaterThan(5_000);
+    expect(statSync(`${path}-wal`).size).toBeLessThan(appended * 0.3);
+  });
+
   test("stop() gives checkpoints back to the connection", async () => {
     const { db, path } = freshDatabase();
     const checkpointer = startWalCheckpointer(db, path, { intervalMs: 60_000 });
