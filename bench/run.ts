@@ -445,7 +445,7 @@ interface TargetDef {
    * `gateway-warn`: the same gateway with LOG_LEVEL=warn (no access-log lines), an extra row of B.
    * `gateway-cc`: the Claude Code path (an Anthropic-format client, an OpenAI-kind upstream).
    */
-  name: "direct" | "floor" | "gateway" | "gateway-warn" | "gateway-cc";
+  name: "direct" | "floor" | "gateway" | "gateway-warn" | "gateway-cc" | "ref";
   req: RequestSpec;
 }
 
@@ -795,6 +795,20 @@ async function main() {
   const targetLabel = (name: string) => (name === "gateway-warn" ? "gw(warn)" : name === "gateway-cc" ? "gw(cc)" : name);
   /** The gateway's two paths in issue 30: its target name in a round, and the path's name. */
   const GATEWAY_PATHS = [["gateway", "same", "same format"], ["gateway-cc", "cc", "Claude Code path"]] as const;
+  /**
+   * `--compare REF` (not `floor`): REF's gateway, started once and shared by A (an extra target
+   * in the same alternation, so a latency change is paired as P pairs CPU) and P.
+   */
+  let compared: Promise<Awaited<ReturnType<typeof startGateway>> & { label: string; root: string }> | undefined;
+  const comparedGateway = () => {
+    if (!COMPARE || COMPARE === "floor") return Promise.resolve(undefined);
+    compared ??= (async () => {
+      const ref = checkoutRef(COMPARE);
+      return { ...(await startGateway(ref.root, "compared")), ...ref };
+    })();
+    return compared;
+  };
+  let latencyRef: Awaited<ReturnType<typeof comparedGateway>>;
 
   // ---------------------------------------------------------------------------------------------
   // P: this checkout against another one (--compare REF), loaded at once
@@ -812,10 +826,11 @@ async function main() {
     // so the gateway ÷ floor ratio of CPU per response is paired as a before/after is (B's
     // targets run one after the other, and on a shared machine B's ratio moved by ±30 %).
     const againstFloor = COMPARE === "floor";
-    const ref = againstFloor ? { root: ROOT, label: "floor" } : checkoutRef(COMPARE);
-    const other = againstFloor
+    const started = againstFloor ? undefined : await comparedGateway();
+    const ref = started ?? { label: "floor" };
+    const other = !started
       ? { proc: floor.proc, url: fl, key: "", model: "gpt-4o-mini", headers: vendorHeaders }
-      : { ...(await startGateway(ref.root, "compared")), model: "bench/gpt", headers: undefined as Record<string, string> | undefined };
+      : { ...started, model: "bench/gpt", headers: undefined as Record<string, string> | undefined };
     const otherPid = other.proc.pid;
     if (!againstFloor) {
       // The same truth guard as above, for the other checkout.
@@ -886,6 +901,7 @@ async function main() {
 
   if (ONLY.has("A")) {
     placeUpstream(0);
+    latencyRef = await comparedGateway();
     say(`\nA  added latency (${LATENCY_LAYOUT}) — 1 keep-alive connection, sequential; ${ROUNDS} rounds × ${P.A.perRound} requests per target after ${P.A.warmup} warm-up (plus 10 unrecorded at each turn); our fetch client`);
     say(`   targets in turn: direct, the floor, the gateway (same format) and gw(cc), the Claude Code path (an Anthropic client on an OpenAI-kind upstream; its direct and floor are the plain OpenAI request)`);
     const a: Record<string, any> = {};
@@ -893,7 +909,8 @@ async function main() {
       const stream = mode !== "non-stream";
       const chunks = stream ? P.A.streamChunks : P.A.chunks;
       const what = stream ? `${chunks}-chunk stream, time to its last byte` : `${chunks}-word answer`;
-      const r = await runClient<{ rounds: Record<string, any[]>; errors: Record<string, string[]> }>({ task: "alternate", targets: [...openaiTargets(chunks, stream), claudeCodeTarget(chunks, stream)], rounds: ROUNDS, perRound: P.A.perRound, warmup: P.A.warmup });
+      const refTarget: TargetDef[] = latencyRef ? [{ name: "ref", req: { ...openaiTargets(chunks, stream).find((t) => t.name === "gateway")!.req, url: `${latencyRef.url}/v1/chat/completions`, headers: { ...gwHeaders, authorization: `Bearer ${latencyRef.key}` } } }] : [];
+      const r = await runClient<{ rounds: Record<string, any[]>; errors: Record<string, string[]> }>({ task: "alternate", targets: [...openaiTargets(chunks, stream), claudeCodeTarget(chunks, stream), ...refTarget], rounds: ROUNDS, perRound: P.A.perRound, warmup: P.A.warmup });
       const row = { ...latencySummary(r.rounds), errors: r.errors, raw_rounds: r.rounds };
       a[mode] = row;
       say(`   ${mode} (${what})`);
@@ -907,6 +924,14 @@ async function main() {
         checked.push(issue30Target(latencyId(path, "p50", mode), o.p50.median, ROUNDS, settings), issue30Target(latencyId(path, "p99", mode), o.p99.median, ROUNDS, settings));
       }
       say(`     the floor over direct:    p50 ${range(row.added_over_direct_ms.floor!.p50)} ms, p99 ${range(row.added_over_direct_ms.floor!.p99)} ms`);
+      if (latencyRef) {
+        // Paired per round: this checkout's same-format figure minus the compared one's.
+        const per = (name: string, k: string) => r.rounds[name]!.map((x) => x[k] as number);
+        const diff = (k: string) => summarize(per("gateway", k).map((v, i) => v - per("ref", k)[i]!));
+        const o = row.added_over_floor_ms.ref!;
+        (row as Record<string, unknown>).this_minus_ref_ms = { ref: latencyRef.label, p50: diff("p50"), p99: diff("p99") };
+        say(`     ${latencyRef.label} (--compare), same format: p50 ${range(o.p50)} ms, p99 ${range(o.p99)} ms over the floor; this − ${latencyRef.label}: p50 ${range(diff("p50"))} ms, p99 ${range(diff("p99"))} ms`);
+      }
       if (Object.keys(r.errors).length) say(`     ERRORS: ${JSON.stringify(r.errors)}`);
     }
     results.scenarios.A = a;
