@@ -17,7 +17,7 @@ RUN apt-get update && apt-get install -y --no-install-recommends ca-certificates
 WORKDIR /app
 COPY --from=build /out/switchyard /usr/local/bin/switchyard
 USER switchyard
-# Nothing else is needed: the binary raises Bun's fetch limit (BUN_CONFIG_MAX_HTTP_REQUESTS) itself.
+# Nothing else is needed: the binary raises Bun's fetch limit (BUN_CONFIG_MAX_HTTP_REQUESTS) and sets its allocator (MIMALLOC_*) itself.
 # SWITCHYARD_CONTAINER: no demo account by default (src/config/env.ts, demoChoice); SWITCHYARD_DEMO=1 asks for one.
 ENV PORT=8080 HOST=0.0.0.0 SWITCHYARD_DB=/app/data/switchyard.sqlite SWITCHYARD_CONTAINER=1
 EXPOSE 8080

@@ -890,7 +890,8 @@ async function main() {
       }
     }
     results.scenarios.P = p;
-    if (!againstFloor) {
+    // A runs after P and pairs the same gateway: it stops it then.
+    if (!againstFloor && !ONLY.has("A")) {
       other.proc.kill("SIGTERM");
       await other.proc.exited;
     }
@@ -935,6 +936,10 @@ async function main() {
       if (Object.keys(r.errors).length) say(`     ERRORS: ${JSON.stringify(r.errors)}`);
     }
     results.scenarios.A = a;
+    if (latencyRef) {
+      latencyRef.proc.kill("SIGTERM");
+      await latencyRef.proc.exited;
+    }
 
     // Informative, no target: the same with an agent-sized request body, where reading,
     // checking and re-sending the body is most of what the gateway adds.

@@ -4,11 +4,12 @@
  * Bun reads BUN_CONFIG_MAX_HTTP_REQUESTS once, when the process starts: fetch runs at most that
  * many requests at once (256 by default) and queues the rest. API calls use our own client, but
  * image downloads and every call through an HTTP(S) proxy go through fetch, where a queued
- * stream waits for another to finish. Setting it from JavaScript is too late, so when it is
- * unset the process replaces itself (execve: same pid, same arguments, no supervisor left
- * behind) with the variable set. An operator's own value is kept as it is.
+ * stream waits for another to finish. Setting it from JavaScript is too late, so when it (or an
+ * allocator setting below) is unset the process replaces itself (execve: same pid, same
+ * arguments, no supervisor left behind) with the variable set. An operator's own value is kept
+ * as it is.
  */
-export const DEFAULT_MAX_HTTP_REQUESTS = "4096";
+import { missingStartEnv } from "./start-env.ts";
 
 /**
  * Elysia reads NODE_ENV once, when it is first imported: outside "production" every request that
@@ -21,12 +22,13 @@ export const DEFAULT_MAX_HTTP_REQUESTS = "4096";
 process.env.NODE_ENV ||= "production";
 
 const healthCheck = process.argv.includes("--health-check");
-if (!process.env.BUN_CONFIG_MAX_HTTP_REQUESTS && !healthCheck && typeof process.execve === "function" && process.platform !== "win32") {
+const missing = missingStartEnv(process.env);
+if (Object.keys(missing).length > 0 && !healthCheck && typeof process.execve === "function" && process.platform !== "win32") {
   // A compiled binary's argv[1] is its embedded entry (/$bunfs/…), not an argument to pass again.
   const compiled = process.argv[1]?.startsWith("/$bunfs/") ?? false;
   const args = compiled ? process.argv.slice(2) : [...process.execArgv, ...process.argv.slice(1)];
   try {
-    process.execve(process.execPath, [process.execPath, ...args], { ...process.env, BUN_CONFIG_MAX_HTTP_REQUESTS: DEFAULT_MAX_HTTP_REQUESTS });
+    process.execve(process.execPath, [process.execPath, ...args], { ...process.env, ...missing });
   } catch {
     // Cannot replace the process (a sandbox without execve): run with Bun's default.
   }

@@ -43,7 +43,11 @@ test("the compiled binary runs with production defaults: no BUN_CONFIG_MAX_HTTP_
 
     // The same process (pid) now runs with fetch's limit raised, and did not warn about it.
     if (existsSync(`/proc/${child.pid}/environ`)) {
-      expect(readFileSync(`/proc/${child.pid}/environ`, "utf8").split("\0")).toContain("BUN_CONFIG_MAX_HTTP_REQUESTS=4096");
+      const environ = readFileSync(`/proc/${child.pid}/environ`, "utf8").split("\0");
+      expect(environ).toContain("BUN_CONFIG_MAX_HTTP_REQUESTS=4096");
+      // And with the gateway's allocator settings (config/start-env.ts).
+      expect(environ).toContain("MIMALLOC_PURGE_HOLES=0");
+      expect(environ).toContain("MIMALLOC_PURGE_DELAY=1000");
     }
     expect(errors).not.toContain("BUN_CONFIG_MAX_HTTP_REQUESTS");
 
