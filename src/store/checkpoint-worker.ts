@@ -7,9 +7,10 @@
  * a write begins with every frame already copied, and commits arrive every few dozen µs while a
  * pass (two fsyncs) takes milliseconds. The log then grew by every commit's pages for as long as
  * the load lasted (2.3 GB after 100,000 lone settlements), and with it each commit's system time
- * (56 → 99 µs). So a pass that leaves a long log behind is followed by a RESTART: it takes the
- * write lock (waiting at most `RESTART_WAIT_MS` for a commit under way), copies the few frames
- * written during the pass, and lets the next commit start the log over. Writers meet SQLITE_BUSY
+ * (56 → 99 µs). So a pass that leaves a long log behind is followed by a second pass and a
+ * RESTART: it takes the write lock (waiting at most `RESTART_WAIT_MS` for a commit under way),
+ * copies the few frames written during the second pass, and lets the next commit start the log
+ * over. Writers meet SQLITE_BUSY
  * for that moment, once a pass at most, and retry on their timer (sqlite-errors.ts).
  */
 import { Database } from "bun:sqlite";
@@ -36,8 +37,13 @@ function checkpoint(): void {
   try {
     const pass = db.query<CheckpointRow, []>("PRAGMA wal_checkpoint(PASSIVE)").get();
     // `log` is the log's length when the pass began; commits since are behind it, so a long log is
-    // started over whether or not the pass copied all it saw.
-    if (pass && pass.log >= RESTART_FRAMES) db.query("PRAGMA wal_checkpoint(RESTART)").get();
+    // started over whether or not the pass copied all it saw. A second pass first copies what came
+    // during the first (its fsyncs without the lock), so the restart holds the writers up only for
+    // the little that came during the second.
+    if (pass && pass.log >= RESTART_FRAMES) {
+      db.query("PRAGMA wal_checkpoint(PASSIVE)").get();
+      db.query("PRAGMA wal_checkpoint(RESTART)").get();
+    }
   } catch (err) {
     // SQLITE_BUSY from another checkpointer (the admin CLI, a second gateway): the next tick retries.
     if (!/busy|locked/i.test(String(err))) {
