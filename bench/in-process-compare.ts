@@ -7,7 +7,9 @@
  * two checkouts' functions apart by path. Informative: targets are judged by `bun run bench`.
  *
  *   git worktree add /tmp/ref <ref> && ln -s "$PWD/node_modules" /tmp/ref/node_modules
- *   bun bench/in-process-compare.ts /tmp/ref [--scenario nonstream|stream|translated] [--rounds 15] [--requests 20000]
+ *   bun bench/in-process-compare.ts /tmp/ref [--scenario nonstream|stream|translated] [--rounds 15] [--requests 20000] [--concurrency 32]
+ *
+ * `--concurrency 1` is a lone client's request (each settlement its own commit, as in A).
  *
  * Prints each checkout's median µs per request and the median of the per-round ratios (this ÷ ref).
  */

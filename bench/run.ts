@@ -5,6 +5,8 @@
  *   bun run bench                 full run (≈ 7 min on 2 cores)
  *   bun run bench --quick         smoke run (≈ 1 min): every scenario, smaller, 3 rounds
  *   bun run bench --compare REF   scenario P: this checkout against git REF, both loaded at once (≈ 2 min)
+ *   bun run bench --compare REF --only A   A with REF's gateway as one more target of the same
+ *                        alternation: this − REF per round (a latency change, paired)
  *   bun run bench --compare floor scenario P against the pass-through floor, both loaded at once
  *   bun run bench --scenario iso  one key's flood of free counts against another key (bench/count-isolation.ts)
  *   bun run bench --scenario slow 20,000 slow streams alone (the same as --only S)
