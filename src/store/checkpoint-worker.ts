@@ -7,17 +7,24 @@
  * a write begins with every frame already copied, and commits arrive every few dozen µs while a
  * pass (two fsyncs) takes milliseconds. The log then grew by every commit's pages for as long as
  * the load lasted (2.3 GB after 100,000 lone settlements), and with it each commit's system time
- * (56 → 99 µs). So a pass that leaves a long log behind is followed by a second pass and a
- * RESTART: it takes the write lock (waiting at most `RESTART_WAIT_MS` for a commit under way),
- * copies the few frames written during the second pass, and lets the next commit start the log
- * over. Writers meet SQLITE_BUSY
- * for that moment, once a pass at most, and retry on their timer (sqlite-errors.ts).
+ * (56 → 99 µs). So once the log passes `restartLogBytes` (32 MB), a pass is followed by a second
+ * one and a RESTART: it takes the write lock (waiting at most `RESTART_WAIT_MS` for a commit under
+ * way), copies the little written during the second pass, and lets the next commit start the log
+ * over. What that costs the writers, and how it is kept small:
+ * - they meet SQLITE_BUSY while the restart copies and syncs that little (1–1.7 ms here), and
+ *   retry on their timers (sqlite-errors.ts, the settlement queue);
+ * - the restart syncs while holding the lock, so it is skipped when the second pass, which synced
+ *   more, took longer than `SLOW_PASS_MS`: on a slow disk the log grows instead, as it used to;
+ * - a restart that cannot finish (a reader holding an old snapshot: an export, the admin CLI) is
+ *   tried again only after 1, 2, 4 … up to 64 passes, so a long reader does not cost every pass;
+ * - the first commit after a restart syncs the log's new header (SQLite's rule in WAL mode), on
+ *   the request thread: one fsync every 32 MB of log, where the log used to restart only in a lull.
  */
 import { Database } from "bun:sqlite";
 
 declare const self: Worker;
 
-export type CheckpointCommand = { type: "start"; path: string; intervalMs: number } | { type: "stop" };
+export type CheckpointCommand = { type: "start"; path: string; intervalMs: number; restartLogBytes?: number } | { type: "stop" };
 export type CheckpointReport = { type: "ready" } | { type: "failed"; message: string } | { type: "stopped" };
 
 let db: Database | undefined;
@@ -25,25 +32,41 @@ let timer: ReturnType<typeof setInterval> | undefined;
 
 const report = (message: CheckpointReport) => self.postMessage(message);
 
-/** A log of this many frames or more after a pass is started over (4,096: one WAL-index segment). */
-export const RESTART_FRAMES = 4_096;
-/** How long the restart waits for the writer lock, and then for readers to leave the log, before it gives up until the next pass. */
+/** The log's size past which it is started over (32 MB: 2 s of lone settlements at 2,800 a second). */
+export const RESTART_LOG_BYTES = 32 * 1024 * 1024;
+/** How long the restart waits for the writer lock, and then for readers to leave the log, before it gives up until later. */
 const RESTART_WAIT_MS = 5;
+/** A second pass slower than this (its fsyncs) says the disk is slow: the restart, which syncs under the lock, waits. */
+export const SLOW_PASS_MS = 20;
+/** The most passes let go by after a restart that could not finish or a slow pass. */
+const MAX_RESTART_BACKOFF = 64;
 
 type CheckpointRow = { busy: number; log: number; checkpointed: number };
+
+let restartLogFrames = Infinity;
+/** Passes to let go by before the next restart, and how many the next failure sets. */
+let skipRestarts = 0;
+let backoff = 1;
 
 function checkpoint(): void {
   if (!db) return;
   try {
     const pass = db.query<CheckpointRow, []>("PRAGMA wal_checkpoint(PASSIVE)").get();
     // `log` is the log's length when the pass began; commits since are behind it, so a long log is
-    // started over whether or not the pass copied all it saw. A second pass first copies what came
-    // during the first (its fsyncs without the lock), so the restart holds the writers up only for
-    // the little that came during the second.
-    if (pass && pass.log >= RESTART_FRAMES) {
-      db.query("PRAGMA wal_checkpoint(PASSIVE)").get();
-      db.query("PRAGMA wal_checkpoint(RESTART)").get();
+    // started over whether or not the pass copied all it saw.
+    if (!pass || pass.log < restartLogFrames) return;
+    if (skipRestarts > 0) {
+      skipRestarts--;
+      return;
     }
+    const started = performance.now();
+    db.query("PRAGMA wal_checkpoint(PASSIVE)").get();
+    const slow = performance.now() - started > SLOW_PASS_MS;
+    const restart = slow ? undefined : db.query<CheckpointRow, []>("PRAGMA wal_checkpoint(RESTART)").get();
+    if (slow || !restart || restart.busy !== 0) {
+      skipRestarts = backoff;
+      backoff = Math.min(backoff * 2, MAX_RESTART_BACKOFF);
+    } else backoff = 1;
   } catch (err) {
     // SQLITE_BUSY from another checkpointer (the admin CLI, a second gateway): the next tick retries.
     if (!/busy|locked/i.test(String(err))) {
@@ -70,6 +93,8 @@ self.onmessage = (event: MessageEvent<CheckpointCommand>) => {
       db = new Database(command.path, { readwrite: true, create: false });
       // Only the restart waits for locks, and only briefly: it holds the writers up meanwhile.
       db.exec(`PRAGMA busy_timeout = ${RESTART_WAIT_MS};`);
+      const pageSize = db.query<{ page_size: number }, []>("PRAGMA page_size").get()?.page_size ?? 4096;
+      restartLogFrames = Math.max(1, Math.ceil((command.restartLogBytes ?? RESTART_LOG_BYTES) / pageSize));
       timer = setInterval(checkpoint, command.intervalMs);
       report({ type: "ready" });
     } catch (err) {

@@ -23,6 +23,8 @@ export interface WalCheckpointer {
 
 export interface WalCheckpointerOptions {
   intervalMs?: number;
+  /** The log's size past which it is started over (checkpoint-worker.ts; tests pass a small one). */
+  restartLogBytes?: number;
   /** Told why the thread gave up (the connection checkpoints from then on). */
   onFailure?: (message: string) => void;
 }
@@ -75,7 +77,7 @@ export function startWalCheckpointer(db: Database, path: string, o: WalCheckpoin
   worker.addEventListener("close", () => {
     if (!finished) fail("the checkpoint thread exited");
   });
-  worker.postMessage({ type: "start", path, intervalMs: o.intervalMs ?? 1000 } satisfies CheckpointCommand);
+  worker.postMessage({ type: "start", path, intervalMs: o.intervalMs ?? 1000, restartLogBytes: o.restartLogBytes } satisfies CheckpointCommand);
 
   return {
     ready,

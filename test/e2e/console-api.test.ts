@@ -1,4 +1,5 @@
 import { describe, expect, test } from "bun:test";
+import { Database } from "bun:sqlite";
 import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
@@ -444,6 +445,46 @@ describe("the console page", () => {
       expect((await runAdmin(["invite", "acct_nope", "someone"], { SWITCHYARD_DB: s.gw.dbPath })).code).toBe(1);
     } finally {
       await s.stop();
+    }
+  });
+
+  test("sign-in, invites and sign-out wait out another connection's write lock (the checkpoint's restart, the admin CLI) instead of failing", async () => {
+    const dir = mkdtempSync(join(tmpdir(), "switchyard-console-"));
+    try {
+      const path = join(dir, "gateway.sqlite");
+      const gw = await startGateway({ upstreamUrl: upstream.url, adminToken: ADMIN, dbPath: path });
+      const other = new Database(path);
+      try {
+        // The other connection holds the write lock for 40 ms at a time, as the admin CLI's write
+        // or the checkpoint thread's restart does; the gateway's connection never waits for it
+        // synchronously (busy_timeout 0).
+        const holdLock = () => {
+          other.exec("BEGIN IMMEDIATE");
+          return Bun.sleep(40).then(() => other.exec("COMMIT"));
+        };
+        const operator = new ConsoleClient(gw.url);
+        let held = holdLock();
+        await operator.signIn({ token: ADMIN });
+        await held;
+        const account = await operator.json("POST", "/console/api/accounts", { name: "locked-out", credits: 1 }, 201);
+        held = holdLock();
+        const invite = await operator.json("POST", `/console/api/accounts/${account.id}/invites`, { login: "locked@example.com" }, 201);
+        await held;
+        const holder = new ConsoleClient(gw.url);
+        held = holdLock();
+        await holder.acceptInvite(invite.url, PASSWORD);
+        await held;
+        held = holdLock();
+        expect((await operator.call("POST", "/console/api/sign-out", {})).status).toBeLessThan(300);
+        await held;
+        expect((await operator.call("GET", "/console/api/session")).status).toBe(401);
+        expect((await holder.json("GET", "/console/api/session")).kind).toBe("holder");
+      } finally {
+        other.close();
+        await gw.stop();
+      }
+    } finally {
+      rmSync(dir, { recursive: true, force: true });
     }
   });
 

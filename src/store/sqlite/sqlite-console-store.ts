@@ -1,11 +1,17 @@
 import type { Database } from "bun:sqlite";
+import { retryWhileBusy } from "./sqlite-errors.ts";
 import { recentRequestOf, type AcceptOutcome, type ConsoleInvite, type ConsoleSession, type ConsoleStore, type ConsoleUser, type RecentQuery, type SessionKind } from "../../console/console-store.ts";
 
 type RecordRow = { request_id: string; client_request_id: string | null; created_at: number; account_id: string; key_id: string; model: string; status: string; latency_ms: number; prompt_tokens: number; completion_tokens: number; cost_micro: number };
 
 const RECENT_COLUMNS = "request_id, client_request_id, created_at, account_id, key_id, model, status, latency_ms, prompt_tokens, completion_tokens, cost_micro";
 
-/** The ConsoleStore on the gateway's SQLite connection (synchronous, like the account store). */
+/**
+ * The ConsoleStore on the gateway's SQLite connection (synchronous, like the account store). Its
+ * writes retry while another connection holds the write lock (the gateway's connection never
+ * waits for it: busy_timeout 0), as the account store's do: the checkpoint thread's restart and
+ * the admin CLI take it for moments.
+ */
 export function createSqliteConsoleStore(db: Database): ConsoleStore {
   const insertInvite = db.query("INSERT INTO console_invites (token_hash, account_id, login, created_at, expires_at) VALUES (?, ?, ?, ?, ?)");
   const userByLogin = db.query<{ login: string; account_id: string; password_hash: string }, [string]>("SELECT login, account_id, password_hash FROM console_users WHERE login = ?");
@@ -37,24 +43,23 @@ export function createSqliteConsoleStore(db: Database): ConsoleStore {
   });
 
   return {
-    createInvite: (i) => invite.immediate(i),
-    acceptInvite: (tokenHash, passwordHash, now) => accept.immediate(tokenHash, passwordHash, now),
+    createInvite: (i) => retryWhileBusy(() => invite.immediate(i)),
+    acceptInvite: (tokenHash, passwordHash, now) => retryWhileBusy(() => accept.immediate(tokenHash, passwordHash, now)),
     findUser(login): ConsoleUser | null {
       const row = userByLogin.get(login);
       return row ? { login: row.login, accountId: row.account_id, passwordHash: row.password_hash } : null;
     },
     loginTaken: (login) => userByLogin.get(login) !== null,
-    createSession(s: ConsoleSession) {
-      sweep.run(s.createdAt);
-      insertSession.run(s.tokenHash, s.kind, s.accountId, s.login, s.csrf, s.createdAt, s.expiresAt);
-    },
+    createSession: (s: ConsoleSession) =>
+      retryWhileBusy(() => {
+        sweep.run(s.createdAt);
+        insertSession.run(s.tokenHash, s.kind, s.accountId, s.login, s.csrf, s.createdAt, s.expiresAt);
+      }),
     findSession(tokenHash, now) {
       const row = selectSession.get(tokenHash, now);
       return row ? { tokenHash: row.token_hash, kind: row.kind, accountId: row.account_id, login: row.login, csrf: row.csrf, createdAt: row.created_at, expiresAt: row.expires_at } : null;
     },
-    deleteSession(tokenHash) {
-      removeSession.run(tokenHash);
-    },
+    deleteSession: (tokenHash) => retryWhileBusy(() => void removeSession.run(tokenHash)),
     recentRequests(q: RecentQuery) {
       const rows = q.accountId ? recentOne.all(q.accountId, q.limit) : recentAll.all(q.limit);
       return rows.map(recentRequestOf);
