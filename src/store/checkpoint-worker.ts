@@ -24,7 +24,7 @@ import { Database } from "bun:sqlite";
 
 declare const self: Worker;
 
-export type CheckpointCommand = { type: "start"; path: string; intervalMs: number; restartLogBytes?: number } | { type: "stop" };
+export type CheckpointCommand = { type: "start"; path: string; intervalMs: number; restartLogBytes?: number; slowPassMs?: number } | { type: "stop" };
 export type CheckpointReport = { type: "ready" } | { type: "failed"; message: string } | { type: "stopped" };
 
 let db: Database | undefined;
@@ -44,6 +44,7 @@ const MAX_RESTART_BACKOFF = 64;
 type CheckpointRow = { busy: number; log: number; checkpointed: number };
 
 let restartLogFrames = Infinity;
+let slowPassMs = SLOW_PASS_MS;
 /** Passes to let go by before the next restart, and how many the next failure sets. */
 let skipRestarts = 0;
 let backoff = 1;
@@ -61,7 +62,7 @@ function checkpoint(): void {
     }
     const started = performance.now();
     db.query("PRAGMA wal_checkpoint(PASSIVE)").get();
-    const slow = performance.now() - started > SLOW_PASS_MS;
+    const slow = performance.now() - started > slowPassMs;
     const restart = slow ? undefined : db.query<CheckpointRow, []>("PRAGMA wal_checkpoint(RESTART)").get();
     if (slow || !restart || restart.busy !== 0) {
       skipRestarts = backoff;
@@ -95,6 +96,7 @@ self.onmessage = (event: MessageEvent<CheckpointCommand>) => {
       db.exec(`PRAGMA busy_timeout = ${RESTART_WAIT_MS};`);
       const pageSize = db.query<{ page_size: number }, []>("PRAGMA page_size").get()?.page_size ?? 4096;
       restartLogFrames = Math.max(1, Math.ceil((command.restartLogBytes ?? RESTART_LOG_BYTES) / pageSize));
+      slowPassMs = command.slowPassMs ?? SLOW_PASS_MS;
       timer = setInterval(checkpoint, command.intervalMs);
       report({ type: "ready" });
     } catch (err) {

@@ -25,6 +25,8 @@ export interface WalCheckpointerOptions {
   intervalMs?: number;
   /** The log's size past which it is started over (checkpoint-worker.ts; tests pass a small one). */
   restartLogBytes?: number;
+  /** A second pass slower than this skips the restart (checkpoint-worker.ts; tests pass -1: every disk is slow). */
+  slowPassMs?: number;
   /** Told why the thread gave up (the connection checkpoints from then on). */
   onFailure?: (message: string) => void;
 }
@@ -77,7 +79,7 @@ export function startWalCheckpointer(db: Database, path: string, o: WalCheckpoin
   worker.addEventListener("close", () => {
     if (!finished) fail("the checkpoint thread exited");
   });
-  worker.postMessage({ type: "start", path, intervalMs: o.intervalMs ?? 1000, restartLogBytes: o.restartLogBytes } satisfies CheckpointCommand);
+  worker.postMessage({ type: "start", path, intervalMs: o.intervalMs ?? 1000, restartLogBytes: o.restartLogBytes, slowPassMs: o.slowPassMs } satisfies CheckpointCommand);
 
   return {
     ready,

@@ -100,6 +100,19 @@ describe("WAL checkpoints on their own thread", () => {
     expect(longestRefusalMs).toBeLessThan(250);
   });
 
+  test("on a slow disk (a second pass slower than the limit) the restart is skipped: writers are never held, the log grows as it used to", async () => {
+    const { db, path } = freshDatabase();
+    // Every pass counts as slow: the restart, which would sync while holding the lock, never runs.
+    const checkpointer = startWalCheckpointer(db, path, { intervalMs: 20, restartLogBytes: 256 * 1024, slowPassMs: -1 });
+    open[open.length - 1]!.checkpointer = checkpointer;
+    expect(await checkpointer.ready).toBe(true);
+    const { commits, refusals } = steadyCommits(db, 800);
+    const pageSize = db.query<{ page_size: number }, []>("PRAGMA page_size").get()!.page_size;
+    expect(commits).toBeGreaterThan(2_000);
+    expect(refusals).toBe(0);
+    expect(statSync(`${path}-wal`).size).toBeGreaterThan(commits * pageSize * 0.9);
+  });
+
   test("a reader holding an old snapshot keeps the log from restarting; the restart then backs off instead of holding writers every pass", async () => {
     const { db, path } = freshDatabase();
     db.exec("CREATE TABLE steady (id INTEGER PRIMARY KEY, payload TEXT)");
