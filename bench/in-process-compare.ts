@@ -40,7 +40,13 @@ async function make(root: string) {
     for (const path of paths) if (existsSync(`${root}/${path}`)) return (await import(`${root}/${path}`))[name];
     return undefined;
   };
-  const silentLogger = (await pick(["src/log/log.ts", "src/log.ts"], "silentLogger")) ?? (() => {});
+  // Each checkout's own JSON logger writing nowhere (lines built and checked as in production).
+  // One that cannot be told where to write (e085163's writes to stderr) gets the checkout's silent
+  // logger instead, and the run says so: its access lines are then not built.
+  const jsonLogger = await pick(["src/log/log.ts", "src/log.ts"], "jsonLogger");
+  const takesSink = typeof jsonLogger === "function" && String(jsonLogger).slice(0, String(jsonLogger).indexOf(")")).includes(",");
+  const silentLogger = takesSink ? jsonLogger("info", () => {}) : ((await pick(["src/log/log.ts", "src/log.ts"], "silentLogger")) ?? (() => {}));
+  console.log(`${root}: ${takesSink ? "its JSON logger, writing nowhere" : "a silent logger (its JSON logger writes to stderr): no access lines built"}`);
   const opsSettings = await pick(["src/config/ops-settings.ts", "src/ops/ops-settings.ts"], "opsSettings");
   const offerWholeBody = (await pick(["src/transport/http1/body-queue.ts"], "offerWholeBody")) ?? (() => {});
   const dir = mkdtempSync(join(tmpdir(), "switchyard-ab-"));

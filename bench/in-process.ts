@@ -8,7 +8,8 @@
  *   bun bench/in-process.ts [--requests N] [--concurrency C] [--only nonstream,stream,translated,large]
  *
  * SWITCHYARD_METRICS=off and SWITCHYARD_ACCESS_LOG=off measure what counting and access-log lines
- * cost (the lines go to a silent logger: building them is measured, writing them is not).
+ * cost (the lines go to the gateway's JSON logger with nowhere to write: building them is
+ * measured, writing them is not).
  *
  * With `--cpu-prof-md` before the script (`bun --cpu-prof-md bench/in-process.ts`) it doubles as
  * the quickest profile of the hot path.
@@ -19,7 +20,7 @@ import { join } from "node:path";
 import { createApp } from "../src/app.ts";
 import { resolveSettings } from "../src/config/load-config.ts";
 import { openDatabase } from "../src/store/database.ts";
-import { silentLogger } from "../src/log/log.ts";
+import { jsonLogger } from "../src/log/log.ts";
 import { opsSettings } from "../src/config/ops-settings.ts";
 import { parseArgs } from "./child-process.ts";
 import { agentConversation } from "./agent-conversation.ts";
@@ -39,7 +40,9 @@ const ONE_READ = process.argv.includes("--one-read");
 const dir = mkdtempSync(join(tmpdir(), "switchyard-inproc-"));
 const db = openDatabase(join(dir, "gateway.sqlite"));
 const settings = resolveSettings(benchConfig(UPSTREAM), BENCH_ENV, "bench");
-const app = createApp({ db, settings, log: silentLogger, fetch: UPSTREAM ? undefined : memoryUpstream(offerWholeBody, ONE_READ), ops: opsSettings(process.env) });
+// The gateway's own logger with its lines going nowhere: built and checked for secrets as in
+// production, not written (a silent logger would be wrapped in the scrubbing copy instead).
+const app = createApp({ db, settings, log: jsonLogger("info", () => {}), fetch: UPSTREAM ? undefined : memoryUpstream(offerWholeBody, ONE_READ), ops: opsSettings(process.env) });
 const account = await app.services.accounts.createAccount("bench", 1e15);
 const key = (await app.services.accounts.createKey(account.id, "bench"))!.key;
 
