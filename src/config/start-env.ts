@@ -10,17 +10,16 @@ export const DEFAULT_MAX_HTTP_REQUESTS = "4096";
 /**
  * The allocator's settings Bun reads at start (mimalloc's `MIMALLOC_*`), where the gateway's
  * defaults differ from Bun's. Bun's mimalloc gives freed memory back to the system from a
- * background thread: every free stretch inside a page ("holes", every 100 ms) and every free page
- * 100 ms after it was freed. Under a gateway's steady load that memory is wanted again at once, so
- * it was given back and faulted in again request after request, and the thread took the request
- * thread's core for up to 8 ms at a time (`perf sched`). Without hole purging, and with pages
- * given back after a second instead of 100 ms: 0.95–0.98× the CPU per non-stream response and
- * 0.90–0.94× per stream (paired, `bun run bench --compare HEAD` with BENCH_GATEWAY_ENV), added p99
- * latency for one client 1.45–1.86 → 0.89–1.75 ms, for 3–4 % more peak memory under 10,000 slow
- * streams (docs/decisions.md, "The allocator's give-back"). Memory still goes back to the system
- * a second after a load ends. An operator's own values are kept.
+ * background thread: free stretches inside pages ("holes") at most every 100 ms, and free pages
+ * 100 ms after they were freed. Under a gateway's steady load that memory is wanted again at
+ * once, so it was given back and faulted in again request after request, and the thread took the
+ * request thread's core for up to 8 ms at a time (`perf sched`). Here both wait a second: memory
+ * still goes back a second after a load ends, at about a third of the CPU (docs/decisions.md,
+ * "The allocator's give-back"). Turning hole purging off saved 2–4 % more CPU but kept ~60 MB
+ * more after the soak (E: 143 → 206 MB idle, its growth check missed), so it stays on. An
+ * operator's own values are kept.
  */
-export const ALLOCATOR_DEFAULTS: Record<string, string> = { MIMALLOC_PURGE_HOLES: "0", MIMALLOC_PURGE_DELAY: "1000" };
+export const ALLOCATOR_DEFAULTS: Record<string, string> = { MIMALLOC_PURGE_DELAY: "1000", MIMALLOC_PURGE_HOLES_MIN_INTERVAL: "1000" };
 
 /** What the process must be started with that it was not: Bun reads these before any JavaScript runs. */
 export function missingStartEnv(env: Record<string, string | undefined>): Record<string, string> {

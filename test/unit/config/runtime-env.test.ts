@@ -27,8 +27,8 @@ test("an operator's own NODE_ENV is kept", () => {
 
 /** The allocator settings a fresh process that imports runtime-env.ts runs with (after it replaced itself). */
 function allocatorEnv(env: Record<string, string | undefined>): Record<string, string | null> {
-  const script = `import "./src/config/runtime-env.ts"; console.log(JSON.stringify({ holes: process.env.MIMALLOC_PURGE_HOLES ?? null, delay: process.env.MIMALLOC_PURGE_DELAY ?? null, fetches: process.env.BUN_CONFIG_MAX_HTTP_REQUESTS ?? null, pid: process.pid }));`;
-  const { MIMALLOC_PURGE_HOLES: _h, MIMALLOC_PURGE_DELAY: _d, BUN_CONFIG_MAX_HTTP_REQUESTS: _f, ...base } = process.env;
+  const script = `import "./src/config/runtime-env.ts"; console.log(JSON.stringify({ holes: process.env.MIMALLOC_PURGE_HOLES_MIN_INTERVAL ?? null, delay: process.env.MIMALLOC_PURGE_DELAY ?? null, fetches: process.env.BUN_CONFIG_MAX_HTTP_REQUESTS ?? null, pid: process.pid }));`;
+  const { MIMALLOC_PURGE_HOLES_MIN_INTERVAL: _h, MIMALLOC_PURGE_DELAY: _d, BUN_CONFIG_MAX_HTTP_REQUESTS: _f, ...base } = process.env;
   const child = Bun.spawnSync([process.execPath, "-e", script], { cwd: ROOT, env: { ...base, ...env } });
   expect(child.exitCode).toBe(0);
   const out = JSON.parse(child.stdout.toString().trim()) as Record<string, string | number | null>;
@@ -37,15 +37,15 @@ function allocatorEnv(env: Record<string, string | undefined>): Record<string, s
   return { holes: out.holes as string | null, delay: out.delay as string | null, fetches: out.fetches as string | null };
 }
 
-test("the gateway starts with its allocator settings: no hole purging, pages given back after a second", () => {
+test("the gateway starts with its allocator settings: free pages and free stretches in pages given back after a second", () => {
   expect(missingStartEnv({})).toEqual({ BUN_CONFIG_MAX_HTTP_REQUESTS: DEFAULT_MAX_HTTP_REQUESTS, ...ALLOCATOR_DEFAULTS });
-  expect(ALLOCATOR_DEFAULTS).toEqual({ MIMALLOC_PURGE_HOLES: "0", MIMALLOC_PURGE_DELAY: "1000" });
-  expect(allocatorEnv({})).toEqual({ holes: "0", delay: "1000", fetches: "4096" });
+  expect(ALLOCATOR_DEFAULTS).toEqual({ MIMALLOC_PURGE_DELAY: "1000", MIMALLOC_PURGE_HOLES_MIN_INTERVAL: "1000" });
+  expect(allocatorEnv({})).toEqual({ holes: "1000", delay: "1000", fetches: "4096" });
   // Only what is missing is added: with the fetch limit set, the allocator settings still are.
-  expect(allocatorEnv({ BUN_CONFIG_MAX_HTTP_REQUESTS: "512" })).toEqual({ holes: "0", delay: "1000", fetches: "512" });
+  expect(allocatorEnv({ BUN_CONFIG_MAX_HTTP_REQUESTS: "512" })).toEqual({ holes: "1000", delay: "1000", fetches: "512" });
 });
 
 test("an operator's own allocator settings are kept", () => {
-  expect(missingStartEnv({ BUN_CONFIG_MAX_HTTP_REQUESTS: "4096", MIMALLOC_PURGE_HOLES: "1", MIMALLOC_PURGE_DELAY: "100" })).toEqual({});
-  expect(allocatorEnv({ MIMALLOC_PURGE_HOLES: "1", MIMALLOC_PURGE_DELAY: "-1" })).toEqual({ holes: "1", delay: "-1", fetches: "4096" });
+  expect(missingStartEnv({ BUN_CONFIG_MAX_HTTP_REQUESTS: "4096", MIMALLOC_PURGE_HOLES_MIN_INTERVAL: "100", MIMALLOC_PURGE_DELAY: "100" })).toEqual({});
+  expect(allocatorEnv({ MIMALLOC_PURGE_HOLES_MIN_INTERVAL: "100", MIMALLOC_PURGE_DELAY: "-1" })).toEqual({ holes: "100", delay: "-1", fetches: "4096" });
 });
