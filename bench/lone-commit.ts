@@ -7,6 +7,7 @@
  * `--page-size` makes the file with other pages than the gateway's; `--gap-us` spins that long
  * between settlements, as a request's own handling would (300: ~2,800 a second, A's pace).
  */
+import { Database } from "bun:sqlite";
 import { mkdtempSync, rmSync, statSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
@@ -25,8 +26,7 @@ const N = arg("n", 20_000);
 const dir = mkdtempSync(join(tmpdir(), "lone-commit-"));
 const path = join(dir, "g.sqlite");
 {
-  // A page size other than SQLite's default: set before the file's first write.
-  const { Database } = await import("bun:sqlite");
+  // The page size asked for (the gateway's by default): set before the file's first write.
   const pre = new Database(path, { create: true });
   pre.exec(`PRAGMA page_size = ${arg("page-size", PAGE_SIZE)}; PRAGMA journal_mode = WAL;`);
   pre.close();

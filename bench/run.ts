@@ -785,13 +785,16 @@ async function main() {
    * going direct, and over the floor (issue 30's "added latency" is gateway − floor: what is ours,
    * not what any Bun proxy costs).
    */
+  /** `name`'s p50 and p99 minus `base`'s, round by round. */
+  const pairedOver = (rounds: Record<string, any[]>, name: string, base: string) => {
+    const per = (target: string, k: string) => rounds[target]!.map((x) => x[k] as number);
+    const minus = (k: string) => per(name, k).map((v, i) => v - per(base, k)[i]!);
+    return { p50: summarize(minus("p50")), p99: summarize(minus("p99")) };
+  };
   const latencySummary = (rounds: Record<string, any[]>) => {
     const names = Object.keys(rounds);
     const per = (name: string, k: string) => rounds[name]!.map((x) => x[k] as number);
-    const over = (base: string) => (name: string) => {
-      const minus = (k: string) => per(name, k).map((v, i) => v - per(base, k)[i]!);
-      return [name, { p50: summarize(minus("p50")), p99: summarize(minus("p99")) }] as const;
-    };
+    const over = (base: string) => (name: string) => [name, pairedOver(rounds, name, base)] as const;
     return {
       latency_ms: Object.fromEntries(names.map((n) => [n, { p50: summarize(per(n, "p50")), p99: summarize(per(n, "p99")) }])),
       added_over_direct_ms: Object.fromEntries(names.filter((n) => n !== "direct").map(over("direct"))),
@@ -934,11 +937,10 @@ async function main() {
       say(`     the floor over direct:    p50 ${range(row.added_over_direct_ms.floor!.p50)} ms, p99 ${range(row.added_over_direct_ms.floor!.p99)} ms`);
       if (latencyRef) {
         // Paired per round: this checkout's same-format figure minus the compared one's.
-        const per = (name: string, k: string) => r.rounds[name]!.map((x) => x[k] as number);
-        const diff = (k: string) => summarize(per("gateway", k).map((v, i) => v - per("ref", k)[i]!));
+        const diff = pairedOver(r.rounds, "gateway", "ref");
         const o = row.added_over_floor_ms.ref!;
-        (row as Record<string, unknown>).this_minus_ref_ms = { ref: latencyRef.label, p50: diff("p50"), p99: diff("p99") };
-        say(`     ${latencyRef.label} (--compare), same format: p50 ${range(o.p50)} ms, p99 ${range(o.p99)} ms over the floor; this − ${latencyRef.label}: p50 ${range(diff("p50"))} ms, p99 ${range(diff("p99"))} ms`);
+        (row as Record<string, unknown>).this_minus_ref_ms = { ref: latencyRef.label, ...diff };
+        say(`     ${latencyRef.label} (--compare), same format: p50 ${range(o.p50)} ms, p99 ${range(o.p99)} ms over the floor; this − ${latencyRef.label}: p50 ${range(diff.p50)} ms, p99 ${range(diff.p99)} ms`);
       }
       if (Object.keys(r.errors).length) say(`     ERRORS: ${JSON.stringify(r.errors)}`);
     }

@@ -21,11 +21,12 @@ export const DEFAULT_MAX_HTTP_REQUESTS = "4096";
  */
 export const ALLOCATOR_DEFAULTS: Record<string, string> = { MIMALLOC_PURGE_DELAY: "1000", MIMALLOC_PURGE_HOLES_MIN_INTERVAL: "1000" };
 
-/** What the process must be started with that it was not: Bun reads these before any JavaScript runs. */
+const START_DEFAULTS: Record<string, string> = { BUN_CONFIG_MAX_HTTP_REQUESTS: DEFAULT_MAX_HTTP_REQUESTS, ...ALLOCATOR_DEFAULTS };
+
+/** What the process must be started with that it was not (unset or empty): Bun reads these before any JavaScript runs. */
 export function missingStartEnv(env: Record<string, string | undefined>): Record<string, string> {
   const missing: Record<string, string> = {};
-  if (!env.BUN_CONFIG_MAX_HTTP_REQUESTS) missing.BUN_CONFIG_MAX_HTTP_REQUESTS = DEFAULT_MAX_HTTP_REQUESTS;
-  for (const [name, value] of Object.entries(ALLOCATOR_DEFAULTS)) if (env[name] === undefined || env[name] === "") missing[name] = value;
+  for (const [name, value] of Object.entries(START_DEFAULTS)) if (!env[name]) missing[name] = value;
   return missing;
 }
 

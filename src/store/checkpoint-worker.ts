@@ -33,11 +33,11 @@ let timer: ReturnType<typeof setInterval> | undefined;
 const report = (message: CheckpointReport) => self.postMessage(message);
 
 /** The log's size past which it is started over (32 MB: 2 s of lone settlements at 2,800 a second). */
-export const RESTART_LOG_BYTES = 32 * 1024 * 1024;
+const RESTART_LOG_BYTES = 32 * 1024 * 1024;
 /** How long the restart waits for the writer lock, and then for readers to leave the log, before it gives up until later. */
 const RESTART_WAIT_MS = 5;
 /** A second pass slower than this (its fsyncs) says the disk is slow: the restart, which syncs under the lock, waits. */
-export const SLOW_PASS_MS = 20;
+const SLOW_PASS_MS = 20;
 /** The most passes let go by after a restart that could not finish or a slow pass. */
 const MAX_RESTART_BACKOFF = 64;
 
@@ -64,7 +64,8 @@ function checkpoint(): void {
     db.query("PRAGMA wal_checkpoint(PASSIVE)").get();
     const slow = performance.now() - started > slowPassMs;
     const restart = slow ? undefined : db.query<CheckpointRow, []>("PRAGMA wal_checkpoint(RESTART)").get();
-    if (slow || !restart || restart.busy !== 0) {
+    // Skipped (undefined) or unfinished (busy): the next restart waits longer.
+    if (restart?.busy !== 0) {
       skipRestarts = backoff;
       backoff = Math.min(backoff * 2, MAX_RESTART_BACKOFF);
     } else backoff = 1;

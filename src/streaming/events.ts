@@ -63,7 +63,7 @@ const isCountName = (name: string) => name.includes("tokens") || name.includes("
 /** A usage field's value the meter refuses: a count field holding what `reportedCount` does not take. */
 function refusedCount(name: string, value: unknown): boolean {
   // The usual case, told apart without a look at the name: a whole count in range.
-  if (typeof value === "number" && value >= 0 && value <= MAX_REPORTED_TOKENS && Number.isInteger(value)) return false;
+  if (reportedCount(value) !== undefined) return false;
   return value !== null && value !== undefined && isCountName(name);
 }
 
