@@ -69,6 +69,8 @@ export function benchConfig(upstream = "http://upstream.invalid") {
     models: [
       { id: "bench/gpt", provider: "o", upstream_model: "gpt-4o-mini", category: "text", context_length: 128_000, pricing: { input_per_mtok: 150, output_per_mtok: 600 } },
       { id: "bench/claude", provider: "a", upstream_model: "claude-sonnet-4-5", category: "text", context_length: 200_000, pricing: { input_per_mtok: 3000, output_per_mtok: 15000 } },
+      // The Claude Code path: Anthropic-format clients on a model an OpenAI-kind upstream serves.
+      { id: "bench/claude-code", provider: "o", upstream_model: "gpt-4o-mini", category: "text", context_length: 128_000, pricing: { input_per_mtok: 150, output_per_mtok: 600 } },
     ],
     limits: { requests_per_minute: 1e9 },
   };
@@ -81,7 +83,12 @@ export const BENCH_BODIES: Record<string, string> = {
   nonstream: JSON.stringify({ model: "bench/gpt", messages, max_tokens: 20 }),
   stream: JSON.stringify({ model: "bench/gpt", messages, max_tokens: 20, stream: true, stream_options: { include_usage: true } }),
   translated: JSON.stringify({ model: "bench/claude", messages, max_tokens: 20, stream: true }),
+  // The Claude Code path (POST /v1/messages, see BENCH_PATHS), translated both ways.
+  cc: JSON.stringify({ model: "bench/claude-code", messages, max_tokens: 20 }),
+  "cc-stream": JSON.stringify({ model: "bench/claude-code", messages, max_tokens: 20, stream: true }),
 };
+/** Where a scenario's body goes, when not to chat completions. */
+export const BENCH_PATHS: Record<string, string> = { cc: "/v1/messages", "cc-stream": "/v1/messages" };
 
 interface BenchApp {
   handle(request: Request): Promise<Response>;
@@ -89,11 +96,11 @@ interface BenchApp {
 }
 
 /** `n` requests of `body` through `app.handle`, `concurrency` at a time: the process's CPU per request in µs, once every one is settled. */
-export async function cpuPerRequest(app: BenchApp, key: string, body: string, n: number, concurrency: number): Promise<number> {
+export async function cpuPerRequest(app: BenchApp, key: string, body: string, n: number, concurrency: number, path = "/v1/chat/completions"): Promise<number> {
   const one = async () => {
-    const res = await app.handle(new Request("http://localhost/v1/chat/completions", {
+    const res = await app.handle(new Request(`http://localhost${path}`, {
       method: "POST",
-      headers: { authorization: `Bearer ${key}`, "content-type": "application/json", "content-length": String(body.length) },
+      headers: { authorization: `Bearer ${key}`, "anthropic-version": "2023-06-01", "content-type": "application/json", "content-length": String(body.length) },
       body,
     }));
     if (res.status !== 200) throw new Error(`status ${res.status}: ${await res.text()}`);

@@ -7,7 +7,7 @@
  * two checkouts' functions apart by path. Informative: targets are judged by `bun run bench`.
  *
  *   git worktree add /tmp/ref <ref> && ln -s "$PWD/node_modules" /tmp/ref/node_modules
- *   bun bench/in-process-compare.ts /tmp/ref [--scenario nonstream|stream|translated] [--rounds 15] [--requests 20000] [--concurrency 32]
+ *   bun bench/in-process-compare.ts /tmp/ref [--scenario nonstream|stream|translated|cc|cc-stream] [--rounds 15] [--requests 20000] [--concurrency 32]
  *
  * `--concurrency 1` is a lone client's request (each settlement its own commit, as in A).
  *
@@ -17,12 +17,12 @@ import { mkdtempSync, existsSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join, resolve } from "node:path";
 import { parseArgs } from "./child-process.ts";
-import { BENCH_BODIES, BENCH_ENV, benchConfig, cpuPerRequest, memoryUpstream } from "./in-process-answers.ts";
+import { BENCH_BODIES, BENCH_ENV, BENCH_PATHS, benchConfig, cpuPerRequest, memoryUpstream } from "./in-process-answers.ts";
 
 const REF = process.argv[2];
 const args = parseArgs(process.argv.slice(3));
 if (!REF || REF.startsWith("--") || !existsSync(join(REF, "src/app.ts"))) {
-  console.error("usage: bun bench/in-process-compare.ts <checkout of the ref, with node_modules> [--scenario nonstream|stream|translated] [--rounds N] [--requests N]");
+  console.error("usage: bun bench/in-process-compare.ts <checkout of the ref, with node_modules> [--scenario nonstream|stream|translated|cc|cc-stream] [--rounds N] [--requests N]");
   process.exit(2);
 }
 const ROOTS = [resolve(REF), resolve(import.meta.dir, "..")];
@@ -57,7 +57,7 @@ async function make(root: string) {
   const key = (await app.services.accounts.createKey(account.id, "bench"))!.key;
   const body = BENCH_BODIES[SCEN];
   if (!body) throw new Error(`unknown scenario ${SCEN}`);
-  return (n: number) => cpuPerRequest(app, key, body, n, CONC);
+  return (n: number) => cpuPerRequest(app, key, body, n, CONC, BENCH_PATHS[SCEN]);
 }
 const runs = [] as ((n: number) => Promise<number>)[];
 for (const r of ROOTS) runs.push(await make(r));

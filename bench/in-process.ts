@@ -5,7 +5,7 @@
  * one response), so it moves with every change to the hot path while the loopback bench's
  * ratios drown small changes in noise. Informative: the targets are judged by `bun run bench`.
  *
- *   bun bench/in-process.ts [--requests N] [--concurrency C] [--only nonstream,stream,translated,large]
+ *   bun bench/in-process.ts [--requests N] [--concurrency C] [--only nonstream,stream,translated,cc,cc-stream,large]
  *
  * SWITCHYARD_METRICS=off and SWITCHYARD_ACCESS_LOG=off measure what counting and access-log lines
  * cost (the lines go to the gateway's JSON logger with nowhere to write: building them is
@@ -25,7 +25,7 @@ import { opsSettings } from "../src/config/ops-settings.ts";
 import { parseArgs } from "./child-process.ts";
 import { agentConversation } from "./agent-conversation.ts";
 import { offerWholeBody } from "../src/transport/http1/body-queue.ts";
-import { BENCH_BODIES, BENCH_ENV, benchConfig, cpuPerRequest, memoryUpstream } from "./in-process-answers.ts";
+import { BENCH_BODIES, BENCH_ENV, BENCH_PATHS, benchConfig, cpuPerRequest, memoryUpstream } from "./in-process-answers.ts";
 
 const args = parseArgs();
 const REQUESTS = Number(args.get("requests") ?? 40_000);
@@ -51,11 +51,10 @@ const scenarios: Record<string, string> = {
   /** An agent-sized conversation, about 210 KB (not run unless asked for with --only). */
   large: JSON.stringify({ model: "bench/gpt", messages: agentConversation(), max_tokens: 20 }),
 };
-const run = (body: string, n: number) => cpuPerRequest(app, key, body, n, CONCURRENCY);
-
 for (const name of ONLY) {
   const body = scenarios[name];
   if (!body) throw new Error(`unknown scenario ${name}`);
+  const run = (body: string, n: number) => cpuPerRequest(app, key, body, n, CONCURRENCY, BENCH_PATHS[name]);
   await run(body, Math.min(5000, REQUESTS)); // warm-up: JIT, caches, tokenizer
   const rounds = [await run(body, REQUESTS / 2), await run(body, REQUESTS / 2)];
   console.log(`${name.padEnd(11)} ${Math.min(...rounds).toFixed(1)} µs CPU per request (rounds ${rounds.map((r) => r.toFixed(1)).join(", ")}; concurrency ${CONCURRENCY})`);

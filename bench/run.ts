@@ -16,6 +16,8 @@
  *                        CPU by thread (PROFILE_MODE=stream-20|non-stream: one load; PROFILE_SAMPLER=off:
  *                        no sampler, the thread figures alone; PROFILE_KEEP_LOG=FILE keeps the gateway's log;
  *                        PROFILE_CONNECTIONS=N, 32 by default, 1 for the one-client case of A; PROFILE_SECONDS=S)
+ *            --path cc   with --compare REF: P on the Claude Code path (an Anthropic client on an
+ *                        OpenAI-kind upstream, translated both ways) instead of the same-format one
  *   env: BENCH_GATEWAY_ENV='{"NAME":"value"}' sets variables for this checkout's gateway alone
  *        (with --compare HEAD: an ablation of a setting, or a JavaScriptCore option, BUN_JSC_…)
  *
@@ -54,7 +56,7 @@ const option = (name: string) => {
   return i >= 0 ? argv[i + 1] : undefined;
 };
 for (const a of argv) {
-  if (a.startsWith("--") && !["--quick", "--rounds", "--seconds", "--only", "--no-pin", "--profile", "--help", "--scale", "--force", "--compare", "--scenario", "--samples", "--console", "--records", "--store", "--streams"].includes(a)) {
+  if (a.startsWith("--") && !["--quick", "--rounds", "--seconds", "--only", "--no-pin", "--profile", "--help", "--scale", "--force", "--compare", "--scenario", "--samples", "--console", "--records", "--store", "--streams", "--path"].includes(a)) {
     console.error(`bench: unknown option ${a}`);
     process.exit(2);
   }
@@ -89,6 +91,8 @@ const PROFILE = flag("profile");
 const ROUNDS = Number(option("rounds") ?? (QUICK ? 3 : 5));
 /** Another checkout (a git ref) to measure this one against in scenario P; alone, it runs only P. */
 const COMPARE = option("compare");
+/** `--path cc`: P compares the two checkouts on the Claude Code path. */
+const P_CLAUDE_CODE = option("path") === "cc";
 if (flag("compare") && !COMPARE) {
   console.error("bench: --compare needs a git ref (a commit, a tag, a branch)");
   process.exit(2);
@@ -855,16 +859,21 @@ async function main() {
     say(`\nP  this checkout (${git}${dirty ? ", modified" : ""}) against ${against}, each under its own wrk -t1 at the same time;`);
     say(`   ${P.P.rounds} rounds × ${P.P.seconds} s after a 1 s warm-up; CPU = (utime+stime) ÷ responses of each; ratio = this ÷ ${ref.label}, per round`);
     const p: Record<string, any> = { ref: COMPARE, ref_label: ref.label };
+    const claudeCode = P_CLAUDE_CODE && !againstFloor;
+    if (claudeCode) say(`   on the Claude Code path: Anthropic-format requests to /v1/messages on bench/claude-code, an OpenAI-kind upstream`);
+    const route = claudeCode ? "/v1/messages" : "/v1/chat/completions";
+    p.path = claudeCode ? "claude-code" : "same-format";
     for (const mode of ["non-stream", "stream-20"] as const) {
       const stream = mode !== "non-stream";
-      const body = openaiBody("bench/gpt", stream ? P.P.streamChunks : P.P.jsonChunks, stream);
-      const ours = wrkScript(`P-${mode}-this`, body, gwHeaders);
+      const chunks = stream ? P.P.streamChunks : P.P.jsonChunks;
+      const body = claudeCode ? claudeCodeTarget(chunks, stream).req.body : openaiBody("bench/gpt", chunks, stream);
+      const ours = wrkScript(`P-${mode}-this`, body, claudeCode ? gwAnthropicHeaders : gwHeaders);
       const theirs = againstFloor
-        ? wrkScript(`P-${mode}-floor`, openaiBody(other.model, stream ? P.P.streamChunks : P.P.jsonChunks, stream), other.headers!)
-        : wrkScript(`P-${mode}-ref`, body, { ...gwHeaders, authorization: `Bearer ${other.key}` });
+        ? wrkScript(`P-${mode}-floor`, openaiBody(other.model, chunks, stream), other.headers!)
+        : wrkScript(`P-${mode}-ref`, body, claudeCode ? { ...gwAnthropicHeaders, "x-api-key": other.key } : { ...gwHeaders, authorization: `Bearer ${other.key}` });
       for (const conns of P.P.conns) {
-        const both = () => Promise.all([runWrk(`${gw}/v1/chat/completions`, ours, conns, P.P.seconds), runWrk(`${other.url}/v1/chat/completions`, theirs, conns, P.P.seconds)]);
-        await Promise.all([runWrk(`${gw}/v1/chat/completions`, ours, conns, 1), runWrk(`${other.url}/v1/chat/completions`, theirs, conns, 1)]);
+        const both = () => Promise.all([runWrk(`${gw}${route}`, ours, conns, P.P.seconds), runWrk(`${other.url}${route}`, theirs, conns, P.P.seconds)]);
+        await Promise.all([runWrk(`${gw}${route}`, ours, conns, 1), runWrk(`${other.url}${route}`, theirs, conns, 1)]);
         const rounds: { this_us: number; ref_us: number; ratio: number; this_rps: number; ref_rps: number; errors: number }[] = [];
         for (let round = 0; round < P.P.rounds; round++) {
           const a0 = cpuTicks(gwPid);
@@ -893,7 +902,7 @@ async function main() {
         } else {
           if (mode === "non-stream") checked.push({ id: `P.cpu.${mode}@${conns}`, what: `P CPU/response ÷ ${ref.label}'s, ${mode}, ${conns} conns`, target: "≤ 1.05×", value: row.ratio.median, unit: "×", met: row.ratio.median <= 1.05 });
           // Issue 30's acceptance: with defaults, no worse per response than the commit it starts from.
-          if (ref.label.startsWith(BASELINE_REF) || BASELINE_REF.startsWith(ref.label)) {
+          if (!claudeCode && (ref.label.startsWith(BASELINE_REF) || BASELINE_REF.startsWith(ref.label))) {
             checked.push(issue30Target(baselineId(mode, conns), row.ratio.median, P.P.rounds, `both gateways on one core, each under wrk -t1 -c${conns} at once, ${P.P.seconds} s per round`));
           }
         }

@@ -1,5 +1,5 @@
 import type { StreamEvent } from "../streaming/events.ts";
-import type { ClientSink } from "../streaming/client-sink.ts";
+import type { ClientSink, DecodedEvents } from "../streaming/client-sink.ts";
 import { createSseParser, SseParseError } from "../streaming/sse-parser.ts";
 import { UpstreamProtocolError, type DecodedFrame } from "../providers/provider.ts";
 import type { SseEvent } from "../streaming/sse-parser.ts";
@@ -115,15 +115,15 @@ export async function answerSource(o: StreamAnswerOptions): Promise<{ type: "dir
   /** The vendor said its answer is over ([DONE], message_stop): what may follow is its body's end. */
   let vendorEnded = false;
   // Frames with images wait here for inlining (a fetch); all others pass straight through.
-  const held: { frame: SseEvent; parsed: unknown; events: StreamEvent[] }[] = [];
+  const held: { frame: SseEvent; decoded: DecodedEvents }[] = [];
 
-  const emit = (frame: SseEvent, parsed: unknown, events: StreamEvent[]) => {
-    for (const e of events) {
+  const emit = (frame: SseEvent, decoded: DecodedEvents) => {
+    for (const e of decoded.events) {
       o.meter.observe(e);
       if (e.type === "error") failure ??= e;
     }
     // An upstream error frame is replaced by our own: vendor error text may carry internals.
-    out += failure ? o.sink.event(failure) : o.sink.frame(frame, parsed, events);
+    out += failure ? o.sink.event(failure) : o.sink.frame(frame, decoded);
   };
 
   /** What a relayed frame says, decoded only if the meter must count its text (one function for every frame). */
@@ -139,18 +139,18 @@ export async function answerSource(o: StreamAnswerOptions): Promise<{ type: "dir
         out += skimmed;
         return;
       }
-      const { parsed, events, last } = o.decode(frame);
-      if (last) vendorEnded = true;
-      if (held.length > 0 || (o.resolveImages && events.some((e) => e.type === "image"))) held.push({ frame, parsed, events });
-      else emit(frame, parsed, events);
+      const decoded = o.decode(frame);
+      if (decoded.last) vendorEnded = true;
+      if (held.length > 0 || (o.resolveImages && decoded.events.some((e) => e.type === "image"))) held.push({ frame, decoded });
+      else emit(frame, decoded);
     },
   });
 
   const drainHeld = async () => {
     while (held.length > 0 && !failure) {
       const next = held.shift()!;
-      if (next.events.some((e) => e.type === "image")) await o.resolveImages!(next.events);
-      emit(next.frame, next.parsed, next.events);
+      if (next.decoded.events.some((e) => e.type === "image")) await o.resolveImages!(next.decoded.events);
+      emit(next.frame, next.decoded);
     }
     held.length = 0;
   };

@@ -1,13 +1,12 @@
 import type { ResolvedProvider } from "../config/load-config.ts";
 import type { StreamEvent } from "../streaming/events.ts";
 import type { SseEvent } from "../streaming/sse-parser.ts";
+import type { DecodedEvents } from "../streaming/client-sink.ts";
 import type { UpstreamKind } from "../formats/common/wire-types.ts";
 import type { Scrubber } from "../log/scrub.ts";
 
 /** One decoded upstream frame: the parsed JSON (for relays) and what it means (for everyone else). */
-export interface DecodedFrame {
-  parsed: unknown;
-  events: StreamEvent[];
+export interface DecodedFrame extends DecodedEvents {
   /** The vendor's own end of the answer (OpenAI's `[DONE]`, Anthropic's `message_stop`): nothing after it belongs to it. */
   last?: true;
 }
@@ -38,6 +37,23 @@ export interface ProviderAdapter {
   decodeBody(body: unknown, sent?: unknown, scrub?: Scrubber): StreamEvent[];
   /** The vendor's error message from an error body, for the log; never shown raw to clients. */
   errorMessage(body: unknown): string | undefined;
+}
+
+/**
+ * A text frame read on its answer's template (streaming/text-frame-template.ts): its one event,
+ * and its JSON parsed only if a relay reads `parsed`.
+ */
+export class TemplateTextFrame implements DecodedFrame {
+  readonly events: StreamEvent[];
+  readonly #data: string;
+  #parsed: unknown;
+  constructor(data: string, text: string) {
+    this.#data = data;
+    this.events = [{ type: "text", text }];
+  }
+  get parsed(): unknown {
+    return (this.#parsed ??= parseFrameJson(this.#data));
+  }
 }
 
 export function parseFrameJson(data: string): unknown {

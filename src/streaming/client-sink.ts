@@ -1,6 +1,16 @@
 import type { StreamEvent } from "./events.ts";
 import type { SseEvent } from "./sse-parser.ts";
 
+/**
+ * What a decoder made of one upstream frame: the events it means, and its parsed JSON (undefined
+ * when not JSON), which only relays read. A text frame read on a template
+ * (text-frame-template.ts) is parsed only when `parsed` is read.
+ */
+export interface DecodedEvents {
+  readonly parsed: unknown;
+  readonly events: StreamEvent[];
+}
+
 /** What every encoder needs to know about the answer it is writing. */
 export interface EncodeContext {
   /** Response id minted by the gateway (chatcmpl-… / msg_…). */
@@ -31,8 +41,8 @@ export interface ClientSink {
    * text to estimate usage the upstream never reported.
    */
   skim?(raw: SseEvent): string | undefined;
-  /** One upstream frame, its parsed JSON (undefined when not JSON), and the events decoded from it. */
-  frame(raw: SseEvent, parsed: unknown, events: StreamEvent[]): string;
+  /** One upstream frame and what its decoder made of it. */
+  frame(raw: SseEvent, decoded: DecodedEvents): string;
   /** An event the gateway produced itself (estimated usage, an error). */
   event(e: StreamEvent): string;
   /**

@@ -245,7 +245,7 @@ export function createAnthropicEncoder(ctx: EncodeContext): ClientSink {
 
   const sink: ClientSink = {
     event: encode,
-    frame(_raw, _parsed, events) {
+    frame(_raw, { events }) {
       let out = "";
       for (const e of events) out += sink.event(e);
       return out;
@@ -303,7 +303,7 @@ export function createAnthropicRelay(ctx: EncodeContext): ClientSink {
       if (text === -1 || data.charCodeAt(text + TEXT_DELTA.length) === 34 /* empty text */) return undefined;
       return frame("content_block_delta", data);
     },
-    frame(raw, parsed, events) {
+    frame(raw, { parsed, events }) {
       for (const e of events) noteOutput(e);
       // A vendor's error frame never goes out as it came: its text may carry internals.
       const failed = events.find((e) => e.type === "error");

@@ -143,7 +143,7 @@ export function createOpenAIEncoder(ctx: EncodeContext, options: { roleSent?: bo
           return begin();
       }
     },
-    frame(_raw, _parsed, events) {
+    frame(_raw, { events }) {
       let out = "";
       for (const e of events) out += sink.event(e);
       return out;
@@ -221,7 +221,8 @@ export function createOpenAIRelay(ctx: EncodeContext): ClientSink {
       encoder.noteText();
       return `data: ${head.ours}${data.slice(head.theirs.length)}\n\n`;
     },
-    frame(raw, parsed, events) {
+    frame(raw, decoded) {
+      const events = decoded.events;
       // Vendors send images in fields the spec does not have; clients get them as markdown in the text.
       if (events.some((e) => e.type === "image")) {
         let out = "";
@@ -241,6 +242,7 @@ export function createOpenAIRelay(ctx: EncodeContext): ClientSink {
         sawUsage = true;
         usage = nextUsage(undefined, e);
       }
+      const parsed = decoded.parsed;
       if (parsed === undefined || parsed === null || typeof parsed !== "object") return ""; // [DONE] is re-sent by end()
       const chunk = parsed as Record<string, unknown>;
       // A vendor's error frame never goes out as it came: its text may carry internals.

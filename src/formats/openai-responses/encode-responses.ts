@@ -440,7 +440,7 @@ export function createResponsesEncoder(ctx: EncodeContext, plan: ResponsesAnswer
   const builder = createBuilder(ctx, plan, true);
   return {
     event: (e) => builder.event(e),
-    frame(_raw, _parsed, events) {
+    frame(_raw, { events }) {
       let out = "";
       for (const e of events) out += builder.event(e);
       return out;

@@ -1,8 +1,12 @@
 import type { FinishReason, StreamEvent } from "../../streaming/events.ts";
-import { isRecord, parseFrameJson, vendorText, UpstreamProtocolError, type DecodedFrame, type ProviderAdapter } from "../provider.ts";
+import { learnTextFrame, type TextFrameTemplate } from "../../streaming/text-frame-template.ts";
+import { isRecord, parseFrameJson, vendorText, TemplateTextFrame, UpstreamProtocolError, type DecodedFrame, type ProviderAdapter } from "../provider.ts";
 import { SHAPES_ONLY } from "../../log/scrub.ts";
 import { upstreamStreamErrorMessage } from "../upstream-errors.ts";
 import { reportedCount } from "../../streaming/events.ts";
+
+/** How many text deltas may teach a stream's decoder its text template (see createStreamDecoder). */
+const LEARN_TRIES = 3;
 
 const STOP: Record<string, FinishReason> = {
   end_turn: "stop",
@@ -95,7 +99,15 @@ export const anthropicAdapter: ProviderAdapter = {
     // Anthropic numbers content blocks; tool calls are numbered apart, from 0, for the union.
     const toolOfBlock = new Map<number, number>();
     let counts: AnthropicUsage | undefined;
+    /** How this answer writes a text delta, learnt from the first one parsed (text-frame-template.ts), and its event name. */
+    let template: TextFrameTemplate | undefined;
+    let templateEvent: string | undefined;
+    let tries = LEARN_TRIES;
     return (frame): DecodedFrame => {
+      if (template !== undefined && frame.event === templateEvent) {
+        const text = template.read(frame.data);
+        if (text !== undefined) return new TemplateTextFrame(frame.data, text);
+      }
       const data = parseFrameJson(frame.data) as Record<string, any>;
       const events: StreamEvent[] = [];
       if (data === null || typeof data !== "object") return { parsed: data, events };
@@ -129,7 +141,15 @@ export const anthropicAdapter: ProviderAdapter = {
         }
         case "content_block_delta": {
           const delta = data.delta ?? {};
-          if (delta.type === "text_delta") events.push({ type: "text", text: vendorText(delta.text) });
+          if (delta.type === "text_delta") {
+            events.push({ type: "text", text: vendorText(delta.text) });
+            // (Again, a few times, when the one learnt stops fitting: a text block after a thinking one has another index.)
+            if (typeof delta.text === "string" && tries > 0) {
+              tries--;
+              const learnt = learnTextFrame(frame.data, '"text"', delta.text);
+              if (learnt) [template, templateEvent] = [learnt, frame.event];
+            }
+          }
           else if (delta.type === "input_json_delta") {
             const index = toolOfBlock.get(data.index);
             if (index !== undefined) events.push({ type: "tool-call", index, argumentsDelta: vendorText(delta.partial_json) });

@@ -299,8 +299,7 @@ describe("relays skim plain text frames and decode the rest", () => {
     const decode = openaiAdapter.createStreamDecoder();
     // The first frame is decoded: it teaches the relay how the vendor writes its model name.
     const first = sse(`${head}{"index":0,"delta":{"role":"assistant","content":""},"finish_reason":null}]}`);
-    const { parsed, events } = decode(first);
-    relay.frame(first, parsed, events);
+    relay.frame(first, decode(first));
     return relay;
   };
 
