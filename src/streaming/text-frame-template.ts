@@ -23,11 +23,14 @@ export interface TextFrameTemplate {
  * once or its literal does not hold `text` (a vendor that escapes differently from JSON.stringify
  * is still found: the literal is read, not searched for).
  *
+ * `reads`: where the decoder takes the text from in the parsed frame; the template is refused
+ * unless that is the literal found.
+ *
  * `padding`: a key after the text whose string value changes from frame to frame and means
  * nothing (OpenAI's `"obfuscation"`, random characters that hide the text's length on the wire).
  * Its value may be anything without a quote, a backslash or a control character.
  */
-export function learnTextFrame(data: string, key: string, text: string, padding?: string): TextFrameTemplate | undefined {
+export function learnTextFrame(data: string, key: string, text: string, reads: (parsed: unknown) => unknown, padding?: string): TextFrameTemplate | undefined {
   const literal = onlyLiteral(data, key, 0);
   if (literal === undefined) return undefined;
   const [start, end] = literal;
@@ -45,6 +48,17 @@ export function learnTextFrame(data: string, key: string, text: string, padding?
     if (NEEDS_PARSE.test(data.slice(pad[0] + 1, pad[1]))) return undefined;
     middle = data.slice(end + 1, pad[0] + 1);
     last = data.slice(pad[1]);
+  }
+  // The literal found must be the one the decoder reads: a key written twice (JSON keeps the last),
+  // spelt another way (`"content" :`, `"\u0063ontent"`) or at another path would let later frames
+  // say one text to the client's parser and another to ours. The frame with another text in the
+  // literal, parsed, must read as that text.
+  const probe = text === "\u0000" ? "\u0001" : "\u0000";
+  try {
+    const padValue = pad === undefined ? "" : data.slice(pad[0] + 1, pad[1]);
+    if (reads(JSON.parse(`${head}${JSON.stringify(probe)}${middle}${padValue}${last}`)) !== probe) return undefined;
+  } catch {
+    return undefined;
   }
   const least = head.length + middle.length + last.length + 2;
   return {

@@ -7,6 +7,8 @@ import { reportedCount } from "../../streaming/events.ts";
 
 /** How many text deltas may teach a stream's decoder its text template (see createStreamDecoder). */
 const LEARN_TRIES = 3;
+/** Where the decoder reads a text delta's text (what a learnt template must stand for). */
+const readDeltaText = (data: unknown) => (data as { delta?: { text?: unknown } } | null)?.delta?.text;
 
 const STOP: Record<string, FinishReason> = {
   end_turn: "stop",
@@ -146,7 +148,7 @@ export const anthropicAdapter: ProviderAdapter = {
             // (Again, a few times, when the one learnt stops fitting: a text block after a thinking one has another index.)
             if (typeof delta.text === "string" && tries > 0) {
               tries--;
-              const learnt = learnTextFrame(frame.data, '"text"', delta.text);
+              const learnt = learnTextFrame(frame.data, '"text"', delta.text, readDeltaText);
               if (learnt) [template, templateEvent] = [learnt, frame.event];
             }
           }

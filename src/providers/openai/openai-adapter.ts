@@ -7,6 +7,8 @@ import { reportedCount } from "../../streaming/events.ts";
 
 /** How many chunks may teach a stream's decoder its text template (see createStreamDecoder). */
 const LEARN_TRIES = 3;
+/** Where the decoder reads a text chunk's text (what a learnt template must stand for). */
+const readContent = (chunk: unknown) => (chunk as { choices?: { delta?: { content?: unknown } }[] } | null)?.choices?.[0]?.delta?.content;
 
 const FINISH: Record<string, FinishReason> = {
   stop: "stop",
@@ -135,7 +137,7 @@ export const openaiAdapter: ProviderAdapter = {
       const only = events.length === 1 ? events[0]! : undefined;
       if (only?.type === "text" && only.text === choice?.delta?.content && tries > 0) {
         tries--;
-        template = learnTextFrame(frame.data, '"content"', only.text, '"obfuscation"') ?? template;
+        template = learnTextFrame(frame.data, '"content"', only.text, readContent, '"obfuscation"') ?? template;
       }
       return { parsed: chunk, events };
     };

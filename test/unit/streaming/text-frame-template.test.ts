@@ -9,6 +9,9 @@ import type { SseEvent } from "../../../src/streaming/sse-parser.ts";
 const openaiChunk = (text: string, obfuscation = "yRkT0", extra = "") =>
   `{"id":"chatcmpl-CVFm2bQ8","object":"chat.completion.chunk","created":1761565012,"model":"gpt-4o-mini-2024-07-18","service_tier":"default","system_fingerprint":"fp_560af6e559","choices":[{"index":0,"delta":{"content":${JSON.stringify(text)}},"logprobs":null,"finish_reason":null}]${extra},"usage":null,"obfuscation":"${obfuscation}"}`;
 const anthropicDelta = (text: string, index = 0) => `{"type":"content_block_delta","index":${index},"delta":{"type":"text_delta","text":${JSON.stringify(text)}}}`;
+/** Where each decoder reads a text frame's text. */
+const content = (chunk: any) => chunk?.choices?.[0]?.delta?.content;
+const deltaText = (data: any) => data?.delta?.text;
 const sse = (data: string, event?: string): SseEvent => ({ data, event, id: undefined, retry: undefined });
 
 /** Texts a model writes, and the escapes JSON needs for them. */
@@ -16,7 +19,7 @@ const TEXTS = ["Hello", " world", 'He said "hi"', "back\\slash", "line\nbreak\tt
 
 describe("a text frame template", () => {
   test("reads every later OpenAI chunk's text, whatever its padding, escapes included", () => {
-    const template = learnTextFrame(openaiChunk("first"), '"content"', "first", '"obfuscation"')!;
+    const template = learnTextFrame(openaiChunk("first"), '"content"', "first", content, '"obfuscation"')!;
     expect(template).toBeDefined();
     TEXTS.forEach((text, i) => expect(template.read(openaiChunk(text, "x".repeat(i + 1)))).toBe(text));
     // A vendor that escapes what JSON.stringify writes as it is (\u00e9, \/) is read the same.
@@ -24,7 +27,7 @@ describe("a text frame template", () => {
   });
 
   test("refuses a chunk that means more than its text, or is written another way", () => {
-    const template = learnTextFrame(openaiChunk("first"), '"content"', "first", '"obfuscation"')!;
+    const template = learnTextFrame(openaiChunk("first"), '"content"', "first", content, '"obfuscation"')!;
     const refused = [
       openaiChunk("a").replace('"finish_reason":null', '"finish_reason":"stop"'),
       openaiChunk("a").replace('"usage":null', '"usage":{"prompt_tokens":1}'),
@@ -45,13 +48,32 @@ describe("a text frame template", () => {
   });
 
   test("is not learnt from a frame whose key is written twice, or whose literal holds another text", () => {
-    expect(learnTextFrame('{"content":"a","x":{"content":"a"}}', '"content"', "a")).toBeUndefined();
-    expect(learnTextFrame(openaiChunk("a"), '"content"', "b", '"obfuscation"')).toBeUndefined();
-    expect(learnTextFrame('{"delta":{"text":"a"}}', '"content"', "a")).toBeUndefined();
+    expect(learnTextFrame('{"choices":[{"delta":{"content":"a","x":{"content":"a"}}}]}', '"content"', "a", content)).toBeUndefined();
+    expect(learnTextFrame(openaiChunk("a"), '"content"', "b", content, '"obfuscation"')).toBeUndefined();
+    expect(learnTextFrame('{"delta":{"text":"a"}}', '"content"', "a", deltaText)).toBeUndefined();
+  });
+
+  test("is not learnt from a literal the decoder does not read: JSON keeps a key's last value, and keys can be spelt other ways", () => {
+    const delta = (inner: string) => openaiChunk("Hi").replace('{"content":"Hi"}', inner);
+    const notRead = [
+      delta('{"content":"Hi","content" :"Hi"}'),
+      delta('{"content":"Hi","\\u0063ontent":"Hi"}'),
+      delta('{"content": "Hi"}').replace('"logprobs":null,"finish_reason":null}', '"logprobs":null,"finish_reason":null},{"index":1,"delta":{"content":"Hi"}}'),
+      openaiChunk("Hi").replace('{"content":"Hi"}', '{"content": "Hi"}').replace('"created":', '"meta":{"content":"Hi"},"created":'),
+    ];
+    for (const frame of notRead) {
+      expect(JSON.parse(frame).choices[0].delta.content).toBe("Hi");
+      expect(learnTextFrame(frame, '"content"', "Hi", content, '"obfuscation"')).toBeUndefined();
+    }
+    for (const frame of [
+      '{"type":"content_block_delta","index":0,"delta":{"type":"text_delta","text":"Hi","text" :"Hi"}}',
+      '{"type":"content_block_delta","index":0,"x":{"text":"Hi"},"delta":{"type":"text_delta","text": "Hi"}}',
+      '{"type":"content_block_delta","index":0,"delta":{"type":"text_delta","text":"Hi"},"delta":{"type":"text_delta","text": "Hi"}}',
+    ]) expect(learnTextFrame(frame, '"text"', "Hi", deltaText)).toBeUndefined();
   });
 
   test("without padding, the tail must be the same", () => {
-    const template = learnTextFrame(anthropicDelta("first"), '"text"', "first")!;
+    const template = learnTextFrame(anthropicDelta("first"), '"text"', "first", deltaText)!;
     for (const text of TEXTS) expect(template.read(anthropicDelta(text))).toBe(text);
     expect(template.read(anthropicDelta("a", 1))).toBeUndefined();
     expect(template.read(anthropicDelta("a").replace("text_delta", "thinking_delta"))).toBeUndefined();
@@ -94,6 +116,19 @@ describe("decoders read text frames on the answer's template", () => {
       expect(decoded.events).toEqual([{ type: "text", text: `w${i}` }]);
       expect(decoded).not.toBeInstanceOf(TemplateTextFrame);
     }
+  });
+
+  test("a decoder taught by a frame whose text is written twice reads later frames as JSON does", () => {
+    const twice = (first: string) => openaiChunk("x").replace('{"content":"x"}', `{"content":${JSON.stringify(first)},"content" :"Hi"}`);
+    const decode = openaiAdapter.createStreamDecoder();
+    expect(decode(sse(twice("Hi"))).events).toEqual([{ type: "text", text: "Hi" }]);
+    const later = decode(sse(twice("EVIL")));
+    expect(later).not.toBeInstanceOf(TemplateTextFrame);
+    expect(later.events).toEqual([{ type: "text", text: "Hi" }]);
+    const anthropic = anthropicAdapter.createStreamDecoder();
+    const shadowed = (first: string) => `{"type":"content_block_delta","index":0,"delta":{"type":"text_delta","text":${JSON.stringify(first)},"text" :"Hi"}}`;
+    anthropic(sse(shadowed("Hi"), "content_block_delta"));
+    expect(anthropic(sse(shadowed("EVIL"), "content_block_delta")).events).toEqual([{ type: "text", text: "Hi" }]);
   });
 
   test("Anthropic: text deltas of a block after a thinking one, and an error event with a text delta's data", () => {
