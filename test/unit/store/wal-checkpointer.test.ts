@@ -100,7 +100,7 @@ describe("WAL checkpoints on their own thread", () => {
     expect(longestRefusalMs).toBeLessThan(250);
   });
 
-  test("on a slow disk (a second pass slower than the limit) the restart is skipped: writers are never held, the log grows as it used to", async () => {
+  test("on a slow disk (a second pass slower than the limit) the restart is skipped: writers are not held, the log grows as it used to", async () => {
     const { db, path } = freshDatabase();
     // Every pass counts as slow: the restart, which would sync while holding the lock, never runs.
     const checkpointer = startWalCheckpointer(db, path, { intervalMs: 20, restartLogBytes: 256 * 1024, slowPassMs: -1 });
@@ -109,7 +109,10 @@ describe("WAL checkpoints on their own thread", () => {
     const { commits, refusals } = steadyCommits(db, 800);
     const pageSize = db.query<{ page_size: number }, []>("PRAGMA page_size").get()!.page_size;
     expect(commits).toBeGreaterThan(2_000);
-    expect(refusals).toBe(0);
+    // A passive pass can itself refuse a writer that will not wait (busy_timeout 0 here; the
+    // gateway's writers wait) for an instant, rarely (1 in ~1 run of 20 on CI). The restart refused
+    // them every pass: 29 times in this test when it ran on a slow disk.
+    expect(refusals).toBeLessThanOrEqual(2);
     expect(statSync(`${path}-wal`).size).toBeGreaterThan(commits * pageSize * 0.9);
   });
 
