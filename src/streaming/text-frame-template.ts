@@ -4,8 +4,8 @@
  * Within one answer a vendor writes every plain text frame the same way: OpenAI's chunk repeats
  * its id, `created`, model and fingerprint, then `"delta":{"content":"…"}` and the same tail;
  * Anthropic's `content_block_delta` differs only in its text. A translating stream parsed each
- * one whole (`JSON.parse`, ~0.5 µs and a handful of objects a frame, the largest part of what
- * translation added to a 20-chunk stream). A template is learnt from one frame the decoder has
+ * one whole (`JSON.parse`: ~0.27 µs and a handful of objects a frame; a template's read is ~0.07
+ * µs and one string; about 3 % of a Claude Code path stream in all). A template is learnt from one frame the decoder has
  * parsed and found to mean its text alone: everything before the text's string literal (the
  * head) and after it (the tail). A later frame with that head and tail, and a valid JSON string
  * between them, is the same JSON with another text: it means that text, and nothing else.
