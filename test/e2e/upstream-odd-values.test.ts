@@ -185,3 +185,56 @@ describe("usage objects that say less than they should", () => {
     expect(openai.usage.prompt_tokens_details?.cached_tokens ?? 0).toBe(0);
   });
 });
+
+describe("text frames read on the answer's template (translated streams)", () => {
+  /** OpenAI's chunk as its API writes it, `usage: null` and the `obfuscation` padding included, with `delta` as raw JSON. */
+  const padded = (delta: string, obfuscation: string, finish = "null") =>
+    `data: {"id":"chatcmpl-Tpl","object":"chat.completion.chunk","created":1,"model":"gpt-4o-mini","service_tier":"default","system_fingerprint":"fp_1","choices":[{"index":0,"delta":${delta},"logprobs":null,"finish_reason":${finish}}],"usage":null,"obfuscation":"${obfuscation}"}\n\n`;
+  const texts = ["Hello", ' "quoted"', " back\\slash", " line\nbreak", " é 中文 🚂", "}],\"usage\":{\"prompt_tokens\":1}", '","obfuscation":"'];
+  const anthropicText = async () => {
+    const frames = sseFrames(await (await post(gw, "/v1/messages", { model: OPENAI_MODEL, max_tokens: 50, messages: ask, stream: true })).text());
+    const data = frames.map((f) => ({ event: f.event, data: JSON.parse(f.data) }));
+    return { events: data.map((d) => d.event), text: data.filter((d) => d.data.type === "content_block_delta").map((d) => d.data.delta.text).join("") };
+  };
+
+  test("an Anthropic client on an OpenAI model gets every text exactly, whatever its escapes and padding", async () => {
+    upstream.reply({ kind: "sse", chunks: [
+      padded('{"role":"assistant","content":"","refusal":null}', "a"),
+      ...texts.map((t, i) => padded(`{"content":${JSON.stringify(t)}}`, "x".repeat(1 + i))),
+      // The same text as another vendor might escape it: read as JSON reads it.
+      padded('{"content":" \\u00e9\\/"}', "yz"),
+      padded("{}", "b", '"stop"'),
+      usage({ prompt_tokens: 5, completion_tokens: 9, total_tokens: 14 }),
+      "data: [DONE]\n\n",
+    ] });
+    const { events, text } = await anthropicText();
+    expect(events).not.toContain("error");
+    expect(text).toBe(texts.join("") + " é/");
+  });
+
+  test("a frame that fits the template's ends but is not JSON fails the answer, as it did when every frame was parsed", async () => {
+    upstream.reply({ kind: "sse", chunks: [
+      padded('{"content":"Hi"}', "a"),
+      padded('{"content":" there"}', "bc"),
+      padded('{"content":"a"b"}', "d"),
+      padded("{}", "e", '"stop"'),
+      "data: [DONE]\n\n",
+    ] });
+    const { events, text } = await anthropicText();
+    expect(events).toContain("error");
+    expect(text).toBe("Hi there");
+  });
+
+  test("a first text whose key is written twice teaches nothing: later frames mean what JSON says, the key's last value", async () => {
+    upstream.reply({ kind: "sse", chunks: [
+      padded('{"content":"Hi","content" :"Hi"}', "a"),
+      padded('{"content":"EVIL","content" :"Hi"}', "bc"),
+      padded("{}", "e", '"stop"'),
+      usage({ prompt_tokens: 5, completion_tokens: 2, total_tokens: 7 }),
+      "data: [DONE]\n\n",
+    ] });
+    const { events, text } = await anthropicText();
+    expect(events).not.toContain("error");
+    expect(text).toBe("HiHi");
+  });
+});
