@@ -62,7 +62,7 @@ for (const a of argv) {
   }
 }
 if (flag("help")) {
-  console.log("usage: bun run bench [--quick] [--rounds N] [--seconds S] [--only A,B,C,D,E,S,P] [--streams N] [--no-pin] [--profile] [--compare GIT-REF]\n       bun run bench --scenario slow [--streams N]   S alone: 20,000 slow streams, the gateway's peak RSS\n       bun run bench --scale [--seconds S] [--force]   SQLite vs PostgreSQL + Redis, 1 and 2 workers (bench/scale.ts)\n       bun run bench --scenario iso [--quick] [--samples N] [--seconds S]   one key's count flood against another key's counts and chat (bench/count-isolation.ts)\n       bun run bench --console [--records N] [--store sqlite|postgres|both]   the console's views over 10 million usage records (bench/console-views.ts)");
+  console.log("usage: bun run bench [--quick] [--rounds N] [--seconds S] [--only A,B,C,D,E,S,P] [--streams N] [--no-pin] [--profile] [--compare GIT-REF [--path cc]]\n       bun run bench --scenario slow [--streams N]   S alone: 20,000 slow streams, the gateway's peak RSS\n       bun run bench --scale [--seconds S] [--force]   SQLite vs PostgreSQL + Redis, 1 and 2 workers (bench/scale.ts)\n       bun run bench --scenario iso [--quick] [--samples N] [--seconds S]   one key's count flood against another key's counts and chat (bench/count-isolation.ts)\n       bun run bench --console [--records N] [--store sqlite|postgres|both]   the console's views over 10 million usage records (bench/console-views.ts)");
   process.exit(0);
 }
 if (flag("console")) {
