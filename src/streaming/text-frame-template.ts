@@ -1,3 +1,5 @@
+import type { SseEvent } from "./sse-parser.ts";
+
 /**
  * Reading a vendor's text frames without parsing them.
  *
@@ -85,6 +87,31 @@ export function learnTextFrame(data: string, key: string, text: string, reads: (
       } catch {
         return undefined;
       }
+    },
+  };
+}
+
+/** How many text frames may teach one stream's reader (again when the one learnt stops fitting). */
+const LEARN_TRIES = 3;
+
+/**
+ * One stream decoder's template, with the frame's event name as part of it: `read` before
+ * parsing a frame, `learn` from a parsed frame whose only meaning is `text`. A few frames may
+ * teach it, so a template that stops fitting (a text block after a thinking one has another index)
+ * is learnt again, while a server whose frames never repeat (it numbers its chunks) costs only
+ * those few tries.
+ */
+export function textFrameReader(key: string, reads: (parsed: unknown) => unknown, padding?: string) {
+  let template: TextFrameTemplate | undefined;
+  let event: string | undefined;
+  let tries = LEARN_TRIES;
+  return {
+    read: (frame: SseEvent): string | undefined => (template !== undefined && frame.event === event ? template.read(frame.data) : undefined),
+    learn(frame: SseEvent, text: string): void {
+      if (tries === 0) return;
+      tries--;
+      const learnt = learnTextFrame(frame.data, key, text, reads, padding);
+      if (learnt) [template, event] = [learnt, frame.event];
     },
   };
 }

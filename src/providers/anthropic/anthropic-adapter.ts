@@ -1,12 +1,10 @@
 import type { FinishReason, StreamEvent } from "../../streaming/events.ts";
-import { learnTextFrame, type TextFrameTemplate } from "../../streaming/text-frame-template.ts";
+import { textFrameReader } from "../../streaming/text-frame-template.ts";
 import { isRecord, parseFrameJson, vendorText, TemplateTextFrame, UpstreamProtocolError, type DecodedFrame, type ProviderAdapter } from "../provider.ts";
 import { SHAPES_ONLY } from "../../log/scrub.ts";
 import { upstreamStreamErrorMessage } from "../upstream-errors.ts";
 import { reportedCount } from "../../streaming/events.ts";
 
-/** How many text deltas may teach a stream's decoder its text template (see createStreamDecoder). */
-const LEARN_TRIES = 3;
 /** Where the decoder reads a text delta's text (what a learnt template must stand for). */
 const readDeltaText = (data: unknown) => (data as { delta?: { text?: unknown } } | null)?.delta?.text;
 
@@ -101,15 +99,11 @@ export const anthropicAdapter: ProviderAdapter = {
     // Anthropic numbers content blocks; tool calls are numbered apart, from 0, for the union.
     const toolOfBlock = new Map<number, number>();
     let counts: AnthropicUsage | undefined;
-    /** How this answer writes a text delta, learnt from the first one parsed (text-frame-template.ts), and its event name. */
-    let template: TextFrameTemplate | undefined;
-    let templateEvent: string | undefined;
-    let tries = LEARN_TRIES;
+    /** How this answer writes a text delta, learnt from the first one parsed (text-frame-template.ts). */
+    const textFrames = textFrameReader('"text"', readDeltaText);
     return (frame): DecodedFrame => {
-      if (template !== undefined && frame.event === templateEvent) {
-        const text = template.read(frame.data);
-        if (text !== undefined) return new TemplateTextFrame(frame.data, text);
-      }
+      const text = textFrames.read(frame);
+      if (text !== undefined) return new TemplateTextFrame(frame.data, text);
       const data = parseFrameJson(frame.data) as Record<string, any>;
       const events: StreamEvent[] = [];
       if (data === null || typeof data !== "object") return { parsed: data, events };
@@ -145,12 +139,7 @@ export const anthropicAdapter: ProviderAdapter = {
           const delta = data.delta ?? {};
           if (delta.type === "text_delta") {
             events.push({ type: "text", text: vendorText(delta.text) });
-            // (Again, a few times, when the one learnt stops fitting: a text block after a thinking one has another index.)
-            if (typeof delta.text === "string" && tries > 0) {
-              tries--;
-              const learnt = learnTextFrame(frame.data, '"text"', delta.text, readDeltaText);
-              if (learnt) [template, templateEvent] = [learnt, frame.event];
-            }
+            if (typeof delta.text === "string") textFrames.learn(frame, delta.text);
           }
           else if (delta.type === "input_json_delta") {
             const index = toolOfBlock.get(data.index);

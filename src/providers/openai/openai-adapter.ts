@@ -1,12 +1,10 @@
 import type { FinishReason, StreamEvent } from "../../streaming/events.ts";
 import { isRecord, parseFrameJson, vendorText, TemplateTextFrame, UpstreamProtocolError, type DecodedFrame, type ProviderAdapter } from "../provider.ts";
-import { learnTextFrame, type TextFrameTemplate } from "../../streaming/text-frame-template.ts";
+import { textFrameReader } from "../../streaming/text-frame-template.ts";
 import { SHAPES_ONLY } from "../../log/scrub.ts";
 import { upstreamStreamErrorMessage } from "../upstream-errors.ts";
 import { reportedCount } from "../../streaming/events.ts";
 
-/** How many chunks may teach a stream's decoder its text template (see createStreamDecoder). */
-const LEARN_TRIES = 3;
 /** Where the decoder reads a text chunk's text (what a learnt template must stand for). */
 const readContent = (chunk: unknown) => (chunk as { choices?: { delta?: { content?: unknown } }[] } | null)?.choices?.[0]?.delta?.content;
 
@@ -79,14 +77,11 @@ export const openaiAdapter: ProviderAdapter = {
     // Upstream tool-call indexes are per choice and may start anywhere; ours count from 0.
     const toolIndex = new Map<number, number>();
     /** How this answer writes a chunk of text alone, learnt from the first one parsed (text-frame-template.ts). */
-    let template: TextFrameTemplate | undefined;
-    let tries = LEARN_TRIES;
+    const textFrames = textFrameReader('"content"', readContent, '"obfuscation"');
     return (frame): DecodedFrame => {
       if (frame.data === "[DONE]") return { parsed: undefined, events: [], last: true };
-      if (template !== undefined) {
-        const text = template.read(frame.data);
-        if (text) return new TemplateTextFrame(frame.data, text);
-      }
+      const text = textFrames.read(frame);
+      if (text) return new TemplateTextFrame(frame.data, text);
       const chunk = parseFrameJson(frame.data) as {
         error?: { message?: string; type?: string } | string;
         choices?: { index?: number; delta?: Record<string, any>; finish_reason?: string | null }[];
@@ -133,12 +128,8 @@ export const openaiAdapter: ProviderAdapter = {
       }
       if (chunk.usage && typeof chunk.usage === "object") events.push(usageEvent(chunk.usage));
       // A chunk that means its text alone (its delta's content) teaches how the next ones are written.
-      // (Again, a few times, when the one learnt stops fitting: a server that numbers its chunks.)
       const only = events.length === 1 ? events[0]! : undefined;
-      if (only?.type === "text" && only.text === choice?.delta?.content && tries > 0) {
-        tries--;
-        template = learnTextFrame(frame.data, '"content"', only.text, readContent, '"obfuscation"') ?? template;
-      }
+      if (only?.type === "text" && only.text === choice?.delta?.content) textFrames.learn(frame, only.text);
       return { parsed: chunk, events };
     };
   },
