@@ -173,7 +173,9 @@ async function shutdown(code: number, why?: string): Promise<never> {
   for (const c of children) c.kill("SIGKILL");
   tellWatchdog("exit");
   for (const dir of worktrees) Bun.spawnSync(["git", "worktree", "remove", "--force", dir], { cwd: ROOT, stdout: "ignore", stderr: "ignore" });
-  rmSync(work, { recursive: true, force: true });
+  // BENCH_KEEP=1: the work folder (every process's log, the databases) stays for a look afterwards.
+  if (process.env.BENCH_KEEP) console.error(`bench: kept ${work}`);
+  else rmSync(work, { recursive: true, force: true });
   process.exit(code);
 }
 process.on("SIGINT", () => void shutdown(130, "interrupted"));

@@ -10,6 +10,8 @@ import { ResponseTooLargeError, type ChunkReader, type ReadResult } from "../tra
 /** How long a body may stay open after the vendor's end marker ([DONE], message_stop). */
 export const END_GRACE_MS = 1_000;
 const END: ReadResult = { done: true, value: undefined };
+/** What the pump hands back when it took the chunks itself (see `pump` in answerSource). */
+const TAKEN = Symbol("taken");
 
 export type StreamOutcome =
   /** The upstream finished its answer and the client got every frame. */
@@ -330,6 +332,53 @@ export async function answerSource(o: StreamAnswerOptions): Promise<{ type: "dir
         return true;
       };
 
+      /**
+       * Waiting for the upstream without a promise a chunk (`onReadable`): `pump` takes what comes
+       * and sends it, in the transport's callback, as long as nothing needs this loop; then it
+       * hands over, once: the end (settled here), a failure, frames with images, the vendor's end
+       * marker, or a client slower than the upstream. A slow stream then holds nothing between
+       * its frames that the last frame made (see ChunkReader.onReadable).
+       */
+      let handOver: { resolve: (handed: ReadResult | typeof TAKEN) => void; reject: (err: unknown) => void } | undefined;
+      let pendingBackpressure: Promise<unknown> | undefined;
+      const hand = (handed: ReadResult | typeof TAKEN) => {
+        const to = handOver;
+        handOver = undefined;
+        to?.resolve(handed);
+      };
+      const pump = (): void => {
+        // The client left: nothing more is read (the loop's wait is dropped, as a read's was).
+        if (done) return;
+        try {
+          for (;;) {
+            const read = reader.readNow!();
+            if (!read) {
+              // Everything that arrived is taken: it goes out now, as the loop would send it.
+              const backpressure = send();
+              if (done) return;
+              if (backpressure) {
+                pendingBackpressure = backpressure;
+                return hand(TAKEN);
+              }
+              return reader.onReadable!(pump);
+            }
+            if (read.done) return hand(read);
+            o.deadline.touch();
+            parser.feed(read.value);
+            if (failure !== undefined || held.length > 0 || vendorEnded) return hand(TAKEN);
+          }
+        } catch (err) {
+          const to = handOver;
+          handOver = undefined;
+          to?.reject(err);
+        }
+      };
+      const pumped = () =>
+        new Promise<ReadResult | typeof TAKEN>((resolve, reject) => {
+          handOver = { resolve, reject };
+          reader.onReadable!(pump);
+        });
+
       try {
         if (failedEarly) throw failedEarly.error;
         for (;;) {
@@ -345,7 +394,32 @@ export async function answerSource(o: StreamAnswerOptions): Promise<{ type: "dir
             continue;
           }
           // A chunk already here is taken at once, without a promise.
-          const read = vendorEnded ? await endOfBody() : (reader.readNow?.() ?? (await reader.read()));
+          let read = vendorEnded ? await endOfBody() : reader.readNow?.();
+          if (!read && reader.onReadable) {
+            const handed = await pumped();
+            if (done) return; // the client went away while we waited
+            if (handed === TAKEN) {
+              // The pump took (and sent) chunks; what it could not finish is finished here, as
+              // take and takeWithNext would: the client's pace, frames with images, what came
+              // after the vendor's end marker.
+              if (pendingBackpressure) {
+                const backpressure = pendingBackpressure;
+                pendingBackpressure = undefined;
+                if (!(await waitForClient(backpressure))) return;
+                continue;
+              }
+              if (held.length > 0) await drainHeld();
+              over = failure !== undefined;
+              if (!over && !done && held.length === 0) {
+                const next = vendorEnded ? endNow() : reader.readNow?.();
+                if (next) over = await take(next);
+              }
+              if (done) return;
+              continue;
+            }
+            read = handed;
+          }
+          read ??= await reader.read();
           if (done) return; // the client went away while we waited
           over = await takeWithNext(read);
           if (done) return;

@@ -67,6 +67,14 @@ export interface ChunkReader {
    * comes after an await), and a chunk already queued costs no promise.
    */
   readNow?(): ReadResult | undefined;
+  /**
+   * Calls `ready` once, from the transport's own callback, as soon as `readNow()` has something
+   * again (a chunk, the end or the failure). Only after `readNow()` gave undefined. A stream that
+   * waits this way holds no promise between its chunks: a promise per wait lived from one chunk to
+   * the next, so every collection in between moved it to the old generation, and with it the
+   * chunk it was resolved with (~770 bytes a chunk of a slow stream's memory until a full collection).
+   */
+  onReadable?(ready: () => void): void;
   cancel(reason?: unknown): Promise<void>;
 }
 

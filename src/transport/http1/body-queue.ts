@@ -12,6 +12,8 @@ export class BodyQueue implements ChunkReader {
   claimed = false;
   private chunks: Uint8Array[] = [];
   private waiting: { resolve: (r: ReadResult) => void; reject: (e: unknown) => void } | null = null;
+  /** Told once when a chunk or the end arrives (see `onReadable`). */
+  private ready: (() => void) | null = null;
   private ended = false;
   private failure: unknown = undefined;
   private queuedBytes = 0;
@@ -33,13 +35,23 @@ export class BodyQueue implements ChunkReader {
         this.chunks.push(chunk);
         this.queuedBytes += chunk.byteLength;
       }
+      this.tellReady();
     }
+  }
+
+  /** A reader waiting with `onReadable` takes what came, here, in the socket's callback. */
+  private tellReady(): void {
+    const ready = this.ready;
+    if (!ready) return;
+    this.ready = null;
+    ready();
   }
 
   end(error?: unknown): void {
     if (this.ended) return;
     this.ended = true;
     this.failure = error;
+    this.tellReady();
     const waiting = this.waiting;
     this.waiting = null;
     if (!waiting) return;
@@ -48,12 +60,15 @@ export class BodyQueue implements ChunkReader {
   }
 
   readNow(): ReadResult | undefined {
-    if (this.chunks.length > 0) {
-      const queued = this.chunks;
-      this.chunks = [];
+    const queued = this.chunks;
+    if (queued.length > 0) {
+      const value = queued.length === 1 ? queued[0]! : Buffer.concat(queued);
+      // Emptied, not replaced: a new array a read would live until the next chunk, long enough
+      // to be promoted by a collection, and the chunk stored in it then with it.
+      queued.length = 0;
       this.queuedBytes = 0;
       this.onDrained();
-      return { done: false, value: queued.length === 1 ? queued[0]! : Buffer.concat(queued) };
+      return { done: false, value };
     }
     if (!this.ended) return undefined;
     if (this.failure !== undefined) throw this.failure;
@@ -74,7 +89,14 @@ export class BodyQueue implements ChunkReader {
     });
   }
 
+  onReadable(ready: () => void): void {
+    if (this.chunks.length > 0 || this.ended) return ready();
+    this.onDrained();
+    this.ready = ready;
+  }
+
   cancel(): Promise<void> {
+    this.ready = null;
     this.chunks = [];
     this.queuedBytes = 0;
     if (!this.ended) {

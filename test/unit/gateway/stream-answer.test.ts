@@ -52,6 +52,54 @@ function scriptedBody() {
     },
   };
 }
+/**
+ * A scripted body that also wakes its reader the way our HTTP/1.1 client's queue does
+ * (`onReadable`): what arrives is taken in `arrive`'s own call, as in the socket's callback.
+ * `read()` is counted: a stream woken this way never needs it.
+ */
+function wakingBody() {
+  const queued: ReadResult[] = [];
+  let failure: Error | undefined;
+  let ready: (() => void) | null = null;
+  const wake = () => {
+    const r = ready;
+    ready = null;
+    r?.();
+  };
+  const reader = {
+    reads: 0,
+    wakes: 0,
+    cancelled: 0,
+    readNow: (): ReadResult | undefined => {
+      const r = queued.shift();
+      if (!r && failure) throw failure;
+      return r;
+    },
+    read(): Promise<ReadResult> {
+      this.reads++;
+      return Promise.reject(new Error("read() called: a stream woken by onReadable must not need it"));
+    },
+    onReadable(r: () => void) {
+      this.wakes++;
+      ready = r;
+    },
+    async cancel() {
+      this.cancelled++;
+      ready = null;
+    },
+  };
+  return {
+    arrive(r: ReadResult) {
+      queued.push(r);
+      wake();
+    },
+    fail(err: Error) {
+      failure = err;
+      wake();
+    },
+    reader,
+  };
+}
 const data = (text: string): ReadResult => ({ done: false, value: enc.encode(text) });
 const END: ReadResult = { done: true, value: undefined };
 
@@ -95,7 +143,7 @@ function options(reader: StreamAnswerOptions["upstream"], events: string[], outc
 }
 
 /** The stage over a scripted body, with what it settled and how it ended recorded, and a recording controller. */
-async function stage(body: ReturnType<typeof scriptedBody>, extra: Partial<StreamAnswerOptions> = {}) {
+async function stage(body: ReturnType<typeof scriptedBody> | ReturnType<typeof wakingBody>, extra: Partial<StreamAnswerOptions> = {}) {
   const events: string[] = [];
   const outcome: { value?: string } = {};
   const source = await answerSource({ ...options(body.reader, events, outcome), ...extra });
@@ -258,6 +306,202 @@ describe("stream stage: the vendor's end marker", () => {
     await pulled;
     expect(body.reader.cancelled).toBe(0);
     expect(outcome.value).toBe("completed");
+  });
+});
+
+describe("stream stage woken by the transport (onReadable): no promise a chunk", () => {
+  test("chunks after the head are taken and written in the transport's callback; the last frames wait for the settlement and leave with the end; read() is never called", async () => {
+    const body = wakingBody();
+    body.arrive(data(FIRST + chunk(1)));
+    const { source, events, outcome, controller, writes, closed } = await stage(body);
+    const pulled = source.pull(controller);
+    expect(writes.length).toBe(1);
+    await Bun.sleep(1);
+
+    body.arrive(data(chunk(2)));
+    // Written within arrive(): no turn, no promise in between.
+    expect(writes.length).toBe(2);
+    expect(writes[1]).toContain('"content":"w2 "');
+    body.arrive(data(chunk(3)));
+    expect(writes.length).toBe(3);
+    expect(events).toEqual([]);
+
+    body.arrive(data(LAST));
+    body.arrive(END);
+    await pulled;
+    expect(events).toEqual(["settling", "settled"]);
+    // The vendor's end marker hands the stream back to its loop, which takes the end as it comes:
+    // the last frames, settled, then out with the end in one write.
+    expect(writes.length).toBe(4);
+    expect(writes[3]).toContain('"finish_reason":"stop"');
+    expect(writes[3]!.endsWith("data: [DONE]\n\n")).toBe(true);
+    expect(closed()).toBe(true);
+    expect(outcome.value).toBe("completed");
+    expect(body.reader.reads).toBe(0);
+    expect(body.reader.cancelled).toBe(0);
+  });
+
+  test("the body's end without an end marker: the answer ended early, an error frame, nothing settled", async () => {
+    const body = wakingBody();
+    const { source, events, outcome, controller, writes, closed } = await stage(body);
+    const pulled = source.pull(controller);
+    body.arrive(data(FIRST + chunk(1)));
+    body.arrive(END);
+    await pulled;
+    const sent = writes.join("");
+    expect(sent).toContain('"content":"w1 "');
+    expect(sent).toContain("ended the answer early");
+    expect(events).toEqual([]);
+    expect(closed()).toBe(true);
+    expect(outcome.value).toBe("failed");
+    expect(body.reader.reads).toBe(0);
+  });
+
+  test("a connection lost while waiting, and a broken frame taken in the callback, each fail the stream with an error frame", async () => {
+    const lost = wakingBody();
+    const a = await stage(lost);
+    const pulledA = a.source.pull(a.controller);
+    lost.arrive(data(FIRST + chunk(1)));
+    lost.fail(new Error("socket closed"));
+    await pulledA;
+    expect(a.writes.join("")).toContain("connection to the upstream provider was lost");
+    expect(a.outcome.value).toBe("failed");
+    expect(a.closed()).toBe(true);
+
+    const broken = wakingBody();
+    const b = await stage(broken);
+    const pulledB = b.source.pull(b.controller);
+    broken.arrive(data(FIRST + "data: {not json\n\n"));
+    await pulledB;
+    expect(b.writes.join("")).toContain('"error"');
+    expect(b.writes.join("")).not.toContain("[DONE]");
+    expect(b.outcome.value).toBe("failed");
+    expect(b.events).toEqual([]);
+  });
+
+  test("a client slower than the upstream: the callback stops taking until the client drains, then the rest follows in order", async () => {
+    const body = wakingBody();
+    const { source, outcome, events } = await stage(body);
+    const writes: string[] = [];
+    let drain!: () => void;
+    let slow = false;
+    const controller: DirectController = {
+      write(c) {
+        writes.push(c);
+        return c.length;
+      },
+      flush() {
+        if (!slow) return 0;
+        slow = false;
+        return new Promise<number>((resolve) => (drain = () => resolve(0)));
+      },
+      close() {},
+    };
+    const pulled = source.pull(controller);
+    slow = true;
+    body.arrive(data(FIRST + chunk(1)));
+    expect(writes.length).toBe(1);
+    // The client has not taken it yet: what arrives now waits in the body, unread.
+    body.arrive(data(chunk(2)));
+    expect(writes.length).toBe(1);
+    expect(body.reader.wakes).toBe(1);
+    drain();
+    await Bun.sleep(1);
+    expect(writes.length).toBe(2);
+    expect(writes[1]).toContain('"content":"w2 "');
+    body.arrive(data(chunk(3) + LAST));
+    body.arrive(END);
+    await pulled;
+    expect(writes.join("").indexOf("w2 ")).toBeLessThan(writes.join("").indexOf("w3 "));
+    expect(events).toEqual(["settling", "settled"]);
+    expect(outcome.value).toBe("completed");
+    expect(body.reader.reads).toBe(0);
+  });
+
+  test("a frame with an image arriving mid-stream is inlined in its place; the frames after it wait for it", async () => {
+    const body = wakingBody();
+    const imageFrame = `data: {"id":"chatcmpl-up","object":"chat.completion.chunk","created":1,"model":"gpt-up","choices":[{"index":0,"delta":{"images":[{"image_url":{"url":"https://img.example/a.png"}}]},"finish_reason":null}]}\n\n`;
+    let release!: () => void;
+    const download = new Promise<void>((resolve) => (release = resolve));
+    const { source, outcome, controller, writes } = await stage(body, {
+      resolveImages: async (evs) => {
+        await download;
+        for (const e of evs) if (e.type === "image") e.url = "data:image/png;base64,AAAA";
+      },
+    });
+    const pulled = source.pull(controller);
+    body.arrive(data(FIRST + chunk(1)));
+    body.arrive(data(imageFrame + chunk(2)));
+    body.arrive(data(chunk(3)));
+    await Bun.sleep(2);
+    expect(writes.join("")).not.toContain("w2 ");
+    release();
+    body.arrive(data(LAST));
+    body.arrive(END);
+    await pulled;
+    const sent = writes.join("");
+    const at = (s: string) => sent.indexOf(s);
+    expect(at("w1 ")).toBeLessThan(at("data:image/png;base64,AAAA"));
+    expect(at("data:image/png;base64,AAAA")).toBeLessThan(at("w2 "));
+    expect(at("w2 ")).toBeLessThan(at("w3 "));
+    expect(sent.endsWith("data: [DONE]\n\n")).toBe(true);
+    expect(outcome.value).toBe("completed");
+  });
+
+  test("the client leaves while the stream waits: nothing more is taken or written", async () => {
+    const body = wakingBody();
+    const { source, outcome, controller, writes } = await stage(body);
+    void source.pull(controller);
+    body.arrive(data(FIRST + chunk(1)));
+    const written = writes.length;
+    source.cancel();
+    expect(outcome.value).toBe("cancelled");
+    expect(body.reader.cancelled).toBe(1);
+    body.arrive(data(chunk(2)));
+    expect(writes.length).toBe(written);
+  });
+});
+
+describe("BodyQueue.onReadable: the reader is told once, in the push", () => {
+  test("told when a chunk arrives, when the body ends and when it fails; never after a cancel", () => {
+    let drained = 0;
+    const queue = new BodyQueue(() => drained++, () => {});
+    let told = 0;
+    queue.onReadable(() => told++);
+    expect(drained).toBe(1);
+    queue.push([enc.encode("ab")]);
+    expect(told).toBe(1);
+    // Once: a second chunk before the reader asks again tells nobody.
+    queue.push([enc.encode("cd")]);
+    expect(told).toBe(1);
+    expect(new TextDecoder().decode(queue.readNow()!.value)).toBe("abcd");
+    queue.onReadable(() => told++);
+    queue.end();
+    expect(told).toBe(2);
+    expect(queue.readNow()).toEqual({ done: true, value: undefined });
+
+    const failing = new BodyQueue(() => {}, () => {});
+    let failed = 0;
+    failing.onReadable(() => failed++);
+    failing.end(new Error("connection lost"));
+    expect(failed).toBe(1);
+    expect(() => failing.readNow()).toThrow("connection lost");
+
+    const cancelled = new BodyQueue(() => {}, () => {});
+    let after = 0;
+    cancelled.onReadable(() => after++);
+    void cancelled.cancel();
+    cancelled.push([enc.encode("late")]);
+    cancelled.end();
+    expect(after).toBe(0);
+  });
+
+  test("asked while something is already there: told at once", () => {
+    const queue = new BodyQueue(() => {}, () => {});
+    queue.push([enc.encode("x")]);
+    let told = 0;
+    queue.onReadable(() => told++);
+    expect(told).toBe(1);
   });
 });
 
