@@ -157,10 +157,18 @@ export async function answerSource(o: StreamAnswerOptions): Promise<{ type: "dir
     held.length = 0;
   };
 
+  /** The loop waiting for the pump (see `pump` in pull): let go when the answer ends another way. */
+  let handOver: { resolve: (handed: ReadResult | typeof TAKEN) => void; reject: (err: unknown) => void } | undefined;
+
   const finish = (outcome: StreamOutcome, reason?: string) => {
     if (done) return;
     done = true;
     stopClock?.();
+    // A cancel while the loop waits for the pump: the loop returns (it sees `done`) instead of
+    // waiting for a chunk that will not be read.
+    const waiting = handOver;
+    handOver = undefined;
+    waiting?.resolve(END);
     // A finished answer leaves its connection to the transport (kept alive); anything else cuts it.
     if (outcome === "completed") o.deadline.clear();
     else o.deadline.abort(new DOMException(reason ?? "stream ended", "AbortError"));
@@ -339,7 +347,6 @@ export async function answerSource(o: StreamAnswerOptions): Promise<{ type: "dir
        * marker, or a client slower than the upstream. A slow stream then holds nothing between
        * its frames that the last frame made (see ChunkReader.onReadable).
        */
-      let handOver: { resolve: (handed: ReadResult | typeof TAKEN) => void; reject: (err: unknown) => void } | undefined;
       let pendingBackpressure: Promise<unknown> | undefined;
       const hand = (handed: ReadResult | typeof TAKEN) => {
         const to = handOver;
@@ -347,8 +354,8 @@ export async function answerSource(o: StreamAnswerOptions): Promise<{ type: "dir
         to?.resolve(handed);
       };
       const pump = (): void => {
-        // The client left: nothing more is read (the loop's wait is dropped, as a read's was).
-        if (done) return;
+        // The client left: nothing more is read; the loop is let go (it returns, seeing `done`).
+        if (done) return hand(END);
         try {
           for (;;) {
             const read = reader.readNow!();

@@ -24,8 +24,13 @@ export class BodyQueue implements ChunkReader {
     return this.queuedBytes >= HIGH_WATER_BYTES;
   }
 
-  /** One socket read's worth of body: handed over as one piece, so a burst costs one pass downstream. */
-  push(chunks: Uint8Array[]): void {
+  /**
+   * One socket read's worth of body: handed over as one piece, so a burst costs one pass downstream.
+   * `ending`: this read also ended the body and `end()` comes next, in the same callback; a reader
+   * waiting with `onReadable` is told once, then, and takes the last chunk with the end, as a
+   * promise's reader would (the answer's last frames leave with its end, after its settlement).
+   */
+  push(chunks: Uint8Array[], ending = false): void {
     const waiting = this.waiting;
     if (waiting) {
       this.waiting = null;
@@ -35,7 +40,7 @@ export class BodyQueue implements ChunkReader {
         this.chunks.push(chunk);
         this.queuedBytes += chunk.byteLength;
       }
-      this.tellReady();
+      if (!ending) this.tellReady();
     }
   }
 

@@ -95,7 +95,8 @@ class Exchange implements ConnectionOwner, ResponseSink {
     }
     const queue = this.queue;
     if (queue && this.pieces.length > 0) {
-      queue.push(this.pieces);
+      // When this read ended the answer, complete() ends the queue next: its reader is told then.
+      queue.push(this.pieces, this.parser.done);
       this.pieces.length = 0;
       if (!this.parser.done && queue.full && !this.paused) {
         this.paused = true;

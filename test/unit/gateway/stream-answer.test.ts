@@ -462,6 +462,70 @@ describe("stream stage woken by the transport (onReadable): no promise a chunk",
   });
 });
 
+describe("stream stage on the HTTP/1.1 client's queue: a read that also ends the body", () => {
+  const FINISH = `data: {"id":"chatcmpl-up","object":"chat.completion.chunk","created":1,"model":"gpt-up","choices":[{"index":0,"delta":{"content":"LASTWORD"},"finish_reason":"stop"}],"usage":{"prompt_tokens":5,"completion_tokens":3,"total_tokens":8}}\n\n`;
+  const queued = async () => {
+    const queue = new BodyQueue(() => {}, () => {});
+    const events: string[] = [];
+    const outcome: { value?: string } = {};
+    const source = await answerSource(options(queue, events, outcome));
+    const writes: string[] = [];
+    const controller: DirectController = {
+      write(c) {
+        writes.push(c);
+        events.push(`write ${writes.length}`);
+        return c.length;
+      },
+      flush: () => 0,
+      close() {},
+    };
+    return { queue, events, outcome, source, controller, writes };
+  };
+
+  test("an upstream without an end marker whose last read carries the body's end: the last frames wait for the settlement and leave with the end", async () => {
+    const { queue, events, outcome, source, controller, writes } = await queued();
+    const pulled = source.pull(controller);
+    queue.push([enc.encode(FIRST + chunk(1))]);
+    expect(writes.length).toBe(1);
+    // As Exchange.data does when one read holds the last frames and the chunked terminator.
+    queue.push([enc.encode(chunk(2) + FINISH)], true);
+    expect(writes.length).toBe(1);
+    queue.end();
+    await pulled;
+    expect(outcome.value).toBe("completed");
+    const last = writes.findIndex((w) => w.includes("LASTWORD"));
+    expect(last).toBe(writes.length - 1);
+    expect(events.indexOf(`write ${last + 1}`)).toBeGreaterThan(events.indexOf("settled"));
+    expect(writes[last]!.endsWith("data: [DONE]\n\n")).toBe(true);
+  });
+
+  test("a read that does not end the body goes out at once, as it did before", async () => {
+    const { queue, outcome, source, controller, writes } = await queued();
+    const pulled = source.pull(controller);
+    queue.push([enc.encode(FIRST + chunk(1))]);
+    queue.push([enc.encode(chunk(2))]);
+    expect(writes.length).toBe(2);
+    expect(writes[1]).toContain('"content":"w2 "');
+    queue.push([enc.encode(FINISH)], true);
+    queue.end();
+    await pulled;
+    expect(outcome.value).toBe("completed");
+  });
+
+  test("cancelled while waiting: the pull returns and nothing more is written", async () => {
+    const { queue, outcome, source, controller, writes } = await queued();
+    const pulled = source.pull(controller);
+    queue.push([enc.encode(FIRST + chunk(1))]);
+    const written = writes.length;
+    source.cancel();
+    queue.push([enc.encode(chunk(2))]);
+    const settled = await Promise.race([pulled.then(() => "returned"), Bun.sleep(200).then(() => "hung")]);
+    expect(settled).toBe("returned");
+    expect(outcome.value).toBe("cancelled");
+    expect(writes.length).toBe(written);
+  });
+});
+
 describe("BodyQueue.onReadable: the reader is told once, in the push", () => {
   test("told when a chunk arrives, when the body ends and when it fails; never after a cancel", () => {
     let drained = 0;
@@ -494,6 +558,19 @@ describe("BodyQueue.onReadable: the reader is told once, in the push", () => {
     cancelled.push([enc.encode("late")]);
     cancelled.end();
     expect(after).toBe(0);
+  });
+
+  test("a push that also ends the body tells the reader once, at the end, with both there", () => {
+    const queue = new BodyQueue(() => {}, () => {});
+    const seen: unknown[] = [];
+    queue.onReadable(() => {
+      seen.push(new TextDecoder().decode(queue.readNow()!.value));
+      seen.push(queue.readNow());
+    });
+    queue.push([enc.encode("last")], true);
+    expect(seen).toEqual([]);
+    queue.end();
+    expect(seen).toEqual(["last", { done: true, value: undefined }]);
   });
 
   test("asked while something is already there: told at once", () => {
