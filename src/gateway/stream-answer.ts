@@ -12,6 +12,11 @@ export const END_GRACE_MS = 1_000;
 const END: ReadResult = { done: true, value: undefined };
 /** What the pump hands back when it took the chunks itself (see `pump` in answerSource). */
 const TAKEN = Symbol("taken");
+/**
+ * What the pump hands the loop: the end it read, chunks it took itself (TAKEN), or the client's
+ * pace to wait for (wrapped: a promise given to `resolve` would be waited for, not handed over).
+ */
+type Handed = ReadResult | typeof TAKEN | { backpressure: Promise<unknown> };
 
 export type StreamOutcome =
   /** The upstream finished its answer and the client got every frame. */
@@ -158,7 +163,13 @@ export async function answerSource(o: StreamAnswerOptions): Promise<{ type: "dir
   };
 
   /** The loop waiting for the pump (see `pump` in pull): let go when the answer ends another way. */
-  let handOver: { resolve: (handed: ReadResult | typeof TAKEN) => void; reject: (err: unknown) => void } | undefined;
+  let handOver: { resolve: (handed: Handed) => void; reject: (err: unknown) => void } | undefined;
+  /** The waiting loop, once: whoever takes it resolves or rejects it. */
+  const letGo = () => {
+    const to = handOver;
+    handOver = undefined;
+    return to;
+  };
 
   const finish = (outcome: StreamOutcome, reason?: string) => {
     if (done) return;
@@ -166,9 +177,7 @@ export async function answerSource(o: StreamAnswerOptions): Promise<{ type: "dir
     stopClock?.();
     // A cancel while the loop waits for the pump: the loop returns (it sees `done`) instead of
     // waiting for a chunk that will not be read.
-    const waiting = handOver;
-    handOver = undefined;
-    waiting?.resolve(END);
+    letGo()?.resolve(END);
     // A finished answer leaves its connection to the transport (kept alive); anything else cuts it.
     if (outcome === "completed") o.deadline.clear();
     else o.deadline.abort(new DOMException(reason ?? "stream ended", "AbortError"));
@@ -181,11 +190,22 @@ export async function answerSource(o: StreamAnswerOptions): Promise<{ type: "dir
     out += o.sink.event(e);
   };
 
+  /** A chunk of the body into the parser (and so into `out`), as its bytes arrive. */
+  const feed = (chunk: Uint8Array) => {
+    o.deadline.touch();
+    parser.feed(chunk);
+  };
+
   /**
-   * One read's result into `out`; true once the answer is over (it ended, or failed). `early`:
-   * taken before the head went out, so frames held for their images wait for the stream (their
-   * downloads must not hold the head back).
+   * After a chunk was fed: frames held for their images are inlined, unless `early` (taken before
+   * the head went out: their downloads must not hold the head back). True once the answer failed.
    */
+  const afterFeed = async (early: boolean): Promise<boolean> => {
+    if (held.length > 0 && !early) await drainHeld();
+    return failure !== undefined;
+  };
+
+  /** One read's result into `out`; true once the answer is over (it ended, or failed). `early`: see afterFeed. */
   const take = async (read: ReadResult, early = false): Promise<boolean> => {
     if (!read.done && vendorEnded) {
       // Body bytes after the vendor's end: whatever they are, the answer is over; the connection
@@ -194,10 +214,8 @@ export async function answerSource(o: StreamAnswerOptions): Promise<{ type: "dir
       read = END;
     }
     if (!read.done) {
-      o.deadline.touch();
-      parser.feed(read.value);
-      if (held.length > 0 && !early) await drainHeld();
-      return failure !== undefined;
+      feed(read.value);
+      return afterFeed(early);
     }
     parser.end();
     if (held.length > 0) await drainHeld();
@@ -252,6 +270,10 @@ export async function answerSource(o: StreamAnswerOptions): Promise<{ type: "dir
    */
   const takeWithNext = async (read: ReadResult, early = false): Promise<boolean> => {
     if ((await take(read, early)) || done) return true;
+    return takeBehind(early);
+  };
+  /** What had already arrived behind a taken read (see takeWithNext). */
+  const takeBehind = (early = false): boolean | Promise<boolean> => {
     if (held.length > 0) return false;
     const next = vendorEnded ? endNow() : reader.readNow?.();
     return next ? take(next, early) : false;
@@ -347,12 +369,7 @@ export async function answerSource(o: StreamAnswerOptions): Promise<{ type: "dir
        * marker, or a client slower than the upstream. A slow stream then holds nothing between
        * its frames that the last frame made (see ChunkReader.onReadable).
        */
-      let pendingBackpressure: Promise<unknown> | undefined;
-      const hand = (handed: ReadResult | typeof TAKEN) => {
-        const to = handOver;
-        handOver = undefined;
-        to?.resolve(handed);
-      };
+      const hand = (handed: Handed) => letGo()?.resolve(handed);
       const pump = (): void => {
         // The client left: nothing more is read; the loop is let go (it returns, seeing `done`).
         if (done) return hand(END);
@@ -363,25 +380,19 @@ export async function answerSource(o: StreamAnswerOptions): Promise<{ type: "dir
               // Everything that arrived is taken: it goes out now, as the loop would send it.
               const backpressure = send();
               if (done) return;
-              if (backpressure) {
-                pendingBackpressure = backpressure;
-                return hand(TAKEN);
-              }
+              if (backpressure) return hand({ backpressure });
               return reader.onReadable!(pump);
             }
             if (read.done) return hand(read);
-            o.deadline.touch();
-            parser.feed(read.value);
+            feed(read.value);
             if (failure !== undefined || held.length > 0 || vendorEnded) return hand(TAKEN);
           }
         } catch (err) {
-          const to = handOver;
-          handOver = undefined;
-          to?.reject(err);
+          letGo()?.reject(err);
         }
       };
       const pumped = () =>
-        new Promise<ReadResult | typeof TAKEN>((resolve, reject) => {
+        new Promise<Handed>((resolve, reject) => {
           handOver = { resolve, reject };
           reader.onReadable!(pump);
         });
@@ -405,22 +416,14 @@ export async function answerSource(o: StreamAnswerOptions): Promise<{ type: "dir
           if (!read && reader.onReadable) {
             const handed = await pumped();
             if (done) return; // the client went away while we waited
+            if (handed !== TAKEN && "backpressure" in handed) {
+              if (!(await waitForClient(handed.backpressure))) return;
+              continue;
+            }
             if (handed === TAKEN) {
-              // The pump took (and sent) chunks; what it could not finish is finished here, as
-              // take and takeWithNext would: the client's pace, frames with images, what came
-              // after the vendor's end marker.
-              if (pendingBackpressure) {
-                const backpressure = pendingBackpressure;
-                pendingBackpressure = undefined;
-                if (!(await waitForClient(backpressure))) return;
-                continue;
-              }
-              if (held.length > 0) await drainHeld();
-              over = failure !== undefined;
-              if (!over && !done && held.length === 0) {
-                const next = vendorEnded ? endNow() : reader.readNow?.();
-                if (next) over = await take(next);
-              }
+              // The pump fed (and sent) chunks; the rest of taking them is done here, as
+              // takeWithNext would: frames with images, what came after the vendor's end marker.
+              over = (await afterFeed(false)) || done || (await takeBehind());
               if (done) return;
               continue;
             }

@@ -3,6 +3,7 @@ import { edenGC, fullGC, heapStats } from "bun:jsc";
 import type { Socket } from "bun";
 import { rawUpstream, type RawSocket, type RawUpstream } from "../helpers/raw-upstream.ts";
 import { OPENAI_MODEL, startGateway, type Gateway } from "../helpers/gateway.ts";
+import { until } from "../helpers/until.ts";
 
 /**
  * What a slow stream keeps of one frame until the next. Whatever a frame leaves alive until the
@@ -77,21 +78,15 @@ async function openClient(): Promise<Client> {
   return client;
 }
 
-async function until(what: string, done: () => boolean) {
-  for (const stop = Date.now() + 10_000; !done(); await Bun.sleep(2)) {
-    if (Date.now() > stop) throw new Error(`timed out waiting for ${what}`);
-  }
-}
-
 test("a slow stream keeps nothing of a frame once the next is awaited: young collections between frames promote (almost) nothing", async () => {
   const clients = await Promise.all(Array.from({ length: STREAMS }, openClient));
-  await until("every stream's first frame", () => upstreamSockets.length === STREAMS && clients.every((c) => c.frames >= 1));
+  await until("every stream's first frame", 10_000, () => upstreamSockets.length === STREAMS && clients.every((c) => c.frames >= 1));
 
   fullGC();
   const before = heapStats().objectTypeCounts;
   for (let i = 1; i <= FRAMES; i++) {
     for (const socket of upstreamSockets) socket.write(frame(i));
-    await until(`frame ${i} at every client`, () => clients.every((c) => c.frames >= 1 + i));
+    await until(`frame ${i} at every client`, 10_000, () => clients.every((c) => c.frames >= 1 + i));
     // The frame is out; what it left alive now survives this collection.
     edenGC();
   }
@@ -99,7 +94,7 @@ test("a slow stream keeps nothing of a frame once the next is awaited: young col
   const promoted = (type: string) => ((after[type] ?? 0) - (before[type] ?? 0)) / (STREAMS * FRAMES);
 
   for (const socket of upstreamSockets) socket.write(LAST);
-  await until("every answer's end", () => clients.every((c) => c.ended));
+  await until("every answer's end", 10_000, () => clients.every((c) => c.ended));
   for (const c of clients) c.socket.end();
 
   // Waiting with a promise a read left 1 promise, 2 functions, 2 objects and the chunk (a

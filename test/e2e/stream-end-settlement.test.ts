@@ -3,6 +3,7 @@ import type { Socket } from "bun";
 import { rawUpstream, type RawSocket, type RawUpstream } from "../helpers/raw-upstream.ts";
 import { OPENAI_MODEL, startGateway, type Gateway } from "../helpers/gateway.ts";
 import { faultyLedger, type LedgerFaults } from "../helpers/faulty-ledger.ts";
+import { until } from "../helpers/until.ts";
 
 /**
  * A client that saw an answer's last frame was billed for it: the last frames leave with the
@@ -56,10 +57,7 @@ test("no end marker, last frames and the body's end in one read: they reach the 
       },
     },
   });
-  const until = async (what: string, done: () => boolean) => {
-    for (const stop = Date.now() + 5_000; !done(); await Bun.sleep(2)) if (Date.now() > stop) throw new Error(`timed out waiting for ${what}`);
-  };
-  await until("the first frame", () => received.includes("first "));
+  await until("the first frame", 5_000, () => received.includes("first "));
 
   let release!: () => void;
   faults.settleWaits = new Promise<void>((resolve) => (release = resolve));
@@ -68,7 +66,7 @@ test("no end marker, last frames and the body's end in one read: they reach the 
   // The settlement is held: nothing of the answer's end may have gone out.
   expect(received).not.toContain("LASTWORD");
   release();
-  await until("the end", () => received.includes("data: [DONE]"));
+  await until("the end", 5_000, () => received.includes("data: [DONE]"));
   faults.settleWaits = undefined;
   const lastword = received.indexOf("LASTWORD");
   expect(lastword).toBeGreaterThan(0);
