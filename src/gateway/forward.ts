@@ -14,7 +14,7 @@ import { openBillingSession } from "./billing-session.ts";
 import type { ActiveKey } from "../accounts/account-store.ts";
 import { attemptUpstream, clientClosed } from "./attempt.ts";
 import { nextStep } from "./retry-policy.ts";
-import { respond } from "./respond.ts";
+import { respond, type RouteSettings } from "./respond.ts";
 import { withRequestId, type RequestTrace, type Tracker } from "../ops/request-trace.ts";
 import type { EmbeddingsInputMeasure } from "../formats/openai-embeddings/embeddings-input.ts";
 import type { ChosenKey, KeyPools } from "../providers/key-pools.ts";
@@ -73,6 +73,11 @@ export interface ForwardRequest {
    * chain (or of this one, when it starts a stored chain), for vendor key affinity.
    */
   chain?: string | ((uuid: string) => string | undefined);
+  /**
+   * Elysia's response settings of the route: the headers every answer carries (request id, rate
+   * limits), put on the answer as it is built (see respond.ts, `takeRouteHeaders`).
+   */
+  route?: RouteSettings;
 }
 
 /**
@@ -112,7 +117,7 @@ export async function forward(deps: ForwardDeps, req: ForwardRequest): Promise<R
   const limits = deps.settings.retry;
   const wantsStream = req.body.stream === true;
   const attemptRequest = { requestId: plan.requestId, wire: req.format.wire, body: req.body, headers: req.headers, clientSignal: req.signal, wantsStream, clientRequestId };
-  const answerRequest = { format: req.format, body: req.body, uuid: plan.uuid, requestId: plan.requestId, bodyBytes: req.bodyBytes, promptText: plan.promptText, onStream: req.onStream, trace };
+  const answerRequest = { format: req.format, body: req.body, uuid: plan.uuid, requestId: plan.requestId, bodyBytes: req.bodyBytes, promptText: plan.promptText, onStream: req.onStream, trace, route: req.route };
 
   // The session (hashed at once; the raw id goes nowhere) keeps a conversation on one vendor key;
   // read only when a pool has a choice to make.

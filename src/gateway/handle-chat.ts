@@ -72,6 +72,8 @@ export async function handleChat(deps: ForwardDeps & { catalogue: Catalogue }, c
     onStream: () => call.server?.timeout(call.request, 0),
     chain: call.chain,
     trace,
+    // The answer is built with the route's headers (respond.ts); what is left (none, usually) is added below.
+    route: call.set,
   });
   return withRouteHeaders(response, call.set);
 }
@@ -112,9 +114,13 @@ export function resolveCandidates(catalogue: Catalogue, body: Record<string, unk
  */
 export function withRouteHeaders(response: Response, set: { headers: Record<string, unknown> }): Response {
   const headers = set.headers;
-  const own = response.headers;
-  for (const name in headers) if (!own.has(name)) own.set(name, String(headers[name]));
+  // The answer's Headers are built only when there is something to add (respond.ts took them already).
+  let own: Headers | undefined;
+  for (const name in headers) {
+    own ??= response.headers;
+    if (!own.has(name)) own.set(name, String(headers[name]));
+  }
   // A new empty object rather than a delete per name: deletes turn an object into a slow dictionary.
-  set.headers = {};
+  if (own) set.headers = {};
   return response;
 }

@@ -22,6 +22,29 @@ export const SSE_HEADERS = new Headers({
   "x-accel-buffering": "no",
 });
 
+/** Elysia's response settings of a route: what admission and the request-id plugin put in `headers`. */
+export interface RouteSettings {
+  headers: Record<string, unknown>;
+}
+
+/**
+ * The route's headers (request id, rate limits), taken for a JSON answer being built: handed to
+ * `Response.json` they cost ~0.2 µs less than set afterwards by `withRouteHeaders`, which builds
+ * the answer's Headers and asks it for each name. Emptied, so Elysia and `withRouteHeaders` add
+ * them no second time; they never name an answer's own header. (A stream's answer gets them from
+ * `withRouteHeaders`: merged into its headers at construction they cost as much.)
+ */
+function takeRouteHeaders(route: RouteSettings | undefined): Record<string, string> | undefined {
+  if (!route) return undefined;
+  const taken = route.headers as Record<string, string>;
+  for (const _ in taken) {
+    // A new empty object rather than a delete per name: deletes turn an object into a slow dictionary.
+    route.headers = {};
+    return taken;
+  }
+  return undefined;
+}
+
 export interface RespondRequest {
   /** The request's client format: how the answer is written (formats/format.ts). */
   format: ClientFormat;
@@ -34,6 +57,8 @@ export interface RespondRequest {
   /** Called before a streamed answer starts, to lift the server's idle timeout for this request. */
   onStream?: () => void;
   trace?: RequestTrace;
+  /** The route's response settings: their headers go on the answer (see takeRouteHeaders). */
+  route?: RouteSettings;
 }
 
 export interface RespondDeps {
@@ -100,10 +125,10 @@ export async function respond(
       const answer = json as Record<string, unknown>;
       answer.model = ctx.model;
       answer.id = ctx.id;
-      return Response.json(answer);
+      return jsonAnswer(answer, takeRouteHeaders(req.route));
     }
     const body = format.body(events, ctx, json);
-    return Response.json(body instanceof Promise ? await body : body);
+    return jsonAnswer(body instanceof Promise ? await body : body, takeRouteHeaders(req.route));
   }
 
   req.onStream?.();
@@ -153,3 +178,8 @@ export async function respond(
   });
   return new Response(stream, { headers: SSE_HEADERS });
 }
+
+function jsonAnswer(body: unknown, headers: Record<string, string> | undefined): Response {
+  return headers ? Response.json(body, { headers }) : Response.json(body);
+}
+
