@@ -15,7 +15,7 @@ import { ImageFetchError, inlineImages } from "./inline-images.ts";
 import type { Scrubber } from "../log/scrub.ts";
 import { fastReader, wholeBody } from "../transport/http1/client.ts";
 import { ResponseFramingError } from "../transport/http1/response-parser.ts";
-import { ResponseTooLargeError, responseHeader, type ChunkReader, type Transport } from "../transport/transport.ts";
+import { attemptInit, ResponseTooLargeError, responseHeader, type ChunkReader, type Transport } from "../transport/transport.ts";
 import { Deadline, DeadlineExpired } from "./deadline.ts";
 import { requestedDelayMs, verdictFor, type Verdict } from "./retry-policy.ts";
 import type { UpstreamErrorClass } from "../ops/gateway-metrics.ts";
@@ -91,7 +91,7 @@ export async function attemptUpstream(deps: AttemptDeps, req: AttemptRequest, ca
   let handedOver = false;
   const refused = (message: string, err: unknown, cause: UpstreamErrorClass): AttemptOutcome => {
     if (req.clientSignal.aborted) throw clientClosed();
-    const timedOut = err instanceof DeadlineExpired || deadline.signal.reason instanceof DeadlineExpired;
+    const timedOut = err instanceof DeadlineExpired || deadline.reason instanceof DeadlineExpired;
     if (err instanceof ResponseTooLargeError) return { kind: "refused", verdict: "fallback", error: new GatewayError(502, "upstream", ANSWER_TOO_LARGE), cause: "too_large" };
     return {
       kind: "refused",
@@ -114,7 +114,7 @@ export async function attemptUpstream(deps: AttemptDeps, req: AttemptRequest, ca
   try {
     let res: Response;
     try {
-      res = await deps.fetch(call.url, { method: "POST", headers: call.headers, body: call.body, signal: deadline.signal });
+      res = await deps.fetch(call.url, attemptInit(deadline, { method: "POST", headers: call.headers, body: call.body }));
     } catch (err) {
       if (!req.clientSignal.aborted) deps.log("warn", "upstream request failed", { requestId: req.requestId, provider: provider.id, error: String(err) });
       // It was reached, and answered with something that is not HTTP: an unreadable answer, not a connection failure.

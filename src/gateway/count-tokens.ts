@@ -10,6 +10,7 @@ import { promptText } from "../formats/prepare-upstream.ts";
 import { upstreamStatusError } from "../providers/upstream-errors.ts";
 import { withKey } from "../providers/key-pools.ts";
 import { modelAllowed, modelRefusal } from "../accounts/model-access.ts";
+import { attemptInit } from "../transport/transport.ts";
 
 /** Longest wait for an upstream's count before the gateway answers with its own estimate. */
 const UPSTREAM_COUNT_MS = 10_000;
@@ -69,7 +70,7 @@ export async function countMessageTokens(
     if (signal.aborted) onClientAbort();
     else signal.addEventListener("abort", onClientAbort);
     try {
-      const res = await deps.fetch(`${call.url}/count_tokens`, { method: "POST", headers: call.headers, body: call.body, signal: deadline.signal });
+      const res = await deps.fetch(`${call.url}/count_tokens`, attemptInit(deadline, { method: "POST", headers: call.headers, body: call.body }));
       if (key) pool!.report(key, res.status, undefined);
       const json = (await res.json().catch(() => undefined)) as { input_tokens?: unknown } | undefined;
       if (res.ok && typeof json?.input_tokens === "number") return Response.json({ input_tokens: json.input_tokens });

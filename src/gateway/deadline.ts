@@ -50,8 +50,11 @@ export class DeadlineExpired extends Error {
  * the client catching up) re-arm at once.
  */
 export class Deadline implements AttemptHooks {
-  readonly #controller = new AbortController();
-  /** The signal's listeners that came through `listenForAbort` (transport.ts): usually one, the transport's. */
+  /** Made when `signal` is first asked for: our transport never asks (transport.ts, `attemptInit`). */
+  #controller: AbortController | undefined;
+  #aborted = false;
+  #reason: unknown;
+  /** Abort listeners added through the hooks (transport.ts): usually one, the transport's. */
   #listeners: (() => void)[] | undefined;
   /** The listeners being called by the abort (see `#abortWith`). */
   #dispatching: ((() => void) | undefined)[] | undefined;
@@ -70,8 +73,6 @@ export class Deadline implements AttemptHooks {
     this.#limits = limits;
     this.#clock = clock;
     this.#started = this.#lastActivity = clock.now();
-    // The transport finds the deadline's hooks on the signal it is given (transport.ts).
-    (this.#controller.signal as AbortSignal & { [ATTEMPT_HOOKS]?: AttemptHooks })[ATTEMPT_HOOKS] = this;
     this.#arm();
   }
 
@@ -81,13 +82,34 @@ export class Deadline implements AttemptHooks {
     else this.#lastActivity = this.#clock.now();
   }
 
+  /**
+   * An AbortSignal that aborts with the attempt, for what needs one (`fetch`, image downloads):
+   * made on first use, already aborted if the attempt is. A transport finds the deadline's hooks
+   * on it too (transport.ts).
+   */
   get signal(): AbortSignal {
-    return this.#controller.signal;
+    let controller = this.#controller;
+    if (!controller) {
+      controller = this.#controller = new AbortController();
+      (controller.signal as AbortSignal & { [ATTEMPT_HOOKS]?: AttemptHooks })[ATTEMPT_HOOKS] = this;
+      if (this.#aborted) controller.abort(this.#reason);
+    }
+    return controller.signal;
+  }
+
+  /** Whether the attempt has ended for a reason (a limit passed, the client left, the caller ended it). */
+  get aborted(): boolean {
+    return this.#aborted;
+  }
+
+  /** Why: a DeadlineExpired, or the caller's reason; undefined until aborted. */
+  get reason(): unknown {
+    return this.#reason;
   }
 
   addAbortListener(fn: () => void): void {
     // Once aborted (the listeners being called included) a new one would never run.
-    if (this.#controller.signal.aborted) return;
+    if (this.#aborted) return;
     (this.#listeners ??= []).push(fn);
   }
 
@@ -113,7 +135,9 @@ export class Deadline implements AttemptHooks {
     const listeners = this.#listeners;
     this.#listeners = undefined;
     this.#dispatching = listeners;
-    this.#controller.abort(reason);
+    this.#aborted = true;
+    this.#reason = reason;
+    this.#controller?.abort(reason);
     if (listeners) {
       for (const fn of listeners) {
         try {
@@ -166,7 +190,7 @@ export class Deadline implements AttemptHooks {
   /** Ends the attempt now for a reason of the caller's (the client left, the stream ended). */
   abort(reason: unknown): void {
     this.clear();
-    if (!this.#controller.signal.aborted) this.#abortWith(reason);
+    if (!this.#aborted) this.#abortWith(reason);
   }
 
   /** When the nearest limit passes (`now()` units). A number, not a pair: it runs at every head. */
@@ -188,7 +212,7 @@ export class Deadline implements AttemptHooks {
    * so the usual head (idle limit later than the first-byte one) costs no second timer.
    */
   #rearm(): void {
-    if (this.#controller.signal.aborted) return;
+    if (this.#aborted) return;
     if (this.#timer !== undefined && this.#nextAt() >= this.#armedAt) return;
     if (this.#timer !== undefined) this.#clock.clearTimer(this.#timer);
     this.#arm();
@@ -202,7 +226,7 @@ export class Deadline implements AttemptHooks {
 
   readonly #fire = () => {
     this.#timer = undefined;
-    if (this.#controller.signal.aborted) return;
+    if (this.#aborted) return;
     const at = this.#nextAt();
     // Timers may fire a little early; what is left is waited for again.
     if (this.#clock.now() + 1 < at) return this.#arm();

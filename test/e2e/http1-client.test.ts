@@ -1,7 +1,7 @@
 import { afterEach, describe, expect, test } from "bun:test";
 import { gzipSync } from "node:zlib";
 import { createHttp1Client, fastReader, wholeBody } from "../../src/transport/http1/client.ts";
-import { responseHeader } from "../../src/transport/transport.ts";
+import { attemptInit, responseHeader, type AttemptHooks } from "../../src/transport/transport.ts";
 import { upstreamViaProxy } from "../../src/config/env.ts";
 import { dribble, rawUpstream, type RawSocket } from "../helpers/raw-upstream.ts";
 
@@ -39,6 +39,30 @@ function setup(answer: Parameters<typeof rawServer>[0], options: Parameters<type
   const post = (body = "{}", init: RequestInit = {}) =>
     client.fetch(`http://127.0.0.1:${server.port}/v1/chat/completions?x=1`, { method: "POST", headers: { "content-type": "application/json" }, body, ...init });
   return { server, client, post };
+}
+
+/** A deadline's hooks as a transport sees them, whose AbortSignal must never be asked for. */
+function abortHooks() {
+  const fns: (() => void)[] = [];
+  const hooks = {
+    aborted: false,
+    reason: undefined as unknown,
+    get signal(): AbortSignal {
+      throw new Error("the transport asked for the AbortSignal");
+    },
+    get listeners() {
+      return fns.length;
+    },
+    answerProgress() {},
+    addAbortListener: (fn: () => void) => void fns.push(fn),
+    removeAbortListener: (fn: () => void) => void fns.splice(fns.indexOf(fn), 1),
+    abort(reason: unknown) {
+      hooks.aborted = true;
+      hooks.reason = reason;
+      for (const fn of fns.slice()) fn();
+    },
+  };
+  return hooks;
 }
 
 const JSON_HEAD = (length: number, extra = "") => `HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ncontent-length: ${length}\r\n${extra}\r\n`;
@@ -199,6 +223,39 @@ describe("upstream HTTP/1.1 client", () => {
     controller.abort(new DOMException("client disconnected", "AbortError"));
     expect((await next.catch((e) => e)).name).toBe("AbortError");
     expect(client.openConnections()).toBe(0);
+  });
+
+  test("an attempt's deadline in the init (attemptInit): its abort ends the request and the stream, and the client never reads `signal`", async () => {
+    const { server, client } = setup(() => {});
+    const init = (hooks: AttemptHooks) => attemptInit(hooks, { method: "POST", headers: { "content-type": "application/json" }, body: "{}" });
+    // The init as it is (the setup's helper spreads it, which reads every property).
+    const send = (to: { server: RawServer; client: typeof client }, hooks: AttemptHooks) => to.client.fetch(`http://127.0.0.1:${to.server.port}/v1/chat/completions`, init(hooks));
+    // Hooks whose signal may not be asked for: our transport must use the hooks alone.
+    const hooks = abortHooks();
+    const pending = send({ server, client }, hooks);
+    await Bun.sleep(5);
+    hooks.abort(new DOMException("first byte timeout", "TimeoutError"));
+    const error = await pending.catch((e) => e);
+    expect(error.name).toBe("TimeoutError");
+    expect(hooks.listeners).toBe(0);
+    expect(client.openConnections()).toBe(0);
+
+    // Already aborted: refused before anything is written.
+    const before = abortHooks();
+    before.abort(new DOMException("gone", "AbortError"));
+    expect((await send({ server, client }, before).catch((e) => e)).name).toBe("AbortError");
+    expect(before.listeners).toBe(0);
+
+    // Mid-stream: the body ends with the reason, the listener is gone, the connection closed.
+    const streamed = setup((_req, socket) => socket.write("HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\ntransfer-encoding: chunked\r\n\r\n5\r\nhello\r\n"));
+    const streaming = abortHooks();
+    const reader = fastReader(await send(streamed, streaming))!;
+    expect(new TextDecoder().decode((await reader.read()).value)).toBe("hello");
+    const next = reader.read();
+    streaming.abort(new DOMException("client disconnected", "AbortError"));
+    expect((await next.catch((e) => e)).name).toBe("AbortError");
+    expect(streaming.listeners).toBe(0);
+    expect(streamed.client.openConnections()).toBe(0);
   });
 
   test("with coalescing on, requests made in one turn are all answered, each on its own pooled connection", async () => {

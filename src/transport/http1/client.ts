@@ -1,5 +1,5 @@
 import { createFetchTransport } from "../fetch-transport.ts";
-import type { Transport } from "../transport.ts";
+import { attemptHooksOfInit, type Transport } from "../transport.ts";
 import { exchange, UpstreamConnectionError } from "./exchange.ts";
 import { createPool, type Connection } from "./pool.ts";
 import { parseTarget, serializePost, type Target } from "./request-writer.ts";
@@ -133,21 +133,24 @@ export function createHttp1Client(options: Http1ClientOptions = {}): Http1Client
     if (viaProxy || method !== "POST" || typeof init.body !== "string" || !isPlainRecord(headers)) return fallback(url, init);
     const target = targetOf(url);
     if (!target) return fallback(url, init);
-    const signal = init.signal ?? undefined;
+    // An attempt's deadline comes as hooks (transport.ts, `attemptInit`): reading `init.signal` would make its AbortSignal.
+    const hooks = attemptHooksOfInit(init);
+    const signal = hooks ? undefined : (init.signal ?? undefined);
+    if (hooks?.aborted) throw hooks.reason;
     signal?.throwIfAborted();
     const message = serializePost(target, headers, init.body);
 
     const pooled = pool.take(target.origin);
     if (pooled) {
       try {
-        return await exchange(pool, pooled, message, { method, signal, maxBytes, hold: pooled.cooling ? afterNextPoll : atEndOfTurn });
+        return await exchange(pool, pooled, message, { method, hooks, signal, maxBytes, hold: pooled.cooling ? afterNextPoll : atEndOfTurn });
       } catch (err) {
         // The keep-alive race: the server dropped the connection before answering. Once, on a new one.
-        if (!(err instanceof UpstreamConnectionError && err.replayable) || signal?.aborted) throw err;
+        if (!(err instanceof UpstreamConnectionError && err.replayable) || (hooks ? hooks.aborted : signal?.aborted)) throw err;
       }
     }
     const conn = await connect(target);
-    return exchange(pool, conn, message, { method, signal, maxBytes, hold: coalesce?.() ? atEndOfTurn : null });
+    return exchange(pool, conn, message, { method, hooks, signal, maxBytes, hold: coalesce?.() ? atEndOfTurn : null });
   }
 
   return {

@@ -4,7 +4,7 @@ import type { Connection, ConnectionOwner, Pool } from "./pool.ts";
 import { RequestWriter } from "./request-writer.ts";
 import { ResponseParser, type ResponseHead, type ResponseSink } from "./response-parser.ts";
 import { UpstreamResponse } from "./upstream-response.ts";
-import { attemptHooksOf, listenForAbort, stopListeningForAbort, type AttemptHooks } from "../transport.ts";
+import { attemptHooksOf, type AttemptHooks } from "../transport.ts";
 
 /** The connection failed; `replayable` when no byte of an answer had arrived, so the request may go again. */
 export class UpstreamConnectionError extends Error {
@@ -19,6 +19,9 @@ const BUFFER_WHOLE_BYTES = 8 * 1024 * 1024;
 
 export interface ExchangeOptions {
   method: string;
+  /** The attempt's deadline, found in the request's init (transport.ts, `attemptInit`): no AbortSignal then. */
+  hooks: AttemptHooks | undefined;
+  /** Any other signal the request came with. */
   signal: AbortSignal | undefined;
   /** The answer's size cap, after decoding. */
   maxBytes: number;
@@ -66,13 +69,17 @@ class Exchange implements ConnectionOwner, ResponseSink {
     this.writer = new RequestWriter(message);
     this.parser = new ResponseParser(o.method, this, o.maxBytes);
     const signal = o.signal;
-    this.deadline = attemptHooksOf(signal);
-    if (signal) {
+    // A deadline's own signal carries its hooks too (a caller that passed `deadline.signal`).
+    const hooks = (this.deadline = o.hooks ?? attemptHooksOf(signal));
+    if (hooks) {
+      this.onAbort = () => this.fail(hooks.reason ?? new DOMException("aborted", "AbortError"));
+      hooks.addAbortListener(this.onAbort);
+    } else if (signal) {
       this.onAbort = () => this.fail(signal.reason ?? new DOMException("aborted", "AbortError"));
-      listenForAbort(signal, this.onAbort);
+      signal.addEventListener("abort", this.onAbort);
     }
     conn.owner = this;
-    if (signal?.aborted) {
+    if (hooks ? hooks.aborted : signal?.aborted) {
       this.onAbort!();
       return;
     }
@@ -208,6 +215,8 @@ class Exchange implements ConnectionOwner, ResponseSink {
 
   private end(): void {
     this.over = true;
-    if (this.onAbort) stopListeningForAbort(this.o.signal!, this.onAbort);
+    if (!this.onAbort) return;
+    if (this.deadline) this.deadline.removeAbortListener(this.onAbort);
+    else this.o.signal!.removeEventListener("abort", this.onAbort);
   }
 }

@@ -1,7 +1,7 @@
 import { describe, expect, test } from "bun:test";
 import { Deadline, DeadlineExpired, type DeadlineKind } from "../../../src/gateway/deadline.ts";
-import { listenForAbort, stopListeningForAbort } from "../../../src/transport/transport.ts";
 import { manualClock, type ManualClock } from "../../helpers/manual-clock.ts";
+import { attemptHooksOf, attemptHooksOfInit, attemptInit } from "../../../src/transport/transport.ts";
 
 /**
  * Every deadline here runs on a clock the test moves by hand: each limit must pass at its exact
@@ -102,52 +102,85 @@ test("after waiting on a slow client, the idle limit applies again from the mome
   expectExpiryAt(clock, d, 80, "idle");
 });
 
-describe("the deadline keeps its signal's abort listeners itself (the transport's, without an event listener)", () => {
-  test("a listener runs once, after the signal aborted with its reason; a removed one never; one added after the abort never", () => {
+describe("the deadline keeps its abort listeners itself (the transport's, without an event listener)", () => {
+  test("a listener runs once, after the deadline aborted with its reason; a removed one never; one added after the abort never", () => {
     const clock = manualClock();
     const d = new Deadline({ firstByteMs: 20, idleMs: 20, totalMs: 100 }, clock);
     const seen: string[] = [];
-    const kept = () => seen.push(`kept:${(d.signal.reason as DeadlineExpired).kind}:${d.signal.aborted}`);
+    const kept = () => seen.push(`kept:${(d.reason as DeadlineExpired).kind}:${d.aborted}`);
     const removed = () => seen.push("removed");
-    listenForAbort(d.signal, kept);
-    listenForAbort(d.signal, removed);
-    stopListeningForAbort(d.signal, removed);
+    d.addAbortListener(kept);
+    d.addAbortListener(removed);
+    d.removeAbortListener(removed);
     clock.advance(20);
+    expect(d.aborted).toBe(true);
     expect(d.signal.aborted).toBe(true);
-    listenForAbort(d.signal, () => seen.push("late"));
+    d.addAbortListener(() => seen.push("late"));
     d.abort(new Error("again"));
     clock.advance(1_000);
     expect(seen).toEqual(["kept:first_byte:true"]);
   });
 
-  test("an abort of the caller's (the client left) reaches them too; any other signal falls back to event listeners", () => {
+  test("an abort of the caller's (the client left) reaches them too, with its reason", () => {
     const d = new Deadline({ firstByteMs: 1_000, idleMs: 1_000, totalMs: 1_000 });
     const seen: unknown[] = [];
-    listenForAbort(d.signal, () => seen.push(d.signal.reason));
+    d.addAbortListener(() => seen.push(d.reason));
     const reason = new DOMException("client disconnected", "AbortError");
     d.abort(reason);
     expect(seen).toEqual([reason]);
-
-    const plain = new AbortController();
-    const heard: string[] = [];
-    const fn = () => heard.push("plain");
-    listenForAbort(plain.signal, fn);
-    plain.abort();
-    stopListeningForAbort(plain.signal, fn);
-    expect(heard).toEqual(["plain"]);
+    d.clear();
   });
 
   test("as with event listeners: one removed by another while they are called is skipped; one added during the abort (by an event listener) never runs", () => {
     const d = new Deadline({ firstByteMs: 1_000, idleMs: 1_000, totalMs: 1_000 });
     const seen: string[] = [];
     const second = () => seen.push("second");
-    listenForAbort(d.signal, () => {
+    d.addAbortListener(() => {
       seen.push("first");
-      stopListeningForAbort(d.signal, second);
+      d.removeAbortListener(second);
     });
-    listenForAbort(d.signal, second);
-    d.signal.addEventListener("abort", () => listenForAbort(d.signal, () => seen.push("added during the abort")));
+    d.addAbortListener(second);
+    d.signal.addEventListener("abort", () => d.addAbortListener(() => seen.push("added during the abort")));
     d.abort(new Error("stop"));
     expect(seen).toEqual(["first"]);
+  });
+});
+
+describe("the deadline's AbortSignal is made only when asked for", () => {
+  test("asked for after the abort, it is already aborted with the deadline's reason, and carries the deadline's hooks", () => {
+    const clock = manualClock();
+    const d = new Deadline({ firstByteMs: 20, idleMs: 20, totalMs: 100 }, clock);
+    clock.advance(20);
+    expect(d.aborted).toBe(true);
+    expect(d.reason).toBeInstanceOf(DeadlineExpired);
+    expect(d.signal.aborted).toBe(true);
+    expect(d.signal.reason).toBe(d.reason);
+    expect(attemptHooksOf(d.signal)).toBe(d);
+  });
+
+  test("asked for before, it aborts with the deadline, before the deadline's own listeners run", () => {
+    const d = new Deadline({ firstByteMs: 1_000, idleMs: 1_000, totalMs: 1_000 });
+    const signal = d.signal;
+    expect(d.signal).toBe(signal);
+    const seen: string[] = [];
+    signal.addEventListener("abort", () => seen.push("event"));
+    d.addAbortListener(() => seen.push(`hook:${signal.aborted}`));
+    const reason = new Error("stop");
+    d.abort(reason);
+    expect(signal.reason).toBe(reason);
+    expect(seen).toEqual(["event", "hook:true"]);
+  });
+
+  test("a request's init carries the hooks, and its `signal` is the deadline's, made when read (by fetch or any other transport)", () => {
+    const d = new Deadline({ firstByteMs: 1_000, idleMs: 1_000, totalMs: 1_000 });
+    const init = attemptInit(d, { method: "POST", headers: { "content-type": "application/json" }, body: "{}" });
+    expect(attemptHooksOfInit(init)).toBe(d);
+    expect(init.method).toBe("POST");
+    expect(init.body).toBe("{}");
+    expect(init.signal).toBe(d.signal);
+    // A transport that copies the init (a test's wrapper, a proxy) copies the signal.
+    expect({ ...init }.signal).toBe(d.signal);
+    d.abort(new Error("stop"));
+    expect(init.signal!.aborted).toBe(true);
   });
 });
