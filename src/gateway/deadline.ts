@@ -132,6 +132,8 @@ export class Deadline implements AttemptHooks {
    * skipped, and one that throws reported without keeping the others from running.
    */
   #abortWith(reason: unknown): void {
+    // As AbortController.abort(): no reason given is an AbortError, whatever reads it.
+    reason ??= new DOMException("This operation was aborted", "AbortError");
     const listeners = this.#listeners;
     this.#listeners = undefined;
     this.#dispatching = listeners;

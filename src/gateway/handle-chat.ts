@@ -109,8 +109,10 @@ export function resolveCandidates(catalogue: Catalogue, body: Record<string, unk
 
 /**
  * Elysia rebuilds any returned Response while `set.headers` has entries (a second Response
- * over a stream of the first one's body). Moved onto ours, the answer goes out as built;
- * errors thrown before still get them from `set`. The answer's own headers win, as in Elysia.
+ * over a stream of the first one's body). Moved onto ours, the answer goes out as built; errors
+ * thrown before the answer was built still get them from `set`. A JSON answer was built with them
+ * already (respond.ts, `takeRouteHeaders`), so there is usually nothing left to move. The
+ * answer's own headers win, as in Elysia.
  */
 export function withRouteHeaders(response: Response, set: { headers: Record<string, unknown> }): Response {
   const headers = set.headers;

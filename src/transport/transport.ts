@@ -49,23 +49,32 @@ export function attemptHooksOf(signal: AbortSignal | null | undefined): AttemptH
 /**
  * A request's init for one attempt: our transport finds the deadline's hooks under ATTEMPT_HOOKS
  * and reads no `signal`; any other transport (`fetch`, a test's) reads `signal`, and the
- * deadline's AbortSignal is made then.
+ * deadline's AbortSignal is made then. A wrapper that copies the init copies the signal (the
+ * getter runs); one that sets a signal of its own over it is obeyed (see `attemptHooksOfInit`).
  */
 export function attemptInit(hooks: AttemptHooks, init: { method: string; headers: Record<string, string>; body: string }): RequestInit {
-  return {
-    method: init.method,
-    headers: init.headers,
-    body: init.body,
-    [ATTEMPT_HOOKS]: hooks,
-    get signal() {
-      return hooks.signal;
-    },
-  } as RequestInit;
+  const out = { method: init.method, headers: init.headers, body: init.body, [ATTEMPT_HOOKS]: hooks };
+  return Object.defineProperty(out, "signal", SIGNAL_OF_HOOKS) as RequestInit;
 }
 
-/** The deadline's hooks a request's init carries (see `attemptInit`). */
+/** One getter for every attempt's init: the hooks' signal, made when read. */
+const SIGNAL_OF_HOOKS: PropertyDescriptor = {
+  get(this: { [ATTEMPT_HOOKS]: AttemptHooks }) {
+    return this[ATTEMPT_HOOKS].signal;
+  },
+  enumerable: true,
+  configurable: true,
+};
+
+/**
+ * The deadline's hooks a request's init carries (see `attemptInit`), while its `signal` is still
+ * the hooks' own getter: an init whose signal was set over it (a wrapper's `{ ...init, signal }`)
+ * gets no hooks here, and its signal is obeyed as any signal is.
+ */
 export function attemptHooksOfInit(init: RequestInit): AttemptHooks | undefined {
-  return (init as RequestInit & { [ATTEMPT_HOOKS]?: AttemptHooks })[ATTEMPT_HOOKS];
+  const hooks = (init as RequestInit & { [ATTEMPT_HOOKS]?: AttemptHooks })[ATTEMPT_HOOKS];
+  if (!hooks) return undefined;
+  return Object.getOwnPropertyDescriptor(init, "signal")?.get === SIGNAL_OF_HOOKS.get ? hooks : undefined;
 }
 
 export type ReadResult = { done: false; value: Uint8Array } | { done: true; value: undefined };

@@ -147,6 +147,65 @@ describe("one deadline per attempt, for every kind of answer", () => {
   });
 });
 
+describe("the deadline's AbortSignal, made only for a transport that reads it", () => {
+  test("our HTTP/1.1 client: a whole answer and a stream make no AbortController; a stall still ends at first_byte_ms", async () => {
+    const gw = await startGateway({ upstreamUrl: healthy.url, firstByteMs: 200, retry: { max_retries: 0 } });
+    const Original = globalThis.AbortController;
+    let made = 0;
+    globalThis.AbortController = class extends Original {
+      constructor() {
+        super();
+        made++;
+      }
+    };
+    try {
+      const whole = await post(gw, "/v1/chat/completions", { model: OPENAI_MODEL, max_tokens: 5, messages: question });
+      expect(whole.status).toBe(200);
+      await whole.text();
+      const stream = await post(gw, "/v1/chat/completions", { model: OPENAI_MODEL, max_tokens: 5, messages: question, stream: true });
+      expect(sseFrames(await stream.text()).at(-1)?.data).toBe("[DONE]");
+      expect(made).toBe(0);
+      healthy.reply({ kind: "hang" });
+      const started = performance.now();
+      const stalled = await post(gw, "/v1/chat/completions", { model: OPENAI_MODEL, max_tokens: 5, messages: question });
+      expect(stalled.status).toBe(502);
+      expect(((await stalled.json()) as any).error.type).toBe("timeout_error");
+      expect(performance.now() - started).toBeGreaterThanOrEqual(190);
+    } finally {
+      globalThis.AbortController = Original;
+      await gw.stop();
+    }
+  });
+
+  test("a transport that copies the request's init (a wrapper over fetch) gets the signal, and a stall ends at first_byte_ms", async () => {
+    let sawSignal = 0;
+    const wrapper = (url: string, init: RequestInit) => {
+      const copy = { ...init };
+      if (copy.signal) sawSignal++;
+      return fetch(url, copy);
+    };
+    const gw = await startGateway({ upstreamUrl: healthy.url, firstByteMs: 200, retry: { max_retries: 0 }, fetch: wrapper });
+    try {
+      const ok = await post(gw, "/v1/chat/completions", { model: OPENAI_MODEL, max_tokens: 5, messages: question });
+      expect(ok.status).toBe(200);
+      await ok.text();
+      healthy.reply({ kind: "hang" });
+      const started = performance.now();
+      const res = await post(gw, "/v1/chat/completions", { model: OPENAI_MODEL, max_tokens: 5, messages: question });
+      expect(res.status).toBe(502);
+      expect(((await res.json()) as any).error.type).toBe("timeout_error");
+      const elapsed = performance.now() - started;
+      expect(elapsed).toBeGreaterThanOrEqual(190);
+      expect(elapsed).toBeLessThan(3_000);
+      expect(sawSignal).toBe(2);
+      await gw.app.services.settled();
+      expect(gw.app.services.ledger.openHolds()).toBe(0);
+    } finally {
+      await gw.stop();
+    }
+  });
+});
+
 describe("an upstream that says its answer is over but keeps the body open", () => {
   const answerFrames =
     chunked('data: {"id":"c","object":"chat.completion.chunk","created":1,"model":"m","choices":[{"index":0,"delta":{"role":"assistant","content":"The whole answer"},"finish_reason":null}]}\n\n') +

@@ -394,6 +394,10 @@ describe("rate limit", () => {
     try {
       const answers: [string, () => Promise<Response>, number][] = [
         ["JSON answer", () => post(gw, "/v1/chat/completions", { model: OPENAI_MODEL, max_tokens: 10, messages: question }), 200],
+        // JSON answers are built with the route's headers (respond.ts): every JSON route, each header once.
+        ["JSON answer, translated (messages)", () => post(gw, "/v1/messages", { model: OPENAI_MODEL, max_tokens: 10, messages: question }), 200],
+        ["JSON answer (responses, stored)", () => post(gw, "/v1/responses", { model: OPENAI_MODEL, max_output_tokens: 16, input: "hi", store: true }), 200],
+        ["JSON answer (responses, not stored)", () => post(gw, "/v1/responses", { model: OPENAI_MODEL, max_output_tokens: 16, input: "hi", store: false }), 200],
         ["stream, relayed", () => post(gw, "/v1/chat/completions", { model: OPENAI_MODEL, max_tokens: 10, messages: question, stream: true }), 200],
         ["stream, translated", () => post(gw, "/v1/messages", { model: OPENAI_MODEL, max_tokens: 10, messages: question, stream: true }), 200],
         ["a whole answer as a stream (the images API)", () => {
@@ -413,7 +417,10 @@ describe("rate limit", () => {
         expect([what, res.status]).toEqual([what, status]);
         expect([what, res.headers.get("x-ratelimit-limit-requests"), res.headers.get("x-ratelimit-remaining-requests")]).toEqual([what, "100", String(--remaining)]);
         // The answer's own type is kept.
-        expect(res.headers.get("content-type")).toStartWith(status === 200 && what !== "JSON answer" ? "text/event-stream" : "application/json");
+        expect(res.headers.get("content-type")).toStartWith(status === 200 && !what.startsWith("JSON answer") ? "text/event-stream" : "application/json");
+        // The request's id, once (a second copy would read "a, b").
+        expect([what, res.headers.get("x-request-id")]).toEqual([what, expect.stringMatching(/^[0-9a-f-]{36}$/)]);
+        if (what.includes("messages")) expect(res.headers.get("request-id")).toBe(res.headers.get("x-request-id"));
       }
     } finally {
       await gw.stop();

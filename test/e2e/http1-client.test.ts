@@ -2,6 +2,7 @@ import { afterEach, describe, expect, test } from "bun:test";
 import { gzipSync } from "node:zlib";
 import { createHttp1Client, fastReader, wholeBody } from "../../src/transport/http1/client.ts";
 import { attemptInit, responseHeader, type AttemptHooks } from "../../src/transport/transport.ts";
+import { Deadline } from "../../src/gateway/deadline.ts";
 import { upstreamViaProxy } from "../../src/config/env.ts";
 import { dribble, rawUpstream, type RawSocket } from "../helpers/raw-upstream.ts";
 
@@ -54,8 +55,14 @@ function abortHooks() {
       return fns.length;
     },
     answerProgress() {},
-    addAbortListener: (fn: () => void) => void fns.push(fn),
-    removeAbortListener: (fn: () => void) => void fns.splice(fns.indexOf(fn), 1),
+    addAbortListener: (fn: () => void) => {
+      // As the deadline: one added after the abort never runs.
+      if (!hooks.aborted) fns.push(fn);
+    },
+    removeAbortListener: (fn: () => void) => {
+      const at = fns.indexOf(fn);
+      if (at !== -1) fns.splice(at, 1);
+    },
     abort(reason: unknown) {
       hooks.aborted = true;
       hooks.reason = reason;
@@ -256,6 +263,25 @@ describe("upstream HTTP/1.1 client", () => {
     expect((await next.catch((e) => e)).name).toBe("AbortError");
     expect(streaming.listeners).toBe(0);
     expect(streamed.client.openConnections()).toBe(0);
+  });
+
+  test("a wrapper that sets a signal of its own over an attempt's init is obeyed, as any signal is", async () => {
+    const { server, client } = setup(() => {});
+    const deadline = new Deadline({ firstByteMs: 60_000, idleMs: 60_000, totalMs: 60_000 });
+    const own = new AbortController();
+    const wrapped = { ...attemptInit(deadline, { method: "POST", headers: { "content-type": "application/json" }, body: "{}" }), signal: own.signal };
+    const pending = client.fetch(`http://127.0.0.1:${server.port}/v1/chat/completions`, wrapped);
+    await Bun.sleep(5);
+    own.abort(new DOMException("the wrapper's limit", "TimeoutError"));
+    expect((await pending.catch((e) => e)).name).toBe("TimeoutError");
+    expect(client.openConnections()).toBe(0);
+    deadline.clear();
+    // A copy that keeps the init's own signal (the getter's value) still ends with the deadline.
+    const copied = { ...attemptInit(deadline, { method: "POST", headers: {}, body: "{}" }) };
+    const second = client.fetch(`http://127.0.0.1:${server.port}/v1/chat/completions`, copied);
+    await Bun.sleep(5);
+    deadline.abort(new DOMException("first byte timeout", "TimeoutError"));
+    expect((await second.catch((e) => e)).name).toBe("TimeoutError");
   });
 
   test("with coalescing on, requests made in one turn are all answered, each on its own pooled connection", async () => {

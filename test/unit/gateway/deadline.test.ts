@@ -171,10 +171,20 @@ describe("the deadline's AbortSignal is made only when asked for", () => {
     expect(seen).toEqual(["event", "hook:true"]);
   });
 
+  test("an abort without a reason is an AbortError, as AbortController's: for the hooks and the signal alike", () => {
+    const d = new Deadline({ firstByteMs: 1_000, idleMs: 1_000, totalMs: 1_000 });
+    d.abort(undefined);
+    expect(d.reason).toBeInstanceOf(DOMException);
+    expect((d.reason as DOMException).name).toBe("AbortError");
+    expect(d.signal.reason).toBe(d.reason);
+  });
+
   test("a request's init carries the hooks, and its `signal` is the deadline's, made when read (by fetch or any other transport)", () => {
     const d = new Deadline({ firstByteMs: 1_000, idleMs: 1_000, totalMs: 1_000 });
     const init = attemptInit(d, { method: "POST", headers: { "content-type": "application/json" }, body: "{}" });
     expect(attemptHooksOfInit(init)).toBe(d);
+    // Its signal set over by a wrapper: no hooks, the wrapper's signal rules.
+    expect(attemptHooksOfInit({ ...init, signal: new AbortController().signal })).toBeUndefined();
     expect(init.method).toBe("POST");
     expect(init.body).toBe("{}");
     expect(init.signal).toBe(d.signal);
