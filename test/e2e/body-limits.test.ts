@@ -130,7 +130,7 @@ describe("bodies under the cap that are not JSON", () => {
   test.each([["text/plain"], ["multipart/form-data; boundary=xyz"], [null], ["application/json"]])("an empty body of type %s → the schema's 400, never a 500", async (type) => {
     const headers: Record<string, string> = { authorization: key() };
     if (type) headers["content-type"] = type;
-    // With `Content-Length: 0`, as fetch sends it: the length is asked before the body (json-body.ts).
+    // With `Content-Length: 0`, as fetch sends it.
     headers["content-length"] = "0";
     const res = await fetch(`${gw.url}/v1/chat/completions`, { method: "POST", headers, body: "" });
     expect(res.status).toBe(400);
