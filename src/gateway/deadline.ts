@@ -52,7 +52,7 @@ export class DeadlineExpired extends Error {
 export class Deadline implements AttemptHooks {
   /** Made when `signal` is first asked for: our transport never asks (transport.ts, `attemptInit`). */
   #controller: AbortController | undefined;
-  #aborted = false;
+  /** Set once the attempt aborts (never undefined then: see `#abortWith`). */
   #reason: unknown;
   /** Abort listeners added through the hooks (transport.ts): usually one, the transport's. */
   #listeners: (() => void)[] | undefined;
@@ -92,14 +92,14 @@ export class Deadline implements AttemptHooks {
     if (!controller) {
       controller = this.#controller = new AbortController();
       (controller.signal as AbortSignal & { [ATTEMPT_HOOKS]?: AttemptHooks })[ATTEMPT_HOOKS] = this;
-      if (this.#aborted) controller.abort(this.#reason);
+      if (this.aborted) controller.abort(this.#reason);
     }
     return controller.signal;
   }
 
   /** Whether the attempt has ended for a reason (a limit passed, the client left, the caller ended it). */
   get aborted(): boolean {
-    return this.#aborted;
+    return this.#reason !== undefined;
   }
 
   /** Why: a DeadlineExpired, or the caller's reason; undefined until aborted. */
@@ -109,7 +109,7 @@ export class Deadline implements AttemptHooks {
 
   addAbortListener(fn: () => void): void {
     // Once aborted (the listeners being called included) a new one would never run.
-    if (this.#aborted) return;
+    if (this.aborted) return;
     (this.#listeners ??= []).push(fn);
   }
 
@@ -137,7 +137,6 @@ export class Deadline implements AttemptHooks {
     const listeners = this.#listeners;
     this.#listeners = undefined;
     this.#dispatching = listeners;
-    this.#aborted = true;
     this.#reason = reason;
     this.#controller?.abort(reason);
     if (listeners) {
@@ -192,7 +191,7 @@ export class Deadline implements AttemptHooks {
   /** Ends the attempt now for a reason of the caller's (the client left, the stream ended). */
   abort(reason: unknown): void {
     this.clear();
-    if (!this.#aborted) this.#abortWith(reason);
+    if (!this.aborted) this.#abortWith(reason);
   }
 
   /** When the nearest limit passes (`now()` units). A number, not a pair: it runs at every head. */
@@ -214,7 +213,7 @@ export class Deadline implements AttemptHooks {
    * so the usual head (idle limit later than the first-byte one) costs no second timer.
    */
   #rearm(): void {
-    if (this.#aborted) return;
+    if (this.aborted) return;
     if (this.#timer !== undefined && this.#nextAt() >= this.#armedAt) return;
     if (this.#timer !== undefined) this.#clock.clearTimer(this.#timer);
     this.#arm();
@@ -228,7 +227,7 @@ export class Deadline implements AttemptHooks {
 
   readonly #fire = () => {
     this.#timer = undefined;
-    if (this.#aborted) return;
+    if (this.aborted) return;
     const at = this.#nextAt();
     // Timers may fire a little early; what is left is waited for again.
     if (this.#clock.now() + 1 < at) return this.#arm();

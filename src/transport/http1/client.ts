@@ -136,8 +136,8 @@ export function createHttp1Client(options: Http1ClientOptions = {}): Http1Client
     // An attempt's deadline comes as hooks (transport.ts, `attemptInit`): reading `init.signal` would make its AbortSignal.
     const hooks = attemptHooksOfInit(init);
     const signal = hooks ? undefined : (init.signal ?? undefined);
-    if (hooks?.aborted) throw hooks.reason;
-    signal?.throwIfAborted();
+    const aborts = hooks ?? signal;
+    if (aborts?.aborted) throw aborts.reason;
     const message = serializePost(target, headers, init.body);
 
     const pooled = pool.take(target.origin);
@@ -146,7 +146,7 @@ export function createHttp1Client(options: Http1ClientOptions = {}): Http1Client
         return await exchange(pool, pooled, message, { method, hooks, signal, maxBytes, hold: pooled.cooling ? afterNextPoll : atEndOfTurn });
       } catch (err) {
         // The keep-alive race: the server dropped the connection before answering. Once, on a new one.
-        if (!(err instanceof UpstreamConnectionError && err.replayable) || (hooks ? hooks.aborted : signal?.aborted)) throw err;
+        if (!(err instanceof UpstreamConnectionError && err.replayable) || aborts?.aborted) throw err;
       }
     }
     const conn = await connect(target);

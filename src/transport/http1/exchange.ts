@@ -71,15 +71,15 @@ class Exchange implements ConnectionOwner, ResponseSink {
     const signal = o.signal;
     // A deadline's own signal carries its hooks too (a caller that passed `deadline.signal`).
     const hooks = (this.deadline = o.hooks ?? attemptHooksOf(signal));
-    if (hooks) {
-      this.onAbort = () => this.fail(hooks.reason ?? new DOMException("aborted", "AbortError"));
-      hooks.addAbortListener(this.onAbort);
-    } else if (signal) {
-      this.onAbort = () => this.fail(signal.reason ?? new DOMException("aborted", "AbortError"));
-      signal.addEventListener("abort", this.onAbort);
+    // What aborts the request: the deadline's hooks, else the signal (both say `aborted` and `reason`).
+    const source = hooks ?? signal;
+    if (source) {
+      this.onAbort = () => this.fail(source.reason ?? new DOMException("aborted", "AbortError"));
+      if (hooks) hooks.addAbortListener(this.onAbort);
+      else signal!.addEventListener("abort", this.onAbort);
     }
     conn.owner = this;
-    if (hooks ? hooks.aborted : signal?.aborted) {
+    if (source?.aborted) {
       this.onAbort!();
       return;
     }
