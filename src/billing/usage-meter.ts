@@ -25,7 +25,7 @@ export interface MeteredUsage {
  * count: its text, or its count when part of it arrives as tokens already (embeddings' token
  * arrays, whose count is their length).
  */
-export type PromptSource = () => string | Promise<number>;
+export type PromptSource = (() => string | Promise<number>) | { text(): string | Promise<number> };
 
 /**
  * Text kept for a possible estimate. Shorter answers (8 K characters ≈ 2,000 tokens) are counted
@@ -319,6 +319,6 @@ export class UsageMeter {
 }
 
 async function countPrompt(prompt: PromptSource, count: TokenCounter): Promise<number> {
-  const source = prompt();
+  const source = typeof prompt === "function" ? prompt() : prompt.text();
   return typeof source === "string" ? count(source) : source;
 }

@@ -84,32 +84,12 @@ export async function attemptUpstream(deps: AttemptDeps, req: AttemptRequest, ca
 
   const t = provider.timeouts;
   const deadline = new Deadline({ firstByteMs: t.first_byte_ms, idleMs: t.idle_ms, totalMs: t.total_ms });
-  const onClientAbort = () => deadline.abort(new DOMException("client disconnected", "AbortError"));
-  if (req.clientSignal.aborted) onClientAbort();
-  // No `once`: the listener is removed below whatever happens, and the option doubles the call's cost.
-  else req.clientSignal.addEventListener("abort", onClientAbort);
+  // The deadline is the client's abort listener itself (its handleEvent ends the attempt): no
+  // closure a request keeps while it waits. No `once`: the listener is removed below whatever
+  // happens, and the option doubles the call's cost.
+  if (req.clientSignal.aborted) deadline.handleEvent();
+  else req.clientSignal.addEventListener("abort", deadline);
   let handedOver = false;
-  const refused = (message: string, err: unknown, cause: UpstreamErrorClass): AttemptOutcome => {
-    if (req.clientSignal.aborted) throw clientClosed();
-    const timedOut = err instanceof DeadlineExpired || deadline.reason instanceof DeadlineExpired;
-    if (err instanceof ResponseTooLargeError) return { kind: "refused", verdict: "fallback", error: new GatewayError(502, "upstream", ANSWER_TOO_LARGE), cause: "too_large" };
-    return {
-      kind: "refused",
-      verdict: "fallback",
-      cause: timedOut ? "timeout" : cause,
-      error: timedOut
-        ? new GatewayError(502, "timeout", "The upstream provider did not answer in time. Retrying is appropriate.")
-        : new GatewayError(502, "upstream", message),
-    };
-  };
-  const inline = (events: StreamEvent[]) =>
-    inlineImages(events, {
-      providerBaseUrl: provider.base_url,
-      maxBytes: deps.settings.limits.max_image_bytes,
-      timeoutMs: deps.settings.limits.image_fetch_timeout_ms,
-      fetch: deps.fetch,
-      signal: deadline.signal,
-    });
 
   try {
     let res: Response;
@@ -118,8 +98,8 @@ export async function attemptUpstream(deps: AttemptDeps, req: AttemptRequest, ca
     } catch (err) {
       if (!req.clientSignal.aborted) deps.log("warn", "upstream request failed", { requestId: req.requestId, provider: provider.id, error: String(err) });
       // It was reached, and answered with something that is not HTTP: an unreadable answer, not a connection failure.
-      if (err instanceof ResponseFramingError) return refused("The upstream provider sent an unreadable answer. Retrying is appropriate.", err, "bad_answer");
-      return refused("The upstream provider could not be reached. Retrying is appropriate.", err, "connect");
+      if (err instanceof ResponseFramingError) return refusedOutcome(req, deadline, "The upstream provider sent an unreadable answer. Retrying is appropriate.", err, "bad_answer");
+      return refusedOutcome(req, deadline, "The upstream provider could not be reached. Retrying is appropriate.", err, "connect");
     }
     deadline.headArrived();
 
@@ -155,11 +135,11 @@ export async function attemptUpstream(deps: AttemptDeps, req: AttemptRequest, ca
         if (answerTool) events = createAnswerToolMapper(answerTool)(events);
       } catch (err) {
         if (!req.clientSignal.aborted) deps.log("warn", "upstream sent an unreadable body", { requestId: req.requestId, provider: provider.id, error: String(err) });
-        return refused("The upstream provider sent an unreadable answer. Retrying is appropriate.", err, "bad_answer");
+        return refusedOutcome(req, deadline, "The upstream provider sent an unreadable answer. Retrying is appropriate.", err, "bad_answer");
       }
       if (events.some((e) => e.type === "image")) {
         try {
-          await inline(events);
+          await inlineImages(events, inlineOptions(deps, provider, deadline));
         } catch (err) {
           if (req.clientSignal.aborted) throw clientClosed();
           if (!(err instanceof ImageFetchError)) throw err;
@@ -174,7 +154,7 @@ export async function attemptUpstream(deps: AttemptDeps, req: AttemptRequest, ca
     if (!res.body || !(contentType ?? "").includes("text/event-stream")) {
       res.body?.cancel().catch(() => {});
       deps.log("warn", "upstream answered a stream request without an event stream", { requestId: req.requestId, provider: provider.id, contentType });
-      return refused("The upstream provider sent an unexpected answer. Retrying is appropriate.", undefined, "bad_answer");
+      return refusedOutcome(req, deadline, "The upstream provider sent an unexpected answer. Retrying is appropriate.", undefined, "bad_answer");
     }
     handedOver = true;
     let decode = adapter.createStreamDecoder(deps.scrubber);
@@ -186,17 +166,40 @@ export async function attemptUpstream(deps: AttemptDeps, req: AttemptRequest, ca
         return { ...decoded, events: map(decoded.events) };
       };
     }
+    const inline = (events: StreamEvent[]) => inlineImages(events, inlineOptions(deps, provider, deadline));
     return { kind: "stream", reader: fastReader(res) ?? (res.body.getReader() as ChunkReader), decode, deadline, adapter, provider, inline };
   } finally {
-    if (!handedOver) {
-      // A stream keeps its deadline (and the client's abort) until it ends; anything else is done.
-      deadline.clear();
-      req.clientSignal.removeEventListener("abort", onClientAbort);
-    } else {
-      // From here the stream stage watches the client itself.
-      req.clientSignal.removeEventListener("abort", onClientAbort);
-    }
+    // A stream keeps its deadline until it ends; anything else is done. Either way the stream
+    // stage watches the client itself from here.
+    if (!handedOver) deadline.clear();
+    req.clientSignal.removeEventListener("abort", deadline);
   }
+}
+
+/** No answer from this attempt: a timeout when the deadline passed, else `message`; the client's leaving throws (499). */
+function refusedOutcome(req: AttemptRequest, deadline: Deadline, message: string, err: unknown, cause: UpstreamErrorClass): AttemptOutcome {
+  if (req.clientSignal.aborted) throw clientClosed();
+  const timedOut = err instanceof DeadlineExpired || deadline.reason instanceof DeadlineExpired;
+  if (err instanceof ResponseTooLargeError) return { kind: "refused", verdict: "fallback", error: new GatewayError(502, "upstream", ANSWER_TOO_LARGE), cause: "too_large" };
+  return {
+    kind: "refused",
+    verdict: "fallback",
+    cause: timedOut ? "timeout" : cause,
+    error: timedOut
+      ? new GatewayError(502, "timeout", "The upstream provider did not answer in time. Retrying is appropriate.")
+      : new GatewayError(502, "upstream", message),
+  };
+}
+
+/** How an answer's images are fetched and inlined: from the provider's host, under the attempt's deadline. */
+function inlineOptions(deps: AttemptDeps, provider: ResolvedProvider, deadline: Deadline) {
+  return {
+    providerBaseUrl: provider.base_url,
+    maxBytes: deps.settings.limits.max_image_bytes,
+    timeoutMs: deps.settings.limits.image_fetch_timeout_ms,
+    fetch: deps.fetch,
+    signal: deadline.signal,
+  };
 }
 
 /**

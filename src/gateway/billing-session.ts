@@ -33,25 +33,34 @@ export interface BillingDeps {
   tokenizer: Tokenizer;
 }
 
+/** Told what a settlement charged (metrics, the access log): a request's trace is one. */
+export interface ChargeListener {
+  charged(inputTokens: number, outputTokens: number, costMicro: number): void;
+}
+
+/** What a billing session is opened with (see openBillingSession). */
+export interface BillingOpen {
+  requestId: string;
+  principal: ActiveKey;
+  worstCaseMicro: number;
+  startedAt: number;
+  promptText: PromptSource;
+  /** The request's x-request-id, kept with its usage record. */
+  clientRequestId?: string;
+  /** Told what the settlement charged (metrics, the access log). */
+  charges?: ChargeListener;
+  /** Gives back the key's place among its requests under way: called once, when the request ends (settled, whichever way). */
+  slot?: { release(): void };
+  /** How many answers the model makes for this request (OpenAI's `n`; plan.ts answersAsked). */
+  answers?: (model: ModelConfig) => number;
+}
+
 /**
  * Stage 2: reserve once, settle once. The only caller of the Ledger port on the request path.
  * Opening the session reserves the worst case (402 when it is not there, 503 when the ledger
  * cannot record charges); from then on the request counts as in flight until it is settled.
  */
-export async function openBillingSession(
-  deps: BillingDeps,
-  o: {
-    requestId: string; principal: ActiveKey; worstCaseMicro: number; startedAt: number; promptText: PromptSource;
-    /** The request's x-request-id, kept with its usage record. */
-    clientRequestId?: string;
-    /** Told what the settlement charged (metrics, the access log). */
-    onCharged?: (inputTokens: number, outputTokens: number, costMicro: number) => void;
-    /** Called once when the request ends (settled, whichever way): gives back the key's place among its requests under way. */
-    onEnded?: () => void;
-    /** How many answers the model makes for this request (OpenAI's `n`; plan.ts answersAsked). */
-    answers?: (model: ModelConfig) => number;
-  },
-): Promise<BillingSession> {
+export async function openBillingSession(deps: BillingDeps, o: BillingOpen): Promise<BillingSession> {
   const { ledger, log } = deps;
   const { requestId, principal } = o;
   let reserved = false;
@@ -71,15 +80,50 @@ export async function openBillingSession(
     // Free answers need no credit, but their usage records need room in the ledger's queue.
     throw ledgerUnavailable();
   }
-
   deps.inflight.begin();
-  let model: ModelConfig | undefined;
-  let providerId = "";
-  // Made by each attempt; none yet means nothing was produced.
-  let meter: UsageMeter | undefined;
-  let settling: Promise<void> | undefined;
+  return new OpenSession(deps, o, reserved);
+}
 
-  const settleOnce = async (status: SettleStatus) => {
+/**
+ * A class, not an object of closures: a request keeps its session from the reservation to the
+ * settlement, the whole time it waits for its upstream, and every young collection meanwhile
+ * visits (and promotes) what it holds. Methods on the prototype cost it no functions or scopes
+ * of its own (docs/decisions.md, "What a request keeps while it waits").
+ */
+class OpenSession implements BillingSession {
+  readonly requestId: string;
+  #model: ModelConfig | undefined;
+  #providerId = "";
+  /** Made by each attempt; none yet means nothing was produced. */
+  #meter: UsageMeter | undefined;
+  #settled: Promise<void> | undefined;
+
+  constructor(
+    private readonly deps: BillingDeps,
+    private readonly o: BillingOpen,
+    private readonly reserved: boolean,
+  ) {
+    this.requestId = o.requestId;
+  }
+
+  get settling(): boolean {
+    return this.#settled !== undefined;
+  }
+
+  attempt(model: ModelConfig, providerId: string): UsageMeter {
+    this.#model = model;
+    this.#providerId = providerId;
+    return (this.#meter = new UsageMeter(this.deps.tokenizer.count));
+  }
+
+  settle(status: SettleStatus): Promise<void> {
+    return (this.#settled ??= this.#settleOnce(status));
+  }
+
+  async #settleOnce(status: SettleStatus): Promise<void> {
+    const { deps, o } = this;
+    const meter = this.#meter;
+    const model = this.#model;
     try {
       // Nothing produced, nothing charged: an upstream that failed before answering costs nothing,
       // and so does a stream the upstream broke before its first token (Anthropic's message_start
@@ -95,12 +139,12 @@ export async function openBillingSession(
       const costMicro = produced && model ? classesCostMicro(classes, prices) : 0;
       const inputTokens = usage?.inputTokens ?? 0;
       const outputTokens = usage?.outputTokens ?? 0;
-      const durable = ledger.settle({
-        requestId,
-        accountId: principal.accountId,
-        keyId: principal.keyId,
+      const durable = deps.ledger.settle({
+        requestId: o.requestId,
+        accountId: o.principal.accountId,
+        keyId: o.principal.keyId,
         model: model?.id ?? "",
-        provider: providerId,
+        provider: this.#providerId,
         promptTokens: inputTokens,
         completionTokens: outputTokens,
         estimated: usage?.estimated ?? false,
@@ -113,29 +157,16 @@ export async function openBillingSession(
       });
       // What the ledger posts: at most the hold (an upstream that reports more than it could have
       // produced is charged the hold), nothing without one. Metrics and the access log say the same.
-      o.onCharged?.(inputTokens, outputTokens, reserved ? Math.min(costMicro, o.worstCaseMicro) : 0);
+      o.charges?.charged(inputTokens, outputTokens, this.reserved ? Math.min(costMicro, o.worstCaseMicro) : 0);
       // A free answer's record may trail it: nothing billed, nothing to lose.
-      if (reserved && costMicro > 0) await durable;
+      if (this.reserved && costMicro > 0) await durable;
     } catch (err) {
-      log("error", "settlement failed", { requestId, error: String(err) });
+      deps.log("error", "settlement failed", { requestId: o.requestId, error: String(err) });
     } finally {
       deps.inflight.end();
-      o.onEnded?.();
+      o.slot?.release();
     }
-  };
-
-  return {
-    requestId,
-    get settling() {
-      return settling !== undefined;
-    },
-    attempt(next, id) {
-      model = next;
-      providerId = id;
-      return (meter = new UsageMeter(deps.tokenizer.count));
-    },
-    settle: (status) => (settling ??= settleOnce(status)),
-  };
+  }
 }
 
 const PERIOD_WORD = { day: "daily", week: "weekly", month: "monthly" } as const;

@@ -1,4 +1,4 @@
-import { ATTEMPT_HOOKS, type AttemptHooks } from "../transport/transport.ts";
+import { ATTEMPT_HOOKS, type AbortListener, type AttemptHooks } from "../transport/transport.ts";
 
 /** The limits of one upstream attempt, in milliseconds (a provider's `timeouts`). */
 export interface DeadlineLimits {
@@ -18,14 +18,15 @@ export type DeadlineKind = "first_byte" | "idle" | "total";
  */
 export interface DeadlineClock {
   now(): number;
-  setTimer(fn: () => void, ms: number): unknown;
+  /** Calls `fn(arg)` after `ms`: the deadline passes itself, so it keeps no closure for its timer. */
+  setTimer<T>(fn: (arg: T) => void, ms: number, arg: T): unknown;
   clearTimer(timer: unknown): void;
 }
 
 /** One clock for every deadline (a default written inline would be new closures per attempt). */
 export const SYSTEM_CLOCK: DeadlineClock = {
   now: () => performance.now(),
-  setTimer: (fn, ms) => setTimeout(fn, ms),
+  setTimer: (fn, ms, arg) => setTimeout(fn, ms, arg),
   clearTimer: (timer) => clearTimeout(timer as ReturnType<typeof setTimeout>),
 };
 
@@ -55,9 +56,9 @@ export class Deadline implements AttemptHooks {
   /** Set once the attempt aborts (never undefined then: see `#abortWith`). */
   #reason: unknown;
   /** Abort listeners added through the hooks (transport.ts): usually one, the transport's. */
-  #listeners: (() => void)[] | undefined;
+  #listeners: AbortListener[] | undefined;
   /** The listeners being called by the abort (see `#abortWith`). */
-  #dispatching: ((() => void) | undefined)[] | undefined;
+  #dispatching: (AbortListener | undefined)[] | undefined;
   readonly #limits: DeadlineLimits;
   readonly #clock: DeadlineClock;
   readonly #started: number;
@@ -107,13 +108,13 @@ export class Deadline implements AttemptHooks {
     return this.#reason;
   }
 
-  addAbortListener(fn: () => void): void {
+  addAbortListener(fn: AbortListener): void {
     // Once aborted (the listeners being called included) a new one would never run.
     if (this.aborted) return;
     (this.#listeners ??= []).push(fn);
   }
 
-  removeAbortListener(fn: () => void): void {
+  removeAbortListener(fn: AbortListener): void {
     const dispatching = this.#dispatching;
     if (dispatching) {
       // Emptied rather than spliced while they are being called: one removed then is skipped.
@@ -142,7 +143,8 @@ export class Deadline implements AttemptHooks {
     if (listeners) {
       for (const fn of listeners) {
         try {
-          fn?.();
+          if (typeof fn === "function") fn();
+          else fn?.handleEvent();
         } catch (err) {
           reportError(err);
         }
@@ -188,6 +190,14 @@ export class Deadline implements AttemptHooks {
     this.#timer = undefined;
   }
 
+  /**
+   * The client's request was aborted: the deadline is that signal's "abort" listener itself (an
+   * EventListener object), so an attempt adds no closure of its own for it (gateway/attempt.ts).
+   */
+  handleEvent(): void {
+    this.abort(new DOMException("client disconnected", "AbortError"));
+  }
+
   /** Ends the attempt now for a reason of the caller's (the client left, the stream ended). */
   abort(reason: unknown): void {
     this.clear();
@@ -222,10 +232,15 @@ export class Deadline implements AttemptHooks {
   #arm(): void {
     const at = this.#nextAt();
     this.#armedAt = at;
-    this.#timer = this.#clock.setTimer(this.#fire, Math.max(0, at - this.#clock.now()));
+    this.#timer = this.#clock.setTimer(Deadline.#fire, Math.max(0, at - this.#clock.now()), this);
   }
 
-  readonly #fire = () => {
+  /** The timer's callback, one for every deadline (each passes itself). */
+  static #fire(this: void, deadline: Deadline): void {
+    deadline.#fired();
+  }
+
+  #fired(): void {
     this.#timer = undefined;
     if (this.aborted) return;
     const at = this.#nextAt();
@@ -234,5 +249,5 @@ export class Deadline implements AttemptHooks {
     const kind = this.#kindOf(at);
     this.#expired = kind;
     this.#abortWith(new DeadlineExpired(kind));
-  };
+  }
 }

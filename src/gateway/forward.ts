@@ -14,7 +14,7 @@ import { openBillingSession } from "./billing-session.ts";
 import type { ActiveKey } from "../accounts/account-store.ts";
 import { attemptUpstream, clientClosed } from "./attempt.ts";
 import { nextStep } from "./retry-policy.ts";
-import { respond, type RouteSettings } from "./respond.ts";
+import { respond, type IdleTimeout, type RouteSettings } from "./respond.ts";
 import { withRequestId, type RequestTrace, type Tracker } from "../ops/request-trace.ts";
 import type { EmbeddingsInputMeasure } from "../formats/openai-embeddings/embeddings-input.ts";
 import type { ChosenKey, KeyPools } from "../providers/key-pools.ts";
@@ -62,8 +62,8 @@ export interface ForwardRequest {
   candidates: ModelConfig[];
   /** The key the request came with (the admission plugin resolved it), and its account. */
   principal: ActiveKey;
-  /** Called before a streamed answer starts, to lift the server's idle timeout for this request. */
-  onStream?: () => void;
+  /** Whose idle timeout a streamed answer lifts before it starts (see IdleTimeout in respond.ts). */
+  idle?: IdleTimeout;
   /** Metrics and the access log follow the request here (ops/request-trace.ts). */
   trace?: RequestTrace;
   /** POST /v1/embeddings: the input, measured; the candidates are embedding models and the format writes the list. */
@@ -104,9 +104,9 @@ export async function forward(deps: ForwardDeps, req: ForwardRequest): Promise<R
   try {
     billing = await openBillingSession(deps, {
       requestId: plan.requestId, principal: req.principal, worstCaseMicro: plan.worstCaseMicro, startedAt, promptText: plan.promptText, clientRequestId,
-      onCharged: trace && ((inputTokens, outputTokens, costMicro) => trace.charged(inputTokens, outputTokens, costMicro)),
+      charges: trace,
       // From here the settlement gives the place back, once, whatever happens to the request.
-      onEnded: slot.release,
+      slot,
       answers: typeof req.body.n === "number" && req.body.n > 1 ? (model) => answersAsked(deps.settings, req.format.wire, req.body, model) : undefined,
     });
   } catch (err) {
@@ -117,17 +117,11 @@ export async function forward(deps: ForwardDeps, req: ForwardRequest): Promise<R
   const limits = deps.settings.retry;
   const wantsStream = req.body.stream === true;
   const attemptRequest = { requestId: plan.requestId, wire: req.format.wire, body: req.body, headers: req.headers, clientSignal: req.signal, wantsStream, clientRequestId };
-  const answerRequest = { format: req.format, body: req.body, uuid: plan.uuid, requestId: plan.requestId, bodyBytes: req.bodyBytes, promptText: plan.promptText, onStream: req.onStream, trace, route: req.route };
+  const answerRequest = { format: req.format, body: req.body, uuid: plan.uuid, requestId: plan.requestId, bodyBytes: req.bodyBytes, promptText: plan.promptText, idle: req.idle, trace, route: req.route };
 
   // The session (hashed at once; the raw id goes nowhere) keeps a conversation on one vendor key;
-  // read only when a pool has a choice to make.
+  // read only when a pool has a choice to make (null: not read yet).
   let session: string | undefined | null = null;
-  const sessionOf = (): string | undefined => {
-    if (session !== null) return session;
-    const chain = typeof req.chain === "function" ? req.chain(plan.uuid) : req.chain;
-    const id = sessionIdOf(req.format.wire, req.body, req.headers, chain);
-    return (session = id === undefined ? undefined : sessionHash(id));
-  };
 
   try {
     let waited = 0;
@@ -135,12 +129,13 @@ export async function forward(deps: ForwardDeps, req: ForwardRequest): Promise<R
     for (const candidate of plan.candidates) {
       const pool = deps.keyPools?.get(candidate.model.provider);
       // Keys of this provider that refused this request: it moves to another before waiting or falling back.
-      const tried = new Set<string>();
+      let tried: Set<string> | undefined;
       for (let retry = 0; ; ) {
         const meter = billing.attempt(candidate.model, candidate.model.provider);
         trace?.attemptStarted(candidate.model.id, candidate.model.provider);
+        if (session === null && pool && pool.size > 1) session = sessionOf(req, plan.uuid);
         // Awaited only when the store answers later (Redis): an await costs a turn of microtasks.
-        const chosen = pool?.choose(pool.size > 1 ? sessionOf() : undefined, tried);
+        const chosen = pool?.choose(pool.size > 1 ? session ?? undefined : undefined, tried);
         const key: ChosenKey | undefined = chosen instanceof Promise ? await chosen : chosen;
         const outcome = await attemptUpstream(deps, attemptRequest, candidate, key);
         if (key) pool!.report(key, outcome.kind === "refused" ? outcome.status ?? 0 : 200, outcome.kind === "refused" ? outcome.delayMs : undefined);
@@ -158,7 +153,7 @@ export async function forward(deps: ForwardDeps, req: ForwardRequest): Promise<R
         // key of the provider is asked at once, before the retry policy waits or moves on.
         const verdict = keyVerdict(outcome.status ?? 0);
         if (key && pool && (verdict === "cool" || verdict === "disable")) {
-          tried.add(key.key.env);
+          (tried ??= new Set()).add(key.key.env);
           if (pool.hasUsable(tried)) {
             deps.log("info", "moving to another vendor key", { requestId: plan.requestId, provider: candidate.model.provider, from: key.key.env, status: outcome.status });
             continue;
@@ -183,6 +178,13 @@ export async function forward(deps: ForwardDeps, req: ForwardRequest): Promise<R
     if (err instanceof GatewayError) err.recorded = true;
     throw err;
   }
+}
+
+/** The conversation a request belongs to, hashed (the raw id goes nowhere), for vendor key affinity. */
+function sessionOf(req: ForwardRequest, uuid: string): string | undefined {
+  const chain = typeof req.chain === "function" ? req.chain(uuid) : req.chain;
+  const id = sessionIdOf(req.format.wire, req.body, req.headers, chain);
+  return id === undefined ? undefined : sessionHash(id);
 }
 
 /**

@@ -69,7 +69,8 @@ export async function handleChat(deps: ForwardDeps & { catalogue: Catalogue }, c
     signal: call.request.signal,
     candidates,
     principal: call.principal,
-    onStream: () => call.server?.timeout(call.request, 0),
+    // The call holds the server and the request a stream lifts the idle timeout of.
+    idle: call,
     chain: call.chain,
     trace,
     // The answer is built with the route's headers (respond.ts); what is left (none, usually) is added below.

@@ -35,20 +35,35 @@ export async function planRequest(
   const { body, wire } = req;
   const messageCount = Array.isArray(body.messages) ? body.messages.length : 0;
   const promptBound = promptTokenBound(req.bodyBytes, messageCount);
-  let text: string | undefined;
-  const prompt = () => (text ??= promptText(wire, body));
+  const prompt = new ChatPrompt(wire, body);
   const candidates = await fitCandidates(
     req.candidates,
     promptBound,
     requestedMaxTokens(wire, body),
     settings.limits.max_tokens_cap,
-    async () => (await count(prompt())) + 4 * messageCount + 3,
+    async () => (await count(prompt.text())) + 4 * messageCount + 3,
   );
   // A model cannot bill more prompt than its window holds: the bound (bytes / 2, for any text) is
   // capped there, or a long conversation of escaped text was held for twice what it could cost.
   const worstCaseMicro = Math.max(...candidates.map((c) =>
     mostItCosts(c.model.pricing, Math.min(promptBound, c.model.context_length), c.maxTokens * answersAsked(settings, wire, body, c.model), c.model.category === "image" ? 1 : 0)));
   return { ...requestIds(), candidates, worstCaseMicro, promptText: prompt };
+}
+
+/**
+ * A chat request's message text, made when first asked for (an estimate, a context check) and
+ * kept. An object, not a closure: the request keeps it until its settlement.
+ */
+class ChatPrompt {
+  #text: string | undefined;
+  constructor(
+    private readonly wire: UpstreamKind,
+    private readonly body: Record<string, unknown>,
+  ) {}
+
+  text(): string {
+    return (this.#text ??= promptText(this.wire, this.body));
+  }
 }
 
 /**

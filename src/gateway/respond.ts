@@ -45,6 +45,16 @@ function takeRouteHeaders(route: RouteSettings | undefined): Record<string, stri
   return undefined;
 }
 
+/**
+ * The server's per-request idle timeout, which a stream lifts so that a quiet upstream does not
+ * cut it: Bun's server and the request. Values, not a closure: the route's own call is one
+ * (handle-chat.ts), so a request keeps no function for it while it waits.
+ */
+export interface IdleTimeout {
+  server: { timeout(request: Request, seconds: number): void } | null;
+  request: Request;
+}
+
 export interface RespondRequest {
   /** The request's client format: how the answer is written (formats/format.ts). */
   format: ClientFormat;
@@ -54,8 +64,8 @@ export interface RespondRequest {
   /** UTF-8 size of the request body: message_start's input-token estimate when translating. */
   bodyBytes: number;
   promptText: PromptSource;
-  /** Called before a streamed answer starts, to lift the server's idle timeout for this request. */
-  onStream?: () => void;
+  /** Whose idle timeout a streamed answer lifts before it starts. */
+  idle?: IdleTimeout;
   trace?: RequestTrace;
   /** The route's response settings: their headers go on the answer (see takeRouteHeaders). */
   route?: RouteSettings;
@@ -131,7 +141,8 @@ export async function respond(
     return jsonAnswer(body instanceof Promise ? await body : body, takeRouteHeaders(req.route));
   }
 
-  req.onStream?.();
+  const idle = req.idle;
+  idle?.server?.timeout(idle.request, 0);
   const { deadline, provider } = outcome;
   const trace = req.trace;
   trace?.streamStarted();

@@ -38,9 +38,12 @@ export interface AttemptHooks {
   readonly reason: unknown;
   readonly signal: AbortSignal;
   answerProgress(head: boolean): void;
-  addAbortListener(fn: () => void): void;
-  removeAbortListener(fn: () => void): void;
+  addAbortListener(listener: AbortListener): void;
+  removeAbortListener(listener: AbortListener): void;
 }
+
+/** Told once when an attempt aborts: a function, or an object whose handleEvent() is called (as an EventListener object). */
+export type AbortListener = (() => void) | { handleEvent(): void };
 
 export function attemptHooksOf(signal: AbortSignal | null | undefined): AttemptHooks | undefined {
   return signal ? (signal as AbortSignal & { [ATTEMPT_HOOKS]?: AttemptHooks })[ATTEMPT_HOOKS] : undefined;

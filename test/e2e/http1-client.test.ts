@@ -1,7 +1,7 @@
 import { afterEach, describe, expect, test } from "bun:test";
 import { gzipSync } from "node:zlib";
 import { createHttp1Client, fastReader, wholeBody } from "../../src/transport/http1/client.ts";
-import { attemptInit, responseHeader, type AttemptHooks } from "../../src/transport/transport.ts";
+import { attemptInit, responseHeader, type AbortListener, type AttemptHooks } from "../../src/transport/transport.ts";
 import { Deadline } from "../../src/gateway/deadline.ts";
 import { upstreamViaProxy } from "../../src/config/env.ts";
 import { dribble, rawUpstream, type RawSocket } from "../helpers/raw-upstream.ts";
@@ -44,7 +44,7 @@ function setup(answer: Parameters<typeof rawServer>[0], options: Parameters<type
 
 /** A deadline's hooks as a transport sees them, whose AbortSignal must never be asked for. */
 function abortHooks() {
-  const fns: (() => void)[] = [];
+  const fns: AbortListener[] = [];
   const hooks = {
     aborted: false,
     reason: undefined as unknown,
@@ -55,18 +55,19 @@ function abortHooks() {
       return fns.length;
     },
     answerProgress() {},
-    addAbortListener: (fn: () => void) => {
+    addAbortListener: (fn: AbortListener) => {
       // As the deadline: one added after the abort never runs.
       if (!hooks.aborted) fns.push(fn);
     },
-    removeAbortListener: (fn: () => void) => {
+    removeAbortListener: (fn: AbortListener) => {
       const at = fns.indexOf(fn);
       if (at !== -1) fns.splice(at, 1);
     },
     abort(reason: unknown) {
       hooks.aborted = true;
       hooks.reason = reason;
-      for (const fn of fns.slice()) fn();
+      // A function, or an EventListener object (our client's exchange listens itself).
+      for (const fn of fns.slice()) typeof fn === "function" ? fn() : fn.handleEvent();
     },
   };
   return hooks;

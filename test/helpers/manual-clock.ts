@@ -16,9 +16,9 @@ export function manualClock(start = 0): ManualClock {
   const timers = new Map<number, { at: number; fn: () => void }>();
   return {
     now: () => now,
-    setTimer(fn, ms) {
+    setTimer(fn, ms, arg) {
       const id = nextId++;
-      timers.set(id, { at: now + ms, fn });
+      timers.set(id, { at: now + ms, fn: () => fn(arg) });
       return id;
     },
     clearTimer(timer) {

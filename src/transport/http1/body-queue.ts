@@ -4,6 +4,15 @@ import type { ChunkReader, ReadResult } from "../transport.ts";
 const HIGH_WATER_BYTES = 64 * 1024;
 
 /**
+ * Who fills a body queue: told when the reader has taken what was queued (a paused socket may
+ * read again) and when the reader cancelled. Methods of the exchange, not closures of its own.
+ */
+export interface BodyQueueOwner {
+  bodyTaken(): void;
+  bodyCancelled(): void;
+}
+
+/**
  * Chunks between the socket and one reader. Either `read()` is used directly (the stream
  * pipeline, through `fastReader`) or through `stream()` (everything else: `text()`, `json()`),
  * never both.
@@ -18,7 +27,8 @@ export class BodyQueue implements ChunkReader {
   private failure: unknown = undefined;
   private queuedBytes = 0;
 
-  constructor(private readonly onDrained: () => void, private readonly onCancel: () => void) {}
+  /** `owner` (the exchange) is told when the reader took what was queued, and when it cancelled. */
+  constructor(private readonly owner: BodyQueueOwner) {}
 
   get full(): boolean {
     return this.queuedBytes >= HIGH_WATER_BYTES;
@@ -72,7 +82,7 @@ export class BodyQueue implements ChunkReader {
       // to be promoted by a collection, and the chunk stored in it then with it.
       queued.length = 0;
       this.queuedBytes = 0;
-      this.onDrained();
+      this.owner.bodyTaken();
       return { done: false, value };
     }
     if (!this.ended) return undefined;
@@ -88,7 +98,7 @@ export class BodyQueue implements ChunkReader {
         return Promise.reject(err);
       }
     }
-    this.onDrained();
+    this.owner.bodyTaken();
     return new Promise((resolve, reject) => {
       this.waiting = { resolve, reject };
     });
@@ -96,7 +106,7 @@ export class BodyQueue implements ChunkReader {
 
   onReadable(ready: () => void): void {
     if (this.chunks.length > 0 || this.ended) return ready();
-    this.onDrained();
+    this.owner.bodyTaken();
     this.ready = ready;
   }
 
@@ -106,7 +116,7 @@ export class BodyQueue implements ChunkReader {
     this.queuedBytes = 0;
     if (!this.ended) {
       this.ended = true;
-      this.onCancel();
+      this.owner.bodyCancelled();
     }
     return Promise.resolve();
   }

@@ -1,4 +1,4 @@
-import { BodyQueue, offerFastReader, offerWholeBody } from "./body-queue.ts";
+import { BodyQueue, offerFastReader, offerWholeBody, type BodyQueueOwner } from "./body-queue.ts";
 import { contentCoding, decodedBody, decodedFields } from "./decode-body.ts";
 import type { Connection, ConnectionOwner, Pool } from "./pool.ts";
 import { RequestWriter } from "./request-writer.ts";
@@ -39,7 +39,7 @@ export function exchange(pool: Pool, conn: Connection, message: string, o: Excha
   return new Promise<Response>((resolve, reject) => new Exchange(pool, conn, message, o, resolve, reject));
 }
 
-class Exchange implements ConnectionOwner, ResponseSink {
+class Exchange implements ConnectionOwner, ResponseSink, BodyQueueOwner {
   private readonly writer: RequestWriter;
   private readonly parser: ResponseParser;
   private settled = false;
@@ -53,7 +53,8 @@ class Exchange implements ConnectionOwner, ResponseSink {
   private readonly pieces: Uint8Array[] = [];
   private paused = false;
   private encoded = false;
-  private readonly onAbort: (() => void) | undefined;
+  /** What aborts the request: the deadline's hooks, else the signal; the exchange is its listener itself (handleEvent). */
+  private readonly abortSource: AttemptHooks | AbortSignal | undefined;
   /** The caller's deadline, told of a whole answer's head and bytes as they come (transport.ts). */
   private readonly deadline: AttemptHooks | undefined;
   private headReported = false;
@@ -73,14 +74,13 @@ class Exchange implements ConnectionOwner, ResponseSink {
     const hooks = (this.deadline = o.hooks ?? attemptHooksOf(signal));
     // What aborts the request: the deadline's hooks, else the signal (both say `aborted` and `reason`).
     const source = hooks ?? signal;
-    if (source) {
-      this.onAbort = () => this.fail(source.reason ?? new DOMException("aborted", "AbortError"));
-      if (hooks) hooks.addAbortListener(this.onAbort);
-      else signal!.addEventListener("abort", this.onAbort);
-    }
+    // The exchange listens itself (handleEvent): no closure a request keeps while it waits.
+    this.abortSource = source;
+    if (hooks) hooks.addAbortListener(this);
+    else signal?.addEventListener("abort", this);
     conn.owner = this;
     if (source?.aborted) {
-      this.onAbort!();
+      this.handleEvent();
       return;
     }
     // A request aborted (or a connection lost) while held is never written.
@@ -140,7 +140,7 @@ class Exchange implements ConnectionOwner, ResponseSink {
       this.whole = { head, parts: [] };
       return;
     }
-    const queue = new BodyQueue(this.resumeReading, this.cancelled);
+    const queue = new BodyQueue(this);
     let body = queue.stream();
     if (coding !== undefined) {
       // Thrown for a coding we cannot read: the parser passes it on, and data() fails the call.
@@ -159,19 +159,21 @@ class Exchange implements ConnectionOwner, ResponseSink {
     else this.pieces.push(bytes);
   }
 
-  private readonly resumeReading = () => {
+  /** The body's reader took what was queued: a paused socket reads again (BodyQueueOwner). */
+  bodyTaken(): void {
     if (this.paused && !this.conn.dead) {
       this.paused = false;
       this.conn.socket.resume();
     }
-  };
+  }
 
-  private readonly cancelled = () => {
+  /** The body's reader cancelled it: the connection cannot be reused (BodyQueueOwner). */
+  bodyCancelled(): void {
     this.queue = null;
     if (this.over) return;
     this.end();
     this.pool.destroy(this.conn, new Error("answer cancelled"));
-  };
+  }
 
   private settle(response: Response): void {
     this.settled = true;
@@ -213,10 +215,14 @@ class Exchange implements ConnectionOwner, ResponseSink {
     this.pool.destroy(this.conn, error instanceof Error ? error : new Error(String(error)));
   }
 
+  /** The request was aborted (its deadline, or its signal's "abort" event). */
+  handleEvent(): void {
+    this.fail(this.abortSource?.reason ?? new DOMException("aborted", "AbortError"));
+  }
+
   private end(): void {
     this.over = true;
-    if (!this.onAbort) return;
-    if (this.deadline) this.deadline.removeAbortListener(this.onAbort);
-    else this.o.signal!.removeEventListener("abort", this.onAbort);
+    if (this.deadline) this.deadline.removeAbortListener(this);
+    else this.o.signal?.removeEventListener("abort", this);
   }
 }

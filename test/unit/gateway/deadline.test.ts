@@ -146,6 +146,52 @@ describe("the deadline keeps its abort listeners itself (the transport's, withou
   });
 });
 
+describe("listeners that are objects, not closures (what a waiting request keeps)", () => {
+  test("an EventListener-like object is told through handleEvent, once; removed, never", () => {
+    const clock = manualClock();
+    const d = new Deadline({ firstByteMs: 20, idleMs: 20, totalMs: 100 }, clock);
+    const told = { n: 0, handleEvent() { this.n++; } };
+    const removed = { n: 0, handleEvent() { this.n++; } };
+    d.addAbortListener(told);
+    d.addAbortListener(removed);
+    d.removeAbortListener(removed);
+    clock.advance(20);
+    d.abort(new Error("again"));
+    expect(told.n).toBe(1);
+    expect(removed.n).toBe(0);
+  });
+
+  test("the deadline is the client's abort listener itself: the client's signal aborting ends the attempt as the client leaving", () => {
+    const d = new Deadline({ firstByteMs: 1_000, idleMs: 1_000, totalMs: 1_000 });
+    const client = new AbortController();
+    client.signal.addEventListener("abort", d);
+    client.abort();
+    expect(d.aborted).toBe(true);
+    expect((d.reason as DOMException).name).toBe("AbortError");
+    expect((d.reason as DOMException).message).toBe("client disconnected");
+    expect(d.expired).toBeUndefined();
+    // Removed, it hears nothing more.
+    const other = new Deadline({ firstByteMs: 1_000, idleMs: 1_000, totalMs: 1_000 });
+    const second = new AbortController();
+    second.signal.addEventListener("abort", other);
+    second.signal.removeEventListener("abort", other);
+    second.abort();
+    expect(other.aborted).toBe(false);
+    other.clear();
+  });
+
+  test("its timer passes the deadline to one shared callback: two deadlines on one clock each expire at their own limit", () => {
+    const clock = manualClock();
+    const a = new Deadline({ firstByteMs: 10, idleMs: 10, totalMs: 100 }, clock);
+    const b = new Deadline({ firstByteMs: 30, idleMs: 10, totalMs: 100 }, clock);
+    clock.advance(10);
+    expect(a.expired).toBe("first_byte");
+    expect(b.aborted).toBe(false);
+    clock.advance(20);
+    expect(b.expired).toBe("first_byte");
+  });
+});
+
 describe("the deadline's AbortSignal is made only when asked for", () => {
   test("asked for after the abort, it is already aborted with the deadline's reason, and carries the deadline's hooks", () => {
     const clock = manualClock();

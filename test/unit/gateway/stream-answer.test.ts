@@ -465,7 +465,7 @@ describe("stream stage woken by the transport (onReadable): no promise a chunk",
 describe("stream stage on the HTTP/1.1 client's queue: a read that also ends the body", () => {
   const FINISH = `data: {"id":"chatcmpl-up","object":"chat.completion.chunk","created":1,"model":"gpt-up","choices":[{"index":0,"delta":{"content":"LASTWORD"},"finish_reason":"stop"}],"usage":{"prompt_tokens":5,"completion_tokens":3,"total_tokens":8}}\n\n`;
   const queued = async () => {
-    const queue = new BodyQueue(() => {}, () => {});
+    const queue = new BodyQueue({ bodyTaken() {}, bodyCancelled() {} });
     const events: string[] = [];
     const outcome: { value?: string } = {};
     const source = await answerSource(options(queue, events, outcome));
@@ -529,7 +529,7 @@ describe("stream stage on the HTTP/1.1 client's queue: a read that also ends the
 describe("BodyQueue.onReadable: the reader is told once, in the push", () => {
   test("told when a chunk arrives, when the body ends and when it fails; never after a cancel", () => {
     let drained = 0;
-    const queue = new BodyQueue(() => drained++, () => {});
+    const queue = new BodyQueue({ bodyTaken: () => drained++, bodyCancelled() {} });
     let told = 0;
     queue.onReadable(() => told++);
     expect(drained).toBe(1);
@@ -544,14 +544,14 @@ describe("BodyQueue.onReadable: the reader is told once, in the push", () => {
     expect(told).toBe(2);
     expect(queue.readNow()).toEqual({ done: true, value: undefined });
 
-    const failing = new BodyQueue(() => {}, () => {});
+    const failing = new BodyQueue({ bodyTaken() {}, bodyCancelled() {} });
     let failed = 0;
     failing.onReadable(() => failed++);
     failing.end(new Error("connection lost"));
     expect(failed).toBe(1);
     expect(() => failing.readNow()).toThrow("connection lost");
 
-    const cancelled = new BodyQueue(() => {}, () => {});
+    const cancelled = new BodyQueue({ bodyTaken() {}, bodyCancelled() {} });
     let after = 0;
     cancelled.onReadable(() => after++);
     void cancelled.cancel();
@@ -561,7 +561,7 @@ describe("BodyQueue.onReadable: the reader is told once, in the push", () => {
   });
 
   test("a push that also ends the body tells the reader once, at the end, with both there", () => {
-    const queue = new BodyQueue(() => {}, () => {});
+    const queue = new BodyQueue({ bodyTaken() {}, bodyCancelled() {} });
     const seen: unknown[] = [];
     queue.onReadable(() => {
       seen.push(new TextDecoder().decode(queue.readNow()!.value));
@@ -574,7 +574,7 @@ describe("BodyQueue.onReadable: the reader is told once, in the push", () => {
   });
 
   test("asked while something is already there: told at once", () => {
-    const queue = new BodyQueue(() => {}, () => {});
+    const queue = new BodyQueue({ bodyTaken() {}, bodyCancelled() {} });
     queue.push([enc.encode("x")]);
     let told = 0;
     queue.onReadable(() => told++);
@@ -585,7 +585,7 @@ describe("BodyQueue.onReadable: the reader is told once, in the push", () => {
 describe("BodyQueue.readNow: a chunk already received, without a promise", () => {
   test("queued pieces come at once as one, then undefined while waiting, then the end", async () => {
     let drained = 0;
-    const queue = new BodyQueue(() => drained++, () => {});
+    const queue = new BodyQueue({ bodyTaken: () => drained++, bodyCancelled() {} });
     expect(queue.readNow()).toBeUndefined();
     queue.push([enc.encode("ab"), enc.encode("cd")]);
     queue.push([enc.encode("ef")]);
@@ -601,7 +601,7 @@ describe("BodyQueue.readNow: a chunk already received, without a promise", () =>
   });
 
   test("a failed body throws its failure from readNow and rejects read()", async () => {
-    const queue = new BodyQueue(() => {}, () => {});
+    const queue = new BodyQueue({ bodyTaken() {}, bodyCancelled() {} });
     queue.push([enc.encode("x")]);
     queue.end(new Error("connection lost"));
     expect(queue.readNow()?.done).toBe(false);
