@@ -139,6 +139,44 @@ describe("tool calls stream across formats", () => {
     expect(final.output).toEqual([expect.objectContaining({ type: "function_call", name: "get_goal", arguments: "{}", status: "completed" })]);
   });
 
+  test("calls an upstream announces all at index 0, each with its own id, are separate calls; one id repeated on every chunk is one call", async () => {
+    // As some OpenAI-compatible servers stream parallel calls: every call at index 0, told apart by its id.
+    const twoAtZero = () => [
+      chunk({ choices: [{ index: 0, delta: { role: "assistant", tool_calls: [{ index: 0, id: "call_a", type: "function", function: { name: "get_weather", arguments: "" } }] }, finish_reason: null }] }),
+      chunk({ choices: [{ index: 0, delta: { tool_calls: [{ index: 0, function: { arguments: '{"city":"Paris"}' } }] }, finish_reason: null }] }),
+      chunk({ choices: [{ index: 0, delta: { tool_calls: [{ index: 0, id: "call_b", type: "function", function: { name: "get_time", arguments: "" } }] }, finish_reason: null }] }),
+      chunk({ choices: [{ index: 0, delta: { tool_calls: [{ index: 0, function: { arguments: '{"zone":"CET"}' } }] }, finish_reason: null }] }),
+      chunk({ choices: [{ index: 0, delta: {}, finish_reason: "tool_calls" }] }),
+      chunk({ choices: [], usage: { prompt_tokens: 10, completion_tokens: 12, total_tokens: 22 } }),
+      "data: [DONE]\n\n",
+    ];
+    upstream.reply({ kind: "sse", chunks: twoAtZero() });
+    const messages = anthropicView(await (await post(gw, "/v1/messages", { model: OPENAI_MODEL, max_tokens: 100, messages: question, stream: true })).text());
+    expect(messages.blocks.map((b) => [b.type, b.id, b.name, b.json])).toEqual([
+      ["tool_use", "call_a", "get_weather", '{"city":"Paris"}'],
+      ["tool_use", "call_b", "get_time", '{"zone":"CET"}'],
+    ]);
+    expect(messages.stop).toBe("tool_use");
+
+    upstream.reply({ kind: "sse", chunks: twoAtZero() });
+    const frames = sseFrames(await (await post(gw, "/v1/responses", { model: OPENAI_MODEL, input: "weather and time?", stream: true })).text());
+    const final = JSON.parse(frames.find((f) => f.event === "response.completed")!.data).response;
+    expect(final.output.map((o: any) => [o.type, o.call_id, o.name, o.arguments])).toEqual([
+      ["function_call", "call_a", "get_weather", '{"city":"Paris"}'],
+      ["function_call", "call_b", "get_time", '{"zone":"CET"}'],
+    ]);
+
+    // The id on every chunk of one call (as other servers send it): one call, its arguments whole.
+    upstream.reply({ kind: "sse", chunks: [
+      chunk({ choices: [{ index: 0, delta: { role: "assistant", tool_calls: [{ index: 0, id: "call_c", type: "function", function: { name: "get_weather", arguments: '{"ci' } }] }, finish_reason: null }] }),
+      chunk({ choices: [{ index: 0, delta: { tool_calls: [{ index: 0, id: "call_c", function: { arguments: 'ty":"Rome"}' } }] }, finish_reason: null }] }),
+      chunk({ choices: [{ index: 0, delta: {}, finish_reason: "tool_calls" }] }),
+      "data: [DONE]\n\n",
+    ] });
+    const one = anthropicView(await (await post(gw, "/v1/messages", { model: OPENAI_MODEL, max_tokens: 100, messages: question, stream: true })).text());
+    expect(one.blocks.map((b) => [b.type, b.id, b.name, b.json])).toEqual([["tool_use", "call_c", "get_weather", '{"city":"Rome"}']]);
+  });
+
   test("a tool call cut by the token limit is an incomplete item in the Responses API, never a completed call", async () => {
     upstream.reply({ kind: "sse", chunks: [
       chunk({ choices: [{ index: 0, delta: { role: "assistant", tool_calls: [{ index: 0, id: "call_1", type: "function", function: { name: "get_weather", arguments: "" } }] }, finish_reason: null }] }),

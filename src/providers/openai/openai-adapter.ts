@@ -76,6 +76,9 @@ export const openaiAdapter: ProviderAdapter = {
   createStreamDecoder(scrub = SHAPES_ONLY) {
     // Upstream tool-call indexes are per choice and may start anywhere; ours count from 0.
     const toolIndex = new Map<number, number>();
+    /** The id each upstream index's call was announced with: another id there is another call. */
+    const toolId = new Map<number, string>();
+    let calls = 0;
     /** How this answer writes a chunk of text alone, learnt from the first one parsed (text-frame-template.ts). */
     const textFrames = textFrameReader('"content"', readContent, '"obfuscation"');
     return (frame): DecodedFrame => {
@@ -108,15 +111,22 @@ export const openaiAdapter: ProviderAdapter = {
             for (const call of delta.tool_calls) {
               if (!isRecord(call)) continue;
               const upstreamIndex = typeof call.index === "number" ? call.index : toolIndex.size;
+              const id = typeof call.id === "string" && call.id !== "" ? call.id : undefined;
               let index = toolIndex.get(upstreamIndex);
-              const isNew = index === undefined;
-              if (index === undefined) {
-                index = toolIndex.size;
+              // Some OpenAI-compatible servers put every call at index 0, each with its own id: a
+              // call announced again under an index with another id is a new call, not more of
+              // the last one (its arguments would otherwise be glued onto the first's). The same
+              // id repeated on every chunk, as others send it, is the same call.
+              const announced = toolId.get(upstreamIndex);
+              const isNew = index === undefined || (id !== undefined && announced !== undefined && id !== announced);
+              if (isNew) {
+                index = calls++;
                 toolIndex.set(upstreamIndex, index);
               }
+              if (id !== undefined && (isNew || announced === undefined)) toolId.set(upstreamIndex, id);
               events.push({
                 type: "tool-call",
-                index,
+                index: index!,
                 id: isNew && typeof call.id === "string" ? call.id : undefined,
                 name: isNew ? vendorText(call.function?.name) : undefined,
                 argumentsDelta: vendorText(call.function?.arguments),
