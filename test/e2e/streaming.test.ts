@@ -165,6 +165,9 @@ describe("tool calls stream across formats", () => {
       ["function_call", "call_a", "get_weather", '{"city":"Paris"}'],
       ["function_call", "call_b", "get_time", '{"zone":"CET"}'],
     ]);
+    // One item after the other: the second call is added once the first is done.
+    const items = frames.filter((f) => f.event === "response.output_item.added" || f.event === "response.output_item.done").map((f) => `${f.event!.slice(21)} ${JSON.parse(f.data).item.call_id}`);
+    expect(items).toEqual(["added call_a", "done call_a", "added call_b", "done call_b"]);
 
     // The id on every chunk of one call (as other servers send it): one call, its arguments whole.
     upstream.reply({ kind: "sse", chunks: [

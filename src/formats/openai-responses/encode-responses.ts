@@ -117,8 +117,11 @@ const REASONING_AS = {
 /**
  * Events → the Responses API's answer: one state machine writes the stream's events (with
  * their `sequence_number`s) and builds the final response object, so a streamed answer and a
- * whole body always agree. Text and reasoning items close when another item starts; tool
- * calls stay open until the upstream finishes (OpenAI may interleave their arguments).
+ * whole body always agree. Text and reasoning items close when another item starts; a tool call
+ * stays open until the upstream finishes (its arguments may still grow, and an agent runs a call
+ * when its item is done: only a whole answer's calls are). A call that starts while another is
+ * open is held, whole, and goes out after it at the end: parallel calls come one item after the
+ * other, as OpenAI streams them, never a second added before the first is done.
  */
 function createBuilder(ctx: EncodeContext, plan: ResponsesAnswerPlan, frames: boolean) {
   const base = ctx.id.slice(ctx.id.indexOf("_") + 1);
@@ -129,6 +132,8 @@ function createBuilder(ctx: EncodeContext, plan: ResponsesAnswerPlan, frames: bo
   let began = false;
   let current: OpenItem | undefined;
   const toolsByEvent = new Map<number, OpenItem>();
+  /** Calls that started while another was open, by their event index: they go out at the end (see above). */
+  const heldTools = new Map<number, { id?: string; name?: string; args: string }>();
   let finish: FinishReason | undefined;
   let usage = { input: 0, output: 0, cached: undefined as number | undefined, reasoning: undefined as number | undefined };
   let wroteText = false;
@@ -263,6 +268,30 @@ function createBuilder(ctx: EncodeContext, plan: ResponsesAnswerPlan, frames: bo
     current = undefined;
     for (const tool of [...toolsByEvent.values()].sort((a, b) => a.index - b.index)) close(tool, status === "completed" && !wholeCall(tool) ? "incomplete" : status);
     toolsByEvent.clear();
+    // The held calls, each whole: added, its arguments, done (or left incomplete as the others are).
+    for (const [index, held] of heldTools) {
+      const tool = openTool(index, held.id, held.name);
+      addArguments(tool, held.args);
+      close(tool, status === "completed" && !wholeCall(tool) ? "incomplete" : status);
+    }
+    heldTools.clear();
+  };
+
+  const openTool = (index: number, id: string | undefined, name: string | undefined): OpenItem => {
+    const upstreamName = name ?? "";
+    const client = plan.tools.get(upstreamName);
+    const callId = id ?? `call_${base}_${index}`;
+    const namespace = client?.namespace ? { namespace: client.namespace } : {};
+    return client?.custom
+      ? open("custom", { id: `ctc_${base}_${output.length}`, type: "custom_tool_call", call_id: callId, name: client.name, input: "", ...namespace })
+      : open("function", { id: `fc_${base}_${output.length}`, type: "function_call", status: "in_progress", call_id: callId, name: client?.name ?? upstreamName, arguments: "", ...namespace });
+  };
+
+  const addArguments = (tool: OpenItem, args: string) => {
+    if (!args) return;
+    // A custom tool's input is a JSON string inside the arguments: it goes out whole once they are complete.
+    if (tool.kind === "custom") tool.text += args;
+    else delta(tool, args);
   };
 
   const text = (t: string) => {
@@ -321,21 +350,23 @@ function createBuilder(ctx: EncodeContext, plan: ResponsesAnswerPlan, frames: bo
         case "tool-call": {
           let tool = toolsByEvent.get(e.index);
           if (!tool) {
+            const held = heldTools.get(e.index);
+            if (held) {
+              held.args += e.argumentsDelta;
+              held.id ??= e.id;
+              held.name ??= e.name;
+              break;
+            }
+            if (toolsByEvent.size > 0) {
+              // Another call is open: this one waits, whole, until the end (see createBuilder).
+              heldTools.set(e.index, { id: e.id, name: e.name, args: e.argumentsDelta });
+              break;
+            }
             closeCurrent();
-            const upstreamName = e.name ?? "";
-            const client = plan.tools.get(upstreamName);
-            const callId = e.id ?? `call_${base}_${e.index}`;
-            const namespace = client?.namespace ? { namespace: client.namespace } : {};
-            tool = client?.custom
-              ? open("custom", { id: `ctc_${base}_${output.length}`, type: "custom_tool_call", call_id: callId, name: client.name, input: "", ...namespace })
-              : open("function", { id: `fc_${base}_${output.length}`, type: "function_call", status: "in_progress", call_id: callId, name: client?.name ?? upstreamName, arguments: "", ...namespace });
+            tool = openTool(e.index, e.id, e.name);
             toolsByEvent.set(e.index, tool);
           }
-          if (e.argumentsDelta) {
-            // A custom tool's input is a JSON string inside the arguments: it goes out whole once they are complete.
-            if (tool.kind === "custom") tool.text += e.argumentsDelta;
-            else delta(tool, e.argumentsDelta);
-          }
+          addArguments(tool, e.argumentsDelta);
           break;
         }
         case "usage":

@@ -109,6 +109,39 @@ describe("Responses encoder", () => {
     expect(done).toEqual(['{"x":1}', '{"y":2}']);
   });
 
+  test("parallel calls go out one item after the other, as OpenAI streams them: the second is added only after the first is done", () => {
+    const frames = run([
+      { type: "tool-call", index: 0, id: "a", name: "f", argumentsDelta: '{"x":1}' },
+      { type: "tool-call", index: 1, id: "b", name: "g", argumentsDelta: '{"y":' },
+      { type: "tool-call", index: 1, argumentsDelta: "2}" },
+      { type: "tool-call", index: 2, id: "c", name: "h", argumentsDelta: "{}" },
+      { type: "finish", reason: "tool_calls" },
+    ]);
+    const items = frames.filter((f) => f.type === "response.output_item.added" || f.type === "response.output_item.done").map((f) => `${f.type.slice(21)} ${f.item.call_id}`);
+    expect(items).toEqual(["added a", "done a", "added b", "done b", "added c", "done c"]);
+    // Every delta of an item comes between its added and its done, and names that item.
+    let open: string | undefined;
+    for (const f of frames) {
+      if (f.type === "response.output_item.added") open = f.item.id;
+      if (f.type === "response.function_call_arguments.delta") expect(f.item_id).toBe(open);
+      if (f.type === "response.output_item.done") open = undefined;
+    }
+    expect(frames.at(-1)!.response.output.map((o: any) => [o.call_id, o.arguments, o.status])).toEqual([["a", '{"x":1}', "completed"], ["b", '{"y":2}', "completed"], ["c", "{}", "completed"]]);
+    // The output indexes count up in that order too.
+    expect(frames.filter((f) => f.type === "response.output_item.added").map((f) => f.output_index)).toEqual([0, 1, 2]);
+  });
+
+  test("a held call of an answer that fails is in the failed response's output, incomplete, and never announced done", () => {
+    const frames = run([
+      { type: "tool-call", index: 0, id: "a", name: "f", argumentsDelta: '{"x":1}' },
+      { type: "tool-call", index: 1, id: "b", name: "g", argumentsDelta: '{"y":2}' },
+      { type: "error", errorType: "upstream", message: "The connection to the upstream provider was lost." },
+    ], undefined, false);
+    expect(frames.filter((f) => f.type === "response.output_item.done")).toEqual([]);
+    expect(frames.at(-1)).toMatchObject({ type: "response.failed" });
+    expect(frames.at(-1)!.response.output.map((o: any) => [o.call_id, o.status])).toEqual([["a", "incomplete"], ["b", "incomplete"]]);
+  });
+
   test("a custom tool's input: the `input` field, else a bare JSON string, else the text as the model wrote it", () => {
     const plan = planFor([{ type: "custom", name: "apply_patch" }]);
     const inputOf = (args: string) => encodeResponsesBody([{ type: "tool-call", index: 0, id: "c", name: "apply_patch", argumentsDelta: args }, { type: "finish", reason: "tool_calls" }], ctx, plan).output[0];
