@@ -9,8 +9,8 @@ import { until } from "../helpers/until.ts";
  * What a request keeps alive while it waits for its upstream. Every young collection in that
  * time visits all of it and moves it to the old generation, where it dies later: with 32
  * requests under way the gateway's young collections took 1.2–2.3 ms each against the floor's
- * 0.67 (docs/decisions.md, "What young collections cost us"). The billing session, the attempt
- * the route and the upstream exchange made about 14 functions (and as many scopes) a request, each
+ * 0.67 (docs/decisions.md, "What young collections cost us"). The billing session, the attempt,
+ * the route and the upstream exchange made 14 functions and 9 scopes a request more than now, each
  * kept to the end: methods of an object literal, listeners and helpers written as closures. They
  * are classes, module functions and values now (the deadline is the client's abort listener
  * itself, the exchange its deadline's).

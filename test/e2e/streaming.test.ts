@@ -139,7 +139,7 @@ describe("tool calls stream across formats", () => {
     expect(final.output).toEqual([expect.objectContaining({ type: "function_call", name: "get_goal", arguments: "{}", status: "completed" })]);
   });
 
-  test("calls an upstream announces all at index 0, each with its own id, are separate calls; one id repeated on every chunk is one call", async () => {
+  test("calls an upstream announces all at index 0, each with its name and own id, are separate calls; one id on every chunk, or another id without a name, is one call", async () => {
     // As some OpenAI-compatible servers stream parallel calls: every call at index 0, told apart by its id.
     const twoAtZero = () => [
       chunk({ choices: [{ index: 0, delta: { role: "assistant", tool_calls: [{ index: 0, id: "call_a", type: "function", function: { name: "get_weather", arguments: "" } }] }, finish_reason: null }] }),
@@ -178,6 +178,17 @@ describe("tool calls stream across formats", () => {
     ] });
     const one = anthropicView(await (await post(gw, "/v1/messages", { model: OPENAI_MODEL, max_tokens: 100, messages: question, stream: true })).text());
     expect(one.blocks.map((b) => [b.type, b.id, b.name, b.json])).toEqual([["tool_use", "call_c", "get_weather", '{"city":"Rome"}']]);
+
+    // Another id on a call's later chunks, without a name (servers that change it as they go): still one call.
+    upstream.reply({ kind: "sse", chunks: [
+      chunk({ choices: [{ index: 0, delta: { role: "assistant", tool_calls: [{ index: 0, id: "call_d", type: "function", function: { name: "read_file", arguments: "" } }] }, finish_reason: null }] }),
+      chunk({ choices: [{ index: 0, delta: { tool_calls: [{ index: 0, id: "chunk_2", function: { arguments: '{"pa' } }] }, finish_reason: null }] }),
+      chunk({ choices: [{ index: 0, delta: { tool_calls: [{ index: 0, id: "chunk_3", function: { arguments: 'th":"a.txt"}' } }] }, finish_reason: null }] }),
+      chunk({ choices: [{ index: 0, delta: {}, finish_reason: "tool_calls" }] }),
+      "data: [DONE]\n\n",
+    ] });
+    const unstable = anthropicView(await (await post(gw, "/v1/messages", { model: OPENAI_MODEL, max_tokens: 100, messages: question, stream: true })).text());
+    expect(unstable.blocks.map((b) => [b.type, b.id, b.name, b.json])).toEqual([["tool_use", "call_d", "read_file", '{"path":"a.txt"}']]);
   });
 
   test("a tool call cut by the token limit is an incomplete item in the Responses API, never a completed call", async () => {

@@ -121,7 +121,8 @@ const REASONING_AS = {
  * stays open until the upstream finishes (its arguments may still grow, and an agent runs a call
  * when its item is done: only a whole answer's calls are). A call that starts while another is
  * open is held, whole, and goes out after it at the end: parallel calls come one item after the
- * other, as OpenAI streams them, never a second added before the first is done.
+ * other, as OpenAI streams them, never a second call added before the first is done. (Text or
+ * reasoning that comes while a call is open still goes out as it comes, as its own item.)
  */
 function createBuilder(ctx: EncodeContext, plan: ResponsesAnswerPlan, frames: boolean) {
   const base = ctx.id.slice(ctx.id.indexOf("_") + 1);
@@ -359,6 +360,8 @@ function createBuilder(ctx: EncodeContext, plan: ResponsesAnswerPlan, frames: bo
             }
             if (toolsByEvent.size > 0) {
               // Another call is open: this one waits, whole, until the end (see createBuilder).
+              // The text before it is over, as when a call opens: what comes after is another message.
+              closeCurrent();
               heldTools.set(e.index, { id: e.id, name: e.name, args: e.argumentsDelta });
               break;
             }

@@ -114,11 +114,14 @@ export const openaiAdapter: ProviderAdapter = {
               const id = typeof call.id === "string" && call.id !== "" ? call.id : undefined;
               let index = toolIndex.get(upstreamIndex);
               // Some OpenAI-compatible servers put every call at index 0, each with its own id: a
-              // call announced again under an index with another id is a new call, not more of
-              // the last one (its arguments would otherwise be glued onto the first's). The same
-              // id repeated on every chunk, as others send it, is the same call.
+              // call announced again under an index, with a name and another id, is a new call,
+              // not more of the last one (its arguments would otherwise be glued onto the first's).
+              // The same id on every chunk is the same call, and so is a chunk with another id but
+              // no name: some servers change the id on a call's later chunks (Poolside's API,
+              // mlx-openai-server before its PR #216).
               const announced = toolId.get(upstreamIndex);
-              const isNew = index === undefined || (id !== undefined && announced !== undefined && id !== announced);
+              const named = typeof call.function?.name === "string" && call.function.name !== "";
+              const isNew = index === undefined || (named && id !== undefined && announced !== undefined && id !== announced);
               if (isNew) {
                 index = calls++;
                 toolIndex.set(upstreamIndex, index);

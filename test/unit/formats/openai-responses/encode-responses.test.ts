@@ -131,6 +131,17 @@ describe("Responses encoder", () => {
     expect(frames.filter((f) => f.type === "response.output_item.added").map((f) => f.output_index)).toEqual([0, 1, 2]);
   });
 
+  test("text around a held call stays two messages, in the order it came", () => {
+    const body = encodeResponsesBody([
+      { type: "tool-call", index: 0, id: "a", name: "f", argumentsDelta: "{}" },
+      { type: "text", text: "hello" },
+      { type: "tool-call", index: 1, id: "b", name: "g", argumentsDelta: "{}" },
+      { type: "text", text: "world" },
+      { type: "finish", reason: "tool_calls" },
+    ], ctx);
+    expect(body.output.map((o: any) => o.type === "message" ? `message ${o.content[0].text}` : `call ${o.call_id}`)).toEqual(["call a", "message hello", "message world", "call b"]);
+  });
+
   test("a held call of an answer that fails is in the failed response's output, incomplete, and never announced done", () => {
     const frames = run([
       { type: "tool-call", index: 0, id: "a", name: "f", argumentsDelta: '{"x":1}' },
