@@ -191,6 +191,22 @@ describe("tool calls stream across formats", () => {
     expect(unstable.blocks.map((b) => [b.type, b.id, b.name, b.json])).toEqual([["tool_use", "call_d", "read_file", '{"path":"a.txt"}']]);
   });
 
+  test("calls streamed without an index: a chunk with no name continues the last call, a known id its own, a named one starts the next", async () => {
+    upstream.reply({ kind: "sse", chunks: [
+      chunk({ choices: [{ index: 0, delta: { role: "assistant", tool_calls: [{ id: "call_e", type: "function", function: { name: "get_weather", arguments: "" } }] }, finish_reason: null }] }),
+      chunk({ choices: [{ index: 0, delta: { tool_calls: [{ function: { arguments: '{"city":' } }] }, finish_reason: null }] }),
+      chunk({ choices: [{ index: 0, delta: { tool_calls: [{ id: "call_e", function: { arguments: '"Oslo"}' } }] }, finish_reason: null }] }),
+      chunk({ choices: [{ index: 0, delta: { tool_calls: [{ id: "call_f", type: "function", function: { name: "get_time", arguments: '{"zone":"CET"}' } }] }, finish_reason: null }] }),
+      chunk({ choices: [{ index: 0, delta: {}, finish_reason: "tool_calls" }] }),
+      "data: [DONE]\n\n",
+    ] });
+    const view = anthropicView(await (await post(gw, "/v1/messages", { model: OPENAI_MODEL, max_tokens: 100, messages: question, stream: true })).text());
+    expect(view.blocks.map((b) => [b.type, b.id, b.name, b.json])).toEqual([
+      ["tool_use", "call_e", "get_weather", '{"city":"Oslo"}'],
+      ["tool_use", "call_f", "get_time", '{"zone":"CET"}'],
+    ]);
+  });
+
   test("a tool call cut by the token limit is an incomplete item in the Responses API, never a completed call", async () => {
     upstream.reply({ kind: "sse", chunks: [
       chunk({ choices: [{ index: 0, delta: { role: "assistant", tool_calls: [{ index: 0, id: "call_1", type: "function", function: { name: "get_weather", arguments: "" } }] }, finish_reason: null }] }),

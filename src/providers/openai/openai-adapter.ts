@@ -78,6 +78,9 @@ export const openaiAdapter: ProviderAdapter = {
     const toolIndex = new Map<number, number>();
     /** The id each upstream index's call was announced with: another id there is another call. */
     const toolId = new Map<number, string>();
+    /** Our index of each call by its id, and of the last call: for servers that send no index. */
+    const callById = new Map<string, number>();
+    let lastCall = -1;
     let calls = 0;
     /** How this answer writes a chunk of text alone, learnt from the first one parsed (text-frame-template.ts). */
     const textFrames = textFrameReader('"content"', readContent, '"obfuscation"');
@@ -110,27 +113,37 @@ export const openaiAdapter: ProviderAdapter = {
           if (Array.isArray(delta.tool_calls)) {
             for (const call of delta.tool_calls) {
               if (!isRecord(call)) continue;
-              const upstreamIndex = typeof call.index === "number" ? call.index : toolIndex.size;
               const id = typeof call.id === "string" && call.id !== "" ? call.id : undefined;
-              let index = toolIndex.get(upstreamIndex);
-              // Some OpenAI-compatible servers put every call at index 0, each with its own id: a
-              // call announced again under an index, with a name and another id, is a new call,
-              // not more of the last one (its arguments would otherwise be glued onto the first's).
-              // The same id on every chunk is the same call, and so is a chunk with another id but
-              // no name: some servers change the id on a call's later chunks (Poolside's API,
-              // mlx-openai-server before its PR #216).
-              const announced = toolId.get(upstreamIndex);
               const named = typeof call.function?.name === "string" && call.function.name !== "";
-              const isNew = index === undefined || (named && id !== undefined && announced !== undefined && id !== announced);
-              if (isNew) {
-                index = calls++;
-                toolIndex.set(upstreamIndex, index);
+              let index: number;
+              let isNew: boolean;
+              if (typeof call.index === "number") {
+                // Some OpenAI-compatible servers put every call at index 0, each with its own id: a
+                // call announced again under an index, with a name and another id, is a new call,
+                // not more of the last one (its arguments would otherwise be glued onto the first's).
+                // The same id on every chunk is the same call, and so is a chunk with another id but
+                // no name: some servers change the id on a call's later chunks (Poolside's API,
+                // mlx-openai-server before its PR #216).
+                const known = toolIndex.get(call.index);
+                const announced = toolId.get(call.index);
+                isNew = known === undefined || (named && id !== undefined && announced !== undefined && id !== announced);
+                index = isNew ? calls++ : known!;
+                if (isNew) toolIndex.set(call.index, index);
+                if (id !== undefined && (isNew || announced === undefined)) toolId.set(call.index, id);
+              } else {
+                // No index (servers that leave it out): an id seen before continues its call; a
+                // chunk that names no function continues the last call (a call has a name); a named
+                // one with a new id, or the first, is a new call.
+                const known = id !== undefined ? callById.get(id) : undefined;
+                isNew = known === undefined && (named || lastCall < 0);
+                index = isNew ? calls++ : (known ?? lastCall);
               }
-              if (id !== undefined && (isNew || announced === undefined)) toolId.set(upstreamIndex, id);
+              if (isNew && id !== undefined) callById.set(id, index);
+              lastCall = index;
               events.push({
                 type: "tool-call",
-                index: index!,
-                id: isNew && typeof call.id === "string" ? call.id : undefined,
+                index,
+                id: isNew ? id : undefined,
                 name: isNew ? vendorText(call.function?.name) : undefined,
                 argumentsDelta: vendorText(call.function?.arguments),
               });
