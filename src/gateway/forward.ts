@@ -135,7 +135,7 @@ export async function forward(deps: ForwardDeps, req: ForwardRequest): Promise<R
         trace?.attemptStarted(candidate.model.id, candidate.model.provider);
         if (session === null && pool && pool.size > 1) session = sessionOf(req, plan.uuid);
         // Awaited only when the store answers later (Redis): an await costs a turn of microtasks.
-        const chosen = pool?.choose(pool.size > 1 ? session ?? undefined : undefined, tried);
+        const chosen = pool?.choose(session ?? undefined, tried);
         const key: ChosenKey | undefined = chosen instanceof Promise ? await chosen : chosen;
         const outcome = await attemptUpstream(deps, attemptRequest, candidate, key);
         if (key) pool!.report(key, outcome.kind === "refused" ? outcome.status ?? 0 : 200, outcome.kind === "refused" ? outcome.delayMs : undefined);

@@ -193,4 +193,3 @@ export async function respond(
 function jsonAnswer(body: unknown, headers: Record<string, string> | undefined): Response {
   return headers ? Response.json(body, { headers }) : Response.json(body);
 }
-

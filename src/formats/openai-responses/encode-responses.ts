@@ -267,13 +267,14 @@ function createBuilder(ctx: EncodeContext, plan: ResponsesAnswerPlan, frames: bo
   const closeAll = (status: "completed" | "incomplete") => {
     if (current) close(current, status);
     current = undefined;
-    for (const tool of [...toolsByEvent.values()].sort((a, b) => a.index - b.index)) close(tool, status === "completed" && !wholeCall(tool) ? "incomplete" : status);
+    const closeCall = (tool: OpenItem) => close(tool, status === "completed" && !wholeCall(tool) ? "incomplete" : status);
+    for (const tool of [...toolsByEvent.values()].sort((a, b) => a.index - b.index)) closeCall(tool);
     toolsByEvent.clear();
     // The held calls, each whole: added, its arguments, done (or left incomplete as the others are).
     for (const [index, held] of heldTools) {
       const tool = openTool(index, held.id, held.name);
       addArguments(tool, held.args);
-      close(tool, status === "completed" && !wholeCall(tool) ? "incomplete" : status);
+      closeCall(tool);
     }
     heldTools.clear();
   };

@@ -53,7 +53,10 @@ class Exchange implements ConnectionOwner, ResponseSink, BodyQueueOwner {
   private readonly pieces: Uint8Array[] = [];
   private paused = false;
   private encoded = false;
-  /** What aborts the request: the deadline's hooks, else the signal; the exchange is its listener itself (handleEvent). */
+  /**
+   * What aborts the request: the deadline's hooks, else the signal (both say `aborted` and
+   * `reason`). The exchange is its listener itself (handleEvent): no closure a request keeps while it waits.
+   */
   private readonly abortSource: AttemptHooks | AbortSignal | undefined;
   /** The caller's deadline, told of a whole answer's head and bytes as they come (transport.ts). */
   private readonly deadline: AttemptHooks | undefined;
@@ -72,10 +75,7 @@ class Exchange implements ConnectionOwner, ResponseSink, BodyQueueOwner {
     const signal = o.signal;
     // A deadline's own signal carries its hooks too (a caller that passed `deadline.signal`).
     const hooks = (this.deadline = o.hooks ?? attemptHooksOf(signal));
-    // What aborts the request: the deadline's hooks, else the signal (both say `aborted` and `reason`).
-    const source = hooks ?? signal;
-    // The exchange listens itself (handleEvent): no closure a request keeps while it waits.
-    this.abortSource = source;
+    const source = (this.abortSource = hooks ?? signal);
     if (hooks) hooks.addAbortListener(this);
     else signal?.addEventListener("abort", this);
     conn.owner = this;
