@@ -165,6 +165,12 @@ export async function respond(
         ...(reasoning !== undefined ? { reasoningTokens: reasoning } : {}),
       };
     },
+    // A failed answer is charged its meter's total (billing-session.ts): counted, or estimated.
+    failureUsage: async () => {
+      const usage = await meter.total(req.promptText);
+      const reasoning = await reasoningEstimate(usage.outputTokens);
+      return { type: "usage", inputTokens: usage.inputTokens, outputTokens: usage.outputTokens, ...(reasoning !== undefined ? { reasoningTokens: reasoning } : {}) };
+    },
     keepAliveMs: deps.settings.server.keepalive_ms,
     clientIdleMs: deps.settings.server.client_idle_ms,
     maxFrameBytes: deps.settings.limits.max_frame_bytes,

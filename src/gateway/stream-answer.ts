@@ -55,6 +55,11 @@ export interface StreamAnswerOptions {
   deadline: StreamDeadline;
   /** Usage to report when the upstream reported none (called once, at a normal end). */
   estimateUsage: () => Promise<StreamEvent | undefined>;
+  /**
+   * What a failed answer is charged for, as a usage event: handed to sinks whose failure frame
+   * carries usage (`ClientSink.usageOnFailure`) before it, so that frame shows the bill.
+   */
+  failureUsage?: () => Promise<StreamEvent | undefined>;
   keepAliveMs: number;
   /**
    * Longest wait for a client that stopped reading: past it the answer is given up as if the
@@ -129,8 +134,8 @@ export async function answerSource(o: StreamAnswerOptions): Promise<{ type: "dir
       o.meter.observe(e);
       if (e.type === "error") failure ??= e;
     }
-    // An upstream error frame is replaced by our own: vendor error text may carry internals.
-    out += failure ? o.sink.event(failure) : o.sink.frame(frame, decoded);
+    // An upstream error frame is replaced by our own (`writeFailure`): vendor error text may carry internals.
+    if (!failure) out += o.sink.frame(frame, decoded);
   };
 
   /** What a relayed frame says, decoded only if the meter must count its text (one function for every frame). */
@@ -187,7 +192,22 @@ export async function answerSource(o: StreamAnswerOptions): Promise<{ type: "dir
   const fail = (e: StreamEvent & { type: "error" }) => {
     failure = e;
     o.meter.observe(e);
-    out += o.sink.event(e);
+  };
+
+  /**
+   * The failure's frame, once, after everything that went before it: written before anything is
+   * sent once the answer failed. A sink whose failure frame shows usage (the Responses API's
+   * `response.failed`) first gets what the failed answer is charged, when it is charged at all.
+   */
+  let failureWritten = false;
+  const writeFailure = async () => {
+    if (!failure || failureWritten) return;
+    failureWritten = true;
+    if (o.sink.usageOnFailure && o.failureUsage && chargeable && o.meter.answered) {
+      const usage = await o.failureUsage().catch(() => undefined);
+      if (usage) out += o.sink.event(usage);
+    }
+    out += o.sink.event(failure);
   };
 
   /** A chunk of the body into the parser (and so into `out`), as its bytes arrive. */
@@ -401,6 +421,10 @@ export async function answerSource(o: StreamAnswerOptions): Promise<{ type: "dir
         if (failedEarly) throw failedEarly.error;
         for (;;) {
           // What was taken goes out before the next read: at first, at once, with the head.
+          if (failure && !failureWritten) {
+            await writeFailure();
+            if (done) return;
+          }
           const backpressure = send(over);
           if (backpressure && !(await waitForClient(backpressure))) return;
           if (done) return;
@@ -443,6 +467,8 @@ export async function answerSource(o: StreamAnswerOptions): Promise<{ type: "dir
         // so does an answer past the transport's cap (the client cannot use what was cut off).
         if ((described && !described.chargeable) || err instanceof ResponseTooLargeError) chargeable = false;
         if (!failure) fail(described?.event ?? streamFailure(err, o.deadline.expired !== undefined));
+        await writeFailure();
+        if (done) return;
         await send(true)?.catch(() => {});
         controller.close();
         finish("failed", err instanceof Error ? err.message : String(err));

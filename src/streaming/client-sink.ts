@@ -46,6 +46,11 @@ export interface ClientSink {
   /** An event the gateway produced itself (estimated usage, an error). */
   event(e: StreamEvent): string;
   /**
+   * The failure frame carries the answer's usage (the Responses API's `response.failed`): the
+   * stream hands it what the failed answer is charged first (see StreamAnswerOptions.failureUsage).
+   */
+  readonly usageOnFailure?: boolean;
+  /**
    * Closing frames after a normal end. A promise only where something must happen before them
    * (the Responses API keeps the answer first, in a store that may be remote).
    */

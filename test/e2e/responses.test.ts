@@ -520,6 +520,49 @@ describe("responses API requests the gateway refuses or adapts", () => {
     expect(failed.output).toEqual([expect.objectContaining({ type: "message", status: "incomplete", content: [{ type: "output_text", text: "Half", annotations: [] }] })]);
     expect(types).toContain("response.output_item.done");
   });
+
+  /** The last usage record, once every settlement is written (a failed stream settles after its last frame). */
+  const lastRecord = async () => {
+    await gw.app.services.settled();
+    return gw.db.query<{ prompt_tokens: number; completion_tokens: number; status: string; estimated: number; cost_micro: number }, []>(
+      "SELECT prompt_tokens, completion_tokens, status, estimated, cost_micro FROM usage_records ORDER BY id DESC LIMIT 1",
+    ).get();
+  };
+
+  test("a failed answer's usage is what it was charged for: the estimate when the upstream reported none", async () => {
+    const chunk = (text: string) => `data: {"id":"c","object":"chat.completion.chunk","created":1,"model":"m","choices":[{"index":0,"delta":{"content":${JSON.stringify(text)}},"finish_reason":null}]}\n\n`;
+    upstream.reply({ kind: "sse", chunks: [chunk("The answer is"), chunk(" forty and then some more words"), 'data: {"id":"c","object":"chat.co'] });
+    const res = await post(gw, "/v1/responses", { model: OPENAI_MODEL, input: "What is the answer?", stream: true });
+    const frames = sseFrames(await res.text());
+    expect(frames.at(-1)!.event).toBe("response.failed");
+    const usage = JSON.parse(frames.at(-1)!.data).response.usage;
+    const record = (await lastRecord())!;
+    expect(record).toMatchObject({ status: "stream_failed", estimated: 1 });
+    expect(record.cost_micro).toBeGreaterThan(0);
+    expect(record.completion_tokens).toBeGreaterThan(0);
+    expect(usage).toMatchObject({ input_tokens: record.prompt_tokens, output_tokens: record.completion_tokens, total_tokens: record.prompt_tokens + record.completion_tokens });
+  });
+
+  test("an Anthropic upstream's error frame after some text: the failed response's usage is the reported input and the estimated output, as charged", async () => {
+    upstream.reply({ kind: "fixture", name: "anthropic-midstream-error.sse", split: "frames" });
+    const res = await post(gw, "/v1/responses", { model: ANTHROPIC_MODEL, input: "Hi", stream: true });
+    const frames = sseFrames(await res.text());
+    expect(frames.map((f) => f.event).slice(-2)).toEqual(["error", "response.failed"]);
+    const usage = JSON.parse(frames.at(-1)!.data).response.usage;
+    const record = (await lastRecord())!;
+    expect(record).toMatchObject({ status: "stream_failed", prompt_tokens: 12 });
+    expect(record.completion_tokens).toBeGreaterThan(1);
+    expect(usage).toMatchObject({ input_tokens: 12, output_tokens: record.completion_tokens });
+  });
+
+  test("a failure before any answer shows no estimate: nothing was charged", async () => {
+    upstream.reply({ kind: "sse", chunks: ['data: {"id":"c","object":"chat.co'] });
+    const res = await post(gw, "/v1/responses", { model: OPENAI_MODEL, input: "What is the answer?", stream: true });
+    const frames = sseFrames(await res.text());
+    expect(frames.at(-1)!.event).toBe("response.failed");
+    expect(JSON.parse(frames.at(-1)!.data).response.usage).toMatchObject({ input_tokens: 0, output_tokens: 0 });
+    expect((await lastRecord())).toMatchObject({ status: "stream_failed", cost_micro: 0 });
+  });
 });
 
 describe("storage switched off (responses.store_max_bytes: 0)", () => {

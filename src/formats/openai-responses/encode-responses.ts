@@ -482,6 +482,8 @@ export function createResponsesEncoder(ctx: EncodeContext, plan: ResponsesAnswer
     },
     end: () => builder.end(),
     keepAlive: () => KEEP_ALIVE,
+    // response.failed carries usage: it shows what the failed answer was charged for.
+    usageOnFailure: true,
   };
 }
 
