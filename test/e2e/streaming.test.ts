@@ -1,6 +1,7 @@
 import { Database } from "bun:sqlite";
 import { countTokens } from "gpt-tokenizer";
 import { describe, expect, test } from "bun:test";
+import OpenAI from "openai";
 import { readFixture, useFakeUpstream } from "../helpers/fake-upstream.ts";
 import { useGateway, ANTHROPIC_MODEL, OPENAI_MODEL, post, sseFrames, startGateway } from "../helpers/gateway.ts";
 
@@ -158,6 +159,20 @@ describe("tool calls stream across formats", () => {
     ]);
     expect(messages.stop).toBe("tool_use");
 
+    // An OpenAI client of the same upstream (frames relayed): the calls under their own indexes,
+    // as OpenAI's SDK gathers them; the text of each frame otherwise as the vendor wrote it.
+    upstream.reply({ kind: "sse", chunks: twoAtZero() });
+    const relayed = sseFrames(await (await post(gw, "/v1/chat/completions", { model: OPENAI_MODEL, messages: question, stream: true })).text());
+    const indexes = relayed.filter((f) => f.data.includes("tool_calls\":[")).map((f) => JSON.parse(f.data).choices[0].delta.tool_calls.map((c: any) => [c.index, c.id ?? null]));
+    expect(indexes).toEqual([[[0, "call_a"]], [[0, null]], [[1, "call_b"]], [[1, null]]]);
+    upstream.reply({ kind: "sse", chunks: twoAtZero() });
+    const sdk = new OpenAI({ baseURL: `${gw.url}/v1`, apiKey: gw.key, maxRetries: 0 });
+    const completion = await sdk.chat.completions.stream({ model: OPENAI_MODEL, messages: [{ role: "user", content: "weather and time?" }] }).finalChatCompletion();
+    expect(completion.choices[0]!.message.tool_calls!.map((c: any) => [c.id, c.function.name, c.function.arguments])).toEqual([
+      ["call_a", "get_weather", '{"city":"Paris"}'],
+      ["call_b", "get_time", '{"zone":"CET"}'],
+    ]);
+
     upstream.reply({ kind: "sse", chunks: twoAtZero() });
     const frames = sseFrames(await (await post(gw, "/v1/responses", { model: OPENAI_MODEL, input: "weather and time?", stream: true })).text());
     const final = JSON.parse(frames.find((f) => f.event === "response.completed")!.data).response;
@@ -192,18 +207,28 @@ describe("tool calls stream across formats", () => {
   });
 
   test("calls streamed without an index: a chunk with no name continues the last call, a known id its own, a named one starts the next", async () => {
-    upstream.reply({ kind: "sse", chunks: [
+    const indexless = () => [
       chunk({ choices: [{ index: 0, delta: { role: "assistant", tool_calls: [{ id: "call_e", type: "function", function: { name: "get_weather", arguments: "" } }] }, finish_reason: null }] }),
       chunk({ choices: [{ index: 0, delta: { tool_calls: [{ function: { arguments: '{"city":' } }] }, finish_reason: null }] }),
       chunk({ choices: [{ index: 0, delta: { tool_calls: [{ id: "call_e", function: { arguments: '"Oslo"}' } }] }, finish_reason: null }] }),
       chunk({ choices: [{ index: 0, delta: { tool_calls: [{ id: "call_f", type: "function", function: { name: "get_time", arguments: '{"zone":"CET"}' } }] }, finish_reason: null }] }),
       chunk({ choices: [{ index: 0, delta: {}, finish_reason: "tool_calls" }] }),
       "data: [DONE]\n\n",
-    ] });
+    ];
+    upstream.reply({ kind: "sse", chunks: indexless() });
     const view = anthropicView(await (await post(gw, "/v1/messages", { model: OPENAI_MODEL, max_tokens: 100, messages: question, stream: true })).text());
     expect(view.blocks.map((b) => [b.type, b.id, b.name, b.json])).toEqual([
       ["tool_use", "call_e", "get_weather", '{"city":"Oslo"}'],
       ["tool_use", "call_f", "get_time", '{"zone":"CET"}'],
+    ]);
+
+    // An OpenAI client of the same upstream: every relayed call gets the index OpenAI's SDK gathers it by.
+    upstream.reply({ kind: "sse", chunks: indexless() });
+    const sdk = new OpenAI({ baseURL: `${gw.url}/v1`, apiKey: gw.key, maxRetries: 0 });
+    const completion = await sdk.chat.completions.stream({ model: OPENAI_MODEL, messages: [{ role: "user", content: "weather and time?" }] }).finalChatCompletion();
+    expect(completion.choices[0]!.message.tool_calls!.map((c: any) => [c.id, c.function.name, c.function.arguments])).toEqual([
+      ["call_e", "get_weather", '{"city":"Oslo"}'],
+      ["call_f", "get_time", '{"zone":"CET"}'],
     ]);
   });
 

@@ -250,11 +250,13 @@ export function createOpenAIRelay(ctx: EncodeContext): ClientSink {
       if (failed) return encoder.event(failed);
       const choices = chunk.choices as unknown[] | undefined;
       if ((!ctx.includeUsage || refusedUsage) && (!choices || choices.length === 0) && chunk.usage) return "";
-      // Refused counts beside choices: the frame is written again without them (below), not relayed as sent.
+      // Refused counts beside choices, or tool calls under indexes that are not the calls' own:
+      // the frame is written again (below), not relayed as sent.
       const stripped = refusedUsage && chunk.usage !== undefined;
       if (stripped) delete chunk.usage;
+      const reindexed = reindexToolCalls(choices, events);
       if (typeof chunk.id === "string") theirId = `"id":${JSON.stringify(chunk.id)}`;
-      if (!stripped && typeof chunk.model === "string") {
+      if (!stripped && !reindexed && typeof chunk.model === "string") {
         const name = `"model":${JSON.stringify(chunk.model)}`;
         const at = raw.data.indexOf(name);
         if (at !== -1) {
@@ -279,6 +281,32 @@ export function createOpenAIRelay(ctx: EncodeContext): ClientSink {
     },
     keepAlive: () => KEEP_ALIVE,
   };
+}
+
+/**
+ * The first choice's tool calls under the indexes the decoder gave them (each call of a delta is
+ * one tool-call event, in order). Some OpenAI-compatible servers put every parallel call at index
+ * 0, each with its own id, or leave the index out; OpenAI's SDKs gather a stream's calls by index,
+ * so relayed as sent the second call's arguments were glued onto the first's, or the calls were
+ * lost. True when an index was changed (the frame must then be written anew).
+ */
+function reindexToolCalls(choices: unknown[] | undefined, events: readonly StreamEvent[]): boolean {
+  const choice = choices?.[0] as { index?: unknown; delta?: { tool_calls?: unknown } } | undefined;
+  const calls = choice?.delta?.tool_calls;
+  if (!Array.isArray(calls) || (choice!.index ?? 0) !== 0) return false;
+  let changed = false;
+  let next = 0;
+  for (const call of calls) {
+    if (call === null || typeof call !== "object" || Array.isArray(call)) continue;
+    while (next < events.length && events[next]!.type !== "tool-call") next++;
+    const event = events[next++];
+    if (event?.type !== "tool-call") break;
+    if ((call as { index?: unknown }).index !== event.index) {
+      (call as { index?: unknown }).index = event.index;
+      changed = true;
+    }
+  }
+  return changed;
 }
 
 /** How OpenAI writes a chunk that carries only text, for the first choice: its delta, then the text. */
