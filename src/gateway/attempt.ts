@@ -9,8 +9,8 @@ import { adapterFor } from "../providers/adapters.ts";
 import { withKey } from "../providers/key-pools.ts";
 import { prepareUpstream, promptText } from "../formats/prepare-upstream.ts";
 import { createAnswerToolMapper } from "../formats/common/answer-tool.ts";
-import { GatewayError } from "../streaming/gateway-error.ts";
-import { upstreamStatusError } from "../providers/upstream-errors.ts";
+import { GatewayError, type OpenAIErrorDetail } from "../streaming/gateway-error.ts";
+import { openaiErrorDetail, upstreamStatusError } from "../providers/upstream-errors.ts";
 import { ImageFetchError, inlineImages } from "./inline-images.ts";
 import type { Scrubber } from "../log/scrub.ts";
 import { fastReader, wholeBody } from "../transport/http1/client.ts";
@@ -107,8 +107,11 @@ export async function attemptUpstream(deps: AttemptDeps, req: AttemptRequest, ca
       const text = await readText(res, deadline, ERROR_BODY_BYTES, true).catch(() => "");
       if (req.clientSignal.aborted) throw clientClosed();
       let detail: string | undefined;
+      let openai: OpenAIErrorDetail | undefined;
       try {
-        detail = adapter.errorMessage(JSON.parse(text));
+        const parsed = JSON.parse(text);
+        detail = adapter.errorMessage(parsed);
+        openai = openaiErrorDetail(parsed);
       } catch {}
       // The body may echo the prompt or our vendor key: the log gets a scrubbed, short detail
       // with any run of the request's own text left out.
@@ -117,7 +120,7 @@ export async function attemptUpstream(deps: AttemptDeps, req: AttemptRequest, ca
       });
       const cause = res.status === 429 ? "status_429" : res.status >= 500 ? "status_5xx" : "status_4xx";
       const delayMs = requestedDelayMs(res.headers, deps.now());
-      let error = upstreamStatusError(res.status, detail, deps.scrubber);
+      let error = upstreamStatusError(res.status, detail, deps.scrubber, openai);
       // The vendor's own wait goes on to the client with the 502 (bounded), so its SDK's retry comes
       // when the upstream said, not at once: the gateway's retries are over by then.
       if (delayMs !== undefined && error.status === 502) {

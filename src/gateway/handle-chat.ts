@@ -98,7 +98,7 @@ export function resolveCandidates(catalogue: Catalogue, body: Record<string, unk
   if (ids.length === 0) throw new GatewayError(400, "invalid_request", "model is required (or a models list).");
   const resolved = ids.map((id) => {
     const model = catalogue.get(id);
-    if (!model) throw new GatewayError(404, "not_found", `The model "${id.slice(0, 200)}" does not exist. GET /v1/models lists the available ids.`);
+    if (!model) throw new GatewayError(404, "not_found", `The model "${id.slice(0, 200)}" does not exist. GET /v1/models lists the available ids.`, undefined, { code: "model_not_found" });
     return model;
   });
   // After every name resolved, so a request naming an unknown model gets the 404 either way.

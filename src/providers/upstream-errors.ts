@@ -1,4 +1,4 @@
-import { ContextLengthError, GatewayError } from "../streaming/gateway-error.ts";
+import { ContextLengthError, GatewayError, type OpenAIErrorDetail } from "../streaming/gateway-error.ts";
 import type { Scrubber } from "../log/scrub.ts";
 
 /**
@@ -7,17 +7,31 @@ import type { Scrubber } from "../log/scrub.ts";
  * anything on the vendor's side, our key included, is a 502 that costs nothing and says nothing
  * of the vendor's internals.
  */
-export function upstreamStatusError(status: number, detail: string | undefined, scrub: Scrubber): GatewayError {
+export function upstreamStatusError(status: number, detail: string | undefined, scrub: Scrubber, openai?: OpenAIErrorDetail): GatewayError {
   const scrubbed = detail ? scrub.forClient(detail) : "";
   const said = scrubbed ? `: ${scrubbed}` : "";
   // The numbers are read from the vendor's own words (before scrubbing, which keeps numbers anyway).
   const tooLong = (status === 400 || status === 413 || status === 422) && detail ? contextLengthError(detail, said) : undefined;
   if (tooLong) return tooLong;
-  if (status === 400 || status === 422) return new GatewayError(400, "invalid_request", `The upstream provider rejected the request${said}`);
+  if (status === 400 || status === 422) return new GatewayError(400, "invalid_request", `The upstream provider rejected the request${said}`, undefined, openai);
   if (status === 413) return new GatewayError(413, "request_too_large", "The request is too large for the upstream provider.");
   if (status === 429) return new GatewayError(502, "overloaded", "The upstream provider is rate limiting the gateway. Retrying is appropriate.");
   if (status === 529 || status === 503) return new GatewayError(502, "overloaded", "The upstream provider is overloaded. Retrying is appropriate.");
   return new GatewayError(502, "upstream", `The upstream provider failed (status ${status}). Retrying is appropriate.`);
+}
+
+/**
+ * The `code` and `param` of an OpenAI-shaped error body (`{"error": {"code", "param"}}`), for
+ * OpenAI clients of a request the vendor refused as malformed: SDKs and agent frameworks act on
+ * the code (`context_length_exceeded`, `invalid_value`…). Only identifier-like values pass: a
+ * code is an enum, a param a field path, never free text.
+ */
+export function openaiErrorDetail(body: unknown): OpenAIErrorDetail | undefined {
+  const error = (body as { error?: { code?: unknown; param?: unknown } } | null)?.error;
+  if (!error || typeof error !== "object") return undefined;
+  const code = typeof error.code === "string" && /^[A-Za-z0-9_.-]{1,64}$/.test(error.code) ? error.code : undefined;
+  const param = typeof error.param === "string" && /^[A-Za-z0-9_.[\]-]{1,128}$/.test(error.param) ? error.param : undefined;
+  return code || param ? { code, param } : undefined;
 }
 
 /** A vendor's error frame mid-stream, as the client sees it: our sentence, then the vendor's scrubbed words. */

@@ -13,9 +13,17 @@ export class GatewayError extends Error {
     readonly kind: ErrorKind,
     message: string,
     readonly headers?: Record<string, string>,
+    /** OpenAI's `code` and `param` for OpenAI-format clients (`model_not_found`, an upstream's own). */
+    readonly openai?: OpenAIErrorDetail,
   ) {
     super(message);
   }
+}
+
+/** What OpenAI's error object says beside its message: a machine-readable `code` and the field at fault. */
+export interface OpenAIErrorDetail {
+  code?: string;
+  param?: string;
 }
 
 /**
@@ -34,6 +42,17 @@ export class ContextLengthError extends GatewayError {
     message: string,
   ) {
     super(400, "invalid_request", message);
+  }
+
+  /**
+   * OpenAI's wording and code (`context_length_exceeded`), which agent frameworks match to compact
+   * the conversation (LangChain, LiteLLM: the code, or "maximum context length" in the message).
+   */
+  get openaiMessage(): string {
+    if (this.maxTokens === undefined || this.promptTokens >= this.contextLength) {
+      return `This model's maximum context length is ${this.contextLength} tokens. However, your messages resulted in ${this.promptTokens} tokens. Please reduce the length of the messages.`;
+    }
+    return `This model's maximum context length is ${this.contextLength} tokens. However, you requested ${this.promptTokens + this.maxTokens} tokens (${this.promptTokens} in the messages, ${this.maxTokens} in the completion). Please reduce the length of the messages or completion.`;
   }
 
   get anthropicMessage(): string {

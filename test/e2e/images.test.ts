@@ -162,10 +162,12 @@ describe("context length", () => {
   test("prompt plus max_tokens over context_length → 400 naming both numbers, no upstream call, no charge", async () => {
     const res = await post(gw, "/v1/chat/completions", { model: FREE_MODEL, max_tokens: 4000, messages: [{ role: "user", content: long }] });
     expect(res.status).toBe(400);
-    const message = ((await res.json()) as any).error.message as string;
-    expect(message).toMatch(/max_tokens 4000/);
-    expect(message).toMatch(/8192/);
-    expect(message).toMatch(/\d+ prompt tokens/);
+    const error = ((await res.json()) as any).error;
+    // OpenAI's own wording and code, which agent frameworks match to compact the conversation.
+    expect(error.code).toBe("context_length_exceeded");
+    expect(error.param).toBe("messages");
+    expect(error.type).toBe("invalid_request_error");
+    expect(error.message).toMatch(/^This model's maximum context length is 8192 tokens\. However, you requested \d+ tokens \(\d+ in the messages, 4000 in the completion\)\./);
     expect(upstream.requests.length).toBe(0);
   });
 

@@ -47,7 +47,7 @@ async function untilOpenStreams(n: number): Promise<void> {
 const OPENAI_429 = (limit: number) => ({
   error: {
     message: `Too many requests at once for this key: at most ${limit} may be under way (max_concurrent_requests), streams included until they end. Retry when one of them has finished.`,
-    type: "rate_limit_error", param: null, code: null,
+    type: "rate_limit_error", param: null, code: "rate_limit_exceeded",
   },
 });
 

@@ -24,8 +24,15 @@ const ERROR_TYPE: Record<ErrorKind, string> = {
   internal: "server_error",
 };
 
-export function openaiErrorBody(kind: ErrorKind, message: string) {
-  return { error: { message, type: ERROR_TYPE[kind], param: null, code: null } };
+/** OpenAI's own codes for the kinds it has one for (its SDKs and agent frameworks read `code`). */
+const ERROR_CODE: Partial<Record<ErrorKind, string>> = {
+  authentication: "invalid_api_key",
+  rate_limit: "rate_limit_exceeded",
+  insufficient_credits: "insufficient_quota",
+};
+
+export function openaiErrorBody(kind: ErrorKind, message: string, detail?: { code?: string; param?: string }) {
+  return { error: { message, type: ERROR_TYPE[kind], param: detail?.param ?? null, code: detail?.code ?? ERROR_CODE[kind] ?? null } };
 }
 
 const DONE = "data: [DONE]\n\n";

@@ -2,7 +2,7 @@ import { Elysia } from "elysia";
 import type { ErrorKind } from "../../streaming/events.ts";
 import { openaiErrorBody } from "../../formats/openai-chat/encode-openai.ts";
 import { anthropicErrorBody } from "../../formats/anthropic-messages/encode-anthropic.ts";
-import { ContextLengthError, GatewayError } from "../../streaming/gateway-error.ts";
+import { ContextLengthError, GatewayError, type OpenAIErrorDetail } from "../../streaming/gateway-error.ts";
 import type { Logger } from "../../log/log.ts";
 
 /** Anthropic SDK clients get Anthropic-shaped errors; everyone else gets OpenAI's shape. */
@@ -11,8 +11,13 @@ export function isAnthropicPath(url: string): boolean {
   return url.startsWith("/v1/messages", start);
 }
 
-export function errorResponse(anthropic: boolean, status: number, kind: ErrorKind, message: string, headers?: Record<string, string>): Response {
-  const body = anthropic ? anthropicErrorBody(kind, message) : openaiErrorBody(kind, message);
+function isResponsesPath(url: string): boolean {
+  const start = url.indexOf("/", url.indexOf("//") + 2);
+  return url.startsWith("/v1/responses", start);
+}
+
+export function errorResponse(anthropic: boolean, status: number, kind: ErrorKind, message: string, headers?: Record<string, string>, openai?: OpenAIErrorDetail): Response {
+  const body = anthropic ? anthropicErrorBody(kind, message) : openaiErrorBody(kind, message, openai);
   return new Response(JSON.stringify(body), { status, headers: { "content-type": "application/json", ...headers } });
 }
 
@@ -42,8 +47,13 @@ export function errorsPlugin(log: Logger, onRejected: (request: Request, status:
 
 function toResponse(code: unknown, error: unknown, request: Request, log: Logger): Response {
   const anthropic = isAnthropicPath(request.url);
-  if (error instanceof ContextLengthError && anthropic) return errorResponse(true, error.status, error.kind, error.anthropicMessage, error.headers);
-  if (error instanceof GatewayError) return errorResponse(anthropic, error.status, error.kind, error.message, error.headers);
+  if (error instanceof ContextLengthError) {
+    if (anthropic) return errorResponse(true, error.status, error.kind, error.anthropicMessage, error.headers);
+    // OpenAI names the field at fault: the chat's messages, the Responses API's input.
+    const param = isResponsesPath(request.url) ? "input" : "messages";
+    return errorResponse(false, error.status, error.kind, error.openaiMessage, error.headers, { code: "context_length_exceeded", param });
+  }
+  if (error instanceof GatewayError) return errorResponse(anthropic, error.status, error.kind, error.message, error.headers, error.openai);
   // Elysia wraps whatever a parse hook throws in a ParseError (400, "Bad Request") and keeps the
   // original as `cause`; without unwrapping, the json-body plugin's 413 for a body sent without
   // Content-Length became a 400, and its UTF-8 and nesting messages were lost.

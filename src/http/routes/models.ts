@@ -27,7 +27,7 @@ export function modelsRoute(catalogue: Catalogue, principals: Principals) {
       }
       const view = catalogue.visibleTo(principals.of(request).models);
       const entry = request.headers.has("anthropic-version") ? view.anthropicEntry(id) : view.entry(id);
-      if (!entry) throw new GatewayError(404, "not_found", `The model "${id.slice(0, 200)}" does not exist. GET /v1/models lists the available ids.`);
+      if (!entry) throw new GatewayError(404, "not_found", `The model "${id.slice(0, 200)}" does not exist. GET /v1/models lists the available ids.`, undefined, { code: "model_not_found" });
       return Response.json(entry);
     });
 }
