@@ -15,6 +15,7 @@ import { ImageFetchError, inlineImages } from "./inline-images.ts";
 import type { Scrubber } from "../log/scrub.ts";
 import { fastReader, wholeBody } from "../transport/http1/client.ts";
 import { ResponseFramingError } from "../transport/http1/response-parser.ts";
+import { UpstreamConnectionError } from "../transport/http1/exchange.ts";
 import { attemptInit, ResponseTooLargeError, responseHeader, type ChunkReader, type Transport } from "../transport/transport.ts";
 import { Deadline, DeadlineExpired } from "./deadline.ts";
 import { requestedDelayMs, verdictFor, type Verdict } from "./retry-policy.ts";
@@ -97,8 +98,9 @@ export async function attemptUpstream(deps: AttemptDeps, req: AttemptRequest, ca
       res = await deps.fetch(call.url, attemptInit(deadline, { method: "POST", headers: call.headers, body: call.body }));
     } catch (err) {
       if (!req.clientSignal.aborted) deps.log("warn", "upstream request failed", { requestId: req.requestId, provider: provider.id, error: String(err) });
-      // It was reached, and answered with something that is not HTTP: an unreadable answer, not a connection failure.
-      if (err instanceof ResponseFramingError) return refusedOutcome(req, deadline, "The upstream provider sent an unreadable answer. Retrying is appropriate.", err, "bad_answer");
+      // It was reached, and answered with something that is not HTTP, or with part of an answer
+      // before the connection ended: an unreadable answer, not a connection failure.
+      if (err instanceof ResponseFramingError || (err instanceof UpstreamConnectionError && err.answered)) return refusedOutcome(req, deadline, "The upstream provider sent an unreadable answer. Retrying is appropriate.", err, "bad_answer");
       return refusedOutcome(req, deadline, "The upstream provider could not be reached. Retrying is appropriate.", err, "connect");
     }
     deadline.headArrived();
@@ -154,7 +156,7 @@ export async function attemptUpstream(deps: AttemptDeps, req: AttemptRequest, ca
     }
 
     const contentType = responseHeader(res, "content-type");
-    if (!res.body || !(contentType ?? "").includes("text/event-stream")) {
+    if (!res.body || !(contentType ?? "").toLowerCase().includes("text/event-stream")) {
       res.body?.cancel().catch(() => {});
       deps.log("warn", "upstream answered a stream request without an event stream", { requestId: req.requestId, provider: provider.id, contentType });
       return refusedOutcome(req, deadline, "The upstream provider sent an unexpected answer. Retrying is appropriate.", undefined, "bad_answer");

@@ -20,15 +20,24 @@ export function verdictFor(status: number): Verdict {
  * seconds or an HTTP date. Undefined when it asked for nothing usable.
  */
 export function requestedDelayMs(headers: Headers, now: number): number | undefined {
-  const ms = Number(headers.get("retry-after-ms"));
-  if (headers.has("retry-after-ms") && Number.isFinite(ms) && ms >= 0) return Math.ceil(ms);
+  // A header sent twice reads as its values joined by ", " ("3, 3"): the first one counts.
+  const ms = FIRST_NUMBER.exec(headers.get("retry-after-ms") ?? "");
+  if (ms) return Math.ceil(Number(ms[1]));
   const value = headers.get("retry-after");
   if (!value) return undefined;
-  const seconds = Number(value);
-  if (value.trim() !== "" && Number.isFinite(seconds)) return Math.max(0, Math.ceil(seconds * 1000));
-  const date = Date.parse(value);
-  return Number.isFinite(date) ? Math.max(0, date - now) : undefined;
+  const seconds = FIRST_NUMBER.exec(value);
+  if (seconds) return Math.max(0, Math.ceil(Number(seconds[1]) * 1000));
+  // Only an HTTP date (IMF-fixdate, RFC 9110 §5.6.7) is read as one: `Date.parse` takes almost
+  // anything ("3, 3" was 3 March 2001, a wait of nothing).
+  const date = HTTP_DATE.exec(value);
+  const at = date ? Date.parse(date[0]) : Number.NaN;
+  return Number.isFinite(at) ? Math.max(0, at - now) : undefined;
 }
+
+/** A non-negative number, alone or first of a repeated header's values. */
+const FIRST_NUMBER = /^\s*(\d+(?:\.\d+)?)\s*(?:,|$)/;
+/** `Sun, 06 Nov 1994 08:49:37 GMT`, alone or first of a repeated header's values. */
+const HTTP_DATE = /^\s*[A-Z][a-z]{2}, \d{2} [A-Z][a-z]{2} \d{4} \d{2}:\d{2}:\d{2} GMT/;
 
 /** Exponential backoff with full jitter: base·2^attempt, capped, times a random factor in [0.5, 1). */
 export function backoffMs(attempt: number, random: number, baseMs = 250, capMs = 4_000): number {

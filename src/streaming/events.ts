@@ -76,6 +76,7 @@ function refusedCount(name: string, value: unknown): boolean {
 export function hasRefusedCount(usage: unknown): boolean {
   if (usage === null || typeof usage !== "object") return false;
   const fields = usage as Record<string, unknown>;
+  if (refusedPromptSum(fields)) return true;
   for (const name of Object.keys(fields)) {
     const value = fields[name];
     if (value !== null && typeof value === "object" ? hasRefusedCount(value) : refusedCount(name, value)) return true;
@@ -83,8 +84,32 @@ export function hasRefusedCount(usage: unknown): boolean {
   return false;
 }
 
+/**
+ * Anthropic's prompt in parts (`input_tokens` beside the cache reads and writes), each a usable
+ * count but together past what the meter takes: the meter estimates the prompt whole, so none of
+ * the parts is shown as it came.
+ */
+const PROMPT_PARTS = ["input_tokens", "cache_read_input_tokens", "cache_creation_input_tokens"] as const;
+function refusedPromptSum(fields: Record<string, unknown>): boolean {
+  const input = fields.input_tokens;
+  if (typeof input !== "number" || (fields.cache_read_input_tokens === undefined && fields.cache_creation_input_tokens === undefined)) return false;
+  let sum = 0;
+  for (const name of PROMPT_PARTS) {
+    const value = fields[name];
+    if (value === null || value === undefined) continue;
+    const count = reportedCount(value);
+    if (count === undefined) return false; // refused on its own (refusedCount says so)
+    sum += count;
+  }
+  return reportedCount(sum) === undefined;
+}
+
 /** Removes, in place, every refused count `hasRefusedCount` finds. */
 export function dropRefusedCounts(usage: Record<string, unknown>): void {
+  if (refusedPromptSum(usage)) {
+    for (const name of PROMPT_PARTS) delete usage[name];
+    delete usage.cache_creation;
+  }
   for (const name of Object.keys(usage)) {
     const value = usage[name];
     if (value !== null && typeof value === "object") dropRefusedCounts(value as Record<string, unknown>);

@@ -16,6 +16,12 @@ export interface SseEvent {
   id: string | undefined;
   /** A `retry:` value sent within this event's block, if any. */
   retry: number | undefined;
+  /**
+   * Set when the data came in several `data:` lines (joined with "\n", as the spec says): a
+   * relay must not write it back as one line (its second line would reach the client without
+   * its `data:`), so such a frame is written anew.
+   */
+  multiline?: true;
 }
 
 export class SseParseError extends Error {
@@ -74,6 +80,7 @@ export function createSseParser(options: SseParserOptions): SseParser {
   // Per-block buffers. `data` stays undefined until a data line arrives, which is what
   // separates "no data field" (not dispatched) from "data:" with an empty value (dispatched as "").
   let data: string | undefined;
+  let multiline = false;
   let eventType: string | undefined;
   let retry: number | undefined;
   // Persists across events, like the spec's last event ID buffer.
@@ -94,6 +101,10 @@ export function createSseParser(options: SseParserOptions): SseParser {
   function dispatch(): void {
     if (data !== undefined) {
       const event: SseEvent = { event: eventType || undefined, data, id: lastEventId || undefined, retry };
+      if (multiline) {
+        event.multiline = true;
+        multiline = false;
+      }
       data = undefined;
       eventType = undefined;
       retry = undefined;
@@ -101,6 +112,7 @@ export function createSseParser(options: SseParserOptions): SseParser {
       return;
     }
     // A block without data (e.g. only `event:`) dispatches nothing but must not leak into the next.
+    multiline = false;
     eventType = undefined;
     retry = undefined;
   }
@@ -109,7 +121,11 @@ export function createSseParser(options: SseParserOptions): SseParser {
     const size = data === undefined ? value.length : data.length + 1 + value.length;
     if (size > maxEventBytes) fail(size);
     // String concatenation builds a rope in JSC; multi-line data never copies quadratically.
-    data = data === undefined ? value : data + "\n" + value;
+    if (data === undefined) data = value;
+    else {
+      data = data + "\n" + value;
+      multiline = true;
+    }
   }
 
   function processLine(line: string): void {
@@ -224,6 +240,7 @@ export function createSseParser(options: SseParserOptions): SseParser {
     piecesLength = 0;
     pendingCR = false;
     data = undefined;
+    multiline = false;
     eventType = undefined;
     retry = undefined;
     lastEventId = undefined;

@@ -38,6 +38,23 @@ describe("retry policy (pure)", () => {
     expect(requestedDelayMs(new Headers(), now)).toBeUndefined();
   });
 
+  test("a Retry-After sent twice (read as \"3, 3\"): the first value, never a date that means no wait", () => {
+    const now = Date.parse("2026-11-21T12:00:00Z");
+    const twice = (name: string, a: string, b: string) => {
+      const h = new Headers();
+      h.append(name, a);
+      h.append(name, b);
+      return h;
+    };
+    expect(requestedDelayMs(twice("retry-after", "3", "3"), now)).toBe(3000);
+    expect(requestedDelayMs(twice("retry-after-ms", "250", "250"), now)).toBe(250);
+    expect(requestedDelayMs(twice("retry-after", "Sat, 21 Nov 2026 12:00:07 GMT", "Sat, 21 Nov 2026 12:00:07 GMT"), now)).toBe(7000);
+    // What Date.parse alone would have read as a day long past (a wait of nothing): no wait told.
+    expect(requestedDelayMs(new Headers({ "retry-after": "3 3" }), now)).toBeUndefined();
+    expect(requestedDelayMs(new Headers({ "retry-after": "2001-03-03" }), now)).toBeUndefined();
+    expect(requestedDelayMs(new Headers({ "retry-after": "-5" }), now)).toBeUndefined();
+  });
+
   test("jittered exponential backoff stays within [half, full] of the capped step", () => {
     for (const [attempt, step] of [[0, 250], [1, 500], [2, 1000], [6, 4000]] as const) {
       expect(backoffMs(attempt, 0)).toBe(step / 2);

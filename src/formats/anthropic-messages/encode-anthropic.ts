@@ -278,6 +278,20 @@ export function createAnthropicEncoder(ctx: EncodeContext): ClientSink {
  * gateway counted (Anthropic's `message_delta` always carries `output_tokens`), or for an error,
  * which it goes out before, as a sound one would have; a later sound one replaces it.
  */
+/** The whole number written at `at` (a block's index), or -1. */
+function indexAt(data: string, at: number): number {
+  let n = 0;
+  let i = at;
+  for (let c = data.charCodeAt(i); c >= 48 && c <= 57; c = data.charCodeAt(++i)) n = n * 10 + (c - 48);
+  return i === at || i - at > 6 ? -1 : n;
+}
+
+/** The `type` of a frame's data, when it is an event name (the name of a frame sent without one). */
+function typeNamed(parsed: unknown): string | undefined {
+  const type = (parsed as { type?: unknown } | null)?.type;
+  return typeof type === "string" && /^[a-z_]{1,64}$/.test(type) ? type : undefined;
+}
+
 export function createAnthropicRelay(ctx: EncodeContext): ClientSink {
   const encoder = createAnthropicEncoder(ctx);
   let heldDelta: { data: Record<string, unknown>; usage: Record<string, unknown> } | undefined;
@@ -294,11 +308,14 @@ export function createAnthropicRelay(ctx: EncodeContext): ClientSink {
     if (usage.output_tokens === undefined) usage.output_tokens = meteredOutput ?? 0;
     return frame("message_delta", JSON.stringify(data));
   };
+  /** Blocks the upstream started: a text delta of any other is decoded, and fails the answer as out of order. */
+  const blocks = new Set<number>();
   return {
     skim(raw) {
       // Text deltas carry nothing the gateway changes or counts (usage comes in message_delta).
       const data = raw.data;
-      if (raw.event !== "content_block_delta" || !data.startsWith(TEXT_DELTA_START) || data.charCodeAt(data.length - 1) !== 125 /* } */) return undefined;
+      if (raw.event !== "content_block_delta" || raw.multiline || !data.startsWith(TEXT_DELTA_START) || data.charCodeAt(data.length - 1) !== 125 /* } */) return undefined;
+      if (!blocks.has(indexAt(data, TEXT_DELTA_START.length))) return undefined;
       const text = data.indexOf(TEXT_DELTA);
       if (text === -1 || data.charCodeAt(text + TEXT_DELTA.length) === 34 /* empty text */) return undefined;
       return frame("content_block_delta", data);
@@ -308,7 +325,14 @@ export function createAnthropicRelay(ctx: EncodeContext): ClientSink {
       // A vendor's error frame never goes out as it came: its text may carry internals.
       const failed = events.find((e) => e.type === "error");
       if (failed) return releaseDelta() + encoder.event(failed);
-      if (raw.event === "message_start" && parsed && typeof parsed === "object") {
+      // A frame without its `event:` line is named by its data's type, as the decoder reads it:
+      // the Anthropic SDK dispatches on the event name, and a nameless frame is lost to it.
+      const name = raw.event ?? typeNamed(parsed);
+      if (name === "content_block_start") {
+        const index = (parsed as { index?: unknown } | null)?.index;
+        if (typeof index === "number") blocks.add(index);
+      }
+      if (name === "message_start" && parsed && typeof parsed === "object") {
         const message = (parsed as { message?: Record<string, unknown> }).message;
         if (message) {
           message.model = ctx.model;
@@ -326,8 +350,8 @@ export function createAnthropicRelay(ctx: EncodeContext): ClientSink {
         return frame("message_start", JSON.stringify(parsed));
       }
       // The last frame leaves only after the answer is settled (end()).
-      if (raw.event === "message_stop") return "";
-      if (raw.event === "message_delta" && parsed && typeof parsed === "object") {
+      if (name === "message_stop") return "";
+      if (name === "message_delta" && parsed && typeof parsed === "object") {
         const usage = (parsed as { usage?: unknown }).usage;
         if (usage && typeof usage === "object" && hasRefusedCount(usage)) {
           heldDelta = { data: parsed as Record<string, unknown>, usage: usage as Record<string, unknown> };
@@ -336,7 +360,10 @@ export function createAnthropicRelay(ctx: EncodeContext): ClientSink {
         // Counts are cumulative and the stop reason final: a sound delta supersedes a held one.
         heldDelta = undefined;
       }
-      return raw.event ? frame(raw.event, raw.data) : `data: ${raw.data}\n\n`;
+      // Data sent in several lines goes out in one (JSON) or line by line: relayed as it came, its
+      // second line would lose its `data:`.
+      const data = !raw.multiline ? raw.data : parsed !== undefined ? JSON.stringify(parsed) : raw.data.replaceAll("\n", "\ndata: ");
+      return name ? frame(name, data) : `data: ${data}\n\n`;
     },
     event(e) {
       // The meter's estimate, told at the end when the upstream reported no usable output.

@@ -217,7 +217,7 @@ export function createOpenAIRelay(ctx: EncodeContext): ClientSink {
   return {
     skim(raw) {
       const data = raw.data;
-      if (head === undefined || data.charCodeAt(data.length - 1) !== 125 /* } */ || !data.startsWith(head.theirs)) return undefined;
+      if (head === undefined || raw.multiline || data.charCodeAt(data.length - 1) !== 125 /* } */ || !data.startsWith(head.theirs)) return undefined;
       if (!data.startsWith(CONTENT, head.theirs.length)) return undefined;
       const text = head.theirs.length + CONTENT.length;
       if (data.charCodeAt(text) === 34 /* empty text */) return undefined;
@@ -263,7 +263,8 @@ export function createOpenAIRelay(ctx: EncodeContext): ClientSink {
       if (stripped) delete chunk.usage;
       const reindexed = reindexToolCalls(choices, events);
       if (typeof chunk.id === "string") theirId = `"id":${JSON.stringify(chunk.id)}`;
-      if (!stripped && !reindexed && typeof chunk.model === "string") {
+      // Data sent in several lines is written anew in one: relayed as it came, its second line would lose its `data:`.
+      if (!stripped && !reindexed && !raw.multiline && typeof chunk.model === "string") {
         const name = `"model":${JSON.stringify(chunk.model)}`;
         const at = raw.data.indexOf(name);
         if (at !== -1) {

@@ -36,10 +36,12 @@ interface AnthropicUsage {
  * Counts that are not usable numbers are left out, so the meter estimates them.
  */
 function usageEvent(u: AnthropicUsage): StreamEvent {
-  const cacheRead = reportedCount(u.cache_read_input_tokens);
-  const cacheWrite = reportedCount(u.cache_creation_input_tokens);
   const reported = reportedCount(u.input_tokens);
-  const input = reported === undefined ? undefined : reportedCount(reported + (cacheRead ?? 0) + (cacheWrite ?? 0));
+  const input = reported === undefined ? undefined : reportedCount(reported + (reportedCount(u.cache_read_input_tokens) ?? 0) + (reportedCount(u.cache_creation_input_tokens) ?? 0));
+  // A prompt whose count is refused is estimated whole: its cache parts go with it (shown beside
+  // an estimate they would say more was cached than the whole prompt, and price what was not billed).
+  const cacheRead = input === undefined ? undefined : reportedCount(u.cache_read_input_tokens);
+  const cacheWrite = input === undefined ? undefined : reportedCount(u.cache_creation_input_tokens);
   const event: StreamEvent = { type: "usage", inputTokens: input, outputTokens: reportedCount(u.output_tokens), cacheReadTokens: cacheRead, cacheWriteTokens: cacheWrite };
   // Without the split every write is a 5-minute one (the default ttl, and the older API's only kind).
   const oneHour = isRecord(u.cache_creation) ? reportedCount(u.cache_creation.ephemeral_1h_input_tokens) : undefined;
@@ -99,8 +101,36 @@ export const anthropicAdapter: ProviderAdapter = {
     // Anthropic numbers content blocks; tool calls are numbered apart, from 0, for the union.
     const toolOfBlock = new Map<number, number>();
     let counts: AnthropicUsage | undefined;
+    /**
+     * The order every Anthropic stream keeps: one message_start first, a block's deltas and stop
+     * only after its start. A stream that breaks it (a second message_start, a delta for a block
+     * never started) fails as malformed: the Anthropic SDK throws on it ("Unexpected event
+     * order"), and a second message_start would have replaced the prompt count billed. Blocks are
+     * remembered past their stop: a relay's text frames are decoded late, when the meter asks.
+     */
+    let started = false;
+    const startedBlocks = new Set<unknown>();
     /** How this answer writes a text delta, learnt from the first one parsed (text-frame-template.ts). */
     const textFrames = textFrameReader('"text"', readDeltaText);
+    const outOfOrder = (kind: unknown, index: unknown): boolean => {
+      switch (kind) {
+        case "message_start":
+          if (started) return true;
+          started = true;
+          return false;
+        case "content_block_start":
+          if (!started) return true;
+          startedBlocks.add(index);
+          return false;
+        case "content_block_delta":
+        case "content_block_stop":
+          return !started || !startedBlocks.has(index);
+        case "message_delta":
+          return !started;
+        default:
+          return false;
+      }
+    };
     return (frame): DecodedFrame => {
       const text = textFrames.read(frame);
       if (text !== undefined) return new TemplateTextFrame(frame.data, text);
@@ -109,6 +139,10 @@ export const anthropicAdapter: ProviderAdapter = {
       if (data === null || typeof data !== "object") return { parsed: data, events };
       // An `error` event is an error whatever its data says it is.
       const kind = frame.event === "error" ? "error" : (data.type ?? frame.event);
+      if (outOfOrder(kind, data.index)) {
+        events.push({ type: "error", errorType: "upstream", message: "The upstream provider sent malformed data." });
+        return { parsed: data, events };
+      }
       switch (kind) {
         case "message_start": {
           const usage = data.message?.usage as AnthropicUsage | undefined;

@@ -8,7 +8,12 @@ import { attemptHooksOf, type AttemptHooks } from "../transport.ts";
 
 /** The connection failed; `replayable` when no byte of an answer had arrived, so the request may go again. */
 export class UpstreamConnectionError extends Error {
-  constructor(message: string, readonly replayable: boolean) {
+  constructor(
+    message: string,
+    readonly replayable: boolean,
+    /** Part of the answer had come when the connection ended: the upstream was reached, its answer is unreadable. */
+    readonly answered = false,
+  ) {
     super(message);
     this.name = "UpstreamConnectionError";
   }
@@ -124,7 +129,7 @@ class Exchange implements ConnectionOwner, ResponseSink, BodyQueueOwner {
     // A body that runs until the connection closes ends here.
     if (this.answered && this.parser.close()) return this.complete();
     const message = this.answered ? `${reason.message} before the answer was complete` : reason.message;
-    this.fail(new UpstreamConnectionError(message, !this.answered));
+    this.fail(new UpstreamConnectionError(message, !this.answered, this.answered));
   }
 
   drained(): void {

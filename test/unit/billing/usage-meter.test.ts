@@ -103,6 +103,7 @@ describe("usage meter", () => {
     const meter = new UsageMeter(countTokens);
     const frames = [
       { event: "message_start", data: '{"type":"message_start","message":{"id":"m","usage":{"input_tokens":12,"output_tokens":1}}}' },
+      { event: "content_block_start", data: '{"type":"content_block_start","index":0,"content_block":{"type":"text","text":""}}' },
       { event: "content_block_delta", data: '{"type":"content_block_delta","index":0,"delta":{"type":"text_delta","text":"a fairly long answer of several words"}}' },
       { event: "message_delta", data: '{"type":"message_delta","delta":{"stop_reason":"end_turn"},"usage":{"output_tokens":"n/a"}}' },
     ];

@@ -280,9 +280,10 @@ describe("stop reasons from upstreams", () => {
   });
 
   test("Anthropic stop_reason → ours", () => {
-    const decode = anthropicAdapter.createStreamDecoder();
     const map = { end_turn: "stop", stop_sequence: "stop_sequence", max_tokens: "length", tool_use: "tool_calls", refusal: "content_filter" };
     for (const [theirs, ours] of Object.entries(map)) {
+      const decode = anthropicAdapter.createStreamDecoder();
+      decode({ event: "message_start", id: undefined, retry: undefined, data: '{"type":"message_start","message":{"id":"m","usage":{"input_tokens":3,"output_tokens":1}}}' });
       const events = decode({ event: "message_delta", id: undefined, retry: undefined, data: JSON.stringify({ type: "message_delta", delta: { stop_reason: theirs, stop_sequence: null }, usage: { output_tokens: 3 } }) }).events;
       expect(events).toContainEqual(expect.objectContaining({ type: "finish", reason: ours }));
     }
@@ -333,6 +334,10 @@ describe("relays skim plain text frames and decode the rest", () => {
   test("Anthropic: text deltas are forwarded as sent; every other event is decoded", () => {
     const relay = createAnthropicRelay(ctx);
     const delta = '{"type":"content_block_delta","index":0,"delta":{"type":"text_delta","text":"Hi"}}';
+    // Not before its block started: such a frame is decoded (and fails the answer as out of order).
+    expect(relay.skim!(sse(delta, "content_block_delta"))).toBeUndefined();
+    const start = '{"type":"content_block_start","index":0,"content_block":{"type":"text","text":""}}';
+    relay.frame(sse(start, "content_block_start"), { parsed: JSON.parse(start), events: [] });
     expect(relay.skim!(sse(delta, "content_block_delta"))).toBe(`event: content_block_delta\ndata: ${delta}\n\n`);
     expect(relay.skim!(sse('{"type":"content_block_delta","index":1,"delta":{"type":"input_json_delta","partial_json":"{"}}', "content_block_delta"))).toBeUndefined();
     expect(relay.skim!(sse('{"type":"content_block_delta","index":0,"delta":{"type":"text_delta","text":""}}', "content_block_delta"))).toBeUndefined();

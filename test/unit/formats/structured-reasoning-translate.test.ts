@@ -468,6 +468,7 @@ describe("thinking in answers: signatures, redacted thinking, reasoning tokens",
   test("Anthropic's decoder keeps signatures, redacted thinking and the thinking count", () => {
     const decode = anthropicAdapter.createStreamDecoder();
     const frame = (data: unknown) => decode({ event: (data as { type: string }).type, data: JSON.stringify(data), id: undefined, retry: undefined }).events;
+    frame({ type: "message_start", message: { id: "m", type: "message", role: "assistant", content: [], usage: { input_tokens: 3, output_tokens: 1 } } });
     expect(frame({ type: "content_block_start", index: 0, content_block: { type: "thinking", thinking: "", signature: "" } })).toEqual([]);
     expect(frame({ type: "content_block_delta", index: 0, delta: { type: "signature_delta", signature: "EqQB" } })).toEqual([{ type: "reasoning", text: "", signature: "EqQB" }]);
     expect(frame({ type: "content_block_start", index: 1, content_block: { type: "redacted_thinking", data: "EmwK" } })).toEqual([{ type: "redacted-reasoning", data: "EmwK" }]);

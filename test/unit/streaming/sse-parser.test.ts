@@ -24,7 +24,8 @@ function collect(chunks: Iterable<Uint8Array | string>, options: Partial<SsePars
 }
 
 function ev(data: string, extra: Partial<SseEvent> = {}): SseEvent {
-  return { event: undefined, data, id: undefined, retry: undefined, ...extra };
+  // Data that holds a line break came in several `data:` lines, which the event says (relays re-split it).
+  return { event: undefined, data, id: undefined, retry: undefined, ...(data.includes("\n") ? { multiline: true as const } : {}), ...extra };
 }
 
 function* byteByByte(bytes: Uint8Array): Generator<Uint8Array> {

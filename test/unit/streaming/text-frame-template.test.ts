@@ -5,6 +5,10 @@ import { anthropicAdapter } from "../../../src/providers/anthropic/anthropic-ada
 import { TemplateTextFrame, UpstreamProtocolError } from "../../../src/providers/provider.ts";
 import type { SseEvent } from "../../../src/streaming/sse-parser.ts";
 
+/** What every Anthropic stream opens with: its message, and a text block before that block's deltas. */
+const MESSAGE_START = '{"type":"message_start","message":{"id":"m","type":"message","role":"assistant","content":[],"usage":{"input_tokens":3,"output_tokens":1}}}';
+const blockStart = (index: number) => JSON.stringify({ type: "content_block_start", index, content_block: { type: "text", text: "" } });
+
 /** OpenAI's chunk as its API writes it, `usage: null` and the random `obfuscation` padding included. */
 const openaiChunk = (text: string, obfuscation = "yRkT0", extra = "") =>
   `{"id":"chatcmpl-CVFm2bQ8","object":"chat.completion.chunk","created":1761565012,"model":"gpt-4o-mini-2024-07-18","service_tier":"default","system_fingerprint":"fp_560af6e559","choices":[{"index":0,"delta":{"content":${JSON.stringify(text)}},"logprobs":null,"finish_reason":null}]${extra},"usage":null,"obfuscation":"${obfuscation}"}`;
@@ -126,6 +130,8 @@ describe("decoders read text frames on the answer's template", () => {
     expect(later).not.toBeInstanceOf(TemplateTextFrame);
     expect(later.events).toEqual([{ type: "text", text: "Hi" }]);
     const anthropic = anthropicAdapter.createStreamDecoder();
+    anthropic(sse(MESSAGE_START, "message_start"));
+    anthropic(sse(blockStart(0), "content_block_start"));
     const shadowed = (first: string) => `{"type":"content_block_delta","index":0,"delta":{"type":"text_delta","text":${JSON.stringify(first)},"text" :"Hi"}}`;
     anthropic(sse(shadowed("Hi"), "content_block_delta"));
     expect(anthropic(sse(shadowed("EVIL"), "content_block_delta")).events).toEqual([{ type: "text", text: "Hi" }]);
@@ -133,6 +139,8 @@ describe("decoders read text frames on the answer's template", () => {
 
   test("Anthropic: text deltas of a block after a thinking one, and an error event with a text delta's data", () => {
     const decode = anthropicAdapter.createStreamDecoder();
+    decode(sse(MESSAGE_START, "message_start"));
+    decode(sse(blockStart(1), "content_block_start"));
     expect(decode(sse(anthropicDelta("Hi", 1), "content_block_delta")).events).toEqual([{ type: "text", text: "Hi" }]);
     for (const text of TEXTS) {
       const decoded = decode(sse(anthropicDelta(text, 1), "content_block_delta"));
@@ -143,6 +151,7 @@ describe("decoders read text frames on the answer's template", () => {
     const failed = decode(sse(anthropicDelta("x", 1), "error"));
     expect(failed.events.map((e) => e.type)).toEqual(["error"]);
     // Another block's index is parsed (and may teach the template again).
+    decode(sse(blockStart(2), "content_block_start"));
     expect(decode(sse(anthropicDelta("There", 2), "content_block_delta")).events).toEqual([{ type: "text", text: "There" }]);
   });
 });

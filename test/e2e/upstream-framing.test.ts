@@ -1,0 +1,163 @@
+/**
+ * What a vendor may send that is valid but unusual, or out of order, as the same-format relays
+ * and the decoders meet it: data in several `data:` lines, frames without their `event:` line, a
+ * media type in capitals, Anthropic events out of their order, cache counts that add up past
+ * belief, a repeated Retry-After, and an answer cut off after its head.
+ */
+import { afterEach, describe, expect, test } from "bun:test";
+import OpenAI from "openai";
+import Anthropic from "@anthropic-ai/sdk";
+import { useFakeUpstream } from "../helpers/fake-upstream.ts";
+import { ANTHROPIC_MODEL, OPENAI_MODEL, post, sseFrames, startGateway, useGateway } from "../helpers/gateway.ts";
+import { rawUpstream, type RawUpstream } from "../helpers/raw-upstream.ts";
+
+const upstream = useFakeUpstream();
+const gw = useGateway(() => ({ upstreamUrl: upstream.url, retry: { max_retries: 0 } }));
+const question = [{ role: "user" as const, content: "Hello" }];
+
+const chunk = (body: object) => `data: ${JSON.stringify({ id: "chatcmpl-up", object: "chat.completion.chunk", created: 1, model: "gpt-4o-mini", ...body })}\n\n`;
+const ev = (type: string, data: object, named = true) => `${named ? `event: ${type}\n` : ""}data: ${JSON.stringify({ type, ...data })}\n\n`;
+const anthropicAnswer = (text: string, named = true) => [
+  ev("message_start", { message: { id: "msg_up", type: "message", role: "assistant", model: "claude-sonnet-4-5", content: [], stop_reason: null, stop_sequence: null, usage: { input_tokens: 12, output_tokens: 1 } } }, named),
+  ev("content_block_start", { index: 0, content_block: { type: "text", text: "" } }, named),
+  ev("content_block_delta", { index: 0, delta: { type: "text_delta", text } }, named),
+  ev("content_block_stop", { index: 0 }, named),
+  ev("message_delta", { delta: { stop_reason: "end_turn", stop_sequence: null }, usage: { output_tokens: 5 } }, named),
+  ev("message_stop", {}, named),
+];
+/** A frame's JSON split over two `data:` lines before `key` (valid SSE: the lines join with "\n"). */
+const splitBefore = (frame: string, key: string) => frame.replace(`,"${key}"`, `\ndata: ,"${key}"`);
+
+const lastRecord = () => {
+  return gw.db.query<{ status: string; prompt_tokens: number; completion_tokens: number; cost_micro: number }, []>(
+    "SELECT status, prompt_tokens, completion_tokens, cost_micro FROM usage_records ORDER BY id DESC LIMIT 1",
+  ).get()!;
+};
+
+describe("data in several lines, relayed", () => {
+  test("OpenAI: every line the client gets is a field, and the SDK reads the text", async () => {
+    const frames = () => [
+      splitBefore(chunk({ choices: [{ index: 0, delta: { role: "assistant", content: "Hello" }, finish_reason: null }] }), "choices"),
+      splitBefore(chunk({ choices: [{ index: 0, delta: { content: " there" }, finish_reason: null }] }), "finish_reason"),
+      splitBefore(chunk({ choices: [{ index: 0, delta: {}, finish_reason: "stop" }] }), "finish_reason"),
+      "data: [DONE]\n\n",
+    ];
+    upstream.reply({ kind: "sse", chunks: frames() });
+    const text = await (await post(gw, "/v1/chat/completions", { model: OPENAI_MODEL, messages: question, stream: true })).text();
+    for (const line of text.split("\n")) expect(line === "" || line.startsWith("data: ") || line.startsWith(":")).toBe(true);
+    upstream.reply({ kind: "sse", chunks: frames() });
+    const sdk = new OpenAI({ baseURL: `${gw.url}/v1`, apiKey: gw.key, maxRetries: 0 });
+    const completion = await sdk.chat.completions.stream({ model: OPENAI_MODEL, messages: question }).finalChatCompletion();
+    expect(completion.choices[0]!.message.content).toBe("Hello there");
+  });
+
+  test("Anthropic: the SDK reads the message, text deltas in several lines included", async () => {
+    upstream.reply({ kind: "sse", chunks: anthropicAnswer("Hi there").map((f) => splitBefore(splitBefore(f, "index"), "delta")) });
+    const sdk = new Anthropic({ baseURL: gw.url, apiKey: gw.key, maxRetries: 0 });
+    const message = await sdk.messages.stream({ model: ANTHROPIC_MODEL, max_tokens: 50, messages: question }).finalMessage();
+    expect(message.content.map((b) => (b.type === "text" ? b.text : b.type))).toEqual(["Hi there"]);
+    expect(message.id).toMatch(/^msg_/);
+    expect(message.id).not.toBe("msg_up");
+  });
+});
+
+describe("Anthropic frames without their event line", () => {
+  test("are named by their type: the SDK reads the message, with the gateway's id and model", async () => {
+    upstream.reply({ kind: "sse", chunks: anthropicAnswer("Named by type", false) });
+    const sdk = new Anthropic({ baseURL: gw.url, apiKey: gw.key, maxRetries: 0 });
+    const message = await sdk.messages.stream({ model: ANTHROPIC_MODEL, max_tokens: 50, messages: question }).finalMessage();
+    expect(message.content.map((b) => (b.type === "text" ? b.text : b.type))).toEqual(["Named by type"]);
+    expect(message.id).not.toBe("msg_up");
+    expect(message.model).toBe(ANTHROPIC_MODEL);
+    expect(message.stop_reason).toBe("end_turn");
+  });
+});
+
+test("an event stream's media type in capitals is an event stream (media types are case-insensitive)", async () => {
+  upstream.reply({ kind: "sse", headers: { "content-type": "Text/Event-Stream; charset=UTF-8" }, chunks: [
+    chunk({ choices: [{ index: 0, delta: { role: "assistant", content: "Fine" }, finish_reason: null }] }),
+    chunk({ choices: [{ index: 0, delta: {}, finish_reason: "stop" }] }),
+    "data: [DONE]\n\n",
+  ] });
+  const res = await post(gw, "/v1/chat/completions", { model: OPENAI_MODEL, messages: question, stream: true });
+  expect(res.status).toBe(200);
+  const frames = sseFrames(await res.text());
+  expect(frames.some((f) => f.data.includes('"content":"Fine"'))).toBe(true);
+});
+
+describe("Anthropic events out of their order fail the answer as malformed", () => {
+  test("a second message_start: the answer fails, and the prompt billed is the first one's", async () => {
+    const [start, blockStart, delta, ...rest] = anthropicAnswer("Some text that went out");
+    const second = ev("message_start", { message: { id: "msg_2", type: "message", role: "assistant", model: "claude-sonnet-4-5", content: [], stop_reason: null, stop_sequence: null, usage: { input_tokens: 900000, output_tokens: 1 } } });
+    upstream.reply({ kind: "sse", chunks: [start!, blockStart!, delta!, second, ...rest] });
+    const frames = sseFrames(await (await post(gw, "/v1/messages", { model: ANTHROPIC_MODEL, max_tokens: 50, messages: question, stream: true })).text());
+    expect(frames.filter((f) => f.event === "message_start")).toHaveLength(1);
+    expect(frames.at(-1)!.event).toBe("error");
+    expect(JSON.parse(frames.at(-1)!.data).error.message).toMatch(/malformed/);
+    await gw.app.services.settled();
+    expect(lastRecord()).toMatchObject({ status: "stream_failed", prompt_tokens: 12 });
+  });
+
+  test("a text delta before its block started: the client never gets it as sent; the answer fails", async () => {
+    const [start, blockStart, delta, ...rest] = anthropicAnswer("Too early");
+    upstream.reply({ kind: "sse", chunks: [start!, delta!, blockStart!, ...rest] });
+    const frames = sseFrames(await (await post(gw, "/v1/messages", { model: ANTHROPIC_MODEL, max_tokens: 50, messages: question, stream: true })).text());
+    expect(frames.map((f) => f.event)).toEqual(["message_start", "error"]);
+    await gw.app.services.settled();
+    expect(lastRecord().status).toBe("stream_failed");
+  });
+});
+
+describe("cache counts that add up past what the meter takes", () => {
+  const usage = { input_tokens: 5, cache_read_input_tokens: 60_000_000, cache_creation_input_tokens: 60_000_000, output_tokens: 7 };
+  test("are not shown beside the estimate that was billed, in either format", async () => {
+    const body = { id: "msg_up", type: "message", role: "assistant", model: "claude-sonnet-4-5", content: [{ type: "text", text: "ok" }], stop_reason: "end_turn", stop_sequence: null, usage };
+    upstream.reply({ kind: "json", body });
+    const chat = (await (await post(gw, "/v1/chat/completions", { model: ANTHROPIC_MODEL, messages: question })).json()) as any;
+    expect(chat.usage.prompt_tokens_details.cached_tokens).toBe(0);
+    expect(chat.usage.prompt_tokens_details.cache_write_tokens).toBeUndefined();
+    expect(chat.usage.prompt_tokens).toBeLessThan(1000);
+
+    upstream.reply({ kind: "json", body });
+    const message = (await (await post(gw, "/v1/messages", { model: ANTHROPIC_MODEL, max_tokens: 50, messages: question })).json()) as any;
+    expect(message.usage.cache_read_input_tokens ?? 0).toBe(0);
+    expect(message.usage.cache_creation_input_tokens ?? 0).toBe(0);
+
+    const [, ...rest] = anthropicAnswer("ok");
+    upstream.reply({ kind: "sse", chunks: [ev("message_start", { message: { id: "msg_up", type: "message", role: "assistant", model: "claude-sonnet-4-5", content: [], stop_reason: null, stop_sequence: null, usage } }), ...rest] });
+    const frames = sseFrames(await (await post(gw, "/v1/messages", { model: ANTHROPIC_MODEL, max_tokens: 50, messages: question, stream: true })).text());
+    const started = JSON.parse(frames.find((f) => f.event === "message_start")!.data).message.usage;
+    expect(started.cache_read_input_tokens).toBeUndefined();
+    expect(started.cache_creation_input_tokens).toBeUndefined();
+    expect(started.input_tokens).toBeGreaterThan(0);
+    expect(started.input_tokens).toBeLessThan(1000);
+    await gw.app.services.settled();
+    expect(lastRecord().prompt_tokens).toBeLessThan(1000);
+  });
+});
+
+describe("an answer cut off after its head", () => {
+  const raws: RawUpstream[] = [];
+  afterEach(() => {
+    for (const r of raws.splice(0)) r.stop();
+  });
+
+  test("is an unreadable answer from an upstream that was reached, not one that could not be reached", async () => {
+    const raw = rawUpstream((_req, socket) => {
+      socket.write('HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ncontent-length: 300\r\n\r\n{"id":');
+      socket.end();
+    });
+    raws.push(raw);
+    const g = await startGateway({ upstreamUrl: raw.url, retry: { max_retries: 0 } });
+    try {
+      const before = await g.balanceMicro();
+      const res = await post(g, "/v1/chat/completions", { model: OPENAI_MODEL, messages: question });
+      expect(res.status).toBe(502);
+      expect(((await res.json()) as any).error.message).toBe("The upstream provider sent an unreadable answer. Retrying is appropriate.");
+      // A failure before any answer costs nothing.
+      expect(await g.balanceMicro()).toBe(before);
+    } finally {
+      await g.stop();
+    }
+  });
+});
