@@ -17,6 +17,11 @@ export function upstreamStatusError(status: number, detail: string | undefined, 
   if (status === 413) return new GatewayError(413, "request_too_large", "The request is too large for the upstream provider.");
   if (status === 429) return new GatewayError(502, "overloaded", "The upstream provider is rate limiting the gateway. Retrying is appropriate.");
   if (status === 529 || status === 503) return new GatewayError(502, "overloaded", "The upstream provider is overloaded. Retrying is appropriate.");
+  // The vendor refused the gateway's own key, or does not know the model or path it was
+  // configured with: a client's retry meets the same refusal. `x-should-retry: false` is the
+  // header both official SDKs obey over their default retries of a 502.
+  if (status === 401 || status === 403) return new GatewayError(502, "upstream", `The upstream provider refused the gateway's credentials (status ${status}). Retrying will not help until the gateway's operator fixes them.`, NO_RETRY);
+  if (status === 404) return new GatewayError(502, "upstream", "The upstream provider does not know the model or endpoint the gateway is configured with (status 404). Retrying will not help until the gateway's operator fixes it.", NO_RETRY);
   return new GatewayError(502, "upstream", `The upstream provider failed (status ${status}). Retrying is appropriate.`);
 }
 
@@ -33,6 +38,8 @@ export function openaiErrorDetail(body: unknown): OpenAIErrorDetail | undefined 
   const param = typeof error.param === "string" && /^[A-Za-z0-9_.[\]-]{1,128}$/.test(error.param) ? error.param : undefined;
   return code || param ? { code, param } : undefined;
 }
+
+const NO_RETRY = { "x-should-retry": "false" };
 
 /** A vendor's error frame mid-stream, as the client sees it: our sentence, then the vendor's scrubbed words. */
 export function upstreamStreamErrorMessage(lead: string, vendorMessage: unknown, scrub: Scrubber): string {

@@ -34,15 +34,18 @@ function uncached(input: number, cacheRead: number | undefined, cacheWrite: numb
 }
 
 /**
- * The cache counts of Anthropic's usage: both whenever the upstream reported either (an Anthropic
- * client reads them as a pair), and the writes by lifetime (`cache_creation`) once writes are known.
+ * The cache counts of Anthropic's usage, as Anthropic always sends them (0 when nothing was read
+ * or written, or the upstream did not say): both counts and the writes by lifetime
+ * (`cache_creation`). The SDK's types have them on every message.
  */
 function addCacheUsage(usage: Record<string, unknown>, read: number | undefined, write: number | undefined, write1h: number | undefined): void {
-  if (read === undefined && write === undefined) return;
   usage.cache_creation_input_tokens = write ?? 0;
   usage.cache_read_input_tokens = read ?? 0;
-  if (write !== undefined) usage.cache_creation = { ephemeral_5m_input_tokens: write - (write1h ?? 0), ephemeral_1h_input_tokens: write1h ?? 0 };
+  usage.cache_creation = { ephemeral_5m_input_tokens: (write ?? 0) - (write1h ?? 0), ephemeral_1h_input_tokens: write1h ?? 0 };
 }
+
+/** Anthropic's `service_tier` on a message's usage: "standard" for everything the gateway answers itself. */
+const SERVICE_TIER = "standard";
 
 const PING = "event: ping\ndata: {\"type\":\"ping\"}\n\n";
 
@@ -88,8 +91,10 @@ export function createAnthropicEncoder(ctx: EncodeContext): ClientSink {
     if (started) return "";
     started = true;
     const input = reportedInput ? uncached(inputTokens, cacheRead, cacheWrite) : (ctx.inputTokensEstimate ?? 0);
-    const usage: Record<string, unknown> = { input_tokens: input, output_tokens: 0 };
+    const usage: Record<string, unknown> = { input_tokens: input };
     addCacheUsage(usage, cacheRead, cacheWrite, cacheWrite1h);
+    usage.output_tokens = 0;
+    usage.service_tier = SERVICE_TIER;
     const message = { id: ctx.id, type: "message", role: "assistant", model: ctx.model, content: [], stop_reason: null, stop_sequence: null, usage };
     return frame("message_start", JSON.stringify({ type: "message_start", message })) + PING;
   };
@@ -395,11 +400,10 @@ export function encodeAnthropicBody(events: StreamEvent[], ctx: EncodeContext) {
       content.push({ type: "tool_use", id: tool.id ?? `toolu_${ctx.id}_${part.index}`, name: tool.name, input: parseToolInput(tool.arguments) });
     }
   }
-  const usage: Record<string, unknown> = {
-    input_tokens: uncached(answer.inputTokens, answer.cacheReadTokens, answer.cacheWriteTokens),
-    output_tokens: answer.outputTokens,
-  };
+  const usage: Record<string, unknown> = { input_tokens: uncached(answer.inputTokens, answer.cacheReadTokens, answer.cacheWriteTokens) };
   addCacheUsage(usage, answer.cacheReadTokens, answer.cacheWriteTokens, answer.cacheWrite1hTokens);
+  usage.output_tokens = answer.outputTokens;
+  usage.service_tier = SERVICE_TIER;
   if (answer.reasoningTokens !== undefined) usage.output_tokens_details = { thinking_tokens: answer.reasoningTokens };
   return {
     id: ctx.id,

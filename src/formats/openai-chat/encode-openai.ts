@@ -178,6 +178,8 @@ export function createOpenAIRelay(ctx: EncodeContext): ClientSink {
   const ourId = `"id":${JSON.stringify(ctx.id)}`;
   /** The vendor's `"id":"…"`: the answer's id is ours, so that it names the usage record. */
   let theirId: string | undefined;
+  /** The vendor's `created`, which its chunks carry as they are: the usage chunk we add says the same. */
+  let theirCreated: number | undefined;
 
   /**
    * The vendor's text with our model name and id in place of theirs, both found in the vendor's
@@ -263,6 +265,7 @@ export function createOpenAIRelay(ctx: EncodeContext): ClientSink {
       if (stripped) delete chunk.usage;
       const reindexed = reindexToolCalls(choices, events);
       if (typeof chunk.id === "string") theirId = `"id":${JSON.stringify(chunk.id)}`;
+      if (theirCreated === undefined && Number.isSafeInteger(chunk.created)) theirCreated = chunk.created as number;
       // Data sent in several lines is written anew in one: relayed as it came, its second line would lose its `data:`.
       if (!stripped && !reindexed && !raw.multiline && typeof chunk.model === "string") {
         const name = `"model":${JSON.stringify(chunk.model)}`;
@@ -285,7 +288,7 @@ export function createOpenAIRelay(ctx: EncodeContext): ClientSink {
       return encoder.event(e);
     },
     end() {
-      return (ctx.includeUsage && usage && !sawUsage ? usageChunk(ctx, usage) : "") + DONE;
+      return (ctx.includeUsage && usage && !sawUsage ? usageChunk(theirCreated === undefined ? ctx : { ...ctx, created: theirCreated }, usage) : "") + DONE;
     },
     keepAlive: () => KEEP_ALIVE,
   };

@@ -65,8 +65,15 @@ export function openaiRequestToAnthropic(
   if (body.stream) out.stream = true;
   // Anthropic's temperature range is 0–1; OpenAI's is 0–2. Clamping keeps the request valid and "more random" still means the most random Anthropic allows.
   if (typeof body.temperature === "number") out.temperature = Math.min(body.temperature, 1);
-  if (typeof body.top_p === "number") out.top_p = body.top_p;
-  if (body.stop) out.stop_sequences = Array.isArray(body.stop) ? body.stop : [body.stop];
+  // Anthropic's current models refuse both at once ("`temperature` and `top_p` cannot both be
+  // specified for this model"), which OpenAI takes and some frameworks send: temperature is kept.
+  if (typeof body.top_p === "number" && out.temperature === undefined) out.top_p = body.top_p;
+  // Anthropic refuses a stop sequence that is empty or only whitespace ("each stop sequence must
+  // contain non-whitespace"); OpenAI clients often send "\n". Such sequences are left out.
+  if (body.stop) {
+    const stops = (Array.isArray(body.stop) ? body.stop : [body.stop]).filter((s) => typeof s === "string" && s.trim() !== "");
+    if (stops.length > 0) out.stop_sequences = stops;
+  }
   if (typeof body.user === "string") out.metadata = { user_id: body.user };
   if (body.tools?.length) {
     out.tools = body.tools

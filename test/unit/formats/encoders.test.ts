@@ -108,7 +108,8 @@ describe("Anthropic encoder", () => {
     expect(JSON.parse(list[7]!.data).delta).toEqual({ type: "input_json_delta", partial_json: '{"city":' });
     const delta = JSON.parse(list[13]!.data);
     expect(delta.delta).toEqual({ stop_reason: "tool_use", stop_sequence: null });
-    expect(delta.usage).toEqual({ input_tokens: 20, output_tokens: 31 });
+    // The cache counts as Anthropic always sends them, 0 when none were reported.
+    expect(delta.usage).toEqual({ input_tokens: 20, cache_creation_input_tokens: 0, cache_read_input_tokens: 0, cache_creation: { ephemeral_5m_input_tokens: 0, ephemeral_1h_input_tokens: 0 }, output_tokens: 31 });
   });
 
   /** Anthropic's rule: a block's deltas come between its start and its stop, one block open at a time. Returns each block's whole input. */
@@ -265,7 +266,7 @@ describe("Anthropic encoder", () => {
     const list = frames(encodeAll(createAnthropicEncoder(ctx), [{ type: "text", text: "x" }, { type: "finish", reason: "stop" }, { type: "usage", inputTokens: 100, outputTokens: 5, cacheReadTokens: 60 }]));
     const delta = JSON.parse(list.find((f) => f.event === "message_delta")!.data);
     // Both cache counts, as Anthropic always sends them: no writes reported is 0 written.
-    expect(delta.usage).toEqual({ input_tokens: 40, output_tokens: 5, cache_creation_input_tokens: 0, cache_read_input_tokens: 60 });
+    expect(delta.usage).toEqual({ input_tokens: 40, output_tokens: 5, cache_creation_input_tokens: 0, cache_read_input_tokens: 60, cache_creation: { ephemeral_5m_input_tokens: 0, ephemeral_1h_input_tokens: 0 } });
   });
 });
 

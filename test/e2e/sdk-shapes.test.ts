@@ -1,0 +1,87 @@
+/**
+ * What the official SDKs expect that a translating gateway may forget: the fields Anthropic's
+ * usage always has, requests the Anthropic API would refuse though OpenAI takes them, one
+ * `created` for a whole stream, and no retries of a refusal a retry cannot change.
+ */
+import { describe, expect, test } from "bun:test";
+import OpenAI from "openai";
+import Anthropic from "@anthropic-ai/sdk";
+import { useFakeUpstream } from "../helpers/fake-upstream.ts";
+import { ANTHROPIC_MODEL, OPENAI_MODEL, post, sseFrames, useGateway } from "../helpers/gateway.ts";
+
+const upstream = useFakeUpstream();
+const gw = useGateway(() => ({ upstreamUrl: upstream.url, retry: { max_retries: 0 } }));
+const question = [{ role: "user" as const, content: "Hello" }];
+
+describe("Anthropic usage on answers translated from an OpenAI upstream", () => {
+  test("has service_tier and the cache counts with their split, whole and streamed, as Anthropic's own answers do", async () => {
+    const sdk = new Anthropic({ baseURL: gw.url, apiKey: gw.key, maxRetries: 0 });
+    const whole = await sdk.messages.create({ model: OPENAI_MODEL, max_tokens: 50, messages: question });
+    const streamed = await sdk.messages.stream({ model: OPENAI_MODEL, max_tokens: 50, messages: question }).finalMessage();
+    for (const message of [whole, streamed]) {
+      expect(message.usage.service_tier).toBe("standard");
+      expect(message.usage.cache_creation).toEqual({ ephemeral_5m_input_tokens: 0, ephemeral_1h_input_tokens: 0 });
+      expect(message.usage.cache_read_input_tokens).toBe(0);
+      expect(message.usage.cache_creation_input_tokens).toBe(0);
+      expect(message.usage.input_tokens).toBeGreaterThan(0);
+      expect(message.usage.output_tokens).toBeGreaterThan(0);
+    }
+  });
+});
+
+describe("OpenAI requests for an Anthropic upstream, as the Anthropic API takes them", () => {
+  test("stop sequences that are empty or only whitespace are left out (Anthropic refuses them); the others go", async () => {
+    await post(gw, "/v1/chat/completions", { model: ANTHROPIC_MODEL, messages: question, stop: ["\n", "", "END", "  "] });
+    expect(upstream.requests.at(-1)!.body.stop_sequences).toEqual(["END"]);
+    await post(gw, "/v1/chat/completions", { model: ANTHROPIC_MODEL, messages: question, stop: "\n" });
+    expect(upstream.requests.at(-1)!.body.stop_sequences).toBeUndefined();
+    await post(gw, "/v1/chat/completions", { model: ANTHROPIC_MODEL, messages: question, stop: "###" });
+    expect(upstream.requests.at(-1)!.body.stop_sequences).toEqual(["###"]);
+  });
+
+  test("temperature and top_p together: temperature goes, top_p does not (Anthropic refuses both at once); either alone goes", async () => {
+    await post(gw, "/v1/chat/completions", { model: ANTHROPIC_MODEL, messages: question, temperature: 0.3, top_p: 0.9 });
+    let sent = upstream.requests.at(-1)!.body;
+    expect(sent.temperature).toBe(0.3);
+    expect(sent.top_p).toBeUndefined();
+    await post(gw, "/v1/responses", { model: ANTHROPIC_MODEL, input: "Hello", temperature: 0.3, top_p: 0.9 });
+    sent = upstream.requests.at(-1)!.body;
+    expect([sent.temperature, sent.top_p]).toEqual([0.3, undefined]);
+    await post(gw, "/v1/chat/completions", { model: ANTHROPIC_MODEL, messages: question, top_p: 0.9 });
+    expect(upstream.requests.at(-1)!.body.top_p).toBe(0.9);
+  });
+});
+
+test("a relayed stream whose usage the gateway adds: the usage chunk has the vendor's created, as every other chunk", async () => {
+  const chunk = (body: object) => `data: ${JSON.stringify({ id: "chatcmpl-up", object: "chat.completion.chunk", created: 1700000000, model: "gpt-4o-mini", ...body })}\n\n`;
+  upstream.reply({ kind: "sse", chunks: [
+    chunk({ choices: [{ index: 0, delta: { role: "assistant", content: "Hi" }, finish_reason: null }] }),
+    chunk({ choices: [{ index: 0, delta: {}, finish_reason: "stop" }] }),
+    "data: [DONE]\n\n",
+  ] });
+  const frames = sseFrames(await (await post(gw, "/v1/chat/completions", { model: OPENAI_MODEL, messages: question, stream: true, stream_options: { include_usage: true } })).text());
+  const chunks = frames.filter((f) => f.data !== "[DONE]").map((f) => JSON.parse(f.data));
+  expect(chunks.at(-1)!.usage).toBeDefined();
+  expect(new Set(chunks.map((c) => c.created))).toEqual(new Set([1700000000]));
+});
+
+test("the vendor refusing the gateway's own key: a 502 with x-should-retry false, which the SDKs obey instead of retrying", async () => {
+  upstream.reply({ kind: "json", status: 401, body: { error: { message: "Incorrect API key provided: sk-bench", type: "invalid_request_error", param: null, code: "invalid_api_key" } } });
+  const res = await post(gw, "/v1/chat/completions", { model: OPENAI_MODEL, messages: question });
+  expect(res.status).toBe(502);
+  expect(res.headers.get("x-should-retry")).toBe("false");
+  const body = (await res.json()) as any;
+  expect(body.error.message).toMatch(/refused the gateway's credentials/);
+  expect(body.error.message).not.toMatch(/sk-bench/);
+
+  const before = upstream.requests.length;
+  for (let i = 0; i < 3; i++) upstream.reply({ kind: "json", status: 401, body: { error: { message: "Incorrect API key provided", type: "invalid_request_error", param: null, code: "invalid_api_key" } } });
+  const sdk = new OpenAI({ baseURL: `${gw.url}/v1`, apiKey: gw.key, maxRetries: 2 });
+  const err = await sdk.chat.completions.create({ model: OPENAI_MODEL, messages: question }).catch((e) => e);
+  expect(err).toBeInstanceOf(OpenAI.InternalServerError);
+  expect(upstream.requests.length - before).toBe(1);
+  const anthropic = new Anthropic({ baseURL: gw.url, apiKey: gw.key, maxRetries: 2 });
+  const err2 = await anthropic.messages.create({ model: OPENAI_MODEL, max_tokens: 10, messages: question }).catch((e) => e);
+  expect(err2).toBeInstanceOf(Anthropic.InternalServerError);
+  expect(upstream.requests.length - before).toBe(2);
+});
