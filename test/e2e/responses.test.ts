@@ -501,6 +501,9 @@ describe("responses API requests the gateway refuses or adapts", () => {
     expect(types.slice(-2)).toEqual(["error", "response.failed"]);
     const failed = JSON.parse(frames.at(-1)!.data);
     expect(failed.response.status).toBe("failed");
+    // Only whole answers are kept: a failed one says it was not, and is not found later.
+    expect(failed.response.store).toBe(false);
+    expect((await fetch(`${gw.url}/v1/responses/${failed.response.id}`, { headers: { authorization: `Bearer ${gw.key}` } })).status).toBe(404);
     expect(failed.response.error).toEqual({ code: "server_error", message: expect.any(String) });
     expect(types).not.toContain("response.completed");
 

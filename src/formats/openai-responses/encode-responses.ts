@@ -394,7 +394,8 @@ function createBuilder(ctx: EncodeContext, plan: ResponsesAnswerPlan, frames: bo
           closeAll("incomplete");
           const code = ERROR_CODE[e.errorType];
           emit("error", { code, message: e.message, param: null });
-          emit("response.failed", { response: response("failed", { error: { code, message: e.message }, usage: finalUsage() }) });
+          // A failed answer is not kept (only whole ones are): it says so, so no client refers to it later.
+          emit("response.failed", { response: response("failed", { error: { code, message: e.message }, usage: finalUsage(), store: false }) });
           break;
         }
       }
