@@ -12,9 +12,10 @@ import type { Inflight } from "./inflight.ts";
 import { answersAsked, planRequest } from "./plan.ts";
 import { openBillingSession } from "./billing-session.ts";
 import type { ActiveKey } from "../accounts/account-store.ts";
-import { attemptUpstream, clientClosed } from "./attempt.ts";
+import { attemptUpstream, clientClosed, type AttemptOutcome } from "./attempt.ts";
 import { nextStep } from "./retry-policy.ts";
 import { respond, type IdleTimeout, type RouteSettings } from "./respond.ts";
+import { StreamFailedBeforeStart } from "./stream-answer.ts";
 import { withRequestId, type RequestTrace, type Tracker } from "../ops/request-trace.ts";
 import type { EmbeddingsInputMeasure } from "../formats/openai-embeddings/embeddings-input.ts";
 import type { ChosenKey, KeyPools } from "../providers/key-pools.ts";
@@ -137,16 +138,27 @@ export async function forward(deps: ForwardDeps, req: ForwardRequest): Promise<R
         // Awaited only when the store answers later (Redis): an await costs a turn of microtasks.
         const chosen = pool?.choose(session ?? undefined, tried);
         const key: ChosenKey | undefined = chosen instanceof Promise ? await chosen : chosen;
-        const outcome = await attemptUpstream(deps, attemptRequest, candidate, key);
-        if (key) pool!.report(key, outcome.kind === "refused" ? outcome.status ?? 0 : 200, outcome.kind === "refused" ? outcome.delayMs : undefined);
-        trace?.attemptEnded(outcome.kind === "refused" ? outcome.cause ?? "other" : undefined, outcome.kind === "stream");
-        if (outcome.kind !== "refused") {
-          const response = await respond(deps, answerRequest, candidate.model, outcome, meter, billing);
-          // Under load, answers leave together at the end of the loop's turn (see end-of-turn.ts);
-          // `inflight` still counts this request while its stream runs.
-          if (deps.inflight.count > (billing.settling ? 0 : 1)) await deps.turn.endOfTurn();
-          if (trace && !trace.stream) trace.answered();
-          return response;
+        const attempted = await attemptUpstream(deps, attemptRequest, candidate, key);
+        if (key) pool!.report(key, attempted.kind === "refused" ? attempted.status ?? 0 : 200, attempted.kind === "refused" ? attempted.delayMs : undefined);
+        trace?.attemptEnded(attempted.kind === "refused" ? attempted.cause ?? "other" : undefined, attempted.kind === "stream");
+        let outcome: AttemptOutcome & { kind: "refused" };
+        if (attempted.kind === "refused") outcome = attempted;
+        else {
+          try {
+            const response = await respond(deps, answerRequest, candidate.model, attempted, meter, billing);
+            // Under load, answers leave together at the end of the loop's turn (see end-of-turn.ts);
+            // `inflight` still counts this request while its stream runs.
+            if (deps.inflight.count > (billing.settling ? 0 : 1)) await deps.turn.endOfTurn();
+            if (trace && !trace.stream) trace.answered();
+            return response;
+          } catch (err) {
+            // A stream that failed before anything reached the client is a refused attempt: the
+            // request is retried or falls back, and a last failure is a 502 that costs nothing.
+            if (!(err instanceof StreamFailedBeforeStart)) throw err;
+            outcome = refusedBeforeStart(err);
+            deps.log("warn", "stream failed before it started", { requestId: plan.requestId, provider: candidate.model.provider, error: err.message });
+            trace?.streamAbandoned(outcome.cause!);
+          }
         }
         last = outcome.error;
         // Rate-limited, overloaded or refused credentials are the key's, not the model's: another
@@ -178,6 +190,21 @@ export async function forward(deps: ForwardDeps, req: ForwardRequest): Promise<R
     if (err instanceof GatewayError) err.recorded = true;
     throw err;
   }
+}
+
+/**
+ * A stream that failed before it started, as the retry policy reads a refusal: an overloaded
+ * upstream (Anthropic's `overloaded_error`) is asked again, anything else falls back.
+ */
+function refusedBeforeStart(err: StreamFailedBeforeStart): AttemptOutcome & { kind: "refused" } {
+  const overloaded = err.event.errorType === "overloaded";
+  const timedOut = err.event.errorType === "timeout";
+  return {
+    kind: "refused",
+    verdict: overloaded ? "retry" : "fallback",
+    error: new GatewayError(502, overloaded ? "overloaded" : timedOut ? "timeout" : "upstream", err.event.message),
+    cause: timedOut ? "timeout" : "stream_broken",
+  };
 }
 
 /** The conversation a request belongs to, hashed (the raw id goes nowhere), for vendor key affinity. */

@@ -97,6 +97,10 @@ export interface StreamAnswerOptions {
  */
 export async function streamAnswer(o: StreamAnswerOptions): Promise<ReadableStream<Uint8Array> | string> {
   const source = await answerSource(o);
+  // An answer that failed in what had already arrived has sent the client nothing: the attempt
+  // is given up instead, and the request is retried or falls back as on an error status.
+  const failed = source.failedBeforeStart();
+  if (failed) throw new StreamFailedBeforeStart(failed);
   return source.whole() ?? (new ReadableStream(source) as ReadableStream<Uint8Array>);
 }
 
@@ -107,8 +111,27 @@ export interface DirectController {
   close(): void;
 }
 
+/**
+ * The upstream failed the answer in what it had sent when the stream stage began, before anything
+ * went to the client (an error frame right after the head, as Anthropic's `overloaded_error`
+ * often comes; a connection cut, a malformed frame). Thrown by `streamAnswer` once the attempt is
+ * let go (its connection dropped, nothing settled), for the caller to try again or fall back.
+ */
+export class StreamFailedBeforeStart extends Error {
+  constructor(readonly event: StreamEvent & { type: "error" }) {
+    super(event.message);
+    this.name = "StreamFailedBeforeStart";
+  }
+}
+
 /** The direct stream's source behind `streamAnswer` (tests drive its pull with a controller of their own). */
-export async function answerSource(o: StreamAnswerOptions): Promise<{ type: "direct"; pull(controller: DirectController): Promise<void>; cancel(): void; whole(): string | undefined }> {
+export async function answerSource(o: StreamAnswerOptions): Promise<{
+  type: "direct";
+  pull(controller: DirectController): Promise<void>;
+  cancel(): void;
+  whole(): string | undefined;
+  failedBeforeStart(): (StreamEvent & { type: "error" }) | undefined;
+}> {
   const reader = o.upstream;
   let out = "";
   let failure: (StreamEvent & { type: "error" }) | undefined;
@@ -320,6 +343,20 @@ export async function answerSource(o: StreamAnswerOptions): Promise<{ type: "dir
      * machinery). The client sees the same bytes; only the framing is a length, not chunks.
      * Undefined otherwise (still arriving, failed, or images to fetch): the stream it is.
      */
+    /**
+     * The failure found in what had arrived before the head, once: the attempt is then over (its
+     * upstream request aborted, `onDone` never told: no frame went out and nothing is settled).
+     */
+    failedBeforeStart() {
+      if (done || !(failure || failedEarly)) return undefined;
+      const event = failure ?? o.describeFailure?.(failedEarly!.error)?.event ?? streamFailure(failedEarly!.error, o.deadline.expired !== undefined);
+      done = true;
+      letGo()?.resolve(END);
+      o.deadline.abort(new DOMException(event.message, "AbortError"));
+      reader.cancel().catch(() => {});
+      return event;
+    },
+
     whole() {
       if (!over || failure || failedEarly || held.length > 0 || done) return undefined;
       const body = out;

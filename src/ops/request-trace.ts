@@ -133,6 +133,19 @@ export class RequestTrace {
     this.tracker.metrics?.streamStarted();
   }
 
+  /**
+   * A stream given up before its head went out (the upstream failed in what it had sent): the
+   * attempt counts as failed, and the request goes on to its next attempt or its error.
+   */
+  streamAbandoned(failure: UpstreamErrorClass): void {
+    if (!this.streaming) return;
+    this.streaming = false;
+    this.stream = false;
+    this.tracker.metrics?.streamEnded();
+    this.upstreamError = failure;
+    this.tracker.upstreamFailed(this, failure, performance.now() - this.attemptAt);
+  }
+
   firstBytes(): void {
     if (this.firstByteAt === 0) this.firstByteAt = performance.now();
   }

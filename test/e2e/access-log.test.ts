@@ -94,7 +94,7 @@ describe("one access-log line per finished request", () => {
     expect(refused.level).toBe("warn");
     expect(refused.fields).toMatchObject({ status: 502, outcome: "upstream_error", upstreamError: "status_5xx", errorType: "upstream", attempts: 1, credits: 0 });
 
-    upstream.reply({ kind: "fixture", name: "openai-midstream-error.sse" });
+    upstream.reply({ kind: "fixture", name: "openai-midstream-error.sse", split: "frames", delayMs: 30 });
     await (await ask("up-2", { model: OPENAI_MODEL, stream: true })).text();
     expect((await accessLine("up-2")).fields).toMatchObject({ status: 200, outcome: "upstream_error", upstreamError: "stream_broken", stream: true });
   });

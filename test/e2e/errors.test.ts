@@ -166,7 +166,7 @@ describe("upstream failures", () => {
   });
 
   test("OpenAI mid-stream error → error frame, no [DONE]", async () => {
-    upstream.reply({ kind: "fixture", name: "openai-midstream-error.sse" });
+    upstream.reply({ kind: "fixture", name: "openai-midstream-error.sse", split: "frames", delayMs: 30 });
     const res = await post(gw, "/v1/chat/completions", { model: OPENAI_MODEL, messages: question, stream: true });
     expect(res.status).toBe(200);
     const text = await res.text();
@@ -177,20 +177,23 @@ describe("upstream failures", () => {
   });
 
   test("Anthropic mid-stream error → event: error, translated for OpenAI clients too", async () => {
-    upstream.reply({ kind: "fixture", name: "anthropic-midstream-error.sse" });
+    upstream.reply({ kind: "fixture", name: "anthropic-midstream-error.sse", split: "frames", delayMs: 30 });
     const res = await post(gw, "/v1/messages", { model: ANTHROPIC_MODEL, max_tokens: 10, messages: question, stream: true });
     const frames = sseFrames(await res.text());
     expect(frames.at(-1)!.event).toBe("error");
     expect(JSON.parse(frames.at(-1)!.data)).toMatchObject({ type: "error", error: { type: "overloaded_error" } });
 
-    upstream.reply({ kind: "fixture", name: "anthropic-midstream-error.sse" });
+    upstream.reply({ kind: "fixture", name: "anthropic-midstream-error.sse", split: "frames", delayMs: 30 });
     const res2 = await post(gw, "/v1/chat/completions", { model: ANTHROPIC_MODEL, messages: question, stream: true });
     const frames2 = sseFrames(await res2.text());
     expect(JSON.parse(frames2.at(-1)!.data).error.type).toBe("server_error");
   });
 
   test("stream cut without a finish → error frame, never a silent end", async () => {
-    upstream.reply({ kind: "sse", chunks: ['data: {"id":"x","object":"chat.completion.chunk","created":1,"model":"m","choices":[{"index":0,"delta":{"content":"Hel"},"finish_reason":null}]}\n\n'] });
+    upstream.reply({ kind: "sse", delayMs: 30, chunks: [
+      'data: {"id":"x","object":"chat.completion.chunk","created":1,"model":"m","choices":[{"index":0,"delta":{"content":"Hel"},"finish_reason":null}]}\n\n',
+      'data: {"id":"x","object":"chat.completion.chunk","created":1,"model":"m","choices":[{"index":0,"delta":{"content":"lo"},"finish_reason":null}]}\n\n',
+    ] });
     const res = await post(gw, "/v1/messages", { model: OPENAI_MODEL, max_tokens: 10, messages: question, stream: true });
     const frames = sseFrames(await res.text());
     expect(frames.at(-1)!.event).toBe("error");
@@ -198,7 +201,7 @@ describe("upstream failures", () => {
   });
 
   test("malformed JSON in a frame → error frame", async () => {
-    upstream.reply({ kind: "sse", chunks: ['data: {"choices": [tru\n\n'] });
+    upstream.reply({ kind: "sse", delayMs: 30, chunks: ['data: {"id":"x","object":"chat.completion.chunk","created":1,"model":"m","choices":[{"index":0,"delta":{"content":"Hel"},"finish_reason":null}]}\n\n', 'data: {"choices": [tru\n\n'] });
     const res = await post(gw, "/v1/chat/completions", { model: OPENAI_MODEL, messages: question, stream: true });
     const frames = sseFrames(await res.text());
     expect(JSON.parse(frames.at(-1)!.data).error.message).toMatch(/malformed/);

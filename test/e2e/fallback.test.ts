@@ -166,8 +166,50 @@ describe("retries of one model", () => {
     expect(upstream.requests.length).toBe(3);
   });
 
-  test("once the first byte is out, no retry: errors become frames", async () => {
+  test("an error in what arrived before the first byte went out: nothing reached the client, so the next model answers, and only its answer is charged", async () => {
+    // The whole fixture in one write: its text and its error frame arrive before the head goes out.
     upstream.reply({ kind: "fixture", name: "openai-midstream-error.sse" });
+    const res = await post(gw, "/v1/chat/completions", { models: [OPENAI_MODEL, ANTHROPIC_MODEL], messages: question, stream: true });
+    expect(res.status).toBe(200);
+    const frames = sseFrames(await res.text());
+    expect(frames.some((f) => f.data.includes('"error"'))).toBe(false);
+    expect(frames.at(-1)!.data).toBe("[DONE]");
+    expect(JSON.parse(frames[0]!.data).model).toBe(ANTHROPIC_MODEL);
+    expect(upstream.requests.map((r) => r.path)).toEqual(["/v1/chat/completions", "/v1/messages"]);
+    await gw.app.services.settled();
+    const records = gw.db.query<{ model: string; status: string; cost_micro: number }, []>("SELECT model, status, cost_micro FROM usage_records ORDER BY id DESC LIMIT 1").all();
+    expect(records).toEqual([{ model: ANTHROPIC_MODEL, status: "ok", cost_micro: expect.any(Number) }]);
+    expect(records[0]!.cost_micro).toBeGreaterThan(0);
+  });
+
+  test("Anthropic's overloaded_error right after message_start, before anything went out: the same model is asked again, and the client sees one clean answer", async () => {
+    const ev = (type: string, data: object) => `event: ${type}\ndata: ${JSON.stringify({ type, ...data })}\n\n`;
+    upstream.reply({ kind: "sse", chunks: [
+      ev("message_start", { message: { id: "msg_1", type: "message", role: "assistant", model: "claude-sonnet-4-5", content: [], stop_reason: null, stop_sequence: null, usage: { input_tokens: 9, output_tokens: 1 } } }) +
+        ev("error", { error: { type: "overloaded_error", message: "Overloaded" } }),
+    ] });
+    const res = await post(gw, "/v1/messages", { model: ANTHROPIC_MODEL, max_tokens: 50, messages: question, stream: true });
+    expect(res.status).toBe(200);
+    const frames = sseFrames(await res.text());
+    expect(frames.filter((f) => f.event === "message_start")).toHaveLength(1);
+    expect(frames.some((f) => f.event === "error")).toBe(false);
+    expect(frames.at(-1)!.event).toBe("message_stop");
+    expect(upstream.requests.map((r) => r.path)).toEqual(["/v1/messages", "/v1/messages"]);
+  });
+
+  test("a stream that keeps failing before it starts ends as a 502 that costs nothing, not as a 200 with an error frame", async () => {
+    for (let i = 0; i < 3; i++) upstream.reply({ kind: "sse", chunks: ['data: {"choices": [tru\n\n'] });
+    const before = await gw.balanceMicro();
+    const res = await post(gw, "/v1/chat/completions", { model: OPENAI_MODEL, messages: question, stream: true });
+    expect(res.status).toBe(502);
+    expect(((await res.json()) as any).error).toMatchObject({ type: "upstream_error", message: expect.stringMatching(/malformed/) });
+    expect(upstream.requests.length).toBe(1);
+    expect(await gw.balanceMicro()).toBe(before);
+  });
+
+  test("once the first byte is out, no retry: errors become frames", async () => {
+    // Frames 30 ms apart: the error comes after the first text went out.
+    upstream.reply({ kind: "fixture", name: "openai-midstream-error.sse", split: "frames", delayMs: 30 });
     const res = await post(gw, "/v1/chat/completions", { models: [OPENAI_MODEL, ANTHROPIC_MODEL], messages: question, stream: true });
     const frames = sseFrames(await res.text());
     expect(JSON.parse(frames.at(-1)!.data).error).toBeDefined();

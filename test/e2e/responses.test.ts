@@ -494,7 +494,7 @@ describe("responses API requests the gateway refuses or adapts", () => {
   });
 
   test("an upstream failing mid-stream: an error event, then response.failed; the SDK raises", async () => {
-    upstream.reply({ kind: "fixture", name: "openai-midstream-error.sse", split: "frames" });
+    upstream.reply({ kind: "fixture", name: "openai-midstream-error.sse", split: "frames", delayMs: 30 });
     const res = await post(gw, "/v1/responses", { model: OPENAI_MODEL, input: "x", stream: true });
     const frames = sseFrames(await res.text());
     const types = frames.map((f) => f.event);
@@ -507,13 +507,16 @@ describe("responses API requests the gateway refuses or adapts", () => {
     expect(failed.response.error).toEqual({ code: "server_error", message: expect.any(String) });
     expect(types).not.toContain("response.completed");
 
-    upstream.reply({ kind: "fixture", name: "openai-midstream-error.sse", split: "frames" });
+    upstream.reply({ kind: "fixture", name: "openai-midstream-error.sse", split: "frames", delayMs: 30 });
     const err = await openai.responses.stream({ model: OPENAI_MODEL, input: "x" }).finalResponse().catch((e) => e);
     expect(err).toBeInstanceOf(OpenAI.APIError);
   });
 
   test("an upstream that stops without finishing: the stream ends with response.failed, never completed; what went out stays in its output, incomplete", async () => {
-    upstream.reply({ kind: "sse", chunks: ['data: {"id":"c","object":"chat.completion.chunk","created":1,"model":"m","choices":[{"index":0,"delta":{"content":"Half"},"finish_reason":null}]}\n\n'] });
+    upstream.reply({ kind: "sse", delayMs: 30, chunks: [
+      'data: {"id":"c","object":"chat.completion.chunk","created":1,"model":"m","choices":[{"index":0,"delta":{"content":"Ha"},"finish_reason":null}]}\n\n',
+      'data: {"id":"c","object":"chat.completion.chunk","created":1,"model":"m","choices":[{"index":0,"delta":{"content":"lf"},"finish_reason":null}]}\n\n',
+    ] });
     const res = await post(gw, "/v1/responses", { model: OPENAI_MODEL, input: "x", stream: true });
     const frames = sseFrames(await res.text());
     const types = frames.map((f) => f.event);
@@ -534,7 +537,7 @@ describe("responses API requests the gateway refuses or adapts", () => {
 
   test("a failed answer's usage is what it was charged for: the estimate when the upstream reported none", async () => {
     const chunk = (text: string) => `data: {"id":"c","object":"chat.completion.chunk","created":1,"model":"m","choices":[{"index":0,"delta":{"content":${JSON.stringify(text)}},"finish_reason":null}]}\n\n`;
-    upstream.reply({ kind: "sse", chunks: [chunk("The answer is"), chunk(" forty and then some more words"), 'data: {"id":"c","object":"chat.co'] });
+    upstream.reply({ kind: "sse", delayMs: 30, chunks: [chunk("The answer is"), chunk(" forty and then some more words"), 'data: {"id":"c","object":"chat.co'] });
     const res = await post(gw, "/v1/responses", { model: OPENAI_MODEL, input: "What is the answer?", stream: true });
     const frames = sseFrames(await res.text());
     expect(frames.at(-1)!.event).toBe("response.failed");
@@ -547,7 +550,7 @@ describe("responses API requests the gateway refuses or adapts", () => {
   });
 
   test("an Anthropic upstream's error frame after some text: the failed response's usage is the reported input and the estimated output, as charged", async () => {
-    upstream.reply({ kind: "fixture", name: "anthropic-midstream-error.sse", split: "frames" });
+    upstream.reply({ kind: "fixture", name: "anthropic-midstream-error.sse", split: "frames", delayMs: 30 });
     const res = await post(gw, "/v1/responses", { model: ANTHROPIC_MODEL, input: "Hi", stream: true });
     const frames = sseFrames(await res.text());
     expect(frames.map((f) => f.event).slice(-2)).toEqual(["error", "response.failed"]);
@@ -558,13 +561,24 @@ describe("responses API requests the gateway refuses or adapts", () => {
     expect(usage).toMatchObject({ input_tokens: 12, output_tokens: record.completion_tokens });
   });
 
-  test("a failure before any answer shows no estimate: nothing was charged", async () => {
-    upstream.reply({ kind: "sse", chunks: ['data: {"id":"c","object":"chat.co'] });
+  test("a failure after the stream started but before any answer shows no estimate: nothing was charged", async () => {
+    upstream.reply({ kind: "sse", delayMs: 30, chunks: [
+      'data: {"id":"c","object":"chat.completion.chunk","created":1,"model":"m","choices":[{"index":0,"delta":{"role":"assistant","content":""},"finish_reason":null}]}\n\n',
+      'data: {"id":"c","object":"chat.co',
+    ] });
     const res = await post(gw, "/v1/responses", { model: OPENAI_MODEL, input: "What is the answer?", stream: true });
     const frames = sseFrames(await res.text());
     expect(frames.at(-1)!.event).toBe("response.failed");
     expect(JSON.parse(frames.at(-1)!.data).response.usage).toMatchObject({ input_tokens: 0, output_tokens: 0 });
     expect((await lastRecord())).toMatchObject({ status: "stream_failed", cost_micro: 0 });
+  });
+
+  test("a failure in what arrived before the stream started: a 502 the SDK raises, nothing charged", async () => {
+    upstream.reply({ kind: "sse", chunks: ['data: {"id":"c","object":"chat.co'] });
+    const res = await post(gw, "/v1/responses", { model: OPENAI_MODEL, input: "What is the answer?", stream: true });
+    expect(res.status).toBe(502);
+    expect(((await res.json()) as any).error.message).toMatch(/malformed|ended the answer early/);
+    expect((await lastRecord())).toMatchObject({ status: "upstream_error", cost_micro: 0 });
   });
 });
 
