@@ -126,7 +126,8 @@ export async function attemptUpstream(deps: AttemptDeps, req: AttemptRequest, ca
       // The vendor's own wait goes on to the client with the 502 (bounded), so its SDK's retry comes
       // when the upstream said, not at once: the gateway's retries are over by then.
       if (delayMs !== undefined && error.status === 502) {
-        error = new GatewayError(502, error.kind, error.message, { "retry-after": String(Math.min(MAX_RETRY_AFTER_S, Math.max(1, Math.ceil(delayMs / 1000)))) });
+        // Merged with what the error already says (`x-should-retry: false` for a refused key stays).
+        error = new GatewayError(502, error.kind, error.message, { ...error.headers, "retry-after": String(Math.min(MAX_RETRY_AFTER_S, Math.max(1, Math.ceil(delayMs / 1000)))) });
       }
       return { kind: "refused", verdict: verdictFor(res.status), error, delayMs, cause, status: res.status };
     }

@@ -158,6 +158,11 @@ export async function forward(deps: ForwardDeps, req: ForwardRequest): Promise<R
             outcome = refusedBeforeStart(err);
             deps.log("warn", "stream failed before it started", { requestId: plan.requestId, provider: candidate.model.provider, error: err.message });
             trace?.streamAbandoned(outcome.cause!);
+            // What the failed attempt counted is dropped with it: a client that leaves while the
+            // request waits to retry is not charged for an answer it never got.
+            billing.attempt(candidate.model, candidate.model.provider);
+            // An overloaded vendor key cools as an error status would have made it.
+            if (key && outcome.status === 529) pool!.report(key, 529, undefined);
           }
         }
         last = outcome.error;
@@ -204,6 +209,8 @@ function refusedBeforeStart(err: StreamFailedBeforeStart): AttemptOutcome & { ki
     verdict: overloaded ? "retry" : "fallback",
     error: new GatewayError(502, overloaded ? "overloaded" : timedOut ? "timeout" : "upstream", err.event.message),
     cause: timedOut ? "timeout" : "stream_broken",
+    // Read as Anthropic's 529 by the key pool: another key may answer while this one cools.
+    ...(overloaded ? { status: 529 } : {}),
   };
 }
 

@@ -141,6 +141,7 @@ export class RequestTrace {
     if (!this.streaming) return;
     this.streaming = false;
     this.stream = false;
+    this.headAt = 0; // no head went out: the added latency is the next attempt's, or none
     this.tracker.metrics?.streamEnded();
     this.upstreamError = failure;
     this.tracker.upstreamFailed(this, failure, performance.now() - this.attemptAt);

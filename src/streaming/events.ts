@@ -92,13 +92,15 @@ export function hasRefusedCount(usage: unknown): boolean {
 const PROMPT_PARTS = ["input_tokens", "cache_read_input_tokens", "cache_creation_input_tokens"] as const;
 function refusedPromptSum(fields: Record<string, unknown>): boolean {
   const input = fields.input_tokens;
-  if (typeof input !== "number" || (fields.cache_read_input_tokens === undefined && fields.cache_creation_input_tokens === undefined)) return false;
+  if (input === null || input === undefined || (fields.cache_read_input_tokens == null && fields.cache_creation_input_tokens == null)) return false;
+  // The input alone refused: the prompt is estimated whole, so its cache parts go too.
+  if (reportedCount(input) === undefined) return true;
   let sum = 0;
   for (const name of PROMPT_PARTS) {
     const value = fields[name];
     if (value === null || value === undefined) continue;
     const count = reportedCount(value);
-    if (count === undefined) return false; // refused on its own (refusedCount says so)
+    if (count === undefined) return false; // a cache part refused on its own (refusedCount drops it alone)
     sum += count;
   }
   return reportedCount(sum) === undefined;

@@ -197,6 +197,32 @@ describe("retries of one model", () => {
     expect(upstream.requests.map((r) => r.path)).toEqual(["/v1/messages", "/v1/messages"]);
   });
 
+  test("a client that leaves while the request waits to retry a stream that failed before it started pays nothing for the failed attempt", async () => {
+    const ev = (type: string, data: object) => `event: ${type}\ndata: ${JSON.stringify({ type, ...data })}\n\n`;
+    upstream.reply({ kind: "sse", chunks: [
+      ev("message_start", { message: { id: "msg_1", type: "message", role: "assistant", model: "claude-sonnet-4-5", content: [], stop_reason: null, stop_sequence: null, usage: { input_tokens: 50000, output_tokens: 1 } } }) +
+        ev("error", { error: { type: "overloaded_error", message: "Overloaded" } }),
+    ] });
+    const before = await gw.balanceMicro();
+    const leave = new AbortController();
+    const asked = fetch(`${gw.url}/v1/messages`, {
+      method: "POST", signal: leave.signal,
+      headers: { "x-api-key": gw.key, "anthropic-version": "2023-06-01", "content-type": "application/json" },
+      body: JSON.stringify({ model: ANTHROPIC_MODEL, max_tokens: 50, messages: question, stream: true }),
+    }).catch((e) => e);
+    // The retry's backoff is 125–250 ms: the client leaves inside it.
+    await Bun.sleep(40);
+    leave.abort();
+    await asked;
+    await gw.app.services.settled();
+    await Bun.sleep(300);
+    await gw.app.services.settled();
+    expect(upstream.requests.length).toBe(1);
+    expect(await gw.balanceMicro()).toBe(before);
+    const record = gw.db.query<{ status: string; cost_micro: number }, []>("SELECT status, cost_micro FROM usage_records ORDER BY id DESC LIMIT 1").get()!;
+    expect(record).toEqual({ status: "cancelled", cost_micro: 0 });
+  });
+
   test("a stream that keeps failing before it starts ends as a 502 that costs nothing, not as a 200 with an error frame", async () => {
     for (let i = 0; i < 3; i++) upstream.reply({ kind: "sse", chunks: ['data: {"choices": [tru\n\n'] });
     const before = await gw.balanceMicro();

@@ -75,13 +75,20 @@ test("the vendor refusing the gateway's own key: a 502 with x-should-retry false
   expect(body.error.message).not.toMatch(/sk-bench/);
 
   const before = upstream.requests.length;
-  for (let i = 0; i < 3; i++) upstream.reply({ kind: "json", status: 401, body: { error: { message: "Incorrect API key provided", type: "invalid_request_error", param: null, code: "invalid_api_key" } } });
+  // One refusal queued each time: a retry would find the fake vendor answering (200), and the SDK would not raise.
+  upstream.reply({ kind: "json", status: 401, body: { error: { message: "Incorrect API key provided", type: "invalid_request_error", param: null, code: "invalid_api_key" } } });
   const sdk = new OpenAI({ baseURL: `${gw.url}/v1`, apiKey: gw.key, maxRetries: 2 });
   const err = await sdk.chat.completions.create({ model: OPENAI_MODEL, messages: question }).catch((e) => e);
   expect(err).toBeInstanceOf(OpenAI.InternalServerError);
   expect(upstream.requests.length - before).toBe(1);
+  // The vendor's own wait goes on with it, and still says not to retry.
+  upstream.reply({ kind: "json", status: 401, headers: { "retry-after": "5" }, body: { error: { message: "Incorrect API key provided", type: "invalid_request_error", param: null, code: "invalid_api_key" } } });
+  const waited = await post(gw, "/v1/chat/completions", { model: OPENAI_MODEL, messages: question });
+  expect([waited.status, waited.headers.get("x-should-retry"), waited.headers.get("retry-after")]).toEqual([502, "false", "5"]);
+  await waited.text();
+  upstream.reply({ kind: "json", status: 401, body: { error: { message: "Incorrect API key provided", type: "invalid_request_error", param: null, code: "invalid_api_key" } } });
   const anthropic = new Anthropic({ baseURL: gw.url, apiKey: gw.key, maxRetries: 2 });
   const err2 = await anthropic.messages.create({ model: OPENAI_MODEL, max_tokens: 10, messages: question }).catch((e) => e);
   expect(err2).toBeInstanceOf(Anthropic.InternalServerError);
-  expect(upstream.requests.length - before).toBe(2);
+  expect(upstream.requests.length - before).toBe(3);
 });

@@ -134,6 +134,15 @@ describe("cache counts that add up past what the meter takes", () => {
     await gw.app.services.settled();
     expect(lastRecord().prompt_tokens).toBeLessThan(1000);
   });
+
+  test("an input count refused on its own takes the cache counts with it too, in a relayed message_start", async () => {
+    const [, ...rest] = anthropicAnswer("ok");
+    upstream.reply({ kind: "sse", chunks: [ev("message_start", { message: { id: "msg_up", type: "message", role: "assistant", model: "claude-sonnet-4-5", content: [], stop_reason: null, stop_sequence: null, usage: { input_tokens: -1, cache_read_input_tokens: 60000, output_tokens: 1 } } }), ...rest] });
+    const frames = sseFrames(await (await post(gw, "/v1/messages", { model: ANTHROPIC_MODEL, max_tokens: 50, messages: question, stream: true })).text());
+    const started = JSON.parse(frames.find((f) => f.event === "message_start")!.data).message.usage;
+    expect(started.cache_read_input_tokens).toBeUndefined();
+    expect(started.input_tokens).toBeGreaterThan(0);
+  });
 });
 
 describe("an answer cut off after its head", () => {
