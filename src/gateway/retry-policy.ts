@@ -27,17 +27,21 @@ export function requestedDelayMs(headers: Headers, now: number): number | undefi
   if (!value) return undefined;
   const seconds = FIRST_NUMBER.exec(value);
   if (seconds) return Math.max(0, Math.ceil(Number(seconds[1]) * 1000));
-  // Only an HTTP date (IMF-fixdate, RFC 9110 §5.6.7) is read as one: `Date.parse` takes almost
-  // anything ("3, 3" was 3 March 2001, a wait of nothing).
+  // Only an HTTP date (RFC 9110 §5.6.7: IMF-fixdate, and the obsolete RFC 850 and asctime forms a
+  // recipient must still read) is read as one: `Date.parse` takes almost anything ("3, 3" was
+  // 3 March 2001, a wait of nothing). asctime has no zone; it is GMT.
   const date = HTTP_DATE.exec(value);
-  const at = date ? Date.parse(date[0]) : Number.NaN;
+  const at = date ? Date.parse(date[2] ? `${date[0]} GMT` : date[0]) : Number.NaN;
   return Number.isFinite(at) ? Math.max(0, at - now) : undefined;
 }
 
 /** A non-negative number, alone or first of a repeated header's values. */
 const FIRST_NUMBER = /^\s*(\d+(?:\.\d+)?)\s*(?:,|$)/;
-/** `Sun, 06 Nov 1994 08:49:37 GMT`, alone or first of a repeated header's values. */
-const HTTP_DATE = /^\s*[A-Z][a-z]{2}, \d{2} [A-Z][a-z]{2} \d{4} \d{2}:\d{2}:\d{2} GMT/;
+/**
+ * `Sun, 06 Nov 1994 08:49:37 GMT`, `Sunday, 06-Nov-94 08:49:37 GMT` or `Sun Nov  6 08:49:37 1994`
+ * (group 2: asctime), alone or first of a repeated header's values.
+ */
+const HTTP_DATE = /^\s*(?:[A-Z][a-z]{2}, \d{2} [A-Z][a-z]{2} \d{4} \d{2}:\d{2}:\d{2} GMT|[A-Z][a-z]{5,8}, \d{2}-[A-Z][a-z]{2}-\d{2} \d{2}:\d{2}:\d{2} GMT|([A-Z][a-z]{2} [A-Z][a-z]{2} [ \d]\d \d{2}:\d{2}:\d{2} \d{4}))/;
 
 /** Exponential backoff with full jitter: base·2^attempt, capped, times a random factor in [0.5, 1). */
 export function backoffMs(attempt: number, random: number, baseMs = 250, capMs = 4_000): number {

@@ -53,6 +53,9 @@ describe("retry policy (pure)", () => {
     expect(requestedDelayMs(new Headers({ "retry-after": "3 3" }), now)).toBeUndefined();
     expect(requestedDelayMs(new Headers({ "retry-after": "2001-03-03" }), now)).toBeUndefined();
     expect(requestedDelayMs(new Headers({ "retry-after": "-5" }), now)).toBeUndefined();
+    // The obsolete forms a recipient must still read (RFC 9110 §5.6.7); asctime's has no zone and is GMT.
+    expect(requestedDelayMs(new Headers({ "retry-after": "Saturday, 21-Nov-26 12:00:07 GMT" }), now)).toBe(7000);
+    expect(requestedDelayMs(new Headers({ "retry-after": "Sat Nov 21 12:00:07 2026" }), now)).toBe(7000);
   });
 
   test("jittered exponential backoff stays within [half, full] of the capped step", () => {
