@@ -199,6 +199,14 @@ const rows: Row[] = [
   { name: "brackets inside strings do not count as nesting (accepted)", body: (e) => JSON.stringify(base(e)).replace('"hi"', JSON.stringify("[".repeat(500) + "{".repeat(500))), status: 200 },
   { name: "40 levels in an extra field (accepted)", body: withRaw('"metadata":' + nested(40)), status: 200 },
 
+  // -- Many small values under the byte cap: JSON.parse would hold the request thread (650 ms for
+  // 10 MB of nested empty arrays), so the count is refused before parsing.
+  { name: "200,000 empty arrays in an extra field", body: withRaw('"metadata":[' + Array(200_000).fill("[]").join(",") + "]"), status: 413, check: (_e, parsed) => expect(parsed.error.message).toMatch(/more than 100000 objects and arrays/) },
+  { name: "an object of 20,000 members in an extra field", body: withRaw('"metadata":{' + Array.from({ length: 20_000 }, (_, i) => `"k${i}":1`).join(",") + "}"), status: 413, check: (_e, parsed) => expect(parsed.error.message).toMatch(/an object of more than 10000 members/) },
+  { name: "120,000 members in small objects", body: withRaw('"metadata":[' + Array(12_000).fill(`{${Array.from({ length: 10 }, (_, i) => `"k${i}":1`).join(",")}}`).join(",") + "]"), status: 413, check: (_e, parsed) => expect(parsed.error.message).toMatch(/more than 100000 object members/) },
+  { name: "200,000 numbers in one array (a flat batch: accepted)", body: withRaw('"metadata":[' + Array(200_000).fill("7").join(",") + "]"), status: 200 },
+  { name: "5,000 small objects (accepted)", body: withRaw('"metadata":[' + Array(5_000).fill('{"a":1,"b":2}').join(",") + "]"), status: 200 },
+
   // -- Content types: a JSON-looking body under another type is a 400 (never 415).
   { name: "content-type text/plain", body: json(base), contentType: "text/plain", status: 400 },
   { name: "content-type application/x-www-form-urlencoded", body: json(base), contentType: "application/x-www-form-urlencoded", status: 400 },
@@ -299,7 +307,8 @@ const rows: Row[] = [
     status: 200,
     check: () => expect(lastUpstreamBody().messages.length).toBeGreaterThan(1),
   },
-  { name: "100,001 messages (over the schema's 100,000)", body: withField("messages", Array.from({ length: 100_001 }, () => ({ role: "user", content: "" }))), status: 400 },
+  // Refused before parsing now: each message is an object, and the body may hold 100,000 objects and arrays.
+  { name: "100,001 messages (over the schema's 100,000)", body: withField("messages", Array.from({ length: 100_001 }, () => ({ role: "user", content: "" }))), status: 413 },
 
   // -- Duplicate keys: JSON.parse keeps the last one, and so does the gateway.
   {
