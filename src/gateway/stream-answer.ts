@@ -337,13 +337,6 @@ export async function answerSource(o: StreamAnswerOptions): Promise<{
     type: "direct",
 
     /**
-     * The answer's frames and end, when all of it arrived (and was settled) before the head went
-     * out: then it is one body, and a response with a string body costs less than a stream that
-     * is written once and closed (~3.5 µs a response on loopback, the direct stream's own
-     * machinery). The client sees the same bytes; only the framing is a length, not chunks.
-     * Undefined otherwise (still arriving, failed, or images to fetch): the stream it is.
-     */
-    /**
      * The failure found in what had arrived before the head, once: the attempt is then over (its
      * upstream request aborted, `onDone` never told: no frame went out and nothing is settled).
      */
@@ -357,6 +350,13 @@ export async function answerSource(o: StreamAnswerOptions): Promise<{
       return event;
     },
 
+    /**
+     * The answer's frames and end, when all of it arrived (and was settled) before the head went
+     * out: then it is one body, and a response with a string body costs less than a stream that
+     * is written once and closed (~3.5 µs a response on loopback, the direct stream's own
+     * machinery). The client sees the same bytes; only the framing is a length, not chunks.
+     * Undefined otherwise (still arriving, failed, or images to fetch): the stream it is.
+     */
     whole() {
       if (!over || failure || failedEarly || held.length > 0 || done) return undefined;
       const body = out;

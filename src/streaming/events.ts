@@ -76,7 +76,7 @@ function refusedCount(name: string, value: unknown): boolean {
 export function hasRefusedCount(usage: unknown): boolean {
   if (usage === null || typeof usage !== "object") return false;
   const fields = usage as Record<string, unknown>;
-  if (refusedPromptSum(fields)) return true;
+  if (refusedPrompt(fields)) return true;
   for (const name of Object.keys(fields)) {
     const value = fields[name];
     if (value !== null && typeof value === "object" ? hasRefusedCount(value) : refusedCount(name, value)) return true;
@@ -85,12 +85,12 @@ export function hasRefusedCount(usage: unknown): boolean {
 }
 
 /**
- * Anthropic's prompt in parts (`input_tokens` beside the cache reads and writes), each a usable
- * count but together past what the meter takes: the meter estimates the prompt whole, so none of
- * the parts is shown as it came.
+ * Anthropic's prompt in parts (`input_tokens` beside the cache reads and writes) whose input count
+ * is refused, alone or by the parts' sum being past what the meter takes: the meter estimates the
+ * prompt whole, so none of the parts is shown as it came.
  */
 const PROMPT_PARTS = ["input_tokens", "cache_read_input_tokens", "cache_creation_input_tokens"] as const;
-function refusedPromptSum(fields: Record<string, unknown>): boolean {
+function refusedPrompt(fields: Record<string, unknown>): boolean {
   const input = fields.input_tokens;
   if (input === null || input === undefined || (fields.cache_read_input_tokens == null && fields.cache_creation_input_tokens == null)) return false;
   // The input alone refused: the prompt is estimated whole, so its cache parts go too.
@@ -108,7 +108,7 @@ function refusedPromptSum(fields: Record<string, unknown>): boolean {
 
 /** Removes, in place, every refused count `hasRefusedCount` finds. */
 export function dropRefusedCounts(usage: Record<string, unknown>): void {
-  if (refusedPromptSum(usage)) {
+  if (refusedPrompt(usage)) {
     for (const name of PROMPT_PARTS) delete usage[name];
     delete usage.cache_creation;
   }

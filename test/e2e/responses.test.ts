@@ -512,11 +512,11 @@ describe("responses API requests the gateway refuses or adapts", () => {
     expect(err).toBeInstanceOf(OpenAI.APIError);
   });
 
+  /** An OpenAI chunk of text, as an upstream streams it. */
+  const textChunk = (text: string) => `data: {"id":"c","object":"chat.completion.chunk","created":1,"model":"m","choices":[{"index":0,"delta":{"content":${JSON.stringify(text)}},"finish_reason":null}]}\n\n`;
+
   test("an upstream that stops without finishing: the stream ends with response.failed, never completed; what went out stays in its output, incomplete", async () => {
-    upstream.reply({ kind: "sse", delayMs: 30, chunks: [
-      'data: {"id":"c","object":"chat.completion.chunk","created":1,"model":"m","choices":[{"index":0,"delta":{"content":"Ha"},"finish_reason":null}]}\n\n',
-      'data: {"id":"c","object":"chat.completion.chunk","created":1,"model":"m","choices":[{"index":0,"delta":{"content":"lf"},"finish_reason":null}]}\n\n',
-    ] });
+    upstream.reply({ kind: "sse", delayMs: 30, chunks: [textChunk("Ha"), textChunk("lf")] });
     const res = await post(gw, "/v1/responses", { model: OPENAI_MODEL, input: "x", stream: true });
     const frames = sseFrames(await res.text());
     const types = frames.map((f) => f.event);
@@ -536,8 +536,7 @@ describe("responses API requests the gateway refuses or adapts", () => {
   };
 
   test("a failed answer's usage is what it was charged for: the estimate when the upstream reported none", async () => {
-    const chunk = (text: string) => `data: {"id":"c","object":"chat.completion.chunk","created":1,"model":"m","choices":[{"index":0,"delta":{"content":${JSON.stringify(text)}},"finish_reason":null}]}\n\n`;
-    upstream.reply({ kind: "sse", delayMs: 30, chunks: [chunk("The answer is"), chunk(" forty and then some more words"), 'data: {"id":"c","object":"chat.co'] });
+    upstream.reply({ kind: "sse", delayMs: 30, chunks: [textChunk("The answer is"), textChunk(" forty and then some more words"), 'data: {"id":"c","object":"chat.co'] });
     const res = await post(gw, "/v1/responses", { model: OPENAI_MODEL, input: "What is the answer?", stream: true });
     const frames = sseFrames(await res.text());
     expect(frames.at(-1)!.event).toBe("response.failed");

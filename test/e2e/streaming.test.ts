@@ -55,6 +55,13 @@ function anthropicView(body: string) {
 }
 
 /** An OpenAI chat chunk with the given fields (choices, usage). */
+/** The tool calls OpenAI's SDK gathers from the gateway's stream (`finalChatCompletion`): [id, name, arguments]. */
+async function sdkToolCalls(): Promise<string[][]> {
+  const sdk = new OpenAI({ baseURL: `${gw.url}/v1`, apiKey: gw.key, maxRetries: 0 });
+  const completion = await sdk.chat.completions.stream({ model: OPENAI_MODEL, messages: [{ role: "user", content: "weather and time?" }] }).finalChatCompletion();
+  return completion.choices[0]!.message.tool_calls!.map((c: any) => [c.id, c.function.name, c.function.arguments]);
+}
+
 const chunk = (body: object) => `data: ${JSON.stringify({ id: "chatcmpl-t", object: "chat.completion.chunk", created: 1, model: "gpt-4o-mini", ...body })}\n\n`;
 
 describe("fixtures through the gateway, split every way", () => {
@@ -166,9 +173,7 @@ describe("tool calls stream across formats", () => {
     const indexes = relayed.filter((f) => f.data.includes("tool_calls\":[")).map((f) => JSON.parse(f.data).choices[0].delta.tool_calls.map((c: any) => [c.index, c.id ?? null]));
     expect(indexes).toEqual([[[0, "call_a"]], [[0, null]], [[1, "call_b"]], [[1, null]]]);
     upstream.reply({ kind: "sse", chunks: twoAtZero() });
-    const sdk = new OpenAI({ baseURL: `${gw.url}/v1`, apiKey: gw.key, maxRetries: 0 });
-    const completion = await sdk.chat.completions.stream({ model: OPENAI_MODEL, messages: [{ role: "user", content: "weather and time?" }] }).finalChatCompletion();
-    expect(completion.choices[0]!.message.tool_calls!.map((c: any) => [c.id, c.function.name, c.function.arguments])).toEqual([
+    expect(await sdkToolCalls()).toEqual([
       ["call_a", "get_weather", '{"city":"Paris"}'],
       ["call_b", "get_time", '{"zone":"CET"}'],
     ]);
@@ -224,9 +229,7 @@ describe("tool calls stream across formats", () => {
 
     // An OpenAI client of the same upstream: every relayed call gets the index OpenAI's SDK gathers it by.
     upstream.reply({ kind: "sse", chunks: indexless() });
-    const sdk = new OpenAI({ baseURL: `${gw.url}/v1`, apiKey: gw.key, maxRetries: 0 });
-    const completion = await sdk.chat.completions.stream({ model: OPENAI_MODEL, messages: [{ role: "user", content: "weather and time?" }] }).finalChatCompletion();
-    expect(completion.choices[0]!.message.tool_calls!.map((c: any) => [c.id, c.function.name, c.function.arguments])).toEqual([
+    expect(await sdkToolCalls()).toEqual([
       ["call_e", "get_weather", '{"city":"Oslo"}'],
       ["call_f", "get_time", '{"zone":"CET"}'],
     ]);

@@ -271,18 +271,6 @@ export function createAnthropicEncoder(ctx: EncodeContext): ClientSink {
   return sink;
 }
 
-/**
- * Anthropic upstream → Anthropic client: frames go out as the vendor wrote them (thinking
- * signatures, citations, server tools survive); only message_start is rewritten, to carry
- * the gateway's model id.
- *
- * A usage the meter refused a count of (negative, fractional, absurd, not a number) is not shown as
- * it came, since the bill used other counts. In `message_start` the refused counts are dropped
- * (the prompt's becomes the gateway's estimate, as a translated stream's is). A `message_delta`
- * with one waits: for the answer's end, where it leaves without them and with the output the
- * gateway counted (Anthropic's `message_delta` always carries `output_tokens`), or for an error,
- * which it goes out before, as a sound one would have; a later sound one replaces it.
- */
 /** The whole number written at `at` (a block's index), or -1. */
 function indexAt(data: string, at: number): number {
   let n = 0;
@@ -297,6 +285,18 @@ function typeNamed(parsed: unknown): string | undefined {
   return typeof type === "string" && /^[a-z_]{1,64}$/.test(type) ? type : undefined;
 }
 
+/**
+ * Anthropic upstream → Anthropic client: frames go out as the vendor wrote them (thinking
+ * signatures, citations, server tools survive); only message_start is rewritten, to carry
+ * the gateway's model id.
+ *
+ * A usage the meter refused a count of (negative, fractional, absurd, not a number) is not shown as
+ * it came, since the bill used other counts. In `message_start` the refused counts are dropped
+ * (the prompt's becomes the gateway's estimate, as a translated stream's is). A `message_delta`
+ * with one waits: for the answer's end, where it leaves without them and with the output the
+ * gateway counted (Anthropic's `message_delta` always carries `output_tokens`), or for an error,
+ * which it goes out before, as a sound one would have; a later sound one replaces it.
+ */
 export function createAnthropicRelay(ctx: EncodeContext): ClientSink {
   const encoder = createAnthropicEncoder(ctx);
   let heldDelta: { data: Record<string, unknown>; usage: Record<string, unknown> } | undefined;

@@ -5,15 +5,14 @@ import { anthropicErrorBody } from "../../formats/anthropic-messages/encode-anth
 import { ContextLengthError, GatewayError, type OpenAIErrorDetail } from "../../streaming/gateway-error.ts";
 import type { Logger } from "../../log/log.ts";
 
-/** Anthropic SDK clients get Anthropic-shaped errors; everyone else gets OpenAI's shape. */
-export function isAnthropicPath(url: string): boolean {
-  const start = url.indexOf("/", url.indexOf("//") + 2);
-  return url.startsWith("/v1/messages", start);
+/** Whether a request URL's path starts with `prefix`, read without parsing the URL. */
+function pathStartsWith(url: string, prefix: string): boolean {
+  return url.startsWith(prefix, url.indexOf("/", url.indexOf("//") + 2));
 }
 
-function isResponsesPath(url: string): boolean {
-  const start = url.indexOf("/", url.indexOf("//") + 2);
-  return url.startsWith("/v1/responses", start);
+/** Anthropic SDK clients get Anthropic-shaped errors; everyone else gets OpenAI's shape. */
+export function isAnthropicPath(url: string): boolean {
+  return pathStartsWith(url, "/v1/messages");
 }
 
 export function errorResponse(anthropic: boolean, status: number, kind: ErrorKind, message: string, headers?: Record<string, string>, openai?: OpenAIErrorDetail): Response {
@@ -50,7 +49,7 @@ function toResponse(code: unknown, error: unknown, request: Request, log: Logger
   if (error instanceof ContextLengthError) {
     if (anthropic) return errorResponse(true, error.status, error.kind, error.anthropicMessage, error.headers);
     // OpenAI names the field at fault: the chat's messages, the Responses API's input.
-    const param = isResponsesPath(request.url) ? "input" : "messages";
+    const param = pathStartsWith(request.url, "/v1/responses") ? "input" : "messages";
     return errorResponse(false, error.status, error.kind, error.openaiMessage, error.headers, { code: "context_length_exceeded", param });
   }
   if (error instanceof GatewayError) return errorResponse(anthropic, error.status, error.kind, error.message, error.headers, error.openai);
