@@ -16,7 +16,8 @@ import { admissionPlugin, createPrincipals, pathOf } from "./http/plugins/admiss
 import { createRateLimiter, type RateLimitStore } from "./limits/rate-limiter.ts";
 import { createConcurrencyLimiter, type ConcurrencyStore } from "./limits/concurrency-limiter.ts";
 import { errorsPlugin } from "./http/plugins/errors.ts";
-import { jsonBodyPlugin } from "./http/plugins/json-body.ts";
+import { ADDRESS_HOLDER, jsonBodyPlugin } from "./http/plugins/json-body.ts";
+import { createBodyBudget } from "./limits/body-budget.ts";
 /** Bun's own body cap where the server listens (none: see the module). */
 export { SERVER_BODY_LIMIT } from "./http/plugins/json-body.ts";
 import { adminGate, adminRoutes } from "./http/routes/admin.ts";
@@ -241,6 +242,9 @@ export function createApp(deps: AppDeps) {
   // Normalising copies every body to drop fields its schema does not list (25 µs for a
   // 200-message conversation). Our schemas say `additionalProperties: true` instead, so the copy
   // changed nothing. It is the app's setting that applies to every route.
+  // One body of the largest size always fits a key's share, and one key's share fits everyone's.
+  const bodyPerKey = Math.max(limits.body_per_key_bytes, limits.max_body_bytes);
+  const bodyBudget = createBodyBudget({ perHolderBytes: bodyPerKey, totalBytes: Math.max(limits.body_total_bytes, bodyPerKey) });
   const front = new Elysia({ name: "switchyard", normalize: false })
     .use(errorsPlugin(log, recordRejection, (request, status, error) => tracker.responded(request, status, error)))
     .use(admissionPlugin({
@@ -259,7 +263,12 @@ export function createApp(deps: AppDeps) {
       // A key whose token counts fill its share is refused before its next count's body is read.
       countsBusy: (keyId, bodyBytes) => counts.busy(keyId, bodyBytes),
     }))
-    .use(jsonBodyPlugin(deps.settings.limits.max_body_bytes))
+    .use(jsonBodyPlugin({
+      maxBytes: limits.max_body_bytes,
+      budget: bodyBudget,
+      holderOf: (request, server) => principals.maybeOf(request)?.keyId ?? ADDRESS_HOLDER + (server?.requestIP(request)?.address ?? "unknown"),
+      timeoutMs: limits.body_timeout_ms,
+    }))
     // The answering routes close their own request traces (see closeTracesHook): before the hook.
     .use(chatCompletionsRoute(forwardDeps))
     .use(messagesRoute({ ...forwardDeps, counts }))

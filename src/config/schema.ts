@@ -143,6 +143,16 @@ export const LimitsConfig = t.Object({
   count_tokens_per_key_bytes: t.Integer({ minimum: 65_536, default: 16 * 1024 * 1024 }),
   count_tokens_queue_bytes: t.Integer({ minimum: 65_536, default: 64 * 1024 * 1024 }),
   count_tokens_timeout_ms: t.Integer({ minimum: 10, default: 10_000 }),
+  /**
+   * Request bodies still arriving (limits/body-budget.ts), per gateway process: the bytes one key's
+   * bodies may hold at once (their declared lengths; more get 429; never less than
+   * `max_body_bytes`), the bytes of everyone's (more get 503; never less than the per-key share;
+   * requests without a key, the console's, count per client address), and how long a body may
+   * take to arrive from its first read (then 408).
+   */
+  body_per_key_bytes: t.Integer({ minimum: 1024, default: 64 * 1024 * 1024 }),
+  body_total_bytes: t.Integer({ minimum: 1024, default: 512 * 1024 * 1024 }),
+  body_timeout_ms: t.Integer({ minimum: 10, default: 60_000 }),
 }, closed);
 
 /** Retries of the same model after 429/503/529; a longer wait moves on to the next fallback model. */

@@ -7,7 +7,7 @@ export const UPSTREAM_ERROR_CLASSES = ["connect", "timeout", "status_429", "stat
 export type UpstreamErrorClass = (typeof UPSTREAM_ERROR_CLASSES)[number];
 
 /** Why a request was refused before any upstream call. */
-export const REJECTION_REASONS = ["auth", "permission", "rate_limit", "credits", "too_large", "unavailable", "other"] as const;
+export const REJECTION_REASONS = ["auth", "permission", "rate_limit", "credits", "too_large", "body_timeout", "unavailable", "other"] as const;
 export type RejectionReason = (typeof REJECTION_REASONS)[number];
 
 export interface GatewayMetricsDeps {
@@ -65,7 +65,7 @@ export function createGatewayMetrics(deps: GatewayMetricsDeps) {
   const retries = registry.add(new Counter("switchyard_retries_total", "Upstream calls repeated on the same model (429/503/529), by model.", [model]));
   const fallbacks = registry.add(new Counter("switchyard_fallbacks_total", "Requests that moved on from a model to the next in their list, by the model given up.", [model]));
   const upstreamErrors = registry.add(new Counter("switchyard_upstream_errors_total", "Failed upstream attempts and broken answers, by provider and class.", [provider, errorClass]));
-  const rejections = registry.add(new Counter("switchyard_rejections_total", "Requests refused before any upstream call: auth (401), permission (403: a model the key may not use), rate_limit (429: the key's rate or its requests at once), credits (402: balance or key spend limit), too_large (413), unavailable (503: ledger, rate limiter or key store).", [reason]));
+  const rejections = registry.add(new Counter("switchyard_rejections_total", "Requests refused before any upstream call: auth (401), permission (403: a model the key may not use), rate_limit (429: the key's rate or its requests at once), credits (402: balance or key spend limit), too_large (413), body_timeout (408: a body that did not arrive within limits.body_timeout_ms), unavailable (503: ledger, rate limiter, key store, or too many bodies arriving at once).", [reason]));
   registry.add(new Gauge("switchyard_ledger_queue_depth", "Settlements accepted but not yet written to the store.", () => deps.ledger.health().queued));
   registry.add(new Gauge("switchyard_ledger_settlement_lag_seconds", "Age of the oldest settlement not yet written (0 when none waits).", () => {
     const oldest = deps.ledger.health().oldestQueuedAt;

@@ -315,6 +315,8 @@ function rejectionReason(status: number): RejectionReason | undefined {
       return "credits";
     case 413:
       return "too_large";
+    case 408:
+      return "body_timeout";
     case 429:
       return "rate_limit";
     case 503:

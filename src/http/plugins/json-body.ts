@@ -1,5 +1,6 @@
 import { Elysia } from "elysia";
 import { GatewayError } from "../../streaming/gateway-error.ts";
+import type { BodyBudget, BodyRefusal } from "../../limits/body-budget.ts";
 
 /** Deeper than any chat request needs; deep enough that no real tool schema is refused. */
 export const MAX_JSON_DEPTH = 64;
@@ -93,6 +94,24 @@ export function unreadBodyHeaders(request: Request): Record<string, string> | un
   return pending ? { connection: "close" } : undefined;
 }
 
+/** How the body plugin bounds what it reads. */
+export interface JsonBodyOptions {
+  /** limits.max_body_bytes: a body over it is refused (413) as soon as it passes it. */
+  maxBytes: number;
+  /** Bytes of bodies still arriving, per key (or address) and in all (limits/body-budget.ts). */
+  budget?: BodyBudget;
+  /** Whose share a body takes: the key admission attached, else the client's address. */
+  holderOf?: (request: Request, server: BodyServer) => string;
+  /** limits.body_timeout_ms: a body must have arrived this long after its reading started (408). */
+  timeoutMs?: number;
+}
+
+/** How a holder that is a client's address, not a key, is named (`address 10.0.0.7`). */
+export const ADDRESS_HOLDER = "address ";
+
+/** What the plugin needs of the server: the client's socket address. */
+export type BodyServer = { requestIP(request: Request): { address: string } | null } | null;
+
 /**
  * Every request body, whatever its content type (or none), is read here and no further than
  * `maxBytes`: Elysia's own parsers (text, form, multipart, bytes) read whole bodies, bounded only
@@ -101,9 +120,9 @@ export function unreadBodyHeaders(request: Request): Record<string, string> | un
  * never wrote), and so is nesting deeper than MAX_JSON_DEPTH. A body of another type is read
  * (so that the cap holds while reading) and refused. Every failure is a 4xx in the client's shape.
  */
-export function jsonBodyPlugin(maxBytes: number) {
-  return new Elysia({ name: "switchyard/json-body" }).onParse({ as: "global" }, async ({ request, contentType }) => {
-    const bytes = await readCapped(request, maxBytes);
+export function jsonBodyPlugin(o: JsonBodyOptions) {
+  return new Elysia({ name: "switchyard/json-body" }).onParse({ as: "global" }, async ({ request, contentType, server }) => {
+    const bytes = await readBody(request, o, server);
     if (!contentType || !contentType.startsWith("application/json")) {
       // No body and no type: the route's schema says whether it wanted one. (With a type, returning
       // nothing would hand the request to Elysia's parser for it, which reads the body again.)
@@ -132,24 +151,80 @@ export function jsonBodyPlugin(maxBytes: number) {
 }
 
 /**
- * The body, read no further than the limit: a body sent without Content-Length is measured here,
- * chunk by chunk, and refused as soon as it passes the limit (the connection is closed, so the
- * rest is never received).
+ * The body, read no further than the limit, within the body budget and before the deadline:
+ * - with a Content-Length (already checked against the limit on arrival), that many bytes are
+ *   taken from the budget before the first is read, and Bun's native read delivers them (it skips
+ *   the stream machinery that costs ~20 µs per request);
+ * - without one (chunked), the body is measured chunk by chunk, each taken from the budget as it
+ *   comes, and refused as soon as it passes the limit;
+ * - either way, a body that has not arrived `timeoutMs` after its reading started is given up.
+ * Every refusal that leaves bytes unread closes the connection, so the rest is never received
+ * (an unfinished read is ended by the close); what was taken is given back however it ends.
  */
-async function readCapped(request: Request, maxBytes: number): Promise<Uint8Array> {
+async function readBody(request: Request, o: JsonBodyOptions, server: BodyServer): Promise<Uint8Array> {
   if (!request.body) return new Uint8Array(0);
-  // With a Content-Length (already checked against the limit) Bun delivers exactly that many
-  // bytes, and its native read skips the stream machinery that costs ~20 µs per request.
   const declared = request.headers.get("content-length");
-  if (declared !== null && Number(declared) <= maxBytes) return new Uint8Array(await request.arrayBuffer());
+  const budget = o.budget;
+  const holder = budget && o.holderOf ? o.holderOf(request, server) : "";
+  if (declared !== null && Number(declared) <= o.maxBytes) {
+    const size = Number(declared);
+    if (budget) refuseOver(budget.take(holder, size), holder, request);
+    try {
+      return new Uint8Array(await withDeadline(request.arrayBuffer(), o.timeoutMs, o.timeoutMs));
+    } finally {
+      budget?.give(holder, size);
+    }
+  }
   const chunks: Uint8Array[] = [];
   let size = 0;
-  for await (const chunk of request.body) {
-    size += chunk.byteLength;
-    if (size > maxBytes) {
-      throw new GatewayError(413, "request_too_large", `The request body is over the limit of ${maxBytes} bytes.`, { connection: "close" });
+  const reader = request.body.getReader();
+  const deadline = o.timeoutMs === undefined ? undefined : Date.now() + o.timeoutMs;
+  try {
+    for (;;) {
+      const next = await withDeadline(reader.read(), deadline === undefined ? undefined : deadline - Date.now(), o.timeoutMs);
+      if (next.done) break;
+      const chunk = next.value;
+      size += chunk.byteLength;
+      if (size > o.maxBytes) {
+        throw new GatewayError(413, "request_too_large", `The request body is over the limit of ${o.maxBytes} bytes.`, { connection: "close" });
+      }
+      if (budget) refuseOver(budget.take(holder, chunk.byteLength), holder, request, true);
+      chunks.push(chunk);
     }
-    chunks.push(chunk);
+  } finally {
+    // Only what was taken: a chunk refused above was not.
+    if (budget) budget.give(holder, chunks.reduce((sum, c) => sum + c.byteLength, 0));
   }
   return chunks.length === 1 ? chunks[0]! : Buffer.concat(chunks);
+}
+
+/**
+ * Turns a body budget's refusal into the client's answer: its key's share full is the key's own
+ * doing (429), everyone's full is the gateway's (503); both say to retry in a second, when bodies
+ * arriving now have arrived. Past its first bytes the rest is never read: the connection closes.
+ */
+function refuseOver(refusal: BodyRefusal | undefined, holder: string, request: Request, reading = false): void {
+  if (refusal === undefined) return;
+  const headers = { "retry-after": "1", ...(reading ? { connection: "close" } : unreadBodyHeaders(request)) };
+  if (refusal === "holder") {
+    const whose = holder.startsWith(ADDRESS_HOLDER) ? "from this address" : "for this key";
+    throw new GatewayError(429, "rate_limit", `Too many request bodies on their way at once ${whose} (limits.body_per_key_bytes). Retry when they have arrived.`, headers, { code: "rate_limit_exceeded" });
+  }
+  throw new GatewayError(503, "overloaded", "The gateway is receiving too many request bodies at once. Retry in a second.", headers);
+}
+
+/**
+ * Waits for `read` no longer than `ms` (none: as long as it takes); past it, the request is
+ * answered 408 (saying the body's whole allowance, `timeoutMs`) and its connection closed.
+ */
+function withDeadline<T>(read: Promise<T>, ms: number | undefined, timeoutMs: number | undefined): Promise<T> {
+  if (ms === undefined) return read;
+  let timer: ReturnType<typeof setTimeout> | undefined;
+  const late = new Promise<never>((_, reject) => {
+    timer = setTimeout(() => reject(new GatewayError(408, "timeout",
+      `The request body did not arrive within ${(timeoutMs ?? ms) / 1000} s (limits.body_timeout_ms).`, { connection: "close" })), Math.max(0, ms));
+  });
+  // The read left behind ends when the connection closes; its rejection is nobody's to handle.
+  read.catch(() => {});
+  return Promise.race([read, late]).finally(() => clearTimeout(timer));
 }
