@@ -474,3 +474,173 @@ test("a key's row renames it and sets its last day (UTC); the key stops at the s
   await page.locator(`[data-key-id="${id}"]`).getByTestId("key-status").filter({ hasText: "2100-01-01" }).waitFor();
   expect((await admin(`/v1/admin/accounts/${account.id}/keys`)).data.find((k: { id: string }) => k.id === id).expires_at).toBe("2100-01-01T00:00:00.000Z");
 }, 60_000);
+
+// ── What a console probe found (2026-11-29): each test below failed before its fix. ──
+
+const activeElement = () => page.evaluate(() => {
+  const el = (globalThis as any).document.activeElement;
+  return { tag: el?.tagName as string, id: el?.id as string, testid: el?.getAttribute("data-testid") as string | null, label: el?.getAttribute("aria-label") as string | null };
+});
+
+test("a key row refuses a mistyped limit, a date typed in part and a period without a limit, and keeps what was saved", async () => {
+  await page.goto(`${gateway.url}/console/#account/${account.id}`);
+  const row = page.getByTestId("key-row").filter({ has: page.getByTestId("key-save") }).first();
+  await row.waitFor();
+  const id = (await row.getAttribute("data-key-id"))!;
+  const saved = () => page.locator(`[data-key-id="${id}"]`);
+  const limit = saved().locator("input[type=number]");
+  await limit.fill("10");
+  await saved().locator("select").selectOption("day");
+  await saved().getByTestId("key-save").click();
+  await saved().getByTestId("key-limit").filter({ hasText: "10 credits per day" }).waitFor();
+  // Focus is back on the row's Save, not at the top of the page.
+  expect(await activeElement()).toMatchObject({ testid: "key-save" });
+  expect((await activeElement()).label).toContain("Save ");
+
+  // "15-" as typed: the browser reads the field as empty, which would have cleared the limit.
+  await saved().locator("input[type=number]").click({ clickCount: 3 });
+  await page.keyboard.press("Backspace");
+  await page.keyboard.type("15-");
+  await saved().getByTestId("key-save").click();
+  await expect(saved().getByTestId("key-error").textContent()).resolves.toBe("The spend limit is not a number.");
+  // A date typed in part: the day only.
+  await saved().locator("input[type=number]").fill("12");
+  await saved().getByTestId("key-expires").fill("");
+  await saved().getByTestId("key-expires").click();
+  await page.keyboard.press("Home");
+  await page.keyboard.type("12");
+  await saved().getByTestId("key-save").click();
+  await expect(saved().getByTestId("key-error").textContent()).resolves.toBe("The last day is not a whole date.");
+  // A period with no limit.
+  await page.goto(`${gateway.url}/console/#account/${account.id}`);
+  await saved().locator("input[type=number]").fill("");
+  await saved().getByTestId("key-save").click();
+  await expect(saved().getByTestId("key-error").textContent()).resolves.toBe("A period needs a limit: enter one, or choose lifetime for none.");
+  const key = (await admin(`/v1/admin/accounts/${account.id}/keys`)).data.find((k: { id: string }) => k.id === id);
+  expect(key).toMatchObject({ spend_limit: 10, spend_limit_period: "day" });
+  // Each field shows its name, not only a screen reader's label.
+  expect(await saved().locator("label.mini span").allTextContents()).toEqual(["Name", "Last day (UTC)", "Limit (credits)", "Period"]);
+  // The key's id, which request lists and downloads name it by, is on the row.
+  await expect(saved().getByTestId("key-id").textContent()).resolves.toBe(id);
+}, 60_000);
+
+test("a made key's form holds until Done (no second key by a second click); without a clipboard the key is selected to copy", async () => {
+  await page.addInitScript(() => {
+    // A page on plain HTTP away from localhost has no clipboard API.
+    Object.defineProperty((globalThis as any).navigator, "clipboard", { value: undefined, configurable: true });
+  });
+  await page.goto(`${gateway.url}/console/#account/${account.id}`);
+  // Only a new document runs the script (a fragment change does not make one).
+  await page.reload();
+  await page.getByTestId("key-name").waitFor();
+  expect(await page.evaluate(() => (globalThis as any).navigator.clipboard)).toBeUndefined();
+  const before = (await admin(`/v1/admin/accounts/${account.id}/keys`)).data.length;
+  await page.getByTestId("key-name").fill("made once");
+  await page.getByTestId("key-create").click();
+  const secret = await text("key-secret");
+  expect(await page.getByTestId("key-create").isDisabled()).toBe(true);
+  expect(await page.getByTestId("key-name").isDisabled()).toBe(true);
+  await page.getByTestId("key-create").click({ force: true });
+  await Bun.sleep(300);
+  expect((await admin(`/v1/admin/accounts/${account.id}/keys`)).data.length).toBe(before + 1);
+  expect(await text("key-secret")).toBe(secret);
+
+  await page.getByTestId("key-copy").click();
+  await page.getByTestId("key-copy-note").filter({ hasText: /Copied\.|Selected: copy it/ }).waitFor();
+  expect(await page.evaluate(() => String((globalThis as any).getSelection()))).toBe(secret);
+
+  await page.getByTestId("key-secret-done").click();
+  await page.getByTestId("key-row").filter({ hasText: "made once" }).waitFor();
+  expect(await page.getByTestId("key-create").isDisabled()).toBe(false);
+  expect(await page.getByTestId("key-name").inputValue()).toBe("");
+  // Revoked, so the ten keys' limit is not reached by the tests after this one.
+  await page.getByTestId("key-row").filter({ hasText: "made once" }).getByTestId("key-revoke").click();
+  await page.getByTestId("key-row").filter({ hasText: "made once" }).filter({ hasText: "revoked" }).waitFor();
+  expect(await activeElement()).toMatchObject({ id: "keys-title" });
+}, 60_000);
+
+test("a top-up carries an idempotency key, the same on a retry of the same amount", async () => {
+  await page.goto(`${gateway.url}/console/#account/${account.id}`);
+  const keys: string[] = [];
+  let failNext = true;
+  // The first answer is lost on the way back (the credits were added): the user clicks again.
+  await page.route("**/console/api/accounts/*/credits", async (route) => {
+    keys.push(route.request().headers()["idempotency-key"] ?? "");
+    const response = await route.fetch();
+    if (failNext) {
+      failNext = false;
+      return route.abort("connectionreset");
+    }
+    return route.fulfill({ response });
+  });
+  const balance = (await admin(`/v1/admin/accounts/${account.id}`)).balance;
+  await page.getByTestId("topup-amount").fill("2");
+  await page.getByTestId("topup-submit").click();
+  await page.locator("form[aria-label='Top up'] .error").waitFor();
+  await page.getByTestId("topup-submit").click();
+  for (let i = 0; i < 100 && Math.abs(number(await text("balance")) - (balance + 2)) > 1e-6; i++) await Bun.sleep(100);
+  expect(number(await text("balance"))).toBeCloseTo(balance + 2, 6);
+  await page.unroute("**/console/api/accounts/*/credits");
+  expect(keys.length).toBe(2);
+  expect(keys[0]).toMatch(/^[0-9a-f-]{36}$/);
+  expect(keys[1]).toBe(keys[0]);
+  expect((await admin(`/v1/admin/accounts/${account.id}`)).balance).toBeCloseTo(balance + 2, 6);
+}, 60_000);
+
+test("the usage selects keep focus as the arrow keys step through them; a holder sees what was refused", async () => {
+  await page.goto(`${gateway.url}/console/#usage`);
+  await page.getByTestId("usage-split").waitFor();
+  await page.getByTestId("usage-split").focus();
+  const first = await page.getByTestId("usage-split").inputValue();
+  await page.keyboard.press("ArrowDown");
+  await page.waitForFunction((was) => (globalThis as any).document.querySelector("[data-testid=usage-split]")?.value !== was, first);
+  expect(await activeElement()).toMatchObject({ testid: "usage-split" });
+  const second = await page.getByTestId("usage-split").inputValue();
+  await page.keyboard.press("ArrowDown");
+  await page.waitForFunction((was) => (globalThis as any).document.querySelector("[data-testid=usage-split]")?.value !== was, second);
+  expect(await activeElement()).toMatchObject({ testid: "usage-split" });
+
+  // The holder: a request refused for its model (404) shows, uncharged, on their usage view.
+  await page.getByTestId("sign-out").click();
+  await page.getByTestId("sign-in-login").fill("holder@acme.example");
+  await page.getByTestId("sign-in-password").fill(PASSWORD);
+  await page.getByTestId("sign-in-submit").click();
+  await page.getByTestId("balance").waitFor();
+  const key = await (await fetch(`${gateway.url}/v1/admin/accounts/${account.id}/keys`, { method: "POST", headers: { authorization: `Bearer ${ADMIN}`, "content-type": "application/json" }, body: JSON.stringify({ name: "refusals" }) })).json() as { key: string };
+  const unknown = await fetch(`${gateway.url}/v1/chat/completions`, {
+    method: "POST", headers: { authorization: `Bearer ${key.key}`, "content-type": "application/json" }, body: JSON.stringify({ model: "no/such-model", messages: [{ role: "user", content: "x" }] }),
+  });
+  expect(unknown.status).toBe(404);
+  await page.goto(`${gateway.url}/console/#usage`);
+  const line = page.getByTestId("usage-refused");
+  await line.waitFor();
+  const report = await admin(`/v1/admin/accounts/${account.id}/usage`);
+  expect(report.rejected["404"]).toBeGreaterThanOrEqual(1);
+  await expect(line.textContent()).resolves.toContain(`${report.rejected["404"]} × 404 no such model`);
+}, 60_000);
+
+test("a link opened before signing in is where sign-in leads; at 375 px nothing scrolls sideways and the navigation keeps whole words", async () => {
+  await page.getByTestId("sign-out").click();
+  await page.getByTestId("sign-in-submit").waitFor();
+  await page.goto(`${gateway.url}/console/#requests`);
+  await page.getByTestId("sign-in-login").fill("holder@acme.example");
+  await page.getByTestId("sign-in-password").fill(PASSWORD);
+  await page.getByTestId("sign-in-submit").click();
+  await page.locator("#requests-title").waitFor();
+  expect(page.url()).toEndWith("#requests");
+
+  await page.setViewportSize({ width: 375, height: 800 });
+  try {
+    for (const view of ["#account", "#usage", "#requests"]) {
+      await page.goto(`${gateway.url}/console/${view}`);
+      await page.locator("main h1").waitFor();
+      const widths = await page.evaluate(() => ({ page: (globalThis as any).document.documentElement.scrollWidth, view: (globalThis as any).innerWidth }));
+      expect([view, widths.page]).toEqual([view, widths.view]);
+      // Each navigation link on one line: as tall as the line, not a letter per line.
+      const heights = await page.locator("nav a").evaluateAll((links) => links.map((a: any) => a.getBoundingClientRect().height));
+      for (const height of heights) expect(height).toBeLessThan(30);
+    }
+  } finally {
+    await page.setViewportSize({ width: 1280, height: 900 });
+  }
+}, 60_000);

@@ -1,11 +1,14 @@
 import { api, ApiError, type Account, type KeySummary, type Session } from "./api.ts";
-import { announce, credits, errorBox, field, h, periodSelect, when } from "./dom.ts";
+import { announce, credits, dateOf, errorBox, field, h, numberOf, periodSelect, when } from "./dom.ts";
+
+/** Shows the view again with fresh data; `focus` (a selector) is where focus goes, else the view. */
+export type Reload = (focus?: string) => void;
 
 /**
  * One account: balance, keys (create, revoke, per-key limits) and, for operators, top-up, the
  * account's limit and invites. The data is one request (`GET /accounts/:id`, or the overview's).
  */
-export function accountView(session: Session, account: Account, reload: () => void): HTMLElement {
+export function accountView(session: Session, account: Account, reload: Reload): HTMLElement {
   const operator = session.kind === "operator";
   const root = h("section", { "aria-labelledby": "account-title" });
   root.append(
@@ -36,41 +39,58 @@ function keyStatus(k: KeySummary, now = Date.now()): { text: string; active: boo
   return { text: k.expires_at ? `active until ${when(k.expires_at)}` : "active", active: true };
 }
 
-/** A form whose submit runs `action`; failures show in the form, never as a stack. */
-function form(title: string, fields: HTMLElement[], submit: HTMLButtonElement, action: () => Promise<void>): HTMLElement {
+/**
+ * A form whose submit runs `action`; failures show in the form, never as a stack. An action that
+ * answers "hold" leaves the button disabled (until the view is shown again).
+ */
+function form(title: string, fields: HTMLElement[], submit: HTMLButtonElement, action: () => Promise<void | "hold">): HTMLElement {
   const out = h("div", { class: "form-out" });
   const el = h("form", { class: "card", "aria-label": title }, h("h2", {}, title), ...fields, submit, out);
   el.addEventListener("submit", async (event) => {
     event.preventDefault();
     out.replaceChildren();
     submit.disabled = true;
+    let hold = false;
     try {
-      await action();
+      hold = (await action()) === "hold";
     } catch (err) {
       out.append(errorBox(err instanceof ApiError ? err.message : "Something went wrong."));
     } finally {
-      submit.disabled = false;
+      submit.disabled = hold;
     }
   });
   return el;
 }
 
-function topUpForm(account: Account, reload: () => void): HTMLElement {
+function topUpForm(account: Account, reload: Reload): HTMLElement {
   const amount = h("input", { type: "number", min: "0.000001", step: "any", required: true, inputmode: "decimal", "data-testid": "topup-amount" });
   const submit = h("button", { type: "submit", "data-testid": "topup-submit" }, "Add credits");
+  // One top-up, one key: sent again after a failure whose answer was lost (the credits may have
+  // been added), the gateway adds them once. A new amount is a new top-up.
+  let idempotency: { amount: string; key: string } | null = null;
   return form("Top up", [field("Credits to add", amount)], submit, async () => {
-    await api("POST", `/accounts/${account.id}/credits`, { amount: Number(amount.value) });
+    if (idempotency?.amount !== amount.value) idempotency = { amount: amount.value, key: crypto.randomUUID() };
+    await api("POST", `/accounts/${account.id}/credits`, { amount: Number(amount.value) }, { "idempotency-key": idempotency.key });
+    idempotency = null;
     announce(`Added ${amount.value} credits.`);
     reload();
   });
 }
 
-function accountLimitForm(account: Account, reload: () => void): HTMLElement {
+/** A limit and its period as the API takes them; a period without a limit is refused, not saved as "none". */
+function limitChange(limit: HTMLInputElement, period: HTMLSelectElement): { spend_limit: number | null; spend_limit_period: string | null } {
+  const value = numberOf(limit, "The spend limit");
+  if (value !== null && !(value >= 0)) throw new ApiError(400, "A spend limit is a number of credits, 0 or more (empty: none).");
+  if (value === null && period.value) throw new ApiError(400, "A period needs a limit: enter one, or choose lifetime for none.");
+  return { spend_limit: value, spend_limit_period: period.value || null };
+}
+
+function accountLimitForm(account: Account, reload: Reload): HTMLElement {
   const limit = h("input", { type: "number", min: "0", step: "any", value: account.spend_limit ?? "", placeholder: "none" });
   const period = periodSelect(account.spend_limit_period);
   const submit = h("button", { type: "submit" }, "Save limit");
   return form("Account spend limit", [field("Limit in credits (empty: none)", limit), field("Period", period)], submit, async () => {
-    await api("PATCH", `/accounts/${account.id}`, { spend_limit: limit.value === "" ? null : Number(limit.value), spend_limit_period: period.value || null });
+    await api("PATCH", `/accounts/${account.id}`, limitChange(limit, period));
     announce("Limit saved.");
     reload();
   });
@@ -88,7 +108,37 @@ function inviteForm(account: Account): HTMLElement {
   return el;
 }
 
-function keysSection(session: Session, account: Account, reload: () => void): HTMLElement {
+/**
+ * Copies a secret; where the page may not use the clipboard (plain HTTP on another host than
+ * localhost has no `navigator.clipboard`), the secret is selected for the user to copy, and told so.
+ */
+async function copySecret(code: HTMLElement, text: string): Promise<void> {
+  try {
+    if (!navigator.clipboard) throw new Error("no clipboard");
+    await navigator.clipboard.writeText(text);
+    announce("Key copied.");
+    code.parentElement?.querySelector("[data-testid=key-copy-note]")?.replaceChildren("Copied.");
+    return;
+  } catch {
+    const range = document.createRange();
+    range.selectNodeContents(code);
+    const selection = window.getSelection();
+    selection?.removeAllRanges();
+    selection?.addRange(range);
+    // The older way still works on some pages the clipboard API is not given.
+    const copied = (() => {
+      try {
+        return document.execCommand("copy");
+      } catch {
+        return false;
+      }
+    })();
+    announce(copied ? "Key copied." : "The browser did not let the page copy: the key is selected, copy it with Ctrl+C (⌘C).");
+    code.parentElement?.querySelector("[data-testid=key-copy-note]")?.replaceChildren(copied ? "Copied." : "Selected: copy it with Ctrl+C (⌘C).");
+  }
+}
+
+function keysSection(session: Session, account: Account, reload: Reload): HTMLElement {
   const operator = session.kind === "operator";
   // What the gateway counts against the ten: keys not revoked (an expired one still counts until revoked).
   const active = account.keys.filter((k) => k.revoked_at === null);
@@ -101,33 +151,46 @@ function keysSection(session: Session, account: Account, reload: () => void): HT
   const submit = h("button", { type: "submit", "data-testid": "key-create", disabled: active.length >= 10 }, "Create key");
   const create = form("New key", [field("Name", name), field("Spend limit in credits (empty: none)", limit), field("Period", period), ...(operator ? [field("Requests per minute", rpm), field("Only these models (ids or prefix*, comma-separated)", models)] : []), secret], submit, async () => {
     const body: Record<string, unknown> = { name: name.value || undefined };
-    if (limit.value !== "") body.spend_limit = Number(limit.value);
-    if (period.value) body.spend_limit_period = period.value;
-    if (operator && rpm.value !== "") body.rate_limit_per_minute = Number(rpm.value);
+    const limits = limitChange(limit, period);
+    if (limits.spend_limit !== null) body.spend_limit = limits.spend_limit;
+    if (limits.spend_limit_period) body.spend_limit_period = limits.spend_limit_period;
+    const perMinute = operator ? numberOf(rpm, "Requests per minute") : null;
+    if (perMinute !== null) body.rate_limit_per_minute = perMinute;
     if (operator && models.value.trim() !== "") body.models = models.value.split(",").map((m) => m.trim()).filter((m) => m !== "");
     const key = await api<{ id: string; key: string }>("POST", `/accounts/${account.id}/keys`, body);
     // The key is shown here once: the gateway keeps only its hash.
-    const copy = h("button", { type: "button" }, "Copy");
-    copy.addEventListener("click", () => void navigator.clipboard?.writeText(key.key).then(() => announce("Key copied.")));
+    const copy = h("button", { type: "button", "data-testid": "key-copy" }, "Copy");
+    const code = h("code", { class: "secret", "data-testid": "key-secret" }, key.key);
+    copy.addEventListener("click", () => void copySecret(code, key.key));
     secret.replaceChildren(h("div", { class: "notice", role: "alert" },
       h("p", {}, "Your new key — copy it now, it is not shown again:"),
-      h("p", {}, h("code", { class: "secret", "data-testid": "key-secret" }, key.key), " ", copy),
+      h("p", {}, code, " ", copy, " ", h("span", { class: "note", "data-testid": "key-copy-note", "aria-live": "polite" })),
       h("button", { type: "button", "data-testid": "key-secret-done" }, "Done"),
     ));
-    secret.querySelector<HTMLButtonElement>("[data-testid=key-secret-done]")!.addEventListener("click", () => reload());
+    secret.querySelector<HTMLButtonElement>("[data-testid=key-secret-done]")!.addEventListener("click", () => reload("#keys-title"));
     announce("Key created. It is shown once.");
+    // The form is used: a second click would make a second key and hide this one's secret. Done
+    // shows the keys again, with an empty form.
+    for (const input of [name, limit, rpm, models]) input.disabled = true;
+    period.disabled = true;
+    return "hold";
   });
-  const table = h("table", {},
-    h("caption", {}, `Keys (${active.length} of 10 active)`),
+  const expired = active.length - active.filter((k) => keyStatus(k).active).length;
+  const table = h("table", { class: "wide" },
+    h("caption", {}, `Keys: ${active.length} of 10 in use`, expired > 0 ? ` (${expired} expired, counted until revoked)` : ""),
     h("thead", {}, h("tr", {}, ...["Name", "Key", "Created", "Spent (all time)", "Limit", "Status", ""].map((c) => h("th", { scope: "col" }, c)))),
     h("tbody", {}, ...account.keys.map((k) => keyRow(k, reload))),
   );
-  return h("section", { "aria-labelledby": "keys-title" }, h("h2", { id: "keys-title" }, "Keys"), h("div", { class: "scroll" }, table), create);
+  return h("section", { "aria-labelledby": "keys-title" }, h("h2", { id: "keys-title", tabindex: "-1" }, "Keys"), h("div", { class: "scroll" }, table), create);
 }
 
-function keyRow(k: KeySummary, reload: () => void): HTMLElement {
+/** A row's field with its name shown above it (the aria-label says which key's). */
+const labelled = (text: string, input: HTMLElement) => h("label", { class: "mini" }, h("span", {}, text), input);
+
+function keyRow(k: KeySummary, reload: Reload): HTMLElement {
   const revoked = k.revoked_at !== null;
-  const label = k.name ?? `${k.prefix}…${k.last4}`;
+  // Names may repeat: the key's visible ending tells two apart.
+  const label = k.name === null ? `${k.prefix}…${k.last4}` : `${k.name} (…${k.last4})`;
   const actions = h("td", {});
   if (!revoked) {
     const rename = h("input", { type: "text", maxlength: "200", value: k.name ?? "", placeholder: "no name", "aria-label": `Name of ${label}`, "data-testid": "key-rename" });
@@ -136,19 +199,19 @@ function keyRow(k: KeySummary, reload: () => void): HTMLElement {
     const expires = h("input", { type: "date", value: lastDay, "aria-label": `Last day of ${label} (UTC; empty: no end)`, "data-testid": "key-expires" });
     const limit = h("input", { type: "number", min: "0", step: "any", value: k.spend_limit ?? "", placeholder: "none", "aria-label": `Spend limit of ${label}` });
     const period = periodSelect(k.spend_limit_period, { "aria-label": `Period of ${label}'s limit` });
-    const save = h("button", { type: "button", "data-testid": "key-save" }, "Save");
+    const save = h("button", { type: "button", "data-testid": "key-save", "aria-label": `Save ${label}` }, "Save");
     const revoke = h("button", { type: "button", class: "danger", "data-testid": "key-revoke", "aria-label": `Revoke ${label}` }, "Revoke");
     const out = h("div", { class: "form-out" });
     /**
      * A row's action, as the forms do theirs: its buttons wait while it runs, and a refusal is
      * shown in the row (a session that ended goes back to sign-in), never an unseen rejection.
      */
-    const act = (button: HTMLButtonElement, run: () => Promise<void>) => async () => {
+    const act = (button: HTMLButtonElement, run: () => Promise<void>, focusAfter: string) => async () => {
       out.replaceChildren();
       save.disabled = revoke.disabled = true;
       try {
         await run();
-        reload();
+        reload(focusAfter);
       } catch (err) {
         if (err instanceof ApiError && err.status === 401) return reload();
         out.append(errorBox(err instanceof ApiError ? err.message : "Something went wrong.", "key-error"));
@@ -158,27 +221,28 @@ function keyRow(k: KeySummary, reload: () => void): HTMLElement {
       }
     };
     save.addEventListener("click", act(save, async () => {
-      const value = limit.value === "" ? null : Number(limit.value);
-      // Outside a form the browser does not hold the field to its `min`: said here, before asking.
-      if (value !== null && !(value >= 0)) throw new ApiError(400, "A spend limit is a number of credits, 0 or more (empty: none).");
+      // Outside a form the browser holds no field to its type or `min`: checked here, before asking,
+      // so a mistyped limit or a date typed in part is refused rather than sent as "none".
+      const changes: Record<string, unknown> = limitChange(limit, period);
+      const day = dateOf(expires, "The last day");
       const name = rename.value.trim();
       // The last day counts whole: the key stops at the start of the next one (UTC).
-      const until = expires.value === "" ? null : new Date(Date.parse(`${expires.value}T00:00:00Z`) + 86_400_000).toISOString();
-      const changes: Record<string, unknown> = { spend_limit: value, spend_limit_period: period.value || null };
+      const until = day === "" ? null : new Date(Date.parse(`${day}T00:00:00Z`) + 86_400_000).toISOString();
       if (name !== (k.name ?? "")) changes.name = name === "" ? null : name;
-      if (expires.value !== lastDay) changes.expires_at = until;
+      if (day !== lastDay) changes.expires_at = until;
       await api("PATCH", `/keys/${k.id}`, changes);
       announce(`${label} saved.`);
-    }));
+    }, `[data-key-id="${k.id}"] [data-testid=key-save]`));
     revoke.addEventListener("click", act(revoke, async () => {
       await api("DELETE", `/keys/${k.id}`);
       announce(`${label} revoked.`);
-    }));
-    actions.append(h("span", { class: "inline" }, rename, expires, limit, period, save), " ", revoke, out);
+    }, "#keys-title"));
+    actions.append(h("span", { class: "inline" }, labelled("Name", rename), labelled("Last day (UTC)", expires), labelled("Limit (credits)", limit), labelled("Period", period), save), " ", revoke, out);
   }
   return h("tr", { "data-testid": "key-row", "data-key-id": k.id },
     h("td", {}, k.name === null ? "—" : h("bdi", {}, k.name), k.models ? h("div", { class: "note" }, `only ${k.models.join(", ")}`) : null),
-    h("td", {}, h("code", {}, `${k.prefix}…${k.last4}`)),
+    // The id is what request lists and usage downloads name the key by.
+    h("td", {}, h("code", {}, `${k.prefix}…${k.last4}`), h("div", { class: "note" }, "id ", h("code", { "data-testid": "key-id" }, k.id))),
     h("td", {}, when(k.created_at)),
     h("td", { class: "num" }, credits(k.spent)),
     h("td", { "data-testid": "key-limit" }, limitText(k.spend_limit, k.spend_limit_period, k.spent_in_period, k.period_resets_at)),

@@ -11,8 +11,8 @@ export function setCsrf(token: string): void {
   csrf = token;
 }
 
-export async function api<T>(method: "GET" | "POST" | "PATCH" | "DELETE", path: string, body?: unknown): Promise<T> {
-  const headers: Record<string, string> = { accept: "application/json" };
+export async function api<T>(method: "GET" | "POST" | "PATCH" | "DELETE", path: string, body?: unknown, extra?: Record<string, string>): Promise<T> {
+  const headers: Record<string, string> = { accept: "application/json", ...extra };
   // On reads too: it says whose view the page shows, and the gateway answers 409 when another
   // sign-in in this browser has replaced that session (main.ts then reads who is signed in now).
   if (method !== "GET" || csrf) headers["x-csrf-token"] = csrf;
@@ -54,6 +54,8 @@ export interface UsageSummary {
   period_costs: number[];
   lines: { id: string; name: string | null; costs: number[] }[];
   groups: (Sums & { id: string; name: string | null })[];
+  /** One account's view only: requests refused before any upstream call, by status (never charged). */
+  rejected?: Record<string, number>;
 }
 export interface RecentRequest {
   request_id: string; created_at: string; account_id: string; key_id: string; model: string; status: string; latency_ms: number; prompt_tokens: number; completion_tokens: number; cost: number;

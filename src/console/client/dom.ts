@@ -1,4 +1,5 @@
 /** A few DOM helpers: elements from plain values, text always as text (never HTML). */
+import { ApiError } from "./api.ts";
 
 type Child = Node | string | number | null | undefined | false;
 type Attrs = Record<string, string | number | boolean | ((event: Event) => void) | undefined>;
@@ -28,6 +29,21 @@ export function periodSelect(value: string | null, attrs: Attrs = {}): HTMLSelec
     select.append(h("option", { value: v, selected: (value ?? "") === v }, text));
   }
   return select;
+}
+
+/**
+ * A number field's value: null when empty, else the number; what the browser could not read as a
+ * number ("15-", "1e") is refused, where `.value` would be "" and clear a limit the user meant to set.
+ */
+export function numberOf(input: HTMLInputElement, what: string): number | null {
+  if (input.validity.badInput) throw new ApiError(400, `${what} is not a number.`);
+  return input.value === "" ? null : Number(input.value);
+}
+
+/** A date field's value ("" when empty); a date typed in part is refused rather than read as none. */
+export function dateOf(input: HTMLInputElement, what: string): string {
+  if (input.validity.badInput) throw new ApiError(400, `${what} is not a whole date.`);
+  return input.value;
 }
 
 /** Credits as people read them: up to 6 decimals, no trailing zeros. */

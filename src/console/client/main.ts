@@ -32,10 +32,15 @@ document.querySelector<HTMLAnchorElement>("a.skip")?.addEventListener("click", (
   main.focus();
 });
 
-function show(view: HTMLElement): void {
+/**
+ * Shows a view. Focus moves to it, so keyboard and screen-reader users follow; or, when the view
+ * is the same one shown again after a change made in it (a key saved, a period chosen), back to
+ * the control that made the change (`focus`, a selector), so they are where they were.
+ */
+function show(view: HTMLElement, focus?: string): void {
   main.replaceChildren(view);
-  // Focus moves to the new view's heading area, so keyboard and screen-reader users follow it.
-  main.focus();
+  const target = focus ? main.querySelector<HTMLElement>(focus) : null;
+  (target ?? main).focus();
 }
 
 function renderNav(): void {
@@ -164,17 +169,24 @@ function inviteView(token: string): void {
   show(form);
 }
 
+/** Views a session of this kind has (the first part of the fragment); others send it home. */
+const VIEWS = { operator: ["accounts", "account", "usage", "catalogue", "requests"], holder: ["account", "usage", "requests"] } as const;
+
 function signedIn(s: Session): void {
   preloaded = null;
   forgetChoices();
   session = s;
   setCsrf(s.csrf);
   const home = s.kind === "operator" ? "#accounts" : "#account";
-  if (location.hash === "" || location.hash === home) void route();
+  // A link opened before signing in (a bookmark, a session that ended) is where the user goes.
+  const [asked, id] = location.hash.replace(/^#/, "").split("/");
+  // An operator's account view names its account; a holder's is their own.
+  const known = (VIEWS[s.kind] as readonly string[]).includes(asked!) && !(s.kind === "operator" && asked === "account" && !id);
+  if (location.hash === "" || known) void route();
   else location.hash = home;
 }
 
-async function route(): Promise<void> {
+async function route(focus?: string): Promise<void> {
   if (!session) return;
   renderNav();
   const [view, id] = location.hash.replace(/^#/, "").split("/");
@@ -186,7 +198,7 @@ async function route(): Promise<void> {
   try {
     if (s.kind === "holder" && (view === "account" || view === "")) {
       const account = first?.account ?? (await api<Account>("GET", `/accounts/${s.account_id}`));
-      show(accountView(s, account, () => void route()));
+      show(accountView(s, account, (f) => void route(f)), focus);
     } else if (s.kind === "operator" && (view === "accounts" || view === "")) {
       const q = accountsQuery;
       const asked = new URLSearchParams({ limit: "100", ...(q.name ? { name: q.name } : {}), ...(q.cursor ? { cursor: q.cursor } : {}) });
@@ -196,12 +208,12 @@ async function route(): Promise<void> {
         void route();
       }));
     } else if (s.kind === "operator" && view === "account" && id) {
-      show(accountView(s, await api<Account>("GET", `/accounts/${encodeURIComponent(id)}`), () => void route()));
+      show(accountView(s, await api<Account>("GET", `/accounts/${encodeURIComponent(id)}`), (f) => void route(f)), focus);
     } else if (view === "usage") {
-      show(usageView(s, await loadUsage(usageChoice), usageChoice, (choice) => {
+      show(usageView(s, await loadUsage(usageChoice), usageChoice, (choice, f) => {
         usageChoice = choice;
-        void route();
-      }));
+        void route(f);
+      }), focus);
     } else if (view === "catalogue" && s.kind === "operator") {
       show(catalogueView((await api<{ data: CatalogueEntry[] }>("GET", "/catalogue")).data));
     } else if (view === "requests") {

@@ -29,13 +29,15 @@ const COLOURS = ["#1f5fbf", "#b3361b", "#2b7a3d", "#7a3db3", "#a86b00", "#00788a
 const label = (g: { id: string; name: string | null }) => g.name ?? (g.id || "—");
 
 /** Usage over time (uPlot) with totals and the cost classes, from one request (the report's summary). */
-export function usageView(session: Session, report: UsageSummary, choice: UsageChoice, rerun: (choice: UsageChoice) => void): HTMLElement {
+export function usageView(session: Session, report: UsageSummary, choice: UsageChoice, rerun: (choice: UsageChoice, focus: string) => void): HTMLElement {
   const split = choice.split;
-  const range = h("select", {}, h("option", { value: "24h", selected: choice.range === "24h" }, "Last 24 hours, by hour"), h("option", { value: "30d", selected: choice.range === "30d" }, "Last 30 days, by day"));
-  const by = h("select", {}, ...(["model", "key", ...(session.kind === "operator" ? ["account"] : [])] as const).map((s) => h("option", { value: s, selected: split === s }, `by ${s}`)));
-  const change = () => rerun({ range: range.value as UsageChoice["range"], split: by.value as UsageChoice["split"] });
-  range.addEventListener("change", change);
-  by.addEventListener("change", change);
+  const range = h("select", { id: "usage-range", "data-testid": "usage-range" }, h("option", { value: "24h", selected: choice.range === "24h" }, "Last 24 hours, by hour"), h("option", { value: "30d", selected: choice.range === "30d" }, "Last 30 days, by day"));
+  const by = h("select", { id: "usage-split", "data-testid": "usage-split" }, ...(["model", "key", ...(session.kind === "operator" ? ["account"] : [])] as const).map((s) => h("option", { value: s, selected: split === s }, `by ${s}`)));
+  // The view is shown again with the new figures, focus back on the select that changed: a
+  // keyboard user steps through a select's options with the arrow keys, each step a change.
+  const change = (select: HTMLSelectElement) => () => rerun({ range: range.value as UsageChoice["range"], split: by.value as UsageChoice["split"] }, `#${select.id}`);
+  range.addEventListener("change", change(range));
+  by.addEventListener("change", change(by));
   const csv = `/console/api/usage?${usageQuery(choice, Date.parse(report.to) - 1)}&format=csv`;
 
   // One line per large group (the rest summed as one), credits per period.
@@ -54,23 +56,42 @@ export function usageView(session: Session, report: UsageSummary, choice: UsageC
   queueMicrotask(() => {
     const width = Math.max(320, chartBox.clientWidth || 800);
     // Hours and days are UTC's, as every table and bucket here: the axis too, whatever the browser's zone.
-    new uPlot({ width, height: 260, series, axes: [{}, { label: "credits" }], scales: { x: { time: true } }, tzDate: (ts) => uPlot.tzDate(new Date(ts * 1000), "Etc/UTC") }, data, chartBox);
+    new uPlot({ width, height: 260, series, axes: [{ label: "UTC" }, { label: "credits" }], scales: { x: { time: true } }, tzDate: (ts) => uPlot.tzDate(new Date(ts * 1000), "Etc/UTC") }, data, chartBox);
   });
 
+  const empty = report.total.requests === 0 ? h("p", { class: "note", "data-testid": "usage-empty" }, "No charged requests in this period yet.") : null;
   return h("section", { "aria-labelledby": "usage-title" },
     h("h1", { id: "usage-title" }, session.kind === "operator" ? "Usage across accounts" : "Your usage"),
     h("div", { class: "controls" }, field("Period", range), field("Split", by), h("a", { href: csv, download: "" }, "Download CSV")),
     h("p", { class: "total" }, "Charged: ", h("strong", { "data-testid": "usage-total-credits" }, credits(report.total.cost)), " credits in ", String(report.total.requests), " requests; cache savings ", h("span", { "data-testid": "usage-cache-savings" }, credits(report.total.cache_savings)), " credits."),
+    refusals(report.rejected),
+    empty,
     chartBox,
     breakdown(report, split),
   );
+}
+
+/** What each refusal status means to the one who was refused. */
+const REFUSED: Record<string, string> = {
+  "401": "key not valid", "402": "credits or the key's spend limit used up", "403": "model not allowed for the key",
+  "404": "no such model", "408": "request body too slow", "413": "request too large", "429": "rate limited", "400": "malformed request", "422": "empty request",
+};
+
+/** One account's requests refused before any upstream call, by status: none cost anything. */
+function refusals(rejected: Record<string, number> | undefined): HTMLElement | null {
+  if (!rejected) return null;
+  const entries = Object.entries(rejected).filter(([, n]) => n > 0).sort(([a], [b]) => Number(a) - Number(b));
+  if (entries.length === 0) return h("p", { class: "note", "data-testid": "usage-refused" }, "No requests refused in this period.");
+  const total = entries.reduce((sum, [, n]) => sum + n, 0);
+  return h("p", { "data-testid": "usage-refused" }, `Refused before reaching a model (not charged): ${total.toLocaleString("en-US")} — `,
+    entries.map(([status, n]) => `${n.toLocaleString("en-US")} × ${status}${REFUSED[status] ? ` ${REFUSED[status]}` : ""}`).join(", "), ".");
 }
 
 /** Per group: requests, the prompt by price class, output, and money. */
 function breakdown(report: UsageSummary, split: UsageChoice["split"]): HTMLElement {
   const cols = ["Requests", "Fresh input", "Cache reads", "Cache writes (5 min)", "Cache writes (1 h)", "Output", "Reasoning", "Images", "Credits", "Cache savings"];
   const cells = (s: Sums) => [s.requests, s.fresh_input_tokens, s.cache_read_tokens, s.cache_write_5m_tokens, s.cache_write_1h_tokens, s.completion_tokens, s.reasoning_tokens, s.images, credits(s.cost), credits(s.cache_savings)].map((v) => h("td", { class: "num" }, typeof v === "number" ? v.toLocaleString("en-US") : v));
-  return h("div", { class: "scroll" }, h("table", {},
+  return h("div", { class: "scroll" }, h("table", { class: "wide" },
     h("caption", {}, `By ${split}, tokens by price class`),
     h("thead", {}, h("tr", {}, h("th", { scope: "col" }, split), ...cols.map((c) => h("th", { scope: "col" }, c)))),
     h("tbody", {}, ...report.groups.map((g) => h("tr", { "data-testid": "usage-row" }, h("th", { scope: "row" }, label(g)), ...cells(g)))),

@@ -147,19 +147,20 @@ export function consoleApiRoutes(deps: ConsoleApiDeps) {
       sameSite(request);
       const from = address(request, server);
       const login = typeof body.login === "string" ? body.login : null;
-      // Counted as a failure from here until it is found right (sign-in-attempts.ts: a burst in parallel is not all checked).
-      const wait = deps.signIns.begin(from, login);
-      if (wait > 0) throw new GatewayError(429, "rate_limit", `Too many failed sign-ins. Retry after ${wait} s.`, { "retry-after": String(wait) });
       const refuse = (what: string) => {
         // The address and which kind of sign-in, never what was typed.
         deps.log("warn", "console sign-in failed", { address: from, kind: what });
         return new GatewayError(401, "authentication", what === "operator" ? "Wrong admin token." : "Wrong login or password.");
       };
-      if (typeof body.token === "string") {
-        if (!deps.adminToken || !equal(body.token, deps.adminToken)) throw refuse("operator");
-        deps.signIns.succeeded(from, login);
-        return signedIn(request, await startSession(store, { kind: "operator", accountId: null, login: null }, deps.now()), set);
-      }
+      // The right admin token is never refused, as on the admin API (routes/admin.ts): 32 random
+      // characters are not guessed, and holders' failed sign-ins from the operator's address (one
+      // proxy's, behind a load balancer) must not lock the operator out. Wrong ones count.
+      const operatorRight = typeof body.token === "string" && !!deps.adminToken && equal(body.token, deps.adminToken);
+      if (operatorRight) return signedIn(request, await startSession(store, { kind: "operator", accountId: null, login: null }, deps.now()), set);
+      // Counted as a failure from here until it is found right (sign-in-attempts.ts: a burst in parallel is not all checked).
+      const wait = deps.signIns.begin(from, typeof body.token === "string" ? null : login);
+      if (wait > 0) throw new GatewayError(429, "rate_limit", `Too many failed sign-ins. Retry after ${wait} s.`, { "retry-after": String(wait) });
+      if (typeof body.token === "string") throw refuse("operator");
       if (login === null || typeof body.password !== "string") {
         // A malformed sign-in checks nothing: it is not a guess (and forgets no earlier failure).
         deps.signIns.cancel(from, login);
@@ -254,7 +255,12 @@ export function consoleApiRoutes(deps: ConsoleApiDeps) {
       if (periods > MAX_CHART_PERIODS) {
         throw new GatewayError(400, "invalid_request", `The range holds ${periods} periods of a ${q.granularity}; the console charts at most ${MAX_CHART_PERIODS}. Narrow it, or use granularity=day.`);
       }
-      return summarizeUsage(q, rows, split);
+      const summary = summarizeUsage(q, rows, split);
+      // One account's view also says what was refused before any upstream call (402, 429…): a
+      // holder whose requests fail sees why here, without the admin API. None of it was charged.
+      if (accountId === undefined || accountId === "") return summary;
+      const { rejected } = await ops.accountUsage(accountId, { from: String(q.from), to: String(q.to) });
+      return { ...summary, rejected };
     }, { query: ConsoleQuery })
     .get("/requests", async ({ request, query }) => {
       const s = await session(request);
