@@ -43,7 +43,11 @@ const USAGE = `usage: bun run admin <command>
   invite <account-id> <login> [--url BASE]
                                          a one-time link (7 days) for the account's holder to set a password and
                                          sign in to the console; BASE is the gateway's address as browsers reach it
-                                         (default SWITCHYARD_PUBLIC_URL, else http://localhost:8080)
+                                         (default SWITCHYARD_PUBLIC_URL, else http://localhost:8080); a login the
+                                         account has already gets a link to set a new password (its sessions end)
+  logins <account-id>                    the account's console logins and its open invites
+  logins remove <account-id> <login>     the login can no longer sign in (its sessions end at once); its open
+                                         invites are cancelled
   usage <account-id> [from] [to]         totals per model; from/to are ISO dates (default: all time)
   report [--from DATE] [--to DATE] [--group-by account,key,model] [--granularity day|hour]
          [--format json|csv] [--account ID] [--key ID] [--model ID]
@@ -249,7 +253,16 @@ export async function runAdmin(argv: string[], env: Record<string, string | unde
       if (!/^https?:\/\/[^/\s]+$/.test(base)) throw new UsageError("--url must be the gateway's address, like https://gateway.example.com");
       if (!(await accounts.getAccount(verb))) return { code: 1, out: `no account ${verb}` };
       const invite = await issueInvite(store.console, { accountId: verb, login, now: Date.now(), origin: base });
-      return invite ? { ...json(invite), stdout: true } : { code: 1, out: `the login ${login} is taken` };
+      return invite ? { ...json(invite), stdout: true } : { code: 1, out: `the login ${login} is another account's` };
+    }
+    if (noun === "logins" && verb !== undefined && args.length === 0) {
+      if (!(await accounts.getAccount(verb))) return { code: 1, out: `no account ${verb}` };
+      return json(await store.console.listLogins(verb, Date.now()));
+    }
+    if (noun === "logins" && verb === "remove" && args.length === 2) {
+      const [accountId, login] = args as [string, string];
+      if (!(await accounts.getAccount(accountId))) return { code: 1, out: `no account ${accountId}` };
+      return (await store.console.removeLogin(accountId, login)) ? json({ account_id: accountId, login, removed: true }) : { code: 1, out: `account ${accountId} has no login or invite ${login}` };
     }
     if (noun === "usage" && verb !== undefined) {
       const from = args[0] ? instant(args[0], "from") : 0;

@@ -59,19 +59,37 @@ export interface RecentQuery {
   limit: number;
 }
 
+/** An account's holder logins and its invites not yet used, as the admin API and console list them. */
+export interface AccountLogins {
+  logins: { login: string; created_at: string }[];
+  /** Unused and unexpired; an invite for a login the account has already resets its password. */
+  invites: { login: string; created_at: string; expires_at: string }[];
+}
+
 /** Why an invite could not be taken. */
 export type AcceptOutcome = { ok: true; accountId: string; login: string } | { ok: false; reason: "invalid" | "login_taken" };
 
 type MaybePromise<T> = T | Promise<T>;
 
 export interface ConsoleStore {
-  /** False when the login is already a user's. */
+  /**
+   * False when the login is another account's. For a login the account has already, the invite
+   * is a password reset: a holder who forgot theirs is sent a new link.
+   */
   createInvite(invite: ConsoleInvite): MaybePromise<boolean>;
   /**
    * Takes an unused, unexpired invite and makes its user, in one transaction: an invite works once,
-   * even when two browsers open it at the same moment.
+   * even when two browsers open it at the same moment. For a login the account has already, it
+   * sets the new password and ends that login's sessions.
    */
   acceptInvite(tokenHash: string, passwordHash: string, now: number): MaybePromise<AcceptOutcome>;
+  /** The account's logins and open invites. */
+  listLogins(accountId: string, now: number): MaybePromise<AccountLogins>;
+  /**
+   * Removes the account's login (its password and its sessions, which end at once) and cancels its
+   * open invites to the account, in one transaction; false when the account had neither.
+   */
+  removeLogin(accountId: string, login: string): MaybePromise<boolean>;
   findUser(login: string): MaybePromise<ConsoleUser | null>;
   loginTaken(login: string): MaybePromise<boolean>;
   /** Also deletes sessions that expired (an index on the expiry keeps it cheap). */

@@ -346,9 +346,24 @@ export const OPERATIONS: Record<string, Operation> = {
   },
   "POST /v1/admin/accounts/:id/invites": {
     summary: "Invite the account holder to the console",
-    description: "A one-time link to `/console` that lasts 7 days; opening it sets the password the holder signs in with (`login`, 3 to 64 letters, digits or `. _ @ -`). The token is after `#`, so it reaches no server log. 409 when the login is taken; 404 when the console is off (`SWITCHYARD_CONSOLE=off`).",
+    description: "A one-time link to `/console` that lasts 7 days; opening it sets the password the holder signs in with (`login`, 3 to 64 letters, digits or `. _ @ -`). The token is after `#`, so it reaches no server log. A login the account has already gets a link to set a new password (its sessions end when it is used). 409 when the login is another account's; 404 when the console is off (`SWITCHYARD_CONSOLE=off`).",
     tag: "admin", security: "admin", errors: [400, 401, 404, 408, 409, 413, 429],
     answers: { "201": { description: "The invite.", schema: t.Object({ url: t.String(), expires_at: t.String(), login: t.String() }) } },
+  },
+  "GET /v1/admin/accounts/:id/logins": {
+    summary: "The account's console logins",
+    description: "The logins its holders sign in to the console with, and its invites not yet used. 404 when the console is off.",
+    tag: "admin", security: "admin", errors: [401, 404, 429],
+    answers: { "200": { description: "Logins and open invites.", schema: t.Object({
+      logins: t.Array(t.Object({ login: t.String(), created_at: t.String() })),
+      invites: t.Array(t.Object({ login: t.String(), created_at: t.String(), expires_at: t.String() })),
+    }) } },
+  },
+  "DELETE /v1/admin/accounts/:id/logins/:login": {
+    summary: "Remove a console login",
+    description: "The login can no longer sign in; its sessions end at once and its open invites to the account are cancelled (an invite alone can be cancelled this way too). 404 when the account has neither.",
+    tag: "admin", security: "admin", errors: [401, 404, 429],
+    answers: { "200": { description: "Removed.", schema: t.Object({ account_id: t.String(), login: t.String(), removed: t.Literal(true) }) } },
   },
   "DELETE /v1/admin/keys/:id": {
     summary: "Revoke a key",

@@ -644,3 +644,39 @@ test("a link opened before signing in is where sign-in leads; at 375 px nothing 
     await page.setViewportSize({ width: 1280, height: 900 });
   }
 }, 60_000);
+
+test("the operator sees who can sign in to an account and removes a login: that holder is signed out and cannot sign in", async () => {
+  const holderContext = await chromium.launch({ executablePath: CHROMIUM, headless: true, args: ["--no-sandbox", "--disable-gpu", "--disable-background-networking"] });
+  try {
+    // The holder, signed in in another browser.
+    const holderPage = await holderContext.newPage();
+    await holderPage.goto(`${gateway.url}/console/`);
+    await holderPage.getByTestId("sign-in-login").fill("holder@acme.example");
+    await holderPage.getByTestId("sign-in-password").fill(PASSWORD);
+    await holderPage.getByTestId("sign-in-submit").click();
+    await holderPage.getByTestId("balance").waitFor();
+
+    await page.getByTestId("sign-out").click();
+    await page.getByTestId("sign-in-token").fill(ADMIN);
+    await page.getByTestId("sign-in-token-submit").click();
+    await page.getByTestId("account-row").first().waitFor();
+    await page.goto(`${gateway.url}/console/#account/${account.id}`);
+    const rows = page.getByTestId("login-row");
+    await rows.first().waitFor();
+    expect(await rows.allTextContents()).toEqual([expect.stringContaining("holder@acme.example")]);
+    await shot("operator-logins");
+    await page.getByRole("button", { name: "Remove login holder@acme.example" }).click();
+    await page.getByText("No one can sign in to this account yet").waitFor();
+    expect(await activeElement()).toMatchObject({ id: "logins-title" });
+    expect(await admin(`/v1/admin/accounts/${account.id}/logins`)).toEqual({ logins: [], invites: [] });
+
+    // The holder's next step finds the session ended, and the password no longer signs in.
+    await holderPage.reload();
+    await holderPage.getByTestId("sign-in-login").fill("holder@acme.example");
+    await holderPage.getByTestId("sign-in-password").fill(PASSWORD);
+    await holderPage.getByTestId("sign-in-submit").click();
+    await expect(holderPage.getByTestId("sign-in-error").first().textContent()).resolves.toBe("Wrong login or password.");
+  } finally {
+    await holderContext.close();
+  }
+}, 60_000);

@@ -89,8 +89,9 @@ function consoleSuite(name: string, start: () => Promise<Setup>) {
         const session = await holder.acceptInvite(invite.url, PASSWORD);
         expect(session).toMatchObject({ kind: "holder", login: "holder.one", account_id: s.gw.accountId });
         expect((await new ConsoleClient(s.gw.url).call("POST", "/console/api/invites/accept", { token, password: PASSWORD })).status).toBe(404);
-        // The second invite for a login now taken cannot make a second user.
-        expect((await operator.call("POST", `/console/api/accounts/${s.gw.accountId}/invites`, { login: "holder.one" })).status).toBe(409);
+        // A login now taken cannot be invited to another account (for its own, an invite is a reset: see "logins").
+        const elsewhere = await operator.json("POST", "/console/api/accounts", { name: "elsewhere", credits: 1 }, 201);
+        expect((await operator.call("POST", `/console/api/accounts/${elsewhere.id}/invites`, { login: "holder.one" })).status).toBe(409);
 
         const again = new ConsoleClient(s.gw.url);
         expect((await again.call("POST", "/console/api/sign-in", { login: "holder.one", password: PASSWORD + "x" })).status).toBe(401);
@@ -274,6 +275,55 @@ function consoleSuite(name: string, start: () => Promise<Setup>) {
       }
     }, 30_000);
 
+    test("logins: listed with open invites; a second invite resets the password and ends the old sessions; removed, a login's session ends at once; another account's login is a 409", async () => {
+      const s = await start();
+      try {
+        const { operator, holder, account } = await holderSetup(s.gw, "erin", "erin@team.example");
+        const admin = (method: string, path: string, body?: unknown) => fetch(`${s.gw.url}/v1/admin${path}`, {
+          method, headers: { authorization: `Bearer ${ADMIN}`, ...(body ? { "content-type": "application/json" } : {}) }, body: body ? JSON.stringify(body) : undefined,
+        });
+        const listed = await (await admin("GET", `/accounts/${account.id}/logins`)).json() as any;
+        expect(listed.logins.map((l: any) => l.login)).toEqual(["erin@team.example"]);
+        expect(listed.invites).toEqual([]);
+        expect(await operator.json("GET", `/console/api/accounts/${account.id}/logins`)).toEqual(listed);
+        // A holder manages no logins, not even their own account's.
+        expect((await holder.call("GET", `/console/api/accounts/${account.id}/logins`)).status).toBe(403);
+        expect((await holder.call("DELETE", `/console/api/accounts/${account.id}/logins/erin@team.example`)).status).toBe(403);
+
+        // Forgot the password: a second invite for the same login is a reset.
+        const reset = await operator.json("POST", `/console/api/accounts/${account.id}/invites`, { login: "erin@team.example" }, 201);
+        expect((await (await admin("GET", `/accounts/${account.id}/logins`)).json() as any).invites.map((i: any) => i.login)).toEqual(["erin@team.example"]);
+        const renewed = new ConsoleClient(s.gw.url);
+        await renewed.acceptInvite(reset.url, "a brand new password here");
+        expect((await holder.call("GET", "/console/api/session")).status).toBe(401);
+        expect((await new ConsoleClient(s.gw.url).call("POST", "/console/api/sign-in", { login: "erin@team.example", password: PASSWORD })).status).toBe(401);
+        expect((await new ConsoleClient(s.gw.url).call("POST", "/console/api/sign-in", { login: "erin@team.example", password: "a brand new password here" })).status).toBe(200);
+
+        // Another account cannot take the login.
+        const other = await operator.json("POST", "/console/api/accounts", { name: "other team", credits: 1 }, 201);
+        const taken = await admin("POST", `/accounts/${other.id}/invites`, { login: "erin@team.example" });
+        expect(taken.status).toBe(409);
+        expect(((await taken.json()) as any).error.message).toContain("another account's");
+
+        // Removed (someone left): the session in use ends at once, and the password no longer works.
+        const removed = await operator.json("DELETE", `/console/api/accounts/${account.id}/logins/erin@team.example`);
+        expect(removed).toEqual({ account_id: account.id, login: "erin@team.example", removed: true });
+        expect((await renewed.call("GET", "/console/api/session")).status).toBe(401);
+        expect((await new ConsoleClient(s.gw.url).call("POST", "/console/api/sign-in", { login: "erin@team.example", password: "a brand new password here" })).status).toBe(401);
+        expect((await admin("DELETE", `/accounts/${account.id}/logins/erin@team.example`)).status).toBe(404);
+        // An invite alone is cancelled the same way: its link no longer works.
+        const pending = await operator.json("POST", `/console/api/accounts/${account.id}/invites`, { login: "frank" }, 201);
+        expect((await admin("DELETE", `/accounts/${account.id}/logins/frank`)).status).toBe(200);
+        const late = await new ConsoleClient(s.gw.url).call("POST", "/console/api/invites/accept", { token: new URL(pending.url).hash.slice(8), password: PASSWORD });
+        expect(late.status).toBe(404);
+        expect(await (await admin("GET", `/accounts/${account.id}/logins`)).json()).toEqual({ logins: [], invites: [] });
+        // The login is free again, for any account.
+        expect((await admin("POST", `/accounts/${other.id}/invites`, { login: "erin@team.example" })).status).toBe(201);
+      } finally {
+        await s.stop();
+      }
+    }, 30_000);
+
     test("sign-in is throttled per login and per address, even with the right password; no password or token reaches the log", async () => {
       const s = await start();
       try {
@@ -443,7 +493,18 @@ describe("the console page", () => {
       expect(invite.login).toBe("cli.holder");
       const holder = new ConsoleClient(s.gw.url);
       expect((await holder.acceptInvite(invite.url, PASSWORD)).account_id).toBe(s.gw.accountId);
-      expect((await runAdmin(["invite", s.gw.accountId, "cli.holder"], { SWITCHYARD_DB: s.gw.dbPath })).code).toBe(1);
+      // Again for the same account: a link to set a new password. For another account: taken.
+      expect((await runAdmin(["invite", s.gw.accountId, "cli.holder"], { SWITCHYARD_DB: s.gw.dbPath })).code).toBe(0);
+      const other = await s.gw.app.services.accounts.createAccount("other", 0);
+      expect((await runAdmin(["invite", other.id, "cli.holder"], { SWITCHYARD_DB: s.gw.dbPath })).code).toBe(1);
+      // The logins, and removing one: its session ends at once.
+      const listed = await runAdmin(["logins", s.gw.accountId], { SWITCHYARD_DB: s.gw.dbPath });
+      expect(JSON.parse(listed.out).logins.map((l: { login: string }) => l.login)).toEqual(["cli.holder"]);
+      expect(JSON.parse(listed.out).invites.map((i: { login: string }) => i.login)).toEqual(["cli.holder"]);
+      expect((await runAdmin(["logins", "remove", s.gw.accountId, "cli.holder"], { SWITCHYARD_DB: s.gw.dbPath })).code).toBe(0);
+      expect((await holder.call("GET", "/console/api/session")).status).toBe(401);
+      expect((await runAdmin(["logins", "remove", s.gw.accountId, "cli.holder"], { SWITCHYARD_DB: s.gw.dbPath })).code).toBe(1);
+      expect(JSON.parse((await runAdmin(["logins", s.gw.accountId], { SWITCHYARD_DB: s.gw.dbPath })).out)).toEqual({ logins: [], invites: [] });
       expect((await runAdmin(["invite", s.gw.accountId, "x"], { SWITCHYARD_DB: s.gw.dbPath })).code).toBe(2);
       expect((await runAdmin(["invite", "acct_nope", "someone"], { SWITCHYARD_DB: s.gw.dbPath })).code).toBe(1);
     } finally {

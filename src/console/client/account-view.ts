@@ -1,4 +1,4 @@
-import { api, ApiError, type Account, type KeySummary, type Session } from "./api.ts";
+import { api, ApiError, type Account, type AccountLogins, type KeySummary, type Session } from "./api.ts";
 import { announce, credits, dateOf, errorBox, field, h, numberOf, periodSelect, when } from "./dom.ts";
 
 /** Shows the view again with fresh data; `focus` (a selector) is where focus goes, else the view. */
@@ -8,7 +8,7 @@ export type Reload = (focus?: string) => void;
  * One account: balance, keys (create, revoke, per-key limits) and, for operators, top-up, the
  * account's limit and invites. The data is one request (`GET /accounts/:id`, or the overview's).
  */
-export function accountView(session: Session, account: Account, reload: Reload): HTMLElement {
+export function accountView(session: Session, account: Account, reload: Reload, logins?: AccountLogins): HTMLElement {
   const operator = session.kind === "operator";
   const root = h("section", { "aria-labelledby": "account-title" });
   root.append(
@@ -20,7 +20,7 @@ export function accountView(session: Session, account: Account, reload: Reload):
       h("dt", {}, "Account id"), h("dd", {}, h("code", {}, account.id)),
     ),
   );
-  if (operator) root.append(topUpForm(account, reload), accountLimitForm(account, reload), inviteForm(account));
+  if (operator) root.append(topUpForm(account, reload), accountLimitForm(account, reload), inviteForm(account, reload), ...(logins ? [loginsSection(account, logins, reload)] : []));
   root.append(keysSection(session, account, reload));
   return root;
 }
@@ -96,16 +96,49 @@ function accountLimitForm(account: Account, reload: Reload): HTMLElement {
   });
 }
 
-function inviteForm(account: Account): HTMLElement {
-  const login = h("input", { type: "text", required: true, autocomplete: "off", pattern: "[A-Za-z0-9._@\\-]{3,64}", "data-testid": "invite-login" });
+function inviteForm(account: Account, reload: Reload): HTMLElement {
+  const login = h("input", { type: "text", required: true, autocomplete: "off", autocapitalize: "none", spellcheck: "false", pattern: "[A-Za-z0-9._@\\-]{3,64}", "data-testid": "invite-login" });
   const submit = h("button", { type: "submit", "data-testid": "invite-submit" }, "Make invite link");
   const shown = h("div", {});
-  const el = form("Invite the account holder", [field("Login they will sign in with", login), shown], submit, async () => {
+  const el = form("Invite the account holder", [field("Login they will sign in with", login), h("p", { class: "note" }, "A login of this account gets a link to set a new password."), shown], submit, async () => {
     const invite = await api<{ url: string; expires_at: string }>("POST", `/accounts/${account.id}/invites`, { login: login.value });
-    shown.replaceChildren(h("p", {}, "Send this link to them; it works once, until ", when(invite.expires_at), ":"), h("p", {}, h("code", { class: "secret", "data-testid": "invite-url" }, invite.url)));
+    const done = h("button", { type: "button", "data-testid": "invite-done" }, "Done");
+    done.addEventListener("click", () => reload("#logins-title"));
+    shown.replaceChildren(h("p", {}, "Send this link to them; it works once, until ", when(invite.expires_at), ":"), h("p", {}, h("code", { class: "secret", "data-testid": "invite-url" }, invite.url)), done);
     announce("Invite link made.");
   });
   return el;
+}
+
+/** Who can sign in to the account's console, and the invites not yet used: each can be removed (someone left). */
+function loginsSection(account: Account, logins: AccountLogins, reload: Reload): HTMLElement {
+  const out = h("div", { class: "form-out" });
+  const remove = (login: string, what: string) => {
+    const button = h("button", { type: "button", class: "danger", "data-testid": "login-remove", "aria-label": `Remove ${what} ${login}` }, "Remove");
+    button.addEventListener("click", async () => {
+      out.replaceChildren();
+      button.disabled = true;
+      try {
+        await api("DELETE", `/accounts/${account.id}/logins/${encodeURIComponent(login)}`);
+        announce(`${login} removed: it can no longer sign in.`);
+        reload("#logins-title");
+      } catch (err) {
+        if (err instanceof ApiError && err.status === 401) return reload();
+        out.append(errorBox(err instanceof ApiError ? err.message : "Something went wrong."));
+        button.disabled = false;
+      }
+    });
+    return button;
+  };
+  const rows = [
+    ...logins.logins.map((l) => h("tr", { "data-testid": "login-row" }, h("td", {}, h("bdi", {}, l.login)), h("td", {}, `signs in since ${when(l.created_at)}`), h("td", {}, remove(l.login, "login")))),
+    ...logins.invites.map((i) => h("tr", { "data-testid": "login-row" }, h("td", {}, h("bdi", {}, i.login)), h("td", {}, `invited, link valid until ${when(i.expires_at)}`), h("td", {}, remove(i.login, "invite for")))),
+  ];
+  return h("section", { class: "card", "aria-labelledby": "logins-title" },
+    h("h2", { id: "logins-title", tabindex: "-1" }, "Console logins"),
+    rows.length === 0 ? h("p", { class: "note" }, "No one can sign in to this account yet: invite its holder above.")
+      : h("table", {}, h("thead", {}, h("tr", {}, ...["Login", "State", ""].map((c) => h("th", { scope: "col" }, c)))), h("tbody", {}, ...rows)),
+    out);
 }
 
 /**

@@ -42,6 +42,11 @@ export interface Account {
   id: string; name: string; balance: number; reserved: number; created_at: string; spend_limit: number | null; spend_limit_period: "day" | "week" | "month" | null;
   spent_in_period: number; period_resets_at: string | null; keys: KeySummary[];
 }
+/** An account's console logins and open invites (operators). */
+export interface AccountLogins {
+  logins: { login: string; created_at: string }[];
+  invites: { login: string; created_at: string; expires_at: string }[];
+}
 export interface AccountPage { data: { id: string; name: string; balance: number; created_at: string; spend_limit: number | null; spend_limit_period: string | null }[]; next_cursor: string | null }
 export interface Overview { session: Session; account?: Account; accounts?: AccountPage }
 export interface Sums {

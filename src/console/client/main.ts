@@ -1,4 +1,4 @@
-import { api, ApiError, setCsrf, type Account, type AccountPage, type CatalogueEntry, type Overview, type RecentRequest, type Session } from "./api.ts";
+import { api, ApiError, setCsrf, type Account, type AccountLogins, type AccountPage, type CatalogueEntry, type Overview, type RecentRequest, type Session } from "./api.ts";
 import { accountView } from "./account-view.ts";
 import { accountsView, catalogueView, requestsView } from "./lists-view.ts";
 import { loadUsage, usageView, type UsageChoice } from "./usage-view.ts";
@@ -115,7 +115,7 @@ async function resync(): Promise<void> {
 
 function signInView(message?: string): void {
   renderNav();
-  const login = h("input", { type: "text", autocomplete: "username", "data-testid": "sign-in-login" });
+  const login = h("input", { type: "text", autocomplete: "username", autocapitalize: "none", spellcheck: "false", "data-testid": "sign-in-login" });
   const password = h("input", { type: "password", autocomplete: "current-password", "data-testid": "sign-in-password" });
   const token = h("input", { type: "password", autocomplete: "off", "data-testid": "sign-in-token" });
   const out = h("div", {});
@@ -208,7 +208,9 @@ async function route(focus?: string): Promise<void> {
         void route();
       }));
     } else if (s.kind === "operator" && view === "account" && id) {
-      show(accountView(s, await api<Account>("GET", `/accounts/${encodeURIComponent(id)}`), (f) => void route(f)), focus);
+      const path = `/accounts/${encodeURIComponent(id)}`;
+      const [account, logins] = await Promise.all([api<Account>("GET", path), api<AccountLogins>("GET", `${path}/logins`)]);
+      show(accountView(s, account, (f) => void route(f), logins), focus);
     } else if (view === "usage") {
       show(usageView(s, await loadUsage(usageChoice), usageChoice, (choice, f) => {
         usageChoice = choice;

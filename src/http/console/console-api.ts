@@ -10,7 +10,7 @@ import type { ModelHealth } from "../../ops/model-health.ts";
 import { GatewayError } from "../../streaming/gateway-error.ts";
 import { errorResponse } from "../plugins/errors.ts";
 import { unreadBodyHeaders } from "../plugins/json-body.ts";
-import { CreateAccount, CreateInvite, CreateKey, PatchAccount, PatchKey, TopUp } from "../routes/admin.ts";
+import { CreateAccount, CreateInvite, CreateKey, LOGIN_TAKEN, PatchAccount, PatchKey, TopUp } from "../routes/admin.ts";
 import type { AdminOperations } from "../routes/admin-operations.ts";
 import { AcceptInvite, ConsoleQuery, SignIn, type ConsoleSessionInfo } from "./console-schemas.ts";
 
@@ -214,10 +214,22 @@ export function consoleApiRoutes(deps: ConsoleApiDeps) {
       operator(await changer(request));
       await ops.account(params.id);
       const invite = await issueInvite(store, { accountId: params.id, login: body.login, now: deps.now(), origin: publicOrigin(request) });
-      if (!invite) throw new GatewayError(409, "invalid_request", "That login is taken: pick another.");
+      if (!invite) throw new GatewayError(409, "invalid_request", LOGIN_TAKEN);
       set.status = 201;
       return invite;
     }, { body: CreateInvite })
+    // Operators manage holders' logins: who can sign in to an account, and ending that (someone left).
+    .get("/accounts/:id/logins", async ({ request, params }) => {
+      operator(await session(request));
+      await ops.account(params.id);
+      return store.listLogins(params.id, deps.now());
+    })
+    .delete("/accounts/:id/logins/:login", async ({ request, params }) => {
+      operator(await changer(request));
+      await ops.account(params.id);
+      if (!(await store.removeLogin(params.id, params.login))) throw new GatewayError(404, "not_found", "The account has no such login or invite.");
+      return { account_id: params.id, login: params.login, removed: true };
+    })
     .post("/accounts/:id/keys", async ({ request, params, body, set }) => {
       const s = await changer(request);
       scopeAccount(s, params.id);

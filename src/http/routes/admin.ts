@@ -66,6 +66,9 @@ export const CreateKey = t.Object({
   models: t.Optional(t.Union([Models, t.Null()])),
   max_concurrent_requests: t.Optional(t.Union([MaxConcurrent, t.Null()])),
 }, open);
+/** Refusal of an invite for a login another account holds. */
+export const LOGIN_TAKEN = "That login is another account's: pick another. (A login of this account is sent a new link to set a new password.)";
+
 /** `POST /v1/admin/accounts/:id/invites`: the login the account holder will sign in with. */
 export const CreateInvite = t.Object({ login: Login }, open);
 export const TopUp = t.Object({ amount: t.Number({ exclusiveMinimum: 0, maximum: MAX_CREDITS }) }, open);
@@ -175,10 +178,21 @@ export function adminRoutes(deps: AdminDeps) {
       if (!deps.console) throw new GatewayError(404, "not_found", "The console is off (SWITCHYARD_CONSOLE=off): there is nothing to invite to.");
       await ops.account(params.id);
       const invite = await issueInvite(deps.console, { accountId: params.id, login: body.login, now: deps.now(), origin: publicOrigin(request) });
-      if (!invite) throw new GatewayError(409, "invalid_request", "That login is taken: pick another.");
+      if (!invite) throw new GatewayError(409, "invalid_request", LOGIN_TAKEN);
       set.status = 201;
       return invite;
     }, { body: CreateInvite })
+    .get("/accounts/:id/logins", async ({ params }) => {
+      if (!deps.console) throw new GatewayError(404, "not_found", "The console is off (SWITCHYARD_CONSOLE=off): there are no logins.");
+      await ops.account(params.id);
+      return deps.console.listLogins(params.id, deps.now());
+    })
+    .delete("/accounts/:id/logins/:login", async ({ params }) => {
+      if (!deps.console) throw new GatewayError(404, "not_found", "The console is off (SWITCHYARD_CONSOLE=off): there are no logins.");
+      await ops.account(params.id);
+      if (!(await deps.console.removeLogin(params.id, params.login))) throw new GatewayError(404, "not_found", "The account has no such login or invite.");
+      return { account_id: params.id, login: params.login, removed: true };
+    })
     .get("/accounts/:id/usage", ({ params, query }) => ops.accountUsage(params.id, query as Record<string, string | undefined>))
     .get("/usage", ({ query }) => ops.usageReport(query), { query: UsageReportQuery })
     .patch("/keys/:id", ({ params, body }) => ops.patchKey(params.id, body), { body: PatchKey })

@@ -1,3 +1,4 @@
+import { iso } from "../../accounts/account-store.ts";
 import { recentRequestOf, type ConsoleStore, type SessionKind } from "../../console/console-store.ts";
 import { int, withTimeout, type Pg } from "./pg-client.ts";
 
@@ -9,11 +10,11 @@ export function createPostgresConsoleStore(sql: Pg, timeoutMs = 2_000): ConsoleS
   const bounded = <T>(promise: Promise<T>, what: string) => withTimeout(promise, timeoutMs, what);
   return {
     async createInvite(i) {
-      // One statement: the invite is written only while no user has the login.
+      // One statement: the invite is written only while no other account's user has the login.
       const rows = await bounded(sql`
         INSERT INTO console_invites (token_hash, account_id, login, created_at, expires_at)
         SELECT ${i.tokenHash}, ${i.accountId}, ${i.login}, ${i.createdAt}, ${i.expiresAt}
-         WHERE NOT EXISTS (SELECT 1 FROM console_users WHERE login = ${i.login}) RETURNING token_hash`, "console invite");
+         WHERE NOT EXISTS (SELECT 1 FROM console_users WHERE login = ${i.login} AND account_id <> ${i.accountId}) RETURNING token_hash`, "console invite");
       return rows.length === 1;
     },
     acceptInvite(tokenHash, passwordHash, now) {
@@ -21,9 +22,13 @@ export function createPostgresConsoleStore(sql: Pg, timeoutMs = 2_000): ConsoleS
         // The row lock makes a second acceptance of the same invite wait, then find it used.
         const [found] = await tx`SELECT account_id, login FROM console_invites WHERE token_hash = ${tokenHash} AND used_at IS NULL AND expires_at > ${now} FOR UPDATE`;
         if (!found) return { ok: false as const, reason: "invalid" as const };
+        // A login the account has already is a reset: its password is replaced (and its sessions
+        // end); another account's is taken.
         const taken = await tx`INSERT INTO console_users (login, account_id, password_hash, created_at) VALUES (${found.login}, ${found.account_id}, ${passwordHash}, ${now})
-                                ON CONFLICT (login) DO NOTHING RETURNING login`;
+                                ON CONFLICT (login) DO UPDATE SET password_hash = excluded.password_hash WHERE console_users.account_id = excluded.account_id
+                                RETURNING (xmax <> 0) AS reset`;
         if (taken.length === 0) return { ok: false as const, reason: "login_taken" as const };
+        if (taken[0].reset) await tx`DELETE FROM console_sessions WHERE kind = 'holder' AND login = ${found.login} AND account_id = ${found.account_id}`;
         await tx`UPDATE console_invites SET used_at = ${now} WHERE token_hash = ${tokenHash}`;
         return { ok: true as const, accountId: found.account_id as string, login: found.login as string };
       }), "console invite acceptance");
@@ -34,6 +39,24 @@ export function createPostgresConsoleStore(sql: Pg, timeoutMs = 2_000): ConsoleS
     },
     async loginTaken(login) {
       return (await bounded(sql`SELECT 1 FROM console_users WHERE login = ${login}`, "console user")).length > 0;
+    },
+    async listLogins(accountId, now) {
+      const [users, invites] = await Promise.all([
+        bounded(sql`SELECT login, created_at FROM console_users WHERE account_id = ${accountId} ORDER BY login`, "console logins"),
+        bounded(sql`SELECT login, created_at, expires_at FROM console_invites WHERE account_id = ${accountId} AND used_at IS NULL AND expires_at > ${now} ORDER BY created_at DESC`, "console invites"),
+      ]);
+      return {
+        logins: users.map((u: { login: string; created_at: string }) => ({ login: u.login, created_at: iso(int(u.created_at))! })),
+        invites: invites.map((i: { login: string; created_at: string; expires_at: string }) => ({ login: i.login, created_at: iso(int(i.created_at))!, expires_at: iso(int(i.expires_at))! })),
+      };
+    },
+    removeLogin(accountId, login) {
+      return bounded(sql.begin(async (tx) => {
+        const users = await tx`DELETE FROM console_users WHERE login = ${login} AND account_id = ${accountId} RETURNING login`;
+        await tx`DELETE FROM console_sessions WHERE kind = 'holder' AND login = ${login} AND account_id = ${accountId}`;
+        const invites = await tx`DELETE FROM console_invites WHERE login = ${login} AND account_id = ${accountId} AND used_at IS NULL RETURNING login`;
+        return users.length + invites.length > 0;
+      }), "console login removal");
     },
     async createSession(s) {
       await bounded(sql`DELETE FROM console_sessions WHERE expires_at <= ${s.createdAt}`, "console session sweep");

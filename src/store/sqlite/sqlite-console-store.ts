@@ -1,5 +1,6 @@
 import type { Database } from "bun:sqlite";
 import { retryWhileBusy } from "./sqlite-errors.ts";
+import { iso } from "../../accounts/account-store.ts";
 import { recentRequestOf, type AcceptOutcome, type ConsoleInvite, type ConsoleSession, type ConsoleStore, type ConsoleUser, type RecentQuery, type SessionKind } from "../../console/console-store.ts";
 
 type RecordRow = { request_id: string; client_request_id: string | null; created_at: number; account_id: string; key_id: string; model: string; status: string; latency_ms: number; prompt_tokens: number; completion_tokens: number; cost_micro: number };
@@ -24,22 +25,41 @@ export function createSqliteConsoleStore(db: Database): ConsoleStore {
     "SELECT token_hash, kind, account_id, login, csrf, created_at, expires_at FROM console_sessions WHERE token_hash = ? AND expires_at > ?",
   );
   const removeSession = db.query("DELETE FROM console_sessions WHERE token_hash = ?");
+  const setPassword = db.query("UPDATE console_users SET password_hash = ? WHERE login = ?");
+  const endSessionsOf = db.query("DELETE FROM console_sessions WHERE kind = 'holder' AND login = ? AND account_id = ?");
+  const usersOf = db.query<{ login: string; created_at: number }, [string]>("SELECT login, created_at FROM console_users WHERE account_id = ? ORDER BY login");
+  const invitesOf = db.query<{ login: string; created_at: number; expires_at: number }, [string, number]>(
+    "SELECT login, created_at, expires_at FROM console_invites WHERE account_id = ? AND used_at IS NULL AND expires_at > ? ORDER BY created_at DESC",
+  );
+  const removeUser = db.query("DELETE FROM console_users WHERE login = ? AND account_id = ?");
+  const cancelInvites = db.query("DELETE FROM console_invites WHERE login = ? AND account_id = ? AND used_at IS NULL");
   // Newest first by the primary key (all accounts) or the (account_id, created_at) index (one account).
   const recentAll = db.query<RecordRow, [number]>(`SELECT ${RECENT_COLUMNS} FROM usage_records ORDER BY id DESC LIMIT ?`);
   const recentOne = db.query<RecordRow, [string, number]>(`SELECT ${RECENT_COLUMNS} FROM usage_records WHERE account_id = ? ORDER BY created_at DESC, id DESC LIMIT ?`);
 
   const invite = db.transaction((i: ConsoleInvite): boolean => {
-    if (userByLogin.get(i.login)) return false;
+    const user = userByLogin.get(i.login);
+    if (user && user.account_id !== i.accountId) return false;
     insertInvite.run(i.tokenHash, i.accountId, i.login, i.createdAt, i.expiresAt);
     return true;
   });
   const accept = db.transaction((tokenHash: string, passwordHash: string, now: number): AcceptOutcome => {
     const found = openInvite.get(tokenHash, now);
     if (!found) return { ok: false, reason: "invalid" };
-    if (userByLogin.get(found.login)) return { ok: false, reason: "login_taken" };
+    const user = userByLogin.get(found.login);
+    if (user && user.account_id !== found.account_id) return { ok: false, reason: "login_taken" };
     useInvite.run(now, tokenHash);
-    insertUser.run(found.login, found.account_id, passwordHash, now);
+    if (user) {
+      // A reset: the new password, and whoever was signed in with the old one is signed out.
+      setPassword.run(passwordHash, found.login);
+      endSessionsOf.run(found.login, found.account_id);
+    } else insertUser.run(found.login, found.account_id, passwordHash, now);
     return { ok: true, accountId: found.account_id, login: found.login };
+  });
+  const remove = db.transaction((accountId: string, login: string): boolean => {
+    const users = removeUser.run(login, accountId).changes;
+    endSessionsOf.run(login, accountId);
+    return users + cancelInvites.run(login, accountId).changes > 0;
   });
 
   return {
@@ -50,6 +70,11 @@ export function createSqliteConsoleStore(db: Database): ConsoleStore {
       return row ? { login: row.login, accountId: row.account_id, passwordHash: row.password_hash } : null;
     },
     loginTaken: (login) => userByLogin.get(login) !== null,
+    listLogins: (accountId, now) => ({
+      logins: usersOf.all(accountId).map((u) => ({ login: u.login, created_at: iso(u.created_at)! })),
+      invites: invitesOf.all(accountId, now).map((i) => ({ login: i.login, created_at: iso(i.created_at)!, expires_at: iso(i.expires_at)! })),
+    }),
+    removeLogin: (accountId, login) => retryWhileBusy(() => remove.immediate(accountId, login)),
     createSession: (s: ConsoleSession) =>
       retryWhileBusy(() => {
         sweep.run(s.createdAt);
