@@ -13,7 +13,7 @@ import { GatewayError, type OpenAIErrorDetail } from "../streaming/gateway-error
 import { openaiErrorDetail, upstreamStatusError } from "../providers/upstream-errors.ts";
 import { ImageFetchError, inlineImages } from "./inline-images.ts";
 import type { Scrubber } from "../log/scrub.ts";
-import { fastReader, wholeBody } from "../transport/http1/client.ts";
+import { fastReader, wholeBody, wholeReader } from "../transport/http1/client.ts";
 import { ResponseFramingError } from "../transport/http1/response-parser.ts";
 import { UpstreamConnectionError } from "../transport/http1/exchange.ts";
 import { attemptInit, ResponseTooLargeError, responseHeader, type ChunkReader, type Transport } from "../transport/transport.ts";
@@ -173,7 +173,7 @@ export async function attemptUpstream(deps: AttemptDeps, req: AttemptRequest, ca
       };
     }
     const inline = (events: StreamEvent[]) => inlineImages(events, inlineOptions(deps, provider, deadline));
-    return { kind: "stream", reader: fastReader(res) ?? (res.body.getReader() as ChunkReader), decode, deadline, adapter, provider, inline };
+    return { kind: "stream", reader: fastReader(res) ?? wholeReader(res) ?? (res.body.getReader() as ChunkReader), decode, deadline, adapter, provider, inline };
   } finally {
     // A stream keeps its deadline until it ends; anything else is done. Either way the stream
     // stage watches the client itself from here.

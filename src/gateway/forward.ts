@@ -175,6 +175,12 @@ export async function forward(deps: ForwardDeps, req: ForwardRequest): Promise<R
             deps.log("info", "moving to another vendor key", { requestId: plan.requestId, provider: candidate.model.provider, from: key.key.env, status: outcome.status });
             continue;
           }
+          // Every key has refused: the pool, not the key asked last, says what comes next. (A pool
+          // of one is a single key, as it always was: its answer and the retry rules decide.)
+          if (pool.size > 1) {
+            outcome = poolRefusal(outcome, pool.soonestBackMs());
+            last = outcome.error;
+          }
         }
         const step = nextStep(outcome, retry, waited, limits, random());
         if (step.action === "fail") throw outcome.error;
@@ -195,6 +201,23 @@ export async function forward(deps: ForwardDeps, req: ForwardRequest): Promise<R
     if (err instanceof GatewayError) err.recorded = true;
     throw err;
   }
+}
+
+/**
+ * When every key of a pool has refused a request, what the retry policy reads: the wait until the
+ * first key that is only cooling comes back (`backMs`), rather than the Retry-After of whichever
+ * key happened to be asked last (30 s from one, while another was back in 1 s); and a refused
+ * key asked last does not end the request as hopeless (`x-should-retry: false`) while another
+ * key is only rate limited. Every key disabled (`backMs` undefined): the refusal stands.
+ */
+function poolRefusal(outcome: AttemptOutcome & { kind: "refused" }, backMs: number | undefined): AttemptOutcome & { kind: "refused" } {
+  if (backMs === undefined) return outcome;
+  const delayMs = Math.max(1, backMs);
+  const seconds = String(Math.min(60, Math.max(1, Math.ceil(delayMs / 1000))));
+  const error = keyVerdict(outcome.status ?? 0) === "cool"
+    ? new GatewayError(outcome.error.status, outcome.error.kind, outcome.error.message, { ...outcome.error.headers, "retry-after": seconds }, outcome.error.openai)
+    : new GatewayError(502, "overloaded", `Every vendor key of the provider is rate limited, overloaded or refused; one comes back in ${seconds} s. Retrying then is appropriate.`, { "retry-after": seconds });
+  return { ...outcome, verdict: "retry", delayMs, error, status: keyVerdict(outcome.status ?? 0) === "cool" ? outcome.status : 429 };
 }
 
 /**

@@ -13,6 +13,8 @@
 export interface KeyState {
   /** Epoch ms until which the key is cooling (429, 503, 529); 0 or past: not cooling. */
   coolUntil: number;
+  /** Epoch ms at which the latest cooldown began (0: none); refusals of requests sent before it belong to it. */
+  cooledAt: number;
   /** Cooldowns in a row without a success in between: the next one without Retry-After lasts 1 s · 2^strikes. */
   strikes: number;
   /** Epoch ms at which the vendor refused the key (401, 403); 0: not disabled. */
@@ -42,6 +44,8 @@ export interface KeyStateStore {
   bind(provider: string, session: string, env: string): void | Promise<void>;
   /** True for the one process that may probe this key until `untilMs` (the others leave it). */
   claimProbe(provider: string, env: string, untilMs: number): boolean | Promise<boolean>;
+  /** Gives up this process's claim once its probe's outcome is written (another's claim is left alone). */
+  releaseProbe(provider: string, env: string): void | Promise<void>;
 }
 
 /** A key as the pool sees it: its name and share. */
@@ -97,13 +101,20 @@ export function afterAnswer(state: KeyState | undefined, status: number, retryAf
       if (state.coolUntil > now || (state.disabledAt > 0 && state.disabledAt >= sentAt)) return state;
       return undefined;
     case "cool": {
+      // Requests already under way when the key began cooling are refused by the same overload:
+      // one burst of 529s is one strike (eight in flight had benched a key for 60 s, not 1 s). A
+      // longer Retry-After among them still lengthens the cooldown.
+      if (state && state.coolUntil > now && sentAt <= state.cooledAt) {
+        const until = retryAfterMs === undefined ? state.coolUntil : Math.max(state.coolUntil, now + retryAfterMs);
+        return until === state.coolUntil ? state : { ...state, coolUntil: until };
+      }
       const strikes = state?.strikes ?? 0;
-      return { coolUntil: now + cooldownMs(strikes, retryAfterMs), strikes: strikes + 1, disabledAt: state?.disabledAt ?? 0, probeAt: state?.probeAt ?? 0, probeFailures: state?.probeFailures ?? 0 };
+      return { coolUntil: now + cooldownMs(strikes, retryAfterMs), cooledAt: now, strikes: strikes + 1, disabledAt: state?.disabledAt ?? 0, probeAt: state?.probeAt ?? 0, probeFailures: state?.probeFailures ?? 0 };
     }
     case "disable":
       // Already disabled: the probe schedule stands (a late answer must not push it back).
       if (state && state.disabledAt > 0) return state;
-      return { coolUntil: 0, strikes: state?.strikes ?? 0, disabledAt: now, probeAt: now + probeDelayMs(0), probeFailures: 0 };
+      return { coolUntil: 0, cooledAt: state?.cooledAt ?? 0, strikes: state?.strikes ?? 0, disabledAt: now, probeAt: now + probeDelayMs(0), probeFailures: 0 };
     default:
       return state;
   }
@@ -200,6 +211,22 @@ function soonestBack(keys: readonly PoolKey[], view: KeyView, exclude: ReadonlyS
     return s.disabledAt > 0 ? Number.MAX_SAFE_INTEGER / 2 + s.probeAt : s.coolUntil;
   };
   return pool.reduce((a, b) => (backAt(b) < backAt(a) ? b : a));
+}
+
+/**
+ * Milliseconds until any key that is not disabled is usable again (0: one is usable now);
+ * undefined when every key is disabled. When every key has refused
+ * a request, this — not the Retry-After of the key asked last — says whether and how long to wait.
+ */
+export function soonestBackMs(keys: readonly PoolKey[], view: KeyView, now: number): number | undefined {
+  let soonest: number | undefined;
+  for (const k of keys) {
+    const s = view.states.get(k.env);
+    if (s && s.disabledAt > 0) continue;
+    const wait = s ? Math.max(0, s.coolUntil - now) : 0;
+    if (soonest === undefined || wait < soonest) soonest = wait;
+  }
+  return soonest;
 }
 
 /** The session as the pool stores it: a SHA-256 of the client's id, never the id itself. */

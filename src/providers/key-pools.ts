@@ -2,7 +2,7 @@ import type { ResolvedProvider, ResolvedVendorKey } from "../config/load-config.
 import type { Logger } from "../log/log.ts";
 import type { Transport } from "../transport/transport.ts";
 import { ADAPTERS } from "./adapters.ts";
-import { afterAnswer, afterProbe, chooseKey, conditionOf, keyVerdict, type Choice, type KeyCondition, type KeyStateStore, type KeyView } from "./key-pool.ts";
+import { afterAnswer, afterProbe, chooseKey, conditionOf, keyVerdict, soonestBackMs, type Choice, type KeyCondition, type KeyStateStore, type KeyView } from "./key-pool.ts";
 
 /** Counts of one vendor key, as this process saw them (read by /metrics). */
 export interface KeyCounts {
@@ -33,6 +33,8 @@ export interface KeyPool {
   report(key: ChosenKey, status: number, retryAfterMs: number | undefined): void;
   /** Whether a key outside `exclude` was usable at the last look (a refused request may move to it). */
   hasUsable(exclude: ReadonlySet<string>): boolean;
+  /** Ms until a key that is not disabled is usable again, at the last look; undefined when every key is disabled. */
+  soonestBackMs(): number | undefined;
 }
 
 export interface KeyPoolsDeps {
@@ -123,7 +125,11 @@ export function createKeyPools(deps: KeyPoolsDeps) {
         const before = view.states.get(key.key.env);
         const after = afterAnswer(before, status, retryAfterMs, key.at, now);
         if (after === before) return;
-        if (verdict === "cool") c.cooldowns++;
+        if (verdict === "cool" && after && after.cooledAt === now) {
+          c.cooldowns++;
+          // Named here (the upstream's own warning does not say which key): operators see which key cools, and for how long.
+          deps.log("info", "vendor key cooling", { provider: provider.id, key: key.key.env, status, ms: after.coolUntil - now, strikes: after.strikes });
+        }
         if (verdict === "disable" && !(before && before.disabledAt > 0)) {
           // A pool of one keeps sending on the refused key (there is no other): its requests are its probes.
           deps.log("warn", keys.length > 1 ? "vendor key refused: no traffic until a probe passes" : "vendor key refused", { provider: provider.id, key: key.key.env, status });
@@ -141,6 +147,7 @@ export function createKeyPools(deps: KeyPoolsDeps) {
         const view = lastViews.get(provider.id)!;
         return keys.some((k) => !exclude.has(k.env) && conditionOf(view.states.get(k.env), now) === "usable");
       },
+      soonestBackMs: () => soonestBackMs(keys, lastViews.get(provider.id)!, deps.now()),
     });
   }
 
@@ -159,7 +166,8 @@ export function createKeyPools(deps: KeyPoolsDeps) {
       await Promise.all(keys.map(async (k) => {
         const state = view.states.get(k.env);
         if (!state || state.disabledAt === 0 || state.probeAt > now) return;
-        if (!(await deps.store.claimProbe(provider.id, k.env, now + PROBE_CLAIM_MS))) return;
+        // Held for as long as a probe may take: a slow vendor's probe is not started again by another process meanwhile.
+        if (!(await deps.store.claimProbe(provider.id, k.env, now + (deps.probeTimeoutMs ?? 10_000) + PROBE_CLAIM_MARGIN_MS))) return;
         const ok = await probe(provider, k.secret);
         const at = deps.now();
         // The next probe is timed from when this one was due, not from its answer: a slow vendor
@@ -167,6 +175,8 @@ export function createKeyPools(deps: KeyPoolsDeps) {
         const after = afterProbe(state, ok, now);
         deps.log(ok ? "info" : "debug", ok ? "vendor key accepted again (probe)" : "vendor key still refused (probe)", { provider: provider.id, key: k.env, ...(after ? { nextProbeInMs: after.probeAt - at } : {}) });
         await deps.store.write(provider.id, k.env, after);
+        // Its outcome is written (the next probe's time with it): the claim is not needed past here.
+        await deps.store.releaseProbe(provider.id, k.env);
         const states = new Map(lastViews.get(provider.id)!.states);
         if (after) states.set(k.env, after);
         else states.delete(k.env);
@@ -256,5 +266,5 @@ export function withKey(provider: ResolvedProvider, secret: string | undefined):
   return own;
 }
 
-/** How long one process holds a key's probe: the others leave it alone meanwhile. */
-const PROBE_CLAIM_MS = 900;
+/** A key's probe is claimed for the probe's timeout and this much more: the others leave it alone meanwhile. */
+const PROBE_CLAIM_MARGIN_MS = 1_000;

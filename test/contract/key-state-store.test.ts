@@ -9,8 +9,8 @@ import { closedPort, REDIS_URL, redisMissing, useRedisPrefix } from "../helpers/
  * process's memory, and Redis (two clients on one Redis stand for two gateway processes).
  */
 
-const cooling: KeyState = { coolUntil: 2_000, strikes: 1, disabledAt: 0, probeAt: 0, probeFailures: 0 };
-const disabled: KeyState = { coolUntil: 0, strikes: 0, disabledAt: 1_000, probeAt: 2_000, probeFailures: 2 };
+const cooling: KeyState = { coolUntil: 2_000, cooledAt: 1_000, strikes: 1, disabledAt: 0, probeAt: 0, probeFailures: 0 };
+const disabled: KeyState = { coolUntil: 0, cooledAt: 0, strikes: 0, disabledAt: 1_000, probeAt: 2_000, probeFailures: 2 };
 
 function contract(name: string, make: () => Promise<{ a: KeyStateStore; b: KeyStateStore; clock: { now: number } }>) {
   describe(name, () => {
@@ -43,6 +43,14 @@ function contract(name: string, make: () => Promise<{ a: KeyStateStore; b: KeySt
       clock.now += 200;
       await Bun.sleep(200);
       expect(await b.claimProbe("p", "K1", clock.now + 150)).toBe(true);
+    });
+
+    test("a claim released by its claimant (its probe is done) can be taken at once", async () => {
+      const { a, b, clock } = await make();
+      expect(await a.claimProbe("p", "K3", clock.now + 60_000)).toBe(true);
+      expect(await b.claimProbe("p", "K3", clock.now + 60_000)).toBe(false);
+      await a.releaseProbe("p", "K3");
+      expect(await b.claimProbe("p", "K3", clock.now + 60_000)).toBe(true);
     });
   });
 }

@@ -200,6 +200,28 @@ describe("retries of one model", () => {
     expect(upstream.requests.map((r) => r.path)).toEqual(["/v1/messages", "/v1/messages"]);
   });
 
+  test.each(["anthropic", "openai"] as const)("%s: a stream sent whole with a Content-Length (a buffering proxy) whose first event is an error is asked again too, not answered 200 with an error frame", async (kind) => {
+    const ev = (type: string, data: object) => `event: ${type}\ndata: ${JSON.stringify({ type, ...data })}\n\n`;
+    const body = kind === "anthropic"
+      ? ev("error", { error: { type: "overloaded_error", message: "Overloaded" } })
+      : `data: ${JSON.stringify({ error: { message: "The server is overloaded", type: "server_error", code: "overloaded" } })}\n\n`;
+    upstream.reply({ kind: "text", body, headers: { "content-type": "text/event-stream" } });
+    const res = kind === "anthropic"
+      ? await post(gw, "/v1/messages", { model: ANTHROPIC_MODEL, max_tokens: 50, messages: question, stream: true })
+      : await post(gw, "/v1/chat/completions", { model: OPENAI_MODEL, messages: question, stream: true });
+    const text = await res.text();
+    if (kind === "anthropic") {
+      // Overloaded: the same model again, and one clean answer.
+      expect(res.status).toBe(200);
+      expect(text).not.toContain("overloaded");
+      expect(upstream.requests.length).toBe(2);
+    } else {
+      // Another failure moves on; with no model left, a 502 that costs nothing.
+      expect(res.status).toBe(502);
+      expect(upstream.requests.length).toBe(1);
+    }
+  });
+
   test("a client that leaves while the request waits to retry a stream that failed before it started pays nothing for the failed attempt", async () => {
     const ev = (type: string, data: object) => `event: ${type}\ndata: ${JSON.stringify({ type, ...data })}\n\n`;
     upstream.reply({ kind: "sse", chunks: [

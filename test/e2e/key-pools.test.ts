@@ -1,5 +1,8 @@
 import { afterAll, describe, expect, setDefaultTimeout, test } from "bun:test";
-import { chooseKey, cooldownMs, probeDelayMs, sessionHash, type KeyView } from "../../src/providers/key-pool.ts";
+import { afterAnswer, chooseKey, cooldownMs, probeDelayMs, sessionHash, soonestBackMs, type KeyState, type KeyView } from "../../src/providers/key-pool.ts";
+import { createKeyPools } from "../../src/providers/key-pools.ts";
+import { createMemoryKeyState } from "../../src/store/memory/memory-key-state.ts";
+import type { Transport } from "../../src/transport/transport.ts";
 import { sessionIdOf } from "../../src/gateway/session-id.ts";
 import { ConfigError, resolveSettings } from "../../src/config/load-config.ts";
 import type { Logger } from "../../src/log/log.ts";
@@ -120,6 +123,78 @@ describe("config: keys", () => {
 describe("the pure core", () => {
   const keys = [{ env: "A", weight: 1 }, { env: "B", weight: 1 }, { env: "C", weight: 2 }];
   const none: KeyView = { states: new Map() };
+
+  test("refusals of requests already under way when a key began cooling are one strike: a burst of 529s cools it 1 s, not 60", () => {
+    let state: KeyState | undefined;
+    // Eight requests sent at 1,000, answered 529 (no Retry-After) one after another from 1,500.
+    for (let i = 0; i < 8; i++) state = afterAnswer(state, 529, undefined, 1_000, 1_500 + i);
+    expect(state).toMatchObject({ strikes: 1, cooledAt: 1_500, coolUntil: 2_500 });
+    // A longer Retry-After among them lengthens the same cooldown, without a strike.
+    state = afterAnswer(state, 429, 5_000, 1_000, 1_600);
+    expect(state).toMatchObject({ strikes: 1, coolUntil: 6_600 });
+    // A request sent after the cooldown began (all keys cooling, it went anyway) and refused is a new strike.
+    state = afterAnswer(state, 529, undefined, 1_700, 1_800);
+    expect(state).toMatchObject({ strikes: 2, cooledAt: 1_800, coolUntil: 1_800 + 2_000 });
+  });
+
+  test("when every key refused, the wait is until the first key that is only cooling is back; every key disabled: none", () => {
+    const cooling = (until: number): KeyState => ({ coolUntil: until, cooledAt: 0, strikes: 1, disabledAt: 0, probeAt: 0, probeFailures: 0 });
+    const off: KeyState = { coolUntil: 0, cooledAt: 0, strikes: 0, disabledAt: 5, probeAt: 10, probeFailures: 0 };
+    expect(soonestBackMs(keys, { states: new Map([["A", cooling(31_000)], ["B", cooling(2_000)], ["C", off]]) }, 1_000)).toBe(1_000);
+    expect(soonestBackMs(keys, { states: new Map([["A", off], ["B", off], ["C", off]]) }, 1_000)).toBeUndefined();
+    expect(soonestBackMs(keys, { states: new Map([["A", off]]) }, 1_000)).toBe(0);
+  });
+
+  test("eight requests in flight on one key, all refused by one overload, cool it once (the runtime, as the pool reports them)", () => {
+    let clock = 1_000;
+    const settings = resolveSettings({
+      providers: [{ id: "p", kind: "openai", base_url: "http://127.0.0.1:1/v1", keys: [{ env: "K1", weight: 1_000 }, { env: "K2", weight: 0.001 }] }],
+      models: [{ id: "p/m", provider: "p", upstream_model: "m", category: "free", context_length: 1000 }],
+    }, { K1: "one", K2: "two" }, "t");
+    const store = createMemoryKeyState({ now: () => clock });
+    const lines: string[] = [];
+    const pools = createKeyPools({ providers: settings.providers, store, fetch: (() => { throw new Error("no probes here"); }) as unknown as Transport, now: () => clock, random: () => 0, log: (_l, message, fields) => lines.push(`${message} ${JSON.stringify(fields)}`) });
+    const pool = pools.get("p")!;
+    const chosen = Array.from({ length: 8 }, () => pool.choose(undefined) as ReturnType<typeof pool.choose> & { key: { env: string } });
+    expect(chosen.every((c) => c.key.env === "K1")).toBe(true);
+    clock = 1_400;
+    for (const c of chosen) pool.report(c as never, 529, undefined);
+    expect((store.read("p", undefined) as KeyView).states.get("K1")).toMatchObject({ strikes: 1, coolUntil: 2_400 });
+    expect(pools.counts().find((c) => c.env === "K1")!.cooldowns).toBe(1);
+    // Operators see which key cools, and for how long.
+    expect(lines.filter((l) => l.startsWith("vendor key cooling"))).toEqual([`vendor key cooling ${JSON.stringify({ provider: "p", key: "K1", status: 529, ms: 1_000, strikes: 1 })}`]);
+  });
+
+  test("a slow probe is not started again by another process while it runs (the claim lasts as long as a probe may)", async () => {
+    let clock = 1_000;
+    const settings = resolveSettings({
+      providers: [{ id: "p", kind: "openai", base_url: "http://127.0.0.1:1/v1", keys: [{ env: "K1" }, { env: "K2" }] }],
+      models: [{ id: "p/m", provider: "p", upstream_model: "m", category: "free", context_length: 1000 }],
+    }, { K1: "one", K2: "two" }, "t");
+    const store = createMemoryKeyState({ now: () => clock });
+    await store.write("p", "K1", { coolUntil: 0, cooledAt: 0, strikes: 0, disabledAt: 500, probeAt: 900, probeFailures: 0 });
+    let probes = 0;
+    const slow = (async () => {
+      probes++;
+      await Bun.sleep(300);
+      return new Response("{}", { status: 401 });
+    }) as unknown as Transport;
+    const make = () => createKeyPools({ providers: settings.providers, store, fetch: slow, now: () => clock, log: () => {}, probeTimeoutMs: 10_000 });
+    const [a, b] = [make(), make()];
+    const first = a.probeDue();
+    await Bun.sleep(50);
+    // 2 s later by the clock (past the old 900 ms claim), the first probe still under way.
+    clock = 3_000;
+    await b.probeDue();
+    await first;
+    expect(probes).toBe(1);
+    // Done, its claim is given up: the next probe, when due, is not held back by it.
+    const state = (store.read("p", undefined) as KeyView).states.get("K1")!;
+    expect(state.probeFailures).toBe(1);
+    clock = state.probeAt;
+    await b.probeDue();
+    expect(probes).toBe(2);
+  });
 
   test("cooldowns honour Retry-After, else 1 s doubling to 60 s; probes back off from 1 s to 5 minutes", () => {
     expect(cooldownMs(0, 2_000)).toBe(2_000);
@@ -284,6 +359,45 @@ describe("cooldowns and refused keys (injected clock)", () => {
     upstream.requests.length = 0;
     await ask(gw);
     expect(tally(chats(upstream))).toEqual({ POOL_KEY_B: 1 });
+  });
+});
+
+describe("every key refused (real clock)", () => {
+  test("the wait is the first key back's, not the Retry-After of the key asked last: 30 s from the last, 1 s from the first, answered after 1 s", async () => {
+    const gw = await gateway({ openaiKeys: [{ env: "POOL_KEY_A", weight: 1_000 }, { env: "POOL_KEY_B", weight: 0.001 }], keyRandom: () => 0.5 });
+    let aRefused = 0;
+    upstream.rule((req) => {
+      if (req.method !== "POST") return undefined;
+      if (keyOf(req) === "POOL_KEY_A") return aRefused++ === 0 ? rateLimited("1") : undefined;
+      return rateLimited("30");
+    });
+    const started = performance.now();
+    const res = await ask(gw);
+    expect(res.status).toBe(200);
+    expect(performance.now() - started).toBeGreaterThanOrEqual(900);
+    expect(chats(upstream).map(keyOf)).toEqual(["POOL_KEY_A", "POOL_KEY_B", "POOL_KEY_A"]);
+  });
+
+  test("a refused (401) key asked last does not end the request as hopeless while another is only rate limited", async () => {
+    const gw = await gateway({ openaiKeys: [{ env: "POOL_KEY_A", weight: 1_000 }, { env: "POOL_KEY_B", weight: 0.001 }], keyRandom: () => 0.5 });
+    let aRefused = 0;
+    upstream.rule((req) => {
+      if (req.method !== "POST") return undefined;
+      if (keyOf(req) === "POOL_KEY_A") return aRefused++ === 0 ? rateLimited("1") : undefined;
+      return revoked(SECRETS.POOL_KEY_B!);
+    });
+    const res = await ask(gw);
+    expect(res.status).toBe(200);
+    expect(res.headers.get("x-should-retry")).toBeNull();
+    expect(chats(upstream).map(keyOf)).toEqual(["POOL_KEY_A", "POOL_KEY_B", "POOL_KEY_A"]);
+  });
+
+  test("every key only cooling past the retry budget: a 502 whose retry-after is the first key's return", async () => {
+    const gw = await gateway({ openaiKeys: [{ env: "POOL_KEY_A", weight: 1_000 }, { env: "POOL_KEY_B", weight: 0.001 }], keyRandom: () => 0.5, retry: { max_wait_ms: 1_000 } });
+    upstream.rule((req) => (req.method !== "POST" ? undefined : keyOf(req) === "POOL_KEY_A" ? rateLimited("5") : rateLimited("40")));
+    const res = await ask(gw);
+    expect(res.status).toBe(502);
+    expect(res.headers.get("retry-after")).toBe("5");
   });
 });
 

@@ -44,5 +44,8 @@ export function createMemoryKeyState(o: MemoryKeyStateOptions): KeyStateStore {
       probes.set(key, untilMs);
       return true;
     },
+    releaseProbe(provider, env) {
+      probes.delete(`${provider}\u0000${env}`);
+    },
   };
 }

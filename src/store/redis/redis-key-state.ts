@@ -33,6 +33,8 @@ export function createRedisKeyState(url: string, o: RedisKeyStateOptions): KeySt
   const client = new RedisClient(url, { connectionTimeout: 1_000, autoReconnect: true, maxRetries: 1_000_000, enableOfflineQueue: false });
   const connected = client.connect().then(() => true, () => false);
   const local = createMemoryKeyState({ now: o.now });
+  // What this process's probe claims hold, so it releases its own and never another's.
+  const holder = crypto.randomUUID();
   let down = false;
   const failed = (err: unknown) => {
     if (!down) log("warn", "key pools: Redis does not answer; each process chooses vendor keys from what it saw itself until it does", { error: err instanceof Error ? err.message : String(err) });
@@ -93,13 +95,18 @@ export function createRedisKeyState(url: string, o: RedisKeyStateOptions): KeySt
       const ms = Math.max(1, Math.round(untilMs - o.now()));
       if (!client.connected) return local.claimProbe(provider, env, untilMs);
       try {
-        const reply = await bounded(client.send("SET", [`${prefix}${provider}:probe:${env}`, String(process.pid), "NX", "PX", String(ms)]));
+        const reply = await bounded(client.send("SET", [`${prefix}${provider}:probe:${env}`, holder, "NX", "PX", String(ms)]));
         answered();
         return reply === "OK";
       } catch (err) {
         failed(err);
         return local.claimProbe(provider, env, untilMs);
       }
+    },
+    async releaseProbe(provider, env) {
+      local.releaseProbe(provider, env);
+      // Deleted only while it is still ours (it may have run out and been taken by another).
+      await send("EVAL", ["if redis.call('GET', KEYS[1]) == ARGV[1] then return redis.call('DEL', KEYS[1]) else return 0 end", "1", `${prefix}${provider}:probe:${env}`, holder]);
     },
     /** Whether Redis answered within the connect timeout (the client keeps reconnecting on its own either way). */
     ready(): Promise<boolean> {
@@ -114,12 +121,13 @@ export function createRedisKeyState(url: string, o: RedisKeyStateOptions): KeySt
 }
 
 function encode(s: KeyState): string {
-  return `${s.coolUntil}:${s.strikes}:${s.disabledAt}:${s.probeAt}:${s.probeFailures}`;
+  return `${s.coolUntil}:${s.strikes}:${s.disabledAt}:${s.probeAt}:${s.probeFailures}:${s.cooledAt}`;
 }
 
+/** Five fields were written before `cooledAt` (an older gateway sharing the Redis): read as 0. */
 function decode(text: string): KeyState | undefined {
   const parts = text.split(":").map(Number);
-  if (parts.length !== 5 || !parts.every(Number.isFinite)) return undefined;
-  const [coolUntil, strikes, disabledAt, probeAt, probeFailures] = parts as [number, number, number, number, number];
-  return { coolUntil, strikes, disabledAt, probeAt, probeFailures };
+  if ((parts.length !== 5 && parts.length !== 6) || !parts.every(Number.isFinite)) return undefined;
+  const [coolUntil, strikes, disabledAt, probeAt, probeFailures, cooledAt = 0] = parts as [number, number, number, number, number, number?];
+  return { coolUntil, cooledAt, strikes, disabledAt, probeAt, probeFailures };
 }

@@ -171,3 +171,29 @@ export function wholeBody(response: Response): Uint8Array | undefined {
   wholes.delete(response);
   return bytes;
 }
+
+/**
+ * A reader over an answer our HTTP/1.1 client read whole (a streamed answer sent with a
+ * Content-Length: a buffering proxy, a short answer): all of it is there, so `readNow()` gives it
+ * at once, and the stream stage sees an error in it before anything goes to the client (retried
+ * or moved to another key or model, as a chunked one is). Undefined for other responses.
+ */
+export function wholeReader(response: Response): ChunkReader | undefined {
+  let bytes = wholeBody(response);
+  if (!bytes) return undefined;
+  const readNow = (): ReadResult => {
+    const value = bytes;
+    bytes = undefined;
+    return value && value.byteLength > 0 ? { done: false, value } : { done: true, value: undefined };
+  };
+  return {
+    readNow,
+    read: () => Promise.resolve(readNow()),
+    // Never waited on (readNow always answers); called anyway, it is ready.
+    onReadable: (ready) => queueMicrotask(ready),
+    cancel: () => {
+      bytes = undefined;
+      return Promise.resolve();
+    },
+  };
+}

@@ -4,7 +4,7 @@ import { exchange, UpstreamConnectionError } from "./exchange.ts";
 import { createPool, type Connection } from "./pool.ts";
 import { parseTarget, serializePost, type Target } from "./request-writer.ts";
 
-export { fastReader, wholeBody } from "./body-queue.ts";
+export { fastReader, wholeBody, wholeReader } from "./body-queue.ts";
 export { UpstreamConnectionError } from "./exchange.ts";
 
 /**
