@@ -102,6 +102,11 @@ export interface AppDeps {
   keyProbeEveryMs?: number;
   /** Console sign-in throttling (default 20 failures per address, 5 per login, in 15 minutes). */
   consoleSignIns?: SignInAttemptOptions;
+  /**
+   * A worker among several (SWITCHYARD_WORKERS): `/metrics` answers with every worker's samples,
+   * gathered through the supervisor (ops/worker-metrics.ts); given this worker's own exposition.
+   */
+  gatherMetrics?: (own: string) => Promise<string>;
 }
 
 /** How long a SQLite settlement may wait for others under load (see billing/settlement-queue.ts). */
@@ -277,7 +282,7 @@ export function createApp(deps: AppDeps) {
   if (ops.metrics || ops.accessLog.enabled) front.onAfterResponse(closeTracesHook(tracker));
   const app = front
     .use(healthRoutes({ ledger, draining: () => draining, limiter: deps.limiter, keyless, keyPools }))
-    .use(ops.metrics ? metricsRoute({ expose: () => tracker.metrics?.expose(), token: ops.metricsToken }) : new Elysia({ name: "switchyard/no-metrics" }))
+    .use(ops.metrics ? metricsRoute({ expose: () => exposeMetrics(), token: ops.metricsToken }) : new Elysia({ name: "switchyard/no-metrics" }))
     .use(modelsRoute(catalogue, principals))
     .use(keyRoute({ accounts, ledger, defaultPerMinute: deps.settings.limits.requests_per_minute, defaultMaxConcurrent: deps.settings.limits.max_concurrent_requests ?? null, principals }))
     .use(openApiRoute(documented));
@@ -325,7 +330,13 @@ export function createApp(deps: AppDeps) {
     app.onStart(() => started.start());
     app.onStop(() => void started.stop());
   }
+  function exposeMetrics(): string | undefined | Promise<string> {
+    const own = tracker.metrics?.expose();
+    return own !== undefined && deps.gatherMetrics ? deps.gatherMetrics(own) : own;
+  }
   const services = {
+    /** This process's own exposition (a worker's part of `/metrics` across workers). */
+    ownMetrics: () => tracker.metrics?.expose() ?? "",
     /** Spend alerts, when configured: `checked()` waits for detection, `stop()` ends delivery. */
     alerts,
     accounts,

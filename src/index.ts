@@ -15,6 +15,7 @@ import { superviseWorkers, type ListeningMessage } from "./supervisor.ts";
 import type { Database } from "bun:sqlite";
 import { healthCheck } from "./ops/health-check.ts";
 import { createRedisKeyState } from "./store/redis/redis-key-state.ts";
+import { workerMetrics } from "./ops/worker-metrics.ts";
 
 if (process.argv.includes("--health-check")) process.exit(await healthCheck(healthCheckTarget(process.env)));
 
@@ -93,7 +94,10 @@ const keyState = choice.redisUrl ? createRedisKeyState(choice.redisUrl, { now: D
 // Until it answers, each process chooses keys from what it saw itself; waiting here (bounded) lets
 // the first requests already share what the other processes know.
 if (keyState) await keyState.ready();
-const app = createApp({ db, stores, limiter, concurrency, settings, log, adminToken: ops.adminToken, ops, upstreamViaProxy: env.upstreamViaProxy, responseStore, keyState });
+// A worker's /metrics answers for every worker (they share the port: a scrape reaches any one).
+const peers = role.kind === "worker" && process.send ? workerMetrics(role.slot, (m) => void process.send!(m), (handler) => void process.on("message", handler)) : undefined;
+const app = createApp({ db, stores, limiter, concurrency, settings, log, adminToken: ops.adminToken, ops, upstreamViaProxy: env.upstreamViaProxy, responseStore, keyState, gatherMetrics: peers?.gather });
+peers?.serve(app.services.ownMetrics);
 const demo = demoWanted.on ? await issueDemoKey(app.services.accounts) : undefined;
 // What the account has now, not what it started with: a spent demo account says so at the next start.
 const demoCredits = demo ? microToCredits((await app.services.ledger.balance(demo.accountId))?.balanceMicro ?? 0) : 0;

@@ -41,6 +41,20 @@ export interface ListeningMessage {
   port: number;
 }
 
+/**
+ * `/metrics` across workers (ops/metrics-merge.ts): the scraped worker asks the supervisor
+ * (`metrics-request`), which asks every listening worker for its own exposition
+ * (`metrics-collect`, answered by `metrics-part`) and hands the parts back (`metrics-response`).
+ * A worker that has not answered within METRICS_GATHER_MS is left out of that scrape.
+ */
+export type MetricsMessage =
+  | { type: "metrics-request"; id: number }
+  | { type: "metrics-collect"; id: number }
+  | { type: "metrics-part"; id: number; text: string }
+  | { type: "metrics-response"; id: number; parts: { worker: number; text: string }[] };
+
+export const METRICS_GATHER_MS = 2_000;
+
 export interface SupervisorOptions {
   workers: number;
   /** PORT as configured; 0 means the first worker picks one and the others join it. */
@@ -81,6 +95,35 @@ export async function superviseWorkers(o: SupervisorOptions): Promise<number> {
   let firstListening: ((ok: boolean) => void) | undefined;
   const slots: Slot[] = Array.from({ length: o.workers }, (_, i) => ({ index: i + 1, startedAt: 0, listening: false, quickDeaths: 0 }));
 
+  /** Scrapes being gathered: each worker's part as it comes, and who asked. */
+  let gatherId = 0;
+  const gathering = new Map<number, { parts: { worker: number; text: string }[]; waiting: Set<Subprocess>; done: () => void }>();
+  const gather = (asker: Subprocess, askerId: number) => {
+    const id = ++gatherId;
+    const children = slots.filter((s) => s.listening && s.child).map((s) => s.child!);
+    const parts: { worker: number; text: string }[] = [];
+    const done = () => {
+      if (!gathering.delete(id)) return;
+      clearTimeout(timer);
+      parts.sort((a, b) => a.worker - b.worker);
+      try {
+        asker.send({ type: "metrics-response", id: askerId, parts } satisfies MetricsMessage);
+      } catch {
+        // The asker is gone: nobody is waiting.
+      }
+    };
+    const timer = setTimeout(done, METRICS_GATHER_MS);
+    gathering.set(id, { parts, waiting: new Set(children), done });
+    for (const child of children) {
+      try {
+        child.send({ type: "metrics-collect", id } satisfies MetricsMessage);
+      } catch {
+        gathering.get(id)?.waiting.delete(child);
+      }
+    }
+    if (gathering.get(id)?.waiting.size === 0) done();
+  };
+
   const start = (slot: Slot, first: boolean) => {
     slot.timer = undefined;
     slot.listening = false;
@@ -90,6 +133,15 @@ export async function superviseWorkers(o: SupervisorOptions): Promise<number> {
       env: { ...env, PORT: String(port), [WORKER_SLOT_ENV]: String(slot.index), ...(first ? {} : { SWITCHYARD_DEMO: "0" }) },
       stdio: ["ignore", "inherit", "inherit"],
       ipc(message: unknown) {
+        const metrics = message as MetricsMessage | null;
+        if (metrics?.type === "metrics-request") return gather(child, metrics.id);
+        if (metrics?.type === "metrics-part") {
+          const g = gathering.get(metrics.id);
+          if (!g || !g.waiting.delete(child)) return;
+          g.parts.push({ worker: slot.index, text: metrics.text });
+          if (g.waiting.size === 0) g.done();
+          return;
+        }
         const m = message as Partial<ListeningMessage> | null;
         if (m?.type !== "listening" || typeof m.port !== "number") return;
         slot.listening = true;

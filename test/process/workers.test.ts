@@ -235,6 +235,24 @@ if (missing) {
       expect(await readiness(a.url)).toEqual(Array(40).fill(200));
     }, 30_000);
 
+    test("/metrics from whichever worker a scrape reaches answers for all four: each worker's samples labelled worker=N, the same totals at every scrape", async () => {
+      const probe = await account(10);
+      // On new connections, so the kernel spreads them over the workers.
+      for (let i = 0; i < 24; i++) expect((await ask(a.url, probe.key, { close: true })).status).toBe(200);
+      const totals: number[] = [];
+      for (let i = 0; i < 8; i++) {
+        const text = await (await fetch(`${a.url}/metrics`, { headers: { connection: "close" } })).text();
+        expect(text.match(/^# TYPE switchyard_requests_total counter$/gm)).toHaveLength(1);
+        const samples = [...text.matchAll(/^switchyard_requests_total\{worker="(\d)",route="\/v1\/chat\/completions",[^}]*status="200"\} (\d+)$/gm)];
+        expect(new Set(samples.map((m) => m[1]))).toEqual(new Set(["1", "2", "3", "4"]));
+        expect(new Set([...text.matchAll(/^switchyard_inflight_requests\{worker="(\d)"\}/gm)].map((m) => m[1]))).toEqual(new Set(["1", "2", "3", "4"]));
+        totals.push(samples.reduce((sum, m) => sum + Number(m[2]), 0));
+      }
+      // No counter jumps between scrapes: every one saw the whole gateway.
+      expect(new Set(totals).size).toBe(1);
+      expect(totals[0]!).toBeGreaterThanOrEqual(24);
+    }, 30_000);
+
     test("spend limits by period across 4 workers and a second gateway: 100 requests at once never pass a key's daily limit or an account's weekly one", async () => {
       const probe = await account(10);
       expect((await ask(a.url, probe.key)).status).toBe(200);
