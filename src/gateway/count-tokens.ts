@@ -9,6 +9,7 @@ import { GatewayError } from "../streaming/gateway-error.ts";
 import { promptText } from "../formats/prepare-upstream.ts";
 import { upstreamStatusError } from "../providers/upstream-errors.ts";
 import { withKey } from "../providers/key-pools.ts";
+import { keyVerdict } from "../providers/key-pool.ts";
 import { modelAllowed, modelRefusal } from "../accounts/model-access.ts";
 import { attemptInit } from "../transport/transport.ts";
 
@@ -71,7 +72,9 @@ export async function countMessageTokens(
     else signal.addEventListener("abort", onClientAbort);
     try {
       const res = await deps.fetch(`${call.url}/count_tokens`, attemptInit(deadline, { method: "POST", headers: call.headers, body: call.body }));
-      if (key) pool!.report(key, res.status, undefined);
+      // A refused key is refused for answers too; a rate-limited count is not: Anthropic limits token
+      // counting apart from messages, so a count's 429 must not cool the key its answers still get.
+      if (key && keyVerdict(res.status) !== "cool") pool!.report(key, res.status, undefined);
       const json = (await res.json().catch(() => undefined)) as { input_tokens?: unknown } | undefined;
       if (res.ok && typeof json?.input_tokens === "number") return Response.json({ input_tokens: json.input_tokens });
       // A request the vendor finds malformed is the client's to fix; anything else (no such

@@ -448,6 +448,15 @@ describe("token counts", () => {
     for (let i = 0; i < 20; i++) expect((await count()).status).toBe(200);
     expect(tally(upstream.requests.filter((r) => r.path === "/v1/messages/count_tokens"))).toEqual({ POOL_KEY_B: 20 });
   });
+
+  test("a rate-limited count (Anthropic limits counting apart from messages) does not cool the key for answers", async () => {
+    const gw = await gateway({ anthropicKeys: [{ env: "POOL_KEY_A" }, { env: "POOL_KEY_B" }], keyRandom: seeded(9) });
+    upstream.rule((req) => (req.path === "/v1/messages/count_tokens" ? { kind: "json", status: 429, headers: { "retry-after": "30" }, body: { type: "error", error: { type: "rate_limit_error", message: "Number of request tokens has exceeded your per-minute rate limit" } } } : undefined));
+    const count = () => post(gw, "/v1/messages/count_tokens", { model: ANTHROPIC_MODEL, messages: [{ role: "user", content: "count me" }] }, { "anthropic-version": "2023-06-01" });
+    for (let i = 0; i < 6; i++) expect((await count()).status).toBe(200); // the gateway's estimate
+    expect(new Set(upstream.requests.map(keyOf))).toEqual(new Set(["POOL_KEY_A", "POOL_KEY_B"]));
+    expect(((await (await fetch(`${gw.url}/ready`)).json()) as any).vendor_keys).toBeUndefined();
+  });
 });
 
 describe("session affinity through the Responses API", () => {
