@@ -126,9 +126,17 @@ export function createApp(deps: AppDeps) {
   // A provider whose key variable is unset would call its vendor with no key and fail on every
   // request: said once here (variable names only), and in `/ready` for as long as it lasts.
   const keyless = providersWithoutKeys(deps.settings);
-  if (keyless.length > 0) {
+  // A pool that still has keys serves with them: only its unset ones are left out, and it says so.
+  const none = keyless.filter((p) => (deps.settings.providers.get(p.provider)?.keys?.length ?? 0) === 0);
+  const partial = keyless.filter((p) => (deps.settings.providers.get(p.provider)?.keys?.length ?? 0) > 0);
+  if (none.length > 0) {
     log("warn", "providers without a vendor key: their key variables are unset or empty, so their upstream calls carry no key", {
-      providers: keyless.map((p) => `${p.provider} (${p.env.join(", ")})`),
+      providers: none.map((p) => `${p.provider} (${p.env.join(", ")})`),
+    });
+  }
+  if (partial.length > 0) {
+    log("warn", "vendor keys left out of their pools: their variables are unset or empty; the pools serve with their other keys", {
+      providers: partial.map((p) => `${p.provider} (${p.env.join(", ")})`),
     });
   }
   const inflight = createInflight();

@@ -120,6 +120,17 @@ describe("config: keys", () => {
   });
 });
 
+describe("start-up", () => {
+  test("a pool with one key's variable unset says the key is left out and the pool serves, not that its calls carry no key", async () => {
+    const lines: { message: string; fields?: Record<string, unknown> }[] = [];
+    const log: Logger = (_level, message, fields) => void lines.push({ message, fields });
+    const gw = await gateway({ openaiKeys: [{ env: "POOL_KEY_A" }, { env: "POOL_KEY_MISSING" }], vendorEnv: { POOL_KEY_A: SECRETS.POOL_KEY_A! }, log });
+    expect(lines.find((l) => l.message.includes("carry no key"))).toBeUndefined();
+    expect(lines.find((l) => l.message.startsWith("vendor keys left out of their pools"))?.fields).toEqual({ providers: ["fake-openai (POOL_KEY_MISSING)"] });
+    expect((await ask(gw)).status).toBe(200);
+  });
+});
+
 describe("the pure core", () => {
   const keys = [{ env: "A", weight: 1 }, { env: "B", weight: 1 }, { env: "C", weight: 2 }];
   const none: KeyView = { states: new Map() };
