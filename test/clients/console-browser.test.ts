@@ -488,7 +488,7 @@ test("a key row refuses a mistyped limit, a date typed in part and a period with
   await row.waitFor();
   const id = (await row.getAttribute("data-key-id"))!;
   const saved = () => page.locator(`[data-key-id="${id}"]`);
-  const limit = saved().locator("input[type=number]");
+  const limit = saved().getByTestId("key-spend-limit");
   await limit.fill("10");
   await saved().locator("select").selectOption("day");
   await saved().getByTestId("key-save").click();
@@ -498,13 +498,13 @@ test("a key row refuses a mistyped limit, a date typed in part and a period with
   expect((await activeElement()).label).toContain("Save ");
 
   // "15-" as typed: the browser reads the field as empty, which would have cleared the limit.
-  await saved().locator("input[type=number]").click({ clickCount: 3 });
+  await saved().getByTestId("key-spend-limit").click({ clickCount: 3 });
   await page.keyboard.press("Backspace");
   await page.keyboard.type("15-");
   await saved().getByTestId("key-save").click();
   await expect(saved().getByTestId("key-error").textContent()).resolves.toBe("The spend limit is not a number.");
   // A date typed in part: the day only.
-  await saved().locator("input[type=number]").fill("12");
+  await saved().getByTestId("key-spend-limit").fill("12");
   await saved().getByTestId("key-expires").fill("");
   await saved().getByTestId("key-expires").click();
   await page.keyboard.press("Home");
@@ -513,13 +513,29 @@ test("a key row refuses a mistyped limit, a date typed in part and a period with
   await expect(saved().getByTestId("key-error").textContent()).resolves.toBe("The last day is not a whole date.");
   // A period with no limit.
   await page.goto(`${gateway.url}/console/#account/${account.id}`);
-  await saved().locator("input[type=number]").fill("");
+  await saved().getByTestId("key-spend-limit").fill("");
   await saved().getByTestId("key-save").click();
   await expect(saved().getByTestId("key-error").textContent()).resolves.toBe("A period needs a limit: enter one, or choose lifetime for none.");
   const key = (await admin(`/v1/admin/accounts/${account.id}/keys`)).data.find((k: { id: string }) => k.id === id);
   expect(key).toMatchObject({ spend_limit: 10, spend_limit_period: "day" });
   // Each field shows its name, not only a screen reader's label.
-  expect(await saved().locator("label.mini span").allTextContents()).toEqual(["Name", "Last day (UTC)", "Limit (credits)", "Period"]);
+  expect(await saved().locator("label.mini span").allTextContents()).toEqual(["Name", "Last day (UTC)", "Limit (credits)", "Period", "Requests/min", "At once", "Models"]);
+  // The operator sets the key's pace and models here too; its holder sees them.
+  await saved().getByTestId("key-spend-limit").fill("10");
+  await saved().getByTestId("key-expires").fill("2099-12-31");
+  await saved().getByTestId("key-rpm").fill("120");
+  await saved().getByTestId("key-at-once").fill("3");
+  await saved().getByTestId("key-models-edit").fill("switchyard/*");
+  await saved().getByTestId("key-save").click();
+  await saved().getByTestId("key-pace").filter({ hasText: "120 requests a minute, 3 at once" }).waitFor();
+  expect((await admin(`/v1/admin/accounts/${account.id}/keys`)).data.find((k: { id: string }) => k.id === id)).toMatchObject({ rate_limit_per_minute: 120, max_concurrent_requests: 3, models: ["switchyard/*"] });
+  // Emptied, each goes back to the gateway's default (every model).
+  await saved().getByTestId("key-rpm").fill("");
+  await saved().getByTestId("key-at-once").fill("");
+  await saved().getByTestId("key-models-edit").fill("");
+  await saved().getByTestId("key-save").click();
+  await saved().getByTestId("key-pace").filter({ hasText: "the gateway's default rate" }).waitFor();
+  expect((await admin(`/v1/admin/accounts/${account.id}/keys`)).data.find((k: { id: string }) => k.id === id)).toMatchObject({ rate_limit_per_minute: null, max_concurrent_requests: null, models: null });
   // The key's id, which request lists and downloads name it by, is on the row.
   await expect(saved().getByTestId("key-id").textContent()).resolves.toBe(id);
 }, 60_000);

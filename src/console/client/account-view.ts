@@ -212,7 +212,7 @@ function keysSection(session: Session, account: Account, reload: Reload): HTMLEl
   const table = h("table", { class: "wide" },
     h("caption", {}, `Keys: ${active.length} of 10 in use`, expired > 0 ? ` (${expired} expired, counted until revoked)` : ""),
     h("thead", {}, h("tr", {}, ...["Name", "Key", "Created", "Spent (all time)", "Limit", "Status", ""].map((c) => h("th", { scope: "col" }, c)))),
-    h("tbody", {}, ...account.keys.map((k) => keyRow(k, reload))),
+    h("tbody", {}, ...account.keys.map((k) => keyRow(k, reload, operator))),
   );
   return h("section", { "aria-labelledby": "keys-title" }, h("h2", { id: "keys-title", tabindex: "-1" }, "Keys"), h("div", { class: "scroll" }, table), create);
 }
@@ -220,7 +220,19 @@ function keysSection(session: Session, account: Account, reload: Reload): HTMLEl
 /** A row's field with its name shown above it (the aria-label says which key's). */
 const labelled = (text: string, input: HTMLElement) => h("label", { class: "mini" }, h("span", {}, text), input);
 
-function keyRow(k: KeySummary, reload: Reload): HTMLElement {
+/** A key's own limits of pace, as its holder reads them: the operator's to set. */
+function paceText(k: KeySummary): string {
+  const rate = k.rate_limit_per_minute === null ? "the gateway's default rate" : `${k.rate_limit_per_minute.toLocaleString("en-US")} requests a minute`;
+  return k.max_concurrent_requests ? `${rate}, ${k.max_concurrent_requests} at once` : rate;
+}
+
+/** A comma-separated list of model ids and prefix* patterns; empty: every model (null). */
+function modelsOf(input: HTMLInputElement): string[] | null {
+  const list = input.value.split(",").map((m) => m.trim()).filter((m) => m !== "");
+  return list.length === 0 ? null : list;
+}
+
+function keyRow(k: KeySummary, reload: Reload, operator: boolean): HTMLElement {
   const revoked = k.revoked_at !== null;
   // Names may repeat: the key's visible ending tells two apart.
   const label = k.name === null ? `${k.prefix}…${k.last4}` : `${k.name} (…${k.last4})`;
@@ -230,8 +242,12 @@ function keyRow(k: KeySummary, reload: Reload): HTMLElement {
     // A day the key stops working at its start (UTC); empty: it does not expire.
     const lastDay = k.expires_at ? new Date(Date.parse(k.expires_at) - 1).toISOString().slice(0, 10) : "";
     const expires = h("input", { type: "date", value: lastDay, "aria-label": `Last day of ${label} (UTC; empty: no end)`, "data-testid": "key-expires" });
-    const limit = h("input", { type: "number", min: "0", step: "any", value: k.spend_limit ?? "", placeholder: "none", "aria-label": `Spend limit of ${label}` });
+    const limit = h("input", { type: "number", min: "0", step: "any", value: k.spend_limit ?? "", placeholder: "none", "aria-label": `Spend limit of ${label}`, "data-testid": "key-spend-limit" });
     const period = periodSelect(k.spend_limit_period, { "aria-label": `Period of ${label}'s limit` });
+    // The operator's own settings of a key: its pace and its models (a holder sees them, read-only).
+    const rpm = h("input", { type: "number", min: "1", step: "1", value: k.rate_limit_per_minute ?? "", placeholder: "default", "aria-label": `Requests a minute for ${label} (empty: the gateway's default)`, "data-testid": "key-rpm" });
+    const atOnce = h("input", { type: "number", min: "1", step: "1", value: k.max_concurrent_requests ?? "", placeholder: "default", "aria-label": `Requests at once for ${label} (empty: the gateway's default)`, "data-testid": "key-at-once" });
+    const models = h("input", { type: "text", value: (k.models ?? []).join(", "), placeholder: "every model", "aria-label": `Models ${label} may use (comma-separated; empty: every model)`, "data-testid": "key-models-edit" });
     const save = h("button", { type: "button", "data-testid": "key-save", "aria-label": `Save ${label}` }, "Save");
     const revoke = h("button", { type: "button", class: "danger", "data-testid": "key-revoke", "aria-label": `Revoke ${label}` }, "Revoke");
     const out = h("div", { class: "form-out" });
@@ -263,6 +279,15 @@ function keyRow(k: KeySummary, reload: Reload): HTMLElement {
       const until = day === "" ? null : new Date(Date.parse(`${day}T00:00:00Z`) + 86_400_000).toISOString();
       if (name !== (k.name ?? "")) changes.name = name === "" ? null : name;
       if (day !== lastDay) changes.expires_at = until;
+      if (operator) {
+        // Sent only when changed: the gateway checks each, and a holder's save never carries them.
+        const perMinute = numberOf(rpm, "Requests a minute");
+        if (perMinute !== k.rate_limit_per_minute) changes.rate_limit_per_minute = perMinute;
+        const most = numberOf(atOnce, "Requests at once");
+        if (most !== (k.max_concurrent_requests ?? null)) changes.max_concurrent_requests = most;
+        const allowed = modelsOf(models);
+        if ((allowed ?? []).join(",") !== (k.models ?? []).join(",")) changes.models = allowed;
+      }
       await api("PATCH", `/keys/${k.id}`, changes);
       announce(`${label} saved.`);
     }, `[data-key-id="${k.id}"] [data-testid=key-save]`));
@@ -270,7 +295,8 @@ function keyRow(k: KeySummary, reload: Reload): HTMLElement {
       await api("DELETE", `/keys/${k.id}`);
       announce(`${label} revoked.`);
     }, "#keys-title"));
-    actions.append(h("span", { class: "inline" }, labelled("Name", rename), labelled("Last day (UTC)", expires), labelled("Limit (credits)", limit), labelled("Period", period), save), " ", revoke, out);
+    const paced = operator ? [labelled("Requests/min", rpm), labelled("At once", atOnce), labelled("Models", models)] : [];
+    actions.append(h("span", { class: "inline" }, labelled("Name", rename), labelled("Last day (UTC)", expires), labelled("Limit (credits)", limit), labelled("Period", period), ...paced, save), " ", revoke, out);
   }
   return h("tr", { "data-testid": "key-row", "data-key-id": k.id },
     h("td", {}, k.name === null ? "—" : h("bdi", {}, k.name), k.models ? h("div", { class: "note" }, `only ${k.models.join(", ")}`) : null),
@@ -278,7 +304,7 @@ function keyRow(k: KeySummary, reload: Reload): HTMLElement {
     h("td", {}, h("code", {}, `${k.prefix}…${k.last4}`), h("div", { class: "note" }, "id ", h("code", { "data-testid": "key-id" }, k.id))),
     h("td", {}, when(k.created_at)),
     h("td", { class: "num" }, credits(k.spent)),
-    h("td", { "data-testid": "key-limit" }, limitText(k.spend_limit, k.spend_limit_period, k.spent_in_period, k.period_resets_at)),
+    h("td", {}, h("span", { "data-testid": "key-limit" }, limitText(k.spend_limit, k.spend_limit_period, k.spent_in_period, k.period_resets_at)), h("div", { class: "note", "data-testid": "key-pace" }, paceText(k))),
     h("td", { "data-testid": "key-status" }, keyStatus(k).text),
     actions,
   );

@@ -36,7 +36,7 @@ export async function api<T>(method: "GET" | "POST" | "PATCH" | "DELETE", path: 
 export interface Session { kind: "operator" | "holder"; login: string | null; account_id: string | null; csrf: string; expires_at: string }
 export interface KeySummary {
   id: string; name: string | null; prefix: string; last4: string; created_at: string; revoked_at: string | null; expires_at: string | null;
-  rate_limit_per_minute: number | null; spend_limit: number | null; spent: number; models?: string[] | null; spend_limit_period: "day" | "week" | "month" | null; spent_in_period: number; period_resets_at: string | null;
+  rate_limit_per_minute: number | null; max_concurrent_requests?: number | null; spend_limit: number | null; spent: number; models?: string[] | null; spend_limit_period: "day" | "week" | "month" | null; spent_in_period: number; period_resets_at: string | null;
 }
 export interface Account {
   id: string; name: string; balance: number; reserved: number; created_at: string; spend_limit: number | null; spend_limit_period: "day" | "week" | "month" | null;
