@@ -324,6 +324,30 @@ function consoleSuite(name: string, start: () => Promise<Setup>) {
       }
     }, 30_000);
 
+    test("logins are one whatever their capitals: invited as Gus@Team.Example, kept lower-case, signed in as typed on a phone; another account cannot take GUS@team.example", async () => {
+      const s = await start();
+      try {
+        const { operator, account } = await holderSetup(s.gw, "gus", "Gus@Team.Example");
+        const listed = await operator.json("GET", `/console/api/accounts/${account.id}/logins`);
+        expect(listed.logins.map((l: { login: string }) => l.login)).toEqual(["gus@team.example"]);
+        for (const typed of ["Gus@team.example", "GUS@TEAM.EXAMPLE", "gus@team.example"]) {
+          expect((await new ConsoleClient(s.gw.url).call("POST", "/console/api/sign-in", { login: typed, password: PASSWORD })).status).toBe(200);
+        }
+        const other = await operator.json("POST", "/console/api/accounts", { name: "other", credits: 1 }, 201);
+        expect((await operator.call("POST", `/console/api/accounts/${other.id}/invites`, { login: "GUS@team.example" })).status).toBe(409);
+        // Failures count against the one login, however it is written.
+        const client = new ConsoleClient(s.gw.url);
+        for (const typed of ["Gus@team.example", "GUS@team.example", "gus@TEAM.example", "gUs@team.example", "guS@team.example"]) {
+          expect((await client.call("POST", "/console/api/sign-in", { login: typed, password: "wrong password here" })).status).toBe(401);
+        }
+        expect((await client.call("POST", "/console/api/sign-in", { login: "gus@team.example", password: PASSWORD })).status).toBe(429);
+        // Removed as it was invited (capitals and all).
+        expect((await operator.call("DELETE", `/console/api/accounts/${account.id}/logins/Gus@Team.Example`)).status).toBe(200);
+      } finally {
+        await s.stop();
+      }
+    }, 30_000);
+
     test("sign-in is throttled per login and per address, even with the right password; no password or token reaches the log", async () => {
       const s = await start();
       try {

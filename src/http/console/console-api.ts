@@ -1,7 +1,7 @@
 import { Elysia, t } from "elysia";
 import { timingSafeEqual } from "node:crypto";
 import type { ModelConfig } from "../../config/schema.ts";
-import { clearedSessionCookie, decoyHash, hashPassword, hashSecret, issueInvite, publicOrigin, sameOrigin, sessionCookie, sessionToken, startSession, verifyPassword, type NewSession } from "../../console/console-auth.ts";
+import { canonicalLogin, clearedSessionCookie, decoyHash, hashPassword, hashSecret, issueInvite, publicOrigin, removeLogin, sameOrigin, sessionCookie, sessionToken, startSession, verifyPassword, type NewSession } from "../../console/console-auth.ts";
 import { MAX_RECENT, type ConsoleSession, type ConsoleStore } from "../../console/console-store.ts";
 import { chartPeriods, MAX_CHART_PERIODS, summarizeUsage } from "../../console/usage-summary.ts";
 import type { SignInAttempts } from "../../limits/sign-in-attempts.ts";
@@ -146,7 +146,9 @@ export function consoleApiRoutes(deps: ConsoleApiDeps) {
     .post("/sign-in", async ({ request, body, set, server }) => {
       sameSite(request);
       const from = address(request, server);
-      const login = typeof body.login === "string" ? body.login : null;
+      const typed = typeof body.login === "string" ? body.login : null;
+      // Counted and found lower-cased (console-auth.ts, LOGIN_PATTERN): `Ana@…` and `ana@…` are one login.
+      const login = typed === null ? null : canonicalLogin(typed);
       const refuse = (what: string) => {
         // The address and which kind of sign-in, never what was typed.
         deps.log("warn", "console sign-in failed", { address: from, kind: what });
@@ -166,7 +168,8 @@ export function consoleApiRoutes(deps: ConsoleApiDeps) {
         deps.signIns.cancel(from, login);
         throw new GatewayError(400, "invalid_request", "Send {token} (operators) or {login, password}.");
       }
-      const user = await store.findUser(login);
+      // As typed first: a login invited with capitals before they were lower-cased signs in as written.
+      const user = (await store.findUser(typed!)) ?? (typed !== login ? await store.findUser(login) : null);
       // An unknown login costs a hash check too: the answer's timing does not say which logins exist.
       const ok = await verifyPassword(body.password, user?.passwordHash ?? (await decoyHash()));
       if (!user || !ok) throw refuse("holder");
@@ -227,7 +230,7 @@ export function consoleApiRoutes(deps: ConsoleApiDeps) {
     .delete("/accounts/:id/logins/:login", async ({ request, params }) => {
       operator(await changer(request));
       await ops.account(params.id);
-      if (!(await store.removeLogin(params.id, params.login))) throw new GatewayError(404, "not_found", "The account has no such login or invite.");
+      if (!(await removeLogin(store, params.id, params.login))) throw new GatewayError(404, "not_found", "The account has no such login or invite.");
       return { account_id: params.id, login: params.login, removed: true };
     })
     .post("/accounts/:id/keys", async ({ request, params, body, set }) => {
