@@ -24,6 +24,7 @@ export function consolePage(): ConsolePage {
 <meta name="viewport" content="width=device-width, initial-scale=1">
 <meta name="referrer" content="no-referrer">
 <title>Switchyard console</title>
+<link rel="icon" href="data:image/svg+xml,%3Csvg xmlns='http://www.w3.org/2000/svg' viewBox='0 0 16 16'%3E%3Crect width='16' height='16' rx='3' fill='%2314213d'/%3E%3Cpath d='M4 11h8M4 8h8M4 5h8' stroke='%23fff' stroke-width='1.5'/%3E%3C/svg%3E">
 <style>${css}</style>
 </head>
 <body>

@@ -490,6 +490,15 @@ describe("the console page", () => {
       const again = await fetch(`${s.gw.url}/console/`, { headers: { "if-none-match": res.headers.get("etag")! } });
       expect(again.status).toBe(304);
       expect((await fetch(`${s.gw.url}/console/api/overview`)).status).toBe(401);
+      // Its icon is in the page (no request for /favicon.ico, which would be a 404).
+      expect(html).toMatch(/<link rel="icon" href="data:image\/svg\+xml,/);
+      // A mistyped or shared path under /console opens the console; the API's unknown paths stay JSON 404s.
+      const typo = await fetch(`${s.gw.url}/console/accounts`);
+      expect(typo.status).toBe(200);
+      expect(typo.headers.get("content-type")).toBe("text/html; charset=utf-8");
+      const unknown = await fetch(`${s.gw.url}/console/api/no-such-route`);
+      expect(unknown.status).toBe(404);
+      expect(((await unknown.json()) as any).error.type).toBe("not_found_error");
     } finally {
       await s.stop();
     }

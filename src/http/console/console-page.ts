@@ -1,4 +1,7 @@
 import { Elysia } from "elysia";
+import { errorResponse } from "../plugins/errors.ts";
+
+const notFound = () => errorResponse(false, 404, "not_found", "No such console route.");
 
 // A type only: the module itself (and its embedded bundle) is loaded on the first request, below.
 import type { ConsolePage } from "../../console/console-assets.ts";
@@ -35,5 +38,8 @@ export function consolePageRoutes() {
   };
   return new Elysia({ name: "switchyard/console-page" })
     // Elysia answers /console and /console/ alike.
-    .get("/console/", ({ request }) => serve(request));
+    .get("/console/", ({ request }) => serve(request))
+    // A mistyped or shared path under /console (`/console/accounts`) opens the console, not a JSON
+    // 404 (its views are chosen by the fragment); the API's unknown paths stay JSON 404s.
+    .get("/console/*", ({ request, params }) => (params["*"].startsWith("api/") ? notFound() : serve(request)));
 }
