@@ -91,6 +91,8 @@ export interface ConsoleStore {
    */
   removeLogin(accountId: string, login: string): MaybePromise<boolean>;
   findUser(login: string): MaybePromise<ConsoleUser | null>;
+  /** An unused, unexpired invite (what its page shows before a password is typed), else null. */
+  findInvite(tokenHash: string, now: number): MaybePromise<{ login: string; expiresAt: number; reset: boolean } | null>;
   loginTaken(login: string): MaybePromise<boolean>;
   /** Also deletes sessions that expired (an index on the expiry keeps it cheap). */
   createSession(session: ConsoleSession): MaybePromise<void>;

@@ -192,13 +192,20 @@ test("the operator signs in with the admin token, creates an account, tops it up
 
 test("the account holder accepts the invite, sets a password, and signs in with it", async () => {
   await page.goto(invite);
+  // The page says which login the holder will sign in with.
+  await expect(text("invite-login-shown")).resolves.toBe("holder@acme.example");
   await page.getByTestId("invite-password").fill(PASSWORD);
   await page.getByTestId("invite-password-again").fill(PASSWORD);
   await shot("invite");
   await page.getByTestId("invite-accept").click();
   await expect(text("balance")).resolves.toBe("100.5");
-  // The invite link is gone from the address bar, and it works once.
+  // The invite link is gone from the address bar, and it works once: opened again, it says so at once.
   expect(page.url()).not.toContain("invite=");
+  const again = await context.newPage();
+  await again.goto(invite);
+  await expect(again.getByTestId("sign-in-error").textContent()).resolves.toContain("This invite link is not valid");
+  expect(await again.getByTestId("invite-password").count()).toBe(0);
+  await again.close();
   await page.getByTestId("sign-out").click();
 
   await page.getByTestId("sign-in-login").fill("holder@acme.example");

@@ -85,10 +85,14 @@ function consoleSuite(name: string, start: () => Promise<Setup>) {
 
         const holder = new ConsoleClient(s.gw.url);
         const token = new URL(invite.url).hash.replace("#invite=", "");
+        // Its page first asks what the link is for: the login to sign in with, until when.
+        expect(await holder.json("POST", "/console/api/invites/check", { token })).toEqual({ login: "holder.one", expires_at: invite.expires_at, reset: false });
         expect((await holder.call("POST", "/console/api/invites/accept", { token, password: "short" })).status).toBe(400);
         const session = await holder.acceptInvite(invite.url, PASSWORD);
         expect(session).toMatchObject({ kind: "holder", login: "holder.one", account_id: s.gw.accountId });
         expect((await new ConsoleClient(s.gw.url).call("POST", "/console/api/invites/accept", { token, password: PASSWORD })).status).toBe(404);
+        // Used: its page says so before a password is typed.
+        expect((await new ConsoleClient(s.gw.url).call("POST", "/console/api/invites/check", { token })).status).toBe(404);
         // A login now taken cannot be invited to another account (for its own, an invite is a reset: see "logins").
         const elsewhere = await operator.json("POST", "/console/api/accounts", { name: "elsewhere", credits: 1 }, 201);
         expect((await operator.call("POST", `/console/api/accounts/${elsewhere.id}/invites`, { login: "holder.one" })).status).toBe(409);
@@ -292,6 +296,7 @@ function consoleSuite(name: string, start: () => Promise<Setup>) {
 
         // Forgot the password: a second invite for the same login is a reset.
         const reset = await operator.json("POST", `/console/api/accounts/${account.id}/invites`, { login: "erin@team.example" }, 201);
+        expect((await new ConsoleClient(s.gw.url).json("POST", "/console/api/invites/check", { token: new URL(reset.url).hash.slice(8) })).reset).toBe(true);
         expect((await (await admin("GET", `/accounts/${account.id}/logins`)).json() as any).invites.map((i: any) => i.login)).toEqual(["erin@team.example"]);
         const renewed = new ConsoleClient(s.gw.url);
         await renewed.acceptInvite(reset.url, "a brand new password here");

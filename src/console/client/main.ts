@@ -2,7 +2,7 @@ import { api, ApiError, setCsrf, type Account, type AccountLogins, type AccountP
 import { accountView } from "./account-view.ts";
 import { accountsView, catalogueView, requestsView } from "./lists-view.ts";
 import { loadUsage, usageView, type UsageChoice } from "./usage-view.ts";
-import { announce, errorBox, field, h } from "./dom.ts";
+import { announce, errorBox, field, h, when } from "./dom.ts";
 
 /**
  * The console's client: one page, views chosen by the URL's fragment (#accounts, #account/ID,
@@ -142,13 +142,23 @@ function signInView(message?: string): void {
   show(h("section", { "aria-labelledby": "sign-in-title" }, h("h1", { id: "sign-in-title" }, "Sign in"), out, h("div", { class: "pair" }, holderForm, operatorForm)));
 }
 
-function inviteView(token: string): void {
+/** An invite link: what it is for first (a used or expired link says so before a password is typed), then the password form. */
+async function inviteView(token: string): Promise<void> {
+  let invite: { login: string; expires_at: string; reset: boolean };
+  try {
+    invite = await api("POST", "/invites/check", { token });
+  } catch (err) {
+    show(h("section", { class: "card", "aria-labelledby": "invite-title" }, h("h1", { id: "invite-title" }, "This invite link does not work"),
+      errorBox(err instanceof ApiError ? err.message : "The gateway did not answer. Reload to try again.", "sign-in-error")));
+    return;
+  }
   const password = h("input", { type: "password", autocomplete: "new-password", minlength: "12", required: true, "data-testid": "invite-password" });
   const again = h("input", { type: "password", autocomplete: "new-password", minlength: "12", required: true, "data-testid": "invite-password-again" });
   const out = h("div", {});
   const form = h("form", { class: "card", "aria-labelledby": "invite-title" },
-    h("h1", { id: "invite-title" }, "Set your password"),
-    h("p", {}, "You were invited to a Switchyard account. Choose a password of at least 12 characters."),
+    h("h1", { id: "invite-title" }, invite.reset ? "Set a new password" : "Set your password"),
+    h("p", {}, invite.reset ? "This link sets a new password for your login; you will be signed out elsewhere." : "You were invited to a Switchyard account.",
+      " You sign in with the login ", h("strong", { "data-testid": "invite-login-shown" }, invite.login), ". Choose a password of at least 12 characters. This link works once, until ", when(invite.expires_at), "."),
     field("Password", password), field("Password again", again), h("button", { type: "submit", "data-testid": "invite-accept" }, "Set password and sign in"), out);
   form.addEventListener("submit", async (e) => {
     e.preventDefault();
@@ -250,7 +260,7 @@ async function start(): Promise<void> {
 
 window.addEventListener("hashchange", () => {
   const invite = /^#invite=([A-Za-z0-9_-]+)$/.exec(location.hash);
-  if (invite) inviteView(invite[1]!);
+  if (invite) void inviteView(invite[1]!);
   else void route();
 });
 void start();

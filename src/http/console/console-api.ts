@@ -12,7 +12,7 @@ import { errorResponse } from "../plugins/errors.ts";
 import { unreadBodyHeaders } from "../plugins/json-body.ts";
 import { CreateAccount, CreateInvite, CreateKey, LOGIN_TAKEN, PatchAccount, PatchKey, TopUp } from "../routes/admin.ts";
 import type { AdminOperations } from "../routes/admin-operations.ts";
-import { AcceptInvite, ConsoleQuery, SignIn, type ConsoleSessionInfo } from "./console-schemas.ts";
+import { AcceptInvite, CheckInvite, ConsoleQuery, SignIn, type ConsoleSessionInfo } from "./console-schemas.ts";
 
 export interface ConsoleApiDeps {
   ops: AdminOperations;
@@ -182,6 +182,14 @@ export function consoleApiRoutes(deps: ConsoleApiDeps) {
       set.headers["set-cookie"] = clearedSessionCookie(request);
       return { signed_out: true };
     })
+    // What an invite link's page shows before a password is typed: the login it is for (the one
+    // to sign in with), until when, whether it resets a password; a used or expired link says so at once.
+    .post("/invites/check", async ({ request, body }) => {
+      sameSite(request);
+      const found = await store.findInvite(hashSecret(body.token), deps.now());
+      if (!found) throw new GatewayError(404, "not_found", "This invite link is not valid: it was used, it expired, or it was mistyped. Ask the operator for a new one.");
+      return { login: found.login, expires_at: new Date(found.expiresAt).toISOString(), reset: found.reset };
+    }, { body: CheckInvite })
     .post("/invites/accept", async ({ request, body, set }) => {
       sameSite(request);
       const outcome = await store.acceptInvite(hashSecret(body.token), await hashPassword(body.password), deps.now());

@@ -17,6 +17,8 @@ export type SignIn = typeof SignIn.static;
 
 /** `POST /console/api/invites/accept`: the token from the invite link and the password to set. */
 export const AcceptInvite = t.Object({ token: t.String({ minLength: 10, maxLength: 200 }), password: Password }, open);
+/** `POST /console/api/invites/check`: the token in a body, never a URL (URLs reach access logs). */
+export const CheckInvite = t.Object({ token: t.String({ minLength: 10, maxLength: 200 }) }, open);
 export type AcceptInvite = typeof AcceptInvite.static;
 
 /** A console session as the pages see it (never the cookie's token). */

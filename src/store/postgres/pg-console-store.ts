@@ -37,6 +37,11 @@ export function createPostgresConsoleStore(sql: Pg, timeoutMs = 2_000): ConsoleS
       const [row] = await bounded(sql`SELECT login, account_id, password_hash FROM console_users WHERE login = ${login}`, "console user");
       return row ? { login: row.login, accountId: row.account_id, passwordHash: row.password_hash } : null;
     },
+    async findInvite(tokenHash, now) {
+      const [row] = await bounded(sql`SELECT i.login, i.expires_at, EXISTS (SELECT 1 FROM console_users u WHERE u.login = i.login AND u.account_id = i.account_id) AS reset
+                                       FROM console_invites i WHERE i.token_hash = ${tokenHash} AND i.used_at IS NULL AND i.expires_at > ${now}`, "console invite");
+      return row ? { login: row.login as string, expiresAt: int(row.expires_at), reset: row.reset === true } : null;
+    },
     async loginTaken(login) {
       return (await bounded(sql`SELECT 1 FROM console_users WHERE login = ${login}`, "console user")).length > 0;
     },

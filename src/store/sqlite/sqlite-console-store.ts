@@ -17,6 +17,9 @@ export function createSqliteConsoleStore(db: Database): ConsoleStore {
   const insertInvite = db.query("INSERT INTO console_invites (token_hash, account_id, login, created_at, expires_at) VALUES (?, ?, ?, ?, ?)");
   const userByLogin = db.query<{ login: string; account_id: string; password_hash: string }, [string]>("SELECT login, account_id, password_hash FROM console_users WHERE login = ?");
   const openInvite = db.query<{ account_id: string; login: string }, [string, number]>("SELECT account_id, login FROM console_invites WHERE token_hash = ? AND used_at IS NULL AND expires_at > ?");
+  const inviteInfo = db.query<{ login: string; expires_at: number; reset: number }, [string, number]>(
+    "SELECT i.login, i.expires_at, EXISTS (SELECT 1 FROM console_users u WHERE u.login = i.login AND u.account_id = i.account_id) AS reset FROM console_invites i WHERE i.token_hash = ? AND i.used_at IS NULL AND i.expires_at > ?",
+  );
   const useInvite = db.query("UPDATE console_invites SET used_at = ? WHERE token_hash = ?");
   const insertUser = db.query("INSERT INTO console_users (login, account_id, password_hash, created_at) VALUES (?, ?, ?, ?)");
   const sweep = db.query("DELETE FROM console_sessions WHERE expires_at <= ?");
@@ -70,6 +73,10 @@ export function createSqliteConsoleStore(db: Database): ConsoleStore {
       return row ? { login: row.login, accountId: row.account_id, passwordHash: row.password_hash } : null;
     },
     loginTaken: (login) => userByLogin.get(login) !== null,
+    findInvite(tokenHash, now) {
+      const row = inviteInfo.get(tokenHash, now);
+      return row ? { login: row.login, expiresAt: row.expires_at, reset: row.reset === 1 } : null;
+    },
     listLogins: (accountId, now) => ({
       logins: usersOf.all(accountId).map((u) => ({ login: u.login, created_at: iso(u.created_at)! })),
       invites: invitesOf.all(accountId, now).map((i) => ({ login: i.login, created_at: iso(i.created_at)!, expires_at: iso(i.expires_at)! })),
