@@ -23,6 +23,12 @@ export interface KeyState {
   probeAt: number;
   /** Probes that failed since the key was disabled (the next waits longer). */
   probeFailures: number;
+  /**
+   * Which value of the key the state is about (a short hash of the secret, never the secret):
+   * a key rotated under the same variable starts healthy, not refused for its predecessor.
+   * Absent (a state written before): taken as the current value's.
+   */
+  fp?: string;
 }
 
 /** The states of a provider's keys (absent: healthy) and, when asked, the key a session is bound to. */
@@ -227,6 +233,40 @@ export function soonestBackMs(keys: readonly PoolKey[], view: KeyView, now: numb
     if (soonest === undefined || wait < soonest) soonest = wait;
   }
   return soonest;
+}
+
+/** A short, one-way fingerprint of a key's value (see KeyState.fp). */
+export function keyFingerprint(secret: string | undefined): string {
+  return new Bun.CryptoHasher("sha256").update(`switchyard key ${secret ?? ""}`).digest("hex").slice(0, 12);
+}
+
+/**
+ * The store as a pool sees it: every state it writes carries its key's fingerprint, and a state
+ * left by another value of the key (rotated under the same variable, a restart ago; a replica
+ * still on the old value) is not this key's, so it reads as healthy. States written before
+ * fingerprints (none) are taken as this key's.
+ */
+export function fingerprintedStore(store: KeyStateStore, fingerprints: ReadonlyMap<string, ReadonlyMap<string, string>>): KeyStateStore {
+  const fpOf = (provider: string, env: string) => fingerprints.get(provider)?.get(env);
+  const own = (provider: string, view: KeyView): KeyView => {
+    let states: Map<string, KeyState> | undefined;
+    for (const [env, state] of view.states) {
+      if (state.fp === undefined || state.fp === fpOf(provider, env)) continue;
+      states ??= new Map(view.states);
+      states.delete(env);
+    }
+    return states ? { ...view, states } : view;
+  };
+  return {
+    read(provider, session) {
+      const view = store.read(provider, session);
+      return view instanceof Promise ? view.then((v) => own(provider, v)) : own(provider, view);
+    },
+    write: (provider, env, state) => store.write(provider, env, state && { ...state, fp: fpOf(provider, env) }),
+    bind: (provider, session, env) => store.bind(provider, session, env),
+    claimProbe: (provider, env, untilMs) => store.claimProbe(provider, env, untilMs),
+    releaseProbe: (provider, env) => store.releaseProbe(provider, env),
+  };
 }
 
 /** The session as the pool stores it: a SHA-256 of the client's id, never the id itself. */

@@ -2,7 +2,7 @@ import type { ResolvedProvider, ResolvedVendorKey } from "../config/load-config.
 import type { Logger } from "../log/log.ts";
 import type { Transport } from "../transport/transport.ts";
 import { ADAPTERS } from "./adapters.ts";
-import { afterAnswer, afterProbe, chooseKey, conditionOf, keyVerdict, soonestBackMs, type Choice, type KeyCondition, type KeyStateStore, type KeyView } from "./key-pool.ts";
+import { afterAnswer, afterProbe, chooseKey, conditionOf, fingerprintedStore, keyFingerprint, keyVerdict, soonestBackMs, type Choice, type KeyCondition, type KeyStateStore, type KeyView } from "./key-pool.ts";
 
 /** Counts of one vendor key, as this process saw them (read by /metrics). */
 export interface KeyCounts {
@@ -63,6 +63,11 @@ export type KeyPools = ReturnType<typeof createKeyPools>;
  * without keys (local servers, `simulated://`) have no pool: their requests carry no key, as before.
  */
 export function createKeyPools(deps: KeyPoolsDeps) {
+  // States are about one value of each key: a key rotated under its variable starts healthy.
+  deps = {
+    ...deps,
+    store: fingerprintedStore(deps.store, new Map([...deps.providers.values()].map((p) => [p.id, new Map((p.keys ?? []).map((k) => [k.env, keyFingerprint(k.secret)]))]))),
+  };
   const random = deps.random ?? Math.random;
   const pools = new Map<string, KeyPool>();
   const counts = new Map<string, KeyCounts>();

@@ -25,6 +25,13 @@ function contract(name: string, make: () => Promise<{ a: KeyStateStore; b: KeySt
       expect([...(await a.read("p", undefined)).states]).toEqual([["K2", disabled]]);
     });
 
+    test("a state's key fingerprint is kept with it", async () => {
+      const { a, b } = await make();
+      const marked: KeyState = { ...cooling, fp: "0123456789ab" };
+      await a.write("p", "K9", marked);
+      expect((await b.read("p", undefined)).states.get("K9")).toEqual(marked);
+    });
+
     test("a session's binding is read with the states; moving it replaces it", async () => {
       const { a, b } = await make();
       expect((await a.read("p", "s1")).bound).toBeUndefined();

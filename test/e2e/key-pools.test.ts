@@ -449,6 +449,29 @@ describe("session affinity", () => {
   });
 });
 
+describe("a key rotated under its variable", () => {
+  test("a new value of a refused key starts healthy on the next start, not refused for the old one (shared state)", async () => {
+    const shared = createMemoryKeyState({ now: Date.now });
+    const oldSecret = "sk-pool-A-OLD-revoked-aaaaaaaaaaaaaaaa";
+    const newSecret = "sk-pool-A-NEW-rotated-aaaaaaaaaaaaaaaa";
+    upstream.reset();
+    upstream.rule((req) => ((req.headers.authorization ?? "") === `Bearer ${oldSecret}` ? revoked(oldSecret) : undefined));
+    const before = await startGateway({ upstreamUrl: upstream.url, vendorEnv: { ...SECRETS, POOL_KEY_A: oldSecret }, openaiKeys: [{ env: "POOL_KEY_A" }, { env: "POOL_KEY_B" }], keyRandom: seeded(11), keyState: shared, keyProbeEveryMs: 60_000 });
+    started.push(before);
+    while (!upstream.requests.some((r) => r.headers.authorization === `Bearer ${oldSecret}`)) await (await ask(before)).arrayBuffer();
+    expect(((await (await fetch(`${before.url}/ready`)).json()) as any).vendor_keys[0].keys).toEqual([expect.objectContaining({ env: "POOL_KEY_A", state: "disabled" })]);
+    // The operator puts a new value in POOL_KEY_A and restarts (the state lives on: Redis, another replica).
+    const after = await startGateway({ upstreamUrl: upstream.url, vendorEnv: { ...SECRETS, POOL_KEY_A: newSecret }, openaiKeys: [{ env: "POOL_KEY_A" }, { env: "POOL_KEY_B" }], keyRandom: seeded(11), keyState: shared, keyProbeEveryMs: 60_000 });
+    started.push(after);
+    expect(((await (await fetch(`${after.url}/ready`)).json()) as any).vendor_keys).toBeUndefined();
+    upstream.requests.length = 0;
+    expect(await many(40, () => ask(after))).toEqual(Array(40).fill(200));
+    expect(upstream.requests.filter((r) => r.headers.authorization === `Bearer ${newSecret}`).length).toBeGreaterThan(0);
+    // The old value, where it still runs, is still refused there.
+    expect(((await (await fetch(`${before.url}/ready`)).json()) as any).vendor_keys[0].keys[0].state).toBe("disabled");
+  });
+});
+
 describe("token counts", () => {
   test("count_tokens goes through the pool too: a revoked key is set aside and the vendor's count comes from another", async () => {
     const gw = await gateway({ anthropicKeys: [{ env: "POOL_KEY_A" }, { env: "POOL_KEY_B" }], keyRandom: seeded(9) });

@@ -121,13 +121,18 @@ export function createRedisKeyState(url: string, o: RedisKeyStateOptions): KeySt
 }
 
 function encode(s: KeyState): string {
-  return `${s.coolUntil}:${s.strikes}:${s.disabledAt}:${s.probeAt}:${s.probeFailures}:${s.cooledAt}`;
+  return `${s.coolUntil}:${s.strikes}:${s.disabledAt}:${s.probeAt}:${s.probeFailures}:${s.cooledAt}${s.fp ? `:${s.fp}` : ""}`;
 }
 
-/** Five fields were written before `cooledAt` (an older gateway sharing the Redis): read as 0. */
+/**
+ * Five numbers were written before `cooledAt` (an older gateway sharing the Redis): read as 0;
+ * the key's fingerprint follows when there is one.
+ */
 function decode(text: string): KeyState | undefined {
-  const parts = text.split(":").map(Number);
-  if ((parts.length !== 5 && parts.length !== 6) || !parts.every(Number.isFinite)) return undefined;
+  const fields = text.split(":");
+  const fp = fields.length === 7 ? fields.pop() : undefined;
+  const parts = fields.map(Number);
+  if ((parts.length !== 5 && parts.length !== 6) || !parts.every(Number.isFinite) || (fp !== undefined && !/^[0-9a-f]{1,64}$/.test(fp))) return undefined;
   const [coolUntil, strikes, disabledAt, probeAt, probeFailures, cooledAt = 0] = parts as [number, number, number, number, number, number?];
-  return { coolUntil, cooledAt, strikes, disabledAt, probeAt, probeFailures };
+  return fp === undefined ? { coolUntil, cooledAt, strikes, disabledAt, probeAt, probeFailures } : { coolUntil, cooledAt, strikes, disabledAt, probeAt, probeFailures, fp };
 }
