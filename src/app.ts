@@ -16,8 +16,8 @@ import { admissionPlugin, createPrincipals, pathOf } from "./http/plugins/admiss
 import { createRateLimiter, type RateLimitStore } from "./limits/rate-limiter.ts";
 import { createConcurrencyLimiter, type ConcurrencyStore } from "./limits/concurrency-limiter.ts";
 import { errorsPlugin } from "./http/plugins/errors.ts";
-import { ADDRESS_HOLDER, jsonBodyPlugin } from "./http/plugins/json-body.ts";
-import { createBodyBudget } from "./limits/body-budget.ts";
+import { jsonBodyPlugin } from "./http/plugins/json-body.ts";
+import { createBodyBudget, type BodyShare } from "./limits/body-budget.ts";
 /** Bun's own body cap where the server listens (none: see the module). */
 export { SERVER_BODY_LIMIT } from "./http/plugins/json-body.ts";
 import { adminGate, adminRoutes } from "./http/routes/admin.ts";
@@ -108,6 +108,10 @@ export interface AppDeps {
    */
   gatherMetrics?: (own: string) => Promise<string>;
 }
+
+/** Bodies without a key (the console's) still arriving: per client address, and all of them. */
+const ANONYMOUS_BODY_BYTES_PER_ADDRESS = 1024 * 1024;
+const ANONYMOUS_BODY_BYTES = 16 * 1024 * 1024;
 
 /** How long a SQLite settlement may wait for others under load (see billing/settlement-queue.ts). */
 const SQLITE_COMMIT_DELAY_MS = 1;
@@ -255,9 +259,23 @@ export function createApp(deps: AppDeps) {
   // Normalising copies every body to drop fields its schema does not list (25 µs for a
   // 200-message conversation). Our schemas say `additionalProperties: true` instead, so the copy
   // changed nothing. It is the app's setting that applies to every route.
-  // One body of the largest size always fits a key's share, and one key's share fits everyone's.
+  // Bodies still arriving (limits/body-budget.ts). One body of the largest size always fits a key's
+  // share, a key's share fits its account's, and an account's fits everyone's. Requests without a
+  // key (the console's, before its session is read) count per address in a small pool of their
+  // own: the console's bodies are a few hundred bytes, and an anonymous sender must not be able to
+  // fill the tenants' total. The admin token's requests are not counted.
   const bodyPerKey = Math.max(limits.body_per_key_bytes, limits.max_body_bytes);
-  const bodyBudget = createBodyBudget({ perHolderBytes: bodyPerKey, totalBytes: Math.max(limits.body_total_bytes, bodyPerKey) });
+  const bodyPerAccount = Math.max(limits.body_per_account_bytes, bodyPerKey);
+  const keyShares = createBodyBudget({ perHolderBytes: bodyPerKey, totalBytes: Number.POSITIVE_INFINITY });
+  const accountShares = createBodyBudget({ perHolderBytes: bodyPerAccount, totalBytes: Math.max(limits.body_total_bytes, bodyPerAccount) });
+  const addressShares = createBodyBudget({ perHolderBytes: ANONYMOUS_BODY_BYTES_PER_ADDRESS, totalBytes: ANONYMOUS_BODY_BYTES });
+  const bodySharesOf = (request: Request, server: { requestIP(r: Request): { address: string } | null } | null): BodyShare[] | undefined => {
+    const key = principals.maybeOf(request);
+    if (key) return [{ budget: keyShares, holder: key.keyId, level: "key" }, { budget: accountShares, holder: key.accountId, level: "account" }];
+    // Only an admitted admin request reaches here on an admin path (the gate answers the others).
+    if (pathOf(request.url).startsWith("/v1/admin/")) return undefined;
+    return [{ budget: addressShares, holder: server?.requestIP(request)?.address ?? "unknown", level: "address" }];
+  };
   const front = new Elysia({ name: "switchyard", normalize: false })
     .use(errorsPlugin(log, recordRejection, (request, status, error) => tracker.responded(request, status, error)))
     .use(admissionPlugin({
@@ -278,8 +296,7 @@ export function createApp(deps: AppDeps) {
     }))
     .use(jsonBodyPlugin({
       maxBytes: limits.max_body_bytes,
-      budget: bodyBudget,
-      holderOf: (request, server) => principals.maybeOf(request)?.keyId ?? ADDRESS_HOLDER + (server?.requestIP(request)?.address ?? "unknown"),
+      sharesOf: bodySharesOf,
       timeoutMs: limits.body_timeout_ms,
     }))
     // The answering routes close their own request traces (see closeTracesHook): before the hook.

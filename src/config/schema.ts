@@ -146,11 +146,13 @@ export const LimitsConfig = t.Object({
   /**
    * Request bodies still arriving (limits/body-budget.ts), per gateway process: the bytes one key's
    * bodies may hold at once (their declared lengths; more get 429; never less than
-   * `max_body_bytes`), the bytes of everyone's (more get 503; never less than the per-key share;
-   * requests without a key, the console's, count per client address), and how long a body may
+   * `max_body_bytes`), one account's keys' together (more get 429; never less than a key's), the
+   * bytes of everyone's (more get 503; never less than an account's; requests without a key, the
+   * console's, count per client address in a small pool of their own), and how long a body may
    * take to arrive from its first read (then 408).
    */
   body_per_key_bytes: t.Integer({ minimum: 1024, default: 64 * 1024 * 1024 }),
+  body_per_account_bytes: t.Integer({ minimum: 1024, default: 128 * 1024 * 1024 }),
   body_total_bytes: t.Integer({ minimum: 1024, default: 512 * 1024 * 1024 }),
   body_timeout_ms: t.Integer({ minimum: 10, default: 60_000 }),
 }, closed);

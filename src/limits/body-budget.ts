@@ -55,3 +55,32 @@ export function createBodyBudget(o: BodyBudgetOptions): BodyBudget {
     heldBy: (holder) => held.get(holder) ?? 0,
   };
 }
+
+/** Who a share is: what a refusal names (the key's, the account's, the client address's). */
+export type ShareLevel = "key" | "account" | "address";
+
+/** One place a body's bytes are counted: a budget and the holder in it. */
+export interface BodyShare {
+  budget: BodyBudget;
+  holder: string;
+  level: ShareLevel;
+}
+
+/**
+ * Takes `bytes` from every share, in order, or from none: the first that refuses says why (its
+ * level, or "total"), and what the ones before it took is given back.
+ */
+export function takeShares(shares: readonly BodyShare[], bytes: number): { refusal: BodyRefusal; level: ShareLevel } | undefined {
+  for (let i = 0; i < shares.length; i++) {
+    const refusal = shares[i]!.budget.take(shares[i]!.holder, bytes);
+    if (refusal === undefined) continue;
+    for (let j = 0; j < i; j++) shares[j]!.budget.give(shares[j]!.holder, bytes);
+    return { refusal, level: shares[i]!.level };
+  }
+  return undefined;
+}
+
+/** Gives back what `takeShares` took. */
+export function giveShares(shares: readonly BodyShare[], bytes: number): void {
+  for (const share of shares) share.budget.give(share.holder, bytes);
+}

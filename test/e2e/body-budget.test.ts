@@ -12,6 +12,7 @@ import { OPENAI_MODEL, post, startGateway, useGateway, type Gateway } from "../h
 
 const MAX_BODY = 256 * 1024;
 const PER_KEY = 512 * 1024;
+const PER_ACCOUNT = 768 * 1024;
 const TOTAL = 1024 * 1024;
 const TIMEOUT_MS = 3000;
 const ADMIN_TOKEN = "admin-token-for-body-budget-tests-0123456789";
@@ -22,7 +23,7 @@ const upstream = useFakeUpstream();
 const gw = useGateway(() => ({
   upstreamUrl: upstream.url,
   adminToken: ADMIN_TOKEN,
-  limits: { max_body_bytes: MAX_BODY, body_per_key_bytes: PER_KEY, body_total_bytes: TOTAL, body_timeout_ms: TIMEOUT_MS },
+  limits: { max_body_bytes: MAX_BODY, body_per_key_bytes: PER_KEY, body_per_account_bytes: PER_ACCOUNT, body_total_bytes: TOTAL, body_timeout_ms: TIMEOUT_MS },
 }));
 
 interface Answer { status: number; headers: Record<string, string>; body: string; closedByServer: boolean }
@@ -48,8 +49,8 @@ async function stillWaiting(h: Held): Promise<boolean> {
 }
 
 /** A request whose head says `length` (or chunked) and whose body has only `first` on its way. */
-function hold(o: { path?: string; auth?: string; length?: number; first: string; anthropic?: boolean }): Held {
-  const socket = net.connect(Number(new URL(gw.url).port), "127.0.0.1");
+function hold(o: { path?: string; auth?: string; length?: number; first: string; anthropic?: boolean; from?: string }): Held {
+  const socket = net.connect({ port: Number(new URL(gw.url).port), host: "127.0.0.1", localAddress: o.from });
   open.push(socket);
   const chunked = o.length === undefined;
   const piece = (text: string) => (chunked ? `${text.length.toString(16)}\r\n${text}\r\n` : text);
@@ -179,16 +180,40 @@ describe("bodies on their way, everyone's", () => {
     for (const h of held) expect(await stillWaiting(h)).toBe(true);
   });
 
-  test("requests without a key (admin, console) share per client address", async () => {
-    const auth = `authorization: Bearer ${ADMIN_TOKEN}`;
-    const held = [hold({ path: "/v1/admin/accounts", auth, length: MAX_BODY, first: "{" }), hold({ path: "/v1/admin/accounts", auth, length: MAX_BODY, first: "{" })];
+  test("requests without a key (the console's sign-in) count per client address in a pool of their own: they cannot fill the tenants' total", async () => {
+    // 1 MiB per address: four bodies of 256 KiB from one address, then it is refused; another address is not.
+    const signIn = (from?: string, length = MAX_BODY) => hold({ path: "/console/api/sign-in", auth: "x-probe: anonymous", length, first: "{", from });
+    const held = [signIn(), signIn(), signIn(), signIn()];
     await settle();
-    const answer = await hold({ path: "/v1/admin/accounts", auth, length: 1000, first: "{" }).response;
+    const answer = await signIn(undefined, 1000).response;
     expect(answer.status).toBe(429);
     expect(JSON.parse(answer.body).error.message).toContain("from this address");
-    // A key's own share is apart from the address's.
-    const res = await post(gw, "/v1/chat/completions", { model: OPENAI_MODEL, messages: [{ role: "user", content: "hi" }] });
+    const elsewhere = signIn("127.0.0.2");
+    await settle();
+    expect(await stillWaiting(elsewhere)).toBe(true);
+    // The tenants' shares are apart from the anonymous pool: a key's largest body is served meanwhile.
+    const res = await fetch(`${gw.url}/v1/chat/completions`, { method: "POST", headers: { authorization: `Bearer ${gw.key}`, "content-type": "application/json" }, body: paddedChat(MAX_BODY) });
     expect(res.status).toBe(200);
+    for (const h of held) expect(await stillWaiting(h)).toBe(true);
+  });
+
+  test("an account's keys together hold at most its share: a second key of a full account is refused (429), another account's is served", async () => {
+    const second = (await gw.app.services.accounts.createKey(gw.accountId, "second key"))!.key;
+    const other = await secondKey(gw);
+    const held = [hold({ length: MAX_BODY, first: "{" }), hold({ length: MAX_BODY, first: "{" }), hold({ auth: `authorization: Bearer ${second}`, length: MAX_BODY, first: "{" })];
+    await settle();
+    for (const h of held) expect(await stillWaiting(h)).toBe(true);
+    const refused = await hold({ auth: `authorization: Bearer ${second}`, length: 1000, first: "{" }).response;
+    expect(refused.status).toBe(429);
+    expect(JSON.parse(refused.body).error.message).toContain("for this account (limits.body_per_account_bytes)");
+    const res = await fetch(`${gw.url}/v1/chat/completions`, { method: "POST", headers: { authorization: `Bearer ${other}`, "content-type": "application/json" }, body: paddedChat(MAX_BODY) });
+    expect(res.status).toBe(200);
+  });
+
+  test("the admin token's requests are not counted (the operator is not a tenant)", async () => {
+    const auth = `authorization: Bearer ${ADMIN_TOKEN}`;
+    const held = Array.from({ length: 6 }, () => hold({ path: "/v1/admin/accounts", auth, length: MAX_BODY, first: "{" }));
+    await settle();
     for (const h of held) expect(await stillWaiting(h)).toBe(true);
   });
 });

@@ -1,6 +1,6 @@
 import { Elysia } from "elysia";
 import { GatewayError } from "../../streaming/gateway-error.ts";
-import type { BodyBudget, BodyRefusal } from "../../limits/body-budget.ts";
+import { giveShares, takeShares, type BodyShare, type ShareLevel } from "../../limits/body-budget.ts";
 
 /** Deeper than any chat request needs; deep enough that no real tool schema is refused. */
 export const MAX_JSON_DEPTH = 64;
@@ -98,16 +98,14 @@ export function unreadBodyHeaders(request: Request): Record<string, string> | un
 export interface JsonBodyOptions {
   /** limits.max_body_bytes: a body over it is refused (413) as soon as it passes it. */
   maxBytes: number;
-  /** Bytes of bodies still arriving, per key (or address) and in all (limits/body-budget.ts). */
-  budget?: BodyBudget;
-  /** Whose share a body takes: the key admission attached, else the client's address. */
-  holderOf?: (request: Request, server: BodyServer) => string;
+  /**
+   * Where a body's bytes are counted while it arrives (limits/body-budget.ts): its key's and its
+   * account's shares, or its client address's; none: not counted (the admin token's requests).
+   */
+  sharesOf?: (request: Request, server: BodyServer) => readonly BodyShare[] | undefined;
   /** limits.body_timeout_ms: a body must have arrived this long after its reading started (408). */
   timeoutMs?: number;
 }
-
-/** How a holder that is a client's address, not a key, is named (`address 10.0.0.7`). */
-export const ADDRESS_HOLDER = "address ";
 
 /** What the plugin needs of the server: the client's socket address. */
 export type BodyServer = { requestIP(request: Request): { address: string } | null } | null;
@@ -164,15 +162,14 @@ export function jsonBodyPlugin(o: JsonBodyOptions) {
 async function readBody(request: Request, o: JsonBodyOptions, server: BodyServer): Promise<Uint8Array> {
   if (!request.body) return new Uint8Array(0);
   const declared = request.headers.get("content-length");
-  const budget = o.budget;
-  const holder = budget && o.holderOf ? o.holderOf(request, server) : "";
+  const shares = o.sharesOf?.(request, server);
   if (declared !== null && Number(declared) <= o.maxBytes) {
     const size = Number(declared);
-    if (budget) refuseOver(budget.take(holder, size), holder, request);
+    if (shares) refuseOver(takeShares(shares, size), request);
     try {
       return new Uint8Array(await withDeadline(request.arrayBuffer(), o.timeoutMs, o.timeoutMs));
     } finally {
-      budget?.give(holder, size);
+      if (shares) giveShares(shares, size);
     }
   }
   const chunks: Uint8Array[] = [];
@@ -188,27 +185,29 @@ async function readBody(request: Request, o: JsonBodyOptions, server: BodyServer
       if (size > o.maxBytes) {
         throw new GatewayError(413, "request_too_large", `The request body is over the limit of ${o.maxBytes} bytes.`, { connection: "close" });
       }
-      if (budget) refuseOver(budget.take(holder, chunk.byteLength), holder, request, true);
+      if (shares) refuseOver(takeShares(shares, chunk.byteLength), request, true);
       chunks.push(chunk);
     }
   } finally {
     // Only what was taken: a chunk refused above was not.
-    if (budget) budget.give(holder, chunks.reduce((sum, c) => sum + c.byteLength, 0));
+    if (shares) giveShares(shares, chunks.reduce((sum, c) => sum + c.byteLength, 0));
   }
   return chunks.length === 1 ? chunks[0]! : Buffer.concat(chunks);
 }
 
 /**
- * Turns a body budget's refusal into the client's answer: its key's share full is the key's own
- * doing (429), everyone's full is the gateway's (503); both say to retry in a second, when bodies
- * arriving now have arrived. Past its first bytes the rest is never read: the connection closes.
+ * Turns a body budget's refusal into the client's answer: a key's, an account's or an address's
+ * share full is that client's own doing (429), everyone's full is the gateway's (503); both say
+ * to retry in a second, when bodies arriving now have arrived. Past its first bytes the rest is
+ * never read: the connection closes.
  */
-function refuseOver(refusal: BodyRefusal | undefined, holder: string, request: Request, reading = false): void {
-  if (refusal === undefined) return;
+function refuseOver(refused: { refusal: "holder" | "total"; level: ShareLevel } | undefined, request: Request, reading = false): void {
+  if (refused === undefined) return;
   const headers = { "retry-after": "1", ...(reading ? { connection: "close" } : unreadBodyHeaders(request)) };
-  if (refusal === "holder") {
-    const whose = holder.startsWith(ADDRESS_HOLDER) ? "from this address" : "for this key";
-    throw new GatewayError(429, "rate_limit", `Too many request bodies on their way at once ${whose} (limits.body_per_key_bytes). Retry when they have arrived.`, headers, { code: "rate_limit_exceeded" });
+  if (refused.refusal === "holder") {
+    const whose = refused.level === "address" ? "from this address" : `for this ${refused.level}`;
+    const setting = refused.level === "key" ? "limits.body_per_key_bytes" : refused.level === "account" ? "limits.body_per_account_bytes" : "requests without a key";
+    throw new GatewayError(429, "rate_limit", `Too many request bodies on their way at once ${whose} (${setting}). Retry when they have arrived.`, headers, { code: "rate_limit_exceeded" });
   }
   throw new GatewayError(503, "overloaded", "The gateway is receiving too many request bodies at once. Retry in a second.", headers);
 }

@@ -1,5 +1,5 @@
 import { describe, expect, test } from "bun:test";
-import { createBodyBudget } from "../../../src/limits/body-budget.ts";
+import { createBodyBudget, giveShares, takeShares, type BodyShare } from "../../../src/limits/body-budget.ts";
 
 describe("body budget", () => {
   test("a holder takes up to its share; past it the holder is refused and nothing is taken", () => {
@@ -33,5 +33,20 @@ describe("body budget", () => {
     expect(budget.bytes).toBe(0);
     expect(budget.heldBy("a")).toBe(0);
     expect(budget.take("a", 100)).toBeUndefined();
+  });
+
+  test("shares are taken all or none: a key's and its account's; the first refusal names its level, and what was taken before it is given back", () => {
+    const keys = createBodyBudget({ perHolderBytes: 100, totalBytes: Number.POSITIVE_INFINITY });
+    const accounts = createBodyBudget({ perHolderBytes: 150, totalBytes: 1000 });
+    const of = (key: string, account: string): BodyShare[] => [{ budget: keys, holder: key, level: "key" }, { budget: accounts, holder: account, level: "account" }];
+    expect(takeShares(of("k1", "a"), 100)).toBeUndefined();
+    expect(takeShares(of("k1", "a"), 1)).toEqual({ refusal: "holder", level: "key" });
+    expect(takeShares(of("k2", "a"), 60)).toEqual({ refusal: "holder", level: "account" });
+    // k2's share was not kept when its account refused.
+    expect(keys.heldBy("k2")).toBe(0);
+    expect(takeShares(of("k2", "a"), 50)).toBeUndefined();
+    giveShares(of("k1", "a"), 100);
+    giveShares(of("k2", "a"), 50);
+    expect([keys.bytes, accounts.bytes]).toEqual([0, 0]);
   });
 });
