@@ -15,7 +15,7 @@ import { createPostgresAccounts } from "../store/postgres/pg-accounts.ts";
 import { creditAccount } from "../store/postgres/pg-credits.ts";
 import { auditPostgres, createPostgresUsageBreakdown, createPostgresUsageReport } from "../store/postgres/pg-reports.ts";
 import type { ConsoleStore } from "../console/console-store.ts";
-import { issueInvite, LOGIN_PATTERN, removeLogin } from "../console/console-auth.ts";
+import { issueInvite, LOGIN_PATTERN } from "../console/console-auth.ts";
 import { createSqliteConsoleStore } from "../store/sqlite/sqlite-console-store.ts";
 import { createPostgresConsoleStore } from "../store/postgres/pg-console-store.ts";
 
@@ -262,7 +262,7 @@ export async function runAdmin(argv: string[], env: Record<string, string | unde
     if (noun === "logins" && verb === "remove" && args.length === 2) {
       const [accountId, login] = args as [string, string];
       if (!(await accounts.getAccount(accountId))) return { code: 1, out: `no account ${accountId}` };
-      return (await removeLogin(store.console, accountId, login)) ? json({ account_id: accountId, login, removed: true }) : { code: 1, out: `account ${accountId} has no login or invite ${login}` };
+      return (await store.console.removeLogin(accountId, login)) ? json({ account_id: accountId, login, removed: true }) : { code: 1, out: `account ${accountId} has no login or invite ${login}` };
     }
     if (noun === "usage" && verb !== undefined) {
       const from = args[0] ? instant(args[0], "from") : 0;

@@ -99,10 +99,11 @@ export async function startSession(store: ConsoleStore, who: { kind: SessionKind
 }
 
 /**
- * Logins: 3 to 64 letters, digits and . _ @ - (an email address fits). Made lower-case when
- * invited (`Ana@Example.com` is `ana@example.com`: people type their address with capitals, and
- * phones capitalise its first letter), and found either as typed or lower-cased at sign-in, so a
- * login invited before this rule, with capitals, still signs in as written.
+ * Logins: 3 to 64 letters, digits and . _ @ - (an email address fits). One whatever their
+ * capitals: made lower-case when invited (`Ana@Example.com` is `ana@example.com`: people type
+ * their address with capitals, and phones capitalise its first letter), and every store lookup,
+ * uniqueness check and removal compares without capitals, so a login kept with capitals before
+ * this rule is the same login too (no migration rewrites them).
  */
 export const LOGIN_PATTERN = "^[A-Za-z0-9._@-]{3,64}$";
 export const MIN_PASSWORD = 12;
@@ -119,12 +120,6 @@ export async function issueInvite(store: ConsoleStore, o: { accountId: string; l
   const made = await store.createInvite({ tokenHash: hashSecret(token), accountId: o.accountId, login, createdAt: o.now, expiresAt });
   if (!made) return null;
   return { url: `${o.origin}/console/#invite=${token}`, expires_at: new Date(expiresAt).toISOString(), login };
-}
-
-/** Removes a login as given, else lower-cased (see LOGIN_PATTERN); false when the account has neither. */
-export async function removeLogin(store: ConsoleStore, accountId: string, login: string): Promise<boolean> {
-  if (await store.removeLogin(accountId, login)) return true;
-  return login !== canonicalLogin(login) && store.removeLogin(accountId, canonicalLogin(login));
 }
 
 /** A login as it is kept: lower-case (see LOGIN_PATTERN). */

@@ -108,9 +108,10 @@ export function afterAnswer(state: KeyState | undefined, status: number, retryAf
       return undefined;
     case "cool": {
       // Requests already under way when the key began cooling are refused by the same overload:
-      // one burst of 529s is one strike (eight in flight had benched a key for 60 s, not 1 s). A
-      // longer Retry-After among them still lengthens the cooldown.
-      if (state && state.coolUntil > now && sentAt <= state.cooledAt) {
+      // one burst of 529s is one strike (eight in flight had benched a key for 60 s, not 1 s),
+      // also when a slow one's answer comes after that cooldown ended. A longer Retry-After among
+      // them still lengthens the cooldown.
+      if (state && state.cooledAt > 0 && sentAt <= state.cooledAt) {
         const until = retryAfterMs === undefined ? state.coolUntil : Math.max(state.coolUntil, now + retryAfterMs);
         return until === state.coolUntil ? state : { ...state, coolUntil: until };
       }

@@ -1,4 +1,5 @@
 import { afterAll, describe, expect, test } from "bun:test";
+import { RedisClient } from "bun";
 import type { KeyState, KeyStateStore } from "../../src/providers/key-pool.ts";
 import { createMemoryKeyState } from "../../src/store/memory/memory-key-state.ts";
 import { createRedisKeyState } from "../../src/store/redis/redis-key-state.ts";
@@ -97,6 +98,22 @@ if (missing) {
     expect(await a.ready()).toBe(true);
     expect(await b.ready()).toBe(true);
     return { a, b, clock };
+  });
+
+  test("redis: states written by older releases (five numbers) and by later ones (more fields) are read", async () => {
+    const own = `${prefix}formats:`;
+    const store = createRedisKeyState(REDIS_URL, { prefix: own, now: () => 0 });
+    opened.push(store);
+    expect(await store.ready()).toBe(true);
+    const raw = new RedisClient(REDIS_URL);
+    try {
+      await raw.send("HSET", [`${own}kp:p:keys`, "OLD", "2000:1:0:0:0", "NEXT", "2000:1:0:0:0:1000:0123456789ab:some-later-field"]);
+      const view = await store.read("p", undefined);
+      expect(view.states.get("OLD")).toEqual({ coolUntil: 2_000, cooledAt: 0, strikes: 1, disabledAt: 0, probeAt: 0, probeFailures: 0 });
+      expect(view.states.get("NEXT")).toEqual({ coolUntil: 2_000, cooledAt: 1_000, strikes: 1, disabledAt: 0, probeAt: 0, probeFailures: 0, fp: "0123456789ab" });
+    } finally {
+      raw.close();
+    }
   });
 
   test("redis: a Redis that does not answer leaves each process its own view (fail open), never an error", async () => {

@@ -41,7 +41,13 @@ async function holderSetup(gw: Gateway, name: string, login: string) {
   return { operator, holder, account, invite };
 }
 
-type Setup = { gw: Gateway; clock: { now: number }; logs: () => string; stop(): Promise<void> };
+type Setup = {
+  gw: Gateway; clock: { now: number }; logs: () => string; stop(): Promise<void>;
+  /** Writes a holder's login straight into the store, as a release before logins were lower-cased kept it (capitals and all). */
+  legacyLogin(login: string, accountId: string, password: string): Promise<void>;
+  /** Deletes a login's row only, its sessions left: what a removal looks like to a sign-in whose password check was under way. */
+  dropUserRow(login: string): Promise<void>;
+};
 
 function consoleSuite(name: string, start: () => Promise<Setup>) {
   describe(`console API on ${name}`, () => {
@@ -353,6 +359,39 @@ function consoleSuite(name: string, start: () => Promise<Setup>) {
       }
     }, 30_000);
 
+    test("a login kept with capitals by an earlier release is the same login: another account cannot take it, a reset replaces its password (no second user), and removal finds it", async () => {
+      const s = await start();
+      try {
+        const operator = new ConsoleClient(s.gw.url);
+        await operator.signIn({ token: ADMIN });
+        const mine = await operator.json("POST", "/console/api/accounts", { name: "legacy", credits: 1 }, 201);
+        const other = await operator.json("POST", "/console/api/accounts", { name: "other", credits: 1 }, 201);
+        await s.legacyLogin("Hana@Old.Example", mine.id, PASSWORD);
+        const holder = new ConsoleClient(s.gw.url);
+        await holder.signIn({ login: "hana@old.example", password: PASSWORD });
+        expect((await operator.call("POST", `/console/api/accounts/${other.id}/invites`, { login: "hana@old.example" })).status).toBe(409);
+        // The operator resets it as listed.
+        const reset = await operator.json("POST", `/console/api/accounts/${mine.id}/invites`, { login: "Hana@Old.Example" }, 201);
+        expect((await new ConsoleClient(s.gw.url).json("POST", "/console/api/invites/check", { token: new URL(reset.url).hash.slice(8) })).reset).toBe(true);
+        await new ConsoleClient(s.gw.url).acceptInvite(reset.url, "the new password for hana");
+        expect((await operator.json("GET", `/console/api/accounts/${mine.id}/logins`)).logins.map((l: { login: string }) => l.login)).toEqual(["Hana@Old.Example"]);
+        expect((await holder.call("GET", "/console/api/session")).status).toBe(401);
+        for (const typed of ["Hana@Old.Example", "hana@old.example"]) {
+          expect((await new ConsoleClient(s.gw.url).call("POST", "/console/api/sign-in", { login: typed, password: PASSWORD })).status).toBe(401);
+          expect((await new ConsoleClient(s.gw.url).call("POST", "/console/api/sign-in", { login: typed, password: "the new password for hana" })).status).toBe(200);
+        }
+        expect((await operator.call("DELETE", `/console/api/accounts/${mine.id}/logins/hana@old.example`)).status).toBe(200);
+        expect((await operator.json("GET", `/console/api/accounts/${mine.id}/logins`)).logins).toEqual([]);
+        // A session whose login is gone is over, even if it was written after the login's sessions
+        // were ended (a sign-in whose password check was under way during the removal).
+        const late = await holderSetup(s.gw, "late", "late.holder");
+        await s.dropUserRow("late.holder");
+        expect((await late.holder.call("GET", "/console/api/session")).status).toBe(401);
+      } finally {
+        await s.stop();
+      }
+    }, 30_000);
+
     test("sign-in is throttled per login and per address, even with the right password; no password or token reaches the log", async () => {
       const s = await start();
       try {
@@ -428,7 +467,15 @@ async function sqliteSetup(): Promise<Setup> {
   const clock = { now: Date.now() };
   const rec = recordingLogger();
   const gw = await startGateway({ upstreamUrl: upstream.url, adminToken: ADMIN, now: () => clock.now, log: rec.log });
-  return { gw, clock, logs: rec.text, stop: () => gw.stop() };
+  return {
+    gw, clock, logs: rec.text, stop: () => gw.stop(),
+    async legacyLogin(login, accountId, password) {
+      gw.db.query("INSERT INTO console_users (login, account_id, password_hash, created_at) VALUES (?, ?, ?, ?)").run(login, accountId, await Bun.password.hash(password), Date.now());
+    },
+    async dropUserRow(login) {
+      gw.db.query("DELETE FROM console_users WHERE login = ?").run(login);
+    },
+  };
 }
 consoleSuite("SQLite", sqliteSetup);
 
@@ -447,6 +494,12 @@ if (missing) {
       async stop() {
         await gw.stop();
         await stores.close(500);
+      },
+      async legacyLogin(login, accountId, password) {
+        await stores.sql`INSERT INTO console_users (login, account_id, password_hash, created_at) VALUES (${login}, ${accountId}, ${await Bun.password.hash(password)}, ${Date.now()})`;
+      },
+      async dropUserRow(login) {
+        await stores.sql`DELETE FROM console_users WHERE login = ${login}`;
       },
     };
   });

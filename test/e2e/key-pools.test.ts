@@ -143,6 +143,8 @@ describe("the pure core", () => {
     // A longer Retry-After among them lengthens the same cooldown, without a strike.
     state = afterAnswer(state, 429, 5_000, 1_000, 1_600);
     expect(state).toMatchObject({ strikes: 1, coolUntil: 6_600 });
+    // A slow one's 529 after the cooldown ended is still that burst's: no strike, no new cooldown.
+    expect(afterAnswer(state, 529, undefined, 1_000, 7_000)).toBe(state);
     // A request sent after the cooldown began (all keys cooling, it went anyway) and refused is a new strike.
     state = afterAnswer(state, 529, undefined, 1_700, 1_800);
     expect(state).toMatchObject({ strikes: 2, cooledAt: 1_800, coolUntil: 1_800 + 2_000 });

@@ -1,7 +1,7 @@
 import { Elysia, t } from "elysia";
 import { timingSafeEqual } from "node:crypto";
 import type { ModelConfig } from "../../config/schema.ts";
-import { canonicalLogin, clearedSessionCookie, decoyHash, hashPassword, hashSecret, issueInvite, publicOrigin, removeLogin, sameOrigin, sessionCookie, sessionToken, startSession, verifyPassword, type NewSession } from "../../console/console-auth.ts";
+import { canonicalLogin, clearedSessionCookie, decoyHash, hashPassword, hashSecret, issueInvite, publicOrigin, sameOrigin, sessionCookie, sessionToken, startSession, verifyPassword, type NewSession } from "../../console/console-auth.ts";
 import { MAX_RECENT, type ConsoleSession, type ConsoleStore } from "../../console/console-store.ts";
 import { chartPeriods, MAX_CHART_PERIODS, summarizeUsage } from "../../console/usage-summary.ts";
 import type { SignInAttempts } from "../../limits/sign-in-attempts.ts";
@@ -168,8 +168,8 @@ export function consoleApiRoutes(deps: ConsoleApiDeps) {
         deps.signIns.cancel(from, login);
         throw new GatewayError(400, "invalid_request", "Send {token} (operators) or {login, password}.");
       }
-      // As typed first: a login invited with capitals before they were lower-cased signs in as written.
-      const user = (await store.findUser(typed!)) ?? (typed !== login ? await store.findUser(login) : null);
+      // Whatever its capitals (the store compares without them).
+      const user = await store.findUser(typed!);
       // An unknown login costs a hash check too: the answer's timing does not say which logins exist.
       const ok = await verifyPassword(body.password, user?.passwordHash ?? (await decoyHash()));
       if (!user || !ok) throw refuse("holder");
@@ -238,7 +238,7 @@ export function consoleApiRoutes(deps: ConsoleApiDeps) {
     .delete("/accounts/:id/logins/:login", async ({ request, params }) => {
       operator(await changer(request));
       await ops.account(params.id);
-      if (!(await removeLogin(store, params.id, params.login))) throw new GatewayError(404, "not_found", "The account has no such login or invite.");
+      if (!(await store.removeLogin(params.id, params.login))) throw new GatewayError(404, "not_found", "The account has no such login or invite.");
       return { account_id: params.id, login: params.login, removed: true };
     })
     .post("/accounts/:id/keys", async ({ request, params, body, set }) => {

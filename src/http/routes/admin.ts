@@ -10,7 +10,7 @@ import { GatewayError } from "../../streaming/gateway-error.ts";
 import { createAuthFailures, type AuthFailures } from "../../limits/auth-failures.ts";
 import type { Logger } from "../../log/log.ts";
 import type { ConsoleStore } from "../../console/console-store.ts";
-import { issueInvite, publicOrigin, removeLogin } from "../../console/console-auth.ts";
+import { issueInvite, publicOrigin } from "../../console/console-auth.ts";
 import { errorResponse } from "../plugins/errors.ts";
 import { unreadBodyHeaders } from "../plugins/json-body.ts";
 import type { AdminServer } from "../plugins/admission.ts";
@@ -190,7 +190,7 @@ export function adminRoutes(deps: AdminDeps) {
     .delete("/accounts/:id/logins/:login", async ({ params }) => {
       if (!deps.console) throw new GatewayError(404, "not_found", "The console is off (SWITCHYARD_CONSOLE=off): there are no logins.");
       await ops.account(params.id);
-      if (!(await removeLogin(deps.console, params.id, params.login))) throw new GatewayError(404, "not_found", "The account has no such login or invite.");
+      if (!(await deps.console.removeLogin(params.id, params.login))) throw new GatewayError(404, "not_found", "The account has no such login or invite.");
       return { account_id: params.id, login: params.login, removed: true };
     })
     .get("/accounts/:id/usage", ({ params, query }) => ops.accountUsage(params.id, query as Record<string, string | undefined>))

@@ -14,7 +14,7 @@ export function createPostgresConsoleStore(sql: Pg, timeoutMs = 2_000): ConsoleS
       const rows = await bounded(sql`
         INSERT INTO console_invites (token_hash, account_id, login, created_at, expires_at)
         SELECT ${i.tokenHash}, ${i.accountId}, ${i.login}, ${i.createdAt}, ${i.expiresAt}
-         WHERE NOT EXISTS (SELECT 1 FROM console_users WHERE login = ${i.login} AND account_id <> ${i.accountId}) RETURNING token_hash`, "console invite");
+         WHERE NOT EXISTS (SELECT 1 FROM console_users WHERE lower(login) = lower(${i.login}) AND account_id <> ${i.accountId}) RETURNING token_hash`, "console invite");
       return rows.length === 1;
     },
     acceptInvite(tokenHash, passwordHash, now) {
@@ -22,28 +22,34 @@ export function createPostgresConsoleStore(sql: Pg, timeoutMs = 2_000): ConsoleS
         // The row lock makes a second acceptance of the same invite wait, then find it used.
         const [found] = await tx`SELECT account_id, login FROM console_invites WHERE token_hash = ${tokenHash} AND used_at IS NULL AND expires_at > ${now} FOR UPDATE`;
         if (!found) return { ok: false as const, reason: "invalid" as const };
-        // A login the account has already is a reset: its password is replaced (and its sessions
-        // end); another account's is taken.
-        const taken = await tx`INSERT INTO console_users (login, account_id, password_hash, created_at) VALUES (${found.login}, ${found.account_id}, ${passwordHash}, ${now})
-                                ON CONFLICT (login) DO UPDATE SET password_hash = excluded.password_hash WHERE console_users.account_id = excluded.account_id
-                                RETURNING (xmax <> 0) AS reset`;
-        if (taken.length === 0) return { ok: false as const, reason: "login_taken" as const };
-        if (taken[0].reset) await tx`DELETE FROM console_sessions WHERE kind = 'holder' AND login = ${found.login} AND account_id = ${found.account_id}`;
+        // A login the account has already (whatever its capitals) is a reset: its password is
+        // replaced and its sessions end; another account's is taken. Locked, so a removal waits.
+        const [user] = await tx`SELECT login, account_id FROM console_users WHERE lower(login) = lower(${found.login}) ORDER BY (login = ${found.login}) DESC LIMIT 1 FOR UPDATE`;
+        if (user && user.account_id !== found.account_id) return { ok: false as const, reason: "login_taken" as const };
+        if (user) {
+          await tx`UPDATE console_users SET password_hash = ${passwordHash} WHERE login = ${user.login}`;
+          await tx`DELETE FROM console_sessions WHERE kind = 'holder' AND login = ${user.login} AND account_id = ${found.account_id}`;
+        } else {
+          const made = await tx`INSERT INTO console_users (login, account_id, password_hash, created_at) VALUES (${found.login}, ${found.account_id}, ${passwordHash}, ${now})
+                                 ON CONFLICT (login) DO NOTHING RETURNING login`;
+          if (made.length === 0) return { ok: false as const, reason: "login_taken" as const };
+        }
         await tx`UPDATE console_invites SET used_at = ${now} WHERE token_hash = ${tokenHash}`;
-        return { ok: true as const, accountId: found.account_id as string, login: found.login as string };
+        return { ok: true as const, accountId: found.account_id as string, login: (user?.login ?? found.login) as string };
       }), "console invite acceptance");
     },
     async findUser(login) {
-      const [row] = await bounded(sql`SELECT login, account_id, password_hash FROM console_users WHERE login = ${login}`, "console user");
+      // Whatever its capitals; of two that differ only in them (possible before logins were lower-cased), the exact one.
+      const [row] = await bounded(sql`SELECT login, account_id, password_hash FROM console_users WHERE lower(login) = lower(${login}) ORDER BY (login = ${login}) DESC LIMIT 1`, "console user");
       return row ? { login: row.login, accountId: row.account_id, passwordHash: row.password_hash } : null;
     },
     async findInvite(tokenHash, now) {
-      const [row] = await bounded(sql`SELECT i.login, i.expires_at, EXISTS (SELECT 1 FROM console_users u WHERE u.login = i.login AND u.account_id = i.account_id) AS reset
+      const [row] = await bounded(sql`SELECT i.login, i.expires_at, EXISTS (SELECT 1 FROM console_users u WHERE lower(u.login) = lower(i.login) AND u.account_id = i.account_id) AS reset
                                        FROM console_invites i WHERE i.token_hash = ${tokenHash} AND i.used_at IS NULL AND i.expires_at > ${now}`, "console invite");
       return row ? { login: row.login as string, expiresAt: int(row.expires_at), reset: row.reset === true } : null;
     },
     async loginTaken(login) {
-      return (await bounded(sql`SELECT 1 FROM console_users WHERE login = ${login}`, "console user")).length > 0;
+      return (await bounded(sql`SELECT 1 FROM console_users WHERE lower(login) = lower(${login})`, "console user")).length > 0;
     },
     async listLogins(accountId, now) {
       const [users, invites] = await Promise.all([
@@ -56,10 +62,12 @@ export function createPostgresConsoleStore(sql: Pg, timeoutMs = 2_000): ConsoleS
       };
     },
     removeLogin(accountId, login) {
+      // Invites first, then the user: the order an acceptance locks them in (its invite, then the
+      // user), so the two wait for each other instead of deadlocking.
       return bounded(sql.begin(async (tx) => {
-        const users = await tx`DELETE FROM console_users WHERE login = ${login} AND account_id = ${accountId} RETURNING login`;
-        await tx`DELETE FROM console_sessions WHERE kind = 'holder' AND login = ${login} AND account_id = ${accountId}`;
-        const invites = await tx`DELETE FROM console_invites WHERE login = ${login} AND account_id = ${accountId} AND used_at IS NULL RETURNING login`;
+        const invites = await tx`DELETE FROM console_invites WHERE lower(login) = lower(${login}) AND account_id = ${accountId} AND used_at IS NULL RETURNING login`;
+        const users = await tx`DELETE FROM console_users WHERE lower(login) = lower(${login}) AND account_id = ${accountId} RETURNING login`;
+        await tx`DELETE FROM console_sessions WHERE kind = 'holder' AND lower(login) = lower(${login}) AND account_id = ${accountId}`;
         return users.length + invites.length > 0;
       }), "console login removal");
     },
@@ -69,7 +77,9 @@ export function createPostgresConsoleStore(sql: Pg, timeoutMs = 2_000): ConsoleS
                         VALUES (${s.tokenHash}, ${s.kind}, ${s.accountId}, ${s.login}, ${s.csrf}, ${s.createdAt}, ${s.expiresAt})`, "console session");
     },
     async findSession(tokenHash, now) {
-      const [row] = await bounded(sql`SELECT token_hash, kind, account_id, login, csrf, created_at, expires_at FROM console_sessions WHERE token_hash = ${tokenHash} AND expires_at > ${now}`, "console session");
+      // A holder's session lasts only while its login does (one started during the login's removal ends with it).
+      const [row] = await bounded(sql`SELECT token_hash, kind, account_id, login, csrf, created_at, expires_at FROM console_sessions s WHERE token_hash = ${tokenHash} AND expires_at > ${now}
+                                        AND (kind = 'operator' OR EXISTS (SELECT 1 FROM console_users u WHERE u.login = s.login AND u.account_id = s.account_id))`, "console session");
       return row
         ? { tokenHash: row.token_hash, kind: row.kind as SessionKind, accountId: row.account_id, login: row.login, csrf: row.csrf, createdAt: int(row.created_at), expiresAt: int(row.expires_at) }
         : null;

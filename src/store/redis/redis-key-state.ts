@@ -126,13 +126,18 @@ function encode(s: KeyState): string {
 
 /**
  * Five numbers were written before `cooledAt` (an older gateway sharing the Redis): read as 0;
- * the key's fingerprint follows when there is one.
+ * the key's fingerprint follows when there is one. Fields after those are ignored, so a later
+ * release's additions stay readable here during a rolling deploy. (Releases before this rule read
+ * exactly five, or five or six, numbers: while one still runs beside this, it takes this one's
+ * states for healthy keys. Upgrade every replica, or accept a few requests on a cooling key.)
  */
 function decode(text: string): KeyState | undefined {
   const fields = text.split(":");
-  const fp = fields.length === 7 ? fields.pop() : undefined;
-  const parts = fields.map(Number);
-  if ((parts.length !== 5 && parts.length !== 6) || !parts.every(Number.isFinite) || (fp !== undefined && !/^[0-9a-f]{1,64}$/.test(fp))) return undefined;
-  const [coolUntil, strikes, disabledAt, probeAt, probeFailures, cooledAt = 0] = parts as [number, number, number, number, number, number?];
+  if (fields.length < 5) return undefined;
+  const numbers = fields.slice(0, 5).map(Number);
+  const cooledAt = fields.length > 5 ? Number(fields[5]) : 0;
+  const fp = fields[6];
+  if (!numbers.every(Number.isFinite) || !Number.isFinite(cooledAt) || (fp !== undefined && !/^[0-9a-f]{1,64}$/.test(fp))) return undefined;
+  const [coolUntil, strikes, disabledAt, probeAt, probeFailures] = numbers as [number, number, number, number, number];
   return fp === undefined ? { coolUntil, cooledAt, strikes, disabledAt, probeAt, probeFailures } : { coolUntil, cooledAt, strikes, disabledAt, probeAt, probeFailures, fp };
 }

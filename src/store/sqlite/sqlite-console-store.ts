@@ -15,33 +15,42 @@ const RECENT_COLUMNS = "request_id, client_request_id, created_at, account_id, k
  */
 export function createSqliteConsoleStore(db: Database): ConsoleStore {
   const insertInvite = db.query("INSERT INTO console_invites (token_hash, account_id, login, created_at, expires_at) VALUES (?, ?, ?, ?, ?)");
-  const userByLogin = db.query<{ login: string; account_id: string; password_hash: string }, [string]>("SELECT login, account_id, password_hash FROM console_users WHERE login = ?");
+  // Logins are one whatever their capitals (console-auth.ts, LOGIN_PATTERN; ASCII only, which NOCASE
+  // folds). Logins kept with capitals before they were lower-cased are found too; should two differ
+  // only in capitals (possible before), the one written exactly as asked comes first.
+  const userByLogin = db.query<{ login: string; account_id: string; password_hash: string }, [string, string]>(
+    "SELECT login, account_id, password_hash FROM console_users WHERE login = ? COLLATE NOCASE ORDER BY login = ? DESC LIMIT 1",
+  );
+  const userOf = (login: string) => userByLogin.get(login, login);
   const openInvite = db.query<{ account_id: string; login: string }, [string, number]>("SELECT account_id, login FROM console_invites WHERE token_hash = ? AND used_at IS NULL AND expires_at > ?");
   const inviteInfo = db.query<{ login: string; expires_at: number; reset: number }, [string, number]>(
-    "SELECT i.login, i.expires_at, EXISTS (SELECT 1 FROM console_users u WHERE u.login = i.login AND u.account_id = i.account_id) AS reset FROM console_invites i WHERE i.token_hash = ? AND i.used_at IS NULL AND i.expires_at > ?",
+    "SELECT i.login, i.expires_at, EXISTS (SELECT 1 FROM console_users u WHERE u.login = i.login COLLATE NOCASE AND u.account_id = i.account_id) AS reset FROM console_invites i WHERE i.token_hash = ? AND i.used_at IS NULL AND i.expires_at > ?",
   );
   const useInvite = db.query("UPDATE console_invites SET used_at = ? WHERE token_hash = ?");
   const insertUser = db.query("INSERT INTO console_users (login, account_id, password_hash, created_at) VALUES (?, ?, ?, ?)");
   const sweep = db.query("DELETE FROM console_sessions WHERE expires_at <= ?");
   const insertSession = db.query("INSERT INTO console_sessions (token_hash, kind, account_id, login, csrf, created_at, expires_at) VALUES (?, ?, ?, ?, ?, ?, ?)");
   const selectSession = db.query<{ token_hash: string; kind: SessionKind; account_id: string | null; login: string | null; csrf: string; created_at: number; expires_at: number }, [string, number]>(
-    "SELECT token_hash, kind, account_id, login, csrf, created_at, expires_at FROM console_sessions WHERE token_hash = ? AND expires_at > ?",
+    // A holder's session lasts only while its login does: one started while the login was being
+    // removed (its password checked just before) ends with it.
+    "SELECT token_hash, kind, account_id, login, csrf, created_at, expires_at FROM console_sessions s WHERE token_hash = ? AND expires_at > ?"
+      + " AND (kind = 'operator' OR EXISTS (SELECT 1 FROM console_users u WHERE u.login = s.login COLLATE NOCASE AND u.account_id = s.account_id))",
   );
   const removeSession = db.query("DELETE FROM console_sessions WHERE token_hash = ?");
   const setPassword = db.query("UPDATE console_users SET password_hash = ? WHERE login = ?");
-  const endSessionsOf = db.query("DELETE FROM console_sessions WHERE kind = 'holder' AND login = ? AND account_id = ?");
+  const endSessionsOf = db.query("DELETE FROM console_sessions WHERE kind = 'holder' AND login = ? COLLATE NOCASE AND account_id = ?");
   const usersOf = db.query<{ login: string; created_at: number }, [string]>("SELECT login, created_at FROM console_users WHERE account_id = ? ORDER BY login");
   const invitesOf = db.query<{ login: string; created_at: number; expires_at: number }, [string, number]>(
     "SELECT login, created_at, expires_at FROM console_invites WHERE account_id = ? AND used_at IS NULL AND expires_at > ? ORDER BY created_at DESC",
   );
-  const removeUser = db.query("DELETE FROM console_users WHERE login = ? AND account_id = ?");
-  const cancelInvites = db.query("DELETE FROM console_invites WHERE login = ? AND account_id = ? AND used_at IS NULL");
+  const removeUser = db.query("DELETE FROM console_users WHERE login = ? COLLATE NOCASE AND account_id = ?");
+  const cancelInvites = db.query("DELETE FROM console_invites WHERE login = ? COLLATE NOCASE AND account_id = ? AND used_at IS NULL");
   // Newest first by the primary key (all accounts) or the (account_id, created_at) index (one account).
   const recentAll = db.query<RecordRow, [number]>(`SELECT ${RECENT_COLUMNS} FROM usage_records ORDER BY id DESC LIMIT ?`);
   const recentOne = db.query<RecordRow, [string, number]>(`SELECT ${RECENT_COLUMNS} FROM usage_records WHERE account_id = ? ORDER BY created_at DESC, id DESC LIMIT ?`);
 
   const invite = db.transaction((i: ConsoleInvite): boolean => {
-    const user = userByLogin.get(i.login);
+    const user = userOf(i.login);
     if (user && user.account_id !== i.accountId) return false;
     insertInvite.run(i.tokenHash, i.accountId, i.login, i.createdAt, i.expiresAt);
     return true;
@@ -49,14 +58,16 @@ export function createSqliteConsoleStore(db: Database): ConsoleStore {
   const accept = db.transaction((tokenHash: string, passwordHash: string, now: number): AcceptOutcome => {
     const found = openInvite.get(tokenHash, now);
     if (!found) return { ok: false, reason: "invalid" };
-    const user = userByLogin.get(found.login);
+    const user = userOf(found.login);
     if (user && user.account_id !== found.account_id) return { ok: false, reason: "login_taken" };
     useInvite.run(now, tokenHash);
     if (user) {
       // A reset: the new password, and whoever was signed in with the old one is signed out.
-      setPassword.run(passwordHash, found.login);
-      endSessionsOf.run(found.login, found.account_id);
-    } else insertUser.run(found.login, found.account_id, passwordHash, now);
+      setPassword.run(passwordHash, user.login);
+      endSessionsOf.run(user.login, found.account_id);
+      return { ok: true, accountId: found.account_id, login: user.login };
+    }
+    insertUser.run(found.login, found.account_id, passwordHash, now);
     return { ok: true, accountId: found.account_id, login: found.login };
   });
   const remove = db.transaction((accountId: string, login: string): boolean => {
@@ -69,10 +80,10 @@ export function createSqliteConsoleStore(db: Database): ConsoleStore {
     createInvite: (i) => retryWhileBusy(() => invite.immediate(i)),
     acceptInvite: (tokenHash, passwordHash, now) => retryWhileBusy(() => accept.immediate(tokenHash, passwordHash, now)),
     findUser(login): ConsoleUser | null {
-      const row = userByLogin.get(login);
+      const row = userOf(login);
       return row ? { login: row.login, accountId: row.account_id, passwordHash: row.password_hash } : null;
     },
-    loginTaken: (login) => userByLogin.get(login) !== null,
+    loginTaken: (login) => userOf(login) !== null,
     findInvite(tokenHash, now) {
       const row = inviteInfo.get(tokenHash, now);
       return row ? { login: row.login, expiresAt: row.expires_at, reset: row.reset === 1 } : null;
