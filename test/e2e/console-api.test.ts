@@ -487,7 +487,7 @@ if (missing) {
   consoleSuite("PostgreSQL", async () => {
     const clock = { now: Date.now() };
     const rec = recordingLogger();
-    const stores: SharedStores = await openPostgresStores(await database(), { now: () => clock.now, keyCacheMs: 2_000, ledger: { timeoutMs: 1_000, retryMaxMs: 40 } });
+    const stores = await openPostgresStores(await database(), { now: () => clock.now, keyCacheMs: 2_000, ledger: { timeoutMs: 1_000, retryMaxMs: 40 } });
     const gw = await startGateway({ upstreamUrl: upstream.url, adminToken: ADMIN, now: () => clock.now, log: rec.log, stores });
     return {
       gw, clock, logs: rec.text,
