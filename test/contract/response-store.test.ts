@@ -8,7 +8,7 @@ import { afterAll, describe, expect, test } from "bun:test";
 import { createMemoryResponseStore } from "../../src/store/memory/memory-response-store.ts";
 import { createRedisResponseStore } from "../../src/store/redis/redis-response-store.ts";
 import { NO_RESPONSE_STORE, ResponseStoreUnavailableError, type ResponseStore, type StoredResponse } from "../../src/formats/openai-responses/response-store.ts";
-import { resolveStoredInput } from "../../src/formats/openai-responses/stored-input.ts";
+import { MAX_REFERENCES, resolveStoredInput } from "../../src/formats/openai-responses/stored-input.ts";
 import { ResponsesRequestError } from "../../src/formats/openai-responses/responses-to-chat.ts";
 import { closedPort, REDIS_URL, redisMissing, useRedisPrefix } from "../helpers/backends.ts";
 
@@ -223,6 +223,28 @@ describe("resolving what a request refers to", () => {
     // An item with more than an id is not a reference (it goes on to translation as it is).
     const notReference = { id: "msg_1_0", content: "x" };
     expect((await resolveStoredInput({ input: [notReference] }, "acct_a", await filled())).input).toEqual([notReference]);
+  });
+
+  test("references read each stored answer once, however many of its items they name; more than MAX_REFERENCES are refused", async () => {
+    const store = await filled();
+    const calls: string[] = [];
+    const counting: ResponseStore = {
+      ...store, enabled: store.enabled, maxAnswerBytes: store.maxAnswerBytes,
+      item: (scope, id) => (calls.push(`item ${id}`), store.item(scope, id)),
+      response: (scope, id) => (calls.push(`response ${id}`), store.response(scope, id)),
+    };
+    const refs = [...Array.from({ length: 500 }, () => ({ type: "item_reference", id: "msg_1_0" })), { id: "msg_2_0" }, { type: "item_reference", id: "msg_1_0" }];
+    const resolved = await resolveStoredInput({ input: refs }, "acct_a", counting);
+    expect(resolved.input).toHaveLength(502);
+    expect(resolved.input[0]).toEqual(message("msg_1_0", "answer 1"));
+    expect(resolved.input[500]).toEqual(message("msg_2_0", "answer 2"));
+    // Copies: one changed does not change another.
+    expect(resolved.input[0]).not.toBe(resolved.input[1]);
+    expect(calls.sort()).toEqual(["response resp_1", "response resp_2"]);
+    const tooMany = Array.from({ length: MAX_REFERENCES + 1 }, () => ({ type: "item_reference", id: "msg_1_0" }));
+    const err = await errorOf(resolveStoredInput({ input: tooMany }, "acct_a", store));
+    expect(err).toBeInstanceOf(ResponsesRequestError);
+    expect(err.message).toContain(`at most ${MAX_REFERENCES}`);
   });
 
   test("an unknown reference is refused naming the id and what to send instead", async () => {

@@ -1,5 +1,5 @@
 import type { Json } from "../common/wire-types.ts";
-import type { ResponseStore } from "./response-store.ts";
+import { answerIdOfItem, type ResponseStore, type StoredResponse } from "./response-store.ts";
 import { ResponsesRequestError } from "./responses-to-chat.ts";
 
 /**
@@ -32,11 +32,21 @@ const SEND_WHOLE =
 const WHY_MISSING =
   "answers are kept for a limited time after their last use and within a byte quota per account (the account's least recently used answers go first; an answer larger than the per-answer limit is not kept), and without a shared store only by the gateway process that wrote them, so it may have expired, been evicted or deleted, been too large to keep, been written before a restart or by another gateway process, or belong to another account.";
 
+/** Most `item_reference` items one request may hold: far more than a long agent conversation names. */
+export const MAX_REFERENCES = 10_000;
+
 export async function resolveStoredInput(body: Json, scope: string, store: ResponseStore): Promise<StoredInput> {
   const raw = body.input;
   const items: Json[] = typeof raw === "string" ? [{ type: "message", role: "user", content: raw }] : Array.isArray(raw) ? (raw as Json[]) : [];
-  const references = items.some(isReference);
-  const input = references ? await Promise.all(items.map((item) => (isReference(item) ? referenced(item, scope, store) : item))) : items;
+  let count = 0;
+  for (const item of items) if (isReference(item)) count++;
+  if (count > MAX_REFERENCES) throw new ResponsesRequestError(`input holds ${count} item_reference items; at most ${MAX_REFERENCES} are taken in one request. ${SEND_WHOLE}`);
+  // Each stored answer is read (and parsed) once per request, however many of its items are named:
+  // a reference each time re-read the whole answer (9 MB of instructions, 60,000 references: the
+  // request thread held 54 s, every tenant with it).
+  const answers = new Map<string, Promise<StoredResponse | undefined>>();
+  const input = count > 0 ? await Promise.all(items.map((item) => (isReference(item) ? referenced(item, scope, store, answers) : item))) : items;
+  const references = count > 0;
 
   const previous = body.previous_response_id;
   if (previous === undefined || previous === null) return { input, history: [], expanded: references };
@@ -57,13 +67,22 @@ function isReference(item: Json): boolean {
   return true;
 }
 
-async function referenced(item: Json, scope: string, store: ResponseStore): Promise<Json> {
+async function referenced(item: Json, scope: string, store: ResponseStore, answers: Map<string, Promise<StoredResponse | undefined>>): Promise<Json> {
   const id = item.id;
   if (typeof id !== "string" || id === "") throw new ResponsesRequestError("an input item of type item_reference needs the `id` of the item it refers to.");
   if (!store.enabled) {
     throw new ResponsesRequestError(`input items of type item_reference are not supported: this gateway is configured to store no responses. Send the item itself: ${SEND_WHOLE}`);
   }
-  const found = await store.item(scope, id);
+  const answer = answerIdOfItem(id);
+  let found: Json | undefined;
+  if (answer === undefined) found = await store.item(scope, id);
+  else {
+    let stored = answers.get(answer);
+    if (!stored) answers.set(answer, (stored = store.response(scope, answer)));
+    const item = ((await stored)?.response.output as Json[] | undefined)?.find((it) => it.id === id);
+    // A copy each: one item named twice is two items of the conversation.
+    found = item === undefined ? undefined : structuredClone(item);
+  }
   if (!found) throw new ResponsesRequestError(`input item_reference ${quote(id)} names no item this gateway holds: ${WHY_MISSING} Send the item itself instead: ${SEND_WHOLE}`);
   return found;
 }
