@@ -9,6 +9,8 @@ import { ResponsesRequest } from "../../formats/openai-responses/schema.ts";
 import { responsesToChat, ResponsesRequestError, type ResponsesPlan } from "../../formats/openai-responses/responses-to-chat.ts";
 import { ResponseStoreUnavailableError, type ResponseStore } from "../../formats/openai-responses/response-store.ts";
 import { resolveStoredInput, type StoredInput } from "../../formats/openai-responses/stored-input.ts";
+import { createBodyBudget } from "../../limits/body-budget.ts";
+import { storedAnswerBody } from "./stored-answer-body.ts";
 
 /**
  * `POST /v1/responses`: the OpenAI Responses API as a third client format. The request is
@@ -19,6 +21,10 @@ import { resolveStoredInput, type StoredInput } from "../../formats/openai-respo
  */
 export function responsesRoute(deps: ForwardDeps & { catalogue: Catalogue; responseStore: ResponseStore; principals: Principals }) {
   const store = deps.responseStore;
+  // Stored answers being sent (GET, free): per account, at most its whole quota of stored answers
+  // at once, twice over (one slow reader's answer beside another's); an answer larger than that
+  // share alone always fits.
+  const sending = createBodyBudget({ perHolderBytes: 2 * deps.settings.responses.account_max_bytes, totalBytes: Number.POSITIVE_INFINITY });
   /** Hosted tools are dropped on every turn of an agent like Codex: the log says so once per kind, then at debug level. */
   const reported = new Set<string>();
   return new Elysia({ name: "switchyard/responses" })
@@ -98,9 +104,14 @@ export function responsesRoute(deps: ForwardDeps & { catalogue: Catalogue; respo
     .get(
       "/v1/responses/:id",
       async ({ params, request }) => {
-        const json = await store.body(deps.principals.of(request).accountId, params.id).catch(unavailable);
+        const accountId = deps.principals.of(request).accountId;
+        const json = await store.body(accountId, params.id).catch(unavailable);
         if (json === undefined) throw notFound(params.id);
-        return new Response(json, { headers: { "content-type": "application/json" } });
+        const body = storedAnswerBody(json, { budget: sending, holder: accountId, idleMs: deps.settings.server.client_idle_ms });
+        if (body === "busy") {
+          throw new GatewayError(429, "rate_limit", "Too many stored responses on their way to this account's clients at once. Read the ones asked for, then retry.", { "retry-after": "1" }, { code: "rate_limit_exceeded" });
+        }
+        return new Response(body, { headers: { "content-type": "application/json", "content-length": String(Buffer.byteLength(json)) } });
       },
       { params: ResponseIdParams },
     )
