@@ -131,3 +131,15 @@ export function createTokenizer(): Tokenizer {
 export function promptTokenBound(textBytes: number, messages: number): number {
   return Math.ceil(textBytes / 2) + 8 * messages + 8;
 }
+
+/**
+ * What a prompt can cost at most, for the hold: byte-level BPE never yields more tokens than
+ * bytes, so the body's bytes (plus framing per message) bound every tokenizer's count. The cheap
+ * bound above (bytes / 2) is right for fitting a context window (the upstream refuses the rare
+ * prompt it lets through), but not for money: the charge is capped at the hold, and prompts of
+ * about a token a byte (digits and punctuation, CJK and emoji) were charged 33–67 % of the
+ * vendor's count (a tenant probe, 2026-11-29).
+ */
+export function promptTokenCeiling(textBytes: number, messages: number): number {
+  return textBytes + 8 * messages + 8;
+}

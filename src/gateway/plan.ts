@@ -2,7 +2,7 @@ import type { ModelConfig } from "../config/schema.ts";
 import type { Settings } from "../config/load-config.ts";
 import type { UpstreamKind } from "../formats/common/wire-types.ts";
 import { worstCaseMicro as mostItCosts } from "../billing/pricing.ts";
-import { promptTokenBound, type TokenCounter } from "../billing/token-estimate.ts";
+import { promptTokenBound, promptTokenCeiling, type TokenCounter } from "../billing/token-estimate.ts";
 import { fitCandidates, type Fitted } from "./context-fit.ts";
 import { promptText, requestedMaxTokens } from "../formats/prepare-upstream.ts";
 import type { EmbeddingsInputMeasure } from "../formats/openai-embeddings/embeddings-input.ts";
@@ -43,10 +43,12 @@ export async function planRequest(
     settings.limits.max_tokens_cap,
     async () => (await count(prompt.text())) + 4 * messageCount + 3,
   );
-  // A model cannot bill more prompt than its window holds: the bound (bytes / 2, for any text) is
-  // capped there, or a long conversation of escaped text was held for twice what it could cost.
+  // The hold covers the most the prompt can cost (a token a byte at most), capped by the model's
+  // window, which it cannot bill past (or a long conversation of escaped text was held for far
+  // more than it could cost).
+  const promptCeiling = promptTokenCeiling(req.bodyBytes, messageCount);
   const worstCaseMicro = Math.max(...candidates.map((c) =>
-    mostItCosts(c.model.pricing, Math.min(promptBound, c.model.context_length), c.maxTokens * answersAsked(settings, wire, body, c.model), c.model.category === "image" ? 1 : 0)));
+    mostItCosts(c.model.pricing, Math.min(promptCeiling, c.model.context_length), c.maxTokens * answersAsked(settings, wire, body, c.model), c.model.category === "image" ? 1 : 0)));
   return { ...requestIds(), candidates, worstCaseMicro, promptText: prompt };
 }
 

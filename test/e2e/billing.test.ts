@@ -495,3 +495,29 @@ describe("the hold of a long conversation", () => {
     }
   });
 });
+
+describe("the hold covers what a dense prompt costs (a tenant probe, 2026-11-29)", () => {
+  test.each([["Content-Length", false], ["chunked", true]] as const)("%s: a prompt of about a token a byte is charged the vendor's whole count, not half of it", async (_framing, chunked) => {
+    const gw = await startGateway({ upstreamUrl: upstream.url, credits: 1000 });
+    try {
+      // Digits and spaces, or emoji: about a token a byte by the vendor's count.
+      const content = chunked ? "😀".repeat(15_000) : "7 ".repeat(30_000);
+      const body = JSON.stringify({ model: OPENAI_MODEL, max_tokens: 10, messages: [{ role: "user", content }] });
+      const bytes = Buffer.byteLength(body);
+      const promptTokens = bytes - 200;
+      upstream.reply({ kind: "json", body: { id: "chatcmpl-dense", object: "chat.completion", created: 1, model: "gpt-4o-mini", choices: [{ index: 0, message: { role: "assistant", content: "ok" }, finish_reason: "stop" }], usage: { prompt_tokens: promptTokens, completion_tokens: 10, total_tokens: promptTokens + 10 } } });
+      const before = await gw.balanceMicro();
+      const res = await fetch(`${gw.url}/v1/chat/completions`, {
+        method: "POST",
+        headers: { authorization: `Bearer ${gw.key}`, "content-type": "application/json" },
+        // A stream body is sent chunked (no Content-Length).
+        body: chunked ? new Blob([body]).stream() : body,
+      });
+      expect(res.status).toBe(200);
+      await res.arrayBuffer();
+      expect(before - (await gw.balanceMicro())).toBe(promptTokens * 150 + 10 * 600);
+    } finally {
+      await gw.stop();
+    }
+  });
+});
