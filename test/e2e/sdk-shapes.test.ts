@@ -92,3 +92,23 @@ test("the vendor refusing the gateway's own key: a 502 with x-should-retry false
   expect(err2).toBeInstanceOf(Anthropic.InternalServerError);
   expect(upstream.requests.length - before).toBe(3);
 });
+
+describe("what the vendor bills above the price book is not asked for (a tenant probe, 2026-11-29)", () => {
+  test("OpenAI: service_tier priority and scale are dropped (the standard tier answers); flex and auto pass", async () => {
+    for (const tier of ["priority", "scale", "flex", "auto"]) {
+      const res = await post(gw, "/v1/chat/completions", { model: OPENAI_MODEL, service_tier: tier, messages: [{ role: "user", content: "hi" }] });
+      expect(res.status).toBe(200);
+      await res.arrayBuffer();
+      expect([tier, upstream.requests.at(-1)!.body.service_tier]).toEqual([tier, tier === "priority" || tier === "scale" ? undefined : tier]);
+    }
+  });
+
+  test("Anthropic: speed fast is dropped (standard speed answers); the rest of the request is untouched", async () => {
+    const res = await post(gw, "/v1/messages", { model: ANTHROPIC_MODEL, max_tokens: 20, speed: "fast", metadata: { user_id: "u1" }, messages: [{ role: "user", content: "hi" }] }, { "anthropic-version": "2023-06-01" });
+    expect(res.status).toBe(200);
+    await res.arrayBuffer();
+    const sent = upstream.requests.at(-1)!.body;
+    expect(sent.speed).toBeUndefined();
+    expect(sent.metadata).toEqual({ user_id: "u1" });
+  });
+});

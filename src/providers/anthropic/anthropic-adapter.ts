@@ -75,6 +75,18 @@ function cumulativeUsage(before: AnthropicUsage | undefined, next: AnthropicUsag
   return merged;
 }
 
+/**
+ * `speed: "fast"` is billed above the model's standard price, which is what the price book
+ * charges: the request goes at standard speed instead of costing the operator more than the
+ * tenant pays (a tenant probe, 2026-11-29). The same object when there is nothing to drop.
+ */
+export function withoutFastMode(body: unknown): unknown {
+  const b = body as Record<string, unknown> | null;
+  if (!b || b.speed === undefined || b.speed === "standard") return body;
+  const { speed: _dropped, ...rest } = b;
+  return rest;
+}
+
 export const anthropicAdapter: ProviderAdapter = {
   format: "anthropic",
 
@@ -88,7 +100,7 @@ export const anthropicAdapter: ProviderAdapter = {
     const beta = clientHeaders.get("anthropic-beta");
     if (beta) headers["anthropic-beta"] = beta;
     if (provider.apiKey) headers["x-api-key"] = provider.apiKey;
-    return { url: `${provider.base_url}/v1/messages`, headers, body: JSON.stringify(body) };
+    return { url: `${provider.base_url}/v1/messages`, headers, body: JSON.stringify(withoutFastMode(body)) };
   },
 
   modelsRequest(provider) {

@@ -58,13 +58,29 @@ function usageEvent(u: OpenAIUsage): StreamEvent {
   return event;
 }
 
+/**
+ * Service tiers the vendor bills above its standard price (`priority`, `scale`): a client asking
+ * for one is answered at the standard tier, which is what the price book charges, instead of
+ * costing the operator more than the tenant pays (a tenant probe, 2026-11-29). `flex` (cheaper)
+ * and `auto`/`default` (the project's own setting) pass.
+ */
+const DEARER_TIERS = new Set(["priority", "scale"]);
+
+/** The body as sent: without a dearer service tier (see DEARER_TIERS); the same object otherwise. */
+export function withoutDearerTier(body: unknown): unknown {
+  const b = body as Record<string, unknown> | null;
+  if (!b || typeof b.service_tier !== "string" || !DEARER_TIERS.has(b.service_tier)) return body;
+  const { service_tier: _dropped, ...rest } = b;
+  return rest;
+}
+
 export const openaiAdapter: ProviderAdapter = {
   format: "openai",
 
   buildRequest(provider, body) {
     const headers: Record<string, string> = { "content-type": "application/json", accept: "application/json", ...provider.headers };
     if (provider.apiKey) headers.authorization = `Bearer ${provider.apiKey}`;
-    return { url: `${provider.base_url}/chat/completions`, headers, body: JSON.stringify(body) };
+    return { url: `${provider.base_url}/chat/completions`, headers, body: JSON.stringify(withoutDearerTier(body)) };
   },
 
   modelsRequest(provider) {
