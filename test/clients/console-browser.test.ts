@@ -234,6 +234,15 @@ test("the holder creates a key that works on /v1/chat/completions; revoked in th
   holderKey = { id: (await row.getAttribute("data-key-id"))!, key };
   await shot("holder-account");
 
+  // Revoking cannot be undone: the first click only asks to confirm.
+  const deletes: string[] = [];
+  const listen = (r: { method(): string; url(): string }) => void (r.method() === "DELETE" && deletes.push(r.url()));
+  page.on("request", listen);
+  await row.getByTestId("key-revoke").click();
+  await expect(row.getByTestId("key-revoke").textContent()).resolves.toBe("Confirm revoke");
+  await Bun.sleep(300);
+  expect(deletes).toEqual([]);
+  page.off("request", listen);
   const revoked = page.waitForResponse((r) => r.request().method() === "DELETE" && r.url().endsWith(`/console/api/keys/${holderKey.id}`));
   await row.getByTestId("key-revoke").click();
   expect((await revoked).status()).toBe(200);
@@ -578,6 +587,7 @@ test("a made key's form holds until Done (no second key by a second click); with
   expect(await page.getByTestId("key-name").inputValue()).toBe("");
   // Revoked, so the ten keys' limit is not reached by the tests after this one.
   await page.getByTestId("key-row").filter({ hasText: "made once" }).getByTestId("key-revoke").click();
+  await page.getByTestId("key-row").filter({ hasText: "made once" }).getByTestId("key-revoke").click();
   await page.getByTestId("key-row").filter({ hasText: "made once" }).filter({ hasText: "revoked" }).waitFor();
   expect(await activeElement()).toMatchObject({ id: "keys-title" });
 }, 60_000);
@@ -689,6 +699,7 @@ test("the operator sees who can sign in to an account and removes a login: that 
     expect(await rows.allTextContents()).toEqual([expect.stringContaining("holder@acme.example")]);
     await shot("operator-logins");
     await page.getByRole("button", { name: "Remove login holder@acme.example" }).click();
+    await page.getByRole("button", { name: "Confirm: Remove login holder@acme.example. This cannot be undone." }).click();
     await page.getByText("No one can sign in to this account yet").waitFor();
     expect(await activeElement()).toMatchObject({ id: "logins-title" });
     expect(await admin(`/v1/admin/accounts/${account.id}/logins`)).toEqual({ logins: [], invites: [] });

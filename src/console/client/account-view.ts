@@ -1,5 +1,5 @@
 import { api, ApiError, type Account, type AccountLogins, type KeySummary, type Session } from "./api.ts";
-import { announce, credits, dateOf, errorBox, field, h, numberOf, periodSelect, when } from "./dom.ts";
+import { announce, confirmFirst, credits, dateOf, errorBox, field, h, numberOf, periodSelect, when } from "./dom.ts";
 
 /** Shows the view again with fresh data; `focus` (a selector) is where focus goes, else the view. */
 export type Reload = (focus?: string) => void;
@@ -115,7 +115,7 @@ function loginsSection(account: Account, logins: AccountLogins, reload: Reload):
   const out = h("div", { class: "form-out" });
   const remove = (login: string, what: string) => {
     const button = h("button", { type: "button", class: "danger", "data-testid": "login-remove", "aria-label": `Remove ${what} ${login}` }, "Remove");
-    button.addEventListener("click", async () => {
+    confirmFirst(button, `Remove ${what} ${login}`, async () => {
       out.replaceChildren();
       button.disabled = true;
       try {
@@ -291,7 +291,7 @@ function keyRow(k: KeySummary, reload: Reload, operator: boolean): HTMLElement {
       await api("PATCH", `/keys/${k.id}`, changes);
       announce(`${label} saved.`);
     }, `[data-key-id="${k.id}"] [data-testid=key-save]`));
-    revoke.addEventListener("click", act(revoke, async () => {
+    confirmFirst(revoke, `Revoke ${label}`, act(revoke, async () => {
       await api("DELETE", `/keys/${k.id}`);
       announce(`${label} revoked.`);
     }, "#keys-title"));

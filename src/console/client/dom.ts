@@ -64,3 +64,33 @@ export function announce(text: string): void {
 export function errorBox(message: string, testid?: string): HTMLElement {
   return h("p", { class: "error", role: "alert", "data-testid": testid }, message);
 }
+
+/**
+ * A button whose action cannot be undone (revoking a key, removing a login) asks once more: the
+ * first click turns it into "Confirm …" for a few seconds (and says so to screen readers), the
+ * second does it. No dialog: one stays on the page, by keyboard as by mouse.
+ */
+export function confirmFirst(button: HTMLButtonElement, what: string, run: () => void, armedMs = 5_000): void {
+  const label = button.textContent ?? "";
+  const name = button.getAttribute("aria-label");
+  let timer: ReturnType<typeof setTimeout> | undefined;
+  const disarm = () => {
+    clearTimeout(timer);
+    timer = undefined;
+    button.textContent = label;
+    if (name) button.setAttribute("aria-label", name);
+    button.removeAttribute("data-armed");
+  };
+  button.addEventListener("click", () => {
+    if (timer === undefined) {
+      button.textContent = `Confirm ${label.toLowerCase()}`;
+      button.setAttribute("aria-label", `Confirm: ${what}. This cannot be undone.`);
+      button.setAttribute("data-armed", "");
+      announce(`Press again to ${what.charAt(0).toLowerCase()}${what.slice(1)}; it cannot be undone.`);
+      timer = setTimeout(disarm, armedMs);
+      return;
+    }
+    disarm();
+    run();
+  });
+}
