@@ -16,7 +16,7 @@ import { admissionPlugin, createPrincipals, pathOf } from "./http/plugins/admiss
 import { createRateLimiter, type RateLimitStore } from "./limits/rate-limiter.ts";
 import { createConcurrencyLimiter, type ConcurrencyStore } from "./limits/concurrency-limiter.ts";
 import { errorsPlugin } from "./http/plugins/errors.ts";
-import { jsonBodyPlugin } from "./http/plugins/json-body.ts";
+import { jsonBodyPlugin, type BodyServer } from "./http/plugins/json-body.ts";
 import { createBodyBudget, type BodyShare } from "./limits/body-budget.ts";
 /** Bun's own body cap where the server listens (none: see the module). */
 export { SERVER_BODY_LIMIT } from "./http/plugins/json-body.ts";
@@ -269,7 +269,7 @@ export function createApp(deps: AppDeps) {
   const keyShares = createBodyBudget({ perHolderBytes: bodyPerKey, totalBytes: Number.POSITIVE_INFINITY });
   const accountShares = createBodyBudget({ perHolderBytes: bodyPerAccount, totalBytes: Math.max(limits.body_total_bytes, bodyPerAccount) });
   const addressShares = createBodyBudget({ perHolderBytes: ANONYMOUS_BODY_BYTES_PER_ADDRESS, totalBytes: ANONYMOUS_BODY_BYTES });
-  const bodySharesOf = (request: Request, server: { requestIP(r: Request): { address: string } | null } | null): BodyShare[] | undefined => {
+  const bodySharesOf = (request: Request, server: BodyServer): BodyShare[] | undefined => {
     const key = principals.maybeOf(request);
     if (key) return [{ budget: keyShares, holder: key.keyId, level: "key" }, { budget: accountShares, holder: key.accountId, level: "account" }];
     // Only an admitted admin request reaches here on an admin path (the gate answers the others).

@@ -60,6 +60,19 @@ export const clientClosed = () => new GatewayError(499, "invalid_request", "The 
 /** The longest wait a 502 passes on from a vendor's retry-after (seconds). */
 const MAX_RETRY_AFTER_S = 60;
 
+/**
+ * The error with a `retry-after` of `delayMs` (whole seconds, 1 to MAX_RETRY_AFTER_S), merged with
+ * what it already says (`x-should-retry: false` for a refused key stays).
+ */
+export function withRetryAfter(error: GatewayError, delayMs: number): GatewayError {
+  return new GatewayError(error.status, error.kind, error.message, { ...error.headers, "retry-after": String(retryAfterSeconds(delayMs)) }, error.openai);
+}
+
+/** A wait in ms as the `retry-after` a client is told: whole seconds, 1 to MAX_RETRY_AFTER_S. */
+export function retryAfterSeconds(delayMs: number): number {
+  return Math.min(MAX_RETRY_AFTER_S, Math.max(1, Math.ceil(delayMs / 1000)));
+}
+
 /** Error bodies are read this far, for the vendor's message. */
 const ERROR_BODY_BYTES = 64 * 1024;
 
@@ -125,10 +138,7 @@ export async function attemptUpstream(deps: AttemptDeps, req: AttemptRequest, ca
       let error = upstreamStatusError(res.status, detail, deps.scrubber, openai);
       // The vendor's own wait goes on to the client with the 502 (bounded), so its SDK's retry comes
       // when the upstream said, not at once: the gateway's retries are over by then.
-      if (delayMs !== undefined && error.status === 502) {
-        // Merged with what the error already says (`x-should-retry: false` for a refused key stays).
-        error = new GatewayError(502, error.kind, error.message, { ...error.headers, "retry-after": String(Math.min(MAX_RETRY_AFTER_S, Math.max(1, Math.ceil(delayMs / 1000)))) });
-      }
+      if (delayMs !== undefined && error.status === 502) error = withRetryAfter(error, delayMs);
       return { kind: "refused", verdict: verdictFor(res.status), error, delayMs, cause, status: res.status };
     }
 

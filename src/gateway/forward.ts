@@ -12,7 +12,7 @@ import type { Inflight } from "./inflight.ts";
 import { answersAsked, planRequest } from "./plan.ts";
 import { openBillingSession } from "./billing-session.ts";
 import type { ActiveKey } from "../accounts/account-store.ts";
-import { attemptUpstream, clientClosed, type AttemptOutcome } from "./attempt.ts";
+import { attemptUpstream, clientClosed, retryAfterSeconds, withRetryAfter, type AttemptOutcome } from "./attempt.ts";
 import { nextStep } from "./retry-policy.ts";
 import { respond, type IdleTimeout, type RouteSettings } from "./respond.ts";
 import { StreamFailedBeforeStart } from "./stream-answer.ts";
@@ -213,11 +213,10 @@ export async function forward(deps: ForwardDeps, req: ForwardRequest): Promise<R
 function poolRefusal(outcome: AttemptOutcome & { kind: "refused" }, backMs: number | undefined): AttemptOutcome & { kind: "refused" } {
   if (backMs === undefined) return outcome;
   const delayMs = Math.max(1, backMs);
-  const seconds = String(Math.min(60, Math.max(1, Math.ceil(delayMs / 1000))));
-  const error = keyVerdict(outcome.status ?? 0) === "cool"
-    ? new GatewayError(outcome.error.status, outcome.error.kind, outcome.error.message, { ...outcome.error.headers, "retry-after": seconds }, outcome.error.openai)
-    : new GatewayError(502, "overloaded", `Every vendor key of the provider is rate limited, overloaded or refused; one comes back in ${seconds} s. Retrying then is appropriate.`, { "retry-after": seconds });
-  return { ...outcome, verdict: "retry", delayMs, error, status: keyVerdict(outcome.status ?? 0) === "cool" ? outcome.status : 429 };
+  const cooling = keyVerdict(outcome.status ?? 0) === "cool";
+  const error = withRetryAfter(cooling ? outcome.error
+    : new GatewayError(502, "overloaded", `Every vendor key of the provider is rate limited, overloaded or refused; one comes back in ${retryAfterSeconds(delayMs)} s. Retrying then is appropriate.`), delayMs);
+  return { ...outcome, verdict: "retry", delayMs, error, status: cooling ? outcome.status : 429 };
 }
 
 /**

@@ -376,14 +376,23 @@ describe("cooldowns and refused keys (injected clock)", () => {
 });
 
 describe("every key refused (real clock)", () => {
-  test("the wait is the first key back's, not the Retry-After of the key asked last: 30 s from the last, 1 s from the first, answered after 1 s", async () => {
-    const gw = await gateway({ openaiKeys: [{ env: "POOL_KEY_A", weight: 1_000 }, { env: "POOL_KEY_B", weight: 0.001 }], keyRandom: () => 0.5 });
+  /**
+   * A asked first (its weight), then B: A rate-limited for 1 s once, then answering; B refusing
+   * every time with `bRefusal`.
+   */
+  async function aThenB(bRefusal: Reply, o: Partial<GatewayOptions> = {}): Promise<Gateway> {
+    const gw = await gateway({ openaiKeys: [{ env: "POOL_KEY_A", weight: 1_000 }, { env: "POOL_KEY_B", weight: 0.001 }], keyRandom: () => 0.5, ...o });
     let aRefused = 0;
     upstream.rule((req) => {
       if (req.method !== "POST") return undefined;
       if (keyOf(req) === "POOL_KEY_A") return aRefused++ === 0 ? rateLimited("1") : undefined;
-      return rateLimited("30");
+      return bRefusal;
     });
+    return gw;
+  }
+
+  test("the wait is the first key back's, not the Retry-After of the key asked last: 30 s from the last, 1 s from the first, answered after 1 s", async () => {
+    const gw = await aThenB(rateLimited("30"));
     const started = performance.now();
     const res = await ask(gw);
     expect(res.status).toBe(200);
@@ -392,13 +401,7 @@ describe("every key refused (real clock)", () => {
   });
 
   test("a refused (401) key asked last does not end the request as hopeless while another is only rate limited", async () => {
-    const gw = await gateway({ openaiKeys: [{ env: "POOL_KEY_A", weight: 1_000 }, { env: "POOL_KEY_B", weight: 0.001 }], keyRandom: () => 0.5 });
-    let aRefused = 0;
-    upstream.rule((req) => {
-      if (req.method !== "POST") return undefined;
-      if (keyOf(req) === "POOL_KEY_A") return aRefused++ === 0 ? rateLimited("1") : undefined;
-      return revoked(SECRETS.POOL_KEY_B!);
-    });
+    const gw = await aThenB(revoked(SECRETS.POOL_KEY_B!));
     const res = await ask(gw);
     expect(res.status).toBe(200);
     expect(res.headers.get("x-should-retry")).toBeNull();

@@ -145,12 +145,12 @@ function loginsSection(account: Account, logins: AccountLogins, reload: Reload):
  * Copies a secret; where the page may not use the clipboard (plain HTTP on another host than
  * localhost has no `navigator.clipboard`), the secret is selected for the user to copy, and told so.
  */
-async function copySecret(code: HTMLElement, text: string): Promise<void> {
+async function copySecret(code: HTMLElement, note: HTMLElement, text: string): Promise<void> {
   try {
     if (!navigator.clipboard) throw new Error("no clipboard");
     await navigator.clipboard.writeText(text);
     announce("Key copied.");
-    code.parentElement?.querySelector("[data-testid=key-copy-note]")?.replaceChildren("Copied.");
+    note.replaceChildren("Copied.");
     return;
   } catch {
     const range = document.createRange();
@@ -167,7 +167,7 @@ async function copySecret(code: HTMLElement, text: string): Promise<void> {
       }
     })();
     announce(copied ? "Key copied." : "The browser did not let the page copy: the key is selected, copy it with Ctrl+C (⌘C).");
-    code.parentElement?.querySelector("[data-testid=key-copy-note]")?.replaceChildren(copied ? "Copied." : "Selected: copy it with Ctrl+C (⌘C).");
+    note.replaceChildren(copied ? "Copied." : "Selected: copy it with Ctrl+C (⌘C).");
   }
 }
 
@@ -194,10 +194,11 @@ function keysSection(session: Session, account: Account, reload: Reload): HTMLEl
     // The key is shown here once: the gateway keeps only its hash.
     const copy = h("button", { type: "button", "data-testid": "key-copy" }, "Copy");
     const code = h("code", { class: "secret", "data-testid": "key-secret" }, key.key);
-    copy.addEventListener("click", () => void copySecret(code, key.key));
+    const note = h("span", { class: "note", "data-testid": "key-copy-note", "aria-live": "polite" });
+    copy.addEventListener("click", () => void copySecret(code, note, key.key));
     secret.replaceChildren(h("div", { class: "notice", role: "alert" },
       h("p", {}, "Your new key — copy it now, it is not shown again:"),
-      h("p", {}, code, " ", copy, " ", h("span", { class: "note", "data-testid": "key-copy-note", "aria-live": "polite" })),
+      h("p", {}, code, " ", copy, " ", note),
       h("button", { type: "button", "data-testid": "key-secret-done" }, "Done"),
     ));
     secret.querySelector<HTMLButtonElement>("[data-testid=key-secret-done]")!.addEventListener("click", () => reload("#keys-title"));

@@ -5,7 +5,7 @@ import type { ActiveKey } from "../../accounts/account-store.ts";
 import type { RateLimitStore } from "../../limits/rate-limiter.ts";
 import { formatResetDuration, retryAfterSeconds, type BucketDecision } from "../../limits/token-bucket.ts";
 import { errorResponse } from "./errors.ts";
-import { unreadBodyHeaders } from "./json-body.ts";
+import { unreadBodyHeaders, type BodyServer } from "./json-body.ts";
 
 /**
  * Which key each request came with: admission attaches it, the routes read it. One per app
@@ -75,8 +75,8 @@ export interface AdmissionOptions {
   countsBusy?: (keyId: string, bodyBytes: number) => string | undefined;
 }
 
-/** What the admin gate needs of the server: the client's socket address. */
-export type AdminServer = { requestIP(request: Request): { address: string } | null } | null;
+/** What the admin gate needs of the server: the client's socket address (as the body plugin does). */
+export type AdminServer = BodyServer;
 
 /**
  * Everything decided before a byte of the body is read, in one hook (each Elysia hook costs a

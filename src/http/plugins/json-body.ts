@@ -174,6 +174,8 @@ async function readBody(request: Request, o: JsonBodyOptions, server: BodyServer
   }
   const chunks: Uint8Array[] = [];
   let size = 0;
+  /** Bytes taken from the shares (a chunk refused is not). */
+  let taken = 0;
   const reader = request.body.getReader();
   const deadline = o.timeoutMs === undefined ? undefined : Date.now() + o.timeoutMs;
   try {
@@ -185,12 +187,14 @@ async function readBody(request: Request, o: JsonBodyOptions, server: BodyServer
       if (size > o.maxBytes) {
         throw new GatewayError(413, "request_too_large", `The request body is over the limit of ${o.maxBytes} bytes.`, { connection: "close" });
       }
-      if (shares) refuseOver(takeShares(shares, chunk.byteLength), request, true);
+      if (shares) {
+        refuseOver(takeShares(shares, chunk.byteLength), request, true);
+        taken += chunk.byteLength;
+      }
       chunks.push(chunk);
     }
   } finally {
-    // Only what was taken: a chunk refused above was not.
-    if (shares) giveShares(shares, chunks.reduce((sum, c) => sum + c.byteLength, 0));
+    if (shares) giveShares(shares, taken);
   }
   return chunks.length === 1 ? chunks[0]! : Buffer.concat(chunks);
 }

@@ -111,7 +111,7 @@ export function responsesRoute(deps: ForwardDeps & { catalogue: Catalogue; respo
         if (body === "busy") {
           throw new GatewayError(429, "rate_limit", "Too many stored responses on their way to this account's clients at once. Read the ones asked for, then retry.", { "retry-after": "1" }, { code: "rate_limit_exceeded" });
         }
-        return new Response(body, { headers: { "content-type": "application/json", "content-length": String(Buffer.byteLength(json)) } });
+        return new Response(body.stream, { headers: { "content-type": "application/json", "content-length": String(body.bytes) } });
       },
       { params: ResponseIdParams },
     )

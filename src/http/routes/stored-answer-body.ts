@@ -19,7 +19,7 @@ interface DirectController {
  * sizes; more: 429), and a client that takes nothing for `idleMs` is given up. The share is given
  * back once the answer is sent, given up, or cancelled.
  */
-export function storedAnswerBody(json: string, o: { budget: BodyBudget; holder: string; idleMs: number }): ReadableStream<Uint8Array> | "busy" {
+export function storedAnswerBody(json: string, o: { budget: BodyBudget; holder: string; idleMs: number }): { stream: ReadableStream<Uint8Array>; bytes: number } | "busy" {
   const bytes = Buffer.from(json);
   const size = bytes.byteLength;
   if (o.budget.take(o.holder, size) !== undefined) return "busy";
@@ -30,7 +30,7 @@ export function storedAnswerBody(json: string, o: { budget: BodyBudget; holder: 
     o.budget.give(o.holder, size);
   };
   let offset = 0;
-  return new ReadableStream<Uint8Array>({
+  const stream = new ReadableStream<Uint8Array>({
     type: "direct",
     async pull(controller: DirectController) {
       try {
@@ -51,6 +51,7 @@ export function storedAnswerBody(json: string, o: { budget: BodyBudget; holder: 
     },
     cancel: give,
   } as unknown as ConstructorParameters<typeof ReadableStream<Uint8Array>>[0]);
+  return { stream, bytes: size };
 }
 
 /** Whether `pending` settled within `ms` (false: the client stopped reading). */
