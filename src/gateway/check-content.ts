@@ -1,4 +1,5 @@
 import { GatewayError } from "../streaming/gateway-error.ts";
+import { refuseForcedServerTool } from "../formats/anthropic-messages/server-tools.ts";
 
 /**
  * The fields each message and content part needs for its type, checked before anything is
@@ -61,6 +62,7 @@ function anthropicBlocks(blocks: unknown[], path: (string | number)[]): Problem 
 }
 
 export function checkAnthropicContent(body: Record<string, unknown>): void {
+  refuseForcedServerTool(body);
   let problem: Problem | undefined;
   if (Array.isArray(body.system)) problem = anthropicBlocks(body.system, ["system"]);
   const messages = body.messages as unknown[];

@@ -111,4 +111,60 @@ describe("what the vendor bills above the price book is not asked for (a tenant 
     expect(sent.speed).toBeUndefined();
     expect(sent.metadata).toEqual({ user_id: "u1" });
   });
+
+  // Claude Code's WebSearch request, as it sends it.
+  const webSearch = { type: "web_search_20250305", name: "web_search", max_uses: 8 };
+  const clientTool = { name: "lookup", description: "Look a word up", input_schema: { type: "object", properties: { word: { type: "string" } } } };
+  const anthropicDefined = { type: "text_editor_20250728", name: "str_replace_based_edit_tool" };
+  const v = { "anthropic-version": "2023-06-01" };
+
+  test("Anthropic server tools (web search, web fetch, code execution) never reach the vendor; the client's tools and Anthropic-defined client tools go", async () => {
+    for (const stream of [false, true]) {
+      const res = await post(gw, "/v1/messages", {
+        model: ANTHROPIC_MODEL, max_tokens: 20, stream, messages: question, tool_choice: { type: "auto" },
+        tools: [webSearch, clientTool, { type: "web_fetch_20250910", name: "web_fetch" }, anthropicDefined, { type: "code_execution_20250825", name: "code_execution" }],
+        mcp_servers: [{ type: "url", url: "https://mcp.example.com/sse", name: "x" }], container: "container_1",
+      }, v);
+      expect(res.status).toBe(200);
+      await res.arrayBuffer();
+      const sent = upstream.requests.at(-1)!.body;
+      expect(sent.tools).toEqual([clientTool, anthropicDefined]);
+      expect(sent.tool_choice).toEqual({ type: "auto" });
+      expect([sent.mcp_servers, sent.container]).toEqual([undefined, undefined]);
+    }
+  });
+
+  test("a request whose only tool is a server tool goes without tools or tool_choice (Anthropic refuses a choice without tools); counts too", async () => {
+    const res = await post(gw, "/v1/messages", { model: ANTHROPIC_MODEL, max_tokens: 20, messages: question, tools: [webSearch], tool_choice: { type: "any" } }, v);
+    expect(res.status).toBe(200);
+    await res.arrayBuffer();
+    let sent = upstream.requests.at(-1)!.body;
+    expect(["tools" in sent, "tool_choice" in sent, sent.messages]).toEqual([false, false, question]);
+    const counted = await post(gw, "/v1/messages/count_tokens", { model: ANTHROPIC_MODEL, messages: question, tools: [webSearch, clientTool] }, v);
+    expect(counted.status).toBe(200);
+    await counted.arrayBuffer();
+    expect(upstream.requests.at(-1)!.path).toBe("/v1/messages/count_tokens");
+    sent = upstream.requests.at(-1)!.body;
+    expect(sent.tools).toEqual([clientTool]);
+  });
+
+  test("forcing a server tool is a 400 that says why, on every upstream, before anything is sent", async () => {
+    const before = upstream.requests.length;
+    for (const model of [ANTHROPIC_MODEL, OPENAI_MODEL]) {
+      for (const path of ["/v1/messages", "/v1/messages/count_tokens"]) {
+        const res = await post(gw, path, { model, max_tokens: 20, messages: question, tools: [webSearch, clientTool], tool_choice: { type: "tool", name: "web_search" } }, v);
+        expect([model, path, res.status]).toEqual([model, path, 400]);
+        const body = (await res.json()) as any;
+        expect(body.type).toBe("error");
+        expect(body.error.type).toBe("invalid_request_error");
+        expect(body.error.message).toMatch(/web_search.*server tool/);
+      }
+    }
+    expect(upstream.requests.length).toBe(before);
+    // Forcing the client's own tool goes as it came.
+    const res = await post(gw, "/v1/messages", { model: ANTHROPIC_MODEL, max_tokens: 20, messages: question, tools: [webSearch, clientTool], tool_choice: { type: "tool", name: "lookup" } }, v);
+    expect(res.status).toBe(200);
+    await res.arrayBuffer();
+    expect(upstream.requests.at(-1)!.body.tool_choice).toEqual({ type: "tool", name: "lookup" });
+  });
 });

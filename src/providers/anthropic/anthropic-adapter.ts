@@ -4,6 +4,7 @@ import { isRecord, parseFrameJson, vendorText, TemplateTextFrame, UpstreamProtoc
 import { SHAPES_ONLY } from "../../log/scrub.ts";
 import { upstreamStreamErrorMessage } from "../upstream-errors.ts";
 import { reportedCount } from "../../streaming/events.ts";
+import { withoutServerTools } from "../../formats/anthropic-messages/server-tools.ts";
 
 /** Where the decoder reads a text delta's text (what a learnt template must stand for). */
 const readDeltaText = (data: unknown) => (data as { delta?: { text?: unknown } } | null)?.delta?.text;
@@ -100,7 +101,7 @@ export const anthropicAdapter: ProviderAdapter = {
     const beta = clientHeaders.get("anthropic-beta");
     if (beta) headers["anthropic-beta"] = beta;
     if (provider.apiKey) headers["x-api-key"] = provider.apiKey;
-    return { url: `${provider.base_url}/v1/messages`, headers, body: JSON.stringify(withoutFastMode(body)) };
+    return { url: `${provider.base_url}/v1/messages`, headers, body: JSON.stringify(withoutServerTools(withoutFastMode(body) as Record<string, unknown>)) };
   },
 
   modelsRequest(provider) {
