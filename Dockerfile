@@ -6,7 +6,7 @@ COPY package.json bun.lock ./
 RUN bun install --frozen-lockfile --production
 COPY tsconfig.json bunfig.toml ./
 COPY src ./src
-RUN bun build src/index.ts src/billing/tokenizer-worker.ts src/store/checkpoint-worker.ts --compile --minify --sourcemap --outfile /out/switchyard
+RUN bun build src/index.ts src/billing/tokenizer-worker.ts src/store/checkpoint-worker.ts src/formats/openai-embeddings/embeddings-worker.ts --compile --minify --sourcemap --outfile /out/switchyard
 
 # Run: a slim glibc base, an unprivileged user, and a volume for the SQLite ledger.
 FROM debian:bookworm-slim

@@ -30,6 +30,7 @@ import { keyRoute } from "./http/routes/key.ts";
 import { healthRoutes } from "./http/routes/health.ts";
 import { withSimulatedUpstream } from "./providers/simulated/simulated-upstream.ts";
 import { createTokenizer, type Tokenizer } from "./billing/token-estimate.ts";
+import { createEmbeddingsThread, type EmbeddingsThread } from "./formats/openai-embeddings/embeddings-thread.ts";
 import { createCountQueue } from "./limits/count-queue.ts";
 import { createInflight } from "./gateway/inflight.ts";
 import { createChangeWatch } from "./store/sqlite/change-watch.ts";
@@ -94,6 +95,11 @@ export interface AppDeps {
    * creates its own unless given one. Tests that start many gateways in one process share one.
    */
   tokenizer?: Tokenizer;
+  /**
+   * Where large embeddings answers are parsed and written (a worker thread, started with the
+   * first one); the app creates its own unless given one (tests pass another threshold).
+   */
+  embeddingsThread?: EmbeddingsThread;
   /** Vendor key pools' shared state (Redis, for several processes); this process's memory otherwise. */
   keyState?: KeyStateStore;
   /** [0, 1): the key pools' weighted choice (tests pass a seeded source). */
@@ -186,6 +192,7 @@ export function createApp(deps: AppDeps) {
   // Only answers without reported usage need it; loading now keeps them from waiting.
   const tokenizer = deps.tokenizer ?? createTokenizer();
   tokenizer.load();
+  const embeddingsThread = deps.embeddingsThread ?? createEmbeddingsThread({ onFailure: (error) => log("warn", "embeddings thread failed", { error }) });
   // API calls go over our own keep-alive connections; other requests (image downloads) use fetch.
   // While other requests are in flight, a call's write waits for the end of the loop's turn.
   // Which key each request came with: admission attaches it, the routes read it.
@@ -234,6 +241,7 @@ export function createApp(deps: AppDeps) {
     turn,
     ticker: createTicker(),
     tokenizer,
+    embeddingsThread,
     scrubber,
     principals,
     concurrency: deps.concurrency ?? createConcurrencyLimiter(),
@@ -349,6 +357,8 @@ export function createApp(deps: AppDeps) {
   }
   app.onStart(() => keyPools.start());
   app.onStop(() => keyPools.stop());
+  // A thread the app made is the app's to end; one handed in is its giver's.
+  if (!deps.embeddingsThread) app.onStop(() => embeddingsThread.stop());
   // Delivery starts with the server (after a start-up check) and stops with it.
   if (alerts) {
     const started = alerts;
@@ -374,6 +384,8 @@ export function createApp(deps: AppDeps) {
     keyPools,
     /** Free token counts waiting for or in the tokenizer. */
     counts,
+    /** Where large embeddings answers are read. */
+    embeddingsThread,
     /** Resolves once every started request is settled and its settlement written. */
     async settled(): Promise<void> {
       await inflight.idle();

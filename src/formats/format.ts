@@ -5,6 +5,8 @@ import { createOpenAIEncoder, createOpenAIRelay, encodeOpenAIBody } from "./open
 import { createAnthropicEncoder, createAnthropicRelay, encodeAnthropicBody } from "./anthropic-messages/encode-anthropic.ts";
 import { createResponsesEncoder, encodeResponsesBody, type ResponsesAnswerPlan } from "./openai-responses/encode-responses.ts";
 import { encodeEmbeddingsBody, type EmbeddingEncoding } from "./openai-embeddings/encode-embeddings.ts";
+import type { EmbeddingsThread } from "./openai-embeddings/embeddings-thread.ts";
+import type { WholeAnswerReader } from "./common/whole-answer.ts";
 
 /**
  * The client formats: the contract every format keeps, and the registry of the four. A route
@@ -33,8 +35,13 @@ export interface ClientFormat {
    * `wire` too. Only a vendor's own format has one: other answers are always encoded.
    */
   readonly relay?: (ctx: EncodeContext) => ClientSink;
-  /** A whole answer's body; `upstream` is the vendor's decoded JSON (embeddings carry their vectors there). */
+  /**
+   * A whole answer's body; `upstream` is the vendor's decoded JSON (embeddings carry their vectors
+   * there), or what `wholeAnswer` made of it. A `JsonText` (common/json-text.ts) is sent as it is.
+   */
   body(events: StreamEvent[], ctx: EncodeContext, upstream: unknown): unknown;
+  /** Whole answers past its threshold are read by it, away from the request thread (embeddings only). */
+  readonly wholeAnswer?: WholeAnswerReader;
 }
 
 export const openaiChat: ClientFormat = {
@@ -70,8 +77,11 @@ export function openaiResponses(plan: ResponsesAnswerPlan): ClientFormat {
   };
 }
 
-/** The embeddings list, in the encoding the client asked for (OpenAI's default is float). One body, never a stream. */
-export function openaiEmbeddings(encoding: EmbeddingEncoding): ClientFormat {
+/**
+ * The embeddings list, in the encoding the client asked for (OpenAI's default is float). One body,
+ * never a stream; a large one is read and written on `thread` when there is one.
+ */
+export function openaiEmbeddings(encoding: EmbeddingEncoding, thread?: EmbeddingsThread): ClientFormat {
   return {
     id: "openai-embeddings",
     wire: "openai",
@@ -81,6 +91,7 @@ export function openaiEmbeddings(encoding: EmbeddingEncoding): ClientFormat {
       throw new Error("embeddings do not stream");
     },
     body: (events, ctx, upstream) => encodeEmbeddingsBody(upstream, events, ctx, encoding),
+    wholeAnswer: thread?.reader(encoding),
   };
 }
 

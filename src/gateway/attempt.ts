@@ -13,6 +13,7 @@ import { GatewayError, type OpenAIErrorDetail } from "../streaming/gateway-error
 import { openaiErrorDetail, upstreamStatusError } from "../providers/upstream-errors.ts";
 import { ImageFetchError, inlineImages } from "./inline-images.ts";
 import type { Scrubber } from "../log/scrub.ts";
+import type { WholeAnswerReader, WholeAnswerSink } from "../formats/common/whole-answer.ts";
 import { fastReader, wholeBody, wholeReader } from "../transport/http1/client.ts";
 import { ResponseFramingError } from "../transport/http1/response-parser.ts";
 import { UpstreamConnectionError } from "../transport/http1/exchange.ts";
@@ -40,6 +41,8 @@ export interface AttemptRequest {
   wantsStream: boolean;
   /** The request's x-request-id (the request-id plugin set it), sent upstream so vendor-side logs can be matched. */
   clientRequestId?: string;
+  /** Reads a whole answer past its threshold away from the request thread (the client format's; embeddings). */
+  wholeAnswer?: WholeAnswerReader;
 }
 
 /** What one attempt came back with. */
@@ -146,8 +149,12 @@ export async function attemptUpstream(deps: AttemptDeps, req: AttemptRequest, ca
       let json: unknown;
       let events: StreamEvent[];
       try {
-        json = JSON.parse(await readText(res, deadline, Number.POSITIVE_INFINITY, false));
-        events = adapter.decodeBody(json, prepared.body, deps.scrubber);
+        const elsewhere = req.wholeAnswer;
+        const answer = await readAnswer(res, deadline, elsewhere && { thresholdBytes: elsewhere.thresholdBytes, open: () => elsewhere.open(prepared.body, model.id, deps.scrubber) });
+        if (typeof answer === "string") {
+          json = JSON.parse(answer);
+          events = adapter.decodeBody(json, prepared.body, deps.scrubber);
+        } else ({ json, events } = await answer.finish());
         if (answerTool) events = createAnswerToolMapper(answerTool)(events);
       } catch (err) {
         if (!req.clientSignal.aborted) deps.log("warn", "upstream sent an unreadable body", { requestId: req.requestId, provider: provider.id, error: String(err) });
@@ -219,9 +226,9 @@ function inlineOptions(deps: AttemptDeps, provider: ResolvedProvider, deadline: 
 }
 
 /**
- * A body as text, read under the attempt's deadline (each chunk counts as the upstream being
- * alive). `cap` bytes at most; `truncate` keeps what fits instead of failing (error bodies are
- * only read for their message). The transport caps whole answers itself.
+ * An error body as text, read under the attempt's deadline (each chunk counts as the upstream
+ * being alive). `cap` bytes at most; `truncate` keeps what fits instead of failing (error bodies
+ * are only read for their message).
  */
 async function readText(res: Response, deadline: Deadline, cap: number, truncate: boolean): Promise<string> {
   // The buffer first: asking a Response for its `body` makes it build a stream over its bytes.
@@ -253,6 +260,55 @@ async function readText(res: Response, deadline: Deadline, cap: number, truncate
   const bytes = chunks.length === 1 ? chunks[0]! : Buffer.concat(chunks);
   const text = utf8Text(bytes, bytes.byteLength);
   return truncate ? text.slice(0, cap) : text;
+}
+
+/**
+ * A whole answer's body as text, read under the attempt's deadline; or, once it passes
+ * `elsewhere`'s threshold, handed to the format's reader as it arrives (bytes already read
+ * first), which then parses, checks and writes it away from the request thread. The transport
+ * caps whole answers itself.
+ */
+async function readAnswer(res: Response, deadline: Deadline, elsewhere?: { thresholdBytes: number; open: () => WholeAnswerSink | undefined }): Promise<string | WholeAnswerSink> {
+  const whole = wholeBody(res);
+  if (whole) {
+    const sink = elsewhere && whole.byteLength > elsewhere.thresholdBytes ? elsewhere.open() : undefined;
+    if (!sink) return utf8Text(whole, whole.byteLength);
+    sink.push(whole);
+    return sink;
+  }
+  if (!res.body) return "";
+  const reader: ChunkReader = fastReader(res) ?? (res.body.getReader() as ChunkReader);
+  const chunks: Uint8Array[] = [];
+  let size = 0;
+  let sink: WholeAnswerSink | undefined;
+  try {
+    for (;;) {
+      const { value, done } = await reader.read();
+      if (done) break;
+      deadline.touch();
+      if (sink) {
+        sink.push(value);
+        continue;
+      }
+      chunks.push(value);
+      size += value.byteLength;
+      if (elsewhere && size > elsewhere.thresholdBytes) {
+        sink = elsewhere.open();
+        // Nothing can take it: read here, as a small answer is.
+        if (!sink) elsewhere = undefined;
+        else {
+          for (const chunk of chunks) sink.push(chunk);
+          chunks.length = 0;
+        }
+      }
+    }
+  } catch (err) {
+    sink?.drop();
+    throw err;
+  }
+  if (sink) return sink;
+  const bytes = chunks.length === 1 ? chunks[0]! : Buffer.concat(chunks);
+  return utf8Text(bytes, bytes.byteLength);
 }
 
 /**

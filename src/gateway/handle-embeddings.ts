@@ -1,5 +1,6 @@
 import type { Catalogue } from "../catalogue/catalogue.ts";
 import { openaiEmbeddings } from "../formats/format.ts";
+import type { EmbeddingsThread } from "../formats/openai-embeddings/embeddings-thread.ts";
 import { measureEmbeddingsInput, type EmbeddingsInput } from "../formats/openai-embeddings/embeddings-input.ts";
 import { forward, type ForwardDeps } from "./forward.ts";
 import type { ActiveKey } from "../accounts/account-store.ts";
@@ -21,7 +22,7 @@ export interface EmbeddingsCall {
  * arrival; credits reserved for the input's bound, fallbacks, retries, the transport's deadlines
  * and size cap, settlement of the input tokens and the usage record).
  */
-export async function handleEmbeddings(deps: ForwardDeps & { catalogue: Catalogue }, call: EmbeddingsCall): Promise<Response> {
+export async function handleEmbeddings(deps: ForwardDeps & { catalogue: Catalogue; embeddingsThread?: EmbeddingsThread }, call: EmbeddingsCall): Promise<Response> {
   const { body } = call;
   const trace = deps.tracker?.of(call.request);
   if (trace && typeof body.model === "string") trace.modelAsked = body.model;
@@ -34,7 +35,8 @@ export async function handleEmbeddings(deps: ForwardDeps & { catalogue: Catalogu
   }
 
   const response = await forward(deps, {
-    format: openaiEmbeddings(body.encoding_format === "base64" ? "base64" : "float"),
+    // A large answer (2,048 long vectors: tens of MB) is parsed and written on the embeddings thread.
+    format: openaiEmbeddings(body.encoding_format === "base64" ? "base64" : "float", deps.embeddingsThread),
     body,
     bodyBytes: bodyBytesOf(call.request, body),
     headers: call.request.headers,

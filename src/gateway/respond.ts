@@ -11,6 +11,7 @@ import type { BillingSession, SettleStatus } from "./billing-session.ts";
 import type { RequestTrace } from "../ops/request-trace.ts";
 import type { Ticker } from "../streaming/ticker.ts";
 import { hasRefusedCount } from "../streaming/events.ts";
+import { JsonText } from "../formats/common/json-text.ts";
 
 /**
  * One Headers object for every stream's answer: a Response copies it (so each answer's own headers
@@ -196,6 +197,11 @@ export async function respond(
   return new Response(stream, { headers: SSE_HEADERS });
 }
 
+/** What `Response.json` says an answer is; a JSON text written elsewhere says the same. */
+const JSON_TYPE = "application/json;charset=utf-8";
+
 function jsonAnswer(body: unknown, headers: Record<string, string> | undefined): Response {
+  // Written on another thread (a large embeddings list): handed on as it is, never parsed here.
+  if (body instanceof JsonText) return new Response(body.text, { headers: { "content-type": JSON_TYPE, ...headers } });
   return headers ? Response.json(body, { headers }) : Response.json(body);
 }

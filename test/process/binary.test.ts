@@ -2,6 +2,7 @@ import { afterAll, expect, test } from "bun:test";
 import { existsSync, mkdtempSync, readFileSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join, resolve } from "node:path";
+import { hashEmbedding } from "../../src/providers/simulated/hash-embedding.ts";
 
 const ROOT = resolve(import.meta.dir, "../..");
 const dir = mkdtempSync(join(tmpdir(), "switchyard-binary-"));
@@ -58,6 +59,18 @@ test("the compiled binary runs with production defaults: no BUN_CONFIG_MAX_HTTP_
     });
     expect(res.status).toBe(200);
     expect(res.headers.get("x-request-id")).toBe("binary-1");
+    // A large embeddings answer (2,048 vectors of 1,024: ~5 MB) is read on the embeddings thread,
+    // whose entry point the build must hold: without it, this answer is a 502.
+    const texts = Array.from({ length: 2048 }, (_, i) => `text number ${i} of the batch`);
+    const embeddings = await fetch(`${url}/v1/embeddings`, {
+      method: "POST",
+      headers: { authorization: `Bearer ${key}`, "content-type": "application/json" },
+      body: JSON.stringify({ model: "switchyard/embed", input: texts, dimensions: 1024, encoding_format: "float" }),
+    });
+    expect(embeddings.status).toBe(200);
+    const list = (await embeddings.json()) as { data: { index: number; embedding: number[] }[] };
+    expect(list.data).toHaveLength(2048);
+    expect(list.data[2047]!.embedding).toEqual(Array.from(hashEmbedding(texts[2047]!, 1024)));
     // Routes beside the admin API's bearer plugin work in the minified build too.
     for (const path of ["/openapi.json", "/metrics", "/ready"]) expect([path, (await fetch(url + path)).status]).toEqual([path, 200]);
     expect((await fetch(`${url}/v1/admin/usage?format=csv`, { headers: { authorization: "Bearer admin-secret-0123456789abcdef0123456789abcdef" } })).status).toBe(200);

@@ -465,7 +465,7 @@ if (missing) {
 
     test("the compiled binary runs workers; a worker that cannot start is retried with backoff, not in a loop, and is back once the database is; killing the supervisor drains the workers", async () => {
       const binary = join(dir, "switchyard");
-      const build = Bun.spawnSync(["bun", "build", "src/index.ts", "src/billing/tokenizer-worker.ts", "src/store/checkpoint-worker.ts", "--compile", "--outfile", binary], { cwd: ROOT });
+      const build = Bun.spawnSync(["bun", "build", "src/index.ts", "src/billing/tokenizer-worker.ts", "src/store/checkpoint-worker.ts", "src/formats/openai-embeddings/embeddings-worker.ts", "--compile", "--outfile", binary], { cwd: ROOT });
       expect(build.exitCode).toBe(0);
       const relay = tcpProxy(Number(new URL(url).port || 5432));
       cleanups.push(() => relay.stop());

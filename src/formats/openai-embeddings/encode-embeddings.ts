@@ -1,5 +1,6 @@
 import type { EncodeContext } from "../../streaming/client-sink.ts";
 import type { StreamEvent } from "../../streaming/events.ts";
+import { JsonText } from "../common/json-text.ts";
 
 /**
  * OpenAI's embeddings answer, `{object: "list", data: [{object: "embedding", index, embedding}],
@@ -55,16 +56,58 @@ function encoded(embedding: unknown, encoding: EmbeddingEncoding): unknown {
 }
 
 /**
- * The client's answer from the upstream's body (already checked by the adapter: one vector per
- * input, indexes 0…n−1). Items are put in index order; `usage` is the charged count, from the
- * last usage event (the upstream's, or the gateway's estimate when it reported none).
+ * The client's answer from the upstream's body (already checked: one vector per input, indexes
+ * 0…n−1), or the answer the embeddings thread wrote from a large one (embeddings-thread.ts).
+ * `usage` is the charged count, from the last usage event (the upstream's, or the gateway's
+ * estimate when it reported none).
  */
-export function encodeEmbeddingsBody(upstream: unknown, events: StreamEvent[], ctx: EncodeContext, encoding: EmbeddingEncoding): Record<string, unknown> {
-  const body = upstream as Record<string, unknown> & { data: Record<string, unknown>[] };
+export function encodeEmbeddingsBody(upstream: unknown, events: StreamEvent[], ctx: EncodeContext, encoding: EmbeddingEncoding): Record<string, unknown> | JsonText | Promise<JsonText> {
   let promptTokens = 0;
   for (const e of events) if (e.type === "usage" && e.inputTokens !== undefined) promptTokens = e.inputTokens;
+  if (upstream instanceof WrittenEmbeddings) return upstream.withUsage(promptTokens, ctx.model);
+  return embeddingsList(upstream, ctx.model, encoding, embeddingsUsage(promptTokens));
+}
+
+/** OpenAI's usage of an embeddings answer: its prompt tokens, which are all its tokens. */
+export function embeddingsUsage(promptTokens: number): { prompt_tokens: number; total_tokens: number } {
+  return { prompt_tokens: promptTokens, total_tokens: promptTokens };
+}
+
+/**
+ * The list as the client gets it: the upstream's fields (in its order), items in index order in
+ * the asked encoding, the gateway's model id and `usage`.
+ */
+export function embeddingsList(upstream: unknown, model: string, encoding: EmbeddingEncoding, usage: unknown): Record<string, unknown> {
+  const body = upstream as Record<string, unknown> & { data: Record<string, unknown>[] };
   const data = body.data
     .map((item): Record<string, unknown> => ({ ...item, object: "embedding", embedding: encoded(item.embedding, encoding) }))
     .sort((a, b) => (a.index as number) - (b.index as number));
-  return { ...body, object: "list", data, model: ctx.model, usage: { prompt_tokens: promptTokens, total_tokens: promptTokens } };
+  return { ...body, object: "list", data, model, usage };
+}
+
+/**
+ * An answer checked and written on the embeddings thread (embeddings-thread.ts): the client's
+ * JSON as text, written with the count the upstream reported (or 0 when it reported none usable),
+ * and where in the text that usage sits. The request thread only hands the text on; another count
+ * (the meter's estimate) is put in on the thread too, so the request thread never copies the text.
+ */
+export class WrittenEmbeddings {
+  constructor(
+    /** The model id the text names (the candidate's, as the answer's `ctx.model` is). */
+    readonly model: string,
+    /** The count the upstream reported, which the text says; undefined when it reported none usable. */
+    readonly reported: number | undefined,
+    readonly text: string,
+    /** The usage object's place in `text`: [start, end). */
+    readonly usageAt: readonly [number, number],
+    /** Rewrites the usage on the thread: `text` with [start, end) replaced by `usage`. */
+    private readonly splice: (text: string, at: readonly [number, number], usage: string) => Promise<string>,
+  ) {}
+
+  withUsage(promptTokens: number, model: string): JsonText | Promise<JsonText> {
+    // Both come from the same candidate: a mismatch is a wiring mistake, not an upstream's.
+    if (model !== this.model) throw new Error(`the embeddings answer was written for ${this.model}, not ${model}`);
+    if (promptTokens === this.reported) return new JsonText(this.text);
+    return this.splice(this.text, this.usageAt, JSON.stringify(embeddingsUsage(promptTokens))).then((text) => new JsonText(text));
+  }
 }
