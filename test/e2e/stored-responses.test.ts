@@ -101,6 +101,13 @@ describe("GET and DELETE /v1/responses/{id}", () => {
     expect(retrieved.id).toBe(streamed.id);
     expect(retrieved.usage).toEqual(streamed.usage!);
 
+    // Asked as a stream (a background response's events, in OpenAI's API): a 400 that says why, not JSON the SDK would read as no events.
+    const asStream = await client.responses.retrieve(whole.id, { stream: true }).catch((e) => e);
+    expect(asStream).toBeInstanceOf(OpenAI.BadRequestError);
+    expect(asStream.message).toContain("background");
+    expect(asStream.param).toBe("stream");
+    expect(await client.responses.retrieve(whole.id, { stream: false })).toEqual(whole);
+
     await client.responses.delete(whole.id);
     expect(await client.responses.retrieve(whole.id).catch((e) => e)).toBeInstanceOf(OpenAI.NotFoundError);
     const again = await client.responses.delete(whole.id).catch((e) => e);

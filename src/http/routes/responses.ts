@@ -104,6 +104,12 @@ export function responsesRoute(deps: ForwardDeps & { catalogue: Catalogue; respo
     .get(
       "/v1/responses/:id",
       async ({ params, request }) => {
+        // OpenAI streams a background response's events again; the gateway runs none in the
+        // background, so every stored answer is whole: asked as a stream, the SDK would read JSON
+        // as events and find none. A 400 says so; without `stream` the answer comes whole.
+        if (request.url.includes("stream=") && new URL(request.url).searchParams.get("stream") === "true") {
+          throw new GatewayError(400, "invalid_request", "stream=true replays a background response's events; this gateway runs no background responses, so every stored answer is whole: retrieve it without stream.", undefined, { param: "stream" });
+        }
         const accountId = deps.principals.of(request).accountId;
         const json = await store.body(accountId, params.id).catch(unavailable);
         if (json === undefined) throw notFound(params.id);
