@@ -340,7 +340,7 @@ export function createApp(deps: AppDeps) {
   // derive did when the admin routes used it) makes every route copy all request headers into an
   // object per request (`headers.toJSON()`, 1.2 % of a non-stream request's CPU in a profile).
   for (const route of app.routes) route.compile();
-  app.use(adminRoutes({ accounts, keys, ledger, usage, breakdown, adminToken: deps.adminToken, now, retryWhileBusy, changed, log, console: consoleStore }));
+  app.use(adminRoutes({ accounts, keys, ledger, usage, breakdown, adminToken: deps.adminToken, now, retryWhileBusy, changed, log, console: consoleStore, vendorKeys: keyPools }));
   // Route labels are the paths served, known once every route is registered.
   if (ops.metrics) {
     tracker.metrics = createGatewayMetrics({

@@ -63,6 +63,8 @@ export interface PoolKey {
 /** First cooldown without Retry-After; each one in a row doubles it. */
 export const COOLDOWN_BASE_MS = 1_000;
 export const COOLDOWN_MAX_MS = 60_000;
+/** The longest a vendor's Retry-After cools a key. */
+export const RETRY_AFTER_MAX_MS = 60 * 60_000;
 /** First probe of a disabled key comes this long after it was refused; each failed one doubles the wait. */
 export const PROBE_BASE_MS = 1_000;
 export const PROBE_MAX_MS = 5 * 60_000;
@@ -85,7 +87,10 @@ export function keyVerdict(status: number): "ok" | "cool" | "disable" | "neutral
 
 /** The cooldown after a 429/503/529: the vendor's Retry-After when it sent one, else 1 s doubling to 60 s. */
 export function cooldownMs(strikes: number, retryAfterMs: number | undefined): number {
-  if (retryAfterMs !== undefined) return retryAfterMs;
+  // The vendor's own wait, up to an hour: one 429 saying `retry-after: 99999999999` (a raw-TCP
+  // probe, 2026-11-30) had benched the key until the year 5195, in Redis without an expiry too.
+  // A longer quota wait is told again by the next 429 after the hour.
+  if (retryAfterMs !== undefined) return Math.min(retryAfterMs, RETRY_AFTER_MAX_MS);
   return Math.min(COOLDOWN_MAX_MS, COOLDOWN_BASE_MS * 2 ** Math.min(strikes, 16));
 }
 

@@ -2,7 +2,7 @@ import type { ResolvedProvider, ResolvedVendorKey } from "../config/load-config.
 import type { Logger } from "../log/log.ts";
 import type { Transport } from "../transport/transport.ts";
 import { ADAPTERS } from "./adapters.ts";
-import { afterAnswer, afterProbe, chooseKey, conditionOf, fingerprintedStore, keyFingerprint, keyVerdict, soonestBackMs, type Choice, type KeyCondition, type KeyStateStore, type KeyView } from "./key-pool.ts";
+import { afterAnswer, afterProbe, chooseKey, conditionOf, fingerprintedStore, keyFingerprint, keyVerdict, soonestBackMs, type Choice, type KeyCondition, type KeyState, type KeyStateStore, type KeyView } from "./key-pool.ts";
 
 /** Counts of one vendor key, as this process saw them (read by /metrics). */
 export interface KeyCounts {
@@ -57,6 +57,25 @@ export interface PoolReadiness {
 }
 
 export type KeyPools = ReturnType<typeof createKeyPools>;
+
+/** One pooled vendor key as the admin API shows it: its provider, its env name, its condition and until when. */
+export interface VendorKeyStatus {
+  provider: string;
+  key: string;
+  state: KeyCondition;
+  /** Cooling: when it is back (ISO 8601). */
+  until?: string;
+  /** Disabled: since when, and when its next probe is due. */
+  since?: string;
+  next_probe?: string;
+}
+
+function statusOf(provider: string, env: string, state: KeyState | undefined, now: number): VendorKeyStatus {
+  const condition = conditionOf(state, now);
+  if (condition === "cooling") return { provider, key: env, state: condition, until: new Date(state!.coolUntil).toISOString() };
+  if (condition === "disabled") return { provider, key: env, state: condition, since: new Date(state!.disabledAt).toISOString(), next_probe: new Date(state!.probeAt).toISOString() };
+  return { provider, key: env, state: condition };
+}
 
 /**
  * Every provider's pool, the probes of disabled keys, and the counts /metrics shows. Providers
@@ -224,6 +243,53 @@ export function createKeyPools(deps: KeyPoolsDeps) {
       timer = undefined;
     },
     probeDue,
+    /**
+     * Every pooled key's condition, by env name (never a secret): the admin API's list. Read from
+     * the shared store, as `/ready` is.
+     */
+    async list(): Promise<VendorKeyStatus[]> {
+      const out: VendorKeyStatus[] = [];
+      for (const pool of pools.values()) {
+        const keys = pool.provider.keys!;
+        const view = await deps.store.read(pool.provider.id, undefined);
+        const now = deps.now();
+        observe(pool.provider.id, keys, view, now);
+        for (const k of keys) out.push(statusOf(pool.provider.id, k.env, view.states.get(k.env), now));
+      }
+      return out;
+    },
+    /**
+     * An operator's "try it now" (the vendor restored a key, its billing was fixed): the key's
+     * probe runs at once, whatever its condition and schedule. Accepted, the key is usable again
+     * (a cooldown ends too); refused, a disabled key's next probe is timed as after any failed
+     * one, and a usable or cooling key is left as it was (a failed probe is not a refusal of
+     * traffic: the vendor may only be unreachable). Undefined for a provider or key not pooled.
+     */
+    async probeNow(providerId: string, env: string): Promise<(VendorKeyStatus & { accepted: boolean }) | undefined> {
+      const pool = pools.get(providerId);
+      const key = pool?.provider.keys!.find((k) => k.env === env);
+      if (!pool || !key) return undefined;
+      const provider = pool.provider;
+      const timeoutMs = deps.probeTimeoutMs ?? 10_000;
+      // The scheduled probes leave the key alone meanwhile (another process's claim is waited out by neither).
+      await deps.store.claimProbe(provider.id, env, deps.now() + timeoutMs + PROBE_CLAIM_MARGIN_MS);
+      try {
+        const accepted = await probe(provider, key.secret);
+        const now = deps.now();
+        const view = await deps.store.read(provider.id, undefined);
+        const state = view.states.get(env);
+        const after = accepted ? undefined : state && state.disabledAt > 0 ? afterProbe(state, false, now) : state;
+        if (after !== state) await deps.store.write(provider.id, env, after);
+        deps.log("info", accepted ? "vendor key accepted (probe asked by an operator)" : "vendor key refused (probe asked by an operator)", { provider: provider.id, key: env });
+        const states = new Map(view.states);
+        if (after) states.set(env, after);
+        else states.delete(env);
+        observe(provider.id, provider.keys!, { states }, now);
+        return { ...statusOf(provider.id, env, after, now), accepted };
+      } finally {
+        await deps.store.releaseProbe(provider.id, env);
+      }
+    },
     /** Per key counts for /metrics (disabled time includes the running stretch). */
     counts(): (KeyCounts & { disabledMs: number; condition: KeyCondition })[] {
       const now = deps.now();

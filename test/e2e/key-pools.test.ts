@@ -209,8 +209,11 @@ describe("the pure core", () => {
     expect(probes).toBe(2);
   });
 
-  test("cooldowns honour Retry-After, else 1 s doubling to 60 s; probes back off from 1 s to 5 minutes", () => {
+  test("cooldowns honour Retry-After (up to an hour), else 1 s doubling to 60 s; probes back off from 1 s to 5 minutes", () => {
     expect(cooldownMs(0, 2_000)).toBe(2_000);
+    expect(cooldownMs(0, 3_600_000)).toBe(3_600_000);
+    // One 429 saying 99,999,999,999 s does not bench a key for three thousand years.
+    expect(cooldownMs(0, 99_999_999_999_000)).toBe(3_600_000);
     expect([0, 1, 2, 3, 4, 5, 6, 7].map((s) => cooldownMs(s, undefined))).toEqual([1_000, 2_000, 4_000, 8_000, 16_000, 32_000, 60_000, 60_000]);
     expect([0, 1, 2, 8, 9, 30].map(probeDelayMs)).toEqual([1_000, 2_000, 4_000, 256_000, 300_000, 300_000]);
   });
@@ -338,6 +341,50 @@ describe("cooldowns and refused keys (injected clock)", () => {
     expect(metrics).toContain('switchyard_vendor_key_disabled_seconds_total{provider="fake-openai",key="POOL_KEY_A"} 3');
   });
 
+  test("an operator lists the pooled keys and asks a refused one to be probed now: accepted, it takes traffic at once; refused, it stays out", async () => {
+    const clock = 1_800_000_000_000;
+    const admin = { authorization: "Bearer admin-token-for-pools" };
+    const gw = await gateway({ openaiKeys: [{ env: "POOL_KEY_A" }, { env: "POOL_KEY_B" }], keyRandom: seeded(11), now: () => clock, adminToken: "admin-token-for-pools", keyProbeEveryMs: 60_000 });
+    let accepted = false;
+    upstream.rule((req) => (keyOf(req) === "POOL_KEY_A" && !accepted ? revoked(SECRETS.POOL_KEY_A!) : undefined));
+    while (!chats(upstream).some((r) => keyOf(r) === "POOL_KEY_A")) await (await ask(gw)).arrayBuffer();
+    const list = async () => (await (await fetch(`${gw.url}/v1/admin/vendor-keys`, { headers: admin })).json()) as any;
+    const listed = await list();
+    expect(listed.data).toEqual([
+      { provider: "fake-openai", key: "POOL_KEY_A", state: "disabled", since: new Date(clock).toISOString(), next_probe: new Date(clock + 1_000).toISOString() },
+      { provider: "fake-openai", key: "POOL_KEY_B", state: "usable" },
+      // A provider with one key (api_key_env) is a pool of one.
+      { provider: "fake-anthropic", key: "TEST_ANTHROPIC_KEY", state: "usable" },
+    ]);
+    // Never a secret in what the admin API says.
+    expect(JSON.stringify(listed)).not.toContain("SECRET");
+    const probeNow = (provider: string, key: string) => fetch(`${gw.url}/v1/admin/vendor-keys/${provider}/${key}/probe`, { method: "POST", headers: admin });
+
+    // Still refused: it stays out, its next probe timed as after a failed one.
+    const refused = await probeNow("fake-openai", "POOL_KEY_A");
+    expect(refused.status).toBe(200);
+    expect(await refused.json()).toMatchObject({ provider: "fake-openai", key: "POOL_KEY_A", accepted: false, state: "disabled" });
+    upstream.requests.length = 0;
+    expect(await many(20, () => ask(gw))).toEqual(Array(20).fill(200));
+    expect(tally(chats(upstream))).toEqual({ POOL_KEY_B: 20 });
+
+    // The vendor took it back: probed now (no clock moved, no scheduled probe due), it is usable at once.
+    accepted = true;
+    const probes = upstream.requests.filter((r) => r.method === "GET").length;
+    const back = await probeNow("fake-openai", "POOL_KEY_A");
+    expect(await back.json()).toEqual({ provider: "fake-openai", key: "POOL_KEY_A", state: "usable", accepted: true });
+    expect(upstream.requests.filter((r) => r.method === "GET" && r.path === "/v1/models")).toHaveLength(probes + 1);
+    expect((await list()).data.map((k: { state: string }) => k.state)).toEqual(["usable", "usable", "usable"]);
+    upstream.requests.length = 0;
+    expect(await many(40, () => ask(gw))).toEqual(Array(40).fill(200));
+    expect(tally(chats(upstream)).POOL_KEY_A).toBeGreaterThan(0);
+
+    // Unknown provider or key: 404; without the admin token: 401.
+    expect((await probeNow("fake-openai", "POOL_KEY_Z")).status).toBe(404);
+    expect((await probeNow("nope", "POOL_KEY_A")).status).toBe(404);
+    expect((await fetch(`${gw.url}/v1/admin/vendor-keys`)).status).toBe(401);
+  });
+
   test("a compatible server without a model list (404 to the probe) has not refused the key: it comes back", async () => {
     let clock = 1_800_000_000_000;
     const gw = await gateway({ openaiKeys: [{ env: "POOL_KEY_A" }, { env: "POOL_KEY_B" }], keyRandom: seeded(3), now: () => clock });
@@ -406,6 +453,20 @@ describe("every key refused (real clock)", () => {
     expect(res.status).toBe(200);
     expect(res.headers.get("x-should-retry")).toBeNull();
     expect(chats(upstream).map(keyOf)).toEqual(["POOL_KEY_A", "POOL_KEY_B", "POOL_KEY_A"]);
+  });
+
+  test("a vendor's absurd Retry-After cools the key an hour at most (the admin list says until when)", async () => {
+    const clock = 1_800_000_000_000;
+    const gw = await gateway({ openaiKeys: [{ env: "POOL_KEY_A" }, { env: "POOL_KEY_B" }], keyRandom: seeded(5), now: () => clock, adminToken: "admin-token-for-pools" });
+    let once = true;
+    upstream.rule((req) => {
+      if (keyOf(req) !== "POOL_KEY_A" || !once) return undefined;
+      once = false;
+      return rateLimited("99999999999");
+    });
+    while (once) await (await ask(gw)).arrayBuffer();
+    const listed = (await (await fetch(`${gw.url}/v1/admin/vendor-keys`, { headers: { authorization: "Bearer admin-token-for-pools" } })).json()) as any;
+    expect(listed.data[0]).toEqual({ provider: "fake-openai", key: "POOL_KEY_A", state: "cooling", until: new Date(clock + 3_600_000).toISOString() });
   });
 
   test("every key only cooling past the retry budget: a 502 whose retry-after is the first key's return", async () => {

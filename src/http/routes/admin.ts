@@ -1,3 +1,4 @@
+import type { KeyPools } from "../../providers/key-pools.ts";
 import { Elysia, t } from "elysia";
 import { timingSafeEqual } from "node:crypto";
 import { MAX_ACCOUNT_PAGE, type AccountStore } from "../../accounts/account-store.ts";
@@ -108,6 +109,8 @@ export interface AdminDeps {
   authFailures?: AuthFailures;
   /** The console's store, for invites; without it (SWITCHYARD_CONSOLE=off) the invite route is a 404. */
   console?: ConsoleStore;
+  /** Vendor key pools: their keys' conditions, and a probe an operator asks for. */
+  vendorKeys?: Pick<KeyPools, "list" | "probeNow">;
 }
 
 /** Requests the admin gate let through: the routes refuse any other (a gate left unwired). */
@@ -196,5 +199,13 @@ export function adminRoutes(deps: AdminDeps) {
     .get("/accounts/:id/usage", ({ params, query }) => ops.accountUsage(params.id, query as Record<string, string | undefined>))
     .get("/usage", ({ query }) => ops.usageReport(query), { query: UsageReportQuery })
     .patch("/keys/:id", ({ params, body }) => ops.patchKey(params.id, body), { body: PatchKey })
-    .delete("/keys/:id", ({ params }) => ops.revokeKey(params.id));
+    .delete("/keys/:id", ({ params }) => ops.revokeKey(params.id))
+    // Vendor keys by env name (never a value): what each is doing, and "try it now" once the
+    // vendor took a refused key back, instead of waiting up to 5 minutes for its scheduled probe.
+    .get("/vendor-keys", async () => ({ object: "list", data: (await deps.vendorKeys?.list()) ?? [] }))
+    .post("/vendor-keys/:provider/:key/probe", async ({ params }) => {
+      const probed = await deps.vendorKeys?.probeNow(params.provider, params.key);
+      if (!probed) throw new GatewayError(404, "not_found", "No such pooled vendor key: GET /v1/admin/vendor-keys lists them (provider id and the key's env name).");
+      return probed;
+    }, { params: t.Object({ provider: t.String({ maxLength: 200 }), key: t.String({ maxLength: 200 }) }) });
 }
