@@ -96,6 +96,9 @@ export class UsageMeter {
   #reasoningAfter = 0;
 
   readonly #countTokens: TokenCounter;
+  /** The answer limit the request was sent with, and how many answers it asked for (OpenAI's `n`). */
+  #perAnswer = Number.POSITIVE_INFINITY;
+  #answers = 1;
 
   /** `count`: the gateway's tokenizer, for what the upstream did not report. */
   constructor(count: TokenCounter, keepChars = METER_KEEP_CHARS) {
@@ -299,14 +302,23 @@ export class UsageMeter {
     return { text: pieces.join(""), after: this.#afterText + this.#afterFrameChars * textPerFrameChar };
   }
 
+  /**
+   * Output is counted up to `perAnswer` tokens an answer: a reported count covers all `answers`
+   * (the upstream's sum), an estimate one answer (the settlement multiplies it).
+   */
+  limitOutput(perAnswer: number, answers: number): void {
+    this.#perAnswer = perAnswer;
+    this.#answers = answers;
+  }
+
   async #count(prompt: PromptSource): Promise<MeteredUsage> {
     const estimated = this.#input === undefined || this.#output === undefined;
     let outputTokens = this.#output;
     if (outputTokens === undefined) {
       const { text, after } = this.#sample();
       const tokens = await this.#countTokens(text);
-      outputTokens = after === 0 ? tokens : tokens + (text.length > 0 ? Math.ceil((after * tokens) / text.length) : Math.ceil(after / 4));
-    }
+      outputTokens = Math.min(this.#perAnswer, after === 0 ? tokens : tokens + (text.length > 0 ? Math.ceil((after * tokens) / text.length) : Math.ceil(after / 4)));
+    } else outputTokens = Math.min(outputTokens, this.#perAnswer * this.#answers);
     const input = this.#input;
     if (input === undefined) {
       return { inputTokens: await countPrompt(prompt, this.#countTokens), outputTokens, cacheReadTokens: 0, cacheWriteTokens: 0, cacheWrite1hTokens: 0, estimated, images: this.#images };

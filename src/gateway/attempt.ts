@@ -14,6 +14,7 @@ import { openaiErrorDetail, upstreamStatusError } from "../providers/upstream-er
 import { ImageFetchError, inlineImages } from "./inline-images.ts";
 import type { Scrubber } from "../log/scrub.ts";
 import type { WholeAnswerReader, WholeAnswerSink } from "../formats/common/whole-answer.ts";
+import { JsonText } from "../formats/common/json-text.ts";
 import { fastReader, wholeBody, wholeReader } from "../transport/http1/client.ts";
 import { ResponseFramingError } from "../transport/http1/response-parser.ts";
 import { UpstreamConnectionError } from "../transport/http1/exchange.ts";
@@ -151,10 +152,14 @@ export async function attemptUpstream(deps: AttemptDeps, req: AttemptRequest, ca
       try {
         const elsewhere = req.wholeAnswer;
         const answer = await readAnswer(res, deadline, elsewhere && { thresholdBytes: elsewhere.thresholdBytes, open: () => elsewhere.open(prepared.body, model.id, deps.scrubber) });
+        // Same-format answers go out with the vendor's own fields: a key it echoes there goes nowhere.
         if (typeof answer === "string") {
-          json = JSON.parse(answer);
+          json = JSON.parse(deps.scrubber.withoutKnown(answer));
           events = adapter.decodeBody(json, prepared.body, deps.scrubber);
-        } else ({ json, events } = await answer.finish());
+        } else {
+          ({ json, events } = await answer.finish());
+          if (json instanceof JsonText) json = new JsonText(deps.scrubber.withoutKnown(json.text));
+        }
         if (answerTool) events = createAnswerToolMapper(answerTool)(events);
       } catch (err) {
         if (!req.clientSignal.aborted) deps.log("warn", "upstream sent an unreadable body", { requestId: req.requestId, provider: provider.id, error: String(err) });

@@ -16,8 +16,11 @@ export interface BillingSession {
   readonly requestId: string;
   /** True while a settlement has been started (it happens once). */
   readonly settling: boolean;
-  /** A fresh meter for the attempt about to start; the settlement charges the last one, at that model's prices. */
-  attempt(model: ModelConfig, providerId: string): UsageMeter;
+  /**
+   * A fresh meter for the attempt about to start; the settlement charges the last one, at that
+   * model's prices. `maxTokens`: the answer limit it was sent with (its output is counted up to it).
+   */
+  attempt(model: ModelConfig, providerId: string, maxTokens?: number): UsageMeter;
   /**
    * Once per request, whatever happened; later calls return the first one's promise. A paid
    * answer's promise resolves when its settlement is durable: the caller holds the answer's last
@@ -110,10 +113,15 @@ class OpenSession implements BillingSession {
     return this.#settled !== undefined;
   }
 
-  attempt(model: ModelConfig, providerId: string): UsageMeter {
+  attempt(model: ModelConfig, providerId: string, maxTokens?: number): UsageMeter {
     this.#model = model;
     this.#providerId = providerId;
-    return (this.#meter = new UsageMeter(this.deps.tokenizer.count));
+    const meter = new UsageMeter(this.deps.tokenizer.count);
+    // An answer cannot be longer than the limit it was sent with (reasoning included, with both
+    // vendors): a vendor reporting more (800 tokens for "Hello" under max_tokens 50, a raw-TCP
+    // probe) is counted at the limit, not charged up to the hold. Image tokens are not bounded by it.
+    if (maxTokens !== undefined && maxTokens > 0 && model.category !== "image") meter.limitOutput(maxTokens, this.o.answers ? this.o.answers(model) : 1);
+    return (this.#meter = meter);
   }
 
   settle(status: SettleStatus): Promise<void> {

@@ -12,6 +12,7 @@ import type { RequestTrace } from "../ops/request-trace.ts";
 import type { Ticker } from "../streaming/ticker.ts";
 import { hasRefusedCount } from "../streaming/events.ts";
 import { JsonText } from "../formats/common/json-text.ts";
+import type { Scrubber } from "../log/scrub.ts";
 
 /**
  * One Headers object for every stream's answer: a Response copies it (so each answer's own headers
@@ -77,6 +78,8 @@ export interface RespondDeps {
   log: Logger;
   now: () => number;
   ticker: Ticker;
+  /** Known secrets out of relayed frames (a vendor's own fields pass through). */
+  scrubber?: Pick<Scrubber, "withoutKnown">;
 }
 
 /**
@@ -150,6 +153,7 @@ export async function respond(
   const stream = await streamAnswer({
     upstream: outcome.reader,
     decode: outcome.decode,
+    redact: deps.scrubber?.withoutKnown,
     sink: relay ? relay(ctx) : format.encoder(ctx),
     meter,
     ticker: deps.ticker,

@@ -47,6 +47,8 @@ export interface StreamAnswerOptions {
   /** The upstream body: a stream's reader, or the upstream client's cheaper one. */
   upstream: ChunkReader;
   decode: (frame: SseEvent) => DecodedFrame;
+  /** A frame's data without the gateway's known secrets (the same string when it has none): relays pass vendor fields on. */
+  redact?: (data: string) => string;
   sink: ClientSink;
   meter: UsageMeter;
   /** The gateway's shared timers (keep-alive checks). */
@@ -168,6 +170,10 @@ export async function answerSource(o: StreamAnswerOptions): Promise<{
     onEvent(frame) {
       // Nothing after the vendor's end belongs to the answer.
       if (failure || vendorEnded) return;
+      if (o.redact) {
+        const data = o.redact(frame.data);
+        if (data !== frame.data) frame = { ...frame, data };
+      }
       const skimmed = held.length === 0 ? o.sink.skim?.(frame) : undefined;
       if (skimmed !== undefined) {
         o.meter.defer(frame, decodeEvents);

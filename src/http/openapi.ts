@@ -197,6 +197,16 @@ export function openApiPath(path: string): string {
 }
 
 /** What schemas cannot say, per `METHOD path`. */
+/** One pooled vendor key as the admin API shows it (providers/key-pools.ts, `VendorKeyStatus`). */
+const VendorKeyStatus = t.Object({
+  provider: t.String(),
+  key: t.String({ description: "The env name the key is read from." }),
+  state: t.Union([t.Literal("usable"), t.Literal("cooling"), t.Literal("disabled")]),
+  until: t.Optional(t.String({ description: "Cooling: when it is back." })),
+  since: t.Optional(t.String({ description: "Disabled: since when." })),
+  next_probe: t.Optional(t.String({ description: "Disabled: when its next probe is due." })),
+});
+
 export const OPERATIONS: Record<string, Operation> = {
   "POST /v1/chat/completions": {
     summary: "Chat completion (OpenAI format)",
@@ -370,6 +380,18 @@ export const OPERATIONS: Record<string, Operation> = {
     description: "Takes effect on the next request (within 2 s on other gateways sharing PostgreSQL).",
     tag: "admin", security: "admin", errors: [401, 404, 429],
     answers: { "200": { description: "Revoked.", schema: t.Object({ id: t.String(), revoked: t.Literal(true) }) } },
+  },
+  "GET /v1/admin/vendor-keys": {
+    summary: "Vendor keys and their state",
+    description: "Every pooled vendor key by its env name (a provider with one `api_key_env` is a pool of one), never its value: `usable`, `cooling` (until when) or `disabled` (since when, and when its next probe is due).",
+    tag: "admin", security: "admin", errors: [401, 429],
+    answers: { "200": { description: "The keys.", schema: t.Object({ object: t.Literal("list"), data: t.Array(VendorKeyStatus) }) } },
+  },
+  "POST /v1/admin/vendor-keys/:provider/:key/probe": {
+    summary: "Probe a vendor key now",
+    description: "Runs the key's probe (the vendor's model list with that key) at once. Accepted: the key is usable from now (a cooldown ends too). Refused: a disabled key's next probe is timed as after any failed one; a usable or cooling key is left as it was. 404 for a provider or key not pooled.",
+    tag: "admin", security: "admin", errors: [401, 404, 429],
+    answers: { "200": { description: "The key's state after the probe.", schema: t.Composite([VendorKeyStatus, t.Object({ accepted: t.Boolean() })]) } },
   },
 };
 

@@ -115,6 +115,12 @@ export interface Scrubber {
   forClient(text: string, max?: number): string;
   /** scrubLogDetail, the known secrets included. */
   logDetail(text: string, max?: number, echoOf?: string): string;
+  /**
+   * Only the known secrets replaced, the rest as it is (the same string when none is there): for
+   * an answer relayed as the vendor wrote it, whose fields the gateway does not model (a vendor
+   * echoing the key it was sent in a `debug_info` of its own, a raw-TCP probe, 2026-11-30).
+   */
+  withoutKnown(text: string): string;
 }
 
 export function createScrubber(): Scrubber {
@@ -129,6 +135,7 @@ export function createScrubber(): Scrubber {
     },
     forClient: (text, max) => scrubForClient(text, max, known),
     logDetail: (text, max, echoOf) => scrubLogDetail(text, max, echoOf, known),
+    withoutKnown: (text) => withoutKnownSecrets(text, known),
   };
 }
 
@@ -139,6 +146,7 @@ export const SHAPES_ONLY: Scrubber = {
   },
   forClient: (text, max) => scrubForClient(text, max),
   logDetail: (text, max, echoOf) => scrubLogDetail(text, max, echoOf),
+  withoutKnown: (text) => text,
 };
 
 function withoutKnownSecrets(text: string, known: readonly string[]): string {

@@ -29,21 +29,25 @@ async function admin(gw: Gateway, method: string, path: string, body?: unknown):
   return res.json();
 }
 
-/** An answer whose reported usage costs `completion` output tokens (600 credits per million) and no input. */
-function replyCosting(completion: number) {
+/** An answer whose reported usage costs `prompt` input tokens (150 credits per million) and `completion` output tokens (600). */
+function replyCosting(prompt: number, completion: number) {
   upstream.reply({
     kind: "json",
     body: {
       id: "chatcmpl-alerts", object: "chat.completion", created: 1, model: "gpt-4o-mini",
       choices: [{ index: 0, message: { role: "assistant", content: "ok" }, finish_reason: "stop" }],
-      usage: { prompt_tokens: 0, completion_tokens: completion, total_tokens: completion },
+      usage: { prompt_tokens: prompt, completion_tokens: completion, total_tokens: prompt + completion },
     },
   });
 }
 
-/** One paid request with `key`, settled and its alerts checked. Reported usage far past the hold: the charge is the hold. */
+/**
+ * One paid request with `key`, settled and its alerts checked. By default a prompt reported far
+ * past the hold: the charge is the hold (output past max_tokens would be counted at max_tokens).
+ */
 async function charge(gw: Gateway, key: string, o: { completion?: number; maxTokens?: number } = {}): Promise<number> {
-  replyCosting(o.completion ?? 1_000_000);
+  if (o.completion === undefined) replyCosting(10_000_000, 0);
+  else replyCosting(0, o.completion);
   const res = await fetch(`${gw.url}/v1/chat/completions`, {
     method: "POST",
     headers: { authorization: `Bearer ${key}`, "content-type": "application/json" },

@@ -180,6 +180,39 @@ describe("usage an upstream reports that cannot be true", () => {
   });
 });
 
+describe("output an upstream reports past the answer limit", () => {
+  const chunk = (body: object) => `data: ${JSON.stringify({ id: "chatcmpl-x", object: "chat.completion.chunk", created: 1, model: "gpt-4o-mini", ...body })}\n\n`;
+
+  test("is counted at the limit the request was sent with (streamed, cut, whole; n answers together), never charged up to the hold", async () => {
+    const gw = await startGateway({ upstreamUrl: upstream.url, credits: 100 });
+    try {
+      // One word, then a usage claiming 800 output tokens under max_tokens 50, then the stream ends without its finish or [DONE].
+      upstream.reply({ kind: "sse", chunks: [
+        chunk({ choices: [{ index: 0, delta: { role: "assistant", content: "Hello" }, finish_reason: null }] }),
+        chunk({ choices: [], usage: { prompt_tokens: 10, completion_tokens: 800, total_tokens: 810 } }),
+      ] });
+      await (await post(gw, "/v1/chat/completions", { model: OPENAI_MODEL, max_tokens: 50, stream: true, messages: question })).text();
+      // Whole, and with n = 2 (the upstream's count covers both answers).
+      upstream.reply({ kind: "json", body: { id: "chatcmpl-x", object: "chat.completion", created: 1, model: "gpt-4o-mini", choices: [{ index: 0, message: { role: "assistant", content: "Hi" }, finish_reason: "stop" }], usage: { prompt_tokens: 10, completion_tokens: 50_000, total_tokens: 50_010 } } });
+      await (await post(gw, "/v1/chat/completions", { model: OPENAI_MODEL, max_tokens: 40, messages: question })).text();
+      upstream.reply({ kind: "json", body: { id: "chatcmpl-x", object: "chat.completion", created: 1, model: "gpt-4o-mini", choices: [0, 1].map((index) => ({ index, message: { role: "assistant", content: "Hi" }, finish_reason: "stop" })), usage: { prompt_tokens: 10, completion_tokens: 5_000, total_tokens: 5_010 } } });
+      await (await post(gw, "/v1/chat/completions", { model: OPENAI_MODEL, max_tokens: 30, n: 2, messages: question })).text();
+      // Within the limit: as reported.
+      upstream.reply({ kind: "json", body: { id: "chatcmpl-x", object: "chat.completion", created: 1, model: "gpt-4o-mini", choices: [{ index: 0, message: { role: "assistant", content: "Hi" }, finish_reason: "stop" }], usage: { prompt_tokens: 10, completion_tokens: 33, total_tokens: 43 } } });
+      await (await post(gw, "/v1/chat/completions", { model: OPENAI_MODEL, max_tokens: 40, messages: question })).text();
+      const all = await records(gw);
+      expect(all.map((r) => [r.status, r.prompt_tokens, r.completion_tokens, r.cost_micro])).toEqual([
+        ["stream_failed", 10, 50, 10 * 150 + 50 * 600],
+        ["ok", 10, 40, 10 * 150 + 40 * 600],
+        ["ok", 10, 60, 10 * 150 + 60 * 600],
+        ["ok", 10, 33, 10 * 150 + 33 * 600],
+      ]);
+    } finally {
+      await gw.stop();
+    }
+  });
+});
+
 describe("n answers (OpenAI's n)", () => {
   /** An OpenAI answer with `n` choices of `each` completion tokens, usage over all of them, as the vendor reports it. */
   const answers = (n: number, each: number) => ({

@@ -188,6 +188,48 @@ describe("a vendor key of no known shape is scrubbed by its value", () => {
   });
 });
 
+describe("a vendor's own fields in an answer relayed as it came (same format)", () => {
+  // A vendor (or a proxy before it) that echoes the key it was sent, in fields the gateway does not model (a raw-TCP probe, 2026-11-30).
+  const openaiAnswer = { id: "chatcmpl-x", object: "chat.completion", created: 1, model: "gpt-4o-mini", choices: [{ index: 0, message: { role: "assistant", content: "Hi" }, finish_reason: "stop" }], usage: { prompt_tokens: 3, completion_tokens: 1, total_tokens: 4 }, debug_info: { auth: `Bearer ${VENDOR_OPENAI_KEY}` } };
+  const anthropicAnswer = { id: "msg_x", type: "message", role: "assistant", model: "claude-x", content: [{ type: "text", text: "Hi" }], stop_reason: "end_turn", stop_sequence: null, usage: { input_tokens: 3, output_tokens: 1 }, provider_meta: { key: VENDOR_ANTHROPIC_KEY } };
+
+  test("never carry a configured vendor key, whole or streamed; the rest of them still goes", async () => {
+    upstream.reply({ kind: "json", body: openaiAnswer });
+    let text = await (await post(gw, "/v1/chat/completions", { model: OPENAI_MODEL, messages: question })).text();
+    expect(text).not.toContain(VENDOR_OPENAI_KEY);
+    expect(JSON.parse(text).debug_info).toEqual({ auth: "Bearer [redacted]" });
+
+    const chunk = (body: object) => `data: ${JSON.stringify({ id: "chatcmpl-x", object: "chat.completion.chunk", created: 1, model: "gpt-4o-mini", ...body })}\n\n`;
+    upstream.reply({ kind: "sse", chunks: [
+      chunk({ choices: [{ index: 0, delta: { role: "assistant", content: "Hi" }, finish_reason: null }], provider_meta: { key: VENDOR_OPENAI_KEY } }),
+      chunk({ choices: [{ index: 0, delta: {}, finish_reason: "stop" }] }),
+      "data: [DONE]\n\n",
+    ] });
+    text = await (await post(gw, "/v1/chat/completions", { model: OPENAI_MODEL, stream: true, messages: question })).text();
+    expect(text).not.toContain(VENDOR_OPENAI_KEY);
+    expect(text).toContain("[redacted]");
+    expect(sseFrames(text).some((f) => f.data.includes('"content":"Hi"'))).toBe(true);
+
+    upstream.reply({ kind: "json", body: anthropicAnswer });
+    text = await (await post(gw, "/v1/messages", { model: ANTHROPIC_MODEL, max_tokens: 20, messages: question }, { "anthropic-version": "2023-06-01" })).text();
+    expect(text).not.toContain(VENDOR_ANTHROPIC_KEY);
+    expect(JSON.parse(text).provider_meta).toEqual({ key: "[redacted]" });
+
+    const event = (type: string, body: object) => `event: ${type}\ndata: ${JSON.stringify({ type, ...body })}\n\n`;
+    upstream.reply({ kind: "sse", chunks: [
+      event("message_start", { message: { ...anthropicAnswer, content: [], stop_reason: null, usage: { input_tokens: 3, output_tokens: 0 } } }),
+      event("content_block_start", { index: 0, content_block: { type: "text", text: "" } }),
+      event("content_block_delta", { index: 0, delta: { type: "text_delta", text: "Hi" } }),
+      event("content_block_stop", { index: 0 }),
+      event("message_delta", { delta: { stop_reason: "end_turn", stop_sequence: null }, usage: { output_tokens: 1 } }),
+      event("message_stop", {}),
+    ] });
+    text = await (await post(gw, "/v1/messages", { model: ANTHROPIC_MODEL, max_tokens: 20, stream: true, messages: question }, { "anthropic-version": "2023-06-01" })).text();
+    expect(text).not.toContain(VENDOR_ANTHROPIC_KEY);
+    expect(text).toContain('"text":"Hi"');
+  });
+});
+
 describe("the prompt never reaches the log", () => {
   const prompt = "Summarise the confidential merger memo between ACME and Initech for the board";
 
