@@ -65,6 +65,42 @@ test("a relayed stream whose usage the gateway adds: the usage chunk has the ven
   expect(new Set(chunks.map((c) => c.created))).toEqual(new Set([1700000000]));
 });
 
+test("a relayed stream with chunks of shapes the SDK would trip on: written anew, and the openai SDK reads the answer to its end", async () => {
+  const chunk = (body: object) => `data: ${JSON.stringify({ id: "chatcmpl-up", object: "chat.completion.chunk", created: 1700000000, model: "gpt-4o-mini", ...body })}\n\n`;
+  upstream.reply({ kind: "sse", chunks: [
+    chunk({ choices: [{ index: 0, delta: { role: "assistant", content: "Hel" }, finish_reason: null }] }),
+    chunk({ choices: "str" }),
+    chunk({ choices: [null] }),
+    chunk({ choices: [{ index: 0, delta: 5, finish_reason: null }] }),
+    chunk({ choices: [{ index: 0, delta: { content: ["a"] }, finish_reason: null }] }),
+    chunk({ choices: [{ index: 0, delta: { tool_calls: [null] }, finish_reason: null }] }),
+    chunk({ choices: [{ index: 0, delta: { content: "lo" }, finish_reason: 7 }] }),
+    chunk({ choices: [{ index: 0, delta: {}, finish_reason: "stop" }] }),
+    "data: [DONE]\n\n",
+  ] });
+  const sdk = new OpenAI({ baseURL: `${gw.url}/v1`, apiKey: gw.key, maxRetries: 0 });
+  const stream = await sdk.chat.completions.create({ model: OPENAI_MODEL, messages: question, stream: true });
+  let text = "";
+  const finishes: unknown[] = [];
+  for await (const part of stream) {
+    for (const choice of part.choices) {
+      text += choice.delta.content ?? "";
+      if (choice.finish_reason) finishes.push(choice.finish_reason);
+    }
+  }
+  expect(text).toBe("Hello");
+  expect(finishes).toEqual(["stop"]);
+  // The helper that gathers a whole message from the stream reads it too.
+  upstream.reply({ kind: "sse", chunks: [
+    chunk({ choices: [{ index: 0, delta: { role: "assistant", content: "Hi" }, finish_reason: null }] }),
+    chunk({ choices: [null] }),
+    chunk({ choices: [{ index: 0, delta: {}, finish_reason: "stop" }] }),
+    "data: [DONE]\n\n",
+  ] });
+  const final = await sdk.chat.completions.stream({ model: OPENAI_MODEL, messages: question }).finalChatCompletion();
+  expect(final.choices[0]!.message.content).toBe("Hi");
+});
+
 test("the vendor refusing the gateway's own key: a 502 with x-should-retry false, which the SDKs obey instead of retrying", async () => {
   upstream.reply({ kind: "json", status: 401, body: { error: { message: "Incorrect API key provided: sk-bench", type: "invalid_request_error", param: null, code: "invalid_api_key" } } });
   const res = await post(gw, "/v1/chat/completions", { model: OPENAI_MODEL, messages: question });

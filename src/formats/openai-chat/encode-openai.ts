@@ -257,6 +257,13 @@ export function createOpenAIRelay(ctx: EncodeContext): ClientSink {
       // A vendor's error frame never goes out as it came: its text may carry internals.
       const failed = events.find((e) => e.type === "error");
       if (failed) return encoder.event(failed);
+      // A chunk the SDKs would trip on (`choices: "x"`, `[null]`, `delta: 5`, `content: ["a"]`; the
+      // openai SDK threw mid-stream, a raw-TCP probe): what it says is written anew, as ours.
+      if (!wellFormedChunk(chunk)) {
+        let out = "";
+        for (const e of events) if (e.type !== "usage") out += encoder.event(e);
+        return out;
+      }
       const choices = chunk.choices as unknown[] | undefined;
       if ((!ctx.includeUsage || refusedUsage) && (!choices || choices.length === 0) && chunk.usage) return "";
       // Refused counts beside choices, or tool calls under indexes that are not the calls' own:
@@ -294,6 +301,30 @@ export function createOpenAIRelay(ctx: EncodeContext): ClientSink {
   };
 }
 
+const isObject = (v: unknown): v is Record<string, unknown> => v !== null && typeof v === "object" && !Array.isArray(v);
+const stringOrNone = (v: unknown) => v === undefined || v === null || typeof v === "string";
+
+/**
+ * Whether a chunk has the shape the SDKs read without checking: `choices` an array of objects,
+ * each `delta` an object whose `content`/`role`/`refusal` are strings (or null) and whose
+ * `tool_calls` are objects, `finish_reason` a string or null, `usage` an object or null.
+ */
+function wellFormedChunk(chunk: Record<string, unknown>): boolean {
+  const choices = chunk.choices;
+  if (choices !== undefined && !Array.isArray(choices)) return false;
+  if (chunk.usage !== undefined && chunk.usage !== null && !isObject(chunk.usage)) return false;
+  if (!choices) return true;
+  for (const choice of choices) {
+    if (!isObject(choice) || !stringOrNone(choice.finish_reason)) return false;
+    const delta = choice.delta;
+    if (delta === undefined) continue;
+    if (!isObject(delta) || !stringOrNone(delta.content) || !stringOrNone(delta.role) || !stringOrNone(delta.refusal)) return false;
+    const calls = delta.tool_calls;
+    if (calls !== undefined && calls !== null && (!Array.isArray(calls) || !calls.every(isObject))) return false;
+  }
+  return true;
+}
+
 /**
  * The first choice's tool calls under the indexes the decoder gave them (each call of a delta is
  * one tool-call event, in order). Some OpenAI-compatible servers put every parallel call at index
@@ -324,10 +355,11 @@ function reindexToolCalls(choices: unknown[] | undefined, events: readonly Strea
 const CHOICE_DELTA = '"choices":[{"index":0,"delta":{';
 const CONTENT = '"content":"';
 /**
- * Keys that give a chunk more meaning than its text (a finish, usage, images, tool calls,
- * reasoning, a second delta, an error): such chunks are decoded. One pass finds any of them.
+ * Keys that give a chunk more meaning than its text (a finish of any value but null, usage,
+ * images, tool calls, reasoning, a second delta, an error): such chunks are decoded. One pass
+ * finds any of them.
  */
-const PLAIN_TAIL = /"(?:finish_reason":"|usage":\{|images"|tool_calls"|reasoning|delta"|error")/g;
+const PLAIN_TAIL = /"(?:finish_reason":(?!null)|usage":\{|images"|tool_calls"|reasoning|delta"|error")/g;
 
 /** Events of a whole answer → a `chat.completion` body. */
 export function encodeOpenAIBody(events: StreamEvent[], ctx: EncodeContext) {

@@ -166,7 +166,7 @@ export const openaiAdapter: ProviderAdapter = {
             }
           }
         }
-        if (choice.finish_reason) events.push({ type: "finish", reason: FINISH[choice.finish_reason] ?? "stop" });
+        if (typeof choice.finish_reason === "string" && choice.finish_reason) events.push({ type: "finish", reason: FINISH[choice.finish_reason] ?? "stop" });
       }
       if (chunk.usage && typeof chunk.usage === "object") events.push(usageEvent(chunk.usage));
       // A chunk that means its text alone (its delta's content) teaches how the next ones are written.
@@ -196,7 +196,7 @@ export const openaiAdapter: ProviderAdapter = {
         events.push({ type: "tool-call", index, id: typeof call.id === "string" ? call.id : undefined, name: vendorText(call.function?.name), argumentsDelta: vendorText(call.function?.arguments) });
       });
     }
-    if (choice.finish_reason) events.push({ type: "finish", reason: FINISH[choice.finish_reason] ?? "stop" });
+    if (typeof choice.finish_reason === "string" && choice.finish_reason) events.push({ type: "finish", reason: FINISH[choice.finish_reason] ?? "stop" });
     if (b.usage && typeof b.usage === "object") events.push(usageEvent(b.usage));
     return events;
   },
