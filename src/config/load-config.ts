@@ -131,6 +131,11 @@ export function resolveSettings(raw: unknown, env: Record<string, string | undef
     if (m.category === "embedding" && m.upstream_api === "images") {
       throw new ConfigError(`${source}: /models/${i}/upstream_api: an embedding model is served by the embeddings API, not "images"`);
     }
+    // Its hold counts an image and its output tokens are image tokens (priced by output_per_mtok,
+    // never bounded by a chat answer's limit): only an image model is billed so.
+    if (m.upstream_api === "images" && m.category !== "image" && m.category !== "free") {
+      throw new ConfigError(`${source}: /models/${i}/category: a model served by the images API makes images: its category is "image" (or "free"), not "${m.category}"`);
+    }
     const kind = providers.get(m.provider)!.kind;
     // Each style names one vendor's field; the other vendor's would never be sent.
     if (m.reasoning === "effort" && kind !== "openai") throw new ConfigError(`${source}: /models/${i}/reasoning: "effort" needs a provider of kind openai`);

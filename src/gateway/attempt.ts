@@ -14,7 +14,6 @@ import { openaiErrorDetail, upstreamStatusError } from "../providers/upstream-er
 import { ImageFetchError, inlineImages } from "./inline-images.ts";
 import type { Scrubber } from "../log/scrub.ts";
 import type { WholeAnswerReader, WholeAnswerSink } from "../formats/common/whole-answer.ts";
-import { JsonText } from "../formats/common/json-text.ts";
 import { fastReader, wholeBody, wholeReader } from "../transport/http1/client.ts";
 import { ResponseFramingError } from "../transport/http1/response-parser.ts";
 import { UpstreamConnectionError } from "../transport/http1/exchange.ts";
@@ -156,10 +155,7 @@ export async function attemptUpstream(deps: AttemptDeps, req: AttemptRequest, ca
         if (typeof answer === "string") {
           json = JSON.parse(deps.scrubber.withoutKnown(answer));
           events = adapter.decodeBody(json, prepared.body, deps.scrubber);
-        } else {
-          ({ json, events } = await answer.finish());
-          if (json instanceof JsonText) json = new JsonText(deps.scrubber.withoutKnown(json.text));
-        }
+        } else ({ json, events } = await answer.finish());
         if (answerTool) events = createAnswerToolMapper(answerTool)(events);
       } catch (err) {
         if (!req.clientSignal.aborted) deps.log("warn", "upstream sent an unreadable body", { requestId: req.requestId, provider: provider.id, error: String(err) });

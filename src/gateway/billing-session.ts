@@ -120,7 +120,7 @@ class OpenSession implements BillingSession {
     // An answer cannot be longer than the limit it was sent with (reasoning included, with both
     // vendors): a vendor reporting more (800 tokens for "Hello" under max_tokens 50, a raw-TCP
     // probe) is counted at the limit, not charged up to the hold. Image tokens are not bounded by it.
-    if (maxTokens !== undefined && maxTokens > 0 && model.category !== "image") meter.limitOutput(maxTokens, this.o.answers ? this.o.answers(model) : 1);
+    if (maxTokens !== undefined && maxTokens > 0 && model.category !== "image" && model.upstream_api !== "images") meter.limitOutput(maxTokens, this.o.answers ? this.o.answers(model) : 1);
     return (this.#meter = meter);
   }
 

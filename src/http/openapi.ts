@@ -389,8 +389,8 @@ export const OPERATIONS: Record<string, Operation> = {
   },
   "POST /v1/admin/vendor-keys/:provider/:key/probe": {
     summary: "Probe a vendor key now",
-    description: "Runs the key's probe (the vendor's model list with that key) at once. Accepted: the key is usable from now (a cooldown ends too). Refused: a disabled key's next probe is timed as after any failed one; a usable or cooling key is left as it was. 404 for a provider or key not pooled.",
-    tag: "admin", security: "admin", errors: [401, 404, 429],
+    description: "Runs the key's probe (the vendor's model list with that key) at once. Accepted: the key is usable from now (a cooldown ends too). Refused: a disabled key's next probe is timed as after any failed one; a usable or cooling key is left as it was. 404 for a provider or key not pooled; 409 while another probe of the key is under way.",
+    tag: "admin", security: "admin", errors: [401, 404, 409, 429],
     answers: { "200": { description: "The key's state after the probe.", schema: t.Composite([VendorKeyStatus, t.Object({ accepted: t.Boolean() })]) } },
   },
 };

@@ -121,13 +121,16 @@ export interface Scrubber {
    * echoing the key it was sent in a `debug_info` of its own, a raw-TCP probe, 2026-11-30).
    */
   withoutKnown(text: string): string;
+  /** The known secrets' forms, for `withoutKnownSecrets` where the scrubber cannot go (a worker thread). */
+  secrets(): readonly string[];
 }
 
 export function createScrubber(): Scrubber {
   const known: string[] = [];
   return {
     remember(value) {
-      if (!value || value.length < 8 || /^[A-Za-z]+$/.test(value)) return;
+      // Nor a value without letters (`20240101`): replaced in an answer's JSON text, it would break numbers.
+      if (!value || value.length < 8 || /^[A-Za-z]+$/.test(value) || !/[A-Za-z]/.test(value)) return;
       const escaped = JSON.stringify(value).slice(1, -1);
       for (const form of [value, escaped, escaped.replaceAll("/", "\\/")]) if (!known.includes(form)) known.push(form);
       // Longest first: a key that contains another is replaced whole, not around the shorter one.
@@ -136,6 +139,7 @@ export function createScrubber(): Scrubber {
     forClient: (text, max) => scrubForClient(text, max, known),
     logDetail: (text, max, echoOf) => scrubLogDetail(text, max, echoOf, known),
     withoutKnown: (text) => withoutKnownSecrets(text, known),
+    secrets: () => known,
   };
 }
 
@@ -147,9 +151,11 @@ export const SHAPES_ONLY: Scrubber = {
   forClient: (text, max) => scrubForClient(text, max),
   logDetail: (text, max, echoOf) => scrubLogDetail(text, max, echoOf),
   withoutKnown: (text) => text,
+  secrets: () => [],
 };
 
-function withoutKnownSecrets(text: string, known: readonly string[]): string {
+/** `text` with each of `known` replaced (the same string when none is there). */
+export function withoutKnownSecrets(text: string, known: readonly string[]): string {
   for (const secret of known) if (text.includes(secret)) text = text.split(secret).join(REDACTED);
   return text;
 }

@@ -265,14 +265,15 @@ export function createKeyPools(deps: KeyPoolsDeps) {
      * one, and a usable or cooling key is left as it was (a failed probe is not a refusal of
      * traffic: the vendor may only be unreachable). Undefined for a provider or key not pooled.
      */
-    async probeNow(providerId: string, env: string): Promise<(VendorKeyStatus & { accepted: boolean }) | undefined> {
+    async probeNow(providerId: string, env: string): Promise<(VendorKeyStatus & { accepted: boolean }) | "busy" | undefined> {
       const pool = pools.get(providerId);
       const key = pool?.provider.keys!.find((k) => k.env === env);
       if (!pool || !key) return undefined;
       const provider = pool.provider;
       const timeoutMs = deps.probeTimeoutMs ?? 10_000;
-      // The scheduled probes leave the key alone meanwhile (another process's claim is waited out by neither).
-      await deps.store.claimProbe(provider.id, env, deps.now() + timeoutMs + PROBE_CLAIM_MARGIN_MS);
+      // The scheduled probes leave the key alone meanwhile; one already under way (here or in another
+      // process) is let finish: its outcome would overwrite this one's.
+      if (!(await deps.store.claimProbe(provider.id, env, deps.now() + timeoutMs + PROBE_CLAIM_MARGIN_MS))) return "busy";
       try {
         const accepted = await probe(provider, key.secret);
         const now = deps.now();

@@ -172,6 +172,25 @@ describe("a large answer gives the client what a small one would", () => {
   }
 });
 
+describe("a vendor key in the vendor's own fields", () => {
+  test("never reaches the client, from a large answer read on the thread as from a small one", async () => {
+    const withKey = (n: number) => {
+      const body = JSON.parse(vendorAnswer({ encoding: "base64", n })) as Record<string, unknown>;
+      body.debug_info = { auth: `Bearer ${VENDOR_OPENAI_KEY}`, escaped: JSON.stringify(VENDOR_OPENAI_KEY) };
+      return JSON.stringify(body);
+    };
+    const read = gw.app.services.embeddingsThread.answersRead;
+    const large = await ask(gw, "gw", "leak-large", { model: EMBED, input: inputs(), encoding_format: "base64" }, asJson(withKey(INPUTS)));
+    expect(gw.app.services.embeddingsThread.answersRead).toBe(read + 1);
+    const small = await ask(gw, "gw", "leak-small", { model: EMBED, input: inputs(4), encoding_format: "base64" }, asJson(withKey(4)));
+    for (const seen of [large, small]) {
+      expect(seen.status).toBe(200);
+      expect(seen.text).not.toContain(VENDOR_OPENAI_KEY);
+      expect(JSON.parse(seen.text).debug_info.auth).toBe("Bearer [redacted]");
+    }
+  });
+});
+
 describe("a malformed large answer is refused as a small one is: 502, nothing charged", () => {
   const float = (edit?: AnswerShape["edit"], n?: number) => vendorAnswer({ encoding: "float", edit, n });
   const cases: { name: string; body: () => string }[] = [

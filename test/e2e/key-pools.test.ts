@@ -379,6 +379,13 @@ describe("cooldowns and refused keys (injected clock)", () => {
     expect(await many(40, () => ask(gw))).toEqual(Array(40).fill(200));
     expect(tally(chats(upstream)).POOL_KEY_A).toBeGreaterThan(0);
 
+    // Two at once: the second finds the first under way (a slow model list) and says so, rather than race it.
+    upstream.rule((req) => (req.method === "GET" ? { kind: "sse", headers: { "content-type": "application/json" }, chunks: ['{"object":"list",', '"data":[]}'], delayMs: 300 } : undefined));
+    const [first, second] = await Promise.all([probeNow("fake-openai", "POOL_KEY_A"), probeNow("fake-openai", "POOL_KEY_A")]);
+    expect([first.status, second.status].sort()).toEqual([200, 409]);
+    // Once it is done, the key can be probed again.
+    expect((await probeNow("fake-openai", "POOL_KEY_A")).status).toBe(200);
+
     // Unknown provider or key: 404; without the admin token: 401.
     expect((await probeNow("fake-openai", "POOL_KEY_Z")).status).toBe(404);
     expect((await probeNow("nope", "POOL_KEY_A")).status).toBe(404);

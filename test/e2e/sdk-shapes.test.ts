@@ -101,6 +101,38 @@ test("a relayed stream with chunks of shapes the SDK would trip on: written anew
   expect(final.choices[0]!.message.content).toBe("Hi");
 });
 
+test("odd chunks after the stream's usual head are not relayed as they came either; compatible servers' choices: null usage and content parts still reach the client", async () => {
+  const chunk = (body: object) => `data: ${JSON.stringify({ id: "chatcmpl-up", object: "chat.completion.chunk", created: 1700000000, model: "gpt-4o-mini", ...body })}\n\n`;
+  const text = (content: string, extra: object = {}) => chunk({ choices: [{ index: 0, delta: { content }, finish_reason: null }], ...extra });
+  upstream.reply({ kind: "sse", chunks: [
+    chunk({ choices: [{ index: 0, delta: { role: "assistant", content: "" }, finish_reason: null }] }),
+    text("A"),
+    text("B"),
+    // Text chunks that start as the usual ones do, then go wrong: a null choice, a role that is a number.
+    `data: {"id":"chatcmpl-up","object":"chat.completion.chunk","created":1700000000,"model":"gpt-4o-mini","choices":[{"index":0,"delta":{"content":"C"},"finish_reason":null},null]}\n\n`,
+    `data: {"id":"chatcmpl-up","object":"chat.completion.chunk","created":1700000000,"model":"gpt-4o-mini","choices":[{"index":0,"delta":{"content":"D","role":5},"finish_reason":null}]}\n\n`,
+    // Mistral's Magistral: content as parts (its thinking), relayed as it came.
+    chunk({ choices: [{ index: 0, delta: { content: [{ type: "thinking", thinking: [{ type: "text", text: "hmm" }] }] }, finish_reason: null }] }),
+    chunk({ choices: [{ index: 0, delta: {}, finish_reason: "stop" }] }),
+    // DeepSeek, Groq, vLLM: the usage chunk with choices null.
+    chunk({ choices: null, usage: { prompt_tokens: 7, completion_tokens: 4, total_tokens: 11 } }),
+    "data: [DONE]\n\n",
+  ] });
+  const res = await post(gw, "/v1/chat/completions", { model: OPENAI_MODEL, messages: question, stream: true, stream_options: { include_usage: true } });
+  const chunks = sseFrames(await res.text()).filter((f) => f.data !== "[DONE]").map((f) => JSON.parse(f.data));
+  for (const c of chunks) {
+    expect(Array.isArray(c.choices)).toBe(true);
+    for (const choice of c.choices) {
+      expect(choice).toBeObject();
+      if (choice.delta?.role !== undefined) expect(typeof choice.delta.role).toBe("string");
+    }
+  }
+  const said = chunks.flatMap((c) => c.choices.map((choice: any) => (typeof choice.delta?.content === "string" ? choice.delta.content : ""))).join("");
+  expect(said).toBe("ABCD");
+  expect(chunks.some((c) => c.choices.some((choice: any) => Array.isArray(choice.delta?.content) && choice.delta.content[0].type === "thinking"))).toBe(true);
+  expect(chunks.filter((c) => c.usage).map((c) => c.usage)).toEqual([expect.objectContaining({ prompt_tokens: 7, completion_tokens: 4, total_tokens: 11 })]);
+});
+
 test("the vendor refusing the gateway's own key: a 502 with x-should-retry false, which the SDKs obey instead of retrying", async () => {
   upstream.reply({ kind: "json", status: 401, body: { error: { message: "Incorrect API key provided: sk-bench", type: "invalid_request_error", param: null, code: "invalid_api_key" } } });
   const res = await post(gw, "/v1/chat/completions", { model: OPENAI_MODEL, messages: question });

@@ -239,6 +239,23 @@ export function createOpenAIRelay(ctx: EncodeContext): ClientSink {
         return out;
       }
       if (events.some((e) => e.type === "text")) encoder.noteText();
+      const parsed = decoded.parsed;
+      if (parsed === undefined || parsed === null || typeof parsed !== "object") return ""; // [DONE] is re-sent by end()
+      const chunk = parsed as Record<string, unknown>;
+      // A vendor's error frame never goes out as it came: its text may carry internals.
+      const failed = events.find((e) => e.type === "error");
+      if (failed) return encoder.event(failed);
+      // A chunk the SDKs would trip on (`choices: "x"`, `[null]`, `delta: 5`, `content: ["a"]`; the
+      // openai SDK threw mid-stream, a raw-TCP probe): what it says is written anew, as ours. Its
+      // usage (compatible servers send `choices: null` beside it) goes out in the end's usage chunk.
+      if (!wellFormedChunk(chunk)) {
+        let out = "";
+        for (const e of events) {
+          if (e.type !== "usage") out += encoder.event(e);
+          else if (e.inputTokens !== undefined && e.outputTokens !== undefined) usage = nextUsage(undefined, e);
+        }
+        return out;
+      }
       // Counts the meter refused (negative, fractional, absurd) are not what is charged: such a
       // usage is not relayed, and the client that asked for usage gets the gateway's at the end.
       let refusedUsage = false;
@@ -250,19 +267,6 @@ export function createOpenAIRelay(ctx: EncodeContext): ClientSink {
         }
         sawUsage = true;
         usage = nextUsage(undefined, e);
-      }
-      const parsed = decoded.parsed;
-      if (parsed === undefined || parsed === null || typeof parsed !== "object") return ""; // [DONE] is re-sent by end()
-      const chunk = parsed as Record<string, unknown>;
-      // A vendor's error frame never goes out as it came: its text may carry internals.
-      const failed = events.find((e) => e.type === "error");
-      if (failed) return encoder.event(failed);
-      // A chunk the SDKs would trip on (`choices: "x"`, `[null]`, `delta: 5`, `content: ["a"]`; the
-      // openai SDK threw mid-stream, a raw-TCP probe): what it says is written anew, as ours.
-      if (!wellFormedChunk(chunk)) {
-        let out = "";
-        for (const e of events) if (e.type !== "usage") out += encoder.event(e);
-        return out;
       }
       const choices = chunk.choices as unknown[] | undefined;
       if ((!ctx.includeUsage || refusedUsage) && (!choices || choices.length === 0) && chunk.usage) return "";
@@ -318,7 +322,9 @@ function wellFormedChunk(chunk: Record<string, unknown>): boolean {
     if (!isObject(choice) || !stringOrNone(choice.finish_reason)) return false;
     const delta = choice.delta;
     if (delta === undefined) continue;
-    if (!isObject(delta) || !stringOrNone(delta.content) || !stringOrNone(delta.role) || !stringOrNone(delta.refusal)) return false;
+    if (!isObject(delta) || !stringOrNone(delta.role) || !stringOrNone(delta.refusal)) return false;
+    // Content parts (Mistral's Magistral streams its thinking so) are objects; anything else is not content.
+    if (!stringOrNone(delta.content) && !(Array.isArray(delta.content) && delta.content.every(isObject))) return false;
     const calls = delta.tool_calls;
     if (calls !== undefined && calls !== null && (!Array.isArray(calls) || !calls.every(isObject))) return false;
   }
@@ -356,10 +362,11 @@ const CHOICE_DELTA = '"choices":[{"index":0,"delta":{';
 const CONTENT = '"content":"';
 /**
  * Keys that give a chunk more meaning than its text (a finish of any value but null, usage,
- * images, tool calls, reasoning, a second delta, an error): such chunks are decoded. One pass
- * finds any of them.
+ * images, tool calls, reasoning, a second delta, an error, a role after the text) and a null in
+ * an array (a choice that is none, which the SDKs trip on): such chunks are decoded. One pass
+ * finds any of them (a `[null` in the text itself only costs that chunk a decoding).
  */
-const PLAIN_TAIL = /"(?:finish_reason":(?!null)|usage":\{|images"|tool_calls"|reasoning|delta"|error")/g;
+const PLAIN_TAIL = /"(?:finish_reason":(?!null)|usage":\{|images"|tool_calls"|reasoning|delta"|error"|role")|\[null|null\]/g;
 
 /** Events of a whole answer → a `chat.completion` body. */
 export function encodeOpenAIBody(events: StreamEvent[], ctx: EncodeContext) {

@@ -36,7 +36,8 @@ export const EMBEDDINGS_THREAD_BYTES = 1024 * 1024;
 /** Request thread → embeddings thread. */
 export type EmbeddingsCommand =
   | { type: "bytes"; id: number; bytes: ArrayBuffer }
-  | { type: "end"; id: number; expected: number | undefined; encoding: EmbeddingEncoding; model: string }
+  /** `known`: the configured vendor keys' forms, one per line, replaced in the answer before it is read (as small answers are). */
+  | { type: "end"; id: number; expected: number | undefined; encoding: EmbeddingEncoding; model: string; known: string }
   | { type: "drop"; id: number }
   /** `text` with [start, end) replaced by `usage`. */
   | { type: "splice"; id: number; text: string; start: number; end: number; usage: string };
@@ -214,7 +215,7 @@ export function createEmbeddingsThread(o: EmbeddingsThreadOptions = {}): Embeddi
       async finish() {
         if (!open) throw new Error("the embeddings answer was already finished or dropped");
         try {
-          const reply = await ask(lane, { type: "end", id, expected: inputCountOf(sent), encoding, model });
+          const reply = await ask(lane, { type: "end", id, expected: inputCountOf(sent), encoding, model, known: scrub.secrets().join("\n") });
           answersRead++;
           if (reply.type === "fault") throw new Error(faultMessage(reply, scrub));
           if (reply.type === "failed") throw Object.assign(new Error(reply.message), { name: reply.name });

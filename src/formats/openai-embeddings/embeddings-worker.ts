@@ -5,6 +5,7 @@
  * are ~60 MB of JSON, about 1.4 s of parsing, checking and printing numbers: here it holds up no
  * other request.
  */
+import { withoutKnownSecrets } from "../../log/scrub.ts";
 import { embeddingsFault, reportedPromptTokens } from "./check-embeddings.ts";
 import { embeddingsList, embeddingsUsage } from "./encode-embeddings.ts";
 import type { EmbeddingsCommand, EmbeddingsReply } from "./embeddings-thread.ts";
@@ -21,7 +22,8 @@ const arriving = new Map<number, { decoder: TextDecoder; text: string[] }>();
 const decoder = () => new TextDecoder("utf-8", { ignoreBOM: true });
 
 function write(text: string, command: EmbeddingsCommand & { type: "end" }): EmbeddingsReply {
-  const body: unknown = JSON.parse(text);
+  // The vendor's own fields go out with the list: a key it echoes there goes nowhere.
+  const body: unknown = JSON.parse(command.known ? withoutKnownSecrets(text, command.known.split("\n")) : text);
   const fault = embeddingsFault(body, command.expected);
   if (fault) return { id: command.id, type: "fault", ...fault };
   const reported = reportedPromptTokens(body);

@@ -206,6 +206,7 @@ export function adminRoutes(deps: AdminDeps) {
     .post("/vendor-keys/:provider/:key/probe", async ({ params }) => {
       const probed = await deps.vendorKeys?.probeNow(params.provider, params.key);
       if (!probed) throw new GatewayError(404, "not_found", "No such pooled vendor key: GET /v1/admin/vendor-keys lists them (provider id and the key's env name).");
+      if (probed === "busy") throw new GatewayError(409, "invalid_request", "A probe of this key is under way: its outcome is the key's state in a few seconds (GET /v1/admin/vendor-keys).");
       return probed;
     }, { params: t.Object({ provider: t.String({ maxLength: 200 }), key: t.String({ maxLength: 200 }) }) });
 }

@@ -247,6 +247,19 @@ describe("validation names the field", () => {
     expect(msg).toContain('"ant" is anthropic');
   });
 
+  test("a model served by the images API is an image (or free) model: its hold counts an image, its output tokens are image tokens", () => {
+    for (const category of ["text"] as const) {
+      const msg = resolveBroken((c) => Object.assign(c.models[0]!, { category, upstream_api: "images" }));
+      expect(msg).toContain("/models/0/category");
+      expect(msg).toContain('its category is "image"');
+    }
+    for (const category of ["image", "free"] as const) {
+      const cfg = validConfig();
+      Object.assign(cfg.models[0]!, { category, upstream_api: "images" });
+      expect(resolveSettings(cfg, {}, "ok").models[0]!.category).toBe(category);
+    }
+  });
+
   test("an embedding model is not an images model → /models/0/upstream_api; on an openai provider it is valid", () => {
     const msg = resolveBroken((c) => Object.assign(c.models[0]!, { category: "embedding", upstream_api: "images" }));
     expect(msg).toContain("/models/0/upstream_api");

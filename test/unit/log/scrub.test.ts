@@ -265,6 +265,17 @@ describe("vendor keys known by value (a gateway's scrubber)", () => {
     expect(scrubber.forClient("tool_choice must be one of none, auto; EMPTY is not a dummy value, changeme")).toBe("tool_choice must be one of none, auto; EMPTY is not a dummy value, changeme");
   });
 
+  test("a value without letters is not remembered: replaced in an answer's JSON, it would break its numbers", () => {
+    const own = createScrubber();
+    own.remember("20240101");
+    own.remember("12345-67890");
+    const answer = '{"created":1720240101,"usage":{"prompt_tokens":12345}}';
+    expect(own.withoutKnown(answer)).toBe(answer);
+    own.remember("proxy-key-2024");
+    expect(own.withoutKnown('{"debug":"proxy-key-2024","created":1720240101}')).toBe('{"debug":"[redacted]","created":1720240101}');
+    expect(own.secrets()).toContain("proxy-key-2024");
+  });
+
   test("each gateway's scrubber knows its own keys only; the plain functions know none", () => {
     const other = createScrubber();
     other.remember("other-proxy-key-77");
