@@ -117,7 +117,8 @@ function vendorModel(vendor: "openai" | "anthropic", name: string, context: numb
     upstream_model: name,
     category: "text",
     context_length: context,
-    modalities: { input: ["text", "image"], output: ["text"] },
+    // Text in: image parts are refused with a 400 on every path (docs/decisions.md, "Image input"), so the catalogue does not offer them.
+    modalities: { input: ["text"], output: ["text"] },
     owned_by: vendor,
     pricing,
   };

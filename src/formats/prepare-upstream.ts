@@ -65,6 +65,10 @@ export function prepareUpstream(
       fitThinkingStyle(out, traits.reasoning, maxTokens, notes);
       fitThinkingBudget(out, maxTokens, model, log, typeof body.max_tokens === "number" ? body.max_tokens : undefined);
       dropUnsignedThinking(out);
+      if (thinkingWithoutItsBlock(out)) {
+        dropThinking(out);
+        (notes.dropped ??= []).push("thinking: the tool call this turn continues was made without thinking (another model answered it)");
+      }
     } else {
       delete out.max_tokens;
       delete out.max_completion_tokens;
@@ -98,6 +102,22 @@ export function prepareUpstreamBody(
   log?: Logger,
 ): unknown {
   return prepareUpstream(wire, body, model, provider, maxTokens, log).body;
+}
+
+/**
+ * Thinking asked for on a turn that continues after tool calls made without a thinking block
+ * first (answered by another vendor's model, a fallback or a `/model` switch; or one whose
+ * unsigned thinking was just dropped): Anthropic refuses it ("Expected `thinking` or
+ * `redacted_thinking`, but found `tool_use`"), and no client can repair that history. The step
+ * goes without thinking, as it does on the chat path (openai-to-anthropic.ts, `thinkingRefused`).
+ */
+function thinkingWithoutItsBlock(body: Record<string, unknown>): boolean {
+  const thinking = body.thinking as { type?: unknown } | undefined;
+  if (!thinking || typeof thinking !== "object" || thinking.type === "disabled" || !Array.isArray(body.messages)) return false;
+  const last = (body.messages as AnthropicMessage[]).findLast((m) => m.role === "assistant");
+  if (!last || !Array.isArray(last.content) || !last.content.some((b) => b.type === "tool_use")) return false;
+  const first = last.content[0];
+  return !(first && (first.type === "thinking" || first.type === "redacted_thinking"));
 }
 
 /**

@@ -92,6 +92,17 @@ function expectAnthropicPassthrough(call: RecordedCall, sent: RecordedRequest) {
   expect(sent.headers["anthropic-version"]).toBe(call.headers["anthropic-version"]!);
   expect(sent.body.model).toBe("claude-sonnet-4-5");
   expect(sent.body.max_tokens).toBe(8192);
+  // A recorded turn that continues a tool call made without thinking (this recording's answers came
+  // from a fake vendor that does not think) goes without thinking: Anthropic would refuse it.
+  const last = (body.messages as { role: string; content: unknown }[]).findLast((m) => m.role === "assistant");
+  const blocks = last && Array.isArray(last.content) ? (last.content as { type: string }[]) : [];
+  if (blocks.some((b) => b.type === "tool_use") && blocks[0]?.type !== "thinking" && blocks[0]?.type !== "redacted_thinking") {
+    expect(sent.body.thinking).toBeUndefined();
+    const edits = (body.context_management?.edits ?? []).filter((e: { type: string }) => !e.type.startsWith("clear_thinking"));
+    expect(sent.body.context_management).toEqual(edits.length > 0 ? { ...body.context_management, edits } : undefined);
+    for (const field of ["messages", "system", "tools", "metadata", "stream"]) expect(sent.body[field]).toEqual(body[field]);
+    return;
+  }
   if (body.thinking.type === "enabled") {
     // 32000 and 31999 asked; the cap lowers both, the budget to ¾ of max_tokens (room for the answer).
     expect(body.thinking.budget_tokens).toBeGreaterThanOrEqual(8192);

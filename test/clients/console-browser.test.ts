@@ -465,10 +465,13 @@ test("the operator pages through the accounts and finds one by name", async () =
   await expect(page.getByTestId("accounts-caption").textContent()).resolves.toContain("(first page)");
   await page.getByTestId("accounts-next").click();
   await page.getByTestId("accounts-first").waitFor();
+  // Waited for, not read at once: on a loaded machine the rows may land a moment after the buttons.
+  await page.getByTestId("account-row").filter({ hasText: "bulk-100" }).waitFor();
   await expect(page.getByTestId("account-row").filter({ hasText: "bulk-100" }).count()).resolves.toBe(1);
   await page.getByTestId("account-search").fill("bulk-05");
   await page.getByRole("button", { name: "Find" }).click();
   await page.getByTestId("accounts-caption").filter({ hasText: "named like" }).waitFor();
+  await page.getByTestId("account-row").filter({ hasText: "bulk-059" }).waitFor();
   await expect(page.getByTestId("account-row").count()).resolves.toBe(10);
 }, 120_000);
 

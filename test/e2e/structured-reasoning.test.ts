@@ -207,6 +207,22 @@ describe("reasoning controls: OpenAI effort → Anthropic thinking", () => {
     expect(sent().thinking).toBeUndefined();
     expect(second.choices[0]!.message.content).toBe("18°C in Paris.");
   });
+
+  test("an Anthropic client's tool loop whose call another vendor's model made (a fallback, a /model switch): that step goes without thinking, the next with its own", async () => {
+    const tools = [{ name: "get_weather", input_schema: { type: "object" as const, properties: { city: { type: "string" } } } }];
+    // Turn 1 came from an OpenAI-kind model: a tool call with no thinking block before it.
+    const fromOther: Anthropic.MessageParam = { role: "assistant", content: [{ type: "tool_use", id: "toolu_other1", name: "get_weather", input: { city: "Paris" } }] };
+    const results: Anthropic.MessageParam = { role: "user", content: [{ type: "tool_result", tool_use_id: "toolu_other1", content: "18°C" }] };
+    answer(anthropicBody({ text: "18°C in Paris." }));
+    const message = await anthropic.messages.create({ model: ANTHROPIC_MODEL, max_tokens: 3000, tools, thinking: { type: "enabled", budget_tokens: 1024 }, messages: [...ask, fromOther, results] });
+    expect(sent().thinking).toBeUndefined();
+    expect(message.content).toEqual([expect.objectContaining({ type: "text", text: "18°C in Paris." })]);
+    // A call Claude made after its signed thinking keeps thinking on.
+    const own: Anthropic.MessageParam = { role: "assistant", content: [{ type: "thinking", thinking: "Call the tool.", signature: SCRIPTED_SIGNATURE }, { type: "tool_use", id: "toolu_own1", name: "get_weather", input: { city: "Rome" } }] };
+    answer(anthropicBody({ text: "20°C in Rome." }));
+    await anthropic.messages.create({ model: ANTHROPIC_MODEL, max_tokens: 3000, tools, thinking: { type: "enabled", budget_tokens: 1024 }, messages: [...ask, own, { role: "user", content: [{ type: "tool_result", tool_use_id: "toolu_own1", content: "20°C" }] }] });
+    expect(sent().thinking).toEqual({ type: "enabled", budget_tokens: 1024 });
+  });
 });
 
 describe("reasoning controls: Anthropic thinking → OpenAI effort", () => {

@@ -1,3 +1,4 @@
+import { openaiToolId } from "../common/tool-call-ids.ts";
 import { createHash } from "node:crypto";
 import { anthropicBlocksText } from "../common/content-text.ts";
 import { UNKNOWN_TRAITS, type UpstreamTraits } from "../common/model-traits.ts";
@@ -38,7 +39,7 @@ export function anthropicRequestToOpenAI(
       for (const block of blocks) {
         if (block.type === "text") texts.push(String(block.text ?? ""));
         else if (block.type === "tool_use") {
-          calls.push({ id: String(block.id), type: "function", function: { name: String(block.name), arguments: JSON.stringify(block.input ?? {}) } });
+          calls.push({ id: openaiToolId(String(block.id)), type: "function", function: { name: String(block.name), arguments: JSON.stringify(block.input ?? {}) } });
         }
         // thinking blocks carry vendor signatures that mean nothing to another vendor.
       }
@@ -52,7 +53,7 @@ export function anthropicRequestToOpenAI(
         if (block.type === "tool_result") {
           const content = anthropicBlocksText(block.content as string | AnthropicBlock[] | undefined);
           // OpenAI tool messages have no error flag; the model learns it from the text instead.
-          messages.push({ role: "tool", tool_call_id: String(block.tool_use_id), content: block.is_error === true ? `Error: ${content}` : content });
+          messages.push({ role: "tool", tool_call_id: openaiToolId(String(block.tool_use_id)), content: block.is_error === true ? `Error: ${content}` : content });
         } else rest.push(block);
       }
       const text = anthropicBlocksText(rest);

@@ -1,3 +1,4 @@
+import { anthropicToolId } from "../common/tool-call-ids.ts";
 import { openaiContentText } from "../common/content-text.ts";
 import { UNKNOWN_TRAITS, type UpstreamTraits } from "../common/model-traits.ts";
 import { anthropicReasoning } from "../common/reasoning.ts";
@@ -49,13 +50,13 @@ export function openaiRequestToAnthropic(
         const text = openaiContentText(m.content) || (typeof refusal === "string" ? refusal : "");
         if (text.trim()) blocks.push({ type: "text", text });
         for (const call of m.tool_calls ?? []) {
-          blocks.push({ type: "tool_use", id: call.id, name: call.function.name, input: parseArguments(call.function.arguments) });
+          blocks.push({ type: "tool_use", id: anthropicToolId(call.id), name: call.function.name, input: parseArguments(call.function.arguments) });
         }
         push("assistant", blocks);
         break;
       }
       case "tool":
-        push("user", [{ type: "tool_result", tool_use_id: m.tool_call_id ?? "", content: openaiContentText(m.content) }]);
+        push("user", [{ type: "tool_result", tool_use_id: anthropicToolId(m.tool_call_id ?? ""), content: openaiContentText(m.content) }]);
         break;
     }
   }

@@ -71,6 +71,10 @@ describe("built-in defaults", () => {
     expect(s.providers.get("anthropic")!.apiKey).toBe("sk-ant-env-456");
     expect(s.providers.get("anthropic")!.kind).toBe("anthropic");
     for (const m of s.models) expect(s.providers.has(m.provider)).toBe(true);
+    // Image parts are refused on every path: the vendors' chat models are listed as text in, text out.
+    for (const m of s.models.filter((m) => m.category === "text" && (m.id.startsWith("openai/") || m.id.startsWith("anthropic/")))) {
+      expect([m.id, m.modalities]).toEqual([m.id, { input: ["text"], output: ["text"] }]);
+    }
   });
 
   test("only OPENAI_API_KEY → openai models but no anthropic ones", () => {

@@ -48,6 +48,28 @@ describe("OpenAI request → Anthropic", () => {
     ]);
   });
 
+  test("tool call ids Anthropic refuses (vLLM's `functions.get_weather:0`) are rewritten the same in the call and its result; valid ones go as they are", () => {
+    const out = openaiRequestToAnthropic({
+      messages: [
+        { role: "user", content: "Weather?" },
+        { role: "assistant", content: null, tool_calls: [
+          { id: "functions.get_weather:0", type: "function", function: { name: "get_weather", arguments: '{"city":"Paris"}' } },
+          { id: "functions.get_weather:1", type: "function", function: { name: "get_weather", arguments: '{"city":"Rome"}' } },
+          { id: "call_ok-1", type: "function", function: { name: "get_weather", arguments: '{"city":"Oslo"}' } },
+        ] },
+        { role: "tool", tool_call_id: "functions.get_weather:0", content: "18°C" },
+        { role: "tool", tool_call_id: "functions.get_weather:1", content: "20°C" },
+        { role: "tool", tool_call_id: "call_ok-1", content: "2°C" },
+      ],
+    } as never, "m", 10);
+    const calls = (out.messages[1]!.content as { id: string }[]).map((b) => b.id);
+    const results = (out.messages[2]!.content as { tool_use_id: string }[]).map((b) => b.tool_use_id);
+    expect(results).toEqual(calls);
+    for (const id of calls) expect(id).toMatch(/^[a-zA-Z0-9_-]+$/);
+    expect(new Set(calls).size).toBe(3);
+    expect(calls[2]).toBe("call_ok-1");
+  });
+
   test("prompt-cache marks: two, on the last blocks that may carry one; none with models[].prompt_cache off", () => {
     const marks = (out: { messages: { content: unknown }[] }) => JSON.stringify(out).split('"cache_control"').length - 1;
     const long = openaiRequestToAnthropic({ messages: [{ role: "system", content: "s" }, { role: "user", content: "a" }, { role: "assistant", content: "b" }, { role: "user", content: "c" }, { role: "assistant", content: "d" }, { role: "user", content: "e" }] }, "m", 10);
@@ -78,6 +100,27 @@ describe("OpenAI request → Anthropic", () => {
     expect(() =>
       openaiRequestToAnthropic({ messages: [{ role: "user", content: [{ type: "image_url", image_url: { url: "data:image/png;base64,AA" } }] }] }, "m", 10),
     ).toThrow(/image/);
+  });
+});
+
+describe("Anthropic request → OpenAI: tool call ids", () => {
+  test("an id past OpenAI's 40 characters is shortened the same in the call and its result; a short one goes as it is", () => {
+    const long = `toolu_${"x".repeat(60)}`;
+    const out = anthropicRequestToOpenAI({
+      max_tokens: 10,
+      messages: [
+        { role: "user", content: "Weather?" },
+        { role: "assistant", content: [{ type: "tool_use", id: long, name: "get_weather", input: { city: "Paris" } }, { type: "tool_use", id: "toolu_short", name: "get_weather", input: { city: "Rome" } }] },
+        { role: "user", content: [{ type: "tool_result", tool_use_id: long, content: "18°C" }, { type: "tool_result", tool_use_id: "toolu_short", content: "20°C" }] },
+      ],
+    } as never, "m", 10, "max_tokens");
+    const assistant = out.messages.find((m: { role: string }) => m.role === "assistant") as { tool_calls: { id: string }[] };
+    const ids = assistant.tool_calls.map((c) => c.id);
+    const answered = out.messages.filter((m: { role: string }) => m.role === "tool").map((m: { tool_call_id?: string }) => m.tool_call_id);
+    expect(answered).toEqual(ids);
+    expect(ids[0]!.length).toBeLessThanOrEqual(40);
+    expect(ids[0]).not.toBe(long);
+    expect(ids[1]).toBe("toolu_short");
   });
 });
 
