@@ -62,8 +62,8 @@ describe("OpenAI request → Anthropic", () => {
         { role: "tool", tool_call_id: "call_ok-1", content: "2°C" },
       ],
     } as never, "m", 10);
-    const calls = (out.messages[1]!.content as { id: string }[]).map((b) => b.id);
-    const results = (out.messages[2]!.content as { tool_use_id: string }[]).map((b) => b.tool_use_id);
+    const calls = (out.messages[1]!.content as unknown as { id: string }[]).map((b) => b.id);
+    const results = (out.messages[2]!.content as unknown as { tool_use_id: string }[]).map((b) => b.tool_use_id);
     expect(results).toEqual(calls);
     for (const id of calls) expect(id).toMatch(/^[a-zA-Z0-9_-]+$/);
     expect(new Set(calls).size).toBe(3);
