@@ -34,8 +34,23 @@ function simulatedAnswer(url: string, init: RequestInit): Response {
   const words = answerWords(String(body.model), body, format).slice(0, Math.max(1, maxTokens));
   const inputTokens = Math.max(1, Math.ceil(promptText(format, body).length / 4));
   const events: StreamEvent[] = [{ type: "start", inputTokens }];
-  words.forEach((word, i) => events.push({ type: "text", text: i === 0 ? word : ` ${word}` }));
-  events.push({ type: "finish", reason: "stop" }, { type: "usage", inputTokens, outputTokens: words.length });
+  // What a real model would do with a forced tool or a schema: a call, or JSON of the schema's
+  // shape, so SDK helpers (`chat.completions.parse`, `generateObject`, a forced tool) work in the
+  // quick start too. Strings in it say what the echo would have said.
+  const said = words.join(" ");
+  const forced = forcedTool(format, body);
+  const schema = forced ? undefined : answerSchema(format, body);
+  if (forced) {
+    const args = JSON.stringify(sampleOf(forced.schema, said, 0));
+    events.push({ type: "tool-call", index: 0, id: format === "openai" ? `call_${randomSuffix().slice(0, 24)}` : `toolu_${randomSuffix().slice(0, 24)}`, name: forced.name, argumentsDelta: args });
+    events.push({ type: "finish", reason: "tool_calls" }, { type: "usage", inputTokens, outputTokens: Math.max(1, Math.ceil(args.length / 4)) });
+  } else if (schema !== undefined) {
+    const json = JSON.stringify(sampleOf(schema, said, 0));
+    events.push({ type: "text", text: json }, { type: "finish", reason: "stop" }, { type: "usage", inputTokens, outputTokens: Math.max(1, Math.ceil(json.length / 4)) });
+  } else {
+    words.forEach((word, i) => events.push({ type: "text", text: i === 0 ? word : ` ${word}` }));
+    events.push({ type: "finish", reason: "stop" }, { type: "usage", inputTokens, outputTokens: words.length });
+  }
 
   const ctx = {
     id: format === "openai" ? `chatcmpl-${randomSuffix()}` : `msg_${randomSuffix()}`,
@@ -51,6 +66,76 @@ function simulatedAnswer(url: string, init: RequestInit): Response {
   for (const e of events) text += encoder.event(e);
   text += encoder.end();
   return new Response(text, { headers: { "content-type": "text/event-stream" } });
+}
+
+type Schema = Record<string, unknown>;
+
+/** The tool the request forces (OpenAI `tool_choice` function or `required`, Anthropic `tool` or `any`), with its parameters' schema. */
+function forcedTool(format: "openai" | "anthropic", body: Record<string, unknown>): { name: string; schema: Schema } | undefined {
+  const choice = body.tool_choice as { type?: string; name?: string; function?: { name?: string } } | string | undefined;
+  if (!Array.isArray(body.tools) || body.tools.length === 0 || choice === undefined) return undefined;
+  if (format === "openai") {
+    const tools = body.tools as { type?: string; function?: { name?: string; parameters?: Schema } }[];
+    const name = choice === "required" ? tools[0]?.function?.name : typeof choice === "object" ? choice.function?.name : undefined;
+    const tool = tools.find((t) => t.function?.name === name);
+    return tool && name ? { name, schema: tool.function?.parameters ?? { type: "object" } } : undefined;
+  }
+  if (typeof choice !== "object") return undefined;
+  const tools = body.tools as { name?: string; input_schema?: Schema }[];
+  const name = choice.type === "any" ? tools[0]?.name : choice.type === "tool" ? choice.name : undefined;
+  const tool = tools.find((t) => t.name === name);
+  return tool && name ? { name, schema: tool.input_schema ?? { type: "object" } } : undefined;
+}
+
+/** The schema the answer's text must follow: OpenAI `response_format` (json_schema, json_object), Anthropic `output_config.format`. */
+function answerSchema(format: "openai" | "anthropic", body: Record<string, unknown>): Schema | undefined {
+  if (format === "openai") {
+    const rf = body.response_format as { type?: string; json_schema?: { schema?: Schema } } | undefined;
+    if (rf?.type === "json_schema") return rf.json_schema?.schema ?? { type: "object" };
+    if (rf?.type === "json_object") return { type: "object", properties: { answer: { type: "string" } } };
+    return undefined;
+  }
+  const f = (body.output_config as { format?: { type?: string; schema?: Schema } } | undefined)?.format;
+  return f?.type === "json_schema" ? (f.schema ?? { type: "object" }) : undefined;
+}
+
+/** A value of the schema's shape: every property, the first of each choice, `text` for strings. */
+function sampleOf(schema: Schema, text: string, depth: number, root: Schema = schema): unknown {
+  if (depth > 8) return null;
+  const ref = typeof schema.$ref === "string" ? schema.$ref.match(/^#\/(?:\$defs|definitions)\/(.+)$/)?.[1] : undefined;
+  if (ref) {
+    const defs = (root.$defs ?? root.definitions) as Record<string, Schema> | undefined;
+    return defs?.[ref] ? sampleOf(defs[ref]!, text, depth + 1, root) : null;
+  }
+  if ("const" in schema) return schema.const;
+  if (Array.isArray(schema.enum) && schema.enum.length > 0) return schema.enum[0];
+  for (const key of ["anyOf", "oneOf", "allOf"] as const) {
+    const options = schema[key];
+    if (Array.isArray(options) && options.length > 0) return sampleOf(options[0] as Schema, text, depth + 1, root);
+  }
+  const type = Array.isArray(schema.type) ? (schema.type.find((t) => t !== "null") ?? "null") : schema.type;
+  switch (type) {
+    case "object": {
+      const out: Record<string, unknown> = {};
+      const properties = (schema.properties ?? {}) as Record<string, Schema>;
+      for (const [name, property] of Object.entries(properties)) out[name] = sampleOf(property, text, depth + 1, root);
+      return out;
+    }
+    case "array": {
+      const items = (schema.items ?? { type: "string" }) as Schema;
+      const count = Math.max(1, Number(schema.minItems ?? 1));
+      return Array.from({ length: Math.min(count, 3) }, () => sampleOf(items, text, depth + 1, root));
+    }
+    case "integer":
+    case "number":
+      return typeof schema.minimum === "number" ? schema.minimum : typeof schema.exclusiveMinimum === "number" ? schema.exclusiveMinimum + 1 : 0;
+    case "boolean":
+      return true;
+    case "null":
+      return null;
+    default:
+      return text;
+  }
 }
 
 function answerWords(model: string, body: Record<string, unknown>, format: "openai" | "anthropic"): string[] {

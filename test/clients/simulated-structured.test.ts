@@ -1,0 +1,75 @@
+/**
+ * The quick start's simulated models answer what the SDKs' structured-output helpers ask for: a
+ * forced tool gets a call with arguments of its schema's shape, a response schema gets JSON of
+ * that shape (on `switchyard/echo`, an OpenAI-format upstream, and `switchyard/lorem`, an
+ * Anthropic-format one reached through the translation), so `chat.completions.parse`,
+ * `messages.parse` and a forced tool work as they do against a vendor.
+ */
+import { afterAll, beforeAll, expect, test } from "bun:test";
+import { mkdtempSync, rmSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import OpenAI from "openai";
+import Anthropic from "@anthropic-ai/sdk";
+import { startGatewayProcess, type GatewayProcess } from "../helpers/gateway-process.ts";
+
+let gateway: GatewayProcess;
+let dir: string;
+beforeAll(async () => {
+  dir = mkdtempSync(join(tmpdir(), "switchyard-simulated-structured-"));
+  gateway = await startGatewayProcess({ SWITCHYARD_DB: join(dir, "gw.sqlite"), OPENAI_API_KEY: "", ANTHROPIC_API_KEY: "", SWITCHYARD_CONFIG: "" });
+});
+afterAll(async () => {
+  gateway?.child.kill("SIGKILL");
+  await gateway?.child.exited;
+  rmSync(dir, { recursive: true, force: true });
+});
+
+const weather = {
+  type: "object",
+  properties: { city: { type: "string" }, celsius: { type: "number" }, sunny: { type: "boolean" }, tags: { type: "array", items: { type: "string" } }, unit: { type: "string", enum: ["C", "F"] } },
+  required: ["city", "celsius", "sunny", "tags", "unit"],
+  additionalProperties: false,
+} as const;
+
+test("chat.completions.parse with a json_schema: JSON of the schema's shape, on both simulated models", async () => {
+  const openai = new OpenAI({ baseURL: `${gateway.url}/v1`, apiKey: gateway.key, maxRetries: 0 });
+  for (const model of ["switchyard/echo", "switchyard/lorem"]) {
+    const done = await openai.chat.completions.parse({
+      model, messages: [{ role: "user", content: "Weather in Paris" }],
+      response_format: { type: "json_schema", json_schema: { name: "weather", strict: true, schema: weather } },
+    });
+    const parsed = done.choices[0]!.message.parsed as Record<string, unknown>;
+    expect([model, Object.keys(parsed).sort()]).toEqual([model, ["celsius", "city", "sunny", "tags", "unit"]]);
+    expect([typeof parsed.city, typeof parsed.celsius, parsed.sunny, parsed.unit]).toEqual(["string", "number", true, "C"]);
+    expect(Array.isArray(parsed.tags)).toBe(true);
+  }
+});
+
+test("a forced tool gets a call with arguments of its parameters' shape (OpenAI and Anthropic clients, streamed or not)", async () => {
+  const openai = new OpenAI({ baseURL: `${gateway.url}/v1`, apiKey: gateway.key, maxRetries: 0 });
+  const tools = [{ type: "function" as const, function: { name: "get_weather", parameters: weather } }];
+  const whole = await openai.chat.completions.create({ model: "switchyard/echo", messages: [{ role: "user", content: "Paris" }], tools, tool_choice: { type: "function", function: { name: "get_weather" } } });
+  expect(whole.choices[0]!.finish_reason).toBe("tool_calls");
+  const call = whole.choices[0]!.message.tool_calls![0]! as { function: { name: string; arguments: string } };
+  expect(call.function.name).toBe("get_weather");
+  expect(Object.keys(JSON.parse(call.function.arguments)).sort()).toEqual(["celsius", "city", "sunny", "tags", "unit"]);
+
+  const anthropic = new Anthropic({ baseURL: gateway.url, apiKey: gateway.key, maxRetries: 0 });
+  for (const model of ["switchyard/lorem", "switchyard/echo"]) {
+    const message = await anthropic.messages.stream({
+      model, max_tokens: 200, messages: [{ role: "user", content: "Paris" }],
+      tools: [{ name: "get_weather", input_schema: weather as unknown as Anthropic.Tool.InputSchema }], tool_choice: { type: "tool", name: "get_weather" },
+    }).finalMessage();
+    expect([model, message.stop_reason]).toEqual([model, "tool_use"]);
+    const use = message.content.find((b) => b.type === "tool_use") as { name: string; input: Record<string, unknown> };
+    expect(use.name).toBe("get_weather");
+    expect(Object.keys(use.input).sort()).toEqual(["celsius", "city", "sunny", "tags", "unit"]);
+  }
+});
+
+test("without a schema or a forced tool the echo is as before", async () => {
+  const openai = new OpenAI({ baseURL: `${gateway.url}/v1`, apiKey: gateway.key, maxRetries: 0 });
+  const done = await openai.chat.completions.create({ model: "switchyard/echo", messages: [{ role: "user", content: "Hello there" }] });
+  expect(done.choices[0]!.message.content).toBe("Echo: Hello there");
+});
