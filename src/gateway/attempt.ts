@@ -122,7 +122,7 @@ export async function attemptUpstream(deps: AttemptDeps, req: AttemptRequest, ca
     deadline.headArrived();
 
     if (!res.ok) {
-      const text = await readText(res, deadline, ERROR_BODY_BYTES, true).catch(() => "");
+      const text = await readText(res, deadline, ERROR_BODY_BYTES).catch(() => "");
       if (req.clientSignal.aborted) throw clientClosed();
       let detail: string | undefined;
       let openai: OpenAIErrorDetail | undefined;
@@ -227,89 +227,85 @@ function inlineOptions(deps: AttemptDeps, provider: ResolvedProvider, deadline: 
 }
 
 /**
- * An error body as text, read under the attempt's deadline (each chunk counts as the upstream
- * being alive). `cap` bytes at most; `truncate` keeps what fits instead of failing (error bodies
- * are only read for their message).
+ * A body's bytes in order, read under the attempt's deadline (each chunk counts as the upstream
+ * being alive): one buffer when the transport read it whole (asking a Response for its `body`
+ * makes it build a stream over its bytes), else chunk by chunk. `take` returns false to stop
+ * reading; the rest is cancelled.
  */
-async function readText(res: Response, deadline: Deadline, cap: number, truncate: boolean): Promise<string> {
-  // The buffer first: asking a Response for its `body` makes it build a stream over its bytes.
+async function eachChunk(res: Response, deadline: Deadline, take: (chunk: Uint8Array) => boolean): Promise<void> {
   const whole = wholeBody(res);
   if (whole) {
-    if (whole.byteLength >= cap && !truncate) throw new Error(`body larger than ${cap} bytes`);
-    const text = utf8Text(whole, Math.min(whole.byteLength, cap));
-    return truncate ? text.slice(0, cap) : text;
+    take(whole);
+    return;
   }
-  if (!res.body) return "";
+  if (!res.body) return;
   const reader: ChunkReader = fastReader(res) ?? (res.body.getReader() as ChunkReader);
+  for (;;) {
+    const { value, done } = await reader.read();
+    if (done) return;
+    deadline.touch();
+    if (!take(value)) {
+      reader.cancel().catch(() => {});
+      return;
+    }
+  }
+}
+
+/** Bytes gathered from chunks, as UTF-8 text (one chunk is not copied). */
+const textOf = (chunks: Uint8Array[]): string => {
+  const bytes = chunks.length === 1 ? chunks[0]! : Buffer.concat(chunks);
+  return utf8Text(bytes, bytes.byteLength);
+};
+
+/** An error body's first `cap` bytes as text: it is only read for its message. */
+async function readText(res: Response, deadline: Deadline, cap: number): Promise<string> {
   const chunks: Uint8Array[] = [];
   let size = 0;
-  try {
-    for (;;) {
-      const { value, done } = await reader.read();
-      if (done) break;
-      deadline.touch();
-      chunks.push(value);
-      size += value.byteLength;
-      if (size >= cap) {
-        if (truncate) break;
-        throw new Error(`body larger than ${cap} bytes`);
-      }
-    }
-  } finally {
-    if (size >= cap) reader.cancel().catch(() => {});
-  }
+  await eachChunk(res, deadline, (chunk) => {
+    chunks.push(chunk);
+    size += chunk.byteLength;
+    return size < cap;
+  });
+  if (chunks.length === 0) return "";
+  // Only the first `cap` bytes are decoded (an error page sent whole may be megabytes).
   const bytes = chunks.length === 1 ? chunks[0]! : Buffer.concat(chunks);
-  const text = utf8Text(bytes, bytes.byteLength);
-  return truncate ? text.slice(0, cap) : text;
+  return utf8Text(bytes, Math.min(bytes.byteLength, cap)).slice(0, cap);
 }
 
 /**
- * A whole answer's body as text, read under the attempt's deadline; or, once it passes
- * `elsewhere`'s threshold, handed to the format's reader as it arrives (bytes already read
- * first), which then parses, checks and writes it away from the request thread. The transport
- * caps whole answers itself.
+ * A whole answer's body as text; or, once it passes `elsewhere`'s threshold, handed to the
+ * format's reader as it arrives (bytes already read first), which then parses, checks and writes
+ * it away from the request thread. The transport caps whole answers itself.
  */
 async function readAnswer(res: Response, deadline: Deadline, elsewhere?: { thresholdBytes: number; open: () => WholeAnswerSink | undefined }): Promise<string | WholeAnswerSink> {
-  const whole = wholeBody(res);
-  if (whole) {
-    const sink = elsewhere && whole.byteLength > elsewhere.thresholdBytes ? elsewhere.open() : undefined;
-    if (!sink) return utf8Text(whole, whole.byteLength);
-    sink.push(whole);
-    return sink;
-  }
-  if (!res.body) return "";
-  const reader: ChunkReader = fastReader(res) ?? (res.body.getReader() as ChunkReader);
   const chunks: Uint8Array[] = [];
   let size = 0;
   let sink: WholeAnswerSink | undefined;
   try {
-    for (;;) {
-      const { value, done } = await reader.read();
-      if (done) break;
-      deadline.touch();
+    await eachChunk(res, deadline, (chunk) => {
       if (sink) {
-        sink.push(value);
-        continue;
+        sink.push(chunk);
+        return true;
       }
-      chunks.push(value);
-      size += value.byteLength;
+      chunks.push(chunk);
+      size += chunk.byteLength;
       if (elsewhere && size > elsewhere.thresholdBytes) {
         sink = elsewhere.open();
         // Nothing can take it: read here, as a small answer is.
         if (!sink) elsewhere = undefined;
         else {
-          for (const chunk of chunks) sink.push(chunk);
+          for (const piece of chunks) sink.push(piece);
           chunks.length = 0;
         }
       }
-    }
+      return true;
+    });
   } catch (err) {
     sink?.drop();
     throw err;
   }
   if (sink) return sink;
-  const bytes = chunks.length === 1 ? chunks[0]! : Buffer.concat(chunks);
-  return utf8Text(bytes, bytes.byteLength);
+  return chunks.length === 0 ? "" : textOf(chunks);
 }
 
 /**
