@@ -278,6 +278,9 @@ async function readText(res: Response, deadline: Deadline, cap: number): Promise
  * it away from the request thread. The transport caps whole answers itself.
  */
 async function readAnswer(res: Response, deadline: Deadline, elsewhere?: { thresholdBytes: number; open: () => WholeAnswerSink | undefined }): Promise<string | WholeAnswerSink> {
+  // The usual answer, read whole by the transport and small: decoded at once, no chunk loop.
+  const whole = wholeBody(res);
+  if (whole && !(elsewhere && whole.byteLength > elsewhere.thresholdBytes)) return utf8Text(whole, whole.byteLength);
   const chunks: Uint8Array[] = [];
   let size = 0;
   let sink: WholeAnswerSink | undefined;
