@@ -14,13 +14,13 @@
 import { mkdtempSync, readdirSync, readFileSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { createApp } from "../src/app.ts";
+import { createApp, SERVER_BODY_LIMIT } from "../src/app.ts";
 import { resolveSettings } from "../src/config/load-config.ts";
 import { openDatabase } from "../src/store/database.ts";
 import { silentLogger } from "../src/log/log.ts";
 import { float32Base64 } from "../src/formats/openai-embeddings/encode-embeddings.ts";
-import { SERVER_BODY_LIMIT } from "../src/app.ts";
 import { parseArgs, serveAsChild } from "./child-process.ts";
+import { watchLoopStall } from "../test/helpers/loop-stall.ts";
 
 const args = parseArgs(process.argv.slice(2).filter((a) => a !== "--serve"));
 const DIMENSIONS = Number(args.get("dimensions") ?? 1400);
@@ -118,13 +118,7 @@ async function main(): Promise<void> {
     for (let round = 0; round < ROUNDS + 1; round++) {
       await Bun.sleep(200);
       Bun.gc(true);
-      let last = performance.now();
-      let stall = 0;
-      const probe = setInterval(() => {
-        const now = performance.now();
-        stall = Math.max(stall, now - last);
-        last = now;
-      }, 1);
+      const watch = watchLoopStall();
       const threads0 = threadCpu();
       const cpu0 = process.cpuUsage();
       const t0 = performance.now();
@@ -134,7 +128,7 @@ async function main(): Promise<void> {
       const cpu = process.cpuUsage(cpu0);
       const threads = threadCpu();
       const mainCpu = (threads.get("main") ?? 0) - (threads0.get("main") ?? 0);
-      clearInterval(probe);
+      const stall = watch.stop();
       const [status, bytes] = out.split(" ").map(Number) as [number, number];
       if (status !== 200) throw new Error(`${name}: status ${status}`);
       // The first round warms the JIT and the workers.

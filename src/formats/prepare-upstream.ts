@@ -10,6 +10,7 @@ import type { TranslationNotes } from "./common/wire-types.ts";
 import type { AnthropicMessage, MessagesRequest } from "./anthropic-messages/schema.ts";
 import type { ChatRequest } from "./openai-chat/schema.ts";
 import type { Logger } from "../log/log.ts";
+import { continuesCallWithoutThinking } from "./anthropic-messages/thinking-history.ts";
 
 export { MIN_THINKING_BUDGET };
 
@@ -104,20 +105,11 @@ export function prepareUpstreamBody(
   return prepareUpstream(wire, body, model, provider, maxTokens, log).body;
 }
 
-/**
- * Thinking asked for on a turn that continues after tool calls made without a thinking block
- * first (answered by another vendor's model, a fallback or a `/model` switch; or one whose
- * unsigned thinking was just dropped): Anthropic refuses it ("Expected `thinking` or
- * `redacted_thinking`, but found `tool_use`"), and no client can repair that history. The step
- * goes without thinking, as it does on the chat path (openai-to-anthropic.ts, `thinkingRefused`).
- */
+/** Thinking asked for on a turn Anthropic would refuse it on (anthropic-messages/thinking-history.ts). */
 function thinkingWithoutItsBlock(body: Record<string, unknown>): boolean {
   const thinking = body.thinking as { type?: unknown } | undefined;
   if (!thinking || typeof thinking !== "object" || thinking.type === "disabled" || !Array.isArray(body.messages)) return false;
-  const last = (body.messages as AnthropicMessage[]).findLast((m) => m.role === "assistant");
-  if (!last || !Array.isArray(last.content) || !last.content.some((b) => b.type === "tool_use")) return false;
-  const first = last.content[0];
-  return !(first && (first.type === "thinking" || first.type === "redacted_thinking"));
+  return continuesCallWithoutThinking(body.messages as AnthropicMessage[]);
 }
 
 /**

@@ -159,11 +159,7 @@ export function createKeyPools(deps: KeyPoolsDeps) {
           deps.log("warn", keys.length > 1 ? "vendor key refused: no traffic until a probe passes" : "vendor key refused", { provider: provider.id, key: key.key.env, status });
         }
         if (verdict === "ok" && before && before.disabledAt > 0) deps.log("info", "vendor key accepted again", { provider: provider.id, key: key.key.env });
-        // The last view learns it at once: this process's next choices need no round trip to know.
-        const states = new Map(view.states);
-        if (after) states.set(key.key.env, after);
-        else states.delete(key.key.env);
-        observe(provider.id, keys, { states }, now);
+        learn(provider.id, keys, view.states, key.key.env, after, now);
         void deps.store.write(provider.id, key.key.env, after);
       },
       hasUsable(exclude) {
@@ -173,6 +169,14 @@ export function createKeyPools(deps: KeyPoolsDeps) {
       },
       soonestBackMs: () => soonestBackMs(keys, lastViews.get(provider.id)!, deps.now()),
     });
+  }
+
+  /** The last view learns one key's new state at once: this process's next choices need no round trip to know it. */
+  function learn(providerId: string, keys: readonly ResolvedVendorKey[], from: ReadonlyMap<string, KeyState>, env: string, after: KeyState | undefined, now: number): void {
+    const states = new Map(from);
+    if (after) states.set(env, after);
+    else states.delete(env);
+    observe(providerId, keys, { states }, now);
   }
 
   /**
@@ -201,10 +205,7 @@ export function createKeyPools(deps: KeyPoolsDeps) {
         await deps.store.write(provider.id, k.env, after);
         // Its outcome is written (the next probe's time with it): the claim is not needed past here.
         await deps.store.releaseProbe(provider.id, k.env);
-        const states = new Map(lastViews.get(provider.id)!.states);
-        if (after) states.set(k.env, after);
-        else states.delete(k.env);
-        observe(provider.id, keys, { states }, at);
+        learn(provider.id, keys, lastViews.get(provider.id)!.states, k.env, after, at);
       }));
     }));
   }
@@ -226,6 +227,22 @@ export function createKeyPools(deps: KeyPoolsDeps) {
     }
   }
 
+  /**
+   * Every pooled key's condition, by env name (never a secret): the admin API's list and `/ready`'s
+   * detail. Read from the shared store, so every process agrees.
+   */
+  async function listKeys(): Promise<VendorKeyStatus[]> {
+    const out: VendorKeyStatus[] = [];
+    for (const pool of pools.values()) {
+      const keys = pool.provider.keys!;
+      const view = await deps.store.read(pool.provider.id, undefined);
+      const now = deps.now();
+      observe(pool.provider.id, keys, view, now);
+      for (const k of keys) out.push(statusOf(pool.provider.id, k.env, view.states.get(k.env), now));
+    }
+    return out;
+  }
+
   let timer: ReturnType<typeof setInterval> | undefined;
   let probing: Promise<void> | undefined;
   return {
@@ -243,21 +260,7 @@ export function createKeyPools(deps: KeyPoolsDeps) {
       timer = undefined;
     },
     probeDue,
-    /**
-     * Every pooled key's condition, by env name (never a secret): the admin API's list. Read from
-     * the shared store, as `/ready` is.
-     */
-    async list(): Promise<VendorKeyStatus[]> {
-      const out: VendorKeyStatus[] = [];
-      for (const pool of pools.values()) {
-        const keys = pool.provider.keys!;
-        const view = await deps.store.read(pool.provider.id, undefined);
-        const now = deps.now();
-        observe(pool.provider.id, keys, view, now);
-        for (const k of keys) out.push(statusOf(pool.provider.id, k.env, view.states.get(k.env), now));
-      }
-      return out;
-    },
+    list: listKeys,
     /**
      * An operator's "try it now" (the vendor restored a key, its billing was fixed): the key's
      * probe runs at once, whatever its condition and schedule. Accepted, the key is usable again
@@ -282,10 +285,7 @@ export function createKeyPools(deps: KeyPoolsDeps) {
         const after = accepted ? undefined : state && state.disabledAt > 0 ? afterProbe(state, false, now) : state;
         if (after !== state) await deps.store.write(provider.id, env, after);
         deps.log("info", accepted ? "vendor key accepted (probe asked by an operator)" : "vendor key refused (probe asked by an operator)", { provider: provider.id, key: env });
-        const states = new Map(view.states);
-        if (after) states.set(env, after);
-        else states.delete(env);
-        observe(provider.id, provider.keys!, { states }, now);
+        learn(provider.id, provider.keys!, view.states, env, after, now);
         return { ...statusOf(provider.id, env, after, now), accepted };
       } finally {
         await deps.store.releaseProbe(provider.id, env);
@@ -306,26 +306,15 @@ export function createKeyPools(deps: KeyPoolsDeps) {
      * disabled, by env name (never a secret). Reads the shared store, so every process agrees.
      */
     async readiness(): Promise<PoolReadiness> {
-      const providers: PoolReadiness["providers"] = [];
-      let ready = true;
-      for (const pool of pools.values()) {
-        const keys = pool.provider.keys!;
-        const view = await deps.store.read(pool.provider.id, undefined);
-        const now = deps.now();
-        observe(pool.provider.id, keys, view, now);
-        let usable = 0;
-        const listed: PoolReadiness["providers"][number]["keys"] = [];
-        for (const k of keys) {
-          const state = view.states.get(k.env);
-          const condition = conditionOf(state, now);
-          if (condition === "usable") usable++;
-          else if (condition === "cooling") listed.push({ env: k.env, state: condition, until: new Date(state!.coolUntil).toISOString() });
-          else listed.push({ env: k.env, state: condition, since: new Date(state!.disabledAt).toISOString() });
-        }
-        if (usable === 0) ready = false;
-        providers.push({ id: pool.provider.id, usable, keys: listed });
+      const byProvider = new Map<string, PoolReadiness["providers"][number]>();
+      for (const pool of pools.values()) byProvider.set(pool.provider.id, { id: pool.provider.id, usable: 0, keys: [] });
+      for (const k of await listKeys()) {
+        const provider = byProvider.get(k.provider)!;
+        if (k.state === "usable") provider.usable++;
+        else provider.keys.push(k.state === "cooling" ? { env: k.key, state: k.state, until: k.until } : { env: k.key, state: k.state, since: k.since });
       }
-      return { ready, providers };
+      const providers = [...byProvider.values()];
+      return { ready: providers.every((p) => p.usable > 0), providers };
     },
   };
 }

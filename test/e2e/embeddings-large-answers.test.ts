@@ -4,6 +4,7 @@ import { createEmbeddingsThread, EMBEDDINGS_THREAD_BYTES } from "../../src/forma
 import { fakeEmbedding, fakeEmbeddingBase64, useFakeUpstream, type Reply } from "../helpers/fake-upstream.ts";
 import { post, useGateway, VENDOR_OPENAI_KEY, type Gateway } from "../helpers/gateway.ts";
 import { until } from "../helpers/until.ts";
+import { watchLoopStall } from "../helpers/loop-stall.ts";
 
 /*
  * Large embeddings answers (past EMBEDDINGS_THREAD_BYTES) are parsed, checked and written on the
@@ -258,13 +259,7 @@ describe("while a large answer is handled, the request thread answers others", (
    */
   async function largeRequest(g: Gateway, meanwhile?: () => Promise<void>): Promise<{ stall: number; bytes: Uint8Array[] }> {
     upstream.rule((req) => (req.path === "/v1/embeddings" && Array.isArray(req.body?.input) && req.body.input.length === BIG_INPUTS ? asJson(bigAnswer()) : undefined));
-    let last = performance.now();
-    let stall = 0;
-    const probe = setInterval(() => {
-      const now = performance.now();
-      stall = Math.max(stall, now - last);
-      last = now;
-    }, 1);
+    const watch = watchLoopStall();
     try {
       const large = (async () => {
         const res = await post(g, "/v1/embeddings", { model: EMBED, input: inputs(BIG_INPUTS), encoding_format: "float" });
@@ -275,9 +270,9 @@ describe("while a large answer is handled, the request thread answers others", (
       })();
       await meanwhile?.();
       const bytes = await large;
-      return { stall, bytes };
+      return { stall: watch.longest, bytes };
     } finally {
-      clearInterval(probe);
+      watch.stop();
       upstream.rule(undefined);
     }
   }

@@ -6,6 +6,7 @@ import { anthropicStructuredOutput } from "../common/structured-output.ts";
 import type { Json, TranslationNotes } from "../common/wire-types.ts";
 import type { AnthropicBlock, AnthropicMessage, MessagesRequest } from "../anthropic-messages/schema.ts";
 import type { ChatRequest } from "./schema.ts";
+import { continuesCallWithoutThinking } from "../anthropic-messages/thinking-history.ts";
 
 /**
  * An OpenAI chat request → an Anthropic messages request. System messages move to
@@ -147,10 +148,7 @@ function markCacheBreakpoints(messages: AnthropicMessage[]): void {
  */
 function thinkingRefused(out: MessagesRequest, messages: AnthropicMessage[]): string | undefined {
   if (out.tool_choice?.type === "any" || out.tool_choice?.type === "tool") return "thinking cannot be combined with a forced tool";
-  const lastAssistant = messages.findLast((m) => m.role === "assistant");
-  if (lastAssistant && (lastAssistant.content as AnthropicBlock[]).some((b) => b.type === "tool_use")) {
-    return "a turn that continues after tool calls would need the signed thinking block it started with";
-  }
+  if (continuesCallWithoutThinking(messages)) return "a turn that continues after tool calls would need the signed thinking block it started with";
   return undefined;
 }
 
