@@ -9,6 +9,7 @@ import type { ReasoningStyle } from "./common/model-traits.ts";
 import type { TranslationNotes } from "./common/wire-types.ts";
 import type { AnthropicMessage, MessagesRequest } from "./anthropic-messages/schema.ts";
 import type { ChatRequest } from "./openai-chat/schema.ts";
+import { withToolsForLegacyFunctions } from "./openai-chat/legacy-functions.ts";
 import type { Logger } from "../log/log.ts";
 import { continuesCallWithoutThinking } from "./anthropic-messages/thinking-history.ts";
 
@@ -55,7 +56,7 @@ export function prepareUpstream(
   const field = provider.max_tokens_field ?? "max_tokens";
   let out: Record<string, unknown>;
   if (wire === "openai" && provider.kind === "anthropic") {
-    out = openaiRequestToAnthropic(body as ChatRequest, model.upstream_model, maxTokens, traits, notes);
+    out = openaiRequestToAnthropic(withToolsForLegacyFunctions(body as ChatRequest), model.upstream_model, maxTokens, traits, notes);
   } else if (wire === "anthropic" && provider.kind === "openai") {
     out = anthropicRequestToOpenAI(body as MessagesRequest, model.upstream_model, maxTokens, field, traits, notes);
   } else {
@@ -227,8 +228,11 @@ export function promptText(wire: UpstreamKind, body: Record<string, unknown>): s
     add(m.content);
     const calls = m.tool_calls as { function?: { name?: string; arguments?: string } }[] | undefined;
     for (const call of calls ?? []) parts.push(call.function?.name ?? "", call.function?.arguments ?? "");
+    // Legacy function calling: the call an assistant turn made.
+    if (m.function_call && typeof m.function_call === "object") parts.push(JSON.stringify(m.function_call));
   }
   if (body.tools) parts.push(JSON.stringify(body.tools));
+  if (body.functions) parts.push(JSON.stringify(body.functions));
   return parts.join("\n");
 }
 

@@ -3,6 +3,7 @@ import type { Settings } from "../config/load-config.ts";
 import type { Logger } from "../log/log.ts";
 import type { PromptSource, UsageMeter } from "../billing/usage-meter.ts";
 import type { EncodeContext } from "../streaming/client-sink.ts";
+import { usesLegacyFunctions } from "../formats/openai-chat/legacy-functions.ts";
 import type { ClientFormat } from "../formats/format.ts";
 import { streamAnswer, type StreamOutcome } from "./stream-answer.ts";
 import type { AttemptOutcome } from "./attempt.ts";
@@ -102,6 +103,7 @@ export async function respond(
     model: model.id,
     inputTokensEstimate: Math.ceil(req.bodyBytes / 4),
     includeUsage: format.wire === "openai" && (req.body.stream_options as { include_usage?: boolean } | undefined)?.include_usage === true,
+    legacyFunctions: format.wire === "openai" && usesLegacyFunctions(req.body),
   };
   // Relaying vendor frames as they are only works for an API that speaks the client's format.
   const relay = format.relay && format.wire === outcome.provider.kind && outcome.adapter.streams !== false ? format.relay : undefined;

@@ -27,6 +27,8 @@ export interface EncodeContext {
   inputTokensEstimate?: number;
   /** OpenAI clients: whether the client asked for the usage chunk (stream_options.include_usage). */
   includeUsage: boolean;
+  /** OpenAI clients that offered legacy `functions`: a call is written as `function_call` (formats/openai-chat/legacy-functions.ts). */
+  legacyFunctions?: boolean;
 }
 
 /**

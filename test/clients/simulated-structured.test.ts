@@ -73,3 +73,18 @@ test("without a schema or a forced tool the echo is as before", async () => {
   const done = await openai.chat.completions.create({ model: "switchyard/echo", messages: [{ role: "user", content: "Hello there" }] });
   expect(done.choices[0]!.message.content).toBe("Echo: Hello there");
 });
+
+test("legacy functions with a forced function_call: a function_call of its parameters' shape, on both simulated models, whole and streamed", async () => {
+  const openai = new OpenAI({ baseURL: `${gateway.url}/v1`, apiKey: gateway.key, maxRetries: 0 });
+  const legacy = { messages: [{ role: "user" as const, content: "Paris" }], functions: [{ name: "get_weather", parameters: weather }], function_call: { name: "get_weather" } };
+  for (const model of ["switchyard/echo", "switchyard/lorem"]) {
+    const whole = await openai.chat.completions.create({ model, ...legacy });
+    const streamed = await openai.chat.completions.stream({ model, ...legacy }).finalChatCompletion();
+    for (const done of [whole, streamed]) {
+      expect([model, done.choices[0]!.finish_reason]).toEqual([model, "function_call"]);
+      const call = done.choices[0]!.message.function_call!;
+      expect(call.name).toBe("get_weather");
+      expect(Object.keys(JSON.parse(call.arguments)).sort()).toEqual(["celsius", "city", "sunny", "tags", "unit"]);
+    }
+  }
+});

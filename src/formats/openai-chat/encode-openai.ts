@@ -9,6 +9,8 @@ const FINISH: Record<FinishReason, string> = {
   tool_calls: "tool_calls",
   content_filter: "content_filter",
 };
+/** For a client that offered legacy `functions` (legacy-functions.ts): its call ends the answer as `function_call`. */
+const LEGACY_FINISH: Record<FinishReason, string> = { ...FINISH, tool_calls: "function_call" };
 
 const ERROR_TYPE: Record<ErrorKind, string> = {
   invalid_request: "invalid_request_error",
@@ -95,6 +97,18 @@ export function createOpenAIEncoder(ctx: EncodeContext, options: { roleSent?: bo
   const withoutArguments = new Set<number>();
 
   const chunk = (delta: string) => head + delta + tail;
+  /** A legacy answer carries one call (the request asked for one at a time): the first; any other is left out. */
+  const legacyCall = (e: StreamEvent & { type: "tool-call" }): string => {
+    if (e.index !== 0) return "";
+    if (!seenTools.has(0)) {
+      seenTools.add(0);
+      if (!e.argumentsDelta) withoutArguments.add(0);
+      return chunk(`{"function_call":{"name":${JSON.stringify(e.name ?? "")},"arguments":${JSON.stringify(e.argumentsDelta)}}}`);
+    }
+    if (!e.argumentsDelta) return "";
+    withoutArguments.delete(0);
+    return chunk(`{"function_call":{"arguments":${JSON.stringify(e.argumentsDelta)}}}`);
+  };
   const begin = () => {
     if (started) return "";
     started = true;
@@ -122,6 +136,7 @@ export function createOpenAIEncoder(ctx: EncodeContext, options: { roleSent?: bo
         case "redacted-reasoning":
           return "";
         case "tool-call": {
+          if (ctx.legacyFunctions) return begin() + legacyCall(e);
           let call: string;
           if (!seenTools.has(e.index)) {
             seenTools.add(e.index);
@@ -140,9 +155,11 @@ export function createOpenAIEncoder(ctx: EncodeContext, options: { roleSent?: bo
           // A call to a tool without parameters (Anthropic streams `input: {}` as no JSON at all):
           // its arguments are "{}", as a whole answer's are, never "" (which JSON.parse refuses).
           let out = begin();
-          for (const index of withoutArguments) out += chunk(`{"tool_calls":[{"index":${index},"function":{"arguments":"{}"}}]}`);
+          for (const index of withoutArguments) {
+            out += chunk(ctx.legacyFunctions ? `{"function_call":{"arguments":"{}"}}` : `{"tool_calls":[{"index":${index},"function":{"arguments":"{}"}}]}`);
+          }
           withoutArguments.clear();
-          return out + head + `{}` + `,"logprobs":null,"finish_reason":"${FINISH[e.reason]}"}]}\n\n`;
+          return out + head + `{}` + `,"logprobs":null,"finish_reason":"${(ctx.legacyFunctions ? LEGACY_FINISH : FINISH)[e.reason]}"}]}\n\n`;
         }
         case "error":
           return `data: ${JSON.stringify({ error: { message: e.message, type: ERROR_TYPE[e.errorType] } })}\n\n`;
@@ -373,7 +390,9 @@ export function encodeOpenAIBody(events: StreamEvent[], ctx: EncodeContext) {
   const answer = collectAnswer(events);
   const message: Record<string, unknown> = { role: "assistant", content: answer.text.length > 0 || answer.tools.length === 0 ? answer.text : null, refusal: null };
   if (answer.reasoning) message.reasoning_content = answer.reasoning;
-  if (answer.tools.length > 0) {
+  if (answer.tools.length > 0 && ctx.legacyFunctions) {
+    message.function_call = { name: answer.tools[0]!.name, arguments: answer.tools[0]!.arguments };
+  } else if (answer.tools.length > 0) {
     message.tool_calls = answer.tools.map((t, i) => ({
       id: t.id ?? `call_${ctx.id}_${i}`,
       type: "function",
@@ -385,7 +404,7 @@ export function encodeOpenAIBody(events: StreamEvent[], ctx: EncodeContext) {
     object: "chat.completion",
     created: ctx.created,
     model: ctx.model,
-    choices: [{ index: 0, message, logprobs: null, finish_reason: FINISH[answer.finish ?? "stop"] }],
+    choices: [{ index: 0, message, logprobs: null, finish_reason: (ctx.legacyFunctions ? LEGACY_FINISH : FINISH)[answer.finish ?? "stop"] }],
     usage: openaiUsage({ prompt: answer.inputTokens, completion: answer.outputTokens, cached: answer.cacheReadTokens, written: answer.cacheWriteTokens, reasoning: answer.reasoningTokens }),
   };
 }

@@ -13,13 +13,16 @@ export const ContentPart = OpenObject({ type: t.String() });
 export type ContentPart = typeof ContentPart.static;
 
 export const ChatMessage = OpenObject({
-  role: t.Union([t.Literal("system"), t.Literal("developer"), t.Literal("user"), t.Literal("assistant"), t.Literal("tool")]),
+  // "function": a legacy function's result (formats/openai-chat/legacy-functions.ts).
+  role: t.Union([t.Literal("system"), t.Literal("developer"), t.Literal("user"), t.Literal("assistant"), t.Literal("tool"), t.Literal("function")]),
   content: t.Optional(t.Union([t.String(), t.Null(), t.Array(ContentPart)])),
   tool_calls: t.Optional(
     t.Array(OpenObject({ id: t.String(), type: t.Optional(t.String()), function: OpenObject({ name: t.String(), arguments: t.Optional(t.String()) }) })),
   ),
   tool_call_id: t.Optional(t.String()),
   name: t.Optional(t.String()),
+  /** Legacy: the call an assistant turn made (`{name, arguments}`). */
+  function_call: Unchecked<Json | null>(),
 });
 export type ChatMessage = typeof ChatMessage.static;
 
@@ -45,6 +48,9 @@ export const ChatRequest = OpenObject({
     ),
   ),
   tool_choice: Unchecked<unknown>(),
+  /** Legacy function calling, translated to tools for upstreams of another format (legacy-functions.ts). */
+  functions: Unchecked<Json[]>(),
+  function_call: Unchecked<unknown>(),
   parallel_tool_calls: Unchecked<boolean>(),
   user: Unchecked<string>(),
   response_format: Unchecked<Json | null>(),

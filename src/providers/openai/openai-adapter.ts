@@ -164,6 +164,11 @@ export const openaiAdapter: ProviderAdapter = {
                 argumentsDelta: vendorText(call.function?.arguments),
               });
             }
+          } else if (isRecord(delta.function_call)) {
+            // Legacy function calling (a client that offered `functions`): one call, named in its first chunk.
+            const isNew = calls === 0;
+            if (isNew) calls = 1;
+            events.push({ type: "tool-call", index: 0, name: isNew ? vendorText(delta.function_call.name) : undefined, argumentsDelta: vendorText(delta.function_call.arguments) });
           }
         }
         if (typeof choice.finish_reason === "string" && choice.finish_reason) events.push({ type: "finish", reason: FINISH[choice.finish_reason] ?? "stop" });
@@ -195,6 +200,10 @@ export const openaiAdapter: ProviderAdapter = {
       (Array.isArray(message.tool_calls) ? message.tool_calls : []).filter(isRecord).forEach((call: any, index: number) => {
         events.push({ type: "tool-call", index, id: typeof call.id === "string" ? call.id : undefined, name: vendorText(call.function?.name), argumentsDelta: vendorText(call.function?.arguments) });
       });
+      // Legacy function calling: the one call, when there are no tool calls.
+      if (!Array.isArray(message.tool_calls) && isRecord(message.function_call)) {
+        events.push({ type: "tool-call", index: 0, name: vendorText(message.function_call.name), argumentsDelta: vendorText(message.function_call.arguments) });
+      }
     }
     if (typeof choice.finish_reason === "string" && choice.finish_reason) events.push({ type: "finish", reason: FINISH[choice.finish_reason] ?? "stop" });
     if (b.usage && typeof b.usage === "object") events.push(usageEvent(b.usage));

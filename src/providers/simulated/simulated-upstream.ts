@@ -2,6 +2,8 @@ import type { StreamEvent } from "../../streaming/events.ts";
 import { createOpenAIEncoder, encodeOpenAIBody } from "../../formats/openai-chat/encode-openai.ts";
 import { createAnthropicEncoder, encodeAnthropicBody } from "../../formats/anthropic-messages/encode-anthropic.ts";
 import { promptText } from "../../formats/prepare-upstream.ts";
+import { usesLegacyFunctions, withToolsForLegacyFunctions } from "../../formats/openai-chat/legacy-functions.ts";
+import type { ChatRequest } from "../../formats/openai-chat/schema.ts";
 import type { Transport as Transport } from "../../transport/transport.ts";
 import { drawPng } from "./draw-png.ts";
 import { HASH_EMBEDDING_DIMENSIONS, HASH_EMBEDDING_MAX_DIMENSIONS, hashEmbedding } from "./hash-embedding.ts";
@@ -38,7 +40,9 @@ function simulatedAnswer(url: string, init: RequestInit): Response {
   // shape, so SDK helpers (`chat.completions.parse`, `generateObject`, a forced tool) work in the
   // quick start too. Strings in it say what the echo would have said.
   const said = words.join(" ");
-  const forced = forcedTool(format, body);
+  // A client of OpenAI's legacy function calling is answered in kind, as OpenAI does.
+  const legacy = format === "openai" && usesLegacyFunctions(body);
+  const forced = forcedTool(format, legacy ? (withToolsForLegacyFunctions(body as ChatRequest) as Record<string, unknown>) : body);
   const schema = forced ? undefined : answerSchema(format, body);
   if (forced) {
     const args = JSON.stringify(sampleOf(forced.schema, said, 0));
@@ -57,6 +61,7 @@ function simulatedAnswer(url: string, init: RequestInit): Response {
     created: Math.floor(Date.now() / 1000),
     model: String(body.model),
     includeUsage: (body.stream_options as { include_usage?: boolean } | undefined)?.include_usage === true,
+    legacyFunctions: legacy,
   };
   if (body.stream !== true) {
     return Response.json(format === "openai" ? encodeOpenAIBody(events, ctx) : encodeAnthropicBody(events, ctx));
