@@ -36,16 +36,29 @@ export const FREE: PriceList = { input: 0, output: 0, cacheRead: 0, cacheWrite5m
 
 /** One price list per model's pricing object: a settlement allocates none, and its id is computed once. */
 const LISTS = new WeakMap<Pricing, PriceList>();
+/** The same for the prices above a long-context threshold (`pricing.long_context`). */
+const LONG_LISTS = new WeakMap<Pricing, PriceList>();
 
-/** A model's complete price list; cache prices left out (a config older than them) are the input price. */
-export function priceListOf(pricing: Pricing | undefined): PriceList {
+/**
+ * A model's complete price list for an answer whose prompt (fresh input, cache reads and writes)
+ * was `promptTokens` long: its long-context prices once that is above their threshold, as the
+ * vendors bill the whole answer then; cache prices left out (a config older than them) are the
+ * input price.
+ */
+export function priceListOf(pricing: Pricing | undefined, promptTokens = 0): PriceList {
   if (!pricing) return FREE;
+  const long = pricing.long_context;
+  if (long && promptTokens > long.above_tokens) {
+    let list = LONG_LISTS.get(pricing);
+    if (!list) LONG_LISTS.set(pricing, (list = completeList({ ...long, per_image: pricing.per_image })));
+    return list;
+  }
   let list = LISTS.get(pricing);
   if (!list) LISTS.set(pricing, (list = completeList(pricing)));
   return list;
 }
 
-function completeList(pricing: Pricing): PriceList {
+function completeList(pricing: Omit<Pricing, "long_context">): PriceList {
   return {
     input: pricing.input_per_mtok,
     output: pricing.output_per_mtok,
@@ -121,7 +134,13 @@ export function worstCaseMicro(pricing: Pricing | undefined, promptTokens: numbe
   const p = priceListOf(pricing);
   const dearest = Math.max(p.input, p.cacheRead, p.cacheWrite5m, p.cacheWrite1h);
   // classesCostMicro's sum for these classes, without the two objects it would take (every request).
-  return toMicro(promptTokens * dearest + outputTokens * p.output, images, p.perImage);
+  const held = toMicro(promptTokens * dearest + outputTokens * p.output, images, p.perImage);
+  // `promptTokens` is a ceiling: a prompt that may be over a long-context threshold may be billed
+  // at either list, so the hold covers the dearer.
+  const long = priceListOf(pricing, promptTokens);
+  if (long === p) return held;
+  const longDearest = Math.max(long.input, long.cacheRead, long.cacheWrite5m, long.cacheWrite1h);
+  return Math.max(held, toMicro(promptTokens * longDearest + outputTokens * long.output, images, long.perImage));
 }
 
 /** The "typical message" behind credits_per_msg: 1,000 tokens in, 500 out, rounded up to whole credits. */

@@ -31,18 +31,18 @@ const times = (price: number, factor: number) => Math.round(price * factor * 1e9
  */
 export function withCacheDefaults(pricing: Pricing, providerKind: "openai" | "anthropic", upstreamModel: string): Pricing {
   const name = familyName(upstreamModel);
-  const input = pricing.input_per_mtok;
   let read = 1;
   let write5m = 1;
   let write1h = 1;
   if (providerKind === "anthropic" || name.startsWith("claude")) ({ read, write5m, write1h } = ANTHROPIC_CACHE);
   else read = OPENAI_CACHE_READ.find(([family]) => family.test(name))?.[1] ?? 1;
-  return {
-    ...pricing,
-    cache_read_per_mtok: pricing.cache_read_per_mtok ?? times(input, read),
-    cache_write_per_mtok: pricing.cache_write_per_mtok ?? times(input, write5m),
-    cache_write_1h_per_mtok: pricing.cache_write_1h_per_mtok ?? times(input, write1h),
-  };
+  const filled = <P extends { input_per_mtok: number; cache_read_per_mtok?: number; cache_write_per_mtok?: number; cache_write_1h_per_mtok?: number }>(p: P): P => ({
+    ...p,
+    cache_read_per_mtok: p.cache_read_per_mtok ?? times(p.input_per_mtok, read),
+    cache_write_per_mtok: p.cache_write_per_mtok ?? times(p.input_per_mtok, write5m),
+    cache_write_1h_per_mtok: p.cache_write_1h_per_mtok ?? times(p.input_per_mtok, write1h),
+  });
+  return pricing.long_context ? { ...filled(pricing), long_context: filled(pricing.long_context) } : filled(pricing);
 }
 
 /**

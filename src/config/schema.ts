@@ -54,6 +54,21 @@ export type ProviderConfig = typeof ProviderConfig.static;
  * the vendor's published multiplier of `input_per_mtok` (config/cache-prices.ts, `withCacheDefaults`;
  * the README's "Prompt caching" table).
  */
+/**
+ * The vendor's prices once a prompt (fresh input, cache reads and writes together) is longer than
+ * `above_tokens`: the whole answer is billed at them (Anthropic's Sonnet with the 1M-token context,
+ * Gemini 2.5 Pro above 200,000). Cache prices left out take the same multipliers as the base ones.
+ */
+export const LongContextPricing = t.Object({
+  above_tokens: t.Integer({ minimum: 1 }),
+  input_per_mtok: t.Number({ minimum: 0 }),
+  output_per_mtok: t.Number({ minimum: 0 }),
+  cache_read_per_mtok: t.Optional(t.Number({ minimum: 0 })),
+  cache_write_per_mtok: t.Optional(t.Number({ minimum: 0 })),
+  cache_write_1h_per_mtok: t.Optional(t.Number({ minimum: 0 })),
+}, closed);
+export type LongContextPricing = typeof LongContextPricing.static;
+
 export const Pricing = t.Object({
   input_per_mtok: t.Number({ minimum: 0 }),
   output_per_mtok: t.Number({ minimum: 0 }),
@@ -64,6 +79,7 @@ export const Pricing = t.Object({
   /** Prompt tokens written to the cache for 1 hour. */
   cache_write_1h_per_mtok: t.Optional(t.Number({ minimum: 0 })),
   per_image: t.Optional(t.Number({ minimum: 0 })),
+  long_context: t.Optional(LongContextPricing),
 }, closed);
 export type Pricing = typeof Pricing.static;
 

@@ -143,7 +143,7 @@ class OpenSession implements BillingSession {
       const answers = counted && !meter!.outputReported && model && o.answers ? o.answers(model) : 1;
       const usage = counted && answers > 1 ? { ...counted, outputTokens: counted.outputTokens * answers } : counted;
       const classes = usage ? classesOf(usage, meter!.reasoned ? ((await meter!.reasoningTokens()) ?? 0) : 0) : NO_TOKENS;
-      const prices = priceListOf(model?.pricing);
+      const prices = priceListOf(model?.pricing, usage?.inputTokens ?? 0);
       const costMicro = produced && model ? classesCostMicro(classes, prices) : 0;
       const inputTokens = usage?.inputTokens ?? 0;
       const outputTokens = usage?.outputTokens ?? 0;

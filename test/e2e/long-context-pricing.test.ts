@@ -1,0 +1,86 @@
+/**
+ * Long-context prices (`pricing.long_context`): once a prompt — fresh input, cache reads and cache
+ * writes together — is longer than the threshold, the whole answer is billed at the vendor's
+ * long-context prices (Anthropic's Sonnet with the 1M context: input 2×, output 1.5×, cache prices
+ * by the same multipliers), as the vendor bills it. The hold covers the dearer list, the record
+ * names the prices it was charged at, and the audit recomputes it.
+ */
+import { Database } from "bun:sqlite";
+import { describe, expect, test } from "bun:test";
+import { runAdmin } from "../../src/cli/admin.ts";
+import { priceListOf, worstCaseMicro } from "../../src/billing/pricing.ts";
+import { withCacheDefaults } from "../../src/config/cache-prices.ts";
+import { useFakeUpstream } from "../helpers/fake-upstream.ts";
+import { post, useGateway } from "../helpers/gateway.ts";
+import { scriptedReply, type ScriptUsage } from "../helpers/scripted-answers.ts";
+
+const MODEL = "test/claude-1m";
+const SONNET = { input_per_mtok: 3_000, output_per_mtok: 15_000, long_context: { above_tokens: 200_000, input_per_mtok: 6_000, output_per_mtok: 22_500 } };
+
+const upstream = useFakeUpstream();
+const gw = useGateway(() => ({
+  upstreamUrl: upstream.url,
+  credits: 10_000,
+  extraModels: [{ id: MODEL, provider: "fake-anthropic", upstream_model: "claude-sonnet-4-5", category: "text", context_length: 1_000_000, owned_by: "anthropic", pricing: SONNET }],
+}));
+
+/** A prompt long enough that its hold may cover 205,000 tokens (the hold counts at most a token a byte). */
+const PROMPT = "long context ".repeat(17_000);
+
+async function charged(usage: ScriptUsage): Promise<{ micro: number; prices: Record<string, number> }> {
+  upstream.reply(scriptedReply("anthropic", { text: "Read it all.", usage }));
+  const before = await gw.balanceMicro();
+  const res = await post(gw, "/v1/messages", { model: MODEL, max_tokens: 1_000, messages: [{ role: "user", content: PROMPT }] });
+  expect(res.status).toBe(200);
+  await res.arrayBuffer();
+  const micro = before - (await gw.balanceMicro());
+  const db = new Database(gw.dbPath, { readonly: true });
+  try {
+    const row = db.query<{ cost_micro: number; prices: string }, []>("SELECT u.cost_micro, p.prices FROM usage_records u JOIN price_lists p ON p.id = u.price_id ORDER BY u.id DESC LIMIT 1").get()!;
+    expect(row.cost_micro).toBe(micro);
+    return { micro, prices: JSON.parse(row.prices) };
+  } finally {
+    db.close();
+  }
+}
+
+describe("an Anthropic model with long-context prices", () => {
+  test("a prompt at or under the threshold is billed at the base prices, one over it wholly at the long-context ones; the audit agrees", async () => {
+    // 150,000 fresh + 40,000 read + 10,000 written = 200,000: not above the threshold.
+    const under = await charged({ input: 150_000, cacheRead: 40_000, cacheWrite5m: 10_000, output: 100 });
+    expect(under.micro).toBe(150_000 * 3_000 + 40_000 * 300 + 10_000 * 3_750 + 100 * 15_000);
+    expect(under.prices).toMatchObject({ input: 3_000, output: 15_000, cacheRead: 300, cacheWrite5m: 3_750, cacheWrite1h: 6_000 });
+
+    // 10,000 fresh + 195,000 read = 205,000: every token, output too, at the long-context prices.
+    const over = await charged({ input: 10_000, cacheRead: 195_000, output: 100 });
+    expect(over.micro).toBe(10_000 * 6_000 + 195_000 * 600 + 100 * 22_500);
+    expect(over.prices).toMatchObject({ input: 6_000, output: 22_500, cacheRead: 600, cacheWrite5m: 7_500, cacheWrite1h: 12_000 });
+
+    const audit = await runAdmin(["audit"], { SWITCHYARD_DB: gw.dbPath });
+    expect(audit.code).toBe(0);
+    expect(JSON.parse(audit.out).mispriced).toEqual([]);
+  });
+});
+
+describe("the price book", () => {
+  const pricing = withCacheDefaults(SONNET, "anthropic", "claude-sonnet-4-5");
+
+  test("long-context cache prices left out take the vendor's multipliers of the long-context input price", () => {
+    expect(pricing.long_context).toEqual({ above_tokens: 200_000, input_per_mtok: 6_000, output_per_mtok: 22_500, cache_read_per_mtok: 600, cache_write_per_mtok: 7_500, cache_write_1h_per_mtok: 12_000 });
+  });
+
+  test("the list changes strictly above the threshold, and each list is one object (one price id)", () => {
+    expect(priceListOf(pricing, 200_000).input).toBe(3_000);
+    expect(priceListOf(pricing, 200_001).input).toBe(6_000);
+    expect(priceListOf(pricing, 300_000)).toBe(priceListOf(pricing, 200_001));
+  });
+
+  test("the hold prices a prompt that may be over the threshold at the dearer list, and one that cannot be at the base list", () => {
+    // Dearest prompt class: the 1-hour write (2× input).
+    expect(worstCaseMicro(pricing, 100_000, 1_000, 0)).toBe(100_000 * 6_000 + 1_000 * 15_000);
+    expect(worstCaseMicro(pricing, 250_000, 1_000, 0)).toBe(250_000 * 12_000 + 1_000 * 22_500);
+    // An operator's long-context list that is cheaper (odd, but configurable): the hold still covers the base one.
+    const cheaper = { ...pricing, long_context: { ...pricing.long_context!, input_per_mtok: 1, output_per_mtok: 1, cache_read_per_mtok: 1, cache_write_per_mtok: 1, cache_write_1h_per_mtok: 1 } };
+    expect(worstCaseMicro(cheaper, 250_000, 1_000, 0)).toBe(250_000 * 6_000 + 1_000 * 15_000);
+  });
+});
