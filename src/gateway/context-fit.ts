@@ -30,16 +30,20 @@ export async function fitCandidates(
 
   for (const model of candidates) {
     const modelCap = model.max_tokens_cap ?? cap;
-    const wanted = effectiveMaxTokens(requested, modelCap);
+    // The images API takes no answer limit: an image's output tokens are what its size and quality
+    // cost (gpt-image-1: up to 6,240), whatever max_tokens says, so the hold covers the model's cap
+    // (a max_tokens of 1 held one token of a 6,240-token image, and the charge stops at the hold).
+    const asked = model.upstream_api === "images" ? undefined : requested;
+    const wanted = effectiveMaxTokens(asked, modelCap);
     if (promptBound + wanted <= model.context_length) {
       fitted.push({ model, maxTokens: wanted });
       continue;
     }
     const tokens = await prompt();
     const room = model.context_length - tokens;
-    if (requested === undefined && room >= 1) fitted.push({ model, maxTokens: Math.min(modelCap, room) });
+    if (asked === undefined && room >= 1) fitted.push({ model, maxTokens: Math.min(modelCap, room) });
     else if (tokens + wanted <= model.context_length) fitted.push({ model, maxTokens: wanted });
-    else firstMiss ??= { model, prompt: tokens, maxTokens: requested === undefined ? undefined : wanted };
+    else firstMiss ??= { model, prompt: tokens, maxTokens: asked === undefined ? undefined : wanted };
   }
   if (fitted.length === 0 && firstMiss) {
     const { model, prompt: tokens, maxTokens } = firstMiss;

@@ -5,7 +5,13 @@ import { useFakeUpstream } from "../helpers/fake-upstream.ts";
 import { useGateway, FREE_MODEL, IMAGE_CHAT_MODEL, IMAGES_API_MODEL, OPENAI_MODEL, post, sseFrames } from "../helpers/gateway.ts";
 
 const upstream = useFakeUpstream();
-const gw = useGateway(() => ({ upstreamUrl: upstream.url, maxImageBytes: 64 * 1024 }));
+/** gpt-image-1 as the built-in catalogue prices it: by tokens (an image's output tokens at 40,000 credits per million), no per-image price. */
+const TOKEN_PRICED_IMAGES = "test/gpt-image";
+const gw = useGateway(() => ({
+  upstreamUrl: upstream.url,
+  maxImageBytes: 64 * 1024,
+  extraModels: [{ id: TOKEN_PRICED_IMAGES, provider: "fake-openai", upstream_model: "gpt-image-1", upstream_api: "images", category: "image", context_length: 32_000, pricing: { input_per_mtok: 5_000, output_per_mtok: 40_000, per_image: 0 } }],
+}));
 
 const PNG = drawPng("a lighthouse at dusk");
 const PNG_B64 = Buffer.from(PNG).toString("base64");
@@ -231,3 +237,17 @@ describe("n on image models", () => {
     expect(upstream.requests.at(-1)!.body.n).toBeUndefined();
   });
 });
+
+test("an image priced by its tokens is charged all of them whatever max_tokens says (the images API takes no answer limit)", async () => {
+  for (const [path, maxTokens] of [["/v1/chat/completions", 1], ["/v1/messages", 1], ["/v1/chat/completions", undefined]] as const) {
+    // gpt-image-1's high-quality 1024×1024 image: 4,160 output tokens.
+    upstream.reply({ kind: "json", body: { created: 1, data: [{ b64_json: PNG_B64 }], usage: { input_tokens: 12, output_tokens: 4_160, input_tokens_details: { text_tokens: 12, image_tokens: 0 } } } });
+    const before = await gw.balanceMicro();
+    const body = path === "/v1/messages" ? { model: TOKEN_PRICED_IMAGES, max_tokens: maxTokens, messages: question } : { model: TOKEN_PRICED_IMAGES, messages: question, ...(maxTokens ? { max_tokens: maxTokens } : {}) };
+    const res = await post(gw, path, body);
+    expect([path, maxTokens, res.status]).toEqual([path, maxTokens, 200]);
+    await res.arrayBuffer();
+    expect([path, maxTokens, before - (await gw.balanceMicro())]).toEqual([path, maxTokens, 12 * 5_000 + 4_160 * 40_000]);
+  }
+});
+
