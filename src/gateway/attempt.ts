@@ -8,6 +8,7 @@ import type { Fitted } from "./context-fit.ts";
 import { adapterFor } from "../providers/adapters.ts";
 import { withKey } from "../providers/key-pools.ts";
 import { prepareUpstream, promptText } from "../formats/prepare-upstream.ts";
+import { betasForWindow } from "../providers/anthropic/anthropic-adapter.ts";
 import { createAnswerToolMapper } from "../formats/common/answer-tool.ts";
 import { GatewayError, type OpenAIErrorDetail } from "../streaming/gateway-error.ts";
 import { openaiErrorDetail, upstreamStatusError } from "../providers/upstream-errors.ts";
@@ -94,6 +95,12 @@ export async function attemptUpstream(deps: AttemptDeps, req: AttemptRequest, ca
   const adapter = adapterFor(provider, model);
   const prepared = prepareUpstream(req.wire, req.body, model, provider, maxTokens, deps.log);
   const call = adapter.buildRequest(provider, prepared.body, req.headers);
+  const beta = call.headers["anthropic-beta"];
+  if (beta !== undefined) {
+    const kept = betasForWindow(beta, model.context_length);
+    if (kept === undefined) delete call.headers["anthropic-beta"];
+    else call.headers["anthropic-beta"] = kept;
+  }
   // A structured answer asked for through a forced tool comes back as text (formats/common/answer-tool.ts).
   const answerTool = prepared.answerTool;
   // The request's id (set by the request-id plugin) goes upstream too, so vendor-side logs can be matched.

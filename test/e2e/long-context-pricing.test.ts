@@ -11,7 +11,9 @@ import { runAdmin } from "../../src/cli/admin.ts";
 import { priceListOf, worstCaseMicro } from "../../src/billing/pricing.ts";
 import { withCacheDefaults } from "../../src/config/cache-prices.ts";
 import { useFakeUpstream } from "../helpers/fake-upstream.ts";
-import { post, useGateway } from "../helpers/gateway.ts";
+import { ANTHROPIC_MODEL, post, useGateway } from "../helpers/gateway.ts";
+import { anthropicAdapter, betasForWindow } from "../../src/providers/anthropic/anthropic-adapter.ts";
+import type { ResolvedProvider } from "../../src/config/load-config.ts";
 import { scriptedReply, type ScriptUsage } from "../helpers/scripted-answers.ts";
 
 const MODEL = "test/claude-1m";
@@ -82,5 +84,32 @@ describe("the price book", () => {
     // An operator's long-context list that is cheaper (odd, but configurable): the hold still covers the base one.
     const cheaper = { ...pricing, long_context: { ...pricing.long_context!, input_per_mtok: 1, output_per_mtok: 1, cache_read_per_mtok: 1, cache_write_per_mtok: 1, cache_write_1h_per_mtok: 1 } };
     expect(worstCaseMicro(cheaper, 250_000, 1_000, 0)).toBe(250_000 * 6_000 + 1_000 * 15_000);
+  });
+});
+
+describe("Anthropic's 1M-context beta", () => {
+  const sentBeta = async (model: string, beta: string) => {
+    upstream.reply(scriptedReply("anthropic", { text: "ok" }));
+    const res = await post(gw, "/v1/messages", { model, max_tokens: 10, messages: [{ role: "user", content: "hi" }] }, { "anthropic-beta": beta });
+    expect(res.status).toBe(200);
+    await res.arrayBuffer();
+    return upstream.requests.at(-1)!.headers["anthropic-beta"];
+  };
+
+  test("is dropped for a model configured with the standard window (the vendor would take, and bill, a prompt past it); other betas go", async () => {
+    expect(await sentBeta(ANTHROPIC_MODEL, "context-1m-2025-08-07")).toBeUndefined();
+    expect(await sentBeta(ANTHROPIC_MODEL, "context-1m-2025-08-07, interleaved-thinking-2025-05-14")).toBe("interleaved-thinking-2025-05-14");
+    expect(await sentBeta(ANTHROPIC_MODEL, "interleaved-thinking-2025-05-14")).toBe("interleaved-thinking-2025-05-14");
+  });
+
+  test("goes for a model configured with a window above 200,000 tokens", async () => {
+    expect(await sentBeta(MODEL, "context-1m-2025-08-07")).toBe("context-1m-2025-08-07");
+  });
+
+  test("the operator's betas for the provider and the client's both go", () => {
+    const provider = { id: "a", kind: "anthropic", base_url: "https://api.anthropic.com", headers: { "anthropic-beta": "extended-cache-ttl-2025-04-11" }, apiKey: "k" } as unknown as ResolvedProvider;
+    const call = anthropicAdapter.buildRequest(provider, { model: "m", messages: [] }, new Headers({ "anthropic-beta": "interleaved-thinking-2025-05-14" }));
+    expect(call.headers["anthropic-beta"]).toBe("extended-cache-ttl-2025-04-11,interleaved-thinking-2025-05-14");
+    expect(betasForWindow("extended-cache-ttl-2025-04-11,context-1m-2025-08-07", 200_000)).toBe("extended-cache-ttl-2025-04-11");
   });
 });

@@ -88,6 +88,22 @@ export function withoutFastMode(body: unknown): unknown {
   return rest;
 }
 
+/** Anthropic's standard context window; the `context-1m-…` beta opens a larger one, billed above it at higher prices. */
+const STANDARD_WINDOW = 200_000;
+
+/**
+ * The `anthropic-beta` value for a model of `contextLength` tokens: without `context-1m-…` when the
+ * model is configured with the standard window. With that beta Anthropic takes a longer prompt than
+ * the model's `context_length`, which the gateway's hold and context check stop at, and bills it at
+ * its long-context prices: a tenant's 260,000-token prompt was charged at most 200,000 tokens at
+ * the standard price (a hostile-tenant probe, 2026-11-30). Undefined when nothing is left.
+ */
+export function betasForWindow(beta: string, contextLength: number): string | undefined {
+  if (contextLength > STANDARD_WINDOW || !beta.includes("context-1m")) return beta;
+  const kept = beta.split(",").map((b) => b.trim()).filter((b) => b !== "" && !b.startsWith("context-1m"));
+  return kept.length > 0 ? kept.join(",") : undefined;
+}
+
 export const anthropicAdapter: ProviderAdapter = {
   format: "anthropic",
 
@@ -98,7 +114,8 @@ export const anthropicAdapter: ProviderAdapter = {
       "anthropic-version": clientHeaders.get("anthropic-version") ?? DEFAULT_VERSION,
       ...provider.headers,
     };
-    const beta = clientHeaders.get("anthropic-beta");
+    // The client's betas beside any the operator configured for the provider (both go).
+    const beta = [provider.headers?.["anthropic-beta"], clientHeaders.get("anthropic-beta")].filter(Boolean).join(",");
     if (beta) headers["anthropic-beta"] = beta;
     if (provider.apiKey) headers["x-api-key"] = provider.apiKey;
     return { url: `${provider.base_url}/v1/messages`, headers, body: JSON.stringify(withoutServerTools(withoutFastMode(body) as Record<string, unknown>)) };
