@@ -643,6 +643,51 @@ describe("the console page", () => {
     }
   });
 
+  test("an operator session ends when the admin token changes or is removed; a holder's does not", async () => {
+    const dir = mkdtempSync(join(tmpdir(), "switchyard-console-"));
+    const dbPath = join(dir, "gateway.sqlite");
+    try {
+      const first = await startGateway({ upstreamUrl: upstream.url, adminToken: ADMIN, dbPath });
+      const sessions: ConsoleClient[] = [];
+      let holder: ConsoleClient;
+      try {
+        for (let i = 0; i < 2; i++) {
+          const operator = new ConsoleClient(first.url);
+          await operator.signIn({ token: ADMIN });
+          sessions.push(operator);
+        }
+        ({ holder } = await holderSetup(first, "kept", "kept.holder"));
+      } finally {
+        await first.stop();
+      }
+      for (const token of ["admin-console-rotated-0123456789abcdef0123456789", undefined]) {
+        const next = await startGateway({ upstreamUrl: upstream.url, adminToken: token, dbPath });
+        try {
+          const old = new ConsoleClient(next.url);
+          old.cookie = sessions[0]!.cookie;
+          old.csrf = sessions[0]!.csrf;
+          const refused = await old.call("POST", "/console/api/accounts", { name: "with-an-old-token", credits: 1 });
+          expect([token === undefined ? "removed" : "rotated", refused.status]).toEqual([token === undefined ? "removed" : "rotated", 401]);
+          expect(((await refused.json()) as any).error.message).toContain("admin token changed");
+          const moved = new ConsoleClient(next.url);
+          moved.cookie = holder.cookie;
+          moved.csrf = holder.csrf;
+          expect((await moved.json("GET", "/console/api/session")).kind).toBe("holder");
+          if (token) {
+            const fresh = new ConsoleClient(next.url);
+            expect((await fresh.signIn({ token })).login).toBeNull();
+            expect((await fresh.call("POST", "/console/api/accounts", { name: "new-token", credits: 1 })).status).toBe(201);
+          }
+        } finally {
+          await next.stop();
+        }
+        sessions.shift();
+      }
+    } finally {
+      rmSync(dir, { recursive: true, force: true });
+    }
+  });
+
   test("a session survives a restart: the next gateway on the same SQLite file accepts the cookie", async () => {
     const dir = mkdtempSync(join(tmpdir(), "switchyard-console-"));
     try {
