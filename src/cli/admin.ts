@@ -2,7 +2,7 @@ import { openDatabase } from "../store/database.ts";
 import { CursorError, KeyLimitError, MAX_ACCOUNT_PAGE, type AccountPatch, type AccountStore, type KeyOptions, type KeyPatch } from "../accounts/account-store.ts";
 import { createAccountStore } from "../store/sqlite/sqlite-accounts.ts";
 import { AdminInputError, creditsText, modelPatternsText, parseCredits, parseIdempotencyKey, parseInstant, parseMaxConcurrent, parseName, parseRateLimit, parseSpendPeriod, parseTopUp, parseUsageQuery } from "../accounts/admin-input.ts";
-import { IdempotencyConflictError } from "../billing/ledger.ts";
+import { BalanceCapError, IdempotencyConflictError } from "../billing/ledger.ts";
 import { creditWriter } from "../store/sqlite/credits.ts";
 import { auditLedger } from "../store/sqlite/audit.ts";
 import { loadSettings } from "../config/load-config.ts";
@@ -301,7 +301,7 @@ export async function runAdmin(argv: string[], env: Record<string, string | unde
     return { code: 2, out: USAGE };
   } catch (err) {
     if (err instanceof UsageError) return { code: 2, out: err.message };
-    if (err instanceof KeyLimitError || err instanceof IdempotencyConflictError) return { code: 1, out: err.message };
+    if (err instanceof KeyLimitError || err instanceof IdempotencyConflictError || err instanceof BalanceCapError) return { code: 1, out: err.message };
     throw err;
   } finally {
     await store.close();

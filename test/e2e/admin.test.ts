@@ -129,6 +129,16 @@ describe("accounts", () => {
     expect((await admin("POST", `/v1/admin/accounts/${account.id}/credits`, { amount: 1, reason: "promo" })).status).toBe(200);
   });
 
+  test("a top-up that would take the balance past 9,000,000,000 credits → 400, nothing credited; the balance stays exact to the micro-credit", async () => {
+    const account = await createAccount("whale", 999_999_999.999999);
+    for (let i = 0; i < 8; i++) expect((await admin("POST", `/v1/admin/accounts/${account.id}/credits`, { amount: 1_000_000_000 })).status).toBe(200);
+    const refused = await admin("POST", `/v1/admin/accounts/${account.id}/credits`, { amount: 1_000_000_000 });
+    expect(refused.status).toBe(400);
+    expect(((await refused.json()) as any).error.message).toContain("above 9000000000 credits");
+    const after = (await (await admin("GET", `/v1/admin/accounts/${account.id}`)).json()) as { balance: number };
+    expect(after.balance).toBe(8_999_999_999.999999);
+  });
+
   test("six decimals are accepted exactly", async () => {
     const account = await createAccount("micro", 0.000001);
     expect(account.balance).toBe(0.000001);

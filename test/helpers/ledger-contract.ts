@@ -1,5 +1,6 @@
 import { describe, expect, test } from "bun:test";
-import type { Ledger, Settlement } from "../../src/billing/ledger.ts";
+import { BalanceCapError, type Ledger, type Settlement } from "../../src/billing/ledger.ts";
+import { MAX_BALANCE_MICRO } from "../../src/billing/money.ts";
 
 /** What a contract run needs from an implementation: a fresh ledger and a way to fund accounts. */
 export interface LedgerFixture {
@@ -126,6 +127,18 @@ export function ledgerContract(name: string, make: () => Promise<LedgerFixture>)
       expect((await f.ledger.balance(who.accountId))!.balanceMicro).toBe(3_500);
       expect(await f.ledger.topUp("acct_missing", 1)).toBe(false);
       expect(await f.ledger.balance("acct_missing")).toBeNull();
+    }));
+
+    test("a top-up that would take a balance past MAX_BALANCE_MICRO is refused whole (with or without an idempotency key); up to it is credited", withLedger(async (f) => {
+      const who = await f.fund(1_000);
+      const room = MAX_BALANCE_MICRO - 1_000;
+      await expect(f.ledger.topUp(who.accountId, room + 1)).rejects.toBeInstanceOf(BalanceCapError);
+      await expect(f.ledger.topUp(who.accountId, room + 1, `cap-${requestId()}`)).rejects.toBeInstanceOf(BalanceCapError);
+      expect((await f.ledger.balance(who.accountId))!.balanceMicro).toBe(1_000);
+      expect(await f.ledger.topUp(who.accountId, room, `cap-${requestId()}`)).toBe(true);
+      expect((await f.ledger.balance(who.accountId))!.balanceMicro).toBe(MAX_BALANCE_MICRO);
+      await expect(f.ledger.topUp(who.accountId, 1)).rejects.toBeInstanceOf(BalanceCapError);
+      expect(await f.ledger.topUp("acct_missing", 1)).toBe(false);
     }));
 
     test("100 requests at once on a balance that covers 37: exactly 37 holds, and the balance never goes below zero", withLedger(async (f) => {

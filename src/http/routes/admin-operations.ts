@@ -1,7 +1,7 @@
 import { CursorError, KeyLimitError, MAX_ACCOUNT_PAGE, type AccountPatch, type AccountStore, type KeyOptions, type KeyPatch } from "../../accounts/account-store.ts";
 import { AdminInputError, parseCredits, parseIdempotencyKey, parseInstant, parseMaxConcurrent, parseModelPatterns, parseName, parseRateLimit, parseSpendPeriod, parseTopUp, parseUsageQuery } from "../../accounts/admin-input.ts";
 import type { KeyResolver } from "../../accounts/key-resolver.ts";
-import { IdempotencyConflictError, type Ledger } from "../../billing/ledger.ts";
+import { BalanceCapError, IdempotencyConflictError, type Ledger } from "../../billing/ledger.ts";
 import type { SpendPeriod } from "../../billing/spend-period.ts";
 import { breakdownCsv, ReportTooLargeError, shapeBreakdown, type UsageBreakdown, type UsageBucketRow, type UsageQuery, type UsageReporter } from "../../billing/usage-report.ts";
 import { GatewayError } from "../../streaming/gateway-error.ts";
@@ -106,6 +106,7 @@ export function adminOperations(deps: AdminOperationDeps) {
         done = await deps.ledger.topUp(id, amount, key);
       } catch (err) {
         if (err instanceof IdempotencyConflictError) throw new GatewayError(409, "invalid_request", err.message);
+        if (err instanceof BalanceCapError) throw new GatewayError(400, "invalid_request", err.message);
         throw err;
       }
       if (!done) throw new GatewayError(404, "not_found", "No such account.");

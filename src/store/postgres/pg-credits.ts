@@ -1,4 +1,5 @@
-import { IdempotencyConflictError } from "../../billing/ledger.ts";
+import { BalanceCapError, IdempotencyConflictError } from "../../billing/ledger.ts";
+import { MAX_BALANCE_MICRO } from "../../billing/money.ts";
 import { int, type Pg } from "./pg-client.ts";
 
 /**
@@ -12,21 +13,31 @@ import { int, type Pg } from "./pg-client.ts";
  * account or amount it throws IdempotencyConflictError (as store/sqlite/credits.ts).
  */
 export async function creditAccount(sql: Pg, accountId: string, amountMicro: number, at: number, idempotencyKey?: string): Promise<boolean> {
+  // The cap is in the statement (the balance it reads is the row's, locked by the UPDATE): a refused
+  // top-up writes neither the balance nor its entry, and is then told apart from a missing account.
   if (idempotencyKey === undefined) {
     const rows = await sql`
-      WITH credited AS (UPDATE accounts SET balance_micro = balance_micro + ${amountMicro} WHERE id = ${accountId} RETURNING id)
+      WITH credited AS (UPDATE accounts SET balance_micro = balance_micro + ${amountMicro} WHERE id = ${accountId} AND balance_micro + ${amountMicro} <= ${MAX_BALANCE_MICRO} RETURNING id)
       INSERT INTO credit_entries (account_id, amount_micro, kind, created_at) SELECT id, ${amountMicro}, 'top_up', ${at} FROM credited RETURNING id`;
-    return rows.length > 0;
+    if (rows.length > 0) return true;
+    return refusedOrMissing(sql, accountId);
   }
   const credited = await sql`
     WITH entry AS (
       INSERT INTO credit_entries (account_id, amount_micro, kind, created_at, idempotency_key)
-      SELECT id, ${amountMicro}, 'top_up', ${at}, ${idempotencyKey} FROM accounts WHERE id = ${accountId}
+      SELECT id, ${amountMicro}, 'top_up', ${at}, ${idempotencyKey} FROM accounts WHERE id = ${accountId} AND balance_micro + ${amountMicro} <= ${MAX_BALANCE_MICRO}
       ON CONFLICT (idempotency_key) DO NOTHING RETURNING account_id)
     UPDATE accounts SET balance_micro = balance_micro + ${amountMicro} WHERE id IN (SELECT account_id FROM entry) RETURNING id`;
   if (credited.length > 0) return true;
   const [done] = await sql`SELECT account_id, amount_micro FROM credit_entries WHERE idempotency_key = ${idempotencyKey}`;
-  if (!done) return false;
+  if (!done) return refusedOrMissing(sql, accountId);
   if (done.account_id === accountId && int(done.amount_micro) === amountMicro) return true;
   throw new IdempotencyConflictError(idempotencyKey, done.account_id, int(done.amount_micro));
+}
+
+/** After a top-up that credited nothing: false for a missing account, else the cap refused it. */
+async function refusedOrMissing(sql: Pg, accountId: string): Promise<false> {
+  const [row] = await sql`SELECT 1 FROM accounts WHERE id = ${accountId}`;
+  if (row) throw new BalanceCapError(accountId);
+  return false;
 }

@@ -1,5 +1,6 @@
 import type { Database } from "bun:sqlite";
-import { IdempotencyConflictError } from "../../billing/ledger.ts";
+import { BalanceCapError, IdempotencyConflictError } from "../../billing/ledger.ts";
+import { MAX_BALANCE_MICRO } from "../../billing/money.ts";
 
 /**
  * Adds credits to an account and writes the entry that says so, in one transaction: the audit
@@ -13,6 +14,7 @@ import { IdempotencyConflictError } from "../../billing/ledger.ts";
  */
 export function creditWriter(db: Database, now: () => number): (accountId: string, amountMicro: number, idempotencyKey?: string) => boolean {
   const credit = db.query("UPDATE accounts SET balance_micro = balance_micro + ? WHERE id = ?");
+  const balance = db.query<{ b: number }, [string]>("SELECT balance_micro AS b FROM accounts WHERE id = ?");
   const entry = db.query("INSERT INTO credit_entries (account_id, amount_micro, kind, created_at, idempotency_key) VALUES (?, ?, 'top_up', ?, ?)");
   const earlier = db.query<{ account_id: string; amount_micro: number }, [string]>("SELECT account_id, amount_micro FROM credit_entries WHERE idempotency_key = ?");
   const write = db.transaction((accountId: string, amountMicro: number, idempotencyKey: string | null): boolean => {
@@ -23,7 +25,10 @@ export function creditWriter(db: Database, now: () => number): (accountId: strin
         throw new IdempotencyConflictError(idempotencyKey, done.account_id, done.amount_micro);
       }
     }
-    if (credit.run(amountMicro, accountId).changes === 0) return false;
+    const before = balance.get(accountId);
+    if (!before) return false;
+    if (before.b + amountMicro > MAX_BALANCE_MICRO) throw new BalanceCapError(accountId);
+    credit.run(amountMicro, accountId);
     entry.run(accountId, amountMicro, now(), idempotencyKey);
     return true;
   });
