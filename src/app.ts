@@ -241,6 +241,8 @@ export function createApp(deps: AppDeps) {
     turn,
     ticker: createTicker(),
     tokenizer,
+    // Counts of prompts near a context window take turns per key with the free ones.
+    counts,
     embeddingsThread,
     scrubber,
     principals,
@@ -309,7 +311,7 @@ export function createApp(deps: AppDeps) {
     }))
     // The answering routes close their own request traces (see closeTracesHook): before the hook.
     .use(chatCompletionsRoute(forwardDeps))
-    .use(messagesRoute({ ...forwardDeps, counts }))
+    .use(messagesRoute(forwardDeps))
     .use(responsesRoute({ ...forwardDeps, responseStore }))
     .use(embeddingsRoute(forwardDeps));
   if (ops.metrics || ops.accessLog.enabled) front.onAfterResponse(closeTracesHook(tracker));

@@ -33,6 +33,21 @@ export interface Tokenizer {
   load(): void;
 }
 
+/** Characters of a text the tokenizer's thread counts in one message (a few ms of its time at worst). */
+const PIECE_CHARS = 64 * 1024;
+
+/**
+ * Where a piece of `text` starting at `from` ends: `size` characters on, or before the last space
+ * in the piece's second half, where the tokenizer starts a word anyway, so a cut splits no token
+ * of prose (tokenizer-worker.ts slices the same way).
+ */
+export function pieceEnd(text: string, from: number, size: number): number {
+  const end = Math.min(from + size, text.length);
+  if (end === text.length) return end;
+  const space = text.lastIndexOf(" ", end);
+  return space > from + size / 2 ? space : end;
+}
+
 /** About 4 bytes a token in English prose, fewer elsewhere: only used when the tokenizer is unavailable. */
 export function roughTokenCount(text: string): number {
   return Math.ceil(Buffer.byteLength(text) / 4);
@@ -94,7 +109,23 @@ export function createTokenizer(): Tokenizer {
     }
   };
 
-  const count = (text: string): Promise<number> => {
+  /**
+   * A long text goes to the thread a piece at a time, each sent when the last is counted, so
+   * other counts sent meanwhile are answered between its pieces: one 10 MB prompt whose upstream
+   * reported no usage held every billing count behind it (a hostile-tenant probe, 2026-11-30).
+   */
+  const count = async (text: string): Promise<number> => {
+    if (text.length <= PIECE_CHARS) return countOne(text);
+    let total = 0;
+    for (let i = 0; i < text.length; ) {
+      const end = pieceEnd(text, i, PIECE_CHARS);
+      total += await countOne(text.slice(i, end));
+      i = end;
+    }
+    return total;
+  };
+
+  const countOne = (text: string): Promise<number> => {
     if (text.length === 0) return Promise.resolve(0);
     worker ??= startWorker();
     const w = worker;

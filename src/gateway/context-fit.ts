@@ -47,7 +47,9 @@ export async function fitCandidates(
   }
   if (fitted.length === 0 && firstMiss) {
     const { model, prompt: tokens, maxTokens } = firstMiss;
-    const needs = maxTokens === undefined ? `about ${tokens} prompt tokens` : `about ${tokens} prompt tokens plus max_tokens ${maxTokens}`;
+    // A count that stopped past the largest window says "more than", not a number it never reached.
+    const prompt = tokens > model.context_length ? `more than ${model.context_length} prompt tokens` : `about ${tokens} prompt tokens`;
+    const needs = maxTokens === undefined ? prompt : `${prompt} plus max_tokens ${maxTokens}`;
     throw new ContextLengthError(tokens, maxTokens, model.context_length,
       `This request needs ${needs}, which exceeds the context length of ${model.id} (${model.context_length} tokens). Shorten the conversation or lower max_tokens.`);
   }

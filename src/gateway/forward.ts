@@ -23,6 +23,8 @@ import { keyVerdict, sessionHash } from "../providers/key-pool.ts";
 import { sessionIdOf } from "./session-id.ts";
 import { concurrencyRefusal, NO_SLOT, type ConcurrencySlot, type ConcurrencyStore } from "../limits/concurrency-limiter.ts";
 import type { Transport } from "../transport/transport.ts";
+import type { CountQueue } from "../limits/count-queue.ts";
+import { countInTurn } from "./count-tokens.ts";
 
 export interface ForwardDeps {
   settings: Settings;
@@ -48,6 +50,11 @@ export interface ForwardDeps {
   keyPools?: KeyPools;
   /** Requests under way per key (limits/concurrency-limiter.ts); without it, no key is capped. */
   concurrency?: ConcurrencyStore;
+  /**
+   * Where a prompt near a context window is counted: in turns per key, bounded and abortable
+   * (limits/count-queue.ts); without it, on the tokenizer's own lane.
+   */
+  counts?: CountQueue;
 }
 
 export interface ForwardRequest {
@@ -95,7 +102,12 @@ export async function forward(deps: ForwardDeps, req: ForwardRequest): Promise<R
   // The request-id plugin set the header: every log line about the request carries it, the upstream gets it.
   const clientRequestId = req.headers.get("x-request-id") ?? undefined;
   if (clientRequestId) deps = withLog(deps, withRequestId(deps.log, clientRequestId));
-  const plan = await planRequest(deps.settings, deps.tokenizer.count, { wire: req.format.wire, body: req.body, bodyBytes: req.bodyBytes, candidates: req.candidates, embeddings: req.embeddings });
+  // A prompt near a window is counted in turn with other keys' counts, and only as far as the
+  // largest window: a tenant's 10 MB prompt of punctuation, counted whole on the tokenizer's
+  // priority lane, held every other tenant's count (and settlement) for a minute (a probe, 2026-11-30).
+  const counts = deps.counts;
+  const count = counts ? (text: string, limit: number) => countInTurn(counts, req.principal.keyId, text, req.signal, limit) : deps.tokenizer.count;
+  const plan = await planRequest(deps.settings, count, { wire: req.format.wire, body: req.body, bodyBytes: req.bodyBytes, candidates: req.candidates, embeddings: req.embeddings });
   const trace = req.trace;
   if (trace) trace.planned(plan.requestId, plan.candidates[0]!.model.id, req.principal);
   // A place among the key's requests under way, before credits are held: a refused request holds nothing.

@@ -2,7 +2,7 @@ import type { ModelConfig } from "../config/schema.ts";
 import type { Settings } from "../config/load-config.ts";
 import type { UpstreamKind } from "../formats/common/wire-types.ts";
 import { worstCaseMicro as mostItCosts } from "../billing/pricing.ts";
-import { promptTokenBound, promptTokenCeiling, type TokenCounter } from "../billing/token-estimate.ts";
+import { promptTokenBound, promptTokenCeiling } from "../billing/token-estimate.ts";
 import { fitCandidates, type Fitted } from "./context-fit.ts";
 import { promptText, requestedMaxTokens } from "../formats/prepare-upstream.ts";
 import type { EmbeddingsInputMeasure } from "../formats/openai-embeddings/embeddings-input.ts";
@@ -28,7 +28,8 @@ export interface Plan {
  */
 export async function planRequest(
   settings: Settings,
-  count: TokenCounter,
+  /** Counts a prompt near a window; it may stop once past `limit` (it then answers more than `limit`). */
+  count: (text: string, limit: number) => Promise<number>,
   req: { wire: UpstreamKind; body: Record<string, unknown>; bodyBytes: number; candidates: ModelConfig[]; embeddings?: EmbeddingsInputMeasure },
 ): Promise<Plan> {
   if (req.embeddings) return planEmbeddings(req.candidates, req.embeddings);
@@ -36,12 +37,15 @@ export async function planRequest(
   const messageCount = Array.isArray(body.messages) ? body.messages.length : 0;
   const promptBound = promptTokenBound(req.bodyBytes, messageCount);
   const prompt = new ChatPrompt(wire, body);
+  // Counted no further than the largest window: past it, nothing fits, whatever the rest holds.
+  const framing = 4 * messageCount + 3;
+  const window = Math.max(...req.candidates.map((m) => m.context_length));
   const candidates = await fitCandidates(
     req.candidates,
     promptBound,
     requestedMaxTokens(wire, body),
     settings.limits.max_tokens_cap,
-    async () => (await count(prompt.text())) + 4 * messageCount + 3,
+    async () => (await count(prompt.text(), Math.max(0, window - framing))) + framing,
   );
   // The hold covers the most the prompt can cost (a token a byte at most), capped by the model's
   // window, which it cannot bill past (or a long conversation of escaped text was held for far

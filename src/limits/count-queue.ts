@@ -1,4 +1,5 @@
 import { createFairQueue } from "./fair-queue.ts";
+import { pieceEnd } from "../billing/token-estimate.ts";
 
 /**
  * Free token counts (`POST /v1/messages/count_tokens` answered by the gateway's tokenizer) wait
@@ -14,8 +15,8 @@ import { createFairQueue } from "./fair-queue.ts";
  * - a count that has not finished within `timeoutMs` of arriving is given up (503);
  * - `count` is the tokenizer's low-priority lane (billing/token-estimate.ts, Tokenizer.countWhenIdle),
  *   which gives each slice to the tokenizer only when no chat or billing count is waiting.
- * A slice boundary can split a token, as the tokenizer's own slicing does: slices are a multiple
- * of its 2,048 characters, so the sum is what one count of the whole text gives.
+ * Slices end where the tokenizer's own pieces do (billing/token-estimate.ts, `pieceEnd`), so the
+ * sum is what one count of the whole text gives.
  */
 
 export interface CountQueueOptions {
@@ -38,8 +39,12 @@ export class CountRefusedError extends Error {
 }
 
 export interface CountQueue {
-  /** The tokens of `text`, counted in turn with other keys' counts. */
-  count(key: string, text: string, signal?: AbortSignal): Promise<number>;
+  /**
+   * The tokens of `text`, counted in turn with other keys' counts. With `limit`, the count stops
+   * at the first slice that takes it past the limit and answers what it has (more than `limit`):
+   * whoever asks only needs to know that the text does not fit.
+   */
+  count(key: string, text: string, signal?: AbortSignal, limit?: number): Promise<number>;
   /**
    * Why `key`'s next count would be refused (its counts leave no room for one slice, or for the
    * request's body: `bodyBytes`, its Content-Length, bounds its text), or undefined: asked when a
@@ -61,6 +66,8 @@ interface Job {
   /** Characters counted so far. */
   done: number;
   tokens: number;
+  /** Stop once past this many tokens (see CountQueue.count). */
+  limit: number;
   finished: boolean;
   timer?: ReturnType<typeof setTimeout>;
   onAbort?: () => void;
@@ -96,8 +103,9 @@ export function createCountQueue(o: CountQueueOptions): CountQueue {
       for (let turn = queue.next(); turn; turn = queue.next()) {
         const { key, item: job } = turn;
         let tokens: number;
+        const end = pieceEnd(job.text, job.done, slice);
         try {
-          tokens = await o.count(job.text.slice(job.done, job.done + slice));
+          tokens = await o.count(job.text.slice(job.done, end));
         } catch (error) {
           finish(key, job, { error });
           continue;
@@ -105,8 +113,8 @@ export function createCountQueue(o: CountQueueOptions): CountQueue {
         // Given up (timed out, client gone) while its slice was counted.
         if (job.finished) continue;
         job.tokens += tokens;
-        job.done += slice;
-        if (job.done >= job.text.length) finish(key, job, { tokens: job.tokens });
+        job.done = end;
+        if (job.done >= job.text.length || job.tokens > job.limit) finish(key, job, { tokens: job.tokens });
       }
     } finally {
       pumping = false;
@@ -114,11 +122,11 @@ export function createCountQueue(o: CountQueueOptions): CountQueue {
   }
 
   return {
-    count(key, text, signal) {
+    count(key, text, signal, limit = Number.POSITIVE_INFINITY) {
       if (text.length === 0) return Promise.resolve(0);
       if (signal?.aborted) return Promise.reject(new CountRefusedError("aborted", "The client closed the request."));
       return new Promise<number>((resolve, reject) => {
-        const job: Job = { text, done: 0, tokens: 0, finished: false, resolve, reject };
+        const job: Job = { text, done: 0, tokens: 0, limit, finished: false, resolve, reject };
         const pushed = queue.push(key, job, Math.max(slice, Buffer.byteLength(text)));
         if (pushed === "key_full") return reject(new CountRefusedError("key_busy", keyBusy));
         if (pushed === "queue_full") {

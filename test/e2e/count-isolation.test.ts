@@ -98,6 +98,18 @@ describe("one key's count flood", () => {
     expect(answered).toHaveLength(PER_KEY);
   });
 
+  test("a chat request's own count of its prompt takes the key's share too: past the cap it is refused (429) rather than counted on", async () => {
+    const flooding = await flood([]);
+    const res = await fetch(`${gw.url}/v1/chat/completions`, {
+      method: "POST",
+      headers: { authorization: `Bearer ${flooder.key}`, "content-type": "application/json" },
+      body: JSON.stringify({ model: FREE_MODEL, max_tokens: 10, messages: [{ role: "user", content: "hello ".repeat(3400) }] }),
+    });
+    expect(res.status).toBe(429);
+    expect(((await res.json()) as any).error.message).toContain("Too many token counts in progress for this key");
+    await Promise.all(flooding);
+  });
+
   /** The flooder's next count, `total` bytes of body on a raw socket: refused (429) and cut before it is all read. */
   async function refusedOnArrival(total: number, chunked: boolean): Promise<void> {
     const res = await rawUpload({
@@ -139,3 +151,24 @@ test("a prompt over count_tokens_max_bytes is refused with 413 request_too_large
   expect(body.error.message).toBe(`The prompt is too large to count: ${4 * 1024 * 1024 + 1} bytes of text; count_tokens counts at most ${4 * 1024 * 1024}.`);
   expect(gw.app.services.counts.size).toBe(0);
 });
+
+test("a chat prompt far past every window (a megabyte of punctuation) is refused with 400 once its count passes the largest window", async () => {
+  const symbols = "!@#$%^&*()-_=+[]{};:,.<>/?~`|";
+  let text = "";
+  while (text.length < 1_000_000) text += symbols[(text.length * 7919) % symbols.length];
+  const res = await fetch(`${gw.url}/v1/chat/completions`, {
+    method: "POST",
+    headers: { authorization: `Bearer ${gw.key}`, "content-type": "application/json" },
+    body: JSON.stringify({ models: [FREE_MODEL, OPENAI_MODEL], max_tokens: 10, messages: [{ role: "user", content: text }] }),
+  });
+  expect(res.status).toBe(400);
+  const body = (await res.json()) as any;
+  expect(body.error.code).toBe("context_length_exceeded");
+  // The count stopped at the first slice past the largest window (128,000 tokens), not at the
+  // whole text's ~670,000 (about two tokens for every three characters of punctuation).
+  const counted = Number(/resulted in (\d+) tokens/.exec(body.error.message)?.[1]);
+  expect(counted).toBeGreaterThan(128_000);
+  expect(counted).toBeLessThan(200_000);
+  expect(gw.app.services.counts.size).toBe(0);
+});
+

@@ -34,6 +34,23 @@ describe("free count queue", () => {
     expect(queue.size).toBe(0);
   });
 
+  test("with a limit, a count stops at the first slice that takes it past the limit and answers what it has", async () => {
+    const tokenizer = recordingCounter();
+    const queue = createCountQueue({ perKeyBytes: 1000, capacityBytes: 1000, timeoutMs: 60_000, count: tokenizer.count, sliceChars: 4 });
+    expect(await queue.count("A", "x".repeat(400), undefined, 10)).toBe(12);
+    expect(tokenizer.slices).toEqual(["xxxx", "xxxx", "xxxx"]);
+    expect(queue.size).toBe(0);
+    // Within its limit, the whole text is counted.
+    expect(await queue.count("A", "x".repeat(10), undefined, 10)).toBe(10);
+  });
+
+  test("slices end before a space in their second half, as the tokenizer's pieces do: prose is counted as a whole", async () => {
+    const tokenizer = recordingCounter();
+    const queue = createCountQueue({ perKeyBytes: 1000, capacityBytes: 1000, timeoutMs: 60_000, count: tokenizer.count, sliceChars: 8 });
+    await queue.count("A", "one two three four");
+    expect(tokenizer.slices).toEqual(["one two", " three", " four"]);
+  });
+
   test("per-key cap on bytes of text: the key's next count is refused at once, other keys' are not; room again after one finishes", async () => {
     let release!: () => void;
     const gate = new Promise<void>((resolve) => (release = resolve));
