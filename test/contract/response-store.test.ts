@@ -247,6 +247,17 @@ describe("resolving what a request refers to", () => {
     expect(err.message).toContain(`at most ${MAX_REFERENCES}`);
   });
 
+  test("references bring in at most maxReferencedBytes of stored items, an item named twice counted twice: past it, refused before anything is copied", async () => {
+    const store = await filled();
+    const one = Buffer.byteLength(JSON.stringify(message("msg_1_0", "answer 1")));
+    const named = (n: number) => ({ input: Array.from({ length: n }, () => ({ type: "item_reference", id: "msg_1_0" })) });
+    expect((await resolveStoredInput(named(10), "acct_a", store, 10 * one)).input).toHaveLength(10);
+    const err = await errorOf(resolveStoredInput(named(11), "acct_a", store, 10 * one));
+    expect(err).toBeInstanceOf(ResponsesRequestError);
+    expect(err.message).toContain(`more than ${10 * one} bytes of stored items`);
+    expect(err.message).toContain("store: false");
+  });
+
   test("an unknown reference is refused naming the id and what to send instead", async () => {
     const err = await errorOf(resolveStoredInput({ input: [{ type: "item_reference", id: "msg_gone_0" }] }, "acct_a", await filled()));
     expect(err).toBeInstanceOf(ResponsesRequestError);

@@ -175,3 +175,23 @@ describe("the shared store (Redis) unreachable", () => {
     store.close();
   });
 });
+
+describe("references bring in at most a body's worth of stored items", () => {
+  const gw = useGateway(() => ({ upstreamUrl: upstream.url, limits: { max_body_bytes: 1_000_000 } }));
+
+  test("one stored answer named more times than limits.max_body_bytes holds is a 400, before anything is copied or sent", async () => {
+    // A 20 KB answer: 49 references to it bring ~1 MB, past this gateway's 1,000,000-byte bodies.
+    upstream.reply({ kind: "json", body: { id: "chatcmpl-x", object: "chat.completion", created: 1, model: "m", choices: [{ index: 0, message: { role: "assistant", content: "long answer ".repeat(1_700) }, finish_reason: "stop" }], usage: { prompt_tokens: 5, completion_tokens: 5000, total_tokens: 5005 } } });
+    const answer = await sdk(gw).responses.create({ model: OPENAI_MODEL, input: "Say a lot." });
+    const item = { type: "item_reference", id: answer.output[0]!.id };
+    const sent = upstream.requests.length;
+    const ok = await post(gw, "/v1/responses", { model: OPENAI_MODEL, store: false, input: [...Array.from({ length: 10 }, () => item), { role: "user", content: "and?" }] });
+    expect(ok.status).toBe(200);
+    await ok.arrayBuffer();
+    const refused = await post(gw, "/v1/responses", { model: OPENAI_MODEL, store: false, input: Array.from({ length: 60 }, () => item) });
+    expect(refused.status).toBe(400);
+    expect(((await refused.json()) as any).error.message).toContain("more than 1000000 bytes of stored items");
+    expect(upstream.requests.length).toBe(sent + 1);
+    expect(upstream.requests.at(-1)!.rawBody.split("long answer long answer").length).toBeGreaterThan(10);
+  });
+});

@@ -35,7 +35,14 @@ const WHY_MISSING =
 /** Most `item_reference` items one request may hold: far more than a long agent conversation names. */
 export const MAX_REFERENCES = 10_000;
 
-export async function resolveStoredInput(body: Json, scope: string, store: ResponseStore): Promise<StoredInput> {
+/**
+ * `maxReferencedBytes`: the most JSON the `item_reference` items may bring in all (each named item
+ * measured once, counted each time it is named), so a reference cannot amplify a request beyond
+ * what its client could have sent itself: one stored 40 KB answer named 5,000 times by a 380 KB
+ * request became 205 MB to copy and serialise on the request thread (three such requests stalled
+ * every tenant for 13 s, and 10,000 references ran the process out of memory; a probe, 2026-11-30).
+ */
+export async function resolveStoredInput(body: Json, scope: string, store: ResponseStore, maxReferencedBytes = Number.POSITIVE_INFINITY): Promise<StoredInput> {
   const raw = body.input;
   const items: Json[] = typeof raw === "string" ? [{ type: "message", role: "user", content: raw }] : Array.isArray(raw) ? (raw as Json[]) : [];
   let count = 0;
@@ -45,7 +52,18 @@ export async function resolveStoredInput(body: Json, scope: string, store: Respo
   // a reference each time re-read the whole answer (9 MB of instructions, 60,000 references: the
   // request thread held 54 s, every tenant with it).
   const answers = new Map<string, Promise<StoredResponse | undefined>>();
-  const input = count > 0 ? await Promise.all(items.map((item) => (isReference(item) ? referenced(item, scope, store, answers) : item))) : items;
+  // Each named item's size, measured once; what the references bring in all, checked before any copy is made.
+  const sizes = new Map<string, number>();
+  let added = 0;
+  const sized = (id: string, found: Json): void => {
+    let size = sizes.get(id);
+    if (size === undefined) sizes.set(id, (size = Buffer.byteLength(JSON.stringify(found))));
+    added += size;
+    if (added > maxReferencedBytes) {
+      throw new ResponsesRequestError(`input's item_reference items name more than ${maxReferencedBytes} bytes of stored items; at most that many are taken in one request (an item named twice counts twice). ${SEND_WHOLE}`);
+    }
+  };
+  const input = count > 0 ? await Promise.all(items.map((item) => (isReference(item) ? referenced(item, scope, store, answers, sized) : item))) : items;
   const references = count > 0;
 
   const previous = body.previous_response_id;
@@ -67,7 +85,13 @@ function isReference(item: Json): boolean {
   return true;
 }
 
-async function referenced(item: Json, scope: string, store: ResponseStore, answers: Map<string, Promise<StoredResponse | undefined>>): Promise<Json> {
+async function referenced(
+  item: Json,
+  scope: string,
+  store: ResponseStore,
+  answers: Map<string, Promise<StoredResponse | undefined>>,
+  sized: (id: string, found: Json) => void,
+): Promise<Json> {
   const id = item.id;
   if (typeof id !== "string" || id === "") throw new ResponsesRequestError("an input item of type item_reference needs the `id` of the item it refers to.");
   if (!store.enabled) {
@@ -75,11 +99,14 @@ async function referenced(item: Json, scope: string, store: ResponseStore, answe
   }
   const answer = answerIdOfItem(id);
   let found: Json | undefined;
-  if (answer === undefined) found = await store.item(scope, id);
-  else {
+  if (answer === undefined) {
+    found = await store.item(scope, id);
+    if (found) sized(id, found);
+  } else {
     let stored = answers.get(answer);
     if (!stored) answers.set(answer, (stored = store.response(scope, answer)));
     const item = ((await stored)?.response.output as Json[] | undefined)?.find((it) => it.id === id);
+    if (item !== undefined) sized(id, item);
     // A copy each: one item named twice is two items of the conversation.
     found = item === undefined ? undefined : structuredClone(item);
   }

@@ -37,7 +37,8 @@ export function responsesRoute(deps: ForwardDeps & { catalogue: Catalogue; respo
         let plan: ResponsesPlan;
         let stored: StoredInput;
         try {
-          stored = await resolveStoredInput(body, principal.accountId, store).catch(unavailable);
+          // References may bring in what the client could have sent itself: a body's worth.
+          stored = await resolveStoredInput(body, principal.accountId, store, deps.settings.limits.max_body_bytes).catch(unavailable);
           const whole = stored.history.length > 0 ? [...stored.history, ...stored.input] : stored.input;
           plan = responsesToChat({ ...body, input: whole });
         } catch (err) {
