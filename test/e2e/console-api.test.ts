@@ -164,6 +164,41 @@ function consoleSuite(name: string, start: () => Promise<Setup>) {
       }
     }, 30_000);
 
+    test("a key a holder makes is no wider than what the operator set on the account's keys, revoked ones included; where nothing is set, the defaults", async () => {
+      const s = await start();
+      try {
+        const { holder, operator, account } = await holderSetup(s.gw, "hana", "hana");
+        const summary = async (keyId: string) => (await holder.json("GET", `/console/api/accounts/${account.id}`)).keys.find((k: { id: string }) => k.id === keyId);
+        const make = async () => summary((await holder.json("POST", `/console/api/accounts/${account.id}/keys`, { name: "mine" }, 201)).id);
+        const limits = (k: any) => [k.models === null ? null : [...k.models].sort(), k.rate_limit_per_minute, k.max_concurrent_requests];
+        // Nothing set on any key yet: the holder's first key has the defaults.
+        expect(limits(await make())).toEqual([null, null, null]);
+        // The operator's keys: two models between them, 5 and 7 a minute, 1 and 2 at once. The
+        // holder's earlier unrestricted key does not widen what a new one gets.
+        const narrow = await operator.json("POST", `/console/api/accounts/${account.id}/keys`, { name: "narrow", models: ["test/gpt"], rate_limit_per_minute: 5, max_concurrent_requests: 1 }, 201);
+        const wide = await operator.json("POST", `/console/api/accounts/${account.id}/keys`, { name: "other", models: ["test/claude", "test/gpt"], rate_limit_per_minute: 7, max_concurrent_requests: 2 }, 201);
+        const made = await make();
+        expect(limits(made)).toEqual([["test/claude", "test/gpt"], 7, 2]);
+        // Revoking the operator's keys widens nothing.
+        await holder.json("DELETE", `/console/api/keys/${narrow.id}`);
+        await holder.json("DELETE", `/console/api/keys/${wide.id}`);
+        expect(limits(await make())).toEqual([["test/claude", "test/gpt"], 7, 2]);
+        // And the key is held to them: a model outside its list is a 403.
+        const key = (await holder.json("POST", `/console/api/accounts/${account.id}/keys`, { name: "used" }, 201)).key;
+        const refused = await fetch(`${s.gw.url}/v1/chat/completions`, {
+          method: "POST", headers: { authorization: `Bearer ${key}`, "content-type": "application/json" },
+          body: JSON.stringify({ model: FREE_MODEL, messages: [{ role: "user", content: "hi" }] }),
+        });
+        expect(refused.status).toBe(403);
+        await refused.arrayBuffer();
+        // The operator's own keys are not held to it.
+        const operators = await operator.json("POST", `/console/api/accounts/${account.id}/keys`, { name: "ops" }, 201);
+        expect(limits(await summary(operators.id))).toEqual([null, null, null]);
+      } finally {
+        await s.stop();
+      }
+    }, 30_000);
+
     test("a holder's key works, its usage and requests match the usage API, and revoked in the console it gets 401 within a second", async () => {
       const s = await start();
       try {

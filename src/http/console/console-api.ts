@@ -1,6 +1,7 @@
 import { Elysia, t } from "elysia";
 import { timingSafeEqual } from "node:crypto";
 import type { ModelConfig } from "../../config/schema.ts";
+import { holderKeyCeiling } from "../../accounts/holder-keys.ts";
 import { canonicalLogin, clearedSessionCookie, decoyHash, hashPassword, hashSecret, issueInvite, publicOrigin, sameOrigin, sessionCookie, sessionToken, startSession, verifyPassword, type NewSession } from "../../console/console-auth.ts";
 import { MAX_RECENT, type ConsoleSession, type ConsoleStore } from "../../console/console-store.ts";
 import { chartPeriods, MAX_CHART_PERIODS, summarizeUsage } from "../../console/usage-summary.ts";
@@ -259,8 +260,10 @@ export function consoleApiRoutes(deps: ConsoleApiDeps) {
       const s = await changer(request);
       scopeAccount(s, params.id);
       holderFields(s, body ?? undefined);
+      // A holder's key is no wider than the widest the operator gave the account (accounts/holder-keys.ts).
+      const ceiling = s.kind === "holder" ? holderKeyCeiling((await ops.account(params.id)).keys) : {};
       set.status = 201;
-      return ops.createKey(params.id, body ?? undefined);
+      return ops.createKey(params.id, { ...body, ...ceiling });
     }, { body: t.Optional(CreateKey) })
     .patch("/keys/:id", async ({ request, params, body }) => {
       const s = await changer(request);

@@ -1,0 +1,30 @@
+import type { KeySummary } from "./account-store.ts";
+
+/** What a key an account holder makes may reach, set by the gateway (the holder sets none of it). */
+export interface HolderKeyCeiling {
+  models?: string[];
+  rate_limit_per_minute?: number;
+  max_concurrent_requests?: number;
+}
+
+/**
+ * A key an account holder makes in the console is no wider than what the operator set on the
+ * account's keys, field by field: if any of its keys (revoked ones too) has a model list, the new
+ * key may use the models of those lists; if any has its own rate or cap on requests at once, the
+ * new key has the largest of them. A field no key sets stays the gateway's default. Keys that leave
+ * a field to the default do not widen it, so a key the holder made before the operator restricted
+ * the account, or the revoking of the operator's keys, widens nothing; an operator who wants wider
+ * keys for the account sets the wider values on one. Without this, a holder's new key took the
+ * gateway's defaults, every model and no cap on requests at once, around the limits the operator
+ * had set on the account's keys (a hostile-tenant probe, 2026-11-30). Pure.
+ */
+export function holderKeyCeiling(keys: readonly KeySummary[]): HolderKeyCeiling {
+  const ceiling: HolderKeyCeiling = {};
+  const lists = keys.filter((k) => k.models !== null);
+  if (lists.length > 0) ceiling.models = [...new Set(lists.flatMap((k) => k.models!))];
+  const rates = keys.flatMap((k) => (k.rate_limit_per_minute === null ? [] : [k.rate_limit_per_minute]));
+  if (rates.length > 0) ceiling.rate_limit_per_minute = Math.max(...rates);
+  const caps = keys.flatMap((k) => (k.max_concurrent_requests === null ? [] : [k.max_concurrent_requests]));
+  if (caps.length > 0) ceiling.max_concurrent_requests = Math.max(...caps);
+  return ceiling;
+}
