@@ -61,6 +61,9 @@ const ANSWER_TOO_LARGE = "The upstream provider sent an answer larger than the g
 
 export const clientClosed = () => new GatewayError(499, "invalid_request", "The client closed the request.");
 
+/** OpenAI's 429 for one request past the organisation's per-minute quota (see its use). */
+const TOO_LARGE_FOR_QUOTA = /^Request too large for /i;
+
 /** The longest wait a 502 passes on from a vendor's retry-after (seconds). */
 const MAX_RETRY_AFTER_S = 60;
 
@@ -144,6 +147,15 @@ export async function attemptUpstream(deps: AttemptDeps, req: AttemptRequest, ca
         requestId: req.requestId, provider: provider.id, status: res.status, detail: deps.scrubber.logDetail(detail ?? text, undefined, promptText(req.wire, req.body)),
       });
       const cause = res.status === 429 ? "status_429" : res.status >= 500 ? "status_5xx" : "status_4xx";
+      // OpenAI answers a request larger than the organisation's tokens a minute with a 429 ("Request
+      // too large for gpt-4o … on tokens per min (TPM): Limit 30000, Requested 50000"). It is about
+      // the request, not the key: read as the vendor's 413, it cools no key (a tenant's oversized
+      // requests cooled every key of a pool, moving other tenants' sessions off their caches), is
+      // not retried, and tells the client to send less.
+      if (res.status === 429 && detail !== undefined && TOO_LARGE_FOR_QUOTA.test(detail)) {
+        const error = new GatewayError(413, "request_too_large", `The request is larger than the upstream provider takes in a minute: ${deps.scrubber.forClient(detail)}`);
+        return { kind: "refused", verdict: "fail", error, cause, status: 413 };
+      }
       const delayMs = requestedDelayMs(res.headers, deps.now());
       let error = upstreamStatusError(res.status, detail, deps.scrubber, openai);
       // The vendor's own wait goes on to the client with the 502 (bounded), so its SDK's retry comes
