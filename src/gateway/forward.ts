@@ -144,7 +144,7 @@ export async function forward(deps: ForwardDeps, req: ForwardRequest): Promise<R
       // Keys of this provider that refused this request: it moves to another before waiting or falling back.
       let tried: Set<string> | undefined;
       for (let retry = 0; ; ) {
-        const meter = billing.attempt(candidate.model, candidate.model.provider, candidate.maxTokens);
+        const meter = billing.attempt(candidate.model, candidate.model.provider, candidate.maxTokens + plan.predictedTokens);
         trace?.attemptStarted(candidate.model.id, candidate.model.provider);
         if (session === null && pool && pool.size > 1) session = sessionOf(req, plan.uuid);
         // Awaited only when the store answers later (Redis): an await costs a turn of microtasks.
@@ -172,7 +172,7 @@ export async function forward(deps: ForwardDeps, req: ForwardRequest): Promise<R
             trace?.streamAbandoned(outcome.cause!);
             // What the failed attempt counted is dropped with it: a client that leaves while the
             // request waits to retry is not charged for an answer it never got.
-            billing.attempt(candidate.model, candidate.model.provider, candidate.maxTokens);
+            billing.attempt(candidate.model, candidate.model.provider, candidate.maxTokens + plan.predictedTokens);
             // An overloaded vendor key cools as an error status would have made it.
             if (key && outcome.status === 529) pool!.report(key, 529, undefined);
           }

@@ -19,6 +19,8 @@ export interface Plan {
   worstCaseMicro: number;
   /** All message text (or the input's count), for estimates; computed only if asked. */
   promptText: PromptSource;
+  /** Output an answer may be billed beyond its answer limit: OpenAI's predicted output (see `predictedTokens`). */
+  predictedTokens: number;
 }
 
 /**
@@ -51,9 +53,21 @@ export async function planRequest(
   // window, which it cannot bill past (or a long conversation of escaped text was held for far
   // more than it could cost).
   const promptCeiling = promptTokenCeiling(req.bodyBytes, messageCount);
+  const predicted = predictedTokens(wire, body);
   const worstCaseMicro = Math.max(...candidates.map((c) =>
-    mostItCosts(c.model.pricing, Math.min(promptCeiling, c.model.context_length), c.maxTokens * answersAsked(settings, wire, body, c.model), c.model.category === "image" ? 1 : 0)));
-  return { ...requestIds(), candidates, worstCaseMicro, promptText: prompt };
+    mostItCosts(c.model.pricing, Math.min(promptCeiling, c.model.context_length), (c.maxTokens + predicted) * answersAsked(settings, wire, body, c.model), c.model.category === "image" ? 1 : 0)));
+  return { ...requestIds(), candidates, worstCaseMicro, promptText: prompt, predictedTokens: predicted };
+}
+
+/**
+ * OpenAI's predicted output (`prediction`): the predicted tokens the answer did not use are billed
+ * as output too ("rejected_prediction_tokens"), beyond the answer limit, so the hold and the
+ * output the meter takes from the vendor's count make room for them: a token a byte of the
+ * prediction at most. Held at max_tokens alone, such an answer was charged no more than its hold.
+ */
+export function predictedTokens(wire: UpstreamKind, body: Record<string, unknown>): number {
+  const prediction = wire === "openai" ? body.prediction : undefined;
+  return prediction && typeof prediction === "object" ? Buffer.byteLength(JSON.stringify(prediction)) : 0;
 }
 
 /**
@@ -92,7 +106,7 @@ export function answersAsked(settings: Settings, wire: UpstreamKind, body: Recor
  */
 function planEmbeddings(models: ModelConfig[], input: EmbeddingsInputMeasure): Plan {
   const worstCaseMicro = Math.max(...models.map((m) => mostItCosts(m.pricing, input.tokenBound, 0, 0)));
-  return { ...requestIds(), candidates: models.map((model) => ({ model, maxTokens: 0 })), worstCaseMicro, promptText: input.prompt };
+  return { ...requestIds(), candidates: models.map((model) => ({ model, maxTokens: 0 })), worstCaseMicro, promptText: input.prompt, predictedTokens: 0 };
 }
 
 /**

@@ -171,6 +171,38 @@ describe("what the vendor bills above the price book is not asked for (a tenant 
     }
   });
 
+  test("OpenAI: spoken answers (audio, modalities audio) and web_search_options are dropped: the model answers in text, the rest goes", async () => {
+    const cases: [Record<string, unknown>, unknown][] = [
+      [{ modalities: ["text", "audio"], audio: { voice: "alloy", format: "wav" } }, ["text"]],
+      [{ modalities: ["audio"] }, ["text"]],
+      [{ modalities: ["text"] }, ["text"]],
+      [{ web_search_options: { search_context_size: "high" } }, undefined],
+    ];
+    for (const [extra, modalities] of cases) {
+      const res = await post(gw, "/v1/chat/completions", { model: OPENAI_MODEL, user: "u1", ...extra, messages: [{ role: "user", content: "hi" }] });
+      expect(res.status).toBe(200);
+      await res.arrayBuffer();
+      const sent = upstream.requests.at(-1)!.body;
+      expect([extra, sent.audio, sent.web_search_options, sent.modalities, sent.user]).toEqual([extra, undefined, undefined, modalities, "u1"]);
+    }
+  });
+
+  test("OpenAI: a predicted output's rejected tokens are billed as the vendor bills them, past max_tokens; without a prediction output stops at max_tokens", async () => {
+    const prediction = { type: "content", content: "const answer = 42; // the file as it is now\n".repeat(40) };
+    const usage = { prompt_tokens: 20, completion_tokens: 400, total_tokens: 420, completion_tokens_details: { reasoning_tokens: 0, accepted_prediction_tokens: 5, rejected_prediction_tokens: 390 } };
+    const charged = async (extra: Record<string, unknown>) => {
+      upstream.reply({ kind: "json", body: { id: "chatcmpl-p", object: "chat.completion", created: 1, model: "gpt-4o-mini", choices: [{ index: 0, message: { role: "assistant", content: "const answer = 43;" }, finish_reason: "stop" }], usage } });
+      const before = await gw.balanceMicro();
+      const res = await post(gw, "/v1/chat/completions", { model: OPENAI_MODEL, max_tokens: 10, messages: [{ role: "user", content: "fix it" }], ...extra });
+      expect(res.status).toBe(200);
+      await res.arrayBuffer();
+      return before - (await gw.balanceMicro());
+    };
+    expect(await charged({ prediction })).toBe(20 * 150 + 400 * 600);
+    expect(upstream.requests.at(-1)!.body.prediction).toEqual(prediction);
+    expect(await charged({})).toBe(20 * 150 + 10 * 600);
+  });
+
   test("Anthropic: speed fast is dropped (standard speed answers); the rest of the request is untouched", async () => {
     const res = await post(gw, "/v1/messages", { model: ANTHROPIC_MODEL, max_tokens: 20, speed: "fast", metadata: { user_id: "u1" }, messages: [{ role: "user", content: "hi" }] }, { "anthropic-version": "2023-06-01" });
     expect(res.status).toBe(200);

@@ -66,11 +66,26 @@ function usageEvent(u: OpenAIUsage): StreamEvent {
  */
 const DEARER_TIERS = new Set(["priority", "scale"]);
 
-/** The body as sent: without a dearer service tier (see DEARER_TIERS); the same object otherwise. */
-export function withoutDearerTier(body: unknown): unknown {
+/**
+ * The body as sent, without what the vendor bills apart from the price book's token classes: a
+ * dearer service tier (see DEARER_TIERS); spoken answers (`audio`, `"audio"` in `modalities`),
+ * whose audio tokens cost several times text's; and `web_search_options`, whose searches carry a
+ * fee per call (the spec runs no tools on the gateway's side; Anthropic's server tools are dropped
+ * the same way). The model answers in text, at the prices charged. The same object when there is
+ * nothing to drop.
+ */
+export function withoutUnpricedExtras(body: unknown): unknown {
   const b = body as Record<string, unknown> | null;
-  if (!b || typeof b.service_tier !== "string" || !DEARER_TIERS.has(b.service_tier)) return body;
-  const { service_tier: _dropped, ...rest } = b;
+  if (!b) return body;
+  const tier = typeof b.service_tier === "string" && DEARER_TIERS.has(b.service_tier);
+  const spoken = b.audio !== undefined || (Array.isArray(b.modalities) && b.modalities.includes("audio"));
+  if (!tier && !spoken && b.web_search_options === undefined) return body;
+  const { service_tier, audio: _audio, web_search_options: _search, ...rest } = b;
+  if (!tier && service_tier !== undefined) rest.service_tier = service_tier;
+  if (Array.isArray(rest.modalities)) {
+    const kept = rest.modalities.filter((m) => m !== "audio");
+    rest.modalities = kept.length > 0 ? kept : ["text"];
+  }
   return rest;
 }
 
@@ -80,7 +95,7 @@ export const openaiAdapter: ProviderAdapter = {
   buildRequest(provider, body) {
     const headers: Record<string, string> = { "content-type": "application/json", accept: "application/json", ...provider.headers };
     if (provider.apiKey) headers.authorization = `Bearer ${provider.apiKey}`;
-    return { url: `${provider.base_url}/chat/completions`, headers, body: JSON.stringify(withoutDearerTier(body)) };
+    return { url: `${provider.base_url}/chat/completions`, headers, body: JSON.stringify(withoutUnpricedExtras(body)) };
   },
 
   modelsRequest(provider) {
