@@ -4,6 +4,7 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { chromium, type BrowserContext, type Page } from "playwright-core";
 import { startGatewayProcess, type GatewayProcess } from "../helpers/gateway-process.ts";
+import { until } from "../helpers/until.ts";
 
 /**
  * The console end to end in a real headless Chromium (Debian's, driven by playwright-core), in
@@ -716,4 +717,66 @@ test("the operator sees who can sign in to an account and removes a login: that 
   } finally {
     await holderContext.close();
   }
+}, 60_000);
+
+test("what a console probe found, fixed: one account per double click, an old error goes once a field changes, the last day a date can name saves, the title and the menu name the view, key rows stack on a phone, the chart follows the window, a used invite leads on", async () => {
+  // Signed in as the operator (the test before). A double click makes one account.
+  await page.goto(`${gateway.url}/console/#accounts`);
+  await page.getByTestId("account-name").fill("double-click-co");
+  await page.getByTestId("account-credits").fill("3");
+  await page.getByTestId("account-create").dblclick();
+  await page.waitForURL(/#account\/acct_/);
+  await page.locator("#account-title").waitFor();
+  const made = (await admin("/v1/admin/accounts?name=double-click-co")).data;
+  expect(made).toHaveLength(1);
+  const id = page.url().split("#account/")[1]!;
+  expect(await page.title()).toBe("Account double-click-co · Switchyard console");
+  expect(await page.locator('nav a[aria-current="page"]').textContent()).toBe("Accounts");
+
+  // A refused top-up's message goes once the amount is typed again.
+  await page.getByTestId("topup-amount").fill("1.0000001");
+  await page.getByTestId("topup-submit").click();
+  const refusal = page.locator("form[aria-label='Top up'] .error");
+  await refusal.waitFor();
+  await page.getByTestId("topup-amount").fill("2");
+  await refusal.waitFor({ state: "detached" });
+
+  // 9999-12-31 as a key's last day: saved as the last instant a date can name (the day after has no four-digit year).
+  const key = await fetch(`${gateway.url}/v1/admin/accounts/${id}/keys`, { method: "POST", headers: { authorization: `Bearer ${ADMIN}`, "content-type": "application/json" }, body: JSON.stringify({ name: "forever" }) }).then((r) => r.json() as Promise<any>);
+  await page.reload();
+  const row = page.locator(`[data-key-id="${key.id}"]`);
+  await row.getByTestId("key-expires").fill("9999-12-31");
+  await row.getByTestId("key-save").click();
+  await until("the key's last day saved", 10_000, async () => (await admin(`/v1/admin/accounts/${id}/keys`)).data.find((k: any) => k.id === key.id).expires_at === "9999-12-31T23:59:59.999Z");
+
+  await page.setViewportSize({ width: 375, height: 800 });
+  try {
+    // The keys table's rows stack: nothing scrolls sideways, and each cell says its column.
+    await page.reload();
+    await page.locator(`[data-key-id="${key.id}"]`).waitFor();
+    const widths = await page.evaluate(() => ({ page: (globalThis as any).document.documentElement.scrollWidth, view: (globalThis as any).innerWidth }));
+    expect(widths.page).toBe(widths.view);
+    const cell = page.locator(`[data-key-id="${key.id}"] td`).first();
+    expect(await cell.getAttribute("data-label")).toBe("Name");
+    expect(await cell.evaluate((td: any) => (globalThis as any).getComputedStyle(td).display)).toBe("block");
+  } finally {
+    await page.setViewportSize({ width: 1280, height: 900 });
+  }
+
+  // The usage chart drawn at 1280 px follows the window down to 400.
+  await page.goto(`${gateway.url}/console/#usage`);
+  await page.locator(".uplot canvas").waitFor();
+  await page.setViewportSize({ width: 400, height: 800 });
+  try {
+    await until("the page as narrow as the window", 10_000, async () => (await page.evaluate(() => (globalThis as any).document.documentElement.scrollWidth)) <= 400);
+    expect(await page.locator(".uplot").evaluate((el: any) => el.getBoundingClientRect().width)).toBeLessThanOrEqual(400);
+  } finally {
+    await page.setViewportSize({ width: 1280, height: 900 });
+  }
+
+  // The holder's invite was used long ago: the page says so and leads to the console.
+  await page.goto(invite);
+  await page.getByText("This invite link does not work").waitFor();
+  await page.getByTestId("invite-to-sign-in").click();
+  await page.getByTestId("account-row").first().waitFor();
 }, 60_000);

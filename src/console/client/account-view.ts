@@ -46,6 +46,9 @@ function keyStatus(k: KeySummary, now = Date.now()): { text: string; active: boo
 function form(title: string, fields: HTMLElement[], submit: HTMLButtonElement, action: () => Promise<void | "hold">): HTMLElement {
   const out = h("div", { class: "form-out" });
   const el = h("form", { class: "card", "aria-label": title }, h("h2", {}, title), ...fields, submit, out);
+  // An answer about what was typed before goes once the user types again (the browser's own checks
+  // may stop the next submit before it clears it).
+  el.addEventListener("input", () => out.replaceChildren());
   el.addEventListener("submit", async (event) => {
     event.preventDefault();
     out.replaceChildren();
@@ -277,7 +280,8 @@ function keyRow(k: KeySummary, reload: Reload, operator: boolean): HTMLElement {
       const day = dateOf(expires, "The last day");
       const name = rename.value.trim();
       // The last day counts whole: the key stops at the start of the next one (UTC).
-      const until = day === "" ? null : new Date(Date.parse(`${day}T00:00:00Z`) + 86_400_000).toISOString();
+      // 9999-12-31, the last day a date can name, ends at its last millisecond: the day after has no four-digit year.
+      const until = day === "" ? null : new Date(Math.min(Date.parse(`${day}T00:00:00Z`) + 86_400_000, LAST_INSTANT)).toISOString();
       if (name !== (k.name ?? "")) changes.name = name === "" ? null : name;
       if (day !== lastDay) changes.expires_at = until;
       if (operator) {
@@ -310,3 +314,6 @@ function keyRow(k: KeySummary, reload: Reload, operator: boolean): HTMLElement {
     actions,
   );
 }
+
+/** The latest instant the gateway takes as a date (9999-12-31T23:59:59.999Z). */
+const LAST_INSTANT = Date.UTC(9999, 11, 31, 23, 59, 59, 999);

@@ -13,7 +13,20 @@ export function h<K extends keyof HTMLElementTagNameMap>(tag: K, attrs: Attrs = 
     else el.setAttribute(name, String(value));
   }
   for (const child of children) if (child !== null && child !== undefined && child !== false) el.append(typeof child === "number" ? String(child) : child);
+  if (tag === "table" && typeof attrs.class === "string" && attrs.class.split(" ").includes("wide")) labelColumns(el as HTMLTableElement);
   return el;
+}
+
+/**
+ * Each body cell of a wide table names its column (`data-label`): on a phone the rows stack as
+ * cards, each cell under its column's name (console.css), instead of a 930-pixel table scrolled
+ * sideways with rows 400 pixels tall.
+ */
+function labelColumns(table: HTMLTableElement): void {
+  const heads = [...(table.tHead?.rows[0]?.cells ?? [])].map((cell) => cell.textContent ?? "");
+  for (const body of table.tBodies) {
+    for (const row of body.rows) [...row.cells].forEach((cell, i) => heads[i] && cell.setAttribute("data-label", heads[i]!));
+  }
 }
 
 /** A labelled input: the label names it for screen readers and is what a click focuses. */

@@ -12,15 +12,21 @@ export function accountsView(page: AccountPage, open: (id: string) => void, relo
   const submit = h("button", { type: "submit", "data-testid": "account-create" }, "Create account");
   const out = h("div", {});
   const create = h("form", { class: "card", "aria-label": "New account" }, h("h2", {}, "New account"), field("Name", name), field("Opening credits", amount), submit, out);
+  create.addEventListener("input", () => out.replaceChildren());
   create.addEventListener("submit", async (event) => {
     event.preventDefault();
+    // One account per click: a double click or a second Enter made two (the button is off until the answer).
+    if (submit.disabled) return;
     out.replaceChildren();
+    submit.disabled = true;
     try {
       const made = await api<{ id: string }>("POST", "/accounts", { name: name.value, credits: Number(amount.value) });
       announce(`Account ${name.value} created.`);
       open(made.id);
     } catch (err) {
       out.append(errorBox(err instanceof ApiError ? err.message : "Something went wrong."));
+    } finally {
+      submit.disabled = false;
     }
   });
   const rows = page.data.map((a) =>

@@ -39,6 +39,9 @@ document.querySelector<HTMLAnchorElement>("a.skip")?.addEventListener("click", (
  */
 function show(view: HTMLElement, focus?: string): void {
   main.replaceChildren(view);
+  // The tab and the history name the view (its heading), not only the product.
+  const heading = view.querySelector("h1")?.textContent?.trim();
+  document.title = heading ? `${heading} · Switchyard console` : "Switchyard console";
   const target = focus ? main.querySelector<HTMLElement>(focus) : null;
   (target ?? main).focus();
 }
@@ -50,7 +53,9 @@ function renderNav(): void {
   const links: [string, string][] = session.kind === "operator"
     ? [["#accounts", "Accounts"], ["#usage", "Usage"], ["#catalogue", "Models"], ["#requests", "Requests"]]
     : [["#account", "Account"], ["#usage", "Usage"], ["#requests", "Requests"]];
-  const current = location.hash.split("/")[0] || links[0]![0];
+  // An operator on one account (`#account/ID`) is in Accounts.
+  const section = location.hash.split("/")[0] || links[0]![0];
+  const current = session.kind === "operator" && section === "#account" ? "#accounts" : section;
   nav.append(h("ul", {}, ...links.map(([href, text]) => h("li", {}, h("a", { href, "aria-current": current === href ? "page" : undefined }, text)))));
   const out = h("button", { type: "button", class: "link", "data-testid": "sign-out" }, "Sign out");
   out.addEventListener("click", async () => {
@@ -148,8 +153,10 @@ async function inviteView(token: string): Promise<void> {
   try {
     invite = await api("POST", "/invites/check", { token });
   } catch (err) {
+    // Not a dead end: a used link's holder (most often) signs in with the password they chose.
     show(h("section", { class: "card", "aria-labelledby": "invite-title" }, h("h1", { id: "invite-title" }, "This invite link does not work"),
-      errorBox(err instanceof ApiError ? err.message : "The gateway did not answer. Reload to try again.", "sign-in-error")));
+      errorBox(err instanceof ApiError ? err.message : "The gateway did not answer. Reload to try again.", "sign-in-error"),
+      h("p", {}, "Already set your password? ", h("a", { href: "/console/#", "data-testid": "invite-to-sign-in" }, "Go to the console"), ".")));
     return;
   }
   const password = h("input", { type: "password", autocomplete: "new-password", minlength: "12", required: true, "data-testid": "invite-password" });

@@ -50,13 +50,21 @@ export function usageView(session: Session, report: UsageSummary, choice: UsageC
     "data-period-costs": JSON.stringify(report.period_costs),
     "aria-label": `Credits per ${report.granularity} from ${report.from} to ${report.to}, ${credits(report.total.cost)} in all`,
   });
-  const series: uPlot.Series[] = [{}, ...report.lines.map((g, i) => ({ label: label(g), stroke: COLOURS[i % COLOURS.length], width: 2 }))];
+  // The legend shows each value as the tables do (credits to the micro-credit), not uPlot's 3 decimals.
+  const value = (_: uPlot, v: number | null) => (v === null ? "—" : credits(v));
+  const series: uPlot.Series[] = [{}, ...report.lines.map((g, i) => ({ label: label(g), stroke: COLOURS[i % COLOURS.length], width: 2, value }))];
   const data: uPlot.AlignedData = [xs, ...report.lines.map((g) => g.costs)];
-  // Drawn once the box is in the page: its width is the box's.
+  const widthOf = () => Math.max(280, chartBox.clientWidth || 800);
+  // Drawn once the box is in the page: its width is the box's, and follows it (a window made
+  // narrower, a phone turned), so the page never scrolls sideways for the chart.
   queueMicrotask(() => {
-    const width = Math.max(320, chartBox.clientWidth || 800);
     // Hours and days are UTC's, as every table and bucket here: the axis too, whatever the browser's zone.
-    new uPlot({ width, height: 260, series, axes: [{ label: "UTC" }, { label: "credits" }], scales: { x: { time: true } }, tzDate: (ts) => uPlot.tzDate(new Date(ts * 1000), "Etc/UTC") }, data, chartBox);
+    const chart = new uPlot({ width: widthOf(), height: 260, series, axes: [{ label: "UTC" }, { label: "credits" }], scales: { x: { time: true } }, tzDate: (ts) => uPlot.tzDate(new Date(ts * 1000), "Etc/UTC") }, data, chartBox);
+    const resized = new ResizeObserver(() => {
+      if (!chartBox.isConnected) return resized.disconnect();
+      if (Math.abs(widthOf() - chart.width) > 1) chart.setSize({ width: widthOf(), height: 260 });
+    });
+    resized.observe(chartBox);
   });
 
   const empty = report.total.requests === 0 ? h("p", { class: "note", "data-testid": "usage-empty" }, "No charged requests in this period yet.") : null;
