@@ -614,6 +614,8 @@ test("a top-up carries an idempotency key, the same on a retry of the same amoun
   await page.getByTestId("topup-amount").fill("2");
   await page.getByTestId("topup-submit").click();
   await page.locator("form[aria-label='Top up'] .error").waitFor();
+  // It says what the operator cannot see: whether the credits were added, and what to do.
+  expect(await page.locator("form[aria-label='Top up'] .error").textContent()).toContain("may or may not have been added. Add the same amount again");
   await page.getByTestId("topup-submit").click();
   for (let i = 0; i < 100 && Math.abs(number(await text("balance")) - (balance + 2)) > 1e-6; i++) await Bun.sleep(100);
   expect(number(await text("balance"))).toBeCloseTo(balance + 2, 6);

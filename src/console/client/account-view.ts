@@ -73,7 +73,13 @@ function topUpForm(account: Account, reload: Reload): HTMLElement {
   let idempotency: { amount: string; key: string } | null = null;
   return form("Top up", [field("Credits to add", amount)], submit, async () => {
     if (idempotency?.amount !== amount.value) idempotency = { amount: amount.value, key: crypto.randomUUID() };
-    await api("POST", `/accounts/${account.id}/credits`, { amount: Number(amount.value) }, { "idempotency-key": idempotency.key });
+    try {
+      await api("POST", `/accounts/${account.id}/credits`, { amount: Number(amount.value) }, { "idempotency-key": idempotency.key });
+    } catch (err) {
+      if (err instanceof ApiError) throw err;
+      // No answer: the top-up may or may not have been made, and the operator must know which to do.
+      throw new ApiError(0, "The gateway did not answer, so the credits may or may not have been added. Add the same amount again when it is back: it is added once either way.");
+    }
     idempotency = null;
     announce(`Added ${amount.value} credits.`);
     reload();
