@@ -123,6 +123,9 @@ const ANONYMOUS_BODY_BYTES = 16 * 1024 * 1024;
 const SQLITE_COMMIT_DELAY_MS = 1;
 
 /** Builds the gateway from its dependencies; never listens, so tests drive it on any server. */
+/** The longest a chat prompt's own count may take (its 503): far past any window's count. */
+const ADMISSION_COUNT_TIMEOUT_MS = 60_000;
+
 export function createApp(deps: AppDeps) {
   // Whatever logger is passed in, no secret reaches it (see log/log.ts).
   const log = withoutSecrets(deps.log);
@@ -215,6 +218,12 @@ export function createApp(deps: AppDeps) {
   // Free token counts take turns per key on the tokenizer's low-priority lane (limits/count-queue.ts).
   const limits = deps.settings.limits;
   const counts = createCountQueue({ perKeyBytes: limits.count_tokens_per_key_bytes, capacityBytes: limits.count_tokens_queue_bytes, timeoutMs: limits.count_tokens_timeout_ms, count: tokenizer.countWhenIdle });
+  // A chat prompt near a model's window is counted to see whether it fits: in turns per key too (a
+  // tenant's 10 MB prompt must not hold the others'), but on the tokenizer's own lane, apart from
+  // the free counts, so their queue's bounds never refuse a paid request. A key's share is what it
+  // may have of bodies in flight anyway (limits.body_per_key_bytes); the counts stop past the
+  // largest window, so none runs long.
+  const admissionCounts = createCountQueue({ perKeyBytes: Math.max(limits.body_per_key_bytes, limits.max_body_bytes), capacityBytes: Number.POSITIVE_INFINITY, timeoutMs: ADMISSION_COUNT_TIMEOUT_MS, count: tokenizer.count });
   // Request ids, metrics and access-log lines (ops/request-trace.ts).
   const tracker = new Tracker({ log, accessLog: ops.accessLog });
   const upstreamFetch = withSimulatedUpstream(deps.fetch ?? upstream.fetch);
@@ -241,8 +250,8 @@ export function createApp(deps: AppDeps) {
     turn,
     ticker: createTicker(),
     tokenizer,
-    // Counts of prompts near a context window take turns per key with the free ones.
-    counts,
+    // Counts of prompts near a context window take turns per key.
+    fitCounts: admissionCounts,
     embeddingsThread,
     scrubber,
     principals,
@@ -311,7 +320,7 @@ export function createApp(deps: AppDeps) {
     }))
     // The answering routes close their own request traces (see closeTracesHook): before the hook.
     .use(chatCompletionsRoute(forwardDeps))
-    .use(messagesRoute(forwardDeps))
+    .use(messagesRoute({ ...forwardDeps, counts }))
     .use(responsesRoute({ ...forwardDeps, responseStore }))
     .use(embeddingsRoute(forwardDeps));
   if (ops.metrics || ops.accessLog.enabled) front.onAfterResponse(closeTracesHook(tracker));

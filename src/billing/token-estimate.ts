@@ -11,11 +11,12 @@ import { workerUrl } from "../worker-url.ts";
  * If the worker cannot be started or dies, counts fall back to a bytes-per-token rule of thumb
  * (the result is an estimate either way, and recorded as one); the next count starts a new worker.
  *
- * Two lanes share the one thread: `count` (chat admission near a context window, usage for
- * billing) goes to the worker at once; `countWhenIdle` (free counts, limits/count-queue.ts)
- * goes only when nothing else is in the worker, one at a time. A paid request's count thus waits
- * for at most the one free slice being counted, never for a queue of them. One thread, not two:
- * a second copy of the tables would cost another ~90 MB per process.
+ * Two lanes share the one thread: `count` (chat admission near a context window, which takes
+ * turns per key in a count queue of its own, and usage for billing) goes to the worker at once, a
+ * 64 Ki piece at a time; `countWhenIdle` (free counts, limits/count-queue.ts) goes only when
+ * nothing else is in the worker, one at a time. A paid request's count thus waits for at most the
+ * one free slice being counted, never for a queue of them. One thread, not two: a second copy of
+ * the tables would cost another ~90 MB per process.
  */
 const WORKER_URL = workerUrl("billing/tokenizer-worker.ts");
 

@@ -63,6 +63,8 @@ export const clientClosed = () => new GatewayError(499, "invalid_request", "The 
 
 /** OpenAI's 429 for one request past the organisation's per-minute quota (see its use). */
 const TOO_LARGE_FOR_QUOTA = /^Request too large for /i;
+/** Its numbers: the organisation's tokens a minute, and what the request needs. */
+const QUOTA_NUMBERS = /Limit (\d+), Requested (\d+)/;
 
 /** The longest wait a 502 passes on from a vendor's retry-after (seconds). */
 const MAX_RETRY_AFTER_S = 60;
@@ -151,10 +153,15 @@ export async function attemptUpstream(deps: AttemptDeps, req: AttemptRequest, ca
       // too large for gpt-4o … on tokens per min (TPM): Limit 30000, Requested 50000"). It is about
       // the request, not the key: read as the vendor's 413, it cools no key (a tenant's oversized
       // requests cooled every key of a pool, moving other tenants' sessions off their caches), is
-      // not retried, and tells the client to send less.
+      // not retried on this provider, and tells the client to send less.
       if (res.status === 429 && detail !== undefined && TOO_LARGE_FOR_QUOTA.test(detail)) {
-        const error = new GatewayError(413, "request_too_large", `The request is larger than the upstream provider takes in a minute: ${deps.scrubber.forClient(detail)}`);
-        return { kind: "refused", verdict: "fail", error, cause, status: 413 };
+        // The gateway's own words with the vendor's two numbers: its message names the operator's
+        // organisation and the upstream model, which are not the client's to see.
+        const quota = QUOTA_NUMBERS.exec(detail);
+        const numbers = quota ? ` (${quota[1]} tokens a minute; this request needs ${quota[2]})` : "";
+        const error = new GatewayError(413, "request_too_large", `The request is larger than the upstream provider takes in a minute${numbers}. Send fewer tokens, or lower max_tokens.`);
+        // Another model of the request's `models` (another vendor, another quota) may take it.
+        return { kind: "refused", verdict: "fallback", error, cause, status: 413 };
       }
       const delayMs = requestedDelayMs(res.headers, deps.now());
       let error = upstreamStatusError(res.status, detail, deps.scrubber, openai);

@@ -54,7 +54,7 @@ export interface ForwardDeps {
    * Where a prompt near a context window is counted: in turns per key, bounded and abortable
    * (limits/count-queue.ts); without it, on the tokenizer's own lane.
    */
-  counts?: CountQueue;
+  fitCounts?: CountQueue;
 }
 
 export interface ForwardRequest {
@@ -105,7 +105,7 @@ export async function forward(deps: ForwardDeps, req: ForwardRequest): Promise<R
   // A prompt near a window is counted in turn with other keys' counts, and only as far as the
   // largest window: a tenant's 10 MB prompt of punctuation, counted whole on the tokenizer's
   // priority lane, held every other tenant's count (and settlement) for a minute (a probe, 2026-11-30).
-  const counts = deps.counts;
+  const counts = deps.fitCounts;
   const count = counts ? (text: string, limit: number) => countInTurn(counts, req.principal.keyId, text, req.signal, limit) : deps.tokenizer.count;
   const plan = await planRequest(deps.settings, count, { wire: req.format.wire, body: req.body, bodyBytes: req.bodyBytes, candidates: req.candidates, embeddings: req.embeddings });
   const trace = req.trace;

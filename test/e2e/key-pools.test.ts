@@ -305,22 +305,25 @@ describe("cooldowns and refused keys (injected clock)", () => {
 
   test("OpenAI's 429 for one request past the organisation's tokens a minute cools no key: a 413 to the client at once, no other key asked, none retried", async () => {
     const gw = await gateway({ openaiKeys: [{ env: "POOL_KEY_A" }, { env: "POOL_KEY_B" }, { env: "POOL_KEY_C" }], keyRandom: seeded(11) });
-    upstream.rule((req) => JSON.stringify(req.body).includes("HUGE") ? {
+    upstream.rule((req) => req.path.endsWith("/chat/completions") && JSON.stringify(req.body).includes("HUGE") ? {
       kind: "json", status: 429, headers: { "retry-after": "20" },
-      body: { error: { message: "Request too large for gpt-4o-mini in organization org-abc on tokens per min (TPM): Limit 30000, Requested 50000. The input or output tokens must be reduced in order to run successfully. Visit https://platform.openai.com/account/rate-limits to learn more.", type: "tokens", param: null, code: "rate_limit_exceeded" } },
+      body: { error: { message: "Request too large for gpt-4o-mini in organization org-Ab3dE5fG7hI9jK1lM3nO5pQ7 on tokens per min (TPM): Limit 30000, Requested 50000. The input or output tokens must be reduced in order to run successfully. Visit https://platform.openai.com/account/rate-limits to learn more.", type: "tokens", param: null, code: "rate_limit_exceeded" } },
     } : undefined);
     for (let i = 0; i < 3; i++) {
       const res = await ask(gw, { messages: [{ role: "user", content: "HUGE prompt" }] });
       expect(res.status).toBe(413);
       const body = (await res.json()) as any;
-      expect(body.error.message).toContain("larger than the upstream provider takes in a minute");
-      expect(body.error.message).toContain("Limit 30000, Requested 50000");
+      expect(body.error.message).toBe("The request is larger than the upstream provider takes in a minute (30000 tokens a minute; this request needs 50000). Send fewer tokens, or lower max_tokens.");
     }
     // One upstream call per request, and every key still usable for everyone else.
     expect(chats(upstream)).toHaveLength(3);
     const ready = (await (await fetch(`${gw.url}/ready`)).json()) as any;
     expect(ready.vendor_keys ?? []).toEqual([]);
     expect(await many(9, () => ask(gw))).toEqual(Array(9).fill(200));
+    // Another model of the request's list (another vendor, another quota) may take it.
+    const fallback = await ask(gw, { models: [ANTHROPIC_MODEL], messages: [{ role: "user", content: "HUGE prompt" }] });
+    expect(fallback.status).toBe(200);
+    expect(((await fallback.json()) as any).model).toBe(ANTHROPIC_MODEL);
   });
 
   test("a revoked key (401) stops receiving traffic, is probed with backoff, and comes back by itself once accepted", async () => {
