@@ -141,6 +141,14 @@ export function ledgerContract(name: string, make: () => Promise<LedgerFixture>)
       expect(await f.ledger.topUp("acct_missing", 1)).toBe(false);
     }));
 
+    test("keyed top-ups at once that would pass the cap together: one is credited, the others refused", withLedger(async (f) => {
+      const who = await f.fund(MAX_BALANCE_MICRO - 3_000);
+      const outcomes = await Promise.allSettled(Array.from({ length: 6 }, () => f.ledger.topUp(who.accountId, 2_000, `race-${requestId()}`)));
+      expect(outcomes.filter((o) => o.status === "fulfilled")).toHaveLength(1);
+      expect(outcomes.filter((o) => o.status === "rejected" && o.reason instanceof BalanceCapError)).toHaveLength(5);
+      expect((await f.ledger.balance(who.accountId))!.balanceMicro).toBe(MAX_BALANCE_MICRO - 1_000);
+    }));
+
     test("100 requests at once on a balance that covers 37: exactly 37 holds, and the balance never goes below zero", withLedger(async (f) => {
       const who = await f.fund(37 * 1_000);
       const ids = Array.from({ length: 100 }, requestId);

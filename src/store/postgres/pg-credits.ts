@@ -13,8 +13,8 @@ import { int, type Pg } from "./pg-client.ts";
  * account or amount it throws IdempotencyConflictError (as store/sqlite/credits.ts).
  */
 export async function creditAccount(sql: Pg, accountId: string, amountMicro: number, at: number, idempotencyKey?: string): Promise<boolean> {
-  // The cap is in the statement (the balance it reads is the row's, locked by the UPDATE): a refused
-  // top-up writes neither the balance nor its entry, and is then told apart from a missing account.
+  // The cap is in the statement, on the row the statement locks: a refused top-up writes neither
+  // the balance nor its entry, and is then told apart from a missing account.
   if (idempotencyKey === undefined) {
     const rows = await sql`
       WITH credited AS (UPDATE accounts SET balance_micro = balance_micro + ${amountMicro} WHERE id = ${accountId} AND balance_micro + ${amountMicro} <= ${MAX_BALANCE_MICRO} RETURNING id)
@@ -22,10 +22,13 @@ export async function creditAccount(sql: Pg, accountId: string, amountMicro: num
     if (rows.length > 0) return true;
     return refusedOrMissing(sql, accountId);
   }
+  // The account's row is locked before its balance is read (FOR UPDATE waits for a top-up under way
+  // and reads the balance it left): two keyed top-ups at once could otherwise both pass the cap.
   const credited = await sql`
-    WITH entry AS (
+    WITH locked AS (SELECT id FROM accounts WHERE id = ${accountId} AND balance_micro + ${amountMicro} <= ${MAX_BALANCE_MICRO} FOR UPDATE),
+    entry AS (
       INSERT INTO credit_entries (account_id, amount_micro, kind, created_at, idempotency_key)
-      SELECT id, ${amountMicro}, 'top_up', ${at}, ${idempotencyKey} FROM accounts WHERE id = ${accountId} AND balance_micro + ${amountMicro} <= ${MAX_BALANCE_MICRO}
+      SELECT id, ${amountMicro}, 'top_up', ${at}, ${idempotencyKey} FROM locked
       ON CONFLICT (idempotency_key) DO NOTHING RETURNING account_id)
     UPDATE accounts SET balance_micro = balance_micro + ${amountMicro} WHERE id IN (SELECT account_id FROM entry) RETURNING id`;
   if (credited.length > 0) return true;
