@@ -113,6 +113,28 @@ describe("legacy functions to an OpenAI upstream", () => {
 describe("withToolsForLegacyFunctions", () => {
   const base = { model: "m", messages: [{ role: "user", content: "hi" }] } as ChatRequest;
 
+  test("a call nobody answered goes as nothing, a result without its call as the user's text (Anthropic refuses either as a tool block)", () => {
+    const out = withToolsForLegacyFunctions({
+      ...base,
+      messages: [
+        { role: "function", name: "lookup", content: "context injected by the app" },
+        { role: "user", content: "hi" },
+        { role: "assistant", content: null, function_call: { name: "a", arguments: "{}" } },
+        { role: "user", content: "never mind" },
+        { role: "assistant", content: "Thinking aloud.", function_call: { name: "b", arguments: "{}" } },
+        { role: "user", content: "go on" },
+      ],
+    } as unknown as ChatRequest);
+    expect(out.messages).toEqual([
+      { role: "user", content: "lookup returned: context injected by the app" },
+      { role: "user", content: "hi" },
+      { role: "user", content: "never mind" },
+      { role: "assistant", content: "Thinking aloud." },
+      { role: "user", content: "go on" },
+    ]);
+  });
+
+
   test("the same object when nothing is legacy; tools the client sent win over functions", () => {
     expect(withToolsForLegacyFunctions(base)).toBe(base);
     const both = { ...base, tools: [{ type: "function", function: { name: "t" } }], functions: [weather] } as ChatRequest;

@@ -48,27 +48,49 @@ export function withToolsForLegacyFunctions(body: ChatRequest): ChatRequest {
     }
   }
 
-  /** Calls made so far and not yet answered, newest last: [id, name]. */
-  const open: [string, string][] = [];
-  out.messages = body.messages.map((m, i): ChatMessage => {
+  // Which function message answers which call: the latest open call of its name, else the latest
+  // open call, made since the last assistant turn before it. Anthropic takes a call only with its
+  // result right after it and a result only after its call, which the legacy form never required:
+  // a call nobody answered goes as nothing, a result with no call as the user's text.
+  const answers = new Map<number, number>();
+  let open: number[] = [];
+  body.messages.forEach((m, i) => {
     const message = m as LegacyMessage;
-    if (message.role === "assistant" && message.function_call && typeof message.function_call === "object" && !message.tool_calls?.length) {
-      const { function_call: call, ...kept } = message;
-      const id = `call_legacy_${i}`;
-      const name = typeof call.name === "string" ? call.name : "";
-      open.push([id, name]);
-      return { ...kept, tool_calls: [{ id, type: "function", function: { name, arguments: typeof call.arguments === "string" ? call.arguments : "{}" } }] };
-    }
     if ((message.role as string) === "function") {
       const name = typeof message.name === "string" ? message.name : "";
-      const at = open.findLastIndex(([, called]) => called === name);
-      const [id] = at >= 0 ? open.splice(at, 1)[0]! : (open.pop() ?? [`call_legacy_${i}`]);
-      const { name: _name, ...kept } = message;
-      return { ...kept, role: "tool", tool_call_id: id };
+      const at = open.findLastIndex((c) => callName(body.messages[c] as LegacyMessage) === name);
+      const call = at >= 0 ? open.splice(at, 1)[0] : open.pop();
+      if (call !== undefined) answers.set(i, call);
+    } else if (message.role === "assistant") open = isLegacyCall(message) ? [i] : [];
+  });
+  const answered = new Set(answers.values());
+
+  out.messages = body.messages.flatMap((m, i): ChatMessage[] => {
+    const message = m as LegacyMessage;
+    if (isLegacyCall(message)) {
+      const { function_call: call, ...kept } = message;
+      if (!answered.has(i)) return kept.content == null || kept.content === "" ? [] : [kept];
+      return [{ ...kept, tool_calls: [{ id: `call_legacy_${i}`, type: "function", function: { name: callName(message), arguments: typeof call!.arguments === "string" ? call!.arguments : "{}" } }] }];
     }
-    return m;
+    if ((message.role as string) === "function") {
+      const { name, ...kept } = message;
+      const call = answers.get(i);
+      if (call !== undefined) return [{ ...kept, role: "tool", tool_call_id: `call_legacy_${call}` }];
+      const said = typeof kept.content === "string" ? kept.content : JSON.stringify(kept.content ?? "");
+      return [{ role: "user", content: `${typeof name === "string" && name ? name : "A function"} returned: ${said}` }];
+    }
+    return [m];
   });
   return out;
+}
+
+/** An assistant turn that made a legacy call (and no tool calls, which win). */
+function isLegacyCall(m: LegacyMessage): boolean {
+  return m.role === "assistant" && !!m.function_call && typeof m.function_call === "object" && !m.tool_calls?.length;
+}
+
+function callName(m: LegacyMessage): string {
+  return typeof m.function_call?.name === "string" ? m.function_call.name : "";
 }
 
 function isLegacyTurn(m: LegacyMessage | null | undefined): boolean {

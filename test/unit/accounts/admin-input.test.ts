@@ -51,7 +51,7 @@ describe("admin input", () => {
     for (const blank of [" ", "   ", "\t\n"]) expect(() => parseName(blank)).toThrow("more than spaces");
     expect(parseName(" team a ")).toBe(" team a ");
     // Control and text-direction characters: a holder's key name must not show the operator something else.
-    for (const hidden of ["a\u202Egnp.exe", "evil\u2067x", "line\nbreak", "tab\tname", "nul\u0000", "rlm\u200F"]) expect(() => parseName(hidden)).toThrow("text-direction");
+    for (const hidden of ["a\u202Egnp.exe", "evil\u2067x", "line\nbreak", "tab\tname", "nul\u0000", "rlm\u200F", "zero\u200Bwidth", "bom\uFEFF", "para\u2029sep"]) expect(() => parseName(hidden)).toThrow("text-direction");
     expect(parseName("مفتاح العميل")).toBe("مفتاح العميل");
     expect(parseIdempotencyKey("a1-B2_c3")).toBe("a1-B2_c3");
     for (const bad of ["", "a b", "x".repeat(201), "é", 5]) expect(() => parseIdempotencyKey(bad)).toThrow(AdminInputError);
