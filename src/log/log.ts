@@ -10,7 +10,8 @@ export type Logger = (level: LogLevel, message: string, fields?: Record<string, 
  * made a write call each, ~2 µs); warnings and errors go out at once, with whatever waited
  * before them, and so does everything when the process exits.
  */
-export function jsonLogger(minLevel: LogLevel = "info", out: (text: string) => void = (text) => process.stderr.write(text)): Logger {
+export function jsonLogger(minLevel: LogLevel = "info", out: (text: string) => void = stderrLines): Logger {
+  if (out === stderrLines) guardStdio();
   const rank = { debug: 0, info: 1, warn: 2, error: 3 };
   let pending = "";
   let scheduled = false;
@@ -59,6 +60,34 @@ export function jsonLogger(minLevel: LogLevel = "info", out: (text: string) => v
 }
 
 export const silentLogger: Logger = () => {};
+
+/** Why lines were lost since the last write that went out (a code: ENOSPC, EPIPE), if any were. */
+let lostTo: string | undefined;
+let guarded = false;
+
+/** Listens for stdout's and stderr's errors, once per process (see stderrLines). */
+function guardStdio(): void {
+  if (guarded) return;
+  guarded = true;
+  for (const stream of [process.stdout, process.stderr]) stream.on("error", (err: NodeJS.ErrnoException) => void (lostTo ??= err.code ?? "error"));
+}
+
+/**
+ * Lines to stderr through whatever fails there: a log file on a full disk (ENOSPC), a pipe whose
+ * reader died (EPIPE). Without a listener the stream's error event ended the process, so a full
+ * log disk took the gateway down with it, and kept it from starting (a disk-fault probe,
+ * 2026-11-30). The lines of a failing write are lost; the first line that goes out again says so.
+ * stdout (the start banner) is guarded the same way.
+ */
+export function stderrLines(text: string): void {
+  guardStdio();
+  if (lostTo !== undefined) {
+    const lost = `{"time":"${new Date().toISOString()}","level":"warn","message":"log lines were lost: the log's destination refused them","error":${JSON.stringify(lostTo)}}\n`;
+    lostTo = undefined;
+    text = lost + text;
+  }
+  process.stderr.write(text);
+}
 
 /**
  * Every string that reaches `log`, in the message or any field (nested ones and errors too),
