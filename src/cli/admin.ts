@@ -1,3 +1,4 @@
+import { existsSync } from "node:fs";
 import { openDatabase } from "../store/database.ts";
 import { CursorError, KeyLimitError, MAX_ACCOUNT_PAGE, type AccountPatch, type AccountStore, type KeyOptions, type KeyPatch } from "../accounts/account-store.ts";
 import { createAccountStore } from "../store/sqlite/sqlite-accounts.ts";
@@ -170,6 +171,12 @@ export async function runAdmin(argv: string[], env: Record<string, string | unde
   const { positional: args, options } = flags(rest);
   const has = (name: string) => Object.hasOwn(options, name);
   let store: AdminStore;
+  // A report on a ledger that is not there would make an empty one and report on it: an audit of a
+  // deleted file said `clean` with 0 accounts (a disk-fault probe, 2026-11-30). Only commands that
+  // make something (accounts create, keys create, invite…) may start a new file.
+  if (!env.SWITCHYARD_DATABASE_URL && (noun === "audit" || verb === "list" || verb === "show" || noun === "usage" || noun === "logins") && sqliteMissing(sqlitePath(env))) {
+    return { code: 1, out: `no ledger at ${sqlitePath(env)} (SWITCHYARD_DB): nothing to read. The gateway makes it at its first start.` };
+  }
   try {
     store = await openAdminStore(env);
   } catch (err) {
@@ -314,4 +321,9 @@ if (import.meta.main) {
   if (exact) await Bun.write(Bun.stdout, out);
   else (code === 0 || stdout ? console.log : console.error)(out);
   process.exit(code);
+}
+
+/** Whether a SQLite ledger file is missing (":memory:" never is). */
+function sqliteMissing(path: string): boolean {
+  return path !== ":memory:" && !existsSync(path);
 }

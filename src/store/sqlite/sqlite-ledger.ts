@@ -6,6 +6,7 @@ import type { Logger } from "../../log/log.ts";
 import { creditWriter } from "./credits.ts";
 import { createRollupFolder } from "./sqlite-rollups.ts";
 import { keepInSpill, readSpill, removeSpill } from "../spill-file.ts";
+import { fileIdentityCheck } from "./file-identity.ts";
 import { classifyWriteFailure, describeWriteFailure, retryWhileBusy } from "./sqlite-errors.ts";
 import { cacheSavingsMicro, priceListId, priceListJson } from "../../billing/pricing.ts";
 import { createSettlementQueue, type QueuedSettlement, type RejectionCounter, type SettlementQueueOptions } from "../../billing/settlement-queue.ts";
@@ -303,8 +304,10 @@ export function createSqliteLedger(db: Database, o: SqliteLedgerOptions): Ledger
   };
 
   // Group commit and everything that can go wrong with it: billing/settlement-queue.ts.
+  const sameFiles = fileIdentityCheck(db.filename, now);
   const settlements = createSettlementQueue<Queued>({
     write(batch, counters, at) {
+      sameFiles();
       try {
         const { byAccount, byKey } = writeBatch(batch, counters, at);
         // Only now is the debit on disk: cached balances and period counts move with it.
@@ -327,6 +330,7 @@ export function createSqliteLedger(db: Database, o: SqliteLedgerOptions): Ledger
       }
     },
     probe(at) {
+      sameFiles();
       try {
         probeAndFold.immediate(at);
       } catch (err) {

@@ -1,0 +1,50 @@
+import { statSync } from "node:fs";
+
+/**
+ * Whether the files a connection writes are still the ones at their paths. A ledger deleted (or
+ * replaced by a restore) while the gateway runs keeps taking commits into the open, unlinked
+ * inode: paid answers were billed into a file nobody will read again, `/ready` said 200, and after
+ * the next start every key was unknown (a disk-fault probe, 2026-11-30). The check throws a
+ * storage failure instead, so the store is marked failing (paid requests paused, `/ready` 503,
+ * settlements kept in memory and, at shutdown, in the spill file) until the process is restarted
+ * on a ledger that is there. The database file and its write-ahead log are compared by device and
+ * inode, at most once per `everyMs`; a failed check is repeated at every write until it passes.
+ */
+export function fileIdentityCheck(path: string | undefined, now: () => number, everyMs = 1_000): () => void {
+  if (!path || path === ":memory:") return () => {};
+  const files = [path, `${path}-wal`];
+  /** Each file's identity once seen; the log is made at the first write, so it may be learnt later. */
+  const seen: (string | undefined)[] = files.map(identity);
+  let checkedAt = now();
+  let failing = false;
+  return () => {
+    const at = now();
+    if (!failing && at - checkedAt < everyMs) return;
+    checkedAt = at;
+    for (let i = 0; i < files.length; i++) {
+      const current = identity(files[i]!);
+      if (seen[i] === undefined) {
+        seen[i] = current;
+        continue;
+      }
+      if (current !== seen[i]) {
+        failing = true;
+        throw new LedgerFileGoneError(`the ledger file ${files[i]} was ${current === undefined ? "deleted" : "replaced"} while the gateway had it open: restart the gateway on the ledger`);
+      }
+    }
+    failing = false;
+  };
+}
+
+export class LedgerFileGoneError extends Error {
+  readonly code = "SWITCHYARD_LEDGER_FILE_GONE";
+}
+
+function identity(file: string): string | undefined {
+  try {
+    const s = statSync(file);
+    return `${s.dev}:${s.ino}`;
+  } catch {
+    return undefined;
+  }
+}

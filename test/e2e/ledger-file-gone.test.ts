@@ -1,0 +1,64 @@
+/**
+ * The ledger's file deleted while the gateway runs (an operator's `rm`, a restore that replaced
+ * it): the store is marked failing within a second, as a full disk would be (paid requests 503,
+ * free ones served, `/ready` 503), instead of billing into an unlinked file nobody reads again.
+ * And the admin CLI's audit of a missing ledger says so, rather than making an empty one and
+ * calling it clean (a disk-fault probe, 2026-11-30).
+ */
+import { expect, test } from "bun:test";
+import { mkdtempSync, rmSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { runAdmin } from "../../src/cli/admin.ts";
+import { useFakeUpstream } from "../helpers/fake-upstream.ts";
+import { FREE_MODEL, OPENAI_MODEL, post, startGateway } from "../helpers/gateway.ts";
+import { until } from "../helpers/until.ts";
+
+const upstream = useFakeUpstream();
+const ask = async (url: string, key: string, model: string) => {
+  const res = await fetch(`${url}/v1/chat/completions`, {
+    method: "POST",
+    headers: { authorization: `Bearer ${key}`, "content-type": "application/json" },
+    body: JSON.stringify({ model, messages: [{ role: "user", content: "hi" }] }),
+  });
+  await res.arrayBuffer();
+  return res.status;
+};
+
+test("a deleted ledger file: paid requests are paused (503) and /ready says 503 within seconds; free requests are served", async () => {
+  const dir = mkdtempSync(join(tmpdir(), "switchyard-ledger-gone-"));
+  const dbPath = join(dir, "gateway.sqlite");
+  const gw = await startGateway({ upstreamUrl: upstream.url, dbPath });
+  try {
+    expect(await ask(gw.url, gw.key, OPENAI_MODEL)).toBe(200);
+    await gw.app.services.settled();
+    for (const file of [dbPath, `${dbPath}-wal`, `${dbPath}-shm`]) rmSync(file, { force: true });
+    // Paid traffic finds it at its next commit (checked at most once a second), an idle gateway at its next probe.
+    await until("paid requests paused", 10_000, async () => (await ask(gw.url, gw.key, OPENAI_MODEL)) === 503 || (await Bun.sleep(100), false));
+    expect((await fetch(`${gw.url}/ready`)).status).toBe(503);
+    expect(await ask(gw.url, gw.key, FREE_MODEL)).toBe(200);
+    const refused = await post(gw, "/v1/chat/completions", { model: OPENAI_MODEL, messages: [{ role: "user", content: "hi" }] });
+    expect(refused.status).toBe(503);
+    expect(refused.headers.get("retry-after")).toBe("5");
+  } finally {
+    await gw.stop().catch(() => {});
+    rmSync(dir, { recursive: true, force: true });
+  }
+}, 30_000);
+
+test("the admin CLI's audit, usage and lists of a ledger that is not there: exit 1 saying so, and no empty file made", async () => {
+  const dir = mkdtempSync(join(tmpdir(), "switchyard-ledger-gone-"));
+  const env = { SWITCHYARD_DB: join(dir, "nothing.sqlite") };
+  try {
+    for (const argv of [["audit"], ["accounts", "list"], ["usage"]]) {
+      const { code, out } = await runAdmin(argv, env);
+      expect([argv, code]).toEqual([argv, 1]);
+      expect(out).toContain(`no ledger at ${env.SWITCHYARD_DB}`);
+    }
+    expect(await Bun.file(env.SWITCHYARD_DB).exists()).toBe(false);
+    // Making something may start a new ledger, as before.
+    expect((await runAdmin(["accounts", "create", "first", "1"], env)).code).toBe(0);
+  } finally {
+    rmSync(dir, { recursive: true, force: true });
+  }
+});
