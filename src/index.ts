@@ -74,6 +74,8 @@ if (choice.databaseUrl) {
   }
   // Start-up may wait for the admin CLI's lock; once serving, the connection never waits (see sqlite-ledger.ts).
   db = openDatabase(dbPath);
+  // A commit fsynced before the answer's last byte, for operators who need it to survive the OS too (env.ts).
+  if (env.sqliteSync === "full") db.exec("PRAGMA synchronous = FULL");
   // Checkpoints (the one fsync in WAL mode) on a thread of their own, not inside a request's commit.
   checkpointer = startWalCheckpointer(db, dbPath, {
     onFailure: (message) => log("warn", "WAL checkpoints are back on the request thread", { error: message }),
@@ -136,7 +138,7 @@ try {
 const port = app.server!.port;
 const shown = hostname === "0.0.0.0" ? "localhost" : hostname;
 if (worker) process.send?.({ type: "listening", port: Number(port) } satisfies ListeningMessage);
-log("info", "switchyard listening", { url: `http://${shown}:${port}`, config: settings.source, db: storeName, rateLimits: choice.redisUrl ? "redis" : "in-process", storedResponses: choice.redisUrl ? "redis" : "in-process", models: settings.models.length });
+log("info", "switchyard listening", { url: `http://${shown}:${port}`, config: settings.source, db: storeName, ...(db ? { sqliteSync: db.query<{ synchronous: number }, []>("PRAGMA synchronous").get()?.synchronous === 2 ? "full" : "normal" } : {}), rateLimits: choice.redisUrl ? "redis" : "in-process", storedResponses: choice.redisUrl ? "redis" : "in-process", models: settings.models.length });
 
 // Workers after the first are told SWITCHYARD_DEMO=0 by the supervisor: only a single process or the first says why.
 if (!demoWanted.on && !(worker && env.demoOffByEnv)) log("info", `no demo account: ${demoWanted.reason} (SWITCHYARD_DEMO=1 turns it on)`);

@@ -171,13 +171,13 @@ export async function runAdmin(argv: string[], env: Record<string, string | unde
   const { positional: args, options } = flags(rest);
   const has = (name: string) => Object.hasOwn(options, name);
   let store: AdminStore;
-  // A report on a ledger that is not there would make an empty one and report on it: an audit of a
-  // deleted file said `clean` with 0 accounts (a disk-fault probe, 2026-11-30). Only commands that
-  // make something (accounts create, keys create, invite…) may start a new file.
-  if (!env.SWITCHYARD_DATABASE_URL && (noun === "audit" || verb === "list" || verb === "show" || noun === "usage" || noun === "logins") && sqliteMissing(sqlitePath(env))) {
-    return { code: 1, out: `no ledger at ${sqlitePath(env)} (SWITCHYARD_DB): nothing to read. The gateway makes it at its first start.` };
-  }
   try {
+    // A report on a ledger that is not there would make an empty one and report on it: an audit of a
+    // deleted file said `clean` with 0 accounts (a disk-fault probe, 2026-11-30). Only commands that
+    // make something (accounts create, keys create, invite…) may start a new file.
+    if (!storeChoice(env).databaseUrl && (noun === "audit" || verb === "list" || verb === "show" || noun === "usage" || noun === "logins") && sqliteMissing(sqlitePath(env))) {
+      return { code: 1, out: `no ledger at ${sqlitePath(env)} (SWITCHYARD_DB): nothing to read. The gateway makes it at its first start.` };
+    }
     store = await openAdminStore(env);
   } catch (err) {
     if (err instanceof StoreConfigError) return { code: 2, out: err.message };

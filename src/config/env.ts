@@ -171,6 +171,12 @@ export interface Environment {
   port: number;
   hostname: string;
   sqlitePath: string;
+  /**
+   * SWITCHYARD_SQLITE_SYNC: `normal` (the default: a commit survives the process, not the
+   * operating system) or `full` (each commit is fsynced before the answer's last byte, so it
+   * survives a power cut or a filesystem that fails too, for a disk flush per group commit).
+   */
+  sqliteSync: "normal" | "full";
   /** Where settlements a stop cannot write go (SWITCHYARD_SPILL_DIR). */
   spillDir: string;
   /** BUN_CONFIG_MAX_HTTP_REQUESTS as Bun read it at start (config/runtime-env.ts sets it when unset). */
@@ -201,9 +207,17 @@ export function readEnvironment(env: Record<string, string | undefined>): Enviro
     port: Number(env.PORT ?? 8080),
     hostname: env.HOST ?? "0.0.0.0",
     sqlitePath: sqlitePath(env),
+    sqliteSync: sqliteSync(env.SWITCHYARD_SQLITE_SYNC),
     spillDir: env.SWITCHYARD_SPILL_DIR || "./data",
     maxFetches: Number(env.BUN_CONFIG_MAX_HTTP_REQUESTS ?? 256),
     demoOffByEnv: env.SWITCHYARD_DEMO === "0",
     upstreamViaProxy: upstreamViaProxy(env),
   };
+}
+
+function sqliteSync(value: string | undefined): "normal" | "full" {
+  const v = (value ?? "").trim().toLowerCase();
+  if (v === "" || v === "normal") return "normal";
+  if (v === "full") return "full";
+  throw new StoreConfigError(`SWITCHYARD_SQLITE_SYNC must be normal or full, not "${v.slice(0, 40)}"`);
 }

@@ -301,8 +301,10 @@ export function openDatabase(path: string, options: OpenOptions = {}): Database 
   // Only a new file takes it (before its first write); an existing file keeps its own.
   db.exec(`PRAGMA page_size = ${PAGE_SIZE};`);
   // WAL lets the admin CLI read and write while the gateway runs. synchronous = NORMAL: a commit
-  // is in the OS's page cache when it returns, so it survives the process (kill -9); only a
-  // power cut can take the last commits, and the WAL fsyncs at every checkpoint.
+  // is in the OS's page cache when it returns, so it survives the process (kill -9); a power cut,
+  // a kernel crash or a filesystem that fails (ext4 remounted read-only after an error) can take
+  // the last commits, and the WAL fsyncs at every checkpoint. SWITCHYARD_SQLITE_SYNC=full makes
+  // the gateway's commits fsync too (index.ts).
   db.exec("PRAGMA journal_mode = WAL; PRAGMA synchronous = NORMAL; PRAGMA foreign_keys = ON; PRAGMA busy_timeout = 5000;");
   db.exec(`PRAGMA wal_autocheckpoint = ${WAL_AUTOCHECKPOINT_PAGES}; PRAGMA journal_size_limit = ${WAL_SIZE_LIMIT_BYTES};`);
   // Several processes may start on one file at once (the CLI beside a gateway): migrations wait.

@@ -9,6 +9,7 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { runGatewayToExit, startGatewayProcess } from "../helpers/gateway-process.ts";
 import { startFakeUpstream } from "../helpers/fake-upstream.ts";
+import { until } from "../helpers/until.ts";
 import { DEMO_CREDITS_MICRO } from "../../src/accounts/demo-account.ts";
 import { demoChoice } from "../../src/config/env.ts";
 import { loadSettings } from "../../src/config/load-config.ts";
@@ -161,3 +162,26 @@ describe("the demo account", () => {
     expect(worstCaseMicro(sonnet.pricing, 100_000, answer, 0)).toBeLessThan(DEMO_CREDITS_MICRO);
   });
 });
+
+test("SWITCHYARD_SQLITE_SYNC=full fsyncs every commit of the ledger (its start line says so); the default is normal", async () => {
+  for (const [value, expected] of [[undefined, "normal"], ["full", "full"]] as const) {
+    const dir = mkdtempSync(join(tmpdir(), "switchyard-sync-"));
+    const gateway = await startGatewayProcess({ LOG_LEVEL: "info", SWITCHYARD_DB: join(dir, "gw.sqlite"), OPENAI_API_KEY: "", ANTHROPIC_API_KEY: "", SWITCHYARD_CONFIG: "", ...(value ? { SWITCHYARD_SQLITE_SYNC: value } : {}) });
+    try {
+      await until("the start line", 10_000, () => gateway.stderr().includes("switchyard listening"));
+      const line = JSON.parse(gateway.stderr().split("\n").find((l) => l.includes("switchyard listening"))!);
+      expect([value, line.sqliteSync]).toEqual([value, expected]);
+      const res = await fetch(`${gateway.url}/v1/chat/completions`, {
+        method: "POST",
+        headers: { authorization: `Bearer ${gateway.key}`, "content-type": "application/json" },
+        body: JSON.stringify({ model: "switchyard/lorem", max_tokens: 8, messages: [{ role: "user", content: "hi" }] }),
+      });
+      expect(res.status).toBe(200);
+      await res.arrayBuffer();
+    } finally {
+      gateway.child.kill("SIGKILL");
+      await gateway.child.exited;
+      rmSync(dir, { recursive: true, force: true });
+    }
+  }
+}, 60_000);

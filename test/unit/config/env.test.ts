@@ -25,6 +25,7 @@ test("readEnvironment gathers every variable the gateway reads, each in its plac
     HOST: "127.0.0.1",
     SWITCHYARD_DB: "/tmp/x.sqlite",
     SWITCHYARD_SPILL_DIR: "/var/spill",
+    SWITCHYARD_SQLITE_SYNC: "full",
     BUN_CONFIG_MAX_HTTP_REQUESTS: "2048",
     SWITCHYARD_DEMO: "0",
     HTTPS_PROXY: "http://proxy:3128",
@@ -43,11 +44,17 @@ test("readEnvironment gathers every variable the gateway reads, each in its plac
     port: 9090,
     hostname: "127.0.0.1",
     sqlitePath: "/tmp/x.sqlite",
+    sqliteSync: "full",
     spillDir: "/var/spill",
     maxFetches: 2048,
     demoOffByEnv: true,
     upstreamViaProxy: true,
   });
+});
+
+test("SWITCHYARD_SQLITE_SYNC: normal or full, any case; anything else stops the start naming it", () => {
+  expect(readEnvironment({ SWITCHYARD_SQLITE_SYNC: "FULL" }).sqliteSync).toBe("full");
+  expect(() => readEnvironment({ SWITCHYARD_SQLITE_SYNC: "extra" })).toThrow(/SWITCHYARD_SQLITE_SYNC must be normal or full/);
 });
 
 test("SWITCHYARD_REDIS_PREFIX: letters, digits and _ : . - only, at most 64; anything else stops the start naming it", () => {
@@ -67,6 +74,7 @@ test("with nothing set, readEnvironment gives the documented defaults", () => {
     port: 8080,
     hostname: "0.0.0.0",
     sqlitePath: "./data/switchyard.sqlite",
+    sqliteSync: "normal",
     spillDir: "./data",
     maxFetches: 256,
     demoOffByEnv: false,
