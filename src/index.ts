@@ -52,6 +52,8 @@ const dbPath = env.sqlitePath;
 let lock: { release(): void } | undefined;
 let db: Database | undefined;
 let checkpointer: ReturnType<typeof startWalCheckpointer> | undefined;
+/** Whether the checkpoint thread has failed once (its return is then worth a line). */
+let checkpointsFailed = false;
 let stores: SharedStores | undefined;
 if (choice.databaseUrl) {
   // PostgreSQL holds the money; SWITCHYARD_DB is ignored (nothing is written there).
@@ -78,7 +80,13 @@ if (choice.databaseUrl) {
   if (env.sqliteSync === "full") db.exec("PRAGMA synchronous = FULL");
   // Checkpoints (the one fsync in WAL mode) on a thread of their own, not inside a request's commit.
   checkpointer = startWalCheckpointer(db, dbPath, {
-    onFailure: (message) => log("warn", "WAL checkpoints are back on the request thread", { error: message }),
+    onFailure: (message) => {
+      checkpointsFailed = true;
+      log("warn", "WAL checkpoints are back on the request thread until their thread starts again", { error: message });
+    },
+    onRunning: () => {
+      if (checkpointsFailed) log("info", "WAL checkpoints are on their own thread again");
+    },
   });
   void checkpointer.ready.then((running) => running && log("debug", "WAL checkpoints run on their own thread", { db: dbPath }));
 }

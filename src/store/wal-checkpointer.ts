@@ -10,7 +10,8 @@ import { workerUrl } from "../worker-url.ts";
  * one batch took 50–60 ms instead of 3 and every request in flight waited for the disk. With this
  * running, the gateway's connection never checkpoints (`wal_autocheckpoint = 0`) and the thread
  * does, every `intervalMs`. If the thread cannot start or fails, the connection checkpoints
- * again as before: the log never grows unchecked.
+ * again as before (the log never grows unchecked) until another thread, started after a wait
+ * (5 s, doubling to 5 minutes), runs them.
  */
 const WORKER_URL = workerUrl("store/checkpoint-worker.ts");
 
@@ -27,18 +28,31 @@ export interface WalCheckpointerOptions {
   restartLogBytes?: number;
   /** A second pass slower than this skips the restart (checkpoint-worker.ts; tests pass -1: every disk is slow). */
   slowPassMs?: number;
-  /** Told why the thread gave up (the connection checkpoints from then on). */
+  /** Told why the thread gave up (the connection checkpoints until another thread runs). */
   onFailure?: (message: string) => void;
+  /** Told when a thread runs the checkpoints again after a failure (and at the first start). */
+  onRunning?: () => void;
+  /** The first wait before another thread is started after one failed (tests pass a short one). */
+  retryMs?: number;
+  /** The thread's script (tests pass one that fails first). */
+  workerUrl?: string | URL;
 }
+
+/** After the thread failed, the first wait before another is started, doubling to RETRY_MAX_MS. */
+const RETRY_MS = 5_000;
+const RETRY_MAX_MS = 300_000;
 
 export function startWalCheckpointer(db: Database, path: string, o: WalCheckpointerOptions = {}): WalCheckpointer {
   if (path === ":memory:" || path === "") return { ready: Promise.resolve(false), stop: async () => {} };
 
   let running = false;
-  let finished = false;
+  let stopped = false;
   let resolveReady!: (running: boolean) => void;
   const ready = new Promise<boolean>((resolve) => (resolveReady = resolve));
   let resolveStopped: (() => void) | undefined;
+  let worker: Worker | undefined;
+  let retryMs = o.retryMs ?? RETRY_MS;
+  let retry: ReturnType<typeof setTimeout> | undefined;
 
   const giveBack = () => {
     running = false;
@@ -48,49 +62,65 @@ export function startWalCheckpointer(db: Database, path: string, o: WalCheckpoin
       // The connection is already closed: nothing left to checkpoint through it.
     }
   };
-  const fail = (message: string) => {
-    if (finished) return;
-    finished = true;
+  /**
+   * The thread gave up (a disk full for a moment was enough): the connection checkpoints, and
+   * another thread is started after a wait, so a fault that passed does not leave checkpoints on
+   * the request thread, with their stalls, for the rest of the process's life (a disk-fault probe).
+   */
+  const fail = (failed: Worker | undefined, message: string) => {
+    if (stopped || failed !== worker) return;
+    worker = undefined;
+    failed?.terminate();
     giveBack();
     resolveReady(false);
-    worker?.terminate();
     o.onFailure?.(message);
+    retry = setTimeout(launch, retryMs);
+    retry.unref?.();
+    retryMs = Math.min(retryMs * 2, RETRY_MAX_MS);
   };
 
-  let worker: Worker | undefined;
-  try {
-    worker = new Worker(WORKER_URL);
-  } catch (err) {
-    fail(String(err));
-    return { ready, stop: async () => {} };
-  }
-  // The thread must not keep the process (or a test run) alive.
-  worker.unref();
-  worker.onmessage = (event: MessageEvent<CheckpointReport>) => {
-    const report = event.data;
-    if (report.type === "ready") {
-      running = true;
-      db.exec("PRAGMA wal_autocheckpoint = 0;");
-      resolveReady(true);
-    } else if (report.type === "failed") fail(report.message);
-    else resolveStopped?.();
+  const launch = () => {
+    retry = undefined;
+    if (stopped) return;
+    let started: Worker;
+    try {
+      started = new Worker(o.workerUrl ?? WORKER_URL);
+    } catch (err) {
+      worker = undefined;
+      return fail(undefined, String(err));
+    }
+    worker = started;
+    // The thread must not keep the process (or a test run) alive.
+    started.unref();
+    started.onmessage = (event: MessageEvent<CheckpointReport>) => {
+      if (started !== worker) return;
+      const report = event.data;
+      if (report.type === "ready") {
+        running = true;
+        retryMs = o.retryMs ?? RETRY_MS;
+        db.exec("PRAGMA wal_autocheckpoint = 0;");
+        resolveReady(true);
+        o.onRunning?.();
+      } else if (report.type === "failed") fail(started, report.message);
+      else resolveStopped?.();
+    };
+    started.onerror = (event) => fail(started, event.message || "the checkpoint thread failed");
+    started.addEventListener("close", () => fail(started, "the checkpoint thread exited"));
+    started.postMessage({ type: "start", path, intervalMs: o.intervalMs ?? 1000, restartLogBytes: o.restartLogBytes, slowPassMs: o.slowPassMs } satisfies CheckpointCommand);
   };
-  worker.onerror = (event) => fail(event.message || "the checkpoint thread failed");
-  worker.addEventListener("close", () => {
-    if (!finished) fail("the checkpoint thread exited");
-  });
-  worker.postMessage({ type: "start", path, intervalMs: o.intervalMs ?? 1000, restartLogBytes: o.restartLogBytes, slowPassMs: o.slowPassMs } satisfies CheckpointCommand);
+  launch();
 
   return {
     ready,
     async stop() {
-      if (finished) return;
-      finished = true;
+      if (stopped) return;
+      stopped = true;
+      clearTimeout(retry);
       resolveReady(false);
       if (running && worker) {
-        const stopped = new Promise<void>((resolve) => (resolveStopped = resolve));
+        const done = new Promise<void>((resolve) => (resolveStopped = resolve));
         worker.postMessage({ type: "stop" } satisfies CheckpointCommand);
-        await Promise.race([stopped, Bun.sleep(2000)]);
+        await Promise.race([done, Bun.sleep(2000)]);
       }
       worker?.terminate();
       giveBack();

@@ -39,6 +39,27 @@ function writeRows(db: Database): void {
 }
 
 describe("WAL checkpoints on their own thread", () => {
+  test("a thread that failed is started again after a wait: checkpoints go back to it from the request thread", async () => {
+    const { db, path } = freshDatabase();
+    const failures: string[] = [];
+    let running = 0;
+    const checkpointer = startWalCheckpointer(db, path, {
+      intervalMs: 20, retryMs: 50, workerUrl: new URL("../../fixtures/workers/checkpoint-fails-first.ts", import.meta.url),
+      onFailure: (m) => failures.push(m), onRunning: () => running++,
+    });
+    open[open.length - 1]!.checkpointer = checkpointer;
+    // The first thread fails: the connection checkpoints (its own setting back), and says why.
+    expect(await checkpointer.ready).toBe(false);
+    expect(failures).toEqual(["disk full (a test's first start)"]);
+    expect(autocheckpoint(db)).toBe(WAL_AUTOCHECKPOINT_PAGES);
+    // The next one runs them again.
+    await until("another thread running the checkpoints", 5_000, () => running === 1);
+    expect(autocheckpoint(db)).toBe(0);
+    const before = statSync(path).size;
+    writeRows(db);
+    await until("the log copied into the database file", 3_000, () => statSync(path).size > before + 3_000_000);
+  });
+
   test("while it runs, commits never checkpoint and the thread copies the log into the database file", async () => {
     const { db, path } = freshDatabase();
     const checkpointer = startWalCheckpointer(db, path, { intervalMs: 20 });
