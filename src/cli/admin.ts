@@ -309,6 +309,10 @@ export async function runAdmin(argv: string[], env: Record<string, string | unde
   } catch (err) {
     if (err instanceof UsageError) return { code: 2, out: err.message };
     if (err instanceof KeyLimitError || err instanceof IdempotencyConflictError || err instanceof BalanceCapError) return { code: 1, out: err.message };
+    // The store failed under the command (a corrupt or unreadable ledger: SQLITE_CORRUPT,
+    // SQLITE_IOERR): one line that says so, not a stack trace (a disk-fault probe's audit).
+    const code = (err as { code?: unknown })?.code;
+    if (typeof code === "string" && /^(SQLITE_|ERR_POSTGRES)/.test(code)) return { code: 1, out: `the store failed: ${code}: ${(err as Error).message}` };
     throw err;
   } finally {
     await store.close();

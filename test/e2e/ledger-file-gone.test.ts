@@ -62,3 +62,22 @@ test("the admin CLI's audit, usage and lists of a ledger that is not there: exit
     rmSync(dir, { recursive: true, force: true });
   }
 });
+
+test("the admin CLI on a corrupt ledger: exit 1 with one line naming the store's error, no stack trace", async () => {
+  const dir = mkdtempSync(join(tmpdir(), "switchyard-ledger-corrupt-"));
+  const env = { SWITCHYARD_DB: join(dir, "gw.sqlite") };
+  try {
+    expect((await runAdmin(["accounts", "create", "first", "1"], env)).code).toBe(0);
+    // Pages past the header overwritten: SQLite finds the file malformed when it reads them.
+    const bytes = new Uint8Array(await Bun.file(env.SWITCHYARD_DB).arrayBuffer());
+    bytes.fill(0x5a, 2048);
+    await Bun.write(env.SWITCHYARD_DB, bytes);
+    const { code, out } = await runAdmin(["audit"], env);
+    expect(code).toBe(1);
+    expect(out).toMatch(/malformed|SQLITE_CORRUPT|SQLITE_NOTADB/);
+    expect(out).not.toContain("    at ");
+  } finally {
+    rmSync(dir, { recursive: true, force: true });
+  }
+});
+
