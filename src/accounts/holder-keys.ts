@@ -1,4 +1,5 @@
 import type { KeySummary } from "./account-store.ts";
+import { MAX_KEY_MODELS } from "./admin-input.ts";
 
 /** What a key an account holder makes may reach, set by the gateway (the holder sets none of it). */
 export interface HolderKeyCeiling {
@@ -21,7 +22,8 @@ export interface HolderKeyCeiling {
 export function holderKeyCeiling(keys: readonly KeySummary[]): HolderKeyCeiling {
   const ceiling: HolderKeyCeiling = {};
   const lists = keys.filter((k) => k.models !== null);
-  if (lists.length > 0) ceiling.models = [...new Set(lists.flatMap((k) => k.models!))];
+  // At most as many as a key may list: a narrower list, never a refusal of a field the holder did not send.
+  if (lists.length > 0) ceiling.models = [...new Set(lists.flatMap((k) => k.models!))].slice(0, MAX_KEY_MODELS);
   const rates = keys.flatMap((k) => (k.rate_limit_per_minute === null ? [] : [k.rate_limit_per_minute]));
   if (rates.length > 0) ceiling.rate_limit_per_minute = Math.max(...rates);
   const caps = keys.flatMap((k) => (k.max_concurrent_requests === null ? [] : [k.max_concurrent_requests]));

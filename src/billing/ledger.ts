@@ -27,9 +27,8 @@ export type ReserveResult =
   /** The store cannot record charges right now: the request must not run (503). */
   | { ok: false; reason: "unavailable"; message: string };
 
-import { MAX_BALANCE_MICRO, MICRO_PER_CREDIT } from "./money.ts";
 import type { PriceList, TokenClasses } from "./pricing.ts";
-import { microToCredits } from "./money.ts";
+import { MAX_BALANCE_MICRO, MICRO_PER_CREDIT, microToCredits } from "./money.ts";
 import { periodWindow, spentInPeriod, type SpendBudget, type SpendPeriod } from "./spend-period.ts";
 
 /** A finished request: what it cost and its usage record. */
@@ -104,7 +103,6 @@ export interface Ledger {
   close(graceMs?: number): Promise<void>;
 }
 
-/** An idempotency key already used for another top-up: says which, so the client can tell. */
 /** A top-up that would take a balance past MAX_BALANCE_MICRO; nothing was credited. */
 export class BalanceCapError extends Error {
   constructor(readonly accountId: string) {
@@ -112,6 +110,7 @@ export class BalanceCapError extends Error {
   }
 }
 
+/** An idempotency key already used for another top-up: says which, so the client can tell. */
 export class IdempotencyConflictError extends Error {
   constructor(readonly idempotencyKey: string, readonly accountId: string, readonly amountMicro: number) {
     super(`This Idempotency-Key was already used for a top-up of ${microToCredits(amountMicro)} credits to account ${accountId}; a different top-up needs a new key.`);

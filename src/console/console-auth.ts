@@ -90,12 +90,20 @@ export interface NewSession {
 }
 
 /** Starts a session: the cookie's token goes to the browser, its hash to the store. */
-export async function startSession(store: ConsoleStore, who: { kind: SessionKind; accountId: string | null; login: string | null }, now: number, ttlMs = SESSION_TTL_MS): Promise<NewSession> {
+export async function startSession(
+  store: ConsoleStore,
+  who: { kind: SessionKind; accountId: string | null; login: string | null | ((tokenHash: string) => string) },
+  now: number,
+  ttlMs = SESSION_TTL_MS,
+): Promise<NewSession> {
   const token = newSecret();
   const csrf = newSecret();
   const expiresAt = now + ttlMs;
-  await store.createSession({ tokenHash: hashSecret(token), csrf, createdAt: now, expiresAt, ...who });
-  return { token, csrf, expiresAt, ...who };
+  const tokenHash = hashSecret(token);
+  // A login made from the session's own token hash (an operator's: console-api.ts, `operatorMark`).
+  const login = typeof who.login === "function" ? who.login(tokenHash) : who.login;
+  await store.createSession({ tokenHash, csrf, createdAt: now, expiresAt, kind: who.kind, accountId: who.accountId, login });
+  return { token, csrf, expiresAt, kind: who.kind, accountId: who.accountId, login };
 }
 
 /**

@@ -39,15 +39,18 @@ export async function planRequest(
   const messageCount = Array.isArray(body.messages) ? body.messages.length : 0;
   const promptBound = promptTokenBound(req.bodyBytes, messageCount);
   const prompt = new ChatPrompt(wire, body);
-  // Counted no further than the largest window: past it, nothing fits, whatever the rest holds.
-  const framing = 4 * messageCount + 3;
-  const window = Math.max(...req.candidates.map((m) => m.context_length));
   const candidates = await fitCandidates(
     req.candidates,
     promptBound,
     requestedMaxTokens(wire, body),
     settings.limits.max_tokens_cap,
-    async () => (await count(prompt.text(), Math.max(0, window - framing))) + framing,
+    // Counted no further than the largest window: past it, nothing fits, whatever the rest holds.
+    async () => {
+      const framing = 4 * messageCount + 3;
+      let window = 0;
+      for (const m of req.candidates) window = Math.max(window, m.context_length);
+      return (await count(prompt.text(), Math.max(0, window - framing))) + framing;
+    },
   );
   // The hold covers the most the prompt can cost (a token a byte at most), capped by the model's
   // window, which it cannot bill past (or a long conversation of escaped text was held for far

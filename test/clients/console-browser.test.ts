@@ -782,3 +782,37 @@ test("what a console probe found, fixed: one account per double click, an old er
   await page.getByTestId("invite-to-sign-in").click();
   await page.getByTestId("account-row").first().waitFor();
 }, 60_000);
+
+test("a top-up answered by a proxy's 504 says the credits may have been added; after a reload the same amount is still added once", async () => {
+  await page.goto(`${gateway.url}/console/#account/${account.id}`);
+  await page.getByTestId("topup-amount").waitFor();
+  const keys: string[] = [];
+  let proxyAnswers = true;
+  // The gateway adds the credits; a proxy in front answers 504 in its own words.
+  await page.route("**/console/api/accounts/*/credits", async (route) => {
+    keys.push(route.request().headers()["idempotency-key"] ?? "");
+    const response = await route.fetch();
+    if (proxyAnswers) {
+      proxyAnswers = false;
+      return route.fulfill({ status: 504, contentType: "text/html", body: "<html>504 Gateway Time-out</html>" });
+    }
+    return route.fulfill({ response });
+  });
+  try {
+    const balance = (await admin(`/v1/admin/accounts/${account.id}`)).balance;
+    await page.getByTestId("topup-amount").fill("3");
+    await page.getByTestId("topup-submit").click();
+    const error = page.locator("form[aria-label='Top up'] .error");
+    await error.waitFor();
+    expect(await error.textContent()).toContain("may or may not have been added");
+    await page.reload();
+    await page.getByTestId("topup-amount").fill("3");
+    await page.getByTestId("topup-submit").click();
+    await until("the balance shown", 10_000, async () => Math.abs(number(await text("balance")) - (balance + 3)) < 1e-6);
+    expect(keys).toHaveLength(2);
+    expect(keys[1]).toBe(keys[0]);
+    expect((await admin(`/v1/admin/accounts/${account.id}`)).balance).toBeCloseTo(balance + 3, 6);
+  } finally {
+    await page.unroute("**/console/api/accounts/*/credits");
+  }
+}, 60_000);

@@ -107,9 +107,11 @@ describe("Anthropic's 1M-context beta", () => {
   });
 
   test("the operator's betas for the provider and the client's both go", () => {
-    const provider = { id: "a", kind: "anthropic", base_url: "https://api.anthropic.com", headers: { "anthropic-beta": "extended-cache-ttl-2025-04-11" }, apiKey: "k" } as unknown as ResolvedProvider;
+    // Written in the config's own case: one header, lower case, both lists.
+    const provider = { id: "a", kind: "anthropic", base_url: "https://api.anthropic.com", headers: { "Anthropic-Beta": "extended-cache-ttl-2025-04-11" }, apiKey: "k" } as unknown as ResolvedProvider;
     const call = anthropicAdapter.buildRequest(provider, { model: "m", messages: [] }, new Headers({ "anthropic-beta": "interleaved-thinking-2025-05-14" }));
     expect(call.headers["anthropic-beta"]).toBe("extended-cache-ttl-2025-04-11,interleaved-thinking-2025-05-14");
-    expect(betasForWindow("extended-cache-ttl-2025-04-11,context-1m-2025-08-07", 200_000)).toBe("extended-cache-ttl-2025-04-11");
+    expect(call.headers["Anthropic-Beta"]).toBeUndefined();
+    expect(betasForWindow("extended-cache-ttl-2025-04-11,Context-1M-2025-08-07", 200_000)).toBe("extended-cache-ttl-2025-04-11");
   });
 });

@@ -69,17 +69,22 @@ function topUpForm(account: Account, reload: Reload): HTMLElement {
   const amount = h("input", { type: "number", min: "0.000001", step: "any", required: true, inputmode: "decimal", "data-testid": "topup-amount" });
   const submit = h("button", { type: "submit", "data-testid": "topup-submit" }, "Add credits");
   // One top-up, one key: sent again after a failure whose answer was lost (the credits may have
-  // been added), the gateway adds them once. A new amount is a new top-up.
-  let idempotency: { amount: string; key: string } | null = null;
+  // been added), the gateway adds them once. A new amount is a new top-up. Kept for the tab's
+  // session, so a reload between the lost answer and the retry still adds them once.
+  const stored = `switchyard-topup:${account.id}`;
+  let idempotency: { amount: string; key: string } | null = readPending(stored);
   return form("Top up", [field("Credits to add", amount)], submit, async () => {
     if (idempotency?.amount !== amount.value) idempotency = { amount: amount.value, key: crypto.randomUUID() };
+    sessionStorage.setItem(stored, JSON.stringify(idempotency));
     try {
       await api("POST", `/accounts/${account.id}/credits`, { amount: Number(amount.value) }, { "idempotency-key": idempotency.key });
     } catch (err) {
-      if (err instanceof ApiError) throw err;
-      // No answer: the top-up may or may not have been made, and the operator must know which to do.
+      if (err instanceof ApiError && err.gatewaySaid) throw err;
+      // No answer from the gateway (none at all, or a proxy's 502/504): the top-up may or may not
+      // have been made, and the operator must know what to do.
       throw new ApiError(0, "The gateway did not answer, so the credits may or may not have been added. Add the same amount again when it is back: it is added once either way.");
     }
+    sessionStorage.removeItem(stored);
     idempotency = null;
     announce(`Added ${amount.value} credits.`);
     reload();
@@ -323,3 +328,13 @@ function keyRow(k: KeySummary, reload: Reload, operator: boolean): HTMLElement {
 
 /** The latest instant the gateway takes as a date (9999-12-31T23:59:59.999Z). */
 const LAST_INSTANT = Date.UTC(9999, 11, 31, 23, 59, 59, 999);
+
+/** A top-up whose answer was lost, kept in the tab's session storage: its amount and key. */
+function readPending(name: string): { amount: string; key: string } | null {
+  try {
+    const value = JSON.parse(sessionStorage.getItem(name) ?? "null") as { amount?: unknown; key?: unknown } | null;
+    return value && typeof value.amount === "string" && typeof value.key === "string" ? { amount: value.amount, key: value.key } : null;
+  } catch {
+    return null;
+  }
+}

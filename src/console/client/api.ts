@@ -1,7 +1,8 @@
 /** The console's calls to its JSON routes (/console/api): the session's CSRF token rides on every change. */
 
 export class ApiError extends Error {
-  constructor(readonly status: number, message: string) {
+  /** `gatewaySaid`: the message is the gateway's own (a JSON error body), not a proxy's status alone. */
+  constructor(readonly status: number, message: string, readonly gatewaySaid = true) {
     super(message);
   }
 }
@@ -26,8 +27,8 @@ export async function api<T>(method: "GET" | "POST" | "PATCH" | "DELETE", path: 
     parsed = undefined;
   }
   if (!res.ok) {
-    const message = (parsed as { error?: { message?: string } } | undefined)?.error?.message ?? `The gateway answered ${res.status}.`;
-    throw new ApiError(res.status, message);
+    const said = (parsed as { error?: { message?: string } } | undefined)?.error?.message;
+    throw new ApiError(res.status, said ?? `The gateway answered ${res.status}.`, said !== undefined);
   }
   return parsed as T;
 }

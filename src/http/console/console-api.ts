@@ -42,9 +42,10 @@ const info = (s: Pick<ConsoleSession, "kind" | "login" | "accountId" | "csrf" | 
  * operators have no other use for; the `:` keeps it out of every holder login's form): a changed
  * or removed token ends the sessions opened with the old one, as it ends the old token's access to
  * the admin API (a console probe, 2026-11-30: a session outlived the token for its 12 hours, top-ups
- * included). A truncated SHA-256, never shown.
+ * included). A truncated SHA-256 of the token salted with the session's own token hash, so no two
+ * sessions keep the same value and none is a hash of the token alone; never shown.
  */
-const operatorMark = (adminToken: string) => `operator:${hashSecret(adminToken).slice(0, 32)}`;
+const operatorMark = (adminToken: string, tokenHash: string) => `operator:${hashSecret(`${tokenHash}:${adminToken}`).slice(0, 32)}`;
 
 /**
  * Run by the admission plugin when a `/console/api/` request arrives, before its body is read: a
@@ -84,12 +85,12 @@ const HOLDER_KEY_FIELDS = new Set(["name", "spend_limit", "spend_limit_period", 
 export function consoleApiRoutes(deps: ConsoleApiDeps) {
   const { ops, store } = deps;
 
-  const mark = deps.adminToken ? operatorMark(deps.adminToken) : undefined;
+  const adminToken = deps.adminToken;
   const currentSession = async (request: Request): Promise<ConsoleSession> => {
     const token = sessionToken(request);
     const found = token ? await store.findSession(hashSecret(token), deps.now()) : null;
     if (!found) throw new GatewayError(401, "authentication", "Not signed in, or the session ended: sign in again.");
-    if (found.kind === "operator" && (mark === undefined || found.login !== mark)) {
+    if (found.kind === "operator" && (adminToken === undefined || found.login !== operatorMark(adminToken, found.tokenHash))) {
       await store.deleteSession(found.tokenHash);
       throw new GatewayError(401, "authentication", "The admin token changed since this session began: sign in again.");
     }
@@ -173,7 +174,7 @@ export function consoleApiRoutes(deps: ConsoleApiDeps) {
       // characters are not guessed, and holders' failed sign-ins from the operator's address (one
       // proxy's, behind a load balancer) must not lock the operator out. Wrong ones count.
       const operatorRight = typeof body.token === "string" && !!deps.adminToken && equal(body.token, deps.adminToken);
-      if (operatorRight) return signedIn(request, await startSession(store, { kind: "operator", accountId: null, login: mark! }, deps.now()), set);
+      if (operatorRight) return signedIn(request, await startSession(store, { kind: "operator", accountId: null, login: (tokenHash) => operatorMark(adminToken!, tokenHash) }, deps.now()), set);
       // Counted as a failure from here until it is found right (sign-in-attempts.ts: a burst in parallel is not all checked).
       const wait = deps.signIns.begin(from, typeof body.token === "string" ? null : login);
       if (wait > 0) throw new GatewayError(429, "rate_limit", `Too many failed sign-ins. Retry after ${wait} s.`, { "retry-after": String(wait) });

@@ -99,9 +99,19 @@ const STANDARD_WINDOW = 200_000;
  * the standard price (a hostile-tenant probe, 2026-11-30). Undefined when nothing is left.
  */
 export function betasForWindow(beta: string, contextLength: number): string | undefined {
-  if (contextLength > STANDARD_WINDOW || !beta.includes("context-1m")) return beta;
-  const kept = beta.split(",").map((b) => b.trim()).filter((b) => b !== "" && !b.startsWith("context-1m"));
+  if (contextLength > STANDARD_WINDOW || !/context-1m/i.test(beta)) return beta;
+  const kept = beta.split(",").map((b) => b.trim()).filter((b) => b !== "" && !/^context-1m/i.test(b));
   return kept.length > 0 ? kept.join(",") : undefined;
+}
+
+/** The provider's configured `anthropic-beta` (any case), taken out of `headers` (the request's, spread from the config). */
+function configuredBeta(configured: Record<string, string>, headers: Record<string, string>): string | undefined {
+  for (const name in configured) {
+    if (name.toLowerCase() !== "anthropic-beta") continue;
+    delete headers[name];
+    return configured[name];
+  }
+  return undefined;
 }
 
 export const anthropicAdapter: ProviderAdapter = {
@@ -114,8 +124,11 @@ export const anthropicAdapter: ProviderAdapter = {
       "anthropic-version": clientHeaders.get("anthropic-version") ?? DEFAULT_VERSION,
       ...provider.headers,
     };
-    // The client's betas beside any the operator configured for the provider (both go).
-    const beta = [provider.headers?.["anthropic-beta"], clientHeaders.get("anthropic-beta")].filter(Boolean).join(",");
+    // The client's betas beside any the operator configured for the provider (both go), under
+    // one lower-case name whatever case the config wrote it in.
+    const client = clientHeaders.get("anthropic-beta");
+    const configured = provider.headers ? configuredBeta(provider.headers, headers) : undefined;
+    const beta = configured && client ? `${configured},${client}` : (configured ?? client);
     if (beta) headers["anthropic-beta"] = beta;
     if (provider.apiKey) headers["x-api-key"] = provider.apiKey;
     return { url: `${provider.base_url}/v1/messages`, headers, body: JSON.stringify(withoutServerTools(withoutFastMode(body) as Record<string, unknown>)) };
