@@ -1,5 +1,6 @@
 import type { Catalogue } from "../catalogue/catalogue.ts";
-import { CountRefusedError, type CountQueue } from "../limits/count-queue.ts";
+import type { CountQueue } from "../limits/count-queue.ts";
+import { countInTurn } from "./count-in-turn.ts";
 import { anthropicAdapter } from "../providers/anthropic/anthropic-adapter.ts";
 import { checkAnthropicContent } from "./check-content.ts";
 import { clientClosed } from "./attempt.ts";
@@ -93,16 +94,4 @@ export async function countMessageTokens(
   const messages = (body.messages as unknown[]).length;
   const tokens = await countInTurn(deps.counts, keyId, text, signal);
   return Response.json({ input_tokens: tokens + 4 * messages + 3 });
-}
-
-/** A count on the gateway's tokenizer in `key`'s turn (limits/count-queue.ts); its refusals as the client's 429, 503 or 499. */
-export async function countInTurn(counts: CountQueue, key: string, text: string, signal: AbortSignal, limit?: number): Promise<number> {
-  try {
-    return await counts.count(key, text, signal, limit);
-  } catch (err) {
-    if (!(err instanceof CountRefusedError)) throw err;
-    if (err.reason === "aborted") throw new GatewayError(499, "invalid_request", err.message);
-    if (err.reason === "key_busy") throw new GatewayError(429, "rate_limit", err.message, { "retry-after": "1" });
-    throw new GatewayError(503, "overloaded", err.message, { "retry-after": "1" });
-  }
 }

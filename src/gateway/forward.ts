@@ -24,7 +24,7 @@ import { sessionIdOf } from "./session-id.ts";
 import { concurrencyRefusal, NO_SLOT, type ConcurrencySlot, type ConcurrencyStore } from "../limits/concurrency-limiter.ts";
 import type { Transport } from "../transport/transport.ts";
 import type { CountQueue } from "../limits/count-queue.ts";
-import { countInTurn } from "./count-tokens.ts";
+import { countInTurn } from "./count-in-turn.ts";
 
 export interface ForwardDeps {
   settings: Settings;
