@@ -90,12 +90,13 @@ export function parseName(value: unknown, field = "name"): string {
 }
 
 /**
- * Control characters, the invisible marks that reorder text (bidirectional overrides, embeddings
- * and isolates, LRM/RLM/ALM), zero-width characters and line and paragraph separators: a key a
- * holder names `…U+202E gnp.exe` shows to the operator as `exe.png` (a console probe,
- * 2026-11-30), and a line break splits a name across a list's rows.
+ * Control and format characters (Unicode's Cc and Cf: the invisible marks that reorder text,
+ * zero-width spaces, soft hyphens, tags…) and line and paragraph separators: a key a holder names
+ * `…U+202E gnp.exe` shows to the operator as `exe.png` (a console probe, 2026-11-30), and a line
+ * break splits a name across a list's rows. The zero-width joiner and non-joiner stay: Persian
+ * and Indic names and emoji sequences ("👩‍💻 team") need them.
  */
-const HIDDEN_CONTROL = /[\u0000-\u001f\u007f-\u009f\u061c\u200b-\u200f\u2028\u2029\u202a-\u202e\u2066-\u2069\ufeff]/;
+const HIDDEN_CONTROL = /(?![\u200c\u200d])[\p{Cc}\p{Cf}\p{Zl}\p{Zp}]/u;
 
 /**
  * An Idempotency-Key: 1 to 200 printable ASCII characters (a UUID fits), so it can be stored and

@@ -172,11 +172,13 @@ export async function runAdmin(argv: string[], env: Record<string, string | unde
   const has = (name: string) => Object.hasOwn(options, name);
   let store: AdminStore;
   try {
-    // A report on a ledger that is not there would make an empty one and report on it: an audit of a
-    // deleted file said `clean` with 0 accounts (a disk-fault probe, 2026-11-30). Only commands that
-    // make something (accounts create, keys create, invite…) may start a new file.
-    if (!storeChoice(env).databaseUrl && (noun === "audit" || verb === "list" || verb === "show" || noun === "usage" || noun === "logins") && sqliteMissing(sqlitePath(env))) {
-      return { code: 1, out: `no ledger at ${sqlitePath(env)} (SWITCHYARD_DB): nothing to read. The gateway makes it at its first start.` };
+    // A command on a ledger that is not there would make an empty one and work on it: an audit of a
+    // deleted file said `clean` with 0 accounts (a disk-fault probe, 2026-11-30), and a mistyped
+    // SWITCHYARD_DB left an empty file the next gateway start would use. Only `accounts create`
+    // (setting up before the first start) may start a new file; the usage text needs none.
+    const makesLedger = noun === "accounts" && verb === "create";
+    if (noun !== undefined && !makesLedger && !storeChoice(env).databaseUrl && sqliteMissing(sqlitePath(env))) {
+      return { code: 1, out: `no ledger at ${sqlitePath(env)} (SWITCHYARD_DB): nothing to work on. The gateway makes it at its first start; \`accounts create\` may too.` };
     }
     store = await openAdminStore(env);
   } catch (err) {

@@ -2,6 +2,7 @@ import type { Database } from "bun:sqlite";
 import { WAL_AUTOCHECKPOINT_PAGES } from "./database.ts";
 import type { CheckpointCommand, CheckpointReport } from "./checkpoint-worker.ts";
 import { workerUrl } from "../worker-url.ts";
+import { ledgerFiles } from "./sqlite/file-identity.ts";
 
 /**
  * WAL checkpoints on a thread of their own. A checkpoint copies the log into the database file
@@ -41,6 +42,8 @@ export interface WalCheckpointerOptions {
 /** After the thread failed, the first wait before another is started, doubling to RETRY_MAX_MS. */
 const RETRY_MS = 5_000;
 const RETRY_MAX_MS = 300_000;
+/** A thread that ran this long before it failed starts the waits over. */
+const STEADY_MS = 60_000;
 
 export function startWalCheckpointer(db: Database, path: string, o: WalCheckpointerOptions = {}): WalCheckpointer {
   if (path === ":memory:" || path === "") return { ready: Promise.resolve(false), stop: async () => {} };
@@ -53,6 +56,8 @@ export function startWalCheckpointer(db: Database, path: string, o: WalCheckpoin
   let worker: Worker | undefined;
   let retryMs = o.retryMs ?? RETRY_MS;
   let retry: ReturnType<typeof setTimeout> | undefined;
+  /** When the thread running now reported ready (undefined: none runs). */
+  let runningSince: number | undefined;
 
   const giveBack = () => {
     running = false;
@@ -74,6 +79,10 @@ export function startWalCheckpointer(db: Database, path: string, o: WalCheckpoin
     giveBack();
     resolveReady(false);
     o.onFailure?.(message);
+    // The wait starts over only after a thread ran a while: one that opens and then fails at its
+    // first checkpoint (a disk still full) must not be restarted every few seconds forever.
+    if (runningSince !== undefined && performance.now() - runningSince >= STEADY_MS) retryMs = o.retryMs ?? RETRY_MS;
+    runningSince = undefined;
     retry = setTimeout(launch, retryMs);
     retry.unref?.();
     retryMs = Math.min(retryMs * 2, RETRY_MAX_MS);
@@ -82,6 +91,12 @@ export function startWalCheckpointer(db: Database, path: string, o: WalCheckpoin
   const launch = () => {
     retry = undefined;
     if (stopped) return;
+    // Not on a ledger that was deleted or replaced: its log would be copied into the new file.
+    try {
+      ledgerFiles(db)(true);
+    } catch (err) {
+      return void o.onFailure?.(`not started again: ${(err as Error).message}`);
+    }
     let started: Worker;
     try {
       started = new Worker(o.workerUrl ?? WORKER_URL);
@@ -93,16 +108,16 @@ export function startWalCheckpointer(db: Database, path: string, o: WalCheckpoin
     // The thread must not keep the process (or a test run) alive.
     started.unref();
     started.onmessage = (event: MessageEvent<CheckpointReport>) => {
-      if (started !== worker) return;
       const report = event.data;
+      if (report.type === "stopped") return resolveStopped?.();
+      if (stopped || started !== worker) return;
       if (report.type === "ready") {
         running = true;
-        retryMs = o.retryMs ?? RETRY_MS;
+        runningSince = performance.now();
         db.exec("PRAGMA wal_autocheckpoint = 0;");
         resolveReady(true);
         o.onRunning?.();
-      } else if (report.type === "failed") fail(started, report.message);
-      else resolveStopped?.();
+      } else fail(started, report.message);
     };
     started.onerror = (event) => fail(started, event.message || "the checkpoint thread failed");
     started.addEventListener("close", () => fail(started, "the checkpoint thread exited"));

@@ -6,6 +6,7 @@
  * calling it clean (a disk-fault probe, 2026-11-30).
  */
 import { expect, test } from "bun:test";
+import { Database } from "bun:sqlite";
 import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
@@ -28,7 +29,8 @@ const ask = async (url: string, key: string, model: string) => {
 test("a deleted ledger file: paid requests are paused (503) and /ready says 503 within seconds; free requests are served", async () => {
   const dir = mkdtempSync(join(tmpdir(), "switchyard-ledger-gone-"));
   const dbPath = join(dir, "gateway.sqlite");
-  const gw = await startGateway({ upstreamUrl: upstream.url, dbPath });
+  const ADMIN = "admin-ledger-gone-0123456789abcdef0123456789ab";
+  const gw = await startGateway({ upstreamUrl: upstream.url, dbPath, adminToken: ADMIN });
   try {
     expect(await ask(gw.url, gw.key, OPENAI_MODEL)).toBe(200);
     await gw.app.services.settled();
@@ -40,6 +42,11 @@ test("a deleted ledger file: paid requests are paused (503) and /ready says 503 
     const refused = await post(gw, "/v1/chat/completions", { model: OPENAI_MODEL, messages: [{ role: "user", content: "hi" }] });
     expect(refused.status).toBe(503);
     expect(refused.headers.get("retry-after")).toBe("5");
+    // Nor do top-ups, accounts or keys go into the file that is gone: a 503, nothing written.
+    const admin = (path: string, body: unknown) => fetch(`${gw.url}${path}`, { method: "POST", headers: { authorization: `Bearer ${ADMIN}`, "content-type": "application/json" }, body: JSON.stringify(body) });
+    expect((await admin(`/v1/admin/accounts/${gw.accountId}/credits`, { amount: 5 })).status).toBe(503);
+    expect((await admin("/v1/admin/accounts", { name: "after", credits: 1 })).status).toBe(503);
+    expect((await admin(`/v1/admin/accounts/${gw.accountId}/keys`, { name: "after" })).status).toBe(503);
   } finally {
     await gw.stop().catch(() => {});
     rmSync(dir, { recursive: true, force: true });
@@ -75,6 +82,23 @@ test("the admin CLI on a corrupt ledger: exit 1 with one line naming the store's
     const { code, out } = await runAdmin(["audit"], env);
     expect(code).toBe(1);
     expect(out).toMatch(/malformed|SQLITE_CORRUPT|SQLITE_NOTADB/);
+    expect(out).not.toContain("    at ");
+  } finally {
+    rmSync(dir, { recursive: true, force: true });
+  }
+});
+
+test("the admin CLI whose store fails under a command (a table gone from the ledger): exit 1 with one line naming the store's error", async () => {
+  const dir = mkdtempSync(join(tmpdir(), "switchyard-ledger-broken-"));
+  const env = { SWITCHYARD_DB: join(dir, "gw.sqlite") };
+  try {
+    expect((await runAdmin(["accounts", "create", "first", "1"], env)).code).toBe(0);
+    const db = new Database(env.SWITCHYARD_DB);
+    db.exec("DROP TABLE price_lists");
+    db.close();
+    const { code, out } = await runAdmin(["audit"], env);
+    expect(code).toBe(1);
+    expect(out).toStartWith("the store failed: SQLITE_ERROR");
     expect(out).not.toContain("    at ");
   } finally {
     rmSync(dir, { recursive: true, force: true });

@@ -123,6 +123,8 @@ describe("withToolsForLegacyFunctions", () => {
         { role: "user", content: "never mind" },
         { role: "assistant", content: "Thinking aloud.", function_call: { name: "b", arguments: "{}" } },
         { role: "user", content: "go on" },
+        // A result after a user turn no longer answers the call before it (Anthropic wants it right after).
+        { role: "function", name: "b", content: "late" },
       ],
     } as unknown as ChatRequest);
     expect(out.messages).toEqual([
@@ -131,6 +133,7 @@ describe("withToolsForLegacyFunctions", () => {
       { role: "user", content: "never mind" },
       { role: "assistant", content: "Thinking aloud." },
       { role: "user", content: "go on" },
+      { role: "user", content: "b returned: late" },
     ]);
   });
 

@@ -94,13 +94,26 @@ describe("runAdmin (in process)", () => {
   });
 
   test("keys create for an unknown account fails", async () => {
-    const { code, out } = await runAdmin(["keys", "create", "acct_nope"], { SWITCHYARD_DB: tempDb() });
+    const env = { SWITCHYARD_DB: tempDb() };
+    expect((await runAdmin(["accounts", "create", "first", "1"], env)).code).toBe(0);
+    const { code, out } = await runAdmin(["keys", "create", "acct_nope"], env);
     expect(code).not.toBe(0);
     expect(out).toContain("acct_nope");
   });
 
+  test("on a ledger that is not there, only accounts create may start one: anything else exits 1 and leaves no file", async () => {
+    const env = { SWITCHYARD_DB: tempDb() };
+    for (const argv of [["keys", "create", "acct_x"], ["accounts", "topup", "acct_x", "5"], ["keys", "revoke", "key_x"], ["report"]]) {
+      const { code, out } = await runAdmin(argv, env);
+      expect([argv, code]).toEqual([argv, 1]);
+      expect(out).toContain("no ledger at");
+    }
+    expect(await Bun.file(env.SWITCHYARD_DB).exists()).toBe(false);
+  });
+
   test("bad usage → non-zero and the usage text", async () => {
     const env = { SWITCHYARD_DB: tempDb() };
+    expect((await runAdmin(["accounts", "create", "first", "1"], env)).code).toBe(0);
     for (const argv of [[], ["accounts"], ["accounts", "create", "only-name"], ["keys", "create"], ["keys", "revoke"], ["keys", "frobnicate", "x"], ["nonsense"]]) {
       const { code, out } = await runAdmin(argv, env);
       if (code === 0) throw new Error(`${JSON.stringify(argv)} succeeded`);

@@ -72,14 +72,22 @@ function topUpForm(account: Account, reload: Reload): HTMLElement {
   // been added), the gateway adds them once. A new amount is a new top-up. Kept for the tab's
   // session, so a reload between the lost answer and the retry still adds them once.
   const stored = `switchyard-topup:${account.id}`;
-  let idempotency: { amount: string; key: string } | null = readPending(stored);
-  return form("Top up", [field("Credits to add", amount)], submit, async () => {
-    if (idempotency?.amount !== amount.value) idempotency = { amount: amount.value, key: crypto.randomUUID() };
+  let idempotency: Pending | null = readPending(stored);
+  // Said where the operator types: the same amount again is this top-up, not a new one.
+  const pending = idempotency ? h("p", { class: "note", "data-testid": "topup-pending" }, `A top-up of ${idempotency.amount} credits got no answer; adding ${idempotency.amount} again within ${PENDING_MINUTES} minutes of it adds it once.`) : null;
+  const fields = pending ? [field("Credits to add", amount), pending] : [field("Credits to add", amount)];
+  return form("Top up", fields, submit, async () => {
+    if (idempotency?.amount !== amount.value) idempotency = { amount: amount.value, key: crypto.randomUUID(), at: Date.now() };
     sessionStorage.setItem(stored, JSON.stringify(idempotency));
     try {
       await api("POST", `/accounts/${account.id}/credits`, { amount: Number(amount.value) }, { "idempotency-key": idempotency.key });
     } catch (err) {
-      if (err instanceof ApiError && err.gatewaySaid) throw err;
+      if (err instanceof ApiError && err.gatewaySaid) {
+        // The gateway answered: the top-up's fate is known (refused), and the key is not kept.
+        sessionStorage.removeItem(stored);
+        idempotency = null;
+        throw err;
+      }
       // No answer from the gateway (none at all, or a proxy's 502/504): the top-up may or may not
       // have been made, and the operator must know what to do.
       throw new ApiError(0, "The gateway did not answer, so the credits may or may not have been added. Add the same amount again when it is back: it is added once either way.");
@@ -329,11 +337,19 @@ function keyRow(k: KeySummary, reload: Reload, operator: boolean): HTMLElement {
 /** The latest instant the gateway takes as a date (9999-12-31T23:59:59.999Z). */
 const LAST_INSTANT = Date.UTC(9999, 11, 31, 23, 59, 59, 999);
 
-/** A top-up whose answer was lost, kept in the tab's session storage: its amount and key. */
-function readPending(name: string): { amount: string; key: string } | null {
+/** A top-up whose answer was lost, kept in the tab's session storage: its amount, key and time. */
+interface Pending { amount: string; key: string; at: number }
+
+/** How long a lost top-up's key is kept: past it, the same amount is a new top-up. */
+const PENDING_MINUTES = 10;
+
+function readPending(name: string): Pending | null {
   try {
-    const value = JSON.parse(sessionStorage.getItem(name) ?? "null") as { amount?: unknown; key?: unknown } | null;
-    return value && typeof value.amount === "string" && typeof value.key === "string" ? { amount: value.amount, key: value.key } : null;
+    const value = JSON.parse(sessionStorage.getItem(name) ?? "null") as Partial<Pending> | null;
+    const fresh = value && typeof value.amount === "string" && typeof value.key === "string" && typeof value.at === "number" && Date.now() - value.at < PENDING_MINUTES * 60_000;
+    if (fresh) return { amount: value.amount!, key: value.key!, at: value.at! };
+    sessionStorage.removeItem(name);
+    return null;
   } catch {
     return null;
   }

@@ -49,7 +49,7 @@ export function withToolsForLegacyFunctions(body: ChatRequest): ChatRequest {
   }
 
   // Which function message answers which call: the latest open call of its name, else the latest
-  // open call, made since the last assistant turn before it. Anthropic takes a call only with its
+  // open call, made in the turn right before it (any other message between them closes the call). Anthropic takes a call only with its
   // result right after it and a result only after its call, which the legacy form never required:
   // a call nobody answered goes as nothing, a result with no call as the user's text.
   const answers = new Map<number, number>();
@@ -61,7 +61,7 @@ export function withToolsForLegacyFunctions(body: ChatRequest): ChatRequest {
       const at = open.findLastIndex((c) => callName(body.messages[c] as LegacyMessage) === name);
       const call = at >= 0 ? open.splice(at, 1)[0] : open.pop();
       if (call !== undefined) answers.set(i, call);
-    } else if (message.role === "assistant") open = isLegacyCall(message) ? [i] : [];
+    } else open = isLegacyCall(message) ? [i] : [];
   });
   const answered = new Set(answers.values());
 

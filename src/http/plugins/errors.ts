@@ -29,6 +29,8 @@ const KIND_OF_STATUS: Record<number, ErrorKind> = {
   413: "request_too_large",
   422: "invalid_request",
   429: "rate_limit",
+  // A store that cannot take the write now (store/sqlite/file-identity.ts).
+  503: "overloaded",
 };
 
 /**

@@ -1,4 +1,4 @@
-import { statSync } from "node:fs";
+import { realpathSync, statSync } from "node:fs";
 
 /**
  * Whether the files a connection writes are still the ones at their paths. A ledger deleted (or
@@ -10,16 +10,23 @@ import { statSync } from "node:fs";
  * on a ledger that is there. The database file and its write-ahead log are compared by device and
  * inode, at most once per `everyMs`; a failed check is repeated at every write until it passes.
  */
-export function fileIdentityCheck(path: string | undefined, now: () => number, everyMs = 1_000): () => void {
+export function fileIdentityCheck(path: string | undefined, now: () => number, everyMs = 1_000): (force?: boolean) => void {
   if (!path || path === ":memory:") return () => {};
-  const files = [path, `${path}-wal`];
+  // SQLite writes its log beside the file a symlink points to, not beside the link.
+  let real = path;
+  try {
+    real = realpathSync(path);
+  } catch {}
+  const files = [real, `${real}-wal`];
   /** Each file's identity once seen; the log is made at the first write, so it may be learnt later. */
   const seen: (string | undefined)[] = files.map(identity);
   let checkedAt = now();
   let failing = false;
-  return () => {
+  // `force`: every time (a top-up, an account or key written: rare, and not to be lost); else at
+  // most once per `everyMs` (a settlement batch), or at every call once a check has failed.
+  return (force = false) => {
     const at = now();
-    if (!failing && at - checkedAt < everyMs) return;
+    if (!force && !failing && at >= checkedAt && at - checkedAt < everyMs) return;
     checkedAt = at;
     for (let i = 0; i < files.length; i++) {
       const current = identity(files[i]!);
@@ -38,6 +45,17 @@ export function fileIdentityCheck(path: string | undefined, now: () => number, e
 
 export class LedgerFileGoneError extends Error {
   readonly code = "SWITCHYARD_LEDGER_FILE_GONE";
+  /** What the HTTP surfaces answer a write refused for it (http/plugins/errors.ts): the store is failing. */
+  readonly status = 503;
+}
+
+const CHECKS = new WeakMap<object, (force?: boolean) => void>();
+
+/** The one check of a connection's files, shared by everything that writes through it (the ledger, the account store). */
+export function ledgerFiles(db: { filename: string }, now: () => number = Date.now): (force?: boolean) => void {
+  let check = CHECKS.get(db);
+  if (!check) CHECKS.set(db, (check = fileIdentityCheck(db.filename, now)));
+  return check;
 }
 
 function identity(file: string): string | undefined {

@@ -1,4 +1,5 @@
 import type { Database } from "bun:sqlite";
+import { ledgerFiles } from "./file-identity.ts";
 import { randomId } from "../ids.ts";
 import { microToCredits } from "../../billing/money.ts";
 import { periodStart, windowStarts, type SpendPeriod } from "../../billing/spend-period.ts";
@@ -9,6 +10,8 @@ import { modelsColumn } from "../../accounts/model-access.ts";
 
 /** The SQLite AccountStore: synchronous, on the gateway's own connection. */
 export function createAccountStore(db: Database, now: () => number) {
+  // Accounts, keys and their changes are not written into a ledger file that is gone (file-identity.ts).
+  const sameFiles = ledgerFiles(db, now);
   const insertAccount = db.query("INSERT INTO accounts (id, name, balance_micro, created_at) VALUES (?, ?, ?, ?)");
   const insertCredit = db.query("INSERT INTO credit_entries (account_id, amount_micro, kind, created_at) VALUES (?, ?, 'initial', ?)");
   // The opening credit is an entry like any top-up, so the audit can sum what went in.
@@ -102,6 +105,7 @@ export function createAccountStore(db: Database, now: () => number) {
     createAccount(name: string, balanceMicro: number): Account {
       const id = randomId("acct");
       const at = now();
+      sameFiles(true);
       openAccount.immediate(id, name, balanceMicro, at);
       return { id, name, balance: microToCredits(balanceMicro), created_at: iso(at)! };
     },
@@ -137,6 +141,7 @@ export function createAccountStore(db: Database, now: () => number) {
 
     /** The plain key is returned once and never stored; only its SHA-256 is kept. Throws KeyLimitError at the cap. */
     createKey(accountId: string, options: KeyOptions | string | null = {}): IssuedKey | null {
+      sameFiles(true);
       return issue.immediate(accountId, keyOptions(options));
     },
 
@@ -162,6 +167,7 @@ export function createAccountStore(db: Database, now: () => number) {
       if (p.spendLimitPeriod !== undefined) columns.spend_limit_period = p.spendLimitPeriod;
       if (p.models !== undefined) columns.allowed_models = modelsColumn(p.models);
       if (p.maxConcurrentRequests !== undefined) columns.max_concurrent_requests = p.maxConcurrentRequests;
+      sameFiles(true);
       return patch.immediate("api_keys", keyId, columns, p.spendLimitPeriod) ? store.getKey(keyId) : null;
     },
 
@@ -170,6 +176,7 @@ export function createAccountStore(db: Database, now: () => number) {
       if (p.name !== undefined) columns.name = p.name;
       if (p.spendLimitMicro !== undefined) columns.spend_limit_micro = p.spendLimitMicro;
       if (p.spendLimitPeriod !== undefined) columns.spend_limit_period = p.spendLimitPeriod;
+      sameFiles(true);
       return patch.immediate("accounts", accountId, columns, p.spendLimitPeriod);
     },
 
@@ -191,6 +198,7 @@ export function createAccountStore(db: Database, now: () => number) {
     },
 
     revokeKey(keyId: string): boolean {
+      sameFiles(true);
       return revoke.run(now(), keyId).changes > 0;
     },
 

@@ -6,7 +6,7 @@ import type { Logger } from "../../log/log.ts";
 import { creditWriter } from "./credits.ts";
 import { createRollupFolder } from "./sqlite-rollups.ts";
 import { keepInSpill, readSpill, removeSpill } from "../spill-file.ts";
-import { fileIdentityCheck } from "./file-identity.ts";
+import { ledgerFiles } from "./file-identity.ts";
 import { classifyWriteFailure, describeWriteFailure, retryWhileBusy } from "./sqlite-errors.ts";
 import { cacheSavingsMicro, priceListId, priceListJson } from "../../billing/pricing.ts";
 import { createSettlementQueue, type QueuedSettlement, type RejectionCounter, type SettlementQueueOptions } from "../../billing/settlement-queue.ts";
@@ -304,7 +304,7 @@ export function createSqliteLedger(db: Database, o: SqliteLedgerOptions): Ledger
   };
 
   // Group commit and everything that can go wrong with it: billing/settlement-queue.ts.
-  const sameFiles = fileIdentityCheck(db.filename, now);
+  const sameFiles = ledgerFiles(db, now);
   const settlements = createSettlementQueue<Queued>({
     write(batch, counters, at) {
       sameFiles();
@@ -408,6 +408,8 @@ export function createSqliteLedger(db: Database, o: SqliteLedgerOptions): Ledger
     },
 
     async topUp(accountId: string, amountMicro: number, idempotencyKey?: string): Promise<boolean> {
+      // Not into a file that is gone: a credit written there would be lost at the next start.
+      sameFiles(true);
       const done = await retryWhileBusy(() => credit(accountId, amountMicro, idempotencyKey));
       books.delete(accountId);
       return done;

@@ -53,6 +53,10 @@ describe("admin input", () => {
     // Control and text-direction characters: a holder's key name must not show the operator something else.
     for (const hidden of ["a\u202Egnp.exe", "evil\u2067x", "line\nbreak", "tab\tname", "nul\u0000", "rlm\u200F", "zero\u200Bwidth", "bom\uFEFF", "para\u2029sep"]) expect(() => parseName(hidden)).toThrow("text-direction");
     expect(parseName("مفتاح العميل")).toBe("مفتاح العميل");
+    // Other invisible format characters too (soft hyphen, word joiner, tags); the joiners names need stay.
+    for (const hidden of ["soft\u00ADhyphen", "word\u2060joiner", "tag\u{E0041}"]) expect(() => parseName(hidden)).toThrow("text-direction");
+    expect(parseName("\u{1F469}\u200D\u{1F4BB} team")).toBe("\u{1F469}\u200D\u{1F4BB} team");
+    expect(parseName("می\u200Cخواهم")).toBe("می\u200Cخواهم");
     expect(parseIdempotencyKey("a1-B2_c3")).toBe("a1-B2_c3");
     for (const bad of ["", "a b", "x".repeat(201), "é", 5]) expect(() => parseIdempotencyKey(bad)).toThrow(AdminInputError);
   });
