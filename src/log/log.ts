@@ -61,32 +61,61 @@ export function jsonLogger(minLevel: LogLevel = "info", out: (text: string) => v
 
 export const silentLogger: Logger = () => {};
 
-/** Why lines were lost since the last write that went out (a code: ENOSPC, EPIPE), if any were. */
-let lostTo: string | undefined;
-let guarded = false;
-
-/** Listens for stdout's and stderr's errors, once per process (see stderrLines). */
-function guardStdio(): void {
-  if (guarded) return;
-  guarded = true;
-  for (const stream of [process.stdout, process.stderr]) stream.on("error", (err: NodeJS.ErrnoException) => void (lostTo ??= err.code ?? "error"));
+/** A writable destination as the process's stdio are: `write` says false when it held the text back. */
+export interface LineSink {
+  write(text: string): boolean;
+  on(event: "drain", listener: () => void): unknown;
+  on(event: "error", listener: (err: NodeJS.ErrnoException) => void): unknown;
 }
 
 /**
- * Lines to stderr through whatever fails there: a log file on a full disk (ENOSPC), a pipe whose
- * reader died (EPIPE). Without a listener the stream's error event ended the process, so a full
- * log disk took the gateway down with it, and kept it from starting (a disk-fault probe,
- * 2026-11-30). The lines of a failing write are lost; the first line that goes out again says so.
- * stdout (the start banner) is guarded the same way.
+ * Most bytes of log lines held back by a destination that takes them slower than they come (a log
+ * shipper that stopped reading its pipe): past it, lines are dropped, not kept in memory without
+ * bound (a disk-fault probe, 2026-11-30), and the first line written after the destination takes
+ * some again says how many were.
  */
+export const LOG_BACKLOG_MAX_BYTES = 16 * 1024 * 1024;
+
+/**
+ * Lines to a destination through whatever fails there: a log file on a full disk (ENOSPC), a pipe
+ * whose reader died (EPIPE), a reader that stopped reading. Without an error listener the stream's
+ * error event ended the process, so a full log disk took the gateway down with it and kept it
+ * from starting (a disk-fault probe, 2026-11-30). The lines of a failing write are lost, lines past
+ * the backlog are dropped, and the first line that goes out again says so. `also` (stdout, where the
+ * start banner goes) is guarded against errors the same way.
+ */
+export function guardedLines(sink: LineSink, also: { on(event: "error", listener: (err: NodeJS.ErrnoException) => void): unknown }[] = [], maxBacklog = LOG_BACKLOG_MAX_BYTES): (text: string) => void {
+  /** Why lines were lost since the last write that went out (a code: ENOSPC, EPIPE), if any were. */
+  let lostTo: string | undefined;
+  let dropped = 0;
+  /** Bytes written while the destination held them back, since it last took some. */
+  let backlog = 0;
+  for (const stream of [sink, ...also]) stream.on("error", (err) => void (lostTo ??= err.code ?? "error"));
+  sink.on("drain", () => void (backlog = 0));
+  return (text) => {
+    if (backlog > maxBacklog) {
+      dropped += text.split("\n").length - 1;
+      return;
+    }
+    if (lostTo !== undefined || dropped > 0) {
+      const why = dropped > 0 ? `"dropped":${dropped}${lostTo ? `,"error":${JSON.stringify(lostTo)}` : ""}` : `"error":${JSON.stringify(lostTo)}`;
+      text = `{"time":"${new Date().toISOString()}","level":"warn","message":"log lines were lost: the log's destination refused them or fell behind",${why}}\n` + text;
+      lostTo = undefined;
+      dropped = 0;
+    }
+    if (!sink.write(text)) backlog += text.length;
+  };
+}
+
+let stdio: ((text: string) => void) | undefined;
+
+/** The process's stderr, guarded (see guardedLines); stdout's errors are listened for too. */
 export function stderrLines(text: string): void {
-  guardStdio();
-  if (lostTo !== undefined) {
-    const lost = `{"time":"${new Date().toISOString()}","level":"warn","message":"log lines were lost: the log's destination refused them","error":${JSON.stringify(lostTo)}}\n`;
-    lostTo = undefined;
-    text = lost + text;
-  }
-  process.stderr.write(text);
+  guardStdio()(text);
+}
+
+function guardStdio(): (text: string) => void {
+  return (stdio ??= guardedLines(process.stderr, [process.stdout]));
 }
 
 /**
