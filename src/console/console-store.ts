@@ -44,7 +44,10 @@ export interface RecentRequest {
   request_id: string;
   created_at: string;
   account_id: string;
+  /** The account's and the key's names now (null: none, or a 401's unknown key), read with the record. */
+  account_name: string | null;
   key_id: string;
+  key_name: string | null;
   model: string;
   status: string;
   latency_ms: number;
@@ -112,7 +115,9 @@ export function recentRequestOf(r: Record<string, unknown>): RecentRequest {
     request_id: String(r.client_request_id ?? r.request_id),
     created_at: iso(Number(r.created_at))!,
     account_id: String(r.account_id),
+    account_name: typeof r.account_name === "string" ? r.account_name : null,
     key_id: String(r.key_id),
+    key_name: typeof r.key_name === "string" ? r.key_name : null,
     model: String(r.model),
     status: String(r.status),
     latency_ms: Number(r.latency_ms),

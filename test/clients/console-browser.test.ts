@@ -776,6 +776,12 @@ test("what a console probe found, fixed: one account per double click, an old er
     await page.setViewportSize({ width: 1280, height: 900 });
   }
 
+  // Recent requests name their account and key, the ids under the names.
+  await page.goto(`${gateway.url}/console/#requests`);
+  await page.getByTestId("request-row").first().waitFor();
+  const rows = await page.getByTestId("request-row").allTextContents();
+  expect(rows.some((r) => r.includes("acme-browser") && r.includes(account.id))).toBe(true);
+
   // The holder's invite was used long ago: the page says so and leads to the console.
   await page.goto(invite);
   await page.getByText("This invite link does not work").waitFor();

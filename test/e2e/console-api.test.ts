@@ -233,11 +233,13 @@ function consoleSuite(name: string, start: () => Promise<Setup>) {
 
         const recent = await holder.json("GET", "/console/api/requests");
         expect(recent.data.map((r: { request_id: string }) => r.request_id)).toEqual(["console-req-2", "console-req-1", "console-req-0"]);
-        expect(recent.data[0]).toMatchObject({ account_id: account.id, key_id: key.id, model: OPENAI_MODEL, status: "ok" });
-        expect(Object.keys(recent.data[0]).sort()).toEqual(["account_id", "completion_tokens", "cost", "created_at", "key_id", "latency_ms", "model", "prompt_tokens", "request_id", "status"]);
+        // Names as people know them beside the ids (the console showed ids alone).
+        expect(recent.data[0]).toMatchObject({ account_id: account.id, account_name: "bob", key_id: key.id, key_name: "laptop", model: OPENAI_MODEL, status: "ok" });
+        expect(Object.keys(recent.data[0]).sort()).toEqual(["account_id", "account_name", "completion_tokens", "cost", "created_at", "key_id", "key_name", "latency_ms", "model", "prompt_tokens", "request_id", "status"]);
         expect(JSON.stringify(recent)).not.toContain("secret prompt");
-        const recentCsv = await (await holder.call("GET", "/console/api/requests?format=csv")).text();
-        expect(recentCsv.split("\r\n")[1]).toContain("console-req-2");
+        const recentCsv = (await (await holder.call("GET", "/console/api/requests?format=csv")).text()).split("\r\n");
+        expect(recentCsv[0]).toBe("created_at,request_id,account_id,account_name,key_id,key_name,model,status,latency_ms,prompt_tokens,completion_tokens,cost");
+        expect(recentCsv[1]).toContain(`console-req-2,${account.id},bob,${key.id},laptop,`);
 
         // Per-key limit set by the holder.
         const patched = await holder.json("PATCH", `/console/api/keys/${key.id}`, { spend_limit: 20, spend_limit_period: "week" });

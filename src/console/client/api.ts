@@ -64,7 +64,7 @@ export interface UsageSummary {
   rejected?: Record<string, number>;
 }
 export interface RecentRequest {
-  request_id: string; created_at: string; account_id: string; key_id: string; model: string; status: string; latency_ms: number; prompt_tokens: number; completion_tokens: number; cost: number;
+  request_id: string; created_at: string; account_id: string; account_name: string | null; key_id: string; key_name: string | null; model: string; status: string; latency_ms: number; prompt_tokens: number; completion_tokens: number; cost: number;
 }
 export interface CatalogueEntry {
   id: string; provider: string; category: string; context_length: number;

@@ -76,8 +76,9 @@ export function requestsView(session: Session, rows: RecentRequest[]): HTMLEleme
       h("thead", {}, h("tr", {}, ...cols.map((c) => h("th", { scope: "col" }, c)))),
       h("tbody", {}, ...rows.map((r) => h("tr", { "data-testid": "request-row" },
         h("td", {}, when(r.created_at)),
-        ...(session.kind === "operator" ? [h("td", {}, h("a", { href: `#account/${r.account_id}` }, h("code", {}, r.account_id)))] : []),
-        h("td", {}, h("code", {}, r.key_id)),
+        // Names as people know them, the id under each (names may repeat; a 401's key has none).
+        ...(session.kind === "operator" ? [h("td", {}, h("a", { href: `#account/${r.account_id}` }, named(r.account_name, r.account_id)))] : []),
+        h("td", {}, named(r.key_name, r.key_id)),
         h("td", {}, r.model),
         h("td", {}, r.status),
         h("td", { class: "num" }, r.latency_ms),
@@ -116,4 +117,10 @@ export function catalogueView(models: CatalogueEntry[]): HTMLElement {
         h("td", { class: "num" }, ms(m.health?.latency_p99_ms ?? null)),
       ))))),
   );
+}
+
+/** A name over its id, or the id alone when there is no name. */
+function named(name: string | null, id: string): HTMLElement {
+  if (!name) return h("code", {}, id || "—");
+  return h("span", { class: "mini" }, h("bdi", {}, name), h("code", {}, id));
 }

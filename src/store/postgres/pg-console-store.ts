@@ -3,7 +3,10 @@ import { recentRequestOf, type ConsoleStore, type SessionKind } from "../../cons
 import { int, withTimeout, type Pg } from "./pg-client.ts";
 
 /** What a recent request shows (store/sqlite/sqlite-console-store.ts reads the same). */
-const RECENT_COLUMNS = "request_id, client_request_id, created_at, account_id, key_id, model, status, latency_ms, prompt_tokens, completion_tokens, cost_micro";
+/** A record with its account's and key's names (joined by their primary keys, so the record index still orders the page). */
+const RECENT_COLUMNS =
+  "u.request_id, u.client_request_id, u.created_at, u.account_id, a.name AS account_name, u.key_id, k.name AS key_name, u.model, u.status, u.latency_ms, u.prompt_tokens, u.completion_tokens, u.cost_micro";
+const RECENT_FROM = "usage_records u LEFT JOIN accounts a ON a.id = u.account_id LEFT JOIN api_keys k ON k.id = u.key_id";
 
 /** The ConsoleStore on PostgreSQL: the same tables as SQLite's (pg-migrations.ts, version 9), each call one bounded round trip or one short transaction. */
 export function createPostgresConsoleStore(sql: Pg, timeoutMs = 2_000): ConsoleStore {
@@ -89,8 +92,8 @@ export function createPostgresConsoleStore(sql: Pg, timeoutMs = 2_000): ConsoleS
     },
     async recentRequests(q) {
       const rows = q.accountId
-        ? await bounded(sql.unsafe(`SELECT ${RECENT_COLUMNS} FROM usage_records WHERE account_id = $1 ORDER BY created_at DESC, id DESC LIMIT $2`, [q.accountId, q.limit]), "recent requests")
-        : await bounded(sql.unsafe(`SELECT ${RECENT_COLUMNS} FROM usage_records ORDER BY id DESC LIMIT $1`, [q.limit]), "recent requests");
+        ? await bounded(sql.unsafe(`SELECT ${RECENT_COLUMNS} FROM ${RECENT_FROM} WHERE u.account_id = $1 ORDER BY u.created_at DESC, u.id DESC LIMIT $2`, [q.accountId, q.limit]), "recent requests")
+        : await bounded(sql.unsafe(`SELECT ${RECENT_COLUMNS} FROM ${RECENT_FROM} ORDER BY u.id DESC LIMIT $1`, [q.limit]), "recent requests");
       return rows.map(recentRequestOf);
     },
   };

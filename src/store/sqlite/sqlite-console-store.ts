@@ -5,7 +5,10 @@ import { recentRequestOf, type AcceptOutcome, type ConsoleInvite, type ConsoleSe
 
 type RecordRow = { request_id: string; client_request_id: string | null; created_at: number; account_id: string; key_id: string; model: string; status: string; latency_ms: number; prompt_tokens: number; completion_tokens: number; cost_micro: number };
 
-const RECENT_COLUMNS = "request_id, client_request_id, created_at, account_id, key_id, model, status, latency_ms, prompt_tokens, completion_tokens, cost_micro";
+/** A record with its account's and key's names (joined by their primary keys, so the record index still orders the page). */
+const RECENT_COLUMNS =
+  "u.request_id, u.client_request_id, u.created_at, u.account_id, a.name AS account_name, u.key_id, k.name AS key_name, u.model, u.status, u.latency_ms, u.prompt_tokens, u.completion_tokens, u.cost_micro";
+const RECENT_FROM = "usage_records u LEFT JOIN accounts a ON a.id = u.account_id LEFT JOIN api_keys k ON k.id = u.key_id";
 
 /**
  * The ConsoleStore on the gateway's SQLite connection (synchronous, like the account store). Its
@@ -46,8 +49,8 @@ export function createSqliteConsoleStore(db: Database): ConsoleStore {
   const removeUser = db.query("DELETE FROM console_users WHERE login = ? COLLATE NOCASE AND account_id = ?");
   const cancelInvites = db.query("DELETE FROM console_invites WHERE login = ? COLLATE NOCASE AND account_id = ? AND used_at IS NULL");
   // Newest first by the primary key (all accounts) or the (account_id, created_at) index (one account).
-  const recentAll = db.query<RecordRow, [number]>(`SELECT ${RECENT_COLUMNS} FROM usage_records ORDER BY id DESC LIMIT ?`);
-  const recentOne = db.query<RecordRow, [string, number]>(`SELECT ${RECENT_COLUMNS} FROM usage_records WHERE account_id = ? ORDER BY created_at DESC, id DESC LIMIT ?`);
+  const recentAll = db.query<RecordRow, [number]>(`SELECT ${RECENT_COLUMNS} FROM ${RECENT_FROM} ORDER BY u.id DESC LIMIT ?`);
+  const recentOne = db.query<RecordRow, [string, number]>(`SELECT ${RECENT_COLUMNS} FROM ${RECENT_FROM} WHERE u.account_id = ? ORDER BY u.created_at DESC, u.id DESC LIMIT ?`);
 
   const invite = db.transaction((i: ConsoleInvite): boolean => {
     const user = userOf(i.login);
