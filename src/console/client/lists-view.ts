@@ -122,5 +122,5 @@ export function catalogueView(models: CatalogueEntry[]): HTMLElement {
 /** A name over its id, or the id alone when there is no name. */
 function named(name: string | null, id: string): HTMLElement {
   if (!name) return h("code", {}, id || "—");
-  return h("span", { class: "mini" }, h("bdi", {}, name), h("code", {}, id));
+  return h("span", {}, h("bdi", {}, name), h("br", {}), h("code", { class: "note" }, id));
 }
