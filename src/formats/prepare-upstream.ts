@@ -233,6 +233,9 @@ export function promptText(wire: UpstreamKind, body: Record<string, unknown>): s
   }
   if (body.tools) parts.push(JSON.stringify(body.tools));
   if (body.functions) parts.push(JSON.stringify(body.functions));
+  // A response schema is prompt too, as the vendors count it (OpenAI's `response_format`, Anthropic's `output_config`).
+  if (body.response_format && typeof body.response_format === "object") parts.push(JSON.stringify(body.response_format));
+  if (body.output_config && typeof body.output_config === "object") parts.push(JSON.stringify(body.output_config));
   return parts.join("\n");
 }
 

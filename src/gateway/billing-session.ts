@@ -76,7 +76,9 @@ export async function openBillingSession(deps: BillingDeps, o: BillingOpen): Pro
       });
     if (!held.ok) {
       if (held.reason === "unavailable") throw ledgerUnavailable();
-      throw new GatewayError(402, "insufficient_credits", refusalMessage(held, o.worstCaseMicro));
+      // Not worth a client's automatic retry (Codex retried a 402 five times): the same request meets
+      // the same balance until someone tops it up. The header both official SDKs obey.
+      throw new GatewayError(402, "insufficient_credits", refusalMessage(held, o.worstCaseMicro), NO_RETRY);
     }
     reserved = true;
   } else if (!ledger.admits(false)) {
@@ -197,3 +199,6 @@ export function refusalMessage(refused: Exclude<ReserveResult, { ok: true } | { 
 export function ledgerUnavailable(): GatewayError {
   return new GatewayError(503, "overloaded", "The gateway cannot record charges right now, so paid requests are paused. Retry in a few seconds.", { "retry-after": "5" });
 }
+
+/** What tells a client's SDK not to retry (openai-node and the Anthropic SDK read it). */
+const NO_RETRY = { "x-should-retry": "false" };

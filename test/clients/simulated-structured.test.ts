@@ -88,3 +88,16 @@ test("legacy functions with a forced function_call: a function_call of its param
     }
   }
 });
+
+test("an answer cut by max_tokens says so, as a vendor's does: finish_reason length, stop_reason max_tokens", async () => {
+  const openai = new OpenAI({ baseURL: `${gateway.url}/v1`, apiKey: gateway.key, maxRetries: 0 });
+  for (const model of ["switchyard/echo", "switchyard/lorem"]) {
+    const cut = await openai.chat.completions.create({ model, max_tokens: 2, messages: [{ role: "user", content: "Say something long, please" }] });
+    expect([model, cut.choices[0]!.finish_reason, cut.usage!.completion_tokens]).toEqual([model, "length", 2]);
+    const whole = await openai.chat.completions.create({ model, max_tokens: 200, messages: [{ role: "user", content: "Hi" }] });
+    expect([model, whole.choices[0]!.finish_reason]).toEqual([model, "stop"]);
+  }
+  const anthropic = new Anthropic({ baseURL: gateway.url, apiKey: gateway.key, maxRetries: 0 });
+  const message = await anthropic.messages.create({ model: "switchyard/lorem", max_tokens: 2, messages: [{ role: "user", content: "Hi" }] });
+  expect(message.stop_reason).toBe("max_tokens");
+});

@@ -70,6 +70,8 @@ describe("reserve, then settle", () => {
     try {
       const res = await post(gw, "/v1/chat/completions", { model: OPENAI_MODEL, max_tokens: 8000, messages: question });
       expect(res.status).toBe(402);
+      // Not worth an SDK's automatic retry: the same balance meets the same request.
+      expect(res.headers.get("x-should-retry")).toBe("false");
       const body = (await res.json()) as any;
       expect(body.error.type).toBe("insufficient_quota");
       expect(body.error.message).toMatch(/credits/);

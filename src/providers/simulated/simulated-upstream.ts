@@ -33,7 +33,11 @@ function simulatedAnswer(url: string, init: RequestInit): Response {
   if (url.endsWith("/embeddings")) return simulatedEmbeddings(body);
   if (url.endsWith("/messages/count_tokens")) return Response.json({ input_tokens: Math.max(1, Math.ceil(promptText(format, body).length / 4)) });
   const maxTokens = Number(body.max_tokens ?? body.max_completion_tokens ?? 256);
-  const words = answerWords(String(body.model), body, format).slice(0, Math.max(1, maxTokens));
+  const answer = answerWords(String(body.model), body, format);
+  const words = answer.slice(0, Math.max(1, maxTokens));
+  // Cut by the answer limit, it says so as a vendor does (`length`, `max_tokens`, `incomplete`), so
+  // clients can try their handling of a cut answer in the quick start too.
+  const cut = words.length < answer.length;
   const inputTokens = Math.max(1, Math.ceil(promptText(format, body).length / 4));
   const events: StreamEvent[] = [{ type: "start", inputTokens }];
   // What a real model would do with a forced tool or a schema: a call, or JSON of the schema's
@@ -53,7 +57,7 @@ function simulatedAnswer(url: string, init: RequestInit): Response {
     events.push({ type: "text", text: json }, { type: "finish", reason: "stop" }, { type: "usage", inputTokens, outputTokens: Math.max(1, Math.ceil(json.length / 4)) });
   } else {
     words.forEach((word, i) => events.push({ type: "text", text: i === 0 ? word : ` ${word}` }));
-    events.push({ type: "finish", reason: "stop" }, { type: "usage", inputTokens, outputTokens: words.length });
+    events.push({ type: "finish", reason: cut ? "length" : "stop" }, { type: "usage", inputTokens, outputTokens: words.length });
   }
 
   const ctx = {

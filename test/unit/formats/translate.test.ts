@@ -1,7 +1,7 @@
 import { describe, expect, test } from "bun:test";
 import { openaiRequestToAnthropic } from "../../../src/formats/openai-chat/openai-to-anthropic.ts";
 import { anthropicRequestToOpenAI } from "../../../src/formats/anthropic-messages/anthropic-to-openai.ts";
-import { prepareUpstreamBody, effectiveMaxTokens, fitThinkingBudget } from "../../../src/formats/prepare-upstream.ts";
+import { prepareUpstreamBody, effectiveMaxTokens, fitThinkingBudget, promptText } from "../../../src/formats/prepare-upstream.ts";
 import type { ResolvedProvider } from "../../../src/config/load-config.ts";
 import type { ModelConfig } from "../../../src/config/schema.ts";
 
@@ -312,4 +312,11 @@ describe("thinking budget against the effective max_tokens", () => {
     expect(out.context_management).toEqual({ edits: [edits[1]] });
     expect(fit({ type: "enabled", budget_tokens: 1024 }, 1025).thinking).toEqual({ type: "enabled", budget_tokens: 1024 });
   });
+});
+
+test("promptText counts a response schema as prompt, as the vendors do (OpenAI response_format, Anthropic output_config)", () => {
+  const schema = { type: "object", properties: { distinctive_field_name: { type: "string" } } };
+  const openai = promptText("openai", { messages: [{ role: "user", content: "hi" }], response_format: { type: "json_schema", json_schema: { name: "x", schema } } });
+  const anthropic = promptText("anthropic", { messages: [{ role: "user", content: "hi" }], output_config: { format: { type: "json_schema", schema } } });
+  for (const text of [openai, anthropic]) expect(text).toContain("distinctive_field_name");
 });
