@@ -4,7 +4,7 @@ import type { Logger } from "../log/log.ts";
 import { classesCostMicro, classesOf, NO_TOKENS, priceListOf } from "../billing/pricing.ts";
 import { microToCredits } from "../billing/money.ts";
 import { UsageMeter, type PromptSource } from "../billing/usage-meter.ts";
-import { GatewayError } from "../streaming/gateway-error.ts";
+import { GatewayError, NO_RETRY } from "../streaming/gateway-error.ts";
 import type { Inflight } from "./inflight.ts";
 import type { Tokenizer } from "../billing/token-estimate.ts";
 import type { ActiveKey } from "../accounts/account-store.ts";
@@ -199,6 +199,3 @@ export function refusalMessage(refused: Exclude<ReserveResult, { ok: true } | { 
 export function ledgerUnavailable(): GatewayError {
   return new GatewayError(503, "overloaded", "The gateway cannot record charges right now, so paid requests are paused. Retry in a few seconds.", { "retry-after": "5" });
 }
-
-/** What tells a client's SDK not to retry (openai-node and the Anthropic SDK read it). */
-const NO_RETRY = { "x-should-retry": "false" };

@@ -1,4 +1,4 @@
-import { ContextLengthError, GatewayError, type OpenAIErrorDetail } from "../streaming/gateway-error.ts";
+import { ContextLengthError, GatewayError, NO_RETRY, type OpenAIErrorDetail } from "../streaming/gateway-error.ts";
 import type { Scrubber } from "../log/scrub.ts";
 
 /**
@@ -38,8 +38,6 @@ export function openaiErrorDetail(body: unknown): OpenAIErrorDetail | undefined 
   const param = typeof error.param === "string" && /^[A-Za-z0-9_.[\]-]{1,128}$/.test(error.param) ? error.param : undefined;
   return code || param ? { code, param } : undefined;
 }
-
-const NO_RETRY = { "x-should-retry": "false" };
 
 /** A vendor's error frame mid-stream, as the client sees it: our sentence, then the vendor's scrubbed words. */
 export function upstreamStreamErrorMessage(lead: string, vendorMessage: unknown, scrub: Scrubber): string {

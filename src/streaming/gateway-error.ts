@@ -4,6 +4,9 @@ import type { ErrorKind } from "./events.ts";
  * An error whose message is safe to show a client. Anything else that escapes a handler is
  * logged and answered with a generic message, so internals never reach the wire.
  */
+/** Headers that tell a client's SDK not to retry (openai-node and the Anthropic SDK obey it). */
+export const NO_RETRY: Readonly<Record<string, string>> = { "x-should-retry": "false" };
+
 export class GatewayError extends Error {
   /** Set once the request that failed already left its usage record (it reached the pipeline). */
   recorded = false;

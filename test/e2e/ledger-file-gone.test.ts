@@ -70,38 +70,38 @@ test("the admin CLI's audit, usage and lists of a ledger that is not there: exit
   }
 });
 
-test("the admin CLI on a corrupt ledger: exit 1 with one line naming the store's error, no stack trace", async () => {
-  const dir = mkdtempSync(join(tmpdir(), "switchyard-ledger-corrupt-"));
-  const env = { SWITCHYARD_DB: join(dir, "gw.sqlite") };
-  try {
-    expect((await runAdmin(["accounts", "create", "first", "1"], env)).code).toBe(0);
-    // Pages past the header overwritten: SQLite finds the file malformed when it reads them.
-    const bytes = new Uint8Array(await Bun.file(env.SWITCHYARD_DB).arrayBuffer());
-    bytes.fill(0x5a, 2048);
-    await Bun.write(env.SWITCHYARD_DB, bytes);
-    const { code, out } = await runAdmin(["audit"], env);
-    expect(code).toBe(1);
-    expect(out).toMatch(/malformed|SQLITE_CORRUPT|SQLITE_NOTADB/);
-    expect(out).not.toContain("    at ");
-  } finally {
-    rmSync(dir, { recursive: true, force: true });
-  }
-});
-
-test("the admin CLI whose store fails under a command (a table gone from the ledger): exit 1 with one line naming the store's error", async () => {
+/** A ledger made by the admin CLI, broken by `breakIt`, then audited: what the CLI answers. */
+async function auditOfBrokenLedger(breakIt: (path: string) => Promise<void> | void): Promise<{ code: number; out: string }> {
   const dir = mkdtempSync(join(tmpdir(), "switchyard-ledger-broken-"));
   const env = { SWITCHYARD_DB: join(dir, "gw.sqlite") };
   try {
     expect((await runAdmin(["accounts", "create", "first", "1"], env)).code).toBe(0);
-    const db = new Database(env.SWITCHYARD_DB);
-    db.exec("DROP TABLE price_lists");
-    db.close();
-    const { code, out } = await runAdmin(["audit"], env);
-    expect(code).toBe(1);
-    expect(out).toStartWith("the store failed: SQLITE_ERROR");
-    expect(out).not.toContain("    at ");
+    await breakIt(env.SWITCHYARD_DB);
+    return await runAdmin(["audit"], env);
   } finally {
     rmSync(dir, { recursive: true, force: true });
   }
+}
+
+test("the admin CLI on a corrupt ledger: exit 1 with one line naming the store's error, no stack trace", async () => {
+  const { code, out } = await auditOfBrokenLedger(async (path) => {
+    // Pages past the header overwritten: SQLite finds the file malformed when it reads them.
+    const bytes = new Uint8Array(await Bun.file(path).arrayBuffer());
+    bytes.fill(0x5a, 2048);
+    await Bun.write(path, bytes);
+  });
+  expect(code).toBe(1);
+  expect(out).toMatch(/malformed|SQLITE_CORRUPT|SQLITE_NOTADB/);
+  expect(out).not.toContain("    at ");
 });
 
+test("the admin CLI whose store fails under a command (a table gone from the ledger): exit 1 with one line naming the store's error", async () => {
+  const { code, out } = await auditOfBrokenLedger((path) => {
+    const db = new Database(path);
+    db.exec("DROP TABLE price_lists");
+    db.close();
+  });
+  expect(code).toBe(1);
+  expect(out).toStartWith("the store failed: SQLITE_ERROR");
+  expect(out).not.toContain("    at ");
+});

@@ -10,7 +10,7 @@ import { realpathSync, statSync } from "node:fs";
  * on a ledger that is there. The database file and its write-ahead log are compared by device and
  * inode, at most once per `everyMs`; a failed check is repeated at every write until it passes.
  */
-export function fileIdentityCheck(path: string | undefined, now: () => number, everyMs = 1_000): (force?: boolean) => void {
+function fileIdentityCheck(path: string | undefined, now: () => number, everyMs = 1_000): (force?: boolean) => void {
   if (!path || path === ":memory:") return () => {};
   // SQLite writes its log beside the file a symlink points to, not beside the link.
   let real = path;
