@@ -60,6 +60,7 @@ import { consoleApiRoutes, consoleGate } from "./http/console/console-api.ts";
 import { consolePageRoutes } from "./http/console/console-page.ts";
 import { adminOperations } from "./http/routes/admin-operations.ts";
 import { createModelHealth } from "./ops/model-health.ts";
+import { corsPolicy } from "./http/cors.ts";
 
 export interface AppDeps {
   /** The SQLite file's connection: accounts, keys and the ledger, unless `stores` are given. */
@@ -312,6 +313,7 @@ export function createApp(deps: AppDeps) {
       console: consoleStore ? consoleGate : undefined,
       // A key whose token counts fill its share is refused before its next count's body is read.
       countsBusy: (keyId, bodyBytes) => counts.busy(keyId, bodyBytes),
+      cors: corsPolicy(deps.settings.server.cors_origins),
     }))
     .use(jsonBodyPlugin({
       maxBytes: limits.max_body_bytes,

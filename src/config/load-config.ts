@@ -1,6 +1,7 @@
 import { existsSync, readFileSync } from "node:fs";
 import { extname, resolve } from "node:path";
 import { Value, ValueErrorType, type ValueError } from "@sinclair/typebox/value";
+import { corsPolicy } from "../http/cors.ts";
 import { AlertsConfig, Config, LimitsConfig, ResponsesConfig, RetryConfig, ServerConfig, Timeouts } from "./schema.ts";
 import type { Limits, ModelConfig, ProviderConfig, ProviderTimeouts, ResponsesSettings, RetrySettings, ServerSettings } from "./schema.ts";
 import { defaultConfig } from "./defaults.ts";
@@ -160,6 +161,13 @@ export function resolveSettings(raw: unknown, env: Record<string, string | undef
       aliasOwner.set(alias, m.id);
     });
   });
+
+  // An origin that can never match what browsers send is a mistake to say now, not a silent refusal.
+  try {
+    corsPolicy(config.server?.cors_origins ?? []);
+  } catch (err) {
+    throw new ConfigError(`${source}: ${(err as Error).message}`);
+  }
 
   return {
     source,

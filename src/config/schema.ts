@@ -187,6 +187,12 @@ export const ServerConfig = t.Object({
    * aborted and it pays for what was produced); meanwhile the upstream is not read.
    */
   client_idle_ms: t.Integer({ minimum: 10, default: 120_000 }),
+  /**
+   * Origins whose pages may call the model API (`/v1/…` but the admin routes) from a browser, as
+   * OpenAI's and Anthropic's APIs allow: `["*"]` (the default) any, a list of `scheme://host[:port]`
+   * only those, `[]` none (no CORS headers). http/cors.ts.
+   */
+  cors_origins: t.Array(t.String({ minLength: 1, maxLength: 2048 }), { maxItems: 1000, default: ["*"] }),
 }, closed);
 
 /**

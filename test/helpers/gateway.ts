@@ -55,6 +55,8 @@ export interface GatewayOptions {
   maxResponseBytes?: number;
   /** More of the config's `limits` section (max_body_bytes, count_tokens_*…). */
   limits?: Record<string, unknown>;
+  /** Extra `server` settings (merged over keepalive and client idle). */
+  server?: Record<string, unknown>;
   totalMs?: number;
   fetch?: Transport;
   log?: Logger;
@@ -149,7 +151,7 @@ export async function startGateway(o: GatewayOptions): Promise<Gateway> {
         { id: IMAGE_CHAT_MODEL, provider: "fake-openai", upstream_model: "flux-chat", category: "image", context_length: 32000, pricing: { input_per_mtok: 100, output_per_mtok: 100, per_image: 0.25 } },
         ...(o.extraModels ?? []),
       ],
-      server: { keepalive_ms: o.keepaliveMs ?? 15_000, ...(o.clientIdleMs ? { client_idle_ms: o.clientIdleMs } : {}) },
+      server: { keepalive_ms: o.keepaliveMs ?? 15_000, ...(o.clientIdleMs ? { client_idle_ms: o.clientIdleMs } : {}), ...o.server },
       limits: { requests_per_minute: o.requestsPerMinute ?? 1_000_000, ...(o.maxFrameBytes ? { max_frame_bytes: o.maxFrameBytes } : {}), ...(o.maxImageBytes ? { max_image_bytes: o.maxImageBytes } : {}), ...(o.imageFetchTimeoutMs ? { image_fetch_timeout_ms: o.imageFetchTimeoutMs } : {}), ...(o.maxResponseBytes ? { max_response_bytes: o.maxResponseBytes } : {}), ...(o.maxConcurrentRequests ? { max_concurrent_requests: o.maxConcurrentRequests } : {}), ...o.limits },
       retry: o.retry ?? {},
       ...(o.responses ? { responses: o.responses } : {}),

@@ -6,6 +6,7 @@ import type { RateLimitStore } from "../../limits/rate-limiter.ts";
 import { formatResetDuration, retryAfterSeconds, type BucketDecision } from "../../limits/token-bucket.ts";
 import { errorResponse } from "./errors.ts";
 import { unreadBodyHeaders, type BodyServer } from "./json-body.ts";
+import { addCorsHeaders, preflightResponse, type CorsPolicy } from "../cors.ts";
 
 /**
  * Which key each request came with: admission attaches it, the routes read it. One per app
@@ -73,6 +74,8 @@ export interface AdmissionOptions {
    * refused here, before a body that could only be refused is read.
    */
   countsBusy?: (keyId: string, bodyBytes: number) => string | undefined;
+  /** Browsers' cross-origin requests to the model API (http/cors.ts); absent, no CORS headers. */
+  cors?: CorsPolicy;
 }
 
 /** What the admin gate needs of the server: the client's socket address (as the body plugin does). */
@@ -120,6 +123,13 @@ export function admissionPlugin(o: AdmissionOptions) {
       : undefined;
     if (!path.startsWith("/v1/")) return (o.console && path.startsWith("/console/api/") ? o.console(request) : undefined) ?? tooLarge?.();
     if (path.startsWith("/v1/admin/")) return o.admin?.(request, server) ?? tooLarge?.();
+    // A browser's request from another origin: its preflight is answered here, without a key (a
+    // browser sends none with it); the request itself gets its headers before it is judged.
+    const origin = o.cors ? request.headers.get("origin") : null;
+    if (origin !== null) {
+      if (request.method === "OPTIONS" && request.headers.has("access-control-request-method")) return preflightResponse(o.cors!, origin, request);
+      addCorsHeaders(o.cors!, origin, set.headers);
+    }
 
     const key = extractKey(request.headers);
     let found: ActiveKey | null | Promise<ActiveKey | null>;
