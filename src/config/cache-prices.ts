@@ -9,6 +9,8 @@ import type { Pricing } from "./schema.ts";
 
 /** Anthropic: reads 0.1× input, 5-minute writes 1.25×, 1-hour writes 2×. */
 const ANTHROPIC_CACHE = { read: 0.1, write5m: 1.25, write1h: 2 };
+/** Claude 3 Haiku, the one Claude priced otherwise: $0.25 input, $0.30 writes, $0.03 reads (it has no 1-hour cache). */
+const CLAUDE_3_HAIKU_CACHE = { read: 0.12, write5m: 1.2, write1h: 1.2 };
 
 /**
  * OpenAI's cached-input discount by model family; writes cost plain input (OpenAI charges none
@@ -16,10 +18,27 @@ const ANTHROPIC_CACHE = { read: 0.1, write5m: 1.25, write1h: 2 };
  * (`openai/gpt-4o` on OpenRouter is gpt-4o). First match wins.
  */
 const OPENAI_CACHE_READ: [RegExp, number][] = [
-  [/^gpt-5/, 0.1],
+  // GPT-5 and every later family (gpt-5.6, gpt-6 …): a tenth of input.
+  [/^gpt-(?:[5-9]|[1-9]\d)(?!\d)/, 0.1],
   [/^(gpt-4\.1|o3(?!-mini)|o4-mini|codex-mini)/, 0.25],
-  [/^(gpt-4o|o1|o3-mini)/, 0.5],
+  [/^(gpt-4o|gpt-4\.5|o1|o3-mini)/, 0.5],
 ];
+
+/**
+ * OpenAI families whose cache writes cost more than plain input: GPT-5.6 and later bill them at
+ * 1.25× input, reported as `cache_write_tokens` (OpenAI's prompt-caching guide). `gpt-5.6`,
+ * `gpt-5.10`, `gpt-6…`; not `gpt-5`, `gpt-5.1` … `gpt-5.5` or `gpt-5-mini`.
+ */
+const OPENAI_CACHE_WRITE: [RegExp, number][] = [[/^gpt-(?:5\.(?:[6-9]|[1-9]\d)|[6-9]|[1-9]\d)(?!\d)/, 1.25]];
+
+/**
+ * Anthropic bills a prompt longer than its standard 200,000-token window (the `context-1m` beta) at
+ * 2× input and 1.5× output for the whole answer, cache prices by the same multipliers. A Claude
+ * model configured with a larger window and no `pricing.long_context` takes this one: without it
+ * a 1M-context model was charged at standard prices for what the vendor billed at these (47 %
+ * under the vendor's bill on a 260,000-token Claude Code turn, a bill audit, 2026-11-30).
+ */
+const ANTHROPIC_LONG_CONTEXT = { aboveTokens: 200_000, input: 2, output: 1.5 };
 
 /** `x × price` as the vendors print it: no binary-fraction tail (0.1 × 3,000 is 300, not 300.00000000000006). */
 const times = (price: number, factor: number) => Math.round(price * factor * 1e9) / 1e9;
@@ -27,15 +46,25 @@ const times = (price: number, factor: number) => Math.round(price * factor * 1e9
 /**
  * A model's prices with the cache prices filled in where its config leaves them out: Anthropic
  * models (by provider kind, or a `claude` name behind an OpenAI-format server) take Anthropic's
- * multipliers, OpenAI families their published cached-input price, anything else the input price.
+ * multipliers, OpenAI families their published cached-input (and, from GPT-5.6, cache-write)
+ * price, anything else the input price. A Claude model whose `contextLength` is past Anthropic's
+ * standard window also takes its long-context prices (ANTHROPIC_LONG_CONTEXT) unless it has its own.
  */
-export function withCacheDefaults(pricing: Pricing, providerKind: "openai" | "anthropic", upstreamModel: string): Pricing {
+export function withCacheDefaults(pricing: Pricing, providerKind: "openai" | "anthropic", upstreamModel: string, contextLength = 0): Pricing {
   const name = familyName(upstreamModel);
   let read = 1;
   let write5m = 1;
   let write1h = 1;
-  if (providerKind === "anthropic" || name.startsWith("claude")) ({ read, write5m, write1h } = ANTHROPIC_CACHE);
-  else read = OPENAI_CACHE_READ.find(([family]) => family.test(name))?.[1] ?? 1;
+  const claude = providerKind === "anthropic" || name.startsWith("claude");
+  if (claude) ({ read, write5m, write1h } = name.startsWith("claude-3-haiku") ? CLAUDE_3_HAIKU_CACHE : ANTHROPIC_CACHE);
+  else {
+    read = OPENAI_CACHE_READ.find(([family]) => family.test(name))?.[1] ?? 1;
+    write5m = write1h = OPENAI_CACHE_WRITE.find(([family]) => family.test(name))?.[1] ?? 1;
+  }
+  if (claude && !pricing.long_context && contextLength > ANTHROPIC_LONG_CONTEXT.aboveTokens) {
+    const { aboveTokens, input, output } = ANTHROPIC_LONG_CONTEXT;
+    pricing = { ...pricing, long_context: { above_tokens: aboveTokens, input_per_mtok: times(pricing.input_per_mtok, input), output_per_mtok: times(pricing.output_per_mtok, output) } };
+  }
   const filled = <P extends { input_per_mtok: number; cache_read_per_mtok?: number; cache_write_per_mtok?: number; cache_write_1h_per_mtok?: number }>(p: P): P => ({
     ...p,
     cache_read_per_mtok: p.cache_read_per_mtok ?? times(p.input_per_mtok, read),

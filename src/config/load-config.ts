@@ -174,7 +174,7 @@ export function resolveSettings(raw: unknown, env: Record<string, string | undef
     alerts: alertSettings(config.alerts, env, source),
     providers,
     // Cache prices are filled in once here, so every charge and `/v1/models` read complete prices.
-    models: config.models.map((m) => (m.pricing ? { ...m, pricing: withCacheDefaults(m.pricing, providers.get(m.provider)!.kind, m.upstream_model) } : m)),
+    models: config.models.map((m) => (m.pricing ? { ...m, pricing: withCacheDefaults(m.pricing, providers.get(m.provider)!.kind, m.upstream_model, m.context_length) } : m)),
     limits: Value.Default(LimitsConfig, { ...config.limits }) as Limits,
     retry: Value.Default(RetryConfig, { ...config.retry }) as RetrySettings,
     server: Value.Default(ServerConfig, { ...config.server }) as ServerSettings,

@@ -17,22 +17,27 @@ import type { ResolvedProvider } from "../../src/config/load-config.ts";
 import { scriptedReply, type ScriptUsage } from "../helpers/scripted-answers.ts";
 
 const MODEL = "test/claude-1m";
+/** The same model configured as most operators would: its base prices only. */
+const PLAIN_1M = "test/claude-1m-plain";
 const SONNET = { input_per_mtok: 3_000, output_per_mtok: 15_000, long_context: { above_tokens: 200_000, input_per_mtok: 6_000, output_per_mtok: 22_500 } };
 
 const upstream = useFakeUpstream();
 const gw = useGateway(() => ({
   upstreamUrl: upstream.url,
   credits: 10_000,
-  extraModels: [{ id: MODEL, provider: "fake-anthropic", upstream_model: "claude-sonnet-4-5", category: "text", context_length: 1_000_000, owned_by: "anthropic", pricing: SONNET }],
+  extraModels: [
+    { id: MODEL, provider: "fake-anthropic", upstream_model: "claude-sonnet-4-5", category: "text", context_length: 1_000_000, owned_by: "anthropic", pricing: SONNET },
+    { id: PLAIN_1M, provider: "fake-anthropic", upstream_model: "claude-sonnet-4-5", category: "text", context_length: 1_000_000, owned_by: "anthropic", pricing: { input_per_mtok: 3_000, output_per_mtok: 15_000 } },
+  ],
 }));
 
 /** A prompt long enough that its hold may cover 205,000 tokens (the hold counts at most a token a byte). */
 const PROMPT = "long context ".repeat(17_000);
 
-async function charged(usage: ScriptUsage): Promise<{ micro: number; prices: Record<string, number> }> {
+async function charged(usage: ScriptUsage, model = MODEL): Promise<{ micro: number; prices: Record<string, number> }> {
   upstream.reply(scriptedReply("anthropic", { text: "Read it all.", usage }));
   const before = await gw.balanceMicro();
-  const res = await post(gw, "/v1/messages", { model: MODEL, max_tokens: 1_000, messages: [{ role: "user", content: PROMPT }] });
+  const res = await post(gw, "/v1/messages", { model, max_tokens: 1_000, messages: [{ role: "user", content: PROMPT }] });
   expect(res.status).toBe(200);
   await res.arrayBuffer();
   const micro = before - (await gw.balanceMicro());
@@ -61,6 +66,24 @@ describe("an Anthropic model with long-context prices", () => {
     const audit = await runAdmin(["audit"], { SWITCHYARD_DB: gw.dbPath });
     expect(audit.code).toBe(0);
     expect(JSON.parse(audit.out).mispriced).toEqual([]);
+  });
+});
+
+describe("a Claude model configured with a window past 200,000 tokens and base prices only", () => {
+  test("takes Anthropic's long-context prices above 200,000 tokens, as the vendor bills it (it was charged the base prices: 47 % under)", async () => {
+    // A Claude Code `sonnet[1m]` turn: 5,000 fresh, 200,000 read, 1,000 written, 500 out (within the hold PROMPT gets).
+    const over = await charged({ input: 5_000, cacheRead: 200_000, cacheWrite5m: 1_000, output: 500 }, PLAIN_1M);
+    expect(over.micro).toBe(5_000 * 6_000 + 200_000 * 600 + 1_000 * 7_500 + 500 * 22_500);
+    expect(over.prices).toMatchObject({ input: 6_000, output: 22_500, cacheRead: 600, cacheWrite5m: 7_500, cacheWrite1h: 12_000 });
+    const under = await charged({ input: 1_000, cacheRead: 100_000, output: 100 }, PLAIN_1M);
+    expect(under.micro).toBe(1_000 * 3_000 + 100_000 * 300 + 100 * 15_000);
+  });
+
+  test("a Claude model with the standard window, or any non-Claude model, gets no long-context list", () => {
+    expect(withCacheDefaults({ input_per_mtok: 3_000, output_per_mtok: 15_000 }, "anthropic", "claude-sonnet-4-5", 200_000).long_context).toBeUndefined();
+    expect(withCacheDefaults({ input_per_mtok: 400, output_per_mtok: 1_600 }, "openai", "gpt-4.1-mini", 1_047_576).long_context).toBeUndefined();
+    // A claude name behind an OpenAI-format server (OpenRouter, Bedrock's gateway) is Anthropic's model and bill.
+    expect(withCacheDefaults({ input_per_mtok: 3_000, output_per_mtok: 15_000 }, "openai", "anthropic/claude-sonnet-4-5", 1_000_000).long_context).toMatchObject({ above_tokens: 200_000, input_per_mtok: 6_000, output_per_mtok: 22_500 });
   });
 });
 

@@ -15,7 +15,14 @@ import { scriptedReply, type ScriptUsage } from "../helpers/scripted-answers.ts"
 
 const ADMIN = "admin-secret-for-the-prompt-cache-tests-0123";
 const upstream = useFakeUpstream();
-const gw = useGateway(() => ({ upstreamUrl: upstream.url, adminToken: ADMIN, credits: 1_000 }));
+/** GPT-5.6, configured with its input and output prices only: its cache prices come from the defaults. */
+const GPT_56 = "test/gpt-5.6";
+const gw = useGateway(() => ({
+  upstreamUrl: upstream.url,
+  adminToken: ADMIN,
+  credits: 1_000,
+  extraModels: [{ id: GPT_56, provider: "fake-openai", upstream_model: "gpt-5.6-terra", category: "text", context_length: 400_000, owned_by: "openai", pricing: { input_per_mtok: 2_500, output_per_mtok: 15_000 } }],
+}));
 
 function answer(vendor: "openai" | "anthropic", usage: ScriptUsage) {
   const reply = scriptedReply(vendor, { text: "Cached answer.", usage });
@@ -132,11 +139,14 @@ describe("prompt caching is billed at the vendor's prices, through every client 
           if (format === "chat") {
             expect(usage.prompt_tokens).toBe(want.prompt);
             expect(usage.prompt_tokens_details.cached_tokens).toBe(9_000);
+            // Writes as OpenAI names them (GPT-5.6 and later), only when there were some.
+            expect(usage.prompt_tokens_details.cache_write_tokens).toBe(want.written || undefined);
             expect(usage.completion_tokens).toBe(50);
             expect(usage.total_tokens).toBe(want.prompt + 50);
           } else if (format === "responses") {
             expect(usage.input_tokens).toBe(want.prompt);
             expect(usage.input_tokens_details.cached_tokens).toBe(9_000);
+            expect(usage.input_tokens_details.cache_write_tokens).toBe(want.written || undefined);
             expect(usage.output_tokens).toBe(50);
           } else {
             expect(usage.input_tokens).toBe(100);
@@ -148,6 +158,22 @@ describe("prompt caching is billed at the vendor's prices, through every client 
       }
     }
   }
+
+  test("GPT-5.6's cache writes (cache_write_tokens) are billed at 1.25× input, as OpenAI bills them, and shown on both OpenAI formats", async () => {
+    // 100 fresh, 9,000 read, 500 written, 50 out at 2,500 / 15,000: reads 250 (0.1×), writes 3,125 (1.25×).
+    const micro = 100 * 2_500 + 9_000 * 250 + 500 * 3_125 + 50 * 15_000;
+    for (const format of ["chat", "responses"] as const) {
+      answer("openai", { input: 100, cacheRead: 9_000, cacheWrite5m: 500, output: 50 });
+      const before = await gw.balanceMicro();
+      const res = await post(gw, PATH[format], request(format, GPT_56, false));
+      expect(res.status).toBe(200);
+      const usage = await clientUsage(format, res, false, "openai");
+      await gw.app.services.settled();
+      expect(before - (await gw.balanceMicro())).toBe(micro);
+      expect(JSON.parse(lastRecord().prices)).toMatchObject({ input: 2_500, cacheRead: 250, cacheWrite5m: 3_125 });
+      expect((format === "chat" ? usage.prompt_tokens_details : usage.input_tokens_details).cache_write_tokens).toBe(500);
+    }
+  });
 
   test("the issue's example: 5.625 credits, not 29.55 (every cached token at the input price)", async () => {
     answer("anthropic", { input: 100, cacheRead: 9_000, cacheWrite5m: 500, output: 50 });

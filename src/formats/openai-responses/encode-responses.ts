@@ -136,7 +136,7 @@ function createBuilder(ctx: EncodeContext, plan: ResponsesAnswerPlan, frames: bo
   /** Calls that started while another was open, by their event index: they go out at the end (see above). */
   const heldTools = new Map<number, { id?: string; name?: string; args: string }>();
   let finish: FinishReason | undefined;
-  let usage = { input: 0, output: 0, cached: undefined as number | undefined, reasoning: undefined as number | undefined };
+  let usage = { input: 0, output: 0, cached: undefined as number | undefined, written: undefined as number | undefined, reasoning: undefined as number | undefined };
   let wroteText = false;
   let out = "";
   /** Whether the answer is kept for later references: the route's choice, until keeping it fails. */
@@ -307,7 +307,8 @@ function createBuilder(ctx: EncodeContext, plan: ResponsesAnswerPlan, frames: bo
 
   const finalUsage = () => ({
     input_tokens: usage.input,
-    input_tokens_details: { cached_tokens: usage.cached ?? 0 },
+    // Cache writes as OpenAI reports them (GPT-5.6 and later bill them at 1.25× input), when there were any.
+    input_tokens_details: usage.written ? { cached_tokens: usage.cached ?? 0, cache_write_tokens: usage.written } : { cached_tokens: usage.cached ?? 0 },
     output_tokens: usage.output,
     output_tokens_details: { reasoning_tokens: usage.reasoning ?? 0 },
     total_tokens: usage.input + usage.output,
@@ -378,6 +379,7 @@ function createBuilder(ctx: EncodeContext, plan: ResponsesAnswerPlan, frames: bo
             input: e.inputTokens ?? usage.input,
             output: e.outputTokens ?? usage.output,
             cached: e.cacheReadTokens ?? usage.cached,
+            written: e.cacheWriteTokens ?? usage.written,
             reasoning: e.reasoningTokens ?? usage.reasoning,
           };
           break;

@@ -22,6 +22,21 @@ describe("cache price defaults", () => {
     expect(withCacheDefaults(base, "anthropic", "anything")).toMatchObject({ cache_read_per_mtok: 100, cache_write_1h_per_mtok: 2000 });
   });
 
+  test("GPT-5.6 and later write to the cache at 1.25× input (OpenAI's cache_write_tokens); earlier families at input", () => {
+    for (const model of ["gpt-5.6", "gpt-5.6-terra", "openai/gpt-5.7-mini", "gpt-5.10", "gpt-6", "gpt-6.1-codex", "gpt-10"]) {
+      expect([model, withCacheDefaults(base, "openai", model)]).toEqual([model, { ...base, cache_read_per_mtok: 100, cache_write_per_mtok: 1250, cache_write_1h_per_mtok: 1250 }]);
+    }
+    for (const model of ["gpt-5", "gpt-5-mini", "gpt-5.1-codex", "gpt-5.5", "gpt-4.1", "gpt-4o"]) {
+      expect([model, withCacheDefaults(base, "openai", model).cache_write_per_mtok]).toEqual([model, 1000]);
+    }
+  });
+
+  test("Claude 3 Haiku's own cache prices (1.2× writes, 0.12× reads); GPT-4.5's 50 % cached input", () => {
+    expect(withCacheDefaults(base, "anthropic", "claude-3-haiku-20240307")).toEqual({ ...base, cache_read_per_mtok: 120, cache_write_per_mtok: 1200, cache_write_1h_per_mtok: 1200 });
+    expect(withCacheDefaults(base, "anthropic", "claude-3-5-haiku-20241022")).toMatchObject({ cache_read_per_mtok: 100, cache_write_per_mtok: 1250 });
+    expect(read("openai", "gpt-4.5-preview")).toBe(500);
+  });
+
   test("prices the config gives are kept", () => {
     expect(withCacheDefaults({ ...base, cache_read_per_mtok: 7 }, "openai", "gpt-5")).toMatchObject({ cache_read_per_mtok: 7, cache_write_per_mtok: 1000 });
   });
