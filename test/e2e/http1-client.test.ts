@@ -175,6 +175,27 @@ describe("upstream HTTP/1.1 client", () => {
     expect(await streamed.text()).toBe("{}");
   });
 
+  test("an event stream sent with a Content-Length is still handed over as it arrives, not held whole", async () => {
+    const frame = (i: number) => `data: {"i":${i}}\n\n`;
+    const body = [0, 1, 2].map(frame).join("");
+    let sendRest: (() => void) | undefined;
+    const { post } = setup((_req, socket) => {
+      socket.write(`HTTP/1.1 200 OK\r\ncontent-type: Text/Event-Stream; charset=utf-8\r\ncontent-length: ${body.length}\r\n\r\n${frame(0)}`);
+      socket.flush();
+      sendRest = () => socket.write(frame(1) + frame(2));
+    });
+    const res = await post();
+    expect(wholeBody(res)).toBeUndefined();
+    const reader = res.body!.getReader();
+    // The first frame arrives while the rest has not been sent.
+    const first = await reader.read();
+    expect(new TextDecoder().decode(first.value)).toBe(frame(0));
+    sendRest!();
+    let rest = "";
+    for (let r = await reader.read(); !r.done; r = await reader.read()) rest += new TextDecoder().decode(r.value);
+    expect(rest).toBe(frame(1) + frame(2));
+  });
+
   test("a body without length ends at close, and that connection is not reused", async () => {
     const { server, post } = setup((_req, socket) => {
       socket.write("HTTP/1.1 200 OK\r\ncontent-type: text/plain\r\nconnection: close\r\n\r\nhello ");

@@ -2,7 +2,7 @@ import { BodyQueue, offerFastReader, offerWholeBody, type BodyQueueOwner } from 
 import { contentCoding, decodedBody, decodedFields } from "./decode-body.ts";
 import type { Connection, ConnectionOwner, Pool } from "./pool.ts";
 import { RequestWriter } from "./request-writer.ts";
-import { ResponseParser, type ResponseHead, type ResponseSink } from "./response-parser.ts";
+import { fieldValue, ResponseParser, type ResponseHead, type ResponseSink } from "./response-parser.ts";
 import { UpstreamResponse } from "./upstream-response.ts";
 import { attemptHooksOf, type AttemptHooks } from "../transport.ts";
 
@@ -140,8 +140,11 @@ class Exchange implements ConnectionOwner, ResponseSink, BodyQueueOwner {
     const parser = this.parser;
     if (parser.bodyless) return this.settle(new UpstreamResponse(null, head));
     const coding = contentCoding(head.fields);
-    if (coding === undefined && parser.fixedLength !== null && parser.fixedLength <= BUFFER_WHOLE_BYTES) {
-      // The usual non-stream answer: read it all, then one Response over one buffer.
+    if (coding === undefined && parser.fixedLength !== null && parser.fixedLength <= BUFFER_WHOLE_BYTES && !isEventStream(head.fields)) {
+      // The usual non-stream answer: read it all, then one Response over one buffer. Never an
+      // event stream, whatever its framing: one sent with a length (a buffering proxy's) was held
+      // whole, so its client got no frame and no keep-alive until it ended, or a 502 at the
+      // first-byte limit though frames had come (a raw-TCP probe, 2026-11-30).
       this.whole = { head, parts: [] };
       return;
     }
@@ -230,4 +233,9 @@ class Exchange implements ConnectionOwner, ResponseSink, BodyQueueOwner {
     if (this.deadline) this.deadline.removeAbortListener(this);
     else this.o.signal?.removeEventListener("abort", this);
   }
+}
+
+/** Whether the answer is a server-sent event stream (its Content-Type, parameters and case aside). */
+function isEventStream(fields: readonly string[]): boolean {
+  return fieldValue(fields, "content-type")?.trim().toLowerCase().startsWith("text/event-stream") ?? false;
 }
