@@ -39,6 +39,17 @@ export type PromptSource = (() => string | Promise<number>) | { text(): string |
  */
 export const METER_KEEP_CHARS = 8 * 1024;
 
+/**
+ * The most an answer may relay per token of its limit, in characters of text (or of frames relayed
+ * undecoded), plus a fixed allowance for the frames' JSON around small answers. No tokenizer makes
+ * a token of more than a few dozen characters, so an upstream past this is not answering the
+ * request: 60 MB streamed against `max_tokens: 50` went to the client whole (and, on the Responses
+ * API, which repeats the text in four closing events, took the gateway to 1 GB; a raw-TCP probe,
+ * 2026-11-30). The stream stops there with an error frame (stream-answer.ts, `overrun`).
+ */
+export const RELAY_CHARS_PER_TOKEN = 256;
+export const RELAY_SLACK_CHARS = 64 * 1024;
+
 /** What a frame relayed undecoded weighs against METER_KEEP_CHARS, per character (see `defer`). */
 const FRAME_WEIGHT = 4;
 /** The largest frame kept past the budget to learn frames' text share (a chunk is ~200 characters). */
@@ -99,6 +110,9 @@ export class UsageMeter {
   /** The answer limit the request was sent with, and how many answers it asked for (OpenAI's `n`). */
   #perAnswer = Number.POSITIVE_INFINITY;
   #answers = 1;
+  /** Characters of answer relayed so far, and how many the limit allows (RELAY_CHARS_PER_TOKEN). */
+  #relayed = 0;
+  #relayLimit = Number.POSITIVE_INFINITY;
 
   /** `count`: the gateway's tokenizer, for what the upstream did not report. */
   constructor(count: TokenCounter, keepChars = METER_KEEP_CHARS) {
@@ -113,8 +127,9 @@ export class UsageMeter {
   defer<F extends { data: string }>(frame: F, decode: (frame: F) => StreamEvent[]): void {
     this.#empty = false;
     this.#answered = true;
-    if (this.#output !== undefined) return;
     const size = frame.data.length;
+    this.#relayed += size;
+    if (this.#output !== undefined) return;
     if (this.#sampled) {
       // A sample without frames (text decoded before them filled it) could not tell how much of a
       // frame is text, and counted every frame character as text (~4× too many tokens): its first
@@ -143,17 +158,25 @@ export class UsageMeter {
     switch (e.type) {
       case "text":
         this.#answered = true;
+        this.#relayed += e.text.length;
         this.#keep(e.text);
         break;
       case "reasoning":
         this.#answered = true;
+        this.#relayed += e.text.length;
         this.#keep(e.text);
         this.#keepReasoning(e.text);
         break;
       case "tool-call":
         this.#answered = true;
-        if (e.name) this.#keep(e.name);
-        if (e.argumentsDelta) this.#keep(e.argumentsDelta);
+        if (e.name) {
+          this.#relayed += e.name.length;
+          this.#keep(e.name);
+        }
+        if (e.argumentsDelta) {
+          this.#relayed += e.argumentsDelta.length;
+          this.#keep(e.argumentsDelta);
+        }
         break;
       case "usage":
         if (e.reasoningTokens !== undefined) {
@@ -309,6 +332,12 @@ export class UsageMeter {
   limitOutput(perAnswer: number, answers: number): void {
     this.#perAnswer = perAnswer;
     this.#answers = answers;
+    this.#relayLimit = perAnswer * answers * RELAY_CHARS_PER_TOKEN + RELAY_SLACK_CHARS;
+  }
+
+  /** More answer has come than the limit could make (RELAY_CHARS_PER_TOKEN): the upstream is not answering this request. */
+  get overrun(): boolean {
+    return this.#relayed > this.#relayLimit;
   }
 
   async #count(prompt: PromptSource): Promise<MeteredUsage> {

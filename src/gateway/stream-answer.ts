@@ -178,12 +178,15 @@ export async function answerSource(o: StreamAnswerOptions): Promise<{
       if (skimmed !== undefined) {
         o.meter.defer(frame, decodeEvents);
         out += skimmed;
-        return;
+      } else {
+        const decoded = o.decode(frame);
+        if (decoded.last) vendorEnded = true;
+        if (held.length > 0 || (o.resolveImages && decoded.events.some((e) => e.type === "image"))) held.push({ frame, decoded });
+        else emit(frame, decoded);
       }
-      const decoded = o.decode(frame);
-      if (decoded.last) vendorEnded = true;
-      if (held.length > 0 || (o.resolveImages && decoded.events.some((e) => e.type === "image"))) held.push({ frame, decoded });
-      else emit(frame, decoded);
+      // Far more than the answer's limit could make: what came goes out, then an error, and the
+      // upstream is read no further (usage-meter.ts, RELAY_CHARS_PER_TOKEN). It is charged at the limit.
+      if (o.meter.overrun && !failure) fail({ type: "error", errorType: "upstream", message: "The upstream provider sent far more than the answer's token limit allows; the answer was cut." });
     },
   });
 
@@ -395,6 +398,8 @@ export async function answerSource(o: StreamAnswerOptions): Promise<{
       // Keep-alive frames while the upstream is quiet; the deadline watches the upstream itself.
       if (!over) {
         stopClock = o.ticker.every(Math.max(5, o.keepAliveMs / 3), () => {
+          // The end is taken (and maybe still draining to a slow client): nothing after it.
+          if (over) return;
           const now = performance.now();
           if (now - lastWrite >= o.keepAliveMs) {
             lastWrite = now;

@@ -239,3 +239,65 @@ describe("text frames read on the answer's template (translated streams)", () =>
     expect(text).toBe("HiHi");
   });
 });
+
+describe("an upstream that sends far more than the answer's limit", () => {
+  /** 40 frames of 16,000 characters each (640,000), against max_tokens 50: at most 50 × 256 + 65,536 may go out. */
+  const flood = (format: "openai" | "anthropic") => {
+    const piece = "lorem ipsum ".repeat(1_333).slice(0, 16_000);
+    if (format === "openai") {
+      return [chunk({ role: "assistant", content: "" }), ...Array.from({ length: 40 }, () => chunk({ content: piece })), chunk({}, "stop"), usage({ prompt_tokens: 5, completion_tokens: 50 }), "data: [DONE]\n\n"];
+    }
+    return [
+      anthropicEvent("message_start", { message: { id: "msg_flood", type: "message", role: "assistant", model: "claude-sonnet-4-5", content: [], stop_reason: null, stop_sequence: null, usage: { input_tokens: 5, output_tokens: 1 } } }),
+      anthropicEvent("content_block_start", { index: 0, content_block: { type: "text", text: "" } }),
+      ...Array.from({ length: 40 }, () => anthropicEvent("content_block_delta", { index: 0, delta: { type: "text_delta", text: piece } })),
+      anthropicEvent("content_block_stop", { index: 0 }),
+      anthropicEvent("message_delta", { delta: { stop_reason: "end_turn", stop_sequence: null }, usage: { output_tokens: 50 } }),
+      anthropicEvent("message_stop", {}),
+    ];
+  };
+
+  test("the stream is cut with an error once past 256 characters a token (plus 64 KiB), on every path; it is charged at most the limit", async () => {
+    const limit = 50 * 256 + 65_536;
+    const cases = [
+      { model: OPENAI_MODEL, path: "/v1/chat/completions", vendor: "openai" as const, body: { messages: ask, max_tokens: 50 } },
+      { model: ANTHROPIC_MODEL, path: "/v1/chat/completions", vendor: "anthropic" as const, body: { messages: ask, max_tokens: 50 } },
+      { model: ANTHROPIC_MODEL, path: "/v1/messages", vendor: "anthropic" as const, body: { messages: ask, max_tokens: 50 } },
+      { model: OPENAI_MODEL, path: "/v1/responses", vendor: "openai" as const, body: { input: "x", max_output_tokens: 50, store: false } },
+    ];
+    for (const c of cases) {
+      upstream.reply({ kind: "sse", chunks: flood(c.vendor) });
+      const before = await gw.balanceMicro();
+      const res = await post(gw, c.path, { model: c.model, stream: true, ...c.body });
+      expect(res.status).toBe(200);
+      const text = await res.text();
+      const frames = sseFrames(text);
+      // Cut: far less than the 640,000 characters sent, yet more than nothing; then an error, never a success.
+      // (The Responses API repeats the text in its closing events: up to five copies of what was cut.)
+      expect([c.path, text.length < 6 * limit]).toEqual([c.path, true]);
+      expect(text).toContain("far more than the answer's token limit");
+      expect(frames.some((f) => f.data === "[DONE]" || f.event === "message_stop" || f.event === "response.completed")).toBe(false);
+      await gw.app.services.settled();
+      const charged = before - (await gw.balanceMicro());
+      // At most the limit's 50 output tokens (plus the prompt), at the model's prices.
+      const db = new Database(gw.dbPath, { readonly: true });
+      try {
+        const row = db.query<{ completion_tokens: number; status: string }, []>("SELECT completion_tokens, status FROM usage_records ORDER BY id DESC LIMIT 1").get()!;
+        expect([c.path, row.completion_tokens <= 50, row.status]).toEqual([c.path, true, "stream_failed"]);
+      } finally {
+        db.close();
+      }
+      expect(charged).toBeGreaterThan(0);
+    }
+  });
+
+  test("an answer within the bound is relayed whole", async () => {
+    // 20 frames of 1,000 characters against max_tokens 50: 20,000 characters, under 50 × 256 + 65,536.
+    upstream.reply({ kind: "sse", chunks: [chunk({ role: "assistant", content: "" }), ...Array.from({ length: 20 }, () => chunk({ content: "a".repeat(1_000) })), chunk({}, "stop"), "data: [DONE]\n\n"] });
+    const res = await post(gw, "/v1/chat/completions", { model: OPENAI_MODEL, stream: true, messages: ask, max_tokens: 50 });
+    const frames = sseFrames(await res.text());
+    expect(frames.at(-1)!.data).toBe("[DONE]");
+    const content = frames.filter((f) => f.data.startsWith("{")).map((f) => JSON.parse(f.data).choices?.[0]?.delta?.content ?? "").join("");
+    expect(content.length).toBe(20_000);
+  });
+});
