@@ -216,6 +216,31 @@ describe("JSON schemas for Anthropic's structured outputs", () => {
     expect(anthropicSchema({ type: "object", additionalProperties: false })).toEqual({ type: "object", properties: {}, additionalProperties: false });
   });
 
+  test("loops between definitions are found however long, across $defs and definitions; shared ones (a diamond) are no loop", () => {
+    const obj = (...refs: string[]) => ({ type: "object", properties: Object.fromEntries(refs.map((r, i) => [`p${i}`, { $ref: r }])), required: refs.map((_, i) => `p${i}`), additionalProperties: false });
+    const root = { type: "object", properties: { a: { $ref: "#/$defs/a" } }, required: ["a"], additionalProperties: false };
+    const loop = { ...root, $defs: { a: obj("#/$defs/b"), b: obj("#/definitions/c") }, definitions: { c: obj("#/$defs/a") } };
+    expect(anthropicSchema(loop)).toBeUndefined();
+    const diamond = { ...root, $defs: { a: obj("#/$defs/b", "#/$defs/c"), b: obj("#/$defs/d"), c: obj("#/$defs/d"), d: { type: "string" } } };
+    expect(anthropicSchema(diamond)).toBeDefined();
+    // A ref to something that is not a definition (a path inside one) leads nowhere.
+    expect(anthropicSchema({ ...root, $defs: { a: obj("#/$defs/a/properties/x") } })).toBeDefined();
+  });
+
+  test("a chain of 20,000 definitions, each referring to the next and to a shared leaf, is walked without running out of stack", () => {
+    const n = 20_000;
+    const defs: Record<string, unknown> = { leaf: { type: "string" } };
+    for (let i = 0; i < n; i++) {
+      const refs = i + 1 < n ? [`#/$defs/d${i + 1}`, "#/$defs/leaf"] : ["#/$defs/leaf"];
+      defs[`d${i}`] = { type: "object", properties: Object.fromEntries(refs.map((r, j) => [`p${j}`, { $ref: r }])), required: refs.map((_, j) => `p${j}`), additionalProperties: false };
+    }
+    const chain = { type: "object", properties: { head: { $ref: "#/$defs/d0" } }, required: ["head"], additionalProperties: false, $defs: defs };
+    expect(anthropicSchema(chain)).toBeDefined();
+    // Closed at its end: a loop through all of them.
+    (defs[`d${n - 1}`] as { properties: Record<string, unknown> }).properties.back = { $ref: "#/$defs/d0" };
+    expect(anthropicSchema(chain)).toBeUndefined();
+  });
+
   test("response_format → output_config.format, or a forced answer tool where that cannot say it", () => {
     const json_schema = { type: "json_schema", json_schema: { name: "weather", schema: strictSchema, strict: true } };
     expect(anthropicStructuredOutput(json_schema, "native", new Set())).toEqual({ kind: "native", format: { type: "json_schema", schema: strictSchema } });
