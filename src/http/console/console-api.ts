@@ -208,7 +208,12 @@ export function consoleApiRoutes(deps: ConsoleApiDeps) {
     }, { body: CheckInvite })
     .post("/invites/accept", async ({ request, body, set }) => {
       sameSite(request);
-      const outcome = await store.acceptInvite(hashSecret(body.token), await hashPassword(body.password), deps.now());
+      const tokenHash = hashSecret(body.token);
+      // The link is looked up before the password is hashed (argon2id, 64 MiB a hash): anyone may
+      // post here, and a flood of made-up links hashed every password, took the gateway's CPU and
+      // slowed every tenant (a hostile-tenant probe, 2026-11-30). acceptInvite checks it again, atomically.
+      if (!(await store.findInvite(tokenHash, deps.now()))) throw new GatewayError(404, "not_found", "This invite link is not valid: it was used, it expired, or it was mistyped.");
+      const outcome = await store.acceptInvite(tokenHash, await hashPassword(body.password), deps.now());
       if (!outcome.ok) {
         throw outcome.reason === "login_taken"
           ? new GatewayError(409, "invalid_request", "That login was taken meanwhile: ask the operator for another invite.")
