@@ -30,3 +30,21 @@ export function holderKeyCeiling(keys: readonly KeySummary[]): HolderKeyCeiling 
   if (caps.length > 0) ceiling.max_concurrent_requests = Math.max(...caps);
   return ceiling;
 }
+
+/** How many keys an account's holders may make in a day (the operator's admin API is not limited). */
+export const HOLDER_KEYS_PER_DAY = 20;
+const DAY_MS = 86_400_000;
+
+/**
+ * Milliseconds until an account's holder may make another key, or 0 when they may now: at most
+ * HOLDER_KEYS_PER_DAY keys of the account (whoever made them, revoked ones too) in the last 24 hours.
+ * Each new key starts with a full rate-limit bucket and no requests under way, so making and
+ * revoking keys in a loop escaped both: 34,550 answers in 20 s on a key limited to 10 a minute, and
+ * 50 streams at once under a cap of 2 (a hostile-tenant probe, 2026-11-30). Pure.
+ */
+export function holderKeyWait(keys: readonly Pick<KeySummary, "created_at">[], now: number): number {
+  const recent = keys.map((k) => Date.parse(k.created_at)).filter((at) => at > now - DAY_MS).sort((a, b) => a - b);
+  if (recent.length < HOLDER_KEYS_PER_DAY) return 0;
+  // The day's allowance comes back as the oldest of the ones that fill it leave the window.
+  return recent[recent.length - HOLDER_KEYS_PER_DAY]! + DAY_MS - now;
+}

@@ -216,6 +216,34 @@ function consoleSuite(name: string, start: () => Promise<Setup>) {
       }
     }, 30_000);
 
+    test("a holder makes at most 20 keys a day (revoking them gives none back); the next is a 429 with when; the operator is not limited", async () => {
+      const s = await start();
+      try {
+        const { holder, operator, account } = await holderSetup(s.gw, "churn", "churn");
+        // Made and revoked in a loop, each new key would start with a full rate-limit bucket and no
+        // requests under way: the churn that escaped both.
+        for (let i = 0; i < 20; i++) {
+          const made = await holder.json("POST", `/console/api/accounts/${account.id}/keys`, { name: `k${i}` }, 201);
+          await holder.json("DELETE", `/console/api/keys/${made.id}`);
+        }
+        s.clock.now += 60 * 60_000;
+        const refused = await holder.call("POST", `/console/api/accounts/${account.id}/keys`, { name: "k20" });
+        expect(refused.status).toBe(429);
+        // The first of the day's keys leaves the window in 23 hours.
+        expect(Number(refused.headers.get("retry-after"))).toBe(23 * 3600);
+        expect(((await refused.json()) as { error: { message: string } }).error.message).toContain("at most 20 keys a day");
+        // The operator still makes keys for the account.
+        await operator.json("POST", `/console/api/accounts/${account.id}/keys`, { name: "ops" }, 201);
+        // A day after the first ones (a new sign-in: sessions last 12 hours), the holder may make keys again.
+        s.clock.now += 23 * 3600_000 + 1;
+        const later = new ConsoleClient(s.gw.url);
+        await later.signIn({ login: "churn", password: PASSWORD });
+        await later.json("POST", `/console/api/accounts/${account.id}/keys`, { name: "next day" }, 201);
+      } finally {
+        await s.stop();
+      }
+    }, 30_000);
+
     test("a holder's key works, its usage and requests match the usage API, and revoked in the console it gets 401 within a second", async () => {
       const s = await start();
       try {

@@ -1,7 +1,7 @@
 import { Elysia, t } from "elysia";
 import { timingSafeEqual } from "node:crypto";
 import type { ModelConfig } from "../../config/schema.ts";
-import { holderKeyCeiling } from "../../accounts/holder-keys.ts";
+import { HOLDER_KEYS_PER_DAY, holderKeyCeiling, holderKeyWait } from "../../accounts/holder-keys.ts";
 import { canonicalLogin, clearedSessionCookie, decoyHash, hashPassword, hashSecret, issueInvite, publicOrigin, sameOrigin, sessionCookie, sessionToken, startSession, verifyPassword, type NewSession } from "../../console/console-auth.ts";
 import { MAX_RECENT, type ConsoleSession, type ConsoleStore } from "../../console/console-store.ts";
 import { chartPeriods, MAX_CHART_PERIODS, summarizeUsage } from "../../console/usage-summary.ts";
@@ -266,8 +266,18 @@ export function consoleApiRoutes(deps: ConsoleApiDeps) {
       const s = await changer(request);
       scopeAccount(s, params.id);
       holderFields(s, body ?? undefined);
-      // A holder's key is no wider than the widest the operator gave the account (accounts/holder-keys.ts).
-      const ceiling = s.kind === "holder" ? holderKeyCeiling((await ops.account(params.id)).keys) : {};
+      // A holder's key is no wider than the widest the operator gave the account, and a holder makes
+      // at most HOLDER_KEYS_PER_DAY a day (accounts/holder-keys.ts).
+      let ceiling = {};
+      if (s.kind === "holder") {
+        const keys = (await ops.account(params.id)).keys;
+        const wait = holderKeyWait(keys, deps.now());
+        if (wait > 0) {
+          const seconds = Math.ceil(wait / 1000);
+          throw new GatewayError(429, "rate_limit", `An account's holders may make at most ${HOLDER_KEYS_PER_DAY} keys a day: the next one in ${Math.ceil(seconds / 60)} min. Ask the operator for more.`, { "retry-after": String(seconds) });
+        }
+        ceiling = holderKeyCeiling(keys);
+      }
       set.status = 201;
       return ops.createKey(params.id, { ...body, ...ceiling });
     }, { body: t.Optional(CreateKey) })
