@@ -3,6 +3,12 @@
  * the admin token's throttle (limits/auth-failures.ts), a blocked address or login is refused even
  * with the right password: a password can be guessed, a 32-character token cannot. A success
  * clears the login's count. Per process; memory bounded by `maxEntries`.
+ *
+ * A login that signed in from an address before (within `knownMs`, 30 days) is not held by that
+ * address's block, only by its own count: behind a proxy or a company's NAT every holder shares one
+ * address, and 20 wrong sign-ins with made-up logins locked every holder there out for 15 minutes
+ * (a hostile-tenant probe, 2026-11-30). Guessing many logins from one address is still stopped, for
+ * every login that has not signed in from it.
  */
 export interface SignInAttemptOptions {
   /** Failures from one address within the window before it is refused (default 20). */
@@ -10,6 +16,8 @@ export interface SignInAttemptOptions {
   /** Failures for one login within the window before it is refused (default 5). */
   perLogin?: number;
   windowMs?: number;
+  /** How long a login's success from an address exempts it from that address's block (default 30 days). */
+  knownMs?: number;
   now?: () => number;
   maxEntries?: number;
 }
@@ -32,7 +40,16 @@ export function createSignInAttempts(o: SignInAttemptOptions = {}): SignInAttemp
   const windowMs = o.windowMs ?? 15 * 60_000;
   const now = o.now ?? Date.now;
   const maxEntries = o.maxEntries ?? 10_000;
+  const knownMs = o.knownMs ?? 30 * 86_400_000;
   const seen = new Map<string, number[]>();
+  /** Address and login pairs that signed in, and when last; apart from `seen`, so failures cannot push them out. */
+  const known = new Map<string, number>();
+  const pair = (address: string, login: string) => `${address}\u0000${login}`;
+  const isKnown = (address: string, login: string | null, t: number) => {
+    if (login === null) return false;
+    const at = known.get(pair(address, login));
+    return at !== undefined && t - at < knownMs;
+  };
   const recent = (key: string, t: number) => (seen.get(key) ?? []).filter((at) => t - at < windowMs);
   const wait = (key: string, limit: number, t: number) => {
     const times = recent(key, t);
@@ -48,7 +65,8 @@ export function createSignInAttempts(o: SignInAttemptOptions = {}): SignInAttemp
   return {
     begin(address, login) {
       const t = now();
-      const blocked = Math.max(wait(`a:${address}`, o.perAddress ?? 20, t), login === null ? 0 : wait(`l:${login}`, o.perLogin ?? 5, t));
+      const byAddress = isKnown(address, login, t) ? 0 : wait(`a:${address}`, o.perAddress ?? 20, t);
+      const blocked = Math.max(byAddress, login === null ? 0 : wait(`l:${login}`, o.perLogin ?? 5, t));
       if (blocked > 0) return blocked;
       add(`a:${address}`, t);
       if (login !== null) add(`l:${login}`, t);
@@ -57,7 +75,13 @@ export function createSignInAttempts(o: SignInAttemptOptions = {}): SignInAttemp
     succeeded(address, login) {
       // The address keeps its other failures; this attempt's own entry goes.
       seen.get(`a:${address}`)?.pop();
-      if (login !== null) seen.delete(`l:${login}`);
+      if (login !== null) {
+        seen.delete(`l:${login}`);
+        const key = pair(address, login);
+        known.delete(key);
+        if (known.size >= maxEntries) known.delete(known.keys().next().value!);
+        known.set(key, now());
+      }
     },
     cancel(address, login) {
       seen.get(`a:${address}`)?.pop();

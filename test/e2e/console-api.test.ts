@@ -486,8 +486,17 @@ function consoleSuite(name: string, start: () => Promise<Setup>) {
         expect(Number(blocked.headers.get("retry-after"))).toBeGreaterThan(0);
         s.clock.now += 15 * 60_000 + 1;
         expect((await client.call("POST", "/console/api/sign-in", { login: "carol", password: PASSWORD })).status).toBe(200);
-        // Per address: 20 failures over any logins, then every sign-in from it waits.
+        // Another holder of the same place (one proxy's address) who has not signed in from it yet.
+        await holderSetup(s.gw, "cara", "cara");
+        // Per address: 20 failures over any logins, then every sign-in from it waits — but a login
+        // that signed in from this address before (carol, just now) is held only by its own count:
+        // behind a proxy, made-up logins would otherwise lock every holder out.
         for (let i = 0; i < 20; i++) expect((await client.call("POST", "/console/api/sign-in", { login: `nobody${i}`, password: "wrong-password-x" })).status).toBe(401);
+        expect((await client.call("POST", "/console/api/sign-in", { login: "cara", password: PASSWORD })).status).toBe(429);
+        expect((await client.call("POST", "/console/api/sign-in", { login: "nobody99", password: "wrong-password-x" })).status).toBe(429);
+        expect((await new ConsoleClient(s.gw.url).call("POST", "/console/api/sign-in", { login: "carol", password: PASSWORD })).status).toBe(200);
+        // Its own count still holds it: 5 wrong ones, then the right one waits too.
+        for (let i = 0; i < 5; i++) expect((await client.call("POST", "/console/api/sign-in", { login: "carol", password: `wrong-again-${i}` })).status).toBe(401);
         expect((await client.call("POST", "/console/api/sign-in", { login: "carol", password: PASSWORD })).status).toBe(429);
         // Wrong admin tokens are refused the same way; the right one never is (the operator can act for the holders).
         expect((await client.call("POST", "/console/api/sign-in", { token: ADMIN.replace("a", "b") })).status).toBe(429);
