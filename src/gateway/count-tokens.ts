@@ -24,15 +24,15 @@ const UPSTREAM_COUNT_MS = 10_000;
  * used for usage, plus the per-message framing `forward` reserves for). Nothing is reserved or
  * charged, and no usage record is written: a count produces no answer. Because it is free, its
  * size is capped (`limits.count_tokens_max_bytes` of prompt text, else 413 as Anthropic answers a
- * request over its size limit) and our tokenizer's counts take turns per key (limits/count-queue.ts).
+ * request over its size limit) and our tokenizer's counts take turns per account and key (limits/count-queue.ts).
  */
 export async function countMessageTokens(
   deps: Pick<ForwardDeps, "settings" | "fetch" | "log" | "keyPools" | "scrubber"> & { catalogue: Catalogue; counts: CountQueue },
   body: Record<string, unknown>,
   headers: Headers,
   signal: AbortSignal,
-  /** Whose turn a count of our tokenizer takes (limits/count-queue.ts). */
-  keyId: string,
+  /** Whose turn a count of our tokenizer takes: the key's, within its account's (limits/count-queue.ts). */
+  turn: { keyId: string; accountId: string },
   /** The key's model list (null: every model): a count for a model it may not use is refused like a request. */
   allowed: readonly string[] | null = null,
 ): Promise<Response> {
@@ -92,6 +92,6 @@ export async function countMessageTokens(
     }
   }
   const messages = (body.messages as unknown[]).length;
-  const tokens = await countInTurn(deps.counts, keyId, text, signal);
+  const tokens = await countInTurn(deps.counts, turn.keyId, text, signal, undefined, turn.accountId);
   return Response.json({ input_tokens: tokens + 4 * messages + 3 });
 }

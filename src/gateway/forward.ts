@@ -106,7 +106,7 @@ export async function forward(deps: ForwardDeps, req: ForwardRequest): Promise<R
   // largest window: a tenant's 10 MB prompt of punctuation, counted whole on the tokenizer's
   // priority lane, held every other tenant's count (and settlement) for a minute (a probe, 2026-11-30).
   const counts = deps.fitCounts;
-  const count = counts ? (text: string, limit: number) => countInTurn(counts, req.principal.keyId, text, req.signal, limit) : deps.tokenizer.count;
+  const count = counts ? (text: string, limit: number) => countInTurn(counts, req.principal.keyId, text, req.signal, limit, req.principal.accountId) : deps.tokenizer.count;
   const plan = await planRequest(deps.settings, count, { wire: req.format.wire, body: req.body, bodyBytes: req.bodyBytes, candidates: req.candidates, embeddings: req.embeddings });
   const trace = req.trace;
   if (trace) trace.planned(plan.requestId, plan.candidates[0]!.model.id, req.principal);

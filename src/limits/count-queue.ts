@@ -9,7 +9,9 @@ import { pieceEnd } from "../billing/token-estimate.ts";
  *   each count weighs its UTF-8 bytes but at least one slice, so the caps bound the tokenizer's
  *   work and the texts held, and a key may still send dozens of small counts at once (Claude
  *   Code's `/context`); a key with nothing queued may always queue one count;
- * - keys take turns (limits/fair-queue.ts), and a turn is one slice of `sliceChars` characters
+ * - accounts take turns, and each account's keys within its turns (limits/fair-queue.ts): five
+ *   keys of one account flooding counts took another tenant's median from 4 to 76 ms when each
+ *   key took a turn of its own (a hostile-tenant probe, 2026-11-30). A turn is one slice of `sliceChars` characters
  *   of a text, so a key's 4 MB prompt delays another key's 8-token count by one slice, not by
  *   the whole prompt;
  * - a count that has not finished within `timeoutMs` of arriving is given up (503);
@@ -44,7 +46,7 @@ export interface CountQueue {
    * at the first slice that takes it past the limit and answers what it has (more than `limit`):
    * whoever asks only needs to know that the text does not fit.
    */
-  count(key: string, text: string, signal?: AbortSignal, limit?: number): Promise<number>;
+  count(key: string, text: string, signal?: AbortSignal, limit?: number, account?: string): Promise<number>;
   /**
    * Why `key`'s next count would be refused (its counts leave no room for one slice, or for the
    * request's body: `bodyBytes`, its Content-Length, bounds its text), or undefined: asked when a
@@ -122,12 +124,13 @@ export function createCountQueue(o: CountQueueOptions): CountQueue {
   }
 
   return {
-    count(key, text, signal, limit = Number.POSITIVE_INFINITY) {
+    count(key, text, signal, limit = Number.POSITIVE_INFINITY, account) {
       if (text.length === 0) return Promise.resolve(0);
       if (signal?.aborted) return Promise.reject(new CountRefusedError("aborted", "The client closed the request."));
       return new Promise<number>((resolve, reject) => {
         const job: Job = { text, done: 0, tokens: 0, limit, finished: false, resolve, reject };
-        const pushed = queue.push(key, job, Math.max(slice, Buffer.byteLength(text)));
+        // Turns per account (one account's many keys share one turn), caps per key.
+        const pushed = queue.push(key, job, Math.max(slice, Buffer.byteLength(text)), account);
         if (pushed === "key_full") return reject(new CountRefusedError("key_busy", keyBusy));
         if (pushed === "queue_full") {
           return reject(new CountRefusedError("queue_full", "The gateway's tokenizer has too many counts waiting. Retry in a moment."));

@@ -1,7 +1,8 @@
 /**
  * A bounded queue shared by many keys, served round-robin across keys and in order within a key:
  * whatever one key has queued, another key's work is taken after at most one turn of each key
- * with work waiting. Pure: no timers, no clock; callers decide what a turn is (count-queue.ts
+ * with work waiting. Keys may be grouped (by account): turns then go round the groups, and round
+ * each group's keys within its turns, so ten keys of one account get one account's share. Pure: no timers, no clock; callers decide what a turn is (count-queue.ts
  * gives each turn one slice of a text, so a long job cannot hold the tokenizer either).
  *
  * An item stays queued while it is served (it may take several turns) until `remove`: the
@@ -22,8 +23,13 @@ export interface FairQueueLimits {
 export type FairQueuePush = "queued" | "key_full" | "queue_full";
 
 export interface FairQueue<T> {
-  /** Queues `item` (of `weight`, default 1) at the back of `key`'s line, unless a cap refuses it. */
-  push(key: string, item: T, weight?: number): FairQueuePush;
+  /**
+   * Queues `item` (of `weight`, default 1) at the back of `key`'s line, unless a cap refuses it.
+   * `group` (an account; default the key itself): turns go round the groups with work, then round
+   * a group's keys, so an account's many keys share one turn instead of taking one each. The caps
+   * stay per key.
+   */
+  push(key: string, item: T, weight?: number, group?: string): FairQueuePush;
   /** The item whose turn it is (the oldest of the next key in rotation), left in the queue; undefined when empty. */
   next(): { key: string; item: T } | undefined;
   /** Takes an item out (served, timed out, abandoned); false when it was not queued. */
@@ -38,16 +44,36 @@ export interface FairQueue<T> {
   weightOf(key: string): number;
 }
 
+/** Names taking turns: `next()` gives the one whose turn it is; one leaving keeps the order of the rest. */
+class Rotation {
+  readonly names: string[] = [];
+  #turn = 0;
+  add(name: string): void {
+    // At the end: served after each one already waiting has had its turn.
+    this.names.push(name);
+  }
+  next(): string {
+    if (this.#turn >= this.names.length) this.#turn = 0;
+    return this.names[this.#turn++]!;
+  }
+  delete(name: string): void {
+    const place = this.names.indexOf(name);
+    this.names.splice(place, 1);
+    // The names after it move down one place; the next turn stays theirs.
+    if (place < this.#turn) this.#turn--;
+  }
+}
+
 export function createFairQueue<T>(limits: FairQueueLimits): FairQueue<T> {
-  /** Each key's items in order, and their weight. */
-  const lines = new Map<string, { items: T[]; weights: number[]; weight: number }>();
-  /** Keys with work, in the order they take turns; `turn` indexes the next. */
-  const ring: string[] = [];
-  let turn = 0;
+  /** Each key's items in order, their weight, and the group the key takes turns in. */
+  const lines = new Map<string, { items: T[]; weights: number[]; weight: number; group: string }>();
+  /** Groups with work, in the order they take turns; each group's keys with work, likewise. */
+  const groups = new Rotation();
+  const keysOf = new Map<string, Rotation>();
   let size = 0;
   let total = 0;
   return {
-    push(key, item, weight = 1) {
+    push(key, item, weight = 1, group = key) {
       const line = lines.get(key);
       if (line && line.weight + weight > limits.perKey) return "key_full";
       if (size > 0 && total + weight > limits.capacity) return "queue_full";
@@ -56,18 +82,23 @@ export function createFairQueue<T>(limits: FairQueueLimits): FairQueue<T> {
         line.weights.push(weight);
         line.weight += weight;
       } else {
-        lines.set(key, { items: [item], weights: [weight], weight });
-        // At the end of the rotation: served after each key already waiting has had one turn.
-        ring.push(key);
+        // A key keeps the group it arrived with until its line empties.
+        const joined = group;
+        lines.set(key, { items: [item], weights: [weight], weight, group: joined });
+        let keys = keysOf.get(joined);
+        if (!keys) {
+          keysOf.set(joined, (keys = new Rotation()));
+          groups.add(joined);
+        }
+        keys.add(key);
       }
       size++;
       total += weight;
       return "queued";
     },
     next() {
-      if (ring.length === 0) return undefined;
-      if (turn >= ring.length) turn = 0;
-      const key = ring[turn++]!;
+      if (groups.names.length === 0) return undefined;
+      const key = keysOf.get(groups.next())!.next();
       return { key, item: lines.get(key)!.items[0]! };
     },
     remove(key, item) {
@@ -81,10 +112,12 @@ export function createFairQueue<T>(limits: FairQueueLimits): FairQueue<T> {
       size--;
       if (line!.items.length === 0) {
         lines.delete(key);
-        const place = ring.indexOf(key);
-        ring.splice(place, 1);
-        // The keys after it move down one place; the next turn stays theirs.
-        if (place < turn) turn--;
+        const keys = keysOf.get(line!.group)!;
+        keys.delete(key);
+        if (keys.names.length === 0) {
+          keysOf.delete(line!.group);
+          groups.delete(line!.group);
+        }
       }
       return true;
     },

@@ -20,7 +20,7 @@ export function messagesRoute(deps: ForwardDeps & { catalogue: Catalogue; princi
       "/v1/messages/count_tokens",
       async ({ body, request }) => {
         const principal = deps.principals.of(request);
-        const response = await countMessageTokens(deps, body as Record<string, unknown>, request.headers, request.signal, principal.keyId, principal.models);
+        const response = await countMessageTokens(deps, body as Record<string, unknown>, request.headers, request.signal, principal, principal.models);
         // Registered before the app's after-response hook (the chat routes close their own traces).
         deps.tracker?.responded(request, response.status);
         return response;

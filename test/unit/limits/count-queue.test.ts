@@ -34,6 +34,16 @@ describe("free count queue", () => {
     expect(queue.size).toBe(0);
   });
 
+  test("an account's keys share its turns: two keys of one account flooding, another account's count takes every other slice", async () => {
+    const tokenizer = recordingCounter();
+    const queue = createCountQueue({ perKeyBytes: 1000, capacityBytes: 1000, timeoutMs: 60_000, count: tokenizer.count, sliceChars: 4 });
+    const flood = ["1", "2"].map((k) => queue.count(`m${k}`, k.repeat(16), undefined, undefined, "mallory"));
+    const victim = queue.count("v", "v".repeat(12), undefined, undefined, "victim");
+    await Promise.all([...flood, victim]);
+    // m1, then the victim, then m2 (mallory's next turn goes to its other key), then the victim …
+    expect(tokenizer.slices.slice(0, 6)).toEqual(["1111", "vvvv", "2222", "vvvv", "1111", "vvvv"]);
+  });
+
   test("with a limit, a count stops at the first slice that takes it past the limit and answers what it has", async () => {
     const tokenizer = recordingCounter();
     const queue = createCountQueue({ perKeyBytes: 1000, capacityBytes: 1000, timeoutMs: 60_000, count: tokenizer.count, sliceChars: 4 });

@@ -97,4 +97,33 @@ describe("fair queue", () => {
     expect(queue.size).toBe(0);
     expect(queue.next()).toBeUndefined();
   });
+
+  test("grouped by account: five keys of one account share its turn; another account's key gets every other turn", () => {
+    const queue = createFairQueue<string>({ capacity: 1000, perKey: 1000 });
+    for (let k = 1; k <= 5; k++) for (let i = 1; i <= 4; i++) queue.push(`m${k}`, `m${k}.${i}`, 1, "mallory");
+    for (let i = 1; i <= 4; i++) queue.push("v", `v${i}`, 1, "victim");
+    const served = drain(queue);
+    // The victim's four are served at turns 2, 4, 6 and 8: one in two, not one in six.
+    expect(served.slice(0, 8).filter((s) => s.startsWith("v"))).toEqual(["v1", "v2", "v3", "v4"]);
+    // Within mallory's turns its keys take turns: m1, m2, m3, m4, m5, then m1 again.
+    expect(served.filter((s) => s.startsWith("m")).slice(0, 6)).toEqual(["m1.1", "m2.1", "m3.1", "m4.1", "m5.1", "m1.2"]);
+    expect(served.length).toBe(24);
+  });
+
+  test("grouped: the caps stay per key, and a group whose last key empties leaves the rotation without skipping the next", () => {
+    const queue = createFairQueue<string>({ capacity: 1000, perKey: 2 });
+    expect(queue.push("a1", "x", 1, "A")).toBe("queued");
+    expect(queue.push("a1", "y", 1, "A")).toBe("queued");
+    expect(queue.push("a1", "z", 1, "A")).toBe("key_full");
+    expect(queue.push("a2", "z", 1, "A")).toBe("queued");
+    queue.push("b1", "b", 1, "B");
+    queue.push("c1", "c", 1, "C");
+    const first = queue.next()!;
+    expect(first).toEqual({ key: "a1", item: "x" });
+    // B is served next; it leaves, and C's turn is not skipped.
+    const second = queue.next()!;
+    expect(second.item).toBe("b");
+    queue.remove(second.key, second.item);
+    expect(queue.next()!.item).toBe("c");
+  });
 });
