@@ -38,24 +38,42 @@ export const FREE: PriceList = { input: 0, output: 0, cacheRead: 0, cacheWrite5m
 const LISTS = new WeakMap<Pricing, PriceList>();
 /** The same for the prices above a long-context threshold (`pricing.long_context`). */
 const LONG_LISTS = new WeakMap<Pricing, PriceList>();
+/** Lists scaled by a price factor (billing/price-factor.ts), one per list and factor. */
+const SCALED = new WeakMap<PriceList, Map<number, PriceList>>();
 
 /**
  * A model's complete price list for an answer whose prompt (fresh input, cache reads and writes)
  * was `promptTokens` long: its long-context prices once that is above their threshold, as the
  * vendors bill the whole answer then; cache prices left out (a config older than them) are the
- * input price.
+ * input price. `factor` scales every price (Flex processing, US-only inference: price-factor.ts).
  */
-export function priceListOf(pricing: Pricing | undefined, promptTokens = 0): PriceList {
+export function priceListOf(pricing: Pricing | undefined, promptTokens = 0, factor = 1): PriceList {
   if (!pricing) return FREE;
   const long = pricing.long_context;
+  let list: PriceList | undefined;
   if (long && promptTokens > long.above_tokens) {
-    let list = LONG_LISTS.get(pricing);
+    list = LONG_LISTS.get(pricing);
     if (!list) LONG_LISTS.set(pricing, (list = completeList({ ...long, per_image: pricing.per_image })));
-    return list;
+  } else {
+    list = LISTS.get(pricing);
+    if (!list) LISTS.set(pricing, (list = completeList(pricing)));
   }
-  let list = LISTS.get(pricing);
-  if (!list) LISTS.set(pricing, (list = completeList(pricing)));
-  return list;
+  return factor === 1 ? list : scaled(list, factor);
+}
+
+function scaled(list: PriceList, factor: number): PriceList {
+  let lists = SCALED.get(list);
+  if (!lists) SCALED.set(list, (lists = new Map()));
+  let out = lists.get(factor);
+  if (!out) {
+    // As the vendors print them: no binary-fraction tail (1.1 × 3,000 is 3,300).
+    const times = (price: number) => Math.round(price * factor * 1e9) / 1e9;
+    lists.set(factor, (out = {
+      input: times(list.input), output: times(list.output), cacheRead: times(list.cacheRead),
+      cacheWrite5m: times(list.cacheWrite5m), cacheWrite1h: times(list.cacheWrite1h), perImage: times(list.perImage),
+    }));
+  }
+  return out;
 }
 
 function completeList(pricing: Omit<Pricing, "long_context">): PriceList {
@@ -128,16 +146,17 @@ export function cacheSavingsMicro(c: TokenClasses, p: PriceList): number {
 /**
  * The most a request may cost, held before it runs: every prompt token at the dearest price a
  * prompt token can have (a 1-hour cache write costs twice fresh input on Anthropic), the whole
- * answer, and the images. Charges never exceed it.
+ * answer, and the images, all scaled by the most the answer's price may be scaled by (`factor`:
+ * billing/price-factor.ts, maxPriceFactor). Charges never exceed it.
  */
-export function worstCaseMicro(pricing: Pricing | undefined, promptTokens: number, outputTokens: number, images: number): number {
-  const p = priceListOf(pricing);
+export function worstCaseMicro(pricing: Pricing | undefined, promptTokens: number, outputTokens: number, images: number, factor = 1): number {
+  const p = priceListOf(pricing, 0, factor);
   const dearest = Math.max(p.input, p.cacheRead, p.cacheWrite5m, p.cacheWrite1h);
   // classesCostMicro's sum for these classes, without the two objects it would take (every request).
   const held = toMicro(promptTokens * dearest + outputTokens * p.output, images, p.perImage);
   // `promptTokens` is a ceiling: a prompt that may be over a long-context threshold may be billed
   // at either list, so the hold covers the dearer.
-  const long = priceListOf(pricing, promptTokens);
+  const long = priceListOf(pricing, promptTokens, factor);
   if (long === p) return held;
   const longDearest = Math.max(long.input, long.cacheRead, long.cacheWrite5m, long.cacheWrite1h);
   return Math.max(held, toMicro(promptTokens * longDearest + outputTokens * long.output, images, long.perImage));

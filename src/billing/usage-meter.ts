@@ -69,6 +69,9 @@ export class UsageMeter {
   #cacheRead: number | undefined;
   #cacheWrite: number | undefined;
   #cacheWrite1h: number | undefined;
+  /** What the upstream said prices the answer apart from its counts (billing/price-factor.ts). */
+  #serviceTier: string | undefined;
+  #inferenceGeo: string | undefined;
   readonly #keepChars: number;
   #produced: string[] = [];
   /**
@@ -187,6 +190,8 @@ export class UsageMeter {
         if (e.cacheReadTokens !== undefined) this.#cacheRead = e.cacheReadTokens;
         if (e.cacheWriteTokens !== undefined) this.#cacheWrite = e.cacheWriteTokens;
         if (e.cacheWrite1hTokens !== undefined) this.#cacheWrite1h = e.cacheWrite1hTokens;
+        if (e.serviceTier !== undefined) this.#serviceTier = e.serviceTier;
+        if (e.inferenceGeo !== undefined) this.#inferenceGeo = e.inferenceGeo;
         if (e.outputTokens !== undefined) {
           this.#output = e.outputTokens;
           // The upstream said how much it produced: what was kept to count it can go.
@@ -222,6 +227,15 @@ export class UsageMeter {
 
   get finished(): boolean {
     return this.#finished;
+  }
+
+  /** The service tier (OpenAI) and the geography (Anthropic) the upstream reported the answer ran at. */
+  get serviceTier(): string | undefined {
+    return this.#serviceTier;
+  }
+
+  get inferenceGeo(): string | undefined {
+    return this.#inferenceGeo;
   }
 
   /** Nothing but errors seen: the upstream produced nothing to bill. */

@@ -2,6 +2,7 @@ import type { ModelConfig } from "../config/schema.ts";
 import type { Ledger, ReserveResult } from "../billing/ledger.ts";
 import type { Logger } from "../log/log.ts";
 import { classesCostMicro, classesOf, NO_TOKENS, priceListOf } from "../billing/pricing.ts";
+import { priceFactor } from "../billing/price-factor.ts";
 import { microToCredits } from "../billing/money.ts";
 import { UsageMeter, type PromptSource } from "../billing/usage-meter.ts";
 import { GatewayError, NO_RETRY } from "../streaming/gateway-error.ts";
@@ -145,7 +146,7 @@ class OpenSession implements BillingSession {
       const answers = counted && !meter!.outputReported && model && o.answers ? o.answers(model) : 1;
       const usage = counted && answers > 1 ? { ...counted, outputTokens: counted.outputTokens * answers } : counted;
       const classes = usage ? classesOf(usage, meter!.reasoned ? ((await meter!.reasoningTokens()) ?? 0) : 0) : NO_TOKENS;
-      const prices = priceListOf(model?.pricing, usage?.inputTokens ?? 0);
+      const prices = priceListOf(model?.pricing, usage?.inputTokens ?? 0, model && meter ? priceFactor(model.upstream_model, meter) : 1);
       const costMicro = produced && model ? classesCostMicro(classes, prices) : 0;
       const inputTokens = usage?.inputTokens ?? 0;
       const outputTokens = usage?.outputTokens ?? 0;

@@ -36,8 +36,13 @@ export type StreamEvent =
    * `cacheWrite1hTokens` is the part of the writes cached for an hour (Anthropic's
    * `ephemeral_1h_input_tokens`); the rest are 5-minute writes. `reasoningTokens` is the part of
    * `outputTokens` spent reasoning: shown to clients, never billed apart (output tokens hold it).
+   * A later report's tier or geography replaces an earlier one's, as its counts do.
    */
-  | { type: "usage"; inputTokens?: number; outputTokens?: number; cacheReadTokens?: number; cacheWriteTokens?: number; cacheWrite1hTokens?: number; reasoningTokens?: number }
+  | {
+      type: "usage"; inputTokens?: number; outputTokens?: number; cacheReadTokens?: number; cacheWriteTokens?: number; cacheWrite1hTokens?: number; reasoningTokens?: number;
+      /** Priced apart from the token counts (billing/price-factor.ts): OpenAI's `service_tier` the answer ran at, Anthropic's `inference_geo`. */
+      serviceTier?: string; inferenceGeo?: string;
+    }
   | { type: "finish"; reason: FinishReason; stopSequence?: string }
   | { type: "error"; message: string; errorType: ErrorKind };
 

@@ -30,6 +30,8 @@ interface AnthropicUsage {
   cache_creation?: { ephemeral_5m_input_tokens?: number | null; ephemeral_1h_input_tokens?: number | null } | null;
   /** Reasoning's share of output_tokens, where Anthropic reports it. */
   output_tokens_details?: { thinking_tokens?: number | null } | null;
+  /** Where the answer ran (`"us"`, `"global"`): US-only inference is billed above the list price on recent models. */
+  inference_geo?: string | null;
 }
 
 /**
@@ -49,6 +51,7 @@ function usageEvent(u: AnthropicUsage): StreamEvent {
   if (oneHour !== undefined && cacheWrite !== undefined) event.cacheWrite1hTokens = Math.min(oneHour, cacheWrite);
   const thinking = reportedCount(u.output_tokens_details?.thinking_tokens);
   if (thinking !== undefined) event.reasoningTokens = thinking;
+  if (typeof u.inference_geo === "string" && u.inference_geo.length <= 32) event.inferenceGeo = u.inference_geo;
   return event;
 }
 
@@ -66,6 +69,7 @@ function cumulativeUsage(before: AnthropicUsage | undefined, next: AnthropicUsag
     if (reportedCount(next[field]) !== undefined) merged[field] = next[field];
   }
   if (isRecord(next.output_tokens_details)) merged.output_tokens_details = next.output_tokens_details;
+  if (typeof next.inference_geo === "string") merged.inference_geo = next.inference_geo;
   if (isRecord(next.cache_creation)) {
     const split = { ...(isRecord(before?.cache_creation) ? before.cache_creation : {}) };
     for (const field of ["ephemeral_5m_input_tokens", "ephemeral_1h_input_tokens"] as const) {

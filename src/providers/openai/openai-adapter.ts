@@ -35,8 +35,11 @@ function imageEvents(images: unknown, events: StreamEvent[]): void {
   }
 }
 
-/** Counts that are not usable numbers are left out, so the meter estimates them. */
-function usageEvent(u: OpenAIUsage): StreamEvent {
+/**
+ * Counts that are not usable numbers are left out, so the meter estimates them. `tier`: the
+ * answer's `service_tier` (beside its usage, at the chunk's top level), which prices it (flex).
+ */
+function usageEvent(u: OpenAIUsage, tier?: unknown): StreamEvent {
   const input = reportedCount(u.prompt_tokens);
   // The cached parts are inside the prompt: counts past it are cut down to it here, as the meter
   // charges them, so a client of another format is never shown more cached than prompt.
@@ -52,6 +55,7 @@ function usageEvent(u: OpenAIUsage): StreamEvent {
   }
   const event: StreamEvent = { type: "usage", inputTokens: input, outputTokens: reportedCount(u.completion_tokens), cacheReadTokens: reads };
   if (writes !== undefined) event.cacheWriteTokens = writes;
+  if (typeof tier === "string" && tier.length <= 32) event.serviceTier = tier;
   // Compatible servers that reason without counting it say nothing (or 0 beside reasoning text): the meter then estimates.
   const reasoning = reportedCount(u.completion_tokens_details?.reasoning_tokens);
   if (reasoning) event.reasoningTokens = reasoning;
@@ -61,8 +65,9 @@ function usageEvent(u: OpenAIUsage): StreamEvent {
 /**
  * Service tiers the vendor bills above its standard price (`priority`, `scale`): a client asking
  * for one is answered at the standard tier, which is what the price book charges, instead of
- * costing the operator more than the tenant pays (a tenant probe, 2026-11-29). `flex` (cheaper)
- * and `auto`/`default` (the project's own setting) pass.
+ * costing the operator more than the tenant pays (a tenant probe, 2026-11-29). `flex` (cheaper,
+ * and priced so: billing/price-factor.ts) and `default` pass; on OpenAI's own API, so does `auto`
+ * as `default` (see withoutUnpricedExtras).
  */
 const DEARER_TIERS = new Set(["priority", "scale"]);
 
@@ -74,14 +79,20 @@ const DEARER_TIERS = new Set(["priority", "scale"]);
  * the same way). The model answers in text, at the prices charged. The same object when there is
  * nothing to drop.
  */
-export function withoutUnpricedExtras(body: unknown): unknown {
+export function withoutUnpricedExtras(body: unknown, openaiItself = false): unknown {
   const b = body as Record<string, unknown> | null;
   if (!b) return body;
   const tier = typeof b.service_tier === "string" && DEARER_TIERS.has(b.service_tier);
+  // OpenAI's own API runs a request without a tier (or `auto`) at the project's default, which the
+  // project may set to Priority (billed ~2× the standard price the price book charges): there the
+  // standard tier is asked for by name (a bill audit, 2026-11-30). Other servers' tiers are their own.
+  const projectTier = openaiItself && (b.service_tier === undefined || b.service_tier === "auto");
   const spoken = b.audio !== undefined || (Array.isArray(b.modalities) && b.modalities.includes("audio"));
-  if (!tier && !spoken && b.web_search_options === undefined) return body;
+  if (!tier && !projectTier && !spoken && b.web_search_options === undefined) return body;
   const { service_tier, audio: _audio, web_search_options: _search, ...rest } = b;
-  if (!tier && service_tier !== undefined) rest.service_tier = service_tier;
+  if (tier || projectTier) {
+    if (openaiItself) rest.service_tier = "default";
+  } else if (service_tier !== undefined) rest.service_tier = service_tier;
   if (Array.isArray(rest.modalities)) {
     const kept = rest.modalities.filter((m) => m !== "audio");
     rest.modalities = kept.length > 0 ? kept : ["text"];
@@ -89,13 +100,28 @@ export function withoutUnpricedExtras(body: unknown): unknown {
   return rest;
 }
 
+/** Whether a base URL is OpenAI's own API (its tiers are the ones priced: see withoutUnpricedExtras); parsed once per URL. */
+export function isOpenAIItself(baseUrl: string): boolean {
+  let known = OPENAI_ITSELF.get(baseUrl);
+  if (known === undefined) {
+    try {
+      known = new URL(baseUrl).hostname.toLowerCase() === "api.openai.com";
+    } catch {
+      known = false;
+    }
+    OPENAI_ITSELF.set(baseUrl, known);
+  }
+  return known;
+}
+const OPENAI_ITSELF = new Map<string, boolean>();
+
 export const openaiAdapter: ProviderAdapter = {
   format: "openai",
 
   buildRequest(provider, body) {
     const headers: Record<string, string> = { "content-type": "application/json", accept: "application/json", ...provider.headers };
     if (provider.apiKey) headers.authorization = `Bearer ${provider.apiKey}`;
-    return { url: `${provider.base_url}/chat/completions`, headers, body: JSON.stringify(withoutUnpricedExtras(body)) };
+    return { url: `${provider.base_url}/chat/completions`, headers, body: JSON.stringify(withoutUnpricedExtras(body, isOpenAIItself(provider.base_url))) };
   },
 
   modelsRequest(provider) {
@@ -188,7 +214,7 @@ export const openaiAdapter: ProviderAdapter = {
         }
         if (typeof choice.finish_reason === "string" && choice.finish_reason) events.push({ type: "finish", reason: FINISH[choice.finish_reason] ?? "stop" });
       }
-      if (chunk.usage && typeof chunk.usage === "object") events.push(usageEvent(chunk.usage));
+      if (chunk.usage && typeof chunk.usage === "object") events.push(usageEvent(chunk.usage, (chunk as { service_tier?: unknown }).service_tier));
       // A chunk that means its text alone (its delta's content) teaches how the next ones are written.
       const only = events.length === 1 ? events[0]! : undefined;
       if (only?.type === "text" && only.text === choice?.delta?.content) textFrames.learn(frame, only.text);
@@ -197,7 +223,7 @@ export const openaiAdapter: ProviderAdapter = {
   },
 
   decodeBody(body, _sent, scrub = SHAPES_ONLY) {
-    const b = body as { choices?: { message?: Record<string, any>; finish_reason?: string }[]; usage?: OpenAIUsage; error?: unknown };
+    const b = body as { choices?: { message?: Record<string, any>; finish_reason?: string }[]; usage?: OpenAIUsage; error?: unknown; service_tier?: unknown };
     // Some OpenAI-compatible proxies answer 200 with an error body; passed through, its text would reach the client.
     if (b?.error && !Array.isArray(b.choices)) throw new UpstreamProtocolError(`the upstream answered 200 with an error: ${scrub.logDetail(JSON.stringify(b.error))}`);
     // Anything else without a choice (`{}`, `[]`, `null`, usage alone) is not an answer: passed on
@@ -221,7 +247,7 @@ export const openaiAdapter: ProviderAdapter = {
       }
     }
     if (typeof choice.finish_reason === "string" && choice.finish_reason) events.push({ type: "finish", reason: FINISH[choice.finish_reason] ?? "stop" });
-    if (b.usage && typeof b.usage === "object") events.push(usageEvent(b.usage));
+    if (b.usage && typeof b.usage === "object") events.push(usageEvent(b.usage, b.service_tier));
     return events;
   },
 

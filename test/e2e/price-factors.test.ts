@@ -1,0 +1,116 @@
+/**
+ * What the vendors bill beside the token counts, read from the answer (billing/price-factor.ts):
+ * OpenAI's Flex processing at half the standard price, Anthropic's US-only inference at 1.1× on
+ * Claude 4.6 and later; and OpenAI's own API asked for the standard tier by name, so a project
+ * whose default is Priority is not billed above what the tenant pays (a bill audit, 2026-11-30).
+ */
+import { Database } from "bun:sqlite";
+import { describe, expect, test } from "bun:test";
+import { runAdmin } from "../../src/cli/admin.ts";
+import { maxPriceFactor, priceFactor } from "../../src/billing/price-factor.ts";
+import { withoutUnpricedExtras } from "../../src/providers/openai/openai-adapter.ts";
+import { useFakeUpstream } from "../helpers/fake-upstream.ts";
+import { ANTHROPIC_MODEL, OPENAI_MODEL, post, useGateway } from "../helpers/gateway.ts";
+
+const OPUS_46 = "test/opus-4-6";
+const upstream = useFakeUpstream();
+const gw = useGateway(() => ({
+  upstreamUrl: upstream.url,
+  credits: 1_000,
+  extraModels: [{ id: OPUS_46, provider: "fake-anthropic", upstream_model: "claude-opus-4-6", category: "text", context_length: 200_000, owned_by: "anthropic", pricing: { input_per_mtok: 5_000, output_per_mtok: 25_000 } }],
+}));
+/** Long enough that each hold covers the 1,000 prompt tokens the fake upstream reports (a hold counts at most a token a byte). */
+const ask = [{ role: "user", content: "hi ".repeat(2_000) }];
+
+const openaiBody = (tier: string | undefined) => ({
+  id: "chatcmpl-tier", object: "chat.completion", created: 1, model: "gpt-4o-mini", ...(tier ? { service_tier: tier } : {}),
+  choices: [{ index: 0, message: { role: "assistant", content: "ok" }, finish_reason: "stop" }],
+  usage: { prompt_tokens: 1_000, completion_tokens: 100, total_tokens: 1_100 },
+});
+const openaiStream = (tier: string) => [
+  `data: ${JSON.stringify({ id: "chatcmpl-tier", object: "chat.completion.chunk", created: 1, model: "gpt-4o-mini", service_tier: tier, choices: [{ index: 0, delta: { role: "assistant", content: "ok" }, finish_reason: null }] })}\n\n`,
+  `data: ${JSON.stringify({ id: "chatcmpl-tier", object: "chat.completion.chunk", created: 1, model: "gpt-4o-mini", service_tier: tier, choices: [{ index: 0, delta: {}, finish_reason: "stop" }] })}\n\n`,
+  `data: ${JSON.stringify({ id: "chatcmpl-tier", object: "chat.completion.chunk", created: 1, model: "gpt-4o-mini", service_tier: tier, choices: [], usage: { prompt_tokens: 1_000, completion_tokens: 100, total_tokens: 1_100 } })}\n\n`,
+  "data: [DONE]\n\n",
+];
+const anthropicEvent = (name: string, data: Record<string, unknown>) => `event: ${name}\ndata: ${JSON.stringify({ type: name, ...data })}\n\n`;
+const anthropicStream = (geo: string) => [
+  anthropicEvent("message_start", { message: { id: "msg_geo", type: "message", role: "assistant", model: "claude-opus-4-6", content: [], stop_reason: null, stop_sequence: null, usage: { input_tokens: 1_000, output_tokens: 1, inference_geo: geo } } }),
+  anthropicEvent("content_block_start", { index: 0, content_block: { type: "text", text: "" } }),
+  anthropicEvent("content_block_delta", { index: 0, delta: { type: "text_delta", text: "ok" } }),
+  anthropicEvent("content_block_stop", { index: 0 }),
+  anthropicEvent("message_delta", { delta: { stop_reason: "end_turn", stop_sequence: null }, usage: { output_tokens: 100 } }),
+  anthropicEvent("message_stop", {}),
+];
+
+async function charge(send: () => Promise<Response>): Promise<{ micro: number; prices: Record<string, number> }> {
+  const before = await gw.balanceMicro();
+  const res = await send();
+  expect(res.status).toBe(200);
+  await res.arrayBuffer();
+  const micro = before - (await gw.balanceMicro());
+  const db = new Database(gw.dbPath, { readonly: true });
+  try {
+    const row = db.query<{ cost_micro: number; prices: string }, []>("SELECT u.cost_micro, p.prices FROM usage_records u JOIN price_lists p ON p.id = u.price_id ORDER BY u.id DESC LIMIT 1").get()!;
+    expect(row.cost_micro).toBe(micro);
+    return { micro, prices: JSON.parse(row.prices) };
+  } finally {
+    db.close();
+  }
+}
+
+describe("OpenAI's Flex processing", () => {
+  test("an answer the upstream says ran at flex is charged half the standard prices, streamed or not; the audit agrees", async () => {
+    // gpt-4o-mini at 150 / 600: 1,000 in and 100 out are 210,000 micro-credits at standard, 105,000 at flex.
+    upstream.reply({ kind: "json", body: openaiBody("flex") });
+    const whole = await charge(() => post(gw, "/v1/chat/completions", { model: OPENAI_MODEL, messages: ask, service_tier: "flex" }));
+    expect(whole.micro).toBe(105_000);
+    expect(whole.prices).toMatchObject({ input: 75, output: 300 });
+    upstream.reply({ kind: "sse", chunks: openaiStream("flex") });
+    expect((await charge(() => post(gw, "/v1/chat/completions", { model: OPENAI_MODEL, messages: ask, service_tier: "flex", stream: true }))).micro).toBe(105_000);
+    // Translated for an Anthropic client, the same.
+    upstream.reply({ kind: "sse", chunks: openaiStream("flex") });
+    expect((await charge(() => post(gw, "/v1/messages", { model: OPENAI_MODEL, max_tokens: 200, messages: ask, stream: true }))).micro).toBe(105_000);
+    const audit = await runAdmin(["audit"], { SWITCHYARD_DB: gw.dbPath });
+    expect(audit.code).toBe(0);
+    expect(JSON.parse(audit.out).mispriced).toEqual([]);
+  });
+
+  test("a flex request the upstream answered at another tier, or without saying, is charged the standard prices", async () => {
+    for (const tier of ["default", undefined]) {
+      upstream.reply({ kind: "json", body: openaiBody(tier) });
+      expect((await charge(() => post(gw, "/v1/chat/completions", { model: OPENAI_MODEL, messages: ask, service_tier: "flex" }))).micro).toBe(210_000);
+    }
+  });
+
+  test("the tiers OpenAI's own API is sent: the standard one by name unless the client asked for flex; other servers get what the client sent", () => {
+    const sent = (tier: string | undefined, openaiItself: boolean) => (withoutUnpricedExtras({ model: "m", ...(tier ? { service_tier: tier } : {}) }, openaiItself) as { service_tier?: string }).service_tier;
+    expect([undefined, "auto", "default", "priority", "scale", "flex"].map((t) => sent(t, true))).toEqual(["default", "default", "default", "default", "default", "flex"]);
+    expect([undefined, "auto", "default", "priority", "scale", "flex"].map((t) => sent(t, false))).toEqual([undefined, "auto", "default", undefined, undefined, "flex"]);
+  });
+});
+
+describe("Anthropic's US-only inference", () => {
+  test("on Claude 4.6 and later an answer that ran in the US is charged 1.1× every price; elsewhere, or on older models, the list price", async () => {
+    // claude-opus-4-6 at 5,000 / 25,000: 1,000 in and 100 out are 7,500,000 at list, 8,250,000 at 1.1×.
+    upstream.reply({ kind: "sse", chunks: anthropicStream("us") });
+    const us = await charge(() => post(gw, "/v1/messages", { model: OPUS_46, max_tokens: 200, messages: ask, stream: true }));
+    expect(us.micro).toBe(8_250_000);
+    expect(us.prices).toMatchObject({ input: 5_500, output: 27_500, cacheRead: 550, cacheWrite5m: 6_875, cacheWrite1h: 11_000 });
+    upstream.reply({ kind: "sse", chunks: anthropicStream("global") });
+    expect((await charge(() => post(gw, "/v1/messages", { model: OPUS_46, max_tokens: 200, messages: ask, stream: true }))).micro).toBe(7_500_000);
+    // Sonnet 4.5 was released before US-only inference cost more.
+    upstream.reply({ kind: "sse", chunks: anthropicStream("us") });
+    expect((await charge(() => post(gw, "/v1/messages", { model: ANTHROPIC_MODEL, max_tokens: 200, messages: ask, stream: true }))).micro).toBe(1_000 * 3_000 + 100 * 15_000);
+  });
+
+  test("the hold of a model it applies to covers 1.1×", () => {
+    expect(maxPriceFactor("claude-opus-4-6")).toBe(1.1);
+    expect(maxPriceFactor("us.anthropic.claude-sonnet-4-6-20260301-v1:0")).toBe(1.1);
+    expect(maxPriceFactor("claude-sonnet-5")).toBe(1.1);
+    for (const older of ["claude-sonnet-4-5", "claude-opus-4-1", "claude-3-7-sonnet-latest", "claude-haiku-4-5-20251001", "gpt-5"]) expect([older, maxPriceFactor(older)]).toEqual([older, 1]);
+    // Flex is only OpenAI's own families' price.
+    expect(priceFactor("llama-3.3-70b", { serviceTier: "flex" })).toBe(1);
+    expect(priceFactor("o4-mini", { serviceTier: "flex" })).toBe(0.5);
+  });
+});
