@@ -60,7 +60,8 @@ import { consoleApiRoutes, consoleGate } from "./http/console/console-api.ts";
 import { consolePageRoutes } from "./http/console/console-page.ts";
 import { adminOperations } from "./http/routes/admin-operations.ts";
 import { createModelHealth } from "./ops/model-health.ts";
-import { corsPolicy } from "./http/cors.ts";
+import { corsPolicy } from "./config/cors-origins.ts";
+import { createPromptMemory } from "./billing/prompt-memory.ts";
 
 export interface AppDeps {
   /** The SQLite file's connection: accounts, keys and the ledger, unless `stores` are given. */
@@ -253,6 +254,8 @@ export function createApp(deps: AppDeps) {
     tokenizer,
     // Counts of prompts near a context window take turns per key.
     fitCounts: admissionCounts,
+    // What each conversation's last answer reported of its prompt, for a cancelled one's estimate.
+    prompts: createPromptMemory(),
     embeddingsThread,
     scrubber,
     principals,

@@ -16,6 +16,8 @@ export interface MeteredUsage {
   cacheWrite1hTokens: number;
   /** True when any count came from our tokenizer rather than the upstream. */
   estimated: boolean;
+  /** True when the prompt's was: the upstream reported no input count (so no cache parts either). */
+  promptEstimated?: boolean;
   /** Images generated, priced apart from tokens. */
   images: number;
 }
@@ -110,6 +112,11 @@ export class UsageMeter {
   #reasoningAfter = 0;
 
   readonly #countTokens: TokenCounter;
+  /**
+   * The request is with the upstream (sent, no refusal back): a client that leaves from here is
+   * charged its prompt even if nothing came back yet, as the vendor bills it (billing-session.ts).
+   */
+  promptSent = false;
   /** The answer limit the request was sent with, and how many answers it asked for (OpenAI's `n`). */
   #perAnswer = Number.POSITIVE_INFINITY;
   #answers = 1;
@@ -364,7 +371,7 @@ export class UsageMeter {
     } else outputTokens = Math.min(outputTokens, this.#perAnswer * this.#answers);
     const input = this.#input;
     if (input === undefined) {
-      return { inputTokens: await countPrompt(prompt, this.#countTokens), outputTokens, cacheReadTokens: 0, cacheWriteTokens: 0, cacheWrite1hTokens: 0, estimated, images: this.#images };
+      return { inputTokens: await countPrompt(prompt, this.#countTokens), outputTokens, cacheReadTokens: 0, cacheWriteTokens: 0, cacheWrite1hTokens: 0, estimated, promptEstimated: true, images: this.#images };
     }
     const cacheReadTokens = Math.min(this.#cacheRead ?? 0, input);
     const cacheWriteTokens = Math.min(this.#cacheWrite ?? 0, input - cacheReadTokens);

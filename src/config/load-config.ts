@@ -1,7 +1,7 @@
 import { existsSync, readFileSync } from "node:fs";
 import { extname, resolve } from "node:path";
 import { Value, ValueErrorType, type ValueError } from "@sinclair/typebox/value";
-import { corsPolicy } from "../http/cors.ts";
+import { corsPolicy } from "./cors-origins.ts";
 import { AlertsConfig, Config, LimitsConfig, ResponsesConfig, RetryConfig, ServerConfig, Timeouts } from "./schema.ts";
 import type { Limits, ModelConfig, ProviderConfig, ProviderTimeouts, ResponsesSettings, RetrySettings, ServerSettings } from "./schema.ts";
 import { defaultConfig } from "./defaults.ts";

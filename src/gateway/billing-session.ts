@@ -4,7 +4,8 @@ import type { Logger } from "../log/log.ts";
 import { classesCostMicro, classesOf, NO_TOKENS, priceListOf } from "../billing/pricing.ts";
 import { priceFactor } from "../billing/price-factor.ts";
 import { microToCredits } from "../billing/money.ts";
-import { UsageMeter, type PromptSource } from "../billing/usage-meter.ts";
+import { UsageMeter, type MeteredUsage, type PromptSource } from "../billing/usage-meter.ts";
+import { conversationKey, type PromptMemory } from "../billing/prompt-memory.ts";
 import { GatewayError, NO_RETRY } from "../streaming/gateway-error.ts";
 import type { Inflight } from "./inflight.ts";
 import type { Tokenizer } from "../billing/token-estimate.ts";
@@ -35,6 +36,9 @@ export interface BillingDeps {
   inflight: Inflight;
   log: Logger;
   tokenizer: Tokenizer;
+  /** Conversations' last reported prompts (billing/prompt-memory.ts); without it a cancelled estimate is all fresh input. */
+  prompts?: PromptMemory;
+  now?: () => number;
 }
 
 /** Told what a settlement charged (metrics, the access log): a request's trace is one. */
@@ -57,6 +61,8 @@ export interface BillingOpen {
   slot?: { release(): void };
   /** How many answers the model makes for this request (OpenAI's `n`; plan.ts answersAsked). */
   answers?: (model: ModelConfig) => number;
+  /** The client's conversation id (gateway/session-id.ts), asked for at the settlement: see PromptMemory. */
+  conversation?: () => string | undefined;
 }
 
 /**
@@ -131,6 +137,24 @@ class OpenSession implements BillingSession {
     return (this.#settled ??= this.#settleOnce(status));
   }
 
+  /**
+   * A reported prompt is remembered for its conversation; a cancelled answer's estimated one takes
+   * the conversation's last reported prompt as read from the vendor's cache (billing/prompt-memory.ts).
+   */
+  #withRememberedPrompt(prompts: PromptMemory, usage: MeteredUsage, modelId: string, status: SettleStatus): MeteredUsage {
+    if (usage.promptEstimated ? status !== "cancelled" : status !== "ok") return usage;
+    const id = this.o.conversation!();
+    if (id === undefined) return usage;
+    const key = conversationKey(this.o.principal.accountId, modelId, id);
+    const at = this.deps.now ? this.deps.now() : Date.now();
+    if (!usage.promptEstimated) {
+      prompts.remember(key, usage.inputTokens, at);
+      return usage;
+    }
+    const read = Math.min(prompts.recall(key, at) ?? 0, usage.inputTokens);
+    return read > 0 ? { ...usage, cacheReadTokens: read } : usage;
+  }
+
   async #settleOnce(status: SettleStatus): Promise<void> {
     const { deps, o } = this;
     const meter = this.#meter;
@@ -139,12 +163,17 @@ class OpenSession implements BillingSession {
       // Nothing produced, nothing charged: an upstream that failed before answering costs nothing,
       // and so does a stream the upstream broke before its first token (Anthropic's message_start
       // announces the prompt's tokens, then `overloaded_error`: the answer failed, nothing came).
-      const produced = status !== "upstream_error" && meter !== undefined && !meter.empty && (status !== "stream_failed" || meter.answered);
+      // A client that leaves once the upstream has its request pays for the prompt, answer or not:
+      // the vendor processes (and bills) it, and leaving before the first byte was free prompt
+      // processing on the operator's bill (a bill audit, 2026-11-30).
+      const abandoned = status === "cancelled" && meter !== undefined && meter.promptSent;
+      const produced = status !== "upstream_error" && meter !== undefined && (!meter.empty || abandoned) && (status !== "stream_failed" || meter.answered);
       const counted = produced ? await meter!.total(o.promptText) : undefined;
       // n answers whose tokens the upstream did not report: the meter reads the first answer's
       // text, and the others are taken to be as long (the hold caps it at n answers' worst case).
       const answers = counted && !meter!.outputReported && model && o.answers ? o.answers(model) : 1;
-      const usage = counted && answers > 1 ? { ...counted, outputTokens: counted.outputTokens * answers } : counted;
+      let usage = counted && answers > 1 ? { ...counted, outputTokens: counted.outputTokens * answers } : counted;
+      if (usage && model && deps.prompts && o.conversation) usage = this.#withRememberedPrompt(deps.prompts, usage, model.id, status);
       const classes = usage ? classesOf(usage, meter!.reasoned ? ((await meter!.reasoningTokens()) ?? 0) : 0) : NO_TOKENS;
       const prices = priceListOf(model?.pricing, usage?.inputTokens ?? 0, model && meter ? priceFactor(model.upstream_model, meter) : 1);
       const costMicro = produced && model ? classesCostMicro(classes, prices) : 0;

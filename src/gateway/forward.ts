@@ -23,6 +23,7 @@ import { keyVerdict, sessionHash } from "../providers/key-pool.ts";
 import { sessionIdOf } from "./session-id.ts";
 import { concurrencyRefusal, NO_SLOT, type ConcurrencySlot, type ConcurrencyStore } from "../limits/concurrency-limiter.ts";
 import type { Transport } from "../transport/transport.ts";
+import type { PromptMemory } from "../billing/prompt-memory.ts";
 import type { CountQueue } from "../limits/count-queue.ts";
 import { countInTurn } from "./count-in-turn.ts";
 
@@ -55,6 +56,8 @@ export interface ForwardDeps {
    * (limits/count-queue.ts); without it, on the tokenizer's own lane.
    */
   fitCounts?: CountQueue;
+  /** Conversations' last reported prompts, for cancelled answers' estimates (billing/prompt-memory.ts). */
+  prompts?: PromptMemory;
 }
 
 export interface ForwardRequest {
@@ -121,6 +124,7 @@ export async function forward(deps: ForwardDeps, req: ForwardRequest): Promise<R
       // From here the settlement gives the place back, once, whatever happens to the request.
       slot,
       answers: typeof req.body.n === "number" && req.body.n > 1 ? (model) => answersAsked(deps.settings, req.format.wire, req.body, model) : undefined,
+      conversation: () => conversationOf(req, plan.uuid),
     });
   } catch (err) {
     slot.release();
@@ -150,7 +154,10 @@ export async function forward(deps: ForwardDeps, req: ForwardRequest): Promise<R
         // Awaited only when the store answers later (Redis): an await costs a turn of microtasks.
         const chosen = pool?.choose(session ?? undefined, tried);
         const key: ChosenKey | undefined = chosen instanceof Promise ? await chosen : chosen;
+        // From here a client that leaves pays for the prompt (billing-session.ts), until a refusal says the vendor did not take it.
+        meter.promptSent = true;
         const attempted = await attemptUpstream(deps, attemptRequest, candidate, key);
+        if (attempted.kind === "refused") meter.promptSent = false;
         if (key) pool!.report(key, attempted.kind === "refused" ? attempted.status ?? 0 : 200, attempted.kind === "refused" ? attempted.delayMs : undefined);
         trace?.attemptEnded(attempted.kind === "refused" ? attempted.cause ?? "other" : undefined, attempted.kind === "stream");
         let outcome: AttemptOutcome & { kind: "refused" };
@@ -250,9 +257,14 @@ function refusedBeforeStart(err: StreamFailedBeforeStart): AttemptOutcome & { ki
 
 /** The conversation a request belongs to, hashed (the raw id goes nowhere), for vendor key affinity. */
 function sessionOf(req: ForwardRequest, uuid: string): string | undefined {
-  const chain = typeof req.chain === "function" ? req.chain(uuid) : req.chain;
-  const id = sessionIdOf(req.format.wire, req.body, req.headers, chain);
+  const id = conversationOf(req, uuid);
   return id === undefined ? undefined : sessionHash(id);
+}
+
+/** The client's conversation id as it sent it (gateway/session-id.ts); kept in memory only, never stored or logged as is. */
+function conversationOf(req: ForwardRequest, uuid: string): string | undefined {
+  const chain = typeof req.chain === "function" ? req.chain(uuid) : req.chain;
+  return sessionIdOf(req.format.wire, req.body, req.headers, chain);
 }
 
 /**

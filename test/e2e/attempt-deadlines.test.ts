@@ -24,8 +24,11 @@ afterAll(async () => {
   await healthy.stop();
 });
 
-async function gatewayWith(o: { idleMs?: number; firstByteMs?: number; totalMs?: number; clientIdleMs?: number }): Promise<Gateway> {
-  return startGateway({ upstreamUrl: raw.url, idleMs: o.idleMs ?? 300, firstByteMs: o.firstByteMs ?? 2_000, totalMs: o.totalMs, clientIdleMs: o.clientIdleMs, retry: { max_retries: 0 } });
+async function gatewayWith(o: { idleMs?: number; firstByteMs?: number; totalMs?: number; clientIdleMs?: number; maxTokensCap?: number }): Promise<Gateway> {
+  return startGateway({
+    upstreamUrl: raw.url, idleMs: o.idleMs ?? 300, firstByteMs: o.firstByteMs ?? 2_000, totalMs: o.totalMs, clientIdleMs: o.clientIdleMs, retry: { max_retries: 0 },
+    ...(o.maxTokensCap ? { limits: { max_tokens_cap: o.maxTokensCap } } : {}),
+  });
 }
 
 function records(gw: Gateway) {
@@ -261,7 +264,9 @@ describe("an upstream that says its answer is over but keeps the body open", () 
 
 describe("a client that stops reading", () => {
   test("is given up after client_idle_ms: the upstream request is cut, what was produced is charged", async () => {
-    const gw = await gatewayWith({ idleMs: 5_000, clientIdleMs: 300 });
+    // An answer limit high enough that the endless answer meets the client's idleness before it
+    // passes what its limit could make (a stream past that is cut: usage-meter.ts, RELAY_CHARS_PER_TOKEN).
+    const gw = await gatewayWith({ idleMs: 5_000, clientIdleMs: 300, maxTokensCap: 1_000_000 });
     let streaming: RawSocket | undefined;
     let written = 0;
     try {
@@ -289,7 +294,7 @@ describe("a client that stops reading", () => {
         };
         pump();
       };
-      const res = await post(gw, "/v1/chat/completions", { model: OPENAI_MODEL, messages: question, stream: true });
+      const res = await post(gw, "/v1/chat/completions", { model: OPENAI_MODEL, messages: question, stream: true, max_tokens: 100_000 });
       const reader = res.body!.getReader();
       await reader.read(); // the first bytes, then nothing more is read
       const deadline = Date.now() + 5_000;

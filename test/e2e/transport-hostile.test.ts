@@ -503,7 +503,8 @@ describe("through the gateway", () => {
       void pump(socket, () => chunk);
     });
     try {
-      const res = await postToGateway(gw, "/v1/chat/completions", { ...ask, stream: true });
+      // The model's whole answer limit (8,192 tokens): the size cap bites before the limit would.
+      const res = await postToGateway(gw, "/v1/chat/completions", { ...ask, max_tokens: 8_192, stream: true });
       expect(res.status).toBe(200);
       const text = await res.text();
       expect(text.length).toBeGreaterThan(MiB / 2);

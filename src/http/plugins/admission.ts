@@ -6,7 +6,8 @@ import type { RateLimitStore } from "../../limits/rate-limiter.ts";
 import { formatResetDuration, retryAfterSeconds, type BucketDecision } from "../../limits/token-bucket.ts";
 import { errorResponse } from "./errors.ts";
 import { unreadBodyHeaders, type BodyServer } from "./json-body.ts";
-import { addCorsHeaders, preflightResponse, type CorsPolicy } from "../cors.ts";
+import { addCorsHeaders, preflightResponse } from "../cors.ts";
+import type { CorsPolicy } from "../../config/cors-origins.ts";
 
 /**
  * Which key each request came with: admission attaches it, the routes read it. One per app

@@ -1,0 +1,113 @@
+/**
+ * What a client that leaves is charged (billing-session.ts, billing/prompt-memory.ts): once the
+ * upstream has its request, the prompt, answer or not (the vendor processes and bills it; leaving
+ * before the first byte was free prompt processing); nothing while no upstream has it (waiting to
+ * retry after a refusal). A prompt the gateway had to estimate takes the conversation's last
+ * reported prompt as read from the vendor's cache, priced as a read (a bill audit, 2026-11-30).
+ */
+import { Database } from "bun:sqlite";
+import { describe, expect, test } from "bun:test";
+import { useFakeUpstream } from "../helpers/fake-upstream.ts";
+import { ANTHROPIC_MODEL, OPENAI_MODEL, post, useGateway, type Gateway } from "../helpers/gateway.ts";
+
+const upstream = useFakeUpstream();
+const gw = useGateway(() => ({ upstreamUrl: upstream.url, credits: 1_000, retry: { max_retries: 2, max_wait_ms: 10_000 } }));
+
+interface Row { status: string; cost_micro: number; prompt_tokens: number; completion_tokens: number; cache_read_tokens: number; fresh_input_tokens: number; estimated: number }
+function lastRecord(g: Gateway): Row | undefined {
+  const db = new Database(g.dbPath, { readonly: true });
+  try {
+    return db.query<Row, []>("SELECT status, cost_micro, prompt_tokens, completion_tokens, cache_read_tokens, fresh_input_tokens, estimated FROM usage_records ORDER BY id DESC LIMIT 1").get() ?? undefined;
+  } finally {
+    db.close();
+  }
+}
+
+/** Sends, waits until the upstream has the request (or `whenSent` says so), leaves; the settled record and what it cost. */
+async function leaveAfterSent(path: string, body: Record<string, unknown>, whenSent = () => upstream.requests.length > 0): Promise<{ row: Row; charged: number }> {
+  const before = await gw.balanceMicro();
+  const leave = new AbortController();
+  const asked = post(gw, path, body, {}, leave.signal).then((res) => res.body?.cancel()).catch(() => {});
+  for (const until = Date.now() + 3_000; !whenSent() && Date.now() < until; ) await Bun.sleep(2);
+  expect(whenSent()).toBe(true);
+  await Bun.sleep(20);
+  leave.abort();
+  await asked;
+  for (const until = Date.now() + 3_000; gw.app.services.inflight.count > 0 && Date.now() < until; ) await Bun.sleep(5);
+  await gw.app.services.settled();
+  return { row: lastRecord(gw)!, charged: before - (await gw.balanceMicro()) };
+}
+
+const PROMPT = "a conversation so far ".repeat(200);
+const messages = (text = PROMPT) => [{ role: "user", content: text }];
+const chunk = (text: string) => `data: {"id":"c","object":"chat.completion.chunk","created":1,"model":"m","choices":[{"index":0,"delta":{"content":${JSON.stringify(text)}},"finish_reason":null}]}\n\n`;
+
+describe("a client that leaves before any answer came", () => {
+  test("non-stream, while the upstream works on it: the prompt is charged (estimated, as fresh input), no output", async () => {
+    upstream.reply({ kind: "hang" });
+    const { row, charged } = await leaveAfterSent("/v1/chat/completions", { model: OPENAI_MODEL, messages: messages() });
+    expect(row).toMatchObject({ status: "cancelled", completion_tokens: 0, estimated: 1, cache_read_tokens: 0 });
+    expect(row.prompt_tokens).toBeGreaterThan(600);
+    // gpt-4o-mini's input price: 150 credits per million tokens.
+    expect(charged).toBe(Math.ceil(row.prompt_tokens * 150));
+    expect(gw.app.services.ledger.openHolds()).toBe(0);
+  });
+
+  test("a stream whose head came but no frame yet: the prompt is charged", async () => {
+    upstream.reply({ kind: "sse", holdOpen: true, chunks: [] });
+    const { row, charged } = await leaveAfterSent("/v1/messages", { model: ANTHROPIC_MODEL, max_tokens: 100, messages: messages(), stream: true });
+    expect(row).toMatchObject({ status: "cancelled", completion_tokens: 0 });
+    expect(charged).toBe(Math.ceil(row.prompt_tokens * 3_000));
+    expect(charged).toBeGreaterThan(0);
+  });
+
+  test("while the gateway waits to retry after the upstream refused: nothing is charged (no upstream has the request)", async () => {
+    upstream.reply({ kind: "json", status: 429, headers: { "retry-after": "2" }, body: { error: { message: "Rate limit reached", type: "requests" } } });
+    const { row, charged } = await leaveAfterSent("/v1/chat/completions", { model: OPENAI_MODEL, messages: messages() });
+    expect(upstream.requests.length).toBe(1);
+    expect(row).toMatchObject({ status: "cancelled", cost_micro: 0 });
+    expect(charged).toBe(0);
+  });
+});
+
+describe("a cancelled answer's estimated prompt, in a conversation whose last answer reported its prompt", () => {
+  /** A whole OpenAI answer that reports its prompt, for conversation `key`. */
+  async function answered(key: string, promptTokens: number): Promise<void> {
+    upstream.reply({ kind: "json", body: { id: "chatcmpl-1", object: "chat.completion", created: 1, model: "gpt-4o-mini", choices: [{ index: 0, message: { role: "assistant", content: "ok" }, finish_reason: "stop" }], usage: { prompt_tokens: promptTokens, completion_tokens: 5, total_tokens: promptTokens + 5 } } });
+    const res = await post(gw, "/v1/chat/completions", { model: OPENAI_MODEL, messages: messages(), prompt_cache_key: key });
+    expect(res.status).toBe(200);
+    await res.json();
+  }
+
+  /** The next turn of conversation `key`, streamed and left after its first frame (an OpenAI upstream reports usage only at its end). */
+  function interrupted(key: string | undefined) {
+    upstream.reply({ kind: "sse", holdOpen: true, chunks: [chunk("Partial answer")] });
+    const before = upstream.requests.length;
+    return leaveAfterSent("/v1/chat/completions", { model: OPENAI_MODEL, messages: messages(PROMPT + " and one more turn"), stream: true, ...(key ? { prompt_cache_key: key } : {}) }, () => upstream.requests.length > before);
+  }
+
+  test("that much is taken as read from the vendor's cache and priced as a read; another conversation, or none, pays it as fresh input", async () => {
+    await answered("conversation-a", 600);
+    const cached = await interrupted("conversation-a");
+    expect(cached.row).toMatchObject({ status: "cancelled", estimated: 1, cache_read_tokens: 600 });
+    expect(cached.row.fresh_input_tokens).toBe(cached.row.prompt_tokens - 600);
+    // gpt-4o-mini: input 150, cache reads 75 (its 50 %), output 600.
+    expect(cached.charged).toBe(Math.ceil((cached.row.prompt_tokens - 600) * 150 + 600 * 75 + cached.row.completion_tokens * 600));
+
+    for (const other of ["conversation-b", undefined]) {
+      const fresh = await interrupted(other);
+      expect([other, fresh.row.cache_read_tokens]).toEqual([other, 0]);
+      expect(fresh.charged).toBe(Math.ceil(fresh.row.prompt_tokens * 150 + fresh.row.completion_tokens * 600));
+    }
+  });
+
+  test("never more read than the estimate; a reported prompt is never changed", async () => {
+    await answered("conversation-c", 1_000_000);
+    const capped = await interrupted("conversation-c");
+    expect(capped.row.cache_read_tokens).toBe(capped.row.prompt_tokens);
+    // A reported answer of the same conversation keeps its own counts.
+    await answered("conversation-c", 700);
+    const row = lastRecord(gw)!;
+    expect(row).toMatchObject({ status: "ok", prompt_tokens: 700, cache_read_tokens: 0, estimated: 0 });
+  });
+});
