@@ -301,3 +301,21 @@ describe("an upstream that sends far more than the answer's limit", () => {
     expect(content.length).toBe(20_000);
   });
 });
+
+test("a stream whose only choice is numbered other than 0 is read as its answer, as the same body unstreamed is", async () => {
+  const indexed = (delta: Record<string, unknown>, finish: string | null = null) =>
+    `data: ${JSON.stringify({ id: "chatcmpl-Idx", object: "chat.completion.chunk", created: 1, model: "gpt-4o-mini", choices: [{ index: 7, delta, logprobs: null, finish_reason: finish }] })}\n\n`;
+  const chunks = [indexed({ role: "assistant", content: "" }), indexed({ content: "seven" }), indexed({}, "stop"), usage({ prompt_tokens: 3, completion_tokens: 1 }), "data: [DONE]\n\n"];
+  upstream.reply({ kind: "sse", chunks });
+  const chat = await post(gw, "/v1/chat/completions", { model: OPENAI_MODEL, messages: ask, stream: true });
+  expect(chat.status).toBe(200);
+  const frames = sseFrames(await chat.text());
+  expect(frames.at(-1)!.data).toBe("[DONE]");
+  upstream.reply({ kind: "sse", chunks });
+  const messages = await post(gw, "/v1/messages", { model: OPENAI_MODEL, max_tokens: 10, messages: ask, stream: true });
+  expect(messages.status).toBe(200);
+  const events = sseFrames(await messages.text());
+  const text = events.filter((f) => f.event === "content_block_delta").map((f) => JSON.parse(f.data).delta.text).join("");
+  expect(text).toBe("seven");
+  expect(events.at(-1)!.event).toBe("message_stop");
+});

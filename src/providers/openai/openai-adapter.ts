@@ -139,6 +139,8 @@ export const openaiAdapter: ProviderAdapter = {
     const callById = new Map<string, number>();
     let lastCall = -1;
     let calls = 0;
+    /** The index of the choice that is the answer (see below). */
+    let answerIndex: number | undefined;
     /** How this answer writes a chunk of text alone, learnt from the first one parsed (text-frame-template.ts). */
     const textFrames = textFrameReader('"content"', readContent, '"obfuscation"');
     return (frame): DecodedFrame => {
@@ -158,7 +160,10 @@ export const openaiAdapter: ProviderAdapter = {
         return { parsed: chunk, events };
       }
       const choice = chunk.choices?.[0];
-      if (choice && (choice.index ?? 0) === 0) {
+      // The answer is the first choice the stream names (0 from OpenAI; a server that numbers its
+      // only choice otherwise is read the same, as its whole answer is: a raw-TCP probe, 2026-11-30).
+      if (choice) answerIndex ??= typeof choice.index === "number" ? choice.index : 0;
+      if (choice && (choice.index ?? 0) === answerIndex) {
         const delta = choice.delta;
         if (delta) {
           if (typeof delta.reasoning_content === "string" && delta.reasoning_content) events.push({ type: "reasoning", text: delta.reasoning_content });
