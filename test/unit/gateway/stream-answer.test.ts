@@ -418,6 +418,31 @@ describe("stream stage woken by the transport (onReadable): no promise a chunk",
     expect(body.reader.reads).toBe(0);
   });
 
+  test("no keep-alive follows the answer's end while a slow client is still taking it", async () => {
+    const body = wakingBody();
+    // A keep-alive check every 5 ms, due after 15 ms of quiet.
+    const { source, outcome } = await stage(body, { keepAliveMs: 15 });
+    const writes: string[] = [];
+    const controller: DirectController = {
+      write(c) {
+        writes.push(c);
+        // The end's write: the client takes it slowly (80 ms), long past the keep-alive's due time.
+        return c.includes("[DONE]") ? new Promise<number>((resolve) => setTimeout(() => resolve(c.length), 80)) : c.length;
+      },
+      flush: () => 0,
+      close() {},
+    };
+    const pulled = source.pull(controller);
+    body.arrive(data(FIRST + chunk(1) + LAST));
+    body.arrive(END);
+    await pulled;
+    await Bun.sleep(30);
+    const end = writes.findIndex((w) => w.includes("[DONE]"));
+    expect(end).toBeGreaterThanOrEqual(0);
+    expect(writes.slice(end + 1)).toEqual([]);
+    expect(outcome.value).toBe("completed");
+  });
+
   test("a frame with an image arriving mid-stream is inlined in its place; the frames after it wait for it", async () => {
     const body = wakingBody();
     const imageFrame = `data: {"id":"chatcmpl-up","object":"chat.completion.chunk","created":1,"model":"gpt-up","choices":[{"index":0,"delta":{"images":[{"image_url":{"url":"https://img.example/a.png"}}]},"finish_reason":null}]}\n\n`;
