@@ -42,15 +42,25 @@ export type PromptSource = (() => string | Promise<number>) | { text(): string |
 export const METER_KEEP_CHARS = 8 * 1024;
 
 /**
- * The most an answer may relay per token of its limit, in characters of text (or of frames relayed
- * undecoded), plus a fixed allowance for the frames' JSON around small answers. No tokenizer makes
- * a token of more than a few dozen characters, so an upstream past this is not answering the
- * request: 60 MB streamed against `max_tokens: 50` went to the client whole (and, on the Responses
- * API, which repeats the text in four closing events, took the gateway to 1 GB; a raw-TCP probe,
- * 2026-11-30). The stream stops there with an error frame (stream-answer.ts, `overrun`).
+ * How much an answer may relay for the answer limit it was sent with, beyond which the upstream is
+ * not answering the request: 60 MB streamed against `max_tokens: 50` went to the client whole (and,
+ * on the Responses API, which repeats the text in four closing events, took the gateway to 1 GB; a
+ * raw-TCP probe, 2026-11-30). Three bounds, each far past what a model writes for its limit:
+ * - text (answer, reasoning, tool calls) decoded from frames: 256 characters a token (no tokenizer
+ *   makes a token of more than a few dozen), plus 64 Ki;
+ * - frames of more than 256 characters: 4 a token, plus 1,024 (vendors send about one a token, and
+ *   a few of their own; smaller ones, Anthropic's pings among them, carry too little to matter);
+ * - what frames carry past 8 KiB each (a chunk with 20 `top_logprobs` is 2–4 KB): 256 characters a
+ *   token, plus 64 Ki. A frame relayed as it came is counted by this one only, not by its JSON
+ *   (an OpenAI chunk is ~330 characters a token, its `"usage":null`, `obfuscation` and the rest).
+ * The stream stops there with an error frame (stream-answer.ts, `overrun`), charged at the limit.
  */
 export const RELAY_CHARS_PER_TOKEN = 256;
 export const RELAY_SLACK_CHARS = 64 * 1024;
+export const RELAY_FRAMES_PER_TOKEN = 4;
+export const RELAY_SLACK_FRAMES = 1_024;
+export const RELAY_FRAME_ALLOWANCE = 8 * 1024;
+const RELAY_SMALL_FRAME = 256;
 
 /** What a frame relayed undecoded weighs against METER_KEEP_CHARS, per character (see `defer`). */
 const FRAME_WEIGHT = 4;
@@ -120,9 +130,12 @@ export class UsageMeter {
   /** The answer limit the request was sent with, and how many answers it asked for (OpenAI's `n`). */
   #perAnswer = Number.POSITIVE_INFINITY;
   #answers = 1;
-  /** Characters of answer relayed so far, and how many the limit allows (RELAY_CHARS_PER_TOKEN). */
+  /** Text decoded from the answer's frames, the frames relayed and what they carried past RELAY_FRAME_ALLOWANCE each; and their bounds. */
   #relayed = 0;
+  #frames = 0;
+  #frameExcess = 0;
   #relayLimit = Number.POSITIVE_INFINITY;
+  #frameLimit = Number.POSITIVE_INFINITY;
 
   /** `count`: the gateway's tokenizer, for what the upstream did not report. */
   constructor(count: TokenCounter, keepChars = METER_KEEP_CHARS) {
@@ -137,9 +150,8 @@ export class UsageMeter {
   defer<F extends { data: string }>(frame: F, decode: (frame: F) => StreamEvent[]): void {
     this.#empty = false;
     this.#answered = true;
-    const size = frame.data.length;
-    this.#relayed += size;
     if (this.#output !== undefined) return;
+    const size = frame.data.length;
     if (this.#sampled) {
       // A sample without frames (text decoded before them filled it) could not tell how much of a
       // frame is text, and counted every frame character as text (~4× too many tokens): its first
@@ -354,11 +366,19 @@ export class UsageMeter {
     this.#perAnswer = perAnswer;
     this.#answers = answers;
     this.#relayLimit = perAnswer * answers * RELAY_CHARS_PER_TOKEN + RELAY_SLACK_CHARS;
+    this.#frameLimit = perAnswer * answers * RELAY_FRAMES_PER_TOKEN + RELAY_SLACK_FRAMES;
   }
 
-  /** More answer has come than the limit could make (RELAY_CHARS_PER_TOKEN): the upstream is not answering this request. */
+  /** A frame of `chars` characters was relayed (decoded or as it came): counted against the frame bounds. */
+  relayedFrame(chars: number): void {
+    if (chars <= RELAY_SMALL_FRAME) return;
+    this.#frames++;
+    if (chars > RELAY_FRAME_ALLOWANCE) this.#frameExcess += chars - RELAY_FRAME_ALLOWANCE;
+  }
+
+  /** More answer has come than the limit could make (RELAY_CHARS_PER_TOKEN …): the upstream is not answering this request. */
   get overrun(): boolean {
-    return this.#relayed > this.#relayLimit;
+    return this.#relayed > this.#relayLimit || this.#frameExcess > this.#relayLimit || this.#frames > this.#frameLimit;
   }
 
   async #count(prompt: PromptSource): Promise<MeteredUsage> {

@@ -174,6 +174,7 @@ export async function answerSource(o: StreamAnswerOptions): Promise<{
         const data = o.redact(frame.data);
         if (data !== frame.data) frame = { ...frame, data };
       }
+      o.meter.relayedFrame(frame.data.length);
       const skimmed = held.length === 0 ? o.sink.skim?.(frame) : undefined;
       if (skimmed !== undefined) {
         o.meter.defer(frame, decodeEvents);

@@ -291,6 +291,37 @@ describe("an upstream that sends far more than the answer's limit", () => {
     }
   });
 
+  /** A chunk as OpenAI writes it today: ~330 characters for one token, most of it not text. */
+  const realChunk = (text: string, logprobs?: unknown, role?: string) =>
+    `data: ${JSON.stringify({ id: "chatcmpl-CEt0lDxIQRdnHGTrPCAc0VVj0I8Yq", object: "chat.completion.chunk", created: 1757926327, model: "gpt-4o-mini-2024-07-18", service_tier: "default", system_fingerprint: "fp_560af6e559", choices: [{ index: 0, delta: role ? { role, content: text, refusal: null } : { content: text }, logprobs: logprobs ?? null, finish_reason: null }], usage: null, obfuscation: "Xq3tr" })}\n\n`;
+  /** The first chunk: the relay learns the vendor's head from it, and then passes text chunks on as they came (skim). */
+  const opening = realChunk("", undefined, "assistant");
+  const ending = [`data: ${JSON.stringify({ id: "chatcmpl-x", object: "chat.completion.chunk", created: 1, model: "gpt-4o-mini", choices: [{ index: 0, delta: {}, finish_reason: "length" }], usage: null })}\n\n`, usage({ prompt_tokens: 5, completion_tokens: 2_000 }), "data: [DONE]\n\n"];
+
+  test("ordinary answers as long as their limit are relayed whole: OpenAI's own chunks, and chunks with 20 top_logprobs", async () => {
+    upstream.reply({ kind: "sse", chunks: [opening, ...Array.from({ length: 2_000 }, (_, i) => realChunk(` w${i}`)), ...ending] });
+    const plain = sseFrames(await (await post(gw, "/v1/chat/completions", { model: OPENAI_MODEL, stream: true, messages: ask, max_tokens: 2_000 })).text());
+    expect(plain.at(-1)!.data).toBe("[DONE]");
+    expect(plain.some((f) => f.data.includes("token limit"))).toBe(false);
+
+    const top = Array.from({ length: 20 }, (_, k) => ({ token: ` alternative${k}`, logprob: -1.2345678 * k, bytes: [32, 97, 108, 116, 101, 114, 110, 97, 116, 105, 118, 101] }));
+    const logprobs = (i: number) => ({ content: [{ token: ` w${i}`, logprob: -0.0012, bytes: [32, 119], top_logprobs: top }], refusal: null });
+    expect(realChunk(" w1", logprobs(1)).length).toBeGreaterThan(2_400);
+    upstream.reply({ kind: "sse", chunks: [opening, ...Array.from({ length: 600 }, (_, i) => realChunk(` w${i}`, logprobs(i))), ...ending] });
+    const withLogprobs = sseFrames(await (await post(gw, "/v1/chat/completions", { model: OPENAI_MODEL, stream: true, messages: ask, max_tokens: 600, logprobs: true, top_logprobs: 20 })).text());
+    expect(withLogprobs.at(-1)!.data).toBe("[DONE]");
+    expect(withLogprobs.filter((f) => f.data.includes("top_logprobs")).length).toBe(600);
+  });
+
+  test("many frames padded under the per-frame allowance are cut by their number", async () => {
+    // 3,000 frames of ~6 KB (padding in a field the client ignores) against max_tokens 50: past 50 × 4 + 1,024 frames.
+    const padded = (i: number) => `data: ${JSON.stringify({ id: "c", object: "chat.completion.chunk", created: 1, model: "m", pad: "p".repeat(6_000), choices: [{ index: 0, delta: { content: `w${i} ` }, finish_reason: null }] })}\n\n`;
+    upstream.reply({ kind: "sse", chunks: [chunk({ role: "assistant", content: "" }), ...Array.from({ length: 3_000 }, (_, i) => padded(i)), chunk({}, "stop"), "data: [DONE]\n\n"] });
+    const text = await (await post(gw, "/v1/chat/completions", { model: OPENAI_MODEL, stream: true, messages: ask, max_tokens: 50 })).text();
+    expect(text).toContain("far more than the answer's token limit");
+    expect(text.length).toBeLessThan(1_300 * 6_200);
+  });
+
   test("an answer within the bound is relayed whole", async () => {
     // 20 frames of 1,000 characters against max_tokens 50: 20,000 characters, under 50 × 256 + 65,536.
     upstream.reply({ kind: "sse", chunks: [chunk({ role: "assistant", content: "" }), ...Array.from({ length: 20 }, () => chunk({ content: "a".repeat(1_000) })), chunk({}, "stop"), "data: [DONE]\n\n"] });
