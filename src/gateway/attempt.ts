@@ -92,7 +92,7 @@ const ERROR_BODY_BYTES = 64 * 1024;
  * the transport is whatever `fetch` the app was given. Whatever happens, the result is a value:
  * an answer, or a refusal the retry policy can judge; only the client leaving throws (499).
  */
-export async function attemptUpstream(deps: AttemptDeps, req: AttemptRequest, candidate: Fitted, key?: { secret: string | undefined }): Promise<AttemptOutcome> {
+export async function attemptUpstream(deps: AttemptDeps, req: AttemptRequest, candidate: Fitted, key?: { secret: string | undefined }, sent?: { promptSent: boolean }): Promise<AttemptOutcome> {
   const { model, maxTokens } = candidate;
   const configured = deps.settings.providers.get(model.provider)!;
   // The pool's choice: the provider as it is, carrying that key (an object over it, not a copy).
@@ -113,6 +113,9 @@ export async function attemptUpstream(deps: AttemptDeps, req: AttemptRequest, ca
 
   const t = provider.timeouts;
   const deadline = new Deadline({ firstByteMs: t.first_byte_ms, idleMs: t.idle_ms, totalMs: t.total_ms });
+  // `sent` (the attempt's meter) learns when the upstream has the whole request: from then a client
+  // that leaves pays for its prompt, until an error status says the vendor did not take it.
+  deadline.sentTo = sent;
   // The deadline is the client's abort listener itself (its handleEvent ends the attempt): no
   // closure a request keeps while it waits. No `once`: the listener is removed below whatever
   // happens, and the option doubles the call's cost.
@@ -132,6 +135,8 @@ export async function attemptUpstream(deps: AttemptDeps, req: AttemptRequest, ca
       return refusedOutcome(req, deadline, "The upstream provider could not be reached. Retrying is appropriate.", err, "connect");
     }
     deadline.headArrived();
+    // A transport that could not say when the request left (fetch) says so with the head.
+    if (sent) sent.promptSent = res.ok;
 
     if (!res.ok) {
       const text = await readText(res, deadline, ERROR_BODY_BYTES).catch(() => "");

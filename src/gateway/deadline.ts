@@ -77,6 +77,16 @@ export class Deadline implements AttemptHooks {
     this.#arm();
   }
 
+  /**
+   * Told when the request's last byte is written, or its answer's head arrives (whichever a
+   * transport can say): who pays for a request the client leaves (gateway/billing-session.ts).
+   */
+  sentTo: { promptSent: boolean } | undefined;
+
+  requestSent(): void {
+    if (this.sentTo) this.sentTo.promptSent = true;
+  }
+
   /** A transport reading a whole answer before handing it over: its head came, or more of its body. */
   answerProgress(head: boolean): void {
     if (head) this.headArrived();

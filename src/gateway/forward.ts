@@ -154,9 +154,9 @@ export async function forward(deps: ForwardDeps, req: ForwardRequest): Promise<R
         // Awaited only when the store answers later (Redis): an await costs a turn of microtasks.
         const chosen = pool?.choose(session ?? undefined, tried);
         const key: ChosenKey | undefined = chosen instanceof Promise ? await chosen : chosen;
-        // From here a client that leaves pays for the prompt (billing-session.ts), until a refusal says the vendor did not take it.
-        meter.promptSent = true;
-        const attempted = await attemptUpstream(deps, attemptRequest, candidate, key);
+        // Once the upstream has the whole request a client that leaves pays for the prompt
+        // (billing-session.ts); the meter is told by the attempt, and a refusal takes it back.
+        const attempted = await attemptUpstream(deps, attemptRequest, candidate, key, meter);
         if (attempted.kind === "refused") meter.promptSent = false;
         if (key) pool!.report(key, attempted.kind === "refused" ? attempted.status ?? 0 : 200, attempted.kind === "refused" ? attempted.delayMs : undefined);
         trace?.attemptEnded(attempted.kind === "refused" ? attempted.cause ?? "other" : undefined, attempted.kind === "stream");

@@ -38,6 +38,8 @@ export interface AttemptHooks {
   readonly reason: unknown;
   readonly signal: AbortSignal;
   answerProgress(head: boolean): void;
+  /** The request's last byte was written (the upstream has it all); told once, by transports that know. */
+  requestSent?(): void;
   addAbortListener(listener: AbortListener): void;
   removeAbortListener(listener: AbortListener): void;
 }

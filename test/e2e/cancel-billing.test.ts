@@ -8,7 +8,7 @@
 import { Database } from "bun:sqlite";
 import { describe, expect, test } from "bun:test";
 import { useFakeUpstream } from "../helpers/fake-upstream.ts";
-import { ANTHROPIC_MODEL, OPENAI_MODEL, post, useGateway, type Gateway } from "../helpers/gateway.ts";
+import { ANTHROPIC_MODEL, OPENAI_MODEL, post, startGateway, useGateway, type Gateway } from "../helpers/gateway.ts";
 
 const upstream = useFakeUpstream();
 const gw = useGateway(() => ({ upstreamUrl: upstream.url, credits: 1_000, retry: { max_retries: 2, max_wait_ms: 10_000 } }));
@@ -68,6 +68,28 @@ describe("a client that leaves before any answer came", () => {
     expect(row).toMatchObject({ status: "cancelled", cost_micro: 0 });
     expect(charged).toBe(0);
   });
+});
+
+test("a client that leaves before the upstream has the whole request (its TLS handshake stalls) pays nothing", async () => {
+  // A server that takes the connection and never answers the TLS handshake: the request is never written.
+  const silent = Bun.listen({ hostname: "127.0.0.1", port: 0, socket: { data() {} } });
+  const stalled = await startGateway({ upstreamUrl: `https://127.0.0.1:${silent.port}`, credits: 100 });
+  try {
+    const before = await stalled.balanceMicro();
+    const leave = new AbortController();
+    const asked = post(stalled, "/v1/chat/completions", { model: OPENAI_MODEL, messages: messages() }, {}, leave.signal).catch(() => {});
+    for (const until = Date.now() + 3_000; stalled.app.services.inflight.count === 0 && Date.now() < until; ) await Bun.sleep(2);
+    await Bun.sleep(100);
+    leave.abort();
+    await asked;
+    for (const until = Date.now() + 3_000; stalled.app.services.inflight.count > 0 && Date.now() < until; ) await Bun.sleep(5);
+    await stalled.app.services.settled();
+    expect(lastRecord(stalled)).toMatchObject({ status: "cancelled", cost_micro: 0 });
+    expect(await stalled.balanceMicro()).toBe(before);
+  } finally {
+    await stalled.stop();
+    silent.stop(true);
+  }
 });
 
 describe("a cancelled answer's estimated prompt, in a conversation whose last answer reported its prompt", () => {

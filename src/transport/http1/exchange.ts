@@ -90,7 +90,7 @@ class Exchange implements ConnectionOwner, ResponseSink, BodyQueueOwner {
     }
     // A request aborted (or a connection lost) while held is never written.
     const write = () => {
-      if (!this.over) this.writer.write(conn.socket);
+      if (!this.over) this.writeRequest();
     };
     if (o.hold) o.hold(write);
     else write();
@@ -133,7 +133,15 @@ class Exchange implements ConnectionOwner, ResponseSink, BodyQueueOwner {
   }
 
   drained(): void {
-    if (!this.over) this.writer.write(this.conn.socket);
+    if (!this.over) this.writeRequest();
+  }
+
+  /** Writes what the socket takes of the request; once it is all out, the deadline is told (billing: the upstream has it). */
+  private writeRequest(): void {
+    const writer = this.writer;
+    if (writer.finished) return;
+    writer.write(this.conn.socket);
+    if (writer.finished) this.deadline?.requestSent?.();
   }
 
   head(head: ResponseHead): void {
