@@ -38,14 +38,14 @@ export const FREE: PriceList = { input: 0, output: 0, cacheRead: 0, cacheWrite5m
 const LISTS = new WeakMap<Pricing, PriceList>();
 /** The same for the prices above a long-context threshold (`pricing.long_context`). */
 const LONG_LISTS = new WeakMap<Pricing, PriceList>();
-/** Lists scaled by a price factor (billing/price-factor.ts), one per list and factor. */
+/** Lists scaled by a price factor (config/price-rules.ts), one per list and factor. */
 const SCALED = new WeakMap<PriceList, Map<number, PriceList>>();
 
 /**
  * A model's complete price list for an answer whose prompt (fresh input, cache reads and writes)
  * was `promptTokens` long: its long-context prices once that is above their threshold, as the
  * vendors bill the whole answer then; cache prices left out (a config older than them) are the
- * input price. `factor` scales every price (Flex processing, US-only inference: price-factor.ts).
+ * input price. `factor` scales every price (Flex processing, US-only inference: config/price-rules.ts).
  */
 export function priceListOf(pricing: Pricing | undefined, promptTokens = 0, factor = 1): PriceList {
   if (!pricing) return FREE;
@@ -147,7 +147,7 @@ export function cacheSavingsMicro(c: TokenClasses, p: PriceList): number {
  * The most a request may cost, held before it runs: every prompt token at the dearest price a
  * prompt token can have (a 1-hour cache write costs twice fresh input on Anthropic), the whole
  * answer, and the images, all scaled by the most the answer's price may be scaled by (`factor`:
- * billing/price-factor.ts, maxPriceFactor). Charges never exceed it.
+ * config/price-rules.ts, maxPriceFactor). Charges never exceed it.
  */
 export function worstCaseMicro(pricing: Pricing | undefined, promptTokens: number, outputTokens: number, images: number, factor = 1): number {
   const p = priceListOf(pricing, 0, factor);

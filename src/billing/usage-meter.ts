@@ -81,7 +81,7 @@ export class UsageMeter {
   #cacheRead: number | undefined;
   #cacheWrite: number | undefined;
   #cacheWrite1h: number | undefined;
-  /** What the upstream said prices the answer apart from its counts (billing/price-factor.ts). */
+  /** What the upstream said prices the answer apart from its counts (config/price-rules.ts). */
   #serviceTier: string | undefined;
   #inferenceGeo: string | undefined;
   readonly #keepChars: number;

@@ -47,7 +47,7 @@ const times = (price: number, factor: number) => Math.round(price * factor * 1e9
  * A model's prices with the cache prices filled in where its config leaves them out: Anthropic
  * models (by provider kind, or a `claude` name behind an OpenAI-format server) take Anthropic's
  * multipliers, OpenAI families their published cached-input (and, from GPT-5.6, cache-write)
- * price, anything else the input price. A Claude model whose `contextLength` is past Anthropic's
+ * price, anything else the input price. A `claude` model whose `contextLength` is past Anthropic's
  * standard window also takes its long-context prices (ANTHROPIC_LONG_CONTEXT) unless it has its own.
  */
 export function withCacheDefaults(pricing: Pricing, providerKind: "openai" | "anthropic", upstreamModel: string, contextLength = 0): Pricing {
@@ -61,7 +61,8 @@ export function withCacheDefaults(pricing: Pricing, providerKind: "openai" | "an
     read = OPENAI_CACHE_READ.find(([family]) => family.test(name))?.[1] ?? 1;
     write5m = write1h = OPENAI_CACHE_WRITE.find(([family]) => family.test(name))?.[1] ?? 1;
   }
-  if (claude && !pricing.long_context && contextLength > ANTHROPIC_LONG_CONTEXT.aboveTokens) {
+  // By name only: other vendors' models behind an Anthropic-format API (Kimi, MiniMax) have windows past 200,000 and no such prices.
+  if (name.startsWith("claude") && !pricing.long_context && contextLength > ANTHROPIC_LONG_CONTEXT.aboveTokens) {
     const { aboveTokens, input, output } = ANTHROPIC_LONG_CONTEXT;
     pricing = { ...pricing, long_context: { above_tokens: aboveTokens, input_per_mtok: times(pricing.input_per_mtok, input), output_per_mtok: times(pricing.output_per_mtok, output) } };
   }

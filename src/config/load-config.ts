@@ -6,6 +6,7 @@ import { AlertsConfig, Config, LimitsConfig, ResponsesConfig, RetryConfig, Serve
 import type { Limits, ModelConfig, ProviderConfig, ProviderTimeouts, ResponsesSettings, RetrySettings, ServerSettings } from "./schema.ts";
 import { defaultConfig } from "./defaults.ts";
 import { withCacheDefaults } from "./cache-prices.ts";
+import { notePriceRules } from "./price-rules.ts";
 
 export class ConfigError extends Error {
   override name = "ConfigError";
@@ -174,7 +175,13 @@ export function resolveSettings(raw: unknown, env: Record<string, string | undef
     alerts: alertSettings(config.alerts, env, source),
     providers,
     // Cache prices are filled in once here, so every charge and `/v1/models` read complete prices.
-    models: config.models.map((m) => (m.pricing ? { ...m, pricing: withCacheDefaults(m.pricing, providers.get(m.provider)!.kind, m.upstream_model, m.context_length) } : m)),
+    models: config.models.map((m) => {
+      const provider = providers.get(m.provider)!;
+      const model = m.pricing ? { ...m, pricing: withCacheDefaults(m.pricing, provider.kind, m.upstream_model, m.context_length) } : m;
+      // Which of the vendors' price factors (flex, US-only inference) apply to it, worked out once.
+      notePriceRules(model, provider);
+      return model;
+    }),
     limits: Value.Default(LimitsConfig, { ...config.limits }) as Limits,
     retry: Value.Default(RetryConfig, { ...config.retry }) as RetrySettings,
     server: Value.Default(ServerConfig, { ...config.server }) as ServerSettings,

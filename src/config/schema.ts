@@ -46,6 +46,12 @@ export const ProviderConfig = t.Object({
   /** OpenAI's reasoning models reject `max_tokens`; most compatible servers only know it. */
   max_tokens_field: t.Optional(t.Union([t.Literal("max_tokens"), t.Literal("max_completion_tokens")])),
   timeouts: t.Optional(t.Partial(Timeouts)),
+  /**
+   * The upstream is OpenAI's own API (its service tiers and their prices: a request without a tier
+   * is sent `service_tier: "default"`, a flex answer costs half; config/price-rules.ts). Default:
+   * when `base_url`'s host is api.openai.com; set it for OpenAI reached through a proxy of your own.
+   */
+  openai_tiers: t.Optional(t.Boolean()),
 }, closed);
 export type ProviderConfig = typeof ProviderConfig.static;
 

@@ -2,7 +2,7 @@ import type { ModelConfig } from "../config/schema.ts";
 import type { Ledger, ReserveResult } from "../billing/ledger.ts";
 import type { Logger } from "../log/log.ts";
 import { classesCostMicro, classesOf, NO_TOKENS, priceListOf } from "../billing/pricing.ts";
-import { priceFactor } from "../billing/price-factor.ts";
+import { priceFactor } from "../config/price-rules.ts";
 import { microToCredits } from "../billing/money.ts";
 import { UsageMeter, type MeteredUsage, type PromptSource } from "../billing/usage-meter.ts";
 import { conversationKey, type PromptMemory } from "../billing/prompt-memory.ts";
@@ -148,7 +148,10 @@ class OpenSession implements BillingSession {
     const key = conversationKey(this.o.principal.accountId, modelId, id);
     const at = this.deps.now ? this.deps.now() : Date.now();
     if (!usage.promptEstimated) {
-      prompts.remember(key, usage.inputTokens, at);
+      // What the vendor said it holds of this conversation's prompt (read, or written now): its next
+      // turn starts with it. Not the whole prompt: the vendor caches no more than that (Anthropic
+      // only up to the last breakpoint), and a conversation it caches nothing of gets nothing.
+      prompts.remember(key, usage.cacheReadTokens + usage.cacheWriteTokens, at);
       return usage;
     }
     const read = Math.min(prompts.recall(key, at) ?? 0, usage.inputTokens);
@@ -175,7 +178,7 @@ class OpenSession implements BillingSession {
       let usage = counted && answers > 1 ? { ...counted, outputTokens: counted.outputTokens * answers } : counted;
       if (usage && model && deps.prompts && o.conversation) usage = this.#withRememberedPrompt(deps.prompts, usage, model.id, status);
       const classes = usage ? classesOf(usage, meter!.reasoned ? ((await meter!.reasoningTokens()) ?? 0) : 0) : NO_TOKENS;
-      const prices = priceListOf(model?.pricing, usage?.inputTokens ?? 0, model && meter ? priceFactor(model.upstream_model, meter) : 1);
+      const prices = priceListOf(model?.pricing, usage?.inputTokens ?? 0, model && meter ? priceFactor(model, meter) : 1);
       const costMicro = produced && model ? classesCostMicro(classes, prices) : 0;
       const inputTokens = usage?.inputTokens ?? 0;
       const outputTokens = usage?.outputTokens ?? 0;

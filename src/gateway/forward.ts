@@ -257,14 +257,15 @@ function refusedBeforeStart(err: StreamFailedBeforeStart): AttemptOutcome & { ki
 
 /** The conversation a request belongs to, hashed (the raw id goes nowhere), for vendor key affinity. */
 function sessionOf(req: ForwardRequest, uuid: string): string | undefined {
-  const id = conversationOf(req, uuid);
+  const chain = typeof req.chain === "function" ? req.chain(uuid) : req.chain;
+  const id = sessionIdOf(req.format.wire, req.body, req.headers, chain);
   return id === undefined ? undefined : sessionHash(id);
 }
 
-/** The client's conversation id as it sent it (gateway/session-id.ts); kept in memory only, never stored or logged as is. */
+/** The client's conversation id as it sent it (gateway/session-id.ts, not `user`); kept in memory only, never stored or logged as is. */
 function conversationOf(req: ForwardRequest, uuid: string): string | undefined {
   const chain = typeof req.chain === "function" ? req.chain(uuid) : req.chain;
-  return sessionIdOf(req.format.wire, req.body, req.headers, chain);
+  return sessionIdOf(req.format.wire, req.body, req.headers, chain, true);
 }
 
 /**

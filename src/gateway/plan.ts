@@ -2,7 +2,7 @@ import type { ModelConfig } from "../config/schema.ts";
 import type { Settings } from "../config/load-config.ts";
 import type { UpstreamKind } from "../formats/common/wire-types.ts";
 import { worstCaseMicro as mostItCosts } from "../billing/pricing.ts";
-import { maxPriceFactor } from "../billing/price-factor.ts";
+import { maxPriceFactor } from "../config/price-rules.ts";
 import { promptTokenBound, promptTokenCeiling } from "../billing/token-estimate.ts";
 import { fitCandidates, type Fitted } from "./context-fit.ts";
 import { promptText, requestedMaxTokens } from "../formats/prepare-upstream.ts";
@@ -59,7 +59,7 @@ export async function planRequest(
   const promptCeiling = promptTokenCeiling(req.bodyBytes, messageCount);
   const predicted = predictedTokens(wire, body);
   const worstCaseMicro = Math.max(...candidates.map((c) =>
-    mostItCosts(c.model.pricing, Math.min(promptCeiling, c.model.context_length), (c.maxTokens + predicted) * answersAsked(settings, wire, body, c.model), c.model.category === "image" ? 1 : 0, maxPriceFactor(c.model.upstream_model))));
+    mostItCosts(c.model.pricing, Math.min(promptCeiling, c.model.context_length), (c.maxTokens + predicted) * answersAsked(settings, wire, body, c.model), c.model.category === "image" ? 1 : 0, maxPriceFactor(c.model))));
   return { ...requestIds(), candidates, worstCaseMicro, promptText: prompt, predictedTokens: predicted };
 }
 

@@ -8,15 +8,18 @@ const MAX_SESSION_ID = 512;
  * Read in this order: the Anthropic `metadata.user_id` (Claude Code puts its session there); the
  * OpenAI `prompt_cache_key`, else `user`; the Responses `previous_response_id` chain (`chain`:
  * the id of its first answer, given by the route); an `x-session-id` header. Undefined when the
- * request names none. The caller hashes it before it is stored anywhere.
+ * request names none. The caller hashes it before it is stored anywhere. `conversationOnly`:
+ * without OpenAI's `user`, which names a person, not a conversation.
  */
-export function sessionIdOf(format: UpstreamKind, body: Record<string, unknown>, headers: Headers, chain?: string): string | undefined {
+export function sessionIdOf(format: UpstreamKind, body: Record<string, unknown>, headers: Headers, chain?: string, conversationOnly = false): string | undefined {
   if (format === "anthropic") {
     const metadata = body.metadata as { user_id?: unknown } | null | undefined;
     const id = text(metadata?.user_id);
     if (id) return id;
   } else {
-    const id = text(body.prompt_cache_key) ?? text(body.user);
+    // `user` names an end user, whose conversations differ: good enough to keep one on a vendor
+    // key, not to say which prompt came before (`conversationOnly`, billing/prompt-memory.ts).
+    const id = text(body.prompt_cache_key) ?? (conversationOnly ? undefined : text(body.user));
     if (id) return id;
   }
   if (chain) return chain;

@@ -40,7 +40,7 @@ export type StreamEvent =
    */
   | {
       type: "usage"; inputTokens?: number; outputTokens?: number; cacheReadTokens?: number; cacheWriteTokens?: number; cacheWrite1hTokens?: number; reasoningTokens?: number;
-      /** Priced apart from the token counts (billing/price-factor.ts): OpenAI's `service_tier` the answer ran at, Anthropic's `inference_geo`. */
+      /** Priced apart from the token counts (config/price-rules.ts): OpenAI's `service_tier` the answer ran at, Anthropic's `inference_geo`. */
       serviceTier?: string; inferenceGeo?: string;
     }
   | { type: "finish"; reason: FinishReason; stopSequence?: string }

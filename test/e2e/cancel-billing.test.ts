@@ -92,44 +92,50 @@ test("a client that leaves before the upstream has the whole request (its TLS ha
   }
 });
 
-describe("a cancelled answer's estimated prompt, in a conversation whose last answer reported its prompt", () => {
-  /** A whole OpenAI answer that reports its prompt, for conversation `key`. */
-  async function answered(key: string, promptTokens: number): Promise<void> {
-    upstream.reply({ kind: "json", body: { id: "chatcmpl-1", object: "chat.completion", created: 1, model: "gpt-4o-mini", choices: [{ index: 0, message: { role: "assistant", content: "ok" }, finish_reason: "stop" }], usage: { prompt_tokens: promptTokens, completion_tokens: 5, total_tokens: promptTokens + 5 } } });
-    const res = await post(gw, "/v1/chat/completions", { model: OPENAI_MODEL, messages: messages(), prompt_cache_key: key });
+describe("a cancelled answer's estimated prompt, in a conversation whose last answer reported what the vendor cached", () => {
+  /** A whole OpenAI answer of conversation `conversation` (sent as `field`) that reports its prompt and what of it was cached. */
+  async function answered(conversation: Record<string, string>, promptTokens: number, cachedTokens: number): Promise<void> {
+    upstream.reply({ kind: "json", body: { id: "chatcmpl-1", object: "chat.completion", created: 1, model: "gpt-4o-mini", choices: [{ index: 0, message: { role: "assistant", content: "ok" }, finish_reason: "stop" }], usage: { prompt_tokens: promptTokens, completion_tokens: 5, total_tokens: promptTokens + 5, prompt_tokens_details: { cached_tokens: cachedTokens } } } });
+    const res = await post(gw, "/v1/chat/completions", { model: OPENAI_MODEL, messages: messages(), ...conversation });
     expect(res.status).toBe(200);
     await res.json();
   }
 
-  /** The next turn of conversation `key`, streamed and left after its first frame (an OpenAI upstream reports usage only at its end). */
-  function interrupted(key: string | undefined) {
+  /** The next turn of the conversation, streamed and left after its first frame (an OpenAI upstream reports usage only at its end). */
+  function interrupted(conversation: Record<string, string>) {
     upstream.reply({ kind: "sse", holdOpen: true, chunks: [chunk("Partial answer")] });
     const before = upstream.requests.length;
-    return leaveAfterSent("/v1/chat/completions", { model: OPENAI_MODEL, messages: messages(PROMPT + " and one more turn"), stream: true, ...(key ? { prompt_cache_key: key } : {}) }, () => upstream.requests.length > before);
+    return leaveAfterSent("/v1/chat/completions", { model: OPENAI_MODEL, messages: messages(PROMPT + " and one more turn"), stream: true, ...conversation }, () => upstream.requests.length > before);
   }
 
-  test("that much is taken as read from the vendor's cache and priced as a read; another conversation, or none, pays it as fresh input", async () => {
-    await answered("conversation-a", 600);
-    const cached = await interrupted("conversation-a");
-    expect(cached.row).toMatchObject({ status: "cancelled", estimated: 1, cache_read_tokens: 600 });
-    expect(cached.row.fresh_input_tokens).toBe(cached.row.prompt_tokens - 600);
+  test("what the vendor said it cached is taken as read and priced as a read; another conversation, or none, pays it as fresh input", async () => {
+    await answered({ prompt_cache_key: "conversation-a" }, 600, 500);
+    const cached = await interrupted({ prompt_cache_key: "conversation-a" });
+    expect(cached.row).toMatchObject({ status: "cancelled", estimated: 1, cache_read_tokens: 500 });
+    expect(cached.row.fresh_input_tokens).toBe(cached.row.prompt_tokens - 500);
     // gpt-4o-mini: input 150, cache reads 75 (its 50 %), output 600.
-    expect(cached.charged).toBe(Math.ceil((cached.row.prompt_tokens - 600) * 150 + 600 * 75 + cached.row.completion_tokens * 600));
+    expect(cached.charged).toBe(Math.ceil((cached.row.prompt_tokens - 500) * 150 + 500 * 75 + cached.row.completion_tokens * 600));
 
-    for (const other of ["conversation-b", undefined]) {
+    for (const other of [{ prompt_cache_key: "conversation-b" }, {}] as Record<string, string>[]) {
       const fresh = await interrupted(other);
       expect([other, fresh.row.cache_read_tokens]).toEqual([other, 0]);
       expect(fresh.charged).toBe(Math.ceil(fresh.row.prompt_tokens * 150 + fresh.row.completion_tokens * 600));
     }
   });
 
+  test("a conversation the vendor cached nothing of gets nothing; OpenAI's `user` names a person, not a conversation", async () => {
+    await answered({ prompt_cache_key: "conversation-d" }, 600, 0);
+    expect((await interrupted({ prompt_cache_key: "conversation-d" })).row.cache_read_tokens).toBe(0);
+    await answered({ user: "someone" }, 600, 500);
+    expect((await interrupted({ user: "someone" })).row.cache_read_tokens).toBe(0);
+  });
+
   test("never more read than the estimate; a reported prompt is never changed", async () => {
-    await answered("conversation-c", 1_000_000);
-    const capped = await interrupted("conversation-c");
+    await answered({ prompt_cache_key: "conversation-c" }, 1_000_000, 999_000);
+    const capped = await interrupted({ prompt_cache_key: "conversation-c" });
     expect(capped.row.cache_read_tokens).toBe(capped.row.prompt_tokens);
     // A reported answer of the same conversation keeps its own counts.
-    await answered("conversation-c", 700);
-    const row = lastRecord(gw)!;
-    expect(row).toMatchObject({ status: "ok", prompt_tokens: 700, cache_read_tokens: 0, estimated: 0 });
+    await answered({ prompt_cache_key: "conversation-c" }, 700, 0);
+    expect(lastRecord(gw)).toMatchObject({ status: "ok", prompt_tokens: 700, cache_read_tokens: 0, estimated: 0 });
   });
 });

@@ -82,6 +82,8 @@ describe("a Claude model configured with a window past 200,000 tokens and base p
   test("a Claude model with the standard window, or any non-Claude model, gets no long-context list", () => {
     expect(withCacheDefaults({ input_per_mtok: 3_000, output_per_mtok: 15_000 }, "anthropic", "claude-sonnet-4-5", 200_000).long_context).toBeUndefined();
     expect(withCacheDefaults({ input_per_mtok: 400, output_per_mtok: 1_600 }, "openai", "gpt-4.1-mini", 1_047_576).long_context).toBeUndefined();
+    // Another vendor's model behind an Anthropic-format API (Kimi's, MiniMax's) has no such prices.
+    expect(withCacheDefaults({ input_per_mtok: 600, output_per_mtok: 2_500 }, "anthropic", "kimi-k2-0905-preview", 262_144).long_context).toBeUndefined();
     // A claude name behind an OpenAI-format server (OpenRouter, Bedrock's gateway) is Anthropic's model and bill.
     expect(withCacheDefaults({ input_per_mtok: 3_000, output_per_mtok: 15_000 }, "openai", "anthropic/claude-sonnet-4-5", 1_000_000).long_context).toMatchObject({ above_tokens: 200_000, input_per_mtok: 6_000, output_per_mtok: 22_500 });
   });

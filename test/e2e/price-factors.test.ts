@@ -1,5 +1,5 @@
 /**
- * What the vendors bill beside the token counts, read from the answer (billing/price-factor.ts):
+ * What the vendors bill beside the token counts, read from the answer (config/price-rules.ts):
  * OpenAI's Flex processing at half the standard price, Anthropic's US-only inference at 1.1× on
  * Claude 4.6 and later; and OpenAI's own API asked for the standard tier by name, so a project
  * whose default is Priority is not billed above what the tenant pays (a bill audit, 2026-11-30).
@@ -7,17 +7,24 @@
 import { Database } from "bun:sqlite";
 import { describe, expect, test } from "bun:test";
 import { runAdmin } from "../../src/cli/admin.ts";
-import { maxPriceFactor, priceFactor } from "../../src/billing/price-factor.ts";
+import { maxPriceFactor, priceFactor } from "../../src/config/price-rules.ts";
+import { resolveSettings } from "../../src/config/load-config.ts";
 import { withoutUnpricedExtras } from "../../src/providers/openai/openai-adapter.ts";
 import { useFakeUpstream } from "../helpers/fake-upstream.ts";
 import { ANTHROPIC_MODEL, OPENAI_MODEL, post, useGateway } from "../helpers/gateway.ts";
 
 const OPUS_46 = "test/opus-4-6";
 const upstream = useFakeUpstream();
+/** The fake upstream as OpenAI's own API (`openai_tiers`): its tiers and their prices. */
+const OPENAI_ITSELF = "test/gpt-openai-itself";
 const gw = useGateway(() => ({
   upstreamUrl: upstream.url,
   credits: 1_000,
-  extraModels: [{ id: OPUS_46, provider: "fake-anthropic", upstream_model: "claude-opus-4-6", category: "text", context_length: 200_000, owned_by: "anthropic", pricing: { input_per_mtok: 5_000, output_per_mtok: 25_000 } }],
+  extraProviders: [{ id: "fake-openai-itself", kind: "openai", base_url: `${upstream.url}/v1`, api_key_env: "TEST_OPENAI_KEY", openai_tiers: true }],
+  extraModels: [
+    { id: OPUS_46, provider: "fake-anthropic", upstream_model: "claude-opus-4-6", category: "text", context_length: 200_000, owned_by: "anthropic", pricing: { input_per_mtok: 5_000, output_per_mtok: 25_000 } },
+    { id: OPENAI_ITSELF, provider: "fake-openai-itself", upstream_model: "gpt-4o-mini", category: "text", context_length: 128_000, owned_by: "openai", pricing: { input_per_mtok: 150, output_per_mtok: 600 } },
+  ],
 }));
 /** Long enough that each hold covers the 1,000 prompt tokens the fake upstream reports (a hold counts at most a token a byte). */
 const ask = [{ role: "user", content: "hi ".repeat(2_000) }];
@@ -63,24 +70,36 @@ describe("OpenAI's Flex processing", () => {
   test("an answer the upstream says ran at flex is charged half the standard prices, streamed or not; the audit agrees", async () => {
     // gpt-4o-mini at 150 / 600: 1,000 in and 100 out are 210,000 micro-credits at standard, 105,000 at flex.
     upstream.reply({ kind: "json", body: openaiBody("flex") });
-    const whole = await charge(() => post(gw, "/v1/chat/completions", { model: OPENAI_MODEL, messages: ask, service_tier: "flex" }));
+    const whole = await charge(() => post(gw, "/v1/chat/completions", { model: OPENAI_ITSELF, messages: ask, service_tier: "flex" }));
     expect(whole.micro).toBe(105_000);
     expect(whole.prices).toMatchObject({ input: 75, output: 300 });
     upstream.reply({ kind: "sse", chunks: openaiStream("flex") });
-    expect((await charge(() => post(gw, "/v1/chat/completions", { model: OPENAI_MODEL, messages: ask, service_tier: "flex", stream: true }))).micro).toBe(105_000);
+    expect((await charge(() => post(gw, "/v1/chat/completions", { model: OPENAI_ITSELF, messages: ask, service_tier: "flex", stream: true }))).micro).toBe(105_000);
     // Translated for an Anthropic client, the same.
     upstream.reply({ kind: "sse", chunks: openaiStream("flex") });
-    expect((await charge(() => post(gw, "/v1/messages", { model: OPENAI_MODEL, max_tokens: 200, messages: ask, stream: true }))).micro).toBe(105_000);
+    expect((await charge(() => post(gw, "/v1/messages", { model: OPENAI_ITSELF, max_tokens: 200, messages: ask, stream: true }))).micro).toBe(105_000);
     const audit = await runAdmin(["audit"], { SWITCHYARD_DB: gw.dbPath });
     expect(audit.code).toBe(0);
     expect(JSON.parse(audit.out).mispriced).toEqual([]);
   });
 
-  test("a flex request the upstream answered at another tier, or without saying, is charged the standard prices", async () => {
+  test("a flex request the upstream answered at another tier, or without saying, is charged the standard prices; so is flex from another server", async () => {
     for (const tier of ["default", undefined]) {
       upstream.reply({ kind: "json", body: openaiBody(tier) });
-      expect((await charge(() => post(gw, "/v1/chat/completions", { model: OPENAI_MODEL, messages: ask, service_tier: "flex" }))).micro).toBe(210_000);
+      expect((await charge(() => post(gw, "/v1/chat/completions", { model: OPENAI_ITSELF, messages: ask, service_tier: "flex" }))).micro).toBe(210_000);
     }
+    // Not OpenAI's own API (no openai_tiers, not api.openai.com): its `flex` is its own (Groq's costs its standard price).
+    upstream.reply({ kind: "json", body: openaiBody("flex") });
+    expect((await charge(() => post(gw, "/v1/chat/completions", { model: OPENAI_MODEL, messages: ask, service_tier: "flex" }))).micro).toBe(210_000);
+  });
+
+  test("OpenAI's own API is asked for the standard tier by name; another server gets what the client sent", async () => {
+    upstream.reply({ kind: "json", body: openaiBody(undefined) });
+    await charge(() => post(gw, "/v1/chat/completions", { model: OPENAI_ITSELF, messages: ask }));
+    expect(upstream.requests.at(-1)!.body.service_tier).toBe("default");
+    upstream.reply({ kind: "json", body: openaiBody(undefined) });
+    await charge(() => post(gw, "/v1/chat/completions", { model: OPENAI_MODEL, messages: ask }));
+    expect(upstream.requests.at(-1)!.body.service_tier).toBeUndefined();
   });
 
   test("the tiers OpenAI's own API is sent: the standard one by name unless the client asked for flex; other servers get what the client sent", () => {
@@ -104,13 +123,17 @@ describe("Anthropic's US-only inference", () => {
     expect((await charge(() => post(gw, "/v1/messages", { model: ANTHROPIC_MODEL, max_tokens: 200, messages: ask, stream: true }))).micro).toBe(1_000 * 3_000 + 100 * 15_000);
   });
 
-  test("the hold of a model it applies to covers 1.1×", () => {
-    expect(maxPriceFactor("claude-opus-4-6")).toBe(1.1);
-    expect(maxPriceFactor("us.anthropic.claude-sonnet-4-6-20260301-v1:0")).toBe(1.1);
-    expect(maxPriceFactor("claude-sonnet-5")).toBe(1.1);
-    for (const older of ["claude-sonnet-4-5", "claude-opus-4-1", "claude-3-7-sonnet-latest", "claude-haiku-4-5-20251001", "gpt-5"]) expect([older, maxPriceFactor(older)]).toEqual([older, 1]);
-    // Flex is only OpenAI's own families' price.
-    expect(priceFactor("llama-3.3-70b", { serviceTier: "flex" })).toBe(1);
-    expect(priceFactor("o4-mini", { serviceTier: "flex" })).toBe(0.5);
+  test("the hold of a model it applies to covers 1.1×; which models each factor applies to", () => {
+    const provider = (kind: "openai" | "anthropic", base_url: string) => ({ id: "p", kind, base_url, api_key_env: "K" });
+    const model = (upstream_model: string, kind: "openai" | "anthropic" = "anthropic", base_url = "https://api.anthropic.com") =>
+      resolveSettings({ providers: [provider(kind, base_url)], models: [{ id: "x/m", provider: "p", upstream_model, category: "text", context_length: 200_000, pricing: { input_per_mtok: 1, output_per_mtok: 1 } }] }, { K: "k" }, "test").models[0]!;
+    expect(maxPriceFactor(model("claude-opus-4-6"))).toBe(1.1);
+    expect(maxPriceFactor(model("us.anthropic.claude-sonnet-4-6-20260301-v1:0", "openai", "https://bedrock.example/v1"))).toBe(1.1);
+    expect(maxPriceFactor(model("claude-sonnet-5"))).toBe(1.1);
+    for (const older of ["claude-sonnet-4-5", "claude-opus-4-1", "claude-3-7-sonnet-latest", "claude-haiku-4-5-20251001"]) expect([older, maxPriceFactor(model(older))]).toEqual([older, 1]);
+    // Flex: OpenAI's families on OpenAI's own API only.
+    expect(priceFactor(model("o4-mini", "openai", "https://api.openai.com/v1"), { serviceTier: "flex" })).toBe(0.5);
+    expect(priceFactor(model("gpt-oss-120b", "openai", "https://api.groq.com/openai/v1"), { serviceTier: "flex" })).toBe(1);
+    expect(priceFactor(model("llama-3.3-70b", "openai", "https://api.openai.com/v1"), { serviceTier: "flex" })).toBe(1);
   });
 });

@@ -67,6 +67,8 @@ export interface GatewayOptions {
   limiter?: AppDeps["limiter"];
   /** More models beside the standard ones (providers "fake-openai" and "fake-anthropic"). */
   extraModels?: Record<string, unknown>[];
+  /** More providers beside fake-openai and fake-anthropic (their keys from TEST_OPENAI_KEY / TEST_ANTHROPIC_KEY). */
+  extraProviders?: Record<string, unknown>[];
   /** Metrics and access-log switches (defaults: all on). */
   ops?: AppDeps["ops"];
   /** The Responses API's stored answers (default: the app's own, in memory). */
@@ -142,6 +144,7 @@ export async function startGateway(o: GatewayOptions): Promise<Gateway> {
       providers: [
         { id: "fake-openai", kind: "openai", base_url: `${o.upstreamUrl}/v1`, ...(o.openaiKeys ? { keys: o.openaiKeys } : { api_key_env: "TEST_OPENAI_KEY" }), timeouts },
         { id: "fake-anthropic", kind: "anthropic", base_url: o.upstreamUrl, ...(o.anthropicKeys ? { keys: o.anthropicKeys } : { api_key_env: "TEST_ANTHROPIC_KEY" }), timeouts },
+        ...(o.extraProviders ?? []),
       ],
       models: [
         { id: OPENAI_MODEL, provider: "fake-openai", upstream_model: "gpt-4o-mini", category: "text", context_length: 128_000, owned_by: "openai", pricing: OPENAI_PRICING },

@@ -4,6 +4,7 @@ import { textFrameReader } from "../../streaming/text-frame-template.ts";
 import { SHAPES_ONLY } from "../../log/scrub.ts";
 import { upstreamStreamErrorMessage } from "../upstream-errors.ts";
 import { reportedCount } from "../../streaming/events.ts";
+import { hasOpenAITiers } from "../../config/price-rules.ts";
 
 /** Where the decoder reads a text chunk's text (what a learnt template must stand for). */
 const readContent = (chunk: unknown) => (chunk as { choices?: { delta?: { content?: unknown } }[] } | null)?.choices?.[0]?.delta?.content;
@@ -66,7 +67,7 @@ function usageEvent(u: OpenAIUsage, tier?: unknown): StreamEvent {
  * Service tiers the vendor bills above its standard price (`priority`, `scale`): a client asking
  * for one is answered at the standard tier, which is what the price book charges, instead of
  * costing the operator more than the tenant pays (a tenant probe, 2026-11-29). `flex` (cheaper,
- * and priced so: billing/price-factor.ts) and `default` pass; on OpenAI's own API, so does `auto`
+ * and priced so: config/price-rules.ts) and `default` pass; on OpenAI's own API, so does `auto`
  * as `default` (see withoutUnpricedExtras).
  */
 const DEARER_TIERS = new Set(["priority", "scale"]);
@@ -100,19 +101,14 @@ export function withoutUnpricedExtras(body: unknown, openaiItself = false): unkn
   return rest;
 }
 
-/** Whether a base URL is OpenAI's own API (its tiers are the ones priced: see withoutUnpricedExtras); parsed once per URL. */
-export function isOpenAIItself(baseUrl: string): boolean {
-  let known = OPENAI_ITSELF.get(baseUrl);
-  if (known === undefined) {
-    try {
-      known = new URL(baseUrl).hostname.toLowerCase() === "api.openai.com";
-    } catch {
-      known = false;
-    }
-    OPENAI_ITSELF.set(baseUrl, known);
-  }
+/** Whether a provider is OpenAI's own API (its tiers are the ones priced: see withoutUnpricedExtras); worked out once per base URL. */
+function openaiItself(provider: { base_url: string; openai_tiers?: boolean }): boolean {
+  if (provider.openai_tiers !== undefined) return provider.openai_tiers;
+  let known = OPENAI_ITSELF.get(provider.base_url);
+  if (known === undefined) OPENAI_ITSELF.set(provider.base_url, (known = hasOpenAITiers(provider)));
   return known;
 }
+/** By base URL: a pool's attempt carries the provider under another object (providers/key-pools.ts). */
 const OPENAI_ITSELF = new Map<string, boolean>();
 
 export const openaiAdapter: ProviderAdapter = {
@@ -121,7 +117,7 @@ export const openaiAdapter: ProviderAdapter = {
   buildRequest(provider, body) {
     const headers: Record<string, string> = { "content-type": "application/json", accept: "application/json", ...provider.headers };
     if (provider.apiKey) headers.authorization = `Bearer ${provider.apiKey}`;
-    return { url: `${provider.base_url}/chat/completions`, headers, body: JSON.stringify(withoutUnpricedExtras(body, isOpenAIItself(provider.base_url))) };
+    return { url: `${provider.base_url}/chat/completions`, headers, body: JSON.stringify(withoutUnpricedExtras(body, openaiItself(provider))) };
   },
 
   modelsRequest(provider) {

@@ -245,5 +245,7 @@ class Exchange implements ConnectionOwner, ResponseSink, BodyQueueOwner {
 
 /** Whether the answer is a server-sent event stream (its Content-Type, parameters and case aside). */
 function isEventStream(fields: readonly string[]): boolean {
-  return fieldValue(fields, "content-type")?.trim().toLowerCase().startsWith("text/event-stream") ?? false;
+  const type = fieldValue(fields, "content-type");
+  return type !== null && EVENT_STREAM.test(type);
 }
+const EVENT_STREAM = /^[ \t]*text\/event-stream/i;
