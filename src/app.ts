@@ -219,7 +219,8 @@ export function createApp(deps: AppDeps) {
     createMemoryResponseStore({ maxBytes: stored.store_max_bytes, accountMaxBytes: stored.account_max_bytes, answerMaxBytes: stored.answer_max_bytes, ttlMs: stored.store_ttl_ms, now });
   // Free token counts take turns per key on the tokenizer's low-priority lane (limits/count-queue.ts).
   const limits = deps.settings.limits;
-  const counts = createCountQueue({ perKeyBytes: limits.count_tokens_per_key_bytes, capacityBytes: limits.count_tokens_queue_bytes, timeoutMs: limits.count_tokens_timeout_ms, count: tokenizer.countWhenIdle });
+  // An account's keys together get one key's share: more keys buy a tenant no more of the queue.
+  const counts = createCountQueue({ perKeyBytes: limits.count_tokens_per_key_bytes, perAccountBytes: limits.count_tokens_per_key_bytes, capacityBytes: limits.count_tokens_queue_bytes, timeoutMs: limits.count_tokens_timeout_ms, count: tokenizer.countWhenIdle });
   // A chat prompt near a model's window is counted to see whether it fits: in turns per key too (a
   // tenant's 10 MB prompt must not hold the others'), but on the tokenizer's own lane, apart from
   // the free counts, so their queue's bounds never refuse a paid request. A key's share is what it
@@ -315,7 +316,7 @@ export function createApp(deps: AppDeps) {
       // Changes to the console's API from another site are refused on arrival, before their bodies are read.
       console: consoleStore ? consoleGate : undefined,
       // A key whose token counts fill its share is refused before its next count's body is read.
-      countsBusy: (keyId, bodyBytes) => counts.busy(keyId, bodyBytes),
+      countsBusy: (keyId, bodyBytes, accountId) => counts.busy(keyId, bodyBytes, accountId),
       cors: corsPolicy(deps.settings.server.cors_origins),
     }))
     .use(jsonBodyPlugin({

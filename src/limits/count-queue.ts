@@ -4,7 +4,8 @@ import { pieceEnd } from "../billing/token-estimate.ts";
 /**
  * Free token counts (`POST /v1/messages/count_tokens` answered by the gateway's tokenizer) wait
  * here for the tokenizer, so that one key cannot starve the others nor the paid path:
- * - per key, at most `perKeyBytes` of text queued or running: more is refused (429) at once;
+ * - per key, at most `perKeyBytes` of text queued or running, and as much per account (its keys
+ *   together, `perAccountBytes`): more is refused (429) at once;
  * - all keys, at most `capacityBytes`: more is refused (503) rather than held without bound;
  *   each count weighs its UTF-8 bytes but at least one slice, so the caps bound the tokenizer's
  *   work and the texts held, and a key may still send dozens of small counts at once (Claude
@@ -23,6 +24,8 @@ import { pieceEnd } from "../billing/token-estimate.ts";
 
 export interface CountQueueOptions {
   perKeyBytes: number;
+  /** One account's keys together (default: no bound of their own); a key's share, so more keys buy an account no more. */
+  perAccountBytes?: number;
   capacityBytes: number;
   timeoutMs: number;
   /** Counts one slice of text; may be slow, must not reject for an ordinary text. */
@@ -54,7 +57,7 @@ export interface CountQueue {
    * left, a flood of large prompts was let in, read and parsed (4 MB each on the request thread),
    * and only then refused.
    */
-  busy(key: string, bodyBytes?: number): string | undefined;
+  busy(key: string, bodyBytes?: number, account?: string): string | undefined;
   /** Counts queued or running, all keys. */
   readonly size: number;
   /** Their weight (bytes of text, at least a slice each). */
@@ -81,7 +84,8 @@ interface Job {
 const DEFAULT_SLICE_CHARS = 32 * 2048;
 
 export function createCountQueue(o: CountQueueOptions): CountQueue {
-  const queue = createFairQueue<Job>({ capacity: o.capacityBytes, perKey: o.perKeyBytes });
+  const queue = createFairQueue<Job>({ capacity: o.capacityBytes, perKey: o.perKeyBytes, perGroup: o.perAccountBytes });
+  const perAccount = o.perAccountBytes ?? Number.POSITIVE_INFINITY;
   const slice = o.sliceChars ?? DEFAULT_SLICE_CHARS;
   let pumping = false;
   const keyBusy = `Too many token counts in progress for this key: at most ${o.perKeyBytes} bytes of text at once. Retry when one has finished.`;
@@ -144,9 +148,12 @@ export function createCountQueue(o: CountQueueOptions): CountQueue {
         void pump();
       });
     },
-    busy(key, bodyBytes = 0) {
+    busy(key, bodyBytes = 0, account) {
+      const need = Math.max(slice, bodyBytes);
       const held = queue.weightOf(key);
-      return held > 0 && held + Math.max(slice, bodyBytes) > o.perKeyBytes ? keyBusy : undefined;
+      if (held > 0 && held + need > o.perKeyBytes) return keyBusy;
+      const accountHeld = account === undefined ? 0 : queue.weightOfGroup(account);
+      return accountHeld > 0 && accountHeld + need > perAccount ? keyBusy : undefined;
     },
     get size() {
       return queue.size;

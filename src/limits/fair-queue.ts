@@ -17,6 +17,8 @@ export interface FairQueueLimits {
   capacity: number;
   /** Weight of the items queued or being served for one key. */
   perKey: number;
+  /** Weight of the items of one group's keys together (an account's); default no bound beyond `capacity`. */
+  perGroup?: number;
 }
 
 /** What `push` did: queued, or refused because the key or the whole queue is full. */
@@ -42,6 +44,8 @@ export interface FairQueue<T> {
   readonly weight: number;
   /** The weight of `key`'s items. */
   weightOf(key: string): number;
+  /** The weight of the items of `group`'s keys. */
+  weightOfGroup(group: string): number;
 }
 
 /** Names taking turns: `next()` gives the one whose turn it is; one leaving keeps the order of the rest. */
@@ -70,20 +74,26 @@ export function createFairQueue<T>(limits: FairQueueLimits): FairQueue<T> {
   /** Groups with work, in the order they take turns; each group's keys with work, likewise. */
   const groups = new Rotation();
   const keysOf = new Map<string, Rotation>();
+  const groupWeights = new Map<string, number>();
+  const perGroup = limits.perGroup ?? Number.POSITIVE_INFINITY;
   let size = 0;
   let total = 0;
   return {
     push(key, item, weight = 1, group = key) {
       const line = lines.get(key);
       if (line && line.weight + weight > limits.perKey) return "key_full";
+      // A key keeps the group it arrived with until its line empties.
+      const joined = line ? line.group : group;
+      const held = groupWeights.get(joined) ?? 0;
+      // As for a key: a group with nothing queued may always queue one item.
+      if (held > 0 && held + weight > perGroup) return "key_full";
       if (size > 0 && total + weight > limits.capacity) return "queue_full";
+      groupWeights.set(joined, held + weight);
       if (line) {
         line.items.push(item);
         line.weights.push(weight);
         line.weight += weight;
       } else {
-        // A key keeps the group it arrived with until its line empties.
-        const joined = group;
         lines.set(key, { items: [item], weights: [weight], weight, group: joined });
         let keys = keysOf.get(joined);
         if (!keys) {
@@ -110,6 +120,9 @@ export function createFairQueue<T>(limits: FairQueueLimits): FairQueue<T> {
       line!.weight -= weight!;
       total -= weight!;
       size--;
+      const held = groupWeights.get(line!.group)! - weight!;
+      if (held > 0) groupWeights.set(line!.group, held);
+      else groupWeights.delete(line!.group);
       if (line!.items.length === 0) {
         lines.delete(key);
         const keys = keysOf.get(line!.group)!;
@@ -132,6 +145,9 @@ export function createFairQueue<T>(limits: FairQueueLimits): FairQueue<T> {
     },
     weightOf(key) {
       return lines.get(key)?.weight ?? 0;
+    },
+    weightOfGroup(group) {
+      return groupWeights.get(group) ?? 0;
     },
   };
 }

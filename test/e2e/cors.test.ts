@@ -133,6 +133,13 @@ describe("server.cors_origins", () => {
     await answer.json();
   });
 
+  test("a request without Origin gets Vary: Origin too (its answer must not be reused for a page's)", async () => {
+    const answer = await post(listed.url, "/v1/chat/completions", listed.key, chatBody(), null);
+    expect(answer.headers.get("vary")).toBe("Origin");
+    expect(answer.headers.get("access-control-allow-origin")).toBeNull();
+    await answer.json();
+  });
+
   test("another origin gets no CORS headers (the browser refuses), only Vary; the request itself is still judged as ever", async () => {
     const res = await preflight(listed.url, "/v1/chat/completions", "https://evil.example");
     expect(res.status).toBe(204);

@@ -74,7 +74,7 @@ export interface AdmissionOptions {
    * Why a key's token counts are full (limits/count-queue.ts), or undefined: its next count is
    * refused here, before a body that could only be refused is read.
    */
-  countsBusy?: (keyId: string, bodyBytes: number) => string | undefined;
+  countsBusy?: (keyId: string, bodyBytes: number, accountId: string) => string | undefined;
   /** Browsers' cross-origin requests to the model API (http/cors.ts); absent, no CORS headers. */
   cors?: CorsPolicy;
 }
@@ -126,10 +126,14 @@ export function admissionPlugin(o: AdmissionOptions) {
     if (path.startsWith("/v1/admin/")) return o.admin?.(request, server) ?? tooLarge?.();
     // A browser's request from another origin: its preflight is answered here, without a key (a
     // browser sends none with it); the request itself gets its headers before it is judged.
-    const origin = o.cors ? request.headers.get("origin") : null;
-    if (origin !== null) {
-      if (request.method === "OPTIONS" && request.headers.has("access-control-request-method")) return preflightResponse(o.cors!, origin, request);
-      addCorsHeaders(o.cors!, origin, set.headers);
+    const cors = o.cors;
+    if (cors) {
+      const origin = request.headers.get("origin");
+      if (origin !== null) {
+        if (request.method === "OPTIONS" && request.headers.has("access-control-request-method")) return preflightResponse(cors, origin, request);
+        addCorsHeaders(cors, origin, set.headers);
+        // With a list of origins the answer depends on Origin, with or without one: a shared cache must not reuse it across origins.
+      } else if (!cors.any) set.headers["vary"] = "Origin";
     }
 
     const key = extractKey(request.headers);
@@ -166,7 +170,7 @@ export function admissionPlugin(o: AdmissionOptions) {
     // Token counts (Claude Code sends dozens for one `/context`) have a bucket of their own,
     // ten times the key's chat rate, so counting never spends the budget for answers.
     const counting = path === COUNT_TOKENS_PATH;
-    const busy = counting ? o.countsBusy?.(found.keyId, Number(request.headers.get("content-length")) || 0) : undefined;
+    const busy = counting ? o.countsBusy?.(found.keyId, Number(request.headers.get("content-length")) || 0, found.accountId) : undefined;
     if (busy) {
       o.onRejected(request, 429);
       return errorResponse(anthropic, 429, "rate_limit", busy, { "retry-after": "1", ...unreadBodyHeaders(request) });

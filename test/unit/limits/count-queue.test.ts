@@ -44,6 +44,22 @@ describe("free count queue", () => {
     expect(tokenizer.slices.slice(0, 6)).toEqual(["1111", "vvvv", "2222", "vvvv", "1111", "vvvv"]);
   });
 
+  test("an account's keys together hold one key's share: a second key's count is refused, and `busy` says so on arrival", async () => {
+    let release!: () => void;
+    const gate = new Promise<void>((resolve) => (release = resolve));
+    const queue = createCountQueue({ perKeyBytes: 8, perAccountBytes: 8, capacityBytes: 1000, timeoutMs: 60_000, count: async (t) => (await gate, t.length), sliceChars: 2 });
+    const first = queue.count("m1", "x".repeat(8), undefined, undefined, "mallory");
+    expect(await refusal(queue.count("m2", "yy", undefined, undefined, "mallory"))).toBe("key_busy");
+    expect(queue.busy("m2", 0, "mallory")).toBeString();
+    // Another account's key is not held by it.
+    expect(queue.busy("v", 0, "victim")).toBeUndefined();
+    const other = queue.count("v", "vv", undefined, undefined, "victim");
+    release();
+    expect(await first).toBe(8);
+    expect(await other).toBe(2);
+    expect(queue.busy("m2", 0, "mallory")).toBeUndefined();
+  });
+
   test("with a limit, a count stops at the first slice that takes it past the limit and answers what it has", async () => {
     const tokenizer = recordingCounter();
     const queue = createCountQueue({ perKeyBytes: 1000, capacityBytes: 1000, timeoutMs: 60_000, count: tokenizer.count, sliceChars: 4 });

@@ -126,4 +126,19 @@ describe("fair queue", () => {
     queue.remove(second.key, second.item);
     expect(queue.next()!.item).toBe("c");
   });
+
+  test("grouped: a group's keys together hold no more than perGroup; another group is not held by it", () => {
+    const queue = createFairQueue<string>({ capacity: 1000, perKey: 3, perGroup: 3 });
+    expect(queue.push("a1", "x", 2, "A")).toBe("queued");
+    expect(queue.push("a2", "y", 1, "A")).toBe("queued");
+    // A third key of the account buys no more.
+    expect(queue.push("a3", "z", 1, "A")).toBe("key_full");
+    expect(queue.push("b1", "b", 3, "B")).toBe("queued");
+    expect(queue.weightOfGroup("A")).toBe(3);
+    queue.remove("a1", "x");
+    expect(queue.weightOfGroup("A")).toBe(1);
+    expect(queue.push("a3", "z", 2, "A")).toBe("queued");
+    expect(drain(queue)).toEqual(["y", "b", "z"]);
+    expect(queue.weightOfGroup("A")).toBe(0);
+  });
 });
