@@ -22,10 +22,14 @@ export type Pg = SQL;
 
 export function connectPostgres(url: string, o: PgOptions = {}): Pg {
   const statementTimeoutMs = o.statementTimeoutMs ?? 5_000;
-  return new SQL({
+  const max = o.max ?? 8;
+  const sql = new SQL({
     url,
-    max: o.max ?? 8,
+    max,
     idleTimeout: 60,
+    // No connection lives forever: one a failover left on the wrong server is gone within this
+    // even if nothing else notices (recycleIfStale does when a statement says so).
+    maxLifetime: MAX_LIFETIME_SECONDS,
     connectionTimeout: Math.max(1, Math.ceil((o.connectTimeoutMs ?? 2_000) / 1_000)),
     connection: {
       application_name: o.applicationName ?? "switchyard",
@@ -36,6 +40,41 @@ export function connectPostgres(url: string, o: PgOptions = {}): Pg {
       idle_in_transaction_session_timeout: statementTimeoutMs * 2,
     },
   });
+  let recycling = false;
+  RECYCLERS.set(sql, () => {
+    if (recycling) return;
+    recycling = true;
+    void (async () => {
+      try {
+        // Each connection the pool hands out is closed; the pool opens new ones as statements need them.
+        for (let i = 0; i < max; i++) {
+          const connection = await sql.reserve({ signal: AbortSignal.timeout(1_000) });
+          await connection.close({ timeout: 0 });
+        }
+      } catch {
+        // Closed, or every connection busy: the next stale answer tries again.
+      } finally {
+        recycling = false;
+      }
+    })();
+  });
+  return sql;
+}
+
+const MAX_LIFETIME_SECONDS = 15 * 60;
+const RECYCLERS = new WeakMap<Pg, () => void>();
+
+/**
+ * A statement refused because its connection's session can no longer write (25006: a failover
+ * left it on a server that became read-only, or a standby) or its server is going away (57P0x):
+ * the pool's connections are closed and opened again, since each keeps its session's state until
+ * it is closed. Without this, after a failover whose new primary is reached only by new
+ * connections, every write kept failing on the old ones (the heartbeat keeps them from idling out)
+ * and paid traffic stayed at 503 until a restart (a scale-out probe, 2026-11-30).
+ */
+export function recycleIfStale(sql: Pg, err: unknown): void {
+  const state = sqlState(err);
+  if (state === "25006" || state.startsWith("57P")) RECYCLERS.get(sql)?.();
 }
 
 export class PgTimeoutError extends Error {

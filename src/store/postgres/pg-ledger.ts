@@ -3,7 +3,7 @@ import { storedPeriod, windowSql, windowStarts, type SpendBudget } from "../../b
 import { acceptableSettlement, budgetRefusal, type Hold, type Ledger, type LedgerHealth, type RejectionLog, type ReserveResult, type Settlement } from "../../billing/ledger.ts";
 import type { Logger } from "../../log/log.ts";
 import { randomId } from "../ids.ts";
-import { classifyPgFailure, describePgFailure, int, withTimeout, type Pg, type PgFailure } from "./pg-client.ts";
+import { classifyPgFailure as classifyFailure, describePgFailure, int, recycleIfStale, withTimeout, type Pg, type PgFailure } from "./pg-client.ts";
 import { creditAccount } from "./pg-credits.ts";
 import { DB_NOW_MS } from "./pg-migrations.ts";
 import { cacheSavingsMicro, priceListId, priceListJson } from "../../billing/pricing.ts";
@@ -101,6 +101,11 @@ const SWEEP_BATCH = 1_000;
  * on settlements.
  */
 export async function createPostgresLedger(sql: Pg, o: PgLedgerOptions): Promise<Ledger & RejectionLog & { sweep(): Promise<number>; instanceId: string }> {
+  /** What a failure means (pg-client.ts); one that says the pool's sessions are stale has them replaced. */
+  const classifyPgFailure = (err: unknown): PgFailure => {
+    recycleIfStale(sql, err);
+    return classifyFailure(err);
+  };
   const now = o.now;
   const log = o.log ?? (() => {});
   const maxQueued = o.maxQueued ?? 50_000;
