@@ -38,7 +38,7 @@ import { retryWhileBusy } from "./store/sqlite/sqlite-errors.ts";
 import { createHttp1Client } from "./transport/http1/client.ts";
 import { createEndOfTurn } from "./gateway/end-of-turn.ts";
 import { createTicker } from "./streaming/ticker.ts";
-import type { SharedStores } from "./store/stores.ts";
+import { isStoreUnavailable, type SharedStores } from "./store/stores.ts";
 import { DEFAULT_OPS, type OpsSettings } from "./config/ops-settings.ts";
 import { Tracker } from "./ops/request-trace.ts";
 import { createGatewayMetrics } from "./ops/gateway-metrics.ts";
@@ -301,7 +301,7 @@ export function createApp(deps: AppDeps) {
     return [{ budget: addressShares, holder: server?.requestIP(request)?.address ?? "unknown", level: "address" }];
   };
   const front = new Elysia({ name: "switchyard", normalize: false })
-    .use(errorsPlugin(log, recordRejection, (request, status, error) => tracker.responded(request, status, error)))
+    .use(errorsPlugin(log, recordRejection, (request, status, error) => tracker.responded(request, status, error), isStoreUnavailable))
     .use(admissionPlugin({
       keys,
       principals,

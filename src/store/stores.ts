@@ -8,7 +8,7 @@ import type { RateLimitStore } from "../limits/rate-limiter.ts";
 import type { Logger } from "../log/log.ts";
 import { createPostgresAccounts } from "./postgres/pg-accounts.ts";
 import { createPostgresAlertOutbox } from "./postgres/pg-alert-outbox.ts";
-import { connectPostgres, type Pg, type PgOptions } from "./postgres/pg-client.ts";
+import { connectPostgres, isPgUnavailable, type Pg, type PgOptions } from "./postgres/pg-client.ts";
 import { createPostgresLedger, type PgLedgerOptions } from "./postgres/pg-ledger.ts";
 import { migratePostgres } from "./postgres/pg-migrations.ts";
 import { createPostgresConsoleStore } from "./postgres/pg-console-store.ts";
@@ -103,4 +103,17 @@ export function openRedisLimiter(url: string, o: RedisRateLimiterOptions = {}): 
 /** Requests under way per key, shared through the rate limiter's Redis connection (one connection per process). */
 export function openRedisConcurrency(limiter: { client: RedisClient }, o: RedisConcurrencyOptions = {}): ConcurrencyStore & { close(): void } {
   return createRedisConcurrency(limiter.client, o);
+}
+
+/** Bun's Redis client's codes for a connection that failed or timed out (not a command Redis refused). */
+const REDIS_DOWN = /^ERR_REDIS_(CONNECTION_CLOSED|CONNECTION_TIMEOUT|IDLE_TIMEOUT|AUTHENTICATION_FAILED|TLS)/;
+
+/**
+ * Whether an error a route let through says a shared store cannot be used right now (PostgreSQL
+ * unreachable, slow, read-only; Redis down): the errors plugin answers 503 with Retry-After.
+ */
+export function isStoreUnavailable(err: unknown): boolean {
+  if (isPgUnavailable(err)) return true;
+  const code = (err as { code?: unknown } | null)?.code;
+  return typeof code === "string" && REDIS_DOWN.test(code);
 }

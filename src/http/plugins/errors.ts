@@ -37,13 +37,32 @@ const KIND_OF_STATUS: Record<number, ErrorKind> = {
  * Every error leaves as a JSON body in the client's format with the spec's status. Unknown
  * failures are logged in full and answered with a message that carries no internals.
  */
-export function errorsPlugin(log: Logger, onRejected: (request: Request, status: number) => void, onAnswered?: (request: Request, status: number, error: unknown) => void) {
+export function errorsPlugin(
+  log: Logger,
+  onRejected: (request: Request, status: number) => void,
+  onAnswered?: (request: Request, status: number, error: unknown) => void,
+  /** Whether an error says a store (the database, Redis) cannot be used right now: a 503 to retry, not a 500 (app.ts knows the stores). */
+  storeUnavailable?: (error: unknown) => boolean,
+) {
   return new Elysia({ name: "switchyard/errors" }).onError({ as: "global" }, ({ code, error, request }) => {
-    const response = toResponse(code, error, request, log);
+    const response = storeUnavailable?.(error) ? unavailableResponse(error, request, log) : toResponse(code, error, request, log);
     if (!(error instanceof GatewayError && error.recorded)) onRejected(request, response.status);
     onAnswered?.(request, response.status, error);
     return response;
   });
+}
+
+/**
+ * A store that cannot be used now (PostgreSQL unreachable or read-only, Redis down): 503 with
+ * Retry-After, as the model routes answer, not 500 "failed to process" (an admin top-up during a
+ * database stall was a 500 though it had committed; a scale-out probe). A change may or may not
+ * have been made: retried with the same Idempotency-Key it is made once.
+ */
+function unavailableResponse(error: unknown, request: Request, log: Logger): Response {
+  log("warn", "store unavailable", { error: error instanceof Error ? error.message : String(error), clientRequestId: request.headers.get("x-request-id") ?? undefined });
+  const change = request.method !== "GET" && request.method !== "HEAD";
+  const message = `The gateway cannot reach its database right now.${change ? " The change may or may not have been made: retry with the same Idempotency-Key, or read it back first." : ""} Retry in a few seconds.`;
+  return errorResponse(isAnthropicPath(request.url), 503, "overloaded", message, { "retry-after": "5" });
 }
 
 function toResponse(code: unknown, error: unknown, request: Request, log: Logger): Response {

@@ -125,3 +125,18 @@ export function describePgFailure(err: unknown): string {
 
 /** int8 columns arrive as strings (Bun.SQL's default); money fits a double exactly below 2^53. */
 export const int = (value: unknown): number => (value === null || value === undefined ? 0 : Number(value));
+
+/** Bun.SQL's codes for a connection that failed (not a statement the server refused). */
+const CONNECTION_CODES = new Set(["ERR_POSTGRES_CONNECTION_CLOSED", "ERR_POSTGRES_CONNECTION_REFUSED", "ERR_POSTGRES_CONNECTION_TIMEOUT", "ERR_POSTGRES_IDLE_TIMEOUT", "ERR_POSTGRES_LIFETIME_TIMEOUT", "ERR_POSTGRES_QUERY_CANCELLED", "ERR_SWITCHYARD_PG_TIMEOUT"]);
+
+/**
+ * Whether an error says PostgreSQL cannot be used right now (unreachable, too slow, read-only,
+ * shutting down, out of resources, a lock held elsewhere), not that the statement was wrong: what
+ * failed may work in a few seconds, and the client is told so (503), not that the gateway broke.
+ */
+export function isPgUnavailable(err: unknown): boolean {
+  const code = (err as { code?: unknown } | null)?.code;
+  if (typeof code === "string" && CONNECTION_CODES.has(code)) return true;
+  const state = sqlState(err);
+  return state !== "" && classifyPgFailure(err) !== "data" && (state.startsWith("08") || state.startsWith("53") || state.startsWith("57") || state === "25006" || classifyPgFailure(err) === "busy");
+}
