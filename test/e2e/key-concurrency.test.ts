@@ -11,6 +11,7 @@ import { ANTHROPIC_MODEL, OPENAI_MODEL, post, startGateway, useGateway, type Gat
 import { closedPort, postgresMissing, REDIS_URL, redisMissing, useRedisPrefix, useTestDatabase } from "../helpers/backends.ts";
 import { openPostgresStores, type SharedStores } from "../../src/store/stores.ts";
 import { createRedisConcurrency } from "../../src/store/redis/redis-concurrency.ts";
+import { until } from "../helpers/until.ts";
 
 const upstream = useFakeUpstream();
 const gw = useGateway(() => ({ upstreamUrl: upstream.url, retry: { max_retries: 0 } }));
@@ -258,6 +259,23 @@ if (missing) {
       await y.text();
       await a.app.services.settled();
       await b.app.services.settled();
+    });
+
+    test("an acquire Redis answered too late takes no place: it is given back once Redis runs it, not left to its lease", async () => {
+      const client = new RedisClient(REDIS_URL);
+      clients.push(client);
+      const conc = createRedisConcurrency(client, { prefix, timeoutMs: 100, leaseMs: 30_000 });
+      const pauser = new RedisClient(REDIS_URL);
+      clients.push(pauser);
+      // Redis holds every command for 400 ms: the acquire times out here, and runs after.
+      await pauser.send("CLIENT", ["PAUSE", "400", "ALL"]);
+      await expect(conc.acquire("key_paused", 1)).rejects.toThrow(/within 100 ms/);
+      await until("the late place given back", 5_000, () => conc.unreturned() === 0);
+      const slot = await conc.acquire("key_paused", 1);
+      expect(slot).not.toBeNull();
+      slot!.release();
+      await until("the release confirmed", 2_000, () => conc.unreturned() === 0);
+      conc.close();
     });
 
     test("a process that died holding places (no release) frees them when their lease runs out; a live one renews its own", async () => {

@@ -45,9 +45,10 @@ return 1`;
  * (docs/decisions.md, "Requests at once per key"). Only keys with a cap ask Redis; it costs one
  * script call when a capped key's request starts and one ZREM when it ends. Fails closed, like
  * the rate limits: while Redis does not answer, a capped key's request is refused (503); a place
- * whose release could not be sent is freed by its lease.
+ * whose release, or an acquire whose answer, was lost is given back once Redis answers again (its
+ * lease frees it if this process dies first).
  */
-export function createRedisConcurrency(client: RedisClient, o: RedisConcurrencyOptions = {}): ConcurrencyStore & { close(): void; held(): number } {
+export function createRedisConcurrency(client: RedisClient, o: RedisConcurrencyOptions = {}): ConcurrencyStore & { close(): void; held(): number; unreturned(): number } {
   const prefix = (o.prefix ?? "switchyard:") + "conc:";
   const timeoutMs = o.timeoutMs ?? 250;
   const leaseMs = o.leaseMs ?? 30_000;
@@ -56,6 +57,17 @@ export function createRedisConcurrency(client: RedisClient, o: RedisConcurrencyO
   let counter = 0;
   /** This process's places: member → set, renewed while held. */
   const held = new Map<string, string>();
+  /**
+   * Places to give back that Redis has not confirmed: a release whose ZREM failed, and an acquire
+   * that timed out (Redis may have run it after all). Sent again every renewal round until Redis
+   * answers. Left to their lease, a Redis blip kept a key's places taken for 30 s after it ended
+   * (every request of a key capped at 25 refused with 429; a scale-out probe, 2026-11-30).
+   */
+  const unreturned = new Map<string, string>();
+  const giveBack = (member: string, set: string): void => {
+    unreturned.set(member, set);
+    client.send("ZREM", [set, member]).then(() => unreturned.delete(member), () => {});
+  };
 
   const script = async (body: string, keys: string[], args: string[]): Promise<unknown> => {
     const sha = SHAS.get(body)!;
@@ -77,6 +89,7 @@ export function createRedisConcurrency(client: RedisClient, o: RedisConcurrencyO
 
   // One line per round at most, however many places failed (Redis down fails them all).
   const renew = setInterval(() => {
+    for (const [member, set] of unreturned) client.send("ZREM", [set, member]).then(() => unreturned.delete(member), () => {});
     if (held.size === 0) return;
     const rounds = [...held].map(([member, set]) => script(RENEW, [set], [member, String(leaseMs)]));
     void Promise.allSettled(rounds).then((results) => {
@@ -90,8 +103,15 @@ export function createRedisConcurrency(client: RedisClient, o: RedisConcurrencyO
     async acquire(keyId: string, limit: number): Promise<ConcurrencySlot | null> {
       const set = prefix + keyId;
       const member = `${owner}:${++counter}`;
-      // A timeout after Redis took the place leaves it counted until its lease ends (it is not renewed).
-      const taken = Number(await bounded(script(ACQUIRE, [set], [String(limit), member, String(leaseMs)])));
+      let taken: number;
+      try {
+        taken = Number(await bounded(script(ACQUIRE, [set], [String(limit), member, String(leaseMs)])));
+      } catch (err) {
+        // No answer in time: Redis may still run it and take the place, which is then given back
+        // (sent after it, on the same connection, so it runs after it).
+        giveBack(member, set);
+        throw err;
+      }
       if (taken !== 1) return null;
       held.set(member, set);
       let done = false;
@@ -100,13 +120,16 @@ export function createRedisConcurrency(client: RedisClient, o: RedisConcurrencyO
           if (done) return;
           done = true;
           held.delete(member);
-          client.send("ZREM", [set, member]).catch((err) =>
-            log("warn", "requests at once: a place could not be given back in Redis; its lease frees it", { error: err instanceof Error ? err.message : String(err), leaseMs }));
+          unreturned.set(member, set);
+          client.send("ZREM", [set, member]).then(() => unreturned.delete(member), (err) =>
+            log("warn", "requests at once: a place could not be given back in Redis yet; it is sent again until Redis takes it", { error: err instanceof Error ? err.message : String(err) }));
         },
       };
     },
     /** Places this process holds now (tests). */
     held: () => held.size,
+    /** Places given back that Redis has not confirmed yet (tests). */
+    unreturned: () => unreturned.size,
     close(): void {
       clearInterval(renew);
     },
