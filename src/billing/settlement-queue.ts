@@ -422,7 +422,9 @@ export function createSettlementQueue<Q extends QueuedSettlement>(store: Settlem
       if (retryTimer) clearTimeout(retryTimer);
       if (queue.length > 0) {
         const kept = keepInSpill([...queue]);
-        if (kept) log("warn", "settlements not written at shutdown were kept in the spill file; the next start writes them", { settlements: queue.length });
+        // Charges only: releases of holds are not kept (nothing to write once the process is gone).
+        const charges = queue.filter((q) => !(q as { release?: boolean }).release).length;
+        if (kept) log("warn", "settlements not written at shutdown were kept in the spill file; the next start writes them", { settlements: charges });
         // Nothing else could keep them: the log is the record of last resort.
         if (!kept) for (const q of queue) log("error", "settlement not written at shutdown; apply it by hand", { settlement: q.settlement });
         for (const q of queue) q.done?.();

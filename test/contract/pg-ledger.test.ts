@@ -123,6 +123,36 @@ if (missing) {
       }
     });
 
+    test("a process long silent that holds nothing has its instance row deleted by a sweep; one that holds something keeps it until its holds go", async () => {
+      const dead = await pgFixture({ heartbeatMs: 60_000, staleAfterMs: 200, sweepIntervalMs: 60_000 });
+      const holding = await pgFixture({ heartbeatMs: 60_000, staleAfterMs: 200, sweepIntervalMs: 60_000 });
+      let liveClock = Date.now();
+      const live = await pgFixture({ heartbeatMs: 50, staleAfterMs: 200, sweepIntervalMs: 60_000, timeoutMs: 400, forgetAfterMs: 300, now: () => liveClock });
+      try {
+        const who = await holding.fund(10_000);
+        expect((await holding.ledger.reserve({ requestId: `req_forget_${Date.now()}`, ...who, amountMicro: 1_000 })).ok).toBe(true);
+        const rows = async () => new Set(((await live.sql`SELECT id FROM gateway_instances`) as { id: string }[]).map((r) => r.id));
+        expect(await rows()).toContain(dead.ledger.instanceId);
+        await Bun.sleep(400);
+        liveClock += 10_000;
+        // The first sweep forgets the silent process with nothing held, releases the other's holds…
+        expect(await live.ledger.sweep()).toBe(1);
+        let left = await rows();
+        expect(left.has(dead.ledger.instanceId)).toBe(false);
+        expect(left.has(holding.ledger.instanceId)).toBe(true);
+        expect(left.has(live.ledger.instanceId)).toBe(true);
+        // …and the next forgets that one too.
+        await live.ledger.sweep();
+        left = await rows();
+        expect(left.has(holding.ledger.instanceId)).toBe(false);
+        expect(left.has(live.ledger.instanceId)).toBe(true);
+      } finally {
+        await dead.close();
+        await holding.close();
+        await live.close();
+      }
+    });
+
     test("a process that stops heartbeating has its holds released by another; its late settlement still charges what it held, once", async () => {
       // `dead` never heartbeats again after it starts (a minute between beats); `live` does, every 50 ms.
       // Staleness is judged on the database's clock; how long `live` has been healthy, on its own

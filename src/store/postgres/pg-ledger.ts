@@ -24,6 +24,8 @@ export interface PgLedgerOptions {
   retryMaxMs?: number;
   /** This process's heartbeat, which is also the idle probe: `/ready` learns of a dead database without traffic. */
   heartbeatMs?: number;
+  /** A process silent this long, holding nothing, has its `gateway_instances` row deleted by a sweep (default an hour). */
+  forgetAfterMs?: number;
   /** A process whose heartbeat is older than this is dead: its holds are released. */
   staleAfterMs?: number;
   /** How often this process looks for holds of dead processes (and expired ones). */
@@ -115,6 +117,7 @@ export async function createPostgresLedger(sql: Pg, o: PgLedgerOptions): Promise
   const heartbeatMs = o.heartbeatMs ?? 2_000;
   const staleAfterMs = o.staleAfterMs ?? 30_000;
   const sweepIntervalMs = o.sweepIntervalMs ?? 10_000;
+  const forgetAfterMs = o.forgetAfterMs ?? 3_600_000;
   const holdTtlMs = o.holdTtlMs ?? 31 * 60_000;
   const instanceId = o.instanceId ?? randomId("gw", 9);
   const bounded = <T>(promise: Promise<T>, what: string) => withTimeout(promise, timeoutMs, what);
@@ -194,6 +197,15 @@ export async function createPostgresLedger(sql: Pg, o: PgLedgerOptions): Promise
    */
   async function sweep(): Promise<number> {
     const stale = judgesOthers();
+    // The rows of processes gone long ago, once they hold nothing: each kill -9 left one for ever
+    // (17 of 20 rows after a day of faults; a scale-out probe). A process that comes back writes
+    // its row again with its next heartbeat.
+    if (stale) {
+      await bounded(sql.unsafe(
+        `DELETE FROM gateway_instances i WHERE i.heartbeat_at < ${DB_NOW_MS} - $1 AND NOT EXISTS (SELECT 1 FROM holds h WHERE h.instance_id = i.id)`,
+        [forgetAfterMs],
+      ), "forget instances");
+    }
     const candidates = await bounded(sql.unsafe(
       `SELECT DISTINCT h.account_id FROM holds h LEFT JOIN gateway_instances i ON i.id = h.instance_id
         WHERE h.expires_at < ${DB_NOW_MS} OR ($2 AND (i.heartbeat_at IS NULL OR i.heartbeat_at < ${DB_NOW_MS} - $1))
