@@ -1,4 +1,5 @@
 import { afterAll, describe, expect, test } from "bun:test";
+import { SQL } from "bun";
 import type { Ledger, RejectionLog } from "../../src/billing/ledger.ts";
 import type { Logger } from "../../src/log/log.ts";
 import { createPostgresAccounts } from "../../src/store/postgres/pg-accounts.ts";
@@ -122,6 +123,46 @@ if (missing) {
         await b.close();
       }
     });
+
+    test("one account's row locked by another session: the other accounts' reservations and settlements go on, the ledger stays writable; the locked one's settle once it is free", async () => {
+      const f = await pgFixture({ busyLimitMs: 200, retryMaxMs: 50 });
+      const locker = new SQL({ url: await database(), max: 1 });
+      try {
+        const x = await f.fund(1_000_000);
+        const y = await f.fund(1_000_000);
+        const stamp = Date.now();
+        for (const [who, id] of [[x, `req_lock_x_${stamp}`], [y, `req_lock_y1_${stamp}`]] as const) expect((await f.ledger.reserve({ requestId: id, ...who, amountMicro: 5_000 })).ok).toBe(true);
+        // Another session (an operator's transaction) holds x's row for 2.5 s.
+        let release!: () => void;
+        const held = new Promise<void>((resolve) => (release = resolve));
+        const lock = locker.begin(async (tx) => {
+          await tx`SELECT id FROM accounts WHERE id = ${x.accountId} FOR UPDATE`;
+          await held;
+        });
+        await Bun.sleep(50);
+        const xSettled = f.ledger.settle(settlement(x, `req_lock_x_${stamp}`, 1_000));
+        // y: settled, and more reserved and settled, while x's row stays locked, past busyLimitMs.
+        await f.ledger.settle(settlement(y, `req_lock_y1_${stamp}`, 1_000));
+        for (let i = 2; i <= 6; i++) {
+          const id = `req_lock_y${i}_${stamp}`;
+          expect((await f.ledger.reserve({ requestId: id, ...y, amountMicro: 5_000 })).ok).toBe(true);
+          await f.ledger.settle(settlement(y, id, 1_000));
+          await Bun.sleep(100);
+        }
+        expect(f.ledger.health().writable).toBe(true);
+        expect(await f.records(`req_lock_y6_${stamp}`)).toEqual([{ cost_micro: 1_000, status: "ok" }]);
+        expect(await f.records(`req_lock_x_${stamp}`)).toEqual([]);
+        setTimeout(release, 1_500);
+        await lock;
+        await xSettled;
+        for (const until = Date.now() + 5_000; (await f.records(`req_lock_x_${stamp}`)).length === 0 && Date.now() < until; ) await Bun.sleep(20);
+        expect(await f.records(`req_lock_x_${stamp}`)).toEqual([{ cost_micro: 1_000, status: "ok" }]);
+        expect((await f.ledger.balance(x.accountId))!.balanceMicro).toBe(999_000);
+      } finally {
+        await locker.close({ timeout: 0 });
+        await f.close();
+      }
+    }, 20_000);
 
     test("a process long silent that holds nothing has its instance row deleted by a sweep; one that holds something keeps it until its holds go", async () => {
       const dead = await pgFixture({ heartbeatMs: 60_000, staleAfterMs: 200, sweepIntervalMs: 60_000 });

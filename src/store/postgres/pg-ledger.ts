@@ -3,7 +3,7 @@ import { storedPeriod, windowSql, windowStarts, type SpendBudget } from "../../b
 import { acceptableSettlement, budgetRefusal, type Hold, type Ledger, type LedgerHealth, type RejectionLog, type ReserveResult, type Settlement } from "../../billing/ledger.ts";
 import type { Logger } from "../../log/log.ts";
 import { randomId } from "../ids.ts";
-import { classifyPgFailure as classifyFailure, describePgFailure, int, recycleIfStale, withTimeout, type Pg, type PgFailure } from "./pg-client.ts";
+import { classifyPgFailure as classifyFailure, describePgFailure, int, PgTimeoutError, recycleIfStale, withTimeout, type Pg, type PgFailure } from "./pg-client.ts";
 import { creditAccount } from "./pg-credits.ts";
 import { DB_NOW_MS } from "./pg-migrations.ts";
 import { cacheSavingsMicro, priceListId, priceListJson } from "../../billing/pricing.ts";
@@ -326,7 +326,11 @@ export async function createPostgresLedger(sql: Pg, o: PgLedgerOptions): Promise
     // The statement may have committed before its answer was lost: void what it may hold.
     if (kind === "storage") {
       for (const hold of batch) voidUncertain(hold);
-      settlements.failed(kind, err);
+      // No answer in time says little of the store: the statement may only have waited behind
+      // others on its connection that wait for a row locked elsewhere (one tenant's account held
+      // every tenant's reservations past the timeout, and the whole ledger was marked failing; a
+      // scale-out probe). The heartbeat, a write of its own every 2 s, says whether the store is gone.
+      if (!(err instanceof PgTimeoutError)) settlements.failed(kind, err);
     }
     log(kind === "busy" ? "warn" : "error", "reservation failed", { error: describePgFailure(err), holds: batch.length });
     return { ok: false, reason: "unavailable", message: describePgFailure(err) };
