@@ -143,6 +143,8 @@ class OpenSession implements BillingSession {
    */
   #withRememberedPrompt(prompts: PromptMemory, usage: MeteredUsage, modelId: string, status: SettleStatus): MeteredUsage {
     if (usage.promptEstimated ? status !== "cancelled" : status !== "ok") return usage;
+    // Vendors cache no prompt shorter than this: nothing to remember or recall (and no lookup for most short requests).
+    if (usage.inputTokens < MIN_CACHED_PROMPT) return usage;
     const id = this.o.conversation!();
     if (id === undefined) return usage;
     const key = conversationKey(this.o.principal.accountId, modelId, id);
@@ -213,6 +215,9 @@ class OpenSession implements BillingSession {
 }
 
 const PERIOD_WORD = { day: "daily", week: "weekly", month: "monthly" } as const;
+
+/** The shortest prompt OpenAI and Anthropic cache (1,024 tokens; Anthropic's Haiku, 2,048). */
+const MIN_CACHED_PROMPT = 1_024;
 
 /**
  * A 402's words: which ceiling the request hit (the balance, or a key's or the account's spend

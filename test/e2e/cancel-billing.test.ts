@@ -38,7 +38,8 @@ async function leaveAfterSent(path: string, body: Record<string, unknown>, whenS
   return { row: lastRecord(gw)!, charged: before - (await gw.balanceMicro()) };
 }
 
-const PROMPT = "a conversation so far ".repeat(200);
+/** About 2,000 tokens: vendors cache no prompt under 1,024. */
+const PROMPT = "a conversation so far ".repeat(400);
 const messages = (text = PROMPT) => [{ role: "user", content: text }];
 const chunk = (text: string) => `data: {"id":"c","object":"chat.completion.chunk","created":1,"model":"m","choices":[{"index":0,"delta":{"content":${JSON.stringify(text)}},"finish_reason":null}]}\n\n`;
 
@@ -109,12 +110,12 @@ describe("a cancelled answer's estimated prompt, in a conversation whose last an
   }
 
   test("what the vendor said it cached is taken as read and priced as a read; another conversation, or none, pays it as fresh input", async () => {
-    await answered({ prompt_cache_key: "conversation-a" }, 600, 500);
+    await answered({ prompt_cache_key: "conversation-a" }, 1_500, 1_280);
     const cached = await interrupted({ prompt_cache_key: "conversation-a" });
-    expect(cached.row).toMatchObject({ status: "cancelled", estimated: 1, cache_read_tokens: 500 });
-    expect(cached.row.fresh_input_tokens).toBe(cached.row.prompt_tokens - 500);
+    expect(cached.row).toMatchObject({ status: "cancelled", estimated: 1, cache_read_tokens: 1_280 });
+    expect(cached.row.fresh_input_tokens).toBe(cached.row.prompt_tokens - 1_280);
     // gpt-4o-mini: input 150, cache reads 75 (its 50 %), output 600.
-    expect(cached.charged).toBe(Math.ceil((cached.row.prompt_tokens - 500) * 150 + 500 * 75 + cached.row.completion_tokens * 600));
+    expect(cached.charged).toBe(Math.ceil((cached.row.prompt_tokens - 1_280) * 150 + 1_280 * 75 + cached.row.completion_tokens * 600));
 
     for (const other of [{ prompt_cache_key: "conversation-b" }, {}] as Record<string, string>[]) {
       const fresh = await interrupted(other);
@@ -124,9 +125,9 @@ describe("a cancelled answer's estimated prompt, in a conversation whose last an
   });
 
   test("a conversation the vendor cached nothing of gets nothing; OpenAI's `user` names a person, not a conversation", async () => {
-    await answered({ prompt_cache_key: "conversation-d" }, 600, 0);
+    await answered({ prompt_cache_key: "conversation-d" }, 1_500, 0);
     expect((await interrupted({ prompt_cache_key: "conversation-d" })).row.cache_read_tokens).toBe(0);
-    await answered({ user: "someone" }, 600, 500);
+    await answered({ user: "someone" }, 1_500, 1_280);
     expect((await interrupted({ user: "someone" })).row.cache_read_tokens).toBe(0);
   });
 
@@ -135,7 +136,7 @@ describe("a cancelled answer's estimated prompt, in a conversation whose last an
     const capped = await interrupted({ prompt_cache_key: "conversation-c" });
     expect(capped.row.cache_read_tokens).toBe(capped.row.prompt_tokens);
     // A reported answer of the same conversation keeps its own counts.
-    await answered({ prompt_cache_key: "conversation-c" }, 700, 0);
-    expect(lastRecord(gw)).toMatchObject({ status: "ok", prompt_tokens: 700, cache_read_tokens: 0, estimated: 0 });
+    await answered({ prompt_cache_key: "conversation-c" }, 1_700, 0);
+    expect(lastRecord(gw)).toMatchObject({ status: "ok", prompt_tokens: 1_700, cache_read_tokens: 0, estimated: 0 });
   });
 });
