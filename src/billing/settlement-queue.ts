@@ -71,10 +71,6 @@ export interface SettlementQueueOptions {
   commitDelay?: { ms: number; inFlight: () => number };
 }
 
-/** How long an account whose rows are locked elsewhere is left out of batches, first and at most. */
-const BENCH_MIN_MS = 50;
-const BENCH_MAX_MS = 1_000;
-
 /** Distinct (key, minute, status) refusal counters kept before they are written early. */
 const MAX_REJECTION_COUNTERS = 10_000;
 /** Refusal counters are statistics: written with the next batch, or after this long. */
@@ -117,12 +113,6 @@ export function createSettlementQueue<Q extends QueuedSettlement>(store: Settlem
   let closed = false;
   /** What the spill file holds since close: each late settlement rewrites it with all of them. */
   let spilled: Q[] = [];
-  /**
-   * Accounts whose rows another session holds locked (their settlements met lock conflicts while
-   * the store took other writes): left out of batches until `until`, retried then, the wait
-   * doubling while the lock lasts. `since`: the first conflict of this run.
-   */
-  const benched = new Map<string, { until: number; ms: number; since: number }>();
 
   const recovered = () => {
     lastCommitAt = now();
@@ -173,47 +163,13 @@ export function createSettlementQueue<Q extends QueuedSettlement>(store: Settlem
     }
   };
 
-  /** Takes written settlements out of the queue (not necessarily its head: benched accounts' stay). */
-  const remove = (written: Q[]) => {
-    if (written.length === queue.length) {
-      queue.length = 0;
-      return;
-    }
-    const gone = new Set(written);
-    let kept = 0;
-    for (const q of queue) if (!gone.has(q)) queue[kept++] = q;
-    queue.length = kept;
-  };
-
-  /** The next batch: the oldest settlements (at most maxBatch) of accounts not benched. */
-  function nextBatch(at: number): Q[] {
-    if (benched.size === 0) return queue.slice(0, o.maxBatch);
-    const batch: Q[] = [];
-    for (const q of queue) {
-      const bench = benched.get(q.settlement.accountId);
-      if (bench !== undefined && bench.until > at) continue;
-      batch.push(q);
-      if (batch.length >= o.maxBatch) break;
-    }
-    return batch;
-  }
-
   /** One attempt at the head of the queue (and the counters); undefined when written. */
   async function writeHead(): Promise<WriteFailure | undefined> {
-    const at = now();
-    const batch = nextBatch(at);
-    if (batch.length === 0 && rejections.size === 0) {
-      // Only benched accounts' settlements wait: retried when the first bench ends.
-      let soonest = Number.POSITIVE_INFINITY;
-      for (const bench of benched.values()) soonest = Math.min(soonest, bench.until);
-      retryDelay = Math.max(1, soonest - at);
-      return "busy";
-    }
+    const batch = queue.slice(0, o.maxBatch);
     const counters = takeCounters();
     try {
-      await store.write(batch, counters, at);
-      remove(batch);
-      for (const q of batch) benched.delete(q.settlement.accountId);
+      await store.write(batch, counters, now());
+      queue.splice(0, batch.length);
       committed(batch);
       recovered();
       return undefined;
@@ -221,79 +177,9 @@ export function createSettlementQueue<Q extends QueuedSettlement>(store: Settlem
       for (const c of counters) countRejection(c.keyId, c.status, c.minute * 60_000, c.count);
       const kind = store.classify(err);
       if (kind === "data") return isolate(batch, err);
-      if (kind === "busy") return isolateBusy(batch, err);
       onFailure(kind, err);
       return kind;
     }
-  }
-
-  /**
-   * A batch that met a lock conflict: its accounts written one by one, so the accounts whose rows
-   * are free commit and only the locked ones wait (benched). Written together, one account whose
-   * row another session held locked for 8 s stopped every account's settlements, then counted as
-   * the whole store failing, and paid requests of every tenant were refused (a scale-out probe,
-   * 2026-11-30). When nothing commits, the probe (a small write of its own) tells a row locked
-   * elsewhere (the store takes writes: bench) from a store that takes none (SQLite's write lock
-   * held by another process: as before, busy, then failing past `busyLimitMs`).
-   */
-  async function isolateBusy(batch: Q[], batchError: unknown): Promise<WriteFailure | undefined> {
-    const byAccount = new Map<string, Q[]>();
-    for (const q of batch) {
-      const group = byAccount.get(q.settlement.accountId);
-      if (group) group.push(q);
-      else byAccount.set(q.settlement.accountId, [q]);
-    }
-    const locked: string[] = [];
-    let progressed = false;
-    if (byAccount.size > 1) {
-      for (const [account, group] of byAccount) {
-        try {
-          await store.write(group, [], now());
-          remove(group);
-          benched.delete(account);
-          committed(group);
-          progressed = true;
-        } catch (err) {
-          const kind = store.classify(err);
-          if (kind === "busy") locked.push(account);
-          else if (kind === "data") {
-            const failed = await isolate(group, err);
-            if (failed) return failed;
-            progressed = true;
-          } else {
-            onFailure(kind, err);
-            return kind;
-          }
-        }
-      }
-    } else locked.push(...byAccount.keys());
-    if (progressed) recovered();
-    else {
-      try {
-        await store.probe(now());
-      } catch (err) {
-        onFailure(store.classify(err) === "busy" ? "busy" : "storage", err);
-        return "busy";
-      }
-    }
-    // The store takes writes: these accounts' rows are locked elsewhere.
-    const at = now();
-    for (const account of locked) {
-      const last = benched.get(account);
-      const ms = last ? Math.min(last.ms * 2, BENCH_MAX_MS) : BENCH_MIN_MS;
-      const since = last?.since ?? at;
-      benched.set(account, { until: at + ms, ms, since });
-      if (!last) log("warn", "an account's rows are locked by another session: its settlements wait, the others' go on", { accountId: account, error: store.describe(batchError) });
-      // Locked longer than a conflict should last: its answers stop waiting for their commit
-      // (as every answer does while the store fails); the settlements stay queued.
-      if (at - since >= o.busyLimitMs) {
-        for (const q of byAccount.get(account)!) {
-          q.done?.();
-          q.done = undefined;
-        }
-      }
-    }
-    return progressed || queue.length > 0 ? undefined : "busy";
   }
 
   /** A batch that can never be written as it is: its settlements one by one (see above). */

@@ -56,12 +56,16 @@ export function errorsPlugin(
  * A store that cannot be used now (PostgreSQL unreachable or read-only, Redis down): 503 with
  * Retry-After, as the model routes answer, not 500 "failed to process" (an admin top-up during a
  * database stall was a 500 though it had committed; a scale-out probe). A change may or may not
- * have been made: retried with the same Idempotency-Key it is made once.
+ * have been made: a top-up retried with the same Idempotency-Key is made once; other changes are read back first.
  */
 function unavailableResponse(error: unknown, request: Request, log: Logger): Response {
   log("warn", "store unavailable", { error: error instanceof Error ? error.message : String(error), clientRequestId: request.headers.get("x-request-id") ?? undefined });
   const change = request.method !== "GET" && request.method !== "HEAD";
-  const message = `The gateway cannot reach its database right now.${change ? " The change may or may not have been made: retry with the same Idempotency-Key, or read it back first." : ""} Retry in a few seconds.`;
+  // Only top-ups take an Idempotency-Key; any other change is read back before it is sent again.
+  const advice = !change ? "" : /\/credits(?:$|\?)/.test(request.url)
+    ? " The top-up may or may not have been made: retry with the same Idempotency-Key (made once), or read the balance first."
+    : " The change may or may not have been made: read it back before sending it again.";
+  const message = `The gateway cannot reach its database right now.${advice} Retry in a few seconds.`;
   return errorResponse(isAnthropicPath(request.url), 503, "overloaded", message, { "retry-after": "5" });
 }
 

@@ -200,11 +200,12 @@ export async function createPostgresLedger(sql: Pg, o: PgLedgerOptions): Promise
     // The rows of processes gone long ago, once they hold nothing: each kill -9 left one for ever
     // (17 of 20 rows after a day of faults; a scale-out probe). A process that comes back writes
     // its row again with its next heartbeat.
+    // Housekeeping: its failure must not keep the holds below from being released.
     if (stale) {
       await bounded(sql.unsafe(
         `DELETE FROM gateway_instances i WHERE i.heartbeat_at < ${DB_NOW_MS} - $1 AND NOT EXISTS (SELECT 1 FROM holds h WHERE h.instance_id = i.id)`,
         [forgetAfterMs],
-      ), "forget instances");
+      ), "forget instances").catch((err) => log("warn", "forgetting stopped processes failed; the next sweep retries", { error: describePgFailure(err) }));
     }
     const candidates = await bounded(sql.unsafe(
       `SELECT DISTINCT h.account_id FROM holds h LEFT JOIN gateway_instances i ON i.id = h.instance_id

@@ -63,9 +63,10 @@ export function createRedisConcurrency(client: RedisClient, o: RedisConcurrencyO
    * answers. Left to their lease, a Redis blip kept a key's places taken for 30 s after it ended
    * (every request of a key capped at 25 refused with 429; a scale-out probe, 2026-11-30).
    */
-  const unreturned = new Map<string, string>();
-  const giveBack = (member: string, set: string): void => {
-    unreturned.set(member, set);
+  const unreturned = new Map<string, { set: string; at: number }>();
+  /** Sends the ZREM; kept for the renewal rounds until Redis confirms it, or its lease has ended anyway. */
+  const sendBack = (member: string, set: string, at = Date.now()): void => {
+    unreturned.set(member, { set, at });
     client.send("ZREM", [set, member]).then(() => unreturned.delete(member), () => {});
   };
 
@@ -82,14 +83,19 @@ export function createRedisConcurrency(client: RedisClient, o: RedisConcurrencyO
   const bounded = <T>(promise: Promise<T>): Promise<T> => {
     let timer: ReturnType<typeof setTimeout> | undefined;
     const timeout = new Promise<never>((_, reject) => {
-      timer = setTimeout(() => reject(new Error(`no answer from Redis within ${timeoutMs} ms`)), timeoutMs);
+      timer = setTimeout(() => reject(new AcquireTimeout(`no answer from Redis within ${timeoutMs} ms`)), timeoutMs);
     });
     return Promise.race([promise, timeout]).finally(() => clearTimeout(timer));
   };
 
   // One line per round at most, however many places failed (Redis down fails them all).
   const renew = setInterval(() => {
-    for (const [member, set] of unreturned) client.send("ZREM", [set, member]).then(() => unreturned.delete(member), () => {});
+    const now = Date.now();
+    for (const [member, { set, at }] of unreturned) {
+      // Past its lease Redis has dropped it itself (or will at the next acquire): nothing to send.
+      if (now - at > leaseMs) unreturned.delete(member);
+      else client.send("ZREM", [set, member]).then(() => unreturned.delete(member), () => {});
+    }
     if (held.size === 0) return;
     const rounds = [...held].map(([member, set]) => script(RENEW, [set], [member, String(leaseMs)]));
     void Promise.allSettled(rounds).then((results) => {
@@ -103,13 +109,15 @@ export function createRedisConcurrency(client: RedisClient, o: RedisConcurrencyO
     async acquire(keyId: string, limit: number): Promise<ConcurrencySlot | null> {
       const set = prefix + keyId;
       const member = `${owner}:${++counter}`;
+      const acquiring = script(ACQUIRE, [set], [String(limit), member, String(leaseMs)]);
       let taken: number;
       try {
-        taken = Number(await bounded(script(ACQUIRE, [set], [String(limit), member, String(leaseMs)])));
+        taken = Number(await bounded(acquiring));
       } catch (err) {
-        // No answer in time: Redis may still run it and take the place, which is then given back
-        // (sent after it, on the same connection, so it runs after it).
-        giveBack(member, set);
+        // No answer in time: Redis may still run it (its NOSCRIPT fallback included) and take the
+        // place, which is given back once the script has an answer, so the ZREM runs after it. A
+        // script that failed (Redis down) took nothing.
+        if (err instanceof AcquireTimeout) acquiring.then((answer) => Number(answer) === 1 && sendBack(member, set), () => {});
         throw err;
       }
       if (taken !== 1) return null;
@@ -120,7 +128,7 @@ export function createRedisConcurrency(client: RedisClient, o: RedisConcurrencyO
           if (done) return;
           done = true;
           held.delete(member);
-          unreturned.set(member, set);
+          unreturned.set(member, { set, at: Date.now() });
           client.send("ZREM", [set, member]).then(() => unreturned.delete(member), (err) =>
             log("warn", "requests at once: a place could not be given back in Redis yet; it is sent again until Redis takes it", { error: err instanceof Error ? err.message : String(err) }));
         },
@@ -137,3 +145,7 @@ export function createRedisConcurrency(client: RedisClient, o: RedisConcurrencyO
 }
 
 const SHAS = new Map([ACQUIRE, RENEW].map((body) => [body, new Bun.CryptoHasher("sha1").update(body).digest("hex")]));
+
+/** An acquire Redis did not answer in time (it may still run it): not a failed one. */
+class AcquireTimeout extends Error {}
+
