@@ -5,13 +5,12 @@
  * by the same multipliers), as the vendor bills it. The hold covers the dearer list, the record
  * names the prices it was charged at, and the audit recomputes it.
  */
-import { Database } from "bun:sqlite";
 import { describe, expect, test } from "bun:test";
 import { runAdmin } from "../../src/cli/admin.ts";
 import { priceListOf, worstCaseMicro } from "../../src/billing/pricing.ts";
 import { withCacheDefaults } from "../../src/config/cache-prices.ts";
 import { useFakeUpstream } from "../helpers/fake-upstream.ts";
-import { ANTHROPIC_MODEL, post, useGateway } from "../helpers/gateway.ts";
+import { ANTHROPIC_MODEL, chargeOf, post, useGateway } from "../helpers/gateway.ts";
 import { anthropicAdapter, betasForWindow } from "../../src/providers/anthropic/anthropic-adapter.ts";
 import type { ResolvedProvider } from "../../src/config/load-config.ts";
 import { scriptedReply, type ScriptUsage } from "../helpers/scripted-answers.ts";
@@ -34,21 +33,9 @@ const gw = useGateway(() => ({
 /** A prompt long enough that its hold may cover 205,000 tokens (the hold counts at most a token a byte). */
 const PROMPT = "long context ".repeat(17_000);
 
-async function charged(usage: ScriptUsage, model = MODEL): Promise<{ micro: number; prices: Record<string, number> }> {
+function charged(usage: ScriptUsage, model = MODEL): Promise<{ micro: number; prices: Record<string, number> }> {
   upstream.reply(scriptedReply("anthropic", { text: "Read it all.", usage }));
-  const before = await gw.balanceMicro();
-  const res = await post(gw, "/v1/messages", { model, max_tokens: 1_000, messages: [{ role: "user", content: PROMPT }] });
-  expect(res.status).toBe(200);
-  await res.arrayBuffer();
-  const micro = before - (await gw.balanceMicro());
-  const db = new Database(gw.dbPath, { readonly: true });
-  try {
-    const row = db.query<{ cost_micro: number; prices: string }, []>("SELECT u.cost_micro, p.prices FROM usage_records u JOIN price_lists p ON p.id = u.price_id ORDER BY u.id DESC LIMIT 1").get()!;
-    expect(row.cost_micro).toBe(micro);
-    return { micro, prices: JSON.parse(row.prices) };
-  } finally {
-    db.close();
-  }
+  return chargeOf(gw, () => post(gw, "/v1/messages", { model, max_tokens: 1_000, messages: [{ role: "user", content: PROMPT }] }));
 }
 
 describe("an Anthropic model with long-context prices", () => {

@@ -4,14 +4,13 @@
  * Claude 4.6 and later; and OpenAI's own API asked for the standard tier by name, so a project
  * whose default is Priority is not billed above what the tenant pays (a bill audit, 2026-11-30).
  */
-import { Database } from "bun:sqlite";
 import { describe, expect, test } from "bun:test";
 import { runAdmin } from "../../src/cli/admin.ts";
 import { maxPriceFactor, priceFactor } from "../../src/config/price-rules.ts";
 import { resolveSettings } from "../../src/config/load-config.ts";
 import { withoutUnpricedExtras } from "../../src/providers/openai/openai-adapter.ts";
 import { useFakeUpstream } from "../helpers/fake-upstream.ts";
-import { ANTHROPIC_MODEL, OPENAI_MODEL, post, useGateway } from "../helpers/gateway.ts";
+import { ANTHROPIC_MODEL, chargeOf, OPENAI_MODEL, post, useGateway } from "../helpers/gateway.ts";
 
 const OPUS_46 = "test/opus-4-6";
 const upstream = useFakeUpstream();
@@ -50,21 +49,7 @@ const anthropicStream = (geo: string) => [
   anthropicEvent("message_stop", {}),
 ];
 
-async function charge(send: () => Promise<Response>): Promise<{ micro: number; prices: Record<string, number> }> {
-  const before = await gw.balanceMicro();
-  const res = await send();
-  expect(res.status).toBe(200);
-  await res.arrayBuffer();
-  const micro = before - (await gw.balanceMicro());
-  const db = new Database(gw.dbPath, { readonly: true });
-  try {
-    const row = db.query<{ cost_micro: number; prices: string }, []>("SELECT u.cost_micro, p.prices FROM usage_records u JOIN price_lists p ON p.id = u.price_id ORDER BY u.id DESC LIMIT 1").get()!;
-    expect(row.cost_micro).toBe(micro);
-    return { micro, prices: JSON.parse(row.prices) };
-  } finally {
-    db.close();
-  }
-}
+const charge = (send: () => Promise<Response>) => chargeOf(gw, send);
 
 describe("OpenAI's Flex processing", () => {
   test("an answer the upstream says ran at flex is charged half the standard prices, streamed or not; the audit agrees", async () => {

@@ -2,7 +2,7 @@ import { expect } from "bun:test";
 import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import type { Database } from "bun:sqlite";
+import { Database } from "bun:sqlite";
 import { createApp, type App, type AppDeps } from "../../src/app.ts";
 import { resolveSettings } from "../../src/config/load-config.ts";
 import { openDatabase } from "../../src/store/database.ts";
@@ -215,3 +215,24 @@ export function sseFrames(text: string): { event?: string; data: string }[] {
       return { event, data };
     });
 }
+
+/**
+ * What one request cost: the balance it took (after `send`'s answer is read whole) and the prices
+ * its usage record names; the record's cost is checked against the balance's move.
+ */
+export async function chargeOf(gw: Gateway, send: () => Promise<Response>): Promise<{ micro: number; prices: Record<string, number> }> {
+  const before = await gw.balanceMicro();
+  const res = await send();
+  if (res.status !== 200) throw new Error(`expected 200, got ${res.status}: ${await res.text()}`);
+  await res.arrayBuffer();
+  const micro = before - (await gw.balanceMicro());
+  const db = new Database(gw.dbPath, { readonly: true });
+  try {
+    const row = db.query<{ cost_micro: number; prices: string }, []>("SELECT u.cost_micro, p.prices FROM usage_records u JOIN price_lists p ON p.id = u.price_id ORDER BY u.id DESC LIMIT 1").get()!;
+    if (row.cost_micro !== micro) throw new Error(`the record says ${row.cost_micro} micro-credits, the balance moved ${micro}`);
+    return { micro, prices: JSON.parse(row.prices) };
+  } finally {
+    db.close();
+  }
+}
+
