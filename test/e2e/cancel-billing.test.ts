@@ -71,6 +71,29 @@ describe("a client that leaves before any answer came", () => {
   });
 });
 
+test("through fetch (a proxy configured), a request counts as sent once handed over: a client that leaves before the head pays for its prompt", async () => {
+  const proxied = await startGateway({ upstreamUrl: upstream.url, credits: 100, upstreamViaProxy: true });
+  try {
+    upstream.reply({ kind: "hang" });
+    const before = await proxied.balanceMicro();
+    const leave = new AbortController();
+    const sentBefore = upstream.requests.length;
+    const asked = post(proxied, "/v1/chat/completions", { model: OPENAI_MODEL, messages: messages() }, {}, leave.signal).catch(() => {});
+    for (const until = Date.now() + 3_000; upstream.requests.length === sentBefore && Date.now() < until; ) await Bun.sleep(2);
+    await Bun.sleep(20);
+    leave.abort();
+    await asked;
+    for (const until = Date.now() + 3_000; proxied.app.services.inflight.count > 0 && Date.now() < until; ) await Bun.sleep(5);
+    await proxied.app.services.settled();
+    const row = lastRecord(proxied)!;
+    expect(row).toMatchObject({ status: "cancelled", completion_tokens: 0 });
+    expect(before - (await proxied.balanceMicro())).toBe(Math.ceil(row.prompt_tokens * 150));
+    expect(row.prompt_tokens).toBeGreaterThan(1_000);
+  } finally {
+    await proxied.stop();
+  }
+});
+
 test("a client that leaves before the upstream has the whole request (its TLS handshake stalls) pays nothing", async () => {
   // A server that takes the connection and never answers the TLS handshake: the request is never written.
   const silent = Bun.listen({ hostname: "127.0.0.1", port: 0, socket: { data() {} } });

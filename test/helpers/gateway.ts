@@ -67,6 +67,8 @@ export interface GatewayOptions {
   limiter?: AppDeps["limiter"];
   /** More models beside the standard ones (providers "fake-openai" and "fake-anthropic"). */
   extraModels?: Record<string, unknown>[];
+  /** Every upstream call through `fetch`, as with a proxy configured (the upstream client's fallback). */
+  upstreamViaProxy?: boolean;
   /** More providers beside fake-openai and fake-anthropic (their keys from TEST_OPENAI_KEY / TEST_ANTHROPIC_KEY). */
   extraProviders?: Record<string, unknown>[];
   /** Metrics and access-log switches (defaults: all on). */
@@ -163,7 +165,7 @@ export async function startGateway(o: GatewayOptions): Promise<Gateway> {
     { TEST_OPENAI_KEY: o.vendorKeys?.openai ?? VENDOR_OPENAI_KEY, TEST_ANTHROPIC_KEY: o.vendorKeys?.anthropic ?? VENDOR_ANTHROPIC_KEY, SWITCHYARD_ALERT_SECRET: o.alertSecret, ...o.vendorEnv },
     "test",
   );
-  const app = createApp({ db, settings, log: o.log ?? silentLogger, adminToken: o.adminToken, adminAuthFailures: o.adminAuthFailures, fetch: o.fetch, now: o.now, ledgerOptions: o.ledgerOptions, wrapLedger: o.wrapLedger, stores: o.stores, limiter: o.limiter, concurrency: o.concurrency, ops: o.ops, responseStore: o.responseStore, alertPollMs: o.alerts ? 100 : undefined, tokenizer: TOKENIZER, keyState: o.keyState, keyRandom: o.keyRandom, keyProbeEveryMs: o.keyProbeEveryMs, consoleSignIns: o.consoleSignIns, embeddingsThread: o.embeddingsThread });
+  const app = createApp({ db, settings, log: o.log ?? silentLogger, adminToken: o.adminToken, adminAuthFailures: o.adminAuthFailures, fetch: o.fetch, now: o.now, ledgerOptions: o.ledgerOptions, wrapLedger: o.wrapLedger, stores: o.stores, limiter: o.limiter, concurrency: o.concurrency, ops: o.ops, responseStore: o.responseStore, alertPollMs: o.alerts ? 100 : undefined, tokenizer: TOKENIZER, keyState: o.keyState, keyRandom: o.keyRandom, keyProbeEveryMs: o.keyProbeEveryMs, consoleSignIns: o.consoleSignIns, embeddingsThread: o.embeddingsThread, upstreamViaProxy: o.upstreamViaProxy });
   const account = await app.services.accounts.createAccount("test", Math.round((o.credits ?? 1000) * 1e6));
   const key = (await app.services.accounts.createKey(account.id, "test"))!;
   app.listen({ port: 0, hostname: "127.0.0.1", idleTimeout: o.idleTimeoutSeconds ?? 10, maxRequestBodySize: SERVER_BODY_LIMIT });

@@ -127,12 +127,26 @@ export function createHttp1Client(options: Http1ClientOptions = {}): Http1Client
     }
   }
 
+  /**
+   * A call `fetch` makes (through a proxy, or one this client does not carry). It cannot say when
+   * the request's last byte went, so the request counts as sent once handed over: a client that
+   * leaves from then on pays for its prompt (gateway/billing-session.ts), as it does on our own
+   * connections once the request is written; a connection that fails is a refusal, which takes it
+   * back. Counted at the answer's head instead, leaving during a proxied non-stream request was
+   * free prompt processing (a probe, 2026-11-30).
+   */
+  function viaFallback(url: string, init: RequestInit): Promise<Response> {
+    const answer = fallback(url, init);
+    attemptHooksOfInit(init)?.requestSent?.();
+    return answer;
+  }
+
   async function request(url: string, init: RequestInit): Promise<Response> {
     const method = (init.method ?? "GET").toUpperCase();
     const headers = init.headers;
-    if (viaProxy || method !== "POST" || typeof init.body !== "string" || !isPlainRecord(headers)) return fallback(url, init);
+    if (viaProxy || method !== "POST" || typeof init.body !== "string" || !isPlainRecord(headers)) return viaFallback(url, init);
     const target = targetOf(url);
-    if (!target) return fallback(url, init);
+    if (!target) return viaFallback(url, init);
     // An attempt's deadline comes as hooks (transport.ts, `attemptInit`): reading `init.signal` would make its AbortSignal.
     const hooks = attemptHooksOfInit(init);
     const signal = hooks ? undefined : (init.signal ?? undefined);
