@@ -177,6 +177,11 @@ export async function attemptUpstream(deps: AttemptDeps, req: AttemptRequest, ca
     }
 
     if (!req.wantsStream || adapter.streams === false) {
+      // A whole answer's head comes when the vendor has made it (and billed it): its body is read
+      // whether or not the client stays, so a client that leaves now pays for the answer, not its
+      // prompt alone (an image whose body was arriving cost nothing; a probe, 2026-11-30). The
+      // deadline still bounds the read.
+      req.clientSignal.removeEventListener("abort", deadline);
       let json: unknown;
       let events: StreamEvent[];
       try {
@@ -192,7 +197,8 @@ export async function attemptUpstream(deps: AttemptDeps, req: AttemptRequest, ca
         if (!req.clientSignal.aborted) deps.log("warn", "upstream sent an unreadable body", { requestId: req.requestId, provider: provider.id, error: String(err) });
         return refusedOutcome(req, deadline, "The upstream provider sent an unreadable answer. Retrying is appropriate.", err, "bad_answer");
       }
-      if (events.some((e) => e.type === "image")) {
+      // Images are fetched for a client that is still there; the answer's images are counted either way.
+      if (!req.clientSignal.aborted && events.some((e) => e.type === "image")) {
         try {
           await inlineImages(events, inlineOptions(deps, provider, deadline));
         } catch (err) {

@@ -134,7 +134,7 @@ export async function forward(deps: ForwardDeps, req: ForwardRequest): Promise<R
   const limits = deps.settings.retry;
   const wantsStream = req.body.stream === true;
   const attemptRequest = { requestId: plan.requestId, wire: req.format.wire, body: req.body, headers: req.headers, clientSignal: req.signal, wantsStream, clientRequestId, wholeAnswer: req.format.wholeAnswer };
-  const answerRequest = { format: req.format, body: req.body, uuid: plan.uuid, requestId: plan.requestId, bodyBytes: req.bodyBytes, promptText: plan.promptText, idle: req.idle, trace, route: req.route };
+  const answerRequest = { format: req.format, body: req.body, uuid: plan.uuid, requestId: plan.requestId, bodyBytes: req.bodyBytes, promptText: plan.promptText, idle: req.idle, trace, route: req.route, signal: req.signal };
 
   // The session (hashed at once; the raw id goes nowhere) keeps a conversation on one vendor key;
   // read only when a pool has a choice to make (null: not read yet).

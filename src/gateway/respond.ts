@@ -72,6 +72,8 @@ export interface RespondRequest {
   trace?: RequestTrace;
   /** The route's response settings: their headers go on the answer (see takeRouteHeaders). */
   route?: RouteSettings;
+  /** Fires when the client goes away (a whole answer read after it left is recorded as cancelled). */
+  signal?: AbortSignal;
 }
 
 export interface RespondDeps {
@@ -125,7 +127,8 @@ export async function respond(
     if (usage.estimated) events.push({ type: "usage", inputTokens: usage.inputTokens, outputTokens: usage.outputTokens });
     const reasoning = countsReasoning ? await reasoningEstimate(usage.outputTokens) : undefined;
     if (reasoning !== undefined) events.push({ type: "usage", reasoningTokens: reasoning });
-    await billing.settle("ok");
+    // The whole answer was made (and read, attempt.ts): charged in full, recorded as cancelled when the client has left.
+    await billing.settle(req.signal?.aborted ? "cancelled" : "ok");
     if (req.body.stream === true) {
       // An upstream that cannot stream (the images API): the whole answer, as the client's frames.
       const encoder = format.encoder(ctx);

@@ -8,7 +8,7 @@
 import { Database } from "bun:sqlite";
 import { describe, expect, test } from "bun:test";
 import { useFakeUpstream } from "../helpers/fake-upstream.ts";
-import { ANTHROPIC_MODEL, OPENAI_MODEL, post, startGateway, useGateway, type Gateway } from "../helpers/gateway.ts";
+import { ANTHROPIC_MODEL, IMAGE_CHAT_MODEL, OPENAI_MODEL, post, startGateway, useGateway, type Gateway } from "../helpers/gateway.ts";
 
 const upstream = useFakeUpstream();
 const gw = useGateway(() => ({ upstreamUrl: upstream.url, credits: 1_000, retry: { max_retries: 2, max_wait_ms: 10_000 } }));
@@ -92,6 +92,26 @@ test("through fetch (a proxy configured), a request counts as sent once handed o
   } finally {
     await proxied.stop();
   }
+});
+
+test("a whole answer whose body is arriving when the client leaves is read and charged in full: an image at its price, not the prompt alone", async () => {
+  // The vendor made the image (and bills it); its body comes in two pieces 300 ms apart, and the client leaves between them.
+  const pixel = "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mNk+M9QDwADhgGAWjR9awAAAABJRU5ErkJggg==";
+  const body = JSON.stringify({ id: "c", object: "chat.completion", created: 1, model: "flux-chat", choices: [{ index: 0, message: { role: "assistant", content: "Here it is.", images: [{ type: "image_url", image_url: { url: `data:image/png;base64,${pixel}` } }] }, finish_reason: "stop" }], usage: { prompt_tokens: 7, completion_tokens: 3, total_tokens: 10 } });
+  upstream.reply({ kind: "sse", headers: { "content-type": "application/json" }, chunks: [body.slice(0, 60), body.slice(60)], delayMs: 300 });
+  const before = await gw.balanceMicro();
+  const leave = new AbortController();
+  const sentBefore = upstream.requests.length;
+  const asked = post(gw, "/v1/chat/completions", { model: IMAGE_CHAT_MODEL, messages: [{ role: "user", content: "a red pixel" }] }, {}, leave.signal).catch(() => {});
+  for (const until = Date.now() + 3_000; upstream.requests.length === sentBefore && Date.now() < until; ) await Bun.sleep(2);
+  await Bun.sleep(100);
+  leave.abort();
+  await asked;
+  for (const until = Date.now() + 3_000; gw.app.services.inflight.count > 0 && Date.now() < until; ) await Bun.sleep(5);
+  await gw.app.services.settled();
+  expect(lastRecord(gw)).toMatchObject({ status: "cancelled", prompt_tokens: 7, completion_tokens: 3 });
+  // flux-chat: 100 credits per million tokens each way, 0.25 credits an image.
+  expect(before - (await gw.balanceMicro())).toBe(7 * 100 + 3 * 100 + 250_000);
 });
 
 test("a client that leaves before the upstream has the whole request (its TLS handshake stalls) pays nothing", async () => {
