@@ -147,16 +147,17 @@ class OpenSession implements BillingSession {
     if (usage.inputTokens < MIN_CACHED_PROMPT) return usage;
     const id = this.o.conversation!();
     if (id === undefined) return usage;
-    const key = conversationKey(this.o.principal.accountId, modelId, id);
+    const accountId = this.o.principal.accountId;
+    const key = conversationKey(modelId, id);
     const at = this.deps.now ? this.deps.now() : Date.now();
     if (!usage.promptEstimated) {
       // What the vendor said it holds of this conversation's prompt (read, or written now): its next
       // turn starts with it. Not the whole prompt: the vendor caches no more than that (Anthropic
       // only up to the last breakpoint), and a conversation it caches nothing of gets nothing.
-      prompts.remember(key, usage.cacheReadTokens + usage.cacheWriteTokens, at);
+      prompts.remember(accountId, key, usage.cacheReadTokens + usage.cacheWriteTokens, at);
       return usage;
     }
-    const read = Math.min(prompts.recall(key, at) ?? 0, usage.inputTokens);
+    const read = Math.min(prompts.recall(accountId, key, at) ?? 0, usage.inputTokens);
     return read > 0 ? { ...usage, cacheReadTokens: read } : usage;
   }
 

@@ -159,6 +159,8 @@ describe("a cancelled answer's estimated prompt, in a conversation whose last an
     expect(cached.row.fresh_input_tokens).toBe(cached.row.prompt_tokens - 1_280);
     // gpt-4o-mini: input 150, cache reads 75 (its 50 %), output 600.
     expect(cached.charged).toBe(Math.ceil((cached.row.prompt_tokens - 1_280) * 150 + 1_280 * 75 + cached.row.completion_tokens * 600));
+    // Used up: a second cancelled turn after it (nothing answered in between) pays its estimate as fresh input.
+    expect((await interrupted({ prompt_cache_key: "conversation-a" })).row.cache_read_tokens).toBe(0);
 
     for (const other of [{ prompt_cache_key: "conversation-b" }, {}] as Record<string, string>[]) {
       const fresh = await interrupted(other);
