@@ -60,6 +60,10 @@ describe("OpenAI's Flex processing", () => {
     expect(whole.prices).toMatchObject({ input: 75, output: 300 });
     upstream.reply({ kind: "sse", chunks: openaiStream("flex") });
     expect((await charge(() => post(gw, "/v1/chat/completions", { model: OPENAI_ITSELF, messages: ask, service_tier: "flex", stream: true }))).micro).toBe(105_000);
+    // A Responses client's flex reaches the upstream as flex, and is charged the same.
+    upstream.reply({ kind: "json", body: openaiBody("flex") });
+    expect((await charge(() => post(gw, "/v1/responses", { model: OPENAI_ITSELF, input: ask[0]!.content, service_tier: "flex", store: false }))).micro).toBe(105_000);
+    expect(upstream.requests.at(-1)!.body.service_tier).toBe("flex");
     // Translated for an Anthropic client, the same.
     upstream.reply({ kind: "sse", chunks: openaiStream("flex") });
     expect((await charge(() => post(gw, "/v1/messages", { model: OPENAI_ITSELF, max_tokens: 200, messages: ask, stream: true }))).micro).toBe(105_000);

@@ -179,7 +179,8 @@ export function responsesToChat(body: Record<string, unknown>): ResponsesPlan {
   const format = responseFormat(text?.format);
   if (format) chat.response_format = format;
   if (typeof text?.verbosity === "string") chat.verbosity = text.verbosity;
-  for (const field of ["user", "safety_identifier", "prompt_cache_key"] as const) {
+  // `service_tier` too: a client's flex is the price it asked for (providers/openai/openai-adapter.ts judges the rest).
+  for (const field of ["user", "safety_identifier", "prompt_cache_key", "service_tier"] as const) {
     if (typeof body[field] === "string") chat[field] = body[field];
   }
 
