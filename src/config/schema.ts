@@ -9,8 +9,15 @@ const closed = { additionalProperties: false } as const;
 
 /** How long a provider may take, in milliseconds. Defaults suit slow reasoning models. */
 export const Timeouts = t.Object({
-  /** Until the upstream's response headers arrive (connecting included). */
+  /** Until the upstream's response headers arrive (connecting included), for a streamed answer. */
   first_byte_ms: t.Integer({ minimum: 1, default: 120_000 }),
+  /**
+   * The same for a whole (non-stream) answer, whose head the vendors send only once the answer is
+   * written: 8,000 tokens at 50 a second are 160 s, and a reasoning model thinks for minutes, so
+   * `first_byte_ms` cut such answers with a 502 the vendor still billed. 10 minutes, the SDKs' own
+   * default timeout.
+   */
+  whole_answer_ms: t.Integer({ minimum: 1, default: 600_000 }),
   idle_ms: t.Integer({ minimum: 1, default: 300_000 }),
   total_ms: t.Integer({ minimum: 1, default: 1_800_000 }),
 }, closed);

@@ -112,7 +112,9 @@ export async function attemptUpstream(deps: AttemptDeps, req: AttemptRequest, ca
   if (req.clientRequestId) call.headers["x-request-id"] = req.clientRequestId;
 
   const t = provider.timeouts;
-  const deadline = new Deadline({ firstByteMs: t.first_byte_ms, idleMs: t.idle_ms, totalMs: t.total_ms });
+  // A whole answer's head comes when the vendor has written it: its own, longer wait (schema.ts, whole_answer_ms).
+  const whole = !req.wantsStream || adapter.streams === false;
+  const deadline = new Deadline({ firstByteMs: whole ? t.whole_answer_ms : t.first_byte_ms, idleMs: t.idle_ms, totalMs: t.total_ms });
   // `sent` (the attempt's meter) learns when the upstream has the whole request: from then a client
   // that leaves pays for its prompt, until an error status says the vendor did not take it.
   deadline.sentTo = sent;

@@ -24,9 +24,9 @@ afterAll(async () => {
   await healthy.stop();
 });
 
-async function gatewayWith(o: { idleMs?: number; firstByteMs?: number; totalMs?: number; clientIdleMs?: number; maxTokensCap?: number }): Promise<Gateway> {
+async function gatewayWith(o: { idleMs?: number; firstByteMs?: number; wholeAnswerMs?: number; totalMs?: number; clientIdleMs?: number; maxTokensCap?: number }): Promise<Gateway> {
   return startGateway({
-    upstreamUrl: raw.url, idleMs: o.idleMs ?? 300, firstByteMs: o.firstByteMs ?? 2_000, totalMs: o.totalMs, clientIdleMs: o.clientIdleMs, retry: { max_retries: 0 },
+    upstreamUrl: raw.url, idleMs: o.idleMs ?? 300, firstByteMs: o.firstByteMs ?? 2_000, wholeAnswerMs: o.wholeAnswerMs, totalMs: o.totalMs, clientIdleMs: o.clientIdleMs, retry: { max_retries: 0 },
     ...(o.maxTokensCap ? { limits: { max_tokens_cap: o.maxTokensCap } } : {}),
   });
 }
@@ -107,6 +107,26 @@ describe("one deadline per attempt, for every kind of answer", () => {
       expect(performance.now() - started).toBeLessThan(2_000);
       await gw.app.services.settled();
       expect(gw.app.services.ledger.openHolds()).toBe(0);
+    } finally {
+      await gw.stop();
+    }
+  });
+
+  test("a whole (non-stream) answer waits whole_answer_ms for its head, a stream first_byte_ms: a long answer is not cut at the stream's limit", async () => {
+    // The vendor writes its head only with the whole answer: 600 ms here, past first_byte_ms (200), within whole_answer_ms (3 s).
+    const gw = await gatewayWith({ idleMs: 5_000, firstByteMs: 200, wholeAnswerMs: 3_000 });
+    try {
+      const body = JSON.stringify({ id: "chatcmpl-slow", object: "chat.completion", created: 1, model: "gpt-4o-mini", choices: [{ index: 0, message: { role: "assistant", content: "A long answer." }, finish_reason: "stop" }], usage: { prompt_tokens: 5, completion_tokens: 4, total_tokens: 9 } });
+      script = (s) => void setTimeout(() => s.write(`HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ncontent-length: ${body.length}\r\n\r\n${body}`), 600);
+      const started = performance.now();
+      const whole = await post(gw, "/v1/chat/completions", { model: OPENAI_MODEL, messages: question });
+      expect(whole.status).toBe(200);
+      expect(((await whole.json()) as any).choices[0].message.content).toBe("A long answer.");
+      expect(performance.now() - started).toBeGreaterThanOrEqual(590);
+      // A stream's head that takes as long is past first_byte_ms: 502.
+      const streamed = await post(gw, "/v1/chat/completions", { model: OPENAI_MODEL, messages: question, stream: true });
+      expect(streamed.status).toBe(502);
+      await streamed.text();
     } finally {
       await gw.stop();
     }

@@ -40,6 +40,8 @@ export interface GatewayOptions {
   clientIdleMs?: number;
   idleMs?: number;
   firstByteMs?: number;
+  /** A whole (non-stream) answer's wait for its head; default firstByteMs. */
+  wholeAnswerMs?: number;
   idleTimeoutSeconds?: number;
   /** Default per-key rate limit; high unless a test is about rate limiting. */
   requestsPerMinute?: number;
@@ -140,7 +142,7 @@ export async function startGateway(o: GatewayOptions): Promise<Gateway> {
   const dir = o.dbPath ? undefined : mkdtempSync(join(tmpdir(), "switchyard-test-"));
   const dbPath = o.dbPath ?? join(dir!, "gateway.sqlite");
   const db = openDatabase(dbPath, { busyTimeoutMs: 0 });
-  const timeouts = { first_byte_ms: o.firstByteMs ?? 10_000, idle_ms: o.idleMs ?? 30_000, total_ms: o.totalMs ?? 600_000 };
+  const timeouts = { first_byte_ms: o.firstByteMs ?? 10_000, whole_answer_ms: o.wholeAnswerMs ?? o.firstByteMs ?? 10_000, idle_ms: o.idleMs ?? 30_000, total_ms: o.totalMs ?? 600_000 };
   const settings = resolveSettings(
     {
       providers: [

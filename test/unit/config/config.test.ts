@@ -360,7 +360,7 @@ describe("resolution", () => {
     expect(s.server.keepalive_ms).toBe(15_000);
     expect(s.retry).toEqual({ max_retries: 2, max_wait_ms: 10_000 });
     for (const id of ["up", "ant"]) {
-      expect(s.providers.get(id)!.timeouts).toEqual({ first_byte_ms: 120_000, idle_ms: 300_000, total_ms: 1_800_000 });
+      expect(s.providers.get(id)!.timeouts).toEqual({ first_byte_ms: 120_000, whole_answer_ms: 600_000, idle_ms: 300_000, total_ms: 1_800_000 });
     }
   });
 
@@ -375,7 +375,7 @@ describe("resolution", () => {
     expect(s.limits.max_tokens_cap).toBe(1000);
     expect(s.limits.requests_per_minute).toBe(60);
     expect(s.server.keepalive_ms).toBe(500);
-    expect(s.providers.get("up")!.timeouts).toEqual({ first_byte_ms: 120_000, idle_ms: 42, total_ms: 1_800_000 });
+    expect(s.providers.get("up")!.timeouts).toEqual({ first_byte_ms: 120_000, whole_answer_ms: 600_000, idle_ms: 42, total_ms: 1_800_000 });
     expect(s.providers.get("ant")!.timeouts.idle_ms).toBe(300_000);
   });
 
