@@ -98,7 +98,7 @@ async function main(): Promise<void> {
     const db = openDatabase(join(dir, `${name}.sqlite`));
     const settings = resolveSettings(
       {
-        providers: [{ id: "up", kind: "openai", base_url: `${upstream.url}/v1`, api_key_env: "BENCH_KEY", timeouts: { first_byte_ms: 60_000, idle_ms: 60_000, total_ms: 600_000 } }],
+        providers: [{ id: "up", kind: "openai", base_url: `${upstream.url}/v1`, api_key_env: "BENCH_KEY", timeouts: { first_byte_ms: 60_000, whole_answer_ms: 60_000, idle_ms: 60_000, total_ms: 600_000 } }],
         models: [{ id: "bench/embed", provider: "up", upstream_model: "text-embedding-3-large", category: "embedding", context_length: 8192, pricing: { input_per_mtok: 130, output_per_mtok: 0 } }],
         limits: { requests_per_minute: 1_000_000 },
       },

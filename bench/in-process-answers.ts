@@ -60,7 +60,7 @@ export function memoryUpstream(offerWholeBody: (response: Response, bytes: Uint8
 
 /** The config both benches run (for `resolveSettings`): an OpenAI-kind and an Anthropic-kind model, no rate limit reached. */
 export function benchConfig(upstream = "http://upstream.invalid") {
-  const timeouts = { first_byte_ms: 10_000, idle_ms: 30_000, total_ms: 600_000 };
+  const timeouts = { first_byte_ms: 10_000, whole_answer_ms: 10_000, idle_ms: 30_000, total_ms: 600_000 };
   return {
     providers: [
       { id: "o", kind: "openai", base_url: `${upstream}/v1`, api_key_env: "K", timeouts },
