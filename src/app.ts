@@ -62,6 +62,7 @@ import { adminOperations } from "./http/routes/admin-operations.ts";
 import { createModelHealth } from "./ops/model-health.ts";
 import { corsPolicy } from "./config/cors-origins.ts";
 import { createPromptMemory } from "./billing/prompt-memory.ts";
+import { addressBlock } from "./limits/address-block.ts";
 
 export interface AppDeps {
   /** The SQLite file's connection: accounts, keys and the ledger, unless `stores` are given. */
@@ -298,7 +299,7 @@ export function createApp(deps: AppDeps) {
     if (key) return [{ budget: keyShares, holder: key.keyId, level: "key" }, { budget: accountShares, holder: key.accountId, level: "account" }];
     // Only an admitted admin request reaches here on an admin path (the gate answers the others).
     if (pathOf(request.url).startsWith("/v1/admin/")) return undefined;
-    return [{ budget: addressShares, holder: server?.requestIP(request)?.address ?? "unknown", level: "address" }];
+    return [{ budget: addressShares, holder: addressBlock(server?.requestIP(request)?.address ?? "unknown"), level: "address" }];
   };
   const front = new Elysia({ name: "switchyard", normalize: false })
     .use(errorsPlugin(log, recordRejection, (request, status, error) => tracker.responded(request, status, error), isStoreUnavailable))

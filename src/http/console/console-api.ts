@@ -1,4 +1,5 @@
 import { Elysia, t } from "elysia";
+import { addressBlock } from "../../limits/address-block.ts";
 import { timingSafeEqual } from "node:crypto";
 import type { ModelConfig } from "../../config/schema.ts";
 import { HOLDER_KEYS_PER_DAY, holderKeyCeiling, holderKeyWait } from "../../accounts/holder-keys.ts";
@@ -162,6 +163,8 @@ export function consoleApiRoutes(deps: ConsoleApiDeps) {
     .post("/sign-in", async ({ request, body, set, server }) => {
       sameSite(request);
       const from = address(request, server);
+      // Throttled by block: an IPv6 host holds a whole /64 (limits/address-block.ts); the log names the address.
+      const block = addressBlock(from);
       const typed = typeof body.login === "string" ? body.login : null;
       // Counted and found lower-cased (console-auth.ts, LOGIN_PATTERN): `Ana@…` and `ana@…` are one login.
       const login = typed === null ? null : canonicalLogin(typed);
@@ -176,12 +179,12 @@ export function consoleApiRoutes(deps: ConsoleApiDeps) {
       const operatorRight = typeof body.token === "string" && !!deps.adminToken && equal(body.token, deps.adminToken);
       if (operatorRight) return signedIn(request, await startSession(store, { kind: "operator", accountId: null, login: (tokenHash) => operatorMark(adminToken!, tokenHash) }, deps.now()), set);
       // Counted as a failure from here until it is found right (sign-in-attempts.ts: a burst in parallel is not all checked).
-      const wait = deps.signIns.begin(from, typeof body.token === "string" ? null : login);
+      const wait = deps.signIns.begin(block, typeof body.token === "string" ? null : login);
       if (wait > 0) throw new GatewayError(429, "rate_limit", `Too many failed sign-ins. Retry after ${wait} s.`, { "retry-after": String(wait) });
       if (typeof body.token === "string") throw refuse("operator");
       if (login === null || typeof body.password !== "string") {
         // A malformed sign-in checks nothing: it is not a guess (and forgets no earlier failure).
-        deps.signIns.cancel(from, login);
+        deps.signIns.cancel(block, login);
         throw new GatewayError(400, "invalid_request", "Send {token} (operators) or {login, password}.");
       }
       // Whatever its capitals (the store compares without them).
@@ -189,7 +192,7 @@ export function consoleApiRoutes(deps: ConsoleApiDeps) {
       // An unknown login costs a hash check too: the answer's timing does not say which logins exist.
       const ok = await verifyPassword(body.password, user?.passwordHash ?? (await decoyHash()));
       if (!user || !ok) throw refuse("holder");
-      deps.signIns.succeeded(from, login);
+      deps.signIns.succeeded(block, login);
       return signedIn(request, await startSession(store, { kind: "holder", accountId: user.accountId, login: user.login }, deps.now()), set);
     }, { body: SignIn })
     .post("/sign-out", async ({ request, set }) => {

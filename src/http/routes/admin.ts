@@ -1,4 +1,5 @@
 import type { KeyPools } from "../../providers/key-pools.ts";
+import { addressBlock } from "../../limits/address-block.ts";
 import { Elysia, t } from "elysia";
 import { timingSafeEqual } from "node:crypto";
 import { MAX_ACCOUNT_PAGE, type AccountStore } from "../../accounts/account-store.ts";
@@ -135,7 +136,8 @@ export function adminGate(deps: Pick<AdminDeps, "adminToken" | "now" | "log" | "
     // The socket's address, not X-Forwarded-For: a header a scanner writes would let it pick a new address per try.
     const address = server?.requestIP(request)?.address ?? "unknown";
     const path = new URL(request.url).pathname;
-    const verdict = failures.failed(address);
+    // Counted by block: an IPv6 host holds a whole /64 (limits/address-block.ts).
+    const verdict = failures.failed(addressBlock(address));
     deps.log?.("warn", "admin authentication failed", { address, path, throttled: verdict.throttled });
     if (verdict.throttled) {
       return errorResponse(false, 429, "rate_limit", `Too many failed admin authentications from this address. Retry after ${verdict.retryAfterSeconds} s.`,
