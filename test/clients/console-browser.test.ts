@@ -813,7 +813,8 @@ test("a top-up answered by a proxy's 504 says the credits may have been added; a
     expect(await error.textContent()).toContain("may or may not have been added");
     await page.reload();
     // The page says so where the operator types, and the same amount again is this top-up.
-    expect(await page.getByTestId("topup-pending").textContent()).toContain("A top-up of 3 credits got no answer");
+    // Waited for: the note is written once the page has read its account (a loaded machine failed a read made at once).
+    await until("the pending top-up's note", 10_000, async () => (await page.getByTestId("topup-pending").textContent())?.includes("A top-up of 3 credits got no answer"));
     await page.getByTestId("topup-amount").fill("3");
     await page.getByTestId("topup-submit").click();
     await until("the balance shown", 10_000, async () => Math.abs(number(await text("balance")) - (balance + 3)) < 1e-6);
