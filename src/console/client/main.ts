@@ -37,6 +37,9 @@ document.querySelector<HTMLAnchorElement>("a.skip")?.addEventListener("click", (
  * is the same one shown again after a change made in it (a key saved, a period chosen), back to
  * the control that made the change (`focus`, a selector), so they are where they were.
  */
+/** Routes started so far: each knows whether a later one has begun (see `route`). */
+let routes = 0;
+
 function show(view: HTMLElement, focus?: string): void {
   main.replaceChildren(view);
   // The tab and the history name the view (its heading), not only the product.
@@ -203,8 +206,16 @@ function signedIn(s: Session): void {
   else location.hash = home;
 }
 
+const showView = (view: HTMLElement, focus?: string) => show(view, focus);
+
 async function route(focus?: string): Promise<void> {
   if (!session) return;
+  // Only the latest route shows what it read: a slower, earlier one (page 1 of the accounts after
+  // "Next page" was clicked) would otherwise replace the view the user asked for last.
+  const mine = ++routes;
+  const show = (view: HTMLElement, f?: string) => {
+    if (mine === routes) showView(view, f);
+  };
   renderNav();
   const [view, id] = location.hash.replace(/^#/, "").split("/");
   const s = session;
