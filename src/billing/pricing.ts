@@ -1,5 +1,6 @@
 import type { Pricing } from "../config/schema.ts";
 import type { MeteredUsage } from "./usage-meter.ts";
+import { times } from "../config/cache-prices.ts";
 
 /**
  * The price book: token classes × prices → micro-credits. Pure; every charge, every hold, the
@@ -67,10 +68,10 @@ function scaled(list: PriceList, factor: number): PriceList {
   let out = lists.get(factor);
   if (!out) {
     // As the vendors print them: no binary-fraction tail (1.1 × 3,000 is 3,300).
-    const times = (price: number) => Math.round(price * factor * 1e9) / 1e9;
+    const by = (price: number) => times(price, factor);
     lists.set(factor, (out = {
-      input: times(list.input), output: times(list.output), cacheRead: times(list.cacheRead),
-      cacheWrite5m: times(list.cacheWrite5m), cacheWrite1h: times(list.cacheWrite1h), perImage: times(list.perImage),
+      input: by(list.input), output: by(list.output), cacheRead: by(list.cacheRead),
+      cacheWrite5m: by(list.cacheWrite5m), cacheWrite1h: by(list.cacheWrite1h), perImage: by(list.perImage),
     }));
   }
   return out;

@@ -41,7 +41,7 @@ const OPENAI_CACHE_WRITE: [RegExp, number][] = [[/^gpt-(?:5\.(?:[6-9]|[1-9]\d)|[
 const ANTHROPIC_LONG_CONTEXT = { aboveTokens: 200_000, input: 2, output: 1.5 };
 
 /** `x × price` as the vendors print it: no binary-fraction tail (0.1 × 3,000 is 300, not 300.00000000000006). */
-const times = (price: number, factor: number) => Math.round(price * factor * 1e9) / 1e9;
+export const times = (price: number, factor: number) => Math.round(price * factor * 1e9) / 1e9;
 
 /**
  * A model's prices with the cache prices filled in where its config leaves them out: Anthropic

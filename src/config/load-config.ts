@@ -6,7 +6,7 @@ import { AlertsConfig, Config, LimitsConfig, ResponsesConfig, RetryConfig, Serve
 import type { Limits, ModelConfig, ProviderConfig, ProviderTimeouts, ResponsesSettings, RetrySettings, ServerSettings } from "./schema.ts";
 import { defaultConfig } from "./defaults.ts";
 import { withCacheDefaults } from "./cache-prices.ts";
-import { notePriceRules } from "./price-rules.ts";
+import { hasOpenAITiers, notePriceRules } from "./price-rules.ts";
 
 export class ConfigError extends Error {
   override name = "ConfigError";
@@ -109,6 +109,8 @@ export function resolveSettings(raw: unknown, env: Record<string, string | undef
     providers.set(p.id, {
       ...rest,
       base_url: p.base_url.replace(/\/+$/, ""),
+      // Worked out once: whether its service tiers are OpenAI's own (config/price-rules.ts).
+      openai_tiers: hasOpenAITiers(p),
       apiKey: pool[0]?.secret,
       keys: pool,
       unsetKeyEnvs: configured.filter((k) => k.secret === undefined).map((k) => k.env),

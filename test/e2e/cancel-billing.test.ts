@@ -23,19 +23,29 @@ function lastRecord(g: Gateway): Row | undefined {
   }
 }
 
-/** Sends, waits until the upstream has the request (or `whenSent` says so), leaves; the settled record and what it cost. */
-async function leaveAfterSent(path: string, body: Record<string, unknown>, whenSent = () => upstream.requests.length > 0): Promise<{ row: Row; charged: number }> {
-  const before = await gw.balanceMicro();
+/**
+ * Sends to `on` (the file's gateway by default), waits until the upstream has the request (or
+ * `whenSent` says so) and `waitMs` more, leaves; the settled record and what it cost.
+ */
+async function leaveAfterSent(
+  path: string,
+  body: Record<string, unknown>,
+  o: { on?: Gateway; whenSent?: () => boolean; waitMs?: number } = {},
+): Promise<{ row: Row; charged: number }> {
+  const g = o.on ?? gw;
+  const sentBefore = upstream.requests.length;
+  const whenSent = o.whenSent ?? (() => upstream.requests.length > sentBefore);
+  const before = await g.balanceMicro();
   const leave = new AbortController();
-  const asked = post(gw, path, body, {}, leave.signal).then((res) => res.body?.cancel()).catch(() => {});
+  const asked = post(g, path, body, {}, leave.signal).then((res) => res.body?.cancel()).catch(() => {});
   for (const until = Date.now() + 3_000; !whenSent() && Date.now() < until; ) await Bun.sleep(2);
   expect(whenSent()).toBe(true);
-  await Bun.sleep(20);
+  await Bun.sleep(o.waitMs ?? 20);
   leave.abort();
   await asked;
-  for (const until = Date.now() + 3_000; gw.app.services.inflight.count > 0 && Date.now() < until; ) await Bun.sleep(5);
-  await gw.app.services.settled();
-  return { row: lastRecord(gw)!, charged: before - (await gw.balanceMicro()) };
+  for (const until = Date.now() + 3_000; g.app.services.inflight.count > 0 && Date.now() < until; ) await Bun.sleep(5);
+  await g.app.services.settled();
+  return { row: lastRecord(g)!, charged: before - (await g.balanceMicro()) };
 }
 
 /** About 2,000 tokens: vendors cache no prompt under 1,024. */
@@ -75,19 +85,9 @@ test("through fetch (a proxy configured), a request counts as sent once handed o
   const proxied = await startGateway({ upstreamUrl: upstream.url, credits: 100, upstreamViaProxy: true });
   try {
     upstream.reply({ kind: "hang" });
-    const before = await proxied.balanceMicro();
-    const leave = new AbortController();
-    const sentBefore = upstream.requests.length;
-    const asked = post(proxied, "/v1/chat/completions", { model: OPENAI_MODEL, messages: messages() }, {}, leave.signal).catch(() => {});
-    for (const until = Date.now() + 3_000; upstream.requests.length === sentBefore && Date.now() < until; ) await Bun.sleep(2);
-    await Bun.sleep(20);
-    leave.abort();
-    await asked;
-    for (const until = Date.now() + 3_000; proxied.app.services.inflight.count > 0 && Date.now() < until; ) await Bun.sleep(5);
-    await proxied.app.services.settled();
-    const row = lastRecord(proxied)!;
+    const { row, charged } = await leaveAfterSent("/v1/chat/completions", { model: OPENAI_MODEL, messages: messages() }, { on: proxied });
     expect(row).toMatchObject({ status: "cancelled", completion_tokens: 0 });
-    expect(before - (await proxied.balanceMicro())).toBe(Math.ceil(row.prompt_tokens * 150));
+    expect(charged).toBe(Math.ceil(row.prompt_tokens * 150));
     expect(row.prompt_tokens).toBeGreaterThan(1_000);
   } finally {
     await proxied.stop();
@@ -99,19 +99,10 @@ test("a whole answer whose body is arriving when the client leaves is read and c
   const pixel = "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mNk+M9QDwADhgGAWjR9awAAAABJRU5ErkJggg==";
   const body = JSON.stringify({ id: "c", object: "chat.completion", created: 1, model: "flux-chat", choices: [{ index: 0, message: { role: "assistant", content: "Here it is.", images: [{ type: "image_url", image_url: { url: `data:image/png;base64,${pixel}` } }] }, finish_reason: "stop" }], usage: { prompt_tokens: 7, completion_tokens: 3, total_tokens: 10 } });
   upstream.reply({ kind: "sse", headers: { "content-type": "application/json" }, chunks: [body.slice(0, 60), body.slice(60)], delayMs: 300 });
-  const before = await gw.balanceMicro();
-  const leave = new AbortController();
-  const sentBefore = upstream.requests.length;
-  const asked = post(gw, "/v1/chat/completions", { model: IMAGE_CHAT_MODEL, messages: [{ role: "user", content: "a red pixel" }] }, {}, leave.signal).catch(() => {});
-  for (const until = Date.now() + 3_000; upstream.requests.length === sentBefore && Date.now() < until; ) await Bun.sleep(2);
-  await Bun.sleep(100);
-  leave.abort();
-  await asked;
-  for (const until = Date.now() + 3_000; gw.app.services.inflight.count > 0 && Date.now() < until; ) await Bun.sleep(5);
-  await gw.app.services.settled();
-  expect(lastRecord(gw)).toMatchObject({ status: "cancelled", prompt_tokens: 7, completion_tokens: 3 });
+  const { row, charged } = await leaveAfterSent("/v1/chat/completions", { model: IMAGE_CHAT_MODEL, messages: [{ role: "user", content: "a red pixel" }] }, { waitMs: 100 });
+  expect(row).toMatchObject({ status: "cancelled", prompt_tokens: 7, completion_tokens: 3 });
   // flux-chat: 100 credits per million tokens each way, 0.25 credits an image.
-  expect(before - (await gw.balanceMicro())).toBe(7 * 100 + 3 * 100 + 250_000);
+  expect(charged).toBe(7 * 100 + 3 * 100 + 250_000);
 });
 
 test("a client that leaves before the upstream has the whole request (its TLS handshake stalls) pays nothing", async () => {
@@ -119,17 +110,9 @@ test("a client that leaves before the upstream has the whole request (its TLS ha
   const silent = Bun.listen({ hostname: "127.0.0.1", port: 0, socket: { data() {} } });
   const stalled = await startGateway({ upstreamUrl: `https://127.0.0.1:${silent.port}`, credits: 100 });
   try {
-    const before = await stalled.balanceMicro();
-    const leave = new AbortController();
-    const asked = post(stalled, "/v1/chat/completions", { model: OPENAI_MODEL, messages: messages() }, {}, leave.signal).catch(() => {});
-    for (const until = Date.now() + 3_000; stalled.app.services.inflight.count === 0 && Date.now() < until; ) await Bun.sleep(2);
-    await Bun.sleep(100);
-    leave.abort();
-    await asked;
-    for (const until = Date.now() + 3_000; stalled.app.services.inflight.count > 0 && Date.now() < until; ) await Bun.sleep(5);
-    await stalled.app.services.settled();
-    expect(lastRecord(stalled)).toMatchObject({ status: "cancelled", cost_micro: 0 });
-    expect(await stalled.balanceMicro()).toBe(before);
+    const { row, charged } = await leaveAfterSent("/v1/chat/completions", { model: OPENAI_MODEL, messages: messages() }, { on: stalled, whenSent: () => stalled.app.services.inflight.count > 0, waitMs: 100 });
+    expect(row).toMatchObject({ status: "cancelled", cost_micro: 0 });
+    expect(charged).toBe(0);
   } finally {
     await stalled.stop();
     silent.stop(true);
@@ -148,8 +131,7 @@ describe("a cancelled answer's estimated prompt, in a conversation whose last an
   /** The next turn of the conversation, streamed and left after its first frame (an OpenAI upstream reports usage only at its end). */
   function interrupted(conversation: Record<string, string>) {
     upstream.reply({ kind: "sse", holdOpen: true, chunks: [chunk("Partial answer")] });
-    const before = upstream.requests.length;
-    return leaveAfterSent("/v1/chat/completions", { model: OPENAI_MODEL, messages: messages(PROMPT + " and one more turn"), stream: true, ...conversation }, () => upstream.requests.length > before);
+    return leaveAfterSent("/v1/chat/completions", { model: OPENAI_MODEL, messages: messages(PROMPT + " and one more turn"), stream: true, ...conversation });
   }
 
   test("what the vendor said it cached is taken as read and priced as a read; another conversation, or none, pays it as fresh input", async () => {

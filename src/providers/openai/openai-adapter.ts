@@ -4,7 +4,6 @@ import { textFrameReader } from "../../streaming/text-frame-template.ts";
 import { SHAPES_ONLY } from "../../log/scrub.ts";
 import { upstreamStreamErrorMessage } from "../upstream-errors.ts";
 import { reportedCount } from "../../streaming/events.ts";
-import { hasOpenAITiers } from "../../config/price-rules.ts";
 
 /** Where the decoder reads a text chunk's text (what a learnt template must stand for). */
 const readContent = (chunk: unknown) => (chunk as { choices?: { delta?: { content?: unknown } }[] } | null)?.choices?.[0]?.delta?.content;
@@ -101,23 +100,13 @@ export function withoutUnpricedExtras(body: unknown, openaiItself = false): unkn
   return rest;
 }
 
-/** Whether a provider is OpenAI's own API (its tiers are the ones priced: see withoutUnpricedExtras); worked out once per base URL. */
-function openaiItself(provider: { base_url: string; openai_tiers?: boolean }): boolean {
-  if (provider.openai_tiers !== undefined) return provider.openai_tiers;
-  let known = OPENAI_ITSELF.get(provider.base_url);
-  if (known === undefined) OPENAI_ITSELF.set(provider.base_url, (known = hasOpenAITiers(provider)));
-  return known;
-}
-/** By base URL: a pool's attempt carries the provider under another object (providers/key-pools.ts). */
-const OPENAI_ITSELF = new Map<string, boolean>();
-
 export const openaiAdapter: ProviderAdapter = {
   format: "openai",
 
   buildRequest(provider, body) {
     const headers: Record<string, string> = { "content-type": "application/json", accept: "application/json", ...provider.headers };
     if (provider.apiKey) headers.authorization = `Bearer ${provider.apiKey}`;
-    return { url: `${provider.base_url}/chat/completions`, headers, body: JSON.stringify(withoutUnpricedExtras(body, openaiItself(provider))) };
+    return { url: `${provider.base_url}/chat/completions`, headers, body: JSON.stringify(withoutUnpricedExtras(body, provider.openai_tiers === true)) };
   },
 
   modelsRequest(provider) {

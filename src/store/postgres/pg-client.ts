@@ -138,5 +138,6 @@ export function isPgUnavailable(err: unknown): boolean {
   const code = (err as { code?: unknown } | null)?.code;
   if (typeof code === "string" && CONNECTION_CODES.has(code)) return true;
   const state = sqlState(err);
-  return state !== "" && classifyPgFailure(err) !== "data" && (state.startsWith("08") || state.startsWith("53") || state.startsWith("57") || state === "25006" || classifyPgFailure(err) === "busy");
+  // Connection (08), resources (53), shutdown (57), read-only (25006), or a lock conflict (classifyPgFailure's "busy").
+  return /^(?:08|53|57)/.test(state) || state === "25006" || (state !== "" && classifyPgFailure(err) === "busy");
 }

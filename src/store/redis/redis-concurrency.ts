@@ -65,9 +65,9 @@ export function createRedisConcurrency(client: RedisClient, o: RedisConcurrencyO
    */
   const unreturned = new Map<string, { set: string; at: number }>();
   /** Sends the ZREM; kept for the renewal rounds until Redis confirms it, or its lease has ended anyway. */
-  const sendBack = (member: string, set: string, at = Date.now()): void => {
+  const sendBack = (member: string, set: string, at = Date.now(), onError: (err: unknown) => void = () => {}): void => {
     unreturned.set(member, { set, at });
-    client.send("ZREM", [set, member]).then(() => unreturned.delete(member), () => {});
+    client.send("ZREM", [set, member]).then(() => unreturned.delete(member), onError);
   };
 
   const script = async (body: string, keys: string[], args: string[]): Promise<unknown> => {
@@ -94,7 +94,7 @@ export function createRedisConcurrency(client: RedisClient, o: RedisConcurrencyO
     for (const [member, { set, at }] of unreturned) {
       // Past its lease Redis has dropped it itself (or will at the next acquire): nothing to send.
       if (now - at > leaseMs) unreturned.delete(member);
-      else client.send("ZREM", [set, member]).then(() => unreturned.delete(member), () => {});
+      else sendBack(member, set, at);
     }
     if (held.size === 0) return;
     const rounds = [...held].map(([member, set]) => script(RENEW, [set], [member, String(leaseMs)]));
@@ -128,8 +128,7 @@ export function createRedisConcurrency(client: RedisClient, o: RedisConcurrencyO
           if (done) return;
           done = true;
           held.delete(member);
-          unreturned.set(member, { set, at: Date.now() });
-          client.send("ZREM", [set, member]).then(() => unreturned.delete(member), (err) =>
+          sendBack(member, set, Date.now(), (err) =>
             log("warn", "requests at once: a place could not be given back in Redis yet; it is sent again until Redis takes it", { error: err instanceof Error ? err.message : String(err) }));
         },
       };
