@@ -14,13 +14,20 @@ const PNG = drawPng("a lighthouse at dusk");
 const MAX_IMAGE_BYTES = 64 * 1024;
 const OPENAI_PRICING = { input_per_mtok: 150, output_per_mtok: 600 };
 
-/** A port nothing listens on: connections to it are refused. */
-const closedPort = (() => {
-  const server = Bun.listen({ hostname: "127.0.0.1", port: 0, socket: { data() {} } });
-  const port = server.port;
-  server.stop(true);
-  return port;
-})();
+/**
+ * A port nothing listens on: connections to it are refused. Taken when first asked for, once the
+ * fake upstream and the gateway listen: taken before them, the freed port was once handed to the
+ * fake upstream, which answered 404 (a CI run).
+ */
+let refusingPort: number | undefined;
+const closedPort = (): number => {
+  if (refusingPort === undefined) {
+    const server = Bun.listen({ hostname: "127.0.0.1", port: 0, socket: { data() {} } });
+    refusingPort = server.port;
+    server.stop(true);
+  }
+  return refusingPort;
+};
 
 const upstream = useFakeUpstream();
 /**
@@ -31,7 +38,7 @@ const upstream = useFakeUpstream();
 const network = (url: string, init: RequestInit) => {
   if (url.endsWith("/files/dns.png")) return Promise.reject(Object.assign(new Error("getaddrinfo ENOTFOUND images.switchyard-test.invalid"), { code: "ENOTFOUND" }));
   if (url.endsWith("/files/no-answer.png")) return new Promise<Response>(() => {}); // a lookup that never comes back
-  if (url.endsWith("/files/refused.png")) return fetch(`http://127.0.0.1:${closedPort}/out.png`, init);
+  if (url.endsWith("/files/refused.png")) return fetch(`http://127.0.0.1:${closedPort()}/out.png`, init);
   return fetch(url, init);
 };
 const gw = useGateway(() => ({ upstreamUrl: upstream.url, maxImageBytes: MAX_IMAGE_BYTES, imageFetchTimeoutMs: 250, fetch: network }));
