@@ -308,6 +308,7 @@ export function createApp(deps: AppDeps) {
       principals,
       limiter: deps.limiter ?? createRateLimiter(now),
       defaultPerMinute: deps.settings.limits.requests_per_minute,
+      defaultAccountPerMinute: deps.settings.limits.account_requests_per_minute,
       maxBodyBytes: deps.settings.limits.max_body_bytes,
       onRejected: recordRejection,
       onAnswered: (request, status) => tracker.responded(request, status),
@@ -335,7 +336,8 @@ export function createApp(deps: AppDeps) {
     .use(healthRoutes({ ledger, draining: () => draining, limiter: deps.limiter, keyless, keyPools }))
     .use(ops.metrics ? metricsRoute({ expose: () => exposeMetrics(), token: ops.metricsToken }) : new Elysia({ name: "switchyard/no-metrics" }))
     .use(modelsRoute(catalogue, principals))
-    .use(keyRoute({ accounts, ledger, defaultPerMinute: deps.settings.limits.requests_per_minute, defaultMaxConcurrent: deps.settings.limits.max_concurrent_requests ?? null, principals }))
+    .use(keyRoute({ accounts, ledger, defaultPerMinute: deps.settings.limits.requests_per_minute, defaultMaxConcurrent: deps.settings.limits.max_concurrent_requests ?? null,
+      defaultAccountPerMinute: deps.settings.limits.account_requests_per_minute ?? null, defaultAccountMaxConcurrent: deps.settings.limits.account_max_concurrent_requests ?? null, principals }))
     .use(openApiRoute(documented));
   // The web console (http/console/): its own paths under /console, nothing on the /v1 path.
   // Before the admin routes, for the bearer plugin's reason above.

@@ -23,6 +23,10 @@ export interface ActiveKey {
   models: string[] | null;
   /** Per-key override of limits.max_concurrent_requests. */
   maxConcurrentRequests: number | null;
+  /** The account's own override of limits.account_requests_per_minute: all its keys' requests together. */
+  accountRateLimitPerMinute: number | null;
+  /** The account's own override of limits.account_max_concurrent_requests: all its keys' requests under way together. */
+  accountMaxConcurrentRequests: number | null;
 }
 export interface KeyOptions {
   name?: string | null;
@@ -50,6 +54,10 @@ export interface AccountPatch {
   name?: string;
   spendLimitMicro?: number | null;
   spendLimitPeriod?: SpendPeriod | null;
+  /** Requests a minute for all the account's keys together; null: limits.account_requests_per_minute. */
+  rateLimitPerMinute?: number | null;
+  /** Requests under way at once for all its keys together; null: limits.account_max_concurrent_requests. */
+  maxConcurrentRequests?: number | null;
 }
 /** What an operator may see of a key: never the key, only enough to recognise it. */
 export interface KeySummary {
@@ -76,7 +84,7 @@ export interface KeySummary {
 }
 
 /** An account as the admin API shows it: balance, what open requests hold, its limit, keys (summaries only). */
-export interface AccountDescription extends Account {
+export interface AccountDescription extends Account, AccountLimits {
   reserved: number;
   spend_limit: number | null;
   spend_limit_period: SpendPeriod | null;
@@ -85,8 +93,17 @@ export interface AccountDescription extends Account {
   keys: KeySummary[];
 }
 
+/**
+ * An account's own limits on all its keys' requests together, as stored: null leaves it to the
+ * gateway's default (limits.account_requests_per_minute, limits.account_max_concurrent_requests).
+ */
+export interface AccountLimits {
+  rate_limit_per_minute: number | null;
+  max_concurrent_requests: number | null;
+}
+
 /** One entry of the account list. */
-export interface AccountListEntry extends Account {
+export interface AccountListEntry extends Account, AccountLimits {
   spend_limit: number | null;
   spend_limit_period: SpendPeriod | null;
 }
@@ -215,11 +232,18 @@ export interface KeyRow {
   spend_limit_period: SpendPeriod | null; period_spent: number; allowed_models: string | null; max_concurrent_requests: number | null;
 }
 
+/** A key lookup's row (the key's columns and its account's limits) as both stores read it. */
+export interface ActiveKeyRow {
+  id: string; account_id: string; rate_limit_per_minute: number | null; expires_at: number | null; allowed_models: string | null; max_concurrent_requests: number | null;
+  account_rate_limit_per_minute: number | null; account_max_concurrent_requests: number | null;
+}
+
 /** A key lookup's row as the request path uses it (both stores). */
-export function activeKey(row: { id: string; account_id: string; rate_limit_per_minute: number | null; expires_at: number | null; allowed_models: string | null; max_concurrent_requests: number | null }): ActiveKey {
+export function activeKey(row: ActiveKeyRow): ActiveKey {
   return {
     keyId: row.id, accountId: row.account_id, rateLimitPerMinute: row.rate_limit_per_minute, expiresAt: row.expires_at,
     models: readModelsColumn(row.allowed_models), maxConcurrentRequests: row.max_concurrent_requests,
+    accountRateLimitPerMinute: row.account_rate_limit_per_minute, accountMaxConcurrentRequests: row.account_max_concurrent_requests,
   };
 }
 
@@ -281,7 +305,7 @@ export function iso(ms: number | null): string | null {
 
 /** A page from `limit + 1` rows (the extra one only says that there is more). */
 export function accountPageOf(
-  rows: { id: string; name: string; balance_micro: number; created_at: number; spend_limit_micro: number | null; spend_limit_period: SpendPeriod | null }[],
+  rows: ({ id: string; name: string; balance_micro: number; created_at: number; spend_limit_micro: number | null; spend_limit_period: SpendPeriod | null } & AccountLimits)[],
   limit: number,
 ): AccountPage {
   const page = rows.slice(0, limit);
@@ -295,6 +319,8 @@ export function accountPageOf(
       created_at: iso(r.created_at)!,
       spend_limit: r.spend_limit_micro === null ? null : microToCredits(r.spend_limit_micro),
       spend_limit_period: r.spend_limit_period,
+      rate_limit_per_minute: r.rate_limit_per_minute,
+      max_concurrent_requests: r.max_concurrent_requests,
     })),
     next_cursor: rows.length > limit && last ? encodeAccountCursor(last.created_at, last.id) : null,
   };

@@ -12,8 +12,10 @@ export interface ChangeWatch {
 /** Resolves a presented key to the key it names: synchronously from a cache, or with a promise on a miss (PostgreSQL). */
 export interface KeyResolver {
   resolve(key: string): ActiveKey | null | Promise<ActiveKey | null>;
-  /** Drops what is cached for a key this process revoked. */
+  /** Drops what is cached for a key this process revoked or changed. */
   forget(keyId: string): void;
+  /** Drops what is cached for every key of an account whose limits this process changed (a lookup carries them). */
+  forgetAccount(accountId: string): void;
 }
 
 /** Key bodies are base64url; anything else cannot be a key we issued. */
@@ -58,6 +60,9 @@ export function createKeyResolver(store: { findActiveKey(keyHash: string): Activ
     },
     forget(keyId: string): void {
       for (const [hash, entry] of cache) if (entry.keyId === keyId) cache.delete(hash);
+    },
+    forgetAccount(accountId: string): void {
+      for (const [hash, entry] of cache) if (entry.accountId === accountId) cache.delete(hash);
     },
   };
 }
@@ -114,6 +119,9 @@ export function createCachedKeyResolver(store: AccountStore, now: () => number, 
     },
     forget(keyId: string): void {
       for (const [hash, entry] of cache) if (entry.key?.keyId === keyId) cache.delete(hash);
+    },
+    forgetAccount(accountId: string): void {
+      for (const [hash, entry] of cache) if (entry.key?.accountId === accountId) cache.delete(hash);
     },
   };
 }

@@ -21,7 +21,9 @@ import { createSqliteConsoleStore } from "../store/sqlite/sqlite-console-store.t
 import { createPostgresConsoleStore } from "../store/postgres/pg-console-store.ts";
 
 const USAGE = `usage: bun run admin <command>
-  accounts create <name> <credits>       create an account
+  accounts create <name> <credits> [--rpm N] [--max-concurrent N]
+                                         create an account; --rpm and --max-concurrent limit all its keys
+                                         together (requests a minute, requests under way at once)
   accounts list [--name TEXT] [--limit N] [--cursor C]
                                          accounts oldest first, 50 (at most 500) a page; --name keeps names
                                          containing TEXT (any case); --cursor is the last page's next_cursor
@@ -29,7 +31,9 @@ const USAGE = `usage: bun run admin <command>
   accounts topup <account-id> <credits> [--idempotency-key KEY]
                                          add credits (at least 0.000001); repeated with the same KEY, credits once
   accounts update <account-id> [--name NAME] [--spend-limit CREDITS|none] [--period day|week|month|none]
-                                         change what is given; --period none: the limit is over the account's life
+                       [--rpm N|none] [--max-concurrent N|none]
+                                         change what is given; --period none: the limit is over the account's life;
+                                         --rpm/--max-concurrent: all its keys together (none: the config's default)
   keys create <account-id> [name] [--rpm N] [--expires ISO-DATE] [--spend-limit CREDITS] [--period day|week|month]
                        [--models ID,PREFIX*,...] [--max-concurrent N]
                                          issue a key (printed once); at most 10 active per account; --models:
@@ -189,8 +193,12 @@ export async function runAdmin(argv: string[], env: Record<string, string | unde
   try {
     const { accounts } = store;
     if (noun === "accounts" && verb === "create" && args.length === 2) {
+      const limits: AccountPatch = {};
+      if (has("rpm")) limits.rateLimitPerMinute = rpm(options.rpm!);
+      if (has("max-concurrent")) limits.maxConcurrentRequests = maxConcurrent(options["max-concurrent"]!);
       const account = await accounts.createAccount(name(args[0], "name"), credits(args[1]));
-      return json({ id: account.id, name: account.name, balance: account.balance });
+      if (Object.keys(limits).length > 0) await accounts.updateAccount(account.id, limits);
+      return json({ id: account.id, name: account.name, balance: account.balance, rate_limit_per_minute: limits.rateLimitPerMinute ?? null, max_concurrent_requests: limits.maxConcurrentRequests ?? null });
     }
     if (noun === "accounts" && verb === "list" && args.length === 0) {
       const limit = options.limit === undefined ? 50 : Number(options.limit);
@@ -207,6 +215,8 @@ export async function runAdmin(argv: string[], env: Record<string, string | unde
       if (has("name")) patch.name = name(options.name, "--name");
       if (has("spend-limit")) patch.spendLimitMicro = orNone(options["spend-limit"]!, (v) => credits(v, "--spend-limit"));
       if (has("period")) patch.spendLimitPeriod = orNone(options.period!, period);
+      if (has("rpm")) patch.rateLimitPerMinute = orNone(options.rpm!, rpm);
+      if (has("max-concurrent")) patch.maxConcurrentRequests = orNone(options["max-concurrent"]!, maxConcurrent);
       if (!(await accounts.updateAccount(args[0]!, patch))) return { code: 1, out: `no account ${args[0]}` };
       return json(await accounts.describeAccount(args[0]!));
     }

@@ -163,6 +163,14 @@ export const LimitsConfig = t.Object({
    */
   max_concurrent_requests: t.Optional(t.Integer({ minimum: 1, maximum: 100_000 })),
   /**
+   * An account's keys together (docs/decisions.md, "Limits per account"), for accounts without
+   * their own: requests a minute (a token bucket beside each key's), and requests under way at
+   * once; more get 429. Unset: no limit beyond each key's. An account holding several keys
+   * otherwise gets each key's limits once per key.
+   */
+  account_requests_per_minute: t.Optional(t.Integer({ minimum: 1, maximum: 1_000_000 })),
+  account_max_concurrent_requests: t.Optional(t.Integer({ minimum: 1, maximum: 100_000 })),
+  /**
    * Free counting (`/v1/messages/count_tokens`, docs/decisions.md "Bodies and free counting"): the
    * most prompt text (UTF-8 bytes) one count takes, else 413; the text one key may have waiting for
    * or in the gateway's tokenizer, each count weighing at least 64 KiB (more: 429); all keys'

@@ -269,23 +269,53 @@ function conversationOf(req: ForwardRequest, uuid: string): string | undefined {
 }
 
 /**
- * The key's place among its requests under way: its own `max_concurrent_requests`, else the
- * config's default; none of either, no cap. 429 (with Retry-After) when the key is at its cap.
- * Synchronous unless a shared store (Redis) is asked: uncapped keys and the in-process count
- * cost the request no await.
+ * The request's place among its key's requests under way and, when its account has a cap, among
+ * the account's (all its keys together): each its own `max_concurrent_requests`, else the config's
+ * default (limits.max_concurrent_requests, limits.account_max_concurrent_requests); none of
+ * either, no cap. 429 (with Retry-After) when either is full; the key's place is taken first and
+ * given back if the account's is refused. Synchronous unless a shared store (Redis) is asked:
+ * uncapped keys and the in-process count cost the request no await.
  */
 function takeSlot(deps: ForwardDeps, principal: ActiveKey): ConcurrencySlot | Promise<ConcurrencySlot> {
-  const limit = principal.maxConcurrentRequests ?? deps.settings.limits.max_concurrent_requests;
-  if (limit === undefined || limit === null || !deps.concurrency) return NO_SLOT;
+  const limits = deps.settings.limits;
+  const keyCap = principal.maxConcurrentRequests ?? limits.max_concurrent_requests;
+  const accountCap = principal.accountMaxConcurrentRequests ?? limits.account_max_concurrent_requests;
+  if (!deps.concurrency || (keyCap == null && accountCap == null)) return NO_SLOT;
+  const key = keyCap == null ? NO_SLOT : placeIn(deps.concurrency, principal.keyId, keyCap, "key");
+  if (accountCap == null) return key;
+  const account = (keySlot: ConcurrencySlot): ConcurrencySlot | Promise<ConcurrencySlot> => {
+    let taken: ConcurrencySlot | Promise<ConcurrencySlot>;
+    try {
+      taken = placeIn(deps.concurrency!, `account:${principal.accountId}`, accountCap, "account");
+    } catch (err) {
+      keySlot.release();
+      throw err;
+    }
+    const both = (accountSlot: ConcurrencySlot): ConcurrencySlot => ({
+      release() {
+        accountSlot.release();
+        keySlot.release();
+      },
+    });
+    return taken instanceof Promise ? taken.then(both, (err) => {
+      keySlot.release();
+      throw err;
+    }) : both(taken);
+  };
+  return key instanceof Promise ? key.then(account) : account(key);
+}
+
+/** A place among `id`'s requests under way (a key's or an account's), or the 429 (full) or 503 (store unreachable) that refuses it. */
+function placeIn(store: ConcurrencyStore, id: string, limit: number, whose: "key" | "account"): ConcurrencySlot | Promise<ConcurrencySlot> {
   const granted = (slot: ConcurrencySlot | null): ConcurrencySlot => {
-    if (!slot) throw new GatewayError(429, "rate_limit", concurrencyRefusal(limit), { "retry-after": "1" });
+    if (!slot) throw new GatewayError(429, "rate_limit", concurrencyRefusal(limit, whose), { "retry-after": "1" });
     return slot;
   };
   // A cap that cannot be checked is not skipped (as rate limits): refused, and said so.
-  const unchecked = () => new GatewayError(503, "overloaded", "The gateway cannot check this key's requests under way right now. Retry in a few seconds.", { "retry-after": "5" });
+  const unchecked = () => new GatewayError(503, "overloaded", `The gateway cannot check this ${whose}'s requests under way right now. Retry in a few seconds.`, { "retry-after": "5" });
   let taken: ConcurrencySlot | null | Promise<ConcurrencySlot | null>;
   try {
-    taken = deps.concurrency.acquire(principal.keyId, limit);
+    taken = store.acquire(id, limit);
   } catch {
     throw unchecked();
   }

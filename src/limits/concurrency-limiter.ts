@@ -52,7 +52,8 @@ export function createConcurrencyLimiter() {
 
 export type ConcurrencyLimiter = ReturnType<typeof createConcurrencyLimiter>;
 
-/** The 429's words: the cap, and that waiting for one of the key's own requests to end is the way. */
-export function concurrencyRefusal(limit: number): string {
-  return `Too many requests at once for this key: at most ${limit} may be under way (max_concurrent_requests), streams included until they end. Retry when one of them has finished.`;
+/** The 429's words: the cap, whose it is, and that waiting for one of the key's (account's) own requests to end is the way. */
+export function concurrencyRefusal(limit: number, whose: "key" | "account" = "key"): string {
+  const scope = whose === "key" ? "this key" : "this account (all its keys together)";
+  return `Too many requests at once for ${scope}: at most ${limit} may be under way (max_concurrent_requests), streams included until they end. Retry when one of them has finished.`;
 }

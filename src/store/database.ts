@@ -261,8 +261,16 @@ const MIGRATIONS: (string | ((db: Database) => void))[] = [
    CREATE TABLE usage_rollup_mark (id INTEGER PRIMARY KEY CHECK (id = 1), record_id INTEGER NOT NULL);
    INSERT INTO usage_rollup_mark VALUES (1, COALESCE((SELECT MAX(id) FROM usage_records), 0));`,
   // usage_records without AUTOINCREMENT, where the rebuild is quick (store/sqlite/rebuild-usage-records.ts).
-  (db) => dropUsageAutoincrement(db),
+  dropUsageAutoincrement,
+  // An account's own limits on all its keys together (docs/decisions.md, "Limits per account"):
+  // requests a minute and requests under way; NULL for the gateway's defaults
+  // (limits.account_requests_per_minute, limits.account_max_concurrent_requests).
+  `ALTER TABLE accounts ADD COLUMN rate_limit_per_minute INTEGER;
+   ALTER TABLE accounts ADD COLUMN max_concurrent_requests INTEGER;`,
 ];
+
+/** The schema version just before usage_records lost AUTOINCREMENT (tests build such a file). */
+export const BEFORE_USAGE_REBUILD = MIGRATIONS.indexOf(dropUsageAutoincrement);
 
 /**
  * Log pages after which a commit checkpoints (10 MB of 1 KB pages, 40 MB of a file made with 4 KB

@@ -848,3 +848,33 @@ test("a top-up answered by a proxy's 504 says the credits may have been added; a
     await page.unroute("**/console/api/accounts/*/credits");
   }
 }, 60_000);
+
+test("the operator sets an account's request limits for all its keys; the view shows them, a value out of range or a fraction is not sent, empty fields clear them", async () => {
+  await page.goto(`${gateway.url}/console/#account/${account.id}`);
+  await page.getByTestId("account-rpm").waitFor();
+  await expect(text("account-requests")).resolves.toBe("the gateway's default limits");
+  await page.getByTestId("account-rpm").fill("5");
+  await page.getByTestId("account-concurrent").fill("2");
+  await page.getByTestId("account-requests-submit").click();
+  await page.getByTestId("account-requests").filter({ hasText: "5 a minute; 2 at once" }).waitFor();
+  expect(await admin(`/v1/admin/accounts/${account.id}`)).toMatchObject({ rate_limit_per_minute: 5, max_concurrent_requests: 2 });
+  // Out of range: the browser's own check stops the form (the field says why), nothing is sent.
+  const sent: string[] = [];
+  const listen = (r: { method(): string; url(): string }) => void (r.method() === "PATCH" && sent.push(r.url()));
+  page.on("request", listen);
+  await page.getByTestId("account-concurrent").fill("0");
+  await page.getByTestId("account-requests-submit").click();
+  expect(await page.getByTestId("account-concurrent").evaluate((el) => (el as any).validity.rangeUnderflow)).toBe(true);
+  // So is a fraction.
+  await page.getByTestId("account-concurrent").fill("1.5");
+  await page.getByTestId("account-requests-submit").click();
+  expect(await page.getByTestId("account-concurrent").evaluate((el) => (el as any).validity.stepMismatch)).toBe(true);
+  page.off("request", listen);
+  expect(sent).toEqual([]);
+  expect(await admin(`/v1/admin/accounts/${account.id}`)).toMatchObject({ rate_limit_per_minute: 5, max_concurrent_requests: 2 });
+  await page.getByTestId("account-rpm").fill("");
+  await page.getByTestId("account-concurrent").fill("");
+  await page.getByTestId("account-requests-submit").click();
+  await page.getByTestId("account-requests").filter({ hasText: "the gateway's default limits" }).waitFor();
+  expect(await admin(`/v1/admin/accounts/${account.id}`)).toMatchObject({ rate_limit_per_minute: null, max_concurrent_requests: null });
+}, 60_000);

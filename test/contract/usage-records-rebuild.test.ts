@@ -8,7 +8,7 @@ import { afterAll, describe, expect, test } from "bun:test";
 import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { migrate, openDatabase, PAGE_SIZE, SCHEMA_VERSION } from "../../src/store/database.ts";
+import { BEFORE_USAGE_REBUILD, migrate, openDatabase, PAGE_SIZE } from "../../src/store/database.ts";
 import { createSqliteLedger } from "../../src/store/sqlite/sqlite-ledger.ts";
 import { dropUsageAutoincrement } from "../../src/store/sqlite/rebuild-usage-records.ts";
 
@@ -25,7 +25,7 @@ function oldFile(n: number): string {
   const path = join(dir, "old.sqlite");
   const db = new Database(path, { create: true, strict: true });
   db.exec("PRAGMA journal_mode = WAL");
-  migrate(db, SCHEMA_VERSION - 1);
+  migrate(db, BEFORE_USAGE_REBUILD);
   db.run("INSERT INTO accounts (id, name, balance_micro, created_at) VALUES ('acct_r', 'r', 1000000000, ?)", [T0]);
   db.run("INSERT INTO api_keys (id, account_id, name, key_hash, key_prefix, key_last4, created_at) VALUES ('key_r', 'acct_r', 'k', 'h', 'p', 'l', ?)", [T0]);
   const insert = db.query(`INSERT INTO usage_records (request_id, account_id, key_id, model, provider, prompt_tokens, completion_tokens, estimated, cost_micro, status, latency_ms, created_at,

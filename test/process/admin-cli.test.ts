@@ -351,6 +351,31 @@ describe("accounts list / update, keys update", () => {
     expect(JSON.parse((await run("keys", "list", a.id)).out).data).toEqual([cleared]);
   });
 
+  test("in process: --rpm and --max-concurrent on accounts create and update (all its keys together), none clears, bad values are usage errors and create nothing", async () => {
+    const env = { SWITCHYARD_DB: tempDb() };
+    const run = async (...argv: string[]) => runAdmin(argv, env);
+    const created = await run("accounts", "create", "tenant", "5", "--rpm", "120", "--max-concurrent", "4");
+    expect(created.code).toBe(0);
+    const a = JSON.parse(created.out) as { id: string };
+    expect(a).toMatchObject({ name: "tenant", balance: 5, rate_limit_per_minute: 120, max_concurrent_requests: 4 });
+    expect(JSON.parse((await run("accounts", "show", a.id)).out)).toMatchObject({ rate_limit_per_minute: 120, max_concurrent_requests: 4 });
+    expect(JSON.parse((await run("accounts", "update", a.id, "--rpm", "30")).out)).toMatchObject({ rate_limit_per_minute: 30, max_concurrent_requests: 4 });
+    expect(JSON.parse((await run("accounts", "update", a.id, "--rpm", "none", "--max-concurrent", "none")).out)).toMatchObject({ rate_limit_per_minute: null, max_concurrent_requests: null });
+    expect(JSON.parse((await run("accounts", "list")).out).data[0]).toMatchObject({ id: a.id, rate_limit_per_minute: null, max_concurrent_requests: null });
+    const bad: [string[], string][] = [
+      [["accounts", "update", a.id, "--rpm", "0"], "--rpm"],
+      [["accounts", "update", a.id, "--rpm", "1.5"], "--rpm"],
+      [["accounts", "update", a.id, "--max-concurrent", "100001"], "--max-concurrent"],
+      [["accounts", "create", "refused", "1", "--rpm", "-3"], "--rpm"],
+      [["accounts", "create", "refused", "1", "--max-concurrent", "x"], "--max-concurrent"],
+    ];
+    for (const [argv, flag] of bad) {
+      const r = await run(...argv);
+      if (r.code !== 2 || !r.out.includes(flag)) throw new Error(`${argv.join(" ")}: code ${r.code}, ${r.out}`);
+    }
+    expect(JSON.parse((await run("accounts", "list")).out).data.map((x: { name: string }) => x.name)).toEqual(["tenant"]);
+  });
+
   test("separate process beside a running gateway: the same JSON as the API; a key update applies to the next request", async () => {
     const token = "cli-admin-token-0123456789abcdef0123456789abcdef";
     const gw = await startGateway({ upstreamUrl: "http://127.0.0.1:9", adminToken: token });

@@ -17,10 +17,11 @@ export function accountView(session: Session, account: Account, reload: Reload, 
       h("dt", {}, "Balance"), h("dd", {}, h("span", { "data-testid": "balance" }, credits(account.balance)), " credits"),
       h("dt", {}, "Held by requests in flight"), h("dd", {}, `${credits(account.reserved)} credits`),
       h("dt", {}, "Spend limit"), h("dd", { "data-testid": "account-limit" }, limitText(account.spend_limit, account.spend_limit_period, account.spent_in_period, account.period_resets_at)),
+      h("dt", {}, "Requests, all keys together"), h("dd", { "data-testid": "account-requests" }, requestLimitsText(account)),
       h("dt", {}, "Account id"), h("dd", {}, h("code", {}, account.id)),
     ),
   );
-  if (operator) root.append(topUpForm(account, reload), accountLimitForm(account, reload), inviteForm(account, reload), ...(logins ? [loginsSection(account, logins, reload)] : []));
+  if (operator) root.append(topUpForm(account, reload), accountLimitForm(account, reload), requestLimitsForm(account, reload), inviteForm(account, reload), ...(logins ? [loginsSection(account, logins, reload)] : []));
   root.append(keysSection(session, account, reload));
   return root;
 }
@@ -114,6 +115,32 @@ function accountLimitForm(account: Account, reload: Reload): HTMLElement {
   return form("Account spend limit", [field("Limit in credits (empty: none)", limit), field("Period", period)], submit, async () => {
     await api("PATCH", `/accounts/${account.id}`, limitChange(limit, period));
     announce("Limit saved.");
+    reload();
+  });
+}
+
+/** The account's own limits on all its keys together, as people read them; unset ones are the gateway's. */
+function requestLimitsText(account: Account): string {
+  const rate = account.rate_limit_per_minute, cap = account.max_concurrent_requests;
+  if (rate == null && cap == null) return "the gateway's default limits";
+  return `${rate == null ? "the gateway's default rate" : `${rate.toLocaleString("en-US")} a minute`}; ${cap == null ? "the gateway's default requests at once" : `${cap.toLocaleString("en-US")} at once`}`;
+}
+
+/** A whole number in range from a field, or null for empty (the gateway's default). */
+function wholeOf(input: HTMLInputElement, what: string, max: number): number | null {
+  const value = numberOf(input, what);
+  if (value !== null && !(Number.isInteger(value) && value >= 1 && value <= max)) throw new ApiError(400, `${what} is a whole number from 1 to ${max.toLocaleString("en-US")} (empty: the gateway's default).`);
+  return value;
+}
+
+function requestLimitsForm(account: Account, reload: Reload): HTMLElement {
+  const rate = h("input", { type: "number", min: "1", max: "1000000", step: "1", value: account.rate_limit_per_minute ?? "", placeholder: "default", "data-testid": "account-rpm" });
+  const cap = h("input", { type: "number", min: "1", max: "100000", step: "1", value: account.max_concurrent_requests ?? "", placeholder: "default", "data-testid": "account-concurrent" });
+  const submit = h("button", { type: "submit", "data-testid": "account-requests-submit" }, "Save request limits");
+  const note = h("p", { class: "note" }, "For all the account's keys together, beside each key's own limits; more get 429.");
+  return form("Account request limits", [field("Requests a minute (empty: default)", rate), field("Requests at once (empty: default)", cap), note], submit, async () => {
+    await api("PATCH", `/accounts/${account.id}`, { rate_limit_per_minute: wholeOf(rate, "Requests a minute", 1_000_000), max_concurrent_requests: wholeOf(cap, "Requests at once", 100_000) });
+    announce("Request limits saved.");
     reload();
   });
 }

@@ -42,6 +42,8 @@ export interface KeySummary {
 export interface Account {
   id: string; name: string; balance: number; reserved: number; created_at: string; spend_limit: number | null; spend_limit_period: "day" | "week" | "month" | null;
   spent_in_period: number; period_resets_at: string | null; keys: KeySummary[];
+  /** Limits on all the account's keys together; null: the gateway's default. */
+  rate_limit_per_minute?: number | null; max_concurrent_requests?: number | null;
 }
 /** An account's console logins and open invites (operators). */
 export interface AccountLogins {

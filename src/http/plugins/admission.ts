@@ -54,6 +54,8 @@ export interface AdmissionOptions {
   limiter: RateLimitStore;
   /** limits.requests_per_minute, for keys without their own limit. */
   defaultPerMinute: number;
+  /** limits.account_requests_per_minute, for accounts without their own (unset: none beyond each key's). */
+  defaultAccountPerMinute?: number;
   maxBodyBytes: number;
   onRejected: (request: Request, status: number) => void;
   /** Told of every answer admission gives itself (401, 413, 429, 503), for request traces. */
@@ -175,31 +177,60 @@ export function admissionPlugin(o: AdmissionOptions) {
       o.onRejected(request, 429);
       return errorResponse(anthropic, 429, "rate_limit", busy, { "retry-after": "1", ...unreadBodyHeaders(request) });
     }
-    const chatPerMinute = found.rateLimitPerMinute ?? o.defaultPerMinute;
-    const perMinute = counting ? chatPerMinute * COUNT_TOKENS_RATE_FACTOR : chatPerMinute;
-    const taken = o.limiter.take(counting ? `${found.keyId}:count_tokens` : found.keyId, perMinute);
+    const factor = counting ? COUNT_TOKENS_RATE_FACTOR : 1;
+    const perMinute = (found.rateLimitPerMinute ?? o.defaultPerMinute) * factor;
+    const accountChat = found.accountRateLimitPerMinute ?? o.defaultAccountPerMinute;
+    const suffix = counting ? ":count_tokens" : "";
+    const taken = o.limiter.take(found.keyId + suffix, perMinute);
+    // The account's bucket is asked only once the key's let the request through: a key hammering
+    // past its own limit does not spend its sibling keys' share of the account's.
+    const afterKey = (decision: BucketDecision): Response | undefined | Promise<Response | undefined> => {
+      const key = { perMinute, decision, whose: "key" } as const;
+      if (accountChat === undefined || !decision.allowed) return admit(request, set, key, undefined, anthropic);
+      const accountPerMinute = accountChat * factor;
+      const byAccount = o.limiter.take(`account:${found.accountId}${suffix}`, accountPerMinute);
+      const account = (d: BucketDecision) => ({ perMinute: accountPerMinute, decision: d, whose: "account" }) as const;
+      return byAccount instanceof Promise
+        ? byAccount.then((d) => admit(request, set, key, account(d), anthropic))
+        : admit(request, set, key, account(byAccount), anthropic);
+    };
     // The in-process store answers at once; a shared one (Redis) answers later.
-    return taken instanceof Promise ? taken.then((decision) => admit(request, set, perMinute, decision, anthropic)) : admit(request, set, perMinute, taken, anthropic);
+    return taken instanceof Promise ? taken.then(afterKey) : afterKey(taken);
   }
 
-  function admit(request: Request, set: { headers: Record<string, unknown> }, perMinute: number, decision: BucketDecision, anthropic: boolean): Response | undefined {
+  /**
+   * The request's verdict from its key's bucket and, when the account has a limit, its account's.
+   * The x-ratelimit-* headers describe the bucket that binds: the one that refused, else the one
+   * with fewer requests left.
+   */
+  function admit(request: Request, set: { headers: Record<string, unknown> }, key: Bucket, account: Bucket | undefined, anthropic: boolean): Response | undefined {
+    if (key.decision.unavailable || account?.decision.unavailable) {
+      // Limits that cannot be enforced are not skipped: refused, like a ledger that cannot write.
+      return errorResponse(anthropic, 503, "overloaded", "The gateway cannot check rate limits right now. Retry in a few seconds.",
+        { "retry-after": String(retryAfterSeconds((account?.decision.unavailable ? account : key).decision)), ...unreadBodyHeaders(request) });
+    }
+    const binding = account && (!account.decision.allowed || account.decision.remaining < key.decision.remaining) ? account : key;
+    const { decision, perMinute } = binding;
     const rate = {
       "x-ratelimit-limit-requests": String(perMinute),
       "x-ratelimit-remaining-requests": String(decision.remaining),
       "x-ratelimit-reset-requests": formatResetDuration(decision.resetMs),
     };
-    if (decision.unavailable) {
-      // Limits that cannot be enforced are not skipped: refused, like a ledger that cannot write.
-      return errorResponse(anthropic, 503, "overloaded", "The gateway cannot check rate limits right now. Retry in a few seconds.",
-        { "retry-after": String(retryAfterSeconds(decision)), ...unreadBodyHeaders(request) });
-    }
     Object.assign(set.headers, rate);
     if (!decision.allowed) {
       const wait = retryAfterSeconds(decision);
       o.onRejected(request, 429);
-      return errorResponse(anthropic, 429, "rate_limit", `Rate limit exceeded: ${perMinute} requests per minute for this key. Retry after ${wait} s.`,
+      const whose = binding.whose === "key" ? "this key" : "this account (all its keys together)";
+      return errorResponse(anthropic, 429, "rate_limit", `Rate limit exceeded: ${perMinute} requests per minute for ${whose}. Retry after ${wait} s.`,
         { ...rate, "retry-after": String(wait), ...unreadBodyHeaders(request) });
     }
     return undefined;
   }
+}
+
+/** One bucket's answer for a request: the key's or its account's. */
+interface Bucket {
+  perMinute: number;
+  decision: BucketDecision;
+  whose: "key" | "account";
 }

@@ -34,7 +34,10 @@ export interface KeyPatchBody {
   name?: string | null; spend_limit?: number | null; spend_limit_period?: SpendPeriod | null; rate_limit_per_minute?: number | null; expires_at?: string | null;
   models?: string[] | null; max_concurrent_requests?: number | null;
 }
-export interface AccountPatchBody { name?: string; spend_limit?: number | null; spend_limit_period?: SpendPeriod | null }
+export interface AccountPatchBody {
+  name?: string; spend_limit?: number | null; spend_limit_period?: SpendPeriod | null; rate_limit_per_minute?: number | null; max_concurrent_requests?: number | null;
+}
+export interface AccountBody { name: string; credits: number; rate_limit_per_minute?: number | null; max_concurrent_requests?: number | null }
 export type UsageReportInput = { from?: string; to?: string; group_by?: string; granularity?: string; format?: string; account_id?: string; key_id?: string; model?: string };
 
 /** Runs an admin input parser; what it refuses is the client's 400, naming the field. */
@@ -56,6 +59,16 @@ export function instant(value: string | undefined, field: string, fallback: numb
   return checked(() => parseInstant(value, field));
 }
 
+/** An account's limits on all its keys together, from a create or patch body: absent stays, null clears. */
+function accountLimits(body: { rate_limit_per_minute?: number | null; max_concurrent_requests?: number | null }): AccountPatch {
+  const patch: AccountPatch = {};
+  if (body.rate_limit_per_minute !== undefined) patch.rateLimitPerMinute = body.rate_limit_per_minute === null ? null : checked(() => parseRateLimit(body.rate_limit_per_minute));
+  if (body.max_concurrent_requests !== undefined) {
+    patch.maxConcurrentRequests = body.max_concurrent_requests === null ? null : checked(() => parseMaxConcurrent(body.max_concurrent_requests));
+  }
+  return patch;
+}
+
 export function adminOperations(deps: AdminOperationDeps) {
   const ops = {
     /** Records are written in batches: a view asked for now includes the requests just finished. */
@@ -67,11 +80,14 @@ export function adminOperations(deps: AdminOperationDeps) {
       return found;
     },
 
-    async createAccount(body: { name: string; credits: number }) {
+    async createAccount(body: AccountBody) {
       const name = checked(() => parseName(body.name));
       const credits = micro(body.credits);
+      const limits = accountLimits(body);
       const created = await deps.retryWhileBusy(() => deps.accounts.createAccount(name, credits));
-      return { id: created.id, name: created.name, balance: created.balance };
+      // A new account has no keys yet: its limits are in place before any request can come.
+      if (Object.keys(limits).length > 0) await deps.retryWhileBusy(() => deps.accounts.updateAccount(created.id, limits));
+      return { id: created.id, name: created.name, balance: created.balance, rate_limit_per_minute: limits.rateLimitPerMinute ?? null, max_concurrent_requests: limits.maxConcurrentRequests ?? null };
     },
 
     async listAccounts(query: { limit?: string; cursor?: string; name?: string }) {
@@ -92,7 +108,11 @@ export function adminOperations(deps: AdminOperationDeps) {
       if (body.name !== undefined) patch.name = checked(() => parseName(body.name));
       if (body.spend_limit !== undefined) patch.spendLimitMicro = body.spend_limit === null ? null : micro(body.spend_limit, "spend_limit");
       if (body.spend_limit_period !== undefined) patch.spendLimitPeriod = checked(() => parseSpendPeriod(body.spend_limit_period));
+      Object.assign(patch, accountLimits(body));
       if (!(await deps.retryWhileBusy(() => deps.accounts.updateAccount(id, patch)))) throw new GatewayError(404, "not_found", "No such account.");
+      // Every key lookup carries its account's limits: this process's copies go now, other
+      // processes' within their change watch (SQLite) or key cache TTL (PostgreSQL).
+      deps.keys.forgetAccount(id);
       deps.changed?.();
       return ops.account(id);
     },

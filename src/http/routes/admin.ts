@@ -45,18 +45,30 @@ export const PatchKey = t.Object({
   models: t.Optional(t.Union([Models, t.Null()], { error: `must be a list of 1 to ${MAX_KEY_MODELS} model ids or prefix* patterns, or null for every model` })),
   max_concurrent_requests: t.Optional(t.Union([MaxConcurrent, t.Null()], { error: `must be a whole number from 1 to ${MAX_CONCURRENT_REQUESTS}, or null for the gateway's default` })),
 }, open);
+const AccountRateLimit = t.Optional(t.Union([RateLimit, t.Null()], {
+  error: "must be a whole number from 1 to 1000000, or null for the gateway's default",
+  description: "Requests a minute for all the account's keys together, beside each key's own limit; more get 429. Null: limits.account_requests_per_minute (unset: none).",
+}));
+const AccountMaxConcurrent = t.Optional(t.Union([MaxConcurrent, t.Null()], {
+  error: `must be a whole number from 1 to ${MAX_CONCURRENT_REQUESTS}, or null for the gateway's default`,
+  description: "Requests under way at once for all the account's keys together (streams until they end); more get 429. Null: limits.account_max_concurrent_requests (unset: none).",
+}));
 /** What PATCH /v1/admin/accounts/:id may change. */
 export const PatchAccount = t.Object({
   name: t.Optional(t.String({ minLength: 1, maxLength: 200 })),
   spend_limit: t.Optional(t.Union([Credits, t.Null()], { error: `must be a number of credits from 0 to ${MAX_CREDITS} (at most 6 decimals), or null for none` })),
   spend_limit_period: t.Optional(Period),
+  rate_limit_per_minute: AccountRateLimit,
+  max_concurrent_requests: AccountMaxConcurrent,
 }, open);
 export const AccountListQuery = t.Object({
   limit: t.Optional(t.String({ maxLength: 10, description: `Page size, 1 to ${MAX_ACCOUNT_PAGE} (default 50).` })),
   cursor: t.Optional(t.String({ maxLength: 400, description: "The `next_cursor` of the page before." })),
   name: t.Optional(t.String({ maxLength: 200, description: "Only accounts whose name contains this (ASCII letters in any case)." })),
 }, open);
-export const CreateAccount = t.Object({ name: t.String({ minLength: 1, maxLength: 200 }), credits: Credits }, open);
+export const CreateAccount = t.Object({
+  name: t.String({ minLength: 1, maxLength: 200 }), credits: Credits, rate_limit_per_minute: AccountRateLimit, max_concurrent_requests: AccountMaxConcurrent,
+}, open);
 export const CreateKey = t.Object({
   name: t.Optional(t.String({ maxLength: 200 })),
   rate_limit_per_minute: t.Optional(RateLimit),

@@ -13,6 +13,9 @@ export interface KeyRouteDeps {
   principals: Principals;
   /** limits.max_concurrent_requests (null: unset, no cap): a key without its own cap has this one. */
   defaultMaxConcurrent?: number | null;
+  /** limits.account_requests_per_minute and limits.account_max_concurrent_requests (unset: none), for accounts without their own. */
+  defaultAccountPerMinute?: number | null;
+  defaultAccountMaxConcurrent?: number | null;
 }
 
 /**
@@ -30,7 +33,13 @@ export function keyRoute(deps: KeyRouteDeps) {
       throw new GatewayError(401, "authentication", "Invalid API key: send a key of the form svc-sk-… in the Authorization (Bearer) or x-api-key header.");
     }
     return {
-      account: { balance: microToCredits(balance.balanceMicro), reserved: microToCredits(balance.heldMicro) },
+      account: {
+        balance: microToCredits(balance.balanceMicro),
+        reserved: microToCredits(balance.heldMicro),
+        // The limits on all the account's keys together that apply (its own, else the gateway's); null: none.
+        rate_limit_per_minute: principal.accountRateLimitPerMinute ?? deps.defaultAccountPerMinute ?? null,
+        max_concurrent_requests: principal.accountMaxConcurrentRequests ?? deps.defaultAccountMaxConcurrent ?? null,
+      },
       key: {
         name: key.name,
         spend_limit: key.spend_limit,

@@ -245,6 +245,9 @@ const MIGRATIONS: string[] = [
      expires_at bigint NOT NULL
    );
    CREATE INDEX console_sessions_expiry ON console_sessions (expires_at);`,
+  // An account's own limits on all its keys together (store/database.ts has the same columns).
+  `ALTER TABLE accounts ADD COLUMN rate_limit_per_minute integer;
+   ALTER TABLE accounts ADD COLUMN max_concurrent_requests integer;`,
 ];
 
 /** The schema version this code brings a database to. */

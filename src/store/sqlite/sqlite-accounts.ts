@@ -4,7 +4,7 @@ import { randomId } from "../ids.ts";
 import { microToCredits } from "../../billing/money.ts";
 import { periodStart, windowStarts, type SpendPeriod } from "../../billing/spend-period.ts";
 import {
-  activeKey, MAX_ACTIVE_KEYS, KeyLimitError, decodeAccountCursor, asciiLower, periodSpentSql, periodResetsAt, keySummary, keyOptions, newKey, iso, accountPageOf, type Account, type IssuedKey, type ActiveKey, type KeyOptions, type KeyPatch, type AccountPatch, type KeySummary, type AccountDescription, type AccountPage, type AccountListQuery, type SpendStatus, type AccountStore, type KeyRow,
+  activeKey, MAX_ACTIVE_KEYS, KeyLimitError, decodeAccountCursor, asciiLower, periodSpentSql, periodResetsAt, keySummary, keyOptions, newKey, iso, accountPageOf, type Account, type IssuedKey, type ActiveKey, type KeyOptions, type KeyPatch, type AccountPatch, type KeySummary, type AccountDescription, type AccountPage, type AccountListQuery, type SpendStatus, type AccountStore, type KeyRow, type ActiveKeyRow, type AccountLimits,
 } from "../../accounts/account-store.ts";
 import { modelsColumn } from "../../accounts/model-access.ts";
 
@@ -24,8 +24,8 @@ export function createAccountStore(db: Database, now: () => number) {
   );
   // What the account spent in its limit's current window: the ledger's count while its window is
   // the current one (?2, ?3, ?4: the current day's, week's and month's starts), else 0 (rolled over).
-  const selectAccountLimit = db.query<{ spend_limit_micro: number | null; spend_limit_period: SpendPeriod | null; period_spent: number }, [string, number, number, number]>(
-    `SELECT spend_limit_micro, spend_limit_period, ${periodSpentSql("a")} AS period_spent FROM accounts a WHERE a.id = ?1`,
+  const selectAccountLimit = db.query<{ spend_limit_micro: number | null; spend_limit_period: SpendPeriod | null; period_spent: number } & AccountLimits, [string, number, number, number]>(
+    `SELECT spend_limit_micro, spend_limit_period, ${periodSpentSql("a")} AS period_spent, rate_limit_per_minute, max_concurrent_requests FROM accounts a WHERE a.id = ?1`,
   );
   const countActive = db.query<{ n: number }, [string, number]>(
     "SELECT COUNT(*) AS n FROM api_keys WHERE account_id = ? AND revoked_at IS NULL AND (expires_at IS NULL OR expires_at > ?)",
@@ -40,8 +40,11 @@ export function createAccountStore(db: Database, now: () => number) {
   const selectKey = db.query<KeyRow, [string, number, number, number]>(`SELECT ${keyColumns} FROM api_keys k WHERE k.id = ?1`);
   const selectByName = db.query<{ id: string }, [string]>("SELECT id FROM accounts WHERE name = ? ORDER BY created_at LIMIT 1");
   const revoke = db.query("UPDATE api_keys SET revoked_at = ? WHERE id = ? AND revoked_at IS NULL");
-  const selectActiveKey = db.query<{ id: string; account_id: string; rate_limit_per_minute: number | null; expires_at: number | null; allowed_models: string | null; max_concurrent_requests: number | null }, [string]>(
-    "SELECT id, account_id, rate_limit_per_minute, expires_at, allowed_models, max_concurrent_requests FROM api_keys WHERE key_hash = ? AND revoked_at IS NULL",
+  // The key's account's limits come with it: every request checks them, and one lookup caches both.
+  const selectActiveKey = db.query<ActiveKeyRow, [string]>(
+    `SELECT k.id, k.account_id, k.rate_limit_per_minute, k.expires_at, k.allowed_models, k.max_concurrent_requests,
+            a.rate_limit_per_minute AS account_rate_limit_per_minute, a.max_concurrent_requests AS account_max_concurrent_requests
+       FROM api_keys k JOIN accounts a ON a.id = k.account_id WHERE k.key_hash = ? AND k.revoked_at IS NULL`,
   );
   const keyPeriod = db.query<{ spend_limit_period: SpendPeriod | null }, [string]>("SELECT spend_limit_period FROM api_keys WHERE id = ?");
   const accountPeriod = db.query<{ spend_limit_period: SpendPeriod | null }, [string]>("SELECT spend_limit_period FROM accounts WHERE id = ?");
@@ -58,8 +61,8 @@ export function createAccountStore(db: Database, now: () => number) {
   const keyStatus = db.query<StatusRow, [string, number, number, number]>(
     `SELECT k.account_id, k.name, NULL AS balance_micro, k.spend_limit_micro, k.spend_limit_period, ${periodSpentSql("k")} AS period_spent FROM api_keys k WHERE k.id = ?1`,
   );
-  const accountPage = db.query<{ id: string; name: string; balance_micro: number; created_at: number; spend_limit_micro: number | null; spend_limit_period: SpendPeriod | null }, [number, string, string, number]>(
-    `SELECT id, name, balance_micro, created_at, spend_limit_micro, spend_limit_period FROM accounts
+  const accountPage = db.query<{ id: string; name: string; balance_micro: number; created_at: number; spend_limit_micro: number | null; spend_limit_period: SpendPeriod | null } & AccountLimits, [number, string, string, number]>(
+    `SELECT id, name, balance_micro, created_at, spend_limit_micro, spend_limit_period, rate_limit_per_minute, max_concurrent_requests FROM accounts
       WHERE (created_at > ?1 OR (created_at = ?1 AND id > ?2)) AND (?3 = '' OR instr(lower(name), ?3) > 0)
       ORDER BY created_at, id LIMIT ?4`,
   );
@@ -135,6 +138,8 @@ export function createAccountStore(db: Database, now: () => number) {
         spend_limit_period: limit.spend_limit_period,
         spent_in_period: microToCredits(limit.period_spent),
         period_resets_at: periodResetsAt(limit.spend_limit_period, at, limit.spend_limit_micro),
+        rate_limit_per_minute: limit.rate_limit_per_minute,
+        max_concurrent_requests: limit.max_concurrent_requests,
         keys: store.listKeys(id),
       };
     },
@@ -176,6 +181,8 @@ export function createAccountStore(db: Database, now: () => number) {
       if (p.name !== undefined) columns.name = p.name;
       if (p.spendLimitMicro !== undefined) columns.spend_limit_micro = p.spendLimitMicro;
       if (p.spendLimitPeriod !== undefined) columns.spend_limit_period = p.spendLimitPeriod;
+      if (p.rateLimitPerMinute !== undefined) columns.rate_limit_per_minute = p.rateLimitPerMinute;
+      if (p.maxConcurrentRequests !== undefined) columns.max_concurrent_requests = p.maxConcurrentRequests;
       sameFiles(true);
       return patch.immediate("accounts", accountId, columns, p.spendLimitPeriod);
     },
