@@ -136,6 +136,8 @@ export class UsageMeter {
   #frameExcess = 0;
   #relayLimit = Number.POSITIVE_INFINITY;
   #frameLimit = Number.POSITIVE_INFINITY;
+  /** Images the request was held for: more are not relayed (`mayRelayImages`). */
+  #imageLimit = Number.POSITIVE_INFINITY;
 
   /** `count`: the gateway's tokenizer, for what the upstream did not report. */
   constructor(count: TokenCounter, keepChars = METER_KEEP_CHARS) {
@@ -367,6 +369,16 @@ export class UsageMeter {
     this.#answers = answers;
     this.#relayLimit = perAnswer * answers * RELAY_CHARS_PER_TOKEN + RELAY_SLACK_CHARS;
     this.#frameLimit = perAnswer * answers * RELAY_FRAMES_PER_TOKEN + RELAY_SLACK_FRAMES;
+  }
+
+  /** An image model's request was held for `images` images: no more go out (a hostile-tenant probe got 10 for the price of 1). */
+  limitImages(images: number): void {
+    this.#imageLimit = images;
+  }
+
+  /** Whether `more` images may still go out (and be charged) within what the request was held for. */
+  mayRelayImages(more: number): boolean {
+    return this.#images + more <= this.#imageLimit;
   }
 
   /** A frame of `chars` characters was relayed (decoded or as it came): counted against the frame bounds. */

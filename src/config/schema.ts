@@ -135,6 +135,12 @@ export const ModelConfig = t.Object({
    * cache; `off` marks nothing (every prompt token is fresh input).
    */
   prompt_cache: t.Optional(t.Union([t.Literal("auto"), t.Literal("off")])),
+  /**
+   * Image models: the most images one request is held for and may receive (default 1). An answer
+   * with more is cut there (a stream ends with an error frame; a whole answer keeps the first
+   * ones), so no image goes out unpaid: the hold covers this many at `pricing.per_image`.
+   */
+  images_per_request: t.Optional(t.Integer({ minimum: 1, maximum: 16 })),
   /** For Anthropic-style model lists. */
   display_name: t.Optional(t.String()),
   created_at: t.Optional(t.String()),

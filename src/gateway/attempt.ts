@@ -12,7 +12,8 @@ import { betasForWindow } from "../providers/anthropic/anthropic-adapter.ts";
 import { createAnswerToolMapper } from "../formats/common/answer-tool.ts";
 import { GatewayError, type OpenAIErrorDetail } from "../streaming/gateway-error.ts";
 import { openaiErrorDetail, upstreamStatusError } from "../providers/upstream-errors.ts";
-import { ImageFetchError, inlineImages } from "./inline-images.ts";
+import { ImageFetchError, inlineImages, keepImages } from "./inline-images.ts";
+import { imagesHeld } from "./plan.ts";
 import type { Scrubber } from "../log/scrub.ts";
 import type { WholeAnswerReader, WholeAnswerSink } from "../formats/common/whole-answer.ts";
 import { fastReader, wholeBody, wholeReader } from "../transport/http1/client.ts";
@@ -195,6 +196,7 @@ export async function attemptUpstream(deps: AttemptDeps, req: AttemptRequest, ca
           events = adapter.decodeBody(json, prepared.body, deps.scrubber);
         } else ({ json, events } = await answer.finish());
         if (answerTool) events = createAnswerToolMapper(answerTool)(events);
+        if (model.category === "image") events = keepImages(events, imagesHeld(model));
       } catch (err) {
         if (!req.clientSignal.aborted) deps.log("warn", "upstream sent an unreadable body", { requestId: req.requestId, provider: provider.id, error: String(err) });
         return refusedOutcome(req, deadline, "The upstream provider sent an unreadable answer. Retrying is appropriate.", err, "bad_answer");

@@ -186,3 +186,12 @@ function untilAborted<T>(pending: Promise<T>, signal: AbortSignal): Promise<T> {
     );
   });
 }
+
+/**
+ * A whole answer's first `max` images, the rest dropped before anything fetches them: a request is
+ * held for `max` (plan.ts, imagesHeld) and charged no more, so more would go out unpaid.
+ */
+export function keepImages(events: StreamEvent[], max: number): StreamEvent[] {
+  let seen = 0;
+  return events.filter((e) => e.type !== "image" || ++seen <= max);
+}

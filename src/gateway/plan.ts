@@ -59,8 +59,13 @@ export async function planRequest(
   const promptCeiling = promptTokenCeiling(req.bodyBytes, messageCount);
   const predicted = predictedTokens(wire, body);
   const worstCaseMicro = Math.max(...candidates.map((c) =>
-    mostItCosts(c.model.pricing, Math.min(promptCeiling, c.model.context_length), (c.maxTokens + predicted) * answersAsked(settings, wire, body, c.model), c.model.category === "image" ? 1 : 0, maxPriceFactor(c.model))));
+    mostItCosts(c.model.pricing, Math.min(promptCeiling, c.model.context_length), (c.maxTokens + predicted) * answersAsked(settings, wire, body, c.model), imagesHeld(c.model), maxPriceFactor(c.model))));
   return { ...requestIds(), candidates, worstCaseMicro, promptText: prompt, predictedTokens: predicted };
+}
+
+/** The images one request of a model is held for, and may receive (billing-session.ts bounds the meter by it). */
+export function imagesHeld(model: ModelConfig): number {
+  return model.category === "image" ? (model.images_per_request ?? 1) : 0;
 }
 
 /**

@@ -155,12 +155,25 @@ export async function answerSource(o: StreamAnswerOptions): Promise<{
   const held: { frame: SseEvent; decoded: DecodedEvents }[] = [];
 
   const emit = (frame: SseEvent, decoded: DecodedEvents) => {
+    if (tooManyImages(decoded)) return;
     for (const e of decoded.events) {
       o.meter.observe(e);
       if (e.type === "error") failure ??= e;
     }
     // An upstream error frame is replaced by our own (`writeFailure`): vendor error text may carry internals.
     if (!failure) out += o.sink.frame(frame, decoded);
+  };
+
+  /**
+   * A frame whose images would pass what the request was held for (usage-meter.ts, limitImages)
+   * ends the answer before it, unsent and unfetched: what went out is charged, nothing goes out unpaid.
+   */
+  const tooManyImages = (decoded: DecodedEvents): boolean => {
+    let images = 0;
+    for (const e of decoded.events) if (e.type === "image") images++;
+    if (images === 0 || o.meter.mayRelayImages(images)) return false;
+    if (!failure) fail({ type: "error", errorType: "upstream", message: "The upstream provider sent more images than this request was held for; the answer was cut there." });
+    return true;
   };
 
   /** What a relayed frame says, decoded only if the meter must count its text (one function for every frame). */
@@ -194,6 +207,7 @@ export async function answerSource(o: StreamAnswerOptions): Promise<{
   const drainHeld = async () => {
     while (held.length > 0 && !failure) {
       const next = held.shift()!;
+      if (tooManyImages(next.decoded)) break;
       if (next.decoded.events.some((e) => e.type === "image")) await o.resolveImages!(next.decoded.events);
       emit(next.frame, next.decoded);
     }
@@ -512,9 +526,11 @@ export async function answerSource(o: StreamAnswerOptions): Promise<{
       } catch (err) {
         if (done) return;
         const described = o.describeFailure?.(err);
-        // An image that could not be inlined fails the answer uncharged, like any failed attempt;
-        // so does an answer past the transport's cap (the client cannot use what was cut off).
-        if ((described && !described.chargeable) || err instanceof ResponseTooLargeError) chargeable = false;
+        // An image that could not be inlined fails the answer uncharged, like any failed attempt.
+        // An answer past the transport's cap is charged for what went out, as any stream cut
+        // short: uncharged, 97 % of an `n: 47` answer reached its client for nothing (a
+        // hostile-tenant probe, 2026-11-30).
+        if (described && !described.chargeable) chargeable = false;
         if (!failure) fail(described?.event ?? streamFailure(err, o.deadline.expired !== undefined));
         await writeFailure();
         if (done) return;

@@ -773,3 +773,28 @@ describe.each(ENDPOINTS)("malformed credentials on %s", (endpoint) => {
     expectAnswer(endpoint, res, text);
   });
 });
+
+describe("JSON inside strings (a hostile-tenant probe, 2026-11-30)", () => {
+  test("an earlier tool call whose arguments nest 45,000 levels is sent to an Anthropic upstream as text, not parsed: 200, the call kept", async () => {
+    const deep = nested(45_000);
+    const body = JSON.stringify({
+      model: ANTHROPIC_MODEL,
+      max_tokens: 20,
+      messages: [
+        { role: "user", content: "call it" },
+        { role: "assistant", content: null, tool_calls: [{ id: "call_1", type: "function", function: { name: "f", arguments: deep } }] },
+        { role: "tool", tool_call_id: "call_1", content: "done" },
+      ],
+      tools: [{ type: "function", function: { name: "f", parameters: { type: "object", properties: {} } } }],
+    });
+    const { res } = await send(CHAT, body);
+    expect(res.status).toBe(200);
+    const sent = lastUpstreamBody();
+    const call = sent.messages[1].content.find((b: any) => b.type === "tool_use");
+    expect(call).toMatchObject({ name: "f", input: { _raw: deep } });
+    // Arguments within the limits are still parsed into the object Anthropic needs.
+    const plain = JSON.stringify({ ...JSON.parse(body), messages: [JSON.parse(body).messages[0], { role: "assistant", content: null, tool_calls: [{ id: "call_1", type: "function", function: { name: "f", arguments: '{"q":[[1]]}' } }] }, JSON.parse(body).messages[2]] });
+    expect((await send(CHAT, plain)).res.status).toBe(200);
+    expect(lastUpstreamBody().messages[1].content.find((b: any) => b.type === "tool_use").input).toEqual({ q: [[1]] });
+  });
+});

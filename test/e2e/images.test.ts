@@ -7,10 +7,15 @@ import { useGateway, FREE_MODEL, IMAGE_CHAT_MODEL, IMAGES_API_MODEL, OPENAI_MODE
 const upstream = useFakeUpstream();
 /** gpt-image-1 as the built-in catalogue prices it: by tokens (an image's output tokens at 40,000 credits per million), no per-image price. */
 const TOKEN_PRICED_IMAGES = "test/gpt-image";
+/** An image chat model configured to be held for (and to give) three images a request. */
+const THREE_IMAGES_MODEL = "test/image-chat-3";
 const gw = useGateway(() => ({
   upstreamUrl: upstream.url,
   maxImageBytes: 64 * 1024,
-  extraModels: [{ id: TOKEN_PRICED_IMAGES, provider: "fake-openai", upstream_model: "gpt-image-1", upstream_api: "images", category: "image", context_length: 32_000, pricing: { input_per_mtok: 5_000, output_per_mtok: 40_000, per_image: 0 } }],
+  extraModels: [
+    { id: TOKEN_PRICED_IMAGES, provider: "fake-openai", upstream_model: "gpt-image-1", upstream_api: "images", category: "image", context_length: 32_000, pricing: { input_per_mtok: 5_000, output_per_mtok: 40_000, per_image: 0 } },
+    { id: THREE_IMAGES_MODEL, provider: "fake-openai", upstream_model: "flux-chat", category: "image", context_length: 32000, images_per_request: 3, pricing: { input_per_mtok: 100, output_per_mtok: 100, per_image: 0.25 } },
+  ],
 }));
 
 const PNG = drawPng("a lighthouse at dusk");
@@ -33,7 +38,7 @@ function expectPng(text: string) {
 }
 
 const streamedText = {
-  openai: (body: string) => sseFrames(body).filter((f) => f.data !== "[DONE]").map((f) => JSON.parse(f.data).choices[0]?.delta?.content ?? "").join(""),
+  openai: (body: string) => sseFrames(body).filter((f) => f.data !== "[DONE]").map((f) => JSON.parse(f.data).choices?.[0]?.delta?.content ?? "").join(""),
   anthropic: (body: string) => sseFrames(body).filter((f) => f.event === "content_block_delta").map((f) => JSON.parse(f.data).delta.text ?? "").join(""),
 };
 
@@ -251,3 +256,44 @@ test("an image priced by its tokens is charged all of them whatever max_tokens s
   }
 });
 
+
+describe("more images than the request was held for (a hostile-tenant probe got 10 for the price of 1)", () => {
+  const lastRecord = async () => (await gw.app.services.settled(), gw.db.query<{ images: number; cost_micro: number; status: string }, []>("SELECT images, cost_micro, status FROM usage_records ORDER BY id DESC LIMIT 1").get()!);
+  const threeImages = { id: "c", object: "chat.completion", created: 1, model: "flux-chat", choices: [{ index: 0, message: { role: "assistant", content: "Three.", images: [imageUrl, imageUrl, imageUrl] }, finish_reason: "stop" }], usage: { prompt_tokens: 7, completion_tokens: 3, total_tokens: 10 } };
+  const streamedThree = [chatChunk({ role: "assistant", content: "Three." }), chatChunk({ images: [imageUrl] }), chatChunk({ images: [imageUrl] }), chatChunk({ images: [imageUrl] }), chatChunk({}, "stop"), `data: ${JSON.stringify({ id: "c", object: "chat.completion.chunk", created: 1, model: "flux-chat", choices: [], usage: { prompt_tokens: 7, completion_tokens: 3, total_tokens: 10 } })}\n\n`, "data: [DONE]\n\n"];
+  const count = (text: string) => text.split("![image](").length - 1;
+
+  test("non-stream: the first image goes out and is charged; the others are dropped", async () => {
+    const before = await gw.balanceMicro();
+    upstream.reply({ kind: "json", body: threeImages });
+    const res = await post(gw, "/v1/chat/completions", { model: IMAGE_CHAT_MODEL, messages: question });
+    expect(res.status).toBe(200);
+    expect(count(((await res.json()) as any).choices[0].message.content)).toBe(1);
+    // 0.25 for the image, 10 tokens at 100 credits per million.
+    expect(await lastRecord()).toMatchObject({ images: 1, cost_micro: 251_000, status: "ok" });
+    expect(before - (await gw.balanceMicro())).toBe(251_000);
+  });
+
+  test("stream: the first image goes out, then an error frame before the second; what went out is charged", async () => {
+    upstream.reply({ kind: "sse", chunks: streamedThree });
+    const text = await (await post(gw, "/v1/chat/completions", { model: IMAGE_CHAT_MODEL, messages: question, stream: true })).text();
+    expect(count(streamedText.openai(text))).toBe(1);
+    expect(text).toContain("more images than this request was held for");
+    expect(await lastRecord()).toMatchObject({ images: 1, status: "stream_failed" });
+    upstream.reply({ kind: "sse", chunks: streamedThree });
+    const messages = await (await post(gw, "/v1/messages", { model: IMAGE_CHAT_MODEL, max_tokens: 100, messages: question, stream: true })).text();
+    expect(count(streamedText.anthropic(messages))).toBe(1);
+    expect(await lastRecord()).toMatchObject({ images: 1, status: "stream_failed" });
+  });
+
+  test("a model held for three images a request (images_per_request) gives and charges all three", async () => {
+    upstream.reply({ kind: "json", body: threeImages });
+    const res = await post(gw, "/v1/chat/completions", { model: THREE_IMAGES_MODEL, messages: question });
+    expect(count(((await res.json()) as any).choices[0].message.content)).toBe(3);
+    expect(await lastRecord()).toMatchObject({ images: 3, cost_micro: 751_000, status: "ok" });
+    upstream.reply({ kind: "sse", chunks: streamedThree });
+    const text = await (await post(gw, "/v1/chat/completions", { model: THREE_IMAGES_MODEL, messages: question, stream: true })).text();
+    expect(count(streamedText.openai(text))).toBe(3);
+    expect(await lastRecord()).toMatchObject({ images: 3, cost_micro: 751_000, status: "ok" });
+  });
+});

@@ -495,7 +495,7 @@ describe("through the gateway", () => {
     });
   }
 
-  test("a stream over the cap ends with an error frame, and nothing is charged", async () => {
+  test("a stream over the cap ends with an error frame, and what was sent before it is charged, as any stream cut short", async () => {
     const frame = Buffer.from(`data: {"id":"c","object":"chat.completion.chunk","created":1,"model":"m","choices":[{"index":0,"delta":{"content":"${"x".repeat(4000)}"},"finish_reason":null}]}\n\n`);
     const chunk = Buffer.concat([Buffer.from(`${frame.length.toString(16)}\r\n`), frame, Buffer.from("\r\n")]);
     const { gw, before } = await gatewayOver((_req, socket) => {
@@ -509,7 +509,14 @@ describe("through the gateway", () => {
       const text = await res.text();
       expect(text.length).toBeGreaterThan(MiB / 2);
       expect(text).toContain(TOO_LARGE);
-      expect(await gw.balanceMicro()).toBe(before);
+      const after = await gw.balanceMicro();
+      const record = gw.db.query<{ status: string; completion_tokens: number; cost_micro: number }, []>("SELECT status, completion_tokens, cost_micro FROM usage_records ORDER BY id DESC LIMIT 1").get()!;
+      // What went out: hundreds of 4,000-character deltas, counted (no usage chunk came), more than
+      // the request's max_tokens, so charged at that (the hold's bound).
+      expect(record.status).toBe("stream_failed");
+      expect(record.completion_tokens).toBe(8_192);
+      expect(record.cost_micro).toBeGreaterThan(0);
+      expect(before - after).toBe(record.cost_micro);
     } finally {
       await gw.stop();
     }

@@ -1,6 +1,7 @@
 import { dropRefusedCounts, hasRefusedCount, imageMarkdown, type ErrorKind, type FinishReason, type StreamEvent } from "../../streaming/events.ts";
 import type { ClientSink, EncodeContext } from "../../streaming/client-sink.ts";
 import { collectAnswer } from "../common/collect-answer.ts";
+import { toolInput } from "../common/json-shape.ts";
 
 const STOP: Record<FinishReason, string> = {
   stop: "end_turn",
@@ -397,7 +398,7 @@ export function encodeAnthropicBody(events: StreamEvent[], ctx: EncodeContext) {
     else if (part.kind === "redacted-reasoning") content.push({ type: "redacted_thinking", data: part.data });
     else {
       const tool = answer.tools[part.index]!;
-      content.push({ type: "tool_use", id: tool.id ?? `toolu_${ctx.id}_${part.index}`, name: tool.name, input: parseToolInput(tool.arguments) });
+      content.push({ type: "tool_use", id: tool.id ?? `toolu_${ctx.id}_${part.index}`, name: tool.name, input: toolInput(tool.arguments) });
     }
   }
   const usage: Record<string, unknown> = { input_tokens: uncached(answer.inputTokens, answer.cacheReadTokens, answer.cacheWriteTokens) };
@@ -432,14 +433,4 @@ function wholeJson(text: string): boolean {
   }
 }
 
-/** Tool arguments arrive as JSON text; a model that produced broken JSON still gets its call through. */
-function parseToolInput(text: string): unknown {
-  if (text.trim() === "") return {};
-  try {
-    const value = JSON.parse(text);
-    return value !== null && typeof value === "object" && !Array.isArray(value) ? value : { value };
-  } catch {
-    return { _raw: text };
-  }
-}
 

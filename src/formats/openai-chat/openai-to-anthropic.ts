@@ -1,4 +1,5 @@
 import { anthropicToolId } from "../common/tool-call-ids.ts";
+import { toolInput } from "../common/json-shape.ts";
 import { openaiContentText } from "../common/content-text.ts";
 import { UNKNOWN_TRAITS, type UpstreamTraits } from "../common/model-traits.ts";
 import { anthropicReasoning } from "../common/reasoning.ts";
@@ -51,7 +52,7 @@ export function openaiRequestToAnthropic(
         const text = openaiContentText(m.content) || (typeof refusal === "string" ? refusal : "");
         if (text.trim()) blocks.push({ type: "text", text });
         for (const call of m.tool_calls ?? []) {
-          blocks.push({ type: "tool_use", id: anthropicToolId(call.id), name: call.function.name, input: parseArguments(call.function.arguments) });
+          blocks.push({ type: "tool_use", id: anthropicToolId(call.id), name: call.function.name, input: toolInput(call.function.arguments) as Json });
         }
         push("assistant", blocks);
         break;
@@ -165,14 +166,4 @@ function toolChoice(choice: unknown, parallel: boolean | undefined): MessagesReq
   return out;
 }
 
-/** Models sometimes emit arguments that are not valid JSON; Anthropic needs an object, so keep the text visible. */
-function parseArguments(text: string | undefined): Json {
-  if (!text || text.trim() === "") return {};
-  try {
-    const value = JSON.parse(text);
-    return value !== null && typeof value === "object" && !Array.isArray(value) ? value : { value };
-  } catch {
-    return { _raw: text };
-  }
-}
 

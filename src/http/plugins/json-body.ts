@@ -1,75 +1,9 @@
 import { Elysia } from "elysia";
 import { GatewayError } from "../../streaming/gateway-error.ts";
 import { giveShares, takeShares, type BodyShare, type ShareLevel } from "../../limits/body-budget.ts";
-
-/** Deeper than any chat request needs; deep enough that no real tool schema is refused. */
-export const MAX_JSON_DEPTH = 64;
+import { jsonShape, MAX_JSON_CONTAINERS, MAX_JSON_DEPTH, MAX_JSON_MEMBERS, MAX_OBJECT_MEMBERS } from "../../formats/common/json-shape.ts";
 
 const strictUtf8 = new TextDecoder("utf-8", { fatal: true });
-
-/**
- * How deeply a JSON text nests, outside strings, stopping as soon as it passes `limit`.
- * JSON.parse itself copes with 100,000 levels, but everything after it (validation, error
- * reports, re-serialising for the upstream) walks the value recursively, slowly or to a stack
- * overflow; and parsing first would let 10 MB of brackets build millions of nested arrays
- * (700 ms and 400 MB for 5,000,000) only to refuse them. Strings, most of a conversation's
- * bytes, are jumped over with indexOf rather than read a character at a time: 13–25 µs for a
- * 210 KB conversation instead of 220.
- */
-export function nestingDepth(text: string, limit: number): number {
-  return jsonShape(text, limit, Number.POSITIVE_INFINITY, Number.POSITIVE_INFINITY).depth;
-}
-
-/**
- * Most objects and arrays, and most members of objects, in one body; and most members of one
- * object. Bodies of many small values under the byte cap cost the request thread far more than
- * their bytes: 10 MB of nested empty arrays took JSON.parse 650 ms (every tenant's requests
- * waited, RSS 3.9 GB with a few at once), one object of 700,000 keys over a second; free token
- * counting let a tenant send them at 600 a minute. A real conversation holds a few thousand
- * (Claude Code's largest: a few thousand messages, each a handful of objects and members); an
- * embeddings batch of token ids is a flat array of numbers, which costs little and is not counted.
- */
-export const MAX_JSON_CONTAINERS = 100_000;
-export const MAX_JSON_MEMBERS = 100_000;
-export const MAX_OBJECT_MEMBERS = 10_000;
-
-/**
- * A JSON text's deepest nesting and its count of objects and arrays and of object members,
- * outside strings; stops as soon as one passes its limit (`over` says which).
- */
-export function jsonShape(text: string, maxDepth: number, maxContainers: number, maxMembers: number): { depth: number; over?: "depth" | "containers" | "members" | "object" } {
-  let depth = 0;
-  let max = 0;
-  let containers = 0;
-  let members = 0;
-  // Per open level: whether it is an object, and its members so far.
-  const isObject: boolean[] = [];
-  const objectMembers: number[] = [];
-  for (let i = 0; i < text.length; i++) {
-    const c = text.charCodeAt(i);
-    if (c === 34 /* " */) {
-      // The closing quote is the next one not escaped by an odd run of backslashes.
-      for (;;) {
-        const quote = text.indexOf('"', i + 1);
-        if (quote === -1) return { depth: max }; // unterminated: JSON.parse refuses it
-        let before = quote - 1;
-        while (text.charCodeAt(before) === 92 /* \ */) before--;
-        i = quote;
-        if ((quote - 1 - before) % 2 === 0) break;
-      }
-    } else if (c === 123 /* { */ || c === 91 /* [ */) {
-      if (++depth > max && (max = depth) > maxDepth) return { depth: max, over: "depth" };
-      if (++containers > maxContainers) return { depth: max, over: "containers" };
-      isObject[depth] = c === 123;
-      objectMembers[depth] = 0;
-    } else if (c === 125 || c === 93) depth--;
-    else if (c === 44 /* , */ && isObject[depth]) {
-      if (++members > maxMembers) return { depth: max, over: "members" };
-      if (++objectMembers[depth]! >= MAX_OBJECT_MEMBERS) return { depth: max, over: "object" };
-    }
-  }
-  return { depth: max };
-}
 
 /**
  * Bun's own `maxRequestBodySize`, where the server listens: none. Bun's cut answers a bare 413

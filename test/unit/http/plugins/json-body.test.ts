@@ -1,5 +1,5 @@
 import { describe, expect, test } from "bun:test";
-import { nestingDepth } from "../../../../src/http/plugins/json-body.ts";
+import { nestingDepth } from "../../../../src/formats/common/json-shape.ts";
 
 /** The plain definition, one character at a time: what the faster scan must agree with. */
 function referenceDepth(text: string, limit: number): number {

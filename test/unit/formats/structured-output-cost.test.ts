@@ -1,0 +1,23 @@
+import { expect, test } from "bun:test";
+import { isOpenAIStrictSchema } from "../../../src/formats/common/structured-output.ts";
+
+/**
+ * Whether a schema is strict reads its `required` list once, not once per property: with
+ * `includes` per property, 9,999 properties against 950,000 entries stalled the request thread
+ * 10 s (a hostile-tenant probe, 2026-11-30). Counted by reads of the list, not by a clock.
+ */
+test("a schema's required list is read in one pass, however many properties it has", () => {
+  const names = Array.from({ length: 2_000 }, (_, i) => `p${i}`);
+  let reads = 0;
+  const list = [...Array.from({ length: 20_000 }, () => "x"), ...names];
+  const required = new Proxy(list, {
+    get(target, key, receiver) {
+      if (typeof key === "string" && /^\d+$/.test(key)) reads++;
+      return Reflect.get(target, key, receiver);
+    },
+  });
+  const schema = { type: "object", additionalProperties: false, properties: Object.fromEntries(names.map((n) => [n, { type: "string" }])), required };
+  expect(isOpenAIStrictSchema(schema)).toBe(true);
+  expect(reads).toBeLessThanOrEqual(2 * list.length);
+  expect(isOpenAIStrictSchema({ ...schema, required: names.slice(1) })).toBe(false);
+});
