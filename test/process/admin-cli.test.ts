@@ -470,10 +470,10 @@ if (pgMissing) {
     const env = { SWITCHYARD_DATABASE_URL: await pgDatabase() };
     const run = async (...argv: string[]) => runAdmin(argv, env);
     const a = JSON.parse((await run("accounts", "create", "Pg Cli", "5")).out) as { id: string };
-    const updated = JSON.parse((await run("accounts", "update", a.id, "--name", "Pg Renamed", "--spend-limit", "2", "--period", "month")).out);
-    expect(updated).toMatchObject({ id: a.id, name: "Pg Renamed", spend_limit: 2, spend_limit_period: "month", spent_in_period: 0, keys: [] });
+    const updated = JSON.parse((await run("accounts", "update", a.id, "--name", "Pg Renamed", "--spend-limit", "2", "--period", "month", "--rpm", "50", "--max-concurrent", "6")).out);
+    expect(updated).toMatchObject({ id: a.id, name: "Pg Renamed", spend_limit: 2, spend_limit_period: "month", spent_in_period: 0, rate_limit_per_minute: 50, max_concurrent_requests: 6, keys: [] });
     const listed = JSON.parse((await run("accounts", "list", "--name", "pg ren")).out);
-    expect(listed.data).toEqual([{ id: a.id, name: "Pg Renamed", balance: 5, created_at: updated.created_at, spend_limit: 2, spend_limit_period: "month" }]);
+    expect(listed.data).toEqual([{ id: a.id, name: "Pg Renamed", balance: 5, created_at: updated.created_at, spend_limit: 2, spend_limit_period: "month", rate_limit_per_minute: 50, max_concurrent_requests: 6 }]);
     const key = JSON.parse((await run("keys", "create", a.id, "k", "--period", "week", "--spend-limit", "1")).out) as { id: string };
     const changed = JSON.parse((await run("keys", "update", key.id, "--rpm", "9", "--period", "day", "--expires", "2031-01-01T10:00:00Z")).out);
     expect(changed).toMatchObject({ id: key.id, rate_limit_per_minute: 9, spend_limit: 1, spend_limit_period: "day", expires_at: "2031-01-01T10:00:00.000Z" });
