@@ -127,6 +127,8 @@ export class UsageMeter {
    * charged its prompt even if nothing came back yet, as the vendor bills it (billing-session.ts).
    */
   promptSent = false;
+  /** The service tier the request was sent with (OpenAI's `service_tier`), for an answer that ends before saying its own. */
+  askedTier: string | undefined;
   /** The answer limit the request was sent with, and how many answers it asked for (OpenAI's `n`). */
   #perAnswer = Number.POSITIVE_INFINITY;
   #answers = 1;
@@ -252,7 +254,10 @@ export class UsageMeter {
 
   /** The service tier (OpenAI) and the geography (Anthropic) the upstream reported the answer ran at. */
   get serviceTier(): string | undefined {
-    return this.#serviceTier;
+    // An answer that ended before its usage (a client gone, a stream cut) never said its tier: it
+    // ran at the one asked for (OpenAI runs flex or refuses it, never quietly at another). One that
+    // reported its counts without a tier is priced at the standard tier, as it says nothing.
+    return this.#serviceTier ?? (this.reported ? undefined : this.askedTier);
   }
 
   get inferenceGeo(): string | undefined {

@@ -93,7 +93,7 @@ const ERROR_BODY_BYTES = 64 * 1024;
  * the transport is whatever `fetch` the app was given. Whatever happens, the result is a value:
  * an answer, or a refusal the retry policy can judge; only the client leaving throws (499).
  */
-export async function attemptUpstream(deps: AttemptDeps, req: AttemptRequest, candidate: Fitted, key?: { secret: string | undefined }, sent?: { promptSent: boolean }): Promise<AttemptOutcome> {
+export async function attemptUpstream(deps: AttemptDeps, req: AttemptRequest, candidate: Fitted, key?: { secret: string | undefined }, sent?: { promptSent: boolean; askedTier?: string }): Promise<AttemptOutcome> {
   const { model, maxTokens } = candidate;
   const configured = deps.settings.providers.get(model.provider)!;
   // The pool's choice: the provider as it is, carrying that key (an object over it, not a copy).
@@ -101,6 +101,9 @@ export async function attemptUpstream(deps: AttemptDeps, req: AttemptRequest, ca
   const adapter = adapterFor(provider, model);
   const prepared = prepareUpstream(req.wire, req.body, model, provider, maxTokens, deps.log);
   const call = adapter.buildRequest(provider, prepared.body, req.headers);
+  // The tier asked for prices an answer that ends before it says its own (billing/usage-meter.ts).
+  const tier = (prepared.body as { service_tier?: unknown }).service_tier;
+  if (sent && typeof tier === "string") sent.askedTier = tier;
   const beta = call.headers["anthropic-beta"];
   if (beta !== undefined) {
     const kept = betasForWindow(beta, model.context_length);

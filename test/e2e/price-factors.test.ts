@@ -72,6 +72,28 @@ describe("OpenAI's Flex processing", () => {
     expect(JSON.parse(audit.out).mispriced).toEqual([]);
   });
 
+  test("a flex stream its client leaves before the usage chunk (the tier unsaid) is charged at flex, the tier it asked for; a standard one at standard", async () => {
+    const leaveAfterFirstChunk = async (tier: string | undefined) => {
+      upstream.reply({ kind: "sse", holdOpen: true, chunks: [openaiStream(tier ?? "default")[0]!.replace(/"service_tier":"[a-z]+",/, "")] });
+      const before = await gw.balanceMicro();
+      const leave = new AbortController();
+      const res = await post(gw, "/v1/chat/completions", { model: OPENAI_ITSELF, messages: ask, stream: true, ...(tier ? { service_tier: tier } : {}) }, {}, leave.signal);
+      const reader = res.body!.getReader();
+      await reader.read();
+      leave.abort();
+      await reader.cancel().catch(() => {});
+      for (let i = 0; i < 600 && gw.app.services.inflight.count > 0; i++) await Bun.sleep(5);
+      await gw.app.services.settled();
+      upstream.finishHeld();
+      return before - (await gw.balanceMicro());
+    };
+    const standard = await leaveAfterFirstChunk(undefined);
+    const flex = await leaveAfterFirstChunk("flex");
+    expect(standard).toBeGreaterThan(0);
+    // The same estimate at half the prices (each class rounded up on its own).
+    expect(Math.abs(flex - standard / 2)).toBeLessThanOrEqual(2);
+  });
+
   test("a flex request the upstream answered at another tier, or without saying, is charged the standard prices; so is flex from another server", async () => {
     for (const tier of ["default", undefined]) {
       upstream.reply({ kind: "json", body: openaiBody(tier) });
