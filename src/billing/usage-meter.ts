@@ -376,14 +376,14 @@ export class UsageMeter {
     this.#frameLimit = perAnswer * answers * RELAY_FRAMES_PER_TOKEN + RELAY_SLACK_FRAMES;
   }
 
-  /** An image model's request was held for `images` images: no more go out (a hostile-tenant probe got 10 for the price of 1). */
+  /** An image model priced per image was held for `images` images: no more go out (a hostile-tenant probe got 10 for the price of 1). */
   limitImages(images: number): void {
     this.#imageLimit = images;
   }
 
-  /** Whether `more` images may still go out (and be charged) within what the request was held for. */
-  mayRelayImages(more: number): boolean {
-    return this.#images + more <= this.#imageLimit;
+  /** Images that may still go out (and be charged) within what the request was held for; Infinity when not bounded. */
+  get imageRoom(): number {
+    return this.#imageLimit - this.#images;
   }
 
   /** A frame of `chars` characters was relayed (decoded or as it came): counted against the frame bounds. */

@@ -136,9 +136,10 @@ export const ModelConfig = t.Object({
    */
   prompt_cache: t.Optional(t.Union([t.Literal("auto"), t.Literal("off")])),
   /**
-   * Image models: the most images one request is held for and may receive (default 1). An answer
-   * with more is cut there (a stream ends with an error frame; a whole answer keeps the first
-   * ones), so no image goes out unpaid: the hold covers this many at `pricing.per_image`.
+   * Image chat models priced per image: the most images one request is held for and may receive
+   * (default 1). Images past it are taken out of the answer (never fetched, sent or charged), so
+   * none goes out unpaid: the hold covers this many at `pricing.per_image`. The images API is
+   * always asked for one.
    */
   images_per_request: t.Optional(t.Integer({ minimum: 1, maximum: 16 })),
   /** For Anthropic-style model lists. */

@@ -13,7 +13,7 @@ import { createAnswerToolMapper } from "../formats/common/answer-tool.ts";
 import { GatewayError, type OpenAIErrorDetail } from "../streaming/gateway-error.ts";
 import { openaiErrorDetail, upstreamStatusError } from "../providers/upstream-errors.ts";
 import { ImageFetchError, inlineImages, keepImages } from "./inline-images.ts";
-import { imagesHeld } from "./plan.ts";
+import { imagesBounded, imagesHeld } from "./plan.ts";
 import type { Scrubber } from "../log/scrub.ts";
 import type { WholeAnswerReader, WholeAnswerSink } from "../formats/common/whole-answer.ts";
 import { fastReader, wholeBody, wholeReader } from "../transport/http1/client.ts";
@@ -199,7 +199,7 @@ export async function attemptUpstream(deps: AttemptDeps, req: AttemptRequest, ca
           events = adapter.decodeBody(json, prepared.body, deps.scrubber);
         } else ({ json, events } = await answer.finish());
         if (answerTool) events = createAnswerToolMapper(answerTool)(events);
-        if (model.category === "image") events = keepImages(events, imagesHeld(model));
+        if (imagesBounded(model)) events = keepImages(events, imagesHeld(model));
       } catch (err) {
         if (!req.clientSignal.aborted) deps.log("warn", "upstream sent an unreadable body", { requestId: req.requestId, provider: provider.id, error: String(err) });
         return refusedOutcome(req, deadline, "The upstream provider sent an unreadable answer. Retrying is appropriate.", err, "bad_answer");

@@ -8,7 +8,7 @@ import { UsageMeter, type MeteredUsage, type PromptSource } from "../billing/usa
 import { conversationKey, type PromptMemory } from "../billing/prompt-memory.ts";
 import { GatewayError, NO_RETRY } from "../streaming/gateway-error.ts";
 import type { Inflight } from "./inflight.ts";
-import { imagesHeld } from "./plan.ts";
+import { imagesBounded, imagesHeld } from "./plan.ts";
 import type { Tokenizer } from "../billing/token-estimate.ts";
 import type { ActiveKey } from "../accounts/account-store.ts";
 
@@ -131,8 +131,8 @@ class OpenSession implements BillingSession {
     // vendors): a vendor reporting more (800 tokens for "Hello" under max_tokens 50, a raw-TCP
     // probe) is counted at the limit, not charged up to the hold. Image tokens are not bounded by it.
     if (maxTokens !== undefined && maxTokens > 0 && model.category !== "image" && model.upstream_api !== "images") meter.limitOutput(maxTokens, this.o.answers ? this.o.answers(model) : 1);
-    // An image model's answer brings no more images than the hold paid for (plan.ts, imagesHeld).
-    if (model.category === "image") meter.limitImages(imagesHeld(model));
+    // An answer priced per image brings no more images than the hold paid for (plan.ts, imagesHeld).
+    if (imagesBounded(model)) meter.limitImages(imagesHeld(model));
     return (this.#meter = meter);
   }
 

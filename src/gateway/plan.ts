@@ -63,9 +63,20 @@ export async function planRequest(
   return { ...requestIds(), candidates, worstCaseMicro, promptText: prompt, predictedTokens: predicted };
 }
 
-/** The images one request of a model is held for, and may receive (billing-session.ts bounds the meter by it). */
+/** The images one request of a model is held for, and may receive when priced per image (`imagesBounded`). */
 export function imagesHeld(model: ModelConfig): number {
-  return model.category === "image" ? (model.images_per_request ?? 1) : 0;
+  if (model.category !== "image") return 0;
+  // The images API is asked for one image (`n: 1`, formats/prepare-upstream.ts).
+  return model.upstream_api === "images" ? 1 : (model.images_per_request ?? 1);
+}
+
+/**
+ * Whether a model's answers bring no more images than `imagesHeld`: those priced per image, whose
+ * hold counts images. One priced by its tokens is held and charged by its tokens (the vendor's
+ * usage counts every image), so its images are all its own.
+ */
+export function imagesBounded(model: ModelConfig): boolean {
+  return model.category === "image" && (model.pricing?.per_image ?? 0) > 0;
 }
 
 /**

@@ -155,7 +155,7 @@ export async function answerSource(o: StreamAnswerOptions): Promise<{
   const held: { frame: SseEvent; decoded: DecodedEvents }[] = [];
 
   const emit = (frame: SseEvent, decoded: DecodedEvents) => {
-    if (tooManyImages(decoded)) return;
+    if (o.meter.imageRoom !== Number.POSITIVE_INFINITY) decoded = withinImages(decoded);
     for (const e of decoded.events) {
       o.meter.observe(e);
       if (e.type === "error") failure ??= e;
@@ -165,15 +165,16 @@ export async function answerSource(o: StreamAnswerOptions): Promise<{
   };
 
   /**
-   * A frame whose images would pass what the request was held for (usage-meter.ts, limitImages)
-   * ends the answer before it, unsent and unfetched: what went out is charged, nothing goes out unpaid.
+   * The frame without the images past what the request was held for (usage-meter.ts,
+   * limitImages): they are neither fetched nor sent nor charged; the rest of the frame (text, its
+   * end, its usage) and of the answer goes on. Read only for answers priced per image.
    */
-  const tooManyImages = (decoded: DecodedEvents): boolean => {
+  const withinImages = (decoded: DecodedEvents): DecodedEvents => {
     let images = 0;
     for (const e of decoded.events) if (e.type === "image") images++;
-    if (images === 0 || o.meter.mayRelayImages(images)) return false;
-    if (!failure) fail({ type: "error", errorType: "upstream", message: "The upstream provider sent more images than this request was held for; the answer was cut there." });
-    return true;
+    let room = o.meter.imageRoom;
+    if (images <= room) return decoded;
+    return { parsed: decoded.parsed, events: decoded.events.filter((e) => e.type !== "image" || room-- > 0), rewritten: true };
   };
 
   /** What a relayed frame says, decoded only if the meter must count its text (one function for every frame). */
@@ -207,9 +208,10 @@ export async function answerSource(o: StreamAnswerOptions): Promise<{
   const drainHeld = async () => {
     while (held.length > 0 && !failure) {
       const next = held.shift()!;
-      if (tooManyImages(next.decoded)) break;
-      if (next.decoded.events.some((e) => e.type === "image")) await o.resolveImages!(next.decoded.events);
-      emit(next.frame, next.decoded);
+      // Images past the hold are taken out before anything fetches them.
+      const decoded = o.meter.imageRoom !== Number.POSITIVE_INFINITY ? withinImages(next.decoded) : next.decoded;
+      if (decoded.events.some((e) => e.type === "image")) await o.resolveImages!(decoded.events);
+      emit(next.frame, decoded);
     }
     held.length = 0;
   };

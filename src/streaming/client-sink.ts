@@ -9,6 +9,11 @@ import type { SseEvent } from "./sse-parser.ts";
 export interface DecodedEvents {
   readonly parsed: unknown;
   readonly events: StreamEvent[];
+  /**
+   * The events are not all the frame said (the gateway took some out: images past what the request
+   * was held for): relays write them anew, never the frame as it came.
+   */
+  readonly rewritten?: true;
 }
 
 /** What every encoder needs to know about the answer it is writing. */

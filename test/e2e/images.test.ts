@@ -9,11 +9,14 @@ const upstream = useFakeUpstream();
 const TOKEN_PRICED_IMAGES = "test/gpt-image";
 /** An image chat model configured to be held for (and to give) three images a request. */
 const THREE_IMAGES_MODEL = "test/image-chat-3";
+/** An image chat model priced by its tokens only (its vendor counts images as output tokens). */
+const TOKEN_PRICED_CHAT = "test/image-chat-tokens";
 const gw = useGateway(() => ({
   upstreamUrl: upstream.url,
   maxImageBytes: 64 * 1024,
   extraModels: [
     { id: TOKEN_PRICED_IMAGES, provider: "fake-openai", upstream_model: "gpt-image-1", upstream_api: "images", category: "image", context_length: 32_000, pricing: { input_per_mtok: 5_000, output_per_mtok: 40_000, per_image: 0 } },
+    { id: TOKEN_PRICED_CHAT, provider: "fake-openai", upstream_model: "flux-chat", category: "image", context_length: 32000, pricing: { input_per_mtok: 1_000, output_per_mtok: 1_000, per_image: 0 } },
     { id: THREE_IMAGES_MODEL, provider: "fake-openai", upstream_model: "flux-chat", category: "image", context_length: 32000, images_per_request: 3, pricing: { input_per_mtok: 100, output_per_mtok: 100, per_image: 0.25 } },
   ],
 }));
@@ -274,16 +277,40 @@ describe("more images than the request was held for (a hostile-tenant probe got 
     expect(before - (await gw.balanceMicro())).toBe(251_000);
   });
 
-  test("stream: the first image goes out, then an error frame before the second; what went out is charged", async () => {
+  test("stream: the first image goes out, the others are taken out of their frames (never fetched), the answer goes on to its end and usage", async () => {
+    const fetchedBefore = upstream.requests.length;
     upstream.reply({ kind: "sse", chunks: streamedThree });
-    const text = await (await post(gw, "/v1/chat/completions", { model: IMAGE_CHAT_MODEL, messages: question, stream: true })).text();
+    const res = await post(gw, "/v1/chat/completions", { model: IMAGE_CHAT_MODEL, messages: question, stream: true, stream_options: { include_usage: true } });
+    const text = await res.text();
     expect(count(streamedText.openai(text))).toBe(1);
-    expect(text).toContain("more images than this request was held for");
-    expect(await lastRecord()).toMatchObject({ images: 1, status: "stream_failed" });
+    const frames = sseFrames(text);
+    expect(frames.at(-1)!.data).toBe("[DONE]");
+    // The usage the vendor reported reaches the client, and prices the answer with its one image.
+    expect(JSON.parse(frames.at(-2)!.data).usage).toMatchObject({ prompt_tokens: 7, completion_tokens: 3 });
+    expect(await lastRecord()).toMatchObject({ images: 1, cost_micro: 251_000, status: "ok" });
+    expect(upstream.requests.length).toBe(fetchedBefore + 1);
     upstream.reply({ kind: "sse", chunks: streamedThree });
     const messages = await (await post(gw, "/v1/messages", { model: IMAGE_CHAT_MODEL, max_tokens: 100, messages: question, stream: true })).text();
     expect(count(streamedText.anthropic(messages))).toBe(1);
-    expect(await lastRecord()).toMatchObject({ images: 1, status: "stream_failed" });
+    expect(sseFrames(messages).at(-1)!.event).toBe("message_stop");
+    expect(await lastRecord()).toMatchObject({ images: 1, cost_micro: 251_000, status: "ok" });
+  });
+
+  test("images behind URLs past the hold are never fetched", async () => {
+    const url = (name: string) => ({ type: "image_url", image_url: { url: `${upstream.url}/files/${name}.png` } });
+    upstream.reply({ kind: "sse", chunks: [chatChunk({ role: "assistant", content: "Two." }), chatChunk({ images: [url("one"), url("two")] }), chatChunk({}, "stop"), "data: [DONE]\n\n"] });
+    upstream.reply({ kind: "bytes", headers: { "content-type": "image/png" }, body: PNG });
+    const text = await (await post(gw, "/v1/chat/completions", { model: IMAGE_CHAT_MODEL, messages: question, stream: true })).text();
+    expect(count(streamedText.openai(text))).toBe(1);
+    expect(upstream.requests.map((r) => r.path)).toEqual(["/v1/chat/completions", "/files/one.png"]);
+  });
+
+  test("a model priced by its tokens (no per-image price) gives every image, charged by the vendor's counts", async () => {
+    upstream.reply({ kind: "sse", chunks: streamedThree });
+    const text = await (await post(gw, "/v1/chat/completions", { model: TOKEN_PRICED_CHAT, messages: question, stream: true })).text();
+    expect(count(streamedText.openai(text))).toBe(3);
+    // 7 in and 3 out at 1,000 credits per million each.
+    expect(await lastRecord()).toMatchObject({ images: 3, cost_micro: 10_000, status: "ok" });
   });
 
   test("a model held for three images a request (images_per_request) gives and charges all three", async () => {

@@ -249,10 +249,14 @@ export function createOpenAIRelay(ctx: EncodeContext): ClientSink {
     },
     frame(raw, decoded) {
       const events = decoded.events;
-      // Vendors send images in fields the spec does not have; clients get them as markdown in the text.
-      if (events.some((e) => e.type === "image")) {
+      // Vendors send images in fields the spec does not have; clients get them as markdown in the
+      // text. A frame the gateway took images out of is written anew too, never relayed as sent.
+      if (decoded.rewritten || events.some((e) => e.type === "image")) {
         let out = "";
-        for (const e of events) if (e.type !== "usage") out += encoder.event(e);
+        for (const e of events) {
+          if (e.type !== "usage") out += encoder.event(e);
+          else if (e.inputTokens !== undefined && e.outputTokens !== undefined) usage = nextUsage(undefined, e);
+        }
         return out;
       }
       if (events.some((e) => e.type === "text")) encoder.noteText();
