@@ -159,7 +159,8 @@ type MaybePromise<T> = T | Promise<T>;
  * last place.
  */
 export interface AccountStore {
-  createAccount(name: string, balanceMicro: number): MaybePromise<Account>;
+  /** `limits`: the account's own request limits (AccountPatch's fields), written with it. */
+  createAccount(name: string, balanceMicro: number, limits?: Pick<AccountPatch, "rateLimitPerMinute" | "maxConcurrentRequests">): MaybePromise<Account>;
   getAccount(id: string): MaybePromise<Account | null>;
   /** The oldest account with this name (the demo account), or null. */
   findAccountByName(name: string): MaybePromise<Account | null>;

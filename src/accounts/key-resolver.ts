@@ -87,21 +87,30 @@ export function createCachedKeyResolver(store: AccountStore, now: () => number, 
   const ttlMs = o.ttlMs ?? KEY_CACHE_MS;
   const cache = new Map<string, { key: ActiveKey | null; at: number }>();
   const pending = new Map<string, Promise<ActiveKey | null>>();
+  // Moved by every `forget`: a read that began before a change (a PATCH this process made) does
+  // not put what it read back in the cache after the change dropped it.
+  let generation = 0;
   const live = (found: ActiveKey | null) => (found && found.expiresAt !== null && found.expiresAt <= now() ? null : found);
 
   const lookup = (hash: string, stale: { key: ActiveKey | null; at: number } | undefined): Promise<ActiveKey | null> => {
     let read = pending.get(hash);
     if (!read) {
-      read = (async () => {
+      const began = generation;
+      let reading: Promise<ActiveKey | null> | undefined;
+      reading = (async () => {
         try {
           const found = await store.findActiveKey(hash);
-          if (cache.size >= KEY_CACHE_MAX) cache.clear();
-          cache.set(hash, { key: found, at: performance.now() });
+          if (began === generation) {
+            if (cache.size >= KEY_CACHE_MAX) cache.clear();
+            cache.set(hash, { key: found, at: performance.now() });
+          }
           return found;
         } finally {
-          pending.delete(hash);
+          // Only its own entry: a change may have let a newer read take its place.
+          if (pending.get(hash) === reading) pending.delete(hash);
         }
       })();
+      read = reading;
       pending.set(hash, read);
     }
     return read.then(live, (err) => {
@@ -118,9 +127,14 @@ export function createCachedKeyResolver(store: AccountStore, now: () => number, 
       return lookup(hash, hit);
     },
     forget(keyId: string): void {
+      generation++;
+      // Reads under way began before the change: the next request reads again rather than wait for one.
+      pending.clear();
       for (const [hash, entry] of cache) if (entry.key?.keyId === keyId) cache.delete(hash);
     },
     forgetAccount(accountId: string): void {
+      generation++;
+      pending.clear();
       for (const [hash, entry] of cache) if (entry.key?.accountId === accountId) cache.delete(hash);
     },
   };

@@ -196,8 +196,7 @@ export async function runAdmin(argv: string[], env: Record<string, string | unde
       const limits: AccountPatch = {};
       if (has("rpm")) limits.rateLimitPerMinute = rpm(options.rpm!);
       if (has("max-concurrent")) limits.maxConcurrentRequests = maxConcurrent(options["max-concurrent"]!);
-      const account = await accounts.createAccount(name(args[0], "name"), credits(args[1]));
-      if (Object.keys(limits).length > 0) await accounts.updateAccount(account.id, limits);
+      const account = await accounts.createAccount(name(args[0], "name"), credits(args[1]), limits);
       return json({ id: account.id, name: account.name, balance: account.balance, rate_limit_per_minute: limits.rateLimitPerMinute ?? null, max_concurrent_requests: limits.maxConcurrentRequests ?? null });
     }
     if (noun === "accounts" && verb === "list" && args.length === 0) {

@@ -122,6 +122,9 @@ function accountStoreContract(name: string, make: () => Promise<AccountStore>, f
       expect(await store.updateAccount(account.id, { rateLimitPerMinute: null })).toBe(true);
       expect(await store.describeAccount(account.id)).toMatchObject({ rate_limit_per_minute: null, max_concurrent_requests: null });
       expect(await store.updateAccount("acct_missing", { rateLimitPerMinute: 5 })).toBe(false);
+      // Made with its limits, in one write.
+      const made = await store.createAccount(`made_${Math.random().toString(36).slice(2)}`, 0, { rateLimitPerMinute: 30, maxConcurrentRequests: 2 });
+      expect(await store.describeAccount(made.id)).toMatchObject({ rate_limit_per_minute: 30, max_concurrent_requests: 2 });
     });
 
     test("a new period recounts what was spent in its window from the usage records, in one step", async () => {

@@ -110,6 +110,25 @@ describe("an account's own limits, set by the admin API", () => {
     expect(((await refused.json()) as any).error.message).toStartWith(ACCOUNT_RATE(4));
   });
 
+  test("a request its account refuses spends nothing of its key's own bucket: a quiet key is not locked out by its noisy siblings", async () => {
+    const account = (await (await admin(gw, "POST", "/accounts", { name: "quiet", credits: 100, rate_limit_per_minute: 3 })).json()) as any;
+    const noisy = await keyOf(gw, account.id);
+    const quiet = await keyOf(gw, account.id, { rateLimitPerMinute: 1 });
+    for (let i = 0; i < 3; i++) expect(await drain(await post(noisy, "/v1/chat/completions", chatBody()))).toBe(200);
+    for (let i = 0; i < 2; i++) {
+      const refused = await post(quiet, "/v1/chat/completions", chatBody());
+      expect(refused.status).toBe(429);
+      expect(((await refused.json()) as any).error.message).toStartWith(ACCOUNT_RATE(3));
+    }
+    // The account gets room (a higher limit, from the next request): the quiet key's one request a minute is still there.
+    expect((await admin(gw, "PATCH", `/accounts/${account.id}`, { rate_limit_per_minute: 60_000 })).status).toBe(200);
+    await Bun.sleep(20);
+    expect(await drain(await post(quiet, "/v1/chat/completions", chatBody()))).toBe(200);
+    const own = await post(quiet, "/v1/chat/completions", chatBody());
+    expect(own.status).toBe(429);
+    expect(((await own.json()) as any).error.message).toContain("for this key.");
+  });
+
   test("requests under way: streams of all the account's keys count together; a refused request gives its key's place back; a finished stream frees one", async () => {
     const account = (await (await admin(gw, "POST", "/accounts", { name: "streams", credits: 100, max_concurrent_requests: 2 })).json()) as any;
     const a = await keyOf(gw, account.id);

@@ -62,5 +62,38 @@ export function rateLimitContract(name: string, make: () => Promise<RateLimitSto
       expect(decisions.filter((d) => d.allowed)).toHaveLength(10);
       expect(decisions.filter((d) => d.unavailable)).toHaveLength(0);
     });
+
+    test("two buckets at once (a key's and its account's): a token from both, or from neither when either is empty", async () => {
+      const store = await make();
+      const [key, account] = [freshKey(), freshKey()];
+      const both = async () => store.takeBoth({ id: key, perMinute: 5 }, { id: account, perMinute: 2 });
+      const [k1, a1] = await both();
+      expect([k1.allowed, k1.remaining, a1.allowed, a1.remaining]).toEqual([true, 4, true, 1]);
+      await both();
+      // The account's bucket is empty: refused, and the key's keeps its three.
+      const [k3, a3] = await both();
+      expect(a3.allowed).toBe(false);
+      expect(a3.retryAfterMs).toBeGreaterThan(20_000);
+      expect(k3.allowed).toBe(true);
+      for (let i = 0; i < 5; i++) expect((await both())[1].allowed).toBe(false);
+      for (let i = 0; i < 3; i++) expect((await take(store, key, 5)).allowed).toBe(true);
+      expect((await take(store, key, 5)).allowed).toBe(false);
+      // The key's bucket empty: the account's (refilled or not) is not spent by the refusal.
+      const other = freshKey();
+      const [k, a] = await store.takeBoth({ id: key, perMinute: 5 }, { id: other, perMinute: 3 });
+      expect([k.allowed, a.allowed]).toEqual([false, true]);
+      expect((await take(store, other, 3)).remaining).toBe(2);
+    });
+
+    test("two buckets at once, exact under concurrency: 200 at once on limits of 10 and 1,000 admit exactly 10, each taking from both", async () => {
+      const store = await make();
+      const [key, account] = [freshKey(), freshKey()];
+      const decisions = await Promise.all(Array.from({ length: 200 }, () => store.takeBoth({ id: key, perMinute: 10 }, { id: account, perMinute: 1_000 })));
+      expect(decisions.filter(([k, a]) => k.allowed && a.allowed)).toHaveLength(10);
+      expect(decisions.filter(([k, a]) => k.unavailable || a.unavailable)).toHaveLength(0);
+      // The account gave exactly the 10 admitted.
+      expect((await take(store, account, 1_000)).remaining).toBeGreaterThanOrEqual(1_000 - 11);
+      expect((await take(store, account, 1_000)).remaining).toBeLessThanOrEqual(1_000 - 12 + 1);
+    });
   });
 }

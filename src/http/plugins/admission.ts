@@ -179,38 +179,40 @@ export function admissionPlugin(o: AdmissionOptions) {
     }
     const factor = counting ? COUNT_TOKENS_RATE_FACTOR : 1;
     const perMinute = (found.rateLimitPerMinute ?? o.defaultPerMinute) * factor;
-    const accountChat = found.accountRateLimitPerMinute ?? o.defaultAccountPerMinute;
     const suffix = counting ? ":count_tokens" : "";
-    const taken = o.limiter.take(found.keyId + suffix, perMinute);
-    // The account's bucket is asked only once the key's let the request through: a key hammering
-    // past its own limit does not spend its sibling keys' share of the account's.
-    const afterKey = (decision: BucketDecision): Response | undefined | Promise<Response | undefined> => {
-      const key = { perMinute, decision, whose: "key" } as const;
-      if (accountChat === undefined || !decision.allowed) return admit(request, set, key, undefined, anthropic);
-      const accountPerMinute = accountChat * factor;
-      const byAccount = o.limiter.take(`account:${found.accountId}${suffix}`, accountPerMinute);
-      const account = (d: BucketDecision) => ({ perMinute: accountPerMinute, decision: d, whose: "account" }) as const;
-      return byAccount instanceof Promise
-        ? byAccount.then((d) => admit(request, set, key, account(d), anthropic))
-        : admit(request, set, key, account(byAccount), anthropic);
-    };
-    // The in-process store answers at once; a shared one (Redis) answers later.
-    return taken instanceof Promise ? taken.then(afterKey) : afterKey(taken);
+    const accountChat = found.accountRateLimitPerMinute ?? o.defaultAccountPerMinute;
+    if (accountChat === undefined) {
+      const taken = o.limiter.take(found.keyId + suffix, perMinute);
+      // The in-process store answers at once; a shared one (Redis) answers later.
+      return taken instanceof Promise ? taken.then((decision) => admit(request, set, perMinute, decision, undefined, anthropic)) : admit(request, set, perMinute, taken, undefined, anthropic);
+    }
+    // The key's bucket and its account's: a token from both or from neither, so a request one of
+    // them refuses spends nothing of the other (a quiet key's own bucket is not drained by the
+    // refusals its noisy siblings caused, nor the account's by a key past its own limit).
+    const accountPerMinute = accountChat * factor;
+    const both = o.limiter.takeBoth({ id: found.keyId + suffix, perMinute }, { id: `account:${found.accountId}${suffix}`, perMinute: accountPerMinute });
+    const verdict = ([key, account]: [BucketDecision, BucketDecision]) => admit(request, set, perMinute, key, { perMinute: accountPerMinute, decision: account }, anthropic);
+    return both instanceof Promise ? both.then(verdict) : verdict(both);
   }
 
   /**
    * The request's verdict from its key's bucket and, when the account has a limit, its account's.
-   * The x-ratelimit-* headers describe the bucket that binds: the one that refused, else the one
-   * with fewer requests left.
+   * The x-ratelimit-* headers describe the bucket that binds: the one that refused (the key's
+   * first), else the one with fewer requests left.
    */
-  function admit(request: Request, set: { headers: Record<string, unknown> }, key: Bucket, account: Bucket | undefined, anthropic: boolean): Response | undefined {
-    if (key.decision.unavailable || account?.decision.unavailable) {
+  function admit(
+    request: Request, set: { headers: Record<string, unknown> }, perMinute: number, decision: BucketDecision, account: AccountBucket | undefined, anthropic: boolean,
+  ): Response | undefined {
+    if (decision.unavailable || account?.decision.unavailable) {
       // Limits that cannot be enforced are not skipped: refused, like a ledger that cannot write.
       return errorResponse(anthropic, 503, "overloaded", "The gateway cannot check rate limits right now. Retry in a few seconds.",
-        { "retry-after": String(retryAfterSeconds((account?.decision.unavailable ? account : key).decision)), ...unreadBodyHeaders(request) });
+        { "retry-after": String(retryAfterSeconds(account?.decision.unavailable ? account.decision : decision)), ...unreadBodyHeaders(request) });
     }
-    const binding = account && (!account.decision.allowed || account.decision.remaining < key.decision.remaining) ? account : key;
-    const { decision, perMinute } = binding;
+    let whose = "this key";
+    if (account && decision.allowed && (!account.decision.allowed || account.decision.remaining < decision.remaining)) {
+      ({ decision, perMinute } = account);
+      whose = "this account (all its keys together)";
+    }
     const rate = {
       "x-ratelimit-limit-requests": String(perMinute),
       "x-ratelimit-remaining-requests": String(decision.remaining),
@@ -220,7 +222,6 @@ export function admissionPlugin(o: AdmissionOptions) {
     if (!decision.allowed) {
       const wait = retryAfterSeconds(decision);
       o.onRejected(request, 429);
-      const whose = binding.whose === "key" ? "this key" : "this account (all its keys together)";
       return errorResponse(anthropic, 429, "rate_limit", `Rate limit exceeded: ${perMinute} requests per minute for ${whose}. Retry after ${wait} s.`,
         { ...rate, "retry-after": String(wait), ...unreadBodyHeaders(request) });
     }
@@ -228,9 +229,8 @@ export function admissionPlugin(o: AdmissionOptions) {
   }
 }
 
-/** One bucket's answer for a request: the key's or its account's. */
-interface Bucket {
+/** The account's bucket's answer for a request, beside its key's. */
+interface AccountBucket {
   perMinute: number;
   decision: BucketDecision;
-  whose: "key" | "account";
 }

@@ -84,9 +84,7 @@ export function adminOperations(deps: AdminOperationDeps) {
       const name = checked(() => parseName(body.name));
       const credits = micro(body.credits);
       const limits = accountLimits(body);
-      const created = await deps.retryWhileBusy(() => deps.accounts.createAccount(name, credits));
-      // A new account has no keys yet: its limits are in place before any request can come.
-      if (Object.keys(limits).length > 0) await deps.retryWhileBusy(() => deps.accounts.updateAccount(created.id, limits));
+      const created = await deps.retryWhileBusy(() => deps.accounts.createAccount(name, credits, limits));
       return { id: created.id, name: created.name, balance: created.balance, rate_limit_per_minute: limits.rateLimitPerMinute ?? null, max_concurrent_requests: limits.maxConcurrentRequests ?? null };
     },
 

@@ -69,12 +69,14 @@ export function createPostgresAccounts(sql: Pg, now: () => number, timeoutMs = 2
     });
 
   const store: AccountStore = {
-    async createAccount(name: string, balanceMicro: number): Promise<Account> {
+    async createAccount(name: string, balanceMicro: number, limits: Pick<AccountPatch, "rateLimitPerMinute" | "maxConcurrentRequests"> = {}): Promise<Account> {
       const id = randomId("acct");
       const at = now();
+      const rate = limits.rateLimitPerMinute ?? null;
+      const cap = limits.maxConcurrentRequests ?? null;
       // The opening credit is an entry like any top-up, so the audit can sum what went in.
       await bounded(sql`
-        WITH opened AS (INSERT INTO accounts (id, name, balance_micro, created_at) VALUES (${id}, ${name}, ${balanceMicro}, ${at}) RETURNING id)
+        WITH opened AS (INSERT INTO accounts (id, name, balance_micro, created_at, rate_limit_per_minute, max_concurrent_requests) VALUES (${id}, ${name}, ${balanceMicro}, ${at}, ${rate}, ${cap}) RETURNING id)
         INSERT INTO credit_entries (account_id, amount_micro, kind, created_at) SELECT id, ${balanceMicro}, 'initial', ${at} FROM opened`, "create account");
       return { id, name, balance: microToCredits(balanceMicro), created_at: iso(at)! };
     },

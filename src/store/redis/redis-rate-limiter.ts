@@ -48,6 +48,49 @@ local retry = 0
 if units < 60000 then retry = math.ceil((60000 - units) / cap) end
 return {allowed, math.floor(units / 60000), retry, reset}`;
 
+/**
+ * TAKE over two buckets at once (a key's and its account's): a token from each when both have one,
+ * from neither otherwise, in one atomic call. KEYS[1], KEYS[2]: the buckets; ARGV[1], ARGV[2]:
+ * their requests per minute. Returns TAKE's four numbers for each, first then second; `allowed`
+ * is each bucket's own answer.
+ */
+const TAKE_BOTH = `
+local t = redis.call('TIME')
+local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+local function fill(key, cap)
+  local units = cap * 60000
+  local state = redis.call('HMGET', key, 'u', 't')
+  if state[1] then
+    local elapsed = now - tonumber(state[2])
+    if elapsed < 0 then elapsed = 0 end
+    units = math.min(cap * 60000, tonumber(state[1]) + elapsed * cap)
+  end
+  return units
+end
+local function keep(key, cap, units, allowed)
+  local reset = math.ceil((cap * 60000 - units) / cap)
+  redis.call('HSET', key, 'u', units, 't', now)
+  redis.call('PEXPIRE', key, reset + 1000)
+  local retry = 0
+  if units < 60000 then retry = math.ceil((60000 - units) / cap) end
+  return {allowed, math.floor(units / 60000), retry, reset}
+end
+local capA = tonumber(ARGV[1])
+local capB = tonumber(ARGV[2])
+local a = fill(KEYS[1], capA)
+local b = fill(KEYS[2], capB)
+local okA = 0
+local okB = 0
+if a >= 60000 then okA = 1 end
+if b >= 60000 then okB = 1 end
+if okA == 1 and okB == 1 then
+  a = a - 60000
+  b = b - 60000
+end
+local first = keep(KEYS[1], capA, a, okA)
+local second = keep(KEYS[2], capB, b, okB)
+return {first[1], first[2], first[3], first[4], second[1], second[2], second[3], second[4]}`;
+
 /** How long a refused client is told to wait while Redis cannot be reached. */
 const UNAVAILABLE_RETRY_MS = 5_000;
 /** Reconnection attempts while Redis is down, at most this often. */
@@ -71,6 +114,7 @@ export function createRedisRateLimiter(url: string, o: RedisRateLimiterOptions =
   // connect() keeps retrying (with backoff) while Redis is down, and its promise waits for that.
   const client = new RedisClient(url, { connectionTimeout: connectTimeoutMs, autoReconnect: true, maxRetries: 1_000_000, enableOfflineQueue: false });
   const sha = new Bun.CryptoHasher("sha1").update(TAKE).digest("hex");
+  const shaBoth = new Bun.CryptoHasher("sha1").update(TAKE_BOTH).digest("hex");
   const refused = new Map<string, { until: number; perMinute: number; resetAt: number }>();
   let connecting: Promise<void> | undefined;
   let lastAttempt = 0;
@@ -126,38 +170,76 @@ export function createRedisRateLimiter(url: string, o: RedisRateLimiterOptions =
   probe.unref?.();
 
   async function run(key: string, perMinute: number): Promise<unknown> {
+    return script(sha, TAKE, [key], [String(perMinute)]);
+  }
+
+  async function script(hash: string, text: string, keys: string[], args: string[]): Promise<unknown> {
     try {
-      return await client.send("EVALSHA", [sha, "1", key, String(perMinute)]);
+      return await client.send("EVALSHA", [hash, String(keys.length), ...keys, ...args]);
     } catch (err) {
       // A Redis that restarted has forgotten the script: EVAL sends it (and caches it again).
-      if (err instanceof Error && err.message.startsWith("NOSCRIPT")) return client.send("EVAL", [TAKE, "1", key, String(perMinute)]);
+      if (err instanceof Error && err.message.startsWith("NOSCRIPT")) return client.send("EVAL", [text, String(keys.length), ...keys, ...args]);
       throw err;
     }
   }
+
+  /** A refusal remembered for `id` (still in force, for the same limit), or undefined. */
+  const cachedRefusal = (id: string, perMinute: number, at: number): BucketDecision | undefined => {
+    const cached = refused.get(id);
+    if (!cached) return undefined;
+    if (cached.until > at && cached.perMinute === perMinute) {
+      return { allowed: false, remaining: 0, retryAfterMs: Math.ceil(cached.until - at), resetMs: Math.max(0, Math.ceil(cached.resetAt - at)) };
+    }
+    refused.delete(id);
+    return undefined;
+  };
+  /** Redis's four numbers as a decision; a refusal is remembered until its retry time. */
+  const decided = (id: string, perMinute: number, at: number, [allowed, remaining, retryAfterMs, resetMs]: number[]): BucketDecision => {
+    if (allowed !== 1) {
+      if (refused.size > 100_000) refused.clear();
+      refused.set(id, { until: at + retryAfterMs!, perMinute, resetAt: at + resetMs! });
+    }
+    return { allowed: allowed === 1, remaining: remaining!, retryAfterMs: retryAfterMs!, resetMs: resetMs! };
+  };
+  /** What an unasked bucket is taken to hold beside one known to refuse: nothing was taken from it. */
+  const notAsked = (perMinute: number): BucketDecision => ({ allowed: true, remaining: perMinute, retryAfterMs: 0, resetMs: 0 });
 
   return {
     client,
     take(keyId: string, perMinute: number): BucketDecision | Promise<BucketDecision> {
       const at = performance.now();
-      const cached = refused.get(keyId);
-      if (cached) {
-        if (cached.until > at && cached.perMinute === perMinute) {
-          return { allowed: false, remaining: 0, retryAfterMs: Math.ceil(cached.until - at), resetMs: Math.max(0, Math.ceil(cached.resetAt - at)) };
-        }
-        refused.delete(keyId);
-      }
+      const cached = cachedRefusal(keyId, perMinute, at);
+      if (cached) return cached;
       if (!client.connected) return unavailable(new Error("not connected"));
       return bounded(run(prefix + "rl:" + keyId, perMinute)).then(
         (reply) => {
           if (down) answered();
-          const [allowed, remaining, retryAfterMs, resetMs] = (reply as number[]).map(Number) as [number, number, number, number];
-          if (allowed !== 1) {
-            if (refused.size > 100_000) refused.clear();
-            refused.set(keyId, { until: at + retryAfterMs, perMinute, resetAt: at + resetMs });
-          }
-          return { allowed: allowed === 1, remaining, retryAfterMs, resetMs };
+          return decided(keyId, perMinute, at, (reply as unknown[]).map(Number));
         },
         (err) => unavailable(err),
+      );
+    },
+    takeBoth(first, second): [BucketDecision, BucketDecision] | Promise<[BucketDecision, BucketDecision]> {
+      const at = performance.now();
+      // A bucket known to refuse decides without a round trip, and nothing is taken from the other.
+      const a = cachedRefusal(first.id, first.perMinute, at);
+      if (a) return [a, notAsked(second.perMinute)];
+      const b = cachedRefusal(second.id, second.perMinute, at);
+      if (b) return [notAsked(first.perMinute), b];
+      if (!client.connected) {
+        const none = unavailable(new Error("not connected"));
+        return [none, none];
+      }
+      return bounded(script(shaBoth, TAKE_BOTH, [prefix + "rl:" + first.id, prefix + "rl:" + second.id], [String(first.perMinute), String(second.perMinute)])).then(
+        (reply) => {
+          if (down) answered();
+          const n = (reply as unknown[]).map(Number);
+          return [decided(first.id, first.perMinute, at, n.slice(0, 4)), decided(second.id, second.perMinute, at, n.slice(4, 8))] as [BucketDecision, BucketDecision];
+        },
+        (err) => {
+          const failed = unavailable(err);
+          return [failed, failed] as [BucketDecision, BucketDecision];
+        },
       );
     },
     /** Connected and the last decision did not fail: no round trip, so `/ready` can ask it on every probe. */

@@ -12,11 +12,11 @@ import { modelsColumn } from "../../accounts/model-access.ts";
 export function createAccountStore(db: Database, now: () => number) {
   // Accounts, keys and their changes are not written into a ledger file that is gone (file-identity.ts).
   const sameFiles = ledgerFiles(db, now);
-  const insertAccount = db.query("INSERT INTO accounts (id, name, balance_micro, created_at) VALUES (?, ?, ?, ?)");
+  const insertAccount = db.query("INSERT INTO accounts (id, name, balance_micro, created_at, rate_limit_per_minute, max_concurrent_requests) VALUES (?, ?, ?, ?, ?, ?)");
   const insertCredit = db.query("INSERT INTO credit_entries (account_id, amount_micro, kind, created_at) VALUES (?, ?, 'initial', ?)");
   // The opening credit is an entry like any top-up, so the audit can sum what went in.
-  const openAccount = db.transaction((id: string, name: string, balanceMicro: number, at: number) => {
-    insertAccount.run(id, name, balanceMicro, at);
+  const openAccount = db.transaction((id: string, name: string, balanceMicro: number, at: number, rate: number | null, cap: number | null) => {
+    insertAccount.run(id, name, balanceMicro, at, rate, cap);
     insertCredit.run(id, balanceMicro, at);
   });
   const selectAccount = db.query<{ id: string; name: string; balance_micro: number; created_at: number }, [string]>(
@@ -105,11 +105,11 @@ export function createAccountStore(db: Database, now: () => number) {
   const patch = db.transaction(patchRow);
 
   const store = {
-    createAccount(name: string, balanceMicro: number): Account {
+    createAccount(name: string, balanceMicro: number, limits: Pick<AccountPatch, "rateLimitPerMinute" | "maxConcurrentRequests"> = {}): Account {
       const id = randomId("acct");
       const at = now();
       sameFiles(true);
-      openAccount.immediate(id, name, balanceMicro, at);
+      openAccount.immediate(id, name, balanceMicro, at, limits.rateLimitPerMinute ?? null, limits.maxConcurrentRequests ?? null);
       return { id, name, balance: microToCredits(balanceMicro), created_at: iso(at)! };
     },
 
