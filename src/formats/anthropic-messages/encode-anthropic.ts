@@ -1,7 +1,7 @@
 import { dropRefusedCounts, hasRefusedCount, imageMarkdown, type ErrorKind, type FinishReason, type StreamEvent } from "../../streaming/events.ts";
 import type { ClientSink, EncodeContext } from "../../streaming/client-sink.ts";
 import { collectAnswer } from "../common/collect-answer.ts";
-import { toolInput } from "../common/json-shape.ts";
+import { jsonBudget, toolInput } from "../common/json-shape.ts";
 
 const STOP: Record<FinishReason, string> = {
   stop: "end_turn",
@@ -391,6 +391,8 @@ const TEXT_DELTA = '"delta":{"type":"text_delta","text":"';
 export function encodeAnthropicBody(events: StreamEvent[], ctx: EncodeContext) {
   const answer = collectAnswer(events);
   const content: unknown[] = [];
+  // The answer's tool calls together are parsed no further than one body's limits.
+  const budget = jsonBudget();
   for (const part of answer.order) {
     if (part.kind === "text") content.push({ type: "text", text: part.text });
     // Anthropic's own signature when it thought; another vendor's reasoning has none to give.
@@ -398,7 +400,7 @@ export function encodeAnthropicBody(events: StreamEvent[], ctx: EncodeContext) {
     else if (part.kind === "redacted-reasoning") content.push({ type: "redacted_thinking", data: part.data });
     else {
       const tool = answer.tools[part.index]!;
-      content.push({ type: "tool_use", id: tool.id ?? `toolu_${ctx.id}_${part.index}`, name: tool.name, input: toolInput(tool.arguments) });
+      content.push({ type: "tool_use", id: tool.id ?? `toolu_${ctx.id}_${part.index}`, name: tool.name, input: toolInput(tool.arguments, budget) });
     }
   }
   const usage: Record<string, unknown> = { input_tokens: uncached(answer.inputTokens, answer.cacheReadTokens, answer.cacheWriteTokens) };

@@ -1,5 +1,5 @@
 import { anthropicToolId } from "../common/tool-call-ids.ts";
-import { toolInput } from "../common/json-shape.ts";
+import { jsonBudget, toolInput } from "../common/json-shape.ts";
 import { openaiContentText } from "../common/content-text.ts";
 import { UNKNOWN_TRAITS, type UpstreamTraits } from "../common/model-traits.ts";
 import { anthropicReasoning } from "../common/reasoning.ts";
@@ -32,6 +32,8 @@ export function openaiRequestToAnthropic(
     else messages.push({ role, content: blocks });
   };
 
+  // All the history's tool calls together are parsed no further than one body's limits.
+  const budget = jsonBudget();
   for (const m of body.messages) {
     switch (m.role) {
       case "system":
@@ -52,7 +54,7 @@ export function openaiRequestToAnthropic(
         const text = openaiContentText(m.content) || (typeof refusal === "string" ? refusal : "");
         if (text.trim()) blocks.push({ type: "text", text });
         for (const call of m.tool_calls ?? []) {
-          blocks.push({ type: "tool_use", id: anthropicToolId(call.id), name: call.function.name, input: toolInput(call.function.arguments) as Json });
+          blocks.push({ type: "tool_use", id: anthropicToolId(call.id), name: call.function.name, input: toolInput(call.function.arguments, budget) as Json });
         }
         push("assistant", blocks);
         break;

@@ -21,3 +21,17 @@ test("a schema's required list is read in one pass, however many properties it h
   expect(reads).toBeLessThanOrEqual(2 * list.length);
   expect(isOpenAIStrictSchema({ ...schema, required: names.slice(1) })).toBe(false);
 });
+
+test("tool-call arguments are parsed no further than one body's limits, all of a request's calls together; past them they go as text", async () => {
+  const { jsonBudget, toolInput } = await import("../../../src/formats/common/json-shape.ts");
+  // 60,000 arrays a call: each within the body's 100,000, two together past it.
+  const args = `{"a":[${Array.from({ length: 60_000 }, () => "[]").join(",")}]}`;
+  const budget = jsonBudget();
+  const first = toolInput(args, budget);
+  expect(Array.isArray((first as { a: unknown }).a)).toBe(true);
+  expect(toolInput(args, budget)).toEqual({ _raw: args });
+  // Small ones still parse from what is left.
+  expect(toolInput('{"q":1}', budget)).toEqual({ q: 1 });
+  // A fresh budget (another request) parses it again.
+  expect(Array.isArray((toolInput(args, jsonBudget()) as { a: unknown }).a)).toBe(true);
+});
