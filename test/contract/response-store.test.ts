@@ -7,7 +7,7 @@
 import { afterAll, describe, expect, test } from "bun:test";
 import { createMemoryResponseStore } from "../../src/store/memory/memory-response-store.ts";
 import { createRedisResponseStore } from "../../src/store/redis/redis-response-store.ts";
-import { NO_RESPONSE_STORE, ResponseStoreUnavailableError, type ResponseStore, type StoredResponse } from "../../src/formats/openai-responses/response-store.ts";
+import { NO_RESPONSE_STORE, ResponseStoreUnavailableError, storedAnswer, storedTexts, type ResponseStore, type StoredResponse } from "../../src/formats/openai-responses/response-store.ts";
 import { MAX_REFERENCES, resolveStoredInput } from "../../src/formats/openai-responses/stored-input.ts";
 import { ResponsesRequestError } from "../../src/formats/openai-responses/responses-to-chat.ts";
 import { closedPort, REDIS_URL, redisMissing, useRedisPrefix } from "../helpers/backends.ts";
@@ -19,6 +19,8 @@ function clock(ticking = false) {
 }
 
 const message = (id: string, text: string) => ({ id, type: "message", role: "assistant", status: "completed", content: [{ type: "output_text", text, annotations: [] }] });
+/** What `response` reads back of a kept answer: its input, and its Response's items alone (the rest, the tools it echoes, is not parsed). */
+const readBack = (kept: StoredResponse): StoredResponse => ({ ...kept, response: { output: kept.response.output } });
 const turn = (n: number, previous?: string, inputBytes = 0): StoredResponse => ({
   ...(previous ? { previous } : {}),
   input: [{ type: "message", role: "user", content: `question ${n}` }, ...(inputBytes > 0 ? [{ type: "reasoning", id: `rs_in_${n}`, summary: [], encrypted_content: "e".repeat(inputBytes) }] : [])],
@@ -84,7 +86,7 @@ describe.each(implementations)("%s response store", (_name, open) => {
   test("keeps an answer under its id; its output items are found through it; readers get copies", async () => {
     const store = await make();
     expect(await store.keep("acct_a", "resp_1", turn(1))).toBe(true);
-    expect(await store.response("acct_a", "resp_1")).toEqual(turn(1));
+    expect(await store.response("acct_a", "resp_1")).toEqual(readBack(turn(1)));
     expect(JSON.parse((await store.body("acct_a", "resp_1"))!)).toEqual(turn(1).response);
     const item = (await store.item("acct_a", "msg_1_0"))!;
     expect(item).toEqual(message("msg_1_0", "answer 1"));
@@ -101,7 +103,7 @@ describe.each(implementations)("%s response store", (_name, open) => {
     expect(await store.response("acct_b", "resp_1")).toBeUndefined();
     expect(await store.body("acct_b", "resp_1")).toBeUndefined();
     expect(await store.delete("acct_b", "resp_1")).toBe(false);
-    expect(await store.response("acct_a", "resp_1")).toEqual(turn(1));
+    expect(await store.response("acct_a", "resp_1")).toEqual(readBack(turn(1)));
   });
 
   test("delete: the answer and its items are gone, a second delete finds nothing", async () => {
@@ -118,7 +120,7 @@ describe.each(implementations)("%s response store", (_name, open) => {
     const store = await make({ accountMaxBytes: 32 * KB, maxBytes: 1 << 20 });
     await store.keep("acct_a", "resp_a", turn(100, undefined, 10 * KB));
     for (let n = 0; n < 8; n++) expect(await store.keep("acct_b", `resp_${n}`, turn(n, undefined, 10 * KB))).toBe(true);
-    expect(await store.response("acct_a", "resp_a")).toEqual(turn(100, undefined, 10 * KB));
+    expect(await store.response("acct_a", "resp_a")).toEqual(readBack(turn(100, undefined, 10 * KB)));
     const held: number[] = [];
     for (let n = 0; n < 8; n++) if (await store.response("acct_b", `resp_${n}`)) held.push(n);
     // Three of 10 kB fit 32 kB: the last three stay, the five before went (reasoning bytes counted).
@@ -140,7 +142,7 @@ describe.each(implementations)("%s response store", (_name, open) => {
     await store.keep("acct_a", "resp_1", turn(1));
     expect(await store.keep("acct_a", "resp_2", turn(2, undefined, 9 * KB))).toBe(false);
     expect(await store.response("acct_a", "resp_2")).toBeUndefined();
-    expect(await store.response("acct_a", "resp_1")).toEqual(turn(1));
+    expect(await store.response("acct_a", "resp_1")).toEqual(readBack(turn(1)));
   });
 
   test("past the total, the account holding the most gives way, even when another account is writing", async () => {
@@ -295,5 +297,27 @@ describe("resolving what a request refers to", () => {
     expect(err.message).toContain('"resp_1"');
     expect(err.message).toContain("Send the whole conversation in `input`");
     expect((await errorOf(resolveStoredInput({ input: "q", previous_response_id: "resp_nope" }, "acct_a", store))).message).toContain('previous_response_id "resp_nope" names no response');
+  });
+});
+
+describe("how an answer is kept as text (formats/openai-responses/response-store.ts)", () => {
+  const answer: StoredResponse = {
+    previous: "resp_0",
+    input: [{ type: "message", role: "user", content: "question" }],
+    response: { id: "resp_1", object: "response", output: [message("msg_1_0", "answer with \"output\": [ in it")], tools: [{ type: "function", name: "f", parameters: { type: "object", properties: { n: { enum: [1, 2, 3] } } } }], usage: { input_tokens: 3 } },
+  };
+
+  test("the Response text is exactly what was returned; read back, its items come from their own span, the rest unread", () => {
+    const { input, response } = storedTexts(answer);
+    expect(response).toBe(JSON.stringify(answer.response));
+    expect(storedAnswer(input, response)).toEqual({ previous: "resp_0", input: answer.input, response: { output: answer.response.output } });
+    // A text whose head no parser could read still gives its items: the head is never parsed.
+    const unreadableHead = "X" + response.slice(1);
+    expect(storedAnswer(input, unreadableHead).response.output).toEqual(answer.response.output);
+  });
+
+  test("an answer kept before the items' span was recorded (a shared store across an upgrade) is read whole", () => {
+    const input = JSON.stringify({ previous: "resp_0", input: answer.input });
+    expect(storedAnswer(input, JSON.stringify(answer.response))).toEqual({ previous: "resp_0", input: answer.input, response: { output: answer.response.output } });
   });
 });

@@ -1,7 +1,7 @@
 import { dropRefusedCounts, hasRefusedCount, imageMarkdown, type ErrorKind, type FinishReason, type StreamEvent } from "../../streaming/events.ts";
 import type { ClientSink, EncodeContext } from "../../streaming/client-sink.ts";
 import { collectAnswer } from "../common/collect-answer.ts";
-import { jsonBudget, toolInput } from "../common/json-shape.ts";
+import { JsonObjectProgress, jsonBudget, toolInput } from "../common/json-shape.ts";
 
 const STOP: Record<FinishReason, string> = {
   stop: "end_turn",
@@ -66,7 +66,7 @@ export function createAnthropicEncoder(ctx: EncodeContext): ClientSink {
   let open: "text" | "thinking" | "redacted" | "tool" | null = null;
   let openTool = -1;
   /** The open tool call's arguments so far: whether they are whole decides if the next call may start. */
-  let openToolArgs = "";
+  let openToolArgs = new JsonObjectProgress();
   const toolBlocks = new Map<number, number>();
   /**
    * Calls that began while another call's arguments were still incomplete, held whole until that
@@ -144,7 +144,7 @@ export function createAnthropicEncoder(ctx: EncodeContext): ClientSink {
    * Anthropic never sends a block's delta after its stop; the AI SDK's provider cut the call there.
    */
   const waiting: StreamEvent[] = [];
-  const callOpen = () => open === "tool" && !wholeJson(openToolArgs);
+  const callOpen = () => open === "tool" && !openToolArgs.whole;
   /** While what waited is written, calls held meanwhile stay held: they came after it. */
   let replaying = false;
   const releaseWaiting = (): string => {
@@ -220,13 +220,13 @@ export function createAnthropicEncoder(ctx: EncodeContext): ClientSink {
             }
             out += openBlock("tool", toolStart(e.index, e.id, e.name));
             openTool = e.index;
-            openToolArgs = "";
+            openToolArgs = new JsonObjectProgress();
             index = block;
             toolBlocks.set(e.index, index);
           }
           if (e.argumentsDelta.length === 0) return out;
           if (open === "tool" && openTool === e.index) {
-            openToolArgs += e.argumentsDelta;
+            openToolArgs.append(e.argumentsDelta);
             out += argsDelta(index, e.argumentsDelta);
             // Whole now: what waited for it goes out after it, then the calls held behind it.
             return waiting.length > 0 && !callOpen() ? out + releaseWaiting() + close() + releaseDeferred(true) : out;

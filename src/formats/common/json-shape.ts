@@ -106,3 +106,73 @@ export function toolInput(text: string | undefined, budget: JsonBudget = { conta
     return { _raw: text };
   }
 }
+
+/**
+ * Whether JSON text that arrives in pieces (a tool call's streamed arguments) is one whole object
+ * yet, as `JSON.parse` of the whole text would say, kept up to date piece by piece: the text is
+ * scanned once (strings, escapes, depth), and parsed only when its outermost object closes with
+ * nothing but whitespace after it. Asked after every event of an answer, parsing the whole text
+ * each time was quadratic: 20,000 argument chunks took 6.7 s (an audit).
+ */
+export class JsonObjectProgress {
+  #text = "";
+  #depth = 0;
+  #inString = false;
+  #escaped = false;
+  /** The first character that is not whitespace was `{`; false once anything else came first. */
+  #object: boolean | undefined;
+  /** The outermost object closed; anything but whitespace after it means the text is not one object. */
+  #closed = false;
+  #trailing = false;
+  #whole: boolean | undefined;
+
+  get text(): string {
+    return this.#text;
+  }
+
+  append(piece: string): void {
+    this.#text += piece;
+    this.#whole = undefined;
+    if (this.#object === false || this.#trailing) return;
+    for (let i = 0; i < piece.length; i++) {
+      const c = piece.charCodeAt(i);
+      if (this.#closed) {
+        if (!isSpace(c)) this.#trailing = true;
+        if (this.#trailing) return;
+        continue;
+      }
+      if (this.#inString) {
+        if (this.#escaped) this.#escaped = false;
+        else if (c === 92 /* \ */) this.#escaped = true;
+        else if (c === 34 /* " */) this.#inString = false;
+        continue;
+      }
+      if (this.#object === undefined) {
+        if (isSpace(c)) continue;
+        this.#object = c === 123 /* { */;
+        if (!this.#object) return;
+      }
+      if (c === 34) this.#inString = true;
+      else if (c === 123 || c === 91) this.#depth++;
+      else if (c === 125 || c === 93) {
+        if (--this.#depth === 0) this.#closed = true;
+      }
+    }
+  }
+
+  /** One whole JSON object (what `JSON.parse` takes), with nothing after it but whitespace. */
+  get whole(): boolean {
+    if (!this.#closed || this.#trailing || this.#object !== true) return false;
+    if (this.#whole === undefined) {
+      try {
+        JSON.parse(this.#text);
+        this.#whole = true;
+      } catch {
+        this.#whole = false;
+      }
+    }
+    return this.#whole;
+  }
+}
+
+const isSpace = (c: number) => c === 32 || c === 9 || c === 10 || c === 13;

@@ -20,7 +20,7 @@ export interface ResponseStore {
   readonly maxAnswerBytes: number;
   /** An output item of an earlier stored answer, as a fresh copy; undefined when unknown or expired. */
   item(scope: string, id: string): Promise<Json | undefined>;
-  /** An earlier stored answer, as a fresh copy; undefined when unknown or expired. */
+  /** An earlier stored answer, as a fresh copy (of its Response, `output` only); undefined when unknown or expired. */
   response(scope: string, id: string): Promise<StoredResponse | undefined>;
   /** The stored answer's Response object as JSON text, exactly as it was returned; undefined when unknown or expired. */
   body(scope: string, id: string): Promise<string | undefined>;
@@ -45,7 +45,7 @@ export interface StoredResponse {
   previous?: string;
   /** The request's own input items, references resolved. `instructions` are not carried over (as at OpenAI). */
   input: Json[];
-  /** The Response object as it was returned (`output` holds the answer's items). */
+  /** The Response object as it was returned (`output` holds the answer's items); read back, its items alone. */
   response: Json & { output: Json[] };
 }
 
@@ -61,6 +61,33 @@ export const ENTRY_OVERHEAD_BYTES = 96;
 /** What an answer costs against its account's quota: its JSON text in UTF-8, its id and the overhead. */
 export function storedBytes(id: string, inputJson: string, responseJson: string): number {
   return Buffer.byteLength(inputJson) + Buffer.byteLength(responseJson) + id.length + ENTRY_OVERHEAD_BYTES;
+}
+
+/**
+ * An answer as both stores keep it, as JSON text: `input` holds `{previous?, input, out}`, `response`
+ * the Response object exactly as it was returned. `out` is where `output` stands in that text, so
+ * a reference or a chain reads the answer's items without parsing the rest of it: the Response
+ * echoes the request's tools, and three stored answers of 4.5 million numbers each cost every
+ * 327-byte request that referred to them 0.3–0.4 s of parsing (an audit).
+ */
+export function storedTexts(stored: StoredResponse): { input: string; response: string } {
+  const output = JSON.stringify(stored.response.output);
+  // The head with a mark where the items go: the same keys in the same order as the whole.
+  const placeholder = `items-${Bun.randomUUIDv7("hex")}`;
+  const mark = JSON.stringify(placeholder);
+  const head = JSON.stringify({ ...stored.response, output: placeholder });
+  const at = head.indexOf(mark);
+  const response = head.slice(0, at) + output + head.slice(at + mark.length);
+  const input = JSON.stringify({ ...(stored.previous ? { previous: stored.previous } : {}), input: stored.input, out: [at, at + output.length] });
+  return { input, response };
+}
+
+/** A kept answer read back: its input, and its output items alone (the rest of the Response is not parsed). */
+export function storedAnswer(inputText: string, responseText: string): StoredResponse {
+  const { previous, input, out } = JSON.parse(inputText) as { previous?: string; input: Json[]; out?: [number, number] };
+  // Answers kept before `out` was (a store shared across an upgrade) are parsed whole.
+  const output = (out ? JSON.parse(responseText.slice(out[0], out[1])) : (JSON.parse(responseText) as { output: Json[] }).output) as Json[];
+  return { ...(previous ? { previous } : {}), input, response: { output } };
 }
 
 /** Storage switched off: every lookup misses, nothing is kept. */

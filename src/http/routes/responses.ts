@@ -19,6 +19,9 @@ import { storedAnswerBody } from "./stored-answer-body.ts";
  * request refers to by id (`item_reference`, `previous_response_id`) is looked up in the
  * account's stored answers first; the answer is stored unless the request says `store: false`.
  */
+/** Kinds of dropped items the log says once each at info level; past them, debug. */
+const REPORTED_KINDS = 256;
+
 export function responsesRoute(deps: ForwardDeps & { catalogue: Catalogue; responseStore: ResponseStore; principals: Principals }) {
   const store = deps.responseStore;
   // Stored answers being sent (GET, free): per account, at most its whole quota of stored answers
@@ -61,9 +64,15 @@ export function responsesRoute(deps: ForwardDeps & { catalogue: Catalogue; respo
           if (inputBytes > store.maxAnswerBytes) throw new GatewayError(400, "invalid_request", tooLargeMessage(inputBytes, store.maxAnswerBytes));
         }
         if (plan.dropped.length > 0) {
-          const fresh = plan.dropped.filter((d) => !reported.has(d));
-          for (const d of fresh) reported.add(d);
-          deps.log(fresh.length > 0 ? "info" : "debug", "responses request: dropped what chat upstreams cannot run (hosted tools, their items)", { dropped: [...new Set(plan.dropped)] });
+          // Item types are the client's own strings: at most REPORTED_KINDS are remembered (a set
+          // that kept every one grew by 300 MB over ten requests of made-up types, an audit), and
+          // the log line names a few, shortened.
+          const dropped = [...new Set(plan.dropped.map((d) => d.slice(0, 100)))];
+          const fresh = dropped.filter((d) => !reported.has(d));
+          for (const d of fresh) if (reported.size < REPORTED_KINDS) reported.add(d);
+          deps.log(fresh.length > 0 && reported.size < REPORTED_KINDS ? "info" : "debug", "responses request: dropped what chat upstreams cannot run (hosted tools, their items)", {
+            dropped: dropped.slice(0, 20),
+          });
         }
         const previous = stored.previous;
         // Keeping is a convenience for later requests: failing to keep must not fail this answer

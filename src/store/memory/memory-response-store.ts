@@ -1,4 +1,4 @@
-import { answerIdOfItem, storedBytes, type ResponseStore, type StoredResponse } from "../../formats/openai-responses/response-store.ts";
+import { answerIdOfItem, storedAnswer, storedBytes, storedTexts, type ResponseStore } from "../../formats/openai-responses/response-store.ts";
 import type { Json } from "../../formats/common/wire-types.ts";
 import { createAccountQuotaLru } from "./account-quota-lru.ts";
 
@@ -16,7 +16,7 @@ export interface MemoryResponseStoreOptions {
 
 /** One answer as held: JSON text, which the bound counts exactly and no reader can change. */
 interface Held {
-  /** `{previous?, input}`: only `previous_response_id` reads it. */
+  /** `{previous?, input, out}` (formats/openai-responses/response-store.ts, storedTexts). */
   input: string;
   /** The Response object as returned; its items answer `item_reference`. */
   response: string;
@@ -42,21 +42,18 @@ export function createMemoryResponseStore(o: MemoryResponseStoreOptions): Respon
       const answer = answerIdOfItem(id);
       const held = answer === undefined ? undefined : lru.get(scope, answer);
       if (!held) return undefined;
-      return (JSON.parse(held.response) as { output: Json[] }).output.find((item) => item.id === id);
+      return storedAnswer(held.input, held.response).response.output.find((item: Json) => item.id === id);
     },
     async response(scope, id) {
       const held = lru.get(scope, id);
-      if (!held) return undefined;
-      const { previous, input } = JSON.parse(held.input) as { previous?: string; input: Json[] };
-      return { ...(previous ? { previous } : {}), input, response: JSON.parse(held.response) } as StoredResponse;
+      return held ? storedAnswer(held.input, held.response) : undefined;
     },
     async body(scope, id) {
       return lru.get(scope, id)?.response;
     },
     async keep(scope, id, stored) {
       if (!enabled) return false;
-      const input = JSON.stringify({ ...(stored.previous ? { previous: stored.previous } : {}), input: stored.input });
-      const response = JSON.stringify(stored.response);
+      const { input, response } = storedTexts(stored);
       const bytes = storedBytes(id, input, response);
       if (bytes > maxAnswerBytes) {
         lru.delete(scope, id);

@@ -1,5 +1,5 @@
 import { RedisClient } from "bun";
-import { answerIdOfItem, ENTRY_OVERHEAD_BYTES, ResponseStoreUnavailableError, type ResponseStore, type StoredResponse } from "../../formats/openai-responses/response-store.ts";
+import { answerIdOfItem, ENTRY_OVERHEAD_BYTES, ResponseStoreUnavailableError, storedAnswer, storedTexts, type ResponseStore } from "../../formats/openai-responses/response-store.ts";
 import type { Json } from "../../formats/common/wire-types.ts";
 import type { Logger } from "../../log/log.ts";
 
@@ -231,16 +231,15 @@ export function createRedisResponseStore(url: string, o: RedisResponseStoreOptio
     async item(scope, id) {
       const answer = answerIdOfItem(id);
       if (!enabled || answer === undefined) return undefined;
-      const response = fields(await run("GET", scope, [answer, "r"]))?.[0];
-      if (typeof response !== "string") return undefined;
-      return (JSON.parse(response) as { output: Json[] }).output.find((item) => item.id === id);
+      const [input, response] = fields(await run("GET", scope, [answer, "ir"])) ?? [];
+      if (typeof input !== "string" || typeof response !== "string") return undefined;
+      return storedAnswer(input, response).response.output.find((item: Json) => item.id === id);
     },
     async response(scope, id) {
       if (!enabled) return undefined;
       const [input, response] = fields(await run("GET", scope, [id, "ir"])) ?? [];
       if (typeof input !== "string" || typeof response !== "string") return undefined;
-      const { previous, input: items } = JSON.parse(input) as { previous?: string; input: Json[] };
-      return { ...(previous ? { previous } : {}), input: items, response: JSON.parse(response) } as StoredResponse;
+      return storedAnswer(input, response);
     },
     async body(scope, id) {
       if (!enabled) return undefined;
@@ -249,8 +248,7 @@ export function createRedisResponseStore(url: string, o: RedisResponseStoreOptio
     },
     async keep(scope, id, stored) {
       if (!enabled) return false;
-      const input = JSON.stringify({ ...(stored.previous ? { previous: stored.previous } : {}), input: stored.input });
-      const response = JSON.stringify(stored.response);
+      const { input, response } = storedTexts(stored);
       const kept = await run("KEEP", scope, [id, input, response, String(o.accountMaxBytes), String(o.maxBytes), String(maxAnswerBytes), String(ENTRY_OVERHEAD_BYTES)]);
       return kept === 1;
     },

@@ -1,4 +1,4 @@
-import { expect, test } from "bun:test";
+import { describe, expect, test } from "bun:test";
 import { isOpenAIStrictSchema } from "../../../src/formats/common/structured-output.ts";
 
 /**
@@ -34,4 +34,52 @@ test("tool-call arguments are parsed no further than one body's limits, all of a
   expect(toolInput('{"q":1}', budget)).toEqual({ q: 1 });
   // A fresh budget (another request) parses it again.
   expect(Array.isArray((toolInput(args, jsonBudget()) as { a: unknown }).a)).toBe(true);
+});
+
+describe("JsonObjectProgress: whether streamed arguments are one whole object yet", async () => {
+  const { JsonObjectProgress } = await import("../../../src/formats/common/json-shape.ts");
+  /** What the encoder asked before: the whole text parsed each time. */
+  const reference = (text: string) => {
+    const t = text.trim();
+    if (!t.startsWith("{") || !t.endsWith("}")) return false;
+    try {
+      JSON.parse(text);
+      return true;
+    } catch {
+      return false;
+    }
+  };
+  const texts = [
+    '{"a":1}', ' {"a": [1, {"b": "}"}]} ', '{"s":"a\\"}b\\\\"}', '{"a":1} {"b":2}', '{"a":1}x', "[1,2]", '"x"', "12", "{", "{]", "{}", '{"u":"\\u007d"}', "  ", "", '{"a":{"b":{}}}\n',
+    '{"q":"{[\\"]}"}', '{"a":1,}', "{} ",
+  ];
+  test("after every piece, in every split, it says what parsing the whole text says", () => {
+    let seed = 7;
+    const random = () => ((seed = (seed * 1103515245 + 12345) % 2 ** 31) / 2 ** 31);
+    for (const text of texts) {
+      for (let round = 0; round < 30; round++) {
+        const progress = new JsonObjectProgress();
+        let at = 0;
+        while (at < text.length) {
+          const next = Math.min(text.length, at + 1 + Math.floor(random() * 4));
+          progress.append(text.slice(at, next));
+          at = next;
+          expect([text.slice(0, at), progress.whole]).toEqual([text.slice(0, at), reference(text.slice(0, at))]);
+        }
+        expect(progress.text).toBe(text);
+      }
+    }
+  });
+
+  test("20,000 pieces, asked after each: the text is read once, not once a piece", () => {
+    const progress = new JsonObjectProgress();
+    progress.append('{"a":[{}');
+    let wholeSeen = false;
+    for (let i = 0; i < 20_000; i++) {
+      progress.append(",{}");
+      wholeSeen ||= progress.whole;
+    }
+    progress.append("]}");
+    expect([wholeSeen, progress.whole]).toEqual([false, true]);
+  });
 });
