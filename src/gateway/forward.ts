@@ -21,7 +21,7 @@ import type { EmbeddingsInputMeasure } from "../formats/openai-embeddings/embedd
 import type { ChosenKey, KeyPools } from "../providers/key-pools.ts";
 import { keyVerdict, sessionHash } from "../providers/key-pool.ts";
 import { sessionIdOf } from "./session-id.ts";
-import { concurrencyRefusal, NO_SLOT, type ConcurrencySlot, type ConcurrencyStore } from "../limits/concurrency-limiter.ts";
+import { concurrencyRefusal, NO_SLOT, type ConcurrencySlot, type ConcurrencyStore, type PlacePair } from "../limits/concurrency-limiter.ts";
 import type { Transport } from "../transport/transport.ts";
 import type { PromptMemory } from "../billing/prompt-memory.ts";
 import type { CountQueue } from "../limits/count-queue.ts";
@@ -281,6 +281,9 @@ function takeSlot(deps: ForwardDeps, principal: ActiveKey): ConcurrencySlot | Pr
   const keyCap = principal.maxConcurrentRequests ?? limits.max_concurrent_requests;
   const accountCap = principal.accountMaxConcurrentRequests ?? limits.account_max_concurrent_requests;
   if (!deps.concurrency || (keyCap == null && accountCap == null)) return NO_SLOT;
+  const store = deps.concurrency;
+  // Both capped, on a store that takes both places at once (Redis): one round trip, not two.
+  if (keyCap != null && accountCap != null && store.acquireBoth) return bothPlaces(store, principal, keyCap, accountCap);
   const key = keyCap == null ? NO_SLOT : placeIn(deps.concurrency, principal.keyId, keyCap, "key");
   if (accountCap == null) return key;
   const account = (keySlot: ConcurrencySlot): ConcurrencySlot | Promise<ConcurrencySlot> => {
@@ -303,6 +306,26 @@ function takeSlot(deps: ForwardDeps, principal: ActiveKey): ConcurrencySlot | Pr
     }) : both(taken);
   };
   return key instanceof Promise ? key.then(account) : account(key);
+}
+
+/** The key's place and its account's from a store that takes both at once; 429 naming the one that was full, 503 when it cannot be asked. */
+function bothPlaces(store: ConcurrencyStore, principal: ActiveKey, keyCap: number, accountCap: number): ConcurrencySlot | Promise<ConcurrencySlot> {
+  const granted = (pair: PlacePair): ConcurrencySlot => {
+    if ("slot" in pair) return pair.slot;
+    const whose = pair.full === "first" ? "key" : "account";
+    throw new GatewayError(429, "rate_limit", concurrencyRefusal(whose === "key" ? keyCap : accountCap, whose), { "retry-after": "1" });
+  };
+  const unchecked = () => new GatewayError(503, "overloaded", "The gateway cannot check this key's requests under way right now. Retry in a few seconds.", { "retry-after": "5" });
+  let taken: PlacePair | Promise<PlacePair>;
+  try {
+    taken = store.acquireBoth!({ id: principal.keyId, limit: keyCap }, { id: `account:${principal.accountId}`, limit: accountCap });
+  } catch {
+    throw unchecked();
+  }
+  if (!(taken instanceof Promise)) return granted(taken);
+  return taken.then(granted, () => {
+    throw unchecked();
+  });
 }
 
 /** A place among `id`'s requests under way (a key's or an account's), or the 429 (full) or 503 (store unreachable) that refuses it. */

@@ -11,7 +11,21 @@ export interface ConcurrencyStore {
    * caller answers 429). `release` gives the place back; calling it again does nothing.
    */
   acquire(keyId: string, limit: number): ConcurrencySlot | null | Promise<ConcurrencySlot | null>;
+  /**
+   * A place among `first`'s and among `second`'s (a key's and its account's) at once, or neither:
+   * the slot, or which of them was full. Shared stores answer it in one round trip.
+   */
+  acquireBoth?(first: PlaceAsk, second: PlaceAsk): PlacePair | Promise<PlacePair>;
 }
+
+/** One count asked for a place: its id and its cap. */
+export interface PlaceAsk {
+  id: string;
+  limit: number;
+}
+
+/** Both places taken (one slot gives both back), or which count was full. */
+export type PlacePair = { slot: ConcurrencySlot } | { full: "first" | "second" };
 
 export interface ConcurrencySlot {
   release(): void;

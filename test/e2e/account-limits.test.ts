@@ -317,5 +317,68 @@ if (missing) {
       expect(status).toBe(200);
       await b.app.services.settled();
     });
+
+    test("Redis takes a key's place and its account's in one script, or neither", async () => {
+      const client = new RedisClient(REDIS_URL);
+      clients.push(client);
+      const store = createRedisConcurrency(client, { prefix, leaseMs: 5_000 });
+      try {
+        const key = { id: `key_both_${Date.now()}`, limit: 1 };
+        const account = { id: `account:acct_both_${Date.now()}`, limit: 2 };
+        const first = await store.acquireBoth!(key, account);
+        expect("slot" in first).toBe(true);
+        // The key is full: refused, and the account's count did not move.
+        expect(await store.acquireBoth!(key, account)).toEqual({ full: "first" });
+        const sibling = await store.acquireBoth!({ id: `${key.id}_sibling`, limit: 5 }, account);
+        expect("slot" in sibling).toBe(true);
+        // The account is full now: refused, and the sibling key's count did not move either.
+        expect(await store.acquireBoth!({ id: `${key.id}_third`, limit: 5 }, account)).toEqual({ full: "second" });
+        expect(await client.send("ZCARD", [`${prefix}conc:${key.id}_third`])).toBe(0);
+        expect(await client.send("ZCARD", [`${prefix}conc:${account.id}`])).toBe(2);
+        // Given back, both counts drop.
+        (first as { slot: { release(): void } }).slot.release();
+        for (let i = 0; i < 100 && Number(await client.send("ZCARD", [`${prefix}conc:${account.id}`])) !== 1; i++) await Bun.sleep(5);
+        expect(await client.send("ZCARD", [`${prefix}conc:${key.id}`])).toBe(0);
+        expect(await client.send("ZCARD", [`${prefix}conc:${account.id}`])).toBe(1);
+        (sibling as { slot: { release(): void } }).slot.release();
+      } finally {
+        store.close();
+      }
+    });
+
+    test("a key and its account both capped: both places taken in one step; the 429 names whichever was full; a refused request holds neither; an ended one frees both", async () => {
+      const account = (await (await admin(a, "POST", "/accounts", { name: "both", credits: 100, max_concurrent_requests: 2 })).json()) as any;
+      const one = { url: a.url, key: (await stores.accounts.createKey(account.id, { name: "one", maxConcurrentRequests: 1 }))!.key } as Gateway;
+      const other = { url: b.url, key: (await stores.accounts.createKey(account.id, { name: "other", maxConcurrentRequests: 5 }))!.key } as Gateway;
+      upstream.reply(HELD);
+      const held = await post(one, "/v1/chat/completions", chatBody(true));
+      expect(held.status).toBe(200);
+      await untilOpenStreams(1);
+      const keyFull = await post(one, "/v1/chat/completions", chatBody());
+      expect(keyFull.status).toBe(429);
+      expect(((await keyFull.json()) as any).error.message).toContain("for this key: at most 1");
+      upstream.reply(HELD);
+      const second = await post(other, "/v1/chat/completions", chatBody(true));
+      expect(second.status).toBe(200);
+      await untilOpenStreams(2);
+      const accountFull = await post(other, "/v1/chat/completions", chatBody());
+      expect(accountFull.status).toBe(429);
+      expect(((await accountFull.json()) as any).error.message).toBe(ACCOUNT_CAP(2));
+      upstream.finishHeld();
+      await held.text();
+      await second.text();
+      await a.app.services.settled();
+      await b.app.services.settled();
+      // Both places of both requests are free again, and the refusals left none behind.
+      upstream.reply(HELD);
+      upstream.reply(HELD);
+      const again = await Promise.all([post(one, "/v1/chat/completions", chatBody(true)), post(other, "/v1/chat/completions", chatBody(true))]);
+      expect(again.map((r) => r.status)).toEqual([200, 200]);
+      await untilOpenStreams(2);
+      upstream.finishHeld();
+      for (const r of again) await r.text();
+      await a.app.services.settled();
+      await b.app.services.settled();
+    });
   });
 }

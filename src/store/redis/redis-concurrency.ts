@@ -1,5 +1,5 @@
 import { RedisClient } from "bun";
-import type { ConcurrencySlot, ConcurrencyStore } from "../../limits/concurrency-limiter.ts";
+import type { ConcurrencySlot, ConcurrencyStore, PlacePair } from "../../limits/concurrency-limiter.ts";
 import type { Logger } from "../../log/log.ts";
 
 export interface RedisConcurrencyOptions {
@@ -30,6 +30,25 @@ redis.call('ZREMRANGEBYSCORE', KEYS[1], '-inf', now)
 if redis.call('ZCARD', KEYS[1]) >= tonumber(ARGV[1]) then return 0 end
 redis.call('ZADD', KEYS[1], now + lease, ARGV[2])
 redis.call('PEXPIRE', KEYS[1], lease)
+return 1`;
+
+/**
+ * ACQUIRE over two sets at once (a key's and its account's): a member added to each, or to
+ * neither when either is at its cap. KEYS: the two sets; ARGV: their caps, their members, lease
+ * ms. Returns 1 (both taken), 0 (the first full) or -1 (the second full).
+ */
+const ACQUIRE_BOTH = `
+local t = redis.call('TIME')
+local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+local lease = tonumber(ARGV[5])
+redis.call('ZREMRANGEBYSCORE', KEYS[1], '-inf', now)
+redis.call('ZREMRANGEBYSCORE', KEYS[2], '-inf', now)
+if redis.call('ZCARD', KEYS[1]) >= tonumber(ARGV[1]) then return 0 end
+if redis.call('ZCARD', KEYS[2]) >= tonumber(ARGV[2]) then return -1 end
+redis.call('ZADD', KEYS[1], now + lease, ARGV[3])
+redis.call('PEXPIRE', KEYS[1], lease)
+redis.call('ZADD', KEYS[2], now + lease, ARGV[4])
+redis.call('PEXPIRE', KEYS[2], lease)
 return 1`;
 
 /** Pushes a running request's lease on (only while its member is still there). KEYS[1]: the set; ARGV: member, lease ms. */
@@ -133,6 +152,43 @@ export function createRedisConcurrency(client: RedisClient, o: RedisConcurrencyO
         },
       };
     },
+    async acquireBoth(first, second): Promise<PlacePair> {
+      const sets = [prefix + first.id, prefix + second.id] as const;
+      const n = ++counter;
+      const members = [`${owner}:${n}`, `${owner}:${n}b`] as const;
+      const acquiring = script(ACQUIRE_BOTH, [...sets], [String(first.limit), String(second.limit), members[0], members[1], String(leaseMs)]);
+      let answer: number;
+      try {
+        answer = Number(await bounded(acquiring));
+      } catch (err) {
+        // As one acquire: places Redis takes after the wait ended are given back once it answers.
+        if (err instanceof AcquireTimeout) {
+          acquiring.then((late) => {
+            if (Number(late) !== 1) return;
+            sendBack(members[0], sets[0]);
+            sendBack(members[1], sets[1]);
+          }, () => {});
+        }
+        throw err;
+      }
+      if (answer !== 1) return { full: answer === 0 ? "first" : "second" };
+      held.set(members[0], sets[0]);
+      held.set(members[1], sets[1]);
+      let done = false;
+      return {
+        slot: {
+          release() {
+            if (done) return;
+            done = true;
+            for (const i of [0, 1] as const) {
+              held.delete(members[i]);
+              sendBack(members[i], sets[i], Date.now(), (err) =>
+                log("warn", "requests at once: a place could not be given back in Redis yet; it is sent again until Redis takes it", { error: err instanceof Error ? err.message : String(err) }));
+            }
+          },
+        },
+      };
+    },
     /** Places this process holds now (tests). */
     held: () => held.size,
     /** Places given back that Redis has not confirmed yet (tests). */
@@ -143,7 +199,7 @@ export function createRedisConcurrency(client: RedisClient, o: RedisConcurrencyO
   };
 }
 
-const SHAS = new Map([ACQUIRE, RENEW].map((body) => [body, new Bun.CryptoHasher("sha1").update(body).digest("hex")]));
+const SHAS = new Map([ACQUIRE, ACQUIRE_BOTH, RENEW].map((body) => [body, new Bun.CryptoHasher("sha1").update(body).digest("hex")]));
 
 /** An acquire Redis did not answer in time (it may still run it): not a failed one. */
 class AcquireTimeout extends Error {}
