@@ -75,7 +75,7 @@ export function createAnthropicEncoder(ctx: EncodeContext): ClientSink {
    * order (the AI SDK's Anthropic provider) keep a call cut short if it comes. A call that starts
    * after the previous one's arguments form a whole JSON value streams at once, as usual.
    */
-  const deferred = new Map<number, { id?: string; name?: string; args: string }>();
+  const deferred = new Map<number, { id?: string; name?: string; args: JsonObjectProgress }>();
   let inputTokens = 0;
   /** Whether the upstream has said how many prompt tokens there were (else message_start carries the estimate). */
   let reportedInput = false;
@@ -122,9 +122,9 @@ export function createAnthropicEncoder(ctx: EncodeContext): ClientSink {
   const releaseDeferred = (wholeOnly: boolean): string => {
     if (deferred.size === 0) return "";
     let out = "";
-    const calls: [number, { id?: string; name?: string; args: string }][] = [];
+    const calls: [number, { id?: string; name?: string; args: JsonObjectProgress }][] = [];
     for (const entry of deferred) {
-      if (wholeOnly && !wholeJson(entry[1].args)) break;
+      if (wholeOnly && !entry[1].args.whole) break;
       calls.push(entry);
     }
     for (const [index] of calls) deferred.delete(index);
@@ -132,7 +132,7 @@ export function createAnthropicEncoder(ctx: EncodeContext): ClientSink {
       block += 1;
       toolBlocks.set(index, block);
       out += frame("content_block_start", `{"type":"content_block_start","index":${block},"content_block":${toolStart(index, call.id, call.name)}}`);
-      if (call.args.length > 0) out += argsDelta(block, call.args);
+      if (call.args.text.length > 0) out += argsDelta(block, call.args.text);
       out += frame("content_block_stop", `{"type":"content_block_stop","index":${block}}`);
     }
     return out;
@@ -207,7 +207,7 @@ export function createAnthropicEncoder(ctx: EncodeContext): ClientSink {
           let out = begin();
           const held = deferred.get(e.index);
           if (held) {
-            held.args += e.argumentsDelta;
+            held.args.append(e.argumentsDelta);
             held.id ??= e.id;
             held.name ??= e.name;
             return out;
@@ -215,7 +215,9 @@ export function createAnthropicEncoder(ctx: EncodeContext): ClientSink {
           let index = toolBlocks.get(e.index);
           if (index === undefined) {
             if (deferred.size > 0 || callOpen()) {
-              deferred.set(e.index, { id: e.id, name: e.name, args: e.argumentsDelta });
+              const args = new JsonObjectProgress();
+              args.append(e.argumentsDelta);
+              deferred.set(e.index, { id: e.id, name: e.name, args });
               return out;
             }
             out += openBlock("tool", toolStart(e.index, e.id, e.name));
@@ -420,19 +422,5 @@ export function encodeAnthropicBody(events: StreamEvent[], ctx: EncodeContext) {
   };
 }
 
-/**
- * Whether a call's arguments so far are a whole JSON object (empty is not: a parameterless call may
- * still send `{}`; nor is `12`, a number that more digits may follow: arguments are an object).
- */
-function wholeJson(text: string): boolean {
-  const t = text.trim();
-  if (!t.startsWith("{") || !t.endsWith("}")) return false;
-  try {
-    JSON.parse(text);
-    return true;
-  } catch {
-    return false;
-  }
-}
 
 

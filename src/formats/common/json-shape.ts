@@ -160,7 +160,11 @@ export class JsonObjectProgress {
     }
   }
 
-  /** One whole JSON object (what `JSON.parse` takes), with nothing after it but whitespace. */
+  /**
+   * One whole JSON object (what `JSON.parse` takes), with nothing after it but whitespace. Empty
+   * is not (a parameterless call may still send `{}`), nor is `12` (more digits may follow:
+   * arguments are an object).
+   */
   get whole(): boolean {
     if (!this.#closed || this.#trailing || this.#object !== true) return false;
     if (this.#whole === undefined) {
