@@ -138,6 +138,8 @@ export class UsageMeter {
   #frameExcess = 0;
   #relayLimit = Number.POSITIVE_INFINITY;
   #frameLimit = Number.POSITIVE_INFINITY;
+  /** Every frame of the answer relayed, whatever its size and whichever answer (of `n`) it carried. */
+  #framesRelayed = 0;
   /** Images the request was held for: more are not relayed (`mayRelayImages`). */
   #imageLimit = Number.POSITIVE_INFINITY;
 
@@ -388,9 +390,24 @@ export class UsageMeter {
 
   /** A frame of `chars` characters was relayed (decoded or as it came): counted against the frame bounds. */
   relayedFrame(chars: number): void {
+    this.#framesRelayed++;
     if (chars <= RELAY_SMALL_FRAME) return;
     this.#frames++;
     if (chars > RELAY_FRAME_ALLOWANCE) this.#frameExcess += chars - RELAY_FRAME_ALLOWANCE;
+  }
+
+  /**
+   * The frames relayed, every answer's: a vendor streams a token or more in each frame that carries
+   * text, so past each answer's opening and closing frames they count its tokens from below. Only
+   * the first of `n` answers is decoded (the others go out as they came).
+   */
+  get framesRelayed(): number {
+    return this.#framesRelayed;
+  }
+
+  /** The answer limit the request was sent with (Infinity when none): no answer is counted past it. */
+  get perAnswer(): number {
+    return this.#perAnswer;
   }
 
   /** More answer has come than the limit could make (RELAY_CHARS_PER_TOKEN …): the upstream is not answering this request. */

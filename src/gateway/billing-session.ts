@@ -179,9 +179,14 @@ class OpenSession implements BillingSession {
       const produced = status !== "upstream_error" && meter !== undefined && (!meter.empty || abandoned) && (status !== "stream_failed" || meter.answered);
       const counted = produced ? await meter!.total(o.promptText) : undefined;
       // n answers whose tokens the upstream did not report: the meter reads the first answer's
-      // text, and the others are taken to be as long (the hold caps it at n answers' worst case).
+      // text, and the others are taken to be as long, or as long as their frames say, whichever is
+      // more (a token a frame past each answer's opening and closing frames, the usage and the end): a first answer of
+      // "Ok" beside seven long ones was charged 8 tokens for 5,600 (a probe). The hold caps it at n
+      // answers' worst case.
       const answers = counted && !meter!.outputReported && model && o.answers ? o.answers(model) : 1;
-      let usage = counted && answers > 1 ? { ...counted, outputTokens: counted.outputTokens * answers } : counted;
+      let usage = counted && answers > 1
+        ? { ...counted, outputTokens: Math.min(meter!.perAnswer * answers, Math.max(counted.outputTokens * answers, meter!.framesRelayed - 2 * answers - 2)) }
+        : counted;
       if (usage && model && deps.prompts && o.conversation) usage = this.#withRememberedPrompt(deps.prompts, usage, model.id, status);
       const classes = usage ? classesOf(usage, meter!.reasoned ? ((await meter!.reasoningTokens()) ?? 0) : 0) : NO_TOKENS;
       const prices = priceListOf(model?.pricing, usage?.inputTokens ?? 0, model && meter ? priceFactor(model, meter) : 1);

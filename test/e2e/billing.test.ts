@@ -293,6 +293,30 @@ describe("n answers (OpenAI's n)", () => {
     }
   });
 
+  test("a stream of n answers without a usage report: a short first answer does not price the long others; each of their frames counts a token at least", async () => {
+    const gw = await startGateway({ upstreamUrl: upstream.url });
+    try {
+      const chunk = (index: number, delta: Record<string, unknown>, finish: string | null = null) =>
+        `data: ${JSON.stringify({ id: "c", object: "chat.completion.chunk", created: 1, model: "gpt-4o-mini", choices: [{ index, delta, finish_reason: finish }] })}\n\n`;
+      const chunks = [0, 1, 2].map((i) => chunk(i, { role: "assistant", content: "" }));
+      chunks.push(chunk(0, { content: "Ok" }), chunk(0, {}, "stop"));
+      for (const i of [1, 2]) {
+        for (let w = 0; w < 60; w++) chunks.push(chunk(i, { content: " word" }));
+        chunks.push(chunk(i, {}, "stop"));
+      }
+      chunks.push("data: [DONE]\n\n");
+      upstream.reply({ kind: "sse", chunks });
+      await (await post(gw, "/v1/chat/completions", { model: OPENAI_MODEL, n: 3, max_tokens: 1000, messages: question, stream: true })).text();
+      const [row] = await records(gw);
+      // 120 words went out in answers 1 and 2; "Ok" × 3 would be 3 tokens.
+      expect(row).toMatchObject({ estimated: 1, status: "ok" });
+      expect(row!.completion_tokens).toBeGreaterThanOrEqual(120);
+      expect(row!.completion_tokens).toBeLessThanOrEqual(3_000);
+    } finally {
+      await gw.stop();
+    }
+  });
+
   test("an upstream that reports the output but not the prompt: the output it reported, for all n answers, is charged once", async () => {
     const gw = await startGateway({ upstreamUrl: upstream.url });
     try {

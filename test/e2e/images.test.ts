@@ -305,6 +305,19 @@ describe("more images than the request was held for (a hostile-tenant probe got 
     expect(upstream.requests.map((r) => r.path)).toEqual(["/v1/chat/completions", "/files/one.png"]);
   });
 
+  test("images under a key written with escapes (`\\u0069mages`) are read, inlined, bounded and charged like any others, never relayed raw", async () => {
+    const url = { type: "image_url", image_url: { url: `${upstream.url}/img/secret.png?sig=vendor-secret` } };
+    const escaped = chatChunk({ content: " x", images: [url, url] }).replace('"images":', '"\\u0069mages":');
+    expect(escaped).toContain("\\u0069mages");
+    upstream.reply({ kind: "sse", chunks: [chatChunk({ role: "assistant", content: "Here" }), chatChunk({ content: " it" }), escaped, chatChunk({}, "stop"), `data: ${JSON.stringify({ id: "c", object: "chat.completion.chunk", created: 1, model: "flux-chat", choices: [], usage: { prompt_tokens: 7, completion_tokens: 3, total_tokens: 10 } })}\n\n`, "data: [DONE]\n\n"] });
+    upstream.reply({ kind: "bytes", headers: { "content-type": "image/png" }, body: PNG });
+    const text = await (await post(gw, "/v1/chat/completions", { model: IMAGE_CHAT_MODEL, messages: question, stream: true })).text();
+    expect(text).not.toContain("vendor-secret");
+    expect(count(streamedText.openai(text))).toBe(1);
+    expectPng(streamedText.openai(text));
+    expect(await lastRecord()).toMatchObject({ images: 1, cost_micro: 251_000, status: "ok" });
+  });
+
   test("a model priced by its tokens (no per-image price) gives every image, charged by the vendor's counts", async () => {
     upstream.reply({ kind: "sse", chunks: streamedThree });
     const text = await (await post(gw, "/v1/chat/completions", { model: TOKEN_PRICED_CHAT, messages: question, stream: true })).text();

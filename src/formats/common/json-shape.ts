@@ -132,8 +132,15 @@ export class JsonObjectProgress {
 
   append(piece: string): void {
     this.#text += piece;
-    this.#whole = undefined;
     if (this.#object === false || this.#trailing) return;
+    if (this.#closed) {
+      // Whitespace after the object changes nothing (its answer stays, parsed once: a closed but
+      // broken object followed by 40,000 spaces was parsed 40,000 times, a probe); anything else
+      // means it is not one object.
+      for (let i = 0; i < piece.length; i++) if (!isSpace(piece.charCodeAt(i))) this.#trailing = true;
+      return;
+    }
+    this.#whole = undefined;
     for (let i = 0; i < piece.length; i++) {
       const c = piece.charCodeAt(i);
       if (this.#closed) {

@@ -385,9 +385,11 @@ const CONTENT = '"content":"';
  * Keys that give a chunk more meaning than its text (a finish of any value but null, usage,
  * images, tool calls, reasoning, a second delta, an error, a role after the text) and a null in
  * an array (a choice that is none, which the SDKs trip on): such chunks are decoded. One pass
- * finds any of them (a `[null` in the text itself only costs that chunk a decoding).
+ * finds any of them (a `[null` in the text itself only costs that chunk a decoding). So does an
+ * escaped letter (`\u0069mages` is `images` to a parser): a key written that way slipped past the
+ * names, and an upstream's images went out raw, unfetched, uncounted and uncharged (a probe).
  */
-const PLAIN_TAIL = /"(?:finish_reason":(?!null)|usage":\{|images"|tool_calls"|reasoning|delta"|error"|role")|\[null|null\]/g;
+const PLAIN_TAIL = /"(?:finish_reason":(?!null)|usage":\{|images"|tool_calls"|reasoning|delta"|error"|role")|\[null|null\]|\\u00[4-7][0-9A-Fa-f]/g;
 
 /** Events of a whole answer → a `chat.completion` body. */
 export function encodeOpenAIBody(events: StreamEvent[], ctx: EncodeContext) {

@@ -71,6 +71,23 @@ describe("JsonObjectProgress: whether streamed arguments are one whole object ye
     }
   });
 
+  test("a closed but broken object followed by 40,000 spaces is parsed once, not once a space", () => {
+    const progress = new JsonObjectProgress();
+    progress.append(`{"x":"${"a".repeat(1000)}",}`);
+    const parse = JSON.parse;
+    let parses = 0;
+    JSON.parse = ((text: string, reviver?: never) => (parses++, parse(text, reviver))) as typeof JSON.parse;
+    try {
+      for (let i = 0; i < 40_000; i++) {
+        progress.append(" ");
+        expect(progress.whole).toBe(false);
+      }
+    } finally {
+      JSON.parse = parse;
+    }
+    expect(parses).toBe(1);
+  });
+
   test("20,000 pieces, asked after each: the text is read once, not once a piece", () => {
     const progress = new JsonObjectProgress();
     progress.append('{"a":[{}');
