@@ -54,7 +54,11 @@ export type AttemptOutcome =
   /** An event stream, head read; its body is read by the stream stage, under the same deadline. */
   | { kind: "stream"; reader: ChunkReader; decode: (frame: SseEvent) => DecodedFrame; deadline: Deadline; adapter: ProviderAdapter; provider: ResolvedProvider; inline: (events: StreamEvent[]) => Promise<void> }
   /** No answer: what went wrong, and what the retry policy should make of it. */
-  | { kind: "refused"; verdict: Verdict; error: GatewayError; delayMs?: number; cause?: UpstreamErrorClass; status?: number };
+  | {
+      kind: "refused"; verdict: Verdict; error: GatewayError; delayMs?: number; cause?: UpstreamErrorClass; status?: number;
+      /** The refusal is about this request's size, not the key's state: the key is not cooled (see TOKENS_PER_MINUTE). */
+      requestSized?: true;
+    };
 
 /** The client went away: nothing more is tried. */
 /** Over the transport's size cap (limits.max_response_bytes). */
@@ -64,6 +68,14 @@ export const clientClosed = () => new GatewayError(499, "invalid_request", "The 
 
 /** OpenAI's 429 for one request past the organisation's per-minute quota (see its use). */
 const TOO_LARGE_FOR_QUOTA = /^Request too large for /i;
+/**
+ * A 429 about tokens a minute (OpenAI's "on tokens per min (TPM)", Anthropic's "input tokens per
+ * minute … reduce the prompt length or the maximum tokens requested"): this request is larger than
+ * what the key has left this minute, while smaller ones still pass on it. Cooling the key for it
+ * let one tenant's large request bench every key of a pool for everyone (a hostile-tenant probe,
+ * 2026-11-30); the request is refused (retried, then moved on) without cooling the key.
+ */
+const TOKENS_PER_MINUTE = /tokens per min(?:ute)?\b|\(TPM\)|\b[IO]?TPM\b/i;
 /** Its numbers: the organisation's tokens a minute, and what the request needs. */
 const QUOTA_NUMBERS = /Limit (\d+), Requested (\d+)/;
 
@@ -179,7 +191,8 @@ export async function attemptUpstream(deps: AttemptDeps, req: AttemptRequest, ca
       // The vendor's own wait goes on to the client with the 502 (bounded), so its SDK's retry comes
       // when the upstream said, not at once: the gateway's retries are over by then.
       if (delayMs !== undefined && error.status === 502) error = withRetryAfter(error, delayMs);
-      return { kind: "refused", verdict: verdictFor(res.status), error, delayMs, cause, status: res.status };
+      const requestSized = res.status === 429 && detail !== undefined && TOKENS_PER_MINUTE.test(detail);
+      return { kind: "refused", verdict: verdictFor(res.status), error, delayMs, cause, status: res.status, ...(requestSized ? { requestSized: true as const } : {}) };
     }
 
     if (!req.wantsStream || adapter.streams === false) {

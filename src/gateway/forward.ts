@@ -158,7 +158,9 @@ export async function forward(deps: ForwardDeps, req: ForwardRequest): Promise<R
         // (billing-session.ts); the meter is told by the attempt, and a refusal takes it back.
         const attempted = await attemptUpstream(deps, attemptRequest, candidate, key, meter);
         if (attempted.kind === "refused") meter.promptSent = false;
-        if (key) pool!.report(key, attempted.kind === "refused" ? attempted.status ?? 0 : 200, attempted.kind === "refused" ? attempted.delayMs : undefined);
+        // A refusal about this request's size benches no key: smaller requests still pass on it
+        // (attempt.ts, TOKENS_PER_MINUTE).
+        if (key) pool!.report(key, attempted.kind === "refused" ? (attempted.requestSized ? 0 : attempted.status ?? 0) : 200, attempted.kind === "refused" ? attempted.delayMs : undefined);
         trace?.attemptEnded(attempted.kind === "refused" ? attempted.cause ?? "other" : undefined, attempted.kind === "stream");
         let outcome: AttemptOutcome & { kind: "refused" };
         if (attempted.kind === "refused") outcome = attempted;
@@ -186,8 +188,10 @@ export async function forward(deps: ForwardDeps, req: ForwardRequest): Promise<R
         }
         last = outcome.error;
         // Rate-limited, overloaded or refused credentials are the key's, not the model's: another
-        // key of the provider is asked at once, before the retry policy waits or moves on.
-        const verdict = keyVerdict(outcome.status ?? 0);
+        // key of the provider is asked at once, before the retry policy waits or moves on. Not for
+        // a refusal about the request itself (its size against a key's tokens a minute, a 403):
+        // moved from key to key, one tenant's request had benched every key of a pool (a probe).
+        const verdict = keyVerdict(outcome.requestSized ? 0 : outcome.status ?? 0);
         if (key && pool && (verdict === "cool" || verdict === "disable")) {
           (tried ??= new Set()).add(key.key.env);
           if (pool.hasUsable(tried)) {

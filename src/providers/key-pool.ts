@@ -77,11 +77,16 @@ export function conditionOf(state: KeyState | undefined, now: number): KeyCondit
   return state.coolUntil > now ? "cooling" : "usable";
 }
 
-/** What a vendor's status means for the key that carried the request. */
+/**
+ * What a vendor's status means for the key that carried the request. Only 401 says the key itself
+ * is refused: a 403 is about what was asked (a model the organisation may not use, input a
+ * moderation flagged, a region), and disabling the key for it let one tenant's request take every
+ * key of a pool out of service for everyone (a hostile-tenant probe, 2026-11-30).
+ */
 export function keyVerdict(status: number): "ok" | "cool" | "disable" | "neutral" {
   if (status >= 200 && status < 300) return "ok";
   if (status === 429 || status === 503 || status === 529) return "cool";
-  if (status === 401 || status === 403) return "disable";
+  if (status === 401) return "disable";
   return "neutral";
 }
 

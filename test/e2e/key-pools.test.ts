@@ -12,7 +12,7 @@ import { until } from "../helpers/until.ts";
 
 /**
  * Issue 33, vendor key pools: a provider's `keys` share its traffic by weight, a key the vendor
- * rate-limits cools down (Retry-After, else 1 s doubling to 60 s) and one it refuses (401/403)
+ * rate-limits cools down (Retry-After, else 1 s doubling to 60 s) and one it refuses (401)
  * is set aside until a models-list probe passes; a session stays on one key while it is usable.
  * The fake upstream tells the keys apart by the Authorization / x-api-key header each request carried.
  */
@@ -324,6 +324,28 @@ describe("cooldowns and refused keys (injected clock)", () => {
     const fallback = await ask(gw, { models: [ANTHROPIC_MODEL], messages: [{ role: "user", content: "HUGE prompt" }] });
     expect(fallback.status).toBe(200);
     expect(((await fallback.json()) as any).model).toBe(ANTHROPIC_MODEL);
+  });
+
+  test("refusals about the request, not the key, bench no key (a hostile-tenant probe: one request had benched every key of a pool)", async () => {
+    const gw = await gateway({ openaiKeys: [{ env: "POOL_KEY_A" }, { env: "POOL_KEY_B" }, { env: "POOL_KEY_C" }], keyRandom: seeded(13) });
+    const refusals: Reply[] = [
+      // A request larger than what the key has left of its tokens a minute (OpenAI's and Anthropic's words).
+      { kind: "json", status: 429, headers: { "retry-after": "20" }, body: { error: { message: "Rate limit reached for gpt-4o-mini in organization org-x on tokens per min (TPM): Limit 30000, Used 1000, Requested 29500. Please try again in 20s.", type: "tokens", code: "rate_limit_exceeded" } } },
+      { kind: "json", status: 429, headers: { "retry-after": "60" }, body: { type: "error", error: { type: "rate_limit_error", message: "This request would exceed the rate limit for your organization of 30,000 input tokens per minute. Please reduce the prompt length or the maximum tokens requested, or try again later." } } },
+      // A 403 about what was asked: input a moderation flagged, a model the organisation may not use.
+      { kind: "json", status: 403, body: { error: { message: "Your input was flagged by moderation.", code: 403 } } },
+      { kind: "json", status: 403, body: { error: { message: "You are not allowed to sample from this model", type: "invalid_request_error", code: null } } },
+    ];
+    for (const refusal of refusals) {
+      upstream.rule((req) => (req.path.endsWith("/chat/completions") && JSON.stringify(req.body).includes("MARKED") ? refusal : undefined));
+      const res = await ask(gw, { messages: [{ role: "user", content: "MARKED request" }] });
+      expect(res.status).toBeGreaterThanOrEqual(400);
+      await res.arrayBuffer();
+      const ready = (await (await fetch(`${gw.url}/ready`)).json()) as any;
+      expect([refusal.status, ready.vendor_keys ?? []]).toEqual([refusal.status, []]);
+    }
+    upstream.rule(() => undefined);
+    expect(await many(9, () => ask(gw))).toEqual(Array(9).fill(200));
   });
 
   test("a revoked key (401) stops receiving traffic, is probed with backoff, and comes back by itself once accepted", async () => {
