@@ -441,6 +441,20 @@ function consoleSuite(name: string, start: () => Promise<Setup>) {
       }
     }, 30_000);
 
+    test("a login spelt with letters outside ASCII that a database folds to it (`İ`) names no one: 401 with the right password, no throttle of its own to spend", async () => {
+      const s = await start();
+      try {
+        await holderSetup(s.gw, "iris", "alice.smith@inbox.io");
+        for (const typed of ["alİce.smİth@İnbox.İo", "alİce.smith@inbox.io", "ALİCE.SMITH@INBOX.IO"]) {
+          const res = await new ConsoleClient(s.gw.url).call("POST", "/console/api/sign-in", { login: typed, password: PASSWORD });
+          expect([typed, res.status]).toEqual([typed, 401]);
+        }
+        expect((await new ConsoleClient(s.gw.url).call("POST", "/console/api/sign-in", { login: "alice.smith@inbox.io", password: PASSWORD })).status).toBe(200);
+      } finally {
+        await s.stop();
+      }
+    }, 30_000);
+
     test("a login kept with capitals by an earlier release is the same login: another account cannot take it, a reset replaces its password (no second user), and removal finds it", async () => {
       const s = await start();
       try {

@@ -342,7 +342,7 @@ describe("cooldowns and refused keys (injected clock)", () => {
       expect(res.status).toBeGreaterThanOrEqual(400);
       await res.arrayBuffer();
       const ready = (await (await fetch(`${gw.url}/ready`)).json()) as any;
-      expect([refusal.status, ready.vendor_keys ?? []]).toEqual([refusal.status, []]);
+      expect([(refusal as { status?: number }).status, ready.vendor_keys ?? []]).toEqual([(refusal as { status?: number }).status, []]);
     }
     upstream.rule(() => undefined);
     expect(await many(9, () => ask(gw))).toEqual(Array(9).fill(200));

@@ -3,7 +3,7 @@ import { addressBlock } from "../../limits/address-block.ts";
 import { timingSafeEqual } from "node:crypto";
 import type { ModelConfig } from "../../config/schema.ts";
 import { HOLDER_KEYS_PER_DAY, holderKeyCeiling, holderKeyWait } from "../../accounts/holder-keys.ts";
-import { canonicalLogin, clearedSessionCookie, decoyHash, hashPassword, hashSecret, issueInvite, publicOrigin, sameOrigin, sessionCookie, sessionToken, startSession, verifyPassword, type NewSession } from "../../console/console-auth.ts";
+import { canonicalLogin, LOGIN_PATTERN, clearedSessionCookie, decoyHash, hashPassword, hashSecret, issueInvite, publicOrigin, sameOrigin, sessionCookie, sessionToken, startSession, verifyPassword, type NewSession } from "../../console/console-auth.ts";
 import { MAX_RECENT, type ConsoleSession, type ConsoleStore } from "../../console/console-store.ts";
 import { chartPeriods, MAX_CHART_PERIODS, summarizeUsage } from "../../console/usage-summary.ts";
 import type { SignInAttempts } from "../../limits/sign-in-attempts.ts";
@@ -71,6 +71,9 @@ function crossSiteRefusal(request: Request): { status: number; kind: "permission
 
 /** Said when the page's session is no longer the browser's (409): the client reads who is signed in now. */
 export const SESSION_REPLACED = "Another sign-in in this browser replaced this page's session: reload the console.";
+
+/** The form every login has (invites require it): anything else names no one. */
+const LOGIN_FORM = new RegExp(LOGIN_PATTERN);
 
 /** What an account holder may set on their own keys: names and spend limits, never a rate limit (the operator's to give). */
 const HOLDER_KEY_FIELDS = new Set(["name", "spend_limit", "spend_limit_period", "expires_at"]);
@@ -187,8 +190,11 @@ export function consoleApiRoutes(deps: ConsoleApiDeps) {
         deps.signIns.cancel(block, login);
         throw new GatewayError(400, "invalid_request", "Send {token} (operators) or {login, password}.");
       }
-      // Whatever its capitals (the store compares without them).
-      const user = await store.findUser(typed!);
+      // Whatever its capitals (the store compares without them). Only a login of the form every
+      // login has (ASCII, LOGIN_PATTERN) is looked up: PostgreSQL's lower() also folds letters such
+      // as `İ`, so `alİce` found alice's account under a throttle count of its own, and a guesser
+      // had five more tries per spelling (a hostile-tenant probe, 2026-11-30).
+      const user = LOGIN_FORM.test(typed!) ? await store.findUser(login) : null;
       // An unknown login costs a hash check too: the answer's timing does not say which logins exist.
       const ok = await verifyPassword(body.password, user?.passwordHash ?? (await decoyHash()));
       if (!user || !ok) throw refuse("holder");
