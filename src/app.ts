@@ -17,6 +17,11 @@ import { createRateLimiter, type RateLimitStore } from "./limits/rate-limiter.ts
 import { createConcurrencyLimiter, type ConcurrencyStore } from "./limits/concurrency-limiter.ts";
 import { errorsPlugin } from "./http/plugins/errors.ts";
 import { jsonBodyPlugin, type BodyServer } from "./http/plugins/json-body.ts";
+import type { TSchema } from "@sinclair/typebox";
+import { ChatRequest } from "./formats/openai-chat/schema.ts";
+import { CountTokensRequest, MessagesRequest } from "./formats/anthropic-messages/schema.ts";
+import { ResponsesRequest } from "./formats/openai-responses/schema.ts";
+import { EmbeddingsRequest } from "./formats/openai-embeddings/schema.ts";
 import { createBodyBudget, type BodyShare } from "./limits/body-budget.ts";
 /** Bun's own body cap where the server listens (none: see the module). */
 export { SERVER_BODY_LIMIT } from "./http/plugins/json-body.ts";
@@ -128,6 +133,15 @@ const SQLITE_COMMIT_DELAY_MS = 1;
 /** Builds the gateway from its dependencies; never listens, so tests drive it on any server. */
 /** The longest a chat prompt's own count may take (its 503): far past any window's count. */
 const ADMISSION_COUNT_TIMEOUT_MS = 60_000;
+
+/** The model routes' body schemas: a large body that fails one is refused by the body plugin, cheaply (plugins/first-body-error.ts). */
+const LARGE_BODY_SCHEMAS: Record<string, TSchema | undefined> = {
+  "/v1/chat/completions": ChatRequest,
+  "/v1/messages": MessagesRequest,
+  "/v1/messages/count_tokens": CountTokensRequest,
+  "/v1/responses": ResponsesRequest,
+  "/v1/embeddings": EmbeddingsRequest,
+};
 
 export function createApp(deps: AppDeps) {
   // Whatever logger is passed in, no secret reaches it (see log/log.ts).
@@ -325,6 +339,7 @@ export function createApp(deps: AppDeps) {
       maxBytes: limits.max_body_bytes,
       sharesOf: bodySharesOf,
       timeoutMs: limits.body_timeout_ms,
+      schemaOf: (path) => LARGE_BODY_SCHEMAS[path],
     }))
     // The answering routes close their own request traces (see closeTracesHook): before the hook.
     .use(chatCompletionsRoute(forwardDeps))

@@ -798,3 +798,21 @@ describe("JSON inside strings (a hostile-tenant probe, 2026-11-30)", () => {
     expect(lastUpstreamBody().messages[1].content.find((b: any) => b.type === "tool_use").input).toEqual({ q: [[1]] });
   });
 });
+
+describe("large bodies that fail their schema (a hostile-tenant probe: 9.6 MB of them stalled every tenant)", () => {
+  test("refused by the body plugin with the words Elysia gives, in each route's shape; nothing sent upstream", async () => {
+    const before = upstream.requests.length;
+    const many = Array.from({ length: 8_000 }, (_, i) => ({ role: "user", content: `message number ${i} of a long conversation` }));
+    const chat = await send(CHAT, JSON.stringify({ model: OPENAI_MODEL, messages: [...many, { role: "bogus", content: "x" }] }));
+    expect(chat.res.status).toBe(400);
+    expect(JSON.parse(chat.text).error).toMatchObject({ type: "invalid_request_error", message: "Invalid request: messages.8000.role: Expected union value." });
+    const messages = await send(MESSAGES, JSON.stringify({ model: ANTHROPIC_MODEL, max_tokens: 5, messages: [...many, { role: "user", content: [{ type: 5 }] }] }));
+    expect(messages.res.status).toBe(400);
+    expect(JSON.parse(messages.text)).toMatchObject({ type: "error", error: { type: "invalid_request_error" } });
+    expect(JSON.parse(messages.text).error.message).toStartWith("Invalid request: messages.8000.content");
+    expect(upstream.requests.length).toBe(before);
+    // The same body made valid is answered.
+    const valid = await send(CHAT, JSON.stringify({ model: OPENAI_MODEL, messages: many.slice(0, 2_000) }));
+    expect(valid.res.status).toBe(200);
+  });
+});

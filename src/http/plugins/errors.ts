@@ -100,7 +100,11 @@ function toResponse(code: unknown, error: unknown, request: Request, log: Logger
 }
 
 function describeValidation(error: unknown): string {
-  const first = (error as { valueError?: { path?: string; message?: string; value?: unknown; schema?: { error?: unknown } } }).valueError;
+  return validationMessage((error as { valueError?: { path?: string; message?: string; value?: unknown; schema?: { error?: unknown } } }).valueError);
+}
+
+/** A body's first failure against its schema, in the words every route answers with (Elysia's or plugins/first-body-error.ts's). */
+export function validationMessage(first: { path?: string; message?: string; value?: unknown; schema?: { error?: unknown } } | undefined): string {
   if (first?.path !== undefined) {
     const field = first.path.replace(/^\//, "").replaceAll("/", ".") || "body";
     // A schema may say in its `error` what its field must be (a union's own message is only

@@ -1,6 +1,9 @@
 import { Elysia } from "elysia";
 import { GatewayError } from "../../streaming/gateway-error.ts";
 import { giveShares, takeShares, type BodyShare, type ShareLevel } from "../../limits/body-budget.ts";
+import type { TSchema } from "@sinclair/typebox";
+import { firstBodyError } from "./first-body-error.ts";
+import { validationMessage } from "./errors.ts";
 import { jsonShape, MAX_JSON_CONTAINERS, MAX_JSON_DEPTH, MAX_JSON_MEMBERS, MAX_OBJECT_MEMBERS } from "../../formats/common/json-shape.ts";
 
 const strictUtf8 = new TextDecoder("utf-8", { fatal: true });
@@ -39,7 +42,15 @@ export interface JsonBodyOptions {
   sharesOf?: (request: Request, server: BodyServer) => readonly BodyShare[] | undefined;
   /** limits.body_timeout_ms: a body must have arrived this long after its reading started (408). */
   timeoutMs?: number;
+  /**
+   * The schema of a route's body, by path: a large body that fails it is refused here, where the
+   * first failure is found without walking the whole body (plugins/first-body-error.ts).
+   */
+  schemaOf?: (path: string) => TSchema | undefined;
 }
+
+/** Bodies past this size are checked against their schema here; smaller ones cost Elysia's check little. */
+export const LARGE_BODY_BYTES = 256 * 1024;
 
 /** What the plugin needs of the server: the client's socket address. */
 export type BodyServer = { requestIP(request: Request): { address: string } | null } | null;
@@ -74,11 +85,18 @@ export function jsonBodyPlugin(o: JsonBodyOptions) {
         : shape.over === "members" ? `more than ${MAX_JSON_MEMBERS} object members` : `an object of more than ${MAX_OBJECT_MEMBERS} members`;
       throw new GatewayError(413, "request_too_large", `The request body holds ${what}; no request needs that many.`);
     }
+    let body: unknown;
     try {
-      return JSON.parse(text);
+      body = JSON.parse(text);
     } catch {
       throw new GatewayError(400, "invalid_request", "The request body is not valid JSON.");
     }
+    const schema = bytes.length > LARGE_BODY_BYTES ? o.schemaOf?.(new URL(request.url).pathname) : undefined;
+    if (schema) {
+      const failed = firstBodyError(schema, body);
+      if (failed) throw new GatewayError(400, "invalid_request", validationMessage(failed));
+    }
+    return body;
   });
 }
 
