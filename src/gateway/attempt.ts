@@ -56,7 +56,7 @@ export type AttemptOutcome =
   /** No answer: what went wrong, and what the retry policy should make of it. */
   | {
       kind: "refused"; verdict: Verdict; error: GatewayError; delayMs?: number; cause?: UpstreamErrorClass; status?: number;
-      /** The refusal is about this request's size, not the key's state: the key is not cooled (see TOKENS_PER_MINUTE). */
+      /** The refusal is about this request's size, not the key's state: the key is not cooled (see requestSizedLimit). */
       requestSized?: true;
     };
 
@@ -69,13 +69,35 @@ export const clientClosed = () => new GatewayError(499, "invalid_request", "The 
 /** OpenAI's 429 for one request past the organisation's per-minute quota (see its use). */
 const TOO_LARGE_FOR_QUOTA = /^Request too large for /i;
 /**
- * A 429 about tokens a minute (OpenAI's "on tokens per min (TPM)", Anthropic's "input tokens per
- * minute … reduce the prompt length or the maximum tokens requested"): this request is larger than
- * what the key has left this minute, while smaller ones still pass on it. Cooling the key for it
- * let one tenant's large request bench every key of a pool for everyone (a hostile-tenant probe,
- * 2026-11-30); the request is refused (retried, then moved on) without cooling the key.
+ * A 429 about tokens a minute can be about this request's size or about the key's minute being
+ * used up. Only the first is the request's doing: smaller requests still pass on that key, and
+ * cooling it for one tenant's large request, then moving the request to the next key, benched
+ * every key of a pool for everyone (a hostile-tenant probe, 2026-11-30). The second is the most
+ * common 429 under real load and cools the key as any other. The vendor's numbers tell them apart:
+ * the request alone asks for at least half the key's minute (OpenAI's "Limit L, Used U, Requested
+ * R"; Anthropic's "… of N input (output) tokens per minute", against the request's own size).
  */
-const TOKENS_PER_MINUTE = /tokens per min(?:ute)?\b|\(TPM\)|\b[IO]?TPM\b/i;
+const OPENAI_TPM = /tokens per min(?:ute)? \(TPM\): Limit (\d+), Used (\d+), Requested (\d+)/i;
+const ANTHROPIC_TPM = /of ([\d,]+) (input|output) tokens per minute/i;
+
+/** Whether a 429's detail shows the request's own size, not the key's used minute, as the cause. */
+export function requestSizedLimit(detail: string, sentBytes: number, maxTokens: number | undefined): boolean {
+  const openai = OPENAI_TPM.exec(detail);
+  if (openai) return 2 * Number(openai[3]) >= Number(openai[1]);
+  const anthropic = ANTHROPIC_TPM.exec(detail);
+  if (!anthropic) return false;
+  const limit = Number(anthropic[1]!.replaceAll(",", ""));
+  // The request's tokens, from above: its bytes a quarter token each (input), its answer limit (output).
+  const asked = anthropic[2]!.toLowerCase() === "input" ? sentBytes / 4 : (maxTokens ?? 0);
+  return limit > 0 && 2 * asked >= limit;
+}
+
+/**
+ * A 403 that says the key's organisation or account is gone: the key is refused as a 401 would
+ * refuse it. Any other 403 is about what was asked (a model, a moderation flag, a region).
+ */
+const DEAD_ACCOUNT = /organization_deactivated|account_deactivated|(?:organi[sz]ation|account|api key) (?:has been |is )?(?:disabled|deactivated|suspended|not active|inactive)/i;
+
 /** Its numbers: the organisation's tokens a minute, and what the request needs. */
 const QUOTA_NUMBERS = /Limit (\d+), Requested (\d+)/;
 
@@ -191,8 +213,11 @@ export async function attemptUpstream(deps: AttemptDeps, req: AttemptRequest, ca
       // The vendor's own wait goes on to the client with the 502 (bounded), so its SDK's retry comes
       // when the upstream said, not at once: the gateway's retries are over by then.
       if (delayMs !== undefined && error.status === 502) error = withRetryAfter(error, delayMs);
-      const requestSized = res.status === 429 && detail !== undefined && TOKENS_PER_MINUTE.test(detail);
-      return { kind: "refused", verdict: verdictFor(res.status), error, delayMs, cause, status: res.status, ...(requestSized ? { requestSized: true as const } : {}) };
+      const said = detail ?? text;
+      const requestSized = res.status === 429 && requestSizedLimit(said, call.body.length, maxTokens);
+      // A 403 for a dead organisation is the key's: reported as the 401 it means (providers/key-pool.ts).
+      const status = res.status === 403 && DEAD_ACCOUNT.test(`${said} ${openai?.code ?? ""}`) ? 401 : res.status;
+      return { kind: "refused", verdict: verdictFor(res.status), error, delayMs, cause, status, ...(requestSized ? { requestSized: true as const } : {}) };
     }
 
     if (!req.wantsStream || adapter.streams === false) {

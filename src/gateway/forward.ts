@@ -159,7 +159,7 @@ export async function forward(deps: ForwardDeps, req: ForwardRequest): Promise<R
         const attempted = await attemptUpstream(deps, attemptRequest, candidate, key, meter);
         if (attempted.kind === "refused") meter.promptSent = false;
         // A refusal about this request's size benches no key: smaller requests still pass on it
-        // (attempt.ts, TOKENS_PER_MINUTE).
+        // (attempt.ts, requestSizedLimit).
         if (key) pool!.report(key, attempted.kind === "refused" ? (attempted.requestSized ? 0 : attempted.status ?? 0) : 200, attempted.kind === "refused" ? attempted.delayMs : undefined);
         trace?.attemptEnded(attempted.kind === "refused" ? attempted.cause ?? "other" : undefined, attempted.kind === "stream");
         let outcome: AttemptOutcome & { kind: "refused" };

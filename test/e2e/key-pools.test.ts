@@ -329,16 +329,19 @@ describe("cooldowns and refused keys (injected clock)", () => {
   test("refusals about the request, not the key, bench no key (a hostile-tenant probe: one request had benched every key of a pool)", async () => {
     const gw = await gateway({ openaiKeys: [{ env: "POOL_KEY_A" }, { env: "POOL_KEY_B" }, { env: "POOL_KEY_C" }], keyRandom: seeded(13) });
     const refusals: Reply[] = [
-      // A request larger than what the key has left of its tokens a minute (OpenAI's and Anthropic's words).
+      // A request that alone asks for most of a key's tokens a minute (OpenAI's and Anthropic's words).
       { kind: "json", status: 429, headers: { "retry-after": "20" }, body: { error: { message: "Rate limit reached for gpt-4o-mini in organization org-x on tokens per min (TPM): Limit 30000, Used 1000, Requested 29500. Please try again in 20s.", type: "tokens", code: "rate_limit_exceeded" } } },
       { kind: "json", status: 429, headers: { "retry-after": "60" }, body: { type: "error", error: { type: "rate_limit_error", message: "This request would exceed the rate limit for your organization of 30,000 input tokens per minute. Please reduce the prompt length or the maximum tokens requested, or try again later." } } },
+      { kind: "json", status: 429, headers: { "retry-after": "60" }, body: { type: "error", error: { type: "rate_limit_error", message: "This request would exceed the rate limit for your organization of 8,000 output tokens per minute. Please reduce the prompt length or the maximum tokens requested, or try again later." } } },
       // A 403 about what was asked: input a moderation flagged, a model the organisation may not use.
       { kind: "json", status: 403, body: { error: { message: "Your input was flagged by moderation.", code: 403 } } },
       { kind: "json", status: 403, body: { error: { message: "You are not allowed to sample from this model", type: "invalid_request_error", code: null } } },
     ];
+    // About 20,000 tokens of prompt (over half of 30,000 a minute) and an answer limit of 5,000 (over half of 8,000).
+    const large = { messages: [{ role: "user", content: `MARKED ${"word ".repeat(16_000)}` }], max_tokens: 5_000 };
     for (const refusal of refusals) {
       upstream.rule((req) => (req.path.endsWith("/chat/completions") && JSON.stringify(req.body).includes("MARKED") ? refusal : undefined));
-      const res = await ask(gw, { messages: [{ role: "user", content: "MARKED request" }] });
+      const res = await ask(gw, large);
       expect(res.status).toBeGreaterThanOrEqual(400);
       await res.arrayBuffer();
       const ready = (await (await fetch(`${gw.url}/ready`)).json()) as any;
@@ -346,6 +349,41 @@ describe("cooldowns and refused keys (injected clock)", () => {
     }
     upstream.rule(() => undefined);
     expect(await many(9, () => ask(gw))).toEqual(Array(9).fill(200));
+  });
+
+  test("a key whose minute of tokens is used up (a small request refused) still cools, and sessions on it move to another key (a reviewer's finding)", async () => {
+    const gw = await gateway({ openaiKeys: [{ env: "POOL_KEY_A" }, { env: "POOL_KEY_B" }], keyRandom: seeded(13), retry: { max_retries: 1, max_wait_ms: 200 } });
+    const usedUp: Reply[] = [
+      { kind: "json", status: 429, headers: { "retry-after": "1" }, body: { error: { message: "Rate limit reached for gpt-4o-mini in organization org-x on tokens per min (TPM): Limit 30000, Used 29990, Requested 12. Please try again in 1s.", type: "tokens", code: "rate_limit_exceeded" } } },
+      { kind: "json", status: 429, headers: { "retry-after": "1" }, body: { type: "error", error: { type: "rate_limit_error", message: "This request would exceed the rate limit for your organization of 30,000 input tokens per minute. Please reduce the prompt length or the maximum tokens requested, or try again later." } } },
+    ];
+    for (const refusal of usedUp) {
+      upstream.rule((req) => (req.path.endsWith("/chat/completions") && keyOf(req) === "POOL_KEY_A" ? refusal : undefined));
+      const statuses: number[] = [];
+      for (let i = 0; i < 8; i++) {
+        const res = await ask(gw, {}, { "x-session-id": `s${i}` });
+        await res.arrayBuffer();
+        statuses.push(res.status);
+      }
+      expect(statuses).toEqual(Array(8).fill(200));
+    }
+    upstream.rule(() => undefined);
+  });
+
+  test("a 403 saying the key's organisation is disabled sets the key aside as a 401 would (a reviewer's finding)", async () => {
+    const gw = await gateway({ openaiKeys: [{ env: "POOL_KEY_A" }, { env: "POOL_KEY_B" }], keyRandom: seeded(13), retry: { max_retries: 1, max_wait_ms: 200 } });
+    const dead: Reply = { kind: "json", status: 403, body: { error: { message: "Your organization has been disabled.", type: "invalid_request_error", code: "organization_deactivated" } } };
+    upstream.rule((req) => (keyOf(req) === "POOL_KEY_A" ? dead : undefined));
+    const statuses: number[] = [];
+    for (let i = 0; i < 8; i++) {
+      const res = await ask(gw, {}, { "x-session-id": `s${i}` });
+      await res.arrayBuffer();
+      statuses.push(res.status);
+    }
+    expect(statuses).toEqual(Array(8).fill(200));
+    const ready = (await (await fetch(`${gw.url}/ready`)).json()) as any;
+    expect(ready.vendor_keys[0].keys).toEqual([expect.objectContaining({ env: "POOL_KEY_A", state: "disabled" })]);
+    upstream.rule(() => undefined);
   });
 
   test("a revoked key (401) stops receiving traffic, is probed with backoff, and comes back by itself once accepted", async () => {

@@ -34,20 +34,26 @@ export function firstBodyError(schema: TSchema, value: unknown, path = "", expla
   const kind = (schema as { [Kind]?: string })[Kind];
   if (kind === "Object" && value !== null && typeof value === "object" && !Array.isArray(value)) {
     const properties = (schema as { properties?: Record<string, TSchema> }).properties ?? {};
-    const required = new Set((schema as { required?: string[] }).required ?? []);
+    // As TypeBox's checker reports them: every missing property first, then each property's value.
+    for (const key of (schema as { required?: string[] }).required ?? []) {
+      if ((value as Record<string, unknown>)[key] === undefined) {
+        return { path: `${path}/${escapePointer(key)}`, message: "Expected required property", value: undefined, schema: (properties[key] ?? {}) as { error?: unknown } };
+      }
+    }
     for (const [key, sub] of Object.entries(properties)) {
       const v = (value as Record<string, unknown>)[key];
-      if (v === undefined) {
-        if (required.has(key)) return { path: `${path}/${key}`, message: "Expected required property", value: undefined, schema: sub as { error?: unknown } };
-        continue;
-      }
+      if (v === undefined) continue;
       const found = firstBodyError(sub, v, `${path}/${escapePointer(key)}`, explain);
       if (found) return found;
     }
   } else if (kind === "Array" && Array.isArray(value)) {
     const items = (schema as { items?: TSchema }).items;
     const list = value as unknown[];
-    if (items) {
+    const { minItems, maxItems } = schema as { minItems?: number; maxItems?: number };
+    // A bound the array passes is reported before its elements, as TypeBox's checker does (its
+    // first error then comes without a walk of the elements).
+    const outOfBounds = (minItems !== undefined && list.length < minItems) || (maxItems !== undefined && list.length > maxItems);
+    if (items && !outOfBounds) {
       for (let i = 0; i < list.length; i++) {
         const found = firstBodyError(items, list[i], `${path}/${i}`, explain);
         if (found) return found;

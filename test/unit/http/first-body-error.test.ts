@@ -19,6 +19,9 @@ const cases: [string, Parameters<typeof Value.Errors>[0], unknown][] = [
   ["messages: max_tokens a string", MessagesRequest, { model: "m", max_tokens: "many", messages: [message(0)] }],
   ["messages: a block of an unknown shape late", MessagesRequest, { model: "m", max_tokens: 5, messages: [...Array.from({ length: 300 }, (_, i) => message(i)), { role: "user", content: [{ type: 5 }] }] }],
   ["responses: input a number", ResponsesRequest, { model: "m", input: 5 }],
+  // A reviewer's cases: a missing property before another's wrong type; an array's bound before its elements.
+  ["chat: messages missing beside a wrong model", ChatRequest, { model: 5 }],
+  ["chat: 17 models, the first empty", ChatRequest, { models: ["", ...Array.from({ length: 16 }, (_, i) => `m${i}`)], messages: [message(0)] }],
 ];
 
 describe("the first failure of a large body, found without walking all of it", () => {
