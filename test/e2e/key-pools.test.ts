@@ -63,6 +63,17 @@ async function gateway(o: Partial<GatewayOptions>): Promise<Gateway> {
 const ask = (gw: Gateway, extra: Record<string, unknown> = {}, headers: Record<string, string> = {}) =>
   post(gw, "/v1/chat/completions", { model: OPENAI_MODEL, messages: [{ role: "user", content: "hello" }], ...extra }, headers);
 
+/** One request each from eight sessions (spread over the keys by their hash), one after another; every status. */
+async function eightSessions(gw: Gateway): Promise<number[]> {
+  const statuses: number[] = [];
+  for (let i = 0; i < 8; i++) {
+    const res = await ask(gw, {}, { "x-session-id": `s${i}` });
+    await res.arrayBuffer();
+    statuses.push(res.status);
+  }
+  return statuses;
+}
+
 /** `n` requests, `width` at a time; every status. */
 async function many(n: number, one: () => Promise<Response>, width = 20): Promise<number[]> {
   const statuses: number[] = [];
@@ -359,13 +370,7 @@ describe("cooldowns and refused keys (injected clock)", () => {
     ];
     for (const refusal of usedUp) {
       upstream.rule((req) => (req.path.endsWith("/chat/completions") && keyOf(req) === "POOL_KEY_A" ? refusal : undefined));
-      const statuses: number[] = [];
-      for (let i = 0; i < 8; i++) {
-        const res = await ask(gw, {}, { "x-session-id": `s${i}` });
-        await res.arrayBuffer();
-        statuses.push(res.status);
-      }
-      expect(statuses).toEqual(Array(8).fill(200));
+      expect(await eightSessions(gw)).toEqual(Array(8).fill(200));
     }
     upstream.rule(() => undefined);
   });
@@ -374,13 +379,7 @@ describe("cooldowns and refused keys (injected clock)", () => {
     const gw = await gateway({ openaiKeys: [{ env: "POOL_KEY_A" }, { env: "POOL_KEY_B" }], keyRandom: seeded(13), retry: { max_retries: 1, max_wait_ms: 200 } });
     const dead: Reply = { kind: "json", status: 403, body: { error: { message: "Your organization has been disabled.", type: "invalid_request_error", code: "organization_deactivated" } } };
     upstream.rule((req) => (keyOf(req) === "POOL_KEY_A" ? dead : undefined));
-    const statuses: number[] = [];
-    for (let i = 0; i < 8; i++) {
-      const res = await ask(gw, {}, { "x-session-id": `s${i}` });
-      await res.arrayBuffer();
-      statuses.push(res.status);
-    }
-    expect(statuses).toEqual(Array(8).fill(200));
+    expect(await eightSessions(gw)).toEqual(Array(8).fill(200));
     const ready = (await (await fetch(`${gw.url}/ready`)).json()) as any;
     expect(ready.vendor_keys[0].keys).toEqual([expect.objectContaining({ env: "POOL_KEY_A", state: "disabled" })]);
     upstream.rule(() => undefined);
