@@ -276,60 +276,25 @@ function conversationOf(req: ForwardRequest, uuid: string): string | undefined {
  * The request's place among its key's requests under way and, when its account has a cap, among
  * the account's (all its keys together): each its own `max_concurrent_requests`, else the config's
  * default (limits.max_concurrent_requests, limits.account_max_concurrent_requests); none of
- * either, no cap. 429 (with Retry-After) when either is full; the key's place is taken first and
- * given back if the account's is refused. Synchronous unless a shared store (Redis) is asked:
- * uncapped keys and the in-process count cost the request no await.
+ * either, no cap. 429 (with Retry-After) when either is full; both are taken or neither
+ * (ConcurrencyStore.acquireBoth). Synchronous unless a shared store (Redis) is asked: uncapped
+ * keys and the in-process count cost the request no await.
  */
 function takeSlot(deps: ForwardDeps, principal: ActiveKey): ConcurrencySlot | Promise<ConcurrencySlot> {
   const limits = deps.settings.limits;
   const keyCap = principal.maxConcurrentRequests ?? limits.max_concurrent_requests;
   const accountCap = principal.accountMaxConcurrentRequests ?? limits.account_max_concurrent_requests;
-  if (!deps.concurrency || (keyCap == null && accountCap == null)) return NO_SLOT;
   const store = deps.concurrency;
-  // Both capped, on a store that takes both places at once (Redis): one round trip, not two.
-  if (keyCap != null && accountCap != null && store.acquireBoth) return bothPlaces(store, principal, keyCap, accountCap);
-  const key = keyCap == null ? NO_SLOT : placeIn(deps.concurrency, principal.keyId, keyCap, "key");
-  if (accountCap == null) return key;
-  const account = (keySlot: ConcurrencySlot): ConcurrencySlot | Promise<ConcurrencySlot> => {
-    let taken: ConcurrencySlot | Promise<ConcurrencySlot>;
-    try {
-      taken = placeIn(deps.concurrency!, `account:${principal.accountId}`, accountCap, "account");
-    } catch (err) {
-      keySlot.release();
-      throw err;
-    }
-    const both = (accountSlot: ConcurrencySlot): ConcurrencySlot => ({
-      release() {
-        accountSlot.release();
-        keySlot.release();
-      },
-    });
-    return taken instanceof Promise ? taken.then(both, (err) => {
-      keySlot.release();
-      throw err;
-    }) : both(taken);
-  };
-  return key instanceof Promise ? key.then(account) : account(key);
-}
-
-/** The key's place and its account's from a store that takes both at once; 429 naming the one that was full, 503 when it cannot be asked. */
-function bothPlaces(store: ConcurrencyStore, principal: ActiveKey, keyCap: number, accountCap: number): ConcurrencySlot | Promise<ConcurrencySlot> {
+  if (!store || (keyCap == null && accountCap == null)) return NO_SLOT;
+  if (accountCap == null) return placeIn(store, principal.keyId, keyCap!, "key");
+  const account = `account:${principal.accountId}`;
+  if (keyCap == null) return placeIn(store, account, accountCap, "account");
   const granted = (pair: PlacePair): ConcurrencySlot => {
     if ("slot" in pair) return pair.slot;
     const whose = pair.full === "first" ? "key" : "account";
     throw new GatewayError(429, "rate_limit", concurrencyRefusal(whose === "key" ? keyCap : accountCap, whose), { "retry-after": "1" });
   };
-  const unchecked = () => new GatewayError(503, "overloaded", "The gateway cannot check this key's requests under way right now. Retry in a few seconds.", { "retry-after": "5" });
-  let taken: PlacePair | Promise<PlacePair>;
-  try {
-    taken = store.acquireBoth!({ id: principal.keyId, limit: keyCap }, { id: `account:${principal.accountId}`, limit: accountCap });
-  } catch {
-    throw unchecked();
-  }
-  if (!(taken instanceof Promise)) return granted(taken);
-  return taken.then(granted, () => {
-    throw unchecked();
-  });
+  return asked(() => store.acquireBoth({ id: principal.keyId, limit: keyCap }, { id: account, limit: accountCap }), granted, "key");
 }
 
 /** A place among `id`'s requests under way (a key's or an account's), or the 429 (full) or 503 (store unreachable) that refuses it. */
@@ -338,11 +303,18 @@ function placeIn(store: ConcurrencyStore, id: string, limit: number, whose: "key
     if (!slot) throw new GatewayError(429, "rate_limit", concurrencyRefusal(limit, whose), { "retry-after": "1" });
     return slot;
   };
-  // A cap that cannot be checked is not skipped (as rate limits): refused, and said so.
+  return asked(() => store.acquire(id, limit), granted, whose);
+}
+
+/**
+ * A store's answer made a slot, or its 429; a store that cannot be asked (it throws, or its promise
+ * fails) is a 503: a cap that cannot be checked is not skipped (as rate limits), and said so.
+ */
+function asked<T>(ask: () => T | Promise<T>, granted: (answer: T) => ConcurrencySlot, whose: "key" | "account"): ConcurrencySlot | Promise<ConcurrencySlot> {
   const unchecked = () => new GatewayError(503, "overloaded", `The gateway cannot check this ${whose}'s requests under way right now. Retry in a few seconds.`, { "retry-after": "5" });
-  let taken: ConcurrencySlot | null | Promise<ConcurrencySlot | null>;
+  let taken: T | Promise<T>;
   try {
-    taken = store.acquire(id, limit);
+    taken = ask();
   } catch {
     throw unchecked();
   }
@@ -351,6 +323,7 @@ function placeIn(store: ConcurrencyStore, id: string, limit: number, whose: "key
     throw unchecked();
   });
 }
+
 
 /**
  * The same dependencies with another logger. An object over the shared one, not a spread copy:

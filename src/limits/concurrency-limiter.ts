@@ -15,7 +15,7 @@ export interface ConcurrencyStore {
    * A place among `first`'s and among `second`'s (a key's and its account's) at once, or neither:
    * the slot, or which of them was full. Shared stores answer it in one round trip.
    */
-  acquireBoth?(first: PlaceAsk, second: PlaceAsk): PlacePair | Promise<PlacePair>;
+  acquireBoth(first: PlaceAsk, second: PlaceAsk): PlacePair | Promise<PlacePair>;
 }
 
 /** One count asked for a place: its id and its cap. */
@@ -41,7 +41,7 @@ export const NO_SLOT: ConcurrencySlot = { release() {} };
  */
 export function createConcurrencyLimiter() {
   const running = new Map<string, number>();
-  return {
+  const limiter = {
     acquire(keyId: string, limit: number): ConcurrencySlot | null {
       const now = running.get(keyId) ?? 0;
       if (now >= limit) return null;
@@ -57,11 +57,29 @@ export function createConcurrencyLimiter() {
         },
       };
     },
+    acquireBoth(first: PlaceAsk, second: PlaceAsk): PlacePair {
+      const one = limiter.acquire(first.id, first.limit);
+      if (!one) return { full: "first" };
+      const two = limiter.acquire(second.id, second.limit);
+      if (!two) {
+        one.release();
+        return { full: "second" };
+      }
+      return {
+        slot: {
+          release() {
+            two.release();
+            one.release();
+          },
+        },
+      };
+    },
     /** Requests of this key under way now (tests, metrics). */
     underWay(keyId: string): number {
       return running.get(keyId) ?? 0;
     },
   };
+  return limiter;
 }
 
 export type ConcurrencyLimiter = ReturnType<typeof createConcurrencyLimiter>;

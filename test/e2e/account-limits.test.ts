@@ -46,6 +46,18 @@ async function untilOpenStreams(n: number): Promise<void> {
   expect(upstream.openStreams()).toBe(n);
 }
 
+/** `holder` opens a stream that stays open; `other`, of the same account capped at one at once, is refused (429). The stream, still open. */
+async function heldThenRefused(holder: Gateway, other: Gateway): Promise<Response> {
+  upstream.reply(HELD);
+  const held = await post(holder, "/v1/chat/completions", chatBody(true));
+  expect(held.status).toBe(200);
+  await untilOpenStreams(1);
+  const refused = await post(other, "/v1/chat/completions", chatBody());
+  expect(refused.status).toBe(429);
+  expect(((await refused.json()) as any).error.message).toBe(ACCOUNT_CAP(1));
+  return held;
+}
+
 async function drain(res: Response): Promise<number> {
   await res.text();
   return res.status;
@@ -224,13 +236,7 @@ describe("limits.account_requests_per_minute and limits.account_max_concurrent_r
     const other = await keyOf(gw, gw.accountId);
     const info = ((await (await fetch(`${gw.url}/v1/key`, { headers: { authorization: `Bearer ${other.key}` } })).json()) as any).account;
     expect(info).toMatchObject({ rate_limit_per_minute: 2, max_concurrent_requests: 1 });
-    upstream.reply(HELD);
-    const held = await post(gw, "/v1/chat/completions", chatBody(true));
-    expect(held.status).toBe(200);
-    await untilOpenStreams(1);
-    const refused = await post(other, "/v1/chat/completions", chatBody());
-    expect(refused.status).toBe(429);
-    expect(((await refused.json()) as any).error.message).toBe(ACCOUNT_CAP(1));
+    const held = await heldThenRefused(gw, other);
     upstream.finishHeld();
     await held.text();
     await gw.app.services.settled();
@@ -291,13 +297,7 @@ if (missing) {
       const account = (await (await admin(a, "POST", "/accounts", { name: "shared", credits: 100, rate_limit_per_minute: 4, max_concurrent_requests: 1 })).json()) as any;
       const onA = { url: a.url, key: (await stores.accounts.createKey(account.id, "a"))!.key } as Gateway;
       const onB = { url: b.url, key: (await stores.accounts.createKey(account.id, "b"))!.key } as Gateway;
-      upstream.reply(HELD);
-      const held = await post(onA, "/v1/chat/completions", chatBody(true));
-      expect(held.status).toBe(200);
-      await untilOpenStreams(1);
-      const refused = await post(onB, "/v1/chat/completions", chatBody());
-      expect(refused.status).toBe(429);
-      expect(((await refused.json()) as any).error.message).toBe(ACCOUNT_CAP(1));
+      const held = await heldThenRefused(onA, onB);
       upstream.finishHeld();
       await held.text();
       await a.app.services.settled();
