@@ -49,7 +49,9 @@ const USAGE = `usage: bun run admin <command>
                                          a one-time link (7 days) for the account's holder to set a password and
                                          sign in to the console; BASE is the gateway's address as browsers reach it
                                          (default SWITCHYARD_PUBLIC_URL, else http://localhost:8080); a login the
-                                         account has already gets a link to set a new password (its sessions end)
+                                         account has already gets a link to set a new password (its sessions end);
+                                         a new link replaces the login's earlier ones
+  invite cancel <account-id> <login>     the account's open links for the login stop working; the login stays
   logins <account-id>                    the account's console logins and its open invites
   logins remove <account-id> <login>     the login can no longer sign in (its sessions end at once); its open
                                          invites are cancelled
@@ -264,6 +266,11 @@ export async function runAdmin(argv: string[], env: Record<string, string | unde
     if (noun === "keys" && verb === "revoke" && args.length === 1) {
       return (await accounts.revokeKey(args[0]!)) ? json({ id: args[0], revoked: true }) : { code: 1, out: `no active key ${args[0]}` };
     }
+    if (noun === "invite" && verb === "cancel" && args.length === 2) {
+      const [accountId, login] = args as [string, string];
+      if (!(await accounts.getAccount(accountId))) return { code: 1, out: `no account ${accountId}` };
+      return (await store.console.cancelInvites(accountId, login)) ? json({ account_id: accountId, login, cancelled: true }) : { code: 1, out: `account ${accountId} has no open invite for ${login}` };
+    }
     if (noun === "invite" && verb !== undefined && args.length === 1) {
       const login = args[0]!;
       if (!new RegExp(LOGIN_PATTERN).test(login)) throw new UsageError("login must be 3 to 64 letters, digits or . _ @ -");
@@ -271,7 +278,7 @@ export async function runAdmin(argv: string[], env: Record<string, string | unde
       if (!/^https?:\/\/[^/\s]+$/.test(base)) throw new UsageError("--url must be the gateway's address, like https://gateway.example.com");
       if (!(await accounts.getAccount(verb))) return { code: 1, out: `no account ${verb}` };
       const invite = await issueInvite(store.console, { accountId: verb, login, now: Date.now(), origin: base });
-      return invite ? { ...json(invite), stdout: true } : { code: 1, out: `the login ${login} is another account's` };
+      return invite ? { ...json(invite), stdout: true } : { code: 1, out: `the login ${login} is another account's, or another account has an open invite for it` };
     }
     if (noun === "logins" && verb !== undefined && args.length === 0) {
       if (!(await accounts.getAccount(verb))) return { code: 1, out: `no account ${verb}` };

@@ -76,14 +76,17 @@ type MaybePromise<T> = T | Promise<T>;
 
 export interface ConsoleStore {
   /**
-   * False when the login is another account's. For a login the account has already, the invite
-   * is a password reset: a holder who forgot theirs is sent a new link.
+   * False when the login is another account's, or another account has an open invite for it. For
+   * a login the account has already, the invite is a password reset: a holder who forgot theirs is
+   * sent a new link. The account's earlier open invites for the login are cancelled: one link a
+   * login at a time.
    */
   createInvite(invite: ConsoleInvite): MaybePromise<boolean>;
   /**
    * Takes an unused, unexpired invite and makes its user, in one transaction: an invite works once,
    * even when two browsers open it at the same moment. For a login the account has already, it
-   * sets the new password and ends that login's sessions.
+   * sets the new password and ends that login's sessions. The login's other open invites, at any
+   * account, are cancelled.
    */
   acceptInvite(tokenHash: string, passwordHash: string, now: number): MaybePromise<AcceptOutcome>;
   /** The account's logins and open invites. */
@@ -93,6 +96,8 @@ export interface ConsoleStore {
    * open invites to the account, in one transaction; false when the account had neither.
    */
   removeLogin(accountId: string, login: string): MaybePromise<boolean>;
+  /** Cancels the account's open invites for the login and leaves the login as it is; false when there were none. */
+  cancelInvites(accountId: string, login: string): MaybePromise<boolean>;
   findUser(login: string): MaybePromise<ConsoleUser | null>;
   /** An unused, unexpired invite (what its page shows before a password is typed), else null. */
   findInvite(tokenHash: string, now: number): MaybePromise<{ login: string; expiresAt: number; reset: boolean } | null>;

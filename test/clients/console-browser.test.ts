@@ -878,3 +878,73 @@ test("the operator sets an account's request limits for all its keys; the view s
   await page.getByTestId("account-requests").filter({ hasText: "the gateway's default limits" }).waitFor();
   expect(await admin(`/v1/admin/accounts/${account.id}`)).toMatchObject({ rate_limit_per_minute: null, max_concurrent_requests: null });
 }, 60_000);
+
+test("on a slow link a second click makes nothing twice (a top-up, an account), and a save from a page shown before another change keeps that change", async () => {
+  const send = (method: string, path: string, body: unknown) =>
+    fetch(`${gateway.url}${path}`, { method, headers: { authorization: `Bearer ${ADMIN}`, "content-type": "application/json" }, body: JSON.stringify(body) }).then((r) => r.json() as Promise<any>);
+  const clickNow = (testid: string) => page.evaluate((id) => (globalThis as any).document.querySelector(`[data-testid=${id}]`).click(), testid);
+  const posts: string[] = [];
+  const countPosts = (r: { method(): string; url(): string }) => void (r.method() === "POST" && posts.push(new URL(r.url()).pathname));
+  // Every read of one account answers 800 ms late: the view is shown again long after a change's answer.
+  const slowReads = "**/console/api/accounts/*";
+  await page.route(slowReads, async (route) => {
+    if (route.request().method() === "GET") await Bun.sleep(800);
+    await route.continue();
+  });
+  page.on("request", countPosts);
+  try {
+    await page.goto(`${gateway.url}/console/#account/${account.id}`);
+    await page.getByTestId("topup-amount").waitFor();
+    const balance = (await admin(`/v1/admin/accounts/${account.id}`)).balance;
+    await page.getByTestId("topup-amount").fill("1");
+    const answered = page.waitForResponse((r) => r.url().endsWith("/credits") && r.request().method() === "POST");
+    await page.getByTestId("topup-submit").click();
+    await answered;
+    await Bun.sleep(100);
+    // The second click, while the view is read again: the button holds, nothing is sent.
+    await clickNow("topup-submit");
+    await until("the view shown again", 10_000, async () => Math.abs(number(await text("balance")) - (balance + 1)) < 1e-6, 100);
+    expect(posts.filter((p) => p.endsWith("/credits"))).toHaveLength(1);
+    expect((await admin(`/v1/admin/accounts/${account.id}`)).balance).toBeCloseTo(balance + 1, 6);
+
+    // A new account, clicked twice while the new account's page loads: one account.
+    await page.goto(`${gateway.url}/console/#accounts`);
+    await page.getByTestId("account-name").waitFor();
+    await page.getByTestId("account-name").fill("slow-link-account");
+    const made = page.waitForResponse((r) => new URL(r.url()).pathname === "/console/api/accounts" && r.request().method() === "POST");
+    await page.getByTestId("account-create").click();
+    await made;
+    await Bun.sleep(100);
+    await clickNow("account-create").catch(() => {}); // the view may have moved on already: nothing to click
+    await page.getByTestId("balance").waitFor({ timeout: 10_000 });
+    const found = await admin("/v1/admin/accounts?name=slow-link-account");
+    expect(found.data.map((a: any) => a.name)).toEqual(["slow-link-account"]);
+  } finally {
+    page.off("request", countPosts);
+    await page.unroute(slowReads);
+  }
+
+  // A key's spend limit and the account's rate set elsewhere after the page was shown (another
+  // operator, the API): saving the key's new name, or the account's other request limit, keeps them.
+  const key = await send("POST", `/v1/admin/accounts/${account.id}/keys`, { name: "stale-page" });
+  await page.goto(`${gateway.url}/console/#account/${account.id}`);
+  const row = page.locator(`[data-key-id="${key.id}"]`);
+  await row.getByTestId("key-rename").waitFor();
+  await send("PATCH", `/v1/admin/keys/${key.id}`, { spend_limit: 7, spend_limit_period: "day" });
+  await send("PATCH", `/v1/admin/accounts/${account.id}`, { rate_limit_per_minute: 9 });
+  const sent: unknown[] = [];
+  const listen = (r: { method(): string; postDataJSON(): unknown }) => void (r.method() === "PATCH" && sent.push(r.postDataJSON()));
+  page.on("request", listen);
+  await row.getByTestId("key-rename").fill("renamed on a stale page");
+  await row.getByTestId("key-save").click();
+  await page.locator(`[data-key-id="${key.id}"] [data-testid=key-rename][value="renamed on a stale page"]`).waitFor();
+  await page.getByTestId("account-concurrent").fill("3");
+  await page.getByTestId("account-requests-submit").click();
+  await page.getByTestId("account-requests").filter({ hasText: "3 at once" }).waitFor();
+  page.off("request", listen);
+  expect(sent).toEqual([{ name: "renamed on a stale page" }, { max_concurrent_requests: 3 }]);
+  const keys = (await admin(`/v1/admin/accounts/${account.id}/keys`)).data;
+  expect(keys.find((k: any) => k.id === key.id)).toMatchObject({ name: "renamed on a stale page", spend_limit: 7, spend_limit_period: "day" });
+  expect(await admin(`/v1/admin/accounts/${account.id}`)).toMatchObject({ rate_limit_per_minute: 9, max_concurrent_requests: 3 });
+  await send("PATCH", `/v1/admin/accounts/${account.id}`, { rate_limit_per_minute: null, max_concurrent_requests: null });
+}, 90_000);

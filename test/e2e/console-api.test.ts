@@ -82,11 +82,12 @@ function consoleSuite(name: string, start: () => Promise<Setup>) {
         // The admin API makes invites too.
         const res = await fetch(`${s.gw.url}/v1/admin/accounts/${s.gw.accountId}/invites`, { method: "POST", headers: { authorization: `Bearer ${ADMIN}`, "content-type": "application/json" }, body: JSON.stringify({ login: "holder.one" }) });
         expect(res.status).toBe(201);
-        const invite = (await res.json()) as any;
-        expect(invite.url).toStartWith(`${s.gw.url}/console/#invite=`);
-        expect(Date.parse(invite.expires_at)).toBe(s.clock.now + 7 * 86_400_000);
-        // The same login again is a conflict; an unknown account a 404.
-        expect((await operator.call("POST", `/console/api/accounts/${s.gw.accountId}/invites`, { login: "holder.one" })).status).toBe(201);
+        const replaced = (await res.json()) as any;
+        expect(replaced.url).toStartWith(`${s.gw.url}/console/#invite=`);
+        expect(Date.parse(replaced.expires_at)).toBe(s.clock.now + 7 * 86_400_000);
+        // The same login again is a new link that replaces the first; an unknown account is a 404.
+        const invite = await operator.json("POST", `/console/api/accounts/${s.gw.accountId}/invites`, { login: "holder.one" }, 201);
+        expect((await operator.call("POST", "/console/api/invites/check", { token: new URL(replaced.url).hash.slice(8) })).status).toBe(404);
         expect((await operator.call("POST", `/console/api/accounts/acct_nope/invites`, { login: "holder.two" })).status).toBe(404);
 
         const holder = new ConsoleClient(s.gw.url);
@@ -412,6 +413,67 @@ function consoleSuite(name: string, start: () => Promise<Setup>) {
         expect(await (await admin("GET", `/accounts/${account.id}/logins`)).json()).toEqual({ logins: [], invites: [] });
         // The login is free again, for any account.
         expect((await admin("POST", `/accounts/${other.id}/invites`, { login: "erin@team.example" })).status).toBe(201);
+      } finally {
+        await s.stop();
+      }
+    }, 30_000);
+
+    test("one link a login at a time: a new link cancels the earlier ones, a used link cancels the rest, another account's open link speaks for the login, and cancelling an invite leaves the login", async () => {
+      const s = await start();
+      try {
+        const { operator, account } = await holderSetup(s.gw, "erin", "erin@long.test");
+        const admin = (method: string, path: string, body?: unknown) => fetch(`${s.gw.url}/v1/admin${path}`, {
+          method, headers: { authorization: `Bearer ${ADMIN}`, ...(body ? { "content-type": "application/json" } : {}) }, body: body ? JSON.stringify(body) : undefined,
+        });
+        const tokenOf = (invite: { url: string }) => new URL(invite.url).hash.slice(8);
+        const check = async (invite: { url: string }) => (await new ConsoleClient(s.gw.url).call("POST", "/console/api/invites/check", { token: tokenOf(invite) })).status;
+        const accept = async (invite: { url: string }, password: string) => (await new ConsoleClient(s.gw.url).call("POST", "/console/api/invites/accept", { token: tokenOf(invite), password })).status;
+        const signIn = async (password: string) => (await new ConsoleClient(s.gw.url).call("POST", "/console/api/sign-in", { login: "erin@long.test", password })).status;
+
+        // Two reset links made in turn (the first mistyped, leaked, or a double click): only the last works.
+        const first = await operator.json("POST", `/console/api/accounts/${account.id}/invites`, { login: "erin@long.test" }, 201);
+        const second = await operator.json("POST", `/console/api/accounts/${account.id}/invites`, { login: "erin@long.test" }, 201);
+        expect(await check(first)).toBe(404);
+        expect(await accept(first, "the first link's password")).toBe(404);
+        expect(await signIn(PASSWORD)).toBe(200);
+        expect((await operator.json("GET", `/console/api/accounts/${account.id}/logins`)).invites.length).toBe(1);
+
+        // Links made at once for a new login (two tabs): the one used cancels the other, which can
+        // no longer set the password just set.
+        const a = await operator.json("POST", `/console/api/accounts/${account.id}/invites`, { login: "gil" }, 201);
+        const b = await operator.json("POST", `/console/api/accounts/${account.id}/invites`, { login: "gil" }, 201);
+        expect(await check(a)).toBe(404);
+        expect(await accept(b, "gil's own password")).toBe(200);
+        expect(await accept(a, "someone else's")).toBe(404);
+
+        // Another account's open link speaks for the login: a second account cannot invite it
+        // until that link is cancelled, so no account shows a link that can only fail.
+        const other = await operator.json("POST", "/console/api/accounts", { name: "other", credits: 1 }, 201);
+        const pending = await operator.json("POST", `/console/api/accounts/${account.id}/invites`, { login: "hana" }, 201);
+        const refused = await admin("POST", `/accounts/${other.id}/invites`, { login: "HANA" });
+        expect(refused.status).toBe(409);
+        expect(((await refused.json()) as any).error.message).toContain("open invite");
+
+        // Cancelling an invite cancels the link only: a login of the account sent a reset link keeps
+        // its password and its sessions.
+        const signedIn = new ConsoleClient(s.gw.url);
+        await signedIn.signIn({ login: "erin@long.test", password: PASSWORD });
+        expect(await operator.json("DELETE", `/console/api/accounts/${account.id}/invites/erin@long.test`)).toEqual({ account_id: account.id, login: "erin@long.test", cancelled: true });
+        expect(await check(second)).toBe(404);
+        expect((await signedIn.call("GET", "/console/api/session")).status).toBe(200);
+        expect(await signIn(PASSWORD)).toBe(200);
+        expect((await operator.call("DELETE", `/console/api/accounts/${account.id}/invites/erin@long.test`)).status).toBe(404);
+        // The admin API cancels the same way, and then the login is free for the other account.
+        expect(await (await admin("DELETE", `/accounts/${account.id}/invites/hana`)).json()).toEqual({ account_id: account.id, login: "hana", cancelled: true });
+        expect(await check(pending)).toBe(404);
+        expect((await admin("POST", `/accounts/${other.id}/invites`, { login: "hana" })).status).toBe(201);
+        // A holder cancels nothing (an operator route: 403 whichever account it names).
+        const { holder } = await holderSetup(s.gw, "third", "ivo");
+        expect((await holder.call("DELETE", `/console/api/accounts/${other.id}/invites/hana`)).status).toBe(403);
+        expect((await holder.call("DELETE", `/console/api/accounts/${(await holder.json("GET", "/console/api/session")).account_id}/invites/ivo`)).status).toBe(403);
+        const logins = await operator.json("GET", `/console/api/accounts/${account.id}/logins`);
+        expect(logins.logins.map((l: any) => l.login)).toEqual(["erin@long.test", "gil"]);
+        expect(logins.invites).toEqual([]);
       } finally {
         await s.stop();
       }

@@ -95,8 +95,11 @@ function topUpForm(account: Account, reload: Reload): HTMLElement {
     }
     sessionStorage.removeItem(stored);
     idempotency = null;
-    announce(`Added ${amount.value} credits.`);
+    announce(`Added ${credits(Number(amount.value))} credits.`);
     reload();
+    // Held until the view is shown again: the amount is still typed and its key is spent, so a
+    // second click before the new view would be a second top-up.
+    return "hold";
   });
 }
 
@@ -116,6 +119,7 @@ function accountLimitForm(account: Account, reload: Reload): HTMLElement {
     await api("PATCH", `/accounts/${account.id}`, limitChange(limit, period));
     announce("Limit saved.");
     reload();
+    return "hold";
   });
 }
 
@@ -139,9 +143,16 @@ function requestLimitsForm(account: Account, reload: Reload): HTMLElement {
   const submit = h("button", { type: "submit", "data-testid": "account-requests-submit" }, "Save request limits");
   const note = h("p", { class: "note" }, "For all the account's keys together, beside each key's own limits; more get 429.");
   return form("Account request limits", [field("Requests a minute (empty: default)", rate), field("Requests at once (empty: default)", cap), note], submit, async () => {
-    await api("PATCH", `/accounts/${account.id}`, { rate_limit_per_minute: wholeOf(rate, "Requests a minute", 1_000_000), max_concurrent_requests: wholeOf(cap, "Requests at once", 100_000) });
-    announce("Request limits saved.");
+    // Only what was changed here: a value another operator set since this page was shown stays.
+    const changes: Record<string, number | null> = {};
+    const perMinute = wholeOf(rate, "Requests a minute", 1_000_000);
+    if (perMinute !== (account.rate_limit_per_minute ?? null)) changes.rate_limit_per_minute = perMinute;
+    const atOnce = wholeOf(cap, "Requests at once", 100_000);
+    if (atOnce !== (account.max_concurrent_requests ?? null)) changes.max_concurrent_requests = atOnce;
+    if (Object.keys(changes).length > 0) await api("PATCH", `/accounts/${account.id}`, changes);
+    announce(Object.keys(changes).length > 0 ? "Request limits saved." : "Nothing changed.");
     reload();
+    return "hold";
   });
 }
 
@@ -153,8 +164,10 @@ function inviteForm(account: Account, reload: Reload): HTMLElement {
     const invite = await api<{ url: string; expires_at: string }>("POST", `/accounts/${account.id}/invites`, { login: login.value });
     const done = h("button", { type: "button", "data-testid": "invite-done" }, "Done");
     done.addEventListener("click", () => reload("#logins-title"));
-    shown.replaceChildren(h("p", {}, "Send this link to them; it works once, until ", when(invite.expires_at), ":"), h("p", {}, h("code", { class: "secret", "data-testid": "invite-url" }, invite.url)), done);
+    shown.replaceChildren(h("p", {}, "Send this link to them; it works once, until ", when(invite.expires_at), ". It replaces any earlier link for this login:"), h("p", {}, h("code", { class: "secret", "data-testid": "invite-url" }, invite.url)), done);
     announce("Invite link made.");
+    // Held until Done: a second click would make a second link and silently replace the one shown.
+    return "hold";
   });
   return el;
 }
@@ -162,14 +175,17 @@ function inviteForm(account: Account, reload: Reload): HTMLElement {
 /** Who can sign in to the account's console, and the invites not yet used: each can be removed (someone left). */
 function loginsSection(account: Account, logins: AccountLogins, reload: Reload): HTMLElement {
   const out = h("div", { class: "form-out" });
-  const remove = (login: string, what: string) => {
-    const button = h("button", { type: "button", class: "danger", "data-testid": "login-remove", "aria-label": `Remove ${what} ${login}` }, "Remove");
-    confirmFirst(button, `Remove ${what} ${login}`, async () => {
+  // A login's row removes the login (someone left); an invite's row cancels only its link, so a
+  // login of the account that was sent a new one keeps signing in with its password.
+  const remove = (login: string, invite: boolean) => {
+    const what = invite ? `the invite for ${login}` : `login ${login}`;
+    const button = h("button", { type: "button", class: "danger", "data-testid": invite ? "invite-cancel" : "login-remove", "aria-label": `${invite ? "Cancel" : "Remove"} ${what}` }, invite ? "Cancel invite" : "Remove");
+    confirmFirst(button, `${invite ? "Cancel" : "Remove"} ${what}`, async () => {
       out.replaceChildren();
       button.disabled = true;
       try {
-        await api("DELETE", `/accounts/${account.id}/logins/${encodeURIComponent(login)}`);
-        announce(`${login} removed: it can no longer sign in.`);
+        await api("DELETE", `/accounts/${account.id}/${invite ? "invites" : "logins"}/${encodeURIComponent(login)}`);
+        announce(invite ? `The invite for ${login} is cancelled: its link no longer works.` : `${login} removed: it can no longer sign in.`);
         reload("#logins-title");
       } catch (err) {
         if (err instanceof ApiError && err.status === 401) return reload();
@@ -180,8 +196,8 @@ function loginsSection(account: Account, logins: AccountLogins, reload: Reload):
     return button;
   };
   const rows = [
-    ...logins.logins.map((l) => h("tr", { "data-testid": "login-row" }, h("td", {}, h("bdi", {}, l.login)), h("td", {}, `signs in since ${when(l.created_at)}`), h("td", {}, remove(l.login, "login")))),
-    ...logins.invites.map((i) => h("tr", { "data-testid": "login-row" }, h("td", {}, h("bdi", {}, i.login)), h("td", {}, `invited, link valid until ${when(i.expires_at)}`), h("td", {}, remove(i.login, "invite for")))),
+    ...logins.logins.map((l) => h("tr", { "data-testid": "login-row" }, h("td", {}, h("bdi", {}, l.login)), h("td", {}, `signs in since ${when(l.created_at)}`), h("td", {}, remove(l.login, false)))),
+    ...logins.invites.map((i) => h("tr", { "data-testid": "login-row" }, h("td", {}, h("bdi", {}, i.login)), h("td", {}, `invited, link valid until ${when(i.expires_at)}`), h("td", {}, remove(i.login, true)))),
   ];
   return h("section", { class: "card", "aria-labelledby": "logins-title" },
     h("h2", { id: "logins-title", tabindex: "-1" }, "Console logins"),
@@ -322,7 +338,10 @@ function keyRow(k: KeySummary, reload: Reload, operator: boolean): HTMLElement {
     save.addEventListener("click", act(save, async () => {
       // Outside a form the browser holds no field to its type or `min`: checked here, before asking,
       // so a mistyped limit or a date typed in part is refused rather than sent as "none".
-      const changes: Record<string, unknown> = limitChange(limit, period);
+      // Sent only when changed here: a limit set elsewhere since this page was shown (another
+      // operator, the holder, the API) is not put back by saving the key's new name.
+      const spend = limitChange(limit, period);
+      const changes: Record<string, unknown> = spend.spend_limit !== (k.spend_limit ?? null) || spend.spend_limit_period !== (k.spend_limit_period ?? null) ? spend : {};
       const day = dateOf(expires, "The last day");
       const name = rename.value.trim();
       // The last day counts whole: the key stops at the start of the next one (UTC).
@@ -339,8 +358,8 @@ function keyRow(k: KeySummary, reload: Reload, operator: boolean): HTMLElement {
         const allowed = modelsOf(models);
         if ((allowed ?? []).join(",") !== (k.models ?? []).join(",")) changes.models = allowed;
       }
-      await api("PATCH", `/keys/${k.id}`, changes);
-      announce(`${label} saved.`);
+      if (Object.keys(changes).length > 0) await api("PATCH", `/keys/${k.id}`, changes);
+      announce(Object.keys(changes).length > 0 ? `${label} saved.` : `${label}: nothing changed.`);
     }, `[data-key-id="${k.id}"] [data-testid=key-save]`));
     confirmFirst(revoke, `Revoke ${label}`, act(revoke, async () => {
       await api("DELETE", `/keys/${k.id}`);

@@ -22,10 +22,11 @@ export function accountsView(page: AccountPage, open: (id: string) => void, relo
     try {
       const made = await api<{ id: string }>("POST", "/accounts", { name: name.value, credits: Number(amount.value) });
       announce(`Account ${name.value} created.`);
+      // The button stays off: this view is left for the new account's, and a click while that one
+      // loads (a slow link) would make a second account.
       open(made.id);
     } catch (err) {
       out.append(errorBox(err instanceof ApiError ? err.message : "Something went wrong."));
-    } finally {
       submit.disabled = false;
     }
   });

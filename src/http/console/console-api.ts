@@ -271,6 +271,13 @@ export function consoleApiRoutes(deps: ConsoleApiDeps) {
       if (!(await store.removeLogin(params.id, params.login))) throw new GatewayError(404, "not_found", "The account has no such login or invite.");
       return { account_id: params.id, login: params.login, removed: true };
     })
+    // A link that should not be used (made for the wrong person, leaked): the login, if any, stays.
+    .delete("/accounts/:id/invites/:login", async ({ request, params }) => {
+      operator(await changer(request));
+      await ops.account(params.id);
+      if (!(await store.cancelInvites(params.id, params.login))) throw new GatewayError(404, "not_found", "The account has no open invite for that login.");
+      return { account_id: params.id, login: params.login, cancelled: true };
+    })
     .post("/accounts/:id/keys", async ({ request, params, body, set }) => {
       const s = await changer(request);
       scopeAccount(s, params.id);

@@ -81,7 +81,7 @@ export const CreateKey = t.Object({
   max_concurrent_requests: t.Optional(t.Union([MaxConcurrent, t.Null()])),
 }, open);
 /** Refusal of an invite for a login another account holds. */
-export const LOGIN_TAKEN = "That login is another account's: pick another. (A login of this account is sent a new link to set a new password.)";
+export const LOGIN_TAKEN = "That login is another account's, or another account has an open invite for it (cancel that invite first): pick another. (A login of this account is sent a new link to set a new password.)";
 
 /** `POST /v1/admin/accounts/:id/invites`: the login the account holder will sign in with. */
 export const CreateInvite = t.Object({ login: Login }, open);
@@ -209,6 +209,12 @@ export function adminRoutes(deps: AdminDeps) {
       await ops.account(params.id);
       if (!(await deps.console.removeLogin(params.id, params.login))) throw new GatewayError(404, "not_found", "The account has no such login or invite.");
       return { account_id: params.id, login: params.login, removed: true };
+    })
+    .delete("/accounts/:id/invites/:login", async ({ params }) => {
+      if (!deps.console) throw new GatewayError(404, "not_found", "The console is off (SWITCHYARD_CONSOLE=off): there are no invites.");
+      await ops.account(params.id);
+      if (!(await deps.console.cancelInvites(params.id, params.login))) throw new GatewayError(404, "not_found", "The account has no open invite for that login.");
+      return { account_id: params.id, login: params.login, cancelled: true };
     })
     .get("/accounts/:id/usage", ({ params, query }) => ops.accountUsage(params.id, query as Record<string, string | undefined>))
     .get("/usage", ({ query }) => ops.usageReport(query), { query: UsageReportQuery })

@@ -8,21 +8,37 @@ const RECENT_COLUMNS =
   "u.request_id, u.client_request_id, u.created_at, u.account_id, a.name AS account_name, u.key_id, k.name AS key_name, u.model, u.status, u.latency_ms, u.prompt_tokens, u.completion_tokens, u.cost_micro";
 const RECENT_FROM = "usage_records u LEFT JOIN accounts a ON a.id = u.account_id LEFT JOIN api_keys k ON k.id = u.key_id";
 
+/**
+ * Every change to a login's invites and user takes this transaction-scoped lock first, whatever its
+ * capitals: one account's new link and another's, or a link and its acceptance, take turns.
+ */
+const lockLogin = (tx: Pg, login: string) => tx`SELECT pg_advisory_xact_lock(hashtextextended(${"console-login:" + login.toLowerCase()}, 0))`;
+
 /** The ConsoleStore on PostgreSQL: the same tables as SQLite's (pg-migrations.ts, version 9), each call one bounded round trip or one short transaction. */
 export function createPostgresConsoleStore(sql: Pg, timeoutMs = 2_000): ConsoleStore {
   const bounded = <T>(promise: Promise<T>, what: string) => withTimeout(promise, timeoutMs, what);
   return {
-    async createInvite(i) {
-      // One statement: the invite is written only while no other account's user has the login.
-      const rows = await bounded(sql`
-        INSERT INTO console_invites (token_hash, account_id, login, created_at, expires_at)
-        SELECT ${i.tokenHash}, ${i.accountId}, ${i.login}, ${i.createdAt}, ${i.expiresAt}
-         WHERE NOT EXISTS (SELECT 1 FROM console_users WHERE lower(login) = lower(${i.login}) AND account_id <> ${i.accountId}) RETURNING token_hash`, "console invite");
-      return rows.length === 1;
+    createInvite(i) {
+      return bounded(sql.begin(async (tx) => {
+        await lockLogin(tx, i.login);
+        // A login is one account's: another account's user, or its link still open, speaks for it.
+        const [taken] = await tx`SELECT 1 FROM console_users WHERE lower(login) = lower(${i.login}) AND account_id <> ${i.accountId}
+                                 UNION ALL SELECT 1 FROM console_invites WHERE lower(login) = lower(${i.login}) AND account_id <> ${i.accountId} AND used_at IS NULL AND expires_at > ${i.createdAt} LIMIT 1`;
+        if (taken) return false;
+        // The new link replaces the account's earlier ones for the login (one link a login at a time).
+        await tx`DELETE FROM console_invites WHERE lower(login) = lower(${i.login}) AND account_id = ${i.accountId} AND used_at IS NULL`;
+        await tx`INSERT INTO console_invites (token_hash, account_id, login, created_at, expires_at) VALUES (${i.tokenHash}, ${i.accountId}, ${i.login}, ${i.createdAt}, ${i.expiresAt})`;
+        return true;
+      }), "console invite");
     },
     acceptInvite(tokenHash, passwordHash, now) {
       return bounded(sql.begin(async (tx) => {
-        // The row lock makes a second acceptance of the same invite wait, then find it used.
+        // The login's lock first, as every change to its invites takes it (no two wait on each other
+        // in opposite orders); then the row lock makes a second acceptance of the same invite wait,
+        // then find it used.
+        const [named] = await tx`SELECT login FROM console_invites WHERE token_hash = ${tokenHash}`;
+        if (!named) return { ok: false as const, reason: "invalid" as const };
+        await lockLogin(tx, named.login);
         const [found] = await tx`SELECT account_id, login FROM console_invites WHERE token_hash = ${tokenHash} AND used_at IS NULL AND expires_at > ${now} FOR UPDATE`;
         if (!found) return { ok: false as const, reason: "invalid" as const };
         // A login the account has already (whatever its capitals) is a reset: its password is
@@ -38,6 +54,8 @@ export function createPostgresConsoleStore(sql: Pg, timeoutMs = 2_000): ConsoleS
           if (made.length === 0) return { ok: false as const, reason: "login_taken" as const };
         }
         await tx`UPDATE console_invites SET used_at = ${now} WHERE token_hash = ${tokenHash}`;
+        // The login's other open links go: an older one would reset the password just set.
+        await tx`DELETE FROM console_invites WHERE lower(login) = lower(${found.login}) AND token_hash <> ${tokenHash} AND used_at IS NULL`;
         return { ok: true as const, accountId: found.account_id as string, login: (user?.login ?? found.login) as string };
       }), "console invite acceptance");
     },
@@ -68,11 +86,19 @@ export function createPostgresConsoleStore(sql: Pg, timeoutMs = 2_000): ConsoleS
       // Invites first, then the user: the order an acceptance locks them in (its invite, then the
       // user), so the two wait for each other instead of deadlocking.
       return bounded(sql.begin(async (tx) => {
+        await lockLogin(tx, login);
         const invites = await tx`DELETE FROM console_invites WHERE lower(login) = lower(${login}) AND account_id = ${accountId} AND used_at IS NULL RETURNING login`;
         const users = await tx`DELETE FROM console_users WHERE lower(login) = lower(${login}) AND account_id = ${accountId} RETURNING login`;
         await tx`DELETE FROM console_sessions WHERE kind = 'holder' AND lower(login) = lower(${login}) AND account_id = ${accountId}`;
         return users.length + invites.length > 0;
       }), "console login removal");
+    },
+    cancelInvites(accountId, login) {
+      return bounded(sql.begin(async (tx) => {
+        await lockLogin(tx, login);
+        const rows = await tx`DELETE FROM console_invites WHERE lower(login) = lower(${login}) AND account_id = ${accountId} AND used_at IS NULL RETURNING login`;
+        return rows.length > 0;
+      }), "console invite cancel");
     },
     async createSession(s) {
       await bounded(sql`DELETE FROM console_sessions WHERE expires_at <= ${s.createdAt}`, "console session sweep");

@@ -48,6 +48,10 @@ export function createSqliteConsoleStore(db: Database): ConsoleStore {
   );
   const removeUser = db.query("DELETE FROM console_users WHERE login = ? COLLATE NOCASE AND account_id = ?");
   const cancelInvites = db.query("DELETE FROM console_invites WHERE login = ? COLLATE NOCASE AND account_id = ? AND used_at IS NULL");
+  const invitedElsewhere = db.query<{ one: number }, [string, string, number]>(
+    "SELECT 1 AS one FROM console_invites WHERE login = ? COLLATE NOCASE AND account_id <> ? AND used_at IS NULL AND expires_at > ? LIMIT 1",
+  );
+  const cancelOtherInvites = db.query("DELETE FROM console_invites WHERE login = ? COLLATE NOCASE AND token_hash <> ? AND used_at IS NULL");
   // Newest first by the primary key (all accounts) or the (account_id, created_at) index (one account).
   const recentAll = db.query<RecordRow, [number]>(`SELECT ${RECENT_COLUMNS} FROM ${RECENT_FROM} ORDER BY u.id DESC LIMIT ?`);
   const recentOne = db.query<RecordRow, [string, number]>(`SELECT ${RECENT_COLUMNS} FROM ${RECENT_FROM} WHERE u.account_id = ? ORDER BY u.created_at DESC, u.id DESC LIMIT ?`);
@@ -55,6 +59,11 @@ export function createSqliteConsoleStore(db: Database): ConsoleStore {
   const invite = db.transaction((i: ConsoleInvite): boolean => {
     const user = userOf(i.login);
     if (user && user.account_id !== i.accountId) return false;
+    // A login is one account's: while another account's link for it is open, it is spoken for.
+    if (invitedElsewhere.get(i.login, i.accountId, i.createdAt)) return false;
+    // The new link replaces the account's earlier ones for the login: a link made again because the
+    // first was mistyped or leaked must not stay a way to set the password for its 7 days.
+    cancelInvites.run(i.login, i.accountId);
     insertInvite.run(i.tokenHash, i.accountId, i.login, i.createdAt, i.expiresAt);
     return true;
   });
@@ -64,6 +73,9 @@ export function createSqliteConsoleStore(db: Database): ConsoleStore {
     const user = userOf(found.login);
     if (user && user.account_id !== found.account_id) return { ok: false, reason: "login_taken" };
     useInvite.run(now, tokenHash);
+    // Once a link is used, the login's other open links go: an older one of the same account would
+    // otherwise reset the password just set, and another account's can only fail.
+    cancelOtherInvites.run(found.login, tokenHash);
     if (user) {
       // A reset: the new password, and whoever was signed in with the old one is signed out.
       setPassword.run(passwordHash, user.login);
@@ -96,6 +108,7 @@ export function createSqliteConsoleStore(db: Database): ConsoleStore {
       invites: invitesOf.all(accountId, now).map((i) => ({ login: i.login, created_at: iso(i.created_at)!, expires_at: iso(i.expires_at)! })),
     }),
     removeLogin: (accountId, login) => retryWhileBusy(() => remove.immediate(accountId, login)),
+    cancelInvites: (accountId, login) => retryWhileBusy(() => cancelInvites.run(login, accountId).changes > 0),
     createSession: (s: ConsoleSession) =>
       retryWhileBusy(() => {
         sweep.run(s.createdAt);
