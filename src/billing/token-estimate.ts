@@ -177,3 +177,12 @@ export function promptTokenBound(textBytes: number, messages: number): number {
 export function promptTokenCeiling(textBytes: number, messages: number): number {
   return textBytes + 8 * messages + 8;
 }
+
+/**
+ * What a vendor may add to a prompt beyond the body's own text, counted in its input: Anthropic's
+ * tool-use system prompt (313–346 tokens with the Claude 4 models), the framing of tools and
+ * messages past the ceiling's 8 a message. A reported prompt is billed at most the ceiling plus
+ * this: an upstream reporting 99,999,000 cached tokens for "hi" took the request's whole hold,
+ * its unused answer included (a raw-TCP probe, 2026-11-30).
+ */
+export const VENDOR_PROMPT_ALLOWANCE = 1024;

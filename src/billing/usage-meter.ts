@@ -142,6 +142,8 @@ export class UsageMeter {
   #framesRelayed = 0;
   /** Images the request was held for: more are not relayed (`mayRelayImages`). */
   #imageLimit = Number.POSITIVE_INFINITY;
+  /** The most prompt tokens a reported count is taken for (`limitInput`). */
+  #inputLimit = Number.POSITIVE_INFINITY;
 
   /** `count`: the gateway's tokenizer, for what the upstream did not report. */
   constructor(count: TokenCounter, keepChars = METER_KEEP_CHARS) {
@@ -378,6 +380,15 @@ export class UsageMeter {
     this.#frameLimit = perAnswer * answers * RELAY_FRAMES_PER_TOKEN + RELAY_SLACK_FRAMES;
   }
 
+  /**
+   * A reported prompt is counted up to `tokens`, its cache reads and writes within it: a prompt
+   * cannot be longer than its request's text makes (plan.ts, promptCeiling) plus what the vendor
+   * adds (VENDOR_PROMPT_ALLOWANCE), and an upstream that says it is is not charged up to the hold.
+   */
+  limitInput(tokens: number): void {
+    this.#inputLimit = tokens;
+  }
+
   /** An image model priced per image was held for `images` images: no more go out (a hostile-tenant probe got 10 for the price of 1). */
   limitImages(images: number): void {
     this.#imageLimit = images;
@@ -423,7 +434,7 @@ export class UsageMeter {
       const tokens = await this.#countTokens(text);
       outputTokens = Math.min(this.#perAnswer, after === 0 ? tokens : tokens + (text.length > 0 ? Math.ceil((after * tokens) / text.length) : Math.ceil(after / 4)));
     } else outputTokens = Math.min(outputTokens, this.#perAnswer * this.#answers);
-    const input = this.#input;
+    const input = this.#input === undefined ? undefined : Math.min(this.#input, this.#inputLimit);
     if (input === undefined) {
       return { inputTokens: await countPrompt(prompt, this.#countTokens), outputTokens, cacheReadTokens: 0, cacheWriteTokens: 0, cacheWrite1hTokens: 0, estimated, promptEstimated: true, images: this.#images };
     }

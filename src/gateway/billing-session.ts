@@ -1,3 +1,4 @@
+import { VENDOR_PROMPT_ALLOWANCE } from "../billing/token-estimate.ts";
 import type { ModelConfig } from "../config/schema.ts";
 import type { Ledger, ReserveResult } from "../billing/ledger.ts";
 import type { Logger } from "../log/log.ts";
@@ -64,6 +65,8 @@ export interface BillingOpen {
   answers?: (model: ModelConfig) => number;
   /** The client's conversation id (gateway/session-id.ts), asked for at the settlement: see PromptMemory. */
   conversation?: () => string | undefined;
+  /** The most prompt tokens the request's text makes (plan.ts, promptCeiling): a reported prompt is billed up to it plus VENDOR_PROMPT_ALLOWANCE. */
+  promptCeiling?: number;
 }
 
 /**
@@ -131,6 +134,7 @@ class OpenSession implements BillingSession {
     // vendors): a vendor reporting more (800 tokens for "Hello" under max_tokens 50, a raw-TCP
     // probe) is counted at the limit, not charged up to the hold. Image tokens are not bounded by it.
     if (maxTokens !== undefined && maxTokens > 0 && model.category !== "image" && model.upstream_api !== "images") meter.limitOutput(maxTokens, this.o.answers ? this.o.answers(model) : 1);
+    if (this.o.promptCeiling !== undefined) meter.limitInput(this.o.promptCeiling + VENDOR_PROMPT_ALLOWANCE);
     // An answer priced per image brings no more images than the hold paid for (plan.ts, imagesHeld).
     if (imagesBounded(model)) meter.limitImages(imagesHeld(model));
     return (this.#meter = meter);

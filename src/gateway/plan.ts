@@ -22,6 +22,8 @@ export interface Plan {
   promptText: PromptSource;
   /** Output an answer may be billed beyond its answer limit: OpenAI's predicted output (see `predictedTokens`). */
   predictedTokens: number;
+  /** The most prompt tokens any tokenizer makes of the request (what the hold assumed), before the vendor's own additions. */
+  promptCeiling: number;
 }
 
 /**
@@ -60,7 +62,7 @@ export async function planRequest(
   const predicted = predictedTokens(wire, body);
   const worstCaseMicro = Math.max(...candidates.map((c) =>
     mostItCosts(c.model.pricing, Math.min(promptCeiling, c.model.context_length), (c.maxTokens + predicted) * answersAsked(settings, wire, body, c.model), imagesHeld(c.model), maxPriceFactor(c.model))));
-  return { ...requestIds(), candidates, worstCaseMicro, promptText: prompt, predictedTokens: predicted };
+  return { ...requestIds(), candidates, worstCaseMicro, promptText: prompt, predictedTokens: predicted, promptCeiling };
 }
 
 /** The images one request of a model is held for, and may receive when priced per image (`imagesBounded`). */
@@ -126,7 +128,7 @@ export function answersAsked(settings: Settings, wire: UpstreamKind, body: Recor
  */
 function planEmbeddings(models: ModelConfig[], input: EmbeddingsInputMeasure): Plan {
   const worstCaseMicro = Math.max(...models.map((m) => mostItCosts(m.pricing, input.tokenBound, 0, 0)));
-  return { ...requestIds(), candidates: models.map((model) => ({ model, maxTokens: 0 })), worstCaseMicro, promptText: input.prompt, predictedTokens: 0 };
+  return { ...requestIds(), candidates: models.map((model) => ({ model, maxTokens: 0 })), worstCaseMicro, promptText: input.prompt, predictedTokens: 0, promptCeiling: input.tokenBound };
 }
 
 /**

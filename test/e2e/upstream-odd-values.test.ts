@@ -350,3 +350,47 @@ test("a stream whose only choice is numbered other than 0 is read as its answer,
   expect(text).toBe("seven");
   expect(events.at(-1)!.event).toBe("message_stop");
 });
+
+describe("an upstream that reports a prompt longer than the request could make", () => {
+  /** The last record's prompt tokens and charge. */
+  const lastRecord = async () => {
+    await gw.app.services.settled();
+    const db = new Database(gw.dbPath, { readonly: true });
+    try {
+      return db.query<{ prompt_tokens: number; cost_micro: number; status: string }, []>("SELECT prompt_tokens, cost_micro, status FROM usage_records ORDER BY id DESC LIMIT 1").get()!;
+    } finally {
+      db.close();
+    }
+  };
+  /** The most prompt tokens a body of `bytes` with `messages` messages is billed: a token a byte, 8 a message and 8 more, and 1,024 the vendor may add. */
+  const bound = (body: unknown, messages: number) => Buffer.byteLength(JSON.stringify(body)) + 8 * messages + 8 + 1024;
+
+  test("99,999,999 prompt tokens or 99,999,000 cached for \"hi\" are billed as the bound, not up to the hold; within the bound a count is billed as reported", async () => {
+    const openai = { model: OPENAI_MODEL, messages: [{ role: "user", content: "hi" }], max_tokens: 1000 };
+    upstream.reply({ kind: "json", body: { id: "chatcmpl-big", object: "chat.completion", created: 1, model: "gpt-4o-mini", choices: [{ index: 0, message: { role: "assistant", content: "Hi" }, finish_reason: "stop" }], usage: { prompt_tokens: 99_999_999, completion_tokens: 5, total_tokens: 100_000_004 } } });
+    expect((await post(gw, "/v1/chat/completions", openai)).status).toBe(200);
+    const inflated = await lastRecord();
+    expect(inflated.prompt_tokens).toBeLessThanOrEqual(bound(openai, 1));
+    // The same count in a stream's usage chunk.
+    upstream.reply({ kind: "sse", chunks: [chunk({ role: "assistant", content: "Hi" }), chunk({}, "stop"), usage({ prompt_tokens: 99_999_999, completion_tokens: 5 }), "data: [DONE]\n\n"] });
+    const streamed = { ...openai, stream: true, stream_options: { include_usage: true } };
+    await (await post(gw, "/v1/chat/completions", streamed)).text();
+    expect((await lastRecord()).prompt_tokens).toBeLessThanOrEqual(bound(streamed, 1));
+    // An honest count a little above the body's bytes (a vendor's framing, tools' system prompt) stays as it came.
+    upstream.reply({ kind: "json", body: { id: "chatcmpl-ok", object: "chat.completion", created: 1, model: "gpt-4o-mini", choices: [{ index: 0, message: { role: "assistant", content: "Hi" }, finish_reason: "stop" }], usage: { prompt_tokens: 400, completion_tokens: 5, total_tokens: 405 } } });
+    expect((await post(gw, "/v1/chat/completions", openai)).status).toBe(200);
+    const honest = await lastRecord();
+    expect(honest.prompt_tokens).toBe(400);
+    // The inflated one cost no more than a prompt of the bound would, far from the 1,000-token answer's share of the hold.
+    expect(inflated.cost_micro).toBeLessThan(honest.cost_micro * (bound(openai, 1) / 400) + 1);
+
+    const anthropic = { model: ANTHROPIC_MODEL, max_tokens: 1000, messages: [{ role: "user", content: "hi" }] };
+    upstream.reply({ kind: "json", body: { id: "msg_big", type: "message", role: "assistant", model: "claude-sonnet-4-5", content: [{ type: "text", text: "Hi" }], stop_reason: "end_turn", stop_sequence: null, usage: { input_tokens: 10, output_tokens: 5, cache_read_input_tokens: 99_999_000 } } });
+    expect((await post(gw, "/v1/messages", anthropic)).status).toBe(200);
+    const cached = await lastRecord();
+    expect(cached.prompt_tokens).toBeLessThanOrEqual(bound(anthropic, 1));
+    // At most the bound's tokens at the input price and the 5 answered at the output price (the
+    // test model's 3,000 and 15,000 credits a million): the hold, which 99,999,010 tokens would take, is 15.5 million.
+    expect(cached.cost_micro).toBeLessThanOrEqual(bound(anthropic, 1) * 3000 + 5 * 15_000);
+  });
+});
