@@ -1,6 +1,7 @@
 import type { Settings, ResolvedProvider } from "../config/load-config.ts";
 import type { Logger } from "../log/log.ts";
-import type { ProviderAdapter, DecodedFrame } from "../providers/provider.ts";
+import { UpstreamProtocolError, type ProviderAdapter, type DecodedFrame } from "../providers/provider.ts";
+import { MAX_ANSWER_DEPTH, nestsTooDeep } from "../formats/common/json-shape.ts";
 import type { UpstreamKind } from "../formats/common/wire-types.ts";
 import type { StreamEvent } from "../streaming/events.ts";
 import type { SseEvent } from "../streaming/sse-parser.ts";
@@ -233,6 +234,7 @@ export async function attemptUpstream(deps: AttemptDeps, req: AttemptRequest, ca
         const answer = await readAnswer(res, deadline, elsewhere && { thresholdBytes: elsewhere.thresholdBytes, open: () => elsewhere.open(prepared.body, model.id, deps.scrubber) });
         // Same-format answers go out with the vendor's own fields: a key it echoes there goes nowhere.
         if (typeof answer === "string") {
+          if (nestsTooDeep(answer)) throw new UpstreamProtocolError(`upstream sent an answer nested deeper than ${MAX_ANSWER_DEPTH} levels`);
           json = JSON.parse(deps.scrubber.withoutKnown(answer));
           events = adapter.decodeBody(json, prepared.body, deps.scrubber);
         } else ({ json, events } = await answer.finish());

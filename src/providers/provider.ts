@@ -1,3 +1,4 @@
+import { MAX_ANSWER_DEPTH, nestsTooDeep } from "../formats/common/json-shape.ts";
 import type { ResolvedProvider } from "../config/load-config.ts";
 import type { StreamEvent } from "../streaming/events.ts";
 import type { SseEvent } from "../streaming/sse-parser.ts";
@@ -57,6 +58,7 @@ export class TemplateTextFrame implements DecodedFrame {
 }
 
 export function parseFrameJson(data: string): unknown {
+  if (nestsTooDeep(data)) throw new UpstreamProtocolError(`upstream sent a frame nested deeper than ${MAX_ANSWER_DEPTH} levels`);
   try {
     return JSON.parse(data);
   } catch {

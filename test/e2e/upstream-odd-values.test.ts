@@ -394,3 +394,52 @@ describe("an upstream that reports a prompt longer than the request could make",
     expect(cached.cost_micro).toBeLessThanOrEqual(bound(anthropic, 1) * 3000 + 5 * 15_000);
   });
 });
+
+describe("an upstream's JSON nested far deeper than any answer", () => {
+  /** An answer with a field of the vendor's own nesting `depth` arrays (two characters a level). */
+  const deep = (depth: number) => "[".repeat(depth) + "]".repeat(depth);
+  const openaiAnswer = (depth: number) =>
+    `{"id":"chatcmpl-deep","object":"chat.completion","created":1,"model":"gpt-4o-mini","x":${deep(depth)},"choices":[{"index":0,"message":{"role":"assistant","content":"Hi"},"finish_reason":"stop"}],"usage":{"prompt_tokens":3,"completion_tokens":2,"total_tokens":5}}`;
+
+  test("a whole answer 30,000 or 45,000 levels deep is a free 502, answered at once; 200 levels still passes", async () => {
+    for (const depth of [30_000, 45_000]) {
+      upstream.reply({ kind: "text", headers: { "content-type": "application/json" }, body: openaiAnswer(depth) });
+      const before = await gw.balanceMicro();
+      const started = performance.now();
+      const res = await post(gw, "/v1/chat/completions", { model: OPENAI_MODEL, messages: ask });
+      // JSON.stringify of 30,000 levels alone takes a second, and throws past ~40,000 (a paid 500).
+      expect([depth, res.status]).toEqual([depth, 502]);
+      expect(performance.now() - started).toBeLessThan(500);
+      expect(((await res.json()) as any).error.type).toBe("upstream_error");
+      await gw.app.services.settled();
+      expect(await gw.balanceMicro()).toBe(before);
+    }
+    upstream.reply({ kind: "text", headers: { "content-type": "application/json" }, body: openaiAnswer(200) });
+    const ok = await post(gw, "/v1/chat/completions", { model: OPENAI_MODEL, messages: ask });
+    expect(ok.status).toBe(200);
+    expect(((await ok.json()) as any).choices[0].message.content).toBe("Hi");
+  });
+
+  test("a stream frame nested that deep ends the answer as a failure, never relayed or re-written", async () => {
+    const deepFrame = `data: {"id":"chatcmpl-Odd","object":"chat.completion.chunk","created":1,"model":"gpt-4o-mini","x":${deep(30_000)},"choices":[{"index":0,"delta":{"content":"b"},"finish_reason":null}]}\n\n`;
+    upstream.reply({ kind: "sse", chunks: [chunk({ role: "assistant", content: "a" }), deepFrame, chunk({}, "stop"), usage({ prompt_tokens: 3, completion_tokens: 2 }), "data: [DONE]\n\n"], delayMs: 20 });
+    const res = await post(gw, "/v1/chat/completions", { model: OPENAI_MODEL, messages: ask, stream: true });
+    const text = await res.text();
+    expect(text).not.toContain("[[[[");
+    expect(text).not.toContain("data: [DONE]");
+    expect(text).toContain("malformed");
+    const anthropicDeep = anthropicEvent("message_delta", { delta: { stop_reason: "end_turn", stop_sequence: null }, usage: { output_tokens: -5 } }).replace('"type":"message_delta"', `"type":"message_delta","x":${deep(30_000)}`);
+    upstream.reply({ kind: "sse", delayMs: 20, chunks: [
+      anthropicEvent("message_start", { message: { id: "msg_deep", type: "message", role: "assistant", model: "claude-sonnet-4-5", content: [], stop_reason: null, stop_sequence: null, usage: { input_tokens: 5, output_tokens: 1 } } }),
+      anthropicEvent("content_block_start", { index: 0, content_block: { type: "text", text: "" } }),
+      anthropicEvent("content_block_delta", { index: 0, delta: { type: "text_delta", text: "Hello" } }),
+      anthropicEvent("content_block_stop", { index: 0 }),
+      anthropicDeep,
+      anthropicEvent("message_stop", {}),
+    ] });
+    const frames = sseFrames(await (await post(gw, "/v1/messages", { model: ANTHROPIC_MODEL, max_tokens: 50, messages: ask, stream: true })).text());
+    // An error event ends it, as any failure mid-stream does; no message_stop, nothing deep.
+    expect(frames.at(-1)!.event).toBe("error");
+    expect(frames.some((f) => f.event === "message_stop" || f.data.includes("[[[["))).toBe(false);
+  });
+});

@@ -8,6 +8,22 @@
 export const MAX_JSON_DEPTH = 64;
 
 /**
+ * Deeper than any vendor's answer or frame nests (a tool call's input inside a content block inside
+ * an answer, with room to spare). Past ~25,000 levels JSON.stringify takes a second and more, and
+ * past ~40,000 it throws: an upstream's 90 KB of brackets in a field of its own made a paid 500
+ * and froze every request for seconds (a raw-TCP probe, 2026-11-30).
+ */
+export const MAX_ANSWER_DEPTH = 256;
+
+/**
+ * Whether a vendor's JSON text nests deeper than MAX_ANSWER_DEPTH. A text shorter than twice the
+ * limit cannot (each level takes two characters), so the usual stream frame is not read at all.
+ */
+export function nestsTooDeep(text: string): boolean {
+  return text.length > 2 * MAX_ANSWER_DEPTH && nestingDepth(text, MAX_ANSWER_DEPTH) > MAX_ANSWER_DEPTH;
+}
+
+/**
  * How deeply a JSON text nests, outside strings, stopping as soon as it passes `limit`.
  * JSON.parse itself copes with 100,000 levels, but everything after it (validation, error
  * reports, re-serialising for the upstream) walks the value recursively, slowly or to a stack
