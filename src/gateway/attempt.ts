@@ -161,7 +161,14 @@ export async function attemptUpstream(deps: AttemptDeps, req: AttemptRequest, ca
   // closure a request keeps while it waits. No `once`: the listener is removed below whatever
   // happens, and the option doubles the call's cost.
   if (req.clientSignal.aborted) deadline.handleEvent();
-  else req.clientSignal.addEventListener("abort", deadline);
+  else {
+    req.clientSignal.addEventListener("abort", deadline);
+    // A whole answer's head comes when the vendor has made (and billed) it: from then its body is
+    // read whether or not the client stays, even when a transport reads it all before handing it
+    // over (an answer with a Content-Length): a client that left while its body arrived paid the
+    // prompt alone, 0 for an image (a raw-TCP probe, 2026-11-30).
+    if (whole) deadline.onHead = () => req.clientSignal.removeEventListener("abort", deadline);
+  }
   let handedOver = false;
 
   try {

@@ -168,8 +168,12 @@ export class Deadline implements AttemptHooks {
     return this.#expired;
   }
 
+  /** Told when the answer's head arrives (attempt.ts: a whole answer is read to its end from then, whether or not its client stays). */
+  onHead: (() => void) | undefined;
+
   /** The answer's head arrived: from now on the idle limit applies instead of the first-byte one. */
   headArrived(): void {
+    this.onHead?.();
     this.#headIn = true;
     this.#lastActivity = this.#clock.now();
     this.#rearm();

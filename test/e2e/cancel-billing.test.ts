@@ -8,6 +8,7 @@
 import { Database } from "bun:sqlite";
 import { describe, expect, test } from "bun:test";
 import { useFakeUpstream } from "../helpers/fake-upstream.ts";
+import { rawUpstream } from "../helpers/raw-upstream.ts";
 import { ANTHROPIC_MODEL, IMAGE_CHAT_MODEL, OPENAI_MODEL, post, startGateway, useGateway, type Gateway } from "../helpers/gateway.ts";
 
 const upstream = useFakeUpstream();
@@ -103,6 +104,27 @@ test("a whole answer whose body is arriving when the client leaves is read and c
   expect(row).toMatchObject({ status: "cancelled", prompt_tokens: 7, completion_tokens: 3 });
   // flux-chat: 100 credits per million tokens each way, 0.25 credits an image.
   expect(charged).toBe(7 * 100 + 3 * 100 + 250_000);
+});
+
+test("so is one with a Content-Length (our HTTP/1.1 client reads it whole before handing it over): the head's arrival, not the hand-over, decides", async () => {
+  const pixel = "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mNk+M9QDwADhgGAWjR9awAAAABJRU5ErkJggg==";
+  const body = JSON.stringify({ id: "c", object: "chat.completion", created: 1, model: "flux-chat", choices: [{ index: 0, message: { role: "assistant", content: "Here it is.", images: [{ type: "image_url", image_url: { url: `data:image/png;base64,${pixel}` } }] }, finish_reason: "stop" }], usage: { prompt_tokens: 7, completion_tokens: 3, total_tokens: 10 } });
+  // The head and 60 bytes, the rest 300 ms later; the client leaves 100 ms after the head.
+  let answered = false;
+  const raw = rawUpstream((_request, socket) => {
+    socket.write(`HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ncontent-length: ${Buffer.byteLength(body)}\r\n\r\n${body.slice(0, 60)}`);
+    answered = true;
+    setTimeout(() => socket.write(body.slice(60)), 300);
+  });
+  const g = await startGateway({ upstreamUrl: raw.url, credits: 1_000, retry: { max_retries: 0 } });
+  try {
+    const { row, charged } = await leaveAfterSent("/v1/chat/completions", { model: IMAGE_CHAT_MODEL, messages: [{ role: "user", content: "a red pixel" }] }, { on: g, whenSent: () => answered, waitMs: 100 });
+    expect(row).toMatchObject({ status: "cancelled", prompt_tokens: 7, completion_tokens: 3 });
+    expect(charged).toBe(7 * 100 + 3 * 100 + 250_000);
+  } finally {
+    await g.stop();
+    raw.stop();
+  }
 });
 
 test("a client that leaves before the upstream has the whole request (its TLS handshake stalls) pays nothing", async () => {
