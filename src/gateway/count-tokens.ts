@@ -13,6 +13,16 @@ import { withKey } from "../providers/key-pools.ts";
 import { keyVerdict } from "../providers/key-pool.ts";
 import { modelAllowed, modelRefusal } from "../accounts/model-access.ts";
 import { attemptInit } from "../transport/transport.ts";
+import { reportedCount } from "../streaming/events.ts";
+import { promptTokenCeiling, VENDOR_PROMPT_ALLOWANCE } from "../billing/token-estimate.ts";
+
+/** Whether a vendor's count is one the request could make: its text's bytes, or failing that its whole body's, plus what a vendor adds. */
+function countFits(count: number, body: Record<string, unknown>, textBytes: number): boolean {
+  const messages = Array.isArray(body.messages) ? body.messages.length : 0;
+  if (count <= promptTokenCeiling(textBytes, messages) + VENDOR_PROMPT_ALLOWANCE) return true;
+  // Tools and schemas are counted too: the body's bytes bound them (read only for a count past the text's).
+  return count <= promptTokenCeiling(Buffer.byteLength(JSON.stringify(body)), messages) + VENDOR_PROMPT_ALLOWANCE;
+}
 
 /** Longest wait for an upstream's count before the gateway answers with its own estimate. */
 const UPSTREAM_COUNT_MS = 10_000;
@@ -77,7 +87,12 @@ export async function countMessageTokens(
       // counting apart from messages, so a count's 429 must not cool the key its answers still get.
       if (key && keyVerdict(res.status) !== "cool") pool!.report(key, res.status, undefined);
       const json = (await res.json().catch(() => undefined)) as { input_tokens?: unknown } | undefined;
-      if (res.ok && typeof json?.input_tokens === "number") return Response.json({ input_tokens: json.input_tokens });
+      // A count that is no whole number in range, or more than the request's own bytes could make
+      // (plan.ts, promptCeiling), is not passed on (-5, 1e308, 12.7 reached Claude Code, which
+      // compacts by it; a raw-TCP probe): the gateway's estimate answers instead.
+      const reported = res.ok ? reportedCount(json?.input_tokens) : undefined;
+      if (reported !== undefined && countFits(reported, body, bytes)) return Response.json({ input_tokens: reported });
+      if (res.ok) deps.log("warn", "upstream token count refused; answering with an estimate", { provider: provider.id, clientRequestId });
       // A request the vendor finds malformed is the client's to fix; anything else (no such
       // endpoint on a compatible server, an outage, our key) still deserves a count.
       if (res.status === 400 || res.status === 422) throw upstreamStatusError(res.status, anthropicAdapter.errorMessage(json), deps.scrubber);

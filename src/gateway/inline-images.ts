@@ -84,10 +84,15 @@ export async function inlineImages(events: StreamEvent[], o: InlineOptions): Pro
   }
 }
 
+const BASE64 = /^[A-Za-z0-9+/]*={0,2}$/;
+
 function checkDataUri(uri: string, maxBytes: number): string {
   const comma = uri.indexOf(",");
   if (comma === -1 || !uri.slice(0, comma).endsWith(";base64")) throw new ImageFetchError("not_image", "image data URI is not base64");
   const data = uri.slice(comma + 1);
+  // All of it base64, not only the start the type is read from: text after a valid image's first
+  // bytes (`…)![x](https://tracker.example/p.gif)`) became markdown beside the image (a raw-TCP probe).
+  if (data.length % 4 !== 0 || !BASE64.test(data)) throw new ImageFetchError("not_image", "image data URI is not base64");
   const padding = data.endsWith("==") ? 2 : data.endsWith("=") ? 1 : 0;
   if (Math.floor((data.length * 3) / 4) - padding > maxBytes) throw new ImageTooLargeError(maxBytes);
   const type = sniffImageType(Buffer.from(data.slice(0, 24), "base64"));

@@ -209,6 +209,10 @@ describe("billing, records, limits", () => {
       vendorBody([{ object: "embedding", index: 0, embedding: "not base64!" }, { object: "embedding", index: 1, embedding: fakeEmbedding("b", 4) }]),
       vendorBody([{ object: "embedding", index: 0, embedding: fakeEmbedding("a", 4) }, { object: "embedding", index: 1, embedding: fakeEmbedding("b", 8) }]), // lengths differ
       { kind: "json" as const, body: { error: { message: "quota" } } }, // 200 with an error body
+      // NaN or Infinity in base64 (JSON has neither: a float client would get null), a float past float32's range (Infinity to a base64 client).
+      vendorBody([{ object: "embedding", index: 0, embedding: Buffer.from(new Float32Array([Number.NaN, 0.5]).buffer).toString("base64") }, { object: "embedding", index: 1, embedding: fakeEmbedding("b", 2) }]),
+      vendorBody([{ object: "embedding", index: 0, embedding: Buffer.from(new Float32Array([Number.POSITIVE_INFINITY, 0.5]).buffer).toString("base64") }, { object: "embedding", index: 1, embedding: fakeEmbedding("b", 2) }]),
+      vendorBody([{ object: "embedding", index: 0, embedding: [1e39, 0.5] }, { object: "embedding", index: 1, embedding: [0.25, 0.5] }]),
     ];
     for (const reply of broken) {
       upstream.reply(reply);

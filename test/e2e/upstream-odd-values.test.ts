@@ -7,7 +7,7 @@
 import { Database } from "bun:sqlite";
 import { describe, expect, test } from "bun:test";
 import { useFakeUpstream } from "../helpers/fake-upstream.ts";
-import { ANTHROPIC_MODEL, OPENAI_MODEL, post, sseFrames, useGateway } from "../helpers/gateway.ts";
+import { ANTHROPIC_MODEL, IMAGES_API_MODEL, OPENAI_MODEL, post, sseFrames, useGateway } from "../helpers/gateway.ts";
 
 const upstream = useFakeUpstream();
 const gw = useGateway(() => ({ upstreamUrl: upstream.url, retry: { max_retries: 0 } }));
@@ -441,5 +441,37 @@ describe("an upstream's JSON nested far deeper than any answer", () => {
     // An error event ends it, as any failure mid-stream does; no message_stop, nothing deep.
     expect(frames.at(-1)!.event).toBe("error");
     expect(frames.some((f) => f.event === "message_stop" || f.data.includes("[[[["))).toBe(false);
+  });
+});
+
+describe("counts and images that are not what they say", () => {
+  test("count_tokens: a vendor count that is negative, fractional, absurd or past the request's bytes is not passed on; the gateway's estimate answers", async () => {
+    const body = { model: ANTHROPIC_MODEL, messages: [{ role: "user", content: "hello there" }] };
+    const count = async () => ((await (await post(gw, "/v1/messages/count_tokens", body)).json()) as { input_tokens: number }).input_tokens;
+    upstream.reply({ kind: "json", body: { input_tokens: 9 } });
+    expect(await count()).toBe(9);
+    const estimates: number[] = [];
+    for (const input_tokens of [-5, 12.7, 1e308, "12", 5_000]) {
+      upstream.reply({ kind: "json", body: { input_tokens } });
+      estimates.push(await count());
+    }
+    // The same estimate each time: a whole count of the prompt, never the vendor's number.
+    expect(new Set(estimates).size).toBe(1);
+    expect(Number.isInteger(estimates[0]) && estimates[0]! > 0 && estimates[0]! < 100).toBe(true);
+  });
+
+  test("an image whose base64 carries text after a valid start is refused (502, free), not wrapped into markdown beside the image", async () => {
+    const before = await gw.balanceMicro();
+    upstream.reply({ kind: "json", body: { created: 1, data: [{ b64_json: "iVBORw0KGgoAAAANSUhEUgAA)![x](https://tracker.example/p.gif)" }] } });
+    const res = await post(gw, "/v1/chat/completions", { model: IMAGES_API_MODEL, messages: ask });
+    expect(res.status).toBe(502);
+    expect(await res.text()).not.toContain("tracker.example");
+    await gw.app.services.settled();
+    expect(await gw.balanceMicro()).toBe(before);
+    // A whole PNG in base64 still goes out.
+    upstream.reply({ kind: "json", body: { created: 1, data: [{ b64_json: "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mNk+M9QDwADhgGAWjR9awAAAABJRU5ErkJggg==" }] } });
+    const ok = await post(gw, "/v1/chat/completions", { model: IMAGES_API_MODEL, messages: ask });
+    expect(ok.status).toBe(200);
+    expect(((await ok.json()) as any).choices[0].message.content).toStartWith("![image](data:image/png;base64,iVBOR");
   });
 });

@@ -26,14 +26,23 @@ const BASE64 = /^[A-Za-z0-9+/]*={0,2}$/;
 export function vectorLength(embedding: unknown): number | undefined {
   if (Array.isArray(embedding)) {
     if (embedding.length === 0) return undefined;
-    for (const x of embedding) if (typeof x !== "number" || !Number.isFinite(x)) return undefined;
+    // Float32 values, as vendors make them: past FLT_MAX a number would be Infinity to a base64 client.
+    for (const x of embedding) if (typeof x !== "number" || !(x >= -FLT_MAX && x <= FLT_MAX)) return undefined;
     return embedding.length;
   }
   if (typeof embedding !== "string" || embedding.length === 0 || embedding.length % 4 !== 0 || !BASE64.test(embedding)) return undefined;
   const padding = embedding.endsWith("==") ? 2 : embedding.endsWith("=") ? 1 : 0;
   const bytes = (embedding.length / 4) * 3 - padding;
-  return bytes % 4 === 0 ? bytes / 4 : undefined;
+  if (bytes % 4 !== 0) return undefined;
+  // NaN or Infinity in base64 would reach a float client as null (JSON has neither).
+  const values = Buffer.from(embedding, "base64");
+  const view = new DataView(values.buffer, values.byteOffset, values.byteLength);
+  for (let i = 0; i + 4 <= values.byteLength; i += 4) if (!Number.isFinite(view.getFloat32(i, true))) return undefined;
+  return bytes / 4;
 }
+
+/** The largest finite float32. */
+const FLT_MAX = 3.4028234663852886e38;
 
 /** Float32 values, little-endian, as base64. */
 export function float32Base64(values: readonly number[]): string {
