@@ -14,6 +14,7 @@ import { holdTtlFor, openPostgresStores, openRedisConcurrency, openRedisLimiter,
 import { superviseWorkers, type ListeningMessage } from "./supervisor.ts";
 import type { Database } from "bun:sqlite";
 import { healthCheck } from "./ops/health-check.ts";
+import { SpillMismatchError } from "./store/spill-file.ts";
 import { createRedisKeyState } from "./store/redis/redis-key-state.ts";
 import { workerMetrics } from "./ops/worker-metrics.ts";
 
@@ -106,7 +107,15 @@ const keyState = choice.redisUrl ? createRedisKeyState(choice.redisUrl, { now: D
 if (keyState) await keyState.ready();
 // A worker's /metrics answers for every worker (they share the port: a scrape reaches any one).
 const peers = role.kind === "worker" && process.send ? workerMetrics(role.slot, (m) => void process.send!(m), (handler) => void process.on("message", handler)) : undefined;
-const app = createApp({ db, stores, limiter, concurrency, settings, log, adminToken: ops.adminToken, ops, upstreamViaProxy: env.upstreamViaProxy, responseStore, keyState, gatherMetrics: peers?.gather });
+let app: ReturnType<typeof createApp>;
+try {
+  app = createApp({ db, stores, limiter, concurrency, settings, log, adminToken: ops.adminToken, ops, upstreamViaProxy: env.upstreamViaProxy, responseStore, keyState, gatherMetrics: peers?.gather });
+} catch (err) {
+  // Settlements kept for a ledger that is not this one: starting would lose them (spill-file.ts).
+  if (!(err instanceof SpillMismatchError)) throw err;
+  console.error(`switchyard: ${err.message}`);
+  process.exit(1);
+}
 peers?.serve(app.services.ownMetrics);
 const demo = demoWanted.on ? await issueDemoKey(app.services.accounts) : undefined;
 // What the account has now, not what it started with: a spent demo account says so at the next start.

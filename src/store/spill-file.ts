@@ -16,6 +16,27 @@ export interface Spilled {
 }
 
 /**
+ * A spill file holds settlements of accounts the ledger does not have: the ledger is not the one
+ * the file was written for (its file lost and made anew, a database recreated). Replaying would
+ * post charges to no balance and delete their only copy, so the start stops instead.
+ */
+export class SpillMismatchError extends Error {
+  constructor(path: string, settlements: number, accounts: string[]) {
+    super(
+      `the spill file ${path} holds ${settlements} settlements of ${accounts.length} account${accounts.length === 1 ? "" : "s"} this ledger does not have (${accounts.slice(0, 3).join(", ")}${accounts.length > 3 ? ", …" : ""}): `
+        + "was the ledger replaced or lost? Restore it and start again, or move the spill file away to start without those settlements.",
+    );
+  }
+}
+
+/** The accounts of `spilled` that `exists` does not know, each once. */
+export function unknownAccounts(spilled: Spilled[], exists: (accountId: string) => boolean): string[] {
+  const missing = new Set<string>();
+  for (const s of spilled) if (!missing.has(s.settlement.accountId) && !exists(s.settlement.accountId)) missing.add(s.settlement.accountId);
+  return [...missing];
+}
+
+/**
  * Writes the file whole (a temporary file, fsynced, renamed over the old one): it then holds
  * exactly what is still unwritten, including anything replayed from it that is still queued.
  */

@@ -112,6 +112,38 @@ describe("settlements queued through a store fault survive the stop that follows
     expect(check.query("SELECT balance_micro FROM accounts").get()).toEqual({ balance_micro: 1_000_000 - 5_000 });
     check.close();
   });
+
+  test("a spill file beside a ledger that is not its own (the file lost and made anew) stops the start: nothing replayed, the file kept; the gateway exits 1 saying why", async () => {
+    const { path, accountId, keyId } = ledgerFile();
+    const line = JSON.stringify({ settlement: { requestId: "req_orphan", accountId, keyId, model: "m", provider: "p", promptTokens: 1, completionTokens: 1, estimated: false, costMicro: 5_000, status: "ok", latencyMs: 1 }, held: 9_000 });
+    // The ledger file is gone (deleted under the gateway, a volume not mounted): the next start would make a new, empty one.
+    for (const suffix of ["", "-wal", "-shm"]) rmSync(`${path}${suffix}`, { force: true });
+    await Bun.write(`${path}.spill`, `${line}\n`);
+    const db = openDatabase(path, { busyTimeoutMs: 0 });
+    expect(() => createSqliteLedger(db, { now: Date.now, log: quiet })).toThrow(/holds 1 settlements of 1 account this ledger does not have/);
+    expect(db.query("SELECT COUNT(*) AS n FROM usage_records").get()).toEqual({ n: 0 });
+    db.close();
+    expect(existsSync(`${path}.spill`)).toBe(true);
+
+    // The gateway itself: one line, exit 1, the spill file still there for the restored ledger.
+    const child = Bun.spawn(["bun", join(import.meta.dir, "../../src/index.ts")], {
+      env: { ...process.env, PORT: "0", SWITCHYARD_DB: path, SWITCHYARD_DEMO: "0", SWITCHYARD_CONFIG: "", OPENAI_API_KEY: "", ANTHROPIC_API_KEY: "" },
+      stdout: "pipe", stderr: "pipe",
+    });
+    const [code, err] = await Promise.all([child.exited, new Response(child.stderr).text()]);
+    expect(code).toBe(1);
+    expect(err).toContain("this ledger does not have");
+    expect(err).not.toContain("    at ");
+    expect(existsSync(`${path}.spill`)).toBe(true);
+
+    // Written into the ledger anyway (a release before this check): the audit names the charge posted to no balance.
+    const by = new Database(path);
+    by.run("INSERT INTO usage_records (request_id, account_id, key_id, model, provider, prompt_tokens, completion_tokens, estimated, cost_micro, status, latency_ms, created_at) VALUES ('req_orphan', ?, ?, 'm', 'p', 1, 1, 0, 5000, 'ok', 1, 1)", [accountId, keyId]);
+    by.close();
+    const audited = auditLedger(openDatabase(path));
+    expect(audited.orphaned).toEqual([{ request_id: "req_orphan", account_id: accountId, cost_micro: 5_000 }]);
+    expect(audited.clean).toBe(false);
+  });
 });
 
 
@@ -168,5 +200,21 @@ if (pgMissing) {
       expect(Number(books.balance_micro)).toBe(1_000_000 - settlements.reduce((n, s) => n + s.costMicro, 0));
       await admin.close({ timeout: 0 });
     }, 30_000);
+
+    test("a spill file of accounts the database does not have (a database made anew) stops the start and is kept", async () => {
+      const url = await database();
+      const admin = new SQL({ url, max: 2 });
+      await migratePostgres(admin);
+      const dir = mkdtempSync(join(tmpdir(), "switchyard-pg-spill-"));
+      dirs.push(dir);
+      const file = join(dir, `switchyard-${(Bun.SHA256.hash(url, "hex") as string).slice(0, 12)}-gone.spill`);
+      await Bun.write(file, JSON.stringify({ settlement: { requestId: "req_pg_orphan", accountId: "acct_gone", keyId: "key_gone", model: "m", provider: "p", promptTokens: 1, completionTokens: 1, estimated: false, costMicro: 5_000, status: "ok", latencyMs: 1 }, held: 9_000 }) + "\n");
+      const sql = new SQL({ url, max: 2 });
+      await expect(createPostgresLedger(sql, { now: Date.now, log: quiet, spill: { dir, database: url } })).rejects.toThrow(/this ledger does not have \(acct_gone\)/);
+      expect(existsSync(file)).toBe(true);
+      expect(Number((await admin`SELECT COUNT(*) AS n FROM usage_records WHERE request_id = 'req_pg_orphan'`)[0].n)).toBe(0);
+      await sql.close({ timeout: 0 });
+      await admin.close({ timeout: 0 });
+    });
   });
 }

@@ -8,7 +8,7 @@ import { creditAccount } from "./pg-credits.ts";
 import { DB_NOW_MS } from "./pg-migrations.ts";
 import { cacheSavingsMicro, priceListId, priceListJson } from "../../billing/pricing.ts";
 import { join } from "node:path";
-import { keepInSpill, readSpill, removeSpill, spillFilesIn } from "../spill-file.ts";
+import { keepInSpill, readSpill, removeSpill, SpillMismatchError, spillFilesIn, unknownAccounts } from "../spill-file.ts";
 import { createSettlementQueue, type QueuedSettlement, type RejectionCounter } from "../../billing/settlement-queue.ts";
 
 export interface PgLedgerOptions {
@@ -399,6 +399,11 @@ export async function createPostgresLedger(sql: Pg, o: PgLedgerOptions): Promise
   // once its settlements are written.
   for (const path of spillName ? spillFilesIn(o.spill!.dir, spillName) : []) {
     const spilled = readSpill(path, log);
+    if (spilled.length === 0) continue;
+    const ids = [...new Set(spilled.map((s) => s.settlement.accountId))];
+    const found = new Set((await sql`SELECT id FROM accounts WHERE id = ANY(${ids}::text[])`).map((r: { id: string }) => r.id));
+    const unknown = unknownAccounts(spilled, (id) => found.has(id));
+    if (unknown.length > 0) throw new SpillMismatchError(path, spilled.length, unknown);
     log("warn", "writing settlements a stopped process kept in its spill file", { settlements: spilled.length, path });
     const written = spilled.map((s) => enqueue({ settlement: s.settlement, held: s.held, ...(s.charge === false ? { charge: false as const } : {}) }));
     void Promise.all(written).then(() => {

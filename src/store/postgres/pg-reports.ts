@@ -65,6 +65,9 @@ export async function auditPostgres(sql: Pg, pricedModels?: ReadonlySet<string>)
     const impossible = (await tx`
       SELECT request_id, cost_micro, prompt_tokens, completion_tokens FROM usage_records
        WHERE cost_micro < 0 OR prompt_tokens < 0 OR completion_tokens < 0 LIMIT 1000`).map((r: Record<string, unknown>) => ({ request_id: r.request_id as string, cost_micro: int(r.cost_micro), prompt_tokens: int(r.prompt_tokens), completion_tokens: int(r.completion_tokens) }));
+    const orphaned = (await tx`
+      SELECT u.request_id, u.account_id, u.cost_micro FROM usage_records u
+       WHERE u.cost_micro > 0 AND NOT EXISTS (SELECT 1 FROM accounts a WHERE a.id = u.account_id) LIMIT 1000`).map((r: Record<string, unknown>) => ({ request_id: r.request_id as string, account_id: r.account_id as string, cost_micro: int(r.cost_micro) }));
     const priced = pricedModels ? [...pricedModels] : [];
     const uncharged = priced.length === 0 ? [] : (await tx`
       SELECT request_id, model, prompt_tokens, completion_tokens FROM usage_records
@@ -95,10 +98,11 @@ export async function auditPostgres(sql: Pg, pricedModels?: ReadonlySet<string>)
       rollupDrift,
       heldDrift,
       impossible,
+      orphaned,
       uncharged,
       mispriced,
       pricedRecords,
-      clean: accountDrift.length === 0 && keyDrift.length === 0 && periodDrift.length === 0 && rollupDrift.length === 0 && heldDrift.length === 0 && impossible.length === 0 && uncharged.length === 0 && mispriced.length === 0,
+      clean: accountDrift.length === 0 && keyDrift.length === 0 && periodDrift.length === 0 && rollupDrift.length === 0 && heldDrift.length === 0 && impossible.length === 0 && orphaned.length === 0 && uncharged.length === 0 && mispriced.length === 0,
     };
   });
 }

@@ -21,6 +21,8 @@ export interface AuditReport {
   rollupDrift: { rollup: "daily" | "hourly"; period_start: number; account_id: string; key_id: string; model: string; requests: number; expected_requests: number; cost_micro: number; expected_micro: number }[];
   /** Records that cannot be right whatever the prices: negative numbers. */
   impossible: { request_id: string; cost_micro: number; prompt_tokens: number; completion_tokens: number }[];
+  /** Charged records whose account the ledger does not have: money posted to no balance (a spill replayed into another ledger, a row deleted by hand). */
+  orphaned: { request_id: string; account_id: string; cost_micro: number }[];
   /** Completed answers of priced models that produced tokens and were charged nothing. */
   uncharged: { request_id: string; model: string; prompt_tokens: number; completion_tokens: number }[];
   /** Records whose charge is not what their token classes at their recorded prices come to (first 1,000). */
@@ -75,6 +77,9 @@ export function auditLedger(db: Database, pricedModels?: ReadonlySet<string>): A
     const impossible = db.query<AuditReport["impossible"][number], []>(
       "SELECT request_id, cost_micro, prompt_tokens, completion_tokens FROM usage_records WHERE cost_micro < 0 OR prompt_tokens < 0 OR completion_tokens < 0 LIMIT 1000",
     ).all();
+    const orphaned = db.query<AuditReport["orphaned"][number], []>(
+      "SELECT u.request_id, u.account_id, u.cost_micro FROM usage_records u WHERE u.cost_micro > 0 AND NOT EXISTS (SELECT 1 FROM accounts a WHERE a.id = u.account_id) LIMIT 1000",
+    ).all();
     const candidates = pricedModels && pricedModels.size > 0
       ? db.query<AuditReport["uncharged"][number], []>(
           "SELECT request_id, model, prompt_tokens, completion_tokens FROM usage_records WHERE status = 'ok' AND cost_micro = 0 AND prompt_tokens + completion_tokens > 0 LIMIT 100000",
@@ -102,10 +107,11 @@ export function auditLedger(db: Database, pricedModels?: ReadonlySet<string>): A
       periodDrift,
       rollupDrift,
       impossible,
+      orphaned,
       uncharged,
       mispriced,
       pricedRecords,
-      clean: accountDrift.length === 0 && keyDrift.length === 0 && periodDrift.length === 0 && rollupDrift.length === 0 && impossible.length === 0 && uncharged.length === 0 && mispriced.length === 0,
+      clean: accountDrift.length === 0 && keyDrift.length === 0 && periodDrift.length === 0 && rollupDrift.length === 0 && impossible.length === 0 && orphaned.length === 0 && uncharged.length === 0 && mispriced.length === 0,
     };
   }).deferred();
 }

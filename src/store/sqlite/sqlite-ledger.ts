@@ -5,7 +5,7 @@ import { createChangeWatch, type ChangeWatch } from "./change-watch.ts";
 import type { Logger } from "../../log/log.ts";
 import { creditWriter } from "./credits.ts";
 import { createRollupFolder } from "./sqlite-rollups.ts";
-import { keepInSpill, readSpill, removeSpill } from "../spill-file.ts";
+import { keepInSpill, readSpill, removeSpill, SpillMismatchError, unknownAccounts } from "../spill-file.ts";
 import { ledgerFiles } from "./file-identity.ts";
 import { classifyWriteFailure, describeWriteFailure, retryWhileBusy } from "./sqlite-errors.ts";
 import { cacheSavingsMicro, priceListId, priceListJson } from "../../billing/pricing.ts";
@@ -357,6 +357,9 @@ export function createSqliteLedger(db: Database, o: SqliteLedgerOptions): Ledger
   // again charges once. The file goes once the queue has written them all.
   const spilled = spillPath ? readSpill(spillPath, log) : [];
   if (spilled.length > 0) {
+    const accountExists = db.query<{ one: number }, [string]>("SELECT 1 AS one FROM accounts WHERE id = ?");
+    const unknown = unknownAccounts(spilled, (id) => accountExists.get(id) !== null);
+    if (unknown.length > 0) throw new SpillMismatchError(spillPath!, spilled.length, unknown);
     log("warn", "writing settlements a previous process kept in its spill file", { settlements: spilled.length, path: spillPath });
     const written = spilled.map((s) => {
       const { requestId, accountId, keyId } = s.settlement;
