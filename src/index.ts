@@ -185,6 +185,7 @@ async function shutdown(signal: string): Promise<void> {
   // process and leaving no record. What settles later still goes to the spill file (settlement-queue.ts).
   if (app.services.inflight.count > 0) {
     log("warn", "answers still running at the end of the grace period are cut", { inflight: app.services.inflight.count });
+    app.services.inflight.cut();
     void app.server?.stop(true);
     await Promise.race([app.services.inflight.idle(), Bun.sleep(CUT_SETTLE_MS)]);
   }

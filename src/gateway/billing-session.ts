@@ -179,7 +179,10 @@ class OpenSession implements BillingSession {
       // A client that leaves once the upstream has its request pays for the prompt, answer or not:
       // the vendor processes (and bills) it, and leaving before the first byte was free prompt
       // processing on the operator's bill (a bill audit, 2026-11-30).
-      const abandoned = status === "cancelled" && meter !== undefined && meter.promptSent;
+      // Not when the gateway cut it (shutdown past its grace): the client left nothing, it was left
+      // with a reset and no answer, and paid its prompt for it (a kill -9 and disk-fault probe).
+      // What a cut stream had sent is still charged, as for any stream cut short.
+      const abandoned = status === "cancelled" && meter !== undefined && meter.promptSent && !deps.inflight.cutting;
       const produced = status !== "upstream_error" && meter !== undefined && (!meter.empty || abandoned) && (status !== "stream_failed" || meter.answered);
       const counted = produced ? await meter!.total(o.promptText) : undefined;
       // n answers whose tokens the upstream did not report: the meter reads the first answer's

@@ -5,7 +5,18 @@
 export function createInflight() {
   let count = 0;
   let waiters: (() => void)[] = [];
+  let cutting = false;
   return {
+    /**
+     * The gateway is about to cut what still runs (shutdown, past its grace): a request that ends
+     * "cancelled" from now on was ended by us, not by its client (billing-session.ts).
+     */
+    cut(): void {
+      cutting = true;
+    },
+    get cutting(): boolean {
+      return cutting;
+    },
     begin(): void {
       count += 1;
     },

@@ -120,3 +120,38 @@ test("a SIGTERM whose grace ends before a stream does: the stream is cut while t
     db.close();
   }
 }, 40_000);
+
+test("a SIGTERM whose grace ends before an answer came: the requests cut then (non-stream, and a stream with nothing sent) are recorded and cost nothing", async () => {
+  const config = join(dir, "switchyard-cut-free.json");
+  writeFileSync(config, JSON.stringify({
+    providers: [{ id: "up", kind: "openai", base_url: `${upstream.url}/v1` }],
+    models: [{ id: "test/paid", provider: "up", upstream_model: "m", category: "text", context_length: 100000, pricing: { input_per_mtok: 1000, output_per_mtok: 1000 } }],
+  }));
+  const env = { SWITCHYARD_CONFIG: config, SWITCHYARD_DB: join(dir, "cut-free.sqlite"), SWITCHYARD_SHUTDOWN_GRACE_MS: "300", SWITCHYARD_SPILL_DIR: dir };
+  const gw = await startProcess(env);
+  const balanceBefore = ledgerState(env.SWITCHYARD_DB).balance;
+  // The upstream has both requests and answers neither: the gateway's own stop ends them, not their clients.
+  upstream.reply({ kind: "hang" });
+  upstream.reply({ kind: "hang" });
+  const sentBefore = upstream.requests.length;
+  const ask = (id: string, stream: boolean) =>
+    fetch(`${gw.url}/v1/chat/completions`, {
+      method: "POST",
+      headers: { authorization: `Bearer ${gw.key}`, "content-type": "application/json", "x-request-id": id },
+      body: JSON.stringify({ model: "test/paid", max_tokens: 100, messages: [{ role: "user", content: "a prompt the vendor has ".repeat(200) }], stream }),
+    }).then((r) => r.text(), () => "cut");
+  const asked = [ask("cut-whole", false), ask("cut-stream", true)];
+  for (const until = Date.now() + 5_000; upstream.requests.length < sentBefore + 2 && Date.now() < until; ) await Bun.sleep(10);
+  expect(upstream.requests.length).toBe(sentBefore + 2);
+  gw.child.kill("SIGTERM");
+  await Promise.all(asked);
+  expect(await gw.child.exited).toBe(0);
+  const db = new Database(env.SWITCHYARD_DB, { readonly: true });
+  try {
+    const records = db.query<{ id: string; status: string; cost: number }, []>("SELECT client_request_id AS id, status, cost_micro AS cost FROM usage_records WHERE client_request_id LIKE 'cut-%' ORDER BY 1").all();
+    expect(records).toEqual([{ id: "cut-stream", status: "cancelled", cost: 0 }, { id: "cut-whole", status: "cancelled", cost: 0 }]);
+    expect(db.query<{ b: number }, []>("SELECT balance_micro AS b FROM accounts WHERE name = 'demo'").get()!.b).toBe(balanceBefore);
+  } finally {
+    db.close();
+  }
+}, 40_000);
