@@ -198,7 +198,8 @@ async function shutdown(signal: string): Promise<void> {
   }
   if (stores) await stores.close();
   else await app.services.ledger.close();
-  concurrency?.close();
+  // Places given back before the connection they go over closes (the limiter's).
+  await concurrency?.close();
   limiter?.close();
   responseStore?.close();
   keyState?.close();

@@ -101,7 +101,7 @@ export function openRedisLimiter(url: string, o: RedisRateLimiterOptions = {}): 
 }
 
 /** Requests under way per key, shared through the rate limiter's Redis connection (one connection per process). */
-export function openRedisConcurrency(limiter: { client: RedisClient }, o: RedisConcurrencyOptions = {}): ConcurrencyStore & { close(): void } {
+export function openRedisConcurrency(limiter: { client: RedisClient }, o: RedisConcurrencyOptions = {}): ConcurrencyStore & { close(waitMs?: number): Promise<void> } {
   return createRedisConcurrency(limiter.client, o);
 }
 

@@ -280,14 +280,31 @@ if (missing) {
       conc.close();
     });
 
+    test("a graceful stop gives every place back before its connection closes: the next process finds the key's places free", async () => {
+      const client = new RedisClient(REDIS_URL);
+      const conc = createRedisConcurrency(client, { prefix, leaseMs: 30_000 });
+      const ended = (await conc.acquire("key_stop", 2))!;
+      expect(await conc.acquire("key_stop", 2)).not.toBeNull(); // still held at the stop (a request cut)
+      ended.release();
+      // As index.ts stops: the store closed, then at once the connection its ZREMs go over.
+      await conc.close();
+      client.close();
+      const reader = new RedisClient(REDIS_URL);
+      clients.push(reader);
+      expect(Number(await reader.send("ZCARD", [`${prefix}conc:key_stop`]))).toBe(0);
+    });
+
     test("a process that died holding places (no release) frees them when their lease runs out; a live one renews its own", async () => {
-      const dead = shared();
+      // A process that dies: its connection gone, its places never given back (a stop would give them back).
+      const deadClient = new RedisClient(REDIS_URL);
+      const dead = createRedisConcurrency(deadClient, { prefix, leaseMs: 1_500 });
       const live = shared();
       expect(await dead.acquire("key_leases", 2)).not.toBeNull();
       const kept = (await live.acquire("key_leases", 2))!;
       expect(kept).not.toBeNull();
       expect(await live.acquire("key_leases", 2)).toBeNull();
-      dead.close();
+      deadClient.close();
+      await dead.close(0);
       // Polls until the dead process's lease lapsed (Redis's own clock); the live place is renewed meanwhile.
       let again = null;
       for (let i = 0; i < 200 && again === null; i++) {
