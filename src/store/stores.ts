@@ -1,3 +1,4 @@
+import { isSqliteUnavailable } from "./sqlite/sqlite-errors.ts";
 import type { AccountStore } from "../accounts/account-store.ts";
 import { createCachedKeyResolver, type KeyResolver } from "../accounts/key-resolver.ts";
 import type { Ledger, RejectionLog, Settlement } from "../billing/ledger.ts";
@@ -113,7 +114,7 @@ const REDIS_DOWN = /^ERR_REDIS_(CONNECTION_CLOSED|CONNECTION_TIMEOUT|IDLE_TIMEOU
  * unreachable, slow, read-only; Redis down): the errors plugin answers 503 with Retry-After.
  */
 export function isStoreUnavailable(err: unknown): boolean {
-  if (isPgUnavailable(err)) return true;
+  if (isPgUnavailable(err) || isSqliteUnavailable(err)) return true;
   const code = (err as { code?: unknown } | null)?.code;
   return typeof code === "string" && REDIS_DOWN.test(code);
 }

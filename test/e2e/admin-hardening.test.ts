@@ -164,3 +164,25 @@ describe("admin CLI: the same checks as the API", () => {
     expect(JSON.parse(listed.out).data[0].expires_at).toBe(LATEST);
   });
 });
+
+test("admin writes the ledger file cannot take now (read-only, full) are 503 with Retry-After, not 500; the same top-up retried after it recovers is added once", async () => {
+  const id = await account("read-only disk", 1);
+  // What a full or read-only disk answers every write with (SQLITE_READONLY, SQLITE_FULL): the gateway's own connection refuses writes.
+  gw.db.exec("PRAGMA query_only = 1");
+  try {
+    const send = (path: string, body: unknown, key?: string) =>
+      fetch(gw.url + path, { method: "POST", headers: { authorization: `Bearer ${ADMIN_TOKEN}`, "content-type": "application/json", ...(key ? { "idempotency-key": key } : {}) }, body: JSON.stringify(body) });
+    for (const [path, body] of [[`/v1/admin/accounts/${id}/credits`, { amount: 5 }], ["/v1/admin/accounts", { name: "not now", credits: 1 }], [`/v1/admin/accounts/${id}/keys`, { name: "not now" }]] as const) {
+      const res = await send(path, body, path.endsWith("/credits") ? "topup-disk-1" : undefined);
+      expect([path, res.status, res.headers.get("retry-after")]).toEqual([path, 503, "5"]);
+      const error = ((await res.json()) as any).error;
+      expect(error.message).toContain("cannot use its database right now");
+      expect(error.message).not.toContain("    at ");
+    }
+  } finally {
+    gw.db.exec("PRAGMA query_only = 0");
+  }
+  const retried = await fetch(gw.url + `/v1/admin/accounts/${id}/credits`, { method: "POST", headers: { authorization: `Bearer ${ADMIN_TOKEN}`, "content-type": "application/json", "idempotency-key": "topup-disk-1" }, body: JSON.stringify({ amount: 5 }) });
+  expect(retried.status).toBe(200);
+  expect((await admin("GET", `/v1/admin/accounts/${id}`)).body.balance).toBe(6);
+});

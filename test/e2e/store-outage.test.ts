@@ -49,7 +49,7 @@ test.skipIf(missing !== undefined)(`with PostgreSQL cut, the admin API and GET /
     const res = await call();
     const body = (await res.json()) as { error: { message: string; type: string } };
     expect([what, res.status, res.headers.get("retry-after")]).toEqual([what, 503, "5"]);
-    expect(body.error.message).toContain("cannot reach its database");
+    expect(body.error.message).toContain("cannot use its database right now");
     // Only a top-up takes an Idempotency-Key; another change is read back before it is sent again.
     expect([what, body.error.message.includes("Idempotency-Key")]).toEqual([what, what === "top-up"]);
     if (what === "new account") expect(body.error.message).toContain("read it back");

@@ -65,7 +65,7 @@ function unavailableResponse(error: unknown, request: Request, log: Logger): Res
   const advice = !change ? "" : /\/credits(?:$|\?)/.test(request.url)
     ? " The top-up may or may not have been made: retry with the same Idempotency-Key (made once), or read the balance first."
     : " The change may or may not have been made: read it back before sending it again.";
-  const message = `The gateway cannot reach its database right now.${advice} Retry in a few seconds.`;
+  const message = `The gateway cannot use its database right now (unreachable, or it cannot take writes).${advice} Retry in a few seconds.`;
   return errorResponse(isAnthropicPath(request.url), 503, "overloaded", message, { "retry-after": "5" });
 }
 

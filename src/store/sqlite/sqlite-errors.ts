@@ -24,6 +24,16 @@ export function classifyWriteFailure(err: unknown): WriteFailure {
   return code.startsWith("SQLITE_CONSTRAINT") || code === "SQLITE_MISMATCH" || code === "SQLITE_TOOBIG" || code === "SQLITE_RANGE" ? "data" : "storage";
 }
 
+/**
+ * Whether a SQLite error says the file cannot be written now (full, read-only, I/O, locked past
+ * the wait): an admin or console write it stops is answered 503 with Retry-After, as PostgreSQL's
+ * are, not 500 (a disk-fault probe).
+ */
+export function isSqliteUnavailable(err: unknown): boolean {
+  const code = typeof (err as { code?: unknown })?.code === "string" ? (err as { code: string }).code : "";
+  return code.startsWith("SQLITE_") && classifyWriteFailure(err) !== "data";
+}
+
 export function describeWriteFailure(err: unknown): string {
   const code = (err as { code?: unknown })?.code;
   const message = err instanceof Error ? err.message : String(err);
