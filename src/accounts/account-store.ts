@@ -215,7 +215,7 @@ export function asciiLower(text: string): string {
  * (`windowStarts`); a lifetime limit's window is 0, so it counts everything.
  */
 export function periodSpentSql(alias: string, day = "?2", week = "?3", month = "?4"): string {
-  return `CASE WHEN ${alias}.period_start = ${windowSql(alias, day, week, month)} THEN ${alias}.period_spent_micro ELSE 0 END`;
+  return `CASE WHEN ${alias}.period_start >= ${windowSql(alias, day, week, month)} THEN ${alias}.period_spent_micro ELSE 0 END`;
 }
 
 /**

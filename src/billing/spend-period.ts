@@ -57,16 +57,28 @@ export interface SpendBudget {
   periodStart: number;
 }
 
-/** What counts against the limit at `now`: the stored count while its window is the current one; 0 once the period rolled over. */
+/**
+ * What counts against the limit at `now`: the stored count while its window is the current one,
+ * or a later one (the clock stepped back across a period's start: the count it made since still
+ * holds; read as 0, a 1-credit daily limit let 1.8 through, a fault probe); 0 once the period rolled over.
+ */
 export function spentInPeriod(b: SpendBudget, now: number): number {
-  return b.periodStart === periodStart(b.period, now) ? b.periodSpentMicro : 0;
+  return b.periodStart >= periodStart(b.period, now) ? b.periodSpentMicro : 0;
 }
 
-/** A charge of `amount` settled at `at`, as the store writes it: into the window `at` falls in. */
+/**
+ * A charge of `amount` settled at `at`, as the stores write it: into the window `at` falls in when
+ * that is the count's; a later window starts a new count; an earlier one (a charge stamped before
+ * the count's window began: another process's, or a clock stepped back) belongs to that closed
+ * window and moves nothing. Never backwards.
+ */
 export function chargeBudget(b: SpendBudget, amount: number, at: number): void {
   const start = periodStart(b.period, at);
-  b.periodSpentMicro = b.periodStart === start ? b.periodSpentMicro + amount : amount;
-  b.periodStart = start;
+  if (b.periodStart === start) b.periodSpentMicro += amount;
+  else if (b.periodStart < start) {
+    b.periodSpentMicro = amount;
+    b.periodStart = start;
+  }
 }
 
 /** Each period's window start at `at`, for a statement that picks one by a row's period (lifetime: 0). */

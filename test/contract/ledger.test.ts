@@ -12,6 +12,7 @@ import type { Logger } from "../../src/log/log.ts";
 import { ledgerContract, settlement, type LedgerFixture } from "../helpers/ledger-contract.ts";
 import { faultyLedger } from "../helpers/faulty-ledger.ts";
 import { until } from "../helpers/until.ts";
+import { clockStepBackAcrossMidnight, JUST_AFTER_MIDNIGHT } from "../helpers/clock-step.ts";
 
 const dir = mkdtempSync(join(tmpdir(), "switchyard-ledger-"));
 afterAll(() => rmSync(dir, { recursive: true, force: true }));
@@ -172,4 +173,20 @@ describe("SQLite ledger under store faults", () => {
       await f.close();
     }
   });
+});
+
+test("a clock that steps back across midnight (UTC) lets no more than the daily limit through: the count of the later window holds", async () => {
+  const clock = { now: JUST_AFTER_MIDNIGHT };
+  const path = join(dir, `ledger-${files++}.sqlite`);
+  const db = openDatabase(path, { busyTimeoutMs: 0 });
+  const ledger = createSqliteLedger(db, { now: () => clock.now, log: () => {} });
+  const accounts = createAccountStore(db, () => clock.now);
+  const account = accounts.createAccount("clock", 100_000_000);
+  const key = accounts.createKey(account.id, { name: "daily", spendLimitMicro: 1_000_000, spendLimitPeriod: "day" })!;
+  try {
+    await clockStepBackAcrossMidnight(ledger, clock, { accountId: account.id, keyId: key.id });
+  } finally {
+    await ledger.close(1_000);
+    db.close();
+  }
 });

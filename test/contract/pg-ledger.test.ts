@@ -1,3 +1,4 @@
+import { clockStepBackAcrossMidnight, JUST_AFTER_MIDNIGHT } from "../helpers/clock-step.ts";
 import { afterAll, describe, expect, test } from "bun:test";
 import { SQL } from "bun";
 import type { Ledger, RejectionLog } from "../../src/billing/ledger.ts";
@@ -564,6 +565,20 @@ if (missing) {
         await f.close();
       }
     });
+  });
+
+  test("PostgreSQL: a clock that steps back across midnight (UTC) lets no more than the daily limit through", async () => {
+    const clock = { now: JUST_AFTER_MIDNIGHT };
+    const sql = await pool();
+    const ledger = await createPostgresLedger(sql, { now: () => clock.now, log: () => {} });
+    const accounts = createPostgresAccounts(sql, () => clock.now);
+    const account = await accounts.createAccount("clock", 100_000_000);
+    const key = (await accounts.createKey(account.id, { name: "daily", spendLimitMicro: 1_000_000, spendLimitPeriod: "day" }))!;
+    try {
+      await clockStepBackAcrossMidnight(ledger, clock, { accountId: account.id, keyId: key.id });
+    } finally {
+      await ledger.close(1_000);
+    }
   });
 
   describe("PostgreSQL ledger under faults", () => {

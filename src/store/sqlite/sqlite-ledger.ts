@@ -107,7 +107,8 @@ export function createSqliteLedger(db: Database, o: SqliteLedgerOptions): Ledger
   // A charge counts in the window of the row's own period at the batch's time (?2 day, ?3 week,
   // ?4 month; lifetime 0): added to the window's count, or starting it when the period rolled over.
   const WINDOW = windowSql("", "?2", "?3", "?4");
-  const PERIOD_CHARGE = `period_spent_micro = CASE WHEN period_start = ${WINDOW} THEN period_spent_micro + ?1 ELSE ?1 END, period_start = ${WINDOW}`;
+  // As chargeBudget (billing/spend-period.ts): never backwards.
+  const PERIOD_CHARGE = `period_spent_micro = CASE WHEN period_start = ${WINDOW} THEN period_spent_micro + ?1 WHEN period_start < ${WINDOW} THEN ?1 ELSE period_spent_micro END, period_start = MAX(period_start, ${WINDOW})`;
   const debitAccount = db.query(`UPDATE accounts SET balance_micro = balance_micro - ?1, ${PERIOD_CHARGE} WHERE id = ?5`);
   const debitKey = db.query(`UPDATE api_keys SET spent_micro = spent_micro + ?1, ${PERIOD_CHARGE} WHERE id = ?5`);
   const insertUsage = db.query(`${insertSql(true)} VALUES ${rowSql(true)}`);
