@@ -22,9 +22,11 @@ export function lockDatabaseFile(dbPath: string): { path: string; release(): voi
     mkdirSync(dirname(path), { recursive: true });
     lock = new Database(path, { create: true });
     lock.exec("PRAGMA busy_timeout = 0; PRAGMA locking_mode = EXCLUSIVE;");
-    // A write is what makes SQLite take the exclusive lock, and in this mode it never lets go.
-    lock.exec(`CREATE TABLE IF NOT EXISTS holder (pid INTEGER, started_at INTEGER);
-      BEGIN EXCLUSIVE; DELETE FROM holder; INSERT INTO holder VALUES (${process.pid}, ${Date.now()}); COMMIT;`);
+    // An exclusive transaction held open for the life of the process takes the lock without
+    // writing a byte: a restart on a full disk is not refused for its lock (it wrote a row each
+    // start; a disk-fault probe). The kernel drops it with the process, however it ends.
+    // The table only makes a new file a database once (its first start); after that nothing is written.
+    lock.exec("CREATE TABLE IF NOT EXISTS holder (pid INTEGER, started_at INTEGER); BEGIN EXCLUSIVE;");
   } catch (err) {
     lock?.close();
     const code = (err as { code?: string }).code;
