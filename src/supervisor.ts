@@ -165,7 +165,9 @@ export async function superviseWorkers(o: SupervisorOptions): Promise<number> {
     const wasListening = slot.listening;
     slot.listening = false;
     if (stopping) {
-      exitCodes.push(code);
+      // A worker still starting when the stop came has no handler yet and ends by the SIGTERM we
+      // sent it: stopped as asked, not a failure (exit 1 from a clean stop; a fault probe).
+      exitCodes.push(child.signalCode === "SIGTERM" && !wasListening ? 0 : code);
       firstListening?.(false);
       if (slots.every((s) => !s.child)) settle(exitCodes.every((c) => c === 0) ? 0 : 1);
       return;
