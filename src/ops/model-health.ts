@@ -4,8 +4,8 @@ import type { GatewayMetrics } from "./gateway-metrics.ts";
  * Each model's recent health for the console's catalogue: error rate and time-to-first-byte p50 /
  * p99, from the counters the gateway keeps anyway (ops/gateway-metrics.ts). Nothing is added to
  * the request path: figures are read when the console asks, and "recent" is the difference from
- * a snapshot taken at an earlier read (one a minute at most, kept 15 minutes); before any, since
- * the process started. Per process, as /metrics is.
+ * a snapshot taken at an earlier read (one a minute at most, kept 15 minutes) at least 5 minutes
+ * old; before there is one, since the process started. Per process, as /metrics is.
  */
 export interface ModelTotals {
   requests: number;
@@ -69,6 +69,8 @@ export function modelTotals(metrics: GatewayMetrics): Map<string, ModelTotals> {
 }
 
 const SNAPSHOT_EVERY_MS = 60_000;
+/** The shortest window "recent" figures count: snapshots younger than this are not a base yet. */
+const MIN_WINDOW_MS = 5 * 60_000;
 const KEEP_MS = 15 * 60_000;
 
 export function createModelHealth(o: { metrics: () => GatewayMetrics | undefined; models: readonly string[]; now: () => number; startedAt: number }) {
@@ -78,7 +80,10 @@ export function createModelHealth(o: { metrics: () => GatewayMetrics | undefined
     const at = o.now();
     while (snapshots.length > 0 && at - snapshots[0]!.at > KEEP_MS) snapshots.shift();
     const current = metrics ? modelTotals(metrics) : new Map<string, ModelTotals>();
-    const base = snapshots[0];
+    // The oldest snapshot kept, once it is old enough to say something: a base seconds old showed
+    // an operator who reloaded to confirm an outage a clean bill of health (a console probe).
+    // Younger than that, the figures count since the process started.
+    const base = snapshots.length > 0 && at - snapshots[0]!.at >= MIN_WINDOW_MS ? snapshots[0] : undefined;
     if (metrics && (snapshots.length === 0 || at - snapshots[snapshots.length - 1]!.at >= SNAPSHOT_EVERY_MS)) snapshots.push({ at, totals: current });
     const bounds = metrics?.families.ttft.bounds ?? [];
     return o.models.map((model) => {

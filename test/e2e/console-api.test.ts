@@ -622,6 +622,15 @@ function consoleSuite(name: string, start: () => Promise<Setup>) {
         expect(model.health.latency_p50_ms).toBeGreaterThan(0);
         expect(model.health.latency_p99_ms).toBeGreaterThanOrEqual(model.health.latency_p50_ms);
         expect(body.data.find((m: { id: string }) => m.id === FREE_MODEL).pricing).toBeNull();
+        // Read again moments later (a reload to confirm what it showed): the figures still count
+        // since the start, not since the first look seconds ago.
+        for (let i = 0; i < 2; i++) expect((await chat(s.gw, s.gw.key, `cat-again-${i}`)).status).toBe(200);
+        const again = (await operator.json("GET", "/console/api/catalogue")).data.find((m: { id: string }) => m.id === OPENAI_MODEL);
+        expect(again.health).toMatchObject({ requests: 4, since: model.health.since });
+        // Five minutes on, the first look is the base: what came since it.
+        s.clock.now += 5 * 60_000;
+        const later = (await operator.json("GET", "/console/api/catalogue")).data.find((m: { id: string }) => m.id === OPENAI_MODEL);
+        expect(later.health.requests).toBe(2);
       } finally {
         await s.stop();
       }
