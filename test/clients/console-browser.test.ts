@@ -948,3 +948,33 @@ test("on a slow link a second click makes nothing twice (a top-up, an account), 
   expect(await admin(`/v1/admin/accounts/${account.id}`)).toMatchObject({ rate_limit_per_minute: 9, max_concurrent_requests: 3 });
   await send("PATCH", `/v1/admin/accounts/${account.id}`, { rate_limit_per_minute: null, max_concurrent_requests: null });
 }, 90_000);
+
+test("usage by key tells apart two accounts' keys of one name; its table scrolls by keyboard, named by its caption; on a phone its total row says what each figure is", async () => {
+  const send = (path: string, body: unknown) =>
+    fetch(`${gateway.url}${path}`, { method: "POST", headers: { authorization: `Bearer ${ADMIN}`, "content-type": "application/json" }, body: JSON.stringify(body) }).then((r) => r.json() as Promise<any>);
+  const keys: string[] = [];
+  for (const name of ["team one", "team two"]) {
+    const made = await send("/v1/admin/accounts", { name, credits: 100 });
+    const key = await send(`/v1/admin/accounts/${made.id}/keys`, { name: "ci" });
+    keys.push(key.id);
+    expect((await chat(key.key)).status).toBe(200);
+  }
+  await page.setViewportSize({ width: 1280, height: 900 });
+  await page.goto(`${gateway.url}/console/#usage`);
+  await page.getByTestId("usage-split").waitFor();
+  await page.getByTestId("usage-split").selectOption("key");
+  await page.getByTestId("usage-row").filter({ hasText: "ci (…" }).first().waitFor();
+  const labels = (await page.getByTestId("usage-row").locator("th").allTextContents()).filter((t) => t.startsWith("ci"));
+  expect(labels.sort()).toEqual(keys.map((id) => `ci (…${id.slice(-6)})`).sort());
+  // The wide table's box: a keyboard stop, a region named by the table's caption.
+  const box = page.locator("div.scroll").last();
+  expect(await box.getAttribute("tabindex")).toBe("0");
+  expect(await box.getAttribute("role")).toBe("region");
+  expect(await box.getAttribute("aria-label")).toBe("By key, tokens by price class");
+  // At 375 px the rows stack as cards, the total's cells named like the others'.
+  await page.setViewportSize({ width: 375, height: 800 });
+  const totals = await page.locator("table.wide tfoot td").evaluateAll((cells) => cells.map((c) => (c as any).getAttribute("data-label")));
+  expect(totals[0]).toBe("Requests");
+  expect(totals.every((l) => typeof l === "string" && l.length > 0)).toBe(true);
+  await page.setViewportSize({ width: 1280, height: 900 });
+}, 60_000);

@@ -1,5 +1,5 @@
 import { api, ApiError, type Account, type AccountLogins, type KeySummary, type Session } from "./api.ts";
-import { announce, confirmFirst, credits, dateOf, errorBox, field, h, numberOf, periodSelect, when } from "./dom.ts";
+import { announce, confirmFirst, credits, dateOf, errorBox, field, h, hiddenHeading, numberOf, periodSelect, when } from "./dom.ts";
 
 /** Shows the view again with fresh data; `focus` (a selector) is where focus goes, else the view. */
 export type Reload = (focus?: string) => void;
@@ -67,7 +67,7 @@ function form(title: string, fields: HTMLElement[], submit: HTMLButtonElement, a
 }
 
 function topUpForm(account: Account, reload: Reload): HTMLElement {
-  const amount = h("input", { type: "number", min: "0.000001", step: "any", required: true, inputmode: "decimal", "data-testid": "topup-amount" });
+  const amount = h("input", { type: "number", min: "0.000001", max: "1000000000", step: "any", required: true, inputmode: "decimal", "data-testid": "topup-amount" });
   const submit = h("button", { type: "submit", "data-testid": "topup-submit" }, "Add credits");
   // One top-up, one key: sent again after a failure whose answer was lost (the credits may have
   // been added), the gateway adds them once. A new amount is a new top-up. Kept for the tab's
@@ -202,7 +202,7 @@ function loginsSection(account: Account, logins: AccountLogins, reload: Reload):
   return h("section", { class: "card", "aria-labelledby": "logins-title" },
     h("h2", { id: "logins-title", tabindex: "-1" }, "Console logins"),
     rows.length === 0 ? h("p", { class: "note" }, "No one can sign in to this account yet: invite its holder above.")
-      : h("table", {}, h("thead", {}, h("tr", {}, ...["Login", "State", ""].map((c) => h("th", { scope: "col" }, c)))), h("tbody", {}, ...rows)),
+      : h("table", {}, h("thead", {}, h("tr", {}, ...["Login", "State"].map((c) => h("th", { scope: "col" }, c)), hiddenHeading("Actions"))), h("tbody", {}, ...rows)),
     out);
 }
 
@@ -277,7 +277,7 @@ function keysSection(session: Session, account: Account, reload: Reload): HTMLEl
   const expired = active.length - active.filter((k) => keyStatus(k).active).length;
   const table = h("table", { class: "wide" },
     h("caption", {}, `Keys: ${active.length} of 10 in use`, expired > 0 ? ` (${expired} expired, counted until revoked)` : ""),
-    h("thead", {}, h("tr", {}, ...["Name", "Key", "Created", "Spent (all time)", "Limit", "Status", ""].map((c) => h("th", { scope: "col" }, c)))),
+    h("thead", {}, h("tr", {}, ...["Name", "Key", "Created", "Spent (all time)", "Limit", "Status"].map((c) => h("th", { scope: "col" }, c)), hiddenHeading("Actions"))),
     h("tbody", {}, ...account.keys.map((k) => keyRow(k, reload, operator))),
   );
   return h("section", { "aria-labelledby": "keys-title" }, h("h2", { id: "keys-title", tabindex: "-1" }, "Keys"), h("div", { class: "scroll" }, table), create);

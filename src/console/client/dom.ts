@@ -14,7 +14,18 @@ export function h<K extends keyof HTMLElementTagNameMap>(tag: K, attrs: Attrs = 
   }
   for (const child of children) if (child !== null && child !== undefined && child !== false) el.append(typeof child === "number" ? String(child) : child);
   if (tag === "table" && typeof attrs.class === "string" && attrs.class.split(" ").includes("wide")) labelColumns(el as HTMLTableElement);
+  // A box that scrolls sideways is reached and scrolled by keyboard too, named by its table's caption (axe: scrollable-region-focusable).
+  if (tag === "div" && attrs.class === "scroll") {
+    el.tabIndex = 0;
+    el.setAttribute("role", "region");
+    el.setAttribute("aria-label", el.querySelector("caption")?.textContent || "Table");
+  }
   return el;
+}
+
+/** A column heading that is not seen (a column of buttons) but still names the column to screen readers. */
+export function hiddenHeading(text: string): HTMLTableCellElement {
+  return h("th", { scope: "col" }, h("span", { class: "sr-only" }, text));
 }
 
 /**
@@ -24,8 +35,8 @@ export function h<K extends keyof HTMLElementTagNameMap>(tag: K, attrs: Attrs = 
  */
 function labelColumns(table: HTMLTableElement): void {
   const heads = [...(table.tHead?.rows[0]?.cells ?? [])].map((cell) => cell.textContent ?? "");
-  for (const body of table.tBodies) {
-    for (const row of body.rows) [...row.cells].forEach((cell, i) => heads[i] && cell.setAttribute("data-label", heads[i]!));
+  for (const section of [...table.tBodies, ...(table.tFoot ? [table.tFoot] : [])]) {
+    for (const row of section.rows) [...row.cells].forEach((cell, i) => heads[i] && cell.setAttribute("data-label", heads[i]!));
   }
 }
 

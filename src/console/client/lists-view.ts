@@ -8,7 +8,8 @@ import { ApiError } from "./api.ts";
  */
 export function accountsView(page: AccountPage, open: (id: string) => void, reload: () => void, query: { name: string; cursor: string | null }, browse: (query: { name: string; cursor: string | null }) => void): HTMLElement {
   const name = h("input", { type: "text", required: true, maxlength: "200", "data-testid": "account-name" });
-  const amount = h("input", { type: "number", min: "0", step: "any", value: "0", required: true, "data-testid": "account-credits" });
+  // The API's own bounds, so the browser says what is wrong where it is typed, not a schema's words after a round trip.
+  const amount = h("input", { type: "number", min: "0", max: "1000000000", step: "any", value: "0", required: true, "data-testid": "account-credits" });
   const submit = h("button", { type: "submit", "data-testid": "account-create" }, "Create account");
   const out = h("div", {});
   const create = h("form", { class: "card", "aria-label": "New account" }, h("h2", {}, "New account"), field("Name", name), field("Opening credits", amount), submit, out);

@@ -26,11 +26,33 @@ export function usageQuery(choice: UsageChoice, now: number): string {
 }
 
 const COLOURS = ["#1f5fbf", "#b3361b", "#2b7a3d", "#7a3db3", "#a86b00", "#00788a", "#8a2c5c", "#4d4d4d"];
-const label = (g: { id: string; name: string | null }) => g.name ?? (g.id || "—");
+type Named = { id: string; name: string | null };
+
+/**
+ * Each group's label: its name, with its id's end where another group of the report has the same
+ * name (two accounts' keys both called "ci" were two identical rows and chart lines; a console probe).
+ */
+function labeller(report: UsageSummary): (g: Named) => string {
+  const seen = new Map<string, Set<string>>();
+  for (const g of [...report.groups, ...report.lines]) {
+    if (g.name === null) continue;
+    let ids = seen.get(g.name);
+    if (!ids) seen.set(g.name, (ids = new Set()));
+    ids.add(g.id);
+  }
+  return (g) => (g.name === null ? g.id || "—" : (seen.get(g.name)?.size ?? 0) > 1 ? `${g.name} (…${g.id.slice(-6)})` : g.name);
+}
+
+/** An axis tick's time as the tables write it (UTC, 24 h): the hour on the 24-hour view, the day on the 30-day one. */
+function tickTime(seconds: number, hourly: boolean): string {
+  const iso = new Date(seconds * 1000).toISOString();
+  return hourly ? `${iso.slice(5, 10)} ${iso.slice(11, 16)}` : iso.slice(0, 10);
+}
 
 /** Usage over time (uPlot) with totals and the cost classes, from one request (the report's summary). */
 export function usageView(session: Session, report: UsageSummary, choice: UsageChoice, rerun: (choice: UsageChoice, focus: string) => void): HTMLElement {
   const split = choice.split;
+  const label = labeller(report);
   const range = h("select", { id: "usage-range", "data-testid": "usage-range" }, h("option", { value: "24h", selected: choice.range === "24h" }, "Last 24 hours, by hour"), h("option", { value: "30d", selected: choice.range === "30d" }, "Last 30 days, by day"));
   const by = h("select", { id: "usage-split", "data-testid": "usage-split" }, ...(["model", "key", ...(session.kind === "operator" ? ["account"] : [])] as const).map((s) => h("option", { value: s, selected: split === s }, `by ${s}`)));
   // The view is shown again with the new figures, focus back on the select that changed: a
@@ -59,7 +81,14 @@ export function usageView(session: Session, report: UsageSummary, choice: UsageC
   // narrower, a phone turned), so the page never scrolls sideways for the chart.
   queueMicrotask(() => {
     // Hours and days are UTC's, as every table and bucket here: the axis too, whatever the browser's zone.
-    const chart = new uPlot({ width: widthOf(), height: 260, series, axes: [{ label: "UTC" }, { label: "credits" }], scales: { x: { time: true } }, tzDate: (ts) => uPlot.tzDate(new Date(ts * 1000), "Etc/UTC") }, data, chartBox);
+    // Ticks as the tables write them: times in UTC and 24 h, credits to the micro-credit (an axis
+    // of 0.000153-credit hours read "0" at every tick).
+    const hourly = report.granularity === "hour";
+    const axes: uPlot.Axis[] = [
+      { label: "UTC", values: (_u, ticks) => ticks.map((t) => tickTime(t, hourly)) },
+      { label: "credits", size: 70, values: (_u, ticks) => ticks.map((t) => credits(t)) },
+    ];
+    const chart = new uPlot({ width: widthOf(), height: 260, series, axes, scales: { x: { time: true } }, tzDate: (ts) => uPlot.tzDate(new Date(ts * 1000), "Etc/UTC") }, data, chartBox);
     const resized = new ResizeObserver(() => {
       if (!chartBox.isConnected) return resized.disconnect();
       if (Math.abs(widthOf() - chart.width) > 1) chart.setSize({ width: widthOf(), height: 260 });
@@ -71,11 +100,11 @@ export function usageView(session: Session, report: UsageSummary, choice: UsageC
   return h("section", { "aria-labelledby": "usage-title" },
     h("h1", { id: "usage-title" }, session.kind === "operator" ? "Usage across accounts" : "Your usage"),
     h("div", { class: "controls" }, field("Period", range), field("Split", by), h("a", { href: csv, download: "" }, "Download CSV")),
-    h("p", { class: "total" }, "Charged: ", h("strong", { "data-testid": "usage-total-credits" }, credits(report.total.cost)), " credits in ", String(report.total.requests), " requests; cache savings ", h("span", { "data-testid": "usage-cache-savings" }, credits(report.total.cache_savings)), " credits."),
+    h("p", { class: "total" }, "Charged: ", h("strong", { "data-testid": "usage-total-credits" }, credits(report.total.cost)), " credits for ", report.total.requests.toLocaleString("en-US"), " requests (failed ones included, at no charge); cache savings ", h("span", { "data-testid": "usage-cache-savings" }, credits(report.total.cache_savings)), " credits."),
     refusals(report.rejected),
     empty,
     chartBox,
-    breakdown(report, split),
+    breakdown(report, split, label),
   );
 }
 
@@ -96,7 +125,7 @@ function refusals(rejected: Record<string, number> | undefined): HTMLElement | n
 }
 
 /** Per group: requests, the prompt by price class, output, and money. */
-function breakdown(report: UsageSummary, split: UsageChoice["split"]): HTMLElement {
+function breakdown(report: UsageSummary, split: UsageChoice["split"], label: (g: Named) => string): HTMLElement {
   const cols = ["Requests", "Fresh input", "Cache reads", "Cache writes (5 min)", "Cache writes (1 h)", "Output", "Reasoning", "Images", "Credits", "Cache savings"];
   const cells = (s: Sums) => [s.requests, s.fresh_input_tokens, s.cache_read_tokens, s.cache_write_5m_tokens, s.cache_write_1h_tokens, s.completion_tokens, s.reasoning_tokens, s.images, credits(s.cost), credits(s.cache_savings)].map((v) => h("td", { class: "num" }, typeof v === "number" ? v.toLocaleString("en-US") : v));
   return h("div", { class: "scroll" }, h("table", { class: "wide" },
