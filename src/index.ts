@@ -63,7 +63,9 @@ if (choice.databaseUrl) {
     const spill = { dir: env.spillDir, database: choice.databaseUrl };
     stores = await openPostgresStores(choice.databaseUrl, { log, ledger: { holdTtlMs: holdTtlFor(settings), ...pgTimings, spill } });
   } catch (err) {
-    console.error(`switchyard: cannot open the PostgreSQL database of SWITCHYARD_DATABASE_URL: ${err instanceof Error ? err.message : String(err)}`);
+    // A spill file of another database's accounts is not a database that cannot be opened.
+    if (err instanceof SpillMismatchError) console.error(`switchyard: ${err.message}`);
+    else console.error(`switchyard: cannot open the PostgreSQL database of SWITCHYARD_DATABASE_URL: ${err instanceof Error ? err.message : String(err)}`);
     process.exit(1);
   }
 } else {

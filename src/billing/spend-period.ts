@@ -81,6 +81,23 @@ export function chargeBudget(b: SpendBudget, amount: number, at: number): void {
   }
 }
 
+/**
+ * A ledger's clock: never earlier than it said before. A clock stepped back across a period's start
+ * (NTP, a VM restored) stamped charges into the window before the count's, where they moved no
+ * count: a key charged while the clock was behind spent without limit (a reviewer's finding). With
+ * this clock a process's charges stay in the window it had reached; across processes (PostgreSQL
+ * workers on hosts whose clocks differ) a charge stamped before the count's window still moves
+ * nothing, within the hosts' skew.
+ */
+export function monotonicClock(now: () => number): () => number {
+  let last = Number.NEGATIVE_INFINITY;
+  return () => {
+    const t = now();
+    if (t > last) last = t;
+    return last;
+  };
+}
+
 /** Each period's window start at `at`, for a statement that picks one by a row's period (lifetime: 0). */
 export function windowStarts(at: number): { day: number; week: number; month: number } {
   return { day: periodWindow("day", at).start, week: periodWindow("week", at).start, month: periodWindow("month", at).start };

@@ -186,3 +186,27 @@ export function promptTokenCeiling(textBytes: number, messages: number): number 
  * its unused answer included (a raw-TCP probe, 2026-11-30).
  */
 export const VENDOR_PROMPT_ALLOWANCE = 1024;
+
+/**
+ * What a vendor adds for each tool it defines itself (Anthropic's `bash_…`, `text_editor_…`,
+ * `computer_…`, `memory_…`: a type other than a function's), whose schema and instructions are
+ * not in the body: the computer tool is ~735 tokens and a 466–499-token system prompt.
+ */
+export const VENDOR_TOOL_ALLOWANCE = 2048;
+
+/** The prompt tokens the vendor's own tools of a request add (VENDOR_TOOL_ALLOWANCE each): held for, and billed. */
+export function vendorToolsAllowance(body: Record<string, unknown>): number {
+  let defined = 0;
+  if (Array.isArray(body.tools)) {
+    for (const tool of body.tools) {
+      const type = (tool as { type?: unknown } | null)?.type;
+      if (typeof type === "string" && type !== "function" && type !== "custom") defined++;
+    }
+  }
+  return defined * VENDOR_TOOL_ALLOWANCE;
+}
+
+/** The prompt tokens a vendor may add to a request beyond its body's own: VENDOR_PROMPT_ALLOWANCE and its own tools'. */
+export function vendorPromptAllowance(body: Record<string, unknown>): number {
+  return VENDOR_PROMPT_ALLOWANCE + vendorToolsAllowance(body);
+}

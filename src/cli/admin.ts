@@ -269,7 +269,7 @@ export async function runAdmin(argv: string[], env: Record<string, string | unde
     if (noun === "invite" && verb === "cancel" && args.length === 2) {
       const [accountId, login] = args as [string, string];
       if (!(await accounts.getAccount(accountId))) return { code: 1, out: `no account ${accountId}` };
-      return (await store.console.cancelInvites(accountId, login)) ? json({ account_id: accountId, login, cancelled: true }) : { code: 1, out: `account ${accountId} has no open invite for ${login}` };
+      return (await store.console.cancelInvites(accountId, login, Date.now())) ? json({ account_id: accountId, login, cancelled: true }) : { code: 1, out: `account ${accountId} has no open invite for ${login}` };
     }
     if (noun === "invite" && verb !== undefined && args.length === 1) {
       const login = args[0]!;

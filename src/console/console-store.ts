@@ -96,8 +96,8 @@ export interface ConsoleStore {
    * open invites to the account, in one transaction; false when the account had neither.
    */
   removeLogin(accountId: string, login: string): MaybePromise<boolean>;
-  /** Cancels the account's open invites for the login and leaves the login as it is; false when there were none. */
-  cancelInvites(accountId: string, login: string): MaybePromise<boolean>;
+  /** Cancels the account's open (unused, unexpired) invites for the login and leaves the login as it is; false when there were none. */
+  cancelInvites(accountId: string, login: string, now: number): MaybePromise<boolean>;
   findUser(login: string): MaybePromise<ConsoleUser | null>;
   /** An unused, unexpired invite (what its page shows before a password is typed), else null. */
   findInvite(tokenHash: string, now: number): MaybePromise<{ login: string; expiresAt: number; reset: boolean } | null>;

@@ -167,7 +167,7 @@ export async function attemptUpstream(deps: AttemptDeps, req: AttemptRequest, ca
     // read whether or not the client stays, even when a transport reads it all before handing it
     // over (an answer with a Content-Length): a client that left while its body arrived paid the
     // prompt alone, 0 for an image (a raw-TCP probe, 2026-11-30).
-    if (whole) deadline.onHead = () => req.clientSignal.removeEventListener("abort", deadline);
+    if (whole) deadline.detachOnHead = req.clientSignal;
   }
   let handedOver = false;
 

@@ -1,4 +1,3 @@
-import { VENDOR_PROMPT_ALLOWANCE } from "../billing/token-estimate.ts";
 import type { ModelConfig } from "../config/schema.ts";
 import type { Ledger, ReserveResult } from "../billing/ledger.ts";
 import type { Logger } from "../log/log.ts";
@@ -65,8 +64,8 @@ export interface BillingOpen {
   answers?: (model: ModelConfig) => number;
   /** The client's conversation id (gateway/session-id.ts), asked for at the settlement: see PromptMemory. */
   conversation?: () => string | undefined;
-  /** The most prompt tokens the request's text makes (plan.ts, promptCeiling): a reported prompt is billed up to it plus VENDOR_PROMPT_ALLOWANCE. */
-  promptCeiling?: number;
+  /** The most prompt tokens a vendor may bill for the request (plan.ts, billedPromptMax): a reported prompt is counted up to it. */
+  billedPromptMax?: number;
 }
 
 /**
@@ -134,7 +133,7 @@ class OpenSession implements BillingSession {
     // vendors): a vendor reporting more (800 tokens for "Hello" under max_tokens 50, a raw-TCP
     // probe) is counted at the limit, not charged up to the hold. Image tokens are not bounded by it.
     if (maxTokens !== undefined && maxTokens > 0 && model.category !== "image" && model.upstream_api !== "images") meter.limitOutput(maxTokens, this.o.answers ? this.o.answers(model) : 1);
-    if (this.o.promptCeiling !== undefined) meter.limitInput(this.o.promptCeiling + VENDOR_PROMPT_ALLOWANCE);
+    if (this.o.billedPromptMax !== undefined) meter.limitInput(this.o.billedPromptMax);
     // An answer priced per image brings no more images than the hold paid for (plan.ts, imagesHeld).
     if (imagesBounded(model)) meter.limitImages(imagesHeld(model));
     return (this.#meter = meter);
@@ -181,9 +180,12 @@ class OpenSession implements BillingSession {
       // processing on the operator's bill (a bill audit, 2026-11-30).
       // Not when the gateway cut it (shutdown past its grace): the client left nothing, it was left
       // with a reset and no answer, and paid its prompt for it (a kill -9 and disk-fault probe).
-      // What a cut stream had sent is still charged, as for any stream cut short.
-      const abandoned = status === "cancelled" && meter !== undefined && meter.promptSent && !deps.inflight.cutting;
-      const produced = status !== "upstream_error" && meter !== undefined && (!meter.empty || abandoned) && (status !== "stream_failed" || meter.answered);
+      // What a cut stream had sent is still charged, as for any stream cut short; a whole answer
+      // read after its client's connection was reset is not (it goes out after its settlement, so
+      // nothing of it went out; a reviewer's finding).
+      const cut = status === "cancelled" && deps.inflight.cutting;
+      const abandoned = status === "cancelled" && meter !== undefined && meter.promptSent && !cut;
+      const produced = status !== "upstream_error" && meter !== undefined && (!meter.empty || abandoned) && (status !== "stream_failed" || meter.answered) && !(cut && meter.framesRelayed === 0);
       const counted = produced ? await meter!.total(o.promptText) : undefined;
       // n answers whose tokens the upstream did not report: the meter reads the first answer's
       // text, and the others are taken to be as long, or as long as their frames say, whichever is
@@ -216,8 +218,9 @@ class OpenSession implements BillingSession {
         latencyMs: Math.round(performance.now() - o.startedAt),
         clientRequestId: o.clientRequestId,
       });
-      // What the ledger posts: at most the hold (an upstream that reports more than it could have
-      // produced is charged the hold), nothing without one. Metrics and the access log say the same.
+      // What the ledger posts: at most the hold (the meter already counts no more output than the
+      // answer's limit and no more prompt than billedPromptMax), nothing without one. Metrics and
+      // the access log say the same.
       o.charges?.charged(inputTokens, outputTokens, this.reserved ? Math.min(costMicro, o.worstCaseMicro) : 0);
       // A free answer's record may trail it: nothing billed, nothing to lose.
       if (this.reserved && costMicro > 0) await durable;

@@ -14,14 +14,15 @@ import { keyVerdict } from "../providers/key-pool.ts";
 import { modelAllowed, modelRefusal } from "../accounts/model-access.ts";
 import { attemptInit } from "../transport/transport.ts";
 import { reportedCount } from "../streaming/events.ts";
-import { promptTokenCeiling, VENDOR_PROMPT_ALLOWANCE } from "../billing/token-estimate.ts";
+import { promptTokenCeiling, vendorPromptAllowance } from "../billing/token-estimate.ts";
 
 /** Whether a vendor's count is one the request could make: its text's bytes, or failing that its whole body's, plus what a vendor adds. */
 function countFits(count: number, body: Record<string, unknown>, textBytes: number): boolean {
   const messages = Array.isArray(body.messages) ? body.messages.length : 0;
-  if (count <= promptTokenCeiling(textBytes, messages) + VENDOR_PROMPT_ALLOWANCE) return true;
+  const added = vendorPromptAllowance(body);
+  if (count <= promptTokenCeiling(textBytes, messages) + added) return true;
   // Tools and schemas are counted too: the body's bytes bound them (read only for a count past the text's).
-  return count <= promptTokenCeiling(Buffer.byteLength(JSON.stringify(body)), messages) + VENDOR_PROMPT_ALLOWANCE;
+  return count <= promptTokenCeiling(Buffer.byteLength(JSON.stringify(body)), messages) + added;
 }
 
 /** Longest wait for an upstream's count before the gateway answers with its own estimate. */

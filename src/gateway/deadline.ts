@@ -168,12 +168,19 @@ export class Deadline implements AttemptHooks {
     return this.#expired;
   }
 
-  /** Told when the answer's head arrives (attempt.ts: a whole answer is read to its end from then, whether or not its client stays). */
-  onHead: (() => void) | undefined;
+  /**
+   * A client's signal this deadline listens to until the answer's head arrives, then no longer
+   * (attempt.ts: a whole answer is read to its end from then, whether or not its client stays).
+   * A field, not a callback: a request keeps no closure of its own for it.
+   */
+  detachOnHead: AbortSignal | undefined;
 
   /** The answer's head arrived: from now on the idle limit applies instead of the first-byte one. */
   headArrived(): void {
-    this.onHead?.();
+    if (this.detachOnHead) {
+      this.detachOnHead.removeEventListener("abort", this);
+      this.detachOnHead = undefined;
+    }
     this.#headIn = true;
     this.#lastActivity = this.#clock.now();
     this.#rearm();

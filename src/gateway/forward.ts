@@ -125,7 +125,7 @@ export async function forward(deps: ForwardDeps, req: ForwardRequest): Promise<R
       slot,
       answers: typeof req.body.n === "number" && req.body.n > 1 ? (model) => answersAsked(deps.settings, req.format.wire, req.body, model) : undefined,
       conversation: () => conversationOf(req, plan.uuid),
-      promptCeiling: plan.promptCeiling,
+      billedPromptMax: plan.billedPromptMax,
     });
   } catch (err) {
     slot.release();

@@ -84,7 +84,16 @@ export async function inlineImages(events: StreamEvent[], o: InlineOptions): Pro
   }
 }
 
-const BASE64 = /^[A-Za-z0-9+/]*={0,2}$/;
+const BASE64_DIGITS = /^[A-Za-z0-9+/]*$/;
+
+/** Base64 throughout: padded to whole quads, or without its padding (which some encoders leave off). */
+function isBase64(data: string): boolean {
+  let end = data.length;
+  while (end > 0 && end > data.length - 2 && data.charCodeAt(end - 1) === 61 /* = */) end--;
+  const digits = end === data.length ? data : data.slice(0, end);
+  if (!BASE64_DIGITS.test(digits) || digits.length % 4 === 1) return false;
+  return end === data.length || data.length % 4 === 0;
+}
 
 function checkDataUri(uri: string, maxBytes: number): string {
   const comma = uri.indexOf(",");
@@ -92,7 +101,7 @@ function checkDataUri(uri: string, maxBytes: number): string {
   const data = uri.slice(comma + 1);
   // All of it base64, not only the start the type is read from: text after a valid image's first
   // bytes (`…)![x](https://tracker.example/p.gif)`) became markdown beside the image (a raw-TCP probe).
-  if (data.length % 4 !== 0 || !BASE64.test(data)) throw new ImageFetchError("not_image", "image data URI is not base64");
+  if (!isBase64(data)) throw new ImageFetchError("not_image", "image data URI is not base64");
   const padding = data.endsWith("==") ? 2 : data.endsWith("=") ? 1 : 0;
   if (Math.floor((data.length * 3) / 4) - padding > maxBytes) throw new ImageTooLargeError(maxBytes);
   const type = sniffImageType(Buffer.from(data.slice(0, 24), "base64"));

@@ -3,7 +3,7 @@ import type { Settings } from "../config/load-config.ts";
 import type { UpstreamKind } from "../formats/common/wire-types.ts";
 import { worstCaseMicro as mostItCosts } from "../billing/pricing.ts";
 import { maxPriceFactor } from "../config/price-rules.ts";
-import { promptTokenBound, promptTokenCeiling } from "../billing/token-estimate.ts";
+import { promptTokenBound, promptTokenCeiling, VENDOR_PROMPT_ALLOWANCE, vendorToolsAllowance } from "../billing/token-estimate.ts";
 import { fitCandidates, type Fitted } from "./context-fit.ts";
 import { promptText, requestedMaxTokens } from "../formats/prepare-upstream.ts";
 import type { EmbeddingsInputMeasure } from "../formats/openai-embeddings/embeddings-input.ts";
@@ -22,8 +22,11 @@ export interface Plan {
   promptText: PromptSource;
   /** Output an answer may be billed beyond its answer limit: OpenAI's predicted output (see `predictedTokens`). */
   predictedTokens: number;
-  /** The most prompt tokens any tokenizer makes of the request (what the hold assumed), before the vendor's own additions. */
-  promptCeiling: number;
+  /**
+   * The most prompt tokens a vendor may bill for the request: what any tokenizer makes of what is
+   * sent (a token a byte, 8 a message), and what the vendor adds (vendorPromptAllowance).
+   */
+  billedPromptMax: number;
 }
 
 /**
@@ -55,14 +58,17 @@ export async function planRequest(
       return (await count(prompt.text(), Math.max(0, window - framing))) + framing;
     },
   );
-  // The hold covers the most the prompt can cost (a token a byte at most), capped by the model's
-  // window, which it cannot bill past (or a long conversation of escaped text was held for far
-  // more than it could cost).
+  // The hold covers the most the prompt can cost (a token a byte at most, and the vendor's own
+  // tools' schemas, billed past a hold of the body's bytes), capped by the model's window, which
+  // it cannot bill past (or a long conversation of escaped text was held for far more than it
+  // could cost). A vendor's smaller additions (VENDOR_PROMPT_ALLOWANCE) fit in the answer's room.
   const promptCeiling = promptTokenCeiling(req.bodyBytes, messageCount);
+  const heldPrompt = promptCeiling + vendorToolsAllowance(body);
+  const billedPromptMax = heldPrompt + VENDOR_PROMPT_ALLOWANCE;
   const predicted = predictedTokens(wire, body);
   const worstCaseMicro = Math.max(...candidates.map((c) =>
-    mostItCosts(c.model.pricing, Math.min(promptCeiling, c.model.context_length), (c.maxTokens + predicted) * answersAsked(settings, wire, body, c.model), imagesHeld(c.model), maxPriceFactor(c.model))));
-  return { ...requestIds(), candidates, worstCaseMicro, promptText: prompt, predictedTokens: predicted, promptCeiling };
+    mostItCosts(c.model.pricing, Math.min(heldPrompt, c.model.context_length), (c.maxTokens + predicted) * answersAsked(settings, wire, body, c.model), imagesHeld(c.model), maxPriceFactor(c.model))));
+  return { ...requestIds(), candidates, worstCaseMicro, promptText: prompt, predictedTokens: predicted, billedPromptMax };
 }
 
 /** The images one request of a model is held for, and may receive when priced per image (`imagesBounded`). */
@@ -128,7 +134,7 @@ export function answersAsked(settings: Settings, wire: UpstreamKind, body: Recor
  */
 function planEmbeddings(models: ModelConfig[], input: EmbeddingsInputMeasure): Plan {
   const worstCaseMicro = Math.max(...models.map((m) => mostItCosts(m.pricing, input.tokenBound, 0, 0)));
-  return { ...requestIds(), candidates: models.map((model) => ({ model, maxTokens: 0 })), worstCaseMicro, promptText: input.prompt, predictedTokens: 0, promptCeiling: input.tokenBound };
+  return { ...requestIds(), candidates: models.map((model) => ({ model, maxTokens: 0 })), worstCaseMicro, promptText: input.prompt, predictedTokens: 0, billedPromptMax: input.tokenBound + VENDOR_PROMPT_ALLOWANCE };
 }
 
 /**

@@ -383,6 +383,12 @@ export const OPERATIONS: Record<string, Operation> = {
     tag: "admin", security: "admin", errors: [401, 404, 429],
     answers: { "200": { description: "Removed.", schema: t.Object({ account_id: t.String(), login: t.String(), removed: t.Literal(true) }) } },
   },
+  "DELETE /v1/admin/accounts/:id/invites/:login": {
+    summary: "Cancel a console invite",
+    description: "The account's open invite links for the login stop working; the login itself, if the account has it, keeps signing in and keeps its sessions. 404 when there was no open invite, or the console is off.",
+    tag: "admin", security: "admin", errors: [401, 404, 429],
+    answers: { "200": { description: "Cancelled.", schema: t.Object({ account_id: t.String(), login: t.String(), cancelled: t.Literal(true) }) } },
+  },
   "DELETE /v1/admin/keys/:id": {
     summary: "Revoke a key",
     description: "Takes effect on the next request (within 2 s on other gateways sharing PostgreSQL).",

@@ -78,7 +78,9 @@ export function createModelHealth(o: { metrics: () => GatewayMetrics | undefined
   return (): ModelHealth[] => {
     const metrics = o.metrics();
     const at = o.now();
-    while (snapshots.length > 0 && at - snapshots[0]!.at > KEEP_MS) snapshots.shift();
+    // A snapshot past KEEP_MS goes once the next is old enough to be the base in its place: with
+    // sparse looks, dropping it left only young ones, and the figures fell back to since the start.
+    while (snapshots.length > 1 && at - snapshots[0]!.at > KEEP_MS && at - snapshots[1]!.at >= MIN_WINDOW_MS) snapshots.shift();
     const current = metrics ? modelTotals(metrics) : new Map<string, ModelTotals>();
     // The oldest snapshot kept, once it is old enough to say something: a base seconds old showed
     // an operator who reloaded to confirm an outage a clean bill of health (a console probe).

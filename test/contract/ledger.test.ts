@@ -184,7 +184,12 @@ test("a clock that steps back across midnight (UTC) lets no more than the daily 
   const account = accounts.createAccount("clock", 100_000_000);
   const key = accounts.createKey(account.id, { name: "daily", spendLimitMicro: 1_000_000, spendLimitPeriod: "day" })!;
   try {
-    await clockStepBackAcrossMidnight(ledger, clock, { accountId: account.id, keyId: key.id });
+    expect(await clockStepBackAcrossMidnight(ledger, clock, { accountId: account.id, keyId: key.id })).toBe(4);
+    await ledger.flush();
+    // The books agree with the count: no period drift, nothing else.
+    const audit = auditLedger(db);
+    expect(audit.periodDrift).toEqual([]);
+    expect(audit.clean).toBe(true);
   } finally {
     await ledger.close(1_000);
     db.close();

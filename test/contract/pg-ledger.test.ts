@@ -575,7 +575,7 @@ if (missing) {
     const account = await accounts.createAccount("clock", 100_000_000);
     const key = (await accounts.createKey(account.id, { name: "daily", spendLimitMicro: 1_000_000, spendLimitPeriod: "day" }))!;
     try {
-      await clockStepBackAcrossMidnight(ledger, clock, { accountId: account.id, keyId: key.id });
+      expect(await clockStepBackAcrossMidnight(ledger, clock, { accountId: account.id, keyId: key.id })).toBe(4);
     } finally {
       await ledger.close(1_000);
     }

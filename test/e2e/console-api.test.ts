@@ -440,8 +440,8 @@ function consoleSuite(name: string, start: () => Promise<Setup>) {
 
         // Links made at once for a new login (two tabs): the one used cancels the other, which can
         // no longer set the password just set.
-        const a = await operator.json("POST", `/console/api/accounts/${account.id}/invites`, { login: "gil" }, 201);
-        const b = await operator.json("POST", `/console/api/accounts/${account.id}/invites`, { login: "gil" }, 201);
+        const a = await operator.json("POST", `/console/api/accounts/${account.id}/invites`, { login: "gil.link" }, 201);
+        const b = await operator.json("POST", `/console/api/accounts/${account.id}/invites`, { login: "gil.link" }, 201);
         expect(await check(a)).toBe(404);
         expect(await accept(b, "gil's own password")).toBe(200);
         expect(await accept(a, "someone else's")).toBe(404);
@@ -449,8 +449,8 @@ function consoleSuite(name: string, start: () => Promise<Setup>) {
         // Another account's open link speaks for the login: a second account cannot invite it
         // until that link is cancelled, so no account shows a link that can only fail.
         const other = await operator.json("POST", "/console/api/accounts", { name: "other", credits: 1 }, 201);
-        const pending = await operator.json("POST", `/console/api/accounts/${account.id}/invites`, { login: "hana" }, 201);
-        const refused = await admin("POST", `/accounts/${other.id}/invites`, { login: "HANA" });
+        const pending = await operator.json("POST", `/console/api/accounts/${account.id}/invites`, { login: "hana.link" }, 201);
+        const refused = await admin("POST", `/accounts/${other.id}/invites`, { login: "HANA.LINK" });
         expect(refused.status).toBe(409);
         expect(((await refused.json()) as any).error.message).toContain("open invite");
 
@@ -464,16 +464,20 @@ function consoleSuite(name: string, start: () => Promise<Setup>) {
         expect(await signIn(PASSWORD)).toBe(200);
         expect((await operator.call("DELETE", `/console/api/accounts/${account.id}/invites/erin@long.test`)).status).toBe(404);
         // The admin API cancels the same way, and then the login is free for the other account.
-        expect(await (await admin("DELETE", `/accounts/${account.id}/invites/hana`)).json()).toEqual({ account_id: account.id, login: "hana", cancelled: true });
+        expect(await (await admin("DELETE", `/accounts/${account.id}/invites/hana.link`)).json()).toEqual({ account_id: account.id, login: "hana.link", cancelled: true });
         expect(await check(pending)).toBe(404);
-        expect((await admin("POST", `/accounts/${other.id}/invites`, { login: "hana" })).status).toBe(201);
+        expect((await admin("POST", `/accounts/${other.id}/invites`, { login: "hana.link" })).status).toBe(201);
         // A holder cancels nothing (an operator route: 403 whichever account it names).
-        const { holder } = await holderSetup(s.gw, "third", "ivo");
-        expect((await holder.call("DELETE", `/console/api/accounts/${other.id}/invites/hana`)).status).toBe(403);
-        expect((await holder.call("DELETE", `/console/api/accounts/${(await holder.json("GET", "/console/api/session")).account_id}/invites/ivo`)).status).toBe(403);
+        const { holder } = await holderSetup(s.gw, "third", "ivo.link");
+        expect((await holder.call("DELETE", `/console/api/accounts/${other.id}/invites/hana.link`)).status).toBe(403);
+        expect((await holder.call("DELETE", `/console/api/accounts/${(await holder.json("GET", "/console/api/session")).account_id}/invites/ivo.link`)).status).toBe(403);
         const logins = await operator.json("GET", `/console/api/accounts/${account.id}/logins`);
-        expect(logins.logins.map((l: any) => l.login)).toEqual(["erin@long.test", "gil"]);
+        expect(logins.logins.map((l: any) => l.login)).toEqual(["erin@long.test", "gil.link"]);
         expect(logins.invites).toEqual([]);
+        // An invite past its 7 days is not open: cancelling it is a 404, as the list never shows it.
+        await operator.json("POST", `/console/api/accounts/${account.id}/invites`, { login: "jo.link" }, 201);
+        s.clock.now += 7 * 86_400_000 + 1;
+        expect((await admin("DELETE", `/accounts/${account.id}/invites/jo.link`)).status).toBe(404);
       } finally {
         await s.stop();
       }
@@ -631,6 +635,12 @@ function consoleSuite(name: string, start: () => Promise<Setup>) {
         s.clock.now += 5 * 60_000;
         const later = (await operator.json("GET", "/console/api/catalogue")).data.find((m: { id: string }) => m.id === OPENAI_MODEL);
         expect(later.health.requests).toBe(2);
+        // Looks twenty minutes apart: the last look is still the base (dropping it for its age left
+        // no base at all, and the figures counted since the start).
+        s.clock.now += 20 * 60_000;
+        expect((await chat(s.gw, s.gw.key, "cat-sparse")).status).toBe(200);
+        const sparse = (await operator.json("GET", "/console/api/catalogue")).data.find((m: { id: string }) => m.id === OPENAI_MODEL);
+        expect(sparse.health.requests).toBe(1);
       } finally {
         await s.stop();
       }

@@ -101,6 +101,13 @@ describe("POST /v1/embeddings with the openai SDK", () => {
     expect(raw.data[0]!.embedding as unknown as string).toBe(fakeEmbeddingBase64(b));
   });
 
+  test("float32's extremes are numbers: the largest float32 as the shortest decimal that names it (3.4028235e38) is passed on", async () => {
+    upstream.reply(vendorBody([{ object: "embedding", index: 0, embedding: [3.4028235e38, -3.4028235e38, 1.4e-45] }]));
+    const res = await post(gw, "/v1/embeddings", { model: EMBED, input: "x", encoding_format: "float" });
+    expect(res.status).toBe(200);
+    expect(((await res.json()) as any).data[0].embedding).toEqual([3.4028235e38, -3.4028235e38, 1.4e-45]);
+  });
+
   test("items the upstream sent out of order come back in index order", async () => {
     const [a, b] = [fakeEmbedding("one", 4), fakeEmbedding("two", 4)];
     upstream.reply(vendorBody([{ object: "embedding", index: 1, embedding: b }, { object: "embedding", index: 0, embedding: a }]));

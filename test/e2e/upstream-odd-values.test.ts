@@ -395,6 +395,46 @@ describe("an upstream that reports a prompt longer than the request could make",
   });
 });
 
+describe("prompts a vendor legitimately makes longer than the request's bytes are billed as reported", () => {
+  const record = async () => {
+    await gw.app.services.settled();
+    const db = new Database(gw.dbPath, { readonly: true });
+    try {
+      return db.query<{ prompt_tokens: number }, []>("SELECT prompt_tokens FROM usage_records ORDER BY id DESC LIMIT 1").get()!.prompt_tokens;
+    } finally {
+      db.close();
+    }
+  };
+
+  test("Anthropic's own tools (bash, text editor, computer) add their schemas and system prompt: 3,900 tokens for a 300-byte request", async () => {
+    upstream.reply({ kind: "json", body: { id: "msg_tools", type: "message", role: "assistant", model: "claude-sonnet-4-5", content: [{ type: "text", text: "ok" }], stop_reason: "end_turn", stop_sequence: null, usage: { input_tokens: 3_900, output_tokens: 2 } } });
+    const res = await post(gw, "/v1/messages", {
+      model: ANTHROPIC_MODEL, max_tokens: 2, messages: [{ role: "user", content: "hi" }],
+      tools: [{ type: "bash_20250124", name: "bash" }, { type: "text_editor_20250728", name: "str_replace_based_edit_tool" }, { type: "computer_20250124", name: "computer", display_width_px: 1024, display_height_px: 768 }],
+    });
+    expect(res.status).toBe(200);
+    expect(await record()).toBe(3_900);
+    // And charged for them: the hold covered what the vendor adds, so the charge is the bill, not the hold.
+    await gw.app.services.settled();
+    const db = new Database(gw.dbPath, { readonly: true });
+    try {
+      expect(db.query<{ cost_micro: number }, []>("SELECT cost_micro FROM usage_records ORDER BY id DESC LIMIT 1").get()!.cost_micro).toBe(3_900 * 3_000 + 2 * 15_000);
+    } finally {
+      db.close();
+    }
+  });
+
+  test("a Responses request whose translation is larger than it (custom tools gain a description and a schema) is bounded by what is sent", async () => {
+    const tools = Array.from({ length: 128 }, (_, i) => ({ type: "custom", name: `t${i}` }));
+    upstream.reply({ kind: "json", body: { id: "chatcmpl-custom", object: "chat.completion", created: 1, model: "gpt-4o-mini", choices: [{ index: 0, message: { role: "assistant", content: "ok" }, finish_reason: "stop" }], usage: { prompt_tokens: 9_000, completion_tokens: 1, total_tokens: 9_001 } } });
+    const body = { model: OPENAI_MODEL, input: "hi", tools, store: false, max_output_tokens: 16 };
+    expect(Buffer.byteLength(JSON.stringify(body)) + 1024 + 16).toBeLessThan(9_000);
+    const res = await post(gw, "/v1/responses", body);
+    expect(res.status).toBe(200);
+    expect(await record()).toBe(9_000);
+  });
+});
+
 describe("an upstream's JSON nested far deeper than any answer", () => {
   /** An answer with a field of the vendor's own nesting `depth` arrays (two characters a level). */
   const deep = (depth: number) => "[".repeat(depth) + "]".repeat(depth);
@@ -468,6 +508,9 @@ describe("counts and images that are not what they say", () => {
     expect(await res.text()).not.toContain("tracker.example");
     await gw.app.services.settled();
     expect(await gw.balanceMicro()).toBe(before);
+    // Without its padding (some encoders leave it off) it is still base64, and goes out.
+    upstream.reply({ kind: "json", body: { created: 1, data: [{ b64_json: "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mNk+M9QDwADhgGAWjR9awAAAABJRU5ErkJggg" }] } });
+    expect((await post(gw, "/v1/chat/completions", { model: IMAGES_API_MODEL, messages: ask })).status).toBe(200);
     // A whole PNG in base64 still goes out.
     upstream.reply({ kind: "json", body: { created: 1, data: [{ b64_json: "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mNk+M9QDwADhgGAWjR9awAAAABJRU5ErkJggg==" }] } });
     const ok = await post(gw, "/v1/chat/completions", { model: IMAGES_API_MODEL, messages: ask });

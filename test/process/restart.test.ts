@@ -133,6 +133,10 @@ test("a SIGTERM whose grace ends before an answer came: the requests cut then (n
   // The upstream has both requests and answers neither: the gateway's own stop ends them, not their clients.
   upstream.reply({ kind: "hang" });
   upstream.reply({ kind: "hang" });
+  // A third's whole answer has its head out and the rest 500 ms later, after the cut: read to its
+  // end, but its client's connection was reset, so none of it went out.
+  const answer = JSON.stringify({ id: "c", object: "chat.completion", created: 1, model: "m", choices: [{ index: 0, message: { role: "assistant", content: "a whole answer nobody got" }, finish_reason: "stop" }], usage: { prompt_tokens: 900, completion_tokens: 7, total_tokens: 907 } });
+  upstream.reply({ kind: "sse", headers: { "content-type": "application/json" }, chunks: [answer.slice(0, 40), answer.slice(40)], delayMs: 500 });
   const sentBefore = upstream.requests.length;
   const ask = (id: string, stream: boolean) =>
     fetch(`${gw.url}/v1/chat/completions`, {
@@ -142,14 +146,17 @@ test("a SIGTERM whose grace ends before an answer came: the requests cut then (n
     }).then((r) => r.text(), () => "cut");
   const asked = [ask("cut-whole", false), ask("cut-stream", true)];
   for (const until = Date.now() + 5_000; upstream.requests.length < sentBefore + 2 && Date.now() < until; ) await Bun.sleep(10);
-  expect(upstream.requests.length).toBe(sentBefore + 2);
+  asked.push(ask("cut-head-came", false));
+  for (const until = Date.now() + 5_000; upstream.requests.length < sentBefore + 3 && Date.now() < until; ) await Bun.sleep(10);
+  expect(upstream.requests.length).toBe(sentBefore + 3);
+  await Bun.sleep(50); // its head is out
   gw.child.kill("SIGTERM");
   await Promise.all(asked);
   expect(await gw.child.exited).toBe(0);
   const db = new Database(env.SWITCHYARD_DB, { readonly: true });
   try {
     const records = db.query<{ id: string; status: string; cost: number }, []>("SELECT client_request_id AS id, status, cost_micro AS cost FROM usage_records WHERE client_request_id LIKE 'cut-%' ORDER BY 1").all();
-    expect(records).toEqual([{ id: "cut-stream", status: "cancelled", cost: 0 }, { id: "cut-whole", status: "cancelled", cost: 0 }]);
+    expect(records).toEqual([{ id: "cut-head-came", status: "cancelled", cost: 0 }, { id: "cut-stream", status: "cancelled", cost: 0 }, { id: "cut-whole", status: "cancelled", cost: 0 }]);
     expect(db.query<{ b: number }, []>("SELECT balance_micro AS b FROM accounts WHERE name = 'demo'").get()!.b).toBe(balanceBefore);
   } finally {
     db.close();

@@ -100,7 +100,7 @@ export function usageView(session: Session, report: UsageSummary, choice: UsageC
   return h("section", { "aria-labelledby": "usage-title" },
     h("h1", { id: "usage-title" }, session.kind === "operator" ? "Usage across accounts" : "Your usage"),
     h("div", { class: "controls" }, field("Period", range), field("Split", by), h("a", { href: csv, download: "" }, "Download CSV")),
-    h("p", { class: "total" }, "Charged: ", h("strong", { "data-testid": "usage-total-credits" }, credits(report.total.cost)), " credits for ", report.total.requests.toLocaleString("en-US"), " requests (failed ones included, at no charge); cache savings ", h("span", { "data-testid": "usage-cache-savings" }, credits(report.total.cache_savings)), " credits."),
+    h("p", { class: "total" }, "Charged: ", h("strong", { "data-testid": "usage-total-credits" }, credits(report.total.cost)), " credits for ", report.total.requests.toLocaleString("en-US"), " requests (every one recorded, failed and cancelled ones too); cache savings ", h("span", { "data-testid": "usage-cache-savings" }, credits(report.total.cache_savings)), " credits."),
     refusals(report.rejected),
     empty,
     chartBox,

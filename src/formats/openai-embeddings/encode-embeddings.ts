@@ -27,7 +27,7 @@ export function vectorLength(embedding: unknown): number | undefined {
   if (Array.isArray(embedding)) {
     if (embedding.length === 0) return undefined;
     // Float32 values, as vendors make them: past FLT_MAX a number would be Infinity to a base64 client.
-    for (const x of embedding) if (typeof x !== "number" || !(x >= -FLT_MAX && x <= FLT_MAX)) return undefined;
+    for (const x of embedding) if (typeof x !== "number" || !Number.isFinite(Math.fround(x))) return undefined;
     return embedding.length;
   }
   if (typeof embedding !== "string" || embedding.length === 0 || embedding.length % 4 !== 0 || !BASE64.test(embedding)) return undefined;
@@ -41,8 +41,6 @@ export function vectorLength(embedding: unknown): number | undefined {
   return bytes / 4;
 }
 
-/** The largest finite float32. */
-const FLT_MAX = 3.4028234663852886e38;
 
 /** Float32 values, little-endian, as base64. */
 export function float32Base64(values: readonly number[]): string {

@@ -275,7 +275,7 @@ export function consoleApiRoutes(deps: ConsoleApiDeps) {
     .delete("/accounts/:id/invites/:login", async ({ request, params }) => {
       operator(await changer(request));
       await ops.account(params.id);
-      if (!(await store.cancelInvites(params.id, params.login))) throw new GatewayError(404, "not_found", "The account has no open invite for that login.");
+      if (!(await store.cancelInvites(params.id, params.login, deps.now()))) throw new GatewayError(404, "not_found", "The account has no open invite for that login.");
       return { account_id: params.id, login: params.login, cancelled: true };
     })
     .post("/accounts/:id/keys", async ({ request, params, body, set }) => {

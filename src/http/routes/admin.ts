@@ -213,7 +213,7 @@ export function adminRoutes(deps: AdminDeps) {
     .delete("/accounts/:id/invites/:login", async ({ params }) => {
       if (!deps.console) throw new GatewayError(404, "not_found", "The console is off (SWITCHYARD_CONSOLE=off): there are no invites.");
       await ops.account(params.id);
-      if (!(await deps.console.cancelInvites(params.id, params.login))) throw new GatewayError(404, "not_found", "The account has no open invite for that login.");
+      if (!(await deps.console.cancelInvites(params.id, params.login, deps.now()))) throw new GatewayError(404, "not_found", "The account has no open invite for that login.");
       return { account_id: params.id, login: params.login, cancelled: true };
     })
     .get("/accounts/:id/usage", ({ params, query }) => ops.accountUsage(params.id, query as Record<string, string | undefined>))

@@ -96,9 +96,10 @@ export function responsesRoute(deps: ForwardDeps & { catalogue: Catalogue; respo
             onFinal: keep ? onFinal : undefined,
           }),
           body: plan.chat,
-          // Stored items make the conversation sent larger than the request: its own size bounds
-          // the prompt, so the hold (and the charge it caps) covers the history the vendor bills.
-          bodyBytes: stored.expanded ? Buffer.byteLength(JSON.stringify(plan.chat)) : undefined,
+          // What is sent bounds the prompt, not the request: stored items make it larger, and so
+          // does the translation (a custom tool gains a description and a schema: 4 KB of 128 such
+          // tools became 43 KB; a reviewer's finding), so the hold and the prompt billed cover it.
+          bodyBytes: Buffer.byteLength(JSON.stringify(plan.chat)),
           request,
           principal,
           server,

@@ -93,10 +93,10 @@ export function createPostgresConsoleStore(sql: Pg, timeoutMs = 2_000): ConsoleS
         return users.length + invites.length > 0;
       }), "console login removal");
     },
-    cancelInvites(accountId, login) {
+    cancelInvites(accountId, login, now) {
       return bounded(sql.begin(async (tx) => {
         await lockLogin(tx, login);
-        const rows = await tx`DELETE FROM console_invites WHERE lower(login) = lower(${login}) AND account_id = ${accountId} AND used_at IS NULL RETURNING login`;
+        const rows = await tx`DELETE FROM console_invites WHERE lower(login) = lower(${login}) AND account_id = ${accountId} AND used_at IS NULL AND expires_at > ${now} RETURNING login`;
         return rows.length > 0;
       }), "console invite cancel");
     },

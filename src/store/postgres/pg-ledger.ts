@@ -1,5 +1,5 @@
 import { hostname } from "node:os";
-import { storedPeriod, windowSql, windowStarts, type SpendBudget } from "../../billing/spend-period.ts";
+import { monotonicClock, storedPeriod, windowSql, windowStarts, type SpendBudget } from "../../billing/spend-period.ts";
 import { acceptableSettlement, budgetRefusal, type Hold, type Ledger, type LedgerHealth, type RejectionLog, type ReserveResult, type Settlement } from "../../billing/ledger.ts";
 import type { Logger } from "../../log/log.ts";
 import { randomId } from "../ids.ts";
@@ -108,7 +108,8 @@ export async function createPostgresLedger(sql: Pg, o: PgLedgerOptions): Promise
     recycleIfStale(sql, err);
     return classifyFailure(err);
   };
-  const now = o.now;
+  // Never backwards (spend-period.ts): what it stamps and the windows it picks move forward only.
+  const now = monotonicClock(o.now);
   const log = o.log ?? (() => {});
   const maxQueued = o.maxQueued ?? 50_000;
   const timeoutMs = o.timeoutMs ?? 2_000;

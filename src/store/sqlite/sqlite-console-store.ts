@@ -51,6 +51,7 @@ export function createSqliteConsoleStore(db: Database): ConsoleStore {
   const invitedElsewhere = db.query<{ one: number }, [string, string, number]>(
     "SELECT 1 AS one FROM console_invites WHERE login = ? COLLATE NOCASE AND account_id <> ? AND used_at IS NULL AND expires_at > ? LIMIT 1",
   );
+  const cancelOpenInvites = db.query("DELETE FROM console_invites WHERE login = ? COLLATE NOCASE AND account_id = ? AND used_at IS NULL AND expires_at > ?");
   const cancelOtherInvites = db.query("DELETE FROM console_invites WHERE login = ? COLLATE NOCASE AND token_hash <> ? AND used_at IS NULL");
   // Newest first by the primary key (all accounts) or the (account_id, created_at) index (one account).
   const recentAll = db.query<RecordRow, [number]>(`SELECT ${RECENT_COLUMNS} FROM ${RECENT_FROM} ORDER BY u.id DESC LIMIT ?`);
@@ -108,7 +109,7 @@ export function createSqliteConsoleStore(db: Database): ConsoleStore {
       invites: invitesOf.all(accountId, now).map((i) => ({ login: i.login, created_at: iso(i.created_at)!, expires_at: iso(i.expires_at)! })),
     }),
     removeLogin: (accountId, login) => retryWhileBusy(() => remove.immediate(accountId, login)),
-    cancelInvites: (accountId, login) => retryWhileBusy(() => cancelInvites.run(login, accountId).changes > 0),
+    cancelInvites: (accountId, login, now) => retryWhileBusy(() => cancelOpenInvites.run(login, accountId, now).changes > 0),
     createSession: (s: ConsoleSession) =>
       retryWhileBusy(() => {
         sweep.run(s.createdAt);

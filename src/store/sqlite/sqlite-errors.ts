@@ -31,8 +31,12 @@ export function classifyWriteFailure(err: unknown): WriteFailure {
  */
 export function isSqliteUnavailable(err: unknown): boolean {
   const code = typeof (err as { code?: unknown })?.code === "string" ? (err as { code: string }).code : "";
-  return code.startsWith("SQLITE_") && classifyWriteFailure(err) !== "data";
+  // Only what passes: a plain SQLITE_ERROR (a syntax error, a table missing) is a bug, and a 503
+  // "retry in a few seconds" would have clients retry it forever (a reviewer's finding).
+  return UNAVAILABLE_PREFIXES.some((prefix) => code.startsWith(prefix));
 }
+
+const UNAVAILABLE_PREFIXES = ["SQLITE_BUSY", "SQLITE_LOCKED", "SQLITE_FULL", "SQLITE_IOERR", "SQLITE_READONLY", "SQLITE_CANTOPEN", "SQLITE_PERM", "SQLITE_NOLFS", "SQLITE_NOMEM"];
 
 export function describeWriteFailure(err: unknown): string {
   const code = (err as { code?: unknown })?.code;

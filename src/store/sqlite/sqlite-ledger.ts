@@ -1,5 +1,5 @@
 import type { Database } from "bun:sqlite";
-import { chargeBudget, storedPeriod, windowSql, windowStarts, type SpendBudget } from "../../billing/spend-period.ts";
+import { chargeBudget, monotonicClock, storedPeriod, windowSql, windowStarts, type SpendBudget } from "../../billing/spend-period.ts";
 import { acceptableSettlement, budgetRefusal, type Hold, type Ledger, type LedgerHealth, type RejectionLog, type ReserveResult, type Settlement } from "../../billing/ledger.ts";
 import { createChangeWatch, type ChangeWatch } from "./change-watch.ts";
 import type { Logger } from "../../log/log.ts";
@@ -88,7 +88,8 @@ interface HeldAmount {
  * that already exists charges nothing again.
  */
 export function createSqliteLedger(db: Database, o: SqliteLedgerOptions): Ledger & RejectionLog {
-  const now = o.now;
+  // Never backwards (spend-period.ts): what it stamps and the windows it picks move forward only.
+  const now = monotonicClock(o.now);
   const log = o.log ?? (() => {});
   const changes = o.changes ?? createChangeWatch(db);
   const maxQueued = o.maxQueued ?? 50_000;
