@@ -194,13 +194,20 @@ export const VENDOR_PROMPT_ALLOWANCE = 1024;
  */
 export const VENDOR_TOOL_ALLOWANCE = 2048;
 
+/**
+ * The tools a vendor defines and the client runs (Anthropic's, versioned: `bash_20250124`); any
+ * other type is the client's own (its schema is in the body) or refused by the vendor, and a
+ * request declaring a thousand odd types is not held for two million tokens.
+ */
+const VENDOR_DEFINED_TOOL = /^(?:bash|text_editor|computer|memory)_\d{8}$/;
+
 /** The prompt tokens the vendor's own tools of a request add (VENDOR_TOOL_ALLOWANCE each): held for, and billed. */
 export function vendorToolsAllowance(body: Record<string, unknown>): number {
   let defined = 0;
   if (Array.isArray(body.tools)) {
     for (const tool of body.tools) {
       const type = (tool as { type?: unknown } | null)?.type;
-      if (typeof type === "string" && type !== "function" && type !== "custom") defined++;
+      if (typeof type === "string" && VENDOR_DEFINED_TOOL.test(type)) defined++;
     }
   }
   return defined * VENDOR_TOOL_ALLOWANCE;

@@ -76,3 +76,11 @@ describe("token estimates", () => {
     expect(promptTokenBound(1000, 2)).toBe(500 + 16 + 8);
   });
 });
+
+test("a vendor's own tools are allowed for by their versioned types only: a thousand odd types hold nothing more", async () => {
+  const { vendorToolsAllowance, vendorPromptAllowance, VENDOR_PROMPT_ALLOWANCE, VENDOR_TOOL_ALLOWANCE } = await import("../../../src/billing/token-estimate.ts");
+  expect(vendorToolsAllowance({ tools: [{ type: "bash_20250124", name: "bash" }, { type: "text_editor_20250728", name: "e" }, { type: "computer_20250124", name: "c" }, { type: "memory_20250818", name: "m" }] })).toBe(4 * VENDOR_TOOL_ALLOWANCE);
+  expect(vendorToolsAllowance({ tools: Array.from({ length: 1000 }, (_, i) => ({ type: `odd_${i}`, name: `t${i}` })) })).toBe(0);
+  expect(vendorToolsAllowance({ tools: [{ type: "function", function: { name: "f" } }, { type: "custom", name: "c" }, { type: "bash", name: "b" }, { type: "bash_2025" }] })).toBe(0);
+  expect(vendorPromptAllowance({})).toBe(VENDOR_PROMPT_ALLOWANCE);
+});
