@@ -88,7 +88,8 @@ export function usageView(session: Session, report: UsageSummary, choice: UsageC
       { label: "UTC", values: (_u, ticks) => ticks.map((t) => tickTime(t, hourly)) },
       { label: "credits", size: 70, values: (_u, ticks) => ticks.map((t) => credits(t)) },
     ];
-    const chart = new uPlot({ width: widthOf(), height: 260, series, axes, scales: { x: { time: true } }, tzDate: (ts) => uPlot.tzDate(new Date(ts * 1000), "Etc/UTC") }, data, chartBox);
+    // Room on the right for the last tick's label ("11-30 12:00" was cut at the edge).
+    const chart = new uPlot({ width: widthOf(), height: 260, series, axes, padding: [12, 36, 0, 0], scales: { x: { time: true } }, tzDate: (ts) => uPlot.tzDate(new Date(ts * 1000), "Etc/UTC") }, data, chartBox);
     const resized = new ResizeObserver(() => {
       if (!chartBox.isConnected) return resized.disconnect();
       if (Math.abs(widthOf() - chart.width) > 1) chart.setSize({ width: widthOf(), height: 260 });
