@@ -2,6 +2,7 @@ import type { Settings, ResolvedProvider } from "../config/load-config.ts";
 import type { Logger } from "../log/log.ts";
 import { UpstreamProtocolError, type ProviderAdapter, type DecodedFrame } from "../providers/provider.ts";
 import { MAX_ANSWER_DEPTH, nestsTooDeep } from "../formats/common/json-shape.ts";
+import { reasonsOutOfSight } from "./unseen-reasoning.ts";
 import type { UpstreamKind } from "../formats/common/wire-types.ts";
 import type { StreamEvent } from "../streaming/events.ts";
 import type { SseEvent } from "../streaming/sse-parser.ts";
@@ -53,7 +54,11 @@ export type AttemptOutcome =
   /** A whole answer (a JSON body, or an API that cannot stream), decoded and with images inlined. */
   | { kind: "body"; json: unknown; events: StreamEvent[]; adapter: ProviderAdapter; provider: ResolvedProvider }
   /** An event stream, head read; its body is read by the stream stage, under the same deadline. */
-  | { kind: "stream"; reader: ChunkReader; decode: (frame: SseEvent) => DecodedFrame; deadline: Deadline; adapter: ProviderAdapter; provider: ResolvedProvider; inline: (events: StreamEvent[]) => Promise<void> }
+  | {
+      kind: "stream"; reader: ChunkReader; decode: (frame: SseEvent) => DecodedFrame; deadline: Deadline; adapter: ProviderAdapter; provider: ResolvedProvider; inline: (events: StreamEvent[]) => Promise<void>;
+      /** The answer reasons out of sight: a client that leaves before its usage came leaves it read to its end (unseen-reasoning.ts). */
+      readToEnd: boolean;
+    }
   /** No answer: what went wrong, and what the retry policy should make of it. */
   | {
       kind: "refused"; verdict: Verdict; error: GatewayError; delayMs?: number; cause?: UpstreamErrorClass; status?: number;
@@ -160,7 +165,13 @@ export async function attemptUpstream(deps: AttemptDeps, req: AttemptRequest, ca
   // The deadline is the client's abort listener itself (its handleEvent ends the attempt): no
   // closure a request keeps while it waits. No `once`: the listener is removed below whatever
   // happens, and the option doubles the call's cost.
-  if (req.clientSignal.aborted) deadline.handleEvent();
+  // An answer that reasons out of sight is read to its end whatever its client does: the vendor's
+  // usage at the end is the only count of its reasoning (unseen-reasoning.ts).
+  // A stream's own stage reads the rest of one whose client leaves (stream-answer.ts, readToEndOnCancel).
+  const readToEnd = reasonsOutOfSight(provider.kind, model, prepared.body as Record<string, unknown>);
+  if (readToEnd) {
+    // The client's leaving is not listened to: the deadline alone bounds the attempt.
+  } else if (req.clientSignal.aborted) deadline.handleEvent();
   else {
     req.clientSignal.addEventListener("abort", deadline);
     // A whole answer's head comes when the vendor has made (and billed) it: from then its body is
@@ -282,7 +293,7 @@ export async function attemptUpstream(deps: AttemptDeps, req: AttemptRequest, ca
       };
     }
     const inline = (events: StreamEvent[]) => inlineImages(events, inlineOptions(deps, provider, deadline));
-    return { kind: "stream", reader: fastReader(res) ?? wholeReader(res) ?? (res.body.getReader() as ChunkReader), decode, deadline, adapter, provider, inline };
+    return { kind: "stream", reader: fastReader(res) ?? wholeReader(res) ?? (res.body.getReader() as ChunkReader), decode, deadline, adapter, provider, inline, readToEnd };
   } finally {
     // A stream keeps its deadline until it ends; anything else is done. Either way the stream
     // stage watches the client itself from here.

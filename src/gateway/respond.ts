@@ -191,6 +191,7 @@ export async function respond(
         ? { event: { type: "error", errorType: err.reason === "timeout" ? "timeout" : "upstream", message: err.clientMessage }, chargeable: false }
         : undefined,
     beforeEnd: () => billing.settle("ok"),
+    readToEndOnCancel: outcome.readToEnd,
     onFirstWrite: trace && (() => trace.firstBytes()),
     onDone(outcome: StreamOutcome, reason, chargeable = true) {
       if (outcome === "failed") deps.log("warn", "stream failed after start", { requestId: req.requestId, provider: provider.id, reason });

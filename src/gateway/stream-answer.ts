@@ -82,6 +82,12 @@ export interface StreamAnswerOptions {
   onFirstWrite?: () => void;
   /** Called exactly once, whatever ends the stream. `chargeable` is false when the failure is one the client must not pay for. */
   onDone: (outcome: StreamOutcome, reason?: string, chargeable?: boolean) => void;
+  /**
+   * The answer reasons out of sight (gateway/unseen-reasoning.ts): a client that leaves before the
+   * vendor's end leaves the rest read, not relayed, up to the answer's limit and the deadline, and
+   * the answer is settled then, with the vendor's own usage.
+   */
+  readToEndOnCancel?: boolean;
 }
 
 /**
@@ -149,6 +155,8 @@ export async function answerSource(o: StreamAnswerOptions): Promise<{
   };
 
   let chargeable = true;
+  /** The relay loop's read under way on a reader that only has `read()`: readRest takes its chunk. */
+  let pendingRead: Promise<ReadResult> | undefined;
   /** The vendor said its answer is over ([DONE], message_stop): what may follow is its body's end. */
   let vendorEnded = false;
   // Frames with images wait here for inlining (a fetch); all others pass straight through.
@@ -518,8 +526,12 @@ export async function answerSource(o: StreamAnswerOptions): Promise<{
             }
             read = handed;
           }
-          read ??= await reader.read();
-          if (done) return; // the client went away while we waited
+          if (!read) {
+            pendingRead = reader.read();
+            read = await pendingRead;
+            pendingRead = undefined;
+          }
+          if (done) return; // the client went away while we waited (a read to the end takes this chunk: readRest)
           over = await takeWithNext(read);
           if (done) return;
         }
@@ -543,10 +555,57 @@ export async function answerSource(o: StreamAnswerOptions): Promise<{
     },
 
     cancel() {
+      if (o.readToEndOnCancel && !done && !vendorEnded && !failure) return readRest();
       finish("cancelled", "client disconnected");
       reader.cancel().catch(() => {});
     },
   };
+
+  /**
+   * The client left an answer that reasons out of sight: what the vendor still sends is read for
+   * its usage, none of it relayed, until its end, the answer's limit (the meter's overrun) or the
+   * deadline; then the answer ends as a cancelled one, charged what the vendor says it made. The
+   * relay's own loop stops (it sees `done`), and this one reads alone.
+   */
+  function readRest(): void {
+    done = true;
+    stopClock?.();
+    letGo()?.resolve(END);
+    o.deadline.resume();
+    const end = () => {
+      done = false;
+      out = "";
+      finish("cancelled", "client disconnected");
+      reader.cancel().catch(() => {});
+    };
+    const step = (): void => {
+      try {
+        for (;;) {
+          if (vendorEnded || failure || o.meter.overrun) return end();
+          const read = reader.readNow ? reader.readNow() : undefined;
+          if (!read) {
+            if (reader.readNow && reader.onReadable) return reader.onReadable(step);
+            void reader.read().then((r) => (r.done ? end() : (take(r.value), step())), end);
+            return;
+          }
+          if (read.done) return end();
+          take(read.value);
+        }
+      } catch {
+        end();
+      }
+    };
+    const take = (chunk: Uint8Array) => {
+      feed(chunk);
+      // Nothing goes to the client; frames held for their images are not fetched.
+      out = "";
+      held.length = 0;
+    };
+    // A read the relay loop has under way is this loop's first, so the bytes stay in order.
+    const waiting = pendingRead;
+    if (waiting) void waiting.then((r) => (r.done ? end() : (take(r.value), step())), end);
+    else step();
+  }
 }
 
 function streamFailure(err: unknown, timedOut: boolean): StreamEvent & { type: "error" } {

@@ -189,3 +189,93 @@ describe("a cancelled answer's estimated prompt, in a conversation whose last an
     expect(lastRecord(gw)).toMatchObject({ status: "ok", prompt_tokens: 1_700, cache_read_tokens: 0, estimated: 0 });
   });
 });
+
+describe("a client that leaves an answer that reasons out of sight, after its text, before its usage", () => {
+  /** An o-series model: OpenAI never streams its reasoning, and bills it. */
+  const O3 = "test/o3";
+  const o3 = { id: O3, provider: "fake-openai", upstream_model: "o3", category: "text", context_length: 200_000, pricing: { input_per_mtok: 2_000, output_per_mtok: 8_000 } };
+  let g: Gateway;
+  const word = (text: string) => `data: ${JSON.stringify({ id: "chatcmpl-r", object: "chat.completion.chunk", created: 1, model: "o3", choices: [{ index: 0, delta: { content: text }, finish_reason: null }] })}\n\n`;
+
+  /** Streams `body` to `path`, reads until `seen` shows, leaves; the settled record. */
+  async function leaveAfter(path: string, body: Record<string, unknown>, seen: string, headers: Record<string, string> = {}) {
+    const before = await g.balanceMicro();
+    const leave = new AbortController();
+    const res = await post(g, path, body, headers, leave.signal);
+    const reader = res.body!.getReader();
+    let text = "";
+    while (!text.includes(seen)) text += new TextDecoder().decode((await reader.read()).value);
+    leave.abort();
+    await reader.cancel().catch(() => {});
+    for (const until = Date.now() + 5_000; g.app.services.inflight.count > 0 && Date.now() < until; ) await Bun.sleep(10);
+    await g.app.services.settled();
+    return { row: lastRecord(g)!, charged: before - (await g.balanceMicro()) };
+  }
+
+  test("OpenAI o3: the rest is read, not relayed, and the answer is charged the vendor's count, reasoning included (was 0.1 % of the bill)", async () => {
+    g = await startGateway({ upstreamUrl: upstream.url, credits: 1_000, retry: { max_retries: 0 }, extraModels: [o3] });
+    try {
+      // The visible answer, then filler the client never wanted, then the usage: 3,000 tokens of reasoning behind it.
+      upstream.reply({ kind: "sse", delayMs: 20, chunks: [
+        `data: ${JSON.stringify({ id: "chatcmpl-r", object: "chat.completion.chunk", created: 1, model: "o3", choices: [{ index: 0, delta: { role: "assistant", content: "" }, finish_reason: null }] })}\n\n`,
+        word("The answer."), word(" <END>"), ...Array.from({ length: 20 }, () => word(" filler")),
+        `data: ${JSON.stringify({ id: "chatcmpl-r", object: "chat.completion.chunk", created: 1, model: "o3", choices: [{ index: 0, delta: {}, finish_reason: "stop" }] })}\n\n`,
+        `data: ${JSON.stringify({ id: "chatcmpl-r", object: "chat.completion.chunk", created: 1, model: "o3", choices: [], usage: { prompt_tokens: 24, completion_tokens: 3_025, total_tokens: 3_049, completion_tokens_details: { reasoning_tokens: 3_000 } } })}\n\n`,
+        "data: [DONE]\n\n",
+      ] });
+      const { row, charged } = await leaveAfter("/v1/chat/completions", { model: O3, max_completion_tokens: 4_000, messages: [{ role: "user", content: "answer, then <END>, then filler" }], stream: true, stream_options: { include_usage: true } }, "<END>");
+      expect(row).toMatchObject({ status: "cancelled", prompt_tokens: 24, completion_tokens: 3_025, estimated: 0 });
+      expect(charged).toBe(24 * 2_000 + 3_025 * 8_000);
+    } finally {
+      await g.stop();
+    }
+  });
+
+  test("OpenAI o3, not streamed: a client that leaves while it reasons (before the head) leaves the answer read and charged in full", async () => {
+    const body = JSON.stringify({ id: "chatcmpl-r", object: "chat.completion", created: 1, model: "o3", choices: [{ index: 0, message: { role: "assistant", content: "The answer." }, finish_reason: "stop" }], usage: { prompt_tokens: 24, completion_tokens: 1_503, total_tokens: 1_527, completion_tokens_details: { reasoning_tokens: 1_500 } } });
+    let asked = false;
+    const raw = rawUpstream((_request, socket) => {
+      asked = true;
+      // 400 ms of reasoning, then the whole answer.
+      setTimeout(() => socket.write(`HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ncontent-length: ${Buffer.byteLength(body)}\r\n\r\n${body}`), 400);
+    });
+    g = await startGateway({ upstreamUrl: raw.url, credits: 1_000, retry: { max_retries: 0 }, extraModels: [o3] });
+    try {
+      const { row, charged } = await leaveAfterSent("/v1/chat/completions", { model: O3, max_completion_tokens: 4_000, messages: [{ role: "user", content: "think" }] }, { on: g, whenSent: () => asked, waitMs: 100 });
+      expect(row).toMatchObject({ status: "cancelled", prompt_tokens: 24, completion_tokens: 1_503, estimated: 0 });
+      expect(charged).toBe(24 * 2_000 + 1_503 * 8_000);
+    } finally {
+      await g.stop();
+      raw.stop();
+    }
+  });
+
+  test("Anthropic with thinking (summarised or omitted): the same; without thinking, a stream left is charged what was relayed, as before", async () => {
+    g = await startGateway({ upstreamUrl: upstream.url, credits: 1_000, retry: { max_retries: 0 } });
+    const event = (name: string, data: Record<string, unknown>) => `event: ${name}\ndata: ${JSON.stringify({ type: name, ...data })}\n\n`;
+    const answer = () => [
+      event("message_start", { message: { id: "msg_t", type: "message", role: "assistant", model: "claude-sonnet-4-5", content: [], stop_reason: null, stop_sequence: null, usage: { input_tokens: 30, output_tokens: 1 } } }),
+      event("content_block_start", { index: 0, content_block: { type: "thinking", thinking: "", signature: "" } }),
+      event("content_block_delta", { index: 0, delta: { type: "signature_delta", signature: "sig" } }),
+      event("content_block_stop", { index: 0 }),
+      event("content_block_start", { index: 1, content_block: { type: "text", text: "" } }),
+      event("content_block_delta", { index: 1, delta: { type: "text_delta", text: "The answer. <END>" } }),
+      ...Array.from({ length: 20 }, () => event("content_block_delta", { index: 1, delta: { type: "text_delta", text: " filler" } })),
+      event("content_block_stop", { index: 1 }),
+      event("message_delta", { delta: { stop_reason: "end_turn", stop_sequence: null }, usage: { output_tokens: 2_500 } }),
+      event("message_stop", {}),
+    ];
+    try {
+      upstream.reply({ kind: "sse", delayMs: 20, chunks: answer() });
+      const thinking = await leaveAfter("/v1/messages", { model: ANTHROPIC_MODEL, max_tokens: 4_000, thinking: { type: "enabled", budget_tokens: 2_000, display: "omitted" }, messages: [{ role: "user", content: "x" }], stream: true }, "<END>");
+      expect(thinking.row).toMatchObject({ status: "cancelled", prompt_tokens: 30, completion_tokens: 2_500, estimated: 0 });
+      // Without thinking nothing is out of sight: the rest is not read, the estimate of what went out stands.
+      upstream.reply({ kind: "sse", delayMs: 20, chunks: answer() });
+      const plain = await leaveAfter("/v1/messages", { model: ANTHROPIC_MODEL, max_tokens: 4_000, messages: [{ role: "user", content: "x" }], stream: true }, "<END>");
+      expect(plain.row.status).toBe("cancelled");
+      expect(plain.row.completion_tokens).toBeLessThan(100);
+    } finally {
+      await g.stop();
+    }
+  });
+});
