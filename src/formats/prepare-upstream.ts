@@ -217,15 +217,23 @@ export function promptText(wire: UpstreamKind, body: Record<string, unknown>): s
     else if (Array.isArray(content)) {
       for (const part of content) {
         const p = part as Record<string, unknown>;
+        if (p === null || typeof p !== "object") continue;
         if (typeof p.text === "string") parts.push(p.text);
+        // An assistant's refusal and thinking are prompt too: 290 KB of refusal the vendor billed
+        // as 120,000 tokens were counted as none when a client left before the usage (a probe).
+        else if (typeof p.refusal === "string") parts.push(p.refusal);
+        else if (typeof p.thinking === "string") parts.push(p.thinking);
         else if (p.content !== undefined) add(p.content);
         else if (p.input !== undefined) parts.push(JSON.stringify(p.input));
+        // A part of a kind not read above is counted whole rather than not at all.
+        else parts.push(JSON.stringify(p));
       }
     }
   };
   if (wire === "anthropic") add(body.system);
   for (const m of (body.messages as Record<string, unknown>[]) ?? []) {
     add(m.content);
+    if (typeof m.refusal === "string") parts.push(m.refusal);
     const calls = m.tool_calls as { function?: { name?: string; arguments?: string } }[] | undefined;
     for (const call of calls ?? []) parts.push(call.function?.name ?? "", call.function?.arguments ?? "");
     // Legacy function calling: the call an assistant turn made.

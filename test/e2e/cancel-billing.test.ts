@@ -190,6 +190,14 @@ describe("a cancelled answer's estimated prompt, in a conversation whose last an
   });
 });
 
+test("a prompt carried in an assistant's refusal is counted when the client leaves before any usage (the vendor reads and bills it)", async () => {
+  upstream.reply({ kind: "hang" });
+  const refusal = "refused words ".repeat(4_000); // ~56 KB, ~8,000 tokens
+  const { row } = await leaveAfterSent("/v1/chat/completions", { model: OPENAI_MODEL, messages: [{ role: "user", content: "hi" }, { role: "assistant", content: [{ type: "refusal", refusal }] }, { role: "assistant", content: null, refusal }, { role: "user", content: "again" }] });
+  expect(row).toMatchObject({ status: "cancelled", estimated: 1 });
+  expect(row.prompt_tokens).toBeGreaterThan(12_000);
+});
+
 describe("a client that leaves an answer that reasons out of sight, after its text, before its usage", () => {
   /** An o-series model: OpenAI never streams its reasoning, and bills it. */
   const O3 = "test/o3";

@@ -320,3 +320,18 @@ test("promptText counts a response schema as prompt, as the vendors do (OpenAI r
   const anthropic = promptText("anthropic", { messages: [{ role: "user", content: "hi" }], output_config: { format: { type: "json_schema", schema } } });
   for (const text of [openai, anthropic]) expect(text).toContain("distinctive_field_name");
 });
+
+test("promptText reads every part the vendor reads: an assistant's refusal (as a part or the message's own), thinking, and a part of an unknown kind whole", () => {
+  const text = promptText("openai", {
+    messages: [
+      { role: "user", content: "question" },
+      { role: "assistant", content: [{ type: "refusal", refusal: "REFUSAL-PART" }] },
+      { role: "assistant", content: null, refusal: "REFUSAL-FIELD" },
+      { role: "user", content: [{ type: "future_kind", payload: "UNKNOWN-PART" }] },
+    ],
+  });
+  for (const piece of ["question", "REFUSAL-PART", "REFUSAL-FIELD", "UNKNOWN-PART"]) expect(text).toContain(piece);
+  const anthropic = promptText("anthropic", { messages: [{ role: "assistant", content: [{ type: "thinking", thinking: "THOUGHT", signature: "s" }, { type: "text", text: "said" }] }] });
+  expect(anthropic).toContain("THOUGHT");
+  expect(anthropic).toContain("said");
+});
