@@ -234,6 +234,26 @@ describe("what the vendor bills above the price book is not asked for (a tenant 
     }
   });
 
+  test("an allow-list, not a deny-list: the advisor and any tool type not the client's own are dropped, tool search and the client-run tools go; compaction (a vendor-side model call) is dropped, clearing tool uses goes", async () => {
+    const toolSearch = { type: "tool_search_tool_regex_20251119", name: "tool_search_tool_regex" };
+    const custom = { type: "custom", name: "typed", input_schema: { type: "object" } };
+    const res = await post(gw, "/v1/messages", {
+      model: ANTHROPIC_MODEL, max_tokens: 20, messages: question,
+      tools: [clientTool, { type: "advisor_20260301", name: "advisor", model: "claude-opus-4-6", max_uses: 5 }, { type: "some_future_server_tool_20270101", name: "future" }, toolSearch, custom, { type: "bash_20250124", name: "bash" }],
+      context_management: { edits: [{ type: "clear_tool_uses_20250919" }, { type: "compact_20260112", trigger: { type: "input_tokens", value: 50_000 } }] },
+      compaction: { enabled: true },
+    }, v);
+    expect(res.status).toBe(200);
+    await res.arrayBuffer();
+    const sent = upstream.requests.at(-1)!.body;
+    expect(sent.tools).toEqual([clientTool, toolSearch, custom, { type: "bash_20250124", name: "bash" }]);
+    expect(sent.context_management).toEqual({ edits: [{ type: "clear_tool_uses_20250919" }] });
+    expect(sent.compaction).toBeUndefined();
+    // Only compaction asked for: no context_management at all.
+    await (await post(gw, "/v1/messages", { model: ANTHROPIC_MODEL, max_tokens: 20, messages: question, context_management: { edits: [{ type: "compact_20260112" }] } }, v)).arrayBuffer();
+    expect("context_management" in upstream.requests.at(-1)!.body).toBe(false);
+  });
+
   test("a request whose only tool is a server tool goes without tools or tool_choice (Anthropic refuses a choice without tools); counts too", async () => {
     const res = await post(gw, "/v1/messages", { model: ANTHROPIC_MODEL, max_tokens: 20, messages: question, tools: [webSearch], tool_choice: { type: "any" } }, v);
     expect(res.status).toBe(200);

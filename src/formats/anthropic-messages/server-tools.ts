@@ -1,24 +1,52 @@
 import { GatewayError } from "../../streaming/gateway-error.ts";
 
-/**
+/*
  * Anthropic's server tools: tools the vendor runs inside the answer (web search, web fetch, code
- * execution) and the connector fields that reach other servers from there (`mcp_servers`,
- * `container`). The spec (1.7) has tools run on the client only, and these are what the price
- * book cannot charge: a web search costs the operator a per-search fee, code execution container
- * time, and their results are prompt the hold never saw. So they never reach the vendor, on any
- * path: the translation to an OpenAI-format upstream drops them too (they have no
- * `input_schema`). Tools Anthropic defines but the client runs (`bash_…`, `text_editor_…`,
+ * execution, the advisor) and the connector fields that reach other servers from there
+ * (`mcp_servers`, `container`). The spec (1.7) has tools run on the client only, and these are
+ * what the price book cannot charge: a web search costs the operator a per-search fee, code
+ * execution container time, and their results are prompt the hold never saw. So they never reach
+ * the vendor, on any path: the translation to an OpenAI-format upstream drops them too (they have
+ * no `input_schema`). Tools Anthropic defines but the client runs (`bash_…`, `text_editor_…`,
  * `computer_…`, `memory_…`) and `tool_search_tool_…` (its cost is tokens) pass as they came.
  */
-const SERVER_TOOL = /^(?:web_search|web_fetch|code_execution)_/;
 
-/** Top-level fields that only serve server-side tools. */
-const SERVER_FIELDS = ["mcp_servers", "container"] as const;
+/**
+ * The tools that pass: the client's own (no type, or `custom`) and those Anthropic defines for
+ * the client to run, whose cost is the prompt tokens they add. Every other type is a tool the
+ * vendor runs itself and bills outside the answer's usage: not a deny-list of the ones known
+ * today, since the advisor tool (an Opus call per use over the whole transcript, reported in
+ * `usage.iterations`) slipped through one and was billed at 9.5 % (a hostile-tenant probe).
+ */
+const CLIENT_TOOL = /^(?:custom|(?:bash|text_editor|computer|memory)_\d{8}|tool_search_tool_[a-z0-9]+_\d{8})$/;
+
+/** Top-level fields that only serve server-side tools, or run vendor-side model calls (compaction). */
+const SERVER_FIELDS = ["mcp_servers", "container", "compaction"] as const;
 
 type Tool = { type?: unknown; name?: unknown };
 
 export function isServerTool(tool: unknown): boolean {
-  return tool !== null && typeof tool === "object" && typeof (tool as Tool).type === "string" && SERVER_TOOL.test((tool as Tool).type as string);
+  if (tool === null || typeof tool !== "object") return false;
+  const type = (tool as Tool).type;
+  return type !== undefined && type !== null && !(typeof type === "string" && CLIENT_TOOL.test(type));
+}
+
+/**
+ * `context_management` edits that run a model call of the vendor's own (`compact_…`: it reads the
+ * whole prompt and writes a summary, billed in `usage.iterations`, outside the answer's counts;
+ * charged 5.3 % of the vendor's bill, the same probe). Edits that only take from the prompt
+ * (`clear_tool_uses_…`) pass.
+ */
+const isCompaction = (edit: unknown) => edit !== null && typeof edit === "object" && typeof (edit as { type?: unknown }).type === "string" && ((edit as { type: string }).type).startsWith("compact");
+
+function withoutCompaction(body: Record<string, unknown>): Record<string, unknown> {
+  const management = body.context_management as { edits?: unknown } | undefined;
+  if (!management || typeof management !== "object" || !Array.isArray(management.edits) || !management.edits.some(isCompaction)) return body;
+  const edits = management.edits.filter((edit) => !isCompaction(edit));
+  const out = { ...body };
+  if (edits.length > 0) out.context_management = { ...management, edits };
+  else delete out.context_management;
+  return out;
 }
 
 /**
@@ -26,7 +54,8 @@ export function isServerTool(tool: unknown): boolean {
  * requests, and all of Claude Code's but its WebSearch). A `tools` list left empty goes, with its
  * `tool_choice` (Anthropic refuses a choice without tools).
  */
-export function withoutServerTools(body: Record<string, unknown>): Record<string, unknown> {
+export function withoutServerTools(given: Record<string, unknown>): Record<string, unknown> {
+  const body = withoutCompaction(given);
   const tools = body.tools;
   const dropTools = Array.isArray(tools) && tools.some(isServerTool);
   if (!dropTools && !SERVER_FIELDS.some((field) => body[field] !== undefined)) return body;
