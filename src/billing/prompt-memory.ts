@@ -16,10 +16,30 @@
  * never logged.
  */
 export interface PromptMemory {
-  /** An answer of this account's conversation reported what the vendor holds of its prompt. */
-  remember(accountId: string, conversation: string, cachedTokens: number, at: number): void;
-  /** What was last remembered for it, if within the vendors' shortest cache lifetime; used up. */
-  recall(accountId: string, conversation: string, at: number): number | undefined;
+  /**
+   * An answer of this account's conversation reported what the vendor holds of its prompt; `start`
+   * is that much of its prompt's text (its first characters, in proportion), by its hash.
+   */
+  remember(accountId: string, conversation: string, cachedTokens: number, at: number, start?: PromptStart): void;
+  /**
+   * What was last remembered for it, if within the vendors' shortest cache lifetime and the
+   * prompt now (`text`) starts as the one remembered; used up either way. The conversation id is
+   * the client's: an unrelated prompt sent under a cached one's id was priced as read from the
+   * cache (48 % of the vendor's bill; a hostile-tenant probe).
+   */
+  recall(accountId: string, conversation: string, at: number, text?: string): number | undefined;
+}
+
+/** The start of a prompt the vendor holds: how many characters, and their hash. */
+export interface PromptStart {
+  chars: number;
+  hash: bigint | number;
+}
+
+/** The start of `text` that `cachedTokens` of its `inputTokens` stand for (characters in proportion to tokens). */
+export function promptStart(text: string, cachedTokens: number, inputTokens: number): PromptStart {
+  const chars = inputTokens > 0 ? Math.min(text.length, Math.floor((text.length * cachedTokens) / inputTokens)) : 0;
+  return { chars, hash: Bun.hash(text.slice(0, chars)) };
 }
 
 /** Anthropic's default cache lifetime, the shortest of the vendors' (OpenAI keeps prefixes 5–10 minutes). */
@@ -30,7 +50,7 @@ export function createPromptMemory(o: { ttlMs?: number; maxEntries?: number; per
   const maxEntries = o.maxEntries ?? 50_000;
   const perAccount = o.perAccount ?? 256;
   /** Each account's conversations, oldest first; and how many there are in all. */
-  const accounts = new Map<string, Map<string, { tokens: number; at: number }>>();
+  const accounts = new Map<string, Map<string, { tokens: number; at: number; start?: PromptStart }>>();
   let size = 0;
   /** Takes a conversation out (recalled); an account left with none leaves too. */
   const drop = (accountId: string, entries: Map<string, unknown>, conversation: string) => {
@@ -38,7 +58,7 @@ export function createPromptMemory(o: { ttlMs?: number; maxEntries?: number; per
     if (entries.size === 0) accounts.delete(accountId);
   };
   return {
-    remember(accountId, conversation, cachedTokens, at) {
+    remember(accountId, conversation, cachedTokens, at, start) {
       let entries = accounts.get(accountId);
       if (entries) {
         if (entries.delete(conversation)) size--;
@@ -57,16 +77,19 @@ export function createPromptMemory(o: { ttlMs?: number; maxEntries?: number; per
         size--;
         if (theirs.size === 0 && oldest !== accountId) accounts.delete(oldest);
       }
-      entries.set(conversation, { tokens: cachedTokens, at });
+      entries.set(conversation, { tokens: cachedTokens, at, start });
       size++;
       accounts.set(accountId, entries);
     },
-    recall(accountId, conversation, at) {
+    recall(accountId, conversation, at, text) {
       const entries = accounts.get(accountId);
       const entry = entries?.get(conversation);
       if (!entry) return undefined;
       drop(accountId, entries!, conversation);
-      return at - entry.at > ttlMs ? undefined : entry.tokens;
+      if (at - entry.at > ttlMs) return undefined;
+      // A prompt that does not start as the cached one read nothing from that cache.
+      if (entry.start && (text === undefined || text.length < entry.start.chars || Bun.hash(text.slice(0, entry.start.chars)) !== entry.start.hash)) return undefined;
+      return entry.tokens;
     },
   };
 }

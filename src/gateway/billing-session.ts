@@ -5,7 +5,7 @@ import { classesCostMicro, classesOf, NO_TOKENS, priceListOf } from "../billing/
 import { priceFactor } from "../config/price-rules.ts";
 import { microToCredits } from "../billing/money.ts";
 import { UsageMeter, type MeteredUsage, type PromptSource } from "../billing/usage-meter.ts";
-import { conversationKey, type PromptMemory } from "../billing/prompt-memory.ts";
+import { conversationKey, promptStart, type PromptMemory } from "../billing/prompt-memory.ts";
 import { GatewayError, NO_RETRY } from "../streaming/gateway-error.ts";
 import type { Inflight } from "./inflight.ts";
 import { imagesBounded, imagesHeld } from "./plan.ts";
@@ -45,6 +45,14 @@ export interface BillingDeps {
 /** Told what a settlement charged (metrics, the access log): a request's trace is one. */
 export interface ChargeListener {
   charged(inputTokens: number, outputTokens: number, costMicro: number): void;
+}
+
+/** A prompt's text, when its source is text (an embeddings input counted as tokens has none). */
+function promptTextOf(source: PromptSource): string | undefined {
+  // A function is an input counted on demand (embeddings): not called just to look.
+  if (typeof source === "function") return undefined;
+  const text = source.text();
+  return typeof text === "string" ? text : undefined;
 }
 
 /** What a billing session is opened with (see openBillingSession). */
@@ -156,14 +164,16 @@ class OpenSession implements BillingSession {
     const accountId = this.o.principal.accountId;
     const key = conversationKey(modelId, id);
     const at = this.deps.now ? this.deps.now() : Date.now();
+    const text = promptTextOf(this.o.promptText);
     if (!usage.promptEstimated) {
       // What the vendor said it holds of this conversation's prompt (read, or written now): its next
       // turn starts with it. Not the whole prompt: the vendor caches no more than that (Anthropic
       // only up to the last breakpoint), and a conversation it caches nothing of gets nothing.
-      prompts.remember(accountId, key, usage.cacheReadTokens + usage.cacheWriteTokens, at);
+      const cached = usage.cacheReadTokens + usage.cacheWriteTokens;
+      prompts.remember(accountId, key, cached, at, text === undefined || cached === 0 ? undefined : promptStart(text, cached, usage.inputTokens));
       return usage;
     }
-    const read = Math.min(prompts.recall(accountId, key, at) ?? 0, usage.inputTokens);
+    const read = Math.min(prompts.recall(accountId, key, at, text) ?? 0, usage.inputTokens);
     return read > 0 ? { ...usage, cacheReadTokens: read } : usage;
   }
 

@@ -173,6 +173,15 @@ describe("a cancelled answer's estimated prompt, in a conversation whose last an
     }
   });
 
+  test("a prompt that does not start as the cached one read nothing from that cache, whatever conversation id it names", async () => {
+    await answered({ prompt_cache_key: "conversation-e" }, 1_500, 1_280);
+    // An unrelated prompt under the cached one's id (the id is the client's to choose).
+    upstream.reply({ kind: "sse", holdOpen: true, chunks: [chunk("Partial answer")] });
+    const unrelated = await leaveAfterSent("/v1/chat/completions", { model: OPENAI_MODEL, messages: messages("something else entirely ".repeat(400)), stream: true, prompt_cache_key: "conversation-e" });
+    expect(unrelated.row).toMatchObject({ status: "cancelled", estimated: 1, cache_read_tokens: 0 });
+    expect(unrelated.charged).toBe(Math.ceil(unrelated.row.prompt_tokens * 150 + unrelated.row.completion_tokens * 600));
+  });
+
   test("a conversation the vendor cached nothing of gets nothing; OpenAI's `user` names a person, not a conversation", async () => {
     await answered({ prompt_cache_key: "conversation-d" }, 1_500, 0);
     expect((await interrupted({ prompt_cache_key: "conversation-d" })).row.cache_read_tokens).toBe(0);
