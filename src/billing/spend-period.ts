@@ -63,7 +63,20 @@ export interface SpendBudget {
  * holds; read as 0, a 1-credit daily limit let 1.8 through, a fault probe); 0 once the period rolled over.
  */
 export function spentInPeriod(b: SpendBudget, now: number): number {
-  return b.periodStart >= periodStart(b.period, now) ? b.periodSpentMicro : 0;
+  const start = periodStart(b.period, now);
+  // A later window counts only when it is the next one: a clock stepped back across a period's
+  // start. One further ahead was made by a clock that ran far ahead and was put right; its count
+  // would lock the limit until that day came (a hostile-tenant probe's 30-day step).
+  return b.periodStart >= start && b.periodStart <= start + PERIOD_SPAN_MS[b.period ?? "lifetime"] ? b.periodSpentMicro : 0;
+}
+
+/** The longest each period runs (a month: 31 days), and 0 for a lifetime limit (its window is always 0). */
+const PERIOD_SPAN_MS = { day: 86_400_000, week: 7 * 86_400_000, month: 31 * 86_400_000, lifetime: 0 } as const;
+
+/** SQL for PERIOD_SPAN_MS of a row's `spend_limit_period`. */
+export function spanSql(row: string): string {
+  const period = row ? `${row}.spend_limit_period` : "spend_limit_period";
+  return `(CASE ${period} WHEN 'day' THEN ${PERIOD_SPAN_MS.day} WHEN 'week' THEN ${PERIOD_SPAN_MS.week} WHEN 'month' THEN ${PERIOD_SPAN_MS.month} ELSE 0 END)`;
 }
 
 /**
@@ -89,14 +102,19 @@ export function chargeBudget(b: SpendBudget, amount: number, at: number): void {
  * workers on hosts whose clocks differ) a charge stamped before the count's window still moves
  * nothing, within the hosts' skew.
  */
-export function monotonicClock(now: () => number): () => number {
+export function monotonicClock(now: () => number, maxHoldMs = MAX_CLOCK_HOLD_MS): () => number {
   let last = Number.NEGATIVE_INFINITY;
   return () => {
     const t = now();
-    if (t > last) last = t;
+    // A clock put back by more than an hour is followed: it ran ahead (a 30-day step, then
+    // corrected), and holding its time would stamp a month of records in the future.
+    if (t > last || last - t > maxHoldMs) last = t;
     return last;
   };
 }
+
+/** How far back a ledger's clock is held (monotonicClock): NTP corrections, a VM's pause, an hour's zone mistake. */
+export const MAX_CLOCK_HOLD_MS = 3_600_000;
 
 /** Each period's window start at `at`, for a statement that picks one by a row's period (lifetime: 0). */
 export function windowStarts(at: number): { day: number; week: number; month: number } {

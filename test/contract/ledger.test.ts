@@ -12,7 +12,7 @@ import type { Logger } from "../../src/log/log.ts";
 import { ledgerContract, settlement, type LedgerFixture } from "../helpers/ledger-contract.ts";
 import { faultyLedger } from "../helpers/faulty-ledger.ts";
 import { until } from "../helpers/until.ts";
-import { clockStepBackAcrossMidnight, JUST_AFTER_MIDNIGHT } from "../helpers/clock-step.ts";
+import { clockAheadThenPutRight, clockStepBackAcrossMidnight, JUST_AFTER_MIDNIGHT } from "../helpers/clock-step.ts";
 
 const dir = mkdtempSync(join(tmpdir(), "switchyard-ledger-"));
 afterAll(() => rmSync(dir, { recursive: true, force: true }));
@@ -190,6 +190,27 @@ test("a clock that steps back across midnight (UTC) lets no more than the daily 
     const audit = auditLedger(db);
     expect(audit.periodDrift).toEqual([]);
     expect(audit.clean).toBe(true);
+  } finally {
+    await ledger.close(1_000);
+    db.close();
+  }
+});
+
+test("a clock that ran a month ahead and was put right does not lock a daily limit until that day, nor stamp records a month ahead", async () => {
+  const clock = { now: JUST_AFTER_MIDNIGHT };
+  const path = join(dir, `ledger-${files++}.sqlite`);
+  const db = openDatabase(path, { busyTimeoutMs: 0 });
+  const ledger = createSqliteLedger(db, { now: () => clock.now, log: () => {} });
+  const accounts = createAccountStore(db, () => clock.now);
+  const account = accounts.createAccount("ahead", 100_000_000);
+  const key = accounts.createKey(account.id, { name: "daily", spendLimitMicro: 1_000_000, spendLimitPeriod: "day" })!;
+  try {
+    await clockAheadThenPutRight(ledger, clock, { accountId: account.id, keyId: key.id });
+    await ledger.flush();
+    const last = db.query<{ created_at: number }, []>("SELECT created_at FROM usage_records ORDER BY id DESC LIMIT 1").get()!;
+    expect(last.created_at).toBeLessThan(clock.now + 60_000);
+
+
   } finally {
     await ledger.close(1_000);
     db.close();

@@ -1,4 +1,4 @@
-import { clockStepBackAcrossMidnight, JUST_AFTER_MIDNIGHT } from "../helpers/clock-step.ts";
+import { clockAheadThenPutRight, clockStepBackAcrossMidnight, JUST_AFTER_MIDNIGHT } from "../helpers/clock-step.ts";
 import { afterAll, describe, expect, test } from "bun:test";
 import { SQL } from "bun";
 import type { Ledger, RejectionLog } from "../../src/billing/ledger.ts";
@@ -576,6 +576,20 @@ if (missing) {
     const key = (await accounts.createKey(account.id, { name: "daily", spendLimitMicro: 1_000_000, spendLimitPeriod: "day" }))!;
     try {
       expect(await clockStepBackAcrossMidnight(ledger, clock, { accountId: account.id, keyId: key.id })).toBe(4);
+    } finally {
+      await ledger.close(1_000);
+    }
+  });
+
+  test("PostgreSQL: a clock that ran a month ahead and was put right does not lock a daily limit until that day", async () => {
+    const clock = { now: JUST_AFTER_MIDNIGHT };
+    const sql = await pool();
+    const ledger = await createPostgresLedger(sql, { now: () => clock.now, log: () => {} });
+    const accounts = createPostgresAccounts(sql, () => clock.now);
+    const account = await accounts.createAccount("ahead", 100_000_000);
+    const key = (await accounts.createKey(account.id, { name: "daily", spendLimitMicro: 1_000_000, spendLimitPeriod: "day" }))!;
+    try {
+      await clockAheadThenPutRight(ledger, clock, { accountId: account.id, keyId: key.id });
     } finally {
       await ledger.close(1_000);
     }

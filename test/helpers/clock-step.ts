@@ -35,3 +35,24 @@ export async function clockStepBackAcrossMidnight(ledger: Ledger, clock: { now: 
 
 /** 00:00:30 UTC on a day: where clockStepBackAcrossMidnight starts. */
 export const JUST_AFTER_MIDNIGHT = Date.UTC(2026, 11, 1, 0, 0, 30);
+
+/**
+ * The clock runs 30 days ahead, a key spends its daily limit there, the clock is put right: the
+ * next real day the limit is whole again (not locked until the day the clock had reached), and
+ * the ledger stamps what it writes at the right time again, not a month ahead.
+ */
+export async function clockAheadThenPutRight(ledger: Ledger, clock: { now: number }, ids: { accountId: string; keyId: string }): Promise<void> {
+  let n = 0;
+  const charge = async () => {
+    const requestId = `req_ahead_${++n}_${ids.keyId}`;
+    const r = await ledger.reserve({ requestId, ...ids, amountMicro: 500_000 });
+    if (!r.ok) return false;
+    await ledger.settle({ requestId, ...ids, model: "m", provider: "p", promptTokens: 1, completionTokens: 1, estimated: false, costMicro: 500_000, status: "ok", latencyMs: 1 });
+    return true;
+  };
+  const real = clock.now;
+  clock.now = real + 30 * 86_400_000;
+  expect([await charge(), await charge(), await charge()]).toEqual([true, true, false]);
+  clock.now = real + 86_400_000; // put right, and a day on
+  expect(await charge()).toBe(true);
+}
