@@ -36,9 +36,13 @@ export interface PromptStart {
   hash: bigint | number;
 }
 
-/** The start of `text` that `cachedTokens` of its `inputTokens` stand for (characters in proportion to tokens). */
+/**
+ * The start of `text` that `cachedTokens` of its `inputTokens` stand for: characters in proportion
+ * to tokens, nine tenths of them, so that text denser than the rest (tools' JSON) cannot carry the
+ * mark past the part the next turn repeats. `text` is promptText's, in the vendors' order.
+ */
 export function promptStart(text: string, cachedTokens: number, inputTokens: number): PromptStart {
-  const chars = inputTokens > 0 ? Math.min(text.length, Math.floor((text.length * cachedTokens) / inputTokens)) : 0;
+  const chars = inputTokens > 0 ? Math.min(text.length, Math.floor((0.9 * text.length * cachedTokens) / inputTokens)) : 0;
   return { chars, hash: Bun.hash(text.slice(0, chars)) };
 }
 

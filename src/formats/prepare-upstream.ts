@@ -230,6 +230,14 @@ export function promptText(wire: UpstreamKind, body: Record<string, unknown>): s
       }
     }
   };
+  // In the order the vendors read a prompt (and cache its start): tools and schemas, the system
+  // prompt, then the conversation; a conversation's next turn starts with this one's text
+  // (billing/prompt-memory.ts compares the starts).
+  if (body.tools) parts.push(JSON.stringify(body.tools));
+  if (body.functions) parts.push(JSON.stringify(body.functions));
+  // A response schema is prompt too, as the vendors count it (OpenAI's `response_format`, Anthropic's `output_config`).
+  if (body.response_format && typeof body.response_format === "object") parts.push(JSON.stringify(body.response_format));
+  if (body.output_config && typeof body.output_config === "object") parts.push(JSON.stringify(body.output_config));
   if (wire === "anthropic") add(body.system);
   for (const m of (body.messages as Record<string, unknown>[]) ?? []) {
     add(m.content);
@@ -239,11 +247,6 @@ export function promptText(wire: UpstreamKind, body: Record<string, unknown>): s
     // Legacy function calling: the call an assistant turn made.
     if (m.function_call && typeof m.function_call === "object") parts.push(JSON.stringify(m.function_call));
   }
-  if (body.tools) parts.push(JSON.stringify(body.tools));
-  if (body.functions) parts.push(JSON.stringify(body.functions));
-  // A response schema is prompt too, as the vendors count it (OpenAI's `response_format`, Anthropic's `output_config`).
-  if (body.response_format && typeof body.response_format === "object") parts.push(JSON.stringify(body.response_format));
-  if (body.output_config && typeof body.output_config === "object") parts.push(JSON.stringify(body.output_config));
   return parts.join("\n");
 }
 

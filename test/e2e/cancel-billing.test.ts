@@ -182,6 +182,19 @@ describe("a cancelled answer's estimated prompt, in a conversation whose last an
     expect(unrelated.charged).toBe(Math.ceil(unrelated.row.prompt_tokens * 150 + unrelated.row.completion_tokens * 600));
   });
 
+  test("an agent's turn (its tools' JSON, most of the prompt, and the conversation so far) left before its usage still reads the last turn's cache", async () => {
+    // Tools as an agent sends them: dense JSON, most of what is cached.
+    const tools = Array.from({ length: 40 }, (_, i) => ({ type: "function", function: { name: `tool_${i}`, description: `Does thing ${i} to the workspace, carefully, with options`, parameters: { type: "object", properties: { path: { type: "string" }, mode: { type: "string", enum: ["a", "b", "c"] } }, required: ["path"] } } }));
+    upstream.reply({ kind: "json", body: { id: "chatcmpl-1", object: "chat.completion", created: 1, model: "gpt-4o-mini", choices: [{ index: 0, message: { role: "assistant", content: "ok" }, finish_reason: "stop" }], usage: { prompt_tokens: 6_000, completion_tokens: 5, total_tokens: 6_005, prompt_tokens_details: { cached_tokens: 5_900 } } } });
+    const first = await post(gw, "/v1/chat/completions", { model: OPENAI_MODEL, messages: messages(), tools, prompt_cache_key: "agent-1" });
+    expect(first.status).toBe(200);
+    await first.json();
+    upstream.reply({ kind: "sse", holdOpen: true, chunks: [chunk("Partial answer")] });
+    const next = await leaveAfterSent("/v1/chat/completions", { model: OPENAI_MODEL, messages: [...messages(), { role: "assistant", content: "ok" }, { role: "user", content: "and the next step" }], tools, stream: true, prompt_cache_key: "agent-1" });
+    expect(next.row).toMatchObject({ status: "cancelled", estimated: 1 });
+    expect(next.row.cache_read_tokens).toBeGreaterThan(0);
+  });
+
   test("a conversation the vendor cached nothing of gets nothing; OpenAI's `user` names a person, not a conversation", async () => {
     await answered({ prompt_cache_key: "conversation-d" }, 1_500, 0);
     expect((await interrupted({ prompt_cache_key: "conversation-d" })).row.cache_read_tokens).toBe(0);
