@@ -88,7 +88,9 @@ export function spanSql(row: string): string {
 export function chargeBudget(b: SpendBudget, amount: number, at: number): void {
   const start = periodStart(b.period, at);
   if (b.periodStart === start) b.periodSpentMicro += amount;
-  else if (b.periodStart < start) {
+  // A window further ahead than the next is stale (a clock that ran ahead and was put right): it
+  // starts again, as a past one does, or its count would read 0 and never move (a reviewer).
+  else if (b.periodStart < start || b.periodStart > start + PERIOD_SPAN_MS[b.period ?? "lifetime"]) {
     b.periodSpentMicro = amount;
     b.periodStart = start;
   }

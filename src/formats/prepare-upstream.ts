@@ -219,10 +219,12 @@ export function promptText(wire: UpstreamKind, body: Record<string, unknown>): s
         const p = part as Record<string, unknown>;
         if (p === null || typeof p !== "object") continue;
         if (typeof p.text === "string") parts.push(p.text);
-        // An assistant's refusal and thinking are prompt too: 290 KB of refusal the vendor billed
-        // as 120,000 tokens were counted as none when a client left before the usage (a probe).
+        // An assistant's refusal is prompt too: 290 KB of refusal the vendor billed as 120,000
+        // tokens were counted as none when a client left before the usage (a probe).
         else if (typeof p.refusal === "string") parts.push(p.refusal);
-        else if (typeof p.thinking === "string") parts.push(p.thinking);
+        // Earlier turns' thinking is not: Anthropic drops it from the prompt (counting it refused
+        // long agent sessions near the window that the vendor takes; a reviewer).
+        else if (p.type === "thinking" || p.type === "redacted_thinking") continue;
         else if (p.content !== undefined) add(p.content);
         else if (p.input !== undefined) parts.push(JSON.stringify(p.input));
         // A part of a kind not read above is counted whole rather than not at all.

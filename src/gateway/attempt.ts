@@ -134,6 +134,9 @@ const ERROR_BODY_BYTES = 64 * 1024;
  * an answer, or a refusal the retry policy can judge; only the client leaving throws (499).
  */
 export async function attemptUpstream(deps: AttemptDeps, req: AttemptRequest, candidate: Fitted, key?: { secret: string | undefined }, sent?: { promptSent: boolean; askedTier?: string }): Promise<AttemptOutcome> {
+  // A client gone before this attempt (the first, another key, a fallback) is asked nothing more
+  // for: an answer read to its end for it was sent, and charged, after it had left (a reviewer).
+  if (req.clientSignal.aborted) throw clientClosed();
   const { model, maxTokens } = candidate;
   const configured = deps.settings.providers.get(model.provider)!;
   // The pool's choice: the provider as it is, carrying that key (an object over it, not a copy).
@@ -170,9 +173,8 @@ export async function attemptUpstream(deps: AttemptDeps, req: AttemptRequest, ca
   // A stream's own stage reads the rest of one whose client leaves (stream-answer.ts, readToEndOnCancel).
   const readToEnd = reasonsOutOfSight(provider.kind, model, prepared.body as Record<string, unknown>);
   if (readToEnd) {
-    // The client's leaving is not listened to: the deadline alone bounds the attempt.
-  } else if (req.clientSignal.aborted) deadline.handleEvent();
-  else {
+    // The client's leaving is not listened to from here: the deadline alone bounds the attempt.
+  } else {
     req.clientSignal.addEventListener("abort", deadline);
     // A whole answer's head comes when the vendor has made (and billed) it: from then its body is
     // read whether or not the client stays, even when a transport reads it all before handing it

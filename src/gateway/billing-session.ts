@@ -164,16 +164,16 @@ class OpenSession implements BillingSession {
     const accountId = this.o.principal.accountId;
     const key = conversationKey(modelId, id);
     const at = this.deps.now ? this.deps.now() : Date.now();
-    const text = promptTextOf(this.o.promptText);
     if (!usage.promptEstimated) {
       // What the vendor said it holds of this conversation's prompt (read, or written now): its next
       // turn starts with it. Not the whole prompt: the vendor caches no more than that (Anthropic
       // only up to the last breakpoint), and a conversation it caches nothing of gets nothing.
       const cached = usage.cacheReadTokens + usage.cacheWriteTokens;
-      prompts.remember(accountId, key, cached, at, text === undefined || cached === 0 ? undefined : promptStart(text, cached, usage.inputTokens));
+      const text = cached > 0 ? promptTextOf(this.o.promptText) : undefined;
+      prompts.remember(accountId, key, cached, at, text === undefined ? undefined : promptStart(text, cached, usage.inputTokens));
       return usage;
     }
-    const read = Math.min(prompts.recall(accountId, key, at, text) ?? 0, usage.inputTokens);
+    const read = Math.min(prompts.recall(accountId, key, at, promptTextOf(this.o.promptText)) ?? 0, usage.inputTokens);
     return read > 0 ? { ...usage, cacheReadTokens: read } : usage;
   }
 

@@ -83,6 +83,8 @@ export interface RespondDeps {
   ticker: Ticker;
   /** Known secrets out of relayed frames (a vendor's own fields pass through). */
   scrubber?: Pick<Scrubber, "withoutKnown">;
+  /** Whether the gateway is cutting what still runs (shutdown): no answer is read on then. */
+  inflight?: { readonly cutting: boolean };
 }
 
 /**
@@ -191,7 +193,8 @@ export async function respond(
         ? { event: { type: "error", errorType: err.reason === "timeout" ? "timeout" : "upstream", message: err.clientMessage }, chargeable: false }
         : undefined,
     beforeEnd: () => billing.settle("ok"),
-    readToEndOnCancel: outcome.readToEnd,
+    // Not once the gateway is cutting what runs (shutdown): it would read on past the process.
+    readToEndOnCancel: outcome.readToEnd ? () => !deps.inflight?.cutting : undefined,
     onFirstWrite: trace && (() => trace.firstBytes()),
     onDone(outcome: StreamOutcome, reason, chargeable = true) {
       if (outcome === "failed") deps.log("warn", "stream failed after start", { requestId: req.requestId, provider: provider.id, reason });

@@ -87,7 +87,7 @@ export interface StreamAnswerOptions {
    * vendor's end leaves the rest read, not relayed, up to the answer's limit and the deadline, and
    * the answer is settled then, with the vendor's own usage.
    */
-  readToEndOnCancel?: boolean;
+  readToEndOnCancel?: () => boolean;
 }
 
 /**
@@ -157,6 +157,8 @@ export async function answerSource(o: StreamAnswerOptions): Promise<{
   let chargeable = true;
   /** The relay loop's read under way on a reader that only has `read()`: readRest takes its chunk. */
   let pendingRead: Promise<ReadResult> | undefined;
+  /** The client left and the rest is read for its usage (readRest). */
+  let readingRest = false;
   /** The vendor said its answer is over ([DONE], message_stop): what may follow is its body's end. */
   let vendorEnded = false;
   // Frames with images wait here for inlining (a fetch); all others pass straight through.
@@ -204,7 +206,8 @@ export async function answerSource(o: StreamAnswerOptions): Promise<{
       } else {
         const decoded = o.decode(frame);
         if (decoded.last) vendorEnded = true;
-        if (held.length > 0 || (o.resolveImages && decoded.events.some((e) => e.type === "image"))) held.push({ frame, decoded });
+        // Read to the end for its usage (readRest): nothing is held for images, every event is counted.
+        if (!readingRest && (held.length > 0 || (o.resolveImages && decoded.events.some((e) => e.type === "image")))) held.push({ frame, decoded });
         else emit(frame, decoded);
       }
       // Far more than the answer's limit could make: what came goes out, then an error, and the
@@ -555,7 +558,7 @@ export async function answerSource(o: StreamAnswerOptions): Promise<{
     },
 
     cancel() {
-      if (o.readToEndOnCancel && !done && !vendorEnded && !failure) return readRest();
+      if (!done && !vendorEnded && !failure && o.readToEndOnCancel?.()) return readRest();
       finish("cancelled", "client disconnected");
       reader.cancel().catch(() => {});
     },
@@ -569,6 +572,7 @@ export async function answerSource(o: StreamAnswerOptions): Promise<{
    */
   function readRest(): void {
     done = true;
+    readingRest = true;
     stopClock?.();
     letGo()?.resolve(END);
     o.deadline.resume();
@@ -585,7 +589,7 @@ export async function answerSource(o: StreamAnswerOptions): Promise<{
           const read = reader.readNow ? reader.readNow() : undefined;
           if (!read) {
             if (reader.readNow && reader.onReadable) return reader.onReadable(step);
-            void reader.read().then((r) => (r.done ? end() : (take(r.value), step())), end);
+            void reader.read().then(next, end);
             return;
           }
           if (read.done) return end();
@@ -597,13 +601,23 @@ export async function answerSource(o: StreamAnswerOptions): Promise<{
     };
     const take = (chunk: Uint8Array) => {
       feed(chunk);
-      // Nothing goes to the client; frames held for their images are not fetched.
+      // Nothing goes to the client.
       out = "";
-      held.length = 0;
+    };
+    // A chunk a promise brought: a throw here (an oversized frame) ends the answer, never escapes
+    // as a rejection nobody handles (which ends the process).
+    const next = (r: ReadResult) => {
+      try {
+        if (r.done) return end();
+        take(r.value);
+      } catch {
+        return end();
+      }
+      step();
     };
     // A read the relay loop has under way is this loop's first, so the bytes stay in order.
     const waiting = pendingRead;
-    if (waiting) void waiting.then((r) => (r.done ? end() : (take(r.value), step())), end);
+    if (waiting) void waiting.then(next, end);
     else step();
   }
 }

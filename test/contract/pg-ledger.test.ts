@@ -17,6 +17,14 @@ import { until } from "../helpers/until.ts";
 const missing = await postgresMissing();
 const database = useTestDatabase();
 const migrationsDatabase = useTestDatabase();
+/** The clock tests' own database: a clock put right leaves records stamped ahead, which the whole-database audit of other tests would name. */
+const clockDatabase = useTestDatabase();
+const clockPool = async () => {
+  const sql = connectPostgres(await clockDatabase(), { max: 4 });
+  pools.push(sql);
+  await migratePostgres(sql);
+  return sql;
+};
 const pools: Pg[] = [];
 afterAll(async () => {
   for (const pool of pools) await pool.close({ timeout: 0 }).catch(() => {});
@@ -569,7 +577,7 @@ if (missing) {
 
   test("PostgreSQL: a clock that steps back across midnight (UTC) lets no more than the daily limit through", async () => {
     const clock = { now: JUST_AFTER_MIDNIGHT };
-    const sql = await pool();
+    const sql = await clockPool();
     const ledger = await createPostgresLedger(sql, { now: () => clock.now, log: () => {} });
     const accounts = createPostgresAccounts(sql, () => clock.now);
     const account = await accounts.createAccount("clock", 100_000_000);
@@ -583,7 +591,7 @@ if (missing) {
 
   test("PostgreSQL: a clock that ran a month ahead and was put right does not lock a daily limit until that day", async () => {
     const clock = { now: JUST_AFTER_MIDNIGHT };
-    const sql = await pool();
+    const sql = await clockPool();
     const ledger = await createPostgresLedger(sql, { now: () => clock.now, log: () => {} });
     const accounts = createPostgresAccounts(sql, () => clock.now);
     const account = await accounts.createAccount("ahead", 100_000_000);

@@ -280,6 +280,49 @@ describe("a client that leaves an answer that reasons out of sight, after its te
     }
   });
 
+  test("through a proxy (a plain stream reader), the rest is read in order; a frame past the size cap after the client left ends it, never the process", async () => {
+    g = await startGateway({ upstreamUrl: upstream.url, credits: 1_000, retry: { max_retries: 0 }, extraModels: [o3], upstreamViaProxy: true, maxFrameBytes: 4_096 });
+    try {
+      const opening = `data: ${JSON.stringify({ id: "chatcmpl-r", object: "chat.completion.chunk", created: 1, model: "o3", choices: [{ index: 0, delta: { role: "assistant", content: "" }, finish_reason: null }] })}\n\n`;
+      const usageChunk = `data: ${JSON.stringify({ id: "chatcmpl-r", object: "chat.completion.chunk", created: 1, model: "o3", choices: [], usage: { prompt_tokens: 24, completion_tokens: 1_025, total_tokens: 1_049, completion_tokens_details: { reasoning_tokens: 1_000 } } })}\n\n`;
+      upstream.reply({ kind: "sse", delayMs: 20, chunks: [opening, word("The answer."), word(" <END>"), ...Array.from({ length: 5 }, () => word(" filler")), usageChunk, "data: [DONE]\n\n"] });
+      const read = await leaveAfter("/v1/chat/completions", { model: O3, max_completion_tokens: 2_000, messages: [{ role: "user", content: "x" }], stream: true, stream_options: { include_usage: true } }, "<END>");
+      expect(read.row).toMatchObject({ status: "cancelled", completion_tokens: 1_025, estimated: 0 });
+      // A frame larger than the cap once the client has left: the answer ends, settled, nothing escapes.
+      upstream.reply({ kind: "sse", delayMs: 20, chunks: [opening, word("The answer."), word(" <END>"), word("x".repeat(10_000)), usageChunk, "data: [DONE]\n\n"] });
+      const cut = await leaveAfter("/v1/chat/completions", { model: O3, max_completion_tokens: 2_000, messages: [{ role: "user", content: "x" }], stream: true, stream_options: { include_usage: true } }, "<END>");
+      expect(cut.row.status).toBe("cancelled");
+      expect(g.app.services.inflight.count).toBe(0);
+    } finally {
+      await g.stop();
+    }
+  });
+
+  test("a client gone before the first attempt (its place taken slowly, as a shared store may): nothing is sent, nothing is charged", async () => {
+    let asked = 0;
+    const raw = rawUpstream(() => {
+      asked++;
+    });
+    // A store that answers after 300 ms; the client leaves at 100.
+    const slowStore = { acquire: async () => (await Bun.sleep(300), { release() {} }), acquireBoth: async () => (await Bun.sleep(300), { slot: { release() {} } }) };
+    g = await startGateway({ upstreamUrl: raw.url, credits: 1_000, retry: { max_retries: 0 }, extraModels: [o3], maxConcurrentRequests: 5, concurrency: slowStore });
+    try {
+      const before = await g.balanceMicro();
+      const leave = new AbortController();
+      const asking = post(g, "/v1/chat/completions", { model: O3, max_completion_tokens: 1_000, messages: [{ role: "user", content: "think" }] }, {}, leave.signal).catch(() => {});
+      await Bun.sleep(100);
+      leave.abort();
+      await asking;
+      await Bun.sleep(500);
+      await g.app.services.settled();
+      expect(asked).toBe(0);
+      expect(await g.balanceMicro()).toBe(before);
+    } finally {
+      await g.stop();
+      raw.stop();
+    }
+  });
+
   test("Anthropic with thinking (summarised or omitted): the same; without thinking, a stream left is charged what was relayed, as before", async () => {
     g = await startGateway({ upstreamUrl: upstream.url, credits: 1_000, retry: { max_retries: 0 } });
     const event = (name: string, data: Record<string, unknown>) => `event: ${name}\ndata: ${JSON.stringify({ type: name, ...data })}\n\n`;

@@ -125,7 +125,11 @@ test("a SIGTERM whose grace ends before an answer came: the requests cut then (n
   const config = join(dir, "switchyard-cut-free.json");
   writeFileSync(config, JSON.stringify({
     providers: [{ id: "up", kind: "openai", base_url: `${upstream.url}/v1` }],
-    models: [{ id: "test/paid", provider: "up", upstream_model: "m", category: "text", context_length: 100000, pricing: { input_per_mtok: 1000, output_per_mtok: 1000 } }],
+    models: [
+      { id: "test/paid", provider: "up", upstream_model: "m", category: "text", context_length: 100000, pricing: { input_per_mtok: 1000, output_per_mtok: 1000 } },
+      // A model that reasons out of sight: a stream of it left by its client is read to its end, but not past the cut.
+      { id: "test/o3", provider: "up", upstream_model: "o3", category: "text", context_length: 100000, pricing: { input_per_mtok: 1000, output_per_mtok: 1000 } },
+    ],
   }));
   const env = { SWITCHYARD_CONFIG: config, SWITCHYARD_DB: join(dir, "cut-free.sqlite"), SWITCHYARD_SHUTDOWN_GRACE_MS: "300", SWITCHYARD_SPILL_DIR: dir };
   const gw = await startProcess(env);
@@ -148,7 +152,15 @@ test("a SIGTERM whose grace ends before an answer came: the requests cut then (n
   for (const until = Date.now() + 5_000; upstream.requests.length < sentBefore + 2 && Date.now() < until; ) await Bun.sleep(10);
   asked.push(ask("cut-head-came", false));
   for (const until = Date.now() + 5_000; upstream.requests.length < sentBefore + 3 && Date.now() < until; ) await Bun.sleep(10);
-  expect(upstream.requests.length).toBe(sentBefore + 3);
+  // A reasoning stream with its first words out and no end: cut, it is settled, not read on past the process.
+  upstream.reply({ kind: "sse", holdOpen: true, chunks: ['data: {"id":"c","object":"chat.completion.chunk","created":1,"model":"o3","choices":[{"index":0,"delta":{"content":"thinking done, "},"finish_reason":null}]}\n\n'] });
+  asked.push(fetch(`${gw.url}/v1/chat/completions`, {
+    method: "POST",
+    headers: { authorization: `Bearer ${gw.key}`, "content-type": "application/json", "x-request-id": "cut-reasoning" },
+    body: JSON.stringify({ model: "test/o3", max_tokens: 100, messages: [{ role: "user", content: "think" }], stream: true }),
+  }).then((r) => r.text()).catch(() => "cut"));
+  for (const until = Date.now() + 5_000; upstream.requests.length < sentBefore + 4 && Date.now() < until; ) await Bun.sleep(10);
+  expect(upstream.requests.length).toBe(sentBefore + 4);
   await Bun.sleep(50); // its head is out
   gw.child.kill("SIGTERM");
   await Promise.all(asked);
@@ -156,8 +168,12 @@ test("a SIGTERM whose grace ends before an answer came: the requests cut then (n
   const db = new Database(env.SWITCHYARD_DB, { readonly: true });
   try {
     const records = db.query<{ id: string; status: string; cost: number }, []>("SELECT client_request_id AS id, status, cost_micro AS cost FROM usage_records WHERE client_request_id LIKE 'cut-%' ORDER BY 1").all();
-    expect(records).toEqual([{ id: "cut-head-came", status: "cancelled", cost: 0 }, { id: "cut-stream", status: "cancelled", cost: 0 }, { id: "cut-whole", status: "cancelled", cost: 0 }]);
-    expect(db.query<{ b: number }, []>("SELECT balance_micro AS b FROM accounts WHERE name = 'demo'").get()!.b).toBe(balanceBefore);
+    expect(records.filter((r) => r.id !== "cut-reasoning")).toEqual([{ id: "cut-head-came", status: "cancelled", cost: 0 }, { id: "cut-stream", status: "cancelled", cost: 0 }, { id: "cut-whole", status: "cancelled", cost: 0 }]);
+    // Recorded before the process ended, charged for the words it sent.
+    const reasoning = records.find((r) => r.id === "cut-reasoning");
+    expect(reasoning?.status).toBe("cancelled");
+    expect(reasoning!.cost).toBeGreaterThan(0);
+    expect(db.query<{ b: number }, []>("SELECT balance_micro AS b FROM accounts WHERE name = 'demo'").get()!.b).toBe(balanceBefore - reasoning!.cost);
   } finally {
     db.close();
   }

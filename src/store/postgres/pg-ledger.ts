@@ -504,11 +504,12 @@ const LIMIT_ROOM = `spend_limit_micro - (CASE WHEN period_start >= ${WINDOW} AND
  * process's batch started that window, counts in its own closed window, not over the new one's
  * count (which would forget what the new window had charged).
  */
+const STALE = (table: string) => `(${table}.period_start < ${windowOf(table)} OR ${table}.period_start > ${windowOf(table)} + ${spanSql(table)})`;
 const PERIOD_CHARGE = (table: string) =>
   `period_spent_micro = CASE WHEN ${table}.period_start = ${windowOf(table)} THEN ${table}.period_spent_micro + d.charge
-                             WHEN ${table}.period_start < ${windowOf(table)} THEN d.charge
+                             WHEN ${STALE(table)} THEN d.charge
                              ELSE ${table}.period_spent_micro END,
-   period_start = GREATEST(${table}.period_start, ${windowOf(table)})`;
+   period_start = CASE WHEN ${STALE(table)} THEN ${windowOf(table)} ELSE ${table}.period_start END`;
 
 const RESERVE_MANY = `
 WITH input AS MATERIALIZED (

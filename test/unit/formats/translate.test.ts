@@ -321,7 +321,7 @@ test("promptText counts a response schema as prompt, as the vendors do (OpenAI r
   for (const text of [openai, anthropic]) expect(text).toContain("distinctive_field_name");
 });
 
-test("promptText reads every part the vendor reads: an assistant's refusal (as a part or the message's own), thinking, and a part of an unknown kind whole", () => {
+test("promptText reads every part the vendor reads: an assistant's refusal (as a part or the message's own) and a part of an unknown kind whole; not earlier turns' thinking, which the vendor drops", () => {
   const text = promptText("openai", {
     messages: [
       { role: "user", content: "question" },
@@ -331,7 +331,8 @@ test("promptText reads every part the vendor reads: an assistant's refusal (as a
     ],
   });
   for (const piece of ["question", "REFUSAL-PART", "REFUSAL-FIELD", "UNKNOWN-PART"]) expect(text).toContain(piece);
-  const anthropic = promptText("anthropic", { messages: [{ role: "assistant", content: [{ type: "thinking", thinking: "THOUGHT", signature: "s" }, { type: "text", text: "said" }] }] });
-  expect(anthropic).toContain("THOUGHT");
+  const anthropic = promptText("anthropic", { messages: [{ role: "assistant", content: [{ type: "thinking", thinking: "THOUGHT", signature: "s" }, { type: "redacted_thinking", data: "OPAQUE" }, { type: "text", text: "said" }] }] });
+  expect(anthropic).not.toContain("THOUGHT");
+  expect(anthropic).not.toContain("OPAQUE");
   expect(anthropic).toContain("said");
 });
