@@ -84,3 +84,15 @@ test("a vendor's own tools are allowed for by their versioned types only: a thou
   expect(vendorToolsAllowance({ tools: [{ type: "function", function: { name: "f" } }, { type: "custom", name: "c" }, { type: "bash", name: "b" }, { type: "bash_2025" }] })).toBe(0);
   expect(vendorPromptAllowance({})).toBe(VENDOR_PROMPT_ALLOWANCE);
 });
+
+test("the tools allowed for are exactly the vendor's client-run tools the Anthropic allow-list lets through (the two lists cannot drift apart)", async () => {
+  const { vendorToolsAllowance, VENDOR_TOOL_ALLOWANCE } = await import("../../../src/billing/token-estimate.ts");
+  const { isServerTool } = await import("../../../src/formats/anthropic-messages/server-tools.ts");
+  for (const type of ["bash_20250124", "text_editor_20250728", "computer_20250124", "memory_20250818"]) {
+    expect([type, isServerTool({ type }), vendorToolsAllowance({ tools: [{ type }] })]).toEqual([type, false, VENDOR_TOOL_ALLOWANCE]);
+  }
+  // Passed, but its cost is the tools in the body: nothing allowed for.
+  for (const type of ["tool_search_tool_regex_20251119", "custom"]) expect([type, isServerTool({ type }), vendorToolsAllowance({ tools: [{ type }] })]).toEqual([type, false, 0]);
+  // Dropped before the vendor sees them: nothing allowed for either.
+  for (const type of ["web_search_20250305", "advisor_20260301", "bash_2025"]) expect([type, isServerTool({ type }), vendorToolsAllowance({ tools: [{ type }] })]).toEqual([type, true, 0]);
+});
