@@ -3,7 +3,7 @@
  * share: store/sqlite/sqlite-accounts.ts and store/postgres/pg-accounts.ts implement it.
  */
 import { microToCredits } from "../billing/money.ts";
-import { periodWindow, spanSql, windowSql, type SpendPeriod } from "../billing/spend-period.ts";
+import { periodWindow, staleWindowSql, windowSql, type SpendPeriod } from "../billing/spend-period.ts";
 import { readModelsColumn } from "./model-access.ts";
 
 export const KEY_PREFIX = "svc-sk-";
@@ -215,9 +215,8 @@ export function asciiLower(text: string): string {
  * (`windowStarts`); a lifetime limit's window is 0, so it counts everything.
  */
 export function periodSpentSql(alias: string, day = "?2", week = "?3", month = "?4"): string {
-  const window = windowSql(alias, day, week, month);
   // The current window, or the next (spend-period.ts, spentInPeriod).
-  return `CASE WHEN ${alias}.period_start >= ${window} AND ${alias}.period_start <= ${window} + ${spanSql(alias)} THEN ${alias}.period_spent_micro ELSE 0 END`;
+  return `CASE WHEN ${staleWindowSql(alias, windowSql(alias, day, week, month))} THEN 0 ELSE ${alias}.period_spent_micro END`;
 }
 
 /**

@@ -63,20 +63,27 @@ export interface SpendBudget {
  * holds; read as 0, a 1-credit daily limit let 1.8 through, a fault probe); 0 once the period rolled over.
  */
 export function spentInPeriod(b: SpendBudget, now: number): number {
-  const start = periodStart(b.period, now);
-  // A later window counts only when it is the next one: a clock stepped back across a period's
-  // start. One further ahead was made by a clock that ran far ahead and was put right; its count
-  // would lock the limit until that day came (a hostile-tenant probe's 30-day step).
-  return b.periodStart >= start && b.periodStart <= start + PERIOD_SPAN_MS[b.period ?? "lifetime"] ? b.periodSpentMicro : 0;
+  return staleWindow(b, periodStart(b.period, now)) ? 0 : b.periodSpentMicro;
 }
 
 /** The longest each period runs (a month: 31 days), and 0 for a lifetime limit (its window is always 0). */
 const PERIOD_SPAN_MS = { day: 86_400_000, week: 7 * 86_400_000, month: 31 * 86_400_000, lifetime: 0 } as const;
 
-/** SQL for PERIOD_SPAN_MS of a row's `spend_limit_period`. */
-export function spanSql(row: string): string {
-  const period = row ? `${row}.spend_limit_period` : "spend_limit_period";
-  return `(CASE ${period} WHEN 'day' THEN ${PERIOD_SPAN_MS.day} WHEN 'week' THEN ${PERIOD_SPAN_MS.week} WHEN 'month' THEN ${PERIOD_SPAN_MS.month} ELSE 0 END)`;
+/**
+ * Whether a count's window is not the one starting at `start`, nor the next: past (the period
+ * rolled over), or further ahead than the next, made by a clock that ran far ahead and was put
+ * right (its count would lock the limit until that day came; a hostile-tenant probe's 30-day
+ * step). The next window counts: a clock stepped back across a period's start.
+ */
+function staleWindow(b: SpendBudget, start: number): boolean {
+  return b.periodStart < start || b.periodStart > start + PERIOD_SPAN_MS[b.period ?? "lifetime"];
+}
+
+/** SQL for staleWindow: a row's (`row`; "" for the statement's own table) `period_start` against `window`, an SQL expression of its current window's start. */
+export function staleWindowSql(row: string, window: string): string {
+  const column = (name: string) => (row ? `${row}.${name}` : name);
+  const span = `(CASE ${column("spend_limit_period")} WHEN 'day' THEN ${PERIOD_SPAN_MS.day} WHEN 'week' THEN ${PERIOD_SPAN_MS.week} WHEN 'month' THEN ${PERIOD_SPAN_MS.month} ELSE 0 END)`;
+  return `(${column("period_start")} < ${window} OR ${column("period_start")} > ${window} + ${span})`;
 }
 
 /**
@@ -88,9 +95,8 @@ export function spanSql(row: string): string {
 export function chargeBudget(b: SpendBudget, amount: number, at: number): void {
   const start = periodStart(b.period, at);
   if (b.periodStart === start) b.periodSpentMicro += amount;
-  // A window further ahead than the next is stale (a clock that ran ahead and was put right): it
-  // starts again, as a past one does, or its count would read 0 and never move (a reviewer).
-  else if (b.periodStart < start || b.periodStart > start + PERIOD_SPAN_MS[b.period ?? "lifetime"]) {
+  // A stale window starts again, a far-ahead one too: read as 0, its count would never move (a reviewer).
+  else if (staleWindow(b, start)) {
     b.periodSpentMicro = amount;
     b.periodStart = start;
   }

@@ -189,8 +189,8 @@ export const VENDOR_PROMPT_ALLOWANCE = 1024;
 
 /**
  * What a vendor adds for each tool it defines itself (Anthropic's `bash_…`, `text_editor_…`,
- * `computer_…`, `memory_…`: a type other than a function's), whose schema and instructions are
- * not in the body: the computer tool is ~735 tokens and a 466–499-token system prompt.
+ * `computer_…`, `memory_…`), whose schema and instructions are not in the body: the computer tool
+ * is ~735 tokens and a 466–499-token system prompt.
  */
 export const VENDOR_TOOL_ALLOWANCE = 2048;
 

@@ -382,8 +382,8 @@ export class UsageMeter {
 
   /**
    * A reported prompt is counted up to `tokens`, its cache reads and writes within it: a prompt
-   * cannot be longer than its request's text makes (plan.ts, promptCeiling) plus what the vendor
-   * adds (VENDOR_PROMPT_ALLOWANCE), and an upstream that says it is is not charged up to the hold.
+   * cannot be longer than what is sent makes plus what the vendor adds (plan.ts, billedPromptMax),
+   * and an upstream that says it is is not charged up to the hold.
    */
   limitInput(tokens: number): void {
     this.#inputLimit = tokens;

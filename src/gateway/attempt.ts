@@ -165,16 +165,14 @@ export async function attemptUpstream(deps: AttemptDeps, req: AttemptRequest, ca
   // `sent` (the attempt's meter) learns when the upstream has the whole request: from then a client
   // that leaves pays for its prompt, until an error status says the vendor did not take it.
   deadline.sentTo = sent;
-  // The deadline is the client's abort listener itself (its handleEvent ends the attempt): no
-  // closure a request keeps while it waits. No `once`: the listener is removed below whatever
-  // happens, and the option doubles the call's cost.
-  // An answer that reasons out of sight is read to its end whatever its client does: the vendor's
-  // usage at the end is the only count of its reasoning (unseen-reasoning.ts).
-  // A stream's own stage reads the rest of one whose client leaves (stream-answer.ts, readToEndOnCancel).
+  // An answer that reasons out of sight is read to its end whatever its client does, bounded by
+  // the deadline alone: the vendor's usage at the end is the only count of its reasoning
+  // (unseen-reasoning.ts; a stream's own stage reads the rest: stream-answer.ts, readToEndOnCancel).
   const readToEnd = reasonsOutOfSight(provider.kind, model, prepared.body as Record<string, unknown>);
-  if (readToEnd) {
-    // The client's leaving is not listened to from here: the deadline alone bounds the attempt.
-  } else {
+  if (!readToEnd) {
+    // The deadline is the client's abort listener itself (its handleEvent ends the attempt): no
+    // closure a request keeps while it waits. No `once`: the listener is removed below whatever
+    // happens, and the option doubles the call's cost.
     req.clientSignal.addEventListener("abort", deadline);
     // A whole answer's head comes when the vendor has made (and billed) it: from then its body is
     // read whether or not the client stays, even when a transport reads it all before handing it

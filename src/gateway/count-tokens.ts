@@ -89,7 +89,7 @@ export async function countMessageTokens(
       if (key && keyVerdict(res.status) !== "cool") pool!.report(key, res.status, undefined);
       const json = (await res.json().catch(() => undefined)) as { input_tokens?: unknown } | undefined;
       // A count that is no whole number in range, or more than the request's own bytes could make
-      // (plan.ts, promptCeiling), is not passed on (-5, 1e308, 12.7 reached Claude Code, which
+      // (as plan.ts bounds a billed prompt, billedPromptMax), is not passed on (-5, 1e308, 12.7 reached Claude Code, which
       // compacts by it; a raw-TCP probe): the gateway's estimate answers instead.
       const reported = res.ok ? reportedCount(json?.input_tokens) : undefined;
       if (reported !== undefined && countFits(reported, body, bytes)) return Response.json({ input_tokens: reported });

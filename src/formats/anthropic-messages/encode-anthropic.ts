@@ -421,6 +421,3 @@ export function encodeAnthropicBody(events: StreamEvent[], ctx: EncodeContext) {
     usage,
   };
 }
-
-
-

@@ -41,7 +41,6 @@ export function vectorLength(embedding: unknown): number | undefined {
   return bytes / 4;
 }
 
-
 /** Float32 values, little-endian, as base64. */
 export function float32Base64(values: readonly number[]): string {
   const bytes = Buffer.alloc(values.length * 4);

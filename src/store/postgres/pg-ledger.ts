@@ -1,5 +1,5 @@
 import { hostname } from "node:os";
-import { monotonicClock, spanSql, storedPeriod, windowSql, windowStarts, type SpendBudget } from "../../billing/spend-period.ts";
+import { monotonicClock, staleWindowSql, storedPeriod, windowSql, windowStarts, type SpendBudget } from "../../billing/spend-period.ts";
 import { acceptableSettlement, budgetRefusal, type Hold, type Ledger, type LedgerHealth, type RejectionLog, type ReserveResult, type Settlement } from "../../billing/ledger.ts";
 import type { Logger } from "../../log/log.ts";
 import { randomId } from "../ids.ts";
@@ -497,14 +497,14 @@ function releaseOf(hold: Hold): Settlement {
 const windowOf = (row: string) => windowSql(row, "$5::bigint", "$6::bigint", "$7::bigint");
 const WINDOW = windowOf("");
 /** A row's room under its spend limit (NULL: none), counting what was charged in the current window (or a later one: spentInPeriod). */
-const LIMIT_ROOM = `spend_limit_micro - (CASE WHEN period_start >= ${WINDOW} AND period_start <= ${WINDOW} + ${spanSql("")} THEN period_spent_micro ELSE 0 END) - held_micro`;
+const LIMIT_ROOM = `spend_limit_micro - (CASE WHEN ${staleWindowSql("", WINDOW)} THEN 0 ELSE period_spent_micro END) - held_micro`;
 /**
  * A charge (`d.charge`) added to the current window's count, or starting it when the period rolled
  * over. Never backwards: a batch stamped before a new window began, committed after another
  * process's batch started that window, counts in its own closed window, not over the new one's
  * count (which would forget what the new window had charged).
  */
-const STALE = (table: string) => `(${table}.period_start < ${windowOf(table)} OR ${table}.period_start > ${windowOf(table)} + ${spanSql(table)})`;
+const STALE = (table: string) => staleWindowSql(table, windowOf(table));
 const PERIOD_CHARGE = (table: string) =>
   `period_spent_micro = CASE WHEN ${table}.period_start = ${windowOf(table)} THEN ${table}.period_spent_micro + d.charge
                              WHEN ${STALE(table)} THEN d.charge

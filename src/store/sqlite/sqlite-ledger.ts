@@ -1,5 +1,5 @@
 import type { Database } from "bun:sqlite";
-import { chargeBudget, monotonicClock, spanSql, storedPeriod, windowSql, windowStarts, type SpendBudget } from "../../billing/spend-period.ts";
+import { chargeBudget, monotonicClock, staleWindowSql, storedPeriod, windowSql, windowStarts, type SpendBudget } from "../../billing/spend-period.ts";
 import { acceptableSettlement, budgetRefusal, type Hold, type Ledger, type LedgerHealth, type RejectionLog, type ReserveResult, type Settlement } from "../../billing/ledger.ts";
 import { createChangeWatch, type ChangeWatch } from "./change-watch.ts";
 import type { Logger } from "../../log/log.ts";
@@ -109,7 +109,7 @@ export function createSqliteLedger(db: Database, o: SqliteLedgerOptions): Ledger
   // ?4 month; lifetime 0): added to the window's count, or starting it when the period rolled over.
   const WINDOW = windowSql("", "?2", "?3", "?4");
   // As chargeBudget (billing/spend-period.ts): never backwards.
-  const STALE = `(period_start < ${WINDOW} OR period_start > ${WINDOW} + ${spanSql("")})`;
+  const STALE = staleWindowSql("", WINDOW);
   const PERIOD_CHARGE = `period_spent_micro = CASE WHEN period_start = ${WINDOW} THEN period_spent_micro + ?1 WHEN ${STALE} THEN ?1 ELSE period_spent_micro END, period_start = CASE WHEN ${STALE} THEN ${WINDOW} ELSE period_start END`;
   const debitAccount = db.query(`UPDATE accounts SET balance_micro = balance_micro - ?1, ${PERIOD_CHARGE} WHERE id = ?5`);
   const debitKey = db.query(`UPDATE api_keys SET spent_micro = spent_micro + ?1, ${PERIOD_CHARGE} WHERE id = ?5`);
