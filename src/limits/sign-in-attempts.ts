@@ -5,10 +5,16 @@
  * clears the login's count. Per process; memory bounded by `maxEntries`.
  *
  * A login that signed in from an address before (within `knownMs`, 30 days) is not held by that
- * address's block, only by its own count: behind a proxy or a company's NAT every holder shares one
- * address, and 20 wrong sign-ins with made-up logins locked every holder there out for 15 minutes
- * (a hostile-tenant probe, 2026-11-30). Guessing many logins from one address is still stopped, for
- * every login that has not signed in from it.
+ * address's block: behind a proxy or a company's NAT every holder shares one address, and 20 wrong
+ * sign-ins with made-up logins locked every holder there out for 15 minutes (a hostile-tenant
+ * probe, 2026-11-30). Guessing many logins from one address is still stopped, for every login that
+ * has not signed in from it.
+ *
+ * Nor is it held by the failures from elsewhere: from an address it signed in from, a login is
+ * counted apart (per address and login), and from every other address together. Anyone who knew a
+ * holder's login could otherwise lock them out for good with five wrong passwords every 15 minutes
+ * (the lockout OWASP's authentication guidance warns of). A guesser still gets five tries a window
+ * from the places the holder never used, and five from each place the holder did use.
  */
 export interface SignInAttemptOptions {
   /** Failures from one address within the window before it is refused (default 20). */
@@ -62,30 +68,35 @@ export function createSignInAttempts(o: SignInAttemptOptions = {}): SignInAttemp
     if (seen.size >= maxEntries) seen.delete(seen.keys().next().value!);
     seen.set(key, times.slice(-100));
   };
+  /** The count a login's attempt from this address goes to: its own from an address it signed in from, else the login's from everywhere else. */
+  const loginCount = (address: string, login: string, t: number) => (isKnown(address, login, t) ? `p:${pair(address, login)}` : `l:${login}`);
   return {
     begin(address, login) {
       const t = now();
       const byAddress = isKnown(address, login, t) ? 0 : wait(`a:${address}`, o.perAddress ?? 20, t);
-      const blocked = Math.max(byAddress, login === null ? 0 : wait(`l:${login}`, o.perLogin ?? 5, t));
+      const blocked = Math.max(byAddress, login === null ? 0 : wait(loginCount(address, login, t), o.perLogin ?? 5, t));
       if (blocked > 0) return blocked;
       add(`a:${address}`, t);
-      if (login !== null) add(`l:${login}`, t);
+      if (login !== null) add(loginCount(address, login, t), t);
       return 0;
     },
     succeeded(address, login) {
       // The address keeps its other failures; this attempt's own entry goes.
       seen.get(`a:${address}`)?.pop();
       if (login !== null) {
-        seen.delete(`l:${login}`);
+        const t = now();
+        // Only the count it was checked against: a holder's success at their desk does not give a
+        // guesser elsewhere five more tries.
+        seen.delete(loginCount(address, login, t));
         const key = pair(address, login);
         known.delete(key);
         if (known.size >= maxEntries) known.delete(known.keys().next().value!);
-        known.set(key, now());
+        known.set(key, t);
       }
     },
     cancel(address, login) {
       seen.get(`a:${address}`)?.pop();
-      if (login !== null) seen.get(`l:${login}`)?.pop();
+      if (login !== null) seen.get(loginCount(address, login, now()))?.pop();
     },
   };
 }
