@@ -36,6 +36,8 @@ const log = jsonLogger(env.logLevel);
 const SHUTDOWN_GRACE_MS = env.shutdownGraceMs;
 /** How long answers cut at the end of the grace period get to settle (one commit; the spill file after). */
 const CUT_SETTLE_MS = 1_000;
+/** How long streams cut at the end of the grace get to write their error frames. */
+const CUT_FRAMES_MS = 250;
 if (role.kind === "supervisor") {
   // SWITCHYARD_WORKERS > 1: this process only starts, replaces and stops the workers (src/supervisor.ts).
   if (!choice.redisUrl) log("warn", "rate limits and max_concurrent_requests are kept per worker without SWITCHYARD_REDIS_URL: a key may get up to SWITCHYARD_WORKERS times its limits", { workers: role.workers });
@@ -187,7 +189,9 @@ async function shutdown(signal: string): Promise<void> {
   // process and leaving no record. What settles later still goes to the spill file (settlement-queue.ts).
   if (app.services.inflight.count > 0) {
     log("warn", "answers still running at the end of the grace period are cut", { inflight: app.services.inflight.count });
-    app.services.inflight.cut();
+    // Streams end with an error frame their clients can read (an SDK retries it) before the
+    // connections close; a stream whose client reads nothing does not hold the stop longer.
+    await Promise.race([app.services.inflight.cut(), Bun.sleep(CUT_FRAMES_MS)]);
     void app.server?.stop(true);
     await Promise.race([app.services.inflight.idle(), Bun.sleep(CUT_SETTLE_MS)]);
   }

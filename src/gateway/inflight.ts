@@ -6,13 +6,30 @@ export function createInflight() {
   let count = 0;
   let waiters: (() => void)[] = [];
   let cutting = false;
+  /** Streams under way, each with how it ends itself at a cut (stream-answer.ts, `cuts`). */
+  const streams = new Set<() => void>();
+  let streamsGone: (() => void) | undefined;
   return {
     /**
      * The gateway is about to cut what still runs (shutdown, past its grace): a request that ends
-     * "cancelled" from now on was ended by us, not by its client (billing-session.ts).
+     * "cancelled" from now on was ended by us, not by its client (billing-session.ts). Streams
+     * under way are told to end with an error frame their client can read; resolved once every
+     * one of them has ended (those waiting for a slow client may not: the caller bounds the wait).
      */
-    cut(): void {
+    cut(): Promise<void> {
       cutting = true;
+      for (const end of [...streams]) end();
+      return streams.size === 0 ? Promise.resolve() : new Promise((resolve) => (streamsGone = resolve));
+    },
+    /** A stream under way: `end` ends it with an error frame when the gateway cuts. */
+    watch(end: () => void): void {
+      streams.add(end);
+    },
+    /** The stream ended (whatever ended it). */
+    unwatch(end: () => void): void {
+      if (!streams.delete(end) || streams.size > 0 || !streamsGone) return;
+      streamsGone();
+      streamsGone = undefined;
     },
     get cutting(): boolean {
       return cutting;

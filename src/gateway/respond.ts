@@ -84,7 +84,7 @@ export interface RespondDeps {
   /** Known secrets out of relayed frames (a vendor's own fields pass through). */
   scrubber?: Pick<Scrubber, "withoutKnown">;
   /** Whether the gateway is cutting what still runs (shutdown): no answer is read on then. */
-  inflight?: { readonly cutting: boolean };
+  inflight?: { readonly cutting: boolean; watch(end: () => void): void; unwatch(end: () => void): void };
 }
 
 /**
@@ -195,6 +195,7 @@ export async function respond(
     beforeEnd: () => billing.settle("ok"),
     // Not once the gateway is cutting what runs (shutdown): it would read on past the process.
     readToEndOnCancel: outcome.readToEnd ? () => !deps.inflight?.cutting : undefined,
+    cuts: deps.inflight,
     onFirstWrite: trace && (() => trace.firstBytes()),
     onDone(outcome: StreamOutcome, reason, chargeable = true) {
       if (outcome === "failed") deps.log("warn", "stream failed after start", { requestId: req.requestId, provider: provider.id, reason });

@@ -88,7 +88,15 @@ export interface StreamAnswerOptions {
    * the answer is settled then, with the vendor's own usage.
    */
   readToEndOnCancel?: () => boolean;
+  /**
+   * Where the stream says it is under way, so a gateway that stops past its grace ends it with
+   * an error frame (gateway/inflight.ts) instead of resetting its connection mid-answer.
+   */
+  cuts?: { watch(end: () => void): void; unwatch(end: () => void): void };
 }
+
+/** What a client reads when the gateway stops under its answer (past the shutdown grace). */
+export const SHUTDOWN_CUT = "The gateway is shutting down and cut this answer short. Retry the request.";
 
 /**
  * The one streaming pipeline: upstream bytes → SSE parser → provider decoder → usage meter →
@@ -236,10 +244,17 @@ export async function answerSource(o: StreamAnswerOptions): Promise<{
     return to;
   };
 
+  /** The gateway cut the answer (its stop, past the grace): the client got an error frame, and it ends as cancelled. */
+  let cutByGateway = false;
+  /** The upstream's end was read: the answer finishes (or fails) on its own from here. */
+  let ending = false;
   const finish = (outcome: StreamOutcome, reason?: string) => {
     if (done) return;
     done = true;
     stopClock?.();
+    if (o.cuts) o.cuts.unwatch(cutNow);
+    // Ended by the gateway, not by a failing upstream: billed as any stream cut short (billing-session.ts).
+    if (cutByGateway && outcome === "failed") outcome = "cancelled";
     // A cancel while the loop waits for the pump: the loop returns (it sees `done`) instead of
     // waiting for a chunk that will not be read.
     letGo()?.resolve(END);
@@ -252,6 +267,20 @@ export async function answerSource(o: StreamAnswerOptions): Promise<{
   const fail = (e: StreamEvent & { type: "error" }) => {
     failure = e;
     o.meter.observe(e);
+  };
+
+  /**
+   * The gateway stops under this answer: what came goes out, then an error frame (an overload,
+   * which the SDKs and agent CLIs retry), and the stream ends. The relay loop is woken from its
+   * wait for the upstream; a loop waiting for a slow client is left to the connection's close.
+   */
+  const cutNow = () => {
+    // An answer whose end is taken (being settled, or its body's end awaited) finishes as it is.
+    if (done || failure || ending || vendorEnded) return;
+    cutByGateway = true;
+    fail({ type: "error", errorType: "overloaded", message: SHUTDOWN_CUT });
+    letGo()?.resolve(TAKEN);
+    if (pendingRead) reader.cancel().catch(() => {});
   };
 
   /**
@@ -297,6 +326,7 @@ export async function answerSource(o: StreamAnswerOptions): Promise<{
       feed(read.value);
       return afterFeed(early);
     }
+    ending = true;
     parser.end();
     if (held.length > 0) await drainHeld();
     if (!failure) {
@@ -404,6 +434,7 @@ export async function answerSource(o: StreamAnswerOptions): Promise<{
     },
 
     async pull(controller) {
+      if (!done) o.cuts?.watch(cutNow);
       /**
        * Writes what is pending. Returns a promise only when the client is slower than the
        * upstream (backpressure); the usual case costs no promise and no microtask. `last`: the

@@ -79,7 +79,7 @@ test("a killed gateway leaves no credit locked: the next process starts with all
   }
 }, 40_000);
 
-test("a SIGTERM whose grace ends before a stream does: the stream is cut while the ledger still writes, and is charged for what it sent", async () => {
+test("a SIGTERM whose grace ends before a stream does: the stream ends with an error frame its SDK can read (OpenAI's and Anthropic's), while the ledger still writes, and is charged for what it sent", async () => {
   const config = join(dir, "switchyard-grace.json");
   writeFileSync(config, JSON.stringify({
     providers: [{ id: "up", kind: "openai", base_url: `${upstream.url}/v1` }],
@@ -90,32 +90,48 @@ test("a SIGTERM whose grace ends before a stream does: the stream is cut while t
   const balanceBefore = ledgerState(env.SWITCHYARD_DB).balance;
   // Words every 50 ms for 4 s: it is still running when the 300 ms grace ends.
   const word = (w: string) => `data: {"id":"c","object":"chat.completion.chunk","created":1,"model":"m","choices":[{"index":0,"delta":{"content":"${w} "},"finish_reason":null}]}\n\n`;
-  upstream.reply({ kind: "sse", delayMs: 50, chunks: [...Array.from({ length: 80 }, (_, i) => word(`word${i}`)), 'data: {"id":"c","object":"chat.completion.chunk","created":1,"model":"m","choices":[{"index":0,"delta":{},"finish_reason":"stop"}]}\n\n', "data: [DONE]\n\n"] });
-  const res = await fetch(`${gw.url}/v1/chat/completions`, {
-    method: "POST",
-    headers: { authorization: `Bearer ${gw.key}`, "content-type": "application/json", "x-request-id": "cut-by-shutdown" },
-    body: JSON.stringify({ model: "test/paid", max_tokens: 1000, messages: [{ role: "user", content: "Hello" }], stream: true }),
-  });
-  const reader = res.body!.getReader();
-  let text = "";
-  const decoder = new TextDecoder();
-  while (!text.includes("word3 ")) text += decoder.decode((await reader.read()).value);
+  const answer = { kind: "sse" as const, delayMs: 50, chunks: [...Array.from({ length: 80 }, (_, i) => word(`word${i}`)), 'data: {"id":"c","object":"chat.completion.chunk","created":1,"model":"m","choices":[{"index":0,"delta":{},"finish_reason":"stop"}]}\n\n', "data: [DONE]\n\n"] };
+  upstream.reply(answer);
+  upstream.reply(answer);
+  const open = async (path: string, id: string) => {
+    const res = await fetch(`${gw.url}${path}`, {
+      method: "POST",
+      headers: { authorization: `Bearer ${gw.key}`, "content-type": "application/json", "x-request-id": id },
+      body: JSON.stringify({ model: "test/paid", max_tokens: 1000, messages: [{ role: "user", content: "Hello" }], stream: true }),
+    });
+    const reader = res.body!.getReader();
+    const decoder = new TextDecoder();
+    const seen = { text: "", reset: false };
+    while (!seen.text.includes("word3")) seen.text += decoder.decode((await reader.read()).value);
+    return { seen, rest: async () => {
+      for (;;) {
+        const read = await reader.read().catch(() => ((seen.reset = true), { done: true as const, value: undefined }));
+        if (read.done) return seen;
+        seen.text += decoder.decode(read.value);
+      }
+    } };
+  };
+  const chat = await open("/v1/chat/completions", "cut-by-shutdown");
+  const messages = await open("/v1/messages", "cut-by-shutdown-messages");
   gw.child.kill("SIGTERM");
-  for (;;) {
-    const read = await reader.read().catch(() => ({ done: true, value: undefined }));
-    if (read.done) break;
-    text += decoder.decode(read.value);
-  }
+  const [openai, anthropic] = await Promise.all([chat.rest(), messages.rest()]);
   expect(await gw.child.exited).toBe(0);
-  // Cut: the client never saw the end of the answer.
-  expect(text).not.toContain("[DONE]");
+  // Cut: the client never saw the end of the answer, and was told why in its own format, in a
+  // body that ended (not a reset connection).
+  expect(openai.text).not.toContain("[DONE]");
+  expect(openai.reset).toBe(false);
+  const lastData = JSON.parse(openai.text.trim().split("\n").at(-1)!.slice("data: ".length));
+  expect(lastData.error.message).toContain("shutting down");
+  expect(anthropic.text).not.toContain("message_stop");
+  expect(anthropic.reset).toBe(false);
+  expect(anthropic.text.trimEnd()).toMatch(/event: error\ndata: \{"type":"error","error":\{"type":"overloaded_error","message":"The gateway is shutting down[^"]*"\}\}$/);
   const db = new Database(env.SWITCHYARD_DB, { readonly: true });
   try {
-    const record = db.query<{ status: string; cost: number }, []>("SELECT status, cost_micro AS cost FROM usage_records WHERE client_request_id = 'cut-by-shutdown'").get();
-    // Recorded and charged for what it sent, in the same file: nothing left for a spill file.
-    expect(record?.status).toBe("cancelled");
-    expect(record!.cost).toBeGreaterThan(0);
-    expect(balanceBefore - db.query<{ b: number }, []>("SELECT balance_micro AS b FROM accounts WHERE name = 'demo'").get()!.b).toBe(record!.cost);
+    const records = db.query<{ status: string; cost: number }, []>("SELECT status, cost_micro AS cost FROM usage_records WHERE client_request_id LIKE 'cut-by-shutdown%'").all();
+    // Recorded and charged for what each sent, in the same file: nothing left for a spill file.
+    expect(records.map((r) => r.status)).toEqual(["cancelled", "cancelled"]);
+    for (const r of records) expect(r.cost).toBeGreaterThan(0);
+    expect(balanceBefore - db.query<{ b: number }, []>("SELECT balance_micro AS b FROM accounts WHERE name = 'demo'").get()!.b).toBe(records[0]!.cost + records[1]!.cost);
   } finally {
     db.close();
   }

@@ -712,3 +712,80 @@ describe("stream stage: an answer whole before its head is handed over as one bo
     expect(held.ends).toEqual([]);
   });
 });
+
+describe("stream stage: the gateway cuts what runs (its stop, past the grace)", () => {
+  /** The inflight's watch as a set the test reads and fires. */
+  function cutsRecorder() {
+    const watching = new Set<() => void>();
+    return { watching, cuts: { watch: (end: () => void) => watching.add(end), unwatch: (end: () => void) => watching.delete(end) }, cut: () => [...watching].forEach((end) => end()) };
+  }
+
+  test("waiting for the upstream (woken by the transport): what came is out, then an error frame that says so, the stream closes, it ends cancelled and stops being watched", async () => {
+    const body = wakingBody();
+    body.arrive(data(FIRST + chunk(1)));
+    const c = cutsRecorder();
+    const deadline = new Deadline({ firstByteMs: 60_000, idleMs: 60_000, totalMs: 60_000 });
+    const { source, events, outcome, controller, writes, closed } = await stage(body, { cuts: c.cuts, deadline });
+    const pulled = source.pull(controller);
+    await Bun.sleep(1);
+    expect(c.watching.size).toBe(1);
+    c.cut();
+    await pulled;
+    expect(writes.join("")).toContain('"content":"w1 "');
+    const last = JSON.parse(writes.at(-1)!.trim().slice("data: ".length));
+    expect(last.error.message).toContain("shutting down");
+    expect(writes.join("")).not.toContain("[DONE]");
+    expect(closed()).toBe(true);
+    expect(outcome.value).toBe("cancelled");
+    expect(events).toEqual([]);
+    expect(c.watching.size).toBe(0);
+    // The upstream request is dropped with the attempt's deadline.
+    expect(deadline.reason).toBeDefined();
+  });
+
+  test("waiting on a read() promise: the read is cancelled and the same error frame ends the stream", async () => {
+    const body = scriptedBody();
+    body.arrive(data(FIRST + chunk(1)));
+    const c = cutsRecorder();
+    const { source, outcome, controller, writes, closed } = await stage(body, { cuts: c.cuts });
+    const pulled = source.pull(controller);
+    await Bun.sleep(1);
+    c.cut();
+    // The scripted body's cancel does not end its read: the upstream's own end arrives as a reset would.
+    body.arrive(END);
+    await pulled;
+    expect(writes.at(-1)).toContain("shutting down");
+    expect(closed()).toBe(true);
+    expect(outcome.value).toBe("cancelled");
+    expect(body.reader.cancelled).toBeGreaterThan(0);
+  });
+
+  test("an answer whose end is being settled finishes as it is: no error frame after its end", async () => {
+    const body = wakingBody();
+    body.arrive(data(FIRST + chunk(1)));
+    const c = cutsRecorder();
+    const { source, events, outcome, controller, writes } = await stage(body, { cuts: c.cuts });
+    const pulled = source.pull(controller);
+    await Bun.sleep(1);
+    body.arrive(data(LAST));
+    body.arrive(END);
+    while (!events.includes("settling")) await Bun.sleep(1);
+    c.cut();
+    await pulled;
+    expect(writes.at(-1)!.endsWith("data: [DONE]\n\n")).toBe(true);
+    expect(writes.join("")).not.toContain("shutting down");
+    expect(outcome.value).toBe("completed");
+    expect(c.watching.size).toBe(0);
+  });
+
+  test("a stream that ended before the cut is not watched, and a cut leaves it alone", async () => {
+    const body = wakingBody();
+    body.arrive(data(FIRST + chunk(1) + LAST));
+    body.arrive(END);
+    const c = cutsRecorder();
+    const { source, outcome } = await stage(body, { cuts: c.cuts });
+    expect(source.whole()).toBeDefined();
+    expect(outcome.value).toBe("completed");
+    expect(c.watching.size).toBe(0);
+  });
+});
