@@ -368,6 +368,12 @@ export function createApp(deps: AppDeps) {
       now,
       log,
       keyAccount: async (keyId) => (await accounts.spendStatus("key", keyId))?.accountId ?? null,
+      defaultLimits: {
+        key_requests_per_minute: deps.settings.limits.requests_per_minute,
+        key_max_concurrent_requests: deps.settings.limits.max_concurrent_requests ?? null,
+        account_requests_per_minute: deps.settings.limits.account_requests_per_minute ?? null,
+        account_max_concurrent_requests: deps.settings.limits.account_max_concurrent_requests ?? null,
+      },
     }));
   }
   // Composed now, before the admin routes: Elysia composes a route on its first request with what

@@ -576,7 +576,9 @@ test("a key row refuses a mistyped limit, a date typed in part and a period with
   await saved().getByTestId("key-at-once").fill("");
   await saved().getByTestId("key-models-edit").fill("");
   await saved().getByTestId("key-save").click();
-  await saved().getByTestId("key-pace").filter({ hasText: "the gateway's default rate" }).waitFor();
+  // Shown as the gateway's numbers (its default config: 60 a minute, no cap at once), not as a word.
+  await saved().getByTestId("key-pace").filter({ hasText: "60 requests a minute (the gateway's)" }).waitFor();
+  await expect(saved().getByTestId("key-pace").textContent()).resolves.toBe("60 requests a minute (the gateway's)");
   expect((await admin(`/v1/admin/accounts/${account.id}/keys`)).data.find((k: { id: string }) => k.id === id)).toMatchObject({ rate_limit_per_minute: null, max_concurrent_requests: null, models: null });
   // The key's id, which request lists and downloads name it by, is on the row.
   await expect(saved().getByTestId("key-id").textContent()).resolves.toBe(id);
@@ -852,7 +854,7 @@ test("a top-up answered by a proxy's 504 says the credits may have been added; a
 test("the operator sets an account's request limits for all its keys; the view shows them, a value out of range or a fraction is not sent, empty fields clear them", async () => {
   await page.goto(`${gateway.url}/console/#account/${account.id}`);
   await page.getByTestId("account-rpm").waitFor();
-  await expect(text("account-requests")).resolves.toBe("the gateway's default limits");
+  await expect(text("account-requests")).resolves.toBe("no limit beyond each key's own");
   await page.getByTestId("account-rpm").fill("5");
   await page.getByTestId("account-concurrent").fill("2");
   await page.getByTestId("account-requests-submit").click();
@@ -875,7 +877,7 @@ test("the operator sets an account's request limits for all its keys; the view s
   await page.getByTestId("account-rpm").fill("");
   await page.getByTestId("account-concurrent").fill("");
   await page.getByTestId("account-requests-submit").click();
-  await page.getByTestId("account-requests").filter({ hasText: "the gateway's default limits" }).waitFor();
+  await page.getByTestId("account-requests").filter({ hasText: "no limit beyond each key's own" }).waitFor();
   expect(await admin(`/v1/admin/accounts/${account.id}`)).toMatchObject({ rate_limit_per_minute: null, max_concurrent_requests: null });
 }, 60_000);
 

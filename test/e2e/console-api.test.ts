@@ -107,7 +107,12 @@ function consoleSuite(name: string, start: () => Promise<Setup>) {
         const again = new ConsoleClient(s.gw.url);
         expect((await again.call("POST", "/console/api/sign-in", { login: "holder.one", password: PASSWORD + "x" })).status).toBe(401);
         expect((await again.signIn({ login: "holder.one", password: PASSWORD })).account_id).toBe(s.gw.accountId);
-        expect((await again.json("GET", "/console/api/overview")).account.id).toBe(s.gw.accountId);
+        const overview = await again.json("GET", "/console/api/overview");
+        expect(overview.account.id).toBe(s.gw.accountId);
+        // The gateway's limits come with the account, so its view shows numbers where it and its keys set none.
+        const defaults = { key_requests_per_minute: 1_000_000, key_max_concurrent_requests: null, account_requests_per_minute: null, account_max_concurrent_requests: null };
+        expect(overview.account.default_limits).toEqual(defaults);
+        expect((await again.json("GET", `/console/api/accounts/${s.gw.accountId}`)).default_limits).toEqual(defaults);
 
         // A made-up or used link is refused before its password is hashed (argon2id, 64 MiB each: a
         // flood of them took the gateway's CPU); only a real one costs a hash.

@@ -1,4 +1,4 @@
-import { api, ApiError, type Account, type AccountLogins, type KeySummary, type Session } from "./api.ts";
+import { api, ApiError, type Account, type AccountLogins, type DefaultLimits, type KeySummary, type Session } from "./api.ts";
 import { announce, confirmFirst, credits, dateOf, errorBox, field, h, hiddenHeading, numberOf, periodSelect, when } from "./dom.ts";
 
 /** Shows the view again with fresh data; `focus` (a selector) is where focus goes, else the view. */
@@ -123,11 +123,14 @@ function accountLimitForm(account: Account, reload: Reload): HTMLElement {
   });
 }
 
-/** The account's own limits on all its keys together, as people read them; unset ones are the gateway's. */
+/** The account's own limits on all its keys together, as people read them; unset ones are the gateway's, shown as numbers. */
 function requestLimitsText(account: Account): string {
-  const rate = account.rate_limit_per_minute, cap = account.max_concurrent_requests;
-  if (rate == null && cap == null) return "the gateway's default limits";
-  return `${rate == null ? "the gateway's default rate" : `${rate.toLocaleString("en-US")} a minute`}; ${cap == null ? "the gateway's default requests at once" : `${cap.toLocaleString("en-US")} at once`}`;
+  const d = account.default_limits;
+  const rate = account.rate_limit_per_minute ?? d?.account_requests_per_minute ?? null;
+  const cap = account.max_concurrent_requests ?? d?.account_max_concurrent_requests ?? null;
+  const fromGateway = (own: number | null | undefined) => (own == null && d ? " (the gateway's)" : "");
+  if (rate == null && cap == null) return d ? "no limit beyond each key's own" : "the gateway's default limits";
+  return `${rate == null ? "no limit a minute" : `${rate.toLocaleString("en-US")} a minute${fromGateway(account.rate_limit_per_minute)}`}; ${cap == null ? "no limit at once" : `${cap.toLocaleString("en-US")} at once${fromGateway(account.max_concurrent_requests)}`}`;
 }
 
 /** A whole number in range from a field, or null for empty (the gateway's default). */
@@ -278,7 +281,7 @@ function keysSection(session: Session, account: Account, reload: Reload): HTMLEl
   const table = h("table", { class: "wide" },
     h("caption", {}, `Keys: ${active.length} of 10 in use`, expired > 0 ? ` (${expired} expired, counted until revoked)` : ""),
     h("thead", {}, h("tr", {}, ...["Name", "Key", "Created", "Spent (all time)", "Limit", "Status"].map((c) => h("th", { scope: "col" }, c)), hiddenHeading("Actions"))),
-    h("tbody", {}, ...account.keys.map((k) => keyRow(k, reload, operator))),
+    h("tbody", {}, ...account.keys.map((k) => keyRow(k, reload, operator, account.default_limits))),
   );
   return h("section", { "aria-labelledby": "keys-title" }, h("h2", { id: "keys-title", tabindex: "-1" }, "Keys"), h("div", { class: "scroll" }, table), create);
 }
@@ -286,10 +289,12 @@ function keysSection(session: Session, account: Account, reload: Reload): HTMLEl
 /** A row's field with its name shown above it (the aria-label says which key's). */
 const labelled = (text: string, input: HTMLElement) => h("label", { class: "mini" }, h("span", {}, text), input);
 
-/** A key's own limits of pace, as its holder reads them: the operator's to set. */
-function paceText(k: KeySummary): string {
-  const rate = k.rate_limit_per_minute === null ? "the gateway's default rate" : `${k.rate_limit_per_minute.toLocaleString("en-US")} requests a minute`;
-  return k.max_concurrent_requests ? `${rate}, ${k.max_concurrent_requests} at once` : rate;
+/** A key's own limits of pace, as its holder reads them: the operator's to set; unset ones are the gateway's, shown as numbers. */
+function paceText(k: KeySummary, defaults: DefaultLimits | undefined): string {
+  const perMinute = k.rate_limit_per_minute ?? defaults?.key_requests_per_minute ?? null;
+  const rate = perMinute === null ? "the gateway's default rate" : `${perMinute.toLocaleString("en-US")} requests a minute${k.rate_limit_per_minute === null ? " (the gateway's)" : ""}`;
+  const cap = k.max_concurrent_requests || defaults?.key_max_concurrent_requests;
+  return cap ? `${rate}, ${cap.toLocaleString("en-US")} at once${k.max_concurrent_requests ? "" : " (the gateway's)"}` : rate;
 }
 
 /** A comma-separated list of model ids and prefix* patterns; empty: every model (null). */
@@ -298,7 +303,7 @@ function modelsOf(input: HTMLInputElement): string[] | null {
   return list.length === 0 ? null : list;
 }
 
-function keyRow(k: KeySummary, reload: Reload, operator: boolean): HTMLElement {
+function keyRow(k: KeySummary, reload: Reload, operator: boolean, defaults: DefaultLimits | undefined): HTMLElement {
   const revoked = k.revoked_at !== null;
   // Names may repeat: the key's visible ending tells two apart.
   const label = k.name === null ? `${k.prefix}…${k.last4}` : `${k.name} (…${k.last4})`;
@@ -374,7 +379,7 @@ function keyRow(k: KeySummary, reload: Reload, operator: boolean): HTMLElement {
     h("td", {}, h("code", {}, `${k.prefix}…${k.last4}`), h("div", { class: "note" }, "id ", h("code", { "data-testid": "key-id" }, k.id))),
     h("td", {}, when(k.created_at)),
     h("td", { class: "num" }, credits(k.spent)),
-    h("td", {}, h("span", { "data-testid": "key-limit" }, limitText(k.spend_limit, k.spend_limit_period, k.spent_in_period, k.period_resets_at)), h("div", { class: "note", "data-testid": "key-pace" }, paceText(k))),
+    h("td", {}, h("span", { "data-testid": "key-limit" }, limitText(k.spend_limit, k.spend_limit_period, k.spent_in_period, k.period_resets_at)), h("div", { class: "note", "data-testid": "key-pace" }, paceText(k, defaults))),
     h("td", { "data-testid": "key-status" }, keyStatus(k).text),
     actions,
   );

@@ -44,6 +44,12 @@ export interface Account {
   spent_in_period: number; period_resets_at: string | null; keys: KeySummary[];
   /** Limits on all the account's keys together; null: the gateway's default. */
   rate_limit_per_minute?: number | null; max_concurrent_requests?: number | null;
+  /** The gateway's limits, which the unset ones above and on keys mean (null: none). */
+  default_limits?: DefaultLimits;
+}
+export interface DefaultLimits {
+  key_requests_per_minute: number; key_max_concurrent_requests: number | null;
+  account_requests_per_minute: number | null; account_max_concurrent_requests: number | null;
 }
 /** An account's console logins and open invites (operators). */
 export interface AccountLogins {

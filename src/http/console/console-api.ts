@@ -28,6 +28,16 @@ export interface ConsoleApiDeps {
   log: Logger;
   /** Which account a key belongs to (null: no such key). */
   keyAccount: (keyId: string) => Promise<string | null>;
+  /** The gateway's limits for keys and accounts that set none (config `limits`): an account's view shows them as numbers. */
+  defaultLimits: DefaultLimits;
+}
+
+/** The limits a key or account without its own has (null: none). */
+export interface DefaultLimits {
+  key_requests_per_minute: number;
+  key_max_concurrent_requests: number | null;
+  account_requests_per_minute: number | null;
+  account_max_concurrent_requests: number | null;
 }
 
 const equal = (a: string, b: string) => {
@@ -87,6 +97,8 @@ const HOLDER_KEY_FIELDS = new Set(["name", "spend_limit", "spend_limit_period", 
  * posted from another site has neither (docs/decisions.md, "Console").
  */
 export function consoleApiRoutes(deps: ConsoleApiDeps) {
+  /** An account as its view reads it: with the gateway's limits, which its unset ones mean. */
+  const withDefaults = <A extends object>(account: A) => ({ ...account, default_limits: deps.defaultLimits });
   const { ops, store } = deps;
 
   const adminToken = deps.adminToken;
@@ -160,7 +172,7 @@ export function consoleApiRoutes(deps: ConsoleApiDeps) {
     // account or the operator's first page of accounts.
     .get("/overview", async ({ request }) => {
       const s = await session(request);
-      if (s.kind === "holder") return { session: info(s), account: await ops.account(s.accountId!) };
+      if (s.kind === "holder") return { session: info(s), account: withDefaults(await ops.account(s.accountId!)) };
       return { session: info(s), accounts: await ops.listAccounts({ limit: "100" }) };
     })
     .post("/sign-in", async ({ request, body, set, server }) => {
@@ -241,7 +253,7 @@ export function consoleApiRoutes(deps: ConsoleApiDeps) {
     }, { body: CreateAccount })
     .get("/accounts/:id", async ({ request, params }) => {
       scopeAccount(await session(request), params.id);
-      return ops.account(params.id);
+      return withDefaults(await ops.account(params.id));
     })
     .patch("/accounts/:id", async ({ request, params, body }) => {
       operator(await changer(request));
