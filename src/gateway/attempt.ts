@@ -12,7 +12,7 @@ import { withKey } from "../providers/key-pools.ts";
 import { prepareUpstream, promptText } from "../formats/prepare-upstream.ts";
 import { betasForWindow } from "../providers/anthropic/anthropic-adapter.ts";
 import { createAnswerToolMapper } from "../formats/common/answer-tool.ts";
-import { GatewayError, type OpenAIErrorDetail } from "../streaming/gateway-error.ts";
+import { GatewayError, NO_RETRY, type OpenAIErrorDetail } from "../streaming/gateway-error.ts";
 import { openaiErrorDetail, upstreamStatusError } from "../providers/upstream-errors.ts";
 import { ImageFetchError, inlineImages, keepImages } from "./inline-images.ts";
 import { imagesBounded, imagesHeld } from "./plan.ts";
@@ -62,8 +62,8 @@ export type AttemptOutcome =
   /** No answer: what went wrong, and what the retry policy should make of it. */
   | {
       kind: "refused"; verdict: Verdict; error: GatewayError; delayMs?: number; cause?: UpstreamErrorClass; status?: number;
-      /** The refusal is about this request's size, not the key's state: the key is not cooled (see requestSizedLimit). */
-      requestSized?: true;
+      /** The refusal is about this request's size, not the key's state: the key is not cooled; "large" moves to another key (see requestSizedLimit). */
+      requestSized?: "over" | "large";
     };
 
 /** The client went away: nothing more is tried. */
@@ -79,23 +79,35 @@ const TOO_LARGE_FOR_QUOTA = /^Request too large for /i;
  * used up. Only the first is the request's doing: smaller requests still pass on that key, and
  * cooling it for one tenant's large request, then moving the request to the next key, benched
  * every key of a pool for everyone (a hostile-tenant probe, 2026-11-30). The second is the most
- * common 429 under real load and cools the key as any other. The vendor's numbers tell them apart:
- * the request alone asks for at least half the key's minute (OpenAI's "Limit L, Used U, Requested
- * R"; Anthropic's "… of N input (output) tokens per minute", against the request's own size).
+ * common 429 under real load and cools the key as any other. The vendor's numbers tell them apart
+ * (OpenAI's "Limit L, Used U, Requested R"; Anthropic's "… of N input (output) tokens per minute",
+ * against the request's own size):
+ * - "over": the request alone asks for the key's whole minute or more: no key of this size takes
+ *   it, nothing cools, nothing moves;
+ * - "large": it asks for half of it or more: it may pass on a key whose minute is less used, so it
+ *   moves to another key, but this one is not cooled for it (its smaller requests still pass).
+ *   Sent to the same key again it was refused three times over five seconds while the pool's other
+ *   keys were idle (a key-pool probe, 2026-11-30: most agent turns are half a tier-1 minute).
  */
 const OPENAI_TPM = /tokens per min(?:ute)? \(TPM\): Limit (\d+), Used (\d+), Requested (\d+)/i;
 const ANTHROPIC_TPM = /of ([\d,]+) (input|output) tokens per minute/i;
 
-/** Whether a 429's detail shows the request's own size, not the key's used minute, as the cause. */
-export function requestSizedLimit(detail: string, sentBytes: number, maxTokens: number | undefined): boolean {
+/** Whether a 429's detail shows the request's own size, not the key's used minute, as the cause (see above). */
+export function requestSizedLimit(detail: string, sentBytes: number, maxTokens: number | undefined): "over" | "large" | false {
+  let limit: number, asked: number;
   const openai = OPENAI_TPM.exec(detail);
-  if (openai) return 2 * Number(openai[3]) >= Number(openai[1]);
-  const anthropic = ANTHROPIC_TPM.exec(detail);
-  if (!anthropic) return false;
-  const limit = Number(anthropic[1]!.replaceAll(",", ""));
-  // The request's tokens, from above: its bytes a quarter token each (input), its answer limit (output).
-  const asked = anthropic[2]!.toLowerCase() === "input" ? sentBytes / 4 : (maxTokens ?? 0);
-  return limit > 0 && 2 * asked >= limit;
+  if (openai) {
+    limit = Number(openai[1]);
+    asked = Number(openai[3]);
+  } else {
+    const anthropic = ANTHROPIC_TPM.exec(detail);
+    if (!anthropic) return false;
+    limit = Number(anthropic[1]!.replaceAll(",", ""));
+    // The request's tokens, from above: its bytes a quarter token each (input), its answer limit (output).
+    asked = anthropic[2]!.toLowerCase() === "input" ? sentBytes / 4 : (maxTokens ?? 0);
+  }
+  if (!(limit > 0)) return false;
+  return asked >= limit ? "over" : 2 * asked >= limit ? "large" : false;
 }
 
 /**
@@ -103,6 +115,34 @@ export function requestSizedLimit(detail: string, sentBytes: number, maxTokens: 
  * refuse it. Any other 403 is about what was asked (a model, a moderation flag, a region).
  */
 const DEAD_ACCOUNT = /organization_deactivated|account_deactivated|(?:organi[sz]ation|account|api key) (?:has been |is )?(?:disabled|deactivated|suspended|not active|inactive)/i;
+/**
+ * The same said in a 400 or 402 (Anthropic answers "This organization has been disabled." as a
+ * 400): only at the start of the vendor's message, where the vendor's own sentence is, and by the
+ * error's code. A 400 may quote the request (a field's invalid value), and a tenant's text read as
+ * a dead key would take the key out of service for everyone.
+ */
+const DEAD_ACCOUNT_SAID = /^\s*(?:this |your )?(?:organi[sz]ation|account|api key) (?:has been |is )?(?:disabled|deactivated|suspended)/i;
+const DEAD_ACCOUNT_CODE = /^(?:organization_deactivated|account_deactivated)$/;
+/**
+ * A vendor account with no credit left: any 402 (DeepSeek's "Insufficient Balance", OpenRouter's
+ * "requires more credits"), and Anthropic's 400 "Your credit balance is too low to access the
+ * Anthropic API…", read at the start of the message only (as above). It is the key's state, not
+ * the request's: read by the pool as a 402, which cools the key (credit may come back at any time)
+ * and moves the request to another; clients never see the vendor's billing words, which they
+ * would read as their own balance (a key-pool probe, 2026-11-30).
+ */
+const OUT_OF_CREDIT_SAID = /^\s*(?:your credit balance is too low|insufficient (?:balance|credits?|funds)|(?:this request )?requires more credits)/i;
+
+/** Whether a vendor's refusal is about the key's account: disabled ("dead"), or out of credit. */
+export function accountRefusal(status: number, said: string, code: string | undefined): "dead" | "no_credit" | undefined {
+  if (status === 403) return DEAD_ACCOUNT.test(`${said} ${code ?? ""}`) ? "dead" : undefined;
+  if (status !== 400 && status !== 402) return undefined;
+  if ((code !== undefined && DEAD_ACCOUNT_CODE.test(code)) || DEAD_ACCOUNT_SAID.test(said)) return "dead";
+  return status === 402 || OUT_OF_CREDIT_SAID.test(said) ? "no_credit" : undefined;
+}
+
+/** What a client is told when the vendor account behind the gateway's key has no credit: the gateway's words, never the vendor's. */
+const OUT_OF_CREDIT = () => new GatewayError(502, "upstream", "The upstream provider refused the gateway's vendor key: the operator's vendor account is out of credit. Retrying will not help until the gateway's operator adds credit.", NO_RETRY);
 
 /** Its numbers: the organisation's tokens a minute, and what the request needs. */
 const QUOTA_NUMBERS = /Limit (\d+), Requested (\d+)/;
@@ -233,10 +273,15 @@ export async function attemptUpstream(deps: AttemptDeps, req: AttemptRequest, ca
       // when the upstream said, not at once: the gateway's retries are over by then.
       if (delayMs !== undefined && error.status === 502) error = withRetryAfter(error, delayMs);
       const said = detail ?? text;
-      const requestSized = res.status === 429 && requestSizedLimit(said, call.body.length, maxTokens);
-      // A 403 for a dead organisation is the key's: reported as the 401 it means (providers/key-pool.ts).
-      const status = res.status === 403 && DEAD_ACCOUNT.test(`${said} ${openai?.code ?? ""}`) ? 401 : res.status;
-      return { kind: "refused", verdict: verdictFor(res.status), error, delayMs, cause, status, ...(requestSized ? { requestSized: true as const } : {}) };
+      const account = accountRefusal(res.status, said, openai?.code);
+      if (account === "dead") {
+        // The key's organisation is gone: reported as the 401 it means (providers/key-pool.ts).
+        const refusedKey = res.status === 403 ? error : new GatewayError(502, "upstream", `The upstream provider refused the gateway's credentials (status ${res.status}: the vendor account is disabled). Retrying will not help until the gateway's operator fixes them.`, NO_RETRY);
+        return { kind: "refused", verdict: "fallback", error: refusedKey, delayMs, cause, status: 401 };
+      }
+      if (account === "no_credit") return { kind: "refused", verdict: "fallback", error: OUT_OF_CREDIT(), delayMs, cause, status: 402 };
+      const requestSized = res.status === 429 ? requestSizedLimit(said, call.body.length, maxTokens) : false;
+      return { kind: "refused", verdict: verdictFor(res.status), error, delayMs, cause, status: res.status, ...(requestSized ? { requestSized } : {}) };
     }
 
     if (!req.wantsStream || adapter.streams === false) {

@@ -3,7 +3,7 @@ import type { CountQueue } from "../limits/count-queue.ts";
 import { countInTurn } from "./count-in-turn.ts";
 import { anthropicAdapter } from "../providers/anthropic/anthropic-adapter.ts";
 import { checkAnthropicContent } from "./check-content.ts";
-import { clientClosed } from "./attempt.ts";
+import { accountRefusal, clientClosed } from "./attempt.ts";
 import { Deadline } from "./deadline.ts";
 import type { ForwardDeps } from "./forward.ts";
 import { GatewayError } from "../streaming/gateway-error.ts";
@@ -86,8 +86,12 @@ export async function countMessageTokens(
       const res = await deps.fetch(`${call.url}/count_tokens`, attemptInit(deadline, { method: "POST", headers: call.headers, body: call.body }));
       // A refused key is refused for answers too; a rate-limited count is not: Anthropic limits token
       // counting apart from messages, so a count's 429 must not cool the key its answers still get.
-      if (key && keyVerdict(res.status) !== "cool") pool!.report(key, res.status, undefined);
       const json = (await res.json().catch(() => undefined)) as { input_tokens?: unknown } | undefined;
+      // A refusal about the key's vendor account (disabled, out of credit: Anthropic says both as
+      // 400s) is the key's as on an answer, never the client's to read (attempt.ts, accountRefusal).
+      const account = res.ok ? undefined : accountRefusal(res.status, anthropicAdapter.errorMessage(json) ?? "", (json as { error?: { code?: unknown } } | undefined)?.error?.code as string | undefined);
+      const status = account === "dead" ? 401 : account === "no_credit" ? 402 : res.status;
+      if (key && (keyVerdict(status) !== "cool" || account === "no_credit")) pool!.report(key, status, undefined);
       // A count that is no whole number in range, or more than the request's own bytes could make
       // (as plan.ts bounds a billed prompt, billedPromptMax), is not passed on (-5, 1e308, 12.7 reached Claude Code, which
       // compacts by it; a raw-TCP probe): the gateway's estimate answers instead.
@@ -96,7 +100,7 @@ export async function countMessageTokens(
       if (res.ok) deps.log("warn", "upstream token count refused; answering with an estimate", { provider: provider.id, clientRequestId });
       // A request the vendor finds malformed is the client's to fix; anything else (no such
       // endpoint on a compatible server, an outage, our key) still deserves a count.
-      if (res.status === 400 || res.status === 422) throw upstreamStatusError(res.status, anthropicAdapter.errorMessage(json), deps.scrubber);
+      if ((res.status === 400 || res.status === 422) && account === undefined) throw upstreamStatusError(res.status, anthropicAdapter.errorMessage(json), deps.scrubber);
       deps.log("warn", "upstream token count failed; answering with an estimate", { provider: provider.id, status: res.status, clientRequestId });
     } catch (err) {
       if (err instanceof GatewayError) throw err;

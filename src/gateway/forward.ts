@@ -148,6 +148,7 @@ export async function forward(deps: ForwardDeps, req: ForwardRequest): Promise<R
       const pool = deps.keyPools?.get(candidate.model.provider);
       // Keys of this provider that refused this request: it moves to another before waiting or falling back.
       let tried: Set<string> | undefined;
+      let movedOnFailure = false;
       for (let retry = 0; ; ) {
         const meter = billing.attempt(candidate.model, candidate.model.provider, candidate.maxTokens + plan.predictedTokens);
         trace?.attemptStarted(candidate.model.id, candidate.model.provider);
@@ -193,7 +194,14 @@ export async function forward(deps: ForwardDeps, req: ForwardRequest): Promise<R
         // a refusal about the request itself (its size against a key's tokens a minute, a 403):
         // moved from key to key, one tenant's request had benched every key of a pool (a probe).
         const verdict = keyVerdict(outcome.requestSized ? 0 : outcome.status ?? 0);
-        if (key && pool && (verdict === "cool" || verdict === "disable")) {
+        // A request large for a key's minute moves too, the key left as it is (attempt.ts, requestSizedLimit).
+        // So does one the key's upstream failed (a 5xx, a timeout, a broken answer), once a request:
+        // a vendor's fault is often one account's or one region's, and sessions bound to the key
+        // failed every turn (a key-pool probe, 2026-11-30); the key is not cooled for it, and once
+        // bounds what a vendor's whole outage costs (one more attempt).
+        const failedHere = !movedOnFailure && verdict === "neutral" && !outcome.requestSized && MOVABLE_FAILURES.has(outcome.cause ?? "other") && (outcome.status === undefined || outcome.status >= 500);
+        if (failedHere) movedOnFailure = true;
+        if (key && pool && (verdict === "cool" || verdict === "disable" || outcome.requestSized === "large" || failedHere)) {
           (tried ??= new Set()).add(key.key.env);
           if (pool.hasUsable(tried)) {
             deps.log("info", "moving to another vendor key", { requestId: plan.requestId, provider: candidate.model.provider, from: key.key.env, status: outcome.status });
@@ -201,7 +209,7 @@ export async function forward(deps: ForwardDeps, req: ForwardRequest): Promise<R
           }
           // Every key has refused: the pool, not the key asked last, says what comes next. (A pool
           // of one is a single key, as it always was: its answer and the retry rules decide.)
-          if (pool.size > 1) {
+          if (pool.size > 1 && !failedHere) {
             outcome = poolRefusal(outcome, pool.soonestBackMs());
             last = outcome.error;
           }
@@ -226,6 +234,9 @@ export async function forward(deps: ForwardDeps, req: ForwardRequest): Promise<R
     throw err;
   }
 }
+
+/** Failures of an upstream that another key of the pool may not meet (see their use). */
+const MOVABLE_FAILURES: ReadonlySet<string> = new Set(["status_5xx", "timeout", "connect", "bad_answer", "stream_broken"]);
 
 /**
  * When every key of a pool has refused a request, what the retry policy reads: the wait until the

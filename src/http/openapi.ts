@@ -407,6 +407,12 @@ export const OPERATIONS: Record<string, Operation> = {
     tag: "admin", security: "admin", errors: [401, 404, 409, 429],
     answers: { "200": { description: "The key's state after the probe.", schema: t.Composite([VendorKeyStatus, t.Object({ accepted: t.Boolean() })]) } },
   },
+  "POST /v1/admin/vendor-keys/:provider/:key/enable": {
+    summary: "Enable a vendor key now",
+    description: "The key takes traffic at once, whatever its state, without a probe: for a key whose probe cannot pass (it may not list models), or a vendor back before the key's next probe. A key the vendor still refuses is refused again by its next request, which moves to another key. 404 for a provider or key not pooled.",
+    tag: "admin", security: "admin", errors: [401, 404, 429],
+    answers: { "200": { description: "The key's state: usable.", schema: VendorKeyStatus } },
+  },
 };
 
 const ERROR_TEXT: Record<number, string> = {

@@ -127,6 +127,8 @@ export interface Scrubber {
 
 export function createScrubber(): Scrubber {
   const known: string[] = [];
+  /** The first characters of each long known secret: a vendor's masked echo of it starts so (see withoutKnownStarts). */
+  const starts: string[] = [];
   return {
     remember(value) {
       // Nor a value without letters (`20240101`): replaced in an answer's JSON text, it would break numbers.
@@ -135,9 +137,11 @@ export function createScrubber(): Scrubber {
       for (const form of [value, escaped, escaped.replaceAll("/", "\\/")]) if (!known.includes(form)) known.push(form);
       // Longest first: a key that contains another is replaced whole, not around the shorter one.
       known.sort((a, b) => b.length - a.length);
+      const start = value.length >= 20 ? value.slice(0, 10) : value.length >= 16 ? value.slice(0, 8) : undefined;
+      if (start !== undefined && !starts.includes(start)) starts.push(start);
     },
-    forClient: (text, max) => scrubForClient(text, max, known),
-    logDetail: (text, max, echoOf) => scrubLogDetail(text, max, echoOf, known),
+    forClient: (text, max) => scrubForClient(withoutKnownStarts(text, starts), max, known),
+    logDetail: (text, max, echoOf) => scrubLogDetail(withoutKnownStarts(text, starts), max, echoOf, known),
     withoutKnown: (text) => withoutKnownSecrets(text, known),
     secrets: () => known,
   };
@@ -153,6 +157,31 @@ export const SHAPES_ONLY: Scrubber = {
   withoutKnown: (text) => text,
   secrets: () => [],
 };
+
+/**
+ * `text` without the masked echoes of known secrets: a vendor refusing a key often repeats its
+ * start, with or without its end (`Xq7LmN2pR4sT...hJ9k`, `gsk_Q1w2E3r4T5y6U7i8****`), which the
+ * shapes catch only for prefixes they know (`sk-`). A run of key characters (and the `*`, `.` or
+ * `…` of a mask) that begins as a known secret of 16 characters or more begins (its first 10, or 8
+ * for a shorter one) goes whole. Error text only (clients' messages, log details): an answer's own
+ * text may mention a vendor's prefix, and is never changed for it.
+ */
+export function withoutKnownStarts(text: string, starts: readonly string[]): string {
+  for (const start of starts) {
+    let at = text.indexOf(start);
+    while (at !== -1) {
+      let end = at + start.length;
+      while (end < text.length && MASKED_KEY_CHAR.test(text[end]!)) end++;
+      // A full stop after the echo is the sentence's (a mask of dots at the end stays as dots).
+      while (end > at + start.length && text[end - 1] === ".") end--;
+      text = text.slice(0, at) + REDACTED + text.slice(end);
+      at = text.indexOf(start, at + REDACTED.length);
+    }
+  }
+  return text;
+}
+/** What a masked key is written with: its own characters and the mask's. */
+const MASKED_KEY_CHAR = /[\w*.…-]/;
 
 /** `text` with each of `known` replaced (the same string when none is there). */
 export function withoutKnownSecrets(text: string, known: readonly string[]): string {

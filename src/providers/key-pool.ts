@@ -11,7 +11,7 @@
 
 /** What is known of one key that is not plainly healthy. A key with no state is healthy. */
 export interface KeyState {
-  /** Epoch ms until which the key is cooling (429, 503, 529); 0 or past: not cooling. */
+  /** Epoch ms until which the key is cooling (429, 503, 529, 402); 0 or past: not cooling. */
   coolUntil: number;
   /** Epoch ms at which the latest cooldown began (0: none); refusals of requests sent before it belong to it. */
   cooledAt: number;
@@ -85,7 +85,10 @@ export function conditionOf(state: KeyState | undefined, now: number): KeyCondit
  */
 export function keyVerdict(status: number): "ok" | "cool" | "disable" | "neutral" {
   if (status >= 200 && status < 300) return "ok";
-  if (status === 429 || status === 503 || status === 529) return "cool";
+  // 402: the key's vendor account is out of credit (gateway/attempt.ts, accountRefusal), which an
+  // operator may fix at any time: it cools, doubling to a minute, rather than waiting for a probe
+  // (a model list answers whatever the balance).
+  if (status === 429 || status === 503 || status === 529 || status === 402) return "cool";
   if (status === 401) return "disable";
   return "neutral";
 }

@@ -212,14 +212,18 @@ export function createKeyPools(deps: KeyPoolsDeps) {
 
   /**
    * The vendor's model list with this key: 2xx means the key is accepted; so does 404 or 405 (a
-   * compatible server without a model list has not refused the key). Anything else, or no answer,
-   * is a failed probe. Nothing of the answer is kept.
+   * compatible server without a model list has not refused the key), and a 401 or 403 that says
+   * only that the key may not list models (OpenAI's restricted project keys: "Missing scopes:
+   * api.model.read"): the vendor knew the key, and such a key once refused stayed out for good (a
+   * key-pool probe, 2026-11-30). Anything else, or no answer, is a failed probe. Nothing of the
+   * answer is kept.
    */
   async function probe(provider: ResolvedProvider, secret: string | undefined): Promise<boolean> {
     const request = ADAPTERS[provider.kind].modelsRequest?.(withKey(provider, secret));
     if (!request) return false;
     try {
       const res = await deps.fetch(request.url, { method: "GET", headers: request.headers, signal: AbortSignal.timeout(deps.probeTimeoutMs ?? 10_000) });
+      if (res.status === 401 || res.status === 403) return NOT_ALLOWED_TO_LIST.test((await res.text().catch(() => "")).slice(0, 4096));
       await res.arrayBuffer().catch(() => {});
       return res.ok || res.status === 404 || res.status === 405;
     } catch {
@@ -291,6 +295,21 @@ export function createKeyPools(deps: KeyPoolsDeps) {
         await deps.store.releaseProbe(provider.id, env);
       }
     },
+    /**
+     * An operator's "it is fine, send to it": the key is usable at once, whatever its state, without
+     * a probe (for a key the probe cannot judge, or a vendor that is back before its schedule). A
+     * key the vendor still refuses is refused again by the next request, which moves on. Undefined
+     * for a provider or key not pooled.
+     */
+    async enable(providerId: string, env: string): Promise<VendorKeyStatus | undefined> {
+      const pool = pools.get(providerId);
+      if (!pool || !pool.provider.keys!.some((k) => k.env === env)) return undefined;
+      await deps.store.write(providerId, env, undefined);
+      const now = deps.now();
+      deps.log("info", "vendor key enabled by an operator", { provider: providerId, key: env });
+      learn(providerId, pool.provider.keys!, (await deps.store.read(providerId, undefined)).states, env, undefined, now);
+      return statusOf(providerId, env, undefined, now);
+    },
     /** Per key counts for /metrics (disabled time includes the running stretch). */
     counts(): (KeyCounts & { disabledMs: number; condition: KeyCondition })[] {
       const now = deps.now();
@@ -326,6 +345,9 @@ export function withKey(provider: ResolvedProvider, secret: string | undefined):
   own.apiKey = secret;
   return own;
 }
+
+/** A 401 or 403 to a model list that says the key may not list models, not that it is unknown. */
+const NOT_ALLOWED_TO_LIST = /missing scopes?:|insufficient permissions/i;
 
 /** A key's probe is claimed for the probe's timeout and this much more: the others leave it alone meanwhile. */
 const PROBE_CLAIM_MARGIN_MS = 1_000;

@@ -375,6 +375,133 @@ describe("cooldowns and refused keys (injected clock)", () => {
     upstream.rule(() => undefined);
   });
 
+  test("a key whose vendor account is out of credit (Anthropic's 400, a 402) cools and its requests move; clients never read the vendor's billing words (a key-pool probe)", async () => {
+    const outOfCredit: Reply[] = [
+      { kind: "json", status: 400, body: { type: "error", error: { type: "invalid_request_error", message: "Your credit balance is too low to access the Anthropic API. Please go to Plans & Billing to upgrade or purchase credits." } } },
+      { kind: "json", status: 402, body: { error: { message: "Insufficient Balance", type: "unknown_error", param: null, code: "invalid_request_error" } } },
+    ];
+    for (const refusal of outOfCredit) {
+      const gw = await gateway({ anthropicKeys: [{ env: "POOL_KEY_A" }, { env: "POOL_KEY_B" }], keyRandom: seeded(9), retry: { max_retries: 1, max_wait_ms: 200 } });
+      upstream.rule((req) => (req.path === "/v1/messages" && keyOf(req) === "POOL_KEY_A" ? refusal : undefined));
+      // Eight sessions, some bound to A: every one answered, each turn of each.
+      for (let turn = 0; turn < 2; turn++) {
+        for (let i = 0; i < 8; i++) {
+          const res = await post(gw, "/v1/messages", { model: ANTHROPIC_MODEL, max_tokens: 50, messages: [{ role: "user", content: "hello" }], metadata: { user_id: `user_${i}` } }, { "anthropic-version": "2023-06-01" });
+          expect([(refusal as { status?: number }).status, i, res.status]).toEqual([(refusal as { status?: number }).status, i, 200]);
+          await res.arrayBuffer();
+        }
+      }
+      expect(chats(upstream).some((r) => keyOf(r) === "POOL_KEY_A")).toBe(true);
+      const ready = (await (await fetch(`${gw.url}/ready`)).json()) as any;
+      expect(ready.vendor_keys[0].keys).toEqual([expect.objectContaining({ env: "POOL_KEY_A", state: "cooling" })]);
+      upstream.rule(() => undefined);
+    }
+    // A provider with one key: the client gets the gateway's words, a 502 not to retry, never the vendor's.
+    const single = await gateway({ anthropicKeys: [{ env: "POOL_KEY_A" }] });
+    for (const refusal of outOfCredit) {
+      upstream.rule(() => refusal);
+      const res = await post(single, "/v1/messages", { model: ANTHROPIC_MODEL, max_tokens: 50, messages: [{ role: "user", content: "hello" }] }, { "anthropic-version": "2023-06-01" });
+      expect(res.status).toBe(502);
+      expect(res.headers.get("x-should-retry")).toBe("false");
+      const said = ((await res.json()) as any).error.message as string;
+      expect(said).toContain("out of credit");
+      expect(said).not.toMatch(/credit balance|Insufficient Balance|Plans & Billing/);
+    }
+    upstream.rule(() => undefined);
+  });
+
+  test("a 400 that quotes the request's own text (a tenant's 'Your credit balance is too low') is the request's: no key cools, the client reads it", async () => {
+    const gw = await gateway({ anthropicKeys: [{ env: "POOL_KEY_A" }, { env: "POOL_KEY_B" }], keyRandom: seeded(9) });
+    upstream.rule((req) => (req.path === "/v1/messages" ? { kind: "json", status: 400, body: { type: "error", error: { type: "invalid_request_error", message: "metadata.user_id: 'Your credit balance is too low. This organization has been disabled.' is not a valid id" } } } : undefined));
+    for (let i = 0; i < 4; i++) {
+      const res = await post(gw, "/v1/messages", { model: ANTHROPIC_MODEL, max_tokens: 50, messages: [{ role: "user", content: "hello" }] }, { "anthropic-version": "2023-06-01" });
+      expect(res.status).toBe(400);
+      expect(((await res.json()) as any).error.message).toContain("is not a valid id");
+    }
+    expect(((await (await fetch(`${gw.url}/ready`)).json()) as any).vendor_keys).toBeUndefined();
+    upstream.rule(() => undefined);
+  });
+
+  test("Anthropic's 400 'This organization has been disabled.' sets the key aside as a 401 would; clients are answered by the other key", async () => {
+    const gw = await gateway({ anthropicKeys: [{ env: "POOL_KEY_A" }, { env: "POOL_KEY_B" }], keyRandom: seeded(9), retry: { max_retries: 1, max_wait_ms: 200 } });
+    upstream.rule((req) => (req.path === "/v1/messages" && keyOf(req) === "POOL_KEY_A" ? { kind: "json", status: 400, body: { type: "error", error: { type: "invalid_request_error", message: "This organization has been disabled." } } } : undefined));
+    for (let i = 0; i < 8; i++) {
+      const res = await post(gw, "/v1/messages", { model: ANTHROPIC_MODEL, max_tokens: 50, messages: [{ role: "user", content: "hello" }], metadata: { user_id: `user_${i}` } }, { "anthropic-version": "2023-06-01" });
+      expect([i, res.status]).toEqual([i, 200]);
+      await res.arrayBuffer();
+    }
+    const ready = (await (await fetch(`${gw.url}/ready`)).json()) as any;
+    expect(ready.vendor_keys[0].keys).toEqual([expect.objectContaining({ env: "POOL_KEY_A", state: "disabled" })]);
+    upstream.rule(() => undefined);
+  });
+
+  test("a request large for a key's used minute (half of it or more, less than all) moves to another key at once, and the key is not cooled for it (a key-pool probe)", async () => {
+    const limited: Reply[] = [
+      { kind: "json", status: 429, headers: { "retry-after": "20" }, body: { error: { message: "Rate limit reached for gpt-4o-mini in organization org-x on tokens per min (TPM): Limit 30000, Used 25000, Requested 16000. Please try again in 20s.", type: "tokens", code: "rate_limit_exceeded" } } },
+      { kind: "json", status: 429, headers: { "retry-after": "20" }, body: { type: "error", error: { type: "rate_limit_error", message: "This request would exceed the rate limit for your organization of 30,000 input tokens per minute. Please reduce the prompt length or the maximum tokens requested, or try again later." } } },
+    ];
+    for (const refusal of limited) {
+      const gw = await gateway({ openaiKeys: [{ env: "POOL_KEY_A" }, { env: "POOL_KEY_B" }], keyRandom: seeded(13), retry: { max_retries: 2, max_wait_ms: 10_000 } });
+      upstream.rule((req) => (req.path.endsWith("/chat/completions") && keyOf(req) === "POOL_KEY_A" && JSON.stringify(req.body).includes("MARKED") ? refusal : undefined));
+      // About 16,000 tokens of prompt: over half a 30,000 minute.
+      const large = { messages: [{ role: "user", content: `MARKED ${"word ".repeat(16_000)}` }] };
+      for (let i = 0; i < 6; i++) {
+        upstream.requests.length = 0;
+        const started = performance.now();
+        const res = await ask(gw, large, { "x-session-id": `s${i}` });
+        expect([i, res.status]).toEqual([i, 200]);
+        await res.arrayBuffer();
+        // Moved at once, not after the vendor's 20 s or a backoff on the same key.
+        expect(performance.now() - started).toBeLessThan(5_000);
+        expect(chats(upstream).filter((r) => keyOf(r) === "POOL_KEY_A").length).toBeLessThanOrEqual(1);
+      }
+      // Small requests still go to A: it was not cooled.
+      expect(((await (await fetch(`${gw.url}/ready`)).json()) as any).vendor_keys).toBeUndefined();
+      upstream.requests.length = 0;
+      expect(await eightSessions(gw)).toEqual(Array(8).fill(200));
+      expect(chats(upstream).some((r) => keyOf(r) === "POOL_KEY_A")).toBe(true);
+      upstream.rule(() => undefined);
+    }
+  });
+
+  test("a key whose upstream fails (a 500, a hang past the first-byte limit, a stream broken before it started) moves its requests to another key once, its sessions included; the key is not cooled; a 502 is still free (a key-pool probe)", async () => {
+    const failures: Reply[] = [
+      { kind: "json", status: 500, body: { error: { message: "The server had an error while processing your request.", type: "server_error" } } },
+      { kind: "hang" },
+      { kind: "sse", chunks: ['data: {"error":{"message":"internal","type":"server_error"}}\n\n'] },
+    ];
+    for (const failure of failures) {
+      const gw = await gateway({ openaiKeys: [{ env: "POOL_KEY_A" }, { env: "POOL_KEY_B" }, { env: "POOL_KEY_C" }], keyRandom: seeded(13), firstByteMs: 300, retry: { max_retries: 0 } });
+      upstream.rule((req) => (req.path.endsWith("/chat/completions") && keyOf(req) === "POOL_KEY_A" ? failure : undefined));
+      const stream = failure.kind === "sse";
+      const statuses: number[] = [];
+      for (let turn = 0; turn < 2; turn++) {
+        for (let i = 0; i < 8; i++) {
+          const res = await ask(gw, { stream }, { "x-session-id": `s${i}` });
+          await res.arrayBuffer();
+          statuses.push(res.status);
+        }
+      }
+      expect([failure.kind, statuses]).toEqual([failure.kind, Array(16).fill(200)]);
+      expect(chats(upstream).some((r) => keyOf(r) === "POOL_KEY_A")).toBe(true);
+      expect(((await (await fetch(`${gw.url}/ready`)).json()) as any).vendor_keys).toBeUndefined();
+      upstream.rule(() => undefined);
+    }
+    // Every key failing: one move, then the model's own rules (a 502 that costs nothing), not a walk through the pool.
+    const gw = await gateway({ openaiKeys: [{ env: "POOL_KEY_A" }, { env: "POOL_KEY_B" }, { env: "POOL_KEY_C" }], keyRandom: seeded(13), retry: { max_retries: 0 } });
+    upstream.rule((req) => (req.path.endsWith("/chat/completions") ? failures[0] : undefined));
+    const before = await gw.balanceMicro();
+    upstream.requests.length = 0;
+    const res = await ask(gw);
+    expect(res.status).toBe(502);
+    await res.arrayBuffer();
+    expect(chats(upstream)).toHaveLength(2);
+    await gw.app.services.settled();
+    expect(before).toBeGreaterThan(0);
+    expect(await gw.balanceMicro()).toBe(before);
+    upstream.rule(() => undefined);
+  });
+
   test("a 403 saying the key's organisation is disabled sets the key aside as a 401 would (a reviewer's finding)", async () => {
     const gw = await gateway({ openaiKeys: [{ env: "POOL_KEY_A" }, { env: "POOL_KEY_B" }], keyRandom: seeded(13), retry: { max_retries: 1, max_wait_ms: 200 } });
     const dead: Reply = { kind: "json", status: 403, body: { error: { message: "Your organization has been disabled.", type: "invalid_request_error", code: "organization_deactivated" } } };
@@ -472,6 +599,40 @@ describe("cooldowns and refused keys (injected clock)", () => {
     expect((await probeNow("fake-openai", "POOL_KEY_Z")).status).toBe(404);
     expect((await probeNow("nope", "POOL_KEY_A")).status).toBe(404);
     expect((await fetch(`${gw.url}/v1/admin/vendor-keys`)).status).toBe(401);
+  });
+
+  test("a key restricted from listing models (OpenAI's 401 'Missing scopes: api.model.read' to the probe) comes back once chat takes it; an operator can enable any key without a probe (a key-pool probe: such a key stayed out for good)", async () => {
+    let clock = 1_800_000_000_000;
+    const admin = { authorization: "Bearer admin-token-for-pools" };
+    const gw = await gateway({ openaiKeys: [{ env: "POOL_KEY_A" }, { env: "POOL_KEY_B" }], keyRandom: seeded(3), now: () => clock, adminToken: "admin-token-for-pools" });
+    let refusing = true;
+    const restricted: Reply = { kind: "json", status: 401, body: { error: { message: "You have insufficient permissions for this operation. Missing scopes: api.model.read. Check that you have the correct role in your organization (Reader, Writer, Owner) and project (Member, Owner), and if you're using a restricted API key, that it has the necessary scopes.", type: "invalid_request_error", param: null, code: null } } };
+    upstream.rule((req) => {
+      if (req.method === "GET") return keyOf(req) === "POOL_KEY_A" ? restricted : undefined;
+      return keyOf(req) === "POOL_KEY_A" && refusing ? revoked(SECRETS.POOL_KEY_A!) : undefined;
+    });
+    while (!chats(upstream).some((r) => keyOf(r) === "POOL_KEY_A")) await (await ask(gw)).arrayBuffer();
+    refusing = false;
+    expect(((await (await fetch(`${gw.url}/ready`)).json()) as any).vendor_keys[0].keys[0].state).toBe("disabled");
+    clock += 1_000;
+    await until("/ready without vendor_keys", 20_000, async () => ((await (await fetch(`${gw.url}/ready`)).json()) as any).vendor_keys === undefined);
+
+    // Refused again, and its probe fails outright (another 401): the operator says it is fine.
+    refusing = true;
+    upstream.rule((req) => (keyOf(req) === "POOL_KEY_A" ? (req.method === "GET" ? revoked(SECRETS.POOL_KEY_A!) : refusing ? revoked(SECRETS.POOL_KEY_A!) : undefined) : undefined));
+    while (((await (await fetch(`${gw.url}/ready`)).json()) as any).vendor_keys === undefined) await (await ask(gw)).arrayBuffer();
+    refusing = false;
+    const enable = (provider: string, key: string, headers: Record<string, string> = admin) => fetch(`${gw.url}/v1/admin/vendor-keys/${provider}/${key}/enable`, { method: "POST", headers });
+    const enabled = await enable("fake-openai", "POOL_KEY_A");
+    expect(enabled.status).toBe(200);
+    expect(await enabled.json()).toEqual({ provider: "fake-openai", key: "POOL_KEY_A", state: "usable" });
+    expect(((await (await fetch(`${gw.url}/ready`)).json()) as any).vendor_keys).toBeUndefined();
+    upstream.requests.length = 0;
+    expect(await many(40, () => ask(gw))).toEqual(Array(40).fill(200));
+    expect(tally(chats(upstream)).POOL_KEY_A).toBeGreaterThan(0);
+    expect((await enable("fake-openai", "POOL_KEY_Z")).status).toBe(404);
+    expect((await enable("nope", "POOL_KEY_A")).status).toBe(404);
+    expect((await enable("fake-openai", "POOL_KEY_A", {})).status).toBe(401);
   });
 
   test("a compatible server without a model list (404 to the probe) has not refused the key: it comes back", async () => {
@@ -636,6 +797,20 @@ describe("token counts", () => {
     upstream.requests.length = 0;
     for (let i = 0; i < 20; i++) expect((await count()).status).toBe(200);
     expect(tally(upstream.requests.filter((r) => r.path === "/v1/messages/count_tokens"))).toEqual({ POOL_KEY_B: 20 });
+  });
+
+  test("a count refused for the key's account (Anthropic's 400 out of credit) is answered with an estimate, never the vendor's billing words, and the key cools for answers too", async () => {
+    const gw = await gateway({ anthropicKeys: [{ env: "POOL_KEY_A" }, { env: "POOL_KEY_B" }], keyRandom: seeded(9) });
+    upstream.rule((req) => (keyOf(req) === "POOL_KEY_A" ? { kind: "json", status: 400, body: { type: "error", error: { type: "invalid_request_error", message: "Your credit balance is too low to access the Anthropic API. Please go to Plans & Billing to upgrade or purchase credits." } } } : undefined));
+    const count = () => post(gw, "/v1/messages/count_tokens", { model: ANTHROPIC_MODEL, messages: [{ role: "user", content: "count me" }] }, { "anthropic-version": "2023-06-01" });
+    while (!upstream.requests.some((r) => keyOf(r) === "POOL_KEY_A")) {
+      const res = await count();
+      expect(res.status).toBe(200);
+      expect(typeof ((await res.json()) as any).input_tokens).toBe("number");
+    }
+    const ready = (await (await fetch(`${gw.url}/ready`)).json()) as any;
+    expect(ready.vendor_keys[0].keys).toEqual([expect.objectContaining({ env: "POOL_KEY_A", state: "cooling" })]);
+    upstream.rule(() => undefined);
   });
 
   test("a rate-limited count (Anthropic limits counting apart from messages) does not cool the key for answers", async () => {

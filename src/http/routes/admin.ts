@@ -123,7 +123,7 @@ export interface AdminDeps {
   /** The console's store, for invites; without it (SWITCHYARD_CONSOLE=off) the invite route is a 404. */
   console?: ConsoleStore;
   /** Vendor key pools: their keys' conditions, and a probe an operator asks for. */
-  vendorKeys?: Pick<KeyPools, "list" | "probeNow">;
+  vendorKeys?: Pick<KeyPools, "list" | "probeNow" | "enable">;
 }
 
 /** Requests the admin gate let through: the routes refuse any other (a gate left unwired). */
@@ -228,5 +228,11 @@ export function adminRoutes(deps: AdminDeps) {
       if (!probed) throw new GatewayError(404, "not_found", "No such pooled vendor key: GET /v1/admin/vendor-keys lists them (provider id and the key's env name).");
       if (probed === "busy") throw new GatewayError(409, "invalid_request", "A probe of this key is under way: its outcome is the key's state in a few seconds (GET /v1/admin/vendor-keys).");
       return probed;
+    }, { params: t.Object({ provider: t.String({ maxLength: 200 }), key: t.String({ maxLength: 200 }) }) })
+    // Usable at once, without a probe: a key whose probe cannot pass (it may not list models).
+    .post("/vendor-keys/:provider/:key/enable", async ({ params }) => {
+      const enabled = await deps.vendorKeys?.enable(params.provider, params.key);
+      if (!enabled) throw new GatewayError(404, "not_found", "No such pooled vendor key: GET /v1/admin/vendor-keys lists them (provider id and the key's env name).");
+      return enabled;
     }, { params: t.Object({ provider: t.String({ maxLength: 200 }), key: t.String({ maxLength: 200 }) }) });
 }

@@ -276,6 +276,25 @@ describe("vendor keys known by value (a gateway's scrubber)", () => {
     expect(own.secrets()).toContain("proxy-key-2024");
   });
 
+  test("a vendor's masked echo of a known key without a known prefix (its start, with or without its end) is scrubbed from error text; an answer's text is left alone", () => {
+    const own = createScrubber();
+    const keys = ["Xq7LmN2pR4sT6vW8yZ0bC1dE3fG5hJ9k", "gsk_Q1w2E3r4T5y6U7i8O9p0AaSsDdFfGgHhJjKkLlZzXxCcVvBb", "xai-ZYXWVUTSRQPONMLKJIHGFEDCBA0123456789abcdefghij", "proxy-key-0123456"];
+    for (const key of keys) own.remember(key);
+    for (const key of keys) {
+      for (const echo of [`${key.slice(0, 12)}...${key.slice(-4)}`, `${key.slice(0, 20)}****`, key.slice(0, 16), `${key.slice(0, 12)}…${key.slice(-4)}`]) {
+        const said = `Incorrect API key provided: ${echo}. You can find your API key in your dashboard.`;
+        for (const out of [own.forClient(said), own.logDetail(said)]) {
+          expect(out).toContain("Incorrect API key provided: [redacted]. You can find");
+          for (const fragment of [key.slice(0, 8), key.slice(-4)]) expect([echo, out.includes(fragment)]).toEqual([echo, false]);
+        }
+      }
+    }
+    // Twice in one text, and beside other words.
+    expect(own.forClient(`keys Xq7LmN2pR4sT**** and Xq7LmN2pR4sT6vW8 refused`)).toBe("keys [redacted] and [redacted] refused");
+    // An answer relayed as written keeps a mention of the start (a coding answer quoting a prefix).
+    expect(own.withoutKnown('{"content":"export KEY=gsk_Q1w2E3r4T5"}')).toBe('{"content":"export KEY=gsk_Q1w2E3r4T5"}');
+  });
+
   test("each gateway's scrubber knows its own keys only; the plain functions know none", () => {
     const other = createScrubber();
     other.remember("other-proxy-key-77");
