@@ -54,6 +54,83 @@ export function usageSource(q: Pick<UsageQuery, "from" | "to" | "granularity">):
   return "usage_records";
 }
 
+/** A part of a range and where its sums are read from. */
+export interface RangePiece {
+  source: "usage_daily" | "usage_hourly" | "usage_records";
+  from: number;
+  to: number;
+}
+
+/**
+ * [from, to) cut where the rollups can take it: whole UTC days from the daily rollup, whole hours
+ * from the hourly one, and only what is left at each end (under an hour) from the records. A
+ * report over a range that cuts an hour, and the per-model account report over any range, read
+ * every record of the range and held the request thread for seconds at 600,000 records (a
+ * hostile-tenant probe, 2026-11-30: a holder reloading their own console view).
+ */
+export function rangePieces(from: number, to: number): RangePiece[] {
+  const h0 = Math.ceil(from / HOUR_MS) * HOUR_MS;
+  const h1 = Math.floor(to / HOUR_MS) * HOUR_MS;
+  if (h0 >= h1) return from < to ? [{ source: "usage_records", from, to }] : [];
+  const pieces: RangePiece[] = [];
+  if (from < h0) pieces.push({ source: "usage_records", from, to: h0 });
+  const d0 = Math.ceil(h0 / DAY_MS) * DAY_MS;
+  const d1 = Math.floor(h1 / DAY_MS) * DAY_MS;
+  if (d0 < d1) {
+    if (h0 < d0) pieces.push({ source: "usage_hourly", from: h0, to: d0 });
+    pieces.push({ source: "usage_daily", from: d0, to: d1 });
+    if (d1 < h1) pieces.push({ source: "usage_hourly", from: d1, to: h1 });
+  } else pieces.push({ source: "usage_hourly", from: h0, to: h1 });
+  if (h1 < to) pieces.push({ source: "usage_records", from: h1, to });
+  return pieces;
+}
+
+/**
+ * A report's range as the stores read it: whole hours (whole days by day) from a rollup, and the
+ * records only at each end (under an hour), each part its own statement, the rows merged
+ * (mergeUsageRows). A range within one hour is the records alone.
+ */
+export function breakdownParts(q: UsageQuery): { rolled?: UsageQuery; records: UsageQuery[] } {
+  if (usageSource(q) !== "usage_records") return { rolled: q, records: [] };
+  const h0 = Math.ceil(q.from / HOUR_MS) * HOUR_MS;
+  const h1 = Math.floor(q.to / HOUR_MS) * HOUR_MS;
+  if (h0 >= h1) return { records: [q] };
+  const records: UsageQuery[] = [];
+  if (q.from < h0) records.push({ ...q, to: h0 });
+  if (h1 < q.to) records.push({ ...q, from: h1 });
+  return { rolled: { ...q, from: h0, to: h1 }, records };
+}
+
+/**
+ * One account's sums per model over a piece (see rangePieces), for both stores; `tailAfter`: the
+ * records past SQLite's rollup mark over a rollup's range instead (a condition on `u`).
+ */
+export function perModelSql(piece: RangePiece, accountId: string, dialect: "sqlite" | "postgres", tailAfter?: string): { text: string; params: (string | number)[] } {
+  const records = tailAfter !== undefined || piece.source === "usage_records";
+  const time = records ? "u.created_at" : piece.source === "usage_daily" ? "u.day" : "u.hour";
+  const [a, b, c] = dialect === "sqlite" ? ["?", "?", "?"] : ["$1", "$2", "$3"];
+  // The records past a mark are the newest few: read by id, not by the account's index (usageBreakdownSql).
+  const from = records ? `usage_records u${tailAfter !== undefined && dialect === "sqlite" ? " NOT INDEXED" : ""}` : `${piece.source} u`;
+  const where = [`u.account_id = ${a}`, `${time} >= ${b}`, `${time} < ${c}`];
+  if (tailAfter !== undefined) where.unshift(tailAfter);
+  return { text: `SELECT u.model, ${records ? USAGE_SUMS_SQL : HOURLY_SUMS_SQL} FROM ${from} WHERE ${where.join(" AND ")} GROUP BY u.model`, params: [accountId, piece.from, piece.to] };
+}
+
+/** Per-model rows of several pieces as one list, summed per model, in the report's order (model ids as UTF-8 bytes). */
+export function sumPerModel(parts: Record<string, unknown>[][]): UsageRow[] {
+  const byModel = new Map<string, UsageRow>();
+  for (const rows of parts) {
+    for (const r of rows) {
+      const model = String(r.model);
+      const sums = usageSums(r);
+      const seen = byModel.get(model);
+      if (!seen) byModel.set(model, { model, ...sums });
+      else for (const f of SUM_FIELDS) seen[f] += sums[f];
+    }
+  }
+  return [...byModel.values()].sort((x, y) => byteOrder(x.model, y.model));
+}
+
 const SUM_FIELDS = ["requests", "prompt_tokens", "completion_tokens", "fresh_input_tokens", "cache_read_tokens", "cache_write_5m_tokens",
   "cache_write_1h_tokens", "reasoning_tokens", "images", "cost_micro", "cache_savings_micro"] as const satisfies readonly (keyof UsageSums)[];
 

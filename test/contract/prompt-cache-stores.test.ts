@@ -13,7 +13,7 @@ import { join } from "node:path";
 import { runAdmin } from "../../src/cli/admin.ts";
 import { migrate, openDatabase } from "../../src/store/database.ts";
 import { migratePostgres } from "../../src/store/postgres/pg-migrations.ts";
-import { auditPostgres, createPostgresUsageReport } from "../../src/store/postgres/pg-reports.ts";
+import { auditPostgres, createPostgresUsageBreakdown, createPostgresUsageReport } from "../../src/store/postgres/pg-reports.ts";
 import { openPostgresStores } from "../../src/store/stores.ts";
 import { createUsageReport } from "../../src/store/sqlite/sqlite-usage-report.ts";
 import { postgresMissing, useTestDatabase } from "../helpers/backends.ts";
@@ -114,6 +114,27 @@ if (missing) {
       expect(rows.map((r: Record<string, unknown>) => [Number(r.fresh_input_tokens), Number(r.cache_read_tokens), Number(r.cache_write_5m_tokens), Number(r.cache_write_1h_tokens), Number(r.cost_micro)]))
         .toEqual([[100, 9_000, 300, 200, want], [100, 9_000, 300, 200, want]]);
       expect(Number(rows[0].cache_savings_micro)).toBe(9_500 * 3_000 - (9_000 * 300 + 300 * 3_750 + 200 * 6_000));
+
+      // The per-model report over a range that cuts hours: whole days and hours from the rollups
+      // (the trigger's, and the migration's for old records), the ends from the records; the
+      // same sums as the records' own.
+      const [from, to] = [DAY1 - 3_600_000 + 5, Date.now() + 10];
+      const direct = await sql`SELECT COUNT(*) AS requests, SUM(cost_micro) AS cost FROM usage_records WHERE account_id = 'acct_old' AND created_at >= ${from} AND created_at < ${to}`;
+      const cut = await createPostgresUsageReport(sql)("acct_old", from, to);
+      expect(cut.total.requests).toBe(Number(direct[0].requests));
+      expect(cut.total.cost * 1e6).toBeCloseTo(Number(direct[0].cost), 3);
+      expect(cut.models.map((m) => m.model)).toEqual(["test/claude"]);
+      const live = await sql`SELECT COUNT(*) AS n FROM usage_records WHERE account_id = ${gw.accountId} AND created_at >= ${from} AND created_at < ${to}`;
+      expect((await createPostgresUsageReport(sql)(gw.accountId, from, to)).total.requests).toBe(Number(live[0].n));
+      // Read from the daily rollup, not the records: a rollup row made to differ shows through.
+      await sql`UPDATE usage_daily SET requests = requests + 1000 WHERE day = ${DAY1} AND account_id = 'acct_old'`;
+      expect((await createPostgresUsageReport(sql)("acct_old", from, to)).total.requests).toBe(Number(direct[0].requests) + 1000);
+      await sql`UPDATE usage_daily SET requests = requests - 1000 WHERE day = ${DAY1} AND account_id = 'acct_old'`;
+      // The breakdown over the same cut range, by day and by hour: the same total.
+      for (const granularity of ["day", "hour"] as const) {
+        const rows = await createPostgresUsageBreakdown(sql)({ from: DAY1 - 3_600_000 + 5, to: DAY1 + 3 * 86_400_000 + 7, groupBy: ["model"], granularity, accountId: "acct_old" });
+        expect(rows.reduce((n, r) => n + r.requests, 0)).toBe(1);
+      }
 
       const clean = await auditPostgres(sql);
       expect(clean).toMatchObject({ clean: true, pricedRecords: 2, mispriced: [] });

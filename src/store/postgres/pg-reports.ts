@@ -1,4 +1,4 @@
-import { rollupDriftSql, shapeUsageReport, USAGE_SUMS_SQL, usageBreakdownSql, usageRows, usageSums, type UsageBreakdown, type UsageReporter } from "../../billing/usage-report.ts";
+import { breakdownParts, mergeUsageRows, perModelSql, rangePieces, rollupDriftSql, shapeUsageReport, sumPerModel, usageBreakdownSql, usageRows, type UsageBreakdown, type UsageReporter } from "../../billing/usage-report.ts";
 import type { AuditReport } from "../sqlite/audit.ts";
 import { int, withTimeout, type Pg } from "./pg-client.ts";
 import { createRecordChecker, PRICED_RECORD_COLUMNS, pricedRecord, type Mispriced } from "../../billing/record-check.ts";
@@ -6,15 +6,19 @@ import { createRecordChecker, PRICED_RECORD_COLUMNS, pricedRecord, type Misprice
 /** The usage report (billing/usage-report.ts) from PostgreSQL's records and refusal counts. */
 export function createPostgresUsageReport(sql: Pg, timeoutMs = 10_000): UsageReporter {
   return async (accountId, from, to) => {
-    const [rows, refused] = await withTimeout(Promise.all([
-      sql.unsafe(`SELECT u.model, ${USAGE_SUMS_SQL}
-            FROM usage_records u WHERE u.account_id = $1 AND u.created_at >= $2 AND u.created_at < $3 GROUP BY u.model ORDER BY u.model COLLATE "C"`, [accountId, from, to]),
+    // Whole days and hours from the rollups (a trigger keeps them whole), the ends from the records: one snapshot.
+    const pieces = rangePieces(from, to);
+    const [parts, refused] = await withTimeout(Promise.all([
+      sql.begin("ISOLATION LEVEL REPEATABLE READ READ ONLY", (tx) => Promise.all(pieces.map((piece) => {
+        const { text, params } = perModelSql(piece, accountId, "postgres");
+        return tx.unsafe(text, params);
+      }))),
       sql`SELECT r.status, SUM(r.count) AS n FROM rejection_counts r JOIN api_keys k ON k.id = r.key_id
            WHERE k.account_id = ${accountId} AND r.minute * 60000 >= ${Math.floor(from / 60_000) * 60_000} AND r.minute * 60000 < ${to}
            GROUP BY r.status ORDER BY r.status`,
     ]), timeoutMs, "usage report");
     return shapeUsageReport(accountId, from, to,
-      rows.map((r: Record<string, unknown>) => ({ model: r.model as string, ...usageSums(r) })),
+      sumPerModel(parts as Record<string, unknown>[][]),
       refused.map((r: Record<string, unknown>) => ({ status: int(r.status), n: int(r.n) })));
   };
 }
@@ -110,13 +114,18 @@ export async function auditPostgres(sql: Pg, pricedModels?: ReadonlySet<string>)
 /** The usage breakdown (billing/usage-report.ts) on PostgreSQL: the same statement as SQLite's. */
 export function createPostgresUsageBreakdown(sql: Pg, timeoutMs = 30_000): UsageBreakdown {
   return async (q) => {
-    const { text, params } = usageBreakdownSql(q, "postgres");
+    // A range that cuts an hour: its whole hours from the rollups, only its ends from the records.
+    const { rolled, records } = breakdownParts(q);
+    const statements = [...(rolled ? [rolled] : []), ...records].map((part) => usageBreakdownSql(part, "postgres"));
     // A month of rollup rows across every account is sorted for grouping; the default work_mem
     // (4 MB) sends that sort to disk. More memory for this read only (SET LOCAL ends with it).
-    const rows = sql.begin(async (tx) => {
+    const read = sql.begin("ISOLATION LEVEL REPEATABLE READ READ ONLY", async (tx) => {
       await tx.unsafe("SET LOCAL work_mem = '64MB'");
-      return tx.unsafe(text, params);
+      const out = [];
+      for (const { text, params } of statements) out.push(await tx.unsafe(text, params));
+      return out;
     });
-    return usageRows(await withTimeout(rows, timeoutMs, "usage breakdown"));
+    const [first = [], ...rest] = (await withTimeout(read, timeoutMs, "usage breakdown")).map((rows) => usageRows(rows as Record<string, unknown>[]));
+    return rest.reduce((rows, more) => mergeUsageRows(rows, more), first);
   };
 }

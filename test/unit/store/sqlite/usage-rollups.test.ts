@@ -6,9 +6,9 @@ import { join } from "node:path";
 import { openDatabase } from "../../../../src/store/database.ts";
 import { createAccountStore } from "../../../../src/store/sqlite/sqlite-accounts.ts";
 import { createSqliteLedger } from "../../../../src/store/sqlite/sqlite-ledger.ts";
-import { createUsageBreakdown } from "../../../../src/store/sqlite/sqlite-usage-report.ts";
+import { createUsageBreakdown, createUsageReport } from "../../../../src/store/sqlite/sqlite-usage-report.ts";
 import { createRollupFolder, FOLD_INTERVAL_MS, foldRollups, PAST_ROLLUP_MARK } from "../../../../src/store/sqlite/sqlite-rollups.ts";
-import { MAX_REPORT_ROWS, mergeUsageRows, ReportTooLargeError, usageBreakdownSql, usageSums, type UsageBucketRow, type UsageQuery } from "../../../../src/billing/usage-report.ts";
+import { MAX_REPORT_ROWS, mergeUsageRows, rangePieces, ReportTooLargeError, shapeUsageReport, USAGE_SUMS_SQL, usageBreakdownSql, usageRows, usageSums, type UsageBucketRow, type UsageQuery } from "../../../../src/billing/usage-report.ts";
 
 const HOUR = 3_600_000;
 const START = Date.UTC(2026, 10, 2, 9, 0, 0);
@@ -43,8 +43,11 @@ function setup() {
 }
 
 const byHour = (accountId: string): UsageQuery => ({ from: START - 24 * HOUR, to: START + 24 * HOUR, groupBy: ["account", "key", "model"], granularity: "hour", accountId });
-/** The same report from the records alone: a range that cuts an hour is never read from a rollup. */
-const fromRecords = (q: UsageQuery): UsageQuery => ({ ...q, from: q.from + 1 });
+/** The same report from the records alone (the statement for a range that cuts an hour reads them whole). */
+const fromRecords = (db: Database, q: UsageQuery): UsageBucketRow[] => {
+  const { text, params } = usageBreakdownSql({ ...q, from: q.from + 1 }, "sqlite");
+  return usageRows(db.query(text).all(...params) as Record<string, unknown>[]);
+};
 const rolledRows = (db: Database) => db.query<{ n: number }, []>("SELECT COALESCE(SUM(requests), 0) AS n FROM usage_hourly").get()!.n;
 const mark = (db: Database) => db.query<{ record_id: number }, []>("SELECT record_id FROM usage_rollup_mark").get()!.record_id;
 const lastRecord = (db: Database) => db.query<{ id: number }, []>("SELECT MAX(id) AS id FROM usage_records").get()!.id;
@@ -68,7 +71,7 @@ describe("usage rollups on SQLite: folded behind a mark, exact at every moment",
     await s.ledger.flush();
     const q = byHour(s.account.id);
     const rows = report(q);
-    expect(rows).toEqual(report(fromRecords(q)));
+    expect(rows).toEqual(fromRecords(s.db, q));
     expect(rows.reduce((n, r) => n + r.requests, 0)).toBe(16);
     // The rollup table alone is behind: the tail is what made the report whole.
     expect(mark(s.db)).toBeLessThan(lastRecord(s.db));
@@ -86,7 +89,7 @@ describe("usage rollups on SQLite: folded behind a mark, exact at every moment",
     expect(mark(s.db)).toBe(lastRecord(s.db));
     expect(rolledRows(s.db)).toBe(6);
     const q = byHour(s.account.id);
-    expect(report(q)).toEqual(report(fromRecords(q)));
+    expect(report(q)).toEqual(fromRecords(s.db, q));
   });
 
   test("a process that stops between two folds loses nothing: another connection reads the same report, and folding later moves every record once", async () => {
@@ -128,6 +131,82 @@ describe("usage rollups on SQLite: folded behind a mark, exact at every moment",
     const merged = mergeUsageRows(rolled.slice(0, MAX_REPORT_ROWS / 2), rolled.slice(0, MAX_REPORT_ROWS / 2).map((r) => ({ ...r })));
     expect(merged.length).toBe(MAX_REPORT_ROWS / 2);
     expect(merged.every((r) => r.requests === 2)).toBe(true);
+  });
+});
+
+describe("ranges that cut an hour, and the per-model account report: the rollups for whole hours and days, the records only at the ends (a hostile-tenant probe: a holder's reload read 600,000 records on the request thread)", () => {
+  test("rangePieces: whole days from the daily rollup, whole hours from the hourly, the ends (under an hour) from the records", () => {
+    const DAY = 24 * HOUR;
+    const d = Date.UTC(2026, 10, 2);
+    expect(rangePieces(d + 30 * 60_000, d + 2 * DAY + 5 * HOUR + 10)).toEqual([
+      { source: "usage_records", from: d + 30 * 60_000, to: d + HOUR },
+      { source: "usage_hourly", from: d + HOUR, to: d + DAY },
+      { source: "usage_daily", from: d + DAY, to: d + 2 * DAY },
+      { source: "usage_hourly", from: d + 2 * DAY, to: d + 2 * DAY + 5 * HOUR },
+      { source: "usage_records", from: d + 2 * DAY + 5 * HOUR, to: d + 2 * DAY + 5 * HOUR + 10 },
+    ]);
+    expect(rangePieces(0, d)).toEqual([{ source: "usage_daily", from: 0, to: d }]);
+    expect(rangePieces(d + 10, d + HOUR - 1)).toEqual([{ source: "usage_records", from: d + 10, to: d + HOUR - 1 }]);
+    expect(rangePieces(d + 10, d + 2 * HOUR + 1)).toEqual([
+      { source: "usage_records", from: d + 10, to: d + HOUR },
+      { source: "usage_hourly", from: d + HOUR, to: d + 2 * HOUR },
+      { source: "usage_records", from: d + 2 * HOUR, to: d + 2 * HOUR + 1 },
+    ]);
+    expect(rangePieces(d, d)).toEqual([]);
+    // The pieces cover the range once, in order.
+    for (const [from, to] of [[d + 1, d + 40 * DAY + 7], [d - 13 * HOUR - 5, d + 3 * HOUR], [0, d + 1]] as const) {
+      const pieces = rangePieces(from, to);
+      expect(pieces[0]!.from).toBe(from);
+      expect(pieces.at(-1)!.to).toBe(to);
+      for (let i = 1; i < pieces.length; i++) expect(pieces[i]!.from).toBe(pieces[i - 1]!.to);
+    }
+  });
+
+  /** Records over three days, folded; then more past the mark. */
+  async function spread() {
+    const s = setup();
+    for (let h = -30; h < 40; h += 3) {
+      s.at(START + h * HOUR + 17 * 60_000);
+      await s.settle(s.keys[(h + 30) % 2]!, h % 2 ? "m-a" : "m-b", 1_000 + h, { fresh: 10, cached: 5, out: 3 });
+    }
+    await s.ledger.flush();
+    foldRollups(s.db);
+    s.at(START + 39 * HOUR + 50 * 60_000);
+    for (let i = 0; i < 3; i++) await s.settle(s.keys[0]!, "m-c", 2_000, { fresh: 1, cached: 0, out: 1 });
+    await s.ledger.flush();
+    expect(mark(s.db)).toBeLessThan(lastRecord(s.db));
+    return s;
+  }
+  const ranges = [[START - 30 * HOUR + 5, START + 41 * HOUR - 7], [START - 2 * HOUR + 1, START + 2 * HOUR + 1], [START + 20 * 60_000, START + 50 * 60_000], [START - 48 * HOUR, START + 48 * HOUR]] as const;
+
+  test("a breakdown over a range that cuts an hour equals the records' own sums, by hour and by day", async () => {
+    const s = await spread();
+    const report = createUsageBreakdown(s.db) as (q: UsageQuery) => UsageBucketRow[];
+    for (const [from, to] of ranges) {
+      for (const granularity of ["hour", "day"] as const) {
+        const q: UsageQuery = { from, to, groupBy: ["key", "model"], granularity, accountId: s.account.id };
+        expect([from, to, granularity, report(q)]).toEqual([from, to, granularity, fromRecords(s.db, q)]);
+      }
+    }
+  });
+
+  test("the per-model account report equals the records' own sums over any range, and the whole-hour part of a cut range is read from the rollups", async () => {
+    const s = await spread();
+    const usage = createUsageReport(s.db);
+    const direct = (from: number, to: number) => s.db.query<Record<string, unknown>, [string, number, number]>(
+      `SELECT u.model, ${USAGE_SUMS_SQL} FROM usage_records u WHERE u.account_id = ? AND u.created_at >= ? AND u.created_at < ? GROUP BY u.model ORDER BY u.model`,
+    ).all(s.account.id, from, to).map((r) => ({ model: String(r.model), ...usageSums(r) }));
+    for (const [from, to] of [...ranges, [0, START + 100 * HOUR]] as const) {
+      expect([from, to, usage(s.account.id, from, to).models]).toEqual([from, to, shapeUsageReport(s.account.id, from, to, direct(from, to), []).models]);
+    }
+    // A rollup row made to differ from its records shows through: the report read the rollup, not the records.
+    s.db.run("UPDATE usage_hourly SET requests = requests + 1000 WHERE hour = ?", [START - 21 * HOUR]);
+    s.db.run("UPDATE usage_daily SET requests = requests + 1000 WHERE day = ?", [Date.UTC(2026, 10, 1)]);
+    const [from, to] = [START - 30 * HOUR + 5, START + 41 * HOUR - 7];
+    const total = usage(s.account.id, from, to).total.requests;
+    expect(total).toBe(direct(from, to).reduce((n, r) => n + r.requests, 0) + 1000);
+    const breakdown = (createUsageBreakdown(s.db) as (q: UsageQuery) => UsageBucketRow[])({ from, to, groupBy: [], granularity: "hour", accountId: s.account.id });
+    expect(breakdown.reduce((n, r) => n + r.requests, 0)).toBe(total);
   });
 });
 
