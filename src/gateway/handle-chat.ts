@@ -1,7 +1,7 @@
 import type { Catalogue } from "../catalogue/catalogue.ts";
 import type { ModelConfig } from "../config/schema.ts";
 import type { ClientFormat } from "../formats/format.ts";
-import { assertAnthropicTextOnly, assertOpenAITextOnly, UnsupportedContentError } from "../formats/common/content-text.ts";
+import { assertAnthropicTextOnly, assertOpenAITextOnly, leaveOutToolResultMedia, UnsupportedContentError } from "../formats/common/content-text.ts";
 import { forward, type ForwardDeps, type ForwardRequest } from "./forward.ts";
 import type { ActiveKey } from "../accounts/account-store.ts";
 import { GatewayError } from "../streaming/gateway-error.ts";
@@ -51,6 +51,8 @@ export async function handleChat(deps: ForwardDeps & { catalogue: Catalogue }, c
   }
 
   const openai = format.wire === "openai";
+  // Images and files inside tool results are left out with a note; a user's own are refused below.
+  leaveOutToolResultMedia(messages as unknown[], openai ? "openai" : "anthropic");
   if (openai) checkOpenAIContent(body);
   else checkAnthropicContent(body);
   try {

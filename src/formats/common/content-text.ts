@@ -39,11 +39,47 @@ export function anthropicBlocksText(blocks: string | AnthropicBlock[] | undefine
   const texts: string[] = [];
   for (const block of blocks) {
     if (block.type === "text") texts.push(String(block.text ?? ""));
+    // Claude Code's tool search answers with references to the tools it loaded; a model of another
+    // vendor is told which (their definitions are in the request's tools), not an empty result.
+    else if (block.type === "tool_reference") texts.push(`Tool loaded: ${String((block as { tool_name?: unknown }).tool_name ?? "")}`);
     else if (IMAGE_PARTS.has(block.type)) {
       throw new UnsupportedContentError(`content block type "${block.type}" is not supported: image and document input are not passed through yet; send text only`);
     }
   }
   return texts.join("\n");
+}
+
+/**
+ * What a tool's result says in place of an image or a file the gateway does not pass on. Agent
+ * CLIs put them there themselves (Claude Code's Read of a PNG, Codex's `view_image`), and the
+ * result stays in the conversation: refused, every later turn of the session was a 400 (a probe
+ * of the agent CLIs, 2026-11-30). Left out with this note, the model can tell its user it could not
+ * see it, and the session goes on. A user's own image (in a user message) is still refused.
+ */
+export const MEDIA_LEFT_OUT = "[An image or file in this tool result was left out: this gateway passes text only.]";
+
+/**
+ * Replaces the images and files inside tool results with MEDIA_LEFT_OUT, in place: Anthropic's
+ * `tool_result` blocks, and OpenAI's `tool` messages (the Responses API's `function_call_output`
+ * arrives as one). Anything else is left for the checks that refuse it.
+ */
+export function leaveOutToolResultMedia(messages: unknown[], wire: "openai" | "anthropic"): void {
+  for (const m of messages as { role?: unknown; content?: unknown }[]) {
+    if (m === null || typeof m !== "object" || !Array.isArray(m.content)) continue;
+    if (wire === "openai") {
+      if (m.role === "tool") m.content = withoutMedia(m.content);
+      continue;
+    }
+    for (const block of m.content as { type?: unknown; content?: unknown }[]) {
+      if (block !== null && typeof block === "object" && block.type === "tool_result" && Array.isArray(block.content)) block.content = withoutMedia(block.content);
+    }
+  }
+}
+
+/** Parts with each image or file replaced by the note (the same array when there is none). */
+function withoutMedia(parts: unknown[]): unknown[] {
+  if (!parts.some((p) => IMAGE_PARTS.has((p as { type?: unknown } | null)?.type as string))) return parts;
+  return parts.map((p) => (IMAGE_PARTS.has((p as { type?: unknown } | null)?.type as string) ? { type: "text", text: MEDIA_LEFT_OUT } : p));
 }
 
 /** Walks every place an OpenAI request may carry content, so a same-format passthrough is refused too. */
