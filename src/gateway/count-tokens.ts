@@ -3,6 +3,7 @@ import type { CountQueue } from "../limits/count-queue.ts";
 import { countInTurn } from "./count-in-turn.ts";
 import { anthropicAdapter } from "../providers/anthropic/anthropic-adapter.ts";
 import { checkAnthropicContent } from "./check-content.ts";
+import { leaveOutToolResultMedia } from "../formats/common/content-text.ts";
 import { accountRefusal, clientClosed } from "./attempt.ts";
 import { Deadline } from "./deadline.ts";
 import type { ForwardDeps } from "./forward.ts";
@@ -54,6 +55,8 @@ export async function countMessageTokens(
   if (!model) throw new GatewayError(404, "not_found", `The model "${name.slice(0, 200)}" does not exist. GET /v1/models lists the available ids.`);
   if (allowed !== null && !modelAllowed(allowed, model.id)) throw new GatewayError(403, "permission", modelRefusal(allowed, model.id));
   if (model.category === "embedding") throw new GatewayError(400, "invalid_request", `The model "${model.id}" is an embedding model: it takes no messages.`);
+  // Counted as it would be sent: images and files inside tool results are left out with a note (handle-chat.ts).
+  if (Array.isArray(body.messages)) leaveOutToolResultMedia(body.messages, "anthropic");
   checkAnthropicContent(body);
   const text = promptText("anthropic", body);
   const limit = deps.settings.limits.count_tokens_max_bytes;

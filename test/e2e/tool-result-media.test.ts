@@ -94,6 +94,16 @@ describe("images and files inside tool results", () => {
     expect(tool.content).toBe("Tool loaded: CronList\nTool loaded: CronCreate");
   });
 
+  test("count_tokens counts a tool result as it would be sent: the vendor is asked without the image", async () => {
+    const res = await post(gw, "/v1/messages/count_tokens", { ...claudeCodeTurn(ANTHROPIC_MODEL), max_tokens: undefined }, ANTHROPIC_HEADERS);
+    expect(res.status).toBe(200);
+    await res.arrayBuffer();
+    const asked = upstream.requests.at(-1)!;
+    expect(asked.path).toBe("/v1/messages/count_tokens");
+    expect(JSON.stringify(asked.body)).not.toContain(PNG);
+    expect(JSON.stringify(asked.body)).toContain("left out");
+  });
+
   test("a user's own image is still refused with 400, on both endpoints", async () => {
     const messages = await post(gw, "/v1/messages", { model: ANTHROPIC_MODEL, max_tokens: 10, messages: [{ role: "user", content: [{ type: "image", source: { type: "base64", media_type: "image/png", data: PNG } }] }] }, ANTHROPIC_HEADERS);
     expect(messages.status).toBe(400);
