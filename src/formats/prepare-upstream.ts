@@ -88,6 +88,13 @@ export function prepareUpstream(
         delete out.reasoning_effort;
         (notes.dropped ??= []).push("reasoning_effort: this model does not reason");
       }
+      // `verbosity` (Codex sends the Responses API's `text.verbosity`) is GPT-5's: OpenAI refuses a
+      // value other than the default on other models, and other servers do not know it. A hint, so
+      // left out where it is not known to be taken (spec 4.2).
+      if (out.verbosity != null && !/^gpt-5/.test(model.upstream_model.slice(model.upstream_model.lastIndexOf("/") + 1).toLowerCase())) {
+        delete out.verbosity;
+        (notes.dropped ??= []).push("verbosity: only GPT-5 models take it");
+      }
     }
   }
   if (notes.dropped?.length) log?.("debug", "fields not sent to this upstream", { model: model.id, dropped: notes.dropped });

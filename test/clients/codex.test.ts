@@ -61,8 +61,14 @@ describe.each([
       "response.reasoning_summary_text.done",
       "response.reasoning_summary_part.done",
     ]);
+    // Codex asks for `reasoning.encrypted_content`: Anthropic's signed thinking comes sealed there,
+    // to be sent back on the next turn (formats/common/carried-thinking.ts); DeepSeek's has no seal.
+    expect(turns[0].body.include).toContain("reasoning.encrypted_content");
     expect(outputOf(events)).toEqual([
-      { id: expect.stringMatching(/^rs_/), type: "reasoning", summary: [{ type: "summary_text", text: "Look at the file first." }] },
+      {
+        id: expect.stringMatching(/^rs_/), type: "reasoning", summary: [{ type: "summary_text", text: "Look at the file first." }],
+        ...(vendor === "anthropic" ? { encrypted_content: expect.stringMatching(/^swy-thinking-1\./) } : {}),
+      },
       expect.objectContaining({ type: "function_call", name: "exec_command", call_id: "call_exec_1", arguments: '{"cmd":"cat hello.txt"}', status: "completed" }),
       expect.objectContaining({ type: "function_call", name: "exec_command", call_id: "call_exec_2", arguments: '{"cmd":"ls"}', status: "completed" }),
     ]);

@@ -6,6 +6,7 @@
 import { imageMarkdown, type ErrorKind, type FinishReason, type StreamEvent } from "../../streaming/events.ts";
 import type { ClientSink, EncodeContext } from "../../streaming/client-sink.ts";
 import type { ClientTool, ResponsesEcho } from "./responses-to-chat.ts";
+import { sealThinking, type CarriedBlock } from "../common/carried-thinking.ts";
 
 /** What the Responses encoder needs from the request beyond the shared context. */
 export interface ResponsesAnswerPlan {
@@ -19,6 +20,11 @@ export interface ResponsesAnswerPlan {
    * a promise of it) when it was not kept after all: the final response then says `store: false`.
    */
   onFinal?: (response: ResponsesBody) => boolean | void | Promise<boolean>;
+  /**
+   * The client asked for `reasoning.encrypted_content`: Anthropic's signed thinking blocks go out
+   * sealed in the reasoning items, for the client to send back (formats/common/carried-thinking.ts).
+   */
+  sealThinking?: boolean;
 }
 
 /** A plan whose `onFinal` answers at once: the whole body is then built without waiting. */
@@ -83,6 +89,9 @@ interface OpenItem {
   deltaHead: string;
   /** What follows `output_index` in each delta frame: the part's place in the item (none for calls). */
   deltaWhere: string;
+  /** A reasoning item's signed thinking blocks so far, and the text of the block not yet sealed (plan.sealThinking). */
+  blocks?: CarriedBlock[];
+  blockText?: string;
 }
 
 /**
@@ -227,6 +236,7 @@ function createBuilder(ctx: EncodeContext, plan: ResponsesAnswerPlan, frames: bo
         emit(reasoningAs.textDone, { item_id: item.id, output_index: index, ...reasoningAs.index, text });
         emit(reasoningAs.partDone, { item_id: item.id, output_index: index, ...reasoningAs.index, part });
         item[reasoningAs.field] = [part];
+        if (o.blocks?.length) item.encrypted_content = sealThinking(o.blocks);
         break;
       }
       case "function": {
@@ -296,6 +306,16 @@ function createBuilder(ctx: EncodeContext, plan: ResponsesAnswerPlan, frames: bo
     else delta(tool, args);
   };
 
+  /** The reasoning item thinking goes to: the open one, else a new one. */
+  const reasoningItem = (): OpenItem => {
+    if (current?.kind !== "reasoning") {
+      closeCurrent();
+      // As OpenAI writes it: `summary` always, `content` only when that is where the text goes.
+      current = open("reasoning", { id: `rs_${base}_${output.length}`, type: "reasoning", summary: [], ...(reasoningAs.field === "content" ? { content: [] } : {}) });
+    }
+    return current;
+  };
+
   const text = (t: string) => {
     if (current?.kind !== "message") {
       closeCurrent();
@@ -339,17 +359,25 @@ function createBuilder(ctx: EncodeContext, plan: ResponsesAnswerPlan, frames: bo
           text(imageMarkdown(e.url, wroteText));
           break;
         case "redacted-reasoning":
+          // Hidden thinking is the client's only to send back, sealed, when it asked to.
+          if (plan.sealThinking) (reasoningItem().blocks ??= []).push({ type: "redacted_thinking", data: e.data });
           break;
-        case "reasoning":
-          // A signature alone (Anthropic's seal on its thinking) is not the client's to read.
-          if (!e.text) break;
-          if (current?.kind !== "reasoning") {
-            closeCurrent();
-            // As OpenAI writes it: `summary` always, `content` only when that is where the text goes.
-            current = open("reasoning", { id: `rs_${base}_${output.length}`, type: "reasoning", summary: [], ...(reasoningAs.field === "content" ? { content: [] } : {}) });
+        case "reasoning": {
+          // A signature alone (Anthropic's seal on its thinking) is not the client's to read; it
+          // seals the block for a client that keeps reasoning to send it back.
+          const seal = plan.sealThinking && e.signature !== undefined && e.signature !== "";
+          if (!e.text && !seal) break;
+          const item = reasoningItem();
+          if (e.text) {
+            delta(item, e.text);
+            if (plan.sealThinking) item.blockText = (item.blockText ?? "") + e.text;
           }
-          delta(current, e.text);
+          if (seal) {
+            (item.blocks ??= []).push({ type: "thinking", thinking: item.blockText ?? "", signature: e.signature! });
+            item.blockText = "";
+          }
           break;
+        }
         case "tool-call": {
           let tool = toolsByEvent.get(e.index);
           if (!tool) {

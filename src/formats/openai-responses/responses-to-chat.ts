@@ -1,5 +1,6 @@
 import type { Json } from "../common/wire-types.ts";
 import type { ChatMessage, ChatRequest, ContentPart } from "../openai-chat/schema.ts";
+import { CARRIED_THINKING, openThinking, type CarriedBlock } from "../common/carried-thinking.ts";
 
 /**
  * An OpenAI Responses API request → an OpenAI chat-completions request, so the gateway's
@@ -46,6 +47,8 @@ export interface ResponsesPlan {
   echo: ResponsesEcho;
   /** Hosted tools (and history items of theirs) that no chat upstream can run, dropped; for the log. */
   dropped: string[];
+  /** The client asked for `reasoning.encrypted_content`: signed thinking goes out sealed in reasoning items. */
+  sealThinking: boolean;
 }
 
 /**
@@ -103,6 +106,8 @@ export function responsesToChat(body: Record<string, unknown>): ResponsesPlan {
     (typeof namespace === "string" ? flattenName(namespace, String(name ?? "")) : String(name ?? ""));
 
   const messages: ChatMessage[] = [];
+  /** Signed thinking read from reasoning items, for the next assistant message. */
+  const carried: CarriedBlock[] = [];
   if (typeof body.instructions === "string" && body.instructions) messages.push({ role: "system", content: body.instructions });
   const input = body.input;
   if (typeof input === "string") messages.push({ role: "user", content: input });
@@ -126,9 +131,14 @@ export function responsesToChat(body: Record<string, unknown>): ResponsesPlan {
       case "custom_tool_call_output":
         messages.push({ role: "tool", tool_call_id: String(item.call_id ?? ""), content: toolOutput(item.output) });
         return;
-      case "reasoning":
-        // Reasoning items (and their encrypted content) belong to the vendor that wrote them; another upstream cannot read them.
+      case "reasoning": {
+        // Reasoning items (and their encrypted content) belong to the vendor that wrote them;
+        // another upstream cannot read them. Anthropic's signed thinking that the gateway sealed
+        // goes back to the assistant message that follows (carried-thinking.ts).
+        const blocks = openThinking(item.encrypted_content);
+        if (blocks) carried.push(...blocks);
         return;
+      }
       case "item_reference":
         // Replaced by the items they name before translation (stored-input.ts); one left here was never looked up.
         throw new ResponsesRequestError(`input item_reference ${JSON.stringify(String(item.id ?? "").slice(0, 200))} could not be resolved: send the item itself.`);
@@ -143,10 +153,11 @@ export function responsesToChat(body: Record<string, unknown>): ResponsesPlan {
       const text = assistantText(item.content);
       const last = messages[messages.length - 1];
       // Text after tool calls of the same turn starts a new assistant message; chat keeps text before calls.
-      if (last?.role === "assistant" && !last.tool_calls?.length) last.content = joinText(last.content, text);
-      else messages.push({ role: "assistant", content: text });
+      if (last?.role === "assistant" && !last.tool_calls?.length && carried.length === 0) last.content = joinText(last.content, text);
+      else messages.push(withCarried({ role: "assistant", content: text }));
       return;
     }
+    carried.length = 0;
     if (role !== "user" && role !== "system" && role !== "developer") throw new ResponsesRequestError(`input message role "${String(role)}" is not one of user, assistant, system, developer.`);
     // `developer` is what OpenAI's newer models call `system`; compatible servers and Anthropic know only `system`.
     messages.push({ role: role === "user" ? "user" : "system", content: inputContent(item.content) });
@@ -156,8 +167,16 @@ export function responsesToChat(body: Record<string, unknown>): ResponsesPlan {
     const call = { id: callId, type: "function", function: { name, arguments: args } };
     const last = messages[messages.length - 1];
     // Parallel calls of one turn arrive as consecutive items; chat wants them on one assistant message.
-    if (last?.role === "assistant") (last.tool_calls ??= []).push(call);
-    else messages.push({ role: "assistant", content: null, tool_calls: [call] });
+    if (last?.role === "assistant" && carried.length === 0) (last.tool_calls ??= []).push(call);
+    else messages.push(withCarried({ role: "assistant", content: null, tool_calls: [call] }));
+  }
+
+  /** A new assistant message, starting with the signed thinking that came before it (if any). */
+  function withCarried(message: ChatMessage): ChatMessage {
+    if (carried.length > 0) {
+      (message as ChatMessage & { [CARRIED_THINKING]?: CarriedBlock[] })[CARRIED_THINKING] = carried.splice(0);
+    }
+    return message;
   }
 
   const chat: ChatRequest = { messages };
@@ -201,7 +220,8 @@ export function responsesToChat(body: Record<string, unknown>): ResponsesPlan {
     user: body.user ?? null,
     prompt_cache_key: body.prompt_cache_key ?? null,
   };
-  return { chat, tools, echo, dropped };
+  const sealThinking = Array.isArray(body.include) && body.include.includes("reasoning.encrypted_content");
+  return { chat, tools, echo, dropped, sealThinking };
 }
 
 /** The one argument every custom tool takes upstream. */

@@ -94,6 +94,7 @@ export function responsesRoute(deps: ForwardDeps & { catalogue: Catalogue; respo
             tools: plan.tools,
             echo: { ...plan.echo, store: keep },
             onFinal: keep ? onFinal : undefined,
+            sealThinking: plan.sealThinking,
           }),
           body: plan.chat,
           // What is sent bounds the prompt, not the request: stored items make it larger, and so

@@ -1,0 +1,99 @@
+/**
+ * Codex on an Anthropic upstream: the Responses API's `include: ["reasoning.encrypted_content"]`
+ * gets Anthropic's signed thinking sealed in each reasoning item, and a tool loop that sends the
+ * items back continues with thinking on (Anthropic refuses thinking on a turn continuing tool
+ * calls unless that turn starts with its signed block; the fake upstream refuses as it does).
+ * Before, thinking was dropped after a task's first request (a probe of the agent CLIs).
+ */
+import { describe, expect, test } from "bun:test";
+import { useFakeUpstream, vendorRefusal, type RecordedRequest, type Reply } from "../helpers/fake-upstream.ts";
+import { OPENAI_MODEL, post, sseFrames, useGateway } from "../helpers/gateway.ts";
+import { anthropicBody, anthropicStream, SCRIPTED_SIGNATURE } from "../helpers/scripted-answers.ts";
+import { openThinking } from "../../src/formats/common/carried-thinking.ts";
+
+const options = { strict: true, thinkingHistory: true };
+const upstream = useFakeUpstream(options);
+const OPUS = "test/opus";
+const GPT5 = "test/gpt-5";
+const extraModels = [{ id: GPT5, provider: "fake-openai", upstream_model: "gpt-5.5", category: "text", context_length: 200_000, pricing: { input_per_mtok: 1250, output_per_mtok: 10000 } }, { id: OPUS, provider: "fake-anthropic", upstream_model: "claude-opus-4-6", category: "text", context_length: 200_000, pricing: { input_per_mtok: 3000, output_per_mtok: 15000 } }];
+const gw = useGateway(() => ({ upstreamUrl: upstream.url, extraModels, credits: 1000, retry: { max_retries: 0 } }));
+
+function answer(reply: Reply) {
+  upstream.reply((rec: RecordedRequest) => vendorRefusal(rec, options) ?? reply);
+}
+const sent = () => upstream.requests.at(-1)!.body;
+const tools = [{ type: "function", name: "shell", description: "run a command", parameters: { type: "object", properties: { cmd: { type: "string" } }, required: ["cmd"] } }];
+const first = (include: string[] | undefined, stream: boolean) => ({
+  model: OPUS, stream, store: false, tools, reasoning: { effort: "high" }, ...(include ? { include } : {}),
+  input: [{ role: "user", content: "list the files" }],
+});
+const think = "I should run ls.";
+const call = { id: "toolu_01", name: "shell", arguments: '{"cmd":"ls"}' };
+
+/** The first turn's output items, streamed or whole. */
+async function firstTurn(include: string[] | undefined, stream: boolean): Promise<Record<string, any>[]> {
+  answer(stream ? anthropicStream({ reasoning: think, calls: [call] }) : anthropicBody({ reasoning: think, calls: [call] }));
+  const res = await post(gw, "/v1/responses", first(include, stream));
+  expect(res.status).toBe(200);
+  if (!stream) return ((await res.json()) as any).output;
+  const done = sseFrames(await res.text()).map((f) => JSON.parse(f.data)).find((e) => e.type === "response.completed");
+  return done.response.output;
+}
+
+describe("Anthropic's signed thinking through the Responses API", () => {
+  for (const stream of [false, true]) {
+    test(`${stream ? "streamed" : "whole"}: sealed in the reasoning item when asked; sent back, the next turn starts with the signed block and thinks`, async () => {
+      const output = await firstTurn(["reasoning.encrypted_content"], stream);
+      const reasoning = output.find((i) => i.type === "reasoning")!;
+      expect(typeof reasoning.encrypted_content).toBe("string");
+      expect(openThinking(reasoning.encrypted_content)).toEqual([{ type: "thinking", thinking: think, signature: SCRIPTED_SIGNATURE }]);
+      const fc = output.find((i) => i.type === "function_call")!;
+
+      // Codex's next request: everything it was given, the tool's output, thinking asked again.
+      answer(anthropicBody({ reasoning: "Two files.", text: "a.txt b.txt" }));
+      const res = await post(gw, "/v1/responses", {
+        ...first(["reasoning.encrypted_content"], false),
+        input: [{ role: "user", content: "list the files" }, ...output, { type: "function_call_output", call_id: fc.call_id, output: "a.txt\nb.txt" }],
+      });
+      expect(res.status).toBe(200);
+      const body = sent();
+      expect(body.thinking).toBeDefined();
+      const assistant = body.messages.find((m: { role: string }) => m.role === "assistant");
+      expect(assistant.content[0]).toEqual({ type: "thinking", thinking: think, signature: SCRIPTED_SIGNATURE });
+      expect(assistant.content.at(-1)).toMatchObject({ type: "tool_use", name: "shell" });
+    });
+  }
+
+  test("not asked for: no encrypted_content, and the tool loop goes on without thinking (as before)", async () => {
+    const output = await firstTurn(undefined, false);
+    expect(output.find((i) => i.type === "reasoning")!.encrypted_content).toBeUndefined();
+    const fc = output.find((i) => i.type === "function_call")!;
+    answer(anthropicBody({ text: "a.txt b.txt" }));
+    const res = await post(gw, "/v1/responses", { ...first(undefined, false), input: [{ role: "user", content: "list the files" }, ...output, { type: "function_call_output", call_id: fc.call_id, output: "a.txt" }] });
+    expect(res.status).toBe(200);
+    expect(sent().thinking).toBeUndefined();
+  });
+
+  test("another vendor's encrypted content, or a sealed field altered out of shape, is not read: the turn goes on without thinking", async () => {
+    const output = await firstTurn(["reasoning.encrypted_content"], false);
+    const fc = output.find((i) => i.type === "function_call")!;
+    for (const encrypted of ["gAAAAABopenai-own-opaque", "swy-thinking-1.bm90IGpzb24", "swy-thinking-1." + Buffer.from('[{"type":"thinking","thinking":"x"}]').toString("base64url")]) {
+      answer(anthropicBody({ text: "ok" }));
+      const items = output.map((i) => (i.type === "reasoning" ? { ...i, encrypted_content: encrypted } : i));
+      const res = await post(gw, "/v1/responses", { ...first(["reasoning.encrypted_content"], false), input: [{ role: "user", content: "list" }, ...items, { type: "function_call_output", call_id: fc.call_id, output: "a" }] });
+      expect([encrypted, res.status]).toEqual([encrypted, 200]);
+      expect(sent().thinking).toBeUndefined();
+    }
+  });
+});
+
+describe("text.verbosity (Codex sends it for the ids it knows)", () => {
+  test("passed to a GPT-5 model, left out for the others (OpenAI refuses a value other than the default on them)", async () => {
+    for (const [model, kept] of [[GPT5, true], [OPENAI_MODEL, false]] as const) {
+      const res = await post(gw, "/v1/responses", { model, input: "hi", text: { verbosity: "low" } });
+      expect([model, res.status]).toEqual([model, 200]);
+      await res.arrayBuffer();
+      expect([model, sent().verbosity]).toEqual([model, kept ? "low" : undefined]);
+    }
+  });
+});
