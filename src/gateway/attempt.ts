@@ -64,6 +64,8 @@ export type AttemptOutcome =
       kind: "refused"; verdict: Verdict; error: GatewayError; delayMs?: number; cause?: UpstreamErrorClass; status?: number;
       /** The refusal is about this request's size, not the key's state: the key is not cooled; "large" moves to another key (see requestSizedLimit). */
       requestSized?: "over" | "large";
+      /** The vendor made (and billed) an answer that could not be used: asked of another key, it would be bought twice. */
+      answered?: true;
     };
 
 /** The client went away: nothing more is tried. */
@@ -131,18 +133,30 @@ const DEAD_ACCOUNT_CODE = /^(?:organization_deactivated|account_deactivated)$/;
  * and moves the request to another; clients never see the vendor's billing words, which they
  * would read as their own balance (a key-pool probe, 2026-11-30).
  */
-const OUT_OF_CREDIT_SAID = /^\s*(?:your credit balance is too low|insufficient (?:balance|credits?|funds)|(?:this request )?requires more credits)/i;
+const OUT_OF_CREDIT_SAID = /^\s*(?:your credit balance is too low|insufficient (?:balance|credits?|funds))/i;
+/**
+ * A 402 about this request's size against what the account can still afford (OpenRouter's "This
+ * request requires more credits, or fewer max_tokens. You requested up to N tokens, but can only
+ * afford M."): a smaller request passes on the key, so it is not cooled (a tenant's large
+ * max_tokens had cooled every key of a pool; a review), and the request moves as a request large
+ * for a key's minute does.
+ */
+const AFFORD_SAID = /fewer max_tokens|can only afford/i;
 
 /** Whether a vendor's refusal is about the key's account: disabled ("dead"), or out of credit. */
-export function accountRefusal(status: number, said: string, code: string | undefined): "dead" | "no_credit" | undefined {
+export function accountRefusal(status: number, said: string, code: string | undefined): "dead" | "no_credit" | "cannot_afford" | undefined {
   if (status === 403) return DEAD_ACCOUNT.test(`${said} ${code ?? ""}`) ? "dead" : undefined;
   if (status !== 400 && status !== 402) return undefined;
   if ((code !== undefined && DEAD_ACCOUNT_CODE.test(code)) || DEAD_ACCOUNT_SAID.test(said)) return "dead";
+  if (status === 402 && AFFORD_SAID.test(said.slice(0, 1024))) return "cannot_afford";
   return status === 402 || OUT_OF_CREDIT_SAID.test(said) ? "no_credit" : undefined;
 }
 
 /** What a client is told when the vendor account behind the gateway's key has no credit: the gateway's words, never the vendor's. */
 const OUT_OF_CREDIT = () => new GatewayError(502, "upstream", "The upstream provider refused the gateway's vendor key: the operator's vendor account is out of credit. Retrying will not help until the gateway's operator adds credit.", NO_RETRY);
+
+/** When the upstream account can afford only a smaller answer than the one asked for. */
+const CANNOT_AFFORD = () => new GatewayError(502, "upstream", "The upstream provider's account cannot afford an answer this long right now. Lower max_tokens, or retry later.");
 
 /** Its numbers: the organisation's tokens a minute, and what the request needs. */
 const QUOTA_NUMBERS = /Limit (\d+), Requested (\d+)/;
@@ -280,6 +294,7 @@ export async function attemptUpstream(deps: AttemptDeps, req: AttemptRequest, ca
         return { kind: "refused", verdict: "fallback", error: refusedKey, delayMs, cause, status: 401 };
       }
       if (account === "no_credit") return { kind: "refused", verdict: "fallback", error: OUT_OF_CREDIT(), delayMs, cause, status: 402 };
+      if (account === "cannot_afford") return { kind: "refused", verdict: "fallback", error: CANNOT_AFFORD(), delayMs, cause, status: 402, requestSized: "large" };
       const requestSized = res.status === 429 ? requestSizedLimit(said, call.body.length, maxTokens) : false;
       return { kind: "refused", verdict: verdictFor(res.status), error, delayMs, cause, status: res.status, ...(requestSized ? { requestSized } : {}) };
     }
@@ -305,7 +320,7 @@ export async function attemptUpstream(deps: AttemptDeps, req: AttemptRequest, ca
         if (imagesBounded(model)) events = keepImages(events, imagesHeld(model));
       } catch (err) {
         if (!req.clientSignal.aborted) deps.log("warn", "upstream sent an unreadable body", { requestId: req.requestId, provider: provider.id, error: String(err) });
-        return refusedOutcome(req, deadline, "The upstream provider sent an unreadable answer. Retrying is appropriate.", err, "bad_answer");
+        return { ...refusedOutcome(req, deadline, "The upstream provider sent an unreadable answer. Retrying is appropriate.", err, "bad_answer"), answered: true } as AttemptOutcome;
       }
       // Images are fetched for a client that is still there; the answer's images are counted either way.
       if (!req.clientSignal.aborted && events.some((e) => e.type === "image")) {
@@ -315,7 +330,7 @@ export async function attemptUpstream(deps: AttemptDeps, req: AttemptRequest, ca
           if (req.clientSignal.aborted) throw clientClosed();
           if (!(err instanceof ImageFetchError)) throw err;
           deps.log("warn", "upstream image refused", { requestId: req.requestId, provider: provider.id, reason: err.reason, error: err.message });
-          return { kind: "refused", verdict: "fallback", error: new GatewayError(502, err.reason === "timeout" ? "timeout" : "upstream", err.clientMessage), cause: err.reason === "timeout" ? "timeout" : "image" };
+          return { kind: "refused", verdict: "fallback", error: new GatewayError(502, err.reason === "timeout" ? "timeout" : "upstream", err.clientMessage), cause: err.reason === "timeout" ? "timeout" : "image", answered: true };
         }
       }
       return { kind: "body", json, events, adapter, provider };
@@ -325,7 +340,7 @@ export async function attemptUpstream(deps: AttemptDeps, req: AttemptRequest, ca
     if (!res.body || !(contentType ?? "").toLowerCase().includes("text/event-stream")) {
       res.body?.cancel().catch(() => {});
       deps.log("warn", "upstream answered a stream request without an event stream", { requestId: req.requestId, provider: provider.id, contentType });
-      return refusedOutcome(req, deadline, "The upstream provider sent an unexpected answer. Retrying is appropriate.", undefined, "bad_answer");
+      return { ...refusedOutcome(req, deadline, "The upstream provider sent an unexpected answer. Retrying is appropriate.", undefined, "bad_answer"), answered: true } as AttemptOutcome;
     }
     handedOver = true;
     let decode = adapter.createStreamDecoder(deps.scrubber);

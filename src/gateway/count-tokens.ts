@@ -93,7 +93,7 @@ export async function countMessageTokens(
       // A refusal about the key's vendor account (disabled, out of credit: Anthropic says both as
       // 400s) is the key's as on an answer, never the client's to read (attempt.ts, accountRefusal).
       const account = res.ok ? undefined : accountRefusal(res.status, anthropicAdapter.errorMessage(json) ?? "", (json as { error?: { code?: unknown } } | undefined)?.error?.code as string | undefined);
-      const status = account === "dead" ? 401 : account === "no_credit" ? 402 : res.status;
+      const status = account === "dead" ? 401 : account === "no_credit" ? 402 : account === "cannot_afford" ? 0 : res.status;
       if (key && (keyVerdict(status) !== "cool" || account === "no_credit")) pool!.report(key, status, undefined);
       // A count that is no whole number in range, or more than the request's own bytes could make
       // (as plan.ts bounds a billed prompt, billedPromptMax), is not passed on (-5, 1e308, 12.7 reached Claude Code, which

@@ -199,7 +199,9 @@ export async function forward(deps: ForwardDeps, req: ForwardRequest): Promise<R
         // a vendor's fault is often one account's or one region's, and sessions bound to the key
         // failed every turn (a key-pool probe, 2026-11-30); the key is not cooled for it, and once
         // bounds what a vendor's whole outage costs (one more attempt).
-        const failedHere = !movedOnFailure && verdict === "neutral" && !outcome.requestSized && MOVABLE_FAILURES.has(outcome.cause ?? "other") && (outcome.status === undefined || outcome.status >= 500);
+        // Not an answer the vendor made and billed (a body that broke after its head, an image that
+        // would not download): asked of another key, it would be bought twice.
+        const failedHere = !movedOnFailure && verdict === "neutral" && !outcome.requestSized && !outcome.answered && MOVABLE_FAILURES.has(outcome.cause ?? "other") && (outcome.status === undefined || outcome.status >= 500);
         if (failedHere) movedOnFailure = true;
         if (key && pool && (verdict === "cool" || verdict === "disable" || outcome.requestSized === "large" || failedHere)) {
           (tried ??= new Set()).add(key.key.env);
@@ -209,7 +211,10 @@ export async function forward(deps: ForwardDeps, req: ForwardRequest): Promise<R
           }
           // Every key has refused: the pool, not the key asked last, says what comes next. (A pool
           // of one is a single key, as it always was: its answer and the retry rules decide.)
-          if (pool.size > 1 && !failedHere) {
+          // Not for refusals that cooled no key (a failure here, a request large for every key's
+          // minute): no key comes back sooner than the vendor said, and a wait of "0 ms" had
+          // retried a used-up minute every millisecond (a review).
+          if (pool.size > 1 && !failedHere && outcome.requestSized !== "large") {
             outcome = poolRefusal(outcome, pool.soonestBackMs());
             last = outcome.error;
           }
@@ -235,6 +240,13 @@ export async function forward(deps: ForwardDeps, req: ForwardRequest): Promise<R
   }
 }
 
+/** The error without `x-should-retry: false`: a pool that waits for a key to come back says when to retry instead. */
+function withoutNoRetry(error: GatewayError): GatewayError {
+  if (error.headers?.["x-should-retry"] === undefined) return error;
+  const { "x-should-retry": _, ...headers } = error.headers;
+  return new GatewayError(error.status, error.kind, error.message, headers, error.openai);
+}
+
 /** Failures of an upstream that another key of the pool may not meet (see their use). */
 const MOVABLE_FAILURES: ReadonlySet<string> = new Set(["status_5xx", "timeout", "connect", "bad_answer", "stream_broken"]);
 
@@ -249,7 +261,7 @@ function poolRefusal(outcome: AttemptOutcome & { kind: "refused" }, backMs: numb
   if (backMs === undefined) return outcome;
   const delayMs = Math.max(1, backMs);
   const cooling = keyVerdict(outcome.status ?? 0) === "cool";
-  const error = withRetryAfter(cooling ? outcome.error
+  const error = withRetryAfter(cooling ? withoutNoRetry(outcome.error)
     : new GatewayError(502, "overloaded", `Every vendor key of the provider is rate limited, overloaded or refused; one comes back in ${retryAfterSeconds(delayMs)} s. Retrying then is appropriate.`), delayMs);
   return { ...outcome, verdict: "retry", delayMs, error, status: cooling ? outcome.status : 429 };
 }

@@ -52,7 +52,7 @@ export async function handleChat(deps: ForwardDeps & { catalogue: Catalogue }, c
 
   const openai = format.wire === "openai";
   // Images and files inside tool results are left out with a note; a user's own are refused below.
-  leaveOutToolResultMedia(messages as unknown[], openai ? "openai" : "anthropic");
+  const leftOut = leaveOutToolResultMedia(messages as unknown[], openai ? "openai" : "anthropic");
   if (openai) checkOpenAIContent(body);
   else checkAnthropicContent(body);
   try {
@@ -66,7 +66,9 @@ export async function handleChat(deps: ForwardDeps & { catalogue: Catalogue }, c
   const response = await forward(deps, {
     format,
     body,
-    bodyBytes: call.bodyBytes ?? bodyBytesOf(call.request, body),
+    // What is sent bounds the prompt: a body whose images were left out is measured again (its
+    // images would have held up to a window's worth of credits every turn; a review).
+    bodyBytes: leftOut ? Buffer.byteLength(JSON.stringify(body)) : call.bodyBytes ?? bodyBytesOf(call.request, body),
     headers: call.request.headers,
     signal: call.request.signal,
     candidates,

@@ -24,6 +24,9 @@ export function createInflight() {
     /** A stream under way: `end` ends it with an error frame when the gateway cuts. */
     watch(end: () => void): void {
       streams.add(end);
+      // A stream that starts while the cut waits for the others (its head came meanwhile) is cut
+      // too, once its loop runs: it would otherwise go on until the connections are closed under it.
+      if (cutting) queueMicrotask(end);
     },
     /** The stream ended (whatever ended it). */
     unwatch(end: () => void): void {

@@ -6,6 +6,7 @@ import type { SseEvent } from "../streaming/sse-parser.ts";
 import type { UsageMeter } from "../billing/usage-meter.ts";
 import type { Ticker } from "../streaming/ticker.ts";
 import { ResponseTooLargeError, type ChunkReader, type ReadResult } from "../transport/transport.ts";
+import { ResponseFramingError } from "../transport/http1/response-parser.ts";
 
 /** How long a body may stay open after the vendor's end marker ([DONE], message_stop). */
 export const END_GRACE_MS = 1_000;
@@ -275,7 +276,13 @@ export async function answerSource(o: StreamAnswerOptions): Promise<{
    * wait for the upstream; a loop waiting for a slow client is left to the connection's close.
    */
   const cutNow = () => {
-    // An answer whose end is taken (being settled, or its body's end awaited) finishes as it is.
+    // An answer whose end is taken (being settled, or its body's end awaited) finishes as it is;
+    // the wait for its body's end (up to END_GRACE_MS, longer than the cut's wait) ends now, so it
+    // settles and its last frames go out before the connections close (a raw-TCP probe).
+    if (vendorEnded && !done && !failure) {
+      endAtOnce = true;
+      stopWaitingForEnd?.();
+    }
     if (done || failure || ending || vendorEnded) return;
     cutByGateway = true;
     fail({ type: "error", errorType: "overloaded", message: SHUTDOWN_CUT });
@@ -359,15 +366,25 @@ export async function answerSource(o: StreamAnswerOptions): Promise<{
       return END;
     }
   };
+  /** Ends the wait for the body's end at once (the gateway cuts: the answer was whole). */
+  let stopWaitingForEnd: (() => void) | undefined;
+  /** The gateway cut after the vendor's end marker: its body's end is not waited for. */
+  let endAtOnce = false;
   const endOfBody = (): ReadResult | Promise<ReadResult> =>
     endNow() ??
+    (endAtOnce ? (reader.cancel().catch(() => {}), END) : undefined) ??
     new Promise<ReadResult>((resolve) => {
-      const timer = setTimeout(() => {
+      const giveUp = () => {
+        clearTimeout(timer);
+        stopWaitingForEnd = undefined;
         reader.cancel().catch(() => {});
         resolve(END);
-      }, END_GRACE_MS);
+      };
+      const timer = setTimeout(giveUp, END_GRACE_MS);
+      stopWaitingForEnd = giveUp;
       const settle = (read: ReadResult) => {
         clearTimeout(timer);
+        stopWaitingForEnd = undefined;
         resolve(read);
       };
       reader.read().then(settle, () => settle(END));
@@ -657,6 +674,7 @@ function streamFailure(err: unknown, timedOut: boolean): StreamEvent & { type: "
   if (err instanceof ResponseTooLargeError) return { type: "error", errorType: "upstream", message: "The upstream provider sent an answer larger than the gateway accepts." };
   if (timedOut) return { type: "error", errorType: "timeout", message: "The upstream provider took too long; the answer was cut off." };
   if (err instanceof SseParseError) return { type: "error", errorType: "upstream", message: "The upstream provider sent a frame larger than the gateway accepts." };
-  if (err instanceof UpstreamProtocolError) return { type: "error", errorType: "upstream", message: "The upstream provider sent malformed data." };
+  // Broken HTTP framing mid-body is malformed data too, not a lost connection (a raw-TCP probe).
+  if (err instanceof UpstreamProtocolError || err instanceof ResponseFramingError) return { type: "error", errorType: "upstream", message: "The upstream provider sent malformed data." };
   return { type: "error", errorType: "upstream", message: "The connection to the upstream provider was lost." };
 }

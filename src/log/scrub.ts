@@ -140,8 +140,10 @@ export function createScrubber(): Scrubber {
       const start = value.length >= 20 ? value.slice(0, 10) : value.length >= 16 ? value.slice(0, 8) : undefined;
       if (start !== undefined && !starts.includes(start)) starts.push(start);
     },
-    forClient: (text, max) => scrubForClient(withoutKnownStarts(text, starts), max, known),
-    logDetail: (text, max, echoOf) => scrubLogDetail(withoutKnownStarts(text, starts), max, echoOf, known),
+    // Whole values first: a key with a character a mask does not use (`/`, `+`, `=`) would be cut
+    // at it by its start's run, and the rest of it would no longer be found whole (a review).
+    forClient: (text, max) => scrubForClient(withoutKnownStarts(withoutKnownSecrets(text, known), starts), max, known),
+    logDetail: (text, max, echoOf) => scrubLogDetail(withoutKnownStarts(withoutKnownSecrets(text, known), starts), max, echoOf, known),
     withoutKnown: (text) => withoutKnownSecrets(text, known),
     secrets: () => known,
   };
@@ -169,14 +171,21 @@ export const SHAPES_ONLY: Scrubber = {
 export function withoutKnownStarts(text: string, starts: readonly string[]): string {
   for (const start of starts) {
     let at = text.indexOf(start);
+    if (at === -1) continue;
+    // One pass, the pieces joined once: a body of many echoes is linear, not one copy per echo.
+    const pieces: string[] = [];
+    let from = 0;
     while (at !== -1) {
       let end = at + start.length;
       while (end < text.length && MASKED_KEY_CHAR.test(text[end]!)) end++;
       // A full stop after the echo is the sentence's (a mask of dots at the end stays as dots).
       while (end > at + start.length && text[end - 1] === ".") end--;
-      text = text.slice(0, at) + REDACTED + text.slice(end);
-      at = text.indexOf(start, at + REDACTED.length);
+      pieces.push(text.slice(from, at), REDACTED);
+      from = end;
+      at = text.indexOf(start, end);
     }
+    pieces.push(text.slice(from));
+    text = pieces.join("");
   }
   return text;
 }

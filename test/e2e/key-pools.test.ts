@@ -410,6 +410,38 @@ describe("cooldowns and refused keys (injected clock)", () => {
     upstream.rule(() => undefined);
   });
 
+  test("OpenRouter's 402 about this request's max_tokens ('can only afford') cools no key: the request moves, and the client is told to lower max_tokens (a review and a raw-TCP probe)", async () => {
+    const gw = await gateway({ openaiKeys: [{ env: "POOL_KEY_A" }, { env: "POOL_KEY_B" }], keyRandom: seeded(13), retry: { max_retries: 2, max_wait_ms: 5_000 } });
+    const afford: Reply = { kind: "json", status: 402, body: { error: { message: "This request requires more credits, or fewer max_tokens. You requested up to 4000 tokens, but can only afford 1000. To increase, visit https://openrouter.ai/settings/credits and upgrade to a paid account", code: 402 } } };
+    upstream.rule((req) => (req.path.endsWith("/chat/completions") && (req.body?.max_tokens ?? 0) > 1000 ? afford : undefined));
+    upstream.requests.length = 0;
+    const res = await ask(gw, { max_tokens: 4000 });
+    expect(res.status).toBe(502);
+    expect(res.headers.get("x-should-retry")).toBeNull();
+    const said = ((await res.json()) as any).error.message as string;
+    expect(said).toContain("Lower max_tokens");
+    expect(said).not.toContain("out of credit");
+    // Each key asked once: moved, not retried on a key that just said so.
+    expect(tally(chats(upstream))).toEqual({ POOL_KEY_A: 1, POOL_KEY_B: 1 });
+    expect(((await (await fetch(`${gw.url}/ready`)).json()) as any).vendor_keys).toBeUndefined();
+    // Smaller requests pass on both.
+    expect(await many(8, () => ask(gw, { max_tokens: 500 }))).toEqual(Array(8).fill(200));
+    upstream.rule(() => undefined);
+  });
+
+  test("a request large for every key's used minute is not retried at once on them: the vendor's wait reaches the client (a review: it was retried every millisecond)", async () => {
+    const gw = await gateway({ openaiKeys: [{ env: "POOL_KEY_A" }, { env: "POOL_KEY_B" }], keyRandom: seeded(13), retry: { max_retries: 2, max_wait_ms: 5_000 } });
+    const large: Reply = { kind: "json", status: 429, headers: { "retry-after": "20" }, body: { error: { message: "Rate limit reached for gpt-4o-mini in organization org-x on tokens per min (TPM): Limit 30000, Used 25000, Requested 16000. Please try again in 20s.", type: "tokens", code: "rate_limit_exceeded" } } };
+    upstream.rule((req) => (req.path.endsWith("/chat/completions") ? large : undefined));
+    upstream.requests.length = 0;
+    const res = await ask(gw, { messages: [{ role: "user", content: `MARKED ${"word ".repeat(16_000)}` }] });
+    expect(res.status).toBe(502);
+    expect(Number(res.headers.get("retry-after"))).toBe(20);
+    await res.arrayBuffer();
+    expect(tally(chats(upstream))).toEqual({ POOL_KEY_A: 1, POOL_KEY_B: 1 });
+    upstream.rule(() => undefined);
+  });
+
   test("a 400 that quotes the request's own text (a tenant's 'Your credit balance is too low') is the request's: no key cools, the client reads it", async () => {
     const gw = await gateway({ anthropicKeys: [{ env: "POOL_KEY_A" }, { env: "POOL_KEY_B" }], keyRandom: seeded(9) });
     upstream.rule((req) => (req.path === "/v1/messages" ? { kind: "json", status: 400, body: { type: "error", error: { type: "invalid_request_error", message: "metadata.user_id: 'Your credit balance is too low. This organization has been disabled.' is not a valid id" } } } : undefined));
@@ -499,6 +531,17 @@ describe("cooldowns and refused keys (injected clock)", () => {
     await gw.app.services.settled();
     expect(before).toBeGreaterThan(0);
     expect(await gw.balanceMicro()).toBe(before);
+    upstream.rule(() => undefined);
+  });
+
+  test("an answer the vendor made but that cannot be used (a 200 whose JSON is broken) is not asked of another key: it would be bought twice (a review)", async () => {
+    const gw = await gateway({ openaiKeys: [{ env: "POOL_KEY_A" }, { env: "POOL_KEY_B" }], keyRandom: seeded(13), retry: { max_retries: 0 } });
+    upstream.rule((req) => (req.path.endsWith("/chat/completions") ? { kind: "text", headers: { "content-type": "application/json" }, body: '{"id":"chatcmpl-1","object":"chat.completion","choices":[{"index":0,"message":{"role":"assistant","content":"cut he' } : undefined));
+    upstream.requests.length = 0;
+    const res = await ask(gw);
+    expect(res.status).toBe(502);
+    await res.arrayBuffer();
+    expect(chats(upstream)).toHaveLength(1);
     upstream.rule(() => undefined);
   });
 

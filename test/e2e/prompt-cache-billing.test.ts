@@ -201,8 +201,9 @@ describe("prompt caching is billed at the vendor's prices, through every client 
   test("a message_delta that repeats input_tokens but leaves out (or nulls) the cache counts keeps message_start's: counters are cumulative", async () => {
     const start = { input_tokens: 10, cache_creation_input_tokens: 4_000, cache_read_input_tokens: 20_000, cache_creation: { ephemeral_5m_input_tokens: 1_000, ephemeral_1h_input_tokens: 3_000 }, output_tokens: 1 };
     const expected = 10 * 3_000 + 20_000 * 300 + 1_000 * 3_750 + 3_000 * 6_000 + 200 * 15_000;
-    // Left out, null, or not a usable count (negative): message_start's stands.
-    for (const finalUsage of [{ input_tokens: 10, output_tokens: 200 }, { input_tokens: 10, cache_creation_input_tokens: null, cache_read_input_tokens: null, output_tokens: 200 }, { input_tokens: 10, cache_read_input_tokens: -1, cache_creation: { ephemeral_1h_input_tokens: 1.5 }, output_tokens: 200 }]) {
+    // Left out, null, not a usable count (negative), or sent as 0 (SGLang's Anthropic endpoint
+    // zeroes input_tokens in message_delta): message_start's stands, counts never go down.
+    for (const finalUsage of [{ input_tokens: 0, cache_creation_input_tokens: 0, cache_read_input_tokens: 0, output_tokens: 200 }, { input_tokens: 10, output_tokens: 200 }, { input_tokens: 10, cache_creation_input_tokens: null, cache_read_input_tokens: null, output_tokens: 200 }, { input_tokens: 10, cache_read_input_tokens: -1, cache_creation: { ephemeral_1h_input_tokens: 1.5 }, output_tokens: 200 }]) {
       for (const format of ["messages", "chat", "responses"] as const) {
         upstream.reply((rec: RecordedRequest): Reply => vendorRefusal(rec) ?? {
           kind: "sse",
@@ -212,6 +213,8 @@ describe("prompt caching is billed at the vendor's prices, through every client 
             `event: content_block_delta\ndata: {"type":"content_block_delta","index":0,"delta":{"type":"text_delta","text":"Cached answer."}}\n\n`,
             `event: content_block_stop\ndata: {"type":"content_block_stop","index":0}\n\n`,
             `event: message_delta\ndata: ${JSON.stringify({ type: "message_delta", delta: { stop_reason: "end_turn", stop_sequence: null }, usage: finalUsage })}\n\n`,
+            // A second message_delta with a smaller output count (a proxy's echo) does not lower it.
+            `event: message_delta\ndata: ${JSON.stringify({ type: "message_delta", delta: {}, usage: { output_tokens: 1 } })}\n\n`,
             `event: message_stop\ndata: {"type":"message_stop"}\n\n`,
           ],
         });

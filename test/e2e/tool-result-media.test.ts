@@ -6,7 +6,7 @@
  */
 import { describe, expect, test } from "bun:test";
 import { useFakeUpstream } from "../helpers/fake-upstream.ts";
-import { ANTHROPIC_MODEL, OPENAI_MODEL, post, useGateway } from "../helpers/gateway.ts";
+import { ANTHROPIC_MODEL, OPENAI_MODEL, post, startGateway, useGateway } from "../helpers/gateway.ts";
 import { MEDIA_LEFT_OUT } from "../../src/formats/common/content-text.ts";
 
 const upstream = useFakeUpstream();
@@ -102,6 +102,20 @@ describe("images and files inside tool results", () => {
     expect(asked.path).toBe("/v1/messages/count_tokens");
     expect(JSON.stringify(asked.body)).not.toContain(PNG);
     expect(JSON.stringify(asked.body)).toContain("left out");
+  });
+
+  test("the hold is for what is sent: a large image left out of a tool result does not hold a window's worth of credits (a review)", async () => {
+    const poor = await startGateway({ upstreamUrl: upstream.url, credits: 100 });
+    try {
+      const big = Buffer.alloc(480_000, 7).toString("base64");
+      const turn = claudeCodeTurn(ANTHROPIC_MODEL);
+      (turn.messages[2] as any).content[0].content[1].source.data = big;
+      const res = await post(poor, "/v1/messages", turn, ANTHROPIC_HEADERS);
+      expect(res.status).toBe(200);
+      await res.arrayBuffer();
+    } finally {
+      await poor.stop();
+    }
   });
 
   test("a user's own image is still refused with 400, on both endpoints", async () => {

@@ -169,4 +169,23 @@ describe("an answer cut off after its head", () => {
       await g.stop();
     }
   });
+  test("broken chunk framing after the stream started is told as malformed data, not a lost connection; chunk sizes with leading zeros are read", async () => {
+    const frame = chunk({ choices: [{ index: 0, delta: { content: "Hello" }, finish_reason: null }] });
+    const sized = (text: string, pad = "") => `${pad}${Buffer.byteLength(text).toString(16)}\r\n${text}\r\n`;
+    const raw = rawUpstream((_req, socket) => {
+      socket.write(`HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\ntransfer-encoding: chunked\r\n\r\n${sized(frame, "0000000000")}`);
+      setTimeout(() => socket.write("zz\r\nnot a chunk\r\n"), 30);
+    });
+    raws.push(raw);
+    const g = await startGateway({ upstreamUrl: raw.url, retry: { max_retries: 0 } });
+    try {
+      const res = await post(g, "/v1/chat/completions", { model: OPENAI_MODEL, messages: question, stream: true });
+      expect(res.status).toBe(200);
+      const frames = sseFrames(await res.text());
+      expect(frames.some((f) => f.data.includes('"content":"Hello"'))).toBe(true);
+      expect(JSON.parse(frames.at(-1)!.data).error.message).toContain("malformed data");
+    } finally {
+      await g.stop();
+    }
+  });
 });

@@ -61,19 +61,27 @@ export const MEDIA_LEFT_OUT = "[An image or file in this tool result was left ou
 /**
  * Replaces the images and files inside tool results with MEDIA_LEFT_OUT, in place: Anthropic's
  * `tool_result` blocks, and OpenAI's `tool` messages (the Responses API's `function_call_output`
- * arrives as one). Anything else is left for the checks that refuse it.
+ * arrives as one). Anything else is left for the checks that refuse it. True when anything was
+ * left out: the body is then smaller than the one that arrived.
  */
-export function leaveOutToolResultMedia(messages: unknown[], wire: "openai" | "anthropic"): void {
+export function leaveOutToolResultMedia(messages: unknown[], wire: "openai" | "anthropic"): boolean {
+  let changed = false;
+  const leaveOut = (parts: unknown[]) => {
+    const kept = withoutMedia(parts);
+    if (kept !== parts) changed = true;
+    return kept;
+  };
   for (const m of messages as { role?: unknown; content?: unknown }[]) {
     if (m === null || typeof m !== "object" || !Array.isArray(m.content)) continue;
     if (wire === "openai") {
-      if (m.role === "tool") m.content = withoutMedia(m.content);
+      if (m.role === "tool") m.content = leaveOut(m.content);
       continue;
     }
     for (const block of m.content as { type?: unknown; content?: unknown }[]) {
-      if (block !== null && typeof block === "object" && block.type === "tool_result" && Array.isArray(block.content)) block.content = withoutMedia(block.content);
+      if (block !== null && typeof block === "object" && block.type === "tool_result" && Array.isArray(block.content)) block.content = leaveOut(block.content);
     }
   }
+  return changed;
 }
 
 /** Parts with each image or file replaced by the note (the same array when there is none). */

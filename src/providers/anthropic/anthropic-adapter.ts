@@ -64,9 +64,15 @@ function usageEvent(u: AnthropicUsage): StreamEvent {
  * is never carried over.
  */
 function cumulativeUsage(before: AnthropicUsage | undefined, next: AnthropicUsage): AnthropicUsage {
-  const merged: AnthropicUsage = { ...before, output_tokens: undefined, output_tokens_details: undefined };
+  const merged: AnthropicUsage = { ...before, output_tokens_details: undefined };
   for (const field of ["input_tokens", "cache_creation_input_tokens", "cache_read_input_tokens", "output_tokens"] as const) {
-    if (reportedCount(next[field]) !== undefined) merged[field] = next[field];
+    const count = reportedCount(next[field]);
+    if (count === undefined) continue;
+    // Cumulative counts never go down: a later 0 (SGLang's Anthropic endpoint sends
+    // `input_tokens: 0` in message_delta; envoyproxy/ai-gateway#1631 met the same) or a smaller
+    // second message_delta billed the prompt (or answer) as that (a raw-TCP probe, 2026-11-30).
+    const earlier = reportedCount(merged[field]);
+    merged[field] = earlier !== undefined && earlier > count ? earlier : count;
   }
   if (isRecord(next.output_tokens_details)) merged.output_tokens_details = next.output_tokens_details;
   if (typeof next.inference_geo === "string") merged.inference_geo = next.inference_geo;
@@ -193,7 +199,8 @@ export const anthropicAdapter: ProviderAdapter = {
       switch (kind) {
         case "message_start": {
           const usage = data.message?.usage as AnthropicUsage | undefined;
-          if (usage && typeof usage === "object") counts = cumulativeUsage(undefined, usage);
+          // Its output count is a placeholder (1): not a count message_delta's could be held to.
+          if (usage && typeof usage === "object") counts = cumulativeUsage(undefined, { ...usage, output_tokens: undefined });
           const u = counts ? usageEvent(counts) : undefined;
           events.push({ type: "start", inputTokens: u && u.type === "usage" ? u.inputTokens : undefined });
           // message_start's output_tokens is a placeholder (1); only message_delta's counts, so

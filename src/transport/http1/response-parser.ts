@@ -371,16 +371,20 @@ function contentLength(value: string): number {
 function chunkSize(buf: Uint8Array, from: number, end: number): number {
   let size = 0;
   let digits = 0;
+  let zeros = 0;
   let i = from;
   for (; i < end; i++) {
     const c = buf[i]!;
     const digit = c >= 48 && c <= 57 ? c - 48 : c >= 97 && c <= 102 ? c - 87 : c >= 65 && c <= 70 ? c - 55 : -1;
     if (digit < 0) break;
-    if (++digits > 8) throw new ResponseFramingError("chunk size too large");
+    // Leading zeros are the same size (RFC 9112 allows them): only significant digits count toward the cap.
+    if (size > 0 || digit > 0) digits++;
+    if (digits > 8) throw new ResponseFramingError("chunk size too large");
     size = size * 16 + digit;
+    if (digits === 0) zeros++;
   }
   for (; i < end && (buf[i] === 32 || buf[i] === 9); i++);
-  if (digits === 0 || (i < end && buf[i] !== 59)) throw new ResponseFramingError("bad chunk size");
+  if (digits + zeros === 0 || zeros > 64 || (i < end && buf[i] !== 59)) throw new ResponseFramingError("bad chunk size");
   return size;
 }
 

@@ -778,6 +778,28 @@ describe("stream stage: the gateway cuts what runs (its stop, past the grace)", 
     expect(c.watching.size).toBe(0);
   });
 
+  test("after the vendor's end marker, its body's end held back: a cut ends the wait at once, so the answer settles whole and [DONE] goes out before the connections close (a raw-TCP probe)", async () => {
+    // A body read by promises: the read after [DONE] waits for the end that does not come.
+    const body = scriptedBody();
+    body.arrive(data(FIRST + chunk(1)));
+    const c = cutsRecorder();
+    const { source, events, outcome, controller, writes } = await stage(body, { cuts: c.cuts });
+    const pulled = source.pull(controller);
+    await Bun.sleep(1);
+    // The whole answer and [DONE], but no end of the body: the stage would wait END_GRACE_MS for it.
+    body.arrive(data(LAST));
+    await Bun.sleep(20);
+    expect(outcome.value).toBeUndefined();
+    const started = performance.now();
+    c.cut();
+    await pulled;
+    expect(performance.now() - started).toBeLessThan(END_GRACE_MS / 2);
+    expect(writes.at(-1)!.endsWith("data: [DONE]\n\n")).toBe(true);
+    expect(writes.join("")).not.toContain("shutting down");
+    expect(events).toEqual(["settling", "settled"]);
+    expect(outcome.value).toBe("completed");
+  });
+
   test("a stream that ended before the cut is not watched, and a cut leaves it alone", async () => {
     const body = wakingBody();
     body.arrive(data(FIRST + chunk(1) + LAST));

@@ -162,6 +162,13 @@ describe("response parser: well-formed answers", () => {
     expect(parseBothWays("HTTP/1.1 200 OK\r\ncontent-length: 100\r\n\r\n", { method: "HEAD" })).toMatchObject({ done: true, reusable: true, body: "" });
   });
 
+  test("chunk sizes with leading zeros (RFC 9112 allows them) are their size: the zeros do not count toward the 8-digit cap", () => {
+    expect(parseBothWays("HTTP/1.1 200 OK\r\ntransfer-encoding: chunked\r\n\r\n000000000a\r\n0123456789\r\n00000\r\n\r\n")).toMatchObject({ body: "0123456789", done: true, reusable: true });
+    // Nine significant digits are still too large, and a run of zeros past reason is refused.
+    expect(parseBothWays("HTTP/1.1 200 OK\r\ntransfer-encoding: chunked\r\n\r\n00100000000\r\n").error).toBeDefined();
+    expect(parseBothWays(`HTTP/1.1 200 OK\r\ntransfer-encoding: chunked\r\n\r\n${"0".repeat(100)}5\r\nhello\r\n0\r\n\r\n`).error).toBeDefined();
+  });
+
   test("repeated Content-Length values that agree are one length", () => {
     expect(parseBothWays("HTTP/1.1 200 OK\r\ncontent-length: 2\r\ncontent-length: 2\r\n\r\n{}")).toMatchObject({ body: "{}", done: true, reusable: true });
   });

@@ -1,0 +1,39 @@
+import { describe, expect, test } from "bun:test";
+import { createInflight } from "../../../src/gateway/inflight.ts";
+
+describe("inflight: the shutdown cut", () => {
+  test("streams under way are told to end; the cut resolves once every one has ended", async () => {
+    const inflight = createInflight();
+    const ended: string[] = [];
+    const a = () => ended.push("a");
+    const b = () => ended.push("b");
+    inflight.watch(a);
+    inflight.watch(b);
+    let resolved = false;
+    const cut = inflight.cut().then(() => (resolved = true));
+    expect(ended).toEqual(["a", "b"]);
+    inflight.unwatch(a);
+    await Bun.sleep(1);
+    expect(resolved).toBe(false);
+    inflight.unwatch(b);
+    await cut;
+    expect(resolved).toBe(true);
+    expect(inflight.cutting).toBe(true);
+  });
+
+  test("a stream that starts while the cut waits (its head came meanwhile) is cut too (a review)", async () => {
+    const inflight = createInflight();
+    const early = () => {};
+    inflight.watch(early);
+    void inflight.cut();
+    let lateEnded = false;
+    const late = () => (lateEnded = true);
+    inflight.watch(late);
+    await Promise.resolve();
+    expect(lateEnded).toBe(true);
+  });
+
+  test("with no stream under way the cut resolves at once", async () => {
+    await createInflight().cut();
+  });
+});
