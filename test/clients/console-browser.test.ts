@@ -454,6 +454,50 @@ test("a tab whose session another sign-in replaced says so and shows the new one
   }
 }, 60_000);
 
+test("a change made after another sign-in took the browser over is refused and the tab follows: it says the change was not made and shows who is signed in (a console probe)", async () => {
+  // The tests before signed this browser out.
+  await page.goto(`${gateway.url}/console/`);
+  await page.getByTestId("sign-in-token").fill(ADMIN);
+  await page.getByTestId("sign-in-token-submit").click();
+  await page.getByTestId("account-row").first().waitFor();
+  await page.goto(`${gateway.url}/console/#account/${account.id}`);
+  await page.getByTestId("topup-amount").waitFor();
+  const before = (await admin(`/v1/admin/accounts/${account.id}`)).balance;
+  const other = await context.newPage();
+  try {
+    await other.goto(`${gateway.url}/console/`);
+    await other.getByTestId("sign-out").click();
+    await other.getByTestId("sign-in-token").fill(ADMIN);
+    await other.getByTestId("sign-in-token-submit").click();
+    await other.getByTestId("account-row").first().waitFor();
+  } finally {
+    await other.close();
+  }
+  await page.getByTestId("topup-amount").fill("3");
+  await page.getByTestId("topup-submit").click();
+  await page.locator("#status", { hasText: "your change was not made" }).waitFor();
+  await page.getByTestId("account-row").first().waitFor();
+  expect((await admin(`/v1/admin/accounts/${account.id}`)).balance).toBe(before);
+  // Its session ended instead (signed out elsewhere): the tab goes to the sign-in and says so.
+  await page.goto(`${gateway.url}/console/#account/${account.id}`);
+  await page.getByTestId("topup-amount").waitFor();
+  const out = await context.newPage();
+  try {
+    await out.goto(`${gateway.url}/console/`);
+    await out.getByTestId("sign-out").click();
+    await out.getByTestId("sign-in-token").waitFor();
+  } finally {
+    await out.close();
+  }
+  await page.getByTestId("topup-amount").fill("3");
+  await page.getByTestId("topup-submit").click();
+  await page.getByTestId("sign-in-error").filter({ hasText: "your change was not made" }).waitFor();
+  expect((await admin(`/v1/admin/accounts/${account.id}`)).balance).toBe(before);
+  // Left as the tests after expect it: signed out, on the console's first page.
+  await page.goto(`${gateway.url}/console/`);
+  await page.getByTestId("sign-in-token").waitFor();
+}, 60_000);
+
 test("the operator pages through the accounts and finds one by name", async () => {
   const create = (name: string) => fetch(`${gateway.url}/v1/admin/accounts`, {
     method: "POST", headers: { authorization: `Bearer ${ADMIN}`, "content-type": "application/json" }, body: JSON.stringify({ name, credits: 1 }),

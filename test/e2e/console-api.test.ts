@@ -334,7 +334,11 @@ function consoleSuite(name: string, start: () => Promise<Setup>) {
         const before = await balance();
         const path = `/console/api/accounts/${s.gw.accountId}/credits`;
         expect((await operator.call("POST", path, { amount: 5 }, { "x-csrf-token": "" })).status).toBe(403);
-        expect((await operator.call("POST", path, { amount: 5 }, { "x-csrf-token": "wrong" })).status).toBe(403);
+        // A token that is not the session's: refused too, as a page whose session another sign-in
+        // replaced is (409, which the page acts on: it shows who is signed in now).
+        const wrong = await operator.call("POST", path, { amount: 5 }, { "x-csrf-token": "wrong" });
+        expect(wrong.status).toBe(409);
+        expect(((await wrong.json()) as any).error.message).toContain("replaced this page's session");
         expect((await operator.call("POST", path, { amount: 5 }, { origin: "https://evil.example" })).status).toBe(403);
         expect((await operator.call("POST", path, { amount: 5 }, { "sec-fetch-site": "cross-site" })).status).toBe(403);
         // What a form on another site makes a browser send: its Origin, form encoding, the cookie, no token.
@@ -624,6 +628,10 @@ function consoleSuite(name: string, start: () => Promise<Setup>) {
         const operator = new ConsoleClient(s.gw.url);
         await operator.signIn({ token: ADMIN });
         for (let i = 0; i < 2; i++) expect((await chat(s.gw, s.gw.key, `cat-${i}`)).status).toBe(200);
+        // Requests the gateway refused before the model was asked (here 402s of an empty account) are not the model's.
+        const poor = await operator.json("POST", "/console/api/accounts", { name: "poor", credits: 0.000001 }, 201);
+        const poorKey = await operator.json("POST", `/console/api/accounts/${poor.id}/keys`, { name: "k" }, 201);
+        for (let i = 0; i < 3; i++) expect((await chat(s.gw, poorKey.key, `cat-poor-${i}`)).status).toBe(402);
         const body = await operator.json("GET", "/console/api/catalogue");
         const model = body.data.find((m: { id: string }) => m.id === OPENAI_MODEL);
         expect(model.pricing).toMatchObject({ input_per_mtok: 150, output_per_mtok: 600 });

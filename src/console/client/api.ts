@@ -12,6 +12,12 @@ export function setCsrf(token: string): void {
   csrf = token;
 }
 
+/** What the page does when a change finds its session gone (401) or replaced by another sign-in (409): main.ts sets it. */
+let sessionLost: ((status: 401 | 409) => void) | undefined;
+export function onSessionLost(handler: (status: 401 | 409) => void): void {
+  sessionLost = handler;
+}
+
 export async function api<T>(method: "GET" | "POST" | "PATCH" | "DELETE", path: string, body?: unknown, extra?: Record<string, string>): Promise<T> {
   const headers: Record<string, string> = { accept: "application/json", ...extra };
   // On reads too: it says whose view the page shows, and the gateway answers 409 when another
@@ -27,6 +33,13 @@ export async function api<T>(method: "GET" | "POST" | "PATCH" | "DELETE", path: 
     parsed = undefined;
   }
   if (!res.ok) {
+    // A form's change refused because the page's session ended or was replaced: the form says
+    // why, and the page then moves to the sign-in or to whoever is signed in now, instead of
+    // leaving forms that can only fail (a console probe). Not sign-in's or sign-out's own answers.
+    if (csrf && method !== "GET" && (res.status === 401 || res.status === 409) && path !== "/sign-out" && !path.startsWith("/sign-in")) {
+      const handler = sessionLost;
+      if (handler) setTimeout(() => handler(res.status as 401 | 409), 0);
+    }
     const said = (parsed as { error?: { message?: string } } | undefined)?.error?.message;
     throw new ApiError(res.status, said ?? `The gateway answered ${res.status}.`, said !== undefined);
   }

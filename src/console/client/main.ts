@@ -1,4 +1,4 @@
-import { api, ApiError, setCsrf, type Account, type AccountLogins, type AccountPage, type CatalogueEntry, type Overview, type RecentRequest, type Session } from "./api.ts";
+import { api, ApiError, onSessionLost, setCsrf, type Account, type AccountLogins, type AccountPage, type CatalogueEntry, type Overview, type RecentRequest, type Session } from "./api.ts";
 import { accountView } from "./account-view.ts";
 import { accountsView, catalogueView, requestsView } from "./lists-view.ts";
 import { loadUsage, usageView, type UsageChoice } from "./usage-view.ts";
@@ -101,7 +101,7 @@ async function signOut(): Promise<void> {
 }
 
 /** Another sign-in in this browser replaced this page's session: show whoever is signed in now, and say so. */
-async function resync(): Promise<void> {
+async function resync(changeRefused = false): Promise<void> {
   setCsrf("");
   preloaded = null;
   forgetChoices();
@@ -115,7 +115,7 @@ async function resync(): Promise<void> {
     signInView("This page's session was replaced or ended: sign in again.");
     return;
   }
-  announce(`Another sign-in in this browser replaced this page's session: now ${session.kind === "operator" ? "operator" : session.login ?? "an account holder"}.`);
+  announce(`Another sign-in in this browser replaced this page's session${changeRefused ? ", so your change was not made" : ""}: now ${session.kind === "operator" ? "operator" : session.login ?? "an account holder"}.`);
   const home = session.kind === "operator" ? "#accounts" : "#account";
   if (location.hash === home) await route();
   else location.hash = home;
@@ -128,21 +128,28 @@ function signInView(message?: string): void {
   const token = h("input", { type: "password", autocomplete: "off", "data-testid": "sign-in-token" });
   const out = h("div", {});
   if (message) out.append(errorBox(message, "sign-in-error"));
+  const holderButton = h("button", { type: "submit", "data-testid": "sign-in-submit" }, "Sign in");
+  const operatorButton = h("button", { type: "submit", "data-testid": "sign-in-token-submit" }, "Sign in as operator");
+  // One sign-in at a time: a double-click sent two (two of a login's five tries when wrong, two sessions when right; a console probe).
   const submit = async (body: Record<string, string>) => {
+    if (holderButton.disabled) return;
     out.replaceChildren();
+    holderButton.disabled = operatorButton.disabled = true;
     try {
       const s = await api<Session>("POST", "/sign-in", body);
       signedIn(s);
     } catch (err) {
       out.append(errorBox(err instanceof ApiError ? err.message : "Sign-in failed.", "sign-in-error"));
+    } finally {
+      holderButton.disabled = operatorButton.disabled = false;
     }
   };
-  const holderForm = h("form", { class: "card", "aria-labelledby": "holder-title" }, h("h2", { id: "holder-title" }, "Account holders"), field("Login", login), field("Password", password), h("button", { type: "submit", "data-testid": "sign-in-submit" }, "Sign in"));
+  const holderForm = h("form", { class: "card", "aria-labelledby": "holder-title" }, h("h2", { id: "holder-title" }, "Account holders"), field("Login", login), field("Password", password), holderButton);
   holderForm.addEventListener("submit", (e) => {
     e.preventDefault();
     void submit({ login: login.value, password: password.value });
   });
-  const operatorForm = h("form", { class: "card", "aria-labelledby": "operator-title" }, h("h2", { id: "operator-title" }, "Operators"), field("Admin token", token), h("button", { type: "submit", "data-testid": "sign-in-token-submit" }, "Sign in as operator"));
+  const operatorForm = h("form", { class: "card", "aria-labelledby": "operator-title" }, h("h2", { id: "operator-title" }, "Operators"), field("Admin token", token), operatorButton);
   operatorForm.addEventListener("submit", (e) => {
     e.preventDefault();
     void submit({ token: token.value });
@@ -165,18 +172,22 @@ async function inviteView(token: string): Promise<void> {
   const password = h("input", { type: "password", autocomplete: "new-password", minlength: "12", required: true, "data-testid": "invite-password" });
   const again = h("input", { type: "password", autocomplete: "new-password", minlength: "12", required: true, "data-testid": "invite-password-again" });
   const out = h("div", {});
+  const accept = h("button", { type: "submit", "data-testid": "invite-accept" }, "Set password and sign in");
   const form = h("form", { class: "card", "aria-labelledby": "invite-title" },
     h("h1", { id: "invite-title" }, invite.reset ? "Set a new password" : "Set your password"),
     h("p", {}, invite.reset ? "This link sets a new password for your login; you will be signed out elsewhere." : "You were invited to a Switchyard account.",
       " You sign in with the login ", h("strong", { "data-testid": "invite-login-shown" }, invite.login), ". Choose a password of at least 12 characters. This link works once, until ", when(invite.expires_at), "."),
-    field("Password", password), field("Password again", again), h("button", { type: "submit", "data-testid": "invite-accept" }, "Set password and sign in"), out);
+    field("Password", password), field("Password again", again), accept, out);
   form.addEventListener("submit", async (e) => {
     e.preventDefault();
+    // Once: a second click used the link after the first had (its 404 showed over the first's success).
+    if (accept.disabled) return;
     out.replaceChildren();
     if (password.value !== again.value) {
       out.append(errorBox("The two passwords differ.", "sign-in-error"));
       return;
     }
+    accept.disabled = true;
     try {
       const s = await api<Session>("POST", "/invites/accept", { token, password: password.value });
       // The token leaves the address bar (and the history entry) once used.
@@ -184,6 +195,7 @@ async function inviteView(token: string): Promise<void> {
       signedIn(s);
     } catch (err) {
       out.append(errorBox(err instanceof ApiError ? err.message : "Something went wrong.", "sign-in-error"));
+      accept.disabled = false;
     }
   });
   show(form);
@@ -261,6 +273,17 @@ async function route(focus?: string): Promise<void> {
     show(h("section", {}, h("h1", {}, "Could not load this page"), errorBox(err instanceof ApiError ? err.message : "The gateway did not answer.")));
   }
 }
+
+// A change refused because this page's session ended or was replaced: the page follows (api.ts).
+onSessionLost((status) => {
+  if (status === 409) {
+    void resync(true);
+    return;
+  }
+  session = null;
+  setCsrf("");
+  signInView("Your session ended, so your change was not made: sign in again.");
+});
 
 async function start(): Promise<void> {
   const invite = /^#invite=([A-Za-z0-9_-]+)$/.exec(location.hash);

@@ -131,6 +131,9 @@ export function consoleApiRoutes(deps: ConsoleApiDeps) {
     sameSite(request);
     const s = await currentSession(request);
     const given = request.headers.get("x-csrf-token") ?? "";
+    // A page that names another session (this browser signed in again meanwhile) is told so, as a
+    // read is (409); its change is refused either way. Without a token it is a forgery's: 403.
+    if (given !== "" && !equal(given, s.csrf)) throw new GatewayError(409, "invalid_request", SESSION_REPLACED);
     if (!equal(given, s.csrf)) throw new GatewayError(403, "permission", "Missing or wrong x-csrf-token: reload the console.");
     return s;
   };
