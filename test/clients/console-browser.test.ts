@@ -1024,3 +1024,49 @@ test("usage by key tells apart two accounts' keys of one name; its table scrolls
   expect(totals.every((l) => typeof l === "string" && l.length > 0)).toBe(true);
   await page.setViewportSize({ width: 1280, height: 900 });
 }, 60_000);
+
+test("an account at ten keys says why no key can be made (the button stays focusable); Escape takes back an armed revoke; on a phone its logins stack; the chart's legend tells time as the ticks do", async () => {
+  const send = (path: string, body: unknown) =>
+    fetch(`${gateway.url}${path}`, { method: "POST", headers: { authorization: `Bearer ${ADMIN}`, "content-type": "application/json" }, body: JSON.stringify(body) }).then((r) => r.json() as Promise<any>);
+  const full = await send("/v1/admin/accounts", { name: "ten keys", credits: 100 });
+  for (let i = 0; i < 10; i++) await send(`/v1/admin/accounts/${full.id}/keys`, { name: `k${i}` });
+  await send(`/v1/admin/accounts/${full.id}/invites`, { login: `a.very.long.login.name.of.someone.at.a.companyxx@example.com` });
+  await page.setViewportSize({ width: 1280, height: 900 });
+  await page.goto(`${gateway.url}/console/#account/${full.id}`);
+  await page.getByTestId("keys-full").waitFor();
+  // Not `disabled` (which takes it out of the tab order), only marked so for assistive technology.
+  expect(await page.getByTestId("key-create").evaluate((b) => (b as any).disabled)).toBe(false);
+  expect(await page.getByTestId("key-create").getAttribute("aria-disabled")).toBe("true");
+  expect(await page.getByTestId("key-create").getAttribute("aria-describedby")).toBe("keys-full");
+  await page.getByTestId("key-create").click({ force: true });
+  await page.locator(".form-out", { hasText: "10 keys in use" }).waitFor();
+  expect((await admin(`/v1/admin/accounts/${full.id}/keys`)).data.length).toBe(10);
+
+  // Escape: an armed revoke is taken back at once, and nothing is revoked.
+  const revoke = page.getByTestId("key-row").first().getByTestId("key-revoke");
+  await revoke.click();
+  expect(await revoke.getAttribute("data-armed")).toBe("");
+  await revoke.press("Escape");
+  expect(await revoke.getAttribute("data-armed")).toBeNull();
+  expect((await admin(`/v1/admin/accounts/${full.id}/keys`)).data.every((k: any) => k.revoked_at === null)).toBe(true);
+
+  // A phone: the logins table stacks as cards; nothing scrolls sideways, a long login included.
+  await page.setViewportSize({ width: 375, height: 800 });
+  try {
+    await page.reload();
+    await page.getByTestId("login-row").first().waitFor();
+    const widths = await page.evaluate(() => ({ page: (globalThis as any).document.documentElement.scrollWidth, view: (globalThis as any).innerWidth }));
+    expect(widths.page).toBe(widths.view);
+  } finally {
+    await page.setViewportSize({ width: 1280, height: 900 });
+  }
+
+  // The usage chart's legend, hovered: the time in UTC and 24 h, as the ticks and tables write it.
+  await page.goto(`${gateway.url}/console/#usage`);
+  const chart = page.getByTestId("usage-chart");
+  await chart.locator("canvas").waitFor();
+  const box = (await chart.locator(".u-over").boundingBox())!;
+  await page.mouse.move(box.x + box.width / 2, box.y + box.height / 2);
+  const shown = (await chart.locator(".u-legend .u-series").first().locator(".u-value").textContent())!.trim();
+  expect(shown).toMatch(/^\d{2}-\d{2} \d{2}:\d{2} UTC$/);
+}, 60_000);

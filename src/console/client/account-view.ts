@@ -140,9 +140,15 @@ function wholeOf(input: HTMLInputElement, what: string, max: number): number | n
   return value;
 }
 
+/** A field's placeholder for "empty: the gateway's value", with the value when the page knows it. */
+function gatewayValue(n: number | null | undefined): string {
+  return n === undefined ? "default" : n === null ? "none" : `${n.toLocaleString("en-US")} (the gateway's)`;
+}
+
 function requestLimitsForm(account: Account, reload: Reload): HTMLElement {
-  const rate = h("input", { type: "number", min: "1", max: "1000000", step: "1", value: account.rate_limit_per_minute ?? "", placeholder: "default", "data-testid": "account-rpm" });
-  const cap = h("input", { type: "number", min: "1", max: "100000", step: "1", value: account.max_concurrent_requests ?? "", placeholder: "default", "data-testid": "account-concurrent" });
+  const d = account.default_limits;
+  const rate = h("input", { type: "number", min: "1", max: "1000000", step: "1", value: account.rate_limit_per_minute ?? "", placeholder: gatewayValue(d?.account_requests_per_minute), "data-testid": "account-rpm" });
+  const cap = h("input", { type: "number", min: "1", max: "100000", step: "1", value: account.max_concurrent_requests ?? "", placeholder: gatewayValue(d?.account_max_concurrent_requests), "data-testid": "account-concurrent" });
   const submit = h("button", { type: "submit", "data-testid": "account-requests-submit" }, "Save request limits");
   const note = h("p", { class: "note" }, "For all the account's keys together, beside each key's own limits; more get 429.");
   return form("Account request limits", [field("Requests a minute (empty: default)", rate), field("Requests at once (empty: default)", cap), note], submit, async () => {
@@ -205,7 +211,8 @@ function loginsSection(account: Account, logins: AccountLogins, reload: Reload):
   return h("section", { class: "card", "aria-labelledby": "logins-title" },
     h("h2", { id: "logins-title", tabindex: "-1" }, "Console logins"),
     rows.length === 0 ? h("p", { class: "note" }, "No one can sign in to this account yet: invite its holder above.")
-      : h("table", {}, h("thead", {}, h("tr", {}, ...["Login", "State"].map((c) => h("th", { scope: "col" }, c)), hiddenHeading("Actions"))), h("tbody", {}, ...rows)),
+      // Stacked as cards on a phone, as every wide table: a login and its button ran off the screen (a console probe).
+      : h("table", { class: "wide fit" }, h("thead", {}, h("tr", {}, ...["Login", "State"].map((c) => h("th", { scope: "col" }, c)), hiddenHeading("Actions"))), h("tbody", {}, ...rows)),
     out);
 }
 
@@ -239,6 +246,9 @@ async function copySecret(code: HTMLElement, note: HTMLElement, text: string): P
   }
 }
 
+/** Why no key can be made: the account holds the most it may. */
+const FULL_KEYS = "This account has 10 keys in use, the most it may have: revoke one to create another.";
+
 function keysSection(session: Session, account: Account, reload: Reload): HTMLElement {
   const operator = session.kind === "operator";
   // What the gateway counts against the ten: keys not revoked (an expired one still counts until revoked).
@@ -246,11 +256,15 @@ function keysSection(session: Session, account: Account, reload: Reload): HTMLEl
   const name = h("input", { type: "text", maxlength: "200", "data-testid": "key-name" });
   const limit = h("input", { type: "number", min: "0", step: "any", placeholder: "none" });
   const period = periodSelect(null);
-  const rpm = h("input", { type: "number", min: "1", step: "1", placeholder: "gateway default" });
+  const rpm = h("input", { type: "number", min: "1", max: "1000000", step: "1", placeholder: gatewayValue(account.default_limits?.key_requests_per_minute) });
   const models = h("input", { type: "text", placeholder: "every model", "data-testid": "key-models" });
   const secret = h("div", {});
-  const submit = h("button", { type: "submit", "data-testid": "key-create", disabled: active.length >= 10 }, "Create key");
-  const create = form("New key", [field("Name", name), field("Spend limit in credits (empty: none)", limit), field("Period", period), ...(operator ? [field("Requests per minute", rpm), field("Only these models (ids or prefix*, comma-separated)", models)] : []), secret], submit, async () => {
+  // At ten keys the button stays focusable and says why (a disabled one told keyboard and screen-reader users nothing).
+  const full = active.length >= 10;
+  const submit = h("button", { type: "submit", "data-testid": "key-create", ...(full ? { "aria-disabled": "true", "aria-describedby": "keys-full" } : {}) }, "Create key");
+  const fullNote = full ? [h("p", { class: "note", id: "keys-full", "data-testid": "keys-full" }, FULL_KEYS)] : [];
+  const create = form("New key", [...fullNote, field("Name", name), field("Spend limit in credits (empty: none)", limit), field("Period", period), ...(operator ? [field("Requests per minute", rpm), field("Only these models (ids or prefix*, comma-separated)", models)] : []), secret], submit, async () => {
+    if (full) throw new ApiError(409, FULL_KEYS);
     const body: Record<string, unknown> = { name: name.value || undefined };
     const limits = limitChange(limit, period);
     if (limits.spend_limit !== null) body.spend_limit = limits.spend_limit;
@@ -316,8 +330,8 @@ function keyRow(k: KeySummary, reload: Reload, operator: boolean, defaults: Defa
     const limit = h("input", { type: "number", min: "0", step: "any", value: k.spend_limit ?? "", placeholder: "none", "aria-label": `Spend limit of ${label}`, "data-testid": "key-spend-limit" });
     const period = periodSelect(k.spend_limit_period, { "aria-label": `Period of ${label}'s limit` });
     // The operator's own settings of a key: its pace and its models (a holder sees them, read-only).
-    const rpm = h("input", { type: "number", min: "1", step: "1", value: k.rate_limit_per_minute ?? "", placeholder: "default", "aria-label": `Requests a minute for ${label} (empty: the gateway's default)`, "data-testid": "key-rpm" });
-    const atOnce = h("input", { type: "number", min: "1", step: "1", value: k.max_concurrent_requests ?? "", placeholder: "default", "aria-label": `Requests at once for ${label} (empty: the gateway's default)`, "data-testid": "key-at-once" });
+    const rpm = h("input", { type: "number", min: "1", max: "1000000", step: "1", value: k.rate_limit_per_minute ?? "", placeholder: gatewayValue(defaults?.key_requests_per_minute), "aria-label": `Requests a minute for ${label} (empty: the gateway's default)`, "data-testid": "key-rpm" });
+    const atOnce = h("input", { type: "number", min: "1", max: "100000", step: "1", value: k.max_concurrent_requests ?? "", placeholder: gatewayValue(defaults?.key_max_concurrent_requests), "aria-label": `Requests at once for ${label} (empty: the gateway's default)`, "data-testid": "key-at-once" });
     const models = h("input", { type: "text", value: (k.models ?? []).join(", "), placeholder: "every model", "aria-label": `Models ${label} may use (comma-separated; empty: every model)`, "data-testid": "key-models-edit" });
     const save = h("button", { type: "button", "data-testid": "key-save", "aria-label": `Save ${label}` }, "Save");
     const revoke = h("button", { type: "button", class: "danger", "data-testid": "key-revoke", "aria-label": `Revoke ${label}` }, "Revoke");

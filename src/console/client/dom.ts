@@ -117,4 +117,11 @@ export function confirmFirst(button: HTMLButtonElement, what: string, run: () =>
     disarm();
     run();
   });
+  // Escape takes an armed button back at once (it disarmed only after its 5 seconds).
+  button.addEventListener("keydown", (e) => {
+    if (e.key !== "Escape" || timer === undefined) return;
+    e.preventDefault();
+    disarm();
+    announce(`Not done: ${what.charAt(0).toLowerCase()}${what.slice(1)}.`);
+  });
 }

@@ -74,7 +74,7 @@ export function requestsView(session: Session, rows: RecentRequest[]): HTMLEleme
   return h("section", { "aria-labelledby": "requests-title" },
     h("h1", { id: "requests-title" }, "Recent requests"),
     h("p", {}, h("a", { href: "/console/api/requests?format=csv&limit=200", download: "" }, "Download CSV (last 200)")),
-    h("div", { class: "scroll" }, h("table", { class: "wide" }, h("caption", {}, `The last ${rows.length} requests, newest first`),
+    h("div", { class: "scroll" }, h("table", { class: "wide" }, h("caption", {}, rows.length === 1 ? "The last request" : `The last ${rows.length} requests, newest first`),
       h("thead", {}, h("tr", {}, ...cols.map((c) => h("th", { scope: "col" }, c)))),
       h("tbody", {}, ...rows.map((r) => h("tr", { "data-testid": "request-row" },
         h("td", {}, when(r.created_at)),

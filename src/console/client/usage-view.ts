@@ -74,7 +74,9 @@ export function usageView(session: Session, report: UsageSummary, choice: UsageC
   });
   // The legend shows each value as the tables do (credits to the micro-credit), not uPlot's 3 decimals.
   const value = (_: uPlot, v: number | null) => (v === null ? "—" : credits(v));
-  const series: uPlot.Series[] = [{}, ...report.lines.map((g, i) => ({ label: label(g), stroke: COLOURS[i % COLOURS.length], width: 2, value }))];
+  // The legend's time as the ticks and tables write it (UTC, 24 h), not uPlot's "2:00pm".
+  const time = (_: uPlot, v: number | null) => (v === null ? "—" : `${tickTime(v, report.granularity === "hour")} UTC`);
+  const series: uPlot.Series[] = [{ label: "Time", value: time }, ...report.lines.map((g, i) => ({ label: label(g), stroke: COLOURS[i % COLOURS.length], width: 2, value }))];
   const data: uPlot.AlignedData = [xs, ...report.lines.map((g) => g.costs)];
   const widthOf = () => Math.max(280, chartBox.clientWidth || 800);
   // Drawn once the box is in the page: its width is the box's, and follows it (a window made
@@ -84,8 +86,10 @@ export function usageView(session: Session, report: UsageSummary, choice: UsageC
     // Ticks as the tables write them: times in UTC and 24 h, credits to the micro-credit (an axis
     // of 0.000153-credit hours read "0" at every tick).
     const hourly = report.granularity === "hour";
+    // Ticks spaced for their labels ("11-30 18:00", "2026-11-30"): uPlot's default spacing is for
+    // its own short ones, and ours ran together below ~1,100 px (a console probe).
     const axes: uPlot.Axis[] = [
-      { label: "UTC", values: (_u, ticks) => ticks.map((t) => tickTime(t, hourly)) },
+      { label: "UTC", space: hourly ? 90 : 100, values: (_u, ticks) => ticks.map((t) => tickTime(t, hourly)) },
       { label: "credits", size: 70, values: (_u, ticks) => ticks.map((t) => credits(t)) },
     ];
     // Room on the right for the last tick's label ("11-30 12:00" was cut at the edge).
@@ -101,7 +105,7 @@ export function usageView(session: Session, report: UsageSummary, choice: UsageC
   return h("section", { "aria-labelledby": "usage-title" },
     h("h1", { id: "usage-title" }, session.kind === "operator" ? "Usage across accounts" : "Your usage"),
     h("div", { class: "controls" }, field("Period", range), field("Split", by), h("a", { href: csv, download: "" }, "Download CSV")),
-    h("p", { class: "total" }, "Charged: ", h("strong", { "data-testid": "usage-total-credits" }, credits(report.total.cost)), " credits for ", report.total.requests.toLocaleString("en-US"), " requests (every one recorded, failed and cancelled ones too); cache savings ", h("span", { "data-testid": "usage-cache-savings" }, credits(report.total.cache_savings)), " credits."),
+    h("p", { class: "total" }, "Charged: ", h("strong", { "data-testid": "usage-total-credits" }, credits(report.total.cost)), " credits for ", report.total.requests.toLocaleString("en-US"), report.total.requests === 1 ? " request" : " requests", " (every one recorded, failed and cancelled ones too); cache savings ", h("span", { "data-testid": "usage-cache-savings" }, credits(report.total.cache_savings)), " credits."),
     refusals(report.rejected),
     empty,
     chartBox,
