@@ -1,4 +1,5 @@
-import type { LogLevel, Logger } from "../log/log.ts";
+import { CHECKED_FIELDS, type LogLevel, type Logger } from "../log/log.ts";
+import { mayHoldSecret } from "../log/scrub.ts";
 import { GatewayError } from "../streaming/gateway-error.ts";
 import type { AccessLogSettings } from "../config/ops-settings.ts";
 import type { GatewayMetrics, RejectionReason, UpstreamErrorClass } from "./gateway-metrics.ts";
@@ -269,7 +270,11 @@ export function withRequestId(log: Logger, clientRequestId: string): Logger {
 export function accessLogFields(t: RequestTrace): Record<string, unknown> {
   const now = performance.now();
   const ms = (v: number) => Math.round(v * 1000) / 1000;
-  return {
+  const modelAsked = t.modelAsked ? t.modelAsked.slice(0, 200) : undefined;
+  // What the client wrote (its request id, method, path, the model it named) is tested here; the
+  // rest is the gateway's own. Plain, the line needs no test of each string by the logger (log.ts).
+  const plain = !mayHoldSecret(t.id) && !mayHoldSecret(t.method) && !mayHoldSecret(t.path) && (modelAsked === undefined || !mayHoldSecret(modelAsked));
+  const fields: Record<string, unknown> = {
     clientRequestId: t.id,
     requestId: t.usageId || undefined,
     method: t.method,
@@ -280,7 +285,7 @@ export function accessLogFields(t: RequestTrace): Record<string, unknown> {
     errorType: t.errorType || undefined,
     upstreamError: t.upstreamError || undefined,
     stream: t.stream,
-    modelRequested: t.modelAsked ? t.modelAsked.slice(0, 200) : undefined,
+    modelRequested: modelAsked,
     model: t.attempts > 0 ? t.model : undefined,
     provider: t.provider || undefined,
     attempts: t.attempts,
@@ -294,6 +299,8 @@ export function accessLogFields(t: RequestTrace): Record<string, unknown> {
     accountId: t.accountId || undefined,
     keyId: t.keyId || undefined,
   };
+  if (plain) (fields as { [CHECKED_FIELDS]?: true })[CHECKED_FIELDS] = true;
+  return fields;
 }
 
 function outcomeOf(status: number, error: unknown): Outcome {

@@ -131,6 +131,29 @@ describe("sampling and switches", () => {
     }
   }
 
+  test("as written by the gateway's own logger: what the client wrote (request id, model, path) is scrubbed when it looks like a secret, and written as it is when plain", async () => {
+    const written: string[] = [];
+    const g = await startGateway({ upstreamUrl: upstream.url, log: jsonLogger("info", (text) => written.push(text)) });
+    try {
+      const secretId = "sk-proj-Abcdefghijklmnop1234567890";
+      for (const [id, model] of [[secretId, OPENAI_MODEL], ["plain-id-7", "key=hunter2hunter2"], ["plain-id-8", OPENAI_MODEL]] as const) {
+        const res = await post(g, "/v1/chat/completions", { model, messages: [{ role: "user", content: PROMPT }] }, { "x-request-id": id });
+        await res.arrayBuffer();
+      }
+      await g.app.services.settled();
+      await Bun.sleep(20);
+      const access = written.join("").split("\n").filter((l) => l.includes('"message":"request"')).map((l) => JSON.parse(l));
+      expect(access.length).toBe(3);
+      expect(JSON.stringify(access)).not.toContain(secretId);
+      expect(JSON.stringify(access)).not.toContain("hunter2hunter2");
+      expect(access.some((l) => l.clientRequestId === "[redacted]")).toBe(true);
+      expect(access.find((l) => l.clientRequestId === "plain-id-7").modelRequested).toBe("key=[redacted]");
+      expect(access.find((l) => l.clientRequestId === "plain-id-8")).toMatchObject({ method: "POST", path: "/v1/chat/completions", modelRequested: OPENAI_MODEL, status: 200 });
+    } finally {
+      await g.stop();
+    }
+  });
+
   test("SWITCHYARD_ACCESS_LOG_SAMPLE=0 logs no successes, every error; SWITCHYARD_ACCESS_LOG=off logs none", async () => {
     const seen: Line[] = [];
     const log: Logger = (level, message, fields) => seen.push({ level, message, fields: fields ?? {} });
