@@ -1042,6 +1042,13 @@ test("an account at ten keys says why no key can be made (the button stays focus
   await page.locator(".form-out", { hasText: "10 keys in use" }).waitFor();
   expect((await admin(`/v1/admin/accounts/${full.id}/keys`)).data.length).toBe(10);
 
+  // Enter in a key row's field saves the row.
+  const firstRow = page.getByTestId("key-row").first();
+  await firstRow.getByTestId("key-rename").fill("renamed by Enter");
+  await firstRow.getByTestId("key-rename").press("Enter");
+  await page.getByTestId("key-row").filter({ hasText: "renamed by Enter" }).first().waitFor();
+  expect((await admin(`/v1/admin/accounts/${full.id}/keys`)).data.some((k: any) => k.name === "renamed by Enter")).toBe(true);
+
   // Escape: an armed revoke is taken back at once, and nothing is revoked.
   const revoke = page.getByTestId("key-row").first().getByTestId("key-revoke");
   await revoke.click();

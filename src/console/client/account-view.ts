@@ -384,6 +384,14 @@ function keyRow(k: KeySummary, reload: Reload, operator: boolean, defaults: Defa
       await api("DELETE", `/keys/${k.id}`);
       announce(`${label} revoked.`);
     }, "#keys-title"));
+    // Enter in a row's field saves the row, as it would in a form (the row is not one: a table row cannot hold a form).
+    for (const input of [rename, expires, limit, ...(operator ? [rpm, atOnce, models] : [])]) {
+      input.addEventListener("keydown", (e) => {
+        if (e.key !== "Enter" || save.disabled) return;
+        e.preventDefault();
+        save.click();
+      });
+    }
     const paced = operator ? [labelled("Requests/min", rpm), labelled("At once", atOnce), labelled("Models", models)] : [];
     actions.append(h("span", { class: "inline" }, labelled("Name", rename), labelled("Last day (UTC)", expires), labelled("Limit (credits)", limit), labelled("Period", period), ...paced, save), " ", revoke, out);
   }
