@@ -12,8 +12,8 @@ import { withKey } from "../providers/key-pools.ts";
 import { prepareUpstream, promptText } from "../formats/prepare-upstream.ts";
 import { betasForWindow } from "../providers/anthropic/anthropic-adapter.ts";
 import { createAnswerToolMapper } from "../formats/common/answer-tool.ts";
-import { GatewayError, NO_RETRY, type OpenAIErrorDetail } from "../streaming/gateway-error.ts";
-import { openaiErrorDetail, upstreamStatusError } from "../providers/upstream-errors.ts";
+import { GatewayError, NO_RETRY, type AnthropicErrorDetails, type OpenAIErrorDetail } from "../streaming/gateway-error.ts";
+import { anthropicErrorDetails, openaiErrorDetail, upstreamStatusError } from "../providers/upstream-errors.ts";
 import { ImageFetchError, inlineImages, keepImages } from "./inline-images.ts";
 import { imagesBounded, imagesHeld } from "./plan.ts";
 import type { Scrubber } from "../log/scrub.ts";
@@ -169,7 +169,7 @@ const MAX_RETRY_AFTER_S = 60;
  * what it already says (`x-should-retry: false` for a refused key stays).
  */
 export function withRetryAfter(error: GatewayError, delayMs: number): GatewayError {
-  return new GatewayError(error.status, error.kind, error.message, { ...error.headers, "retry-after": String(retryAfterSeconds(delayMs)) }, error.openai);
+  return new GatewayError(error.status, error.kind, error.message, { ...error.headers, "retry-after": String(retryAfterSeconds(delayMs)) }, error.openai, error.details);
 }
 
 /** A wait in ms as the `retry-after` a client is told: whole seconds, 1 to MAX_RETRY_AFTER_S. */
@@ -266,10 +266,12 @@ export async function attemptUpstream(deps: AttemptDeps, req: AttemptRequest, ca
       if (req.clientSignal.aborted) throw clientClosed();
       let detail: string | undefined;
       let openai: OpenAIErrorDetail | undefined;
+      let details: AnthropicErrorDetails | undefined;
       try {
         const parsed = JSON.parse(text);
         detail = adapter.errorMessage(parsed);
         openai = openaiErrorDetail(parsed);
+        details = anthropicErrorDetails(parsed);
       } catch {}
       // The body may echo the prompt or our vendor key: the log gets a scrubbed, short detail
       // with any run of the request's own text left out.
@@ -292,7 +294,7 @@ export async function attemptUpstream(deps: AttemptDeps, req: AttemptRequest, ca
         return { kind: "refused", verdict: "fallback", error, cause, status: 413 };
       }
       const delayMs = requestedDelayMs(res.headers, deps.now());
-      let error = upstreamStatusError(res.status, detail, deps.scrubber, openai);
+      let error = upstreamStatusError(res.status, detail, deps.scrubber, openai, details);
       // The vendor's own wait goes on to the client with the 502 (bounded), so its SDK's retry comes
       // when the upstream said, not at once: the gateway's retries are over by then.
       if (delayMs !== undefined && error.status === 502) error = withRetryAfter(error, delayMs);

@@ -1,4 +1,4 @@
-import { ContextLengthError, GatewayError, NO_RETRY, type OpenAIErrorDetail } from "../streaming/gateway-error.ts";
+import { ContextLengthError, GatewayError, NO_RETRY, type AnthropicErrorDetails, type OpenAIErrorDetail } from "../streaming/gateway-error.ts";
 import type { Scrubber } from "../log/scrub.ts";
 
 /**
@@ -7,13 +7,13 @@ import type { Scrubber } from "../log/scrub.ts";
  * anything on the vendor's side, our key included, is a 502 that costs nothing and says nothing
  * of the vendor's internals.
  */
-export function upstreamStatusError(status: number, detail: string | undefined, scrub: Scrubber, openai?: OpenAIErrorDetail): GatewayError {
+export function upstreamStatusError(status: number, detail: string | undefined, scrub: Scrubber, openai?: OpenAIErrorDetail, details?: AnthropicErrorDetails): GatewayError {
   const scrubbed = detail ? scrub.forClient(detail) : "";
   const said = scrubbed ? `: ${scrubbed}` : "";
   // The numbers are read from the vendor's own words (before scrubbing, which keeps numbers anyway).
   const tooLong = (status === 400 || status === 413 || status === 422) && detail ? contextLengthError(detail, said) : undefined;
   if (tooLong) return tooLong;
-  if (status === 400 || status === 422) return new GatewayError(400, "invalid_request", `The upstream provider rejected the request${said}`, undefined, openai);
+  if (status === 400 || status === 422) return new GatewayError(400, "invalid_request", `The upstream provider rejected the request${said}`, undefined, openai, details);
   if (status === 413) return new GatewayError(413, "request_too_large", "The request is too large for the upstream provider.");
   if (status === 429) return new GatewayError(502, "overloaded", "The upstream provider is rate limiting the gateway. Retrying is appropriate.");
   if (status === 529 || status === 503) return new GatewayError(502, "overloaded", "The upstream provider is overloaded. Retrying is appropriate.");
@@ -37,6 +37,17 @@ export function openaiErrorDetail(body: unknown): OpenAIErrorDetail | undefined 
   const code = typeof error.code === "string" && /^[A-Za-z0-9_.-]{1,64}$/.test(error.code) ? error.code : undefined;
   const param = typeof error.param === "string" && /^[A-Za-z0-9_.[\]-]{1,128}$/.test(error.param) ? error.param : undefined;
   return code || param ? { code, param } : undefined;
+}
+
+/**
+ * The `error_code` of an Anthropic error body's `details` (`{"error": {"details": {"error_code":
+ * "image_dimensions_too_large"}}}`), for Anthropic clients of a request the vendor refused: its SDK
+ * reads it as the error's `errorCode`. Only an identifier passes, nothing else of the object (which
+ * may quote the request).
+ */
+export function anthropicErrorDetails(body: unknown): AnthropicErrorDetails | undefined {
+  const code = (body as { error?: { details?: { error_code?: unknown } } } | null)?.error?.details?.error_code;
+  return typeof code === "string" && /^[A-Za-z0-9_.-]{1,64}$/.test(code) ? { error_code: code } : undefined;
 }
 
 /** A vendor's error frame mid-stream, as the client sees it: our sentence, then the vendor's scrubbed words. */

@@ -18,9 +18,17 @@ export class GatewayError extends Error {
     readonly headers?: Record<string, string>,
     /** OpenAI's `code` and `param` for OpenAI-format clients (`model_not_found`, an upstream's own). */
     readonly openai?: OpenAIErrorDetail,
+    /** Anthropic's `error.details` for Anthropic-format clients (its SDK reads `details.error_code`). */
+    readonly details?: AnthropicErrorDetails,
   ) {
     super(message);
   }
+}
+
+/** What an Anthropic error says beside its message: a machine-readable `error_code` and what goes with it. */
+export interface AnthropicErrorDetails {
+  error_code: string;
+  [field: string]: unknown;
 }
 
 /** What OpenAI's error object says beside its message: a machine-readable `code` and the field at fault. */

@@ -207,3 +207,19 @@ describe("upstream failures", () => {
     expect(JSON.parse(frames.at(-1)!.data).error.message).toMatch(/malformed/);
   });
 });
+
+describe("an Anthropic refusal's details", () => {
+  test("its error_code reaches an Anthropic client (the SDK reads it as the error's code); nothing else of the details, and none for OpenAI clients", async () => {
+    const refusal = { kind: "json" as const, status: 400, body: { type: "error", error: { type: "invalid_request_error", message: "messages.0.content.0.image: image dimensions exceed max allowed size", details: { error_code: "image_dimensions_too_large", echoed: "the client's own words", max_width: 8000 } } } };
+    upstream.reply(refusal);
+    const body = await expectError(await post(gw, "/v1/messages", { model: ANTHROPIC_MODEL, max_tokens: 10, messages: question }), 400, "anthropic");
+    expect(body.error.details).toEqual({ error_code: "image_dimensions_too_large" });
+    upstream.reply(refusal);
+    const openai = await expectError(await post(gw, "/v1/chat/completions", { model: ANTHROPIC_MODEL, messages: question }), 400, "openai");
+    expect(openai.error.details).toBeUndefined();
+    // A code that is not an identifier is not passed on.
+    upstream.reply({ ...refusal, body: { ...refusal.body, error: { ...refusal.body.error, details: { error_code: "<script>alert(1)</script>" } } } });
+    const odd = await expectError(await post(gw, "/v1/messages", { model: ANTHROPIC_MODEL, max_tokens: 10, messages: question }), 400, "anthropic");
+    expect(odd.error.details).toBeUndefined();
+  });
+});

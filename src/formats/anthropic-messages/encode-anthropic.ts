@@ -25,8 +25,8 @@ const ERROR_TYPE: Record<ErrorKind, string> = {
   internal: "api_error",
 };
 
-export function anthropicErrorBody(kind: ErrorKind, message: string) {
-  return { type: "error", error: { type: ERROR_TYPE[kind], message } };
+export function anthropicErrorBody(kind: ErrorKind, message: string, details?: Record<string, unknown>) {
+  return { type: "error", error: details ? { type: ERROR_TYPE[kind], message, details } : { type: ERROR_TYPE[kind], message } };
 }
 
 /** Our input count is the whole prompt; Anthropic's `input_tokens` leaves out cached tokens. */

@@ -2,7 +2,7 @@ import { Elysia } from "elysia";
 import type { ErrorKind } from "../../streaming/events.ts";
 import { openaiErrorBody } from "../../formats/openai-chat/encode-openai.ts";
 import { anthropicErrorBody } from "../../formats/anthropic-messages/encode-anthropic.ts";
-import { ContextLengthError, GatewayError, type OpenAIErrorDetail } from "../../streaming/gateway-error.ts";
+import { ContextLengthError, GatewayError, type AnthropicErrorDetails, type OpenAIErrorDetail } from "../../streaming/gateway-error.ts";
 import type { Logger } from "../../log/log.ts";
 
 /** Whether a request URL's path starts with `prefix`, read without parsing the URL. */
@@ -15,8 +15,8 @@ export function isAnthropicPath(url: string): boolean {
   return pathStartsWith(url, "/v1/messages");
 }
 
-export function errorResponse(anthropic: boolean, status: number, kind: ErrorKind, message: string, headers?: Record<string, string>, openai?: OpenAIErrorDetail): Response {
-  const body = anthropic ? anthropicErrorBody(kind, message) : openaiErrorBody(kind, message, openai);
+export function errorResponse(anthropic: boolean, status: number, kind: ErrorKind, message: string, headers?: Record<string, string>, openai?: OpenAIErrorDetail, details?: AnthropicErrorDetails): Response {
+  const body = anthropic ? anthropicErrorBody(kind, message, details) : openaiErrorBody(kind, message, openai);
   return new Response(JSON.stringify(body), { status, headers: { "content-type": "application/json", ...headers } });
 }
 
@@ -77,7 +77,7 @@ function toResponse(code: unknown, error: unknown, request: Request, log: Logger
     const param = pathStartsWith(request.url, "/v1/responses") ? "input" : "messages";
     return errorResponse(false, error.status, error.kind, error.openaiMessage, error.headers, { code: "context_length_exceeded", param });
   }
-  if (error instanceof GatewayError) return errorResponse(anthropic, error.status, error.kind, error.message, error.headers, error.openai);
+  if (error instanceof GatewayError) return errorResponse(anthropic, error.status, error.kind, error.message, error.headers, error.openai, error.details);
   // Elysia wraps whatever a parse hook throws in a ParseError (400, "Bad Request") and keeps the
   // original as `cause`; without unwrapping, the json-body plugin's 413 for a body sent without
   // Content-Length became a 400, and its UTF-8 and nesting messages were lost.
