@@ -223,3 +223,18 @@ describe("an Anthropic refusal's details", () => {
     expect(odd.error.details).toBeUndefined();
   });
 });
+
+describe("a field the schema refuses", () => {
+  test("is named in OpenAI's `param`, and the message says what the field must be", async () => {
+    const cases: [Record<string, unknown>, string, RegExp][] = [
+      [{ temperature: 5 }, "temperature", /temperature: must be a number from 0 to 2/],
+      [{ max_tokens: 0 }, "max_tokens", /max_tokens: must be a whole number of at least 1/],
+      [{ stream: "yes" }, "stream", /stream: must be true, false or null/],
+      [{ messages: [{ role: "wizard", content: "hi" }] }, "messages[0].role", /messages\.0\.role: must be one of system, developer, user, assistant, tool/],
+    ];
+    for (const [extra, param, message] of cases) {
+      const body = await expectError(await post(gw, "/v1/chat/completions", { model: OPENAI_MODEL, messages: question, ...extra }), 400, "openai", message);
+      expect([param, body.error.param]).toEqual([param, param]);
+    }
+  });
+});

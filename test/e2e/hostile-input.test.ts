@@ -805,7 +805,7 @@ describe("large bodies that fail their schema (a hostile-tenant probe: 9.6 MB of
     const many = Array.from({ length: 8_000 }, (_, i) => ({ role: "user", content: `message number ${i} of a long conversation` }));
     const chat = await send(CHAT, JSON.stringify({ model: OPENAI_MODEL, messages: [...many, { role: "bogus", content: "x" }] }));
     expect(chat.res.status).toBe(400);
-    expect(JSON.parse(chat.text).error).toMatchObject({ type: "invalid_request_error", message: "Invalid request: messages.8000.role: Expected union value." });
+    expect(JSON.parse(chat.text).error).toMatchObject({ type: "invalid_request_error", message: "Invalid request: messages.8000.role: must be one of system, developer, user, assistant, tool.", param: "messages[8000].role" });
     const messages = await send(MESSAGES, JSON.stringify({ model: ANTHROPIC_MODEL, max_tokens: 5, messages: [...many, { role: "user", content: [{ type: 5 }] }] }));
     expect(messages.res.status).toBe(400);
     expect(JSON.parse(messages.text)).toMatchObject({ type: "error", error: { type: "invalid_request_error" } });

@@ -34,7 +34,26 @@ export const OpenObject = <P extends TProperties>(properties: P) => t.Unsafe<Sta
 export const WholeNumber = (options: NonNullable<Parameters<typeof t.Number>[0]>) => t.Number({ ...options, multipleOf: 1 });
 
 /** Optional, and null allowed (OpenAI's way of saying "the default"). */
-export const Nullable = <T extends TSchema>(schema: T) => t.Optional(t.Union([schema, t.Null()]));
+export const Nullable = <T extends TSchema>(schema: T) => {
+  // What the value must be, said when it is not (a union's own words are "Expected union value").
+  const error = expected(schema);
+  return t.Optional(t.Union([schema, t.Null()], error ? { error } : {}));
+};
+
+/** A number's or a string's bounds in words, for a field's refusal ("must be a number from 0 to 2"). */
+function expected(schema: TSchema): string | undefined {
+  const s = schema as { type?: string; minimum?: number; maximum?: number; multipleOf?: number };
+  if (s.type === "number" || s.type === "integer") {
+    const kind = s.type === "integer" || s.multipleOf === 1 ? "a whole number" : "a number";
+    if (s.minimum !== undefined && s.maximum !== undefined) return `must be ${kind} from ${s.minimum} to ${s.maximum}, or null`;
+    if (s.minimum !== undefined) return `must be ${kind} of at least ${s.minimum}, or null`;
+    if (s.maximum !== undefined) return `must be ${kind} of at most ${s.maximum}, or null`;
+    return `must be ${kind}, or null`;
+  }
+  if (s.type === "boolean") return "must be true, false or null";
+  if (s.type === "string") return "must be a string, or null";
+  return undefined;
+}
 
 /**
  * A field the translators read or write with this type, which the gateway does not check on

@@ -14,7 +14,7 @@ export type ContentPart = typeof ContentPart.static;
 
 export const ChatMessage = OpenObject({
   // "function": a legacy function's result (formats/openai-chat/legacy-functions.ts).
-  role: t.Union([t.Literal("system"), t.Literal("developer"), t.Literal("user"), t.Literal("assistant"), t.Literal("tool"), t.Literal("function")]),
+  role: t.Union([t.Literal("system"), t.Literal("developer"), t.Literal("user"), t.Literal("assistant"), t.Literal("tool"), t.Literal("function")], { error: "must be one of system, developer, user, assistant, tool" }),
   content: t.Optional(t.Union([t.String(), t.Null(), t.Array(ContentPart)])),
   tool_calls: t.Optional(
     t.Array(OpenObject({ id: t.String(), type: t.Optional(t.String()), function: OpenObject({ name: t.String(), arguments: t.Optional(t.String()) }) })),

@@ -82,12 +82,15 @@ function toResponse(code: unknown, error: unknown, request: Request, log: Logger
   // original as `cause`; without unwrapping, the json-body plugin's 413 for a body sent without
   // Content-Length became a 400, and its UTF-8 and nesting messages were lost.
   const cause = (error as { cause?: unknown } | null)?.cause;
-  if (code === "PARSE" && cause instanceof GatewayError) return errorResponse(anthropic, cause.status, cause.kind, cause.message, cause.headers);
+  if (code === "PARSE" && cause instanceof GatewayError) return errorResponse(anthropic, cause.status, cause.kind, cause.message, cause.headers, cause.openai, cause.details);
   switch (code) {
     case "PARSE":
       return errorResponse(anthropic, 400, "invalid_request", "The request body is not valid JSON.");
-    case "VALIDATION":
-      return errorResponse(anthropic, 400, "invalid_request", describeValidation(error));
+    case "VALIDATION": {
+      // OpenAI names the field at fault in `param` (`messages[0].role`); its SDK users read it.
+      const param = validationParam((error as { valueError?: { path?: string } }).valueError?.path);
+      return errorResponse(anthropic, 400, "invalid_request", describeValidation(error), undefined, param ? { param } : undefined);
+    }
     case "NOT_FOUND":
       return errorResponse(anthropic, 404, "not_found", `No route for ${request.method} ${new URL(request.url).pathname}.`);
   }
@@ -101,6 +104,13 @@ function toResponse(code: unknown, error: unknown, request: Request, log: Logger
 
 function describeValidation(error: unknown): string {
   return validationMessage((error as { valueError?: { path?: string; message?: string; value?: unknown; schema?: { error?: unknown } } }).valueError);
+}
+
+/** A failure's path as OpenAI writes a `param`: `/messages/0/role` → `messages[0].role`; none for the body itself. */
+export function validationParam(path: string | undefined): string | undefined {
+  if (!path || path === "/") return undefined;
+  const param = path.replace(/^\//, "").split("/").map((part, i) => (/^\d+$/.test(part) ? `[${part}]` : i === 0 ? part : `.${part}`)).join("");
+  return /^[A-Za-z0-9_.[\]-]{1,128}$/.test(param) ? param : undefined;
 }
 
 /** A body's first failure against its schema, in the words every route answers with (Elysia's or plugins/first-body-error.ts's). */

@@ -3,7 +3,7 @@ import { GatewayError } from "../../streaming/gateway-error.ts";
 import { giveShares, takeShares, type BodyShare, type ShareLevel } from "../../limits/body-budget.ts";
 import type { TSchema } from "@sinclair/typebox";
 import { firstBodyError } from "./first-body-error.ts";
-import { validationMessage } from "./errors.ts";
+import { validationMessage, validationParam } from "./errors.ts";
 import { jsonShape, MAX_JSON_CONTAINERS, MAX_JSON_DEPTH, MAX_JSON_MEMBERS, MAX_OBJECT_MEMBERS } from "../../formats/common/json-shape.ts";
 
 const strictUtf8 = new TextDecoder("utf-8", { fatal: true });
@@ -94,7 +94,10 @@ export function jsonBodyPlugin(o: JsonBodyOptions) {
     const schema = bytes.length > LARGE_BODY_BYTES ? o.schemaOf?.(new URL(request.url).pathname) : undefined;
     if (schema) {
       const failed = firstBodyError(schema, body);
-      if (failed) throw new GatewayError(400, "invalid_request", validationMessage(failed));
+      if (failed) {
+        const param = validationParam(failed.path);
+        throw new GatewayError(400, "invalid_request", validationMessage(failed), undefined, param ? { param } : undefined);
+      }
     }
     return body;
   });

@@ -39,7 +39,7 @@ describe("the first failure of a large body, found without walking all of it", (
     const body = { model: "m", messages: [...Array.from({ length: 78_000 }, (_, i) => message(i)), { role: "bogus", content: "x" }] };
     const walked: unknown[] = [];
     const counting = (schema: never, value: unknown) => (walked.push(value), Value.Errors(schema, value).First());
-    expect(validationMessage(firstBodyError(ChatRequest as never, body, "", counting as never))).toBe("Invalid request: messages.78000.role: Expected union value.");
+    expect(validationMessage(firstBodyError(ChatRequest as never, body, "", counting as never))).toBe("Invalid request: messages.78000.role: must be one of system, developer, user, assistant, tool.");
     // The interpreted checker saw the failing message's role alone, never the whole body.
     expect(walked).toEqual(["bogus"]);
   });
