@@ -272,6 +272,8 @@ export async function attemptUpstream(deps: AttemptDeps, req: AttemptRequest, ca
         detail = adapter.errorMessage(parsed);
         openai = openaiErrorDetail(parsed);
         details = anthropicErrorDetails(parsed);
+        // An identifier, but a short self-hosted key echoed there is still a key.
+        if (details && deps.scrubber.withoutKnown(details.error_code) !== details.error_code) details = undefined;
       } catch {}
       // The body may echo the prompt or our vendor key: the log gets a scrubbed, short detail
       // with any run of the request's own text left out.

@@ -299,7 +299,8 @@ export function accessLogFields(t: RequestTrace): Record<string, unknown> {
     accountId: t.accountId || undefined,
     keyId: t.keyId || undefined,
   };
-  if (plain) (fields as { [CHECKED_FIELDS]?: true })[CHECKED_FIELDS] = true;
+  // Not enumerable: a copy with fields of its own (`{...fields, more}`) is not marked as checked.
+  if (plain) Object.defineProperty(fields, CHECKED_FIELDS, { value: true });
   return fields;
 }
 

@@ -1042,6 +1042,16 @@ test("an account at ten keys says why no key can be made (the button stays focus
   await page.locator(".form-out", { hasText: "10 keys in use" }).waitFor();
   expect((await admin(`/v1/admin/accounts/${full.id}/keys`)).data.length).toBe(10);
 
+  // The API's other 409s (a login another account holds) are the form's to say: the page stays (a
+  // review: every 409 had been read as "another sign-in replaced this page's session").
+  await send(`/v1/admin/accounts/${account.id}/invites`, { login: "held.elsewhere@example.com" });
+  await page.getByTestId("invite-login").fill("held.elsewhere@example.com");
+  await page.getByTestId("invite-submit").click();
+  await page.locator(".form-out", { hasText: "another account" }).waitFor();
+  await Bun.sleep(200);
+  expect(page.url()).toEndWith(`#account/${full.id}`);
+  expect(await page.locator("#status").textContent()).not.toContain("replaced");
+
   // Enter in a key row's field saves the row.
   const firstRow = page.getByTestId("key-row").first();
   await firstRow.getByTestId("key-rename").fill("renamed by Enter");

@@ -338,7 +338,10 @@ function consoleSuite(name: string, start: () => Promise<Setup>) {
         // replaced is (409, which the page acts on: it shows who is signed in now).
         const wrong = await operator.call("POST", path, { amount: 5 }, { "x-csrf-token": "wrong" });
         expect(wrong.status).toBe(409);
-        expect(((await wrong.json()) as any).error.message).toContain("replaced this page's session");
+        const said = ((await wrong.json()) as any).error;
+        expect(said.message).toContain("replaced this page's session");
+        // Its code tells it from the API's other 409s, which the page does not follow.
+        expect(said.code).toBe("session_replaced");
         expect((await operator.call("POST", path, { amount: 5 }, { origin: "https://evil.example" })).status).toBe(403);
         expect((await operator.call("POST", path, { amount: 5 }, { "sec-fetch-site": "cross-site" })).status).toBe(403);
         // What a form on another site makes a browser send: its Origin, form encoding, the cookie, no token.

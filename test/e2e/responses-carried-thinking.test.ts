@@ -74,6 +74,21 @@ describe("Anthropic's signed thinking through the Responses API", () => {
     expect(sent().thinking).toBeUndefined();
   });
 
+  test("a kept answer keeps its signed thinking for previous_response_id whatever `include` asked (as OpenAI keeps a stored answer's reasoning; a review)", async () => {
+    answer(anthropicBody({ reasoning: think, calls: [call] }));
+    const res1 = await post(gw, "/v1/responses", { ...first(undefined, false), store: true });
+    expect(res1.status).toBe(200);
+    const one = (await res1.json()) as { id: string; output: Record<string, any>[] };
+    const fc = one.output.find((i) => i.type === "function_call")!;
+    answer(anthropicBody({ text: "a.txt b.txt" }));
+    const res2 = await post(gw, "/v1/responses", { model: OPUS, tools, reasoning: { effort: "high" }, previous_response_id: one.id, input: [{ type: "function_call_output", call_id: fc.call_id, output: "a.txt\nb.txt" }] });
+    expect(res2.status).toBe(200);
+    const body = sent();
+    expect(body.thinking).toBeDefined();
+    const assistant = body.messages.find((m: { role: string }) => m.role === "assistant");
+    expect(assistant.content[0]).toEqual({ type: "thinking", thinking: think, signature: SCRIPTED_SIGNATURE });
+  });
+
   test("another vendor's encrypted content, or a sealed field altered out of shape, is not read: the turn goes on without thinking", async () => {
     const output = await firstTurn(["reasoning.encrypted_content"], false);
     const fc = output.find((i) => i.type === "function_call")!;

@@ -197,7 +197,8 @@ function loginsSection(account: Account, logins: AccountLogins, reload: Reload):
         announce(invite ? `The invite for ${login} is cancelled: its link no longer works.` : `${login} removed: it can no longer sign in.`);
         reload("#logins-title");
       } catch (err) {
-        if (err instanceof ApiError && err.status === 401) return reload();
+        // A session that ended or was replaced: the page follows by itself (api.ts, onSessionLost).
+        if (err instanceof ApiError && (err.status === 401 || err.sessionReplaced)) return;
         out.append(errorBox(err instanceof ApiError ? err.message : "Something went wrong."));
         button.disabled = false;
       }
@@ -347,7 +348,8 @@ function keyRow(k: KeySummary, reload: Reload, operator: boolean, defaults: Defa
         await run();
         reload(focusAfter);
       } catch (err) {
-        if (err instanceof ApiError && err.status === 401) return reload();
+        // A session that ended or was replaced: the page follows by itself (api.ts, onSessionLost).
+        if (err instanceof ApiError && (err.status === 401 || err.sessionReplaced)) return;
         out.append(errorBox(err instanceof ApiError ? err.message : "Something went wrong.", "key-error"));
         button.focus();
       } finally {
@@ -387,7 +389,8 @@ function keyRow(k: KeySummary, reload: Reload, operator: boolean, defaults: Defa
     // Enter in a row's field saves the row, as it would in a form (the row is not one: a table row cannot hold a form).
     for (const input of [rename, expires, limit, ...(operator ? [rpm, atOnce, models] : [])]) {
       input.addEventListener("keydown", (e) => {
-        if (e.key !== "Enter" || save.disabled) return;
+        // Not the Enter that ends an input method's composition (a CJK name typed in part).
+        if (e.key !== "Enter" || e.isComposing || save.disabled) return;
         e.preventDefault();
         save.click();
       });

@@ -2,8 +2,13 @@
 
 export class ApiError extends Error {
   /** `gatewaySaid`: the message is the gateway's own (a JSON error body), not a proxy's status alone. */
-  constructor(readonly status: number, message: string, readonly gatewaySaid = true) {
+  constructor(readonly status: number, message: string, readonly gatewaySaid = true, readonly code: string | null = null) {
     super(message);
+  }
+
+  /** Another sign-in in this browser replaced the page's session (console-api.ts, SESSION_REPLACED_CODE); not the API's other 409s. */
+  get sessionReplaced(): boolean {
+    return this.status === 409 && this.code === "session_replaced";
   }
 }
 
@@ -36,12 +41,15 @@ export async function api<T>(method: "GET" | "POST" | "PATCH" | "DELETE", path: 
     // A form's change refused because the page's session ended or was replaced: the form says
     // why, and the page then moves to the sign-in or to whoever is signed in now, instead of
     // leaving forms that can only fail (a console probe). Not sign-in's or sign-out's own answers.
-    if (csrf && method !== "GET" && (res.status === 401 || res.status === 409) && path !== "/sign-out" && !path.startsWith("/sign-in")) {
+    const error = (parsed as { error?: { message?: string; code?: unknown } } | undefined)?.error;
+    const code = typeof error?.code === "string" ? error.code : null;
+    const replaced = res.status === 409 && code === "session_replaced";
+    if (csrf && method !== "GET" && (res.status === 401 || replaced) && path !== "/sign-out" && !path.startsWith("/sign-in")) {
       const handler = sessionLost;
       if (handler) setTimeout(() => handler(res.status as 401 | 409), 0);
     }
-    const said = (parsed as { error?: { message?: string } } | undefined)?.error?.message;
-    throw new ApiError(res.status, said ?? `The gateway answered ${res.status}.`, said !== undefined);
+    const said = error?.message;
+    throw new ApiError(res.status, said ?? `The gateway answered ${res.status}.`, said !== undefined, code);
   }
   return parsed as T;
 }

@@ -88,7 +88,7 @@ async function signOut(): Promise<void> {
     await api("POST", "/sign-out");
   } catch (err) {
     if (err instanceof ApiError && err.status === 401) return;
-    if (!(err instanceof ApiError && (err.status === 403 || err.status === 409))) throw err;
+    if (!(err instanceof ApiError && (err.status === 403 || err.sessionReplaced))) throw err;
     setCsrf("");
     try {
       setCsrf((await api<Overview>("GET", "/overview")).session.csrf);
@@ -269,7 +269,7 @@ async function route(focus?: string): Promise<void> {
       signInView("Your session ended: sign in again.");
       return;
     }
-    if (err instanceof ApiError && err.status === 409) return resync();
+    if (err instanceof ApiError && err.sessionReplaced) return resync();
     show(h("section", {}, h("h1", {}, "Could not load this page"), errorBox(err instanceof ApiError ? err.message : "The gateway did not answer.")));
   }
 }

@@ -81,6 +81,13 @@ function crossSiteRefusal(request: Request): { status: number; kind: "permission
 
 /** Said when the page's session is no longer the browser's (409): the client reads who is signed in now. */
 export const SESSION_REPLACED = "Another sign-in in this browser replaced this page's session: reload the console.";
+/**
+ * The 409 a page follows (it shows who is signed in now), told apart from the API's other 409s
+ * (a login taken, ten keys, a limit below what was spent) by its code: following those had sent
+ * an operator to another view saying their session was replaced (a review).
+ */
+export const SESSION_REPLACED_CODE = "session_replaced";
+const sessionReplaced = () => new GatewayError(409, "invalid_request", SESSION_REPLACED, undefined, { code: SESSION_REPLACED_CODE });
 
 /** The form every login has (invites require it): anything else names no one. */
 const LOGIN_FORM = new RegExp(LOGIN_PATTERN);
@@ -118,7 +125,7 @@ export function consoleApiRoutes(deps: ConsoleApiDeps) {
     // Another sign-in in this browser replaced the cookie meanwhile: answered, the page would show
     // that session's data under its own name.
     const expected = request.headers.get("x-csrf-token");
-    if (expected !== null && !equal(expected, found.csrf)) throw new GatewayError(409, "invalid_request", SESSION_REPLACED);
+    if (expected !== null && !equal(expected, found.csrf)) throw sessionReplaced();
     return found;
   };
   /** Refuses what another site could have made a browser send. */
@@ -133,7 +140,7 @@ export function consoleApiRoutes(deps: ConsoleApiDeps) {
     const given = request.headers.get("x-csrf-token") ?? "";
     // A page that names another session (this browser signed in again meanwhile) is told so, as a
     // read is (409); its change is refused either way. Without a token it is a forgery's: 403.
-    if (given !== "" && !equal(given, s.csrf)) throw new GatewayError(409, "invalid_request", SESSION_REPLACED);
+    if (given !== "" && !equal(given, s.csrf)) throw sessionReplaced();
     if (!equal(given, s.csrf)) throw new GatewayError(403, "permission", "Missing or wrong x-csrf-token: reload the console.");
     return s;
   };

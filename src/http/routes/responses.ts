@@ -94,7 +94,9 @@ export function responsesRoute(deps: ForwardDeps & { catalogue: Catalogue; respo
             tools: plan.tools,
             echo: { ...plan.echo, store: keep },
             onFinal: keep ? onFinal : undefined,
-            sealThinking: plan.sealThinking,
+            // A kept answer keeps its signed thinking for `previous_response_id` whatever `include`
+            // asked (as OpenAI keeps a stored answer's reasoning): sealed into its reasoning items.
+            sealThinking: plan.sealThinking || keep,
           }),
           body: plan.chat,
           // What is sent bounds the prompt, not the request: stored items make it larger, and so
