@@ -121,9 +121,16 @@ try {
   process.exit(1);
 }
 peers?.serve(app.services.ownMetrics);
-const demo = demoWanted.on ? await issueDemoKey(app.services.accounts) : undefined;
+// A ledger that takes no writes (a full or read-only disk) is reported by /ready; the demo key it
+// cannot hold is one line, not a start that dies with a stack (a kill -9 and disk-fault probe).
+const demo = demoWanted.on
+  ? await issueDemoKey(app.services.accounts).catch((err: unknown) => {
+      log("error", "no demo key: the ledger cannot take it now", { error: err instanceof Error ? err.message : String(err) });
+      return undefined;
+    })
+  : undefined;
 // What the account has now, not what it started with: a spent demo account says so at the next start.
-const demoCredits = demo ? microToCredits((await app.services.ledger.balance(demo.accountId))?.balanceMicro ?? 0) : 0;
+const demoCredits = demo ? microToCredits((await app.services.ledger.balance(demo.accountId).catch(() => null))?.balanceMicro ?? 0) : 0;
 db?.exec("PRAGMA busy_timeout = 0");
 const storeName = choice.databaseUrl ? "PostgreSQL" : dbPath;
 
@@ -177,7 +184,13 @@ Demo key (account "demo", ${demoCredits.toLocaleString("en-US", { maximumFractio
 
 let stopping = false;
 async function shutdown(signal: string): Promise<void> {
-  if (stopping) process.exit(1);
+  if (stopping) {
+    // A second signal: stop now, as asked, but keep what is queued (the spill file, written
+    // synchronously, or the log): paid answers already delivered must not vanish with the process.
+    log("warn", "a second signal during shutdown: stopping now", { signal });
+    app.services.ledger.abandon?.();
+    process.exit(1);
+  }
   stopping = true;
   log("info", "shutting down", { signal, inflight: app.services.inflight.count });
   // Refuse new connections, let running answers finish (up to the grace period), write every settlement, then exit.

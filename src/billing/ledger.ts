@@ -101,6 +101,8 @@ export interface Ledger {
   openHolds(): number;
   /** Writes what is queued (within `graceMs`) and stops; later calls are refused. */
   close(graceMs?: number): Promise<void>;
+  /** Stops at once (the process is about to exit): what is queued is kept in the spill file, or logged; nothing more is written. */
+  abandon?(): void;
 }
 
 /** A top-up that would take a balance past MAX_BALANCE_MICRO; nothing was credited. */

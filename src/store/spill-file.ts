@@ -45,11 +45,28 @@ export function keepInSpill(path: string, spilled: Spilled[]): void {
   const temporary = `${path}.${process.pid}.tmp`;
   const fd = openSync(temporary, "w", 0o600);
   try {
-    writeSync(fd, spilled.map((s) => JSON.stringify(s)).join("\n") + "\n");
+    const bytes = Buffer.from(spilled.map((s) => JSON.stringify(s)).join("\n") + "\n");
+    // Every byte, or an error: on a nearly full disk a write takes what fits and says how much, and
+    // one write's count unread kept a cut file whose settlements were reported as kept (a kill -9
+    // and disk-fault probe: 32 paid answers delivered whole had no record after the restart). The
+    // write that finds no room throws ENOSPC, and the caller logs every settlement instead.
+    for (let written = 0; written < bytes.length; ) {
+      const n = writeSync(fd, bytes, written, bytes.length - written);
+      if (n <= 0) throw new Error(`the spill file took no more bytes (${written} of ${bytes.length} written)`);
+      written += n;
+    }
     fsyncSync(fd);
-  } finally {
-    closeSync(fd);
+  } catch (err) {
+    // Nothing half-written is left to take room or to be mistaken for a spill.
+    try {
+      closeSync(fd);
+    } catch {}
+    try {
+      unlinkSync(temporary);
+    } catch {}
+    throw err;
   }
+  closeSync(fd);
   renameSync(temporary, path);
 }
 

@@ -53,6 +53,25 @@ test("a deleted ledger file: paid requests are paused (503) and /ready says 503 
   }
 }, 30_000);
 
+test("its shared-memory index (-shm) deleted alone: the store is failing too (a CLI's commits made beside a new index were reported done and then overwritten; a disk-fault probe)", async () => {
+  const dir = mkdtempSync(join(tmpdir(), "switchyard-shm-gone-"));
+  const dbPath = join(dir, "gateway.sqlite");
+  const ADMIN = "admin-shm-gone-0123456789abcdef0123456789abcd";
+  const gw = await startGateway({ upstreamUrl: upstream.url, dbPath, adminToken: ADMIN });
+  try {
+    expect(await ask(gw.url, gw.key, OPENAI_MODEL)).toBe(200);
+    await gw.app.services.settled();
+    rmSync(`${dbPath}-shm`, { force: true });
+    await until("paid requests paused", 10_000, async () => (await ask(gw.url, gw.key, OPENAI_MODEL)) === 503 || (await Bun.sleep(100), false));
+    expect((await fetch(`${gw.url}/ready`)).status).toBe(503);
+    const topUp = await fetch(`${gw.url}/v1/admin/accounts/${gw.accountId}/credits`, { method: "POST", headers: { authorization: `Bearer ${ADMIN}`, "content-type": "application/json" }, body: JSON.stringify({ amount: 5 }) });
+    expect(topUp.status).toBe(503);
+  } finally {
+    await gw.stop().catch(() => {});
+    rmSync(dir, { recursive: true, force: true });
+  }
+}, 30_000);
+
 test("the admin CLI's audit, usage and lists of a ledger that is not there: exit 1 saying so, and no empty file made", async () => {
   const dir = mkdtempSync(join(tmpdir(), "switchyard-ledger-gone-"));
   const env = { SWITCHYARD_DB: join(dir, "nothing.sqlite") };

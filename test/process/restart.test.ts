@@ -194,3 +194,44 @@ test("a SIGTERM whose grace ends before an answer came: the requests cut then (n
     db.close();
   }
 }, 40_000);
+
+test("a ledger that takes no writes at start (here locked by another connection): the demo key is one log line, the gateway serves, no stack", async () => {
+  const config = join(dir, "switchyard-locked.json");
+  writeFileSync(config, JSON.stringify({
+    providers: [{ id: "up", kind: "openai", base_url: `${upstream.url}/v1` }],
+    models: [{ id: "test/paid", provider: "up", upstream_model: "m", category: "text", context_length: 100000, pricing: { input_per_mtok: 1000, output_per_mtok: 1000 } }],
+  }));
+  const dbPath = join(dir, "locked.sqlite");
+  // Made once (schema and all), then held by another connection's write lock through the next start.
+  const first = await startProcess({ SWITCHYARD_CONFIG: config, SWITCHYARD_DB: dbPath });
+  first.child.kill("SIGTERM");
+  await first.child.exited;
+  const holder = new Database(dbPath);
+  holder.exec("BEGIN EXCLUSIVE");
+  const child = Bun.spawn(["bun", "src/index.ts"], {
+    cwd: join(import.meta.dir, "../.."),
+    env: { ...process.env, PORT: "0", HOST: "127.0.0.1", LOG_LEVEL: "info", SWITCHYARD_DEMO: "1", SWITCHYARD_CONFIG: config, SWITCHYARD_DB: dbPath },
+    stdout: "pipe",
+    stderr: "pipe",
+  });
+  try {
+    let errors = "";
+    const decoder = new TextDecoder();
+    const reading = (async () => {
+      for await (const chunk of child.stderr) errors += decoder.decode(chunk, { stream: true });
+    })();
+    for (const until = Date.now() + 20_000; !errors.includes("switchyard listening") && child.exitCode === null && Date.now() < until; ) await Bun.sleep(50);
+    expect(child.exitCode).toBeNull();
+    expect(errors).toContain("no demo key");
+    expect(errors).not.toContain("    at ");
+    const url = JSON.parse(errors.split("\n").find((l) => l.includes("switchyard listening"))!).url;
+    expect((await fetch(`${url}/health`)).status).toBe(200);
+    child.kill("SIGTERM");
+    holder.exec("ROLLBACK");
+    await child.exited;
+    await reading;
+  } finally {
+    holder.close();
+    child.kill("SIGKILL");
+  }
+}, 40_000);

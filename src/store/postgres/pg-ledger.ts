@@ -467,6 +467,13 @@ export async function createPostgresLedger(sql: Pg, o: PgLedgerOptions): Promise
       }
     },
 
+    abandon(): void {
+      closed = true;
+      clearInterval(ticker);
+      clearInterval(sweeper);
+      settlements.abandon();
+    },
+
     countRejection: (keyId, status, at) => settlements.countRejection(keyId, status, at),
   };
 }

@@ -7,8 +7,9 @@ import { realpathSync, statSync } from "node:fs";
  * the next start every key was unknown (a disk-fault probe, 2026-11-30). The check throws a
  * storage failure instead, so the store is marked failing (paid requests paused, `/ready` 503,
  * settlements kept in memory and, at shutdown, in the spill file) until the process is restarted
- * on a ledger that is there. The database file and its write-ahead log are compared by device and
- * inode, at most once per `everyMs`; a failed check is repeated at every write until it passes.
+ * on a ledger that is there. The database file, its write-ahead log and its shared-memory index
+ * are compared by device and inode, at most once per `everyMs`; a failed check is repeated at
+ * every write until it passes.
  */
 function fileIdentityCheck(path: string | undefined, now: () => number, everyMs = 1_000): (force?: boolean) => void {
   if (!path || path === ":memory:") return () => {};
@@ -17,7 +18,11 @@ function fileIdentityCheck(path: string | undefined, now: () => number, everyMs 
   try {
     real = realpathSync(path);
   } catch {}
-  const files = [real, `${real}-wal`];
+  // And its shared-memory index: deleted while the gateway runs, the next connection (the admin
+  // CLI) makes a new one, whose locks and index the gateway's never meet: its commits were reported
+  // done and then overwritten by the gateway's (a kill -9 and disk-fault probe: a revoked key kept
+  // answering, five top-ups were lost). Gone or replaced, it is a storage failure as the others are.
+  const files = [real, `${real}-wal`, `${real}-shm`];
   /** Each file's identity once seen; the log is made at the first write, so it may be learnt later. */
   const seen: (string | undefined)[] = files.map(identity);
   let checkedAt = now();

@@ -431,6 +431,7 @@ export function createSqliteLedger(db: Database, o: SqliteLedgerOptions): Ledger
     health: () => settlements.health(),
     openHolds: () => holds.size,
     close: (graceMs = 5_000) => settlements.close(graceMs),
+    abandon: () => settlements.abandon(),
     countRejection: (keyId, status, at) => settlements.countRejection(keyId, status, at),
   };
 }

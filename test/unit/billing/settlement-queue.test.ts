@@ -176,3 +176,38 @@ describe("lock conflicts", () => {
     await queue.close(100);
   });
 });
+
+describe("stopped at once (a second signal during shutdown)", () => {
+  test("what is queued, a batch being written included, is kept in the spill file at once; without one, logged in full; nothing is written after", async () => {
+    const spills: string[][] = [];
+    let writes = 0;
+    const { store } = recordingStore();
+    const failing: SettlementStore<QueuedSettlement> = {
+      ...store,
+      write() {
+        writes++;
+        throw new Error("disk full");
+      },
+      spill(queued) {
+        spills.push(queued.map((q) => q.settlement.requestId));
+      },
+    };
+    const queue = createSettlementQueue(failing, { ...options, maxBatch: 100 });
+    void queue.enqueue({ settlement: settlement("a") });
+    void queue.enqueue({ settlement: settlement("b") });
+    await nextTurn();
+    queue.abandon();
+    expect(spills).toEqual([["a", "b"]]);
+    const before = writes;
+    await Bun.sleep(30);
+    expect(writes).toBe(before);
+
+    const logged: unknown[] = [];
+    const noSpill = createSettlementQueue({ ...failing, spill: undefined }, { ...options, maxBatch: 100, log: (_level, message, fields) => logged.push({ message, fields }) });
+    void noSpill.enqueue({ settlement: settlement("c") });
+    await nextTurn();
+    noSpill.abandon();
+    expect(JSON.stringify(logged)).toContain("apply it by hand");
+    expect(JSON.stringify(logged)).toContain('"requestId":"c"');
+  });
+});
