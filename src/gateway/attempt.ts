@@ -234,16 +234,6 @@ export async function attemptUpstream(deps: AttemptDeps, req: AttemptRequest, ca
     // prompt alone, 0 for an image (a raw-TCP probe, 2026-11-30).
     if (whole) deadline.detachOnHead = req.clientSignal;
   }
-  // Whether the deadline still listens to the client: taken off once (for a whole answer the head
-  // takes it off; a second and third removal per request showed in a profile).
-  let listening = !readToEnd;
-  const stopListening = () => {
-    if (!listening) return;
-    listening = false;
-    if (whole && deadline.detachOnHead === undefined) return;
-    deadline.detachOnHead = undefined;
-    req.clientSignal.removeEventListener("abort", deadline);
-  };
   let handedOver = false;
 
   try {
@@ -318,7 +308,7 @@ export async function attemptUpstream(deps: AttemptDeps, req: AttemptRequest, ca
       // whether or not the client stays, so a client that leaves now pays for the answer, not its
       // prompt alone (an image whose body was arriving cost nothing; a probe, 2026-11-30). The
       // deadline still bounds the read.
-      stopListening();
+      if (!readToEnd) detachFromClient(req.clientSignal, deadline, whole);
       let json: unknown;
       let events: StreamEvent[];
       try {
@@ -372,8 +362,19 @@ export async function attemptUpstream(deps: AttemptDeps, req: AttemptRequest, ca
     // A stream keeps its deadline until it ends; anything else is done. Either way the stream
     // stage watches the client itself from here.
     if (!handedOver) deadline.clear();
-    stopListening();
+    if (!readToEnd) detachFromClient(req.clientSignal, deadline, whole);
   }
+}
+
+/**
+ * The deadline stops listening to the client, once: a whole answer's head took it off already
+ * (Deadline.headArrived), and a second and third removal per request showed in a profile. A
+ * module function, not a closure per attempt (test/e2e/inflight-retention.test.ts counts them).
+ */
+function detachFromClient(signal: AbortSignal, deadline: Deadline, whole: boolean): void {
+  if (whole && deadline.detachOnHead === undefined) return;
+  deadline.detachOnHead = undefined;
+  signal.removeEventListener("abort", deadline);
 }
 
 /** No answer from this attempt: a timeout when the deadline passed, else `message`; the client's leaving throws (499). */

@@ -22,6 +22,8 @@ export interface ChatCall {
   chain?: ForwardRequest["chain"];
   /** The size of what is sent when it is not the request's (stored items added); else its Content-Length. */
   bodyBytes?: number;
+  /** Of `bodyBytes`, what the body's JSON does not show (signed thinking carried beside it): counted again when the body is measured anew. */
+  unseenBytes?: number;
 }
 
 /**
@@ -77,7 +79,7 @@ export async function handleChat(deps: ForwardDeps & { catalogue: Catalogue }, c
     body,
     // What is sent bounds the prompt: a body whose images were left out is measured again (its
     // images would have held up to a window's worth of credits every turn; a review).
-    bodyBytes: leftOut ? Buffer.byteLength(JSON.stringify(body)) : call.bodyBytes ?? bodyBytesOf(call.request, body),
+    bodyBytes: leftOut ? Buffer.byteLength(JSON.stringify(body)) + (call.unseenBytes ?? 0) : call.bodyBytes ?? bodyBytesOf(call.request, body),
     headers: call.request.headers,
     signal: call.request.signal,
     candidates,

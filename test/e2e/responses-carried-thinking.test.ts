@@ -9,7 +9,8 @@ import { describe, expect, test } from "bun:test";
 import { useFakeUpstream, vendorRefusal, type RecordedRequest, type Reply } from "../helpers/fake-upstream.ts";
 import { OPENAI_MODEL, post, sseFrames, useGateway } from "../helpers/gateway.ts";
 import { anthropicBody, anthropicStream, SCRIPTED_SIGNATURE } from "../helpers/scripted-answers.ts";
-import { openThinking } from "../../src/formats/common/carried-thinking.ts";
+import { openThinking, sealThinking } from "../../src/formats/common/carried-thinking.ts";
+import { startGateway } from "../helpers/gateway.ts";
 
 const options = { strict: true, thinkingHistory: true };
 const upstream = useFakeUpstream(options);
@@ -79,6 +80,8 @@ describe("Anthropic's signed thinking through the Responses API", () => {
     const res1 = await post(gw, "/v1/responses", { ...first(undefined, false), store: true });
     expect(res1.status).toBe(200);
     const one = (await res1.json()) as { id: string; output: Record<string, any>[] };
+    // The client's items are as OpenAI writes them without `include`: the sealed thinking is the kept copy's only.
+    expect(one.output.find((i) => i.type === "reasoning")!.encrypted_content).toBeUndefined();
     const fc = one.output.find((i) => i.type === "function_call")!;
     answer(anthropicBody({ text: "a.txt b.txt" }));
     const res2 = await post(gw, "/v1/responses", { model: OPUS, tools, reasoning: { effort: "high" }, previous_response_id: one.id, input: [{ type: "function_call_output", call_id: fc.call_id, output: "a.txt\nb.txt" }] });
@@ -99,6 +102,38 @@ describe("Anthropic's signed thinking through the Responses API", () => {
       expect([encrypted, res.status]).toEqual([encrypted, 200]);
       expect(sent().thinking).toBeUndefined();
     }
+  });
+});
+
+describe("carried thinking and the hold", () => {
+  test("the blocks sent upstream are held for and capped in the billed prompt like the body (a hostile-tenant probe: 6.4 MB went upstream held as 200 bytes)", async () => {
+    const poor = await startGateway({ upstreamUrl: upstream.url, extraModels, credits: 500, retry: { max_retries: 0 } });
+    try {
+      const sealed = sealThinking([{ type: "thinking", thinking: "x".repeat(600_000), signature: SCRIPTED_SIGNATURE }]);
+      const input = [
+        { role: "user", content: "go" },
+        { type: "reasoning", id: "rs_1", summary: [], encrypted_content: sealed },
+        { type: "function_call", call_id: "call_1", name: "shell", arguments: '{"cmd":"ls"}' },
+        { type: "function_call_output", call_id: "call_1", output: "a" },
+      ];
+      // 600,000 bytes of thinking at the dearest input price are far more than 500 credits: refused before anything is sent.
+      const sentBefore = upstream.requests.length;
+      const res = await post(poor, "/v1/responses", { model: OPUS, tools, input, store: false });
+      expect(res.status).toBe(402);
+      expect(upstream.requests.length).toBe(sentBefore);
+      // The same turn with a small block is answered: the account is not merely too poor.
+      answer(anthropicBody({ text: "ok" }));
+      const small = input.map((i) => (i.type === "reasoning" ? { ...i, encrypted_content: sealThinking([{ type: "thinking", thinking: "short", signature: SCRIPTED_SIGNATURE }]) } : i));
+      expect((await post(poor, "/v1/responses", { model: OPUS, tools, input: small, store: false })).status).toBe(200);
+    } finally {
+      await poor.stop();
+    }
+  });
+
+  test("count_tokens refuses a thread as /v1/messages does", async () => {
+    const res = await post(gw, "/v1/messages/count_tokens", { model: OPUS, messages: [{ role: "user", content: "hi" }], thread: { type: "continue", previous_message_id: "msg_other" } }, { "anthropic-version": "2023-06-01" });
+    expect(res.status).toBe(400);
+    expect(((await res.json()) as any).error.details.error_code).toBe("thread_unsupported_request");
   });
 });
 

@@ -19,16 +19,22 @@ export interface ResponsesAnswerPlan {
    * the answer end can refer to it at once (the route keeps it for `item_reference`). False (or
    * a promise of it) when it was not kept after all: the final response then says `store: false`.
    */
-  onFinal?: (response: ResponsesBody) => boolean | void | Promise<boolean>;
+  onFinal?: (response: ResponsesBody, sealed?: ReadonlyMap<string, string>) => boolean | void | Promise<boolean>;
   /**
    * The client asked for `reasoning.encrypted_content`: Anthropic's signed thinking blocks go out
    * sealed in the reasoning items, for the client to send back (formats/common/carried-thinking.ts).
    */
   sealThinking?: boolean;
+  /**
+   * The answer is kept for `previous_response_id`: its signed thinking is sealed for the kept copy
+   * only (handed to `onFinal` by item id), as OpenAI keeps a stored answer's reasoning whatever
+   * `include` asked; the client's items are as OpenAI writes them without `include`.
+   */
+  keepThinking?: boolean;
 }
 
 /** A plan whose `onFinal` answers at once: the whole body is then built without waiting. */
-export type SyncResponsesAnswerPlan = Omit<ResponsesAnswerPlan, "onFinal"> & { onFinal?: (response: ResponsesBody) => boolean | void };
+export type SyncResponsesAnswerPlan = Omit<ResponsesAnswerPlan, "onFinal"> & { onFinal?: (response: ResponsesBody, sealed?: ReadonlyMap<string, string>) => boolean | void };
 
 /** The Responses API's `response` object as the encoder writes it. */
 export type ResponsesBody = ReturnType<ReturnType<typeof createBuilder>["final"]>;
@@ -150,6 +156,10 @@ function createBuilder(ctx: EncodeContext, plan: ResponsesAnswerPlan, frames: bo
   let out = "";
   /** Whether the answer is kept for later references: the route's choice, until keeping it fails. */
   let store = plan.echo.store;
+  /** Signed thinking is gathered for the client (`include`) or for the kept copy. */
+  const sealing = plan.sealThinking === true || plan.keepThinking === true;
+  /** Reasoning items' sealed thinking for the kept copy only, by item id (see keepThinking). */
+  const sealedForKeeping = new Map<string, string>();
 
   const emit = (type: string, fields: Record<string, unknown>) => {
     const n = seq++;
@@ -236,7 +246,11 @@ function createBuilder(ctx: EncodeContext, plan: ResponsesAnswerPlan, frames: bo
         emit(reasoningAs.textDone, { item_id: item.id, output_index: index, ...reasoningAs.index, text });
         emit(reasoningAs.partDone, { item_id: item.id, output_index: index, ...reasoningAs.index, part });
         item[reasoningAs.field] = [part];
-        if (o.blocks?.length) item.encrypted_content = sealThinking(o.blocks);
+        if (o.blocks?.length) {
+          const sealed = sealThinking(o.blocks);
+          if (plan.sealThinking) item.encrypted_content = sealed;
+          else sealedForKeeping.set(item.id, sealed);
+        }
         break;
       }
       case "function": {
@@ -360,17 +374,17 @@ function createBuilder(ctx: EncodeContext, plan: ResponsesAnswerPlan, frames: bo
           break;
         case "redacted-reasoning":
           // Hidden thinking is the client's only to send back, sealed, when it asked to.
-          if (plan.sealThinking) (reasoningItem().blocks ??= []).push({ type: "redacted_thinking", data: e.data });
+          if (sealing) (reasoningItem().blocks ??= []).push({ type: "redacted_thinking", data: e.data });
           break;
         case "reasoning": {
           // A signature alone (Anthropic's seal on its thinking) is not the client's to read; it
           // seals the block for a client that keeps reasoning to send it back.
-          const seal = plan.sealThinking && e.signature !== undefined && e.signature !== "";
+          const seal = sealing && e.signature !== undefined && e.signature !== "";
           if (!e.text && !seal) break;
           const item = reasoningItem();
           if (e.text) {
             delta(item, e.text);
-            if (plan.sealThinking) item.blockText = (item.blockText ?? "") + e.text;
+            if (sealing) item.blockText = (item.blockText ?? "") + e.text;
           }
           if (seal) {
             (item.blocks ??= []).push({ type: "thinking", thinking: item.blockText ?? "", signature: e.signature! });
@@ -444,7 +458,7 @@ function createBuilder(ctx: EncodeContext, plan: ResponsesAnswerPlan, frames: bo
         emit(reason ? "response.incomplete" : "response.completed", { response: final });
         return take();
       };
-      const kept = plan.onFinal?.(final);
+      const kept = plan.onFinal?.(final, sealedForKeeping);
       return kept instanceof Promise ? kept.then(last) : last(kept);
     },
     /** The whole answer, once `end()` ran. */

@@ -49,6 +49,12 @@ export interface ResponsesPlan {
   dropped: string[];
   /** The client asked for `reasoning.encrypted_content`: signed thinking goes out sealed in reasoning items. */
   sealThinking: boolean;
+  /**
+   * Bytes of signed thinking carried to assistant messages, which the chat body's JSON does not
+   * show: the hold and the prompt's cap count them with the body (a hostile-tenant probe: 6.4 MB of
+   * them went upstream held as 200 bytes).
+   */
+  carriedBytes: number;
 }
 
 /**
@@ -108,6 +114,8 @@ export function responsesToChat(body: Record<string, unknown>): ResponsesPlan {
   const messages: ChatMessage[] = [];
   /** Signed thinking read from reasoning items, for the next assistant message. */
   const carried: CarriedBlock[] = [];
+  /** What the carried blocks add to the request sent (they travel beside the body's JSON: a symbol-keyed property). */
+  let carriedBytes = 0;
   if (typeof body.instructions === "string" && body.instructions) messages.push({ role: "system", content: body.instructions });
   const input = body.input;
   if (typeof input === "string") messages.push({ role: "user", content: input });
@@ -136,7 +144,12 @@ export function responsesToChat(body: Record<string, unknown>): ResponsesPlan {
         // another upstream cannot read them. Anthropic's signed thinking that the gateway sealed
         // goes back to the assistant message that follows (carried-thinking.ts).
         const blocks = openThinking(item.encrypted_content);
-        if (blocks) carried.push(...blocks);
+        // At most a turn's worth before one message (many items repeating one block made the
+        // prompt sent far larger than a body's measure; a hostile-tenant probe).
+        if (blocks && carried.length + blocks.length <= MAX_CARRIED_BLOCKS) {
+          carried.push(...blocks);
+          carriedBytes += Buffer.byteLength(JSON.stringify(blocks));
+        }
         return;
       }
       case "item_reference":
@@ -221,8 +234,11 @@ export function responsesToChat(body: Record<string, unknown>): ResponsesPlan {
     prompt_cache_key: body.prompt_cache_key ?? null,
   };
   const sealThinking = Array.isArray(body.include) && body.include.includes("reasoning.encrypted_content");
-  return { chat, tools, echo, dropped, sealThinking };
+  return { chat, tools, echo, dropped, sealThinking, carriedBytes };
 }
+
+/** Signed thinking blocks one assistant message takes from the reasoning items before it. */
+const MAX_CARRIED_BLOCKS = 64;
 
 /** The one argument every custom tool takes upstream. */
 const CUSTOM_PARAMETERS: Json = {

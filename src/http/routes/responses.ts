@@ -78,8 +78,8 @@ export function responsesRoute(deps: ForwardDeps & { catalogue: Catalogue; respo
         // Keeping is a convenience for later requests: failing to keep must not fail this answer
         // (its final response then says `store: false`, and a later reference to it is a 400 like
         // any unknown id). Never log the items.
-        const onFinal = (response: { id: string; output: Record<string, unknown>[] }): Promise<boolean> =>
-          store.keep(principal.accountId, response.id, { ...(previous ? { previous } : {}), input: stored.input, response }).then(
+        const onFinal = (response: { id: string; output: Record<string, unknown>[] }, sealed?: ReadonlyMap<string, string>): Promise<boolean> =>
+          store.keep(principal.accountId, response.id, { ...(previous ? { previous } : {}), input: stored.input, response: withSealed(response, sealed) }).then(
             (kept) => {
               if (!kept) deps.log("info", "responses: an answer was not kept: larger than the per-answer limit or the account's quota", { responseId: response.id });
               return kept;
@@ -94,15 +94,17 @@ export function responsesRoute(deps: ForwardDeps & { catalogue: Catalogue; respo
             tools: plan.tools,
             echo: { ...plan.echo, store: keep },
             onFinal: keep ? onFinal : undefined,
+            sealThinking: plan.sealThinking,
             // A kept answer keeps its signed thinking for `previous_response_id` whatever `include`
-            // asked (as OpenAI keeps a stored answer's reasoning): sealed into its reasoning items.
-            sealThinking: plan.sealThinking || keep,
+            // asked (as OpenAI keeps a stored answer's reasoning): sealed into the kept copy only.
+            keepThinking: keep,
           }),
           body: plan.chat,
           // What is sent bounds the prompt, not the request: stored items make it larger, and so
           // does the translation (a custom tool gains a description and a schema: 4 KB of 128 such
           // tools became 43 KB; a reviewer's finding), so the hold and the prompt billed cover it.
-          bodyBytes: Buffer.byteLength(JSON.stringify(plan.chat)),
+          bodyBytes: Buffer.byteLength(JSON.stringify(plan.chat)) + plan.carriedBytes,
+          unseenBytes: plan.carriedBytes,
           request,
           principal,
           server,
@@ -144,6 +146,12 @@ export function responsesRoute(deps: ForwardDeps & { catalogue: Catalogue; respo
       },
       { params: ResponseIdParams },
     );
+}
+
+/** The answer as it is kept: its reasoning items with the signed thinking sealed for the kept copy (encode-responses.ts, keepThinking). */
+function withSealed<R extends { output: Record<string, unknown>[] }>(response: R, sealed: ReadonlyMap<string, string> | undefined): R {
+  if (!sealed || sealed.size === 0) return response;
+  return { ...response, output: response.output.map((item) => (typeof item.id === "string" && sealed.has(item.id) ? { ...item, encrypted_content: sealed.get(item.id) } : item)) };
 }
 
 export const ResponseIdParams = t.Object({ id: t.String({ minLength: 1, maxLength: 200 }) });
