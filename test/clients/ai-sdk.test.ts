@@ -458,7 +458,7 @@ describe.each([
       expect(await streamed.text).toBe("Paris.");
     });
 
-    test("a tool loop: step 2 names step 1's reasoning and text by id; the text reaches the upstream, the thinking does not", async () => {
+    test("a tool loop: step 2 names step 1's reasoning and text by id; the text reaches the upstream, and the thinking only as Anthropic's own signed block (an Anthropic upstream: the kept answer carries it; DeepSeek's has no seal)", async () => {
       sentToGateway.length = 0;
       upstream.reply(scriptedReply(reasoningDialect(vendor), { reasoning: thinking, text: "Let me check.", calls: [{ id: "call_R3as0n", name: "get_weather", arguments: '{"city":"Paris","unit":"celsius"}' }] }));
       upstream.reply(scriptedReply(vendor, { text: "Sunny." }));
@@ -469,7 +469,11 @@ describe.each([
       expect(references(sentToGateway[1])).toEqual([`rs_${base}_0`, `msg_${base}_1`]);
       const second = upstream.requests[1]!;
       expect(second.rawBody).toContain("Let me check.");
-      expect(second.rawBody).not.toContain(thinking);
+      if (vendor === "anthropic") {
+        // Kept with the answer, sealed, and put back where Anthropic wants it: first in the turn, signed.
+        const assistant = second.body.messages.find((m: { role: string }) => m.role === "assistant");
+        expect(assistant.content[0]).toMatchObject({ type: "thinking", thinking, signature: expect.any(String) });
+      } else expect(second.rawBody).not.toContain(thinking);
     });
   });
 });
