@@ -420,8 +420,8 @@ test("the skip link focuses the view without leaving it; a key's limit shows its
   await expect(page.locator(`[data-key-id="${gone.id}"]`).getByTestId("key-status").textContent()).resolves.toMatch(/^expired /);
 }, 60_000);
 
-test("a tab whose session another sign-in replaced says so and shows the new one; its Sign out signs the browser out", async () => {
-  // This tab shows the holder; another tab of the same browser signs in as the operator.
+/** Another tab of the same browser signs out whoever is signed in and signs in as the operator: this page's session is replaced. */
+async function operatorSignsInInAnotherTab(): Promise<void> {
   const other = await context.newPage();
   try {
     await other.goto(`${gateway.url}/console/`);
@@ -432,6 +432,11 @@ test("a tab whose session another sign-in replaced says so and shows the new one
   } finally {
     await other.close();
   }
+}
+
+test("a tab whose session another sign-in replaced says so and shows the new one; its Sign out signs the browser out", async () => {
+  // This tab shows the holder; another tab of the same browser signs in as the operator.
+  await operatorSignsInInAnotherTab();
   // The holder's tab asks for its usage: the gateway says the session changed, and the tab follows.
   await page.locator("nav a", { hasText: "Usage" }).click();
   await page.getByTestId("account-row").first().waitFor();
@@ -463,16 +468,7 @@ test("a change made after another sign-in took the browser over is refused and t
   await page.goto(`${gateway.url}/console/#account/${account.id}`);
   await page.getByTestId("topup-amount").waitFor();
   const before = (await admin(`/v1/admin/accounts/${account.id}`)).balance;
-  const other = await context.newPage();
-  try {
-    await other.goto(`${gateway.url}/console/`);
-    await other.getByTestId("sign-out").click();
-    await other.getByTestId("sign-in-token").fill(ADMIN);
-    await other.getByTestId("sign-in-token-submit").click();
-    await other.getByTestId("account-row").first().waitFor();
-  } finally {
-    await other.close();
-  }
+  await operatorSignsInInAnotherTab();
   await page.getByTestId("topup-amount").fill("3");
   await page.getByTestId("topup-submit").click();
   await page.locator("#status", { hasText: "your change was not made" }).waitFor();
