@@ -36,6 +36,8 @@ const log = jsonLogger(env.logLevel);
 const SHUTDOWN_GRACE_MS = env.shutdownGraceMs;
 /** How long answers cut at the end of the grace period get to settle (one commit; the spill file after). */
 const CUT_SETTLE_MS = 1_000;
+/** Disk held beside the SQLite ledger for its spill file (~10,000 settlements). */
+const SPILL_RESERVE_BYTES = 4 * 1024 * 1024;
 /** How long streams cut at the end of the grace get to write their error frames. */
 const CUT_FRAMES_MS = 250;
 if (role.kind === "supervisor") {
@@ -113,7 +115,8 @@ if (keyState) await keyState.ready();
 const peers = role.kind === "worker" && process.send ? workerMetrics(role.slot, (m) => void process.send!(m), (handler) => void process.on("message", handler)) : undefined;
 let app: ReturnType<typeof createApp>;
 try {
-  app = createApp({ db, stores, limiter, concurrency, settings, log, adminToken: ops.adminToken, ops, upstreamViaProxy: env.upstreamViaProxy, responseStore, keyState, gatherMetrics: peers?.gather });
+  // Disk held for the spill file, for a disk that fills up while settlements wait (spill-file.ts).
+  app = createApp({ db, stores, limiter, concurrency, settings, log, adminToken: ops.adminToken, ops, upstreamViaProxy: env.upstreamViaProxy, responseStore, keyState, gatherMetrics: peers?.gather, ledgerOptions: { spillReserveBytes: SPILL_RESERVE_BYTES } });
 } catch (err) {
   // Settlements kept for a ledger that is not this one: starting would lose them (spill-file.ts).
   if (!(err instanceof SpillMismatchError)) throw err;

@@ -1,4 +1,4 @@
-import { closeSync, existsSync, fsyncSync, mkdirSync, openSync, readdirSync, readFileSync, renameSync, unlinkSync, writeSync } from "node:fs";
+import { closeSync, existsSync, fsyncSync, mkdirSync, openSync, readdirSync, readFileSync, renameSync, statSync, unlinkSync, writeSync } from "node:fs";
 import { dirname, join } from "node:path";
 import type { Settlement } from "../billing/ledger.ts";
 import type { Logger } from "../log/log.ts";
@@ -41,6 +41,60 @@ export function unknownAccounts(spilled: Spilled[], exists: (accountId: string) 
  * exactly what is still unwritten, including anything replayed from it that is still queued.
  */
 export function keepInSpill(path: string, spilled: Spilled[]): void {
+  try {
+    writeSpill(path, spilled);
+  } catch (err) {
+    // The disk is full: the room reserved at start (reserveSpillRoom) is given up for the spill,
+    // which is then written into it. A completely full disk had taken no spill at all, and every
+    // settlement queued went to the log only (a kill -9 and disk-fault probe).
+    if (!isNoRoom(err) || !existsSync(reserveOf(path))) throw err;
+    unlinkSync(reserveOf(path));
+    writeSpill(path, spilled);
+  }
+}
+
+/** The file holding room for the spill file on a disk that fills up. */
+const reserveOf = (path: string) => `${path}.reserve`;
+
+/** Errors that say the disk (or the process's file-size limit) has no room. */
+function isNoRoom(err: unknown): boolean {
+  const code = (err as { code?: unknown } | null)?.code;
+  return code === "ENOSPC" || code === "EDQUOT" || code === "EFBIG";
+}
+
+/**
+ * Holds `bytes` of disk for the spill file (written and fsynced now, beside it), given up when a
+ * spill finds the disk full. Best effort: a disk without the room now is logged by the caller.
+ */
+export function reserveSpillRoom(path: string, bytes: number): void {
+  const reserve = reserveOf(path);
+  if (bytes <= 0) return;
+  try {
+    if (statSync(reserve).size >= bytes) return;
+  } catch {}
+  mkdirSync(dirname(reserve), { recursive: true });
+  const fd = openSync(reserve, "w", 0o600);
+  try {
+    const zeros = Buffer.alloc(Math.min(bytes, 64 * 1024));
+    for (let written = 0; written < bytes; ) {
+      const n = writeSync(fd, zeros, 0, Math.min(zeros.length, bytes - written));
+      if (n <= 0) throw new Error("the disk took no more bytes");
+      written += n;
+    }
+    fsyncSync(fd);
+  } catch (err) {
+    try {
+      closeSync(fd);
+    } catch {}
+    try {
+      unlinkSync(reserve);
+    } catch {}
+    throw err;
+  }
+  closeSync(fd);
+}
+
+function writeSpill(path: string, spilled: Spilled[]): void {
   mkdirSync(dirname(path), { recursive: true });
   const temporary = `${path}.${process.pid}.tmp`;
   const fd = openSync(temporary, "w", 0o600);

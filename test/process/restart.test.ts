@@ -1,6 +1,6 @@
 import { Database } from "bun:sqlite";
 import { afterAll, beforeAll, expect, test } from "bun:test";
-import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
+import { mkdtempSync, rmSync, statSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { startFakeUpstream, type FakeUpstream } from "../helpers/fake-upstream.ts";
@@ -44,6 +44,8 @@ test("a killed gateway leaves no credit locked: the next process starts with all
   const env = { SWITCHYARD_CONFIG: config, SWITCHYARD_DB: join(dir, "ledger.sqlite"), SWITCHYARD_ADMIN_TOKEN: "restart-admin-0123456789abcdef0123456789abcdef" };
 
   const first = await startProcess(env);
+  // Room held for the spill file from the start (a disk that fills up while settlements wait).
+  expect(statSync(`${env.SWITCHYARD_DB}.spill.reserve`).size).toBe(4 * 1024 * 1024);
   const balanceBefore = ledgerState(env.SWITCHYARD_DB).balance;
   upstream.reply({ kind: "sse", holdOpen: true, chunks: ['data: {"id":"c","object":"chat.completion.chunk","created":1,"model":"m","choices":[{"index":0,"delta":{"content":"Hi"},"finish_reason":null}]}\n\n'] });
   const res = await fetch(`${first.url}/v1/chat/completions`, {

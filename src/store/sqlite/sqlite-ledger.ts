@@ -5,7 +5,7 @@ import { createChangeWatch, type ChangeWatch } from "./change-watch.ts";
 import type { Logger } from "../../log/log.ts";
 import { creditWriter } from "./credits.ts";
 import { createRollupFolder } from "./sqlite-rollups.ts";
-import { keepInSpill, readSpill, removeSpill, SpillMismatchError, unknownAccounts } from "../spill-file.ts";
+import { keepInSpill, reserveSpillRoom, readSpill, removeSpill, SpillMismatchError, unknownAccounts } from "../spill-file.ts";
 import { ledgerFiles } from "./file-identity.ts";
 import { classifyWriteFailure, describeWriteFailure, retryWhileBusy } from "./sqlite-errors.ts";
 import { cacheSavingsMicro, priceListId, priceListJson } from "../../billing/pricing.ts";
@@ -33,6 +33,11 @@ export interface SqliteLedgerOptions {
    * default `<database file>.spill`, none for a database in memory.
    */
   spillPath?: string;
+  /**
+   * Disk held at start for the spill file (`<spill>.reserve`), given up when a spill finds the disk
+   * full (store/spill-file.ts). The gateway's start asks for 4 MiB (~10,000 settlements); 0: none.
+   */
+  spillReserveBytes?: number;
 }
 
 
@@ -378,6 +383,14 @@ export function createSqliteLedger(db: Database, o: SqliteLedgerOptions): Ledger
       removeSpill(spillPath!);
       log("info", "settlements from the spill file are written", { settlements: spilled.length });
     });
+  }
+
+  if (spillPath && (o.spillReserveBytes ?? 0) > 0) {
+    try {
+      reserveSpillRoom(spillPath, o.spillReserveBytes!);
+    } catch (err) {
+      log("warn", "no room held for the spill file: on a full disk, settlements that cannot be written go to the log only", { path: spillPath, error: String(err) });
+    }
   }
 
   return {

@@ -40,4 +40,33 @@ describe("the spill file", () => {
     expect(existsSync(join(out, "g.spill"))).toBe(false);
     expect(readdirSync(out)).toEqual([]);
   });
+
+  test("on a disk that fills up, the room held at start is given up for the spill, which is then written whole; without it the spill is refused (a kill -9 and disk-fault probe)", () => {
+    // A 1 MiB tmpfs of the child's own (a private mount namespace: nothing is left mounted), filled to the last byte.
+    const child = join(dir, "full-disk.ts");
+    writeFileSync(child, `
+      import { keepInSpill, readSpill, reserveSpillRoom } from ${JSON.stringify(join(import.meta.dir, "../../../src/store/spill-file.ts"))};
+      import { existsSync, openSync, writeSync, closeSync } from "node:fs";
+      const at = process.argv[2];
+      const spilled = Array.from({ length: 300 }, (_, i) => ({ settlement: { requestId: "req_" + i, pad: "x".repeat(200) }, held: 1000 }));
+      const fill = (name) => {
+        const fd = openSync(at + "/" + name, "w");
+        const chunk = Buffer.alloc(4096, 1);
+        try { for (;;) writeSync(fd, chunk); } catch {}
+        closeSync(fd);
+      };
+      const kept = (path) => { try { keepInSpill(path, spilled); return readSpill(path, () => {}).length; } catch (err) { return String(err.code ?? err); } };
+      reserveSpillRoom(at + "/a.spill", 256 * 1024);
+      fill("filler-a");
+      const withReserve = kept(at + "/a.spill");
+      const reserveLeft = existsSync(at + "/a.spill.reserve");
+      fill("filler-b");
+      const without = kept(at + "/b.spill");
+      console.log(JSON.stringify({ withReserve, reserveLeft, without }));
+    `);
+    const at = join(dir, "mnt");
+    const run = Bun.spawnSync(["unshare", "-m", "sh", "-c", `mkdir -p ${JSON.stringify(at)} && mount -t tmpfs -o size=1m tmpfs ${JSON.stringify(at)} && ${JSON.stringify(process.execPath)} ${JSON.stringify(child)} ${JSON.stringify(at)}`]);
+    const said = JSON.parse(run.stdout.toString().trim().split("\n").at(-1)!);
+    expect(said).toEqual({ withReserve: 300, reserveLeft: false, without: "ENOSPC" });
+  });
 });
