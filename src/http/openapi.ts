@@ -271,6 +271,12 @@ export const OPERATIONS: Record<string, Operation> = {
     tag: "chat", security: "key", errors: [401, 404, 429, 503],
     answers: { "200": { description: "The stored Response object.", schema: t.Object({ id: t.String(), object: t.Literal("response") }, { additionalProperties: true }) } },
   },
+  "GET /v1/responses/:id/input_items": {
+    summary: "List a stored response's input items",
+    description: "The SDKs' `responses.inputItems.list`: the input items a stored answer of the key's own account was made from (its own request's, references resolved), each with an id (its own, else one made from the answer's id), messages with their content as parts. Newest first unless `order=asc`; pages of `limit` (1–100, default 20) after the item id `after`. Unknown, expired, evicted, deleted and other accounts' ids are the same 404. 503 while Redis (SWITCHYARD_REDIS_URL) cannot be reached.",
+    tag: "chat", security: "key", errors: [400, 401, 404, 429, 503],
+    answers: { "200": { description: "A page of input items.", schema: t.Object({ object: t.Literal("list"), data: t.Array(t.Object({ id: t.String(), type: t.String() }, { additionalProperties: true })), first_id: t.Union([t.String(), t.Null()]), last_id: t.Union([t.String(), t.Null()]), has_more: t.Boolean() }) } },
+  },
   "DELETE /v1/responses/:id": {
     summary: "Delete a stored response",
     description: "The SDKs' `responses.delete`: forgets a stored answer of the key's own account (its items can no longer be referred to, nor can it be continued). Unknown, expired, already deleted and other accounts' ids are the same 404. 503 while Redis (SWITCHYARD_REDIS_URL) cannot be reached.",

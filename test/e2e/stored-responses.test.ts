@@ -195,3 +195,42 @@ describe("references bring in at most a body's worth of stored items", () => {
     expect(upstream.requests.at(-1)!.rawBody.split("long answer long answer").length).toBeGreaterThan(10);
   });
 });
+
+describe("a stored response's input items (the SDK's responses.inputItems.list)", () => {
+  const upstream = useFakeUpstream();
+  const gw = useGateway(() => ({ upstreamUrl: upstream.url }));
+
+  test("listed as OpenAI lists them: ids, messages with content parts, newest first by default, in pages; another account's is a 404", async () => {
+    const openai = new OpenAI({ baseURL: `${gw.url}/v1`, apiKey: gw.key, maxRetries: 0 });
+    const first = await openai.responses.create({ model: OPENAI_MODEL, input: "first question" });
+    const second = await openai.responses.create({
+      model: OPENAI_MODEL,
+      previous_response_id: first.id,
+      input: [
+        { role: "user", content: "second question" },
+        { role: "user", content: [{ type: "input_text", text: "with parts" }] },
+        { type: "function_call", call_id: "call_1", name: "lookup", arguments: "{}" },
+        { type: "function_call_output", call_id: "call_1", output: "42" },
+      ] as never,
+    });
+    const page = await openai.responses.inputItems.list(second.id);
+    const items = page.data as Record<string, any>[];
+    // Its own request's items only (the chain's earlier turns are the earlier answer's), newest first.
+    expect(items.map((i) => i.type)).toEqual(["function_call_output", "function_call", "message", "message"]);
+    expect(items[3]).toMatchObject({ type: "message", role: "user", content: [{ type: "input_text", text: "second question" }], status: "completed" });
+    expect(items[2]!.content).toEqual([{ type: "input_text", text: "with parts" }]);
+    for (const item of items) expect(typeof item.id).toBe("string");
+    expect(new Set(items.map((i) => i.id)).size).toBe(4);
+    // Oldest first, in pages after a cursor.
+    const asc = await openai.responses.inputItems.list(second.id, { order: "asc", limit: 1 });
+    expect(asc.data.map((i: any) => i.id)).toEqual([items[3]!.id]);
+    expect(asc.has_more).toBe(true);
+    const next = await openai.responses.inputItems.list(second.id, { order: "asc", limit: 3, after: items[3]!.id });
+    expect(next.data.map((i: any) => i.id)).toEqual([items[2]!.id, items[1]!.id, items[0]!.id]);
+    expect(next.has_more).toBe(false);
+    // The first answer's own input: the plain string it was asked.
+    expect(((await openai.responses.inputItems.list(first.id)).data as any[]).map((i) => i.content)).toEqual([[{ type: "input_text", text: "first question" }]]);
+    const unknown = await openai.responses.inputItems.list("resp_nope").catch((e) => e);
+    expect(unknown).toBeInstanceOf(OpenAI.NotFoundError);
+  });
+});

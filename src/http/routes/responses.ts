@@ -137,6 +137,18 @@ export function responsesRoute(deps: ForwardDeps & { catalogue: Catalogue; respo
       },
       { params: ResponseIdParams },
     )
+    // The SDKs' `responses.inputItems.list`: the input items a stored answer was made from (its
+    // own request's, references resolved), as OpenAI lists them: newest first unless asked, in
+    // pages of `limit` after an item id.
+    .get(
+      "/v1/responses/:id/input_items",
+      async ({ params, query, request }) => {
+        const found = await store.response(deps.principals.of(request).accountId, params.id).catch(unavailable);
+        if (!found) throw notFound(params.id);
+        return inputItemsPage(params.id, found.input, query);
+      },
+      { params: ResponseIdParams, query: InputItemsQuery },
+    )
     .delete(
       "/v1/responses/:id",
       async ({ params, request }) => {
@@ -155,6 +167,39 @@ function withSealed<R extends { output: Record<string, unknown>[] }>(response: R
 }
 
 export const ResponseIdParams = t.Object({ id: t.String({ minLength: 1, maxLength: 200 }) });
+
+export const InputItemsQuery = t.Object({
+  limit: t.Optional(t.Numeric({ minimum: 1, maximum: 100, multipleOf: 1 })),
+  order: t.Optional(t.Union([t.Literal("asc"), t.Literal("desc")], { error: "must be asc or desc" })),
+  after: t.Optional(t.String({ maxLength: 200 })),
+  include: t.Optional(t.Union([t.String(), t.Array(t.String())])),
+}, { additionalProperties: true });
+
+/** Item id prefixes as OpenAI names them, for input items sent without an id. */
+const ITEM_PREFIX: Record<string, string> = { message: "msg", function_call: "fc", function_call_output: "fco", custom_tool_call: "ctc", custom_tool_call_output: "ctco", reasoning: "rs" };
+
+/**
+ * A page of a stored answer's input items as OpenAI writes them: each with an id (its own, else
+ * one made from the answer's id and its place), messages with their content as parts.
+ */
+export function inputItemsPage(responseId: string, input: readonly Record<string, unknown>[], query: { limit?: number; order?: "asc" | "desc"; after?: string }) {
+  const base = responseId.startsWith("resp_") ? responseId.slice("resp_".length) : responseId;
+  const items = input.map((raw, i) => {
+    const type = typeof raw.type === "string" ? raw.type : raw.role !== undefined ? "message" : "item";
+    const item: Record<string, unknown> = { ...raw, type, id: typeof raw.id === "string" ? raw.id : `${ITEM_PREFIX[type] ?? "item"}_${base}_in${i}` };
+    if (type === "message") {
+      const assistant = raw.role === "assistant";
+      if (typeof raw.content === "string") item.content = [assistant ? { type: "output_text", text: raw.content, annotations: [] } : { type: "input_text", text: raw.content }];
+      item.status ??= "completed";
+    }
+    return item;
+  });
+  const ordered = query.order === "asc" ? items : items.slice().reverse();
+  const from = query.after === undefined ? 0 : ordered.findIndex((item) => item.id === query.after) + 1;
+  const limit = query.limit ?? 20;
+  const data = from === 0 && query.after !== undefined ? [] : ordered.slice(from, from + limit);
+  return { object: "list" as const, data, first_id: (data[0]?.id as string | undefined) ?? null, last_id: (data.at(-1)?.id as string | undefined) ?? null, has_more: from + data.length < ordered.length };
+}
 
 export const ResponseDeleted = t.Object({ id: t.String(), object: t.Literal("response.deleted"), deleted: t.Literal(true) });
 export type ResponseDeleted = typeof ResponseDeleted.static;
