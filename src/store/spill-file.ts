@@ -72,56 +72,42 @@ export function reserveSpillRoom(path: string, bytes: number): void {
   try {
     if (statSync(reserve).size >= bytes) return;
   } catch {}
-  mkdirSync(dirname(reserve), { recursive: true });
-  const fd = openSync(reserve, "w", 0o600);
-  try {
-    const zeros = Buffer.alloc(Math.min(bytes, 64 * 1024));
-    for (let written = 0; written < bytes; ) {
-      const n = writeSync(fd, zeros, 0, Math.min(zeros.length, bytes - written));
-      if (n <= 0) throw new Error("the disk took no more bytes");
-      written += n;
-    }
-    fsyncSync(fd);
-  } catch (err) {
-    try {
-      closeSync(fd);
-    } catch {}
-    try {
-      unlinkSync(reserve);
-    } catch {}
-    throw err;
-  }
-  closeSync(fd);
+  writeWhole(reserve, Buffer.alloc(bytes));
 }
 
 function writeSpill(path: string, spilled: Spilled[]): void {
-  mkdirSync(dirname(path), { recursive: true });
   const temporary = `${path}.${process.pid}.tmp`;
-  const fd = openSync(temporary, "w", 0o600);
+  writeWhole(temporary, Buffer.from(spilled.map((s) => JSON.stringify(s)).join("\n") + "\n"));
+  renameSync(temporary, path);
+}
+
+/**
+ * `bytes` in `file`, every one of them and fsynced, or an error and no file. On a nearly full disk a
+ * write takes what fits and says how much: one write's count unread had kept a cut spill file whose
+ * settlements were reported as kept (a kill -9 and disk-fault probe: 32 paid answers delivered whole
+ * had no record after the restart). The write that finds no room throws (ENOSPC); nothing
+ * half-written is left to take room or to be mistaken for a spill.
+ */
+function writeWhole(file: string, bytes: Buffer): void {
+  mkdirSync(dirname(file), { recursive: true });
+  const fd = openSync(file, "w", 0o600);
   try {
-    const bytes = Buffer.from(spilled.map((s) => JSON.stringify(s)).join("\n") + "\n");
-    // Every byte, or an error: on a nearly full disk a write takes what fits and says how much, and
-    // one write's count unread kept a cut file whose settlements were reported as kept (a kill -9
-    // and disk-fault probe: 32 paid answers delivered whole had no record after the restart). The
-    // write that finds no room throws ENOSPC, and the caller logs every settlement instead.
     for (let written = 0; written < bytes.length; ) {
       const n = writeSync(fd, bytes, written, bytes.length - written);
-      if (n <= 0) throw new Error(`the spill file took no more bytes (${written} of ${bytes.length} written)`);
+      if (n <= 0) throw new Error(`${file} took no more bytes (${written} of ${bytes.length} written)`);
       written += n;
     }
     fsyncSync(fd);
   } catch (err) {
-    // Nothing half-written is left to take room or to be mistaken for a spill.
     try {
       closeSync(fd);
     } catch {}
     try {
-      unlinkSync(temporary);
+      unlinkSync(file);
     } catch {}
     throw err;
   }
   closeSync(fd);
-  renameSync(temporary, path);
 }
 
 /** A spill file's settlements; a line that cannot be read is logged in full, never dropped silently. */
