@@ -169,7 +169,7 @@ const MAX_RETRY_AFTER_S = 60;
  * what it already says (`x-should-retry: false` for a refused key stays).
  */
 export function withRetryAfter(error: GatewayError, delayMs: number): GatewayError {
-  return new GatewayError(error.status, error.kind, error.message, { ...error.headers, "retry-after": String(retryAfterSeconds(delayMs)) }, error.openai, error.details);
+  return error.withHeaders({ ...error.headers, "retry-after": String(retryAfterSeconds(delayMs)) });
 }
 
 /** A wait in ms as the `retry-after` a client is told: whole seconds, 1 to MAX_RETRY_AFTER_S. */

@@ -9,6 +9,20 @@ import { refuseForcedServerTool } from "../formats/anthropic-messages/server-too
  * message names the field by its path in the client's own format.
  */
 
+/**
+ * Anthropic's message threads (the `message-threads` beta: the server keeps the conversation and a
+ * request sends only what is new) are refused as the vendor refuses a request it cannot thread, so
+ * the SDK sends the whole conversation instead (its tool runner does by itself; a thread made with
+ * `unsupportedRequestBehavior: "continue_unthreaded"` does too). Dropped, a continuation reached the
+ * model without its history and was answered as if it had none (an SDK probe, 2026-11-30); passed
+ * on, it named the gateway's message id, which no vendor issued. For `/v1/messages` and its
+ * count_tokens alike (a count for a thread would name the operator's vendor account's).
+ */
+export function refuseThread(body: Record<string, unknown>): void {
+  if (body.thread === undefined || body.thread === null) return;
+  throw new GatewayError(400, "invalid_request", "This gateway does not keep message threads: send the whole conversation in `messages` (the SDK does so when a thread allows `unsupportedRequestBehavior: \"continue_unthreaded\"`).", undefined, undefined, { error_code: "thread_unsupported_request", unsupported: ["thread"] });
+}
+
 type Problem = { path: (string | number)[]; missing: boolean; expected: string };
 
 const isObject = (v: unknown): v is Record<string, unknown> => v !== null && typeof v === "object" && !Array.isArray(v);

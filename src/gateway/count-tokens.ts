@@ -2,7 +2,7 @@ import type { Catalogue } from "../catalogue/catalogue.ts";
 import type { CountQueue } from "../limits/count-queue.ts";
 import { countInTurn } from "./count-in-turn.ts";
 import { anthropicAdapter } from "../providers/anthropic/anthropic-adapter.ts";
-import { checkAnthropicContent } from "./check-content.ts";
+import { checkAnthropicContent, refuseThread } from "./check-content.ts";
 import { leaveOutToolResultMedia } from "../formats/common/content-text.ts";
 import { accountRefusal, clientClosed } from "./attempt.ts";
 import { Deadline } from "./deadline.ts";
@@ -55,10 +55,7 @@ export async function countMessageTokens(
   if (!model) throw new GatewayError(404, "not_found", `The model "${name.slice(0, 200)}" does not exist. GET /v1/models lists the available ids.`);
   if (allowed !== null && !modelAllowed(allowed, model.id)) throw new GatewayError(403, "permission", modelRefusal(allowed, model.id));
   if (model.category === "embedding") throw new GatewayError(400, "invalid_request", `The model "${model.id}" is an embedding model: it takes no messages.`);
-  // Refused as on /v1/messages: the gateway keeps no threads (handle-chat.ts), and a count for one names the operator's vendor account's.
-  if (body.thread !== undefined && body.thread !== null) {
-    throw new GatewayError(400, "invalid_request", "This gateway does not keep message threads: send the whole conversation in `messages`.", undefined, undefined, { error_code: "thread_unsupported_request", unsupported: ["thread"] });
-  }
+  refuseThread(body);
   // Counted as it would be sent: images and files inside tool results are left out with a note (handle-chat.ts).
   if (Array.isArray(body.messages)) leaveOutToolResultMedia(body.messages, "anthropic");
   checkAnthropicContent(body);

@@ -244,7 +244,7 @@ export async function forward(deps: ForwardDeps, req: ForwardRequest): Promise<R
 function withoutNoRetry(error: GatewayError): GatewayError {
   if (error.headers?.["x-should-retry"] === undefined) return error;
   const { "x-should-retry": _, ...headers } = error.headers;
-  return new GatewayError(error.status, error.kind, error.message, headers, error.openai, error.details);
+  return error.withHeaders(headers);
 }
 
 /** Failures of an upstream that another key of the pool may not meet (see their use). */

@@ -5,7 +5,7 @@ import { assertAnthropicTextOnly, assertOpenAITextOnly, leaveOutToolResultMedia,
 import { forward, type ForwardDeps, type ForwardRequest } from "./forward.ts";
 import type { ActiveKey } from "../accounts/account-store.ts";
 import { GatewayError } from "../streaming/gateway-error.ts";
-import { checkAnthropicContent, checkOpenAIContent } from "./check-content.ts";
+import { checkAnthropicContent, checkOpenAIContent, refuseThread } from "./check-content.ts";
 import { modelAllowed, modelRefusal } from "../accounts/model-access.ts";
 
 export interface ChatCall {
@@ -35,15 +35,8 @@ export async function handleChat(deps: ForwardDeps & { catalogue: Catalogue }, c
   const { body, format } = call;
   const trace = deps.tracker?.of(call.request);
   if (trace && typeof body.model === "string") trace.modelAsked = body.model;
-  // Anthropic's message threads (the `message-threads` beta: the server keeps the conversation and
-  // a request sends only what is new) are refused as the vendor refuses a request it cannot thread,
-  // so the SDK sends the whole conversation instead (its tool runner does by itself; a thread made
-  // with `unsupportedRequestBehavior: "continue_unthreaded"` does too). Dropped, a continuation
-  // reached the model without its history and was answered as if it had none (an SDK probe,
-  // 2026-11-30); passed on, it named the gateway's message id, which no vendor issued.
-  if (format.wire === "anthropic" && body.thread !== undefined && body.thread !== null) {
-    throw new GatewayError(400, "invalid_request", "This gateway does not keep message threads: send the whole conversation in `messages` (the SDK does so when a thread allows `unsupportedRequestBehavior: \"continue_unthreaded\"`).", undefined, undefined, { error_code: "thread_unsupported_request", unsupported: ["thread"] });
-  }
+  // Refused before anything else of it: the gateway keeps no threads (check-content.ts).
+  if (format.wire === "anthropic") refuseThread(body);
   const messages = body.messages as unknown[];
   if (messages.length === 0) throw new GatewayError(422, "invalid_request", "messages must contain at least one message.");
 

@@ -74,10 +74,11 @@ export function createSignInAttempts(o: SignInAttemptOptions = {}): SignInAttemp
     begin(address, login) {
       const t = now();
       const byAddress = isKnown(address, login, t) ? 0 : wait(`a:${address}`, o.perAddress ?? 20, t);
-      const blocked = Math.max(byAddress, login === null ? 0 : wait(loginCount(address, login, t), o.perLogin ?? 5, t));
+      const count = login === null ? undefined : loginCount(address, login, t);
+      const blocked = Math.max(byAddress, count === undefined ? 0 : wait(count, o.perLogin ?? 5, t));
       if (blocked > 0) return blocked;
       add(`a:${address}`, t);
-      if (login !== null) add(loginCount(address, login, t), t);
+      if (count !== undefined) add(count, t);
       return 0;
     },
     succeeded(address, login) {

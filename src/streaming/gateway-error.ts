@@ -23,6 +23,11 @@ export class GatewayError extends Error {
   ) {
     super(message);
   }
+
+  /** The same error with other headers (a retry-after added, a no-retry taken off): everything else kept. */
+  withHeaders(headers: Record<string, string> | undefined): GatewayError {
+    return new GatewayError(this.status, this.kind, this.message, headers, this.openai, this.details);
+  }
 }
 
 /** What an Anthropic error says beside its message: a machine-readable `error_code` and what goes with it. */

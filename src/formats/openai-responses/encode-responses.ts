@@ -95,9 +95,9 @@ interface OpenItem {
   deltaHead: string;
   /** What follows `output_index` in each delta frame: the part's place in the item (none for calls). */
   deltaWhere: string;
-  /** A reasoning item's signed thinking blocks so far, and the text of the block not yet sealed (plan.sealThinking). */
+  /** A reasoning item's signed thinking blocks so far, and where in its text the block not yet sealed starts (plan.sealThinking). */
   blocks?: CarriedBlock[];
-  blockText?: string;
+  sealedAt?: number;
 }
 
 /**
@@ -382,13 +382,11 @@ function createBuilder(ctx: EncodeContext, plan: ResponsesAnswerPlan, frames: bo
           const seal = sealing && e.signature !== undefined && e.signature !== "";
           if (!e.text && !seal) break;
           const item = reasoningItem();
-          if (e.text) {
-            delta(item, e.text);
-            if (sealing) item.blockText = (item.blockText ?? "") + e.text;
-          }
+          if (e.text) delta(item, e.text);
           if (seal) {
-            (item.blocks ??= []).push({ type: "thinking", thinking: item.blockText ?? "", signature: e.signature! });
-            item.blockText = "";
+            // The block is the item's text since the last seal (an item may hold several blocks).
+            (item.blocks ??= []).push({ type: "thinking", thinking: item.text.slice(item.sealedAt ?? 0), signature: e.signature! });
+            item.sealedAt = item.text.length;
           }
           break;
         }

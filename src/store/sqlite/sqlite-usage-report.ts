@@ -8,12 +8,7 @@ import { PAST_ROLLUP_MARK } from "./sqlite-rollups.ts";
  * the rollups' mark, in one read transaction (a fold between the statements would count twice).
  */
 export function createUsageReport(db: Database) {
-  const statements = new Map<string, ReturnType<Database["query"]>>();
-  const all = ({ text, params }: { text: string; params: (string | number)[] }) => {
-    let statement = statements.get(text);
-    if (!statement) statements.set(text, (statement = db.query(text)));
-    return statement.all(...params) as Record<string, unknown>[];
-  };
+  const all = statementRunner(db);
   // Refusals are counted per key and minute (see billing/ledger.ts); a minute counts when it starts in the range.
   const refusals = db.query<{ status: number; n: number }, [string, number, number]>(
     `SELECT r.status, SUM(r.count) AS n FROM rejection_counts r JOIN api_keys k ON k.id = r.key_id
@@ -36,12 +31,8 @@ export function createUsageReport(db: Database) {
  * mark (the last fold's, a fraction of a second behind: sqlite-rollups.ts), so it is exact.
  */
 export function createUsageBreakdown(db: Database): UsageBreakdown {
-  const statements = new Map<string, ReturnType<Database["query"]>>();
-  const run = ({ text, params }: { text: string; params: (string | number)[] }) => {
-    let statement = statements.get(text);
-    if (!statement) statements.set(text, (statement = db.query(text)));
-    return usageRows(statement.all(...params) as Record<string, unknown>[]);
-  };
+  const all = statementRunner(db);
+  const run = (statement: { text: string; params: (string | number)[] }) => usageRows(all(statement));
   // One read transaction: both statements see the same mark (another process may fold between them).
   const rolledUp = db.transaction((q: UsageQuery) => mergeUsageRows(run(usageBreakdownSql(q, "sqlite")), run(usageBreakdownSql(q, "sqlite", { tailAfter: PAST_ROLLUP_MARK }))));
   // A range that cuts an hour: its whole hours from the rollups, only its ends from the records.
@@ -50,5 +41,15 @@ export function createUsageBreakdown(db: Database): UsageBreakdown {
     let rows = rolled ? rolledUp(rolled) : [];
     for (const part of records) rows = mergeUsageRows(rows, run(usageBreakdownSql(part, "sqlite")));
     return rows;
+  };
+}
+
+/** Runs a built statement's text with its parameters, each text prepared once (the reports' statements vary only by range shape). */
+function statementRunner(db: Database): (statement: { text: string; params: (string | number)[] }) => Record<string, unknown>[] {
+  const statements = new Map<string, ReturnType<Database["query"]>>();
+  return ({ text, params }) => {
+    let statement = statements.get(text);
+    if (!statement) statements.set(text, (statement = db.query(text)));
+    return statement.all(...params) as Record<string, unknown>[];
   };
 }
