@@ -20,7 +20,7 @@ import { jsonBodyPlugin, type BodyServer } from "./http/plugins/json-body.ts";
 import type { TSchema } from "@sinclair/typebox";
 import { ChatRequest } from "./formats/openai-chat/schema.ts";
 import { CountTokensRequest, MessagesRequest } from "./formats/anthropic-messages/schema.ts";
-import { ResponsesRequest } from "./formats/openai-responses/schema.ts";
+import { InputTokensRequest, ResponsesRequest } from "./formats/openai-responses/schema.ts";
 import { EmbeddingsRequest } from "./formats/openai-embeddings/schema.ts";
 import { createBodyBudget, type BodyShare } from "./limits/body-budget.ts";
 /** Bun's own body cap where the server listens (none: see the module). */
@@ -140,6 +140,7 @@ const LARGE_BODY_SCHEMAS: Record<string, TSchema | undefined> = {
   "/v1/messages": MessagesRequest,
   "/v1/messages/count_tokens": CountTokensRequest,
   "/v1/responses": ResponsesRequest,
+  "/v1/responses/input_tokens": InputTokensRequest,
   "/v1/embeddings": EmbeddingsRequest,
 };
 
@@ -344,7 +345,7 @@ export function createApp(deps: AppDeps) {
     // The answering routes close their own request traces (see closeTracesHook): before the hook.
     .use(chatCompletionsRoute(forwardDeps))
     .use(messagesRoute({ ...forwardDeps, counts }))
-    .use(responsesRoute({ ...forwardDeps, responseStore }))
+    .use(responsesRoute({ ...forwardDeps, responseStore, counts }))
     .use(embeddingsRoute(forwardDeps));
   if (ops.metrics || ops.accessLog.enabled) front.onAfterResponse(closeTracesHook(tracker));
   const app = front

@@ -2,7 +2,7 @@ import type { Catalogue } from "../catalogue/catalogue.ts";
 import type { CountQueue } from "../limits/count-queue.ts";
 import { countInTurn } from "./count-in-turn.ts";
 import { anthropicAdapter } from "../providers/anthropic/anthropic-adapter.ts";
-import { checkAnthropicContent, refuseThread } from "./check-content.ts";
+import { checkAnthropicContent, checkOpenAIContent, refuseThread } from "./check-content.ts";
 import { leaveOutToolResultMedia } from "../formats/common/content-text.ts";
 import { accountRefusal, clientClosed } from "./attempt.ts";
 import { Deadline } from "./deadline.ts";
@@ -14,6 +14,10 @@ import { withKey } from "../providers/key-pools.ts";
 import { keyVerdict } from "../providers/key-pool.ts";
 import { modelAllowed, modelRefusal } from "../accounts/model-access.ts";
 import { attemptInit } from "../transport/transport.ts";
+import type { ModelConfig } from "../config/schema.ts";
+import { openaiRequestToAnthropic } from "../formats/openai-chat/openai-to-anthropic.ts";
+import type { ChatRequest } from "../formats/openai-chat/schema.ts";
+import { upstreamTraits } from "../formats/common/model-traits.ts";
 import { reportedCount } from "../streaming/events.ts";
 import { promptTokenCeiling, vendorPromptAllowance } from "../billing/token-estimate.ts";
 
@@ -50,21 +54,13 @@ export async function countMessageTokens(
 ): Promise<Response> {
   // The same refusal as POST /v1/messages for the same body (a count of nothing is no conversation).
   if (Array.isArray(body.messages) && body.messages.length === 0) throw new GatewayError(422, "invalid_request", "messages must contain at least one message.");
-  const name = String(body.model);
-  const model = deps.catalogue.get(name);
-  if (!model) throw new GatewayError(404, "not_found", `The model "${name.slice(0, 200)}" does not exist. GET /v1/models lists the available ids.`);
-  if (allowed !== null && !modelAllowed(allowed, model.id)) throw new GatewayError(403, "permission", modelRefusal(allowed, model.id));
-  if (model.category === "embedding") throw new GatewayError(400, "invalid_request", `The model "${model.id}" is an embedding model: it takes no messages.`);
+  const model = countedModel(deps.catalogue, String(body.model), allowed);
   refuseThread(body);
   // Counted as it would be sent: images and files inside tool results are left out with a note (handle-chat.ts).
   if (Array.isArray(body.messages)) leaveOutToolResultMedia(body.messages, "anthropic");
   checkAnthropicContent(body);
   const text = promptText("anthropic", body);
-  const limit = deps.settings.limits.count_tokens_max_bytes;
-  const bytes = Buffer.byteLength(text);
-  if (bytes > limit) {
-    throw new GatewayError(413, "request_too_large", `The prompt is too large to count: ${bytes} bytes of text; count_tokens counts at most ${limit}.`);
-  }
+  const bytes = countableBytes(deps.settings.limits.count_tokens_max_bytes, text);
 
   const configured = deps.settings.providers.get(model.provider)!;
   if (configured.kind === "anthropic" && model.upstream_api !== "images") {
@@ -118,4 +114,66 @@ export async function countMessageTokens(
   const messages = (body.messages as unknown[]).length;
   const tokens = await countInTurn(deps.counts, turn.keyId, text, signal, undefined, turn.accountId);
   return Response.json({ input_tokens: tokens + 4 * messages + 3 });
+}
+
+/** Fields of a translated request that Anthropic's count_tokens takes (it refuses the answer's parameters, `max_tokens` among them). */
+const ANTHROPIC_COUNT_FIELDS = ["model", "system", "messages", "tools", "tool_choice"] as const;
+
+/**
+ * `POST /v1/responses/input_tokens` (the OpenAI SDK's `responses.inputTokens.count`), given the
+ * request already translated to chat as `POST /v1/responses` translates it (stored items and
+ * `previous_response_id` resolved). A model served by an Anthropic upstream is counted by
+ * Anthropic, on the request translated as it would be sent, through the count above (so with its
+ * fallback to our estimate); any other model, or none named (OpenAI's `model` is optional here),
+ * gets our estimate: the tokenizer used for usage plus the per-message framing. Free like the count
+ * above, and bounded the same way.
+ */
+export async function countResponseTokens(
+  deps: Parameters<typeof countMessageTokens>[0],
+  chat: Record<string, unknown>,
+  headers: Headers,
+  signal: AbortSignal,
+  turn: { keyId: string; accountId: string },
+  allowed: readonly string[] | null,
+): Promise<Response> {
+  const messages = chat.messages as Record<string, unknown>[];
+  leaveOutToolResultMedia(messages, "openai");
+  checkOpenAIContent(chat);
+  const name = typeof chat.model === "string" ? chat.model : undefined;
+  const model = name === undefined ? undefined : countedModel(deps.catalogue, name, allowed);
+  const provider = model && deps.settings.providers.get(model.provider)!;
+  // Anthropic counts a conversation only (instructions alone are not one): those get our estimate.
+  if (model && provider!.kind === "anthropic" && model.upstream_api !== "images" && messages.some((m) => m.role !== "system" && m.role !== "developer")) {
+    const translated = openaiRequestToAnthropic(chat as ChatRequest, model.id, 1, upstreamTraits("anthropic", model)) as Record<string, unknown>;
+    const body: Record<string, unknown> = {};
+    for (const field of ANTHROPIC_COUNT_FIELDS) if (translated[field] !== undefined) body[field] = translated[field];
+    const counted = await countMessageTokens(deps, body, headers, signal, turn, allowed);
+    const { input_tokens } = (await counted.json()) as { input_tokens: number };
+    return inputTokens(input_tokens);
+  }
+  const text = promptText("openai", chat);
+  countableBytes(deps.settings.limits.count_tokens_max_bytes, text);
+  const tokens = await countInTurn(deps.counts, turn.keyId, text, signal, undefined, turn.accountId);
+  return inputTokens(tokens + 4 * messages.length + 3);
+}
+
+/** The Responses API's count, as OpenAI answers it. */
+function inputTokens(count: number): Response {
+  return Response.json({ object: "response.input_tokens", input_tokens: count });
+}
+
+/** The model a count is for, refused as a request for that model would be (unknown 404, not the key's 403, embedding 400). */
+function countedModel(catalogue: Catalogue, name: string, allowed: readonly string[] | null): ModelConfig {
+  const model = catalogue.get(name);
+  if (!model) throw new GatewayError(404, "not_found", `The model "${name.slice(0, 200)}" does not exist. GET /v1/models lists the available ids.`);
+  if (allowed !== null && !modelAllowed(allowed, model.id)) throw new GatewayError(403, "permission", modelRefusal(allowed, model.id));
+  if (model.category === "embedding") throw new GatewayError(400, "invalid_request", `The model "${model.id}" is an embedding model: it takes no messages.`);
+  return model;
+}
+
+/** The prompt's bytes, refused past what a free count takes (as Anthropic answers a request over its size limit). */
+function countableBytes(limit: number, text: string): number {
+  const bytes = Buffer.byteLength(text);
+  if (bytes > limit) throw new GatewayError(413, "request_too_large", `The prompt is too large to count: ${bytes} bytes of text; a token count takes at most ${limit}.`);
+  return bytes;
 }

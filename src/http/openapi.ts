@@ -265,6 +265,12 @@ export const OPERATIONS: Record<string, Operation> = {
     tag: "embeddings", security: "key", errors: [400, 401, 402, 403, 404, 408, 413, 429, 502, 503],
     answers: { "200": { description: "One vector per input, in input order.", schema: EmbeddingList, headers: RATE } },
   },
+  "POST /v1/responses/input_tokens": {
+    summary: "Count input tokens (Responses API)",
+    description: "The SDKs' `responses.inputTokens.count`: the request counted as `POST /v1/responses` would send it, stored items and `previous_response_id`'s chain included. A model served by an Anthropic upstream is counted by Anthropic (its `count_tokens`, on the translated request), else, and when no `model` is named, by the gateway's estimate. Never charged; bounded and rate-limited as `POST /v1/messages/count_tokens` (it shares that bucket). A model the key may not use is a 403.",
+    tag: "chat", security: "key", errors: [400, 401, 403, 404, 408, 413, 429, 503],
+    answers: { "200": { description: "The count.", schema: t.Object({ object: t.Literal("response.input_tokens"), input_tokens: t.Integer() }), headers: RATE } },
+  },
   "GET /v1/responses/:id": {
     summary: "Retrieve a stored response",
     description: "The SDKs' `responses.retrieve`: a stored answer of the key's own account, exactly as `POST /v1/responses` returned it (a streamed one as its final `response.completed` object). Reading it counts as a use (its TTL restarts). Unknown, expired, evicted, deleted and other accounts' ids are the same 404. 503 while Redis (SWITCHYARD_REDIS_URL) cannot be reached.",

@@ -145,7 +145,7 @@ test("a prompt over count_tokens_max_bytes is refused with 413 request_too_large
   const body = (await res.json()) as { type: string; error: { type: string; message: string } };
   expect(body.type).toBe("error");
   expect(body.error.type).toBe("request_too_large");
-  expect(body.error.message).toBe(`The prompt is too large to count: ${4 * 1024 * 1024 + 1} bytes of text; count_tokens counts at most ${4 * 1024 * 1024}.`);
+  expect(body.error.message).toBe(`The prompt is too large to count: ${4 * 1024 * 1024 + 1} bytes of text; a token count takes at most ${4 * 1024 * 1024}.`);
   expect(gw.app.services.counts.size).toBe(0);
 });
 

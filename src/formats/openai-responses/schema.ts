@@ -30,3 +30,6 @@ export const ResponsesRequest = t.Object(
   open,
 );
 export type ResponsesRequest = typeof ResponsesRequest.static;
+
+/** `POST /v1/responses/input_tokens`: a Responses request to count, where OpenAI makes `model` and `input` optional too. */
+export const InputTokensRequest = t.Object({ ...ResponsesRequest.properties, input: t.Optional(ResponsesRequest.properties.input) }, open);

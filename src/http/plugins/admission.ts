@@ -41,7 +41,8 @@ export function pathOf(url: string): string {
   return query === -1 ? url.slice(start) : url.slice(start, query);
 }
 
-const COUNT_TOKENS_PATH = "/v1/messages/count_tokens";
+/** Token counts: free, with a bucket of their own (below). */
+const COUNT_PATHS = new Set(["/v1/messages/count_tokens", "/v1/responses/input_tokens"]);
 /** GET /v1/key (routes/key.ts): authenticated, never rate limited. */
 export const KEY_INFO_PATH = "/v1/key";
 /** How many token counts a key may make per chat request of its rate limit. */
@@ -171,7 +172,7 @@ export function admissionPlugin(o: AdmissionOptions) {
 
     // Token counts (Claude Code sends dozens for one `/context`) have a bucket of their own,
     // ten times the key's chat rate, so counting never spends the budget for answers.
-    const counting = path === COUNT_TOKENS_PATH;
+    const counting = COUNT_PATHS.has(path);
     const busy = counting ? o.countsBusy?.(found.keyId, Number(request.headers.get("content-length")) || 0, found.accountId) : undefined;
     if (busy) {
       o.onRejected(request, 429);

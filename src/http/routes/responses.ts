@@ -5,7 +5,9 @@ import type { ForwardDeps } from "../../gateway/forward.ts";
 import { openaiResponses } from "../../formats/format.ts";
 import { GatewayError } from "../../streaming/gateway-error.ts";
 import type { Principals } from "../plugins/admission.ts";
-import { ResponsesRequest } from "../../formats/openai-responses/schema.ts";
+import { InputTokensRequest, ResponsesRequest } from "../../formats/openai-responses/schema.ts";
+import { countResponseTokens } from "../../gateway/count-tokens.ts";
+import type { CountQueue } from "../../limits/count-queue.ts";
 import { responsesToChat, ResponsesRequestError, type ResponsesPlan } from "../../formats/openai-responses/responses-to-chat.ts";
 import { ResponseStoreUnavailableError, type ResponseStore } from "../../formats/openai-responses/response-store.ts";
 import { resolveStoredInput, type StoredInput } from "../../formats/openai-responses/stored-input.ts";
@@ -22,7 +24,7 @@ import { storedAnswerBody } from "./stored-answer-body.ts";
 /** Kinds of dropped items the log says once each at info level; past them, debug. */
 const REPORTED_KINDS = 256;
 
-export function responsesRoute(deps: ForwardDeps & { catalogue: Catalogue; responseStore: ResponseStore; principals: Principals }) {
+export function responsesRoute(deps: ForwardDeps & { catalogue: Catalogue; responseStore: ResponseStore; principals: Principals; counts: CountQueue }) {
   const store = deps.responseStore;
   // Stored answers being sent (GET, free): per account, at most its whole quota of stored answers
   // at once, twice over (one slow reader's answer beside another's); an answer larger than that
@@ -30,6 +32,18 @@ export function responsesRoute(deps: ForwardDeps & { catalogue: Catalogue; respo
   const sending = createBodyBudget({ perHolderBytes: 2 * deps.settings.responses.account_max_bytes, totalBytes: Number.POSITIVE_INFINITY });
   /** Hosted tools are dropped on every turn of an agent like Codex: the log says so once per kind, then at debug level. */
   const reported = new Set<string>();
+  /** The request with what it refers to by id looked up in the account's stored answers, as a chat request. */
+  const translated = async (body: ResponsesRequest, accountId: string): Promise<{ plan: ResponsesPlan; stored: StoredInput }> => {
+    try {
+      // References may bring in what the client could have sent itself: a body's worth.
+      const stored = await resolveStoredInput(body, accountId, store, deps.settings.limits.max_body_bytes).catch(unavailable);
+      const whole = stored.history.length > 0 ? [...stored.history, ...stored.input] : stored.input;
+      return { plan: responsesToChat({ ...body, input: whole }), stored };
+    } catch (err) {
+      if (err instanceof ResponsesRequestError) throw new GatewayError(400, "invalid_request", err.message);
+      throw err;
+    }
+  };
   return new Elysia({ name: "switchyard/responses" })
     .post(
       "/v1/responses",
@@ -37,17 +51,7 @@ export function responsesRoute(deps: ForwardDeps & { catalogue: Catalogue; respo
         const input = body.input;
         if (input === "" || (Array.isArray(input) && input.length === 0)) throw new GatewayError(422, "invalid_request", "input must contain at least one item.");
         const principal = deps.principals.of(request);
-        let plan: ResponsesPlan;
-        let stored: StoredInput;
-        try {
-          // References may bring in what the client could have sent itself: a body's worth.
-          stored = await resolveStoredInput(body, principal.accountId, store, deps.settings.limits.max_body_bytes).catch(unavailable);
-          const whole = stored.history.length > 0 ? [...stored.history, ...stored.input] : stored.input;
-          plan = responsesToChat({ ...body, input: whole });
-        } catch (err) {
-          if (err instanceof ResponsesRequestError) throw new GatewayError(400, "invalid_request", err.message);
-          throw err;
-        }
+        const { plan, stored } = await translated(body, principal.accountId);
         // Nothing left to send (no input, or only items no chat upstream can take): the 422 of an
         // empty conversation, in the Responses API's own words rather than chat's `messages`.
         if (plan.chat.messages.length === 0) {
@@ -114,6 +118,20 @@ export function responsesRoute(deps: ForwardDeps & { catalogue: Catalogue; respo
         });
       },
       { body: ResponsesRequest },
+    )
+    // The SDK's `responses.inputTokens.count`: the request counted as `POST /v1/responses` would
+    // send it (stored items and the previous answer's chain included), never charged.
+    .post(
+      "/v1/responses/input_tokens",
+      async ({ body, request }) => {
+        const principal = deps.principals.of(request);
+        const { plan } = await translated({ ...body, input: body.input ?? [] }, principal.accountId);
+        const response = await countResponseTokens(deps, plan.chat as Record<string, unknown>, request.headers, request.signal, principal, principal.models);
+        // Registered before the app's after-response hook (the chat routes close their own traces).
+        deps.tracker?.responded(request, response.status);
+        return response;
+      },
+      { body: InputTokensRequest },
     )
     // The SDKs' `responses.retrieve` and `responses.delete`, for the key's own account only:
     // another account's id is the same 404 as an unknown one, so existence does not leak.
