@@ -1083,3 +1083,53 @@ test("an account at ten keys says why no key can be made (the button stays focus
   const shown = (await chart.locator(".u-legend .u-series").first().locator(".u-value").textContent())!.trim();
   expect(shown).toMatch(/^\d{2}-\d{2} \d{2}:\d{2} UTC$/);
 }, 60_000);
+
+test("the usage view's period and split are in the address (a reload and a bookmark keep them); a slow view says it is loading; after a top-up or a saved limit focus is back in its form", async () => {
+  const hash = () => page.evaluate(() => (globalThis as any).location.hash as string);
+  await page.goto(`${gateway.url}/console/#usage`);
+  await page.getByTestId("usage-chart").waitFor();
+  expect(await hash()).toBe("#usage/24h/model");
+  await page.getByTestId("usage-range").selectOption("30d");
+  await page.waitForFunction(() => (globalThis as any).location.hash === "#usage/30d/model");
+  await page.getByTestId("usage-split").selectOption("account");
+  await page.waitForFunction(() => (globalThis as any).location.hash === "#usage/30d/account");
+  await page.reload();
+  await page.getByTestId("usage-chart").waitFor();
+  expect([await page.getByTestId("usage-range").inputValue(), await page.getByTestId("usage-split").inputValue()]).toEqual(["30d", "account"]);
+  expect([await page.getByTestId("usage-chart").getAttribute("data-granularity"), await page.getByTestId("usage-chart").getAttribute("data-group-by")]).toEqual(["day", "account"]);
+
+  // A slow answer: the page says it is loading (and is marked busy) until the view comes.
+  const usageApi = (url: URL) => url.pathname === "/console/api/usage";
+  await page.route(usageApi, async (route) => {
+    await Bun.sleep(800);
+    await route.continue();
+  });
+  try {
+    await page.goto(`${gateway.url}/console/#usage/24h/key`);
+    await page.getByTestId("loading").waitFor();
+    expect(await page.locator("#main").getAttribute("aria-busy")).toBe("true");
+    await page.waitForFunction(() => (globalThis as any).document.querySelector("[data-testid=usage-chart]")?.getAttribute("data-group-by") === "key");
+    expect(await page.getByTestId("loading").count()).toBe(0);
+    expect(await page.locator("#main").getAttribute("aria-busy")).toBeNull();
+    expect([await page.getByTestId("usage-range").inputValue(), await page.getByTestId("usage-split").inputValue()]).toEqual(["24h", "key"]);
+  } finally {
+    await page.unroute(usageApi);
+  }
+
+  // A top-up: the view shows the new balance, and focus is back on the amount, not the page's top.
+  await page.goto(`${gateway.url}/console/#account/${account.id}`);
+  const before = number(await text("balance"));
+  // Each change draws the view again: the old one's control leaves the page, then focus is read.
+  const redrawn = async (testid: string, act: () => Promise<void>) => {
+    const old = await page.getByTestId(testid).elementHandle();
+    await act();
+    await page.waitForFunction((el) => !(el as any).isConnected, old);
+    await page.getByTestId(testid).waitFor();
+    return (await activeElement()).testid;
+  };
+  await page.getByTestId("topup-amount").fill("1");
+  expect(await redrawn("topup-amount", () => page.getByTestId("topup-submit").click())).toBe("topup-amount");
+  expect(number(await text("balance"))).toBeCloseTo(before + 1, 6);
+  expect(await redrawn("account-limit-submit", () => page.getByTestId("account-limit-submit").click())).toBe("account-limit-submit");
+  expect(await redrawn("account-requests-submit", () => page.getByTestId("account-requests-submit").click())).toBe("account-requests-submit");
+}, 60_000);

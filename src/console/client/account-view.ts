@@ -96,7 +96,8 @@ function topUpForm(account: Account, reload: Reload): HTMLElement {
     sessionStorage.removeItem(stored);
     idempotency = null;
     announce(`Added ${credits(Number(amount.value))} credits.`);
-    reload();
+    // Back where the operator was (the view is drawn again with the new balance), not at its top.
+    reload("[data-testid=topup-amount]");
     // Held until the view is shown again: the amount is still typed and its key is spent, so a
     // second click before the new view would be a second top-up.
     return "hold";
@@ -114,11 +115,11 @@ function limitChange(limit: HTMLInputElement, period: HTMLSelectElement): { spen
 function accountLimitForm(account: Account, reload: Reload): HTMLElement {
   const limit = h("input", { type: "number", min: "0", step: "any", value: account.spend_limit ?? "", placeholder: "none" });
   const period = periodSelect(account.spend_limit_period);
-  const submit = h("button", { type: "submit" }, "Save limit");
+  const submit = h("button", { type: "submit", "data-testid": "account-limit-submit" }, "Save limit");
   return form("Account spend limit", [field("Limit in credits (empty: none)", limit), field("Period", period)], submit, async () => {
     await api("PATCH", `/accounts/${account.id}`, limitChange(limit, period));
     announce("Limit saved.");
-    reload();
+    reload("[data-testid=account-limit-submit]");
     return "hold";
   });
 }
@@ -160,7 +161,7 @@ function requestLimitsForm(account: Account, reload: Reload): HTMLElement {
     if (atOnce !== (account.max_concurrent_requests ?? null)) changes.max_concurrent_requests = atOnce;
     if (Object.keys(changes).length > 0) await api("PATCH", `/accounts/${account.id}`, changes);
     announce(Object.keys(changes).length > 0 ? "Request limits saved." : "Nothing changed.");
-    reload();
+    reload("[data-testid=account-requests-submit]");
     return "hold";
   });
 }

@@ -41,6 +41,7 @@ document.querySelector<HTMLAnchorElement>("a.skip")?.addEventListener("click", (
 let routes = 0;
 
 function show(view: HTMLElement, focus?: string): void {
+  main.removeAttribute("aria-busy");
   main.replaceChildren(view);
   // The tab and the history name the view (its heading), not only the product.
   const heading = view.querySelector("h1")?.textContent?.trim();
@@ -229,8 +230,14 @@ async function route(focus?: string): Promise<void> {
     if (mine === routes) showView(view, f);
   };
   renderNav();
-  const [view, id] = location.hash.replace(/^#/, "").split("/");
+  const [view, id, extra] = location.hash.replace(/^#/, "").split("/");
   const s = session;
+  // A view that takes a moment says so (the last one stayed, looking current, on a slow link).
+  const loading = setTimeout(() => {
+    if (mine !== routes || main.getAttribute("aria-busy") === "true") return;
+    main.setAttribute("aria-busy", "true");
+    main.prepend(h("p", { class: "loading", role: "status", "data-testid": "loading" }, "Loading…"));
+  }, LOADING_MARK_MS);
   // What the page loaded with serves the first view only, whichever it is: later views (and
   // another session on this tab) read fresh, never a balance or an account from before.
   const first = preloaded;
@@ -252,8 +259,13 @@ async function route(focus?: string): Promise<void> {
       const [account, logins] = await Promise.all([api<Account>("GET", path), api<AccountLogins>("GET", `${path}/logins`)]);
       show(accountView(s, account, (f) => void route(f), logins), focus);
     } else if (view === "usage") {
+      // The period and split are in the address (#usage/30d/key): a reload or a bookmark keeps them.
+      usageChoice = usageChoiceOf(s, id, extra) ?? usageChoice;
+      const address = `#usage/${usageChoice.range}/${usageChoice.split}`;
+      if (location.hash !== address) history.replaceState(null, "", address);
       show(usageView(s, await loadUsage(usageChoice), usageChoice, (choice, f) => {
         usageChoice = choice;
+        history.replaceState(null, "", `#usage/${choice.range}/${choice.split}`);
         void route(f);
       }), focus);
     } else if (view === "catalogue" && s.kind === "operator") {
@@ -271,7 +283,20 @@ async function route(focus?: string): Promise<void> {
     }
     if (err instanceof ApiError && err.sessionReplaced) return resync();
     show(h("section", {}, h("h1", {}, "Could not load this page"), errorBox(err instanceof ApiError ? err.message : "The gateway did not answer.")));
+  } finally {
+    clearTimeout(loading);
+    if (mine === routes) main.removeAttribute("aria-busy");
   }
+}
+
+/** How long a view may take before the page says it is loading (a quick one shows no flash). */
+const LOADING_MARK_MS = 200;
+
+/** The usage view's choice named by the address (`#usage/30d/key`), if it names one this session may make. */
+function usageChoiceOf(s: Session, range: string | undefined, split: string | undefined): UsageChoice | undefined {
+  if (range !== "24h" && range !== "30d") return undefined;
+  const splits: readonly string[] = s.kind === "operator" ? ["model", "key", "account"] : ["model", "key"];
+  return splits.includes(split ?? "") ? { range, split: split as UsageChoice["split"] } : { range, split: FIRST_USAGE.split };
 }
 
 // A change refused because this page's session ended or was replaced: the page follows (api.ts).
