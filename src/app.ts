@@ -124,8 +124,17 @@ export interface AppDeps {
 }
 
 /** Bodies without a key (the console's) still arriving: per client address, and all of them. */
-const ANONYMOUS_BODY_BYTES_PER_ADDRESS = 1024 * 1024;
+const ANONYMOUS_BODY_BYTES_PER_ADDRESS = 256 * 1024;
 const ANONYMOUS_BODY_BYTES = 16 * 1024 * 1024;
+/**
+ * Bodies without a key small enough to be a sign-in (an invite's acceptance, a sign-out) have a
+ * lane of their own: 16 addresses each holding 1 MiB of slow bodies filled the pool above and every
+ * console sign-in, the operator's too, was a 503 for as long as they held them (a security probe).
+ * A body this small is bounded by the connection it holds, so its lane is generous.
+ */
+const SMALL_ANONYMOUS_BODY = 4 * 1024;
+const SMALL_ANONYMOUS_BYTES_PER_ADDRESS = 64 * 1024;
+const SMALL_ANONYMOUS_BYTES = 64 * 1024 * 1024;
 
 /** How long a SQLite settlement may wait for others under load (see billing/settlement-queue.ts). */
 const SQLITE_COMMIT_DELAY_MS = 1;
@@ -309,12 +318,15 @@ export function createApp(deps: AppDeps) {
   const keyShares = createBodyBudget({ perHolderBytes: bodyPerKey, totalBytes: Number.POSITIVE_INFINITY });
   const accountShares = createBodyBudget({ perHolderBytes: bodyPerAccount, totalBytes: Math.max(limits.body_total_bytes, bodyPerAccount) });
   const addressShares = createBodyBudget({ perHolderBytes: ANONYMOUS_BODY_BYTES_PER_ADDRESS, totalBytes: ANONYMOUS_BODY_BYTES });
+  const smallAddressShares = createBodyBudget({ perHolderBytes: SMALL_ANONYMOUS_BYTES_PER_ADDRESS, totalBytes: SMALL_ANONYMOUS_BYTES });
   const bodySharesOf = (request: Request, server: BodyServer): BodyShare[] | undefined => {
     const key = principals.maybeOf(request);
     if (key) return [{ budget: keyShares, holder: key.keyId, level: "key" }, { budget: accountShares, holder: key.accountId, level: "account" }];
     // Only an admitted admin request reaches here on an admin path (the gate answers the others).
     if (pathOf(request.url).startsWith("/v1/admin/")) return undefined;
-    return [{ budget: addressShares, holder: addressBlock(server?.requestIP(request)?.address ?? "unknown"), level: "address" }];
+    const declared = request.headers.get("content-length");
+    const small = declared !== null && Number(declared) <= SMALL_ANONYMOUS_BODY;
+    return [{ budget: small ? smallAddressShares : addressShares, holder: addressBlock(server?.requestIP(request)?.address ?? "unknown"), level: "address" }];
   };
   const front = new Elysia({ name: "switchyard", normalize: false })
     .use(errorsPlugin(log, recordRejection, (request, status, error) => tracker.responded(request, status, error), isStoreUnavailable))

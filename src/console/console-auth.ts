@@ -60,24 +60,83 @@ export function sameOrigin(request: Request): boolean {
   return origin === publicOrigin(request);
 }
 
-/** The session cookie: HttpOnly (no script reads it), SameSite=Strict (no other site sends it), Secure over HTTPS, scoped to /console. */
+/**
+ * Over HTTPS the cookie is `__Host-` prefixed: a browser takes such a cookie only from this very
+ * host over HTTPS, for Path=/ and without a Domain, so a page on a sibling subdomain or on a plain
+ * HTTP port of this host cannot plant one beside ours (a security probe planted its own session
+ * from another port and the operator's console ran in it).
+ */
+export const SECURE_SESSION_COOKIE = `__Host-${SESSION_COOKIE}`;
+
+/** The session cookie: HttpOnly (no script reads it), SameSite=Strict (no other site sends it); over HTTPS Secure and `__Host-`, else scoped to /console. */
 export function sessionCookie(token: string, request: Request, maxAgeSeconds: number): string {
-  return `${SESSION_COOKIE}=${token}; Path=/console; HttpOnly; SameSite=Strict; Max-Age=${maxAgeSeconds}${isHttps(request) ? "; Secure" : ""}`;
+  if (isHttps(request)) return `${SECURE_SESSION_COOKIE}=${token}; Path=/; HttpOnly; SameSite=Strict; Max-Age=${maxAgeSeconds}; Secure`;
+  return `${SESSION_COOKIE}=${token}; Path=/console; HttpOnly; SameSite=Strict; Max-Age=${maxAgeSeconds}`;
 }
 
 export function clearedSessionCookie(request: Request): string {
   return sessionCookie("", request, 0);
 }
 
-/** The session token from the Cookie header, if any. */
-export function sessionToken(request: Request): string | undefined {
+/** Most session cookies of our name read from one request: a browser holds one of ours; the rest were planted. */
+const MAX_SESSION_COOKIES = 4;
+
+/**
+ * The session tokens the Cookie header carries under this request's cookie name, distinct, at
+ * most a few. A browser holds one cookie of ours, but cookies ignore ports and a sibling subdomain
+ * may set them for the parent domain: a page elsewhere on this host can add one (for a longer
+ * Path it is even sent first). Every one is read (console-api.ts): a junk one planted beside ours
+ * must not lock the user out, and two live sessions are refused rather than one guessed.
+ */
+export function sessionTokens(request: Request): string[] {
   const header = request.headers.get("cookie");
-  if (!header) return undefined;
+  if (!header) return [];
+  const wanted = isHttps(request) ? SECURE_SESSION_COOKIE : SESSION_COOKIE;
+  const tokens: string[] = [];
   for (const part of header.split(";")) {
-    const [name, ...value] = part.trim().split("=");
-    if (name === SESSION_COOKIE) return value.join("=") || undefined;
+    const at = part.indexOf("=");
+    if (at < 0 || part.slice(0, at).trim() !== wanted) continue;
+    const value = part.slice(at + 1).trim();
+    if (value !== "" && !tokens.includes(value)) tokens.push(value);
+    if (tokens.length === MAX_SESSION_COOKIES) break;
   }
-  return undefined;
+  return tokens;
+}
+
+/**
+ * When a request carries more than one cookie of our name (plain HTTP only: a `__Host-` one cannot
+ * be planted), cookies that end the planted ones: our name at every path the browser could have
+ * sent it for on this request other than our own (`/console`, host-only), and for a named host
+ * the same under each parent domain (a sibling subdomain's `Domain=` cookie). Ours stays.
+ */
+export function plantedCookieClears(request: Request): string[] {
+  if (isHttps(request)) return [];
+  const header = request.headers.get("cookie");
+  if (!header || countNamed(header) < 2) return [];
+  const url = new URL(request.url);
+  const parts = url.pathname.split("/").filter((p) => p !== "");
+  const paths = new Set<string>(["/"]);
+  for (let i = 1; i <= parts.length; i++) {
+    const path = `/${parts.slice(0, i).join("/")}`;
+    paths.add(path);
+    paths.add(`${path}/`);
+  }
+  const clear = (path: string, domain?: string) => `${SESSION_COOKIE}=; Path=${path}${domain ? `; Domain=${domain}` : ""}; Max-Age=0`;
+  const out = [...paths].filter((p) => p !== "/console").map((p) => clear(p));
+  const host = (request.headers.get("host") ?? url.host).replace(/:\d+$/, "").toLowerCase();
+  // An address has no parent domains (and a Domain= cookie for it is the host's own).
+  if (!/^[\d.]+$/.test(host) && !host.startsWith("[")) {
+    const labels = host.split(".");
+    for (let i = 0; i < labels.length - 1; i++) for (const p of paths) out.push(clear(p, labels.slice(i).join(".")));
+  }
+  return out;
+}
+
+/** How many cookies of our (plain) name a Cookie header holds. */
+function countNamed(header: string): number {
+  let n = 0;
+  for (const part of header.split(";")) if (part.slice(0, part.indexOf("=")).trim() === SESSION_COOKIE) n++;
+  return n;
 }
 
 export interface NewSession {
@@ -116,6 +175,31 @@ export async function startSession(
 export const LOGIN_PATTERN = "^[A-Za-z0-9._@-]{3,64}$";
 export const MIN_PASSWORD = 12;
 export const MAX_PASSWORD = 256;
+
+/** Passwords of 12 characters or more that lists of leaked passwords start with. */
+const COMMON_PASSWORDS = new Set([
+  "123456789012", "1234567890123", "12345678901234", "123456123456", "111111111111", "000000000000",
+  "password1234", "password12345", "password123456", "passwordpassword", "qwertyuiop12", "qwertyuiopasdf",
+  "qwerty123456", "1q2w3e4r5t6y", "abcdefghijkl", "abcd1234abcd", "iloveyou1234", "letmein12345", "welcome12345",
+  "administrator", "changeme1234", "switchyard12", "switchyard123", "switchyard1234",
+]);
+
+/**
+ * Why a password of the right length is still one a guesser tries first (NIST SP 800-63B asks for
+ * a check against common and context-specific words, not composition rules), else undefined:
+ * blank or nearly one character repeated, the login itself (or its part before `@`), or a common one.
+ */
+export function weakPassword(password: string, login: string): string | undefined {
+  const lower = password.toLowerCase();
+  if (new Set(lower.replace(/\s/g, "")).size < 4) return "it repeats too few different characters.";
+  const name = login.toLowerCase();
+  const local = name.split("@")[0]!.replace(/[^a-z0-9]/g, "");
+  // The login, or its name before `@` dressed in capitals, marks and a year ("FrankWeak-2026!").
+  const bare = lower.replace(/[^a-z0-9]/g, "").replace(/^\d+|\d+$/g, "");
+  if (lower.includes(name) || (local !== "" && bare === local.replace(/^\d+|\d+$/g, ""))) return "it is the login.";
+  if (COMMON_PASSWORDS.has(lower)) return "it is one of the most common passwords.";
+  return undefined;
+}
 
 /**
  * An invite for `login` to the account: the link carries the token after `#`, so it never reaches

@@ -40,6 +40,8 @@ export interface SignInAttempts {
   succeeded(address: string, login: string | null): void;
   /** The attempt begun checked nothing (a malformed request): it does not count; earlier failures stay. */
   cancel(address: string, login: string | null): void;
+  /** The login signed in from this address another way (an invite accepted): the place is known, as after a sign-in. */
+  remember(address: string, login: string): void;
 }
 
 export function createSignInAttempts(o: SignInAttemptOptions = {}): SignInAttempts {
@@ -68,6 +70,12 @@ export function createSignInAttempts(o: SignInAttemptOptions = {}): SignInAttemp
     if (seen.size >= maxEntries) seen.delete(seen.keys().next().value!);
     seen.set(key, times.slice(-100));
   };
+  const remember = (address: string, login: string, t: number) => {
+    const key = pair(address, login);
+    known.delete(key);
+    if (known.size >= maxEntries) known.delete(known.keys().next().value!);
+    known.set(key, t);
+  };
   /** The count a login's attempt from this address goes to: its own from an address it signed in from, else the login's from everywhere else. */
   const loginCount = (address: string, login: string, t: number) => (isKnown(address, login, t) ? `p:${pair(address, login)}` : `l:${login}`);
   return {
@@ -89,12 +97,10 @@ export function createSignInAttempts(o: SignInAttemptOptions = {}): SignInAttemp
         // Only the count it was checked against: a holder's success at their desk does not give a
         // guesser elsewhere five more tries.
         seen.delete(loginCount(address, login, t));
-        const key = pair(address, login);
-        known.delete(key);
-        if (known.size >= maxEntries) known.delete(known.keys().next().value!);
-        known.set(key, t);
+        remember(address, login, t);
       }
     },
+    remember: (address, login) => remember(address, login, now()),
     cancel(address, login) {
       seen.get(`a:${address}`)?.pop();
       if (login !== null) seen.get(loginCount(address, login, now()))?.pop();

@@ -11,6 +11,8 @@ import { useFakeUpstream } from "../helpers/fake-upstream.ts";
 import { OPENAI_MODEL, post, startGateway, useGateway, type Gateway } from "../helpers/gateway.ts";
 
 const MAX_BODY = 256 * 1024;
+/** The largest body a console request may declare (http/console/console-api.ts). */
+const CONSOLE_BODY = 64 * 1024;
 const PER_KEY = 512 * 1024;
 const PER_ACCOUNT = 768 * 1024;
 const TOTAL = 1024 * 1024;
@@ -180,12 +182,12 @@ describe("bodies on their way, everyone's", () => {
     for (const h of held) expect(await stillWaiting(h)).toBe(true);
   });
 
-  test("requests without a key (the console's sign-in) count per client address in a pool of their own: they cannot fill the tenants' total", async () => {
-    // 1 MiB per address: four bodies of 256 KiB from one address, then it is refused; another address is not.
-    const signIn = (from?: string, length = MAX_BODY) => hold({ path: "/console/api/sign-in", auth: "x-probe: anonymous", length, first: "{", from });
+  test("requests without a key (the console's) count per client address in a pool of their own: they cannot fill the tenants' total", async () => {
+    // 256 KiB per address: four console bodies of the largest size (64 KiB) from one address, then it is refused; another address is not.
+    const signIn = (from?: string, length = CONSOLE_BODY) => hold({ path: "/console/api/sign-in", auth: "x-probe: anonymous", length, first: "{", from });
     const held = [signIn(), signIn(), signIn(), signIn()];
     await settle();
-    const answer = await signIn(undefined, 1000).response;
+    const answer = await signIn().response;
     expect(answer.status).toBe(429);
     expect(JSON.parse(answer.body).error.message).toContain("from this address");
     const elsewhere = signIn("127.0.0.2");
@@ -195,6 +197,30 @@ describe("bodies on their way, everyone's", () => {
     const res = await fetch(`${gw.url}/v1/chat/completions`, { method: "POST", headers: { authorization: `Bearer ${gw.key}`, "content-type": "application/json" }, body: paddedChat(MAX_BODY) });
     expect(res.status).toBe(200);
     for (const h of held) expect(await stillWaiting(h)).toBe(true);
+    // A sign-in's size of body has a lane of its own: the same full address still signs in.
+    const small = await fetch(`${gw.url}/console/api/sign-in`, { method: "POST", headers: { "content-type": "application/json" }, body: JSON.stringify({ login: "nobody@example.com", password: "not the password at all" }) });
+    expect(small.status).toBe(401);
+  });
+
+  test("a console body larger than any of its forms is refused as too large (413) on arrival, not counted in the pool", async () => {
+    const big = await hold({ path: "/console/api/sign-in", auth: "x-probe: anonymous", length: CONSOLE_BODY + 1, first: "{" }).response;
+    expect(big.status).toBe(413);
+    expect(JSON.parse(big.body).error.type).toBe("invalid_request_error");
+  });
+
+  test("slow console bodies from many addresses fill the anonymous pool (503 for another large one), yet sign-ins from anywhere are still answered (a security probe: 16 addresses blocked every sign-in)", async () => {
+    // 16 MiB in all: 64 addresses × four bodies of 64 KiB.
+    const held: Held[] = [];
+    for (let a = 1; a <= 64; a++) for (let i = 0; i < 4; i++) held.push(hold({ path: "/console/api/sign-in", auth: "x-probe: anonymous", length: CONSOLE_BODY, first: "{", from: `127.0.1.${a}` }));
+    await Bun.sleep(500);
+    const full = await hold({ path: "/console/api/sign-in", auth: "x-probe: anonymous", length: CONSOLE_BODY, first: "{", from: "127.0.2.1" }).response;
+    expect(full.status).toBe(503);
+    const wrong = JSON.stringify({ token: "wrong".padEnd(47, "x") });
+    for (const from of ["127.0.2.2", "127.0.1.1"]) {
+      const signIn = hold({ path: "/console/api/sign-in", auth: "x-probe: anonymous", length: wrong.length, first: wrong, from });
+      expect((await signIn.response).status).toBe(401);
+    }
+    expect(await stillWaiting(held[0]!)).toBe(true);
   });
 
   test("an account's keys together hold at most its share: a second key of a full account is refused (429), another account's is served", async () => {

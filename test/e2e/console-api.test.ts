@@ -3,6 +3,7 @@ import { Database } from "bun:sqlite";
 import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
+import net from "node:net";
 import { openPostgresStores, type SharedStores } from "../../src/store/stores.ts";
 import { runAdmin } from "../../src/cli/admin.ts";
 import type { Logger } from "../../src/log/log.ts";
@@ -28,6 +29,20 @@ const chat = (gw: Gateway, key: string, requestId: string) =>
     headers: { authorization: `Bearer ${key}`, "content-type": "application/json", "x-request-id": requestId },
     body: JSON.stringify({ model: OPENAI_MODEL, messages: [{ role: "user", content: "the secret prompt text" }] }),
   });
+
+/** A POST sent from `from` (a loopback address of its own: the gateway counts sign-ins per address); its status. */
+function rawPost(base: string, path: string, body: string, from: string): Promise<number> {
+  const { hostname, port } = new URL(base);
+  return new Promise((resolve, reject) => {
+    let received = "";
+    const socket = net.connect({ host: hostname, port: Number(port), localAddress: from }, () => {
+      socket.write(`POST ${path} HTTP/1.1\r\nhost: ${hostname}:${port}\r\ncontent-type: application/json\r\ncontent-length: ${Buffer.byteLength(body)}\r\nconnection: close\r\n\r\n${body}`);
+    });
+    socket.on("data", (d) => (received += d.toString("latin1")));
+    socket.on("close", () => resolve(Number(received.split(" ")[1] ?? 0)));
+    socket.on("error", reject);
+  });
+}
 
 /** An operator signed in, an account made and topped up, its holder invited, accepted and signed in. */
 async function holderSetup(gw: Gateway, name: string, login: string) {
@@ -61,7 +76,13 @@ function consoleSuite(name: string, start: () => Promise<Setup>) {
         const behindTls = new ConsoleClient(s.gw.url);
         const res = await behindTls.call("POST", "/console/api/sign-in", { token: ADMIN }, { "x-forwarded-proto": "https", origin: s.gw.url.replace("http:", "https:") });
         expect(res.status).toBe(200);
-        expect(behindTls.setCookies[0]).toEndWith("; Secure");
+        // Over HTTPS, `__Host-`: no sibling subdomain or plain-HTTP port of this host can set one beside it.
+        expect(behindTls.setCookies[0]).toMatch(/^__Host-switchyard_console=[A-Za-z0-9_-]{43}; Path=\/; HttpOnly; SameSite=Strict; Max-Age=43200; Secure$/);
+        const overTls = (cookie: string) => fetch(`${s.gw.url}/console/api/session`, { headers: { cookie, "x-forwarded-proto": "https" } }).then((r) => r.status);
+        const token = behindTls.cookie.split("=")[1]!;
+        expect(await overTls(`__Host-switchyard_console=${token}`)).toBe(200);
+        // The plain name is not read over HTTPS: anyone on this host could have set it.
+        expect(await overTls(`switchyard_console=${token}`)).toBe(401);
         const wrong = await new ConsoleClient(s.gw.url).call("POST", "/console/api/sign-in", { token: ADMIN.replace("a", "b") });
         expect(wrong.status).toBe(401);
         expect(((await wrong.json()) as any).error.type).toBe("authentication_error");
@@ -578,8 +599,9 @@ function consoleSuite(name: string, start: () => Promise<Setup>) {
         expect(Number(blocked.headers.get("retry-after"))).toBeGreaterThan(0);
         s.clock.now += 15 * 60_000 + 1;
         expect((await client.call("POST", "/console/api/sign-in", { login: "carol", password: PASSWORD })).status).toBe(200);
-        // Another holder of the same place (one proxy's address) who has not signed in from it yet.
-        await holderSetup(s.gw, "cara", "cara");
+        // Another holder of the same place (one proxy's address) who has not signed in from it yet
+        // (an invite accepted here would make it hers: written in as a login of long ago instead).
+        await s.legacyLogin("cara", s.gw.accountId, PASSWORD);
         // Per address: 20 failures over any logins, then every sign-in from it waits — but a login
         // that signed in from this address before (carol, just now) is held only by its own count:
         // behind a proxy, made-up logins would otherwise lock every holder out.
@@ -596,6 +618,74 @@ function consoleSuite(name: string, start: () => Promise<Setup>) {
         const logs = s.logs();
         expect(logs).toContain("console sign-in failed");
         for (const secret of [PASSWORD, "wrong-password-0", ADMIN, new URL(invite.url).hash.slice(8), client.cookie.split("=")[1]!]) expect(logs).not.toContain(secret);
+      } finally {
+        await s.stop();
+      }
+    }, 30_000);
+
+    test("a cookie of ours planted by another site on this host (another port): a junk one is passed over and ended, two live sessions are refused, and the next sign-in ends the planted one (a security probe)", async () => {
+      const s = await start();
+      try {
+        const url = s.gw.url;
+        const operator = new ConsoleClient(url);
+        await operator.signIn({ token: ADMIN });
+        const { holder } = await holderSetup(s.gw, "mallory", "mallory");
+        const theirs = holder.cookie.split("=")[1]!;
+        // Sent first, as a browser sends a cookie of a longer path.
+        const junk = await fetch(`${url}/console/api/session`, { headers: { cookie: `switchyard_console=junk-value; ${operator.cookie}` } });
+        expect(junk.status).toBe(200);
+        expect(((await junk.json()) as any).kind).toBe("operator");
+        const ended = junk.headers.getSetCookie();
+        expect(ended).toContain("switchyard_console=; Path=/console/api; Max-Age=0");
+        expect(ended).toContain("switchyard_console=; Path=/console/api/session; Max-Age=0");
+        expect(ended.filter((c) => /; Path=\/console;/.test(c))).toEqual([]);
+        // Two live sessions: neither is guessed to be the browser's own.
+        const both = await fetch(`${url}/console/api/overview`, { headers: { cookie: `switchyard_console=${theirs}; ${operator.cookie}` } });
+        expect(both.status).toBe(401);
+        expect(((await both.json()) as any).error.message).toContain("two console sessions");
+        // The sign-in that follows sets the new session and ends the planted cookie.
+        const again = await fetch(`${url}/console/api/sign-in`, { method: "POST", headers: { cookie: `switchyard_console=${theirs}; ${operator.cookie}`, origin: url, "content-type": "application/json" }, body: JSON.stringify({ token: ADMIN }) });
+        expect(again.status).toBe(200);
+        const set = again.headers.getSetCookie();
+        expect(set[0]).toMatch(/^switchyard_console=[A-Za-z0-9_-]{43}; Path=\/console; HttpOnly/);
+        expect(set).toContain("switchyard_console=; Path=/console/api; Max-Age=0");
+        // One cookie, as a browser holds ours: nothing to end.
+        expect((await fetch(`${url}/console/api/session`, { headers: { cookie: operator.cookie } })).headers.getSetCookie()).toEqual([]);
+      } finally {
+        await s.stop();
+      }
+    }, 30_000);
+
+    test("an invite accepted from a place makes it the holder's: five wrong passwords from elsewhere do not lock them out there (a security probe)", async () => {
+      const s = await start();
+      try {
+        await holderSetup(s.gw, "erin", "erin.holder");
+        const wrong = JSON.stringify({ login: "erin.holder", password: "not erin's password" });
+        for (let i = 0; i < 5; i++) expect(await rawPost(s.gw.url, "/console/api/sign-in", wrong, "127.0.0.66")).toBe(401);
+        expect(await rawPost(s.gw.url, "/console/api/sign-in", wrong, "127.0.0.66")).toBe(429);
+        // From where the invite was accepted (loopback), the right password still signs in.
+        expect((await new ConsoleClient(s.gw.url).call("POST", "/console/api/sign-in", { login: "erin.holder", password: PASSWORD })).status).toBe(200);
+      } finally {
+        await s.stop();
+      }
+    }, 30_000);
+
+    test("a password of the right length that guessers try first is refused (blank, one character, the login, a common one); the invite still works after", async () => {
+      const s = await start();
+      try {
+        const operator = new ConsoleClient(s.gw.url);
+        await operator.signIn({ token: ADMIN });
+        const account = await operator.json("POST", "/console/api/accounts", { name: "weak", credits: 1 }, 201);
+        const invite = await operator.json("POST", `/console/api/accounts/${account.id}/invites`, { login: "frank.weak@example.com" }, 201);
+        const token = new URL(invite.url).hash.replace(/^#invite=/, "");
+        const client = new ConsoleClient(s.gw.url);
+        for (const password of [" ".repeat(12), "a".repeat(12), "abababababab", "frank.weak@example.com", "Frank.Weak-2026!", "password1234"]) {
+          const res = await client.call("POST", "/console/api/invites/accept", { token, password });
+          const body = (await res.json()) as any;
+          expect([password, res.status, body.error.param]).toEqual([password, 400, "password"]);
+          expect(body.error.message).toStartWith("Choose another password: ");
+        }
+        expect((await client.call("POST", "/console/api/invites/accept", { token, password: PASSWORD })).status).toBe(200);
       } finally {
         await s.stop();
       }

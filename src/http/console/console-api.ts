@@ -3,7 +3,7 @@ import { addressBlock } from "../../limits/address-block.ts";
 import { timingSafeEqual } from "node:crypto";
 import type { ModelConfig } from "../../config/schema.ts";
 import { HOLDER_KEYS_PER_DAY, holderKeyCeiling, holderKeyWait } from "../../accounts/holder-keys.ts";
-import { canonicalLogin, LOGIN_PATTERN, clearedSessionCookie, decoyHash, hashPassword, hashSecret, issueInvite, publicOrigin, sameOrigin, sessionCookie, sessionToken, startSession, verifyPassword, type NewSession } from "../../console/console-auth.ts";
+import { canonicalLogin, LOGIN_PATTERN, weakPassword, clearedSessionCookie, decoyHash, hashPassword, hashSecret, issueInvite, publicOrigin, sameOrigin, plantedCookieClears, sessionCookie, sessionTokens, startSession, verifyPassword, type NewSession } from "../../console/console-auth.ts";
 import { MAX_RECENT, type ConsoleSession, type ConsoleStore } from "../../console/console-store.ts";
 import { chartPeriods, MAX_CHART_PERIODS, summarizeUsage } from "../../console/usage-summary.ts";
 import type { SignInAttempts } from "../../limits/sign-in-attempts.ts";
@@ -66,8 +66,18 @@ const operatorMark = (adminToken: string, tokenHash: string) => `operator:${hash
 export function consoleGate(request: Request): Response | undefined {
   if (request.method === "GET" || request.method === "HEAD") return undefined;
   const refused = crossSiteRefusal(request);
-  return refused && errorResponse(false, refused.status, refused.kind, refused.message, unreadBodyHeaders(request));
+  if (refused) return errorResponse(false, refused.status, refused.kind, refused.message, unreadBodyHeaders(request));
+  // The console's bodies are a few hundred bytes: a larger one is refused as such (413), before
+  // it takes any of the pool that bodies without a key share (app.ts).
+  const length = Number(request.headers.get("content-length") ?? 0);
+  if (length > CONSOLE_MAX_BODY_BYTES) {
+    return errorResponse(false, 413, "request_too_large", `The request body is ${length} bytes; the console's requests take at most ${CONSOLE_MAX_BODY_BYTES}.`, { connection: "close" });
+  }
+  return undefined;
 }
+
+/** The largest body a console request may declare: far above any of its forms (a key's model list, an account's name). */
+export const CONSOLE_MAX_BODY_BYTES = 64 * 1024;
 
 /** Why a change could have come from another site's page: not this Origin (403), or a form's encoding (415). */
 function crossSiteRefusal(request: Request): { status: number; kind: "permission" | "invalid_request"; message: string } | undefined {
@@ -110,8 +120,17 @@ export function consoleApiRoutes(deps: ConsoleApiDeps) {
 
   const adminToken = deps.adminToken;
   const currentSession = async (request: Request): Promise<ConsoleSession> => {
-    const token = sessionToken(request);
-    const found = token ? await store.findSession(hashSecret(token), deps.now()) : null;
+    // Every cookie of our name is read (console-auth.ts, sessionTokens): a junk one planted beside
+    // ours is passed over; two live ones are refused, never one guessed (the answer that follows
+    // ends the planted ones: plantedCookieClears, below).
+    const tokens = sessionTokens(request);
+    const now = deps.now();
+    const live = (await Promise.all(tokens.map((token) => store.findSession(hashSecret(token), now)))).filter((s): s is ConsoleSession => s !== null);
+    if (live.length > 1) {
+      deps.log("warn", "console request with two live sessions (a cookie planted by another site on this host?)", { path: new URL(request.url).pathname });
+      throw new GatewayError(401, "authentication", "This browser sent two console sessions, one of them set by another site on this host: sign in again.");
+    }
+    const found = live[0];
     if (!found) throw new GatewayError(401, "authentication", "Not signed in, or the session ended: sign in again.");
     if (found.kind === "operator" && (adminToken === undefined || found.login !== operatorMark(adminToken, found.tokenHash))) {
       await store.deleteSession(found.tokenHash);
@@ -174,8 +193,15 @@ export function consoleApiRoutes(deps: ConsoleApiDeps) {
       if (request.method !== "GET" && request.method !== "HEAD") sameSite(request);
     })
     // Nothing here may be cached by a browser or a proxy: balances, keys, usage.
-    .onAfterHandle({ as: "local" }, ({ set }) => {
+    .onAfterHandle({ as: "local" }, ({ request, set }) => {
       set.headers["cache-control"] = "no-store";
+      // Cookies of our name planted by another site on this host are ended (ours stays), so a
+      // sign-in after the refusal above is not refused again.
+      const clears = plantedCookieClears(request);
+      if (clears.length > 0) {
+        const own = set.headers["set-cookie"];
+        (set.headers as Record<string, string | string[]>)["set-cookie"] = [...(own === undefined ? [] : Array.isArray(own) ? own : [String(own)]), ...clears];
+      }
     })
     .get("/session", async ({ request }) => info(await session(request)))
     // A page's first data in one request: who is signed in (and the CSRF token), with the holder's
@@ -237,19 +263,25 @@ export function consoleApiRoutes(deps: ConsoleApiDeps) {
       if (!found) throw new GatewayError(404, "not_found", "This invite link is not valid: it was used, it expired, or it was mistyped. Ask the operator for a new one.");
       return { login: found.login, expires_at: new Date(found.expiresAt).toISOString(), reset: found.reset };
     }, { body: CheckInvite })
-    .post("/invites/accept", async ({ request, body, set }) => {
+    .post("/invites/accept", async ({ request, body, set, server }) => {
       sameSite(request);
       const tokenHash = hashSecret(body.token);
       // The link is looked up before the password is hashed (argon2id, 64 MiB a hash): anyone may
       // post here, and a flood of made-up links hashed every password, took the gateway's CPU and
       // slowed every tenant (a hostile-tenant probe, 2026-11-30). acceptInvite checks it again, atomically.
-      if (!(await store.findInvite(tokenHash, deps.now()))) throw new GatewayError(404, "not_found", "This invite link is not valid: it was used, it expired, or it was mistyped.");
+      const invite = await store.findInvite(tokenHash, deps.now());
+      if (!invite) throw new GatewayError(404, "not_found", "This invite link is not valid: it was used, it expired, or it was mistyped.");
+      const weak = weakPassword(body.password, invite.login);
+      if (weak) throw new GatewayError(400, "invalid_request", `Choose another password: ${weak}`, undefined, { param: "password" });
       const outcome = await store.acceptInvite(tokenHash, await hashPassword(body.password), deps.now());
       if (!outcome.ok) {
         throw outcome.reason === "login_taken"
           ? new GatewayError(409, "invalid_request", "That login was taken meanwhile: ask the operator for another invite.")
           : new GatewayError(404, "not_found", "This invite link is not valid: it was used, it expired, or it was mistyped.");
       }
+      // Signed in from here: this place is the holder's, so failures others cause elsewhere do not
+      // lock them out of it (as after a sign-in; a probe locked out a holder who had only accepted).
+      deps.signIns.remember(addressBlock(address(request, server)), outcome.login);
       return signedIn(request, await startSession(store, { kind: "holder", accountId: outcome.accountId, login: outcome.login }, deps.now()), set);
     }, { body: AcceptInvite })
     .get("/accounts", async ({ request, query }) => {

@@ -39,6 +39,19 @@ describe("console sign-in attempts", () => {
     }
   });
 
+  test("a place remembered without a sign-in (an invite accepted there) is known as after one: guesses elsewhere do not lock the holder out of it, nor is a failure given back", () => {
+    const a = createSignInAttempts({ now: () => 0 });
+    a.remember("192.0.2.10", "ana");
+    for (let i = 0; i < 5; i++) expect(fail(a, "203.0.113.7", "ana")).toBe(0);
+    expect(signIn(a, "198.51.100.1", "ana")).toBeGreaterThan(0);
+    expect(signIn(a, "192.0.2.10", "ana")).toBe(0);
+    // An address that failed 20 times stays held for others: remembering gave none of its failures back.
+    for (let i = 0; i < 20; i++) fail(a, "192.0.2.99", `guess${i}`);
+    a.remember("192.0.2.99", "bo");
+    expect(signIn(a, "192.0.2.99", "someone")).toBeGreaterThan(0);
+    expect(signIn(a, "192.0.2.99", "bo")).toBe(0);
+  });
+
   test("from a place it signed in from, a login has its own five tries: wrong ones there hold it there, and a right one clears them", () => {
     const clock = { now: 0 };
     const a = createSignInAttempts({ now: () => clock.now });
