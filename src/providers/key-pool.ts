@@ -46,6 +46,12 @@ export interface KeyStateStore {
   read(provider: string, session: string | undefined): KeyView | Promise<KeyView>;
   /** Sets a key's state; `undefined`: the key is healthy again. A promise settles once the write is taken (callers on the request path do not wait). */
   write(provider: string, env: string, state: KeyState | undefined): void | Promise<void>;
+  /**
+   * Changes a key's state by `next` applied to the state the store holds now (not to a view read
+   * earlier), atomically: another process's change made meanwhile is never overwritten. Answers
+   * the state written.
+   */
+  update(provider: string, env: string, next: (current: KeyState | undefined) => KeyState | undefined): KeyState | undefined | Promise<KeyState | undefined>;
   /** Binds a session to a key (least recently used sessions are forgotten past the store's bound). */
   bind(provider: string, session: string, env: string): void | Promise<void>;
   /** True for the one process that may probe this key until `untilMs` (the others leave it). */
@@ -277,6 +283,11 @@ export function fingerprintedStore(store: KeyStateStore, fingerprints: ReadonlyM
       return view instanceof Promise ? view.then((v) => own(provider, v)) : own(provider, view);
     },
     write: (provider, env, state) => store.write(provider, env, state && { ...state, fp: fpOf(provider, env) }),
+    // A state about another value of the key reads as none, as `read` drops it.
+    update: (provider, env, next) => store.update(provider, env, (current) => {
+      const after = next(current && (current.fp === undefined || current.fp === fpOf(provider, env)) ? current : undefined);
+      return after && { ...after, fp: fpOf(provider, env) };
+    }),
     bind: (provider, session, env) => store.bind(provider, session, env),
     claimProbe: (provider, env, untilMs) => store.claimProbe(provider, env, untilMs),
     releaseProbe: (provider, env) => store.releaseProbe(provider, env),

@@ -160,7 +160,14 @@ export function createKeyPools(deps: KeyPoolsDeps) {
         }
         if (verdict === "ok" && before && before.disabledAt > 0) deps.log("info", "vendor key accepted again", { provider: provider.id, key: key.key.env });
         learn(provider.id, keys, view.states, key.key.env, after, now);
-        void deps.store.write(provider.id, key.key.env, after);
+        // Stored as this answer's change of what the store holds now, not of this process's last
+        // view (up to a probe round old): another process may have cooled or disabled the key
+        // meanwhile, and a late 429 here shortened its 30 s cooldown to 1 s, a late success undid
+        // it, a late 429 turned a refused key into a cooling one (a scale-out probe).
+        const env = key.key.env;
+        void Promise.resolve(deps.store.update(provider.id, env, (current) => afterAnswer(current, status, retryAfterMs, key.at, now))).then((stored) => {
+          if (stored !== after) learn(provider.id, keys, lastViews.get(provider.id)!.states, env, stored, deps.now());
+        }, () => {});
       },
       hasUsable(exclude) {
         const now = deps.now();

@@ -33,6 +33,21 @@ function contract(name: string, make: () => Promise<{ a: KeyStateStore; b: KeySt
       expect((await b.read("p", undefined)).states.get("K9")).toEqual(marked);
     });
 
+    test("an update changes the state held now, not one read before: another process's write meanwhile is kept, and changes made at once from two processes all count", async () => {
+      const { a, b } = await make();
+      const stale = (await b.read("p", undefined)).states.get("K4");
+      expect(stale).toBeUndefined();
+      await a.write("p", "K4", cooling);
+      // B decides from what the store holds at the update, not from its stale read.
+      expect(await b.update("p", "K4", (current) => current ?? disabled)).toEqual(cooling);
+      expect((await a.read("p", undefined)).states.get("K4")).toEqual(cooling);
+      const strike = (current: KeyState | undefined): KeyState => ({ ...cooling, strikes: (current?.strikes ?? 0) + 1 });
+      await Promise.all(Array.from({ length: 20 }, (_, i) => (i % 2 === 0 ? a : b).update("p", "K5", strike)));
+      expect((await b.read("p", undefined)).states.get("K5")!.strikes).toBe(20);
+      expect(await a.update("p", "K5", () => undefined)).toBeUndefined();
+      expect((await b.read("p", undefined)).states.has("K5")).toBe(false);
+    });
+
     test("a session's binding is read with the states; moving it replaces it", async () => {
       const { a, b } = await make();
       expect((await a.read("p", "s1")).bound).toBeUndefined();

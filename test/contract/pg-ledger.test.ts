@@ -253,7 +253,27 @@ if (missing) {
       }
     });
 
-    test("holds past their expiry are released even while their process lives", async () => {
+    test("a living process keeps its open holds from expiring while their requests run (fallbacks and retries make several attempts under one hold); another process's sweep leaves them, and the settlement charges (a scale-out probe)", async () => {
+      const f = await pgFixture({ holdTtlMs: 400, sweepIntervalMs: 100 });
+      const other = await pgFixture({ holdTtlMs: 400, sweepIntervalMs: 60_000 });
+      try {
+        const who = await f.fund(5_000);
+        const requestId = `req_long_${Date.now()}`;
+        expect(await f.ledger.reserve({ requestId, ...who, amountMicro: 2_000 })).toEqual({ ok: true });
+        // Three TTLs later, swept by itself (every 100 ms) and by another process.
+        await Bun.sleep(1_200);
+        expect(await other.ledger.sweep()).toBe(0);
+        expect(await f.ledger.balance(who.accountId)).toEqual({ balanceMicro: 5_000, heldMicro: 2_000 });
+        await f.ledger.settle({ requestId, ...who, model: "m", provider: "p", promptTokens: 1, completionTokens: 1, estimated: false, costMicro: 1_500, status: "ok", latencyMs: 1 });
+        expect(await f.ledger.balance(who.accountId)).toEqual({ balanceMicro: 3_500, heldMicro: 0 });
+        expect(await f.records(requestId)).toEqual([{ cost_micro: 1_500, status: "ok" }]);
+      } finally {
+        await f.close();
+        await other.close();
+      }
+    });
+
+    test("holds past their expiry are released even while their process lives (when it does not extend them: a hold it no longer knows of)", async () => {
       const f = await pgFixture({ holdTtlMs: 1, sweepIntervalMs: 60_000 });
       try {
         const who = await f.fund(5_000);

@@ -294,6 +294,29 @@ if (missing) {
       expect(Number(await reader.send("ZCARD", [`${prefix}conc:key_stop`]))).toBe(0);
     });
 
+    test("places Redis forgot (restarted empty, failed over) are put back by the next renewal while their requests run; a released one is not (a scale-out probe: a key capped at 2 ran 4)", async () => {
+      const conc = shared();
+      const reader = new RedisClient(REDIS_URL);
+      clients.push(reader);
+      const set = `${prefix}conc:key_forgotten`;
+      const first = (await conc.acquire("key_forgotten", 2))!;
+      const second = (await conc.acquire("key_forgotten", 2))!;
+      expect([first, second].every((slot) => slot !== null)).toBe(true);
+      // Redis loses its data.
+      await reader.send("DEL", [set]);
+      second.release();
+      // One renewal round later (a third of the 1.5 s lease) the running request counts again; the released one does not.
+      await until("the running place put back", 3_000, async () => Number(await reader.send("ZCARD", [set])) === 1);
+      await Bun.sleep(700);
+      expect(Number(await reader.send("ZCARD", [set]))).toBe(1);
+      const third = (await conc.acquire("key_forgotten", 2))!;
+      expect(third).not.toBeNull();
+      expect(await conc.acquire("key_forgotten", 2)).toBeNull();
+      first.release();
+      third.release();
+      await conc.close();
+    });
+
     test("a process that died holding places (no release) frees them when their lease runs out; a live one renews its own", async () => {
       // A process that dies: its connection gone, its places never given back (a stop would give them back).
       const deadClient = new RedisClient(REDIS_URL);

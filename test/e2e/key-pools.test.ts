@@ -189,6 +189,41 @@ describe("the pure core", () => {
     expect(lines.filter((l) => l.startsWith("vendor key cooling"))).toEqual([`vendor key cooling ${JSON.stringify({ provider: "p", key: "K1", status: 529, ms: 1_000, strikes: 1 })}`]);
   });
 
+  test("a late answer in one process changes what another wrote since, not its own stale view: a 30 s cooldown is not shortened nor undone, a refused key stays refused (a scale-out probe)", async () => {
+    let clock = 1_000;
+    const settings = resolveSettings({
+      providers: [{ id: "p", kind: "openai", base_url: "http://127.0.0.1:1/v1", keys: [{ env: "K1", weight: 1_000 }, { env: "K2", weight: 0.001 }] }],
+      models: [{ id: "p/m", provider: "p", upstream_model: "m", category: "free", context_length: 1000 }],
+    }, { K1: "one", K2: "two" }, "t");
+    const store = createMemoryKeyState({ now: () => clock });
+    const make = () => createKeyPools({ providers: settings.providers, store, fetch: (() => { throw new Error("no probes here"); }) as unknown as Transport, now: () => clock, random: () => 0, log: () => {} });
+    const [a, b] = [make().get("p")!, make().get("p")!];
+    const k1 = () => (store.read("p", undefined) as KeyView).states.get("K1");
+    const settle = () => Bun.sleep(0);
+    // B sends on K1 while it is healthy (its view is that); A's request is refused with Retry-After 30 s.
+    const early = (await b.choose(undefined)) as Parameters<typeof b.report>[0];
+    clock = 1_100;
+    a.report((await a.choose(undefined)) as never, 429, 30_000);
+    await settle();
+    expect(k1()).toMatchObject({ coolUntil: 31_100 });
+    // B's earlier request comes back refused without Retry-After, then another succeeds: the cooldown stands.
+    clock = 1_130;
+    b.report(early, 429, undefined);
+    b.report(early, 200, undefined);
+    await settle();
+    expect(k1()).toMatchObject({ coolUntil: 31_100, strikes: 1 });
+    // A's 401 refuses the key; B's late 429 for a request sent before leaves it refused.
+    clock = 40_000;
+    const before = (await b.choose(undefined)) as Parameters<typeof b.report>[0];
+    clock = 40_100;
+    a.report({ ...before, at: 40_050 } as never, 401, undefined);
+    await settle();
+    expect(k1()!.disabledAt).toBe(40_100);
+    b.report(before, 429, undefined);
+    await settle();
+    expect(k1()!.disabledAt).toBe(40_100);
+  });
+
   test("a slow probe is not started again by another process while it runs (the claim lasts as long as a probe may)", async () => {
     let clock = 1_000;
     const settings = resolveSettings({

@@ -35,6 +35,12 @@ export function createMemoryKeyState(o: MemoryKeyStateOptions): KeyStateStore {
       if (state) of(provider).set(env, state);
       else of(provider).delete(env);
     },
+    update(provider, env, next) {
+      const after = next(of(provider).get(env));
+      if (after) of(provider).set(env, after);
+      else of(provider).delete(env);
+      return after;
+    },
     bind(provider, session, env) {
       sessions.set(`${provider}\u0000${session}`, env, 1);
     },

@@ -262,11 +262,32 @@ export async function createPostgresLedger(sql: Pg, o: PgLedgerOptions): Promise
   ticker.unref?.();
   const sweeper = setInterval(() => {
     if (closed || settlements.failing) return;
-    sweep().catch((err) => log("warn", "hold sweep failed; the next one retries", { error: describePgFailure(err) }));
+    extendOpenHolds()
+      .catch((err) => log("warn", "extending this process's open holds failed; the next sweep retries", { error: describePgFailure(err) }))
+      .then(sweep)
+      .catch((err) => log("warn", "hold sweep failed; the next one retries", { error: describePgFailure(err) }));
   }, sweepIntervalMs);
   sweeper.unref?.();
 
   const enqueue = (q: Queued): Promise<void> => settlements.enqueue(q);
+
+  /**
+   * Moves the expiry of this process's open holds (those it still waits to settle or release) a
+   * whole TTL on once less than half of it is left. A hold's TTL covers one attempt (the longest
+   * provider total_ms, plus a minute), but one request may make several under it: `models`
+   * fallbacks, a move to another vendor key, retries. Swept mid-request by any process, its hold
+   * was gone, the answer was delivered charged 0, and its credit was spent again meanwhile (a
+   * scale-out probe). The expiry now catches only holds their living process no longer knows of.
+   */
+  async function extendOpenHolds(): Promise<void> {
+    if (holds.size === 0) return;
+    const at = now();
+    await bounded(sql.unsafe(
+      `UPDATE holds SET expires_at = $3::bigint + $4::bigint
+        WHERE instance_id = $1 AND request_id = ANY($2::text[]) AND expires_at < $3::bigint + $4::bigint / 2`,
+      [instanceId, [...holds.keys()], at, holdTtlMs],
+    ), "extend holds");
+  }
 
   /** A hold whose reservation may or may not have committed (the answer was lost): void it later. */
   const voidUncertain = (hold: Hold) => {

@@ -51,12 +51,21 @@ redis.call('ZADD', KEYS[2], now + lease, ARGV[4])
 redis.call('PEXPIRE', KEYS[2], lease)
 return 1`;
 
-/** Pushes a running request's lease on (only while its member is still there). KEYS[1]: the set; ARGV: member, lease ms. */
+/**
+ * Pushes a running request's lease on. KEYS[1]: the set; ARGV: member, lease ms, and "1" to put the
+ * member back when it is gone. Returns 1, or 0 when the member was not there and was not put back.
+ * The first call of a round does not put it back: a ZREM sent just before it may have taken it
+ * away. One that finds it gone is followed, if the request still runs, by a call that does
+ * (renewal, below): a Redis that lost its data (restarted empty, failed over) had forgotten every
+ * running request, and a key capped at 2 ran 4 at once until they ended (a scale-out probe).
+ */
 const RENEW = `
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 local lease = tonumber(ARGV[2])
-if redis.call('ZADD', KEYS[1], 'XX', 'CH', now + lease, ARGV[1]) == 1 then redis.call('PEXPIRE', KEYS[1], lease) end
+if ARGV[3] ~= '1' and not redis.call('ZSCORE', KEYS[1], ARGV[1]) then return 0 end
+redis.call('ZADD', KEYS[1], now + lease, ARGV[1])
+redis.call('PEXPIRE', KEYS[1], lease)
 return 1`;
 
 /**
@@ -116,7 +125,11 @@ export function createRedisConcurrency(client: RedisClient, o: RedisConcurrencyO
       else sendBack(member, set, at);
     }
     if (held.size === 0) return;
-    const rounds = [...held].map(([member, set]) => script(RENEW, [set], [member, String(leaseMs)]));
+    const lease = String(leaseMs);
+    // Put back only if still held when Redis said it was gone: a release after this check sends
+    // its ZREM on the same connection after the put-back, so Redis runs them in that order.
+    const rounds = [...held].map(([member, set]) =>
+      script(RENEW, [set], [member, lease, "0"]).then((kept) => (Number(kept) === 0 && held.get(member) === set ? script(RENEW, [set], [member, lease, "1"]) : kept)));
     void Promise.allSettled(rounds).then((results) => {
       const failed = results.filter((r) => r.status === "rejected");
       if (failed.length > 0) log("warn", "requests at once: leases could not be renewed in Redis; a place lapsed meanwhile stops counting", { failed: failed.length, error: String((failed[0] as PromiseRejectedResult).reason) });

@@ -60,6 +60,40 @@ export function createRedisKeyState(url: string, o: RedisKeyStateOptions): KeySt
     return bounded(client.send(command, args)).then(answered, failed);
   };
 
+  /** Per key, the update of this process under way (update, below). */
+  const updating = new Map<string, Promise<unknown>>();
+  async function updateNow(provider: string, env: string, next: (current: KeyState | undefined) => KeyState | undefined): Promise<KeyState | undefined> {
+    const mine = local.update(provider, env, next) as KeyState | undefined;
+    if (!client.connected) {
+      failed(new Error("not connected"));
+      return mine;
+    }
+    try {
+      // Compare and set: read, apply, write only if nobody wrote between (else again, on what they wrote).
+      for (let tries = 0; tries < UPDATE_TRIES; tries++) {
+        const raw = ((await bounded(client.send("HGET", [keysOf(provider), env]))) as string | null) ?? "";
+        const after = next(raw === "" ? undefined : decode(raw));
+        const written = after === undefined ? "" : encode(after);
+        if (written === raw) return after;
+        const done = await bounded(compareAndSet(client, keysOf(provider), env, raw, written));
+        answered();
+        if (Number(done) === 1) {
+          local.write(provider, env, after);
+          return after;
+        }
+        // Another process wrote between the read and the write: again on what it wrote, a moment
+        // later (two processes in step would otherwise keep getting in each other's way).
+        await Bun.sleep(Math.random() * 2 * (tries + 1));
+      }
+      // Never this process's own view instead: written over a newer state, that is the lost update.
+      log("warn", "key pools: a key's state kept changing under this process's update; the other processes' state stands", { provider, key: env });
+      return mine;
+    } catch (err) {
+      failed(err);
+      return mine;
+    }
+  }
+
   return {
     async read(provider, session): Promise<KeyView> {
       if (!client.connected) {
@@ -86,6 +120,18 @@ export function createRedisKeyState(url: string, o: RedisKeyStateOptions): KeySt
     write(provider, env, state) {
       local.write(provider, env, state);
       return state ? send("HSET", [keysOf(provider), env, encode(state)]) : send("HDEL", [keysOf(provider), env]);
+    },
+    update(provider, env, next) {
+      // One at a time per key in this process (answers of a burst come together): only other
+      // processes' writes can make a compare-and-set try again.
+      const id = `${provider}\u0000${env}`;
+      const run = (updating.get(id) ?? Promise.resolve()).then(() => updateNow(provider, env, next));
+      const tail = run.catch(() => {});
+      updating.set(id, tail);
+      void tail.then(() => {
+        if (updating.get(id) === tail) updating.delete(id);
+      });
+      return run;
     },
     bind(provider, session, env) {
       local.bind(provider, session, env);
@@ -118,6 +164,27 @@ export function createRedisKeyState(url: string, o: RedisKeyStateOptions): KeySt
       client.close();
     },
   };
+}
+
+/** Tries of a compare-and-set before this process gives its change up (each lost try means another process just wrote). */
+const UPDATE_TRIES = 20;
+
+/** KEYS[1]: the pool's hash; ARGV: the key's env name, the value read ("" for none), the value to write ("": none). 1 when written, 0 when it had changed. */
+const COMPARE_AND_SET = `
+local current = redis.call('HGET', KEYS[1], ARGV[1]) or ''
+if current ~= ARGV[2] then return 0 end
+if ARGV[3] == '' then redis.call('HDEL', KEYS[1], ARGV[1]) else redis.call('HSET', KEYS[1], ARGV[1], ARGV[3]) end
+return 1`;
+const COMPARE_AND_SET_SHA = new Bun.CryptoHasher("sha1").update(COMPARE_AND_SET).digest("hex");
+
+/** COMPARE_AND_SET by its hash, sent whole when Redis does not know it (a restart forgot it). */
+async function compareAndSet(client: RedisClient, hash: string, env: string, read: string, written: string): Promise<unknown> {
+  try {
+    return await client.send("EVALSHA", [COMPARE_AND_SET_SHA, "1", hash, env, read, written]);
+  } catch (err) {
+    if (err instanceof Error && err.message.startsWith("NOSCRIPT")) return client.send("EVAL", [COMPARE_AND_SET, "1", hash, env, read, written]);
+    throw err;
+  }
 }
 
 function encode(s: KeyState): string {
