@@ -103,7 +103,9 @@ export function openaiRequestToAnthropic(
     const named = out.tool_choice?.type === "tool";
     if (!named) {
       const forced = clientTools === 0 || out.tool_choice?.type === "none" ? { type: "tool", name: structured.tool.name } : { type: "any" };
-      out.tool_choice = { ...forced, ...(out.tool_choice?.disable_parallel_tool_use ? { disable_parallel_tool_use: true } : {}) };
+      // The client's `parallel_tool_calls: false` with its tools, read off the body: `none` carried no flag to keep.
+      const serial = clientTools > 0 && body.parallel_tool_calls === false;
+      out.tool_choice = { ...forced, ...(serial ? { disable_parallel_tool_use: true } : {}) };
     }
     notes.answerTool = structured.tool.name;
   }
@@ -166,7 +168,9 @@ function toolChoice(choice: unknown, parallel: boolean | undefined): MessagesReq
     const name = (choice as { function?: { name?: string } }).function?.name;
     if (name) out = { type: "tool", name };
   }
-  if (parallel === false) out = { ...(out ?? { type: "auto" }), disable_parallel_tool_use: true };
+  // Anthropic's `{type: "none"}` has no `disable_parallel_tool_use` (only auto, any and tool take
+  // it) and is refused with it; no call means none in parallel either. Zed's agent sends the pair.
+  if (parallel === false && out?.type !== "none") out = { ...(out ?? { type: "auto" }), disable_parallel_tool_use: true };
   return out;
 }
 
