@@ -12,6 +12,7 @@ import type { ChatRequest } from "./openai-chat/schema.ts";
 import { withToolsForLegacyFunctions } from "./openai-chat/legacy-functions.ts";
 import type { Logger } from "../log/log.ts";
 import { continuesCallWithoutThinking } from "./anthropic-messages/thinking-history.ts";
+import { withAnthropicToolIds } from "./common/tool-call-ids.ts";
 
 export { MIN_THINKING_BUDGET };
 
@@ -67,6 +68,7 @@ export function prepareUpstream(
       fitThinkingStyle(out, traits.reasoning, maxTokens, notes);
       fitThinkingBudget(out, maxTokens, model, log, typeof body.max_tokens === "number" ? body.max_tokens : undefined);
       dropUnsignedThinking(out);
+      if (Array.isArray(out.messages)) out.messages = withAnthropicToolIds(out.messages as AnthropicMessage[]);
       if (thinkingWithoutItsBlock(out)) {
         dropThinking(out);
         (notes.dropped ??= []).push("thinking: the tool call this turn continues was made without thinking (another model answered it)");

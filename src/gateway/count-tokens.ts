@@ -18,6 +18,7 @@ import type { ModelConfig } from "../config/schema.ts";
 import { openaiRequestToAnthropic } from "../formats/openai-chat/openai-to-anthropic.ts";
 import type { ChatRequest } from "../formats/openai-chat/schema.ts";
 import { upstreamTraits } from "../formats/common/model-traits.ts";
+import { withAnthropicToolIds } from "../formats/common/tool-call-ids.ts";
 import { reportedCount } from "../streaming/events.ts";
 import { promptTokenCeiling, vendorPromptAllowance } from "../billing/token-estimate.ts";
 
@@ -66,6 +67,8 @@ export async function countMessageTokens(
   if (configured.kind === "anthropic" && model.upstream_api !== "images") {
     const upstreamBody: Record<string, unknown> = { ...body, model: model.upstream_model };
     delete upstreamBody.models;
+    // Another vendor's tool ids in the history, rewritten as the answer's request has them (prepare-upstream.ts).
+    if (Array.isArray(body.messages)) upstreamBody.messages = withAnthropicToolIds(body.messages as Record<string, unknown>[]);
     // A count has no prompt cache to keep warm: any usable key of the pool, and what the vendor
     // answers tells the pool about that key as an answer would.
     const pool = deps.keyPools?.get(configured.id);

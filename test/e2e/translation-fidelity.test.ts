@@ -6,7 +6,8 @@
  */
 import { describe, expect, test } from "bun:test";
 import { useFakeUpstream } from "../helpers/fake-upstream.ts";
-import { ANTHROPIC_MODEL, post, useGateway } from "../helpers/gateway.ts";
+import { ANTHROPIC_MODEL, OPENAI_MODEL, post, useGateway } from "../helpers/gateway.ts";
+import { openaiBody, openaiStream } from "../helpers/scripted-answers.ts";
 
 const upstream = useFakeUpstream();
 const gw = useGateway(() => ({ upstreamUrl: upstream.url, retry: { max_retries: 0 } }));
@@ -34,5 +35,78 @@ describe("tool_choice none with parallel_tool_calls false → Anthropic", () => 
     const tools = [{ type: "function", function: { name: "lookup", parameters } }];
     await post(gw, "/v1/chat/completions", { model: ANTHROPIC_MODEL, tools, tool_choice: "auto", parallel_tool_calls: false, messages: [{ role: "user", content: "hi" }] });
     expect(sent().tool_choice).toEqual({ type: "auto", disable_parallel_tool_use: true });
+  });
+});
+
+describe("tool-call ids another vendor wrote, on their way to Anthropic clients and to Anthropic", () => {
+  // Anthropic takes `^[a-zA-Z0-9_-]+$` only: `messages.N.content.M.tool_use.id: String should match
+  // pattern` refuses the whole request. vLLM's Kimi writes `functions.get_weather:0`.
+  const RAW = "functions.get_weather:0";
+  const ANTHROPIC_ID = /^[a-zA-Z0-9_-]+$/;
+  const tools = [{ name: "get_weather", input_schema: { type: "object", properties: { city: { type: "string" } } } }];
+  const call = { id: RAW, name: "get_weather", arguments: '{"city":"Paris"}' };
+  const ask = { max_tokens: 50, tools, messages: [{ role: "user", content: "weather?" }] };
+  /** The client's next turn: the call it got, and its result. */
+  const nextTurn = (id: string) => [
+    { role: "user", content: "weather?" },
+    { role: "assistant", content: [{ type: "tool_use", id, name: "get_weather", input: { city: "Paris" } }] },
+    { role: "user", content: [{ type: "tool_result", tool_use_id: id, content: "sunny" }] },
+  ];
+
+  test("an Anthropic client gets an id Anthropic takes, the same one whole and streamed", async () => {
+    upstream.reply(openaiBody({ calls: [call] }));
+    const whole = (await (await post(gw, "/v1/messages", { model: OPENAI_MODEL, ...ask })).json()) as { content: { type: string; id: string }[] };
+    const id = whole.content.find((b) => b.type === "tool_use")!.id;
+    expect(id).toMatch(ANTHROPIC_ID);
+
+    upstream.reply(openaiStream({ calls: [call] }));
+    const text = await (await post(gw, "/v1/messages", { model: OPENAI_MODEL, stream: true, ...ask })).text();
+    const starts = text.split("\n").filter((l) => l.startsWith("data: ")).map((l) => JSON.parse(l.slice(6))).filter((d) => d.type === "content_block_start");
+    expect(starts.map((d) => d.content_block.id)).toEqual([id]);
+  });
+
+  test("the id an Anthropic client got goes back to either vendor with its call and result matching", async () => {
+    upstream.reply(openaiBody({ calls: [call] }));
+    const whole = (await (await post(gw, "/v1/messages", { model: OPENAI_MODEL, ...ask })).json()) as { content: { type: string; id: string }[] };
+    const id = whole.content.find((b) => b.type === "tool_use")!.id;
+
+    expect((await post(gw, "/v1/messages", { model: ANTHROPIC_MODEL, max_tokens: 50, tools, messages: nextTurn(id) })).status).toBe(200);
+    expect(sent().messages[1].content[0].id).toBe(id);
+    expect(sent().messages[2].content[0].tool_use_id).toBe(id);
+    // The fake OpenAI refuses a tool message that answers no call, as OpenAI does.
+    expect((await post(gw, "/v1/messages", { model: OPENAI_MODEL, max_tokens: 50, tools, messages: nextTurn(id) })).status).toBe(200);
+    expect(sent().messages[1].tool_calls[0].id).toBe(sent().messages[2].tool_call_id);
+  });
+
+  test("an Anthropic client's history with another vendor's raw ids reaches Anthropic with safe ids that still pair", async () => {
+    expect((await post(gw, "/v1/messages", { model: ANTHROPIC_MODEL, max_tokens: 50, tools, messages: nextTurn(RAW) })).status).toBe(200);
+    const id = sent().messages[1].content[0].id;
+    expect(id).toMatch(ANTHROPIC_ID);
+    expect(sent().messages[2].content[0].tool_use_id).toBe(id);
+
+    // Counted as it would be sent (Anthropic's count_tokens refuses the same ids).
+    expect((await post(gw, "/v1/messages/count_tokens", { model: ANTHROPIC_MODEL, tools, messages: nextTurn(RAW) })).status).toBe(200);
+    expect(sent().messages[1].content[0].id).toBe(id);
+    expect(sent().messages[2].content[0].tool_use_id).toBe(id);
+  });
+
+  test("an OpenAI client keeps the upstream's id as it came (OpenAI takes any string), whole and streamed, and its next turn pairs on Anthropic", async () => {
+    const openaiTools = [{ type: "function", function: { name: "get_weather", parameters: tools[0]!.input_schema } }];
+    upstream.reply(openaiBody({ calls: [call] }));
+    const whole = (await (await post(gw, "/v1/chat/completions", { model: OPENAI_MODEL, tools: openaiTools, messages: [{ role: "user", content: "weather?" }] })).json()) as any;
+    expect(whole.choices[0].message.tool_calls[0].id).toBe(RAW);
+
+    upstream.reply(openaiStream({ calls: [call] }));
+    const text = await (await post(gw, "/v1/chat/completions", { model: OPENAI_MODEL, stream: true, tools: openaiTools, messages: [{ role: "user", content: "weather?" }] })).text();
+    expect(text).toContain(JSON.stringify(RAW));
+
+    const history = [
+      { role: "user", content: "weather?" },
+      { role: "assistant", content: null, tool_calls: [{ id: RAW, type: "function", function: { name: "get_weather", arguments: '{"city":"Paris"}' } }] },
+      { role: "tool", tool_call_id: RAW, content: "sunny" },
+    ];
+    expect((await post(gw, "/v1/chat/completions", { model: ANTHROPIC_MODEL, tools: openaiTools, messages: history })).status).toBe(200);
+    expect(sent().messages[1].content[0].id).toMatch(ANTHROPIC_ID);
+    expect(sent().messages[2].content[0].tool_use_id).toBe(sent().messages[1].content[0].id);
   });
 });

@@ -2,6 +2,7 @@ import { dropRefusedCounts, hasRefusedCount, imageMarkdown, type ErrorKind, type
 import type { ClientSink, EncodeContext } from "../../streaming/client-sink.ts";
 import { collectAnswer } from "../common/collect-answer.ts";
 import { JsonObjectProgress, jsonBudget, toolInput } from "../common/json-shape.ts";
+import { anthropicToolId } from "../common/tool-call-ids.ts";
 
 const STOP: Record<FinishReason, string> = {
   stop: "end_turn",
@@ -54,6 +55,14 @@ const PING = "event: ping\ndata: {\"type\":\"ping\"}\n\n";
 const WAITS_FOR_CALL: ReadonlySet<StreamEvent["type"]> = new Set(["text", "image", "reasoning", "redacted-reasoning"]);
 
 const frame = (name: string, data: string) => `event: ${name}\ndata: ${data}\n\n`;
+
+/**
+ * A call's id as an Anthropic client gets it: one Anthropic itself would take back
+ * (common/tool-call-ids.ts). Another vendor's id may not be (Kimi's `functions.get_weather:0`), and
+ * the client's next turn carries it, to whichever model answers; the rewrite is the one every
+ * request to Anthropic gets, so that turn's call and result still match.
+ */
+const clientToolId = (id: string | undefined, ctx: EncodeContext, index: number) => (id === undefined ? `toolu_${ctx.id}_${index}` : anthropicToolId(id));
 
 /**
  * Events → Anthropic message events. Blocks open lazily when their kind changes;
@@ -111,7 +120,7 @@ export function createAnthropicEncoder(ctx: EncodeContext): ClientSink {
     return out + frame("content_block_start", `{"type":"content_block_start","index":${block},"content_block":${contentBlock}}`);
   };
   const toolStart = (index: number, id: string | undefined, name: string | undefined) =>
-    JSON.stringify({ type: "tool_use", id: id ?? `toolu_${ctx.id}_${index}`, name: name ?? "", input: {} });
+    JSON.stringify({ type: "tool_use", id: clientToolId(id, ctx, index), name: name ?? "", input: {} });
   const argsDelta = (index: number, args: string) =>
     frame("content_block_delta", `{"type":"content_block_delta","index":${index},"delta":{"type":"input_json_delta","partial_json":${JSON.stringify(args)}}}`);
   /**
@@ -402,7 +411,7 @@ export function encodeAnthropicBody(events: StreamEvent[], ctx: EncodeContext) {
     else if (part.kind === "redacted-reasoning") content.push({ type: "redacted_thinking", data: part.data });
     else {
       const tool = answer.tools[part.index]!;
-      content.push({ type: "tool_use", id: tool.id ?? `toolu_${ctx.id}_${part.index}`, name: tool.name, input: toolInput(tool.arguments, budget) });
+      content.push({ type: "tool_use", id: clientToolId(tool.id, ctx, part.index), name: tool.name, input: toolInput(tool.arguments, budget) });
     }
   }
   const usage: Record<string, unknown> = { input_tokens: uncached(answer.inputTokens, answer.cacheReadTokens, answer.cacheWriteTokens) };

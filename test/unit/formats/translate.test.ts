@@ -205,6 +205,24 @@ describe("same-format preparation", () => {
     expect(out.model).toBe("up-model");
   });
 
+  test("Anthropic passthrough: another vendor's tool ids become ones Anthropic takes, call and result alike; Anthropic's own history is not copied", () => {
+    const raw = "functions.get_weather:0";
+    const messages = [
+      { role: "user", content: "Weather?" },
+      { role: "assistant", content: [{ type: "tool_use", id: raw, name: "get_weather", input: {} }] },
+      { role: "user", content: [{ type: "tool_result", tool_use_id: raw, content: "18°C" }] },
+    ];
+    const out = prepareUpstreamBody("anthropic", { model: "v/m", messages, max_tokens: 10 }, model, anthropicProvider, 10) as { messages: { content: unknown }[] };
+    const blocks = (i: number) => out.messages[i]!.content as { id?: string; tool_use_id?: string }[];
+    expect(blocks(1)[0]!.id).toMatch(/^[a-zA-Z0-9_-]+$/);
+    expect(blocks(2)[0]!.tool_use_id).toBe(blocks(1)[0]!.id!);
+    expect(out.messages[0]).toBe(messages[0]!);
+    expect(messages[1]!.content[0]).toMatchObject({ id: raw }); // the client's body is not mutated
+
+    const own = [messages[0]!, { role: "assistant", content: [{ type: "tool_use", id: "toolu_01A", name: "get_weather", input: {} }] }];
+    expect((prepareUpstreamBody("anthropic", { model: "v/m", messages: own, max_tokens: 10 }, model, anthropicProvider, 10) as { messages: unknown }).messages).toBe(own);
+  });
+
   test("missing max_tokens gets the cap", () => {
     expect(effectiveMaxTokens(undefined, 8192)).toBe(8192);
     expect(effectiveMaxTokens(100, 8192)).toBe(100);
