@@ -145,9 +145,10 @@ export async function countResponseTokens(
   const name = typeof chat.model === "string" ? chat.model : undefined;
   const model = name === undefined ? undefined : countedModel(deps.catalogue, name, allowed);
   const provider = model && deps.settings.providers.get(model.provider)!;
-  // Anthropic counts a conversation only (instructions alone are not one): those get our estimate.
-  if (model && provider!.kind === "anthropic" && model.upstream_api !== "images" && messages.some((m) => m.role !== "system" && m.role !== "developer")) {
-    const translated = openaiRequestToAnthropic(chat as ChatRequest, model.id, 1, upstreamTraits("anthropic", model)) as Record<string, unknown>;
+  const translated = model && provider!.kind === "anthropic" && model.upstream_api !== "images" ? openaiRequestToAnthropic(chat as ChatRequest, model.id, 1, upstreamTraits("anthropic", model)) : undefined;
+  // Anthropic counts what the answer's request would send: instructions alone go as its one user
+  // turn (openai-to-anthropic.ts). A request that would send no message at all gets our estimate.
+  if (translated && translated.messages.length > 0) {
     const body: Record<string, unknown> = {};
     for (const field of ANTHROPIC_COUNT_FIELDS) if (translated[field] !== undefined) body[field] = translated[field];
     const counted = await countMessageTokens(deps, body, headers, signal, turn, allowed);

@@ -110,3 +110,37 @@ describe("tool-call ids another vendor wrote, on their way to Anthropic clients 
     expect(sent().messages[2].content[0].tool_use_id).toBe(sent().messages[1].content[0].id);
   });
 });
+
+describe("a conversation of system messages only → Anthropic", () => {
+  // OpenAI answers `messages: [{role: "system", …}]`, doing what it says; Anthropic refuses an empty
+  // `messages` ("messages: at least one message is required"). The system text is the one user turn.
+  test("chat completions", async () => {
+    const res = await post(gw, "/v1/chat/completions", { model: ANTHROPIC_MODEL, messages: [{ role: "system", content: "Tell me a joke." }, { role: "developer", content: "Keep it short." }] });
+    expect(res.status).toBe(200);
+    expect(sent().messages).toMatchObject([{ role: "user", content: [{ type: "text", text: "Tell me a joke.\n\nKeep it short." }] }]);
+    expect(sent().system).toBeUndefined();
+  });
+
+  test("the Responses API: instructions and a developer message", async () => {
+    const res = await post(gw, "/v1/responses", { model: ANTHROPIC_MODEL, store: false, instructions: "Tell me a joke.", input: [{ role: "developer", content: "Keep it short." }] });
+    expect(res.status).toBe(200);
+    expect(sent().messages).toMatchObject([{ role: "user", content: [{ type: "text", text: "Tell me a joke.\n\nKeep it short." }] }]);
+    expect(sent().system).toBeUndefined();
+  });
+
+  test("with a user turn, system stays system", async () => {
+    await post(gw, "/v1/chat/completions", { model: ANTHROPIC_MODEL, messages: [{ role: "system", content: "Be brief." }, { role: "user", content: "hi" }] });
+    expect(sent().system).toBe("Be brief.");
+    expect(sent().messages).toMatchObject([{ role: "user", content: [{ type: "text", text: "hi" }] }]);
+  });
+
+  test("responses.inputTokens.count of instructions alone is Anthropic's count of what would be sent", async () => {
+    upstream.reply({ kind: "json", body: { input_tokens: 17 } });
+    const res = await post(gw, "/v1/responses/input_tokens", { model: ANTHROPIC_MODEL, instructions: "Tell me a joke." });
+    expect(((await res.json()) as { input_tokens: number }).input_tokens).toBe(17);
+    const count = upstream.requests.at(-1)!;
+    expect(count.path).toBe("/v1/messages/count_tokens");
+    expect(count.body.messages).toMatchObject([{ role: "user", content: [{ type: "text", text: "Tell me a joke." }] }]);
+    expect(count.body.system).toBeUndefined();
+  });
+});

@@ -67,8 +67,14 @@ export function openaiRequestToAnthropic(
     }
   }
 
+  // System (developer) messages alone are a conversation OpenAI answers, doing what they say;
+  // Anthropic refuses `messages: []`. Their text is the one user turn instead, and there is no
+  // system, so the model still does what it was told rather than greet an empty conversation.
+  const instructions = system.join("\n\n");
+  const onlySystem = messages.length === 0 && instructions.trim() !== "";
+  if (onlySystem) push("user", [{ type: "text", text: instructions }]);
   const out: MessagesRequest = { model: upstreamModel, messages, max_tokens: maxTokens };
-  if (system.length > 0) out.system = system.join("\n\n");
+  if (system.length > 0 && !onlySystem) out.system = instructions;
   if (body.stream) out.stream = true;
   // Anthropic's temperature range is 0–1; OpenAI's is 0–2. Clamping keeps the request valid and "more random" still means the most random Anthropic allows.
   if (typeof body.temperature === "number") out.temperature = Math.min(body.temperature, 1);
