@@ -144,3 +144,21 @@ describe("a conversation of system messages only → Anthropic", () => {
     expect(count.body.system).toBeUndefined();
   });
 });
+
+describe("OpenAI's end-user id → Anthropic's metadata.user_id", () => {
+  // Anthropic: "a uuid, hash value, or other opaque identifier … do not include any identifying
+  // information such as name, email address, or phone number". The other direction already hashes.
+  const hex = (id: string) => new Bun.CryptoHasher("sha256").update(id).digest("hex");
+
+  test("`user` goes as its SHA-256, never as written", async () => {
+    await post(gw, "/v1/chat/completions", { model: ANTHROPIC_MODEL, user: "alice@example.com", messages: [{ role: "user", content: "hi" }] });
+    expect(sent().metadata).toEqual({ user_id: hex("alice@example.com") });
+  });
+
+  test("`safety_identifier` (which replaces `user`) too, on chat and the Responses API", async () => {
+    await post(gw, "/v1/chat/completions", { model: ANTHROPIC_MODEL, safety_identifier: "alice@example.com", messages: [{ role: "user", content: "hi" }] });
+    expect(sent().metadata).toEqual({ user_id: hex("alice@example.com") });
+    await post(gw, "/v1/responses", { model: ANTHROPIC_MODEL, store: false, safety_identifier: "u-123", user: "alice@example.com", input: "hi" });
+    expect(sent().metadata).toEqual({ user_id: hex("u-123") });
+  });
+});

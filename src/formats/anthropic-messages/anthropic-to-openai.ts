@@ -1,6 +1,6 @@
 import { openaiToolId } from "../common/tool-call-ids.ts";
-import { createHash } from "node:crypto";
 import { anthropicBlocksText } from "../common/content-text.ts";
+import { pseudonymousUser } from "../common/end-user-id.ts";
 import { UNKNOWN_TRAITS, type UpstreamTraits } from "../common/model-traits.ts";
 import { openaiReasoningEffort } from "../common/reasoning.ts";
 import { openaiResponseFormat } from "../common/structured-output.ts";
@@ -97,13 +97,4 @@ export function anthropicRequestToOpenAI(
     (notes.dropped ??= []).push("thinking: this model is not known to reason (models[].reasoning)");
   }
   return out;
-}
-
-/**
- * SHA-256 of the client's end-user id: stable per user (what OpenAI's abuse monitoring needs), not
- * reversible. The bare hex digest, 64 characters: OpenAI refuses a longer `user` (400
- * `string_above_max_length`), and Claude Code sends `metadata.user_id` with every request.
- */
-export function pseudonymousUser(userId: string): string {
-  return createHash("sha256").update(userId).digest("hex");
 }

@@ -1,6 +1,7 @@
 import { anthropicToolId } from "../common/tool-call-ids.ts";
 import { jsonBudget, toolInput } from "../common/json-shape.ts";
 import { openaiContentText } from "../common/content-text.ts";
+import { pseudonymousUser } from "../common/end-user-id.ts";
 import { UNKNOWN_TRAITS, type UpstreamTraits } from "../common/model-traits.ts";
 import { anthropicReasoning } from "../common/reasoning.ts";
 import { anthropicStructuredOutput } from "../common/structured-output.ts";
@@ -87,7 +88,10 @@ export function openaiRequestToAnthropic(
     const stops = (Array.isArray(body.stop) ? body.stop : [body.stop]).filter((s) => typeof s === "string" && s.trim() !== "");
     if (stops.length > 0) out.stop_sequences = stops;
   }
-  if (typeof body.user === "string") out.metadata = { user_id: body.user };
+  // OpenAI's end-user id (`safety_identifier`, or `user` it replaces) as a stable pseudonym: Anthropic
+  // wants an opaque id in `metadata.user_id`, and clients often send an e-mail.
+  const endUser = [(body as { safety_identifier?: unknown }).safety_identifier, body.user].find((id): id is string => typeof id === "string" && id !== "");
+  if (endUser !== undefined) out.metadata = { user_id: pseudonymousUser(endUser) };
   if (body.tools?.length) {
     out.tools = body.tools
       .filter((tool) => tool.type === "function" && tool.function)

@@ -35,7 +35,8 @@ describe("OpenAI request → Anthropic", () => {
     expect(out.max_tokens).toBe(1000);
     expect(out.temperature).toBe(1);
     expect(out.stop_sequences).toEqual(["END"]);
-    expect(out.metadata).toEqual({ user_id: "u-1" });
+    // A pseudonym, as the other direction sends (formats/common/end-user-id.ts).
+    expect(out.metadata).toEqual({ user_id: new Bun.CryptoHasher("sha256").update("u-1").digest("hex") });
     expect(out.stream).toBe(true);
     expect(out.tools).toEqual([{ name: "get_weather", description: "Weather by city", input_schema: tools[0]!.function.parameters }]);
     expect(out.tool_choice).toEqual({ type: "any", disable_parallel_tool_use: true });
