@@ -187,6 +187,7 @@ export class UsageMeter {
     if (e.type !== "error") this.#empty = false;
     switch (e.type) {
       case "text":
+      case "refusal":
         this.#answered = true;
         this.#relayed += e.text.length;
         this.#keep(e.text);
@@ -359,7 +360,7 @@ export class UsageMeter {
     for (const frame of this.#deferred) {
       frameChars += frame.data.length;
       for (const e of decode!(frame)) {
-        if (e.type !== "text" && e.type !== "reasoning") continue;
+        if (e.type !== "text" && e.type !== "refusal" && e.type !== "reasoning") continue;
         pieces.push(e.text);
         frameText += e.text.length;
       }

@@ -12,6 +12,13 @@ export type StreamEvent =
   | { type: "start"; inputTokens?: number }
   | { type: "text"; text: string }
   /**
+   * What the model said instead of an answer (OpenAI's `message.refusal` / `delta.refusal`, with
+   * `content` null): apart from text because OpenAI's formats give it a place of its own, which
+   * their SDKs read (`responses.parse` leaves a refusal unparsed, and parsed as JSON it throws).
+   * Formats without one show it as the answer's text.
+   */
+  | { type: "refusal"; text: string }
+  /**
    * Reasoning text ("thinking"); clients of a format without it never see it. `signature` is
    * Anthropic's seal on the thinking block so far (it ends that block): only Anthropic clients
    * get it, since only Anthropic can read it back.

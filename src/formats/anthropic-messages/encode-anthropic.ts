@@ -12,6 +12,15 @@ const STOP: Record<FinishReason, string> = {
   content_filter: "refusal",
 };
 
+/**
+ * The stop reason: a refusal that ended the answer (another vendor's, whose finish says only
+ * `stop`) is Anthropic's `refusal`, which is what Anthropic says when its model declines for
+ * safety, as OpenAI's `refusal` field is; clients that check it learn the text is no answer.
+ */
+function stopReason(finish: FinishReason | undefined, refused: boolean): string {
+  return refused && (finish ?? "stop") === "stop" ? "refusal" : STOP[finish ?? "stop"];
+}
+
 const ERROR_TYPE: Record<ErrorKind, string> = {
   invalid_request: "invalid_request_error",
   authentication: "authentication_error",
@@ -52,7 +61,7 @@ const SERVICE_TIER = "standard";
 const PING = "event: ping\ndata: {\"type\":\"ping\"}\n\n";
 
 /** Content that, while an open call's arguments are incomplete, waits for them (see `waiting`). */
-const WAITS_FOR_CALL: ReadonlySet<StreamEvent["type"]> = new Set(["text", "image", "reasoning", "redacted-reasoning"]);
+const WAITS_FOR_CALL: ReadonlySet<StreamEvent["type"]> = new Set(["text", "refusal", "image", "reasoning", "redacted-reasoning"]);
 
 const frame = (name: string, data: string) => `event: ${name}\ndata: ${data}\n\n`;
 
@@ -96,6 +105,8 @@ export function createAnthropicEncoder(ctx: EncodeContext): ClientSink {
   let finish: FinishReason | undefined;
   let stopSequence: string | undefined;
   let wroteText = false;
+  /** The model refused (another vendor's refusal, shown as text): see stopReason. */
+  let refused = false;
 
   const begin = () => {
     if (started) return "";
@@ -192,9 +203,11 @@ export function createAnthropicEncoder(ctx: EncodeContext): ClientSink {
           if (e.reasoningTokens !== undefined) reasoningTokens = e.reasoningTokens;
           return "";
         case "text":
+        case "refusal":
         case "image": {
-          const text = e.type === "text" ? e.text : imageMarkdown(e.url, wroteText);
+          const text = e.type === "image" ? imageMarkdown(e.url, wroteText) : e.text;
           wroteText = true;
+          if (e.type === "refusal") refused = true;
           let out = begin();
           if (open !== "text") out += openBlock("text", `{"type":"text","text":""}`);
           return out + frame("content_block_delta", `{"type":"content_block_delta","index":${block},"delta":{"type":"text_delta","text":${JSON.stringify(text)}}}`);
@@ -274,7 +287,7 @@ export function createAnthropicEncoder(ctx: EncodeContext): ClientSink {
       const usage: Record<string, unknown> = { input_tokens: uncached(inputTokens, cacheRead, cacheWrite), output_tokens: outputTokens };
       addCacheUsage(usage, cacheRead, cacheWrite, cacheWrite1h);
       if (reasoningTokens !== undefined) usage.output_tokens_details = { thinking_tokens: reasoningTokens };
-      const delta = { stop_reason: STOP[finish ?? "stop"], stop_sequence: stopSequence ?? null };
+      const delta = { stop_reason: stopReason(finish, refused), stop_sequence: stopSequence ?? null };
       out += frame("message_delta", JSON.stringify({ type: "message_delta", delta, usage }));
       return out + frame("message_stop", `{"type":"message_stop"}`);
     },
@@ -405,7 +418,10 @@ export function encodeAnthropicBody(events: StreamEvent[], ctx: EncodeContext) {
   // The answer's tool calls together are parsed no further than one body's limits.
   const budget = jsonBudget();
   for (const part of answer.order) {
-    if (part.kind === "text") content.push({ type: "text", text: part.text });
+    const last = content.at(-1) as { type: string; text: string } | undefined;
+    // A refusal is text here, one block with the text beside it, as the stream writes it.
+    if ((part.kind === "text" || part.kind === "refusal") && last?.type === "text") last.text += part.text;
+    else if (part.kind === "text" || part.kind === "refusal") content.push({ type: "text", text: part.text });
     // Anthropic's own signature when it thought; another vendor's reasoning has none to give.
     else if (part.kind === "reasoning") content.push({ type: "thinking", thinking: part.text, signature: part.signature ?? "" });
     else if (part.kind === "redacted-reasoning") content.push({ type: "redacted_thinking", data: part.data });
@@ -425,7 +441,7 @@ export function encodeAnthropicBody(events: StreamEvent[], ctx: EncodeContext) {
     role: "assistant",
     model: ctx.model,
     content,
-    stop_reason: STOP[answer.finish ?? "stop"],
+    stop_reason: stopReason(answer.finish, answer.refusal.length > 0),
     stop_sequence: answer.stopSequence ?? null,
     usage,
   };

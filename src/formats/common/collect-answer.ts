@@ -2,6 +2,8 @@ import { imageMarkdown, type FinishReason, type StreamEvent } from "../../stream
 
 export interface CollectedAnswer {
   text: string;
+  /** What the model said instead of an answer (OpenAI's `refusal`), apart from `text`. */
+  refusal: string;
   reasoning: string;
   tools: { id: string | undefined; name: string; arguments: string }[];
   finish: FinishReason | undefined;
@@ -22,6 +24,7 @@ export interface CollectedAnswer {
 
 export type AnswerPart =
   | { kind: "text"; text: string }
+  | { kind: "refusal"; text: string }
   | { kind: "tool"; index: number }
   | { kind: "reasoning"; text: string; signature?: string }
   | { kind: "redacted-reasoning"; data: string };
@@ -30,6 +33,7 @@ export type AnswerPart =
 export function collectAnswer(events: StreamEvent[]): CollectedAnswer {
   const answer: CollectedAnswer = {
     text: "",
+    refusal: "",
     reasoning: "",
     tools: [],
     finish: undefined,
@@ -42,15 +46,18 @@ export function collectAnswer(events: StreamEvent[]): CollectedAnswer {
     reasoningTokens: undefined,
     order: [],
   };
-  let lastText: { kind: "text"; text: string } | undefined;
+  let lastText: { kind: "text" | "refusal"; text: string } | undefined;
   let lastReasoning: { kind: "reasoning"; text: string; signature?: string } | undefined;
   for (const event of events) {
     const e: StreamEvent = event.type === "image" ? { type: "text", text: imageMarkdown(event.url, answer.text.length > 0) } : event;
     switch (e.type) {
       case "text":
-        answer.text += e.text;
-        if (!lastText) {
-          lastText = { kind: "text", text: "" };
+      case "refusal":
+        if (e.type === "text") answer.text += e.text;
+        else answer.refusal += e.text;
+        // A refusal after text (or text after a refusal) is a part of its own, as OpenAI's content parts are.
+        if (lastText?.kind !== e.type) {
+          lastText = { kind: e.type, text: "" };
           answer.order.push(lastText);
         }
         lastText.text += e.text;

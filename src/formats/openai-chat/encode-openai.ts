@@ -125,6 +125,10 @@ export function createOpenAIEncoder(ctx: EncodeContext, options: { roleSent?: bo
         case "text":
           wroteText = true;
           return begin() + chunk(`{"content":${JSON.stringify(e.text)}}`);
+        case "refusal":
+          // Where OpenAI itself writes a refusal: a chat client's SDK reads `refusal`, never `content`, for it.
+          wroteText = true;
+          return begin() + chunk(`{"refusal":${JSON.stringify(e.text)}}`);
         case "image": {
           const text = imageMarkdown(e.url, wroteText);
           wroteText = true;
@@ -394,7 +398,9 @@ const PLAIN_TAIL = /"(?:finish_reason":(?!null)|usage":\{|images"|tool_calls"|re
 /** Events of a whole answer → a `chat.completion` body. */
 export function encodeOpenAIBody(events: StreamEvent[], ctx: EncodeContext) {
   const answer = collectAnswer(events);
-  const message: Record<string, unknown> = { role: "assistant", content: answer.text.length > 0 || answer.tools.length === 0 ? answer.text : null, refusal: null };
+  // `content` is null beside tool calls or a refusal and no text, as OpenAI answers them.
+  const content = answer.text.length > 0 || (answer.tools.length === 0 && answer.refusal.length === 0) ? answer.text : null;
+  const message: Record<string, unknown> = { role: "assistant", content, refusal: answer.refusal || null };
   if (answer.reasoning) message.reasoning_content = answer.reasoning;
   if (answer.tools.length > 0 && ctx.legacyFunctions) {
     message.function_call = { name: answer.tools[0]!.name, arguments: answer.tools[0]!.arguments };

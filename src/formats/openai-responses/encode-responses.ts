@@ -83,14 +83,23 @@ const INCOMPLETE: Partial<Record<FinishReason, string>> = { length: "max_output_
 
 const KEEP_ALIVE = ": keep-alive\n\n";
 
+/** The delta event of each kind of item (reasoning's depends on where it goes: REASONING_AS). */
+const DELTA_TYPE: Partial<Record<OpenItem["kind"], string>> = {
+  message: "response.output_text.delta",
+  refusal: "response.refusal.delta",
+  function: "response.function_call_arguments.delta",
+  custom: "response.function_call_arguments.delta",
+};
+
 type Item = Record<string, unknown> & { id: string; type: string };
 
 interface OpenItem {
   index: number;
   item: Item;
-  /** Text or reasoning so far, or a tool call's arguments. */
+  /** Text, a refusal or reasoning so far, or a tool call's arguments. */
   text: string;
-  kind: "message" | "reasoning" | "function" | "custom";
+  /** `refusal`: a message whose one content part is a refusal (OpenAI's ResponseOutputRefusal). */
+  kind: "message" | "refusal" | "reasoning" | "function" | "custom";
   /** Frame prefix of this item's deltas, built once: deltas run per token. */
   deltaHead: string;
   /** What follows `output_index` in each delta frame: the part's place in the item (none for calls). */
@@ -212,11 +221,12 @@ function createBuilder(ctx: EncodeContext, plan: ResponsesAnswerPlan, frames: bo
     const index = output.length;
     output.push(item);
     emit("response.output_item.added", { output_index: index, item: { ...item } });
-    const deltaType = kind === "message" ? "response.output_text.delta" : kind === "reasoning" ? reasoningAs.delta : "response.function_call_arguments.delta";
+    const deltaType = DELTA_TYPE[kind] ?? reasoningAs.delta;
     const deltaHead = `event: ${deltaType}\ndata: {"type":"${deltaType}","sequence_number":`;
-    const deltaWhere = kind === "message" ? `,"content_index":0` : kind === "reasoning" ? reasoningAs.where : "";
+    const deltaWhere = kind === "message" || kind === "refusal" ? `,"content_index":0` : kind === "reasoning" ? reasoningAs.where : "";
     const opened: OpenItem = { index, item, text: "", kind, deltaHead, deltaWhere };
     if (kind === "message") emit("response.content_part.added", { item_id: item.id, output_index: index, content_index: 0, part: { type: "output_text", text: "", annotations: [] } });
+    if (kind === "refusal") emit("response.content_part.added", { item_id: item.id, output_index: index, content_index: 0, part: { type: "refusal", refusal: "" } });
     if (kind === "reasoning") emit(reasoningAs.partAdded, { item_id: item.id, output_index: index, ...reasoningAs.index, part: { type: reasoningAs.part, text: "" } });
     return opened;
   };
@@ -236,6 +246,14 @@ function createBuilder(ctx: EncodeContext, plan: ResponsesAnswerPlan, frames: bo
       case "message": {
         const part = { type: "output_text", text, annotations: [] };
         emit("response.output_text.done", { item_id: item.id, output_index: index, content_index: 0, text, logprobs: [] });
+        emit("response.content_part.done", { item_id: item.id, output_index: index, content_index: 0, part });
+        item.content = [part];
+        item.status = status;
+        break;
+      }
+      case "refusal": {
+        const part = { type: "refusal", refusal: text };
+        emit("response.refusal.done", { item_id: item.id, output_index: index, content_index: 0, refusal: text });
         emit("response.content_part.done", { item_id: item.id, output_index: index, content_index: 0, part });
         item.content = [part];
         item.status = status;
@@ -330,10 +348,11 @@ function createBuilder(ctx: EncodeContext, plan: ResponsesAnswerPlan, frames: bo
     return current;
   };
 
-  const text = (t: string) => {
-    if (current?.kind !== "message") {
+  /** Text, or a refusal: each a message of its own kind (a refusal is a message whose part is one). */
+  const text = (t: string, kind: "message" | "refusal" = "message") => {
+    if (current?.kind !== kind) {
       closeCurrent();
-      current = open("message", { id: `msg_${base}_${output.length}`, type: "message", status: "in_progress", role: "assistant", content: [] });
+      current = open(kind, { id: `msg_${base}_${output.length}`, type: "message", status: "in_progress", role: "assistant", content: [] });
     }
     wroteText = true;
     delta(current, t);
@@ -368,6 +387,10 @@ function createBuilder(ctx: EncodeContext, plan: ResponsesAnswerPlan, frames: bo
         case "text":
           if (e.text) text(e.text);
           else begin();
+          break;
+        case "refusal":
+          // OpenAI's own place for it: `responses.parse` leaves a refusal unparsed (output_parsed null).
+          if (e.text) text(e.text, "refusal");
           break;
         case "image":
           text(imageMarkdown(e.url, wroteText));

@@ -154,8 +154,8 @@ export const openaiAdapter: ProviderAdapter = {
           if (typeof delta.reasoning_content === "string" && delta.reasoning_content) events.push({ type: "reasoning", text: delta.reasoning_content });
           else if (typeof delta.reasoning === "string" && delta.reasoning) events.push({ type: "reasoning", text: delta.reasoning });
           if (typeof delta.content === "string" && delta.content) events.push({ type: "text", text: delta.content });
-          // A refusal is what the model said instead: other formats have no field for it, so it is the answer's text there.
-          if (typeof delta.refusal === "string" && delta.refusal) events.push({ type: "text", text: delta.refusal });
+          // What the model said instead of an answer: its own kind, which each format writes where it keeps refusals.
+          if (typeof delta.refusal === "string" && delta.refusal) events.push({ type: "refusal", text: delta.refusal });
           imageEvents(delta.images, events);
           if (Array.isArray(delta.tool_calls)) {
             for (const call of delta.tool_calls) {
@@ -226,7 +226,7 @@ export const openaiAdapter: ProviderAdapter = {
       const reasoning = message.reasoning_content ?? message.reasoning;
       if (typeof reasoning === "string" && reasoning) events.push({ type: "reasoning", text: reasoning });
       if (typeof message.content === "string" && message.content) events.push({ type: "text", text: message.content });
-      if (typeof message.refusal === "string" && message.refusal) events.push({ type: "text", text: message.refusal });
+      if (typeof message.refusal === "string" && message.refusal) events.push({ type: "refusal", text: message.refusal });
       imageEvents(message.images, events);
       (Array.isArray(message.tool_calls) ? message.tool_calls : []).filter(isRecord).forEach((call: any, index: number) => {
         events.push({ type: "tool-call", index, id: typeof call.id === "string" ? call.id : undefined, name: vendorText(call.function?.name), argumentsDelta: vendorText(call.function?.arguments) });

@@ -89,6 +89,20 @@ describe("OpenAI encoder", () => {
     ]);
     expect(meaning(openaiAdapter.decodeBody(body))).toEqual(meaning(answer));
   });
+
+  test("a refusal goes where OpenAI writes it (`refusal`, content null), streamed and whole, and decodes back as one", () => {
+    const refusal: StreamEvent[] = [{ type: "refusal", text: "I can't " }, { type: "refusal", text: "help." }, { type: "finish", reason: "stop" }, { type: "usage", inputTokens: 5, outputTokens: 3 }];
+    const streamed = frames(encodeAll(createOpenAIEncoder(ctx), refusal));
+    const deltas = streamed.filter((f) => f.data !== "[DONE]").map((f) => JSON.parse(f.data).choices[0]?.delta);
+    expect(deltas.filter((d) => d?.refusal).map((d) => d.refusal).join("")).toBe("I can't help.");
+    expect(deltas.some((d) => d?.content)).toBe(false);
+    const decode = openaiAdapter.createStreamDecoder();
+    expect(streamed.flatMap((f) => decode(f).events).filter((e): boolean => e.type === "refusal")).toEqual(refusal.slice(0, 2));
+
+    const body = encodeOpenAIBody(refusal, ctx);
+    expect(body.choices[0]!.message).toEqual({ role: "assistant", content: null, refusal: "I can't help." });
+    expect(openaiAdapter.decodeBody(body).filter((e) => e.type === "refusal")).toEqual([{ type: "refusal", text: "I can't help." }]);
+  });
 });
 
 describe("Anthropic encoder", () => {
