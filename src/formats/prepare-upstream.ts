@@ -99,6 +99,14 @@ export function prepareUpstream(
       }
     }
   }
+  // Spec 4.2 again, on every path to an OpenAI-kind upstream (same format, from Anthropic, from the
+  // Responses API): what the model refuses outright (model-traits.ts, refusedParameters) is left
+  // out. An Anthropic client's stop_sequences are lost to such a model: it cannot be told them.
+  for (const name of provider.kind === "openai" ? (traits.refusedParameters ?? []) : []) {
+    if (out[name] === undefined) continue;
+    delete out[name];
+    (notes.dropped ??= []).push(`${name}: this model refuses it`);
+  }
   if (notes.dropped?.length) log?.("debug", "fields not sent to this upstream", { model: model.id, dropped: notes.dropped });
   return { body: out, answerTool: notes.answerTool };
 }

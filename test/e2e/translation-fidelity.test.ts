@@ -6,11 +6,14 @@
  */
 import { describe, expect, test } from "bun:test";
 import { useFakeUpstream } from "../helpers/fake-upstream.ts";
-import { ANTHROPIC_MODEL, OPENAI_MODEL, post, useGateway } from "../helpers/gateway.ts";
+import { ANTHROPIC_MODEL, OPENAI_MODEL, OPENAI_PRICING, post, useGateway } from "../helpers/gateway.ts";
 import { openaiBody, openaiStream } from "../helpers/scripted-answers.ts";
 
 const upstream = useFakeUpstream();
-const gw = useGateway(() => ({ upstreamUrl: upstream.url, retry: { max_retries: 0 } }));
+/** OpenAI reasoning models by their upstream names (what decides which parameters they refuse). */
+const reasoningModel = (name: string) => ({ id: `test/${name}`, provider: "fake-openai", upstream_model: name, category: "text", context_length: 200_000, pricing: OPENAI_PRICING });
+const REASONING = ["gpt-5", "gpt-5-chat-latest", "o4-mini-2025-04-16", "o3", "o3-mini"];
+const gw = useGateway(() => ({ upstreamUrl: upstream.url, retry: { max_retries: 0 }, extraModels: REASONING.map(reasoningModel) }));
 const sent = () => upstream.requests.at(-1)!.body;
 const parameters = { type: "object", properties: { q: { type: "string" } } };
 
@@ -160,5 +163,42 @@ describe("OpenAI's end-user id → Anthropic's metadata.user_id", () => {
     expect(sent().metadata).toEqual({ user_id: hex("alice@example.com") });
     await post(gw, "/v1/responses", { model: ANTHROPIC_MODEL, store: false, safety_identifier: "u-123", user: "alice@example.com", input: "hi" });
     expect(sent().metadata).toEqual({ user_id: hex("u-123") });
+  });
+});
+
+describe("parameters OpenAI's reasoning models refuse are left out (spec 4.2: ignored, not refused)", () => {
+  // "Unsupported parameter: 'stop' is not supported with this model" (o3, o4-mini, GPT-5's reasoning
+  // models; o3-mini takes it) and the same for `parallel_tool_calls` on the o-series, even `false`.
+  const anthropicTools = [{ name: "lookup", input_schema: parameters }];
+  const fromAnthropic = (model: string) =>
+    post(gw, "/v1/messages", { model: `test/${model}`, max_tokens: 2000, stop_sequences: ["END"], tools: anthropicTools, tool_choice: { type: "auto", disable_parallel_tool_use: true }, messages: [{ role: "user", content: "hi" }] });
+  const fromChat = (model: string) =>
+    post(gw, "/v1/chat/completions", { model: `test/${model}`, stop: ["END"], tools: [{ type: "function", function: { name: "lookup", parameters } }], parallel_tool_calls: false, messages: [{ role: "user", content: "hi" }] });
+
+  test.each([
+    ["gpt-5", { stop: undefined, parallel_tool_calls: false }],
+    ["gpt-5-chat-latest", { stop: ["END"], parallel_tool_calls: false }],
+    ["o4-mini-2025-04-16", { stop: undefined, parallel_tool_calls: undefined }],
+    ["o3", { stop: undefined, parallel_tool_calls: undefined }],
+    ["o3-mini", { stop: ["END"], parallel_tool_calls: undefined }],
+  ])("%s, translated from Anthropic and sent as a chat client wrote it", async (model, expected) => {
+    for (const send of [fromAnthropic, fromChat]) {
+      expect((await send(model)).status).toBe(200);
+      expect({ stop: sent().stop, parallel_tool_calls: sent().parallel_tool_calls }).toEqual(expected);
+      expect(sent().tools).toHaveLength(1);
+    }
+  });
+
+  test("from the Responses API", async () => {
+    const tools = [{ type: "function", name: "lookup", parameters }];
+    expect((await post(gw, "/v1/responses", { model: "test/o3", store: false, tools, parallel_tool_calls: false, input: "hi" })).status).toBe(200);
+    expect(sent().parallel_tool_calls).toBeUndefined();
+    await post(gw, "/v1/responses", { model: "test/gpt-5", store: false, tools, parallel_tool_calls: false, input: "hi" });
+    expect(sent().parallel_tool_calls).toBe(false);
+  });
+
+  test("other models get both", async () => {
+    await fromChat("gpt");
+    expect({ stop: sent().stop, parallel_tool_calls: sent().parallel_tool_calls }).toEqual({ stop: ["END"], parallel_tool_calls: false });
   });
 });

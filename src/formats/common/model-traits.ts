@@ -20,6 +20,8 @@ export interface UpstreamTraits {
   structuredOutput: StructuredOutputStyle;
   /** Whether a request translated for Anthropic gets prompt-cache breakpoints (`models[].prompt_cache`). */
   cacheBreakpoints: boolean;
+  /** Chat-completions fields the model refuses outright (see refusedParameters); none when unset. */
+  refusedParameters?: readonly string[];
 }
 
 /** What translators assume when nobody says: no reasoning fields, structured outputs as the vendor's API has them. */
@@ -38,6 +40,8 @@ export function upstreamTraits(kind: "openai" | "anthropic", model: TraitSource)
     structuredOutput: model.structured_output ?? inferred.structuredOutput,
     cacheBreakpoints: model.prompt_cache !== "off",
   };
+  // Refused because these models reason: one the config says does not (`models[].reasoning`) is sent them.
+  if (kind === "openai" && traits.reasoning === "effort") traits.refusedParameters = refusedParameters(lastSegment(model.upstream_model));
   known.set(model, { kind, traits });
   return traits;
 }
@@ -54,6 +58,23 @@ function openaiTraits(upstreamModel: string): Omit<UpstreamTraits, "cacheBreakpo
   else if (/^o\d+(-|$)/.test(name) || /^gpt-oss/.test(name)) reasoning = "effort";
   else if (/^(gpt-4|gpt-3\.5|chatgpt-)/.test(name)) reasoning = "none";
   return { reasoning, structuredOutput: "native" };
+}
+
+/**
+ * What OpenAI's chat completions refuse on a reasoning model ("Unsupported parameter: 'stop' is not
+ * supported with this model", code `unsupported_parameter`), by the model's name, where many
+ * independent reports (agent frameworks' issues and fixes, LiteLLM's own table) agree:
+ * - `stop` on GPT-5's reasoning models (gpt-5, -mini, -nano, 5.1, 5.2…; the `-chat` ones do not
+ *   reason and are not asked), o3, o4-mini, o1-mini and o1-preview. o3-mini takes it (frameworks that
+ *   drop it for o3 exempt o3-mini); for o1 itself no report says either way: neither loses it.
+ * - `parallel_tool_calls` on the o-series (o1, o3-mini, o3, o4-mini), even `false`. GPT-5 takes it.
+ * The spec's rule (4.2) is that a parameter the model does not support is ignored, not refused.
+ */
+function refusedParameters(name: string): readonly string[] {
+  const refused: string[] = [];
+  if (/^gpt-5/.test(name) || /^(o3|o4-mini|o1-mini|o1-preview)(-\d{4}-\d{2}-\d{2})?$/.test(name)) refused.push("stop");
+  if (/^o\d+(-|$)/.test(name)) refused.push("parallel_tool_calls");
+  return refused;
 }
 
 /**
