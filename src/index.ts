@@ -38,6 +38,8 @@ const SHUTDOWN_GRACE_MS = env.shutdownGraceMs;
 const CUT_SETTLE_MS = 1_000;
 /** Disk held beside the SQLite ledger for its spill file (~10,000 settlements). */
 const SPILL_RESERVE_BYTES = 4 * 1024 * 1024;
+/** After the cut's requests have all ended, how long their handlers get to write what they answered. */
+const CUT_WRITE_MS = 25;
 /** How long streams cut at the end of the grace get to write their error frames. */
 const CUT_FRAMES_MS = 250;
 if (role.kind === "supervisor") {
@@ -207,7 +209,9 @@ async function shutdown(signal: string): Promise<void> {
     log("warn", "answers still running at the end of the grace period are cut", { inflight: app.services.inflight.count });
     // Streams end with an error frame their clients can read (an SDK retries it) before the
     // connections close; a stream whose client reads nothing does not hold the stop longer.
-    await Promise.race([app.services.inflight.cut(), Bun.sleep(CUT_FRAMES_MS)]);
+    // (Requests still waiting for their upstream get a 503 instead; once every one is ended, a
+    // moment more lets the handlers write what they answered before the connections close.)
+    await Promise.race([app.services.inflight.cut().then(() => Bun.sleep(CUT_WRITE_MS)), Bun.sleep(CUT_FRAMES_MS)]);
     void app.server?.stop(true);
     await Promise.race([app.services.inflight.idle(), Bun.sleep(CUT_SETTLE_MS)]);
   }

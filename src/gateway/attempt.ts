@@ -23,6 +23,7 @@ import { ResponseFramingError } from "../transport/http1/response-parser.ts";
 import { UpstreamConnectionError } from "../transport/http1/exchange.ts";
 import { attemptInit, ResponseTooLargeError, responseHeader, type ChunkReader, type Transport } from "../transport/transport.ts";
 import { Deadline, DeadlineExpired } from "./deadline.ts";
+import { ShutdownCut, type Inflight } from "./inflight.ts";
 import { requestedDelayMs, verdictFor, type Verdict } from "./retry-policy.ts";
 import type { UpstreamErrorClass } from "../ops/gateway-metrics.ts";
 
@@ -32,6 +33,8 @@ export interface AttemptDeps {
   log: Logger;
   now: () => number;
   scrubber: Scrubber;
+  /** Attempts waiting for a head, which the gateway's stop cuts (inflight.ts); none: nothing is cut. */
+  inflight?: Pick<Inflight, "cutting" | "hold" | "release">;
 }
 
 export interface AttemptRequest {
@@ -73,6 +76,14 @@ export type AttemptOutcome =
 const ANSWER_TOO_LARGE = "The upstream provider sent an answer larger than the gateway accepts.";
 
 export const clientClosed = () => new GatewayError(499, "invalid_request", "The client closed the request.");
+
+/** The gateway stopped while the upstream had not answered: nothing was produced, nothing is charged, and another gateway process can answer it. */
+const SHUTTING_DOWN = (): AttemptOutcome => ({
+  kind: "refused",
+  verdict: "fail",
+  cause: "other",
+  error: new GatewayError(503, "overloaded", "The gateway is shutting down and the upstream had not answered yet. Retry: another gateway process will answer.", { "retry-after": "1" }),
+});
 
 /** OpenAI's 429 for one request past the organisation's per-minute quota (see its use). */
 const TOO_LARGE_FOR_QUOTA = /^Request too large for /i;
@@ -191,6 +202,8 @@ export async function attemptUpstream(deps: AttemptDeps, req: AttemptRequest, ca
   // A client gone before this attempt (the first, another key, a fallback) is asked nothing more
   // for: an answer read to its end for it was sent, and charged, after it had left (a reviewer).
   if (req.clientSignal.aborted) throw clientClosed();
+  // The gateway is stopping past its grace: no new upstream call (a retry or a fallback that was due).
+  if (deps.inflight?.cutting) return SHUTTING_DOWN();
   const { model, maxTokens } = candidate;
   const configured = deps.settings.providers.get(model.provider)!;
   // The pool's choice: the provider as it is, carrying that key (an object over it, not a copy).
@@ -235,18 +248,23 @@ export async function attemptUpstream(deps: AttemptDeps, req: AttemptRequest, ca
     if (whole) deadline.detachOnHead = req.clientSignal;
   }
   let handedOver = false;
+  // Until its head comes, the gateway's stop may cut it (inflight.ts).
+  deps.inflight?.hold(deadline);
 
   try {
     let res: Response;
     try {
       res = await deps.fetch(call.url, attemptInit(deadline, { method: "POST", headers: call.headers, body: call.body }));
     } catch (err) {
+      deps.inflight?.release(deadline);
+      if (deadline.reason instanceof ShutdownCut && !req.clientSignal.aborted) return SHUTTING_DOWN();
       if (!req.clientSignal.aborted) deps.log("warn", "upstream request failed", { requestId: req.requestId, provider: provider.id, error: String(err) });
       // It was reached, and answered with something that is not HTTP, or with part of an answer
       // before the connection ended: an unreadable answer, not a connection failure.
       if (err instanceof ResponseFramingError || (err instanceof UpstreamConnectionError && err.answered)) return refusedOutcome(req, deadline, "The upstream provider sent an unreadable answer. Retrying is appropriate.", err, "bad_answer");
       return refusedOutcome(req, deadline, "The upstream provider could not be reached. Retrying is appropriate.", err, "connect");
     }
+    deps.inflight?.release(deadline);
     deadline.headArrived();
     // A transport that could not say when the request left (fetch) says so with the head.
     if (sent) sent.promptSent = res.ok;
@@ -359,6 +377,7 @@ export async function attemptUpstream(deps: AttemptDeps, req: AttemptRequest, ca
     const inline = (events: StreamEvent[]) => inlineImages(events, inlineOptions(deps, provider, deadline));
     return { kind: "stream", reader: fastReader(res) ?? wholeReader(res) ?? (res.body.getReader() as ChunkReader), decode, deadline, adapter, provider, inline, readToEnd };
   } finally {
+    deps.inflight?.release(deadline);
     // A stream keeps its deadline until it ends; anything else is done. Either way the stream
     // stage watches the client itself from here.
     if (!handedOver) deadline.clear();

@@ -139,7 +139,7 @@ test("a SIGTERM whose grace ends before a stream does: the stream ends with an e
   }
 }, 40_000);
 
-test("a SIGTERM whose grace ends before an answer came: the requests cut then (non-stream, and a stream with nothing sent) are recorded and cost nothing", async () => {
+test("a SIGTERM whose grace ends before an answer came: the requests cut then (non-stream, and a stream with nothing sent) get a 503 to retry in their client's format (not an empty reply), are recorded and cost nothing", async () => {
   const config = join(dir, "switchyard-cut-free.json");
   writeFileSync(config, JSON.stringify({
     providers: [{ id: "up", kind: "openai", base_url: `${upstream.url}/v1` }],
@@ -166,7 +166,14 @@ test("a SIGTERM whose grace ends before an answer came: the requests cut then (n
       headers: { authorization: `Bearer ${gw.key}`, "content-type": "application/json", "x-request-id": id },
       body: JSON.stringify({ model: "test/paid", max_tokens: 100, messages: [{ role: "user", content: "a prompt the vendor has ".repeat(200) }], stream }),
     }).then((r) => r.text(), () => "cut");
-  const asked = [ask("cut-whole", false), ask("cut-stream", true)];
+  const answered = (id: string, stream: boolean) =>
+    fetch(`${gw.url}/v1/chat/completions`, {
+      method: "POST",
+      headers: { authorization: `Bearer ${gw.key}`, "content-type": "application/json", "x-request-id": id },
+      body: JSON.stringify({ model: "test/paid", max_tokens: 100, messages: [{ role: "user", content: "a prompt the vendor has ".repeat(200) }], stream }),
+    }).then(async (r) => ({ status: r.status, retryAfter: r.headers.get("retry-after"), body: (await r.json()) as { error: { type: string; message: string } } }));
+  const waitedFor = [answered("cut-whole", false), answered("cut-stream", true)];
+  const asked: Promise<unknown>[] = [...waitedFor];
   for (const until = Date.now() + 5_000; upstream.requests.length < sentBefore + 2 && Date.now() < until; ) await Bun.sleep(10);
   asked.push(ask("cut-head-came", false));
   for (const until = Date.now() + 5_000; upstream.requests.length < sentBefore + 3 && Date.now() < until; ) await Bun.sleep(10);
@@ -182,11 +189,16 @@ test("a SIGTERM whose grace ends before an answer came: the requests cut then (n
   await Bun.sleep(50); // its head is out
   gw.child.kill("SIGTERM");
   await Promise.all(asked);
+  // The two the upstream had not answered: a 503 with retry-after, OpenAI-shaped (the stream's head had not gone out either).
+  for (const got of await Promise.all(waitedFor)) {
+    expect([got.status, got.retryAfter, got.body.error.type]).toEqual([503, "1", "server_error"]);
+    expect(got.body.error.message).toContain("shutting down");
+  }
   expect(await gw.child.exited).toBe(0);
   const db = new Database(env.SWITCHYARD_DB, { readonly: true });
   try {
     const records = db.query<{ id: string; status: string; cost: number }, []>("SELECT client_request_id AS id, status, cost_micro AS cost FROM usage_records WHERE client_request_id LIKE 'cut-%' ORDER BY 1").all();
-    expect(records.filter((r) => r.id !== "cut-reasoning")).toEqual([{ id: "cut-head-came", status: "cancelled", cost: 0 }, { id: "cut-stream", status: "cancelled", cost: 0 }, { id: "cut-whole", status: "cancelled", cost: 0 }]);
+    expect(records.filter((r) => r.id !== "cut-reasoning")).toEqual([{ id: "cut-head-came", status: "cancelled", cost: 0 }, { id: "cut-stream", status: "upstream_error", cost: 0 }, { id: "cut-whole", status: "upstream_error", cost: 0 }]);
     // Recorded before the process ended, charged for the words it sent.
     const reasoning = records.find((r) => r.id === "cut-reasoning");
     expect(reasoning?.status).toBe("cancelled");
