@@ -202,7 +202,8 @@ export function readEnvironment(env: Record<string, string | undefined>): Enviro
     role,
     pgTimings,
     demo,
-    logLevel: (env.LOG_LEVEL as LogLevel | undefined) ?? "info",
+    // Checked (any case) with the other switches in ops-settings.ts.
+    logLevel: ops.accessLog.logLevel ?? "info",
     shutdownGraceMs: Number(env.SWITCHYARD_SHUTDOWN_GRACE_MS ?? 30_000),
     port: Number(env.PORT ?? 8080),
     hostname: env.HOST ?? "0.0.0.0",

@@ -30,6 +30,17 @@ export const DEFAULT_OPS: OpsSettings = { metrics: true, accessLog: { enabled: t
 const LEVELS = new Set<LogLevel>(["debug", "info", "warn", "error"]);
 
 /**
+ * A log level from the environment, in any case (`DEBUG` is `debug`); unset or empty is `info`.
+ * Anything else stops the start naming the variable: an unknown level used to rank below none,
+ * so every line was dropped without a word.
+ */
+export function logLevelFrom(env: Record<string, string | undefined>, name: "LOG_LEVEL" | "SWITCHYARD_ACCESS_LOG_LEVEL"): LogLevel {
+  const level = (env[name]?.trim().toLowerCase() || "info") as LogLevel;
+  if (!LEVELS.has(level)) throw new OpsConfigError(`${name} must be debug, info, warn or error, not "${env[name]}"`);
+  return level;
+}
+
+/**
  * The shortest admin or metrics token accepted. The admin token moves money; 32 random characters
  * cannot be guessed through any throttle, while a word like "change-me" can be guessed through all of them.
  */
@@ -58,14 +69,13 @@ export function opsSettings(env: Record<string, string | undefined>): OpsSetting
   const sampleText = env.SWITCHYARD_ACCESS_LOG_SAMPLE?.trim();
   const sample = sampleText ? Number(sampleText) : 1;
   if (!Number.isFinite(sample) || sample < 0 || sample > 1) throw new OpsConfigError(`SWITCHYARD_ACCESS_LOG_SAMPLE must be a number from 0 to 1, not "${sampleText}"`);
-  const level = (env.SWITCHYARD_ACCESS_LOG_LEVEL?.trim().toLowerCase() || "info") as LogLevel;
-  if (!LEVELS.has(level)) throw new OpsConfigError(`SWITCHYARD_ACCESS_LOG_LEVEL must be debug, info, warn or error, not "${env.SWITCHYARD_ACCESS_LOG_LEVEL}"`);
-  const logLevel = (env.LOG_LEVEL?.trim().toLowerCase() || "info") as LogLevel;
+  const level = logLevelFrom(env, "SWITCHYARD_ACCESS_LOG_LEVEL");
+  const logLevel = logLevelFrom(env, "LOG_LEVEL");
   return {
     metrics: onOff(env.SWITCHYARD_METRICS, "SWITCHYARD_METRICS", true),
     metricsToken: bearerToken(env, "SWITCHYARD_METRICS_TOKEN"),
     adminToken: bearerToken(env, "SWITCHYARD_ADMIN_TOKEN"),
-    accessLog: { enabled: onOff(env.SWITCHYARD_ACCESS_LOG, "SWITCHYARD_ACCESS_LOG", true), sample, level, ...(LEVELS.has(logLevel) ? { logLevel } : {}) },
+    accessLog: { enabled: onOff(env.SWITCHYARD_ACCESS_LOG, "SWITCHYARD_ACCESS_LOG", true), sample, level, logLevel },
     console: onOff(env.SWITCHYARD_CONSOLE, "SWITCHYARD_CONSOLE", true),
   };
 }

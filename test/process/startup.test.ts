@@ -185,3 +185,23 @@ test("SWITCHYARD_SQLITE_SYNC=full fsyncs every commit of the ledger (its start l
     }
   }
 }, 60_000);
+
+test("LOG_LEVEL is read in any case (INFO writes the info start line); an unknown level stops the start naming the allowed ones", async () => {
+  const dir = mkdtempSync(join(tmpdir(), "switchyard-log-level-"));
+  try {
+    // Every line used to be dropped without a word: "INFO" and "verbose" ranked below no level.
+    const gateway = await startGatewayProcess({ LOG_LEVEL: "INFO", SWITCHYARD_DB: join(dir, "gw.sqlite") });
+    try {
+      await until("the start line", 10_000, () => gateway.stderr().includes("switchyard listening"));
+    } finally {
+      gateway.child.kill("SIGKILL");
+      await gateway.child.exited;
+    }
+    const run = await runGatewayToExit({ LOG_LEVEL: "verbose", SWITCHYARD_DB: join(dir, "refused.sqlite") });
+    expect(run.code).not.toBe(0);
+    expectOneLine(run.stderr);
+    expect(run.stderr).toContain('LOG_LEVEL must be debug, info, warn or error, not "verbose"');
+  } finally {
+    rmSync(dir, { recursive: true, force: true });
+  }
+}, 30_000);

@@ -4,6 +4,7 @@ import { readFileSync } from "node:fs";
 import { relative, resolve } from "node:path";
 import { healthCheckTarget, readEnvironment, StoreConfigError, upstreamViaProxy } from "../../../src/config/env.ts";
 import { ConfigError } from "../../../src/config/load-config.ts";
+import { OpsConfigError } from "../../../src/config/ops-settings.ts";
 
 /** config/env.ts reads every environment variable once; each part keeps its own tests (metrics, workers, startup, deploy). */
 
@@ -55,6 +56,17 @@ test("readEnvironment gathers every variable the gateway reads, each in its plac
 test("SWITCHYARD_SQLITE_SYNC: normal or full, any case; anything else stops the start naming it", () => {
   expect(readEnvironment({ SWITCHYARD_SQLITE_SYNC: "FULL" }).sqliteSync).toBe("full");
   expect(() => readEnvironment({ SWITCHYARD_SQLITE_SYNC: "extra" })).toThrow(/SWITCHYARD_SQLITE_SYNC must be normal or full/);
+});
+
+test("LOG_LEVEL: any case, trimmed; an unknown level stops the start naming the allowed ones (it used to drop every line)", () => {
+  expect(readEnvironment({ LOG_LEVEL: "DEBUG" }).logLevel).toBe("debug");
+  expect(readEnvironment({ LOG_LEVEL: " Warn " }).ops.accessLog.logLevel).toBe("warn");
+  expect(readEnvironment({ LOG_LEVEL: "" }).logLevel).toBe("info");
+  for (const bad of ["verbose", "warning", "trace"]) {
+    expect(() => readEnvironment({ LOG_LEVEL: bad })).toThrow(OpsConfigError);
+    expect(() => readEnvironment({ LOG_LEVEL: bad })).toThrow(`LOG_LEVEL must be debug, info, warn or error, not "${bad}"`);
+  }
+  expect(readEnvironment({ SWITCHYARD_ACCESS_LOG_LEVEL: "ERROR" }).ops.accessLog.level).toBe("error");
 });
 
 test("SWITCHYARD_REDIS_PREFIX: letters, digits and _ : . - only, at most 64; anything else stops the start naming it", () => {
