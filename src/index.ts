@@ -1,7 +1,7 @@
 // First: sets what Bun reads at start (see the module), before anything else runs.
 import "./config/runtime-env.ts";
 import { ConfigError } from "./config/load-config.ts";
-import { DemoConfigError, healthCheckTarget, readEnvironment, StoreConfigError, WorkersConfigError, type Environment } from "./config/env.ts";
+import { DemoConfigError, EnvNumberError, healthCheckTarget, readEnvironment, StoreConfigError, WorkersConfigError, type Environment } from "./config/env.ts";
 import { OpsConfigError } from "./config/ops-settings.ts";
 import { openDatabase } from "./store/database.ts";
 import { GatewayLockError, lockDatabaseFile } from "./store/sqlite/gateway-lock.ts";
@@ -18,14 +18,25 @@ import { SpillMismatchError } from "./store/spill-file.ts";
 import { createRedisKeyState } from "./store/redis/redis-key-state.ts";
 import { workerMetrics } from "./ops/worker-metrics.ts";
 
-if (process.argv.includes("--health-check")) process.exit(await healthCheck(healthCheckTarget(process.env)));
+if (process.argv.includes("--health-check")) {
+  let target: ReturnType<typeof healthCheckTarget>;
+  try {
+    target = healthCheckTarget(process.env);
+  } catch (err) {
+    // A PORT or timeout that cannot be used is the operator's to fix: one line, not a stack, and unhealthy.
+    if (!(err instanceof EnvNumberError)) throw err;
+    console.error(`switchyard: ${err.message}`);
+    process.exit(1);
+  }
+  process.exit(await healthCheck(target));
+}
 
 // Every variable, once (config/env.ts): what cannot be used stops the start with one line naming it.
 let env: Environment;
 try {
   env = readEnvironment(process.env);
 } catch (err) {
-  if (!(err instanceof ConfigError) && !(err instanceof StoreConfigError) && !(err instanceof OpsConfigError) && !(err instanceof WorkersConfigError) && !(err instanceof DemoConfigError)) throw err;
+  if (!(err instanceof ConfigError) && !(err instanceof StoreConfigError) && !(err instanceof OpsConfigError) && !(err instanceof WorkersConfigError) && !(err instanceof DemoConfigError) && !(err instanceof EnvNumberError)) throw err;
   console.error(`switchyard: ${err.message}`);
   process.exit(1);
 }

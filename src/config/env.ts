@@ -11,6 +11,40 @@ import { opsSettings, type OpsSettings } from "./ops-settings.ts";
  * it runs before any other module and may restart the process.
  */
 
+// ── Numbers ──
+
+/** A numeric variable that cannot be used (not a whole number, or out of its range). */
+export class EnvNumberError extends Error {}
+
+/** The longest wait a timer takes: a longer one (or NaN) fires at once, so a grace period would be none. */
+export const MAX_TIMER_MS = 2_147_483_647;
+
+/**
+ * A whole-number variable: unset or empty is undefined (the caller's default); anything else must
+ * be digits within [min, max], else the start stops naming the variable and its range. Number()
+ * alone took "30s" as NaN, which made a shutdown grace period no grace at all.
+ */
+export function wholeNumber(
+  env: Record<string, string | undefined>,
+  name: string,
+  range: { min: number; max?: number; unit?: string },
+  Refusal: new (message: string) => Error = EnvNumberError,
+): number | undefined {
+  const raw = env[name]?.trim();
+  if (!raw) return undefined;
+  const value = Number(raw);
+  if (!/^\d+$/.test(raw) || value < range.min || (range.max !== undefined && value > range.max)) {
+    const bounds = range.max !== undefined ? ` from ${range.min} to ${range.max}` : `, at least ${range.min}`;
+    throw new Refusal(`${name} must be a whole number${range.unit ? ` of ${range.unit}` : ""}${bounds} (got "${raw.slice(0, 40)}")`);
+  }
+  return value;
+}
+
+/** PORT: 0 (any free port) to 65535. */
+function portFrom(env: Record<string, string | undefined>): number {
+  return wholeNumber(env, "PORT", { min: 0, max: 65_535 }) ?? 8080;
+}
+
 // ── Stores ──
 
 /**
@@ -57,12 +91,7 @@ export interface LedgerTimings {
  * process's holds sooner at the price of more statements; tests shorten them.
  */
 export function ledgerTimingsFrom(env: Record<string, string | undefined>): LedgerTimings {
-  const read = (name: string): number | undefined => {
-    const raw = env[name]?.trim();
-    if (!raw) return undefined;
-    if (!/^\d+$/.test(raw) || Number(raw) < 10) throw new StoreConfigError(`${name} must be a whole number of milliseconds, at least 10 (got "${raw}")`);
-    return Number(raw);
-  };
+  const read = (name: string): number | undefined => wholeNumber(env, name, { min: 10, unit: "milliseconds" }, StoreConfigError);
   const timings = { heartbeatMs: read("SWITCHYARD_PG_HEARTBEAT_MS"), staleAfterMs: read("SWITCHYARD_PG_STALE_AFTER_MS"), sweepIntervalMs: read("SWITCHYARD_PG_SWEEP_MS") };
   const heartbeat = timings.heartbeatMs ?? 2_000;
   const stale = timings.staleAfterMs ?? 30_000;
@@ -94,11 +123,7 @@ export type ProcessRole = { kind: "single" } | { kind: "supervisor"; workers: nu
 export function processRole(env: Record<string, string | undefined>, store: { databaseUrl?: string }): ProcessRole {
   const slot = env[WORKER_SLOT_ENV];
   if (slot) return { kind: "worker", slot: Number(slot) };
-  const raw = env.SWITCHYARD_WORKERS?.trim() || "1";
-  const workers = Number(raw);
-  if (!/^\d+$/.test(raw) || workers < 1 || workers > MAX_WORKERS) {
-    throw new WorkersConfigError(`SWITCHYARD_WORKERS must be a whole number from 1 to ${MAX_WORKERS} (got "${raw}")`);
-  }
+  const workers = wholeNumber(env, "SWITCHYARD_WORKERS", { min: 1, max: MAX_WORKERS }, WorkersConfigError) ?? 1;
   if (workers === 1) return { kind: "single" };
   if (!store.databaseUrl) {
     throw new WorkersConfigError(
@@ -148,9 +173,10 @@ export function upstreamViaProxy(env: Record<string, string | undefined>): boole
 
 /** Where the health check asks, and how long it waits: PORT, HOST, SWITCHYARD_HEALTH_CHECK_TIMEOUT_MS. */
 export function healthCheckTarget(env: Record<string, string | undefined>): { url: string; timeoutMs: number } {
-  const port = Number(env.PORT ?? 8080);
+  const port = portFrom(env);
   const host = !env.HOST || env.HOST === "0.0.0.0" || env.HOST === "::" ? "127.0.0.1" : env.HOST;
-  return { url: `http://${host.includes(":") ? `[${host}]` : host}:${port}/ready`, timeoutMs: Number(env.SWITCHYARD_HEALTH_CHECK_TIMEOUT_MS ?? 3_000) };
+  const timeoutMs = wholeNumber(env, "SWITCHYARD_HEALTH_CHECK_TIMEOUT_MS", { min: 1, max: MAX_TIMER_MS, unit: "milliseconds" }) ?? 3_000;
+  return { url: `http://${host.includes(":") ? `[${host}]` : host}:${port}/ready`, timeoutMs };
 }
 
 // ── All of it ──
@@ -204,13 +230,14 @@ export function readEnvironment(env: Record<string, string | undefined>): Enviro
     demo,
     // Checked (any case) with the other switches in ops-settings.ts.
     logLevel: ops.accessLog.logLevel ?? "info",
-    shutdownGraceMs: Number(env.SWITCHYARD_SHUTDOWN_GRACE_MS ?? 30_000),
-    port: Number(env.PORT ?? 8080),
+    shutdownGraceMs: wholeNumber(env, "SWITCHYARD_SHUTDOWN_GRACE_MS", { min: 0, max: MAX_TIMER_MS, unit: "milliseconds" }) ?? 30_000,
+    port: portFrom(env),
     hostname: env.HOST ?? "0.0.0.0",
     sqlitePath: sqlitePath(env),
     sqliteSync: sqliteSync(env.SWITCHYARD_SQLITE_SYNC),
     spillDir: env.SWITCHYARD_SPILL_DIR || "./data",
-    maxFetches: Number(env.BUN_CONFIG_MAX_HTTP_REQUESTS ?? 256),
+    // Bun itself takes 1 to 65535 and, given anything else, says so on a line of its own and keeps 256.
+    maxFetches: wholeNumber(env, "BUN_CONFIG_MAX_HTTP_REQUESTS", { min: 1, max: 65_535 }) ?? 256,
     demoOffByEnv: env.SWITCHYARD_DEMO === "0",
     upstreamViaProxy: upstreamViaProxy(env),
   };

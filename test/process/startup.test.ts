@@ -205,3 +205,16 @@ test("LOG_LEVEL is read in any case (INFO writes the info start line); an unknow
     rmSync(dir, { recursive: true, force: true });
   }
 }, 30_000);
+
+test("a numeric variable that is not a number stops the start (and the health check) with one line naming it", async () => {
+  for (const [name, value] of [["SWITCHYARD_SHUTDOWN_GRACE_MS", "30s"], ["PORT", "eighty"]] as const) {
+    const run = await runGatewayToExit({ [name]: value, SWITCHYARD_DB: join(dir, "numbers.sqlite") });
+    expect([name, run.code]).toEqual([name, 1]);
+    expectOneLine(run.stderr);
+    expect(run.stderr).toContain(`${name} must be a whole number`);
+  }
+  const check = Bun.spawnSync(["bun", "src/index.ts", "--health-check"], { cwd: join(import.meta.dir, "..", ".."), env: { ...process.env, SWITCHYARD_HEALTH_CHECK_TIMEOUT_MS: "3s" }, stderr: "pipe" });
+  expect(check.exitCode).toBe(1);
+  expectOneLine(check.stderr.toString());
+  expect(check.stderr.toString()).toContain('SWITCHYARD_HEALTH_CHECK_TIMEOUT_MS must be a whole number of milliseconds from 1 to 2147483647 (got "3s")');
+}, 30_000);

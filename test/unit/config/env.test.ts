@@ -2,7 +2,7 @@ import { expect, test } from "bun:test";
 import { typeScriptFiles } from "../../helpers/source-files.ts";
 import { readFileSync } from "node:fs";
 import { relative, resolve } from "node:path";
-import { healthCheckTarget, readEnvironment, StoreConfigError, upstreamViaProxy } from "../../../src/config/env.ts";
+import { EnvNumberError, healthCheckTarget, readEnvironment, StoreConfigError, upstreamViaProxy, WorkersConfigError } from "../../../src/config/env.ts";
 import { ConfigError } from "../../../src/config/load-config.ts";
 import { OpsConfigError } from "../../../src/config/ops-settings.ts";
 
@@ -67,6 +67,32 @@ test("LOG_LEVEL: any case, trimmed; an unknown level stops the start naming the 
     expect(() => readEnvironment({ LOG_LEVEL: bad })).toThrow(`LOG_LEVEL must be debug, info, warn or error, not "${bad}"`);
   }
   expect(readEnvironment({ SWITCHYARD_ACCESS_LOG_LEVEL: "ERROR" }).ops.accessLog.level).toBe("error");
+});
+
+test("numeric variables: digits within their range, else the start stops naming the variable (NaN grace was no grace)", () => {
+  const refused: [string, string, RegExp][] = [
+    ["SWITCHYARD_SHUTDOWN_GRACE_MS", "30s", /SWITCHYARD_SHUTDOWN_GRACE_MS must be a whole number of milliseconds from 0 to 2147483647 \(got "30s"\)/],
+    ["SWITCHYARD_SHUTDOWN_GRACE_MS", "-1", /SWITCHYARD_SHUTDOWN_GRACE_MS/],
+    ["SWITCHYARD_SHUTDOWN_GRACE_MS", "99999999999", /SWITCHYARD_SHUTDOWN_GRACE_MS/],
+    ["SWITCHYARD_SHUTDOWN_GRACE_MS", "1.5", /SWITCHYARD_SHUTDOWN_GRACE_MS/],
+    ["PORT", "http", /PORT must be a whole number from 0 to 65535 \(got "http"\)/],
+    ["PORT", "70000", /PORT must be a whole number from 0 to 65535/],
+    ["BUN_CONFIG_MAX_HTTP_REQUESTS", "lots", /BUN_CONFIG_MAX_HTTP_REQUESTS must be a whole number from 1 to 65535/],
+    ["BUN_CONFIG_MAX_HTTP_REQUESTS", "0", /BUN_CONFIG_MAX_HTTP_REQUESTS/],
+  ];
+  for (const [name, value, message] of refused) {
+    expect(() => readEnvironment({ [name]: value })).toThrow(EnvNumberError);
+    expect(() => readEnvironment({ [name]: value })).toThrow(message);
+  }
+  expect(() => readEnvironment({ SWITCHYARD_WORKERS: "two" })).toThrow(WorkersConfigError);
+  expect(() => readEnvironment({ SWITCHYARD_WORKERS: "two" })).toThrow('SWITCHYARD_WORKERS must be a whole number from 1 to 64 (got "two")');
+  expect(() => readEnvironment({ SWITCHYARD_PG_SWEEP_MS: "5" })).toThrow('SWITCHYARD_PG_SWEEP_MS must be a whole number of milliseconds, at least 10 (got "5")');
+  // Zero is a value: no grace, any free port. Empty is unset.
+  const env = readEnvironment({ SWITCHYARD_SHUTDOWN_GRACE_MS: "0", PORT: " 0 ", BUN_CONFIG_MAX_HTTP_REQUESTS: "" });
+  expect([env.shutdownGraceMs, env.port, env.maxFetches]).toEqual([0, 0, 256]);
+  for (const [name, value] of [["SWITCHYARD_HEALTH_CHECK_TIMEOUT_MS", "3s"], ["SWITCHYARD_HEALTH_CHECK_TIMEOUT_MS", "0"], ["PORT", "eighty"]]) {
+    expect(() => healthCheckTarget({ [name!]: value })).toThrow(new RegExp(`^${name} must be a whole number`));
+  }
 });
 
 test("SWITCHYARD_REDIS_PREFIX: letters, digits and _ : . - only, at most 64; anything else stops the start naming it", () => {
