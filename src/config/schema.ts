@@ -1,4 +1,5 @@
 import { t } from "elysia";
+import { StrictInteger } from "./strict-integer.ts";
 
 /**
  * Every object in the config file is closed: a field the schema does not know (a typo such as
@@ -10,16 +11,16 @@ const closed = { additionalProperties: false } as const;
 /** How long a provider may take, in milliseconds. Defaults suit slow reasoning models. */
 export const Timeouts = t.Object({
   /** Until the upstream's response headers arrive (connecting included), for a streamed answer. */
-  first_byte_ms: t.Integer({ minimum: 1, default: 120_000 }),
+  first_byte_ms: StrictInteger({ minimum: 1, default: 120_000 }),
   /**
    * The same for a whole (non-stream) answer, whose head the vendors send only once the answer is
    * written: 8,000 tokens at 50 a second are 160 s, and a reasoning model thinks for minutes, so
    * `first_byte_ms` cut such answers with a 502 the vendor still billed. 10 minutes, the SDKs' own
    * default timeout.
    */
-  whole_answer_ms: t.Integer({ minimum: 1, default: 600_000 }),
-  idle_ms: t.Integer({ minimum: 1, default: 300_000 }),
-  total_ms: t.Integer({ minimum: 1, default: 1_800_000 }),
+  whole_answer_ms: StrictInteger({ minimum: 1, default: 600_000 }),
+  idle_ms: StrictInteger({ minimum: 1, default: 300_000 }),
+  total_ms: StrictInteger({ minimum: 1, default: 1_800_000 }),
 }, closed);
 
 /**
@@ -73,7 +74,7 @@ export type ProviderConfig = typeof ProviderConfig.static;
  * Gemini 2.5 Pro above 200,000). Cache prices left out take the same multipliers as the base ones.
  */
 export const LongContextPricing = t.Object({
-  above_tokens: t.Integer({ minimum: 1 }),
+  above_tokens: StrictInteger({ minimum: 1 }),
   input_per_mtok: t.Number({ minimum: 0 }),
   output_per_mtok: t.Number({ minimum: 0 }),
   cache_read_per_mtok: t.Optional(t.Number({ minimum: 0 })),
@@ -102,7 +103,7 @@ export const ModelConfig = t.Object({
   upstream_model: t.String({ minLength: 1 }),
   /** `embedding`: served by POST /v1/embeddings only (and refused by the chat endpoints). */
   category: t.Union([t.Literal("text"), t.Literal("image"), t.Literal("free"), t.Literal("embedding")]),
-  context_length: t.Integer({ minimum: 1 }),
+  context_length: StrictInteger({ minimum: 1 }),
   modalities: t.Optional(t.Object({ input: t.Array(t.String()), output: t.Array(t.String()) }, closed)),
   owned_by: t.Optional(t.String()),
   pricing: t.Optional(Pricing),
@@ -115,7 +116,7 @@ export const ModelConfig = t.Object({
    */
   aliases: t.Optional(t.Array(t.String({ minLength: 1, pattern: "^[^\\s*]+\\*?$" }))),
   /** This model's answer-length cap; `limits.max_tokens_cap` when unset. */
-  max_tokens_cap: t.Optional(t.Integer({ minimum: 1 })),
+  max_tokens_cap: t.Optional(StrictInteger({ minimum: 1 })),
   /**
    * How the upstream model takes reasoning controls, for fields translated from the other format:
    * `effort` (OpenAI `reasoning_effort`), `budget` (Anthropic `thinking.budget_tokens`), `adaptive`
@@ -141,7 +142,7 @@ export const ModelConfig = t.Object({
    * none goes out unpaid: the hold covers this many at `pricing.per_image`. The images API is
    * always asked for one.
    */
-  images_per_request: t.Optional(t.Integer({ minimum: 1, maximum: 16 })),
+  images_per_request: t.Optional(StrictInteger({ minimum: 1, maximum: 16 })),
   /** For Anthropic-style model lists. */
   display_name: t.Optional(t.String()),
   created_at: t.Optional(t.String()),
@@ -149,44 +150,44 @@ export const ModelConfig = t.Object({
 export type ModelConfig = typeof ModelConfig.static;
 
 export const LimitsConfig = t.Object({
-  requests_per_minute: t.Integer({ minimum: 1, default: 60 }),
+  requests_per_minute: StrictInteger({ minimum: 1, default: 60 }),
   /** The spec's hard cap on answer length; also the default when a request names none. */
-  max_tokens_cap: t.Integer({ minimum: 1, default: 8192 }),
-  max_body_bytes: t.Integer({ minimum: 1024, default: 10 * 1024 * 1024 }),
+  max_tokens_cap: StrictInteger({ minimum: 1, default: 8192 }),
+  max_body_bytes: StrictInteger({ minimum: 1024, default: 10 * 1024 * 1024 }),
   /** Largest single SSE frame accepted from an upstream (image data URIs make frames large). */
-  max_frame_bytes: t.Integer({ minimum: 1024, default: 32 * 1024 * 1024 }),
+  max_frame_bytes: StrictInteger({ minimum: 1024, default: 32 * 1024 * 1024 }),
   /** Largest image (decoded) the gateway inlines into an answer. */
-  max_image_bytes: t.Integer({ minimum: 1024, default: 8 * 1024 * 1024 }),
+  max_image_bytes: StrictInteger({ minimum: 1024, default: 8 * 1024 * 1024 }),
   /** Longest download of an image an upstream answered with a URL (redirects and body included). */
-  image_fetch_timeout_ms: t.Integer({ minimum: 10, default: 30_000 }),
+  image_fetch_timeout_ms: StrictInteger({ minimum: 10, default: 30_000 }),
   /**
    * Largest upstream answer body, counted after decompression, streamed or not (a whole SSE
    * stream counts as one answer). Sized for image answers: base64 images of several MiB each.
    */
-  max_response_bytes: t.Integer({ minimum: 1024, default: 64 * 1024 * 1024 }),
+  max_response_bytes: StrictInteger({ minimum: 1024, default: 64 * 1024 * 1024 }),
   /**
    * Most requests one key may have under way at once (a stream counts until it ends), for keys
    * without their own `max_concurrent_requests`; more get 429. Unset: no cap by default.
    */
-  max_concurrent_requests: t.Optional(t.Integer({ minimum: 1, maximum: 100_000 })),
+  max_concurrent_requests: t.Optional(StrictInteger({ minimum: 1, maximum: 100_000 })),
   /**
    * An account's keys together (docs/decisions.md, "Limits per account"), for accounts without
    * their own: requests a minute (a token bucket beside each key's), and requests under way at
    * once; more get 429. Unset: no limit beyond each key's. An account holding several keys
    * otherwise gets each key's limits once per key.
    */
-  account_requests_per_minute: t.Optional(t.Integer({ minimum: 1, maximum: 1_000_000 })),
-  account_max_concurrent_requests: t.Optional(t.Integer({ minimum: 1, maximum: 100_000 })),
+  account_requests_per_minute: t.Optional(StrictInteger({ minimum: 1, maximum: 1_000_000 })),
+  account_max_concurrent_requests: t.Optional(StrictInteger({ minimum: 1, maximum: 100_000 })),
   /**
    * Free counting (`/v1/messages/count_tokens`, docs/decisions.md "Bodies and free counting"): the
    * most prompt text (UTF-8 bytes) one count takes, else 413; the text one key may have waiting for
    * or in the gateway's tokenizer, each count weighing at least 64 KiB (more: 429); all keys'
    * together (more: 503); and how long a count may take from its arrival (then 503).
    */
-  count_tokens_max_bytes: t.Integer({ minimum: 1024, default: 4 * 1024 * 1024 }),
-  count_tokens_per_key_bytes: t.Integer({ minimum: 65_536, default: 16 * 1024 * 1024 }),
-  count_tokens_queue_bytes: t.Integer({ minimum: 65_536, default: 64 * 1024 * 1024 }),
-  count_tokens_timeout_ms: t.Integer({ minimum: 10, default: 10_000 }),
+  count_tokens_max_bytes: StrictInteger({ minimum: 1024, default: 4 * 1024 * 1024 }),
+  count_tokens_per_key_bytes: StrictInteger({ minimum: 65_536, default: 16 * 1024 * 1024 }),
+  count_tokens_queue_bytes: StrictInteger({ minimum: 65_536, default: 64 * 1024 * 1024 }),
+  count_tokens_timeout_ms: StrictInteger({ minimum: 10, default: 10_000 }),
   /**
    * Request bodies still arriving (limits/body-budget.ts), per gateway process: the bytes one key's
    * bodies may hold at once (their declared lengths; more get 429; never less than
@@ -195,26 +196,26 @@ export const LimitsConfig = t.Object({
    * console's, count per client address in a small pool of their own), and how long a body may
    * take to arrive from its first read (then 408).
    */
-  body_per_key_bytes: t.Integer({ minimum: 1024, default: 64 * 1024 * 1024 }),
-  body_per_account_bytes: t.Integer({ minimum: 1024, default: 128 * 1024 * 1024 }),
-  body_total_bytes: t.Integer({ minimum: 1024, default: 512 * 1024 * 1024 }),
-  body_timeout_ms: t.Integer({ minimum: 10, default: 60_000 }),
+  body_per_key_bytes: StrictInteger({ minimum: 1024, default: 64 * 1024 * 1024 }),
+  body_per_account_bytes: StrictInteger({ minimum: 1024, default: 128 * 1024 * 1024 }),
+  body_total_bytes: StrictInteger({ minimum: 1024, default: 512 * 1024 * 1024 }),
+  body_timeout_ms: StrictInteger({ minimum: 10, default: 60_000 }),
 }, closed);
 
 /** Retries of the same model after 429/503/529; a longer wait moves on to the next fallback model. */
 export const RetryConfig = t.Object({
-  max_retries: t.Integer({ minimum: 0, maximum: 10, default: 2 }),
-  max_wait_ms: t.Integer({ minimum: 0, default: 10_000 }),
+  max_retries: StrictInteger({ minimum: 0, maximum: 10, default: 2 }),
+  max_wait_ms: StrictInteger({ minimum: 0, default: 10_000 }),
 }, closed);
 
 export const ServerConfig = t.Object({
   /** Comment/ping frames are sent to the client when the upstream has been quiet this long. */
-  keepalive_ms: t.Integer({ minimum: 10, default: 15_000 }),
+  keepalive_ms: StrictInteger({ minimum: 10, default: 15_000 }),
   /**
    * A streaming client that takes no bytes for this long is given up (its upstream request is
    * aborted and it pays for what was produced); meanwhile the upstream is not read.
    */
-  client_idle_ms: t.Integer({ minimum: 10, default: 120_000 }),
+  client_idle_ms: StrictInteger({ minimum: 10, default: 120_000 }),
   /**
    * Origins whose pages may call the model API (`/v1/…` but the admin routes) from a browser, as
    * OpenAI's and Anthropic's APIs allow: `["*"]` (the default) any, a list of `scheme://host[:port]`
@@ -235,13 +236,13 @@ export const ResponsesConfig = t.Object({
    * memory, for all of them in Redis; 0 stores nothing. A safety net, reached only when more
    * than `store_max_bytes / account_max_bytes` accounts are full at once.
    */
-  store_max_bytes: t.Integer({ minimum: 0, default: 256 * 1024 * 1024 }),
+  store_max_bytes: StrictInteger({ minimum: 0, default: 256 * 1024 * 1024 }),
   /** Most bytes one account's stored answers take; past it the account's own least recently used go first. */
-  account_max_bytes: t.Integer({ minimum: 1_024, default: 32 * 1024 * 1024 }),
+  account_max_bytes: StrictInteger({ minimum: 1_024, default: 32 * 1024 * 1024 }),
   /** Largest single answer stored (its input items and the Response object); a larger input is refused with a 400. */
-  answer_max_bytes: t.Integer({ minimum: 1_024, default: 16 * 1024 * 1024 }),
+  answer_max_bytes: StrictInteger({ minimum: 1_024, default: 16 * 1024 * 1024 }),
   /** A stored answer not used (stored or referred to) for this long is gone. */
-  store_ttl_ms: t.Integer({ minimum: 1_000, default: 3_600_000 }),
+  store_ttl_ms: StrictInteger({ minimum: 1_000, default: 3_600_000 }),
 }, closed);
 
 /**
@@ -255,9 +256,9 @@ export const AlertsConfig = t.Object({
   /** Credits: an account's balance falling below this sends `balance.low` (once per crossing). */
   low_balance: t.Optional(t.Number({ minimum: 0 })),
   /** How long one delivery may take before it counts as failed. */
-  timeout_ms: t.Integer({ minimum: 10, default: 5_000 }),
-  retry_initial_ms: t.Integer({ minimum: 10, default: 1_000 }),
-  retry_max_ms: t.Integer({ minimum: 10, default: 60_000 }),
+  timeout_ms: StrictInteger({ minimum: 10, default: 5_000 }),
+  retry_initial_ms: StrictInteger({ minimum: 10, default: 1_000 }),
+  retry_max_ms: StrictInteger({ minimum: 10, default: 60_000 }),
 }, closed);
 
 export const Config = t.Object({

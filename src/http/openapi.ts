@@ -1,4 +1,5 @@
 import { t, type TSchema } from "elysia";
+import { StrictInteger } from "../config/strict-integer.ts";
 import { ResponseDeleted } from "./routes/responses.ts";
 
 /**
@@ -34,15 +35,15 @@ const AnthropicError = t.Object({
   error: t.Object({ type: t.String({ description: "invalid_request_error, authentication_error, permission_error, not_found_error, request_too_large, billing_error, rate_limit_error, api_error, timeout_error, overloaded_error" }), message: t.String() }),
 }, { description: "Anthropic-shaped error (/v1/messages and /v1/messages/count_tokens)." });
 
-const Usage = t.Object({ prompt_tokens: t.Integer(), completion_tokens: t.Integer(), total_tokens: t.Integer() }, open);
+const Usage = t.Object({ prompt_tokens: StrictInteger(), completion_tokens: StrictInteger(), total_tokens: StrictInteger() }, open);
 
 const ChatCompletion = t.Object({
   id: t.String({ description: "chatcmpl-<uuid>; the usage record is req_<uuid>." }),
   object: t.Literal("chat.completion"),
-  created: t.Integer(),
+  created: StrictInteger(),
   model: t.String({ description: "The gateway's model id that answered." }),
   choices: t.Array(t.Object({
-    index: t.Integer(),
+    index: StrictInteger(),
     message: t.Object({ role: t.Literal("assistant"), content: t.Union([t.String(), t.Null()]), tool_calls: t.Optional(t.Array(t.Object({}, open))) }, open),
     finish_reason: t.Union([t.String(), t.Null()]),
   }, open)),
@@ -56,7 +57,7 @@ const AnthropicMessage = t.Object({
   model: t.String(),
   content: t.Array(t.Object({ type: t.String() }, open)),
   stop_reason: t.Union([t.String(), t.Null()]),
-  usage: t.Object({ input_tokens: t.Integer(), output_tokens: t.Integer() }, open),
+  usage: t.Object({ input_tokens: StrictInteger(), output_tokens: StrictInteger() }, open),
 }, open);
 
 const ModelList = t.Object({
@@ -64,12 +65,12 @@ const ModelList = t.Object({
   data: t.Array(t.Object({
     id: t.String(),
     object: t.Literal("model"),
-    created: t.Integer({ description: "Unix seconds: the model's `created_at` from the config, else 2025-01-01." }),
+    created: StrictInteger({ description: "Unix seconds: the model's `created_at` from the config, else 2025-01-01." }),
     owned_by: t.String(),
     credits_per_msg: t.Number({ description: "Cost of 1,000 tokens in and 500 out, rounded up to whole credits." }),
     model_id: t.String(),
     category: t.Union([t.Literal("text"), t.Literal("image"), t.Literal("free"), t.Literal("embedding")]),
-    context_length: t.Integer(),
+    context_length: StrictInteger(),
     modalities: t.Object({ input: t.Array(t.String()), output: t.Array(t.String()) }),
   }, open)),
 }, { ...open, description: "OpenAI's list shape; with an `anthropic-version` header, Anthropic's (`{data: [{type, id, display_name, created_at}], has_more, first_id, last_id}`)." });
@@ -78,22 +79,22 @@ const EmbeddingList = t.Object({
   object: t.Literal("list"),
   data: t.Array(t.Object({
     object: t.Literal("embedding"),
-    index: t.Integer({ description: "The input's position." }),
+    index: StrictInteger({ description: "The input's position." }),
     embedding: t.Union([t.Array(t.Number()), t.String()], { description: "Floats, or with `encoding_format: base64` the float32 values little-endian in base64." }),
   }, open)),
   model: t.String({ description: "The gateway's model id that answered." }),
-  usage: t.Object({ prompt_tokens: t.Integer(), total_tokens: t.Integer() }, { ...open, description: "What was charged: input tokens only." }),
+  usage: t.Object({ prompt_tokens: StrictInteger(), total_tokens: StrictInteger() }, { ...open, description: "What was charged: input tokens only." }),
 }, open);
 
 const Health = t.Object({ status: t.Literal("ok") });
 const Ready = t.Object({
   status: t.Union([t.Literal("ready"), t.Literal("not_ready")]),
   draining: t.Boolean(),
-  ledger: t.Object({ writable: t.Boolean(), queued: t.Integer(), failing_since: t.Optional(t.String({ format: "date-time" })) }),
+  ledger: t.Object({ writable: t.Boolean(), queued: StrictInteger(), failing_since: t.Optional(t.String({ format: "date-time" })) }),
   rate_limiter: t.Optional(t.Object({ reachable: t.Boolean() }, { description: "Only with SWITCHYARD_REDIS_URL." })),
   vendor_keys: t.Optional(t.Array(t.Object({
     id: t.String({ description: "The provider's id." }),
-    usable: t.Integer({ description: "Its keys usable now. 0 does not make the gateway not ready: every replica shares the keys' state, and the other providers still serve." }),
+    usable: StrictInteger({ description: "Its keys usable now. 0 does not make the gateway not ready: every replica shares the keys' state, and the other providers still serve." }),
     keys: t.Array(t.Object({
       env: t.String({ description: "The name of the environment variable holding the key (never its value)." }),
       state: t.Union([t.Literal("cooling"), t.Literal("disabled")]),
@@ -106,8 +107,8 @@ const Ready = t.Object({
   })),
 });
 
-const AccountRate = t.Union([t.Integer(), t.Null()], { description: "The account's own limit on requests a minute for all its keys together; null: limits.account_requests_per_minute (unset: none)." });
-const AccountCap = t.Union([t.Integer(), t.Null()], { description: "The account's own cap on requests under way at once for all its keys together; null: limits.account_max_concurrent_requests (unset: none)." });
+const AccountRate = t.Union([StrictInteger(), t.Null()], { description: "The account's own limit on requests a minute for all its keys together; null: limits.account_requests_per_minute (unset: none)." });
+const AccountCap = t.Union([StrictInteger(), t.Null()], { description: "The account's own cap on requests under way at once for all its keys together; null: limits.account_max_concurrent_requests (unset: none)." });
 const Account = t.Object({ id: t.String(), name: t.String(), balance: t.Number(), rate_limit_per_minute: AccountRate, max_concurrent_requests: AccountCap }, open);
 const Period = t.Union([t.Literal("day"), t.Literal("week"), t.Literal("month"), t.Null()], { description: "UTC day, week from Monday, month; null: lifetime." });
 const SpentInPeriod = t.Number({ description: "Charged since the current period began; for a lifetime limit, everything charged." });
@@ -115,11 +116,11 @@ const ResetsAt = t.Union([t.String({ format: "date-time" }), t.Null()], { descri
 const KeyModels = t.Union([t.Array(t.String()), t.Null()], { description: "The only models the key may use: exact model ids and `prefix*` patterns; null: every model." });
 const KeySummary = t.Object({
   id: t.String(), name: t.Union([t.String(), t.Null()]), prefix: t.String(), last4: t.String(), created_at: t.String({ format: "date-time" }),
-  revoked_at: t.Union([t.String(), t.Null()]), expires_at: t.Union([t.String(), t.Null()]), rate_limit_per_minute: t.Union([t.Integer(), t.Null()]),
+  revoked_at: t.Union([t.String(), t.Null()]), expires_at: t.Union([t.String(), t.Null()]), rate_limit_per_minute: t.Union([StrictInteger(), t.Null()]),
   spend_limit: t.Union([t.Number(), t.Null()]), spent: t.Number(),
   spend_limit_period: Period, spent_in_period: SpentInPeriod, period_resets_at: ResetsAt,
   models: KeyModels,
-  max_concurrent_requests: t.Union([t.Integer(), t.Null()], { description: "The key's own cap on requests under way at once; null: limits.max_concurrent_requests." }),
+  max_concurrent_requests: t.Union([StrictInteger(), t.Null()], { description: "The key's own cap on requests under way at once; null: limits.max_concurrent_requests." }),
 });
 const AccountDescription = t.Object({
   id: t.String(), name: t.String(), balance: t.Number(), reserved: t.Number(), created_at: t.String({ format: "date-time" }),
@@ -136,24 +137,24 @@ const AccountList = t.Object({
 const KeyInfo = t.Object({
   account: t.Object({
     balance: t.Number(), reserved: t.Number({ description: "Held by requests still open." }),
-    rate_limit_per_minute: t.Union([t.Integer(), t.Null()], { description: "Requests a minute for all the account's keys together: its own limit, else limits.account_requests_per_minute; null: none." }),
-    max_concurrent_requests: t.Union([t.Integer(), t.Null()], { description: "Requests under way at once for all the account's keys together: its own cap, else limits.account_max_concurrent_requests; null: none." }),
+    rate_limit_per_minute: t.Union([StrictInteger(), t.Null()], { description: "Requests a minute for all the account's keys together: its own limit, else limits.account_requests_per_minute; null: none." }),
+    max_concurrent_requests: t.Union([StrictInteger(), t.Null()], { description: "Requests under way at once for all the account's keys together: its own cap, else limits.account_max_concurrent_requests; null: none." }),
   }),
   key: t.Object({
     name: t.Union([t.String(), t.Null()]), spend_limit: t.Union([t.Number(), t.Null()]), spend_limit_period: Period,
     spent_in_period: SpentInPeriod, period_resets_at: ResetsAt,
-    rate_limit_per_minute: t.Integer({ description: "The key's own limit, else the gateway's default." }),
+    rate_limit_per_minute: StrictInteger({ description: "The key's own limit, else the gateway's default." }),
     expires_at: t.Union([t.String({ format: "date-time" }), t.Null()]),
     models: KeyModels,
-    max_concurrent_requests: t.Union([t.Integer(), t.Null()], { description: "Most requests under way at once (streams until they end): the key's own cap, else limits.max_concurrent_requests; null: no cap." }),
+    max_concurrent_requests: t.Union([StrictInteger(), t.Null()], { description: "Most requests under way at once (streams until they end): the key's own cap, else limits.max_concurrent_requests; null: no cap." }),
   }),
 });
 const IssuedKey = t.Object({ id: t.String(), key: t.String({ description: "svc-sk-…, shown this once." }), name: t.Union([t.String(), t.Null()]), created_at: t.String({ format: "date-time" }) });
-const Totals = t.Object({ requests: t.Integer(), prompt_tokens: t.Integer(), completion_tokens: t.Integer(), cost: t.Number() });
+const Totals = t.Object({ requests: StrictInteger(), prompt_tokens: StrictInteger(), completion_tokens: StrictInteger(), cost: t.Number() });
 const AccountUsage = t.Object({
   account_id: t.String(), from: t.String({ format: "date-time" }), to: t.String({ format: "date-time" }), total: Totals,
-  rejected: t.Record(t.String(), t.Integer(), { description: "Refusals before any upstream call, by status." }),
-  models: t.Array(t.Object({ model: t.String(), requests: t.Integer(), prompt_tokens: t.Integer(), completion_tokens: t.Integer(), cost: t.Number() })),
+  rejected: t.Record(t.String(), StrictInteger(), { description: "Refusals before any upstream call, by status." }),
+  models: t.Array(t.Object({ model: t.String(), requests: StrictInteger(), prompt_tokens: StrictInteger(), completion_tokens: StrictInteger(), cost: t.Number() })),
 });
 const UsageReport = t.Object({
   object: t.Literal("usage_report"),
@@ -167,7 +168,7 @@ const UsageReport = t.Object({
     account_id: t.Optional(t.String()), account_name: t.Optional(t.Union([t.String(), t.Null()])),
     key_id: t.Optional(t.String()), key_name: t.Optional(t.Union([t.String(), t.Null()])),
     model: t.Optional(t.String()),
-    requests: t.Integer(), prompt_tokens: t.Integer(), completion_tokens: t.Integer(), cost: t.Number(),
+    requests: StrictInteger(), prompt_tokens: StrictInteger(), completion_tokens: StrictInteger(), cost: t.Number(),
   })),
   total: Totals,
 });
@@ -232,7 +233,7 @@ export const OPERATIONS: Record<string, Operation> = {
     summary: "Count input tokens (Anthropic format)",
     description: "The Anthropic upstream's count, else the gateway's estimate. Never charged; its own rate bucket, 10× the key's. A model the key may not use is a 403. Free, so bounded: a prompt over `limits.count_tokens_max_bytes` of text (4 MiB) is a 413; counts made by the gateway's tokenizer take turns per key, at most `limits.count_tokens_per_key_bytes` (16 MiB) of text per key at once, each count weighing at least 64 KiB (more: 429, `retry-after: 1`), `limits.count_tokens_queue_bytes` (64 MiB) in all (more: 503) and `limits.count_tokens_timeout_ms` (10 s) each (then 503).",
     tag: "chat", security: "key", errors: [400, 401, 403, 404, 408, 413, 429, 503], anthropic: true,
-    answers: { "200": { description: "The count.", schema: t.Object({ input_tokens: t.Integer() }), headers: RATE } },
+    answers: { "200": { description: "The count.", schema: t.Object({ input_tokens: StrictInteger() }), headers: RATE } },
   },
   "GET /v1/models": {
     summary: "List models",
@@ -269,7 +270,7 @@ export const OPERATIONS: Record<string, Operation> = {
     summary: "Count input tokens (Responses API)",
     description: "The SDKs' `responses.inputTokens.count`: the request counted as `POST /v1/responses` would send it, stored items and `previous_response_id`'s chain included. A model served by an Anthropic upstream is counted by Anthropic (its `count_tokens`, on the translated request), else, and when no `model` is named, by the gateway's estimate. Never charged; bounded and rate-limited as `POST /v1/messages/count_tokens` (it shares that bucket). A model the key may not use is a 403.",
     tag: "chat", security: "key", errors: [400, 401, 403, 404, 408, 413, 429, 503],
-    answers: { "200": { description: "The count.", schema: t.Object({ object: t.Literal("response.input_tokens"), input_tokens: t.Integer() }), headers: RATE } },
+    answers: { "200": { description: "The count.", schema: t.Object({ object: t.Literal("response.input_tokens"), input_tokens: StrictInteger() }), headers: RATE } },
   },
   "GET /v1/responses/:id": {
     summary: "Retrieve a stored response",

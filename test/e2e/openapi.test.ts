@@ -84,6 +84,24 @@ describe("GET /openapi.json", () => {
     }
   });
 
+  test("integers in answers are documented as {type: integer}: no numeric-string branch (Elysia's t.Integer), none anywhere in the document", async () => {
+    const doc = await documentOf(gw.url);
+    const stringly: string[] = [];
+    const walk = (node: unknown, at: string) => {
+      if (Array.isArray(node)) node.forEach((n, i) => walk(n, `${at}/${i}`));
+      else if (node && typeof node === "object") {
+        const o = node as Record<string, unknown>;
+        if (o.type === "string" && o.format === "integer") stringly.push(at);
+        for (const [k, v] of Object.entries(o)) walk(v, `${at}/${k}`);
+      }
+    };
+    walk(doc, "");
+    expect(stringly).toEqual([]);
+    const model = doc.paths["/v1/models"].get.responses["200"].content["application/json"].schema;
+    const item = (model.anyOf ?? model.oneOf ?? [model])[0].properties.data.items;
+    expect(item.properties.context_length).toEqual({ type: "integer" });
+  });
+
   test("without an admin token the admin routes are 404s, and still documented", async () => {
     const own = await startGateway({ upstreamUrl: upstream.url });
     try {

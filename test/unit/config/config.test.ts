@@ -203,6 +203,35 @@ describe("validation names the field", () => {
     return configError(() => resolveSettings(cfg, {}, "test.yaml"));
   };
 
+  test("an integer written as a string is refused, naming the field (it used to reach the vendor as the string)", () => {
+    const cases: [(c: any) => void, string][] = [
+      [(c) => (c.limits = { max_tokens_cap: "100" }), "/limits/max_tokens_cap"],
+      [(c) => (c.limits = { requests_per_minute: "600" }), "/limits/requests_per_minute"],
+      [(c) => (c.models[0].context_length = "128000"), "/models/0/context_length"],
+      [(c) => (c.models[0].max_tokens_cap = "100"), "/models/0/max_tokens_cap"],
+      [(c) => (c.providers[0].timeouts = { idle_ms: "1000" }), "/providers/0/timeouts/idle_ms"],
+      [(c) => (c.retry = { max_retries: "2" }), "/retry/max_retries"],
+    ];
+    for (const [mutate, field] of cases) {
+      const msg = resolveBroken(mutate);
+      expect([field, msg]).toEqual([field, expect.stringContaining(`${field}: Expected integer`)]);
+    }
+    // As a file says it: quoted in YAML.
+    const dir = tempDir();
+    const file = join(dir, "switchyard.yaml");
+    writeFileSync(file, `providers: [{id: up, kind: openai, base_url: "http://127.0.0.1:9/v1"}]
+models: [{id: up/gpt, provider: up, upstream_model: gpt, category: free, context_length: 4096}]
+limits: {max_tokens_cap: "100"}
+`);
+    expect(configError(() => loadSettings({ SWITCHYARD_CONFIG: file }))).toContain("/limits/max_tokens_cap: Expected integer");
+    // Whole numbers as numbers still pass, and take their defaults when left out.
+    const cfg = validConfig() as any;
+    cfg.limits = { max_tokens_cap: 100 };
+    const settings = resolveSettings(cfg, {}, "test.yaml");
+    expect(settings.limits.max_tokens_cap).toBe(100);
+    expect(settings.limits.requests_per_minute).toBe(60);
+  });
+
   test("wrong kind value → /providers/0/kind", () => {
     const msg = resolveBroken((c) => ((c.providers[0] as { kind: string }).kind = "cohere"));
     expect(msg).toContain("test.yaml");
