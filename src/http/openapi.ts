@@ -25,8 +25,9 @@ const OpenAIError = t.Object({
   error: t.Object({
     message: t.String(),
     type: t.String({ description: "invalid_request_error, authentication_error, permission_error, not_found_error, insufficient_quota, rate_limit_error, upstream_error, timeout_error, server_error" }),
-    param: t.Null(),
-    code: t.Null(),
+    // Strings when there is something to name, as OpenAI's own errors: its SDKs and agent frameworks read them.
+    param: t.Union([t.String(), t.Null()], { description: "The request field at fault (`temperature`, `messages[0].role`, `stream`, `Idempotency-Key`…), else null." }),
+    code: t.Union([t.String(), t.Null()], { description: "OpenAI's code where it has one (invalid_api_key, model_not_found, insufficient_quota, rate_limit_exceeded, context_length_exceeded; an upstream's own, such as invalid_value), else null." }),
   }),
 }, { description: "OpenAI-shaped error (every route except /v1/messages*)." });
 
@@ -60,7 +61,7 @@ const AnthropicMessage = t.Object({
   usage: t.Object({ input_tokens: StrictInteger(), output_tokens: StrictInteger() }, open),
 }, open);
 
-const ModelList = t.Object({
+const OpenAIModelList = t.Object({
   object: t.Literal("list"),
   data: t.Array(t.Object({
     id: t.String(),
@@ -73,7 +74,18 @@ const ModelList = t.Object({
     context_length: StrictInteger(),
     modalities: t.Object({ input: t.Array(t.String()), output: t.Array(t.String()) }),
   }, open)),
-}, { ...open, description: "OpenAI's list shape; with an `anthropic-version` header, Anthropic's (`{data: [{type, id, display_name, created_at}], has_more, first_id, last_id}`)." });
+}, { ...open, description: "OpenAI's list shape (without an `anthropic-version` header)." });
+
+/** What Anthropic's SDKs' `models.list()` parses: ids, then exact aliases, paged. */
+const AnthropicModelList = t.Object({
+  data: t.Array(t.Object({ type: t.Literal("model"), id: t.String(), display_name: t.String(), created_at: t.String() }, open)),
+  has_more: t.Boolean(),
+  first_id: t.Union([t.String(), t.Null()]),
+  last_id: t.Union([t.String(), t.Null()]),
+}, { ...open, description: "Anthropic's list shape (with an `anthropic-version` header)." });
+
+// Either shape, chosen by the request's `anthropic-version` header.
+const ModelList = t.Union([OpenAIModelList, AnthropicModelList]);
 
 const EmbeddingList = t.Object({
   object: t.Literal("list"),
@@ -238,20 +250,20 @@ export const OPERATIONS: Record<string, Operation> = {
   "GET /v1/models": {
     summary: "List models",
     description: "The catalogue: for a key limited to models, only those. With `anthropic-version`, Anthropic's list shape (ids and exact aliases).",
-    tag: "models", security: "key", errors: [401, 429],
+    tag: "models", security: "key", errors: [401, 429, 503],
     answers: { "200": { description: "The models.", schema: ModelList, headers: RATE } },
     query: { limit: "Anthropic list shape only: page size.", after_id: "Anthropic list shape only: page after this id.", before_id: "Anthropic list shape only: page before this id." },
   },
   "GET /v1/key": {
     summary: "This key's limits and balance",
     description: "The presented key's account balance and what open requests hold, the key's spend limit, its period, what it spent in the period and when that resets, its rate limit, expiry, the models it may use and its cap on requests at once. Free, and outside the key's rate bucket: answered with an empty bucket too.",
-    tag: "models", security: "key", errors: [401],
+    tag: "models", security: "key", errors: [401, 503],
     answers: { "200": { description: "The key.", schema: KeyInfo } },
   },
   "GET /v1/models/*": {
     summary: "Retrieve a model",
     description: "One model of the catalogue, in the list's shape (Anthropic's with `anthropic-version`). The id contains a `/`: send it as it is or as `%2F`. 404 in the client's format for unknown ids, and for models the key may not use.",
-    tag: "models", security: "key", errors: [401, 404, 429],
+    tag: "models", security: "key", errors: [401, 404, 429, 503],
     answers: { "200": { description: "The model.", schema: t.Object({ id: t.String() }, { additionalProperties: true }), headers: RATE } },
   },
   "POST /v1/responses": {
@@ -275,7 +287,7 @@ export const OPERATIONS: Record<string, Operation> = {
   "GET /v1/responses/:id": {
     summary: "Retrieve a stored response",
     description: "The SDKs' `responses.retrieve`: a stored answer of the key's own account, exactly as `POST /v1/responses` returned it (a streamed one as its final `response.completed` object). Reading it counts as a use (its TTL restarts). Unknown, expired, evicted, deleted and other accounts' ids are the same 404. 503 while Redis (SWITCHYARD_REDIS_URL) cannot be reached.",
-    tag: "chat", security: "key", errors: [401, 404, 429, 503],
+    tag: "chat", security: "key", errors: [400, 401, 404, 429, 503],
     answers: { "200": { description: "The stored Response object.", schema: t.Object({ id: t.String(), object: t.Literal("response") }, { additionalProperties: true }) } },
   },
   "GET /v1/responses/:id/input_items": {
@@ -317,74 +329,74 @@ export const OPERATIONS: Record<string, Operation> = {
   "POST /v1/admin/accounts": {
     summary: "Create an account",
     description: "With an opening balance in credits, and optionally limits on all its keys together: `rate_limit_per_minute` (1–1e6) and `max_concurrent_requests` (1–100000).",
-    tag: "admin", security: "admin", errors: [400, 401, 408, 413, 429],
+    tag: "admin", security: "admin", errors: [400, 401, 408, 413, 429, 503],
     answers: { "201": { description: "Created.", schema: Account } },
   },
   "GET /v1/admin/accounts": {
     summary: "List accounts",
     description: "Oldest first (created_at, then id), paged: `limit` (1–500, default 50), then `cursor` = the answer's `next_cursor` until it is null. `name` keeps accounts whose name contains it, ignoring the case of ASCII letters.",
-    tag: "admin", security: "admin", errors: [400, 401, 429],
+    tag: "admin", security: "admin", errors: [400, 401, 429, 503],
     answers: { "200": { description: "A page of accounts.", schema: AccountList } },
   },
   "PATCH /v1/admin/accounts/:id": {
     summary: "Change an account",
     description: "`name`, `spend_limit` (credits, null for none), `spend_limit_period` (day, week, month; null for lifetime), `rate_limit_per_minute` and `max_concurrent_requests` for all the account's keys together (null for the gateway's default). Only the fields sent change; a new period recounts what was spent in it from the usage records; limits apply from the next request (within 2 s on other gateways sharing PostgreSQL).",
-    tag: "admin", security: "admin", errors: [400, 401, 404, 408, 413, 429],
+    tag: "admin", security: "admin", errors: [400, 401, 404, 408, 413, 429, 503],
     answers: { "200": { description: "The account, as GET shows it.", schema: AccountDescription } },
   },
   "GET /v1/admin/accounts/:id": {
     summary: "Show an account",
     description: "Balance, what open requests hold (`reserved`), keys as prefix and last 4 only.",
-    tag: "admin", security: "admin", errors: [401, 404, 429],
+    tag: "admin", security: "admin", errors: [401, 404, 429, 503],
     answers: { "200": { description: "The account.", schema: AccountDescription } },
   },
   "POST /v1/admin/accounts/:id/credits": {
     summary: "Top up",
-    description: "Adds credits to the balance.",
-    tag: "admin", security: "admin", errors: [400, 401, 404, 408, 413, 429],
+    description: "Adds credits to the balance. With an `Idempotency-Key` header (1–200 printable ASCII characters) a retried top-up is made once and answered as the first was; the same key with another amount or another account is a 409 naming the key.",
+    tag: "admin", security: "admin", errors: [400, 401, 404, 408, 409, 413, 429, 503],
     answers: { "200": { description: "The new balance.", schema: t.Object({ id: t.String(), balance: t.Number(), reserved: t.Number() }) } },
   },
   "GET /v1/admin/accounts/:id/keys": {
     summary: "List keys",
     description: "Summaries only; the keys themselves are never shown again.",
-    tag: "admin", security: "admin", errors: [401, 404, 429],
+    tag: "admin", security: "admin", errors: [401, 404, 429, 503],
     answers: { "200": { description: "The keys.", schema: t.Object({ object: t.Literal("list"), data: t.Array(KeySummary) }) } },
   },
   "POST /v1/admin/accounts/:id/keys": {
     summary: "Issue a key",
     description: "The only time the key is shown. At most 10 active keys per account (409 past that). `models` limits the key to some models (exact ids or `prefix*`; others get 403); `max_concurrent_requests` caps its requests under way at once (more get 429).",
-    tag: "admin", security: "admin", errors: [400, 401, 404, 408, 409, 413, 429],
+    tag: "admin", security: "admin", errors: [400, 401, 404, 408, 409, 413, 429, 503],
     answers: { "201": { description: "The key.", schema: IssuedKey } },
   },
   "GET /v1/admin/accounts/:id/usage": {
     summary: "An account's usage totals",
     description: "Totals and per-model sums over [from, to), and refusals by status (counted per minute).",
-    tag: "admin", security: "admin", errors: [400, 401, 404, 429],
+    tag: "admin", security: "admin", errors: [400, 401, 404, 429, 503],
     answers: { "200": { description: "The totals.", schema: AccountUsage } },
     query: { from: "ISO 8601 or epoch ms (inclusive); default: the beginning.", to: "ISO 8601 or epoch ms (exclusive); default: now." },
   },
   "GET /v1/admin/usage": {
     summary: "Usage report",
     description: "Requests, tokens and credits per UTC hour or day, split by account, key and/or model, over [from, to): what a team bills its own users from. JSON or CSV (`format=csv`, with a header row). At most 50,000 rows (400 past that).",
-    tag: "admin", security: "admin", errors: [400, 401, 429],
+    tag: "admin", security: "admin", errors: [400, 401, 429, 503],
     answers: { "200": { description: "The report.", schema: UsageReport, content: { "text/csv": { schema: { type: "string", description: "period_start, [account_id, account_name], [key_id, key_name], [model], requests, prompt_tokens, completion_tokens, cost" } } } } },
   },
   "PATCH /v1/admin/keys/:id": {
     summary: "Change a key",
     description: "`name`, `spend_limit` (credits, null for none), `spend_limit_period` (day, week, month; null for lifetime), `rate_limit_per_minute` (1–1e6, null for the default), `expires_at` (ISO 8601, null for never), `models` (model ids and `prefix*` patterns, null for every model), `max_concurrent_requests` (1–100000, null for the default). Only the fields sent change; they apply from the next request (within 2 s on other gateways sharing PostgreSQL). 409 on PostgreSQL for a spend limit below what the key already spent and holds.",
-    tag: "admin", security: "admin", errors: [400, 401, 404, 408, 409, 413, 429],
+    tag: "admin", security: "admin", errors: [400, 401, 404, 408, 409, 413, 429, 503],
     answers: { "200": { description: "The key's summary.", schema: KeySummary } },
   },
   "POST /v1/admin/accounts/:id/invites": {
     summary: "Invite the account holder to the console",
     description: "A one-time link to `/console` that lasts 7 days; opening it sets the password the holder signs in with (`login`, 3 to 64 letters, digits or `. _ @ -`). The token is after `#`, so it reaches no server log. A login the account has already gets a link to set a new password (its sessions end when it is used). 409 when the login is another account's; 404 when the console is off (`SWITCHYARD_CONSOLE=off`).",
-    tag: "admin", security: "admin", errors: [400, 401, 404, 408, 409, 413, 429],
+    tag: "admin", security: "admin", errors: [400, 401, 404, 408, 409, 413, 429, 503],
     answers: { "201": { description: "The invite.", schema: t.Object({ url: t.String(), expires_at: t.String(), login: t.String() }) } },
   },
   "GET /v1/admin/accounts/:id/logins": {
     summary: "The account's console logins",
     description: "The logins its holders sign in to the console with, and its invites not yet used. 404 when the console is off.",
-    tag: "admin", security: "admin", errors: [401, 404, 429],
+    tag: "admin", security: "admin", errors: [401, 404, 429, 503],
     answers: { "200": { description: "Logins and open invites.", schema: t.Object({
       logins: t.Array(t.Object({ login: t.String(), created_at: t.String() })),
       invites: t.Array(t.Object({ login: t.String(), created_at: t.String(), expires_at: t.String() })),
@@ -393,54 +405,54 @@ export const OPERATIONS: Record<string, Operation> = {
   "DELETE /v1/admin/accounts/:id/logins/:login": {
     summary: "Remove a console login",
     description: "The login can no longer sign in; its sessions end at once and its open invites to the account are cancelled (an invite alone can be cancelled this way too). 404 when the account has neither.",
-    tag: "admin", security: "admin", errors: [401, 404, 429],
+    tag: "admin", security: "admin", errors: [401, 404, 429, 503],
     answers: { "200": { description: "Removed.", schema: t.Object({ account_id: t.String(), login: t.String(), removed: t.Literal(true) }) } },
   },
   "DELETE /v1/admin/accounts/:id/invites/:login": {
     summary: "Cancel a console invite",
     description: "The account's open invite links for the login stop working; the login itself, if the account has it, keeps signing in and keeps its sessions. 404 when there was no open invite, or the console is off.",
-    tag: "admin", security: "admin", errors: [401, 404, 429],
+    tag: "admin", security: "admin", errors: [401, 404, 429, 503],
     answers: { "200": { description: "Cancelled.", schema: t.Object({ account_id: t.String(), login: t.String(), cancelled: t.Literal(true) }) } },
   },
   "DELETE /v1/admin/keys/:id": {
     summary: "Revoke a key",
     description: "Takes effect on the next request (within 2 s on other gateways sharing PostgreSQL).",
-    tag: "admin", security: "admin", errors: [401, 404, 429],
+    tag: "admin", security: "admin", errors: [401, 404, 429, 503],
     answers: { "200": { description: "Revoked.", schema: t.Object({ id: t.String(), revoked: t.Literal(true) }) } },
   },
   "GET /v1/admin/vendor-keys": {
     summary: "Vendor keys and their state",
     description: "Every pooled vendor key by its env name (a provider with one `api_key_env` is a pool of one), never its value: `usable`, `cooling` (until when) or `disabled` (since when, and when its next probe is due).",
-    tag: "admin", security: "admin", errors: [401, 429],
+    tag: "admin", security: "admin", errors: [401, 429, 503],
     answers: { "200": { description: "The keys.", schema: t.Object({ object: t.Literal("list"), data: t.Array(VendorKeyStatus) }) } },
   },
   "POST /v1/admin/vendor-keys/:provider/:key/probe": {
     summary: "Probe a vendor key now",
     description: "Runs the key's probe (the vendor's model list with that key) at once. Accepted: the key is usable from now (a cooldown ends too). Refused: a disabled key's next probe is timed as after any failed one; a usable or cooling key is left as it was. 404 for a provider or key not pooled; 409 while another probe of the key is under way.",
-    tag: "admin", security: "admin", errors: [401, 404, 409, 429],
+    tag: "admin", security: "admin", errors: [401, 404, 409, 429, 503],
     answers: { "200": { description: "The key's state after the probe.", schema: t.Composite([VendorKeyStatus, t.Object({ accepted: t.Boolean() })]) } },
   },
   "POST /v1/admin/vendor-keys/:provider/:key/enable": {
     summary: "Enable a vendor key now",
     description: "The key takes traffic at once, whatever its state, without a probe: for a key whose probe cannot pass (it may not list models), or a vendor back before the key's next probe. A key the vendor still refuses is refused again by its next request, which moves to another key. 404 for a provider or key not pooled.",
-    tag: "admin", security: "admin", errors: [401, 404, 429],
+    tag: "admin", security: "admin", errors: [401, 404, 429, 503],
     answers: { "200": { description: "The key's state: usable.", schema: VendorKeyStatus } },
   },
 };
 
 const ERROR_TEXT: Record<number, string> = {
-  400: "Malformed request: a body that is not JSON (Content-Type other than application/json), invalid JSON, a field of the wrong type, an unsupported part, a prompt over the context window.",
+  400: "Malformed request: a body that is not JSON (Content-Type other than application/json), invalid JSON, a field of the wrong type, an unsupported part, a prompt over the context window, a bad query (`stream=true` on GET /v1/responses/{id}: no background responses here).",
   401: "Missing or invalid credential (checked before the body is read).",
   402: "Insufficient credits (or the key's spend limit) for the request's worst case.",
   403: "The key may not use this model (its `models` list); the message names the models it may use.",
   404: "No such model, account or key.",
-  409: "The account already has 10 active keys; or (PATCH a key, PostgreSQL) a spend limit below what the key spent and holds.",
+  409: "The account already has 10 active keys; or (PATCH a key, PostgreSQL) a spend limit below what the key spent and holds; or (a top-up) an Idempotency-Key already used with another amount or account.",
   408: "The body did not arrive within limits.body_timeout_ms of its first read (the connection is then closed).",
   413: "The body is larger than limits.max_body_bytes, whatever its content type, chunked or not (the connection is then closed); on count_tokens, also a prompt over limits.count_tokens_max_bytes of text.",
   422: "`messages` is empty.",
   429: "The key's rate limit, or its requests under way at once (`max_concurrent_requests`), or its request bodies still arriving (`limits.body_per_key_bytes`); `retry-after` says when to retry.",
   502: "No upstream could answer (never charged).",
-  503: "The ledger cannot record charges, or the rate limiter or key store cannot be reached (`retry-after: 5`); or the gateway is receiving `limits.body_total_bytes` of bodies already (`retry-after: 1`).",
+  503: "The ledger cannot record charges, or the rate limiter (Redis) or key store cannot be reached, or the database (the admin API, GET /v1/key) cannot be used (`retry-after: 5`); or the gateway is receiving `limits.body_total_bytes` of bodies already (`retry-after: 1`).",
 };
 
 /** Turns TypeBox schemas (objects with symbol keys) into plain JSON Schema. */

@@ -7,10 +7,13 @@ import { CountTokensRequest, MessagesRequest } from "../../src/formats/anthropic
 import { UsageReportQuery } from "../../src/http/routes/admin.ts";
 import { EmbeddingsRequest } from "../../src/formats/openai-embeddings/schema.ts";
 import { useFakeUpstream } from "../helpers/fake-upstream.ts";
-import { startGateway, useGateway } from "../helpers/gateway.ts";
+import { ANTHROPIC_MODEL, OPENAI_MODEL, startGateway, useGateway } from "../helpers/gateway.ts";
+import { openApiChecker, seen, type SeenAnswer } from "../helpers/openapi-check.ts";
+import { openRedisLimiter } from "../../src/store/stores.ts";
 
 const upstream = useFakeUpstream();
-const gw = useGateway(() => ({ upstreamUrl: upstream.url, adminToken: "admin-secret-0123456789abcdef0123456789abcdef" }));
+const ADMIN = "admin-secret-0123456789abcdef0123456789abcdef";
+const gw = useGateway(() => ({ upstreamUrl: upstream.url, adminToken: ADMIN }));
 const plain = (schema: unknown) => JSON.parse(JSON.stringify(schema));
 
 async function documentOf(url: string): Promise<any> {
@@ -100,6 +103,82 @@ describe("GET /openapi.json", () => {
     const model = doc.paths["/v1/models"].get.responses["200"].content["application/json"].schema;
     const item = (model.anyOf ?? model.oneOf ?? [model])[0].properties.data.items;
     expect(item.properties.context_length).toEqual({ type: "integer" });
+  });
+
+  test("real answers, success and error, are what the document says: the status is documented and the body valid (ajv)", async () => {
+    const check = openApiChecker(await documentOf(gw.url));
+    const key = { authorization: `Bearer ${gw.key}`, "content-type": "application/json" };
+    const admin = { authorization: `Bearer ${ADMIN}`, "content-type": "application/json" };
+    const chat = (model: string, extra: object = {}) => ({ model, messages: [{ role: "user", content: "hi" }], ...extra });
+    const created = JSON.parse((await seen(gw.url, "POST", "/v1/admin/accounts", { headers: admin, body: { name: "openapi", credits: 5 } })).body);
+    const account = `/v1/admin/accounts/${created.id}`;
+    const answers: SeenAnswer[] = [
+      await seen(gw.url, "POST", "/v1/chat/completions", { headers: key, body: chat(OPENAI_MODEL) }),
+      await seen(gw.url, "POST", "/v1/chat/completions", { headers: key, body: chat(ANTHROPIC_MODEL) }),
+      // Errors whose param and code are strings: model_not_found, invalid_api_key, a field at fault.
+      await seen(gw.url, "POST", "/v1/chat/completions", { headers: key, body: chat("nope/x") }),
+      await seen(gw.url, "POST", "/v1/chat/completions", { headers: { "content-type": "application/json" }, body: chat(OPENAI_MODEL) }),
+      await seen(gw.url, "POST", "/v1/chat/completions", { headers: key, body: chat(OPENAI_MODEL, { temperature: "hot" }) }),
+      await seen(gw.url, "POST", "/v1/chat/completions", { headers: key, body: { model: OPENAI_MODEL, messages: [] } }),
+      await seen(gw.url, "POST", "/v1/chat/completions", { headers: key, raw: "{nope" }),
+      await seen(gw.url, "POST", "/v1/messages", { headers: key, body: { model: ANTHROPIC_MODEL, max_tokens: 50, messages: [{ role: "user", content: "hi" }] } }),
+      await seen(gw.url, "POST", "/v1/messages", { headers: { "content-type": "application/json" }, body: {} }),
+      await seen(gw.url, "POST", "/v1/messages/count_tokens", { headers: key, body: { model: ANTHROPIC_MODEL, messages: [{ role: "user", content: "hi" }] } }),
+      await seen(gw.url, "POST", "/v1/responses", { headers: key, body: { model: OPENAI_MODEL, input: "hi" } }),
+      await seen(gw.url, "GET", "/v1/responses/resp_nope", { headers: key }),
+      await seen(gw.url, "GET", "/v1/responses/resp_nope?stream=true", { headers: key }),
+      await seen(gw.url, "POST", "/v1/responses/input_tokens", { headers: key, body: { model: OPENAI_MODEL, input: "hi" } }),
+      await seen(gw.url, "GET", "/v1/models", { headers: key }),
+      // Anthropic's list shape, for its SDKs.
+      await seen(gw.url, "GET", "/v1/models", { headers: { ...key, "anthropic-version": "2023-06-01" } }),
+      await seen(gw.url, "GET", `/v1/models/${encodeURIComponent(OPENAI_MODEL)}`, { headers: key }),
+      await seen(gw.url, "GET", "/v1/models/x%2Fy", { headers: key }),
+      await seen(gw.url, "GET", "/v1/key", { headers: key }),
+      await seen(gw.url, "GET", "/v1/key"),
+      await seen(gw.url, "GET", "/health"),
+      await seen(gw.url, "GET", "/ready"),
+      await seen(gw.url, "GET", "/openapi.json"),
+      await seen(gw.url, "POST", "/v1/admin/accounts", { headers: admin, body: { name: "", credits: -1 } }),
+      await seen(gw.url, "GET", "/v1/admin/accounts?limit=2", { headers: admin }),
+      await seen(gw.url, "GET", "/v1/admin/accounts?limit=0", { headers: admin }),
+      await seen(gw.url, "GET", account, { headers: admin }),
+      await seen(gw.url, "GET", "/v1/admin/accounts/acct_nope", { headers: admin }),
+      await seen(gw.url, "PATCH", account, { headers: admin, body: { spend_limit: null } }),
+      await seen(gw.url, "POST", `${account}/credits`, { headers: { ...admin, "idempotency-key": "openapi-1" }, body: { amount: 1 } }),
+      // The same Idempotency-Key with another amount: 409.
+      await seen(gw.url, "POST", `${account}/credits`, { headers: { ...admin, "idempotency-key": "openapi-1" }, body: { amount: 2 } }),
+      await seen(gw.url, "POST", `${account}/keys`, { headers: admin, body: { name: "k" } }),
+      await seen(gw.url, "GET", `${account}/keys`, { headers: admin }),
+      await seen(gw.url, "GET", `${account}/usage`, { headers: admin }),
+      await seen(gw.url, "GET", "/v1/admin/usage", { headers: admin }),
+      await seen(gw.url, "GET", "/v1/admin/usage?format=csv", { headers: admin }),
+      await seen(gw.url, "GET", "/v1/admin/vendor-keys", { headers: admin }),
+      await seen(gw.url, "GET", "/v1/admin/accounts", { headers: { authorization: "Bearer wrong-wrong-wrong-wrong-wrong-wrong-0" } }),
+      await seen(gw.url, "DELETE", "/v1/admin/keys/key_nope", { headers: admin }),
+    ];
+    // A vendor's own 400 names its field and code (strings, not null).
+    upstream.reply({ kind: "json", status: 400, body: { error: { message: "Invalid value for 'temperature'", type: "invalid_request_error", param: "temperature", code: "invalid_value" } } });
+    answers.push(await seen(gw.url, "POST", "/v1/chat/completions", { headers: key, body: chat(OPENAI_MODEL) }));
+    const statuses = answers.map((a) => `${a.method} ${a.path} ${a.status}`);
+    // The cases are the ones meant: each status the document was missing is among them.
+    for (const meant of ["POST /v1/chat/completions 404", "GET /v1/responses/resp_nope?stream=true 400", `POST ${account}/credits 409`, "POST /v1/chat/completions 400"]) expect(statuses).toContain(meant);
+    expect(JSON.parse(answers.at(-1)!.body).error).toMatchObject({ param: "temperature", code: "invalid_value" });
+    expect(answers.map(check).filter(Boolean)).toEqual([]);
+  });
+
+  test("a store that cannot be used answers 503s the document describes: GET /v1/models with Redis down", async () => {
+    const limiter = openRedisLimiter("redis://127.0.0.1:1");
+    const down = await startGateway({ upstreamUrl: upstream.url, limiter, adminToken: ADMIN });
+    try {
+      const check = openApiChecker(await documentOf(down.url));
+      const key = { authorization: `Bearer ${down.key}` };
+      const answers = [await seen(down.url, "GET", "/v1/models", { headers: key }), await seen(down.url, "GET", `/v1/models/${encodeURIComponent(OPENAI_MODEL)}`, { headers: key })];
+      expect(answers.map((a) => a.status)).toEqual([503, 503]);
+      expect(answers.map(check).filter(Boolean)).toEqual([]);
+    } finally {
+      await down.stop();
+      limiter.close();
+    }
   });
 
   test("without an admin token the admin routes are 404s, and still documented", async () => {

@@ -10,6 +10,7 @@ import { startFakeUpstream } from "../helpers/fake-upstream.ts";
 import { startGateway } from "../helpers/gateway.ts";
 import { tcpProxy } from "../helpers/tcp-proxy.ts";
 import { until } from "../helpers/until.ts";
+import { openApiChecker } from "../helpers/openapi-check.ts";
 
 const ADMIN = "admin-outage-0123456789abcdef0123456789abcdef";
 const missing = await postgresMissing();
@@ -39,6 +40,8 @@ test.skipIf(missing !== undefined)(`with PostgreSQL cut, the admin API and GET /
   expect((await admin("GET", "/accounts")).status).toBe(200);
   expect((await keyInfo()).status).toBe(200);
 
+  // Each 503 is one /openapi.json describes for its route.
+  const check = openApiChecker(await (await fetch(`${gw.url}/openapi.json`)).json());
   proxy.cut();
   for (const [what, call] of [
     ["list", () => admin("GET", "/accounts")],
@@ -47,7 +50,11 @@ test.skipIf(missing !== undefined)(`with PostgreSQL cut, the admin API and GET /
     ["key", keyInfo],
   ] as const) {
     const res = await call();
-    const body = (await res.json()) as { error: { message: string; type: string } };
+    const text = await res.text();
+    const body = JSON.parse(text) as { error: { message: string; type: string } };
+    const { pathname, search } = new URL(res.url);
+    const method = what === "list" || what === "key" ? "GET" : "POST";
+    expect([what, check({ method, path: pathname + search, status: res.status, contentType: res.headers.get("content-type") ?? "", body: text })]).toEqual([what, undefined]);
     expect([what, res.status, res.headers.get("retry-after")]).toEqual([what, 503, "5"]);
     expect(body.error.message).toContain("cannot use its database right now");
     // Only a top-up takes an Idempotency-Key; another change is read back before it is sent again.
