@@ -65,6 +65,8 @@ const USAGE = `usage: bun run admin <command>
                                          the report rollups against their records, every record's cost
                                          against its prices, and that no completed answer of a priced model
                                          went uncharged; prints the drift and exits 1 if there is any
+  help, --help                           this text
+Flags are \`--flag value\` or \`--flag=value\`; a flag the command does not take is refused (exit 2).
 Works on the store the gateway uses, also while it runs: the PostgreSQL database of SWITCHYARD_DATABASE_URL
 when it is set, otherwise the SQLite file (SWITCHYARD_DB, default ./data/switchyard.sqlite).`;
 
@@ -106,15 +108,62 @@ function maxConcurrent(value: string): number {
   return checked(() => parseMaxConcurrent(Number(value), "--max-concurrent"));
 }
 
+/** `--flag value` and `--flag=value` as options, the rest as positional arguments. */
 function flags(args: string[]): { positional: string[]; options: Record<string, string> } {
   const positional: string[] = [];
   const options: Record<string, string> = {};
   for (let i = 0; i < args.length; i++) {
     const arg = args[i]!;
-    if (arg.startsWith("--")) options[arg.slice(2)] = args[++i] ?? "";
+    const eq = arg.indexOf("=");
+    if (arg.startsWith("--") && eq > 2) options[arg.slice(2, eq)] = arg.slice(eq + 1);
+    else if (arg.startsWith("--")) options[arg.slice(2)] = args[++i] ?? "";
     else positional.push(arg);
   }
   return { positional, options };
+}
+
+/**
+ * Each command and the flags it reads. A flag it does not read is refused before anything is
+ * opened: `--rmp 5` or `--spend_limit 10` used to be dropped without a word, so a key was made
+ * without the limit its operator typed.
+ */
+const COMMAND_FLAGS: Record<string, readonly string[]> = {
+  "accounts create": ["rpm", "max-concurrent"],
+  "accounts list": ["name", "limit", "cursor"],
+  "accounts show": [],
+  "accounts topup": ["idempotency-key"],
+  "accounts update": ["name", "spend-limit", "period", "rpm", "max-concurrent"],
+  "keys create": ["rpm", "expires", "spend-limit", "period", "models", "max-concurrent"],
+  "keys list": [],
+  "keys update": ["name", "spend-limit", "period", "rpm", "expires", "models", "max-concurrent"],
+  "keys revoke": [],
+  "invite cancel": [],
+  // `invite <account-id> <login>`, `logins <account-id>`, `usage <account-id>`: the second word is an id.
+  invite: ["url"],
+  "logins remove": [],
+  logins: [],
+  usage: [],
+  report: ["from", "to", "group-by", "granularity", "format", "account", "key", "model"],
+  audit: [],
+};
+
+/** The command `noun verb` names (a key of COMMAND_FLAGS), or undefined for none. */
+function commandOf(noun: string, verb: string | undefined): string | undefined {
+  const pair = `${noun} ${verb}`;
+  if (Object.hasOwn(COMMAND_FLAGS, pair)) return pair;
+  return noun !== "accounts" && noun !== "keys" && Object.hasOwn(COMMAND_FLAGS, noun) ? noun : undefined;
+}
+
+/** Refuses a flag the command does not read, naming it, the closest it may have meant, and the ones it takes. */
+function unknownFlag(command: string, options: Record<string, string>): string | undefined {
+  const known = COMMAND_FLAGS[command]!;
+  const wrong = Object.keys(options).find((f) => !known.includes(f));
+  if (wrong === undefined) return undefined;
+  // Letters alone, in order: --spend_limit and --spendlimit are --spend-limit, --rmp is --rpm.
+  const shape = (f: string) => [...f.toLowerCase().replace(/[^a-z]/g, "")].sort().join("");
+  const meant = known.find((f) => shape(f) === shape(wrong));
+  const takes = known.length > 0 ? `it takes ${known.map((f) => `--${f}`).join(", ")}` : "it takes no flags";
+  return `unknown flag --${wrong} for \`${command}\`${meant ? ` (did you mean --${meant}?)` : ""}; ${takes}. --help prints the usage.`;
 }
 
 /** The models the configuration prices; without a readable configuration, the audit skips that check. */
@@ -173,17 +222,26 @@ async function openAdminStore(env: Record<string, string | undefined>): Promise<
 
 /** The admin API's operations for a shell, without a running gateway or an admin token. */
 export async function runAdmin(argv: string[], env: Record<string, string | undefined>): Promise<{ code: number; out: string; stdout?: boolean; exact?: boolean }> {
-  const [noun, verb, ...rest] = argv;
-  const { positional: args, options } = flags(rest);
+  // Asked for, the usage is the answer (stdout, exit 0), with or without a ledger.
+  if (argv[0] === "help" || argv.includes("--help") || argv.includes("-h")) return { code: 0, out: USAGE, stdout: true };
+  const noun = argv[0];
+  const { positional, options } = flags(argv.slice(1));
+  const [verb, ...args] = positional;
+  // Checked before any store is opened: no command (or a misspelled one) used to open, and so
+  // create, the ledger file of SWITCHYARD_DB before printing the usage.
+  const command = noun === undefined || noun.startsWith("-") ? undefined : commandOf(noun, verb);
+  if (command === undefined) return { code: 2, out: USAGE };
+  const refused = unknownFlag(command, options);
+  if (refused) return { code: 2, out: refused };
   const has = (name: string) => Object.hasOwn(options, name);
   let store: AdminStore;
   try {
     // A command on a ledger that is not there would make an empty one and work on it: an audit of a
     // deleted file said `clean` with 0 accounts (a disk-fault probe, 2026-11-30), and a mistyped
     // SWITCHYARD_DB left an empty file the next gateway start would use. Only `accounts create`
-    // (setting up before the first start) may start a new file; the usage text needs none.
-    const makesLedger = noun === "accounts" && verb === "create";
-    if (noun !== undefined && !makesLedger && !storeChoice(env).databaseUrl && sqliteMissing(sqlitePath(env))) {
+    // (setting up before the first start) may start a new file.
+    const makesLedger = command === "accounts create";
+    if (!makesLedger && !storeChoice(env).databaseUrl && sqliteMissing(sqlitePath(env))) {
       return { code: 1, out: `no ledger at ${sqlitePath(env)} (SWITCHYARD_DB): nothing to work on. The gateway makes it at its first start; \`accounts create\` may too.` };
     }
     store = await openAdminStore(env);
@@ -297,7 +355,6 @@ export async function runAdmin(argv: string[], env: Record<string, string | unde
     }
     if (noun === "report") {
       // `report` takes flags only (no verb).
-      const { positional, options } = flags(argv.slice(1));
       if (positional.length > 0) throw new UsageError(USAGE);
       const format = options.format ?? "json";
       if (format !== "json" && format !== "csv") throw new UsageError("--format is json or csv");

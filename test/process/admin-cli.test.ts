@@ -123,6 +123,32 @@ describe("runAdmin (in process)", () => {
     }
   });
 
+  test("a misspelled or unknown flag is refused with exit 2, naming it and the flags the command takes; nothing is made", async () => {
+    const env = { SWITCHYARD_DB: tempDb() };
+    const cases: [string[], string, string][] = [
+      [["accounts", "create", "acme", "5", "--rmp", "60"], "--rmp", "--rpm, --max-concurrent"],
+      [["accounts", "create", "acme", "5", "--name=acme"], "--name", "--rpm, --max-concurrent"],
+      [["keys", "create", "acct_x", "--spendlimit", "5"], "--spendlimit", "--spend-limit"],
+      [["keys", "create", "acct_x", "--spend_limit", "5"], "--spend_limit", "--spend-limit"],
+      [["accounts", "show", "acct_x", "--verbose", "1"], "--verbose", "it takes no flags"],
+      [["report", "--group_by", "model"], "--group_by", "--group-by"],
+    ];
+    for (const [argv, flag, takes] of cases) {
+      const { code, out } = await runAdmin(argv, env);
+      expect([argv, code]).toEqual([argv, 2]);
+      expect(out).toContain(`unknown flag ${flag} `);
+      expect(out).toContain(takes);
+    }
+    // Refused before the ledger is opened: `accounts create` with a typo made no file.
+    expect(await Bun.file(env.SWITCHYARD_DB).exists()).toBe(false);
+    // The --flag=value form is read as --flag value.
+    const made = await runAdmin(["accounts", "create", "acme", "5", "--rpm=60"], env);
+    expect(made.code).toBe(0);
+    expect(JSON.parse(made.out)).toMatchObject({ name: "acme", rate_limit_per_minute: 60 });
+    const listed = await runAdmin(["accounts", "list", "--name=ACM"], env);
+    expect(JSON.parse(listed.out).data.map((a: { name: string }) => a.name)).toEqual(["acme"]);
+  });
+
   test("bad credits → non-zero, nothing created", async () => {
     const db = tempDb();
     for (const credits of ["-1", "abc", "1.1234567"]) {
@@ -161,6 +187,23 @@ describe("bun src/cli/admin.ts (separate process)", () => {
     const twice = await cli(db, "keys", "revoke", key.id);
     expect(twice.code).not.toBe(0);
     expect(twice.stdout).toBe("");
+  });
+
+  test("no arguments or an unknown command print the usage (exit 2) and create no ledger; help and --help print it (exit 0) with none", async () => {
+    const db = tempDb();
+    for (const args of [[], ["acounts", "list"], ["--rmp"]]) {
+      const r = await cli(db, ...args);
+      expect([args, r.code]).toEqual([args, 2]);
+      expect(r.stderr).toContain("usage:");
+    }
+    for (const args of [["help"], ["--help"], ["accounts", "create", "--help"]]) {
+      const r = await cli(db, ...args);
+      expect([args, r.code]).toEqual([args, 0]);
+      expect(r.stdout).toContain("usage:");
+      expect(r.stdout).toContain("accounts create");
+    }
+    // `bun run admin` with nothing else used to leave an empty ledger at SWITCHYARD_DB.
+    expect(await Bun.file(db).exists()).toBe(false);
   });
 
   test("bad usage → non-zero exit and usage on stderr", async () => {
