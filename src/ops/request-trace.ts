@@ -29,6 +29,13 @@ const RANK: Record<LogLevel, number> = { debug: 0, info: 1, warn: 2, error: 3 };
 const QUIET_PATHS = new Set(["/health", "/ready", "/metrics"]);
 
 /**
+ * Health and readiness answers report on the gateway, they refuse no one: /ready's 503 while
+ * draining or while a store is down is the answer asked for, not a request turned away, so it is
+ * no rejection (a probe every few seconds made `unavailable` climb with no client refused).
+ */
+const PROBE_PATHS = new Set(["/health", "/ready"]);
+
+/**
  * What one request did, filled in by the stages as it goes (plain fields, one object per
  * request) and turned into metrics and one access-log line when it finishes. Times are
  * `performance.now()` milliseconds.
@@ -238,7 +245,7 @@ export class Tracker {
       const route = m.routeOf(trace.path);
       const model = m.modelOf(trace.model || trace.modelAsked);
       m.families.requests.inc(1, route, model, m.providerOf(trace.provider), status);
-      if (trace.attempts === 0 && status >= 400) {
+      if (trace.attempts === 0 && status >= 400 && !PROBE_PATHS.has(trace.path)) {
         const reason = rejectionReason(status);
         if (reason) m.families.rejections.inc(1, m.dims.reason.indexOf(reason));
       }

@@ -6,6 +6,7 @@ import { createGatewayMetrics } from "../../src/ops/gateway-metrics.ts";
 import { readFileSync } from "node:fs";
 import { useFakeUpstream } from "../helpers/fake-upstream.ts";
 import { ANTHROPIC_MODEL, OPENAI_MODEL, post, startGateway, useGateway, type Gateway } from "../helpers/gateway.ts";
+import { openRedisLimiter } from "../../src/store/stores.ts";
 
 /** `name{labels}` → value, from Prometheus' text format (comments skipped). */
 function parseExposition(text: string): Map<string, number> {
@@ -181,6 +182,26 @@ describe("GET /metrics after a scripted set of requests", () => {
     while (!(await reader.read()).done) {}
     await gw.app.services.settled();
     expect((await scrape(gw)).get("switchyard_active_streams")).toBe(0);
+  });
+});
+
+describe("rejections are requests turned away", () => {
+  test("/ready's 503 (a store down) is a status report, not a rejection; a model route's 503 then is one", async () => {
+    const limiter = openRedisLimiter("redis://127.0.0.1:1");
+    const own = await startGateway({ upstreamUrl: upstream.url, limiter });
+    try {
+      for (let i = 0; i < 3; i++) expect((await fetch(`${own.url}/ready`)).status).toBe(503);
+      expect((await fetch(`${own.url}/health`)).status).toBe(200);
+      let m = await scrape(own);
+      expect(m.get('switchyard_requests_total{route="/ready",model="none",provider="none",status="503"}')).toBe(3);
+      expect(m.get('switchyard_rejections_total{reason="unavailable"}')).toBeUndefined();
+      expect((await fetch(`${own.url}/v1/models`, { headers: { authorization: `Bearer ${own.key}` } })).status).toBe(503);
+      m = await scrape(own);
+      expect(m.get('switchyard_rejections_total{reason="unavailable"}')).toBe(1);
+    } finally {
+      await own.stop();
+      limiter.close();
+    }
   });
 });
 
