@@ -60,6 +60,17 @@ describe("GET /openapi.json", () => {
     expect(missing).toEqual([]);
   });
 
+  test("the README's Endpoints table names every route served but the admin API's and the console's (as `METHOD /path`, parameters as {id})", () => {
+    const readme = readFileSync(new URL("../../README.md", import.meta.url), "utf8");
+    const start = readme.indexOf("\n## Endpoints\n");
+    const table = readme.slice(start, readme.indexOf("\n## ", start + 1));
+    const served = gw.app.routes
+      .filter((r) => ["GET", "POST", "PUT", "PATCH", "DELETE"].includes(r.method) && !r.path.startsWith("/v1/admin") && !r.path.startsWith("/console"))
+      .map((r) => `${r.method} ${r.path.replace("*", "{id}").replace(/:(\w+)/g, "{$1}")}`);
+    expect(served.length).toBeGreaterThan(10);
+    expect(served.filter((route) => !table.includes(`\`${route}\``))).toEqual([]);
+  });
+
   test("request bodies and query parameters are the schemas the routes validate with", async () => {
     const doc = await documentOf(gw.url);
     const body = (path: string) => doc.paths[path].post.requestBody.content["application/json"].schema;
