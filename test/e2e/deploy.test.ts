@@ -2,7 +2,7 @@ import { afterAll, expect, test } from "bun:test";
 import { existsSync, readFileSync } from "node:fs";
 import { join, resolve } from "node:path";
 import { loadSettings } from "../../src/config/load-config.ts";
-import { processRole, storeChoice } from "../../src/config/env.ts";
+import { processRole, readEnvironment, storeChoice } from "../../src/config/env.ts";
 import { startFakeUpstream } from "../helpers/fake-upstream.ts";
 import { startGateway } from "../helpers/gateway.ts";
 
@@ -118,4 +118,25 @@ test("the gateways' health check command passes on a ready gateway and fails onc
   gw.app.services.drain();
   expect((await fetch(`${gw.url}/ready`)).status).toBe(503);
   expect(await run()).not.toBe(0);
+});
+
+test("the README's single-container run gives Docker's stop the grace plus 10 s, a volume for the ledger, and the first account through the admin API; .dockerignore keeps secrets, ledgers and installs out of the build", () => {
+  const readme = readFileSync(join(ROOT, "README.md"), "utf8");
+  const start = readme.indexOf("### Docker: one container on SQLite");
+  expect(start).toBeGreaterThan(-1);
+  const section = readme.slice(start, readme.indexOf("\n### ", start + 1));
+  const run = section.slice(section.indexOf("docker run"), section.indexOf("\n", section.indexOf(" switchyard\n", section.indexOf("docker run"))));
+  // Docker's own stop waits 10 s, a third of the default grace: answers were cut and charges left for the spill file.
+  const grace = readEnvironment({}).shutdownGraceMs / 1000;
+  expect(Number(/--stop-timeout (\d+)/.exec(run)?.[1])).toBeGreaterThanOrEqual(grace + 10);
+  expect(run).toContain(":/app/data");
+  expect(section).toContain("10001");
+  expect(section).toContain("/v1/admin/accounts");
+  expect(section).toContain(".backup");
+  const ignored = readFileSync(join(ROOT, ".dockerignore"), "utf8").split("\n").map((l) => l.trim()).filter((l) => l && !l.startsWith("#"));
+  for (const entry of ["node_modules", "data", ".git", "bench/results", "deploy/.env", "*.sqlite"]) expect(ignored).toContain(entry);
+  // What the Dockerfile copies stays in the context.
+  const copied = [...readFileSync(join(ROOT, "Dockerfile"), "utf8").matchAll(/^COPY (?!--from)(.+) \S+$/gm)].flatMap((m) => m[1]!.split(/\s+/));
+  expect(copied).toContain("src");
+  for (const path of copied) expect([path, ignored.some((entry) => new Bun.Glob(entry).match(path) || path.startsWith(`${entry}/`))]).toEqual([path, false]);
 });
