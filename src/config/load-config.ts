@@ -80,9 +80,29 @@ export function parseConfigText(text: string, path: string): unknown {
     if (ext === ".json") return JSON.parse(text);
     if (ext === ".yaml" || ext === ".yml") return Bun.YAML.parse(text);
   } catch (err) {
-    throw new ConfigError(`${path}: cannot parse: ${(err as Error).message}`);
+    const line = ext === ".json" ? undefined : yamlErrorLine(text);
+    throw new ConfigError(`${path}: cannot parse${line ? ` at or near line ${line}` : ""}: ${(err as Error).message}`);
   }
   throw new ConfigError(`${path}: unknown config extension "${ext}" (use .yaml, .yml or .json)`);
+}
+
+/**
+ * The line a YAML syntax error is at, which Bun's parser does not say ("Unexpected token", no
+ * position): the line after the longest start of the file that still parses. A start cut inside a
+ * multi-line flow collection does not parse either, so the search runs from the end, where every
+ * start that holds the error fails. Line 1 when no start parses. Bun gives no column either.
+ */
+function yamlErrorLine(text: string): number {
+  const lines = text.split("\n");
+  for (let n = lines.length - 1; n >= 1; n--) {
+    try {
+      Bun.YAML.parse(lines.slice(0, n).join("\n"));
+      return n + 1;
+    } catch {
+      // Still holds the error: a shorter start.
+    }
+  }
+  return 1;
 }
 
 /** Validates once at start; every message names the field so a bad file is fixed in one go. */
@@ -204,6 +224,13 @@ function describeProblem(e: ValueError): string {
   if (e.type === ValueErrorType.ObjectAdditionalProperties) {
     const known = Object.keys((e.schema as { properties?: Record<string, unknown> }).properties ?? {});
     return `${fieldPath(e.path)}: unknown field${known.length > 0 ? ` (this object takes: ${known.join(", ")})` : ""}`;
+  }
+  // A choice of words (a provider's kind, a model's category): TypeBox says only "Expected union
+  // value", so the operator had to read the source to learn what the field takes.
+  const choices = (e.schema as { anyOf?: { const?: unknown }[] }).anyOf;
+  if (e.type === ValueErrorType.Union && choices?.every((c) => typeof c.const === "string")) {
+    const got = typeof e.value === "string" ? `"${e.value.slice(0, 60)}"` : JSON.stringify(e.value)?.slice(0, 60);
+    return `${e.path || "/"}: must be one of ${choices.map((c) => c.const).join(", ")} (got ${got})`;
   }
   return `${e.path || "/"}: ${e.message}`;
 }

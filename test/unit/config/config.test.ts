@@ -183,6 +183,15 @@ describe("parseConfigText", () => {
     expect(msg).toMatch(/cannot parse/);
   });
 
+  test("unparsable YAML → the line it breaks at (Bun's parser says only \"Unexpected token\")", () => {
+    const indented = "providers:\n  - id: a\n    kind: openai\n   base_url: x\nmodels: []\n";
+    expect(configError(() => parseConfigText(indented, "gw.yaml"))).toContain("gw.yaml: cannot parse at or near line 4:");
+    // A multi-line flow list before the fault parses only whole: the line found is still the fault's.
+    const flow = "models: [\n  a,\n  b\n]\nlimits:\n  rpm: 1\n\tbad: 2\n";
+    expect(configError(() => parseConfigText(flow, "gw.yaml"))).toContain("at or near line 7:");
+    expect(configError(() => parseConfigText("[unclosed\n", "gw.yaml"))).toContain("at or near line 1:");
+  });
+
   test("unparsable JSON → ConfigError", () => {
     const msg = configError(() => parseConfigText("{providers: ", "gw.json"));
     expect(msg).toContain("gw.json");
@@ -236,6 +245,12 @@ limits: {max_tokens_cap: "100"}
     const msg = resolveBroken((c) => ((c.providers[0] as { kind: string }).kind = "cohere"));
     expect(msg).toContain("test.yaml");
     expect(msg).toContain("/providers/0/kind");
+  });
+
+  test("a word outside a field's choices → the choices and what was given (not \"Expected union value\")", () => {
+    expect(resolveBroken((c) => ((c.providers[0] as { kind: string }).kind = "openia"))).toContain('/providers/0/kind: must be one of openai, anthropic (got "openia")');
+    expect(resolveBroken((c) => ((c.models[0] as { category: string }).category = "txt"))).toContain('/models/0/category: must be one of text, image, free, embedding (got "txt")');
+    expect(resolveBroken((c) => ((c.models[0] as { reasoning?: unknown }).reasoning = 3))).toContain("/models/0/reasoning: must be one of none, effort, budget, adaptive (got 3)");
   });
 
   test("missing upstream_model → /models/1/upstream_model", () => {
