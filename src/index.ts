@@ -30,6 +30,9 @@ if (process.argv.includes("--health-check")) {
   }
   process.exit(await healthCheck(target));
 }
+// `switchyard admin …`: the admin CLI from the binary (the Docker image has no Bun to run
+// src/cli/admin.ts with), on the same store the gateway uses, also while it runs.
+if (process.argv[2] === "admin") process.exit(await (await import("./cli/admin.ts")).adminMain(process.argv.slice(3), process.env));
 
 // Every variable, once (config/env.ts): what cannot be used stops the start with one line naming it.
 let env: Environment;

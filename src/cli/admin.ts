@@ -394,13 +394,16 @@ export async function runAdmin(argv: string[], env: Record<string, string | unde
   }
 }
 
-if (import.meta.main) {
-  const { code, out, stdout, exact } = await runAdmin(process.argv.slice(2), process.env);
+/** Runs a command as the shell asked it and prints its answer: the exit code. `bun run admin …`, and the binary's `switchyard admin …` (index.ts). */
+export async function adminMain(argv: string[], env: Record<string, string | undefined>): Promise<number> {
+  const { code, out, stdout, exact } = await runAdmin(argv, env);
   // `exact`: written as it is (a CSV file's bytes), without a line end added.
   if (exact) await Bun.write(Bun.stdout, out);
   else (code === 0 || stdout ? console.log : console.error)(out);
-  process.exit(code);
+  return code;
 }
+
+if (import.meta.main) process.exit(await adminMain(process.argv.slice(2), process.env));
 
 /** Whether a SQLite ledger file is missing (":memory:" never is). */
 function sqliteMissing(path: string): boolean {

@@ -91,6 +91,22 @@ test("the compiled binary runs with production defaults: no BUN_CONFIG_MAX_HTTP_
     const down = run(binary, ["--health-check"], { PORT: port });
     expect(await down.exited).toBe(1);
     expect(await new Response(down.stderr).text()).toContain("does not answer");
+
+    // `switchyard admin …`: the admin CLI from the binary, on the gateway's ledger (the Docker
+    // image has no Bun to run src/cli/admin.ts with: `docker exec switchyard switchyard admin …`).
+    const admin = async (...args: string[]) => {
+      const proc = run(binary, ["admin", ...args], {});
+      const [code, out, err] = await Promise.all([proc.exited, new Response(proc.stdout).text(), new Response(proc.stderr).text()]);
+      return { code, out, err };
+    };
+    const made = await admin("accounts", "create", "from-the-binary", "5");
+    expect([made.code, made.err]).toEqual([0, ""]);
+    const account = JSON.parse(made.out) as { id: string; name: string };
+    expect(account.name).toBe("from-the-binary");
+    const listed = await admin("accounts", "list", "--name", "from-the-binary");
+    expect(listed.code).toBe(0);
+    expect(JSON.parse(listed.out).data.map((a: { id: string }) => a.id)).toEqual([account.id]);
+    expect((await admin("--help")).code).toBe(0);
   } finally {
     child.kill("SIGKILL");
   }
