@@ -236,6 +236,8 @@ export function createApp(deps: AppDeps) {
     atEndOfTurn: turn.atEndOfTurn,
     maxResponseBytes: deps.settings.limits.max_response_bytes,
   });
+  // The stop's cut (index.ts) ends the calls still waiting for their upstream: their requests get a 503 to retry.
+  inflight.onCut((reason) => upstream.cut(reason));
   const ops = deps.ops ?? DEFAULT_OPS;
   // Answers kept for item_reference and previous_response_id: memory only, never disk or logs.
   const stored = deps.settings.responses;

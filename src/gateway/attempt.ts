@@ -23,7 +23,7 @@ import { ResponseFramingError } from "../transport/http1/response-parser.ts";
 import { UpstreamConnectionError } from "../transport/http1/exchange.ts";
 import { attemptInit, ResponseTooLargeError, responseHeader, type ChunkReader, type Transport } from "../transport/transport.ts";
 import { Deadline, DeadlineExpired } from "./deadline.ts";
-import { ShutdownCut, type Inflight } from "./inflight.ts";
+import { ShutdownCut } from "./inflight.ts";
 import { requestedDelayMs, verdictFor, type Verdict } from "./retry-policy.ts";
 import type { UpstreamErrorClass } from "../ops/gateway-metrics.ts";
 
@@ -33,8 +33,6 @@ export interface AttemptDeps {
   log: Logger;
   now: () => number;
   scrubber: Scrubber;
-  /** Attempts waiting for a head, which the gateway's stop cuts (inflight.ts); none: nothing is cut. */
-  inflight?: Pick<Inflight, "cutting" | "hold" | "release">;
 }
 
 export interface AttemptRequest {
@@ -202,8 +200,6 @@ export async function attemptUpstream(deps: AttemptDeps, req: AttemptRequest, ca
   // A client gone before this attempt (the first, another key, a fallback) is asked nothing more
   // for: an answer read to its end for it was sent, and charged, after it had left (a reviewer).
   if (req.clientSignal.aborted) throw clientClosed();
-  // The gateway is stopping past its grace: no new upstream call (a retry or a fallback that was due).
-  if (deps.inflight?.cutting) return SHUTTING_DOWN();
   const { model, maxTokens } = candidate;
   const configured = deps.settings.providers.get(model.provider)!;
   // The pool's choice: the provider as it is, carrying that key (an object over it, not a copy).
@@ -248,23 +244,18 @@ export async function attemptUpstream(deps: AttemptDeps, req: AttemptRequest, ca
     if (whole) deadline.detachOnHead = req.clientSignal;
   }
   let handedOver = false;
-  // Until its head comes, the gateway's stop may cut it (inflight.ts).
-  deps.inflight?.hold(deadline);
 
   try {
     let res: Response;
     try {
       res = await deps.fetch(call.url, attemptInit(deadline, { method: "POST", headers: call.headers, body: call.body }));
     } catch (err) {
-      deps.inflight?.release(deadline);
-      if (deadline.reason instanceof ShutdownCut && !req.clientSignal.aborted) return SHUTTING_DOWN();
       if (!req.clientSignal.aborted) deps.log("warn", "upstream request failed", { requestId: req.requestId, provider: provider.id, error: String(err) });
       // It was reached, and answered with something that is not HTTP, or with part of an answer
       // before the connection ended: an unreadable answer, not a connection failure.
       if (err instanceof ResponseFramingError || (err instanceof UpstreamConnectionError && err.answered)) return refusedOutcome(req, deadline, "The upstream provider sent an unreadable answer. Retrying is appropriate.", err, "bad_answer");
       return refusedOutcome(req, deadline, "The upstream provider could not be reached. Retrying is appropriate.", err, "connect");
     }
-    deps.inflight?.release(deadline);
     deadline.headArrived();
     // A transport that could not say when the request left (fetch) says so with the head.
     if (sent) sent.promptSent = res.ok;
@@ -377,7 +368,6 @@ export async function attemptUpstream(deps: AttemptDeps, req: AttemptRequest, ca
     const inline = (events: StreamEvent[]) => inlineImages(events, inlineOptions(deps, provider, deadline));
     return { kind: "stream", reader: fastReader(res) ?? wholeReader(res) ?? (res.body.getReader() as ChunkReader), decode, deadline, adapter, provider, inline, readToEnd };
   } finally {
-    deps.inflight?.release(deadline);
     // A stream keeps its deadline until it ends; anything else is done. Either way the stream
     // stage watches the client itself from here.
     if (!handedOver) deadline.clear();
@@ -399,6 +389,8 @@ function detachFromClient(signal: AbortSignal, deadline: Deadline, whole: boolea
 /** No answer from this attempt: a timeout when the deadline passed, else `message`; the client's leaving throws (499). */
 function refusedOutcome(req: AttemptRequest, deadline: Deadline, message: string, err: unknown, cause: UpstreamErrorClass): AttemptOutcome {
   if (req.clientSignal.aborted) throw clientClosed();
+  // The gateway's stop ended the call before its head came, or refused a new one (inflight.ts).
+  if (err instanceof ShutdownCut) return SHUTTING_DOWN();
   const timedOut = err instanceof DeadlineExpired || deadline.reason instanceof DeadlineExpired;
   if (err instanceof ResponseTooLargeError) return { kind: "refused", verdict: "fallback", error: new GatewayError(502, "upstream", ANSWER_TOO_LARGE), cause: "too_large" };
   return {

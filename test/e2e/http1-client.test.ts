@@ -242,6 +242,23 @@ describe("upstream HTTP/1.1 client", () => {
     expect(client.openConnections()).toBe(0);
   });
 
+  test("a cut (the gateway's stop) ends calls no byte of whose answer has come, leaves one whose answer is on its way, and refuses every later call", async () => {
+    const { client, post } = setup((request, socket) => {
+      // The second request gets its head and part of its body; the first gets nothing.
+      if (request.includes('"answered"')) socket.write(`${JSON_HEAD(20)}{"partial":`);
+    });
+    const waiting = post("{}");
+    const answered = post('{"answered":1}');
+    await Bun.sleep(20);
+    const reason = new Error("the gateway is shutting down");
+    client.cut(reason);
+    expect(await waiting.catch((e) => e)).toBe(reason);
+    // Its head and bytes came: a whole answer on its way is not cut (the vendor made it).
+    const pending = await Promise.race([answered.then(() => "settled", () => "failed"), Bun.sleep(50).then(() => "still waiting")]);
+    expect(pending).toBe("still waiting");
+    expect(await post("{}").catch((e) => e)).toBe(reason);
+  });
+
   test("an abort mid-stream ends the body with an error and closes the connection", async () => {
     const { client, post } = setup((_req, socket) => socket.write("HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\ntransfer-encoding: chunked\r\n\r\n5\r\nhello\r\n"));
     const controller = new AbortController();

@@ -74,6 +74,12 @@ export interface Http1Client {
   fetch: Transport;
   /** Open sockets, pooled or busy (bench and tests check nothing leaks). */
   openConnections(): number;
+  /**
+   * The gateway is stopping: calls still waiting for their answer's first byte reject with
+   * `reason`, and so does every call after this one (gateway/inflight.ts). Calls through `fetch`
+   * (a proxy) are left to the stop.
+   */
+  cut(reason: Error): void;
   close(): void;
 }
 
@@ -106,6 +112,9 @@ export function createHttp1Client(options: Http1ClientOptions = {}): Http1Client
     probationMs: options.probationMs ?? DEFAULT_PROBATION_MS,
     reuseOnProbation: options.reuseOnProbation ?? "close",
   });
+
+  /** Set by `cut`: the stop's reason, which every later call is refused with. */
+  let cutWith: Error | undefined;
 
   /** Parsed once per URL: the same few upstream URLs serve every request. */
   const targets = new Map<string, Target | null>();
@@ -152,6 +161,7 @@ export function createHttp1Client(options: Http1ClientOptions = {}): Http1Client
     const signal = hooks ? undefined : (init.signal ?? undefined);
     const aborts = hooks ?? signal;
     if (aborts?.aborted) throw aborts.reason;
+    if (cutWith) throw cutWith;
     const message = serializePost(target, headers, init.body);
 
     const pooled = pool.take(target.origin);
@@ -170,6 +180,10 @@ export function createHttp1Client(options: Http1ClientOptions = {}): Http1Client
   return {
     fetch: request,
     openConnections: () => pool.size(),
+    cut(reason) {
+      cutWith = reason;
+      pool.cut(reason);
+    },
     close: () => pool.close(),
   };
 }

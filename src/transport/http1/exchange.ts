@@ -136,6 +136,11 @@ class Exchange implements ConnectionOwner, ResponseSink, BodyQueueOwner {
     if (!this.over) this.writeRequest();
   }
 
+  /** Waiting for the answer's first byte (none has come): ended (Pool.cut). An answer on its way is left to finish. */
+  cut(reason: Error): void {
+    if (!this.answered) this.fail(reason);
+  }
+
   /** Writes what the socket takes of the request; once it is all out, the deadline is told (billing: the upstream has it). */
   private writeRequest(): void {
     const writer = this.writer;

@@ -31,6 +31,8 @@ export interface ConnectionOwner {
   /** The connection is gone (closed by the peer, failed, or destroyed by us). */
   closed(reason: Error): void;
   drained(): void;
+  /** The client is stopping: an exchange no byte of whose answer has come yet ends with `reason`. */
+  cut(reason: Error): void;
 }
 
 export interface Connection {
@@ -71,6 +73,8 @@ export interface Pool {
   distrust(origin: string): void;
   /** Open sockets, idle or owned. */
   size(): number;
+  /** Every exchange still waiting for its answer's first byte ends with `reason` (ConnectionOwner.cut). */
+  cut(reason: Error): void;
   close(): void;
 }
 
@@ -229,6 +233,9 @@ export function createPool(options: PoolOptions): Pool {
     destroy,
     distrust,
     size: () => open.size,
+    cut(reason) {
+      for (const conn of [...open]) conn.owner?.cut(reason);
+    },
     close() {
       for (const conn of [...open]) destroy(conn, new Error("client closed"));
     },
