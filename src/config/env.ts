@@ -91,7 +91,7 @@ export interface LedgerTimings {
  * process's holds sooner at the price of more statements; tests shorten them.
  */
 export function ledgerTimingsFrom(env: Record<string, string | undefined>): LedgerTimings {
-  const read = (name: string): number | undefined => wholeNumber(env, name, { min: 10, unit: "milliseconds" }, StoreConfigError);
+  const read = (name: string): number | undefined => wholeNumber(env, name, { min: 10, max: MAX_TIMER_MS, unit: "milliseconds" }, StoreConfigError);
   const timings = { heartbeatMs: read("SWITCHYARD_PG_HEARTBEAT_MS"), staleAfterMs: read("SWITCHYARD_PG_STALE_AFTER_MS"), sweepIntervalMs: read("SWITCHYARD_PG_SWEEP_MS") };
   const heartbeat = timings.heartbeatMs ?? 2_000;
   const stale = timings.staleAfterMs ?? 30_000;

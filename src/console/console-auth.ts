@@ -78,8 +78,14 @@ export function clearedSessionCookie(request: Request): string {
   return sessionCookie("", request, 0);
 }
 
-/** Most session cookies of our name read from one request: a browser holds one of ours; the rest were planted. */
-const MAX_SESSION_COOKIES = 4;
+/**
+ * Most session cookies of our name read from one request: a browser holds one of ours; the rest
+ * were planted. Enough for one at every path a console request's URL has, host-only and under a
+ * parent domain: four planted at longer paths had kept ours from being read (a review).
+ */
+const MAX_SESSION_COOKIES = 16;
+/** A token as `newSecret` makes them (32 bytes, base64url): anything else is not looked up. */
+const TOKEN_SHAPE = /^[A-Za-z0-9_-]{43}$/;
 
 /**
  * The session tokens the Cookie header carries under this request's cookie name, distinct, at
@@ -97,7 +103,7 @@ export function sessionTokens(request: Request): string[] {
     const at = part.indexOf("=");
     if (at < 0 || part.slice(0, at).trim() !== wanted) continue;
     const value = part.slice(at + 1).trim();
-    if (value !== "" && !tokens.includes(value)) tokens.push(value);
+    if (TOKEN_SHAPE.test(value) && !tokens.includes(value)) tokens.push(value);
     if (tokens.length === MAX_SESSION_COOKIES) break;
   }
   return tokens;

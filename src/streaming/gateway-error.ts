@@ -10,6 +10,8 @@ export const NO_RETRY: Readonly<Record<string, string>> = { "x-should-retry": "f
 export class GatewayError extends Error {
   /** Set once the request that failed already left its usage record (it reached the pipeline). */
   recorded = false;
+  /** Set-Cookie headers the error's answer carries, each its own (the console ends planted cookies with its 401). */
+  cookies: readonly string[] | undefined;
 
   constructor(
     readonly status: number,

@@ -202,10 +202,13 @@ describe("bodies on their way, everyone's", () => {
     expect(small.status).toBe(401);
   });
 
-  test("a console body larger than any of its forms is refused as too large (413) on arrival, not counted in the pool", async () => {
+  test("a console body larger than any of its forms is refused as too large (413) on arrival, not counted in the pool; one without a length (chunked) is refused (411) rather than read to the gateway's limit", async () => {
     const big = await hold({ path: "/console/api/sign-in", auth: "x-probe: anonymous", length: CONSOLE_BODY + 1, first: "{" }).response;
     expect(big.status).toBe(413);
     expect(JSON.parse(big.body).error.type).toBe("invalid_request_error");
+    const chunked = await hold({ path: "/console/api/sign-in", auth: "x-probe: anonymous", first: "{" }).response;
+    expect(chunked.status).toBe(411);
+    expect(JSON.parse(chunked.body).error.message).toContain("Content-Length");
   });
 
   test("slow console bodies from many addresses fill the anonymous pool (503 for another large one), yet sign-ins from anywhere are still answered (a security probe: 16 addresses blocked every sign-in)", async () => {

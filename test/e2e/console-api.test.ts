@@ -649,6 +649,15 @@ function consoleSuite(name: string, start: () => Promise<Setup>) {
         const set = again.headers.getSetCookie();
         expect(set[0]).toMatch(/^switchyard_console=[A-Za-z0-9_-]{43}; Path=\/console; HttpOnly/);
         expect(set).toContain("switchyard_console=; Path=/console/api; Max-Age=0");
+        // Many planted ones (well-formed or not) sent before ours still leave ours read (a review: four had kept it out).
+        const tokenLike = (i: number) => `switchyard_console=${"x".repeat(42)}${i}`;
+        const many = [1, 2, 3, 4, 5, 6].map(tokenLike).join("; ");
+        const read = await fetch(`${url}/console/api/session`, { headers: { cookie: `${many}; switchyard_console=junk; ${operator.cookie}` } });
+        expect(read.status).toBe(200);
+        // Refused for want of a live session, the answer still ends the planted ones.
+        const none = await fetch(`${url}/console/api/session`, { headers: { cookie: `${many}; switchyard_console=junk` } });
+        expect(none.status).toBe(401);
+        expect(none.headers.getSetCookie()).toContain("switchyard_console=; Path=/console/api; Max-Age=0");
         // One cookie, as a browser holds ours: nothing to end.
         expect((await fetch(`${url}/console/api/session`, { headers: { cookie: operator.cookie } })).headers.getSetCookie()).toEqual([]);
       } finally {

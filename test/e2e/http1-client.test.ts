@@ -259,6 +259,16 @@ describe("upstream HTTP/1.1 client", () => {
     expect(await post("{}").catch((e) => e)).toBe(reason);
   });
 
+  test("a call whose connection is still opening at the cut is never sent: it rejects with the cut's reason (a review)", async () => {
+    const { server, client, post } = setup(() => {});
+    const call = post("{}");
+    const reason = new Error("the gateway is shutting down");
+    client.cut(reason);
+    expect(await call.catch((e) => e)).toBe(reason);
+    await Bun.sleep(20);
+    expect(server.requests.length).toBe(0);
+  });
+
   test("an abort mid-stream ends the body with an error and closes the connection", async () => {
     const { client, post } = setup((_req, socket) => socket.write("HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\ntransfer-encoding: chunked\r\n\r\n5\r\nhello\r\n"));
     const controller = new AbortController();

@@ -317,6 +317,28 @@ if (missing) {
       await conc.close();
     });
 
+    test("a place put back after Redis forgot it is sent whole (EVAL), never by hash: a NOSCRIPT answer's fallback would go after a release sent meanwhile (a review)", async () => {
+      const real = new RedisClient(REDIS_URL);
+      clients.push(real);
+      const sent: string[] = [];
+      const client = new Proxy(real, {
+        get(target, prop) {
+          if (prop !== "send") return Reflect.get(target, prop);
+          return (cmd: string, args: string[]) => {
+            if (args.at(-1) === "1" && (cmd === "EVAL" || cmd === "EVALSHA")) sent.push(cmd);
+            return target.send(cmd, args);
+          };
+        },
+      }) as RedisClient;
+      const conc = createRedisConcurrency(client, { prefix, leaseMs: 600 });
+      const slot = (await conc.acquire("key_whole", 1))!;
+      await real.send("DEL", [`${prefix}conc:key_whole`]);
+      await until("the place put back", 3_000, () => sent.length > 0);
+      expect(sent.every((cmd) => cmd === "EVAL")).toBe(true);
+      slot.release();
+      await conc.close();
+    });
+
     test("a process that died holding places (no release) frees them when their lease runs out; a live one renews its own", async () => {
       // A process that dies: its connection gone, its places never given back (a stop would give them back).
       const deadClient = new RedisClient(REDIS_URL);

@@ -69,11 +69,23 @@ export function consoleGate(request: Request): Response | undefined {
   if (refused) return errorResponse(false, refused.status, refused.kind, refused.message, unreadBodyHeaders(request));
   // The console's bodies are a few hundred bytes: a larger one is refused as such (413), before
   // it takes any of the pool that bodies without a key share (app.ts).
-  const length = Number(request.headers.get("content-length") ?? 0);
+  // A body without a length (chunked) would be read to the gateway's own limit: the console's pages always send one.
+  const declared = request.headers.get("content-length");
+  if (declared === null && request.headers.get("transfer-encoding") !== null) {
+    return errorResponse(false, 411, "invalid_request", "Send the body with a Content-Length: the console's requests take at most 64 KiB.", { connection: "close" });
+  }
+  const length = Number(declared ?? 0);
   if (length > CONSOLE_MAX_BODY_BYTES) {
     return errorResponse(false, 413, "request_too_large", `The request body is ${length} bytes; the console's requests take at most ${CONSOLE_MAX_BODY_BYTES}.`, { connection: "close" });
   }
   return undefined;
+}
+
+/** The refusal, ending the cookies of ours planted beside the browser's own (console-auth.ts): a refusal's answer has no after-handle hook to add them. */
+function withPlantedCleared(error: GatewayError, request: Request): GatewayError {
+  const clears = plantedCookieClears(request);
+  if (clears.length > 0) error.cookies = clears;
+  return error;
 }
 
 /** The largest body a console request may declare: far above any of its forms (a key's model list, an account's name). */
@@ -128,10 +140,10 @@ export function consoleApiRoutes(deps: ConsoleApiDeps) {
     const live = (await Promise.all(tokens.map((token) => store.findSession(hashSecret(token), now)))).filter((s): s is ConsoleSession => s !== null);
     if (live.length > 1) {
       deps.log("warn", "console request with two live sessions (a cookie planted by another site on this host?)", { path: new URL(request.url).pathname });
-      throw new GatewayError(401, "authentication", "This browser sent two console sessions, one of them set by another site on this host: sign in again.");
+      throw withPlantedCleared(new GatewayError(401, "authentication", "This browser sent two console sessions, one of them set by another site on this host: sign in again."), request);
     }
     const found = live[0];
-    if (!found) throw new GatewayError(401, "authentication", "Not signed in, or the session ended: sign in again.");
+    if (!found) throw withPlantedCleared(new GatewayError(401, "authentication", "Not signed in, or the session ended: sign in again."), request);
     if (found.kind === "operator" && (adminToken === undefined || found.login !== operatorMark(adminToken, found.tokenHash))) {
       await store.deleteSession(found.tokenHash);
       throw new GatewayError(401, "authentication", "The admin token changed since this session began: sign in again.");

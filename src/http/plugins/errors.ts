@@ -77,7 +77,11 @@ function toResponse(code: unknown, error: unknown, request: Request, log: Logger
     const param = pathStartsWith(request.url, "/v1/responses") ? "input" : "messages";
     return errorResponse(false, error.status, error.kind, error.openaiMessage, error.headers, { code: "context_length_exceeded", param });
   }
-  if (error instanceof GatewayError) return errorResponse(anthropic, error.status, error.kind, error.message, error.headers, error.openai, error.details);
+  if (error instanceof GatewayError) {
+    const response = errorResponse(anthropic, error.status, error.kind, error.message, error.headers, error.openai, error.details);
+    for (const cookie of error.cookies ?? []) response.headers.append("set-cookie", cookie);
+    return response;
+  }
   // Elysia wraps whatever a parse hook throws in a ParseError (400, "Bad Request") and keeps the
   // original as `cause`; without unwrapping, the json-body plugin's 413 for a body sent without
   // Content-Length became a 400, and its UTF-8 and nesting messages were lost.

@@ -281,11 +281,11 @@ export async function createPostgresLedger(sql: Pg, o: PgLedgerOptions): Promise
    */
   async function extendOpenHolds(): Promise<void> {
     if (holds.size === 0) return;
-    const at = now();
+    // On the database's clock, as holds are made and swept by it (a host behind it extended too late, a review).
     await bounded(sql.unsafe(
-      `UPDATE holds SET expires_at = $3::bigint + $4::bigint
-        WHERE instance_id = $1 AND request_id = ANY($2::text[]) AND expires_at < $3::bigint + $4::bigint / 2`,
-      [instanceId, [...holds.keys()], at, holdTtlMs],
+      `UPDATE holds SET expires_at = ${DB_NOW_MS} + $3::bigint
+        WHERE instance_id = $1 AND request_id = ANY($2::text[]) AND expires_at < ${DB_NOW_MS} + $3::bigint / 2`,
+      [instanceId, [...holds.keys()], holdTtlMs],
     ), "extend holds");
   }
 

@@ -1,6 +1,7 @@
 import { RedisClient } from "bun";
 import type { ConcurrencySlot, ConcurrencyStore, PlacePair } from "../../limits/concurrency-limiter.ts";
 import type { Logger } from "../../log/log.ts";
+import { evalScript, redisScript } from "./eval-script.ts";
 
 export interface RedisConcurrencyOptions {
   /** Prefix of every key written (the rate limiter's, so one deployment's keys sit together). */
@@ -98,16 +99,7 @@ export function createRedisConcurrency(client: RedisClient, o: RedisConcurrencyO
     client.send("ZREM", [set, member]).then(() => unreturned.delete(member), onError);
   };
 
-  const script = async (body: string, keys: string[], args: string[]): Promise<unknown> => {
-    const sha = SHAS.get(body)!;
-    try {
-      return await client.send("EVALSHA", [sha, String(keys.length), ...keys, ...args]);
-    } catch (err) {
-      // A Redis that restarted has forgotten the script: EVAL sends it (and caches it again).
-      if (err instanceof Error && err.message.startsWith("NOSCRIPT")) return client.send("EVAL", [body, String(keys.length), ...keys, ...args]);
-      throw err;
-    }
-  };
+  const script = (body: string, keys: string[], args: string[], whole = false): Promise<unknown> => evalScript(client, SCRIPTS.get(body)!, keys, args, whole);
   const bounded = <T>(promise: Promise<T>): Promise<T> => {
     let timer: ReturnType<typeof setTimeout> | undefined;
     const timeout = new Promise<never>((_, reject) => {
@@ -129,7 +121,8 @@ export function createRedisConcurrency(client: RedisClient, o: RedisConcurrencyO
     // Put back only if still held when Redis said it was gone: a release after this check sends
     // its ZREM on the same connection after the put-back, so Redis runs them in that order.
     const rounds = [...held].map(([member, set]) =>
-      script(RENEW, [set], [member, lease, "0"]).then((kept) => (Number(kept) === 0 && held.get(member) === set ? script(RENEW, [set], [member, lease, "1"]) : kept)));
+      // Sent whole (EVAL): a NOSCRIPT answer's fallback would go after a release's ZREM sent meanwhile, and put a released place back (a review).
+      script(RENEW, [set], [member, lease, "0"]).then((kept) => (Number(kept) === 0 && held.get(member) === set ? script(RENEW, [set], [member, lease, "1"], true) : kept)));
     void Promise.allSettled(rounds).then((results) => {
       const failed = results.filter((r) => r.status === "rejected");
       if (failed.length > 0) log("warn", "requests at once: leases could not be renewed in Redis; a place lapsed meanwhile stops counting", { failed: failed.length, error: String((failed[0] as PromiseRejectedResult).reason) });
@@ -221,7 +214,7 @@ export function createRedisConcurrency(client: RedisClient, o: RedisConcurrencyO
   };
 }
 
-const SHAS = new Map([ACQUIRE, ACQUIRE_BOTH, RENEW].map((body) => [body, new Bun.CryptoHasher("sha1").update(body).digest("hex")]));
+const SCRIPTS = new Map([ACQUIRE, ACQUIRE_BOTH, RENEW].map((body) => [body, redisScript(body)]));
 
 /** An acquire Redis did not answer in time (it may still run it): not a failed one. */
 class AcquireTimeout extends Error {}

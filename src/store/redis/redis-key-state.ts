@@ -2,6 +2,7 @@ import { RedisClient } from "bun";
 import type { KeyState, KeyStateStore, KeyView } from "../../providers/key-pool.ts";
 import type { Logger } from "../../log/log.ts";
 import { createMemoryKeyState, DEFAULT_SESSION_TTL_MS } from "../memory/memory-key-state.ts";
+import { evalScript, redisScript } from "./eval-script.ts";
 
 export interface RedisKeyStateOptions {
   /** Prefix of every key written (several deployments can share one Redis); the rate limiter's default. */
@@ -75,7 +76,7 @@ export function createRedisKeyState(url: string, o: RedisKeyStateOptions): KeySt
         const after = next(raw === "" ? undefined : decode(raw));
         const written = after === undefined ? "" : encode(after);
         if (written === raw) return after;
-        const done = await bounded(compareAndSet(client, keysOf(provider), env, raw, written));
+        const done = await bounded(evalScript(client, COMPARE_AND_SET_SCRIPT, [keysOf(provider)], [env, raw, written]));
         answered();
         if (Number(done) === 1) {
           local.write(provider, env, after);
@@ -175,17 +176,7 @@ local current = redis.call('HGET', KEYS[1], ARGV[1]) or ''
 if current ~= ARGV[2] then return 0 end
 if ARGV[3] == '' then redis.call('HDEL', KEYS[1], ARGV[1]) else redis.call('HSET', KEYS[1], ARGV[1], ARGV[3]) end
 return 1`;
-const COMPARE_AND_SET_SHA = new Bun.CryptoHasher("sha1").update(COMPARE_AND_SET).digest("hex");
-
-/** COMPARE_AND_SET by its hash, sent whole when Redis does not know it (a restart forgot it). */
-async function compareAndSet(client: RedisClient, hash: string, env: string, read: string, written: string): Promise<unknown> {
-  try {
-    return await client.send("EVALSHA", [COMPARE_AND_SET_SHA, "1", hash, env, read, written]);
-  } catch (err) {
-    if (err instanceof Error && err.message.startsWith("NOSCRIPT")) return client.send("EVAL", [COMPARE_AND_SET, "1", hash, env, read, written]);
-    throw err;
-  }
-}
+const COMPARE_AND_SET_SCRIPT = redisScript(COMPARE_AND_SET);
 
 function encode(s: KeyState): string {
   return `${s.coolUntil}:${s.strikes}:${s.disabledAt}:${s.probeAt}:${s.probeFailures}:${s.cooledAt}${s.fp ? `:${s.fp}` : ""}`;

@@ -1,4 +1,5 @@
 import { RedisClient } from "bun";
+import { evalScript } from "./eval-script.ts";
 import type { RateLimitStore } from "../../limits/rate-limiter.ts";
 import type { BucketDecision } from "../../limits/token-bucket.ts";
 import type { Logger } from "../../log/log.ts";
@@ -173,14 +174,8 @@ export function createRedisRateLimiter(url: string, o: RedisRateLimiterOptions =
     return script(sha, TAKE, [key], [String(perMinute)]);
   }
 
-  async function script(hash: string, text: string, keys: string[], args: string[]): Promise<unknown> {
-    try {
-      return await client.send("EVALSHA", [hash, String(keys.length), ...keys, ...args]);
-    } catch (err) {
-      // A Redis that restarted has forgotten the script: EVAL sends it (and caches it again).
-      if (err instanceof Error && err.message.startsWith("NOSCRIPT")) return client.send("EVAL", [text, String(keys.length), ...keys, ...args]);
-      throw err;
-    }
+  function script(hash: string, text: string, keys: string[], args: string[]): Promise<unknown> {
+    return evalScript(client, { text, sha: hash }, keys, args);
   }
 
   /** A refusal remembered for `id` (still in force, for the same limit), or undefined. */

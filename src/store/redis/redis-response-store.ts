@@ -1,4 +1,5 @@
 import { RedisClient } from "bun";
+import { evalScript } from "./eval-script.ts";
 import { answerIdOfItem, ENTRY_OVERHEAD_BYTES, ResponseStoreUnavailableError, storedAnswer, storedTexts, type ResponseStore } from "../../formats/openai-responses/response-store.ts";
 import type { Json } from "../../formats/common/wire-types.ts";
 import type { Logger } from "../../log/log.ts";
@@ -202,15 +203,9 @@ export function createRedisResponseStore(url: string, o: RedisResponseStoreOptio
       if (!connecting && performance.now() - lastAttempt >= RECONNECT_MS) void connect().catch(() => {});
       throw unavailable(new Error("not connected"));
     }
-    const argv = ["0", prefix, String(o.now()), String(o.ttlMs), scope, ...args];
+    const argv = [prefix, String(o.now()), String(o.ttlMs), scope, ...args];
     try {
-      const result = await bounded(
-        client.send("EVALSHA", [shas[script], ...argv]).catch((err) => {
-          // A Redis that restarted has forgotten the scripts: EVAL sends it (and caches it again).
-          if (err instanceof Error && err.message.startsWith("NOSCRIPT")) return client.send("EVAL", [SCRIPTS[script], ...argv]);
-          throw err;
-        }),
-      );
+      const result = await bounded(evalScript(client, { text: SCRIPTS[script], sha: shas[script] }, [], argv));
       if (down) log("info", "stored responses: Redis answers again");
       down = false;
       return result;

@@ -174,6 +174,11 @@ export function createHttp1Client(options: Http1ClientOptions = {}): Http1Client
       }
     }
     const conn = await connect(target);
+    // Cut while its connection was opening (the pool knew no owner for it yet): never sent.
+    if (cutWith) {
+      pool.destroy(conn, cutWith);
+      throw cutWith;
+    }
     return exchange(pool, conn, message, { method, hooks, signal, maxBytes, hold: coalesce?.() ? atEndOfTurn : null });
   }
 

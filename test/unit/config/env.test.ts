@@ -86,7 +86,11 @@ test("numeric variables: digits within their range, else the start stops naming 
   }
   expect(() => readEnvironment({ SWITCHYARD_WORKERS: "two" })).toThrow(WorkersConfigError);
   expect(() => readEnvironment({ SWITCHYARD_WORKERS: "two" })).toThrow('SWITCHYARD_WORKERS must be a whole number from 1 to 64 (got "two")');
-  expect(() => readEnvironment({ SWITCHYARD_PG_SWEEP_MS: "5" })).toThrow('SWITCHYARD_PG_SWEEP_MS must be a whole number of milliseconds, at least 10 (got "5")');
+  expect(() => readEnvironment({ SWITCHYARD_PG_SWEEP_MS: "5" })).toThrow('SWITCHYARD_PG_SWEEP_MS must be a whole number of milliseconds from 10 to 2147483647 (got "5")');
+  // Past a timer's longest wait Bun fires every millisecond: sweeps and heartbeats a thousand times a second (a review).
+  for (const name of ["SWITCHYARD_PG_SWEEP_MS", "SWITCHYARD_PG_HEARTBEAT_MS", "SWITCHYARD_PG_STALE_AFTER_MS"]) {
+    expect(() => readEnvironment({ [name]: "3000000000" })).toThrow(StoreConfigError);
+  }
   // Zero is a value: no grace, any free port. Empty is unset.
   const env = readEnvironment({ SWITCHYARD_SHUTDOWN_GRACE_MS: "0", PORT: " 0 ", BUN_CONFIG_MAX_HTTP_REQUESTS: "" });
   expect([env.shutdownGraceMs, env.port, env.maxFetches]).toEqual([0, 0, 256]);
