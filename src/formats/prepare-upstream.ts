@@ -8,7 +8,8 @@ import { anthropicReasoning, BUDGET_SHARE, MIN_THINKING_BUDGET } from "./common/
 import type { ReasoningStyle } from "./common/model-traits.ts";
 import type { TranslationNotes } from "./common/wire-types.ts";
 import type { AnthropicMessage, MessagesRequest } from "./anthropic-messages/schema.ts";
-import type { ChatRequest } from "./openai-chat/schema.ts";
+import type { ChatMessage, ChatRequest } from "./openai-chat/schema.ts";
+import { CARRIED_REASONING } from "./common/carried-thinking.ts";
 import { withToolsForLegacyFunctions } from "./openai-chat/legacy-functions.ts";
 import type { Logger } from "../log/log.ts";
 import { continuesCallWithoutThinking } from "./anthropic-messages/thinking-history.ts";
@@ -54,7 +55,10 @@ export function prepareUpstream(
   if (model.category === "embedding") return { body: embeddingsRequest(body, model) };
   const traits = upstreamTraits(provider.kind, model);
   const notes: TranslationNotes = {};
-  const field = provider.max_tokens_field ?? "max_tokens";
+  // OpenAI's reasoning models refuse `max_tokens` ("Use 'max_completion_tokens' instead"): a
+  // provider that does not say which field it takes gets the newer one for them (Codex sends no
+  // limit, the gateway always sets one, and its first turn on o3 was refused; a probe).
+  const field = provider.max_tokens_field ?? (traits.reasoning === "effort" ? "max_completion_tokens" : "max_tokens");
   let out: Record<string, unknown>;
   if (wire === "openai" && provider.kind === "anthropic") {
     out = openaiRequestToAnthropic(withToolsForLegacyFunctions(body as ChatRequest), model.upstream_model, maxTokens, traits, notes);
@@ -90,6 +94,7 @@ export function prepareUpstream(
         delete out.reasoning_effort;
         (notes.dropped ??= []).push("reasoning_effort: this model does not reason");
       }
+      if (traits.reasoningHistory) out.messages = withReasoningHistory(out.messages as ChatMessage[]);
       // `verbosity` (Codex sends the Responses API's `text.verbosity`) is GPT-5's: OpenAI refuses a
       // value other than the default on other models, and other servers do not know it. A hint, so
       // left out where it is not known to be taken (spec 4.2).
@@ -109,6 +114,23 @@ export function prepareUpstream(
   }
   if (notes.dropped?.length) log?.("debug", "fields not sent to this upstream", { model: model.id, dropped: notes.dropped });
   return { body: out, answerTool: notes.answerTool };
+}
+
+/**
+ * Assistant turns that called tools, with the reasoning a Responses client carried for them
+ * (carried-thinking.ts, CARRIED_REASONING) as `reasoning_content`, for a model that refuses a tool
+ * loop's next request without it (model-traits.ts). The messages are copied only when one changes;
+ * a chat client's own `reasoning_content` goes as it wrote it.
+ */
+function withReasoningHistory(messages: ChatMessage[]): ChatMessage[] {
+  let out: ChatMessage[] | undefined;
+  for (let i = 0; i < messages.length; i++) {
+    const m = messages[i] as ChatMessage & { [CARRIED_REASONING]?: string; reasoning_content?: unknown };
+    if (m.role !== "assistant" || !m.tool_calls?.length || m[CARRIED_REASONING] === undefined || m.reasoning_content !== undefined) continue;
+    out ??= messages.slice();
+    out[i] = { ...m, reasoning_content: m[CARRIED_REASONING] } as ChatMessage;
+  }
+  return out ?? messages;
 }
 
 /** The body alone (tests, callers that do not read answers). */

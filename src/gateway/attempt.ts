@@ -155,6 +155,10 @@ const AFFORD_SAID = /fewer max_tokens|can only afford/i;
 /** Whether a vendor's refusal is about the key's account: disabled ("dead"), or out of credit. */
 export function accountRefusal(status: number, said: string, code: string | undefined): "dead" | "no_credit" | "cannot_afford" | undefined {
   if (status === 403) return DEAD_ACCOUNT.test(`${said} ${code ?? ""}`) ? "dead" : undefined;
+  // OpenAI says its account is out of credit with a 429 (`insufficient_quota`): no rate limit that
+  // passes. Read as one, the key cooled for seconds at a time and clients were told to retry (Claude
+  // Code retried for minutes; a probe of the agent CLIs).
+  if (status === 429) return code === "insufficient_quota" ? "no_credit" : undefined;
   if (status !== 400 && status !== 402) return undefined;
   if ((code !== undefined && DEAD_ACCOUNT_CODE.test(code)) || DEAD_ACCOUNT_SAID.test(said)) return "dead";
   if (status === 402 && AFFORD_SAID.test(said.slice(0, 1024))) return "cannot_afford";

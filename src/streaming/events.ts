@@ -5,7 +5,12 @@
  */
 
 /** Why the model stopped, in our own words; encoders map these to each wire format. */
-export type FinishReason = "stop" | "stop_sequence" | "length" | "tool_calls" | "content_filter";
+/**
+ * `refusal`: the model declined (Anthropic's stop reason); `content_filter`: the vendor's filter
+ * stopped the answer (OpenAI's). Apart because Responses clients read them apart: a filter leaves
+ * the answer incomplete (Codex sends the request again, five times), a refusal is a completed answer.
+ */
+export type FinishReason = "stop" | "stop_sequence" | "length" | "tool_calls" | "content_filter" | "refusal";
 
 export type StreamEvent =
   /** Upstream acknowledged the request; ids are informational, encoders mint their own. */

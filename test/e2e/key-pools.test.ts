@@ -445,6 +445,25 @@ describe("cooldowns and refused keys (injected clock)", () => {
     upstream.rule(() => undefined);
   });
 
+  test("OpenAI's 429 insufficient_quota is an account out of credit, not a rate limit: the client gets the gateway's 502 not to retry, once, and the key's requests move (a probe of the agent CLIs: Claude Code retried for minutes)", async () => {
+    const quota: Reply = { kind: "json", status: 429, body: { error: { message: "You exceeded your current quota, please check your plan and billing details.", type: "insufficient_quota", param: null, code: "insufficient_quota" } } };
+    const single = await gateway({ openaiKeys: [{ env: "POOL_KEY_A" }], retry: { max_retries: 3, max_wait_ms: 2_000 } });
+    upstream.rule((req) => (req.path.endsWith("/chat/completions") ? quota : undefined));
+    upstream.requests.length = 0;
+    const res = await ask(single);
+    expect(res.status).toBe(502);
+    expect(res.headers.get("x-should-retry")).toBe("false");
+    const said = ((await res.json()) as any).error.message as string;
+    expect(said).toContain("out of credit");
+    expect(said).not.toContain("exceeded your current quota");
+    // Not retried on the key that said so.
+    expect(chats(upstream).length).toBe(1);
+    const pool = await gateway({ openaiKeys: [{ env: "POOL_KEY_A" }, { env: "POOL_KEY_B" }], keyRandom: seeded(9), retry: { max_retries: 1, max_wait_ms: 200 } });
+    upstream.rule((req) => (req.path.endsWith("/chat/completions") && keyOf(req) === "POOL_KEY_A" ? quota : undefined));
+    expect(await eightSessions(pool)).toEqual(Array(8).fill(200));
+    upstream.rule(() => undefined);
+  });
+
   test("OpenRouter's 402 about this request's max_tokens ('can only afford') cools no key: the request moves, and the client is told to lower max_tokens (a review and a raw-TCP probe)", async () => {
     const gw = await gateway({ openaiKeys: [{ env: "POOL_KEY_A" }, { env: "POOL_KEY_B" }], keyRandom: seeded(13), retry: { max_retries: 2, max_wait_ms: 5_000 } });
     const afford: Reply = { kind: "json", status: 402, body: { error: { message: "This request requires more credits, or fewer max_tokens. You requested up to 4000 tokens, but can only afford 1000. To increase, visit https://openrouter.ai/settings/credits and upgrade to a paid account", code: 402 } } };

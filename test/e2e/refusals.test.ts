@@ -1,14 +1,17 @@
 /**
  * An OpenAI model's refusal (`message.refusal` / `delta.refusal`, `content: null`) is what it said
  * instead of an answer. OpenAI chat clients get it as OpenAI writes it (`refusal`, never
- * `content`), relayed or written by the gateway; Responses API clients as OpenAI's refusal content
- * part, so `responses.parse` leaves it unparsed; Anthropic clients, whose format has no such field,
- * as the answer's text with `stop_reason: "refusal"`. Never an empty answer that was charged.
+ * `content`), relayed or written by the gateway; Responses API clients that asked for structured
+ * output as OpenAI's refusal content part, so `responses.parse` leaves it unparsed, others (Codex)
+ * as text they show; Anthropic clients, whose format has no such field, as the answer's text with
+ * the upstream's own stop (`end_turn`: Claude Code takes `refusal` for its own safety classifier's).
+ * Never an empty answer that was charged. An Anthropic model's `refusal` stop is a completed answer
+ * for a Responses client (not an incomplete one, which Codex sent again five times).
  */
 import { describe, expect, test } from "bun:test";
 import OpenAI from "openai";
 import { useFakeUpstream } from "../helpers/fake-upstream.ts";
-import { OPENAI_MODEL, post, useGateway } from "../helpers/gateway.ts";
+import { ANTHROPIC_MODEL, OPENAI_MODEL, post, useGateway } from "../helpers/gateway.ts";
 
 const upstream = useFakeUpstream();
 const gw = useGateway(() => ({ upstreamUrl: upstream.url, retry: { max_retries: 0 } }));
@@ -43,28 +46,31 @@ const schema = { type: "object", properties: { a: { type: "string" } }, required
 const sdk = () => new OpenAI({ baseURL: `${gw.url}/v1`, apiKey: gw.key, maxRetries: 0 });
 
 describe("an OpenAI refusal", () => {
-  test("reaches an Anthropic client as the answer's text, with stop_reason refusal, whole and streamed", async () => {
+  test("reaches an Anthropic client as the answer's text, with the upstream's own stop (end_turn), whole and streamed", async () => {
     upstream.reply(whole());
     const res = await post(gw, "/v1/messages", { model: OPENAI_MODEL, max_tokens: 50, messages: [{ role: "user", content: "x" }] });
     expect(res.status).toBe(200);
     const body = (await res.json()) as { content: unknown[]; stop_reason: string };
     expect(body.content).toEqual([{ type: "text", text: REFUSAL }]);
-    expect(body.stop_reason).toBe("refusal");
+    expect(body.stop_reason).toBe("end_turn");
 
     upstream.reply(streamed());
     const text = await (await post(gw, "/v1/messages", { model: OPENAI_MODEL, max_tokens: 50, stream: true, messages: [{ role: "user", content: "x" }] })).text();
     const deltas = frames(text).filter((d) => d.type === "content_block_delta");
     expect(deltas.map((d) => d.delta.text).join("")).toBe(REFUSAL);
-    expect(frames(text).find((d) => d.type === "message_delta").delta.stop_reason).toBe("refusal");
+    expect(frames(text).find((d) => d.type === "message_delta").delta.stop_reason).toBe("end_turn");
   });
 
-  test("reaches a Responses API client as OpenAI's refusal part: responses.parse leaves it unparsed", async () => {
+  test("reaches a Responses API client that asked for structured output as OpenAI's refusal part (responses.parse leaves it unparsed); one that did not (Codex) as text it shows", async () => {
     upstream.reply(whole());
     const res = await post(gw, "/v1/responses", { model: OPENAI_MODEL, input: "x", store: false });
     expect(res.status).toBe(200);
     const body = (await res.json()) as { status: string; output: { type: string; role: string; content: unknown[] }[] };
     expect(body.status).toBe("completed");
-    expect(body.output).toMatchObject([{ type: "message", role: "assistant", status: "completed", content: [{ type: "refusal", refusal: REFUSAL }] }]);
+    expect(body.output).toMatchObject([{ type: "message", role: "assistant", status: "completed", content: [{ type: "output_text", text: REFUSAL }] }]);
+    upstream.reply(whole());
+    const asked = await post(gw, "/v1/responses", { model: OPENAI_MODEL, input: "x", store: false, text: { format: { type: "json_schema", name: "o", schema, strict: true } } });
+    expect(((await asked.json()) as { output: unknown[] }).output).toMatchObject([{ type: "message", role: "assistant", status: "completed", content: [{ type: "refusal", refusal: REFUSAL }] }]);
 
     upstream.reply(whole());
     const parsed = await sdk().responses.parse({ model: OPENAI_MODEL, input: "x", store: false, text: { format: { type: "json_schema", name: "o", schema, strict: true } } } as never);
@@ -72,9 +78,14 @@ describe("an OpenAI refusal", () => {
     expect(parsed.output_parsed).toBeNull();
   });
 
-  test("streams to a Responses API client as OpenAI's refusal events, which the SDK's stream gathers", async () => {
+  test("streams to a Responses API client that asked for structured output as OpenAI's refusal events, which the SDK's stream gathers; to one that did not as text deltas", async () => {
     upstream.reply(streamed());
-    const text = await (await post(gw, "/v1/responses", { model: OPENAI_MODEL, input: "x", store: false, stream: true })).text();
+    const plain = frames(await (await post(gw, "/v1/responses", { model: OPENAI_MODEL, input: "x", store: false, stream: true })).text());
+    expect(plain.filter((e) => e.type === "response.output_text.delta").map((e) => e.delta).join("")).toBe(REFUSAL);
+    expect(plain.some((e) => String(e.type).startsWith("response.refusal"))).toBe(false);
+
+    upstream.reply(streamed());
+    const text = await (await post(gw, "/v1/responses", { model: OPENAI_MODEL, input: "x", store: false, stream: true, text: { format: { type: "json_schema", name: "o", schema, strict: true } } })).text();
     const events = frames(text);
     const id = events.find((e) => e.type === "response.output_item.added").item.id;
     expect(events.find((e) => e.type === "response.content_part.added")).toMatchObject({ item_id: id, output_index: 0, content_index: 0, part: { type: "refusal", refusal: "" } });
@@ -102,5 +113,29 @@ describe("an OpenAI refusal", () => {
     upstream.reply(wholeWithoutUsage());
     const res = await post(gw, "/v1/chat/completions", { model: OPENAI_MODEL, messages: [{ role: "user", content: "x" }] });
     expect(((await res.json()) as { choices: { message: unknown }[] }).choices[0]!.message).toEqual({ role: "assistant", content: null, refusal: REFUSAL });
+  });
+});
+
+describe("an Anthropic model's refusal (stop_reason refusal)", () => {
+  const refused = () => ({
+    kind: "json" as const,
+    body: { id: "msg_R", type: "message", role: "assistant", model: "claude-x", content: [{ type: "text", text: REFUSAL }], stop_reason: "refusal", stop_sequence: null, usage: { input_tokens: 12, output_tokens: 9 } },
+  });
+
+  test("is a completed answer for a Responses client (an incomplete one made Codex send the request again five times); chat clients still read content_filter; Anthropic clients refusal", async () => {
+    upstream.reply(refused());
+    const res = await post(gw, "/v1/responses", { model: ANTHROPIC_MODEL, input: "x", store: false });
+    const body = (await res.json()) as { status: string; incomplete_details?: unknown; output: unknown[] };
+    expect(body.status).toBe("completed");
+    expect(body.incomplete_details ?? null).toBeNull();
+    expect(body.output).toMatchObject([{ type: "message", content: [{ type: "output_text", text: REFUSAL }] }]);
+
+    upstream.reply(refused());
+    const chat = await post(gw, "/v1/chat/completions", { model: ANTHROPIC_MODEL, messages: [{ role: "user", content: "x" }] });
+    expect(((await chat.json()) as { choices: { finish_reason: string }[] }).choices[0]!.finish_reason).toBe("content_filter");
+
+    upstream.reply(refused());
+    const anthropic = await post(gw, "/v1/messages", { model: ANTHROPIC_MODEL, max_tokens: 50, messages: [{ role: "user", content: "x" }] });
+    expect(((await anthropic.json()) as { stop_reason: string }).stop_reason).toBe("refusal");
   });
 });

@@ -12,7 +12,7 @@ import { openaiBody, openaiStream } from "../helpers/scripted-answers.ts";
 const upstream = useFakeUpstream();
 /** OpenAI reasoning models by their upstream names (what decides which parameters they refuse). */
 const reasoningModel = (name: string) => ({ id: `test/${name}`, provider: "fake-openai", upstream_model: name, category: "text", context_length: 200_000, pricing: OPENAI_PRICING });
-const REASONING = ["gpt-5", "gpt-5-chat-latest", "o4-mini-2025-04-16", "o3", "o3-mini"];
+const REASONING = ["gpt-5", "gpt-5-chat-latest", "o4-mini-2025-04-16", "o3", "o3-mini", "deepseek-v4-pro", "moonshotai/kimi-k2.6"];
 const gw = useGateway(() => ({ upstreamUrl: upstream.url, retry: { max_retries: 0 }, extraModels: REASONING.map(reasoningModel) }));
 const sent = () => upstream.requests.at(-1)!.body;
 const parameters = { type: "object", properties: { q: { type: "string" } } };
@@ -200,5 +200,52 @@ describe("parameters OpenAI's reasoning models refuse are left out (spec 4.2: ig
   test("other models get both", async () => {
     await fromChat("gpt");
     expect({ stop: sent().stop, parallel_tool_calls: sent().parallel_tool_calls }).toEqual({ stop: ["END"], parallel_tool_calls: false });
+  });
+});
+
+describe("a tool loop's reasoning back to models that want it (DeepSeek's thinking mode, Kimi's thinking models: 400 \"Missing reasoning_content\" without it; a probe of the agent CLIs)", () => {
+  const call = { id: "call_1", type: "function", function: { name: "lookup", arguments: '{"q":"x"}' } };
+  const assistantOf = (body: Record<string, any>) => (body.messages as Record<string, any>[]).find((m) => m.role === "assistant")!;
+
+  test("Claude Code's thinking blocks on a tool-calling turn go back as reasoning_content to those models only", async () => {
+    const messages = [
+      { role: "user", content: "look it up" },
+      { role: "assistant", content: [{ type: "thinking", thinking: "I should look it up.", signature: "" }, { type: "tool_use", id: "toolu_01", name: "lookup", input: { q: "x" } }] },
+      { role: "user", content: [{ type: "tool_result", tool_use_id: "toolu_01", content: "found" }] },
+    ];
+    const tools = [{ name: "lookup", input_schema: parameters }];
+    for (const [model, carried] of [["test/deepseek-v4-pro", true], ["test/moonshotai/kimi-k2.6", true], [OPENAI_MODEL, false], ["test/o3", false]] as const) {
+      const res = await post(gw, "/v1/messages", { model, max_tokens: 100, tools, messages });
+      expect([model, res.status]).toEqual([model, 200]);
+      expect([model, assistantOf(sent()).reasoning_content]).toEqual([model, carried ? "I should look it up." : undefined]);
+    }
+  });
+
+  test("Codex's reasoning items before its calls go back as reasoning_content of that turn, to those models only", async () => {
+    const input = [
+      { role: "user", content: "look it up" },
+      { type: "reasoning", id: "rs_1", summary: [{ type: "summary_text", text: "I should look it up." }] },
+      { type: "function_call", call_id: "call_1", name: "lookup", arguments: '{"q":"x"}' },
+      { type: "function_call_output", call_id: "call_1", output: "found" },
+    ];
+    const tools = [{ type: "function", name: "lookup", parameters }];
+    for (const [model, carried] of [["test/deepseek-v4-pro", true], [OPENAI_MODEL, false]] as const) {
+      const res = await post(gw, "/v1/responses", { model, store: false, tools, input });
+      expect([model, res.status]).toEqual([model, 200]);
+      const assistant = assistantOf(sent());
+      expect(assistant.tool_calls).toEqual([call]);
+      expect([model, assistant.reasoning_content]).toEqual([model, carried ? "I should look it up." : undefined]);
+    }
+  });
+});
+
+describe("OpenAI's reasoning models take max_completion_tokens (they refuse max_tokens) when the provider does not say which field", () => {
+  test("o3 and gpt-5 get max_completion_tokens; gpt-4o-mini keeps max_tokens", async () => {
+    for (const [model, field] of [["test/o3", "max_completion_tokens"], ["test/gpt-5", "max_completion_tokens"], [OPENAI_MODEL, "max_tokens"]] as const) {
+      const res = await post(gw, "/v1/responses", { model, store: false, input: "hi" });
+      expect([model, res.status]).toEqual([model, 200]);
+      const body = sent();
+      expect([model, typeof body[field], field === "max_tokens" ? body.max_completion_tokens : body.max_tokens]).toEqual([model, "number", undefined]);
+    }
   });
 });

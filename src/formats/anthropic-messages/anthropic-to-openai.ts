@@ -35,17 +35,20 @@ export function anthropicRequestToOpenAI(
       messages.push({ role: "system", content: anthropicBlocksText(blocks) });
     } else if (m.role === "assistant") {
       const texts: string[] = [];
+      const thoughts: string[] = [];
       const calls: NonNullable<ChatMessage["tool_calls"]> = [];
       for (const block of blocks) {
         if (block.type === "text") texts.push(String(block.text ?? ""));
         else if (block.type === "tool_use") {
           calls.push({ id: openaiToolId(String(block.id)), type: "function", function: { name: String(block.name), arguments: JSON.stringify(block.input ?? {}) } });
-        }
-        // thinking blocks carry vendor signatures that mean nothing to another vendor.
+        } else if (block.type === "thinking" && typeof block.thinking === "string") thoughts.push(block.thinking);
+        // Otherwise thinking's signatures mean nothing to another vendor: it is not sent.
       }
       const text = texts.join("\n");
       const message: ChatMessage = { role: "assistant", content: text || (calls.length ? null : "") };
       if (calls.length) message.tool_calls = calls;
+      // A model that wants a tool-calling turn's reasoning back gets the text it gave (model-traits.ts).
+      if (calls.length && traits.reasoningHistory && thoughts.length > 0) (message as ChatMessage & { reasoning_content?: string }).reasoning_content = thoughts.join("\n");
       messages.push(message);
     } else {
       const rest: AnthropicBlock[] = [];

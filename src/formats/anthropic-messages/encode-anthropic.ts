@@ -10,15 +10,17 @@ const STOP: Record<FinishReason, string> = {
   length: "max_tokens",
   tool_calls: "tool_use",
   content_filter: "refusal",
+  refusal: "refusal",
 };
 
 /**
- * The stop reason: a refusal that ended the answer (another vendor's, whose finish says only
- * `stop`) is Anthropic's `refusal`, which is what Anthropic says when its model declines for
- * safety, as OpenAI's `refusal` field is; clients that check it learn the text is no answer.
+ * The stop reason, as the upstream ended. Another vendor's refusal (OpenAI's `refusal` field, its
+ * finish a plain `stop`) ends `end_turn` with its words as the text: Claude Code takes Anthropic's
+ * `refusal` for its own safety classifier's stop, sends the conversation again with a note saying so
+ * (a second charged request), and ends the run as an error (a probe of the agent CLIs).
  */
-function stopReason(finish: FinishReason | undefined, refused: boolean): string {
-  return refused && (finish ?? "stop") === "stop" ? "refusal" : STOP[finish ?? "stop"];
+function stopReason(finish: FinishReason | undefined): string {
+  return STOP[finish ?? "stop"];
 }
 
 const ERROR_TYPE: Record<ErrorKind, string> = {
@@ -105,8 +107,6 @@ export function createAnthropicEncoder(ctx: EncodeContext): ClientSink {
   let finish: FinishReason | undefined;
   let stopSequence: string | undefined;
   let wroteText = false;
-  /** The model refused (another vendor's refusal, shown as text): see stopReason. */
-  let refused = false;
 
   const begin = () => {
     if (started) return "";
@@ -207,7 +207,6 @@ export function createAnthropicEncoder(ctx: EncodeContext): ClientSink {
         case "image": {
           const text = e.type === "image" ? imageMarkdown(e.url, wroteText) : e.text;
           wroteText = true;
-          if (e.type === "refusal") refused = true;
           let out = begin();
           if (open !== "text") out += openBlock("text", `{"type":"text","text":""}`);
           return out + frame("content_block_delta", `{"type":"content_block_delta","index":${block},"delta":{"type":"text_delta","text":${JSON.stringify(text)}}}`);
@@ -287,7 +286,7 @@ export function createAnthropicEncoder(ctx: EncodeContext): ClientSink {
       const usage: Record<string, unknown> = { input_tokens: uncached(inputTokens, cacheRead, cacheWrite), output_tokens: outputTokens };
       addCacheUsage(usage, cacheRead, cacheWrite, cacheWrite1h);
       if (reasoningTokens !== undefined) usage.output_tokens_details = { thinking_tokens: reasoningTokens };
-      const delta = { stop_reason: stopReason(finish, refused), stop_sequence: stopSequence ?? null };
+      const delta = { stop_reason: stopReason(finish), stop_sequence: stopSequence ?? null };
       out += frame("message_delta", JSON.stringify({ type: "message_delta", delta, usage }));
       return out + frame("message_stop", `{"type":"message_stop"}`);
     },
@@ -441,7 +440,7 @@ export function encodeAnthropicBody(events: StreamEvent[], ctx: EncodeContext) {
     role: "assistant",
     model: ctx.model,
     content,
-    stop_reason: stopReason(answer.finish, answer.refusal.length > 0),
+    stop_reason: stopReason(answer.finish),
     stop_sequence: answer.stopSequence ?? null,
     usage,
   };

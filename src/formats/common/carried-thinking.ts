@@ -25,6 +25,14 @@ const MAX_SEALED = 4 * 1024 * 1024;
 /** The property of a chat assistant message that holds the blocks it started with (openai-to-anthropic.ts reads it). */
 export const CARRIED_THINKING: unique symbol = Symbol("carried thinking");
 
+/**
+ * The property of a chat assistant message that holds the reasoning text it was made with, read
+ * from a Responses client's reasoning items (their summary is the text the gateway gave them): a
+ * model that wants it back (model-traits.ts, `reasoningHistory`) gets it as `reasoning_content`
+ * (prepare-upstream.ts). A symbol-keyed property, so no other upstream sees it.
+ */
+export const CARRIED_REASONING: unique symbol = Symbol("carried reasoning");
+
 /** The blocks as a Responses reasoning item's `encrypted_content`. */
 export function sealThinking(blocks: readonly CarriedBlock[]): string {
   return PREFIX + Buffer.from(JSON.stringify(blocks)).toString("base64url");

@@ -22,6 +22,12 @@ export interface UpstreamTraits {
   cacheBreakpoints: boolean;
   /** Chat-completions fields the model refuses outright (see refusedParameters); none when unset. */
   refusedParameters?: readonly string[];
+  /**
+   * The model wants each earlier assistant turn that called tools to carry the reasoning it was
+   * made with, as `reasoning_content` (DeepSeek's thinking mode, Moonshot's Kimi thinking models:
+   * a 400 without it). See reasoningHistory.
+   */
+  reasoningHistory?: boolean;
 }
 
 /** What translators assume when nobody says: no reasoning fields, structured outputs as the vendor's API has them. */
@@ -42,6 +48,7 @@ export function upstreamTraits(kind: "openai" | "anthropic", model: TraitSource)
   };
   // Refused because these models reason: one the config says does not (`models[].reasoning`) is sent them.
   if (kind === "openai" && traits.reasoning === "effort") traits.refusedParameters = refusedParameters(lastSegment(model.upstream_model));
+  if (kind === "openai" && reasoningHistory(model.upstream_model)) traits.reasoningHistory = true;
   known.set(model, { kind, traits });
   return traits;
 }
@@ -75,6 +82,18 @@ function refusedParameters(name: string): readonly string[] {
   if (/^gpt-5/.test(name) || /^(o3|o4-mini|o1-mini|o1-preview)(-\d{4}-\d{2}-\d{2})?$/.test(name)) refused.push("stop");
   if (/^o\d+(-|$)/.test(name)) refused.push("parallel_tool_calls");
   return refused;
+}
+
+/**
+ * Models served over chat completions that refuse a tool loop's next request unless each assistant
+ * turn that called tools comes back with its `reasoning_content` ("Missing `reasoning_content`
+ * field in the assistant message"): DeepSeek's (thinking mode, on by default in its current
+ * models) and Moonshot's Kimi (K2 thinking and later), by name, wherever they are served (a
+ * vendor's own API, OpenRouter's `deepseek/…`, `moonshotai/kimi-…`). Others are never sent the
+ * field: OpenAI's own API refuses a message field it does not know.
+ */
+function reasoningHistory(upstreamModel: string): boolean {
+  return /deepseek|kimi/i.test(upstreamModel);
 }
 
 /**

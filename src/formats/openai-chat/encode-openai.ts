@@ -8,6 +8,8 @@ const FINISH: Record<FinishReason, string> = {
   length: "length",
   tool_calls: "tool_calls",
   content_filter: "content_filter",
+  // Chat has no refusal finish: a filter's is the nearest, and what it always was.
+  refusal: "content_filter",
 };
 /** For a client that offered legacy `functions` (legacy-functions.ts): its call ends the answer as `function_call`. */
 const LEGACY_FINISH: Record<FinishReason, string> = { ...FINISH, tool_calls: "function_call" };

@@ -167,6 +167,9 @@ function createBuilder(ctx: EncodeContext, plan: ResponsesAnswerPlan, frames: bo
   let store = plan.echo.store;
   /** Signed thinking is gathered for the client (`include`) or for the kept copy. */
   const sealing = plan.sealThinking === true || plan.keepThinking === true;
+  /** The client asked for a schema's JSON (`text.format`): a refusal goes in its own part, which parsers leave alone. */
+  const format = (plan.echo.text as { format?: { type?: unknown } } | null | undefined)?.format?.type;
+  const structured = format === "json_schema" || format === "json_object";
   /** Reasoning items' sealed thinking for the kept copy only, by item id (see keepThinking). */
   const sealedForKeeping = new Map<string, string>();
 
@@ -389,8 +392,11 @@ function createBuilder(ctx: EncodeContext, plan: ResponsesAnswerPlan, frames: bo
           else begin();
           break;
         case "refusal":
-          // OpenAI's own place for it: `responses.parse` leaves a refusal unparsed (output_parsed null).
-          if (e.text) text(e.text, "refusal");
+          // OpenAI's own place for it when the client asked for structured output: `responses.parse`
+          // leaves a refusal unparsed (output_parsed null) instead of throwing on its words. Else its
+          // words as text: Codex shows nothing of a refusal part and drops the turn from its history
+          // (a probe of the agent CLIs).
+          if (e.text) text(e.text, structured ? "refusal" : "message");
           break;
         case "image":
           text(imageMarkdown(e.url, wroteText));

@@ -1,6 +1,6 @@
 import type { Json } from "../common/wire-types.ts";
 import type { ChatMessage, ChatRequest, ContentPart } from "../openai-chat/schema.ts";
-import { CARRIED_THINKING, openThinking, type CarriedBlock } from "../common/carried-thinking.ts";
+import { CARRIED_REASONING, CARRIED_THINKING, openThinking, type CarriedBlock } from "../common/carried-thinking.ts";
 
 /**
  * An OpenAI Responses API request → an OpenAI chat-completions request, so the gateway's
@@ -114,6 +114,8 @@ export function responsesToChat(body: Record<string, unknown>): ResponsesPlan {
   const messages: ChatMessage[] = [];
   /** Signed thinking read from reasoning items, for the next assistant message. */
   const carried: CarriedBlock[] = [];
+  /** The reasoning text of those items (their summary or content), for a model that wants it back (carried-thinking.ts, CARRIED_REASONING). */
+  const reasoned: string[] = [];
   /** What the carried blocks add to the request sent (they travel beside the body's JSON: a symbol-keyed property). */
   let carriedBytes = 0;
   if (typeof body.instructions === "string" && body.instructions) messages.push({ role: "system", content: body.instructions });
@@ -149,6 +151,12 @@ export function responsesToChat(body: Record<string, unknown>): ResponsesPlan {
         if (blocks && carried.length + blocks.length <= MAX_CARRIED_BLOCKS) {
           carried.push(...blocks);
           carriedBytes += Buffer.byteLength(JSON.stringify(blocks));
+        } else if (!blocks && reasoned.length < MAX_CARRIED_BLOCKS) {
+          const text = reasoningText(item);
+          if (text) {
+            reasoned.push(text);
+            carriedBytes += Buffer.byteLength(text);
+          }
         }
         return;
       }
@@ -166,11 +174,12 @@ export function responsesToChat(body: Record<string, unknown>): ResponsesPlan {
       const text = assistantText(item.content);
       const last = messages[messages.length - 1];
       // Text after tool calls of the same turn starts a new assistant message; chat keeps text before calls.
-      if (last?.role === "assistant" && !last.tool_calls?.length && carried.length === 0) last.content = joinText(last.content, text);
+      if (last?.role === "assistant" && !last.tool_calls?.length && carried.length === 0 && reasoned.length === 0) last.content = joinText(last.content, text);
       else messages.push(withCarried({ role: "assistant", content: text }));
       return;
     }
     carried.length = 0;
+    reasoned.length = 0;
     if (role !== "user" && role !== "system" && role !== "developer") throw new ResponsesRequestError(`input message role "${String(role)}" is not one of user, assistant, system, developer.`);
     // `developer` is what OpenAI's newer models call `system`; compatible servers and Anthropic know only `system`.
     messages.push({ role: role === "user" ? "user" : "system", content: inputContent(item.content) });
@@ -180,7 +189,7 @@ export function responsesToChat(body: Record<string, unknown>): ResponsesPlan {
     const call = { id: callId, type: "function", function: { name, arguments: args } };
     const last = messages[messages.length - 1];
     // Parallel calls of one turn arrive as consecutive items; chat wants them on one assistant message.
-    if (last?.role === "assistant" && carried.length === 0) (last.tool_calls ??= []).push(call);
+    if (last?.role === "assistant" && carried.length === 0 && reasoned.length === 0) (last.tool_calls ??= []).push(call);
     else messages.push(withCarried({ role: "assistant", content: null, tool_calls: [call] }));
   }
 
@@ -189,6 +198,7 @@ export function responsesToChat(body: Record<string, unknown>): ResponsesPlan {
     if (carried.length > 0) {
       (message as ChatMessage & { [CARRIED_THINKING]?: CarriedBlock[] })[CARRIED_THINKING] = carried.splice(0);
     }
+    if (reasoned.length > 0) (message as ChatMessage & { [CARRIED_REASONING]?: string })[CARRIED_REASONING] = reasoned.splice(0).join("\n");
     return message;
   }
 
@@ -235,6 +245,13 @@ export function responsesToChat(body: Record<string, unknown>): ResponsesPlan {
   };
   const sealThinking = Array.isArray(body.include) && body.include.includes("reasoning.encrypted_content");
   return { chat, tools, echo, dropped, sealThinking, carriedBytes };
+}
+
+/** A reasoning item's text as the gateway wrote it: its summary parts, else its reasoning content parts (content repeats the summary when both are there). */
+function reasoningText(item: Json): string {
+  const texts = (parts: unknown) => (Array.isArray(parts) ? (parts as Json[]) : []).flatMap((p) => (p && typeof p === "object" && typeof p.text === "string" && p.text ? [p.text] : []));
+  const summary = texts(item.summary);
+  return (summary.length > 0 ? summary : texts(item.content)).join("\n");
 }
 
 /** Signed thinking blocks one assistant message takes from the reasoning items before it. */

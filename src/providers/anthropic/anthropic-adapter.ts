@@ -14,7 +14,7 @@ const STOP: Record<string, FinishReason> = {
   stop_sequence: "stop_sequence",
   max_tokens: "length",
   tool_use: "tool_calls",
-  refusal: "content_filter",
+  refusal: "refusal",
   pause_turn: "stop",
   model_context_window_exceeded: "length",
 };

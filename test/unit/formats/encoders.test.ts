@@ -295,7 +295,7 @@ describe("stop reasons from upstreams", () => {
   });
 
   test("Anthropic stop_reason → ours", () => {
-    const map = { end_turn: "stop", stop_sequence: "stop_sequence", max_tokens: "length", tool_use: "tool_calls", refusal: "content_filter" };
+    const map = { end_turn: "stop", stop_sequence: "stop_sequence", max_tokens: "length", tool_use: "tool_calls", refusal: "refusal" };
     for (const [theirs, ours] of Object.entries(map)) {
       const decode = anthropicAdapter.createStreamDecoder();
       decode({ event: "message_start", id: undefined, retry: undefined, data: '{"type":"message_start","message":{"id":"m","usage":{"input_tokens":3,"output_tokens":1}}}' });
