@@ -120,23 +120,31 @@ export function plantedCookieClears(request: Request): string[] {
   const header = request.headers.get("cookie");
   if (!header || countNamed(header) < 2) return [];
   const url = new URL(request.url);
-  const parts = url.pathname.split("/").filter((p) => p !== "");
+  // The request path's first segments only, and a host that is a DNS name's only: a Host of
+  // thousands of labels made a 16 KB request a 431 MiB answer (a hostile-tenant probe).
+  const parts = url.pathname.split("/").filter((p) => p !== "").slice(0, MAX_PATH_DEPTH);
   const paths = new Set<string>(["/"]);
   for (let i = 1; i <= parts.length; i++) {
     const path = `/${parts.slice(0, i).join("/")}`;
     paths.add(path);
     paths.add(`${path}/`);
   }
-  const clear = (path: string, domain?: string) => `${SESSION_COOKIE}=; Path=${path}${domain ? `; Domain=${domain}` : ""}; Max-Age=0`;
+  const clear = (path: string, domain?: string) => `${SESSION_COOKIE}=; Path=${path.slice(0, 200)}${domain ? `; Domain=${domain}` : ""}; Max-Age=0`;
   const out = [...paths].filter((p) => p !== "/console").map((p) => clear(p));
   const host = (request.headers.get("host") ?? url.host).replace(/:\d+$/, "").toLowerCase();
   // An address has no parent domains (and a Domain= cookie for it is the host's own).
-  if (!/^[\d.]+$/.test(host) && !host.startsWith("[")) {
+  if (DNS_NAME.test(host) && !/^[\d.]+$/.test(host)) {
     const labels = host.split(".");
-    for (let i = 0; i < labels.length - 1; i++) for (const p of paths) out.push(clear(p, labels.slice(i).join(".")));
+    for (let i = Math.max(0, labels.length - 1 - MAX_PARENT_DOMAINS); i < labels.length - 1; i++) for (const p of paths) out.push(clear(p, labels.slice(i).join(".")));
   }
   return out;
 }
+
+/** Path segments and parent domains a clearing covers: a console URL has four, a host a few. */
+const MAX_PATH_DEPTH = 4;
+const MAX_PARENT_DOMAINS = 4;
+/** A host name as DNS has them: at most 253 characters, labels of 1 to 63. */
+const DNS_NAME = /^(?=.{1,253}$)(?:[a-z0-9](?:[a-z0-9-]{0,61}[a-z0-9])?)(?:\.[a-z0-9](?:[a-z0-9-]{0,61}[a-z0-9])?)*$/;
 
 /** How many cookies of our (plain) name a Cookie header holds. */
 function countNamed(header: string): number {

@@ -658,6 +658,14 @@ function consoleSuite(name: string, start: () => Promise<Setup>) {
         const none = await fetch(`${url}/console/api/session`, { headers: { cookie: `${many}; switchyard_console=junk` } });
         expect(none.status).toBe(401);
         expect(none.headers.getSetCookie()).toContain("switchyard_console=; Path=/console/api; Max-Age=0");
+        // However long the Host (a DNS name has at most 253 characters), a few dozen clearings at most:
+        // a Host of thousands of labels made a 16 KB request a 431 MiB answer (a hostile-tenant probe).
+        const longHost = `${"a.".repeat(4_000)}example.com`;
+        const bounded = await fetch(`${url}/console/api/session`, { headers: { host: longHost, cookie: `switchyard_console=junk; ${operator.cookie}` } });
+        const clears = bounded.headers.getSetCookie();
+        expect(clears.length).toBeGreaterThan(0);
+        expect(clears.length).toBeLessThanOrEqual(50);
+        expect(clears.join("").length).toBeLessThan(20_000);
         // One cookie, as a browser holds ours: nothing to end.
         expect((await fetch(`${url}/console/api/session`, { headers: { cookie: operator.cookie } })).headers.getSetCookie()).toEqual([]);
       } finally {

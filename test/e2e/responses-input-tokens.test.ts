@@ -83,3 +83,19 @@ test("counts take count_tokens' own bucket: a key whose chat bucket is empty sti
   for (let i = 0; i < 3; i++) statuses.push((await call("/v1/responses/input_tokens", { model: OPENAI_MODEL, input: "hi" })).status);
   expect(statuses).toEqual([200, 200, 200]);
 });
+
+test("a previous_response_id chain is weighed before it is parsed: past what a count may count, a count is refused at once (an 80-byte count made the gateway parse 28 MB of stored answers; a hostile-tenant probe)", async () => {
+  // A stored answer whose input carries a field nothing reads: cheap to have kept, costly to parse.
+  const padded = { role: "user", content: "hi", padding: "0".repeat(100_000) };
+  const first = await sdk().responses.create({ model: OPENAI_MODEL, input: [padded] as never });
+  const counted = await post(gw, "/v1/responses/input_tokens", { model: OPENAI_MODEL, input: "x", previous_response_id: first.id });
+  expect(counted.status).toBe(400);
+  expect(((await counted.json()) as any).error.message).toContain(`more than ${64 * 1024} bytes`);
+  // A paid request continues it (a body's worth, 10 MiB by default, may be brought in).
+  const next = await post(gw, "/v1/responses", { model: OPENAI_MODEL, input: "and then?", previous_response_id: first.id, store: false });
+  expect(next.status).toBe(200);
+  // item_reference the same: the answer is weighed before it is read.
+  const item = (first.output[0] as { id: string }).id;
+  const referenced = await post(gw, "/v1/responses/input_tokens", { model: OPENAI_MODEL, input: [{ type: "item_reference", id: item }] });
+  expect(referenced.status).toBe(400);
+});

@@ -21,7 +21,7 @@ export interface ResponseStore {
   /** An output item of an earlier stored answer, as a fresh copy; undefined when unknown or expired. */
   item(scope: string, id: string): Promise<Json | undefined>;
   /** An earlier stored answer, as a fresh copy (of its Response, `output` only); undefined when unknown or expired. */
-  response(scope: string, id: string): Promise<StoredResponse | undefined>;
+  response(scope: string, id: string, maxBytes?: number): Promise<StoredResponse | undefined>;
   /** The stored answer's Response object as JSON text, exactly as it was returned; undefined when unknown or expired. */
   body(scope: string, id: string): Promise<string | undefined>;
   /**
@@ -45,6 +45,8 @@ export interface StoredResponse {
   previous?: string;
   /** The request's own input items, references resolved. `instructions` are not carried over (as at OpenAI). */
   input: Json[];
+  /** Characters of its stored JSON (input and Response), when read back: what a chain weighs. */
+  bytes?: number;
   /** The Response object as it was returned (`output` holds the answer's items); read back, its items alone. */
   response: Json & { output: Json[] };
 }
@@ -83,11 +85,21 @@ export function storedTexts(stored: StoredResponse): { input: string; response: 
 }
 
 /** A kept answer read back: its input, and its output items alone (the rest of the Response is not parsed). */
-export function storedAnswer(inputText: string, responseText: string): StoredResponse {
+export function storedAnswer(inputText: string, responseText: string, maxBytes = Number.POSITIVE_INFINITY): StoredResponse {
+  // Weighed before it is parsed: parsing is the cost (stored-input.ts, chain).
+  const bytes = inputText.length + responseText.length;
+  if (bytes > maxBytes) throw new StoredTooLargeError(bytes);
   const { previous, input, out } = JSON.parse(inputText) as { previous?: string; input: Json[]; out?: [number, number] };
   // Answers kept before `out` was (a store shared across an upgrade) are parsed whole.
   const output = (out ? JSON.parse(responseText.slice(out[0], out[1])) : (JSON.parse(responseText) as { output: Json[] }).output) as Json[];
-  return { ...(previous ? { previous } : {}), input, response: { output } };
+  return { ...(previous ? { previous } : {}), input, response: { output }, bytes };
+}
+
+/** A stored answer larger than a request may read (stored-input.ts, chain): its size, in characters of its stored JSON. */
+export class StoredTooLargeError extends Error {
+  constructor(readonly bytes: number) {
+    super(`a stored answer of ${bytes} bytes`);
+  }
 }
 
 /** Storage switched off: every lookup misses, nothing is kept. */

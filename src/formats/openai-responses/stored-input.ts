@@ -1,5 +1,5 @@
 import type { Json } from "../common/wire-types.ts";
-import { answerIdOfItem, type ResponseStore, type StoredResponse } from "./response-store.ts";
+import { answerIdOfItem, StoredTooLargeError, type ResponseStore, type StoredResponse } from "./response-store.ts";
 import { ResponsesRequestError } from "./responses-to-chat.ts";
 
 /**
@@ -42,7 +42,7 @@ export const MAX_REFERENCES = 10_000;
  * request became 205 MB to copy and serialise on the request thread (three such requests stalled
  * every tenant for 13 s, and 10,000 references ran the process out of memory; a probe, 2026-11-30).
  */
-export async function resolveStoredInput(body: Json, scope: string, store: ResponseStore, maxReferencedBytes = Number.POSITIVE_INFINITY): Promise<StoredInput> {
+export async function resolveStoredInput(body: Json, scope: string, store: ResponseStore, maxReferencedBytes = Number.POSITIVE_INFINITY, maxChainBytes = Number.POSITIVE_INFINITY): Promise<StoredInput> {
   const raw = body.input;
   const items: Json[] = typeof raw === "string" ? [{ type: "message", role: "user", content: raw }] : Array.isArray(raw) ? (raw as Json[]) : [];
   let count = 0;
@@ -63,7 +63,13 @@ export async function resolveStoredInput(body: Json, scope: string, store: Respo
       throw new ResponsesRequestError(`input's item_reference items name more than ${maxReferencedBytes} bytes of stored items; at most that many are taken in one request (an item named twice counts twice). ${SEND_WHOLE}`);
     }
   };
-  const input = count > 0 ? await Promise.all(items.map((item) => (isReference(item) ? referenced(item, scope, store, answers, sized) : item))) : items;
+  // One after another: each stored answer read is weighed against what is left before it is parsed.
+  const read = { left: maxReferencedBytes };
+  let input = items;
+  if (count > 0) {
+    input = [];
+    for (const item of items) input.push(isReference(item) ? await referenced(item, scope, store, answers, sized, read) : item);
+  }
   const references = count > 0;
 
   const previous = body.previous_response_id;
@@ -72,7 +78,7 @@ export async function resolveStoredInput(body: Json, scope: string, store: Respo
   if (!store.enabled) {
     throw new ResponsesRequestError("previous_response_id is not supported: this gateway is configured to store no responses. Send the whole conversation in `input` (as with `store: false`).");
   }
-  const { history, root } = await chain(previous, scope, store);
+  const { history, root } = await chain(previous, scope, store, maxChainBytes);
   return { input, history, previous, root, expanded: true };
 }
 
@@ -98,6 +104,8 @@ async function referenced(
   store: ResponseStore,
   answers: Map<string, Promise<Map<string, Json> | undefined>>,
   sized: (id: string, found: Json) => void,
+  /** What stored answers read whole may still weigh: parsing them is the cost, whatever few items are named. */
+  read: { left: number },
 ): Promise<Json> {
   const id = item.id;
   if (typeof id !== "string" || id === "") throw new ResponsesRequestError("an input item of type item_reference needs the `id` of the item it refers to.");
@@ -113,7 +121,19 @@ async function referenced(
     // Each stored answer is read once a request, and its items found by id in a map made once: a
     // `find` per reference made 10,000 references into 10,000 items a second's work (an audit).
     let items = answers.get(answer);
-    if (!items) answers.set(answer, (items = store.response(scope, answer).then((stored) => stored && itemsById(stored.response.output))));
+    if (!items) {
+      items = store.response(scope, answer, read.left).then(
+        (stored) => {
+          read.left -= stored?.bytes ?? 0;
+          return stored && itemsById(stored.response.output);
+        },
+        (err) => {
+          if (err instanceof StoredTooLargeError) throw new ResponsesRequestError(`input's item_reference items name stored answers of more than ${read.left} bytes left to read; ${SEND_WHOLE}`);
+          throw err;
+        },
+      );
+      answers.set(answer, items);
+    }
     const item = (await items)?.get(id);
     if (item !== undefined) sized(id, item);
     // A copy each: one item named twice is two items of the conversation.
@@ -128,14 +148,25 @@ async function referenced(
  * walked back and replayed forward. A missing link (expired, evicted) fails the whole request:
  * continuing without part of the conversation would answer a different one.
  */
-async function chain(id: string, scope: string, store: ResponseStore): Promise<{ history: Json[]; root: string }> {
+async function chain(id: string, scope: string, store: ResponseStore, maxBytes: number): Promise<{ history: Json[]; root: string }> {
   const turns = [];
   const seen = new Set<string>();
   let root = id;
+  // What the chain may bring in, weighed before each answer is parsed: a request of 80 bytes made
+  // the gateway parse 28 MB of stored answers (padded with fields nothing reads) on the request
+  // thread, every tenant stalled (a hostile-tenant probe).
+  let left = maxBytes;
   for (let at: string | undefined = id; at !== undefined && !seen.has(at); ) {
     seen.add(at);
     root = at;
-    const stored = await store.response(scope, at);
+    let stored;
+    try {
+      stored = await store.response(scope, at, left);
+    } catch (err) {
+      if (!(err instanceof StoredTooLargeError)) throw err;
+      throw new ChainTooLargeError(maxBytes);
+    }
+    left -= stored?.bytes ?? 0;
     if (!stored) {
       const which = at === id ? "" : ` (an earlier response in its chain, ${quote(at)}, is gone)`;
       throw new ResponsesRequestError(
@@ -148,6 +179,13 @@ async function chain(id: string, scope: string, store: ResponseStore): Promise<{
   const history: Json[] = [];
   for (let i = turns.length - 1; i >= 0; i--) history.push(...turns[i]!.input, ...turns[i]!.response.output);
   return { history, root };
+}
+
+/** A `previous_response_id` whose conversation weighs more than the request may bring in. */
+export class ChainTooLargeError extends ResponsesRequestError {
+  constructor(readonly maxBytes: number) {
+    super(`previous_response_id names a conversation of more than ${maxBytes} bytes of stored answers; at most that many are taken in one request. Start a new conversation, or send what it needs in \`input\`.`);
+  }
 }
 
 /** An id as the client sent it, bounded: it is echoed in an error message. */

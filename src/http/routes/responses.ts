@@ -33,10 +33,11 @@ export function responsesRoute(deps: ForwardDeps & { catalogue: Catalogue; respo
   /** Hosted tools are dropped on every turn of an agent like Codex: the log says so once per kind, then at debug level. */
   const reported = new Set<string>();
   /** The request with what it refers to by id looked up in the account's stored answers, as a chat request. */
-  const translated = async (body: ResponsesRequest, accountId: string): Promise<{ plan: ResponsesPlan; stored: StoredInput }> => {
+  const translated = async (body: ResponsesRequest, accountId: string, maxStoredBytes = deps.settings.limits.max_body_bytes): Promise<{ plan: ResponsesPlan; stored: StoredInput }> => {
     try {
-      // References may bring in what the client could have sent itself: a body's worth.
-      const stored = await resolveStoredInput(body, accountId, store, deps.settings.limits.max_body_bytes).catch(unavailable);
+      // References and the previous answers' chain may bring in what the client could have sent
+      // itself (a body's worth), weighed before they are parsed; a free count, what it may count.
+      const stored = await resolveStoredInput(body, accountId, store, maxStoredBytes, maxStoredBytes).catch(unavailable);
       const whole = stored.history.length > 0 ? [...stored.history, ...stored.input] : stored.input;
       return { plan: responsesToChat({ ...body, input: whole }), stored };
     } catch (err) {
@@ -125,7 +126,7 @@ export function responsesRoute(deps: ForwardDeps & { catalogue: Catalogue; respo
       "/v1/responses/input_tokens",
       async ({ body, request }) => {
         const principal = deps.principals.of(request);
-        const { plan } = await translated({ ...body, input: body.input ?? [] }, principal.accountId);
+        const { plan } = await translated({ ...body, input: body.input ?? [] }, principal.accountId, deps.settings.limits.count_tokens_max_bytes);
         const response = await countResponseTokens(deps, plan.chat as Record<string, unknown>, request.headers, request.signal, principal, principal.models);
         // Registered before the app's after-response hook (the chat routes close their own traces).
         deps.tracker?.responded(request, response.status);

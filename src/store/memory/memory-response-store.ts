@@ -44,9 +44,9 @@ export function createMemoryResponseStore(o: MemoryResponseStoreOptions): Respon
       if (!held) return undefined;
       return storedAnswer(held.input, held.response).response.output.find((item: Json) => item.id === id);
     },
-    async response(scope, id) {
+    async response(scope, id, maxBytes) {
       const held = lru.get(scope, id);
-      return held ? storedAnswer(held.input, held.response) : undefined;
+      return held ? storedAnswer(held.input, held.response, maxBytes) : undefined;
     },
     async body(scope, id) {
       return lru.get(scope, id)?.response;

@@ -230,11 +230,11 @@ export function createRedisResponseStore(url: string, o: RedisResponseStoreOptio
       if (typeof input !== "string" || typeof response !== "string") return undefined;
       return storedAnswer(input, response).response.output.find((item: Json) => item.id === id);
     },
-    async response(scope, id) {
+    async response(scope, id, maxBytes) {
       if (!enabled) return undefined;
       const [input, response] = fields(await run("GET", scope, [id, "ir"])) ?? [];
       if (typeof input !== "string" || typeof response !== "string") return undefined;
-      return storedAnswer(input, response);
+      return storedAnswer(input, response, maxBytes);
     },
     async body(scope, id) {
       if (!enabled) return undefined;
