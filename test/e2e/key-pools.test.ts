@@ -169,12 +169,15 @@ describe("the pure core", () => {
     expect(soonestBackMs(keys, { states: new Map([["A", off]]) }, 1_000)).toBe(0);
   });
 
+  /** Two keys of one provider, K1 nearly always chosen (its weight), for the pure core's runtime tests. */
+  const twoKeys = () => resolveSettings({
+    providers: [{ id: "p", kind: "openai", base_url: "http://127.0.0.1:1/v1", keys: [{ env: "K1", weight: 1_000 }, { env: "K2", weight: 0.001 }] }],
+    models: [{ id: "p/m", provider: "p", upstream_model: "m", category: "free", context_length: 1000 }],
+  }, { K1: "one", K2: "two" }, "t");
+
   test("eight requests in flight on one key, all refused by one overload, cool it once (the runtime, as the pool reports them)", () => {
     let clock = 1_000;
-    const settings = resolveSettings({
-      providers: [{ id: "p", kind: "openai", base_url: "http://127.0.0.1:1/v1", keys: [{ env: "K1", weight: 1_000 }, { env: "K2", weight: 0.001 }] }],
-      models: [{ id: "p/m", provider: "p", upstream_model: "m", category: "free", context_length: 1000 }],
-    }, { K1: "one", K2: "two" }, "t");
+    const settings = twoKeys();
     const store = createMemoryKeyState({ now: () => clock });
     const lines: string[] = [];
     const pools = createKeyPools({ providers: settings.providers, store, fetch: (() => { throw new Error("no probes here"); }) as unknown as Transport, now: () => clock, random: () => 0, log: (_l, message, fields) => lines.push(`${message} ${JSON.stringify(fields)}`) });
@@ -191,10 +194,7 @@ describe("the pure core", () => {
 
   test("a late answer in one process changes what another wrote since, not its own stale view: a 30 s cooldown is not shortened nor undone, a refused key stays refused (a scale-out probe)", async () => {
     let clock = 1_000;
-    const settings = resolveSettings({
-      providers: [{ id: "p", kind: "openai", base_url: "http://127.0.0.1:1/v1", keys: [{ env: "K1", weight: 1_000 }, { env: "K2", weight: 0.001 }] }],
-      models: [{ id: "p/m", provider: "p", upstream_model: "m", category: "free", context_length: 1000 }],
-    }, { K1: "one", K2: "two" }, "t");
+    const settings = twoKeys();
     const store = createMemoryKeyState({ now: () => clock });
     const make = () => createKeyPools({ providers: settings.providers, store, fetch: (() => { throw new Error("no probes here"); }) as unknown as Transport, now: () => clock, random: () => 0, log: () => {} });
     const [a, b] = [make().get("p")!, make().get("p")!];
