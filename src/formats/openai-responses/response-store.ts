@@ -92,7 +92,10 @@ export function storedAnswer(inputText: string, responseText: string, maxBytes =
   const { previous, input, out } = JSON.parse(inputText) as { previous?: string; input: Json[]; out?: [number, number] };
   // Answers kept before `out` was (a store shared across an upgrade) are parsed whole.
   const output = (out ? JSON.parse(responseText.slice(out[0], out[1])) : (JSON.parse(responseText) as { output: Json[] }).output) as Json[];
-  return { ...(previous ? { previous } : {}), input, response: { output }, bytes };
+  const stored: StoredResponse = { ...(previous ? { previous } : {}), input, response: { output } };
+  // Beside the answer, not in it: what is written or compared of a stored answer stays its JSON's shape.
+  Object.defineProperty(stored, "bytes", { value: bytes, enumerable: false });
+  return stored;
 }
 
 /** A stored answer larger than a request may read (stored-input.ts, chain): its size, in characters of its stored JSON. */
