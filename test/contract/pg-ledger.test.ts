@@ -117,6 +117,41 @@ if (missing) {
       }
     });
 
+    test("a reservation refused while a settlement elsewhere freed the room is asked again, not refused in a balance's words the balance does not bear out (a scale-out probe)", async () => {
+      const sql = await pool();
+      const other = await pgFixture();
+      // The reservation statement's answer is held until the other process has released its hold:
+      // when the refusal's reason is read, the room is there.
+      let releaseFirst: (() => Promise<void>) | undefined;
+      const via = new Proxy(sql, {
+        get(target, property) {
+          const value = Reflect.get(target, property);
+          if (property === "unsafe") return async (query: string, params?: unknown[]) => {
+            const answer = await target.unsafe(query, params as never);
+            if (query.includes("INSERT INTO holds") && releaseFirst) {
+              const release = releaseFirst;
+              releaseFirst = undefined;
+              await release();
+            }
+            return answer;
+          };
+          return typeof value === "function" ? value.bind(target) : value;
+        },
+      });
+      const f = await pgFixture({}, via);
+      try {
+        const who = await f.fund(5_000);
+        const taken = `req_room_a_${Date.now()}`;
+        expect(await other.ledger.reserve({ requestId: taken, ...who, amountMicro: 4_000 })).toEqual({ ok: true });
+        releaseFirst = () => other.ledger.release(taken);
+        expect(await f.ledger.reserve({ requestId: `req_room_b_${Date.now()}`, ...who, amountMicro: 3_000 })).toEqual({ ok: true });
+        expect(await f.ledger.balance(who.accountId)).toEqual({ balanceMicro: 5_000, heldMicro: 3_000 });
+      } finally {
+        await f.close();
+        await other.close();
+      }
+    });
+
     test("the same settlement sent by two processes charges once", async () => {
       const a = await pgFixture();
       const b = await pgFixture();

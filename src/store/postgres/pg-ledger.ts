@@ -298,7 +298,7 @@ export async function createPostgresLedger(sql: Pg, o: PgLedgerOptions): Promise
    * Why a hold was refused, read after the refusal (only refusals pay for this read): the first of
    * the balance, the account's spend limit and the key's that it does not fit, with what is free.
    */
-  async function refusal(hold: Hold): Promise<ReserveResult> {
+  async function refusal(hold: Hold, last = false): Promise<ReserveResult | typeof ROOM_NOW> {
     try {
       const [rows, keys] = await bounded(Promise.all([
         sql`SELECT balance_micro, held_micro, spend_limit_micro, spend_limit_period, period_spent_micro, period_start FROM accounts WHERE id = ${hold.accountId}`,
@@ -313,7 +313,7 @@ export async function createPostgresLedger(sql: Pg, o: PgLedgerOptions): Promise
       return budgetRefusal("account_spend_limit", budgetOf(a), int(a.held_micro), hold.amountMicro, at)
         ?? (k ? budgetRefusal("key_spend_limit", budgetOf(k), int(k.held_micro), hold.amountMicro, at) : undefined)
         // Nothing short now: a settlement freed room between the statement and this read.
-        ?? { ok: false, reason: "balance", availableMicro: Math.max(0, free) };
+        ?? (last ? { ok: false, reason: "balance", availableMicro: Math.max(0, free) } : ROOM_NOW);
     } catch {
       return { ok: false, reason: "balance", availableMicro: 0 };
     }
@@ -331,14 +331,20 @@ export async function createPostgresLedger(sql: Pg, o: PgLedgerOptions): Promise
   }
 
   /** One reservation, one statement: granted when it fits the balance and both spend limits, else refused with the reason. */
-  async function reserveOne(hold: Hold): Promise<ReserveResult> {
+  async function reserveOne(hold: Hold, again = false): Promise<ReserveResult> {
+    let refused: ReserveResult | typeof ROOM_NOW | undefined;
     try {
-      if (!(await grant([hold])).has(hold.requestId)) return refusal(hold);
+      if (!(await grant([hold])).has(hold.requestId)) refused = await refusal(hold, again);
     } catch (err) {
       // A CHECK (the balance's last line) or an unknown account (the hold's foreign key).
-      if (classifyPgFailure(err) === "data") return refusal(hold);
-      return reserveFailed([hold], err);
+      if (classifyPgFailure(err) !== "data") return reserveFailed([hold], err);
+      refused = await refusal(hold, again);
     }
+    // Refused, yet nothing is short when the reason is read: a settlement freed room meanwhile. Asked
+    // once more rather than refused with a balance's words the balance does not bear out (under
+    // load, a spend-limit refusal read "top up the account" with 99,261 credits free; a scale-out probe).
+    if (refused === ROOM_NOW) return reserveOne(hold, true);
+    if (refused) return refused;
     holds.set(hold.requestId, { accountId: hold.accountId, keyId: hold.keyId, amount: hold.amountMicro });
     return { ok: true };
   }
@@ -498,6 +504,9 @@ export async function createPostgresLedger(sql: Pg, o: PgLedgerOptions): Promise
     countRejection: (keyId, status, at) => settlements.countRejection(keyId, status, at),
   };
 }
+
+/** A refusal whose reason, read after it, shows room now (pg-ledger's reserveOne asks again). */
+const ROOM_NOW = Symbol("room now");
 
 function releaseOf(hold: Hold): Settlement {
   return { requestId: hold.requestId, accountId: hold.accountId, keyId: hold.keyId, model: "", provider: "", promptTokens: 0, completionTokens: 0, estimated: false, costMicro: 0, status: "released", latencyMs: 0 };
