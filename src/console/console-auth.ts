@@ -97,16 +97,22 @@ const TOKEN_SHAPE = /^[A-Za-z0-9_-]{43}$/;
 export function sessionTokens(request: Request): string[] {
   const header = request.headers.get("cookie");
   if (!header) return [];
-  const wanted = isHttps(request) ? SECURE_SESSION_COOKIE : SESSION_COOKIE;
   const tokens: string[] = [];
-  for (const part of header.split(";")) {
-    const at = part.indexOf("=");
-    if (at < 0 || part.slice(0, at).trim() !== wanted) continue;
-    const value = part.slice(at + 1).trim();
+  for (const value of cookieValues(header, isHttps(request) ? SECURE_SESSION_COOKIE : SESSION_COOKIE)) {
     if (TOKEN_SHAPE.test(value) && !tokens.includes(value)) tokens.push(value);
     if (tokens.length === MAX_SESSION_COOKIES) break;
   }
   return tokens;
+}
+
+/** The values a Cookie header gives the cookie `name`, in its order (a browser sends longer paths first). */
+function cookieValues(header: string, name: string): string[] {
+  const values: string[] = [];
+  for (const part of header.split(";")) {
+    const at = part.indexOf("=");
+    if (at >= 0 && part.slice(0, at).trim() === name) values.push(part.slice(at + 1).trim());
+  }
+  return values;
 }
 
 /**
@@ -118,7 +124,7 @@ export function sessionTokens(request: Request): string[] {
 export function plantedCookieClears(request: Request): string[] {
   if (isHttps(request)) return [];
   const header = request.headers.get("cookie");
-  if (!header || countNamed(header) < 2) return [];
+  if (!header || cookieValues(header, SESSION_COOKIE).length < 2) return [];
   const url = new URL(request.url);
   // The request path's first segments only, and a host that is a DNS name's only: a Host of
   // thousands of labels made a 16 KB request a 431 MiB answer (a hostile-tenant probe).
@@ -146,12 +152,6 @@ const MAX_PARENT_DOMAINS = 4;
 /** A host name as DNS has them: at most 253 characters, labels of 1 to 63. */
 const DNS_NAME = /^(?=.{1,253}$)(?:[a-z0-9](?:[a-z0-9-]{0,61}[a-z0-9])?)(?:\.[a-z0-9](?:[a-z0-9-]{0,61}[a-z0-9])?)*$/;
 
-/** How many cookies of our (plain) name a Cookie header holds. */
-function countNamed(header: string): number {
-  let n = 0;
-  for (const part of header.split(";")) if (part.slice(0, part.indexOf("=")).trim() === SESSION_COOKIE) n++;
-  return n;
-}
 
 export interface NewSession {
   token: string;
