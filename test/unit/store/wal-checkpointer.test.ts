@@ -1,5 +1,5 @@
 import { afterEach, describe, expect, test } from "bun:test";
-import { mkdtempSync, rmSync, statSync } from "node:fs";
+import { closeSync, mkdtempSync, openSync, readSync, rmSync, statSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { Database } from "bun:sqlite";
@@ -26,6 +26,20 @@ afterEach(async () => {
   }
   for (const dir of dirs.splice(0)) rmSync(dir, { recursive: true, force: true });
 });
+
+/** Bytes 12–19 of a WAL file's header (checkpoint sequence and first salt: both change when the log is started over), as hex; "" before there is a header. */
+function walHeaderMark(path: string): string {
+  let fd: number | undefined;
+  try {
+    fd = openSync(path, "r");
+    const bytes = Buffer.alloc(8);
+    return readSync(fd, bytes, 0, 8, 12) === 8 ? bytes.toString("hex") : "";
+  } catch {
+    return "";
+  } finally {
+    if (fd !== undefined) closeSync(fd);
+  }
+}
 
 const autocheckpoint = (db: Database) => db.query<{ wal_autocheckpoint: number }, []>("PRAGMA wal_autocheckpoint").get()!.wal_autocheckpoint;
 
@@ -77,9 +91,14 @@ describe("WAL checkpoints on their own thread", () => {
   /**
    * Back-to-back lone commits for `ms` on a connection that never waits for the lock (as the
    * gateway's: busy_timeout 0), retried at once when refused: how many went in, the longest time
-   * writes were refused in a row, and how many times they were refused at all (episodes).
+   * writes were refused in a row, and how many times they were refused at all (episodes), and how
+   * many times the log was seen started over (its header's checkpoint sequence and salt, read every
+   * 50 commits, changed).
    */
-  function steadyCommits(db: Database, ms: number): { commits: number; longestRefusalMs: number; refusals: number } {
+  function steadyCommits(
+    db: Database,
+    ms: number,
+  ): { commits: number; longestRefusalMs: number; refusals: number; logRestarts: number } {
     db.exec("CREATE TABLE IF NOT EXISTS steady (id INTEGER PRIMARY KEY, payload TEXT)");
     db.exec("PRAGMA busy_timeout = 0");
     const insert = db.query("INSERT INTO steady (payload) VALUES (?)");
@@ -87,11 +106,21 @@ describe("WAL checkpoints on their own thread", () => {
     let refusedSince: number | undefined;
     let longestRefusalMs = 0;
     let refusals = 0;
+    const walPath = `${db.filename}-wal`;
+    let header = "";
+    let logRestarts = -1;
+    const readHeader = () => {
+      const now = walHeaderMark(walPath);
+      if (now !== header) logRestarts++;
+      header = now;
+    };
+    readHeader();
     const until = performance.now() + ms;
     while (performance.now() < until) {
       try {
         insert.run("x".repeat(100));
         commits++;
+        if (commits % 50 === 0) readHeader();
         if (refusedSince !== undefined) longestRefusalMs = Math.max(longestRefusalMs, performance.now() - refusedSince);
         refusedSince = undefined;
       } catch (err) {
@@ -100,7 +129,7 @@ describe("WAL checkpoints on their own thread", () => {
         refusedSince ??= performance.now();
       }
     }
-    return { commits, longestRefusalMs, refusals };
+    return { commits, longestRefusalMs, refusals, logRestarts: Math.max(0, logRestarts) };
   }
 
   test("under steady commits the log is started over, not grown by every commit's pages; writers are refused only for moments", async () => {
@@ -113,12 +142,17 @@ describe("WAL checkpoints on their own thread", () => {
     expect(await checkpointer.ready).toBe(true);
     // Lone commits as lone settlements under steady load: the pass never finds a moment without a
     // commit after it, so only a restart brings the log back to its start.
-    const { commits, longestRefusalMs, refusals } = steadyCommits(db, 1_500);
+    const { commits, longestRefusalMs, refusals, logRestarts } = steadyCommits(db, 1_500);
     const pageSize = db.query<{ page_size: number }, []>("PRAGMA page_size").get()!.page_size;
     // Each commit appended at least one page: a log never started over is at least that long.
     const appended = commits * pageSize;
     expect(commits).toBeGreaterThan(5_000);
-    expect(statSync(`${path}-wal`).size).toBeLessThan(appended * 0.3);
+    // Seen started over (~50 times here, 14–46 with four busy loops on the two cores); never, without
+    // the restarts. The file keeps the longest the log grew between two of them: 10–20% of what was
+    // appended here, up to 43% on a loaded machine (100 commits a millisecond append 8 MB between two
+    // passes, and a thread kept waiting makes one gap long), so its bound is only "not all of it".
+    expect(logRestarts).toBeGreaterThanOrEqual(5);
+    expect(statSync(`${path}-wal`).size).toBeLessThan(appended * 0.75);
     // The restarts took the lock (that is how they start the log over), each for a moment only.
     expect(refusals).toBeGreaterThan(0);
     expect(longestRefusalMs).toBeLessThan(250);
@@ -137,7 +171,10 @@ describe("WAL checkpoints on their own thread", () => {
     // gateway's writers wait) for an instant, rarely (1 in ~1 run of 20 on CI). The restart refused
     // them every pass: 29 times in this test when it ran on a slow disk.
     expect(refusals).toBeLessThanOrEqual(2);
-    expect(statSync(`${path}-wal`).size).toBeGreaterThan(commits * pageSize * 0.9);
+    // The log grows by (nearly) every commit's pages. Nearly: a writer kept waiting long enough for a
+    // passive pass to copy the whole log starts it over (0.73 of the pages were left with four busy
+    // loops on the two cores).
+    expect(statSync(`${path}-wal`).size).toBeGreaterThan(commits * pageSize * 0.5);
   });
 
   test("a reader holding an old snapshot keeps the log from restarting; the restart then backs off instead of holding writers every pass", async () => {
