@@ -32,13 +32,23 @@ const OPENAI_CACHE_READ: [RegExp, number][] = [
 const OPENAI_CACHE_WRITE: [RegExp, number][] = [[/^gpt-(?:5\.(?:[6-9]|[1-9]\d)|[6-9]|[1-9]\d)(?!\d)/, 1.25]];
 
 /**
- * Anthropic bills a prompt longer than its standard 200,000-token window (the `context-1m` beta) at
- * 2× input and 1.5× output for the whole answer, cache prices by the same multipliers. A Claude
- * model configured with a larger window and no `pricing.long_context` takes this one: without it
- * a 1M-context model was charged at standard prices for what the vendor billed at these (47 %
- * under the vendor's bill on a 260,000-token Claude Code turn, a bill audit, 2026-11-30).
+ * Long-context prices by family: above `aboveTokens` prompt tokens (fresh input, cache reads and
+ * writes together) the vendor bills the whole answer at `input`× input and `output`× output, cache
+ * prices by the same multipliers. A model configured with a window past the threshold and no
+ * `pricing.long_context` takes its family's; first match wins, by name only (other vendors'
+ * models behind an Anthropic-format API, Kimi's or MiniMax's, have long windows and no such prices).
+ * - Claude Sonnet 4 and 4.5 with the `context-1m` beta: above 200,000 tokens, 2× and 1.5× (47 %
+ *   under the vendor's bill on a 260,000-token Claude Code turn when missing, a bill audit, 2026-11-30).
+ *   Not Claude 4.6 and later: their 1M window is billed at the standard price throughout (since
+ *   13 March 2026), and a `claude-opus-4-6` configured with its 1M window was charged 2× input and
+ *   1.5× output above 200,000 tokens (a bill audit, 2026-11-30, second round).
+ * - Claude Haiku 5.5: above 100,000 tokens, 5× input and output ($0.10 / $0.50 → $0.50 / $2.50).
  */
-const ANTHROPIC_LONG_CONTEXT = { aboveTokens: 200_000, input: 2, output: 1.5 };
+const CLAUDE_LONG_CONTEXT: { family: RegExp; aboveTokens: number; input: number; output: number }[] = [
+  // claude-sonnet-4, -4-0, -4-20250514, -4-5, -4-5-20250929, -4-5@20250929 …; not -4-6, -4-10.
+  { family: /^claude-sonnet-4(?:-0|-5)?(?:$|[^-\d]|-\d{8}|-(?!\d))/, aboveTokens: 200_000, input: 2, output: 1.5 },
+  { family: /^claude-haiku-5-5(?!\d)/, aboveTokens: 100_000, input: 5, output: 5 },
+];
 
 /** `x × price` as the vendors print it: no binary-fraction tail (0.1 × 3,000 is 300, not 300.00000000000006). */
 export const times = (price: number, factor: number) => Math.round(price * factor * 1e9) / 1e9;
@@ -47,8 +57,8 @@ export const times = (price: number, factor: number) => Math.round(price * facto
  * A model's prices with the cache prices filled in where its config leaves them out: Anthropic
  * models (by provider kind, or a `claude` name behind an OpenAI-format server) take Anthropic's
  * multipliers, OpenAI families their published cached-input (and, from GPT-5.6, cache-write)
- * price, anything else the input price. A `claude` model whose `contextLength` is past Anthropic's
- * standard window also takes its long-context prices (ANTHROPIC_LONG_CONTEXT) unless it has its own.
+ * price, anything else the input price. A Claude model of a family billed above a threshold
+ * (CLAUDE_LONG_CONTEXT) whose `contextLength` is past it also takes those prices unless it has its own.
  */
 export function withCacheDefaults(pricing: Pricing, providerKind: "openai" | "anthropic", upstreamModel: string, contextLength = 0): Pricing {
   const name = familyName(upstreamModel);
@@ -61,9 +71,9 @@ export function withCacheDefaults(pricing: Pricing, providerKind: "openai" | "an
     read = OPENAI_CACHE_READ.find(([family]) => family.test(name))?.[1] ?? 1;
     write5m = write1h = OPENAI_CACHE_WRITE.find(([family]) => family.test(name))?.[1] ?? 1;
   }
-  // By name only: other vendors' models behind an Anthropic-format API (Kimi, MiniMax) have windows past 200,000 and no such prices.
-  if (name.startsWith("claude") && !pricing.long_context && contextLength > ANTHROPIC_LONG_CONTEXT.aboveTokens) {
-    const { aboveTokens, input, output } = ANTHROPIC_LONG_CONTEXT;
+  const long = pricing.long_context ? undefined : CLAUDE_LONG_CONTEXT.find((rule) => rule.family.test(name));
+  if (long && contextLength > long.aboveTokens) {
+    const { aboveTokens, input, output } = long;
     pricing = { ...pricing, long_context: { above_tokens: aboveTokens, input_per_mtok: times(pricing.input_per_mtok, input), output_per_mtok: times(pricing.output_per_mtok, output) } };
   }
   const filled = <P extends { input_per_mtok: number; cache_read_per_mtok?: number; cache_write_per_mtok?: number; cache_write_1h_per_mtok?: number }>(p: P): P => ({

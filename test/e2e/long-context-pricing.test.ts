@@ -18,6 +18,10 @@ import { scriptedReply, type ScriptUsage } from "../helpers/scripted-answers.ts"
 const MODEL = "test/claude-1m";
 /** The same model configured as most operators would: its base prices only. */
 const PLAIN_1M = "test/claude-1m-plain";
+/** Claude 4.6 and later: the 1M window at the standard price throughout. */
+const OPUS_46_1M = "test/opus-4-6-1m";
+/** Claude Haiku 5.5: $0.10 / $0.50 up to 100,000 prompt tokens, 5× both above. */
+const HAIKU_55 = "test/haiku-5-5";
 const SONNET = { input_per_mtok: 3_000, output_per_mtok: 15_000, long_context: { above_tokens: 200_000, input_per_mtok: 6_000, output_per_mtok: 22_500 } };
 
 const upstream = useFakeUpstream();
@@ -27,6 +31,8 @@ const gw = useGateway(() => ({
   extraModels: [
     { id: MODEL, provider: "fake-anthropic", upstream_model: "claude-sonnet-4-5", category: "text", context_length: 1_000_000, owned_by: "anthropic", pricing: SONNET },
     { id: PLAIN_1M, provider: "fake-anthropic", upstream_model: "claude-sonnet-4-5", category: "text", context_length: 1_000_000, owned_by: "anthropic", pricing: { input_per_mtok: 3_000, output_per_mtok: 15_000 } },
+    { id: OPUS_46_1M, provider: "fake-anthropic", upstream_model: "claude-opus-4-6", category: "text", context_length: 1_000_000, owned_by: "anthropic", pricing: { input_per_mtok: 5_000, output_per_mtok: 25_000 } },
+    { id: HAIKU_55, provider: "fake-anthropic", upstream_model: "claude-haiku-5-5", category: "text", context_length: 1_000_000, owned_by: "anthropic", pricing: { input_per_mtok: 100, output_per_mtok: 500 } },
   ],
 }));
 
@@ -64,6 +70,29 @@ describe("a Claude model configured with a window past 200,000 tokens and base p
     expect(over.prices).toMatchObject({ input: 6_000, output: 22_500, cacheRead: 600, cacheWrite5m: 7_500, cacheWrite1h: 12_000 });
     const under = await charged({ input: 1_000, cacheRead: 100_000, output: 100 }, PLAIN_1M);
     expect(under.micro).toBe(1_000 * 3_000 + 100_000 * 300 + 100 * 15_000);
+  });
+
+  test("Claude 4.6 and later bill their 1M window at the standard price throughout (charged 2× input and 1.5× output above 200,000 tokens)", async () => {
+    // A Claude Code turn on Opus 4.6 with its 1M window: 5,000 fresh, 200,000 read, 1,000 written, 500 out.
+    const over = await charged({ input: 5_000, cacheRead: 200_000, cacheWrite5m: 1_000, output: 500 }, OPUS_46_1M);
+    expect(over.micro).toBe(5_000 * 5_000 + 200_000 * 500 + 1_000 * 6_250 + 500 * 25_000);
+    expect(over.prices).toMatchObject({ input: 5_000, output: 25_000, cacheRead: 500, cacheWrite5m: 6_250, cacheWrite1h: 10_000 });
+    for (const name of ["claude-opus-4-6", "claude-sonnet-4-6", "claude-sonnet-4-6-20260217", "claude-opus-4-8", "claude-sonnet-5", "claude-opus-5-5", "claude-fable-5-1", "us.anthropic.claude-sonnet-4-6-v1:0"]) {
+      expect([name, withCacheDefaults({ input_per_mtok: 3_000, output_per_mtok: 15_000 }, "anthropic", name, 1_000_000).long_context]).toEqual([name, undefined]);
+    }
+    for (const name of ["claude-sonnet-4", "claude-sonnet-4-0", "claude-sonnet-4-20250514", "claude-sonnet-4-5-20250929", "claude-sonnet-4-5@20250929", "anthropic.claude-sonnet-4-5-20250929-v1:0", "claude-sonnet-4-5-latest"]) {
+      expect([name, withCacheDefaults({ input_per_mtok: 3_000, output_per_mtok: 15_000 }, "anthropic", name, 1_000_000).long_context?.input_per_mtok]).toEqual([name, 6_000]);
+    }
+  });
+
+  test("Claude Haiku 5.5 bills a prompt above 100,000 tokens wholly at 5× its prices (it was charged $0.10 / $0.50 throughout: 80 % under)", async () => {
+    // 20,000 fresh + 130,000 read = 150,000: above Haiku 5.5's threshold.
+    const over = await charged({ input: 20_000, cacheRead: 130_000, cacheWrite1h: 2_000, output: 800 }, HAIKU_55);
+    expect(over.micro).toBe(20_000 * 500 + 130_000 * 50 + 2_000 * 1_000 + 800 * 2_500);
+    expect(over.prices).toMatchObject({ input: 500, output: 2_500, cacheRead: 50, cacheWrite5m: 625, cacheWrite1h: 1_000 });
+    const under = await charged({ input: 10_000, cacheRead: 90_000, output: 800 }, HAIKU_55);
+    expect(under.micro).toBe(10_000 * 100 + 90_000 * 10 + 800 * 500);
+    expect(under.prices).toMatchObject({ input: 100, output: 500, cacheRead: 10, cacheWrite5m: 125, cacheWrite1h: 200 });
   });
 
   test("a Claude model with the standard window, or any non-Claude model, gets no long-context list", () => {
