@@ -35,19 +35,26 @@ const OPENAI_CACHE_WRITE: [RegExp, number][] = [[/^gpt-(?:5\.(?:[6-9]|[1-9]\d)|[
  * Long-context prices by family: above `aboveTokens` prompt tokens (fresh input, cache reads and
  * writes together) the vendor bills the whole answer at `input`× input and `output`× output, cache
  * prices by the same multipliers. A model configured with a window past the threshold and no
- * `pricing.long_context` takes its family's; first match wins, by name only (other vendors'
- * models behind an Anthropic-format API, Kimi's or MiniMax's, have long windows and no such prices).
+ * `pricing.long_context` takes its family's; first match wins, by name on any provider (other
+ * vendors' models behind an Anthropic-format API, Kimi's or MiniMax's, have long windows and no such
+ * prices; `openai/gpt-5.5` on OpenRouter is billed as OpenAI bills it).
  * - Claude Sonnet 4 and 4.5 with the `context-1m` beta: above 200,000 tokens, 2× and 1.5× (47 %
  *   under the vendor's bill on a 260,000-token Claude Code turn when missing, a bill audit, 2026-11-30).
  *   Not Claude 4.6 and later: their 1M window is billed at the standard price throughout (since
  *   13 March 2026), and a `claude-opus-4-6` configured with its 1M window was charged 2× input and
  *   1.5× output above 200,000 tokens (a bill audit, 2026-11-30, second round).
  * - Claude Haiku 5.5: above 100,000 tokens, 5× input and output ($0.10 / $0.50 → $0.50 / $2.50).
+ * - OpenAI's GPT-5.4 and later (their 1.05M windows; not the 400K mini and nano): above 272,000
+ *   tokens, 2× input (cached input too) and 1.5× output "for the full request" (OpenAI's model
+ *   pages). Without it a 300,000-token Codex turn on `gpt-5.5` configured with its window was
+ *   charged the standard prices, 51 % of the vendor's bill (a bill audit, 2026-11-30, second round).
  */
-const CLAUDE_LONG_CONTEXT: { family: RegExp; aboveTokens: number; input: number; output: number }[] = [
+const LONG_CONTEXT: { family: RegExp; aboveTokens: number; input: number; output: number }[] = [
   // claude-sonnet-4, -4-0, -4-20250514, -4-5, -4-5-20250929, -4-5@20250929 …; not -4-6, -4-10.
   { family: /^claude-sonnet-4(?:-0|-5)?(?:$|[^-\d]|-\d{8}|-(?!\d))/, aboveTokens: 200_000, input: 2, output: 1.5 },
   { family: /^claude-haiku-5-5(?!\d)/, aboveTokens: 100_000, input: 5, output: 5 },
+  // gpt-5.4, gpt-5.4-pro, gpt-5.5, gpt-5.6-sol/-terra/-luna, gpt-5.10, gpt-6 …; not gpt-5.4-mini/-nano, gpt-5.3 or earlier.
+  { family: /^gpt-(?:5\.(?:[4-9]|[1-9]\d)|[6-9]|[1-9]\d)(?!\d)(?!.*-(?:mini|nano)(?![a-z]))/, aboveTokens: 272_000, input: 2, output: 1.5 },
 ];
 
 /** `x × price` as the vendors print it: no binary-fraction tail (0.1 × 3,000 is 300, not 300.00000000000006). */
@@ -57,8 +64,8 @@ export const times = (price: number, factor: number) => Math.round(price * facto
  * A model's prices with the cache prices filled in where its config leaves them out: Anthropic
  * models (by provider kind, or a `claude` name behind an OpenAI-format server) take Anthropic's
  * multipliers, OpenAI families their published cached-input (and, from GPT-5.6, cache-write)
- * price, anything else the input price. A Claude model of a family billed above a threshold
- * (CLAUDE_LONG_CONTEXT) whose `contextLength` is past it also takes those prices unless it has its own.
+ * price, anything else the input price. A model of a family billed above a threshold
+ * (LONG_CONTEXT) whose `contextLength` is past it also takes those prices unless it has its own.
  */
 export function withCacheDefaults(pricing: Pricing, providerKind: "openai" | "anthropic", upstreamModel: string, contextLength = 0): Pricing {
   const name = familyName(upstreamModel);
@@ -71,7 +78,7 @@ export function withCacheDefaults(pricing: Pricing, providerKind: "openai" | "an
     read = OPENAI_CACHE_READ.find(([family]) => family.test(name))?.[1] ?? 1;
     write5m = write1h = OPENAI_CACHE_WRITE.find(([family]) => family.test(name))?.[1] ?? 1;
   }
-  const long = pricing.long_context ? undefined : CLAUDE_LONG_CONTEXT.find((rule) => rule.family.test(name));
+  const long = pricing.long_context ? undefined : LONG_CONTEXT.find((rule) => rule.family.test(name));
   if (long && contextLength > long.aboveTokens) {
     const { aboveTokens, input, output } = long;
     pricing = { ...pricing, long_context: { above_tokens: aboveTokens, input_per_mtok: times(pricing.input_per_mtok, input), output_per_mtok: times(pricing.output_per_mtok, output) } };

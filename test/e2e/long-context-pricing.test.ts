@@ -22,6 +22,8 @@ const PLAIN_1M = "test/claude-1m-plain";
 const OPUS_46_1M = "test/opus-4-6-1m";
 /** Claude Haiku 5.5: $0.10 / $0.50 up to 100,000 prompt tokens, 5× both above. */
 const HAIKU_55 = "test/haiku-5-5";
+/** GPT-5.5 with its 1.05M window, base prices only: 2× input and 1.5× output above 272,000 prompt tokens. */
+const GPT_55 = "test/gpt-5.5";
 const SONNET = { input_per_mtok: 3_000, output_per_mtok: 15_000, long_context: { above_tokens: 200_000, input_per_mtok: 6_000, output_per_mtok: 22_500 } };
 
 const upstream = useFakeUpstream();
@@ -32,6 +34,7 @@ const gw = useGateway(() => ({
     { id: MODEL, provider: "fake-anthropic", upstream_model: "claude-sonnet-4-5", category: "text", context_length: 1_000_000, owned_by: "anthropic", pricing: SONNET },
     { id: PLAIN_1M, provider: "fake-anthropic", upstream_model: "claude-sonnet-4-5", category: "text", context_length: 1_000_000, owned_by: "anthropic", pricing: { input_per_mtok: 3_000, output_per_mtok: 15_000 } },
     { id: OPUS_46_1M, provider: "fake-anthropic", upstream_model: "claude-opus-4-6", category: "text", context_length: 1_000_000, owned_by: "anthropic", pricing: { input_per_mtok: 5_000, output_per_mtok: 25_000 } },
+    { id: GPT_55, provider: "fake-openai", upstream_model: "gpt-5.5", category: "text", context_length: 1_050_000, owned_by: "openai", pricing: { input_per_mtok: 5_000, output_per_mtok: 30_000 } },
     { id: HAIKU_55, provider: "fake-anthropic", upstream_model: "claude-haiku-5-5", category: "text", context_length: 1_000_000, owned_by: "anthropic", pricing: { input_per_mtok: 100, output_per_mtok: 500 } },
   ],
 }));
@@ -102,6 +105,30 @@ describe("a Claude model configured with a window past 200,000 tokens and base p
     expect(withCacheDefaults({ input_per_mtok: 600, output_per_mtok: 2_500 }, "anthropic", "kimi-k2-0905-preview", 262_144).long_context).toBeUndefined();
     // A claude name behind an OpenAI-format server (OpenRouter, Bedrock's gateway) is Anthropic's model and bill.
     expect(withCacheDefaults({ input_per_mtok: 3_000, output_per_mtok: 15_000 }, "openai", "anthropic/claude-sonnet-4-5", 1_000_000).long_context).toMatchObject({ above_tokens: 200_000, input_per_mtok: 6_000, output_per_mtok: 22_500 });
+  });
+});
+
+describe("an OpenAI model configured with a window past 272,000 tokens and base prices only", () => {
+  test("OpenAI's GPT-5.4 and later bill a prompt above 272,000 tokens wholly at 2× input and 1.5× output (they were charged the standard prices)", async () => {
+    // A Codex turn (Responses API) on GPT-5.5 with its 1.05M window: 20,000 fresh, 280,000 cached, 1,000 out (600 reasoning).
+    const turn = (usage: ScriptUsage) => {
+      upstream.reply(scriptedReply("openai", { text: "Done.", usage }));
+      return chargeOf(gw, () => post(gw, "/v1/responses", { model: GPT_55, input: "long context ".repeat(25_000), stream: true }));
+    };
+    const over = await turn({ input: 20_000, cacheRead: 280_000, output: 1_000, reasoning: 600 });
+    expect(over.micro).toBe(20_000 * 10_000 + 280_000 * 1_000 + 1_000 * 45_000);
+    expect(over.prices).toMatchObject({ input: 10_000, output: 45_000, cacheRead: 1_000 });
+    const under = await turn({ input: 2_000, cacheRead: 270_000, output: 1_000 });
+    expect(under.micro).toBe(2_000 * 5_000 + 270_000 * 500 + 1_000 * 30_000);
+    // The families: GPT-5.4 (not its 400K mini and nano) and every later one; GPT-5.6's cache writes (1.25×) scale too.
+    const long = (name: string) => withCacheDefaults({ input_per_mtok: 1_000, output_per_mtok: 6_000 }, "openai", name, 1_050_000).long_context;
+    for (const name of ["gpt-5.4", "gpt-5.4-pro", "gpt-5.5", "gpt-5.5-pro-2026-05-01", "openai/gpt-5.5", "gpt-5.6-sol", "gpt-5.6-luna", "gpt-6"]) {
+      expect([name, long(name)?.above_tokens, long(name)?.input_per_mtok, long(name)?.output_per_mtok]).toEqual([name, 272_000, 2_000, 9_000]);
+    }
+    expect(long("gpt-5.6-terra")).toMatchObject({ cache_read_per_mtok: 200, cache_write_per_mtok: 2_500 });
+    for (const name of ["gpt-5.4-mini", "gpt-5.4-nano", "gpt-5.3-codex", "gpt-5.1", "gpt-5", "gpt-4.1"]) expect([name, long(name)]).toEqual([name, undefined]);
+    // A window that cannot pass the threshold needs no list.
+    expect(withCacheDefaults({ input_per_mtok: 1_000, output_per_mtok: 6_000 }, "openai", "gpt-5.5", 272_000).long_context).toBeUndefined();
   });
 });
 
