@@ -17,11 +17,16 @@ const ADMIN = "admin-secret-for-the-prompt-cache-tests-0123";
 const upstream = useFakeUpstream();
 /** GPT-5.6, configured with its input and output prices only: its cache prices come from the defaults. */
 const GPT_56 = "test/gpt-5.6";
+/** DeepSeek, with the cache-hit price its operator configured: reads are reported as `prompt_cache_hit_tokens`. */
+const DEEPSEEK = "test/deepseek";
 const gw = useGateway(() => ({
   upstreamUrl: upstream.url,
   adminToken: ADMIN,
   credits: 1_000,
-  extraModels: [{ id: GPT_56, provider: "fake-openai", upstream_model: "gpt-5.6-terra", category: "text", context_length: 400_000, owned_by: "openai", pricing: { input_per_mtok: 2_500, output_per_mtok: 15_000 } }],
+  extraModels: [
+    { id: GPT_56, provider: "fake-openai", upstream_model: "gpt-5.6-terra", category: "text", context_length: 400_000, owned_by: "openai", pricing: { input_per_mtok: 2_500, output_per_mtok: 15_000 } },
+    { id: DEEPSEEK, provider: "fake-openai", upstream_model: "deepseek-v4-flash", category: "text", context_length: 1_000_000, owned_by: "deepseek", pricing: { input_per_mtok: 150, output_per_mtok: 600, cache_read_per_mtok: 3 } },
+  ],
 }));
 
 function answer(vendor: "openai" | "anthropic", usage: ScriptUsage) {
@@ -313,6 +318,32 @@ describe("prompt caching is billed at the vendor's prices, through every client 
     expect(found.map((m: any) => m.request_id)).toEqual([victim.request_id]);
     expect(found[0].problem).toContain("price book");
   });
+});
+
+describe("DeepSeek's cache hits", () => {
+  for (const stream of [false, true]) {
+    test(`are read from prompt_cache_hit_tokens (it sends no cached_tokens) and billed at the configured read price, ${stream ? "streamed" : "whole"}`, async () => {
+      // DeepSeek's usage: prompt_tokens is hits plus misses; they were all priced as fresh input.
+      const usage = { prompt_tokens: 9_100, completion_tokens: 50, total_tokens: 9_150, prompt_cache_hit_tokens: 9_000, prompt_cache_miss_tokens: 100 };
+      const head = { id: "chatcmpl-ds", created: 1, model: "deepseek-v4-flash", system_fingerprint: "fp_ds" };
+      upstream.reply(stream
+        ? { kind: "sse", chunks: [
+            `data: ${JSON.stringify({ ...head, object: "chat.completion.chunk", choices: [{ index: 0, delta: { role: "assistant", content: "Cached." }, finish_reason: null }] })}\n\n`,
+            `data: ${JSON.stringify({ ...head, object: "chat.completion.chunk", choices: [{ index: 0, delta: { content: "" }, finish_reason: "stop" }], usage })}\n\n`,
+            "data: [DONE]\n\n",
+          ] }
+        : { kind: "json", body: { ...head, object: "chat.completion", choices: [{ index: 0, message: { role: "assistant", content: "Cached." }, finish_reason: "stop" }], usage } });
+      const before = await gw.balanceMicro();
+      const res = await post(gw, "/v1/chat/completions", request("chat", DEEPSEEK, stream));
+      expect(res.status).toBe(200);
+      const shown = await clientUsage("chat", res, stream, "openai");
+      await gw.app.services.settled();
+      expect(before - (await gw.balanceMicro())).toBe(100 * 150 + 9_000 * 3 + 50 * 600);
+      expect(lastRecord()).toMatchObject({ prompt_tokens: 9_100, fresh_input_tokens: 100, cache_read_tokens: 9_000 });
+      // A chat client of a chat upstream gets the vendor's usage as it came (DeepSeek's own fields).
+      expect(shown.prompt_cache_hit_tokens).toBe(9_000);
+    });
+  }
 });
 
 describe("holds and the model list", () => {

@@ -23,6 +23,12 @@ interface OpenAIUsage {
   prompt_tokens_details?: { cached_tokens?: number; cache_write_tokens?: number } | null;
   /** Anthropic's name for writes, as LiteLLM-style servers pass it on (also part of `prompt_tokens`). */
   cache_creation_input_tokens?: number;
+  /**
+   * DeepSeek's name for cache reads (beside `prompt_cache_miss_tokens`; the two make `prompt_tokens`):
+   * its API sends no `cached_tokens`, so its reads were priced as fresh input whatever the config's
+   * `cache_read_per_mtok` said (a bill audit, 2026-11-30, second round).
+   */
+  prompt_cache_hit_tokens?: number;
   completion_tokens_details?: { reasoning_tokens?: number } | null;
 }
 
@@ -43,7 +49,7 @@ function usageEvent(u: OpenAIUsage, tier?: unknown): StreamEvent {
   const input = reportedCount(u.prompt_tokens);
   // The cached parts are inside the prompt: counts past it are cut down to it here, as the meter
   // charges them, so a client of another format is never shown more cached than prompt.
-  let reads = reportedCount(u.prompt_tokens_details?.cached_tokens);
+  let reads = reportedCount(u.prompt_tokens_details?.cached_tokens) ?? reportedCount(u.prompt_cache_hit_tokens);
   let writes = reportedCount(u.prompt_tokens_details?.cache_write_tokens) ?? reportedCount(u.cache_creation_input_tokens);
   if (input === undefined) {
     // Cached parts of a prompt whose size is unknown (the gateway estimates it, as fresh input) say nothing usable.
