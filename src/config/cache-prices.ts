@@ -9,8 +9,22 @@ import type { Pricing } from "./schema.ts";
 
 /** Anthropic: reads 0.1× input, 5-minute writes 1.25×, 1-hour writes 2×. */
 const ANTHROPIC_CACHE = { read: 0.1, write5m: 1.25, write1h: 2 };
-/** Claude 3 Haiku, the one Claude priced otherwise: $0.25 input, $0.30 writes, $0.03 reads (it has no 1-hour cache). */
-const CLAUDE_3_HAIKU_CACHE = { read: 0.12, write5m: 1.2, write1h: 1.2 };
+/**
+ * Claude 3 Haiku, priced otherwise: $0.25 input, $0.30 5-minute writes, $0.50 1-hour writes, $0.03
+ * reads (Anthropic's price table; its 1-hour writes were charged as 5-minute ones, 60 % of the bill).
+ */
+const CLAUDE_3_HAIKU_CACHE = { read: 0.12, write5m: 1.2, write1h: 2 };
+
+/**
+ * Claude models whose cache reads cost less than 0.1× input (Anthropic's price table): Fable 5.1 and
+ * Mythos 5.1 $0.25 of $10 (0.025×); Opus 5.5 $0.20 of $4 and Sonnet 5.5 $0.10 of $2 since
+ * 7 October 2026 (0.05×). Charged at 0.1×, their reads cost 2× and 4× the vendor's bill (a bill
+ * audit, 2026-11-30, second round). First match wins; writes keep Anthropic's multipliers.
+ */
+const CLAUDE_CACHE_READ: [RegExp, number][] = [
+  [/^claude-(?:fable|mythos)-5-1(?!\d)/, 0.025],
+  [/^claude-(?:opus|sonnet)-5-5(?!\d)/, 0.05],
+];
 
 /**
  * OpenAI's cached-input discount by model family; writes cost plain input (OpenAI charges none
@@ -73,7 +87,10 @@ export function withCacheDefaults(pricing: Pricing, providerKind: "openai" | "an
   let write5m = 1;
   let write1h = 1;
   const claude = providerKind === "anthropic" || name.startsWith("claude");
-  if (claude) ({ read, write5m, write1h } = name.startsWith("claude-3-haiku") ? CLAUDE_3_HAIKU_CACHE : ANTHROPIC_CACHE);
+  if (claude) {
+    ({ read, write5m, write1h } = name.startsWith("claude-3-haiku") ? CLAUDE_3_HAIKU_CACHE : ANTHROPIC_CACHE);
+    read = CLAUDE_CACHE_READ.find(([family]) => family.test(name))?.[1] ?? read;
+  }
   else {
     read = OPENAI_CACHE_READ.find(([family]) => family.test(name))?.[1] ?? 1;
     write5m = write1h = OPENAI_CACHE_WRITE.find(([family]) => family.test(name))?.[1] ?? 1;

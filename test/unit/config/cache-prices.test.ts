@@ -31,10 +31,21 @@ describe("cache price defaults", () => {
     }
   });
 
-  test("Claude 3 Haiku's own cache prices (1.2× writes, 0.12× reads); GPT-4.5's 50 % cached input", () => {
-    expect(withCacheDefaults(base, "anthropic", "claude-3-haiku-20240307")).toEqual({ ...base, cache_read_per_mtok: 120, cache_write_per_mtok: 1200, cache_write_1h_per_mtok: 1200 });
+  test("Claude 3 Haiku's own cache prices (1.2× 5-minute and 2× 1-hour writes, 0.12× reads); GPT-4.5's 50 % cached input", () => {
+    // Anthropic's table: $0.25 input, $0.30 5m writes, $0.50 1h writes, $0.03 reads (1-hour writes were priced at 1.2×).
+    expect(withCacheDefaults(base, "anthropic", "claude-3-haiku-20240307")).toEqual({ ...base, cache_read_per_mtok: 120, cache_write_per_mtok: 1200, cache_write_1h_per_mtok: 2000 });
     expect(withCacheDefaults(base, "anthropic", "claude-3-5-haiku-20241022")).toMatchObject({ cache_read_per_mtok: 100, cache_write_per_mtok: 1250 });
     expect(read("openai", "gpt-4.5-preview")).toBe(500);
+  });
+
+  test("Claude models whose reads cost less: Fable 5.1 and Mythos 5.1 at 0.025×, Opus 5.5 and Sonnet 5.5 at 0.05× (they were charged 0.1×)", () => {
+    // Anthropic's table: Fable 5.1 $10 input, $0.25 reads; Opus 5.5 $4, $0.20; Sonnet 5.5 $2, $0.10 (since 7 October 2026).
+    expect(withCacheDefaults({ input_per_mtok: 10_000, output_per_mtok: 50_000 }, "anthropic", "claude-fable-5-1")).toMatchObject({ cache_read_per_mtok: 250, cache_write_per_mtok: 12_500, cache_write_1h_per_mtok: 20_000 });
+    expect(withCacheDefaults({ input_per_mtok: 10_000, output_per_mtok: 50_000 }, "anthropic", "claude-mythos-5-1").cache_read_per_mtok).toBe(250);
+    expect(withCacheDefaults({ input_per_mtok: 4_000, output_per_mtok: 20_000 }, "anthropic", "claude-opus-5-5")).toMatchObject({ cache_read_per_mtok: 200, cache_write_per_mtok: 5_000, cache_write_1h_per_mtok: 8_000 });
+    expect(withCacheDefaults({ input_per_mtok: 2_000, output_per_mtok: 10_000 }, "openai", "anthropic/claude-sonnet-5-5")).toMatchObject({ cache_read_per_mtok: 100, cache_write_per_mtok: 2_500, cache_write_1h_per_mtok: 4_000 });
+    // Their predecessors and siblings keep 0.1×.
+    for (const model of ["claude-fable-5", "claude-opus-5", "claude-sonnet-5", "claude-haiku-5-5", "claude-opus-4-8", "claude-fable-5-10"]) expect([model, read("anthropic", model)]).toEqual([model, 100]);
   });
 
   test("prices the config gives are kept", () => {
