@@ -90,20 +90,28 @@ export function defaultConfig(env: Record<string, string | undefined>): Config {
       base_url: "https://api.anthropic.com",
       api_key_env: "ANTHROPIC_API_KEY",
     });
+    // Anthropic's current Sonnet and Opus (1M windows billed flat) and Haiku 4.5, at the prices of
+    // Anthropic's price table (2026-11-30; Sonnet 5.5's cache reads since 7 October 2026). Claude
+    // Sonnet 4.5, the built-in model before, is retired on 30 November 2026.
     config.models.push(
-      vendorModel("anthropic", "claude-sonnet-4-5", 200_000,
-        { input_per_mtok: 3_000, output_per_mtok: 15_000, cache_read_per_mtok: 300, cache_write_per_mtok: 3_750, cache_write_1h_per_mtok: 6_000 }),
+      vendorModel("anthropic", "claude-sonnet-5-5", 1_000_000,
+        { input_per_mtok: 2_000, output_per_mtok: 10_000, cache_read_per_mtok: 100, cache_write_per_mtok: 2_500, cache_write_1h_per_mtok: 4_000 }),
+      vendorModel("anthropic", "claude-opus-5-5", 1_000_000,
+        { input_per_mtok: 4_000, output_per_mtok: 20_000, cache_read_per_mtok: 200, cache_write_per_mtok: 5_000, cache_write_1h_per_mtok: 8_000 }),
       vendorModel("anthropic", "claude-haiku-4-5", 200_000,
         { input_per_mtok: 1_000, output_per_mtok: 5_000, cache_read_per_mtok: 100, cache_write_per_mtok: 1_250, cache_write_1h_per_mtok: 2_000 }),
     );
   }
-  // Claude Code asks for its own model names (claude-sonnet-4-5, dated ids, claude-haiku-4-5 for
-  // quick tasks); these route them to the best model this config has, so `claude` works with only
-  // a base URL and a key: Anthropic's when its key is set, else OpenAI's, else the free echo.
+  // Claude Code asks for its own model names (claude-sonnet-5-5, claude-opus-5-5, dated ids,
+  // claude-haiku-4-5 for quick tasks, older ones a user pinned); these route them to the model of
+  // their tier this config has, so `claude` works with only a base URL and a key: Anthropic's when
+  // its key is set (an Opus asked for is an Opus; any other Claude the current Sonnet, retired ones
+  // included, which Anthropic would refuse), else OpenAI's, else the free echo.
   const byId = (id: string) => config.models.find((m) => m.id === id)!;
   if (env.ANTHROPIC_API_KEY) {
-    byId("anthropic/claude-sonnet-4-5").aliases = ["claude-*"];
-    byId("anthropic/claude-haiku-4-5").aliases = ["claude-haiku-*", "claude-3-5-haiku*"];
+    byId("anthropic/claude-sonnet-5-5").aliases = ["claude-*"];
+    byId("anthropic/claude-opus-5-5").aliases = ["claude-opus-*", "claude-3-opus*"];
+    byId("anthropic/claude-haiku-4-5").aliases = ["claude-haiku-*", "claude-3-5-haiku*", "claude-3-haiku*"];
   } else if (env.OPENAI_API_KEY) byId("openai/gpt-4.1-mini").aliases = ["claude-*"];
   else byId("switchyard/echo").aliases = ["claude-*"];
   return config;

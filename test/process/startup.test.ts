@@ -152,14 +152,17 @@ describe("the demo account", () => {
     }
   }, 30_000);
 
-  test("holds enough for Claude Code on Sonnet: a long conversation's worst case at the capped answer length fits (100 credits did not)", () => {
+  test("holds enough for Claude Code on Sonnet and Opus: a long conversation's worst case at the capped answer length fits (100 credits did not)", () => {
     const settings = loadSettings({ ANTHROPIC_API_KEY: "sk-ant-x" }, dir);
-    const sonnet = settings.models.find((m) => m.id === "anthropic/claude-sonnet-4-5")!;
-    // Claude Code asks for 32,000 answer tokens; the gateway holds for its cap.
-    const answer = Math.min(32_000, sonnet.max_tokens_cap ?? settings.limits.max_tokens_cap);
-    expect(worstCaseMicro(sonnet.pricing, 0, answer, 0)).toBeGreaterThan(100 * 1e6);
-    // A conversation of 100,000 prompt tokens, every one at the dearest input price, still fits.
-    expect(worstCaseMicro(sonnet.pricing, 100_000, answer, 0)).toBeLessThan(DEMO_CREDITS_MICRO);
+    for (const id of ["anthropic/claude-sonnet-5-5", "anthropic/claude-opus-5-5"]) {
+      const model = settings.models.find((m) => m.id === id)!;
+      // Claude Code asks for 32,000 answer tokens; the gateway holds for its cap.
+      const answer = Math.min(32_000, model.max_tokens_cap ?? settings.limits.max_tokens_cap);
+      // Opus's answer alone is held for more than the 100 credits the demo account once had.
+      if (id.includes("opus")) expect(worstCaseMicro(model.pricing, 0, answer, 0)).toBeGreaterThan(100 * 1e6);
+      // A conversation of 100,000 prompt tokens, every one at the dearest input price, still fits.
+      expect(worstCaseMicro(model.pricing, 100_000, answer, 0)).toBeLessThan(DEMO_CREDITS_MICRO);
+    }
   });
 });
 

@@ -496,10 +496,25 @@ describe("model aliases and per-model caps", () => {
     for (const name of ["claude-sonnet-4-5", "claude-opus-5-5", "claude-haiku-4-5-20251001"]) expect(route({}, name)).toBe("switchyard/echo");
     expect(route({ OPENAI_API_KEY: "sk-x" }, "claude-sonnet-4-5")).toBe("openai/gpt-4.1-mini");
     const both = { OPENAI_API_KEY: "sk-x", ANTHROPIC_API_KEY: "sk-ant-x" };
-    expect(route(both, "claude-sonnet-4-5-20250929")).toBe("anthropic/claude-sonnet-4-5");
-    expect(route(both, "claude-opus-5-5")).toBe("anthropic/claude-sonnet-4-5");
-    expect(route(both, "claude-haiku-4-5-20251001")).toBe("anthropic/claude-haiku-4-5");
-    expect(route(both, "claude-3-5-haiku-20241022")).toBe("anthropic/claude-haiku-4-5");
+    // Sonnets, retired ones included (Sonnet 4.5 from 2026-11-30), and other Claudes go to the current Sonnet.
+    for (const name of ["claude-sonnet-5-5", "claude-sonnet-4-5-20250929", "claude-sonnet-4-6", "claude-fable-5-1", "claude-3-7-sonnet-latest"]) expect(route(both, name)).toBe("anthropic/claude-sonnet-5-5");
+    // An Opus asked for is an Opus.
+    for (const name of ["claude-opus-5-5", "claude-opus-4-6", "claude-opus-4-1-20250805", "claude-3-opus-20240229"]) expect(route(both, name)).toBe("anthropic/claude-opus-5-5");
+    for (const name of ["claude-haiku-4-5-20251001", "claude-haiku-5-5", "claude-3-5-haiku-20241022", "claude-3-haiku-20240307"]) expect(route(both, name)).toBe("anthropic/claude-haiku-4-5");
+    // What each is sent as upstream, and its prices (Anthropic's table, 2026-11-30; credits per million tokens).
+    const models = loadSettings(both, tempDir()).models;
+    expect(models.find((m) => m.id === "anthropic/claude-sonnet-5-5")).toMatchObject({
+      upstream_model: "claude-sonnet-5-5", context_length: 1_000_000,
+      pricing: { input_per_mtok: 2_000, output_per_mtok: 10_000, cache_read_per_mtok: 100, cache_write_per_mtok: 2_500, cache_write_1h_per_mtok: 4_000 },
+    });
+    expect(models.find((m) => m.id === "anthropic/claude-opus-5-5")).toMatchObject({
+      upstream_model: "claude-opus-5-5", context_length: 1_000_000,
+      pricing: { input_per_mtok: 4_000, output_per_mtok: 20_000, cache_read_per_mtok: 200, cache_write_per_mtok: 5_000, cache_write_1h_per_mtok: 8_000 },
+    });
+    // Their 1M windows are billed flat: no long-context prices filled in.
+    for (const id of ["anthropic/claude-sonnet-5-5", "anthropic/claude-opus-5-5"]) expect(models.find((m) => m.id === id)!.pricing!.long_context).toBeUndefined();
+    // The retired Sonnet 4.5 is no longer offered by its own id.
+    expect(models.some((m) => m.upstream_model === "claude-sonnet-4-5")).toBe(false);
   });
 });
 
