@@ -70,7 +70,12 @@ export async function resolveStoredInput(body: Json, scope: string, store: Respo
     input = [];
     for (const item of items) input.push(isReference(item) ? await referenced(item, scope, store, answers, sized, read) : item);
   }
-  const references = count > 0;
+  // Reasoning items sent back whole without their encrypted content, by the ids of a kept answer's
+  // items (the openai SDK's `input: [...input, ...response.output, output]`, LangChain's
+  // Responses API): OpenAI restores a stored item's reasoning from its id, so does the gateway.
+  const restored = store.enabled ? await restoreReasoning(input, scope, store, answers, read, maxReferencedBytes - added) : undefined;
+  if (restored) input = restored;
+  const references = count > 0 || restored !== undefined;
 
   const previous = body.previous_response_id;
   if (previous === undefined || previous === null) return { input, history: [], expanded: references };
@@ -121,19 +126,7 @@ async function referenced(
     // Each stored answer is read once a request, and its items found by id in a map made once: a
     // `find` per reference made 10,000 references into 10,000 items a second's work (an audit).
     let items = answers.get(answer);
-    if (!items) {
-      items = store.response(scope, answer, read.left).then(
-        (stored) => {
-          read.left -= stored?.bytes ?? 0;
-          return stored && itemsById(stored.response.output);
-        },
-        (err) => {
-          if (err instanceof StoredTooLargeError) throw new ResponsesRequestError(`input's item_reference items name stored answers of more than ${read.left} bytes left to read; ${SEND_WHOLE}`);
-          throw err;
-        },
-      );
-      answers.set(answer, items);
-    }
+    if (!items) answers.set(answer, (items = readAnswer(store, scope, answer, read)));
     const item = (await items)?.get(id);
     if (item !== undefined) sized(id, item);
     // A copy each: one item named twice is two items of the conversation.
@@ -141,6 +134,79 @@ async function referenced(
   }
   if (!found) throw new ResponsesRequestError(`input item_reference ${quote(id)} names no item this gateway holds: ${WHY_MISSING} Send the item itself instead: ${SEND_WHOLE}`);
   return found;
+}
+
+/** A reasoning item without its encrypted content, named as one of the gateway's answers' items (`rs_<answer>_<n>`). */
+function isBareReasoning(item: Json): boolean {
+  if (!item || typeof item !== "object" || item.type !== "reasoning" || typeof item.id !== "string") return false;
+  const sealed = item.encrypted_content;
+  return (sealed === undefined || sealed === null || sealed === "") && answerIdOfItem(item.id) !== undefined;
+}
+
+/** Most kept answers one request's bare reasoning items are looked up in (a tool loop's steps since the user spoke). */
+export const MAX_RESTORED_ANSWERS = 64;
+
+/**
+ * The input with each bare reasoning item (`isBareReasoning`) of the current turn (after the last
+ * user message: Anthropic wants the signed thinking of the turn that continues tool calls, and
+ * ignores earlier turns') given the encrypted content its kept answer holds (Anthropic's signed
+ * thinking, sealed: carried-thinking.ts), as OpenAI puts a stored reasoning item back from its id;
+ * undefined when none was. Only a convenience: an item the account does not hold (not kept,
+ * expired, another account's, another vendor's reasoning), a store that fails, and items past
+ * `maxBytes` or `MAX_RESTORED_ANSWERS` answers are left as they came, and the turn goes on without
+ * thinking, as before.
+ */
+async function restoreReasoning(
+  input: Json[],
+  scope: string,
+  store: ResponseStore,
+  answers: Map<string, Promise<Map<string, Json> | undefined>>,
+  read: { left: number },
+  maxBytes: number,
+): Promise<Json[] | undefined> {
+  let out: Json[] | undefined;
+  let added = 0;
+  let looked = 0;
+  const turn = input.findLastIndex((item) => item?.role === "user" && (item.type === undefined || item.type === "message")) + 1;
+  for (let i = turn; i < input.length; i++) {
+    const item = input[i]!;
+    if (!isBareReasoning(item)) continue;
+    const answer = answerIdOfItem(item.id as string)!;
+    let items = answers.get(answer);
+    if (!items) {
+      if (looked++ >= MAX_RESTORED_ANSWERS || read.left <= 0) break;
+      answers.set(answer, (items = readAnswer(store, scope, answer, read)));
+    }
+    let failed = false;
+    const found = await items.then(
+      (byId) => byId?.get(item.id as string),
+      () => void (failed = true),
+    );
+    // A store that cannot answer (Redis down or slow) is not asked again for this request.
+    if (failed) break;
+    const sealed = found?.encrypted_content;
+    if (typeof sealed !== "string" || sealed === "") continue;
+    // What the restored content adds, bounded as references are (each item counted each time it comes).
+    added += sealed.length;
+    if (added > maxBytes) break;
+    out ??= [...input];
+    out[i] = { ...item, encrypted_content: sealed };
+  }
+  return out;
+}
+
+/** A stored answer's output items by id, read once a request and weighed against what is left to read. */
+function readAnswer(store: ResponseStore, scope: string, answer: string, read: { left: number }): Promise<Map<string, Json> | undefined> {
+  return store.response(scope, answer, read.left).then(
+    (stored) => {
+      read.left -= stored?.bytes ?? 0;
+      return stored && itemsById(stored.response.output);
+    },
+    (err) => {
+      if (err instanceof StoredTooLargeError) throw new ResponsesRequestError(`input's item_reference items name stored answers of more than ${read.left} bytes left to read; ${SEND_WHOLE}`);
+      throw err;
+    },
+  );
 }
 
 /**
