@@ -169,14 +169,28 @@ function thinkingRefused(out: MessagesRequest, messages: AnthropicMessage[]): st
   return undefined;
 }
 
+/**
+ * OpenAI's `{type: "allowed_tools", allowed_tools: {mode, tools}}` (a subset the model may call,
+ * every tool still listed so the prompt cache holds): Anthropic has no subset, so its mode decides,
+ * as on the Responses path (`required` → `any`, else `auto`), and a required subset of one function
+ * is that tool by name. Dropped, `required` was lost: the model could answer without a call.
+ */
+function allowedTools(allowed: { mode?: unknown; tools?: unknown } | undefined): MessagesRequest["tool_choice"] {
+  if (allowed?.mode !== "required") return { type: "auto" };
+  const tools = Array.isArray(allowed.tools) ? (allowed.tools as { type?: unknown; function?: { name?: unknown } }[]) : [];
+  const only = tools.length === 1 && tools[0]?.type === "function" ? tools[0].function?.name : undefined;
+  return typeof only === "string" && only !== "" ? { type: "tool", name: only } : { type: "any" };
+}
+
 function toolChoice(choice: unknown, parallel: boolean | undefined): MessagesRequest["tool_choice"] | undefined {
   let out: MessagesRequest["tool_choice"] | undefined;
   if (choice === "auto") out = { type: "auto" };
   else if (choice === "none") out = { type: "none" };
   else if (choice === "required") out = { type: "any" };
   else if (choice && typeof choice === "object") {
-    const name = (choice as { function?: { name?: string } }).function?.name;
-    if (name) out = { type: "tool", name };
+    const c = choice as { type?: unknown; function?: { name?: string }; allowed_tools?: { mode?: unknown; tools?: unknown } };
+    if (c.type === "allowed_tools") out = allowedTools(c.allowed_tools);
+    else if (c.function?.name) out = { type: "tool", name: c.function.name };
   }
   // Anthropic's `{type: "none"}` has no `disable_parallel_tool_use` (only auto, any and tool take
   // it) and is refused with it; no call means none in parallel either. Zed's agent sends the pair.

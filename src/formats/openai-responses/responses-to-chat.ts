@@ -289,10 +289,15 @@ export function flattenName(namespace: string, name: string): string {
 function toolChoice(choice: unknown, nameFor: (name: unknown, namespace: unknown) => string, dropped: string[]): unknown {
   if (choice === "auto" || choice === "none" || choice === "required") return choice;
   if (!choice || typeof choice !== "object") return undefined;
-  const c = choice as { type?: unknown; name?: unknown; namespace?: unknown; mode?: unknown };
+  const c = choice as { type?: unknown; name?: unknown; namespace?: unknown; mode?: unknown; tools?: unknown };
   if ((c.type === "function" || c.type === "custom") && typeof c.name === "string") return { type: "function", function: { name: nameFor(c.name, c.namespace) } };
-  // allowed_tools: the upstream sees every tool; its mode still says whether one must be called.
-  if (c.type === "allowed_tools") return c.mode === "required" ? "required" : "auto";
+  // allowed_tools: the upstream sees every tool; its mode still says whether one must be called,
+  // and a required subset of one tool is that tool.
+  if (c.type === "allowed_tools") {
+    if (c.mode !== "required") return "auto";
+    const only = Array.isArray(c.tools) && c.tools.length === 1 ? (c.tools[0] as { type?: unknown; name?: unknown; namespace?: unknown }) : undefined;
+    return (only?.type === "function" || only?.type === "custom") && typeof only.name === "string" ? { type: "function", function: { name: nameFor(only.name, only.namespace) } } : "required";
+  }
   dropped.push(`tool_choice:${String(c.type)}`);
   return undefined;
 }
