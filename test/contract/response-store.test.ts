@@ -8,7 +8,7 @@ import { afterAll, describe, expect, test } from "bun:test";
 import { createMemoryResponseStore } from "../../src/store/memory/memory-response-store.ts";
 import { createRedisResponseStore } from "../../src/store/redis/redis-response-store.ts";
 import { NO_RESPONSE_STORE, ResponseStoreUnavailableError, storedAnswer, storedTexts, type ResponseStore, type StoredResponse } from "../../src/formats/openai-responses/response-store.ts";
-import { MAX_REFERENCES, resolveStoredInput } from "../../src/formats/openai-responses/stored-input.ts";
+import { MAX_REFERENCES, MAX_RESTORED_ANSWERS, resolveStoredInput } from "../../src/formats/openai-responses/stored-input.ts";
 import { ResponsesRequestError } from "../../src/formats/openai-responses/responses-to-chat.ts";
 import { closedPort, REDIS_URL, redisMissing, useRedisPrefix } from "../helpers/backends.ts";
 
@@ -276,6 +276,37 @@ describe("resolving what a request refers to", () => {
     expect(err.message).toContain("configured to store no responses");
     expect(err.message).toContain("store: false");
     expect((await errorOf(resolveStoredInput({ input: "x", previous_response_id: "resp_1" }, "acct_a", NO_RESPONSE_STORE))).message).toContain("previous_response_id is not supported");
+  });
+
+  test("a bare reasoning item of the current turn gets its kept item's encrypted content; earlier turns', unknown ids, other accounts' and a failing store leave it as it came; at most MAX_RESTORED_ANSWERS answers are read", async () => {
+    const store = createMemoryResponseStore({ maxBytes: 1 << 24, accountMaxBytes: 1 << 24, answerMaxBytes: 1 << 20, ttlMs: 60_000, now: clock().now });
+    const thinking = (n: number) => ({ id: `rs_${n}_0`, type: "reasoning", summary: [], encrypted_content: `sealed-${n}` });
+    for (let n = 1; n <= MAX_RESTORED_ANSWERS + 2; n++) await store.keep("acct_a", `resp_${n}`, { input: [{ role: "user", content: "q" }], response: { id: `resp_${n}`, output: [thinking(n), message(`msg_${n}_1`, "a")] } });
+    const bare = (n: number) => ({ id: `rs_${n}_0`, type: "reasoning", summary: [] });
+    const user = { role: "user", content: "q" };
+    const output = { type: "function_call_output", call_id: "c", output: "x" };
+    const input = [bare(1), user, bare(2), output, bare(3), { ...bare(4), encrypted_content: "theirs" }, bare(999)];
+    const resolved = await resolveStoredInput({ input }, "acct_a", store);
+    // Before the last user message (an earlier turn): as it came. After it: restored, the client's own content kept, an unknown id as it came.
+    expect(resolved.input).toEqual([bare(1), user, thinking(2), output, thinking(3), { ...bare(4), encrypted_content: "theirs" }, bare(999)]);
+    expect(input[2]).toEqual(bare(2));
+    // Another account's: as it came.
+    expect((await resolveStoredInput({ input }, "acct_b", store)).input).toEqual(input);
+    // A store that fails: as it came, never a refusal, and not asked again.
+    const calls: string[] = [];
+    const failing: ResponseStore = { ...store, enabled: true, maxAnswerBytes: store.maxAnswerBytes, response: async (_scope, id) => { calls.push(id); throw new ResponseStoreUnavailableError("down"); } };
+    expect((await resolveStoredInput({ input }, "acct_a", failing)).input).toEqual(input);
+    expect(calls).toEqual(["resp_2"]);
+    // Many answers named: at most MAX_RESTORED_ANSWERS are read.
+    const read: string[] = [];
+    const counting: ResponseStore = { ...store, enabled: true, maxAnswerBytes: store.maxAnswerBytes, response: (scope, id, max) => (read.push(id), store.response(scope, id, max)) };
+    const many = Array.from({ length: MAX_RESTORED_ANSWERS + 2 }, (_, i) => bare(i + 1));
+    const out = (await resolveStoredInput({ input: [user, ...many] }, "acct_a", counting)).input;
+    expect(read).toHaveLength(MAX_RESTORED_ANSWERS);
+    expect(out.at(MAX_RESTORED_ANSWERS)).toEqual(thinking(MAX_RESTORED_ANSWERS));
+    expect(out.at(-1)).toEqual(bare(MAX_RESTORED_ANSWERS + 2));
+    // Storage switched off: nothing looked up, nothing refused.
+    expect((await resolveStoredInput({ input }, "acct_a", NO_RESPONSE_STORE)).input).toEqual(input);
   });
 
   test("previous_response_id: every earlier turn's input and output, oldest first, before this request's input", async () => {
