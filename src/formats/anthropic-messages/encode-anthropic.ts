@@ -3,6 +3,7 @@ import type { ClientSink, EncodeContext } from "../../streaming/client-sink.ts";
 import { collectAnswer } from "../common/collect-answer.ts";
 import { JsonObjectProgress, jsonBudget, toolInput } from "../common/json-shape.ts";
 import { anthropicToolId } from "../common/tool-call-ids.ts";
+import { ToolArgumentsStream } from "../common/json-prefix.ts";
 
 const STOP: Record<FinishReason, string> = {
   stop: "end_turn",
@@ -87,6 +88,8 @@ export function createAnthropicEncoder(ctx: EncodeContext): ClientSink {
   let openTool = -1;
   /** The open tool call's arguments so far: whether they are whole decides if the next call may start. */
   let openToolArgs = new JsonObjectProgress();
+  /** The open call's arguments as they go out: always JSON, whatever the upstream wrote (common/json-prefix.ts). */
+  let openToolOut = new ToolArgumentsStream();
   const toolBlocks = new Map<number, number>();
   /**
    * Calls that began while another call's arguments were still incomplete, held whole until that
@@ -121,8 +124,10 @@ export function createAnthropicEncoder(ctx: EncodeContext): ClientSink {
   };
   const close = () => {
     if (open === null) return "";
+    // Arguments that stopped being JSON are closed into an object (with the upstream's text as `_raw`).
+    const rest = open === "tool" ? openToolOut.finish() : "";
     open = null;
-    return frame("content_block_stop", `{"type":"content_block_stop","index":${block}}`);
+    return (rest ? argsDelta(block, rest) : "") + frame("content_block_stop", `{"type":"content_block_stop","index":${block}}`);
   };
   const openBlock = (kind: NonNullable<typeof open>, contentBlock: string) => {
     const out = close() + (replaying ? "" : releaseDeferred(true));
@@ -152,7 +157,9 @@ export function createAnthropicEncoder(ctx: EncodeContext): ClientSink {
       block += 1;
       toolBlocks.set(index, block);
       out += frame("content_block_start", `{"type":"content_block_start","index":${block},"content_block":${toolStart(index, call.id, call.name)}}`);
-      if (call.args.text.length > 0) out += argsDelta(block, call.args.text);
+      const args = new ToolArgumentsStream();
+      const text = args.push(call.args.text) + args.finish();
+      if (text.length > 0) out += argsDelta(block, text);
       out += frame("content_block_stop", `{"type":"content_block_stop","index":${block}}`);
     }
     return out;
@@ -244,21 +251,22 @@ export function createAnthropicEncoder(ctx: EncodeContext): ClientSink {
             out += openBlock("tool", toolStart(e.index, e.id, e.name));
             openTool = e.index;
             openToolArgs = new JsonObjectProgress();
+            openToolOut = new ToolArgumentsStream();
             index = block;
             toolBlocks.set(e.index, index);
           }
           if (e.argumentsDelta.length === 0) return out;
           if (open === "tool" && openTool === e.index) {
             openToolArgs.append(e.argumentsDelta);
-            out += argsDelta(index, e.argumentsDelta);
+            const safe = openToolOut.push(e.argumentsDelta);
+            if (safe.length > 0) out += argsDelta(index, safe);
             // Whole now: what waited for it goes out after it, then the calls held behind it.
             return waiting.length > 0 && !callOpen() ? out + releaseWaiting() + close() + releaseDeferred(true) : out;
           }
-          // A chunk for a call whose block is closed (a malformed stream: it looked whole, then more
-          // came) goes nowhere if it is only whitespace; else by its index, as the Anthropic SDK
-          // accumulates, rather than lost.
-          if (e.argumentsDelta.trim() === "") return out;
-          return out + argsDelta(index, e.argumentsDelta);
+          // A chunk for a call whose block is closed (a malformed stream: its arguments were a whole
+          // object, then more came) goes nowhere: the Anthropic SDK would add it to that block's
+          // JSON, which then is not JSON, and throw, losing the whole answer.
+          return out;
         }
         case "finish":
           finish = e.reason;

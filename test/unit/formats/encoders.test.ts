@@ -217,14 +217,15 @@ describe("Anthropic encoder", () => {
     ];
     const blocks = blocksInOrder(frames(encodeAll(createAnthropicEncoder(ctx), events)));
     expect(blocks.map((b) => [b.name, b.input])).toEqual([["weather", '{"city":"Paris"}'], ["text", ""], ["thinking", ""], ["text", ""]]);
-    // A number is not whole arguments (more digits may come), and a call that never completes lets what waited out at the end.
+    // A number is not whole arguments (more digits may come), and a call that never completes lets what waited out at the end;
+    // arguments that are not an object go out at the end as the whole answer writes them (`{value}`), so `input` is an object.
     const never = blocksInOrder(frames(encodeAll(createAnthropicEncoder(ctx), [
       { type: "tool-call", index: 0, id: "call_n", name: "n", argumentsDelta: "12" },
       { type: "text", text: "x" },
       { type: "tool-call", index: 0, argumentsDelta: "3" },
       { type: "finish", reason: "tool_calls" },
     ])));
-    expect(never.map((b) => [b.name, b.input])).toEqual([["n", "123"], ["text", ""]]);
+    expect(never.map((b) => [b.name, b.input])).toEqual([["n", '{"value":123}'], ["text", ""]]);
   });
 
   test("text that waited for a call goes out before a call that came after it; an error lets out what waited first", () => {
