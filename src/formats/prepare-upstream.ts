@@ -3,7 +3,7 @@ import type { ResolvedProvider } from "../config/load-config.ts";
 import type { UpstreamKind } from "./common/wire-types.ts";
 import { anthropicRequestToOpenAI } from "./anthropic-messages/anthropic-to-openai.ts";
 import { openaiRequestToAnthropic } from "./openai-chat/openai-to-anthropic.ts";
-import { upstreamTraits } from "./common/model-traits.ts";
+import { GPT_5_OR_LATER, upstreamTraits } from "./common/model-traits.ts";
 import { anthropicReasoning, BUDGET_SHARE, MIN_THINKING_BUDGET } from "./common/reasoning.ts";
 import type { ReasoningStyle } from "./common/model-traits.ts";
 import type { TranslationNotes } from "./common/wire-types.ts";
@@ -98,9 +98,9 @@ export function prepareUpstream(
       // `verbosity` (Codex sends the Responses API's `text.verbosity`) is GPT-5's: OpenAI refuses a
       // value other than the default on other models, and other servers do not know it. A hint, so
       // left out where it is not known to be taken (spec 4.2).
-      if (out.verbosity != null && !/^gpt-5/.test(model.upstream_model.slice(model.upstream_model.lastIndexOf("/") + 1).toLowerCase())) {
+      if (out.verbosity != null && !GPT_5_OR_LATER.test(model.upstream_model.slice(model.upstream_model.lastIndexOf("/") + 1).toLowerCase())) {
         delete out.verbosity;
-        (notes.dropped ??= []).push("verbosity: only GPT-5 models take it");
+        (notes.dropped ??= []).push("verbosity: only GPT-5 and later models take it");
       }
     }
   }
@@ -112,8 +112,21 @@ export function prepareUpstream(
     delete out[name];
     (notes.dropped ??= []).push(`${name}: this model refuses it`);
   }
+  // OpenAI's chat completions refuse function tools on GPT-5.4 and later unless the model is told
+  // not to reason (model-traits.ts, toolsWithoutReasoning): an agent's every turn carries tools, and
+  // without this each one was a 400. The model answers without reasoning; the Responses API, which
+  // the gateway does not call upstream, is where OpenAI offers both.
+  if (provider.kind === "openai" && traits.toolsNeedNoReasoning && carriesFunctionTools(out) && out.reasoning_effort !== "none") {
+    if (out.reasoning_effort != null) (notes.dropped ??= []).push(`reasoning_effort: ${String(out.reasoning_effort)} (this model takes function tools on chat completions only with "none")`);
+    out.reasoning_effort = "none";
+  }
   if (notes.dropped?.length) log?.("debug", "fields not sent to this upstream", { model: model.id, dropped: notes.dropped });
   return { body: out, answerTool: notes.answerTool };
+}
+
+/** Function tools (or legacy `functions`) in a chat-completions body. */
+function carriesFunctionTools(body: Record<string, unknown>): boolean {
+  return (Array.isArray(body.tools) && body.tools.length > 0) || (Array.isArray(body.functions) && body.functions.length > 0);
 }
 
 /**

@@ -28,6 +28,12 @@ export interface UpstreamTraits {
    * a 400 without it). See reasoningHistory.
    */
   reasoningHistory?: boolean;
+  /**
+   * OpenAI's chat completions take function tools on this model only with `reasoning_effort:
+   * "none"`: any other effort, or none sent (its default is `medium`), is refused with a 400. See
+   * toolsWithoutReasoning.
+   */
+  toolsNeedNoReasoning?: boolean;
 }
 
 /** What translators assume when nobody says: no reasoning fields, structured outputs as the vendor's API has them. */
@@ -49,19 +55,26 @@ export function upstreamTraits(kind: "openai" | "anthropic", model: TraitSource)
   // Refused because these models reason: one the config says does not (`models[].reasoning`) is sent them.
   if (kind === "openai" && traits.reasoning === "effort") traits.refusedParameters = refusedParameters(lastSegment(model.upstream_model));
   if (kind === "openai" && reasoningHistory(model.upstream_model)) traits.reasoningHistory = true;
+  if (kind === "openai" && toolsWithoutReasoning(lastSegment(model.upstream_model))) traits.toolsNeedNoReasoning = true;
   known.set(model, { kind, traits });
   return traits;
 }
 
 /**
- * OpenAI's families: o-series, gpt-5 and gpt-oss reason (gpt-5's `-chat` models do not);
- * gpt-4*, gpt-3.5 and chatgpt-4o refuse `reasoning_effort`. The name's last path segment
- * counts, so `openai/o4-mini` behind OpenRouter is recognised too.
+ * GPT-5 and every later family (`gpt-5.6-luna`, `gpt-6-luna`, `gpt-6.1-sol`, `gpt-10` …); not
+ * `gpt-4o`, `gpt-oss` or `gpt-image-2`. Lowercase names without a vendor path.
+ */
+export const GPT_5_OR_LATER = /^gpt-(?:[5-9]|[1-9]\d)(?!\d)/;
+
+/**
+ * OpenAI's families: o-series, GPT-5 and later (GPT-6's Astra, Sol and Luna) and gpt-oss reason
+ * (the `-chat` models do not); gpt-4*, gpt-3.5 and chatgpt-4o refuse `reasoning_effort`. The
+ * name's last path segment counts, so `openai/o4-mini` behind OpenRouter is recognised too.
  */
 function openaiTraits(upstreamModel: string): Omit<UpstreamTraits, "cacheBreakpoints"> {
   const name = lastSegment(upstreamModel);
   let reasoning: ReasoningStyle | undefined;
-  if (/^gpt-5/.test(name)) reasoning = name.includes("-chat") ? "none" : "effort";
+  if (GPT_5_OR_LATER.test(name)) reasoning = name.includes("-chat") ? "none" : "effort";
   else if (/^o\d+(-|$)/.test(name) || /^gpt-oss/.test(name)) reasoning = "effort";
   else if (/^(gpt-4|gpt-3\.5|chatgpt-)/.test(name)) reasoning = "none";
   return { reasoning, structuredOutput: "native" };
@@ -82,6 +95,24 @@ function refusedParameters(name: string): readonly string[] {
   if (/^gpt-5/.test(name) || /^(o3|o4-mini|o1-mini|o1-preview)(-\d{4}-\d{2}-\d{2})?$/.test(name)) refused.push("stop");
   if (/^o\d+(-|$)/.test(name)) refused.push("parallel_tool_calls");
   return refused;
+}
+
+/**
+ * OpenAI models whose chat completions refuse function tools unless `reasoning_effort` is
+ * `"none"` ("Function tools with reasoning_effort are not supported for gpt-6-luna in
+ * /v1/chat/completions. To use function tools, use /v1/responses or set reasoning_effort to
+ * 'none'."): GPT-5.4 and every later family, as OpenAI's model pages say ("Chat Completions
+ * supports function calling only with `reasoning_effort` set to `none`": gpt-6-luna, gpt-6-sol)
+ * and integrators' reports agree (gpt-5.4, gpt-5.6-luna/-sol/-terra, gpt-6-sol, gpt-6-astra). An
+ * effort left out is refused too on GPT-5.6 and later (their default is `medium`). Not the GPT-5.4
+ * mini and nano (reported to take tools with an effort), nor the `-chat` models (they do not reason).
+ * GPT-6 Astra and GPT-6.1 Sol take no `none` at all: OpenAI offers their tools on the Responses
+ * API only, so they are left as the client asked and the vendor's refusal says why.
+ */
+function toolsWithoutReasoning(name: string): boolean {
+  if (!/^gpt-(?:5\.(?:[4-9]|[1-9]\d)|[6-9]|[1-9]\d)(?!\d)/.test(name) || name.includes("-chat")) return false;
+  if (/-(?:mini|nano)(?![a-z])/.test(name)) return false;
+  return !/^gpt-(?:6-astra|6\.1-sol)(?![a-z\d])/.test(name);
 }
 
 /**

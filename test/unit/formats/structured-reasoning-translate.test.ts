@@ -52,6 +52,11 @@ describe("model traits", () => {
     ["openai", "gpt-5.1-codex", "effort"],
     ["openai", "openai/gpt-oss-120b", "effort"],
     ["openai", "openai/o4-mini", "effort"],
+    ["openai", "gpt-5.6-luna", "effort"],
+    ["openai", "gpt-6-luna", "effort"],
+    ["openai", "gpt-6-sol", "effort"],
+    ["openai", "openai/gpt-6.1-sol", "effort"],
+    ["openai", "gpt-10", "effort"],
     ["openai", "gpt-5-chat-latest", "none"],
     ["openai", "gpt-4o-mini", "none"],
     ["openai", "gpt-4.1", "none"],
@@ -67,6 +72,16 @@ describe("model traits", () => {
     ["anthropic", "kimi-k2", undefined],
   ] as const)("%s %s reasons by %s", (kind, model, style) => {
     expect(traits(kind, model).reasoning).toBe(style);
+  });
+
+  test("GPT-5.4 and later take function tools on chat completions only without reasoning; not the 5.4 mini and nano, not Astra and 6.1 Sol (no `none` at all), not Anthropic", () => {
+    for (const name of ["gpt-5.4", "gpt-5.5", "gpt-5.6-luna", "gpt-5.6-sol", "gpt-6-luna", "gpt-6-sol", "openai/gpt-6-luna", "gpt-6.1-terra", "gpt-7"]) {
+      expect([name, traits("openai", name).toolsNeedNoReasoning]).toEqual([name, true]);
+    }
+    for (const name of ["gpt-5", "gpt-5.2", "gpt-5.4-mini", "gpt-5.4-nano", "gpt-5.3-chat-latest", "gpt-6-astra", "gpt-6.1-sol", "gpt-4o-mini", "o4-mini", "gpt-image-2", "gpt-4.1"]) {
+      expect([name, traits("openai", name).toolsNeedNoReasoning]).toEqual([name, undefined]);
+    }
+    expect(traits("anthropic", "gpt-6-luna").toolsNeedNoReasoning).toBeUndefined();
   });
 
   test("structured outputs from Claude 4.5; a forced tool before; OpenAI-compatible models always have response_format", () => {
@@ -398,6 +413,33 @@ describe("same-format preparation", () => {
     expect((prepareUpstream("openai", body, model("o4-mini"), provider("openai"), 100).body as any).reasoning_effort).toBe("low");
     expect((prepareUpstream("openai", body, model("qwen3-32b"), provider("openai"), 100).body as any).reasoning_effort).toBe("low");
     expect((prepareUpstream("openai", body, model("gpt-4o-mini", { reasoning: "effort" }), provider("openai"), 100).body as any).reasoning_effort).toBe("low");
+  });
+
+  test("function tools to GPT-5.4 and later: reasoning_effort \"none\", on every path (OpenAI's chat completions refuse tools with any other effort, or none sent)", () => {
+    const tools = [{ type: "function", function: { name: "Read", parameters: { type: "object" } } }];
+    const sent = (wire: "openai" | "anthropic", body: Record<string, unknown>, name: string) => prepareUpstream(wire, body, model(name), provider("openai"), 100).body as any;
+    // Same format: the client's effort, or none, becomes "none"; without tools it is kept.
+    expect(sent("openai", { messages: [user("x")], tools, reasoning_effort: "high" }, "gpt-6-luna").reasoning_effort).toBe("none");
+    expect(sent("openai", { messages: [user("x")], tools }, "gpt-6-sol").reasoning_effort).toBe("none");
+    expect(sent("openai", { messages: [user("x")], functions: [{ name: "f", parameters: {} }] }, "gpt-6-luna").reasoning_effort).toBe("none");
+    expect(sent("openai", { messages: [user("x")], reasoning_effort: "high" }, "gpt-6-luna").reasoning_effort).toBe("high");
+    expect(sent("openai", { messages: [user("x")], tools: [], reasoning_effort: "low" }, "gpt-6-luna").reasoning_effort).toBe("low");
+    // Claude Code's thinking, translated: "none" when it brings tools.
+    const claudeCode = { model: "claude-sonnet-5-5", max_tokens: 32_000, messages: [user("x")], thinking: { type: "adaptive" }, output_config: { effort: "high" }, tools: [{ name: "Read", input_schema: { type: "object" } }] };
+    expect(sent("anthropic", claudeCode, "gpt-6-luna").reasoning_effort).toBe("none");
+    expect(sent("anthropic", { ...claudeCode, tools: undefined }, "gpt-6-luna").reasoning_effort).toBe("high");
+    // Models that take tools with an effort, or that take no "none" at all, are sent what the client asked.
+    expect(sent("openai", { messages: [user("x")], tools, reasoning_effort: "high" }, "gpt-5.4-mini").reasoning_effort).toBe("high");
+    expect(sent("openai", { messages: [user("x")], tools, reasoning_effort: "high" }, "gpt-6.1-sol").reasoning_effort).toBe("high");
+    expect(sent("openai", { messages: [user("x")], tools }, "o4-mini").reasoning_effort).toBeUndefined();
+    // An Anthropic-kind upstream is never told.
+    expect((prepareUpstream("openai", { messages: [user("x")], tools }, model("gpt-6-luna"), provider("anthropic"), 100).body as any).reasoning_effort).toBeUndefined();
+  });
+
+  test("verbosity goes to GPT-5 and later models only", () => {
+    const body = { messages: [user("x")], verbosity: "low" };
+    for (const name of ["gpt-5.5", "gpt-6-luna", "gpt-6.1-sol"]) expect((prepareUpstream("openai", body, model(name), provider("openai"), 100).body as any).verbosity).toBe("low");
+    for (const name of ["gpt-4o", "qwen3-32b"]) expect((prepareUpstream("openai", body, model(name), provider("openai"), 100).body as any).verbosity).toBeUndefined();
   });
 
   test("adaptive thinking for a model that takes a budget: a budget by the effort, the effort left out, the format kept", () => {
