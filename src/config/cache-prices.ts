@@ -32,6 +32,9 @@ const CLAUDE_CACHE_READ: [RegExp, number][] = [
  * (`openai/gpt-4o` on OpenRouter is gpt-4o). First match wins.
  */
 const OPENAI_CACHE_READ: [RegExp, number][] = [
+  // GPT-6.1 Sol: $0.10 of $2 (its model page; GPT-6 Sol's is $0.20). Charged 0.1×, a Codex turn's
+  // reads, most of its prompt, cost twice the vendor's price.
+  [/^gpt-6\.1-sol(?![a-z\d])/, 0.05],
   // GPT-5 and every later family (gpt-5.6, gpt-6 …): a tenth of input.
   [/^gpt-(?:[5-9]|[1-9]\d)(?!\d)/, 0.1],
   [/^(gpt-4\.1|o3(?!-mini)|o4-mini|codex-mini)/, 0.25],

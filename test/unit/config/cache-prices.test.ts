@@ -48,6 +48,19 @@ describe("cache price defaults", () => {
     for (const model of ["claude-fable-5", "claude-opus-5", "claude-sonnet-5", "claude-haiku-5-5", "claude-opus-4-8", "claude-fable-5-10"]) expect([model, read("anthropic", model)]).toEqual([model, 100]);
   });
 
+  test("GPT-6.1 Sol reads at 0.05× input ($0.10 of $2), its long-context reads at 2× that; GPT-6 Sol and Luna at 0.1×", () => {
+    // OpenAI's model pages: 6.1 Sol $2 / $0.10 cached / $2.50 writes / $10, above 272K $4 / $0.20 / $15.
+    const sol61 = withCacheDefaults({ input_per_mtok: 2_000, output_per_mtok: 10_000 }, "openai", "gpt-6.1-sol", 1_050_000);
+    expect(sol61).toMatchObject({ cache_read_per_mtok: 100, cache_write_per_mtok: 2_500, long_context: { above_tokens: 272_000, input_per_mtok: 4_000, output_per_mtok: 15_000, cache_read_per_mtok: 200, cache_write_per_mtok: 5_000 } });
+    expect(read("openai", "openai/gpt-6.1-sol-2026-09-29")).toBe(50);
+    // GPT-6 Sol $2 / $0.20 / $2.50; Luna $0.10 / $0.01 / $0.125 (above 272K: $0.20 / $0.02 / $0.75).
+    expect(withCacheDefaults({ input_per_mtok: 2_000, output_per_mtok: 10_000 }, "openai", "gpt-6-sol")).toMatchObject({ cache_read_per_mtok: 200, cache_write_per_mtok: 2_500 });
+    expect(withCacheDefaults({ input_per_mtok: 100, output_per_mtok: 500 }, "openai", "gpt-6-luna", 1_050_000)).toMatchObject({
+      cache_read_per_mtok: 10, cache_write_per_mtok: 125, long_context: { input_per_mtok: 200, output_per_mtok: 750, cache_read_per_mtok: 20, cache_write_per_mtok: 250 },
+    });
+    for (const model of ["gpt-6.10-sol", "gpt-6.1-terra", "gpt-6-sol"]) expect([model, read("openai", model)]).toEqual([model, 100]);
+  });
+
   test("prices the config gives are kept", () => {
     expect(withCacheDefaults({ ...base, cache_read_per_mtok: 7 }, "openai", "gpt-5")).toMatchObject({ cache_read_per_mtok: 7, cache_write_per_mtok: 1000 });
   });
