@@ -63,22 +63,28 @@ export function defaultConfig(env: Record<string, string | undefined>): Config {
       api_key_env: "OPENAI_API_KEY",
       max_tokens_field: "max_completion_tokens",
     });
+    // OpenAI's current models (its deprecations page, 2026-11-30): GPT-6 Luna, the named replacement
+    // of GPT-4o, GPT-4o mini, GPT-4.1 and GPT-4.1 mini (shut down on 14 January 2027), and GPT-6 Sol,
+    // at the prices of their model pages (US$ 1 = 1,000 credits; 1.05M windows, billed 2× input and
+    // 1.5× output above 272,000 prompt tokens: config/cache-prices.ts fills that in). GPT-6.1 Sol and
+    // Astra are not built in: OpenAI takes their tools on the Responses API only, and the gateway
+    // calls chat completions (formats/common/model-traits.ts). gpt-image-1 was shut down on
+    // 23 October 2026; GPT Image 2.6 is the named replacement of the image models still running.
     config.models.push(
+      vendorModel("openai", "gpt-6-luna", 1_050_000, { input_per_mtok: 100, output_per_mtok: 500, cache_read_per_mtok: 10, cache_write_per_mtok: 125 }),
+      vendorModel("openai", "gpt-6-sol", 1_050_000, { input_per_mtok: 2_000, output_per_mtok: 10_000, cache_read_per_mtok: 200, cache_write_per_mtok: 2_500 }),
       {
-        id: "openai/gpt-image-1",
+        id: "openai/gpt-image-2.6-flare",
         provider: "openai",
-        upstream_model: "gpt-image-1",
+        upstream_model: "gpt-image-2.6-flare",
         upstream_api: "images",
         category: "image",
         context_length: 32_000,
         modalities: { input: ["text"], output: ["image"] },
         owned_by: "openai",
-        pricing: { input_per_mtok: 5_000, output_per_mtok: 40_000, cache_read_per_mtok: 1_250, per_image: 0 },
+        // Text input $5 (cached $1.25), image output tokens $30; image input ($8) is never sent.
+        pricing: { input_per_mtok: 5_000, output_per_mtok: 30_000, cache_read_per_mtok: 1_250, per_image: 0 },
       },
-      // The vendors' list prices (US$ 1 = 1,000 credits), cached input included.
-      vendorModel("openai", "gpt-4o-mini", 128_000, { input_per_mtok: 150, output_per_mtok: 600, cache_read_per_mtok: 75 }),
-      vendorModel("openai", "gpt-4o", 128_000, { input_per_mtok: 2_500, output_per_mtok: 10_000, cache_read_per_mtok: 1_250 }),
-      vendorModel("openai", "gpt-4.1-mini", 1_047_576, { input_per_mtok: 400, output_per_mtok: 1_600, cache_read_per_mtok: 100 }),
       embeddingModel("text-embedding-3-small", 20),
       embeddingModel("text-embedding-3-large", 130),
     );
@@ -106,14 +112,30 @@ export function defaultConfig(env: Record<string, string | undefined>): Config {
   // claude-haiku-4-5 for quick tasks, older ones a user pinned); these route them to the model of
   // their tier this config has, so `claude` works with only a base URL and a key: Anthropic's when
   // its key is set (an Opus asked for is an Opus; any other Claude the current Sonnet, retired ones
-  // included, which Anthropic would refuse), else OpenAI's, else the free echo.
+  // included, which Anthropic would refuse), else OpenAI's (an Opus to GPT-6 Sol, any other Claude
+  // to GPT-6 Luna), else the free echo.
   const byId = (id: string) => config.models.find((m) => m.id === id)!;
+  const aliases = new Map<string, string[]>();
+  const alias = (id: string, ...names: string[]) => aliases.set(id, [...(aliases.get(id) ?? []), ...names]);
   if (env.ANTHROPIC_API_KEY) {
-    byId("anthropic/claude-sonnet-5-5").aliases = ["claude-*"];
-    byId("anthropic/claude-opus-5-5").aliases = ["claude-opus-*", "claude-3-opus*"];
-    byId("anthropic/claude-haiku-4-5").aliases = ["claude-haiku-*", "claude-3-5-haiku*", "claude-3-haiku*"];
-  } else if (env.OPENAI_API_KEY) byId("openai/gpt-4.1-mini").aliases = ["claude-*"];
-  else byId("switchyard/echo").aliases = ["claude-*"];
+    alias("anthropic/claude-sonnet-5-5", "claude-*");
+    alias("anthropic/claude-opus-5-5", "claude-opus-*", "claude-3-opus*");
+    alias("anthropic/claude-haiku-4-5", "claude-haiku-*", "claude-3-5-haiku*", "claude-3-haiku*");
+  } else if (env.OPENAI_API_KEY) {
+    alias("openai/gpt-6-luna", "claude-*");
+    alias("openai/gpt-6-sol", "claude-opus-*", "claude-3-opus*");
+  } else alias("switchyard/echo", "claude-*");
+  // The names of OpenAI models shut down (gpt-image-1, 23 October 2026) or shutting down (GPT-4o,
+  // GPT-4o mini, GPT-4.1, GPT-4.1 mini, 14 January 2027), bare or as this catalogue's ids of before
+  // (`openai/gpt-4o-mini`, `openai/gpt-image-1`), reach OpenAI's named replacement: a client or a
+  // config that names them keeps working. Not every GPT name: Codex sends its default
+  // (`gpt-6.1-sol`) and other GPT-6 names with tools the gateway cannot pass on, so answering them
+  // would be an agent without tools; they stay unknown (README, "Use with Codex").
+  if (env.OPENAI_API_KEY) {
+    alias("openai/gpt-6-luna", "gpt-4o*", "gpt-4.1*", "openai/gpt-4o*", "openai/gpt-4.1*");
+    alias("openai/gpt-image-2.6-flare", "gpt-image-1*", "openai/gpt-image-1*");
+  }
+  for (const [id, names] of aliases) byId(id).aliases = names;
   return config;
 }
 

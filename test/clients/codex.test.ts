@@ -19,7 +19,12 @@ import type { Logger } from "../../src/log/log.ts";
 const upstream = useFakeUpstream();
 const logLines: string[] = [];
 const capture: Logger = (level, message, fields) => logLines.push(JSON.stringify({ level, message, ...fields }));
-const gw = useGateway(() => ({ upstreamUrl: upstream.url, log: capture, retry: { max_retries: 0 } }));
+/** The README's model, as the built-in catalogue has it, served by the fake OpenAI upstream: Codex knows its name. */
+const README_MODEL = "openai/gpt-6-luna";
+const gw = useGateway(() => ({
+  upstreamUrl: upstream.url, log: capture, retry: { max_retries: 0 },
+  extraModels: [{ id: README_MODEL, provider: "fake-openai", upstream_model: "gpt-6-luna", category: "text", context_length: 1_050_000, pricing: { input_per_mtok: 100, output_per_mtok: 500 } }],
+}));
 
 const fixture = (name: string) => JSON.parse(readFileSync(new URL(`../fixtures/codex/${name}`, import.meta.url), "utf8"));
 const turns = [fixture("turn-1.json"), fixture("turn-2.json"), fixture("turn-3.json")];
@@ -197,6 +202,20 @@ function readmeCodexConfig(): { configToml: string; catalogJson: string } {
   return { configToml: block("toml"), catalogJson: block("json") };
 }
 
+describe("README: Use with Codex, against the built-in catalogue", () => {
+  test("its model is a built-in OpenAI model, named in the catalog it says GPT-6 ids need", async () => {
+    const { configToml, catalogJson } = readmeCodexConfig();
+    const model = configToml.match(/^model = "([^"]+)"/m)![1]!;
+    const { loadSettings } = await import("../../src/config/load-config.ts");
+    const builtIn = loadSettings({ OPENAI_API_KEY: "sk-x" }, tmpdir()).models.find((m) => m.id === model);
+    expect(builtIn).toMatchObject({ provider: "openai", category: "text" });
+    expect(JSON.parse(catalogJson).models[0].slug).toBe(model);
+    // Codex knows GPT-6 names and sends their tools as an additional_tools item, which the gateway drops: the catalog is not optional for them.
+    expect(configToml).toMatch(/^model_catalog_json = "\/[^"]+"/m);
+    expect(configToml).not.toContain("# optional");
+  });
+});
+
 describe("Codex CLI, live", () => {
   // A devDependency: `bun install` puts it here, so a missing or broken CLI is a failure, not a skip.
   test("the CLI is installed from npm (devDependency @openai/codex) and runs here", () => {
@@ -207,6 +226,8 @@ describe("Codex CLI, live", () => {
   test.each([
     ["OpenAI upstream", OPENAI_MODEL, "openai" as const],
     ["Anthropic upstream", ANTHROPIC_MODEL, "anthropic" as const],
+    // A GPT-6 name Codex has metadata of its own for (tools in an additional_tools item): the catalog's entry wins.
+    ["OpenAI upstream, the README's own GPT-6 id", README_MODEL, "openai" as const],
   ])("codex exec edits a file with exec_command and apply_patch through the gateway, %s (thinking on the OpenAI kind in DeepSeek's reasoning_content dialect)", async (_name, model, vendor) => {
     if (!codexVersion) throw new Error(`codex --version failed: the CLI at ${CODEX_JS} does not run`);
     const root = mkdtempSync(join(tmpdir(), "switchyard-codex-"));
@@ -220,7 +241,7 @@ describe("Codex CLI, live", () => {
 
       const { configToml, catalogJson } = readmeCodexConfig();
       const catalogPath = join(home, "switchyard-models.json");
-      writeFileSync(catalogPath, catalogJson.replaceAll("openai/gpt-4o-mini", model));
+      writeFileSync(catalogPath, catalogJson.replaceAll("openai/gpt-6-luna", model));
       writeFileSync(
         join(home, "config.toml"),
         configToml
@@ -266,6 +287,9 @@ describe("Codex CLI, live", () => {
       expect(second.slice(second.indexOf("Output:"))).toContain("\\nhello\\n");
       expect(third).toContain("call_patch");
       expect(third).toContain("Success. Updated the following files");
+      for (const call of calls) expect((call.body as { tools?: unknown[] }).tools?.length ?? 0).toBeGreaterThan(0);
+      // GPT-6 Luna takes function tools on chat completions only without reasoning.
+      if (model === README_MODEL) for (const call of calls) expect((call.body as { reasoning_effort?: string }).reasoning_effort).toBe("none");
       await gw.app.services.settled();
       const records = gw.db.query<{ n: number }, []>("SELECT COUNT(*) AS n FROM usage_records WHERE status = 'ok'").get()!;
       expect(records.n).toBeGreaterThanOrEqual(3);

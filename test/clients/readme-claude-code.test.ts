@@ -69,11 +69,11 @@ describe("README: Use with Claude Code", () => {
     const anthropic = { ANTHROPIC_API_KEY: "sk-ant-x", OPENAI_API_KEY: "sk-x" };
     for (const name of claudeNames) {
       expect(resolve({}, name)).toBe("switchyard/echo");
-      expect(resolve({ OPENAI_API_KEY: "sk-x" }, name)).toBe("openai/gpt-4.1-mini");
+      expect(resolve({ OPENAI_API_KEY: "sk-x" }, name)).toBe(name.startsWith("claude-opus-") ? "openai/gpt-6-sol" : "openai/gpt-6-luna");
       const tier = name.startsWith("claude-haiku-") ? "anthropic/claude-haiku-4-5" : name.startsWith("claude-opus-") ? "anthropic/claude-opus-5-5" : "anthropic/claude-sonnet-5-5";
       expect(resolve(anthropic, name)).toBe(tier);
     }
-    for (const target of ["switchyard/echo", "openai/gpt-4.1-mini", "anthropic/claude-sonnet-5-5", "anthropic/claude-opus-5-5", "anthropic/claude-haiku-4-5"]) expect(section).toContain(`\`${target}\``);
+    for (const target of ["switchyard/echo", "openai/gpt-6-luna", "openai/gpt-6-sol", "anthropic/claude-sonnet-5-5", "anthropic/claude-opus-5-5", "anthropic/claude-haiku-4-5"]) expect(section).toContain(`\`${target}\``);
     expect(modelFlags.length).toBeGreaterThan(0);
     for (const id of modelFlags) expect(resolve({ OPENAI_API_KEY: "sk-x" }, id)).toBe(id);
   });

@@ -152,9 +152,10 @@ describe("the demo account", () => {
     }
   }, 30_000);
 
-  test("holds enough for Claude Code on Sonnet and Opus: a long conversation's worst case at the capped answer length fits (100 credits did not)", () => {
-    const settings = loadSettings({ ANTHROPIC_API_KEY: "sk-ant-x" }, dir);
-    for (const id of ["anthropic/claude-sonnet-5-5", "anthropic/claude-opus-5-5"]) {
+  test("holds enough for Claude Code on Sonnet and Opus, and on the OpenAI models its names reach without Anthropic's key: a long conversation's worst case at the capped answer length fits (100 credits did not)", () => {
+    const anthropic = loadSettings({ ANTHROPIC_API_KEY: "sk-ant-x" }, dir);
+    const openai = loadSettings({ OPENAI_API_KEY: "sk-x" }, dir);
+    for (const [settings, id] of [[anthropic, "anthropic/claude-sonnet-5-5"], [anthropic, "anthropic/claude-opus-5-5"], [openai, "openai/gpt-6-luna"], [openai, "openai/gpt-6-sol"]] as const) {
       const model = settings.models.find((m) => m.id === id)!;
       // Claude Code asks for 32,000 answer tokens; the gateway holds for its cap.
       const answer = Math.min(32_000, model.max_tokens_cap ?? settings.limits.max_tokens_cap);

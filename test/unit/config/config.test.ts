@@ -4,6 +4,7 @@ import { tmpdir } from "node:os";
 import { join, resolve } from "node:path";
 import { ConfigError, loadSettings, parseConfigText, resolveSettings } from "../../../src/config/load-config.ts";
 import { createCatalogue } from "../../../src/catalogue/catalogue.ts";
+import { upstreamTraits } from "../../../src/formats/common/model-traits.ts";
 
 const dirs: string[] = [];
 function tempDir(): string {
@@ -494,7 +495,9 @@ describe("model aliases and per-model caps", () => {
   test("the built-in defaults route Claude Code's names: to Anthropic's models with its key, else OpenAI's, else the free echo", () => {
     const route = (env: Record<string, string>, name: string) => createCatalogue(loadSettings(env, tempDir()).models).get(name)?.id;
     for (const name of ["claude-sonnet-4-5", "claude-opus-5-5", "claude-haiku-4-5-20251001"]) expect(route({}, name)).toBe("switchyard/echo");
-    expect(route({ OPENAI_API_KEY: "sk-x" }, "claude-sonnet-4-5")).toBe("openai/gpt-4.1-mini");
+    // OpenAI's key alone: an Opus to GPT-6 Sol, any other Claude to GPT-6 Luna (current models both).
+    for (const name of ["claude-sonnet-5-5", "claude-sonnet-4-5", "claude-haiku-4-5-20251001", "claude-fable-5-1"]) expect(route({ OPENAI_API_KEY: "sk-x" }, name)).toBe("openai/gpt-6-luna");
+    for (const name of ["claude-opus-5-5", "claude-3-opus-20240229"]) expect(route({ OPENAI_API_KEY: "sk-x" }, name)).toBe("openai/gpt-6-sol");
     const both = { OPENAI_API_KEY: "sk-x", ANTHROPIC_API_KEY: "sk-ant-x" };
     // Sonnets, retired ones included (Sonnet 4.5 from 2026-11-30), and other Claudes go to the current Sonnet.
     for (const name of ["claude-sonnet-5-5", "claude-sonnet-4-5-20250929", "claude-sonnet-4-6", "claude-fable-5-1", "claude-3-7-sonnet-latest"]) expect(route(both, name)).toBe("anthropic/claude-sonnet-5-5");
@@ -515,6 +518,64 @@ describe("model aliases and per-model caps", () => {
     for (const id of ["anthropic/claude-sonnet-5-5", "anthropic/claude-opus-5-5"]) expect(models.find((m) => m.id === id)!.pricing!.long_context).toBeUndefined();
     // The retired Sonnet 4.5 is no longer offered by its own id.
     expect(models.some((m) => m.upstream_model === "claude-sonnet-4-5")).toBe(false);
+  });
+});
+
+describe("the built-in OpenAI models (2026-11-30)", () => {
+  const env = { OPENAI_API_KEY: "sk-x" };
+  const models = () => loadSettings(env, tempDir()).models;
+  const route = (env: Record<string, string>, name: string) => createCatalogue(loadSettings(env, tempDir()).models).get(name)?.id;
+
+  test("none that OpenAI has shut down or shuts down within weeks: GPT-6 Luna and Sol, GPT Image 2.6, the embeddings", () => {
+    expect(models().filter((m) => m.provider === "openai").map((m) => m.id)).toEqual([
+      "openai/gpt-6-luna", "openai/gpt-6-sol", "openai/gpt-image-2.6-flare", "openai/text-embedding-3-small", "openai/text-embedding-3-large",
+    ]);
+    // gpt-image-1 shut down on 2026-10-23; GPT-4o, GPT-4o mini, GPT-4.1 and GPT-4.1 mini shut down on 2027-01-14.
+    for (const gone of ["gpt-image-1", "gpt-4o", "gpt-4o-mini", "gpt-4.1", "gpt-4.1-mini"]) expect(models().some((m) => m.upstream_model === gone)).toBe(false);
+  });
+
+  test("at OpenAI's list prices (credits per million tokens), cached input, cache writes and the long-context prices included", () => {
+    const byId = (id: string) => models().find((m) => m.id === id)!;
+    // GPT-6 Luna: $0.10 / $0.01 cached / $0.125 writes / $0.50; above 272K input 2× input and cache, 1.5× output.
+    expect(byId("openai/gpt-6-luna")).toMatchObject({
+      upstream_model: "gpt-6-luna", category: "text", context_length: 1_050_000,
+      pricing: { input_per_mtok: 100, output_per_mtok: 500, cache_read_per_mtok: 10, cache_write_per_mtok: 125, cache_write_1h_per_mtok: 125,
+        long_context: { above_tokens: 272_000, input_per_mtok: 200, output_per_mtok: 750, cache_read_per_mtok: 20, cache_write_per_mtok: 250 } },
+    });
+    // GPT-6 Sol: $2 / $0.20 / $2.50 / $10.
+    expect(byId("openai/gpt-6-sol")).toMatchObject({
+      upstream_model: "gpt-6-sol", context_length: 1_050_000,
+      pricing: { input_per_mtok: 2_000, output_per_mtok: 10_000, cache_read_per_mtok: 200, cache_write_per_mtok: 2_500,
+        long_context: { above_tokens: 272_000, input_per_mtok: 4_000, output_per_mtok: 15_000, cache_read_per_mtok: 400 } },
+    });
+    // GPT Image 2.6 Flare: text input $5 (cached $1.25), image output tokens $30; no per-image price.
+    expect(byId("openai/gpt-image-2.6-flare")).toMatchObject({
+      upstream_model: "gpt-image-2.6-flare", upstream_api: "images", category: "image",
+      pricing: { input_per_mtok: 5_000, output_per_mtok: 30_000, cache_read_per_mtok: 1_250, per_image: 0 },
+    });
+    expect(byId("openai/text-embedding-3-small").pricing).toMatchObject({ input_per_mtok: 20, output_per_mtok: 0 });
+    expect(byId("openai/text-embedding-3-large").pricing).toMatchObject({ input_per_mtok: 130, output_per_mtok: 0 });
+  });
+
+  test("the names of OpenAI models shut down or shutting down, and this catalogue's ids of before, reach OpenAI's named replacement; other GPT names (Codex's default among them) are not taken", () => {
+    for (const keys of [env, { ...env, ANTHROPIC_API_KEY: "sk-ant-x" }]) {
+      for (const name of ["gpt-4o-mini", "gpt-4o", "gpt-4.1-mini", "gpt-4.1-2025-04-14", "gpt-4.1-nano", "openai/gpt-4o-mini", "openai/gpt-4o", "openai/gpt-4.1-mini"]) {
+        expect([name, route(keys, name)]).toEqual([name, "openai/gpt-6-luna"]);
+      }
+      for (const name of ["gpt-image-1", "gpt-image-1.5", "gpt-image-1-mini", "openai/gpt-image-1"]) expect([name, route(keys, name)]).toEqual([name, "openai/gpt-image-2.6-flare"]);
+      for (const id of ["openai/gpt-6-luna", "openai/gpt-6-sol", "openai/gpt-image-2.6-flare", "openai/text-embedding-3-small"]) expect(route(keys, id)).toBe(id);
+      // Codex asks for gpt-6.1-sol with tools in a form the gateway drops: a 404 says more than a model without tools.
+      for (const name of ["gpt-6.1-sol", "gpt-6-luna", "gpt-5.5", "gpt-image-2.6-sunburst", "text-embedding-ada-002", "o3"]) expect([name, route(keys, name)]).toEqual([name, undefined]);
+    }
+    expect(route({ ANTHROPIC_API_KEY: "sk-ant-x" }, "gpt-4o-mini")).toBeUndefined();
+    expect(route({}, "gpt-4o-mini")).toBeUndefined();
+  });
+
+  test("its text models reason by effort, and tool turns are sent reasoning_effort \"none\" (OpenAI's chat completions take tools on them only so)", () => {
+    for (const id of ["openai/gpt-6-luna", "openai/gpt-6-sol"]) {
+      const model = models().find((m) => m.id === id)!;
+      expect(upstreamTraits("openai", model)).toMatchObject({ reasoning: "effort", toolsNeedNoReasoning: true });
+    }
   });
 });
 
