@@ -129,7 +129,8 @@ function reasoningHistory(upstreamModel: string): boolean {
 
 /**
  * Claude's versions: thinking from 3.7 (with a budget), adaptive thinking from 4.6 (budgets are
- * deprecated there and refused by later models); structured outputs from 4.5.
+ * deprecated there and refused by later models); structured outputs from 4.5. Fable and Mythos
+ * (5 and later) are Claude 5 models like Opus and Sonnet.
  */
 function anthropicTraits(upstreamModel: string): Omit<UpstreamTraits, "cacheBreakpoints"> {
   const version = claudeVersion(lastSegment(upstreamModel));
@@ -140,14 +141,31 @@ function anthropicTraits(upstreamModel: string): Omit<UpstreamTraits, "cacheBrea
   };
 }
 
+/** Claude's model families, as their names spell them. */
+export type ClaudeFamily = "opus" | "sonnet" | "haiku" | "fable" | "mythos";
+
 /**
- * Claude's version as major × 100 + minor: `claude-sonnet-4-5-20250929` → 405,
- * `claude-opus-4-20250514` → 400, `claude-3-7-sonnet-latest` → 307; undefined when not Claude.
+ * A Claude model's family and version (major × 100 + minor) read off its name wherever it is
+ * served: `claude-sonnet-4-5-20250929` → sonnet 405, `claude-opus-4-20250514` → opus 400,
+ * `claude-3-7-sonnet-latest` → sonnet 307, `claude-fable-5-1` → fable 501, Vertex's
+ * `claude-sonnet-4-5@20250929`, Bedrock's `us.anthropic.claude-opus-4-6-v1` and
+ * `anthropic.claude-sonnet-5-5`, OpenRouter's dotted `anthropic/claude-sonnet-4.5`. Claude Mythos
+ * Preview (`claude-mythos-preview`, no number) counts as Mythos 5. Undefined when not Claude.
  */
-export function claudeVersion(name: string): number | undefined {
+export function claudeModel(name: string): { family: ClaudeFamily; version: number } | undefined {
+  const lower = name.toLowerCase();
   // A minor version is one or two digits; eight are a date.
-  const match = /claude-(?:opus|sonnet|haiku)-(\d+)(?:-(\d{1,2})(?!\d))?/.exec(name) ?? /claude-(\d+)(?:-(\d{1,2}))?-(?:opus|sonnet|haiku)/.exec(name);
-  return match ? Number(match[1]) * 100 + Number(match[2] ?? 0) : undefined;
+  const named = /claude-(opus|sonnet|haiku|fable|mythos)-(\d+)(?:[-.](\d{1,2})(?!\d))?/.exec(lower);
+  if (named) return { family: named[1] as ClaudeFamily, version: Number(named[2]) * 100 + Number(named[3] ?? 0) };
+  const numbered = /claude-(\d+)(?:[-.](\d{1,2})(?!\d))?-(opus|sonnet|haiku)/.exec(lower);
+  if (numbered) return { family: numbered[3] as ClaudeFamily, version: Number(numbered[1]) * 100 + Number(numbered[2] ?? 0) };
+  if (/claude-mythos-preview/.test(lower)) return { family: "mythos", version: 500 };
+  return undefined;
+}
+
+/** Claude's version alone (see claudeModel); undefined when not Claude. */
+export function claudeVersion(name: string): number | undefined {
+  return claudeModel(name)?.version;
 }
 
 function lastSegment(name: string): string {

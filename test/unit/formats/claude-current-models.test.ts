@@ -1,0 +1,56 @@
+/**
+ * The current Claude lineup (Sonnet 5.5, Opus 5.5, Fable 5.1, Haiku 5.5, and Sonnet 5, Opus 5,
+ * 4.6–4.8 before them) as the translation from OpenAI's formats sees it: the names it recognises
+ * wherever a model is served, and what each model refuses that an OpenAI client commonly sends.
+ * The end-to-end side (the SDKs' requests through the gateway) is test/e2e/claude-current-models.test.ts.
+ */
+import { describe, expect, test } from "bun:test";
+import type { ModelConfig } from "../../../src/config/schema.ts";
+import { claudeModel, upstreamTraits } from "../../../src/formats/common/model-traits.ts";
+
+const traits = (upstream_model: string, extra: Partial<ModelConfig> = {}) => upstreamTraits("anthropic", { upstream_model, ...extra });
+
+describe("Claude model names", () => {
+  test.each([
+    ["claude-sonnet-5-5", "sonnet", 505],
+    ["claude-opus-5-5", "opus", 505],
+    ["claude-opus-5", "opus", 500],
+    ["claude-sonnet-5-20260630", "sonnet", 500],
+    ["claude-fable-5-1", "fable", 501],
+    ["claude-fable-5", "fable", 500],
+    ["claude-mythos-5-1", "mythos", 501],
+    ["claude-mythos-preview", "mythos", 500],
+    ["claude-haiku-5-5", "haiku", 505],
+    ["claude-haiku-4-5-20251001", "haiku", 405],
+    ["claude-opus-4-8", "opus", 408],
+    ["claude-3-7-sonnet-latest", "sonnet", 307],
+    ["claude-3-5-haiku-latest", "haiku", 305],
+    // Vertex AI: `@date`.
+    ["claude-sonnet-4-5@20250929", "sonnet", 405],
+    ["claude-opus-4@20250514", "opus", 400],
+    // Amazon Bedrock: a vendor prefix, a region prefix, a version suffix, or an ARN.
+    ["anthropic.claude-sonnet-5-5", "sonnet", 505],
+    ["us.anthropic.claude-opus-4-6-v1", "opus", 406],
+    ["global.anthropic.claude-haiku-4-5-20251001-v1:0", "haiku", 405],
+    ["anthropic.claude-3-7-sonnet-20250219-v1:0", "sonnet", 307],
+    ["arn:aws:bedrock:us-east-1:123456789012:inference-profile/us.anthropic.claude-fable-5-1", "fable", 501],
+    // OpenRouter's names, dotted.
+    ["anthropic/claude-sonnet-4.5", "sonnet", 405],
+    ["anthropic/claude-opus-4.6", "opus", 406],
+    ["anthropic/claude-3.7-sonnet", "sonnet", 307],
+    ["Claude-Sonnet-5-5", "sonnet", 505],
+  ])("%s is %s %i", (name, family, version) => {
+    expect(claudeModel(name)).toEqual({ family: family as never, version });
+  });
+
+  test("other names are not Claude", () => {
+    for (const name of ["gpt-5.5", "claude", "claude-latest", "my-claude-proxy", "kimi-k2"]) expect(claudeModel(name)).toBeUndefined();
+  });
+
+  test("Fable, Mythos and Haiku 5.5 think adaptively and take structured outputs", () => {
+    for (const name of ["claude-fable-5-1", "claude-mythos-preview", "claude-haiku-5-5", "anthropic.claude-sonnet-5-5", "anthropic/claude-opus-4.6"]) {
+      expect(traits(name)).toMatchObject({ reasoning: "adaptive", structuredOutput: "native" });
+    }
+    expect(traits("anthropic/claude-sonnet-4.5")).toMatchObject({ reasoning: "budget", structuredOutput: "native" });
+  });
+});
