@@ -14,7 +14,8 @@
  *   Anthropic: a thinking budget under 1024 or not below max_tokens, adaptive thinking before Claude 4.6,
  *   thinking with a forced tool, a temperature or top_p it does not take, structured outputs before
  *   Claude 4.5 or with a schema it refuses (open objects, numeric and length bounds), unknown roles,
- *   tool_use without its tool_result right after; OpenAI: unknown roles, tool messages without
+ *   tool_use without its tool_result right after, and what the current Claude models refuse that older ones
+ *   take (see `currentClaudeRefusal`); OpenAI: unknown roles, tool messages without
  *   tool_call_id or without the assistant tool_calls they answer, unanswered tool_calls, more than 4
  *   stop sequences, reasoning_effort on gpt-4* models, a temperature on reasoning models, a strict
  *   json_schema that is not closed and fully required, and (with `strict: true`) top-level fields
@@ -375,16 +376,34 @@ function anthropicSchemaProblem(node: any, path: string): string | undefined {
   return undefined;
 }
 
-/** Claude's version as major × 100 + minor (claude-sonnet-4-5 → 405); undefined for other names. */
-function claudeVersion(model: string): number | undefined {
-  const m = /claude-(?:opus|sonnet|haiku)-(\d+)(?:-(\d{1,2})(?!\d))?/.exec(model);
-  return m ? Number(m[1]) * 100 + Number(m[2] ?? 0) : undefined;
+/** Claude's family and version as major × 100 + minor (claude-sonnet-4-5 → sonnet 405); undefined for other names. */
+function claudeModel(model: string): { family: string; version: number } | undefined {
+  const m = /claude-(opus|sonnet|haiku|fable|mythos)-(\d+)(?:-(\d{1,2})(?!\d))?/.exec(model);
+  return m ? { family: m[1]!, version: Number(m[2]) * 100 + Number(m[3] ?? 0) } : undefined;
+}
+
+/**
+ * What the current Claude models refuse of a request that older ones take, in Anthropic's words
+ * (platform.claude.com/docs/en/build-with-claude/thinking, "Limits and feature compatibility";
+ * each model's migration guide): non-default sampling parameters (Opus 4.7, Sonnet 5 and later).
+ */
+function currentClaudeRefusal(body: any, claude: { family: string; version: number } | undefined): string | undefined {
+  if (!claude) return undefined;
+  if (claude.version >= 407) {
+    for (const name of ["temperature", "top_p", "top_k"]) {
+      if (body[name] !== undefined && body[name] !== null && !(name !== "top_k" && body[name] === 1)) return `${name}: a non-default value is not supported for this model.`;
+    }
+  }
+  return undefined;
 }
 
 /** The same for Anthropic, in Anthropic's words. */
 function anthropicRefusal(body: any, options: FakeUpstreamOptions): string | undefined {
   if (typeof body.max_tokens !== "number") return "max_tokens: Field required";
-  const version = claudeVersion(String(body.model ?? ""));
+  const claude = claudeModel(String(body.model ?? ""));
+  const version = claude?.version;
+  const current = currentClaudeRefusal(body, claude);
+  if (current) return current;
   const thinking = body.thinking;
   if (thinking?.type === "enabled") {
     if (typeof thinking.budget_tokens !== "number" || thinking.budget_tokens < 1024) return "thinking.enabled.budget_tokens: Input should be greater than or equal to 1024";

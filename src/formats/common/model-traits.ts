@@ -34,6 +34,17 @@ export interface UpstreamTraits {
    * toolsWithoutReasoning.
    */
   toolsNeedNoReasoning?: boolean;
+  /** What a Claude model refuses or does unasked that a translation must fit (see claudeRules); absent when nothing. */
+  claude?: ClaudeRules;
+}
+
+/**
+ * What a Claude model, read off its name, refuses of what OpenAI clients commonly send, or does
+ * without being asked. Each flag is absent when it does not apply.
+ */
+export interface ClaudeRules {
+  /** Non-default `temperature`, `top_p` or `top_k` are refused (400), thinking or not. */
+  refusesSampling?: true;
 }
 
 /** What translators assume when nobody says: no reasoning fields, structured outputs as the vendor's API has them. */
@@ -56,6 +67,11 @@ export function upstreamTraits(kind: "openai" | "anthropic", model: TraitSource)
   if (kind === "openai" && traits.reasoning === "effort") traits.refusedParameters = refusedParameters(lastSegment(model.upstream_model));
   if (kind === "openai" && reasoningHistory(model.upstream_model)) traits.reasoningHistory = true;
   if (kind === "openai" && toolsWithoutReasoning(lastSegment(model.upstream_model))) traits.toolsNeedNoReasoning = true;
+  if (kind === "anthropic") {
+    const claude = claudeModel(lastSegment(model.upstream_model));
+    const rules = claude ? claudeRules(claude.family, claude.version) : undefined;
+    if (rules) traits.claude = rules;
+  }
   known.set(model, { kind, traits });
   return traits;
 }
@@ -139,6 +155,21 @@ function anthropicTraits(upstreamModel: string): Omit<UpstreamTraits, "cacheBrea
     reasoning: version < 307 ? "none" : version < 406 ? "budget" : "adaptive",
     structuredOutput: version >= 405 ? "native" : "tool",
   };
+}
+
+/**
+ * What each Claude model refuses or does unasked, by family and version, as Anthropic documents it
+ * (platform.claude.com/docs/en/build-with-claude/thinking, "Limits and feature compatibility", and
+ * each model's "What's new" and migration guide). Later versions of a family are taken to keep a
+ * rule their predecessors brought in. Undefined when no rule applies.
+ * - Sampling: Claude Opus 4.7 and later, Sonnet 5 and later, Haiku 5.5, every Fable and Mythos
+ *   refuse non-default `temperature`, `top_p`, `top_k` on every request (no Sonnet or Haiku 4.7–4.9
+ *   exists, so "4.7 and later" says it for every family).
+ */
+export function claudeRules(family: ClaudeFamily, version: number): ClaudeRules | undefined {
+  const rules: ClaudeRules = {};
+  if (version >= 407) rules.refusesSampling = true;
+  return Object.keys(rules).length > 0 ? rules : undefined;
 }
 
 /** Claude's model families, as their names spell them. */

@@ -77,11 +77,19 @@ export function openaiRequestToAnthropic(
   const out: MessagesRequest = { model: upstreamModel, messages, max_tokens: maxTokens };
   if (system.length > 0 && !onlySystem) out.system = instructions;
   if (body.stream) out.stream = true;
-  // Anthropic's temperature range is 0–1; OpenAI's is 0–2. Clamping keeps the request valid and "more random" still means the most random Anthropic allows.
-  if (typeof body.temperature === "number") out.temperature = Math.min(body.temperature, 1);
-  // Anthropic's current models refuse both at once ("`temperature` and `top_p` cannot both be
-  // specified for this model"), which OpenAI takes and some frameworks send: temperature is kept.
-  if (typeof body.top_p === "number" && out.temperature === undefined) out.top_p = body.top_p;
+  if (traits.claude?.refusesSampling) {
+    // Claude Opus 4.7, Sonnet 5 and later refuse a non-default temperature or top_p outright (spec
+    // 4.2: ignored, not refused). The openai SDK's users, LangChain and the AI SDK often send them.
+    for (const name of ["temperature", "top_p"] as const) {
+      if (typeof body[name] === "number") (notes.dropped ??= []).push(`${name}: this model refuses sampling parameters`);
+    }
+  } else {
+    // Anthropic's temperature range is 0–1; OpenAI's is 0–2. Clamping keeps the request valid and "more random" still means the most random Anthropic allows.
+    if (typeof body.temperature === "number") out.temperature = Math.min(body.temperature, 1);
+    // Anthropic's current models refuse both at once ("`temperature` and `top_p` cannot both be
+    // specified for this model"), which OpenAI takes and some frameworks send: temperature is kept.
+    if (typeof body.top_p === "number" && out.temperature === undefined) out.top_p = body.top_p;
+  }
   // Anthropic refuses a stop sequence that is empty or only whitespace ("each stop sequence must
   // contain non-whitespace"); OpenAI clients often send "\n". Such sequences are left out.
   if (body.stop) {

@@ -54,3 +54,27 @@ describe("Claude model names", () => {
     expect(traits("anthropic/claude-sonnet-4.5")).toMatchObject({ reasoning: "budget", structuredOutput: "native" });
   });
 });
+
+describe("what each Claude model refuses", () => {
+  test.each([
+    ["claude-opus-4-7", true],
+    ["claude-opus-4-8", true],
+    ["claude-sonnet-5", true],
+    ["claude-sonnet-5-5", true],
+    ["claude-opus-5-5", true],
+    ["claude-haiku-5-5", true],
+    ["claude-fable-5-1", true],
+    ["claude-mythos-preview", true],
+    ["claude-opus-4-6", false],
+    ["claude-sonnet-4-6", false],
+    ["claude-haiku-4-5", false],
+    ["claude-3-7-sonnet-latest", false],
+  ])("%s refuses non-default sampling parameters: %p", (name, refuses) => {
+    expect(traits(name).claude?.refusesSampling === true).toBe(refuses);
+  });
+
+  test("an unknown model has no rules; the config's reasoning does not change them", () => {
+    expect(traits("my-proxy-model").claude).toBeUndefined();
+    expect(traits("claude-sonnet-5", { reasoning: "none" }).claude?.refusesSampling).toBe(true);
+  });
+});

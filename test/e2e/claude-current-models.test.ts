@@ -1,0 +1,41 @@
+/**
+ * OpenAI-format and Responses-format clients against the current Claude models through the
+ * gateway's translation: what the openai SDK, Codex, LangChain and the AI SDK commonly send
+ * (temperature, top_p, tool_choice "required" or a named function, reasoning_effort) must not make
+ * the model refuse the request. The fake Anthropic refuses what each model refuses, in Anthropic's
+ * words (test/helpers/fake-upstream.ts), so a 200 here is a request the vendor takes; the assertions
+ * on the recorded body say what was sent instead. The rules: test/unit/formats/claude-current-models.test.ts.
+ */
+import { describe, expect, test } from "bun:test";
+import { useFakeUpstream } from "../helpers/fake-upstream.ts";
+import { ANTHROPIC_PRICING, post, useGateway } from "../helpers/gateway.ts";
+
+const upstream = useFakeUpstream();
+/** Each model by its API id, served by the fake Anthropic as `test/<id>`. */
+const CLAUDES = ["claude-sonnet-5-5", "claude-opus-5-5", "claude-fable-5-1", "claude-haiku-5-5", "claude-sonnet-5", "claude-opus-5", "claude-opus-4-7", "claude-opus-4-6", "claude-sonnet-4-5"];
+const claude = (name: string) => ({ id: `test/${name}`, provider: "fake-anthropic", upstream_model: name, category: "text", context_length: 200_000, pricing: ANTHROPIC_PRICING });
+const gw = useGateway(() => ({ upstreamUrl: upstream.url, retry: { max_retries: 0 }, extraModels: CLAUDES.map(claude) }));
+const sent = () => upstream.requests.at(-1)!.body;
+const chat = (name: string, body: Record<string, unknown>) => post(gw, "/v1/chat/completions", { model: `test/${name}`, messages: [{ role: "user", content: "hi" }], ...body });
+const responses = (name: string, body: Record<string, unknown>) => post(gw, "/v1/responses", { model: `test/${name}`, store: false, input: "hi", ...body });
+
+describe("sampling parameters", () => {
+  // "On Claude Fable 5.1, …, Claude Opus 5, Claude Opus 4.8, Claude Opus 4.7, and Claude Sonnet 5,
+  // non-default temperature, top_p, or top_k values return a 400 error on every request" (thinking
+  // docs); Sonnet 5.5 and Haiku 5.5 likewise (their migration guides).
+  test.each(["claude-sonnet-5-5", "claude-opus-5-5", "claude-fable-5-1", "claude-haiku-5-5", "claude-sonnet-5", "claude-opus-4-7"])("%s: temperature and top_p are left out", async (name) => {
+    const res = await chat(name, { temperature: 0.2, top_p: 0.9 });
+    expect(res.status).toBe(200);
+    expect(sent()).not.toHaveProperty("temperature");
+    expect(sent()).not.toHaveProperty("top_p");
+    const viaResponses = await responses(name, { temperature: 0, top_p: 0.5 });
+    expect(viaResponses.status).toBe(200);
+    expect(sent()).not.toHaveProperty("temperature");
+    expect(sent()).not.toHaveProperty("top_p");
+  });
+
+  test.each(["claude-opus-4-6", "claude-sonnet-4-5"])("%s still takes them", async (name) => {
+    expect((await chat(name, { temperature: 0.2 })).status).toBe(200);
+    expect(sent().temperature).toBe(0.2);
+  });
+});
