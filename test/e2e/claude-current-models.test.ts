@@ -39,3 +39,43 @@ describe("sampling parameters", () => {
     expect(sent().temperature).toBe(0.2);
   });
 });
+
+describe("forced tool use", () => {
+  // "Claude Sonnet 5.5 rejects both with a 400 error … Send tool_choice: {"type": "auto"} … say in
+  // the prompt when to use it" (Sonnet 5.5 migration guide); likewise Opus 5.5 and Fable 5.1.
+  const parameters = { type: "object", properties: { city: { type: "string" } }, required: ["city"] };
+  const chatTools = [{ type: "function", function: { name: "get_weather", parameters } }, { type: "function", function: { name: "get_time", parameters } }];
+  const responsesTools = [{ type: "function", name: "get_weather", parameters }, { type: "function", name: "get_time", parameters }];
+
+  test.each(["claude-sonnet-5-5", "claude-opus-5-5", "claude-fable-5-1"])("%s: required is auto, and the system prompt asks for a tool", async (name) => {
+    const res = await chat(name, { tools: chatTools, tool_choice: "required", parallel_tool_calls: false, messages: [{ role: "system", content: "You are terse." }, { role: "user", content: "Weather in Paris?" }] });
+    expect(res.status).toBe(200);
+    expect(sent().tool_choice).toEqual({ type: "auto", disable_parallel_tool_use: true });
+    expect(sent().system).toStartWith("You are terse.\n\n");
+    expect(sent().system).toContain("calling one of the provided tools");
+  });
+
+  test.each(["claude-sonnet-5-5", "claude-opus-5-5", "claude-fable-5-1"])("%s: a named function is auto, and the system prompt names it", async (name) => {
+    const res = await chat(name, { tools: chatTools, tool_choice: { type: "function", function: { name: "get_time" } } });
+    expect(res.status).toBe(200);
+    expect(sent().tool_choice).toEqual({ type: "auto" });
+    expect(sent().system).toContain("calling the `get_time` tool");
+    const viaResponses = await responses(name, { tools: responsesTools, tool_choice: { type: "function", name: "get_weather" } });
+    expect(viaResponses.status).toBe(200);
+    expect(sent().tool_choice).toEqual({ type: "auto" });
+    expect(sent().system).toContain("calling the `get_weather` tool");
+  });
+
+  test("structured output through the answer tool asks for it in the prompt too (json_object on Opus 5.5)", async () => {
+    const res = await chat("claude-opus-5-5", { response_format: { type: "json_object" } });
+    expect(res.status).toBe(200);
+    expect(sent().tool_choice).toEqual({ type: "auto" });
+    expect(sent().system).toContain("calling the `json_answer` tool");
+  });
+
+  test.each(["claude-haiku-5-5", "claude-sonnet-5", "claude-opus-5", "claude-sonnet-4-5"])("%s still takes a forced tool", async (name) => {
+    expect((await chat(name, { tools: chatTools, tool_choice: "required" })).status).toBe(200);
+    expect(sent().tool_choice).toEqual({ type: "any" });
+    expect(sent()).not.toHaveProperty("system");
+  });
+});

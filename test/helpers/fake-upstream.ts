@@ -385,7 +385,8 @@ function claudeModel(model: string): { family: string; version: number } | undef
 /**
  * What the current Claude models refuse of a request that older ones take, in Anthropic's words
  * (platform.claude.com/docs/en/build-with-claude/thinking, "Limits and feature compatibility";
- * each model's migration guide): non-default sampling parameters (Opus 4.7, Sonnet 5 and later).
+ * each model's migration guide): non-default sampling parameters (Opus 4.7, Sonnet 5 and later),
+ * forced tool use (Sonnet and Opus 5.5, Fable and Mythos 5.1).
  */
 function currentClaudeRefusal(body: any, claude: { family: string; version: number } | undefined): string | undefined {
   if (!claude) return undefined;
@@ -394,6 +395,8 @@ function currentClaudeRefusal(body: any, claude: { family: string; version: numb
       if (body[name] !== undefined && body[name] !== null && !(name !== "top_k" && body[name] === 1)) return `${name}: a non-default value is not supported for this model.`;
     }
   }
+  const forcedToolRefused = ((claude.family === "opus" || claude.family === "sonnet") && claude.version >= 505) || ((claude.family === "fable" || claude.family === "mythos") && claude.version >= 501);
+  if (forcedToolRefused && (body.tool_choice?.type === "any" || body.tool_choice?.type === "tool")) return 'tool_choice: type "tool" and "any" are not supported for this model.';
   return undefined;
 }
 

@@ -45,6 +45,8 @@ export interface UpstreamTraits {
 export interface ClaudeRules {
   /** Non-default `temperature`, `top_p` or `top_k` are refused (400), thinking or not. */
   refusesSampling?: true;
+  /** `tool_choice` of type `any` or `tool` (forced tool use) is refused (400); `auto` and `none` are taken. */
+  refusesForcedTool?: true;
 }
 
 /** What translators assume when nobody says: no reasoning fields, structured outputs as the vendor's API has them. */
@@ -165,10 +167,13 @@ function anthropicTraits(upstreamModel: string): Omit<UpstreamTraits, "cacheBrea
  * - Sampling: Claude Opus 4.7 and later, Sonnet 5 and later, Haiku 5.5, every Fable and Mythos
  *   refuse non-default `temperature`, `top_p`, `top_k` on every request (no Sonnet or Haiku 4.7–4.9
  *   exists, so "4.7 and later" says it for every family).
+ * - Forced tool use: Claude Sonnet 5.5, Opus 5.5, Fable 5.1 and Mythos 5.1 refuse `tool_choice`
+ *   `any` and `tool`; Haiku 5.5, Opus 5, Sonnet 5 and Fable 5 take them.
  */
 export function claudeRules(family: ClaudeFamily, version: number): ClaudeRules | undefined {
   const rules: ClaudeRules = {};
   if (version >= 407) rules.refusesSampling = true;
+  if (((family === "opus" || family === "sonnet") && version >= 505) || ((family === "fable" || family === "mythos") && version >= 501)) rules.refusesForcedTool = true;
   return Object.keys(rules).length > 0 ? rules : undefined;
 }
 

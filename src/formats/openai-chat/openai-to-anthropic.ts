@@ -127,6 +127,7 @@ export function openaiRequestToAnthropic(
     }
     notes.answerTool = structured.tool.name;
   }
+  if (traits.claude?.refusesForcedTool && (out.tool_choice?.type === "any" || out.tool_choice?.type === "tool")) unforceToolChoice(out, notes);
 
   if (body.reasoning_effort !== undefined && body.reasoning_effort !== null) {
     const skipped = thinkingRefused(out, messages);
@@ -188,6 +189,23 @@ function allowedTools(allowed: { mode?: unknown; tools?: unknown } | undefined):
   const tools = Array.isArray(allowed.tools) ? (allowed.tools as { type?: unknown; function?: { name?: unknown } }[]) : [];
   const only = tools.length === 1 && tools[0]?.type === "function" ? tools[0].function?.name : undefined;
   return typeof only === "string" && only !== "" ? { type: "tool", name: only } : { type: "any" };
+}
+
+/**
+ * A forced tool (`tool_choice: "required"` or a named function, or the structured-output answer
+ * tool) for a model that refuses forced tool use: `auto`, and the system prompt says which tool to
+ * call, as Anthropic's migration guides advise ("say in the prompt when to use it"). The model
+ * follows it, but may still answer in text: the client gets that text as the answer. The flag
+ * against parallel calls stays on `auto`, which takes it.
+ */
+function unforceToolChoice(out: MessagesRequest, notes: TranslationNotes): void {
+  const { type, name, ...rest } = out.tool_choice!;
+  out.tool_choice = { type: "auto", ...rest };
+  const instruction = type === "tool" && name
+    ? `Respond to this request by calling the \`${name}\` tool rather than answering in text.`
+    : "Respond to this request by calling one of the provided tools rather than answering in text.";
+  out.system = typeof out.system === "string" && out.system !== "" ? `${out.system}\n\n${instruction}` : instruction;
+  (notes.dropped ??= []).push(`tool_choice: ${type === "tool" ? `the tool ${name}` : "any tool"} asked in the system prompt instead (this model refuses forced tool use)`);
 }
 
 function toolChoice(choice: unknown, parallel: boolean | undefined): MessagesRequest["tool_choice"] | undefined {

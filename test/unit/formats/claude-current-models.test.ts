@@ -78,3 +78,21 @@ describe("what each Claude model refuses", () => {
     expect(traits("claude-sonnet-5", { reasoning: "none" }).claude?.refusesSampling).toBe(true);
   });
 });
+
+describe("forced tool use", () => {
+  test.each([
+    ["claude-sonnet-5-5", true],
+    ["claude-opus-5-5", true],
+    ["claude-fable-5-1", true],
+    ["claude-mythos-5-1", true],
+    ["us.anthropic.claude-opus-5-5", true],
+    ["claude-haiku-5-5", false],
+    ["claude-sonnet-5", false],
+    ["claude-opus-5", false],
+    ["claude-fable-5", false],
+    ["claude-mythos-preview", false],
+    ["claude-opus-4-8", false],
+  ])("%s refuses forced tool use: %p", (name, refuses) => {
+    expect(traits(name).claude?.refusesForcedTool === true).toBe(refuses);
+  });
+});
