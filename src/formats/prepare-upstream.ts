@@ -158,10 +158,14 @@ export function prepareUpstreamBody(
   return prepareUpstream(wire, body, model, provider, maxTokens, log).body;
 }
 
-/** Thinking asked for on a turn Anthropic would refuse it on (anthropic-messages/thinking-history.ts). */
+/**
+ * Thinking with a budget asked for on a turn Anthropic would refuse it on
+ * (anthropic-messages/thinking-history.ts). Adaptive thinking is taken there: only manual extended
+ * thinking wants the turn to start with a thinking block.
+ */
 function thinkingWithoutItsBlock(body: Record<string, unknown>): boolean {
   const thinking = body.thinking as { type?: unknown } | undefined;
-  if (!thinking || typeof thinking !== "object" || thinking.type === "disabled" || !Array.isArray(body.messages)) return false;
+  if (!thinking || typeof thinking !== "object" || thinking.type !== "enabled" || !Array.isArray(body.messages)) return false;
   return continuesCallWithoutThinking(body.messages as AnthropicMessage[]);
 }
 

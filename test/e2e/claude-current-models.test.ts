@@ -79,3 +79,46 @@ describe("forced tool use", () => {
     expect(sent()).not.toHaveProperty("system");
   });
 });
+
+describe("adaptive thinking on every step of a tool loop", () => {
+  // "Adaptive thinking, including on models where thinking is on by default, supports forced tool
+  // use" and "In extended (manual) mode, the API additionally enforces that the final assistant turn
+  // … begins with a thinking block. Adaptive mode relaxes this" (thinking docs). Only budgets
+  // (Sonnet 4.5 here) skip thinking on such steps.
+  const tools = [{ type: "function", function: { name: "get_weather", parameters: { type: "object", properties: {} } } }];
+  const loop = [
+    { role: "user", content: "Weather in Paris?" },
+    { role: "assistant", content: null, tool_calls: [{ id: "call_1", type: "function", function: { name: "get_weather", arguments: "{}" } }] },
+    { role: "tool", tool_call_id: "call_1", content: "18°C" },
+  ];
+
+  test.each(["claude-opus-4-6", "claude-opus-4-7"])("%s: the step after the tool results thinks at the client's effort", async (name) => {
+    expect((await chat(name, { messages: loop, tools, reasoning_effort: "low" })).status).toBe(200);
+    expect(sent().thinking).toMatchObject({ type: "adaptive" });
+    expect(sent().output_config).toEqual({ effort: "low" });
+  });
+
+  test("a forced tool keeps adaptive thinking (Opus 4.6)", async () => {
+    expect((await chat("claude-opus-4-6", { tools, tool_choice: "required", reasoning_effort: "medium" })).status).toBe(200);
+    expect(sent().tool_choice).toEqual({ type: "any" });
+    expect(sent().thinking).toEqual({ type: "adaptive" });
+    expect(sent().output_config).toEqual({ effort: "medium" });
+  });
+
+  test("a budget model still skips it", async () => {
+    expect((await chat("claude-sonnet-4-5", { messages: loop, tools, reasoning_effort: "low" })).status).toBe(200);
+    expect(sent()).not.toHaveProperty("thinking");
+  });
+});
+
+test("an Anthropic client's adaptive thinking stays on a step whose call another vendor's model made", async () => {
+  const messages = [
+    { role: "user", content: "Weather in Paris?" },
+    { role: "assistant", content: [{ type: "tool_use", id: "toolu_other1", name: "get_weather", input: {} }] },
+    { role: "user", content: [{ type: "tool_result", tool_use_id: "toolu_other1", content: "18°C" }] },
+  ];
+  const tools = [{ name: "get_weather", input_schema: { type: "object", properties: {} } }];
+  const res = await post(gw, "/v1/messages", { model: "test/claude-opus-4-6", max_tokens: 2000, tools, thinking: { type: "adaptive" }, messages });
+  expect(res.status).toBe(200);
+  expect(sent().thinking).toEqual({ type: "adaptive" });
+});

@@ -1,9 +1,11 @@
 /**
  * Codex on an Anthropic upstream: the Responses API's `include: ["reasoning.encrypted_content"]`
  * gets Anthropic's signed thinking sealed in each reasoning item, and a tool loop that sends the
- * items back continues with thinking on (Anthropic refuses thinking on a turn continuing tool
- * calls unless that turn starts with its signed block; the fake upstream refuses as it does).
- * Before, thinking was dropped after a task's first request (a probe of the agent CLIs).
+ * items back continues with the turn's signed thinking in front (Anthropic wants it back within a
+ * tool-use turn; with a thinking budget it refuses the turn without it, and the fake upstream
+ * refuses as it does). Before, thinking was dropped after a task's first request (a probe of the
+ * agent CLIs). The model here thinks adaptively, which Anthropic takes without the block too
+ * ("Adaptive mode relaxes this"): without it the loop still thinks, at the client's effort.
  */
 import { describe, expect, test } from "bun:test";
 import { useFakeUpstream, vendorRefusal, type RecordedRequest, type Reply } from "../helpers/fake-upstream.ts";
@@ -65,14 +67,16 @@ describe("Anthropic's signed thinking through the Responses API", () => {
     });
   }
 
-  test("not asked for: no encrypted_content, and the tool loop goes on without thinking (as before)", async () => {
+  test("not asked for: no encrypted_content, and the tool loop goes on without the signed block, thinking adaptively at the client's effort", async () => {
     const output = await firstTurn(undefined, false);
     expect(output.find((i) => i.type === "reasoning")!.encrypted_content).toBeUndefined();
     const fc = output.find((i) => i.type === "function_call")!;
     answer(anthropicBody({ text: "a.txt b.txt" }));
     const res = await post(gw, "/v1/responses", { ...first(undefined, false), input: [{ role: "user", content: "list the files" }, ...output, { type: "function_call_output", call_id: fc.call_id, output: "a.txt" }] });
     expect(res.status).toBe(200);
-    expect(sent().thinking).toBeUndefined();
+    expect(sent().thinking).toEqual({ type: "adaptive" });
+    expect(sent().output_config).toEqual({ effort: "high" });
+    expect(sent().messages.find((m: { role: string }) => m.role === "assistant").content[0].type).toBe("tool_use");
   });
 
   test("a kept answer keeps its signed thinking for previous_response_id whatever `include` asked (as OpenAI keeps a stored answer's reasoning; a review)", async () => {
@@ -92,7 +96,7 @@ describe("Anthropic's signed thinking through the Responses API", () => {
     expect(assistant.content[0]).toEqual({ type: "thinking", thinking: think, signature: SCRIPTED_SIGNATURE });
   });
 
-  test("another vendor's encrypted content, or a sealed field altered out of shape, is not read: the turn goes on without thinking", async () => {
+  test("another vendor's encrypted content, or a sealed field altered out of shape, is not read: the turn goes on without the signed block", async () => {
     const output = await firstTurn(["reasoning.encrypted_content"], false);
     const fc = output.find((i) => i.type === "function_call")!;
     for (const encrypted of ["gAAAAABopenai-own-opaque", "swy-thinking-1.bm90IGpzb24", "swy-thinking-1." + Buffer.from('[{"type":"thinking","thinking":"x"}]').toString("base64url")]) {
@@ -100,7 +104,7 @@ describe("Anthropic's signed thinking through the Responses API", () => {
       const items = output.map((i) => (i.type === "reasoning" ? { ...i, encrypted_content: encrypted } : i));
       const res = await post(gw, "/v1/responses", { ...first(["reasoning.encrypted_content"], false), input: [{ role: "user", content: "list" }, ...items, { type: "function_call_output", call_id: fc.call_id, output: "a" }] });
       expect([encrypted, res.status]).toEqual([encrypted, 200]);
-      expect(sent().thinking).toBeUndefined();
+      expect(sent().messages.find((m: { role: string }) => m.role === "assistant").content[0].type).toBe("tool_use");
     }
   });
 });

@@ -12,7 +12,7 @@
  * - With an empty queue it also refuses, with the vendor's status and error body, what the real vendors
  *   refuse and a gateway could get wrong when it rewrites or translates a request (see `vendorRefusal`):
  *   Anthropic: a thinking budget under 1024 or not below max_tokens, adaptive thinking before Claude 4.6,
- *   thinking with a forced tool, a temperature or top_p it does not take, structured outputs before
+ *   a thinking budget with a forced tool, a temperature or top_p it does not take, structured outputs before
  *   Claude 4.5 or with a schema it refuses (open objects, numeric and length bounds), unknown roles,
  *   tool_use without its tool_result right after, and what the current Claude models refuse that older ones
  *   take (see `currentClaudeRefusal`); OpenAI: unknown roles, tool messages without
@@ -416,9 +416,13 @@ function anthropicRefusal(body: any, options: FakeUpstreamOptions): string | und
   }
   if (thinking?.type === "adaptive" && version !== undefined && version < 406) return "thinking.type: 'adaptive' is not supported for this model. Use 'enabled' with budget_tokens.";
   if (thinking?.type === "enabled" || thinking?.type === "adaptive") {
-    if (body.tool_choice?.type === "any" || body.tool_choice?.type === "tool") return "Thinking may not be enabled when tool_choice forces tool use.";
     if (typeof body.temperature === "number" && body.temperature !== 1) return "`temperature` may only be set to 1 when thinking is enabled or in extended thinking mode. Please consult our documentation at https://docs.claude.com/en/docs/build-with-claude/extended-thinking#important-considerations-when-using-extended-thinking";
     if (typeof body.top_p === "number" && body.top_p < 0.95) return "`top_p` must be greater than or equal to 0.95 or unset when thinking is enabled. Please consult our documentation at https://docs.claude.com/en/docs/build-with-claude/extended-thinking#important-considerations-when-using-extended-thinking";
+  }
+  // Manual extended thinking only: adaptive thinking takes a forced tool, and no turn needs to start
+  // with a thinking block (platform.claude.com/docs/en/build-with-claude/thinking, "Thinking with tool use").
+  if (thinking?.type === "enabled") {
+    if (body.tool_choice?.type === "any" || body.tool_choice?.type === "tool") return "Thinking may not be enabled when tool_choice forces tool use.";
     const messages: any[] = Array.isArray(body.messages) ? body.messages : [];
     const last = messages.findLastIndex((m) => m?.role === "assistant");
     const blocks: any[] = last === -1 || !Array.isArray(messages[last].content) ? [] : messages[last].content;

@@ -130,7 +130,7 @@ export function openaiRequestToAnthropic(
   if (traits.claude?.refusesForcedTool && (out.tool_choice?.type === "any" || out.tool_choice?.type === "tool")) unforceToolChoice(out, notes);
 
   if (body.reasoning_effort !== undefined && body.reasoning_effort !== null) {
-    const skipped = thinkingRefused(out, messages);
+    const skipped = traits.reasoning === "budget" ? thinkingRefused(out, messages) : undefined;
     const reasoning = skipped ? undefined : anthropicReasoning(body.reasoning_effort, traits.reasoning, maxTokens);
     if (reasoning) {
       out.thinking = reasoning.thinking;
@@ -168,9 +168,12 @@ function markCacheBreakpoints(messages: AnthropicMessage[]): void {
 }
 
 /**
- * Why Anthropic would refuse thinking on this request, if it would: a forced tool (the client's
- * or the structured-output one) cannot be combined with thinking, and a turn that continues
- * after tool calls must start with the signed thinking block an OpenAI client never has.
+ * Why Anthropic would refuse thinking with a budget (manual extended thinking) on this request, if
+ * it would: a forced tool (the client's or the structured-output one) cannot be combined with it,
+ * and a turn that continues after tool calls must start with the signed thinking block an OpenAI
+ * client never has. Adaptive thinking has neither rule ("Adaptive thinking … supports forced tool
+ * use"; "Adaptive mode relaxes this: no assistant turn needs to start with one"), so it is asked on
+ * every step of a tool loop, with the client's effort.
  */
 function thinkingRefused(out: MessagesRequest, messages: AnthropicMessage[]): string | undefined {
   if (out.tool_choice?.type === "any" || out.tool_choice?.type === "tool") return "thinking cannot be combined with a forced tool";
