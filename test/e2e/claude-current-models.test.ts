@@ -122,3 +122,33 @@ test("an Anthropic client's adaptive thinking stays on a step whose call another
   expect(res.status).toBe(200);
   expect(sent().thinking).toEqual({ type: "adaptive" });
 });
+
+describe("reasoning_effort none or minimal on the models that think unasked", () => {
+  // Sonnet 5 and Opus 5 think with no `thinking` field and take `disabled` (Opus 5 at effort high or
+  // below), Haiku 5.5 likewise; Sonnet 5.5 refuses `disabled` and turns thinking off with
+  // `between_tools`; Opus 5.5 and Fable 5.1 cannot turn it off (thinking docs, the models' guides).
+  test.each([
+    ["claude-sonnet-5", { type: "disabled" }],
+    ["claude-opus-5", { type: "disabled" }],
+    ["claude-haiku-5-5", { type: "disabled" }],
+    ["claude-sonnet-5-5", { type: "between_tools" }],
+  ])("%s: thinking off as the model takes it", async (name, thinking) => {
+    expect((await chat(name, { reasoning_effort: "none" })).status).toBe(200);
+    expect(sent().thinking).toEqual(thinking);
+    expect(sent()).not.toHaveProperty("output_config");
+    expect((await responses(name, { reasoning: { effort: "minimal" } })).status).toBe(200);
+    expect(sent().thinking).toEqual(thinking);
+  });
+
+  test.each(["claude-opus-5-5", "claude-fable-5-1"])("%s: thinking cannot be turned off, so the lowest effort", async (name) => {
+    expect((await chat(name, { reasoning_effort: "none" })).status).toBe(200);
+    expect(sent().thinking?.type).not.toBe("disabled");
+    expect(sent().output_config).toEqual({ effort: "low" });
+  });
+
+  test.each(["claude-opus-4-7", "claude-opus-4-6", "claude-sonnet-4-5"])("%s thinks only when asked: nothing is sent", async (name) => {
+    expect((await chat(name, { reasoning_effort: "none" })).status).toBe(200);
+    expect(sent()).not.toHaveProperty("thinking");
+    expect(sent()).not.toHaveProperty("output_config");
+  });
+});

@@ -386,7 +386,9 @@ function claudeModel(model: string): { family: string; version: number } | undef
  * What the current Claude models refuse of a request that older ones take, in Anthropic's words
  * (platform.claude.com/docs/en/build-with-claude/thinking, "Limits and feature compatibility";
  * each model's migration guide): non-default sampling parameters (Opus 4.7, Sonnet 5 and later),
- * forced tool use (Sonnet and Opus 5.5, Fable and Mythos 5.1).
+ * forced tool use (Sonnet and Opus 5.5, Fable and Mythos 5.1), thinking budgets (Opus 4.7, Sonnet 5
+ * and later), thinking turned off where it cannot be (Sonnet 5.5 takes `between_tools` instead;
+ * Opus 5.5, Fable, Mythos take neither), `between_tools` anywhere else or with other fields.
  */
 function currentClaudeRefusal(body: any, claude: { family: string; version: number } | undefined): string | undefined {
   if (!claude) return undefined;
@@ -397,6 +399,19 @@ function currentClaudeRefusal(body: any, claude: { family: string; version: numb
   }
   const forcedToolRefused = ((claude.family === "opus" || claude.family === "sonnet") && claude.version >= 505) || ((claude.family === "fable" || claude.family === "mythos") && claude.version >= 501);
   if (forcedToolRefused && (body.tool_choice?.type === "any" || body.tool_choice?.type === "tool")) return 'tool_choice: type "tool" and "any" are not supported for this model.';
+  const thinking = body.thinking;
+  const adaptiveOnly = "Use \"thinking.type.adaptive\" and \"output_config.effort\" to control thinking behavior.";
+  if (thinking?.type === "enabled" && claude.version >= 407) return `"thinking.type.enabled" is not supported for this model. ${adaptiveOnly}`;
+  const sonnet55 = claude.family === "sonnet" && claude.version >= 505;
+  const alwaysThinks = claude.family === "fable" || claude.family === "mythos" || (claude.family === "opus" && claude.version >= 505);
+  if (thinking?.type === "disabled" && sonnet55) return 'To turn thinking off on this model, send "thinking": {"type": "between_tools"} instead of {"type": "disabled"}. The model does not think before responding. The short updates it writes between tool calls come back as thinking blocks.';
+  if (thinking?.type === "disabled" && alwaysThinks) return `"thinking.type.disabled" is not supported for this model. ${adaptiveOnly}`;
+  if (thinking?.type === "between_tools") {
+    if (!sonnet55) return "thinking.type: 'between_tools' is not supported for this model.";
+    if (Object.keys(thinking).length > 1) return "thinking.between_tools: Extra inputs are not permitted";
+    if (body.output_config?.effort === "xhigh" || body.output_config?.effort === "max") return "thinking.type 'between_tools' is not supported at effort xhigh or max.";
+  }
+  if (thinking?.display !== undefined && !["summarized", "omitted", "updates"].includes(thinking.display)) return `thinking.display: Input should be 'summarized', 'omitted' or 'updates'`;
   return undefined;
 }
 

@@ -47,6 +47,14 @@ export interface ClaudeRules {
   refusesSampling?: true;
   /** `tool_choice` of type `any` or `tool` (forced tool use) is refused (400); `auto` and `none` are taken. */
   refusesForcedTool?: true;
+  /**
+   * The model thinks (adaptively) when a request names no thinking, and this turns it off:
+   * `thinking: {type: "disabled"}`, `{type: "between_tools"}` (the lowest setting Sonnet 5.5
+   * takes; `disabled` is refused), or nothing (`always`: any way to turn it off is refused).
+   */
+  thinksByDefault?: "disabled" | "between_tools" | "always";
+  /** Thinking blocks come back empty unless `thinking.display` asks for `summarized` text. */
+  omitsThinking?: true;
 }
 
 /** What translators assume when nobody says: no reasoning fields, structured outputs as the vendor's API has them. */
@@ -169,11 +177,20 @@ function anthropicTraits(upstreamModel: string): Omit<UpstreamTraits, "cacheBrea
  *   exists, so "4.7 and later" says it for every family).
  * - Forced tool use: Claude Sonnet 5.5, Opus 5.5, Fable 5.1 and Mythos 5.1 refuse `tool_choice`
  *   `any` and `tool`; Haiku 5.5, Opus 5, Sonnet 5 and Fable 5 take them.
+ * - Thinking with no `thinking` field: on for Sonnet 5, Opus 5 and Haiku 5.5 (`disabled` turns it
+ *   off, at effort `high` or below), Sonnet 5.5 (`between_tools`; `disabled` is refused), and always
+ *   on for Opus 5.5, Fable and Mythos (`disabled` is refused); off for Opus 4.6–4.8 and Sonnet 4.6.
+ * - Thinking text: omitted unless `display: "summarized"` on Opus 4.7 and later, Sonnet 5 and
+ *   later, Haiku 5.5, Fable and Mythos ("summarized" is the default before them).
  */
 export function claudeRules(family: ClaudeFamily, version: number): ClaudeRules | undefined {
   const rules: ClaudeRules = {};
   if (version >= 407) rules.refusesSampling = true;
   if (((family === "opus" || family === "sonnet") && version >= 505) || ((family === "fable" || family === "mythos") && version >= 501)) rules.refusesForcedTool = true;
+  if (family === "fable" || family === "mythos" || (family === "opus" && version >= 505)) rules.thinksByDefault = "always";
+  else if (family === "sonnet" && version >= 505) rules.thinksByDefault = "between_tools";
+  else if (((family === "opus" || family === "sonnet") && version >= 500) || (family === "haiku" && version >= 505)) rules.thinksByDefault = "disabled";
+  if (version >= 407) rules.omitsThinking = true;
   return Object.keys(rules).length > 0 ? rules : undefined;
 }
 

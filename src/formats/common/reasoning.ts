@@ -1,4 +1,4 @@
-import type { ReasoningStyle } from "./model-traits.ts";
+import type { ClaudeRules, ReasoningStyle } from "./model-traits.ts";
 
 /**
  * Reasoning controls across the formats, as two tables (docs/decisions.md, "Structured output
@@ -29,17 +29,25 @@ export const BUDGET_SHARE = 3 / 4;
 
 export type AnthropicReasoning =
   | { thinking: { type: "enabled"; budget_tokens: number } }
-  | { thinking: { type: "adaptive" }; effort: string };
+  | { thinking: { type: "adaptive" }; effort: string }
+  /** Thinking turned off on a model that thinks unasked (`none`, `minimal`). */
+  | { thinking: { type: "disabled" } | { type: "between_tools" } }
+  /** A model whose thinking cannot be turned off, asked for none: its lowest effort. */
+  | { effort: "low" };
 
 /**
- * An OpenAI `reasoning_effort` → Anthropic thinking, for a model of `style`; undefined for no
- * thinking (no effort, `none`/`minimal`, a model that does not think, a value we do not know, or
- * `max_tokens` too small to hold the smallest budget and an answer). Budgets are the table's,
+ * An OpenAI `reasoning_effort` → Anthropic thinking, for a model of `style`; undefined for nothing
+ * to send (no effort, `none`/`minimal` for a model that thinks only when asked, a model that does
+ * not think, a value we do not know, or `max_tokens` too small to hold the smallest budget and an
+ * answer). `none`/`minimal` for a model that thinks unasked (`claude`): see thinkingOff. Budgets are the table's,
  * at most ¾ of `max_tokens`: the client sized `max_tokens` for the answer, and Anthropic counts
  * thinking inside it as OpenAI counts reasoning inside `max_completion_tokens`.
  */
-export function anthropicReasoning(effort: unknown, style: ReasoningStyle | undefined, maxTokens: number): AnthropicReasoning | undefined {
+export function anthropicReasoning(effort: unknown, style: "budget", maxTokens: number): { thinking: { type: "enabled"; budget_tokens: number } } | undefined;
+export function anthropicReasoning(effort: unknown, style: ReasoningStyle | undefined, maxTokens: number, claude?: ClaudeRules): AnthropicReasoning | undefined;
+export function anthropicReasoning(effort: unknown, style: ReasoningStyle | undefined, maxTokens: number, claude?: ClaudeRules): AnthropicReasoning | undefined {
   if (typeof effort !== "string") return undefined;
+  if (style === "adaptive" && (effort === "none" || effort === "minimal")) return thinkingOff(claude);
   if (style === "adaptive") {
     const level = ADAPTIVE_EFFORT[effort];
     return level ? { thinking: { type: "adaptive" }, effort: level } : undefined;
@@ -49,6 +57,25 @@ export function anthropicReasoning(effort: unknown, style: ReasoningStyle | unde
   if (wanted === undefined) return undefined;
   const budget = Math.min(wanted, Math.floor(maxTokens * BUDGET_SHARE));
   return budget >= MIN_THINKING_BUDGET ? { thinking: { type: "enabled", budget_tokens: budget } } : undefined;
+}
+
+/**
+ * `none` and `minimal` on a model that thinks when no `thinking` is named (Claude Sonnet 5 and later,
+ * Opus 5 and later, Haiku 5.5, Fable, Mythos; model-traits.ts, claudeRules): the way that model turns
+ * thinking off (`disabled`, or Sonnet 5.5's `between_tools`), or, where it cannot be turned off,
+ * the lowest effort. Models that think only when asked need nothing sent.
+ */
+function thinkingOff(claude: ClaudeRules | undefined): AnthropicReasoning | undefined {
+  switch (claude?.thinksByDefault) {
+    case "disabled":
+      return { thinking: { type: "disabled" } };
+    case "between_tools":
+      return { thinking: { type: "between_tools" } };
+    case "always":
+      return { effort: "low" };
+    default:
+      return undefined;
+  }
 }
 
 /**

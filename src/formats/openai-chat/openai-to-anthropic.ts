@@ -131,13 +131,15 @@ export function openaiRequestToAnthropic(
 
   if (body.reasoning_effort !== undefined && body.reasoning_effort !== null) {
     const skipped = traits.reasoning === "budget" ? thinkingRefused(out, messages) : undefined;
-    const reasoning = skipped ? undefined : anthropicReasoning(body.reasoning_effort, traits.reasoning, maxTokens);
+    const reasoning = skipped ? undefined : anthropicReasoning(body.reasoning_effort, traits.reasoning, maxTokens, traits.claude);
     if (reasoning) {
-      out.thinking = reasoning.thinking;
+      if ("thinking" in reasoning) out.thinking = reasoning.thinking;
       if ("effort" in reasoning) out.output_config = { ...out.output_config, effort: reasoning.effort };
-      // Anthropic takes no sampling changes with thinking on (temperature 1 only, top_p from 0.95).
-      delete out.temperature;
-      if (typeof out.top_p === "number" && out.top_p < 0.95) delete out.top_p;
+      if (out.thinking?.type === "enabled" || out.thinking?.type === "adaptive") {
+        // Anthropic takes no sampling changes with thinking on (temperature 1 only, top_p from 0.95).
+        delete out.temperature;
+        if (typeof out.top_p === "number" && out.top_p < 0.95) delete out.top_p;
+      }
     } else (notes.dropped ??= []).push(`reasoning_effort: ${skipped ?? `no thinking for "${String(body.reasoning_effort)}" on this model`}`);
   }
   if (traits.cacheBreakpoints) markCacheBreakpoints(messages);

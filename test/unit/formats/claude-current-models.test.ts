@@ -7,6 +7,7 @@
 import { describe, expect, test } from "bun:test";
 import type { ModelConfig } from "../../../src/config/schema.ts";
 import { claudeModel, upstreamTraits } from "../../../src/formats/common/model-traits.ts";
+import { anthropicReasoning } from "../../../src/formats/common/reasoning.ts";
 
 const traits = (upstream_model: string, extra: Partial<ModelConfig> = {}) => upstreamTraits("anthropic", { upstream_model, ...extra });
 
@@ -94,5 +95,32 @@ describe("forced tool use", () => {
     ["claude-opus-4-8", false],
   ])("%s refuses forced tool use: %p", (name, refuses) => {
     expect(traits(name).claude?.refusesForcedTool === true).toBe(refuses);
+  });
+});
+
+describe("thinking unasked, and how it is turned off", () => {
+  test.each([
+    ["claude-sonnet-5", "disabled"],
+    ["claude-opus-5", "disabled"],
+    ["claude-haiku-5-5", "disabled"],
+    ["claude-sonnet-5-5", "between_tools"],
+    ["claude-opus-5-5", "always"],
+    ["claude-fable-5-1", "always"],
+    ["claude-fable-5", "always"],
+    ["claude-mythos-preview", "always"],
+    ["claude-opus-4-8", undefined],
+    ["claude-sonnet-4-6", undefined],
+    ["claude-haiku-4-5", undefined],
+  ])("%s: %s", (name, off) => {
+    expect(traits(name).claude?.thinksByDefault).toBe(off as never);
+  });
+
+  test("reasoning_effort none/minimal: the model's way off, the lowest effort, or nothing", () => {
+    const rules = (name: string) => traits(name).claude;
+    expect(anthropicReasoning("none", "adaptive", 8192, rules("claude-sonnet-5"))).toEqual({ thinking: { type: "disabled" } });
+    expect(anthropicReasoning("minimal", "adaptive", 8192, rules("claude-sonnet-5-5"))).toEqual({ thinking: { type: "between_tools" } });
+    expect(anthropicReasoning("none", "adaptive", 8192, rules("claude-opus-5-5"))).toEqual({ effort: "low" });
+    expect(anthropicReasoning("none", "adaptive", 8192, rules("claude-opus-4-7"))).toBeUndefined();
+    expect(anthropicReasoning("none", "budget", 8192, rules("claude-sonnet-4-5"))).toBeUndefined();
   });
 });
