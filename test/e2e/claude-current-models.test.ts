@@ -8,13 +8,16 @@
  */
 import { describe, expect, test } from "bun:test";
 import { useFakeUpstream } from "../helpers/fake-upstream.ts";
-import { ANTHROPIC_PRICING, post, useGateway } from "../helpers/gateway.ts";
+import { ANTHROPIC_PRICING, post, sseFrames, useGateway } from "../helpers/gateway.ts";
+import { anthropicBody, anthropicStream } from "../helpers/scripted-answers.ts";
 
 const upstream = useFakeUpstream();
 /** Each model by its API id, served by the fake Anthropic as `test/<id>`. */
 const CLAUDES = ["claude-sonnet-5-5", "claude-opus-5-5", "claude-fable-5-1", "claude-haiku-5-5", "claude-sonnet-5", "claude-opus-5", "claude-opus-4-7", "claude-opus-4-6", "claude-sonnet-4-5"];
 const claude = (name: string) => ({ id: `test/${name}`, provider: "fake-anthropic", upstream_model: name, category: "text", context_length: 200_000, pricing: ANTHROPIC_PRICING });
-const gw = useGateway(() => ({ upstreamUrl: upstream.url, retry: { max_retries: 0 }, extraModels: CLAUDES.map(claude) }));
+/** Sonnet 5.5 that the config says does not reason (`models[].reasoning` wins over the name). */
+const QUIET = { ...claude("claude-sonnet-5-5"), id: "test/quiet-sonnet", reasoning: "none" };
+const gw = useGateway(() => ({ upstreamUrl: upstream.url, retry: { max_retries: 0 }, extraModels: [...CLAUDES.map(claude), QUIET] }));
 const sent = () => upstream.requests.at(-1)!.body;
 const chat = (name: string, body: Record<string, unknown>) => post(gw, "/v1/chat/completions", { model: `test/${name}`, messages: [{ role: "user", content: "hi" }], ...body });
 const responses = (name: string, body: Record<string, unknown>) => post(gw, "/v1/responses", { model: `test/${name}`, store: false, input: "hi", ...body });
@@ -150,5 +153,70 @@ describe("reasoning_effort none or minimal on the models that think unasked", ()
     expect((await chat(name, { reasoning_effort: "none" })).status).toBe(200);
     expect(sent()).not.toHaveProperty("thinking");
     expect(sent()).not.toHaveProperty("output_config");
+  });
+});
+
+describe("thinking text comes back: display summarized where the model omits it", () => {
+  // "`omitted` … This is the default on Claude Fable 5.1, …, Claude Opus 5, Claude Sonnet 5, Claude
+  // Opus 4.8, Claude Opus 4.7"; on Sonnet 5.5 and Opus 5.5 "text between tool calls comes back in
+  // thinking blocks … empty at the default display" (thinking docs; the 5.5 models' guides).
+  test.each(["claude-sonnet-5-5", "claude-opus-5-5", "claude-fable-5-1", "claude-haiku-5-5", "claude-sonnet-5", "claude-opus-5"])("%s thinks unasked: asked for the summary even without reasoning_effort", async (name) => {
+    expect((await chat(name, {})).status).toBe(200);
+    expect(sent().thinking).toEqual({ type: "adaptive", display: "summarized" });
+    expect((await responses(name, { reasoning: { effort: "medium" } })).status).toBe(200);
+    expect(sent().thinking).toEqual({ type: "adaptive", display: "summarized" });
+    expect(sent().output_config).toEqual({ effort: "medium" });
+  });
+
+  test("Opus 4.7 thinks when asked, and is asked for the summary then", async () => {
+    expect((await chat("claude-opus-4-7", {})).status).toBe(200);
+    expect(sent()).not.toHaveProperty("thinking");
+    expect((await chat("claude-opus-4-7", { reasoning_effort: "high" })).status).toBe(200);
+    expect(sent().thinking).toEqual({ type: "adaptive", display: "summarized" });
+  });
+
+  test("models that summarize anyway, and thinking turned off, get no display", async () => {
+    expect((await chat("claude-opus-4-6", { reasoning_effort: "high" })).status).toBe(200);
+    expect(sent().thinking).toEqual({ type: "adaptive" });
+    expect((await chat("claude-sonnet-5-5", { reasoning_effort: "none" })).status).toBe(200);
+    expect(sent().thinking).toEqual({ type: "between_tools" });
+    expect((await chat("claude-opus-5-5", { reasoning_effort: "none" })).status).toBe(200);
+    expect(sent().thinking).toEqual({ type: "adaptive", display: "summarized" });
+    expect(sent().output_config).toEqual({ effort: "low" });
+  });
+
+  test("a model the config says does not reason is sent no thinking", async () => {
+    expect((await chat("quiet-sonnet", { reasoning_effort: "high" })).status).toBe(200);
+    expect(sent()).not.toHaveProperty("thinking");
+    expect(sent()).not.toHaveProperty("output_config");
+  });
+});
+
+describe("the notes between tool calls reach OpenAI-format clients as reasoning", () => {
+  // With display "summarized" a progress update is a thinking block with text before the tool_use
+  // it introduces; OpenAI clients read thinking as `reasoning_content` (chat) or reasoning items.
+  const note = "Found the expired token path; editing auth.py next.";
+  const call = { id: "toolu_01", name: "edit_file", arguments: '{"path":"auth.py"}' };
+  const tools = [{ type: "function", function: { name: "edit_file", parameters: { type: "object", properties: { path: { type: "string" } } } } }];
+
+  test("chat completions, whole and streamed", async () => {
+    upstream.reply(anthropicBody({ reasoning: note, calls: [call] }));
+    const whole = (await (await chat("claude-sonnet-5-5", { tools })).json()) as any;
+    expect(whole.choices[0].message.reasoning_content).toBe(note);
+    expect(whole.choices[0].message.tool_calls[0].function).toEqual({ name: "edit_file", arguments: call.arguments });
+
+    upstream.reply(anthropicStream({ reasoning: note, calls: [call] }));
+    const text = await (await chat("claude-sonnet-5-5", { tools, stream: true })).text();
+    const deltas = sseFrames(text).filter((f) => f.data !== "[DONE]").map((f) => JSON.parse(f.data).choices?.[0]?.delta ?? {});
+    expect(deltas.map((d) => d.reasoning_content ?? "").join("")).toBe(note);
+    expect(deltas.some((d) => d.tool_calls)).toBe(true);
+  });
+
+  test("the Responses API: a reasoning item whose summary is the note (Codex asks for summaries), before the call", async () => {
+    upstream.reply(anthropicBody({ reasoning: note, calls: [call] }));
+    const body = (await (await responses("claude-opus-5-5", { reasoning: { summary: "auto" }, tools: [{ type: "function", name: "edit_file", parameters: tools[0]!.function.parameters }] })).json()) as any;
+    const types = body.output.map((i: any) => i.type);
+    expect(types).toEqual(["reasoning", "function_call"]);
+    expect(body.output[0].summary.map((p: any) => p.text).join("")).toBe(note);
   });
 });

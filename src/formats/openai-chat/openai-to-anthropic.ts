@@ -142,6 +142,14 @@ export function openaiRequestToAnthropic(
       }
     } else (notes.dropped ??= []).push(`reasoning_effort: ${skipped ?? `no thinking for "${String(body.reasoning_effort)}" on this model`}`);
   }
+  // The thinking text, where the model returns it empty unless asked (Claude Opus 4.7, Sonnet 5 and
+  // later): OpenAI clients read it as `reasoning_content` or reasoning summaries, and on Sonnet 5.5,
+  // Opus 5.5 and Fable 5.1 the notes the model writes between tool calls come back only there. A
+  // model that thinks unasked is asked explicitly (the same as naming nothing, with the display).
+  if (traits.reasoning === "adaptive" && traits.claude?.omitsThinking) {
+    const thinks = out.thinking === undefined ? traits.claude.thinksByDefault !== undefined : out.thinking.type === "adaptive";
+    if (thinks) out.thinking = { ...(out.thinking ?? { type: "adaptive" }), display: "summarized" };
+  }
   if (traits.cacheBreakpoints) markCacheBreakpoints(messages);
   return out;
 }
