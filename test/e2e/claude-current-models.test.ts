@@ -220,3 +220,27 @@ describe("the notes between tool calls reach OpenAI-format clients as reasoning"
     expect(body.output[0].summary.map((p: any) => p.text).join("")).toBe(note);
   });
 });
+
+describe("a conversation that ends with the assistant", () => {
+  // "Claude Sonnet 5.5 rejects a prefilled last assistant turn with a 400 error, as Claude Sonnet
+  // 4.6 and Claude Sonnet 5 do. Claude Sonnet 4.5, Claude Haiku 4.5, and older models accept one"
+  // (Sonnet 5.5 migration guide; "prefill removal" in What's new in Claude 4.6). OpenAI answers such
+  // a conversation with the next assistant message.
+  const ending = [{ role: "user", content: "Name a colour." }, { role: "assistant", content: "Blue." }];
+
+  test.each(["claude-sonnet-5-5", "claude-opus-4-6", "claude-haiku-5-5"])("%s: a user turn asks for the next message", async (name) => {
+    expect((await chat(name, { messages: ending })).status).toBe(200);
+    const messages = sent().messages;
+    expect(messages.at(-2)).toMatchObject({ role: "assistant", content: [{ type: "text", text: "Blue." }] });
+    expect(messages.at(-1).role).toBe("user");
+    expect(messages.at(-1).content[0].text).toBe("Continue.");
+    const viaResponses = await responses(name, { input: [{ role: "user", content: "Name a colour." }, { type: "message", role: "assistant", content: [{ type: "output_text", text: "Blue." }] }] });
+    expect(viaResponses.status).toBe(200);
+    expect(sent().messages.at(-1).role).toBe("user");
+  });
+
+  test("Sonnet 4.5 still continues it", async () => {
+    expect((await chat("claude-sonnet-4-5", { messages: ending })).status).toBe(200);
+    expect(sent().messages.at(-1).role).toBe("assistant");
+  });
+});

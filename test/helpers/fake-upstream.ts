@@ -386,12 +386,14 @@ function claudeModel(model: string): { family: string; version: number } | undef
  * What the current Claude models refuse of a request that older ones take, in Anthropic's words
  * (platform.claude.com/docs/en/build-with-claude/thinking, "Limits and feature compatibility";
  * each model's migration guide): non-default sampling parameters (Opus 4.7, Sonnet 5 and later),
- * forced tool use (Sonnet and Opus 5.5, Fable and Mythos 5.1), thinking budgets (Opus 4.7, Sonnet 5
+ * a last assistant turn (Claude 4.6 and later), forced tool use (Sonnet and Opus 5.5, Fable and Mythos 5.1), thinking budgets (Opus 4.7, Sonnet 5
  * and later), thinking turned off where it cannot be (Sonnet 5.5 takes `between_tools` instead;
  * Opus 5.5, Fable, Mythos take neither), `between_tools` anywhere else or with other fields.
  */
 function currentClaudeRefusal(body: any, claude: { family: string; version: number } | undefined): string | undefined {
   if (!claude) return undefined;
+  const messages: any[] = Array.isArray(body.messages) ? body.messages : [];
+  if (claude.version >= 406 && messages.at(-1)?.role === "assistant") return "This model does not support assistant message prefill. The conversation must end with a user message.";
   if (claude.version >= 407) {
     for (const name of ["temperature", "top_p", "top_k"]) {
       if (body[name] !== undefined && body[name] !== null && !(name !== "top_k" && body[name] === 1)) return `${name}: a non-default value is not supported for this model.`;

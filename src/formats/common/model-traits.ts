@@ -45,6 +45,8 @@ export interface UpstreamTraits {
 export interface ClaudeRules {
   /** Non-default `temperature`, `top_p` or `top_k` are refused (400), thinking or not. */
   refusesSampling?: true;
+  /** A conversation that ends with an assistant turn (a prefill for the answer) is refused (400). */
+  refusesPrefill?: true;
   /** `tool_choice` of type `any` or `tool` (forced tool use) is refused (400); `auto` and `none` are taken. */
   refusesForcedTool?: true;
   /**
@@ -175,6 +177,8 @@ function anthropicTraits(upstreamModel: string): Omit<UpstreamTraits, "cacheBrea
  * - Sampling: Claude Opus 4.7 and later, Sonnet 5 and later, Haiku 5.5, every Fable and Mythos
  *   refuse non-default `temperature`, `top_p`, `top_k` on every request (no Sonnet or Haiku 4.7–4.9
  *   exists, so "4.7 and later" says it for every family).
+ * - Prefill: Claude 4.6 and later (Opus 4.6, Sonnet 4.6 and every model after) refuse a last
+ *   assistant turn; Sonnet 4.5, Haiku 4.5 and older continue it.
  * - Forced tool use: Claude Sonnet 5.5, Opus 5.5, Fable 5.1 and Mythos 5.1 refuse `tool_choice`
  *   `any` and `tool`; Haiku 5.5, Opus 5, Sonnet 5 and Fable 5 take them.
  * - Thinking with no `thinking` field: on for Sonnet 5, Opus 5 and Haiku 5.5 (`disabled` turns it
@@ -186,6 +190,7 @@ function anthropicTraits(upstreamModel: string): Omit<UpstreamTraits, "cacheBrea
 export function claudeRules(family: ClaudeFamily, version: number): ClaudeRules | undefined {
   const rules: ClaudeRules = {};
   if (version >= 407) rules.refusesSampling = true;
+  if (version >= 406) rules.refusesPrefill = true;
   if (((family === "opus" || family === "sonnet") && version >= 505) || ((family === "fable" || family === "mythos") && version >= 501)) rules.refusesForcedTool = true;
   if (family === "fable" || family === "mythos" || (family === "opus" && version >= 505)) rules.thinksByDefault = "always";
   else if (family === "sonnet" && version >= 505) rules.thinksByDefault = "between_tools";

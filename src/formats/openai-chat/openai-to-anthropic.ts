@@ -74,6 +74,14 @@ export function openaiRequestToAnthropic(
   const instructions = system.join("\n\n");
   const onlySystem = messages.length === 0 && instructions.trim() !== "";
   if (onlySystem) push("user", [{ type: "text", text: instructions }]);
+  // A conversation that ends with the assistant's words: OpenAI writes the next message, Anthropic
+  // continues that one (a prefill), which Claude 4.6 and later refuse. For them the user's turn
+  // asks for the next message, as OpenAI would write it.
+  const last = messages[messages.length - 1];
+  if (traits.claude?.refusesPrefill && last?.role === "assistant" && !(last.content as AnthropicBlock[]).some((b) => b.type === "tool_use")) {
+    push("user", [{ type: "text", text: CONTINUE }]);
+    (notes.dropped ??= []).push("prefill: the conversation ends with the assistant, which this model refuses; a user turn asks it to go on");
+  }
   const out: MessagesRequest = { model: upstreamModel, messages, max_tokens: maxTokens };
   if (system.length > 0 && !onlySystem) out.system = instructions;
   if (body.stream) out.stream = true;
@@ -155,6 +163,9 @@ export function openaiRequestToAnthropic(
 }
 
 const EPHEMERAL = { type: "ephemeral" } as const;
+
+/** The user turn after an assistant's last words, for a model that refuses to continue them (a prefill). */
+const CONTINUE = "Continue.";
 
 /**
  * Prompt-cache breakpoints for a request an OpenAI-format client sent (it cannot mark them, and

@@ -124,3 +124,18 @@ describe("thinking unasked, and how it is turned off", () => {
     expect(anthropicReasoning("none", "budget", 8192, rules("claude-sonnet-4-5"))).toBeUndefined();
   });
 });
+
+describe("prefill", () => {
+  test.each([
+    ["claude-opus-4-6", true],
+    ["claude-sonnet-4-6", true],
+    ["claude-sonnet-5-5", true],
+    ["claude-haiku-5-5", true],
+    ["claude-fable-5-1", true],
+    ["claude-sonnet-4-5", false],
+    ["claude-haiku-4-5", false],
+    ["claude-opus-4-1", false],
+  ])("%s refuses a last assistant turn: %p", (name, refuses) => {
+    expect(traits(name).claude?.refusesPrefill === true).toBe(refuses);
+  });
+});
