@@ -244,3 +244,11 @@ describe("a conversation that ends with the assistant", () => {
     expect(sent().messages.at(-1).role).toBe("assistant");
   });
 });
+
+test.each([
+  ["claude-sonnet-5-5", "xhigh"],
+  ["claude-opus-4-6", "high"],
+])("reasoning_effort xhigh on %s is effort %s (xhigh where the model takes it)", async (name, effort) => {
+  expect((await chat(name, { reasoning_effort: "xhigh" })).status).toBe(200);
+  expect(sent().output_config).toEqual({ effort });
+});

@@ -401,6 +401,8 @@ function currentClaudeRefusal(body: any, claude: { family: string; version: numb
   }
   const forcedToolRefused = ((claude.family === "opus" || claude.family === "sonnet") && claude.version >= 505) || ((claude.family === "fable" || claude.family === "mythos") && claude.version >= 501);
   if (forcedToolRefused && (body.tool_choice?.type === "any" || body.tool_choice?.type === "tool")) return 'tool_choice: type "tool" and "any" are not supported for this model.';
+  const effort = body.output_config?.effort;
+  if ((effort === "xhigh" && claude.version < 407) || (effort === "max" && (claude.version < 406 || (claude.family === "haiku" && claude.version < 505)))) return `output_config.effort: '${effort}' is not supported for this model.`;
   const thinking = body.thinking;
   const adaptiveOnly = "Use \"thinking.type.adaptive\" and \"output_config.effort\" to control thinking behavior.";
   if (thinking?.type === "enabled" && claude.version >= 407) return `"thinking.type.enabled" is not supported for this model. ${adaptiveOnly}`;

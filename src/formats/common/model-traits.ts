@@ -57,6 +57,8 @@ export interface ClaudeRules {
   thinksByDefault?: "disabled" | "between_tools" | "always";
   /** Thinking blocks come back empty unless `thinking.display` asks for `summarized` text. */
   omitsThinking?: true;
+  /** The `output_config.effort` levels above `high` the model takes. */
+  higherEfforts?: readonly ("xhigh" | "max")[];
 }
 
 /** What translators assume when nobody says: no reasoning fields, structured outputs as the vendor's API has them. */
@@ -184,6 +186,8 @@ function anthropicTraits(upstreamModel: string): Omit<UpstreamTraits, "cacheBrea
  * - Thinking with no `thinking` field: on for Sonnet 5, Opus 5 and Haiku 5.5 (`disabled` turns it
  *   off, at effort `high` or below), Sonnet 5.5 (`between_tools`; `disabled` is refused), and always
  *   on for Opus 5.5, Fable and Mythos (`disabled` is refused); off for Opus 4.6–4.8 and Sonnet 4.6.
+ * - Effort above `high`: `max` on every adaptive model (Opus and Sonnet 4.6 and later, Haiku 5.5,
+ *   Fable, Mythos), `xhigh` from Opus 4.7 on (not Opus or Sonnet 4.6).
  * - Thinking text: omitted unless `display: "summarized"` on Opus 4.7 and later, Sonnet 5 and
  *   later, Haiku 5.5, Fable and Mythos ("summarized" is the default before them).
  */
@@ -196,6 +200,7 @@ export function claudeRules(family: ClaudeFamily, version: number): ClaudeRules 
   else if (family === "sonnet" && version >= 505) rules.thinksByDefault = "between_tools";
   else if (((family === "opus" || family === "sonnet") && version >= 500) || (family === "haiku" && version >= 505)) rules.thinksByDefault = "disabled";
   if (version >= 407) rules.omitsThinking = true;
+  if (version >= 406 && (family !== "haiku" || version >= 505)) rules.higherEfforts = version >= 407 ? ["xhigh", "max"] : ["max"];
   return Object.keys(rules).length > 0 ? rules : undefined;
 }
 

@@ -18,7 +18,7 @@ export const EFFORT_BUDGET: Readonly<Record<string, number>> = {
   xhigh: 32_768,
 };
 
-/** `reasoning_effort` → adaptive thinking's `output_config.effort`: the levels every adaptive model takes. */
+/** `reasoning_effort` → adaptive thinking's `output_config.effort`: the levels every adaptive model takes (see anthropicReasoning for `xhigh` and `max`). */
 const ADAPTIVE_EFFORT: Readonly<Record<string, string>> = { low: "low", medium: "medium", high: "high", xhigh: "high", max: "high" };
 
 /**
@@ -49,7 +49,8 @@ export function anthropicReasoning(effort: unknown, style: ReasoningStyle | unde
   if (typeof effort !== "string") return undefined;
   if (style === "adaptive" && (effort === "none" || effort === "minimal")) return thinkingOff(claude);
   if (style === "adaptive") {
-    const level = ADAPTIVE_EFFORT[effort];
+    // `xhigh` and `max` as they are where the model takes them (Claude Opus 4.7 and later), else `high`.
+    const level = (effort === "xhigh" || effort === "max") && claude?.higherEfforts?.includes(effort) ? effort : ADAPTIVE_EFFORT[effort];
     return level ? { thinking: { type: "adaptive" }, effort: level } : undefined;
   }
   if (style !== "budget") return undefined;

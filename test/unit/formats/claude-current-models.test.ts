@@ -139,3 +139,18 @@ describe("prefill", () => {
     expect(traits(name).claude?.refusesPrefill === true).toBe(refuses);
   });
 });
+
+describe("effort above high", () => {
+  const rules = (name: string) => traits(name).claude;
+  test.each([
+    ["claude-sonnet-5-5", "xhigh", "xhigh"],
+    ["claude-opus-4-7", "xhigh", "xhigh"],
+    ["claude-haiku-5-5", "max", "max"],
+    ["claude-fable-5-1", "max", "max"],
+    ["claude-opus-4-6", "xhigh", "high"],
+    ["claude-opus-4-6", "max", "max"],
+    ["claude-sonnet-4-6", "xhigh", "high"],
+  ])("%s: reasoning_effort %s is effort %s", (name, asked, effort) => {
+    expect(anthropicReasoning(asked, "adaptive", 8192, rules(name))).toEqual({ thinking: { type: "adaptive" }, effort });
+  });
+});
