@@ -2,10 +2,10 @@ import type { ModelConfig } from "../config/schema.ts";
 import type { ResolvedProvider } from "../config/load-config.ts";
 import type { UpstreamKind } from "./common/wire-types.ts";
 import { anthropicRequestToOpenAI } from "./anthropic-messages/anthropic-to-openai.ts";
-import { openaiRequestToAnthropic } from "./openai-chat/openai-to-anthropic.ts";
+import { openaiRequestToAnthropic, unforceToolChoice } from "./openai-chat/openai-to-anthropic.ts";
 import { GPT_5_OR_LATER, upstreamTraits } from "./common/model-traits.ts";
 import { anthropicReasoning, BUDGET_SHARE, MIN_THINKING_BUDGET } from "./common/reasoning.ts";
-import type { ReasoningStyle } from "./common/model-traits.ts";
+import type { ClaudeRules, ReasoningStyle } from "./common/model-traits.ts";
 import type { TranslationNotes } from "./common/wire-types.ts";
 import type { AnthropicMessage, MessagesRequest } from "./anthropic-messages/schema.ts";
 import type { ChatMessage, ChatRequest } from "./openai-chat/schema.ts";
@@ -70,6 +70,7 @@ export function prepareUpstream(
     if (provider.kind === "anthropic") {
       out.max_tokens = maxTokens;
       fitThinkingStyle(out, traits.reasoning, maxTokens, notes);
+      if (traits.claude) fitClaudeRules(out, traits.claude, notes);
       fitThinkingBudget(out, maxTokens, model, log, typeof body.max_tokens === "number" ? body.max_tokens : undefined);
       dropUnsignedThinking(out);
       if (Array.isArray(out.messages)) out.messages = withAnthropicToolIds(out.messages as AnthropicMessage[]);
@@ -213,6 +214,35 @@ export function fitThinkingStyle(body: Record<string, unknown>, style: Reasoning
     dropEffort();
     (notes.dropped ??= []).push(budget ? "thinking.adaptive: this model takes a budget" : "thinking: max_tokens leaves no room for it");
   }
+}
+
+/**
+ * An Anthropic client's own request, fitted to what the Claude model it reaches refuses outright
+ * (spec 4.2: a parameter the model does not support is ignored, not refused). Clients name the
+ * model they think they reach: Claude Code pinned to `claude-sonnet-4-5` (retired; the built-in
+ * aliases send it to Sonnet 5.5) asks for budgeted thinking, other SDK users a temperature or a
+ * forced tool, all of which Claude 4.7 and later (forced tools: Sonnet and Opus 5.5, Fable and
+ * Mythos 5.1) refuse with a 400. Budgeted thinking becomes adaptive thinking (the model's default
+ * effort; the budget has no equivalent), sampling parameters are left out, and a forced tool is
+ * `auto` with the system prompt naming it, as the translations do. A prefill is left as written:
+ * on this path it is the client's own text to continue, which a made-up user turn would change.
+ */
+function fitClaudeRules(body: Record<string, unknown>, rules: ClaudeRules, notes: TranslationNotes): void {
+  const thinking = body.thinking as { type?: unknown; budget_tokens?: unknown } | undefined;
+  if (rules.refusesBudget && thinking && typeof thinking === "object" && thinking.type === "enabled") {
+    const { type: _, budget_tokens: __, ...rest } = thinking;
+    body.thinking = { ...rest, type: "adaptive" };
+    (notes.dropped ??= []).push("thinking.budget_tokens: this model thinks adaptively only");
+  }
+  if (rules.refusesSampling) {
+    for (const name of ["temperature", "top_p", "top_k"]) {
+      if (body[name] === undefined) continue;
+      delete body[name];
+      (notes.dropped ??= []).push(`${name}: this model refuses sampling parameters`);
+    }
+  }
+  const choice = (body as MessagesRequest).tool_choice;
+  if (rules.refusesForcedTool && (choice?.type === "any" || choice?.type === "tool")) unforceToolChoice(body as MessagesRequest, notes);
 }
 
 /** Thinking off, with the context-management edits that only apply to it. */

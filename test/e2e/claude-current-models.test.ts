@@ -252,3 +252,41 @@ test.each([
   expect((await chat(name, { reasoning_effort: "xhigh" })).status).toBe(200);
   expect(sent().output_config).toEqual({ effort });
 });
+
+describe("an Anthropic client's own request, fitted to the Claude it reaches (an alias may send it to a stricter model than it named)", () => {
+  const messages = (name: string, body: Record<string, unknown>) => post(gw, "/v1/messages", { model: `test/${name}`, max_tokens: 32_000, messages: [{ role: "user", content: "hi" }], ...body });
+  // Claude Code pinned to claude-sonnet-4-5: its system blocks, budgeted thinking and temperature.
+  const claudeCode = {
+    system: [{ type: "text", text: "You are Claude Code." }, { type: "text", text: "Be brief.", cache_control: { type: "ephemeral" } }],
+    thinking: { type: "enabled", budget_tokens: 31_999 },
+    temperature: 1,
+  };
+  const tools = [{ name: "get_weather", input_schema: { type: "object", properties: { city: { type: "string" } } } }];
+
+  test.each(["claude-sonnet-5-5", "claude-opus-4-7", "claude-fable-5-1"])("%s: budgeted thinking is adaptive, sampling parameters are left out", async (name) => {
+    upstream.reply(anthropicBody("ok"));
+    const res = await messages(name, { ...claudeCode, top_k: 5 });
+    expect(res.status).toBe(200);
+    expect(sent().thinking).toEqual({ type: "adaptive" });
+    for (const field of ["temperature", "top_p", "top_k"]) expect(sent()).not.toHaveProperty(field);
+    expect(sent().system).toEqual(claudeCode.system);
+  });
+
+  test("Sonnet 5.5: a forced tool is auto, and a block after the client's system blocks names it", async () => {
+    upstream.reply(anthropicBody("ok"));
+    const res = await messages("claude-sonnet-5-5", { system: claudeCode.system, tools, tool_choice: { type: "tool", name: "get_weather", disable_parallel_tool_use: true } });
+    expect(res.status).toBe(200);
+    expect(sent().tool_choice).toEqual({ type: "auto", disable_parallel_tool_use: true });
+    expect(sent().system).toEqual([...claudeCode.system, { type: "text", text: expect.stringContaining("`get_weather`") }]);
+  });
+
+  test("the models that take them get the client's budget, temperature and forced tool as written", async () => {
+    upstream.reply(anthropicBody("ok"));
+    expect((await messages("claude-sonnet-4-5", { ...claudeCode, top_k: 5 })).status).toBe(200);
+    // (The budget itself fitted under the gateway's answer cap, as for every budget model.)
+    expect(sent()).toMatchObject({ thinking: { type: "enabled", budget_tokens: expect.any(Number) }, temperature: 1, top_k: 5 });
+    upstream.reply(anthropicBody("ok"));
+    expect((await messages("claude-opus-5", { tools, tool_choice: { type: "any" } })).status).toBe(200);
+    expect(sent().tool_choice).toEqual({ type: "any" });
+  });
+});

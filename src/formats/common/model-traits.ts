@@ -47,6 +47,8 @@ export interface ClaudeRules {
   refusesSampling?: true;
   /** A conversation that ends with an assistant turn (a prefill for the answer) is refused (400). */
   refusesPrefill?: true;
+  /** Manual extended thinking (`thinking: {type: "enabled", budget_tokens}`) is refused (400): adaptive only. */
+  refusesBudget?: true;
   /** `tool_choice` of type `any` or `tool` (forced tool use) is refused (400); `auto` and `none` are taken. */
   refusesForcedTool?: true;
   /**
@@ -195,6 +197,8 @@ export function claudeRules(family: ClaudeFamily, version: number): ClaudeRules 
   const rules: ClaudeRules = {};
   if (version >= 407) rules.refusesSampling = true;
   if (version >= 406) rules.refusesPrefill = true;
+  // "Claude 4.7 and later models do not support it and reject requests that use it" (extended thinking).
+  if (version >= 407) rules.refusesBudget = true;
   if (((family === "opus" || family === "sonnet") && version >= 505) || ((family === "fable" || family === "mythos") && version >= 501)) rules.refusesForcedTool = true;
   if (family === "fable" || family === "mythos" || (family === "opus" && version >= 505)) rules.thinksByDefault = "always";
   else if (family === "sonnet" && version >= 505) rules.thinksByDefault = "between_tools";

@@ -222,13 +222,15 @@ function allowedTools(allowed: { mode?: unknown; tools?: unknown } | undefined):
  * follows it, but may still answer in text: the client gets that text as the answer. The flag
  * against parallel calls stays on `auto`, which takes it.
  */
-function unforceToolChoice(out: MessagesRequest, notes: TranslationNotes): void {
+export function unforceToolChoice(out: MessagesRequest, notes: TranslationNotes): void {
   const { type, name, ...rest } = out.tool_choice!;
   out.tool_choice = { type: "auto", ...rest };
   const instruction = type === "tool" && name
     ? `Respond to this request by calling the \`${name}\` tool rather than answering in text.`
     : "Respond to this request by calling one of the provided tools rather than answering in text.";
-  out.system = typeof out.system === "string" && out.system !== "" ? `${out.system}\n\n${instruction}` : instruction;
+  // An Anthropic client's system may be blocks (Claude Code's carry cache marks): the line is a block after them.
+  if (Array.isArray(out.system)) out.system = [...out.system, { type: "text", text: instruction }];
+  else out.system = typeof out.system === "string" && out.system !== "" ? `${out.system}\n\n${instruction}` : instruction;
   (notes.dropped ??= []).push(`tool_choice: ${type === "tool" ? `the tool ${name}` : "any tool"} asked in the system prompt instead (this model refuses forced tool use)`);
 }
 
