@@ -1,5 +1,5 @@
 import { createFetchTransport } from "../fetch-transport.ts";
-import { attemptHooksOfInit, type Transport } from "../transport.ts";
+import { attemptHooksOfInit, type AttemptHooks, type Transport } from "../transport.ts";
 import { exchange, UpstreamConnectionError } from "./exchange.ts";
 import { createPool, type Connection } from "./pool.ts";
 import { parseTarget, serializePost, type Target } from "./request-writer.ts";
@@ -115,6 +115,10 @@ export function createHttp1Client(options: Http1ClientOptions = {}): Http1Client
 
   /** Set by `cut`: the stop's reason, which every later call is refused with. */
   let cutWith: Error | undefined;
+  /** Calls whose connection is still opening: a cut ends them at once (see `connect`). */
+  const opening = new Set<Opening>();
+  /** Connects under way that their call gave up on, by origin: the next call takes one over (see `connect`). */
+  const abandoned = new Map<string, PendingConnect[]>();
 
   /** Parsed once per URL: the same few upstream URLs serve every request. */
   const targets = new Map<string, Target | null>();
@@ -128,12 +132,55 @@ export function createHttp1Client(options: Http1ClientOptions = {}): Http1Client
     return target;
   }
 
-  async function connect(target: Target): Promise<Connection> {
-    try {
-      return await pool.connect(target);
-    } catch (err) {
-      throw new UpstreamConnectionError(`could not connect to the upstream: ${(err as Error).message ?? err}`, false);
+  /**
+   * A new connection for one call, given up as soon as the call is aborted (its deadline, its
+   * client) or cut: a connect the upstream never answers (its SYN dropped by a firewall, a host
+   * gone from the network) is otherwise only ended by the kernel, two minutes later on Linux, and
+   * the call, its client's hold and its place waited that long past `first_byte_ms`, whether or not
+   * the client was still there (a raw-TCP probe).
+   *
+   * `Bun.connect` cannot be called off, so a connect given up goes on without its call: the next
+   * call to that origin takes it over rather than opening another, and one that opens with nobody
+   * waiting is closed, as a call's own connection is when the call ends. Without that, every call
+   * to an unreachable origin left a socket waiting for the kernel: a few requests a second held
+   * thousands of descriptors until the process could open no more (the probe's 40 calls every
+   * 200 ms held 40 more each time).
+   */
+  function connect(target: Target, aborts: AttemptHooks | AbortSignal | undefined): Promise<Connection> {
+    if (aborts?.aborted) return Promise.reject(aborts.reason);
+    return new Promise<Connection>((resolve, reject) => {
+      const adopted = abandoned.get(target.origin)?.pop();
+      const pending = adopted ?? new PendingConnect(target.origin);
+      pending.waiter = new Opening(pending, aborts, resolve, reject, opening, abandon);
+      if (adopted) return;
+      pool.connect(target).then(
+        (conn) => connected(pending, conn),
+        (err) => connected(pending, undefined, new UpstreamConnectionError(`could not connect to the upstream: ${(err as Error).message ?? err}`, false)),
+      );
+    });
+  }
+
+  /** A connect's outcome, to the call that waits for it; else the connection is closed unused (see `connect`). */
+  function connected(pending: PendingConnect, conn: Connection | undefined, error?: Error): void {
+    const list = abandoned.get(pending.origin);
+    const at = list ? list.indexOf(pending) : -1;
+    if (at >= 0) list!.splice(at, 1);
+    const call = pending.waiter;
+    pending.waiter = null;
+    if (call?.end()) {
+      if (conn) call.resolve(conn);
+      else call.reject(error);
+      return;
     }
+    if (conn) pool.destroy(conn, cutWith ?? new Error("the call gave up while its connection was opening"));
+  }
+
+  /** A call gave up on its connect: the connect is left for the next call to that origin. */
+  function abandon(pending: PendingConnect): void {
+    pending.waiter = null;
+    let list = abandoned.get(pending.origin);
+    if (!list) abandoned.set(pending.origin, (list = []));
+    list.push(pending);
   }
 
   /**
@@ -173,7 +220,7 @@ export function createHttp1Client(options: Http1ClientOptions = {}): Http1Client
         if (!(err instanceof UpstreamConnectionError && err.replayable) || aborts?.aborted) throw err;
       }
     }
-    const conn = await connect(target);
+    const conn = await connect(target, aborts);
     // Cut while its connection was opening (the pool knew no owner for it yet): never sent.
     if (cutWith) {
       pool.destroy(conn, cutWith);
@@ -187,10 +234,61 @@ export function createHttp1Client(options: Http1ClientOptions = {}): Http1Client
     openConnections: () => pool.size(),
     cut(reason) {
       cutWith = reason;
+      for (const call of [...opening]) call.giveUp(reason);
       pool.cut(reason);
     },
     close: () => pool.close(),
   };
+}
+
+/** A connect under way, and the call waiting for it, if one still is. */
+class PendingConnect {
+  waiter: Opening | null = null;
+  constructor(readonly origin: string) {}
+}
+
+/**
+ * One call waiting for its new connection: its abort (the deadline's hooks or a signal) or the
+ * client's cut rejects it at once. It is its own abort listener (handleEvent), as the exchange is.
+ */
+class Opening {
+  private done = false;
+
+  constructor(
+    private readonly pending: PendingConnect,
+    private readonly aborts: AttemptHooks | AbortSignal | undefined,
+    readonly resolve: (conn: Connection) => void,
+    readonly reject: (reason: unknown) => void,
+    private readonly opening: Set<Opening>,
+    private readonly abandon: (pending: PendingConnect) => void,
+  ) {
+    opening.add(this);
+    if (aborts && "addAbortListener" in aborts) aborts.addAbortListener(this);
+    else aborts?.addEventListener("abort", this);
+  }
+
+  /** Stops waiting: true the first time (the call still wants an outcome). */
+  end(): boolean {
+    if (this.done) return false;
+    this.done = true;
+    this.opening.delete(this);
+    const aborts = this.aborts;
+    if (aborts && "removeAbortListener" in aborts) aborts.removeAbortListener(this);
+    else aborts?.removeEventListener("abort", this);
+    return true;
+  }
+
+  /** Aborted or cut: the call is rejected now; its connect goes on for another (see `connect`). */
+  giveUp(reason: unknown): void {
+    if (!this.end()) return;
+    this.abandon(this.pending);
+    this.reject(reason);
+  }
+
+  /** The call was aborted while its connection was opening. */
+  handleEvent(): void {
+    this.giveUp(this.aborts?.reason ?? new DOMException("aborted", "AbortError"));
+  }
 }
 
 function isPlainRecord(value: unknown): value is Record<string, string> {
