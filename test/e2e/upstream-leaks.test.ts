@@ -340,3 +340,52 @@ describe("a vendor that echoes the prompt in its error (issue 32 item 9)", () =>
     }
   });
 });
+
+describe("an upstream that redirects elsewhere, on the paths that go through fetch (a proxy configured, key probes)", () => {
+  /** Another origin, recording what reaches it, answering as a vendor would. */
+  function elsewhere() {
+    const seen: { method: string; apiKey: string | null; authorization: string | null; body: string }[] = [];
+    const server = Bun.serve({
+      port: 0,
+      hostname: "127.0.0.1",
+      async fetch(req) {
+        seen.push({ method: req.method, apiKey: req.headers.get("x-api-key"), authorization: req.headers.get("authorization"), body: await req.text() });
+        return Response.json({ id: "msg_elsewhere", type: "message", role: "assistant", model: "m", content: [{ type: "text", text: "from elsewhere" }], stop_reason: "end_turn", stop_sequence: null, usage: { input_tokens: 10, output_tokens: 5 } });
+      },
+    });
+    return { seen, url: `http://localhost:${server.port}`, stop: () => server.stop(true) };
+  }
+
+  test("is not followed: the vendor key and the prompt stay where they were sent, the client gets a 502 and pays nothing", async () => {
+    const other = elsewhere();
+    const proxied = await startGateway({ upstreamUrl: upstream.url, upstreamViaProxy: true, retry: { max_retries: 0 } });
+    try {
+      for (const status of [302, 307, 308]) {
+        upstream.reply({ kind: "text", status, headers: { location: `${other.url}/v1/messages` }, body: "" });
+        const before = await proxied.balanceMicro();
+        const res = await post(proxied, "/v1/messages", { model: ANTHROPIC_MODEL, max_tokens: 20, messages: [{ role: "user", content: "a private prompt" }] });
+        expect(res.status).toBe(502);
+        expect(await res.text()).not.toContain("elsewhere");
+        expect(await proxied.balanceMicro()).toBe(before);
+      }
+      expect(other.seen).toEqual([]);
+    } finally {
+      await proxied.stop();
+      other.stop();
+    }
+  });
+
+  test("a key probe (GET, always through fetch) is not followed either", async () => {
+    const other = elsewhere();
+    try {
+      // The transport the key pools probe through: the gateway's own, which hands GETs to fetch.
+      upstream.reply({ kind: "text", status: 301, headers: { location: `${other.url}/v1/models` }, body: "" });
+      const redirected = await gw.app.services.upstream.fetch(`${upstream.url}/v1/models`, { method: "GET", headers: { "x-api-key": VENDOR_ANTHROPIC_KEY } });
+      expect(redirected.status).toBe(301);
+      await redirected.arrayBuffer();
+      expect(other.seen).toEqual([]);
+    } finally {
+      other.stop();
+    }
+  });
+});
