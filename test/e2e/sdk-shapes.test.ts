@@ -101,6 +101,29 @@ test("a relayed stream with chunks of shapes the SDK would trip on: written anew
   expect(final.choices[0]!.message.content).toBe("Hi");
 });
 
+test("a chunk without `choices` (an empty object, a bare array, usage alone) is not relayed as it came: the SDK's stream helper reads the answer, and the usage reaches a client that asked for it", async () => {
+  const chunk = (body: object) => `data: ${JSON.stringify({ id: "chatcmpl-up", object: "chat.completion.chunk", created: 1700000000, model: "gpt-4o-mini", ...body })}\n\n`;
+  const frames = () => [
+    chunk({ choices: [{ index: 0, delta: { role: "assistant", content: "Hi" }, finish_reason: null }] }),
+    "data: {}\n\n",
+    "data: []\n\n",
+    chunk({}),
+    chunk({ choices: [{ index: 0, delta: { content: " there" }, finish_reason: "stop" }] }),
+    chunk({ usage: { prompt_tokens: 9, completion_tokens: 2, total_tokens: 11 } }),
+    "data: [DONE]\n\n",
+  ];
+  const sdk = new OpenAI({ baseURL: `${gw.url}/v1`, apiKey: gw.key, maxRetries: 0 });
+  for (const includeUsage of [false, true]) {
+    upstream.reply({ kind: "sse", chunks: frames() });
+    const final = await sdk.chat.completions.stream({ model: OPENAI_MODEL, messages: question, ...(includeUsage ? { stream_options: { include_usage: true } } : {}) }).finalChatCompletion();
+    expect(final.choices[0]!.message.content).toBe("Hi there");
+    if (includeUsage) expect(final.usage).toMatchObject({ prompt_tokens: 9, completion_tokens: 2 });
+  }
+  upstream.reply({ kind: "sse", chunks: frames() });
+  const relayed = sseFrames(await (await post(gw, "/v1/chat/completions", { model: OPENAI_MODEL, messages: question, stream: true, stream_options: { include_usage: true } })).text());
+  for (const f of relayed) if (f.data !== "[DONE]") expect(Array.isArray(JSON.parse(f.data).choices)).toBe(true);
+});
+
 test("odd chunks after the stream's usual head are not relayed as they came either; compatible servers' choices: null usage and content parts still reach the client", async () => {
   const chunk = (body: object) => `data: ${JSON.stringify({ id: "chatcmpl-up", object: "chat.completion.chunk", created: 1700000000, model: "gpt-4o-mini", ...body })}\n\n`;
   const text = (content: string, extra: object = {}) => chunk({ choices: [{ index: 0, delta: { content }, finish_reason: null }], ...extra });

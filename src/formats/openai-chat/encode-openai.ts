@@ -338,13 +338,14 @@ const stringOrNone = (v: unknown) => v === undefined || v === null || typeof v =
 /**
  * Whether a chunk has the shape the SDKs read without checking: `choices` an array of objects,
  * each `delta` an object whose `content`/`role`/`refusal` are strings (or null) and whose
- * `tool_calls` are objects, `finish_reason` a string or null, `usage` an object or null.
+ * `tool_calls` are objects, `finish_reason` a string or null, `usage` an object or null. A chunk
+ * without `choices` (`{}`, a bare array, usage alone) is not one: the openai SDK's stream helper
+ * iterates `chunk.choices` and threw on it (a raw-TCP probe); what it says is written anew.
  */
 function wellFormedChunk(chunk: Record<string, unknown>): boolean {
   const choices = chunk.choices;
-  if (choices !== undefined && !Array.isArray(choices)) return false;
+  if (!Array.isArray(choices)) return false;
   if (chunk.usage !== undefined && chunk.usage !== null && !isObject(chunk.usage)) return false;
-  if (!choices) return true;
   for (const choice of choices) {
     if (!isObject(choice) || !stringOrNone(choice.finish_reason)) return false;
     const delta = choice.delta;
