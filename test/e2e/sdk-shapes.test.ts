@@ -311,3 +311,34 @@ describe("what the vendor bills above the price book is not asked for (a tenant 
     expect(upstream.requests.at(-1)!.body.tool_choice).toEqual({ type: "tool", name: "lookup" });
   });
 });
+
+describe("an Anthropic stream relayed to an Anthropic client, with frames missing what the SDK reads unchecked", () => {
+  const ev = (type: string, data: object) => `event: ${type}\ndata: ${JSON.stringify({ type, ...data })}\n\n`;
+  const start = ev("message_start", { message: { id: "msg_up", type: "message", role: "assistant", model: "claude-sonnet-4-5", content: [], stop_reason: null, stop_sequence: null, usage: { input_tokens: 12, output_tokens: 1 } } });
+  const blockStart = ev("content_block_start", { index: 0, content_block: { type: "text", text: "" } });
+  const delta = ev("content_block_delta", { index: 0, delta: { type: "text_delta", text: "Hello there" } });
+  const blockStop = ev("content_block_stop", { index: 0 });
+  const messageDelta = ev("message_delta", { delta: { stop_reason: "end_turn", stop_sequence: null }, usage: { output_tokens: 5 } });
+  const stop = ev("message_stop", {});
+  const bareStart = (message: object) => ev("message_start", { message: { id: "msg_up", type: "message", role: "assistant", model: "claude-sonnet-4-5", stop_reason: null, stop_sequence: null, ...message } });
+  const cases: [string, string[]][] = [
+    ["a message_delta without usage", [start, blockStart, delta, blockStop, ev("message_delta", { delta: { stop_reason: "end_turn", stop_sequence: null } }), stop]],
+    ["a message_delta whose usage is null", [start, blockStart, delta, blockStop, ev("message_delta", { delta: { stop_reason: "end_turn", stop_sequence: null }, usage: null }), stop]],
+    ["a content_block_delta without its delta", [start, blockStart, ev("content_block_delta", { index: 0 }), delta, blockStop, messageDelta, stop]],
+    ["a content_block_delta whose delta is null", [start, blockStart, ev("content_block_delta", { index: 0, delta: null }), delta, blockStop, messageDelta, stop]],
+    ["a message_start without its message", [ev("message_start", {}), blockStart, delta, blockStop, messageDelta, stop]],
+    ["a message_start whose message has no usage", [bareStart({ content: [] }), blockStart, delta, blockStop, messageDelta, stop]],
+    ["a message_start whose content is null", [bareStart({ content: null, usage: { input_tokens: 12, output_tokens: 1 } }), blockStart, delta, blockStop, messageDelta, stop]],
+  ];
+  test.each(cases)("%s: the SDK reads the whole message, its output count the one billed", async (_name, chunks) => {
+    upstream.reply({ kind: "sse", chunks });
+    const sdk = new Anthropic({ baseURL: gw.url, apiKey: gw.key, maxRetries: 0 });
+    const message = await sdk.messages.stream({ model: ANTHROPIC_MODEL, max_tokens: 50, messages: question }).finalMessage();
+    expect(message.content).toEqual([{ type: "text", text: "Hello there" } as never]);
+    expect(message.stop_reason).toBe("end_turn");
+    await gw.app.services.settled();
+    const record = gw.db.query<{ status: string; completion_tokens: number }, []>("SELECT status, completion_tokens FROM usage_records ORDER BY id DESC LIMIT 1").get()!;
+    expect(record.status).toBe("ok");
+    expect(message.usage.output_tokens).toBe(record.completion_tokens);
+  });
+});

@@ -322,6 +322,12 @@ function typeNamed(parsed: unknown): string | undefined {
  * signatures, citations, server tools survive); only message_start is rewritten, to carry
  * the gateway's model id.
  *
+ * What the Anthropic SDK's stream helper reads without checking is never relayed missing (it
+ * threw, "undefined is not an object", while the answer was billed `ok`; a raw-TCP probe):
+ * `message_start` gets a message, a content list and a usage (the prompt's estimate) when it came
+ * without; a `message_delta` without usage is held as one with a refused count is (below); a
+ * `content_block_delta` whose delta is no object is dropped.
+ *
  * A usage the meter refused a count of (negative, fractional, absurd, not a number) is not shown as
  * it came, since the bill used other counts. In `message_start` the refused counts are dropped
  * (the prompt's becomes the gateway's estimate, as a translated stream's is). A `message_delta`
@@ -370,28 +376,37 @@ export function createAnthropicRelay(ctx: EncodeContext): ClientSink {
         if (typeof index === "number") blocks.add(index);
       }
       if (name === "message_start" && parsed && typeof parsed === "object") {
-        const message = (parsed as { message?: Record<string, unknown> }).message;
-        if (message) {
-          message.model = ctx.model;
-          // The answer's id is ours: it names the usage record (req_<same>).
-          message.id = ctx.id;
-          const usage = message.usage as Record<string, unknown> | undefined;
-          if (usage && typeof usage === "object" && hasRefusedCount(usage)) {
-            const hadInput = usage.input_tokens != null;
-            const hadOutput = usage.output_tokens != null;
-            dropRefusedCounts(usage);
-            if (hadInput && usage.input_tokens === undefined) usage.input_tokens = ctx.inputTokensEstimate ?? 0;
-            if (hadOutput && usage.output_tokens === undefined) usage.output_tokens = 0;
-          }
+        const data = parsed as { message?: unknown };
+        // What the SDK reads without checking is made whole (see below): a message, its content list, its usage.
+        if (!isRecord(data.message)) data.message = { type: "message", role: "assistant", content: [], stop_reason: null, stop_sequence: null };
+        const message = data.message as Record<string, unknown>;
+        message.model = ctx.model;
+        // The answer's id is ours: it names the usage record (req_<same>).
+        message.id = ctx.id;
+        if (!Array.isArray(message.content)) message.content = [];
+        const usage = message.usage;
+        if (!isRecord(usage)) message.usage = { input_tokens: ctx.inputTokensEstimate ?? 0, output_tokens: 0 };
+        else if (hasRefusedCount(usage)) {
+          const hadInput = usage.input_tokens != null;
+          const hadOutput = usage.output_tokens != null;
+          dropRefusedCounts(usage);
+          if (hadInput && usage.input_tokens === undefined) usage.input_tokens = ctx.inputTokensEstimate ?? 0;
+          if (hadOutput && usage.output_tokens === undefined) usage.output_tokens = 0;
         }
         return frame("message_start", JSON.stringify(parsed));
       }
       // The last frame leaves only after the answer is settled (end()).
       if (name === "message_stop") return "";
+      // A delta that is no object says nothing, and the SDK reads its `type` unchecked.
+      if (name === "content_block_delta" && !isRecord((parsed as { delta?: unknown } | null)?.delta)) return "";
       if (name === "message_delta" && parsed && typeof parsed === "object") {
-        const usage = (parsed as { usage?: unknown }).usage;
-        if (usage && typeof usage === "object" && hasRefusedCount(usage)) {
-          heldDelta = { data: parsed as Record<string, unknown>, usage: usage as Record<string, unknown> };
+        const data = parsed as Record<string, unknown>;
+        // No usage at all (compatible servers leave it out): held as a refused one is, to go out
+        // with the output the gateway counted, which the SDK reads unchecked.
+        if (!isRecord(data.usage)) data.usage = {};
+        const usage = data.usage as Record<string, unknown>;
+        if (Object.keys(usage).length === 0 || hasRefusedCount(usage)) {
+          heldDelta = { data, usage };
           return "";
         }
         // Counts are cumulative and the stop reason final: a sound delta supersedes a held one.
@@ -414,6 +429,8 @@ export function createAnthropicRelay(ctx: EncodeContext): ClientSink {
     keepAlive: () => PING,
   };
 }
+
+const isRecord = (v: unknown): v is Record<string, unknown> => v !== null && typeof v === "object" && !Array.isArray(v);
 
 const TEXT_DELTA_START = '{"type":"content_block_delta","index":';
 const TEXT_DELTA = '"delta":{"type":"text_delta","text":"';
