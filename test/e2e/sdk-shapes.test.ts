@@ -124,6 +124,42 @@ test("a chunk without `choices` (an empty object, a bare array, usage alone) is 
   for (const f of relayed) if (f.data !== "[DONE]") expect(Array.isArray(JSON.parse(f.data).choices)).toBe(true);
 });
 
+describe("chunks of compatible servers that leave out what OpenAI always sends, relayed: the openai SDK's stream helper reads the answer", () => {
+  const chunk = (body: object) => `data: ${JSON.stringify({ id: "chatcmpl-up", object: "chat.completion.chunk", created: 1700000000, model: "gpt-4o-mini", ...body })}\n\n`;
+  const usage = { prompt_tokens: 9, completion_tokens: 2, total_tokens: 11 };
+  const tools = [{ type: "function" as const, function: { name: "lookup", parameters: { type: "object", properties: {} } } }];
+  const call = (fields: object) => chunk({ choices: [{ index: 0, delta: { role: "assistant", tool_calls: [{ index: 0, id: "call_1", ...fields }] }, finish_reason: null }] });
+  const callEnd = chunk({ choices: [{ index: 0, delta: {}, finish_reason: "tool_calls" }], usage });
+  const cases: [string, string[], "text" | "tool"][] = [
+    ["no role in any chunk", [chunk({ choices: [{ index: 0, delta: { content: "Hi" }, finish_reason: null }] }), chunk({ choices: [{ index: 0, delta: { content: " there" }, finish_reason: "stop" }], usage })], "text"],
+    ["no choice index", [chunk({ choices: [{ delta: { role: "assistant", content: "Hi" }, finish_reason: null }] }), chunk({ choices: [{ delta: { content: " there" }, finish_reason: "stop" }], usage })], "text"],
+    ["neither role nor index", [chunk({ choices: [{ delta: { content: "Hi" } }] }), chunk({ choices: [{ delta: { content: " there" }, finish_reason: "stop" }], usage })], "text"],
+    ["logprobs that are not lists", [chunk({ choices: [{ index: 0, delta: { role: "assistant", content: "Hi" }, logprobs: { content: 5 }, finish_reason: null }] }), chunk({ choices: [{ index: 0, delta: { content: " there" }, finish_reason: "stop" }], usage })], "text"],
+    ["a tool call without its type", [call({ function: { name: "lookup", arguments: "{}" } }), callEnd], "tool"],
+    ["a tool call whose function is null at first", [call({ type: "function", function: null }), chunk({ choices: [{ index: 0, delta: { tool_calls: [{ index: 0, function: { name: "lookup", arguments: "{}" } }] }, finish_reason: null }] }), callEnd], "tool"],
+  ];
+  test.each(cases)("%s", async (_name, frames, kind) => {
+    upstream.reply({ kind: "sse", chunks: [...frames, "data: [DONE]\n\n"] });
+    const sdk = new OpenAI({ baseURL: `${gw.url}/v1`, apiKey: gw.key, maxRetries: 0 });
+    const final = await sdk.chat.completions.stream({ model: OPENAI_MODEL, messages: question, ...(kind === "tool" ? { tools } : {}) }).finalChatCompletion();
+    const message = final.choices[0]!.message;
+    expect(message.role).toBe("assistant");
+    if (kind === "text") expect(message.content).toBe("Hi there");
+    else expect(message.tool_calls).toMatchObject([{ id: "call_1", type: "function", function: { name: "lookup", arguments: "{}" } }]);
+  });
+
+  test("a vendor that sends the role has it relayed once, as it came", async () => {
+    upstream.reply({ kind: "sse", chunks: [
+      chunk({ choices: [{ index: 0, delta: { role: "assistant", content: "" }, finish_reason: null }] }),
+      chunk({ choices: [{ index: 0, delta: { content: "Hi" }, finish_reason: null }] }),
+      chunk({ choices: [{ index: 0, delta: {}, finish_reason: "stop" }] }),
+      "data: [DONE]\n\n",
+    ] });
+    const text = await (await post(gw, "/v1/chat/completions", { model: OPENAI_MODEL, messages: question, stream: true })).text();
+    expect(text.match(/"role":"assistant"/g)).toHaveLength(1);
+  });
+});
+
 test("odd chunks after the stream's usual head are not relayed as they came either; compatible servers' choices: null usage and content parts still reach the client", async () => {
   const chunk = (body: object) => `data: ${JSON.stringify({ id: "chatcmpl-up", object: "chat.completion.chunk", created: 1700000000, model: "gpt-4o-mini", ...body })}\n\n`;
   const text = (content: string, extra: object = {}) => chunk({ choices: [{ index: 0, delta: { content }, finish_reason: null }], ...extra });

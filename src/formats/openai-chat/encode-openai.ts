@@ -88,7 +88,7 @@ const KEEP_ALIVE = ": keep-alive\n\n";
  * Events → `chat.completion.chunk` frames. The invariant envelope is serialised once per
  * stream and only the delta is stringified per event: this runs for every token.
  */
-export function createOpenAIEncoder(ctx: EncodeContext, options: { roleSent?: boolean } = {}): ClientSink & { noteText(): void } {
+export function createOpenAIEncoder(ctx: EncodeContext, options: { roleSent?: boolean } = {}): ClientSink & { noteText(): void; noteRole(): void } {
   const head = `data: {"id":${JSON.stringify(ctx.id)},"object":"chat.completion.chunk","created":${ctx.created},"model":${JSON.stringify(ctx.model)},"choices":[{"index":0,"delta":`;
   const tail = `,"logprobs":null,"finish_reason":null}]}\n\n`;
   let started = options.roleSent ?? false;
@@ -117,10 +117,14 @@ export function createOpenAIEncoder(ctx: EncodeContext, options: { roleSent?: bo
     return chunk(`{"role":"assistant","content":""}`);
   };
 
-  const sink: ClientSink & { noteText(): void } = {
+  const sink: ClientSink & { noteText(): void; noteRole(): void } = {
     /** Text went out by another path (a relayed frame); a following image starts on a new paragraph. */
     noteText() {
       wroteText = true;
+    },
+    /** The answer's role went out by another path (a relayed frame): no chunk of ours says it again. */
+    noteRole() {
+      started = true;
     },
     event(e) {
       switch (e.type) {
@@ -196,7 +200,29 @@ export function createOpenAIEncoder(ctx: EncodeContext, options: { roleSent?: bo
 export function createOpenAIRelay(ctx: EncodeContext): ClientSink {
   let sawUsage = false;
   let usage: ChunkUsage | undefined;
-  const encoder = createOpenAIEncoder(ctx, { roleSent: true });
+  // The role goes out once, in the first chunk of the answer: the vendor's, or ours (see `withRoles`).
+  const encoder = createOpenAIEncoder(ctx);
+  /** Choices whose role went out. */
+  const roled = new Set<number>();
+  /**
+   * Gives the role to each choice's first delta that has none, as OpenAI's first chunk has it:
+   * the openai SDK's stream helper throws "missing role for choice 0" at the end of an answer
+   * whose chunks never said it, and compatible servers and proxies leave it out (a raw-TCP probe;
+   * one-api#1037, LibreChat#1221). True when the chunk was changed.
+   */
+  const withRoles = (choices: unknown[]): boolean => {
+    let changed = false;
+    for (const choice of choices) {
+      const { index, delta } = choice as { index: number; delta?: Record<string, unknown> };
+      if (roled.has(index) || !isObject(delta)) continue;
+      roled.add(index);
+      if (index === 0) encoder.noteRole();
+      if (typeof delta.role === "string") continue;
+      delta.role = "assistant";
+      changed = true;
+    }
+    return changed;
+  };
   const ours = `"model":${JSON.stringify(ctx.model)}`;
   const ourId = `"id":${JSON.stringify(ctx.id)}`;
   /** The vendor's `"id":"…"`: the answer's id is ours, so that it names the usage record. */
@@ -263,6 +289,8 @@ export function createOpenAIRelay(ctx: EncodeContext): ClientSink {
           if (e.type !== "usage") out += encoder.event(e);
           else if (e.inputTokens !== undefined && e.outputTokens !== undefined) usage = nextUsage(undefined, e);
         }
+        // What the encoder wrote opened with the role when it was the first.
+        if (out) roled.add(0);
         return out;
       }
       if (events.some((e) => e.type === "text")) encoder.noteText();
@@ -281,6 +309,8 @@ export function createOpenAIRelay(ctx: EncodeContext): ClientSink {
           if (e.type !== "usage") out += encoder.event(e);
           else if (e.inputTokens !== undefined && e.outputTokens !== undefined) usage = nextUsage(undefined, e);
         }
+        // What the encoder wrote opened with the role when it was the first.
+        if (out) roled.add(0);
         return out;
       }
       // Counts the meter refused (negative, fractional, absurd) are not what is charged: such a
@@ -302,10 +332,11 @@ export function createOpenAIRelay(ctx: EncodeContext): ClientSink {
       const stripped = refusedUsage && chunk.usage !== undefined;
       if (stripped) delete chunk.usage;
       const reindexed = reindexToolCalls(choices, events);
+      const roledNow = withRoles(choices!);
       if (typeof chunk.id === "string") theirId = `"id":${JSON.stringify(chunk.id)}`;
       if (theirCreated === undefined && Number.isSafeInteger(chunk.created)) theirCreated = chunk.created as number;
       // Data sent in several lines is written anew in one: relayed as it came, its second line would lose its `data:`.
-      if (!stripped && !reindexed && !raw.multiline && typeof chunk.model === "string") {
+      if (!stripped && !reindexed && !roledNow && !raw.multiline && typeof chunk.model === "string") {
         const name = `"model":${JSON.stringify(chunk.model)}`;
         const at = raw.data.indexOf(name);
         if (at !== -1) {
@@ -334,11 +365,13 @@ export function createOpenAIRelay(ctx: EncodeContext): ClientSink {
 
 const isObject = (v: unknown): v is Record<string, unknown> => v !== null && typeof v === "object" && !Array.isArray(v);
 const stringOrNone = (v: unknown) => v === undefined || v === null || typeof v === "string";
+const listOrNone = (v: unknown) => v === undefined || v === null || Array.isArray(v);
 
 /**
  * Whether a chunk has the shape the SDKs read without checking: `choices` an array of objects,
  * each `delta` an object whose `content`/`role`/`refusal` are strings (or null) and whose
- * `tool_calls` are objects, `finish_reason` a string or null, `usage` an object or null. A chunk
+ * `tool_calls` are objects, `finish_reason` a string or null, `usage` an object or null, each choice
+ * numbered, its `logprobs` lists. A chunk
  * without `choices` (`{}`, a bare array, usage alone) is not one: the openai SDK's stream helper
  * iterates `chunk.choices` and threw on it (a raw-TCP probe); what it says is written anew.
  */
@@ -347,7 +380,11 @@ function wellFormedChunk(chunk: Record<string, unknown>): boolean {
   if (!Array.isArray(choices)) return false;
   if (chunk.usage !== undefined && chunk.usage !== null && !isObject(chunk.usage)) return false;
   for (const choice of choices) {
-    if (!isObject(choice) || !stringOrNone(choice.finish_reason)) return false;
+    // Without a numeric index the SDK throws ("invalid choice index"); the decoder reads it as the answer's.
+    if (!isObject(choice) || !Number.isSafeInteger(choice.index) || (choice.index as number) < 0 || !stringOrNone(choice.finish_reason)) return false;
+    // The SDK spreads a choice's logprobs lists into its own.
+    const logprobs = choice.logprobs;
+    if (logprobs !== undefined && logprobs !== null && (!isObject(logprobs) || !listOrNone(logprobs.content) || !listOrNone(logprobs.refusal))) return false;
     const delta = choice.delta;
     if (delta === undefined) continue;
     if (!isObject(delta) || !stringOrNone(delta.role) || !stringOrNone(delta.refusal)) return false;
@@ -364,7 +401,10 @@ function wellFormedChunk(chunk: Record<string, unknown>): boolean {
  * one tool-call event, in order). Some OpenAI-compatible servers put every parallel call at index
  * 0, each with its own id, or leave the index out; OpenAI's SDKs gather a stream's calls by index,
  * so relayed as sent the second call's arguments were glued onto the first's, or the calls were
- * lost. True when an index was changed (the frame must then be written anew).
+ * lost. A call's first chunk gets its `type` when it has none, and a call whose `function` is no
+ * object gets what the decoder read of it: the openai SDK's stream helper throws on either ("tool
+ * call snapshot missing `type`"; compatible servers leave `type` out; a raw-TCP probe). True when
+ * a call was changed (the frame must then be written anew).
  */
 function reindexToolCalls(choices: unknown[] | undefined, events: readonly StreamEvent[]): boolean {
   const choice = choices?.[0] as { index?: unknown; delta?: { tool_calls?: unknown } } | undefined;
@@ -377,8 +417,19 @@ function reindexToolCalls(choices: unknown[] | undefined, events: readonly Strea
     while (next < events.length && events[next]!.type !== "tool-call") next++;
     const event = events[next++];
     if (event?.type !== "tool-call") break;
-    if ((call as { index?: unknown }).index !== event.index) {
-      (call as { index?: unknown }).index = event.index;
+    const c = call as { index?: unknown; type?: unknown; function?: unknown };
+    if (c.index !== event.index) {
+      c.index = event.index;
+      changed = true;
+    }
+    // The decoder names a call in its first chunk only.
+    const first = event.name !== undefined;
+    if (first && c.type === undefined) {
+      c.type = "function";
+      changed = true;
+    }
+    if (!isObject(c.function)) {
+      c.function = first ? { name: event.name, arguments: event.argumentsDelta } : { arguments: event.argumentsDelta };
       changed = true;
     }
   }
