@@ -21,9 +21,14 @@ const logLines: string[] = [];
 const capture: Logger = (level, message, fields) => logLines.push(JSON.stringify({ level, message, ...fields }));
 /** The README's model, as the built-in catalogue has it, served by the fake OpenAI upstream: Codex knows its name. */
 const README_MODEL = "openai/gpt-6-luna";
+/** Codex's own default model name, which it runs in code mode; here a Claude answers it (an alias). */
+const CODEX_DEFAULT = "gpt-6.1-sol";
 const gw = useGateway(() => ({
   upstreamUrl: upstream.url, log: capture, retry: { max_retries: 0 },
-  extraModels: [{ id: README_MODEL, provider: "fake-openai", upstream_model: "gpt-6-luna", category: "text", context_length: 1_050_000, pricing: { input_per_mtok: 100, output_per_mtok: 500 } }],
+  extraModels: [
+    { id: README_MODEL, provider: "fake-openai", upstream_model: "gpt-6-luna", category: "text", context_length: 1_050_000, pricing: { input_per_mtok: 100, output_per_mtok: 500 } },
+    { id: "test/claude-for-codex", aliases: [CODEX_DEFAULT], provider: "fake-anthropic", upstream_model: "claude-sonnet-4-5", category: "text", context_length: 200_000, pricing: { input_per_mtok: 3000, output_per_mtok: 15000 } },
+  ],
 }));
 
 const fixture = (name: string) => JSON.parse(readFileSync(new URL(`../fixtures/codex/${name}`, import.meta.url), "utf8"));
@@ -175,6 +180,108 @@ describe.each([
   });
 });
 
+// Codex's code mode: for a model it knows as GPT-6 (`gpt-6.1-sol`, its default, and any id that
+// contains a GPT-6 name) Codex 0.169 uses its own metadata (tool_mode "code_mode_only", Responses
+// Lite): no top-level `tools`; an `additional_tools` input item declares `exec` (a free-form tool
+// whose input is JavaScript calling Codex's tools: `await tools.apply_patch(...)`) and `wait` in
+// the default namespace `functions`, and namespaces of function tools. Recorded from a real run
+// (the model's side played by a script): turn 1 reads the file in `exec`, turn 2 patches it, turn 3
+// finishes.
+const codeModeTurns = [fixture("code-mode-turn-1.json"), fixture("code-mode-turn-2.json"), fixture("code-mode-turn-3.json")];
+const EXEC_CAT = 'const r = await tools.exec_command({ cmd: "cat hello.txt" });\ntext(r.output);\n';
+const EXEC_PATCH = `const r = await tools.apply_patch(${JSON.stringify(PATCH)});\ntext(r);\n`;
+/** The tools Codex declares in code mode, as the upstream gets them. */
+const CODE_MODE_TOOLS = [
+  "exec", "wait", "request_user_input", "request_user_input_async", "clock__sleep",
+  "collaboration__followup_task", "collaboration__interrupt_agent", "collaboration__list_agents", "collaboration__send_message", "collaboration__spawn_agent", "collaboration__wait_agent",
+];
+
+describe.each([
+  ["OpenAI upstream", OPENAI_MODEL, "openai" as const],
+  ["Anthropic upstream", ANTHROPIC_MODEL, "anthropic" as const],
+])("Codex's recorded code-mode requests (a GPT-6 name, tools in an additional_tools item) against an %s", (_name, model, vendor) => {
+  test("what Codex sends: no top-level tools, one additional_tools item of namespaces", () => {
+    const body = codeModeTurns[0].body;
+    expect(body.tools).toBeUndefined();
+    expect(body.model).toBe("gpt-6.1-sol");
+    expect(codeModeTurns[0].headers["x-openai-internal-codex-responses-lite"]).toBe("true");
+    const item = body.input[0];
+    expect(item).toMatchObject({ type: "additional_tools", role: "developer" });
+    expect(item.tools.map((t: any) => `${t.type}:${t.name}`)).toEqual(["namespace:functions", "namespace:clock", "namespace:collaboration"]);
+    expect(item.tools[0].tools.map((t: any) => `${t.type}:${t.name}`)).toEqual(["custom:exec", "function:wait", "function:request_user_input", "function:request_user_input_async"]);
+    // The nested tools are declared to the model inside exec's description, as TypeScript.
+    expect(item.tools[0].tools[0].description).toContain("apply_patch(input: string): Promise<unknown>");
+    expect(item.tools[0].tools[0].format).toMatchObject({ type: "grammar", syntax: "lark" });
+    // Codex's GPT-6 prompt calls the tool `functions.exec`.
+    expect(body.input[1].content[0].text).toContain("functions.exec");
+  });
+
+  test("turn 1: the additional_tools item's tools reach the upstream (exec as a one-string function under its own name, namespaces flattened); an exec call comes back as Codex's custom_tool_call", async () => {
+    upstream.reply(scripted(vendor, { calls: [{ id: "call_exec_1", name: "exec", arguments: JSON.stringify({ input: EXEC_CAT }) }] }));
+    const events = await replay(codeModeTurns[0], model);
+    expect(outputOf(events)).toEqual([{ id: expect.stringMatching(/^ctc_/), type: "custom_tool_call", status: "completed", call_id: "call_exec_1", name: "exec", input: EXEC_CAT }]);
+    expect(events.map((e) => e.type)).toContain("response.custom_tool_call_input.done");
+
+    const sent = withoutCacheMarks(upstream.requests.at(-1)!);
+    const tools = sent.body.tools as any[];
+    expect(tools.map((t) => t.function?.name ?? t.name)).toEqual(CODE_MODE_TOOLS);
+    const exec = vendor === "openai" ? tools[0].function : tools[0];
+    expect(exec.description).toStartWith("Run JavaScript code to orchestrate/compose tool calls");
+    expect(exec.description).toContain("lark grammar");
+    expect(vendor === "openai" ? exec.parameters.required : exec.input_schema.required).toEqual(["input"]);
+    if (vendor === "openai") {
+      expect(sent.path).toBe("/v1/chat/completions");
+      expect(sent.body.messages.map((m: any) => m.role)).toEqual(["system", "system", "system", "system", "user", "user"]);
+      expect(sent.body.parallel_tool_calls).toBe(false);
+    } else {
+      expect(sent.path).toBe("/v1/messages");
+      expect(sent.body.system).toContain("functions.exec");
+    }
+    expect(sent.rawBody).not.toContain("additional_tools");
+    expect(logLines.join("\n")).not.toContain("item:additional_tools");
+  });
+
+  test("turn 2: the exec call and its output go back as a one-string call and its result; the patching exec call comes back", async () => {
+    upstream.reply(scripted(vendor, { calls: [{ id: "call_exec_2", name: "exec", arguments: JSON.stringify({ input: EXEC_PATCH }) }] }));
+    const events = await replay(codeModeTurns[1], model);
+    expect(outputOf(events)).toEqual([expect.objectContaining({ type: "custom_tool_call", call_id: "call_exec_2", name: "exec", input: EXEC_PATCH })]);
+    const sent = withoutCacheMarks(upstream.requests.at(-1)!);
+    expect((sent.body.tools as any[]).map((t) => t.function?.name ?? t.name)).toEqual(CODE_MODE_TOOLS);
+    const output = "Script completed\nWall time 0.1 seconds\nOutput:\nhello\n";
+    if (vendor === "openai") {
+      expect(sent.body.messages.slice(-2)).toEqual([
+        { role: "assistant", content: null, tool_calls: [{ id: "call_exec_1", type: "function", function: { name: "exec", arguments: JSON.stringify({ input: EXEC_CAT }) } }] },
+        { role: "tool", tool_call_id: "call_exec_1", content: output },
+      ]);
+    } else {
+      expect(sent.body.messages.slice(-2)).toEqual([
+        { role: "assistant", content: [{ type: "tool_use", id: "call_exec_1", name: "exec", input: { input: EXEC_CAT } }] },
+        { role: "user", content: [{ type: "tool_result", tool_use_id: "call_exec_1", content: output }] },
+      ]);
+    }
+  });
+
+  test("turn 3: both exec calls go back; the final answer completes", async () => {
+    upstream.reply(scripted(vendor, { text: "Done: hello.txt now says hello, world." }));
+    const events = await replay(codeModeTurns[2], model);
+    expect(events.at(-1).type).toBe("response.completed");
+    expect(outputOf(events)).toEqual([expect.objectContaining({ type: "message", content: [expect.objectContaining({ text: "Done: hello.txt now says hello, world." })] })]);
+    const sent = withoutCacheMarks(upstream.requests.at(-1)!);
+    const output = expect.stringMatching(/^Script completed\nWall time [\d.]+ seconds\nOutput:\n\{\}$/);
+    if (vendor === "openai") {
+      expect(sent.body.messages.slice(-2)).toEqual([
+        { role: "assistant", content: null, tool_calls: [{ id: "call_exec_2", type: "function", function: { name: "exec", arguments: JSON.stringify({ input: EXEC_PATCH }) } }] },
+        { role: "tool", tool_call_id: "call_exec_2", content: output },
+      ]);
+    } else {
+      expect(sent.body.messages.slice(-2)).toEqual([
+        { role: "assistant", content: [{ type: "tool_use", id: "call_exec_2", name: "exec", input: { input: EXEC_PATCH } }] },
+        { role: "user", content: [{ type: "tool_result", tool_use_id: "call_exec_2", content: output }] },
+      ]);
+    }
+  });
+});
+
 // ------------------------------------------------------------------------------------------
 // The CLI itself
 // ------------------------------------------------------------------------------------------
@@ -224,12 +331,17 @@ describe("Codex CLI, live", () => {
   });
 
   test.each([
-    ["OpenAI upstream", OPENAI_MODEL, "openai" as const],
-    ["Anthropic upstream", ANTHROPIC_MODEL, "anthropic" as const],
-    // A GPT-6 name Codex has metadata of its own for (tools in an additional_tools item): the catalog's entry wins.
-    ["OpenAI upstream, the README's own GPT-6 id", README_MODEL, "openai" as const],
-  ])("codex exec edits a file with exec_command and apply_patch through the gateway, %s (thinking on the OpenAI kind in DeepSeek's reasoning_content dialect)", async (_name, model, vendor) => {
+    ["OpenAI upstream, with the README's catalog", OPENAI_MODEL, "openai" as const, "catalog" as const],
+    ["Anthropic upstream, with the README's catalog", ANTHROPIC_MODEL, "anthropic" as const, "catalog" as const],
+    // A GPT-6 name Codex has metadata of its own for (code mode): the catalog's entry wins.
+    ["OpenAI upstream, the README's own GPT-6 id with the README's catalog", README_MODEL, "openai" as const, "catalog" as const],
+    // Without a catalog Codex runs a GPT-6 name in code mode: its tools in an additional_tools item,
+    // the model's JavaScript in `exec` calls exec_command and apply_patch.
+    ["OpenAI upstream, the README's own GPT-6 id without a catalog (code mode)", README_MODEL, "openai" as const, "code mode" as const],
+    ["Anthropic upstream, Codex's default model name without a catalog (code mode)", CODEX_DEFAULT, "anthropic" as const, "code mode" as const],
+  ])("codex exec edits a file with exec_command and apply_patch through the gateway, %s (thinking on the OpenAI kind in DeepSeek's reasoning_content dialect)", async (_name, model, vendor, mode) => {
     if (!codexVersion) throw new Error(`codex --version failed: the CLI at ${CODEX_JS} does not run`);
+    const codeMode = mode === "code mode";
     const root = mkdtempSync(join(tmpdir(), "switchyard-codex-"));
     try {
       const home = join(root, "codex-home");
@@ -244,19 +356,27 @@ describe("Codex CLI, live", () => {
       writeFileSync(catalogPath, catalogJson.replaceAll("openai/gpt-6-luna", model));
       writeFileSync(
         join(home, "config.toml"),
+        // Test hygiene, not needed by users: no update check (a top-level key: appended after the
+        // provider's table, Codex took it as the provider's and ignored it with a warning).
+        "check_for_update_on_startup = false\n" +
         configToml
-          .replace(/^model = "[^"]*"/m, `model = "${model}"`)
+          // Codex's default name: no `model` line at all.
+          .replace(/^model = "[^"]*".*\n/m, model === CODEX_DEFAULT ? "" : `model = "${model}"\n`)
           .replaceAll("http://localhost:8080/v1", `${gw.url}/v1`)
-          .replace(/^model_catalog_json = "[^"]*"/m, `model_catalog_json = "${catalogPath}"`) +
-          // Test hygiene, not needed by users: no analytics, no update check, no plugin sync, no retries.
-          '\ncheck_for_update_on_startup = false\n[analytics]\nenabled = false\n[features]\nplugins = false\n',
+          .replace(/^model_catalog_json = "[^"]*".*$/m, codeMode ? "" : `model_catalog_json = "${catalogPath}"`) +
+          // Test hygiene too: no analytics, no plugin sync.
+          '\n[analytics]\nenabled = false\n[features]\nplugins = false\n',
       );
 
       // The model's side of the task, one scripted answer per turn, in the upstream's wire format.
+      // In code mode the same two tool calls are JavaScript for `exec` (a free-form tool: one string).
       const plan: Script[] = [
         // Thinking first: Codex asks for it as a summary (`reasoning.summary: "auto"`) and must take the summary events.
-        { reasoning: "The file has to be read before it is patched.", text: "Reading the file.", calls: [{ id: "call_cat", name: "exec_command", arguments: JSON.stringify({ cmd: "cat hello.txt" }) }] },
-        { calls: [{ id: "call_patch", name: "apply_patch", arguments: JSON.stringify({ input: PATCH }) }] },
+        {
+          reasoning: "The file has to be read before it is patched.", text: "Reading the file.",
+          calls: [codeMode ? { id: "call_cat", name: "exec", arguments: JSON.stringify({ input: EXEC_CAT }) } : { id: "call_cat", name: "exec_command", arguments: JSON.stringify({ cmd: "cat hello.txt" }) }],
+        },
+        { calls: [{ id: "call_patch", name: codeMode ? "exec" : "apply_patch", arguments: JSON.stringify({ input: codeMode ? EXEC_PATCH : PATCH }) }] },
         { text: "Done: hello.txt now says hello, world." },
       ];
       for (const step of plan) upstream.reply(scripted(reasoningDialect(vendor), step));
@@ -275,8 +395,9 @@ describe("Codex CLI, live", () => {
 
       expect(readFileSync(join(work, "hello.txt"), "utf8")).toBe("hello, world\n");
       expect(stdout).toContain("Done: hello.txt now says hello, world.");
-      // Codex showed the thinking it read from the reasoning summary events (its progress goes to stderr).
-      expect(stderr).toContain("The file has to be read before it is patched.");
+      // Codex showed the thinking it read from the reasoning summary events (its progress goes to
+      // stderr). Its own GPT-6 metadata asks for no summaries ("reasoning summaries: none").
+      if (!codeMode) expect(stderr).toContain("The file has to be read before it is patched.");
       const calls = upstream.requests.filter((r) => r.method === "POST");
       expect(calls).toHaveLength(3);
       // What Codex's tools returned reached the model on the next turns, in the upstream's words.
@@ -286,8 +407,13 @@ describe("Codex CLI, live", () => {
       // exec_command's output (`cat hello.txt`), as Codex reported it to the model.
       expect(second.slice(second.indexOf("Output:"))).toContain("\\nhello\\n");
       expect(third).toContain("call_patch");
-      expect(third).toContain("Success. Updated the following files");
-      for (const call of calls) expect((call.body as { tools?: unknown[] }).tools?.length ?? 0).toBeGreaterThan(0);
+      // apply_patch's answer: direct, its report; inside exec, what the script made of its result.
+      expect(third).toContain(codeMode ? "Script completed" : "Success. Updated the following files");
+      for (const call of calls) {
+        const names = ((call.body as { tools?: any[] }).tools ?? []).map((t) => t.function?.name ?? t.name);
+        if (codeMode) expect(names).toEqual(CODE_MODE_TOOLS);
+        else expect(names).toContain("exec_command");
+      }
       // GPT-6 Luna takes function tools on chat completions only without reasoning.
       if (model === README_MODEL) for (const call of calls) expect((call.body as { reasoning_effort?: string }).reasoning_effort).toBe("none");
       await gw.app.services.settled();

@@ -5,8 +5,8 @@ import { CARRIED_REASONING, CARRIED_THINKING, openThinking, type CarriedBlock } 
 /**
  * An OpenAI Responses API request → an OpenAI chat-completions request, so the gateway's
  * existing paths take it from there (passthrough to OpenAI-compatible upstreams, the
- * Anthropic translation for Anthropic ones). Pure: plain values in, plain values out. Just past
- * 300 lines: items, tools, tool choice, formats and content parts are one mapping, each small.
+ * Anthropic translation for Anthropic ones). Pure: plain values in, plain values out. About 400
+ * lines: items, tools, tool choice, formats and content parts are one mapping, each small.
  */
 
 /** A request the gateway cannot serve as asked; the message says which field and why. */
@@ -67,6 +67,13 @@ const NEEDS_STORAGE: Record<string, string> = {
   prompt: "prompt (stored prompt templates) is not supported: send the instructions and input themselves.",
 };
 
+/**
+ * The Responses API's default namespace: a tool declared in it is an ordinary tool. Codex (0.169,
+ * the GPT-6 models it runs in code mode) declares its `exec` and `wait` tools there and tells the
+ * model to call `functions.exec`; a call goes back without a namespace, as for any plain tool.
+ */
+const DEFAULT_NAMESPACE = "functions";
+
 /** Longest function name OpenAI accepts (`^[a-zA-Z0-9_-]{1,64}$`). */
 const MAX_NAME = 64;
 
@@ -87,6 +94,9 @@ export function responsesToChat(body: Record<string, unknown>): ResponsesPlan {
   const upstreamName = new Map<string, string>();
   const key = (name: string, namespace?: string) => `${namespace ?? ""}\u0000${name}`;
 
+  /** Upstream name → its place in `chatTools`: a tool declared again (a later additional_tools item) replaces the first. */
+  const declared = new Map<string, number>();
+
   const addTool = (tool: Json, namespace?: string) => {
     const type = tool.type;
     const name = typeof tool.name === "string" ? tool.name : undefined;
@@ -94,22 +104,39 @@ export function responsesToChat(body: Record<string, unknown>): ResponsesPlan {
       const flat = namespace ? flattenName(namespace, name) : name;
       upstreamName.set(key(name, namespace), flat);
       const custom = type === "custom";
+      tools.delete(flat);
       if (custom || namespace) tools.set(flat, { name, ...(namespace ? { namespace } : {}), custom });
       const description = typeof tool.description === "string" ? tool.description : "";
       const fn: NonNullable<ChatRequest["tools"]>[number]["function"] & Json = custom
         ? { name: flat, description: customToolDescription(description, tool.format), parameters: CUSTOM_PARAMETERS }
         : { name: flat, ...(description ? { description } : {}), parameters: (tool.parameters as Json | undefined) ?? { type: "object", properties: {} } };
       if (!custom && typeof tool.strict === "boolean") fn.strict = tool.strict;
-      chatTools.push({ type: "function", function: fn });
+      // Chat upstreams refuse two functions of one name.
+      const at = declared.get(flat);
+      if (at === undefined) declared.set(flat, chatTools.push({ type: "function", function: fn }) - 1);
+      else chatTools[at] = { type: "function", function: fn };
     } else if (type === "namespace" && typeof tool.name === "string" && Array.isArray(tool.tools)) {
-      for (const inner of tool.tools) if (inner && typeof inner === "object") addTool(inner as Json, tool.name);
+      // The default namespace's tools are the ordinary ones, under their own names (the model is told `functions.exec`).
+      const inner = tool.name === DEFAULT_NAMESPACE ? undefined : tool.name;
+      for (const member of tool.tools) if (member && typeof member === "object") addTool(member as Json, inner);
     } else dropped.push(`tool:${String(type)}`);
   };
   for (const tool of (body.tools as Json[] | undefined) ?? []) if (tool && typeof tool === "object") addTool(tool);
+  // Tools declared as input items (what Codex sends for the models it runs in code mode, instead
+  // of `tools`): the upstream gets them as it gets `tools`, whichever item declared them.
+  if (Array.isArray(body.input)) {
+    for (const item of body.input as Json[]) {
+      if (item?.type !== "additional_tools") continue;
+      if (!Array.isArray(item.tools)) throw new ResponsesRequestError("an input item of type additional_tools needs `tools`, an array of tools.");
+      for (const tool of item.tools) if (tool && typeof tool === "object") addTool(tool as Json);
+    }
+  }
 
-  const nameFor = (name: unknown, namespace: unknown) =>
-    upstreamName.get(key(String(name ?? ""), typeof namespace === "string" ? namespace : undefined)) ??
-    (typeof namespace === "string" ? flattenName(namespace, String(name ?? "")) : String(name ?? ""));
+  const clientNamespace = (namespace: unknown) => (typeof namespace === "string" && namespace !== DEFAULT_NAMESPACE ? namespace : undefined);
+  const nameFor = (name: unknown, namespace: unknown) => {
+    const ns = clientNamespace(namespace);
+    return upstreamName.get(key(String(name ?? ""), ns)) ?? (ns ? flattenName(ns, String(name ?? "")) : String(name ?? ""));
+  };
 
   const messages: ChatMessage[] = [];
   /** Signed thinking read from reasoning items, for the next assistant message. */
@@ -160,6 +187,9 @@ export function responsesToChat(body: Record<string, unknown>): ResponsesPlan {
         }
         return;
       }
+      case "additional_tools":
+        // Its tools were read with the request's own (above).
+        return;
       case "item_reference":
         // Replaced by the items they name before translation (stored-input.ts); one left here was never looked up.
         throw new ResponsesRequestError(`input item_reference ${JSON.stringify(String(item.id ?? "").slice(0, 200))} could not be resolved: send the item itself.`);

@@ -129,6 +129,85 @@ describe("responsesToChat: tools", () => {
     expect(plan.chat.tool_choice).toEqual({ type: "function", function: { name: "crm__lookup" } });
   });
 
+  test("tools declared in additional_tools input items (Codex's code mode) reach the upstream like `tools`: the default namespace `functions` unprefixed, others flattened, hosted ones dropped", () => {
+    const plan = responsesToChat({
+      input: [
+        {
+          type: "additional_tools",
+          id: "at_1",
+          role: "developer",
+          tools: [
+            {
+              type: "namespace",
+              name: "functions",
+              description: "",
+              tools: [
+                { type: "custom", name: "exec", description: "Run JavaScript.", format: { type: "grammar", syntax: "lark", definition: "start: SOURCE" } },
+                { type: "function", name: "wait", description: "Wait.", strict: false, parameters: { type: "object", properties: { cell_id: { type: "string" } }, required: ["cell_id"] } },
+              ],
+            },
+            { type: "namespace", name: "clock", description: "Time.", tools: [{ type: "function", name: "sleep", parameters: { type: "object", properties: {} } }] },
+            { type: "web_search" },
+          ],
+        },
+        { type: "message", role: "developer", content: [{ type: "input_text", text: "Rules." }] },
+        { type: "message", role: "user", content: [{ type: "input_text", text: "Go" }] },
+        // Codex sends its calls back as they came, with the namespace of the declaration or without.
+        { type: "custom_tool_call", call_id: "c1", name: "exec", input: "text(1)" },
+        { type: "custom_tool_call_output", call_id: "c1", output: [{ type: "input_text", text: "1" }] },
+        { type: "custom_tool_call", call_id: "c2", name: "exec", namespace: "functions", input: "text(2)" },
+        { type: "custom_tool_call_output", call_id: "c2", output: "2" },
+        { type: "function_call", call_id: "c3", name: "sleep", namespace: "clock", arguments: "{}" },
+        { type: "function_call_output", call_id: "c3", output: "ok" },
+      ],
+      tool_choice: "auto",
+      parallel_tool_calls: false,
+    });
+    expect(plan.chat.tools).toEqual([
+      { type: "function", function: { name: "exec", description: expect.stringMatching(/^Run JavaScript\.\n\n[\s\S]*lark grammar:\nstart: SOURCE$/), parameters: expect.objectContaining({ required: ["input"] }) } },
+      { type: "function", function: { name: "wait", description: "Wait.", strict: false, parameters: { type: "object", properties: { cell_id: { type: "string" } }, required: ["cell_id"] } } },
+      { type: "function", function: { name: "clock__sleep", parameters: { type: "object", properties: {} } } },
+    ]);
+    expect([...plan.tools]).toEqual([
+      ["exec", { name: "exec", custom: true }],
+      ["clock__sleep", { name: "sleep", namespace: "clock", custom: false }],
+    ]);
+    // The item itself is no message; only the hosted tool inside it is reported as dropped.
+    expect(plan.dropped).toEqual(["tool:web_search"]);
+    expect(plan.chat.messages.map((m) => m.role)).toEqual(["system", "user", "assistant", "tool", "assistant", "tool", "assistant", "tool"]);
+    expect(plan.chat.messages.flatMap((m) => m.tool_calls ?? []).map((c) => [c.id, c.function.name, c.function.arguments])).toEqual([
+      ["c1", "exec", '{"input":"text(1)"}'],
+      ["c2", "exec", '{"input":"text(2)"}'],
+      ["c3", "clock__sleep", "{}"],
+    ]);
+    expect(plan.chat.tool_choice).toBe("auto");
+    expect(plan.chat.parallel_tool_calls).toBe(false);
+    // The answer echoes `tools` as sent (none at the top level).
+    expect(plan.echo.tools).toEqual([]);
+  });
+
+  test("additional_tools: with `tools`, in later items too, and a tool declared again is sent once, as declared last; an empty list is no tool, an item without a list is refused", () => {
+    const plan = responsesToChat({
+      input: [
+        { type: "additional_tools", role: "developer", tools: [{ type: "custom", name: "exec" }] },
+        { role: "user", content: "Go" },
+        { type: "additional_tools", role: "developer", tools: [{ type: "namespace", name: "functions", tools: [{ type: "function", name: "exec", parameters: { type: "object", properties: { code: { type: "string" } } } }] }, { type: "custom", name: "later" }] },
+        { type: "additional_tools", role: "developer", tools: [] },
+      ],
+      tools: [{ type: "function", name: "f" }],
+      tool_choice: { type: "function", name: "exec", namespace: "functions" },
+    });
+    expect(plan.chat.tools!.map((t) => t.function!.name)).toEqual(["f", "exec", "later"]);
+    expect(plan.chat.tools![1]!.function!.parameters).toEqual({ type: "object", properties: { code: { type: "string" } } });
+    expect(plan.tools.has("exec")).toBe(false);
+    expect(plan.tools.get("later")).toEqual({ name: "later", custom: true });
+    expect(plan.chat.tool_choice).toEqual({ type: "function", function: { name: "exec" } });
+    expect(plan.chat.messages).toEqual([{ role: "user", content: "Go" }]);
+    expect(plan.dropped).toEqual([]);
+    expect(responsesToChat({ input: [{ type: "additional_tools", role: "developer", tools: [] }, { role: "user", content: "x" }] }).chat.tools).toBeUndefined();
+    expect(() => responsesToChat({ input: [{ type: "additional_tools", role: "developer" }, { role: "user", content: "x" }] })).toThrow(/^an input item of type additional_tools needs `tools`/);
+  });
+
   test("a flattened name too long or with other characters still fits OpenAI's rule, and differs per tool", () => {
     const a = flattenName("x".repeat(40), "y".repeat(40));
     const b = flattenName("x".repeat(40), "y".repeat(39) + "z");
