@@ -128,13 +128,19 @@ export function defaultConfig(env: Record<string, string | undefined>): Config {
   // The names of OpenAI models shut down (gpt-image-1, 23 October 2026) or shutting down (GPT-4o,
   // GPT-4o mini, GPT-4.1, GPT-4.1 mini, 14 January 2027), bare or as this catalogue's ids of before
   // (`openai/gpt-4o-mini`, `openai/gpt-image-1`), reach OpenAI's named replacement: a client or a
-  // config that names them keeps working. Not every GPT name: Codex sends its default
-  // (`gpt-6.1-sol`) and other GPT-6 names with tools the gateway cannot pass on, so answering them
-  // would be an agent without tools; they stay unknown (README, "Use with Codex").
+  // config that names them keeps working.
   if (env.OPENAI_API_KEY) {
     alias("openai/gpt-6-luna", "gpt-4o*", "gpt-4.1*", "openai/gpt-4o*", "openai/gpt-4.1*");
     alias("openai/gpt-image-2.6-flare", "gpt-image-1*", "openai/gpt-image-1*");
   }
+  // Codex's default model name (0.169), so `codex` works with only a base URL and a key: GPT-6 Sol,
+  // the GPT-6.1 Sol of before at its input price (6.1 Sol takes tools only on OpenAI's Responses
+  // API, which the gateway does not call), else Anthropic's current Sonnet (at that price too), as
+  // Claude Code's names reach OpenAI's models without Anthropic's key. Codex runs the name in code
+  // mode, its tools in an additional_tools item (formats/openai-responses/responses-to-chat.ts).
+  // Other GPT names stay unknown: a 404 names the model.
+  if (env.OPENAI_API_KEY) alias("openai/gpt-6-sol", "gpt-6.1-sol*");
+  else if (env.ANTHROPIC_API_KEY) alias("anthropic/claude-sonnet-5-5", "gpt-6.1-sol*");
   for (const [id, names] of aliases) byId(id).aliases = names;
   return config;
 }

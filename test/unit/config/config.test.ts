@@ -557,18 +557,28 @@ describe("the built-in OpenAI models (2026-11-30)", () => {
     expect(byId("openai/text-embedding-3-large").pricing).toMatchObject({ input_per_mtok: 130, output_per_mtok: 0 });
   });
 
-  test("the names of OpenAI models shut down or shutting down, and this catalogue's ids of before, reach OpenAI's named replacement; other GPT names (Codex's default among them) are not taken", () => {
+  test("the names of OpenAI models shut down or shutting down, and this catalogue's ids of before, reach OpenAI's named replacement; other GPT names (Codex's default aside) are not taken", () => {
     for (const keys of [env, { ...env, ANTHROPIC_API_KEY: "sk-ant-x" }]) {
       for (const name of ["gpt-4o-mini", "gpt-4o", "gpt-4.1-mini", "gpt-4.1-2025-04-14", "gpt-4.1-nano", "openai/gpt-4o-mini", "openai/gpt-4o", "openai/gpt-4.1-mini"]) {
         expect([name, route(keys, name)]).toEqual([name, "openai/gpt-6-luna"]);
       }
       for (const name of ["gpt-image-1", "gpt-image-1.5", "gpt-image-1-mini", "openai/gpt-image-1"]) expect([name, route(keys, name)]).toEqual([name, "openai/gpt-image-2.6-flare"]);
       for (const id of ["openai/gpt-6-luna", "openai/gpt-6-sol", "openai/gpt-image-2.6-flare", "openai/text-embedding-3-small"]) expect(route(keys, id)).toBe(id);
-      // Codex asks for gpt-6.1-sol with tools in a form the gateway drops: a 404 says more than a model without tools.
-      for (const name of ["gpt-6.1-sol", "gpt-6-luna", "gpt-5.5", "gpt-image-2.6-sunburst", "text-embedding-ada-002", "o3"]) expect([name, route(keys, name)]).toEqual([name, undefined]);
+      for (const name of ["gpt-6-luna", "gpt-6-astra", "gpt-6.1-terra", "gpt-5.5", "gpt-image-2.6-sunburst", "text-embedding-ada-002", "o3"]) expect([name, route(keys, name)]).toEqual([name, undefined]);
     }
     expect(route({ ANTHROPIC_API_KEY: "sk-ant-x" }, "gpt-4o-mini")).toBeUndefined();
     expect(route({}, "gpt-4o-mini")).toBeUndefined();
+  });
+
+  test("Codex's default model name (gpt-6.1-sol, dated ones too) reaches GPT-6 Sol, else Anthropic's Sonnet; without a vendor key it stays unknown", () => {
+    for (const name of ["gpt-6.1-sol", "gpt-6.1-sol-2026-09-29"]) {
+      expect(route(env, name)).toBe("openai/gpt-6-sol");
+      expect(route({ ...env, ANTHROPIC_API_KEY: "sk-ant-x" }, name)).toBe("openai/gpt-6-sol");
+      expect(route({ ANTHROPIC_API_KEY: "sk-ant-x" }, name)).toBe("anthropic/claude-sonnet-5-5");
+      expect(route({}, name)).toBeUndefined();
+    }
+    // Not a prefix of another name.
+    expect(route(env, "gpt-6.1")).toBeUndefined();
   });
 
   test("its text models reason by effort, and tool turns are sent reasoning_effort \"none\" (OpenAI's chat completions take tools on them only so)", () => {
