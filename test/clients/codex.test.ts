@@ -4,8 +4,10 @@
  *   against both upstream kinds: what must survive translation does, what cannot run is dropped.
  * - The CLI itself (`@openai/codex`, a devDependency whose npm package carries the native
  *   binary) driven through a tool-using task: it reads a file with `exec_command`, edits it
- *   with `apply_patch`, and finishes, against both upstream kinds. The config it runs with is
- *   the README's "Use with Codex" section, taken from the README itself.
+ *   with `apply_patch`, and finishes, against both upstream kinds, with the README's model
+ *   catalog (direct tools) and without it for GPT-6 names (code mode: the same calls made by
+ *   JavaScript in `exec`). The config it runs with is the README's "Use with Codex" section,
+ *   taken from the README itself.
  */
 import { beforeAll, describe, expect, test } from "bun:test";
 import { existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
@@ -310,16 +312,21 @@ function readmeCodexConfig(): { configToml: string; catalogJson: string } {
 }
 
 describe("README: Use with Codex, against the built-in catalogue", () => {
-  test("its model is a built-in OpenAI model, named in the catalog it says GPT-6 ids need", async () => {
+  test("its model is a built-in OpenAI model; Codex's default name is answered; the catalog is optional and names a built-in model", async () => {
     const { configToml, catalogJson } = readmeCodexConfig();
     const model = configToml.match(/^model = "([^"]+)"/m)![1]!;
     const { loadSettings } = await import("../../src/config/load-config.ts");
-    const builtIn = loadSettings({ OPENAI_API_KEY: "sk-x" }, tmpdir()).models.find((m) => m.id === model);
-    expect(builtIn).toMatchObject({ provider: "openai", category: "text" });
-    expect(JSON.parse(catalogJson).models[0].slug).toBe(model);
-    // Codex knows GPT-6 names and sends their tools as an additional_tools item, which the gateway drops: the catalog is not optional for them.
-    expect(configToml).toMatch(/^model_catalog_json = "\/[^"]+"/m);
-    expect(configToml).not.toContain("# optional");
+    const { createCatalogue } = await import("../../src/catalogue/catalogue.ts");
+    const both = loadSettings({ OPENAI_API_KEY: "sk-x", ANTHROPIC_API_KEY: "sk-ant-x" }, tmpdir()).models;
+    expect(both.find((m) => m.id === model)).toMatchObject({ provider: "openai", category: "text" });
+    // Without `model` Codex asks for its default, which the built-in config answers (README: "Without `model`").
+    expect(createCatalogue(loadSettings({ OPENAI_API_KEY: "sk-x" }, tmpdir()).models).get(CODEX_DEFAULT)?.id).toBe("openai/gpt-6-sol");
+    expect(createCatalogue(loadSettings({ ANTHROPIC_API_KEY: "sk-ant-x" }, tmpdir()).models).get(CODEX_DEFAULT)?.id).toBe("anthropic/claude-sonnet-5-5");
+    // Codex's code mode (GPT-6 names) reaches the upstream with its tools: the catalog is for ids Codex does not know.
+    expect(configToml).toMatch(/^# model_catalog_json = "\/[^"]+" +# optional/m);
+    const entry = JSON.parse(catalogJson).models[0];
+    expect(both.find((m) => m.id === entry.slug)).toMatchObject({ provider: "anthropic", category: "text" });
+    expect(entry).toMatchObject({ apply_patch_tool_type: "freeform", supports_search_tool: false });
   });
 });
 
@@ -353,7 +360,9 @@ describe("Codex CLI, live", () => {
 
       const { configToml, catalogJson } = readmeCodexConfig();
       const catalogPath = join(home, "switchyard-models.json");
-      writeFileSync(catalogPath, catalogJson.replaceAll("openai/gpt-6-luna", model));
+      const catalog = JSON.parse(catalogJson);
+      Object.assign(catalog.models[0], { slug: model, display_name: model });
+      writeFileSync(catalogPath, JSON.stringify(catalog));
       writeFileSync(
         join(home, "config.toml"),
         // Test hygiene, not needed by users: no update check (a top-level key: appended after the
@@ -363,7 +372,8 @@ describe("Codex CLI, live", () => {
           // Codex's default name: no `model` line at all.
           .replace(/^model = "[^"]*".*\n/m, model === CODEX_DEFAULT ? "" : `model = "${model}"\n`)
           .replaceAll("http://localhost:8080/v1", `${gw.url}/v1`)
-          .replace(/^model_catalog_json = "[^"]*".*$/m, codeMode ? "" : `model_catalog_json = "${catalogPath}"`) +
+          // The catalog line, commented out in the README: taken in for the runs with a catalog.
+          .replace(/^# model_catalog_json = "[^"]*".*$/m, codeMode ? "" : `model_catalog_json = "${catalogPath}"`) +
           // Test hygiene too: no analytics, no plugin sync.
           '\n[analytics]\nenabled = false\n[features]\nplugins = false\n',
       );
