@@ -264,7 +264,7 @@ describe("an Anthropic client's own request, fitted to the Claude it reaches (an
   const tools = [{ name: "get_weather", input_schema: { type: "object", properties: { city: { type: "string" } } } }];
 
   test.each(["claude-sonnet-5-5", "claude-opus-4-7", "claude-fable-5-1"])("%s: budgeted thinking is adaptive, sampling parameters are left out", async (name) => {
-    upstream.reply(anthropicBody("ok"));
+    upstream.reply(anthropicBody({ text: "ok" }));
     const res = await messages(name, { ...claudeCode, top_k: 5 });
     expect(res.status).toBe(200);
     expect(sent().thinking).toEqual({ type: "adaptive" });
@@ -273,7 +273,7 @@ describe("an Anthropic client's own request, fitted to the Claude it reaches (an
   });
 
   test("Sonnet 5.5: a forced tool is auto, and a block after the client's system blocks names it", async () => {
-    upstream.reply(anthropicBody("ok"));
+    upstream.reply(anthropicBody({ text: "ok" }));
     const res = await messages("claude-sonnet-5-5", { system: claudeCode.system, tools, tool_choice: { type: "tool", name: "get_weather", disable_parallel_tool_use: true } });
     expect(res.status).toBe(200);
     expect(sent().tool_choice).toEqual({ type: "auto", disable_parallel_tool_use: true });
@@ -281,11 +281,11 @@ describe("an Anthropic client's own request, fitted to the Claude it reaches (an
   });
 
   test("the models that take them get the client's budget, temperature and forced tool as written", async () => {
-    upstream.reply(anthropicBody("ok"));
+    upstream.reply(anthropicBody({ text: "ok" }));
     expect((await messages("claude-sonnet-4-5", { ...claudeCode, top_k: 5 })).status).toBe(200);
     // (The budget itself fitted under the gateway's answer cap, as for every budget model.)
     expect(sent()).toMatchObject({ thinking: { type: "enabled", budget_tokens: expect.any(Number) }, temperature: 1, top_k: 5 });
-    upstream.reply(anthropicBody("ok"));
+    upstream.reply(anthropicBody({ text: "ok" }));
     expect((await messages("claude-opus-5", { tools, tool_choice: { type: "any" } })).status).toBe(200);
     expect(sent().tool_choice).toEqual({ type: "any" });
   });
