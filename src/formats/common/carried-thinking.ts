@@ -56,3 +56,25 @@ export function openThinking(sealed: unknown): CarriedBlock[] | undefined {
   }
   return out;
 }
+
+/**
+ * OpenAI's reasoning, carried the same way. A Responses upstream (`upstream_api: "responses"`)
+ * answers with reasoning items whose `encrypted_content` (asked for with `store: false`) must come
+ * back on the next turn for the model to go on from its own reasoning, through a tool loop too.
+ * The decoder gives it as the reasoning's `signature` with this mark, so it travels wherever
+ * Anthropic's signatures travel: in a Claude client's thinking block, in the sealed blocks of a
+ * Responses client's reasoning item, in a stored answer. Only an OpenAI Responses upstream reads
+ * it back (chat-to-responses.ts); Anthropic would refuse it as a signature, so it is never sent
+ * there (prepare-upstream.ts, openai-to-anthropic.ts).
+ */
+const OPENAI_REASONING = "swy-openai-rs-1.";
+
+/** The signature that carries OpenAI's encrypted reasoning. */
+export function openaiReasoningSignature(encrypted: string): string {
+  return OPENAI_REASONING + encrypted;
+}
+
+/** OpenAI's encrypted reasoning a signature carries, or undefined when it is another vendor's (Anthropic's own). */
+export function openaiEncryptedReasoning(signature: unknown): string | undefined {
+  return typeof signature === "string" && signature.startsWith(OPENAI_REASONING) && signature.length > OPENAI_REASONING.length ? signature.slice(OPENAI_REASONING.length) : undefined;
+}
