@@ -145,8 +145,11 @@ export function resolveSettings(raw: unknown, env: Record<string, string | undef
     if (!providers.has(m.provider)) {
       throw new ConfigError(`${source}: /models/${i}/provider: unknown provider "${m.provider}"`);
     }
-    if (m.upstream_api === "images" && providers.get(m.provider)!.kind !== "openai") {
-      throw new ConfigError(`${source}: /models/${i}/upstream_api: "images" needs a provider of kind openai`);
+    if ((m.upstream_api === "images" || m.upstream_api === "responses") && providers.get(m.provider)!.kind !== "openai") {
+      throw new ConfigError(`${source}: /models/${i}/upstream_api: "${m.upstream_api}" needs a provider of kind openai`);
+    }
+    if (m.upstream_api === "responses" && m.category !== "text" && m.category !== "free") {
+      throw new ConfigError(`${source}: /models/${i}/upstream_api: "responses" serves text models (category "text" or "free"), not "${m.category}"`);
     }
     // Anthropic has no embeddings API: an embedding model is reached through an OpenAI-format one.
     if (m.category === "embedding" && providers.get(m.provider)!.kind !== "openai") {

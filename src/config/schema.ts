@@ -107,8 +107,13 @@ export const ModelConfig = t.Object({
   modalities: t.Optional(t.Object({ input: t.Array(t.String()), output: t.Array(t.String()) }, closed)),
   owned_by: t.Optional(t.String()),
   pricing: t.Optional(Pricing),
-  /** `images`: the OpenAI images API (POST /images/generations) instead of chat completions. */
-  upstream_api: t.Optional(t.Union([t.Literal("chat"), t.Literal("images")])),
+  /**
+   * Which of an OpenAI-kind provider's APIs serves the model: `chat` (POST /chat/completions, the
+   * default), `images` (POST /images/generations), `responses` (POST /responses: OpenAI's
+   * Responses API, where GPT-5.4 and later reason on tool turns and GPT-6 Astra and GPT-6.1 Sol
+   * take tools at all; every client format reaches it, translated).
+   */
+  upstream_api: t.Optional(t.Union([t.Literal("chat"), t.Literal("images"), t.Literal("responses")])),
   /**
    * Other names clients may send for this model: exact names, or `prefix*` for every name that
    * starts with the prefix (the longest matching prefix wins). Lets agent clients that ask for

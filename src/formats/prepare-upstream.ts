@@ -5,7 +5,7 @@ import { anthropicRequestToOpenAI } from "./anthropic-messages/anthropic-to-open
 import { openaiRequestToAnthropic, unforceToolChoice } from "./openai-chat/openai-to-anthropic.ts";
 import { GPT_5_OR_LATER, upstreamTraits } from "./common/model-traits.ts";
 import { anthropicReasoning, BUDGET_SHARE, MIN_THINKING_BUDGET } from "./common/reasoning.ts";
-import type { ClaudeRules, ReasoningStyle } from "./common/model-traits.ts";
+import type { ClaudeRules, ReasoningStyle, UpstreamTraits } from "./common/model-traits.ts";
 import type { TranslationNotes } from "./common/wire-types.ts";
 import type { AnthropicMessage, MessagesRequest } from "./anthropic-messages/schema.ts";
 import type { ChatMessage, ChatRequest } from "./openai-chat/schema.ts";
@@ -14,6 +14,8 @@ import { withToolsForLegacyFunctions } from "./openai-chat/legacy-functions.ts";
 import type { Logger } from "../log/log.ts";
 import { continuesCallWithoutThinking } from "./anthropic-messages/thinking-history.ts";
 import { withAnthropicToolIds } from "./common/tool-call-ids.ts";
+import { chatToResponses } from "./openai-responses/chat-to-responses.ts";
+import { openaiEncryptedReasoning } from "./common/carried-thinking.ts";
 
 export { MIN_THINKING_BUDGET };
 
@@ -55,6 +57,7 @@ export function prepareUpstream(
   if (model.category === "embedding") return { body: embeddingsRequest(body, model) };
   const traits = upstreamTraits(provider.kind, model);
   const notes: TranslationNotes = {};
+  if (model.upstream_api === "responses") return { body: responsesRequest(wire, body, model, traits, maxTokens, notes, log) };
   // OpenAI's reasoning models refuse `max_tokens` ("Use 'max_completion_tokens' instead"): a
   // provider that does not say which field it takes gets the newer one for them (Codex sends no
   // limit, the gateway always sets one, and its first turn on o3 was refused; a probe).
@@ -125,6 +128,31 @@ export function prepareUpstream(
   return { body: out, answerTool: notes.answerTool };
 }
 
+/**
+ * A request for OpenAI's Responses API (`upstream_api: "responses"`), from the chat request every
+ * client format travels in (chat-to-responses.ts); an Anthropic client's is made a chat request
+ * first, as for a chat upstream. Function tools and reasoning go together here: the chat path's
+ * `reasoning_effort: "none"` for tools (toolsNeedNoReasoning) is not needed, and not applied.
+ */
+function responsesRequest(wire: UpstreamKind, body: Record<string, unknown>, model: ModelConfig, traits: UpstreamTraits, maxTokens: number, notes: TranslationNotes, log?: Logger): Record<string, unknown> {
+  const chat = wire === "anthropic" ? anthropicRequestToOpenAI(body as MessagesRequest, model.upstream_model, maxTokens, "max_completion_tokens", traits, notes) : (body as ChatRequest);
+  const out = chatToResponses(chat, model.upstream_model, maxTokens, traits, notes);
+  // `verbosity` is GPT-5's (see prepareUpstream); what the model refuses outright is left out, as on chat.
+  const text = out.text as { verbosity?: unknown } | undefined;
+  if (text?.verbosity !== undefined && !GPT_5_OR_LATER.test(model.upstream_model.slice(model.upstream_model.lastIndexOf("/") + 1).toLowerCase())) {
+    delete text.verbosity;
+    if (Object.keys(text).length === 0) delete out.text;
+    (notes.dropped ??= []).push("verbosity: only GPT-5 and later models take it");
+  }
+  for (const name of traits.refusedParameters ?? []) {
+    if (out[name] === undefined) continue;
+    delete out[name];
+    (notes.dropped ??= []).push(`${name}: this model refuses it`);
+  }
+  if (notes.dropped?.length) log?.("debug", "fields not sent to this upstream", { model: model.id, dropped: notes.dropped });
+  return out;
+}
+
 /** Function tools (or legacy `functions`) in a chat-completions body. */
 function carriesFunctionTools(body: Record<string, unknown>): boolean {
   return (Array.isArray(body.tools) && body.tools.length > 0) || (Array.isArray(body.functions) && body.functions.length > 0);
@@ -178,7 +206,8 @@ function thinkingWithoutItsBlock(body: Record<string, unknown>): boolean {
 function dropUnsignedThinking(body: Record<string, unknown>): void {
   const messages = body.messages as AnthropicMessage[] | undefined;
   if (!Array.isArray(messages)) return;
-  const unsigned = (b: { type: string; signature?: unknown }) => b.type === "thinking" && (typeof b.signature !== "string" || b.signature === "");
+  // OpenAI's reasoning carried as a signature (an answer of a Responses upstream) is not Anthropic's either.
+  const unsigned = (b: { type: string; signature?: unknown }) => b.type === "thinking" && (typeof b.signature !== "string" || b.signature === "" || openaiEncryptedReasoning(b.signature) !== undefined);
   if (!messages.some((m) => m.role === "assistant" && Array.isArray(m.content) && m.content.some(unsigned))) return;
   body.messages = messages.map((m) =>
     m.role === "assistant" && Array.isArray(m.content) && m.content.some(unsigned) ? { ...m, content: m.content.filter((b) => !unsigned(b)) } : m,

@@ -123,7 +123,8 @@ class ChatPrompt {
 export function answersAsked(settings: Settings, wire: UpstreamKind, body: Record<string, unknown>, model: ModelConfig): number {
   const n = wire === "openai" ? body.n : undefined;
   if (typeof n !== "number" || !Number.isInteger(n) || n <= 1) return 1;
-  const openaiChat = settings.providers.get(model.provider)?.kind === "openai" && model.upstream_api !== "images" && model.category !== "embedding" && model.category !== "image";
+  // The Responses API (`upstream_api: "responses"`) makes one answer, as the images API does.
+  const openaiChat = settings.providers.get(model.provider)?.kind === "openai" && model.upstream_api !== "images" && model.upstream_api !== "responses" && model.category !== "embedding" && model.category !== "image";
   return openaiChat ? n : 1;
 }
 

@@ -110,7 +110,7 @@ export async function respond(
     legacyFunctions: format.wire === "openai" && usesLegacyFunctions(req.body),
   };
   // Relaying vendor frames as they are only works for an API that speaks the client's format.
-  const relay = format.relay && format.wire === outcome.provider.kind && outcome.adapter.streams !== false ? format.relay : undefined;
+  const relay = format.relay && format.wire === outcome.provider.kind && outcome.adapter.streams !== false && outcome.adapter.relayable !== false ? format.relay : undefined;
   const sameFormat = relay !== undefined;
 
   // OpenAI-shaped answers the gateway writes itself show reasoning's share of the output; when

@@ -15,7 +15,8 @@ export function reasonsOutOfSight(kind: "openai" | "anthropic", model: ModelConf
     const thinking = body.thinking as { type?: unknown } | null | undefined;
     return thinking?.type === "enabled" || thinking?.type === "adaptive";
   }
-  const effort = body.reasoning_effort;
+  // Chat completions' field, or the Responses API's (`upstream_api: "responses"`).
+  const effort = body.reasoning_effort ?? (body.reasoning as { effort?: unknown } | null | undefined)?.effort;
   if (typeof effort === "string") return effort !== "none";
   return upstreamTraits("openai", model).reasoning === "effort";
 }

@@ -5,12 +5,14 @@ import type { UpstreamKind } from "../formats/common/wire-types.ts";
 import { openaiAdapter } from "./openai/openai-adapter.ts";
 import { openaiImagesAdapter } from "./openai/openai-images-adapter.ts";
 import { openaiEmbeddingsAdapter } from "./openai/openai-embeddings-adapter.ts";
+import { openaiResponsesAdapter } from "./openai/openai-responses-adapter.ts";
 import { anthropicAdapter } from "./anthropic/anthropic-adapter.ts";
 
 export const ADAPTERS: Record<UpstreamKind, ProviderAdapter> = { openai: openaiAdapter, anthropic: anthropicAdapter };
 
 export function adapterFor(provider: ResolvedProvider, model: ModelConfig): ProviderAdapter {
-  // Config validation guarantees both APIs are only named for providers of kind openai.
+  // Config validation guarantees these APIs are only named for providers of kind openai.
   if (model.category === "embedding") return openaiEmbeddingsAdapter;
-  return model.upstream_api === "images" ? openaiImagesAdapter : ADAPTERS[provider.kind];
+  if (model.upstream_api === "images") return openaiImagesAdapter;
+  return model.upstream_api === "responses" ? openaiResponsesAdapter : ADAPTERS[provider.kind];
 }

@@ -23,6 +23,12 @@ export interface ProviderAdapter {
   format: UpstreamKind;
   /** False for APIs that answer in one body only; streamed clients then get frames made from it. */
   streams?: boolean;
+  /**
+   * False for an API of the provider's kind whose answers are not that kind's client format (the
+   * Responses API behind an OpenAI-kind provider): its frames and bodies are never relayed as they
+   * came to a client of that format, always encoded from the events.
+   */
+  relayable?: false;
   buildRequest(provider: ResolvedProvider, body: unknown, clientHeaders: Headers): { url: string; headers: Record<string, string>; body: string };
   /**
    * The vendor's model list with the provider's key: the cheapest call that tells whether a key

@@ -124,6 +124,8 @@ interface SeenItem {
 
 export const openaiResponsesAdapter: ProviderAdapter = {
   format: "openai",
+  // Chat clients of an OpenAI-kind provider get their own format written from the events, not these frames.
+  relayable: false,
 
   buildRequest(provider, body) {
     const headers: Record<string, string> = { "content-type": "application/json", accept: "application/json", ...provider.headers };

@@ -296,6 +296,19 @@ limits: {max_tokens_cap: "100"}
     expect(msg).toContain('"ant" is anthropic');
   });
 
+  test("upstream_api \"responses\": an OpenAI-kind provider's text (or free) model only", () => {
+    const ok = validConfig();
+    Object.assign(ok.models[0]!, { upstream_api: "responses" });
+    expect(resolveSettings(ok, {}, "ok").models[0]!.upstream_api).toBe("responses");
+    const anthropic = resolveBroken((c) => Object.assign(c.models[0]!, { provider: "ant", upstream_api: "responses" }));
+    expect(anthropic).toContain("/models/0/upstream_api");
+    expect(anthropic).toContain('"responses" needs a provider of kind openai');
+    const image = resolveBroken((c) => Object.assign(c.models[0]!, { category: "image", upstream_api: "responses" }));
+    expect(image).toContain('"responses" serves text models');
+    const unknown = resolveBroken((c) => Object.assign(c.models[0]!, { upstream_api: "assistants" }));
+    expect(unknown).toContain("/models/0/upstream_api");
+  });
+
   test("a model served by the images API is an image (or free) model: its hold counts an image, its output tokens are image tokens", () => {
     for (const category of ["text"] as const) {
       const msg = resolveBroken((c) => Object.assign(c.models[0]!, { category, upstream_api: "images" }));
