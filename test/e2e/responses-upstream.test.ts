@@ -6,11 +6,11 @@
  * and bills the usage of `response.completed` exactly as the chat path bills the same counts.
  */
 import { describe, expect, test } from "bun:test";
-import { useFakeUpstream, type RecordedRequest, type Reply } from "../helpers/fake-upstream.ts";
+import { useFakeUpstream } from "../helpers/fake-upstream.ts";
 import { useGateway, post, sseFrames } from "../helpers/gateway.ts";
-import { frameOf, responsesBody, responsesFrames, splitEvery, USAGE, type Script, type WireOptions } from "../helpers/responses-wire.ts";
+import { answerWith, frameOf, responsesFrames, USAGE, type Script } from "../helpers/responses-wire.ts";
 
-export const RESPONSES_MODEL = "test/sol-resp";
+const RESPONSES_MODEL = "test/sol-resp";
 const CHAT_TWIN = "test/sol-chat";
 const PRICING = { input_per_mtok: 2000, output_per_mtok: 10000 };
 
@@ -23,16 +23,6 @@ const gw = useGateway(() => ({
     { id: CHAT_TWIN, provider: "fake-openai", upstream_model: "gpt-6-sol", category: "text", context_length: 1_050_000, pricing: PRICING },
   ],
 }));
-
-/** The next upstream call answers `script`: streamed (with the wire's quirks) when asked to stream, else whole. */
-export function answerWith(script: Script, wire: WireOptions & { split?: number } = {}): (req: RecordedRequest) => Reply {
-  return (req) => {
-    if (req.path !== "/v1/responses") return { kind: "json", status: 404, body: { error: { message: `not the Responses API: ${req.path}` } } };
-    if (req.body?.stream !== true) return { kind: "json", body: responsesBody(script) };
-    const frames = responsesFrames(script, wire);
-    return { kind: "sse", chunks: wire.split ? splitEvery(frames.join(""), wire.split) : frames };
-  };
-}
 
 const AGENT_TURN: Script = {
   items: [

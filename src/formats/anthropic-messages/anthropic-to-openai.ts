@@ -7,6 +7,7 @@ import { openaiResponseFormat } from "../common/structured-output.ts";
 import type { Json, TranslationNotes } from "../common/wire-types.ts";
 import type { AnthropicBlock, MessagesRequest } from "./schema.ts";
 import type { ChatMessage, ChatRequest } from "../openai-chat/schema.ts";
+import { CARRIED_THINKING, openaiEncryptedReasoning, type CarriedBlock } from "../common/carried-thinking.ts";
 
 /**
  * An Anthropic messages request → an OpenAI chat request. `tool_result` blocks become
@@ -37,7 +38,10 @@ export function anthropicRequestToOpenAI(
       const texts: string[] = [];
       const thoughts: string[] = [];
       const calls: NonNullable<ChatMessage["tool_calls"]> = [];
+      /** OpenAI's encrypted reasoning a Responses upstream gave as the signature: it goes back to one (chat-to-responses.ts). */
+      const carried: CarriedBlock[] = [];
       for (const block of blocks) {
+        if (block.type === "thinking" && openaiEncryptedReasoning(block.signature) !== undefined) carried.push({ type: "thinking", thinking: String(block.thinking ?? ""), signature: String(block.signature) });
         if (block.type === "text") texts.push(String(block.text ?? ""));
         else if (block.type === "tool_use") {
           calls.push({ id: openaiToolId(String(block.id)), type: "function", function: { name: String(block.name), arguments: JSON.stringify(block.input ?? {}) } });
@@ -49,6 +53,8 @@ export function anthropicRequestToOpenAI(
       if (calls.length) message.tool_calls = calls;
       // A model that wants a tool-calling turn's reasoning back gets the text it gave (model-traits.ts).
       if (calls.length && traits.reasoningHistory && thoughts.length > 0) (message as ChatMessage & { reasoning_content?: string }).reasoning_content = thoughts.join("\n");
+      // A symbol-keyed property: a chat upstream never sees it.
+      if (carried.length > 0) (message as ChatMessage & { [CARRIED_THINKING]?: CarriedBlock[] })[CARRIED_THINKING] = carried;
       messages.push(message);
     } else {
       const rest: AnthropicBlock[] = [];

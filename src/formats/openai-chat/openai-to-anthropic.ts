@@ -9,7 +9,7 @@ import type { Json, TranslationNotes } from "../common/wire-types.ts";
 import type { AnthropicBlock, AnthropicMessage, MessagesRequest } from "../anthropic-messages/schema.ts";
 import type { ChatRequest } from "./schema.ts";
 import { continuesCallWithoutThinking } from "../anthropic-messages/thinking-history.ts";
-import { CARRIED_THINKING } from "../common/carried-thinking.ts";
+import { CARRIED_THINKING, openaiEncryptedReasoning } from "../common/carried-thinking.ts";
 
 /**
  * An OpenAI chat request → an Anthropic messages request. System messages move to
@@ -51,7 +51,8 @@ export function openaiRequestToAnthropic(
       }
       case "assistant": {
         // Anthropic's own signed thinking this turn started with, carried by a Responses client (carried-thinking.ts).
-        const blocks: AnthropicBlock[] = [...((m as { [CARRIED_THINKING]?: AnthropicBlock[] })[CARRIED_THINKING] ?? [])];
+        // Anthropic's own blocks only: OpenAI's reasoning carried the same way (a Responses upstream's) it would refuse.
+        const blocks: AnthropicBlock[] = ((m as { [CARRIED_THINKING]?: AnthropicBlock[] })[CARRIED_THINKING] ?? []).filter((b) => openaiEncryptedReasoning(b.signature) === undefined);
         // An earlier refusal sent back as it came (`content: null, refusal: "…"`): what the assistant said.
         const refusal = (m as { refusal?: unknown }).refusal;
         const text = openaiContentText(m.content) || (typeof refusal === "string" ? refusal : "");
