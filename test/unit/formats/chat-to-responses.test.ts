@@ -131,3 +131,13 @@ describe("prepareUpstream for upstream_api responses", () => {
     expect(old).not.toHaveProperty("text");
   });
 });
+
+describe("reasoning out of sight on the Responses upstream", () => {
+  test("an answer asked to reason (reasoning.effort) is read to its end for its usage; effort none is not", async () => {
+    const { reasonsOutOfSight } = await import("../../../src/gateway/unseen-reasoning.ts");
+    const gpt41 = model("gpt-4.1");
+    expect(reasonsOutOfSight("openai", gpt41, { reasoning: { effort: "high" } })).toBe(true);
+    expect(reasonsOutOfSight("openai", model("gpt-6-sol"), { reasoning: { effort: "none" } })).toBe(false);
+    expect(reasonsOutOfSight("openai", gpt41, {})).toBe(false);
+  });
+});
