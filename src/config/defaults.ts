@@ -66,13 +66,17 @@ export function defaultConfig(env: Record<string, string | undefined>): Config {
     // OpenAI's current models (its deprecations page, 2026-11-30): GPT-6 Luna, the named replacement
     // of GPT-4o, GPT-4o mini, GPT-4.1 and GPT-4.1 mini (shut down on 14 January 2027), and GPT-6 Sol,
     // at the prices of their model pages (US$ 1 = 1,000 credits; 1.05M windows, billed 2× input and
-    // 1.5× output above 272,000 prompt tokens: config/cache-prices.ts fills that in). GPT-6.1 Sol and
-    // Astra are not built in: OpenAI takes their tools on the Responses API only, and the gateway
-    // calls chat completions (formats/common/model-traits.ts). gpt-image-1 was shut down on
-    // 23 October 2026; GPT Image 2.6 is the named replacement of the image models still running.
+    // 1.5× output above 272,000 prompt tokens: config/cache-prices.ts fills that in), and GPT-6.1 Sol,
+    // Codex's default, through OpenAI's Responses API (`upstream_api: "responses"`): it takes tools
+    // there only, and there it reasons on tool turns. gpt-image-1 was shut down on 23 October 2026;
+    // GPT Image 2.6 is the named replacement of the image models still running.
     config.models.push(
       vendorModel("openai", "gpt-6-luna", 1_050_000, { input_per_mtok: 100, output_per_mtok: 500, cache_read_per_mtok: 10, cache_write_per_mtok: 125 }),
       vendorModel("openai", "gpt-6-sol", 1_050_000, { input_per_mtok: 2_000, output_per_mtok: 10_000, cache_read_per_mtok: 200, cache_write_per_mtok: 2_500 }),
+      {
+        ...vendorModel("openai", "gpt-6.1-sol", 1_050_000, { input_per_mtok: 2_000, output_per_mtok: 10_000, cache_read_per_mtok: 100, cache_write_per_mtok: 2_500 }),
+        upstream_api: "responses",
+      },
       {
         id: "openai/gpt-image-2.6-flare",
         provider: "openai",
@@ -133,13 +137,12 @@ export function defaultConfig(env: Record<string, string | undefined>): Config {
     alias("openai/gpt-6-luna", "gpt-4o*", "gpt-4.1*", "openai/gpt-4o*", "openai/gpt-4.1*");
     alias("openai/gpt-image-2.6-flare", "gpt-image-1*", "openai/gpt-image-1*");
   }
-  // Codex's default model name (0.169), so `codex` works with only a base URL and a key: GPT-6 Sol,
-  // the GPT-6.1 Sol of before at its input price (6.1 Sol takes tools only on OpenAI's Responses
-  // API, which the gateway does not call), else Anthropic's current Sonnet (at that price too), as
-  // Claude Code's names reach OpenAI's models without Anthropic's key. Codex runs the name in code
-  // mode, its tools in an additional_tools item (formats/openai-responses/responses-to-chat.ts).
-  // Other GPT names stay unknown: a 404 names the model.
-  if (env.OPENAI_API_KEY) alias("openai/gpt-6-sol", "gpt-6.1-sol*");
+  // Codex's default model name (0.169), so `codex` works with only a base URL and a key: GPT-6.1 Sol
+  // itself (dated names too), else Anthropic's current Sonnet (at its price), as Claude Code's names
+  // reach OpenAI's models without Anthropic's key. Codex runs the name in code mode, its tools in an
+  // additional_tools item (formats/openai-responses/responses-to-chat.ts). Other GPT names stay
+  // unknown: a 404 names the model.
+  if (env.OPENAI_API_KEY) alias("openai/gpt-6.1-sol", "gpt-6.1-sol*");
   else if (env.ANTHROPIC_API_KEY) alias("anthropic/claude-sonnet-5-5", "gpt-6.1-sol*");
   for (const [id, names] of aliases) byId(id).aliases = names;
   return config;

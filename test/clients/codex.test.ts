@@ -17,6 +17,7 @@ import { useFakeUpstream, withoutCacheMarks } from "../helpers/fake-upstream.ts"
 import { useGateway, post, sseFrames, ANTHROPIC_MODEL, OPENAI_MODEL } from "../helpers/gateway.ts";
 import { reasoningDialect, scripted, type Script } from "../helpers/scripted-answers.ts";
 import type { Logger } from "../../src/log/log.ts";
+import { answerWith, USAGE } from "../helpers/responses-wire.ts";
 
 const upstream = useFakeUpstream();
 const logLines: string[] = [];
@@ -29,6 +30,8 @@ const gw = useGateway(() => ({
   upstreamUrl: upstream.url, log: capture, retry: { max_retries: 0 },
   extraModels: [
     { id: README_MODEL, provider: "fake-openai", upstream_model: "gpt-6-luna", category: "text", context_length: 1_050_000, pricing: { input_per_mtok: 100, output_per_mtok: 500 } },
+    // GPT-6.1 Sol as the built-in config serves it: through OpenAI's Responses API.
+    { id: "test/sol-61", provider: "fake-openai", upstream_model: "gpt-6.1-sol", upstream_api: "responses", category: "text", context_length: 1_050_000, pricing: { input_per_mtok: 2000, output_per_mtok: 10000 } },
     { id: "test/claude-for-codex", aliases: [CODEX_DEFAULT], provider: "fake-anthropic", upstream_model: "claude-sonnet-4-5", category: "text", context_length: 200_000, pricing: { input_per_mtok: 3000, output_per_mtok: 15000 } },
   ],
 }));
@@ -320,7 +323,7 @@ describe("README: Use with Codex, against the built-in catalogue", () => {
     const both = loadSettings({ OPENAI_API_KEY: "sk-x", ANTHROPIC_API_KEY: "sk-ant-x" }, tmpdir()).models;
     expect(both.find((m) => m.id === model)).toMatchObject({ provider: "openai", category: "text" });
     // Without `model` Codex asks for its default, which the built-in config answers (README: "Without `model`").
-    expect(createCatalogue(loadSettings({ OPENAI_API_KEY: "sk-x" }, tmpdir()).models).get(CODEX_DEFAULT)?.id).toBe("openai/gpt-6-sol");
+    expect(createCatalogue(loadSettings({ OPENAI_API_KEY: "sk-x" }, tmpdir()).models).get(CODEX_DEFAULT)?.id).toBe("openai/gpt-6.1-sol");
     expect(createCatalogue(loadSettings({ ANTHROPIC_API_KEY: "sk-ant-x" }, tmpdir()).models).get(CODEX_DEFAULT)?.id).toBe("anthropic/claude-sonnet-5-5");
     // Codex's code mode (GPT-6 names) reaches the upstream with its tools: the catalog is for ids Codex does not know.
     expect(configToml).toMatch(/^# model_catalog_json = "\/[^"]+" +# optional/m);
@@ -433,4 +436,25 @@ describe("Codex CLI, live", () => {
       rmSync(root, { recursive: true, force: true });
     }
   }, 90_000);
+});
+
+describe("Codex's code mode against GPT-6.1 Sol through OpenAI's Responses API (the built-in config's answer to Codex's default name)", () => {
+  test("the additional_tools item's tools reach the Responses upstream as function tools, the model reasons on the tool turn, and its exec call comes back as Codex's custom_tool_call", async () => {
+    upstream.reply(answerWith({
+      items: [
+        { reasoning: ["Read the file first."], encrypted: "gAAAAB-sol-61" },
+        { call: { name: "exec", arguments: JSON.stringify({ input: EXEC_CAT }), callId: "call_exec_r1" } },
+      ],
+      usage: USAGE(900, 60, 0, 20),
+    }));
+    const events = await replay(codeModeTurns[0], "test/sol-61");
+    expect(outputOf(events).filter((i) => i.type !== "reasoning")).toEqual([{ id: expect.stringMatching(/^ctc_/), type: "custom_tool_call", status: "completed", call_id: "call_exec_r1", name: "exec", input: EXEC_CAT }]);
+    const sent = upstream.requests.at(-1)!;
+    expect(sent.path).toBe("/v1/responses");
+    expect(sent.body).toMatchObject({ model: "gpt-6.1-sol", store: false });
+    // Reasoning stays on for the tool turn here (no reasoning_effort "none", which GPT-6.1 Sol refuses).
+    expect((sent.body.reasoning as { effort?: string } | undefined)?.effort).not.toBe("none");
+    expect((sent.body.tools as any[]).map((t) => t.name)).toEqual(CODE_MODE_TOOLS);
+    expect(sent.rawBody).not.toContain("additional_tools");
+  });
 });

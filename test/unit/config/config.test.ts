@@ -539,9 +539,9 @@ describe("the built-in OpenAI models (2026-11-30)", () => {
   const models = () => loadSettings(env, tempDir()).models;
   const route = (env: Record<string, string>, name: string) => createCatalogue(loadSettings(env, tempDir()).models).get(name)?.id;
 
-  test("none that OpenAI has shut down or shuts down within weeks: GPT-6 Luna and Sol, GPT Image 2.6, the embeddings", () => {
+  test("none that OpenAI has shut down or shuts down within weeks: GPT-6 Luna and Sol, GPT-6.1 Sol, GPT Image 2.6, the embeddings", () => {
     expect(models().filter((m) => m.provider === "openai").map((m) => m.id)).toEqual([
-      "openai/gpt-6-luna", "openai/gpt-6-sol", "openai/gpt-image-2.6-flare", "openai/text-embedding-3-small", "openai/text-embedding-3-large",
+      "openai/gpt-6-luna", "openai/gpt-6-sol", "openai/gpt-6.1-sol", "openai/gpt-image-2.6-flare", "openai/text-embedding-3-small", "openai/text-embedding-3-large",
     ]);
     // gpt-image-1 shut down on 2026-10-23; GPT-4o, GPT-4o mini, GPT-4.1 and GPT-4.1 mini shut down on 2027-01-14.
     for (const gone of ["gpt-image-1", "gpt-4o", "gpt-4o-mini", "gpt-4.1", "gpt-4.1-mini"]) expect(models().some((m) => m.upstream_model === gone)).toBe(false);
@@ -560,6 +560,12 @@ describe("the built-in OpenAI models (2026-11-30)", () => {
       upstream_model: "gpt-6-sol", context_length: 1_050_000,
       pricing: { input_per_mtok: 2_000, output_per_mtok: 10_000, cache_read_per_mtok: 200, cache_write_per_mtok: 2_500,
         long_context: { above_tokens: 272_000, input_per_mtok: 4_000, output_per_mtok: 15_000, cache_read_per_mtok: 400 } },
+    });
+    // GPT-6.1 Sol: $2 / $0.10 / $2.50 / $10, through OpenAI's Responses API (it takes tools there only).
+    expect(byId("openai/gpt-6.1-sol")).toMatchObject({
+      upstream_model: "gpt-6.1-sol", upstream_api: "responses", context_length: 1_050_000,
+      pricing: { input_per_mtok: 2_000, output_per_mtok: 10_000, cache_read_per_mtok: 100, cache_write_per_mtok: 2_500,
+        long_context: { above_tokens: 272_000, input_per_mtok: 4_000, output_per_mtok: 15_000, cache_read_per_mtok: 200 } },
     });
     // GPT Image 2.6 Flare: text input $5 (cached $1.25), image output tokens $30; no per-image price.
     expect(byId("openai/gpt-image-2.6-flare")).toMatchObject({
@@ -583,10 +589,10 @@ describe("the built-in OpenAI models (2026-11-30)", () => {
     expect(route({}, "gpt-4o-mini")).toBeUndefined();
   });
 
-  test("Codex's default model name (gpt-6.1-sol, dated ones too) reaches GPT-6 Sol, else Anthropic's Sonnet; without a vendor key it stays unknown", () => {
+  test("Codex's default model name (gpt-6.1-sol, dated ones too) reaches GPT-6.1 Sol, else Anthropic's Sonnet; without a vendor key it stays unknown", () => {
     for (const name of ["gpt-6.1-sol", "gpt-6.1-sol-2026-09-29"]) {
-      expect(route(env, name)).toBe("openai/gpt-6-sol");
-      expect(route({ ...env, ANTHROPIC_API_KEY: "sk-ant-x" }, name)).toBe("openai/gpt-6-sol");
+      expect(route(env, name)).toBe("openai/gpt-6.1-sol");
+      expect(route({ ...env, ANTHROPIC_API_KEY: "sk-ant-x" }, name)).toBe("openai/gpt-6.1-sol");
       expect(route({ ANTHROPIC_API_KEY: "sk-ant-x" }, name)).toBe("anthropic/claude-sonnet-5-5");
       expect(route({}, name)).toBeUndefined();
     }
