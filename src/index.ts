@@ -3,7 +3,7 @@ import "./config/runtime-env.ts";
 import { ConfigError } from "./config/load-config.ts";
 import { DemoConfigError, EnvNumberError, healthCheckTarget, readEnvironment, StoreConfigError, WorkersConfigError, type Environment } from "./config/env.ts";
 import { OpsConfigError } from "./config/ops-settings.ts";
-import { openDatabase } from "./store/database.ts";
+import { cannotOpenLedger, openDatabase } from "./store/database.ts";
 import { GatewayLockError, lockDatabaseFile } from "./store/sqlite/gateway-lock.ts";
 import { startWalCheckpointer } from "./store/wal-checkpointer.ts";
 import { createApp, SERVER_BODY_LIMIT } from "./app.ts";
@@ -98,7 +98,16 @@ if (choice.databaseUrl) {
     process.exit(1);
   }
   // Start-up may wait for the admin CLI's lock; once serving, the connection never waits (see sqlite-ledger.ts).
-  db = openDatabase(dbPath);
+  try {
+    db = openDatabase(dbPath);
+  } catch (err) {
+    // A ledger that cannot be opened (a full or read-only disk, a damaged file) stops the start with
+    // one line naming the file and the store's error, as the admin CLI does, not a stack trace of
+    // our source (a kill -9 and disk-fault probe): an orchestrator restarts it, and its log says why.
+    console.error(`switchyard: ${cannotOpenLedger(dbPath, err)}`);
+    lock?.release();
+    process.exit(1);
+  }
   // A commit fsynced before the answer's last byte, for operators who need it to survive the OS too (env.ts).
   if (env.sqliteSync === "full") db.exec("PRAGMA synchronous = FULL");
   // Checkpoints (the one fsync in WAL mode) on a thread of their own, not inside a request's commit.
@@ -135,8 +144,10 @@ try {
   app = createApp({ db, stores, limiter, concurrency, settings, log, adminToken: ops.adminToken, ops, upstreamViaProxy: env.upstreamViaProxy, responseStore, keyState, gatherMetrics: peers?.gather, ledgerOptions: { spillReserveBytes: SPILL_RESERVE_BYTES } });
 } catch (err) {
   // Settlements kept for a ledger that is not this one: starting would lose them (spill-file.ts).
-  if (!(err instanceof SpillMismatchError)) throw err;
-  console.error(`switchyard: ${err.message}`);
+  if (err instanceof SpillMismatchError) console.error(`switchyard: ${err.message}`);
+  // A ledger that opened but cannot be read (damaged past its first pages): one line, as above.
+  else if (db && /^SQLITE_/.test(String((err as { code?: unknown } | null)?.code ?? ""))) console.error(`switchyard: ${cannotOpenLedger(dbPath, err)}`);
+  else throw err;
   process.exit(1);
 }
 peers?.serve(app.services.ownMetrics);

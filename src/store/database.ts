@@ -321,6 +321,23 @@ export function openDatabase(path: string, options: OpenOptions = {}): Database 
   return db;
 }
 
+/**
+ * Why a ledger could not be opened, in one line for the operator: the file, the store's error,
+ * and what usually causes it (the gateway's start and the admin CLI print it instead of a stack).
+ */
+export function cannotOpenLedger(path: string, err: unknown): string {
+  const code = typeof (err as { code?: unknown } | null)?.code === "string" ? (err as { code: string }).code : "";
+  const message = err instanceof Error ? err.message : String(err);
+  const what = code ? `${code}: ${message}` : message;
+  let hint = "";
+  if (/^SQLITE_(CORRUPT|NOTADB)/.test(code)) hint = " The file is damaged: restore the ledger from a backup (without its old -wal and -shm files), keeping any .spill file beside it.";
+  else if (/^SQLITE_(FULL|IOERR)/.test(code) || code === "ENOSPC" || code === "EDQUOT") hint = " Is its disk full or failing? SQLite needs room beside it for its -wal and -shm files.";
+  else if (/^SQLITE_(READONLY|CANTOPEN|PERM)/.test(code) || code === "EROFS" || code === "EACCES" || code === "EPERM" || code === "ENOTDIR") {
+    hint = " Can the gateway write the file and its folder? SQLite makes -wal and -shm files beside it.";
+  }
+  return `cannot open the SQLite ledger ${path} (SWITCHYARD_DB): ${what}.${hint}`;
+}
+
 /** The schema version `migrate` brings a file to. */
 export const SCHEMA_VERSION = MIGRATIONS.length;
 

@@ -4,7 +4,7 @@
  */
 import { afterAll, beforeAll, describe, expect, test } from "bun:test";
 import { Database } from "bun:sqlite";
-import { mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
+import { mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { runGatewayToExit, startGatewayProcess } from "../helpers/gateway-process.ts";
@@ -221,4 +221,24 @@ test("a numeric variable that is not a number stops the start (and the health ch
   expect(check.exitCode).toBe(1);
   expectOneLine(check.stderr.toString());
   expect(check.stderr.toString()).toContain('SWITCHYARD_HEALTH_CHECK_TIMEOUT_MS must be a whole number of milliseconds from 1 to 2147483647 (got "3s")');
+}, 30_000);
+
+// A kill -9 and disk-fault probe: a full disk (SQLITE_IOERR_SHMSIZE), a read-only or immutable
+// folder (SQLITE_CANTOPEN) or a malformed file (SQLITE_CORRUPT) ended the start with a stack of
+// database.ts; an orchestrator restarting it in a loop logged that and nothing else.
+test("a start on a ledger it cannot open (a damaged file) stops with one line naming the file and what to do, no stack trace", async () => {
+  const db = join(dir, "damaged.sqlite");
+  writeFileSync(db, Buffer.alloc(8192, 0x5a));
+  const run = await runGatewayToExit({ SWITCHYARD_DB: db });
+  expect(run.code).toBe(1);
+  expectOneLine(run.stderr);
+  expect(run.stderr).toStartWith(`switchyard: cannot open the SQLite ledger ${db} (SWITCHYARD_DB): SQLITE_NOTADB`);
+  expect(run.stderr).toContain("restore the ledger from a backup");
+  // A path SQLite cannot open as a file (a folder there): the same one line, with its code.
+  const folder = join(dir, "a-folder.sqlite");
+  mkdirSync(folder);
+  const second = await runGatewayToExit({ SWITCHYARD_DB: folder });
+  expect(second.code).toBe(1);
+  expectOneLine(second.stderr);
+  expect(second.stderr).toStartWith(`switchyard: cannot open the SQLite ledger ${folder} (SWITCHYARD_DB): SQLITE_CANTOPEN`);
 }, 30_000);
