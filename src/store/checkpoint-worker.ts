@@ -21,6 +21,7 @@
  *   the request thread: one fsync every 32 MB of log, where the log used to restart only in a lull.
  */
 import { Database } from "bun:sqlite";
+import { dbFileShape, overwrittenMessage, shapeChange, type DbFileShape } from "./sqlite/file-identity.ts";
 
 declare const self: Worker;
 
@@ -28,6 +29,9 @@ export type CheckpointCommand = { type: "start"; path: string; intervalMs: numbe
 export type CheckpointReport = { type: "ready" } | { type: "failed"; message: string } | { type: "stopped" };
 
 let db: Database | undefined;
+let dbPath = "";
+/** The database file as the last pass left it (sqlite/file-identity.ts, dbFileShape). */
+let shape: DbFileShape | undefined;
 let timer: ReturnType<typeof setInterval> | undefined;
 
 const report = (message: CheckpointReport) => self.postMessage(message);
@@ -51,8 +55,19 @@ let backoff = 1;
 
 function checkpoint(): void {
   if (!db) return;
+  // Only checkpoints write the database file. One that was truncated or overwritten in place since
+  // the last pass is not written into: the pages copied would make a file that looks whole again
+  // (its length and its header back) and is malformed, and the gateway's own check would miss it.
+  const found = dbFileShape(dbPath);
+  const changed = shape && found ? shapeChange(shape, found) : undefined;
+  if (changed) {
+    stop();
+    report({ type: "failed", message: overwrittenMessage(dbPath, changed) });
+    return;
+  }
   try {
     const pass = db.query<CheckpointRow, []>("PRAGMA wal_checkpoint(PASSIVE)").get();
+    shape = dbFileShape(dbPath) ?? shape;
     // `log` is the log's length when the pass began; commits since are behind it, so a long log is
     // started over whether or not the pass copied all it saw.
     if (!pass || pass.log < restartLogFrames) return;
@@ -64,12 +79,14 @@ function checkpoint(): void {
     db.query("PRAGMA wal_checkpoint(PASSIVE)").get();
     const slow = performance.now() - started > slowPassMs;
     const restart = slow ? undefined : db.query<CheckpointRow, []>("PRAGMA wal_checkpoint(RESTART)").get();
+    shape = dbFileShape(dbPath) ?? shape;
     // Skipped (undefined) or unfinished (busy): the next restart waits longer.
     if (restart?.busy !== 0) {
       skipRestarts = backoff;
       backoff = Math.min(backoff * 2, MAX_RESTART_BACKOFF);
     } else backoff = 1;
   } catch (err) {
+    shape = dbFileShape(dbPath) ?? shape;
     // SQLITE_BUSY from another checkpointer (the admin CLI, a second gateway): the next tick retries.
     if (!/busy|locked/i.test(String(err))) {
       stop();
@@ -93,6 +110,8 @@ self.onmessage = (event: MessageEvent<CheckpointCommand>) => {
     try {
       // Never create: a file that is not there is a wrong path, not a database to start.
       db = new Database(command.path, { readwrite: true, create: false });
+      dbPath = command.path;
+      shape = dbFileShape(dbPath);
       // Only the restart waits for locks, and only briefly: it holds the writers up meanwhile.
       db.exec(`PRAGMA busy_timeout = ${RESTART_WAIT_MS};`);
       const pageSize = db.query<{ page_size: number }, []>("PRAGMA page_size").get()?.page_size ?? 4096;

@@ -1,4 +1,4 @@
-import { realpathSync, statSync } from "node:fs";
+import { fstatSync, openSync, readSync, realpathSync, statSync } from "node:fs";
 
 /**
  * Whether the files a connection writes are still the ones at their paths. A ledger deleted (or
@@ -25,6 +25,10 @@ function fileIdentityCheck(path: string | undefined, now: () => number, everyMs 
   const files = [real, `${real}-wal`, `${real}-shm`];
   /** Each file's identity once seen; the log is made at the first write, so it may be learnt later. */
   const seen: (string | undefined)[] = files.map(identity);
+  // And the database file's contents, rewritten in place under the same inode (`cp backup.sqlite`
+  // over it, a truncation): SQLite never notices, the gateway billed on into a file that was
+  // malformed at the next start (a kill -9 and disk-fault probe). See dbFileShape.
+  let shape = dbFileShape(real);
   let checkedAt = now();
   let failing = false;
   // `force`: every time (a top-up, an account or key written: rare, and not to be lost); else at
@@ -44,8 +48,79 @@ function fileIdentityCheck(path: string | undefined, now: () => number, everyMs 
         throw new LedgerFileGoneError(`the ledger file ${files[i]} was ${current === undefined ? "deleted" : "replaced"} while the gateway had it open: restart the gateway on the ledger`);
       }
     }
+    const nowShape = dbFileShape(real);
+    const changed = shape && nowShape ? shapeChange(shape, nowShape) : undefined;
+    if (changed) {
+      failing = true;
+      throw new LedgerFileGoneError(overwrittenMessage(real, changed));
+    }
+    shape = nowShape ?? shape;
     failing = false;
   };
+}
+
+/**
+ * What SQLite's database file looks like from outside: its length and its 100-byte header. SQLite
+ * only ever grows the file (the gateway runs no VACUUM, and without auto_vacuum nothing else
+ * shrinks it) and never takes its header away; a VACUUM by another connection shrinks it but adds
+ * one to the schema cookie. A file that lost its header, or shrank without that, was truncated or
+ * overwritten in place by someone else (`cp` of an older copy over it, `: > file`, a tool that
+ * truncates), with the inode unchanged: SQLite keeps reading its cache and log and writing
+ * checkpoints into it, and the file is malformed at the next start.
+ */
+export interface DbFileShape {
+  size: number;
+  /** The file starts with SQLite's header ("SQLite format 3\0"). */
+  header: boolean;
+  /** Bytes 40–43 of the header: the schema cookie, which a VACUUM moves on. */
+  schemaCookie: number;
+}
+
+const MAGIC = Buffer.from("SQLite format 3\0", "latin1");
+
+/**
+ * One descriptor per file, opened at its first read and never closed. Closing any descriptor of a
+ * file drops every POSIX lock the process holds on it, SQLite's own included: its shared lock on
+ * the database is how another connection that closes knows the log is still in use, and without
+ * it the `sqlite3` shell checkpointed and deleted the gateway's -wal under it (seen while probing
+ * this check, which had opened and closed the file each time).
+ */
+const readers = new Map<string, number>();
+
+/** The file's shape now; undefined when it cannot be read (gone: the identity check says so). */
+export function dbFileShape(path: string): DbFileShape | undefined {
+  try {
+    let fd = readers.get(path);
+    let stat = fd === undefined ? undefined : fstatSync(fd);
+    // A new file at the path (another ledger made there): read that one. The old descriptor stays
+    // open, for the reason above; the identity check is what says the file was replaced.
+    if (fd === undefined || stat!.ino !== statSync(path).ino) {
+      readers.set(path, (fd = openSync(path, "r")));
+      stat = fstatSync(fd);
+    }
+    const head = Buffer.alloc(100);
+    const read = readSync(fd, head, 0, 100, 0);
+    const size = stat!.size;
+    const header = read === 100 && head.subarray(0, 16).equals(MAGIC);
+    return { size, header, schemaCookie: header ? head.readUInt32BE(40) : 0 };
+  } catch {
+    return undefined;
+  }
+}
+
+/** How the file changed from `before` in a way SQLite never changes it; undefined when it did not. */
+export function shapeChange(before: DbFileShape, after: DbFileShape): string | undefined {
+  if (before.header && !after.header) return `truncated or overwritten in place (its SQLite header is gone; ${after.size} bytes left of ${before.size})`;
+  if (after.size < before.size && !(after.header && after.schemaCookie > before.schemaCookie)) {
+    return `truncated or overwritten in place (it shrank from ${before.size} to ${after.size} bytes)`;
+  }
+  return undefined;
+}
+
+/** The words of the failure a changed shape is (the log, /ready, an admin write's 503). */
+export function overwrittenMessage(path: string, change: string): string {
+  return `the ledger file ${path} was ${change} while the gateway had it open: commits since the last checkpoint may be lost. `
+    + "Stop the gateway, restore the ledger from a backup (without the old -wal and -shm files) and start it again; settlements not written are kept in the spill file";
 }
 
 export class LedgerFileGoneError extends Error {

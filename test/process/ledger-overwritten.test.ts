@@ -1,0 +1,68 @@
+/**
+ * The ledger's file truncated or overwritten in place while the gateway runs (`: > file`, `cp` of
+ * an older copy over it: the inode stays, so the deleted-file check did not see it). A kill -9 and
+ * disk-fault probe found the gateway billing on for as long as it ran, `/ready` 200, its checkpoint
+ * thread writing the log's pages into the emptied file, and the next start dying on a malformed
+ * file with a stack trace. Now the store counts as failing (paid 503, free served, `/ready` 503,
+ * settlements kept for the spill file), the checkpoint thread writes nothing into the file, and the
+ * next start on the malformed file says so in one line.
+ */
+import { afterAll, beforeAll, expect, test } from "bun:test";
+import { mkdtempSync, rmSync, statSync, truncateSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { runGatewayToExit, startGatewayProcess } from "../helpers/gateway-process.ts";
+import { until } from "../helpers/until.ts";
+
+let dir: string;
+beforeAll(() => {
+  dir = mkdtempSync(join(tmpdir(), "switchyard-overwritten-"));
+});
+afterAll(() => rmSync(dir, { recursive: true, force: true }));
+
+const ask = async (url: string, key: string, model: string) => {
+  const res = await fetch(`${url}/v1/chat/completions`, {
+    method: "POST",
+    headers: { authorization: `Bearer ${key}`, "content-type": "application/json" },
+    body: JSON.stringify({ model, max_tokens: 16, messages: [{ role: "user", content: "hello there" }] }),
+  });
+  await res.arrayBuffer();
+  return res.status;
+};
+
+test("a ledger truncated under the running gateway: paid requests paused and /ready 503 at once, nothing checkpointed into it, the log says what happened", async () => {
+  const db = join(dir, "truncated.sqlite");
+  const gw = await startGatewayProcess({ SWITCHYARD_DB: db });
+  try {
+    // Records enough for the checkpoint thread (every second) to have grown the file.
+    for (let i = 0; i < 40; i++) expect(await ask(gw.url, gw.key, "switchyard/lorem")).toBe(200);
+    await until("the log checkpointed into the database file", 10_000, async () => statSync(db).size > 20_000 || (await Bun.sleep(100), false));
+    truncateSync(db, 0);
+    await until("paid requests paused", 5_000, async () => (await ask(gw.url, gw.key, "switchyard/lorem")) === 503);
+    expect((await fetch(`${gw.url}/ready`)).status).toBe(503);
+    expect(await ask(gw.url, gw.key, "switchyard/echo")).toBe(200);
+    // Two checkpoint intervals later the thread has written nothing into the file: its pages would
+    // give it back a length and a header, and the damage would look whole to the next check.
+    await Bun.sleep(2_500);
+    expect(statSync(db).size).toBe(0);
+    expect(gw.stderr()).toContain(`the ledger file ${db} was truncated or overwritten in place`);
+  } finally {
+    gw.child.kill("SIGTERM");
+    await gw.child.exited;
+  }
+}, 30_000);
+
+test("after a truncation the next start is refused in one line too, not with a stack (the file is malformed)", async () => {
+  const db = join(dir, "truncated-restart.sqlite");
+  const gw = await startGatewayProcess({ SWITCHYARD_DB: db });
+  for (let i = 0; i < 10; i++) expect(await ask(gw.url, gw.key, "switchyard/lorem")).toBe(200);
+  await until("the log checkpointed into the database file", 10_000, async () => statSync(db).size > 20_000 || (await Bun.sleep(100), false));
+  truncateSync(db, 0);
+  await until("paid requests paused", 5_000, async () => (await ask(gw.url, gw.key, "switchyard/lorem")) === 503);
+  gw.child.kill("SIGTERM");
+  expect(await gw.child.exited).toBe(0);
+  const run = await runGatewayToExit({ SWITCHYARD_DB: db });
+  expect(run.code).toBe(1);
+  expect(run.stderr.trim().split("\n")).toHaveLength(1);
+  expect(run.stderr).toStartWith(`switchyard: cannot open the SQLite ledger ${db}`);
+}, 30_000);
