@@ -75,6 +75,11 @@ let db: Database | undefined;
 let checkpointer: ReturnType<typeof startWalCheckpointer> | undefined;
 /** Whether the checkpoint thread has failed once (its return is then worth a line). */
 let checkpointsFailed = false;
+/** A checkpoint failure that says commits were lost, for the ledger: kept until the ledger exists. */
+let lostWritesSeen: Error | undefined;
+let lostWrites = (err: Error): void => {
+  lostWritesSeen = err;
+};
 let stores: SharedStores | undefined;
 if (choice.databaseUrl) {
   // PostgreSQL holds the money; SWITCHYARD_DB is ignored (nothing is written there).
@@ -112,10 +117,13 @@ if (choice.databaseUrl) {
   if (env.sqliteSync === "full") db.exec("PRAGMA synchronous = FULL");
   // Checkpoints (the one fsync in WAL mode) on a thread of their own, not inside a request's commit.
   checkpointer = startWalCheckpointer(db, dbPath, {
-    onFailure: (message) => {
+    onFailure: (message, code) => {
       checkpointsFailed = true;
-      log("warn", "WAL checkpoints are back on the request thread until their thread starts again", { error: message });
+      log("warn", "WAL checkpoints are back on the request thread until their thread starts again", { error: message, code });
     },
+    // A sync that failed: commits reported done may not be on the disk, and the next ones would
+    // not be either. Paid requests pause until a checkpoint syncs again (sqlite-ledger.ts).
+    onLostWrites: (err) => lostWrites(err),
     onRunning: () => {
       if (checkpointsFailed) log("info", "WAL checkpoints are on their own thread again");
     },
@@ -151,6 +159,10 @@ try {
   process.exit(1);
 }
 peers?.serve(app.services.ownMetrics);
+lostWrites = (err) => {
+  app.services.ledger.storageFailed?.(err);
+};
+if (lostWritesSeen) lostWrites(lostWritesSeen);
 // A ledger that takes no writes (a full or read-only disk) is reported by /ready; the demo key it
 // cannot hold is one line, not a start that dies with a stack (a kill -9 and disk-fault probe).
 const demo = demoWanted.on

@@ -103,6 +103,12 @@ export interface Ledger {
   close(graceMs?: number): Promise<void>;
   /** Stops at once (the process is about to exit): what is queued is kept in the spill file, or logged; nothing more is written. */
   abandon?(): void;
+  /**
+   * A failure of the store seen outside the ledger's own writes (SQLite: the checkpoint thread's
+   * sync failed): the ledger counts as failing (paid requests refused) until its store shows it
+   * writes durably again.
+   */
+  storageFailed?(err: unknown): void;
 }
 
 /** A top-up that would take a balance past MAX_BALANCE_MICRO; nothing was credited. */

@@ -26,7 +26,13 @@ import { dbFileShape, overwrittenMessage, shapeChange, type DbFileShape } from "
 declare const self: Worker;
 
 export type CheckpointCommand = { type: "start"; path: string; intervalMs: number; restartLogBytes?: number; slowPassMs?: number } | { type: "stop" };
-export type CheckpointReport = { type: "ready" } | { type: "failed"; message: string } | { type: "stopped" };
+/** `code`: the store's error code (`SQLITE_IOERR_FSYNC`…), when the failure has one. */
+export type CheckpointReport = { type: "ready" } | { type: "failed"; message: string; code?: string } | { type: "stopped" };
+
+const codeOf = (err: unknown): string | undefined => {
+  const code = (err as { code?: unknown } | null)?.code;
+  return typeof code === "string" ? code : undefined;
+};
 
 let db: Database | undefined;
 let dbPath = "";
@@ -62,7 +68,7 @@ function checkpoint(): void {
   const changed = shape && found ? shapeChange(shape, found) : undefined;
   if (changed) {
     stop();
-    report({ type: "failed", message: overwrittenMessage(dbPath, changed) });
+    report({ type: "failed", message: overwrittenMessage(dbPath, changed), code: "SWITCHYARD_LEDGER_FILE_GONE" });
     return;
   }
   try {
@@ -90,7 +96,7 @@ function checkpoint(): void {
     // SQLITE_BUSY from another checkpointer (the admin CLI, a second gateway): the next tick retries.
     if (!/busy|locked/i.test(String(err))) {
       stop();
-      report({ type: "failed", message: String(err) });
+      report({ type: "failed", message: String(err), code: codeOf(err) });
     }
   }
 }
@@ -121,7 +127,7 @@ self.onmessage = (event: MessageEvent<CheckpointCommand>) => {
       report({ type: "ready" });
     } catch (err) {
       stop();
-      report({ type: "failed", message: String(err) });
+      report({ type: "failed", message: String(err), code: codeOf(err) });
     }
   } else {
     // One last pass, so a clean shutdown leaves little for the next start to replay.

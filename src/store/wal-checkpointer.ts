@@ -29,8 +29,16 @@ export interface WalCheckpointerOptions {
   restartLogBytes?: number;
   /** A second pass slower than this skips the restart (checkpoint-worker.ts; tests pass -1: every disk is slow). */
   slowPassMs?: number;
-  /** Told why the thread gave up (the connection checkpoints until another thread runs). */
-  onFailure?: (message: string) => void;
+  /**
+   * Told why the thread gave up (the connection checkpoints until another thread runs), with the
+   * store's error code when there is one: see `checkpointLostWrites`.
+   */
+  onFailure?: (message: string, code?: string) => void;
+  /**
+   * Told when the thread's failure says commits reported done may not be on the disk
+   * (`checkpointLostWrites`): the gateway passes it to its ledger (`Ledger.storageFailed`).
+   */
+  onLostWrites?: (err: Error & { code: string }) => void;
   /** Told when a thread runs the checkpoints again after a failure (and at the first start). */
   onRunning?: () => void;
   /** The first wait before another thread is started after one failed (tests pass a short one). */
@@ -44,6 +52,19 @@ const RETRY_MS = 5_000;
 const RETRY_MAX_MS = 300_000;
 /** A thread that ran this long before it failed starts the waits over. */
 const STEADY_MS = 60_000;
+
+/**
+ * Whether a checkpoint thread's failure says the disk is losing writes (an I/O error while it
+ * synced, a full or read-only disk, a file gone or overwritten), not that the thread could not
+ * start or met a lock. A checkpoint is the only fsync of a ledger in `synchronous = NORMAL`: its
+ * failure is the one sign that commits reported done are not on the disk (sqlite-ledger.ts,
+ * `storageFailed`).
+ */
+export function checkpointLostWrites(code: string | undefined): boolean {
+  if (!code) return false;
+  if (code.startsWith("SQLITE_BUSY") || code.startsWith("SQLITE_LOCKED")) return false;
+  return /^SQLITE_(IOERR|FULL|READONLY|CORRUPT|NOTADB)/.test(code) || code === "SWITCHYARD_LEDGER_FILE_GONE";
+}
 
 export function startWalCheckpointer(db: Database, path: string, o: WalCheckpointerOptions = {}): WalCheckpointer {
   if (path === ":memory:" || path === "") return { ready: Promise.resolve(false), stop: async () => {} };
@@ -72,13 +93,14 @@ export function startWalCheckpointer(db: Database, path: string, o: WalCheckpoin
    * another thread is started after a wait, so a fault that passed does not leave checkpoints on
    * the request thread, with their stalls, for the rest of the process's life (a disk-fault probe).
    */
-  const fail = (failed: Worker | undefined, message: string) => {
+  const fail = (failed: Worker | undefined, message: string, code?: string) => {
     if (stopped || failed !== worker) return;
     worker = undefined;
     failed?.terminate();
     giveBack();
     resolveReady(false);
-    o.onFailure?.(message);
+    o.onFailure?.(message, code);
+    if (checkpointLostWrites(code)) o.onLostWrites?.(Object.assign(new Error(`a WAL checkpoint failed: ${message}`), { code: code! }));
     // The wait starts over only after a thread ran a while: one that opens and then fails at its
     // first checkpoint (a disk still full) must not be restarted every few seconds forever.
     if (runningSince !== undefined && performance.now() - runningSince >= STEADY_MS) retryMs = o.retryMs ?? RETRY_MS;
@@ -95,7 +117,10 @@ export function startWalCheckpointer(db: Database, path: string, o: WalCheckpoin
     try {
       ledgerFiles(db)(true);
     } catch (err) {
-      return void o.onFailure?.(`not started again: ${(err as Error).message}`);
+      const code = (err as { code?: string }).code;
+      o.onFailure?.(`not started again: ${(err as Error).message}`, code);
+      if (checkpointLostWrites(code)) o.onLostWrites?.(Object.assign(new Error((err as Error).message), { code: code! }));
+      return;
     }
     let started: Worker;
     try {
@@ -117,7 +142,7 @@ export function startWalCheckpointer(db: Database, path: string, o: WalCheckpoin
         db.exec("PRAGMA wal_autocheckpoint = 0;");
         resolveReady(true);
         o.onRunning?.();
-      } else fail(started, report.message);
+      } else fail(started, report.message, report.code);
     };
     started.onerror = (event) => fail(started, event.message || "the checkpoint thread failed");
     started.addEventListener("close", () => fail(started, "the checkpoint thread exited"));

@@ -160,6 +160,57 @@ describe("SQLite ledger under store faults", () => {
     }
   });
 
+  // A kill -9 and disk-fault probe: ext4 on a disk whose writes failed (writeback EIO) kept taking
+  // commits into the page cache; the checkpoint thread's fsync said "disk I/O error", and the
+  // gateway served paid answers and top-ups for 4 s more, all lost (3,456 answers, 73 top-ups).
+  test("a checkpoint whose sync failed: paid requests are refused until a checkpoint through the ledger's connection syncs; a commit that succeeds is no proof", async () => {
+    const path = join(dir, `ledger-${files++}.sqlite`);
+    const real = openDatabase(path, { busyTimeoutMs: 0 });
+    let syncFails = true;
+    const checkpoints: string[] = [];
+    // The ledger's own connection, whose checkpoints fail while `syncFails` (the disk still losing writes).
+    const db = new Proxy(real, {
+      get(target, prop) {
+        if (prop === "query") {
+          return (sql: string) => {
+            if (!/^PRAGMA wal_checkpoint/.test(sql)) return target.query(sql);
+            checkpoints.push(sql);
+            if (!syncFails) return target.query(sql);
+            return { get: () => { throw Object.assign(new Error("disk I/O error"), { code: "SQLITE_IOERR_FSYNC" }); } };
+          };
+        }
+        const value = Reflect.get(target, prop, target);
+        return typeof value === "function" ? value.bind(target) : value;
+      },
+    });
+    const ledger = createSqliteLedger(db, { now: Date.now, log: () => {}, ...ledgerOptions });
+    const accounts = createAccountStore(real, Date.now);
+    try {
+      const account = accounts.createAccount("sync", 1_000_000);
+      const who = { accountId: account.id, keyId: accounts.createKey(account.id, { name: "k" })!.id };
+      expect((await ledger.reserve({ requestId: "req_before", ...who, amountMicro: 1_000 })).ok).toBe(true);
+      ledger.storageFailed!(Object.assign(new Error("a WAL checkpoint failed: SQLiteError: disk I/O error"), { code: "SQLITE_IOERR_FSYNC" }));
+      // At once: no paid request is admitted, /ready says so.
+      expect(ledger.admits(true)).toBe(false);
+      expect(ledger.health().writable).toBe(false);
+      expect((await ledger.reserve({ requestId: "req_during", ...who, amountMicro: 1_000 })).ok).toBe(false);
+      // A settlement waits; the file would take its commit, but a commit is no proof.
+      await ledger.settle(settlement(who, "req_before", 700));
+      await Bun.sleep(300);
+      expect(checkpoints.length).toBeGreaterThan(1);
+      expect(ledger.health()).toMatchObject({ writable: false, queued: 1 });
+      expect(real.query("SELECT COUNT(*) AS n FROM usage_records").get()).toEqual({ n: 0 });
+      // The disk syncs again: the next retry's checkpoint proves it, and the settlement is written once.
+      syncFails = false;
+      await until("the ledger writable again", 3_000, () => ledger.health().writable && ledger.health().queued === 0);
+      expect(ledger.admits(true)).toBe(true);
+      expect(real.query("SELECT cost_micro FROM usage_records WHERE request_id = 'req_before'").all()).toEqual([{ cost_micro: 700 }]);
+    } finally {
+      await ledger.close(1_000);
+      real.close();
+    }
+  });
+
   test("a flood of refusals is counted per key, minute and status: a handful of rows", async () => {
     const f = await sqliteFixture(ledgerOptions);
     try {

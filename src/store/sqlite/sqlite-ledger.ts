@@ -313,9 +313,25 @@ export function createSqliteLedger(db: Database, o: SqliteLedgerOptions): Ledger
 
   // Group commit and everything that can go wrong with it: billing/settlement-queue.ts.
   const sameFiles = ledgerFiles(db, now);
+  /**
+   * Why the disk is not trusted to keep commits (storageFailed): a checkpoint, the only fsync in
+   * `synchronous = NORMAL`, failed. A commit then still "succeeds" into the page cache whose
+   * writeback fails, so a write is no proof the store works again: a checkpoint through this
+   * connection that copies the log and syncs is. Until one has, every write and probe is refused.
+   */
+  let unsynced: string | undefined;
+  const provenSynced = (): void => {
+    if (unsynced === undefined) return;
+    const pass = db.query<{ busy: number }, []>("PRAGMA wal_checkpoint(PASSIVE)").get();
+    // Another checkpointer holds it (the thread, started again): try again on the next retry.
+    if (pass && pass.busy !== 0) throw Object.assign(new Error(`the ledger's disk has not synced since: ${unsynced}`), { code: "SQLITE_BUSY" });
+    log("debug", "a checkpoint synced the ledger again", { failure: unsynced });
+    unsynced = undefined;
+  };
   const settlements = createSettlementQueue<Queued>({
     write(batch, counters, at) {
       sameFiles();
+      provenSynced();
       try {
         const { byAccount, byKey } = writeBatch(batch, counters, at);
         // Only now is the debit on disk: cached balances and period counts move with it.
@@ -331,6 +347,9 @@ export function createSqliteLedger(db: Database, o: SqliteLedgerOptions): Ledger
         }
       } catch (err) {
         rollbackQuietly(db);
+        // An I/O error of our own commit: what the disk took before may not be on it either, so the
+        // store comes back only with a checkpoint that syncs (provenSynced), not with a commit.
+        if (/^SQLITE_IOERR/.test(String((err as { code?: unknown } | null)?.code ?? ""))) unsynced ??= describeWriteFailure(err);
         // A price list written in the rolled-back transaction is not in the file after all.
         pricesWritten.clear();
         rollups.rolledBack();
@@ -339,6 +358,7 @@ export function createSqliteLedger(db: Database, o: SqliteLedgerOptions): Ledger
     },
     probe(at) {
       sameFiles();
+      provenSynced();
       try {
         probeAndFold.immediate(at);
       } catch (err) {
@@ -446,6 +466,11 @@ export function createSqliteLedger(db: Database, o: SqliteLedgerOptions): Ledger
     close: (graceMs = 5_000) => settlements.close(graceMs),
     abandon: () => settlements.abandon(),
     countRejection: (keyId, status, at) => settlements.countRejection(keyId, status, at),
+
+    storageFailed(err: unknown): void {
+      unsynced = describeWriteFailure(err);
+      settlements.failed("storage", err);
+    },
   };
 }
 

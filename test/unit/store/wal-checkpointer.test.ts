@@ -4,7 +4,7 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { Database } from "bun:sqlite";
 import { openDatabase, WAL_AUTOCHECKPOINT_PAGES } from "../../../src/store/database.ts";
-import { startWalCheckpointer, type WalCheckpointer } from "../../../src/store/wal-checkpointer.ts";
+import { checkpointLostWrites, startWalCheckpointer, type WalCheckpointer } from "../../../src/store/wal-checkpointer.ts";
 import { until } from "../../helpers/until.ts";
 
 const dirs: string[] = [];
@@ -72,6 +72,33 @@ describe("WAL checkpoints on their own thread", () => {
     const before = statSync(path).size;
     writeRows(db);
     await until("the log copied into the database file", 3_000, () => statSync(path).size > before + 3_000_000);
+  });
+
+  test("a thread whose sync failed tells the ledger that commits may be lost (a kill -9 and disk-fault probe); one that could not start does not", async () => {
+    const { db, path } = freshDatabase();
+    const lost: { message: string; code: string }[] = [];
+    const checkpointer = startWalCheckpointer(db, path, {
+      intervalMs: 20, retryMs: 60_000, workerUrl: new URL("../../fixtures/workers/checkpoint-sync-fails.ts", import.meta.url),
+      onLostWrites: (err) => lost.push({ message: err.message, code: err.code }),
+    });
+    open[open.length - 1]!.checkpointer = checkpointer;
+    await until("the failure told", 5_000, () => lost.length === 1);
+    expect(lost).toEqual([{ message: "a WAL checkpoint failed: SQLiteError: disk I/O error", code: "SQLITE_IOERR_FSYNC" }]);
+    expect(autocheckpoint(db)).toBe(WAL_AUTOCHECKPOINT_PAGES);
+
+    const other = freshDatabase();
+    const told: unknown[] = [];
+    const failing = startWalCheckpointer(other.db, other.path, {
+      intervalMs: 20, retryMs: 60_000, workerUrl: new URL("../../fixtures/workers/checkpoint-fails-first.ts", import.meta.url), onLostWrites: (err) => told.push(err),
+    });
+    open[open.length - 1]!.checkpointer = failing;
+    expect(await failing.ready).toBe(false);
+    expect(told).toEqual([]);
+  });
+
+  test("which failures say writes were lost: I/O errors, a full or read-only disk, a damaged or replaced file; not locks, not a thread that did not start", () => {
+    for (const code of ["SQLITE_IOERR_FSYNC", "SQLITE_IOERR_WRITE", "SQLITE_IOERR", "SQLITE_FULL", "SQLITE_READONLY", "SQLITE_CORRUPT", "SWITCHYARD_LEDGER_FILE_GONE"]) expect([code, checkpointLostWrites(code)]).toEqual([code, true]);
+    for (const code of [undefined, "SQLITE_BUSY", "SQLITE_BUSY_SNAPSHOT", "SQLITE_LOCKED", "SQLITE_CANTOPEN", "ERR_WORKER_INIT_FAILED"]) expect([code, checkpointLostWrites(code)]).toEqual([code, false]);
   });
 
   test("while it runs, commits never checkpoint and the thread copies the log into the database file", async () => {
