@@ -85,11 +85,15 @@ export const times = (price: number, factor: number) => Math.round(price * facto
  * (LONG_CONTEXT) whose `contextLength` is past it also takes those prices unless it has its own.
  */
 export function withCacheDefaults(pricing: Pricing, providerKind: "openai" | "anthropic", upstreamModel: string, contextLength = 0): Pricing {
-  const name = familyName(upstreamModel);
+  const family = familyName(upstreamModel);
   let read = 1;
   let write5m = 1;
   let write1h = 1;
-  const claude = providerKind === "anthropic" || name.startsWith("claude");
+  const claude = providerKind === "anthropic" || family.startsWith("claude");
+  // OpenRouter's dotted Claude versions (`anthropic/claude-sonnet-4.6`) spelled as Anthropic's ids
+  // (`claude-sonnet-4-6`), which the rules below name: read as written, Sonnet 4.6 took Sonnet 4.5's
+  // long-context prices and Sonnet 5.5 missed its cheaper reads (model-traits.ts reads both spellings).
+  const name = claude ? family.replace(/(?<=^claude-[a-z0-9-]*\d)\.(?=\d)/g, "-") : family;
   if (claude) {
     ({ read, write5m, write1h } = name.startsWith("claude-3-haiku") ? CLAUDE_3_HAIKU_CACHE : ANTHROPIC_CACHE);
     read = CLAUDE_CACHE_READ.find(([family]) => family.test(name))?.[1] ?? read;

@@ -61,6 +61,18 @@ describe("cache price defaults", () => {
     for (const model of ["gpt-6.10-sol", "gpt-6.1-terra", "gpt-6-sol"]) expect([model, read("openai", model)]).toEqual([model, 100]);
   });
 
+  test("OpenRouter's dotted Claude names take their model's rules, not another version's", () => {
+    // Sonnet 4.6's 1M window is billed flat: not Sonnet 4.5's 2× / 1.5× above 200,000 tokens.
+    const big = (model: string, input = 3_000, output = 15_000) => withCacheDefaults({ input_per_mtok: input, output_per_mtok: output }, "openai", model, 1_000_000);
+    expect(big("anthropic/claude-sonnet-4.6").long_context).toBeUndefined();
+    expect(big("anthropic/claude-opus-4.7").long_context).toBeUndefined();
+    expect(big("anthropic/claude-sonnet-4.5").long_context).toMatchObject({ above_tokens: 200_000, input_per_mtok: 6_000, output_per_mtok: 22_500 });
+    // Sonnet 5.5's reads at 0.05×, Fable 5.1's at 0.025×, Haiku 5.5's 5× above 100,000.
+    expect(big("anthropic/claude-sonnet-5.5", 2_000, 10_000).cache_read_per_mtok).toBe(100);
+    expect(big("anthropic/claude-fable-5.1", 10_000, 50_000).cache_read_per_mtok).toBe(250);
+    expect(big("anthropic/claude-haiku-5.5", 100, 500).long_context).toMatchObject({ above_tokens: 100_000, input_per_mtok: 500, output_per_mtok: 2_500 });
+  });
+
   test("prices the config gives are kept", () => {
     expect(withCacheDefaults({ ...base, cache_read_per_mtok: 7 }, "openai", "gpt-5")).toMatchObject({ cache_read_per_mtok: 7, cache_write_per_mtok: 1000 });
   });
