@@ -156,7 +156,17 @@ function toolOutput(content: ChatMessage["content"], notes: TranslationNotes): s
 
 function toolChoice(choice: unknown): unknown {
   if (choice === "auto" || choice === "none" || choice === "required") return choice;
-  const name = (choice as { function?: { name?: unknown } } | null | undefined)?.function?.name;
+  const c = choice as { type?: unknown; function?: { name?: unknown }; allowed_tools?: { mode?: unknown; tools?: unknown } } | null | undefined;
+  // Chat's allowed subset (`{type: "allowed_tools", allowed_tools: {mode, tools}}`) is the Responses
+  // API's with its fields one level up: dropped, a `required` subset could be answered in text.
+  if (c?.type === "allowed_tools") {
+    const mode = c.allowed_tools?.mode === "required" ? "required" : "auto";
+    const tools = (Array.isArray(c.allowed_tools?.tools) ? c.allowed_tools.tools : []).flatMap((t: { type?: unknown; function?: { name?: unknown } } | null) =>
+      t?.type === "function" && typeof t.function?.name === "string" ? [{ type: "function", name: t.function.name }] : [],
+    );
+    return tools.length > 0 ? { type: "allowed_tools", mode, tools } : mode;
+  }
+  const name = c?.function?.name;
   return typeof name === "string" ? { type: "function", name } : undefined;
 }
 

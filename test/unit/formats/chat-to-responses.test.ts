@@ -141,3 +141,19 @@ describe("reasoning out of sight on the Responses upstream", () => {
     expect(reasonsOutOfSight("openai", gpt41, {})).toBe(false);
   });
 });
+
+describe("chat's allowed_tools → the Responses API's", () => {
+  const tool = (name: string) => ({ type: "function" as const, function: { name, parameters: { type: "object", properties: {} } } });
+  const ask = (mode: string, names: string[]) =>
+    chatToResponses(
+      { messages: [{ role: "user", content: "go" }], tools: [tool("a"), tool("b"), tool("c")], tool_choice: { type: "allowed_tools", allowed_tools: { mode, tools: names.map((name) => ({ type: "function", function: { name } })) } } } as unknown as ChatRequest,
+      "gpt-6.1-sol",
+      1000,
+    );
+  test("the subset and its mode reach the upstream (every tool still listed); dropped, a required subset could be answered in text", () => {
+    const body = ask("required", ["a", "b"]);
+    expect(body.tool_choice).toEqual({ type: "allowed_tools", mode: "required", tools: [{ type: "function", name: "a" }, { type: "function", name: "b" }] });
+    expect((body.tools as unknown[]).length).toBe(3);
+    expect(ask("auto", ["c"]).tool_choice).toEqual({ type: "allowed_tools", mode: "auto", tools: [{ type: "function", name: "c" }] });
+  });
+});
