@@ -263,6 +263,20 @@ function fitClaudeRules(body: Record<string, unknown>, rules: ClaudeRules, notes
     body.thinking = { ...rest, type: "adaptive" };
     (notes.dropped ??= []).push("thinking.budget_tokens: this model thinks adaptively only");
   }
+  // Thinking turned off the way the model takes it (as the translations do, reasoning.ts
+  // thinkingOff): Sonnet 5.5 refuses `disabled` for `between_tools` (which takes no other field, nor
+  // effort xhigh or max beside it); Opus 5.5, Fable and Mythos cannot turn it off, and think at their lowest effort.
+  if (thinking && typeof thinking === "object" && thinking.type === "disabled" && (rules.thinksByDefault === "between_tools" || rules.thinksByDefault === "always")) {
+    const config = body.output_config as Record<string, unknown> | undefined;
+    if (rules.thinksByDefault === "between_tools") {
+      body.thinking = { type: "between_tools" };
+      if (config && (config.effort === "xhigh" || config.effort === "max")) body.output_config = { ...config, effort: "high" };
+    } else {
+      delete body.thinking;
+      if (config?.effort === undefined) body.output_config = { ...config, effort: "low" };
+    }
+    (notes.dropped ??= []).push(`thinking.disabled: this model takes ${rules.thinksByDefault === "between_tools" ? "between_tools" : "its lowest effort"} instead`);
+  }
   if (rules.refusesSampling) {
     for (const name of ["temperature", "top_p", "top_k"]) {
       if (body[name] === undefined) continue;

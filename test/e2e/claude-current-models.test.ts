@@ -280,6 +280,19 @@ describe("an Anthropic client's own request, fitted to the Claude it reaches (an
     expect(sent().system).toEqual([...claudeCode.system, { type: "text", text: expect.stringContaining("`get_weather`") }]);
   });
 
+  test("thinking disabled is said the way the model takes it: between_tools on Sonnet 5.5, the lowest effort where it cannot be off", async () => {
+    // The SDKs' `thinking: {type: "disabled"}` to a name an alias sends to Sonnet or Opus 5.5: a 400 each.
+    expect((await messages("claude-sonnet-5-5", { thinking: { type: "disabled" }, output_config: { effort: "max" } })).status).toBe(200);
+    expect(sent()).toMatchObject({ thinking: { type: "between_tools" }, output_config: { effort: "high" } });
+    for (const name of ["claude-opus-5-5", "claude-fable-5-1"]) {
+      expect((await messages(name, { thinking: { type: "disabled" } })).status).toBe(200);
+      expect(sent()).not.toHaveProperty("thinking");
+      expect(sent().output_config).toEqual({ effort: "low" });
+    }
+    expect((await messages("claude-sonnet-5", { thinking: { type: "disabled" } })).status).toBe(200);
+    expect(sent().thinking).toEqual({ type: "disabled" });
+  });
+
   test("the models that take them get the client's budget, temperature and forced tool as written", async () => {
     upstream.reply(anthropicBody({ text: "ok" }));
     expect((await messages("claude-sonnet-4-5", { ...claudeCode, top_k: 5 })).status).toBe(200);
