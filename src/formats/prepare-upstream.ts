@@ -73,7 +73,7 @@ export function prepareUpstream(
     if (provider.kind === "anthropic") {
       out.max_tokens = maxTokens;
       fitThinkingStyle(out, traits.reasoning, maxTokens, notes);
-      if (traits.claude) fitClaudeRules(out, traits.claude, notes);
+      if (traits.claude) fitClaudeRules(out, traits.claude, maxTokens, notes);
       fitThinkingBudget(out, maxTokens, model, log, typeof body.max_tokens === "number" ? body.max_tokens : undefined);
       dropUnsignedThinking(out);
       if (Array.isArray(out.messages)) out.messages = withAnthropicToolIds(out.messages as AnthropicMessage[]);
@@ -256,26 +256,27 @@ export function fitThinkingStyle(body: Record<string, unknown>, style: Reasoning
  * `auto` with the system prompt naming it, as the translations do. A prefill is left as written:
  * on this path it is the client's own text to continue, which a made-up user turn would change.
  */
-function fitClaudeRules(body: Record<string, unknown>, rules: ClaudeRules, notes: TranslationNotes): void {
+function fitClaudeRules(body: Record<string, unknown>, rules: ClaudeRules, maxTokens: number, notes: TranslationNotes): void {
   const thinking = body.thinking as { type?: unknown; budget_tokens?: unknown } | undefined;
   if (rules.refusesBudget && thinking && typeof thinking === "object" && thinking.type === "enabled") {
     const { type: _, budget_tokens: __, ...rest } = thinking;
     body.thinking = { ...rest, type: "adaptive" };
     (notes.dropped ??= []).push("thinking.budget_tokens: this model thinks adaptively only");
   }
-  // Thinking turned off the way the model takes it (as the translations do, reasoning.ts
+  // Thinking turned off the way the model takes it, as the translations say it (reasoning.ts,
   // thinkingOff): Sonnet 5.5 refuses `disabled` for `between_tools` (which takes no other field, nor
   // effort xhigh or max beside it); Opus 5.5, Fable and Mythos cannot turn it off, and think at their lowest effort.
   if (thinking && typeof thinking === "object" && thinking.type === "disabled" && (rules.thinksByDefault === "between_tools" || rules.thinksByDefault === "always")) {
+    const off = anthropicReasoning("none", "adaptive", maxTokens, rules)!;
     const config = body.output_config as Record<string, unknown> | undefined;
-    if (rules.thinksByDefault === "between_tools") {
-      body.thinking = { type: "between_tools" };
+    if ("thinking" in off) {
+      body.thinking = off.thinking;
       if (config && (config.effort === "xhigh" || config.effort === "max")) body.output_config = { ...config, effort: "high" };
     } else {
       delete body.thinking;
-      if (config?.effort === undefined) body.output_config = { ...config, effort: "low" };
+      if (config?.effort === undefined) body.output_config = { ...config, effort: off.effort };
     }
-    (notes.dropped ??= []).push(`thinking.disabled: this model takes ${rules.thinksByDefault === "between_tools" ? "between_tools" : "its lowest effort"} instead`);
+    (notes.dropped ??= []).push(`thinking.disabled: this model takes ${"thinking" in off ? off.thinking.type : "its lowest effort"} instead`);
   }
   if (rules.refusesSampling) {
     for (const name of ["temperature", "top_p", "top_k"]) {
