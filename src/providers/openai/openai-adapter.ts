@@ -106,12 +106,18 @@ export function withoutUnpricedExtras(body: unknown, openaiItself = false): unkn
   return rest;
 }
 
+/** The headers of a JSON POST to an OpenAI-kind API: the provider's own, and its key as a bearer token. */
+export function openaiJsonHeaders(provider: { headers?: Record<string, string>; apiKey?: string }): Record<string, string> {
+  const headers: Record<string, string> = { "content-type": "application/json", accept: "application/json", ...provider.headers };
+  if (provider.apiKey) headers.authorization = `Bearer ${provider.apiKey}`;
+  return headers;
+}
+
 export const openaiAdapter: ProviderAdapter = {
   format: "openai",
 
   buildRequest(provider, body) {
-    const headers: Record<string, string> = { "content-type": "application/json", accept: "application/json", ...provider.headers };
-    if (provider.apiKey) headers.authorization = `Bearer ${provider.apiKey}`;
+    const headers = openaiJsonHeaders(provider);
     return { url: `${provider.base_url}/chat/completions`, headers, body: JSON.stringify(withoutUnpricedExtras(body, provider.openai_tiers === true)) };
   },
 

@@ -1,6 +1,7 @@
 import { embeddingsEvents, embeddingsFault, faultMessage, inputCountOf, reportedPromptTokens } from "../../formats/openai-embeddings/check-embeddings.ts";
 import { SHAPES_ONLY } from "../../log/scrub.ts";
 import { UpstreamProtocolError, type ProviderAdapter } from "../provider.ts";
+import { openaiJsonHeaders } from "./openai-adapter.ts";
 
 /**
  * The OpenAI embeddings API (POST /embeddings), for models of category `embedding`. It answers
@@ -15,8 +16,7 @@ export const openaiEmbeddingsAdapter: ProviderAdapter = {
   streams: false,
 
   buildRequest(provider, body) {
-    const headers: Record<string, string> = { "content-type": "application/json", accept: "application/json", ...provider.headers };
-    if (provider.apiKey) headers.authorization = `Bearer ${provider.apiKey}`;
+    const headers = openaiJsonHeaders(provider);
     return { url: `${provider.base_url}/embeddings`, headers, body: JSON.stringify(body) };
   },
 

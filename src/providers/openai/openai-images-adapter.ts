@@ -3,6 +3,7 @@ import type { ProviderAdapter } from "../provider.ts";
 import { UpstreamProtocolError } from "../provider.ts";
 import { sniffImageType } from "../image-type.ts";
 import { reportedCount } from "../../streaming/events.ts";
+import { openaiJsonHeaders } from "./openai-adapter.ts";
 
 /**
  * The OpenAI images API (POST /images/generations) behind a chat endpoint: one prompt in,
@@ -13,8 +14,7 @@ export const openaiImagesAdapter: ProviderAdapter = {
   streams: false,
 
   buildRequest(provider, body) {
-    const headers: Record<string, string> = { "content-type": "application/json", accept: "application/json", ...provider.headers };
-    if (provider.apiKey) headers.authorization = `Bearer ${provider.apiKey}`;
+    const headers = openaiJsonHeaders(provider);
     return { url: `${provider.base_url}/images/generations`, headers, body: JSON.stringify(body) };
   },
 

@@ -4,7 +4,7 @@ import { isRecord, parseFrameJson, vendorText, UpstreamProtocolError, type Decod
 import { SHAPES_ONLY, type Scrubber } from "../../log/scrub.ts";
 import { upstreamStreamErrorMessage } from "../upstream-errors.ts";
 import { openaiReasoningSignature } from "../../formats/common/carried-thinking.ts";
-import { openaiAdapter, withoutUnpricedExtras } from "./openai-adapter.ts";
+import { openaiAdapter, openaiJsonHeaders, withoutUnpricedExtras } from "./openai-adapter.ts";
 
 /**
  * OpenAI's Responses API as an upstream (`models[].upstream_api: "responses"`): `POST
@@ -128,8 +128,7 @@ export const openaiResponsesAdapter: ProviderAdapter = {
   relayable: false,
 
   buildRequest(provider, body) {
-    const headers: Record<string, string> = { "content-type": "application/json", accept: "application/json", ...provider.headers };
-    if (provider.apiKey) headers.authorization = `Bearer ${provider.apiKey}`;
+    const headers = openaiJsonHeaders(provider);
     // A dearer service tier is asked as the standard one, as on chat completions (openai-adapter.ts).
     return { url: `${provider.base_url}/responses`, headers, body: JSON.stringify(withoutUnpricedExtras(body, provider.openai_tiers === true)) };
   },
