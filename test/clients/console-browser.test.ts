@@ -1141,3 +1141,41 @@ test("the usage view's period and split are in the address (a reload and a bookm
   expect(await redrawn("account-limit-submit", () => page.getByTestId("account-limit-submit").click())).toBe("account-limit-submit");
   expect(await redrawn("account-requests-submit", () => page.getByTestId("account-requests-submit").click())).toBe("account-requests-submit");
 }, 60_000);
+
+test("names of 200 characters without a space keep every figure in view and the page its width; a column's hidden heading stays in its box (a phone held sideways)", async () => {
+  const send = (path: string, body: unknown) =>
+    fetch(`${gateway.url}${path}`, { method: "POST", headers: { authorization: `Bearer ${ADMIN}`, "content-type": "application/json" }, body: JSON.stringify(body) }).then((r) => r.json() as Promise<any>);
+  // Names as long as the API takes them, without a space (a holder names their own keys).
+  const long = await send("/v1/admin/accounts", { name: "N".repeat(200), credits: 100 });
+  const key = await send(`/v1/admin/accounts/${long.id}/keys`, { name: "K".repeat(200) });
+  expect((await chat(key.key)).status).toBe(200);
+  // The page as wide as the window, and each table as wide as its box: every column in view.
+  const widths = () => page.evaluate(() => {
+    const d = (globalThis as any).document;
+    return { page: d.documentElement.scrollWidth, boxes: [...d.querySelectorAll(".scroll")].map((s: any) => s.scrollWidth - s.clientWidth) };
+  });
+  await page.setViewportSize({ width: 1280, height: 900 });
+  try {
+    for (const [hash, ready] of [["#accounts", "account-row"], [`#account/${long.id}`, "key-row"], ["#usage/24h/key", "usage-row"], ["#requests", "request-row"]] as const) {
+      await page.goto(`${gateway.url}/console/${hash}`);
+      if (hash === "#accounts") {
+        await page.getByTestId("account-search").fill("NNNNNNNN");
+        await page.getByTestId("account-search").press("Enter");
+      }
+      await page.getByTestId(ready).filter({ hasText: "NNNNNNNN" }).or(page.getByTestId(ready).filter({ hasText: "KKKKKKKK" })).first().waitFor();
+      if (hash.startsWith("#usage")) await page.locator(".uplot canvas").waitFor();
+      const shown = await widths();
+      expect([hash, shown.page, shown.boxes.every((over) => over <= 0)]).toEqual([hash, 1280, true]);
+    }
+    // The chart's legend cuts the name (the table under it has it whole).
+    const legend = (await page.goto(`${gateway.url}/console/#usage/24h/key`), await page.locator(".u-legend .u-series").filter({ hasText: "KKKK" }).locator(".u-label").textContent())!;
+    expect(legend).toBe(`${"K".repeat(39)}…`);
+    // Held sideways (667 px, above the phone layout), the keys table scrolls in its box; the page does not.
+    await page.setViewportSize({ width: 667, height: 375 });
+    await page.goto(`${gateway.url}/console/#account/${long.id}`);
+    await page.getByTestId("key-row").first().waitFor();
+    expect((await widths()).page).toBe(667);
+  } finally {
+    await page.setViewportSize({ width: 1280, height: 900 });
+  }
+}, 60_000);

@@ -400,7 +400,7 @@ function keyRow(k: KeySummary, reload: Reload, operator: boolean, defaults: Defa
     actions.append(h("span", { class: "inline" }, labelled("Name", rename), labelled("Last day (UTC)", expires), labelled("Limit (credits)", limit), labelled("Period", period), ...paced, save), " ", revoke, out);
   }
   return h("tr", { "data-testid": "key-row", "data-key-id": k.id },
-    h("td", {}, k.name === null ? "—" : h("bdi", {}, k.name), k.models ? h("div", { class: "note" }, `only ${k.models.join(", ")}`) : null),
+    h("td", { class: "name" }, k.name === null ? "—" : h("bdi", {}, k.name), k.models ? h("div", { class: "note" }, `only ${k.models.join(", ")}`) : null),
     // The id is what request lists and usage downloads name the key by.
     h("td", {}, h("code", {}, `${k.prefix}…${k.last4}`), h("div", { class: "note" }, "id ", h("code", { "data-testid": "key-id" }, k.id))),
     h("td", {}, when(k.created_at)),

@@ -33,7 +33,7 @@ export function accountsView(page: AccountPage, open: (id: string) => void, relo
   });
   const rows = page.data.map((a) =>
     h("tr", { "data-testid": "account-row", "data-account-id": a.id },
-      h("td", {}, h("a", { href: `#account/${a.id}` }, h("bdi", {}, a.name))),
+      h("td", { class: "name" }, h("a", { href: `#account/${a.id}` }, h("bdi", {}, a.name))),
       h("td", { class: "num" }, credits(a.balance)),
       h("td", {}, a.spend_limit === null ? "none" : `${credits(a.spend_limit)} ${a.spend_limit_period ? `per ${a.spend_limit_period}` : "lifetime"}`),
       h("td", {}, when(a.created_at)),
@@ -79,8 +79,8 @@ export function requestsView(session: Session, rows: RecentRequest[]): HTMLEleme
       h("tbody", {}, ...rows.map((r) => h("tr", { "data-testid": "request-row" },
         h("td", {}, when(r.created_at)),
         // Names as people know them, the id under each (names may repeat; a 401's key has none).
-        ...(session.kind === "operator" ? [h("td", {}, h("a", { href: `#account/${r.account_id}` }, named(r.account_name, r.account_id)))] : []),
-        h("td", {}, named(r.key_name, r.key_id)),
+        ...(session.kind === "operator" ? [h("td", { class: "name" }, h("a", { href: `#account/${r.account_id}` }, named(r.account_name, r.account_id)))] : []),
+        h("td", { class: "name" }, named(r.key_name, r.key_id)),
         h("td", {}, r.model),
         h("td", {}, r.status),
         h("td", { class: "num" }, r.latency_ms),

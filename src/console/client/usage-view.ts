@@ -32,7 +32,7 @@ type Named = { id: string; name: string | null };
  * Each group's label: its name, with its id's end where another group of the report has the same
  * name (two accounts' keys both called "ci" were two identical rows and chart lines; a console probe).
  */
-function labeller(report: UsageSummary): (g: Named) => string {
+function labeller(report: UsageSummary): (g: Named, cut?: boolean) => string {
   const seen = new Map<string, Set<string>>();
   for (const g of [...report.groups, ...report.lines]) {
     if (g.name === null) continue;
@@ -40,8 +40,22 @@ function labeller(report: UsageSummary): (g: Named) => string {
     if (!ids) seen.set(g.name, (ids = new Set()));
     ids.add(g.id);
   }
-  return (g) => (g.name === null ? g.id || "—" : (seen.get(g.name)?.size ?? 0) > 1 ? `${g.name} (…${g.id.slice(-6)})` : g.name);
+  // `cut`: the legend's shorter name, the id's end kept where it tells two apart.
+  return (g, cut = false) => {
+    if (g.name === null) return g.id || "—";
+    const name = cut ? shortened(g.name) : g.name;
+    return (seen.get(g.name)?.size ?? 0) > 1 ? `${name} (…${g.id.slice(-6)})` : name;
+  };
 }
+
+/** A legend's name: a long one (names may have 200 characters) is cut, whole in the table below the chart. */
+export function shortened(name: string, most = LEGEND_NAME_CHARS): string {
+  const chars = Array.from(name);
+  return chars.length <= most ? name : `${chars.slice(0, most - 1).join("")}…`;
+}
+
+/** The most characters of a name the chart's legend shows. */
+const LEGEND_NAME_CHARS = 40;
 
 /** An axis tick's time as the tables write it (UTC, 24 h): the hour on the 24-hour view, the day on the 30-day one. */
 function tickTime(seconds: number, hourly: boolean): string {
@@ -76,7 +90,7 @@ export function usageView(session: Session, report: UsageSummary, choice: UsageC
   const value = (_: uPlot, v: number | null) => (v === null ? "—" : credits(v));
   // The legend's time as the ticks and tables write it (UTC, 24 h), not uPlot's "2:00pm".
   const time = (_: uPlot, v: number | null) => (v === null ? "—" : `${tickTime(v, report.granularity === "hour")} UTC`);
-  const series: uPlot.Series[] = [{ label: "Time", value: time }, ...report.lines.map((g, i) => ({ label: label(g), stroke: COLOURS[i % COLOURS.length], width: 2, value }))];
+  const series: uPlot.Series[] = [{ label: "Time", value: time }, ...report.lines.map((g, i) => ({ label: label(g, true), stroke: COLOURS[i % COLOURS.length], width: 2, value }))];
   const data: uPlot.AlignedData = [xs, ...report.lines.map((g) => g.costs)];
   const widthOf = () => Math.max(280, chartBox.clientWidth || 800);
   // Drawn once the box is in the page: its width is the box's, and follows it (a window made
@@ -136,7 +150,7 @@ function breakdown(report: UsageSummary, split: UsageChoice["split"], label: (g:
   return h("div", { class: "scroll" }, h("table", { class: "wide" },
     h("caption", {}, `By ${split}, tokens by price class`),
     h("thead", {}, h("tr", {}, h("th", { scope: "col" }, split), ...cols.map((c) => h("th", { scope: "col" }, c)))),
-    h("tbody", {}, ...report.groups.map((g) => h("tr", { "data-testid": "usage-row" }, h("th", { scope: "row" }, label(g)), ...cells(g)))),
+    h("tbody", {}, ...report.groups.map((g) => h("tr", { "data-testid": "usage-row" }, h("th", { scope: "row", class: "name" }, label(g)), ...cells(g)))),
     h("tfoot", {}, h("tr", {}, h("th", { scope: "row" }, "Total"), ...cells(report.total))),
   ));
 }
