@@ -1179,3 +1179,25 @@ test("names of 200 characters without a space keep every figure in view and the 
     await page.setViewportSize({ width: 1280, height: 900 });
   }
 }, 60_000);
+
+test("an invite link's form carries its login, so a password manager saves the new password under it", async () => {
+  const send = (path: string, body: unknown) =>
+    fetch(`${gateway.url}${path}`, { method: "POST", headers: { authorization: `Bearer ${ADMIN}`, "content-type": "application/json" }, body: JSON.stringify(body) }).then((r) => r.json() as Promise<any>);
+  const made = await send("/v1/admin/accounts", { name: "password manager co", credits: 1 });
+  const link = await send(`/v1/admin/accounts/${made.id}/invites`, { login: "pm.user@example.com" });
+  const said: string[] = [];
+  const listen = (message: { text(): string }) => said.push(message.text());
+  page.on("console", listen);
+  try {
+    await page.goto("about:blank");
+    await page.goto(link.url);
+    await page.getByTestId("invite-password").waitFor();
+    const username = page.locator("form:has([data-testid=invite-password]) input[autocomplete=username]");
+    expect(await username.inputValue()).toBe("pm.user@example.com");
+    // Chromium's own check ("Password forms should have (optionally hidden) username fields").
+    await Bun.sleep(200);
+    expect(said.filter((text) => text.includes("username field"))).toEqual([]);
+  } finally {
+    page.off("console", listen);
+  }
+}, 60_000);

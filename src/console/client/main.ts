@@ -170,6 +170,9 @@ async function inviteView(token: string): Promise<void> {
       h("p", {}, "Already set your password? ", h("a", { href: "/console/#", "data-testid": "invite-to-sign-in" }, "Go to the console"), ".")));
     return;
   }
+  // The login in the form, unseen: a password manager saves the new password under it (a form
+  // without one saved it under no login, or offered it for another).
+  const username = h("input", { type: "text", autocomplete: "username", value: invite.login, readonly: true, hidden: true, "data-testid": "invite-username" });
   const password = h("input", { type: "password", autocomplete: "new-password", minlength: "12", required: true, "data-testid": "invite-password" });
   const again = h("input", { type: "password", autocomplete: "new-password", minlength: "12", required: true, "data-testid": "invite-password-again" });
   const out = h("div", {});
@@ -178,7 +181,7 @@ async function inviteView(token: string): Promise<void> {
     h("h1", { id: "invite-title" }, invite.reset ? "Set a new password" : "Set your password"),
     h("p", {}, invite.reset ? "This link sets a new password for your login; you will be signed out elsewhere." : "You were invited to a Switchyard account.",
       " You sign in with the login ", h("strong", { "data-testid": "invite-login-shown" }, invite.login), ". Choose a password of at least 12 characters. This link works once, until ", when(invite.expires_at), "."),
-    field("Password", password), field("Password again", again), accept, out);
+    username, field("Password", password), field("Password again", again), accept, out);
   form.addEventListener("submit", async (e) => {
     e.preventDefault();
     // Once: a second click used the link after the first had (its 404 showed over the first's success).
