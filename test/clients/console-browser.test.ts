@@ -1201,3 +1201,64 @@ test("an invite link's form carries its login, so a password manager saves the n
     page.off("console", listen);
   }
 }, 60_000);
+
+test("no keys and no requests yet are said in words; a change whose answer is lost says it may or may not have been made and what to do; a gateway's 500 at load is its words, not 'did not answer'", async () => {
+  const send = (path: string, body: unknown) =>
+    fetch(`${gateway.url}${path}`, { method: "POST", headers: { authorization: `Bearer ${ADMIN}`, "content-type": "application/json" }, body: JSON.stringify(body) }).then((r) => r.json() as Promise<any>);
+  const fresh = await send("/v1/admin/accounts", { name: "no keys yet", credits: 1 });
+  await page.goto("about:blank");
+  await page.goto(`${gateway.url}/console/#account/${fresh.id}`);
+  await expect(text("keys-empty")).resolves.toBe("No keys yet: create one below.");
+  // No requests (an account holder's first day): words, not "The last 0 requests" over an empty table.
+  const requestsApi = (url: URL) => url.pathname === "/console/api/requests";
+  await page.route(requestsApi, (route) => route.fulfill({ status: 200, contentType: "application/json", body: JSON.stringify({ data: [] }) }));
+  try {
+    await page.goto(`${gateway.url}/console/#requests`);
+    await page.getByTestId("requests-empty").waitFor();
+    await expect(text("requests-empty")).resolves.toStartWith("No requests yet");
+    expect(await page.locator("main table").count()).toBe(0);
+  } finally {
+    await page.unroute(requestsApi);
+  }
+
+  // The connection drops as a key is made: the key may exist with its secret lost, and the form says what to do.
+  await page.goto(`${gateway.url}/console/#account/${fresh.id}`);
+  const keysApi = (url: URL) => url.pathname === `/console/api/accounts/${fresh.id}/keys`;
+  await page.route(keysApi, (route) => route.abort("connectionreset"));
+  try {
+    await page.getByTestId("key-name").fill("lost");
+    await page.getByTestId("key-create").click();
+    await expect(page.locator("form[aria-label='New key'] .error").textContent()).resolves.toBe(
+      "The gateway did not answer, so the key may or may not have been made, and if it was, its secret is lost: reload, revoke a key you did not get, and create another.",
+    );
+  } finally {
+    await page.unroute(keysApi);
+  }
+  // A proxy's 502 as an account is made: its fate is not known either.
+  await page.goto(`${gateway.url}/console/#accounts`);
+  const accountsApi = (url: URL) => url.pathname === "/console/api/accounts";
+  await page.route(accountsApi, (route) => (route.request().method() === "POST" ? route.fulfill({ status: 502, contentType: "text/html", body: "<h1>Bad gateway</h1>" }) : route.continue()));
+  try {
+    await page.getByTestId("account-name").fill("maybe made");
+    await page.getByTestId("account-create").click();
+    await expect(page.locator("form[aria-label='New account'] .error").textContent()).resolves.toBe(
+      "The gateway did not answer (502), so the account may or may not have been made: reload and look for it before creating it again.",
+    );
+  } finally {
+    await page.unroute(accountsApi);
+  }
+
+  // The gateway answers the first read with a 500 in its own words: those are shown, under a heading.
+  const overviewApi = (url: URL) => url.pathname === "/console/api/overview";
+  await page.route(overviewApi, (route) => route.fulfill({ status: 500, contentType: "application/json", body: JSON.stringify({ error: { message: "Internal error (request id r-1).", type: "server_error" } }) }));
+  try {
+    await page.goto("about:blank");
+    await page.goto(`${gateway.url}/console/#accounts`);
+    await page.locator("main h1", { hasText: "Could not load the console" }).waitFor();
+    await expect(page.locator("main .error").textContent()).resolves.toBe("Internal error (request id r-1). Reload to try again.");
+  } finally {
+    await page.unroute(overviewApi);
+  }
+  await page.reload();
+  await page.getByTestId("account-row").first().waitFor();
+}, 60_000);

@@ -1,5 +1,5 @@
 import { api, ApiError, type Account, type AccountLogins, type DefaultLimits, type KeySummary, type Session } from "./api.ts";
-import { announce, confirmFirst, credits, dateOf, errorBox, field, h, hiddenHeading, numberOf, periodSelect, when } from "./dom.ts";
+import { announce, confirmFirst, credits, dateOf, errorBox, failure, field, h, hiddenHeading, numberOf, periodSelect, when } from "./dom.ts";
 
 /** Shows the view again with fresh data; `focus` (a selector) is where focus goes, else the view. */
 export type Reload = (focus?: string) => void;
@@ -58,7 +58,7 @@ function form(title: string, fields: HTMLElement[], submit: HTMLButtonElement, a
     try {
       hold = (await action()) === "hold";
     } catch (err) {
-      out.append(errorBox(err instanceof ApiError ? err.message : "Something went wrong."));
+      out.append(errorBox(failure(err)));
     } finally {
       submit.disabled = hold;
     }
@@ -200,7 +200,7 @@ function loginsSection(account: Account, logins: AccountLogins, reload: Reload):
       } catch (err) {
         // A session that ended or was replaced: the page follows by itself (api.ts, onSessionLost).
         if (err instanceof ApiError && (err.status === 401 || err.sessionReplaced)) return;
-        out.append(errorBox(err instanceof ApiError ? err.message : "Something went wrong."));
+        out.append(errorBox(failure(err)));
         button.disabled = false;
       }
     });
@@ -274,7 +274,13 @@ function keysSection(session: Session, account: Account, reload: Reload): HTMLEl
     const perMinute = operator ? numberOf(rpm, "Requests per minute") : null;
     if (perMinute !== null) body.rate_limit_per_minute = perMinute;
     if (operator && models.value.trim() !== "") body.models = models.value.split(",").map((m) => m.trim()).filter((m) => m !== "");
-    const key = await api<{ id: string; key: string }>("POST", `/accounts/${account.id}/keys`, body);
+    let key: { id: string; key: string };
+    try {
+      key = await api<{ id: string; key: string }>("POST", `/accounts/${account.id}/keys`, body);
+    } catch (err) {
+      // Its answer lost, a key may have been made whose secret no one will see: say what to do.
+      throw new ApiError(0, failure(err, "the key may or may not have been made, and if it was, its secret is lost: reload, revoke a key you did not get, and create another."));
+    }
     // The key is shown here once: the gateway keeps only its hash.
     const copy = h("button", { type: "button", "data-testid": "key-copy" }, "Copy");
     const code = h("code", { class: "secret", "data-testid": "key-secret" }, key.key);
@@ -299,7 +305,9 @@ function keysSection(session: Session, account: Account, reload: Reload): HTMLEl
     h("thead", {}, h("tr", {}, ...["Name", "Key", "Created", "Spent (all time)", "Limit", "Status"].map((c) => h("th", { scope: "col" }, c)), hiddenHeading("Actions"))),
     h("tbody", {}, ...account.keys.map((k) => keyRow(k, reload, operator, account.default_limits))),
   );
-  return h("section", { "aria-labelledby": "keys-title" }, h("h2", { id: "keys-title", tabindex: "-1" }, "Keys"), h("div", { class: "scroll" }, table), create);
+  // None yet: said in words, not a table of headings without rows.
+  const listed = account.keys.length === 0 ? h("p", { class: "note", "data-testid": "keys-empty" }, "No keys yet: create one below.") : h("div", { class: "scroll" }, table);
+  return h("section", { "aria-labelledby": "keys-title" }, h("h2", { id: "keys-title", tabindex: "-1" }, "Keys"), listed, create);
 }
 
 /** A row's field with its name shown above it (the aria-label says which key's). */
@@ -351,7 +359,7 @@ function keyRow(k: KeySummary, reload: Reload, operator: boolean, defaults: Defa
       } catch (err) {
         // A session that ended or was replaced: the page follows by itself (api.ts, onSessionLost).
         if (err instanceof ApiError && (err.status === 401 || err.sessionReplaced)) return;
-        out.append(errorBox(err instanceof ApiError ? err.message : "Something went wrong.", "key-error"));
+        out.append(errorBox(failure(err), "key-error"));
         button.focus();
       } finally {
         save.disabled = revoke.disabled = false;

@@ -85,6 +85,17 @@ export function announce(text: string): void {
   if (status) status.textContent = text;
 }
 
+/**
+ * What a change that failed says: the gateway's own words when it answered. When it did not (no
+ * answer: a dropped connection, the gateway down; or a proxy's 502/504 without the gateway's
+ * words), the change may or may not have been made, and `unsure` says what to do about it
+ * ("Something went wrong." left a user to guess, and a second try could do it twice).
+ */
+export function failure(err: unknown, unsure = "your change may or may not have been made: reload to see, and make it again if it was not."): string {
+  if (err instanceof ApiError && err.gatewaySaid) return err.message;
+  return `The gateway did not answer${err instanceof ApiError && err.status > 0 ? ` (${err.status})` : ""}, so ${unsure}`;
+}
+
 export function errorBox(message: string, testid?: string): HTMLElement {
   return h("p", { class: "error", role: "alert", "data-testid": testid }, message);
 }

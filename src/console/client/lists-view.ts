@@ -1,6 +1,5 @@
 import { api, type AccountPage, type CatalogueEntry, type RecentRequest, type Session } from "./api.ts";
-import { announce, credits, errorBox, field, h, when } from "./dom.ts";
-import { ApiError } from "./api.ts";
+import { announce, credits, errorBox, failure, field, h, when } from "./dom.ts";
 
 /**
  * Operators: accounts, a page of 100 at a time (oldest first) with the next one a click away, a
@@ -27,7 +26,7 @@ export function accountsView(page: AccountPage, open: (id: string) => void, relo
       // loads (a slow link) would make a second account.
       open(made.id);
     } catch (err) {
-      out.append(errorBox(err instanceof ApiError ? err.message : "Something went wrong."));
+      out.append(errorBox(failure(err, "the account may or may not have been made: reload and look for it before creating it again.")));
       submit.disabled = false;
     }
   });
@@ -71,6 +70,12 @@ export function accountsView(page: AccountPage, open: (id: string) => void, relo
 /** The latest requests: who, what, how it went and what it cost — never what was asked or answered. */
 export function requestsView(session: Session, rows: RecentRequest[]): HTMLElement {
   const cols = ["Time", ...(session.kind === "operator" ? ["Account"] : []), "Key", "Model", "Status", "Latency (ms)", "Tokens in", "Tokens out", "Credits", "Request id"];
+  // None yet: said in words, not a caption of "The last 0 requests" over an empty table.
+  if (rows.length === 0) {
+    return h("section", { "aria-labelledby": "requests-title" },
+      h("h1", { id: "requests-title" }, "Recent requests"),
+      h("p", { "data-testid": "requests-empty" }, session.kind === "operator" ? "No requests yet: each request made with a key shows here, newest first." : "No requests yet: each request made with your account's keys shows here, newest first."));
+  }
   return h("section", { "aria-labelledby": "requests-title" },
     h("h1", { id: "requests-title" }, "Recent requests"),
     h("p", {}, h("a", { href: "/console/api/requests?format=csv&limit=200", download: "" }, "Download CSV (last 200)")),

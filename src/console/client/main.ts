@@ -2,7 +2,7 @@ import { api, ApiError, onSessionLost, setCsrf, type Account, type AccountLogins
 import { accountView } from "./account-view.ts";
 import { accountsView, catalogueView, requestsView } from "./lists-view.ts";
 import { loadUsage, usageView, type UsageChoice } from "./usage-view.ts";
-import { announce, errorBox, field, h, when } from "./dom.ts";
+import { announce, errorBox, failure, field, h, when } from "./dom.ts";
 
 /**
  * The console's client: one page, views chosen by the URL's fragment (#accounts, #account/ID,
@@ -140,7 +140,7 @@ function signInView(message?: string): void {
       const s = await api<Session>("POST", "/sign-in", body);
       signedIn(s);
     } catch (err) {
-      out.append(errorBox(err instanceof ApiError ? err.message : "Sign-in failed.", "sign-in-error"));
+      out.append(errorBox(failure(err, "you are not signed in: try again."), "sign-in-error"));
     } finally {
       holderButton.disabled = operatorButton.disabled = false;
     }
@@ -198,7 +198,8 @@ async function inviteView(token: string): Promise<void> {
       history.replaceState(null, "", "/console/#account");
       signedIn(s);
     } catch (err) {
-      out.append(errorBox(err instanceof ApiError ? err.message : "Something went wrong.", "sign-in-error"));
+      // A lost answer may have used the link: then it works no more, and the password typed is the one to sign in with.
+      out.append(errorBox(failure(err, "your password may or may not have been set: try again, and if the link no longer works, sign in with the password you typed."), "sign-in-error"));
       accept.disabled = false;
     }
   });
@@ -323,7 +324,8 @@ async function start(): Promise<void> {
     await route();
   } catch (err) {
     if (err instanceof ApiError && err.status === 401) signInView();
-    else show(errorBox("The gateway did not answer. Reload to try again."));
+    // The gateway's words when it answered (a 500 is not "did not answer"), under a heading that names the page.
+    else show(h("section", {}, h("h1", {}, "Could not load the console"), errorBox(err instanceof ApiError && err.gatewaySaid ? `${err.message} Reload to try again.` : "The gateway did not answer. Reload to try again.")));
   }
 }
 
