@@ -1262,3 +1262,20 @@ test("no keys and no requests yet are said in words; a change whose answer is lo
   await page.reload();
   await page.getByTestId("account-row").first().waitFor();
 }, 60_000);
+
+test("a used invite link opened on its own (from an e-mail, a new tab) leads to the console: to the sign-in, or to whoever is signed in", async () => {
+  for (const signedIn of [true, false]) {
+    const context2 = signedIn ? context : await chromium.launch({ executablePath: CHROMIUM, headless: true, args: ["--headless", "--no-sandbox", "--disable-gpu"] }).then((b) => b.newContext());
+    const tab = await context2.newPage();
+    try {
+      await tab.goto(`${gateway.url}/console/#invite=used-or-unknown-0123456789abcdef`);
+      await tab.getByText("This invite link does not work").waitFor();
+      await tab.getByTestId("invite-to-sign-in").click();
+      // The operator's session in this browser shows the accounts; a browser signed in as no one, the sign-in.
+      await tab.getByTestId(signedIn ? "account-row" : "sign-in-submit").first().waitFor({ timeout: 10_000 });
+    } finally {
+      await tab.close();
+      if (!signedIn) await context2.browser()?.close();
+    }
+  }
+}, 60_000);

@@ -314,9 +314,13 @@ onSessionLost((status) => {
   signInView("Your session ended, so your change was not made: sign in again.");
 });
 
+/** Whether the page has asked who is signed in (not when it opened on an invite link). */
+let asked = false;
+
 async function start(): Promise<void> {
   const invite = /^#invite=([A-Za-z0-9_-]+)$/.exec(location.hash);
   if (invite) return inviteView(invite[1]!);
+  asked = true;
   try {
     preloaded = await api<Overview>("GET", "/overview");
     session = preloaded.session;
@@ -332,6 +336,10 @@ async function start(): Promise<void> {
 window.addEventListener("hashchange", () => {
   const invite = /^#invite=([A-Za-z0-9_-]+)$/.exec(location.hash);
   if (invite) void inviteView(invite[1]!);
+  // A page that never asked who is signed in (it opened on an invite link: a used one's "Go to
+  // the console" did nothing) asks as a load does; signed out, that is the sign-in. Not a page
+  // that knows it is signed out (Sign out changes the address, and its sign-in form stays).
+  else if (!session && !asked) void start();
   else void route();
 });
 void start();
