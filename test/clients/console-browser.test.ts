@@ -1279,3 +1279,18 @@ test("a used invite link opened on its own (from an e-mail, a new tab) leads to 
     }
   }
 }, 60_000);
+
+test("an invite link that a mail client ended with a full stop or a '>' still opens its form", async () => {
+  const send = (path: string, body: unknown) =>
+    fetch(`${gateway.url}${path}`, { method: "POST", headers: { authorization: `Bearer ${ADMIN}`, "content-type": "application/json" }, body: JSON.stringify(body) }).then((r) => r.json() as Promise<any>);
+  const made = await send("/v1/admin/accounts", { name: "mail client co", credits: 1 });
+  const link = await send(`/v1/admin/accounts/${made.id}/invites`, { login: "mailed@example.com" });
+  for (const end of [".", ">", ")."]) {
+    await page.goto("about:blank");
+    await page.goto(`${link.url}${end}`);
+    await expect(text("invite-login-shown")).resolves.toBe("mailed@example.com");
+  }
+  await page.goto("about:blank");
+  await page.goto(`${gateway.url}/console/#accounts`);
+  await page.getByTestId("account-row").first().waitFor();
+}, 60_000);

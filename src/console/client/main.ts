@@ -314,12 +314,20 @@ onSessionLost((status) => {
   signInView("Your session ended, so your change was not made: sign in again.");
 });
 
+/**
+ * An invite link's token: its characters after `#invite=`, what follows left (a mail client's
+ * "." or ">" at the end of a sentence, which made the link a sign-in page without a word).
+ */
+function inviteToken(hash: string): string | null {
+  return /^#invite=([A-Za-z0-9_-]+)/.exec(hash)?.[1] ?? null;
+}
+
 /** Whether the page has asked who is signed in (not when it opened on an invite link). */
 let asked = false;
 
 async function start(): Promise<void> {
-  const invite = /^#invite=([A-Za-z0-9_-]+)$/.exec(location.hash);
-  if (invite) return inviteView(invite[1]!);
+  const invite = inviteToken(location.hash);
+  if (invite) return inviteView(invite);
   asked = true;
   try {
     preloaded = await api<Overview>("GET", "/overview");
@@ -334,8 +342,8 @@ async function start(): Promise<void> {
 }
 
 window.addEventListener("hashchange", () => {
-  const invite = /^#invite=([A-Za-z0-9_-]+)$/.exec(location.hash);
-  if (invite) void inviteView(invite[1]!);
+  const invite = inviteToken(location.hash);
+  if (invite) void inviteView(invite);
   // A page that never asked who is signed in (it opened on an invite link: a used one's "Go to
   // the console" did nothing) asks as a load does; signed out, that is the sign-in. Not a page
   // that knows it is signed out (Sign out changes the address, and its sign-in form stays).
