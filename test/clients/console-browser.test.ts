@@ -1294,3 +1294,25 @@ test("an invite link that a mail client ended with a full stop or a '>' still op
   await page.goto(`${gateway.url}/console/#accounts`);
   await page.getByTestId("account-row").first().waitFor();
 }, 60_000);
+
+test("after a key or an invite link is made, focus is on its Copy button (it fell to the page's top); the link copies as a key does", async () => {
+  const send = (path: string, body: unknown) =>
+    fetch(`${gateway.url}${path}`, { method: "POST", headers: { authorization: `Bearer ${ADMIN}`, "content-type": "application/json" }, body: JSON.stringify(body) }).then((r) => r.json() as Promise<any>);
+  const made = await send("/v1/admin/accounts", { name: "focus co", credits: 1 });
+  await page.goto(`${gateway.url}/console/#account/${made.id}`);
+  await page.getByTestId("key-name").fill("focused");
+  await page.getByTestId("key-create").click();
+  await page.getByTestId("key-secret").waitFor();
+  expect((await activeElement()).testid).toBe("key-copy");
+  await page.getByTestId("key-secret-done").click();
+  await page.getByTestId("key-row").first().waitFor();
+
+  await page.getByTestId("invite-login").fill("focus.holder@example.com");
+  await page.getByTestId("invite-submit").click();
+  const url = await text("invite-url");
+  expect((await activeElement()).testid).toBe("invite-copy");
+  await page.keyboard.press("Enter");
+  // This page has no clipboard API (an earlier test took it away): the link is selected to copy.
+  await page.getByTestId("invite-copy-note").filter({ hasText: /Copied\.|Selected: copy it/ }).waitFor();
+  expect(await page.evaluate(() => String((globalThis as any).getSelection()))).toBe(url);
+}, 60_000);

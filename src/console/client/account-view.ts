@@ -174,8 +174,15 @@ function inviteForm(account: Account, reload: Reload): HTMLElement {
     const invite = await api<{ url: string; expires_at: string }>("POST", `/accounts/${account.id}/invites`, { login: login.value });
     const done = h("button", { type: "button", "data-testid": "invite-done" }, "Done");
     done.addEventListener("click", () => reload("#logins-title"));
-    shown.replaceChildren(h("p", {}, "Send this link to them; it works once, until ", when(invite.expires_at), ". It replaces any earlier link for this login:"), h("p", {}, h("code", { class: "secret", "data-testid": "invite-url" }, invite.url)), done);
+    // Copied as a key is (a 90-character link selected by hand, on a phone, lost its end).
+    const code = h("code", { class: "secret", "data-testid": "invite-url" }, invite.url);
+    const copy = h("button", { type: "button", "data-testid": "invite-copy" }, "Copy link");
+    const note = h("span", { class: "note", "data-testid": "invite-copy-note", "aria-live": "polite" });
+    copy.addEventListener("click", () => void copySecret(code, note, invite.url, "Link"));
+    shown.replaceChildren(h("p", {}, "Send this link to them; it works once, until ", when(invite.expires_at), ". It replaces any earlier link for this login:"), h("p", {}, code, " ", copy, " ", note), done);
     announce("Invite link made.");
+    // Focus on what comes next: the clicked button is held off, and focus left with it (to the page's top).
+    copy.focus();
     // Held until Done: a second click would make a second link and silently replace the one shown.
     return "hold";
   });
@@ -222,11 +229,11 @@ function loginsSection(account: Account, logins: AccountLogins, reload: Reload):
  * Copies a secret; where the page may not use the clipboard (plain HTTP on another host than
  * localhost has no `navigator.clipboard`), the secret is selected for the user to copy, and told so.
  */
-async function copySecret(code: HTMLElement, note: HTMLElement, text: string): Promise<void> {
+async function copySecret(code: HTMLElement, note: HTMLElement, text: string, what = "Key"): Promise<void> {
   try {
     if (!navigator.clipboard) throw new Error("no clipboard");
     await navigator.clipboard.writeText(text);
-    announce("Key copied.");
+    announce(`${what} copied.`);
     note.replaceChildren("Copied.");
     return;
   } catch {
@@ -243,7 +250,7 @@ async function copySecret(code: HTMLElement, note: HTMLElement, text: string): P
         return false;
       }
     })();
-    announce(copied ? "Key copied." : "The browser did not let the page copy: the key is selected, copy it with Ctrl+C (⌘C).");
+    announce(copied ? `${what} copied.` : `The browser did not let the page copy: the ${what.toLowerCase()} is selected, copy it with Ctrl+C (⌘C).`);
     note.replaceChildren(copied ? "Copied." : "Selected: copy it with Ctrl+C (⌘C).");
   }
 }
@@ -297,6 +304,8 @@ function keysSection(session: Session, account: Account, reload: Reload): HTMLEl
     // shows the keys again, with an empty form.
     for (const input of [name, limit, rpm, models]) input.disabled = true;
     period.disabled = true;
+    // Focus on what comes next: the button and fields are held off, and focus left with them (to the page's top).
+    copy.focus();
     return "hold";
   });
   const expired = active.length - active.filter((k) => keyStatus(k).active).length;
