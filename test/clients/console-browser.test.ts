@@ -1316,3 +1316,37 @@ test("after a key or an invite link is made, focus is on its Copy button (it fel
   await page.getByTestId("invite-copy-note").filter({ hasText: /Copied\.|Selected: copy it/ }).waitFor();
   expect(await page.evaluate(() => String((globalThis as any).getSelection()))).toBe(url);
 }, 60_000);
+
+test("the accounts list's search and page are in the address: a reload, or Back from an account, shows the same ones", async () => {
+  const hash = () => page.evaluate(() => (globalThis as any).location.hash as string);
+  await page.goto(`${gateway.url}/console/#accounts`);
+  await page.getByTestId("account-search").fill("bulk-05");
+  await page.getByTestId("account-search").press("Enter");
+  await page.getByTestId("accounts-caption").filter({ hasText: "named like" }).waitFor();
+  expect(await hash()).toBe("#accounts?name=bulk-05");
+  await page.reload();
+  await page.getByTestId("accounts-caption").filter({ hasText: "named like “bulk-05”" }).waitFor();
+  expect(await page.getByTestId("account-row").count()).toBe(10);
+  expect(await page.getByTestId("account-search").inputValue()).toBe("bulk-05");
+
+  // The second page (more than 100 accounts by now), kept by a reload and by Back from one of its accounts.
+  await page.getByTestId("account-search").fill("");
+  await page.getByTestId("account-search").press("Enter");
+  await page.getByTestId("accounts-next").click();
+  await page.getByTestId("accounts-caption").filter({ hasText: "(a later page)" }).waitFor();
+  expect(await hash()).toMatch(/^#accounts\?cursor=/);
+  const second = await page.getByTestId("account-row").evaluateAll((rows) => rows.map((r) => r.getAttribute("data-account-id")));
+  await page.reload();
+  await page.getByTestId("accounts-caption").filter({ hasText: "(a later page)" }).waitFor();
+  expect(await page.getByTestId("account-row").evaluateAll((rows) => rows.map((r) => r.getAttribute("data-account-id")))).toEqual(second);
+  await page.getByTestId("account-row").first().locator("a").click();
+  await page.locator("#account-title").waitFor();
+  await page.goBack();
+  await page.getByTestId("accounts-caption").filter({ hasText: "(a later page)" }).waitFor();
+  expect(await page.locator('nav a[aria-current="page"]').textContent()).toBe("Accounts");
+  // The menu's Accounts is the list as last asked, as before.
+  await page.locator("nav a", { hasText: "Models" }).click();
+  await page.locator("#catalogue-title").waitFor();
+  await page.locator("nav a", { hasText: "Accounts" }).click();
+  await page.getByTestId("accounts-caption").filter({ hasText: "(a later page)" }).waitFor();
+}, 60_000);

@@ -58,7 +58,7 @@ function renderNav(): void {
     ? [["#accounts", "Accounts"], ["#usage", "Usage"], ["#catalogue", "Models"], ["#requests", "Requests"]]
     : [["#account", "Account"], ["#usage", "Usage"], ["#requests", "Requests"]];
   // An operator on one account (`#account/ID`) is in Accounts.
-  const section = location.hash.split("/")[0] || links[0]![0];
+  const section = location.hash.split(/[/?]/)[0] || links[0]![0];
   const current = session.kind === "operator" && section === "#account" ? "#accounts" : section;
   nav.append(h("ul", {}, ...links.map(([href, text]) => h("li", {}, h("a", { href, "aria-current": current === href ? "page" : undefined }, text)))));
   const out = h("button", { type: "button", class: "link", "data-testid": "sign-out" }, "Sign out");
@@ -216,7 +216,7 @@ function signedIn(s: Session): void {
   setCsrf(s.csrf);
   const home = s.kind === "operator" ? "#accounts" : "#account";
   // A link opened before signing in (a bookmark, a session that ended) is where the user goes.
-  const [asked, id] = location.hash.replace(/^#/, "").split("/");
+  const { view: asked, id } = place();
   // An operator's account view names its account; a holder's is their own.
   const known = (VIEWS[s.kind] as readonly string[]).includes(asked!) && !(s.kind === "operator" && asked === "account" && !id);
   if (location.hash === "" || known) void route();
@@ -234,7 +234,7 @@ async function route(focus?: string): Promise<void> {
     if (mine === routes) showView(view, f);
   };
   renderNav();
-  const [view, id, extra] = location.hash.replace(/^#/, "").split("/");
+  const { view, id, extra, query } = place();
   const s = session;
   // A view that takes a moment says so (the last one stayed, looking current, on a slow link).
   const loading = setTimeout(() => {
@@ -251,11 +251,15 @@ async function route(focus?: string): Promise<void> {
       const account = first?.account ?? (await api<Account>("GET", `/accounts/${s.account_id}`));
       show(accountView(s, account, (f) => void route(f)), focus);
     } else if (s.kind === "operator" && (view === "accounts" || view === "")) {
-      const q = accountsQuery;
+      // A search and page named by the address (`#accounts?name=acme&cursor=…`): a reload or Back keeps them.
+      const q = (accountsQuery = accountsQueryOf(query) ?? accountsQuery);
+      const address = accountsAddress(q);
+      if (location.hash !== address) history.replaceState(null, "", address);
       const asked = new URLSearchParams({ limit: "100", ...(q.name ? { name: q.name } : {}), ...(q.cursor ? { cursor: q.cursor } : {}) });
       const page = (!q.name && !q.cursor ? first?.accounts : undefined) ?? (await api<AccountPage>("GET", `/accounts?${asked}`));
       show(accountsView(page, (accountId) => (location.hash = `#account/${accountId}`), () => void route(), q, (next) => {
         accountsQuery = next;
+        history.replaceState(null, "", accountsAddress(next));
         void route();
       }));
     } else if (s.kind === "operator" && view === "account" && id) {
@@ -291,6 +295,25 @@ async function route(focus?: string): Promise<void> {
     clearTimeout(loading);
     if (mine === routes) main.removeAttribute("aria-busy");
   }
+}
+
+/** Where the address points: the view, its id and extra part (`#usage/30d/key`), and what follows `?`. */
+function place(): { view: string; id: string | undefined; extra: string | undefined; query: URLSearchParams } {
+  const [where = "", query = ""] = location.hash.replace(/^#/, "").split("?");
+  const [view = "", id, extra] = where.split("/");
+  return { view, id, extra, query: new URLSearchParams(query) };
+}
+
+/** The accounts list's search and page as the address names them; undefined when it names neither (the last one asked is shown). */
+function accountsQueryOf(query: URLSearchParams): { name: string; cursor: string | null } | undefined {
+  const name = query.get("name") ?? "";
+  const cursor = query.get("cursor");
+  return name || cursor ? { name, cursor } : undefined;
+}
+
+function accountsAddress(q: { name: string; cursor: string | null }): string {
+  const query = new URLSearchParams({ ...(q.name ? { name: q.name } : {}), ...(q.cursor ? { cursor: q.cursor } : {}) }).toString();
+  return query ? `#accounts?${query}` : "#accounts";
 }
 
 /** How long a view may take before the page says it is loading (a quick one shows no flash). */
