@@ -1350,3 +1350,26 @@ test("the accounts list's search and page are in the address: a reload, or Back 
   await page.locator("nav a", { hasText: "Accounts" }).click();
   await page.getByTestId("accounts-caption").filter({ hasText: "(a later page)" }).waitFor();
 }, 60_000);
+
+test("every Tab stop of an account's page shows where focus is, a date field's calendar button included", async () => {
+  await page.goto(`${gateway.url}/console/#account/${account.id}`);
+  await page.getByTestId("key-expires").first().waitFor();
+  await page.locator("#main").focus();
+  const unseen: string[] = [];
+  let dateStops = 0;
+  for (let i = 0; i < 150; i++) {
+    await page.keyboard.press("Tab");
+    const stop = await page.evaluate(() => {
+      const w = globalThis as any;
+      const el = w.document.activeElement;
+      if (!el || el === w.document.body) return null;
+      return { what: `${el.tagName.toLowerCase()} ${el.getAttribute("data-testid") ?? el.getAttribute("aria-label") ?? el.textContent?.trim().slice(0, 30)}`, outline: w.getComputedStyle(el).outlineStyle as string, date: el.type === "date" };
+    });
+    if (stop === null) break;
+    if (stop.date) dateStops++;
+    if (stop.outline === "none") unseen.push(stop.what);
+  }
+  // The date fields were passed (each of their parts a stop), and no stop was without its outline.
+  expect(dateStops).toBeGreaterThan(3);
+  expect(unseen).toEqual([]);
+}, 60_000);
