@@ -1373,3 +1373,18 @@ test("every Tab stop of an account's page shows where focus is, a date field's c
   expect(dateStops).toBeGreaterThan(3);
   expect(unseen).toEqual([]);
 }, 60_000);
+
+test("a view that could not be read has a Try again button (the menu's link to it changed nothing)", async () => {
+  const catalogueApi = (url: URL) => url.pathname === "/console/api/catalogue";
+  await page.goto(`${gateway.url}/console/#accounts`);
+  await page.getByTestId("account-row").first().waitFor();
+  await page.route(catalogueApi, (route) => route.abort("internetdisconnected"));
+  try {
+    await page.locator("nav a", { hasText: "Models" }).click();
+    await page.locator("main h1", { hasText: "Could not load this page" }).waitFor();
+  } finally {
+    await page.unroute(catalogueApi);
+  }
+  await page.getByTestId("view-retry").click();
+  await page.getByTestId("model-row").first().waitFor();
+}, 60_000);

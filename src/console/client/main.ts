@@ -290,7 +290,10 @@ async function route(focus?: string): Promise<void> {
       return;
     }
     if (err instanceof ApiError && err.sessionReplaced) return resync();
-    show(h("section", {}, h("h1", {}, "Could not load this page"), errorBox(err instanceof ApiError ? err.message : "The gateway did not answer.")));
+    // A way to ask again where the user is: the menu's link to this view changes nothing (the address is the same).
+    const again = h("button", { type: "button", "data-testid": "view-retry" }, "Try again");
+    again.addEventListener("click", () => void route());
+    show(h("section", {}, h("h1", {}, "Could not load this page"), errorBox(err instanceof ApiError ? err.message : "The gateway did not answer."), again));
   } finally {
     clearTimeout(loading);
     if (mine === routes) main.removeAttribute("aria-busy");
