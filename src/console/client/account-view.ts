@@ -312,7 +312,9 @@ function keysSection(session: Session, account: Account, reload: Reload): HTMLEl
   const table = h("table", { class: "wide" },
     h("caption", {}, `Keys: ${active.length} of 10 in use`, expired > 0 ? ` (${expired} expired, counted until revoked)` : ""),
     h("thead", {}, h("tr", {}, ...["Name", "Key", "Created", "Spent (all time)", "Limit", "Status"].map((c) => h("th", { scope: "col" }, c)), hiddenHeading("Actions"))),
-    h("tbody", {}, ...account.keys.map((k) => keyRow(k, reload, operator, account.default_limits))),
+    // The keys in use first, the revoked ones after (each in the order made): an account that made
+    // and revoked keys for months showed its two live ones under a screenful of revoked ones.
+    h("tbody", {}, ...[...active, ...account.keys.filter((k) => k.revoked_at !== null)].map((k) => keyRow(k, reload, operator, account.default_limits))),
   );
   // None yet: said in words, not a table of headings without rows.
   const listed = account.keys.length === 0 ? h("p", { class: "note", "data-testid": "keys-empty" }, "No keys yet: create one below.") : h("div", { class: "scroll" }, table);
