@@ -1409,3 +1409,28 @@ test("the keys in use come first in an account's keys, the revoked ones after", 
   expect(expected).toEqual([keys[1], keys[3], keys[0], keys[2]]);
   expect(await page.getByTestId("key-row").evaluateAll((rows) => rows.map((r) => r.getAttribute("data-key-id")))).toEqual(expected);
 }, 60_000);
+
+test("a login of 64 characters fits a phone: on its invite link's page and in the bar once signed in", async () => {
+  const send = (path: string, body: unknown) =>
+    fetch(`${gateway.url}${path}`, { method: "POST", headers: { authorization: `Bearer ${ADMIN}`, "content-type": "application/json" }, body: JSON.stringify(body) }).then((r) => r.json() as Promise<any>);
+  const login = "a.login.as.long.as.the.gateway.takes.them@subdomain.company.exam";
+  expect(login.length).toBe(64);
+  const made = await send("/v1/admin/accounts", { name: "long login co", credits: 1 });
+  const link = await send(`/v1/admin/accounts/${made.id}/invites`, { login });
+  // A browser of its own: the holder's sign-in would replace this story's operator session.
+  const browser = await chromium.launch({ executablePath: CHROMIUM, headless: true, args: ["--headless", "--no-sandbox", "--disable-gpu"] });
+  try {
+    const phone = await (await browser.newContext({ viewport: { width: 375, height: 667 } })).newPage();
+    const width = () => phone.evaluate(() => (globalThis as any).document.documentElement.scrollWidth as number);
+    await phone.goto(link.url);
+    await phone.getByTestId("invite-password").fill(PASSWORD);
+    expect(await width()).toBe(375);
+    await phone.getByTestId("invite-password-again").fill(PASSWORD);
+    await phone.getByTestId("invite-accept").click();
+    await phone.getByTestId("balance").waitFor();
+    expect(await phone.locator("#who").textContent()).toContain(login);
+    expect(await width()).toBe(375);
+  } finally {
+    await browser.close();
+  }
+}, 60_000);

@@ -180,7 +180,7 @@ async function inviteView(token: string): Promise<void> {
   const form = h("form", { class: "card", "aria-labelledby": "invite-title" },
     h("h1", { id: "invite-title" }, invite.reset ? "Set a new password" : "Set your password"),
     h("p", {}, invite.reset ? "This link sets a new password for your login; you will be signed out elsewhere." : "You were invited to a Switchyard account.",
-      " You sign in with the login ", h("strong", { "data-testid": "invite-login-shown" }, invite.login), ". Choose a password of at least 12 characters. This link works once, until ", when(invite.expires_at), "."),
+      " You sign in with the login ", h("strong", { class: "login", "data-testid": "invite-login-shown" }, invite.login), ". Choose a password of at least 12 characters. This link works once, until ", when(invite.expires_at), "."),
     username, field("Password", password), field("Password again", again), accept, out);
   form.addEventListener("submit", async (e) => {
     e.preventDefault();
