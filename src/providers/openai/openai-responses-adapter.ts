@@ -65,9 +65,20 @@ function finishOf(response: Record<string, any>, calls: boolean): FinishReason {
   return calls ? "tool_calls" : "stop";
 }
 
-/** A failed response's (or `error` event's) words for the client, scrubbed. */
-function failure(said: unknown, scrub: Scrubber): StreamEvent {
-  return { type: "error", errorType: "upstream", message: upstreamStreamErrorMessage("The upstream provider reported an error during the answer", said, scrub) };
+/**
+ * OpenAI's codes (`error.code` of `response.failed`, `code` of an `error` event) that say the
+ * vendor key is rate limited or the vendor overloaded: the key's state, not the answer's. Read as
+ * Anthropic's `overloaded_error` is: before anything reached the client, the key cools (as a 429
+ * would have cooled it) and another key of the pool, or a retry, is asked; the client is told a
+ * retry is appropriate. Read as any failure, a rate-limited key was asked again at once and the
+ * client was told the upstream failed (a probe, 2026-11-30).
+ */
+const OVERLOADED_CODES = new Set(["rate_limit_exceeded", "server_is_overloaded"]);
+
+/** A failed response's (or `error` event's) words for the client, scrubbed; `code`: OpenAI's code for it. */
+function failure(said: unknown, scrub: Scrubber, code?: unknown): StreamEvent {
+  const overloaded = typeof code === "string" && OVERLOADED_CODES.has(code);
+  return { type: "error", errorType: overloaded ? "overloaded" : "upstream", message: upstreamStreamErrorMessage("The upstream provider reported an error during the answer", said, scrub) };
 }
 
 /** The text of a reasoning item's parts (`summary` parts, else `content`'s reasoning text), paragraphs apart as OpenAI shows them. */
@@ -246,11 +257,11 @@ export const openaiResponsesAdapter: ProviderAdapter = {
           const response = isRecord(e.response) ? e.response : {};
           // What the failed answer cost, when the vendor says: the meter charges it as any cut answer.
           if (isRecord(response.usage)) events.push(usageEvent(response.usage, response.service_tier));
-          events.push(failure(isRecord(response.error) ? response.error.message : undefined, scrub));
+          events.push(failure(isRecord(response.error) ? response.error.message : undefined, scrub, isRecord(response.error) ? response.error.code : undefined));
           return { parsed: e, events, last: true };
         }
         case "error":
-          events.push(failure(typeof e.message === "string" ? e.message : isRecord(e.error) ? e.error.message : undefined, scrub));
+          events.push(failure(typeof e.message === "string" ? e.message : isRecord(e.error) ? e.error.message : undefined, scrub, e.code ?? (isRecord(e.error) ? e.error.code : undefined)));
           break;
       }
       return { parsed: e, events };

@@ -237,3 +237,16 @@ describe("the Responses API upstream's whole answers", () => {
     expect(JSON.parse(call.body).service_tier).toBe("default");
   });
 });
+
+describe("the Responses API upstream's rate limits said in the stream", () => {
+  test("rate_limit_exceeded or server_is_overloaded (response.failed or an error event) is an overload; other codes are failures", () => {
+    const failed = (code: string) => decode([frameOf({ type: "response.failed", response: { status: "failed", error: { code, message: "m" } } })]).events.find((e) => e.type === "error");
+    const errorEvent = (code: string) => decode([frameOf({ type: "error", code, message: "m", param: null })]).events.find((e) => e.type === "error");
+    const nested = (code: string) => decode([`data: ${JSON.stringify({ type: "error", error: { code, message: "m" } })}\n\n`]).events.find((e) => e.type === "error");
+    for (const read of [failed, errorEvent, nested]) {
+      expect(read("rate_limit_exceeded")).toMatchObject({ errorType: "overloaded" });
+      expect(read("server_is_overloaded")).toMatchObject({ errorType: "overloaded" });
+      expect(read("server_error")).toMatchObject({ errorType: "upstream" });
+    }
+  });
+});

@@ -1,0 +1,72 @@
+/**
+ * A Responses upstream that says in its stream, before any of the answer, that the vendor key is
+ * rate limited (`response.failed` or an `error` event with `rate_limit_exceeded`): the key cools as
+ * a 429 would have cooled it, another key of the pool answers, and with no other key the client is
+ * told a retry is appropriate (an overload), not that the upstream failed. (The refusal and the
+ * created event in one read: a failure after the client's head went out is an error frame.)
+ */
+import { afterAll, describe, expect, test } from "bun:test";
+import { startFakeUpstream, type RecordedRequest } from "../helpers/fake-upstream.ts";
+import { post, startGateway, type Gateway } from "../helpers/gateway.ts";
+import { answerWith, frameOf, USAGE } from "../helpers/responses-wire.ts";
+
+const MODEL = "test/sol-resp";
+const SECRETS = { RESP_KEY_A: "sk-resp-A-SECRET-aaaaaaaaaaaaaaaa", RESP_KEY_B: "sk-resp-B-SECRET-bbbbbbbbbbbbbbbb" };
+const upstream = await startFakeUpstream();
+const started: Gateway[] = [];
+afterAll(async () => {
+  for (const gw of started) await gw.stop();
+  await upstream.stop();
+});
+
+async function gateway(keys: string[]): Promise<Gateway> {
+  upstream.reset();
+  const gw = await startGateway({
+    upstreamUrl: upstream.url,
+    retry: { max_retries: 0 },
+    openaiKeys: keys.map((env) => ({ env })),
+    vendorEnv: SECRETS,
+    extraModels: [{ id: MODEL, provider: "fake-openai", upstream_model: "gpt-6-sol", upstream_api: "responses", category: "text", context_length: 1_050_000, pricing: { input_per_mtok: 2000, output_per_mtok: 10000 } }],
+  });
+  started.push(gw);
+  return gw;
+}
+
+const keyOf = (req: RecordedRequest) => (req.headers.authorization === `Bearer ${SECRETS.RESP_KEY_A}` ? "A" : "B");
+const RATE_LIMITED = [
+  frameOf({ type: "response.created", sequence_number: 0, response: { id: "resp_1", status: "in_progress", output: [] } }),
+  frameOf({ type: "response.failed", sequence_number: 1, response: { id: "resp_1", status: "failed", error: { code: "rate_limit_exceeded", message: "Rate limit reached for gpt-6-sol on tokens per min (TPM)." }, usage: null } }),
+];
+const ERROR_EVENT = [frameOf({ type: "error", sequence_number: 0, code: "rate_limit_exceeded", message: "Rate limit reached.", param: null })];
+
+describe("a Responses upstream's rate limit said in its stream", () => {
+  for (const [name, frames] of [["response.failed", RATE_LIMITED], ["an error event", ERROR_EVENT]] as const) {
+    test(`${name} with rate_limit_exceeded before the answer: the key cools and the pool's other key answers`, async () => {
+      const gw = await gateway(["RESP_KEY_A", "RESP_KEY_B"]);
+      const answer = answerWith({ items: [{ text: "From B." }], usage: USAGE(20, 3) });
+      for (let i = 0; i < 3; i++) {
+        // Each request's replies (at most one to each key): queued, as the fake takes them one per call.
+        for (let j = 0; j < 2; j++) upstream.reply((req) => (keyOf(req) === "A" ? { kind: "sse", chunks: [frames.join("")] } : answer(req)));
+        const res = await post(gw, "/v1/chat/completions", { model: MODEL, messages: [{ role: "user", content: "hi" }], stream: true }, { "x-session-id": `s${i}` });
+        expect(res.status).toBe(200);
+        expect(await res.text()).toContain('"content":" B."');
+      }
+      // A was asked at most once: it cooled after its first refusal.
+      expect(upstream.requests.filter((r) => r.method === "POST" && keyOf(r) === "A").length).toBeLessThanOrEqual(1);
+    });
+  }
+
+  test("with no other key, the client is told of an overload (a retry is appropriate), and pays nothing", async () => {
+    const gw = await gateway(["RESP_KEY_A"]);
+    upstream.reply({ kind: "sse", chunks: [RATE_LIMITED.join("")] });
+    const before = await gw.balanceMicro();
+    const chat = await post(gw, "/v1/chat/completions", { model: MODEL, messages: [{ role: "user", content: "hi" }], stream: true });
+    expect(chat.status).toBe(502);
+    expect(((await chat.json()) as any).error.type).toBe("server_error");
+    upstream.reply({ kind: "sse", chunks: [RATE_LIMITED.join("")] });
+    const claude = await post(gw, "/v1/messages", { model: MODEL, max_tokens: 100, messages: [{ role: "user", content: "hi" }], stream: true });
+    expect(claude.status).toBe(502);
+    expect(((await claude.json()) as any).error.type).toBe("overloaded_error");
+    expect(await gw.balanceMicro()).toBe(before);
+  });
+});
