@@ -69,4 +69,19 @@ describe("a Responses upstream's rate limit said in its stream", () => {
     expect(((await claude.json()) as any).error.type).toBe("overloaded_error");
     expect(await gw.balanceMicro()).toBe(before);
   });
+
+  test("said after the answer's head went out (response.created in a read of its own): an error frame, and still nothing charged, as the vendor bills nothing", async () => {
+    const gw = await gateway(["RESP_KEY_A"]);
+    const before = await gw.balanceMicro();
+    upstream.reply({ kind: "sse", chunks: RATE_LIMITED, delayMs: 150 });
+    const res = await post(gw, "/v1/chat/completions", { model: MODEL, messages: [{ role: "user", content: "hi there, a prompt of some length" }], stream: true });
+    expect(res.status).toBe(200);
+    const text = await res.text();
+    expect(text).toContain('"error"');
+    await gw.app.services.settled();
+    expect(await gw.balanceMicro()).toBe(before);
+    const record = gw.db.query<{ status: string; cost_micro: number }, []>("SELECT status, cost_micro FROM usage_records ORDER BY id DESC LIMIT 1").get()!;
+    // A failed stream, as an Anthropic `overloaded_error` after `message_start` is (billing.test.ts): nothing of the answer was made.
+    expect(record).toEqual({ status: "stream_failed", cost_micro: 0 });
+  });
 });
