@@ -3,7 +3,7 @@ import type { ResolvedProvider } from "../config/load-config.ts";
 import type { UpstreamKind } from "./common/wire-types.ts";
 import { anthropicRequestToOpenAI } from "./anthropic-messages/anthropic-to-openai.ts";
 import { openaiRequestToAnthropic, unforceToolChoice } from "./openai-chat/openai-to-anthropic.ts";
-import { GPT_5_OR_LATER, upstreamTraits } from "./common/model-traits.ts";
+import { takesVerbosity, upstreamTraits } from "./common/model-traits.ts";
 import { anthropicReasoning, BUDGET_SHARE, MIN_THINKING_BUDGET } from "./common/reasoning.ts";
 import type { ClaudeRules, ReasoningStyle, UpstreamTraits } from "./common/model-traits.ts";
 import type { TranslationNotes } from "./common/wire-types.ts";
@@ -99,10 +99,8 @@ export function prepareUpstream(
         (notes.dropped ??= []).push("reasoning_effort: this model does not reason");
       }
       if (traits.reasoningHistory) out.messages = withReasoningHistory(out.messages as ChatMessage[]);
-      // `verbosity` (Codex sends the Responses API's `text.verbosity`) is GPT-5's: OpenAI refuses a
-      // value other than the default on other models, and other servers do not know it. A hint, so
-      // left out where it is not known to be taken (spec 4.2).
-      if (out.verbosity != null && !GPT_5_OR_LATER.test(model.upstream_model.slice(model.upstream_model.lastIndexOf("/") + 1).toLowerCase())) {
+      // `verbosity` is a hint, so left out where it is not known to be taken (spec 4.2; model-traits.ts).
+      if (out.verbosity != null && !takesVerbosity(model.upstream_model)) {
         delete out.verbosity;
         (notes.dropped ??= []).push("verbosity: only GPT-5 and later models take it");
       }
@@ -111,11 +109,7 @@ export function prepareUpstream(
   // Spec 4.2 again, on every path to an OpenAI-kind upstream (same format, from Anthropic, from the
   // Responses API): what the model refuses outright (model-traits.ts, refusedParameters) is left
   // out. An Anthropic client's stop_sequences are lost to such a model: it cannot be told them.
-  for (const name of provider.kind === "openai" ? (traits.refusedParameters ?? []) : []) {
-    if (out[name] === undefined) continue;
-    delete out[name];
-    (notes.dropped ??= []).push(`${name}: this model refuses it`);
-  }
+  if (provider.kind === "openai") dropRefusedParameters(out, traits, notes);
   // OpenAI's chat completions refuse function tools on GPT-5.4 and later unless the model is told
   // not to reason (model-traits.ts, toolsWithoutReasoning): an agent's every turn carries tools, and
   // without this each one was a 400. The model answers without reasoning; the Responses API, which
@@ -139,18 +133,23 @@ function responsesRequest(wire: UpstreamKind, body: Record<string, unknown>, mod
   const out = chatToResponses(chat, model.upstream_model, maxTokens, traits, notes);
   // `verbosity` is GPT-5's (see prepareUpstream); what the model refuses outright is left out, as on chat.
   const text = out.text as { verbosity?: unknown } | undefined;
-  if (text?.verbosity !== undefined && !GPT_5_OR_LATER.test(model.upstream_model.slice(model.upstream_model.lastIndexOf("/") + 1).toLowerCase())) {
+  if (text?.verbosity !== undefined && !takesVerbosity(model.upstream_model)) {
     delete text.verbosity;
     if (Object.keys(text).length === 0) delete out.text;
     (notes.dropped ??= []).push("verbosity: only GPT-5 and later models take it");
   }
+  dropRefusedParameters(out, traits, notes);
+  if (notes.dropped?.length) log?.("debug", "fields not sent to this upstream", { model: model.id, dropped: notes.dropped });
+  return out;
+}
+
+/** What the model refuses outright (model-traits.ts, refusedParameters), left out (spec 4.2). */
+function dropRefusedParameters(out: Record<string, unknown>, traits: UpstreamTraits, notes: TranslationNotes): void {
   for (const name of traits.refusedParameters ?? []) {
     if (out[name] === undefined) continue;
     delete out[name];
     (notes.dropped ??= []).push(`${name}: this model refuses it`);
   }
-  if (notes.dropped?.length) log?.("debug", "fields not sent to this upstream", { model: model.id, dropped: notes.dropped });
-  return out;
 }
 
 /** Function tools (or legacy `functions`) in a chat-completions body. */

@@ -1,7 +1,7 @@
 import { dropRefusedCounts, hasRefusedCount, imageMarkdown, type ErrorKind, type FinishReason, type StreamEvent } from "../../streaming/events.ts";
 import type { ClientSink, EncodeContext } from "../../streaming/client-sink.ts";
 import { collectAnswer } from "../common/collect-answer.ts";
-import { JsonObjectProgress, jsonBudget, toolInput } from "../common/json-shape.ts";
+import { isJsonObject, JsonObjectProgress, jsonBudget, toolInput } from "../common/json-shape.ts";
 import { anthropicToolId } from "../common/tool-call-ids.ts";
 import { ToolArgumentsStream } from "../common/json-prefix.ts";
 
@@ -378,14 +378,14 @@ export function createAnthropicRelay(ctx: EncodeContext): ClientSink {
       if (name === "message_start" && parsed && typeof parsed === "object") {
         const data = parsed as { message?: unknown };
         // What the SDK reads without checking is made whole (see below): a message, its content list, its usage.
-        if (!isRecord(data.message)) data.message = { type: "message", role: "assistant", content: [], stop_reason: null, stop_sequence: null };
+        if (!isJsonObject(data.message)) data.message = { type: "message", role: "assistant", content: [], stop_reason: null, stop_sequence: null };
         const message = data.message as Record<string, unknown>;
         message.model = ctx.model;
         // The answer's id is ours: it names the usage record (req_<same>).
         message.id = ctx.id;
         if (!Array.isArray(message.content)) message.content = [];
         const usage = message.usage;
-        if (!isRecord(usage)) message.usage = { input_tokens: ctx.inputTokensEstimate ?? 0, output_tokens: 0 };
+        if (!isJsonObject(usage)) message.usage = { input_tokens: ctx.inputTokensEstimate ?? 0, output_tokens: 0 };
         else if (hasRefusedCount(usage)) {
           const hadInput = usage.input_tokens != null;
           const hadOutput = usage.output_tokens != null;
@@ -398,12 +398,12 @@ export function createAnthropicRelay(ctx: EncodeContext): ClientSink {
       // The last frame leaves only after the answer is settled (end()).
       if (name === "message_stop") return "";
       // A delta that is no object says nothing, and the SDK reads its `type` unchecked.
-      if (name === "content_block_delta" && !isRecord((parsed as { delta?: unknown } | null)?.delta)) return "";
+      if (name === "content_block_delta" && !isJsonObject((parsed as { delta?: unknown } | null)?.delta)) return "";
       if (name === "message_delta" && parsed && typeof parsed === "object") {
         const data = parsed as Record<string, unknown>;
         // No usage at all (compatible servers leave it out): held as a refused one is, to go out
         // with the output the gateway counted, which the SDK reads unchecked.
-        if (!isRecord(data.usage)) data.usage = {};
+        if (!isJsonObject(data.usage)) data.usage = {};
         const usage = data.usage as Record<string, unknown>;
         if (Object.keys(usage).length === 0 || hasRefusedCount(usage)) {
           heldDelta = { data, usage };
@@ -430,7 +430,6 @@ export function createAnthropicRelay(ctx: EncodeContext): ClientSink {
   };
 }
 
-const isRecord = (v: unknown): v is Record<string, unknown> => v !== null && typeof v === "object" && !Array.isArray(v);
 
 const TEXT_DELTA_START = '{"type":"content_block_delta","index":';
 const TEXT_DELTA = '"delta":{"type":"text_delta","text":"';

@@ -203,3 +203,6 @@ export class JsonObjectProgress {
 }
 
 const isSpace = (c: number) => c === 32 || c === 9 || c === 10 || c === 13;
+
+/** A JSON object (not an array, not null): what a vendor frame or one of its parts must be to be read. */
+export const isJsonObject = (v: unknown): v is Record<string, unknown> => v !== null && typeof v === "object" && !Array.isArray(v);

@@ -96,7 +96,16 @@ export function upstreamTraits(kind: "openai" | "anthropic", model: TraitSource)
  * GPT-5 and every later family (`gpt-5.6-luna`, `gpt-6-luna`, `gpt-6.1-sol`, `gpt-10` …); not
  * `gpt-4o`, `gpt-oss` or `gpt-image-2`. Lowercase names without a vendor path.
  */
-export const GPT_5_OR_LATER = /^gpt-(?:[5-9]|[1-9]\d)(?!\d)/;
+const GPT_5_OR_LATER = /^gpt-(?:[5-9]|[1-9]\d)(?!\d)/;
+
+/**
+ * Whether an OpenAI-kind model takes `verbosity` (Codex sends the Responses API's `text.verbosity`):
+ * GPT-5's and later's. OpenAI refuses a value other than the default on other models, and other
+ * servers do not know it.
+ */
+export function takesVerbosity(upstreamModel: string): boolean {
+  return GPT_5_OR_LATER.test(lastSegment(upstreamModel));
+}
 
 /**
  * OpenAI's families: o-series, GPT-5 and later (GPT-6's Astra, Sol and Luna) and gpt-oss reason

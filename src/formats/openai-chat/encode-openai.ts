@@ -1,6 +1,7 @@
 import { imageMarkdown, type ErrorKind, type FinishReason, type StreamEvent } from "../../streaming/events.ts";
 import type { ClientSink, EncodeContext } from "../../streaming/client-sink.ts";
 import { collectAnswer } from "../common/collect-answer.ts";
+import { isJsonObject } from "../common/json-shape.ts";
 
 const FINISH: Record<FinishReason, string> = {
   stop: "stop",
@@ -214,7 +215,7 @@ export function createOpenAIRelay(ctx: EncodeContext): ClientSink {
     let changed = false;
     for (const choice of choices) {
       const { index, delta } = choice as { index: number; delta?: Record<string, unknown> };
-      if (roled.has(index) || !isObject(delta)) continue;
+      if (roled.has(index) || !isJsonObject(delta)) continue;
       roled.add(index);
       if (index === 0) encoder.noteRole();
       if (typeof delta.role === "string") continue;
@@ -363,7 +364,6 @@ export function createOpenAIRelay(ctx: EncodeContext): ClientSink {
   };
 }
 
-const isObject = (v: unknown): v is Record<string, unknown> => v !== null && typeof v === "object" && !Array.isArray(v);
 const stringOrNone = (v: unknown) => v === undefined || v === null || typeof v === "string";
 const listOrNone = (v: unknown) => v === undefined || v === null || Array.isArray(v);
 
@@ -378,20 +378,20 @@ const listOrNone = (v: unknown) => v === undefined || v === null || Array.isArra
 function wellFormedChunk(chunk: Record<string, unknown>): boolean {
   const choices = chunk.choices;
   if (!Array.isArray(choices)) return false;
-  if (chunk.usage !== undefined && chunk.usage !== null && !isObject(chunk.usage)) return false;
+  if (chunk.usage !== undefined && chunk.usage !== null && !isJsonObject(chunk.usage)) return false;
   for (const choice of choices) {
     // Without a numeric index the SDK throws ("invalid choice index"); the decoder reads it as the answer's.
-    if (!isObject(choice) || !Number.isSafeInteger(choice.index) || (choice.index as number) < 0 || !stringOrNone(choice.finish_reason)) return false;
+    if (!isJsonObject(choice) || !Number.isSafeInteger(choice.index) || (choice.index as number) < 0 || !stringOrNone(choice.finish_reason)) return false;
     // The SDK spreads a choice's logprobs lists into its own.
     const logprobs = choice.logprobs;
-    if (logprobs !== undefined && logprobs !== null && (!isObject(logprobs) || !listOrNone(logprobs.content) || !listOrNone(logprobs.refusal))) return false;
+    if (logprobs !== undefined && logprobs !== null && (!isJsonObject(logprobs) || !listOrNone(logprobs.content) || !listOrNone(logprobs.refusal))) return false;
     const delta = choice.delta;
     if (delta === undefined) continue;
-    if (!isObject(delta) || !stringOrNone(delta.role) || !stringOrNone(delta.refusal)) return false;
+    if (!isJsonObject(delta) || !stringOrNone(delta.role) || !stringOrNone(delta.refusal)) return false;
     // Content parts (Mistral's Magistral streams its thinking so) are objects; anything else is not content.
-    if (!stringOrNone(delta.content) && !(Array.isArray(delta.content) && delta.content.every(isObject))) return false;
+    if (!stringOrNone(delta.content) && !(Array.isArray(delta.content) && delta.content.every(isJsonObject))) return false;
     const calls = delta.tool_calls;
-    if (calls !== undefined && calls !== null && (!Array.isArray(calls) || !calls.every(isObject))) return false;
+    if (calls !== undefined && calls !== null && (!Array.isArray(calls) || !calls.every(isJsonObject))) return false;
   }
   return true;
 }
@@ -428,7 +428,7 @@ function reindexToolCalls(choices: unknown[] | undefined, events: readonly Strea
       c.type = "function";
       changed = true;
     }
-    if (!isObject(c.function)) {
+    if (!isJsonObject(c.function)) {
       c.function = first ? { name: event.name, arguments: event.argumentsDelta } : { arguments: event.argumentsDelta };
       changed = true;
     }

@@ -176,21 +176,13 @@ export const openaiResponsesAdapter: ProviderAdapter = {
         events.push({ type: "start" });
       }
       switch (type) {
-        case "response.output_text.delta": {
-          const item = seen(e) ?? note(e, "message");
-          const text = vendorText(e.delta);
-          if (text) {
-            item.streamed = true;
-            events.push({ type: "text", text });
-          }
-          break;
-        }
+        case "response.output_text.delta":
         case "response.refusal.delta": {
           const item = seen(e) ?? note(e, "message");
           const text = vendorText(e.delta);
           if (text) {
             item.streamed = true;
-            events.push({ type: "refusal", text });
+            events.push({ type: type === "response.refusal.delta" ? "refusal" : "text", text });
           }
           break;
         }
