@@ -61,6 +61,7 @@ import { createMemoryKeyState } from "./store/memory/memory-key-state.ts";
 import type { ConsoleStore } from "./console/console-store.ts";
 import { createSqliteConsoleStore } from "./store/sqlite/sqlite-console-store.ts";
 import { createSignInAttempts, type SignInAttemptOptions } from "./limits/sign-in-attempts.ts";
+import { passwordHasher, type PasswordCost } from "./console/console-auth.ts";
 import { consoleApiRoutes, consoleGate } from "./http/console/console-api.ts";
 import { consolePageRoutes } from "./http/console/console-page.ts";
 import { adminOperations } from "./http/routes/admin-operations.ts";
@@ -116,6 +117,8 @@ export interface AppDeps {
   keyProbeEveryMs?: number;
   /** Console sign-in throttling (default 20 failures per address, 5 per login, in 15 minutes). */
   consoleSignIns?: SignInAttemptOptions;
+  /** argon2id's cost for console passwords (default: Bun's, 64 MiB and 2 passes); tests pass a cheap one. */
+  consolePasswordCost?: PasswordCost;
   /**
    * A worker among several (SWITCHYARD_WORKERS): `/metrics` answers with every worker's samples,
    * gathered through the supervisor (ops/worker-metrics.ts); given this worker's own exposition.
@@ -380,6 +383,7 @@ export function createApp(deps: AppDeps) {
       models: deps.settings.models,
       health: modelHealth,
       signIns: createSignInAttempts({ now, ...deps.consoleSignIns }),
+      passwords: passwordHasher(deps.consolePasswordCost),
       now,
       log,
       keyAccount: async (keyId) => (await accounts.spendStatus("key", keyId))?.accountId ?? null,

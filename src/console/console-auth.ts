@@ -21,19 +21,33 @@ export function hashSecret(secret: string): string {
   return Bun.SHA256.hash(secret, "hex") as string;
 }
 
-/** argon2id, Bun's default parameters (64 MiB, 2 passes): slow for a guesser, ~50 ms for a sign-in. */
-export function hashPassword(password: string): Promise<string> {
-  return Bun.password.hash(password, { algorithm: "argon2id" });
+/**
+ * argon2id's cost: Bun's defaults (64 MiB, 2 passes) unless a test passes a cheaper one
+ * (AppDeps.consolePasswordCost), as Django's test settings swap in a fast hasher: the suite signs
+ * in hundreds of times, and a verify is read back at whatever cost its hash says.
+ */
+export interface PasswordCost {
+  /** KiB. */
+  memoryCost: number;
+  timeCost: number;
 }
 
-export function verifyPassword(password: string, hash: string): Promise<boolean> {
-  return Bun.password.verify(password, hash).catch(() => false);
+/** Hashes and checks console passwords at one cost; slow for a guesser, ~50 ms a sign-in at the default. */
+export interface PasswordHasher {
+  hash(password: string): Promise<string>;
+  verify(password: string, hash: string): Promise<boolean>;
+  /** A hash to verify against when the login does not exist, so an unknown login takes as long as a wrong password. */
+  decoy(): Promise<string>;
 }
 
-/** A hash to verify against when the login does not exist, so an unknown login takes as long as a wrong password. */
-let decoy: Promise<string> | undefined;
-export function decoyHash(): Promise<string> {
-  return (decoy ??= hashPassword(newSecret()));
+export function passwordHasher(cost?: PasswordCost): PasswordHasher {
+  const hash = (password: string) => Bun.password.hash(password, cost ? { algorithm: "argon2id", ...cost } : { algorithm: "argon2id" });
+  let decoy: Promise<string> | undefined;
+  return {
+    hash,
+    verify: (password, stored) => Bun.password.verify(password, stored).catch(() => false),
+    decoy: () => (decoy ??= hash(newSecret())),
+  };
 }
 
 /** Whether the browser reached us over HTTPS: directly, or through a proxy that says so. */

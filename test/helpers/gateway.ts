@@ -14,6 +14,8 @@ import { createTokenizer } from "../../src/billing/token-estimate.ts";
 
 /** One tokenizer for every gateway a test file starts: its worker loads its tables once, as a gateway process does. */
 const TOKENIZER = createTokenizer();
+/** A console password hashed in ~1 ms (argon2id at 1 MiB, one pass): the suite signs in hundreds of times. */
+const TEST_PASSWORD_COST = { memoryCost: 1024, timeCost: 1 };
 
 export const OPENAI_MODEL = "test/gpt";
 export const ANTHROPIC_MODEL = "test/claude";
@@ -86,6 +88,8 @@ export interface GatewayOptions {
   dbPath?: string;
   /** Console sign-in throttling (default: the app's). */
   consoleSignIns?: AppDeps["consoleSignIns"];
+  /** argon2id's cost for console passwords: cheap here (a sign-in in ~1 ms, not ~50), "default" for the gateway's own. */
+  consolePasswordCost?: AppDeps["consolePasswordCost"] | "default";
   /** The "fake-openai" provider's vendor key pool instead of its one key (`TEST_OPENAI_KEY`); secrets in `vendorEnv`. */
   openaiKeys?: { env: string; weight?: number }[];
   /** The "fake-anthropic" provider's pool, likewise. */
@@ -167,7 +171,7 @@ export async function startGateway(o: GatewayOptions): Promise<Gateway> {
     { TEST_OPENAI_KEY: o.vendorKeys?.openai ?? VENDOR_OPENAI_KEY, TEST_ANTHROPIC_KEY: o.vendorKeys?.anthropic ?? VENDOR_ANTHROPIC_KEY, SWITCHYARD_ALERT_SECRET: o.alertSecret, ...o.vendorEnv },
     "test",
   );
-  const app = createApp({ db, settings, log: o.log ?? silentLogger, adminToken: o.adminToken, adminAuthFailures: o.adminAuthFailures, fetch: o.fetch, now: o.now, ledgerOptions: o.ledgerOptions, wrapLedger: o.wrapLedger, stores: o.stores, limiter: o.limiter, concurrency: o.concurrency, ops: o.ops, responseStore: o.responseStore, alertPollMs: o.alerts ? 100 : undefined, tokenizer: TOKENIZER, keyState: o.keyState, keyRandom: o.keyRandom, keyProbeEveryMs: o.keyProbeEveryMs, consoleSignIns: o.consoleSignIns, embeddingsThread: o.embeddingsThread, upstreamViaProxy: o.upstreamViaProxy });
+  const app = createApp({ db, settings, log: o.log ?? silentLogger, adminToken: o.adminToken, adminAuthFailures: o.adminAuthFailures, fetch: o.fetch, now: o.now, ledgerOptions: o.ledgerOptions, wrapLedger: o.wrapLedger, stores: o.stores, limiter: o.limiter, concurrency: o.concurrency, ops: o.ops, responseStore: o.responseStore, alertPollMs: o.alerts ? 100 : undefined, tokenizer: TOKENIZER, keyState: o.keyState, keyRandom: o.keyRandom, keyProbeEveryMs: o.keyProbeEveryMs, consoleSignIns: o.consoleSignIns, consolePasswordCost: o.consolePasswordCost === "default" ? undefined : (o.consolePasswordCost ?? TEST_PASSWORD_COST), embeddingsThread: o.embeddingsThread, upstreamViaProxy: o.upstreamViaProxy });
   const account = await app.services.accounts.createAccount("test", Math.round((o.credits ?? 1000) * 1e6));
   const key = (await app.services.accounts.createKey(account.id, "test"))!;
   app.listen({ port: 0, hostname: "127.0.0.1", idleTimeout: o.idleTimeoutSeconds ?? 10, maxRequestBodySize: SERVER_BODY_LIMIT });

@@ -76,7 +76,9 @@ test.skipIf(!usable)("a checkpoint that cannot sync pauses paid requests at once
     expect(said.paused).toBeDefined();
     expect(said.paused!).toBeLessThan(2_500);
     expect(said.ready).toBe(503);
-    expect(said.failure).toContain("a WAL checkpoint failed");
+    // Whichever sync fails first says so: the checkpoint thread's, or (on a loaded machine) the
+    // commit that starts a restarted log over, which syncs its new header on the request thread.
+    expect(said.failure).toMatch(/a WAL checkpoint failed|SQLITE_IOERR_FSYNC/);
   } finally {
     rmSync(dir, { recursive: true, force: true });
   }

@@ -3,7 +3,7 @@ import { addressBlock } from "../../limits/address-block.ts";
 import { timingSafeEqual } from "node:crypto";
 import type { ModelConfig } from "../../config/schema.ts";
 import { HOLDER_KEYS_PER_DAY, holderKeyCeiling, holderKeyWait } from "../../accounts/holder-keys.ts";
-import { canonicalLogin, LOGIN_PATTERN, weakPassword, clearedSessionCookie, decoyHash, hashPassword, hashSecret, issueInvite, publicOrigin, sameOrigin, plantedCookieClears, sessionCookie, sessionTokens, startSession, verifyPassword, type NewSession } from "../../console/console-auth.ts";
+import { canonicalLogin, LOGIN_PATTERN, weakPassword, clearedSessionCookie, hashSecret, issueInvite, publicOrigin, sameOrigin, plantedCookieClears, sessionCookie, sessionTokens, startSession, type NewSession, type PasswordHasher } from "../../console/console-auth.ts";
 import { MAX_RECENT, type ConsoleSession, type ConsoleStore } from "../../console/console-store.ts";
 import { chartPeriods, MAX_CHART_PERIODS, summarizeUsage } from "../../console/usage-summary.ts";
 import type { SignInAttempts } from "../../limits/sign-in-attempts.ts";
@@ -24,6 +24,7 @@ export interface ConsoleApiDeps {
   models: readonly ModelConfig[];
   health: () => ModelHealth[];
   signIns: SignInAttempts;
+  passwords: PasswordHasher;
   now: () => number;
   log: Logger;
   /** Which account a key belongs to (null: no such key). */
@@ -256,7 +257,7 @@ export function consoleApiRoutes(deps: ConsoleApiDeps) {
       // had five more tries per spelling (a hostile-tenant probe, 2026-11-30).
       const user = LOGIN_FORM.test(typed!) ? await store.findUser(login) : null;
       // An unknown login costs a hash check too: the answer's timing does not say which logins exist.
-      const ok = await verifyPassword(body.password, user?.passwordHash ?? (await decoyHash()));
+      const ok = await deps.passwords.verify(body.password, user?.passwordHash ?? (await deps.passwords.decoy()));
       if (!user || !ok) throw refuse("holder");
       deps.signIns.succeeded(block, login);
       return signedIn(request, await startSession(store, { kind: "holder", accountId: user.accountId, login: user.login }, deps.now()), set);
@@ -285,7 +286,7 @@ export function consoleApiRoutes(deps: ConsoleApiDeps) {
       if (!invite) throw new GatewayError(404, "not_found", "This invite link is not valid: it was used, it expired, or it was mistyped.");
       const weak = weakPassword(body.password, invite.login);
       if (weak) throw new GatewayError(400, "invalid_request", `Choose another password: ${weak}`, undefined, { param: "password" });
-      const outcome = await store.acceptInvite(tokenHash, await hashPassword(body.password), deps.now());
+      const outcome = await store.acceptInvite(tokenHash, await deps.passwords.hash(body.password), deps.now());
       if (!outcome.ok) {
         throw outcome.reason === "login_taken"
           ? new GatewayError(409, "invalid_request", "That login was taken meanwhile: ask the operator for another invite.")
