@@ -34,14 +34,14 @@ export async function fitCandidates(
     // cost (gpt-image-1: up to 6,240), whatever max_tokens says, so the hold covers the model's cap
     // (a max_tokens of 1 held one token of a 6,240-token image, and the charge stops at the hold).
     const asked = model.upstream_api === "images" ? undefined : requested;
-    const wanted = effectiveMaxTokens(asked, modelCap);
+    const wanted = atUpstreamMinimum(model, effectiveMaxTokens(asked, modelCap));
     if (promptBound + wanted <= model.context_length) {
       fitted.push({ model, maxTokens: wanted });
       continue;
     }
     const tokens = await prompt();
     const room = model.context_length - tokens;
-    if (asked === undefined && room >= 1) fitted.push({ model, maxTokens: Math.min(modelCap, room) });
+    if (asked === undefined && room >= 1) fitted.push({ model, maxTokens: atUpstreamMinimum(model, Math.min(modelCap, room)) });
     else if (tokens + wanted <= model.context_length) fitted.push({ model, maxTokens: wanted });
     else firstMiss ??= { model, prompt: tokens, maxTokens: asked === undefined ? undefined : wanted };
   }
@@ -54,4 +54,16 @@ export async function fitCandidates(
       `This request needs ${needs}, which exceeds the context length of ${model.id} (${model.context_length} tokens). Shorten the conversation or lower max_tokens.`);
   }
   return fitted;
+}
+
+/**
+ * OpenAI's Responses API refuses `max_output_tokens` under 16 (400 `integer_below_min_value`),
+ * where chat completions and Anthropic take 1. Clients ask 1 to check a model: Claude Code's
+ * `/model` switch sends `max_tokens: 1` and keeps the old model when refused. Such a model is
+ * asked for 16, and held and charged for what it reports of them, as the vendor bills it.
+ */
+export const RESPONSES_MIN_OUTPUT_TOKENS = 16;
+
+function atUpstreamMinimum(model: ModelConfig, tokens: number): number {
+  return model.upstream_api === "responses" ? Math.max(tokens, RESPONSES_MIN_OUTPUT_TOKENS) : tokens;
 }

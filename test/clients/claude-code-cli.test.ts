@@ -17,6 +17,7 @@ import { join } from "node:path";
 import { useFakeUpstream } from "../helpers/fake-upstream.ts";
 import { useGateway } from "../helpers/gateway.ts";
 import { claudeCodeScript, FINAL_TEXT, WRITE_CONTENT, type TurnUsage } from "../helpers/claude-code.ts";
+import { answerWith, USAGE } from "../helpers/responses-wire.ts";
 
 const bin = process.env.CLAUDE_CODE_BIN;
 const available = bin !== undefined && existsSync(bin);
@@ -32,23 +33,30 @@ const gw = useGateway(() => ({
   extraModels: [
     { id: "cc/claude", provider: "fake-anthropic", upstream_model: "claude-sonnet-4-5", category: "text", context_length: 200_000, pricing, aliases: ["claude-*"] },
     { id: "openai/gpt-4.1", provider: "fake-openai", upstream_model: "gpt-4.1", category: "text", context_length: 1_047_576, pricing },
+    // GPT-6.1 Sol as the built-in config serves it: through OpenAI's Responses API.
+    { id: "openai/gpt-6.1-sol", provider: "fake-openai", upstream_model: "gpt-6.1-sol", upstream_api: "responses", category: "text", context_length: 1_050_000, pricing: { input_per_mtok: 2000, output_per_mtok: 10000 } },
   ],
 }));
+
+/** The CLI offline, on loopback: a temporary HOME, nonessential traffic off. */
+function claudeEnv(home: string) {
+  return {
+    PATH: process.env.PATH ?? "/usr/bin:/bin",
+    HOME: home,
+    ANTHROPIC_BASE_URL: gw.url,
+    ANTHROPIC_API_KEY: gw.key,
+    DISABLE_TELEMETRY: "1",
+    DISABLE_AUTOUPDATER: "1",
+    CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC: "1",
+  };
+}
 
 /** Asynchronous: the gateway answering it runs on this process's event loop. */
 async function runClaude(model: string, work: string, home: string) {
   const child = Bun.spawn({
     cmd: [bin!, "-p", "Write hello.txt containing a greeting", "--output-format", "json", "--model", model, "--allowedTools", "Write"],
     cwd: work,
-    env: {
-      PATH: process.env.PATH ?? "/usr/bin:/bin",
-      HOME: home,
-      ANTHROPIC_BASE_URL: gw.url,
-      ANTHROPIC_API_KEY: gw.key,
-      DISABLE_TELEMETRY: "1",
-      DISABLE_AUTOUPDATER: "1",
-      CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC: "1",
-    },
+    env: claudeEnv(home),
     stdin: "ignore",
     stdout: "pipe",
     stderr: "pipe",
@@ -140,4 +148,73 @@ describe.skipIf(!available)("Claude Code CLI through the gateway", () => {
       rmSync(home, { recursive: true, force: true });
     }
   }, 30_000);
+
+  test("/model to a model served through OpenAI's Responses API: Claude Code's one-token check of it passes (OpenAI's floor is 16), and the next turn is that model's", async () => {
+    const work = mkdtempSync(join(tmpdir(), "switchyard-cc-work-"));
+    const home = mkdtempSync(join(tmpdir(), "switchyard-cc-home-"));
+    // A session driven as the Agent SDK drives it (stream-json): `set_model` switches as `/model` does,
+    // after the same check (`max_tokens: 1`), and keeps the old model when the check is refused.
+    const child = Bun.spawn({
+      cmd: [bin!, "-p", "--input-format", "stream-json", "--output-format", "stream-json", "--verbose", "--model", "claude-sonnet-4-5"],
+      cwd: work,
+      env: claudeEnv(home),
+      stdin: "pipe",
+      stdout: "pipe",
+      stderr: "pipe",
+      timeout: 25_000,
+    });
+    const stderr = new Response(child.stderr).text();
+    const lines = jsonLines(child.stdout);
+    const next = async (type: string) => {
+      for (;;) {
+        const { value, done } = await lines.next();
+        if (done) throw new Error(`the CLI ended before a ${type} line: ${await stderr}`);
+        if (value.type === type) return value;
+      }
+    };
+    const send = (message: unknown) => {
+      child.stdin.write(`${JSON.stringify(message)}\n`);
+      child.stdin.flush();
+    };
+    try {
+      writeFileSync(join(home, ".claude.json"), JSON.stringify({ hasCompletedOnboarding: true }));
+      upstream.rule((rec) => (rec.path === "/v1/responses" ? answerWith({ items: [{ text: FINAL_TEXT }], usage: USAGE(40, 16) })(rec) : undefined));
+      send({ type: "control_request", request_id: "switch_1", request: { subtype: "set_model", model: "openai/gpt-6.1-sol" } });
+      const switched = await next("control_response");
+      expect(switched.response, JSON.stringify(switched)).toMatchObject({ subtype: "success", request_id: "switch_1" });
+      const check = upstream.requests.find((r) => r.path === "/v1/responses")!;
+      expect(check.body).toMatchObject({ model: "gpt-6.1-sol", max_output_tokens: 16 });
+
+      send({ type: "user", message: { role: "user", content: "Say hello" }, parent_tool_use_id: null, session_id: "" });
+      const result = await next("result");
+      expect(result).toMatchObject({ subtype: "success", is_error: false, result: FINAL_TEXT });
+      child.stdin.end();
+      expect(await child.exited, await stderr).toBe(0);
+      // The check and the turn, both OpenAI's, each charged what it reported.
+      expect(upstream.requests.map((r) => r.path)).toEqual(["/v1/responses", "/v1/responses"]);
+      await gw.app.services.settled();
+      const records = gw.db.query<{ cost_micro: number; status: string }, []>("SELECT cost_micro, status FROM usage_records WHERE model = 'openai/gpt-6.1-sol'").all();
+      expect(records).toEqual([{ cost_micro: 40 * 2000 + 16 * 10000, status: "ok" }, { cost_micro: 40 * 2000 + 16 * 10000, status: "ok" }]);
+    } finally {
+      child.kill();
+      upstream.reset();
+      rmSync(work, { recursive: true, force: true });
+      rmSync(home, { recursive: true, force: true });
+    }
+  }, 30_000);
 });
+
+/** The JSON objects of a stream-json output, one a line, as they come. */
+async function* jsonLines(stream: ReadableStream<Uint8Array>): AsyncGenerator<any> {
+  const decoder = new TextDecoder();
+  let buffered = "";
+  for await (const chunk of stream) {
+    buffered += decoder.decode(chunk, { stream: true });
+    let end: number;
+    while ((end = buffered.indexOf("\n")) !== -1) {
+      const line = buffered.slice(0, end).trim();
+      buffered = buffered.slice(end + 1);
+      if (line) yield JSON.parse(line);
+    }
+  }
+}

@@ -7,7 +7,7 @@
  */
 import { describe, expect, test } from "bun:test";
 import { useFakeUpstream } from "../helpers/fake-upstream.ts";
-import { useGateway, post, sseFrames, ANTHROPIC_MODEL, OPENAI_MODEL } from "../helpers/gateway.ts";
+import { useGateway, post, sseFrames, chargeOf, ANTHROPIC_MODEL, OPENAI_MODEL } from "../helpers/gateway.ts";
 import { answerWith, USAGE, type Script } from "../helpers/responses-wire.ts";
 
 const MODEL = "test/sol-translated";
@@ -170,5 +170,29 @@ describe("Anthropic clients → a Responses upstream", () => {
       expect(sent.rawBody).not.toContain("gAAAAB-enc-turn-1");
       expect(sent.rawBody).not.toContain("swy-openai-rs-1.");
     }
+  });
+});
+
+describe("a one-token check of a Responses model (OpenAI refuses max_output_tokens under 16)", () => {
+  // Claude Code checks a model before `/model` switches to it with `max_tokens: 1` ("Hi"), and keeps
+  // the old model when that is refused; SDK users and health checks ask 1 too. The vendor's floor
+  // is 16: the model is asked for 16, and the answer is held and charged for what it reports.
+  const ONE_TOKEN = [
+    ["Claude Code's model check (Anthropic)", "/v1/messages", { max_tokens: 1, messages: [{ role: "user", content: [{ type: "text", text: "Hi", cache_control: { type: "ephemeral" } }] }] }],
+    ["chat completions", "/v1/chat/completions", { max_tokens: 1, messages: [{ role: "user", content: "Hi" }] }],
+    ["the Responses API", "/v1/responses", { max_output_tokens: 1, input: "Hi" }],
+  ] as const;
+
+  test.each(ONE_TOKEN)("%s: answered, the upstream asked for 16 tokens, the 16 it reports charged at the model's price", async (_name, path, body) => {
+    upstream.reply(answerWith({ items: [{ reasoning: [], encrypted: "gAAAAB-enc-check" }], status: "incomplete", incompleteReason: "max_output_tokens", usage: USAGE(9, 16, 0, 16) }));
+    const { micro } = await chargeOf(gw, () => post(gw, path, { model: MODEL, ...body }));
+    expect(upstream.requests.at(-1)!.body.max_output_tokens).toBe(16);
+    expect(micro).toBe(9 * 2000 + 16 * 10000);
+  });
+
+  test("a larger limit goes as it was asked", async () => {
+    upstream.reply(answerWith({ items: [{ text: "Hi." }] }));
+    expect((await post(gw, "/v1/messages", { model: MODEL, max_tokens: 17, messages: [{ role: "user", content: "Hi" }] })).status).toBe(200);
+    expect(upstream.requests.at(-1)!.body.max_output_tokens).toBe(17);
   });
 });

@@ -19,7 +19,8 @@
  *   tool_call_id or without the assistant tool_calls they answer, unanswered tool_calls, more than 4
  *   stop sequences, reasoning_effort on gpt-4* models, a temperature on reasoning models, a strict
  *   json_schema that is not closed and fully required, and (with `strict: true`) top-level fields
- *   that are not OpenAI's. Queued replies are never checked.
+ *   that are not OpenAI's; OpenAI's Responses API (through `vendorRefusal`, which responses-wire.ts's
+ *   `answerWith` calls): `max_output_tokens` under 16. Queued replies are never checked.
  * - `POST /v1/messages/count_tokens` answers `{input_tokens}` as Anthropic does.
  * - `POST /v1/embeddings` answers like OpenAI's embeddings API (see `fakeEmbedding` for the vectors),
  *   float or base64 as asked, and refuses malformed input with OpenAI's words.
@@ -480,12 +481,26 @@ function anthropicRefusal(body: any, options: FakeUpstreamOptions): string | und
   return undefined;
 }
 
+/** What OpenAI's Responses API answers with 400 for a body the gateway built wrong, in OpenAI's words. */
+function responsesRefusal(body: any): { message: string; param: string; code: string } | undefined {
+  const max = body?.max_output_tokens;
+  // The Responses API's floor (chat completions and Anthropic take 1).
+  if (typeof max === "number" && max < 16) {
+    return { message: `Invalid 'max_output_tokens': integer below minimum value. Expected a value >= 16, but got ${max} instead.`, param: "max_output_tokens", code: "integer_below_min_value" };
+  }
+  return undefined;
+}
+
 /**
- * The refusal the real vendor would answer this request with (by its path: chat completions or
- * messages), or undefined when it would accept it. For reply functions that answer something of
- * their own but should still be refused like the default replies are.
+ * The refusal the real vendor would answer this request with (by its path: chat completions,
+ * the Responses API or messages), or undefined when it would accept it. For reply functions that
+ * answer something of their own but should still be refused like the default replies are.
  */
 export function vendorRefusal(rec: RecordedRequest, options: FakeUpstreamOptions = {}): Reply | undefined {
+  if (rec.path === "/v1/responses") {
+    const refusal = responsesRefusal(rec.body);
+    return refusal ? { kind: "json", status: 400, body: { error: { message: refusal.message, type: "invalid_request_error", param: refusal.param, code: refusal.code } } } : undefined;
+  }
   if (!rec.body || typeof rec.body !== "object" || !Array.isArray(rec.body.messages)) return undefined;
   if (rec.path === "/v1/chat/completions") {
     const refusal = openaiRefusal(rec.body, options.strict === true);

@@ -5,7 +5,7 @@
  * A script of output items becomes the stream's frames or the whole body; options add the quirks
  * a real connection has (keep-alive comments, CRLF line ends).
  */
-import type { RecordedRequest, Reply } from "./fake-upstream.ts";
+import { vendorRefusal, type RecordedRequest, type Reply } from "./fake-upstream.ts";
 
 export type ScriptItem =
   | { reasoning: string[]; encrypted?: string }
@@ -149,10 +149,16 @@ export function splitEvery(text: string, size: number): string[] {
   return out;
 }
 
-/** A fake upstream's reply to the next call: `script` streamed (with the wire's quirks) when asked to stream, else whole; 404 off the Responses API. */
+/**
+ * A fake upstream's reply to the next call: `script` streamed (with the wire's quirks) when asked
+ * to stream, else whole; what OpenAI refuses is refused as it does (`vendorRefusal`); 404 off the
+ * Responses API.
+ */
 export function answerWith(script: Script, wire: WireOptions & { split?: number } = {}): (req: RecordedRequest) => Reply {
   return (req) => {
     if (req.path !== "/v1/responses") return { kind: "json", status: 404, body: { error: { message: `not the Responses API: ${req.path}` } } };
+    const refusal = vendorRefusal(req);
+    if (refusal) return refusal;
     if (req.body?.stream !== true) return { kind: "json", body: responsesBody(script) };
     const frames = responsesFrames(script, wire);
     return { kind: "sse", chunks: wire.split ? splitEvery(frames.join(""), wire.split) : frames };
