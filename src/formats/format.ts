@@ -42,6 +42,11 @@ export interface ClientFormat {
   body(events: StreamEvent[], ctx: EncodeContext, upstream: unknown): unknown;
   /** Whole answers past its threshold are read by it, away from the request thread (embeddings only). */
   readonly wholeAnswer?: WholeAnswerReader;
+  /**
+   * The request field that bounds the answer's length in this format, which a 402 tells the
+   * client to lower; none for embeddings, whose cost is their input.
+   */
+  readonly lengthField?: string;
 }
 
 export const openaiChat: ClientFormat = {
@@ -51,6 +56,7 @@ export const openaiChat: ClientFormat = {
   encoder: createOpenAIEncoder,
   relay: createOpenAIRelay,
   body: encodeOpenAIBody,
+  lengthField: "max_tokens",
 };
 
 export const anthropicMessages: ClientFormat = {
@@ -60,6 +66,7 @@ export const anthropicMessages: ClientFormat = {
   encoder: createAnthropicEncoder,
   relay: createAnthropicRelay,
   body: encodeAnthropicBody,
+  lengthField: "max_tokens",
 };
 
 /**
@@ -74,6 +81,8 @@ export function openaiResponses(plan: ResponsesAnswerPlan): ClientFormat {
     idPrefix: "resp_",
     encoder: (ctx) => createResponsesEncoder(ctx, plan),
     body: (events, ctx) => encodeResponsesBody(events, ctx, plan),
+    // Its request became a chat request on arrival, but its client knows the field by this name.
+    lengthField: "max_output_tokens",
   };
 }
 

@@ -74,6 +74,8 @@ export interface BillingOpen {
   conversation?: () => string | undefined;
   /** The most prompt tokens a vendor may bill for the request (plan.ts, billedPromptMax): a reported prompt is counted up to it. */
   billedPromptMax?: number;
+  /** The client format's field that bounds the answer (ClientFormat.lengthField), named in a 402's advice; none: not named. */
+  lengthField?: string;
 }
 
 /**
@@ -96,7 +98,7 @@ export async function openBillingSession(deps: BillingDeps, o: BillingOpen): Pro
       if (held.reason === "unavailable") throw ledgerUnavailable();
       // Not worth a client's automatic retry (Codex retried a 402 five times): the same request meets
       // the same balance until someone tops it up. The header both official SDKs obey.
-      throw new GatewayError(402, "insufficient_credits", refusalMessage(held, o.worstCaseMicro), NO_RETRY);
+      throw new GatewayError(402, "insufficient_credits", refusalMessage(held, o.worstCaseMicro, o.lengthField), NO_RETRY);
     }
     reserved = true;
   } else if (!ledger.admits(false)) {
@@ -250,17 +252,22 @@ const MIN_CACHED_PROMPT = 1_024;
 
 /**
  * A 402's words: which ceiling the request hit (the balance, or a key's or the account's spend
- * limit with its period and when it resets), what the request may cost, and what to do.
+ * limit with its period and when it resets), what the request may cost, and what to do. The
+ * advice names the field the client's format bounds its answer with (`lengthField`): a Responses
+ * API client told to lower `max_tokens` looks for a field its API does not have, and an embeddings
+ * request has none to lower.
  */
-export function refusalMessage(refused: Exclude<ReserveResult, { ok: true } | { reason: "unavailable" }>, worstCaseMicro: number): string {
+export function refusalMessage(refused: Exclude<ReserveResult, { ok: true } | { reason: "unavailable" }>, worstCaseMicro: number, lengthField?: string): string {
   const cost = `this request may cost up to ${microToCredits(worstCaseMicro)} credits`;
   if (refused.reason === "balance") {
-    return `Insufficient credits: ${cost} and the account has ${microToCredits(refused.availableMicro)} available. Lower max_tokens or top up the account.`;
+    const advice = lengthField ? `Lower ${lengthField} or top up the account.` : "Top up the account.";
+    return `Insufficient credits: ${cost} and the account has ${microToCredits(refused.availableMicro)} available. ${advice}`;
   }
   const whose = refused.reason === "key_spend_limit" ? "this key's" : "the account's";
   const kind = refused.period === null ? "lifetime" : PERIOD_WORD[refused.period];
   const resets = refused.resetsAt === null ? "it does not reset" : `it resets at ${new Date(refused.resetsAt).toISOString()}`;
-  return `Spend limit reached: ${whose} ${kind} spend limit of ${microToCredits(refused.limitMicro)} credits has ${microToCredits(refused.availableMicro)} left (${resets}), and ${cost}. Lower max_tokens, wait for the reset, or ask for a higher limit.`;
+  const advice = lengthField ? `Lower ${lengthField}, wait for the reset, or ask for a higher limit.` : "Wait for the reset, or ask for a higher limit.";
+  return `Spend limit reached: ${whose} ${kind} spend limit of ${microToCredits(refused.limitMicro)} credits has ${microToCredits(refused.availableMicro)} left (${resets}), and ${cost}. ${advice}`;
 }
 
 export function ledgerUnavailable(): GatewayError {

@@ -126,6 +126,7 @@ export async function forward(deps: ForwardDeps, req: ForwardRequest): Promise<R
       answers: typeof req.body.n === "number" && req.body.n > 1 ? (model) => answersAsked(deps.settings, req.format.wire, req.body, model) : undefined,
       conversation: () => conversationOf(req, plan.uuid),
       billedPromptMax: plan.billedPromptMax,
+      lengthField: req.format.lengthField,
     });
   } catch (err) {
     slot.release();
