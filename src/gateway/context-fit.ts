@@ -33,7 +33,7 @@ export async function fitCandidates(
     // The images API takes no answer limit: an image's output tokens are what its size and quality
     // cost (gpt-image-1: up to 6,240), whatever max_tokens says, so the hold covers the model's cap
     // (a max_tokens of 1 held one token of a 6,240-token image, and the charge stops at the hold).
-    const asked = model.upstream_api === "images" ? undefined : requested;
+    const asked = takesAnswerLimit(model) ? requested : undefined;
     const wanted = atUpstreamMinimum(model, effectiveMaxTokens(asked, modelCap));
     if (promptBound + wanted <= model.context_length) {
       fitted.push({ model, maxTokens: wanted });
@@ -66,4 +66,9 @@ export const RESPONSES_MIN_OUTPUT_TOKENS = 16;
 
 function atUpstreamMinimum(model: ModelConfig, tokens: number): number {
   return model.upstream_api === "responses" ? Math.max(tokens, RESPONSES_MIN_OUTPUT_TOKENS) : tokens;
+}
+
+/** Whether a client's answer limit (`max_tokens`) bounds what the model may cost: not the images API's, which takes none. */
+export function takesAnswerLimit(model: ModelConfig): boolean {
+  return model.upstream_api !== "images";
 }

@@ -11,6 +11,7 @@ import type { Scrubber } from "../log/scrub.ts";
 import type { Inflight } from "./inflight.ts";
 import { answersAsked, planRequest } from "./plan.ts";
 import { openBillingSession } from "./billing-session.ts";
+import { takesAnswerLimit } from "./context-fit.ts";
 import type { ActiveKey } from "../accounts/account-store.ts";
 import { attemptUpstream, clientClosed, retryAfterSeconds, withRetryAfter, type AttemptOutcome } from "./attempt.ts";
 import { nextStep } from "./retry-policy.ts";
@@ -126,7 +127,8 @@ export async function forward(deps: ForwardDeps, req: ForwardRequest): Promise<R
       answers: typeof req.body.n === "number" && req.body.n > 1 ? (model) => answersAsked(deps.settings, req.format.wire, req.body, model) : undefined,
       conversation: () => conversationOf(req, plan.uuid),
       billedPromptMax: plan.billedPromptMax,
-      lengthField: req.format.lengthField,
+      // Lowering the answer limit lowers no hold of a model that takes none (the images API).
+      lengthField: plan.candidates.some((c) => takesAnswerLimit(c.model)) ? req.format.lengthField : undefined,
     });
   } catch (err) {
     slot.release();

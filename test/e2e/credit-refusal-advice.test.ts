@@ -1,6 +1,6 @@
 import { describe, expect, test } from "bun:test";
 import { useFakeUpstream } from "../helpers/fake-upstream.ts";
-import { ANTHROPIC_MODEL, OPENAI_MODEL, post, useGateway } from "../helpers/gateway.ts";
+import { ANTHROPIC_MODEL, IMAGES_API_MODEL, OPENAI_MODEL, post, useGateway } from "../helpers/gateway.ts";
 
 /**
  * A 402's advice names the field the client's own API bounds its answer with. The Responses API
@@ -39,6 +39,18 @@ describe("a 402 says what the client can change, in its own API's words", () => 
     expect(said["/v1/responses"]).toEndWith("Lower max_output_tokens or top up the account.");
     expect(said["/v1/embeddings"]).toEndWith("available. Top up the account.");
     for (const message of Object.values(said)) expect(message).toStartWith("Insufficient credits: this request may cost up to ");
+    expect(upstream.requests).toHaveLength(0);
+  });
+
+  test("a model behind the images API, which takes no answer limit, is not said to get cheaper with a lower max_tokens", async () => {
+    // Its hold is one image and the model's whole answer cap whatever max_tokens says (context-fit.ts).
+    const chat = await refusal(await post(poor, "/v1/chat/completions", { model: IMAGES_API_MODEL, max_tokens: 10, messages: [{ role: "user", content: "a cat" }] }));
+    expect(chat).toEndWith("available. Top up the account.");
+    const messages = await refusal(await post(poor, "/v1/messages", { model: IMAGES_API_MODEL, max_tokens: 10, messages: [{ role: "user", content: "a cat" }] }));
+    expect(messages).toEndWith("available. Top up the account.");
+    // With a model in its fallbacks that takes one, lowering it can help.
+    const mixed = await refusal(await post(poor, "/v1/chat/completions", { models: [IMAGES_API_MODEL, OPENAI_MODEL], max_tokens: 10, messages: [{ role: "user", content: "a cat" }] }));
+    expect(mixed).toEndWith("Lower max_tokens or top up the account.");
     expect(upstream.requests).toHaveLength(0);
   });
 
