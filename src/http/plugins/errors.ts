@@ -1,4 +1,6 @@
 import { Elysia } from "elysia";
+import type { TSchema } from "@sinclair/typebox";
+import { firstBodyError } from "./first-body-error.ts";
 import type { ErrorKind } from "../../streaming/events.ts";
 import { openaiErrorBody } from "../../formats/openai-chat/encode-openai.ts";
 import { anthropicErrorBody } from "../../formats/anthropic-messages/encode-anthropic.ts";
@@ -117,14 +119,63 @@ export function validationParam(path: string | undefined): string | undefined {
   return /^[A-Za-z0-9_.[\]-]{1,128}$/.test(param) ? param : undefined;
 }
 
+type FirstError = { path?: string; message?: string; value?: unknown; schema?: { error?: unknown; anyOf?: unknown } };
+
 /** A body's first failure against its schema, in the words every route answers with (Elysia's or plugins/first-body-error.ts's). */
-export function validationMessage(first: { path?: string; message?: string; value?: unknown; schema?: { error?: unknown } } | undefined): string {
+export function validationMessage(first: FirstError | undefined): string {
   if (first?.path !== undefined) {
-    const field = first.path.replace(/^\//, "").replaceAll("/", ".") || "body";
+    first = insideUnion(first);
+    const field = first.path!.replace(/^\//, "").replaceAll("/", ".") || "body";
     // A schema may say in its `error` what its field must be (a union's own message is only
     // "Expected union value"); a missing field keeps "Expected required property".
     const own = first.value !== undefined && typeof first.schema?.error === "string" ? first.schema.error : undefined;
-    return `Invalid request: ${field}: ${own ?? first.message ?? "invalid value"}.`;
+    return `Invalid request: ${field}: ${own ?? unionWords(first) ?? first.message ?? "invalid value"}.`;
   }
   return "Invalid request body.";
+}
+
+/** A JSON value's kind as a schema's `type` names it. */
+function kindOf(value: unknown): string {
+  if (value === null) return "null";
+  if (Array.isArray(value)) return "array";
+  return typeof value === "number" && Number.isInteger(value) ? "integer" : typeof value;
+}
+
+/** The schema kinds a union's members take, in order: `type`, or a literal's value. */
+function unionMembers(first: FirstError): { schema: unknown; kind: string | undefined; word: string }[] | undefined {
+  const anyOf = first.schema?.anyOf;
+  if (first.message !== "Expected union value" || !Array.isArray(anyOf) || first.value === undefined) return undefined;
+  const WORDS: Record<string, string> = { string: "a string", array: "an array", object: "an object", number: "a number", integer: "a whole number", boolean: "true or false", null: "null" };
+  return anyOf.map((member: { type?: unknown; const?: unknown }) => {
+    if (member.const !== undefined) return { schema: member, kind: undefined, word: JSON.stringify(member.const) };
+    const kind = typeof member.type === "string" ? member.type : undefined;
+    return { schema: member, kind, word: (kind && WORDS[kind]) ?? "another shape" };
+  });
+}
+
+/**
+ * A union whose value is of one member's kind (an object or an array) failed inside that member:
+ * its first failure there says what to fix (`stream_options.include_usage: Expected boolean`)
+ * where the union's says only "Expected union value". Found as a large body's is
+ * (first-body-error.ts): the compiled checker, the interpreted one over the failing part only.
+ */
+function insideUnion(first: FirstError): FirstError {
+  const members = unionMembers(first);
+  const kind = kindOf(first.value);
+  if (!members || (kind !== "object" && kind !== "array")) return first;
+  const same = members.filter((m) => m.kind === kind);
+  if (same.length !== 1) return first;
+  const inner = firstBodyError(same[0]!.schema as TSchema, first.value, first.path);
+  return inner ? insideUnion(inner) : first;
+}
+
+/** What a union takes and what was sent, as OpenAI says it ("expected one of a string or array …, but got an integer"). */
+function unionWords(first: FirstError): string | undefined {
+  const members = unionMembers(first);
+  if (!members) return undefined;
+  const words = [...new Set(members.map((m) => m.word))];
+  const list = words.length > 1 ? `${words.slice(0, -1).join(", ")} or ${words.at(-1)}` : words[0];
+  const kind = kindOf(first.value);
+  const got = kind === "integer" ? "a number" : kind === "array" ? "an array" : kind === "object" ? "an object" : kind === "null" ? "null" : `a ${kind}`;
+  return `must be ${list} (got ${got})`;
 }
