@@ -133,6 +133,14 @@ export function checkOpenAIContent(body: Record<string, unknown>): void {
     }
     if (!problem && m.role === "tool") problem = need(m, "tool_call_id", "string", path);
   }
+  // A function tool's name and schema are inside `function`. The Responses API's flat shape
+  // (`{type: "function", name, parameters}`), sent here by mistake, was dropped on the way to an
+  // Anthropic upstream and answered without tools (a new user's probe); OpenAI refuses it so.
+  const tools = Array.isArray(body.tools) ? (body.tools as unknown[]) : [];
+  for (let i = 0; !problem && i < tools.length; i++) {
+    const tool = tools[i];
+    if (isObject(tool) && tool.type === "function") problem = need(tool, "function", "object", ["tools", i]);
+  }
   if (!problem) return;
   // OpenAI's own wording: "Missing required parameter: 'messages[0].content[1].text'."
   const where = problem.path.map((p, k) => (typeof p === "number" ? `[${p}]` : k === 0 ? p : `.${p}`)).join("");

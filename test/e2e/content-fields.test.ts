@@ -39,6 +39,9 @@ const OPENAI_ROWS: Row[] = [
   ["an image_url part without image_url", [{ role: "user", content: [{ type: "image_url" }] }], "Missing required parameter: 'messages[0].content[0].image_url'."],
   ["a tool message without tool_call_id", [{ role: "user", content: "hi" }, { role: "tool", content: "ok" }], "Missing required parameter: 'messages[1].tool_call_id'."],
   ["a tool call without its id", [{ role: "user", content: "hi" }, { role: "assistant", tool_calls: [{ type: "function", function: { name: "f", arguments: "{}" } }] }], /messages\.1\.tool_calls\.0\.id/],
+  // The Responses API's flat tool shape sent to chat completions (a new user's probe).
+  ["a function tool without function", [{ role: "user", content: "hi" }], "Missing required parameter: 'tools[1].function'.",
+    { tools: [{ type: "function", function: { name: "f" } }, { type: "function", name: "get_weather", parameters: { type: "object" } }] }],
 ];
 
 describe.each([
@@ -63,6 +66,17 @@ describe.each([
     const res = await post(gw, path, { model, max_tokens: 10, messages });
     expect(res.status, await res.text()).toBe(200);
   });
+});
+
+test("a function tool in the Responses API's flat shape is refused on the way to an Anthropic upstream too, not dropped", async () => {
+  // Translated, it was filtered out and tool_choice "required" with it: a text answer, no call.
+  const res = await post(gw, "/v1/chat/completions", {
+    model: ANTHROPIC_MODEL, max_tokens: 10, tool_choice: "required", messages: [{ role: "user", content: "weather in Paris?" }],
+    tools: [{ type: "function", name: "get_weather", parameters: { type: "object", properties: { city: { type: "string" } } } }],
+  });
+  expect(res.status).toBe(400);
+  expect(((await res.json()) as { error: { message: string } }).error.message).toBe("Missing required parameter: 'tools[0].function'.");
+  expect(upstream.requests).toHaveLength(0);
 });
 
 describe("an OpenAI assistant refusal sent back as history", () => {
