@@ -437,6 +437,21 @@ describe("responses API requests the gateway refuses or adapts", () => {
     expect(upstream.requests).toHaveLength(2);
   });
 
+  test("a function tool in chat completions' nested shape is a 400 that says the Responses API's, not dropped", async () => {
+    // Dropped as an unknown tool, it took tool_choice "required" with it: a text answer, no call.
+    for (const model of [OPENAI_MODEL, ANTHROPIC_MODEL]) {
+      const res = await post(gw, "/v1/responses", {
+        model, input: "weather in Paris?", tool_choice: "required",
+        tools: [{ type: "function", function: { name: "get_weather", parameters: { type: "object", properties: { city: { type: "string" } } } } }],
+      });
+      expect(res.status).toBe(400);
+      const error = ((await res.json()) as { error: { type: string; message: string } }).error;
+      expect(error.type).toBe("invalid_request_error");
+      expect(error.message).toStartWith('a tool of type function needs a name: the Responses API\'s tools are flat ({"type": "function", "name", "parameters"})');
+    }
+    expect(upstream.requests).toHaveLength(0);
+  });
+
   test("schema errors, unknown models and empty input get OpenAI-shaped errors with the spec's status", async () => {
     const bad = await post(gw, "/v1/responses", { model: OPENAI_MODEL, input: "x", temperature: 5 });
     expect(bad.status).toBe(400);

@@ -119,6 +119,10 @@ export function responsesToChat(body: Record<string, unknown>): ResponsesPlan {
       // The default namespace's tools are the ordinary ones, under their own names (the model is told `functions.exec`).
       const inner = tool.name === DEFAULT_NAMESPACE ? undefined : tool.name;
       for (const member of tool.tools) if (member && typeof member === "object") addTool(member as Json, inner);
+    } else if (type === "function" || type === "custom") {
+      // Chat completions' nested shape sent here by mistake was dropped as an unknown tool, and
+      // tool_choice "required" with it: a text answer, no call (a new user's probe). OpenAI refuses it.
+      throw new ResponsesRequestError(`a tool of type ${type} needs a name: the Responses API's tools are flat ({"type": "function", "name", "parameters"}); {"type": "function", "function": {…}} is chat completions' shape.`);
     } else dropped.push(`tool:${String(type)}`);
   };
   for (const tool of (body.tools as Json[] | undefined) ?? []) if (tool && typeof tool === "object") addTool(tool);
