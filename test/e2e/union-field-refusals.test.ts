@@ -47,6 +47,9 @@ describe("a value in none of a field's shapes is refused with the shapes and wha
     expect(body.error.message).toBe("Invalid request: messages.0.content: must be a string or an array (got a number).");
     expect((await refused("/v1/messages", { model: ANTHROPIC_MODEL, max_tokens: 10, system: { text: "be brief" }, messages: hello })).message)
       .toBe("Invalid request: system: must be a string or an array (got an object).");
+    // Among fixed words, the word sent: OpenAI's "tool" role is not one of Anthropic's.
+    expect((await refused("/v1/messages", { model: ANTHROPIC_MODEL, max_tokens: 10, messages: [{ role: "tool", content: "x" }] })).message)
+      .toBe('Invalid request: messages.0.role: must be "user", "assistant" or "system" (got "tool").');
   });
 
   test("responses: input", async () => {

@@ -176,6 +176,9 @@ function unionWords(first: FirstError): string | undefined {
   const words = [...new Set(members.map((m) => m.word))];
   const list = words.length > 1 ? `${words.slice(0, -1).join(", ")} or ${words.at(-1)}` : words[0];
   const kind = kindOf(first.value);
-  const got = kind === "integer" ? "a number" : kind === "array" ? "an array" : kind === "object" ? "an object" : kind === "null" ? "null" : `a ${kind}`;
+  // Among literal choices a word is named as sent ("tool"); otherwise its kind is.
+  const literal = members.some((m) => m.kind === undefined) && (typeof first.value === "string" || typeof first.value === "number" || typeof first.value === "boolean");
+  const got = literal ? JSON.stringify(first.value).slice(0, 64)
+    : kind === "integer" ? "a number" : kind === "array" ? "an array" : kind === "object" ? "an object" : kind === "null" ? "null" : `a ${kind}`;
   return `must be ${list} (got ${got})`;
 }
