@@ -30,6 +30,14 @@ if (process.argv.includes("--health-check")) {
   }
   process.exit(await healthCheck(target));
 }
+// `switchyard --default-config`: the built-in config (with the vendors whose key variables are set)
+// as YAML. A config file replaces it whole, so an operator who wants a key pool or one more model
+// starts from this instead of writing every model, price and alias again.
+if (process.argv.includes("--default-config")) {
+  const { defaultConfig } = await import("./config/defaults.ts");
+  await Bun.write(Bun.stdout, `# switchyard --default-config: the built-in config; save as switchyard.yaml and edit\n${Bun.YAML.stringify(defaultConfig(process.env), null, 2)}\n`);
+  process.exit(0);
+}
 // `switchyard admin …`: the admin CLI from the binary (the Docker image has no Bun to run
 // src/cli/admin.ts with), on the same store the gateway uses, also while it runs.
 if (process.argv[2] === "admin") process.exit(await (await import("./cli/admin.ts")).adminMain(process.argv.slice(3), process.env));
