@@ -174,6 +174,25 @@ const CANNOT_AFFORD = () => new GatewayError(502, "upstream", "The upstream prov
 /** Its numbers: the organisation's tokens a minute, and what the request needs. */
 const QUOTA_NUMBERS = /Limit (\d+), Requested (\d+)/;
 
+/**
+ * OpenAI's refusal of one request past the organisation's tokens a minute ("Request too large for
+ * gpt-4o … on tokens per min (TPM): Limit 30000, Requested 50000"), said with a 429 status or in a
+ * Responses stream, as the vendor's 413: about the request, not the key, so it cools no key (a
+ * tenant's oversized requests cooled every key of a pool, moving other tenants' sessions off their
+ * caches), is not asked of this provider again, and tells the client to send less. Undefined for
+ * any other words.
+ */
+export function tooLargeForQuota(said: string, cause: UpstreamErrorClass): (AttemptOutcome & { kind: "refused" }) | undefined {
+  if (!TOO_LARGE_FOR_QUOTA.test(said)) return undefined;
+  // The gateway's own words with the vendor's two numbers: its message names the operator's
+  // organisation and the upstream model, which are not the client's to see.
+  const quota = QUOTA_NUMBERS.exec(said);
+  const numbers = quota ? ` (${quota[1]} tokens a minute; this request needs ${quota[2]})` : "";
+  const error = new GatewayError(413, "request_too_large", `The request is larger than the upstream provider takes in a minute${numbers}. Send fewer tokens, or lower max_tokens.`);
+  // Another model of the request's `models` (another vendor, another quota) may take it.
+  return { kind: "refused", verdict: "fallback", error, cause, status: 413 };
+}
+
 /** The longest wait a 502 passes on from a vendor's retry-after (seconds). */
 const MAX_RETRY_AFTER_S = 60;
 
@@ -284,20 +303,9 @@ export async function attemptUpstream(deps: AttemptDeps, req: AttemptRequest, ca
         requestId: req.requestId, provider: provider.id, status: res.status, detail: deps.scrubber.logDetail(detail ?? text, undefined, promptText(req.wire, req.body)),
       });
       const cause = res.status === 429 ? "status_429" : res.status >= 500 ? "status_5xx" : "status_4xx";
-      // OpenAI answers a request larger than the organisation's tokens a minute with a 429 ("Request
-      // too large for gpt-4o … on tokens per min (TPM): Limit 30000, Requested 50000"). It is about
-      // the request, not the key: read as the vendor's 413, it cools no key (a tenant's oversized
-      // requests cooled every key of a pool, moving other tenants' sessions off their caches), is
-      // not retried on this provider, and tells the client to send less.
-      if (res.status === 429 && detail !== undefined && TOO_LARGE_FOR_QUOTA.test(detail)) {
-        // The gateway's own words with the vendor's two numbers: its message names the operator's
-        // organisation and the upstream model, which are not the client's to see.
-        const quota = QUOTA_NUMBERS.exec(detail);
-        const numbers = quota ? ` (${quota[1]} tokens a minute; this request needs ${quota[2]})` : "";
-        const error = new GatewayError(413, "request_too_large", `The request is larger than the upstream provider takes in a minute${numbers}. Send fewer tokens, or lower max_tokens.`);
-        // Another model of the request's `models` (another vendor, another quota) may take it.
-        return { kind: "refused", verdict: "fallback", error, cause, status: 413 };
-      }
+      // OpenAI's 429 for a request larger than the organisation's minute: read as its 413.
+      const tooLarge = res.status === 429 && detail !== undefined ? tooLargeForQuota(detail, cause) : undefined;
+      if (tooLarge) return tooLarge;
       const delayMs = requestedDelayMs(res.headers, deps.now());
       let error = upstreamStatusError(res.status, detail, deps.scrubber, openai, details);
       // The vendor's own wait goes on to the client with the 502 (bounded), so its SDK's retry comes

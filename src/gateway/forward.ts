@@ -13,7 +13,7 @@ import { answersAsked, planRequest } from "./plan.ts";
 import { openBillingSession } from "./billing-session.ts";
 import { takesAnswerLimit } from "./context-fit.ts";
 import type { ActiveKey } from "../accounts/account-store.ts";
-import { attemptUpstream, clientClosed, retryAfterSeconds, withRetryAfter, type AttemptOutcome } from "./attempt.ts";
+import { attemptUpstream, clientClosed, requestSizedLimit, retryAfterSeconds, tooLargeForQuota, withRetryAfter, type AttemptOutcome } from "./attempt.ts";
 import { nextStep } from "./retry-policy.ts";
 import { respond, type IdleTimeout, type RouteSettings } from "./respond.ts";
 import { StreamFailedBeforeStart } from "./stream-answer.ts";
@@ -181,7 +181,7 @@ export async function forward(deps: ForwardDeps, req: ForwardRequest): Promise<R
             // A stream that failed before anything reached the client is a refused attempt: the
             // request is retried or falls back, and a last failure is a 502 that costs nothing.
             if (!(err instanceof StreamFailedBeforeStart)) throw err;
-            outcome = refusedBeforeStart(err);
+            outcome = refusedBeforeStart(err, req.bodyBytes, candidate.maxTokens);
             deps.log("warn", "stream failed before it started", { requestId: plan.requestId, provider: candidate.model.provider, error: err.message });
             trace?.streamAbandoned(outcome.cause!);
             // What the failed attempt counted is dropped with it: a client that leaves while the
@@ -271,11 +271,22 @@ function poolRefusal(outcome: AttemptOutcome & { kind: "refused" }, backMs: numb
 
 /**
  * A stream that failed before it started, as the retry policy reads a refusal: an overloaded
- * upstream (Anthropic's `overloaded_error`) is asked again, anything else falls back.
+ * upstream (Anthropic's `overloaded_error`, OpenAI's `rate_limit_exceeded`) is asked again,
+ * anything else falls back. A rate limit whose words show the request's own size as its cause is
+ * read as the same words with a 429 status are (attempt.ts): no key cools for it. Said in a
+ * Responses stream, it cooled every key of a pool for one tenant's large request (a hostile-tenant
+ * probe, twelfth).
  */
-function refusedBeforeStart(err: StreamFailedBeforeStart): AttemptOutcome & { kind: "refused" } {
+function refusedBeforeStart(err: StreamFailedBeforeStart, sentBytes: number, maxTokens: number): AttemptOutcome & { kind: "refused" } {
   const overloaded = err.event.errorType === "overloaded";
   const timedOut = err.event.errorType === "timeout";
+  const said = err.event.said;
+  if (overloaded && said) {
+    const tooLarge = tooLargeForQuota(said, "stream_broken");
+    if (tooLarge) return tooLarge;
+    const requestSized = requestSizedLimit(said, sentBytes, maxTokens);
+    if (requestSized) return { kind: "refused", verdict: "retry", error: new GatewayError(502, "overloaded", err.event.message), cause: "stream_broken", status: 429, requestSized };
+  }
   return {
     kind: "refused",
     verdict: overloaded ? "retry" : "fallback",

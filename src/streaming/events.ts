@@ -56,7 +56,15 @@ export type StreamEvent =
       serviceTier?: string; inferenceGeo?: string;
     }
   | { type: "finish"; reason: FinishReason; stopSequence?: string }
-  | { type: "error"; message: string; errorType: ErrorKind };
+  | {
+      type: "error"; message: string; errorType: ErrorKind;
+      /**
+       * The vendor's own words (scrubbed) behind an overload the message says in the gateway's:
+       * never written to the client (they name the operator's organisation), read by the key pool
+       * to tell a rate limit about the request's own size from one about the key (forward.ts).
+       */
+      said?: string;
+    };
 
 /** Largest token count taken from an upstream's usage; anything above is treated as missing. */
 export const MAX_REPORTED_TOKENS = 100_000_000;

@@ -19,10 +19,12 @@ afterAll(async () => {
   await upstream.stop();
 });
 
+const ADMIN = { authorization: "Bearer admin-token-rate-limit" };
 async function gateway(keys: string[]): Promise<Gateway> {
   upstream.reset();
   const gw = await startGateway({
     upstreamUrl: upstream.url,
+    adminToken: ADMIN.authorization.slice(7),
     retry: { max_retries: 0 },
     openaiKeys: keys.map((env) => ({ env })),
     vendorEnv: SECRETS,
@@ -78,10 +80,56 @@ describe("a Responses upstream's rate limit said in its stream", () => {
     expect(res.status).toBe(200);
     const text = await res.text();
     expect(text).toContain('"error"');
+    // In the gateway's words: the vendor's sentence (organisation, upstream model) is not the client's.
+    expect(text).toContain("rate limiting the gateway");
+    expect(text).not.toContain("gpt-6-sol");
     await gw.app.services.settled();
     expect(await gw.balanceMicro()).toBe(before);
     const record = gw.db.query<{ status: string; cost_micro: number }, []>("SELECT status, cost_micro FROM usage_records ORDER BY id DESC LIMIT 1").get()!;
     // A failed stream, as an Anthropic `overloaded_error` after `message_start` is (billing.test.ts): nothing of the answer was made.
     expect(record).toEqual({ status: "stream_failed", cost_micro: 0 });
+  });
+
+  /**
+   * A hostile tenant (twelfth probe): OpenAI's tokens-a-minute refusal names the request's own size
+   * ("Limit L, Used U, Requested R"). Said with a 429 status it cools no key when the request alone
+   * asks for half the key's minute (attempt.ts, requestSizedLimit); said in the stream it cooled
+   * the key like any rate limit, so one tenant's large requests benched every key of the pool,
+   * moving other tenants' sessions (and their prompt caches) off their keys.
+   */
+  const failedWith = (message: string) => [
+    frameOf({ type: "response.created", sequence_number: 0, response: { id: "resp_1", status: "in_progress", output: [] } }),
+    frameOf({ type: "response.failed", sequence_number: 1, response: { id: "resp_1", status: "failed", error: { code: "rate_limit_exceeded", message }, usage: null } }),
+  ].join("");
+  const states = async (gw: Gateway) => ((await (await fetch(`${gw.url}/v1/admin/vendor-keys`, { headers: ADMIN })).json()) as { data: { key: string; state: string }[] }).data.filter((k) => k.key.startsWith("RESP_KEY")).map((k) => `${k.key}:${k.state}`);
+
+  test("said in the stream about the request's own size (half the key's minute or more): it moves to the other key, and neither key cools", async () => {
+    const gw = await gateway(["RESP_KEY_A", "RESP_KEY_B"]);
+    const large = failedWith("Rate limit reached for gpt-6-sol in organization org-Zq9Operator on tokens per min (TPM): Limit 30000, Used 1000, Requested 29500. Please try again in 20s.");
+    upstream.rule((req) => (req.method === "POST" ? { kind: "sse", chunks: [large] } : undefined));
+    const res = await post(gw, "/v1/chat/completions", { model: MODEL, messages: [{ role: "user", content: "a large request" }], stream: true });
+    expect(res.status).toBe(502);
+    // The gateway's words, as for a 429 status: the vendor's name the operator's organisation.
+    const { error } = (await res.json()) as { error: { message: string; type: string } };
+    expect(error).toMatchObject({ type: "server_error", message: "The upstream provider is rate limiting the gateway. Retrying is appropriate." });
+    // Both keys were asked (it may pass on a key whose minute is less used), and both still serve everyone else.
+    expect(new Set(upstream.requests.filter((r) => r.method === "POST").map(keyOf))).toEqual(new Set(["A", "B"]));
+    expect(await states(gw)).toEqual(["RESP_KEY_A:usable", "RESP_KEY_B:usable"]);
+  });
+
+  test("said in the stream for a request larger than the key's whole minute: a 413 as with a 429 status, asked of one key only, and no key cools", async () => {
+    const gw = await gateway(["RESP_KEY_A", "RESP_KEY_B"]);
+    const over = failedWith("Request too large for gpt-6-sol in organization org-Ab3dE5fG7hI9 on tokens per min (TPM): Limit 30000, Requested 50000. The input or output tokens must be reduced in order to run successfully.");
+    upstream.rule((req) => (req.method === "POST" ? { kind: "sse", chunks: [over] } : undefined));
+    const before = await gw.balanceMicro();
+    const res = await post(gw, "/v1/chat/completions", { model: MODEL, messages: [{ role: "user", content: "a very large request" }], stream: true });
+    expect(res.status).toBe(413);
+    const { error } = (await res.json()) as { error: { message: string } };
+    expect(error.message).toContain("30000 tokens a minute; this request needs 50000");
+    // The vendor's sentence names the operator's organisation: not the client's to see.
+    expect(error.message).not.toContain("org-Ab3dE5fG7hI9");
+    expect(upstream.requests.filter((r) => r.method === "POST")).toHaveLength(1);
+    expect(await states(gw)).toEqual(["RESP_KEY_A:usable", "RESP_KEY_B:usable"]);
+    expect(await gw.balanceMicro()).toBe(before);
   });
 });

@@ -75,10 +75,24 @@ function finishOf(response: Record<string, any>, calls: boolean): FinishReason {
  */
 const OVERLOADED_CODES = new Set(["rate_limit_exceeded", "server_is_overloaded"]);
 
-/** A failed response's (or `error` event's) words for the client, scrubbed; `code`: OpenAI's code for it. */
+/**
+ * The gateway's words for an overload, as for the same said with a 429 or 503 status
+ * (upstream-errors.ts): OpenAI's sentence names the operator's organisation and the upstream model.
+ */
+const OVERLOAD_WORDS: Record<string, string> = {
+  rate_limit_exceeded: "The upstream provider is rate limiting the gateway. Retrying is appropriate.",
+  server_is_overloaded: "The upstream provider is overloaded. Retrying is appropriate.",
+};
+
+/**
+ * A failed response's (or `error` event's) words for the client, scrubbed; `code`: OpenAI's code
+ * for it. An overload is told in the gateway's words, the vendor's kept in `said` for the key pool.
+ */
 function failure(said: unknown, scrub: Scrubber, code?: unknown): StreamEvent {
-  const overloaded = typeof code === "string" && OVERLOADED_CODES.has(code);
-  return { type: "error", errorType: overloaded ? "overloaded" : "upstream", message: upstreamStreamErrorMessage("The upstream provider reported an error during the answer", said, scrub) };
+  if (typeof code === "string" && OVERLOADED_CODES.has(code)) {
+    return { type: "error", errorType: "overloaded", message: OVERLOAD_WORDS[code]!, said: typeof said === "string" ? scrub.forClient(said) : "" };
+  }
+  return { type: "error", errorType: "upstream", message: upstreamStreamErrorMessage("The upstream provider reported an error during the answer", said, scrub) };
 }
 
 /** The text of a reasoning item's parts (`summary` parts, else `content`'s reasoning text), paragraphs apart as OpenAI shows them. */
