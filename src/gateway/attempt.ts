@@ -8,7 +8,7 @@ import type { StreamEvent } from "../streaming/events.ts";
 import type { SseEvent } from "../streaming/sse-parser.ts";
 import type { Fitted } from "./context-fit.ts";
 import { adapterFor } from "../providers/adapters.ts";
-import { withKey } from "../providers/key-pools.ts";
+import { MISSING_PERMISSION, withKey } from "../providers/key-pools.ts";
 import { prepareUpstream, promptText } from "../formats/prepare-upstream.ts";
 import { betasForWindow } from "../providers/anthropic/anthropic-adapter.ts";
 import { createAnswerToolMapper } from "../formats/common/answer-tool.ts";
@@ -165,6 +165,9 @@ export function accountRefusal(status: number, said: string, code: string | unde
   return status === 402 || OUT_OF_CREDIT_SAID.test(said) ? "no_credit" : undefined;
 }
 
+/** What a client is told when the gateway's vendor key may not use the model or endpoint: the operator's to fix. */
+const NOT_PERMITTED = () => new GatewayError(502, "upstream", "The gateway's vendor key may not use this model or endpoint (the upstream provider said it lacks a permission). Retrying will not help until the gateway's operator fixes it.", NO_RETRY);
+
 /** What a client is told when the vendor account behind the gateway's key has no credit: the gateway's words, never the vendor's. */
 const OUT_OF_CREDIT = () => new GatewayError(502, "upstream", "The upstream provider refused the gateway's vendor key: the operator's vendor account is out of credit. Retrying will not help until the gateway's operator adds credit.", NO_RETRY);
 
@@ -312,6 +315,12 @@ export async function attemptUpstream(deps: AttemptDeps, req: AttemptRequest, ca
       // when the upstream said, not at once: the gateway's retries are over by then.
       if (delayMs !== undefined && error.status === 502) error = withRetryAfter(error, delayMs);
       const said = detail ?? text;
+      // A key that lacks a permission for what was asked (OpenAI's restricted keys: "Missing scopes:
+      // api.model.images.request") still serves what it may: read as a 401, one tenant's request
+      // to an endpoint the keys may not use set aside every key of the pool in turn, moving every
+      // session for everyone (a hostile-tenant probe, twelfth). A 403 about what was asked: no key
+      // is set aside, no other key asked (key-pool.ts, keyVerdict).
+      if ((res.status === 401 || res.status === 403) && MISSING_PERMISSION.test(said.slice(0, 4096))) return { kind: "refused", verdict: "fallback", error: NOT_PERMITTED(), cause, status: 403 };
       const account = accountRefusal(res.status, said, openai?.code);
       if (account === "dead") {
         // The key's organisation is gone: reported as the 401 it means (providers/key-pool.ts).

@@ -230,7 +230,7 @@ export function createKeyPools(deps: KeyPoolsDeps) {
     if (!request) return false;
     try {
       const res = await deps.fetch(request.url, { method: "GET", headers: request.headers, signal: AbortSignal.timeout(deps.probeTimeoutMs ?? 10_000) });
-      if (res.status === 401 || res.status === 403) return NOT_ALLOWED_TO_LIST.test((await res.text().catch(() => "")).slice(0, 4096));
+      if (res.status === 401 || res.status === 403) return MISSING_PERMISSION.test((await res.text().catch(() => "")).slice(0, 4096));
       await res.arrayBuffer().catch(() => {});
       return res.ok || res.status === 404 || res.status === 405;
     } catch {
@@ -353,8 +353,12 @@ export function withKey(provider: ResolvedProvider, secret: string | undefined):
   return own;
 }
 
-/** A 401 or 403 to a model list that says the key may not list models, not that it is unknown. */
-const NOT_ALLOWED_TO_LIST = /missing scopes?:|insufficient permissions/i;
+/**
+ * A 401 or 403 that says the key lacks a permission (OpenAI's restricted keys: "Missing scopes:
+ * …"), not that it is unknown: to a model list, the key may not list models; to a request, it may
+ * not use that endpoint or model (gateway/attempt.ts).
+ */
+export const MISSING_PERMISSION = /missing scopes?:|insufficient permissions/i;
 
 /** A key's probe is claimed for the probe's timeout and this much more: the others leave it alone meanwhile. */
 const PROBE_CLAIM_MARGIN_MS = 1_000;

@@ -7,7 +7,7 @@ import { sessionIdOf } from "../../src/gateway/session-id.ts";
 import { ConfigError, resolveSettings } from "../../src/config/load-config.ts";
 import type { Logger } from "../../src/log/log.ts";
 import { startFakeUpstream, type FakeUpstream, type RecordedRequest, type Reply } from "../helpers/fake-upstream.ts";
-import { ANTHROPIC_MODEL, OPENAI_MODEL, post, startGateway, type Gateway, type GatewayOptions } from "../helpers/gateway.ts";
+import { ANTHROPIC_MODEL, IMAGES_API_MODEL, OPENAI_MODEL, post, startGateway, type Gateway, type GatewayOptions } from "../helpers/gateway.ts";
 import { until } from "../helpers/until.ts";
 
 /**
@@ -395,6 +395,30 @@ describe("cooldowns and refused keys (injected clock)", () => {
     }
     upstream.rule(() => undefined);
     expect(await many(9, () => ask(gw))).toEqual(Array(9).fill(200));
+  });
+
+  test("a restricted key's 401 'Missing scopes' for the endpoint a tenant picked is about what was asked: no key is set aside, chat keeps every key (a hostile-tenant probe, twelfth)", async () => {
+    // OpenAI's restricted project keys: allowed chat, not images. One image request per key had
+    // disabled every key of the pool, moving every session (and its prompt cache) for everyone.
+    const gw = await gateway({ openaiKeys: [{ env: "POOL_KEY_A" }, { env: "POOL_KEY_B" }, { env: "POOL_KEY_C" }], keyRandom: seeded(13), keyProbeEveryMs: 60_000 });
+    const scopes: Reply = { kind: "json", status: 401, body: { error: { message: "You have insufficient permissions for this operation. Missing scopes: api.model.images.request. Check that you have the correct role in your organization (Reader, Writer, Owner) and project (Member, Owner), and if you're using a restricted API key, that it has the necessary scopes.", type: "invalid_request_error", param: null, code: null } } };
+    upstream.rule((req) => (req.path.endsWith("/images/generations") ? scopes : undefined));
+    for (let i = 0; i < 3; i++) {
+      const res = await post(gw, "/v1/chat/completions", { model: IMAGES_API_MODEL, messages: [{ role: "user", content: "a cat" }] });
+      expect(res.status).toBe(502);
+      // The operator's to fix (the key's permissions), in the gateway's words: not retried by the SDKs.
+      expect(res.headers.get("x-should-retry")).toBe("false");
+      const { error } = (await res.json()) as { error: { message: string } };
+      expect(error.message).toContain("may not use this model");
+    }
+    // One key asked per request: a key that may not is no reason to ask the others.
+    expect(upstream.requests.filter((r) => r.path.endsWith("/images/generations"))).toHaveLength(3);
+    const ready = (await (await fetch(`${gw.url}/ready`)).json()) as any;
+    expect(ready.vendor_keys ?? []).toEqual([]);
+    upstream.rule(() => undefined);
+    upstream.requests.length = 0;
+    expect(await eightSessions(gw)).toEqual(Array(8).fill(200));
+    expect(new Set(chats(upstream).map(keyOf)).size).toBeGreaterThan(1);
   });
 
   test("a key whose minute of tokens is used up (a small request refused) still cools, and sessions on it move to another key (a reviewer's finding)", async () => {
