@@ -103,8 +103,12 @@ const TOO_LARGE_FOR_QUOTA = /^Request too large for /i;
 const OPENAI_TPM = /tokens per min(?:ute)? \(TPM\): Limit (\d+), Used (\d+), Requested (\d+)/i;
 const ANTHROPIC_TPM = /of ([\d,]+) (input|output) tokens per minute/i;
 
-/** Whether a 429's detail shows the request's own size, not the key's used minute, as the cause (see above). */
-export function requestSizedLimit(detail: string, sentBytes: number, maxTokens: number | undefined): "over" | "large" | false {
+/**
+ * Whether a 429's detail shows the request's own size, not the key's used minute, as the cause (see
+ * above). `headers`: the 429's, whose `anthropic-ratelimit-{input,output}-tokens-remaining` says
+ * how much of the key's minute was left when the request was refused.
+ */
+export function requestSizedLimit(detail: string, sentBytes: number, maxTokens: number | undefined, headers?: Headers): "over" | "large" | false {
   let limit: number, asked: number;
   const openai = OPENAI_TPM.exec(detail);
   if (openai) {
@@ -114,8 +118,15 @@ export function requestSizedLimit(detail: string, sentBytes: number, maxTokens: 
     const anthropic = ANTHROPIC_TPM.exec(detail);
     if (!anthropic) return false;
     limit = Number(anthropic[1]!.replaceAll(",", ""));
+    const kind = anthropic[2]!.toLowerCase();
     // The request's tokens, from above: its bytes a quarter token each (input), its answer limit (output).
-    asked = anthropic[2]!.toLowerCase() === "input" ? sentBytes / 4 : (maxTokens ?? 0);
+    asked = kind === "input" ? sentBytes / 4 : (maxTokens ?? 0);
+    // Refused with `left` tokens of the minute still there, the request asks for more than that,
+    // whatever its bytes say: a dense prompt (digits, symbols: about a token a byte) passed for a
+    // quarter of its size, and one such request cooled every key of a pool in turn (a
+    // hostile-tenant probe, twelfth). A used-up minute leaves nothing, and the bytes decide.
+    const left = headers?.get(`anthropic-ratelimit-${kind}-tokens-remaining`);
+    if (left && /^\d+$/.test(left.trim())) asked = Math.max(asked, Number(left) + 1);
   }
   if (!(limit > 0)) return false;
   return asked >= limit ? "over" : 2 * asked >= limit ? "large" : false;
@@ -329,7 +340,7 @@ export async function attemptUpstream(deps: AttemptDeps, req: AttemptRequest, ca
       }
       if (account === "no_credit") return { kind: "refused", verdict: "fallback", error: OUT_OF_CREDIT(), delayMs, cause, status: 402 };
       if (account === "cannot_afford") return { kind: "refused", verdict: "fallback", error: CANNOT_AFFORD(), delayMs, cause, status: 402, requestSized: "large" };
-      const requestSized = res.status === 429 ? requestSizedLimit(said, call.body.length, maxTokens) : false;
+      const requestSized = res.status === 429 ? requestSizedLimit(said, call.body.length, maxTokens, res.headers) : false;
       return { kind: "refused", verdict: verdictFor(res.status), error, delayMs, cause, status: res.status, ...(requestSized ? { requestSized } : {}) };
     }
 

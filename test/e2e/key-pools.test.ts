@@ -421,6 +421,29 @@ describe("cooldowns and refused keys (injected clock)", () => {
     expect(new Set(chats(upstream).map(keyOf)).size).toBeGreaterThan(1);
   });
 
+  test("a dense prompt (about a token a byte) refused for Anthropic's input tokens a minute while the key's minute is unused cools no key: the vendor's remaining count shows the request is the cause (a hostile-tenant probe, twelfth)", async () => {
+    // 40 KB of digits is ~10,000 tokens by the bytes / 4 rule, under half of 30,000: read as the
+    // key's used-up minute, each key cooled in turn. The vendor said its minute was untouched.
+    const gw = await gateway({ anthropicKeys: [{ env: "POOL_KEY_A" }, { env: "POOL_KEY_B" }, { env: "POOL_KEY_C" }], keyRandom: seeded(13) });
+    const itpm: Reply = {
+      kind: "json", status: 429,
+      headers: { "retry-after": "60", "anthropic-ratelimit-input-tokens-limit": "30000", "anthropic-ratelimit-input-tokens-remaining": "30000" },
+      body: { type: "error", error: { type: "rate_limit_error", message: "This request would exceed the rate limit for your organization of 30,000 input tokens per minute. Please reduce the prompt length or the maximum tokens requested, or try again later." } },
+    };
+    upstream.rule((req) => (req.path === "/v1/messages" && JSON.stringify(req.body).includes("DENSE") ? itpm : undefined));
+    const res = await post(gw, "/v1/messages", { model: ANTHROPIC_MODEL, max_tokens: 100, messages: [{ role: "user", content: `DENSE ${"1234567890".repeat(4_000)}` }] });
+    expect(res.status).toBe(502);
+    await res.arrayBuffer();
+    const ready = (await (await fetch(`${gw.url}/ready`)).json()) as any;
+    expect(ready.vendor_keys ?? []).toEqual([]);
+    // The same words with the key's minute used up (nothing remaining): the key cools, as before.
+    upstream.rule((req) => (req.path === "/v1/messages" && JSON.stringify(req.body).includes("SMALL") ? { ...itpm, headers: { ...itpm.headers, "anthropic-ratelimit-input-tokens-remaining": "0" } } : undefined));
+    await (await post(gw, "/v1/messages", { model: ANTHROPIC_MODEL, max_tokens: 100, messages: [{ role: "user", content: "SMALL" }] })).arrayBuffer();
+    const after = (await (await fetch(`${gw.url}/ready`)).json()) as any;
+    expect(after.vendor_keys[0].keys.length).toBeGreaterThan(0);
+    upstream.rule(() => undefined);
+  });
+
   test("a key whose minute of tokens is used up (a small request refused) still cools, and sessions on it move to another key (a reviewer's finding)", async () => {
     const gw = await gateway({ openaiKeys: [{ env: "POOL_KEY_A" }, { env: "POOL_KEY_B" }], keyRandom: seeded(13), retry: { max_retries: 1, max_wait_ms: 200 } });
     const usedUp: Reply[] = [
