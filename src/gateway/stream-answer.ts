@@ -498,6 +498,14 @@ export async function answerSource(o: StreamAnswerOptions): Promise<{
         clearTimeout(timer);
         o.deadline.resume();
         if (result === "idle" && !done) {
+          // An answer that reasons out of sight is read to its end for its usage, as when its client
+          // leaves (cancel): a client that kept its connection open and read nothing was charged
+          // what had been relayed, 164 tokens of a 60,024-token bill (a hostile-tenant probe, twelfth).
+          if (!vendorEnded && !failure && o.readToEndOnCancel?.()) {
+            controller.close();
+            readRest();
+            return false;
+          }
           finish("cancelled", "the client stopped reading");
           reader.cancel().catch(() => {});
           controller.close();

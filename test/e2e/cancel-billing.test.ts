@@ -323,6 +323,57 @@ describe("a client that leaves an answer that reasons out of sight, after its te
     }
   });
 
+  test("a client that stops reading (and never leaves) is given up after client_idle_ms: the rest is read the same way, and charged the vendor's count (a hostile-tenant probe, twelfth)", async () => {
+    // A long visible answer fills the sockets' buffers, so the client's silence holds the relay
+    // back; then 40,000 tokens of reasoning are billed with the usage at the end. Given up as a
+    // cancelled stream, the answer was charged what had been relayed: the eighth probe's leak,
+    // reached by not reading instead of leaving.
+    // A word a frame, padded as OpenAI's `obfuscation` field pads chunks (here to 64 KB): the
+    // sockets fill while what was relayed is a few hundred tokens.
+    const frame = (text: string) => `data: ${JSON.stringify({ id: "chatcmpl-r", object: "chat.completion.chunk", created: 1, model: "o3", choices: [{ index: 0, delta: { content: text }, finish_reason: null }], obfuscation: "x".repeat(65_000) })}\n\n`;
+    const chunked = (text: string) => `${Buffer.byteLength(text).toString(16)}\r\n${text}\r\n`;
+    const big = chunked(frame("word "));
+    const FRAMES = 256;
+    const tail = chunked(`data: ${JSON.stringify({ id: "chatcmpl-r", object: "chat.completion.chunk", created: 1, model: "o3", choices: [{ index: 0, delta: {}, finish_reason: "stop" }] })}\n\n`)
+      + chunked(`data: ${JSON.stringify({ id: "chatcmpl-r", object: "chat.completion.chunk", created: 1, model: "o3", choices: [], usage: { prompt_tokens: 24, completion_tokens: 60_000, total_tokens: 60_024, completion_tokens_details: { reasoning_tokens: 40_000 } } })}\n\n`)
+      + chunked("data: [DONE]\n\n") + "0\r\n\r\n";
+    const raw = rawUpstream((_request, socket) => {
+      socket.write("HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\ntransfer-encoding: chunked\r\n\r\n");
+      // As fast as the gateway takes it; what a write does not take is written again later.
+      let rest = big;
+      let sent = 0;
+      const pump = () => {
+        if (socket.data.closed) return;
+        const wrote = Math.max(0, socket.write(rest));
+        if (wrote < rest.length) {
+          rest = rest.slice(wrote);
+          return void setTimeout(pump, 5);
+        }
+        if (++sent < FRAMES) rest = big;
+        else if (rest !== tail) rest = tail;
+        else return;
+        setImmediate(pump);
+      };
+      pump();
+    });
+    g = await startGateway({ upstreamUrl: raw.url, credits: 1_000, retry: { max_retries: 0 }, extraModels: [o3], clientIdleMs: 300, idleMs: 10_000, limits: { max_tokens_cap: 1_000_000 } });
+    try {
+      const before = await g.balanceMicro();
+      const res = await post(g, "/v1/chat/completions", { model: O3, max_completion_tokens: 100_000, messages: [{ role: "user", content: "a long answer" }], stream: true, stream_options: { include_usage: true } });
+      const reader = res.body!.getReader();
+      await reader.read(); // the first bytes; nothing more is read, and the connection stays open
+      for (const until = Date.now() + 20_000; g.app.services.inflight.count > 0 && Date.now() < until; ) await Bun.sleep(20);
+      await g.app.services.settled();
+      const row = lastRecord(g)!;
+      expect(row).toMatchObject({ status: "cancelled", prompt_tokens: 24, completion_tokens: 60_000, estimated: 0 });
+      expect(before - (await g.balanceMicro())).toBe(24 * 2_000 + 60_000 * 8_000);
+      reader.cancel().catch(() => {});
+    } finally {
+      await g.stop();
+      raw.stop();
+    }
+  }, 30_000);
+
   test("Anthropic with thinking (summarised or omitted): the same; without thinking, a stream left is charged what was relayed, as before", async () => {
     g = await startGateway({ upstreamUrl: upstream.url, credits: 1_000, retry: { max_retries: 0 } });
     const event = (name: string, data: Record<string, unknown>) => `event: ${name}\ndata: ${JSON.stringify({ type: name, ...data })}\n\n`;
