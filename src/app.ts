@@ -69,6 +69,7 @@ import { createModelHealth } from "./ops/model-health.ts";
 import { corsPolicy } from "./config/cors-origins.ts";
 import { createPromptMemory } from "./billing/prompt-memory.ts";
 import { addressBlock } from "./limits/address-block.ts";
+import { createCountBytes } from "./limits/count-bytes.ts";
 
 export interface AppDeps {
   /** The SQLite file's connection: accounts, keys and the ledger, unless `stores` are given. */
@@ -256,6 +257,10 @@ export function createApp(deps: AppDeps) {
   // the free counts, so their queue's bounds never refuse a paid request. A key's share is what it
   // may have of bodies in flight anyway (limits.body_per_key_bytes); the counts stop past the
   // largest window, so none runs long.
+  // Free counts' bytes a minute per account (limits/count-bytes.ts): what counts forwarded to an
+  // upstream (never queued) cost the request thread is bounded too.
+  const countBytesPerMinute = Math.max(limits.count_tokens_account_bytes_per_minute, limits.max_body_bytes);
+  const countBytes = createCountBytes({ perMinute: countBytesPerMinute, unsizedBytes: limits.max_body_bytes, now });
   const admissionCounts = createCountQueue({ perKeyBytes: Math.max(limits.body_per_key_bytes, limits.max_body_bytes), capacityBytes: Number.POSITIVE_INFINITY, timeoutMs: ADMISSION_COUNT_TIMEOUT_MS, count: tokenizer.count });
   // Request ids, metrics and access-log lines (ops/request-trace.ts).
   const tracker = new Tracker({ log, accessLog: ops.accessLog });
@@ -350,7 +355,14 @@ export function createApp(deps: AppDeps) {
       // Changes to the console's API from another site are refused on arrival, before their bodies are read.
       console: consoleStore ? consoleGate : undefined,
       // A key whose token counts fill its share is refused before its next count's body is read.
-      countsBusy: (keyId, bodyBytes, accountId) => counts.busy(keyId, bodyBytes, accountId),
+      countsBusy: (keyId, bodyBytes, accountId) => {
+        const busy = counts.busy(keyId, bodyBytes, accountId);
+        if (busy) return busy;
+        const waitMs = countBytes.take(accountId, bodyBytes);
+        if (waitMs === undefined) return undefined;
+        const retryAfterS = Math.max(1, Math.ceil(waitMs / 1000));
+        return { message: `Token counts are limited to ${countBytesPerMinute} bytes of request body a minute for this account (all its keys together). Retry after ${retryAfterS} s.`, retryAfterS };
+      },
       cors: corsPolicy(deps.settings.server.cors_origins),
     }))
     .use(jsonBodyPlugin({

@@ -194,6 +194,12 @@ export const LimitsConfig = t.Object({
   count_tokens_queue_bytes: StrictInteger({ minimum: 65_536, default: 64 * 1024 * 1024 }),
   count_tokens_timeout_ms: StrictInteger({ minimum: 10, default: 10_000 }),
   /**
+   * Free counts' body bytes a minute per account, per process (limits/count-bytes.ts): a bucket
+   * of this size refilling over a minute; a count past it gets 429 with the wait before its body
+   * is read. Never below `max_body_bytes`, so a largest body still passes.
+   */
+  count_tokens_account_bytes_per_minute: StrictInteger({ minimum: 65_536, default: 64 * 1024 * 1024 }),
+  /**
    * Request bodies still arriving (limits/body-budget.ts), per gateway process: the bytes one key's
    * bodies may hold at once (their declared lengths; more get 429; never less than
    * `max_body_bytes`), one account's keys' together (more get 429; never less than a key's), the

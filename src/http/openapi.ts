@@ -243,7 +243,7 @@ export const OPERATIONS: Record<string, Operation> = {
   },
   "POST /v1/messages/count_tokens": {
     summary: "Count input tokens (Anthropic format)",
-    description: "The Anthropic upstream's count, else the gateway's estimate. Never charged; its own rate bucket, 10× the key's. A model the key may not use is a 403. Free, so bounded: a prompt over `limits.count_tokens_max_bytes` of text (4 MiB) is a 413; counts made by the gateway's tokenizer take turns per key, at most `limits.count_tokens_per_key_bytes` (16 MiB) of text per key at once, each count weighing at least 64 KiB (more: 429, `retry-after: 1`), `limits.count_tokens_queue_bytes` (64 MiB) in all (more: 503) and `limits.count_tokens_timeout_ms` (10 s) each (then 503).",
+    description: "The Anthropic upstream's count, else the gateway's estimate. Never charged; its own rate bucket, 10× the key's. A model the key may not use is a 403. Free, so bounded: a prompt over `limits.count_tokens_max_bytes` of text (4 MiB) is a 413; counts made by the gateway's tokenizer take turns per key, at most `limits.count_tokens_per_key_bytes` (16 MiB) of text per key at once, each count weighing at least 64 KiB (more: 429, `retry-after: 1`), `limits.count_tokens_queue_bytes` (64 MiB) in all (more: 503) and `limits.count_tokens_timeout_ms` (10 s) each (then 503); every count takes its body's bytes from its account's `limits.count_tokens_account_bytes_per_minute` (64 MiB a minute per process; more: 429 with the wait).",
     tag: "chat", security: "key", errors: [400, 401, 403, 404, 408, 413, 429, 503], anthropic: true,
     answers: { "200": { description: "The count.", schema: t.Object({ input_tokens: StrictInteger() }), headers: RATE } },
   },

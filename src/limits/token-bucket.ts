@@ -24,18 +24,19 @@ export interface BucketDecision {
 
 const MINUTE_MS = 60_000;
 
-export function takeToken(state: BucketState | undefined, perMinute: number, now: number): { state: BucketState; decision: BucketDecision } {
+export function takeToken(state: BucketState | undefined, perMinute: number, now: number, cost = 1): { state: BucketState; decision: BucketDecision } {
   const ratePerMs = perMinute / MINUTE_MS;
   const elapsed = state ? Math.max(0, now - state.updatedAt) : 0;
   const available = state ? Math.min(perMinute, state.tokens + elapsed * ratePerMs) : perMinute;
-  const allowed = available >= 1;
-  const tokens = allowed ? available - 1 : available;
+  // `cost` tokens at once (a weight: bytes, for limits/count-bytes.ts); a request is one.
+  const allowed = available >= cost;
+  const tokens = allowed ? available - cost : available;
   return {
     state: { tokens, updatedAt: now },
     decision: {
       allowed,
       remaining: Math.floor(tokens),
-      retryAfterMs: tokens >= 1 ? 0 : Math.ceil((1 - tokens) / ratePerMs),
+      retryAfterMs: tokens >= cost ? 0 : Math.ceil((cost - tokens) / ratePerMs),
       resetMs: Math.ceil((perMinute - tokens) / ratePerMs),
     },
   };

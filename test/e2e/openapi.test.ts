@@ -212,6 +212,6 @@ describe("GET /openapi.json", () => {
     for (const [name, op] of withBody) expect([name, Object.keys(op.responses).includes("413"), Object.keys(op.responses).includes("408")]).toEqual([name, true, true]);
     const count = doc.paths["/v1/messages/count_tokens"].post;
     expect(Object.keys(count.responses)).toEqual(["200", "400", "401", "403", "404", "408", "413", "429", "503"]);
-    for (const setting of ["count_tokens_max_bytes", "count_tokens_per_key_bytes", "count_tokens_queue_bytes", "count_tokens_timeout_ms"]) expect(count.description).toContain(setting);
+    for (const setting of ["count_tokens_max_bytes", "count_tokens_per_key_bytes", "count_tokens_queue_bytes", "count_tokens_timeout_ms", "count_tokens_account_bytes_per_minute"]) expect(count.description).toContain(setting);
   });
 });

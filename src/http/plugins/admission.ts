@@ -77,7 +77,7 @@ export interface AdmissionOptions {
    * Why a key's token counts are full (limits/count-queue.ts), or undefined: its next count is
    * refused here, before a body that could only be refused is read.
    */
-  countsBusy?: (keyId: string, bodyBytes: number, accountId: string) => string | undefined;
+  countsBusy?: (keyId: string, bodyBytes: number, accountId: string) => string | { message: string; retryAfterS: number } | undefined;
   /** Browsers' cross-origin requests to the model API (http/cors.ts); absent, no CORS headers. */
   cors?: CorsPolicy;
 }
@@ -176,7 +176,8 @@ export function admissionPlugin(o: AdmissionOptions) {
     const busy = counting ? o.countsBusy?.(found.keyId, Number(request.headers.get("content-length")) || 0, found.accountId) : undefined;
     if (busy) {
       o.onRejected(request, 429);
-      return errorResponse(anthropic, 429, "rate_limit", busy, { "retry-after": "1", ...unreadBodyHeaders(request) });
+      const [message, wait] = typeof busy === "string" ? [busy, 1] : [busy.message, busy.retryAfterS];
+      return errorResponse(anthropic, 429, "rate_limit", message, { "retry-after": String(wait), ...unreadBodyHeaders(request) });
     }
     const factor = counting ? COUNT_TOKENS_RATE_FACTOR : 1;
     const perMinute = (found.rateLimitPerMinute ?? o.defaultPerMinute) * factor;
