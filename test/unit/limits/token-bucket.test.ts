@@ -19,6 +19,17 @@ describe("token bucket (pure, no sleeping)", () => {
     expect(refused.decision.resetMs).toBe(60_000);
   });
 
+  test("a weighted take (bytes: limits/count-bytes.ts) takes its cost at once, is refused while fewer are left, and waits until its cost is back", () => {
+    const perMinute = 60_000;
+    let { state, decision } = takeToken(undefined, perMinute, 0, 40_000);
+    expect(decision).toMatchObject({ allowed: true, remaining: 20_000 });
+    ({ state, decision } = takeToken(state, perMinute, 0, 40_000));
+    // Nothing taken: the bucket keeps its 20,000, and 20 s bring back the 20,000 missing (1,000 a second).
+    expect(decision).toMatchObject({ allowed: false, remaining: 20_000, retryAfterMs: 20_000 });
+    expect(takeToken(state, perMinute, 19_999, 40_000).decision.allowed).toBe(false);
+    expect(takeToken(state, perMinute, 20_000, 40_000).decision.allowed).toBe(true);
+  });
+
   test("refills evenly: one token per second at 60/min", () => {
     let { state } = takeToken(undefined, 60, 0);
     for (let i = 0; i < 59; i++) state = takeToken(state, 60, 0).state;
