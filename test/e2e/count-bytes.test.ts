@@ -68,8 +68,9 @@ test("a count that declares no length (a chunked body) weighs the largest body, 
   const third = await count(key, chunked());
   expect(third.status).toBe(429);
   await third.arrayBuffer();
-  // A small sized count waits too: the bucket is empty, not only for large bodies.
-  const sized = await count(key, JSON.stringify({ model: ANTHROPIC_MODEL, messages: [{ role: "user", content: "hello" }] }));
+  // A sized count waits too: the bucket is empty, not only for largest bodies. (100 KB: the
+  // bucket refills ~35 KB a second, so a few bytes would have come back by the time it is asked.)
+  const sized = await count(key, JSON.stringify({ model: ANTHROPIC_MODEL, messages: [{ role: "user", content: "word ".repeat(20_000) }] }));
   expect(sized.status).toBe(429);
   await sized.arrayBuffer();
 });
