@@ -10,11 +10,27 @@ import type { Socket } from "bun";
 export interface StalledListener {
   url: string;
   port: number;
+  /**
+   * The outage ends: the listener's process runs again and takes the queued connects, and every
+   * connect after that completes at once (one still waiting completes at its next SYN
+   * retransmission). With `answer`, it answers every request with it.
+   */
+  recover(): void;
   stop(): Promise<void>;
 }
 
-export async function stalledListener(): Promise<StalledListener> {
-  const child = Bun.spawn([process.execPath, "-e", `const s = require("node:net").createServer(() => {}).listen({ port: 0, host: "127.0.0.1" }, () => console.log(s.address().port));`], { stdout: "pipe", stderr: "ignore" });
+export interface StalledListenerOptions {
+  /** Once recovered, every request gets a 200 with this JSON body (an HTTP server, not a bare listener). */
+  answer?: unknown;
+}
+
+export async function stalledListener(options: StalledListenerOptions = {}): Promise<StalledListener> {
+  const script =
+    options.answer === undefined
+      ? `const s = require("node:net").createServer(() => {}).listen({ port: 0, host: "127.0.0.1" }, () => console.log(s.address().port));`
+      : `const s = Bun.serve({ port: 0, hostname: "127.0.0.1", fetch: () => new Response(process.env.ANSWER, { headers: { "content-type": "application/json" } }) }); console.log(s.port);`;
+  const env = { ...process.env, ANSWER: JSON.stringify(options.answer ?? null) };
+  const child = Bun.spawn([process.execPath, "-e", script], { stdout: "pipe", stderr: "ignore", env });
   const reader = child.stdout.getReader();
   let line = "";
   while (!line.includes("\n")) {
@@ -26,6 +42,7 @@ export async function stalledListener(): Promise<StalledListener> {
   const port = Number(line.trim());
   process.kill(child.pid, "SIGSTOP");
   const fillers: Socket[] = [];
+  const recover = () => process.kill(child.pid, "SIGCONT");
   const stop = async () => {
     child.kill("SIGKILL");
     for (const s of fillers) s.terminate();
@@ -37,7 +54,7 @@ export async function stalledListener(): Promise<StalledListener> {
     const opened = await Promise.race([pending, Bun.sleep(200).then(() => undefined)]);
     if (!opened) {
       pending.then((s) => s.terminate(), () => {});
-      return { url: `http://127.0.0.1:${port}`, port, stop };
+      return { url: `http://127.0.0.1:${port}`, port, recover, stop };
     }
     fillers.push(opened);
   }

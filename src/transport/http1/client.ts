@@ -68,6 +68,14 @@ export interface Http1ClientOptions {
    * other requests are in flight. Default: write at once.
    */
   coalesce?: () => boolean;
+  /**
+   * A connect a call gave up on is taken over by a later call only while it is younger than this
+   * (ms; default 3 s): an older one waits for a SYN retransmission that may be a minute away
+   * (see `connect`). Tests shorten it.
+   */
+  adoptConnectsYoungerThanMs?: number;
+  /** Connects under way to one origin past which calls take over an older one rather than open another (default 64). */
+  maxPendingConnectsPerOrigin?: number;
 }
 
 export interface Http1Client {
@@ -90,6 +98,16 @@ const DEFAULT_PROBATION_MS = 10 * 60_000;
 const DEFAULT_MAX_IDLE_PER_ORIGIN = 1024;
 
 const DEFAULT_MAX_RESPONSE_BYTES = 64 * 1024 * 1024;
+
+/**
+ * Linux retransmits an unanswered SYN 1 s apart for its first tries on recent kernels
+ * (tcp_syn_linear_timeouts, 4: after 1, 1, 1, 1, 1, 2, 4, 8 … s, measured here), doubling from the
+ * first on older ones (1, 2, 4 … s), up to a minute apart. A connect younger than this retries
+ * within a second (two on older kernels).
+ */
+const DEFAULT_ADOPT_CONNECTS_YOUNGER_THAN_MS = 3_000;
+/** Sockets left waiting on one dead origin, beyond the calls waiting at once (see `connect`). */
+const DEFAULT_MAX_PENDING_CONNECTS_PER_ORIGIN = 64;
 
 export function createHttp1Client(options: Http1ClientOptions = {}): Http1Client {
   const maxBytes = options.maxResponseBytes ?? DEFAULT_MAX_RESPONSE_BYTES;
@@ -117,8 +135,10 @@ export function createHttp1Client(options: Http1ClientOptions = {}): Http1Client
   let cutWith: Error | undefined;
   /** Calls whose connection is still opening: a cut ends them at once (see `connect`). */
   const opening = new Set<Opening>();
-  /** Connects under way that their call gave up on, by origin: the next call takes one over (see `connect`). */
-  const abandoned = new Map<string, PendingConnect[]>();
+  /** Connects under way by origin, and those their call gave up on: a later call may take one over (see `connect`). */
+  const connecting = new Map<string, OriginConnects>();
+  const adoptYoungerThanMs = options.adoptConnectsYoungerThanMs ?? DEFAULT_ADOPT_CONNECTS_YOUNGER_THAN_MS;
+  const maxPendingConnects = options.maxPendingConnectsPerOrigin ?? DEFAULT_MAX_PENDING_CONNECTS_PER_ORIGIN;
 
   /** Parsed once per URL: the same few upstream URLs serve every request. */
   const targets = new Map<string, Target | null>();
@@ -139,20 +159,32 @@ export function createHttp1Client(options: Http1ClientOptions = {}): Http1Client
    * the call, its client's hold and its place waited that long past `first_byte_ms`, whether or not
    * the client was still there (a raw-TCP probe).
    *
-   * `Bun.connect` cannot be called off, so a connect given up goes on without its call: the next
+   * `Bun.connect` cannot be called off, so a connect given up goes on without its call: a later
    * call to that origin takes it over rather than opening another, and one that opens with nobody
    * waiting is closed, as a call's own connection is when the call ends. Without that, every call
    * to an unreachable origin left a socket waiting for the kernel: a few requests a second held
    * thousands of descriptors until the process could open no more (the probe's 40 calls every
    * 200 ms held 40 more each time).
+   *
+   * Only a young connect is taken over (`adoptConnectsYoungerThanMs`), the youngest first: an old
+   * one waits for its next SYN retransmission, which doubles up to a minute apart, so once the
+   * upstream came back every call that took it over waited for that retransmission or its own
+   * deadline, where a new connect completed at once (a raw-TCP probe: 502s at a 2.5 s deadline
+   * 12 s into an outage, against a fresh client's 200). Older ones are left to the kernel, and
+   * closed if they ever open. The sockets left waiting are then about (the kernel's ~2 minutes ÷
+   * that age) per caller; past `maxPendingConnectsPerOrigin` connects under way to the origin, a
+   * call takes over the youngest whatever its age, as before.
    */
   function connect(target: Target, aborts: AttemptHooks | AbortSignal | undefined): Promise<Connection> {
     if (aborts?.aborted) return Promise.reject(aborts.reason);
     return new Promise<Connection>((resolve, reject) => {
-      const adopted = abandoned.get(target.origin)?.pop();
-      const pending = adopted ?? new PendingConnect(target.origin);
+      let origin = connecting.get(target.origin);
+      if (!origin) connecting.set(target.origin, (origin = { pending: 0, abandoned: [] }));
+      const adopted = origin.abandoned.length > 0 ? adoptable(origin) : undefined;
+      const pending = adopted ?? new PendingConnect(target.origin, origin, performance.now());
       pending.waiter = new Opening(pending, aborts, resolve, reject, opening, abandon);
       if (adopted) return;
+      origin.pending++;
       pool.connect(target).then(
         (conn) => connected(pending, conn),
         (err) => connected(pending, undefined, new UpstreamConnectionError(`could not connect to the upstream: ${(err as Error).message ?? err}`, false)),
@@ -160,11 +192,23 @@ export function createHttp1Client(options: Http1ClientOptions = {}): Http1Client
     });
   }
 
+  /** The abandoned connect a new call takes over, out of the origin's list; none when a new connect is better (see `connect`). */
+  function adoptable(origin: OriginConnects): PendingConnect | undefined {
+    const list = origin.abandoned;
+    let youngest = 0;
+    for (let i = 1; i < list.length; i++) if (list[i]!.startedAt > list[youngest]!.startedAt) youngest = i;
+    const pending = list[youngest]!;
+    if (performance.now() - pending.startedAt >= adoptYoungerThanMs && origin.pending < maxPendingConnects) return undefined;
+    list.splice(youngest, 1);
+    return pending;
+  }
+
   /** A connect's outcome, to the call that waits for it; else the connection is closed unused (see `connect`). */
   function connected(pending: PendingConnect, conn: Connection | undefined, error?: Error): void {
-    const list = abandoned.get(pending.origin);
-    const at = list ? list.indexOf(pending) : -1;
-    if (at >= 0) list!.splice(at, 1);
+    const origin = pending.origin;
+    const at = origin.abandoned.indexOf(pending);
+    if (at >= 0) origin.abandoned.splice(at, 1);
+    if (--origin.pending === 0) connecting.delete(pending.target);
     const call = pending.waiter;
     pending.waiter = null;
     if (call?.end()) {
@@ -175,12 +219,10 @@ export function createHttp1Client(options: Http1ClientOptions = {}): Http1Client
     if (conn) pool.destroy(conn, cutWith ?? new Error("the call gave up while its connection was opening"));
   }
 
-  /** A call gave up on its connect: the connect is left for the next call to that origin. */
+  /** A call gave up on its connect: the connect is left for a later call to that origin. */
   function abandon(pending: PendingConnect): void {
     pending.waiter = null;
-    let list = abandoned.get(pending.origin);
-    if (!list) abandoned.set(pending.origin, (list = []));
-    list.push(pending);
+    pending.origin.abandoned.push(pending);
   }
 
   /**
@@ -241,10 +283,21 @@ export function createHttp1Client(options: Http1ClientOptions = {}): Http1Client
   };
 }
 
-/** A connect under way, and the call waiting for it, if one still is. */
+/** One origin's connects under way, and those of them no call waits for (see `connect`). */
+interface OriginConnects {
+  pending: number;
+  abandoned: PendingConnect[];
+}
+
+/** A connect under way, when it began (`performance.now()`), and the call waiting for it, if one still is. */
 class PendingConnect {
   waiter: Opening | null = null;
-  constructor(readonly origin: string) {}
+  constructor(
+    /** The origin's key in `connecting`. */
+    readonly target: string,
+    readonly origin: OriginConnects,
+    readonly startedAt: number,
+  ) {}
 }
 
 /**
