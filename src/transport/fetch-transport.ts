@@ -1,3 +1,4 @@
+import { MAX_SAME_ORIGIN_REDIRECTS, sameOriginRedirect } from "./same-origin-redirect.ts";
 import { cappedStream, ResponseTooLargeError, type Transport } from "./transport.ts";
 
 /**
@@ -6,15 +7,26 @@ import { cappedStream, ResponseTooLargeError, type Transport } from "./transport
  * The counting costs a stream hop per chunk, which is why the API calls' hot path uses our own
  * client (it counts in its parser); what goes through here is the rest (image downloads, proxies).
  *
- * Redirects are not followed unless the caller asks (`redirect`): the answer is the 3xx itself,
- * as our own client hands it over (a 502 for an API call, a failed key probe; image downloads
- * follow theirs within their origin). `fetch`'s own following carried the request to any origin
- * the upstream named: the prompt (307, 308) and every key header but `Authorization` (Anthropic's
- * `x-api-key`), and that origin's answer was billed as the vendor's (a raw-TCP probe).
+ * Redirects are followed only within the request's origin (same-origin-redirect.ts), as our own
+ * client does, unless the caller says otherwise (`redirect`: image downloads follow theirs
+ * themselves); any other is handed over as the 3xx it is.
  */
 export function createFetchTransport(maxResponseBytes: number, fetchImpl: Transport = (url, init) => fetch(url, init)): Transport {
   return async (url, init) => {
-    const res = await fetchImpl(url, init.redirect === undefined ? { ...init, redirect: "manual" } : init);
+    let res: Response;
+    if (init.redirect !== undefined) res = await fetchImpl(url, init);
+    else {
+      const manual: RequestInit = { ...init, redirect: "manual" };
+      const method = (init.method ?? "GET").toUpperCase();
+      res = await fetchImpl(url, manual);
+      for (let hops = 0; hops < MAX_SAME_ORIGIN_REDIRECTS; hops++) {
+        const next = sameOriginRedirect(url, res, method, init.body);
+        if (next === null) break;
+        res.body?.cancel().catch(() => {});
+        url = next;
+        res = await fetchImpl(url, manual);
+      }
+    }
     if (!res.body) return res;
     if (Number(res.headers.get("content-length") ?? 0) > maxResponseBytes) {
       res.body.cancel().catch(() => {});

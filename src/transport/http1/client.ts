@@ -1,4 +1,5 @@
 import { createFetchTransport } from "../fetch-transport.ts";
+import { MAX_SAME_ORIGIN_REDIRECTS, sameOriginRedirect } from "../same-origin-redirect.ts";
 import { attemptHooksOfInit, type AttemptHooks, type Transport } from "../transport.ts";
 import { exchange, UpstreamConnectionError } from "./exchange.ts";
 import { createPool, type Connection } from "./pool.ts";
@@ -243,6 +244,21 @@ export function createHttp1Client(options: Http1ClientOptions = {}): Http1Client
     const method = (init.method ?? "GET").toUpperCase();
     const headers = init.headers;
     if (viaProxy || method !== "POST" || typeof init.body !== "string" || !isPlainRecord(headers)) return viaFallback(url, init);
+    let res = await post(url, init, headers, init.body);
+    // A 307 or 308 to the request's own origin is followed, as the fallback does (same-origin-redirect.ts).
+    for (let hops = 0; (res.status === 307 || res.status === 308) && hops < MAX_SAME_ORIGIN_REDIRECTS; hops++) {
+      const next = sameOriginRedirect(url, res, method, init.body);
+      if (next === null) break;
+      res.body?.cancel().catch(() => {});
+      url = next;
+      res = await post(url, init, headers, init.body);
+    }
+    return res;
+  }
+
+  /** One POST this client carries, on a pooled connection or a new one. */
+  async function post(url: string, init: RequestInit, headers: Record<string, string>, body: string): Promise<Response> {
+    const method = "POST";
     const target = targetOf(url);
     if (!target) return viaFallback(url, init);
     // An attempt's deadline comes as hooks (transport.ts, `attemptInit`): reading `init.signal` would make its AbortSignal.
@@ -251,7 +267,7 @@ export function createHttp1Client(options: Http1ClientOptions = {}): Http1Client
     const aborts = hooks ?? signal;
     if (aborts?.aborted) throw aborts.reason;
     if (cutWith) throw cutWith;
-    const message = serializePost(target, headers, init.body);
+    const message = serializePost(target, headers, body);
 
     const pooled = pool.take(target.origin);
     if (pooled) {
@@ -268,7 +284,7 @@ export function createHttp1Client(options: Http1ClientOptions = {}): Http1Client
       pool.destroy(conn, cutWith);
       throw cutWith;
     }
-    return exchange(pool, conn, message, { method, hooks, signal, maxBytes, hold: coalesce?.() ? atEndOfTurn : null });
+    return await exchange(pool, conn, message, { method, hooks, signal, maxBytes, hold: coalesce?.() ? atEndOfTurn : null });
   }
 
   return {
