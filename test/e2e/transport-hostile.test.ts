@@ -495,6 +495,28 @@ describe("through the gateway", () => {
     });
   }
 
+  test("chunk lines ended by bare LFs on a connection held open: a 502 at once, not at the idle limit, stream or not; nothing charged", async () => {
+    const { gw, before } = await gatewayOver((request, socket) => {
+      const type = JSON.parse(request.body).stream ? "text/event-stream" : "application/json";
+      const frame = type === "text/event-stream" ? `data: ${completion}\n\n` : completion;
+      // The upstream keeps the connection: only the framing says the answer is broken.
+      socket.write(`HTTP/1.1 200 OK\r\ncontent-type: ${type}\r\ntransfer-encoding: chunked\r\n\r\n${frame.length.toString(16)}\n${frame}\n0\n\n`);
+    });
+    try {
+      for (const stream of [false, true]) {
+        const started = performance.now();
+        const res = await postToGateway(gw, "/v1/chat/completions", { ...ask, stream });
+        expect(res.status).toBe(502);
+        expect((await res.json()) as any).toMatchObject({ error: { type: "upstream_error" } });
+        // The gateway's idle limit here is 30 s, its first-byte limit 10 s.
+        expect(performance.now() - started).toBeLessThan(2_000);
+      }
+      expect(await gw.balanceMicro()).toBe(before);
+    } finally {
+      await gw.stop();
+    }
+  });
+
   test("a stream over the cap ends with an error frame, and what was sent before it is charged, as any stream cut short", async () => {
     const frame = Buffer.from(`data: {"id":"c","object":"chat.completion.chunk","created":1,"model":"m","choices":[{"index":0,"delta":{"content":"${"x".repeat(4000)}"},"finish_reason":null}]}\n\n`);
     const chunk = Buffer.concat([Buffer.from(`${frame.length.toString(16)}\r\n`), frame, Buffer.from("\r\n")]);

@@ -221,6 +221,9 @@ export class ResponseParser {
           const end = indexOfCrlf(buf, Math.max(pos, from));
           if (end < 0) {
             if (buf.length - pos > MAX_CHUNK_LINE_BYTES) throw new ResponseFramingError("chunk size line too long");
+            // As in the head: a line ended by a bare LF never ends in CRLF. Said now, not at the
+            // idle limit the answer would otherwise wait for (a raw-TCP probe: "5\nhello\n0\n\n").
+            if (hasBareLf(buf, pos, Math.max(pos, from - 1))) throw new ResponseFramingError("a chunk size line ends in a bare LF");
             return this.keep(buf, pos);
           }
           if (end - pos > MAX_CHUNK_LINE_BYTES) throw new ResponseFramingError("chunk size line too long");
@@ -246,7 +249,10 @@ export class ResponseParser {
           const size = (end < 0 ? buf.length : end + 2) - pos;
           // Trailers share the head's budget: an endless trailer is as bad as an endless head.
           if (this.headBytes + size > MAX_HEAD_BYTES) throw new ResponseFramingError("trailers too large");
-          if (end < 0) return this.keep(buf, pos);
+          if (end < 0) {
+            if (hasBareLf(buf, pos, Math.max(pos, from - 1))) throw new ResponseFramingError("a trailer line ends in a bare LF");
+            return this.keep(buf, pos);
+          }
           this.headBytes += size;
           // Trailer fields carry nothing we use; the empty line ends the message.
           if (end === pos) this.state = State.Done;

@@ -222,6 +222,10 @@ describe("response parser: framing faults are errors", () => {
     // These never end in CRLF CRLF: refused as they come, not at the first-byte limit.
     ["a head with LF line endings (its end not arrived)", "HTTP/1.1 200 OK\ncontent-type: application/json\ncontent-length: 2\n\n{}"],
     ["a head that starts with a bare LF", "\nHTTP/1.1 200 OK\r\n"],
+    ["chunk size lines ended by bare LFs (their end not arrived)", "HTTP/1.1 200 OK\r\ntransfer-encoding: chunked\r\n\r\n5\nhello\n0\n\n"],
+    ["a chunk size line ended by a bare LF after a chunk", "HTTP/1.1 200 OK\r\ntransfer-encoding: chunked\r\n\r\n2\r\n{}\r\n0\n"],
+    ["a trailer line ended by a bare LF", "HTTP/1.1 200 OK\r\ntransfer-encoding: chunked\r\n\r\n2\r\n{}\r\n0\r\nx-t: 1\n"],
+    ["the empty line after the last chunk a bare LF", "HTTP/1.1 200 OK\r\ntransfer-encoding: chunked\r\n\r\n2\r\n{}\r\n0\r\n\n"],
   ];
   for (const [name, wire] of faults) {
     test(name, () => {
