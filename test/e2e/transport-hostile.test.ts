@@ -31,6 +31,8 @@ function setup(answer: (request: RawRequest, socket: RawSocket) => void, maxResp
 
 const json = (body: string, extra = "") => `HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ncontent-length: ${Buffer.byteLength(body)}\r\n${extra}\r\n${body}`;
 const OK = json("{}");
+/** What a server that times out a keep-alive connection may send as it closes it (RFC 9110 15.5.9). */
+const REQUEST_TIMEOUT = "HTTP/1.1 408 Request Timeout\r\nconnection: close\r\ncontent-length: 0\r\n\r\n";
 
 /**
  * A gzip stream that never ends: a header, then the same deflate segment over and over, each
@@ -179,6 +181,20 @@ describe("a request goes upstream again only when no answer byte came back", () 
     expect(outcome).toBe("{}");
     expect(sent).toBe(2);
     expect(opened).toBe(2);
+  });
+
+  test("a 408 on a pooled connection (the server timed it out as the request came): sent again once, on a new connection", async () => {
+    const { outcome, sent, opened } = await secondRequestMeets((s) => s.end(REQUEST_TIMEOUT));
+    expect(outcome).toBe("{}");
+    expect(sent).toBe(2);
+    expect(opened).toBe(2);
+  });
+
+  test("a 408 on a new connection is the answer: handed over, never sent again", async () => {
+    const { upstream, post } = setup((_request, socket) => socket.end(REQUEST_TIMEOUT));
+    expect((await post()).status).toBe(408);
+    await Bun.sleep(20);
+    expect(upstream.requests).toHaveLength(1);
   });
 
   test("when the new connection fails the same way, the error goes to the caller: never a third send", async () => {
@@ -353,6 +369,15 @@ describe("connection hygiene", () => {
     expect(await run({})).toEqual({ first: "one", second: "two", opened: 3 });
     // Reusing, without a rest: the second request reads the first one's copy as its answer.
     expect(await run({ reuseOnProbation: "rest", reuseAfterMs: 0 })).toEqual({ first: "one", second: "one", opened: 2 });
+  });
+
+  test("a 408 on an idle connection (a server's goodbye) closes it without probation: back-to-back requests after it share one connection", async () => {
+    const { upstream, client, post } = setup((_request, socket) => socket.write(OK));
+    expect(await (await post()).json()).toEqual({});
+    upstream.sockets[0]!.end(REQUEST_TIMEOUT);
+    await until("the client's connections closed", 1_000, () => client.openConnections() === 0);
+    for (let i = 0; i < 10; i++) expect(await (await post()).json()).toEqual({});
+    expect(upstream.opened).toBe(2);
   });
 
   test("an upstream that never sends an answer twice is not on probation: back-to-back requests share one connection", async () => {

@@ -272,9 +272,9 @@ export function createHttp1Client(options: Http1ClientOptions = {}): Http1Client
     const pooled = pool.take(target.origin);
     if (pooled) {
       try {
-        return await exchange(pool, pooled, message, { method, hooks, signal, maxBytes, hold: pooled.cooling ? afterNextPoll : atEndOfTurn });
+        return await exchange(pool, pooled, message, { method, hooks, signal, maxBytes, hold: pooled.cooling ? afterNextPoll : atEndOfTurn, reused: true });
       } catch (err) {
-        // The keep-alive race: the server dropped the connection before answering. Once, on a new one.
+        // The keep-alive race: the server dropped the connection (or timed it out, 408) before answering. Once, on a new one.
         if (!(err instanceof UpstreamConnectionError && err.replayable) || aborts?.aborted) throw err;
       }
     }

@@ -32,6 +32,8 @@ export interface ExchangeOptions {
   maxBytes: number;
   /** Where the write waits before it goes out, if anywhere (see client.ts). */
   hold: ((write: () => void) => void) | null;
+  /** The connection carried an earlier request (pooled): a 408 then is the keep-alive race (see `head`). */
+  reused?: boolean;
 }
 
 /**
@@ -150,6 +152,11 @@ class Exchange implements ConnectionOwner, ResponseSink, BodyQueueOwner {
   }
 
   head(head: ResponseHead): void {
+    // A 408 on a reused connection is the server timing out the idle connection as our request
+    // came (some send one rather than just closing): it never read the request, which RFC 9110
+    // (15.5.9) lets the client repeat on a new connection, as it is after a close (client.ts).
+    // Handed over, it was a 502 for a request the upstream never saw (a raw-TCP probe).
+    if (head.status === 408 && this.o.reused) throw new UpstreamConnectionError("the upstream timed out the reused connection (408)", true);
     const parser = this.parser;
     if (parser.bodyless) return this.settle(new UpstreamResponse(null, head));
     const coding = contentCoding(head.fields);

@@ -94,7 +94,12 @@ export function createPool(options: PoolOptions): Pool {
     data(socket: Socket<Connection>, bytes: Uint8Array) {
       const conn = socket.data;
       if (conn.owner) conn.owner.data(bytes);
-      else {
+      else if (isRequestTimeout(bytes)) {
+        // A server's goodbye to an idle connection (MDN: "sent on an idle connection by some
+        // servers"), not a late copy of an answer: no probation, whose one request per connection
+        // such a server would never leave. A 408 that reaches a request is replayed (exchange.ts).
+        destroy(conn, new Error("the upstream timed out the idle connection (408)"));
+      } else {
         distrust(conn.origin);
         destroy(conn, new Error("the upstream sent bytes on an idle connection"));
       }
@@ -265,4 +270,12 @@ function newestPolled(list: Connection[]): number {
   let at = list.length - 1;
   while (at > 0 && list[at]!.cooling) at--;
   return list[at]!.cooling ? list.length - 1 : at;
+}
+
+const REQUEST_TIMEOUT = /^HTTP\/1\.[01] 408[ \r]/;
+
+/** Bytes that start a 408 answer (a status line's first 13 bytes, read in one piece). */
+function isRequestTimeout(bytes: Uint8Array): boolean {
+  if (bytes.length < 13) return false;
+  return REQUEST_TIMEOUT.test(String.fromCharCode(...bytes.subarray(0, 13)));
 }
