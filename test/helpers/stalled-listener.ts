@@ -13,9 +13,11 @@ export interface StalledListener {
   /**
    * The outage ends: the listener's process runs again and takes the queued connects, and every
    * connect after that completes at once (one still waiting completes at its next SYN
-   * retransmission). With `answer`, it answers every request with it.
+   * retransmission). With `answer`, it answers every request with it, and this resolves once the
+   * queue is empty (every filler answered): a SYN that comes while the process is still taking the
+   * queue is dropped like any other.
    */
-  recover(): void;
+  recover(): Promise<void>;
   stop(): Promise<void>;
 }
 
@@ -42,7 +44,18 @@ export async function stalledListener(options: StalledListenerOptions = {}): Pro
   const port = Number(line.trim());
   process.kill(child.pid, "SIGSTOP");
   const fillers: Socket[] = [];
-  const recover = () => process.kill(child.pid, "SIGCONT");
+  // With an HTTP server behind, each filler asks for something: its answer says it was taken off the queue.
+  const ask = options.answer !== undefined;
+  let unanswered = 0;
+  let drained: (() => void) | undefined;
+  const answered = () => {
+    if (--unanswered === 0) drained?.();
+  };
+  const recover = async () => {
+    const empty = ask && unanswered > 0 ? new Promise<void>((resolve) => (drained = resolve)) : undefined;
+    process.kill(child.pid, "SIGCONT");
+    if (empty) await Promise.race([empty, Bun.sleep(10_000)]);
+  };
   const stop = async () => {
     child.kill("SIGKILL");
     for (const s of fillers) s.terminate();
@@ -50,8 +63,22 @@ export async function stalledListener(options: StalledListenerOptions = {}): Pro
   };
   // Connects complete (the kernel queues them) until the queue is full; the first that does not is left pending.
   for (let i = 0; i < 4096; i++) {
-    const pending = Bun.connect({ hostname: "127.0.0.1", port, socket: { data() {}, error() {} } });
+    let heard = false;
+    const pending = Bun.connect({
+      hostname: "127.0.0.1",
+      port,
+      socket: {
+        open: (socket) => void (ask && socket.write("GET / HTTP/1.1\r\nhost: filler\r\n\r\n")),
+        data() {
+          if (heard) return;
+          heard = true;
+          answered();
+        },
+        error() {},
+      },
+    });
     const opened = await Promise.race([pending, Bun.sleep(200).then(() => undefined)]);
+    if (opened && ask) unanswered++;
     if (!opened) {
       pending.then((s) => s.terminate(), () => {});
       return { url: `http://127.0.0.1:${port}`, port, recover, stop };

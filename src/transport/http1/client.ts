@@ -173,24 +173,33 @@ export function createHttp1Client(options: Http1ClientOptions = {}): Http1Client
    * deadline, where a new connect completed at once (a raw-TCP probe: 502s at a 2.5 s deadline
    * 12 s into an outage, against a fresh client's 200). Older ones are left to the kernel, and
    * closed if they ever open. The sockets left waiting are then about (the kernel's ~2 minutes ÷
-   * that age) per caller; past `maxPendingConnectsPerOrigin` connects under way to the origin, a
-   * call takes over the youngest whatever its age, as before.
+   * that age) per caller, and at most `maxPendingConnectsPerOrigin` connects are under way to one
+   * origin: past that, a call takes over the youngest whatever its age, except that one new
+   * connect still goes out per `adoptConnectsYoungerThanMs`, so a young one is always there to
+   * notice the upstream's return; when any connect to the origin opens, the calls still waiting on
+   * old ones are moved to new connects (`rehome`), which now open at once.
    */
   function connect(target: Target, aborts: AttemptHooks | AbortSignal | undefined): Promise<Connection> {
     if (aborts?.aborted) return Promise.reject(aborts.reason);
     return new Promise<Connection>((resolve, reject) => {
       let origin = connecting.get(target.origin);
-      if (!origin) connecting.set(target.origin, (origin = { pending: 0, abandoned: [] }));
+      if (!origin) connecting.set(target.origin, (origin = { target, underWay: [], abandoned: [] }));
       const adopted = origin.abandoned.length > 0 ? adoptable(origin) : undefined;
-      const pending = adopted ?? new PendingConnect(target.origin, origin, performance.now());
-      pending.waiter = new Opening(pending, aborts, resolve, reject, opening, abandon);
-      if (adopted) return;
-      origin.pending++;
-      pool.connect(target).then(
-        (conn) => connected(pending, conn),
-        (err) => connected(pending, undefined, new UpstreamConnectionError(`could not connect to the upstream: ${(err as Error).message ?? err}`, false)),
-      );
+      const call = new Opening(aborts, resolve, reject, opening, abandon);
+      if (adopted) call.wait(adopted);
+      else call.wait(start(origin));
     });
+  }
+
+  /** A new connect to the origin, told to `connected` when it opens or fails. */
+  function start(origin: OriginConnects): PendingConnect {
+    const pending = new PendingConnect(origin, performance.now());
+    origin.underWay.push(pending);
+    pool.connect(origin.target).then(
+      (conn) => connected(pending, conn),
+      (err) => connected(pending, undefined, new UpstreamConnectionError(`could not connect to the upstream: ${(err as Error).message ?? err}`, false)),
+    );
+    return pending;
   }
 
   /** The abandoned connect a new call takes over, out of the origin's list; none when a new connect is better (see `connect`). */
@@ -199,7 +208,13 @@ export function createHttp1Client(options: Http1ClientOptions = {}): Http1Client
     let youngest = 0;
     for (let i = 1; i < list.length; i++) if (list[i]!.startedAt > list[youngest]!.startedAt) youngest = i;
     const pending = list[youngest]!;
-    if (performance.now() - pending.startedAt >= adoptYoungerThanMs && origin.pending < maxPendingConnects) return undefined;
+    const now = performance.now();
+    if (now - pending.startedAt >= adoptYoungerThanMs) {
+      const underWay = origin.underWay;
+      if (underWay.length < maxPendingConnects) return undefined;
+      // At the limit: still one new connect per period, the young one that notices the upstream's return.
+      if (now - underWay[underWay.length - 1]!.startedAt >= adoptYoungerThanMs) return undefined;
+    }
     list.splice(youngest, 1);
     return pending;
   }
@@ -209,7 +224,9 @@ export function createHttp1Client(options: Http1ClientOptions = {}): Http1Client
     const origin = pending.origin;
     const at = origin.abandoned.indexOf(pending);
     if (at >= 0) origin.abandoned.splice(at, 1);
-    if (--origin.pending === 0) connecting.delete(pending.target);
+    origin.underWay.splice(origin.underWay.indexOf(pending), 1);
+    if (origin.underWay.length === 0) connecting.delete(origin.target.origin);
+    else if (conn) rehome(origin);
     const call = pending.waiter;
     pending.waiter = null;
     if (call?.end()) {
@@ -218,6 +235,25 @@ export function createHttp1Client(options: Http1ClientOptions = {}): Http1Client
       return;
     }
     if (conn) pool.destroy(conn, cutWith ?? new Error("the call gave up while its connection was opening"));
+  }
+
+  /**
+   * A connect to the origin opened, so it is reachable again: calls waiting on connects older than
+   * the adoption age (their next SYN may be a minute away) get new ones, which open at once. The
+   * old connects are left as abandoned ones are. Connects are under way in the order they started.
+   */
+  function rehome(origin: OriginConnects): void {
+    const oldBefore = performance.now() - adoptYoungerThanMs;
+    const underWay = origin.underWay;
+    const moved: Opening[] = [];
+    for (let i = 0; i < underWay.length && underWay[i]!.startedAt <= oldBefore; i++) {
+      const old = underWay[i]!;
+      if (!old.waiter) continue;
+      moved.push(old.waiter);
+      old.waiter = null;
+      origin.abandoned.push(old);
+    }
+    for (const call of moved) call.wait(start(origin));
   }
 
   /** A call gave up on its connect: the connect is left for a later call to that origin. */
@@ -299,9 +335,10 @@ export function createHttp1Client(options: Http1ClientOptions = {}): Http1Client
   };
 }
 
-/** One origin's connects under way, and those of them no call waits for (see `connect`). */
+/** One origin's connects under way (in the order they started), and those of them no call waits for (see `connect`). */
 interface OriginConnects {
-  pending: number;
+  target: Target;
+  underWay: PendingConnect[];
   abandoned: PendingConnect[];
 }
 
@@ -309,8 +346,6 @@ interface OriginConnects {
 class PendingConnect {
   waiter: Opening | null = null;
   constructor(
-    /** The origin's key in `connecting`. */
-    readonly target: string,
     readonly origin: OriginConnects,
     readonly startedAt: number,
   ) {}
@@ -322,9 +357,10 @@ class PendingConnect {
  */
 class Opening {
   private done = false;
+  /** The connect it waits for (another once `rehome` moves it). */
+  private pending: PendingConnect | null = null;
 
   constructor(
-    private readonly pending: PendingConnect,
     private readonly aborts: AttemptHooks | AbortSignal | undefined,
     readonly resolve: (conn: Connection) => void,
     readonly reject: (reason: unknown) => void,
@@ -334,6 +370,12 @@ class Opening {
     opening.add(this);
     if (aborts && "addAbortListener" in aborts) aborts.addAbortListener(this);
     else aborts?.addEventListener("abort", this);
+  }
+
+  /** Waits for this connect's outcome (`connected` tells the call). */
+  wait(pending: PendingConnect): void {
+    this.pending = pending;
+    pending.waiter = this;
   }
 
   /** Stops waiting: true the first time (the call still wants an outcome). */
@@ -350,7 +392,7 @@ class Opening {
   /** Aborted or cut: the call is rejected now; its connect goes on for another (see `connect`). */
   giveUp(reason: unknown): void {
     if (!this.end()) return;
-    this.abandon(this.pending);
+    this.abandon(this.pending!);
     this.reject(reason);
   }
 
