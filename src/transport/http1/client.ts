@@ -276,25 +276,11 @@ export function createHttp1Client(options: Http1ClientOptions = {}): Http1Client
     return answer;
   }
 
-  async function request(url: string, init: RequestInit): Promise<Response> {
+  /** `hops`: same-origin redirects followed so far (see below). */
+  async function request(url: string, init: RequestInit, hops: number): Promise<Response> {
     const method = (init.method ?? "GET").toUpperCase();
     const headers = init.headers;
     if (viaProxy || method !== "POST" || typeof init.body !== "string" || !isPlainRecord(headers)) return viaFallback(url, init);
-    let res = await post(url, init, headers, init.body);
-    // A 307 or 308 to the request's own origin is followed, as the fallback does (same-origin-redirect.ts).
-    for (let hops = 0; (res.status === 307 || res.status === 308) && hops < MAX_SAME_ORIGIN_REDIRECTS; hops++) {
-      const next = sameOriginRedirect(url, res, method, init.body);
-      if (next === null) break;
-      res.body?.cancel().catch(() => {});
-      url = next;
-      res = await post(url, init, headers, init.body);
-    }
-    return res;
-  }
-
-  /** One POST this client carries, on a pooled connection or a new one. */
-  async function post(url: string, init: RequestInit, headers: Record<string, string>, body: string): Promise<Response> {
-    const method = "POST";
     const target = targetOf(url);
     if (!target) return viaFallback(url, init);
     // An attempt's deadline comes as hooks (transport.ts, `attemptInit`): reading `init.signal` would make its AbortSignal.
@@ -303,28 +289,40 @@ export function createHttp1Client(options: Http1ClientOptions = {}): Http1Client
     const aborts = hooks ?? signal;
     if (aborts?.aborted) throw aborts.reason;
     if (cutWith) throw cutWith;
-    const message = serializePost(target, headers, body);
+    const message = serializePost(target, headers, init.body);
 
+    let res: Response | undefined;
     const pooled = pool.take(target.origin);
     if (pooled) {
       try {
-        return await exchange(pool, pooled, message, { method, hooks, signal, maxBytes, hold: pooled.cooling ? afterNextPoll : atEndOfTurn, reused: true });
+        res = await exchange(pool, pooled, message, { method, hooks, signal, maxBytes, hold: pooled.cooling ? afterNextPoll : atEndOfTurn, reused: true });
       } catch (err) {
         // The keep-alive race: the server dropped the connection (or timed it out, 408) before answering. Once, on a new one.
         if (!(err instanceof UpstreamConnectionError && err.replayable) || aborts?.aborted) throw err;
       }
     }
-    const conn = await connect(target, aborts);
-    // Cut while its connection was opening (the pool knew no owner for it yet): never sent.
-    if (cutWith) {
-      pool.destroy(conn, cutWith);
-      throw cutWith;
+    if (!res) {
+      const conn = await connect(target, aborts);
+      // Cut while its connection was opening (the pool knew no owner for it yet): never sent.
+      if (cutWith) {
+        pool.destroy(conn, cutWith);
+        throw cutWith;
+      }
+      res = await exchange(pool, conn, message, { method, hooks, signal, maxBytes, hold: coalesce?.() ? atEndOfTurn : null });
     }
-    return await exchange(pool, conn, message, { method, hooks, signal, maxBytes, hold: coalesce?.() ? atEndOfTurn : null });
+    // A 307 or 308 to the request's own origin is followed, as the fallback does (same-origin-redirect.ts).
+    if ((res.status === 307 || res.status === 308) && hops < MAX_SAME_ORIGIN_REDIRECTS) {
+      const next = sameOriginRedirect(url, res, method, init.body);
+      if (next !== null) {
+        res.body?.cancel().catch(() => {});
+        return request(next, init, hops + 1);
+      }
+    }
+    return res;
   }
 
   return {
-    fetch: request,
+    fetch: (url, init) => request(url, init, 0),
     openConnections: () => pool.size(),
     cut(reason) {
       cutWith = reason;
