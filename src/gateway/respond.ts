@@ -196,6 +196,7 @@ export async function respond(
     // Not once the gateway is cutting what runs (shutdown): it would read on past the process.
     readToEndOnCancel: outcome.readToEnd ? () => !deps.inflight?.cutting : undefined,
     cuts: deps.inflight,
+    clientSignal: req.signal,
     onFirstWrite: trace && (() => trace.firstBytes()),
     onDone(outcome: StreamOutcome, reason, chargeable = true) {
       if (outcome === "failed") deps.log("warn", "stream failed after start", { requestId: req.requestId, provider: provider.id, reason });

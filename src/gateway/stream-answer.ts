@@ -94,6 +94,8 @@ export interface StreamAnswerOptions {
    * an error frame (gateway/inflight.ts) instead of resetting its connection mid-answer.
    */
   cuts?: { watch(end: () => void): void; unwatch(end: () => void): void };
+  /** The client's request: its leaving ends the wait for the upstream's first bytes (see `streamAnswer`). */
+  clientSignal?: AbortSignal;
 }
 
 /** What a client reads when the gateway stops under its answer (past the shutdown grace). */
@@ -113,12 +115,54 @@ export const SHUTDOWN_CUT = "The gateway is shutting down and cut this answer sh
  * leave in one write once its charge is durable, as a whole answer does.
  */
 export async function streamAnswer(o: StreamAnswerOptions): Promise<ReadableStream<Uint8Array> | string> {
-  const source = await answerSource(o);
+  const quietSince = performance.now();
+  await firstArrival(o);
+  const source = await answerSource(o, quietSince);
   // An answer that failed in what had already arrived has sent the client nothing: the attempt
-  // is given up instead, and the request is retried or falls back as on an error status.
-  const failed = source.failedBeforeStart();
+  // is given up instead, and the request is retried or falls back as on an error status. A client
+  // that left meanwhile is not retried for: its stream is cancelled, as when it leaves later.
+  const failed = o.clientSignal?.aborted ? undefined : source.failedBeforeStart();
   if (failed) throw new StreamFailedBeforeStart(failed);
   return source.whole() ?? (new ReadableStream(source) as ReadableStream<Uint8Array>);
+}
+
+/**
+ * The upstream's head came without any of its body: the stream stage waits for the body's first
+ * bytes (or its end, or its failure) before it starts, for at most `keepAliveMs`. Nothing is lost
+ * by waiting: a direct stream's head leaves with its first write, so the client got nothing before
+ * the first frame or keep-alive anyway; the first keep-alive still goes out `keepAliveMs` after the
+ * head (`quietSince`). What the wait buys: a failure in that time (a close right after the head, a
+ * malformed first frame in a later read, the idle limit) is met by the early take, so the request
+ * is retried or falls back, or is a 502 that costs nothing, as docs/api.md promises until the first
+ * byte, where it was a 200 with an error frame (a raw-TCP probe: a close 20 ms after the head). The
+ * client's leaving and the gateway's stop end the wait at once. Readers without `onReadable`
+ * (`fetch`'s) are not waited for.
+ */
+function firstArrival(o: StreamAnswerOptions): Promise<void> | undefined {
+  const reader = o.upstream;
+  const client = o.clientSignal;
+  if (!reader.onReadable || client?.aborted) return undefined;
+  let arrived = false;
+  let wake: (() => void) | undefined;
+  // Told at once when something is there already (the usual case: no timer, no promise).
+  reader.onReadable(() => {
+    arrived = true;
+    wake?.();
+  });
+  if (arrived) return undefined;
+  return new Promise<void>((resolve) => {
+    const end = () => {
+      wake = undefined;
+      clearTimeout(timer);
+      client?.removeEventListener("abort", end);
+      o.cuts?.unwatch(end);
+      resolve();
+    };
+    wake = end;
+    const timer = setTimeout(end, o.keepAliveMs);
+    client?.addEventListener("abort", end);
+    o.cuts?.watch(end);
+  });
 }
 
 /** The controller Bun hands a direct stream's pull: writes go to the socket's buffer, flush and close send it. */
@@ -141,8 +185,11 @@ export class StreamFailedBeforeStart extends Error {
   }
 }
 
-/** The direct stream's source behind `streamAnswer` (tests drive its pull with a controller of their own). */
-export async function answerSource(o: StreamAnswerOptions): Promise<{
+/**
+ * The direct stream's source behind `streamAnswer` (tests drive its pull with a controller of
+ * their own). `quietSince`: when the client last got anything (the upstream's head), for the first keep-alive.
+ */
+export async function answerSource(o: StreamAnswerOptions, quietSince = performance.now()): Promise<{
   type: "direct";
   pull(controller: DirectController): Promise<void>;
   cancel(): void;
@@ -153,7 +200,7 @@ export async function answerSource(o: StreamAnswerOptions): Promise<{
   let out = "";
   let failure: (StreamEvent & { type: "error" }) | undefined;
   let done = false;
-  let lastWrite = performance.now();
+  let lastWrite = quietSince;
   let stopClock: (() => void) | undefined;
   let firstWrite = o.onFirstWrite;
   /** The first frame is handed to the client (written, or the whole body): told once. */
