@@ -47,7 +47,12 @@ function show(view: HTMLElement, focus?: string): void {
   const heading = view.querySelector("h1")?.textContent?.trim();
   document.title = heading ? `${heading} · Switchyard console` : "Switchyard console";
   const target = focus ? main.querySelector<HTMLElement>(focus) : null;
-  (target ?? main).focus();
+  if (target) return target.focus();
+  // Another view starts at its top: the page kept the last one's scroll, so an account opened
+  // from the foot of the accounts list showed its own foot (its name, balance and top-up out of
+  // sight), and focusing `main`, already partly in view, did not scroll (a console probe).
+  window.scrollTo(0, 0);
+  main.focus({ preventScroll: true });
 }
 
 function renderNav(): void {

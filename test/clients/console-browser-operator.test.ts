@@ -1,0 +1,109 @@
+import { afterAll, beforeAll, expect, test } from "bun:test";
+import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { chromium, type BrowserContext, type Page } from "playwright-core";
+import { ConsoleClient } from "../helpers/console-client.ts";
+import { startGatewayProcess, type GatewayProcess } from "../helpers/gateway-process.ts";
+
+/**
+ * The operator's console at the size a gateway reaches after a while, in a real headless Chromium
+ * in front of the real gateway process: a long accounts list, an account that made and revoked
+ * hundreds of keys, and a pool of vendor keys one of which the vendor refuses (a loopback vendor
+ * speaking OpenAI's wire format). What a fourth console probe found (docs/decisions.md).
+ */
+const CHROMIUM = process.env.SWITCHYARD_CHROMIUM ?? "/usr/bin/chromium";
+const ADMIN = "admin-operator-0123456789abcdef0123456789abcdef";
+const MODEL = "pooled/gpt-4o-mini";
+const SECRETS = { POOL_KEY_GOOD: "sk-pool-good-aaaaaaaaaaaaaaaa", POOL_KEY_REFUSED: "sk-pool-refused-bbbbbbbbbbbbbbbb" };
+
+const dir = mkdtempSync(join(tmpdir(), "switchyard-console-operator-"));
+let gateway: GatewayProcess;
+let vendor: ReturnType<typeof Bun.serve>;
+let context: BrowserContext;
+let page: Page;
+/** Whether the vendor takes POOL_KEY_REFUSED (its billing fixed, say). */
+let refusedTakenBack = false;
+/** The keys the vendor saw on chat requests, by env name. */
+const seen: string[] = [];
+
+/** OpenAI's answers, and its 401 for a key it does not take (the pool sets that key aside). */
+function startVendor() {
+  return Bun.serve({
+    port: 0,
+    hostname: "127.0.0.1",
+    async fetch(req) {
+      const secret = req.headers.get("authorization")?.replace(/^Bearer /, "");
+      const env = Object.entries(SECRETS).find(([, s]) => s === secret)?.[0] ?? "none";
+      const url = new URL(req.url);
+      if (req.method === "POST") seen.push(env);
+      if (env === "POOL_KEY_REFUSED" && !refusedTakenBack) {
+        return Response.json({ error: { message: "Incorrect API key provided: sk-pool-***bbbb.", type: "invalid_request_error", param: null, code: "invalid_api_key" } }, { status: 401 });
+      }
+      if (url.pathname === "/v1/models") return Response.json({ object: "list", data: [{ id: "gpt-4o-mini", object: "model", created: 1, owned_by: "openai" }] });
+      await req.arrayBuffer();
+      return Response.json({
+        id: "chatcmpl-1", object: "chat.completion", created: 1, model: "gpt-4o-mini",
+        choices: [{ index: 0, message: { role: "assistant", content: "Hello" }, finish_reason: "stop" }],
+        usage: { prompt_tokens: 12, completion_tokens: 3, total_tokens: 15 },
+      });
+    },
+  });
+}
+
+const admin = async (method: string, path: string, body?: unknown) => {
+  const res = await fetch(`${gateway.url}${path}`, { method, headers: { authorization: `Bearer ${ADMIN}`, "content-type": "application/json" }, body: body === undefined ? undefined : JSON.stringify(body) });
+  if (!res.ok) throw new Error(`${method} ${path}: ${res.status} ${await res.text()}`);
+  return res.json() as Promise<any>;
+};
+
+beforeAll(async () => {
+  vendor = startVendor();
+  const config = join(dir, "config.json");
+  writeFileSync(config, JSON.stringify({
+    providers: [{ id: "pooled", kind: "openai", base_url: `http://127.0.0.1:${vendor.port}/v1`, keys: [{ env: "POOL_KEY_GOOD" }, { env: "POOL_KEY_REFUSED" }] }],
+    models: [{ id: MODEL, provider: "pooled", upstream_model: "gpt-4o-mini", category: "text", context_length: 128_000, pricing: { input_per_mtok: 150, output_per_mtok: 600 } }],
+    limits: { requests_per_minute: 100_000 },
+  }));
+  gateway = await startGatewayProcess({ ...SECRETS, SWITCHYARD_DB: join(dir, "gateway.sqlite"), SWITCHYARD_ADMIN_TOKEN: ADMIN, SWITCHYARD_DEMO: "1", SWITCHYARD_CONFIG: config, OPENAI_API_KEY: "", ANTHROPIC_API_KEY: "" });
+  context = await chromium.launchPersistentContext(join(dir, "profile"), {
+    executablePath: CHROMIUM,
+    headless: true,
+    args: ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run", "--disable-background-networking", "--disable-component-update", "--disable-sync"],
+    viewport: { width: 1280, height: 800 },
+  });
+  page = context.pages()[0] ?? (await context.newPage());
+  await page.goto(`${gateway.url}/console/`);
+  await page.getByTestId("sign-in-token").fill(ADMIN);
+  await page.getByTestId("sign-in-token-submit").click();
+  await page.getByTestId("account-row").first().waitFor();
+}, 60_000);
+
+afterAll(async () => {
+  await context?.close();
+  if (gateway) {
+    gateway.child.kill("SIGTERM");
+    await gateway.child.exited;
+  }
+  vendor?.stop(true);
+  rmSync(dir, { recursive: true, force: true });
+});
+
+test("an account opened from the foot of a long accounts list shows its top (it kept the list's scroll: its name and balance out of sight)", async () => {
+  for (let i = 0; i < 40; i++) await admin("POST", "/v1/admin/accounts", { name: `scroll co ${String(i).padStart(2, "0")}`, credits: i + 1 });
+  await page.goto(`${gateway.url}/console/#accounts?name=scroll+co`);
+  const last = page.getByTestId("account-row").filter({ hasText: "scroll co 39" }).locator("a");
+  await last.scrollIntoViewIfNeeded();
+  expect(await page.evaluate(() => (globalThis as any).scrollY)).toBeGreaterThan(500);
+  await last.click();
+  await page.getByTestId("balance").filter({ hasText: "40" }).waitFor();
+  expect(await page.evaluate(() => (globalThis as any).scrollY)).toBe(0);
+  // What the view is about is in sight, and focus is on the view (keyboard and screen readers follow).
+  expect(await page.locator("h1").evaluate((el) => el.getBoundingClientRect().top)).toBeGreaterThanOrEqual(0);
+  expect(await page.evaluate(() => (globalThis as any).document.activeElement?.id)).toBe("main");
+  // A view shown again after a change in it still keeps its place: focus back on the control used.
+  await page.getByTestId("topup-amount").fill("1");
+  await page.getByTestId("topup-submit").click();
+  await page.getByTestId("balance").filter({ hasText: "41" }).waitFor();
+  expect(await page.evaluate(() => (globalThis as any).document.activeElement?.getAttribute("data-testid"))).toBe("topup-amount");
+}, 60_000);
