@@ -107,3 +107,23 @@ test("an account opened from the foot of a long accounts list shows its top (it 
   await page.getByTestId("balance").filter({ hasText: "41" }).waitFor();
   expect(await page.evaluate(() => (globalThis as any).document.activeElement?.getAttribute("data-testid"))).toBe("topup-amount");
 }, 60_000);
+
+test("an account's revoked keys are folded under their count, the keys in use in view (228 revoked keys made the page 28,000 px tall)", async () => {
+  const made = await admin("POST", "/v1/admin/accounts", { name: "many keys co", credits: 5 });
+  for (let i = 0; i < 230; i++) {
+    const key = await admin("POST", `/v1/admin/accounts/${made.id}/keys`, { name: `key ${i}` });
+    if (i < 228) await admin("DELETE", `/v1/admin/keys/${key.id}`);
+  }
+  await page.goto(`${gateway.url}/console/#account/${made.id}`);
+  await page.getByTestId("key-row").first().waitFor();
+  const visibleRows = () => page.getByTestId("key-row").evaluateAll((rows) => rows.filter((r) => (r as any).checkVisibility()).length);
+  expect(await visibleRows()).toBe(2);
+  expect(await page.getByTestId("keys-revoked").locator("summary").textContent()).toBe("Revoked keys (228)");
+  // The page is a screenful or two, not 28,000 px of revoked rows.
+  expect(await page.evaluate(() => (globalThis as any).document.documentElement.scrollHeight)).toBeLessThan(4_000);
+  // Opened by keyboard, as any disclosure: they are all there.
+  await page.getByTestId("keys-revoked").locator("summary").focus();
+  await page.keyboard.press("Enter");
+  expect(await visibleRows()).toBe(230);
+  expect(await page.getByTestId("keys-revoked").getByTestId("key-status").first().textContent()).toStartWith("revoked ");
+}, 120_000);

@@ -309,16 +309,23 @@ function keysSection(session: Session, account: Account, reload: Reload): HTMLEl
     return "hold";
   });
   const expired = active.length - active.filter((k) => keyStatus(k).active).length;
-  const table = h("table", { class: "wide" },
-    h("caption", {}, `Keys: ${active.length} of 10 in use`, expired > 0 ? ` (${expired} expired, counted until revoked)` : ""),
+  const keysTable = (caption: string, keys: KeySummary[]) => h("table", { class: "wide" },
+    h("caption", {}, caption),
     h("thead", {}, h("tr", {}, ...["Name", "Key", "Created", "Spent (all time)", "Limit", "Status"].map((c) => h("th", { scope: "col" }, c)), hiddenHeading("Actions"))),
-    // The keys in use first, the revoked ones after (each in the order made): an account that made
-    // and revoked keys for months showed its two live ones under a screenful of revoked ones.
-    h("tbody", {}, ...[...active, ...account.keys.filter((k) => k.revoked_at !== null)].map((k) => keyRow(k, reload, operator, account.default_limits))),
+    h("tbody", {}, ...keys.map((k) => keyRow(k, reload, operator, account.default_limits))),
   );
+  // The keys in use, then the revoked ones (each in the order made) folded under their count:
+  // listed in full they were most of the page (an account that had made and revoked 228 keys was
+  // 28,000 px tall, its 2 live keys somewhere in it; a console probe). Opened, all are there.
+  const revoked = account.keys.filter((k) => k.revoked_at !== null);
+  const inUse = active.length === 0 ? h("p", { class: "note", "data-testid": "keys-none-in-use" }, "No keys in use: create one below.")
+    : h("div", { class: "scroll" }, keysTable(`Keys: ${active.length} of 10 in use${expired > 0 ? ` (${expired} expired, counted until revoked)` : ""}`, active));
+  const folded = revoked.length === 0 ? null : h("details", { class: "revoked", "data-testid": "keys-revoked" },
+    h("summary", {}, `Revoked keys (${revoked.length.toLocaleString("en-US")})`),
+    h("div", { class: "scroll" }, keysTable(`Revoked keys: ${revoked.length.toLocaleString("en-US")}, no longer accepted`, revoked)));
   // None yet: said in words, not a table of headings without rows.
-  const listed = account.keys.length === 0 ? h("p", { class: "note", "data-testid": "keys-empty" }, "No keys yet: create one below.") : h("div", { class: "scroll" }, table);
-  return h("section", { "aria-labelledby": "keys-title" }, h("h2", { id: "keys-title", tabindex: "-1" }, "Keys"), listed, create);
+  const listed = account.keys.length === 0 ? [h("p", { class: "note", "data-testid": "keys-empty" }, "No keys yet: create one below.")] : [inUse, folded];
+  return h("section", { "aria-labelledby": "keys-title" }, h("h2", { id: "keys-title", tabindex: "-1" }, "Keys"), ...listed, create);
 }
 
 /** A row's field with its name shown above it (the aria-label says which key's). */
