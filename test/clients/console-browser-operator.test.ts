@@ -127,3 +127,12 @@ test("an account's revoked keys are folded under their count, the keys in use in
   expect(await visibleRows()).toBe(230);
   expect(await page.getByTestId("keys-revoked").getByTestId("key-status").first().textContent()).toStartWith("revoked ");
 }, 120_000);
+
+test("an account's keys say where a key is used: this gateway's address for OpenAI's and Anthropic's clients", async () => {
+  const made = await admin("POST", "/v1/admin/accounts", { name: "first key co", credits: 5 });
+  await page.goto(`${gateway.url}/console/#account/${made.id}`);
+  const how = await page.getByTestId("keys-how").textContent();
+  expect(how).toContain(`OpenAI's clients with the base URL ${gateway.url}/v1,`);
+  expect(how).toContain(`Anthropic's with ${gateway.url} (no /v1)`);
+  expect(how).toContain("GET /v1/models");
+}, 60_000);

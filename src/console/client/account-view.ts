@@ -325,7 +325,18 @@ function keysSection(session: Session, account: Account, reload: Reload): HTMLEl
     h("div", { class: "scroll" }, keysTable(`Revoked keys: ${revoked.length.toLocaleString("en-US")}, no longer accepted`, revoked)));
   // None yet: said in words, not a table of headings without rows.
   const listed = account.keys.length === 0 ? [h("p", { class: "note", "data-testid": "keys-empty" }, "No keys yet: create one below.")] : [inUse, folded];
-  return h("section", { "aria-labelledby": "keys-title" }, h("h2", { id: "keys-title", tabindex: "-1" }, "Keys"), ...listed, create);
+  return h("section", { "aria-labelledby": "keys-title" }, h("h2", { id: "keys-title", tabindex: "-1" }, "Keys"), keysHow(), ...listed, create);
+}
+
+/**
+ * Where a key is used: a first-time holder had a key and nothing saying where to send it (the
+ * README says; the console did not). This page's origin is the gateway's as the browser reaches it.
+ */
+function keysHow(): HTMLElement {
+  const base = location.origin;
+  return h("p", { class: "note", "data-testid": "keys-how" },
+    "A key is the API key of OpenAI's clients with the base URL ", h("code", {}, `${base}/v1`),
+    ", and of Anthropic's with ", h("code", {}, base), " (no /v1). ", h("code", {}, "GET /v1/models"), " with a key lists the models it may use.");
 }
 
 /** A row's field with its name shown above it (the aria-label says which key's). */
