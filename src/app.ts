@@ -394,6 +394,8 @@ export function createApp(deps: AppDeps) {
       adminToken: deps.adminToken,
       models: deps.settings.models,
       health: modelHealth,
+      vendorKeys: () => keyPools.list(),
+      probeVendorKey: (provider, key) => keyPools.probeNow(provider, key),
       signIns: createSignInAttempts({ now, ...deps.consoleSignIns }),
       passwords: passwordHasher(deps.consolePasswordCost),
       now,

@@ -136,3 +136,38 @@ test("an account's keys say where a key is used: this gateway's address for Open
   expect(how).toContain(`Anthropic's with ${gateway.url} (no /v1)`);
   expect(how).toContain("GET /v1/models");
 }, 60_000);
+
+test("the Models view shows each vendor key's state; a key the vendor took back is checked at once from there", async () => {
+  const account = await admin("POST", "/v1/admin/accounts", { name: "pool user", credits: 100 });
+  const key = (await admin("POST", `/v1/admin/accounts/${account.id}/keys`, { name: "k" })).key as string;
+  const ask = () => fetch(`${gateway.url}/v1/chat/completions`, { method: "POST", headers: { authorization: `Bearer ${key}`, "content-type": "application/json" }, body: JSON.stringify({ model: MODEL, messages: [{ role: "user", content: "hi" }] }) });
+  // Until the pool has tried the refused key once (it then sets it aside, and the request moves on).
+  for (let i = 0; i < 50 && !seen.includes("POOL_KEY_REFUSED"); i++) expect((await ask()).status).toBe(200);
+  expect(seen).toContain("POOL_KEY_REFUSED");
+
+  await page.goto(`${gateway.url}/console/#catalogue`);
+  const refused = page.getByTestId("vendor-key-row").filter({ hasText: "POOL_KEY_REFUSED" });
+  await refused.waitFor();
+  expect(await refused.getAttribute("data-state")).toBe("disabled");
+  expect(await refused.textContent()).toContain("set aside (the vendor refused it) since ");
+  expect(await page.getByTestId("vendor-key-row").filter({ hasText: "POOL_KEY_GOOD" }).textContent()).toContain("in use");
+  expect(await page.getByTestId("vendor-keys-said").textContent()).toStartWith("1 of 2 not in use");
+  // Never a key's value on the page.
+  expect(await page.content()).not.toContain("sk-pool-");
+
+  refusedTakenBack = true;
+  await refused.getByTestId("vendor-key-check").click();
+  await page.getByTestId("vendor-key-row").filter({ hasText: "POOL_KEY_REFUSED" }).filter({ hasText: "in use" }).waitFor();
+  expect(await page.getByTestId("vendor-keys-said").textContent()).toBe("All 2 in use.");
+  expect((await admin("GET", "/v1/admin/vendor-keys")).data.map((k: { state: string }) => k.state)).toEqual(["usable", "usable"]);
+
+  // Operators only: a holder's session is refused, a key not pooled is a 404.
+  const operator = new ConsoleClient(gateway.url);
+  await operator.signIn({ token: ADMIN });
+  expect((await operator.call("POST", "/console/api/vendor-keys/pooled/NOT_A_KEY/probe")).status).toBe(404);
+  const invite = await operator.json("POST", `/console/api/accounts/${account.id}/invites`, { login: "pool-holder@example.com" }, 201);
+  const holder = new ConsoleClient(gateway.url);
+  await holder.acceptInvite(invite.url, "a long enough password for the pool holder");
+  expect((await holder.call("POST", "/console/api/vendor-keys/pooled/POOL_KEY_GOOD/probe")).status).toBe(403);
+  expect((await holder.call("GET", "/console/api/catalogue")).status).toBe(403);
+}, 60_000);

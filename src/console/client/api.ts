@@ -95,6 +95,9 @@ export interface UsageSummary {
 export interface RecentRequest {
   request_id: string; created_at: string; account_id: string; account_name: string | null; key_id: string; key_name: string | null; model: string; status: string; latency_ms: number; prompt_tokens: number; completion_tokens: number; cost: number;
 }
+/** A pooled vendor key's state, by the env name that holds it (never its value). */
+export interface VendorKey { provider: string; key: string; state: "usable" | "cooling" | "disabled"; until?: string; since?: string; next_probe?: string }
+export interface Catalogue { data: CatalogueEntry[]; vendor_keys?: VendorKey[] }
 export interface CatalogueEntry {
   id: string; provider: string; category: string; context_length: number;
   pricing: { input_per_mtok: number; output_per_mtok: number; cache_read_per_mtok?: number; cache_write_per_mtok?: number; cache_write_1h_per_mtok?: number; per_image?: number } | null;

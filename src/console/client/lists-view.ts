@@ -1,5 +1,5 @@
-import { api, type AccountPage, type CatalogueEntry, type RecentRequest, type Session } from "./api.ts";
-import { announce, credits, errorBox, failure, field, h, when } from "./dom.ts";
+import { api, type AccountPage, type CatalogueEntry, type RecentRequest, type Session, type VendorKey } from "./api.ts";
+import { announce, credits, errorBox, failure, field, h, hiddenHeading, when } from "./dom.ts";
 
 /**
  * Operators: accounts, a page of 100 at a time (oldest first) with the next one a click away, a
@@ -100,8 +100,55 @@ export function requestsView(session: Session, rows: RecentRequest[]): HTMLEleme
 const pct = (x: number | null) => (x === null ? "—" : `${(x * 100).toFixed(1)} %`);
 const ms = (x: number | null) => (x === null ? "—" : `${x.toLocaleString("en-US")} ms`);
 
-/** Operators: the models, their prices (credits per million tokens) and recent health. */
-export function catalogueView(models: CatalogueEntry[]): HTMLElement {
+/** A vendor key's state as an operator reads it: what it does now, and until when. */
+function vendorKeyState(k: VendorKey): string {
+  if (k.state === "cooling") return `cooling (the vendor limited its rate): back ${when(k.until ?? null)}`;
+  if (k.state === "disabled") return `set aside (the vendor refused it) since ${when(k.since ?? null)}; next check ${when(k.next_probe ?? null)}`;
+  return "in use";
+}
+
+/**
+ * The pooled vendor keys, by the environment variable that holds each (never its value): a key
+ * cooling or set aside is why a provider's models fail or slow, and the operator saw it only in
+ * the admin API (a console probe). Those not in use first.
+ */
+function vendorKeysSection(keys: VendorKey[], reload: (focus?: string) => void): HTMLElement {
+  const out = keys.filter((k) => k.state !== "usable");
+  const said = keys.length === 0 ? "No provider has vendor keys here (local or simulated upstreams only)."
+    : out.length === 0 ? `All ${keys.length} in use.` : `${out.length} of ${keys.length} not in use: requests go to the provider's other keys, and fail when it has none.`;
+  const rows = [...out, ...keys.filter((k) => k.state === "usable")];
+  return h("section", { "aria-labelledby": "vendor-keys-title" },
+    h("h2", { id: "vendor-keys-title", tabindex: "-1" }, "Vendor keys"),
+    h("p", { "data-testid": "vendor-keys-said" }, said, out.length > 0 ? " A key set aside is checked again by itself; Check now asks the vendor at once (after its billing was fixed, say)." : ""),
+    keys.length === 0 ? null : h("div", { class: "scroll" }, h("table", {}, h("caption", {}, "Vendor keys by the variable that holds each"),
+      h("thead", {}, h("tr", {}, ...["Provider", "Key (variable)", "State"].map((c) => h("th", { scope: "col" }, c)), hiddenHeading("Actions"))),
+      h("tbody", {}, ...rows.map((k) => h("tr", { "data-testid": "vendor-key-row", "data-state": k.state },
+        h("td", {}, k.provider), h("td", {}, h("code", {}, k.key)), h("td", { class: k.state === "usable" ? undefined : "error" }, vendorKeyState(k)),
+        h("td", {}, k.state === "usable" ? null : checkNow(k, reload)),
+      ))))));
+}
+
+/** Asks the vendor about a key at once (the admin API's probe); the view is read again with its outcome. */
+function checkNow(k: VendorKey, reload: (focus?: string) => void): HTMLElement {
+  const button = h("button", { type: "button", "data-testid": "vendor-key-check", "aria-label": `Check ${k.provider} ${k.key} now` }, "Check now");
+  const out = h("span", { class: "form-out" });
+  button.addEventListener("click", async () => {
+    button.disabled = true;
+    out.replaceChildren();
+    try {
+      const probed = await api<{ accepted: boolean }>("POST", `/vendor-keys/${encodeURIComponent(k.provider)}/${encodeURIComponent(k.key)}/probe`);
+      announce(probed.accepted ? `${k.key} is in use again.` : `The vendor still refuses ${k.key}.`);
+      reload("#vendor-keys-title");
+    } catch (err) {
+      out.append(errorBox(failure(err, "reload to see the key's state.")));
+      button.disabled = false;
+    }
+  });
+  return h("span", {}, button, " ", out);
+}
+
+/** Operators: the models, their prices (credits per million tokens) and recent health; the vendor keys' states. */
+export function catalogueView(models: CatalogueEntry[], vendorKeys: VendorKey[], reload: (focus?: string) => void): HTMLElement {
   const since = models.find((m) => m.health)?.health?.since;
   return h("section", { "aria-labelledby": "catalogue-title" },
     h("h1", { id: "catalogue-title" }, "Models"),
@@ -123,6 +170,7 @@ export function catalogueView(models: CatalogueEntry[]): HTMLElement {
         h("td", { class: "num" }, ms(m.health?.latency_p50_ms ?? null)),
         h("td", { class: "num" }, ms(m.health?.latency_p99_ms ?? null)),
       ))))),
+    vendorKeysSection(vendorKeys, reload),
   );
 }
 

@@ -1,4 +1,4 @@
-import { api, ApiError, onSessionLost, setCsrf, type Account, type AccountLogins, type AccountPage, type CatalogueEntry, type Overview, type RecentRequest, type Session } from "./api.ts";
+import { api, ApiError, onSessionLost, setCsrf, type Account, type AccountLogins, type AccountPage, type Catalogue, type Overview, type RecentRequest, type Session } from "./api.ts";
 import { accountView } from "./account-view.ts";
 import { accountsView, catalogueView, requestsView } from "./lists-view.ts";
 import { loadUsage, usageView, type UsageChoice } from "./usage-view.ts";
@@ -282,7 +282,8 @@ async function route(focus?: string): Promise<void> {
         void route(f);
       }), focus);
     } else if (view === "catalogue" && s.kind === "operator") {
-      show(catalogueView((await api<{ data: CatalogueEntry[] }>("GET", "/catalogue")).data));
+      const catalogue = await api<Catalogue>("GET", "/catalogue");
+      show(catalogueView(catalogue.data, catalogue.vendor_keys ?? [], (f) => void route(f)), focus);
     } else if (view === "requests") {
       show(requestsView(s, (await api<{ data: RecentRequest[] }>("GET", "/requests?limit=100")).data));
     } else {

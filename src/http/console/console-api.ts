@@ -9,6 +9,7 @@ import { chartPeriods, MAX_CHART_PERIODS, summarizeUsage } from "../../console/u
 import type { SignInAttempts } from "../../limits/sign-in-attempts.ts";
 import type { Logger } from "../../log/log.ts";
 import type { ModelHealth } from "../../ops/model-health.ts";
+import type { VendorKeyStatus } from "../../providers/key-pools.ts";
 import { GatewayError } from "../../streaming/gateway-error.ts";
 import { errorResponse } from "../plugins/errors.ts";
 import { unreadBodyHeaders } from "../plugins/json-body.ts";
@@ -23,6 +24,10 @@ export interface ConsoleApiDeps {
   adminToken: string | undefined;
   models: readonly ModelConfig[];
   health: () => ModelHealth[];
+  /** The pooled vendor keys' states, as the admin API lists them (by env name, never a value). */
+  vendorKeys: () => Promise<VendorKeyStatus[]>;
+  /** An operator's "check it now" of one pooled key (key-pools.ts, probeNow): undefined when not pooled, "busy" when a check is under way. */
+  probeVendorKey: (provider: string, key: string) => Promise<(VendorKeyStatus & { accepted: boolean }) | "busy" | undefined>;
   signIns: SignInAttempts;
   passwords: PasswordHasher;
   now: () => number;
@@ -411,11 +416,22 @@ export function consoleApiRoutes(deps: ConsoleApiDeps) {
       if (query.format === "csv") return new Response(requestsCsv(rows), { headers: { "content-type": "text/csv; charset=utf-8", "content-disposition": 'attachment; filename="requests.csv"' } });
       return { object: "list", data: rows };
     }, { query: ConsoleQuery })
+    // The admin API's "check it now" (routes/admin.ts), from the Models view's vendor keys.
+    .post("/vendor-keys/:provider/:key/probe", async ({ request, params }) => {
+      operator(await changer(request));
+      const probed = await deps.probeVendorKey(params.provider, params.key);
+      if (!probed) throw new GatewayError(404, "not_found", "No such pooled vendor key.");
+      if (probed === "busy") throw new GatewayError(409, "invalid_request", "A check of this key is under way: reload in a few seconds for its outcome.");
+      return probed;
+    }, { params: t.Object({ provider: t.String({ maxLength: 200 }), key: t.String({ maxLength: 200 }) }) })
     .get("/catalogue", async ({ request }) => {
       operator(await session(request));
       const health = new Map(deps.health().map((h) => [h.model, h]));
       return {
         object: "list",
+        // What each vendor key is doing (cooling, refused and set aside): the operator's first
+        // question when a model's errors rise, which only the admin API answered (a console probe).
+        vendor_keys: await deps.vendorKeys(),
         data: deps.models.map((m) => ({
           id: m.id,
           provider: m.provider,
