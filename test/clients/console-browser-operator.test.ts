@@ -89,12 +89,13 @@ afterAll(async () => {
   rmSync(dir, { recursive: true, force: true });
 });
 
-test("an account opened from the foot of a long accounts list shows its top (it kept the list's scroll: its name and balance out of sight)", async () => {
+test("an account opened from the foot of a long accounts list shows its top (it kept the list's scroll: its name and balance out of sight); Back returns to the list's foot", async () => {
   for (let i = 0; i < 40; i++) await admin("POST", "/v1/admin/accounts", { name: `scroll co ${String(i).padStart(2, "0")}`, credits: i + 1 });
   await page.goto(`${gateway.url}/console/#accounts?name=scroll+co`);
   const last = page.getByTestId("account-row").filter({ hasText: "scroll co 39" }).locator("a");
   await last.scrollIntoViewIfNeeded();
-  expect(await page.evaluate(() => (globalThis as any).scrollY)).toBeGreaterThan(500);
+  const listScroll = await page.evaluate(() => (globalThis as any).scrollY as number);
+  expect(listScroll).toBeGreaterThan(500);
   await last.click();
   await page.getByTestId("balance").filter({ hasText: "40" }).waitFor();
   expect(await page.evaluate(() => (globalThis as any).scrollY)).toBe(0);
@@ -106,6 +107,14 @@ test("an account opened from the foot of a long accounts list shows its top (it 
   await page.getByTestId("topup-submit").click();
   await page.getByTestId("balance").filter({ hasText: "41" }).waitFor();
   expect(await page.evaluate(() => (globalThis as any).document.activeElement?.getAttribute("data-testid"))).toBe("topup-amount");
+
+  // Back returns to the list where it was left (its foot), not its top; Forward to the account's top.
+  await page.goBack();
+  await page.getByTestId("account-row").filter({ hasText: "scroll co 39" }).waitFor();
+  expect(await page.evaluate(() => (globalThis as any).scrollY)).toBe(listScroll);
+  await page.goForward();
+  await page.getByTestId("balance").filter({ hasText: "41" }).waitFor();
+  expect(await page.evaluate(() => (globalThis as any).scrollY)).toBe(0);
 }, 60_000);
 
 test("an account's revoked keys are folded under their count, the keys in use in view (228 revoked keys made the page 28,000 px tall)", async () => {

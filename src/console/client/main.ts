@@ -50,9 +50,33 @@ function show(view: HTMLElement, focus?: string): void {
   if (target) return target.focus();
   // Another view starts at its top: the page kept the last one's scroll, so an account opened
   // from the foot of the accounts list showed its own foot (its name, balance and top-up out of
-  // sight), and focusing `main`, already partly in view, did not scroll (a console probe).
-  window.scrollTo(0, 0);
+  // sight), and focusing `main`, already partly in view, did not scroll (a console probe). Back
+  // (or a reload) returns to where the view was left, kept in its history entry (below).
+  window.scrollTo(0, scrolledTo());
   main.focus({ preventScroll: true });
+}
+
+/** Where this history entry's view was left (`leaving`, below); 0 for a new one. */
+function scrolledTo(): number {
+  const y = (history.state as { scrollY?: unknown } | null)?.scrollY;
+  return typeof y === "number" && y >= 0 ? y : 0;
+}
+
+/**
+ * A link followed (by mouse or Enter) first writes where its view was scrolled into the history
+ * entry it leaves: Back to the accounts list from the foot of its 100 rows went to its top.
+ */
+// The page puts the view where it was itself, once drawn: the browser's own restoring ran before
+// the view's data came, on the view being left.
+history.scrollRestoration = "manual";
+document.addEventListener("click", (event) => {
+  const link = (event.target as Element | null)?.closest?.("a[href^='#']");
+  if (link) history.replaceState({ scrollY: window.scrollY }, "");
+}, true);
+
+/** The address named the same view another way (normalized): the entry keeps where it was left. */
+function sameView(address: string): void {
+  if (location.hash !== address) history.replaceState(history.state, "", address);
 }
 
 function renderNav(): void {
@@ -259,7 +283,7 @@ async function route(focus?: string): Promise<void> {
       // A search and page named by the address (`#accounts?name=acme&cursor=…`): a reload or Back keeps them.
       const q = (accountsQuery = accountsQueryOf(query) ?? accountsQuery);
       const address = accountsAddress(q);
-      if (location.hash !== address) history.replaceState(null, "", address);
+      sameView(address);
       const asked = new URLSearchParams({ limit: "100", ...(q.name ? { name: q.name } : {}), ...(q.cursor ? { cursor: q.cursor } : {}) });
       const page = (!q.name && !q.cursor ? first?.accounts : undefined) ?? (await api<AccountPage>("GET", `/accounts?${asked}`));
       show(accountsView(page, (accountId) => (location.hash = `#account/${accountId}`), () => void route(), q, (next) => {
@@ -274,8 +298,7 @@ async function route(focus?: string): Promise<void> {
     } else if (view === "usage") {
       // The period and split are in the address (#usage/30d/key): a reload or a bookmark keeps them.
       usageChoice = usageChoiceOf(s, id, extra) ?? usageChoice;
-      const address = `#usage/${usageChoice.range}/${usageChoice.split}`;
-      if (location.hash !== address) history.replaceState(null, "", address);
+      sameView(`#usage/${usageChoice.range}/${usageChoice.split}`);
       show(usageView(s, await loadUsage(usageChoice), usageChoice, (choice, f) => {
         usageChoice = choice;
         history.replaceState(null, "", `#usage/${choice.range}/${choice.split}`);
