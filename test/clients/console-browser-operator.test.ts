@@ -178,7 +178,8 @@ test("the Models view shows each vendor key's state; a key the vendor took back 
   const holder = new ConsoleClient(gateway.url);
   await holder.acceptInvite(invite.url, "a long enough password for the pool holder");
   expect((await holder.call("POST", "/console/api/vendor-keys/pooled/POOL_KEY_GOOD/probe")).status).toBe(403);
-  expect((await holder.call("GET", "/console/api/catalogue")).status).toBe(403);
+  // A holder's catalogue is the prices: no vendor keys.
+  expect((await holder.json("GET", "/console/api/catalogue")).vendor_keys).toBeUndefined();
 }, 60_000);
 
 test("a balance of ten digits reads as one number on a phone (it broke after its third comma)", async () => {
@@ -195,4 +196,25 @@ test("a balance of ten digits reads as one number on a phone (it broke after its
   } finally {
     await page.setViewportSize({ width: 1280, height: 800 });
   }
+}, 60_000);
+
+// Last: the holder's sign-in replaces this browser's operator session.
+test("a holder sees what each model costs (the Models view was the operator's alone)", async () => {
+  const made = await admin("POST", "/v1/admin/accounts", { name: "prices co", credits: 5 });
+  const link = await admin("POST", `/v1/admin/accounts/${made.id}/invites`, { login: "prices@example.com" });
+  await page.goto(link.url);
+  await page.getByTestId("invite-password").fill("a long enough password for prices");
+  await page.getByTestId("invite-password-again").fill("a long enough password for prices");
+  await page.getByTestId("invite-accept").click();
+  await page.getByTestId("balance").waitFor();
+  await page.getByRole("link", { name: "Models" }).click();
+  const row = page.getByTestId("model-row").filter({ hasText: MODEL });
+  await row.waitFor();
+  expect(await page.locator("h1").textContent()).toBe("Models and prices");
+  // Context, then input, output and the cache classes (OpenAI's multipliers: reads at half, writes at the input price).
+  expect(await row.locator("td").allTextContents()).toEqual(["text", "128,000", "150", "600", "75", "150", "150", "—"]);
+  // Not the gateway's health, providers or vendor keys.
+  expect(await page.locator("thead th").allTextContents()).not.toContain("Errors");
+  expect(await page.locator("thead th").allTextContents()).not.toContain("Provider");
+  expect(await page.locator("#vendor-keys-title").count()).toBe(0);
 }, 60_000);

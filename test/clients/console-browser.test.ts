@@ -216,8 +216,8 @@ test("the account holder accepts the invite, sets a password, and signs in with 
   await page.getByTestId("sign-in-password").fill(PASSWORD);
   await page.getByTestId("sign-in-submit").click();
   await expect(text("balance")).resolves.toBe("100.5");
-  // Only their own account: no operator sections in the navigation.
-  expect(await page.locator("nav a").allTextContents()).toEqual(["Account", "Usage", "Requests"]);
+  // Only their own account, and the models' prices: no operator sections in the navigation.
+  expect(await page.locator("nav a").allTextContents()).toEqual(["Account", "Usage", "Models", "Requests"]);
 }, 60_000);
 
 test("the holder creates a key that works on /v1/chat/completions; revoked in the console, its next request is 401", async () => {

@@ -98,8 +98,9 @@ export interface RecentRequest {
 /** A pooled vendor key's state, by the env name that holds it (never its value). */
 export interface VendorKey { provider: string; key: string; state: "usable" | "cooling" | "disabled"; until?: string; since?: string; next_probe?: string }
 export interface Catalogue { data: CatalogueEntry[]; vendor_keys?: VendorKey[] }
+/** `provider` and `health` are the operator's only (a holder's catalogue is the prices). */
 export interface CatalogueEntry {
-  id: string; provider: string; category: string; context_length: number;
+  id: string; provider?: string; category: string; context_length: number;
   pricing: { input_per_mtok: number; output_per_mtok: number; cache_read_per_mtok?: number; cache_write_per_mtok?: number; cache_write_1h_per_mtok?: number; per_image?: number } | null;
-  health: { requests: number; error_rate: number | null; latency_p50_ms: number | null; latency_p99_ms: number | null; since: string } | null;
+  health?: { requests: number; error_rate: number | null; latency_p50_ms: number | null; latency_p99_ms: number | null; since: string } | null;
 }

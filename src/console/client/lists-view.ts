@@ -154,17 +154,12 @@ export function catalogueView(models: CatalogueEntry[], vendorKeys: VendorKey[],
     h("h1", { id: "catalogue-title" }, "Models"),
     h("p", {}, "Prices in credits per million tokens. Health counts this gateway process's answers", since ? ` since ${when(since)}` : "", "; latency is the time to the first byte."),
     h("div", { class: "scroll" }, h("table", { class: "wide" }, h("caption", {}, `${models.length} models`),
-      h("thead", {}, h("tr", {}, ...["Model", "Provider", "Kind", "Input", "Output", "Cache read", "Cache write (5 min)", "Cache write (1 h)", "Per image", "Requests", "Errors", "p50", "p99"].map((c) => h("th", { scope: "col" }, c)))),
+      h("thead", {}, h("tr", {}, ...["Model", "Provider", "Kind", ...PRICE_COLUMNS, "Requests", "Errors", "p50", "p99"].map((c) => h("th", { scope: "col" }, c)))),
       h("tbody", {}, ...models.map((m) => h("tr", { "data-testid": "model-row" },
         h("th", { scope: "row" }, m.id),
-        h("td", {}, m.provider),
+        h("td", {}, m.provider ?? ""),
         h("td", {}, m.category),
-        h("td", { class: "num" }, m.pricing ? credits(m.pricing.input_per_mtok) : "free"),
-        h("td", { class: "num" }, m.pricing ? credits(m.pricing.output_per_mtok) : "free"),
-        h("td", { class: "num" }, m.pricing?.cache_read_per_mtok !== undefined ? credits(m.pricing.cache_read_per_mtok) : "—"),
-        h("td", { class: "num" }, m.pricing?.cache_write_per_mtok !== undefined ? credits(m.pricing.cache_write_per_mtok) : "—"),
-        h("td", { class: "num" }, m.pricing?.cache_write_1h_per_mtok !== undefined ? credits(m.pricing.cache_write_1h_per_mtok) : "—"),
-        h("td", { class: "num" }, m.pricing?.per_image ? credits(m.pricing.per_image) : "—"),
+        ...priceCells(m),
         h("td", { class: "num" }, m.health?.requests ?? 0),
         h("td", { class: "num" }, pct(m.health?.error_rate ?? null)),
         h("td", { class: "num" }, ms(m.health?.latency_p50_ms ?? null)),
@@ -172,6 +167,38 @@ export function catalogueView(models: CatalogueEntry[], vendorKeys: VendorKey[],
       ))))),
     vendorKeysSection(vendorKeys, reload),
   );
+}
+
+/** The price columns' headings and a model's cells (credits per million tokens, or per image). */
+const PRICE_COLUMNS = ["Input", "Output", "Cache read", "Cache write (5 min)", "Cache write (1 h)", "Per image"];
+function priceCells(m: CatalogueEntry): HTMLElement[] {
+  return [
+    h("td", { class: "num" }, m.pricing ? credits(m.pricing.input_per_mtok) : "free"),
+    h("td", { class: "num" }, m.pricing ? credits(m.pricing.output_per_mtok) : "free"),
+    h("td", { class: "num" }, m.pricing?.cache_read_per_mtok !== undefined ? credits(m.pricing.cache_read_per_mtok) : "—"),
+    h("td", { class: "num" }, m.pricing?.cache_write_per_mtok !== undefined ? credits(m.pricing.cache_write_per_mtok) : "—"),
+    h("td", { class: "num" }, m.pricing?.cache_write_1h_per_mtok !== undefined ? credits(m.pricing.cache_write_1h_per_mtok) : "—"),
+    h("td", { class: "num" }, m.pricing?.per_image ? credits(m.pricing.per_image) : "—"),
+  ];
+}
+
+/**
+ * Holders: what each model costs. They pay by these prices and the console showed them nowhere
+ * (the Models view was the operator's, for its health figures): a bill could not be checked or a
+ * model chosen by its price without asking the operator (a console probe).
+ */
+export function pricesView(models: CatalogueEntry[]): HTMLElement {
+  return h("section", { "aria-labelledby": "catalogue-title" },
+    h("h1", { id: "catalogue-title" }, "Models and prices"),
+    h("p", {}, "Credits per million tokens of each kind (per image for image models): a request costs its tokens at these prices, as Usage counts them. A key limited to some models says so in its row."),
+    h("div", { class: "scroll" }, h("table", { class: "wide" }, h("caption", {}, models.length === 1 ? "1 model" : `${models.length} models`),
+      h("thead", {}, h("tr", {}, ...["Model", "Kind", "Context (tokens)", ...PRICE_COLUMNS].map((c) => h("th", { scope: "col" }, c)))),
+      h("tbody", {}, ...models.map((m) => h("tr", { "data-testid": "model-row" },
+        h("th", { scope: "row" }, m.id),
+        h("td", {}, m.category),
+        h("td", { class: "num" }, m.context_length.toLocaleString("en-US")),
+        ...priceCells(m),
+      ))))));
 }
 
 /** A name over its id, or the id alone when there is no name. */

@@ -1,6 +1,6 @@
 import { api, ApiError, onSessionLost, setCsrf, type Account, type AccountLogins, type AccountPage, type Catalogue, type Overview, type RecentRequest, type Session } from "./api.ts";
 import { accountView } from "./account-view.ts";
-import { accountsView, catalogueView, requestsView } from "./lists-view.ts";
+import { accountsView, catalogueView, pricesView, requestsView } from "./lists-view.ts";
 import { loadUsage, usageView, type UsageChoice } from "./usage-view.ts";
 import { announce, errorBox, failure, field, h, when } from "./dom.ts";
 
@@ -85,7 +85,7 @@ function renderNav(): void {
   if (!session) return;
   const links: [string, string][] = session.kind === "operator"
     ? [["#accounts", "Accounts"], ["#usage", "Usage"], ["#catalogue", "Models"], ["#requests", "Requests"]]
-    : [["#account", "Account"], ["#usage", "Usage"], ["#requests", "Requests"]];
+    : [["#account", "Account"], ["#usage", "Usage"], ["#catalogue", "Models"], ["#requests", "Requests"]];
   // An operator on one account (`#account/ID`) is in Accounts.
   const section = location.hash.split(/[/?]/)[0] || links[0]![0];
   const current = session.kind === "operator" && section === "#account" ? "#accounts" : section;
@@ -236,7 +236,7 @@ async function inviteView(token: string): Promise<void> {
 }
 
 /** Views a session of this kind has (the first part of the fragment); others send it home. */
-const VIEWS = { operator: ["accounts", "account", "usage", "catalogue", "requests"], holder: ["account", "usage", "requests"] } as const;
+const VIEWS = { operator: ["accounts", "account", "usage", "catalogue", "requests"], holder: ["account", "usage", "catalogue", "requests"] } as const;
 
 function signedIn(s: Session): void {
   preloaded = null;
@@ -304,9 +304,9 @@ async function route(focus?: string): Promise<void> {
         history.replaceState(null, "", `#usage/${choice.range}/${choice.split}`);
         void route(f);
       }), focus);
-    } else if (view === "catalogue" && s.kind === "operator") {
+    } else if (view === "catalogue") {
       const catalogue = await api<Catalogue>("GET", "/catalogue");
-      show(catalogueView(catalogue.data, catalogue.vendor_keys ?? [], (f) => void route(f)), focus);
+      show(s.kind === "operator" ? catalogueView(catalogue.data, catalogue.vendor_keys ?? [], (f) => void route(f)) : pricesView(catalogue.data), focus);
     } else if (view === "requests") {
       show(requestsView(s, (await api<{ data: RecentRequest[] }>("GET", "/requests?limit=100")).data));
     } else {

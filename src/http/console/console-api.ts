@@ -425,7 +425,11 @@ export function consoleApiRoutes(deps: ConsoleApiDeps) {
       return probed;
     }, { params: t.Object({ provider: t.String({ maxLength: 200 }), key: t.String({ maxLength: 200 }) }) })
     .get("/catalogue", async ({ request }) => {
-      operator(await session(request));
+      const s = await session(request);
+      const price = (m: ModelConfig) => (m.category === "free" ? null : (m.pricing ?? null));
+      // A holder sees what each model costs (they pay by these prices, and the console showed
+      // them nowhere: a console probe); the gateway's health and vendor keys are the operator's.
+      if (s.kind === "holder") return { object: "list", data: deps.models.map((m) => ({ id: m.id, category: m.category, context_length: m.context_length, pricing: price(m) })) };
       const health = new Map(deps.health().map((h) => [h.model, h]));
       return {
         object: "list",
@@ -437,7 +441,7 @@ export function consoleApiRoutes(deps: ConsoleApiDeps) {
           provider: m.provider,
           category: m.category,
           context_length: m.context_length,
-          pricing: m.category === "free" ? null : (m.pricing ?? null),
+          pricing: price(m),
           health: health.get(m.id) ?? null,
         })),
       };
