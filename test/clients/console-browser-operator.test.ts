@@ -1,4 +1,5 @@
 import { afterAll, beforeAll, expect, test } from "bun:test";
+import { Database } from "bun:sqlite";
 import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
@@ -196,6 +197,40 @@ test("a balance of ten digits reads as one number on a phone (it broke after its
   } finally {
     await page.setViewportSize({ width: 1280, height: 800 });
   }
+}, 60_000);
+
+test("a top-up answered 503 by the gateway (its database locked) keeps its idempotency key: the same amount again is added once", async () => {
+  const made = await admin("POST", "/v1/admin/accounts", { name: "locked db co", credits: 10 });
+  await page.goto(`${gateway.url}/console/#account/${made.id}`);
+  await page.getByTestId("topup-amount").waitFor();
+  const keys: string[] = [];
+  const listen = (r: { url(): string; method(): string; headers(): Record<string, string> }) => {
+    if (r.method() === "POST" && r.url().endsWith(`/console/api/accounts/${made.id}/credits`)) keys.push(r.headers()["idempotency-key"] ?? "");
+  };
+  page.on("request", listen);
+  // Another writer holds the ledger's file (the admin CLI, a backup): the gateway answers 503 once its wait runs out.
+  const other = new Database(join(dir, "gateway.sqlite"));
+  other.run("BEGIN IMMEDIATE");
+  try {
+    await page.getByTestId("topup-amount").fill("5");
+    await page.getByTestId("topup-submit").click();
+    const error = page.locator("form[aria-label='Top up'] .error");
+    await error.waitFor({ timeout: 30_000 });
+    const said = await error.textContent();
+    // Why (the gateway's first sentence), then what to do here: not the API's "same Idempotency-Key".
+    expect(said).toStartWith("The gateway cannot use its database right now");
+    expect(said).toContain("So the credits may or may not have been added. Add the same amount again in a moment: it is added once either way.");
+    expect(said).not.toContain("Idempotency-Key");
+  } finally {
+    other.run("ROLLBACK");
+    other.close();
+  }
+  await page.getByTestId("topup-submit").click();
+  await page.getByTestId("balance").filter({ hasText: "15" }).waitFor();
+  page.off("request", listen);
+  expect(keys).toHaveLength(2);
+  expect(keys[1]).toBe(keys[0]);
+  expect((await admin("GET", `/v1/admin/accounts/${made.id}`)).balance).toBe(15);
 }, 60_000);
 
 // Last: the holder's sign-in replaces this browser's operator session.

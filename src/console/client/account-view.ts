@@ -1,5 +1,5 @@
 import { api, ApiError, type Account, type AccountLogins, type DefaultLimits, type KeySummary, type Session } from "./api.ts";
-import { announce, confirmFirst, credits, dateOf, errorBox, failure, field, h, hiddenHeading, numberOf, periodSelect, when } from "./dom.ts";
+import { announce, confirmFirst, credits, dateOf, errorBox, failure, field, h, hiddenHeading, numberOf, periodSelect, unfinished, when } from "./dom.ts";
 
 /** Shows the view again with fresh data; `focus` (a selector) is where focus goes, else the view. */
 export type Reload = (focus?: string) => void;
@@ -83,15 +83,16 @@ function topUpForm(account: Account, reload: Reload): HTMLElement {
     try {
       await api("POST", `/accounts/${account.id}/credits`, { amount: Number(amount.value) }, { "idempotency-key": idempotency.key });
     } catch (err) {
-      if (err instanceof ApiError && err.gatewaySaid) {
-        // The gateway answered: the top-up's fate is known (refused), and the key is not kept.
+      if (err instanceof ApiError && err.gatewaySaid && !unfinished(err)) {
+        // The gateway refused it: the top-up's fate is known, and the key is not kept.
         sessionStorage.removeItem(stored);
         idempotency = null;
         throw err;
       }
-      // No answer from the gateway (none at all, or a proxy's 502/504): the top-up may or may not
-      // have been made, and the operator must know what to do.
-      throw new ApiError(0, "The gateway did not answer, so the credits may or may not have been added. Add the same amount again when it is back: it is added once either way.");
+      // No answer (none at all, a proxy's 502/504) or the gateway's own 5xx (its database unusable
+      // for a moment: a 503 that says "may or may not have been made"): the key is kept, so the
+      // same amount again is this top-up. A 503 dropped it, and the retry it advised added twice.
+      throw new ApiError(0, failure(err, "the credits may or may not have been added. Add the same amount again in a moment: it is added once either way."));
     }
     sessionStorage.removeItem(stored);
     idempotency = null;

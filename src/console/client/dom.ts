@@ -92,8 +92,21 @@ export function announce(text: string): void {
  * ("Something went wrong." left a user to guess, and a second try could do it twice).
  */
 export function failure(err: unknown, unsure = "your change may or may not have been made: reload to see, and make it again if it was not."): string {
-  if (err instanceof ApiError && err.gatewaySaid) return err.message;
+  if (err instanceof ApiError && err.gatewaySaid && !unfinished(err)) return err.message;
+  // The gateway's own 5xx (its database unusable for a moment: 503) leaves the change's fate as
+  // unknown as no answer does: its first sentence says why; its advice is the API's (a top-up
+  // "retry with the same Idempotency-Key", which a console user cannot do), so the form's is said.
+  if (err instanceof ApiError && err.gatewaySaid) return `${firstSentence(err.message)} So ${unsure}`;
   return `The gateway did not answer${err instanceof ApiError && err.status > 0 ? ` (${err.status})` : ""}, so ${unsure}`;
+}
+
+/** A change the gateway answered with a 5xx of its own: refused or made, it cannot say. */
+export function unfinished(err: ApiError): boolean {
+  return err.status >= 500;
+}
+
+function firstSentence(text: string): string {
+  return /^.*?[.!?](?=\s|$)/.exec(text)?.[0] ?? text;
 }
 
 export function errorBox(message: string, testid?: string): HTMLElement {
