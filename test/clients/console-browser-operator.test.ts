@@ -233,6 +233,22 @@ test("a top-up answered 503 by the gateway (its database locked) keeps its idemp
   expect((await admin("GET", `/v1/admin/accounts/${made.id}`)).balance).toBe(15);
 }, 60_000);
 
+test("a key revoked elsewhere while its page was open: Revoke there shows it revoked (the row said 'No such active key.' and stayed active)", async () => {
+  const made = await admin("POST", "/v1/admin/accounts", { name: "two tabs co", credits: 10 });
+  const key = await admin("POST", `/v1/admin/accounts/${made.id}/keys`, { name: "shared laptop" });
+  await page.goto(`${gateway.url}/console/#account/${made.id}`);
+  const row = page.locator(`[data-key-id="${key.id}"]`);
+  await row.getByTestId("key-revoke").waitFor();
+  // Another tab, operator or script revokes it meanwhile.
+  await admin("DELETE", `/v1/admin/keys/${key.id}`);
+  await row.getByTestId("key-revoke").click();
+  await row.getByTestId("key-revoke").click();
+  await page.getByTestId("keys-revoked").locator("summary").filter({ hasText: "Revoked keys (1)" }).waitFor();
+  expect(await row.getByTestId("key-status").textContent()).toStartWith("revoked ");
+  expect(await page.getByTestId("key-error").count()).toBe(0);
+  expect(await page.locator("#status").textContent()).toBe(`shared laptop (…${(key.key as string).slice(-4)}) was already revoked.`);
+}, 60_000);
+
 // Last: the holder's sign-in replaces this browser's operator session.
 test("a holder sees what each model costs (the Models view was the operator's alone)", async () => {
   const made = await admin("POST", "/v1/admin/accounts", { name: "prices co", credits: 5 });

@@ -422,8 +422,16 @@ function keyRow(k: KeySummary, reload: Reload, operator: boolean, defaults: Defa
       announce(Object.keys(changes).length > 0 ? `${label} saved.` : `${label}: nothing changed.`);
     }, `[data-key-id="${k.id}"] [data-testid=key-save]`));
     confirmFirst(revoke, `Revoke ${label}`, act(revoke, async () => {
-      await api("DELETE", `/keys/${k.id}`);
-      announce(`${label} revoked.`);
+      try {
+        await api("DELETE", `/keys/${k.id}`);
+        announce(`${label} revoked.`);
+      } catch (err) {
+        // Revoked meanwhile (another tab, another operator, the CLI): the gateway has no such
+        // active key (404). What was asked is so: the view is read again and shows it revoked,
+        // where the row had kept saying "active" over "No such active key." (a console probe).
+        if (!(err instanceof ApiError && err.status === 404)) throw err;
+        announce(`${label} was already revoked.`);
+      }
     }, "#keys-title"));
     // Enter in a row's field saves the row, as it would in a form (the row is not one: a table row cannot hold a form).
     for (const input of [rename, expires, limit, ...(operator ? [rpm, atOnce, models] : [])]) {
