@@ -116,7 +116,10 @@ export const SHUTDOWN_CUT = "The gateway is shutting down and cut this answer sh
  */
 export async function streamAnswer(o: StreamAnswerOptions): Promise<ReadableStream<Uint8Array> | string> {
   const quietSince = performance.now();
-  await firstArrival(o);
+  // Awaited only when there is a wait: an await costs a turn of microtasks, and the body's first
+  // bytes usually came with the head.
+  const arriving = firstArrival(o);
+  if (arriving) await arriving;
   const source = await answerSource(o, quietSince);
   // An answer that failed in what had already arrived has sent the client nothing: the attempt
   // is given up instead, and the request is retried or falls back as on an error status. A client
