@@ -355,9 +355,9 @@ export function createApp(deps: AppDeps) {
       // Changes to the console's API from another site are refused on arrival, before their bodies are read.
       console: consoleStore ? consoleGate : undefined,
       // A key whose token counts fill its share is refused before its next count's body is read.
-      countsBusy: (keyId, bodyBytes, accountId) => {
-        const busy = counts.busy(keyId, bodyBytes, accountId);
-        if (busy) return busy;
+      countsBusy: (keyId, bodyBytes, accountId) => counts.busy(keyId, bodyBytes, accountId),
+      // A count its rate buckets let in takes its body's bytes from its account's minute.
+      countBytes: (accountId, bodyBytes) => {
         const waitMs = countBytes.take(accountId, bodyBytes);
         if (waitMs === undefined) return undefined;
         const retryAfterS = Math.max(1, Math.ceil(waitMs / 1000));

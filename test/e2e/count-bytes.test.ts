@@ -74,3 +74,26 @@ test("a count that declares no length (a chunked body) weighs the largest body, 
   expect(sized.status).toBe(429);
   await sized.arrayBuffer();
 });
+
+test("a count its key's rate refuses spends none of its account's bytes: the account's other key still counts", async () => {
+  // A key allowed 1 request a minute has 10 counts a minute (COUNT_TOKENS_RATE_FACTOR). Its
+  // bytes were taken before its rate was asked, so the counts the rate refused drained the
+  // account's bucket too, and the account's other key, within its own rate, was refused for bytes.
+  const account = await gw.app.services.accounts.createAccount("noisy-key", 1_000_000_000);
+  const noisy = (await gw.app.services.accounts.createKey(account.id, { name: "noisy", rateLimitPerMinute: 1 }))!.key;
+  const quiet = (await gw.app.services.accounts.createKey(account.id, "quiet"))!.key;
+  const sized = (words: number) => JSON.stringify({ model: ANTHROPIC_MODEL, messages: [{ role: "user", content: "word ".repeat(words) }] });
+  // ~150 KB each: ten pass (1.5 MB of the 2 MiB), ten more are past the key's rate.
+  const statuses: number[] = [];
+  for (let i = 0; i < 20; i++) {
+    const res = await count(noisy, sized(30_000));
+    statuses.push(res.status);
+    const body = (await res.json()) as { error?: { message: string } };
+    if (res.status === 429) expect(body.error!.message).toContain("requests per minute for this key");
+  }
+  expect(statuses).toEqual([...Array(10).fill(200), ...Array(10).fill(429)]);
+  // ~400 KB from the other key: the ~550 KB the account has left take it.
+  const res = await count(quiet, sized(80_000));
+  expect(res.status).toBe(200);
+  await res.arrayBuffer();
+});

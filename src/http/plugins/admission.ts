@@ -77,7 +77,13 @@ export interface AdmissionOptions {
    * Why a key's token counts are full (limits/count-queue.ts), or undefined: its next count is
    * refused here, before a body that could only be refused is read.
    */
-  countsBusy?: (keyId: string, bodyBytes: number, accountId: string) => string | { message: string; retryAfterS: number } | undefined;
+  countsBusy?: (keyId: string, bodyBytes: number, accountId: string) => string | undefined;
+  /**
+   * Takes a count's body bytes from its account's bytes a minute (limits/count-bytes.ts): why it
+   * is refused, with the wait, or undefined. Asked once the rate buckets let the count in, so a
+   * count they refuse spends none of them.
+   */
+  countBytes?: (accountId: string, bodyBytes: number) => { message: string; retryAfterS: number } | undefined;
   /** Browsers' cross-origin requests to the model API (http/cors.ts); absent, no CORS headers. */
   cors?: CorsPolicy;
 }
@@ -173,11 +179,11 @@ export function admissionPlugin(o: AdmissionOptions) {
     // Token counts (Claude Code sends dozens for one `/context`) have a bucket of their own,
     // ten times the key's chat rate, so counting never spends the budget for answers.
     const counting = COUNT_PATHS.has(path);
-    const busy = counting ? o.countsBusy?.(found.keyId, Number(request.headers.get("content-length")) || 0, found.accountId) : undefined;
+    const bodyBytes = counting ? Number(request.headers.get("content-length")) || 0 : 0;
+    const busy = counting ? o.countsBusy?.(found.keyId, bodyBytes, found.accountId) : undefined;
     if (busy) {
       o.onRejected(request, 429);
-      const [message, wait] = typeof busy === "string" ? [busy, 1] : [busy.message, busy.retryAfterS];
-      return errorResponse(anthropic, 429, "rate_limit", message, { "retry-after": String(wait), ...unreadBodyHeaders(request) });
+      return errorResponse(anthropic, 429, "rate_limit", busy, { "retry-after": "1", ...unreadBodyHeaders(request) });
     }
     const factor = counting ? COUNT_TOKENS_RATE_FACTOR : 1;
     const perMinute = (found.rateLimitPerMinute ?? o.defaultPerMinute) * factor;
@@ -186,6 +192,7 @@ export function admissionPlugin(o: AdmissionOptions) {
     if (accountChat === undefined) {
       const taken = o.limiter.take(found.keyId + suffix, perMinute);
       // The in-process store answers at once; a shared one (Redis) answers later.
+      if (counting) return taken instanceof Promise ? taken.then((decision) => admitCount(request, set, perMinute, decision, undefined, anthropic, found.accountId, bodyBytes)) : admitCount(request, set, perMinute, taken, undefined, anthropic, found.accountId, bodyBytes);
       return taken instanceof Promise ? taken.then((decision) => admit(request, set, perMinute, decision, undefined, anthropic)) : admit(request, set, perMinute, taken, undefined, anthropic);
     }
     // The key's bucket and its account's: a token from both or from neither, so a request one of
@@ -193,8 +200,27 @@ export function admissionPlugin(o: AdmissionOptions) {
     // refusals its noisy siblings caused, nor the account's by a key past its own limit).
     const accountPerMinute = accountChat * factor;
     const both = o.limiter.takeBoth({ id: found.keyId + suffix, perMinute }, { id: `account:${found.accountId}${suffix}`, perMinute: accountPerMinute });
-    const verdict = ([key, account]: [BucketDecision, BucketDecision]) => admit(request, set, perMinute, key, { perMinute: accountPerMinute, decision: account }, anthropic);
+    const verdict = counting
+      ? ([key, account]: [BucketDecision, BucketDecision]) => admitCount(request, set, perMinute, key, { perMinute: accountPerMinute, decision: account }, anthropic, found.accountId, bodyBytes)
+      : ([key, account]: [BucketDecision, BucketDecision]) => admit(request, set, perMinute, key, { perMinute: accountPerMinute, decision: account }, anthropic);
     return both instanceof Promise ? both.then(verdict) : verdict(both);
+  }
+
+  /**
+   * A count's verdict: its rate buckets' (`admit`), then, let in by them, its account's bytes a
+   * minute. Taken before the rate was asked, the bytes of counts the key's rate refused were
+   * spent all the same, and the account's other keys were refused their counts for them.
+   */
+  function admitCount(
+    request: Request, set: { headers: Record<string, unknown> }, perMinute: number, decision: BucketDecision, account: AccountBucket | undefined, anthropic: boolean,
+    accountId: string, bodyBytes: number,
+  ): Response | undefined {
+    const refused = admit(request, set, perMinute, decision, account, anthropic);
+    if (refused) return refused;
+    const over = o.countBytes?.(accountId, bodyBytes);
+    if (!over) return undefined;
+    o.onRejected(request, 429);
+    return errorResponse(anthropic, 429, "rate_limit", over.message, { "retry-after": String(over.retryAfterS), ...unreadBodyHeaders(request) });
   }
 
   /**
