@@ -63,7 +63,11 @@ export type AttemptOutcome =
   /** No answer: what went wrong, and what the retry policy should make of it. */
   | {
       kind: "refused"; verdict: Verdict; error: GatewayError; delayMs?: number; cause?: UpstreamErrorClass; status?: number;
-      /** The refusal is about this request's size, not the key's state: the key is not cooled; "large" moves to another key (see requestSizedLimit). */
+      /**
+       * The refusal is about this request, not the key's state: the key is not cooled. "over": no
+       * key can take it. "large": another key may (its minute's room, its account's credit, its
+       * permissions), so it moves to another key (see requestSizedLimit).
+       */
       requestSized?: "over" | "large";
       /** The vendor made (and billed) an answer that could not be used: asked of another key, it would be bought twice. */
       answered?: true;
@@ -330,8 +334,10 @@ export async function attemptUpstream(deps: AttemptDeps, req: AttemptRequest, ca
       // api.model.images.request") still serves what it may: read as a 401, one tenant's request
       // to an endpoint the keys may not use set aside every key of the pool in turn, moving every
       // session for everyone (a hostile-tenant probe, twelfth). A 403 about what was asked: no key
-      // is set aside, no other key asked (key-pool.ts, keyVerdict).
-      if ((res.status === 401 || res.status === 403) && MISSING_PERMISSION.test(said.slice(0, 4096))) return { kind: "refused", verdict: "fallback", error: NOT_PERMITTED(), cause, status: 403 };
+      // is set aside (key-pool.ts, keyVerdict). Another key of the pool is asked, as for a request
+      // too large for one key's minute: keys of one pool may differ in scopes, and the one that may
+      // serves it (a review: a pool of mixed scopes answered 502 for what one of its keys could do).
+      if ((res.status === 401 || res.status === 403) && MISSING_PERMISSION.test(said.slice(0, 4096))) return { kind: "refused", verdict: "fallback", error: NOT_PERMITTED(), cause, status: 403, requestSized: "large" };
       const account = accountRefusal(res.status, said, openai?.code);
       if (account === "dead") {
         // The key's organisation is gone: reported as the 401 it means (providers/key-pool.ts).

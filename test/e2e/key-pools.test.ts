@@ -397,7 +397,7 @@ describe("cooldowns and refused keys (injected clock)", () => {
     expect(await many(9, () => ask(gw))).toEqual(Array(9).fill(200));
   });
 
-  test("a restricted key's 401 'Missing scopes' for the endpoint a tenant picked is about what was asked: no key is set aside, chat keeps every key (a hostile-tenant probe, twelfth)", async () => {
+  test("a restricted key's 401 'Missing scopes' for the endpoint a tenant picked is about what was asked: no key is set aside, chat keeps every key (a hostile-tenant probe, twelfth); a key of the pool that has the scope serves it (a review)", async () => {
     // OpenAI's restricted project keys: allowed chat, not images. One image request per key had
     // disabled every key of the pool, moving every session (and its prompt cache) for everyone.
     const gw = await gateway({ openaiKeys: [{ env: "POOL_KEY_A" }, { env: "POOL_KEY_B" }, { env: "POOL_KEY_C" }], keyRandom: seeded(13), keyProbeEveryMs: 60_000 });
@@ -411,10 +411,22 @@ describe("cooldowns and refused keys (injected clock)", () => {
       const { error } = (await res.json()) as { error: { message: string } };
       expect(error.message).toContain("may not use this model");
     }
-    // One key asked per request: a key that may not is no reason to ask the others.
-    expect(upstream.requests.filter((r) => r.path.endsWith("/images/generations"))).toHaveLength(3);
+    // Each request asked each key once (another may have the scope), and set none aside.
+    const images = () => upstream.requests.filter((r) => r.path.endsWith("/images/generations"));
+    expect(images()).toHaveLength(9);
     const ready = (await (await fetch(`${gw.url}/ready`)).json()) as any;
     expect(ready.vendor_keys ?? []).toEqual([]);
+    // A pool of mixed scopes: the key that may serves what the others may not (it was a 502).
+    upstream.requests.length = 0;
+    const drawn: Reply = { kind: "json", body: { created: 1, data: [{ b64_json: "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR4nGNgYGD4DwABBAEAwS2OUAAAAABJRU5ErkJggg==" }] } };
+    upstream.rule((req) => (req.path.endsWith("/images/generations") ? (keyOf(req) === "POOL_KEY_B" ? drawn : scopes) : undefined));
+    for (let i = 0; i < 3; i++) {
+      const res = await post(gw, "/v1/chat/completions", { model: IMAGES_API_MODEL, messages: [{ role: "user", content: "a cat" }] });
+      expect(res.status).toBe(200);
+      await res.arrayBuffer();
+    }
+    expect(images().filter((r) => keyOf(r) === "POOL_KEY_B")).toHaveLength(3);
+    expect(((await (await fetch(`${gw.url}/ready`)).json()) as any).vendor_keys ?? []).toEqual([]);
     upstream.rule(() => undefined);
     upstream.requests.length = 0;
     expect(await eightSessions(gw)).toEqual(Array(8).fill(200));
