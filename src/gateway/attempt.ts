@@ -80,7 +80,8 @@ const ANSWER_TOO_LARGE = "The upstream provider sent an answer larger than the g
 export const clientClosed = () => new GatewayError(499, "invalid_request", "The client closed the request.");
 
 /** The gateway stopped while the upstream had not answered: nothing was produced, nothing is charged, and another gateway process can answer it. */
-const SHUTTING_DOWN = (): AttemptOutcome => ({
+/** The gateway's stop ended the call before anything went to the client (also forward.ts: a stream still waiting for its first bytes). */
+export const SHUTTING_DOWN = (): AttemptOutcome & { kind: "refused" } => ({
   kind: "refused",
   verdict: "fail",
   cause: "other",

@@ -8,12 +8,12 @@ import type { EndOfTurn } from "./end-of-turn.ts";
 import type { Ticker } from "../streaming/ticker.ts";
 import type { Tokenizer } from "../billing/token-estimate.ts";
 import type { Scrubber } from "../log/scrub.ts";
-import type { Inflight } from "./inflight.ts";
+import { ShutdownCut, type Inflight } from "./inflight.ts";
 import { answersAsked, planRequest } from "./plan.ts";
 import { openBillingSession } from "./billing-session.ts";
 import { takesAnswerLimit } from "./context-fit.ts";
 import type { ActiveKey } from "../accounts/account-store.ts";
-import { attemptUpstream, clientClosed, requestSizedLimit, retryAfterSeconds, tooLargeForQuota, withRetryAfter, type AttemptOutcome } from "./attempt.ts";
+import { attemptUpstream, clientClosed, SHUTTING_DOWN, requestSizedLimit, retryAfterSeconds, tooLargeForQuota, withRetryAfter, type AttemptOutcome } from "./attempt.ts";
 import { nextStep } from "./retry-policy.ts";
 import { respond, type IdleTimeout, type RouteSettings } from "./respond.ts";
 import { StreamFailedBeforeStart } from "./stream-answer.ts";
@@ -180,6 +180,13 @@ export async function forward(deps: ForwardDeps, req: ForwardRequest): Promise<R
           } catch (err) {
             // A stream that failed before anything reached the client is a refused attempt: the
             // request is retried or falls back, and a last failure is a 502 that costs nothing.
+            if (err instanceof ShutdownCut) {
+              // The gateway's stop came while the stream waited for its first bytes (stream-answer.ts):
+              // answered as a call still waiting for its head, a 503 that costs nothing.
+              billing.attempt(candidate.model, candidate.model.provider, candidate.maxTokens + plan.predictedTokens);
+              trace?.streamAbandoned("other");
+              throw SHUTTING_DOWN().error;
+            }
             if (!(err instanceof StreamFailedBeforeStart)) throw err;
             outcome = refusedBeforeStart(err, req.bodyBytes, candidate.maxTokens);
             deps.log("warn", "stream failed before it started", { requestId: plan.requestId, provider: candidate.model.provider, error: err.message });

@@ -7,6 +7,7 @@ import type { UsageMeter } from "../billing/usage-meter.ts";
 import type { Ticker } from "../streaming/ticker.ts";
 import { ResponseTooLargeError, type ChunkReader, type ReadResult } from "../transport/transport.ts";
 import { ResponseFramingError } from "../transport/http1/response-parser.ts";
+import { ShutdownCut } from "./inflight.ts";
 
 /** How long a body may stay open after the vendor's end marker ([DONE], message_stop). */
 export const END_GRACE_MS = 1_000;
@@ -119,7 +120,13 @@ export async function streamAnswer(o: StreamAnswerOptions): Promise<ReadableStre
   // Awaited only when there is a wait: an await costs a turn of microtasks, and the body's first
   // bytes usually came with the head.
   const arriving = firstArrival(o);
-  if (arriving) await arriving;
+  if (arriving && (await arriving) === "cut") {
+    // The gateway's stop ended the wait: nothing went to the client, so it is answered as a call
+    // still waiting for its head is (a 503 to retry, nothing charged), not a 200 and an error frame.
+    o.deadline.abort(new ShutdownCut());
+    o.upstream.cancel().catch(() => {});
+    throw new ShutdownCut();
+  }
   const source = await answerSource(o, quietSince);
   // An answer that failed in what had already arrived has sent the client nothing: the attempt
   // is given up instead, and the request is retried or falls back as on an error status. A client
@@ -141,7 +148,7 @@ export async function streamAnswer(o: StreamAnswerOptions): Promise<ReadableStre
  * client's leaving and the gateway's stop end the wait at once. Readers without `onReadable`
  * (`fetch`'s) are not waited for.
  */
-function firstArrival(o: StreamAnswerOptions): Promise<void> | undefined {
+function firstArrival(o: StreamAnswerOptions): Promise<"cut" | undefined> | undefined {
   const reader = o.upstream;
   const client = o.clientSignal;
   if (!reader.onReadable || client?.aborted) return undefined;
@@ -153,18 +160,21 @@ function firstArrival(o: StreamAnswerOptions): Promise<void> | undefined {
     wake?.();
   });
   if (arrived) return undefined;
-  return new Promise<void>((resolve) => {
-    const end = () => {
+  return new Promise<"cut" | undefined>((resolve) => {
+    const end = (why?: "cut") => {
       wake = undefined;
       clearTimeout(timer);
-      client?.removeEventListener("abort", end);
-      o.cuts?.unwatch(end);
-      resolve();
+      client?.removeEventListener("abort", wakeUp);
+      o.cuts?.unwatch(cut);
+      resolve(why);
     };
-    wake = end;
-    const timer = setTimeout(end, o.keepAliveMs);
-    client?.addEventListener("abort", end);
-    o.cuts?.watch(end);
+    const wakeUp = () => end();
+    // The gateway's stop, with nothing arrived and the client still there: "cut" (see streamAnswer).
+    const cut = () => end(!arrived && !client?.aborted ? "cut" : undefined);
+    wake = wakeUp;
+    const timer = setTimeout(wakeUp, o.keepAliveMs);
+    client?.addEventListener("abort", wakeUp);
+    o.cuts?.watch(cut);
   });
 }
 

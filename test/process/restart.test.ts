@@ -5,6 +5,7 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { startFakeUpstream, type FakeUpstream } from "../helpers/fake-upstream.ts";
 import { startGatewayProcess as startProcess } from "../helpers/gateway-process.ts";
+import { rawUpstream } from "../helpers/raw-upstream.ts";
 
 let upstream: FakeUpstream;
 let dir: string;
@@ -208,6 +209,51 @@ test("a SIGTERM whose grace ends before an answer came: the requests cut then (n
     db.close();
   }
 }, 40_000);
+
+test("a SIGTERM whose grace ends while a stream waits for its upstream's first body bytes (its head came, nothing went to the client): a 503 to retry, as a request waiting for its head gets, recorded and free", async () => {
+  // The stream stage waits up to keepalive_ms for the first body bytes after the head: the cut
+  // landing in that wait gave the client a 200 and an error frame, which the SDKs do not retry,
+  // though no byte had gone out (a kill -9 and fault probe, eighteenth session).
+  const raw = rawUpstream((_request, socket) => {
+    socket.write("HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\ntransfer-encoding: chunked\r\n\r\n");
+  });
+  const config = join(dir, "switchyard-cut-head-only.json");
+  writeFileSync(config, JSON.stringify({
+    providers: [{ id: "up", kind: "openai", base_url: `${raw.url}/v1` }],
+    models: [{ id: "test/paid", provider: "up", upstream_model: "m", category: "text", context_length: 100000, pricing: { input_per_mtok: 1000, output_per_mtok: 1000 } }],
+    server: { keepalive_ms: 20_000 },
+  }));
+  const env = { SWITCHYARD_CONFIG: config, SWITCHYARD_DB: join(dir, "cut-head-only.sqlite"), SWITCHYARD_SHUTDOWN_GRACE_MS: "300", SWITCHYARD_SPILL_DIR: dir };
+  const gw = await startProcess(env);
+  try {
+    const balanceBefore = ledgerState(env.SWITCHYARD_DB).balance;
+    const answers = ["openai", "anthropic"].map((client) =>
+      fetch(`${gw.url}${client === "openai" ? "/v1/chat/completions" : "/v1/messages"}`, {
+        method: "POST",
+        headers: { authorization: `Bearer ${gw.key}`, "content-type": "application/json", "anthropic-version": "2023-06-01", "x-request-id": `head-only-${client}` },
+        body: JSON.stringify({ model: "test/paid", max_tokens: 100, messages: [{ role: "user", content: "a prompt" }], stream: true }),
+      }).then(async (r) => ({ status: r.status, retryAfter: r.headers.get("retry-after"), body: await r.text() })));
+    for (const until = Date.now() + 5_000; raw.requests.length < 2 && Date.now() < until; ) await Bun.sleep(10);
+    expect(raw.requests.length).toBe(2);
+    await Bun.sleep(100); // both heads are in: the streams wait for their first bytes
+    gw.child.kill("SIGTERM");
+    const [openai, anthropic] = await Promise.all(answers);
+    expect([openai!.status, openai!.retryAfter, JSON.parse(openai!.body).error.type]).toEqual([503, "1", "server_error"]);
+    expect([anthropic!.status, anthropic!.retryAfter, JSON.parse(anthropic!.body).error.type]).toEqual([503, "1", "overloaded_error"]);
+    expect(await gw.child.exited).toBe(0);
+    const db = new Database(env.SWITCHYARD_DB, { readonly: true });
+    try {
+      const records = db.query<{ id: string; status: string; cost: number }, []>("SELECT client_request_id AS id, status, cost_micro AS cost FROM usage_records ORDER BY 1").all();
+      expect(records).toEqual([{ id: "head-only-anthropic", status: "upstream_error", cost: 0 }, { id: "head-only-openai", status: "upstream_error", cost: 0 }]);
+      expect(db.query<{ b: number }, []>("SELECT balance_micro AS b FROM accounts WHERE name = 'demo'").get()!.b).toBe(balanceBefore);
+    } finally {
+      db.close();
+    }
+  } finally {
+    if (gw.child.exitCode === null) gw.child.kill("SIGKILL");
+    raw.stop();
+  }
+}, 30_000);
 
 test("a ledger that takes no writes at start (here locked by another connection): the demo key is one log line, the gateway serves, no stack", async () => {
   const config = join(dir, "switchyard-locked.json");
