@@ -13,7 +13,13 @@ import { upstreamTraits } from "../formats/common/model-traits.ts";
 export function reasonsOutOfSight(kind: "openai" | "anthropic", model: ModelConfig, body: Record<string, unknown>): boolean {
   if (kind === "anthropic") {
     const thinking = body.thinking as { type?: unknown } | null | undefined;
-    return thinking?.type === "enabled" || thinking?.type === "adaptive";
+    // Claude Sonnet 5 and later, Opus 5 and later, Haiku 5.5, Fable and Mythos think when no
+    // `thinking` is named (Opus 5.5, Fable and Mythos always; prepare-upstream.ts sends them no
+    // `disabled`), and omit its text: an Opus 5.5 answer left after its text was charged 6 tokens
+    // of the vendor's 2,500 (a bill audit, 2026-11-30, third round). `between_tools` (Sonnet 5.5's
+    // lowest setting) still thinks between tool calls.
+    if (thinking === undefined || thinking === null) return upstreamTraits("anthropic", model).claude?.thinksByDefault !== undefined;
+    return thinking.type === "enabled" || thinking.type === "adaptive" || thinking.type === "between_tools";
   }
   // Chat completions' field, or the Responses API's (`upstream_api: "responses"`).
   const effort = body.reasoning_effort ?? (body.reasoning as { effort?: unknown } | null | undefined)?.effort;

@@ -402,4 +402,45 @@ describe("a client that leaves an answer that reasons out of sight, after its te
       await g.stop();
     }
   });
+
+  test("Claude models that think with no `thinking` named (Opus 5.5 always, Sonnet 5.5 by default) read to the end too: their thinking is billed and never shown (a bill audit, third round)", async () => {
+    // Claude Code's quick requests and an OpenAI SDK without `reasoning_effort` name no thinking;
+    // Opus 5.5 thinks anyway (and cannot be turned off), Sonnet 5.5 thinks unless told
+    // `between_tools`, Sonnet 4.5 does not. Left after its text, such an answer was charged what
+    // was relayed: a few tokens for 2,500 the vendor billed.
+    const models = [
+      { id: "audit/claude-opus-5-5", provider: "fake-anthropic", upstream_model: "claude-opus-5-5", category: "text", context_length: 1_000_000, pricing: { input_per_mtok: 4_000, output_per_mtok: 20_000 } },
+      { id: "audit/claude-sonnet-5-5", provider: "fake-anthropic", upstream_model: "claude-sonnet-5-5", category: "text", context_length: 1_000_000, pricing: { input_per_mtok: 2_000, output_per_mtok: 10_000 } },
+    ];
+    g = await startGateway({ upstreamUrl: upstream.url, credits: 1_000, retry: { max_retries: 0 }, extraModels: models });
+    const event = (name: string, data: Record<string, unknown>) => `event: ${name}\ndata: ${JSON.stringify({ type: name, ...data })}\n\n`;
+    // Thinking omitted (these models' default display): an empty block and its signature.
+    const answer = (model: string) => [
+      event("message_start", { message: { id: "msg_t", type: "message", role: "assistant", model, content: [], stop_reason: null, stop_sequence: null, usage: { input_tokens: 30, output_tokens: 1 } } }),
+      event("content_block_start", { index: 0, content_block: { type: "thinking", thinking: "", signature: "" } }),
+      event("content_block_delta", { index: 0, delta: { type: "signature_delta", signature: "sig" } }),
+      event("content_block_stop", { index: 0 }),
+      event("content_block_start", { index: 1, content_block: { type: "text", text: "" } }),
+      event("content_block_delta", { index: 1, delta: { type: "text_delta", text: "The answer. <END>" } }),
+      ...Array.from({ length: 20 }, () => event("content_block_delta", { index: 1, delta: { type: "text_delta", text: " filler" } })),
+      event("content_block_stop", { index: 1 }),
+      event("message_delta", { delta: { stop_reason: "end_turn", stop_sequence: null }, usage: { output_tokens: 2_500 } }),
+      event("message_stop", {}),
+    ];
+    try {
+      for (const [model, output] of [["claude-opus-5-5", 20_000], ["claude-sonnet-5-5", 10_000]] as const) {
+        for (const path of ["/v1/messages", "/v1/chat/completions"]) {
+          upstream.reply({ kind: "sse", delayMs: 20, chunks: answer(model) });
+          const body = path === "/v1/messages"
+            ? { model: `audit/${model}`, max_tokens: 4_000, messages: [{ role: "user", content: "x" }], stream: true }
+            : { model: `audit/${model}`, max_tokens: 4_000, messages: [{ role: "user", content: "x" }], stream: true, stream_options: { include_usage: true } };
+          const { row, charged } = await leaveAfter(path, body, "<END>");
+          expect({ model, path, ...row }).toMatchObject({ model, path, status: "cancelled", prompt_tokens: 30, completion_tokens: 2_500, estimated: 0 });
+          expect(charged).toBe(30 * (output / 5) + 2_500 * output);
+        }
+      }
+    } finally {
+      await g.stop();
+    }
+  });
 });
