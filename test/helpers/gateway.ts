@@ -112,7 +112,13 @@ export interface Gateway {
   dbPath: string;
   /** The gateway's own connection (fault tests change its settings). */
   db: Database;
-  stop(): Promise<void>;
+  /**
+   * Stops the app and closes its ledger. `ledgerGraceMs`: how long the ledger keeps trying to write
+   * what is queued before keeping it in the spill file (the ledger's default, 5 s, when unset). A
+   * test whose store fails for good (its file deleted) and that checks nothing at the stop passes 0:
+   * the default only waits 5 s for writes that cannot succeed.
+   */
+  stop(options?: { ledgerGraceMs?: number }): Promise<void>;
   /** Balance in micro-credits, straight from SQLite, once every request so far has settled. */
   balanceMicro(): Promise<number>;
 }
@@ -189,12 +195,12 @@ export async function startGateway(o: GatewayOptions): Promise<Gateway> {
       if (o.stores) return (await app.services.ledger.balance(account.id))!.balanceMicro;
       return db.query<{ b: number }, [string]>("SELECT balance_micro AS b FROM accounts WHERE id = ?").get(account.id)!.b;
     },
-    async stop() {
+    async stop(options = {}) {
       await app.stop(true);
       await app.services.settled();
       await app.services.alerts?.checked();
       await app.services.alerts?.stop();
-      await app.services.ledger.close();
+      await app.services.ledger.close(options.ledgerGraceMs);
       db.close();
       if (dir) rmSync(dir, { recursive: true, force: true });
     },
