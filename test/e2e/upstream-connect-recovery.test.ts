@@ -73,7 +73,11 @@ test.skipIf(!existsSync("/proc/self/fd"))("during an outage, the sockets waiting
   }
 });
 
-test("after an outage of several seconds, the first request once the upstream is back gets its answer within about a second, as a new client does", async () => {
+// The two outages below run side by side (test.concurrent: after the test above, which counts
+// descriptors alone): each must last past the kernel's first SYN retries, 7.5 s, and neither needs
+// the other's to be over. They share nothing but the event loop: their own upstreams (each its own
+// stalled process and port) and their own clients (the gateway's, and one made here).
+test.concurrent("after an outage of several seconds, the first request once the upstream is back gets its answer within about a second, as a new client does", async () => {
   // Requests one after another for 7.5 s, each given up at first_byte_ms: the connect the first one
   // opened is then past the kernel's 1 s retransmissions (its next SYN is 3.5 s away).
   const outageStarted = performance.now();
@@ -99,7 +103,7 @@ test("after an outage of several seconds, the first request once the upstream is
   expect(gw.app.services.ledger.openHolds()).toBe(0);
 }, 20_000);
 
-test("more callers at once than the origin's connect limit: once the upstream is back, every one of them gets its answer within about a second", async () => {
+test.concurrent("more callers at once than the origin's connect limit: once the upstream is back, every one of them gets its answer within about a second", async () => {
   const client = createHttp1Client({ maxPendingConnectsPerOrigin: 4 });
   const call = (timeoutMs: number) =>
     client.fetch(`${recoveringBusy.url}/v1/chat/completions`, { method: "POST", headers: { "content-type": "application/json" }, body: "{}", signal: AbortSignal.timeout(timeoutMs) }).then(
