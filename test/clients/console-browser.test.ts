@@ -413,8 +413,10 @@ test("the skip link focuses the view without leaving it; a key's limit shows its
     method: "POST", headers: { authorization: `Bearer ${ADMIN}`, "content-type": "application/json" }, body: JSON.stringify(body),
   }).then((r) => r.json() as Promise<{ id: string }>);
   const daily = await make({ name: "daily", spend_limit: 5, spend_limit_period: "day" });
-  const gone = await make({ name: "gone", expires_at: new Date(Date.now() + 1_500).toISOString() });
-  await Bun.sleep(1_600);
+  // Made while it has a moment left, read once that moment has passed (on the gateway's clock, this machine's).
+  const expiresAt = Date.now() + 300;
+  const gone = await make({ name: "gone", expires_at: new Date(expiresAt).toISOString() });
+  await Bun.sleep(Math.max(0, expiresAt + 100 - Date.now()));
   await page.reload();
   const limit = page.locator(`[data-key-id="${daily.id}"]`).getByTestId("key-limit");
   await expect(limit.textContent()).resolves.toMatch(/^5 credits per day \(0 spent; resets \d{4}-\d\d-\d\d 00:00:00 UTC\)$/);
@@ -526,9 +528,19 @@ test("the operator pages through the accounts and finds one by name", async () =
 }, 120_000);
 
 test("a view read slowly never replaces one asked for after it: a slow search, then Models, stays on Models", async () => {
-  // The search's answer is held back 1.5 s; meanwhile the operator opens the models.
+  // The search's answer is held back until the operator has opened the models, then let through.
+  let release!: () => void;
+  const held = new Promise<void>((resolve) => (release = resolve));
+  let asked!: () => void;
+  const searching = new Promise<void>((resolve) => (asked = resolve));
+  let answeredOrDropped!: () => void;
+  const answered = new Promise<void>((resolve) => (answeredOrDropped = resolve));
+  const done = (r: { url(): string }) => void (r.url().includes("name=slow") && answeredOrDropped());
+  page.on("requestfinished", done);
+  page.on("requestfailed", done);
   await page.route("**/console/api/accounts?*name=slow*", async (route) => {
-    await Bun.sleep(1_500);
+    asked();
+    await held;
     await route.continue();
   });
   try {
@@ -536,13 +548,20 @@ test("a view read slowly never replaces one asked for after it: a slow search, t
     await page.getByTestId("account-search").waitFor();
     await page.getByTestId("account-search").fill("slow");
     await page.getByRole("button", { name: "Find" }).click();
+    await searching;
     await page.locator("nav a", { hasText: "Models" }).click();
     await page.locator("#catalogue-title").waitFor();
-    // The search's answer has come and gone: the page still shows the models.
-    await Bun.sleep(2_000);
+    // The search's answer comes now, after the models are shown. Once the page has it (read, or
+    // dropped by the page), and a moment more for its handler, it still shows the models.
+    release();
+    await answered;
+    await page.evaluate(() => new Promise((resolve) => (globalThis as any).setTimeout(resolve, 300)));
     expect(await page.locator("#catalogue-title").count()).toBe(1);
     expect(await page.locator("#accounts-title").count()).toBe(0);
   } finally {
+    release();
+    page.off("requestfinished", done);
+    page.off("requestfailed", done);
     await page.unroute("**/console/api/accounts?*name=slow*");
   }
 }, 60_000);
