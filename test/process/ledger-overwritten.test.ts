@@ -41,7 +41,7 @@ test("a ledger truncated under the running gateway: paid requests paused and /re
     // Asked every 50 ms, not back to back: the demo key's 60 requests a minute (40 spent above)
     // must leave room for the free request below on a loaded machine, where the pause takes longer
     // to see (a 429 there under a parallel run).
-    await until("paid requests paused", 5_000, async () => (await ask(gw.url, gw.key, "switchyard/lorem")) === 503 || (await Bun.sleep(50), false));
+    await until("paid requests paused", 5_000, async () => (await ask(gw.url, gw.key, "switchyard/lorem")) === 503, 60);
     expect((await fetch(`${gw.url}/ready`)).status).toBe(503);
     expect(await ask(gw.url, gw.key, "switchyard/echo")).toBe(200);
     // Two checkpoint intervals later the thread has written nothing into the file: its pages would
@@ -63,7 +63,8 @@ test("after a truncation the next start is refused in one line too, not with a s
   for (let i = 0; i < 10; i++) expect(await ask(gw.url, gw.key, "switchyard/lorem")).toBe(200);
   await until("the log checkpointed into the database file", 10_000, async () => statSync(db).size > 20_000 || (await Bun.sleep(100), false));
   truncateSync(db, 0);
-  await until("paid requests paused", 5_000, async () => (await ask(gw.url, gw.key, "switchyard/lorem")) === 503);
+  // Every 60 ms: the demo key's 60 requests a minute must outlast a slow pause (see above).
+  await until("paid requests paused", 5_000, async () => (await ask(gw.url, gw.key, "switchyard/lorem")) === 503, 60);
   gw.child.kill("SIGTERM");
   expect(await gw.child.exited).toBe(0);
   const run = await runGatewayToExit({ SWITCHYARD_DB: db });
