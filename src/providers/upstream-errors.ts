@@ -1,6 +1,10 @@
 import { ContextLengthError, GatewayError, NO_RETRY, type AnthropicErrorDetails, type OpenAIErrorDetail } from "../streaming/gateway-error.ts";
 import type { Scrubber } from "../log/scrub.ts";
 
+/** The gateway's words for a vendor's rate limit and overload, said with a status or in a stream. */
+export const RATE_LIMITED_WORDS = "The upstream provider is rate limiting the gateway. Retrying is appropriate.";
+export const OVERLOADED_WORDS = "The upstream provider is overloaded. Retrying is appropriate.";
+
 /**
  * An upstream's refusal, in the spec's statuses. A request the vendor found malformed is the
  * client's to fix (400), with the vendor's words (scrubbed: see log/scrub.ts) saying what to fix;
@@ -15,8 +19,8 @@ export function upstreamStatusError(status: number, detail: string | undefined, 
   if (tooLong) return tooLong;
   if (status === 400 || status === 422) return new GatewayError(400, "invalid_request", `The upstream provider rejected the request${said}`, undefined, openai, details);
   if (status === 413) return new GatewayError(413, "request_too_large", "The request is too large for the upstream provider.");
-  if (status === 429) return new GatewayError(502, "overloaded", "The upstream provider is rate limiting the gateway. Retrying is appropriate.");
-  if (status === 529 || status === 503) return new GatewayError(502, "overloaded", "The upstream provider is overloaded. Retrying is appropriate.");
+  if (status === 429) return new GatewayError(502, "overloaded", RATE_LIMITED_WORDS);
+  if (status === 529 || status === 503) return new GatewayError(502, "overloaded", OVERLOADED_WORDS);
   // The vendor refused the gateway's own key, or does not know the model or path it was
   // configured with: a client's retry meets the same refusal. `x-should-retry: false` is the
   // header both official SDKs obey over their default retries of a 502.

@@ -54,6 +54,26 @@ const PROMPT = "a conversation so far ".repeat(400);
 const messages = (text = PROMPT) => [{ role: "user", content: text }];
 const chunk = (text: string) => `data: {"id":"c","object":"chat.completion.chunk","created":1,"model":"m","choices":[{"index":0,"delta":{"content":${JSON.stringify(text)}},"finish_reason":null}]}\n\n`;
 
+/**
+ * An Anthropic stream whose thinking is omitted (an empty block and its signature), then a text
+ * with the marker "<END>", filler, and the vendor's usage: 30 in, 2,500 out (the thinking billed).
+ */
+function omittedThinkingAnswer(model: string): string[] {
+  const event = (name: string, data: Record<string, unknown>) => `event: ${name}\ndata: ${JSON.stringify({ type: name, ...data })}\n\n`;
+  return [
+    event("message_start", { message: { id: "msg_t", type: "message", role: "assistant", model, content: [], stop_reason: null, stop_sequence: null, usage: { input_tokens: 30, output_tokens: 1 } } }),
+    event("content_block_start", { index: 0, content_block: { type: "thinking", thinking: "", signature: "" } }),
+    event("content_block_delta", { index: 0, delta: { type: "signature_delta", signature: "sig" } }),
+    event("content_block_stop", { index: 0 }),
+    event("content_block_start", { index: 1, content_block: { type: "text", text: "" } }),
+    event("content_block_delta", { index: 1, delta: { type: "text_delta", text: "The answer. <END>" } }),
+    ...Array.from({ length: 20 }, () => event("content_block_delta", { index: 1, delta: { type: "text_delta", text: " filler" } })),
+    event("content_block_stop", { index: 1 }),
+    event("message_delta", { delta: { stop_reason: "end_turn", stop_sequence: null }, usage: { output_tokens: 2_500 } }),
+    event("message_stop", {}),
+  ];
+}
+
 describe("a client that leaves before any answer came", () => {
   test("non-stream, while the upstream works on it: the prompt is charged (estimated, as fresh input), no output", async () => {
     upstream.reply({ kind: "hang" });
@@ -376,19 +396,7 @@ describe("a client that leaves an answer that reasons out of sight, after its te
 
   test("Anthropic with thinking (summarised or omitted): the same; without thinking, a stream left is charged what was relayed, as before", async () => {
     g = await startGateway({ upstreamUrl: upstream.url, credits: 1_000, retry: { max_retries: 0 } });
-    const event = (name: string, data: Record<string, unknown>) => `event: ${name}\ndata: ${JSON.stringify({ type: name, ...data })}\n\n`;
-    const answer = () => [
-      event("message_start", { message: { id: "msg_t", type: "message", role: "assistant", model: "claude-sonnet-4-5", content: [], stop_reason: null, stop_sequence: null, usage: { input_tokens: 30, output_tokens: 1 } } }),
-      event("content_block_start", { index: 0, content_block: { type: "thinking", thinking: "", signature: "" } }),
-      event("content_block_delta", { index: 0, delta: { type: "signature_delta", signature: "sig" } }),
-      event("content_block_stop", { index: 0 }),
-      event("content_block_start", { index: 1, content_block: { type: "text", text: "" } }),
-      event("content_block_delta", { index: 1, delta: { type: "text_delta", text: "The answer. <END>" } }),
-      ...Array.from({ length: 20 }, () => event("content_block_delta", { index: 1, delta: { type: "text_delta", text: " filler" } })),
-      event("content_block_stop", { index: 1 }),
-      event("message_delta", { delta: { stop_reason: "end_turn", stop_sequence: null }, usage: { output_tokens: 2_500 } }),
-      event("message_stop", {}),
-    ];
+    const answer = () => omittedThinkingAnswer("claude-sonnet-4-5");
     try {
       upstream.reply({ kind: "sse", delayMs: 20, chunks: answer() });
       const thinking = await leaveAfter("/v1/messages", { model: ANTHROPIC_MODEL, max_tokens: 4_000, thinking: { type: "enabled", budget_tokens: 2_000, display: "omitted" }, messages: [{ role: "user", content: "x" }], stream: true }, "<END>");
@@ -413,20 +421,8 @@ describe("a client that leaves an answer that reasons out of sight, after its te
       { id: "audit/claude-sonnet-5-5", provider: "fake-anthropic", upstream_model: "claude-sonnet-5-5", category: "text", context_length: 1_000_000, pricing: { input_per_mtok: 2_000, output_per_mtok: 10_000 } },
     ];
     g = await startGateway({ upstreamUrl: upstream.url, credits: 1_000, retry: { max_retries: 0 }, extraModels: models });
-    const event = (name: string, data: Record<string, unknown>) => `event: ${name}\ndata: ${JSON.stringify({ type: name, ...data })}\n\n`;
     // Thinking omitted (these models' default display): an empty block and its signature.
-    const answer = (model: string) => [
-      event("message_start", { message: { id: "msg_t", type: "message", role: "assistant", model, content: [], stop_reason: null, stop_sequence: null, usage: { input_tokens: 30, output_tokens: 1 } } }),
-      event("content_block_start", { index: 0, content_block: { type: "thinking", thinking: "", signature: "" } }),
-      event("content_block_delta", { index: 0, delta: { type: "signature_delta", signature: "sig" } }),
-      event("content_block_stop", { index: 0 }),
-      event("content_block_start", { index: 1, content_block: { type: "text", text: "" } }),
-      event("content_block_delta", { index: 1, delta: { type: "text_delta", text: "The answer. <END>" } }),
-      ...Array.from({ length: 20 }, () => event("content_block_delta", { index: 1, delta: { type: "text_delta", text: " filler" } })),
-      event("content_block_stop", { index: 1 }),
-      event("message_delta", { delta: { stop_reason: "end_turn", stop_sequence: null }, usage: { output_tokens: 2_500 } }),
-      event("message_stop", {}),
-    ];
+    const answer = omittedThinkingAnswer;
     try {
       for (const [model, output] of [["claude-opus-5-5", 20_000], ["claude-sonnet-5-5", 10_000]] as const) {
         for (const path of ["/v1/messages", "/v1/chat/completions"]) {

@@ -180,6 +180,8 @@ export function admissionPlugin(o: AdmissionOptions) {
     // ten times the key's chat rate, so counting never spends the budget for answers.
     const counting = COUNT_PATHS.has(path);
     const bodyBytes = counting ? Number(request.headers.get("content-length")) || 0 : 0;
+    /** A count's account, whose bytes a minute it takes once its rate buckets let it in (admitWithBytes). */
+    const countingFor = counting ? found.accountId : undefined;
     const busy = counting ? o.countsBusy?.(found.keyId, bodyBytes, found.accountId) : undefined;
     if (busy) {
       o.onRejected(request, 429);
@@ -192,32 +194,30 @@ export function admissionPlugin(o: AdmissionOptions) {
     if (accountChat === undefined) {
       const taken = o.limiter.take(found.keyId + suffix, perMinute);
       // The in-process store answers at once; a shared one (Redis) answers later.
-      if (counting) return taken instanceof Promise ? taken.then((decision) => admitCount(request, set, perMinute, decision, undefined, anthropic, found.accountId, bodyBytes)) : admitCount(request, set, perMinute, taken, undefined, anthropic, found.accountId, bodyBytes);
-      return taken instanceof Promise ? taken.then((decision) => admit(request, set, perMinute, decision, undefined, anthropic)) : admit(request, set, perMinute, taken, undefined, anthropic);
+      return taken instanceof Promise ? taken.then((decision) => admitWithBytes(request, set, perMinute, decision, undefined, anthropic, countingFor, bodyBytes)) : admitWithBytes(request, set, perMinute, taken, undefined, anthropic, countingFor, bodyBytes);
     }
     // The key's bucket and its account's: a token from both or from neither, so a request one of
     // them refuses spends nothing of the other (a quiet key's own bucket is not drained by the
     // refusals its noisy siblings caused, nor the account's by a key past its own limit).
     const accountPerMinute = accountChat * factor;
     const both = o.limiter.takeBoth({ id: found.keyId + suffix, perMinute }, { id: `account:${found.accountId}${suffix}`, perMinute: accountPerMinute });
-    const verdict = counting
-      ? ([key, account]: [BucketDecision, BucketDecision]) => admitCount(request, set, perMinute, key, { perMinute: accountPerMinute, decision: account }, anthropic, found.accountId, bodyBytes)
-      : ([key, account]: [BucketDecision, BucketDecision]) => admit(request, set, perMinute, key, { perMinute: accountPerMinute, decision: account }, anthropic);
+    const verdict = ([key, account]: [BucketDecision, BucketDecision]) => admitWithBytes(request, set, perMinute, key, { perMinute: accountPerMinute, decision: account }, anthropic, countingFor, bodyBytes);
     return both instanceof Promise ? both.then(verdict) : verdict(both);
   }
 
   /**
-   * A count's verdict: its rate buckets' (`admit`), then, let in by them, its account's bytes a
-   * minute. Taken before the rate was asked, the bytes of counts the key's rate refused were
-   * spent all the same, and the account's other keys were refused their counts for them.
+   * The rate buckets' verdict (`admit`) and, for a count (`countingFor`: its account) they let in,
+   * its account's bytes a minute. Taken before the rate was asked, the bytes of counts the key's
+   * rate refused were spent all the same, and the account's other keys were refused their counts
+   * for them.
    */
-  function admitCount(
+  function admitWithBytes(
     request: Request, set: { headers: Record<string, unknown> }, perMinute: number, decision: BucketDecision, account: AccountBucket | undefined, anthropic: boolean,
-    accountId: string, bodyBytes: number,
+    countingFor: string | undefined, bodyBytes: number,
   ): Response | undefined {
     const refused = admit(request, set, perMinute, decision, account, anthropic);
-    if (refused) return refused;
-    const over = o.countBytes?.(accountId, bodyBytes);
+    if (refused || countingFor === undefined) return refused;
+    const over = o.countBytes?.(countingFor, bodyBytes);
     if (!over) return undefined;
     o.onRejected(request, 429);
     return errorResponse(anthropic, 429, "rate_limit", over.message, { "retry-after": String(over.retryAfterS), ...unreadBodyHeaders(request) });

@@ -2,7 +2,7 @@ import type { FinishReason, StreamEvent } from "../../streaming/events.ts";
 import { reportedCount } from "../../streaming/events.ts";
 import { isRecord, parseFrameJson, vendorText, UpstreamProtocolError, type DecodedFrame, type ProviderAdapter } from "../provider.ts";
 import { SHAPES_ONLY, type Scrubber } from "../../log/scrub.ts";
-import { upstreamStreamErrorMessage } from "../upstream-errors.ts";
+import { OVERLOADED_WORDS, RATE_LIMITED_WORDS, upstreamStreamErrorMessage } from "../upstream-errors.ts";
 import { openaiReasoningSignature } from "../../formats/common/carried-thinking.ts";
 import { openaiAdapter, openaiJsonHeaders, withoutUnpricedExtras } from "./openai-adapter.ts";
 
@@ -76,13 +76,10 @@ function finishOf(response: Record<string, any>, calls: boolean): FinishReason {
 const OVERLOADED_CODES = new Set(["rate_limit_exceeded", "server_is_overloaded"]);
 
 /**
- * The gateway's words for an overload, as for the same said with a 429 or 503 status
+ * The gateway's words for an overload, the same as said with a 429 or 503 status
  * (upstream-errors.ts): OpenAI's sentence names the operator's organisation and the upstream model.
  */
-const OVERLOAD_WORDS: Record<string, string> = {
-  rate_limit_exceeded: "The upstream provider is rate limiting the gateway. Retrying is appropriate.",
-  server_is_overloaded: "The upstream provider is overloaded. Retrying is appropriate.",
-};
+const OVERLOAD_WORDS: Record<string, string> = { rate_limit_exceeded: RATE_LIMITED_WORDS, server_is_overloaded: OVERLOADED_WORDS };
 
 /**
  * A failed response's (or `error` event's) words for the client, scrubbed; `code`: OpenAI's code
