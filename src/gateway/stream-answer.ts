@@ -117,17 +117,21 @@ export const SHUTDOWN_CUT = "The gateway is shutting down and cut this answer sh
  */
 export async function streamAnswer(o: StreamAnswerOptions): Promise<ReadableStream<Uint8Array> | string> {
   const quietSince = performance.now();
-  // Awaited only when there is a wait: an await costs a turn of microtasks, and the body's first
-  // bytes usually came with the head.
-  const arriving = firstArrival(o);
-  if (arriving && (await arriving) === "cut") {
-    // The gateway's stop ended the wait: nothing went to the client, so it is answered as a call
-    // still waiting for its head is (a 503 to retry, nothing charged), not a 200 and an error frame.
-    o.deadline.abort(new ShutdownCut());
-    o.upstream.cancel().catch(() => {});
-    throw new ShutdownCut();
-  }
   const source = await answerSource(o, quietSince);
+  // Nothing of the answer itself yet (no bytes, or only the events that open it): the head waits
+  // for it, for the same failure may still come that the early take meets (see `nextArrival`).
+  while (source.opening()) {
+    const arriving = nextArrival(o, quietSince + o.keepAliveMs - performance.now());
+    const arrived = typeof arriving === "string" ? arriving : await arriving;
+    if (arrived === "cut") {
+      // The gateway's stop ended the wait: nothing went to the client, so it is answered as a call
+      // still waiting for its head is (a 503 to retry, nothing charged), not a 200 and an error frame.
+      source.letGo(new ShutdownCut());
+      throw new ShutdownCut();
+    }
+    if (arrived !== "arrived") break;
+    await source.takeArrived();
+  }
   // An answer that failed in what had already arrived has sent the client nothing: the attempt
   // is given up instead, and the request is retried or falls back as on an error status. A client
   // that left meanwhile is not retried for: its stream is cancelled, as when it leaves later.
@@ -137,21 +141,27 @@ export async function streamAnswer(o: StreamAnswerOptions): Promise<ReadableStre
 }
 
 /**
- * The upstream's head came without any of its body: the stream stage waits for the body's first
- * bytes (or its end, or its failure) before it starts, for at most `keepAliveMs`. Nothing is lost
+ * The stream stage holds the head until the answer itself begins (text, thinking, a tool call, an
+ * image, its end) or fails, for at most `keepAliveMs` after the upstream's head. Nothing is lost
  * by waiting: a direct stream's head leaves with its first write, so the client got nothing before
- * the first frame or keep-alive anyway; the first keep-alive still goes out `keepAliveMs` after the
- * head (`quietSince`). What the wait buys: a failure in that time (a close right after the head, a
- * malformed first frame in a later read, the idle limit) is met by the early take, so the request
- * is retried or falls back, or is a 502 that costs nothing, as docs/api.md promises until the first
- * byte, where it was a 200 with an error frame (a raw-TCP probe: a close 20 ms after the head). The
- * client's leaving and the gateway's stop end the wait at once. Readers without `onReadable`
- * (`fetch`'s) are not waited for.
+ * the first frame or keep-alive anyway, and the first keep-alive still goes out `keepAliveMs` after
+ * the head (`quietSince`); the opening events wait with it and leave together with the first text.
+ * What the wait buys: a failure in that time is met by the early take, so the request is retried
+ * on another key or falls back, or is a 502 that costs nothing, as docs/api.md promises until the
+ * first byte, where it was a 200 with an error frame:
+ * - a close right after the head, a malformed first frame in a later read, the idle limit (a
+ *   raw-TCP probe: a close 20 ms after the head);
+ * - a failure right after the events that open a stream: Anthropic's `overloaded_error` after
+ *   `message_start`, OpenAI's Responses `response.failed` (a rate limit, an overload) or a cut after
+ *   `response.created` and `response.in_progress`, which OpenAI writes at once, before the model
+ *   has produced anything.
+ * The client's leaving and the gateway's stop end the wait at once ("idle", "cut"). Readers without
+ * `onReadable` (`fetch`'s) are not waited for. "arrived" without a promise when something is there.
  */
-function firstArrival(o: StreamAnswerOptions): Promise<"cut" | undefined> | undefined {
+function nextArrival(o: StreamAnswerOptions, waitMs: number): "arrived" | "idle" | Promise<"arrived" | "idle" | "cut"> {
   const reader = o.upstream;
   const client = o.clientSignal;
-  if (!reader.onReadable || client?.aborted) return undefined;
+  if (!reader.onReadable || client?.aborted || waitMs <= 0) return "idle";
   let arrived = false;
   let wake: (() => void) | undefined;
   // Told at once when something is there already (the usual case: no timer, no promise).
@@ -159,21 +169,21 @@ function firstArrival(o: StreamAnswerOptions): Promise<"cut" | undefined> | unde
     arrived = true;
     wake?.();
   });
-  if (arrived) return undefined;
-  return new Promise<"cut" | undefined>((resolve) => {
-    const end = (why?: "cut") => {
+  if (arrived) return "arrived";
+  return new Promise((resolve) => {
+    const end = (why: "arrived" | "idle" | "cut") => {
       wake = undefined;
       clearTimeout(timer);
-      client?.removeEventListener("abort", wakeUp);
+      client?.removeEventListener("abort", gone);
       o.cuts?.unwatch(cut);
       resolve(why);
     };
-    const wakeUp = () => end();
-    // The gateway's stop, with nothing arrived and the client still there: "cut" (see streamAnswer).
-    const cut = () => end(!arrived && !client?.aborted ? "cut" : undefined);
-    wake = wakeUp;
-    const timer = setTimeout(wakeUp, o.keepAliveMs);
-    client?.addEventListener("abort", wakeUp);
+    const gone = () => end("idle");
+    // The gateway's stop, with the client still there: "cut" (see streamAnswer).
+    const cut = () => end(arrived ? "arrived" : client?.aborted ? "idle" : "cut");
+    wake = () => end("arrived");
+    const timer = setTimeout(gone, waitMs);
+    client?.addEventListener("abort", gone);
     o.cuts?.watch(cut);
   });
 }
@@ -204,6 +214,9 @@ export class StreamFailedBeforeStart extends Error {
  */
 export async function answerSource(o: StreamAnswerOptions, quietSince = performance.now()): Promise<{
   type: "direct";
+  takeArrived(): Promise<void>;
+  opening(): boolean;
+  letGo(reason: unknown): void;
   pull(controller: DirectController): Promise<void>;
   cancel(): void;
   whole(): string | undefined;
@@ -470,15 +483,41 @@ export async function answerSource(o: StreamAnswerOptions, quietSince = performa
   let over = false;
   /** A failure while taking it: thrown again inside the stream, which turns it into an error frame. */
   let failedEarly: { error: unknown } | undefined;
-  try {
-    const first = reader.readNow?.();
-    if (first) over = await takeWithNext(first, true);
-  } catch (error) {
-    failedEarly = { error };
-  }
+  /**
+   * Everything that arrived, taken before the head goes out (`early`); what had arrived behind a
+   * vendor's end is its body's end. Not past frames held for their images: their downloads must
+   * not hold the head back, and the end would wait for them.
+   */
+  const takeArrived = async (): Promise<void> => {
+    try {
+      while (!over && !done && held.length === 0) {
+        const next = vendorEnded ? endNow() : reader.readNow?.();
+        if (!next) return;
+        over = await take(next, true);
+      }
+    } catch (error) {
+      failedEarly = { error };
+    }
+  };
+  await takeArrived();
 
   return {
     type: "direct",
+
+    takeArrived,
+
+    /** Only the events that open an answer came so far (or nothing): the head may wait (see streamAnswer). */
+    opening() {
+      return !over && !done && failure === undefined && failedEarly === undefined && held.length === 0 && !o.meter.answered;
+    },
+
+    /** The attempt ends before its head (the gateway's stop): its upstream request is aborted, nothing is settled. */
+    letGo(reason: unknown) {
+      done = true;
+      letGo()?.resolve(END);
+      o.deadline.abort(reason);
+      reader.cancel().catch(() => {});
+    },
 
     /**
      * The failure found in what had arrived before the head, once: the attempt is then over (its

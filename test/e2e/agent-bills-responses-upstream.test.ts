@@ -82,22 +82,26 @@ describe("a one-token check, streamed (the 16-token floor)", () => {
 });
 
 describe("an answer that fails after its head, before any of it was made", () => {
-  // OpenAI's stream opens with response.created and response.in_progress at once, so the client's
-  // head has gone out when such a failure comes: it is told in its own format's error frame (not a
-  // 502: see DECISIONS-ADD.md, "Found, not changed"), and charged nothing, as a 502 would be.
+  // OpenAI's stream opens with response.created and response.in_progress at once; the client's
+  // head waits for the answer's first text (stream-answer.ts), so such a failure is still an
+  // attempt that failed before anything reached the client: a 502 in the client's format (or
+  // another key, another model), charged nothing.
   const failedFirst = () => responsesEvents({ items: [], status: "failed", error: { code: "server_error", message: "The model failed." }, usage: null }).map((e) => frameOf(e));
   const cutAfterCreated = () => responsesFrames({ items: [{ text: "never" }] }).slice(0, 2);
-  const told: Record<string, RegExp> = { "/v1/responses": /event: response\.failed/, "/v1/chat/completions": /"error":\{"message":"The upstream provider/, "/v1/messages": /event: error/ };
   for (const path of paths) {
     for (const [name, chunks] of [["response.failed as the first answer event", failedFirst], ["the stream cut after response.created", cutAfterCreated]] as const) {
-      test(`${path}: ${name} costs nothing`, async () => {
+      test(`${path}: ${name} is a 502 that costs nothing`, async () => {
         upstream.reply({ kind: "sse", chunks: chunks() });
         const before = await gw.balanceMicro();
         const res = await post(gw, path, body(path, true));
-        expect(await res.text()).toMatch(told[path]!);
+        expect(res.status).toBe(502);
+        const answer = (await res.json()) as { type?: string; error: { message: string; type: string } };
+        expect(answer.error.message).toMatch(/upstream provider/);
+        if (path === "/v1/messages") expect(answer.type).toBe("error");
         await gw.app.services.settled();
         expect(await gw.balanceMicro()).toBe(before);
-        expect(last()).toMatchObject({ status: "stream_failed", cost_micro: 0 });
+        expect(last()).toMatchObject({ cost_micro: 0 });
+        expect(gw.app.services.ledger.openHolds()).toBe(0);
       });
     }
   }

@@ -2,8 +2,9 @@
  * A Responses upstream that says in its stream, before any of the answer, that the vendor key is
  * rate limited (`response.failed` or an `error` event with `rate_limit_exceeded`): the key cools as
  * a 429 would have cooled it, another key of the pool answers, and with no other key the client is
- * told a retry is appropriate (an overload), not that the upstream failed. (The refusal and the
- * created event in one read: a failure after the client's head went out is an error frame.)
+ * told a retry is appropriate (an overload), not that the upstream failed. The client's head waits
+ * for the answer's first text, so a refusal in a read after `response.created` is one too; only
+ * one said after text went out is an error frame.
  */
 import { afterAll, describe, expect, test } from "bun:test";
 import { startFakeUpstream, type RecordedRequest } from "../helpers/fake-upstream.ts";
@@ -72,22 +73,38 @@ describe("a Responses upstream's rate limit said in its stream", () => {
     expect(await gw.balanceMicro()).toBe(before);
   });
 
-  test("said after the answer's head went out (response.created in a read of its own): an error frame, and still nothing charged, as the vendor bills nothing", async () => {
+  test("said in a read after response.created, before any of the answer: still a 502 to retry (the head waits for the answer's first text), and nothing charged", async () => {
     const gw = await gateway(["RESP_KEY_A"]);
     const before = await gw.balanceMicro();
     upstream.reply({ kind: "sse", chunks: RATE_LIMITED, delayMs: 150 });
     const res = await post(gw, "/v1/chat/completions", { model: MODEL, messages: [{ role: "user", content: "hi there, a prompt of some length" }], stream: true });
-    expect(res.status).toBe(200);
-    const text = await res.text();
-    expect(text).toContain('"error"');
+    expect(res.status).toBe(502);
+    const error = ((await res.json()) as any).error;
+    expect(error.type).toBe("server_error");
     // In the gateway's words: the vendor's sentence (organisation, upstream model) is not the client's.
-    expect(text).toContain("rate limiting the gateway");
-    expect(text).not.toContain("gpt-6-sol");
+    expect(error.message).toContain("rate limiting the gateway");
+    expect(error.message).not.toContain("gpt-6-sol");
     await gw.app.services.settled();
     expect(await gw.balanceMicro()).toBe(before);
+  });
+
+  test("said after the answer's first text went out: an error frame, and the text made is what is charged", async () => {
+    const gw = await gateway(["RESP_KEY_A"]);
+    const before = await gw.balanceMicro();
+    const [created, failed] = RATE_LIMITED;
+    const text = frameOf({ type: "response.output_text.delta", sequence_number: 1, item_id: "msg_1", output_index: 0, content_index: 0, delta: "Partly" });
+    upstream.reply({ kind: "sse", chunks: [created! + text, failed!], delayMs: 150 });
+    const res = await post(gw, "/v1/chat/completions", { model: MODEL, messages: [{ role: "user", content: "hi there, a prompt of some length" }], stream: true });
+    expect(res.status).toBe(200);
+    const body = await res.text();
+    expect(body).toContain('"content":"Partly"');
+    expect(body).toContain('"error"');
+    expect(body).toContain("rate limiting the gateway");
+    expect(body).not.toContain("gpt-6-sol");
+    await gw.app.services.settled();
     const record = gw.db.query<{ status: string; cost_micro: number }, []>("SELECT status, cost_micro FROM usage_records ORDER BY id DESC LIMIT 1").get()!;
-    // A failed stream, as an Anthropic `overloaded_error` after `message_start` is (billing.test.ts): nothing of the answer was made.
-    expect(record).toEqual({ status: "stream_failed", cost_micro: 0 });
+    expect(record.status).toBe("stream_failed");
+    expect(before - (await gw.balanceMicro())).toBe(record.cost_micro);
   });
 
   /**

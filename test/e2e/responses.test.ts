@@ -543,6 +543,8 @@ describe("responses API requests the gateway refuses or adapts", () => {
   });
 
   /** The last usage record, once every settlement is written (a failed stream settles after its last frame). */
+  /** The first keep-alive (and with it the head) at 100 ms: a stream can start before its first text. */
+  const quick = useGateway(() => ({ upstreamUrl: upstream.url, retry: { max_retries: 0 }, server: { keepalive_ms: 100 } }));
   const lastRecord = async () => {
     await gw.app.services.settled();
     return gw.db.query<{ prompt_tokens: number; completion_tokens: number; status: string; estimated: number; cost_micro: number }, []>(
@@ -575,16 +577,29 @@ describe("responses API requests the gateway refuses or adapts", () => {
     expect(usage).toMatchObject({ input_tokens: 12, output_tokens: record.completion_tokens });
   });
 
-  test("a failure after the stream started but before any answer shows no estimate: nothing was charged", async () => {
+  test("a failure after the role chunk, before any answer: the head waited for the first text, so it is a 502, nothing charged", async () => {
     upstream.reply({ kind: "sse", delayMs: 30, chunks: [
       'data: {"id":"c","object":"chat.completion.chunk","created":1,"model":"m","choices":[{"index":0,"delta":{"role":"assistant","content":""},"finish_reason":null}]}\n\n',
       'data: {"id":"c","object":"chat.co',
     ] });
     const res = await post(gw, "/v1/responses", { model: OPENAI_MODEL, input: "What is the answer?", stream: true });
+    expect(res.status).toBe(502);
+    expect(((await res.json()) as any).error.message).toMatch(/malformed|ended the answer early/);
+    expect((await lastRecord())).toMatchObject({ status: "upstream_error", cost_micro: 0 });
+  });
+
+  test("a failure after the stream started (a keep-alive went out) but before any answer shows no estimate: nothing was charged", async () => {
+    upstream.reply({ kind: "sse", delayMs: 250, chunks: [
+      'data: {"id":"c","object":"chat.completion.chunk","created":1,"model":"m","choices":[{"index":0,"delta":{"role":"assistant","content":""},"finish_reason":null}]}\n\n',
+      'data: {"id":"c","object":"chat.co',
+    ] });
+    const res = await post(quick, "/v1/responses", { model: OPENAI_MODEL, input: "What is the answer?", stream: true });
+    expect(res.status).toBe(200);
     const frames = sseFrames(await res.text());
     expect(frames.at(-1)!.event).toBe("response.failed");
     expect(JSON.parse(frames.at(-1)!.data).response.usage).toMatchObject({ input_tokens: 0, output_tokens: 0 });
-    expect((await lastRecord())).toMatchObject({ status: "stream_failed", cost_micro: 0 });
+    await quick.app.services.settled();
+    expect(quick.db.query<{ status: string; cost_micro: number }, []>("SELECT status, cost_micro FROM usage_records ORDER BY id DESC LIMIT 1").get()).toMatchObject({ status: "stream_failed", cost_micro: 0 });
   });
 
   test("a failure in what arrived before the stream started: a 502 the SDK raises, nothing charged", async () => {

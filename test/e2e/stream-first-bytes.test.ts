@@ -20,6 +20,16 @@ const frame = (content: string) =>
   `data: ${JSON.stringify({ id: "chatcmpl-raw", object: "chat.completion.chunk", created: 1, model: "gpt-4o-mini", choices: [{ index: 0, delta: { content }, finish_reason: null }] })}\n\n`;
 const END = `data: ${JSON.stringify({ id: "chatcmpl-raw", object: "chat.completion.chunk", created: 1, model: "gpt-4o-mini", choices: [{ index: 0, delta: {}, finish_reason: "stop" }], usage: { prompt_tokens: 9, completion_tokens: 2, total_tokens: 11 } })}\n\ndata: [DONE]\n\n`;
 const HEAD = "HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\nconnection: close\r\n\r\n";
+/** OpenAI's first chunk: the role, no text yet. */
+const ROLE = `data: ${JSON.stringify({ id: "chatcmpl-raw", object: "chat.completion.chunk", created: 1, model: "gpt-4o-mini", choices: [{ index: 0, delta: { role: "assistant", content: "" }, finish_reason: null }] })}\n\n`;
+const anthropic = (event: string, data: unknown) => `event: ${event}\ndata: ${JSON.stringify(data)}\n\n`;
+/** Anthropic's opening events, as its API writes them before the model has produced anything. */
+const MESSAGE_START =
+  anthropic("message_start", { type: "message_start", message: { id: "msg_raw", type: "message", role: "assistant", model: "claude-sonnet-4-5", content: [], stop_reason: null, stop_sequence: null, usage: { input_tokens: 9, output_tokens: 1 } } }) +
+  anthropic("ping", { type: "ping" });
+const OVERLOADED = anthropic("error", { type: "error", error: { type: "overloaded_error", message: "Overloaded" } });
+/** A raw-TCP Anthropic upstream (the same server: the scripts decide what it says). */
+const RAW_CLAUDE = "test/raw-claude";
 
 /** What the raw upstream does after writing the head (in its own write, so the gateway reads it alone). */
 let afterHead: (socket: RawSocket) => void = () => {};
@@ -39,11 +49,13 @@ beforeAll(async () => {
     server: { keepalive_ms: KEEPALIVE_MS },
     extraProviders: [
       { id: "raw", kind: "openai", base_url: `${raw.url}/v1`, api_key_env: "TEST_OPENAI_KEY", timeouts: { first_byte_ms: 5_000, whole_answer_ms: 5_000, idle_ms: 5_000, total_ms: 60_000 } },
+      { id: "raw-claude", kind: "anthropic", base_url: raw.url, api_key_env: "TEST_ANTHROPIC_KEY", timeouts: { first_byte_ms: 5_000, whole_answer_ms: 5_000, idle_ms: 5_000, total_ms: 60_000 } },
       { id: "raw-quick", kind: "openai", base_url: `${raw.url}/v1`, api_key_env: "TEST_OPENAI_KEY", timeouts: { first_byte_ms: 5_000, whole_answer_ms: 5_000, idle_ms: 300, total_ms: 60_000 } },
     ],
     extraModels: [
       { id: RAW_MODEL, provider: "raw", upstream_model: "gpt-4o-mini", category: "text", context_length: 128_000, pricing: OPENAI_PRICING },
       { id: QUICK_MODEL, provider: "raw-quick", upstream_model: "gpt-4o-mini", category: "text", context_length: 128_000, pricing: OPENAI_PRICING },
+      { id: RAW_CLAUDE, provider: "raw-claude", upstream_model: "claude-sonnet-4-5", category: "text", context_length: 200_000, pricing: OPENAI_PRICING },
     ],
   });
 });
@@ -129,4 +141,113 @@ test("a client that leaves while the first frame is awaited is let go at once, a
   expect(records().slice(before).map((r) => [r.model, r.status])).toEqual([[RAW_MODEL, "cancelled"]]);
   expect(balance - (await gw.balanceMicro())).toBeGreaterThan(0);
   expect(gw.app.services.ledger.openHolds()).toBe(0);
+});
+
+/**
+ * The events that open an answer come at once, before the model has made anything (OpenAI's role
+ * chunk, Anthropic's `message_start` and `ping`, the Responses API's `response.created`); the
+ * failures that come before its first text come after them, in a later read (Anthropic's
+ * `overloaded_error`, a cut). The head waits for the answer's first text, so they are still an
+ * attempt that failed before anything reached the client: retried, moved to the next model, or a
+ * 502 that costs nothing.
+ */
+test("an upstream that closes after its role chunk, before any text: the next model answers, and alone it is a 502 that costs nothing", async () => {
+  afterHead = (socket) => {
+    socket.write(ROLE);
+    socket.flush();
+    setTimeout(() => socket.end(), 30);
+  };
+  const before = records().length;
+  const fellBack = await ask([RAW_MODEL, OPENAI_MODEL]);
+  expect(fellBack.status).toBe(200);
+  const text = await fellBack.text();
+  expect(text).toContain(`"model":"${OPENAI_MODEL}"`);
+  expect(text).not.toContain("error");
+  await gw.app.services.settled();
+  expect(records().slice(before).map((r) => [r.model, r.status])).toEqual([[OPENAI_MODEL, "ok"]]);
+
+  const balance = await gw.balanceMicro();
+  const alone = await ask([RAW_MODEL]);
+  expect(alone.status).toBe(502);
+  expect(((await alone.json()) as any).error.type).toBe("upstream_error");
+  expect(await gw.balanceMicro()).toBe(balance);
+  expect(gw.app.services.ledger.openHolds()).toBe(0);
+});
+
+test("Anthropic's overloaded_error after message_start, in a later read: a 502 overloaded_error the SDKs retry, not a 200 with an error frame, and it costs nothing", async () => {
+  afterHead = (socket) => {
+    socket.write(MESSAGE_START);
+    socket.flush();
+    setTimeout(() => socket.end(OVERLOADED), 30);
+  };
+  const balance = await gw.balanceMicro();
+  const res = await post(gw, "/v1/messages", { model: RAW_CLAUDE, max_tokens: 50, messages: [{ role: "user", content: "Hello" }], stream: true });
+  expect(res.status).toBe(502);
+  expect(await res.json()).toMatchObject({ type: "error", error: { type: "overloaded_error" } });
+  expect(await gw.balanceMicro()).toBe(balance);
+  expect(gw.app.services.ledger.openHolds()).toBe(0);
+});
+
+test("the opening events and the first text leave together once the text comes; a text later than keepalive_ms finds the head gone at keepalive_ms", async () => {
+  // The text comes 30 ms after message_start: the client's first read holds both.
+  afterHead = (socket) => {
+    socket.write(MESSAGE_START);
+    socket.flush();
+    setTimeout(() => {
+      socket.write(anthropic("content_block_start", { type: "content_block_start", index: 0, content_block: { type: "text", text: "" } }) +
+        anthropic("content_block_delta", { type: "content_block_delta", index: 0, delta: { type: "text_delta", text: "Hi" } }));
+      socket.end(anthropic("content_block_stop", { type: "content_block_stop", index: 0 }) +
+        anthropic("message_delta", { type: "message_delta", delta: { stop_reason: "end_turn", stop_sequence: null }, usage: { output_tokens: 2 } }) +
+        anthropic("message_stop", { type: "message_stop" }));
+    }, 30);
+  };
+  const ask = () => post(gw, "/v1/messages", { model: RAW_CLAUDE, max_tokens: 50, messages: [{ role: "user", content: "Hello" }], stream: true });
+  const soon = await ask();
+  expect(soon.status).toBe(200);
+  const reader = soon.body!.getReader();
+  const first = new TextDecoder().decode((await reader.read()).value);
+  expect(first).toContain("event: message_start");
+  expect(first).toContain('"text":"Hi"');
+  for (let r = await reader.read(); !r.done; r = await reader.read());
+
+  // Only message_start for longer than keepalive_ms: the head and message_start go out then (a
+  // client and the proxies before it see the answer under way), and the text follows.
+  afterHead = (socket) => {
+    socket.write(MESSAGE_START);
+    socket.flush();
+    setTimeout(() => {
+      if (socket.data.closed) return;
+      socket.end(anthropic("content_block_start", { type: "content_block_start", index: 0, content_block: { type: "text", text: "" } }) +
+        anthropic("content_block_delta", { type: "content_block_delta", index: 0, delta: { type: "text_delta", text: "Late" } }) +
+        anthropic("content_block_stop", { type: "content_block_stop", index: 0 }) +
+        anthropic("message_delta", { type: "message_delta", delta: { stop_reason: "end_turn", stop_sequence: null }, usage: { output_tokens: 2 } }) +
+        anthropic("message_stop", { type: "message_stop" }));
+    }, 2.5 * KEEPALIVE_MS);
+  };
+  const started = performance.now();
+  const late = await ask();
+  const headAt = performance.now() - started;
+  expect(late.status).toBe(200);
+  expect(headAt).toBeGreaterThanOrEqual(KEEPALIVE_MS - 50);
+  expect(headAt).toBeLessThan(2 * KEEPALIVE_MS);
+  const text = await late.text();
+  expect(text).toStartWith("event: message_start");
+  expect(text).toContain('"text":"Late"');
+  expect(text).toContain("event: message_stop");
+});
+
+test("the gateway's stop while only the opening events came: a 503 to retry, nothing charged", async () => {
+  afterHead = (socket) => {
+    socket.write(ROLE);
+    socket.flush();
+  };
+  const balance = await gw.balanceMicro();
+  const asked = ask([RAW_MODEL]);
+  await until("the upstream has the request", 2_000, () => raw.requests.length > 0 && gw.app.services.inflight.count === 1);
+  await Bun.sleep(100);
+  const stopping = gw.app.services.inflight.cut();
+  const res = await asked;
+  await stopping;
+  expect(res.status).toBe(503);
+  expect(await gw.balanceMicro()).toBe(balance);
 });

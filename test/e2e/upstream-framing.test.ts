@@ -99,12 +99,25 @@ describe("Anthropic events out of their order fail the answer as malformed", () 
   });
 
   test("a text delta before its block started: the client never gets it as sent; the answer fails", async () => {
-    const [start, blockStart, delta, ...rest] = anthropicAnswer("Too early");
-    upstream.reply({ kind: "sse", chunks: [start!, delta!, blockStart!, ...rest] });
+    const [start, blockStart, delta, ...rest] = anthropicAnswer("Went out");
+    // The first block's text went out; a delta of a second block comes before that block started.
+    const early = ev("content_block_delta", { index: 1, delta: { type: "text_delta", text: "Too early" } });
+    upstream.reply({ kind: "sse", chunks: [start! + blockStart! + delta!, early, ...rest] });
     const frames = sseFrames(await (await post(gw, "/v1/messages", { model: ANTHROPIC_MODEL, max_tokens: 50, messages: question, stream: true })).text());
-    expect(frames.map((f) => f.event)).toEqual(["message_start", "error"]);
+    expect(frames.map((f) => f.event)).toEqual(["message_start", "content_block_start", "content_block_delta", "error"]);
+    expect(frames.some((f) => f.data.includes("Too early"))).toBe(false);
     await gw.app.services.settled();
     expect(lastRecord().status).toBe("stream_failed");
+  });
+
+  test("the same delta in a read of its own, before any of the answer went out: a 502 that costs nothing, not a 200 with an error frame", async () => {
+    const [start, blockStart, delta, ...rest] = anthropicAnswer("Too early");
+    upstream.reply({ kind: "sse", chunks: [start!, delta!, blockStart!, ...rest] });
+    const res = await post(gw, "/v1/messages", { model: ANTHROPIC_MODEL, max_tokens: 50, messages: question, stream: true });
+    expect(res.status).toBe(502);
+    expect(await res.json()).toMatchObject({ type: "error", error: { message: expect.stringMatching(/malformed/) } });
+    await gw.app.services.settled();
+    expect(lastRecord()).toMatchObject({ status: "upstream_error", cost_micro: 0 });
   });
 });
 
