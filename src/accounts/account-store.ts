@@ -27,6 +27,8 @@ export interface ActiveKey {
   accountRateLimitPerMinute: number | null;
   /** The account's own override of limits.account_max_concurrent_requests: all its keys' requests under way together. */
   accountMaxConcurrentRequests: number | null;
+  /** The operator suspended the account: its keys are refused (403) until it is resumed. */
+  accountSuspended: boolean;
 }
 export interface KeyOptions {
   name?: string | null;
@@ -58,6 +60,8 @@ export interface AccountPatch {
   rateLimitPerMinute?: number | null;
   /** Requests under way at once for all its keys together; null: limits.account_max_concurrent_requests. */
   maxConcurrentRequests?: number | null;
+  /** true: suspended from now (a suspended account stays suspended since its first suspension); false: resumed. */
+  suspended?: boolean;
 }
 /** What an operator may see of a key: never the key, only enough to recognise it. */
 export interface KeySummary {
@@ -84,7 +88,7 @@ export interface KeySummary {
 }
 
 /** An account as the admin API shows it: balance, what open requests hold, its limit, keys (summaries only). */
-export interface AccountDescription extends Account, AccountLimits {
+export interface AccountDescription extends Account, AccountLimits, AccountSuspension {
   reserved: number;
   spend_limit: number | null;
   spend_limit_period: SpendPeriod | null;
@@ -102,8 +106,13 @@ export interface AccountLimits {
   max_concurrent_requests: number | null;
 }
 
+/** Since when the operator has suspended the account (its keys refused with a 403); null: it is not. */
+export interface AccountSuspension {
+  suspended_at: string | null;
+}
+
 /** One entry of the account list. */
-export interface AccountListEntry extends Account, AccountLimits {
+export interface AccountListEntry extends Account, AccountLimits, AccountSuspension {
   spend_limit: number | null;
   spend_limit_period: SpendPeriod | null;
 }
@@ -237,7 +246,7 @@ export interface KeyRow {
 /** A key lookup's row (the key's columns and its account's limits) as both stores read it. */
 export interface ActiveKeyRow {
   id: string; account_id: string; rate_limit_per_minute: number | null; expires_at: number | null; allowed_models: string | null; max_concurrent_requests: number | null;
-  account_rate_limit_per_minute: number | null; account_max_concurrent_requests: number | null;
+  account_rate_limit_per_minute: number | null; account_max_concurrent_requests: number | null; account_suspended_at: number | null;
 }
 
 /** A key lookup's row as the request path uses it (both stores). */
@@ -246,6 +255,8 @@ export function activeKey(row: ActiveKeyRow): ActiveKey {
     keyId: row.id, accountId: row.account_id, rateLimitPerMinute: row.rate_limit_per_minute, expiresAt: row.expires_at,
     models: readModelsColumn(row.allowed_models), maxConcurrentRequests: row.max_concurrent_requests,
     accountRateLimitPerMinute: row.account_rate_limit_per_minute, accountMaxConcurrentRequests: row.account_max_concurrent_requests,
+    // PostgreSQL's BIGINT comes back as a string: only its presence matters here.
+    accountSuspended: row.account_suspended_at !== null,
   };
 }
 
@@ -307,7 +318,7 @@ export function iso(ms: number | null): string | null {
 
 /** A page from `limit + 1` rows (the extra one only says that there is more). */
 export function accountPageOf(
-  rows: ({ id: string; name: string; balance_micro: number; created_at: number; spend_limit_micro: number | null; spend_limit_period: SpendPeriod | null } & AccountLimits)[],
+  rows: ({ id: string; name: string; balance_micro: number; created_at: number; spend_limit_micro: number | null; spend_limit_period: SpendPeriod | null; suspended_at: number | null } & AccountLimits)[],
   limit: number,
 ): AccountPage {
   const page = rows.slice(0, limit);
@@ -323,6 +334,7 @@ export function accountPageOf(
       spend_limit_period: r.spend_limit_period,
       rate_limit_per_minute: r.rate_limit_per_minute,
       max_concurrent_requests: r.max_concurrent_requests,
+      suspended_at: iso(r.suspended_at),
     })),
     next_cursor: rows.length > limit && last ? encodeAccountCursor(last.created_at, last.id) : null,
   };

@@ -28,6 +28,9 @@ const USAGE = `usage: bun run admin <command>
                                          accounts oldest first, 50 (at most 500) a page; --name keeps names
                                          containing TEXT (any case); --cursor is the last page's next_cursor
   accounts show <account-id>             balance, reserved credits, spend limit, keys (prefix and last 4 only)
+  accounts suspend <account-id>          refuse every request of its keys (403) until resumed; answers under way
+                                         finish, its credits, keys and console logins stay
+  accounts resume <account-id>           its keys work again
   accounts topup <account-id> <credits> [--idempotency-key KEY]
                                          add credits (at least 0.000001); repeated with the same KEY, credits once
   accounts update <account-id> [--name NAME] [--spend-limit CREDITS|none] [--period day|week|month|none]
@@ -131,6 +134,8 @@ const COMMAND_FLAGS: Record<string, readonly string[]> = {
   "accounts create": ["rpm", "max-concurrent"],
   "accounts list": ["name", "limit", "cursor"],
   "accounts show": [],
+  "accounts suspend": [],
+  "accounts resume": [],
   "accounts topup": ["idempotency-key"],
   "accounts update": ["name", "spend-limit", "period", "rpm", "max-concurrent"],
   "keys create": ["rpm", "expires", "spend-limit", "period", "models", "max-concurrent"],
@@ -277,6 +282,10 @@ export async function runAdmin(argv: string[], env: Record<string, string | unde
       if (has("rpm")) patch.rateLimitPerMinute = orNone(options.rpm!, rpm);
       if (has("max-concurrent")) patch.maxConcurrentRequests = orNone(options["max-concurrent"]!, maxConcurrent);
       if (!(await accounts.updateAccount(args[0]!, patch))) return { code: 1, out: `no account ${args[0]}` };
+      return json(await accounts.describeAccount(args[0]!));
+    }
+    if (noun === "accounts" && (verb === "suspend" || verb === "resume") && args.length === 1) {
+      if (!(await accounts.updateAccount(args[0]!, { suspended: verb === "suspend" }))) return { code: 1, out: `no account ${args[0]}` };
       return json(await accounts.describeAccount(args[0]!));
     }
     if (noun === "accounts" && verb === "show" && args.length === 1) {

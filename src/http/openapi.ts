@@ -122,6 +122,7 @@ const Ready = t.Object({
 const AccountRate = t.Union([StrictInteger(), t.Null()], { description: "The account's own limit on requests a minute for all its keys together; null: limits.account_requests_per_minute (unset: none)." });
 const AccountCap = t.Union([StrictInteger(), t.Null()], { description: "The account's own cap on requests under way at once for all its keys together; null: limits.account_max_concurrent_requests (unset: none)." });
 const Account = t.Object({ id: t.String(), name: t.String(), balance: t.Number(), rate_limit_per_minute: AccountRate, max_concurrent_requests: AccountCap }, open);
+const SuspendedAt = t.Union([t.String({ format: "date-time" }), t.Null()], { description: "Since when the operator has suspended the account (every request of its keys a 403 until it is resumed); null: it is not." });
 const Period = t.Union([t.Literal("day"), t.Literal("week"), t.Literal("month"), t.Null()], { description: "UTC day, week from Monday, month; null: lifetime." });
 const SpentInPeriod = t.Number({ description: "Charged since the current period began; for a lifetime limit, everything charged." });
 const ResetsAt = t.Union([t.String({ format: "date-time" }), t.Null()], { description: "When the period's count starts again; null for a lifetime limit." });
@@ -137,13 +138,13 @@ const KeySummary = t.Object({
 const AccountDescription = t.Object({
   id: t.String(), name: t.String(), balance: t.Number(), reserved: t.Number(), created_at: t.String({ format: "date-time" }),
   spend_limit: t.Union([t.Number(), t.Null()]), spend_limit_period: Period, spent_in_period: SpentInPeriod, period_resets_at: ResetsAt,
-  rate_limit_per_minute: AccountRate, max_concurrent_requests: AccountCap,
+  rate_limit_per_minute: AccountRate, max_concurrent_requests: AccountCap, suspended_at: SuspendedAt,
   keys: t.Array(KeySummary),
 });
 const AccountList = t.Object({
   object: t.Literal("list"),
   data: t.Array(t.Object({ id: t.String(), name: t.String(), balance: t.Number(), created_at: t.String({ format: "date-time" }), spend_limit: t.Union([t.Number(), t.Null()]), spend_limit_period: Period,
-    rate_limit_per_minute: AccountRate, max_concurrent_requests: AccountCap })),
+    rate_limit_per_minute: AccountRate, max_concurrent_requests: AccountCap, suspended_at: SuspendedAt })),
   next_cursor: t.Union([t.String(), t.Null()], { description: "Pass as `cursor` for the next page; null on the last." }),
 });
 const KeyInfo = t.Object({
@@ -151,6 +152,7 @@ const KeyInfo = t.Object({
     balance: t.Number(), reserved: t.Number({ description: "Held by requests still open." }),
     rate_limit_per_minute: t.Union([StrictInteger(), t.Null()], { description: "Requests a minute for all the account's keys together: its own limit, else limits.account_requests_per_minute; null: none." }),
     max_concurrent_requests: t.Union([StrictInteger(), t.Null()], { description: "Requests under way at once for all the account's keys together: its own cap, else limits.account_max_concurrent_requests; null: none." }),
+    suspended: t.Boolean({ description: "The operator suspended the account: every other request of its keys is a 403 until it is resumed." }),
   }),
   key: t.Object({
     name: t.Union([t.String(), t.Null()]), spend_limit: t.Union([t.Number(), t.Null()]), spend_limit_period: Period,
@@ -340,7 +342,7 @@ export const OPERATIONS: Record<string, Operation> = {
   },
   "PATCH /v1/admin/accounts/:id": {
     summary: "Change an account",
-    description: "`name`, `spend_limit` (credits, null for none), `spend_limit_period` (day, week, month; null for lifetime), `rate_limit_per_minute` and `max_concurrent_requests` for all the account's keys together (null for the gateway's default). Only the fields sent change; a new period recounts what was spent in it from the usage records; limits apply from the next request (within 2 s on other gateways sharing PostgreSQL).",
+    description: "`name`, `spend_limit` (credits, null for none), `spend_limit_period` (day, week, month; null for lifetime), `rate_limit_per_minute` and `max_concurrent_requests` for all the account's keys together (null for the gateway's default), `suspended` (true: every request of its keys is a 403 until false resumes it; answers under way finish). Only the fields sent change; a new period recounts what was spent in it from the usage records; limits apply from the next request (within 2 s on other gateways sharing PostgreSQL).",
     tag: "admin", security: "admin", errors: [400, 401, 404, 408, 413, 429, 503],
     answers: { "200": { description: "The account, as GET shows it.", schema: AccountDescription } },
   },

@@ -267,6 +267,9 @@ const MIGRATIONS: (string | ((db: Database) => void))[] = [
   // (limits.account_requests_per_minute, limits.account_max_concurrent_requests).
   `ALTER TABLE accounts ADD COLUMN rate_limit_per_minute INTEGER;
    ALTER TABLE accounts ADD COLUMN max_concurrent_requests INTEGER;`,
+  // An account the operator suspended (docs/decisions.md, "An account's on/off switch"): since when,
+  // in epoch ms; NULL while it is not.
+  `ALTER TABLE accounts ADD COLUMN suspended_at INTEGER;`,
 ];
 
 /** The schema version just before usage_records lost AUTOINCREMENT (tests build such a file). */

@@ -30,7 +30,7 @@ function accountStoreContract(name: string, make: () => Promise<AccountStore>, f
       expect(created).toMatchObject({ name, balance: 2.5 });
       expect(await store.getAccount(created.id)).toEqual(created);
       expect(await store.findAccountByName(name)).toEqual(created);
-      expect(await store.describeAccount(created.id, 500_000)).toEqual({ ...created, reserved: 0.5, spend_limit: null, spend_limit_period: null, spent_in_period: 0, period_resets_at: null, rate_limit_per_minute: null, max_concurrent_requests: null, keys: [] });
+      expect(await store.describeAccount(created.id, 500_000)).toEqual({ ...created, reserved: 0.5, spend_limit: null, spend_limit_period: null, spent_in_period: 0, period_resets_at: null, rate_limit_per_minute: null, max_concurrent_requests: null, suspended_at: null, keys: [] });
       expect(await store.getAccount("acct_missing")).toBeNull();
       expect(await store.describeAccount("acct_missing")).toBeNull();
       expect(await store.findAccountByName(`${name}_nobody`)).toBeNull();
@@ -41,7 +41,7 @@ function accountStoreContract(name: string, make: () => Promise<AccountStore>, f
       const account = await store.createAccount("keys", 1_000_000);
       const issued = (await store.createKey(account.id, { name: "ci", rateLimitPerMinute: 600, spendLimitMicro: 3_000_000 }))!;
       expect(issued.key).toMatch(/^svc-sk-[A-Za-z0-9_-]{43}$/);
-      expect(await store.findActiveKey(hashKey(issued.key))).toEqual({ keyId: issued.id, accountId: account.id, rateLimitPerMinute: 600, expiresAt: null, models: null, maxConcurrentRequests: null, accountRateLimitPerMinute: null, accountMaxConcurrentRequests: null });
+      expect(await store.findActiveKey(hashKey(issued.key))).toEqual({ keyId: issued.id, accountId: account.id, rateLimitPerMinute: 600, expiresAt: null, models: null, maxConcurrentRequests: null, accountRateLimitPerMinute: null, accountMaxConcurrentRequests: null, accountSuspended: false });
       const [summary] = await store.listKeys(account.id);
       expect(summary).toMatchObject({ id: issued.id, name: "ci", last4: issued.key.slice(-4), revoked_at: null, rate_limit_per_minute: 600, spend_limit: 3, spent: 0, spend_limit_period: null, spent_in_period: 0, period_resets_at: null });
       expect(await store.getKey(issued.id)).toEqual(summary!);
@@ -50,6 +50,25 @@ function accountStoreContract(name: string, make: () => Promise<AccountStore>, f
       expect(await store.revokeKey(issued.id)).toBe(false);
       expect(await store.findActiveKey(hashKey(issued.key))).toBeNull();
       expect(await store.createKey("acct_missing")).toBeNull();
+    });
+
+    test("accounts: suspended and resumed by updateAccount; the key lookup, the description and the list say so; suspended again it keeps its first time", async () => {
+      let at = NOW;
+      const { store } = await fixture(() => at);
+      const account = await store.createAccount(`suspend_${Math.random().toString(36).slice(2)}`, 1_000_000);
+      const issued = (await store.createKey(account.id, "k"))!;
+      expect(await store.findActiveKey(hashKey(issued.key))).toMatchObject({ accountSuspended: false });
+      expect(await store.updateAccount(account.id, { suspended: true })).toBe(true);
+      expect(await store.findActiveKey(hashKey(issued.key))).toMatchObject({ keyId: issued.id, accountSuspended: true });
+      expect(await store.describeAccount(account.id)).toMatchObject({ suspended_at: new Date(NOW).toISOString(), balance: 1, keys: [expect.objectContaining({ id: issued.id, revoked_at: null })] });
+      at = NOW + 60_000;
+      expect(await store.updateAccount(account.id, { suspended: true, name: account.name })).toBe(true);
+      expect((await store.describeAccount(account.id))!.suspended_at).toBe(new Date(NOW).toISOString());
+      expect((await store.listAccounts({ limit: 10, name: account.name })).data).toEqual([expect.objectContaining({ id: account.id, suspended_at: new Date(NOW).toISOString() })]);
+      expect(await store.updateAccount(account.id, { suspended: false })).toBe(true);
+      expect(await store.findActiveKey(hashKey(issued.key))).toMatchObject({ accountSuspended: false });
+      expect((await store.describeAccount(account.id))!.suspended_at).toBeNull();
+      expect(await store.updateAccount("acct_missing", { suspended: true })).toBe(false);
     });
 
     test(`at most ${MAX_ACTIVE_KEYS} active keys, even when 15 are asked for at once; revoked keys free a place`, async () => {
@@ -79,7 +98,7 @@ function accountStoreContract(name: string, make: () => Promise<AccountStore>, f
       const expiry = Date.UTC(2027, 0, 1);
       const changed = await store.updateKey(issued.id, { rateLimitPerMinute: 7, expiresAt: expiry, spendLimitMicro: 1_500_000 });
       expect(changed).toMatchObject({ name: "new", rate_limit_per_minute: 7, expires_at: "2027-01-01T00:00:00.000Z", spend_limit: 1.5, spend_limit_period: "week" });
-      expect(await store.findActiveKey(hashKey(issued.key))).toEqual({ keyId: issued.id, accountId: account.id, rateLimitPerMinute: 7, expiresAt: expiry, models: null, maxConcurrentRequests: null, accountRateLimitPerMinute: null, accountMaxConcurrentRequests: null });
+      expect(await store.findActiveKey(hashKey(issued.key))).toEqual({ keyId: issued.id, accountId: account.id, rateLimitPerMinute: 7, expiresAt: expiry, models: null, maxConcurrentRequests: null, accountRateLimitPerMinute: null, accountMaxConcurrentRequests: null, accountSuspended: false });
       const cleared = await store.updateKey(issued.id, { name: null, rateLimitPerMinute: null, expiresAt: null, spendLimitMicro: null, spendLimitPeriod: null });
       expect(cleared).toMatchObject({ name: null, rate_limit_per_minute: null, expires_at: null, spend_limit: null, spend_limit_period: null, period_resets_at: null });
       expect(await store.updateKey(issued.id, {})).toEqual(cleared!);
@@ -97,7 +116,7 @@ function accountStoreContract(name: string, make: () => Promise<AccountStore>, f
       expect(await store.updateKey(issued.id, { maxConcurrentRequests: 1 })).toMatchObject({ models: ["openai/*"], max_concurrent_requests: 1 });
       expect(await store.findActiveKey(hashKey(issued.key))).toMatchObject({ models: ["openai/*"], maxConcurrentRequests: 1 });
       expect(await store.updateKey(issued.id, { models: null, maxConcurrentRequests: null })).toMatchObject({ models: null, max_concurrent_requests: null });
-      expect(await store.findActiveKey(hashKey(issued.key))).toMatchObject({ models: null, maxConcurrentRequests: null, accountRateLimitPerMinute: null, accountMaxConcurrentRequests: null });
+      expect(await store.findActiveKey(hashKey(issued.key))).toMatchObject({ models: null, maxConcurrentRequests: null, accountRateLimitPerMinute: null, accountMaxConcurrentRequests: null, accountSuspended: false });
       const plain = (await store.createKey(account.id, "plain"))!;
       expect(await store.getKey(plain.id)).toMatchObject({ models: null, max_concurrent_requests: null });
     });
@@ -115,7 +134,7 @@ function accountStoreContract(name: string, make: () => Promise<AccountStore>, f
       // Each key keeps its own limits beside the account's.
       expect(await store.findActiveKey(hashKey(a.key))).toMatchObject({ rateLimitPerMinute: 600, maxConcurrentRequests: 9, accountRateLimitPerMinute: 120, accountMaxConcurrentRequests: 4 });
       expect(await store.findActiveKey(hashKey(b.key))).toMatchObject({ rateLimitPerMinute: null, maxConcurrentRequests: null, accountRateLimitPerMinute: 120, accountMaxConcurrentRequests: 4 });
-      expect(await store.findActiveKey(hashKey(c.key))).toMatchObject({ accountRateLimitPerMinute: null, accountMaxConcurrentRequests: null });
+      expect(await store.findActiveKey(hashKey(c.key))).toMatchObject({ accountRateLimitPerMinute: null, accountMaxConcurrentRequests: null, accountSuspended: false });
       // Only what is given changes.
       expect(await store.updateAccount(account.id, { maxConcurrentRequests: null, name: account.name })).toBe(true);
       expect(await store.findActiveKey(hashKey(b.key))).toMatchObject({ accountRateLimitPerMinute: 120, accountMaxConcurrentRequests: null });
@@ -188,7 +207,7 @@ function accountStoreContract(name: string, make: () => Promise<AccountStore>, f
       expect(seen).toEqual(ordered);
       expect(pages).toBe(3);
       const first = await store.listAccounts({ limit: 1, name: `ODD ${tag.toLowerCase()} 0` });
-      expect(first.data).toEqual([{ id: made[0]!, name: `odd ${tag} 0`, balance: 0, created_at: created.get(made[0]!)!, spend_limit: 2.5, spend_limit_period: "month", rate_limit_per_minute: null, max_concurrent_requests: null }]);
+      expect(first.data).toEqual([{ id: made[0]!, name: `odd ${tag} 0`, balance: 0, created_at: created.get(made[0]!)!, spend_limit: 2.5, spend_limit_period: "month", rate_limit_per_minute: null, max_concurrent_requests: null, suspended_at: null }]);
       expect((await store.listAccounts({ limit: 10, name: `even ${tag}` })).data.map((a) => a.id).sort()).toEqual([made[1]!, made[3]!].sort());
       expect(await store.listAccounts({ limit: 10, name: `${tag}-nobody` })).toEqual({ object: "list", data: [], next_cursor: null });
       // Unfiltered, the list holds these among the rest.

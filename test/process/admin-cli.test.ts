@@ -419,6 +419,22 @@ describe("accounts list / update, keys update", () => {
     expect(JSON.parse((await run("accounts", "list")).out).data.map((x: { name: string }) => x.name)).toEqual(["tenant"]);
   });
 
+  test("in process: accounts suspend and resume print the account with its suspended_at; an unknown account exits 1", async () => {
+    const env = { SWITCHYARD_DB: tempDb() };
+    const run = async (...argv: string[]) => runAdmin(argv, env);
+    const a = JSON.parse((await run("accounts", "create", "tenant", "5")).out) as { id: string };
+    const suspended = await run("accounts", "suspend", a.id);
+    expect(suspended.code).toBe(0);
+    const since = JSON.parse(suspended.out).suspended_at as string;
+    expect(Date.parse(since)).toBeGreaterThan(Date.now() - 60_000);
+    // Suspended again: since the first time.
+    expect(JSON.parse((await run("accounts", "suspend", a.id)).out).suspended_at).toBe(since);
+    expect(JSON.parse((await run("accounts", "list")).out).data[0]).toMatchObject({ id: a.id, suspended_at: since });
+    expect(JSON.parse((await run("accounts", "resume", a.id)).out)).toMatchObject({ id: a.id, suspended_at: null, balance: 5 });
+    expect((await run("accounts", "suspend", "acct_missing")).code).toBe(1);
+    expect((await run("accounts", "suspend", a.id, "--rpm", "5")).code).toBe(2);
+  });
+
   test("separate process beside a running gateway: the same JSON as the API; a key update applies to the next request", async () => {
     const token = "cli-admin-token-0123456789abcdef0123456789abcdef";
     const gw = await startGateway({ upstreamUrl: "http://127.0.0.1:9", adminToken: token });
@@ -516,7 +532,10 @@ if (pgMissing) {
     const updated = JSON.parse((await run("accounts", "update", a.id, "--name", "Pg Renamed", "--spend-limit", "2", "--period", "month", "--rpm", "50", "--max-concurrent", "6")).out);
     expect(updated).toMatchObject({ id: a.id, name: "Pg Renamed", spend_limit: 2, spend_limit_period: "month", spent_in_period: 0, rate_limit_per_minute: 50, max_concurrent_requests: 6, keys: [] });
     const listed = JSON.parse((await run("accounts", "list", "--name", "pg ren")).out);
-    expect(listed.data).toEqual([{ id: a.id, name: "Pg Renamed", balance: 5, created_at: updated.created_at, spend_limit: 2, spend_limit_period: "month", rate_limit_per_minute: 50, max_concurrent_requests: 6 }]);
+    expect(listed.data).toEqual([{ id: a.id, name: "Pg Renamed", balance: 5, created_at: updated.created_at, spend_limit: 2, spend_limit_period: "month", rate_limit_per_minute: 50, max_concurrent_requests: 6, suspended_at: null }]);
+    const suspended = JSON.parse((await run("accounts", "suspend", a.id)).out);
+    expect(suspended.suspended_at).toBeString();
+    expect(JSON.parse((await run("accounts", "resume", a.id)).out)).toMatchObject({ suspended_at: null });
     const key = JSON.parse((await run("keys", "create", a.id, "k", "--period", "week", "--spend-limit", "1")).out) as { id: string };
     const changed = JSON.parse((await run("keys", "update", key.id, "--rpm", "9", "--period", "day", "--expires", "2031-01-01T10:00:00Z")).out);
     expect(changed).toMatchObject({ id: key.id, rate_limit_per_minute: 9, spend_limit: 1, spend_limit_period: "day", expires_at: "2031-01-01T10:00:00.000Z" });

@@ -59,7 +59,7 @@ export interface AdmissionOptions {
   defaultAccountPerMinute?: number;
   maxBodyBytes: number;
   onRejected: (request: Request, status: number) => void;
-  /** Told of every answer admission gives itself (401, 413, 429, 503), for request traces. */
+  /** Told of every answer admission gives itself (401, 403, 413, 429, 503), for request traces. */
   onAnswered?: (request: Request, status: number) => void;
   /** Runs first on every request (the request id): one hook instead of two dispatches. */
   onArrival?: (request: Request, set: { headers: Record<string, unknown> }, path: string) => void;
@@ -174,7 +174,13 @@ export function admissionPlugin(o: AdmissionOptions) {
     o.principals.attach(request, found);
     // A client asking what its key may still spend (and when its limits reset) is answered even
     // with an empty bucket: the question costs nothing and is how it learns when to come back.
+    // A suspended account's too: its answer says so.
     if (path === KEY_INFO_PATH) return undefined;
+    if (found.accountSuspended) {
+      o.onRejected(request, 403);
+      return errorResponse(anthropic, 403, "permission",
+        "This API key's account is suspended by the gateway's operator: its requests are refused until the operator resumes it.", unreadBodyHeaders(request));
+    }
 
     // Token counts (Claude Code sends dozens for one `/context`) have a bucket of their own,
     // ten times the key's chat rate, so counting never spends the budget for answers.

@@ -35,7 +35,7 @@ export interface KeyPatchBody {
   models?: string[] | null; max_concurrent_requests?: number | null;
 }
 export interface AccountPatchBody {
-  name?: string; spend_limit?: number | null; spend_limit_period?: SpendPeriod | null; rate_limit_per_minute?: number | null; max_concurrent_requests?: number | null;
+  name?: string; spend_limit?: number | null; spend_limit_period?: SpendPeriod | null; rate_limit_per_minute?: number | null; max_concurrent_requests?: number | null; suspended?: boolean;
 }
 export interface AccountBody { name: string; credits: number; rate_limit_per_minute?: number | null; max_concurrent_requests?: number | null }
 export type UsageReportInput = { from?: string; to?: string; group_by?: string; granularity?: string; format?: string; account_id?: string; key_id?: string; model?: string };
@@ -107,6 +107,7 @@ export function adminOperations(deps: AdminOperationDeps) {
       if (body.spend_limit !== undefined) patch.spendLimitMicro = body.spend_limit === null ? null : micro(body.spend_limit, "spend_limit");
       if (body.spend_limit_period !== undefined) patch.spendLimitPeriod = checked(() => parseSpendPeriod(body.spend_limit_period));
       Object.assign(patch, accountLimits(body));
+      if (body.suspended !== undefined) patch.suspended = body.suspended;
       if (!(await deps.retryWhileBusy(() => deps.accounts.updateAccount(id, patch)))) throw new GatewayError(404, "not_found", "No such account.");
       // Every key lookup carries its account's limits: this process's copies go now, other
       // processes' within their change watch (SQLite) or key cache TTL (PostgreSQL).

@@ -60,6 +60,10 @@ export const PatchAccount = t.Object({
   spend_limit_period: t.Optional(Period),
   rate_limit_per_minute: AccountRateLimit,
   max_concurrent_requests: AccountMaxConcurrent,
+  suspended: t.Optional(t.Boolean({
+    error: "must be true (refuse every request of the account's keys with a 403 until it is resumed) or false (resume)",
+    description: "true: every request of the account's keys is refused (403 permission_error) until it is resumed; answers under way finish. false: resume.",
+  })),
 }, open);
 export const AccountListQuery = t.Object({
   limit: t.Optional(t.String({ maxLength: 10, description: `Page size, 1 to ${MAX_ACCOUNT_PAGE} (default 50).` })),

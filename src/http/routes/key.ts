@@ -39,6 +39,8 @@ export function keyRoute(deps: KeyRouteDeps) {
         // The limits on all the account's keys together that apply (its own, else the gateway's); null: none.
         rate_limit_per_minute: principal.accountRateLimitPerMinute ?? deps.defaultAccountPerMinute ?? null,
         max_concurrent_requests: principal.accountMaxConcurrentRequests ?? deps.defaultAccountMaxConcurrent ?? null,
+        // The operator suspended the account: every other request of its keys is a 403 until it is resumed.
+        suspended: principal.accountSuspended,
       },
       key: {
         name: key.name,

@@ -95,7 +95,7 @@ export function createPostgresAccounts(sql: Pg, now: () => number, timeoutMs = 2
       const at = now();
       const s = windowStarts(at);
       const [row] = await bounded(sql`
-        SELECT id, name, balance_micro, held_micro, created_at, spend_limit_micro, spend_limit_period, rate_limit_per_minute, max_concurrent_requests,
+        SELECT id, name, balance_micro, held_micro, created_at, spend_limit_micro, spend_limit_period, rate_limit_per_minute, max_concurrent_requests, suspended_at,
                ${sql.unsafe(periodSpentSql("a", `${s.day}::bigint`, `${s.week}::bigint`, `${s.month}::bigint`))} AS period_spent
           FROM accounts a WHERE id = ${id}`, "account");
       if (!row) return null;
@@ -109,6 +109,7 @@ export function createPostgresAccounts(sql: Pg, now: () => number, timeoutMs = 2
         period_resets_at: periodResetsAt(row.spend_limit_period, at, row.spend_limit_micro === null ? null : int(row.spend_limit_micro)),
         rate_limit_per_minute: nullable(row.rate_limit_per_minute),
         max_concurrent_requests: nullable(row.max_concurrent_requests),
+        suspended_at: iso(nullable(row.suspended_at)),
         keys: await store.listKeys(id),
       };
     },
@@ -169,6 +170,11 @@ export function createPostgresAccounts(sql: Pg, now: () => number, timeoutMs = 2
       if (p.spendLimitPeriod !== undefined) columns.spend_limit_period = p.spendLimitPeriod;
       if (p.rateLimitPerMinute !== undefined) columns.rate_limit_per_minute = p.rateLimitPerMinute;
       if (p.maxConcurrentRequests !== undefined) columns.max_concurrent_requests = p.maxConcurrentRequests;
+      // Suspended again, it stays suspended since the first time (a retried PATCH changes nothing), as on SQLite.
+      if (p.suspended !== undefined) {
+        const [row] = p.suspended ? await bounded(sql`SELECT suspended_at FROM accounts WHERE id = ${accountId}`, "account") : [];
+        columns.suspended_at = p.suspended ? (nullable(row?.suspended_at) ?? now()) : null;
+      }
       return bounded(patchRow("accounts", accountId, columns, p.spendLimitPeriod), "update account");
     },
 
@@ -177,7 +183,7 @@ export function createPostgresAccounts(sql: Pg, now: () => number, timeoutMs = 2
       const name = asciiLower(q.name ?? "");
       // translate(): ASCII letters only, as SQLite's lower(), so both stores match the same names.
       const rows = await bounded(sql`
-        SELECT id, name, balance_micro, created_at, spend_limit_micro, spend_limit_period, rate_limit_per_minute, max_concurrent_requests FROM accounts
+        SELECT id, name, balance_micro, created_at, spend_limit_micro, spend_limit_period, rate_limit_per_minute, max_concurrent_requests, suspended_at FROM accounts
          WHERE (created_at > ${after.createdAt} OR (created_at = ${after.createdAt} AND id > ${after.id}))
            AND (${name} = '' OR strpos(translate(name, 'ABCDEFGHIJKLMNOPQRSTUVWXYZ', 'abcdefghijklmnopqrstuvwxyz'), ${name}) > 0)
          ORDER BY created_at, id LIMIT ${q.limit + 1}`, "accounts");
@@ -190,6 +196,7 @@ export function createPostgresAccounts(sql: Pg, now: () => number, timeoutMs = 2
         spend_limit_period: r.spend_limit_period as SpendPeriod | null,
         rate_limit_per_minute: nullable(r.rate_limit_per_minute),
         max_concurrent_requests: nullable(r.max_concurrent_requests),
+        suspended_at: nullable(r.suspended_at),
       })), q.limit);
     },
 
@@ -218,12 +225,13 @@ export function createPostgresAccounts(sql: Pg, now: () => number, timeoutMs = 2
       // The key's account's limits come with it, as on SQLite.
       const [row] = await bounded(sql`
         SELECT k.id, k.account_id, k.rate_limit_per_minute, k.expires_at, k.allowed_models, k.max_concurrent_requests,
-               a.rate_limit_per_minute AS account_rate_limit_per_minute, a.max_concurrent_requests AS account_max_concurrent_requests
+               a.rate_limit_per_minute AS account_rate_limit_per_minute, a.max_concurrent_requests AS account_max_concurrent_requests,
+               a.suspended_at AS account_suspended_at
           FROM api_keys k JOIN accounts a ON a.id = k.account_id WHERE k.key_hash = ${keyHash} AND k.revoked_at IS NULL`, "key lookup");
       return row ? activeKey({
         id: row.id, account_id: row.account_id, allowed_models: row.allowed_models, rate_limit_per_minute: nullable(row.rate_limit_per_minute), expires_at: nullable(row.expires_at),
         max_concurrent_requests: nullable(row.max_concurrent_requests), account_rate_limit_per_minute: nullable(row.account_rate_limit_per_minute),
-        account_max_concurrent_requests: nullable(row.account_max_concurrent_requests),
+        account_max_concurrent_requests: nullable(row.account_max_concurrent_requests), account_suspended_at: nullable(row.account_suspended_at),
       }) : null;
     },
   };

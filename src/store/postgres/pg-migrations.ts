@@ -248,6 +248,8 @@ const MIGRATIONS: string[] = [
   // An account's own limits on all its keys together (store/database.ts has the same columns).
   `ALTER TABLE accounts ADD COLUMN rate_limit_per_minute integer;
    ALTER TABLE accounts ADD COLUMN max_concurrent_requests integer;`,
+  // An account the operator suspended, since when (epoch ms); NULL while it is not (as store/database.ts).
+  `ALTER TABLE accounts ADD COLUMN suspended_at bigint;`,
 ];
 
 /** The schema version this code brings a database to. */

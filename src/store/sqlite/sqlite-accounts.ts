@@ -24,8 +24,8 @@ export function createAccountStore(db: Database, now: () => number) {
   );
   // What the account spent in its limit's current window: the ledger's count while its window is
   // the current one (?2, ?3, ?4: the current day's, week's and month's starts), else 0 (rolled over).
-  const selectAccountLimit = db.query<{ spend_limit_micro: number | null; spend_limit_period: SpendPeriod | null; period_spent: number } & AccountLimits, [string, number, number, number]>(
-    `SELECT spend_limit_micro, spend_limit_period, ${periodSpentSql("a")} AS period_spent, rate_limit_per_minute, max_concurrent_requests FROM accounts a WHERE a.id = ?1`,
+  const selectAccountLimit = db.query<{ spend_limit_micro: number | null; spend_limit_period: SpendPeriod | null; period_spent: number; suspended_at: number | null } & AccountLimits, [string, number, number, number]>(
+    `SELECT spend_limit_micro, spend_limit_period, ${periodSpentSql("a")} AS period_spent, rate_limit_per_minute, max_concurrent_requests, suspended_at FROM accounts a WHERE a.id = ?1`,
   );
   const countActive = db.query<{ n: number }, [string, number]>(
     "SELECT COUNT(*) AS n FROM api_keys WHERE account_id = ? AND revoked_at IS NULL AND (expires_at IS NULL OR expires_at > ?)",
@@ -43,7 +43,8 @@ export function createAccountStore(db: Database, now: () => number) {
   // The key's account's limits come with it: every request checks them, and one lookup caches both.
   const selectActiveKey = db.query<ActiveKeyRow, [string]>(
     `SELECT k.id, k.account_id, k.rate_limit_per_minute, k.expires_at, k.allowed_models, k.max_concurrent_requests,
-            a.rate_limit_per_minute AS account_rate_limit_per_minute, a.max_concurrent_requests AS account_max_concurrent_requests
+            a.rate_limit_per_minute AS account_rate_limit_per_minute, a.max_concurrent_requests AS account_max_concurrent_requests,
+            a.suspended_at AS account_suspended_at
        FROM api_keys k JOIN accounts a ON a.id = k.account_id WHERE k.key_hash = ? AND k.revoked_at IS NULL`,
   );
   const keyPeriod = db.query<{ spend_limit_period: SpendPeriod | null }, [string]>("SELECT spend_limit_period FROM api_keys WHERE id = ?");
@@ -61,8 +62,8 @@ export function createAccountStore(db: Database, now: () => number) {
   const keyStatus = db.query<StatusRow, [string, number, number, number]>(
     `SELECT k.account_id, k.name, NULL AS balance_micro, k.spend_limit_micro, k.spend_limit_period, ${periodSpentSql("k")} AS period_spent FROM api_keys k WHERE k.id = ?1`,
   );
-  const accountPage = db.query<{ id: string; name: string; balance_micro: number; created_at: number; spend_limit_micro: number | null; spend_limit_period: SpendPeriod | null } & AccountLimits, [number, string, string, number]>(
-    `SELECT id, name, balance_micro, created_at, spend_limit_micro, spend_limit_period, rate_limit_per_minute, max_concurrent_requests FROM accounts
+  const accountPage = db.query<{ id: string; name: string; balance_micro: number; created_at: number; spend_limit_micro: number | null; spend_limit_period: SpendPeriod | null; suspended_at: number | null } & AccountLimits, [number, string, string, number]>(
+    `SELECT id, name, balance_micro, created_at, spend_limit_micro, spend_limit_period, rate_limit_per_minute, max_concurrent_requests, suspended_at FROM accounts
       WHERE (created_at > ?1 OR (created_at = ?1 AND id > ?2)) AND (?3 = '' OR instr(lower(name), ?3) > 0)
       ORDER BY created_at, id LIMIT ?4`,
   );
@@ -103,6 +104,7 @@ export function createAccountStore(db: Database, now: () => number) {
     return true;
   };
   const patch = db.transaction(patchRow);
+  const suspendedSince = db.query<{ suspended_at: number | null }, [string]>("SELECT suspended_at FROM accounts WHERE id = ?");
 
   const store = {
     createAccount(name: string, balanceMicro: number, limits: Pick<AccountPatch, "rateLimitPerMinute" | "maxConcurrentRequests"> = {}): Account {
@@ -140,6 +142,7 @@ export function createAccountStore(db: Database, now: () => number) {
         period_resets_at: periodResetsAt(limit.spend_limit_period, at, limit.spend_limit_micro),
         rate_limit_per_minute: limit.rate_limit_per_minute,
         max_concurrent_requests: limit.max_concurrent_requests,
+        suspended_at: iso(limit.suspended_at),
         keys: store.listKeys(id),
       };
     },
@@ -183,6 +186,8 @@ export function createAccountStore(db: Database, now: () => number) {
       if (p.spendLimitPeriod !== undefined) columns.spend_limit_period = p.spendLimitPeriod;
       if (p.rateLimitPerMinute !== undefined) columns.rate_limit_per_minute = p.rateLimitPerMinute;
       if (p.maxConcurrentRequests !== undefined) columns.max_concurrent_requests = p.maxConcurrentRequests;
+      // Suspended again, it stays suspended since the first time (a retried PATCH changes nothing).
+      if (p.suspended !== undefined) columns.suspended_at = p.suspended ? (suspendedSince.get(accountId)?.suspended_at ?? now()) : null;
       sameFiles(true);
       return patch.immediate("accounts", accountId, columns, p.spendLimitPeriod);
     },
