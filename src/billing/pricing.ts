@@ -14,8 +14,9 @@ import { times } from "../config/cache-prices.ts";
 export interface TokenClasses {
   freshInput: number;
   cacheRead: number;
-  /** 5-minute cache writes (Anthropic's default ttl; OpenAI-format servers that report writes). */
+  /** 5-minute cache writes (Anthropic's default ttl; OpenAI's 30-minute writes, and other servers that report writes). */
   cacheWrite5m: number;
+  /** Long-lived cache writes: Anthropic's 1-hour writes, OpenAI's 12-hour ones (`prompt_cache_retention: "12h"`). */
   cacheWrite1h: number;
   output: number;
   reasoning: number;
@@ -146,7 +147,8 @@ export function cacheSavingsMicro(c: TokenClasses, p: PriceList): number {
 
 /**
  * The most a request may cost, held before it runs: every prompt token at the dearest price a
- * prompt token can have (a 1-hour cache write costs twice fresh input on Anthropic), the whole
+ * prompt token can have (a 1-hour cache write costs twice fresh input on Anthropic, a 12-hour one
+ * 2.5× on OpenAI), the whole
  * answer, and the images, all scaled by the most the answer's price may be scaled by (`factor`:
  * config/price-rules.ts, maxPriceFactor). Charges never exceed it.
  */

@@ -43,10 +43,13 @@ const OPENAI_CACHE_READ: [RegExp, number][] = [
 
 /**
  * OpenAI families whose cache writes cost more than plain input: GPT-5.6 and later bill them at
- * 1.25× input, reported as `cache_write_tokens` (OpenAI's prompt-caching guide). `gpt-5.6`,
- * `gpt-5.10`, `gpt-6…`; not `gpt-5`, `gpt-5.1` … `gpt-5.5` or `gpt-5-mini`.
+ * 1.25× input, reported as `cache_write_tokens` (OpenAI's prompt-caching guide), and the 12-hour
+ * writes of a Responses request with `prompt_cache_retention: "12h"` at 2.5× (the same guide;
+ * GPT-6.2 Sol's model page: "a 12-hour cache write costs $5" of $2 input). The 12-hour writes are
+ * the price list's long-lived writes, Anthropic's 1-hour ones' class (openai-responses-adapter.ts).
+ * `gpt-5.6`, `gpt-5.10`, `gpt-6…`; not `gpt-5`, `gpt-5.1` … `gpt-5.5` or `gpt-5-mini`.
  */
-const OPENAI_CACHE_WRITE: [RegExp, number][] = [[/^gpt-(?:5\.(?:[6-9]|[1-9]\d)|[6-9]|[1-9]\d)(?!\d)/, 1.25]];
+const OPENAI_CACHE_WRITE: [RegExp, { write5m: number; write1h: number }][] = [[/^gpt-(?:5\.(?:[6-9]|[1-9]\d)|[6-9]|[1-9]\d)(?!\d)/, { write5m: 1.25, write1h: 2.5 }]];
 
 /**
  * Long-context prices by family: above `aboveTokens` prompt tokens (fresh input, cache reads and
@@ -80,8 +83,8 @@ export const times = (price: number, factor: number) => Math.round(price * facto
 /**
  * A model's prices with the cache prices filled in where its config leaves them out: Anthropic
  * models (by provider kind, or a `claude` name behind an OpenAI-format server) take Anthropic's
- * multipliers, OpenAI families their published cached-input (and, from GPT-5.6, cache-write)
- * price, anything else the input price. A model of a family billed above a threshold
+ * multipliers, OpenAI families their published cached-input (and, from GPT-5.6, cache-write
+ * and 12-hour cache-write) price, anything else the input price. A model of a family billed above a threshold
  * (LONG_CONTEXT) whose `contextLength` is past it also takes those prices unless it has its own.
  */
 export function withCacheDefaults(pricing: Pricing, providerKind: "openai" | "anthropic", upstreamModel: string, contextLength = 0): Pricing {
@@ -100,7 +103,7 @@ export function withCacheDefaults(pricing: Pricing, providerKind: "openai" | "an
   }
   else {
     read = OPENAI_CACHE_READ.find(([family]) => family.test(name))?.[1] ?? 1;
-    write5m = write1h = OPENAI_CACHE_WRITE.find(([family]) => family.test(name))?.[1] ?? 1;
+    ({ write5m, write1h } = OPENAI_CACHE_WRITE.find(([family]) => family.test(name))?.[1] ?? { write5m: 1, write1h: 1 });
   }
   const long = pricing.long_context ? undefined : LONG_CONTEXT.find((rule) => rule.family.test(name));
   if (long && contextLength > long.aboveTokens) {

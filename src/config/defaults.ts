@@ -68,13 +68,14 @@ export function defaultConfig(env: Record<string, string | undefined>): Config {
     // at the prices of their model pages (US$ 1 = 1,000 credits; 1.05M windows, billed 2× input and
     // 1.5× output above 272,000 prompt tokens: config/cache-prices.ts fills that in), and GPT-6.1 Sol,
     // Codex's default, through OpenAI's Responses API (`upstream_api: "responses"`): it takes tools
-    // there only, and there it reasons on tool turns. gpt-image-1 was shut down on 23 October 2026;
+    // there only, and there it reasons on tool turns. `cache_write_1h_per_mtok` is the 12-hour
+    // writes' price (`prompt_cache_retention: "12h"`, 2.5× input: OpenAI's prompt-caching guide). gpt-image-1 was shut down on 23 October 2026;
     // GPT Image 2.6 is the named replacement of the image models still running.
     config.models.push(
-      vendorModel("openai", "gpt-6-luna", 1_050_000, { input_per_mtok: 100, output_per_mtok: 500, cache_read_per_mtok: 10, cache_write_per_mtok: 125 }),
-      vendorModel("openai", "gpt-6-sol", 1_050_000, { input_per_mtok: 2_000, output_per_mtok: 10_000, cache_read_per_mtok: 200, cache_write_per_mtok: 2_500 }),
+      vendorModel("openai", "gpt-6-luna", 1_050_000, { input_per_mtok: 100, output_per_mtok: 500, cache_read_per_mtok: 10, cache_write_per_mtok: 125, cache_write_1h_per_mtok: 250 }),
+      vendorModel("openai", "gpt-6-sol", 1_050_000, { input_per_mtok: 2_000, output_per_mtok: 10_000, cache_read_per_mtok: 200, cache_write_per_mtok: 2_500, cache_write_1h_per_mtok: 5_000 }),
       {
-        ...vendorModel("openai", "gpt-6.1-sol", 1_050_000, { input_per_mtok: 2_000, output_per_mtok: 10_000, cache_read_per_mtok: 100, cache_write_per_mtok: 2_500 }),
+        ...vendorModel("openai", "gpt-6.1-sol", 1_050_000, { input_per_mtok: 2_000, output_per_mtok: 10_000, cache_read_per_mtok: 100, cache_write_per_mtok: 2_500, cache_write_1h_per_mtok: 5_000 }),
         upstream_api: "responses",
       },
       {

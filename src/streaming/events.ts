@@ -45,8 +45,9 @@ export type StreamEvent =
    * Cumulative counts as reported by the upstream so far; later reports override earlier ones.
    * `inputTokens` is the whole prompt: fresh input plus `cacheReadTokens` plus `cacheWriteTokens`
    * (each vendor's own split is undone by its decoder and redone by each encoder).
-   * `cacheWrite1hTokens` is the part of the writes cached for an hour (Anthropic's
-   * `ephemeral_1h_input_tokens`); the rest are 5-minute writes. `reasoningTokens` is the part of
+   * `cacheWrite1hTokens` is the part of the writes cached long: for an hour (Anthropic's
+   * `ephemeral_1h_input_tokens`) or 12 hours (OpenAI's writes in a `prompt_cache_retention: "12h"`
+   * answer); the rest are 5-minute (OpenAI: 30-minute) writes. `reasoningTokens` is the part of
    * `outputTokens` spent reasoning: shown to clients, never billed apart (output tokens hold it).
    * A later report's tier or geography replaces an earlier one's, as its counts do.
    */

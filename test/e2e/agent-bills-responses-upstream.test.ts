@@ -68,6 +68,44 @@ describe("a Codex turn through every client format on the Responses upstream", (
   }
 });
 
+describe("12-hour cache writes (`prompt_cache_retention: \"12h\"`)", () => {
+  // OpenAI's prompt-caching guide: from GPT-5.6 on, 30-minute writes cost 1.25× input and a
+  // Responses request's 12-hour writes 2.5× ($5 of GPT-6.1 Sol's $2, as GPT-6.2 Sol's model page
+  // prints it). The usage object does not split them; the response echoes the retention it ran at.
+  const TWELVE_HOUR_BILL = 2_000 * 2_000 + 52_000 * 100 + 6_000 * 5_000 + 1_500 * 10_000;
+  test("the built-in catalogue prices GPT-6.1 Sol's 12-hour writes at $5", () => {
+    expect(builtIn.pricing).toMatchObject({ cache_write_per_mtok: 2_500, cache_write_1h_per_mtok: 5_000 });
+  });
+  for (const path of ["/v1/responses", "/v1/chat/completions"]) {
+    for (const stream of [true, false]) {
+      test(`${path}, ${stream ? "streamed" : "whole"}: an answer that ran at 12 hours has its writes charged at the 12-hour price`, async () => {
+        upstream.reply(answerWith(CODEX_TURN, { split: 13 }));
+        const { micro } = await chargeOf(gw, () => post(gw, path, body(path, stream, { prompt_cache_retention: "12h" })));
+        expect(upstream.requests.at(-1)!.body.prompt_cache_retention).toBe("12h");
+        expect(last()).toMatchObject({ status: "ok", prompt_tokens: 60_000, fresh_input_tokens: 2_000, cache_read_tokens: 52_000, cache_write_5m_tokens: 0, cache_write_1h_tokens: 6_000 });
+        expect(micro).toBe(TWELVE_HOUR_BILL);
+      });
+    }
+  }
+  test("an answer that echoes the `24h` retention (GPT-5.6 and later echo it unasked) is charged 30-minute writes", async () => {
+    upstream.reply(answerWith({ ...CODEX_TURN, promptCacheRetention: "24h" }));
+    const { micro } = await chargeOf(gw, () => post(gw, "/v1/responses", body("/v1/responses", true, { prompt_cache_retention: "24h" })));
+    expect(last()).toMatchObject({ cache_write_5m_tokens: 6_000, cache_write_1h_tokens: 0 });
+    expect(micro).toBe(CODEX_BILL);
+  });
+  test("a request that asked for 12 hours is held for prompts written at the 12-hour price", async () => {
+    // The hold covers every prompt token at the dearest price: at 1.25× the whole turn's writes
+    // could cost more than was held, and a charge never goes past its hold.
+    const before = await gw.balanceMicro();
+    upstream.reply(answerWith({ ...CODEX_TURN, usage: { input_tokens: 60_000, input_tokens_details: { cached_tokens: 0, cache_write_tokens: 60_000 }, output_tokens: 10, output_tokens_details: { reasoning_tokens: 0 }, total_tokens: 60_010 } }));
+    const res = await post(gw, "/v1/responses", body("/v1/responses", false, { prompt_cache_retention: "12h", max_output_tokens: 16 }));
+    expect(res.status).toBe(200);
+    await res.arrayBuffer();
+    await gw.app.services.settled();
+    expect(before - (await gw.balanceMicro())).toBe(60_000 * 5_000 + 10 * 10_000);
+  });
+});
+
 describe("a one-token check, streamed (the 16-token floor)", () => {
   const CHECK: Script = { items: [{ reasoning: [], encrypted: "gAAAAB-enc-check" }], status: "incomplete", incompleteReason: "max_output_tokens", usage: { input_tokens: 9, input_tokens_details: { cached_tokens: 0 }, output_tokens: 16, output_tokens_details: { reasoning_tokens: 16 }, total_tokens: 25 } };
   const limits: Record<string, Record<string, unknown>> = { "/v1/responses": { max_output_tokens: 1 }, "/v1/chat/completions": { max_tokens: 1 }, "/v1/messages": { max_tokens: 1 } };

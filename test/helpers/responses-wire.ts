@@ -21,6 +21,11 @@ export interface Script {
   incompleteReason?: string;
   error?: { code: string; message: string };
   serviceTier?: string;
+  /**
+   * The response's `prompt_cache_retention`, which OpenAI echoes: what the request asked for
+   * (`answerWith` fills it in), else `"24h"` (GPT-5.6 and later echo it unasked).
+   */
+  promptCacheRetention?: string;
   /** The response's id (OpenAI's `resp_…`). */
   id?: string;
   model?: string;
@@ -60,6 +65,7 @@ function response(script: Script, status: string, output: Record<string, unknown
     parallel_tool_calls: true,
     reasoning: { effort: "medium", summary: "auto" },
     service_tier: script.serviceTier ?? "default",
+    prompt_cache_retention: script.promptCacheRetention ?? "24h",
     store: false,
     text: { format: { type: "text" }, verbosity: "medium" },
     usage,
@@ -159,8 +165,10 @@ export function answerWith(script: Script, wire: WireOptions & { split?: number 
     if (req.path !== "/v1/responses") return { kind: "json", status: 404, body: { error: { message: `not the Responses API: ${req.path}` } } };
     const refusal = vendorRefusal(req);
     if (refusal) return refusal;
-    if (req.body?.stream !== true) return { kind: "json", body: responsesBody(script) };
-    const frames = responsesFrames(script, wire);
+    const asked = req.body?.prompt_cache_retention;
+    const echoed = script.promptCacheRetention === undefined && typeof asked === "string" ? { ...script, promptCacheRetention: asked } : script;
+    if (req.body?.stream !== true) return { kind: "json", body: responsesBody(echoed) };
+    const frames = responsesFrames(echoed, wire);
     return { kind: "sse", chunks: wire.split ? splitEvery(frames.join(""), wire.split) : frames };
   };
 }

@@ -256,7 +256,9 @@ export function responsesToChat(body: Record<string, unknown>): ResponsesPlan {
   if (format) chat.response_format = format;
   if (typeof text?.verbosity === "string") chat.verbosity = text.verbosity;
   // `service_tier` too: a client's flex is the price it asked for (providers/openai/openai-adapter.ts judges the rest).
-  for (const field of ["user", "safety_identifier", "prompt_cache_key", "service_tier"] as const) {
+  // `prompt_cache_retention` too: without it a client's 12-hour cache ran at the default 30 minutes
+  // (written again after each pause), and the vendor's echo of it prices the writes (openai-responses-adapter.ts).
+  for (const field of ["user", "safety_identifier", "prompt_cache_key", "prompt_cache_retention", "service_tier"] as const) {
     if (typeof body[field] === "string") chat[field] = body[field];
   }
 

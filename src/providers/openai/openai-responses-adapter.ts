@@ -38,9 +38,16 @@ interface ResponsesUsage {
 /**
  * A Responses usage object as the union's usage: counts that are not usable are left out (the
  * meter estimates them); cached parts are cut to the prompt, as the chat decoder cuts them.
- * `tier`: the response's `service_tier`, which prices it (flex).
+ * `response`: the response the usage came in, whose `service_tier` prices it (flex) and whose
+ * `prompt_cache_retention` says how long its writes are kept: a `"12h"` answer's writes are
+ * OpenAI's 12-hour writes (2.5× input from GPT-5.6 on, twice the 30-minute writes' 1.25×), the
+ * union's long-lived writes (`cacheWrite1hTokens`, priced at `cache_write_1h_per_mtok`). The usage
+ * object does not split them; the retention is per request, so every write of that answer is one.
+ * Read from the answer as the tier is (the response echoes it), never from what was asked: a
+ * `"24h"` echo (older models' extended caching, echoed by GPT-5.6 unasked) is not a 12-hour write.
  */
-function usageEvent(u: ResponsesUsage, tier: unknown): StreamEvent & { type: "usage" } {
+function usageEvent(u: ResponsesUsage, response: Record<string, unknown>): StreamEvent & { type: "usage" } {
+  const tier = response.service_tier;
   const input = reportedCount(u.input_tokens);
   let reads: number | undefined;
   let writes: number | undefined;
@@ -49,12 +56,18 @@ function usageEvent(u: ResponsesUsage, tier: unknown): StreamEvent & { type: "us
     writes = Math.min(reportedCount(u.input_tokens_details?.cache_write_tokens) ?? 0, input - reads);
   }
   const event: StreamEvent & { type: "usage" } = { type: "usage", inputTokens: input, outputTokens: reportedCount(u.output_tokens), cacheReadTokens: reads };
-  if (writes) event.cacheWriteTokens = writes;
+  if (writes) {
+    event.cacheWriteTokens = writes;
+    if (response.prompt_cache_retention === TWELVE_HOURS) event.cacheWrite1hTokens = writes;
+  }
   if (typeof tier === "string" && tier.length <= 32) event.serviceTier = tier;
   const reasoning = reportedCount(u.output_tokens_details?.reasoning_tokens);
   if (reasoning) event.reasoningTokens = reasoning;
   return event;
 }
+
+/** The retention whose writes OpenAI bills at its long-lived write price (developers.openai.com, prompt caching guide). */
+const TWELVE_HOURS = "12h";
 
 /** Why the answer stopped, from its final response: `calls` when it called a tool. */
 function finishOf(response: Record<string, any>, calls: boolean): FinishReason {
@@ -253,13 +266,13 @@ export const openaiResponsesAdapter: ProviderAdapter = {
         case "response.incomplete": {
           const response = isRecord(e.response) ? e.response : {};
           events.push({ type: "finish", reason: finishOf(type === "response.incomplete" ? { status: "incomplete", ...response } : response, calls > 0) });
-          if (isRecord(response.usage)) events.push(usageEvent(response.usage, response.service_tier));
+          if (isRecord(response.usage)) events.push(usageEvent(response.usage, response));
           return { parsed: e, events, last: true };
         }
         case "response.failed": {
           const response = isRecord(e.response) ? e.response : {};
           // What the failed answer cost, when the vendor says: the meter charges it as any cut answer.
-          if (isRecord(response.usage)) events.push(usageEvent(response.usage, response.service_tier));
+          if (isRecord(response.usage)) events.push(usageEvent(response.usage, response));
           events.push(failure(isRecord(response.error) ? response.error.message : undefined, scrub, isRecord(response.error) ? response.error.code : undefined));
           return { parsed: e, events, last: true };
         }
@@ -284,7 +297,7 @@ export const openaiResponsesAdapter: ProviderAdapter = {
     let calls = 0;
     for (const item of b.output) if (isRecord(item)) itemEvents(item, events, () => calls++);
     events.push({ type: "finish", reason: finishOf(b, calls > 0) });
-    if (isRecord(b.usage)) events.push(usageEvent(b.usage, b.service_tier));
+    if (isRecord(b.usage)) events.push(usageEvent(b.usage, b));
     return events;
   },
 

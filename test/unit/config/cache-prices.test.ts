@@ -22,13 +22,16 @@ describe("cache price defaults", () => {
     expect(withCacheDefaults(base, "anthropic", "anything")).toMatchObject({ cache_read_per_mtok: 100, cache_write_1h_per_mtok: 2000 });
   });
 
-  test("GPT-5.6 and later write to the cache at 1.25× input (OpenAI's cache_write_tokens); earlier families at input", () => {
-    for (const model of ["gpt-5.6", "gpt-5.6-terra", "openai/gpt-5.7-mini", "gpt-5.10", "gpt-6", "gpt-6.1-codex", "gpt-10"]) {
-      expect([model, withCacheDefaults(base, "openai", model)]).toEqual([model, { ...base, cache_read_per_mtok: 100, cache_write_per_mtok: 1250, cache_write_1h_per_mtok: 1250 }]);
+  test("GPT-5.6 and later write to the cache at 1.25× input (OpenAI's cache_write_tokens), 2.5× for 12 hours; earlier families at input", () => {
+    for (const model of ["gpt-5.6", "gpt-5.6-terra", "openai/gpt-5.7-mini", "gpt-5.10", "gpt-6", "gpt-6.1-codex", "gpt-6.2-sol", "gpt-10"]) {
+      expect([model, withCacheDefaults(base, "openai", model)]).toEqual([model, { ...base, cache_read_per_mtok: 100, cache_write_per_mtok: 1250, cache_write_1h_per_mtok: 2500 }]);
     }
     for (const model of ["gpt-5", "gpt-5-mini", "gpt-5.1-codex", "gpt-5.5", "gpt-4.1", "gpt-4o"]) {
-      expect([model, withCacheDefaults(base, "openai", model).cache_write_per_mtok]).toEqual([model, 1000]);
+      expect([model, withCacheDefaults(base, "openai", model)]).toMatchObject([model, { cache_write_per_mtok: 1000, cache_write_1h_per_mtok: 1000 }]);
     }
+    // GPT-6.2 Sol's model page: $2 input, $2.50 writes, "a 12-hour cache write costs $5"; its long-context list doubles both.
+    const sol62 = withCacheDefaults({ input_per_mtok: 2_000, output_per_mtok: 10_000 }, "openai", "gpt-6.2-sol", 1_050_000);
+    expect(sol62).toMatchObject({ cache_write_per_mtok: 2_500, cache_write_1h_per_mtok: 5_000, long_context: { cache_write_per_mtok: 5_000, cache_write_1h_per_mtok: 10_000 } });
   });
 
   test("Claude 3 Haiku's own cache prices (1.2× 5-minute and 2× 1-hour writes, 0.12× reads); GPT-4.5's 50 % cached input", () => {

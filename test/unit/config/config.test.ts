@@ -549,22 +549,22 @@ describe("the built-in OpenAI models (2026-11-30)", () => {
 
   test("at OpenAI's list prices (credits per million tokens), cached input, cache writes and the long-context prices included", () => {
     const byId = (id: string) => models().find((m) => m.id === id)!;
-    // GPT-6 Luna: $0.10 / $0.01 cached / $0.125 writes / $0.50; above 272K input 2× input and cache, 1.5× output.
+    // GPT-6 Luna: $0.10 / $0.01 cached / $0.125 writes ($0.25 for 12 hours) / $0.50; above 272K input 2× input and cache, 1.5× output.
     expect(byId("openai/gpt-6-luna")).toMatchObject({
       upstream_model: "gpt-6-luna", category: "text", context_length: 1_050_000,
-      pricing: { input_per_mtok: 100, output_per_mtok: 500, cache_read_per_mtok: 10, cache_write_per_mtok: 125, cache_write_1h_per_mtok: 125,
-        long_context: { above_tokens: 272_000, input_per_mtok: 200, output_per_mtok: 750, cache_read_per_mtok: 20, cache_write_per_mtok: 250 } },
+      pricing: { input_per_mtok: 100, output_per_mtok: 500, cache_read_per_mtok: 10, cache_write_per_mtok: 125, cache_write_1h_per_mtok: 250,
+        long_context: { above_tokens: 272_000, input_per_mtok: 200, output_per_mtok: 750, cache_read_per_mtok: 20, cache_write_per_mtok: 250, cache_write_1h_per_mtok: 500 } },
     });
-    // GPT-6 Sol: $2 / $0.20 / $2.50 / $10.
+    // GPT-6 Sol: $2 / $0.20 / $2.50 ($5 for 12 hours) / $10.
     expect(byId("openai/gpt-6-sol")).toMatchObject({
       upstream_model: "gpt-6-sol", context_length: 1_050_000,
-      pricing: { input_per_mtok: 2_000, output_per_mtok: 10_000, cache_read_per_mtok: 200, cache_write_per_mtok: 2_500,
+      pricing: { input_per_mtok: 2_000, output_per_mtok: 10_000, cache_read_per_mtok: 200, cache_write_per_mtok: 2_500, cache_write_1h_per_mtok: 5_000,
         long_context: { above_tokens: 272_000, input_per_mtok: 4_000, output_per_mtok: 15_000, cache_read_per_mtok: 400 } },
     });
     // GPT-6.1 Sol: $2 / $0.10 / $2.50 / $10, through OpenAI's Responses API (it takes tools there only).
     expect(byId("openai/gpt-6.1-sol")).toMatchObject({
       upstream_model: "gpt-6.1-sol", upstream_api: "responses", context_length: 1_050_000,
-      pricing: { input_per_mtok: 2_000, output_per_mtok: 10_000, cache_read_per_mtok: 100, cache_write_per_mtok: 2_500,
+      pricing: { input_per_mtok: 2_000, output_per_mtok: 10_000, cache_read_per_mtok: 100, cache_write_per_mtok: 2_500, cache_write_1h_per_mtok: 5_000,
         long_context: { above_tokens: 272_000, input_per_mtok: 4_000, output_per_mtok: 15_000, cache_read_per_mtok: 200 } },
     });
     // GPT Image 2.6 Flare: text input $5 (cached $1.25), image output tokens $30; no per-image price.
