@@ -150,18 +150,20 @@ export function cacheSavingsMicro(c: TokenClasses, p: PriceList): number {
  * prompt token can have (a 1-hour cache write costs twice fresh input on Anthropic, a 12-hour one
  * 2.5× on OpenAI), the whole
  * answer, and the images, all scaled by the most the answer's price may be scaled by (`factor`:
- * config/price-rules.ts, maxPriceFactor). Charges never exceed it.
+ * config/price-rules.ts, maxPriceFactor). Charges never exceed it. `longWrites` false: the request
+ * cannot make long-lived writes (an OpenAI request that did not ask for 12 hours), and the hold
+ * is not twice what it can cost for them.
  */
-export function worstCaseMicro(pricing: Pricing | undefined, promptTokens: number, outputTokens: number, images: number, factor = 1): number {
+export function worstCaseMicro(pricing: Pricing | undefined, promptTokens: number, outputTokens: number, images: number, factor = 1, longWrites = true): number {
   const p = priceListOf(pricing, 0, factor);
-  const dearest = Math.max(p.input, p.cacheRead, p.cacheWrite5m, p.cacheWrite1h);
+  const dearest = Math.max(p.input, p.cacheRead, p.cacheWrite5m, longWrites ? p.cacheWrite1h : 0);
   // classesCostMicro's sum for these classes, without the two objects it would take (every request).
   const held = toMicro(promptTokens * dearest + outputTokens * p.output, images, p.perImage);
   // `promptTokens` is a ceiling: a prompt that may be over a long-context threshold may be billed
   // at either list, so the hold covers the dearer.
   const long = priceListOf(pricing, promptTokens, factor);
   if (long === p) return held;
-  const longDearest = Math.max(long.input, long.cacheRead, long.cacheWrite5m, long.cacheWrite1h);
+  const longDearest = Math.max(long.input, long.cacheRead, long.cacheWrite5m, longWrites ? long.cacheWrite1h : 0);
   return Math.max(held, toMicro(promptTokens * longDearest + outputTokens * long.output, images, long.perImage));
 }
 

@@ -66,8 +66,14 @@ export async function planRequest(
   const heldPrompt = promptCeiling + vendorToolsAllowance(body);
   const billedPromptMax = heldPrompt + VENDOR_PROMPT_ALLOWANCE;
   const predicted = predictedTokens(wire, body);
+  // An OpenAI-kind upstream makes long-lived writes (12 hours, at 2.5× input) only for a request
+  // that asks for them (providers/openai/openai-responses-adapter.ts): any other is held at its
+  // 30-minute writes' price, not refused for twice what it can cost. Anthropic's 1-hour writes are
+  // marked inside the prompt (and added by the gateway's own marks), so they are always held for.
+  const longWrites = body.prompt_cache_retention === "12h";
   const worstCaseMicro = Math.max(...candidates.map((c) =>
-    mostItCosts(c.model.pricing, Math.min(heldPrompt, c.model.context_length), (c.maxTokens + predicted) * answersAsked(settings, wire, body, c.model), imagesHeld(c.model), maxPriceFactor(c.model))));
+    mostItCosts(c.model.pricing, Math.min(heldPrompt, c.model.context_length), (c.maxTokens + predicted) * answersAsked(settings, wire, body, c.model), imagesHeld(c.model), maxPriceFactor(c.model),
+      longWrites || settings.providers.get(c.model.provider)?.kind !== "openai")));
   return { ...requestIds(), candidates, worstCaseMicro, promptText: prompt, predictedTokens: predicted, billedPromptMax };
 }
 

@@ -24,6 +24,9 @@ const gw = useGateway(() => ({
   extraModels: [{ ...builtIn, id: SOL, provider: "fake-openai", aliases: undefined }],
 }));
 
+// Too poor for any request here: its 402s say what each request was to be held for.
+const poor = useGateway(() => ({ upstreamUrl: upstream.url, credits: 0.0001, extraModels: [{ ...builtIn, id: SOL, provider: "fake-openai", aliases: undefined }] }));
+
 function last(): Record<string, number | string> {
   const db = new Database(gw.dbPath, { readonly: true });
   try {
@@ -103,6 +106,31 @@ describe("12-hour cache writes (`prompt_cache_retention: \"12h\"`)", () => {
     await res.arrayBuffer();
     await gw.app.services.settled();
     expect(before - (await gw.balanceMicro())).toBe(60_000 * 5_000 + 10 * 10_000);
+  });
+});
+
+describe("the hold for 12-hour writes", () => {
+  /** The most the request may cost, in micro-credits, from the 402 of a gateway too poor for it. */
+  async function held(extra: Record<string, unknown>): Promise<number> {
+    const res = await post(poor, "/v1/responses", { ...body("/v1/responses", false, extra), max_output_tokens: 16 });
+    expect(res.status).toBe(402);
+    const message = ((await res.json()) as { error: { message: string } }).error.message;
+    return Math.round(Number(/may cost up to ([\d.]+) credits/.exec(message)![1]) * 1_000_000);
+  }
+  test("a request that asks for 12 hours is held at their price, any other at the 30-minute writes' (not refused for twice what it can cost)", async () => {
+    // Bodies of the same size (the hold's prompt is bounded by the body's bytes).
+    const thirtyMinutes = await held({ prompt_cache_retention: "24h" });
+    const twelveHours = await held({ prompt_cache_retention: "12h" });
+    // Every prompt token at $2.50 (30-minute writes, the dearest it can cost) or $5 (12-hour
+    // writes): the 12-hour hold's prompt is twice the other's, and what is left of the other is
+    // the answer's few dozen tokens at $10.
+    const prompt = twelveHours - thirtyMinutes;
+    const answer = thirtyMinutes - prompt;
+    expect(prompt).toBeGreaterThan(60_000 * 2_500);
+    expect(answer % 10_000).toBe(0);
+    expect(answer).toBeGreaterThanOrEqual(16 * 10_000);
+    expect(answer).toBeLessThan(100 * 10_000);
+    expect(await held({})).toBeLessThan(thirtyMinutes);
   });
 });
 
