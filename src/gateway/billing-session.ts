@@ -154,11 +154,15 @@ class OpenSession implements BillingSession {
   }
 
   /**
-   * A reported prompt is remembered for its conversation; a cancelled answer's estimated one takes
-   * the conversation's last reported prompt as read from the vendor's cache (billing/prompt-memory.ts).
+   * A reported prompt is remembered for its conversation; the estimated prompt of an answer cut
+   * short (its client left, or the stream failed after some of it went out) takes the
+   * conversation's last reported prompt as read from the vendor's cache (billing/prompt-memory.ts).
+   * A failed stream is charged what it had sent, its prompt among it: priced all fresh, a Codex
+   * turn cut by an upstream error after a 38,000-token cached turn paid 2.3× what the same prompt
+   * cancelled by its client would (a bill audit, fourth round).
    */
   #withRememberedPrompt(prompts: PromptMemory, usage: MeteredUsage, modelId: string, status: SettleStatus): MeteredUsage {
-    if (usage.promptEstimated ? status !== "cancelled" : status !== "ok") return usage;
+    if (usage.promptEstimated ? status === "ok" : status !== "ok") return usage;
     // Vendors cache no prompt shorter than this: nothing to remember or recall (and no lookup for most short requests).
     if (usage.inputTokens < MIN_CACHED_PROMPT) return usage;
     const id = this.o.conversation!();

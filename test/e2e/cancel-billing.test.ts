@@ -3,7 +3,8 @@
  * upstream has its request, the prompt, answer or not (the vendor processes and bills it; leaving
  * before the first byte was free prompt processing); nothing while no upstream has it (waiting to
  * retry after a refusal). A prompt the gateway had to estimate takes the conversation's last
- * reported prompt as read from the vendor's cache, priced as a read (a bill audit, 2026-11-30).
+ * reported prompt as read from the vendor's cache, priced as a read (a bill audit, 2026-11-30), as
+ * does that of a stream that failed after some of it went out (a bill audit, fourth round).
  */
 import { Database } from "bun:sqlite";
 import { describe, expect, test } from "bun:test";
@@ -191,6 +192,18 @@ describe("a cancelled answer's estimated prompt, in a conversation whose last an
       expect([other, fresh.row.cache_read_tokens]).toEqual([other, 0]);
       expect(fresh.charged).toBe(Math.ceil(fresh.row.prompt_tokens * 150 + fresh.row.completion_tokens * 600));
     }
+  });
+
+  test("so does a stream that fails after some of it went out (an upstream error frame before its usage): it pays its prompt as a cancelled one would", async () => {
+    await answered({ prompt_cache_key: "conversation-f" }, 1_500, 1_280);
+    upstream.reply({ kind: "sse", chunks: [chunk("Partial answer"), `data: ${JSON.stringify({ error: { message: "The server had an error while processing your request.", type: "server_error" } })}\n\n`] });
+    const before = await gw.balanceMicro();
+    const res = await post(gw, "/v1/chat/completions", { model: OPENAI_MODEL, messages: messages(PROMPT + " and one more turn"), stream: true, prompt_cache_key: "conversation-f" });
+    expect(await res.text()).toContain("upstream_error");
+    await gw.app.services.settled();
+    const row = lastRecord(gw)!;
+    expect(row).toMatchObject({ status: "stream_failed", estimated: 1, cache_read_tokens: 1_280 });
+    expect(before - (await gw.balanceMicro())).toBe(Math.ceil((row.prompt_tokens - 1_280) * 150 + 1_280 * 75 + row.completion_tokens * 600));
   });
 
   test("a prompt that does not start as the cached one read nothing from that cache, whatever conversation id it names", async () => {
