@@ -169,8 +169,12 @@ export function catalogueView(models: CatalogueEntry[], vendorKeys: VendorKey[],
   );
 }
 
-/** The price columns' headings and a model's cells (credits per million tokens, or per image). */
-const PRICE_COLUMNS = ["Input", "Output", "Cache read", "Cache write (5 min)", "Cache write (1 h)", "Per image"];
+/**
+ * The price columns' headings and a model's cells (credits per million tokens, or per image). The
+ * long-lived writes are Anthropic's 1-hour ones and OpenAI's 12-hour ones (its 30-minute writes are
+ * the short column's): one class, one price each model.
+ */
+const PRICE_COLUMNS = ["Input", "Output", "Cache read", "Cache write (5 min)", "Cache write (1 h / 12 h)", "Per image"];
 function priceCells(m: CatalogueEntry): HTMLElement[] {
   return [
     h("td", { class: "num" }, m.pricing ? credits(m.pricing.input_per_mtok) : "free"),

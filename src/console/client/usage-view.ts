@@ -145,7 +145,7 @@ function refusals(rejected: Record<string, number> | undefined): HTMLElement | n
 
 /** Per group: requests, the prompt by price class, output, and money. */
 function breakdown(report: UsageSummary, split: UsageChoice["split"], label: (g: Named) => string): HTMLElement {
-  const cols = ["Requests", "Fresh input", "Cache reads", "Cache writes (5 min)", "Cache writes (1 h)", "Output", "Reasoning", "Images", "Credits", "Cache savings"];
+  const cols = ["Requests", "Fresh input", "Cache reads", "Cache writes (5 min)", "Cache writes (1 h / 12 h)", "Output", "Reasoning", "Images", "Credits", "Cache savings"];
   const cells = (s: Sums) => [s.requests, s.fresh_input_tokens, s.cache_read_tokens, s.cache_write_5m_tokens, s.cache_write_1h_tokens, s.completion_tokens, s.reasoning_tokens, s.images, credits(s.cost), credits(s.cache_savings)].map((v) => h("td", { class: "num" }, typeof v === "number" ? v.toLocaleString("en-US") : v));
   return h("div", { class: "scroll" }, h("table", { class: "wide" },
     h("caption", {}, `By ${split}, tokens by price class`),
