@@ -86,7 +86,8 @@ describe("a Claude answer whose client leaves after its first text", () => {
   for (const path of paths) {
     test(`${path}: Sonnet 5.5 thinks unasked, so the rest is read and the vendor's whole count charged, its 1-hour writes at $4`, async () => {
       const { chunks } = anthropicStream({ text: "Reading the file now." + " more".repeat(50), usage: CLAUDE_USAGE }) as { chunks: string[] };
-      upstream.reply({ kind: "sse", chunks, delayMs: 10 });
+      // Slow enough that the client has left before the rest comes, on a loaded machine too.
+      upstream.reply({ kind: "sse", chunks, delayMs: 60 });
       const before = await gw.balanceMicro();
       const leave = new AbortController();
       const res = await post(gw, path, body(path, SONNET, true), {}, leave.signal);
