@@ -52,6 +52,14 @@ export interface RecentRequest {
   status: string;
   latency_ms: number;
   prompt_tokens: number;
+  /**
+   * The prompt's tokens read from and written to the vendor's cache (part of `prompt_tokens`), each
+   * at its own price: without them a request's credits could not be checked against the prices (a
+   * prompt of 3,600 tokens at 3 a million cost 0.003375, 3,000 of them read from the cache).
+   */
+  cache_read_tokens: number;
+  cache_write_5m_tokens: number;
+  cache_write_1h_tokens: number;
   completion_tokens: number;
   cost: number;
 }
@@ -127,6 +135,9 @@ export function recentRequestOf(r: Record<string, unknown>): RecentRequest {
     status: String(r.status),
     latency_ms: Number(r.latency_ms),
     prompt_tokens: Number(r.prompt_tokens),
+    cache_read_tokens: Number(r.cache_read_tokens ?? 0),
+    cache_write_5m_tokens: Number(r.cache_write_5m_tokens ?? 0),
+    cache_write_1h_tokens: Number(r.cache_write_1h_tokens ?? 0),
     completion_tokens: Number(r.completion_tokens),
     cost: microToCredits(Number(r.cost_micro)),
   };

@@ -93,14 +93,17 @@ export interface UsageSummary {
   rejected?: Record<string, number>;
 }
 export interface RecentRequest {
-  request_id: string; created_at: string; account_id: string; account_name: string | null; key_id: string; key_name: string | null; model: string; status: string; latency_ms: number; prompt_tokens: number; completion_tokens: number; cost: number;
+  request_id: string; created_at: string; account_id: string; account_name: string | null; key_id: string; key_name: string | null; model: string; status: string; latency_ms: number; prompt_tokens: number;
+  cache_read_tokens: number; cache_write_5m_tokens: number; cache_write_1h_tokens: number; completion_tokens: number; cost: number;
 }
 /** A pooled vendor key's state, by the env name that holds it (never its value). */
 export interface VendorKey { provider: string; key: string; state: "usable" | "cooling" | "disabled"; until?: string; since?: string; next_probe?: string }
 export interface Catalogue { data: CatalogueEntry[]; vendor_keys?: VendorKey[] }
 /** `provider` and `health` are the operator's only (a holder's catalogue is the prices). */
+/** Credits per million tokens of each class. */
+export interface Prices { input_per_mtok: number; output_per_mtok: number; cache_read_per_mtok?: number; cache_write_per_mtok?: number; cache_write_1h_per_mtok?: number }
 export interface CatalogueEntry {
   id: string; provider?: string; category: string; context_length: number;
-  pricing: { input_per_mtok: number; output_per_mtok: number; cache_read_per_mtok?: number; cache_write_per_mtok?: number; cache_write_1h_per_mtok?: number; per_image?: number } | null;
+  pricing: (Prices & { per_image?: number; long_context?: Prices & { above_tokens: number } }) | null;
   health?: { requests: number; error_rate: number | null; latency_p50_ms: number | null; latency_p99_ms: number | null; since: string } | null;
 }

@@ -89,12 +89,28 @@ export function requestsView(session: Session, rows: RecentRequest[]): HTMLEleme
         h("td", {}, r.model),
         h("td", {}, r.status),
         h("td", { class: "num" }, r.latency_ms),
-        h("td", { class: "num" }, r.prompt_tokens),
-        h("td", { class: "num" }, r.completion_tokens),
+        h("td", { class: "num" }, tokensIn(r)),
+        h("td", { class: "num" }, r.completion_tokens.toLocaleString("en-US")),
         h("td", { class: "num" }, credits(r.cost)),
         h("td", {}, h("code", {}, r.request_id)),
       ))))),
   );
+}
+
+/**
+ * A request's prompt with the part read from or written to the vendor's cache under it: those are
+ * billed at their own prices (Models), so "3600 tokens in" for 0.003375 credits at 3 a million did
+ * not add up until the 3,000 cache reads were said (a console probe).
+ */
+function tokensIn(r: RecentRequest): HTMLElement | string {
+  const total = r.prompt_tokens.toLocaleString("en-US");
+  const parts = [
+    [r.cache_read_tokens, "cache read"],
+    [r.cache_write_5m_tokens, "cache write (5 min)"],
+    [r.cache_write_1h_tokens, "cache write (1 h)"],
+  ].filter(([n]) => (n as number) > 0).map(([n, what]) => `${(n as number).toLocaleString("en-US")} ${what}`);
+  if (parts.length === 0) return total;
+  return h("span", { "data-testid": "request-cached" }, total, h("span", { class: "note part" }, `of which ${parts.join(", ")}`));
 }
 
 const pct = (x: number | null) => (x === null ? "—" : `${(x * 100).toFixed(1)} %`);
@@ -165,6 +181,7 @@ export function catalogueView(models: CatalogueEntry[], vendorKeys: VendorKey[],
         h("td", { class: "num" }, ms(m.health?.latency_p50_ms ?? null)),
         h("td", { class: "num" }, ms(m.health?.latency_p99_ms ?? null)),
       ))))),
+    longContextPrices(models),
     vendorKeysSection(vendorKeys, reload),
   );
 }
@@ -187,6 +204,23 @@ function priceCells(m: CatalogueEntry): HTMLElement[] {
 }
 
 /**
+ * The prices a model bills a long prompt at (Claude Sonnet 4 above 200,000 tokens, GPT-5.5 above
+ * 272,000: the whole request at them), under the table. The table showed the base prices only, so a
+ * holder whose prompt passed the threshold paid twice the input price the page said (a console probe).
+ */
+function longContextPrices(models: CatalogueEntry[]): HTMLElement | null {
+  const long = models.flatMap((m) => (m.pricing?.long_context ? [{ id: m.id, p: m.pricing.long_context }] : []));
+  if (long.length === 0) return null;
+  const price = (label: string, v: number | undefined) => (v === undefined ? [] : [`${label} ${credits(v)}`]);
+  return h("div", { "data-testid": "long-context-prices" },
+    h("h2", {}, "Prices for long prompts"),
+    h("p", {}, "A request whose prompt (fresh input, cache reads and writes together) is longer than the length named is billed at these prices instead of those above, all of its tokens (credits per million):"),
+    h("ul", {}, ...long.map(({ id, p }) => h("li", { "data-testid": "long-context-price" },
+      h("strong", {}, id), ` above ${p.above_tokens.toLocaleString("en-US")} prompt tokens: `,
+      [...price("input", p.input_per_mtok), ...price("output", p.output_per_mtok), ...price("cache read", p.cache_read_per_mtok), ...price("cache write (5 min)", p.cache_write_per_mtok), ...price("cache write (1 h)", p.cache_write_1h_per_mtok)].join(", "), "."))));
+}
+
+/**
  * Holders: what each model costs. They pay by these prices and the console showed them nowhere
  * (the Models view was the operator's, for its health figures): a bill could not be checked or a
  * model chosen by its price without asking the operator (a console probe).
@@ -202,7 +236,8 @@ export function pricesView(models: CatalogueEntry[]): HTMLElement {
         h("td", {}, m.category),
         h("td", { class: "num" }, m.context_length.toLocaleString("en-US")),
         ...priceCells(m),
-      ))))));
+      ))))),
+    longContextPrices(models));
 }
 
 /** A name over its id, or the id alone when there is no name. */

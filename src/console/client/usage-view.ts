@@ -120,6 +120,9 @@ export function usageView(session: Session, report: UsageSummary, choice: UsageC
     h("h1", { id: "usage-title" }, session.kind === "operator" ? "Usage across accounts" : "Your usage"),
     h("div", { class: "controls" }, field("Period", range), field("Split", by), h("a", { href: csv, download: "" }, "Download CSV")),
     h("p", { class: "total" }, "Charged: ", h("strong", { "data-testid": "usage-total-credits" }, credits(report.total.cost)), " credits for ", report.total.requests.toLocaleString("en-US"), report.total.requests === 1 ? " request" : " requests", " (every one recorded, failed and cancelled ones too); cache savings ", h("span", { "data-testid": "usage-cache-savings" }, credits(report.total.cache_savings)), " credits."),
+    // What the cache columns and the savings are: a holder checking a bill saw "cache savings" and
+    // prompt tokens split four ways with no word on how either is priced (a console probe).
+    h("p", { class: "note", "data-testid": "usage-cache-note" }, "Cache reads and writes are prompt tokens the vendor read from or wrote to its prompt cache, each billed at its own price (Models); fresh input is the rest of the prompt. Cache savings: what those tokens would have cost at the input price, less what they cost."),
     refusals(report.rejected),
     empty,
     chartBox,

@@ -1,0 +1,179 @@
+import { afterAll, beforeAll, expect, test } from "bun:test";
+import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { chromium, type Browser, type Page } from "playwright-core";
+import { startGatewayProcess, type GatewayProcess } from "../helpers/gateway-process.ts";
+
+/**
+ * An account holder checking the bill in a real headless Chromium, in front of the real gateway
+ * process and a loopback vendor that reports prompt caching as OpenAI and Anthropic do
+ * (`prompt_tokens_details.cached_tokens`; `cache_read_input_tokens` and `cache_creation`). What a
+ * fifth console probe found (docs/decisions.md): a request's cached tokens and a model's prices for
+ * long prompts were not on any page, so the credits a request cost could not be checked.
+ */
+const CHROMIUM = process.env.SWITCHYARD_CHROMIUM ?? "/usr/bin/chromium";
+const ADMIN = "admin-probe-0123456789abcdef0123456789abcdef";
+const PASSWORD = "a long enough password";
+/** What the vendor reports for a long prompt (above the 200,000 tokens where Sonnet 4.5's 1M window costs more). */
+const LONG_PROMPT = 250_000;
+
+const dir = mkdtempSync(join(tmpdir(), "switchyard-console-probe-"));
+let gateway: GatewayProcess;
+let vendor: ReturnType<typeof Bun.serve>;
+let browser: Browser;
+
+function startVendor() {
+  return Bun.serve({
+    port: 0,
+    hostname: "127.0.0.1",
+    async fetch(req) {
+      const url = new URL(req.url);
+      if (url.pathname.endsWith("/models")) return Response.json({ object: "list", data: [] });
+      const body = (await req.json()) as { model: string };
+      if (url.pathname.endsWith("/messages")) {
+        const long = body.model === "claude-sonnet-4-5";
+        return Response.json({
+          id: "msg_1", type: "message", role: "assistant", model: body.model, content: [{ type: "text", text: "Hi" }], stop_reason: "end_turn", stop_sequence: null,
+          usage: long
+            ? { input_tokens: LONG_PROMPT, output_tokens: 20, cache_read_input_tokens: 0, cache_creation_input_tokens: 0 }
+            : { input_tokens: 100, output_tokens: 20, cache_read_input_tokens: 3000, cache_creation_input_tokens: 500, cache_creation: { ephemeral_5m_input_tokens: 500, ephemeral_1h_input_tokens: 0 } },
+        });
+      }
+      return Response.json({
+        id: "chatcmpl-1", object: "chat.completion", created: 1, model: body.model,
+        choices: [{ index: 0, message: { role: "assistant", content: "Hello" }, finish_reason: "stop" }],
+        usage: { prompt_tokens: 1200, completion_tokens: 7, total_tokens: 1207, prompt_tokens_details: { cached_tokens: 1024 } },
+      });
+    },
+  });
+}
+
+const admin = async (method: string, path: string, body?: unknown) => {
+  const res = await fetch(`${gateway.url}${path}`, { method, headers: { authorization: `Bearer ${ADMIN}`, "content-type": "application/json" }, body: body === undefined ? undefined : JSON.stringify(body) });
+  if (!res.ok) throw new Error(`${method} ${path}: ${res.status} ${await res.text()}`);
+  return res.json() as Promise<any>;
+};
+
+/** A request on the Anthropic route; `words` makes the prompt long enough for what the vendor reports. */
+async function messages(key: string, model: string, words: number): Promise<void> {
+  const res = await fetch(`${gateway.url}/v1/messages`, {
+    method: "POST",
+    headers: { "x-api-key": key, "content-type": "application/json", "anthropic-version": "2023-06-01" },
+    body: JSON.stringify({ model, max_tokens: 100, messages: [{ role: "user", content: "word ".repeat(words) }] }),
+  });
+  expect(res.status).toBe(200);
+  await res.arrayBuffer();
+}
+
+async function chat(key: string): Promise<void> {
+  const res = await fetch(`${gateway.url}/v1/chat/completions`, {
+    method: "POST",
+    headers: { authorization: `Bearer ${key}`, "content-type": "application/json" },
+    body: JSON.stringify({ model: "oai/gpt-4.1", messages: [{ role: "user", content: "word ".repeat(1500) }] }),
+  });
+  expect(res.status).toBe(200);
+  await res.arrayBuffer();
+}
+
+/** A holder of a new account with one key, signed in through the invite link in a page of its own. */
+async function holder(name: string): Promise<{ page: Page; account: string; key: string }> {
+  const account = await admin("POST", "/v1/admin/accounts", { name, credits: 100 });
+  const key = await admin("POST", `/v1/admin/accounts/${account.id}/keys`, { name: `${name} key` });
+  const invite = await admin("POST", `/v1/admin/accounts/${account.id}/invites`, { login: `${name.replaceAll(" ", "-")}@example.com` });
+  const context = await browser.newContext({ viewport: { width: 1280, height: 800 } });
+  const page = await context.newPage();
+  await page.goto(invite.url);
+  await page.getByTestId("invite-password").fill(PASSWORD);
+  await page.getByTestId("invite-password-again").fill(PASSWORD);
+  await page.getByTestId("invite-accept").click();
+  await page.getByTestId("balance").waitFor();
+  return { page, account: account.id, key: key.key };
+}
+
+beforeAll(async () => {
+  vendor = startVendor();
+  const config = join(dir, "config.json");
+  writeFileSync(config, JSON.stringify({
+    providers: [
+      { id: "oai", kind: "openai", base_url: `http://127.0.0.1:${vendor.port}/v1`, keys: [{ env: "PROBE_OAI_KEY" }] },
+      { id: "ant", kind: "anthropic", base_url: `http://127.0.0.1:${vendor.port}`, keys: [{ env: "PROBE_ANT_KEY" }] },
+    ],
+    models: [
+      { id: "oai/gpt-4.1", provider: "oai", upstream_model: "gpt-4.1", category: "text", context_length: 128_000, pricing: { input_per_mtok: 2, output_per_mtok: 8, cache_read_per_mtok: 0.5 } },
+      // Cache prices from Anthropic's multipliers (0.3 read, 3.75 a 5-minute write).
+      { id: "ant/claude-sonnet", provider: "ant", upstream_model: "claude-sonnet-4-0", category: "text", context_length: 200_000, pricing: { input_per_mtok: 3, output_per_mtok: 15 } },
+      // The 1M window: 6 and 22.5 above 200,000 prompt tokens (the family's long-context prices).
+      { id: "ant/claude-sonnet-1m", provider: "ant", upstream_model: "claude-sonnet-4-5", category: "text", context_length: 1_000_000, pricing: { input_per_mtok: 3, output_per_mtok: 15 } },
+    ],
+    limits: { requests_per_minute: 100_000 },
+  }));
+  [gateway, browser] = await Promise.all([
+    startGatewayProcess({ SWITCHYARD_DB: join(dir, "gateway.sqlite"), SWITCHYARD_ADMIN_TOKEN: ADMIN, SWITCHYARD_DEMO: "1", SWITCHYARD_CONFIG: config, PROBE_OAI_KEY: "sk-probe-oai", PROBE_ANT_KEY: "sk-probe-ant", OPENAI_API_KEY: "", ANTHROPIC_API_KEY: "" }),
+    chromium.launch({ executablePath: CHROMIUM, headless: true, args: ["--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run", "--disable-background-networking", "--disable-component-update", "--disable-sync"] }),
+  ]);
+}, 30_000);
+
+afterAll(async () => {
+  await browser?.close();
+  if (gateway) {
+    gateway.child.kill("SIGTERM");
+    await gateway.child.exited;
+  }
+  vendor?.stop(true);
+  rmSync(dir, { recursive: true, force: true });
+});
+
+test("a request's cached prompt tokens are said under its prompt (3,600 tokens in for 0.003375 credits at 3 a million did not add up), and its credits are the ledger's and the prices' to the unit", async () => {
+  const { page, account, key } = await holder("cache co");
+  await messages(key, "ant/claude-sonnet", 4_000);
+  await chat(key);
+
+  await page.goto(`${gateway.url}/console/#requests`);
+  const rows = page.getByTestId("request-row");
+  await rows.nth(1).waitFor();
+  // Newest first: the chat request, then the Anthropic one.
+  const cell = (row: number, column: string) => rows.nth(row).locator(`td[data-label="${column}"]`).innerText();
+  expect((await cell(0, "Tokens in")).replace(/\s+/g, " ")).toBe("1,200 of which 1,024 cache read");
+  expect((await cell(1, "Tokens in")).replace(/\s+/g, " ")).toBe("3,600 of which 3,000 cache read, 500 cache write (5 min)");
+  // The figures a holder can check on the Models page: fresh, read, write and output at their prices.
+  expect(await cell(0, "Credits")).toBe(String((176 * 2 + 1024 * 0.5 + 7 * 8) / 1e6));
+  expect(await cell(1, "Credits")).toBe(String((100 * 3 + 3000 * 0.3 + 500 * 3.75 + 20 * 15) / 1e6));
+
+  // The same figures as the admin API's usage (the ledger's records).
+  const { total } = await admin("GET", `/v1/admin/accounts/${account}/usage`);
+  expect({ read: total.cache_read_tokens, write: total.cache_write_5m_tokens, cost: total.cost, savings: total.cache_savings }).toEqual({ read: 4024, write: 500, cost: 0.004295, savings: 0.009261 });
+
+  // The CSV carries them too, under their own names.
+  const csv = await page.evaluate(async () => (await fetch("/console/api/requests?format=csv")).text());
+  const [head, first] = csv.split("\r\n");
+  const columns = head!.split(",");
+  const values = first!.split(",");
+  expect(Object.fromEntries(["prompt_tokens", "cache_read_tokens", "cache_write_5m_tokens", "cache_write_1h_tokens", "cost"].map((c) => [c, values[columns.indexOf(c)]])))
+    .toEqual({ prompt_tokens: "1200", cache_read_tokens: "1024", cache_write_5m_tokens: "0", cache_write_1h_tokens: "0", cost: "0.00092" });
+
+  // The usage view says what the cache columns and savings are.
+  await page.goto(`${gateway.url}/console/#usage`);
+  await page.getByTestId("usage-row").first().waitFor();
+  expect(await page.getByTestId("usage-total-credits").textContent()).toBe(String(total.cost));
+  expect(await page.getByTestId("usage-cache-savings").textContent()).toBe(String(total.cache_savings));
+  expect(await page.getByTestId("usage-cache-note").textContent()).toContain("at its own price");
+  await page.context().close();
+}, 30_000);
+
+test("a model's prices for long prompts are shown (a 1M-window Sonnet billed a 250,000-token prompt at twice the input price the page said)", async () => {
+  const { page, key } = await holder("long co");
+  await messages(key, "ant/claude-sonnet-1m", LONG_PROMPT + 1_000);
+  await page.goto(`${gateway.url}/console/#catalogue`);
+  await page.getByTestId("model-row").first().waitFor();
+  const long = page.getByTestId("long-context-price");
+  expect(await long.count()).toBe(1);
+  expect((await long.innerText()).replace(/\s+/g, " ")).toBe("ant/claude-sonnet-1m above 200,000 prompt tokens: input 6, output 22.5, cache read 0.6, cache write (5 min) 7.5, cache write (1 h) 12.");
+
+  // What the request cost is what those prices say.
+  await page.goto(`${gateway.url}/console/#requests`);
+  const row = page.getByTestId("request-row").first();
+  await row.waitFor();
+  expect(await row.locator('td[data-label="Credits"]').innerText()).toBe(String((LONG_PROMPT * 6 + 20 * 22.5) / 1e6));
+  await page.context().close();
+}, 30_000);
