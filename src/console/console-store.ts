@@ -61,6 +61,11 @@ export interface RecentRequest {
   cache_write_5m_tokens: number;
   cache_write_1h_tokens: number;
   completion_tokens: number;
+  /**
+   * The token counts are the gateway's estimate, not the vendor's: it reported none (an answer cut
+   * short, a vendor that leaves usage out). Billed as estimated, so said beside the figures.
+   */
+  estimated: boolean;
   cost: number;
 }
 
@@ -139,6 +144,8 @@ export function recentRequestOf(r: Record<string, unknown>): RecentRequest {
     cache_write_5m_tokens: Number(r.cache_write_5m_tokens ?? 0),
     cache_write_1h_tokens: Number(r.cache_write_1h_tokens ?? 0),
     completion_tokens: Number(r.completion_tokens),
+    // SQLite stores 0/1, PostgreSQL a boolean.
+    estimated: r.estimated === true || Number(r.estimated) === 1,
     cost: microToCredits(Number(r.cost_micro)),
   };
 }

@@ -43,7 +43,8 @@ function startVendor() {
       return Response.json({
         id: "chatcmpl-1", object: "chat.completion", created: 1, model: body.model,
         choices: [{ index: 0, message: { role: "assistant", content: "Hello" }, finish_reason: "stop" }],
-        usage: { prompt_tokens: 1200, completion_tokens: 7, total_tokens: 1207, prompt_tokens_details: { cached_tokens: 1024 } },
+        // A vendor (or a proxy) that leaves usage out: the gateway estimates the counts.
+        ...(body.model === "gpt-no-count" ? {} : { usage: { prompt_tokens: 1200, completion_tokens: 7, total_tokens: 1207, prompt_tokens_details: { cached_tokens: 1024 } } }),
       });
     },
   });
@@ -66,11 +67,11 @@ async function messages(key: string, model: string, words: number): Promise<void
   await res.arrayBuffer();
 }
 
-async function chat(key: string): Promise<void> {
+async function chat(key: string, model = "oai/gpt-4.1"): Promise<void> {
   const res = await fetch(`${gateway.url}/v1/chat/completions`, {
     method: "POST",
     headers: { authorization: `Bearer ${key}`, "content-type": "application/json" },
-    body: JSON.stringify({ model: "oai/gpt-4.1", messages: [{ role: "user", content: "word ".repeat(1500) }] }),
+    body: JSON.stringify({ model, messages: [{ role: "user", content: "word ".repeat(1500) }] }),
   });
   expect(res.status).toBe(200);
   await res.arrayBuffer();
@@ -83,6 +84,8 @@ async function holder(name: string): Promise<{ page: Page; account: string; key:
   const invite = await admin("POST", `/v1/admin/accounts/${account.id}/invites`, { login: `${name.replaceAll(" ", "-")}@example.com` });
   const context = await browser.newContext({ viewport: { width: 1280, height: 800 } });
   const page = await context.newPage();
+  // A missing element fails its test at 10 s, before bun's 30 s timeout would kill the run.
+  page.setDefaultTimeout(10_000);
   await page.goto(invite.url);
   await page.getByTestId("invite-password").fill(PASSWORD);
   await page.getByTestId("invite-password-again").fill(PASSWORD);
@@ -100,6 +103,7 @@ beforeAll(async () => {
       { id: "ant", kind: "anthropic", base_url: `http://127.0.0.1:${vendor.port}`, keys: [{ env: "PROBE_ANT_KEY" }] },
     ],
     models: [
+      { id: "oai/no-count", provider: "oai", upstream_model: "gpt-no-count", category: "text", context_length: 128_000, pricing: { input_per_mtok: 2, output_per_mtok: 8 } },
       { id: "oai/gpt-4.1", provider: "oai", upstream_model: "gpt-4.1", category: "text", context_length: 128_000, pricing: { input_per_mtok: 2, output_per_mtok: 8, cache_read_per_mtok: 0.5 } },
       // Cache prices from Anthropic's multipliers (0.3 read, 3.75 a 5-minute write).
       { id: "ant/claude-sonnet", provider: "ant", upstream_model: "claude-sonnet-4-0", category: "text", context_length: 200_000, pricing: { input_per_mtok: 3, output_per_mtok: 15 } },
@@ -149,8 +153,8 @@ test("a request's cached prompt tokens are said under its prompt (3,600 tokens i
   const [head, first] = csv.split("\r\n");
   const columns = head!.split(",");
   const values = first!.split(",");
-  expect(Object.fromEntries(["prompt_tokens", "cache_read_tokens", "cache_write_5m_tokens", "cache_write_1h_tokens", "cost"].map((c) => [c, values[columns.indexOf(c)]])))
-    .toEqual({ prompt_tokens: "1200", cache_read_tokens: "1024", cache_write_5m_tokens: "0", cache_write_1h_tokens: "0", cost: "0.00092" });
+  expect(Object.fromEntries(["prompt_tokens", "cache_read_tokens", "cache_write_5m_tokens", "cache_write_1h_tokens", "estimated", "cost"].map((c) => [c, values[columns.indexOf(c)]])))
+    .toEqual({ prompt_tokens: "1200", cache_read_tokens: "1024", cache_write_5m_tokens: "0", cache_write_1h_tokens: "0", estimated: "false", cost: "0.00092" });
 
   // The usage view says what the cache columns and savings are.
   await page.goto(`${gateway.url}/console/#usage`);
@@ -175,5 +179,26 @@ test("a model's prices for long prompts are shown (a 1M-window Sonnet billed a 2
   const row = page.getByTestId("request-row").first();
   await row.waitFor();
   expect(await row.locator('td[data-label="Credits"]').innerText()).toBe(String((LONG_PROMPT * 6 + 20 * 22.5) / 1e6));
+  await page.context().close();
+}, 30_000);
+
+test("a request whose counts the gateway estimated says so beside them (the vendor sent no usage; it read as the vendor's count)", async () => {
+  const { page, account, key } = await holder("estimate co");
+  await chat(key, "oai/no-count");
+  await chat(key);
+  await page.goto(`${gateway.url}/console/#requests`);
+  const rows = page.getByTestId("request-row");
+  await rows.nth(1).waitFor();
+  // Newest first: the counted request says nothing more, the estimated one says whose figures they are.
+  expect(await rows.nth(0).getByTestId("request-estimated").count()).toBe(0);
+  expect(await rows.nth(1).getByTestId("request-estimated").textContent()).toBe("in and out estimated by the gateway (the vendor sent no count)");
+  const api = await page.evaluate(async () => ((await (await fetch("/console/api/requests")).json()) as { data: { estimated: boolean }[] }).data.map((r) => r.estimated));
+  expect(api).toEqual([false, true]);
+  // The estimate is what was billed: its credits are its figures at the model's prices.
+  const tokensIn = Number((await rows.nth(1).locator('td[data-label="Tokens in"]').innerText()).split("\n")[0]!.replaceAll(",", ""));
+  const tokensOut = Number((await rows.nth(1).locator('td[data-label="Tokens out"]').innerText()).replaceAll(",", ""));
+  expect(await rows.nth(1).locator('td[data-label="Credits"]').innerText()).toBe(String((tokensIn * 2 + tokensOut * 8) / 1e6));
+  const { total } = await admin("GET", `/v1/admin/accounts/${account}/usage`);
+  expect(total.prompt_tokens).toBe(tokensIn + 1200);
   await page.context().close();
 }, 30_000);

@@ -109,8 +109,10 @@ function tokensIn(r: RecentRequest): HTMLElement | string {
     [r.cache_write_5m_tokens, "cache write (5 min)"],
     [r.cache_write_1h_tokens, "cache write (1 h)"],
   ].filter(([n]) => (n as number) > 0).map(([n, what]) => `${(n as number).toLocaleString("en-US")} ${what}`);
-  if (parts.length === 0) return total;
-  return h("span", { "data-testid": "request-cached" }, total, h("span", { class: "note part" }, `of which ${parts.join(", ")}`));
+  // Counts the vendor did not give (an answer cut short) are the gateway's, and billed as such.
+  const estimated = r.estimated ? h("span", { class: "note part", "data-testid": "request-estimated" }, "in and out estimated by the gateway (the vendor sent no count)") : null;
+  if (parts.length === 0 && !estimated) return total;
+  return h("span", { "data-testid": "request-cached" }, total, parts.length > 0 ? h("span", { class: "note part" }, `of which ${parts.join(", ")}`) : null, estimated);
 }
 
 const pct = (x: number | null) => (x === null ? "—" : `${(x * 100).toFixed(1)} %`);

@@ -7,7 +7,7 @@ type RecordRow = { request_id: string; client_request_id: string | null; created
 
 /** A record with its account's and key's names (joined by their primary keys, so the record index still orders the page). */
 const RECENT_COLUMNS =
-  "u.request_id, u.client_request_id, u.created_at, u.account_id, a.name AS account_name, u.key_id, k.name AS key_name, u.model, u.status, u.latency_ms, u.prompt_tokens, u.cache_read_tokens, u.cache_write_5m_tokens, u.cache_write_1h_tokens, u.completion_tokens, u.cost_micro";
+  "u.request_id, u.client_request_id, u.created_at, u.account_id, a.name AS account_name, u.key_id, k.name AS key_name, u.model, u.status, u.latency_ms, u.prompt_tokens, u.cache_read_tokens, u.cache_write_5m_tokens, u.cache_write_1h_tokens, u.completion_tokens, u.estimated, u.cost_micro";
 const RECENT_FROM = "usage_records u LEFT JOIN accounts a ON a.id = u.account_id LEFT JOIN api_keys k ON k.id = u.key_id";
 
 /**
