@@ -202,3 +202,27 @@ test("a request whose counts the gateway estimated says so beside them (the vend
   expect(total.prompt_tokens).toBe(tokensIn + 1200);
   await page.context().close();
 }, 30_000);
+
+test("a key's limit saved below what its period spent says the key is refused until the reset (it said only \"saved.\", and the next request was a 402)", async () => {
+  const { page, key } = await holder("limit co");
+  await chat(key);
+  await page.goto(`${gateway.url}/console/#account`);
+  const row = page.getByTestId("key-row").first();
+  expect(await row.getByTestId("limit-used-up").count()).toBe(0);
+  await row.getByTestId("key-spend-limit").fill("0.0005");
+  await row.locator("select").selectOption("day");
+  await row.getByTestId("key-save").click();
+  const said = page.getByTestId("key-row").first().getByTestId("limit-used-up");
+  await said.waitFor();
+  expect(await said.textContent()).toMatch(/^This key's limit is used up: requests are refused until \d{4}-\d\d-\d\d 00:00:00 UTC, or until it is raised\.$/);
+  // What the page says is what the gateway does.
+  const refused = await fetch(`${gateway.url}/v1/chat/completions`, { method: "POST", headers: { authorization: `Bearer ${key}`, "content-type": "application/json" }, body: JSON.stringify({ model: "oai/gpt-4.1", messages: [{ role: "user", content: "hi" }] }) });
+  expect(refused.status).toBe(402);
+  await refused.arrayBuffer();
+  // Raised above what was spent, the words go.
+  await page.getByTestId("key-row").first().getByTestId("key-spend-limit").fill("1");
+  await page.getByTestId("key-row").first().getByTestId("key-save").click();
+  await page.getByTestId("key-row").first().getByTestId("key-limit").filter({ hasText: "1 credits per day" }).waitFor();
+  expect(await page.getByTestId("limit-used-up").count()).toBe(0);
+  await page.context().close();
+}, 30_000);

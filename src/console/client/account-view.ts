@@ -16,7 +16,7 @@ export function accountView(session: Session, account: Account, reload: Reload, 
     h("dl", { class: "facts" },
       h("dt", {}, "Balance"), h("dd", {}, h("span", { "data-testid": "balance" }, credits(account.balance)), " credits"),
       h("dt", {}, "Held by requests in flight"), h("dd", {}, `${credits(account.reserved)} credits`),
-      h("dt", {}, "Spend limit"), h("dd", { "data-testid": "account-limit" }, limitText(account.spend_limit, account.spend_limit_period, account.spent_in_period, account.period_resets_at)),
+      h("dt", {}, "Spend limit"), h("dd", {}, h("span", { "data-testid": "account-limit" }, limitText(account.spend_limit, account.spend_limit_period, account.spent_in_period, account.period_resets_at)), usedUp("The account's", account.spend_limit, account.spent_in_period, account.period_resets_at)),
       h("dt", {}, "Requests, all keys together"), h("dd", { "data-testid": "account-requests" }, requestLimitsText(account)),
       h("dt", {}, "Account id"), h("dd", {}, h("code", {}, account.id)),
     ),
@@ -31,6 +31,16 @@ function limitText(limit: number | null, period: string | null, spent: number, r
   if (limit === null) return "none";
   const per = period ? `per ${period}` : "over its life";
   return `${credits(limit)} credits ${per} (${credits(spent)} spent${resetsAt ? `; resets ${when(resetsAt)}` : ""})`;
+}
+
+/**
+ * Said when a limit is spent: every request is refused (402) until the period resets or the limit is
+ * raised. A limit saved below what the period had spent ("0.003 credits per day (0.0046 spent…)")
+ * was only "saved.", and the key's next requests failed without the page saying so (a console probe).
+ */
+function usedUp(whose: string, limit: number | null, spent: number, resetsAt: string | null): HTMLElement | null {
+  if (limit === null || spent < limit) return null;
+  return h("div", { class: "error", "data-testid": "limit-used-up" }, `${whose} limit is used up: requests are refused ${resetsAt ? `until ${when(resetsAt)}, or until it is raised` : "until it is raised"}.`);
 }
 
 /** A key's state: revoked, expired (the gateway refuses it from then), or active. */
@@ -451,7 +461,7 @@ function keyRow(k: KeySummary, reload: Reload, operator: boolean, defaults: Defa
     h("td", {}, h("code", {}, `${k.prefix}…${k.last4}`), h("div", { class: "note" }, "id ", h("code", { "data-testid": "key-id" }, k.id))),
     h("td", {}, when(k.created_at)),
     h("td", { class: "num" }, credits(k.spent)),
-    h("td", {}, h("span", { "data-testid": "key-limit" }, limitText(k.spend_limit, k.spend_limit_period, k.spent_in_period, k.period_resets_at)), h("div", { class: "note", "data-testid": "key-pace" }, paceText(k, defaults))),
+    h("td", {}, h("span", { "data-testid": "key-limit" }, limitText(k.spend_limit, k.spend_limit_period, k.spent_in_period, k.period_resets_at)), k.revoked_at === null ? usedUp("This key's", k.spend_limit, k.spent_in_period, k.period_resets_at) : null, h("div", { class: "note", "data-testid": "key-pace" }, paceText(k, defaults))),
     h("td", { "data-testid": "key-status" }, keyStatus(k).text),
     actions,
   );
