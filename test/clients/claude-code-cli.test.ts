@@ -2,7 +2,9 @@
  * The real Claude Code CLI, end to end through the gateway: `claude -p` writes a file with its
  * `Write` tool, reads the tool result and answers, streaming, for the three configurations that
  * used to fail (budgeted thinking, adaptive thinking with a system turn, an OpenAI upstream). The
- * fake upstream plays the model and refuses what the real vendors refuse.
+ * fake upstream plays the model and refuses what the real vendors refuse. Then a tool loop as a
+ * thinking model runs it (thinking, two parallel Read calls, one of a PNG, thinking again after
+ * the results, on both upstream kinds), and what Claude Code does with a 402 and a 502.
  *
  * The CLI is not a dependency of the project (its native binary is 175 MB to download, 381 MB
  * unpacked, and every `bun install` would fetch it). Set CLAUDE_CODE_BIN to the binary; `.ci/run`
@@ -14,10 +16,12 @@ import { describe, expect, test } from "bun:test";
 import { existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { useFakeUpstream } from "../helpers/fake-upstream.ts";
+import { useFakeUpstream, vendorRefusal } from "../helpers/fake-upstream.ts";
 import { useGateway } from "../helpers/gateway.ts";
 import { claudeCodeScript, FINAL_TEXT, WRITE_CONTENT, type TurnUsage } from "../helpers/claude-code.ts";
 import { answerWith, USAGE } from "../helpers/responses-wire.ts";
+import { reasoningDialect, scripted, scriptedReply, SCRIPTED_SIGNATURE } from "../helpers/scripted-answers.ts";
+import { MEDIA_LEFT_OUT } from "../../src/formats/common/content-text.ts";
 
 const bin = process.env.CLAUDE_CODE_BIN;
 const available = bin !== undefined && existsSync(bin);
@@ -52,11 +56,11 @@ function claudeEnv(home: string) {
 }
 
 /** Asynchronous: the gateway answering it runs on this process's event loop. */
-async function runClaude(model: string, work: string, home: string) {
+async function runClaude(model: string, work: string, home: string, options: { prompt?: string; tools?: string; key?: string; env?: Record<string, string> } = {}) {
   const child = Bun.spawn({
-    cmd: [bin!, "-p", "Write hello.txt containing a greeting", "--output-format", "json", "--model", model, "--allowedTools", "Write"],
+    cmd: [bin!, "-p", options.prompt ?? "Write hello.txt containing a greeting", "--output-format", "json", "--model", model, "--allowedTools", options.tools ?? "Write"],
     cwd: work,
-    env: claudeEnv(home),
+    env: { ...claudeEnv(home), ...(options.key ? { ANTHROPIC_API_KEY: options.key } : {}), ...options.env },
     stdin: "ignore",
     stdout: "pipe",
     stderr: "pipe",
@@ -202,6 +206,108 @@ describe.skipIf(!available)("Claude Code CLI through the gateway", () => {
       rmSync(home, { recursive: true, force: true });
     }
   }, 30_000);
+});
+
+describe.skipIf(!available)("Claude Code CLI through the gateway: a tool loop as the model really runs it", () => {
+  // A 2×2 PNG: Claude Code's Read puts an image block in the tool result.
+  const PNG = Buffer.from("iVBORw0KGgoAAAANSUhEUgAAAAIAAAACCAIAAAD91JpzAAAAFklEQVR4nGP8z8DAwMDAxMDAwMDAAAANHQEDasKb6QAAAABJRU5ErkJggg==", "base64");
+  const ANSWER = "a.txt says alpha; the picture could not be seen.";
+
+  test.each([
+    { model: "claude-sonnet-4-5", vendor: "anthropic" as const },
+    { model: "openai/gpt-4.1", vendor: "openai" as const },
+  ])("$model: thinking, then two Read calls in one turn (one of a PNG), then thinking again after the results; every turn passes the vendor's checks (signed thinking first in the turn it continues)", async ({ model, vendor }) => {
+    const work = mkdtempSync(join(tmpdir(), "switchyard-cc-work-"));
+    const home = mkdtempSync(join(tmpdir(), "switchyard-cc-home-"));
+    try {
+      writeFileSync(join(home, ".claude.json"), JSON.stringify({ hasCompletedOnboarding: true }));
+      writeFileSync(join(work, "a.txt"), "alpha\n");
+      writeFileSync(join(work, "pic.png"), PNG);
+      const id = (n: number) => (vendor === "openai" ? `call_read${n}` : `toolu_read${n}`);
+      const dialect = reasoningDialect(vendor);
+      // Refused as the vendor refuses (Anthropic: thinking on, and the turn a tool loop continues
+      // does not start with its signed thinking block), else the model's side of the task.
+      upstream.rule((rec) => {
+        const refusal = vendorRefusal(rec, { strict: true, thinkingHistory: true });
+        if (refusal) return refusal;
+        if (!Array.isArray(rec.body?.tools) || rec.body.tools.length === 0) return scriptedReply(dialect, { text: "ok" })(rec);
+        const results = JSON.stringify(rec.body.messages).includes(vendor === "openai" ? '"role":"tool"' : '"tool_result"');
+        if (results) return scripted(dialect, { reasoning: "Both are read.", text: ANSWER });
+        return scripted(dialect, {
+          reasoning: "Read both files at once.", text: "Reading both.",
+          calls: [
+            { id: id(1), name: "Read", arguments: JSON.stringify({ file_path: join(work, "a.txt") }) },
+            { id: id(2), name: "Read", arguments: JSON.stringify({ file_path: join(work, "pic.png") }) },
+          ],
+        });
+      });
+      const run = await runClaude(model, work, home, { prompt: "Read a.txt and pic.png", tools: "Read" });
+      expect(run.exitCode, `${run.stdout}\n${run.stderr}`).toBe(0);
+      expect(JSON.parse(run.stdout)).toMatchObject({ type: "result", subtype: "success", is_error: false, result: ANSWER });
+
+      const calls = upstream.requests.filter((r) => r.path === (vendor === "openai" ? "/v1/chat/completions" : "/v1/messages"));
+      expect(calls).toHaveLength(2);
+      const second = calls[1]!;
+      if (vendor === "anthropic") {
+        // Claude Code's betas reach Anthropic (interleaved thinking: thinking between tool calls).
+        expect(second.headers["anthropic-beta"]).toContain("interleaved-thinking-2025-05-14");
+        expect(second.body.thinking.type).toBe("enabled");
+        const [assistant, results] = second.body.messages.slice(-2);
+        expect(assistant.content.map((b: any) => b.type)).toEqual(["thinking", "text", "tool_use", "tool_use"]);
+        expect(assistant.content[0]).toMatchObject({ thinking: "Read both files at once.", signature: SCRIPTED_SIGNATURE });
+        // Both results in the one user turn, in the order Claude Code's reads finished.
+        expect(results.content.map((b: any) => [b.type, b.tool_use_id]).sort()).toEqual([["tool_result", id(1)], ["tool_result", id(2)]]);
+        const result = (n: number) => results.content.find((b: any) => b.tool_use_id === id(n));
+        expect(JSON.stringify(result(1).content)).toContain("alpha");
+        // The PNG Claude Code read: the gateway passes text only, so the model is told it was left out.
+        expect(result(2).content).toContainEqual({ type: "text", text: MEDIA_LEFT_OUT });
+        expect(second.rawBody).not.toContain('"type":"image"');
+      } else {
+        const tail = second.body.messages.slice(-3);
+        expect(tail[0].tool_calls.map((c: any) => c.id)).toEqual([id(1), id(2)]);
+        expect(tail.slice(1).map((m: any) => [m.role, m.tool_call_id]).sort()).toEqual([["tool", id(1)], ["tool", id(2)]]);
+        const result = (n: number) => tail.find((m: any) => m.tool_call_id === id(n));
+        expect(result(1).content).toContain("alpha");
+        expect(JSON.stringify(result(2).content)).toContain(MEDIA_LEFT_OUT);
+      }
+    } finally {
+      upstream.reset();
+      rmSync(work, { recursive: true, force: true });
+      rmSync(home, { recursive: true, force: true });
+    }
+  }, 30_000);
+
+  test("a 402 ends the session at its first request with the gateway's words (x-should-retry: false); a 502 is retried as Claude Code retries, then shown; neither is charged", async () => {
+    const work = mkdtempSync(join(tmpdir(), "switchyard-cc-work-"));
+    const home = mkdtempSync(join(tmpdir(), "switchyard-cc-home-"));
+    try {
+      writeFileSync(join(home, ".claude.json"), JSON.stringify({ hasCompletedOnboarding: true }));
+      const poor = await gw.app.services.accounts.createAccount("poor", 0);
+      const poorKey = (await gw.app.services.accounts.createKey(poor.id, "poor"))!.key;
+      const refused = await runClaude("claude-sonnet-4-5", work, home, { prompt: "hi", key: poorKey });
+      expect(refused.exitCode).toBe(1);
+      const refusal = JSON.parse(refused.stdout);
+      expect(refusal).toMatchObject({ is_error: true, api_error_status: 402 });
+      expect(refusal.result).toContain("Insufficient credits");
+      expect(refusal.result).toContain("top up the account");
+      expect(upstream.requests).toHaveLength(0);
+
+      // Two retries (CLAUDE_CODE_MAX_RETRIES; its default is 10, with waits of seconds).
+      upstream.rule(() => ({ kind: "json", status: 500, body: { type: "error", error: { type: "api_error", message: "Internal server error" } } }));
+      const before = await gw.balanceMicro();
+      const failed = await runClaude("claude-sonnet-4-5", work, home, { prompt: "hi", env: { CLAUDE_CODE_MAX_RETRIES: "2" } });
+      expect(failed.exitCode).toBe(1);
+      const failure = JSON.parse(failed.stdout);
+      expect(failure).toMatchObject({ is_error: true, api_error_status: 502 });
+      expect(failure.result).toContain("The upstream provider failed (status 500). Retrying is appropriate.");
+      expect(upstream.requests.filter((r) => r.path === "/v1/messages")).toHaveLength(3);
+      expect(await gw.balanceMicro()).toBe(before);
+    } finally {
+      upstream.reset();
+      rmSync(work, { recursive: true, force: true });
+      rmSync(home, { recursive: true, force: true });
+    }
+  }, 40_000);
 });
 
 /** The JSON objects of a stream-json output, one a line, as they come. */
