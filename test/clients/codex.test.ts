@@ -458,3 +458,72 @@ describe("Codex's code mode against GPT-6.1 Sol through OpenAI's Responses API (
     expect(sent.rawBody).not.toContain("additional_tools");
   });
 });
+
+describe("Codex CLI, live: what it does with the gateway's refusals", () => {
+  /** `codex exec` with the README's config (no catalog) for `model` and `key`; its output, exit code and the statuses the gateway answered it. */
+  async function codexExec(model: string, key: string, prompt: string) {
+    const root = mkdtempSync(join(tmpdir(), "switchyard-codex-"));
+    const seen = logLines.length;
+    try {
+      const home = join(root, "codex-home");
+      const work = join(root, "work");
+      mkdirSync(home);
+      mkdirSync(work);
+      const { configToml } = readmeCodexConfig();
+      writeFileSync(join(home, "config.toml"), "check_for_update_on_startup = false\n" + configToml
+        .replace(/^model = "[^"]*".*\n/m, `model = "${model}"\n`)
+        .replaceAll("http://localhost:8080/v1", `${gw.url}/v1`)
+        .replace(/^# model_catalog_json = .*$/m, "") + '\n[analytics]\nenabled = false\n[features]\nplugins = false\n');
+      const proc = Bun.spawn([process.execPath, CODEX_JS, "exec", "--skip-git-repo-check", "--color", "never", prompt], {
+        cwd: work,
+        env: { PATH: process.env.PATH ?? "/usr/bin:/bin", HOME: root, CODEX_HOME: home, SWITCHYARD_KEY: key },
+        stdin: Bun.file("/dev/null"),
+        stdout: "pipe",
+        stderr: "pipe",
+      });
+      const timer = setTimeout(() => proc.kill(), 60_000);
+      const [stdout, stderr, code] = await Promise.all([new Response(proc.stdout).text(), new Response(proc.stderr).text(), proc.exited]);
+      clearTimeout(timer);
+      const statuses = logLines.slice(seen).map((l) => JSON.parse(l)).filter((l) => l.message === "request" && l.path === "/v1/responses").map((l) => l.status as number);
+      return { stdout, stderr, code, statuses };
+    } finally {
+      rmSync(root, { recursive: true, force: true });
+    }
+  }
+
+  // Codex 0.169 classifies an HTTP error by its status alone: 400 is the request's fault, a 429
+  // waits (its Retry-After) and tries again, a 429 `insufficient_quota` or `usage_limit_reached`
+  // stops at once; any other status is a dropped stream, tried again five times ("Reconnecting…
+  // 5/5"), whatever its body or headers say (x-should-retry included). The spec fixes 402 for an
+  // account out of credit, so Codex asks six times (each refused for free, ~7 s) before it shows
+  // the gateway's words. Pinned so a Codex that stops earlier, or a change to the refusal, is seen.
+  test("a 402: asked six times (Codex's five reconnects), never sent upstream, never charged; Codex shows the gateway's words and its request id", async () => {
+    if (!codexVersion) throw new Error(`codex --version failed: the CLI at ${CODEX_JS} does not run`);
+    const poor = await gw.app.services.accounts.createAccount("poor", 0);
+    const poorKey = (await gw.app.services.accounts.createKey(poor.id, "poor"))!.key;
+    const run = await codexExec(OPENAI_MODEL, poorKey, "say hi");
+    expect(run.code).toBe(1);
+    expect(run.statuses).toEqual([402, 402, 402, 402, 402, 402]);
+    expect(run.stderr).toContain("Reconnecting... 5/5");
+    expect(run.stderr).toMatch(/unexpected status 402 Payment Required: Insufficient credits: .* top up the account\., url: http:\/\/127\.0\.0\.1:\d+\/v1\/responses, request id: [\w-]+/);
+    expect(upstream.requests).toHaveLength(0);
+    await gw.app.services.settled();
+    expect(gw.db.query<{ n: number }, [string]>("SELECT COUNT(*) AS n FROM usage_records WHERE account_id = ? AND cost_micro > 0").get(poor.id)!.n).toBe(0);
+  }, 60_000);
+
+  test("the key's rate limit (429, retry-after: 1): Codex waits as told and its task finishes", async () => {
+    if (!codexVersion) throw new Error(`codex --version failed: the CLI at ${CODEX_JS} does not run`);
+    const limited = (await gw.app.services.accounts.createKey(gw.accountId, { name: "limited", rateLimitPerMinute: 60 }))!.key;
+    // Spend the bucket: the next token comes a second later.
+    for (let i = 0; i < 200; i++) {
+      const res = await fetch(`${gw.url}/v1/models`, { headers: { authorization: `Bearer ${limited}` } });
+      await res.arrayBuffer();
+      if (res.status === 429) break;
+    }
+    upstream.reply(scripted("openai", { text: "Hi there." }));
+    const run = await codexExec(OPENAI_MODEL, limited, "say hi");
+    expect(run.code, run.stderr).toBe(0);
+    expect(run.stdout).toContain("Hi there.");
+    expect(run.statuses).toEqual([429, 200]);
+  }, 60_000);
+});
