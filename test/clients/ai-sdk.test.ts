@@ -14,7 +14,7 @@ import { createAnthropic, type AnthropicProvider } from "@ai-sdk/anthropic";
 import { createOpenAICompatible, type OpenAICompatibleProvider } from "@ai-sdk/openai-compatible";
 import { APICallError, generateObject, generateText, Output, stepCountIs, streamText, tool, type LanguageModel } from "ai";
 import { z } from "zod";
-import { useFakeUpstream, withoutCacheMarks } from "../helpers/fake-upstream.ts";
+import { useFakeUpstream, vendorRefusal, withoutCacheMarks } from "../helpers/fake-upstream.ts";
 import { useGateway, ANTHROPIC_MODEL, ANTHROPIC_PRICING, OPENAI_MODEL, OPENAI_PRICING } from "../helpers/gateway.ts";
 import { reasoningDialect, scriptedReply, type Script } from "../helpers/scripted-answers.ts";
 import { recordingResponseStore } from "../helpers/recording-response-store.ts";
@@ -506,5 +506,55 @@ describe("@ai-sdk/anthropic on an OpenAI-compatible upstream that interleaves pa
       ["call_R0me", { city: "Rome", unit: "celsius" }],
     ]);
     expect(await result.finishReason).toBe("tool-calls");
+  });
+});
+
+describe("@ai-sdk/anthropic with thinking on, in a tool loop, under the vendor's checks", () => {
+  describe.each([
+    ["an Anthropic upstream", ANTHROPIC_MODEL, "anthropic" as const],
+    ["an OpenAI-kind upstream (DeepSeek's reasoning_content)", OPENAI_MODEL, "openai" as const],
+  ])("%s", (_name, modelId, vendor) => {
+    test.each([["generateText"], ["streamText"]])("%s: two parallel calls, their results, and the answer; the step after the tools starts with the signed thinking (Anthropic refuses it otherwise)", async (mode) => {
+      const dialect = reasoningDialect(vendor);
+      const id = (n: number) => (vendor === "openai" ? `call_th${n}` : `toolu_th${n}`);
+      upstream.rule((rec) => {
+        const refusal = vendorRefusal(rec, { strict: true, thinkingHistory: true });
+        if (refusal) return refusal;
+        const results = JSON.stringify(rec.body.messages).includes(vendor === "openai" ? '"role":"tool"' : '"tool_result"');
+        return scriptedReply(dialect, results
+          ? { reasoning: "Both answered.", text: "Sunny in Paris and Rome." }
+          : { reasoning: "Ask for both cities.", calls: [{ id: id(1), name: "get_weather", arguments: '{"city":"Paris","unit":"celsius"}' }, { id: id(2), name: "get_weather", arguments: '{"city":"Rome","unit":"celsius"}' }] })(rec);
+      });
+      const executed: unknown[] = [];
+      const options = {
+        model: anthropic(modelId), prompt: "Weather in Paris and Rome?", tools: weatherTool(executed), stopWhen: stepCountIs(3), maxRetries: 0, maxOutputTokens: 4000,
+        providerOptions: { anthropic: { thinking: { type: "enabled", budgetTokens: 2000 } } },
+      } as const;
+      let steps;
+      let text;
+      if (mode === "generateText") ({ steps, text } = await generateText(options));
+      else {
+        const errors: unknown[] = [];
+        const result = streamText({ ...options, onError: ({ error }) => void errors.push(error) });
+        await result.consumeStream();
+        expect(errors).toEqual([]);
+        [steps, text] = await Promise.all([result.steps, result.text]);
+      }
+      expect(text).toBe("Sunny in Paris and Rome.");
+      expect(steps.map((s) => s.reasoningText)).toEqual(["Ask for both cities.", "Both answered."]);
+      expect(executed).toEqual([{ city: "Paris", unit: "celsius" }, { city: "Rome", unit: "celsius" }]);
+      const calls = upstream.requests.filter((r) => r.method === "POST");
+      expect(calls).toHaveLength(2);
+      const second = calls[1]!.body;
+      if (vendor === "anthropic") {
+        const [assistant, results] = second.messages.slice(-2);
+        expect(assistant.content.map((b: any) => b.type)).toEqual(["thinking", "tool_use", "tool_use"]);
+        expect(assistant.content[0]).toMatchObject({ thinking: "Ask for both cities.", signature: expect.stringMatching(/.+/) });
+        expect(results.content.map((b: any) => b.tool_use_id)).toEqual([id(1), id(2)]);
+      } else {
+        // DeepSeek's thinking has no signature to carry: the turn goes back as calls and results.
+        expect(second.messages.slice(-3).map((m: any) => [m.role, m.tool_call_id ?? m.tool_calls?.map((c: any) => c.id).join()])).toEqual([["assistant", `${id(1)},${id(2)}`], ["tool", id(1)], ["tool", id(2)]]);
+      }
+    });
   });
 });
