@@ -13,11 +13,12 @@ import { beforeAll, describe, expect, test } from "bun:test";
 import { existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { useFakeUpstream, withoutCacheMarks } from "../helpers/fake-upstream.ts";
+import { useFakeUpstream, withoutCacheMarks, type Reply } from "../helpers/fake-upstream.ts";
 import { useGateway, post, sseFrames, ANTHROPIC_MODEL, OPENAI_MODEL } from "../helpers/gateway.ts";
 import { reasoningDialect, scripted, type Script } from "../helpers/scripted-answers.ts";
 import type { Logger } from "../../src/log/log.ts";
 import { answerWith, USAGE } from "../helpers/responses-wire.ts";
+import { until } from "../helpers/until.ts";
 
 const upstream = useFakeUpstream();
 const logLines: string[] = [];
@@ -511,17 +512,22 @@ describe("Codex CLI, live: what it does with the gateway's refusals", () => {
     expect(gw.db.query<{ n: number }, [string]>("SELECT COUNT(*) AS n FROM usage_records WHERE account_id = ? AND cost_micro > 0").get(poor.id)!.n).toBe(0);
   }, 60_000);
 
-  test("the key's rate limit (429, retry-after: 1): Codex waits as told and its task finishes", async () => {
+  test("the key's concurrency limit (429, retry-after: 1): Codex waits as told, and its task finishes once the slot is free", async () => {
     if (!codexVersion) throw new Error(`codex --version failed: the CLI at ${CODEX_JS} does not run`);
-    const limited = (await gw.app.services.accounts.createKey(gw.accountId, { name: "limited", rateLimitPerMinute: 60 }))!.key;
-    // Spend the bucket: the next token comes a second later.
-    for (let i = 0; i < 200; i++) {
-      const res = await fetch(`${gw.url}/v1/models`, { headers: { authorization: `Bearer ${limited}` } });
-      await res.arrayBuffer();
-      if (res.status === 429) break;
-    }
+    // One request at a time for this key, and one under way, held by the upstream: Codex's first
+    // request is refused (a token bucket refills while Codex starts, so that refusal was a race).
+    const limited = (await gw.app.services.accounts.createKey(gw.accountId, { name: "one at a time", maxConcurrentRequests: 1 }))!.key;
+    const answer = scripted("openai", { text: "Held." }) as Extract<Reply, { kind: "sse" }>;
+    upstream.reply({ ...answer, chunks: answer.chunks.slice(0, 1), holdOpen: true, afterHold: answer.chunks.slice(1) });
     upstream.reply(scripted("openai", { text: "Hi there." }));
+    const held = post(gw, "/v1/chat/completions", { model: OPENAI_MODEL, messages: [{ role: "user", content: "hold" }], stream: true }, { authorization: `Bearer ${limited}` });
+    await until("the held request is under way", 10_000, () => upstream.openStreams() === 1);
+    const seen = logLines.length;
+    const release = until("Codex's request is refused", 30_000, () => logLines.slice(seen).some((l) => l.includes('"path":"/v1/responses"') && l.includes('"status":429')), 20).then(() => upstream.finishHeld());
     const run = await codexExec(OPENAI_MODEL, limited, "say hi");
+    await release;
+    // The held answer finished too, once let go.
+    expect(await (await held).text()).toEndWith("data: [DONE]\n\n");
     expect(run.code, run.stderr).toBe(0);
     expect(run.stdout).toContain("Hi there.");
     expect(run.statuses).toEqual([429, 200]);

@@ -9,21 +9,25 @@
 import { beforeAll, describe, expect, test } from "bun:test";
 import OpenAI from "openai";
 import Anthropic from "@anthropic-ai/sdk";
-import { useFakeUpstream } from "../helpers/fake-upstream.ts";
+import { useFakeUpstream, type Reply } from "../helpers/fake-upstream.ts";
 import { useGateway, ANTHROPIC_MODEL, OPENAI_MODEL } from "../helpers/gateway.ts";
+import { scripted } from "../helpers/scripted-answers.ts";
+import { until } from "../helpers/until.ts";
 
 const upstream = useFakeUpstream();
 const MAX_BODY = 64 * 1024;
 const gw = useGateway(() => ({ upstreamUrl: upstream.url, retry: { max_retries: 0 }, limits: { max_body_bytes: MAX_BODY } }));
 
-const keys = { poor: "", restricted: "", limited: "" };
+const keys = { poor: "", restricted: "", limited: "", oneAtATime: "" };
 beforeAll(async () => {
   const accounts = gw.app.services.accounts;
   const poor = await accounts.createAccount("poor", 0);
   keys.poor = (await accounts.createKey(poor.id, "poor"))!.key;
   keys.restricted = (await accounts.createKey(gw.accountId, { name: "openai only", models: [OPENAI_MODEL] }))!.key;
-  // 60 a minute: once spent, the next token comes in a second (`retry-after: 1`).
-  keys.limited = (await accounts.createKey(gw.accountId, { name: "limited", rateLimitPerMinute: 60 }))!.key;
+  // One a minute: once spent, no token comes back while the file runs.
+  keys.limited = (await accounts.createKey(gw.accountId, { name: "limited", rateLimitPerMinute: 1 }))!.key;
+  // One request under way at a time: a second is refused with `retry-after: 1` until the first ends.
+  keys.oneAtATime = (await accounts.createKey(gw.accountId, { name: "one at a time", maxConcurrentRequests: 1 }))!.key;
 });
 
 /** Spends the limited key's bucket with free requests until the gateway answers 429. */
@@ -36,13 +40,27 @@ async function spendLimitedKey(): Promise<void> {
   throw new Error("the limited key was never refused");
 }
 
-/** A fetch that records the status of every attempt the SDK makes. */
-function recordingFetch(statuses: number[]): typeof fetch {
+/** A fetch that records the status of every attempt the SDK makes (and lets `onStatus` act on it). */
+function recordingFetch(statuses: number[], onStatus?: (status: number) => void): typeof fetch {
   return (async (input: any, init?: any) => {
     const res = await fetch(input, init);
     statuses.push(res.status);
+    onStatus?.(res.status);
     return res;
   }) as typeof fetch;
+}
+
+/** Holds a request of the one-at-a-time key open at the upstream; `finishHeld()` lets it end. */
+async function holdTheKeysSlot(): Promise<Response> {
+  const answer = scripted("openai", { text: "held" }) as Extract<Reply, { kind: "sse" }>;
+  upstream.reply({ ...answer, chunks: answer.chunks.slice(0, 1), holdOpen: true, afterHold: answer.chunks.slice(1) });
+  const held = fetch(`${gw.url}/v1/chat/completions`, {
+    method: "POST",
+    headers: { authorization: `Bearer ${keys.oneAtATime}`, "content-type": "application/json" },
+    body: JSON.stringify({ model: OPENAI_MODEL, messages: [{ role: "user", content: "hold" }], stream: true }),
+  });
+  await until("the held request is under way", 5_000, () => upstream.openStreams() === 1);
+  return held;
 }
 
 interface Case {
@@ -128,15 +146,18 @@ describe.each(CASES.map((c) => [c.status, c] as const))("a %d", (_status, c) => 
 
 describe("the SDKs' own retries, left on as users leave them", () => {
   test.each([["openai"], ["anthropic"]])("%s SDK: a 429 is tried again after the gateway's retry-after, and answered", async (sdk) => {
-    await spendLimitedKey();
+    // The key's one slot is taken; it is let go as soon as the SDK is refused.
+    const held = await holdTheKeysSlot();
     const statuses: number[] = [];
+    const letGo = (status: number) => status === 429 && upstream.finishHeld();
     const started = Date.now();
     const answer = sdk === "openai"
-      ? (await new OpenAI({ baseURL: `${gw.url}/v1`, apiKey: keys.limited, maxRetries: 2, fetch: recordingFetch(statuses) }).chat.completions.create(chatBody({} as Case))).choices[0]!.message.content
-      : ((await new Anthropic({ baseURL: gw.url, apiKey: keys.limited, maxRetries: 2, fetch: recordingFetch(statuses) }).messages.create(messagesBody({} as Case))).content[0] as { text: string }).text;
+      ? (await new OpenAI({ baseURL: `${gw.url}/v1`, apiKey: keys.oneAtATime, maxRetries: 2, fetch: recordingFetch(statuses, letGo) }).chat.completions.create(chatBody({} as Case))).choices[0]!.message.content
+      : ((await new Anthropic({ baseURL: gw.url, apiKey: keys.oneAtATime, maxRetries: 2, fetch: recordingFetch(statuses, letGo) }).messages.create(messagesBody({} as Case))).content[0] as { text: string }).text;
     expect(answer).toBe("Echo: hello");
     expect(statuses).toEqual([429, 200]);
-    // `retry-after: 1` was waited for (the SDKs' own backoff would have tried again at 0.5 to 0.8 s).
+    expect(await (await held).text()).toEndWith("data: [DONE]\n\n");
+    // `retry-after: 1` was waited for: the SDKs' own first backoff is 0.375 to 0.5 s, and the slot was free at once.
     expect(Date.now() - started).toBeGreaterThanOrEqual(900);
   });
 
