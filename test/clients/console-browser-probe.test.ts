@@ -226,3 +226,37 @@ test("a key's limit saved below what its period spent says the key is refused un
   expect(await page.getByTestId("limit-used-up").count()).toBe(0);
   await page.context().close();
 }, 30_000);
+
+test("the operator suspends an account from its page and resumes it; the holder's page and the accounts list say so, and the gateway refuses its key meanwhile", async () => {
+  const { page: holderPage, account, key } = await holder("suspended co");
+  const context = await browser.newContext({ viewport: { width: 1280, height: 800 } });
+  const page = await context.newPage();
+  page.setDefaultTimeout(10_000);
+  await page.goto(`${gateway.url}/console/`);
+  await page.getByTestId("sign-in-token").fill(ADMIN);
+  await page.getByTestId("sign-in-token-submit").click();
+  await page.getByTestId("account-row").first().waitFor();
+  await page.goto(`${gateway.url}/console/#account/${account}`);
+  await page.getByTestId("account-suspend-submit").filter({ hasText: "Suspend account" }).click();
+  await page.getByTestId("account-suspended").waitFor();
+  expect(await page.getByTestId("account-suspended").textContent()).toContain("This account is suspended by the gateway's operator since");
+  const ask = () => fetch(`${gateway.url}/v1/chat/completions`, { method: "POST", headers: { authorization: `Bearer ${key}`, "content-type": "application/json" }, body: JSON.stringify({ model: "oai/gpt-4.1", messages: [{ role: "user", content: "hi" }] }) });
+  const refused = await ask();
+  expect(refused.status).toBe(403);
+  await refused.arrayBuffer();
+  await holderPage.reload();
+  await holderPage.getByTestId("account-suspended").waitFor();
+  expect(await holderPage.getByTestId("account-suspended").textContent()).toContain("Your account is suspended");
+  await page.goto(`${gateway.url}/console/#accounts?name=suspended%20co`);
+  await page.getByTestId("account-row").filter({ hasText: "suspended co" }).getByTestId("account-suspended-mark").waitFor();
+
+  await page.goto(`${gateway.url}/console/#account/${account}`);
+  await page.getByTestId("account-suspend-submit").filter({ hasText: "Resume account" }).click();
+  await page.getByTestId("account-suspend-submit").filter({ hasText: "Suspend account" }).waitFor();
+  expect(await page.getByTestId("account-suspended").count()).toBe(0);
+  const answered = await ask();
+  expect(answered.status).toBe(200);
+  await answered.arrayBuffer();
+  await context.close();
+  await holderPage.context().close();
+}, 30_000);

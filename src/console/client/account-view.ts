@@ -21,7 +21,12 @@ export function accountView(session: Session, account: Account, reload: Reload, 
       h("dt", {}, "Account id"), h("dd", {}, h("code", {}, account.id)),
     ),
   );
-  if (operator) root.append(topUpForm(account, reload), accountLimitForm(account, reload), requestLimitsForm(account, reload), inviteForm(account, reload), ...(logins ? [loginsSection(account, logins, reload)] : []));
+  // Said first, where the holder looks: every request of the keys below is refused while it lasts.
+  if (account.suspended_at) {
+    root.insertBefore(h("div", { class: "error", role: "status", "data-testid": "account-suspended" },
+      `${operator ? "This account is" : "Your account is"} suspended by the gateway's operator since ${when(account.suspended_at)}: every request of ${operator ? "its" : "your"} keys is refused (403) until ${operator ? "it is resumed" : "the operator resumes it"}.`), root.children[1] ?? null);
+  }
+  if (operator) root.append(topUpForm(account, reload), accountLimitForm(account, reload), requestLimitsForm(account, reload), suspendForm(account, reload), inviteForm(account, reload), ...(logins ? [loginsSection(account, logins, reload)] : []));
   root.append(keysSection(session, account, reload));
   return root;
 }
@@ -173,6 +178,24 @@ function requestLimitsForm(account: Account, reload: Reload): HTMLElement {
     if (Object.keys(changes).length > 0) await api("PATCH", `/accounts/${account.id}`, changes);
     announce(Object.keys(changes).length > 0 ? "Request limits saved." : "Nothing changed.");
     reload("[data-testid=account-requests-submit]");
+    return "hold";
+  });
+}
+
+/**
+ * The account's on/off switch: suspended, every request of its keys is a 403 until it is resumed;
+ * answers under way finish, and its balance, keys and logins stay (docs/api.md, "Suspending an account").
+ */
+function suspendForm(account: Account, reload: Reload): HTMLElement {
+  const suspended = Boolean(account.suspended_at);
+  const submit = h("button", { type: "submit", "data-testid": "account-suspend-submit" }, suspended ? "Resume account" : "Suspend account");
+  const note = h("p", { class: "note" }, suspended
+    ? "Resumed, its keys work again from their next request."
+    : "Every request of its keys is refused (403) from their next one, free models too, until it is resumed. Answers under way finish; its balance, keys and logins stay.");
+  return form(suspended ? "Account suspended" : "Suspend the account", [note], submit, async () => {
+    await api("PATCH", `/accounts/${account.id}`, { suspended: !suspended });
+    announce(suspended ? "Account resumed." : "Account suspended.");
+    reload("[data-testid=account-suspend-submit]");
     return "hold";
   });
 }

@@ -67,6 +67,8 @@ export interface Account {
   rate_limit_per_minute?: number | null; max_concurrent_requests?: number | null;
   /** The gateway's limits, which the unset ones above and on keys mean (null: none). */
   default_limits?: DefaultLimits;
+  /** Since when the operator has suspended the account (its keys refused); null: it is not. */
+  suspended_at?: string | null;
 }
 export interface DefaultLimits {
   key_requests_per_minute: number; key_max_concurrent_requests: number | null;
@@ -77,7 +79,7 @@ export interface AccountLogins {
   logins: { login: string; created_at: string }[];
   invites: { login: string; created_at: string; expires_at: string }[];
 }
-export interface AccountPage { data: { id: string; name: string; balance: number; created_at: string; spend_limit: number | null; spend_limit_period: string | null }[]; next_cursor: string | null }
+export interface AccountPage { data: { id: string; name: string; balance: number; created_at: string; spend_limit: number | null; spend_limit_period: string | null; suspended_at?: string | null }[]; next_cursor: string | null }
 export interface Overview { session: Session; account?: Account; accounts?: AccountPage }
 export interface Sums {
   requests: number; prompt_tokens: number; completion_tokens: number; fresh_input_tokens: number; cache_read_tokens: number; cache_write_5m_tokens: number;

@@ -32,7 +32,7 @@ export function accountsView(page: AccountPage, open: (id: string) => void, relo
   });
   const rows = page.data.map((a) =>
     h("tr", { "data-testid": "account-row", "data-account-id": a.id },
-      h("td", { class: "name" }, h("a", { href: `#account/${a.id}` }, h("bdi", {}, a.name))),
+      h("td", { class: "name" }, h("a", { href: `#account/${a.id}` }, h("bdi", {}, a.name)), a.suspended_at ? h("span", { class: "note", "data-testid": "account-suspended-mark" }, " (suspended)") : null),
       h("td", { class: "num" }, credits(a.balance)),
       h("td", {}, a.spend_limit === null ? "none" : `${credits(a.spend_limit)} ${a.spend_limit_period ? `per ${a.spend_limit_period}` : "lifetime"}`),
       h("td", {}, when(a.created_at)),
