@@ -53,7 +53,8 @@ function recordingFetch(statuses: number[], onStatus?: (status: number) => void)
 /** Holds a request of the one-at-a-time key open at the upstream; `finishHeld()` lets it end. */
 async function holdTheKeysSlot(): Promise<Response> {
   const answer = scripted("openai", { text: "held" }) as Extract<Reply, { kind: "sse" }>;
-  upstream.reply({ ...answer, chunks: answer.chunks.slice(0, 1), holdOpen: true, afterHold: answer.chunks.slice(1) });
+  // The role chunk and the first text: the gateway's head waits for the answer's first text.
+  upstream.reply({ ...answer, chunks: answer.chunks.slice(0, 2), holdOpen: true, afterHold: answer.chunks.slice(2) });
   const held = fetch(`${gw.url}/v1/chat/completions`, {
     method: "POST",
     headers: { authorization: `Bearer ${keys.oneAtATime}`, "content-type": "application/json" },

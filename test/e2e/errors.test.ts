@@ -172,7 +172,7 @@ describe("upstream failures", () => {
     const text = await res.text();
     const frames = sseFrames(text);
     const last = JSON.parse(frames.at(-1)!.data);
-    expect(last.error).toEqual({ message: expect.any(String), type: expect.any(String) });
+    expect(last.error).toEqual({ message: expect.any(String), type: expect.any(String), param: null, code: null });
     expect(frames.some((f) => f.data === "[DONE]")).toBe(false);
   });
 

@@ -173,7 +173,8 @@ export function createOpenAIEncoder(ctx: EncodeContext, options: { roleSent?: bo
           return out + head + `{}` + `,"logprobs":null,"finish_reason":"${(ctx.legacyFunctions ? LEGACY_FINISH : FINISH)[e.reason]}"}]}\n\n`;
         }
         case "error":
-          return `data: ${JSON.stringify({ error: { message: e.message, type: ERROR_TYPE[e.errorType] } })}\n\n`;
+          // The shape the same error has before the stream starts (param, code), so an SDK reads `err.code` either way.
+          return `data: ${JSON.stringify(openaiErrorBody(e.errorType, e.message))}\n\n`;
         case "start":
           return begin();
       }

@@ -69,7 +69,9 @@ describe("OpenAI encoder", () => {
 
   test("error frame shape", () => {
     const text = createOpenAIEncoder(ctx).event({ type: "error", errorType: "upstream", message: "boom" });
-    expect(text).toBe('data: {"error":{"message":"boom","type":"upstream_error"}}\n\n');
+    // The same shape as the error before a stream starts (OpenAI's own in-stream errors carry param and code too).
+    expect(text).toBe('data: {"error":{"message":"boom","type":"upstream_error","param":null,"code":null}}\n\n');
+    expect(createOpenAIEncoder(ctx).event({ type: "error", errorType: "rate_limit", message: "slow down" })).toBe('data: {"error":{"message":"slow down","type":"rate_limit_error","param":null,"code":"rate_limit_exceeded"}}\n\n');
   });
 
   test("round trip through the OpenAI decoder keeps the meaning", () => {
