@@ -100,6 +100,9 @@ export interface StreamAnswerOptions {
 }
 
 /** What a client reads when the gateway stops under its answer (past the shutdown grace). */
+/** An answer whose body (or the vendor's end marker) came before its finish. */
+const ENDED_EARLY: StreamEvent & { type: "error" } = { type: "error", errorType: "upstream", message: "The upstream provider ended the answer early." };
+
 export const SHUTDOWN_CUT = "The gateway is shutting down and cut this answer short. Retry the request.";
 
 /**
@@ -244,14 +247,21 @@ export async function answerSource(o: StreamAnswerOptions, quietSince = performa
   /** The vendor said its answer is over ([DONE], message_stop): what may follow is its body's end. */
   let vendorEnded = false;
   // Frames with images wait here for inlining (a fetch); all others pass straight through.
-  const held: { frame: SseEvent; decoded: DecodedEvents }[] = [];
+  const held: { frame: SseEvent; decoded: DecodedEvents; last?: boolean }[] = [];
 
-  const emit = (frame: SseEvent, decoded: DecodedEvents) => {
+  /** `last`: the frame is the vendor's end marker (the decoder's `last`). */
+  const emit = (frame: SseEvent, decoded: DecodedEvents, last?: boolean) => {
     if (o.meter.imageRoom !== Number.POSITIVE_INFINITY) decoded = withinImages(decoded);
     for (const e of decoded.events) {
       o.meter.observe(e);
       if (e.type === "error") failure ??= e;
     }
+    // The vendor's end marker with no finish before it ("data: [DONE]" alone, a Responses stream
+    // cut to its [DONE]): the answer is over unfinished, as if the body had ended here. Failed now,
+    // before the marker goes out, so that one in the first read is met by the early take (a 502
+    // that costs nothing, or the next model) rather than a 200 whose only frame is an error, and
+    // the client never reads an end marker followed by an error (a raw-TCP probe).
+    if (last && !failure && !readingRest && !o.meter.finished) fail(ENDED_EARLY);
     // An upstream error frame is replaced by our own (`writeFailure`): vendor error text may carry internals.
     if (!failure) out += o.sink.frame(frame, decoded);
   };
@@ -289,8 +299,8 @@ export async function answerSource(o: StreamAnswerOptions, quietSince = performa
         const decoded = o.decode(frame);
         if (decoded.last) vendorEnded = true;
         // Read to the end for its usage (readRest): nothing is held for images, every event is counted.
-        if (!readingRest && (held.length > 0 || (o.resolveImages && decoded.events.some((e) => e.type === "image")))) held.push({ frame, decoded });
-        else emit(frame, decoded);
+        if (!readingRest && (held.length > 0 || (o.resolveImages && decoded.events.some((e) => e.type === "image")))) held.push({ frame, decoded, last: decoded.last });
+        else emit(frame, decoded, decoded.last);
       }
       // Far more than the answer's limit could make: what came goes out, then an error, and the
       // upstream is read no further (usage-meter.ts, RELAY_CHARS_PER_TOKEN). It is charged at the limit.
@@ -304,7 +314,7 @@ export async function answerSource(o: StreamAnswerOptions, quietSince = performa
       // Images past the hold are taken out before anything fetches them.
       const decoded = o.meter.imageRoom !== Number.POSITIVE_INFINITY ? withinImages(next.decoded) : next.decoded;
       if (decoded.events.some((e) => e.type === "image")) await o.resolveImages!(decoded.events);
-      emit(next.frame, decoded);
+      emit(next.frame, decoded, next.last);
     }
     held.length = 0;
   };
@@ -420,7 +430,7 @@ export async function answerSource(o: StreamAnswerOptions, quietSince = performa
           const tail = typeof end === "string" ? end : await end;
           if (!done) out += tail;
         }
-      } else fail({ type: "error", errorType: "upstream", message: "The upstream provider ended the answer early." });
+      } else fail(ENDED_EARLY);
     }
     return true;
   };

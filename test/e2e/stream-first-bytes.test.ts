@@ -251,3 +251,52 @@ test("the gateway's stop while only the opening events came: a 503 to retry, not
   expect(res.status).toBe(503);
   expect(await gw.balanceMicro()).toBe(balance);
 });
+
+test("a stream that is only the vendor's end marker ([DONE], no finish): the next model answers, and alone it is a 502 that costs nothing, not a 200 whose only frame is an error", async () => {
+  // The body stays open after the marker: before, the stage relayed it and waited for the body's
+  // end, and only then found the answer unfinished, with the client's 200 already gone.
+  afterHead = (socket) => socket.write("data: [DONE]\n\n");
+  const before = records().length;
+  const fellBack = await ask([RAW_MODEL, OPENAI_MODEL]);
+  expect(fellBack.status).toBe(200);
+  const text = await fellBack.text();
+  expect(text).toContain(`"model":"${OPENAI_MODEL}"`);
+  expect(text).not.toContain("error");
+  await gw.app.services.settled();
+  expect(records().slice(before).map((r) => [r.model, r.status])).toEqual([[OPENAI_MODEL, "ok"]]);
+
+  const balance = await gw.balanceMicro();
+  for (const [path, body] of [
+    ["/v1/chat/completions", { model: RAW_MODEL, messages: [{ role: "user", content: "Hello" }], stream: true }],
+    ["/v1/messages", { model: RAW_MODEL, max_tokens: 50, messages: [{ role: "user", content: "Hello" }], stream: true }],
+    ["/v1/responses", { model: RAW_MODEL, input: "Hello", stream: true, store: false }],
+  ] as const) {
+    const alone = await post(gw, path, body);
+    expect(alone.status).toBe(502);
+    const error = ((await alone.json()) as any).error;
+    expect(error.type).toBe(path === "/v1/messages" ? "api_error" : "upstream_error");
+    expect(error.message).toContain("ended the answer early");
+  }
+  expect(await gw.balanceMicro()).toBe(balance);
+  expect(gw.app.services.ledger.openHolds()).toBe(0);
+});
+
+test("the end marker after text but before any finish: the text, then one error frame and no [DONE] before it; charged for what went out", async () => {
+  afterHead = (socket) => {
+    socket.write(frame("Hi"));
+    setTimeout(() => socket.data.closed || socket.write("data: [DONE]\n\n"), 100);
+  };
+  const before = records().length;
+  const started = performance.now();
+  const res = await ask([RAW_MODEL]);
+  expect(res.status).toBe(200);
+  const text = await res.text();
+  expect(text).toContain('"content":"Hi"');
+  expect(text).toContain("ended the answer early");
+  expect(text).not.toContain("[DONE]");
+  // At the marker, not after END_GRACE_MS waiting for a body's end that was never coming.
+  expect(performance.now() - started).toBeLessThan(800);
+  await gw.app.services.settled();
+  expect(records().slice(before).map((r) => [r.model, r.status])).toEqual([[RAW_MODEL, "stream_failed"]]);
+  expect(gw.app.services.ledger.openHolds()).toBe(0);
+});
