@@ -198,6 +198,9 @@ export class ResponseParser {
             if (this.headBytes + buf.length - pos > MAX_HEAD_BYTES) throw new ResponseFramingError("response head too large");
             // A head whose lines end in a bare LF never ends in CRLF CRLF: said now, not at the first-byte limit.
             if (hasBareLf(buf, pos, Math.max(pos, from - 1))) throw new ResponseFramingError("a line of the head ends in a bare LF");
+            // Likewise a bare CR (old Mac line ends; RFC 9112 §2.2 lets a recipient refuse it, and
+            // no field value may hold one): a JSON body after such a head has no LF to give it away.
+            if (hasBareCr(buf, Math.max(pos, from - 1))) throw new ResponseFramingError("a line of the head ends in a bare CR");
             return this.keep(buf, pos);
           }
           this.headBytes += end + 4 - pos;
@@ -224,6 +227,7 @@ export class ResponseParser {
             // As in the head: a line ended by a bare LF never ends in CRLF. Said now, not at the
             // idle limit the answer would otherwise wait for (a raw-TCP probe: "5\nhello\n0\n\n").
             if (hasBareLf(buf, pos, Math.max(pos, from - 1))) throw new ResponseFramingError("a chunk size line ends in a bare LF");
+            if (hasBareCr(buf, Math.max(pos, from - 1))) throw new ResponseFramingError("a chunk size line ends in a bare CR");
             return this.keep(buf, pos);
           }
           if (end - pos > MAX_CHUNK_LINE_BYTES) throw new ResponseFramingError("chunk size line too long");
@@ -251,6 +255,7 @@ export class ResponseParser {
           if (this.headBytes + size > MAX_HEAD_BYTES) throw new ResponseFramingError("trailers too large");
           if (end < 0) {
             if (hasBareLf(buf, pos, Math.max(pos, from - 1))) throw new ResponseFramingError("a trailer line ends in a bare LF");
+            if (hasBareCr(buf, Math.max(pos, from - 1))) throw new ResponseFramingError("a trailer line ends in a bare CR");
             return this.keep(buf, pos);
           }
           this.headBytes += size;
@@ -405,6 +410,14 @@ function indexOfCrlf(buf: Uint8Array, from: number): number {
 function hasBareLf(buf: Uint8Array, start: number, from: number): boolean {
   for (let i = buf.indexOf(10, from); i >= 0; i = buf.indexOf(10, i + 1)) {
     if (i === start || buf[i - 1] !== 13) return true;
+  }
+  return false;
+}
+
+/** A CR in buf[from..] followed by anything but an LF (a CR that ends the buffer is not known yet). */
+function hasBareCr(buf: Uint8Array, from: number): boolean {
+  for (let i = buf.indexOf(13, from); i >= 0 && i < buf.length - 1; i = buf.indexOf(13, i + 1)) {
+    if (buf[i + 1] !== 10) return true;
   }
   return false;
 }

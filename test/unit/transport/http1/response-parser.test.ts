@@ -226,6 +226,11 @@ describe("response parser: framing faults are errors", () => {
     ["a chunk size line ended by a bare LF after a chunk", "HTTP/1.1 200 OK\r\ntransfer-encoding: chunked\r\n\r\n2\r\n{}\r\n0\n"],
     ["a trailer line ended by a bare LF", "HTTP/1.1 200 OK\r\ntransfer-encoding: chunked\r\n\r\n2\r\n{}\r\n0\r\nx-t: 1\n"],
     ["the empty line after the last chunk a bare LF", "HTTP/1.1 200 OK\r\ntransfer-encoding: chunked\r\n\r\n2\r\n{}\r\n0\r\n\n"],
+    // Bare CRs (old Mac line ends) never end in CRLF CRLF either, and a JSON body has no LF to give them away.
+    ["a head with bare CR line endings (its end not arrived)", 'HTTP/1.1 200 OK\rcontent-type: application/json\rcontent-length: 2\r\r{"a":1}'],
+    ["a bare CR inside the head before its end", "HTTP/1.1 200 OK\r\nx-a: 1\rx-b: 2"],
+    ["chunk size lines ended by bare CRs (their end not arrived)", "HTTP/1.1 200 OK\r\ntransfer-encoding: chunked\r\n\r\n5\rhello\r0\r\r"],
+    ["a trailer line ended by a bare CR", "HTTP/1.1 200 OK\r\ntransfer-encoding: chunked\r\n\r\n2\r\n{}\r\n0\r\nx-t: 1\rx"],
   ];
   for (const [name, wire] of faults) {
     test(name, () => {
