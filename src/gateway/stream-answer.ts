@@ -124,7 +124,8 @@ export async function streamAnswer(o: StreamAnswerOptions): Promise<ReadableStre
   // Nothing of the answer itself yet (no bytes, or only the events that open it): the head waits
   // for it, for the same failure may still come that the early take meets (see `nextArrival`).
   while (source.opening()) {
-    const arriving = nextArrival(o, quietSince + o.keepAliveMs - performance.now());
+    const left = quietSince + o.keepAliveMs - performance.now();
+    const arriving = o.upstream.onReadable ? nextArrival(o, left) : readAhead(o, source, left);
     const arrived = typeof arriving === "string" ? arriving : await arriving;
     if (arrived === "cut") {
       // The gateway's stop ended the wait: nothing went to the client, so it is answered as a call
@@ -132,6 +133,7 @@ export async function streamAnswer(o: StreamAnswerOptions): Promise<ReadableStre
       source.letGo(new ShutdownCut());
       throw new ShutdownCut();
     }
+    if (arrived === "taken") continue;
     if (arrived !== "arrived") break;
     await source.takeArrived();
   }
@@ -191,6 +193,51 @@ function nextArrival(o: StreamAnswerOptions, waitMs: number): "arrived" | "idle"
   });
 }
 
+/**
+ * The same wait on a reader with `read()` only (an answer the upstream compressed although asked
+ * for identity, decoded as it comes; `fetch`'s): one read, for at most `waitMs`. "taken" when it
+ * came and was taken (or failed: a failure in the first bytes); else the read under way becomes
+ * the relay loop's first (`adoptRead`), so no bytes are lost or reordered. A raw-TCP probe: a gzip
+ * stream whose bytes were not gzip was a 200 with an error frame, never the next model.
+ */
+async function readAhead(
+  o: StreamAnswerOptions,
+  source: { adoptRead(read: Promise<ReadResult>): void; takeRead(read: ReadResult): Promise<void>; takeFailure(error: unknown): void },
+  waitMs: number,
+): Promise<"taken" | "idle" | "cut"> {
+  const client = o.clientSignal;
+  if (client?.aborted || waitMs <= 0) return "idle";
+  const read = o.upstream.read();
+  let stop: (why: "idle" | "cut") => void = () => {};
+  const stopped = new Promise<"idle" | "cut">((resolve) => {
+    const gone = () => stop("idle");
+    const cut = () => stop(client?.aborted ? "idle" : "cut");
+    const timer = setTimeout(gone, waitMs);
+    stop = (why) => {
+      clearTimeout(timer);
+      client?.removeEventListener("abort", gone);
+      o.cuts?.unwatch(cut);
+      resolve(why);
+    };
+    client?.addEventListener("abort", gone);
+    o.cuts?.watch(cut);
+  });
+  let outcome: ReadResult | "idle" | "cut" | { error: unknown };
+  try {
+    outcome = await Promise.race([read, stopped]);
+  } catch (error) {
+    outcome = { error };
+  }
+  stop("idle");
+  if (outcome === "idle" || outcome === "cut") {
+    source.adoptRead(read);
+    return outcome;
+  }
+  if ("error" in outcome) source.takeFailure(outcome.error);
+  else await source.takeRead(outcome);
+  return "taken";
+}
+
 /** The controller Bun hands a direct stream's pull: writes go to the socket's buffer, flush and close send it. */
 export interface DirectController {
   write(chunk: string): number | Promise<number>;
@@ -218,6 +265,9 @@ export class StreamFailedBeforeStart extends Error {
 export async function answerSource(o: StreamAnswerOptions, quietSince = performance.now()): Promise<{
   type: "direct";
   takeArrived(): Promise<void>;
+  takeRead(read: ReadResult): Promise<void>;
+  takeFailure(error: unknown): void;
+  adoptRead(read: Promise<ReadResult>): void;
   opening(): boolean;
   letGo(reason: unknown): void;
   pull(controller: DirectController): Promise<void>;
@@ -516,9 +566,33 @@ export async function answerSource(o: StreamAnswerOptions, quietSince = performa
 
     takeArrived,
 
-    /** Only the events that open an answer came so far (or nothing): the head may wait (see streamAnswer). */
+    /** A read streamAnswer's wait made (readAhead), taken as the first read is. */
+    async takeRead(read: ReadResult) {
+      try {
+        over = await take(read, true);
+        if (!over && !done) await takeArrived();
+      } catch (error) {
+        failedEarly = { error };
+      }
+    },
+
+    /** That read failed: as a failure in the first read. */
+    takeFailure(error: unknown) {
+      failedEarly = { error };
+    },
+
+    /** That read still under way when the wait ended: the relay loop's (or readRest's) first. */
+    adoptRead(read: Promise<ReadResult>) {
+      pendingRead = read;
+    },
+
+    /**
+     * Only the events that open an answer came so far, or nothing the client would be written: the
+     * head may wait (see streamAnswer). Thinking a client is not shown, say, is something of the
+     * answer but nothing to write; a head alone would tell the client nothing either.
+     */
     opening() {
-      return !over && !done && failure === undefined && failedEarly === undefined && held.length === 0 && !o.meter.answered;
+      return !over && !done && failure === undefined && failedEarly === undefined && held.length === 0 && (!o.meter.answered || out.length === 0);
     },
 
     /** The attempt ends before its head (the gateway's stop): its upstream request is aborted, nothing is settled. */
@@ -695,7 +769,8 @@ export async function answerSource(o: StreamAnswerOptions, quietSince = performa
             read = handed;
           }
           if (!read) {
-            pendingRead = reader.read();
+            // A read streamAnswer's wait left under way is taken first (adoptRead).
+            pendingRead ??= reader.read();
             read = await pendingRead;
             pendingRead = undefined;
           }

@@ -236,22 +236,6 @@ test("the opening events and the first text leave together once the text comes; 
   expect(text).toContain("event: message_stop");
 });
 
-test("the gateway's stop while only the opening events came: a 503 to retry, nothing charged", async () => {
-  afterHead = (socket) => {
-    socket.write(ROLE);
-    socket.flush();
-  };
-  const balance = await gw.balanceMicro();
-  const asked = ask([RAW_MODEL]);
-  await until("the upstream has the request", 2_000, () => raw.requests.length > 0 && gw.app.services.inflight.count === 1);
-  await Bun.sleep(100);
-  const stopping = gw.app.services.inflight.cut();
-  const res = await asked;
-  await stopping;
-  expect(res.status).toBe(503);
-  expect(await gw.balanceMicro()).toBe(balance);
-});
-
 test("a stream that is only the vendor's end marker ([DONE], no finish): the next model answers, and alone it is a 502 that costs nothing, not a 200 whose only frame is an error", async () => {
   // The body stays open after the marker: before, the stage relayed it and waited for the body's
   // end, and only then found the answer unfinished, with the client's 200 already gone.
@@ -299,4 +283,83 @@ test("the end marker after text but before any finish: the text, then one error 
   await gw.app.services.settled();
   expect(records().slice(before).map((r) => [r.model, r.status])).toEqual([[RAW_MODEL, "stream_failed"]]);
   expect(gw.app.services.ledger.openHolds()).toBe(0);
+});
+
+const askAs = (path: "/v1/messages" | "/v1/responses", models: string[]) =>
+  post(gw, path, path === "/v1/messages" ? { model: models[0], models, max_tokens: 50, messages: [{ role: "user", content: "Hello" }], stream: true } : { model: models[0], models, input: "Hello", stream: true, store: false });
+
+for (const path of ["/v1/messages", "/v1/responses"] as const) {
+  test(`${path}: OpenAI's role chunk, then a close, gives that client nothing yet: the next model answers, and alone it is a 502 that costs nothing`, async () => {
+    afterHead = (socket) => {
+      socket.write(ROLE);
+      setTimeout(() => socket.end(), 20);
+    };
+    const before = records().length;
+    const fellBack = await askAs(path, [RAW_MODEL, OPENAI_MODEL]);
+    expect(fellBack.status).toBe(200);
+    const text = await fellBack.text();
+    expect(text).not.toMatch(/event: error|response\.failed/);
+    await gw.app.services.settled();
+    expect(records().slice(before).map((r) => [r.model, r.status])).toEqual([[OPENAI_MODEL, "ok"]]);
+
+    const balance = await gw.balanceMicro();
+    const alone = await askAs(path, [RAW_MODEL]);
+    expect(alone.status).toBe(502);
+    expect(((await alone.json()) as any).error.type).toBe(path === "/v1/messages" ? "api_error" : "upstream_error");
+    expect(await gw.balanceMicro()).toBe(balance);
+    expect(gw.app.services.ledger.openHolds()).toBe(0);
+  });
+}
+
+test("the role chunk, then the answer 150 ms later: the client's stream is whole and charged once (the wait takes what comes next)", async () => {
+  afterHead = (socket) => {
+    socket.write(ROLE);
+    setTimeout(() => socket.data.closed || socket.end(frame("Hi") + END), 150);
+  };
+  const before = records().length;
+  const res = await askAs("/v1/messages", [RAW_MODEL]);
+  expect(res.status).toBe(200);
+  const text = await res.text();
+  expect(text).toContain("event: message_start");
+  expect(text).toContain('"text":"Hi"');
+  expect(text).toContain("event: message_stop");
+  expect(text).not.toContain("error");
+  await gw.app.services.settled();
+  expect(records().slice(before).map((r) => [r.model, r.status])).toEqual([[RAW_MODEL, "ok"]]);
+});
+
+test("the role chunk, then nothing past keepalive_ms: that client still gets its head and a keep-alive at keepalive_ms", async () => {
+  afterHead = (socket) => {
+    socket.write(ROLE);
+    setTimeout(() => socket.data.closed || socket.end(frame("late") + END), 2.5 * KEEPALIVE_MS);
+  };
+  const started = performance.now();
+  const res = await askAs("/v1/messages", [RAW_MODEL]);
+  expect(res.status).toBe(200);
+  const reader = res.body!.getReader();
+  const first = await reader.read();
+  const firstAt = performance.now() - started;
+  expect(firstAt).toBeGreaterThanOrEqual(KEEPALIVE_MS - 50);
+  expect(firstAt).toBeLessThan(2 * KEEPALIVE_MS);
+  let rest = new TextDecoder().decode(first.value);
+  for (let r = await reader.read(); !r.done; r = await reader.read()) rest += new TextDecoder().decode(r.value);
+  expect(rest).toContain('"text":"late"');
+  expect(rest).toContain("event: message_stop");
+});
+
+// Last: the cut leaves this gateway stopping, so every request after it would be a 503.
+test("the gateway's stop while only the opening events came: a 503 to retry, nothing charged", async () => {
+  afterHead = (socket) => {
+    socket.write(ROLE);
+    socket.flush();
+  };
+  const balance = await gw.balanceMicro();
+  const asked = ask([RAW_MODEL]);
+  await until("the upstream has the request", 2_000, () => raw.requests.length > 0 && gw.app.services.inflight.count === 1);
+  await Bun.sleep(100);
+  const stopping = gw.app.services.inflight.cut();
+  const res = await asked;
+  await stopping;
+  expect(res.status).toBe(503);
+  expect(await gw.balanceMicro()).toBe(balance);
 });

@@ -255,6 +255,56 @@ test("a SIGTERM whose grace ends while a stream waits for its upstream's first b
   }
 }, 30_000);
 
+test("a SIGTERM whose grace ends while a stream has had nothing to write yet (a role chunk an Anthropic client is not shown; a compressed stream read ahead): a 503 to retry, recorded and free", async () => {
+  // The stage waits on while what arrived gives the client nothing, and reads a compressed
+  // stream ahead (a fifth raw-TCP probe): the gateway's stop in either wait is the 503 a call
+  // still waiting gets, as in the wait for the first body bytes above.
+  const role = `data: ${JSON.stringify({ id: "c", object: "chat.completion.chunk", created: 1, model: "m", choices: [{ index: 0, delta: { role: "assistant", content: "" }, finish_reason: null }] })}\n\n`;
+  const raw = rawUpstream((request, socket) => {
+    if (request.body.includes("gzip please")) socket.write("HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\ncontent-encoding: gzip\r\ntransfer-encoding: chunked\r\n\r\n");
+    else socket.write(`HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\ntransfer-encoding: chunked\r\n\r\n${role.length.toString(16)}\r\n${role}\r\n`);
+  });
+  const config = join(dir, "switchyard-cut-nothing-yet.json");
+  writeFileSync(config, JSON.stringify({
+    providers: [{ id: "up", kind: "openai", base_url: `${raw.url}/v1` }],
+    models: [{ id: "test/paid", provider: "up", upstream_model: "m", category: "text", context_length: 100000, pricing: { input_per_mtok: 1000, output_per_mtok: 1000 } }],
+    server: { keepalive_ms: 20_000 },
+  }));
+  const env = { SWITCHYARD_CONFIG: config, SWITCHYARD_DB: join(dir, "cut-nothing-yet.sqlite"), SWITCHYARD_SHUTDOWN_GRACE_MS: "300", SWITCHYARD_SPILL_DIR: dir };
+  const gw = await startProcess(env);
+  try {
+    const balanceBefore = ledgerState(env.SWITCHYARD_DB).balance;
+    const answers = [
+      ["/v1/messages", "role-chunk", "a prompt"],
+      ["/v1/chat/completions", "gzip", "gzip please"],
+    ].map(([path, id, content]) =>
+      fetch(`${gw.url}${path}`, {
+        method: "POST",
+        headers: { authorization: `Bearer ${gw.key}`, "content-type": "application/json", "anthropic-version": "2023-06-01", "x-request-id": `nothing-yet-${id}` },
+        body: JSON.stringify({ model: "test/paid", max_tokens: 100, messages: [{ role: "user", content }], stream: true }),
+      }).then(async (r) => ({ status: r.status, retryAfter: r.headers.get("retry-after"), body: await r.text() })));
+    for (const until = Date.now() + 5_000; raw.requests.length < 2 && Date.now() < until; ) await Bun.sleep(10);
+    expect(raw.requests.length).toBe(2);
+    await Bun.sleep(100); // both heads are in: the streams wait with nothing to write
+    gw.child.kill("SIGTERM");
+    const [roleChunk, gzip] = await Promise.all(answers);
+    expect([roleChunk!.status, roleChunk!.retryAfter, JSON.parse(roleChunk!.body).error.type]).toEqual([503, "1", "overloaded_error"]);
+    expect([gzip!.status, gzip!.retryAfter, JSON.parse(gzip!.body).error.type]).toEqual([503, "1", "server_error"]);
+    expect(await gw.child.exited).toBe(0);
+    const db = new Database(env.SWITCHYARD_DB, { readonly: true });
+    try {
+      const records = db.query<{ id: string; status: string; cost: number }, []>("SELECT client_request_id AS id, status, cost_micro AS cost FROM usage_records ORDER BY 1").all();
+      expect(records).toEqual([{ id: "nothing-yet-gzip", status: "upstream_error", cost: 0 }, { id: "nothing-yet-role-chunk", status: "upstream_error", cost: 0 }]);
+      expect(db.query<{ b: number }, []>("SELECT balance_micro AS b FROM accounts WHERE name = 'demo'").get()!.b).toBe(balanceBefore);
+    } finally {
+      db.close();
+    }
+  } finally {
+    if (gw.child.exitCode === null) gw.child.kill("SIGKILL");
+    raw.stop();
+  }
+}, 30_000);
+
 test("a ledger that takes no writes at start (here locked by another connection): the demo key is one log line, the gateway serves, no stack", async () => {
   const config = join(dir, "switchyard-locked.json");
   writeFileSync(config, JSON.stringify({
