@@ -17,6 +17,7 @@ import { createRateLimiter, type RateLimitStore } from "./limits/rate-limiter.ts
 import { createConcurrencyLimiter, type ConcurrencyStore } from "./limits/concurrency-limiter.ts";
 import { errorsPlugin } from "./http/plugins/errors.ts";
 import { jsonBodyPlugin, type BodyServer } from "./http/plugins/json-body.ts";
+import { createParseTurns } from "./limits/parse-turns.ts";
 import type { TSchema } from "@sinclair/typebox";
 import { ChatRequest } from "./formats/openai-chat/schema.ts";
 import { CountTokensRequest, MessagesRequest } from "./formats/anthropic-messages/schema.ts";
@@ -338,6 +339,7 @@ export function createApp(deps: AppDeps) {
     const small = declared !== null && Number(declared) <= SMALL_ANONYMOUS_BODY;
     return [{ budget: small ? smallAddressShares : addressShares, holder: addressBlock(server?.requestIP(request)?.address ?? "unknown"), level: "address" }];
   };
+  const parseTurns = createParseTurns();
   const front = new Elysia({ name: "switchyard", normalize: false })
     .use(errorsPlugin(log, recordRejection, (request, status, error) => tracker.responded(request, status, error), isStoreUnavailable))
     .use(admissionPlugin({
@@ -370,6 +372,12 @@ export function createApp(deps: AppDeps) {
       sharesOf: bodySharesOf,
       timeoutMs: limits.body_timeout_ms,
       schemaOf: (path) => LARGE_BODY_SCHEMAS[path],
+      // A tenant's large bodies wait their turn rather than hold the thread (limits/parse-turns.ts).
+      turns: parseTurns,
+      turnOf: (request) => {
+        const key = principals.maybeOf(request);
+        return key ? { key: key.keyId, account: key.accountId } : undefined;
+      },
     }))
     // The answering routes close their own request traces (see closeTracesHook): before the hook.
     .use(chatCompletionsRoute(forwardDeps))

@@ -1,3 +1,4 @@
+import { endTurnOf } from "../limits/parse-turns.ts";
 import type { Settings, ResolvedProvider } from "../config/load-config.ts";
 import type { Logger } from "../log/log.ts";
 import { UpstreamProtocolError, type ProviderAdapter, type DecodedFrame } from "../providers/provider.ts";
@@ -249,6 +250,8 @@ export async function attemptUpstream(deps: AttemptDeps, req: AttemptRequest, ca
   const adapter = adapterFor(provider, model);
   const prepared = prepareUpstream(req.wire, req.body, model, provider, maxTokens, deps.log);
   const call = adapter.buildRequest(provider, prepared.body, req.headers);
+  // A large body's turn (limits/parse-turns.ts) covers the work up to here, not the sending.
+  endTurnOf(req.clientSignal);
   // The tier asked for prices an answer that ends before it says its own (billing/usage-meter.ts).
   const tier = (prepared.body as { service_tier?: unknown }).service_tier;
   if (sent && typeof tier === "string") sent.askedTier = tier;
