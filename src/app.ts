@@ -12,7 +12,7 @@ import { createCatalogue } from "./catalogue/catalogue.ts";
 import { withoutSecrets, type Logger } from "./log/log.ts";
 import { createScrubber } from "./log/scrub.ts";
 import type { Transport } from "./transport/transport.ts";
-import { admissionPlugin, createPrincipals, pathOf } from "./http/plugins/admission.ts";
+import { admissionPlugin, COUNT_PATHS, createPrincipals, pathOf } from "./http/plugins/admission.ts";
 import { createRateLimiter, type RateLimitStore } from "./limits/rate-limiter.ts";
 import { createConcurrencyLimiter, type ConcurrencyStore } from "./limits/concurrency-limiter.ts";
 import { errorsPlugin } from "./http/plugins/errors.ts";
@@ -374,9 +374,11 @@ export function createApp(deps: AppDeps) {
       schemaOf: (path) => LARGE_BODY_SCHEMAS[path],
       // A tenant's large bodies wait their turn rather than hold the thread (limits/parse-turns.ts).
       turns: parseTurns,
+      // Token counts take none: their bodies already take bytes from their account's minute
+      // (count_tokens_account_bytes_per_minute), and their counting takes turns in the count queue.
       turnOf: (request) => {
         const key = principals.maybeOf(request);
-        return key ? { key: key.keyId, account: key.accountId } : undefined;
+        return key && !COUNT_PATHS.has(pathOf(request.url)) ? { key: key.keyId, account: key.accountId } : undefined;
       },
     }))
     // The answering routes close their own request traces (see closeTracesHook): before the hook.

@@ -42,7 +42,7 @@ export function pathOf(url: string): string {
 }
 
 /** Token counts: free, with a bucket of their own (below). */
-const COUNT_PATHS = new Set(["/v1/messages/count_tokens", "/v1/responses/input_tokens"]);
+export const COUNT_PATHS = new Set(["/v1/messages/count_tokens", "/v1/responses/input_tokens"]);
 /** GET /v1/key (routes/key.ts): authenticated, never rate limited. */
 export const KEY_INFO_PATH = "/v1/key";
 /** How many token counts a key may make per chat request of its rate limit. */
