@@ -42,6 +42,11 @@ export interface SettlementStore<Q extends QueuedSettlement> {
    * at the next start); throws when it cannot be kept, and the log is then the last record.
    */
   spill?(queued: Q[]): void;
+  /**
+   * The spill file kept while the store failed is no longer needed: everything in it is written.
+   * A store with it also keeps the queue's charges in the spill file while it fails (see below).
+   */
+  unspill?(): void;
   /** A settlement refused even without its charge, logged and let go: its hold lifts. */
   dropped(q: Q): void;
 }
@@ -113,6 +118,12 @@ export function createSettlementQueue<Q extends QueuedSettlement>(store: Settlem
   let closed = false;
   /** What the spill file holds since close: each late settlement rewrites it with all of them. */
   let spilled: Q[] = [];
+  /** The spill file holds charges kept while the store failed (removed once they are written). */
+  let keptWhileFailing = false;
+  /** Charges that came while failing wait for the end of the turn's spill (one file write for all). */
+  let keepScheduled = false;
+  /** Whether "cannot keep them" was logged in this failure (once, not per settlement). */
+  let keepFailureLogged = false;
 
   const recovered = () => {
     lastCommitAt = now();
@@ -122,8 +133,59 @@ export function createSettlementQueue<Q extends QueuedSettlement>(store: Settlem
       log("info", "ledger writes again", { failedForMs: lastCommitAt - failingSince, queued: queue.length });
       failingSince = undefined;
       lastError = undefined;
+      keepFailureLogged = false;
+    }
+    // Everything the spill file kept is written now: a start must not find it (it would only
+    // replay records that exist, but it holds their credit again until it has).
+    if (keptWhileFailing && queue.length === 0 && !closed) {
+      keptWhileFailing = false;
+      store.unspill?.();
     }
   };
+
+  /**
+   * Only a store that can also remove the file keeps charges in it while running (SQLite: one
+   * process per file). PostgreSQL's spill files are replayed by any process that starts on the
+   * database, so a file kept while another process still runs and writes them is not its to take.
+   */
+  const keepsWhileFailing = store.spill !== undefined && store.unspill !== undefined;
+
+  /** A charge: a settlement that moves money (not a hold's release, not a free answer's record). */
+  const isCharge = (q: Q) => !(q as { release?: boolean }).release && q.settlement.costMicro > 0;
+
+  /**
+   * While the store fails, the answers whose settlements wait in memory are delivered whole; a
+   * kill -9 then lost their charges (a kill -9 and disk-fault probe: 156 whole paid answers of 746
+   * finished after a disk filled had no record after the restart). So before their promises
+   * resolve, every charge still queued is kept in the spill file (fsynced; on a full disk the room
+   * held for it is given up), which the next start replays: a record written meanwhile makes its
+   * replay charge nothing. When the file cannot be written either (a read-only disk), they are
+   * delivered as before, and the log says so once.
+   */
+  function keepQueuedAndRelease(): void {
+    keepScheduled = false;
+    // Written meanwhile (the store is back): they were released by their commit, or wait for it.
+    if (failingSince === undefined) return;
+    const waiting = queue.filter((q) => q.done);
+    if (waiting.length === 0) return;
+    const charges = queue.filter(isCharge);
+    // Once closed, close() keeps the queue in the spill file itself.
+    if (!closed && charges.length > 0 && keepsWhileFailing) {
+      try {
+        store.spill!(charges);
+        keptWhileFailing = true;
+      } catch (err) {
+        if (!keepFailureLogged) {
+          keepFailureLogged = true;
+          log("error", "settlements waiting for the ledger could not be kept in the spill file either: a kill -9 now loses them", { error: String(err), settlements: charges.length });
+        }
+      }
+    }
+    for (const q of waiting) {
+      q.done?.();
+      q.done = undefined;
+    }
+  }
 
   /** The store is failing: nobody waits for it any more; what is queued stays queued. */
   const fail = (message: string) => {
@@ -132,10 +194,7 @@ export function createSettlementQueue<Q extends QueuedSettlement>(store: Settlem
       failingSince = now();
       log("error", "ledger cannot write: paid requests are refused until it can, settlements wait in memory", { error: message, queued: queue.length });
     }
-    for (const q of queue) {
-      q.done?.();
-      q.done = undefined;
-    }
+    keepQueuedAndRelease();
   };
 
   function onFailure(kind: WriteFailure, err: unknown): void {
@@ -360,9 +419,15 @@ export function createSettlementQueue<Q extends QueuedSettlement>(store: Settlem
     /** Resolves once the settlement is committed, or once the store is failing (it waits queued). */
     enqueue(q: Q): Promise<void> {
       if (closed) return keepAfterClose(q);
-      const promise = failingSince !== undefined ? Promise.resolve() : new Promise<void>((resolve) => (q.done = resolve));
       q.at ??= now();
+      // While failing, nobody waits for a commit; a charge waits for the spill file (above).
+      const waits = failingSince === undefined || (isCharge(q) && keepsWhileFailing);
+      const promise = waits ? new Promise<void>((resolve) => (q.done = resolve)) : Promise.resolve();
       queue.push(q);
+      if (failingSince !== undefined && waits && !keepScheduled) {
+        keepScheduled = true;
+        setImmediate(keepQueuedAndRelease);
+      }
       schedule();
       return promise;
     },

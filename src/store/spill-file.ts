@@ -1,4 +1,4 @@
-import { closeSync, existsSync, fsyncSync, mkdirSync, openSync, readdirSync, readFileSync, renameSync, statSync, unlinkSync, writeSync } from "node:fs";
+import { closeSync, existsSync, fsyncSync, ftruncateSync, mkdirSync, openSync, readdirSync, readFileSync, renameSync, statfsSync, statSync, unlinkSync, writeSync } from "node:fs";
 import { dirname, join } from "node:path";
 import type { Settlement } from "../billing/ledger.ts";
 import type { Logger } from "../log/log.ts";
@@ -48,8 +48,24 @@ export function keepInSpill(path: string, spilled: Spilled[]): void {
     // which is then written into it. A completely full disk had taken no spill at all, and every
     // settlement queued went to the log only (a kill -9 and disk-fault probe).
     if (!isNoRoom(err) || !existsSync(reserveOf(path))) throw err;
+    const held = statSync(reserveOf(path)).size;
     unlinkSync(reserveOf(path));
-    writeSpill(path, spilled);
+    const bytes = writeSpill(path, spilled);
+    // What the spill did not take is held again at once, before anyone else can: a spill while
+    // the process runs (the store failing) must not hand the room to the database that filled
+    // the disk, and the spill at shutdown rewrites the file (a second copy until its rename).
+    // As much as the disk has now, in whole blocks (less a block at each try that does not fit).
+    let room = held - bytes;
+    try {
+      const { bavail, bsize } = statfsSync(dirname(path));
+      room = Math.min(room, Number(bavail) * Number(bsize));
+      for (room -= room % Number(bsize); room > 0; room -= Number(bsize) * 4) {
+        try {
+          reserveSpillRoom(path, room);
+          break;
+        } catch {}
+      }
+    } catch {}
   }
 }
 
@@ -69,16 +85,39 @@ function isNoRoom(err: unknown): boolean {
 export function reserveSpillRoom(path: string, bytes: number): void {
   const reserve = reserveOf(path);
   if (bytes <= 0) return;
+  let has = 0;
   try {
-    if (statSync(reserve).size >= bytes) return;
+    has = statSync(reserve).size;
   } catch {}
-  writeWhole(reserve, Buffer.alloc(bytes));
+  if (has >= bytes) return;
+  if (has === 0) return writeWhole(reserve, Buffer.alloc(bytes));
+  // Grown, not written anew: a top-up that finds no room keeps what was held.
+  const fd = openSync(reserve, "r+");
+  try {
+    const more = Buffer.alloc(bytes - has);
+    for (let written = 0; written < more.length; ) {
+      const n = writeSync(fd, more, written, more.length - written, has + written);
+      if (n <= 0) throw new Error(`${reserve} took no more bytes`);
+      written += n;
+    }
+    fsyncSync(fd);
+  } catch (err) {
+    try {
+      ftruncateSync(fd, has);
+    } catch {}
+    throw err;
+  } finally {
+    closeSync(fd);
+  }
 }
 
-function writeSpill(path: string, spilled: Spilled[]): void {
+/** Writes the file whole; returns its size. */
+function writeSpill(path: string, spilled: Spilled[]): number {
   const temporary = `${path}.${process.pid}.tmp`;
-  writeWhole(temporary, Buffer.from(spilled.map((s) => JSON.stringify(s)).join("\n") + "\n"));
+  const bytes = Buffer.from(spilled.map((s) => JSON.stringify(s)).join("\n") + "\n");
+  writeWhole(temporary, bytes);
   renameSync(temporary, path);
+  return bytes.length;
 }
 
 /**

@@ -102,6 +102,15 @@ export function createSqliteLedger(db: Database, o: SqliteLedgerOptions): Ledger
   const retryMaxMs = o.retryMaxMs ?? 1_000;
   const probeIntervalMs = o.probeIntervalMs ?? 2_000;
   const spillPath = o.spillPath ?? (db.filename && db.filename !== ":memory:" ? `${db.filename}.spill` : undefined);
+  /** Disk held for the spill file (at start, and again after a spill while running gave it up). */
+  function holdSpillRoom(atStart: boolean): void {
+    if (!spillPath || (o.spillReserveBytes ?? 0) <= 0) return;
+    try {
+      reserveSpillRoom(spillPath, o.spillReserveBytes!);
+    } catch (err) {
+      if (atStart) log("warn", "no room held for the spill file: on a full disk, settlements that cannot be written go to the log only", { path: spillPath, error: String(err) });
+    }
+  }
 
   type BudgetRow = { spend_limit_micro: number | null; spend_limit_period: string | null; period_spent_micro: number; period_start: number };
   const accountOf = db.query<{ balance_micro: number } & BudgetRow, [string]>(
@@ -377,6 +386,13 @@ export function createSqliteLedger(db: Database, o: SqliteLedgerOptions): Ledger
       lift(q.settlement.requestId);
     },
     spill: spillPath ? (queued) => keepInSpill(spillPath, queued.map((q) => ({ settlement: q.settlement, held: holds.get(q.settlement.requestId)?.amount ?? 0, ...(q.charge === false ? { charge: false as const } : {}) }))) : undefined,
+    unspill: spillPath
+      ? () => {
+          removeSpill(spillPath);
+          // The room a spill on a full disk gave up is held again once the disk takes writes.
+          holdSpillRoom(false);
+        }
+      : undefined,
   }, { now, log, maxQueued, maxBatch: MAX_BATCH, busyLimitMs, retryMaxMs, probeIntervalMs, commitDelay: o.commitDelay });
 
   // Settlements a previous process could not write before it stopped: their holds are taken again
@@ -405,13 +421,7 @@ export function createSqliteLedger(db: Database, o: SqliteLedgerOptions): Ledger
     });
   }
 
-  if (spillPath && (o.spillReserveBytes ?? 0) > 0) {
-    try {
-      reserveSpillRoom(spillPath, o.spillReserveBytes!);
-    } catch (err) {
-      log("warn", "no room held for the spill file: on a full disk, settlements that cannot be written go to the log only", { path: spillPath, error: String(err) });
-    }
-  }
+  holdSpillRoom(true);
 
   return {
     async reserve(hold: Hold): Promise<ReserveResult> {

@@ -211,3 +211,77 @@ describe("stopped at once (a second signal during shutdown)", () => {
     expect(JSON.stringify(logged)).toContain('"requestId":"c"');
   });
 });
+
+describe("while the store fails (a kill -9 then must not lose what was delivered whole)", () => {
+  /** A store whose writes fail while `state.failing`, with a spill file it can also remove. */
+  function failingStore() {
+    const state = { failing: true, spillThrows: false };
+    const written: string[] = [];
+    /** The spill file's content after each rewrite; null after it was removed. */
+    const files: (string[] | null)[] = [];
+    const store: SettlementStore<QueuedSettlement> = {
+      write(batch) {
+        if (state.failing) throw new Error("disk full");
+        written.push(...batch.map((q) => q.settlement.requestId));
+      },
+      probe() {
+        if (state.failing) throw new Error("disk full");
+      },
+      classify: () => "storage",
+      describe: (err) => String(err),
+      committed() {},
+      dropped() {},
+      spill(queued) {
+        if (state.spillThrows) throw new Error("EROFS: read-only file system");
+        files.push(queued.map((q) => q.settlement.requestId));
+      },
+      unspill() {
+        files.push(null);
+      },
+    };
+    return { store, state, written, files };
+  }
+  const free = (requestId: string): Settlement => ({ ...settlement(requestId), costMicro: 0 });
+
+  test("a charge's promise resolves only once every charge queued is in the spill file; free records do not wait; once all is written the file goes", async () => {
+    const { store, state, written, files } = failingStore();
+    const queue = createSettlementQueue(store, { ...options, maxBatch: 100, retryMaxMs: 5 });
+    // Queued before the failure is seen: its write fails, and it is kept before it is released.
+    const seenAtA: (string[] | null)[] = [];
+    const a = queue.enqueue({ settlement: settlement("a") }).then(() => seenAtA.push(files.at(-1) ?? null));
+    await a;
+    expect(queue.health().writable).toBe(false);
+    expect(seenAtA).toEqual([["a"]]);
+    // While failing: a free record is released at once and kept nowhere; a charge waits for the file.
+    let freeDone = false;
+    void queue.enqueue({ settlement: free("f") }).then(() => (freeDone = true));
+    await Promise.resolve();
+    expect(freeDone).toBe(true);
+    let seenAtB: string[] | null | undefined;
+    await queue.enqueue({ settlement: settlement("b") }).then(() => (seenAtB = files.at(-1)));
+    expect(seenAtB).toEqual(["a", "b"]);
+    // The disk takes writes again: everything is written once and the file removed.
+    state.failing = false;
+    for (const until = Date.now() + 2_000; (queue.health().queued > 0 || files.at(-1) !== null) && Date.now() < until; ) await Bun.sleep(5);
+    expect(written).toEqual(["a", "f", "b"]);
+    expect(files.at(-1)).toBeNull();
+    expect(files.filter((f) => f === null)).toHaveLength(1);
+    await queue.close(50);
+  });
+
+  test("when the spill file cannot be written either, charges are released as before and the log says so once", async () => {
+    const { store, state, files } = failingStore();
+    state.spillThrows = true;
+    const logs: string[] = [];
+    const queue = createSettlementQueue(store, { ...options, maxBatch: 100, retryMaxMs: 5, log: (_level, message) => logs.push(message) });
+    await queue.enqueue({ settlement: settlement("a") });
+    await queue.enqueue({ settlement: settlement("b") });
+    await Bun.sleep(30);
+    expect(files).toEqual([]);
+    expect(logs.filter((m) => m.includes("could not be kept in the spill file either"))).toHaveLength(1);
+    state.failing = false;
+    state.spillThrows = false;
+    await queue.close(200);
+    expect(queue.health().queued).toBe(0);
+  });
+});

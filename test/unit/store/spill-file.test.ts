@@ -41,12 +41,12 @@ describe("the spill file", () => {
     expect(readdirSync(out)).toEqual([]);
   });
 
-  test("on a disk that fills up, the room held at start is given up for the spill, which is then written whole; without it the spill is refused (a kill -9 and disk-fault probe)", () => {
+  test("on a disk that fills up, the room held at start is given up for the spill, which is then written whole, and what it did not take is held again; without it the spill is refused (kill -9 and disk-fault probes)", () => {
     // A 1 MiB tmpfs of the child's own (a private mount namespace: nothing is left mounted), filled to the last byte.
     const child = join(dir, "full-disk.ts");
     writeFileSync(child, `
       import { keepInSpill, readSpill, reserveSpillRoom } from ${JSON.stringify(join(import.meta.dir, "../../../src/store/spill-file.ts"))};
-      import { existsSync, openSync, writeSync, closeSync } from "node:fs";
+      import { existsSync, openSync, writeSync, closeSync, statSync, statfsSync } from "node:fs";
       const at = process.argv[2];
       const spilled = Array.from({ length: 300 }, (_, i) => ({ settlement: { requestId: "req_" + i, pad: "x".repeat(200) }, held: 1000 }));
       const fill = (name) => {
@@ -59,14 +59,21 @@ describe("the spill file", () => {
       reserveSpillRoom(at + "/a.spill", 256 * 1024);
       fill("filler-a");
       const withReserve = kept(at + "/a.spill");
-      const reserveLeft = existsSync(at + "/a.spill.reserve");
+      // A spill while the process runs must not hand the room it did not use to whoever filled the
+      // disk (the database): it is held again at once, and the disk stays full.
+      const reserveLeft = existsSync(at + "/a.spill.reserve") ? statSync(at + "/a.spill.reserve").size : 0;
+      const spillSize = statSync(at + "/a.spill").size;
+      const { bavail, bsize } = statfsSync(at);
+      const freeAfter = Number(bavail) * Number(bsize);
+      // So a second spill on the still full disk (the one at shutdown, after one while running) is kept too.
+      const again = kept(at + "/a.spill");
       fill("filler-b");
       const without = kept(at + "/b.spill");
-      console.log(JSON.stringify({ withReserve, reserveLeft, without }));
+      console.log(JSON.stringify({ withReserve, reserveHeldAgain: reserveLeft > 256 * 1024 - spillSize - 64 * 1024, freeAfter, again, without }));
     `);
     const at = join(dir, "mnt");
     const run = Bun.spawnSync(["unshare", "-m", "sh", "-c", `mkdir -p ${JSON.stringify(at)} && mount -t tmpfs -o size=1m tmpfs ${JSON.stringify(at)} && ${JSON.stringify(process.execPath)} ${JSON.stringify(child)} ${JSON.stringify(at)}`]);
     const said = JSON.parse(run.stdout.toString().trim().split("\n").at(-1)!);
-    expect(said).toEqual({ withReserve: 300, reserveLeft: false, without: "ENOSPC" });
+    expect(said).toEqual({ withReserve: 300, reserveHeldAgain: true, freeAfter: 0, again: 300, without: "ENOSPC" });
   });
 });
