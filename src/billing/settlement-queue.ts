@@ -74,6 +74,11 @@ export interface SettlementQueueOptions {
    * running, the batch goes at the end of the turn, as it always does for a lone request.
    */
   commitDelay?: { ms: number; inFlight: () => number };
+  /**
+   * How long a charge waits for the store to come back when the spill file cannot keep it either
+   * (a read-only disk, fsync failing), before its answer is delivered anyway. Default 10 s.
+   */
+  unkeptWaitMs?: number;
 }
 
 /** Distinct (key, minute, status) refusal counters kept before they are written early. */
@@ -100,6 +105,9 @@ const REJECTION_FLUSH_MS = 1_000;
  * that fails alone is written without its charge (logged in full), and dropped only if even that
  * is refused. Nothing here throws.
  */
+/** See SettlementQueueOptions.unkeptWaitMs. */
+const UNKEPT_WAIT_MS = 10_000;
+
 export function createSettlementQueue<Q extends QueuedSettlement>(store: SettlementStore<Q>, o: SettlementQueueOptions) {
   const { now, log } = o;
   const queue: Q[] = [];
@@ -124,6 +132,8 @@ export function createSettlementQueue<Q extends QueuedSettlement>(store: Settlem
   let keepScheduled = false;
   /** Whether "cannot keep them" was logged in this failure (once, not per settlement). */
   let keepFailureLogged = false;
+  /** Releases the charges that neither the store nor the spill file could take, once they waited long enough. */
+  let unkeptTimer: ReturnType<typeof setTimeout> | undefined;
 
   const recovered = () => {
     lastCommitAt = now();
@@ -134,6 +144,10 @@ export function createSettlementQueue<Q extends QueuedSettlement>(store: Settlem
       failingSince = undefined;
       lastError = undefined;
       keepFailureLogged = false;
+    }
+    if (unkeptTimer) {
+      clearTimeout(unkeptTimer);
+      unkeptTimer = undefined;
     }
     // Everything the spill file kept is written now: a start must not find it (it would only
     // replay records that exist, but it holds their credit again until it has).
@@ -159,8 +173,10 @@ export function createSettlementQueue<Q extends QueuedSettlement>(store: Settlem
    * finished after a disk filled had no record after the restart). So before their promises
    * resolve, every charge still queued is kept in the spill file (fsynced; on a full disk the room
    * held for it is given up), which the next start replays: a record written meanwhile makes its
-   * replay charge nothing. When the file cannot be written either (a read-only disk), they are
-   * delivered as before, and the log says so once.
+   * replay charge nothing. When the file cannot be written either (a read-only disk, fsync
+   * failing), they wait for the store (each retry tries the file again) for up to `unkeptWaitMs`:
+   * a fault that clears meanwhile ends their answers with their records written. Past that they
+   * are delivered as before (a kill -9 then loses them), and the log has said so once.
    */
   function keepQueuedAndRelease(): void {
     keepScheduled = false;
@@ -177,11 +193,19 @@ export function createSettlementQueue<Q extends QueuedSettlement>(store: Settlem
       } catch (err) {
         if (!keepFailureLogged) {
           keepFailureLogged = true;
-          log("error", "settlements waiting for the ledger could not be kept in the spill file either: a kill -9 now loses them", { error: String(err), settlements: charges.length });
+          log("error", "settlements waiting for the ledger could not be kept in the spill file either: their answers wait for the ledger a while, then end without a durable record (a kill -9 loses them)", { error: String(err), settlements: charges.length, waitMs: o.unkeptWaitMs ?? UNKEPT_WAIT_MS });
         }
+        unkeptTimer ??= setTimeout(releaseWaiting, o.unkeptWaitMs ?? UNKEPT_WAIT_MS);
+        return;
       }
     }
-    for (const q of waiting) {
+    releaseWaiting();
+  }
+
+  function releaseWaiting(): void {
+    if (unkeptTimer) clearTimeout(unkeptTimer);
+    unkeptTimer = undefined;
+    for (const q of queue) {
       q.done?.();
       q.done = undefined;
     }
@@ -478,6 +502,7 @@ export function createSettlementQueue<Q extends QueuedSettlement>(store: Settlem
       if (closed) return;
       closed = true;
       clearInterval(prober);
+      if (unkeptTimer) clearTimeout(unkeptTimer);
       for (const timer of [delayTimer, rejectionTimer, retryTimer]) if (timer) clearTimeout(timer);
       if (queue.length === 0) return;
       const kept = keepInSpill([...queue]);
@@ -489,6 +514,7 @@ export function createSettlementQueue<Q extends QueuedSettlement>(store: Settlem
     /** Writes what is queued (within `graceMs`, retrying) and stops; what cannot be written is logged in full. */
     async close(graceMs: number): Promise<void> {
       clearInterval(prober);
+      if (unkeptTimer) clearTimeout(unkeptTimer);
       if (delayTimer) clearTimeout(delayTimer);
       if (rejectionTimer) clearTimeout(rejectionTimer);
       const deadline = performance.now() + graceMs;

@@ -269,19 +269,33 @@ describe("while the store fails (a kill -9 then must not lose what was delivered
     await queue.close(50);
   });
 
-  test("when the spill file cannot be written either, charges are released as before and the log says so once", async () => {
-    const { store, state, files } = failingStore();
+  test("when the spill file cannot be written either, a charge waits for the store (up to unkeptWaitMs), and the log says so once", async () => {
+    const { store, state, files, written } = failingStore();
     state.spillThrows = true;
     const logs: string[] = [];
-    const queue = createSettlementQueue(store, { ...options, maxBatch: 100, retryMaxMs: 5, log: (_level, message) => logs.push(message) });
-    await queue.enqueue({ settlement: settlement("a") });
-    await queue.enqueue({ settlement: settlement("b") });
+    const queue = createSettlementQueue(store, { ...options, maxBatch: 100, retryMaxMs: 5, unkeptWaitMs: 60_000, log: (_level, message) => logs.push(message) });
+    let aDone = false;
+    const a = queue.enqueue({ settlement: settlement("a") }).then(() => (aDone = true));
     await Bun.sleep(30);
+    expect(queue.health().writable).toBe(false);
+    // Neither the store nor the file took it: its answer does not end yet.
+    expect(aDone).toBe(false);
     expect(files).toEqual([]);
     expect(logs.filter((m) => m.includes("could not be kept in the spill file either"))).toHaveLength(1);
+    // The fault clears: it is written, and only then released.
     state.failing = false;
-    state.spillThrows = false;
-    await queue.close(200);
-    expect(queue.health().queued).toBe(0);
+    await a;
+    expect(written).toEqual(["a"]);
+    await queue.close(50);
+
+    // A fault that lasts: released after unkeptWaitMs, as before (its record waits in memory).
+    const second = failingStore();
+    second.state.spillThrows = true;
+    const waits = createSettlementQueue(second.store, { ...options, maxBatch: 100, retryMaxMs: 5, unkeptWaitMs: 80 });
+    const started = performance.now();
+    await waits.enqueue({ settlement: settlement("b") });
+    expect(performance.now() - started).toBeGreaterThanOrEqual(70);
+    expect(waits.health().queued).toBe(1);
+    await waits.close(0);
   });
 });
