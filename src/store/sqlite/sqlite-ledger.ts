@@ -105,11 +105,19 @@ export function createSqliteLedger(db: Database, o: SqliteLedgerOptions): Ledger
   /** Disk held for the spill file (at start, and again after a spill while running gave it up). */
   function holdSpillRoom(atStart: boolean): void {
     if (!spillPath || (o.spillReserveBytes ?? 0) <= 0) return;
-    try {
-      reserveSpillRoom(spillPath, o.spillReserveBytes!);
-    } catch (err) {
-      if (atStart) log("warn", "no room held for the spill file: on a full disk, settlements that cannot be written go to the log only", { path: spillPath, error: String(err) });
+    // Less when the disk has not that much (a 2 MiB volume held none at all, and a disk that
+    // filled then kept no spill): halves down to 64 KiB (~150 settlements).
+    let firstError: unknown;
+    for (let bytes = o.spillReserveBytes!; bytes >= Math.min(64 * 1024, o.spillReserveBytes!); bytes = Math.floor(bytes / 2)) {
+      try {
+        reserveSpillRoom(spillPath, bytes);
+        if (atStart && firstError !== undefined) log("warn", "less room held for the spill file than asked: the disk has little", { path: spillPath, heldBytes: bytes, askedBytes: o.spillReserveBytes });
+        return;
+      } catch (err) {
+        firstError ??= err;
+      }
     }
+    if (atStart) log("warn", "no room held for the spill file: on a full disk, settlements that cannot be written go to the log only", { path: spillPath, error: String(firstError) });
   }
 
   type BudgetRow = { spend_limit_micro: number | null; spend_limit_period: string | null; period_spent_micro: number; period_start: number };

@@ -76,4 +76,24 @@ describe("the spill file", () => {
     const said = JSON.parse(run.stdout.toString().trim().split("\n").at(-1)!);
     expect(said).toEqual({ withReserve: 300, reserveHeldAgain: true, freeAfter: 0, again: 300, without: "ENOSPC" });
   });
+  test("a ledger on a disk smaller than the room it asks for holds what fits (a 2 MiB volume held none, and a spill on it then found no room)", () => {
+    const child = join(dir, "small-disk.ts");
+    writeFileSync(child, `
+      import { openDatabase } from ${JSON.stringify(join(import.meta.dir, "../../../src/store/database.ts"))};
+      import { createSqliteLedger } from ${JSON.stringify(join(import.meta.dir, "../../../src/store/sqlite/sqlite-ledger.ts"))};
+      import { existsSync, statSync } from "node:fs";
+      const at = process.argv[2];
+      const logs = [];
+      const db = openDatabase(at + "/ledger.sqlite", { busyTimeoutMs: 0 });
+      const ledger = createSqliteLedger(db, { now: Date.now, log: (level, message) => logs.push(message), spillReserveBytes: 4 * 1024 * 1024 });
+      const reserve = at + "/ledger.sqlite.spill.reserve";
+      console.log(JSON.stringify({ held: existsSync(reserve) ? statSync(reserve).size : 0, said: logs.filter((m) => m.includes("room held")) }));
+      await ledger.close(0);
+      db.close();
+    `);
+    const at = join(dir, "small");
+    const run = Bun.spawnSync(["unshare", "-m", "sh", "-c", `mkdir -p ${JSON.stringify(at)} && mount -t tmpfs -o size=2m tmpfs ${JSON.stringify(at)} && ${JSON.stringify(process.execPath)} ${JSON.stringify(child)} ${JSON.stringify(at)}`]);
+    const said = JSON.parse(run.stdout.toString().trim().split("\n").at(-1) || `{"stderr": ${JSON.stringify(run.stderr.toString().slice(-500))}}`);
+    expect(said).toEqual({ held: 1024 * 1024, said: ["less room held for the spill file than asked: the disk has little"] });
+  });
 });
