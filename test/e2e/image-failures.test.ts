@@ -205,7 +205,7 @@ describe.each(FAILURES.map((f) => [f.kind, f] as const))("%s", (_kind, f) => {
     const text = await res.text();
     expectNothingInternal(text);
     const frames = sseFrames(text);
-    expect(JSON.parse(frames.at(-1)!.data).error).toEqual({ message: f.message, type: f.errorType });
+    expect(JSON.parse(frames.at(-1)!.data).error).toEqual({ message: f.message, type: f.errorType, param: null, code: null });
     expect(frames.some((x) => x.data === "[DONE]")).toBe(false);
     expect(await gw.balanceMicro()).toBe(before);
   });

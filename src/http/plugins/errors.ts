@@ -1,4 +1,5 @@
 import { Elysia } from "elysia";
+import { endTurnOfRequest } from "../../limits/parse-turns.ts";
 import type { TSchema } from "@sinclair/typebox";
 import { firstBodyError } from "./first-body-error.ts";
 import type { ErrorKind } from "../../streaming/events.ts";
@@ -47,6 +48,8 @@ export function errorsPlugin(
   storeUnavailable?: (error: unknown) => boolean,
 ) {
   return new Elysia({ name: "switchyard/errors" }).onError({ as: "global" }, ({ code, error, request }) => {
+    // A large body's turn (limits/parse-turns.ts) ends with a refusal before its vendor request.
+    endTurnOfRequest(request);
     const response = storeUnavailable?.(error) ? unavailableResponse(error, request, log) : toResponse(code, error, request, log);
     if (!(error instanceof GatewayError && error.recorded)) onRejected(request, response.status);
     onAnswered?.(request, response.status, error);

@@ -2,7 +2,7 @@ import { Elysia } from "elysia";
 import { isUtf8 } from "node:buffer";
 import { GatewayError } from "../../streaming/gateway-error.ts";
 import { giveShares, takeShares, type BodyShare, type ShareLevel } from "../../limits/body-budget.ts";
-import { endTurnOf, holdTurn, type ParseTurns } from "../../limits/parse-turns.ts";
+import { holdTurn, type ParseTurns } from "../../limits/parse-turns.ts";
 import type { TSchema } from "@sinclair/typebox";
 import { firstBodyError } from "./first-body-error.ts";
 import { validationMessage, validationParam } from "./errors.ts";
@@ -101,9 +101,10 @@ export function jsonBodyPlugin(o: JsonBodyOptions) {
         if (shares && held > 0) giveShares(shares, held);
         endTurn?.();
       }
-    })
-    // A request answered or refused before its vendor request was built ends its turn here.
-    .onAfterResponse({ as: "global" }, ({ request }) => void endTurnOf(request.signal));
+    });
+  // A request refused before its vendor request was built ends its turn in the errors plugin
+  // (errors.ts); no after-response hook here: Elysia runs those in a setImmediate with an async
+  // closure per request, which every answer would pay (see request-id.ts, closeTracesHook).
 }
 
 /** The body read, as JSON: decoded strictly, its shape bounded, parsed, and a large one checked against its schema. */
