@@ -93,17 +93,35 @@ export const LOG_BACKLOG_MAX_BYTES = 16 * 1024 * 1024;
  * the backlog are dropped, and the first line that goes out again says so. `also` (stdout, where the
  * start banner goes) is guarded against errors the same way.
  */
-export function guardedLines(sink: LineSink, also: { on(event: "error", listener: (err: NodeJS.ErrnoException) => void): unknown }[] = [], maxBacklog = LOG_BACKLOG_MAX_BYTES): (text: string) => void {
+/**
+ * What this process's log lost, for /metrics (gateway-metrics.ts): lines dropped past the backlog,
+ * and writes its destination refused (their lines are lost too, how many is not told). Said only
+ * in the log before, the one place that was failing (a disk-fault probe, nineteenth session).
+ */
+export interface LogLosses {
+  dropped: number;
+  failedWrites: number;
+}
+export const LOG_LOSSES: LogLosses = { dropped: 0, failedWrites: 0 };
+
+export function guardedLines(sink: LineSink, also: { on(event: "error", listener: (err: NodeJS.ErrnoException) => void): unknown }[] = [], maxBacklog = LOG_BACKLOG_MAX_BYTES, losses: LogLosses = LOG_LOSSES): (text: string) => void {
   /** Why lines were lost since the last write that went out (a code: ENOSPC, EPIPE), if any were. */
   let lostTo: string | undefined;
   let dropped = 0;
   /** Bytes written while the destination held them back, since it last took some. */
   let backlog = 0;
-  for (const stream of [sink, ...also]) stream.on("error", (err) => void (lostTo ??= err.code ?? "error"));
+  for (const stream of [sink, ...also]) {
+    stream.on("error", (err) => {
+      losses.failedWrites++;
+      lostTo ??= err.code ?? "error";
+    });
+  }
   sink.on("drain", () => void (backlog = 0));
   return (text) => {
     if (backlog > maxBacklog) {
-      dropped += text.split("\n").length - 1;
+      const lines = text.split("\n").length - 1;
+      dropped += lines;
+      losses.dropped += lines;
       return;
     }
     if (lostTo !== undefined || dropped > 0) {

@@ -1,4 +1,5 @@
 import type { LedgerHealth } from "../billing/ledger.ts";
+import { LOG_LOSSES } from "../log/log.ts";
 import type { KeyPools } from "../providers/key-pools.ts";
 import { CollectedCounter, CollectedSeries, Counter, Dimension, Gauge, Histogram, Registry, StatusDimension } from "./metrics.ts";
 
@@ -71,6 +72,8 @@ export function createGatewayMetrics(deps: GatewayMetricsDeps) {
     const oldest = deps.ledger.health().oldestQueuedAt;
     return oldest === undefined ? 0 : Math.max(0, deps.now() - oldest) / 1000;
   }));
+  registry.add(new CollectedCounter("switchyard_log_lines_dropped_total", "Log lines (access log included) this process dropped because their destination fell behind by more than 16 MiB.", () => LOG_LOSSES.dropped));
+  registry.add(new CollectedCounter("switchyard_log_write_errors_total", "Writes of log lines their destination refused (a full disk, a closed pipe): their lines are lost.", () => LOG_LOSSES.failedWrites));
   registry.add(new Gauge("switchyard_ledger_writable", "1 while the ledger's store accepts writes, 0 while it fails.", () => (deps.ledger.health().writable ? 1 : 0)));
   if (deps.limiter?.health) {
     const health = deps.limiter.health.bind(deps.limiter);

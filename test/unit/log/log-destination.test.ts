@@ -54,3 +54,18 @@ test("a destination that fails (ENOSPC, EPIPE) does not throw: the next line tha
   out(line(2));
   expect(sink.taken.trim().split("\n")).toHaveLength(3);
 });
+
+test("what was lost is counted for /metrics: lines dropped past the backlog, and writes the destination refused", () => {
+  const losses = { dropped: 0, failedWrites: 0 };
+  const slow = new FakeSink(100);
+  const out = guardedLines(slow, [], 1_000, losses);
+  for (let i = 0; i < 500; i++) out(line(i));
+  const kept = (slow.taken + slow.held).trim().split("\n").length;
+  expect(losses.dropped).toBe(500 - kept);
+  expect(losses.dropped).toBeGreaterThan(0);
+  const failing = new FakeSink(1_000_000);
+  guardedLines(failing, [], 1_000, losses);
+  failing.emit("error", Object.assign(new Error("no space left on device"), { code: "ENOSPC" }));
+  failing.emit("error", Object.assign(new Error("broken pipe"), { code: "EPIPE" }));
+  expect(losses.failedWrites).toBe(2);
+});
