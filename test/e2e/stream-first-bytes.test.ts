@@ -343,6 +343,8 @@ test("the role chunk, then nothing past keepalive_ms: that client still gets its
   expect(firstAt).toBeLessThan(2 * KEEPALIVE_MS);
   let rest = new TextDecoder().decode(first.value);
   for (let r = await reader.read(); !r.done; r = await reader.read()) rest += new TextDecoder().decode(r.value);
+  // As Anthropic's own streams: message_start first, the keep-alive pings after it.
+  expect(rest).toStartWith("event: message_start");
   expect(rest).toContain('"text":"late"');
   expect(rest).toContain("event: message_stop");
 });

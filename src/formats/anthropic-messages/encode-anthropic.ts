@@ -298,7 +298,9 @@ export function createAnthropicEncoder(ctx: EncodeContext): ClientSink {
       out += frame("message_delta", JSON.stringify({ type: "message_delta", delta, usage }));
       return out + frame("message_stop", `{"type":"message_stop"}`);
     },
-    keepAlive: () => PING,
+    // An Anthropic stream opens with message_start, its pings after it (the SDKs' accumulators
+    // expect it first): a keep-alive before anything else was written opens the message.
+    keepAlive: () => begin() || PING,
   };
   return sink;
 }
