@@ -446,7 +446,7 @@ const ERROR_TEXT: Record<number, string> = {
   400: "Malformed request: a body that is not JSON (Content-Type other than application/json), invalid JSON, a field of the wrong type, an unsupported part, a prompt over the context window, a bad query (`stream=true` on GET /v1/responses/{id}: no background responses here).",
   401: "Missing or invalid credential (checked before the body is read).",
   402: "Insufficient credits (or the key's spend limit) for the request's worst case.",
-  403: "The key may not use this model (its `models` list); the message names the models it may use.",
+  403: "The key may not use this model (its `models` list); the message names the models it may use. Or the key's account is suspended by the operator: every request of its keys is refused until it is resumed (GET /v1/key still answers, with `account.suspended`).",
   404: "No such model, account or key.",
   409: "The account already has 10 active keys; or (PATCH a key, PostgreSQL) a spend limit below what the key spent and holds; or (a top-up) an Idempotency-Key already used with another amount or account.",
   408: "The body did not arrive within limits.body_timeout_ms of its first read (the connection is then closed).",
@@ -456,6 +456,8 @@ const ERROR_TEXT: Record<number, string> = {
   502: "No upstream could answer (never charged).",
   503: "The ledger cannot record charges, or the rate limiter (Redis) or key store cannot be reached, or the database (the admin API, GET /v1/key) cannot be used (`retry-after: 5`); or the gateway is receiving `limits.body_total_bytes` of bodies already (`retry-after: 1`).",
 };
+
+const SUSPENDED_TEXT = "The key's account is suspended by the operator: every request of its keys is refused until it is resumed (GET /v1/key still answers, with `account.suspended`).";
 
 /** Turns TypeBox schemas (objects with symbol keys) into plain JSON Schema. */
 function plain(schema: unknown): Record<string, unknown> {
@@ -499,9 +501,13 @@ export function buildOpenApiDocument(routes: readonly RouteInfo[], version: stri
         ...(Object.keys(content).length ? { content } : {}),
       };
     }
-    for (const status of op?.errors ?? [400]) {
+    // A suspended account's keys get a 403 on every key route but GET /v1/key (admission refuses
+    // them before the route runs), whether or not the route has a 403 of its own.
+    const errors = op?.errors ?? [400];
+    const suspendable = op?.security === "key" && key !== "GET /v1/key" && !errors.includes(403);
+    for (const status of suspendable ? [...errors, 403].sort((a, b) => a - b) : errors) {
       responses[String(status)] = {
-        description: ERROR_TEXT[status] ?? "Error.",
+        description: suspendable && status === 403 ? SUSPENDED_TEXT : ERROR_TEXT[status] ?? "Error.",
         headers: { "x-request-id": { $ref: "#/components/headers/x-request-id" } },
         content: { "application/json": { schema: { $ref: error } } },
       };

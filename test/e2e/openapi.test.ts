@@ -177,6 +177,39 @@ describe("GET /openapi.json", () => {
     expect(answers.map(check).filter(Boolean)).toEqual([]);
   });
 
+  test("a suspended account's 403 is documented on every route its keys reach (GET /v1/key answers it 200)", async () => {
+    const doc = await documentOf(gw.url);
+    const check = openApiChecker(doc);
+    const admin = { authorization: `Bearer ${ADMIN}`, "content-type": "application/json" };
+    const created = JSON.parse((await seen(gw.url, "POST", "/v1/admin/accounts", { headers: admin, body: { name: "openapi-suspended", credits: 5 } })).body);
+    const minted = JSON.parse((await seen(gw.url, "POST", `/v1/admin/accounts/${created.id}/keys`, { headers: admin, body: {} })).body);
+    expect((await seen(gw.url, "PATCH", `/v1/admin/accounts/${created.id}`, { headers: admin, body: { suspended: true } })).status).toBe(200);
+    const key = { authorization: `Bearer ${minted.key}`, "content-type": "application/json" };
+    const chat = { model: OPENAI_MODEL, messages: [{ role: "user", content: "hi" }] };
+    const answers: SeenAnswer[] = [
+      await seen(gw.url, "POST", "/v1/chat/completions", { headers: key, body: chat }),
+      await seen(gw.url, "POST", "/v1/messages", { headers: key, body: { ...chat, max_tokens: 5 } }),
+      await seen(gw.url, "POST", "/v1/messages/count_tokens", { headers: key, body: chat }),
+      await seen(gw.url, "POST", "/v1/responses", { headers: key, body: { model: OPENAI_MODEL, input: "hi" } }),
+      await seen(gw.url, "POST", "/v1/responses/input_tokens", { headers: key, body: { model: OPENAI_MODEL, input: "hi" } }),
+      await seen(gw.url, "GET", "/v1/responses/resp_nope", { headers: key }),
+      await seen(gw.url, "GET", "/v1/responses/resp_nope/input_items", { headers: key }),
+      await seen(gw.url, "DELETE", "/v1/responses/resp_nope", { headers: key }),
+      await seen(gw.url, "POST", "/v1/embeddings", { headers: key, body: { model: OPENAI_MODEL, input: "hi" } }),
+      await seen(gw.url, "GET", "/v1/models", { headers: key }),
+      await seen(gw.url, "GET", `/v1/models/${encodeURIComponent(OPENAI_MODEL)}`, { headers: key }),
+    ];
+    expect(answers.map((a) => `${a.method} ${a.path} ${a.status}`)).toEqual(answers.map((a) => `${a.method} ${a.path} 403`));
+    expect(answers.map(check).filter(Boolean)).toEqual([]);
+    // The key may still ask why, and the 403's text in the document says what it is.
+    const own = await seen(gw.url, "GET", "/v1/key", { headers: key });
+    expect([own.status, JSON.parse(own.body).account.suspended]).toEqual([200, true]);
+    expect(check(own)).toBeUndefined();
+    expect(doc.paths["/v1/key"].get.responses["403"]).toBeUndefined();
+    expect(doc.paths["/v1/models"].get.responses["403"].description).toContain("suspended");
+    expect(doc.paths["/v1/chat/completions"].post.responses["403"].description).toContain("`models` list");
+  });
+
   test("a store that cannot be used answers 503s the document describes: GET /v1/models with Redis down", async () => {
     const limiter = openRedisLimiter("redis://127.0.0.1:1");
     const down = await startGateway({ upstreamUrl: upstream.url, limiter, adminToken: ADMIN });
