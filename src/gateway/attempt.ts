@@ -80,8 +80,11 @@ const ANSWER_TOO_LARGE = "The upstream provider sent an answer larger than the g
 
 export const clientClosed = () => new GatewayError(499, "invalid_request", "The client closed the request.");
 
-/** The gateway stopped while the upstream had not answered: nothing was produced, nothing is charged, and another gateway process can answer it. */
-/** The gateway's stop ended the call before anything went to the client (also forward.ts: a stream still waiting for its first bytes). */
+/**
+ * The gateway's stop ended the call before anything went to the client (also forward.ts: a stream
+ * whose head still waits for its first text): nothing was produced, nothing is charged, and another
+ * gateway process can answer it.
+ */
 export const SHUTTING_DOWN = (): AttemptOutcome & { kind: "refused" } => ({
   kind: "refused",
   verdict: "fail",

@@ -181,7 +181,7 @@ export async function forward(deps: ForwardDeps, req: ForwardRequest): Promise<R
             // A stream that failed before anything reached the client is a refused attempt: the
             // request is retried or falls back, and a last failure is a 502 that costs nothing.
             if (err instanceof ShutdownCut) {
-              // The gateway's stop came while the stream waited for its first bytes (stream-answer.ts):
+              // The gateway's stop came while the stream's head waited for its first text (stream-answer.ts):
               // answered as a call still waiting for its head, a 503 that costs nothing.
               billing.attempt(candidate.model, candidate.model.provider, candidate.maxTokens + plan.predictedTokens);
               trace?.streamAbandoned("other");

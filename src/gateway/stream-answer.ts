@@ -95,14 +95,14 @@ export interface StreamAnswerOptions {
    * an error frame (gateway/inflight.ts) instead of resetting its connection mid-answer.
    */
   cuts?: { watch(end: () => void): void; unwatch(end: () => void): void };
-  /** The client's request: its leaving ends the wait for the upstream's first bytes (see `streamAnswer`). */
+  /** The client's request: its leaving ends the head's wait for the answer's first text (see `streamAnswer`). */
   clientSignal?: AbortSignal;
 }
 
-/** What a client reads when the gateway stops under its answer (past the shutdown grace). */
 /** An answer whose body (or the vendor's end marker) came before its finish. */
 const ENDED_EARLY: StreamEvent & { type: "error" } = { type: "error", errorType: "upstream", message: "The upstream provider ended the answer early." };
 
+/** What a client reads when the gateway stops under its answer (past the shutdown grace). */
 export const SHUTDOWN_CUT = "The gateway is shutting down and cut this answer short. Retry the request.";
 
 /**
@@ -161,7 +161,8 @@ export async function streamAnswer(o: StreamAnswerOptions): Promise<ReadableStre
  *   `response.created` and `response.in_progress`, which OpenAI writes at once, before the model
  *   has produced anything.
  * The client's leaving and the gateway's stop end the wait at once ("idle", "cut"). Readers without
- * `onReadable` (`fetch`'s) are not waited for. "arrived" without a promise when something is there.
+ * `onReadable` (`fetch`'s, a decompressed body's) wait in `readAhead` instead. "arrived" without a
+ * promise when something is there.
  */
 function nextArrival(o: StreamAnswerOptions, waitMs: number): "arrived" | "idle" | Promise<"arrived" | "idle" | "cut"> {
   const reader = o.upstream;
