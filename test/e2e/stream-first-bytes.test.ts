@@ -349,6 +349,32 @@ test("the role chunk, then nothing past keepalive_ms: that client still gets its
   expect(rest).toContain("event: message_stop");
 });
 
+test("a client that leaves after message_start, while the head waits for the first text (an agent CLI's Esc): let go at once, the upstream closed, cancelled and paying its prompt, nothing held", async () => {
+  let upstreamClosed = false;
+  afterHead = (socket) => {
+    socket.write(MESSAGE_START);
+    socket.flush();
+    const watch = setInterval(() => socket.data.closed && ((upstreamClosed = true), clearInterval(watch)), 5);
+  };
+  const before = records().length;
+  const sent = raw.requests.length;
+  const leave = new AbortController();
+  const asked = post(gw, "/v1/messages", { model: RAW_CLAUDE, max_tokens: 50, messages: [{ role: "user", content: "Hello" }], stream: true }, {}, leave.signal).catch(() => undefined);
+  await until("the upstream has the request", 2_000, () => raw.requests.length > sent);
+  await Bun.sleep(100);
+  const left = performance.now();
+  leave.abort();
+  await asked;
+  await until("its upstream closed", 1_000, () => upstreamClosed);
+  await until("the request ended", 1_000, () => records().length > before);
+  expect(performance.now() - left).toBeLessThan(KEEPALIVE_MS);
+  await gw.app.services.settled();
+  const settled = records().slice(before);
+  expect(settled.map((r) => [r.model, r.status])).toEqual([[RAW_CLAUDE, "cancelled"]]);
+  expect(settled[0]!.cost_micro).toBeGreaterThan(0);
+  expect(gw.app.services.ledger.openHolds()).toBe(0);
+});
+
 // Last: the cut leaves this gateway stopping, so every request after it would be a 503.
 test("the gateway's stop while only the opening events came: a 503 to retry, nothing charged", async () => {
   afterHead = (socket) => {
