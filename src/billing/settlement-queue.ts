@@ -86,6 +86,9 @@ const MAX_REJECTION_COUNTERS = 10_000;
 /** Refusal counters are statistics: written with the next batch, or after this long. */
 const REJECTION_FLUSH_MS = 1_000;
 
+/** See SettlementQueueOptions.unkeptWaitMs. */
+const UNKEPT_WAIT_MS = 10_000;
+
 /**
  * Group commit with failure handling, shared by every Ledger implementation (the SQLite and
  * PostgreSQL ledgers differ only in the statements they run).
@@ -99,15 +102,13 @@ const REJECTION_FLUSH_MS = 1_000;
  * A write that fails because of the store keeps its batch queued and in order: lock conflicts are
  * retried on a short timer and count as failing after `busyLimitMs`; anything else (disk full,
  * read-only, unreachable) marks the store failing at once. While failing, nobody waits for a
- * commit (the promises resolve, the settlements stay queued), paid requests are refused
+ * commit (the promises resolve, the settlements stay queued; a charge on a store that keeps a spill
+ * file while running waits for that file first, see keepQueuedAndRelease), paid requests are refused
  * (`admits(true)` is false), and the queue is retried with backoff until a write succeeds. A batch
  * the store refuses for its data is split, so one bad settlement never holds back the others; one
  * that fails alone is written without its charge (logged in full), and dropped only if even that
  * is refused. Nothing here throws.
  */
-/** See SettlementQueueOptions.unkeptWaitMs. */
-const UNKEPT_WAIT_MS = 10_000;
-
 export function createSettlementQueue<Q extends QueuedSettlement>(store: SettlementStore<Q>, o: SettlementQueueOptions) {
   const { now, log } = o;
   const queue: Q[] = [];
@@ -440,7 +441,10 @@ export function createSettlementQueue<Q extends QueuedSettlement>(store: Settlem
   }
 
   return {
-    /** Resolves once the settlement is committed, or once the store is failing (it waits queued). */
+    /**
+     * Resolves once the settlement is committed, or once the store is failing (it waits queued): a
+     * charge then once the spill file keeps it too, or `unkeptWaitMs` later (keepQueuedAndRelease).
+     */
     enqueue(q: Q): Promise<void> {
       if (closed) return keepAfterClose(q);
       q.at ??= now();
