@@ -101,9 +101,9 @@ export interface RecentRequest {
 /** A pooled vendor key's state, by the env name that holds it (never its value). */
 export interface VendorKey { provider: string; key: string; state: "usable" | "cooling" | "disabled"; until?: string; since?: string; next_probe?: string }
 export interface Catalogue { data: CatalogueEntry[]; vendor_keys?: VendorKey[] }
-/** `provider` and `health` are the operator's only (a holder's catalogue is the prices). */
 /** Credits per million tokens of each class. */
 export interface Prices { input_per_mtok: number; output_per_mtok: number; cache_read_per_mtok?: number; cache_write_per_mtok?: number; cache_write_1h_per_mtok?: number }
+/** `provider` and `health` are the operator's only (a holder's catalogue is the prices). */
 export interface CatalogueEntry {
   id: string; provider?: string; category: string; context_length: number;
   pricing: (Prices & { per_image?: number; long_context?: Prices & { above_tokens: number } }) | null;
