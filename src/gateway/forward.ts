@@ -189,6 +189,10 @@ export async function forward(deps: ForwardDeps, req: ForwardRequest): Promise<R
             }
             if (!(err instanceof StreamFailedBeforeStart)) throw err;
             outcome = refusedBeforeStart(err, req.bodyBytes, candidate.maxTokens);
+            // The vendor made (and bills) part of an answer none of which reached the client (its
+            // usage counted output, or something of it came): asked of another key it would be
+            // bought twice (a review: Responses' response.failed with usage, after response.created).
+            if (meter.answered || meter.outputReported) outcome = { ...outcome, answered: true };
             deps.log("warn", "stream failed before it started", { requestId: plan.requestId, provider: candidate.model.provider, error: err.message });
             trace?.streamAbandoned(outcome.cause!);
             // What the failed attempt counted is dropped with it: a client that leaves while the

@@ -94,29 +94,27 @@ const DEFAULT_MAX_HOLD_MS = 250;
 /** Turns handed to requests, by their abort signal: the attempt has the signal, not the Request. */
 const heldTurns = new WeakMap<AbortSignal, () => void>();
 
-/** Turns handed to requests and not yet ended: while none is, a request's end looks up nothing. */
-let turnsHeld = 0;
+/** Set on a Request whose body holds a turn: its end looks the turn up; others' do not touch their signal. */
+const HOLDS_TURN = Symbol("holds a parse turn");
 
-/** The request (by its signal) holds the turn `end` ends, until `endTurnOf`. */
-export function holdTurn(signal: AbortSignal, end: () => void): void {
-  if (!heldTurns.has(signal)) turnsHeld++;
-  heldTurns.set(signal, end);
+/** The request holds the turn `end` ends, until `endTurnOf` (by its signal: the attempt has the signal, not the Request). */
+export function holdTurn(request: Request, end: () => void): void {
+  (request as Request & { [HOLDS_TURN]?: true })[HOLDS_TURN] = true;
+  heldTurns.set(request.signal, end);
 }
 
 /** Ends the turn the request holds, if any (once: later calls do nothing). */
 export function endTurnOf(signal: AbortSignal): void {
-  if (turnsHeld === 0) return;
   const end = heldTurns.get(signal);
   if (!end) return;
   heldTurns.delete(signal);
-  turnsHeld--;
   end();
 }
 
 /**
- * The same, for a request's end (every request passes here): without a turn held anywhere it
- * does not touch `request.signal`, which Bun makes on first use, a cost every response would pay.
+ * The same, for a request's end (a refusal: errors.ts): only a request that held a turn touches
+ * `request.signal`, which Bun makes on first use, a cost every refusal would otherwise pay.
  */
 export function endTurnOfRequest(request: Request): void {
-  if (turnsHeld > 0) endTurnOf(request.signal);
+  if ((request as Request & { [HOLDS_TURN]?: true })[HOLDS_TURN]) endTurnOf(request.signal);
 }

@@ -88,6 +88,22 @@ describe("a Responses upstream's rate limit said in its stream", () => {
     expect(await gw.balanceMicro()).toBe(before);
   });
 
+  test("a failure whose usage says the vendor made output (reasoning), before any of it reached the client: not asked of the pool's other key (it would be bought twice); a 502 that costs nothing", async () => {
+    const gw = await gateway(["RESP_KEY_A", "RESP_KEY_B"]);
+    const billed = [
+      frameOf({ type: "response.created", sequence_number: 0, response: { id: "resp_1", status: "in_progress", output: [] } }),
+      frameOf({ type: "response.failed", sequence_number: 1, response: { id: "resp_1", status: "failed", error: { code: "server_error", message: "The model failed." }, usage: { input_tokens: 2000, input_tokens_details: { cached_tokens: 0 }, output_tokens: 5000, output_tokens_details: { reasoning_tokens: 5000 }, total_tokens: 7000 } } }),
+    ];
+    upstream.rule((req) => (req.method === "POST" ? { kind: "sse", chunks: billed, delayMs: 30 } : undefined));
+    const before = await gw.balanceMicro();
+    const res = await post(gw, "/v1/chat/completions", { model: MODEL, messages: [{ role: "user", content: "think hard" }], stream: true });
+    expect(res.status).toBe(502);
+    await res.text();
+    expect(upstream.requests.filter((r) => r.method === "POST").length).toBe(1);
+    await gw.app.services.settled();
+    expect(await gw.balanceMicro()).toBe(before);
+  });
+
   test("said after the answer's first text went out: an error frame, and the text made is what is charged", async () => {
     const gw = await gateway(["RESP_KEY_A"]);
     const before = await gw.balanceMicro();

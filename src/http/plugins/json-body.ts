@@ -94,7 +94,7 @@ export function jsonBodyPlugin(o: JsonBodyOptions) {
         if (turn) endTurn = await o.turns!.take(turn.key, turn.account);
         const body = parseBody(request, contentType, bytes, o);
         // The route's work on the body is the rest of its turn (limits/parse-turns.ts).
-        if (endTurn) holdTurn(request.signal, endTurn);
+        if (endTurn) holdTurn(request, endTurn);
         endTurn = undefined;
         return body;
       } finally {

@@ -4,7 +4,7 @@
  * schedule runs when the test says, the clock is the test's.
  */
 import { describe, expect, test } from "bun:test";
-import { createParseTurns, endTurnOf, holdTurn } from "../../../src/limits/parse-turns.ts";
+import { createParseTurns, endTurnOf, endTurnOfRequest, holdTurn } from "../../../src/limits/parse-turns.ts";
 
 function manual() {
   const pending: { run: () => void; delayMs: number }[] = [];
@@ -87,12 +87,23 @@ describe("parse turns", () => {
     expect(second).toBe(true);
   });
 
-  test("a request holds its turn by its signal until endTurnOf, once", () => {
-    const signal = new AbortController().signal;
+  test("a request holds its turn by its signal until endTurnOf, once; its end (endTurnOfRequest) ends it too, and a request that held none is not looked up", () => {
+    const request = new Request("http://gw/v1/embeddings", { method: "POST" });
     let ended = 0;
-    holdTurn(signal, () => ended++);
-    endTurnOf(signal);
-    endTurnOf(signal);
+    holdTurn(request, () => ended++);
+    endTurnOf(request.signal);
+    endTurnOf(request.signal);
     expect(ended).toBe(1);
+    const refused = new Request("http://gw/v1/embeddings", { method: "POST" });
+    holdTurn(refused, () => ended++);
+    endTurnOfRequest(refused);
+    endTurnOfRequest(refused);
+    expect(ended).toBe(2);
+    // A request that held no turn: its signal is never asked for (Bun makes it on first use).
+    const plain = new Request("http://gw/v1/chat/completions", { method: "POST" });
+    let asked = false;
+    Object.defineProperty(plain, "signal", { get: () => ((asked = true), new AbortController().signal) });
+    endTurnOfRequest(plain);
+    expect(asked).toBe(false);
   });
 });
