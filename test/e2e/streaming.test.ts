@@ -366,15 +366,20 @@ describe("connection handling", () => {
     const quiet = await startGateway({ upstreamUrl: upstream.url, idleTimeoutSeconds: 1, keepaliveMs: 300 });
     try {
       // The whole answer, in two writes with 2.5 s of silence between them: longer than the server's 1 s idle timeout.
-      upstream.reply({ kind: "sse", chunks: halves(readFixture("openai-text.sse")), delayMs: 2500 });
-      const res = await post(quiet, "/v1/chat/completions", { model: OPENAI_MODEL, messages: question, stream: true });
-      const text = await res.text();
+      // Both formats' silences at once (each reply chosen by the path it answers, whichever reaches
+      // the upstream first): the suite waits 2.5 s, not 5 (the suite's own time, nineteenth session).
+      const quietReply = (req: { path: string }) =>
+        ({ kind: "sse", chunks: halves(readFixture(req.path.endsWith("/messages") ? "anthropic-text.sse" : "openai-text.sse")), delayMs: 2500 }) as const;
+      upstream.reply(quietReply);
+      upstream.reply(quietReply);
+      const [text, text2] = await Promise.all([
+        post(quiet, "/v1/chat/completions", { model: OPENAI_MODEL, messages: question, stream: true }).then((res) => res.text()),
+        post(quiet, "/v1/messages", { model: ANTHROPIC_MODEL, max_tokens: 50, messages: question, stream: true }).then((res) => res.text()),
+      ]);
       expect(text).toContain(": keep-alive");
       expect(openaiView(text)).toMatchObject({ done: true, text: HELLO, finish: "stop" });
 
-      upstream.reply({ kind: "sse", chunks: halves(readFixture("anthropic-text.sse")), delayMs: 2500 });
-      const res2 = await post(quiet, "/v1/messages", { model: ANTHROPIC_MODEL, max_tokens: 50, messages: question, stream: true });
-      const view = anthropicView(await res2.text());
+      const view = anthropicView(text2);
       expect(view.stop).toBe("end_turn");
       expect(view.names.filter((n) => n === "ping").length).toBeGreaterThan(1);
     } finally {
