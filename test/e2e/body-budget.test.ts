@@ -51,7 +51,10 @@ afterEach(async () => {
   await Bun.sleep(100);
 });
 
-/** Still waiting after the gateway had time to answer: its body was taken in, not refused. */
+/**
+ * Still waiting after the gateway had time to answer: its body was taken in, not refused. Several
+ * are watched at once (`held.map(stillWaiting)`), each its own 100 ms, not one after another.
+ */
 async function stillWaiting(h: Held): Promise<boolean> {
   return (await Promise.race([h.answer.then(() => false), Bun.sleep(100).then(() => true)]));
 }
@@ -150,7 +153,7 @@ describe("bodies on their way, per key", () => {
     // The whole share again: two bodies held fit, and then a third does not.
     const again = [hold({ length: MAX_BODY, first: "{" }), hold({ length: MAX_BODY, first: "{" })];
     await settle();
-    for (const h of again) expect(await stillWaiting(h)).toBe(true);
+    for (const waiting of again.map(stillWaiting)) expect(await waiting).toBe(true);
     const res = await post(gw, "/v1/chat/completions", { model: OPENAI_MODEL, messages: [{ role: "user", content: "hi" }] });
     expect(res.status).toBe(429);
   });
@@ -167,8 +170,7 @@ describe("bodies on their way, per key", () => {
     expect(answer.closedByServer).toBe(true);
     expect(JSON.parse(answer.body).error.message).toContain("for this key");
     // The two before it were taken in, not refused.
-    expect(await stillWaiting(big)).toBe(true);
-    expect(await stillWaiting(second)).toBe(true);
+    for (const waiting of [big, second].map(stillWaiting)) expect(await waiting).toBe(true);
   });
 });
 
@@ -186,7 +188,7 @@ describe("bodies on their way, everyone's", () => {
     expect(answer.closedByServer).toBe(true);
     // OpenAI's type for its own 503s.
     expect(JSON.parse(answer.body).error).toMatchObject({ type: "server_error", message: "The gateway is receiving too many request bodies at once. Retry in a second." });
-    for (const h of held) expect(await stillWaiting(h)).toBe(true);
+    for (const waiting of held.map(stillWaiting)) expect(await waiting).toBe(true);
   });
 
   test("requests without a key (the console's) count per client address in a pool of their own: they cannot fill the tenants' total", async () => {
@@ -203,7 +205,7 @@ describe("bodies on their way, everyone's", () => {
     // The tenants' shares are apart from the anonymous pool: a key's largest body is served meanwhile.
     const res = await fetch(`${gw.url}/v1/chat/completions`, { method: "POST", headers: { authorization: `Bearer ${gw.key}`, "content-type": "application/json" }, body: paddedChat(MAX_BODY) });
     expect(res.status).toBe(200);
-    for (const h of held) expect(await stillWaiting(h)).toBe(true);
+    for (const waiting of held.map(stillWaiting)) expect(await waiting).toBe(true);
     // A sign-in's size of body has a lane of its own: the same full address still signs in.
     const small = await fetch(`${gw.url}/console/api/sign-in`, { method: "POST", headers: { "content-type": "application/json" }, body: JSON.stringify({ login: "nobody@example.com", password: "not the password at all" }) });
     expect(small.status).toBe(401);
@@ -238,7 +240,7 @@ describe("bodies on their way, everyone's", () => {
     const other = await secondKey(gw);
     const held = [hold({ length: MAX_BODY, first: "{" }), hold({ length: MAX_BODY, first: "{" }), hold({ auth: `authorization: Bearer ${second}`, length: MAX_BODY, first: "{" })];
     await settle();
-    for (const h of held) expect(await stillWaiting(h)).toBe(true);
+    for (const waiting of held.map(stillWaiting)) expect(await waiting).toBe(true);
     const refused = await hold({ auth: `authorization: Bearer ${second}`, length: 1000, first: "{" }).response;
     expect(refused.status).toBe(429);
     expect(JSON.parse(refused.body).error.message).toContain("for this account (limits.body_per_account_bytes)");
@@ -250,7 +252,7 @@ describe("bodies on their way, everyone's", () => {
     const auth = `authorization: Bearer ${ADMIN_TOKEN}`;
     const held = Array.from({ length: 6 }, () => hold({ path: "/v1/admin/accounts", auth, length: MAX_BODY, first: "{" }));
     await settle();
-    for (const h of held) expect(await stillWaiting(h)).toBe(true);
+    for (const waiting of held.map(stillWaiting)) expect(await waiting).toBe(true);
   });
 });
 
@@ -276,7 +278,7 @@ describe("a body that does not arrive in time", () => {
     // Given back: the key can hold its whole share again and still nothing more.
     const held = [hold({ length: MAX_BODY, first: "{", via: quick }), hold({ length: MAX_BODY, first: "{", via: quick })];
     await settle();
-    for (const h of held) expect(await stillWaiting(h)).toBe(true);
+    for (const waiting of held.map(stillWaiting)) expect(await waiting).toBe(true);
     expect((await hold({ length: 1000, first: "{", via: quick }).response).status).toBe(429);
   });
 
@@ -284,7 +286,7 @@ describe("a body that does not arrive in time", () => {
     for (const chunked of [false, true]) {
       const gone = [hold({ length: chunked ? undefined : MAX_BODY, first: "{" + "x".repeat(chunked ? 250 * 1024 : 0) }), hold({ length: chunked ? undefined : MAX_BODY, first: "{" + "x".repeat(chunked ? 250 * 1024 : 0) })];
       await settle();
-      for (const h of gone) expect(await stillWaiting(h)).toBe(true);
+      for (const waiting of gone.map(stillWaiting)) expect(await waiting).toBe(true);
       expect((await hold({ length: 100 * 1024, first: "{" }).answer).status).toBe(429);
       for (const socket of open.splice(0)) socket.destroy();
       await settle();
