@@ -309,13 +309,15 @@ if (missing) {
     });
 
     test("a host whose clock runs behind the database's still extends its open holds in time: extensions are on the database's clock, as holds are made and swept (a review)", async () => {
-      const f = await pgFixture({ holdTtlMs: 2_000, sweepIntervalMs: 100, now: () => Date.now() - 3_000 });
-      const other = await pgFixture({ holdTtlMs: 2_000, sweepIntervalMs: 60_000 });
+      // A TTL of 400 ms and three of them waited (as the test above): a hold extended on the host's
+      // clock, 3 s behind, is past its expiry at every extension, and swept well before the end.
+      const f = await pgFixture({ holdTtlMs: 400, sweepIntervalMs: 100, now: () => Date.now() - 3_000 });
+      const other = await pgFixture({ holdTtlMs: 400, sweepIntervalMs: 60_000 });
       try {
         const who = await f.fund(5_000);
         const requestId = `req_behind_${Date.now()}`;
         expect(await f.ledger.reserve({ requestId, ...who, amountMicro: 2_000 })).toEqual({ ok: true });
-        await Bun.sleep(3_000);
+        await Bun.sleep(1_200);
         expect(await other.ledger.sweep()).toBe(0);
         expect(await f.ledger.balance(who.accountId)).toEqual({ balanceMicro: 5_000, heldMicro: 2_000 });
         expect((await other.ledger.reserve({ requestId: `${requestId}_2`, ...who, amountMicro: 4_000 })).ok).toBe(false);
