@@ -49,6 +49,12 @@ export interface SettlementStore<Q extends QueuedSettlement> {
   unspill?(): void;
   /** A settlement refused even without its charge, logged and let go: its hold lifts. */
   dropped(q: Q): void;
+  /**
+   * The failure cannot pass while this process runs (SQLite: the ledger file was replaced, removed
+   * or is corrupt): a stop keeps the queue in the spill file at once instead of retrying through
+   * its grace into a file that will never take it.
+   */
+  hopeless?(err: unknown): boolean;
 }
 
 export interface SettlementQueueOptions {
@@ -136,8 +142,11 @@ export function createSettlementQueue<Q extends QueuedSettlement>(store: Settlem
   /** Releases the charges that neither the store nor the spill file could take, once they waited long enough. */
   let unkeptTimer: ReturnType<typeof setTimeout> | undefined;
 
+  /** The last failure cannot pass while this process runs (store.hopeless): close() waits no grace for it. */
+  let hopeless = false;
   const recovered = () => {
     lastCommitAt = now();
+    hopeless = false;
     busySince = undefined;
     retryDelay = 0;
     if (failingSince !== undefined) {
@@ -223,6 +232,7 @@ export function createSettlementQueue<Q extends QueuedSettlement>(store: Settlem
   };
 
   function onFailure(kind: WriteFailure, err: unknown): void {
+    hopeless = store.hopeless?.(err) === true;
     if (kind === "busy") {
       busySince ??= now();
       if (now() - busySince >= o.busyLimitMs) fail(`the store has refused writes with lock conflicts for ${now() - busySince} ms: ${store.describe(err)}`);
@@ -522,7 +532,7 @@ export function createSettlementQueue<Q extends QueuedSettlement>(store: Settlem
       if (delayTimer) clearTimeout(delayTimer);
       if (rejectionTimer) clearTimeout(rejectionTimer);
       const deadline = performance.now() + graceMs;
-      while ((queue.length > 0 || rejections.size > 0) && performance.now() < deadline) {
+      while ((queue.length > 0 || rejections.size > 0) && performance.now() < deadline && !hopeless) {
         if (retryTimer) {
           clearTimeout(retryTimer);
           retryTimer = undefined;

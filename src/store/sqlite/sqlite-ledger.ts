@@ -6,7 +6,7 @@ import type { Logger } from "../../log/log.ts";
 import { creditWriter } from "./credits.ts";
 import { createRollupFolder } from "./sqlite-rollups.ts";
 import { keepInSpill, reserveSpillRoom, readSpill, removeSpill, SpillMismatchError, unknownAccounts } from "../spill-file.ts";
-import { ledgerFiles } from "./file-identity.ts";
+import { LedgerFileGoneError, ledgerFiles } from "./file-identity.ts";
 import { classifyWriteFailure, describeWriteFailure, retryWhileBusy } from "./sqlite-errors.ts";
 import { cacheSavingsMicro, priceListId, priceListJson } from "../../billing/pricing.ts";
 import { createSettlementQueue, type QueuedSettlement, type RejectionCounter, type SettlementQueueOptions } from "../../billing/settlement-queue.ts";
@@ -385,6 +385,8 @@ export function createSqliteLedger(db: Database, o: SqliteLedgerOptions): Ledger
       }
     },
     classify: classifyWriteFailure,
+    // Replaced, removed, or not a database any more: no retry within this process can write it.
+    hopeless: (err) => err instanceof LedgerFileGoneError || /^SQLITE_(CORRUPT|NOTADB)/.test(String((err as { code?: unknown })?.code ?? "")),
     describe: describeWriteFailure,
     committed(batch) {
       for (const q of batch) lift(q.settlement.requestId);

@@ -212,6 +212,35 @@ describe("stopped at once (a second signal during shutdown)", () => {
   });
 });
 
+describe("a stop when the store's failure cannot pass (the ledger file replaced, removed, corrupt)", () => {
+  test("close() keeps the queue in the spill file at once, instead of retrying through its grace; a failure that may pass is still retried", async () => {
+    for (const hopeless of [true, false]) {
+      let writes = 0;
+      const spills: string[][] = [];
+      const failing: SettlementStore<QueuedSettlement> = {
+        ...recordingStore().store,
+        write() {
+          writes++;
+          throw Object.assign(new Error(hopeless ? "the ledger file was replaced" : "disk full"), { code: hopeless ? "GONE" : "SQLITE_FULL" });
+        },
+        spill(queued) {
+          spills.push(queued.map((q) => q.settlement.requestId));
+        },
+        hopeless: (err) => (err as { code?: string }).code === "GONE",
+      };
+      const queue = createSettlementQueue(failing, { ...options, maxBatch: 100, retryMaxMs: 5 });
+      void queue.enqueue({ settlement: settlement("a") });
+      await nextTurn();
+      const before = writes;
+      await queue.close(300);
+      // Counted, not timed: the grace's retries are writes.
+      if (hopeless) expect(writes - before).toBeLessThanOrEqual(1);
+      else expect(writes - before).toBeGreaterThan(3);
+      expect(spills.at(-1)).toEqual(["a"]);
+    }
+  });
+});
+
 describe("while the store fails (a kill -9 then must not lose what was delivered whole)", () => {
   /** A store whose writes fail while `state.failing`, with a spill file it can also remove. */
   function failingStore() {
