@@ -11,6 +11,7 @@ import { Database } from "bun:sqlite";
 import { useFakeUpstream, type Reply } from "../helpers/fake-upstream.ts";
 import { ANTHROPIC_MODEL, FREE_MODEL, OPENAI_MODEL, post, startGateway, type Gateway } from "../helpers/gateway.ts";
 import { until } from "../helpers/until.ts";
+import { scripted } from "../helpers/scripted-answers.ts";
 
 const ADMIN = "admin-suspension-0123456789abcdef0123456789ab";
 const upstream = useFakeUpstream();
@@ -95,16 +96,9 @@ describe("a suspended account", () => {
   });
 
   test("an answer under way when the account is suspended finishes and is charged; the next request is refused", async () => {
-    const held: Reply = {
-      kind: "sse",
-      holdOpen: true,
-      chunks: [`data: {"id":"c1","object":"chat.completion.chunk","created":1,"model":"gpt-4o-mini","choices":[{"index":0,"delta":{"role":"assistant","content":"Hi"},"finish_reason":null}]}\n\n`],
-      afterHold: [
-        `data: {"id":"c1","object":"chat.completion.chunk","created":1,"model":"gpt-4o-mini","choices":[{"index":0,"delta":{},"finish_reason":"stop"}]}\n\n`,
-        `data: {"id":"c1","object":"chat.completion.chunk","created":1,"model":"gpt-4o-mini","choices":[],"usage":{"prompt_tokens":5,"completion_tokens":1,"total_tokens":6}}\n\n`,
-        "data: [DONE]\n\n",
-      ],
-    };
+    // The role chunk and the first text, then held open until finishHeld() (the head waits for the first text).
+    const answer = scripted("openai", { text: "Hi there" }) as Extract<Reply, { kind: "sse" }>;
+    const held: Reply = { ...answer, chunks: answer.chunks.slice(0, 2), holdOpen: true, afterHold: answer.chunks.slice(2) };
     upstream.reply(held);
     const balance = await gw.balanceMicro();
     const stream = await chat(true);

@@ -5,7 +5,7 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { startFakeUpstream, type FakeUpstream } from "../helpers/fake-upstream.ts";
 import { startGatewayProcess as startProcess } from "../helpers/gateway-process.ts";
-import { rawUpstream } from "../helpers/raw-upstream.ts";
+import { rawUpstream, type RawUpstream } from "../helpers/raw-upstream.ts";
 
 let upstream: FakeUpstream;
 let dir: string;
@@ -210,42 +210,39 @@ test("a SIGTERM whose grace ends before an answer came: the requests cut then (n
   }
 }, 40_000);
 
-test("a SIGTERM whose grace ends while a stream waits for its upstream's first body bytes (its head came, nothing went to the client): a 503 to retry, as a request waiting for its head gets, recorded and free", async () => {
-  // The stream stage waits up to keepalive_ms for the first body bytes after the head: the cut
-  // landing in that wait gave the client a 200 and an error frame, which the SDKs do not retry,
-  // though no byte had gone out (a kill -9 and fault probe, eighteenth session).
-  const raw = rawUpstream((_request, socket) => {
-    socket.write("HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\ntransfer-encoding: chunked\r\n\r\n");
-  });
-  const config = join(dir, "switchyard-cut-head-only.json");
+/**
+ * A gateway whose one model's upstream is `raw` is stopped (SIGTERM, a 300 ms grace) while each
+ * request waits before its head (`asks`: path, request id, prompt); what each client got (status,
+ * retry-after, error type) and the records (request id, status, cost), with the balance unchanged.
+ */
+async function stoppedWhileWaiting(name: string, raw: RawUpstream, asks: [path: string, id: string, content: string][]) {
+  const config = join(dir, `switchyard-${name}.json`);
   writeFileSync(config, JSON.stringify({
     providers: [{ id: "up", kind: "openai", base_url: `${raw.url}/v1` }],
     models: [{ id: "test/paid", provider: "up", upstream_model: "m", category: "text", context_length: 100000, pricing: { input_per_mtok: 1000, output_per_mtok: 1000 } }],
     server: { keepalive_ms: 20_000 },
   }));
-  const env = { SWITCHYARD_CONFIG: config, SWITCHYARD_DB: join(dir, "cut-head-only.sqlite"), SWITCHYARD_SHUTDOWN_GRACE_MS: "300", SWITCHYARD_SPILL_DIR: dir };
+  const env = { SWITCHYARD_CONFIG: config, SWITCHYARD_DB: join(dir, `${name}.sqlite`), SWITCHYARD_SHUTDOWN_GRACE_MS: "300", SWITCHYARD_SPILL_DIR: dir };
   const gw = await startProcess(env);
   try {
     const balanceBefore = ledgerState(env.SWITCHYARD_DB).balance;
-    const answers = ["openai", "anthropic"].map((client) =>
-      fetch(`${gw.url}${client === "openai" ? "/v1/chat/completions" : "/v1/messages"}`, {
+    const answers = asks.map(([path, id, content]) =>
+      fetch(`${gw.url}${path}`, {
         method: "POST",
-        headers: { authorization: `Bearer ${gw.key}`, "content-type": "application/json", "anthropic-version": "2023-06-01", "x-request-id": `head-only-${client}` },
-        body: JSON.stringify({ model: "test/paid", max_tokens: 100, messages: [{ role: "user", content: "a prompt" }], stream: true }),
+        headers: { authorization: `Bearer ${gw.key}`, "content-type": "application/json", "anthropic-version": "2023-06-01", "x-request-id": id },
+        body: JSON.stringify({ model: "test/paid", max_tokens: 100, messages: [{ role: "user", content }], stream: true }),
       }).then(async (r) => ({ status: r.status, retryAfter: r.headers.get("retry-after"), body: await r.text() })));
-    for (const until = Date.now() + 5_000; raw.requests.length < 2 && Date.now() < until; ) await Bun.sleep(10);
-    expect(raw.requests.length).toBe(2);
-    await Bun.sleep(100); // both heads are in: the streams wait for their first bytes
+    for (const until = Date.now() + 5_000; raw.requests.length < asks.length && Date.now() < until; ) await Bun.sleep(10);
+    expect(raw.requests.length).toBe(asks.length);
+    await Bun.sleep(100); // every head is in: the streams wait
     gw.child.kill("SIGTERM");
-    const [openai, anthropic] = await Promise.all(answers);
-    expect([openai!.status, openai!.retryAfter, JSON.parse(openai!.body).error.type]).toEqual([503, "1", "server_error"]);
-    expect([anthropic!.status, anthropic!.retryAfter, JSON.parse(anthropic!.body).error.type]).toEqual([503, "1", "overloaded_error"]);
+    const told = (await Promise.all(answers)).map((a) => [a.status, a.retryAfter, JSON.parse(a.body).error.type]);
     expect(await gw.child.exited).toBe(0);
     const db = new Database(env.SWITCHYARD_DB, { readonly: true });
     try {
       const records = db.query<{ id: string; status: string; cost: number }, []>("SELECT client_request_id AS id, status, cost_micro AS cost FROM usage_records ORDER BY 1").all();
-      expect(records).toEqual([{ id: "head-only-anthropic", status: "upstream_error", cost: 0 }, { id: "head-only-openai", status: "upstream_error", cost: 0 }]);
       expect(db.query<{ b: number }, []>("SELECT balance_micro AS b FROM accounts WHERE name = 'demo'").get()!.b).toBe(balanceBefore);
+      return { told, records };
     } finally {
       db.close();
     }
@@ -253,6 +250,21 @@ test("a SIGTERM whose grace ends while a stream waits for its upstream's first b
     if (gw.child.exitCode === null) gw.child.kill("SIGKILL");
     raw.stop();
   }
+}
+
+test("a SIGTERM whose grace ends while a stream waits for its upstream's first body bytes (its head came, nothing went to the client): a 503 to retry, as a request waiting for its head gets, recorded and free", async () => {
+  // The stream stage waits up to keepalive_ms for the first body bytes after the head: the cut
+  // landing in that wait gave the client a 200 and an error frame, which the SDKs do not retry,
+  // though no byte had gone out (a kill -9 and fault probe, eighteenth session).
+  const raw = rawUpstream((_request, socket) => {
+    socket.write("HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\ntransfer-encoding: chunked\r\n\r\n");
+  });
+  const { told, records } = await stoppedWhileWaiting("cut-head-only", raw, [
+    ["/v1/chat/completions", "head-only-openai", "a prompt"],
+    ["/v1/messages", "head-only-anthropic", "a prompt"],
+  ]);
+  expect(told).toEqual([[503, "1", "server_error"], [503, "1", "overloaded_error"]]);
+  expect(records).toEqual([{ id: "head-only-anthropic", status: "upstream_error", cost: 0 }, { id: "head-only-openai", status: "upstream_error", cost: 0 }]);
 }, 30_000);
 
 test("a SIGTERM whose grace ends while a stream has had nothing to write yet (a role chunk an Anthropic client is not shown; a compressed stream read ahead): a 503 to retry, recorded and free", async () => {
@@ -264,45 +276,12 @@ test("a SIGTERM whose grace ends while a stream has had nothing to write yet (a 
     if (request.body.includes("gzip please")) socket.write("HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\ncontent-encoding: gzip\r\ntransfer-encoding: chunked\r\n\r\n");
     else socket.write(`HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\ntransfer-encoding: chunked\r\n\r\n${role.length.toString(16)}\r\n${role}\r\n`);
   });
-  const config = join(dir, "switchyard-cut-nothing-yet.json");
-  writeFileSync(config, JSON.stringify({
-    providers: [{ id: "up", kind: "openai", base_url: `${raw.url}/v1` }],
-    models: [{ id: "test/paid", provider: "up", upstream_model: "m", category: "text", context_length: 100000, pricing: { input_per_mtok: 1000, output_per_mtok: 1000 } }],
-    server: { keepalive_ms: 20_000 },
-  }));
-  const env = { SWITCHYARD_CONFIG: config, SWITCHYARD_DB: join(dir, "cut-nothing-yet.sqlite"), SWITCHYARD_SHUTDOWN_GRACE_MS: "300", SWITCHYARD_SPILL_DIR: dir };
-  const gw = await startProcess(env);
-  try {
-    const balanceBefore = ledgerState(env.SWITCHYARD_DB).balance;
-    const answers = [
-      ["/v1/messages", "role-chunk", "a prompt"],
-      ["/v1/chat/completions", "gzip", "gzip please"],
-    ].map(([path, id, content]) =>
-      fetch(`${gw.url}${path}`, {
-        method: "POST",
-        headers: { authorization: `Bearer ${gw.key}`, "content-type": "application/json", "anthropic-version": "2023-06-01", "x-request-id": `nothing-yet-${id}` },
-        body: JSON.stringify({ model: "test/paid", max_tokens: 100, messages: [{ role: "user", content }], stream: true }),
-      }).then(async (r) => ({ status: r.status, retryAfter: r.headers.get("retry-after"), body: await r.text() })));
-    for (const until = Date.now() + 5_000; raw.requests.length < 2 && Date.now() < until; ) await Bun.sleep(10);
-    expect(raw.requests.length).toBe(2);
-    await Bun.sleep(100); // both heads are in: the streams wait with nothing to write
-    gw.child.kill("SIGTERM");
-    const [roleChunk, gzip] = await Promise.all(answers);
-    expect([roleChunk!.status, roleChunk!.retryAfter, JSON.parse(roleChunk!.body).error.type]).toEqual([503, "1", "overloaded_error"]);
-    expect([gzip!.status, gzip!.retryAfter, JSON.parse(gzip!.body).error.type]).toEqual([503, "1", "server_error"]);
-    expect(await gw.child.exited).toBe(0);
-    const db = new Database(env.SWITCHYARD_DB, { readonly: true });
-    try {
-      const records = db.query<{ id: string; status: string; cost: number }, []>("SELECT client_request_id AS id, status, cost_micro AS cost FROM usage_records ORDER BY 1").all();
-      expect(records).toEqual([{ id: "nothing-yet-gzip", status: "upstream_error", cost: 0 }, { id: "nothing-yet-role-chunk", status: "upstream_error", cost: 0 }]);
-      expect(db.query<{ b: number }, []>("SELECT balance_micro AS b FROM accounts WHERE name = 'demo'").get()!.b).toBe(balanceBefore);
-    } finally {
-      db.close();
-    }
-  } finally {
-    if (gw.child.exitCode === null) gw.child.kill("SIGKILL");
-    raw.stop();
-  }
+  const { told, records } = await stoppedWhileWaiting("cut-nothing-yet", raw, [
+    ["/v1/messages", "nothing-yet-role-chunk", "a prompt"],
+    ["/v1/chat/completions", "nothing-yet-gzip", "gzip please"],
+  ]);
+  expect(told).toEqual([[503, "1", "overloaded_error"], [503, "1", "server_error"]]);
+  expect(records).toEqual([{ id: "nothing-yet-gzip", status: "upstream_error", cost: 0 }, { id: "nothing-yet-role-chunk", status: "upstream_error", cost: 0 }]);
 }, 30_000);
 
 test("a ledger that takes no writes at start (here locked by another connection): the demo key is one log line, the gateway serves, no stack", async () => {
