@@ -88,6 +88,14 @@ export interface Ledger {
    * account or amount throws IdempotencyConflictError. Keys are kept with their credit entries.
    */
   topUp(accountId: string, amountMicro: number, idempotencyKey?: string): Promise<boolean>;
+  /**
+   * Takes credits back (an operator's correction: a top-up made by mistake, a refund paid out
+   * elsewhere); false when the account does not exist. Never past what is available: the balance
+   * less what requests in flight hold, so no hold is left uncovered and no balance goes below
+   * zero (throws DebitRefusedError, nothing taken). Idempotency keys as topUp's, from the same
+   * set: a key used for a top-up is a conflict for a debit, and the reverse.
+   */
+  debit(accountId: string, amountMicro: number, idempotencyKey?: string): Promise<boolean>;
   /** Balance as written, and what open requests hold; null for an unknown account. */
   balance(accountId: string): Promise<{ balanceMicro: number; heldMicro: number } | null>;
   /** Writes everything queued; resolves when written or when the store refuses. */
@@ -118,10 +126,24 @@ export class BalanceCapError extends Error {
   }
 }
 
-/** An idempotency key already used for another top-up: says which, so the client can tell. */
+/**
+ * An idempotency key already used for another top-up or debit: says which, so the client can
+ * tell. `amountMicro` is the entry's signed amount (a debit's is below zero).
+ */
 export class IdempotencyConflictError extends Error {
   constructor(readonly idempotencyKey: string, readonly accountId: string, readonly amountMicro: number) {
-    super(`This Idempotency-Key was already used for a top-up of ${microToCredits(amountMicro)} credits to account ${accountId}; a different top-up needs a new key.`);
+    const what = amountMicro < 0 ? `a debit of ${microToCredits(-amountMicro)}` : `a top-up of ${microToCredits(amountMicro)}`;
+    super(`This Idempotency-Key was already used for ${what} credits to account ${accountId}; a different top-up or debit needs a new key.`);
+  }
+}
+
+/** A debit larger than what the account has available (its balance less its holds); nothing was taken. */
+export class DebitRefusedError extends Error {
+  constructor(readonly accountId: string, readonly availableMicro: number, readonly amountMicro: number) {
+    super(
+      `Account ${accountId} has ${microToCredits(Math.max(0, availableMicro))} credits available (its balance less what its requests in flight hold); ` +
+        `a debit of ${microToCredits(amountMicro)} would take it below that. Nothing was debited.`,
+    );
   }
 }
 

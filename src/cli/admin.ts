@@ -3,8 +3,9 @@ import { openDatabase } from "../store/database.ts";
 import { CursorError, KeyLimitError, MAX_ACCOUNT_PAGE, type AccountPatch, type AccountStore, type KeyOptions, type KeyPatch } from "../accounts/account-store.ts";
 import { createAccountStore } from "../store/sqlite/sqlite-accounts.ts";
 import { AdminInputError, creditsText, modelPatternsText, parseCredits, parseIdempotencyKey, parseInstant, parseMaxConcurrent, parseName, parseRateLimit, parseSpendPeriod, parseTopUp, parseUsageQuery } from "../accounts/admin-input.ts";
-import { BalanceCapError, IdempotencyConflictError } from "../billing/ledger.ts";
-import { creditWriter } from "../store/sqlite/credits.ts";
+import { BalanceCapError, DebitRefusedError, IdempotencyConflictError } from "../billing/ledger.ts";
+import { creditWriter, debitWriter } from "../store/sqlite/credits.ts";
+import { GatewayLockError, lockDatabaseFile } from "../store/sqlite/gateway-lock.ts";
 import { auditLedger } from "../store/sqlite/audit.ts";
 import { loadSettings } from "../config/load-config.ts";
 import { breakdownCsv, ReportTooLargeError, shapeBreakdown, type UsageBreakdown, type UsageReporter } from "../billing/usage-report.ts";
@@ -13,7 +14,7 @@ import { publicUrl, sqlitePath, storeChoice, StoreConfigError } from "../config/
 import { connectPostgres } from "../store/postgres/pg-client.ts";
 import { migratePostgres } from "../store/postgres/pg-migrations.ts";
 import { createPostgresAccounts } from "../store/postgres/pg-accounts.ts";
-import { creditAccount } from "../store/postgres/pg-credits.ts";
+import { creditAccount, debitAccount } from "../store/postgres/pg-credits.ts";
 import { auditPostgres, createPostgresUsageBreakdown, createPostgresUsageReport } from "../store/postgres/pg-reports.ts";
 import type { ConsoleStore } from "../console/console-store.ts";
 import { issueInvite, LOGIN_PATTERN } from "../console/console-auth.ts";
@@ -33,6 +34,10 @@ const USAGE = `usage: bun run admin <command>
   accounts resume <account-id>           its keys work again
   accounts topup <account-id> <credits> [--idempotency-key KEY]
                                          add credits (at least 0.000001); repeated with the same KEY, credits once
+  accounts debit <account-id> <credits> [--idempotency-key KEY]
+                                         take credits back (a top-up made by mistake), never past the balance
+                                         less what requests in flight hold; on SQLite only while no gateway runs
+                                         on the file (else use POST /v1/admin/accounts/:id/debits or the console)
   accounts update <account-id> [--name NAME] [--spend-limit CREDITS|none] [--period day|week|month|none]
                        [--rpm N|none] [--max-concurrent N|none]
                                          change what is given; --period none: the limit is over the account's life;
@@ -137,6 +142,7 @@ const COMMAND_FLAGS: Record<string, readonly string[]> = {
   "accounts suspend": [],
   "accounts resume": [],
   "accounts topup": ["idempotency-key"],
+  "accounts debit": ["idempotency-key"],
   "accounts update": ["name", "spend-limit", "period", "rpm", "max-concurrent"],
   "keys create": ["rpm", "expires", "spend-limit", "period", "models", "max-concurrent"],
   "keys list": [],
@@ -185,6 +191,7 @@ function pricedModels(env: Record<string, string | undefined>): Set<string> | un
 interface AdminStore {
   accounts: AccountStore;
   topUp(accountId: string, amountMicro: number, idempotencyKey?: string): Promise<boolean>;
+  debit(accountId: string, amountMicro: number, idempotencyKey?: string): Promise<boolean>;
   usage: UsageReporter;
   breakdown: UsageBreakdown;
   audit(pricedModels: Set<string> | undefined): Promise<{ clean: boolean }>;
@@ -205,6 +212,8 @@ async function openAdminStore(env: Record<string, string | undefined>): Promise<
     return {
       accounts: createPostgresAccounts(sql, Date.now),
       topUp: (accountId, amountMicro, idempotencyKey) => creditAccount(sql, accountId, amountMicro, Date.now(), idempotencyKey),
+      // held_micro is on the row: every gateway's holds are seen from here.
+      debit: (accountId, amountMicro, idempotencyKey) => debitAccount(sql, accountId, amountMicro, Date.now(), idempotencyKey),
       usage: createPostgresUsageReport(sql),
       breakdown: createPostgresUsageBreakdown(sql),
       audit: (priced) => auditPostgres(sql, priced),
@@ -212,11 +221,22 @@ async function openAdminStore(env: Record<string, string | undefined>): Promise<
       close: () => sql.close({ timeout: 1 }),
     };
   }
-  const db = openDatabase(sqlitePath(env));
+  const path = sqlitePath(env);
+  const db = openDatabase(path);
   const topUp = creditWriter(db, Date.now);
+  // With no gateway on the file, no request holds anything; with one, its holds are in its memory.
+  const debit = debitWriter(db, Date.now, () => 0);
   return {
     accounts: createAccountStore(db, Date.now),
     topUp: async (accountId, amountMicro, idempotencyKey) => topUp(accountId, amountMicro, idempotencyKey),
+    debit: async (accountId, amountMicro, idempotencyKey) => {
+      const lock = path === ":memory:" ? undefined : gatewayFree(path);
+      try {
+        return debit(accountId, amountMicro, idempotencyKey);
+      } finally {
+        lock?.release();
+      }
+    },
     usage: createUsageReport(db),
     breakdown: createUsageBreakdown(db),
     audit: async (priced) => auditLedger(db, priced),
@@ -297,6 +317,14 @@ export async function runAdmin(argv: string[], env: Record<string, string | unde
       const key = has("idempotency-key") ? checked(() => parseIdempotencyKey(options["idempotency-key"], "--idempotency-key")) : undefined;
       if (!(await store.topUp(args[0]!, amount, key))) return { code: 1, out: `no account ${args[0]}` };
       // What POST /v1/admin/accounts/:id/credits answers.
+      const after = (await accounts.describeAccount(args[0]!))!;
+      return json({ id: after.id, balance: after.balance, reserved: after.reserved });
+    }
+    if (noun === "accounts" && verb === "debit" && args.length === 2) {
+      const amount = checked(() => parseTopUp(creditsText(args[1], "credits"), "credits"));
+      const key = has("idempotency-key") ? checked(() => parseIdempotencyKey(options["idempotency-key"], "--idempotency-key")) : undefined;
+      if (!(await store.debit(args[0]!, amount, key))) return { code: 1, out: `no account ${args[0]}` };
+      // What POST /v1/admin/accounts/:id/debits answers.
       const after = (await accounts.describeAccount(args[0]!))!;
       return json({ id: after.id, balance: after.balance, reserved: after.reserved });
     }
@@ -392,7 +420,7 @@ export async function runAdmin(argv: string[], env: Record<string, string | unde
     return { code: 2, out: USAGE };
   } catch (err) {
     if (err instanceof UsageError) return { code: 2, out: err.message };
-    if (err instanceof KeyLimitError || err instanceof IdempotencyConflictError || err instanceof BalanceCapError) return { code: 1, out: err.message };
+    if (err instanceof KeyLimitError || err instanceof IdempotencyConflictError || err instanceof BalanceCapError || err instanceof DebitRefusedError || err instanceof GatewayRunningError) return { code: 1, out: err.message };
     // The store failed under the command (a corrupt or unreadable ledger: SQLITE_CORRUPT,
     // SQLITE_IOERR): one line that says so, not a stack trace (a disk-fault probe's audit).
     const code = (err as { code?: unknown })?.code;
@@ -413,6 +441,27 @@ export async function adminMain(argv: string[], env: Record<string, string | und
 }
 
 if (import.meta.main) process.exit(await adminMain(process.argv.slice(2), process.env));
+
+class GatewayRunningError extends Error {}
+
+/**
+ * The gateway lock of a SQLite file, held by this command while it debits: a gateway running on
+ * the file keeps its requests' holds in its memory, where this process cannot see them, so a
+ * debit from here could leave one uncovered. Refused then, with where to debit instead.
+ */
+function gatewayFree(path: string): { release(): void } {
+  try {
+    return lockDatabaseFile(path);
+  } catch (err) {
+    if (err instanceof GatewayLockError && err.busy) {
+      throw new GatewayRunningError(
+        `a gateway is running on ${path}: it holds its requests' credits in its memory, where this command cannot see them. ` +
+          "Debit through it (POST /v1/admin/accounts/:id/debits, or the console), or stop it first.",
+      );
+    }
+    throw err;
+  }
+}
 
 /** Whether a SQLite ledger file is missing (":memory:" never is). */
 function sqliteMissing(path: string): boolean {

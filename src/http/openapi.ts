@@ -358,6 +358,12 @@ export const OPERATIONS: Record<string, Operation> = {
     tag: "admin", security: "admin", errors: [400, 401, 404, 408, 409, 413, 429, 503],
     answers: { "200": { description: "The new balance.", schema: t.Object({ id: t.String(), balance: t.Number(), reserved: t.Number() }) } },
   },
+  "POST /v1/admin/accounts/:id/debits": {
+    summary: "Take credits back",
+    description: "Lowers the balance (a top-up made by mistake, a refund paid out elsewhere), never past what is available: the balance less what requests in flight hold (`reserved`); more is a 409 saying how much is available, and nothing is taken. Written as a credit entry of kind `debit`, so the audit and reports see it. `Idempotency-Key` as for top-ups, from the same keys: one used for a top-up is a 409 here.",
+    tag: "admin", security: "admin", errors: [400, 401, 404, 408, 409, 413, 429, 503],
+    answers: { "200": { description: "The new balance.", schema: t.Object({ id: t.String(), balance: t.Number(), reserved: t.Number() }) } },
+  },
   "GET /v1/admin/accounts/:id/keys": {
     summary: "List keys",
     description: "Summaries only; the keys themselves are never shown again.",

@@ -233,6 +233,24 @@ test("a top-up answered 503 by the gateway (its database locked) keeps its idemp
   expect((await admin("GET", `/v1/admin/accounts/${made.id}`)).balance).toBe(15);
 }, 60_000);
 
+test("a top-up made by mistake is taken back from the account's page; more than is available is refused there, saying how much is", async () => {
+  const made = await admin("POST", "/v1/admin/accounts", { name: "mistaken co", credits: 10 });
+  await admin("POST", `/v1/admin/accounts/${made.id}/credits`, { amount: 1000 });
+  await page.goto(`${gateway.url}/console/#account/${made.id}`);
+  await page.getByTestId("balance").filter({ hasText: "1,010" }).waitFor();
+  await page.getByTestId("debit-amount").fill("2000");
+  await page.getByTestId("debit-submit").click();
+  const error = page.locator("form[aria-label='Take credits back'] .error");
+  await error.waitFor();
+  expect(await error.textContent()).toContain("has 1010 credits available");
+  await page.getByTestId("debit-amount").fill("1000");
+  await page.getByTestId("debit-submit").click();
+  await page.getByTestId("balance").filter({ hasText: /^10(\.0+)?( credits)?$/ }).waitFor();
+  // Back on the control used, as after a top-up.
+  expect(await page.evaluate(() => (globalThis as any).document.activeElement?.getAttribute("data-testid"))).toBe("debit-amount");
+  expect((await admin("GET", `/v1/admin/accounts/${made.id}`)).balance).toBe(10);
+}, 60_000);
+
 test("a key revoked elsewhere while its page was open: Revoke there shows it revoked (the row said 'No such active key.' and stayed active)", async () => {
   const made = await admin("POST", "/v1/admin/accounts", { name: "two tabs co", credits: 10 });
   const key = await admin("POST", `/v1/admin/accounts/${made.id}/keys`, { name: "shared laptop" });

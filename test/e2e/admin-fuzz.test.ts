@@ -46,6 +46,10 @@ test(`seeded fuzz of the admin API (seed ${SEED}, ${REQUESTS} requests): never a
       method: "POST", path: `/v1/admin/accounts/${id(accounts)}/credits`, body: mutate({ amount: 1.25 }),
       headers: random() < 0.5 ? { "idempotency-key": random() < 0.7 ? `k${Math.floor(random() * 20)}` : pick(["", "a b", "x".repeat(300)]) } : {},
     }),
+    () => ({
+      method: "POST", path: `/v1/admin/accounts/${id(accounts)}/debits`, body: mutate({ amount: 0.75 }),
+      headers: random() < 0.5 ? { "idempotency-key": random() < 0.7 ? `k${Math.floor(random() * 20)}` : pick(["", "a b", "x".repeat(300)]) } : {},
+    }),
     () => ({ method: "GET", path: `/v1/admin/accounts/${id(accounts)}/keys` }),
     () => ({ method: "POST", path: `/v1/admin/accounts/${id(accounts)}/keys`, body: mutate({ name: "k", rate_limit_per_minute: 60, expires_at: "2030-01-01", spend_limit: 2, spend_limit_period: "day", models: ["test/*", "test/gpt"], max_concurrent_requests: 4 }) }),
     () => ({ method: "GET", path: `/v1/admin/accounts/${id(accounts)}/usage${query(["from", "to"])}` }),

@@ -1,5 +1,5 @@
 import { describe, expect, test } from "bun:test";
-import { BalanceCapError, type Ledger, type Settlement } from "../../src/billing/ledger.ts";
+import { BalanceCapError, DebitRefusedError, IdempotencyConflictError, type Ledger, type Settlement } from "../../src/billing/ledger.ts";
 import { MAX_BALANCE_MICRO } from "../../src/billing/money.ts";
 
 /** What a contract run needs from an implementation: a fresh ledger and a way to fund accounts. */
@@ -147,6 +147,63 @@ export function ledgerContract(name: string, make: () => Promise<LedgerFixture>)
       expect(outcomes.filter((o) => o.status === "fulfilled")).toHaveLength(1);
       expect(outcomes.filter((o) => o.status === "rejected" && o.reason instanceof BalanceCapError)).toHaveLength(5);
       expect((await f.ledger.balance(who.accountId))!.balanceMicro).toBe(MAX_BALANCE_MICRO - 1_000);
+    }));
+
+    test("a debit takes credits back, never past the balance less its holds: a larger one is refused whole, saying what is available", withLedger(async (f) => {
+      const who = await f.fund(1_000);
+      const held = requestId();
+      await f.ledger.reserve({ requestId: held, ...who, amountMicro: 300 });
+      expect(await f.ledger.debit(who.accountId, 200)).toBe(true);
+      expect(await f.ledger.balance(who.accountId)).toEqual({ balanceMicro: 800, heldMicro: 300 });
+      // 500 is available (800 − 300 held): 501 would leave the hold uncovered.
+      const refused = await f.ledger.debit(who.accountId, 501).catch((err: unknown) => err);
+      expect(refused).toBeInstanceOf(DebitRefusedError);
+      expect((refused as DebitRefusedError).availableMicro).toBe(500);
+      expect((refused as Error).message).toContain("0.0005 credits available");
+      await expect(f.ledger.debit(who.accountId, 501, `debit-${requestId()}`)).rejects.toBeInstanceOf(DebitRefusedError);
+      expect(await f.ledger.balance(who.accountId)).toEqual({ balanceMicro: 800, heldMicro: 300 });
+      expect(await f.ledger.debit(who.accountId, 500)).toBe(true);
+      // The hold is still covered: the request settles in full and the balance ends at zero.
+      await f.ledger.settle(settlement(who, held, 300));
+      await f.ledger.flush();
+      expect(await f.ledger.balance(who.accountId)).toEqual({ balanceMicro: 0, heldMicro: 0 });
+      expect(await f.ledger.debit("acct_missing", 1)).toBe(false);
+      await expect(f.ledger.debit(who.accountId, 1)).rejects.toBeInstanceOf(DebitRefusedError);
+    }));
+
+    test("a keyed debit repeated is taken once; a top-up's key is a conflict for a debit and the reverse", withLedger(async (f) => {
+      const who = await f.fund(1_000);
+      const key = `debit-${requestId()}`;
+      expect(await f.ledger.debit(who.accountId, 100, key)).toBe(true);
+      expect(await f.ledger.debit(who.accountId, 100, key)).toBe(true);
+      expect((await f.ledger.balance(who.accountId))!.balanceMicro).toBe(900);
+      const asTopUp = await f.ledger.topUp(who.accountId, 100, key).catch((err: unknown) => err);
+      expect(asTopUp).toBeInstanceOf(IdempotencyConflictError);
+      expect((asTopUp as Error).message).toContain("already used for a debit of 0.0001 credits");
+      const topUpKey = `topup-${requestId()}`;
+      expect(await f.ledger.topUp(who.accountId, 100, topUpKey)).toBe(true);
+      await expect(f.ledger.debit(who.accountId, 100, topUpKey)).rejects.toBeInstanceOf(IdempotencyConflictError);
+      await expect(f.ledger.debit(who.accountId, 50, key)).rejects.toBeInstanceOf(IdempotencyConflictError);
+      expect((await f.ledger.balance(who.accountId))!.balanceMicro).toBe(1_000);
+    }));
+
+    test("debits and reservations at once never take the balance below its holds", withLedger(async (f) => {
+      const who = await f.fund(10_000);
+      const ids = Array.from({ length: 20 }, requestId);
+      const outcomes = await Promise.allSettled([
+        ...ids.map((id) => f.ledger.reserve({ requestId: id, ...who, amountMicro: 400 })),
+        ...Array.from({ length: 10 }, (_, i) => f.ledger.debit(who.accountId, 700, i % 2 ? `race-${requestId()}` : undefined)),
+      ]);
+      const granted = ids.filter((_, i) => outcomes[i]!.status === "fulfilled" && (outcomes[i] as PromiseFulfilledResult<{ ok: boolean }>).value.ok);
+      const debited = outcomes.slice(ids.length).filter((o) => o.status === "fulfilled").length;
+      expect(outcomes.slice(ids.length).every((o) => o.status === "fulfilled" || o.reason instanceof DebitRefusedError)).toBe(true);
+      const after = (await f.ledger.balance(who.accountId))!;
+      expect(after.balanceMicro).toBe(10_000 - debited * 700);
+      expect(after.heldMicro).toBe(granted.length * 400);
+      expect(after.balanceMicro).toBeGreaterThanOrEqual(after.heldMicro);
+      await Promise.all(granted.map((id) => f.ledger.settle(settlement(who, id, 400))));
+      await f.ledger.flush();
+      expect((await f.ledger.balance(who.accountId))!.balanceMicro).toBeGreaterThanOrEqual(0);
     }));
 
     test("100 requests at once on a balance that covers 37: exactly 37 holds, and the balance never goes below zero", withLedger(async (f) => {

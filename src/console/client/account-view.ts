@@ -26,7 +26,7 @@ export function accountView(session: Session, account: Account, reload: Reload, 
     root.insertBefore(h("div", { class: "error", role: "status", "data-testid": "account-suspended" },
       `${operator ? "This account is" : "Your account is"} suspended by the gateway's operator since ${when(account.suspended_at)}: every request of ${operator ? "its" : "your"} keys is refused (403) until ${operator ? "it is resumed" : "the operator resumes it"}.`), root.children[1] ?? null);
   }
-  if (operator) root.append(topUpForm(account, reload), accountLimitForm(account, reload), requestLimitsForm(account, reload), suspendForm(account, reload), inviteForm(account, reload), ...(logins ? [loginsSection(account, logins, reload)] : []));
+  if (operator) root.append(topUpForm(account, reload), debitForm(account, reload), accountLimitForm(account, reload), requestLimitsForm(account, reload), suspendForm(account, reload), inviteForm(account, reload), ...(logins ? [loginsSection(account, logins, reload)] : []));
   root.append(keysSection(session, account, reload));
   return root;
 }
@@ -81,41 +81,68 @@ function form(title: string, fields: HTMLElement[], submit: HTMLButtonElement, a
   return el;
 }
 
+/** What the two balance forms say and where they send it. */
+const BALANCE_MOVES = {
+  topup: {
+    title: "Top up", label: "Credits to add", button: "Add credits", path: "credits", done: "Added", noun: "top-up",
+    pending: (amount: string) => `adding ${amount} again within ${PENDING_MINUTES} minutes of it adds it once.`,
+    unknown: "the credits may or may not have been added. Add the same amount again in a moment: it is added once either way.",
+  },
+  debit: {
+    title: "Take credits back", label: "Credits to take back", button: "Take back", path: "debits", done: "Took back", noun: "debit",
+    pending: (amount: string) => `taking back ${amount} again within ${PENDING_MINUTES} minutes of it takes it back once.`,
+    unknown: "the credits may or may not have been taken back. Take back the same amount again in a moment: it is taken back once either way.",
+  },
+} as const;
+
 function topUpForm(account: Account, reload: Reload): HTMLElement {
-  const amount = h("input", { type: "number", min: "0.000001", max: "1000000000", step: "any", required: true, inputmode: "decimal", "data-testid": "topup-amount" });
-  const submit = h("button", { type: "submit", "data-testid": "topup-submit" }, "Add credits");
+  return balanceForm(account, reload, "topup");
+}
+
+/**
+ * A top-up made by mistake is taken back here, never past what the account has available (its
+ * balance less what requests in flight hold: the gateway's 409 says how much that is).
+ */
+function debitForm(account: Account, reload: Reload): HTMLElement {
+  return balanceForm(account, reload, "debit");
+}
+
+function balanceForm(account: Account, reload: Reload, kind: keyof typeof BALANCE_MOVES): HTMLElement {
+  const say = BALANCE_MOVES[kind];
+  const amount = h("input", { type: "number", min: "0.000001", max: "1000000000", step: "any", required: true, inputmode: "decimal", "data-testid": `${kind}-amount` });
+  const submit = h("button", { type: "submit", "data-testid": `${kind}-submit` }, say.button);
   // One top-up, one key: sent again after a failure whose answer was lost (the credits may have
   // been added), the gateway adds them once. A new amount is a new top-up. Kept for the tab's
-  // session, so a reload between the lost answer and the retry still adds them once.
-  const stored = `switchyard-topup:${account.id}`;
+  // session, so a reload between the lost answer and the retry still adds them once. Debits alike.
+  const stored = `switchyard-${kind}:${account.id}`;
   let idempotency: Pending | null = readPending(stored);
   // Said where the operator types: the same amount again is this top-up, not a new one.
-  const pending = idempotency ? h("p", { class: "note", "data-testid": "topup-pending" }, `A top-up of ${idempotency.amount} credits got no answer; adding ${idempotency.amount} again within ${PENDING_MINUTES} minutes of it adds it once.`) : null;
-  const fields = pending ? [field("Credits to add", amount), pending] : [field("Credits to add", amount)];
-  return form("Top up", fields, submit, async () => {
+  const pending = idempotency ? h("p", { class: "note", "data-testid": `${kind}-pending` }, `A ${say.noun} of ${idempotency.amount} credits got no answer; ${say.pending(idempotency.amount)}`) : null;
+  const fields = pending ? [field(say.label, amount), pending] : [field(say.label, amount)];
+  return form(say.title, fields, submit, async () => {
     if (idempotency?.amount !== amount.value) idempotency = { amount: amount.value, key: crypto.randomUUID(), at: Date.now() };
     sessionStorage.setItem(stored, JSON.stringify(idempotency));
     try {
-      await api("POST", `/accounts/${account.id}/credits`, { amount: Number(amount.value) }, { "idempotency-key": idempotency.key });
+      await api("POST", `/accounts/${account.id}/${say.path}`, { amount: Number(amount.value) }, { "idempotency-key": idempotency.key });
     } catch (err) {
       if (err instanceof ApiError && err.gatewaySaid && !unfinished(err)) {
-        // The gateway refused it: the top-up's fate is known, and the key is not kept.
+        // The gateway refused it: its fate is known, and the key is not kept.
         sessionStorage.removeItem(stored);
         idempotency = null;
         throw err;
       }
       // No answer (none at all, a proxy's 502/504) or the gateway's own 5xx (its database unusable
       // for a moment: a 503 that says "may or may not have been made"): the key is kept, so the
-      // same amount again is this top-up. A 503 dropped it, and the retry it advised added twice.
-      throw new ApiError(0, failure(err, "the credits may or may not have been added. Add the same amount again in a moment: it is added once either way."));
+      // same amount again is this one. A 503 dropped it, and the retry it advised added twice.
+      throw new ApiError(0, failure(err, say.unknown));
     }
     sessionStorage.removeItem(stored);
     idempotency = null;
-    announce(`Added ${credits(Number(amount.value))} credits.`);
+    announce(`${say.done} ${credits(Number(amount.value))} credits.`);
     // Back where the operator was (the view is drawn again with the new balance), not at its top.
-    reload("[data-testid=topup-amount]");
+    reload(`[data-testid=${kind}-amount]`);
     // Held until the view is shown again: the amount is still typed and its key is spent, so a
-    // second click before the new view would be a second top-up.
+    // second click before the new view would be applied twice.
     return "hold";
   });
 }

@@ -323,6 +323,10 @@ export function consoleApiRoutes(deps: ConsoleApiDeps) {
       operator(await changer(request));
       return ops.topUp(params.id, body.amount, headers["idempotency-key"]);
     }, { body: TopUp })
+    .post("/accounts/:id/debits", async ({ request, params, body, headers }) => {
+      operator(await changer(request));
+      return ops.debit(params.id, body.amount, headers["idempotency-key"]);
+    }, { body: TopUp })
     .post("/accounts/:id/invites", async ({ request, params, body, set }) => {
       operator(await changer(request));
       await ops.account(params.id);

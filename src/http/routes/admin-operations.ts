@@ -1,7 +1,7 @@
 import { CursorError, KeyLimitError, MAX_ACCOUNT_PAGE, type AccountPatch, type AccountStore, type KeyOptions, type KeyPatch } from "../../accounts/account-store.ts";
 import { AdminInputError, parseCredits, parseIdempotencyKey, parseInstant, parseMaxConcurrent, parseModelPatterns, parseName, parseRateLimit, parseSpendPeriod, parseTopUp, parseUsageQuery } from "../../accounts/admin-input.ts";
 import type { KeyResolver } from "../../accounts/key-resolver.ts";
-import { BalanceCapError, IdempotencyConflictError, type Ledger } from "../../billing/ledger.ts";
+import { BalanceCapError, DebitRefusedError, IdempotencyConflictError, type Ledger } from "../../billing/ledger.ts";
 import type { SpendPeriod } from "../../billing/spend-period.ts";
 import { breakdownCsv, ReportTooLargeError, shapeBreakdown, type UsageBreakdown, type UsageBucketRow, type UsageQuery, type UsageReporter } from "../../billing/usage-report.ts";
 import { GatewayError } from "../../streaming/gateway-error.ts";
@@ -117,14 +117,23 @@ export function adminOperations(deps: AdminOperationDeps) {
     },
 
     async topUp(id: string, amountGiven: number, idempotencyKey: string | undefined) {
+      return ops.moveBalance("topUp", id, amountGiven, idempotencyKey);
+    },
+
+    /** Takes credits back (a top-up made by mistake): never past the balance less its holds (409). */
+    async debit(id: string, amountGiven: number, idempotencyKey: string | undefined) {
+      return ops.moveBalance("debit", id, amountGiven, idempotencyKey);
+    },
+
+    async moveBalance(how: "topUp" | "debit", id: string, amountGiven: number, idempotencyKey: string | undefined) {
       const amount = checked(() => parseTopUp(amountGiven));
-      // A client that retries a top-up whose answer it lost sends the same key: credited once.
+      // A client that retries a top-up (or debit) whose answer it lost sends the same key: applied once.
       const key = idempotencyKey === undefined ? undefined : checked(() => parseIdempotencyKey(idempotencyKey));
       let done;
       try {
-        done = await deps.ledger.topUp(id, amount, key);
+        done = await deps.ledger[how](id, amount, key);
       } catch (err) {
-        if (err instanceof IdempotencyConflictError) throw new GatewayError(409, "invalid_request", err.message);
+        if (err instanceof IdempotencyConflictError || err instanceof DebitRefusedError) throw new GatewayError(409, "invalid_request", err.message);
         if (err instanceof BalanceCapError) throw new GatewayError(400, "invalid_request", err.message);
         throw err;
       }

@@ -189,6 +189,7 @@ export function adminRoutes(deps: AdminDeps) {
     .get("/accounts/:id", ({ params }) => ops.account(params.id))
     .patch("/accounts/:id", ({ params, body }) => ops.patchAccount(params.id, body), { body: PatchAccount })
     .post("/accounts/:id/credits", ({ params, body, headers }) => ops.topUp(params.id, body.amount, headers["idempotency-key"]), { body: TopUp })
+    .post("/accounts/:id/debits", ({ params, body, headers }) => ops.debit(params.id, body.amount, headers["idempotency-key"]), { body: TopUp })
     .get("/accounts/:id/keys", async ({ params }) => ({ object: "list", data: (await ops.account(params.id)).keys }))
     .post("/accounts/:id/keys", async ({ body, params, set }) => {
       const key = await ops.createKey(params.id, body ?? undefined);

@@ -1,4 +1,4 @@
-import { BalanceCapError, IdempotencyConflictError } from "../../billing/ledger.ts";
+import { BalanceCapError, DebitRefusedError, IdempotencyConflictError } from "../../billing/ledger.ts";
 import { MAX_BALANCE_MICRO } from "../../billing/money.ts";
 import { int, type Pg } from "./pg-client.ts";
 
@@ -42,5 +42,41 @@ export async function creditAccount(sql: Pg, accountId: string, amountMicro: num
 async function refusedOrMissing(sql: Pg, accountId: string): Promise<false> {
   const [row] = await sql`SELECT 1 FROM accounts WHERE id = ${accountId}`;
   if (row) throw new BalanceCapError(accountId);
+  return false;
+}
+
+/**
+ * Takes credits back, with an entry of kind `debit` and a negative amount, never past what the
+ * account has available: `balance_micro − held_micro`, the holds of every gateway process on the
+ * database, checked on the row the statement locks. False for an unknown account; a debit past
+ * what is available throws DebitRefusedError and writes nothing. Keys as creditAccount's, from
+ * the same column.
+ */
+export async function debitAccount(sql: Pg, accountId: string, amountMicro: number, at: number, idempotencyKey?: string): Promise<boolean> {
+  if (idempotencyKey === undefined) {
+    const rows = await sql`
+      WITH debited AS (UPDATE accounts SET balance_micro = balance_micro - ${amountMicro} WHERE id = ${accountId} AND balance_micro - held_micro >= ${amountMicro} RETURNING id)
+      INSERT INTO credit_entries (account_id, amount_micro, kind, created_at) SELECT id, ${-amountMicro}, 'debit', ${at} FROM debited RETURNING id`;
+    if (rows.length > 0) return true;
+    return refusedDebitOrMissing(sql, accountId, amountMicro);
+  }
+  const debited = await sql`
+    WITH locked AS (SELECT id FROM accounts WHERE id = ${accountId} AND balance_micro - held_micro >= ${amountMicro} FOR UPDATE),
+    entry AS (
+      INSERT INTO credit_entries (account_id, amount_micro, kind, created_at, idempotency_key)
+      SELECT id, ${-amountMicro}, 'debit', ${at}, ${idempotencyKey} FROM locked
+      ON CONFLICT (idempotency_key) DO NOTHING RETURNING account_id)
+    UPDATE accounts SET balance_micro = balance_micro - ${amountMicro} WHERE id IN (SELECT account_id FROM entry) RETURNING id`;
+  if (debited.length > 0) return true;
+  const [done] = await sql`SELECT account_id, amount_micro FROM credit_entries WHERE idempotency_key = ${idempotencyKey}`;
+  if (!done) return refusedDebitOrMissing(sql, accountId, amountMicro);
+  if (done.account_id === accountId && int(done.amount_micro) === -amountMicro) return true;
+  throw new IdempotencyConflictError(idempotencyKey, done.account_id, int(done.amount_micro));
+}
+
+/** After a debit that took nothing: false for a missing account, else what was available refused it. */
+async function refusedDebitOrMissing(sql: Pg, accountId: string, amountMicro: number): Promise<false> {
+  const [row] = await sql`SELECT balance_micro - held_micro AS available FROM accounts WHERE id = ${accountId}`;
+  if (row) throw new DebitRefusedError(accountId, int(row.available), amountMicro);
   return false;
 }

@@ -4,7 +4,7 @@ import { acceptableSettlement, budgetRefusal, type Hold, type Ledger, type Ledge
 import type { Logger } from "../../log/log.ts";
 import { randomId } from "../ids.ts";
 import { classifyPgFailure as classifyFailure, describePgFailure, int, PgTimeoutError, recycleIfStale, withTimeout, type Pg, type PgFailure } from "./pg-client.ts";
-import { creditAccount } from "./pg-credits.ts";
+import { creditAccount, debitAccount } from "./pg-credits.ts";
 import { DB_NOW_MS } from "./pg-migrations.ts";
 import { cacheSavingsMicro, priceListId, priceListJson } from "../../billing/pricing.ts";
 import { join } from "node:path";
@@ -465,6 +465,10 @@ export async function createPostgresLedger(sql: Pg, o: PgLedgerOptions): Promise
 
     async topUp(accountId: string, amountMicro: number, idempotencyKey?: string): Promise<boolean> {
       return bounded(creditAccount(sql, accountId, amountMicro, now(), idempotencyKey), "top-up");
+    },
+
+    async debit(accountId: string, amountMicro: number, idempotencyKey?: string): Promise<boolean> {
+      return bounded(debitAccount(sql, accountId, amountMicro, now(), idempotencyKey), "debit");
     },
 
     async balance(accountId: string) {

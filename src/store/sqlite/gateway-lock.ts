@@ -2,7 +2,12 @@ import { Database } from "bun:sqlite";
 import { mkdirSync } from "node:fs";
 import { dirname } from "node:path";
 
-export class GatewayLockError extends Error {}
+export class GatewayLockError extends Error {
+  /** Another process holds the lock (rather than the lock file failing). */
+  constructor(message: string, readonly busy = false) {
+    super(message);
+  }
+}
 
 /**
  * One gateway process per SQLite file. The embedded ledger keeps its holds in memory, so a
@@ -35,6 +40,7 @@ export function lockDatabaseFile(dbPath: string): { path: string; release(): voi
         `another Switchyard gateway is already running on ${dbPath} (it holds ${path}). ` +
           "The SQLite ledger serves one gateway process per file: stop the other one, give this one its own SWITCHYARD_DB, " +
           "or run several gateways on PostgreSQL.",
+        true,
       );
     }
     throw new GatewayLockError(`cannot lock ${path}: ${err instanceof Error ? err.message : String(err)}`);

@@ -3,7 +3,7 @@ import { chargeBudget, monotonicClock, staleWindowSql, storedPeriod, windowSql, 
 import { acceptableSettlement, budgetRefusal, type Hold, type Ledger, type LedgerHealth, type RejectionLog, type ReserveResult, type Settlement } from "../../billing/ledger.ts";
 import { createChangeWatch, type ChangeWatch } from "./change-watch.ts";
 import type { Logger } from "../../log/log.ts";
-import { creditWriter } from "./credits.ts";
+import { creditWriter, debitWriter } from "./credits.ts";
 import { createRollupFolder } from "./sqlite-rollups.ts";
 import { keepInSpill, reserveSpillRoom, readSpill, removeSpill, SpillMismatchError, unknownAccounts } from "../spill-file.ts";
 import { LedgerFileGoneError, ledgerFiles } from "./file-identity.ts";
@@ -145,6 +145,8 @@ export function createSqliteLedger(db: Database, o: SqliteLedgerOptions): Ledger
   /** Price lists known to be in the file: each is written once, with the first record charged at it. */
   const pricesWritten = new Set<number>();
   const credit = creditWriter(db, now);
+  // Holds live here, in memory: only this process can tell what a debit may take.
+  const debitEntry = debitWriter(db, now, (accountId) => heldByAccount.get(accountId) ?? 0);
   // The usage rollups catch up with the records every so often, inside a batch's transaction.
   const rollups = createRollupFolder(db);
 
@@ -470,6 +472,15 @@ export function createSqliteLedger(db: Database, o: SqliteLedgerOptions): Ledger
       // Not into a file that is gone: a credit written there would be lost at the next start.
       sameFiles(true);
       const done = await retryWhileBusy(() => credit(accountId, amountMicro, idempotencyKey));
+      books.delete(accountId);
+      return done;
+    },
+
+    async debit(accountId: string, amountMicro: number, idempotencyKey?: string): Promise<boolean> {
+      sameFiles(true);
+      // The check (balance on disk less the holds) and the write are one synchronous step, so no
+      // reservation can slip between them.
+      const done = await retryWhileBusy(() => debitEntry(accountId, amountMicro, idempotencyKey));
       books.delete(accountId);
       return done;
     },
