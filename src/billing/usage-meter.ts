@@ -198,6 +198,11 @@ export class UsageMeter {
         this.#keep(e.text);
         this.#keepReasoning(e.text);
         break;
+      // Thinking the vendor encrypted (Anthropic's `redacted_thinking`) is thinking all the same:
+      // the model made it and the vendor bills it, though it has no text to count.
+      case "redacted-reasoning":
+        this.#answered = true;
+        break;
       case "tool-call":
         this.#answered = true;
         if (e.name) {

@@ -362,6 +362,31 @@ test("a client that leaves after message_start, while the head waits for the fir
   expect(gw.app.services.ledger.openHolds()).toBe(0);
 });
 
+test("Anthropic's redacted_thinking first is thinking: the head leaves with it, and a failure after it is an error frame charged as one after thinking", async () => {
+  // Claude's thinking that the safety systems encrypted (and every thinking block under Claude
+  // Code's redact-thinking beta): the model made it and the vendor bills it, as thinking it shows.
+  // The failure comes well within keepalive_ms: only the head having left makes it a frame.
+  afterHead = (socket) => {
+    socket.write(MESSAGE_START +
+      anthropic("content_block_start", { type: "content_block_start", index: 0, content_block: { type: "redacted_thinking", data: "EmwKAhgBEgy3va3pzix/LafPsn4aDFIT" } }) +
+      anthropic("content_block_stop", { type: "content_block_stop", index: 0 }));
+    socket.flush();
+    setTimeout(() => !socket.data.closed && socket.end(OVERLOADED), KEEPALIVE_MS / 3);
+  };
+  const before = records().length;
+  const res = await post(gw, "/v1/messages", { model: RAW_CLAUDE, max_tokens: 50, messages: [{ role: "user", content: "Hello" }], stream: true });
+  expect(res.status).toBe(200);
+  const text = await res.text();
+  expect(text).toContain('"type":"redacted_thinking"');
+  expect(text).toContain("overloaded_error");
+  await gw.app.services.settled();
+  // The client got the model's thinking and then the failure: the prompt is paid, as after any thinking.
+  const settled = records().slice(before);
+  expect(settled.map((r) => [r.model, r.status])).toEqual([[RAW_CLAUDE, "stream_failed"]]);
+  expect(settled[0]!.cost_micro).toBe(9 * OPENAI_PRICING.input_per_mtok);
+  expect(gw.app.services.ledger.openHolds()).toBe(0);
+});
+
 // Last: the cut leaves this gateway stopping, so every request after it would be a 503.
 test("the gateway's stop while only the opening events came: a 503 to retry, nothing charged", async () => {
   afterHead = (socket) => {
