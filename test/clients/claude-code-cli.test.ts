@@ -4,7 +4,8 @@
  * used to fail (budgeted thinking, adaptive thinking with a system turn, an OpenAI upstream). The
  * fake upstream plays the model and refuses what the real vendors refuse. Then a tool loop as a
  * thinking model runs it (thinking, two parallel Read calls, one of a PNG, thinking again after
- * the results, on both upstream kinds), and what Claude Code does with a 402 and a 502.
+ * the results, on both upstream kinds), what Claude Code does with a 402 and a 502, and answers
+ * whose first text comes after keepalive_ms (the head leaves without it).
  *
  * The CLI is not a dependency of the project (its native binary is 175 MB to download, 381 MB
  * unpacked, and every `bun install` would fetch it). Set CLAUDE_CODE_BIN to the binary; `.ci/run`
@@ -19,8 +20,8 @@ import { join } from "node:path";
 import { useFakeUpstream, vendorRefusal } from "../helpers/fake-upstream.ts";
 import { useGateway } from "../helpers/gateway.ts";
 import { claudeCodeScript, FINAL_TEXT, WRITE_CONTENT, type TurnUsage } from "../helpers/claude-code.ts";
-import { answerWith, USAGE } from "../helpers/responses-wire.ts";
-import { reasoningDialect, scripted, scriptedReply, SCRIPTED_SIGNATURE } from "../helpers/scripted-answers.ts";
+import { answerWith, responsesFrames, USAGE } from "../helpers/responses-wire.ts";
+import { reasoningDialect, scripted, scriptedReply, withWait, SCRIPTED_SIGNATURE } from "../helpers/scripted-answers.ts";
 import { MEDIA_LEFT_OUT } from "../../src/formats/common/content-text.ts";
 
 const bin = process.env.CLAUDE_CODE_BIN;
@@ -31,9 +32,12 @@ if (!available) {
 
 const upstream = useFakeUpstream({ strict: true });
 const pricing = { input_per_mtok: 3000, output_per_mtok: 15000 };
+/** Short, so an answer whose first text comes late finds the head gone first (see "the first text late"). */
+const KEEPALIVE_MS = 400;
 const gw = useGateway(() => ({
   upstreamUrl: upstream.url,
   credits: 100_000,
+  keepaliveMs: KEEPALIVE_MS,
   extraModels: [
     { id: "cc/claude", provider: "fake-anthropic", upstream_model: "claude-sonnet-4-5", category: "text", context_length: 200_000, pricing, aliases: ["claude-*"] },
     { id: "openai/gpt-4.1", provider: "fake-openai", upstream_model: "gpt-4.1", category: "text", context_length: 1_047_576, pricing },
@@ -302,6 +306,70 @@ describe.skipIf(!available)("Claude Code CLI through the gateway: a tool loop as
       expect(failure.result).toContain("The upstream provider failed (status 500). Retrying is appropriate.");
       expect(upstream.requests.filter((r) => r.path === "/v1/messages")).toHaveLength(3);
       expect(await gw.balanceMicro()).toBe(before);
+    } finally {
+      upstream.reset();
+      rmSync(work, { recursive: true, force: true });
+      rmSync(home, { recursive: true, force: true });
+    }
+  }, 40_000);
+});
+
+describe.skipIf(!available)("Claude Code CLI through the gateway: the answer's first text late (the head waits for it)", () => {
+  const ANSWER = "echo printed probe-ok.";
+  const PING = 'event: ping\ndata: {"type": "ping"}\n\n';
+  const KEEP_ALIVE = ": keep-alive\n\n";
+  // Longer than keepalive_ms in all: the head and the opening events leave before the answer begins.
+  const fillers = (filler: string) => Array(4).fill(filler);
+  const PACE_MS = 150;
+
+  test.each(["anthropic", "responses"] as const)("%s upstream: the model thinks out of sight past keepalive_ms (pings, keep-alives), then calls Bash before any text; the tool runs, the next turn answers, and the bill is the vendor's price to the micro-credit", async (kind) => {
+    const work = mkdtempSync(join(tmpdir(), "switchyard-cc-work-"));
+    const home = mkdtempSync(join(tmpdir(), "switchyard-cc-home-"));
+    const bash = JSON.stringify({ command: "echo probe-ok", description: "Print probe-ok" });
+    const calls: any[] = [];
+    try {
+      writeFileSync(join(home, ".claude.json"), JSON.stringify({ hasCompletedOnboarding: true }));
+      upstream.rule((rec) => {
+        const refusal = vendorRefusal(rec, { strict: true, thinkingHistory: true });
+        if (refusal) return refusal;
+        if (!Array.isArray(rec.body?.tools) || rec.body.tools.length === 0) return kind === "anthropic" ? scriptedReply("anthropic", { text: "ok" })(rec) : answerWith({ items: [{ text: "ok" }], usage: USAGE(40, 16) })(rec);
+        calls.push(rec.body);
+        const results = JSON.stringify(rec.body).includes(kind === "anthropic" ? '"tool_result"' : '"function_call_output"');
+        if (kind === "responses") {
+          // Reasoning with no summary (out of sight), sealed; then the call, or the answer.
+          const items = [{ reasoning: [], encrypted: `gAAAA-sealed-${calls.length}` }, results ? { text: ANSWER } : { call: { name: "Bash", arguments: bash, callId: "call_bash" } }];
+          // After response.created, response.in_progress and the reasoning item's start.
+          return withWait({ kind: "sse", chunks: responsesFrames({ items, usage: results ? USAGE(2_007, 25, 2_000) : USAGE(2_003, 40) }) }, 3, fillers(KEEP_ALIVE), PACE_MS);
+        }
+        const usage = results ? { input: 7, cacheRead: 2_000, cacheWrite5m: 120, output: 25 } : { input: 3, cacheWrite5m: 1_500, cacheWrite1h: 500, output: 40 };
+        const answer = scripted("anthropic", { reasoning: "Run it.", usage, ...(results ? { text: ANSWER } : { calls: [{ id: "toolu_bash", name: "Bash", arguments: bash }] }) });
+        // Thinking shown only as its signature (display "omitted"): nothing of it to read until it is signed.
+        const omitted = { ...answer, chunks: (answer as { chunks: string[] }).chunks.filter((c) => !c.includes("thinking_delta")) } as typeof answer;
+        return withWait(omitted, 1, fillers(PING), PACE_MS);
+      });
+      const before = await gw.balanceMicro();
+      const run = await runClaude(kind === "anthropic" ? "claude-sonnet-4-5" : "openai/gpt-6.1-sol", work, home, { prompt: "Run echo probe-ok", tools: "Bash" });
+      expect(run.exitCode, `${run.stdout}\n${run.stderr}`).toBe(0);
+      expect(JSON.parse(run.stdout)).toMatchObject({ type: "result", subtype: "success", is_error: false, result: ANSWER, num_turns: 2 });
+      expect(calls).toHaveLength(2);
+      // Bash ran, and its output reached the model with what the first turn thought.
+      if (kind === "anthropic") {
+        const [assistant, results] = calls[1].messages.slice(-2);
+        expect(assistant.content[0]).toMatchObject({ type: "thinking", signature: SCRIPTED_SIGNATURE });
+        expect(JSON.stringify(results.content.find((b: any) => b.tool_use_id === "toolu_bash").content)).toContain("probe-ok");
+      } else {
+        const input: any[] = calls[1].input;
+        expect(input.find((i) => i.type === "reasoning")).toMatchObject({ encrypted_content: "gAAAA-sealed-1" });
+        expect(input.find((i) => i.type === "function_call_output" && i.call_id === "call_bash").output).toContain("probe-ok");
+      }
+      await gw.app.services.settled();
+      // claude-sonnet-4-5 at 3,000 / 15,000 per million (reads 300, writes 3,750 and 6,000); GPT-6.1 Sol at 2,000 / 10,000 (reads 100).
+      const billed = kind === "anthropic"
+        ? 3 * 3_000 + 1_500 * 3_750 + 500 * 6_000 + 40 * 15_000 + (7 * 3_000 + 2_000 * 300 + 120 * 3_750 + 25 * 15_000)
+        : 2_003 * 2_000 + 40 * 10_000 + (7 * 2_000 + 2_000 * 100 + 25 * 10_000);
+      expect(before - (await gw.balanceMicro())).toBe(billed);
+      const key = (await (await fetch(`${gw.url}/v1/key`, { headers: { authorization: `Bearer ${gw.key}` } })).json()) as { account: { reserved: number } };
+      expect(key.account.reserved).toBe(0);
     } finally {
       upstream.reset();
       rmSync(work, { recursive: true, force: true });

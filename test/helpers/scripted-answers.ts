@@ -207,3 +207,14 @@ export function scripted(dialect: Dialect, s: Script): Reply {
 export function scriptedReply(dialect: Dialect, s: Script): (req: RecordedRequest) => Reply {
   return (req) => (req.body?.stream === true ? scripted(dialect, s) : dialect === "openai" ? openaiBody(s) : dialect === "deepseek" ? deepseekBody(s) : anthropicBody(s));
 }
+
+/**
+ * A streamed answer that waits after its first `after` frames, as a vendor's does while the model
+ * thinks out of sight before the answer begins: `fillers` (Anthropic's pings, a Responses or
+ * OpenRouter keep-alive comment) written `delayMs` apart (every frame of it is, the fake upstream's
+ * pace being one for the whole stream).
+ */
+export function withWait(reply: Reply, after: number, fillers: string[], delayMs: number): Reply {
+  if (reply.kind !== "sse") throw new Error("withWait takes a streamed answer");
+  return { ...reply, chunks: [...reply.chunks.slice(0, after), ...fillers, ...reply.chunks.slice(after)], delayMs };
+}
