@@ -363,8 +363,8 @@ test("a client that leaves after message_start, while the head waits for the fir
 });
 
 test("Anthropic's redacted_thinking first is thinking: the head leaves with it, and a failure after it is an error frame charged as one after thinking", async () => {
-  // Claude's thinking that the safety systems encrypted (and every thinking block under Claude
-  // Code's redact-thinking beta): the model made it and the vendor bills it, as thinking it shows.
+  // Claude's thinking that the safety systems encrypted (and, by its name, what Claude Code's
+  // redact-thinking beta asks for): the model made it and the vendor bills it, as thinking it shows.
   // The failure comes well within keepalive_ms: only the head having left makes it a frame.
   afterHead = (socket) => {
     socket.write(MESSAGE_START +
