@@ -4,13 +4,16 @@
  * how much of the gateway's cost over the floor any Bun gateway with these duties would pay, and
  * how much is ours to cut (docs/benchmarks.md, "How far the defaults can go").
  *
- * Per request, non-stream chat completions only (an OpenAI-kind upstream):
+ * Per request, chat completions (an OpenAI-kind upstream), non-stream and streamed:
  * - the key: `Authorization: Bearer …`, its SHA-256 looked up in a map (keys are stored hashed);
  * - the body: `req.json()`, the model name swapped for the upstream's, `JSON.stringify`, `fetch`;
  * - the answer: `json()`, its usage read and priced; the usage record written to SQLite, in one
  *   transaction a turn with every other answer of that turn (synchronous = NORMAL, WAL, as ours);
  *   the answer leaves after that commit, with our model name (durable settlement);
  * - one access-log line of the same fields as ours, written once a turn to stderr.
+ * A stream is passed on as it comes, read (not parsed) as text: the model name swapped in each
+ * chunk by a string replace, the usage read from the chunk that carries it, and `data: [DONE]`
+ * held back until the settlement's commit (durable settlement), then written.
  * Not done: body validation, rate limiting, credit holds and balances, request ids, deadlines,
  * retries, metrics, translation, streams, error handling beyond a 502.
  *
@@ -91,16 +94,48 @@ const server = Bun.serve({
       body: JSON.stringify(body),
     });
     if (r.status !== 200) return Response.json({ error: { message: "upstream failed", type: "upstream_error" } }, { status: 502 });
-    const answer = (await r.json()) as { id: string; model: string; usage: { prompt_tokens: number; completion_tokens: number } };
     const id = crypto.randomUUID();
-    const { prompt_tokens: input, completion_tokens: output } = answer.usage;
-    const cost = Math.ceil((input * PRICE.input + output * PRICE.output) / 1000);
-    if (!SKIP.has("ledger")) await settle([`req_${id}`, key.accountId, key.keyId, model, input, output, cost, Date.now()]);
+    const finish = async (input: number, output: number, stream: boolean) => {
+      const cost = Math.ceil((input * PRICE.input + output * PRICE.output) / 1000);
+      if (!SKIP.has("ledger")) await settle([`req_${id}`, key.accountId, key.keyId, model, input, output, cost, Date.now()]);
+      if (!SKIP.has("log")) line({ requestId: `req_${id}`, method: "POST", path: "/v1/chat/completions", status: 200, outcome: "complete", stream, model, promptTokens: input, completionTokens: output, credits: cost / 1e6, totalMs: Math.round((performance.now() - started) * 1000) / 1000, accountId: key.accountId, keyId: key.keyId });
+    };
+    if ((body as { stream?: boolean }).stream === true) return new Response(relay(r.body!, model, finish), { headers: { "content-type": "text/event-stream", "cache-control": "no-cache" } });
+    const answer = (await r.json()) as { id: string; model: string; usage: { prompt_tokens: number; completion_tokens: number } };
+    await finish(answer.usage.prompt_tokens, answer.usage.completion_tokens, false);
     answer.model = model;
     answer.id = `chatcmpl-${id}`;
-    if (!SKIP.has("log")) line({ requestId: `req_${id}`, method: "POST", path: "/v1/chat/completions", status: 200, outcome: "complete", stream: false, model, promptTokens: input, completionTokens: output, credits: cost / 1e6, totalMs: Math.round((performance.now() - started) * 1000) / 1000, accountId: key.accountId, keyId: key.keyId });
     return Response.json(answer);
   },
 });
+
+/** The upstream's stream as it comes, our model named in it; its end after the settlement. */
+function relay(upstreamBody: ReadableStream<Uint8Array>, model: string, finish: (input: number, output: number, stream: true) => Promise<void>): ReadableStream<string> {
+  const reader = upstreamBody.getReader();
+  const decoder = new TextDecoder();
+  const named = `"model":${JSON.stringify(model)}`;
+  let usage = { input: 0, output: 0 };
+  return new ReadableStream<string>({
+    async pull(controller) {
+      const { value, done } = await reader.read();
+      if (done) {
+        await finish(usage.input, usage.output, true);
+        controller.enqueue("data: [DONE]\n\n");
+        controller.close();
+        return;
+      }
+      let text = decoder.decode(value, { stream: true }).replace(/"model":"[^"]*"/g, named);
+      const end = text.indexOf("data: [DONE]");
+      if (end >= 0) text = text.slice(0, end);
+      const at = text.indexOf(`"usage":{"prompt_tokens":`);
+      if (at >= 0) {
+        const counts = /"prompt_tokens":(\d+),"completion_tokens":(\d+)/.exec(text.slice(at));
+        if (counts) usage = { input: Number(counts[1]), output: Number(counts[2]) };
+      }
+      if (text.length > 0) controller.enqueue(text);
+    },
+    cancel: () => reader.cancel(),
+  });
+}
 
 serveAsChild(server, args.get("exit-on-stdin-eof") === "1");

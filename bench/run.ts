@@ -459,8 +459,9 @@ interface TargetDef {
   /**
    * `gateway-warn`: the same gateway with LOG_LEVEL=warn (no access-log lines), an extra row of B.
    * `gateway-cc`: the Claude Code path (an Anthropic-format client, an OpenAI-kind upstream).
+   * `least`: bench/least-gateway.ts, the defaults' duties done the plainest way (an extra row of B).
    */
-  name: "direct" | "floor" | "gateway" | "gateway-warn" | "gateway-cc" | "ref";
+  name: "direct" | "floor" | "gateway" | "gateway-warn" | "gateway-cc" | "least" | "ref";
   req: RequestSpec;
 }
 
@@ -683,6 +684,11 @@ async function main() {
   // B's extra row: the same gateway without access-log lines, labelled as such.
   const quiet = ONLY.has("B") && !PROFILE ? await startGateway(ROOT, "gateway-warn", [], { LOG_LEVEL: "warn" }) : undefined;
   if (quiet) say(`processes: gateway-warn ${quiet.url} (pid ${quiet.proc.pid}): the same with LOG_LEVEL=warn (no access-log lines), an extra row of B only`);
+  // The least gateway: what the defaults' duties (key, JSON in and out, a durable record before the
+  // answer's end, an access line) cost any Bun gateway done the plainest way; where the targets stand
+  // against what the duties themselves cost.
+  const least = ONLY.has("B") && !PROFILE ? await startHelper("least", 0, "least-gateway.ts", ["--upstream", up, "--port", "0", "--db", join(work, "least.sqlite")]) : undefined;
+  if (least) say(`processes: least http://${LOOPBACK}:${least.port} (pid ${least.proc.pid}): bench/least-gateway.ts, the same duties done the plainest way, an extra row of B only`);
 
   // ---- requests, the same for every target except for what each one needs to be addressed ----
   const vendorHeaders = { authorization: `Bearer ${vendorKeys.BENCH_OPENAI_KEY}`, "content-type": "application/json" };
@@ -990,6 +996,7 @@ async function main() {
       const targets: TargetDef[] = [
         ...base,
         ...(quiet ? [{ name: "gateway-warn" as const, req: { ...gwTarget.req, url: `${quiet.url}/v1/chat/completions`, headers: { ...gwHeaders, authorization: `Bearer ${quiet.key}` } } }] : []),
+        ...(least ? [{ name: "least" as const, req: { ...gwTarget.req, url: `http://${LOOPBACK}:${least.port}/v1/chat/completions`, headers: { ...gwHeaders, authorization: "Bearer svc-sk-least" } } }] : []),
         claudeCodeTarget(stream ? P.B.streamChunks : P.B.jsonChunks, stream),
       ];
       const names = targets.map((t) => t.name);
@@ -999,7 +1006,7 @@ async function main() {
         for (const t of targets) await runWrk(t.req.url, scripts[t.name]!, conns, P.B.warmupSeconds);
         for (let round = 0; round < ROUNDS; round++) {
           for (const t of targets) {
-            const pid = t.name === "gateway" || t.name === "gateway-cc" ? gwPid : t.name === "gateway-warn" ? quiet!.proc.pid : t.name === "floor" ? floor.proc.pid : undefined;
+            const pid = t.name === "gateway" || t.name === "gateway-cc" ? gwPid : t.name === "gateway-warn" ? quiet!.proc.pid : t.name === "least" ? least!.proc.pid : t.name === "floor" ? floor.proc.pid : undefined;
             const before = pid ? cpuTicks(pid) : 0;
             const upBefore = cpuTicks(upstream.proc.pid);
             const sBefore = await upstreamStats();
@@ -1028,6 +1035,8 @@ async function main() {
           gateway_cc_vs_floor_cpu: summarize(ratio(col("gateway-cc", "cpu_us"), col("floor", "cpu_us"))),
           /** The LOG_LEVEL=warn row: what the access log's lines cost, read against the same floor. */
           ...(quiet ? { gateway_warn_vs_floor_cpu: summarize(ratio(col("gateway-warn", "cpu_us"), col("floor", "cpu_us"))) } : {}),
+          /** The least gateway against the same floor: what the duties alone cost, done the plainest way. */
+          ...(least ? { least_vs_floor_cpu: summarize(ratio(col("least", "cpu_us"), col("floor", "cpu_us"))) } : {}),
           errors: Object.fromEntries(names.map((n) => [n, col(n, "errors").reduce((x, y) => x + y, 0)])),
           raw_rounds: rows,
         };
@@ -1039,7 +1048,8 @@ async function main() {
         }
         say(`   ${pad("", 19)} → gateway/direct ${range(row.gateway_vs_direct_rps, 2)}, gateway/floor ${range(row.gateway_vs_floor_rps, 2)} (req/s); gateway CPU ÷ floor CPU ${range(row.gateway_vs_floor_cpu, 2)}× (defaults)`
           + (row.gateway_warn_vs_floor_cpu ? `; with LOG_LEVEL=warn ${range(row.gateway_warn_vs_floor_cpu, 2)}×` : "")
-          + `; Claude Code path ${range(row.gateway_cc_vs_floor_cpu, 2)}×`);
+          + `; Claude Code path ${range(row.gateway_cc_vs_floor_cpu, 2)}×`
+          + (row.least_vs_floor_cpu ? `; the least gateway ${range(row.least_vs_floor_cpu, 2)}×` : ""));
         // Issue 30's targets, with defaults: ≤ 2× the floor per non-stream response, ≤ 3× per 20-chunk stream, on both paths.
         const settings = `wrk -t1 -c${conns}, ${P.B.seconds} s per target per round, alternating with the floor; ${stream ? `${P.B.streamChunks}-chunk stream` : `${P.B.jsonChunks}-word answer`}`;
         checked.push(
