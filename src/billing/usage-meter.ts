@@ -60,6 +60,15 @@ export const RELAY_SLACK_CHARS = 64 * 1024;
 export const RELAY_FRAMES_PER_TOKEN = 4;
 export const RELAY_SLACK_FRAMES = 1_024;
 export const RELAY_FRAME_ALLOWANCE = 8 * 1024;
+/**
+ * Frames an answer may repeat the request in, past the bounds above: OpenAI's Responses API echoes
+ * the request's `instructions` and `tools` in `response.created`, `response.in_progress` (a
+ * background one's `response.queued` too) and its closing event. Without this room a request of
+ * 200 KB of instructions and `max_output_tokens: 16` was cut at its first frame, a 502 that cost
+ * the tenant nothing while the vendor had its prompt, asked again of the pool's other key and of
+ * each fallback (a hostile-tenant probe, fourteenth).
+ */
+export const REQUEST_ECHO_FRAMES = 4;
 const RELAY_SMALL_FRAME = 256;
 
 /** What a frame relayed undecoded weighs against METER_KEEP_CHARS, per character (see `defer`). */
@@ -138,6 +147,8 @@ export class UsageMeter {
   #frameExcess = 0;
   #relayLimit = Number.POSITIVE_INFINITY;
   #frameLimit = Number.POSITIVE_INFINITY;
+  /** What frames may carry past RELAY_FRAME_ALLOWANCE for echoing the request (`echoes`). */
+  #echoRoom = 0;
   /** Every frame of the answer relayed, whatever its size and whichever answer (of `n`) it carried. */
   #framesRelayed = 0;
   /** Images the request was held for: more are not relayed (`mayRelayImages`). */
@@ -395,6 +406,14 @@ export class UsageMeter {
     this.#inputLimit = tokens;
   }
 
+  /**
+   * The request went upstream `chars` long: the answer's frames may repeat it that many times
+   * (REQUEST_ECHO_FRAMES) beyond what its limit allows them to carry.
+   */
+  echoes(chars: number): void {
+    this.#echoRoom = REQUEST_ECHO_FRAMES * chars;
+  }
+
   /** An image model priced per image was held for `images` images: no more go out (a hostile-tenant probe got 10 for the price of 1). */
   limitImages(images: number): void {
     this.#imageLimit = images;
@@ -429,7 +448,7 @@ export class UsageMeter {
 
   /** More answer has come than the limit could make (RELAY_CHARS_PER_TOKEN …): the upstream is not answering this request. */
   get overrun(): boolean {
-    return this.#relayed > this.#relayLimit || this.#frameExcess > this.#relayLimit || this.#frames > this.#frameLimit;
+    return this.#relayed > this.#relayLimit || this.#frameExcess > this.#relayLimit + this.#echoRoom || this.#frames > this.#frameLimit;
   }
 
   async #count(prompt: PromptSource): Promise<MeteredUsage> {

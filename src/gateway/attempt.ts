@@ -242,7 +242,7 @@ const ERROR_BODY_BYTES = 64 * 1024;
  * the transport is whatever `fetch` the app was given. Whatever happens, the result is a value:
  * an answer, or a refusal the retry policy can judge; only the client leaving throws (499).
  */
-export async function attemptUpstream(deps: AttemptDeps, req: AttemptRequest, candidate: Fitted, key?: { secret: string | undefined }, sent?: { promptSent: boolean; askedTier?: string }): Promise<AttemptOutcome> {
+export async function attemptUpstream(deps: AttemptDeps, req: AttemptRequest, candidate: Fitted, key?: { secret: string | undefined }, sent?: { promptSent: boolean; askedTier?: string; echoes?(chars: number): void }): Promise<AttemptOutcome> {
   // A client gone before this attempt (the first, another key, a fallback) is asked nothing more
   // for: an answer read to its end for it was sent, and charged, after it had left (a reviewer).
   if (req.clientSignal.aborted) throw clientClosed();
@@ -258,6 +258,8 @@ export async function attemptUpstream(deps: AttemptDeps, req: AttemptRequest, ca
   // The tier asked for prices an answer that ends before it says its own (billing/usage-meter.ts).
   const tier = (prepared.body as { service_tier?: unknown }).service_tier;
   if (sent && typeof tier === "string") sent.askedTier = tier;
+  // What the answer may repeat of the request (usage-meter.ts, REQUEST_ECHO_FRAMES).
+  sent?.echoes?.(call.body.length);
   const beta = call.headers["anthropic-beta"];
   if (beta !== undefined) {
     const kept = betasForWindow(beta, model.context_length);

@@ -178,6 +178,29 @@ describe("money on the Responses upstream", () => {
     expect(viaResponses).toBe(904 * 2000 + 4096 * 200 + 800 * 10000);
   });
 
+  test("an answer that repeats large instructions and tools (as OpenAI's does in response.created, in_progress and completed) under a small max_output_tokens is answered and billed, not cut as more than its limit", async () => {
+    // 200 KB of instructions and 40 KB of tools, 16 tokens asked: the echo alone is ~15× what the
+    // answer's frames may carry for 16 tokens. Cut, it was a free 502, the vendor's prompt unpaid.
+    const instructions = "Answer in one word. ".repeat(10_000);
+    const tools = Array.from({ length: 100 }, (_, i) => ({ ...WEATHER_TOOL, name: `tool_${i}`, description: "Looks something up. ".repeat(20) }));
+    const usage = USAGE(52_000, 2);
+    for (const [path, body] of [
+      ["/v1/responses", { model: RESPONSES_MODEL, instructions, tools, input: "Is Paris the capital of France?", max_output_tokens: 16, stream: true, store: false }],
+      ["/v1/chat/completions", { model: RESPONSES_MODEL, messages: [{ role: "system", content: instructions }, { role: "user", content: "Is Paris the capital of France?" }], tools: tools.map(({ name, description, parameters }) => ({ type: "function", function: { name, description, parameters } })), max_tokens: 16, stream: true }],
+    ] as const) {
+      upstream.reply(answerWith({ items: [{ text: "Yes" }], usage }, { echoRequest: true }));
+      const before = await gw.balanceMicro();
+      const res = await post(gw, path, body);
+      expect(res.status).toBe(200);
+      const text = await res.text();
+      expect(text).toContain(`"Yes"`);
+      expect(text).not.toContain("far more than the answer's token limit");
+      await gw.app.services.settled();
+      expect(lastRecord()).toMatchObject({ status: "ok", prompt_tokens: 52_000, completion_tokens: 2, estimated: 0 });
+      expect(before - (await gw.balanceMicro())).toBe(52_000 * 2000 + 2 * 10000);
+    }
+  });
+
   test("an upstream error status is a 502 that costs nothing", async () => {
     upstream.reply({ kind: "json", status: 500, body: { error: { message: "boom", type: "server_error" } } });
     const before = await gw.balanceMicro();

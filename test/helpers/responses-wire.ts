@@ -26,6 +26,11 @@ export interface Script {
    * (`answerWith` fills it in), else `"24h"` (GPT-5.6 and later echo it unasked).
    */
   promptCacheRetention?: string;
+  /**
+   * Fields of the request the response repeats, as OpenAI's does in every event that carries it
+   * (`instructions`, `tools`, …): `answerWith`'s `echoRequest` fills them from the request.
+   */
+  echo?: Record<string, unknown>;
   /** The response's id (OpenAI's `resp_…`). */
   id?: string;
   model?: string;
@@ -69,6 +74,7 @@ function response(script: Script, status: string, output: Record<string, unknown
     store: false,
     text: { format: { type: "text" }, verbosity: "medium" },
     usage,
+    ...script.echo,
   };
 }
 
@@ -130,6 +136,8 @@ export function responsesEvents(script: Script): Record<string, unknown>[] {
 }
 
 export interface WireOptions {
+  /** The response repeats the request's `instructions` and `tools` (Script.echo), as OpenAI's does. */
+  echoRequest?: boolean;
   /** Line ends: `\n` (OpenAI's) or `\r\n`. */
   crlf?: boolean;
   /** A `: keep-alive` comment before every n-th event. */
@@ -166,7 +174,8 @@ export function answerWith(script: Script, wire: WireOptions & { split?: number 
     const refusal = vendorRefusal(req);
     if (refusal) return refusal;
     const asked = req.body?.prompt_cache_retention;
-    const echoed = script.promptCacheRetention === undefined && typeof asked === "string" ? { ...script, promptCacheRetention: asked } : script;
+    let echoed = script.promptCacheRetention === undefined && typeof asked === "string" ? { ...script, promptCacheRetention: asked } : script;
+    if (wire.echoRequest) echoed = { ...echoed, echo: { instructions: req.body?.instructions ?? null, tools: req.body?.tools ?? [] } };
     if (req.body?.stream !== true) return { kind: "json", body: responsesBody(echoed) };
     const frames = responsesFrames(echoed, wire);
     return { kind: "sse", chunks: wire.split ? splitEvery(frames.join(""), wire.split) : frames };
