@@ -297,6 +297,7 @@ export function createApp(deps: AppDeps) {
     scrubber,
     principals,
     concurrency: deps.concurrency ?? createConcurrencyLimiter(),
+    keys,
   };
 
   /**

@@ -12,6 +12,9 @@ export const MAX_ACTIVE_KEYS = 10;
 
 export interface Account { id: string; name: string; balance: number; created_at: string }
 export interface IssuedKey { id: string; key: string; name: string | null; created_at: string }
+/** Why a suspended account's keys are refused (403): at admission, and when a request under way would ask its upstream again (gateway/forward.ts). */
+export const ACCOUNT_SUSPENDED = "This API key's account is suspended by the gateway's operator: its requests are refused until the operator resumes it.";
+
 export interface ActiveKey {
   keyId: string;
   accountId: string;

@@ -12,7 +12,7 @@ import { ShutdownCut, type Inflight } from "./inflight.ts";
 import { answersAsked, planRequest } from "./plan.ts";
 import { openBillingSession } from "./billing-session.ts";
 import { takesAnswerLimit } from "./context-fit.ts";
-import type { ActiveKey } from "../accounts/account-store.ts";
+import { ACCOUNT_SUSPENDED, type ActiveKey } from "../accounts/account-store.ts";
 import { attemptUpstream, clientClosed, SHUTTING_DOWN, requestSizedLimit, retryAfterSeconds, tooLargeForQuota, withRetryAfter, type AttemptOutcome } from "./attempt.ts";
 import { nextStep } from "./retry-policy.ts";
 import { respond, type IdleTimeout, type RouteSettings } from "./respond.ts";
@@ -27,6 +27,7 @@ import type { Transport } from "../transport/transport.ts";
 import type { PromptMemory } from "../billing/prompt-memory.ts";
 import type { CountQueue } from "../limits/count-queue.ts";
 import { countInTurn } from "./count-in-turn.ts";
+import { extractKey, type KeyResolver } from "../accounts/key-resolver.ts";
 
 export interface ForwardDeps {
   settings: Settings;
@@ -59,6 +60,8 @@ export interface ForwardDeps {
   fitCounts?: CountQueue;
   /** Conversations' last reported prompts, for cancelled answers' estimates (billing/prompt-memory.ts). */
   prompts?: PromptMemory;
+  /** The key lookup admission used: an attempt after the first asks it again whether the account was suspended meanwhile. */
+  keys?: KeyResolver;
 }
 
 export interface ForwardRequest {
@@ -146,6 +149,8 @@ export async function forward(deps: ForwardDeps, req: ForwardRequest): Promise<R
 
   try {
     let waited = 0;
+    /** Upstream attempts made so far (every key, retry and model). */
+    let attempts = 0;
     let last: GatewayError | undefined;
     for (const candidate of plan.candidates) {
       const pool = deps.keyPools?.get(candidate.model.provider);
@@ -153,6 +158,7 @@ export async function forward(deps: ForwardDeps, req: ForwardRequest): Promise<R
       let tried: Set<string> | undefined;
       let movedOnFailure = false;
       for (let retry = 0; ; ) {
+        if (attempts++ > 0) await refuseIfSuspended(deps.keys, req.headers);
         const meter = billing.attempt(candidate.model, candidate.model.provider, candidate.maxTokens + plan.predictedTokens);
         trace?.attemptStarted(candidate.model.id, candidate.model.provider);
         if (session === null && pool && pool.size > 1) session = sessionOf(req, plan.uuid);
@@ -306,6 +312,29 @@ function refusedBeforeStart(err: StreamFailedBeforeStart, sentBytes: number, max
     // Read as Anthropic's 529 by the key pool: another key may answer while this one cools.
     ...(overloaded ? { status: 529 } : {}),
   };
+}
+
+/**
+ * A request asks its upstream again (a retry after its wait, another vendor key, the next model)
+ * only if its account was not suspended meanwhile: a request admitted just before the suspension
+ * went on asking for as long as its retries and fallbacks lasted (a 403 for the next request, but
+ * the model after a failure before the first text answered it, and was charged: a hostile-tenant
+ * probe, fourteenth). Answers under way still finish (docs/decisions.md, "An account's on/off
+ * switch"); this is only about new upstream work. The key is looked up again as admission looks it
+ * up (cached; dropped at once by this process's PATCH, within the change watch or 2 s otherwise).
+ * A key store that cannot be read lets the attempt go, as the request was admitted.
+ */
+async function refuseIfSuspended(keys: KeyResolver | undefined, headers: Headers): Promise<void> {
+  const presented = keys && extractKey(headers);
+  if (!presented) return;
+  let found: ActiveKey | null;
+  try {
+    const resolved = keys.resolve(presented);
+    found = resolved instanceof Promise ? await resolved : resolved;
+  } catch {
+    return;
+  }
+  if (found?.accountSuspended) throw new GatewayError(403, "permission", ACCOUNT_SUSPENDED);
 }
 
 /** The conversation a request belongs to, hashed (the raw id goes nowhere), for vendor key affinity. */

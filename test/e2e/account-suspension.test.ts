@@ -117,6 +117,30 @@ describe("a suspended account", () => {
     }
   });
 
+  test("a request not yet answered when the account is suspended asks no upstream again: its stream failing before its first text falls back to nothing, a 403 that costs nothing", async () => {
+    // The role chunk only, held open (the head waits for the first text); then a close, a failure
+    // before anything reached the client, which would fall back to the next model of `models`.
+    const opening = scripted("openai", { text: "Hi" }) as Extract<Reply, { kind: "sse" }>;
+    upstream.reply({ ...opening, chunks: opening.chunks.slice(0, 1), holdOpen: true, afterHold: [] });
+    const balance = await gw.balanceMicro();
+    const asked = upstream.requests.length;
+    const pending = post(gw, "/v1/chat/completions", { models: [OPENAI_MODEL, ANTHROPIC_MODEL], stream: true, messages: [{ role: "user", content: "hello" }] });
+    await until("the stream is open", 2_000, () => upstream.openStreams() === 1);
+    await suspend(true);
+    try {
+      upstream.finishHeld();
+      const res = await pending;
+      expect(res.status).toBe(403);
+      expect(await res.json()).toEqual({ error: { message: SAID, type: "permission_error", param: null, code: null } });
+      // The first model only: the fallback was not asked.
+      expect(upstream.requests.length).toBe(asked + 1);
+      await gw.app.services.settled();
+      expect(await gw.balanceMicro()).toBe(balance);
+    } finally {
+      await suspend(false);
+    }
+  });
+
   test("suspended from another connection (the admin CLI, a second gateway on the file): refused within the change watch, resumed the same way", async () => {
     const other = new Database(gw.dbPath);
     try {

@@ -1,7 +1,7 @@
 import { Elysia } from "elysia";
 import type { KeyResolver } from "../../accounts/key-resolver.ts";
 import { extractKey, isWellFormedKey } from "../../accounts/key-resolver.ts";
-import type { ActiveKey } from "../../accounts/account-store.ts";
+import { ACCOUNT_SUSPENDED, type ActiveKey } from "../../accounts/account-store.ts";
 import type { RateLimitStore } from "../../limits/rate-limiter.ts";
 import { formatResetDuration, retryAfterSeconds, type BucketDecision } from "../../limits/token-bucket.ts";
 import { errorResponse } from "./errors.ts";
@@ -178,8 +178,7 @@ export function admissionPlugin(o: AdmissionOptions) {
     if (path === KEY_INFO_PATH) return undefined;
     if (found.accountSuspended) {
       o.onRejected(request, 403);
-      return errorResponse(anthropic, 403, "permission",
-        "This API key's account is suspended by the gateway's operator: its requests are refused until the operator resumes it.", unreadBodyHeaders(request));
+      return errorResponse(anthropic, 403, "permission", ACCOUNT_SUSPENDED, unreadBodyHeaders(request));
     }
 
     // Token counts (Claude Code sends dozens for one `/context`) have a bucket of their own,
