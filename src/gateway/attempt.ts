@@ -16,7 +16,7 @@ import { createAnswerToolMapper } from "../formats/common/answer-tool.ts";
 import { GatewayError, NO_RETRY, type AnthropicErrorDetails, type OpenAIErrorDetail } from "../streaming/gateway-error.ts";
 import { anthropicErrorDetails, openaiErrorDetail, upstreamStatusError } from "../providers/upstream-errors.ts";
 import { ImageFetchError, inlineImages, keepImages } from "./inline-images.ts";
-import { imagesBounded, imagesHeld } from "./plan.ts";
+import { answersAsked, imagesBounded, imagesHeld } from "./plan.ts";
 import type { Scrubber } from "../log/scrub.ts";
 import type { WholeAnswerReader, WholeAnswerSink } from "../formats/common/whole-answer.ts";
 import { fastReader, wholeBody, wholeReader } from "../transport/http1/client.ts";
@@ -72,11 +72,66 @@ export type AttemptOutcome =
       requestSized?: "over" | "large";
       /** The vendor made (and billed) an answer that could not be used: asked of another key, it would be bought twice. */
       answered?: true;
+      /** The request's prompt is charged for it (madeTooLarge): the vendor processed it for an answer the request itself made too large. */
+      promptCharged?: true;
     };
 
 /** The client went away: nothing more is tried. */
 /** Over the transport's size cap (limits.max_response_bytes). */
 const ANSWER_TOO_LARGE = "The upstream provider sent an answer larger than the gateway accepts.";
+
+/**
+ * A whole answer the vendor made (its head came with a 2xx) that is larger than the gateway relays
+ * (limits.max_response_bytes). The request asked for it: a float embeddings batch of 2,048 inputs
+ * at 3,072 dimensions is ~125 MB, `n` with `top_logprobs` as large; the next model's, another key's
+ * or a retry's is as large. Free and a 502, a tenant had the vendor embed 10 MB batches for nothing,
+ * each asked of every model of its `models` list and again by its SDK's retries (a hostile-tenant
+ * probe, fourteenth). Now it is the client's to change (a 400, nothing retried or fallen back to),
+ * and its prompt is charged, as when a client leaves once the upstream has its request: the vendor
+ * processed it, which for embeddings is the whole bill. The output of such a chat answer is not
+ * charged: nothing of it was read that could count it.
+ */
+function madeTooLarge(deps: AttemptDeps, req: AttemptRequest, candidate: Fitted, sentChars: number, err: ResponseTooLargeError): AttemptOutcome | undefined {
+  const { model } = candidate;
+  const limit = err.limit;
+  // More than any answer to this request holds (2 MiB for `max_tokens: 50`, a gzip bomb): the
+  // upstream's fault, a 502 that costs nothing, as before.
+  if (answerBound(deps.settings, req, candidate, sentChars) <= limit) return undefined;
+  if (req.clientSignal.aborted) throw clientClosed();
+  const advice = model.category === "embedding" ? "ask for base64 vectors (the SDKs' default), fewer inputs or fewer dimensions" : "ask for fewer choices (n) or no logprobs, or a lower answer limit";
+  return {
+    kind: "refused", verdict: "fail", cause: "too_large", answered: true, promptCharged: true,
+    error: new GatewayError(400, "invalid_request", `The answer to this request is larger than the gateway relays (${limit} bytes), so it was not sent; its prompt was charged, as the upstream processed it. To get an answer, ${advice}.`),
+  };
+}
+
+/** Bytes a float a vendor writes in an embeddings answer may take (pretty-printed: its indent too). */
+const FLOAT_BYTES = 32;
+/** Dimensions assumed for an embeddings request that names none (the largest OpenAI's models make is 3,072). */
+const DEFAULT_DIMENSIONS = 4_096;
+/** Bytes a token of an answer may take in a whole answer: its text, and with `top_logprobs` (20 at most) their entries. */
+const ANSWER_BYTES_PER_TOKEN = 2_048;
+/** Room for what is not the answer (ids, usage, the vendor's fields). */
+const ANSWER_SLACK_BYTES = 64 * 1024;
+
+/**
+ * The largest answer this request could be given: its vectors (inputs × dimensions), or its
+ * answers' tokens (n × the answer limit) each with its logprobs, plus the request once more (the
+ * Responses API repeats its instructions and tools) and some room. Only a larger one is the
+ * upstream's fault.
+ */
+function answerBound(settings: Settings, req: AttemptRequest, candidate: Fitted, sentChars: number): number {
+  const { model, maxTokens } = candidate;
+  if (model.category === "embedding") {
+    const input = req.body.input;
+    const inputs = Array.isArray(input) && input.length > 0 && typeof input[0] !== "number" ? input.length : 1;
+    const dimensions = typeof req.body.dimensions === "number" && req.body.dimensions > 0 ? req.body.dimensions : DEFAULT_DIMENSIONS;
+    return inputs * dimensions * FLOAT_BYTES + ANSWER_SLACK_BYTES;
+  }
+  // No answer limit (an image model): nothing bounds it but the cap.
+  if (!(maxTokens > 0)) return Number.POSITIVE_INFINITY;
+  return maxTokens * answersAsked(settings, req.wire, req.body, model) * ANSWER_BYTES_PER_TOKEN + sentChars + ANSWER_SLACK_BYTES;
+}
 
 export const clientClosed = () => new GatewayError(499, "invalid_request", "The client closed the request.");
 
@@ -300,6 +355,8 @@ export async function attemptUpstream(deps: AttemptDeps, req: AttemptRequest, ca
     try {
       res = await deps.fetch(call.url, attemptInit(deadline, { method: "POST", headers: call.headers, body: call.body }));
     } catch (err) {
+      const tooLarge = err instanceof ResponseTooLargeError && err.status !== undefined && err.status >= 200 && err.status < 300 ? madeTooLarge(deps, req, candidate, call.body.length, err) : undefined;
+      if (tooLarge) return tooLarge;
       if (!req.clientSignal.aborted) deps.log("warn", "upstream request failed", { requestId: req.requestId, provider: provider.id, error: String(err) });
       // It was reached, and answered with something that is not HTTP, or with part of an answer
       // before the connection ended: an unreadable answer, not a connection failure.
@@ -379,6 +436,8 @@ export async function attemptUpstream(deps: AttemptDeps, req: AttemptRequest, ca
         if (answerTool) events = createAnswerToolMapper(answerTool)(events);
         if (imagesBounded(model)) events = keepImages(events, imagesHeld(model));
       } catch (err) {
+        const tooLarge = err instanceof ResponseTooLargeError ? madeTooLarge(deps, req, candidate, call.body.length, err) : undefined;
+        if (tooLarge) return tooLarge;
         if (!req.clientSignal.aborted) deps.log("warn", "upstream sent an unreadable body", { requestId: req.requestId, provider: provider.id, error: String(err) });
         return { ...refusedOutcome(req, deadline, "The upstream provider sent an unreadable answer. Retrying is appropriate.", err, "bad_answer"), answered: true } as AttemptOutcome;
       }

@@ -168,7 +168,7 @@ export async function forward(deps: ForwardDeps, req: ForwardRequest): Promise<R
         // Once the upstream has the whole request a client that leaves pays for the prompt
         // (billing-session.ts); the meter is told by the attempt, and a refusal takes it back.
         const attempted = await attemptUpstream(deps, attemptRequest, candidate, key, meter);
-        if (attempted.kind === "refused") meter.promptSent = false;
+        if (attempted.kind === "refused" && !attempted.promptCharged) meter.promptSent = false;
         // A refusal about this request's size benches no key: smaller requests still pass on it
         // (attempt.ts, requestSizedLimit).
         if (key) pool!.report(key, attempted.kind === "refused" ? (attempted.requestSized ? 0 : attempted.status ?? 0) : 200, attempted.kind === "refused" ? attempted.delayMs : undefined);
@@ -208,6 +208,9 @@ export async function forward(deps: ForwardDeps, req: ForwardRequest): Promise<R
             if (key && outcome.status === 529) pool!.report(key, 529, undefined);
           }
         }
+        // An answer the request made too large (attempt.ts, madeTooLarge): its prompt is charged as a
+        // client's leaving is, and the request ends here (the outcome's verdict).
+        if (outcome.promptCharged) await billing.settle("cancelled");
         last = outcome.error;
         // Rate-limited, overloaded or refused credentials are the key's, not the model's: another
         // key of the provider is asked at once, before the retry policy waits or moves on. Not for

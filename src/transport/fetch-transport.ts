@@ -30,7 +30,7 @@ export function createFetchTransport(maxResponseBytes: number, fetchImpl: Transp
     if (!res.body) return res;
     if (Number(res.headers.get("content-length") ?? 0) > maxResponseBytes) {
       res.body.cancel().catch(() => {});
-      throw new ResponseTooLargeError(maxResponseBytes);
+      throw new ResponseTooLargeError(maxResponseBytes, res.status);
     }
     return new Response(cappedStream(res.body, maxResponseBytes), { status: res.status, statusText: res.statusText, headers: res.headers });
   };

@@ -106,9 +106,12 @@ export interface ChunkReader {
   cancel(reason?: unknown): Promise<void>;
 }
 
-/** The upstream's answer passed the transport's size cap; nothing more of it is read. */
+/**
+ * The upstream's answer passed the transport's size cap; nothing more of it is read. `status`: the
+ * answer's status, when its head said its length was past the cap (the call itself fails then).
+ */
 export class ResponseTooLargeError extends Error {
-  constructor(readonly limit: number) {
+  constructor(readonly limit: number, readonly status?: number) {
     super(`the upstream answer is larger than ${limit} bytes`);
     this.name = "ResponseTooLargeError";
   }

@@ -285,14 +285,33 @@ describe("billing, records, limits", () => {
     }
   });
 
-  test("the transport's limits apply: an answer over max_response_bytes and an upstream past first_byte_ms are 502s, uncharged", async () => {
-    const own = await startGateway({ upstreamUrl: upstream.url, extraModels: embeddingModels, maxResponseBytes: 4096, firstByteMs: 300, retry: { max_retries: 0 } });
+  test("an answer over max_response_bytes is the request's to change: a 400 saying how, its prompt charged (the vendor embedded it), no fallback and no SDK retry", async () => {
+    const own = await startGateway({ upstreamUrl: upstream.url, extraModels: embeddingModels, maxResponseBytes: 4096, retry: { max_retries: 2 } });
     try {
       const before = await own.balanceMicro();
-      // 1536 floats pretty-printed are ~35 KB.
-      const big = await post(own, "/v1/embeddings", { model: EMBED, input: "large answer", encoding_format: "float" });
-      expect(big.status).toBe(502);
-      expect(((await big.json()) as { error: { message: string } }).error.message).toContain("larger than the gateway accepts");
+      const asked = upstream.requests.length;
+      // 1536 floats pretty-printed are ~35 KB. Free and a 502, such a batch was asked of every model
+      // of `models` and again by each SDK retry, and the vendor embedded it every time for nothing.
+      const client = new OpenAI({ baseURL: `${own.url}/v1`, apiKey: own.key, maxRetries: 2 });
+      const error = await client.embeddings.create({ models: [EMBED, EMBED_LARGE], input: "a large answer, ten words of input to be charged", encoding_format: "float" } as never, { headers: { "x-request-id": "too-large-1" } }).catch((e) => e);
+      expect(error).toBeInstanceOf(OpenAI.BadRequestError);
+      expect(error.message).toContain("larger than the gateway relays (4096 bytes)");
+      expect(error.message).toContain("base64");
+      expect(upstream.requests.length).toBe(asked + 1);
+      const record = await recordOf(own, "too-large-1");
+      expect(record).toMatchObject({ model: EMBED, status: "cancelled", estimated: 1 });
+      expect(record!.prompt_tokens).toBeGreaterThan(5);
+      expect(record!.cost_micro).toBe(record!.prompt_tokens * SMALL_PRICE);
+      expect(before - (await own.balanceMicro())).toBe(record!.cost_micro);
+    } finally {
+      await own.stop();
+    }
+  });
+
+  test("an upstream past first_byte_ms is a 502, uncharged", async () => {
+    const own = await startGateway({ upstreamUrl: upstream.url, extraModels: embeddingModels, firstByteMs: 300, retry: { max_retries: 0 } });
+    try {
+      const before = await own.balanceMicro();
       upstream.reply({ kind: "hang" });
       const slow = await post(own, "/v1/embeddings", { model: EMBED, input: "slow", dimensions: 4 });
       expect(slow.status).toBe(502);

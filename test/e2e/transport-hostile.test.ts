@@ -495,6 +495,29 @@ describe("through the gateway", () => {
     });
   }
 
+  test("a non-stream answer over the cap that the request asked for (n answers with logprobs): a 400 saying how to ask for less, its prompt charged, asked once", async () => {
+    // 8 answers of up to 200 tokens with 20 logprobs each may well pass 1 MiB: the vendor made (and
+    // billed) it. Free and a 502, it was asked of every fallback and again by the SDK's retries.
+    const { upstream, gw, before } = await gatewayOver((_req, socket) => oversized[0]![1](socket));
+    try {
+      const res = await postToGateway(gw, "/v1/chat/completions", { ...ask, models: [OPENAI_MODEL, OPENAI_MODEL], max_tokens: 200, n: 8, logprobs: true, top_logprobs: 20 });
+      expect(res.status).toBe(400);
+      const error = ((await res.json()) as { error: { message: string; type: string } }).error;
+      expect(error.type).toBe("invalid_request_error");
+      expect(error.message).toContain(`larger than the gateway relays (${MiB} bytes)`);
+      expect(error.message).toContain("fewer choices (n) or no logprobs");
+      expect(upstream.requests).toHaveLength(1);
+      await gw.app.services.settled();
+      const record = gw.db.query<{ status: string; prompt_tokens: number; completion_tokens: number; cost_micro: number }, []>("SELECT status, prompt_tokens, completion_tokens, cost_micro FROM usage_records ORDER BY id DESC LIMIT 1").get()!;
+      expect(record).toMatchObject({ status: "cancelled", completion_tokens: 0 });
+      expect(record.prompt_tokens).toBeGreaterThan(0);
+      expect(before - (await gw.balanceMicro())).toBe(record.cost_micro);
+      expect(record.cost_micro).toBeGreaterThan(0);
+    } finally {
+      await gw.stop();
+    }
+  });
+
   const malformed: [string, string][] = [
     ["a folded header line", `HTTP/1.1 200 OK\r\ncontent-type: application/json\r\nx-fold: a\r\n  b\r\ncontent-length: ${completion.length}\r\n\r\n${completion}`],
     ["both Content-Length and Transfer-Encoding", `HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ncontent-length: ${completion.length}\r\ntransfer-encoding: chunked\r\n\r\n${completion.length.toString(16)}\r\n${completion}\r\n0\r\n\r\n`],

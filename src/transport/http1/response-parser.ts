@@ -356,7 +356,7 @@ export class ResponseParser {
       this.state = State.ChunkSize;
     } else if (length !== null) {
       this.length = contentLength(length);
-      if (this.length > this.maxBodyBytes) throw new ResponseTooLargeError(this.maxBodyBytes);
+      if (this.length > this.maxBodyBytes) throw new ResponseTooLargeError(this.maxBodyBytes, code);
       this.remaining = this.length;
       this.state = this.length === 0 ? State.Done : State.Fixed;
     } else {
