@@ -12,6 +12,15 @@ import { ShutdownCut } from "./inflight.ts";
 /** How long a body may stay open after the vendor's end marker ([DONE], message_stop). */
 export const END_GRACE_MS = 1_000;
 const END: ReadResult = { done: true, value: undefined };
+/**
+ * Most the head's wait for the answer's first text holds for the client (see `streamAnswer`): past
+ * it the head goes out with what came, and the client's pace bounds the rest. The opening events
+ * are a few hundred bytes (a Responses `response.created` echoing long instructions and tools,
+ * tens of KB); the wait reads the upstream as fast as it writes and nothing else bounds it, so an
+ * upstream that repeats them (empty role chunks, usage-only chunks, pings) without a first text
+ * was held whole for `keepalive_ms` (a raw-TCP probe: 18 MB in 3 s, 15 s by default).
+ */
+export const OPENING_HOLD_CHARS = 1024 * 1024;
 /** What the pump hands back when it took the chunks itself (see `pump` in answerSource). */
 const TAKEN = Symbol("taken");
 /**
@@ -590,10 +599,11 @@ export async function answerSource(o: StreamAnswerOptions, quietSince = performa
     /**
      * Only the events that open an answer came so far, or nothing the client would be written: the
      * head may wait (see streamAnswer). Thinking a client is not shown, say, is something of the
-     * answer but nothing to write; a head alone would tell the client nothing either.
+     * answer but nothing to write; a head alone would tell the client nothing either. Not once
+     * OPENING_HOLD_CHARS are waiting to go out: the client's pace bounds them from there.
      */
     opening() {
-      return !over && !done && failure === undefined && failedEarly === undefined && held.length === 0 && (!o.meter.answered || out.length === 0);
+      return !over && !done && failure === undefined && failedEarly === undefined && held.length === 0 && (!o.meter.answered || out.length === 0) && out.length < OPENING_HOLD_CHARS;
     },
 
     /** The attempt ends before its head (the gateway's stop): its upstream request is aborted, nothing is settled. */
