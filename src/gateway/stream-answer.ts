@@ -677,6 +677,11 @@ export async function answerSource(o: StreamAnswerOptions, quietSince = performa
             controller.flush();
           }
         });
+        // The head's wait ran its keepalive_ms with nothing to write (OpenAI's role chunk translated
+        // for an Anthropic or Responses client): the keep-alive is the first write, and the head
+        // leaves with it now, not at the clock's first tick, a third of keepalive_ms later (a
+        // raw-TCP probe: the head after 20 s of silence by default, where keepalive_ms says 15).
+        if (out.length === 0 && performance.now() - lastWrite >= o.keepAliveMs) out = o.sink.keepAlive();
       }
 
       /**
