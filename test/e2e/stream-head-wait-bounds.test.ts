@@ -12,7 +12,7 @@ import { pump, rawUpstream, type RawSocket, type RawUpstream } from "../helpers/
  */
 const healthy = useFakeUpstream();
 /** Long, so a wait that runs to it fails the test's own time limit. */
-const KEEPALIVE_MS = 20_000;
+const KEEPALIVE_MS = 30_000;
 const HEAD = "HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\nconnection: close\r\n\r\n";
 const json = JSON.stringify;
 const chunk = (delta: unknown, finish: string | null = null, usage?: unknown) =>
@@ -89,7 +89,7 @@ for (const [name, model, path, body] of [
     const res = await post(gw, path, { model, ...body });
     expect(res.status).toBe(200);
     // Without the bound the head waited all of keepalive_ms while the gateway took in everything.
-    expect(performance.now() - started).toBeLessThan(KEEPALIVE_MS / 4);
+    expect(performance.now() - started).toBeLessThan(KEEPALIVE_MS / 3);
     stopFlood = true;
     const text = await res.text();
     expect(text).toContain('"Hello"');
@@ -99,5 +99,5 @@ for (const [name, model, path, body] of [
     expect(settled.map((r) => r.status)).toEqual(["ok"]);
     expect(settled[0]!.cost_micro).toBeGreaterThan(0);
     expect(gw.app.services.ledger.openHolds()).toBe(0);
-  }, 15_000);
+  }, 20_000);
 }
