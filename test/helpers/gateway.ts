@@ -14,6 +14,11 @@ import { createTokenizer } from "../../src/billing/token-estimate.ts";
 
 /** One tokenizer for every gateway a test file starts: its worker loads its tables once, as a gateway process does. */
 const TOKENIZER = createTokenizer();
+/**
+ * Resolves once the shared tokenizer has loaded its tables (a second of CPU, several on a loaded
+ * machine): for tests that time a settlement whose prompt is estimated (a client that leaves).
+ */
+export const tokenizerLoaded = (): Promise<number> => TOKENIZER.count("warm");
 /** A console password hashed in ~1 ms (argon2id at 1 MiB, one pass): the suite signs in hundreds of times. */
 const TEST_PASSWORD_COST = { memoryCost: 1024, timeCost: 1 };
 
