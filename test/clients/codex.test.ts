@@ -13,8 +13,9 @@ import { beforeAll, describe, expect, test } from "bun:test";
 import { existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { useFakeUpstream, withoutCacheMarks, type Reply } from "../helpers/fake-upstream.ts";
-import { useGateway, post, sseFrames, ANTHROPIC_MODEL, OPENAI_MODEL } from "../helpers/gateway.ts";
+import { startFakeUpstream, useFakeUpstream, withoutCacheMarks, type Reply } from "../helpers/fake-upstream.ts";
+import { fileFixture } from "../helpers/file-fixture.ts";
+import { useGateway, post, sseFrames, ANTHROPIC_MODEL, OPENAI_MODEL, type Gateway } from "../helpers/gateway.ts";
 import { reasoningDialect, scripted, type Script } from "../helpers/scripted-answers.ts";
 import type { Logger } from "../../src/log/log.ts";
 import { answerWith, USAGE } from "../helpers/responses-wire.ts";
@@ -334,7 +335,64 @@ describe("README: Use with Codex, against the built-in catalogue", () => {
   });
 });
 
+/** `codex exec` with the README's config (no catalog) for `model` and `key` against `on`'s gateway; its output, exit code and the statuses the gateway answered it (read from `on.lines`, its log). */
+async function codexExec(on: { gw: Gateway; lines: string[] }, model: string, key: string, prompt: string) {
+  const root = mkdtempSync(join(tmpdir(), "switchyard-codex-"));
+  const seen = on.lines.length;
+  try {
+    const home = join(root, "codex-home");
+    const work = join(root, "work");
+    mkdirSync(home);
+    mkdirSync(work);
+    const { configToml } = readmeCodexConfig();
+    writeFileSync(join(home, "config.toml"), "check_for_update_on_startup = false\n" + configToml
+      .replace(/^model = "[^"]*".*\n/m, `model = "${model}"\n`)
+      .replaceAll("http://localhost:8080/v1", `${on.gw.url}/v1`)
+      .replace(/^# model_catalog_json = .*$/m, "") + '\n[analytics]\nenabled = false\n[features]\nplugins = false\n');
+    const proc = Bun.spawn([process.execPath, CODEX_JS, "exec", "--skip-git-repo-check", "--color", "never", prompt], {
+      cwd: work,
+      env: { PATH: process.env.PATH ?? "/usr/bin:/bin", HOME: root, CODEX_HOME: home, SWITCHYARD_KEY: key },
+      stdin: Bun.file("/dev/null"),
+      stdout: "pipe",
+      stderr: "pipe",
+    });
+    const timer = setTimeout(() => proc.kill(), 60_000);
+    const [stdout, stderr, code] = await Promise.all([new Response(proc.stdout).text(), new Response(proc.stderr).text(), proc.exited]);
+    clearTimeout(timer);
+    const statuses = on.lines.slice(seen).map((l) => JSON.parse(l)).filter((l) => l.message === "request" && l.path === "/v1/responses").map((l) => l.status as number);
+    return { stdout, stderr, code, statuses };
+  } finally {
+    rmSync(root, { recursive: true, force: true });
+  }
+}
+
+/**
+ * The 402 test's Codex waits out its own backoff (200 ms doubling, five reconnects: ~7 s of idle
+ * time). It runs against a gateway and upstream of its own, so it is started while the live tasks
+ * below run and its test only awaits it: nothing it asserts is shared with them (its log, its
+ * upstream's requests, its account). The upstream is never reset between tests, so a request that
+ * reached it at any time is still counted.
+ */
+const refusalUpstream = fileFixture("the refusal run's upstream", () => startFakeUpstream(), (u) => u.stop());
+const refusalLines: string[] = [];
+const refusalGw = useGateway(() => ({ upstreamUrl: refusalUpstream.url, log: (level, message, fields) => refusalLines.push(JSON.stringify({ level, message, ...fields })), retry: { max_retries: 0 } }));
+let refusedRun: Promise<{ run: Awaited<ReturnType<typeof codexExec>>; accountId: string } | { error: unknown }> | undefined;
+/** Starts the 402 run once (caught now, rethrown by its test). */
+function refusalRun() {
+  refusedRun ??= (async () => {
+    const poor = await refusalGw.app.services.accounts.createAccount("poor", 0);
+    const poorKey = (await refusalGw.app.services.accounts.createKey(poor.id, "poor"))!.key;
+    return { run: await codexExec({ gw: refusalGw, lines: refusalLines }, OPENAI_MODEL, poorKey, "say hi"), accountId: poor.id };
+  })().catch((error: unknown) => ({ error }));
+  return refusedRun;
+}
+
 describe("Codex CLI, live", () => {
+  // Started here, awaited by "a 402: asked six times" below (which starts it itself when run alone).
+  beforeAll(() => {
+    if (codexVersion) void refusalRun();
+  });
+
   // A devDependency: `bun install` puts it here, so a missing or broken CLI is a failure, not a skip.
   test("the CLI is installed from npm (devDependency @openai/codex) and runs here", () => {
     expect(existsSync(CODEX_JS)).toBe(true);
@@ -461,37 +519,6 @@ describe("Codex's code mode against GPT-6.1 Sol through OpenAI's Responses API (
 });
 
 describe("Codex CLI, live: what it does with the gateway's refusals", () => {
-  /** `codex exec` with the README's config (no catalog) for `model` and `key`; its output, exit code and the statuses the gateway answered it. */
-  async function codexExec(model: string, key: string, prompt: string) {
-    const root = mkdtempSync(join(tmpdir(), "switchyard-codex-"));
-    const seen = logLines.length;
-    try {
-      const home = join(root, "codex-home");
-      const work = join(root, "work");
-      mkdirSync(home);
-      mkdirSync(work);
-      const { configToml } = readmeCodexConfig();
-      writeFileSync(join(home, "config.toml"), "check_for_update_on_startup = false\n" + configToml
-        .replace(/^model = "[^"]*".*\n/m, `model = "${model}"\n`)
-        .replaceAll("http://localhost:8080/v1", `${gw.url}/v1`)
-        .replace(/^# model_catalog_json = .*$/m, "") + '\n[analytics]\nenabled = false\n[features]\nplugins = false\n');
-      const proc = Bun.spawn([process.execPath, CODEX_JS, "exec", "--skip-git-repo-check", "--color", "never", prompt], {
-        cwd: work,
-        env: { PATH: process.env.PATH ?? "/usr/bin:/bin", HOME: root, CODEX_HOME: home, SWITCHYARD_KEY: key },
-        stdin: Bun.file("/dev/null"),
-        stdout: "pipe",
-        stderr: "pipe",
-      });
-      const timer = setTimeout(() => proc.kill(), 60_000);
-      const [stdout, stderr, code] = await Promise.all([new Response(proc.stdout).text(), new Response(proc.stderr).text(), proc.exited]);
-      clearTimeout(timer);
-      const statuses = logLines.slice(seen).map((l) => JSON.parse(l)).filter((l) => l.message === "request" && l.path === "/v1/responses").map((l) => l.status as number);
-      return { stdout, stderr, code, statuses };
-    } finally {
-      rmSync(root, { recursive: true, force: true });
-    }
-  }
-
   // Codex 0.169 classifies an HTTP error by its status alone: 400 is the request's fault, a 429
   // waits (its Retry-After) and tries again, a 429 `insufficient_quota` or `usage_limit_reached`
   // stops at once; any other status is a dropped stream, tried again five times ("Reconnecting…
@@ -500,16 +527,16 @@ describe("Codex CLI, live: what it does with the gateway's refusals", () => {
   // the gateway's words. Pinned so a Codex that stops earlier, or a change to the refusal, is seen.
   test("a 402: asked six times (Codex's five reconnects), never sent upstream, never charged; Codex shows the gateway's words and its request id", async () => {
     if (!codexVersion) throw new Error(`codex --version failed: the CLI at ${CODEX_JS} does not run`);
-    const poor = await gw.app.services.accounts.createAccount("poor", 0);
-    const poorKey = (await gw.app.services.accounts.createKey(poor.id, "poor"))!.key;
-    const run = await codexExec(OPENAI_MODEL, poorKey, "say hi");
+    const started = await refusalRun();
+    if ("error" in started) throw started.error;
+    const { run, accountId } = started;
     expect(run.code).toBe(1);
     expect(run.statuses).toEqual([402, 402, 402, 402, 402, 402]);
     expect(run.stderr).toContain("Reconnecting... 5/5");
     expect(run.stderr).toMatch(/unexpected status 402 Payment Required: Insufficient credits: .* top up the account\., url: http:\/\/127\.0\.0\.1:\d+\/v1\/responses, request id: [\w-]+/);
-    expect(upstream.requests).toHaveLength(0);
-    await gw.app.services.settled();
-    expect(gw.db.query<{ n: number }, [string]>("SELECT COUNT(*) AS n FROM usage_records WHERE account_id = ? AND cost_micro > 0").get(poor.id)!.n).toBe(0);
+    expect(refusalUpstream.requests).toHaveLength(0);
+    await refusalGw.app.services.settled();
+    expect(refusalGw.db.query<{ n: number }, [string]>("SELECT COUNT(*) AS n FROM usage_records WHERE account_id = ? AND cost_micro > 0").get(accountId)!.n).toBe(0);
   }, 60_000);
 
   test("the key's concurrency limit (429, retry-after: 1): Codex waits as told, and its task finishes once the slot is free", async () => {
@@ -524,7 +551,7 @@ describe("Codex CLI, live: what it does with the gateway's refusals", () => {
     await until("the held request is under way", 10_000, () => upstream.openStreams() === 1);
     const seen = logLines.length;
     const release = until("Codex's request is refused", 30_000, () => logLines.slice(seen).some((l) => l.includes('"path":"/v1/responses"') && l.includes('"status":429')), 20).then(() => upstream.finishHeld());
-    const run = await codexExec(OPENAI_MODEL, limited, "say hi");
+    const run = await codexExec({ gw, lines: logLines }, OPENAI_MODEL, limited, "say hi");
     await release;
     // The held answer finished too, once let go.
     expect(await (await held).text()).toEndWith("data: [DONE]\n\n");
