@@ -2,7 +2,7 @@ import { afterAll, beforeAll, expect, test } from "bun:test";
 import { copyFileSync, existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { chromium, type BrowserContext, type Page } from "playwright-core";
+import { chromium, type Browser, type BrowserContext, type Page } from "playwright-core";
 import { startGatewayProcess, type GatewayProcess } from "../helpers/gateway-process.ts";
 import { until } from "../helpers/until.ts";
 
@@ -132,6 +132,17 @@ beforeAll(async () => {
   page = context.pages()[0] ?? (await context.newPage());
 }, 60_000);
 
+/**
+ * A second browser, for a holder or a stranger whose cookies must not be this story's operator
+ * session: launched once, on first use, and each test takes a context of its own in it (a cookie
+ * jar of its own, closed by the test), instead of launching and closing a Chromium per test.
+ */
+let otherBrowser: Browser | undefined;
+async function anotherBrowser(): Promise<Browser> {
+  otherBrowser ??= await chromium.launch({ executablePath: CHROMIUM, headless: true, args: ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking"] });
+  return otherBrowser;
+}
+
 /** A promise of the test's own (not a Playwright wait) that gives up, as Playwright's do, before the test's time runs out. */
 function within<T>(what: string, promise: Promise<T>, ms = 20_000): Promise<T> {
   let timer: ReturnType<typeof setTimeout> | undefined;
@@ -140,6 +151,7 @@ function within<T>(what: string, promise: Promise<T>, ms = 20_000): Promise<T> {
 }
 
 afterAll(async () => {
+  await otherBrowser?.close();
   await context?.close();
   if (gateway) await stopGateway();
   rmSync(dir, { recursive: true, force: true });
@@ -792,7 +804,7 @@ test("a link opened before signing in is where sign-in leads; at 375 px nothing 
 }, 60_000);
 
 test("the operator sees who can sign in to an account and removes a login: that holder is signed out and cannot sign in", async () => {
-  const holderContext = await chromium.launch({ executablePath: CHROMIUM, headless: true, args: ["--no-sandbox", "--disable-gpu", "--disable-background-networking"] });
+  const holderContext = await (await anotherBrowser()).newContext();
   try {
     // The holder, signed in in another browser.
     const holderPage = await holderContext.newPage();
@@ -970,10 +982,12 @@ test("on a slow link a second click makes nothing twice (a top-up, an account), 
   const clickNow = (testid: string) => page.evaluate((id) => (globalThis as any).document.querySelector(`[data-testid=${id}]`).click(), testid);
   const posts: string[] = [];
   const countPosts = (r: { method(): string; url(): string }) => void (r.method() === "POST" && posts.push(new URL(r.url()).pathname));
-  // Every read of one account answers 800 ms late: the view is shown again long after a change's answer.
+  // While `holding`, every read of one account waits: the view is shown again only after the test's
+  // second click (it used to answer 800 ms late and click at 100 ms, which only assumed the order).
   const slowReads = "**/console/api/accounts/*";
+  let holding = false;
   await page.route(slowReads, async (route) => {
-    if (route.request().method() === "GET") await Bun.sleep(800);
+    if (route.request().method() === "GET") await until("the second click made", 20_000, () => !holding);
     await route.continue();
   });
   page.on("request", countPosts);
@@ -983,11 +997,13 @@ test("on a slow link a second click makes nothing twice (a top-up, an account), 
     const balance = (await admin(`/v1/admin/accounts/${account.id}`)).balance;
     await page.getByTestId("topup-amount").fill("1");
     const answered = page.waitForResponse((r) => r.url().endsWith("/credits") && r.request().method() === "POST");
+    holding = true;
     await page.getByTestId("topup-submit").click();
     await answered;
     await Bun.sleep(100);
     // The second click, while the view is read again: the button holds, nothing is sent.
     await clickNow("topup-submit");
+    holding = false;
     await until("the view shown again", 10_000, async () => Math.abs(number(await text("balance")) - (balance + 1)) < 1e-6, 100);
     expect(posts.filter((p) => p.endsWith("/credits"))).toHaveLength(1);
     expect((await admin(`/v1/admin/accounts/${account.id}`)).balance).toBeCloseTo(balance + 1, 6);
@@ -997,14 +1013,17 @@ test("on a slow link a second click makes nothing twice (a top-up, an account), 
     await page.getByTestId("account-name").waitFor();
     await page.getByTestId("account-name").fill("slow-link-account");
     const made = page.waitForResponse((r) => new URL(r.url()).pathname === "/console/api/accounts" && r.request().method() === "POST");
+    holding = true;
     await page.getByTestId("account-create").click();
     await made;
     await Bun.sleep(100);
     await clickNow("account-create").catch(() => {}); // the view may have moved on already: nothing to click
+    holding = false;
     await page.getByTestId("balance").waitFor({ timeout: 10_000 });
     const found = await admin("/v1/admin/accounts?name=slow-link-account");
     expect(found.data.map((a: any) => a.name)).toEqual(["slow-link-account"]);
   } finally {
+    holding = false;
     page.off("request", countPosts);
     await page.unroute(slowReads);
   }
@@ -1143,19 +1162,24 @@ test("the usage view's period and split are in the address (a reload and a bookm
 
   // A slow answer: the page says it is loading (and is marked busy) until the view comes.
   const usageApi = (url: URL) => url.pathname === "/console/api/usage";
+  // Held until the page has been seen loading, then let through: the answer provably comes after.
+  let letThrough!: () => void;
+  const held = new Promise<void>((resolve) => (letThrough = resolve));
   await page.route(usageApi, async (route) => {
-    await Bun.sleep(800);
+    await within("the held usage answer let through", held);
     await route.continue();
   });
   try {
     await page.goto(`${gateway.url}/console/#usage/24h/key`);
     await page.getByTestId("loading").waitFor();
     expect(await page.locator("#main").getAttribute("aria-busy")).toBe("true");
+    letThrough();
     await page.waitForFunction(() => (globalThis as any).document.querySelector("[data-testid=usage-chart]")?.getAttribute("data-group-by") === "key");
     expect(await page.getByTestId("loading").count()).toBe(0);
     expect(await page.locator("#main").getAttribute("aria-busy")).toBeNull();
     expect([await page.getByTestId("usage-range").inputValue(), await page.getByTestId("usage-split").inputValue()]).toEqual(["24h", "key"]);
   } finally {
+    letThrough();
     await page.unroute(usageApi);
   }
 
@@ -1300,7 +1324,7 @@ test("no keys and no requests yet are said in words; a change whose answer is lo
 
 test("a used invite link opened on its own (from an e-mail, a new tab) leads to the console: to the sign-in, or to whoever is signed in", async () => {
   for (const signedIn of [true, false]) {
-    const context2 = signedIn ? context : await chromium.launch({ executablePath: CHROMIUM, headless: true, args: ["--headless", "--no-sandbox", "--disable-gpu"] }).then((b) => b.newContext());
+    const context2 = signedIn ? context : await (await anotherBrowser()).newContext();
     const tab = await context2.newPage();
     try {
       await tab.goto(`${gateway.url}/console/#invite=used-or-unknown-0123456789abcdef`);
@@ -1310,7 +1334,7 @@ test("a used invite link opened on its own (from an e-mail, a new tab) leads to 
       await tab.getByTestId(signedIn ? "account-row" : "sign-in-submit").first().waitFor({ timeout: 10_000 });
     } finally {
       await tab.close();
-      if (!signedIn) await context2.browser()?.close();
+      if (!signedIn) await context2.close();
     }
   }
 }, 60_000);
@@ -1452,10 +1476,10 @@ test("a login of 64 characters fits a phone: on its invite link's page and in th
   expect(login.length).toBe(64);
   const made = await send("/v1/admin/accounts", { name: "long login co", credits: 1 });
   const link = await send(`/v1/admin/accounts/${made.id}/invites`, { login });
-  // A browser of its own: the holder's sign-in would replace this story's operator session.
-  const browser = await chromium.launch({ executablePath: CHROMIUM, headless: true, args: ["--headless", "--no-sandbox", "--disable-gpu"] });
+  // A cookie jar of its own: the holder's sign-in would replace this story's operator session.
+  const phoneContext = await (await anotherBrowser()).newContext({ viewport: { width: 375, height: 667 } });
   try {
-    const phone = await (await browser.newContext({ viewport: { width: 375, height: 667 } })).newPage();
+    const phone = await phoneContext.newPage();
     const width = () => phone.evaluate(() => (globalThis as any).document.documentElement.scrollWidth as number);
     await phone.goto(link.url);
     await phone.getByTestId("invite-password").fill(PASSWORD);
@@ -1466,6 +1490,6 @@ test("a login of 64 characters fits a phone: on its invite link's page and in th
     expect(await phone.locator("#who").textContent()).toContain(login);
     expect(await width()).toBe(375);
   } finally {
-    await browser.close();
+    await phoneContext.close();
   }
 }, 60_000);
