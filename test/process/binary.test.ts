@@ -1,29 +1,18 @@
 import { afterAll, expect, test } from "bun:test";
 import { existsSync, mkdtempSync, readFileSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
-import { join, resolve } from "node:path";
+import { join } from "node:path";
 import { hashEmbedding } from "../../src/providers/simulated/hash-embedding.ts";
+import { compiledBinary } from "../helpers/compiled-binary.ts";
 
-const ROOT = resolve(import.meta.dir, "../..");
 const dir = mkdtempSync(join(tmpdir(), "switchyard-binary-"));
 afterAll(() => rmSync(dir, { recursive: true, force: true }));
-
-/** `bun run build`'s own command, with the binary written here instead of dist/. */
-async function build(): Promise<string> {
-  const script: string = JSON.parse(readFileSync(join(ROOT, "package.json"), "utf8")).scripts.build;
-  const out = join(dir, "switchyard");
-  const args = script.replace(/^bun /, "").replace(/--outfile \S+/, `--outfile ${out}`).split(/\s+/);
-  const proc = Bun.spawn(["bun", ...args], { cwd: ROOT, stdout: "pipe", stderr: "pipe" });
-  const [code, err] = await Promise.all([proc.exited, new Response(proc.stderr).text()]);
-  if (code !== 0) throw new Error(`build failed: ${err}`);
-  return out;
-}
 
 const run = (binary: string, args: string[], env: Record<string, string>) =>
   Bun.spawn([binary, ...args], { cwd: dir, env: { PATH: process.env.PATH ?? "/usr/bin:/bin", ...env }, stdin: "ignore", stdout: "pipe", stderr: "pipe" });
 
 test("the compiled binary runs with production defaults: no BUN_CONFIG_MAX_HTTP_REQUESTS needed, answers with ids, reports ready through --health-check", async () => {
-  const binary = await build();
+  const binary = await compiledBinary();
   // Only what a test needs to find it (a free port, loopback) and the admin API on.
   const child = run(binary, [], { PORT: "0", HOST: "127.0.0.1", SWITCHYARD_ADMIN_TOKEN: "admin-secret-0123456789abcdef0123456789abcdef", SWITCHYARD_DEMO: "1" });
   let errors = "";

@@ -11,6 +11,7 @@ import { startFakeUpstream, type FakeUpstream } from "../helpers/fake-upstream.t
 import { runAdminCli, startGatewayProcess, type GatewayProcess } from "../helpers/gateway-process.ts";
 import { ANTHROPIC_MODEL, FREE_MODEL, OPENAI_MODEL } from "../helpers/gateway.ts";
 import { tcpProxy } from "../helpers/tcp-proxy.ts";
+import { compiledBinary } from "../helpers/compiled-binary.ts";
 import { ask, load, type Outcome } from "../helpers/client-load.ts";
 import { until } from "../helpers/until.ts";
 
@@ -472,9 +473,8 @@ if (missing) {
     }, 60_000);
 
     test("the compiled binary runs workers; a worker that cannot start is retried with backoff, not in a loop, and is back once the database is; killing the supervisor drains the workers", async () => {
-      const binary = join(dir, "switchyard");
-      const build = Bun.spawnSync(["bun", "build", "src/index.ts", "src/billing/tokenizer-worker.ts", "src/store/checkpoint-worker.ts", "src/formats/openai-embeddings/embeddings-worker.ts", "--compile", "--outfile", binary], { cwd: ROOT });
-      expect(build.exitCode).toBe(0);
+      // `bun run build`'s binary, compiled once for this file and binary.test.ts.
+      const binary = await compiledBinary();
       const relay = tcpProxy(Number(new URL(url).port || 5432));
       cleanups.push(() => relay.stop());
       const viaRelay = new URL(url);
