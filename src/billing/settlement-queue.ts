@@ -168,9 +168,9 @@ export function createSettlementQueue<Q extends QueuedSettlement>(store: Settlem
   };
 
   /**
-   * Only a store that can also remove the file keeps charges in it while running (SQLite: one
-   * process per file). PostgreSQL's spill files are replayed by any process that starts on the
-   * database, so a file kept while another process still runs and writes them is not its to take.
+   * Only a store that can also remove the file keeps charges in it while running: the file must be
+   * this process's alone while it lives (SQLite: one process per file; PostgreSQL: a file per
+   * process, replayed by another only once its owner is gone, store/postgres/pg-spill.ts).
    */
   const keepsWhileFailing = store.spill !== undefined && store.unspill !== undefined;
 

@@ -7,8 +7,8 @@ import { classifyPgFailure as classifyFailure, describePgFailure, int, PgTimeout
 import { creditAccount, debitAccount } from "./pg-credits.ts";
 import { DB_NOW_MS } from "./pg-migrations.ts";
 import { cacheSavingsMicro, priceListId, priceListJson } from "../../billing/pricing.ts";
-import { join } from "node:path";
-import { keepInSpill, readSpill, removeSpill, SpillMismatchError, spillFilesIn, unknownAccounts } from "../spill-file.ts";
+import { readSpill, SpillMismatchError, unknownAccounts } from "../spill-file.ts";
+import { spillOwnership } from "./pg-spill.ts";
 import { createSettlementQueue, type QueuedSettlement, type RejectionCounter } from "../../billing/settlement-queue.ts";
 
 export interface PgLedgerOptions {
@@ -36,9 +36,11 @@ export interface PgLedgerOptions {
   /** Told of each batch's settlements once committed (spend alerts, alerts/alert-monitor.ts); must not throw. */
   onCommitted?: (settlements: Settlement[]) => void;
   /**
-   * A folder for the spill file (settlements still unwritten when the grace at close runs out),
-   * one per process, named after the database so a start replays only its own database's; unset:
-   * none (they are logged). The gateway sets it (SWITCHYARD_SPILL_DIR, default ./data).
+   * A folder for the spill file (charges kept while the database is unreachable, and settlements
+   * still unwritten when the grace at close runs out), one per process, named after the database
+   * so a start replays only its own database's, and replayed only once its process is gone
+   * (pg-spill.ts); unset: none (they are logged). The gateway sets it (SWITCHYARD_SPILL_DIR,
+   * default ./data).
    */
   spill?: { dir: string; database: string };
 }
@@ -134,9 +136,24 @@ export async function createPostgresLedger(sql: Pg, o: PgLedgerOptions): Promise
   const beating = new Set<Promise<unknown>>();
   /** Price lists this process has seen committed: each is sent once, with the first batch charged at it. */
   const pricesWritten = new Set<number>();
-  /** `<dir>/switchyard-<database hash>-`: this database's spill files (see PgLedgerOptions.spill). */
-  const spillName = o.spill ? `switchyard-${(Bun.SHA256.hash(o.spill.database, "hex") as string).slice(0, 12)}-` : undefined;
-  const spillPrefix = spillName ? join(o.spill!.dir, spillName) : undefined;
+  /** This process's spill file and those of processes that are gone (see PgLedgerOptions.spill). */
+  const spills = o.spill ? spillOwnership({ ...o.spill, instanceId }) : undefined;
+  /**
+   * Spill files of processes that are gone, taken over by this one (their locks held): each is
+   * removed once every settlement in it is written (`pending` empties).
+   */
+  const adopted = new Map<string, { pending: Set<string>; done(): void; release(): void }>();
+  /** Settlements written (or dropped): the files taken over that are now written whole go. */
+  const written = (batch: Queued[]) => {
+    if (adopted.size === 0) return;
+    for (const [path, file] of adopted) {
+      for (const q of batch) file.pending.delete(q.settlement.requestId);
+      if (file.pending.size > 0) continue;
+      adopted.delete(path);
+      file.done();
+      log("info", "settlements from the spill file of a stopped process are written", { path });
+    }
+  };
   /**
    * Since when this process's heartbeats have been written without a failure. After the database
    * was unreachable every process's heartbeat is stale, the living's too: a process only takes
@@ -244,14 +261,20 @@ export async function createPostgresLedger(sql: Pg, o: PgLedgerOptions): Promise
     describe: describePgFailure,
     committed(batch) {
       for (const q of batch) holds.delete(q.settlement.requestId);
+      written(batch);
       o.onCommitted?.(batch.map((q) => q.settlement));
     },
     dropped(q) {
       holds.delete(q.settlement.requestId);
+      written([q]);
     },
-    spill: spillPrefix
-      ? (queued) => keepInSpill(`${spillPrefix}${instanceId}.spill`, queued.filter((q) => !q.release).map((q) => ({ settlement: q.settlement, held: q.held, ...(q.charge === false ? { charge: false as const } : {}) })))
+    // Its own file, which no other process replays while this one lives: so charges settled while
+    // the database is unreachable are kept in it before their answers end, as on SQLite (a kill -9
+    // then lost them), and it goes once they are written.
+    spill: spills
+      ? (queued) => spills.keep(queued.filter((q) => !q.release).map((q) => ({ settlement: q.settlement, held: q.held, ...(q.charge === false ? { charge: false as const } : {}) })))
       : undefined,
+    unspill: spills ? () => spills.unkeep() : undefined,
   }, { now, log, maxQueued, maxBatch: MAX_BATCH, busyLimitMs, retryMaxMs, probeIntervalMs: heartbeatMs });
 
   // The heartbeat runs whatever the load: other processes sweep a process whose heartbeat stops.
@@ -262,6 +285,7 @@ export async function createPostgresLedger(sql: Pg, o: PgLedgerOptions): Promise
   ticker.unref?.();
   const sweeper = setInterval(() => {
     if (closed || settlements.failing) return;
+    void adoptOrphans(false).catch((err) => log("warn", "looking for spill files of stopped processes failed; the next sweep looks again", { error: String(err) }));
     extendOpenHolds()
       .catch((err) => log("warn", "extending this process's open holds failed; the next sweep retries", { error: describePgFailure(err) }))
       .then(sweep)
@@ -421,22 +445,68 @@ export async function createPostgresLedger(sql: Pg, o: PgLedgerOptions): Promise
 
   await heartbeat();
 
-  // Spill files of this database left by processes that stopped with settlements unwritten (this
-  // host's): queued like new ones, each charging at most what its request held; a record that
-  // exists already charges nothing, so two processes replaying one file charge once. A file goes
-  // once its settlements are written.
-  for (const path of spillName ? spillFilesIn(o.spill!.dir, spillName) : []) {
-    const spilled = readSpill(path, log);
-    if (spilled.length === 0) continue;
-    const ids = [...new Set(spilled.map((s) => s.settlement.accountId))];
-    const found = new Set((await sql`SELECT id FROM accounts WHERE id = ANY(${ids}::text[])`).map((r: { id: string }) => r.id));
-    const unknown = unknownAccounts(spilled, (id) => found.has(id));
-    if (unknown.length > 0) throw new SpillMismatchError(path, spilled.length, unknown);
-    log("warn", "writing settlements a stopped process kept in its spill file", { settlements: spilled.length, path });
-    const written = spilled.map((s) => enqueue({ settlement: s.settlement, held: s.held, ...(s.charge === false ? { charge: false as const } : {}) }));
-    void Promise.all(written).then(() => {
-      if (settlements.health().queued === 0) removeSpill(path);
-    });
+  /**
+   * Spill files of this database (this host's) whose processes are gone (pg-spill.ts: never a
+   * living process's): their settlements queued like new ones, each charging at most what its
+   * request held; a record that exists already charges nothing (its request id is unique), so a
+   * file replayed twice, or a settlement both in it and in this process's own file, charges once.
+   * A file goes once its settlements are written. At the start, and while running once the
+   * database answers (a process that died during an outage and is not started again).
+   */
+  let adopting = false;
+  /** Files of accounts this database does not have, already logged (see SpillMismatchError). */
+  const mismatched = new Set<string>();
+  async function adoptOrphans(atStart: boolean): Promise<void> {
+    if (!spills || adopting || closed) return;
+    adopting = true;
+    try {
+      for (const file of spills.orphans()) {
+        const spilled = readSpill(file.path, log);
+        if (spilled.length === 0) {
+          file.done();
+          continue;
+        }
+        try {
+          const ids = [...new Set(spilled.map((s) => s.settlement.accountId))];
+          const found = new Set((await bounded(sql`SELECT id FROM accounts WHERE id = ANY(${ids}::text[])`, "spill accounts")).map((r: { id: string }) => r.id));
+          const unknown = unknownAccounts(spilled, (id) => found.has(id));
+          if (unknown.length > 0) throw new SpillMismatchError(file.path, spilled.length, unknown);
+        } catch (err) {
+          file.release();
+          if (atStart) throw err;
+          // Said once per file: it stays until an operator moves it (or restores the database).
+          if (!(err instanceof SpillMismatchError) || !mismatched.has(file.path)) log("error", err instanceof SpillMismatchError ? err.message : "a stopped process's spill file could not be checked; the next sweep tries again", { path: file.path, error: String(err) });
+          if (err instanceof SpillMismatchError) mismatched.add(file.path);
+          continue;
+        }
+        // Closed while the accounts were looked up: left for the next process.
+        if (closed) {
+          file.release();
+          continue;
+        }
+        log("warn", "writing settlements a stopped process kept in its spill file", { settlements: spilled.length, path: file.path });
+        adopted.set(file.path, { ...file, pending: new Set(spilled.map((s) => s.settlement.requestId)) });
+        for (const s of spilled) void enqueue({ settlement: s.settlement, held: s.held, ...(s.charge === false ? { charge: false as const } : {}) });
+      }
+    } finally {
+      adopting = false;
+    }
+  }
+
+  if (spills) {
+    try {
+      // Taken now: a folder it cannot lock in says so at the start, not in the middle of an outage.
+      spills.claim();
+    } catch (err) {
+      log("warn", "no spill file of its own: charges settled while PostgreSQL is unreachable wait in memory only (a kill -9 then loses them) until one can be made", { dir: o.spill!.dir, error: String(err) });
+    }
+    try {
+      await adoptOrphans(true);
+    } catch (err) {
+      for (const file of adopted.values()) file.release();
+      spills.release();
+      throw err;
+    }
   }
 
   return {
@@ -491,6 +561,10 @@ export async function createPostgresLedger(sql: Pg, o: PgLedgerOptions): Promise
         void settlements.enqueue({ settlement: releaseOf({ requestId, accountId: held.accountId, keyId: held.keyId, amountMicro: held.amount }), release: true, held: 0 });
       }
       await settlements.close(graceMs);
+      // Files taken over and not written whole stay for the next start (what this process kept of them is in its own).
+      for (const file of adopted.values()) file.release();
+      adopted.clear();
+      spills?.release();
       if (settlements.health().queued === 0) {
         // A clean stop: this process's row goes, so nobody sweeps for it.
         await Promise.allSettled([...beating]);

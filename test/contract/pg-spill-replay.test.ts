@@ -1,0 +1,88 @@
+/**
+ * Spill files of PostgreSQL processes that are gone (store/postgres/pg-spill.ts): replayed by a
+ * start or by a process already running once it finds them, each settlement charged once however
+ * many files hold it, the files and their lock files removed after. The live-owner side and the
+ * kill -9 are in test/process/pg-spill-ownership.test.ts.
+ */
+import { afterAll, expect, test } from "bun:test";
+import { SQL } from "bun";
+import { existsSync, mkdtempSync, readdirSync, rmSync, writeFileSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import type { Settlement } from "../../src/billing/ledger.ts";
+import { createPostgresAccounts } from "../../src/store/postgres/pg-accounts.ts";
+import { createPostgresLedger } from "../../src/store/postgres/pg-ledger.ts";
+import { migratePostgres } from "../../src/store/postgres/pg-migrations.ts";
+import { spillOwnership } from "../../src/store/postgres/pg-spill.ts";
+import { postgresMissing, useTestDatabase } from "../helpers/backends.ts";
+import { until } from "../helpers/until.ts";
+
+const missing = await postgresMissing();
+const database = useTestDatabase();
+const dirs: string[] = [];
+afterAll(() => {
+  for (const d of dirs) rmSync(d, { recursive: true, force: true });
+});
+
+/** A database with one funded account and key, a spill folder, and `prefix` the file names of that database. */
+async function setUp() {
+  const url = await database();
+  const sql = new SQL({ url, max: 4 });
+  await migratePostgres(sql);
+  const accounts = createPostgresAccounts(sql, Date.now);
+  const account = await accounts.createAccount(`replay-${Math.random().toString(36).slice(2, 8)}`, 1_000_000);
+  const keyId = (await accounts.createKey(account.id, "k"))!.id;
+  const dir = mkdtempSync(join(tmpdir(), "switchyard-pg-replay-"));
+  dirs.push(dir);
+  const prefix = spillOwnership({ dir, database: url, instanceId: "probe" }).prefix;
+  const settlement = (n: number): Settlement => ({ requestId: `req_${account.id}_${n}`, accountId: account.id, keyId, model: "m", provider: "p", promptTokens: 10, completionTokens: 5, estimated: false, costMicro: 1_000 + n, status: "ok", latencyMs: 1 });
+  /** A file as a process that is gone left it (no lock file: as an older version wrote them, or after a clean stop). */
+  const leave = (owner: string, settlements: Settlement[]) =>
+    writeFileSync(join(dir, `${prefix}${owner}.spill`), settlements.map((s) => JSON.stringify({ settlement: s, held: 5_000 })).join("\n") + "\n");
+  const books = async () => {
+    const records = (await sql`SELECT request_id FROM usage_records WHERE account_id = ${account.id} ORDER BY request_id`).map((r: { request_id: string }) => r.request_id);
+    const [row] = await sql`SELECT balance_micro, held_micro FROM accounts WHERE id = ${account.id}`;
+    return { records, balance: Number(row.balance_micro), held: Number(row.held_micro) };
+  };
+  return { url, sql, dir, prefix, settlement, leave, books };
+}
+
+if (missing) {
+  test.skip(`Spill replay on PostgreSQL — skipped: ${missing}`, () => {});
+} else {
+  test("a settlement in two files of processes that are gone is charged once; the files and stray lock files go", async () => {
+    const { url, sql, dir, prefix, settlement, leave, books } = await setUp();
+    // One process's file, and another's that holds one of the same settlements (a file replayed
+    // meanwhile into a process that then kept it in its own, and died too).
+    leave("gone1", [settlement(1), settlement(2)]);
+    leave("gone2", [settlement(2), settlement(3)]);
+    // A lock file whose process died with nothing kept.
+    writeFileSync(join(dir, `${prefix}gone3.spill.lock`), "");
+    const ledger = await createPostgresLedger(sql, { now: Date.now, spill: { dir, database: url } });
+    try {
+      await until("both files written and removed", 5_000, () => !readdirSync(dir).some((f) => f.endsWith(".spill")));
+      const after = await books();
+      expect(after.records).toEqual([1, 2, 3].map((n) => settlement(n).requestId));
+      expect(after.balance).toBe(1_000_000 - (1_001 + 1_002 + 1_003));
+      expect(after.held).toBe(0);
+      // Only this process's own lock file is left.
+      expect(readdirSync(dir)).toEqual([`${prefix}${ledger.instanceId}.spill.lock`]);
+    } finally {
+      await ledger.close(100);
+    }
+    expect(readdirSync(dir)).toEqual([]);
+  }, 15_000);
+
+  test("a process already running takes the file of one that died, once the sweep finds it", async () => {
+    const { url, sql, dir, settlement, leave, books } = await setUp();
+    const ledger = await createPostgresLedger(sql, { now: Date.now, spill: { dir, database: url }, sweepIntervalMs: 50 });
+    try {
+      leave("died-later", [settlement(7)]);
+      await until("the file written and removed", 5_000, async () => (await books()).records.length === 1 && !readdirSync(dir).some((f) => f.endsWith(".spill")));
+      expect((await books()).balance).toBe(1_000_000 - 1_007);
+    } finally {
+      await ledger.close(100);
+    }
+    expect(existsSync(dir) && readdirSync(dir)).toEqual([]);
+  }, 15_000);
+}
