@@ -460,7 +460,8 @@ export async function createPostgresLedger(sql: Pg, o: PgLedgerOptions): Promise
     if (!spills || adopting || closed) return;
     adopting = true;
     try {
-      for (const file of spills.orphans()) {
+      const files = spills.orphans();
+      for (const [i, file] of files.entries()) {
         const spilled = readSpill(file.path, log);
         if (spilled.length === 0) {
           file.done();
@@ -473,7 +474,11 @@ export async function createPostgresLedger(sql: Pg, o: PgLedgerOptions): Promise
           if (unknown.length > 0) throw new SpillMismatchError(file.path, spilled.length, unknown);
         } catch (err) {
           file.release();
-          if (atStart) throw err;
+          if (atStart) {
+            // The start stops: the files after this one are left, unlocked, for the next.
+            for (const rest of files.slice(i + 1)) rest.release();
+            throw err;
+          }
           // Said once per file: it stays until an operator moves it (or restores the database).
           if (!(err instanceof SpillMismatchError) || !mismatched.has(file.path)) log("error", err instanceof SpillMismatchError ? err.message : "a stopped process's spill file could not be checked; the next sweep tries again", { path: file.path, error: String(err) });
           if (err instanceof SpillMismatchError) mismatched.add(file.path);
