@@ -312,19 +312,11 @@ export async function runAdmin(argv: string[], env: Record<string, string | unde
       const account = await accounts.describeAccount(args[0]!);
       return account ? json(account) : { code: 1, out: `no account ${args[0]}` };
     }
-    if (noun === "accounts" && verb === "topup" && args.length === 2) {
+    if (noun === "accounts" && (verb === "topup" || verb === "debit") && args.length === 2) {
       const amount = checked(() => parseTopUp(creditsText(args[1], "credits"), "credits"));
       const key = has("idempotency-key") ? checked(() => parseIdempotencyKey(options["idempotency-key"], "--idempotency-key")) : undefined;
-      if (!(await store.topUp(args[0]!, amount, key))) return { code: 1, out: `no account ${args[0]}` };
-      // What POST /v1/admin/accounts/:id/credits answers.
-      const after = (await accounts.describeAccount(args[0]!))!;
-      return json({ id: after.id, balance: after.balance, reserved: after.reserved });
-    }
-    if (noun === "accounts" && verb === "debit" && args.length === 2) {
-      const amount = checked(() => parseTopUp(creditsText(args[1], "credits"), "credits"));
-      const key = has("idempotency-key") ? checked(() => parseIdempotencyKey(options["idempotency-key"], "--idempotency-key")) : undefined;
-      if (!(await store.debit(args[0]!, amount, key))) return { code: 1, out: `no account ${args[0]}` };
-      // What POST /v1/admin/accounts/:id/debits answers.
+      if (!(await (verb === "topup" ? store.topUp : store.debit)(args[0]!, amount, key))) return { code: 1, out: `no account ${args[0]}` };
+      // What POST /v1/admin/accounts/:id/credits (or …/debits) answers.
       const after = (await accounts.describeAccount(args[0]!))!;
       return json({ id: after.id, balance: after.balance, reserved: after.reserved });
     }
