@@ -349,16 +349,7 @@ async function codexExec(on: { gw: Gateway; lines: string[] }, model: string, ke
       .replace(/^model = "[^"]*".*\n/m, `model = "${model}"\n`)
       .replaceAll("http://localhost:8080/v1", `${on.gw.url}/v1`)
       .replace(/^# model_catalog_json = .*$/m, "") + '\n[analytics]\nenabled = false\n[features]\nplugins = false\n');
-    const proc = Bun.spawn([process.execPath, CODEX_JS, "exec", "--skip-git-repo-check", "--color", "never", prompt], {
-      cwd: work,
-      env: { PATH: process.env.PATH ?? "/usr/bin:/bin", HOME: root, CODEX_HOME: home, SWITCHYARD_KEY: key },
-      stdin: Bun.file("/dev/null"),
-      stdout: "pipe",
-      stderr: "pipe",
-    });
-    const timer = setTimeout(() => proc.kill(), 60_000);
-    const [stdout, stderr, code] = await Promise.all([new Response(proc.stdout).text(), new Response(proc.stderr).text(), proc.exited]);
-    clearTimeout(timer);
+    const { stdout, stderr, code } = await spawnCodex(["--color", "never", prompt], work, { HOME: root, CODEX_HOME: home, SWITCHYARD_KEY: key });
     const statuses = on.lines.slice(seen).map((l) => JSON.parse(l)).filter((l) => l.message === "request" && l.path === "/v1/responses").map((l) => l.status as number);
     return { stdout, stderr, code, statuses };
   } finally {
@@ -453,16 +444,7 @@ describe("Codex CLI, live", () => {
       ];
       for (const step of plan) upstream.reply(scripted(reasoningDialect(vendor), step));
 
-      const proc = Bun.spawn([process.execPath, CODEX_JS, "exec", "--skip-git-repo-check", "--sandbox", "workspace-write", "--color", "never", "Append ', world' to the line in hello.txt"], {
-        cwd: work,
-        env: { PATH: process.env.PATH ?? "/usr/bin:/bin", HOME: root, CODEX_HOME: home, SWITCHYARD_KEY: gw.key },
-        stdin: Bun.file("/dev/null"),
-        stdout: "pipe",
-        stderr: "pipe",
-      });
-      const timer = setTimeout(() => proc.kill(), 60_000);
-      const [stdout, stderr, code] = await Promise.all([new Response(proc.stdout).text(), new Response(proc.stderr).text(), proc.exited]);
-      clearTimeout(timer);
+      const { stdout, stderr, code } = await spawnCodex(["--sandbox", "workspace-write", "--color", "never", "Append ', world' to the line in hello.txt"], work, { HOME: root, CODEX_HOME: home, SWITCHYARD_KEY: gw.key });
       if (code !== 0) throw new Error(`codex exec exited ${code}\nstdout:\n${stdout}\nstderr:\n${stderr}`);
 
       expect(readFileSync(join(work, "hello.txt"), "utf8")).toBe("hello, world\n");
@@ -560,3 +542,18 @@ describe("Codex CLI, live: what it does with the gateway's refusals", () => {
     expect(run.statuses).toEqual([429, 200]);
   }, 60_000);
 });
+
+/** `codex exec` in `cwd` with only these variables (and PATH), killed after 60 s. */
+async function spawnCodex(args: string[], cwd: string, env: Record<string, string>): Promise<{ stdout: string; stderr: string; code: number }> {
+  const proc = Bun.spawn([process.execPath, CODEX_JS, "exec", "--skip-git-repo-check", ...args], {
+    cwd,
+    env: { PATH: process.env.PATH ?? "/usr/bin:/bin", ...env },
+    stdin: Bun.file("/dev/null"),
+    stdout: "pipe",
+    stderr: "pipe",
+  });
+  const timer = setTimeout(() => proc.kill(), 60_000);
+  const [stdout, stderr, code] = await Promise.all([new Response(proc.stdout).text(), new Response(proc.stderr).text(), proc.exited]);
+  clearTimeout(timer);
+  return { stdout, stderr, code };
+}
