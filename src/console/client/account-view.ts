@@ -1,5 +1,5 @@
 import { api, ApiError, type Account, type AccountLogins, type DefaultLimits, type KeySummary, type Session } from "./api.ts";
-import { announce, confirmFirst, credits, dateOf, errorBox, failure, field, h, hiddenHeading, numberOf, periodSelect, unfinished, when } from "./dom.ts";
+import { announce, confirmFirst, credits, dateOf, errorBox, failure, field, h, hiddenHeading, labelColumns, numberOf, periodSelect, unfinished, when } from "./dom.ts";
 
 /** Shows the view again with fresh data; `focus` (a selector) is where focus goes, else the view. */
 export type Reload = (focus?: string) => void;
@@ -381,12 +381,49 @@ function keysSection(session: Session, account: Account, reload: Reload): HTMLEl
   const revoked = account.keys.filter((k) => k.revoked_at !== null);
   const inUse = active.length === 0 ? h("p", { class: "note", "data-testid": "keys-none-in-use" }, "No keys in use: create one below.")
     : h("div", { class: "scroll" }, keysTable(`Keys: ${active.length} of 10 in use${expired > 0 ? ` (${expired} expired, counted until revoked)` : ""}`, active));
-  const folded = revoked.length === 0 ? null : h("details", { class: "revoked", "data-testid": "keys-revoked" },
-    h("summary", {}, `Revoked keys (${revoked.length.toLocaleString("en-US")})`),
-    h("div", { class: "scroll" }, keysTable(`Revoked keys: ${revoked.length.toLocaleString("en-US")}, no longer accepted`, revoked)));
+  const folded = revoked.length === 0 ? null : revokedKeys(revoked, (caption, keys) => keysTable(caption, keys), (k) => keyRow(k, reload, operator, account.default_limits));
   // None yet: said in words, not a table of headings without rows.
   const listed = account.keys.length === 0 ? [h("p", { class: "note", "data-testid": "keys-empty" }, "No keys yet: create one below.")] : [inUse, folded];
   return h("section", { "aria-labelledby": "keys-title" }, h("h2", { id: "keys-title", tabindex: "-1" }, "Keys"), keysHow(), ...listed, create);
+}
+
+/** How many revoked keys are drawn at a time: the last made, with a button for each earlier batch. */
+const REVOKED_SHOWN = 250;
+
+/**
+ * The revoked keys, folded under their count, the last `REVOKED_SHOWN` made drawn (in the order
+ * made) and a button that draws the batch made before them. Every revoked key drawn at once was
+ * 140,000 elements for an account that had made and revoked 10,000 keys (a script rotating a key
+ * every hour does that in 14 months): its page took 5–17 s to show, closed fold and all, and 24 s
+ * more to open it (a console probe). The last made are the ones asked about ("the key I revoked
+ * yesterday").
+ */
+function revokedKeys(revoked: KeySummary[], table: (caption: string, keys: KeySummary[]) => HTMLTableElement, row: (k: KeySummary) => HTMLTableRowElement): HTMLElement {
+  const all = revoked.length.toLocaleString("en-US");
+  let from = Math.max(0, revoked.length - REVOKED_SHOWN);
+  const shown = table(`Revoked keys: ${all}, no longer accepted`, revoked.slice(from));
+  const caption = shown.querySelector("caption")!;
+  const earlier = h("button", { type: "button", "data-testid": "keys-revoked-earlier" });
+  const said = () => {
+    caption.textContent = from === 0 ? `Revoked keys: ${all}, no longer accepted` : `Revoked keys: ${all}, no longer accepted; the last ${(revoked.length - from).toLocaleString("en-US")} made shown`;
+    earlier.textContent = `Show ${Math.min(REVOKED_SHOWN, from).toLocaleString("en-US")} made earlier (${from.toLocaleString("en-US")} not shown)`;
+    earlier.hidden = from === 0;
+  };
+  earlier.addEventListener("click", () => {
+    const to = from;
+    from = Math.max(0, from - REVOKED_SHOWN);
+    const rows = revoked.slice(from, to).map(row);
+    labelColumns(shown, rows);
+    shown.tBodies[0]!.prepend(...rows);
+    said();
+    // Still on the button while there are more; else on the table's box (the button is gone).
+    if (from === 0) shown.parentElement?.focus();
+    announce(`${rows.length.toLocaleString("en-US")} earlier revoked keys shown.`);
+  });
+  said();
+  return h("details", { class: "revoked", "data-testid": "keys-revoked" },
+    h("summary", {}, `Revoked keys (${all})`),
+    h("div", { class: "scroll" }, shown), earlier);
 }
 
 /**
@@ -417,7 +454,7 @@ function modelsOf(input: HTMLInputElement): string[] | null {
   return list.length === 0 ? null : list;
 }
 
-function keyRow(k: KeySummary, reload: Reload, operator: boolean, defaults: DefaultLimits | undefined): HTMLElement {
+function keyRow(k: KeySummary, reload: Reload, operator: boolean, defaults: DefaultLimits | undefined): HTMLTableRowElement {
   const revoked = k.revoked_at !== null;
   // Names may repeat: the key's visible ending tells two apart.
   const label = k.name === null ? `${k.prefix}…${k.last4}` : `${k.name} (…${k.last4})`;

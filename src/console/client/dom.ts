@@ -33,10 +33,11 @@ export function hiddenHeading(text: string): HTMLTableCellElement {
  * cards, each cell under its column's name (console.css), instead of a 930-pixel table scrolled
  * sideways with rows 400 pixels tall.
  */
-function labelColumns(table: HTMLTableElement): void {
+export function labelColumns(table: HTMLTableElement, rows?: HTMLTableRowElement[]): void {
   const heads = [...(table.tHead?.rows[0]?.cells ?? [])].map((cell) => cell.textContent ?? "");
-  for (const section of [...table.tBodies, ...(table.tFoot ? [table.tFoot] : [])]) {
-    for (const row of section.rows) [...row.cells].forEach((cell, i) => heads[i] && cell.setAttribute("data-label", heads[i]!));
+  // `rows`: rows about to be added to the table (drawn later, on a click), else all its rows.
+  for (const row of rows ?? [...table.tBodies, ...(table.tFoot ? [table.tFoot] : [])].flatMap((section) => [...section.rows])) {
+    [...row.cells].forEach((cell, i) => heads[i] && cell.setAttribute("data-label", heads[i]!));
   }
 }
 
