@@ -83,3 +83,23 @@ test("an account that made and revoked 600 keys draws the last 250 revoked, and 
   expect(await fold.getByTestId("key-row").first().locator("td").first().getAttribute("data-label")).toBe("Name");
   expect(await page.evaluate(() => (globalThis as any).document.activeElement?.getAttribute("role"))).toBe("region");
 }, 60_000);
+
+test("a name in Hebrew or Arabic is typed right to left where it is given (the fields ran left to right: 'שלום!' read '!שלום'), as the tables show it", async () => {
+  const made = await admin("POST", "/v1/admin/accounts", { name: "rtl fields co", credits: 5 });
+  const NAME = "מפתח הייצור!";
+  await admin("POST", `/v1/admin/accounts/${made.id}/keys`, { name: NAME });
+  await page.goto(`${gateway.url}/console/#account/${made.id}`);
+  const direction = (testid: string) => page.getByTestId(testid).first().evaluate((el) => (globalThis as any).getComputedStyle(el).direction as string);
+  await page.getByTestId("key-rename").first().waitFor();
+  expect(await page.getByTestId("key-rename").inputValue()).toBe(NAME);
+  expect(await direction("key-rename")).toBe("rtl");
+  await page.getByTestId("key-name").fill("مفتاح التجربة");
+  expect(await direction("key-name")).toBe("rtl");
+  // A Latin name stays left to right.
+  await page.getByTestId("key-name").fill("ci key");
+  expect(await direction("key-name")).toBe("ltr");
+  await page.goto(`${gateway.url}/console/#accounts`);
+  await page.getByTestId("account-name").fill("שלום עולם");
+  await page.getByTestId("account-search").fill("עולם");
+  expect([await direction("account-name"), await direction("account-search")]).toEqual(["rtl", "rtl"]);
+}, 30_000);

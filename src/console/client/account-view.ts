@@ -323,7 +323,8 @@ function keysSection(session: Session, account: Account, reload: Reload): HTMLEl
   const operator = session.kind === "operator";
   // What the gateway counts against the ten: keys not revoked (an expired one still counts until revoked).
   const active = account.keys.filter((k) => k.revoked_at === null);
-  const name = h("input", { type: "text", maxlength: "200", "data-testid": "key-name" });
+  // dir=auto: a name in Hebrew or Arabic is typed and shown right to left, as its cell in the table shows it (bdi).
+  const name = h("input", { type: "text", dir: "auto", maxlength: "200", "data-testid": "key-name" });
   const limit = h("input", { type: "number", min: "0", step: "any", placeholder: "none" });
   const period = periodSelect(null);
   const rpm = h("input", { type: "number", min: "1", max: "1000000", step: "1", placeholder: gatewayValue(account.default_limits?.key_requests_per_minute) });
@@ -460,7 +461,7 @@ function keyRow(k: KeySummary, reload: Reload, operator: boolean, defaults: Defa
   const label = k.name === null ? `${k.prefix}…${k.last4}` : `${k.name} (…${k.last4})`;
   const actions = h("td", {});
   if (!revoked) {
-    const rename = h("input", { type: "text", maxlength: "200", value: k.name ?? "", placeholder: "no name", "aria-label": `Name of ${label}`, "data-testid": "key-rename" });
+    const rename = h("input", { type: "text", dir: "auto", maxlength: "200", value: k.name ?? "", placeholder: "no name", "aria-label": `Name of ${label}`, "data-testid": "key-rename" });
     // A day the key stops working at its start (UTC); empty: it does not expire.
     const lastDay = k.expires_at ? new Date(Date.parse(k.expires_at) - 1).toISOString().slice(0, 10) : "";
     const expires = h("input", { type: "date", value: lastDay, "aria-label": `Last day of ${label} (UTC; empty: no end)`, "data-testid": "key-expires" });

@@ -6,7 +6,8 @@ import { announce, credits, errorBox, failure, field, h, hiddenHeading, when } f
  * search by name, and a form to make one. `query` is what this page was asked with.
  */
 export function accountsView(page: AccountPage, open: (id: string) => void, reload: () => void, query: { name: string; cursor: string | null }, browse: (query: { name: string; cursor: string | null }) => void): HTMLElement {
-  const name = h("input", { type: "text", required: true, maxlength: "200", "data-testid": "account-name" });
+  // dir=auto: a name in Hebrew or Arabic is typed right to left, as the list shows it (bdi).
+  const name = h("input", { type: "text", dir: "auto", required: true, maxlength: "200", "data-testid": "account-name" });
   // The API's own bounds, so the browser says what is wrong where it is typed, not a schema's words after a round trip.
   const amount = h("input", { type: "number", min: "0", max: "1000000000", step: "any", value: "0", required: true, "data-testid": "account-credits" });
   const submit = h("button", { type: "submit", "data-testid": "account-create" }, "Create account");
@@ -38,7 +39,7 @@ export function accountsView(page: AccountPage, open: (id: string) => void, relo
       h("td", {}, when(a.created_at)),
     ));
   void reload;
-  const search = h("input", { type: "search", maxlength: "200", value: query.name, "data-testid": "account-search" });
+  const search = h("input", { type: "search", dir: "auto", maxlength: "200", value: query.name, "data-testid": "account-search" });
   const find = h("form", { class: "controls", role: "search", "aria-label": "Find accounts" }, field("Name contains", search), h("button", { type: "submit" }, "Find"));
   find.addEventListener("submit", (event) => {
     event.preventDefault();
