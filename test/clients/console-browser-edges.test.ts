@@ -103,3 +103,28 @@ test("a name in Hebrew or Arabic is typed right to left where it is given (the f
   await page.getByTestId("account-search").fill("עולם");
   expect([await direction("account-name"), await direction("account-search")]).toEqual(["rtl", "rtl"]);
 }, 30_000);
+
+test("a new account's usage chart draws its total at 0 on a credits axis (it was an empty box without one, its first time cut at the edge)", async () => {
+  const made = await admin("POST", "/v1/admin/accounts", { name: "no usage co", credits: 0 });
+  const invite = await admin("POST", `/v1/admin/accounts/${made.id}/invites`, { login: "no-usage@example.com" });
+  // The holder in a context of their own: a sign-in here would replace the operator's session.
+  const context = await browser.newContext({ viewport: { width: 1280, height: 800 } });
+  try {
+    const holder = await context.newPage();
+    holder.setDefaultTimeout(10_000);
+    await holder.goto(invite.url);
+    await holder.getByTestId("invite-password").fill("a long enough password");
+    await holder.getByTestId("invite-password-again").fill("a long enough password");
+    await holder.getByTestId("invite-accept").click();
+    await holder.getByTestId("balance").waitFor();
+    await holder.goto(`${gateway.url}/console/#usage/30d/model`);
+    await holder.getByTestId("usage-chart").locator("canvas").waitFor();
+    expect(await holder.getByTestId("usage-empty").textContent()).toBe("No charged requests in this period yet.");
+    // uPlot's legend names each line drawn: the total, besides the time.
+    const legend = await holder.getByTestId("usage-chart").locator(".u-legend .u-series th").allInnerTexts();
+    expect(legend.map((t) => t.trim())).toEqual(["Time", "Total"]);
+    expect(JSON.parse((await holder.getByTestId("usage-chart").getAttribute("data-period-costs"))!)).toEqual(Array(30).fill(0));
+  } finally {
+    await context.close();
+  }
+}, 30_000);

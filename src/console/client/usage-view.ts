@@ -90,8 +90,12 @@ export function usageView(session: Session, report: UsageSummary, choice: UsageC
   const value = (_: uPlot, v: number | null) => (v === null ? "—" : credits(v));
   // The legend's time as the ticks and tables write it (UTC, 24 h), not uPlot's "2:00pm".
   const time = (_: uPlot, v: number | null) => (v === null ? "—" : `${tickTime(v, report.granularity === "hour")} UTC`);
-  const series: uPlot.Series[] = [{ label: "Time", value: time }, ...report.lines.map((g, i) => ({ label: label(g, true), stroke: COLOURS[i % COLOURS.length], width: 2, value }))];
-  const data: uPlot.AlignedData = [xs, ...report.lines.map((g) => g.costs)];
+  // A period without a charge has no group to draw: its chart was an empty box without a credits
+  // axis, its first time cut at the left edge (a new holder's first look at Usage; a console
+  // probe). It draws the total then, a line at 0 on an axis of 0 to 1 credit (uPlot's own was 0 to 100).
+  const lines = report.lines.length > 0 ? report.lines : [{ id: "", name: "Total", costs: report.period_costs }];
+  const series: uPlot.Series[] = [{ label: "Time", value: time }, ...lines.map((g, i) => ({ label: label(g, true), stroke: COLOURS[i % COLOURS.length], width: 2, value }))];
+  const data: uPlot.AlignedData = [xs, ...lines.map((g) => g.costs)];
   const widthOf = () => Math.max(280, chartBox.clientWidth || 800);
   // Drawn once the box is in the page: its width is the box's, and follows it (a window made
   // narrower, a phone turned), so the page never scrolls sideways for the chart.
@@ -107,7 +111,7 @@ export function usageView(session: Session, report: UsageSummary, choice: UsageC
       { label: "credits", size: 70, values: (_u, ticks) => ticks.map((t) => credits(t)) },
     ];
     // Room on the right for the last tick's label ("11-30 12:00" was cut at the edge).
-    const chart = new uPlot({ width: widthOf(), height: 260, series, axes, padding: [12, 36, 0, 0], scales: { x: { time: true } }, tzDate: (ts) => uPlot.tzDate(new Date(ts * 1000), "Etc/UTC") }, data, chartBox);
+    const chart = new uPlot({ width: widthOf(), height: 260, series, axes, padding: [12, 36, 0, 0], scales: { x: { time: true }, ...(report.lines.length === 0 ? { y: { range: [0, 1] as uPlot.Range.MinMax } } : {}) }, tzDate: (ts) => uPlot.tzDate(new Date(ts * 1000), "Etc/UTC") }, data, chartBox);
     const resized = new ResizeObserver(() => {
       if (!chartBox.isConnected) return resized.disconnect();
       if (Math.abs(widthOf() - chart.width) > 1) chart.setSize({ width: widthOf(), height: 260 });
