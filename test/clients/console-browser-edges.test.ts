@@ -128,3 +128,22 @@ test("a new account's usage chart draws its total at 0 on a credits axis (it was
     await context.close();
   }
 }, 30_000);
+
+test("a slow view's 'Loading…' is said in the page's live region (a status element added with its text is not announced), and goes when the view comes", async () => {
+  await page.goto(`${gateway.url}/console/#accounts`);
+  await page.getByTestId("account-row").first().waitFor();
+  const status = () => page.locator("#status").textContent();
+  await page.route("**/console/api/catalogue", async (route) => {
+    await Bun.sleep(1_500);
+    await route.continue();
+  });
+  try {
+    await page.locator("nav a[href='#catalogue']").click();
+    await page.getByTestId("loading").waitFor();
+    expect(await status()).toBe("Loading…");
+    await page.getByTestId("model-row").first().waitFor();
+    expect(await status()).toBe("");
+  } finally {
+    await page.unroute("**/console/api/catalogue");
+  }
+}, 30_000);

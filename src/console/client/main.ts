@@ -42,6 +42,8 @@ let routes = 0;
 
 function show(view: HTMLElement, focus?: string): void {
   main.removeAttribute("aria-busy");
+  // What was loading has come: the view (focused below) says the rest.
+  if (document.getElementById("status")?.textContent === LOADING) announce("");
   main.replaceChildren(view);
   // The tab and the history name the view (its heading), not only the product.
   const heading = view.querySelector("h1")?.textContent?.trim();
@@ -269,7 +271,10 @@ async function route(focus?: string): Promise<void> {
   const loading = setTimeout(() => {
     if (mine !== routes || main.getAttribute("aria-busy") === "true") return;
     main.setAttribute("aria-busy", "true");
-    main.prepend(h("p", { class: "loading", role: "status", "data-testid": "loading" }, "Loading…"));
+    main.prepend(h("p", { class: "loading", "data-testid": "loading" }, LOADING));
+    // Said by the page's live region, there from the start: a status element added with its text
+    // already in it is not announced by screen readers (a live region's changes are, not its arrival).
+    announce(LOADING);
   }, LOADING_MARK_MS);
   // What the page loaded with serves the first view only, whichever it is: later views (and
   // another session on this tab) read fresh, never a balance or an account from before.
@@ -347,6 +352,8 @@ function accountsAddress(q: { name: string; cursor: string | null }): string {
   const query = new URLSearchParams({ ...(q.name ? { name: q.name } : {}), ...(q.cursor ? { cursor: q.cursor } : {}) }).toString();
   return query ? `#accounts?${query}` : "#accounts";
 }
+
+const LOADING = "Loading…";
 
 /** How long a view may take before the page says it is loading (a quick one shows no flash). */
 const LOADING_MARK_MS = 200;
