@@ -2,15 +2,15 @@ import { afterAll, beforeAll, expect, test } from "bun:test";
 import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { chromium, type Browser, type Page } from "playwright-core";
-import { startGatewayProcess, type GatewayProcess } from "../helpers/gateway-process.ts";
+import { type Browser, type Page } from "playwright-core";
+import { launchChromium } from "../helpers/chromium.ts";
+import { startGatewayProcess, type GatewayProcess, stopGatewayProcess } from "../helpers/gateway-process.ts";
 
 /**
  * The console with data it may not expect, in a real headless Chromium in front of the real
  * gateway process: an account that made and revoked hundreds of keys (a script rotating its key).
  * What a sixth console probe found (docs/decisions.md).
  */
-const CHROMIUM = process.env.SWITCHYARD_CHROMIUM ?? "/usr/bin/chromium";
 const ADMIN = "admin-edges-0123456789abcdef0123456789abcdef";
 
 const dir = mkdtempSync(join(tmpdir(), "switchyard-console-edges-"));
@@ -27,7 +27,7 @@ const admin = async (method: string, path: string, body?: unknown) => {
 beforeAll(async () => {
   [gateway, browser] = await Promise.all([
     startGatewayProcess({ SWITCHYARD_DB: join(dir, "gateway.sqlite"), SWITCHYARD_ADMIN_TOKEN: ADMIN, SWITCHYARD_DEMO: "1", OPENAI_API_KEY: "", ANTHROPIC_API_KEY: "" }),
-    chromium.launch({ executablePath: CHROMIUM, headless: true, args: ["--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run", "--disable-background-networking", "--disable-component-update", "--disable-sync"] }),
+    launchChromium(),
   ]);
   page = await (await browser.newContext({ viewport: { width: 1280, height: 800 } })).newPage();
   // A missing element fails its test at 10 s, before bun's timeout would kill the run.
@@ -40,10 +40,7 @@ beforeAll(async () => {
 
 afterAll(async () => {
   await browser?.close();
-  if (gateway) {
-    gateway.child.kill("SIGTERM");
-    await gateway.child.exited;
-  }
+  await stopGatewayProcess(gateway);
   rmSync(dir, { recursive: true, force: true });
 });
 

@@ -3,9 +3,10 @@ import { Database } from "bun:sqlite";
 import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { chromium, type BrowserContext, type Page } from "playwright-core";
+import { type BrowserContext, type Page } from "playwright-core";
+import { launchChromiumProfile } from "../helpers/chromium.ts";
 import { ConsoleClient } from "../helpers/console-client.ts";
-import { startGatewayProcess, type GatewayProcess } from "../helpers/gateway-process.ts";
+import { startGatewayProcess, type GatewayProcess, stopGatewayProcess } from "../helpers/gateway-process.ts";
 
 /**
  * The operator's console at the size a gateway reaches after a while, in a real headless Chromium
@@ -13,7 +14,6 @@ import { startGatewayProcess, type GatewayProcess } from "../helpers/gateway-pro
  * hundreds of keys, and a pool of vendor keys one of which the vendor refuses (a loopback vendor
  * speaking OpenAI's wire format). What a fourth console probe found (docs/decisions.md).
  */
-const CHROMIUM = process.env.SWITCHYARD_CHROMIUM ?? "/usr/bin/chromium";
 const ADMIN = "admin-operator-0123456789abcdef0123456789abcdef";
 const MODEL = "pooled/gpt-4o-mini";
 const SECRETS = { POOL_KEY_GOOD: "sk-pool-good-aaaaaaaaaaaaaaaa", POOL_KEY_REFUSED: "sk-pool-refused-bbbbbbbbbbbbbbbb" };
@@ -67,12 +67,7 @@ beforeAll(async () => {
     limits: { requests_per_minute: 100_000 },
   }));
   gateway = await startGatewayProcess({ ...SECRETS, SWITCHYARD_DB: join(dir, "gateway.sqlite"), SWITCHYARD_ADMIN_TOKEN: ADMIN, SWITCHYARD_DEMO: "1", SWITCHYARD_CONFIG: config, OPENAI_API_KEY: "", ANTHROPIC_API_KEY: "" });
-  context = await chromium.launchPersistentContext(join(dir, "profile"), {
-    executablePath: CHROMIUM,
-    headless: true,
-    args: ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run", "--disable-background-networking", "--disable-component-update", "--disable-sync"],
-    viewport: { width: 1280, height: 800 },
-  });
+  context = await launchChromiumProfile(join(dir, "profile"), { width: 1280, height: 800 });
   page = context.pages()[0] ?? (await context.newPage());
   await page.goto(`${gateway.url}/console/`);
   await page.getByTestId("sign-in-token").fill(ADMIN);
@@ -82,10 +77,7 @@ beforeAll(async () => {
 
 afterAll(async () => {
   await context?.close();
-  if (gateway) {
-    gateway.child.kill("SIGTERM");
-    await gateway.child.exited;
-  }
+  await stopGatewayProcess(gateway);
   vendor?.stop(true);
   rmSync(dir, { recursive: true, force: true });
 });

@@ -2,8 +2,9 @@ import { afterAll, beforeAll, expect, test } from "bun:test";
 import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { chromium, type Browser, type Page } from "playwright-core";
-import { startGatewayProcess, type GatewayProcess } from "../helpers/gateway-process.ts";
+import { type Browser, type Page } from "playwright-core";
+import { launchChromium } from "../helpers/chromium.ts";
+import { startGatewayProcess, type GatewayProcess, stopGatewayProcess } from "../helpers/gateway-process.ts";
 
 /**
  * An account holder checking the bill in a real headless Chromium, in front of the real gateway
@@ -12,7 +13,6 @@ import { startGatewayProcess, type GatewayProcess } from "../helpers/gateway-pro
  * fifth console probe found (docs/decisions.md): a request's cached tokens and a model's prices for
  * long prompts were not on any page, so the credits a request cost could not be checked.
  */
-const CHROMIUM = process.env.SWITCHYARD_CHROMIUM ?? "/usr/bin/chromium";
 const ADMIN = "admin-probe-0123456789abcdef0123456789abcdef";
 const PASSWORD = "a long enough password";
 /** What the vendor reports for a long prompt (above the 200,000 tokens where Sonnet 4.5's 1M window costs more). */
@@ -114,16 +114,13 @@ beforeAll(async () => {
   }));
   [gateway, browser] = await Promise.all([
     startGatewayProcess({ SWITCHYARD_DB: join(dir, "gateway.sqlite"), SWITCHYARD_ADMIN_TOKEN: ADMIN, SWITCHYARD_DEMO: "1", SWITCHYARD_CONFIG: config, PROBE_OAI_KEY: "sk-probe-oai", PROBE_ANT_KEY: "sk-probe-ant", OPENAI_API_KEY: "", ANTHROPIC_API_KEY: "" }),
-    chromium.launch({ executablePath: CHROMIUM, headless: true, args: ["--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run", "--disable-background-networking", "--disable-component-update", "--disable-sync"] }),
+    launchChromium(),
   ]);
 }, 30_000);
 
 afterAll(async () => {
   await browser?.close();
-  if (gateway) {
-    gateway.child.kill("SIGTERM");
-    await gateway.child.exited;
-  }
+  await stopGatewayProcess(gateway);
   vendor?.stop(true);
   rmSync(dir, { recursive: true, force: true });
 });

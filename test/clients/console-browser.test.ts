@@ -2,8 +2,9 @@ import { afterAll, beforeAll, expect, test } from "bun:test";
 import { copyFileSync, existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { chromium, type Browser, type BrowserContext, type Page } from "playwright-core";
-import { startGatewayProcess, type GatewayProcess } from "../helpers/gateway-process.ts";
+import { type Browser, type BrowserContext, type Page } from "playwright-core";
+import { CHROMIUM, launchChromiumProfile, launchChromium } from "../helpers/chromium.ts";
+import { startGatewayProcess, type GatewayProcess, stopGatewayProcess } from "../helpers/gateway-process.ts";
 import { until } from "../helpers/until.ts";
 
 /**
@@ -15,7 +16,6 @@ import { until } from "../helpers/until.ts";
  * survives a restart of the gateway. Each view's screenshot is taken (into docs/console/ with
  * SWITCHYARD_UPDATE_SCREENSHOTS=1).
  */
-const CHROMIUM = process.env.SWITCHYARD_CHROMIUM ?? "/usr/bin/chromium";
 const ADMIN = "admin-browser-0123456789abcdef0123456789abcdef";
 const PASSWORD = "a long enough password";
 const MODEL = "switchyard/lorem";
@@ -48,9 +48,8 @@ const env = () => ({
   SWITCHYARD_CONFIG: "",
 });
 
-async function stopGateway(): Promise<void> {
-  gateway.child.kill("SIGTERM");
-  await gateway.child.exited;
+function stopGateway(): Promise<void> {
+  return stopGatewayProcess(gateway);
 }
 
 /**
@@ -119,12 +118,7 @@ beforeAll(async () => {
   if (!existsSync(CHROMIUM)) throw new Error(`no Chromium at ${CHROMIUM}: apt-get install -y chromium (.ci/run does)`);
   port = freePort();
   gateway = await startGatewayProcess(env());
-  context = await chromium.launchPersistentContext(join(dir, "profile"), {
-    executablePath: CHROMIUM,
-    headless: true,
-    args: ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run", "--disable-background-networking", "--disable-component-update", "--disable-sync"],
-    viewport: { width: 1280, height: 900 },
-  });
+  context = await launchChromiumProfile(join(dir, "profile"), { width: 1280, height: 900 });
   // Every wait gives up well before its test's own time runs out: a test that times out in bun has
   // its child processes killed, Chromium among them, and every test after it would fail with
   // "Target page, context or browser has been closed" (one slow wait failed 26 tests on CI).
@@ -139,7 +133,7 @@ beforeAll(async () => {
  */
 let otherBrowser: Browser | undefined;
 async function anotherBrowser(): Promise<Browser> {
-  otherBrowser ??= await chromium.launch({ executablePath: CHROMIUM, headless: true, args: ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking"] });
+  otherBrowser ??= await launchChromium();
   return otherBrowser;
 }
 

@@ -10,7 +10,7 @@ import { join } from "node:path";
 import { runAdmin } from "../../src/cli/admin.ts";
 import { useFakeUpstream, type Reply } from "../helpers/fake-upstream.ts";
 import { OPENAI_MODEL, post, startGateway, type Gateway } from "../helpers/gateway.ts";
-import { startGatewayProcess } from "../helpers/gateway-process.ts";
+import { startGatewayProcess, stopGatewayProcess } from "../helpers/gateway-process.ts";
 import { postgresMissing, useTestDatabase } from "../helpers/backends.ts";
 import { scripted } from "../helpers/scripted-answers.ts";
 import { until } from "../helpers/until.ts";
@@ -144,8 +144,7 @@ test("CLI on SQLite: accounts debit takes credits back while no gateway runs on 
     // A top-up only adds, so the CLI still makes one beside a running gateway.
     expect((await runAdmin(["accounts", "topup", id, "1"], { SWITCHYARD_DB: db })).code).toBe(0);
   } finally {
-    running.child.kill("SIGTERM");
-    await running.child.exited;
+    await stopGatewayProcess(running);
   }
   const after = await runAdmin(["accounts", "debit", id, "1"], { SWITCHYARD_DB: db });
   expect(after.code).toBe(0);

@@ -9,7 +9,7 @@
 import { describe, expect, test } from "bun:test";
 import { Database } from "bun:sqlite";
 import { useFakeUpstream } from "../helpers/fake-upstream.ts";
-import { post, useGateway } from "../helpers/gateway.ts";
+import { leaveAfter, post, useGateway } from "../helpers/gateway.ts";
 import { anthropicStream, openaiStream } from "../helpers/scripted-answers.ts";
 import { responsesFrames } from "../helpers/responses-wire.ts";
 import { defaultConfig } from "../../src/config/defaults.ts";
@@ -91,17 +91,7 @@ describe("a Claude answer whose client leaves after its first text", () => {
       const before = await gw.balanceMicro();
       const leave = new AbortController();
       const res = await post(gw, path, body(path, SONNET, true), {}, leave.signal);
-      const reader = res.body!.getReader();
-      let text = "";
-      while (!text.includes("Reading")) {
-        const { value, done } = await reader.read();
-        if (done) throw new Error(`the answer ended unread: ${text.slice(-300)}`);
-        text += new TextDecoder().decode(value);
-      }
-      leave.abort();
-      await reader.cancel().catch(() => {});
-      for (const until = Date.now() + 5_000; gw.app.services.inflight.count > 0 && Date.now() < until; ) await Bun.sleep(10);
-      await gw.app.services.settled();
+      await leaveAfter(gw, res, leave, "Reading");
       expect(last()).toMatchObject({ status: "cancelled", prompt_tokens: 65_300, cache_write_1h_tokens: 2_000, completion_tokens: 1_200, estimated: 0 });
       expect(before - (await gw.balanceMicro())).toBe(300 * 2_000 + 60_000 * 100 + 3_000 * 2_500 + 2_000 * 4_000 + 1_200 * 10_000);
     });

@@ -10,7 +10,7 @@
 import { describe, expect, test } from "bun:test";
 import { Database } from "bun:sqlite";
 import { useFakeUpstream } from "../helpers/fake-upstream.ts";
-import { chargeOf, post, useGateway } from "../helpers/gateway.ts";
+import { chargeOf, leaveAfter, post, useGateway } from "../helpers/gateway.ts";
 import { answerWith, frameOf, responsesEvents, responsesFrames, type Script } from "../helpers/responses-wire.ts";
 import { defaultConfig } from "../../src/config/defaults.ts";
 
@@ -181,18 +181,8 @@ describe("a reasoning answer whose client leaves after its text", () => {
       const before = await gw.balanceMicro();
       const leave = new AbortController();
       const res = await post(gw, path, body(path, true), {}, leave.signal);
-      const reader = res.body!.getReader();
-      let text = "";
       // The text's first piece, in any format (a model streams a few characters a delta).
-      while (!text.includes('"The ')) {
-        const { value, done } = await reader.read();
-        if (done) throw new Error(`the answer ended unread: ${text.slice(-300)}`);
-        text += new TextDecoder().decode(value);
-      }
-      leave.abort();
-      await reader.cancel().catch(() => {});
-      for (const until = Date.now() + 5_000; gw.app.services.inflight.count > 0 && Date.now() < until; ) await Bun.sleep(10);
-      await gw.app.services.settled();
+      await leaveAfter(gw, res, leave, '"The ');
       expect(last()).toMatchObject({ status: "cancelled", prompt_tokens: 60_000, cache_read_tokens: 52_000, completion_tokens: 1_500, reasoning_tokens: 1_100, estimated: 0 });
       expect(before - (await gw.balanceMicro())).toBe(CODEX_BILL);
     });

@@ -68,6 +68,19 @@ export async function startGatewayProcess(env: Record<string, string>): Promise<
   };
 }
 
+/** Stops a gateway process as an operator would (SIGTERM: it drains and exits), and waits for it; nothing when there is none. */
+export async function stopGatewayProcess(gateway: GatewayProcess | undefined): Promise<void> {
+  if (!gateway) return;
+  gateway.child.kill("SIGTERM");
+  await gateway.child.exited;
+}
+
+/** Kills (SIGKILL) those of `children` still running and waits for all of them: a test file's clean-up. */
+export async function killGatewayProcesses(children: GatewayProcess[]): Promise<void> {
+  for (const gw of children) if (gw.child.exitCode === null && gw.child.signalCode === null) gw.child.kill("SIGKILL");
+  await Promise.all(children.map((gw) => gw.child.exited));
+}
+
 /** `bun src/cli/admin.ts <args>` against the same files; resolves with its exit code and output. */
 export async function runAdminCli(args: string[], env: Record<string, string>): Promise<{ code: number; out: string }> {
   const child = Bun.spawn(["bun", "src/cli/admin.ts", ...args], { cwd: ROOT, env: { ...process.env, ...env }, stdout: "pipe", stderr: "pipe" });

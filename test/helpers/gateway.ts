@@ -222,6 +222,24 @@ export function post(gw: Gateway, path: string, body: unknown, headers: Record<s
   });
 }
 
+/**
+ * A client that reads a streamed answer until `seen` is in it, then leaves (aborts and cancels
+ * its read); resolves once the gateway has let the request go and settled it.
+ */
+export async function leaveAfter(gw: Gateway, res: Response, leave: AbortController, seen: string): Promise<void> {
+  const reader = res.body!.getReader();
+  let text = "";
+  while (!text.includes(seen)) {
+    const { value, done } = await reader.read();
+    if (done) throw new Error(`the answer ended unread: ${text.slice(-300)}`);
+    text += new TextDecoder().decode(value);
+  }
+  leave.abort();
+  await reader.cancel().catch(() => {});
+  for (const until = Date.now() + 5_000; gw.app.services.inflight.count > 0 && Date.now() < until; ) await Bun.sleep(10);
+  await gw.app.services.settled();
+}
+
 /** Splits an SSE body into {event, data} frames, for assertions (not the parser under test). */
 export function sseFrames(text: string): { event?: string; data: string }[] {
   return text

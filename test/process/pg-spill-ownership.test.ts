@@ -15,7 +15,7 @@ import { openPostgresStores, type SharedStores } from "../../src/store/stores.ts
 import type { Pg } from "../../src/store/postgres/pg-client.ts";
 import { postgresMissing, useTestDatabase } from "../helpers/backends.ts";
 import { startFakeUpstream, type FakeUpstream } from "../helpers/fake-upstream.ts";
-import { startGatewayProcess, type GatewayProcess } from "../helpers/gateway-process.ts";
+import { startGatewayProcess, type GatewayProcess, killGatewayProcesses } from "../helpers/gateway-process.ts";
 import { tcpProxy } from "../helpers/tcp-proxy.ts";
 import { until } from "../helpers/until.ts";
 
@@ -27,8 +27,7 @@ const dir = mkdtempSync(join(tmpdir(), "switchyard-pg-spill-owner-"));
 const children: GatewayProcess[] = [];
 const cleanups: (() => unknown)[] = [];
 afterAll(async () => {
-  for (const gw of children) if (gw.child.exitCode === null && gw.child.signalCode === null) gw.child.kill("SIGKILL");
-  await Promise.all(children.map((gw) => gw.child.exited));
+  await killGatewayProcesses(children);
   for (const fn of cleanups.reverse()) await fn();
   rmSync(dir, { recursive: true, force: true });
 });

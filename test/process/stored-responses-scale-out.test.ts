@@ -13,7 +13,7 @@ import { join } from "node:path";
 import { openPostgresStores, type SharedStores } from "../../src/store/stores.ts";
 import { postgresMissing, REDIS_URL, redisMissing, useRedisPrefix, useTestDatabase } from "../helpers/backends.ts";
 import { startFakeUpstream, type FakeUpstream } from "../helpers/fake-upstream.ts";
-import { startGatewayProcess, type GatewayProcess } from "../helpers/gateway-process.ts";
+import { startGatewayProcess, type GatewayProcess, killGatewayProcesses } from "../helpers/gateway-process.ts";
 import { FREE_MODEL } from "../helpers/gateway.ts";
 
 const missing = (await postgresMissing()) ?? (await redisMissing());
@@ -23,8 +23,7 @@ const dir = mkdtempSync(join(tmpdir(), "switchyard-stored-responses-"));
 const children: GatewayProcess[] = [];
 const cleanups: (() => unknown)[] = [];
 afterAll(async () => {
-  for (const gw of children) if (gw.child.exitCode === null && gw.child.signalCode === null) gw.child.kill("SIGKILL");
-  await Promise.all(children.map((gw) => gw.child.exited));
+  await killGatewayProcesses(children);
   for (const fn of cleanups.reverse()) await fn();
   rmSync(dir, { recursive: true, force: true });
 });
