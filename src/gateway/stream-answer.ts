@@ -24,6 +24,13 @@ export const OPENING_HOLD_CHARS = 1024 * 1024;
 /** What the pump hands back when it took the chunks itself (see `pump` in answerSource). */
 const TAKEN = Symbol("taken");
 /**
+ * Bun's timers fire up to a millisecond early by `performance.now()` (three in four 20 ms timers
+ * here, by as much as 0.8 ms): a check that the head's wait or a clock tick ran `keepAliveMs`
+ * allows that much, or the keep-alive it is there for waits for the clock's next tick, a third of
+ * keepalive_ms later (a CI run: the first write at 805 ms where keepalive_ms said 600).
+ */
+const TIMER_EARLY_MS = 2;
+/**
  * What the pump hands the loop: the end it read, chunks it took itself (TAKEN), or the client's
  * pace to wait for (wrapped: a promise given to `resolve` would be waited for, not handed over).
  */
@@ -671,7 +678,7 @@ export async function answerSource(o: StreamAnswerOptions, quietSince = performa
           // The end is taken (and maybe still draining to a slow client): nothing after it.
           if (over) return;
           const now = performance.now();
-          if (now - lastWrite >= o.keepAliveMs) {
+          if (now - lastWrite >= o.keepAliveMs - TIMER_EARLY_MS) {
             lastWrite = now;
             controller.write(o.sink.keepAlive());
             controller.flush();
@@ -681,7 +688,7 @@ export async function answerSource(o: StreamAnswerOptions, quietSince = performa
         // for an Anthropic or Responses client): the keep-alive is the first write, and the head
         // leaves with it now, not at the clock's first tick, a third of keepalive_ms later (a
         // raw-TCP probe: the head after 20 s of silence by default, where keepalive_ms says 15).
-        if (out.length === 0 && performance.now() - lastWrite >= o.keepAliveMs) out = o.sink.keepAlive();
+        if (out.length === 0 && performance.now() - lastWrite >= o.keepAliveMs - TIMER_EARLY_MS) out = o.sink.keepAlive();
       }
 
       /**
