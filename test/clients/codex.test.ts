@@ -521,6 +521,26 @@ describe("Codex CLI, live: what it does with the gateway's refusals", () => {
     expect(refusalGw.db.query<{ n: number }, [string]>("SELECT COUNT(*) AS n FROM usage_records WHERE account_id = ? AND cost_micro > 0").get(accountId)!.n).toBe(0);
   }, 60_000);
 
+  test("an upstream that fails every call (a 502 each, free): with the README's config Codex asks six times, not thirty; each is one upstream call, nothing charged", async () => {
+    if (!codexVersion) throw new Error(`codex --version failed: the CLI at ${CODEX_JS} does not run`);
+    // Codex retries a 5xx in its transport (request_max_retries, 4 by default) inside each of its
+    // six stream attempts: 30 requests for one turn without the README's `request_max_retries = 0`,
+    // each of them the gateway's own retries and fallbacks already spent (docs/decisions.md).
+    const sent = upstream.requests.length;
+    const balance = await gw.balanceMicro();
+    upstream.rule(() => ({ kind: "json", status: 503, body: { error: { message: "The server is overloaded.", type: "server_error", code: null, param: null } } }));
+    try {
+      const run = await codexExec({ gw, lines: logLines }, OPENAI_MODEL, gw.key, "say hi");
+      expect(run.code).toBe(1);
+      expect(run.statuses).toEqual([502, 502, 502, 502, 502, 502]);
+      expect(upstream.requests.length - sent).toBe(6);
+    } finally {
+      upstream.rule(undefined);
+    }
+    await gw.app.services.settled();
+    expect(await gw.balanceMicro()).toBe(balance);
+  }, 60_000);
+
   test("the key's concurrency limit (429, retry-after: 1): Codex waits as told, and its task finishes once the slot is free", async () => {
     if (!codexVersion) throw new Error(`codex --version failed: the CLI at ${CODEX_JS} does not run`);
     // One request at a time for this key, and one under way, held by the upstream: Codex's first
