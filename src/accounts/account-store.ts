@@ -14,6 +14,12 @@ export interface Account { id: string; name: string; balance: number; created_at
 export interface IssuedKey { id: string; key: string; name: string | null; created_at: string }
 /** Why a suspended account's keys are refused (403): at admission, and when a request under way would ask its upstream again (gateway/forward.ts). */
 export const ACCOUNT_SUSPENDED = "This API key's account is suspended by the gateway's operator: its requests are refused until the operator resumes it.";
+/**
+ * Why a key is refused (401): missing, malformed, unknown, revoked or expired alike, so a revoked key
+ * looks like one that never existed. At admission, on GET /v1/key, and when a request under way
+ * would ask its upstream again after its key stopped being good (gateway/forward.ts).
+ */
+export const INVALID_KEY = "Invalid API key: send a key of the form svc-sk-… in the Authorization (Bearer) or x-api-key header.";
 
 export interface ActiveKey {
   keyId: string;

@@ -12,7 +12,7 @@ import { ShutdownCut, type Inflight } from "./inflight.ts";
 import { answersAsked, planRequest } from "./plan.ts";
 import { openBillingSession } from "./billing-session.ts";
 import { takesAnswerLimit } from "./context-fit.ts";
-import { ACCOUNT_SUSPENDED, type ActiveKey } from "../accounts/account-store.ts";
+import { ACCOUNT_SUSPENDED, INVALID_KEY, type ActiveKey } from "../accounts/account-store.ts";
 import { attemptUpstream, clientClosed, SHUTTING_DOWN, requestSizedLimit, retryAfterSeconds, tooLargeForQuota, withRetryAfter, type AttemptOutcome } from "./attempt.ts";
 import { nextStep } from "./retry-policy.ts";
 import { respond, type IdleTimeout, type RouteSettings } from "./respond.ts";
@@ -27,7 +27,7 @@ import type { Transport } from "../transport/transport.ts";
 import type { PromptMemory } from "../billing/prompt-memory.ts";
 import type { CountQueue } from "../limits/count-queue.ts";
 import { countInTurn } from "./count-in-turn.ts";
-import { extractKey, type KeyResolver } from "../accounts/key-resolver.ts";
+import type { KeyResolver } from "../accounts/key-resolver.ts";
 
 export interface ForwardDeps {
   settings: Settings;
@@ -60,7 +60,7 @@ export interface ForwardDeps {
   fitCounts?: CountQueue;
   /** Conversations' last reported prompts, for cancelled answers' estimates (billing/prompt-memory.ts). */
   prompts?: PromptMemory;
-  /** The key lookup admission used: an attempt after the first asks it again whether the account was suspended meanwhile. */
+  /** The key lookup admission used: each upstream attempt asks it again whether the key still works (revoked, expired, its account suspended meanwhile). */
   keys?: KeyResolver;
 }
 
@@ -115,6 +115,10 @@ export async function forward(deps: ForwardDeps, req: ForwardRequest): Promise<R
   const counts = deps.fitCounts;
   const count = counts ? (text: string, limit: number) => countInTurn(counts, req.principal.keyId, text, req.signal, limit, req.principal.accountId) : deps.tokenizer.count;
   const plan = await planRequest(deps.settings, count, { wire: req.format.wire, body: req.body, bodyBytes: req.bodyBytes, candidates: req.candidates, embeddings: req.embeddings });
+  // A request that waited for its parse turn or its count, during which its key was revoked or its
+  // account suspended, is refused before it holds anything (cached: no read while nothing changed).
+  const stillGood = refuseUnlessStillGood(deps.keys, req.principal);
+  if (stillGood) await stillGood;
   const trace = req.trace;
   if (trace) trace.planned(plan.requestId, plan.candidates[0]!.model.id, req.principal);
   // A place among the key's requests under way, before credits are held: a refused request holds nothing.
@@ -158,7 +162,7 @@ export async function forward(deps: ForwardDeps, req: ForwardRequest): Promise<R
       let tried: Set<string> | undefined;
       let movedOnFailure = false;
       for (let retry = 0; ; ) {
-        if (attempts++ > 0) await refuseIfSuspended(deps.keys, req.headers);
+        if (attempts++ > 0) await refuseUnlessStillGood(deps.keys, req.principal);
         const meter = billing.attempt(candidate.model, candidate.model.provider, candidate.maxTokens + plan.predictedTokens);
         trace?.attemptStarted(candidate.model.id, candidate.model.provider);
         if (session === null && pool && pool.size > 1) session = sessionOf(req, plan.uuid);
@@ -318,26 +322,38 @@ function refusedBeforeStart(err: StreamFailedBeforeStart, sentBytes: number, max
 }
 
 /**
- * A request asks its upstream again (a retry after its wait, another vendor key, the next model)
- * only if its account was not suspended meanwhile: a request admitted just before the suspension
- * went on asking for as long as its retries and fallbacks lasted (a 403 for the next request, but
- * the model after a failure before the first text answered it, and was charged: a hostile-tenant
- * probe, fourteenth). Answers under way still finish (docs/decisions.md, "An account's on/off
- * switch"); this is only about new upstream work. The key is looked up again as admission looks it
- * up (cached; dropped at once by this process's PATCH, within the change watch or 2 s otherwise).
- * A key store that cannot be read lets the attempt go, as the request was admitted.
+ * A request asks an upstream (its first attempt, a retry after its wait, another vendor key, the
+ * next model) only while its key still works: not revoked, not expired, its account not suspended.
+ * Before, a request admitted just before a suspension went on asking for as long as its retries and
+ * fallbacks lasted (the model after a failure before the first text answered it, and was charged: a
+ * hostile-tenant probe, fourteenth), and a revoked or expired key's did the same (the fifteenth);
+ * a request that waited for its parse turn or a near-window count made its first attempt whatever
+ * happened meanwhile. The refusal is admission's (401 as for any key that does not work, 403 for a
+ * suspension); what the request used so far is settled as for any failure. Answers under way still
+ * finish (docs/decisions.md, "An account's on/off switch"); this is only about new upstream work.
+ * The key is read as admission reads it, through the cache (`KeyResolver.recheck`: no hash and no
+ * read while its cached lookup stands; dropped at once by this process's revoke or PATCH, within the
+ * change watch or 2 s for other processes'). A key store that cannot be read lets the attempt go, as
+ * the request was admitted. Synchronous unless the store answers later (PostgreSQL after the cache's
+ * 2 s): an await costs a turn of microtasks.
  */
-async function refuseIfSuspended(keys: KeyResolver | undefined, headers: Headers): Promise<void> {
-  const presented = keys && extractKey(headers);
-  if (!presented) return;
-  let found: ActiveKey | null;
+function refuseUnlessStillGood(keys: KeyResolver | undefined, principal: ActiveKey): Promise<void> | undefined {
+  if (!keys) return undefined;
+  let found: ActiveKey | null | Promise<ActiveKey | null>;
   try {
-    const resolved = keys.resolve(presented);
-    found = resolved instanceof Promise ? await resolved : resolved;
+    found = keys.recheck(principal);
   } catch {
-    return;
+    return undefined;
   }
-  if (found?.accountSuspended) throw new GatewayError(403, "permission", ACCOUNT_SUSPENDED);
+  if (found instanceof Promise) return found.then(refuseUnlessWorks, () => {});
+  refuseUnlessWorks(found);
+  return undefined;
+}
+
+/** Admission's refusal of a key that no longer works, thrown. */
+function refuseUnlessWorks(found: ActiveKey | null): void {
+  if (found === null) throw new GatewayError(401, "authentication", INVALID_KEY);
+  if (found.accountSuspended) throw new GatewayError(403, "permission", ACCOUNT_SUSPENDED);
 }
 
 /** The conversation a request belongs to, hashed (the raw id goes nowhere), for vendor key affinity. */

@@ -1,7 +1,7 @@
 import { Elysia } from "elysia";
 import type { KeyResolver } from "../../accounts/key-resolver.ts";
 import { extractKey, isWellFormedKey } from "../../accounts/key-resolver.ts";
-import { ACCOUNT_SUSPENDED, type ActiveKey } from "../../accounts/account-store.ts";
+import { ACCOUNT_SUSPENDED, INVALID_KEY, type ActiveKey } from "../../accounts/account-store.ts";
 import type { RateLimitStore } from "../../limits/rate-limiter.ts";
 import { formatResetDuration, retryAfterSeconds, type BucketDecision } from "../../limits/token-bucket.ts";
 import { errorResponse } from "./errors.ts";
@@ -167,8 +167,7 @@ export function admissionPlugin(o: AdmissionOptions) {
   ): Response | undefined | Promise<Response | undefined> {
     if (!found) {
       o.onRejected(request, 401);
-      return errorResponse(anthropic, 401, "authentication",
-        "Invalid API key: send a key of the form svc-sk-… in the Authorization (Bearer) or x-api-key header.", unreadBodyHeaders(request));
+      return errorResponse(anthropic, 401, "authentication", INVALID_KEY, unreadBodyHeaders(request));
     }
     if (tooLarge) return tooLarge();
     o.principals.attach(request, found);

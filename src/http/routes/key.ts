@@ -1,5 +1,5 @@
 import { Elysia } from "elysia";
-import type { AccountStore } from "../../accounts/account-store.ts";
+import { INVALID_KEY, type AccountStore } from "../../accounts/account-store.ts";
 import type { Ledger } from "../../billing/ledger.ts";
 import { microToCredits } from "../../billing/money.ts";
 import { GatewayError } from "../../streaming/gateway-error.ts";
@@ -30,7 +30,7 @@ export function keyRoute(deps: KeyRouteDeps) {
     const [key, balance] = await Promise.all([deps.accounts.getKey(principal.keyId), deps.ledger.balance(principal.accountId)]);
     // Revoked between admission and here: as unknown as any other key that no longer works.
     if (!key || key.revoked_at !== null || !balance) {
-      throw new GatewayError(401, "authentication", "Invalid API key: send a key of the form svc-sk-… in the Authorization (Bearer) or x-api-key header.");
+      throw new GatewayError(401, "authentication", INVALID_KEY);
     }
     return {
       account: {
