@@ -28,6 +28,7 @@ import type { PromptMemory } from "../billing/prompt-memory.ts";
 import type { CountQueue } from "../limits/count-queue.ts";
 import { countInTurn } from "./count-in-turn.ts";
 import type { KeyResolver } from "../accounts/key-resolver.ts";
+import { modelAllowed, modelRefusal } from "../accounts/model-access.ts";
 
 export interface ForwardDeps {
   settings: Settings;
@@ -117,7 +118,7 @@ export async function forward(deps: ForwardDeps, req: ForwardRequest): Promise<R
   const plan = await planRequest(deps.settings, count, { wire: req.format.wire, body: req.body, bodyBytes: req.bodyBytes, candidates: req.candidates, embeddings: req.embeddings });
   // A request that waited for its parse turn or its count, during which its key was revoked or its
   // account suspended, is refused before it holds anything (cached: no read while nothing changed).
-  const stillGood = refuseUnlessStillGood(deps.keys, req.principal);
+  const stillGood = refuseUnlessStillGood(deps.keys, req.principal, plan.candidates[0]!.model.id);
   if (stillGood) await stillGood;
   const trace = req.trace;
   if (trace) trace.planned(plan.requestId, plan.candidates[0]!.model.id, req.principal);
@@ -162,7 +163,7 @@ export async function forward(deps: ForwardDeps, req: ForwardRequest): Promise<R
       let tried: Set<string> | undefined;
       let movedOnFailure = false;
       for (let retry = 0; ; ) {
-        if (attempts++ > 0) await refuseUnlessStillGood(deps.keys, req.principal);
+        if (attempts++ > 0) await refuseUnlessStillGood(deps.keys, req.principal, candidate.model.id);
         const meter = billing.attempt(candidate.model, candidate.model.provider, candidate.maxTokens + plan.predictedTokens);
         trace?.attemptStarted(candidate.model.id, candidate.model.provider);
         if (session === null && pool && pool.size > 1) session = sessionOf(req, plan.uuid);
@@ -331,13 +332,15 @@ function refusedBeforeStart(err: StreamFailedBeforeStart, sentBytes: number, max
  * happened meanwhile. The refusal is admission's (401 as for any key that does not work, 403 for a
  * suspension); what the request used so far is settled as for any failure. Answers under way still
  * finish (docs/decisions.md, "An account's on/off switch"); this is only about new upstream work.
+ * A key whose `models` list was narrowed meanwhile asks no model the list now leaves out (admission's
+ * 403 for it): the fallback the operator had just taken away answered (the fifteenth probe).
  * The key is read as admission reads it, through the cache (`KeyResolver.recheck`: no hash and no
  * read while its cached lookup stands; dropped at once by this process's revoke or PATCH, within the
  * change watch or 2 s for other processes'). A key store that cannot be read lets the attempt go, as
  * the request was admitted. Synchronous unless the store answers later (PostgreSQL after the cache's
  * 2 s): an await costs a turn of microtasks.
  */
-function refuseUnlessStillGood(keys: KeyResolver | undefined, principal: ActiveKey): Promise<void> | undefined {
+function refuseUnlessStillGood(keys: KeyResolver | undefined, principal: ActiveKey, modelId: string): Promise<void> | undefined {
   if (!keys) return undefined;
   let found: ActiveKey | null | Promise<ActiveKey | null>;
   try {
@@ -345,15 +348,17 @@ function refuseUnlessStillGood(keys: KeyResolver | undefined, principal: ActiveK
   } catch {
     return undefined;
   }
-  if (found instanceof Promise) return found.then(refuseUnlessWorks, () => {});
-  refuseUnlessWorks(found);
+  if (found instanceof Promise) return found.then((now) => refuseUnlessWorks(principal, now, modelId), () => {});
+  refuseUnlessWorks(principal, found, modelId);
   return undefined;
 }
 
-/** Admission's refusal of a key that no longer works, thrown. */
-function refuseUnlessWorks(found: ActiveKey | null): void {
+/** Admission's refusal of a key that no longer works (or no longer for `modelId`), thrown. */
+function refuseUnlessWorks(admitted: ActiveKey, found: ActiveKey | null, modelId: string): void {
   if (found === null) throw new GatewayError(401, "authentication", INVALID_KEY);
   if (found.accountSuspended) throw new GatewayError(403, "permission", ACCOUNT_SUSPENDED);
+  // The same object: its lookup stands, so its list is the one admission checked.
+  if (found !== admitted && !modelAllowed(found.models, modelId)) throw new GatewayError(403, "permission", modelRefusal(found.models!, modelId));
 }
 
 /** The conversation a request belongs to, hashed (the raw id goes nowhere), for vendor key affinity. */

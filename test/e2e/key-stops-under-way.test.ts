@@ -124,6 +124,22 @@ describe("a key that stops being good while its request is under way (SQLite)", 
     expect((await gw.app.services.ledger.balance(gw.accountId))!.heldMicro).toBe(0);
   });
 
+  test("narrowed to models that leave out the fallback while its stream waits: the fallback is not asked, admission's 403 naming what the key may use", async () => {
+    const { id, key } = await newKey(gw);
+    holdThenBreak();
+    const balance = await gw.balanceMicro();
+    const asked = upstream.requests.length;
+    const pending = fallingBack(gw, key);
+    await until("the stream is open", 2_000, () => upstream.openStreams() === 1);
+    expect((await adminOf(gw)("PATCH", `/keys/${id}`, { models: [OPENAI_MODEL] })).status).toBe(200);
+    upstream.finishHeld();
+    const res = await pending;
+    expect(res.status).toBe(403);
+    expect(((await res.json()) as any).error).toMatchObject({ type: "permission_error", message: `This API key may not use the model "${ANTHROPIC_MODEL}": it is limited to ${OPENAI_MODEL}. GET /v1/models lists the models it may use.` });
+    expect(upstream.requests.length).toBe(asked + 1);
+    expect(await gw.balanceMicro()).toBe(balance);
+  });
+
   test("a key that still works is asked nothing more of the store: the fallback answers, charged once", async () => {
     const { key } = await newKey(gw);
     holdThenBreak();
