@@ -103,7 +103,9 @@ const KEY_CACHE_MAX = 100_000;
  */
 export function createCachedKeyResolver(store: AccountStore, now: () => number, o: { ttlMs?: number } = {}): KeyResolver {
   const ttlMs = o.ttlMs ?? KEY_CACHE_MS;
-  const cache = new Map<string, { key: ActiveKey | null; at: number }>();
+  /** `failedAt`: when a read meant to refresh the entry last failed (the store unreachable). */
+  type Entry = { key: ActiveKey | null; at: number; failedAt?: number };
+  const cache = new Map<string, Entry>();
   const pending = new Map<string, Promise<ActiveKey | null>>();
   /** Each key given out, by its hash: what `recheck` reads it again by. */
   const hashes = new WeakMap<ActiveKey, string>();
@@ -112,7 +114,7 @@ export function createCachedKeyResolver(store: AccountStore, now: () => number, 
   let generation = 0;
   const live = (found: ActiveKey | null) => (found && found.expiresAt !== null && found.expiresAt <= now() ? null : found);
 
-  const lookup = (hash: string, stale: { key: ActiveKey | null; at: number } | undefined): Promise<ActiveKey | null> => {
+  const lookup = (hash: string, stale: Entry | undefined): Promise<ActiveKey | null> => {
     let read = pending.get(hash);
     if (!read) {
       const began = generation;
@@ -135,6 +137,7 @@ export function createCachedKeyResolver(store: AccountStore, now: () => number, 
       pending.set(hash, read);
     }
     return read.then(live, (err) => {
+      if (stale) stale.failedAt = performance.now();
       if (stale?.key && performance.now() - stale.at < KEY_STALE_MS) return live(stale.key);
       throw err;
     });
@@ -150,7 +153,13 @@ export function createCachedKeyResolver(store: AccountStore, now: () => number, 
     resolve: (key: string) => byHash(hashKey(key)),
     recheck(principal: ActiveKey) {
       const hash = hashes.get(principal);
-      return hash === undefined ? live(principal) : byHash(hash);
+      if (hash === undefined) return live(principal);
+      // The store just failed to refresh this key (admission's read, most likely, for this very
+      // request): the request was let in on what was cached, and waits for no second read of a
+      // store that is down (up to its connect or statement timeout) before each attempt.
+      const hit = cache.get(hash);
+      if (hit?.failedAt !== undefined && performance.now() - hit.failedAt < ttlMs) return live(principal);
+      return byHash(hash);
     },
     forget(keyId: string): void {
       generation++;

@@ -72,3 +72,31 @@ test("PostgreSQL's resolver: no read within the TTL; read again once it ages out
   expect(await keys.recheck(again)).toBeNull();
   expect(seen.hashes.size).toBe(1);
 });
+
+test("PostgreSQL's resolver while the store is down: admission's failed read is not made again by the request's recheck", async () => {
+  let down = false;
+  let reads = 0;
+  const store = {
+    findActiveKey: async () => {
+      reads++;
+      if (down) throw new Error("connection refused");
+      return active();
+    },
+  } as unknown as AccountStore;
+  const keys = createCachedKeyResolver(store, Date.now, { ttlMs: 40 });
+  await keys.resolve(PRESENTED);
+  await Bun.sleep(50);
+  down = true;
+  // Admission: the lookup is past its TTL, the read fails, the key seen within the minute still resolves.
+  const admitted = (await keys.resolve(PRESENTED))!;
+  expect(reads).toBe(2);
+  // Before each attempt: no second read of a store that just failed (each could wait out its timeout).
+  expect(keys.recheck(admitted)).toBe(admitted);
+  expect(keys.recheck(admitted)).toBe(admitted);
+  expect(reads).toBe(2);
+  // Once the TTL has passed since that failure, the store is asked again.
+  await Bun.sleep(50);
+  down = false;
+  expect(await keys.recheck(admitted)).toEqual(admitted);
+  expect(reads).toBe(3);
+});
