@@ -76,6 +76,20 @@ describe("a key that stops being good while its request is under way (SQLite)", 
     });
   });
 
+  test("an Anthropic client's request gets admission's 401 in Anthropic's shape", async () => {
+    const { id, key } = await newKey(gw);
+    holdThenBreak();
+    const asked = upstream.requests.length;
+    const pending = post(gw, "/v1/messages", { model: OPENAI_MODEL, models: [ANTHROPIC_MODEL], max_tokens: 50, stream: true, messages: [{ role: "user", content: "hello" }] }, { authorization: `Bearer ${key}` });
+    await until("the stream is open", 2_000, () => upstream.openStreams() === 1);
+    expect((await adminOf(gw)("DELETE", `/keys/${id}`)).status).toBe(200);
+    upstream.finishHeld();
+    const res = await pending;
+    expect(res.status).toBe(401);
+    expect(await res.json()).toEqual({ type: "error", error: { type: "authentication_error", message: INVALID } });
+    expect(upstream.requests.length).toBe(asked + 1);
+  });
+
   test("revoked from another connection on the file (the admin CLI, a second gateway): refused at the next attempt, within the change watch", async () => {
     const { id, key } = await newKey(gw);
     const other = new Database(gw.dbPath);
