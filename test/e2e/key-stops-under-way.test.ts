@@ -14,8 +14,10 @@ import { useFakeUpstream, type Reply } from "../helpers/fake-upstream.ts";
 import { ANTHROPIC_MODEL, OPENAI_MODEL, post, startGateway, type Gateway } from "../helpers/gateway.ts";
 import { until } from "../helpers/until.ts";
 import { scripted } from "../helpers/scripted-answers.ts";
-import { postgresMissing, useTestDatabase } from "../helpers/backends.ts";
+import { RedisClient } from "bun";
+import { postgresMissing, REDIS_URL, redisMissing, useRedisPrefix, useTestDatabase } from "../helpers/backends.ts";
 import { openPostgresStores, type SharedStores } from "../../src/store/stores.ts";
+import { createRedisConcurrency } from "../../src/store/redis/redis-concurrency.ts";
 
 const ADMIN = "admin-keystate-0123456789abcdef0123456789abcd";
 const INVALID = "Invalid API key: send a key of the form svc-sk-… in the Authorization (Bearer) or x-api-key header.";
@@ -170,34 +172,49 @@ describe("a key that stops being good while its request is under way (SQLite)", 
   });
 });
 
-const missing = await postgresMissing();
+const missing = (await postgresMissing()) ?? (await redisMissing());
 const database = useTestDatabase();
+const prefix = useRedisPrefix();
 if (missing) {
-  test.skip(`a key revoked on another gateway of a shared PostgreSQL — skipped: ${missing}`, () => {});
+  test.skip(`a key revoked on another gateway of a shared PostgreSQL and Redis — skipped: ${missing}`, () => {});
 } else {
-  describe("a key revoked on another gateway of a shared PostgreSQL", () => {
-    let stores: SharedStores[] = [];
+  describe("a key revoked on another gateway of a shared PostgreSQL and Redis", () => {
+    const stores: SharedStores[] = [];
+    const clients: RedisClient[] = [];
     let a: Gateway, b: Gateway;
+    /** Requests under way counted in Redis, by both gateways together. */
+    const shared = () => {
+      const client = new RedisClient(REDIS_URL);
+      clients.push(client);
+      return createRedisConcurrency(client, { prefix, leaseMs: 1_500 });
+    };
     beforeAll(async () => {
       const url = await database();
       // Each gateway its own key cache, as two processes have; B trusts a lookup for 200 ms.
-      stores = [await openPostgresStores(url, { ledger: { timeoutMs: 1_000, retryMaxMs: 40 } }), await openPostgresStores(url, { keyCacheMs: 200, ledger: { timeoutMs: 1_000, retryMaxMs: 40 } })];
-      a = await startGateway({ upstreamUrl: upstream.url, adminToken: ADMIN, retry: { max_retries: 0 }, stores: stores[0] });
-      b = await startGateway({ upstreamUrl: upstream.url, adminToken: ADMIN, retry: { max_retries: 0 }, stores: stores[1] });
+      stores.push(await openPostgresStores(url, { ledger: { timeoutMs: 1_000, retryMaxMs: 40 } }), await openPostgresStores(url, { keyCacheMs: 200, ledger: { timeoutMs: 1_000, retryMaxMs: 40 } }));
+      a = await startGateway({ upstreamUrl: upstream.url, adminToken: ADMIN, retry: { max_retries: 0 }, stores: stores[0], concurrency: shared() });
+      b = await startGateway({ upstreamUrl: upstream.url, adminToken: ADMIN, retry: { max_retries: 0 }, stores: stores[1], concurrency: shared() });
     });
     afterAll(async () => {
       await a?.stop();
       await b?.stop();
       for (const s of stores) await s.close(500);
+      for (const c of clients) c.close();
     });
 
-    test("its request under way on the other gateway asks no upstream again once that gateway's cached lookup ages out: a 401 that costs nothing", async () => {
-      // B's account's key, made through A (one database).
+    test("its request under way on the other gateway asks no upstream again once that gateway's cached lookup ages out: a 401 that costs nothing, its place in Redis given back", async () => {
+      // B's account, one request under way at a time across both gateways; its keys made through A (one database).
+      expect((await adminOf(a)("PATCH", `/accounts/${b.accountId}`, { max_concurrent_requests: 1 })).status).toBe(200);
       const { id, key } = await newKey(a, {}, b.accountId);
+      const sibling = await newKey(a, {}, b.accountId);
       await stopsAtTheFallback(b, key, async () => {
         expect((await adminOf(a)("DELETE", `/keys/${id}`)).status).toBe(200);
         await Bun.sleep(250);
       });
+      await b.app.services.settled();
+      // The account's one place is free again: its other key is answered on A.
+      const next = await post(a, "/v1/chat/completions", { model: OPENAI_MODEL, messages: [{ role: "user", content: "hello" }] }, { authorization: `Bearer ${sibling.key}` });
+      expect(next.status).toBe(200);
     });
   });
 }
