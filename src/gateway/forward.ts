@@ -116,8 +116,9 @@ export async function forward(deps: ForwardDeps, req: ForwardRequest): Promise<R
   const counts = deps.fitCounts;
   const count = counts ? (text: string, limit: number) => countInTurn(counts, req.principal.keyId, text, req.signal, limit, req.principal.accountId) : deps.tokenizer.count;
   const plan = await planRequest(deps.settings, count, { wire: req.format.wire, body: req.body, bodyBytes: req.bodyBytes, candidates: req.candidates, embeddings: req.embeddings });
-  // A request that waited for its parse turn or its count, during which its key was revoked or its
-  // account suspended, is refused before it holds anything (cached: no read while nothing changed).
+  // A request whose key was revoked or expired, or whose account was suspended, while its body came
+  // or it waited for its parse turn or its count, is refused before it holds anything (cached: no
+  // read while nothing changed).
   const stillGood = refuseUnlessStillGood(deps.keys, req.principal, plan.candidates[0]!.model.id);
   if (stillGood) await stillGood;
   const trace = req.trace;

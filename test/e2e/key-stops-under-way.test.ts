@@ -156,7 +156,7 @@ describe("a key that stops being good while its request is under way (SQLite)", 
     expect(await gw.balanceMicro()).toBe(balance);
   });
 
-  test("a key that still works is asked nothing more of the store: the fallback answers, charged once", async () => {
+  test("a key that still works: the fallback answers, charged once", async () => {
     const { key } = await newKey(gw);
     holdThenBreak();
     const balance = await gw.balanceMicro();
