@@ -9,6 +9,7 @@
  */
 import { createGatewayMetrics } from "../src/ops/gateway-metrics.ts";
 import { Tracker } from "../src/ops/request-trace.ts";
+import { NO_TOKENS } from "../src/billing/pricing.ts";
 import { silentLogger, withoutSecrets } from "../src/log/log.ts";
 import { parseArgs } from "./child-process.ts";
 
@@ -18,6 +19,9 @@ const routes = ["/v1/chat/completions", "/v1/messages", "/v1/messages/count_toke
 const models = Array.from({ length: 12 }, (_, i) => `vendor/model-${i}`);
 const ledger = { health: () => ({ writable: true, queued: 0, maxQueued: 50_000 }) };
 const requests = Array.from({ length: 1024 }, (_, i) => new Request("http://localhost/v1/chat/completions", { method: "POST", headers: i % 2 ? { "x-request-id": `client-${i}` } : {} }));
+
+/** A turn with part of its prompt read from the cache, as agent traffic has. */
+const CLASSES = { ...NO_TOKENS, freshInput: 8, cacheRead: 12, output: 20 };
 
 function run(metrics: boolean, accessLog: boolean, n: number): number {
   const tracker = new Tracker({ log: withoutSecrets(silentLogger), accessLog: { enabled: accessLog, sample: 1, level: "info" } });
@@ -32,7 +36,7 @@ function run(metrics: boolean, accessLog: boolean, n: number): number {
     trace.attemptEnded(undefined, true);
     trace.streamStarted();
     trace.firstBytes();
-    trace.charged(20, 20, 15_000);
+    trace.charged(20, 20, 15_000, CLASSES);
     trace.streamEnded("completed");
   }
   const used = process.cpuUsage(start);

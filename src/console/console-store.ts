@@ -53,6 +53,12 @@ export interface RecentRequest {
   latency_ms: number;
   prompt_tokens: number;
   /**
+   * The prompt's fresh input: `prompt_tokens` less its cache reads and writes, the line a vendor's
+   * invoice calls input (the usage report's column of the same name; the download had none, and
+   * checking a request against an invoice took a subtraction per row: a bill audit, fifth round).
+   */
+  fresh_input_tokens: number;
+  /**
    * The prompt's tokens read from and written to the vendor's cache (part of `prompt_tokens`), each
    * at its own price: without them a request's credits could not be checked against the prices (a
    * prompt of 3,600 tokens at 3 a million cost 0.003375, 3,000 of them read from the cache).
@@ -140,6 +146,9 @@ export function recentRequestOf(r: Record<string, unknown>): RecentRequest {
     status: String(r.status),
     latency_ms: Number(r.latency_ms),
     prompt_tokens: Number(r.prompt_tokens),
+    // A record's classes add up to its prompt (the audit checks it); one older than the classes has
+    // none, and its prompt is fresh input, as the usage report reads it.
+    fresh_input_tokens: Number(r.prompt_tokens) - Number(r.cache_read_tokens ?? 0) - Number(r.cache_write_5m_tokens ?? 0) - Number(r.cache_write_1h_tokens ?? 0),
     cache_read_tokens: Number(r.cache_read_tokens ?? 0),
     cache_write_5m_tokens: Number(r.cache_write_5m_tokens ?? 0),
     cache_write_1h_tokens: Number(r.cache_write_1h_tokens ?? 0),

@@ -1,7 +1,7 @@
 import type { ModelConfig } from "../config/schema.ts";
 import type { Ledger, ReserveResult } from "../billing/ledger.ts";
 import type { Logger } from "../log/log.ts";
-import { classesCostMicro, classesOf, NO_TOKENS, priceListOf } from "../billing/pricing.ts";
+import { classesCostMicro, classesOf, NO_TOKENS, priceListOf, type TokenClasses } from "../billing/pricing.ts";
 import { priceFactor } from "../config/price-rules.ts";
 import { microToCredits } from "../billing/money.ts";
 import { UsageMeter, type MeteredUsage, type PromptSource } from "../billing/usage-meter.ts";
@@ -44,7 +44,8 @@ export interface BillingDeps {
 
 /** Told what a settlement charged (metrics, the access log): a request's trace is one. */
 export interface ChargeListener {
-  charged(inputTokens: number, outputTokens: number, costMicro: number): void;
+  /** `classes`: the prompt and answer by price class, as the usage record keeps them (the invoice's lines). */
+  charged(inputTokens: number, outputTokens: number, costMicro: number, classes: TokenClasses): void;
 }
 
 /** A prompt's text, when its source is text (an embeddings input counted as tokens has none). */
@@ -237,7 +238,7 @@ class OpenSession implements BillingSession {
       // What the ledger posts: at most the hold (the meter already counts no more output than the
       // answer's limit and no more prompt than billedPromptMax), nothing without one. Metrics and
       // the access log say the same.
-      o.charges?.charged(inputTokens, outputTokens, this.reserved ? Math.min(costMicro, o.worstCaseMicro) : 0);
+      o.charges?.charged(inputTokens, outputTokens, this.reserved ? Math.min(costMicro, o.worstCaseMicro) : 0, classes);
       // A free answer's record may trail it: nothing billed, nothing to lose.
       if (this.reserved && costMicro > 0) await durable;
     } catch (err) {

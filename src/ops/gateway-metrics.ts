@@ -7,6 +7,9 @@ import { CollectedCounter, CollectedSeries, Counter, Dimension, Gauge, Histogram
 export const UPSTREAM_ERROR_CLASSES = ["connect", "timeout", "status_429", "status_4xx", "status_5xx", "bad_answer", "too_large", "image", "stream_broken", "other"] as const;
 export type UpstreamErrorClass = (typeof UPSTREAM_ERROR_CLASSES)[number];
 
+/** The prompt's price classes, as the usage records' columns name them (their `_tokens` left off). */
+export const PROMPT_CLASSES = ["fresh_input", "cache_read", "cache_write_5m", "cache_write_1h"] as const;
+
 /** Why a request was refused before any upstream call. */
 export const REJECTION_REASONS = ["auth", "permission", "rate_limit", "credits", "too_large", "body_timeout", "unavailable", "other"] as const;
 export type RejectionReason = (typeof REJECTION_REASONS)[number];
@@ -49,6 +52,8 @@ export function createGatewayMetrics(deps: GatewayMetricsDeps) {
   const provider = new Dimension("provider", [...deps.providers, "none", "other"]);
   const status = new StatusDimension();
   const direction = new Dimension("direction", ["input", "output"]);
+  // The usage records' prompt columns, in request-trace.ts's order (fresh, read, 5-minute, long-lived writes).
+  const promptClass = new Dimension("class", PROMPT_CLASSES);
   const errorClass = new Dimension("class", UPSTREAM_ERROR_CLASSES);
   const reason = new Dimension("reason", REJECTION_REASONS);
   const noModel = model.indexOf("none");
@@ -59,6 +64,7 @@ export function createGatewayMetrics(deps: GatewayMetricsDeps) {
   const ttft = registry.add(new Histogram("switchyard_time_to_first_token_seconds", "Arrival to the first answer bytes handed to the client (the first frame of a stream, the body of a whole answer).", UPSTREAM_BUCKETS, [route, model]));
   const upstream = registry.add(new Histogram("switchyard_upstream_seconds", "Duration of each upstream attempt: request sent to the answer's last byte (or its failure).", UPSTREAM_BUCKETS, [provider]));
   const tokens = registry.add(new Counter("switchyard_tokens_total", "Tokens charged for, by model and direction (input: prompt, output: completion).", [model, direction]));
+  const promptTokens = registry.add(new Counter("switchyard_prompt_tokens_total", "Prompt tokens charged for, by model and price class (fresh_input, cache_read, cache_write_5m, cache_write_1h: Anthropic's 1-hour and OpenAI's 12-hour writes); they add up to switchyard_tokens_total's input.", [model, promptClass]));
   const credits = registry.add(new Counter("switchyard_credits_charged_total", "Credits charged, by model.", [model], 1_000_000));
   let streams = 0;
   registry.add(new Gauge("switchyard_active_streams", "Streamed answers being sent right now.", () => streams));
@@ -111,7 +117,7 @@ export function createGatewayMetrics(deps: GatewayMetricsDeps) {
   return {
     registry,
     dims: { route, model, provider, status, errorClass, reason },
-    families: { requests, added, ttft, upstream, tokens, credits, retries, fallbacks, upstreamErrors, rejections },
+    families: { requests, added, ttft, upstream, tokens, promptTokens, credits, retries, fallbacks, upstreamErrors, rejections },
     /** The route label of a request path (no query string). */
     routeOf(path: string): number {
       return routeIndexes.get(path) ?? (path.startsWith(ADMIN_PREFIX) ? adminRoute : otherRoute);

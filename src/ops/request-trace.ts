@@ -3,6 +3,7 @@ import { mayHoldSecret } from "../log/scrub.ts";
 import { GatewayError } from "../streaming/gateway-error.ts";
 import type { AccessLogSettings } from "../config/ops-settings.ts";
 import type { GatewayMetrics, RejectionReason, UpstreamErrorClass } from "./gateway-metrics.ts";
+import type { TokenClasses } from "../billing/pricing.ts";
 
 /** How a request ended, as the access log says. */
 export type Outcome =
@@ -53,6 +54,11 @@ export class RequestTrace {
   attempts = 0;
   inputTokens = 0;
   outputTokens = 0;
+  /** The prompt by price class (inputTokens is their sum), as the usage record has them. */
+  freshInputTokens = 0;
+  cacheReadTokens = 0;
+  cacheWrite5mTokens = 0;
+  cacheWrite1hTokens = 0;
   costMicro = 0;
   settled = false;
   /** Time spent waiting for upstream answers (heads; whole bodies) and on retry back-off. */
@@ -120,10 +126,14 @@ export class RequestTrace {
   }
 
   /** What the settlement charged. */
-  charged(inputTokens: number, outputTokens: number, costMicro: number): void {
+  charged(inputTokens: number, outputTokens: number, costMicro: number, classes: TokenClasses): void {
     this.settled = true;
     this.inputTokens = inputTokens;
     this.outputTokens = outputTokens;
+    this.freshInputTokens = classes.freshInput;
+    this.cacheReadTokens = classes.cacheRead;
+    this.cacheWrite5mTokens = classes.cacheWrite5m;
+    this.cacheWrite1hTokens = classes.cacheWrite1h;
     this.costMicro = costMicro;
   }
 
@@ -254,6 +264,14 @@ export class Tracker {
       if (trace.settled) {
         m.families.tokens.inc(trace.inputTokens, model, 0);
         m.families.tokens.inc(trace.outputTokens, model, 1);
+        // The prompt as a vendor's invoice splits it: fresh input, cache reads, writes by lifetime.
+        if (trace.inputTokens > 0) {
+          const prompt = m.families.promptTokens;
+          if (trace.freshInputTokens > 0) prompt.inc(trace.freshInputTokens, model, 0);
+          if (trace.cacheReadTokens > 0) prompt.inc(trace.cacheReadTokens, model, 1);
+          if (trace.cacheWrite5mTokens > 0) prompt.inc(trace.cacheWrite5mTokens, model, 2);
+          if (trace.cacheWrite1hTokens > 0) prompt.inc(trace.cacheWrite1hTokens, model, 3);
+        }
         if (trace.costMicro > 0) m.families.credits.inc(trace.costMicro, model);
       }
     }
@@ -297,6 +315,10 @@ export function accessLogFields(t: RequestTrace): Record<string, unknown> {
     provider: t.provider || undefined,
     attempts: t.attempts,
     promptTokens: t.inputTokens,
+    // The prompt's cached parts, when there are any: a line that checks a bill needs its classes.
+    cacheReadTokens: t.cacheReadTokens || undefined,
+    cacheWrite5mTokens: t.cacheWrite5mTokens || undefined,
+    cacheWrite1hTokens: t.cacheWrite1hTokens || undefined,
     completionTokens: t.outputTokens,
     credits: t.costMicro / 1_000_000,
     addedMs: t.headAt > 0 ? ms(Math.max(0, t.headAt - t.startedAt - t.upstreamWaitMs)) : undefined,

@@ -311,10 +311,10 @@ function consoleSuite(name: string, start: () => Promise<Setup>) {
         expect(recent.data.map((r: { request_id: string }) => r.request_id)).toEqual(["console-req-2", "console-req-1", "console-req-0"]);
         // Names as people know them beside the ids (the console showed ids alone).
         expect(recent.data[0]).toMatchObject({ account_id: account.id, account_name: "bob", key_id: key.id, key_name: "laptop", model: OPENAI_MODEL, status: "ok" });
-        expect(Object.keys(recent.data[0]).sort()).toEqual(["account_id", "account_name", "cache_read_tokens", "cache_write_1h_tokens", "cache_write_5m_tokens", "completion_tokens", "cost", "created_at", "estimated", "key_id", "key_name", "latency_ms", "model", "prompt_tokens", "request_id", "status"]);
+        expect(Object.keys(recent.data[0]).sort()).toEqual(["account_id", "account_name", "cache_read_tokens", "cache_write_1h_tokens", "cache_write_5m_tokens", "completion_tokens", "cost", "created_at", "estimated", "fresh_input_tokens", "key_id", "key_name", "latency_ms", "model", "prompt_tokens", "request_id", "status"]);
         expect(JSON.stringify(recent)).not.toContain("secret prompt");
         const recentCsv = (await (await holder.call("GET", "/console/api/requests?format=csv")).text()).split("\r\n");
-        expect(recentCsv[0]).toBe("created_at,request_id,account_id,account_name,key_id,key_name,model,status,latency_ms,prompt_tokens,cache_read_tokens,cache_write_5m_tokens,cache_write_1h_tokens,completion_tokens,estimated,cost");
+        expect(recentCsv[0]).toBe("created_at,request_id,account_id,account_name,key_id,key_name,model,status,latency_ms,prompt_tokens,fresh_input_tokens,cache_read_tokens,cache_write_5m_tokens,cache_write_1h_tokens,completion_tokens,estimated,cost");
         expect(recentCsv[1]).toContain(`console-req-2,${account.id},bob,${key.id},laptop,`);
 
         // Per-key limit set by the holder.

@@ -96,7 +96,7 @@ export interface UsageSummary {
 }
 export interface RecentRequest {
   request_id: string; created_at: string; account_id: string; account_name: string | null; key_id: string; key_name: string | null; model: string; status: string; latency_ms: number; prompt_tokens: number;
-  cache_read_tokens: number; cache_write_5m_tokens: number; cache_write_1h_tokens: number; completion_tokens: number; estimated: boolean; cost: number;
+  fresh_input_tokens: number; cache_read_tokens: number; cache_write_5m_tokens: number; cache_write_1h_tokens: number; completion_tokens: number; estimated: boolean; cost: number;
 }
 /** A pooled vendor key's state, by the env name that holds it (never its value). */
 export interface VendorKey { provider: string; key: string; state: "usable" | "cooling" | "disabled"; until?: string; since?: string; next_probe?: string }

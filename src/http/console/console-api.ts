@@ -454,7 +454,7 @@ export function consoleApiRoutes(deps: ConsoleApiDeps) {
 
 /** Recent requests as CSV (RFC 4180), the columns the console shows. */
 export function requestsCsv(rows: Awaited<ReturnType<ConsoleStore["recentRequests"]>>): string {
-  const columns = ["created_at", "request_id", "account_id", "account_name", "key_id", "key_name", "model", "status", "latency_ms", "prompt_tokens", "cache_read_tokens", "cache_write_5m_tokens", "cache_write_1h_tokens", "completion_tokens", "estimated", "cost"] as const;
+  const columns = ["created_at", "request_id", "account_id", "account_name", "key_id", "key_name", "model", "status", "latency_ms", "prompt_tokens", "fresh_input_tokens", "cache_read_tokens", "cache_write_5m_tokens", "cache_write_1h_tokens", "completion_tokens", "estimated", "cost"] as const;
   const field = (v: string | number | boolean | null) => {
     const text = v === null ? "" : String(v);
     const safe = typeof v === "string" && /^[=+\-@\t\r]/.test(text) ? `'${text}` : text;
