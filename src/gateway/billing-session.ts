@@ -160,10 +160,15 @@ class OpenSession implements BillingSession {
    * conversation's last reported prompt as read from the vendor's cache (billing/prompt-memory.ts).
    * A failed stream is charged what it had sent, its prompt among it: priced all fresh, a Codex
    * turn cut by an upstream error after a 38,000-token cached turn paid 2.3× what the same prompt
-   * cancelled by its client would (a bill audit, fourth round).
+   * cancelled by its client would (a bill audit, fourth round). So does an answer whose stream
+   * ended whole but without its usage (cut after OpenAI's finish chunk, before the usage chunk):
+   * recorded `ok`, it paid its prompt all fresh, 120.03 credits where the same turn cut a frame
+   * earlier paid 51.6 and the vendor billed 25.2 (a bill audit, fifth round). An upstream that
+   * never reports usage has nothing remembered, so its estimates are unchanged.
    */
   #withRememberedPrompt(prompts: PromptMemory, usage: MeteredUsage, modelId: string, status: SettleStatus): MeteredUsage {
-    if (usage.promptEstimated ? status === "ok" : status !== "ok") return usage;
+    // A prompt reported for an answer cut short is not remembered (the next turn's is the better mark).
+    if (!usage.promptEstimated && status !== "ok") return usage;
     // Vendors cache no prompt shorter than this: nothing to remember or recall (and no lookup for most short requests).
     if (usage.inputTokens < MIN_CACHED_PROMPT) return usage;
     const id = this.o.conversation!();

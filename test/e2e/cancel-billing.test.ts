@@ -206,6 +206,21 @@ describe("a cancelled answer's estimated prompt, in a conversation whose last an
     expect(before - (await gw.balanceMicro())).toBe(Math.ceil((row.prompt_tokens - 1_280) * 150 + 1_280 * 75 + row.completion_tokens * 600));
   });
 
+  test("and so does a stream that ended whole without its usage (cut after the finish chunk): recorded ok, its prompt read as the cancelled one's is", async () => {
+    await answered({ prompt_cache_key: "conversation-g" }, 1_500, 1_280);
+    const finish = `data: {"id":"c","object":"chat.completion.chunk","created":1,"model":"m","choices":[{"index":0,"delta":{},"finish_reason":"stop"}]}\n\n`;
+    // The usage chunk (and [DONE]) never comes: the connection ends after the finish chunk.
+    upstream.reply({ kind: "sse", chunks: [chunk("The whole answer."), finish] });
+    const before = await gw.balanceMicro();
+    const res = await post(gw, "/v1/chat/completions", { model: OPENAI_MODEL, messages: messages(PROMPT + " and one more turn"), stream: true, stream_options: { include_usage: true }, prompt_cache_key: "conversation-g" });
+    expect(res.status).toBe(200);
+    await res.text();
+    await gw.app.services.settled();
+    const row = lastRecord(gw)!;
+    expect(row).toMatchObject({ status: "ok", estimated: 1, cache_read_tokens: 1_280 });
+    expect(before - (await gw.balanceMicro())).toBe(Math.ceil((row.prompt_tokens - 1_280) * 150 + 1_280 * 75 + row.completion_tokens * 600));
+  });
+
   test("a prompt that does not start as the cached one read nothing from that cache, whatever conversation id it names", async () => {
     await answered({ prompt_cache_key: "conversation-e" }, 1_500, 1_280);
     // An unrelated prompt under the cached one's id (the id is the client's to choose).
