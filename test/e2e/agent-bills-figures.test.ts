@@ -30,13 +30,19 @@ const model = (id: string, provider: string) => ({ ...builtIn.find((m) => m.id =
 const SONNET = "audit/anthropic/claude-sonnet-5-5";
 const SOL = "audit/openai/gpt-6-sol";
 const SOL61 = "audit/openai/gpt-6.1-sol";
+const HALVES = "audit/halves";
 const gw = useGateway(() => ({
   upstreamUrl: upstream.url,
   credits: 100_000,
   adminToken: ADMIN,
   log: capture,
   retry: { max_retries: 1, max_wait_ms: 1_000 },
-  extraModels: [model("anthropic/claude-sonnet-5-5", "fake-anthropic"), model("openai/gpt-6-sol", "fake-openai"), model("openai/gpt-6.1-sol", "fake-openai")],
+  extraModels: [
+    model("anthropic/claude-sonnet-5-5", "fake-anthropic"), model("openai/gpt-6-sol", "fake-openai"), model("openai/gpt-6.1-sol", "fake-openai"),
+    // Prices with half a micro-credit a token, as a factor makes them (Flex's 0.5 × GPT-6 Luna's $0.125 writes).
+    { id: HALVES, provider: "fake-openai", upstream_model: "gpt-6-luna", category: "text", context_length: 1_050_000, owned_by: "openai",
+      pricing: { input_per_mtok: 50, output_per_mtok: 250, cache_read_per_mtok: 5, cache_write_per_mtok: 62.5, cache_write_1h_per_mtok: 125 } },
+  ],
 }));
 
 const PROMPT = "agent context ".repeat(30_000);
@@ -207,5 +213,36 @@ describe("agent traffic's bill, the same in every place it is shown", () => {
       expect(line).toMatchObject({ promptTokens: r.prompt_tokens, completionTokens: r.completion_tokens, credits: r.cost_micro / 1e6 });
       expect([i, line.cacheReadTokens ?? 0, line.cacheWrite5mTokens ?? 0, line.cacheWrite1hTokens ?? 0]).toEqual([i, r.cache_read_tokens, r.cache_write_5m_tokens, r.cache_write_1h_tokens]);
     });
+  });
+});
+
+describe("rounding: many small answers against one large one", () => {
+  /** The balance a run of answers costs, each with `usage`, and the records it left. */
+  async function bill(model: string, n: number, usage: { input: number; cacheRead: number; cacheWrite5m: number; output: number }): Promise<{ spent: number; records: Record_[] }> {
+    const seen = records().length;
+    const before = await gw.balanceMicro();
+    const dialect = model === SONNET ? "anthropic" : "openai";
+    for (let i = 0; i < n; i++) {
+      upstream.reply(scriptedReply(dialect, { text: "ok", usage }));
+      await send("/v1/chat/completions", { model, messages: [{ role: "user", content: "a short turn" }] });
+    }
+    return { spent: before - (await gw.balanceMicro()), records: records().slice(seen) };
+  }
+
+  test("at whole micro-credits a token (Sonnet 5.5) 40 small answers cost exactly what one answer of their sum does, and the report sums them exactly", async () => {
+    const small = await bill(SONNET, 40, { input: 3, cacheRead: 7, cacheWrite5m: 1, output: 2 });
+    const large = await bill(SONNET, 1, { input: 120, cacheRead: 280, cacheWrite5m: 40, output: 80 });
+    expect(small.spent).toBe(40 * (3 * 2_000 + 7 * 100 + 2_500 + 2 * 10_000));
+    expect(large.spent).toBe(small.spent);
+    expect(sum(small.records, "cost_micro")).toBe(small.spent);
+  });
+
+  test("at half a micro-credit a token each answer rounds up once, by less than one micro-credit: 40 answers drift 20 micro-credits ($0.00000002), never more than one each", async () => {
+    const small = await bill(HALVES, 40, { input: 1, cacheRead: 1, cacheWrite5m: 1, output: 1 });
+    const large = await bill(HALVES, 1, { input: 40, cacheRead: 40, cacheWrite5m: 40, output: 40 });
+    // 50 + 5 + 62.5 + 250 = 367.5 a turn, charged 368; the large one is 40 × 367.5 = 14,700 exactly.
+    expect(small.records.map((r) => r.cost_micro)).toEqual(Array(40).fill(368));
+    expect(large.spent).toBe(14_700);
+    expect(small.spent - large.spent).toBe(20);
   });
 });
