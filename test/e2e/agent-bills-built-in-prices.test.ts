@@ -14,11 +14,9 @@ import { describe, expect, test } from "bun:test";
 import { useFakeUpstream } from "../helpers/fake-upstream.ts";
 import { chargeOf, post, useGateway } from "../helpers/gateway.ts";
 import { scriptedReply, type Script } from "../helpers/scripted-answers.ts";
-import { defaultConfig } from "../../src/config/defaults.ts";
+import { builtInModel as model } from "../helpers/built-in-models.ts";
 
 const upstream = useFakeUpstream();
-const builtIn = defaultConfig({ OPENAI_API_KEY: "x", ANTHROPIC_API_KEY: "x" }).models;
-const model = (id: string, provider: string) => ({ ...builtIn.find((m) => m.id === id)!, id: `audit/${id}`, provider, aliases: undefined });
 const gw = useGateway(() => ({
   upstreamUrl: upstream.url,
   credits: 100_000,

@@ -12,11 +12,9 @@ import { useFakeUpstream } from "../helpers/fake-upstream.ts";
 import { leaveAfter, post, useGateway } from "../helpers/gateway.ts";
 import { anthropicStream, openaiStream } from "../helpers/scripted-answers.ts";
 import { responsesFrames } from "../helpers/responses-wire.ts";
-import { defaultConfig } from "../../src/config/defaults.ts";
+import { builtInModel as model } from "../helpers/built-in-models.ts";
 
 const upstream = useFakeUpstream();
-const builtIn = defaultConfig({ OPENAI_API_KEY: "x", ANTHROPIC_API_KEY: "x" }).models;
-const model = (id: string, provider: string) => ({ ...builtIn.find((m) => m.id === id)!, id: `audit/${id}`, provider, aliases: undefined });
 const SONNET = "audit/anthropic/claude-sonnet-5-5";
 const SOL = "audit/openai/gpt-6-sol";
 const SOL61 = "audit/openai/gpt-6.1-sol";

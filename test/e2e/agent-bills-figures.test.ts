@@ -15,7 +15,7 @@ import { post, useGateway } from "../helpers/gateway.ts";
 import { scriptedReply } from "../helpers/scripted-answers.ts";
 import { answerWith } from "../helpers/responses-wire.ts";
 import { ConsoleClient } from "../helpers/console-client.ts";
-import { defaultConfig } from "../../src/config/defaults.ts";
+import { builtInModel as model } from "../helpers/built-in-models.ts";
 import type { Logger } from "../../src/log/log.ts";
 
 const ADMIN = "admin-bills-0123456789abcdef0123456789abcdef";
@@ -25,8 +25,6 @@ const capture: Logger = (_level, message, fields) => {
   if (message === "request") accessLines.push(JSON.parse(JSON.stringify(fields ?? {})));
 };
 const upstream = useFakeUpstream();
-const builtIn = defaultConfig({ OPENAI_API_KEY: "x", ANTHROPIC_API_KEY: "x" }).models;
-const model = (id: string, provider: string) => ({ ...builtIn.find((m) => m.id === id)!, id: `audit/${id}`, provider, aliases: undefined });
 const SONNET = "audit/anthropic/claude-sonnet-5-5";
 const SOL = "audit/openai/gpt-6-sol";
 const SOL61 = "audit/openai/gpt-6.1-sol";
