@@ -53,19 +53,19 @@ const PRICES = {
   [SOL61]: { fresh: 2_000, read: 100, w5: 2_500, w1: 5_000, out: 10_000 },
 } as const;
 
-interface Record_ { model: string; status: string; prompt_tokens: number; fresh_input_tokens: number; cache_read_tokens: number; cache_write_5m_tokens: number; cache_write_1h_tokens: number; completion_tokens: number; reasoning_tokens: number; cost_micro: number }
+interface UsageRow { model: string; status: string; prompt_tokens: number; fresh_input_tokens: number; cache_read_tokens: number; cache_write_5m_tokens: number; cache_write_1h_tokens: number; completion_tokens: number; reasoning_tokens: number; cost_micro: number }
 const CLASSES = ["fresh_input_tokens", "cache_read_tokens", "cache_write_5m_tokens", "cache_write_1h_tokens", "completion_tokens"] as const;
 
-function records(): Record_[] {
+function records(): UsageRow[] {
   const db = new Database(gw.dbPath, { readonly: true });
   try {
-    return db.query<Record_, []>("SELECT * FROM usage_records ORDER BY id").all();
+    return db.query<UsageRow, []>("SELECT * FROM usage_records ORDER BY id").all();
   } finally {
     db.close();
   }
 }
 
-const billOf = (r: Record_) => {
+const billOf = (r: UsageRow) => {
   const p = PRICES[r.model as keyof typeof PRICES];
   return r.fresh_input_tokens * p.fresh + r.cache_read_tokens * p.read + r.cache_write_5m_tokens * p.w5 + r.cache_write_1h_tokens * p.w1 + r.completion_tokens * p.out;
 };
@@ -95,10 +95,10 @@ function csvRows(text: string): Record<string, string>[] {
   return lines.map((l) => Object.fromEntries(l.split(",").map((v, i) => [columns[i]!, v])));
 }
 
-const sum = (rows: Record_[], f: keyof Record_) => rows.reduce((n, r) => n + Number(r[f]), 0);
+const sum = (rows: UsageRow[], f: keyof UsageRow) => rows.reduce((n, r) => n + Number(r[f]), 0);
 
 const HOUR = 3_600_000;
-const perModel = (rows: Record_[], model: string) => rows.filter((r) => r.model === model);
+const perModel = (rows: UsageRow[], model: string) => rows.filter((r) => r.model === model);
 /** The report's range: the hours around now, by hour and model. */
 function range(): string {
   const from = Math.floor(Date.now() / HOUR) * HOUR - HOUR;
@@ -111,8 +111,8 @@ function range(): string {
  * upstream; a Codex turn on the Responses upstream; a fallback; a token count.
  */
 let sentCount = 0;
-let traffic: Promise<{ spent: number; rows: Record_[] }> | undefined;
-async function sendTraffic(): Promise<{ spent: number; rows: Record_[] }> {
+let traffic: Promise<{ spent: number; rows: UsageRow[] }> | undefined;
+async function sendTraffic(): Promise<{ spent: number; rows: UsageRow[] }> {
   const before = await gw.balanceMicro();
   // A Claude Code turn, same format, streamed: reads, 5-minute and 1-hour writes.
   upstream.reply(scriptedReply("anthropic", { text: "Reading the file.", usage: { input: 300, cacheRead: 60_000, cacheWrite5m: 3_000, cacheWrite1h: 2_000, output: 1_200 } }));
@@ -197,7 +197,7 @@ describe("agent traffic's bill, the same in every place it is shown", () => {
       expect(metrics.get(`switchyard_tokens_total{model="${m}",direction="input"}`)).toBe(sum(perModel(rows, m), "prompt_tokens"));
       expect(metrics.get(`switchyard_tokens_total{model="${m}",direction="output"}`)).toBe(sum(perModel(rows, m), "completion_tokens"));
       for (const [column, label] of Object.entries(METRIC_CLASS)) {
-        const tokens = sum(perModel(rows, m), column as keyof Record_);
+        const tokens = sum(perModel(rows, m), column as keyof UsageRow);
         expect([m, label, metrics.get(`switchyard_prompt_tokens_total{model="${m}",class="${label}"}`) ?? 0]).toEqual([m, label, tokens]);
       }
       expect(Math.round(metrics.get(`switchyard_credits_charged_total{model="${m}"}`)! * 1e6)).toBe(sum(perModel(rows, m), "cost_micro"));
@@ -216,7 +216,7 @@ describe("agent traffic's bill, the same in every place it is shown", () => {
 
 describe("rounding: many small answers against one large one", () => {
   /** The balance a run of answers costs, each with `usage`, and the records it left. */
-  async function bill(model: string, n: number, usage: { input: number; cacheRead: number; cacheWrite5m: number; output: number }): Promise<{ spent: number; records: Record_[] }> {
+  async function bill(model: string, n: number, usage: { input: number; cacheRead: number; cacheWrite5m: number; output: number }): Promise<{ spent: number; records: UsageRow[] }> {
     const seen = records().length;
     const before = await gw.balanceMicro();
     const dialect = model === SONNET ? "anthropic" : "openai";
