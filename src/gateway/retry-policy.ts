@@ -17,22 +17,32 @@ export function verdictFor(status: number): Verdict {
 
 /**
  * The wait the upstream asked for, in ms: `retry-after-ms` (OpenAI), else `Retry-After` as
- * seconds or an HTTP date. Undefined when it asked for nothing usable.
+ * seconds or an HTTP date. Undefined when it asked for nothing usable, and when it asked for no
+ * wait at all (0, or a date already past): both SDKs read such a wait as none told and back off
+ * (openai-node and anthropic-sdk-typescript use it only when `0 < wait < 60 s`). Taken as "now",
+ * a 429 saying `retry-after: 0`, or a date from a clock behind ours, was asked again at once
+ * `max_retries` times, and cooled its pooled key for 0 ms (a raw-TCP probe, twenty-first session).
  */
 export function requestedDelayMs(headers: Headers, now: number): number | undefined {
+  const ms = toldWaitMs(headers, now);
+  return ms !== undefined && ms > 0 ? ms : undefined;
+}
+
+function toldWaitMs(headers: Headers, now: number): number | undefined {
   // A header sent twice reads as its values joined by ", " ("3, 3"): the first one counts.
+  // A `retry-after-ms: 0` leaves the word to `Retry-After`, as the openai SDK reads them.
   const ms = FIRST_NUMBER.exec(headers.get("retry-after-ms") ?? "");
-  if (ms) return Math.ceil(Number(ms[1]));
+  if (ms && Number(ms[1]) > 0) return Math.ceil(Number(ms[1]));
   const value = headers.get("retry-after");
   if (!value) return undefined;
   const seconds = FIRST_NUMBER.exec(value);
-  if (seconds) return Math.max(0, Math.ceil(Number(seconds[1]) * 1000));
+  if (seconds) return Math.ceil(Number(seconds[1]) * 1000);
   // Only an HTTP date (RFC 9110 §5.6.7: IMF-fixdate, and the obsolete RFC 850 and asctime forms a
   // recipient must still read) is read as one: `Date.parse` takes almost anything ("3, 3" was
   // 3 March 2001, a wait of nothing). asctime has no zone; it is GMT.
   const date = HTTP_DATE.exec(value);
   const at = date ? Date.parse(date[2] ? `${date[0]} GMT` : date[0]) : Number.NaN;
-  return Number.isFinite(at) ? Math.max(0, at - now) : undefined;
+  return Number.isFinite(at) ? at - now : undefined;
 }
 
 /** A non-negative number, alone or first of a repeated header's values. */

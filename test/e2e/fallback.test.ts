@@ -38,6 +38,18 @@ describe("retry policy (pure)", () => {
     expect(requestedDelayMs(new Headers(), now)).toBeUndefined();
   });
 
+  test("a wait of nothing (0, or a date already past: a clock behind ours) is no wait told, as both SDKs read it: the backoff applies", () => {
+    const now = Date.parse("2026-11-21T12:00:00Z");
+    expect(requestedDelayMs(new Headers({ "retry-after": "0" }), now)).toBeUndefined();
+    expect(requestedDelayMs(new Headers({ "retry-after": "0.0" }), now)).toBeUndefined();
+    expect(requestedDelayMs(new Headers({ "retry-after": "Sat, 21 Nov 2026 11:59:00 GMT" }), now)).toBeUndefined();
+    expect(requestedDelayMs(new Headers({ "retry-after": "Sat, 21 Nov 2026 12:00:00 GMT" }), now)).toBeUndefined();
+    expect(requestedDelayMs(new Headers({ "retry-after-ms": "0" }), now)).toBeUndefined();
+    // `retry-after-ms: 0` leaves the word to Retry-After, as the openai SDK reads the two.
+    expect(requestedDelayMs(new Headers({ "retry-after-ms": "0", "retry-after": "2" }), now)).toBe(2000);
+    expect(requestedDelayMs(new Headers({ "retry-after": "0.001" }), now)).toBe(1);
+  });
+
   test("a Retry-After sent twice (read as \"3, 3\"): the first value, never a date that means no wait", () => {
     const now = Date.parse("2026-11-21T12:00:00Z");
     const twice = (name: string, a: string, b: string) => {
