@@ -72,3 +72,52 @@ describe("a 429 whose Retry-After asks for no wait", () => {
     });
   }
 });
+
+describe("Anthropic's message_delta with counts lower than before, relayed to an Anthropic client", () => {
+  const start = ev("message_start", { message: { id: "msg_raw", type: "message", role: "assistant", model: "claude-sonnet-4-5", content: [], stop_reason: null, stop_sequence: null, usage: { input_tokens: 9, cache_read_input_tokens: 100, cache_creation_input_tokens: 0, output_tokens: 1 } } });
+  const text = ev("content_block_start", { index: 0, content_block: { type: "text", text: "" } }) + ev("content_block_delta", { index: 0, delta: { type: "text_delta", text: "Hello" } }) + ev("content_block_stop", { index: 0 });
+  const stop = ev("message_stop", {});
+  const head = "HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\ntransfer-encoding: chunked\r\n\r\n";
+  const chunked = (s: string) => `${Buffer.byteLength(s).toString(16)}\r\n${s}\r\n`;
+
+  /** The usage an Anthropic SDK ends with: message_start's, then each message_delta's fields overwriting (its stream helper's rule). */
+  function finalUsage(body: string): Record<string, number> {
+    const usage: Record<string, number> = {};
+    for (const f of sseFrames(body)) {
+      const data = JSON.parse(f.data);
+      const u = f.event === "message_start" ? data.message.usage : f.event === "message_delta" ? data.usage : undefined;
+      for (const [k, v] of Object.entries(u ?? {})) if (typeof v === "number") usage[k] = v;
+    }
+    return usage;
+  }
+
+  test("SGLang's `input_tokens: 0` (and cache reads 0), then a second delta with a smaller output: the client is told the counts it was billed", async () => {
+    script = (_request, socket) => {
+      const deltas = [
+        ev("message_delta", { delta: { stop_reason: "end_turn", stop_sequence: null }, usage: { input_tokens: 0, cache_read_input_tokens: 0, output_tokens: 30 } }),
+        ev("message_delta", { delta: { stop_reason: "end_turn", stop_sequence: null }, usage: { output_tokens: 3 } }),
+      ];
+      socket.write(head + [start, text, ...deltas, stop].map(chunked).join("") + "0\r\n\r\n");
+    };
+    const res = await post(gw, "/v1/messages", { model: "test/raw-claude", max_tokens: 50, messages: [{ role: "user", content: "Hi" }], stream: true });
+    expect(res.status).toBe(200);
+    const usage = finalUsage(await res.text());
+    await gw.app.services.settled();
+    const record = gw.db.query<{ fresh: number; cached: number; out: number }, []>("SELECT fresh_input_tokens AS fresh, cache_read_tokens AS cached, completion_tokens AS out FROM usage_records ORDER BY id DESC LIMIT 1").get()!;
+    // Relayed as they came, the SDK ended with input 0, cache reads 0 and output 3.
+    expect(usage).toMatchObject({ input_tokens: 9, cache_read_input_tokens: 100, output_tokens: 30 });
+    expect(record).toEqual({ fresh: usage.input_tokens!, cached: usage.cache_read_input_tokens!, out: usage.output_tokens! });
+  });
+
+  test("counts that only grow are relayed as they came, byte for byte", async () => {
+    const deltas = [
+      ev("message_delta", { delta: { stop_reason: null, stop_sequence: null }, usage: { output_tokens: 2 } }),
+      ev("message_delta", { delta: { stop_reason: "end_turn", stop_sequence: null }, usage: { input_tokens: 9, output_tokens: 4 } }),
+    ];
+    script = (_request, socket) => socket.write(head + [start, text, ...deltas, stop].map(chunked).join("") + "0\r\n\r\n");
+    const res = await post(gw, "/v1/messages", { model: "test/raw-claude", max_tokens: 50, messages: [{ role: "user", content: "Hi" }], stream: true });
+    const body = await res.text();
+    for (const delta of deltas) expect(body).toContain(delta);
+    expect(finalUsage(body)).toMatchObject({ input_tokens: 9, cache_read_input_tokens: 100, output_tokens: 4 });
+  });
+});

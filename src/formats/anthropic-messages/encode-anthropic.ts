@@ -1,4 +1,4 @@
-import { dropRefusedCounts, hasRefusedCount, imageMarkdown, type ErrorKind, type FinishReason, type StreamEvent } from "../../streaming/events.ts";
+import { dropRefusedCounts, hasRefusedCount, imageMarkdown, reportedCount, type ErrorKind, type FinishReason, type StreamEvent } from "../../streaming/events.ts";
 import type { ClientSink, EncodeContext } from "../../streaming/client-sink.ts";
 import { collectAnswer } from "../common/collect-answer.ts";
 import { isJsonObject, JsonObjectProgress, jsonBudget, toolInput } from "../common/json-shape.ts";
@@ -336,9 +336,31 @@ function typeNamed(parsed: unknown): string | undefined {
  * with one waits: for the answer's end, where it leaves without them and with the output the
  * gateway counted (Anthropic's `message_delta` always carries `output_tokens`), or for an error,
  * which it goes out before, as a sound one would have; a later sound one replaces it.
+ *
+ * A `message_delta` count lower than the same count before it (SGLang's `input_tokens: 0`, a
+ * second delta's smaller output) is shown as the earlier one, which the meter billed
+ * (`cumulativeUsage` in the adapter): relayed as it came, the SDK's final usage (overwritten
+ * field by field) said 0 input and 3 output for an answer billed 9 and 30, and Claude Code reads
+ * that input to know how full its context is (a raw-TCP probe, twenty-first session).
  */
 export function createAnthropicRelay(ctx: EncodeContext): ClientSink {
   const encoder = createAnthropicEncoder(ctx);
+  /** The highest of each cumulative count shown so far (message_start's output is a placeholder, not one). */
+  const shown: Partial<Record<(typeof CUMULATIVE_COUNTS)[number], number>> = {};
+  /** Raises, in place, a count below one shown before; notes the rest. Whether it changed anything. */
+  const neverLower = (usage: Record<string, unknown>, fields: readonly (typeof CUMULATIVE_COUNTS)[number][]): boolean => {
+    let raised = false;
+    for (const field of fields) {
+      const count = reportedCount(usage[field]);
+      if (count === undefined) continue;
+      const before = shown[field];
+      if (before !== undefined && before > count) {
+        usage[field] = before;
+        raised = true;
+      } else shown[field] = count;
+    }
+    return raised;
+  };
   let heldDelta: { data: Record<string, unknown>; usage: Record<string, unknown> } | undefined;
   /** The output the meter holds: the last usable count reported, or its estimate told at the end. */
   let meteredOutput: number | undefined;
@@ -351,6 +373,7 @@ export function createAnthropicRelay(ctx: EncodeContext): ClientSink {
     heldDelta = undefined;
     dropRefusedCounts(usage);
     if (usage.output_tokens === undefined) usage.output_tokens = meteredOutput ?? 0;
+    neverLower(usage, CUMULATIVE_COUNTS);
     return frame("message_delta", JSON.stringify(data));
   };
   /** Blocks the upstream started: a text delta of any other is decoded, and fails the answer as out of order. */
@@ -387,6 +410,9 @@ export function createAnthropicRelay(ctx: EncodeContext): ClientSink {
         message.id = ctx.id;
         if (!Array.isArray(message.content)) message.content = [];
         const usage = message.usage;
+        // The prompt's counts as the vendor sent them are what later deltas are held to; an
+        // estimate put in for a refused one is not (the meter takes a later delta's count then).
+        if (isJsonObject(usage) && !hasRefusedCount(usage)) neverLower(usage, PROMPT_COUNTS);
         if (!isJsonObject(usage)) message.usage = { input_tokens: ctx.inputTokensEstimate ?? 0, output_tokens: 0 };
         else if (hasRefusedCount(usage)) {
           const hadInput = usage.input_tokens != null;
@@ -413,6 +439,7 @@ export function createAnthropicRelay(ctx: EncodeContext): ClientSink {
         }
         // Counts are cumulative and the stop reason final: a sound delta supersedes a held one.
         heldDelta = undefined;
+        if (neverLower(usage, CUMULATIVE_COUNTS)) return frame(name, JSON.stringify(data));
       }
       // Data sent in several lines goes out in one (JSON) or line by line: relayed as it came, its
       // second line would lose its `data:`.
@@ -432,6 +459,10 @@ export function createAnthropicRelay(ctx: EncodeContext): ClientSink {
   };
 }
 
+
+/** Anthropic's usage counts that are cumulative across a stream's frames; the prompt's come in message_start too. */
+const PROMPT_COUNTS = ["input_tokens", "cache_creation_input_tokens", "cache_read_input_tokens"] as const;
+const CUMULATIVE_COUNTS = [...PROMPT_COUNTS, "output_tokens"] as const;
 
 const TEXT_DELTA_START = '{"type":"content_block_delta","index":';
 const TEXT_DELTA = '"delta":{"type":"text_delta","text":"';
