@@ -120,13 +120,14 @@ export class ResponseTooLargeError extends Error {
 /**
  * A body stream that fails with `ResponseTooLargeError` once more than `limit` bytes went through,
  * and cancels its source then, so the connection under it is dropped rather than read to the end.
+ * `failure` gives what a failed read of the source is passed on as (decode-body.ts names a decoder's).
  */
-export function cappedStream(source: ReadableStream<Uint8Array>, limit: number): ReadableStream<Uint8Array> {
+export function cappedStream(source: ReadableStream<Uint8Array>, limit: number, failure?: (err: unknown) => unknown): ReadableStream<Uint8Array> {
   const reader = source.getReader();
   let total = 0;
   return new ReadableStream<Uint8Array>({
     async pull(controller) {
-      const { done, value } = await reader.read();
+      const { done, value } = await (failure ? reader.read().catch((err: unknown) => Promise.reject(failure(err))) : reader.read());
       if (done) return controller.close();
       total += value.byteLength;
       if (total > limit) {

@@ -90,3 +90,34 @@ test("a real gzip stream, its second half later than keepalive_ms: a keep-alive 
   expect(records().slice(before).map((r) => [r.model, r.status])).toEqual([[RAW_MODEL, "ok"]]);
   expect(gw.app.services.ledger.openHolds()).toBe(0);
 });
+
+test("bytes that are not the coding the head names (gzip, br, zstd): the 502 says the answer was malformed, not that the connection was lost; the next request is answered", async () => {
+  for (const coding of ["gzip", "br", "zstd"]) {
+    answer = (socket) => socket.write(HEAD.replace("gzip", coding) + piece(WHOLE).toString("latin1") + "0\r\n\r\n");
+    const res = await ask([RAW_MODEL]);
+    expect(res.status).toBe(502);
+    const message = ((await res.json()) as { error: { message: string } }).error.message;
+    // Bun's decoder fails with a TypeError ("inflate failed"), which was told as a lost connection.
+    expect(message).toBe("The upstream provider sent malformed data.");
+  }
+  answer = (socket) => socket.write(HEAD.replace("content-encoding: gzip\r\n", "") + piece(WHOLE).toString("latin1") + "0\r\n\r\n");
+  expect((await ask([RAW_MODEL])).status).toBe(200);
+});
+
+test("a real gzip stream broken mid-way: not-gzip bytes are malformed data, a reset is still a lost connection", async () => {
+  const packed = gzipSync(Buffer.from(WHOLE));
+  const half = Math.floor(packed.length / 2);
+  for (const [name, rest, expected] of [
+    ["garbage after the first half", (socket: RawSocket) => socket.write(piece("this is not the rest of the gzip stream at all\n\n").toString("latin1") + "0\r\n\r\n"), "malformed data"],
+    ["a reset after the first half", (socket: RawSocket) => socket.terminate(), "connection to the upstream provider was lost"],
+  ] as const) {
+    answer = (socket) => {
+      socket.write(Buffer.concat([Buffer.from(HEAD), piece(packed.subarray(0, half))]));
+      setTimeout(() => socket.data.closed || rest(socket), 2 * KEEPALIVE_MS);
+    };
+    const res = await ask([RAW_MODEL]);
+    expect(res.status).toBe(200);
+    const text = await res.text();
+    expect(text, name).toContain(expected);
+  }
+});
