@@ -138,10 +138,15 @@ export function answersAsked(settings: Settings, wire: UpstreamKind, body: Recor
  * An embeddings request produces no tokens: every candidate is tried as it is (no answer limit;
  * an input over a model's window is the upstream's to refuse, with its own tokenizer's count),
  * and the worst case is the input's token bound at the dearest candidate's input price.
+ * A reported count is billed at most that bound, which already holds what servers add to each
+ * input: no vendor allowance beside it (no system prompt, no tools). With one, a count past the
+ * bound was recorded up to 1,024 tokens over what the charge, capped at the hold, was for: 1,039
+ * tokens recorded (and logged, and in the metrics) for "hello world" charged as 15 (a raw-TCP
+ * probe, twenty-first session).
  */
 function planEmbeddings(models: ModelConfig[], input: EmbeddingsInputMeasure): Plan {
   const worstCaseMicro = Math.max(...models.map((m) => mostItCosts(m.pricing, input.tokenBound, 0, 0)));
-  return { ...requestIds(), candidates: models.map((model) => ({ model, maxTokens: 0 })), worstCaseMicro, promptText: input.prompt, predictedTokens: 0, billedPromptMax: input.tokenBound + VENDOR_PROMPT_ALLOWANCE };
+  return { ...requestIds(), candidates: models.map((model) => ({ model, maxTokens: 0 })), worstCaseMicro, promptText: input.prompt, predictedTokens: 0, billedPromptMax: input.tokenBound };
 }
 
 /**

@@ -127,6 +127,10 @@ export async function respond(
     for (const e of events) meter.observe(e);
     const usage = await meter.total(req.promptText);
     if (usage.estimated) events.push({ type: "usage", inputTokens: usage.inputTokens, outputTokens: usage.outputTokens });
+    // An embeddings answer's usage is what was charged (docs/api.md), its whole cost: a count past
+    // the input's bound goes out as the bound billed, not as the vendor's 99,999,999 beside a
+    // charge of 15 (a raw-TCP probe, twenty-first session). Chat answers show the vendor's count.
+    else if (format.id === "openai-embeddings") events.push({ type: "usage", inputTokens: usage.inputTokens });
     const reasoning = countsReasoning ? await reasoningEstimate(usage.outputTokens) : undefined;
     if (reasoning !== undefined) events.push({ type: "usage", reasoningTokens: reasoning });
     // The whole answer was made (and read, attempt.ts): charged in full, recorded as cancelled when the client has left.

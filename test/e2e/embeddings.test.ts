@@ -173,6 +173,27 @@ describe("billing, records, limits", () => {
     }
   });
 
+  test("a reported count past the input's bound is recorded and answered as the bound it is charged for, not the vendor's count nor up to 1,024 tokens more", async () => {
+    for (const [name, reported] of [["1,000", 1_000], ["99,999,999", 99_999_999]] as const) {
+      upstream.reply(vendorBody([{ object: "embedding", index: 0, embedding: fakeEmbedding("x", 4) }], { prompt_tokens: reported, total_tokens: reported }));
+      const before = await gw.balanceMicro();
+      const id = `emb-over-bound-${reported}`;
+      const res = await post(gw, "/v1/embeddings", { model: EMBED, input: "hello world" }, { "x-request-id": id });
+      expect(res.status).toBe(200);
+      const answered = ((await res.json()) as { usage: unknown }).usage;
+      const charged = before - (await gw.balanceMicro());
+      const record = (await recordOf(gw, id))!;
+      // The bound: 11 bytes plus 4 for markers a server may add (embeddings-input.ts).
+      expect(charged, name).toBe(15 * SMALL_PRICE);
+      // Without the fix the record said 1,000 and 1,039 tokens for a charge of 15.
+      expect(record, name).toMatchObject({ prompt_tokens: 15, cost_micro: charged });
+      const access = lines.find((l) => l.message === "request" && l.fields.clientRequestId === id)!.fields;
+      expect(access, name).toMatchObject({ promptTokens: 15, credits: charged / 1e6 });
+      // `usage` is what was charged (docs/api.md): it said the vendor's number.
+      expect(answered, name).toEqual({ prompt_tokens: 15, total_tokens: 15 });
+    }
+  });
+
   test("token arrays without upstream usage are billed their length", async () => {
     upstream.reply(vendorBody([{ object: "embedding", index: 0, embedding: fakeEmbedding("x", 4) }, { object: "embedding", index: 1, embedding: fakeEmbedding("y", 4) }], "absent"));
     const res = await post(gw, "/v1/embeddings", { model: EMBED, input: [[1, 2, 3, 4, 5], [6, 7]] }, { "x-request-id": "emb-estimate-tokens" });
