@@ -1,3 +1,4 @@
+import { ResponseFramingError } from "./http1/response-parser.ts";
 import { MAX_SAME_ORIGIN_REDIRECTS, sameOriginRedirect } from "./same-origin-redirect.ts";
 import { cappedStream, ResponseTooLargeError, type Transport } from "./transport.ts";
 
@@ -32,6 +33,17 @@ export function createFetchTransport(maxResponseBytes: number, fetchImpl: Transp
       res.body.cancel().catch(() => {});
       throw new ResponseTooLargeError(maxResponseBytes, res.status);
     }
-    return new Response(cappedStream(res.body, maxResponseBytes), { status: res.status, statusText: res.statusText, headers: res.headers });
+    return new Response(cappedStream(res.body, maxResponseBytes, decodeFailure), { status: res.status, statusText: res.statusText, headers: res.headers });
   };
+}
+
+/** The codes of Bun's fetch failing to decode a body that is not the content-encoding it names. */
+const DECODE_FAILURES: ReadonlySet<unknown> = new Set(["ZlibError", "BrotliDecompressionError", "ZstdDecompressionError"]);
+
+/**
+ * fetch's decoding failure (a TypeError with one of those codes) is malformed data, as on our own
+ * client (http1/decode-body.ts); passed on as it came, a stream was told the connection was lost.
+ */
+function decodeFailure(err: unknown): unknown {
+  return DECODE_FAILURES.has((err as { code?: unknown } | null)?.code) ? new ResponseFramingError("the body is not the content-encoding it names") : err;
 }

@@ -104,6 +104,28 @@ test("bytes that are not the coding the head names (gzip, br, zstd): the 502 say
   expect((await ask([RAW_MODEL])).status).toBe(200);
 });
 
+test("the same through fetch (a proxy configured): fetch's decoding failure is malformed data too", async () => {
+  const viaFetch = await startGateway({
+    upstreamUrl: healthy.url,
+    upstreamViaProxy: true,
+    retry: { max_retries: 0 },
+    server: { keepalive_ms: KEEPALIVE_MS },
+    extraProviders: [{ id: "raw", kind: "openai", base_url: `${raw.url}/v1`, api_key_env: "TEST_OPENAI_KEY", timeouts: { first_byte_ms: 5_000, whole_answer_ms: 5_000, idle_ms: 5_000, total_ms: 60_000 } }],
+    extraModels: [{ id: RAW_MODEL, provider: "raw", upstream_model: "gpt-4o-mini", category: "text", context_length: 128_000, pricing: OPENAI_PRICING }],
+  });
+  try {
+    for (const coding of ["gzip", "br", "zstd"]) {
+      answer = (socket) => socket.write(HEAD.replace("gzip", coding) + piece(WHOLE).toString("latin1") + "0\r\n\r\n");
+      const res = await post(viaFetch, "/v1/chat/completions", { model: RAW_MODEL, messages: [{ role: "user", content: "Hello" }], stream: true });
+      expect(res.status).toBe(502);
+      // fetch fails with a TypeError whose code is ZlibError (BrotliDecompressionError, ZstdDecompressionError).
+      expect(((await res.json()) as { error: { message: string } }).error.message).toBe("The upstream provider sent malformed data.");
+    }
+  } finally {
+    await viaFetch.stop();
+  }
+});
+
 test("a real gzip stream broken mid-way: not-gzip bytes are malformed data, a reset is still a lost connection", async () => {
   const packed = gzipSync(Buffer.from(WHOLE));
   const half = Math.floor(packed.length / 2);
