@@ -1,5 +1,5 @@
 import { afterAll, beforeAll, describe, expect, test } from "bun:test";
-import { OPENAI_PRICING, post, sseFrames, startGateway, tokenizerLoaded, type Gateway } from "../helpers/gateway.ts";
+import { ANTHROPIC_MODEL, OPENAI_MODEL, post, sseFrames, startGateway, tokenizerLoaded, type Gateway } from "../helpers/gateway.ts";
 import { rawUpstream, type RawRequest, type RawSocket, type RawUpstream } from "../helpers/raw-upstream.ts";
 
 /**
@@ -27,21 +27,8 @@ beforeAll(async () => {
     arrivals.push(performance.now());
     script(request, socket);
   });
-  const timeouts = { first_byte_ms: 2_000, whole_answer_ms: 2_000, idle_ms: 2_000, total_ms: 10_000 };
-  gw = await startGateway({
-    upstreamUrl: raw.url,
-    credits: 100,
-    retry: { max_retries: 2, max_wait_ms: 5_000 },
-    server: { keepalive_ms: 1_000 },
-    extraProviders: [
-      { id: "raw-openai", kind: "openai", base_url: `${raw.url}/v1`, api_key_env: "TEST_OPENAI_KEY", timeouts },
-      { id: "raw-anthropic", kind: "anthropic", base_url: raw.url, api_key_env: "TEST_ANTHROPIC_KEY", timeouts },
-    ],
-    extraModels: [
-      { id: "test/raw-chat", provider: "raw-openai", upstream_model: "gpt-4o-mini", category: "text", context_length: 128_000, pricing: OPENAI_PRICING },
-      { id: "test/raw-claude", provider: "raw-anthropic", upstream_model: "claude-sonnet-4-5", category: "text", context_length: 200_000, pricing: OPENAI_PRICING },
-    ],
-  });
+  // Both providers (fake-openai, fake-anthropic) are this upstream.
+  gw = await startGateway({ upstreamUrl: raw.url, credits: 100, retry: { max_retries: 2, max_wait_ms: 5_000 } });
 });
 afterAll(async () => {
   await gw?.stop();
@@ -61,7 +48,7 @@ describe("a 429 whose Retry-After asks for no wait", () => {
         if (refused++ < 2) socket.write(`HTTP/1.1 100 Continue\r\n\r\n${whole("429 Too Many Requests", RATE_LIMITED, headers)}`);
         else socket.write(whole("200 OK", CHAT));
       };
-      const res = await post(gw, "/v1/chat/completions", { model: "test/raw-chat", messages: [{ role: "user", content: "Hi" }] });
+      const res = await post(gw, "/v1/chat/completions", { model: OPENAI_MODEL, messages: [{ role: "user", content: "Hi" }] });
       expect(res.status).toBe(200);
       expect(((await res.json()) as { choices: { message: { content: string } }[] }).choices[0]!.message.content).toBe("Hello");
       expect(arrivals).toHaveLength(3);
@@ -99,7 +86,7 @@ describe("Anthropic's message_delta with counts lower than before, relayed to an
       ];
       socket.write(head + [start, text, ...deltas, stop].map(chunked).join("") + "0\r\n\r\n");
     };
-    const res = await post(gw, "/v1/messages", { model: "test/raw-claude", max_tokens: 50, messages: [{ role: "user", content: "Hi" }], stream: true });
+    const res = await post(gw, "/v1/messages", { model: ANTHROPIC_MODEL, max_tokens: 50, messages: [{ role: "user", content: "Hi" }], stream: true });
     expect(res.status).toBe(200);
     const usage = finalUsage(await res.text());
     await gw.app.services.settled();
@@ -115,7 +102,7 @@ describe("Anthropic's message_delta with counts lower than before, relayed to an
       ev("message_delta", { delta: { stop_reason: "end_turn", stop_sequence: null }, usage: { input_tokens: 9, output_tokens: 4 } }),
     ];
     script = (_request, socket) => socket.write(head + [start, text, ...deltas, stop].map(chunked).join("") + "0\r\n\r\n");
-    const res = await post(gw, "/v1/messages", { model: "test/raw-claude", max_tokens: 50, messages: [{ role: "user", content: "Hi" }], stream: true });
+    const res = await post(gw, "/v1/messages", { model: ANTHROPIC_MODEL, max_tokens: 50, messages: [{ role: "user", content: "Hi" }], stream: true });
     const body = await res.text();
     for (const delta of deltas) expect(body).toContain(delta);
     expect(finalUsage(body)).toMatchObject({ input_tokens: 9, cache_read_input_tokens: 100, output_tokens: 4 });
