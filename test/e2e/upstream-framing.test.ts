@@ -182,6 +182,33 @@ describe("an answer cut off after its head", () => {
       await g.stop();
     }
   });
+  test("frames in the same read as the bytes that break the framing are the answer's: a whole stream whose last chunk is broken is answered and charged, not a free 502", async () => {
+    const frames = [
+      chunk({ choices: [{ index: 0, delta: { role: "assistant", content: "Hello" }, finish_reason: null }] }),
+      chunk({ choices: [{ index: 0, delta: {}, finish_reason: "stop" }], usage: { prompt_tokens: 9, completion_tokens: 2, total_tokens: 11 } }),
+      "data: [DONE]\n\n",
+    ];
+    const sized = (text: string) => `${Buffer.byteLength(text).toString(16)}\r\n${text}\r\n`;
+    // One write: the head, every frame, then a chunk size that is not hex where the last chunk goes.
+    const raw = rawUpstream((_req, socket) => socket.write(`HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\ntransfer-encoding: chunked\r\n\r\n${frames.map(sized).join("")}zz\r\n`));
+    raws.push(raw);
+    const g = await startGateway({ upstreamUrl: raw.url, retry: { max_retries: 0 } });
+    try {
+      const before = await g.balanceMicro();
+      const res = await post(g, "/v1/chat/completions", { model: OPENAI_MODEL, messages: question, stream: true });
+      // Without the fix: 502 "malformed data", nothing charged, the vendor's answer thrown away.
+      expect(res.status).toBe(200);
+      const got = sseFrames(await res.text());
+      expect(got.some((f) => f.data.includes('"content":"Hello"'))).toBe(true);
+      expect(got.at(-1)!.data).toBe("[DONE]");
+      expect(before - (await g.balanceMicro())).toBeGreaterThan(0);
+      const record = g.db.query<{ status: string; prompt_tokens: number; completion_tokens: number }, []>("SELECT status, prompt_tokens, completion_tokens FROM usage_records").get()!;
+      expect(record).toEqual({ status: "ok", prompt_tokens: 9, completion_tokens: 2 });
+    } finally {
+      await g.stop();
+    }
+  });
+
   test("broken chunk framing after the stream started is told as malformed data, not a lost connection; chunk sizes with leading zeros are read", async () => {
     const frame = chunk({ choices: [{ index: 0, delta: { content: "Hello" }, finish_reason: null }] });
     const sized = (text: string, pad = "") => `${pad}${Buffer.byteLength(text).toString(16)}\r\n${text}\r\n`;

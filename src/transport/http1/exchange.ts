@@ -105,6 +105,14 @@ class Exchange implements ConnectionOwner, ResponseSink, BodyQueueOwner {
     try {
       this.parser.push(bytes);
     } catch (err) {
+      // What this read held before the bytes that broke the framing is the answer's, in order
+      // before the failure: dropped, a stream's last frames (its end marker with them) read in the
+      // same read as a broken last chunk were lost, and a whole answer the vendor had made and
+      // billed was a free 502 (a raw-TCP probe, twenty-first session).
+      if (this.queue && this.pieces.length > 0) {
+        this.queue.push(this.pieces, true);
+        this.pieces.length = 0;
+      }
       return this.fail(err);
     }
     const queue = this.queue;
