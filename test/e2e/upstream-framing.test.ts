@@ -209,6 +209,29 @@ describe("an answer cut off after its head", () => {
     }
   });
 
+  test("a break mid-stream: the frames of the read that broke go out before the error frame", async () => {
+    const text = (t: string) => chunk({ choices: [{ index: 0, delta: { content: t }, finish_reason: null }] });
+    const sized = (t: string) => `${Buffer.byteLength(t).toString(16)}\r\n${t}\r\n`;
+    const raw = rawUpstream((_req, socket) => {
+      socket.write(`HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\ntransfer-encoding: chunked\r\n\r\n${sized(text("Hel"))}`);
+      // One later read: a whole frame, then a chunk size that is not hex.
+      setTimeout(() => socket.write(`${sized(text("lo"))}zz\r\n`), 30);
+    });
+    raws.push(raw);
+    const g = await startGateway({ upstreamUrl: raw.url, retry: { max_retries: 0 } });
+    try {
+      const res = await post(g, "/v1/chat/completions", { model: OPENAI_MODEL, messages: question, stream: true });
+      expect(res.status).toBe(200);
+      const frames = sseFrames(await res.text());
+      const contents = frames.slice(0, -1).map((f) => JSON.parse(f.data).choices?.[0]?.delta?.content).filter(Boolean);
+      // Without the fix "lo" was dropped with the bytes after it.
+      expect(contents.join("")).toBe("Hello");
+      expect(JSON.parse(frames.at(-1)!.data).error.message).toContain("malformed data");
+    } finally {
+      await g.stop();
+    }
+  });
+
   test("broken chunk framing after the stream started is told as malformed data, not a lost connection; chunk sizes with leading zeros are read", async () => {
     const frame = chunk({ choices: [{ index: 0, delta: { content: "Hello" }, finish_reason: null }] });
     const sized = (text: string, pad = "") => `${pad}${Buffer.byteLength(text).toString(16)}\r\n${text}\r\n`;
