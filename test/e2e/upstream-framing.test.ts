@@ -8,8 +8,8 @@ import { afterEach, describe, expect, test } from "bun:test";
 import OpenAI from "openai";
 import Anthropic from "@anthropic-ai/sdk";
 import { useFakeUpstream } from "../helpers/fake-upstream.ts";
-import { ANTHROPIC_MODEL, OPENAI_MODEL, post, sseFrames, startGateway, useGateway } from "../helpers/gateway.ts";
-import { rawUpstream, type RawUpstream } from "../helpers/raw-upstream.ts";
+import { ANTHROPIC_MODEL, OPENAI_MODEL, post, sseFrames, startGateway, useGateway, type Gateway } from "../helpers/gateway.ts";
+import { rawUpstream, type RawSocket, type RawUpstream } from "../helpers/raw-upstream.ts";
 
 const upstream = useFakeUpstream();
 const gw = useGateway(() => ({ upstreamUrl: upstream.url, retry: { max_retries: 0 } }));
@@ -163,24 +163,34 @@ describe("an answer cut off after its head", () => {
   afterEach(() => {
     for (const r of raws.splice(0)) r.stop();
   });
-
-  test("is an unreadable answer from an upstream that was reached, not one that could not be reached", async () => {
-    const raw = rawUpstream((_req, socket) => {
-      socket.write('HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ncontent-length: 300\r\n\r\n{"id":');
-      socket.end();
-    });
+  /** A gateway in front of a raw upstream that answers each request with `answer`; stopped once `use` is done. */
+  async function againstRaw(answer: (socket: RawSocket) => void, use: (g: Gateway) => Promise<void>): Promise<void> {
+    const raw = rawUpstream((_req, socket) => answer(socket));
     raws.push(raw);
     const g = await startGateway({ upstreamUrl: raw.url, retry: { max_retries: 0 } });
     try {
+      await use(g);
+    } finally {
+      await g.stop();
+    }
+  }
+  /** One chunk of a chunked body (`pad`: leading zeros on its size). */
+  const sized = (text: string, pad = "") => `${pad}${Buffer.byteLength(text).toString(16)}\r\n${text}\r\n`;
+  const SSE_HEAD = "HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\ntransfer-encoding: chunked\r\n\r\n";
+
+  test("is an unreadable answer from an upstream that was reached, not one that could not be reached", async () => {
+    const answer = (socket: RawSocket) => {
+      socket.write('HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ncontent-length: 300\r\n\r\n{"id":');
+      socket.end();
+    };
+    await againstRaw(answer, async (g) => {
       const before = await g.balanceMicro();
       const res = await post(g, "/v1/chat/completions", { model: OPENAI_MODEL, messages: question });
       expect(res.status).toBe(502);
       expect(((await res.json()) as any).error.message).toBe("The upstream provider sent an unreadable answer. Retrying is appropriate.");
       // A failure before any answer costs nothing.
       expect(await g.balanceMicro()).toBe(before);
-    } finally {
-      await g.stop();
-    }
+    });
   });
   test("frames in the same read as the bytes that break the framing are the answer's: a whole stream whose last chunk is broken is answered and charged, not a free 502", async () => {
     const frames = [
@@ -188,12 +198,8 @@ describe("an answer cut off after its head", () => {
       chunk({ choices: [{ index: 0, delta: {}, finish_reason: "stop" }], usage: { prompt_tokens: 9, completion_tokens: 2, total_tokens: 11 } }),
       "data: [DONE]\n\n",
     ];
-    const sized = (text: string) => `${Buffer.byteLength(text).toString(16)}\r\n${text}\r\n`;
     // One write: the head, every frame, then a chunk size that is not hex where the last chunk goes.
-    const raw = rawUpstream((_req, socket) => socket.write(`HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\ntransfer-encoding: chunked\r\n\r\n${frames.map(sized).join("")}zz\r\n`));
-    raws.push(raw);
-    const g = await startGateway({ upstreamUrl: raw.url, retry: { max_retries: 0 } });
-    try {
+    await againstRaw((socket) => socket.write(`${SSE_HEAD}${frames.map((f) => sized(f)).join("")}zz\r\n`), async (g) => {
       const before = await g.balanceMicro();
       const res = await post(g, "/v1/chat/completions", { model: OPENAI_MODEL, messages: question, stream: true });
       // Without the fix: 502 "malformed data", nothing charged, the vendor's answer thrown away.
@@ -204,22 +210,17 @@ describe("an answer cut off after its head", () => {
       expect(before - (await g.balanceMicro())).toBeGreaterThan(0);
       const record = g.db.query<{ status: string; prompt_tokens: number; completion_tokens: number }, []>("SELECT status, prompt_tokens, completion_tokens FROM usage_records").get()!;
       expect(record).toEqual({ status: "ok", prompt_tokens: 9, completion_tokens: 2 });
-    } finally {
-      await g.stop();
-    }
+    });
   });
 
   test("a break mid-stream: the frames of the read that broke go out before the error frame", async () => {
     const text = (t: string) => chunk({ choices: [{ index: 0, delta: { content: t }, finish_reason: null }] });
-    const sized = (t: string) => `${Buffer.byteLength(t).toString(16)}\r\n${t}\r\n`;
-    const raw = rawUpstream((_req, socket) => {
-      socket.write(`HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\ntransfer-encoding: chunked\r\n\r\n${sized(text("Hel"))}`);
+    const answer = (socket: RawSocket) => {
+      socket.write(SSE_HEAD + sized(text("Hel")));
       // One later read: a whole frame, then a chunk size that is not hex.
       setTimeout(() => socket.write(`${sized(text("lo"))}zz\r\n`), 30);
-    });
-    raws.push(raw);
-    const g = await startGateway({ upstreamUrl: raw.url, retry: { max_retries: 0 } });
-    try {
+    };
+    await againstRaw(answer, async (g) => {
       const res = await post(g, "/v1/chat/completions", { model: OPENAI_MODEL, messages: question, stream: true });
       expect(res.status).toBe(200);
       const frames = sseFrames(await res.text());
@@ -227,28 +228,21 @@ describe("an answer cut off after its head", () => {
       // Without the fix "lo" was dropped with the bytes after it.
       expect(contents.join("")).toBe("Hello");
       expect(JSON.parse(frames.at(-1)!.data).error.message).toContain("malformed data");
-    } finally {
-      await g.stop();
-    }
+    });
   });
 
   test("broken chunk framing after the stream started is told as malformed data, not a lost connection; chunk sizes with leading zeros are read", async () => {
     const frame = chunk({ choices: [{ index: 0, delta: { content: "Hello" }, finish_reason: null }] });
-    const sized = (text: string, pad = "") => `${pad}${Buffer.byteLength(text).toString(16)}\r\n${text}\r\n`;
-    const raw = rawUpstream((_req, socket) => {
-      socket.write(`HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\ntransfer-encoding: chunked\r\n\r\n${sized(frame, "0000000000")}`);
+    const answer = (socket: RawSocket) => {
+      socket.write(SSE_HEAD + sized(frame, "0000000000"));
       setTimeout(() => socket.write("zz\r\nnot a chunk\r\n"), 30);
-    });
-    raws.push(raw);
-    const g = await startGateway({ upstreamUrl: raw.url, retry: { max_retries: 0 } });
-    try {
+    };
+    await againstRaw(answer, async (g) => {
       const res = await post(g, "/v1/chat/completions", { model: OPENAI_MODEL, messages: question, stream: true });
       expect(res.status).toBe(200);
       const frames = sseFrames(await res.text());
       expect(frames.some((f) => f.data.includes('"content":"Hello"'))).toBe(true);
       expect(JSON.parse(frames.at(-1)!.data).error.message).toContain("malformed data");
-    } finally {
-      await g.stop();
-    }
+    });
   });
 });
