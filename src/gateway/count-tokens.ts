@@ -7,7 +7,7 @@ import { leaveOutToolResultMedia } from "../formats/common/content-text.ts";
 import { accountRefusal, clientClosed } from "./attempt.ts";
 import { Deadline } from "./deadline.ts";
 import type { ForwardDeps } from "./forward.ts";
-import { GatewayError } from "../streaming/gateway-error.ts";
+import { GatewayError, NO_RETRY } from "../streaming/gateway-error.ts";
 import { promptText } from "../formats/prepare-upstream.ts";
 import { upstreamStatusError } from "../providers/upstream-errors.ts";
 import { withKey } from "../providers/key-pools.ts";
@@ -170,7 +170,7 @@ function inputTokens(count: number): Response {
 function countedModel(catalogue: Catalogue, name: string, allowed: readonly string[] | null): ModelConfig {
   const model = catalogue.get(name);
   if (!model) throw new GatewayError(404, "not_found", `The model "${name.slice(0, 200)}" does not exist. GET /v1/models lists the available ids.`);
-  if (allowed !== null && !modelAllowed(allowed, model.id)) throw new GatewayError(403, "permission", modelRefusal(allowed, model.id));
+  if (allowed !== null && !modelAllowed(allowed, model.id)) throw new GatewayError(403, "permission", modelRefusal(allowed, model.id), NO_RETRY);
   if (model.category === "embedding") throw new GatewayError(400, "invalid_request", `The model "${model.id}" is an embedding model: it takes no messages.`);
   return model;
 }

@@ -3,7 +3,7 @@ import type { Settings } from "../config/load-config.ts";
 import type { Ledger } from "../billing/ledger.ts";
 import type { Logger } from "../log/log.ts";
 import type { ClientFormat } from "../formats/format.ts";
-import { GatewayError } from "../streaming/gateway-error.ts";
+import { GatewayError, NO_RETRY } from "../streaming/gateway-error.ts";
 import type { EndOfTurn } from "./end-of-turn.ts";
 import type { Ticker } from "../streaming/ticker.ts";
 import type { Tokenizer } from "../billing/token-estimate.ts";
@@ -356,10 +356,10 @@ function refuseUnlessStillGood(keys: KeyResolver | undefined, principal: ActiveK
 
 /** Admission's refusal of a key that no longer works (or no longer for `modelId`), thrown. */
 function refuseUnlessWorks(admitted: ActiveKey, found: ActiveKey | null, modelId: string): void {
-  if (found === null) throw new GatewayError(401, "authentication", INVALID_KEY);
-  if (found.accountSuspended) throw new GatewayError(403, "permission", ACCOUNT_SUSPENDED);
+  if (found === null) throw new GatewayError(401, "authentication", INVALID_KEY, NO_RETRY);
+  if (found.accountSuspended) throw new GatewayError(403, "permission", ACCOUNT_SUSPENDED, NO_RETRY);
   // The same object: its lookup stands, so its list is the one admission checked.
-  if (found !== admitted && !modelAllowed(found.models, modelId)) throw new GatewayError(403, "permission", modelRefusal(found.models!, modelId));
+  if (found !== admitted && !modelAllowed(found.models, modelId)) throw new GatewayError(403, "permission", modelRefusal(found.models!, modelId), NO_RETRY);
 }
 
 /** The conversation a request belongs to, hashed (the raw id goes nowhere), for vendor key affinity. */

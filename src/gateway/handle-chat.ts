@@ -4,7 +4,7 @@ import type { ClientFormat } from "../formats/format.ts";
 import { assertAnthropicTextOnly, assertOpenAITextOnly, leaveOutToolResultMedia, UnsupportedContentError } from "../formats/common/content-text.ts";
 import { forward, type ForwardDeps, type ForwardRequest } from "./forward.ts";
 import type { ActiveKey } from "../accounts/account-store.ts";
-import { GatewayError } from "../streaming/gateway-error.ts";
+import { GatewayError, NO_RETRY } from "../streaming/gateway-error.ts";
 import { checkAnthropicContent, checkOpenAIContent, refuseThread } from "./check-content.ts";
 import { modelAllowed, modelRefusal } from "../accounts/model-access.ts";
 
@@ -114,7 +114,7 @@ export function resolveCandidates(catalogue: Catalogue, body: Record<string, unk
   });
   // After every name resolved, so a request naming an unknown model gets the 404 either way.
   if (allowed !== null) {
-    for (const model of resolved) if (!modelAllowed(allowed, model.id)) throw new GatewayError(403, "permission", modelRefusal(allowed, model.id));
+    for (const model of resolved) if (!modelAllowed(allowed, model.id)) throw new GatewayError(403, "permission", modelRefusal(allowed, model.id), NO_RETRY);
   }
   return resolved;
 }

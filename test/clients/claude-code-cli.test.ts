@@ -23,6 +23,7 @@ import { claudeCodeScript, FINAL_TEXT, WRITE_CONTENT, type TurnUsage } from "../
 import { answerWith, responsesFrames, USAGE } from "../helpers/responses-wire.ts";
 import { reasoningDialect, scripted, scriptedReply, withWait, SCRIPTED_SIGNATURE } from "../helpers/scripted-answers.ts";
 import { MEDIA_LEFT_OUT } from "../../src/formats/common/content-text.ts";
+import { until } from "../helpers/until.ts";
 
 const bin = process.env.CLAUDE_CODE_BIN;
 const available = bin !== undefined && existsSync(bin);
@@ -34,8 +35,13 @@ const upstream = useFakeUpstream({ strict: true });
 const pricing = { input_per_mtok: 3000, output_per_mtok: 15000 };
 /** Short, so an answer whose first text comes late finds the head gone first (see "the first text late"). */
 const KEEPALIVE_MS = 400;
+const ADMIN = "admin-claude-code-cli-0123456789abcdef0123";
+/** The gateway's log: the statuses it answered Claude Code with. */
+const logLines: { message: string; path?: string; status?: number }[] = [];
 const gw = useGateway(() => ({
   upstreamUrl: upstream.url,
+  adminToken: ADMIN,
+  log: (_level, message, fields) => logLines.push({ message, ...fields } as { message: string }),
   credits: 100_000,
   keepaliveMs: KEEPALIVE_MS,
   extraModels: [
@@ -306,6 +312,47 @@ describe.skipIf(!available)("Claude Code CLI through the gateway: a tool loop as
       expect(failure.result).toContain("The upstream provider failed (status 500). Retrying is appropriate.");
       expect(upstream.requests.filter((r) => r.path === "/v1/messages")).toHaveLength(3);
       expect(await gw.balanceMicro()).toBe(before);
+    } finally {
+      upstream.reset();
+      rmSync(work, { recursive: true, force: true });
+      rmSync(home, { recursive: true, force: true });
+    }
+  }, 40_000);
+
+  test("a key revoked between two turns of a tool loop: the turn under way finishes and is charged; the next is refused once, and Claude Code says the key is invalid at once", async () => {
+    // Claude Code retries a 401 (CLAUDE_CODE_MAX_RETRIES, 10 by default, backing off to 32 s: over
+    // two minutes of silence) unless the answer says `x-should-retry: false`, as the gateway's does.
+    const work = mkdtempSync(join(tmpdir(), "switchyard-cc-work-"));
+    const home = mkdtempSync(join(tmpdir(), "switchyard-cc-home-"));
+    try {
+      writeFileSync(join(home, ".claude.json"), JSON.stringify({ hasCompletedOnboarding: true }));
+      const target = join(work, "hello.txt");
+      const { id, key } = (await gw.app.services.accounts.createKey(gw.accountId, "revoked mid-session"))!;
+      const script = claudeCodeScript(target, { strict: true });
+      // Turn 1 (the Write call) is held open until the key is revoked, then finishes.
+      upstream.reply((rec) => {
+        const answer = script(rec);
+        return answer.kind === "sse" ? { ...answer, chunks: answer.chunks.slice(0, 1), holdOpen: true, afterHold: answer.chunks.slice(1) } : answer;
+      });
+      upstream.reply(script);
+      const seen = logLines.length;
+      const running = runClaude("claude-sonnet-4-5", work, home, { key, env: { CLAUDE_CODE_MAX_RETRIES: "2" } });
+      await until("turn 1 is under way", 20_000, () => upstream.openStreams() === 1);
+      expect((await fetch(`${gw.url}/v1/admin/keys/${id}`, { method: "DELETE", headers: { authorization: `Bearer ${ADMIN}` } })).status).toBe(200);
+      upstream.finishHeld();
+      const run = await running;
+      expect(run.exitCode, `${run.stdout}\n${run.stderr}`).toBe(1);
+      const result = JSON.parse(run.stdout);
+      expect(result).toMatchObject({ is_error: true, api_error_status: 401, api_error_type: "authentication_error" });
+      expect(result.result).toContain("Invalid API key");
+      // The answer under way was the model's to finish: its Write ran.
+      expect(readFileSync(target, "utf8")).toBe(WRITE_CONTENT);
+      const statuses = logLines.slice(seen).filter((l) => l.message === "request" && l.path === "/v1/messages").map((l) => l.status);
+      expect(statuses).toEqual([200, 401]);
+      expect(upstream.requests.filter((r) => r.path === "/v1/messages")).toHaveLength(1);
+      await gw.app.services.settled();
+      const charged = gw.db.query<{ n: number }, [string]>("SELECT COUNT(*) AS n FROM usage_records WHERE key_id = ? AND status = 'ok' AND cost_micro > 0").get(id)!.n;
+      expect(charged).toBe(1);
     } finally {
       upstream.reset();
       rmSync(work, { recursive: true, force: true });

@@ -96,6 +96,37 @@ describe("401 comes before everything else", () => {
   });
 });
 
+describe("refusals of the key itself say not to retry (x-should-retry: false)", () => {
+  // The same key meets the same refusal until an operator acts. Claude Code retries a 401 (up to
+  // CLAUDE_CODE_MAX_RETRIES, 10 by default, backing off to 32 s: over two minutes before the user
+  // reads "Invalid API key") unless the answer says `x-should-retry: false`; the SDKs do not retry
+  // a 401 or 403 either way. Its apiKeyHelper rotation still retries: that rule comes first.
+  const sayNoRetry = (res: Response) => expect([res.status, res.headers.get("x-should-retry")]);
+  test("an unknown or revoked key: 401, on both formats", async () => {
+    const { id, key } = (await gw.app.services.accounts.createKey(gw.accountId, "to revoke"))!;
+    await gw.app.services.accounts.revokeKey(id);
+    const send = (path: string, body: unknown, auth: Record<string, string>) => fetch(gw.url + path, { method: "POST", headers: { "content-type": "application/json", ...auth }, body: JSON.stringify(body) });
+    const auths: Record<string, string>[] = [{ authorization: `Bearer ${key}` }, { "x-api-key": key }, { authorization: "Bearer svc-sk-nope" }, {}];
+    for (const auth of auths) {
+      sayNoRetry(await send("/v1/chat/completions", { model: OPENAI_MODEL, messages: question }, auth)).toEqual([401, "false"]);
+      sayNoRetry(await send("/v1/messages", { model: ANTHROPIC_MODEL, max_tokens: 10, messages: question }, auth)).toEqual([401, "false"]);
+    }
+  });
+  test("a model the key may not use: 403, for answers and for token counts", async () => {
+    const key = (await gw.app.services.accounts.createKey(gw.accountId, { name: "narrow", models: ["nothing/else"] }))!.key;
+    const auth = { authorization: `Bearer ${key}` };
+    sayNoRetry(await post(gw, "/v1/chat/completions", { model: OPENAI_MODEL, messages: question }, auth)).toEqual([403, "false"]);
+    sayNoRetry(await post(gw, "/v1/messages", { model: ANTHROPIC_MODEL, max_tokens: 10, messages: question }, auth)).toEqual([403, "false"]);
+    sayNoRetry(await post(gw, "/v1/messages/count_tokens", { model: ANTHROPIC_MODEL, messages: question }, auth)).toEqual([403, "false"]);
+  });
+  test("a suspended account: 403", async () => {
+    const account = await gw.app.services.accounts.createAccount("to suspend", 1_000_000);
+    const key = (await gw.app.services.accounts.createKey(account.id, "k"))!.key;
+    await gw.app.services.accounts.updateAccount(account.id, { suspended: true });
+    sayNoRetry(await post(gw, "/v1/messages", { model: ANTHROPIC_MODEL, max_tokens: 10, messages: question }, { authorization: `Bearer ${key}` })).toEqual([403, "false"]);
+  });
+});
+
 describe("upstream failures", () => {
   test("upstream 500 → 502, nothing charged", async () => {
     const before = await gw.balanceMicro();

@@ -88,6 +88,8 @@ describe("a key that stops being good while its request is under way (SQLite)", 
     upstream.finishHeld();
     const res = await pending;
     expect(res.status).toBe(401);
+    // As admission's: the same key meets the same refusal (Claude Code would retry it otherwise).
+    expect(res.headers.get("x-should-retry")).toBe("false");
     expect(await res.json()).toEqual({ type: "error", error: { type: "authentication_error", message: INVALID } });
     expect(upstream.requests.length).toBe(asked + 1);
   });

@@ -2,6 +2,7 @@ import { Elysia } from "elysia";
 import type { KeyResolver } from "../../accounts/key-resolver.ts";
 import { extractKey, isWellFormedKey } from "../../accounts/key-resolver.ts";
 import { ACCOUNT_SUSPENDED, INVALID_KEY, type ActiveKey } from "../../accounts/account-store.ts";
+import { NO_RETRY } from "../../streaming/gateway-error.ts";
 import type { RateLimitStore } from "../../limits/rate-limiter.ts";
 import { formatResetDuration, retryAfterSeconds, type BucketDecision } from "../../limits/token-bucket.ts";
 import { errorResponse } from "./errors.ts";
@@ -167,7 +168,7 @@ export function admissionPlugin(o: AdmissionOptions) {
   ): Response | undefined | Promise<Response | undefined> {
     if (!found) {
       o.onRejected(request, 401);
-      return errorResponse(anthropic, 401, "authentication", INVALID_KEY, unreadBodyHeaders(request));
+      return errorResponse(anthropic, 401, "authentication", INVALID_KEY, { ...NO_RETRY, ...unreadBodyHeaders(request) });
     }
     if (tooLarge) return tooLarge();
     o.principals.attach(request, found);
@@ -177,7 +178,7 @@ export function admissionPlugin(o: AdmissionOptions) {
     if (path === KEY_INFO_PATH) return undefined;
     if (found.accountSuspended) {
       o.onRejected(request, 403);
-      return errorResponse(anthropic, 403, "permission", ACCOUNT_SUSPENDED, unreadBodyHeaders(request));
+      return errorResponse(anthropic, 403, "permission", ACCOUNT_SUSPENDED, { ...NO_RETRY, ...unreadBodyHeaders(request) });
     }
 
     // Token counts (Claude Code sends dozens for one `/context`) have a bucket of their own,

@@ -2,7 +2,7 @@ import { Elysia } from "elysia";
 import { INVALID_KEY, type AccountStore } from "../../accounts/account-store.ts";
 import type { Ledger } from "../../billing/ledger.ts";
 import { microToCredits } from "../../billing/money.ts";
-import { GatewayError } from "../../streaming/gateway-error.ts";
+import { GatewayError, NO_RETRY } from "../../streaming/gateway-error.ts";
 import { KEY_INFO_PATH, type Principals } from "../plugins/admission.ts";
 
 export interface KeyRouteDeps {
@@ -30,7 +30,7 @@ export function keyRoute(deps: KeyRouteDeps) {
     const [key, balance] = await Promise.all([deps.accounts.getKey(principal.keyId), deps.ledger.balance(principal.accountId)]);
     // Revoked between admission and here: as unknown as any other key that no longer works.
     if (!key || key.revoked_at !== null || !balance) {
-      throw new GatewayError(401, "authentication", INVALID_KEY);
+      throw new GatewayError(401, "authentication", INVALID_KEY, NO_RETRY);
     }
     return {
       account: {
