@@ -10,7 +10,7 @@ import { beforeAll, describe, expect, test } from "bun:test";
 import OpenAI from "openai";
 import Anthropic from "@anthropic-ai/sdk";
 import { useFakeUpstream, type Reply } from "../helpers/fake-upstream.ts";
-import { useGateway, ANTHROPIC_MODEL, OPENAI_MODEL } from "../helpers/gateway.ts";
+import { useGateway, post, startGateway, ANTHROPIC_MODEL, OPENAI_MODEL } from "../helpers/gateway.ts";
 import { scripted } from "../helpers/scripted-answers.ts";
 import { until } from "../helpers/until.ts";
 
@@ -160,6 +160,42 @@ describe("the SDKs' own retries, left on as users leave them", () => {
     expect(await (await held).text()).toEndWith("data: [DONE]\n\n");
     // `retry-after: 1` was waited for: the SDKs' own first backoff is 0.375 to 0.5 s, and the slot was free at once.
     expect(Date.now() - started).toBeGreaterThanOrEqual(900);
+  });
+
+  test.each([["openai"], ["anthropic"]])("%s SDK: a 429 of a fast key's rate is tried again after the exact retry-after-ms, not the rounded-up second", async (sdk) => {
+    // A clock of the test's own: 120 requests a minute, all spent at one instant, so the next token
+    // is exactly 500 ms away (`retry-after: 1`, `retry-after-ms: 500`). The clock moves on by that
+    // when the SDK is refused, so the SDK's retry finds the token whatever it waited.
+    let now = 1_800_000_000_000;
+    const fast = await startGateway({ upstreamUrl: upstream.url, retry: { max_retries: 0 }, now: () => now });
+    try {
+      const key = (await fast.app.services.accounts.createKey(fast.accountId, { name: "fast", rateLimitPerMinute: 120 }))!.key;
+      for (let i = 0; i < 120; i++) expect((await post(fast, "/v1/chat/completions", "{not json", { authorization: `Bearer ${key}` })).status).toBe(400);
+      const statuses: number[] = [];
+      let refusedAt = 0;
+      let waited = 0;
+      const watch = (async (input: any, init?: any) => {
+        if (refusedAt) waited = performance.now() - refusedAt;
+        const res = await fetch(input, init);
+        statuses.push(res.status);
+        if (res.status === 429) {
+          expect([res.headers.get("retry-after"), res.headers.get("retry-after-ms")]).toEqual(["1", "500"]);
+          now += 500;
+          refusedAt = performance.now();
+        }
+        return res;
+      }) as typeof fetch;
+      const answer = sdk === "openai"
+        ? (await new OpenAI({ baseURL: `${fast.url}/v1`, apiKey: key, maxRetries: 2, fetch: watch }).chat.completions.create(chatBody({} as Case))).choices[0]!.message.content
+        : ((await new Anthropic({ baseURL: fast.url, apiKey: key, maxRetries: 2, fetch: watch }).messages.create(messagesBody({} as Case))).content[0] as { text: string }).text;
+      expect(answer).toBe("Echo: hello");
+      expect(statuses).toEqual([429, 200]);
+      // Half a second, as told (the whole second `retry-after` alone makes the SDKs wait).
+      expect(waited).toBeGreaterThanOrEqual(450);
+      expect(waited).toBeLessThan(900);
+    } finally {
+      await fast.stop();
+    }
   });
 
   test.each([["openai"], ["anthropic"]])("%s SDK: a 402 is not tried again (x-should-retry: false), whatever maxRetries says", async (sdk) => {

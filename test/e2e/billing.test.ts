@@ -504,6 +504,8 @@ describe("rate limit", () => {
       const limited = await post(gw, "/v1/messages", { model: ANTHROPIC_MODEL, max_tokens: 5, messages: question });
       expect(limited.status).toBe(429);
       expect(limited.headers.get("retry-after")).toBe("1");
+      // The exact wait, which the SDKs read first: one token of 60 a minute.
+      expect(limited.headers.get("retry-after-ms")).toBe("1000");
       const body = (await limited.json()) as any;
       expect(body).toMatchObject({ type: "error", error: { type: "rate_limit_error" } });
       expect(upstream.requests.length).toBe(30);

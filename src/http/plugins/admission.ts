@@ -255,8 +255,10 @@ export function admissionPlugin(o: AdmissionOptions) {
     if (!decision.allowed) {
       const wait = retryAfterSeconds(decision);
       o.onRejected(request, 429);
+      // The exact wait beside the whole seconds: the openai and Anthropic SDKs read `retry-after-ms`
+      // first, so a key of 600 a minute is asked again after 100 ms, not after a rounded-up second.
       return errorResponse(anthropic, 429, "rate_limit", `Rate limit exceeded: ${perMinute} requests per minute for ${whose}. Retry after ${wait} s.`,
-        { ...rate, "retry-after": String(wait), ...unreadBodyHeaders(request) });
+        { ...rate, "retry-after": String(wait), "retry-after-ms": String(decision.retryAfterMs), ...unreadBodyHeaders(request) });
     }
     return undefined;
   }
