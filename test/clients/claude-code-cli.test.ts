@@ -148,7 +148,12 @@ describe.skipIf(!available)("Claude Code CLI through the gateway", () => {
       const result = JSON.parse(run.stdout);
       expect(result).toMatchObject({ type: "result", subtype: "success", result: FINAL_TEXT, num_turns: 2 });
       await gw.app.services.settled();
-      expect(before - (await gw.balanceMicro())).toBe(priced(turns[1]) + priced(turns[2]));
+      const charged = before - (await gw.balanceMicro());
+      expect(charged).toBe(priced(turns[1]) + priced(turns[2]));
+      // What Claude Code's /cost shows (its own list prices for the name it asked for, cache
+      // classes included) is the bill, at the catalogue's US$ 1 = 1,000 credits.
+      expect(Math.round(result.total_cost_usd * 1_000 * 1_000_000)).toBe(charged);
+      expect(result.modelUsage["claude-sonnet-4-5"]).toMatchObject({ cacheCreationEphemeral5mInputTokens: 1_620, cacheCreationEphemeral1hInputTokens: 500 });
       // Claude Code read the cache counts the gateway sent it, as from Anthropic.
       expect(result.usage).toMatchObject({
         input_tokens: turns[1].input + turns[2].input,
