@@ -97,13 +97,50 @@ export interface KeySummary {
 }
 
 /** An account as the admin API shows it: balance, what open requests hold, its limit, keys (summaries only). */
-export interface AccountDescription extends Account, AccountLimits, AccountSuspension {
+export interface AccountDescription extends AccountFacts {
+  keys: KeySummary[];
+}
+
+/** An account's description without its keys (the console reads those a page at a time: `listKeyPage`). */
+export interface AccountFacts extends Account, AccountLimits, AccountSuspension {
   reserved: number;
   spend_limit: number | null;
   spend_limit_period: SpendPeriod | null;
   spent_in_period: number;
   period_resets_at: string | null;
-  keys: KeySummary[];
+}
+
+/**
+ * A page of an account's keys: those in use (not revoked, not expired) first, then the revoked and
+ * expired ones, newest first within each. `state` keeps only one of the two; `search` only keys whose
+ * name contains it (ASCII letters in any case), whose shown form `svc-sk-abcd…wxyz` contains it, or
+ * whose id it is. An account that rotates a key every hour has 10,000 in 14 months: read whole, its
+ * console page was a 3.5 MB answer on each view and after each change (a console probe).
+ */
+export interface KeyPageQuery {
+  offset: number;
+  limit: number;
+  state?: KeyState | null;
+  search?: string | null;
+}
+export type KeyState = "active" | "inactive";
+/** `total`: the keys the query matches, on every page. */
+export interface KeyPage {
+  data: KeySummary[];
+  total: number;
+}
+
+/** The largest page of keys. */
+export const MAX_KEY_PAGE = 500;
+
+/** SQL true for a key (`alias`) in use at `now` (a parameter): not revoked, not expired. What MAX_ACTIVE_KEYS counts. */
+export function keyInUseSql(alias: string, now: string): string {
+  return `(${alias}.revoked_at IS NULL AND (${alias}.expires_at IS NULL OR ${alias}.expires_at > ${now}))`;
+}
+
+/** What a key search looks for, as both stores compare it: trimmed, ASCII letters lower-cased (asciiLower). */
+export function keySearchTerm(search: string | null | undefined): string {
+  return asciiLower((search ?? "").trim());
 }
 
 /**
@@ -183,9 +220,13 @@ export interface AccountStore {
   /** The oldest account with this name (the demo account), or null. */
   findAccountByName(name: string): MaybePromise<Account | null>;
   describeAccount(id: string, heldMicro?: number): MaybePromise<AccountDescription | null>;
+  /** As describeAccount, without the keys. */
+  accountFacts(id: string, heldMicro?: number): MaybePromise<AccountFacts | null>;
   /** The plain key is returned once and never stored; only its SHA-256 is kept. Throws KeyLimitError at the cap. */
   createKey(accountId: string, options?: KeyOptions | string | null): MaybePromise<IssuedKey | null>;
   listKeys(accountId: string): MaybePromise<KeySummary[]>;
+  /** A page of the account's keys (KeyPageQuery says which and in what order). */
+  listKeyPage(accountId: string, query: KeyPageQuery): MaybePromise<KeyPage>;
   revokeKey(keyId: string): MaybePromise<boolean>;
   findActiveKey(keyHash: string): MaybePromise<ActiveKey | null>;
   /** One key's summary (revoked keys too), or null. */

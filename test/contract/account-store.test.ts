@@ -106,6 +106,44 @@ function accountStoreContract(name: string, make: () => Promise<AccountStore>, f
       expect(await store.getKey("key_missing")).toBeNull();
     });
 
+    test("a page of keys: in use first, then revoked and expired, newest first; by state; searched by name (any case), shown key or id; a total on every page", async () => {
+      let at = NOW;
+      const { store } = await fixture(() => at);
+      const account = await store.createAccount("paged", 1_000_000);
+      const made: { id: string; key: string }[] = [];
+      // One a minute, so the order made is the order of created_at.
+      for (const name of ["Old CI", "laptop", "ci runner", null, "expiring"]) {
+        made.push((await store.createKey(account.id, { name, expiresAt: name === "expiring" ? NOW + 10 * 60_000 : null }))!);
+        at += 60_000;
+      }
+      await store.revokeKey(made[0]!.id);
+      await store.revokeKey(made[2]!.id);
+      at = NOW + 20 * 60_000;
+      // In use: laptop (1), the unnamed (3); expired: expiring (4); revoked: Old CI (0), ci runner (2).
+      const ids = (page: { data: { id: string }[] }) => page.data.map((k) => made.findIndex((m) => m.id === k.id));
+      const all = await store.listKeyPage(account.id, { offset: 0, limit: 10 });
+      expect([ids(all), all.total]).toEqual([[3, 1, 4, 2, 0], 5]);
+      const second = await store.listKeyPage(account.id, { offset: 2, limit: 2 });
+      expect([ids(second), second.total]).toEqual([[4, 2], 5]);
+      expect(ids(await store.listKeyPage(account.id, { offset: 0, limit: 10, state: "active" }))).toEqual([3, 1]);
+      const inactive = await store.listKeyPage(account.id, { offset: 0, limit: 10, state: "inactive" });
+      expect([ids(inactive), inactive.total]).toEqual([[4, 2, 0], 3]);
+      // A name's letters in any case; the key as shown (svc-sk-abcd…wxyz) or part of it; the id.
+      expect(ids(await store.listKeyPage(account.id, { offset: 0, limit: 10, search: " CI " }))).toEqual([2, 0]);
+      expect(ids(await store.listKeyPage(account.id, { offset: 0, limit: 10, search: "ci", state: "inactive" }))).toEqual([2, 0]);
+      const shown = `${made[3]!.key.slice(0, 11)}…${made[3]!.key.slice(-4)}`;
+      expect(ids(await store.listKeyPage(account.id, { offset: 0, limit: 10, search: shown }))).toEqual([3]);
+      expect(ids(await store.listKeyPage(account.id, { offset: 0, limit: 10, search: made[1]!.id }))).toEqual([1]);
+      const none = await store.listKeyPage(account.id, { offset: 0, limit: 10, search: "nobody" });
+      expect([none.data, none.total]).toEqual([[], 0]);
+      expect(await store.listKeyPage("acct_missing", { offset: 0, limit: 10 })).toEqual({ data: [], total: 0 });
+      // The description without keys is the description less its keys.
+      const { keys, ...facts } = (await store.describeAccount(account.id))!;
+      expect(keys).toHaveLength(5);
+      expect(await store.accountFacts(account.id)).toEqual(facts);
+      expect(await store.accountFacts("acct_missing")).toBeNull();
+    });
+
     test("keys limited to models and to requests at once: stored at creation, changed and cleared by updateKey, seen by the key lookup", async () => {
       const store = await make();
       const account = await store.createAccount("scoped", 1_000_000);

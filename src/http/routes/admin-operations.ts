@@ -1,4 +1,4 @@
-import { CursorError, KeyLimitError, MAX_ACCOUNT_PAGE, type AccountPatch, type AccountStore, type KeyOptions, type KeyPatch } from "../../accounts/account-store.ts";
+import { CursorError, KeyLimitError, MAX_ACCOUNT_PAGE, MAX_KEY_PAGE, type AccountPatch, type AccountStore, type KeyOptions, type KeyPatch } from "../../accounts/account-store.ts";
 import { AdminInputError, parseCredits, parseIdempotencyKey, parseInstant, parseMaxConcurrent, parseModelPatterns, parseName, parseRateLimit, parseSpendPeriod, parseTopUp, parseUsageQuery } from "../../accounts/admin-input.ts";
 import type { KeyResolver } from "../../accounts/key-resolver.ts";
 import { BalanceCapError, DebitRefusedError, IdempotencyConflictError, type Ledger } from "../../billing/ledger.ts";
@@ -80,6 +80,31 @@ export function adminOperations(deps: AdminOperationDeps) {
       return found;
     },
 
+    /** As `account`, without the keys (the console reads those a page at a time: `keyPage`). */
+    async accountFacts(id: string) {
+      const found = await deps.accounts.accountFacts(id, (await deps.ledger.balance(id))?.heldMicro ?? 0);
+      if (!found) throw new GatewayError(404, "not_found", "No such account.");
+      return found;
+    },
+
+    /**
+     * A page of an account's keys (account-store.ts, KeyPageQuery): in use first, then revoked and
+     * expired, newest first; `offset` and `limit` as given, `next_offset` null on the last page.
+     */
+    async keyPage(accountId: string, query: { offset?: string; limit?: string; state?: string; search?: string }, defaultLimit = 50) {
+      const whole = (value: string | undefined, fallback: number, field: string, min: number, max: number) => {
+        const n = value === undefined || value === "" ? fallback : Number(value);
+        if (!Number.isInteger(n) || n < min || n > max) throw new GatewayError(400, "invalid_request", `${field} must be a whole number from ${min} to ${max}.`);
+        return n;
+      };
+      const limit = whole(query.limit, defaultLimit, "limit", 1, MAX_KEY_PAGE);
+      const offset = whole(query.offset, 0, "offset", 0, 10_000_000);
+      const state = query.state === undefined || query.state === "" ? null : query.state;
+      if (state !== null && state !== "active" && state !== "inactive") throw new GatewayError(400, "invalid_request", "state is active (not revoked, not expired) or inactive.");
+      const page = await deps.accounts.listKeyPage(accountId, { offset, limit, state, search: query.search ?? null });
+      return { object: "list" as const, data: page.data, total: page.total, offset, next_offset: offset + page.data.length < page.total ? offset + page.data.length : null };
+    },
+
     async createAccount(body: AccountBody) {
       const name = checked(() => parseName(body.name));
       const credits = micro(body.credits);
@@ -102,6 +127,12 @@ export function adminOperations(deps: AdminOperationDeps) {
     },
 
     async patchAccount(id: string, body: AccountPatchBody) {
+      await ops.updateAccount(id, body);
+      return ops.account(id);
+    },
+
+    /** patchAccount's change, answered by nothing (the console answers with the account's facts). */
+    async updateAccount(id: string, body: AccountPatchBody): Promise<void> {
       const patch: AccountPatch = {};
       if (body.name !== undefined) patch.name = checked(() => parseName(body.name));
       if (body.spend_limit !== undefined) patch.spendLimitMicro = body.spend_limit === null ? null : micro(body.spend_limit, "spend_limit");
@@ -113,7 +144,6 @@ export function adminOperations(deps: AdminOperationDeps) {
       // processes' within their change watch (SQLite) or key cache TTL (PostgreSQL).
       deps.keys.forgetAccount(id);
       deps.changed?.();
-      return ops.account(id);
     },
 
     async topUp(id: string, amountGiven: number, idempotencyKey: string | undefined) {

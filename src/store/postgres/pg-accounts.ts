@@ -1,5 +1,5 @@
 import {
-  activeKey, accountPageOf, asciiLower, periodSpentSql, decodeAccountCursor, iso, keyOptions, KeyLimitError, keySummary, MAX_ACTIVE_KEYS, newKey, periodResetsAt,
+  activeKey, accountPageOf, keyInUseSql, keySearchTerm, type AccountFacts, type KeyPage, type KeyPageQuery, asciiLower, periodSpentSql, decodeAccountCursor, iso, keyOptions, KeyLimitError, keySummary, MAX_ACTIVE_KEYS, newKey, periodResetsAt,
   type Account, type AccountDescription, type AccountListQuery, type AccountPage, type AccountPatch, type AccountStore, type ActiveKey, type IssuedKey, type KeyOptions, type KeyPatch, type KeyRow, type KeySummary, type SpendStatus,
 } from "../../accounts/account-store.ts";
 import { microToCredits } from "../../billing/money.ts";
@@ -92,6 +92,11 @@ export function createPostgresAccounts(sql: Pg, now: () => number, timeoutMs = 2
     },
 
     async describeAccount(id: string, heldMicro?: number): Promise<AccountDescription | null> {
+      const facts = await store.accountFacts(id, heldMicro);
+      return facts && { ...facts, keys: await store.listKeys(id) };
+    },
+
+    async accountFacts(id: string, heldMicro?: number): Promise<AccountFacts | null> {
       const at = now();
       const s = windowStarts(at);
       const [row] = await bounded(sql`
@@ -110,7 +115,6 @@ export function createPostgresAccounts(sql: Pg, now: () => number, timeoutMs = 2
         rate_limit_per_minute: nullable(row.rate_limit_per_minute),
         max_concurrent_requests: nullable(row.max_concurrent_requests),
         suspended_at: iso(nullable(row.suspended_at)),
-        keys: await store.listKeys(id),
       };
     },
 
@@ -141,6 +145,28 @@ export function createPostgresAccounts(sql: Pg, now: () => number, timeoutMs = 2
       const at = now();
       const rows = await bounded(selectKeys("account", accountId), "keys");
       return rows.map((k: Record<string, unknown>) => keySummary(keyRow(k), at));
+    },
+
+    async listKeyPage(accountId: string, q: KeyPageQuery): Promise<KeyPage> {
+      const at = now();
+      const s = windowStarts(at);
+      const raw = (q.search ?? "").trim();
+      const term = keySearchTerm(raw);
+      const inUse = sql.unsafe(keyInUseSql("k", `${at}::bigint`));
+      // translate(): ASCII letters only, as SQLite's lower() (keySearchTerm), so both stores find the same keys.
+      const lower = (text: unknown) => sql`translate(${text}, 'ABCDEFGHIJKLMNOPQRSTUVWXYZ', 'abcdefghijklmnopqrstuvwxyz')`;
+      const filter = sql`k.account_id = ${accountId}
+        AND ${q.state ? sql`(${inUse}) = ${q.state === "active"}` : sql`TRUE`}
+        AND ${term === "" ? sql`TRUE` : sql`(strpos(${lower(sql`coalesce(k.name, '')`)}, ${term}) > 0 OR strpos(${lower(sql`k.key_prefix || '…' || k.key_last4`)}, ${term}) > 0 OR k.id = ${raw})`}`;
+      const [rows, [count]] = await Promise.all([
+        bounded(sql`
+          SELECT k.id, k.name, k.key_prefix, k.key_last4, k.created_at, k.revoked_at, k.expires_at, k.rate_limit_per_minute, k.spend_limit_micro, k.spent_micro, k.spend_limit_period,
+                 k.allowed_models, k.max_concurrent_requests, ${sql.unsafe(periodSpentSql("k", `${s.day}::bigint`, `${s.week}::bigint`, `${s.month}::bigint`))} AS period_spent
+            FROM api_keys k WHERE ${filter}
+           ORDER BY ${inUse} DESC, k.created_at DESC, k.id DESC LIMIT ${q.limit} OFFSET ${q.offset}`, "keys"),
+        bounded(sql`SELECT COUNT(*) AS n FROM api_keys k WHERE ${filter}`, "keys"),
+      ]);
+      return { data: rows.map((k: Record<string, unknown>) => keySummary(keyRow(k), at)), total: int(count.n) };
     },
 
     async getKey(keyId: string): Promise<KeySummary | null> {

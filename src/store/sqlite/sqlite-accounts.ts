@@ -4,7 +4,7 @@ import { randomId } from "../ids.ts";
 import { microToCredits } from "../../billing/money.ts";
 import { periodStart, windowStarts, type SpendPeriod } from "../../billing/spend-period.ts";
 import {
-  activeKey, MAX_ACTIVE_KEYS, KeyLimitError, decodeAccountCursor, asciiLower, periodSpentSql, periodResetsAt, keySummary, keyOptions, newKey, iso, accountPageOf, type Account, type IssuedKey, type ActiveKey, type KeyOptions, type KeyPatch, type AccountPatch, type KeySummary, type AccountDescription, type AccountPage, type AccountListQuery, type SpendStatus, type AccountStore, type KeyRow, type ActiveKeyRow, type AccountLimits,
+  activeKey, MAX_ACTIVE_KEYS, KeyLimitError, decodeAccountCursor, asciiLower, periodSpentSql, periodResetsAt, keySummary, keyOptions, newKey, iso, accountPageOf, type Account, type IssuedKey, type ActiveKey, type KeyOptions, type KeyPatch, type AccountPatch, type KeySummary, type AccountDescription, type AccountPage, type AccountListQuery, type SpendStatus, type AccountStore, type KeyRow, type AccountFacts, type KeyPage, type KeyPageQuery, keyInUseSql, keySearchTerm, type ActiveKeyRow, type AccountLimits,
 } from "../../accounts/account-store.ts";
 import { modelsColumn } from "../../accounts/model-access.ts";
 
@@ -38,6 +38,15 @@ export function createAccountStore(db: Database, now: () => number) {
     k.allowed_models, k.max_concurrent_requests, ${periodSpentSql("k")} AS period_spent`;
   const selectKeys = db.query<KeyRow, [string, number, number, number]>(`SELECT ${keyColumns} FROM api_keys k WHERE k.account_id = ?1 ORDER BY k.created_at, k.id`);
   const selectKey = db.query<KeyRow, [string, number, number, number]>(`SELECT ${keyColumns} FROM api_keys k WHERE k.id = ?1`);
+  // A page of keys (account-store.ts, KeyPageQuery): ?5 now, ?6 the state ('' either), ?7 the search term, ?8 the search as typed (an id).
+  const keyFilter = `k.account_id = ?1 AND (?6 = '' OR (?6 = 'active') = ${keyInUseSql("k", "?5")})
+      AND (?7 = '' OR instr(lower(coalesce(k.name, '')), ?7) > 0 OR instr(lower(k.key_prefix || '…' || k.key_last4), ?7) > 0 OR k.id = ?8)`;
+  const selectKeyPage = db.query<KeyRow, [string, number, number, number, number, string, string, string, number, number]>(
+    `SELECT ${keyColumns} FROM api_keys k WHERE ${keyFilter} ORDER BY ${keyInUseSql("k", "?5")} DESC, k.created_at DESC, k.id DESC LIMIT ?9 OFFSET ?10`,
+  );
+  const countKeyPage = db.query<{ n: number }, [string, number, number, number, number, string, string, string]>(
+    `SELECT COUNT(*) AS n FROM api_keys k WHERE ${keyFilter}`,
+  );
   const selectByName = db.query<{ id: string }, [string]>("SELECT id FROM accounts WHERE name = ? ORDER BY created_at LIMIT 1");
   const revoke = db.query("UPDATE api_keys SET revoked_at = ? WHERE id = ? AND revoked_at IS NULL");
   // The key's account's limits come with it: every request checks them, and one lookup caches both.
@@ -128,6 +137,11 @@ export function createAccountStore(db: Database, now: () => number) {
 
     /** Balance, what open requests hold (`heldMicro`, from the ledger), the limit, and the keys (summaries only). */
     describeAccount(id: string, heldMicro = 0): AccountDescription | null {
+      const facts = store.accountFacts(id, heldMicro);
+      return facts && { ...facts, keys: store.listKeys(id) };
+    },
+
+    accountFacts(id: string, heldMicro = 0): AccountFacts | null {
       const account = store.getAccount(id);
       if (!account) return null;
       const at = now();
@@ -143,7 +157,6 @@ export function createAccountStore(db: Database, now: () => number) {
         rate_limit_per_minute: limit.rate_limit_per_minute,
         max_concurrent_requests: limit.max_concurrent_requests,
         suspended_at: iso(limit.suspended_at),
-        keys: store.listKeys(id),
       };
     },
 
@@ -157,6 +170,15 @@ export function createAccountStore(db: Database, now: () => number) {
       const at = now();
       const starts = windowStarts(at);
       return selectKeys.all(accountId, starts.day, starts.week, starts.month).map((k) => keySummary(k, at));
+    },
+
+    listKeyPage(accountId: string, q: KeyPageQuery): KeyPage {
+      const at = now();
+      const starts = windowStarts(at);
+      const search = (q.search ?? "").trim();
+      const args = [accountId, starts.day, starts.week, starts.month, at, q.state ?? "", keySearchTerm(search), search] as const;
+      const rows = selectKeyPage.all(...args, q.limit, q.offset);
+      return { data: rows.map((k) => keySummary(k, at)), total: countKeyPage.get(...args)!.n };
     },
 
     getKey(keyId: string): KeySummary | null {
