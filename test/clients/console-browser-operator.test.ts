@@ -120,13 +120,14 @@ test("an account's revoked keys are folded under their count, the keys in use in
   await page.getByTestId("key-row").first().waitFor();
   const visibleRows = () => page.getByTestId("key-row").evaluateAll((rows) => rows.filter((r) => (r as any).checkVisibility()).length);
   expect(await visibleRows()).toBe(2);
-  expect(await page.getByTestId("keys-revoked").locator("summary").textContent()).toBe("Revoked keys (228)");
+  expect(await page.getByTestId("keys-revoked").locator("summary").textContent()).toBe("Revoked and expired keys (228)");
   // The page is a screenful or two, not 28,000 px of revoked rows.
   expect(await page.evaluate(() => (globalThis as any).document.documentElement.scrollHeight)).toBeLessThan(4_000);
-  // Opened by keyboard, as any disclosure: they are all there.
+  // Opened by keyboard, as any disclosure: the newest 50 are there, the rest a click away.
   await page.getByTestId("keys-revoked").locator("summary").focus();
   await page.keyboard.press("Enter");
-  expect(await visibleRows()).toBe(230);
+  expect(await visibleRows()).toBe(52);
+  expect(await page.getByTestId("keys-more").textContent()).toBe("Show 50 more (178 not shown)");
   expect(await page.getByTestId("keys-revoked").getByTestId("key-status").first().textContent()).toStartWith("revoked ");
 }, 120_000);
 
@@ -253,7 +254,7 @@ test("a key revoked elsewhere while its page was open: Revoke there shows it rev
   await admin("DELETE", `/v1/admin/keys/${key.id}`);
   await row.getByTestId("key-revoke").click();
   await row.getByTestId("key-revoke").click();
-  await page.getByTestId("keys-revoked").locator("summary").filter({ hasText: "Revoked keys (1)" }).waitFor();
+  await page.getByTestId("keys-revoked").locator("summary").filter({ hasText: "Revoked and expired keys (1)" }).waitFor();
   expect(await row.getByTestId("key-status").textContent()).toStartWith("revoked ");
   expect(await page.getByTestId("key-error").count()).toBe(0);
   expect(await page.locator("#status").textContent()).toBe(`shared laptop (…${(key.key as string).slice(-4)}) was already revoked.`);

@@ -234,7 +234,18 @@ test("the operator suspends an account from its page and resumes it; the holder'
   await page.getByTestId("sign-in-token-submit").click();
   await page.getByTestId("account-row").first().waitFor();
   await page.goto(`${gateway.url}/console/#account/${account}`);
-  await page.getByTestId("account-suspend-submit").filter({ hasText: "Suspend account" }).click();
+  // It asks first, as a revoke does, and says what it does: one click stopped every key of the account.
+  const suspend = page.getByTestId("account-suspend-submit");
+  await suspend.filter({ hasText: "Suspend account" }).click();
+  expect(await suspend.textContent()).toBe("Confirm suspend account");
+  expect(await suspend.getAttribute("aria-label")).toBe("Confirm: Suspend the account. Its keys are refused from their next request, until you resume it.");
+  expect(await page.locator("#status").textContent()).toBe("Press again to suspend the account. Its keys are refused from their next request, until you resume it.");
+  expect((await fetch(`${gateway.url}/v1/admin/accounts/${account}`, { headers: { authorization: `Bearer ${ADMIN}` } }).then((r) => r.json() as Promise<any>)).suspended_at).toBeNull();
+  // Escape takes it back; pressed again, it asks again.
+  await suspend.press("Escape");
+  expect(await suspend.textContent()).toBe("Suspend account");
+  await suspend.click();
+  await suspend.click();
   await page.getByTestId("account-suspended").waitFor();
   expect(await page.getByTestId("account-suspended").textContent()).toContain("This account is suspended by the gateway's operator since");
   const ask = () => fetch(`${gateway.url}/v1/chat/completions`, { method: "POST", headers: { authorization: `Bearer ${key}`, "content-type": "application/json" }, body: JSON.stringify({ model: "oai/gpt-4.1", messages: [{ role: "user", content: "hi" }] }) });

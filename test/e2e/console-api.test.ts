@@ -247,6 +247,50 @@ function consoleSuite(name: string, start: () => Promise<Setup>) {
       }
     }, 30_000);
 
+    test("an account's view reads its keys a page at a time (in use, then the newest 50 revoked or expired), the rest by offset or search; a limit's change answers without keys; the admin API still lists all", async () => {
+      const s = await start();
+      try {
+        const { operator, holder, account } = await holderSetup(s.gw, "paged keys co", "paged.holder");
+        const made: string[] = [];
+        for (let i = 0; i < 60; i += 10) {
+          const keys = await Promise.all(Array.from({ length: 10 }, (_, j) => operator.json("POST", `/console/api/accounts/${account.id}/keys`, { name: `rotated ${i + j}` }, 201)));
+          s.clock.now += 1_000;
+          made.push(...keys.map((k: { id: string }) => k.id));
+          await Promise.all(keys.map((k: { id: string }) => operator.json("DELETE", `/console/api/keys/${k.id}`)));
+        }
+        const live = await operator.json("POST", `/console/api/accounts/${account.id}/keys`, { name: "live" }, 201);
+        const viewed = await operator.json("GET", `/console/api/accounts/${account.id}`);
+        expect(viewed.keys).toHaveLength(51);
+        expect(viewed.keys[0].id).toBe(live.id);
+        expect(viewed.keys_page).toEqual({ active: 1, inactive: 60, next_offset: 50 });
+        // Newest first: the last batch made leads the revoked ones.
+        expect(new Set(viewed.keys.slice(1, 11).map((k: { id: string }) => k.id))).toEqual(new Set(made.slice(50)));
+        // The holder's first view (the overview) is the same answer.
+        expect((await holder.json("GET", "/console/api/overview")).account.keys_page).toEqual(viewed.keys_page);
+        const rest = await operator.json("GET", `/console/api/accounts/${account.id}/keys?state=inactive&offset=50`);
+        expect([rest.data.length, rest.total, rest.offset, rest.next_offset]).toEqual([10, 60, 50, null]);
+        expect(new Set(rest.data.map((k: { id: string }) => k.id))).toEqual(new Set(made.slice(0, 10)));
+        const found = await holder.json("GET", `/console/api/accounts/${account.id}/keys?search=ROTATED%2042`);
+        expect(found.data.map((k: { name: string }) => k.name)).toEqual(["rotated 42"]);
+        // Another account's keys are no holder's; nonsense is a 400 that says what is taken.
+        expect((await holder.call("GET", `/console/api/accounts/${s.gw.accountId}/keys`)).status).toBe(404);
+        expect((await operator.call("GET", "/console/api/accounts/acct_nope/keys")).status).toBe(404);
+        for (const bad of ["limit=0", "limit=501", "offset=-1", "offset=1.5", "state=revoked"]) {
+          const res = await operator.call("GET", `/console/api/accounts/${account.id}/keys?${bad}`);
+          expect([bad, res.status]).toEqual([bad, 400]);
+        }
+        const patched = await operator.json("PATCH", `/console/api/accounts/${account.id}`, { spend_limit: 5 });
+        expect(patched).toMatchObject({ id: account.id, spend_limit: 5, balance: 100 });
+        expect(patched.keys).toBeUndefined();
+        // The admin API's account, which scripts read, is unchanged: every key.
+        const whole = await fetch(`${s.gw.url}/v1/admin/accounts/${account.id}`, { headers: { authorization: `Bearer ${ADMIN}` } }).then((r) => r.json() as Promise<any>);
+        expect(whole.keys).toHaveLength(61);
+        expect((await operator.call("GET", `/console/api/usage?groups=some`)).status).toBe(400);
+      } finally {
+        await s.stop();
+      }
+    }, 60_000);
+
     test("a holder makes at most 20 keys a day (revoking them gives none back); the next is a 429 with when; the operator is not limited", async () => {
       const s = await start();
       try {

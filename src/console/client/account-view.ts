@@ -1,8 +1,20 @@
 import { api, ApiError, type Account, type AccountLogins, type DefaultLimits, type KeySummary, type Session } from "./api.ts";
 import { announce, confirmFirst, credits, dateOf, errorBox, failure, field, h, hiddenHeading, labelColumns, numberOf, periodSelect, unfinished, when } from "./dom.ts";
 
-/** Shows the view again with fresh data; `focus` (a selector) is where focus goes, else the view. */
-export type Reload = (focus?: string) => void;
+/**
+ * Shows the view again; `focus` (a selector) is where focus goes, else the view. `changed` says
+ * what a change touched, so only that is read again (or nothing, when the change's answer is the
+ * new state: a top-up's balance, a saved key); without it the whole view is read.
+ */
+export type Reload = (focus?: string, changed?: Changed) => void;
+
+/** What a change touched: fields of the account as the change answered them, a key as saved, or a part to read again. */
+export interface Changed {
+  account?: Partial<Account>;
+  key?: KeySummary;
+  keys?: true;
+  logins?: true;
+}
 
 /**
  * One account: balance, keys (create, revoke, per-key limits) and, for operators, top-up, the
@@ -59,9 +71,9 @@ function keyStatus(k: KeySummary, now = Date.now()): { text: string; active: boo
  * A form whose submit runs `action`; failures show in the form, never as a stack. An action that
  * answers "hold" leaves the button disabled (until the view is shown again).
  */
-function form(title: string, fields: HTMLElement[], submit: HTMLButtonElement, action: () => Promise<void | "hold">): HTMLElement {
+function form(title: string, fields: HTMLElement[], submit: HTMLButtonElement, action: () => Promise<void | "hold">, heading: "h2" | "h3" = "h2"): HTMLElement {
   const out = h("div", { class: "form-out" });
-  const el = h("form", { class: "card", "aria-label": title }, h("h2", {}, title), ...fields, submit, out);
+  const el = h("form", { class: "card", "aria-label": title }, h(heading, {}, title), ...fields, submit, out);
   // An answer about what was typed before goes once the user types again (the browser's own checks
   // may stop the next submit before it clears it).
   el.addEventListener("input", () => out.replaceChildren());
@@ -122,8 +134,9 @@ function balanceForm(account: Account, reload: Reload, kind: keyof typeof BALANC
   return form(say.title, fields, submit, async () => {
     if (idempotency?.amount !== amount.value) idempotency = { amount: amount.value, key: crypto.randomUUID(), at: Date.now() };
     sessionStorage.setItem(stored, JSON.stringify(idempotency));
+    let moved: Pick<Account, "balance" | "reserved">;
     try {
-      await api("POST", `/accounts/${account.id}/${say.path}`, { amount: Number(amount.value) }, { "idempotency-key": idempotency.key });
+      moved = await api<Pick<Account, "balance" | "reserved">>("POST", `/accounts/${account.id}/${say.path}`, { amount: Number(amount.value) }, { "idempotency-key": idempotency.key });
     } catch (err) {
       if (err instanceof ApiError && err.gatewaySaid && !unfinished(err)) {
         // The gateway refused it: its fate is known, and the key is not kept.
@@ -139,8 +152,9 @@ function balanceForm(account: Account, reload: Reload, kind: keyof typeof BALANC
     sessionStorage.removeItem(stored);
     idempotency = null;
     announce(`${say.done} ${credits(Number(amount.value))} credits.`);
-    // Back where the operator was (the view is drawn again with the new balance), not at its top.
-    reload(`[data-testid=${kind}-amount]`);
+    // Back where the operator was (the view is drawn again with the new balance, which the answer
+    // says: nothing is read again), not at its top.
+    reload(`[data-testid=${kind}-amount]`, { account: { balance: moved.balance, reserved: moved.reserved } });
     // Held until the view is shown again: the amount is still typed and its key is spent, so a
     // second click before the new view would be applied twice.
     return "hold";
@@ -160,9 +174,9 @@ function accountLimitForm(account: Account, reload: Reload): HTMLElement {
   const period = periodSelect(account.spend_limit_period);
   const submit = h("button", { type: "submit", "data-testid": "account-limit-submit" }, "Save limit");
   return form("Account spend limit", [field("Limit in credits (empty: none)", limit), field("Period", period)], submit, async () => {
-    await api("PATCH", `/accounts/${account.id}`, limitChange(limit, period));
+    const facts = await api<Partial<Account>>("PATCH", `/accounts/${account.id}`, limitChange(limit, period));
     announce("Limit saved.");
-    reload("[data-testid=account-limit-submit]");
+    reload("[data-testid=account-limit-submit]", { account: facts });
     return "hold";
   });
 }
@@ -202,9 +216,9 @@ function requestLimitsForm(account: Account, reload: Reload): HTMLElement {
     if (perMinute !== (account.rate_limit_per_minute ?? null)) changes.rate_limit_per_minute = perMinute;
     const atOnce = wholeOf(cap, "Requests at once", 100_000);
     if (atOnce !== (account.max_concurrent_requests ?? null)) changes.max_concurrent_requests = atOnce;
-    if (Object.keys(changes).length > 0) await api("PATCH", `/accounts/${account.id}`, changes);
+    const facts = Object.keys(changes).length > 0 ? await api<Partial<Account>>("PATCH", `/accounts/${account.id}`, changes) : {};
     announce(Object.keys(changes).length > 0 ? "Request limits saved." : "Nothing changed.");
-    reload("[data-testid=account-requests-submit]");
+    reload("[data-testid=account-requests-submit]", { account: facts });
     return "hold";
   });
 }
@@ -212,19 +226,35 @@ function requestLimitsForm(account: Account, reload: Reload): HTMLElement {
 /**
  * The account's on/off switch: suspended, every request of its keys is a 403 until it is resumed;
  * answers under way finish, and its balance, keys and logins stay (docs/api.md, "Suspending an account").
+ * Suspending asks first, as a revoke does, and says what it does: it was one click that stopped
+ * every key of a tenant at once (the sixth console probe). Resuming does not ask.
  */
 function suspendForm(account: Account, reload: Reload): HTMLElement {
   const suspended = Boolean(account.suspended_at);
-  const submit = h("button", { type: "submit", "data-testid": "account-suspend-submit" }, suspended ? "Resume account" : "Suspend account");
-  const note = h("p", { class: "note" }, suspended
+  const button = h("button", { type: "button", ...(suspended ? {} : { class: "danger" }), "data-testid": "account-suspend-submit" }, suspended ? "Resume account" : "Suspend account");
+  const note = h("p", { class: "note", id: "suspend-note" }, suspended
     ? "Resumed, its keys work again from their next request."
     : "Every request of its keys is refused (403) from their next one, free models too, until it is resumed. Answers under way finish; its balance, keys and logins stay.");
-  return form(suspended ? "Account suspended" : "Suspend the account", [note], submit, async () => {
-    await api("PATCH", `/accounts/${account.id}`, { suspended: !suspended });
-    announce(suspended ? "Account resumed." : "Account suspended.");
-    reload("[data-testid=account-suspend-submit]");
-    return "hold";
-  });
+  const out = h("div", { class: "form-out" });
+  const run = async () => {
+    out.replaceChildren();
+    button.disabled = true;
+    try {
+      const facts = await api<Partial<Account>>("PATCH", `/accounts/${account.id}`, { suspended: !suspended });
+      announce(suspended ? "Account resumed." : "Account suspended: its keys are refused from their next request.");
+      reload("[data-testid=account-suspend-submit]", { account: facts });
+    } catch (err) {
+      // A session that ended or was replaced: the page follows by itself (api.ts, onSessionLost).
+      if (err instanceof ApiError && (err.status === 401 || err.sessionReplaced)) return;
+      out.append(errorBox(failure(err)));
+      button.disabled = false;
+      button.focus();
+    }
+  };
+  if (suspended) button.addEventListener("click", () => void run());
+  else confirmFirst(button, "Suspend the account", () => void run(), 5_000, "Its keys are refused from their next request, until you resume it.");
+  const title = suspended ? "Account suspended" : "Suspend the account";
+  return h("section", { class: "card", "aria-labelledby": "suspend-title" }, h("h2", { id: "suspend-title" }, title), note, button, out);
 }
 
 function inviteForm(account: Account, reload: Reload): HTMLElement {
@@ -234,7 +264,7 @@ function inviteForm(account: Account, reload: Reload): HTMLElement {
   const el = form("Invite the account holder", [field("Login they will sign in with", login), h("p", { class: "note" }, "A login of this account gets a link to set a new password."), shown], submit, async () => {
     const invite = await api<{ url: string; expires_at: string }>("POST", `/accounts/${account.id}/invites`, { login: login.value });
     const done = h("button", { type: "button", "data-testid": "invite-done" }, "Done");
-    done.addEventListener("click", () => reload("#logins-title"));
+    done.addEventListener("click", () => reload("#logins-title", { logins: true }));
     // Copied as a key is (a 90-character link selected by hand, on a phone, lost its end).
     const code = h("code", { class: "secret", "data-testid": "invite-url" }, invite.url);
     const copy = h("button", { type: "button", "data-testid": "invite-copy" }, "Copy link");
@@ -264,7 +294,7 @@ function loginsSection(account: Account, logins: AccountLogins, reload: Reload):
       try {
         await api("DELETE", `/accounts/${account.id}/${invite ? "invites" : "logins"}/${encodeURIComponent(login)}`);
         announce(invite ? `The invite for ${login} is cancelled: its link no longer works.` : `${login} removed: it can no longer sign in.`);
-        reload("#logins-title");
+        reload("#logins-title", { logins: true });
       } catch (err) {
         // A session that ended or was replaced: the page follows by itself (api.ts, onSessionLost).
         if (err instanceof ApiError && (err.status === 401 || err.sessionReplaced)) return;
@@ -282,7 +312,7 @@ function loginsSection(account: Account, logins: AccountLogins, reload: Reload):
     h("h2", { id: "logins-title", tabindex: "-1" }, "Console logins"),
     rows.length === 0 ? h("p", { class: "note" }, "No one can sign in to this account yet: invite its holder above.")
       // Stacked as cards on a phone, as every wide table: a login and its button ran off the screen (a console probe).
-      : h("table", { class: "wide fit" }, h("thead", {}, h("tr", {}, ...["Login", "State"].map((c) => h("th", { scope: "col" }, c)), hiddenHeading("Actions"))), h("tbody", {}, ...rows)),
+      : h("table", { class: "wide fit" }, h("caption", {}, "Logins and invites not yet used"), h("thead", {}, h("tr", {}, ...["Login", "State"].map((c) => h("th", { scope: "col" }, c)), hiddenHeading("Actions"))), h("tbody", {}, ...rows)),
     out);
 }
 
@@ -321,9 +351,12 @@ const FULL_KEYS = "This account has 10 keys in use, the most it may have: revoke
 
 function keysSection(session: Session, account: Account, reload: Reload): HTMLElement {
   const operator = session.kind === "operator";
-  // What the gateway counts against the ten: keys not revoked (an expired one still counts until revoked).
-  const active = account.keys.filter((k) => k.revoked_at === null);
-  // dir=auto: a name in Hebrew or Arabic is typed and shown right to left, as its cell in the table shows it (bdi).
+  // What the gateway counts against the ten: keys neither revoked nor expired (an expired key
+  // frees its place; the page had said it was "counted until revoked", and held Create key at ten
+  // while the gateway would have made one). The others are listed under them, newest first.
+  const inUse = account.keys.filter((k) => keyStatus(k).active);
+  const others = account.keys.filter((k) => !keyStatus(k).active);
+  const page = account.keys_page ?? { active: inUse.length, inactive: others.length, next_offset: null };
   const name = h("input", { type: "text", dir: "auto", maxlength: "200", "data-testid": "key-name" });
   const limit = h("input", { type: "number", min: "0", step: "any", placeholder: "none" });
   const period = periodSelect(null);
@@ -331,7 +364,7 @@ function keysSection(session: Session, account: Account, reload: Reload): HTMLEl
   const models = h("input", { type: "text", placeholder: "every model", "data-testid": "key-models" });
   const secret = h("div", {});
   // At ten keys the button stays focusable and says why (a disabled one told keyboard and screen-reader users nothing).
-  const full = active.length >= 10;
+  const full = inUse.length >= 10;
   const submit = h("button", { type: "submit", "data-testid": "key-create", ...(full ? { "aria-disabled": "true", "aria-describedby": "keys-full" } : {}) }, "Create key");
   const fullNote = full ? [h("p", { class: "note", id: "keys-full", "data-testid": "keys-full" }, FULL_KEYS)] : [];
   const create = form("New key", [...fullNote, field("Name", name), field("Spend limit in credits (empty: none)", limit), field("Period", period), ...(operator ? [field("Requests per minute", rpm), field("Only these models (ids or prefix*, comma-separated)", models)] : []), secret], submit, async () => {
@@ -360,7 +393,7 @@ function keysSection(session: Session, account: Account, reload: Reload): HTMLEl
       h("p", {}, code, " ", copy, " ", note),
       h("button", { type: "button", "data-testid": "key-secret-done" }, "Done"),
     ));
-    secret.querySelector<HTMLButtonElement>("[data-testid=key-secret-done]")!.addEventListener("click", () => reload("#keys-title"));
+    secret.querySelector<HTMLButtonElement>("[data-testid=key-secret-done]")!.addEventListener("click", () => reload("#keys-title", { keys: true }));
     announce("Key created. It is shown once.");
     // The form is used: a second click would make a second key and hide this one's secret. Done
     // shows the keys again, with an empty form.
@@ -369,63 +402,122 @@ function keysSection(session: Session, account: Account, reload: Reload): HTMLEl
     // Focus on what comes next: the button and fields are held off, and focus left with them (to the page's top).
     copy.focus();
     return "hold";
-  });
-  const expired = active.length - active.filter((k) => keyStatus(k).active).length;
+  }, "h3");
+  const row = (k: KeySummary) => keyRow(k, reload, operator, account.default_limits);
   const keysTable = (caption: string, keys: KeySummary[]) => h("table", { class: "wide" },
     h("caption", {}, caption),
     h("thead", {}, h("tr", {}, ...["Name", "Key", "Created", "Spent (all time)", "Limit", "Status"].map((c) => h("th", { scope: "col" }, c)), hiddenHeading("Actions"))),
-    h("tbody", {}, ...keys.map((k) => keyRow(k, reload, operator, account.default_limits))),
+    h("tbody", {}, ...keys.map(row)),
   );
-  // The keys in use, then the revoked ones (each in the order made) folded under their count:
-  // listed in full they were most of the page (an account that had made and revoked 228 keys was
-  // 28,000 px tall, its 2 live keys somewhere in it; a console probe). Opened, all are there.
-  const revoked = account.keys.filter((k) => k.revoked_at !== null);
-  const inUse = active.length === 0 ? h("p", { class: "note", "data-testid": "keys-none-in-use" }, "No keys in use: create one below.")
-    : h("div", { class: "scroll" }, keysTable(`Keys: ${active.length} of 10 in use${expired > 0 ? ` (${expired} expired, counted until revoked)` : ""}`, active));
-  const folded = revoked.length === 0 ? null : revokedKeys(revoked, (caption, keys) => keysTable(caption, keys), (k) => keyRow(k, reload, operator, account.default_limits));
+  // The keys in use, then the revoked and expired ones folded under their count: listed in full
+  // they were most of the page (an account that had made and revoked 228 keys was 28,000 px tall,
+  // its 2 live keys somewhere in it; a console probe).
+  const shownInUse = inUse.length === 0 ? h("p", { class: "note", "data-testid": "keys-none-in-use" }, "No keys in use: create one below.")
+    : h("div", { class: "scroll" }, keysTable(`Keys: ${inUse.length} of 10 in use`, inUse));
+  const folded = page.inactive === 0 ? null : otherKeys(account, others, page, keysTable, row);
   // None yet: said in words, not a table of headings without rows.
-  const listed = account.keys.length === 0 ? [h("p", { class: "note", "data-testid": "keys-empty" }, "No keys yet: create one below.")] : [inUse, folded];
+  const listed = inUse.length === 0 && page.inactive === 0 ? [h("p", { class: "note", "data-testid": "keys-empty" }, "No keys yet: create one below.")] : [shownInUse, folded];
   return h("section", { "aria-labelledby": "keys-title" }, h("h2", { id: "keys-title", tabindex: "-1" }, "Keys"), keysHow(), ...listed, create);
 }
 
-/** How many revoked keys are drawn at a time: the last made, with a button for each earlier batch. */
-const REVOKED_SHOWN = 250;
+/** A page of keys as the console's API answers (`GET /accounts/:id/keys`). */
+interface KeyPageAnswer { data: KeySummary[]; total: number; next_offset: number | null }
+
+/** How many revoked and expired keys "Show more" reads at a time (the first page is the gateway's, FIRST_KEYS_PAGE). */
+const MORE_KEYS = 50;
 
 /**
- * The revoked keys, folded under their count, the last `REVOKED_SHOWN` made drawn (in the order
- * made) and a button that draws the batch made before them. Every revoked key drawn at once was
- * 140,000 elements for an account that had made and revoked 10,000 keys (a script rotating a key
- * every hour does that in 14 months): its page took 5–17 s to show, closed fold and all, and 24 s
- * more to open it (a console probe). The last made are the ones asked about ("the key I revoked
- * yesterday").
+ * The revoked and expired keys, folded under their count, newest first: the page read with the
+ * account, then a page a click ("Show more"), and a search by name or key (`svc-sk-…`) over all
+ * of them. The account's answer had every key: 10,000 revoked keys were 3.5 MB on each view and
+ * after each change, and drawing them all 140,000 elements (5–17 s); a console probe. The pages
+ * read are kept with the account (`more` is added to `account.keys`), so a change made below that
+ * draws the view again keeps them. A search's results are its own list until it is cleared.
  */
-function revokedKeys(revoked: KeySummary[], table: (caption: string, keys: KeySummary[]) => HTMLTableElement, row: (k: KeySummary) => HTMLTableRowElement): HTMLElement {
-  const all = revoked.length.toLocaleString("en-US");
-  let from = Math.max(0, revoked.length - REVOKED_SHOWN);
-  const shown = table(`Revoked keys: ${all}, no longer accepted`, revoked.slice(from));
+function otherKeys(account: Account, loaded: KeySummary[], page: NonNullable<Account["keys_page"]>, table: (caption: string, keys: KeySummary[]) => HTMLTableElement, row: (k: KeySummary) => HTMLTableRowElement): HTMLElement {
+  const count = (n: number) => n.toLocaleString("en-US");
+  const shown = table("", loaded);
   const caption = shown.querySelector("caption")!;
-  const earlier = h("button", { type: "button", "data-testid": "keys-revoked-earlier" });
+  const more = h("button", { type: "button", "data-testid": "keys-more" });
+  const search = h("input", { type: "search", dir: "auto", maxlength: "200", "data-testid": "keys-search" });
+  const find = h("button", { type: "submit", "data-testid": "keys-search-submit" }, "Find");
+  const out = h("div", { class: "form-out" });
+  /** The list shown: the account's (`term` empty) or a search's, how many it has and where its next page starts. */
+  let list = { term: "", rows: loaded.length, total: page.inactive, next: page.next_offset };
   const said = () => {
-    caption.textContent = from === 0 ? `Revoked keys: ${all}, no longer accepted` : `Revoked keys: ${all}, no longer accepted; the last ${(revoked.length - from).toLocaleString("en-US")} made shown`;
-    earlier.textContent = `Show ${Math.min(REVOKED_SHOWN, from).toLocaleString("en-US")} made earlier (${from.toLocaleString("en-US")} not shown)`;
-    earlier.hidden = from === 0;
+    const rest = list.total - list.rows;
+    caption.textContent = list.term
+      ? `Revoked and expired keys named like “${list.term}”: ${count(list.total)}${rest > 0 ? `, the newest ${count(list.rows)} shown` : ""}`
+      : `Revoked and expired keys: ${count(list.total)}, no longer accepted, newest first${rest > 0 ? `; the newest ${count(list.rows)} shown` : ""}`;
+    more.textContent = `Show ${count(Math.min(MORE_KEYS, rest))} more (${count(rest)} not shown)`;
+    more.hidden = list.next === null || rest <= 0;
+    // The table's box is named by its caption (dom.ts): the search changes it.
+    shown.parentElement?.setAttribute("aria-label", caption.textContent);
   };
-  earlier.addEventListener("click", () => {
-    const to = from;
-    from = Math.max(0, from - REVOKED_SHOWN);
-    const rows = revoked.slice(from, to).map(row);
+  const read = (term: string, offset: number) => {
+    const q = new URLSearchParams({ state: "inactive", offset: String(offset), limit: String(MORE_KEYS), ...(term ? { search: term } : {}) });
+    return api<KeyPageAnswer>("GET", `/accounts/${encodeURIComponent(account.id)}/keys?${q}`);
+  };
+  /** Reads asked for so far: a slower, earlier one (a page of the list before a search) is not drawn over the last. */
+  let asked = 0;
+  /** Runs a read the fold asked for; a refusal is said under it (a session that ended: the page follows by itself). */
+  const asking = async (button: HTMLButtonElement, run: (current: () => boolean) => Promise<void>) => {
+    out.replaceChildren();
+    button.disabled = true;
+    const mine = ++asked;
+    try {
+      await run(() => mine === asked);
+    } catch (err) {
+      if (!(err instanceof ApiError && (err.status === 401 || err.sessionReplaced))) out.append(errorBox(failure(err, "reload to try again.")));
+    } finally {
+      button.disabled = false;
+    }
+  };
+  more.addEventListener("click", () => void asking(more, async (current) => {
+    const got = await read(list.term, list.next ?? list.rows);
+    if (!current()) return;
+    const rows = got.data.map(row);
     labelColumns(shown, rows);
-    shown.tBodies[0]!.prepend(...rows);
+    shown.tBodies[0]!.append(...rows);
+    list = { ...list, rows: list.rows + got.data.length, total: got.total, next: got.next_offset };
+    if (!list.term) {
+      account.keys.push(...got.data);
+      account.keys_page = { ...page, inactive: got.total, next_offset: got.next_offset };
+    }
     said();
     // Still on the button while there are more; else on the table's box (the button is gone).
-    if (from === 0) shown.parentElement?.focus();
-    announce(`${rows.length.toLocaleString("en-US")} earlier revoked keys shown.`);
+    if (more.hidden) shown.parentElement?.focus();
+    announce(`${count(rows.length)} more keys shown.`);
+  }));
+  const searchForm = h("form", { role: "search", class: "find", "aria-label": "Find a revoked or expired key" }, field("Name or key (svc-sk-…)", search), find);
+  searchForm.addEventListener("submit", (event) => {
+    event.preventDefault();
+    void asking(find, async (current) => {
+      const term = search.value.trim();
+      // Cleared: the account's list as read before, no request.
+      const got = term ? await read(term, 0) : { data: account.keys.filter((k) => !keyStatus(k).active), total: account.keys_page?.inactive ?? 0, next_offset: account.keys_page?.next_offset ?? null };
+      if (!current()) return;
+      const rows = got.data.map(row);
+      labelColumns(shown, rows);
+      shown.tBodies[0]!.replaceChildren(...rows);
+      list = { term, rows: got.data.length, total: got.total, next: got.next_offset };
+      said();
+      announce(term ? `${count(got.total)} revoked or expired keys named like “${term}”.` : "All revoked and expired keys shown again.");
+    });
   });
   said();
-  return h("details", { class: "revoked", "data-testid": "keys-revoked" },
-    h("summary", {}, `Revoked keys (${all})`),
-    h("div", { class: "scroll" }, shown), earlier);
+  // Open as it was left when the view is drawn again after a change made in it (a key saved in
+  // it, a top-up): closed, the saved key's button that focus goes back to was hidden.
+  const fold = h("details", { class: "revoked", "data-testid": "keys-revoked", open: openFolds.has(account.id) },
+    h("summary", {}, `Revoked and expired keys (${count(page.inactive)})`),
+    searchForm, out,
+    h("div", { class: "scroll" }, shown), more);
+  fold.addEventListener("toggle", () => (fold.open ? openFolds.add(account.id) : openFolds.delete(account.id)));
+  return fold;
 }
+
+/** The accounts whose fold of revoked and expired keys was left open in this tab. */
+const openFolds = new Set<string>();
 
 /**
  * Where a key is used: a first-time holder had a key and nothing saying where to send it (the
@@ -478,12 +570,11 @@ function keyRow(k: KeySummary, reload: Reload, operator: boolean, defaults: Defa
      * A row's action, as the forms do theirs: its buttons wait while it runs, and a refusal is
      * shown in the row (a session that ended goes back to sign-in), never an unseen rejection.
      */
-    const act = (button: HTMLButtonElement, run: () => Promise<void>, focusAfter: string) => async () => {
+    const act = (button: HTMLButtonElement, run: () => Promise<Changed>, focusAfter: string) => async () => {
       out.replaceChildren();
       save.disabled = revoke.disabled = true;
       try {
-        await run();
-        reload(focusAfter);
+        reload(focusAfter, await run());
       } catch (err) {
         // A session that ended or was replaced: the page follows by itself (api.ts, onSessionLost).
         if (err instanceof ApiError && (err.status === 401 || err.sessionReplaced)) return;
@@ -516,8 +607,13 @@ function keyRow(k: KeySummary, reload: Reload, operator: boolean, defaults: Defa
         const allowed = modelsOf(models);
         if ((allowed ?? []).join(",") !== (k.models ?? []).join(",")) changes.models = allowed;
       }
-      if (Object.keys(changes).length > 0) await api("PATCH", `/keys/${k.id}`, changes);
-      announce(Object.keys(changes).length > 0 ? `${label} saved.` : `${label}: nothing changed.`);
+      // The answer is the key as saved: its row is drawn from it, nothing else read again.
+      const saved = Object.keys(changes).length > 0 ? await api<KeySummary>("PATCH", `/keys/${k.id}`, changes) : undefined;
+      announce(saved ? `${label} saved.` : `${label}: nothing changed.`);
+      // A key that came back into use (an expired key given a later last day), or left it: the
+      // keys are read again, so it is listed and counted where it now is.
+      if (saved && keyStatus(saved).active !== keyStatus(k).active) return { keys: true };
+      return saved ? { key: saved } : {};
     }, `[data-key-id="${k.id}"] [data-testid=key-save]`));
     confirmFirst(revoke, `Revoke ${label}`, act(revoke, async () => {
       try {
@@ -530,6 +626,8 @@ function keyRow(k: KeySummary, reload: Reload, operator: boolean, defaults: Defa
         if (!(err instanceof ApiError && err.status === 404)) throw err;
         announce(`${label} was already revoked.`);
       }
+      // The keys are read again (the first page of each list): the revoked one moves to the other.
+      return { keys: true };
     }, "#keys-title"));
     // Enter in a row's field saves the row, as it would in a form (the row is not one: a table row cannot hold a form).
     for (const input of [rename, expires, limit, ...(operator ? [rpm, atOnce, models] : [])]) {

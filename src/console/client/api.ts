@@ -62,7 +62,11 @@ export interface KeySummary {
 }
 export interface Account {
   id: string; name: string; balance: number; reserved: number; created_at: string; spend_limit: number | null; spend_limit_period: "day" | "week" | "month" | null;
-  spent_in_period: number; period_resets_at: string | null; keys: KeySummary[];
+  spent_in_period: number; period_resets_at: string | null;
+  /** The keys in use, then the first page of the revoked and expired ones (newest first); more are read by `keys_page.next_offset`. */
+  keys: KeySummary[];
+  /** How many keys are in use and how many revoked or expired, and where the next page of those starts (null: none). */
+  keys_page?: { active: number; inactive: number; next_offset: number | null };
   /** Limits on all the account's keys together; null: the gateway's default. */
   rate_limit_per_minute?: number | null; max_concurrent_requests?: number | null;
   /** The gateway's limits, which the unset ones above and on keys mean (null: none). */
@@ -91,6 +95,10 @@ export interface UsageSummary {
   period_costs: number[];
   lines: { id: string; name: string | null; costs: number[] }[];
   groups: (Sums & { id: string; name: string | null })[];
+  /** How many groups there are; `groups` lists the dearest of them unless all were asked for. */
+  group_count: number;
+  /** The groups not listed, summed (null: all are listed). */
+  others: (Sums & { groups: number }) | null;
   /** One account's view only: requests refused before any upstream call, by status (never charged). */
   rejected?: Record<string, number>;
 }

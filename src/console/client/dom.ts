@@ -115,11 +115,12 @@ export function errorBox(message: string, testid?: string): HTMLElement {
 }
 
 /**
- * A button whose action cannot be undone (revoking a key, removing a login) asks once more: the
- * first click turns it into "Confirm …" for a few seconds (and says so to screen readers), the
- * second does it. No dialog: one stays on the page, by keyboard as by mouse.
+ * A button whose action cannot be undone (revoking a key, removing a login), or stops a tenant at
+ * once (suspending an account), asks once more: the first click turns it into "Confirm …" for a
+ * few seconds (and says so to screen readers, with `consequence`), the second does it. No dialog:
+ * one stays on the page, by keyboard as by mouse.
  */
-export function confirmFirst(button: HTMLButtonElement, what: string, run: () => void, armedMs = 5_000): void {
+export function confirmFirst(button: HTMLButtonElement, what: string, run: () => void, armedMs = 5_000, consequence = "This cannot be undone."): void {
   const label = button.textContent ?? "";
   const name = button.getAttribute("aria-label");
   let timer: ReturnType<typeof setTimeout> | undefined;
@@ -133,9 +134,9 @@ export function confirmFirst(button: HTMLButtonElement, what: string, run: () =>
   button.addEventListener("click", () => {
     if (timer === undefined) {
       button.textContent = `Confirm ${label.toLowerCase()}`;
-      button.setAttribute("aria-label", `Confirm: ${what}. This cannot be undone.`);
+      button.setAttribute("aria-label", `Confirm: ${what}. ${consequence}`);
       button.setAttribute("data-armed", "");
-      announce(`Press again to ${what.charAt(0).toLowerCase()}${what.slice(1)}; it cannot be undone.`);
+      announce(`Press again to ${what.charAt(0).toLowerCase()}${what.slice(1)}. ${consequence}`);
       timer = setTimeout(disarm, armedMs);
       return;
     }

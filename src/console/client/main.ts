@@ -1,5 +1,5 @@
 import { api, ApiError, onSessionLost, setCsrf, type Account, type AccountLogins, type AccountPage, type Catalogue, type Overview, type RecentRequest, type Session } from "./api.ts";
-import { accountView } from "./account-view.ts";
+import { accountView, type Changed } from "./account-view.ts";
 import { accountsView, catalogueView, pricesView, requestsView } from "./lists-view.ts";
 import { loadUsage, usageView, type UsageChoice } from "./usage-view.ts";
 import { announce, errorBox, failure, field, h, when } from "./dom.ts";
@@ -20,10 +20,17 @@ let usageChoice: UsageChoice = FIRST_USAGE;
 /** The operator's accounts list as last asked: a name to look for, and the page. */
 let accountsQuery: { name: string; cursor: string | null } = { name: "", cursor: null };
 
+/**
+ * The account view's data as last shown: a change made in it reads again only what it touched
+ * (`Changed`), the rest is this. Any other way to the view (a link, Back, a reload) reads it whole.
+ */
+let held: { id: string; account: Account; logins: AccountLogins | undefined } | null = null;
+
 /** What one user chose on this tab does not carry over to the next one signed in here. */
 function forgetChoices(): void {
   usageChoice = FIRST_USAGE;
   accountsQuery = { name: "", cursor: null };
+  held = null;
 }
 
 // The skip link moves focus to the view without changing the address (which chooses the view).
@@ -256,7 +263,7 @@ function signedIn(s: Session): void {
 
 const showView = (view: HTMLElement, focus?: string) => show(view, focus);
 
-async function route(focus?: string): Promise<void> {
+async function route(focus?: string, changed?: Changed): Promise<void> {
   if (!session) return;
   // Only the latest route shows what it read: a slower, earlier one (page 1 of the accounts after
   // "Next page" was clicked) would otherwise replace the view the user asked for last.
@@ -282,8 +289,8 @@ async function route(focus?: string): Promise<void> {
   preloaded = null;
   try {
     if (s.kind === "holder" && (view === "account" || view === "")) {
-      const account = first?.account ?? (await api<Account>("GET", `/accounts/${s.account_id}`));
-      show(accountView(s, account, (f) => void route(f)), focus);
+      const { account } = await accountData(s.account_id!, false, changed, first?.account);
+      show(accountView(s, account, (f, c) => void route(f, c)), focus);
     } else if (s.kind === "operator" && (view === "accounts" || view === "")) {
       // A search and page named by the address (`#accounts?name=acme&cursor=…`): a reload or Back keeps them.
       const q = (accountsQuery = accountsQueryOf(query) ?? accountsQuery);
@@ -297,9 +304,8 @@ async function route(focus?: string): Promise<void> {
         void route();
       }));
     } else if (s.kind === "operator" && view === "account" && id) {
-      const path = `/accounts/${encodeURIComponent(id)}`;
-      const [account, logins] = await Promise.all([api<Account>("GET", path), api<AccountLogins>("GET", `${path}/logins`)]);
-      show(accountView(s, account, (f) => void route(f), logins), focus);
+      const { account, logins } = await accountData(id, true, changed);
+      show(accountView(s, account, (f, c) => void route(f, c), logins), focus);
     } else if (view === "usage") {
       // The period and split are in the address (#usage/30d/key): a reload or a bookmark keeps them.
       usageChoice = usageChoiceOf(s, id, extra) ?? usageChoice;
@@ -332,6 +338,34 @@ async function route(focus?: string): Promise<void> {
     clearTimeout(loading);
     if (mine === routes) main.removeAttribute("aria-busy");
   }
+}
+
+/**
+ * The account view's data: read whole (its facts and first pages of keys, and for an operator its
+ * logins), or after a change made in the view only what the change touched, the rest as held. A
+ * top-up read the account and every one of its keys again: 3.5 MB at 10,000 keys (a console probe).
+ */
+async function accountData(id: string, operator: boolean, changed: Changed | undefined, first?: Account): Promise<{ account: Account; logins: AccountLogins | undefined }> {
+  const path = `/accounts/${encodeURIComponent(id)}`;
+  const kept = changed && held?.id === id ? held : null;
+  let account: Account;
+  let logins: AccountLogins | undefined;
+  if (!kept) {
+    [account, logins] = await Promise.all([first ?? api<Account>("GET", path), operator ? api<AccountLogins>("GET", `${path}/logins`) : undefined]);
+  } else {
+    account = { ...kept.account, ...changed!.account };
+    const key = changed!.key;
+    if (key) account.keys = account.keys.map((k) => (k.id === key.id ? key : k));
+    let keys: Account | undefined;
+    [keys, logins] = await Promise.all([
+      changed!.keys ? api<Account>("GET", path) : undefined,
+      changed!.logins && operator ? api<AccountLogins>("GET", `${path}/logins`) : kept.logins,
+    ]);
+    // A new or revoked key: the account's first pages of keys again (its facts come with them, as fresh).
+    if (keys) account = { ...account, ...keys };
+  }
+  held = { id, account, logins };
+  return { account, logins };
 }
 
 /** Where the address points: the view, its id and extra part (`#usage/30d/key`), and what follows `?`. */

@@ -5,7 +5,7 @@ import type { ModelConfig } from "../../config/schema.ts";
 import { HOLDER_KEYS_PER_DAY, holderKeyCeiling, holderKeyWait } from "../../accounts/holder-keys.ts";
 import { canonicalLogin, LOGIN_PATTERN, weakPassword, clearedSessionCookie, hashSecret, issueInvite, publicOrigin, sameOrigin, plantedCookieClears, sessionCookie, sessionTokens, startSession, type NewSession, type PasswordHasher } from "../../console/console-auth.ts";
 import { MAX_RECENT, type ConsoleSession, type ConsoleStore } from "../../console/console-store.ts";
-import { chartPeriods, MAX_CHART_PERIODS, summarizeUsage } from "../../console/usage-summary.ts";
+import { chartPeriods, MAX_CHART_PERIODS, summarizeUsage, TABLE_GROUPS } from "../../console/usage-summary.ts";
 import type { SignInAttempts } from "../../limits/sign-in-attempts.ts";
 import type { Logger } from "../../log/log.ts";
 import type { ModelHealth } from "../../ops/model-health.ts";
@@ -94,6 +94,9 @@ function withPlantedCleared(error: GatewayError, request: Request): GatewayError
   return error;
 }
 
+/** How many revoked and expired keys an account's view reads at first, and at each "Show more". */
+export const FIRST_KEYS_PAGE = 50;
+
 /** The largest body a console request may declare: far above any of its forms (a key's model list, an account's name). */
 export const CONSOLE_MAX_BODY_BYTES = 64 * 1024;
 
@@ -135,6 +138,18 @@ export function consoleApiRoutes(deps: ConsoleApiDeps) {
   /** An account as its view reads it: with the gateway's limits, which its unset ones mean. */
   const withDefaults = <A extends object>(account: A) => ({ ...account, default_limits: deps.defaultLimits });
   const { ops, store } = deps;
+  /**
+   * An account as its view reads it: its facts, its keys in use, and the first page of its revoked
+   * and expired keys (newest first); `keys_page` says how many of each there are and where the
+   * next page of the revoked and expired starts (`GET /accounts/:id/keys?state=inactive&offset=`).
+   * Every key was read before: 10,000 revoked keys were a 3.5 MB answer on each view and after
+   * each change (a console probe). The admin API's account answer, which scripts read, lists all.
+   */
+  const accountWithKeys = async (id: string) => {
+    const facts = await ops.accountFacts(id);
+    const [active, inactive] = await Promise.all([ops.keyPage(id, { state: "active", limit: "100" }), ops.keyPage(id, { state: "inactive", limit: String(FIRST_KEYS_PAGE) })]);
+    return { ...withDefaults(facts), keys: [...active.data, ...inactive.data], keys_page: { active: active.total, inactive: inactive.total, next_offset: inactive.next_offset } };
+  };
 
   const adminToken = deps.adminToken;
   const currentSession = async (request: Request): Promise<ConsoleSession> => {
@@ -226,7 +241,7 @@ export function consoleApiRoutes(deps: ConsoleApiDeps) {
     // account or the operator's first page of accounts.
     .get("/overview", async ({ request }) => {
       const s = await session(request);
-      if (s.kind === "holder") return { session: info(s), account: withDefaults(await ops.account(s.accountId!)) };
+      if (s.kind === "holder") return { session: info(s), account: await accountWithKeys(s.accountId!) };
       return { session: info(s), accounts: await ops.listAccounts({ limit: "100" }) };
     })
     .post("/sign-in", async ({ request, body, set, server }) => {
@@ -313,11 +328,20 @@ export function consoleApiRoutes(deps: ConsoleApiDeps) {
     }, { body: CreateAccount })
     .get("/accounts/:id", async ({ request, params }) => {
       scopeAccount(await session(request), params.id);
-      return withDefaults(await ops.account(params.id));
+      return accountWithKeys(params.id);
     })
+    // A page of the account's keys: the view's "Show more" and its search (ops.keyPage says the order).
+    .get("/accounts/:id/keys", async ({ request, params, query }) => {
+      scopeAccount(await session(request), params.id);
+      await ops.accountFacts(params.id);
+      return ops.keyPage(params.id, query, FIRST_KEYS_PAGE);
+    }, { query: t.Object({ offset: t.Optional(t.String({ maxLength: 10 })), limit: t.Optional(t.String({ maxLength: 10 })), state: t.Optional(t.String({ maxLength: 20 })), search: t.Optional(t.String({ maxLength: 200 })) }, { additionalProperties: true }) })
+    // Answered with the account's facts, not its keys: the page keeps the keys it has (a change of
+    // a limit read all 10,000 again).
     .patch("/accounts/:id", async ({ request, params, body }) => {
       operator(await changer(request));
-      return ops.patchAccount(params.id, body);
+      await ops.updateAccount(params.id, body);
+      return withDefaults(await ops.accountFacts(params.id));
     }, { body: PatchAccount })
     .post("/accounts/:id/credits", async ({ request, params, body, headers }) => {
       operator(await changer(request));
@@ -403,7 +427,8 @@ export function consoleApiRoutes(deps: ConsoleApiDeps) {
       if (periods > MAX_CHART_PERIODS) {
         throw new GatewayError(400, "invalid_request", `The range holds ${periods} periods of a ${q.granularity}; the console charts at most ${MAX_CHART_PERIODS}. Narrow it, or use granularity=day.`);
       }
-      const summary = summarizeUsage(q, rows, split);
+      if (query.groups !== undefined && query.groups !== "" && query.groups !== "all") throw new GatewayError(400, "invalid_request", "groups is all (every group listed), or absent (the dearest first, the rest summed).");
+      const summary = summarizeUsage(q, rows, split, query.groups === "all" ? null : TABLE_GROUPS);
       // One account's view also says what was refused before any upstream call (402, 429…): a
       // holder whose requests fail sees why here, without the admin API. None of it was charged.
       if (accountId === undefined || accountId === "") return summary;

@@ -41,5 +41,7 @@ export const ConsoleQuery = t.Object({
   key_id: t.Optional(t.String({ maxLength: 100 })),
   model: t.Optional(t.String({ maxLength: 200 })),
   limit: t.Optional(t.String({ maxLength: 10 })),
+  /** The usage view's table: `all` lists every group; else the dearest TABLE_GROUPS and the rest summed (console/usage-summary.ts). */
+  groups: t.Optional(t.String({ maxLength: 10 })),
 }, open);
 export type ConsoleQuery = typeof ConsoleQuery.static;

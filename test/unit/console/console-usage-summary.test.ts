@@ -54,3 +54,24 @@ test("a range of part periods draws the periods it touches: the periods add up t
   expect(short.period_costs).toEqual([0.09872]);
   expect(chartPeriods({ from: 100 * HOUR, to: 104 * HOUR, granularity: "hour", groupBy: [] })).toBe(4);
 });
+
+test("the table lists the dearest groups and sums the rest exactly as one 'others' entry; every group when asked", () => {
+  const rows: UsageBucketRow[] = [];
+  // 150 keys; key kN costs 100_001 + N micro-credits, so no two tie.
+  for (let k = 0; k < 150; k++) rows.push({ ...row(1, `k${k}`, 100_001 + k), prompt_tokens: 3, completion_tokens: 2 });
+  const q = { from: 0, to: 2 * HOUR, granularity: "hour" as const, groupBy: ["key" as const] };
+  const top = summarizeUsage(q, rows, "key", 100);
+  expect(top.groups).toHaveLength(100);
+  expect(top.group_count).toBe(150);
+  expect(top.groups[0]!.id).toBe("k149");
+  expect(top.groups.at(-1)!.id).toBe("k50");
+  // k0..k49: 50 × 100_001 + (0 + … + 49) micro-credits, summed before turned into credits.
+  expect(top.others).toMatchObject({ groups: 50, requests: 50, prompt_tokens: 150, completion_tokens: 100, cost: (50 * 100_001 + 1_225) / 1_000_000 });
+  // Listed and others add up to the total, to the micro-credit.
+  const micro = (n: number) => Math.round(n * 1_000_000);
+  expect(top.groups.reduce((sum, g) => sum + micro(g.cost), 0) + micro(top.others!.cost)).toBe(micro(top.total.cost));
+  const every = summarizeUsage(q, rows, "key");
+  expect([every.groups.length, every.group_count, every.others]).toEqual([150, 150, null]);
+  // Fewer groups than the table lists: no others.
+  expect(summarizeUsage(q, rows.slice(0, 10), "key", 100).others).toBeNull();
+});
