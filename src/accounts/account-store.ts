@@ -200,6 +200,21 @@ export interface SpendStatus {
 }
 
 export class KeyLimitError extends Error {}
+
+/** Why a key cannot be made, or an expired one given a later end: the account has MAX_ACTIVE_KEYS in use. */
+export function keyLimitError(reviving = false): KeyLimitError {
+  return new KeyLimitError(`This account already has ${MAX_ACTIVE_KEYS} active keys, the most allowed. Revoke one first${reviving ? ", then give this expired key a later end" : ""}.`);
+}
+
+/**
+ * Whether a new expiry puts an expired key back in use: it is not revoked, its end has passed,
+ * and the new one is later than now (or none). Such a change counts against MAX_ACTIVE_KEYS as a
+ * new key does: an account with ten keys in use and an expired one had eleven once it was given a
+ * later end (a holder may set an expiry; a console probe). Pure.
+ */
+export function revivesKey(current: { revoked_at: number | null; expires_at: number | null }, expiresAt: number | null, now: number): boolean {
+  return current.revoked_at === null && current.expires_at !== null && current.expires_at <= now && (expiresAt === null || expiresAt > now);
+}
 /** A cursor this store did not make. */
 export class CursorError extends Error {}
 

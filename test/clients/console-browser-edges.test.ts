@@ -146,6 +146,28 @@ test("an expired key frees its place among the ten: listed with the revoked (its
   await page.getByTestId("key-name").fill("the tenth");
   await page.getByTestId("key-create").click();
   await page.getByTestId("key-secret").waitFor();
+  await page.getByTestId("key-secret-done").click();
+  await page.locator("table caption").filter({ hasText: "Keys: 10 of 10 in use" }).waitFor();
+
+  // A later end for the expired key would make eleven in use: refused, in its row, saying what to do.
+  await fold.locator("summary").click();
+  const expired = page.locator(`[data-key-id="${soon.id}"]`);
+  await expired.getByTestId("key-expires").fill("2099-12-31");
+  await expired.getByTestId("key-expires").press("Enter");
+  expect(await expired.getByTestId("key-error").textContent()).toBe("This account already has 10 active keys, the most allowed. Revoke one first, then give this expired key a later end.");
+  // One revoked: the view is drawn again with the fold still open (its rows' buttons in reach), and the later end is taken.
+  const worker = page.getByTestId("key-row").filter({ hasText: "worker 0" });
+  await worker.getByTestId("key-revoke").click();
+  await worker.getByTestId("key-revoke").click();
+  await fold.locator("summary").filter({ hasText: "(2)" }).waitFor();
+  expect(await fold.evaluate((el) => (el as any).open)).toBe(true);
+  await expired.getByTestId("key-expires").fill("2099-12-31");
+  await expired.getByTestId("key-expires").press("Enter");
+  // Back in use: listed and counted there, and focus on its Save, where it was pressed.
+  await page.locator("table caption").filter({ hasText: "Keys: 10 of 10 in use" }).waitFor();
+  await fold.locator("summary").filter({ hasText: "(1)" }).waitFor();
+  expect(await expired.getByTestId("key-status").textContent()).toBe("active until 2100-01-01 00:00:00 UTC");
+  expect(await page.evaluate(() => (globalThis as any).document.activeElement?.closest("[data-key-id]")?.getAttribute("data-key-id"))).toBe(soon.id);
 }, 30_000);
 
 test("an account page's headings and tables: the forms inside Keys are h3 under its h2, and the console logins table has a caption", async () => {

@@ -106,6 +106,26 @@ function accountStoreContract(name: string, make: () => Promise<AccountStore>, f
       expect(await store.getKey("key_missing")).toBeNull();
     });
 
+    test(`an expired key given a later end counts against the ${MAX_ACTIVE_KEYS} in use: refused while they are all taken (it made ${MAX_ACTIVE_KEYS + 1}), allowed once one is revoked`, async () => {
+      let at = NOW;
+      const { store } = await fixture(() => at);
+      const account = await store.createAccount("revive", 1_000_000);
+      const expiring = (await store.createKey(account.id, { name: "expiring", expiresAt: NOW + 1_000 }))!;
+      for (let i = 0; i < MAX_ACTIVE_KEYS - 1; i++) await store.createKey(account.id, `k${i}`);
+      at = NOW + 2_000;
+      const tenth = (await store.createKey(account.id, "tenth"))!;
+      // SQLite throws, PostgreSQL rejects: both as a rejection here.
+      const update = (patch: { expiresAt: number | null }) => Promise.resolve().then(() => store.updateKey(expiring.id, patch));
+      await expect(update({ expiresAt: null })).rejects.toBeInstanceOf(KeyLimitError);
+      await expect(update({ expiresAt: NOW + 60_000 })).rejects.toThrow("Revoke one first, then give this expired key a later end.");
+      // What leaves it expired, or changes something else, is no new key in use.
+      expect(await store.updateKey(expiring.id, { expiresAt: NOW + 1_500, name: "still expired" })).toMatchObject({ name: "still expired" });
+      expect((await store.listKeyPage(account.id, { offset: 0, limit: 20, state: "active" })).total).toBe(MAX_ACTIVE_KEYS);
+      await store.revokeKey(tenth.id);
+      expect(await store.updateKey(expiring.id, { expiresAt: null })).toMatchObject({ expires_at: null });
+      expect((await store.listKeyPage(account.id, { offset: 0, limit: 20, state: "active" })).total).toBe(MAX_ACTIVE_KEYS);
+    });
+
     test("a page of keys: in use first, then revoked and expired, newest first; by state; searched by name (any case), shown key or id; a total on every page", async () => {
       let at = NOW;
       const { store } = await fixture(() => at);

@@ -205,7 +205,13 @@ export function adminOperations(deps: AdminOperationDeps) {
       if (body.max_concurrent_requests !== undefined) {
         patch.maxConcurrentRequests = body.max_concurrent_requests === null ? null : checked(() => parseMaxConcurrent(body.max_concurrent_requests));
       }
-      const summary = await deps.retryWhileBusy(() => deps.accounts.updateKey(id, patch));
+      let summary;
+      try {
+        summary = await deps.retryWhileBusy(() => deps.accounts.updateKey(id, patch));
+      } catch (err) {
+        if (err instanceof KeyLimitError) throw new GatewayError(409, "invalid_request", err.message);
+        throw err;
+      }
       if (!summary) throw new GatewayError(404, "not_found", "No such key.");
       // The next request sees the new limits: cached lookups of this key are dropped here, and
       // other processes' within their change watch (SQLite) or key cache TTL (PostgreSQL).

@@ -1,5 +1,5 @@
 import {
-  activeKey, accountPageOf, keyInUseSql, keySearchTerm, type AccountFacts, type KeyPage, type KeyPageQuery, asciiLower, periodSpentSql, decodeAccountCursor, iso, keyOptions, KeyLimitError, keySummary, MAX_ACTIVE_KEYS, newKey, periodResetsAt,
+  activeKey, accountPageOf, keyInUseSql, keySearchTerm, keyLimitError, revivesKey, type AccountFacts, type KeyPage, type KeyPageQuery, asciiLower, periodSpentSql, decodeAccountCursor, iso, keyOptions, keySummary, MAX_ACTIVE_KEYS, newKey, periodResetsAt,
   type Account, type AccountDescription, type AccountListQuery, type AccountPage, type AccountPatch, type AccountStore, type ActiveKey, type IssuedKey, type KeyOptions, type KeyPatch, type KeyRow, type KeySummary, type SpendStatus,
 } from "../../accounts/account-store.ts";
 import { microToCredits } from "../../billing/money.ts";
@@ -48,12 +48,19 @@ export function createPostgresAccounts(sql: Pg, now: () => number, timeoutMs = 2
    * Changes the columns given, the row locked first: a settlement that lands meanwhile either
    * committed before the recount (and is in it) or adds to the recounted total after.
    */
-  const patchRow = (table: "api_keys" | "accounts", id: string, columns: Record<string, unknown>, period: SpendPeriod | null | undefined) =>
+  const patchRow = (table: "api_keys" | "accounts", id: string, columns: Record<string, unknown>, period: SpendPeriod | null | undefined, expiresAt?: number | null) =>
     sql.begin(async (tx) => {
       const [current] = table === "api_keys"
-        ? await tx`SELECT spend_limit_period FROM api_keys WHERE id = ${id} FOR UPDATE`
+        ? await tx`SELECT spend_limit_period, account_id, revoked_at, expires_at FROM api_keys WHERE id = ${id} FOR UPDATE`
         : await tx`SELECT spend_limit_period FROM accounts WHERE id = ${id} FOR UPDATE`;
       if (!current) return false;
+      // A later end for an expired key counts against the cap as a new key does, under the lock key creation takes.
+      const at = now();
+      if (table === "api_keys" && expiresAt !== undefined && revivesKey({ revoked_at: nullable(current.revoked_at), expires_at: nullable(current.expires_at) }, expiresAt, at)) {
+        await tx`SELECT pg_advisory_xact_lock(hashtextextended(${current.account_id}, 0))`;
+        const [active] = await tx`SELECT COUNT(*) AS n FROM api_keys WHERE account_id = ${current.account_id} AND revoked_at IS NULL AND (expires_at IS NULL OR expires_at > ${at})`;
+        if (int(active.n) >= MAX_ACTIVE_KEYS) throw keyLimitError(true);
+      }
       if (period !== undefined && period !== current.spend_limit_period) {
         const start = periodStart(period, now());
         const [spent] = table === "api_keys"
@@ -131,7 +138,7 @@ export function createPostgresAccounts(sql: Pg, now: () => number, timeoutMs = 2
         if (!exists) return null;
         const [active] = await tx`SELECT COUNT(*) AS n FROM api_keys WHERE account_id = ${accountId} AND revoked_at IS NULL AND (expires_at IS NULL OR expires_at > ${at})`;
         if (int(active.n) >= MAX_ACTIVE_KEYS) {
-          throw new KeyLimitError(`This account already has ${MAX_ACTIVE_KEYS} active keys, the most allowed. Revoke one first.`);
+          throw keyLimitError();
         }
         // A new key has spent nothing: its count is valid for the window it starts in.
         await tx`INSERT INTO api_keys (id, account_id, name, key_hash, key_prefix, key_last4, created_at, rate_limit_per_minute, expires_at, spend_limit_micro, spend_limit_period, period_start, allowed_models, max_concurrent_requests)
@@ -185,7 +192,7 @@ export function createPostgresAccounts(sql: Pg, now: () => number, timeoutMs = 2
       if (p.models !== undefined) columns.allowed_models = modelsColumn(p.models);
       if (p.maxConcurrentRequests !== undefined) columns.max_concurrent_requests = p.maxConcurrentRequests;
       // A limit below what was spent is kept, as on SQLite: the key is refused (402) until the period resets or the limit rises.
-      if (!(await bounded(patchRow("api_keys", keyId, columns, p.spendLimitPeriod), "update key"))) return null;
+      if (!(await bounded(patchRow("api_keys", keyId, columns, p.spendLimitPeriod, p.expiresAt), "update key"))) return null;
       return store.getKey(keyId);
     },
 

@@ -4,7 +4,7 @@ import { randomId } from "../ids.ts";
 import { microToCredits } from "../../billing/money.ts";
 import { periodStart, windowStarts, type SpendPeriod } from "../../billing/spend-period.ts";
 import {
-  activeKey, MAX_ACTIVE_KEYS, KeyLimitError, decodeAccountCursor, asciiLower, periodSpentSql, periodResetsAt, keySummary, keyOptions, newKey, iso, accountPageOf, type Account, type IssuedKey, type ActiveKey, type KeyOptions, type KeyPatch, type AccountPatch, type KeySummary, type AccountDescription, type AccountPage, type AccountListQuery, type SpendStatus, type AccountStore, type KeyRow, type AccountFacts, type KeyPage, type KeyPageQuery, keyInUseSql, keySearchTerm, type ActiveKeyRow, type AccountLimits,
+  activeKey, MAX_ACTIVE_KEYS, decodeAccountCursor, asciiLower, periodSpentSql, periodResetsAt, keySummary, keyOptions, newKey, iso, accountPageOf, type Account, type IssuedKey, type ActiveKey, type KeyOptions, type KeyPatch, type AccountPatch, type KeySummary, type AccountDescription, type AccountPage, type AccountListQuery, type SpendStatus, type AccountStore, type KeyRow, type AccountFacts, type KeyPage, type KeyPageQuery, keyInUseSql, keySearchTerm, keyLimitError, revivesKey, type ActiveKeyRow, type AccountLimits,
 } from "../../accounts/account-store.ts";
 import { modelsColumn } from "../../accounts/model-access.ts";
 
@@ -82,7 +82,7 @@ export function createAccountStore(db: Database, now: () => number) {
     if (!selectAccount.get(accountId)) return null;
     const at = now();
     if (countActive.get(accountId, at)!.n >= MAX_ACTIVE_KEYS) {
-      throw new KeyLimitError(`This account already has ${MAX_ACTIVE_KEYS} active keys, the most allowed. Revoke one first.`);
+      throw keyLimitError();
     }
     const id = randomId("key");
     const { key, hash, prefix, last4 } = newKey();
@@ -113,6 +113,14 @@ export function createAccountStore(db: Database, now: () => number) {
     return true;
   };
   const patch = db.transaction(patchRow);
+  const keyUse = db.query<{ account_id: string; revoked_at: number | null; expires_at: number | null }, [string]>("SELECT account_id, revoked_at, expires_at FROM api_keys WHERE id = ?");
+  /** A key's change; a later end for an expired key is refused while its account has MAX_ACTIVE_KEYS in use (counted under the same write lock). */
+  const patchKey = db.transaction((keyId: string, columns: Record<string, unknown>, period: SpendPeriod | null | undefined, expiresAt: number | null | undefined): boolean => {
+    const current = expiresAt === undefined ? null : keyUse.get(keyId);
+    const at = now();
+    if (current && revivesKey(current, expiresAt!, at) && countActive.get(current.account_id, at)!.n >= MAX_ACTIVE_KEYS) throw keyLimitError(true);
+    return patchRow("api_keys", keyId, columns, period);
+  });
   const suspendedSince = db.query<{ suspended_at: number | null }, [string]>("SELECT suspended_at FROM accounts WHERE id = ?");
 
   const store = {
@@ -198,7 +206,7 @@ export function createAccountStore(db: Database, now: () => number) {
       if (p.models !== undefined) columns.allowed_models = modelsColumn(p.models);
       if (p.maxConcurrentRequests !== undefined) columns.max_concurrent_requests = p.maxConcurrentRequests;
       sameFiles(true);
-      return patch.immediate("api_keys", keyId, columns, p.spendLimitPeriod) ? store.getKey(keyId) : null;
+      return patchKey.immediate(keyId, columns, p.spendLimitPeriod, p.expiresAt) ? store.getKey(keyId) : null;
     },
 
     updateAccount(accountId: string, p: AccountPatch): boolean {
