@@ -273,3 +273,21 @@ test("a slow view's 'Loading…' is said in the page's live region (a status ele
     await page.unroute("**/console/api/catalogue");
   }
 }, 30_000);
+
+test("a session that ended under an account page: 'Show more' of its keys goes to the sign-in and says so (the button did nothing), and signing in again comes back to the account", async () => {
+  const made = await admin("POST", "/v1/admin/accounts", { name: "session ends co", credits: 5 });
+  for (let i = 0; i < 60; i += 10) {
+    const keys = await Promise.all(Array.from({ length: 10 }, (_, j) => admin("POST", `/v1/admin/accounts/${made.id}/keys`, { name: `old ${i + j}` })));
+    await Promise.all(keys.map((k) => admin("DELETE", `/v1/admin/keys/${k.id}`)));
+  }
+  await page.goto(`${gateway.url}/console/#account/${made.id}`);
+  await page.locator("h1", { hasText: "session ends co" }).waitFor();
+  await page.getByTestId("keys-revoked").locator("summary").click();
+  // The session's cookie is gone (it expired, or was ended elsewhere).
+  await page.context().clearCookies();
+  await page.getByTestId("keys-more").click();
+  expect(await page.getByTestId("sign-in-error").textContent()).toBe("Your session ended: sign in again.");
+  await page.getByTestId("sign-in-token").fill(ADMIN);
+  await page.getByTestId("sign-in-token-submit").click();
+  await page.locator("h1", { hasText: "session ends co" }).waitFor();
+}, 30_000);

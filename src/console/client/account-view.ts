@@ -1,4 +1,4 @@
-import { api, ApiError, type Account, type AccountLogins, type DefaultLimits, type KeySummary, type Session } from "./api.ts";
+import { api, ApiError, readInView, type Account, type AccountLogins, type DefaultLimits, type KeySummary, type Session } from "./api.ts";
 import { announce, confirmFirst, credits, dateOf, errorBox, failure, field, h, hiddenHeading, labelColumns, numberOf, periodSelect, unfinished, when } from "./dom.ts";
 
 /**
@@ -456,7 +456,7 @@ function otherKeys(account: Account, loaded: KeySummary[], page: NonNullable<Acc
   };
   const read = (term: string, offset: number) => {
     const q = new URLSearchParams({ state: "inactive", offset: String(offset), limit: String(MORE_KEYS), ...(term ? { search: term } : {}) });
-    return api<KeyPageAnswer>("GET", `/accounts/${encodeURIComponent(account.id)}/keys?${q}`);
+    return readInView<KeyPageAnswer>(`/accounts/${encodeURIComponent(account.id)}/keys?${q}`);
   };
   /** Reads asked for so far: a slower, earlier one (a page of the list before a search) is not drawn over the last. */
   let asked = 0;

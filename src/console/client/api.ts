@@ -17,10 +17,28 @@ export function setCsrf(token: string): void {
   csrf = token;
 }
 
-/** What the page does when a change finds its session gone (401) or replaced by another sign-in (409): main.ts sets it. */
-let sessionLost: ((status: 401 | 409) => void) | undefined;
-export function onSessionLost(handler: (status: 401 | 409) => void): void {
+/**
+ * What the page does when a change, or a read made inside a view (`readInView`), finds its session
+ * gone (401) or replaced by another sign-in (409): main.ts sets it. `read`: nothing was changed.
+ */
+let sessionLost: ((status: 401 | 409, read: boolean) => void) | undefined;
+export function onSessionLost(handler: (status: 401 | 409, read: boolean) => void): void {
   sessionLost = handler;
+}
+
+/**
+ * A read a view makes by itself (a page of keys, every usage group), not the view's own load
+ * (main.ts's route, which follows a lost session itself): a lost session moves the page to the
+ * sign-in or to whoever is signed in now, as a change's does. Its button did nothing at all (a console probe).
+ */
+export async function readInView<T>(path: string): Promise<T> {
+  try {
+    return await api<T>("GET", path);
+  } catch (err) {
+    const handler = sessionLost;
+    if (handler && err instanceof ApiError && (err.status === 401 || err.sessionReplaced)) setTimeout(() => handler(err.status as 401 | 409, true), 0);
+    throw err;
+  }
 }
 
 export async function api<T>(method: "GET" | "POST" | "PATCH" | "DELETE", path: string, body?: unknown, extra?: Record<string, string>): Promise<T> {
@@ -46,7 +64,7 @@ export async function api<T>(method: "GET" | "POST" | "PATCH" | "DELETE", path: 
     const replaced = res.status === 409 && code === "session_replaced";
     if (csrf && method !== "GET" && (res.status === 401 || replaced) && path !== "/sign-out" && !path.startsWith("/sign-in")) {
       const handler = sessionLost;
-      if (handler) setTimeout(() => handler(res.status as 401 | 409), 0);
+      if (handler) setTimeout(() => handler(res.status as 401 | 409, false), 0);
     }
     const said = error?.message;
     throw new ApiError(res.status, said ?? `The gateway answered ${res.status}.`, said !== undefined, code);

@@ -400,14 +400,14 @@ function usageChoiceOf(s: Session, range: string | undefined, split: string | un
 }
 
 // A change refused because this page's session ended or was replaced: the page follows (api.ts).
-onSessionLost((status) => {
+onSessionLost((status, read) => {
   if (status === 409) {
-    void resync(true);
+    void resync(!read);
     return;
   }
   session = null;
   setCsrf("");
-  signInView("Your session ended, so your change was not made: sign in again.");
+  signInView(read ? "Your session ended: sign in again." : "Your session ended, so your change was not made: sign in again.");
 });
 
 /**

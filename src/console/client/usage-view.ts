@@ -1,5 +1,5 @@
 import uPlot from "uplot";
-import { api, ApiError, type Session, type Sums, type UsageSummary } from "./api.ts";
+import { api, ApiError, readInView, type Session, type Sums, type UsageSummary } from "./api.ts";
 import { announce, credits, errorBox, failure, field, h, labelColumns } from "./dom.ts";
 
 const HOUR = 3_600_000;
@@ -184,7 +184,7 @@ function breakdown(report: UsageSummary, split: UsageChoice["split"], label: (g:
     all.disabled = true;
     try {
       // The same period as shown (not a new "now"): the rows add up to the total above.
-      const whole = await api<UsageSummary>("GET", `/usage?${usageQuery(choice, Date.parse(report.to) - 1)}&groups=all`);
+      const whole = await readInView<UsageSummary>(`/usage?${usageQuery(choice, Date.parse(report.to) - 1)}&groups=all`);
       const rows = rowsOf(whole.groups);
       labelColumns(table, rows);
       body.replaceChildren(...rows);
