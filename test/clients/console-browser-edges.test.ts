@@ -274,6 +274,41 @@ test("a slow view's 'Loading…' is said in the page's live region (a status ele
   }
 }, 30_000);
 
+test("a page of keys that comes after a top-up redrew the view is not counted in the new one: no key is listed twice after later changes", async () => {
+  const made = await admin("POST", "/v1/admin/accounts", { name: "late page co", credits: 5 });
+  for (let i = 0; i < 110; i += 10) {
+    const keys = await Promise.all(Array.from({ length: 10 }, (_, j) => admin("POST", `/v1/admin/accounts/${made.id}/keys`, { name: `late ${i + j}` })));
+    await Promise.all(keys.map((k) => admin("DELETE", `/v1/admin/keys/${k.id}`)));
+  }
+  await page.goto(`${gateway.url}/console/#account/${made.id}`);
+  await page.locator("h1", { hasText: "late page co" }).waitFor();
+  const fold = page.getByTestId("keys-revoked");
+  if (!(await fold.evaluate((el) => (el as any).open))) await fold.locator("summary").click();
+  // "Show more" on a slow link; a top-up meanwhile draws the view again.
+  await page.route("**/console/api/accounts/*/keys?*", async (route) => {
+    await Bun.sleep(1_000);
+    await route.continue();
+  });
+  try {
+    const slow = page.waitForResponse((r) => r.url().includes("/keys?"));
+    await fold.getByTestId("keys-more").click();
+    await page.getByTestId("topup-amount").fill("1");
+    await page.getByTestId("topup-submit").click();
+    await page.getByTestId("balance").filter({ hasText: /^6$/ }).waitFor();
+    await slow;
+    await Bun.sleep(100);
+  } finally {
+    await page.unroute("**/console/api/accounts/*/keys?*");
+  }
+  await fold.getByTestId("keys-more").click();
+  await fold.locator("caption").filter({ hasText: "the newest 100 shown" }).waitFor();
+  await page.getByTestId("topup-amount").fill("1");
+  await page.getByTestId("topup-submit").click();
+  await page.getByTestId("balance").filter({ hasText: /^7$/ }).waitFor();
+  const ids = await fold.getByTestId("key-row").evaluateAll((rows) => rows.map((r) => r.getAttribute("data-key-id")));
+  expect([ids.length, new Set(ids).size]).toEqual([100, 100]);
+}, 30_000);
+
 test("a session that ended under an account page: 'Show more' of its keys goes to the sign-in and says so (the button did nothing), and signing in again comes back to the account", async () => {
   const made = await admin("POST", "/v1/admin/accounts", { name: "session ends co", credits: 5 });
   for (let i = 0; i < 60; i += 10) {

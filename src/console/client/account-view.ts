@@ -480,8 +480,10 @@ function otherKeys(account: Account, loaded: KeySummary[], page: NonNullable<Acc
     labelColumns(shown, rows);
     shown.tBodies[0]!.append(...rows);
     list = { ...list, rows: list.rows + got.data.length, total: got.total, next: got.next_offset };
+    // Kept with this view's account (new arrays, never the one a redrawn view shares: a page that
+    // comes after a top-up redrew the view is not counted in the new one).
     if (!list.term) {
-      account.keys.push(...got.data);
+      account.keys = [...account.keys, ...got.data];
       account.keys_page = { ...page, inactive: got.total, next_offset: got.next_offset };
     }
     said();
