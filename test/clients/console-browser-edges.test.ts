@@ -44,6 +44,16 @@ afterAll(async () => {
   rmSync(dir, { recursive: true, force: true });
 });
 
+/** An account that made and revoked `count` keys named `${prefix} N`, ten at a time (the gateway allows ten in use). */
+async function accountWithRevokedKeys(name: string, count: number, prefix: string): Promise<{ id: string }> {
+  const made = await admin("POST", "/v1/admin/accounts", { name, credits: 5 });
+  for (let i = 0; i < count; i += 10) {
+    const keys = await Promise.all(Array.from({ length: Math.min(10, count - i) }, (_, j) => admin("POST", `/v1/admin/accounts/${made.id}/keys`, { name: `${prefix} ${i + j}` })));
+    await Promise.all(keys.map((k) => admin("DELETE", `/v1/admin/keys/${k.id}`)));
+  }
+  return made;
+}
+
 /** The console API requests the page makes while `run` runs: "METHOD /path?query". */
 async function requestsDuring(run: () => Promise<void>): Promise<string[]> {
   const seen: string[] = [];
@@ -61,12 +71,7 @@ async function requestsDuring(run: () => Promise<void>): Promise<string[]> {
 }
 
 test("an account that made and revoked 120 keys reads its keys a page at a time: the newest 50 revoked, 'Show more', a search; a top-up reads nothing again, a revoke only the keys (10,000 keys were 3.5 MB on each view and after each change)", async () => {
-  const made = await admin("POST", "/v1/admin/accounts", { name: "rotating co", credits: 5 });
-  // Ten at a time, as the gateway allows ten in use: made, then revoked.
-  for (let i = 0; i < 120; i += 10) {
-    const keys = await Promise.all(Array.from({ length: 10 }, (_, j) => admin("POST", `/v1/admin/accounts/${made.id}/keys`, { name: `rotated ${i + j}` })));
-    await Promise.all(keys.map((k) => admin("DELETE", `/v1/admin/keys/${k.id}`)));
-  }
+  const made = await accountWithRevokedKeys("rotating co", 120, "rotated");
   const live = await admin("POST", `/v1/admin/accounts/${made.id}/keys`, { name: "in use" });
   const listed = (await admin("GET", `/v1/admin/accounts/${made.id}/keys`)).data as { id: string; revoked_at: string | null }[];
   // Newest first: the admin API lists the order made (created_at, then id), so the reverse.
@@ -275,11 +280,7 @@ test("a slow view's 'Loading…' is said in the page's live region (a status ele
 }, 30_000);
 
 test("a page of keys that comes after a top-up redrew the view is not counted in the new one: no key is listed twice after later changes", async () => {
-  const made = await admin("POST", "/v1/admin/accounts", { name: "late page co", credits: 5 });
-  for (let i = 0; i < 110; i += 10) {
-    const keys = await Promise.all(Array.from({ length: 10 }, (_, j) => admin("POST", `/v1/admin/accounts/${made.id}/keys`, { name: `late ${i + j}` })));
-    await Promise.all(keys.map((k) => admin("DELETE", `/v1/admin/keys/${k.id}`)));
-  }
+  const made = await accountWithRevokedKeys("late page co", 110, "late");
   await page.goto(`${gateway.url}/console/#account/${made.id}`);
   await page.locator("h1", { hasText: "late page co" }).waitFor();
   const fold = page.getByTestId("keys-revoked");
@@ -310,11 +311,7 @@ test("a page of keys that comes after a top-up redrew the view is not counted in
 }, 30_000);
 
 test("a session that ended under an account page: 'Show more' of its keys goes to the sign-in and says so (the button did nothing), and signing in again comes back to the account", async () => {
-  const made = await admin("POST", "/v1/admin/accounts", { name: "session ends co", credits: 5 });
-  for (let i = 0; i < 60; i += 10) {
-    const keys = await Promise.all(Array.from({ length: 10 }, (_, j) => admin("POST", `/v1/admin/accounts/${made.id}/keys`, { name: `old ${i + j}` })));
-    await Promise.all(keys.map((k) => admin("DELETE", `/v1/admin/keys/${k.id}`)));
-  }
+  const made = await accountWithRevokedKeys("session ends co", 60, "old");
   await page.goto(`${gateway.url}/console/#account/${made.id}`);
   await page.locator("h1", { hasText: "session ends co" }).waitFor();
   await page.getByTestId("keys-revoked").locator("summary").click();

@@ -70,6 +70,15 @@ function accountLimits(body: { rate_limit_per_minute?: number | null; max_concur
 }
 
 export function adminOperations(deps: AdminOperationDeps) {
+  /** A key's write; the account's ten keys in use already (a new key, or an expired one given a later end) is a 409. */
+  const keyWrite = async <T>(write: () => T | Promise<T>): Promise<T> => {
+    try {
+      return await deps.retryWhileBusy(write);
+    } catch (err) {
+      if (err instanceof KeyLimitError) throw new GatewayError(409, "invalid_request", err.message);
+      throw err;
+    }
+  };
   const ops = {
     /** Records are written in batches: a view asked for now includes the requests just finished. */
     flush: () => deps.ledger.flush(),
@@ -183,13 +192,7 @@ export function adminOperations(deps: AdminOperationDeps) {
         models: body?.models == null ? null : checked(() => parseModelPatterns(body.models)),
         maxConcurrentRequests: body?.max_concurrent_requests == null ? null : checked(() => parseMaxConcurrent(body.max_concurrent_requests)),
       };
-      let key;
-      try {
-        key = await deps.retryWhileBusy(() => deps.accounts.createKey(accountId, options));
-      } catch (err) {
-        if (err instanceof KeyLimitError) throw new GatewayError(409, "invalid_request", err.message);
-        throw err;
-      }
+      const key = await keyWrite(() => deps.accounts.createKey(accountId, options));
       if (!key) throw new GatewayError(404, "not_found", "No such account.");
       return key;
     },
@@ -205,13 +208,7 @@ export function adminOperations(deps: AdminOperationDeps) {
       if (body.max_concurrent_requests !== undefined) {
         patch.maxConcurrentRequests = body.max_concurrent_requests === null ? null : checked(() => parseMaxConcurrent(body.max_concurrent_requests));
       }
-      let summary;
-      try {
-        summary = await deps.retryWhileBusy(() => deps.accounts.updateKey(id, patch));
-      } catch (err) {
-        if (err instanceof KeyLimitError) throw new GatewayError(409, "invalid_request", err.message);
-        throw err;
-      }
+      const summary = await keyWrite(() => deps.accounts.updateKey(id, patch));
       if (!summary) throw new GatewayError(404, "not_found", "No such key.");
       // The next request sees the new limits: cached lookups of this key are dropped here, and
       // other processes' within their change watch (SQLite) or key cache TTL (PostgreSQL).
