@@ -310,6 +310,19 @@ test("a page of keys that comes after a top-up redrew the view is not counted in
   expect([ids.length, new Set(ids).size]).toEqual([100, 100]);
 }, 30_000);
 
+test("a key saved after another tab revoked it says it was revoked meanwhile and is listed with the revoked (the page said 'saved.')", async () => {
+  const made = await admin("POST", "/v1/admin/accounts", { name: "revoked meanwhile co", credits: 5 });
+  const key = await admin("POST", `/v1/admin/accounts/${made.id}/keys`, { name: "shared" });
+  await page.goto(`${gateway.url}/console/#account/${made.id}`);
+  const row = page.locator(`[data-key-id="${key.id}"]`);
+  await row.getByTestId("key-rename").fill("renamed");
+  await admin("DELETE", `/v1/admin/keys/${key.id}`);
+  await row.getByTestId("key-save").click();
+  await page.getByTestId("keys-none-in-use").waitFor();
+  expect(await page.locator("#status").textContent()).toBe(`shared (…${(key.key as string).slice(-4)}) was revoked meanwhile (another tab, operator or script): it is listed with the revoked keys now.`);
+  expect(await page.getByTestId("keys-revoked").locator("summary").textContent()).toBe("Revoked and expired keys (1)");
+}, 30_000);
+
 test("a session that ended under an account page: 'Show more' of its keys goes to the sign-in and says so (the button did nothing), and signing in again comes back to the account", async () => {
   const made = await accountWithRevokedKeys("session ends co", 60, "old");
   await page.goto(`${gateway.url}/console/#account/${made.id}`);

@@ -611,6 +611,12 @@ function keyRow(k: KeySummary, reload: Reload, operator: boolean, defaults: Defa
       }
       // The answer is the key as saved: its row is drawn from it, nothing else read again.
       const saved = Object.keys(changes).length > 0 ? await api<KeySummary>("PATCH", `/keys/${k.id}`, changes) : undefined;
+      // Revoked meanwhile (another tab, operator or script): the gateway saved the change on the
+      // revoked key, and the page said "saved." of a key it then listed with the revoked (a console probe).
+      if (saved && saved.revoked_at !== null && k.revoked_at === null) {
+        announce(`${label} was revoked meanwhile (another tab, operator or script): it is listed with the revoked keys now.`);
+        return { keys: true };
+      }
       announce(saved ? `${label} saved.` : `${label}: nothing changed.`);
       // A key that came back into use (an expired key given a later last day), or left it: the
       // keys are read again, so it is listed and counted where it now is.
