@@ -86,3 +86,58 @@ if (missing) {
     expect(existsSync(dir) && readdirSync(dir)).toEqual([]);
   }, 15_000);
 }
+
+if (!missing) {
+  /**
+   * The sweeper's timer is set before the start's first heartbeat returns. A start whose heartbeat
+   * waits (here: behind a lock another session holds on the table it writes) longer than a sweep
+   * interval used to run the sweep's look for spill files first: it read a variable not yet
+   * declared and logged a ReferenceError at every such start. The start's own look comes first.
+   */
+  async function startBehindALock(sql: SQL, start: () => Promise<unknown>): Promise<void> {
+    let locked!: () => void;
+    const held = new Promise<void>((resolve) => (locked = resolve));
+    const lock = sql.begin(async (tx) => {
+      await tx`LOCK TABLE gateway_instances IN SHARE MODE`;
+      locked();
+      await Bun.sleep(300);
+    });
+    await held;
+    try {
+      await start();
+    } finally {
+      await lock;
+    }
+  }
+
+  test("a start whose first heartbeat outlasts a sweep interval: no failed look for spill files, a dead process's file written once", async () => {
+    const { url, sql, dir, settlement, leave, books } = await setUp();
+    leave("gone-before", [settlement(4)]);
+    const lines: string[] = [];
+    let ledger: Awaited<ReturnType<typeof createPostgresLedger>> | undefined;
+    await startBehindALock(sql, async () => {
+      ledger = await createPostgresLedger(sql, { now: Date.now, spill: { dir, database: url }, sweepIntervalMs: 20, log: (level, message, fields) => lines.push(`${level} ${message} ${JSON.stringify(fields ?? {})}`) });
+    });
+    try {
+      await until("the file written and removed", 5_000, async () => (await books()).records.length === 1 && !readdirSync(dir).some((f) => f.endsWith(".spill")));
+      expect(lines.filter((l) => /failed|Error/.test(l))).toEqual([]);
+      expect((await books()).balance).toBe(1_000_000 - 1_004);
+    } finally {
+      await ledger!.close(100);
+    }
+  }, 15_000);
+
+  test("a start whose first heartbeat outlasts a sweep interval still stops on a spill file of accounts the database does not have", async () => {
+    const { url, sql, dir, prefix } = await setUp();
+    const stranger: Settlement = { requestId: "req_stranger", accountId: "acct_not_here", keyId: "key_not_here", model: "m", provider: "p", promptTokens: 1, completionTokens: 1, estimated: false, costMicro: 10, status: "ok", latencyMs: 1 };
+    writeFileSync(join(dir, `${prefix}elsewhere.spill`), JSON.stringify({ settlement: stranger, held: 10 }) + "\n");
+    let outcome: unknown;
+    await startBehindALock(sql, async () => {
+      outcome = await createPostgresLedger(sql, { now: Date.now, spill: { dir, database: url }, sweepIntervalMs: 20 }).then((ledger) => ledger.close(100).then(() => "started"), (err: unknown) => err);
+    });
+    expect(outcome).toBeInstanceOf(Error);
+    expect(String(outcome)).toContain("acct_not_here");
+    // The file stays for an operator.
+    expect(readdirSync(dir).filter((f) => f.endsWith(".spill"))).toEqual([`${prefix}elsewhere.spill`]);
+  }, 15_000);
+}

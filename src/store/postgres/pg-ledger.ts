@@ -155,6 +155,16 @@ export async function createPostgresLedger(sql: Pg, o: PgLedgerOptions): Promise
     }
   };
   /**
+   * A look for stopped processes' spill files is under way (adoptOrphans). True from the start:
+   * the sweeper's timer is set before the start's first heartbeat returns, and a sweep that came
+   * first read this before it was declared (a ReferenceError in the log whenever the heartbeat
+   * took longer than a sweep interval) and, declared earlier but false, would have taken the files
+   * before the start's own look, which stops the start on a file of unknown accounts.
+   */
+  let adopting = true;
+  /** Files of accounts this database does not have, already logged (see SpillMismatchError). */
+  const mismatched = new Set<string>();
+  /**
    * Since when this process's heartbeats have been written without a failure. After the database
    * was unreachable every process's heartbeat is stale, the living's too: a process only takes
    * others for dead once it has itself been writing for longer than a living one takes to come
@@ -453,11 +463,8 @@ export async function createPostgresLedger(sql: Pg, o: PgLedgerOptions): Promise
    * A file goes once its settlements are written. At the start, and while running once the
    * database answers (a process that died during an outage and is not started again).
    */
-  let adopting = false;
-  /** Files of accounts this database does not have, already logged (see SpillMismatchError). */
-  const mismatched = new Set<string>();
   async function adoptOrphans(atStart: boolean): Promise<void> {
-    if (!spills || adopting || closed) return;
+    if (!spills || closed || (adopting && !atStart)) return;
     adopting = true;
     try {
       const files = spills.orphans();
