@@ -1,5 +1,5 @@
 import { closeSync, existsSync, fsyncSync, ftruncateSync, mkdirSync, openSync, readdirSync, readFileSync, renameSync, statfsSync, statSync, unlinkSync, writeSync } from "node:fs";
-import { dirname, join } from "node:path";
+import { basename, dirname, join } from "node:path";
 import type { Settlement } from "../billing/ledger.ts";
 import type { Logger } from "../log/log.ts";
 
@@ -109,6 +109,35 @@ export function reserveSpillRoom(path: string, bytes: number): void {
   } finally {
     closeSync(fd);
   }
+}
+
+/**
+ * Temporary files of spills whose process died in the middle of writing them (a kill -9 while
+ * the store failed: the spill is rewritten whole at every turn that settles a charge). Never
+ * renamed, so never a spill: the file they were to replace still holds what was kept, and what
+ * they added was for answers whose last byte had not gone out. Nobody removed them, and each held
+ * up to a spill's size on a disk that had just been full. Only the owner of `path` calls this (the
+ * SQLite gateway under its lock at start; a PostgreSQL process holding a stopped process's lock),
+ * before it writes a spill of its own. Returns how many went.
+ */
+export function removeSpillTemporaries(path: string): number {
+  const folder = dirname(path);
+  const stem = `${basename(path)}.`;
+  let names: string[];
+  try {
+    names = readdirSync(folder);
+  } catch {
+    return 0;
+  }
+  let removed = 0;
+  for (const name of names) {
+    if (!name.startsWith(stem) || !/^\d+\.tmp$/.test(name.slice(stem.length))) continue;
+    try {
+      unlinkSync(join(folder, name));
+      removed++;
+    } catch {}
+  }
+  return removed;
 }
 
 /** Writes the file whole; returns its size. */

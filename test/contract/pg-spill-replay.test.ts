@@ -73,6 +73,30 @@ if (missing) {
     expect(readdirSync(dir)).toEqual([]);
   }, 15_000);
 
+  test("temporary files of spills their processes were killed in the middle of writing go with the files they were to replace; a living owner's stays", async () => {
+    const { url, sql, dir, prefix, settlement, leave, books } = await setUp();
+    // A process killed while rewriting its file (the file it was to replace is whole), and one
+    // killed while writing its first (its lock file made at its start, no spill file yet).
+    leave("cut1", [settlement(1)]);
+    writeFileSync(join(dir, `${prefix}cut1.spill.4242.tmp`), JSON.stringify({ settlement: settlement(1), held: 5_000 }) + "\n{\"settl");
+    writeFileSync(join(dir, `${prefix}cut2.spill.lock`), "");
+    writeFileSync(join(dir, `${prefix}cut2.spill.4243.tmp`), "{\"settl");
+    // A process that lives (this test holds its lock), in the middle of a write.
+    const living = spillOwnership({ dir, database: url, instanceId: "living" });
+    living.claim();
+    writeFileSync(join(dir, `${prefix}living.spill.4244.tmp`), "{\"settl");
+    const ledger = await createPostgresLedger(sql, { now: Date.now, spill: { dir, database: url } });
+    try {
+      await until("the file written and removed", 5_000, async () => (await books()).records.length === 1 && !readdirSync(dir).some((f) => f.endsWith("cut1.spill")));
+      expect(readdirSync(dir).filter((f) => f.endsWith(".tmp"))).toEqual([`${prefix}living.spill.4244.tmp`]);
+      expect(readdirSync(dir).filter((f) => f.includes("cut"))).toEqual([]);
+      expect((await books()).balance).toBe(1_000_000 - 1_001);
+    } finally {
+      await ledger.close(100);
+      living.release();
+    }
+  }, 15_000);
+
   test("a process already running takes the file of one that died, once the sweep finds it", async () => {
     const { url, sql, dir, settlement, leave, books } = await setUp();
     const ledger = await createPostgresLedger(sql, { now: Date.now, spill: { dir, database: url }, sweepIntervalMs: 50 });

@@ -2,7 +2,7 @@ import { closeSync, existsSync, mkdirSync, openSync, readdirSync, statSync, unli
 import { join } from "node:path";
 import { randomId } from "../ids.ts";
 import { tryLockFile, type FileLock } from "../file-lock.ts";
-import { keepInSpill, removeSpill, type Spilled } from "../spill-file.ts";
+import { keepInSpill, removeSpill, removeSpillTemporaries, type Spilled } from "../spill-file.ts";
 
 /**
  * PostgreSQL's spill files and who owns them (docs/decisions.md, "Spill files on PostgreSQL").
@@ -119,6 +119,8 @@ export function spillOwnership(o: { dir: string; database: string; instanceId: s
             lock.release();
             continue;
           }
+          // Its owner may have died in the middle of rewriting it: what it was writing is not a spill.
+          removeSpillTemporaries(path);
           found.push({
             path,
             done() {
@@ -129,8 +131,11 @@ export function spillOwnership(o: { dir: string; database: string; instanceId: s
           });
         } else if (name.endsWith(".spill.lock") && !existsSync(path.slice(0, -".lock".length))) {
           const lock = lockIfFree(path);
-          if (lock && !existsSync(path.slice(0, -".lock".length))) dropLock(lock);
-          else lock?.release();
+          if (lock && !existsSync(path.slice(0, -".lock".length))) {
+            // Killed while writing its first spill: the temporary file goes with the lock.
+            removeSpillTemporaries(path.slice(0, -".lock".length));
+            dropLock(lock);
+          } else lock?.release();
         }
       }
       return found;

@@ -5,7 +5,7 @@ import { createChangeWatch, type ChangeWatch } from "./change-watch.ts";
 import type { Logger } from "../../log/log.ts";
 import { creditWriter, debitWriter } from "./credits.ts";
 import { createRollupFolder } from "./sqlite-rollups.ts";
-import { keepInSpill, reserveSpillRoom, readSpill, removeSpill, SpillMismatchError, unknownAccounts } from "../spill-file.ts";
+import { keepInSpill, reserveSpillRoom, readSpill, removeSpill, removeSpillTemporaries, SpillMismatchError, unknownAccounts } from "../spill-file.ts";
 import { LedgerFileGoneError, ledgerFiles } from "./file-identity.ts";
 import { classifyWriteFailure, describeWriteFailure, retryWhileBusy } from "./sqlite-errors.ts";
 import { cacheSavingsMicro, priceListId, priceListJson } from "../../billing/pricing.ts";
@@ -433,6 +433,8 @@ export function createSqliteLedger(db: Database, o: SqliteLedgerOptions): Ledger
     });
   }
 
+  // A process killed while writing its spill left its temporary file: gone before room is held.
+  if (spillPath && removeSpillTemporaries(spillPath) > 0) log("warn", "removed the temporary spill file of a process killed while writing it (the spill file it was to replace is replayed as it is)", { path: spillPath });
   holdSpillRoom(true);
 
   return {

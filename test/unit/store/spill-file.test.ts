@@ -2,7 +2,10 @@ import { afterAll, describe, expect, test } from "bun:test";
 import { existsSync, mkdtempSync, readdirSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
+import { openDatabase } from "../../../src/store/database.ts";
 import { keepInSpill, readSpill } from "../../../src/store/spill-file.ts";
+import { createAccountStore } from "../../../src/store/sqlite/sqlite-accounts.ts";
+import { createSqliteLedger } from "../../../src/store/sqlite/sqlite-ledger.ts";
 
 const dir = mkdtempSync(join(tmpdir(), "switchyard-spill-"));
 afterAll(() => rmSync(dir, { recursive: true, force: true }));
@@ -95,5 +98,33 @@ describe("the spill file", () => {
     const run = Bun.spawnSync(["unshare", "-m", "sh", "-c", `mkdir -p ${JSON.stringify(at)} && mount -t tmpfs -o size=2m tmpfs ${JSON.stringify(at)} && ${JSON.stringify(process.execPath)} ${JSON.stringify(child)} ${JSON.stringify(at)}`]);
     const said = JSON.parse(run.stdout.toString().trim().split("\n").at(-1) || `{"stderr": ${JSON.stringify(run.stderr.toString().slice(-500))}}`);
     expect(said).toEqual({ held: 1024 * 1024, said: ["less room held for the spill file than asked: the disk has little"] });
+  });
+
+  test("a start removes the temporary file of a spill its process was killed in the middle of writing; the spill it was to replace is replayed, once", async () => {
+    const folder = join(dir, "killed-mid-write");
+    const path = join(folder, "ledger.sqlite");
+    const setup = openDatabase(path);
+    const accounts = createAccountStore(setup, Date.now);
+    const account = accounts.createAccount("spill", 1_000_000);
+    const keyId = accounts.createKey(account.id, "k")!.id;
+    setup.close();
+    const settlement = (n: number) => ({ settlement: { requestId: `req_mid_${n}`, accountId: account.id, keyId, model: "m", provider: "p", promptTokens: 10, completionTokens: 5, estimated: false, costMicro: 1_000, status: "ok", latencyMs: 3 }, held: 2_000 });
+    // What was kept, and the rewrite a kill -9 cut short (a second settlement, half of a line; a
+    // few MB of them when a full disk had given the spill its reserve): writeSpill's `<spill>.<pid>.tmp`.
+    keepInSpill(`${path}.spill`, [settlement(1)] as never);
+    writeFileSync(`${path}.spill.424242.tmp`, JSON.stringify(settlement(1)) + "\n" + JSON.stringify(settlement(2)).slice(0, 40));
+    // Another ledger's in the same folder is not this one's to remove.
+    writeFileSync(join(folder, "other.sqlite.spill.424242.tmp"), "");
+
+    const db = openDatabase(path, { busyTimeoutMs: 0 });
+    const said: string[] = [];
+    const ledger = createSqliteLedger(db, { now: Date.now, log: (_level, message) => said.push(message) });
+    await ledger.flush();
+    expect(readdirSync(folder).filter((f) => f.endsWith(".tmp"))).toEqual(["other.sqlite.spill.424242.tmp"]);
+    expect(said.some((m) => m.startsWith("removed the temporary spill file"))).toBe(true);
+    expect(db.query("SELECT request_id FROM usage_records").all()).toEqual([{ request_id: "req_mid_1" }]);
+    expect((await ledger.balance(account.id))!.balanceMicro).toBe(1_000_000 - 1_000);
+    await ledger.close(0);
+    db.close();
   });
 });
