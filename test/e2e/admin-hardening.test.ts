@@ -165,24 +165,32 @@ describe("admin CLI: the same checks as the API", () => {
   });
 });
 
-test("admin writes the ledger file cannot take now (read-only, full) are 503 with Retry-After, not 500; the same top-up retried after it recovers is added once", async () => {
-  const id = await account("read-only disk", 1);
+test("admin writes the ledger file cannot take now (read-only, full) are 503 with Retry-After, not 500; the same top-up and debit retried after it recovers are made once", async () => {
+  const id = await account("read-only disk", 3);
   // What a full or read-only disk answers every write with (SQLITE_READONLY, SQLITE_FULL): the gateway's own connection refuses writes.
   gw.db.exec("PRAGMA query_only = 1");
   try {
     const send = (path: string, body: unknown, key?: string) =>
       fetch(gw.url + path, { method: "POST", headers: { authorization: `Bearer ${ADMIN_TOKEN}`, "content-type": "application/json", ...(key ? { "idempotency-key": key } : {}) }, body: JSON.stringify(body) });
-    for (const [path, body] of [[`/v1/admin/accounts/${id}/credits`, { amount: 5 }], ["/v1/admin/accounts", { name: "not now", credits: 1 }], [`/v1/admin/accounts/${id}/keys`, { name: "not now" }]] as const) {
-      const res = await send(path, body, path.endsWith("/credits") ? "topup-disk-1" : undefined);
+    const keys: Record<string, string> = { credits: "topup-disk-1", debits: "debit-disk-1" };
+    for (const [path, body] of [[`/v1/admin/accounts/${id}/credits`, { amount: 5 }], [`/v1/admin/accounts/${id}/debits`, { amount: 2 }], ["/v1/admin/accounts", { name: "not now", credits: 1 }], [`/v1/admin/accounts/${id}/keys`, { name: "not now" }]] as const) {
+      const keyed = /\/(credits|debits)$/.exec(path)?.[1];
+      const res = await send(path, body, keyed && keys[keyed]);
       expect([path, res.status, res.headers.get("retry-after")]).toEqual([path, 503, "5"]);
       const error = ((await res.json()) as any).error;
       expect(error.message).toContain("cannot use its database right now");
       expect(error.message).not.toContain("    at ");
+      // What to do: a top-up or a debit is sent again with its key (made once); anything else is read back first.
+      expect([path, error.message.includes("retry with the same Idempotency-Key")]).toEqual([path, keyed !== undefined]);
     }
   } finally {
     gw.db.exec("PRAGMA query_only = 0");
   }
   const retried = await fetch(gw.url + `/v1/admin/accounts/${id}/credits`, { method: "POST", headers: { authorization: `Bearer ${ADMIN_TOKEN}`, "content-type": "application/json", "idempotency-key": "topup-disk-1" }, body: JSON.stringify({ amount: 5 }) });
   expect(retried.status).toBe(200);
+  for (let i = 0; i < 2; i++) {
+    const debited = await fetch(gw.url + `/v1/admin/accounts/${id}/debits`, { method: "POST", headers: { authorization: `Bearer ${ADMIN_TOKEN}`, "content-type": "application/json", "idempotency-key": "debit-disk-1" }, body: JSON.stringify({ amount: 2 }) });
+    expect(debited.status).toBe(200);
+  }
   expect((await admin("GET", `/v1/admin/accounts/${id}`)).body.balance).toBe(6);
 });

@@ -61,14 +61,17 @@ export function errorsPlugin(
  * A store that cannot be used now (PostgreSQL unreachable or read-only, Redis down): 503 with
  * Retry-After, as the model routes answer, not 500 "failed to process" (an admin top-up during a
  * database stall was a 500 though it had committed; a scale-out probe). A change may or may not
- * have been made: a top-up retried with the same Idempotency-Key is made once; other changes are read back first.
+ * have been made: a top-up or debit retried with the same Idempotency-Key is made once; other changes are read back first.
  */
 function unavailableResponse(error: unknown, request: Request, log: Logger): Response {
   log("warn", "store unavailable", { error: error instanceof Error ? error.message : String(error), clientRequestId: request.headers.get("x-request-id") ?? undefined });
   const change = request.method !== "GET" && request.method !== "HEAD";
-  // Only top-ups take an Idempotency-Key; any other change is read back before it is sent again.
-  const advice = !change ? "" : /\/credits(?:$|\?)/.test(request.url)
-    ? " The top-up may or may not have been made: retry with the same Idempotency-Key (made once), or read the balance first."
+  // Top-ups and debits take an Idempotency-Key: sent again with it, each is made once. Any other
+  // change is read back before it is sent again. (A debit was told to read it back, which a
+  // balance that requests move all the time cannot answer.)
+  const keyed = /\/(credits|debits)(?:$|\?)/.exec(request.url)?.[1];
+  const advice = !change ? "" : keyed
+    ? ` The ${keyed === "credits" ? "top-up" : "debit"} may or may not have been made: retry with the same Idempotency-Key (made once), or read the balance first.`
     : " The change may or may not have been made: read it back before sending it again.";
   const message = `The gateway cannot use its database right now (unreachable, or it cannot take writes).${advice} Retry in a few seconds.`;
   return errorResponse(isAnthropicPath(request.url), 503, "overloaded", message, { "retry-after": "5" });
