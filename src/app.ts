@@ -469,6 +469,8 @@ export function createApp(deps: AppDeps) {
     keyPools,
     /** Free token counts waiting for or in the tokenizer. */
     counts,
+    /** The tokenizer; a stop past its grace makes it answer by the rule of thumb (`hurry`). */
+    tokenizer,
     /** Where large embeddings answers are read. */
     embeddingsThread,
     /** Resolves once every started request is settled and its settlement written. */

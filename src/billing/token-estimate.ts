@@ -32,6 +32,13 @@ export interface Tokenizer {
   countWhenIdle: TokenCounter;
   /** Starts the tokenizer's thread (and its table load) now, so the first count does not wait. */
   load(): void;
+  /**
+   * From now on every count is the rule of thumb, and the counts waiting are answered with it at
+   * once (the thread ends). For a gateway that is stopping: an answer cut at the end of its grace
+   * settles only once its counts are in, and in a process just started on a busy host the tables
+   * take more than the second the stop gives it to load, so its charge was lost at exit.
+   */
+  hurry(): void;
 }
 
 /** Characters of a text the tokenizer's thread counts in one message (a few ms of its time at worst). */
@@ -63,6 +70,8 @@ export function roughTokenCount(text: string): number {
 export function createTokenizer(): Tokenizer {
   let worker: Worker | undefined;
   let nextId = 1;
+  /** hurry() was called: no thread is started again, every count is the rule of thumb. */
+  let hurried = false;
   /** Counts in flight; each keeps the rough count to fall back on, not its text (that went to the worker). */
   const waiting = new Map<number, { rough: number; resolve: (count: number) => void }>();
   /** Low-priority counts not yet given to the worker, oldest first. */
@@ -130,7 +139,7 @@ export function createTokenizer(): Tokenizer {
 
   const countOne = (text: string): Promise<number> => {
     if (text.length === 0) return Promise.resolve(0);
-    worker ??= startWorker();
+    if (!hurried) worker ??= startWorker();
     const w = worker;
     if (!w) return Promise.resolve(roughTokenCount(text));
     return new Promise((resolve) => {
@@ -144,7 +153,11 @@ export function createTokenizer(): Tokenizer {
 
   return {
     load() {
-      worker ??= startWorker();
+      if (!hurried) worker ??= startWorker();
+    },
+    hurry() {
+      hurried = true;
+      giveUp();
     },
     count,
     countWhenIdle(text) {

@@ -210,6 +210,52 @@ test("a SIGTERM whose grace ends before an answer came: the requests cut then (n
   }
 }, 40_000);
 
+test("a SIGTERM whose grace ends while a cut stream's counts take longer than the stop waits (a 6 MB prompt, no usage from its upstream): the stream is recorded and charged an estimate, not lost", async () => {
+  const config = join(dir, "switchyard-slow-count.json");
+  writeFileSync(config, JSON.stringify({
+    providers: [{ id: "up", kind: "openai", base_url: `${upstream.url}/v1` }],
+    models: [{ id: "test/big", provider: "up", upstream_model: "m", category: "text", context_length: 100_000_000, pricing: { input_per_mtok: 1, output_per_mtok: 1000 } }],
+    limits: { max_body_bytes: 16 * 1024 * 1024 },
+  }));
+  const env = { SWITCHYARD_CONFIG: config, SWITCHYARD_DB: join(dir, "slow-count.sqlite"), SWITCHYARD_SHUTDOWN_GRACE_MS: "300", SWITCHYARD_SPILL_DIR: dir };
+  const gw = await startProcess(env);
+  const balanceBefore = ledgerState(env.SWITCHYARD_DB).balance;
+  // Words out, then nothing and no usage: the charge is what our tokenizer counts, the prompt
+  // included. A million distinct words take the tokenizer's thread seconds, more than the second
+  // the stop gave a cut answer to settle before the ledger closed and the process exited.
+  upstream.reply({ kind: "sse", holdOpen: true, chunks: ['data: {"id":"c","object":"chat.completion.chunk","created":1,"model":"m","choices":[{"index":0,"delta":{"content":"first words "},"finish_reason":null}]}\n\n'] });
+  let seed = 7;
+  const word = () => ((seed = (seed * 1664525 + 1013904223) >>> 0) % 2_176_782_336).toString(36);
+  const prompt = Array.from({ length: 1_000_000 }, word).join(" ");
+  const res = await fetch(`${gw.url}/v1/chat/completions`, {
+    method: "POST",
+    headers: { authorization: `Bearer ${gw.key}`, "content-type": "application/json", "x-request-id": "cut-while-counting" },
+    body: JSON.stringify({ model: "test/big", max_tokens: 100, messages: [{ role: "user", content: prompt }], stream: true }),
+  });
+  expect(res.status).toBe(200);
+  const reader = res.body!.getReader();
+  let text = "";
+  while (!text.includes("first words")) text += new TextDecoder().decode((await reader.read()).value);
+  gw.child.kill("SIGTERM");
+  for (;;) {
+    const read = await reader.read().catch(() => ({ done: true as const, value: undefined }));
+    if (read.done) break;
+  }
+  expect(await gw.child.exited).toBe(0);
+  const db = new Database(env.SWITCHYARD_DB, { readonly: true });
+  try {
+    const records = db.query<{ status: string; cost: number; estimated: number; prompt: number }, []>("SELECT status, cost_micro AS cost, estimated, prompt_tokens AS prompt FROM usage_records WHERE client_request_id = 'cut-while-counting'").all();
+    expect(records).toHaveLength(1);
+    expect(records[0]!.status).toBe("cancelled");
+    expect(records[0]!.estimated).toBe(1);
+    expect(records[0]!.prompt).toBeGreaterThan(1_000_000);
+    expect(records[0]!.cost).toBeGreaterThan(0);
+    expect(balanceBefore - db.query<{ b: number }, []>("SELECT balance_micro AS b FROM accounts WHERE name = 'demo'").get()!.b).toBe(records[0]!.cost);
+  } finally {
+    db.close();
+  }
+}, 30_000);
+
 /**
  * A gateway whose one model's upstream is `raw` is stopped (SIGTERM, a 300 ms grace) while each
  * request waits before its head (`asks`: path, request id, prompt); what each client got (status,

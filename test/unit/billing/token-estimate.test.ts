@@ -69,6 +69,19 @@ describe("token estimates", () => {
     }
   });
 
+  test("hurried (a stop past its grace), a count in flight is answered by the rough rule at once, and so is every later one", async () => {
+    const stopping = createTokenizer();
+    // Sent before the thread has its tables (they take a second to load): it waits in the thread.
+    const text = Array.from({ length: 5_000 }, (_, i) => `w${(i * 7919).toString(36)}`).join(" ");
+    const inFlight = stopping.count(text);
+    stopping.hurry();
+    const started = performance.now();
+    expect(await inFlight).toBe(roughTokenCount(text));
+    expect(await stopping.count("later words")).toBe(roughTokenCount("later words"));
+    expect(await stopping.countWhenIdle("a free count")).toBe(roughTokenCount("a free count"));
+    expect(performance.now() - started).toBeLessThan(100);
+  });
+
   test("the rough rule used when the tokenizer is unavailable, and the reservation bound", () => {
     expect(roughTokenCount("abcd".repeat(10))).toBe(10);
     expect(roughTokenCount("é")).toBe(1);
