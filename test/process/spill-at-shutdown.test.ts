@@ -12,7 +12,7 @@ import { join } from "node:path";
 import { openDatabase } from "../../src/store/database.ts";
 import { createSqliteLedger } from "../../src/store/sqlite/sqlite-ledger.ts";
 import { auditLedger } from "../../src/store/sqlite/audit.ts";
-import { createAccountStore } from "../../src/store/sqlite/sqlite-accounts.ts";
+import { fundedLedgerFile } from "../helpers/funded-ledger-file.ts";
 import type { Settlement } from "../../src/billing/ledger.ts";
 import { SQL } from "bun";
 import { postgresMissing, useTestDatabase } from "../helpers/backends.ts";
@@ -38,12 +38,7 @@ function ledgerFile(): { path: string; accountId: string; keyId: string } {
   const dir = mkdtempSync(join(tmpdir(), "switchyard-spill-"));
   dirs.push(dir);
   const path = join(dir, "ledger.sqlite");
-  const setup = openDatabase(path);
-  const accounts = createAccountStore(setup, Date.now);
-  const account = accounts.createAccount("spill", 1_000_000);
-  const keyId = accounts.createKey(account.id, "k")!.id;
-  setup.close();
-  return { path, accountId: account.id, keyId };
+  return { path, ...fundedLedgerFile(path) };
 }
 
 describe("settlements queued through a store fault survive the stop that follows", () => {

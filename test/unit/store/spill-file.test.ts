@@ -4,7 +4,7 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { openDatabase } from "../../../src/store/database.ts";
 import { keepInSpill, readSpill } from "../../../src/store/spill-file.ts";
-import { createAccountStore } from "../../../src/store/sqlite/sqlite-accounts.ts";
+import { fundedLedgerFile } from "../../helpers/funded-ledger-file.ts";
 import { createSqliteLedger } from "../../../src/store/sqlite/sqlite-ledger.ts";
 
 const dir = mkdtempSync(join(tmpdir(), "switchyard-spill-"));
@@ -103,12 +103,8 @@ describe("the spill file", () => {
   test("a start removes the temporary file of a spill its process was killed in the middle of writing; the spill it was to replace is replayed, once", async () => {
     const folder = join(dir, "killed-mid-write");
     const path = join(folder, "ledger.sqlite");
-    const setup = openDatabase(path);
-    const accounts = createAccountStore(setup, Date.now);
-    const account = accounts.createAccount("spill", 1_000_000);
-    const keyId = accounts.createKey(account.id, "k")!.id;
-    setup.close();
-    const settlement = (n: number) => ({ settlement: { requestId: `req_mid_${n}`, accountId: account.id, keyId, model: "m", provider: "p", promptTokens: 10, completionTokens: 5, estimated: false, costMicro: 1_000, status: "ok", latencyMs: 3 }, held: 2_000 });
+    const { accountId, keyId } = fundedLedgerFile(path);
+    const settlement = (n: number) => ({ settlement: { requestId: `req_mid_${n}`, accountId, keyId, model: "m", provider: "p", promptTokens: 10, completionTokens: 5, estimated: false, costMicro: 1_000, status: "ok", latencyMs: 3 }, held: 2_000 });
     // What was kept, and the rewrite a kill -9 cut short (a second settlement, half of a line; a
     // few MB of them when a full disk had given the spill its reserve): writeSpill's `<spill>.<pid>.tmp`.
     keepInSpill(`${path}.spill`, [settlement(1)] as never);
@@ -123,7 +119,7 @@ describe("the spill file", () => {
     expect(readdirSync(folder).filter((f) => f.endsWith(".tmp"))).toEqual(["other.sqlite.spill.424242.tmp"]);
     expect(said.some((m) => m.startsWith("removed the temporary spill file"))).toBe(true);
     expect(db.query("SELECT request_id FROM usage_records").all()).toEqual([{ request_id: "req_mid_1" }]);
-    expect((await ledger.balance(account.id))!.balanceMicro).toBe(1_000_000 - 1_000);
+    expect((await ledger.balance(accountId))!.balanceMicro).toBe(1_000_000 - 1_000);
     await ledger.close(0);
     db.close();
   });
