@@ -18,6 +18,11 @@ export function createInflight() {
   let streamsGone: (() => void) | undefined;
   /** What else a cut ends: the transport's calls still waiting for a head (app.ts). */
   const alsoCut: ((reason: ShutdownCut) => void)[] = [];
+  /** Whole answers between the end of their reading and their return (their settlements' commits in between). */
+  let delivering = 0;
+  let delivered: (() => void)[] = [];
+  /** The stop closed every connection (`server.stop(true)`): no answer can go out any more. */
+  let closed = false;
   return {
     /**
      * The gateway is about to cut what still runs (shutdown, past its grace): a request that ends
@@ -58,6 +63,44 @@ export function createInflight() {
     },
     get cutting(): boolean {
       return cutting;
+    },
+    /**
+     * A whole answer is read and about to be settled and returned; the function returned says it
+     * was. Its body goes out only after its settlement's commit, so a stop that closed the
+     * connections meanwhile charged it in full ("ok") for a body its client never got: a stop
+     * waits for these (`delivered`) before it closes them.
+     */
+    delivering(): () => void {
+      delivering += 1;
+      let ended = false;
+      return () => {
+        if (ended) return;
+        ended = true;
+        delivering -= 1;
+        if (delivering > 0) return;
+        const ready = delivered;
+        delivered = [];
+        for (const resolve of ready) resolve();
+      };
+    },
+    /**
+     * The stop is closing every connection now. A whole answer read after this never reaches its
+     * client, whether or not its request's signal says so (it did not always: one was charged in
+     * full for a reset), so it settles as cut (billing-session.ts: charged nothing).
+     */
+    closeConnections(): void {
+      closed = true;
+    },
+    get connectionsClosed(): boolean {
+      return closed;
+    },
+    /** Whole answers settling or being returned (see `delivering`). */
+    get deliveringCount(): number {
+      return delivering;
+    },
+    /** Resolves once no whole answer is settling or being returned. */
+    delivered(): Promise<void> {
+      return delivering === 0 ? Promise.resolve() : new Promise((resolve) => delivered.push(resolve));
     },
     begin(): void {
       count += 1;

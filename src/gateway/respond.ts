@@ -84,7 +84,7 @@ export interface RespondDeps {
   /** Known secrets out of relayed frames (a vendor's own fields pass through). */
   scrubber?: Pick<Scrubber, "withoutKnown">;
   /** Whether the gateway is cutting what still runs (shutdown): no answer is read on then. */
-  inflight?: { readonly cutting: boolean; watch(end: () => void): void; unwatch(end: () => void): void };
+  inflight?: { readonly cutting: boolean; watch(end: () => void): void; unwatch(end: () => void): void; delivering?(): () => void; readonly connectionsClosed?: boolean };
 }
 
 /**
@@ -123,6 +123,16 @@ export async function respond(
   };
 
   if (outcome.kind === "body") {
+    // Settled, then returned: a stop waits for this before it closes the connections (inflight.ts).
+    const delivered = deps.inflight?.delivering?.();
+    try {
+      return await wholeAnswer(outcome);
+    } finally {
+      delivered?.();
+    }
+  }
+
+  async function wholeAnswer(outcome: Extract<AttemptOutcome, { kind: "body" }>): Promise<Response> {
     const { events, json } = outcome;
     for (const e of events) meter.observe(e);
     const usage = await meter.total(req.promptText);
@@ -133,8 +143,9 @@ export async function respond(
     else if (format.id === "openai-embeddings") events.push({ type: "usage", inputTokens: usage.inputTokens });
     const reasoning = countsReasoning ? await reasoningEstimate(usage.outputTokens) : undefined;
     if (reasoning !== undefined) events.push({ type: "usage", reasoningTokens: reasoning });
-    // The whole answer was made (and read, attempt.ts): charged in full, recorded as cancelled when the client has left.
-    await billing.settle(req.signal?.aborted ? "cancelled" : "ok");
+    // The whole answer was made (and read, attempt.ts): charged in full, recorded as cancelled when the client has left
+    // (nothing charged when the gateway's stop closed its connection: billing-session.ts).
+    await billing.settle(req.signal?.aborted || deps.inflight?.connectionsClosed ? "cancelled" : "ok");
     if (req.body.stream === true) {
       // An upstream that cannot stream (the images API): the whole answer, as the client's frames.
       const encoder = format.encoder(ctx);

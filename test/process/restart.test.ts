@@ -210,6 +210,59 @@ test("a SIGTERM whose grace ends before an answer came: the requests cut then (n
   }
 }, 40_000);
 
+test("a SIGTERM whose grace ends while a whole answer waits for its settlement's commit: the answer goes out before the connections close, and is charged once for it", async () => {
+  const config = join(dir, "switchyard-commit-wait.json");
+  writeFileSync(config, JSON.stringify({
+    providers: [{ id: "up", kind: "openai", base_url: `${upstream.url}/v1` }],
+    models: [{ id: "test/paid", provider: "up", upstream_model: "m", category: "text", context_length: 100000, pricing: { input_per_mtok: 1000, output_per_mtok: 1000 } }],
+  }));
+  const env = { SWITCHYARD_CONFIG: config, SWITCHYARD_DB: join(dir, "commit-wait.sqlite"), SWITCHYARD_SHUTDOWN_GRACE_MS: "300", SWITCHYARD_SPILL_DIR: dir };
+  const gw = await startProcess(env);
+  const balanceBefore = ledgerState(env.SWITCHYARD_DB).balance;
+  // Another writer holds the ledger (the admin CLI, a backup): the answer's commit, which its body
+  // waits for, is retried until the writer lets go, 600 ms after the SIGTERM (past the 300 ms
+  // grace, within the second after which the ledger would count as failing).
+  const other = new Database(env.SWITCHYARD_DB);
+  other.run("BEGIN IMMEDIATE");
+  let released = false;
+  const release = () => {
+    if (released) return;
+    released = true;
+    other.run("ROLLBACK");
+    other.close();
+  };
+  try {
+    const sent = upstream.requests.length;
+    const answered = fetch(`${gw.url}/v1/chat/completions`, {
+      method: "POST",
+      headers: { authorization: `Bearer ${gw.key}`, "content-type": "application/json", "x-request-id": "whole-while-committing" },
+      body: JSON.stringify({ model: "test/paid", max_tokens: 50, messages: [{ role: "user", content: "Hello" }] }),
+    }).then(async (r) => ({ status: r.status, body: await r.text() }), () => ({ status: 0, body: "reset" }));
+    for (const until = Date.now() + 5_000; upstream.requests.length === sent && Date.now() < until; ) await Bun.sleep(10);
+    await Bun.sleep(100); // its answer is read and its settlement waits for the writer
+    gw.child.kill("SIGTERM");
+    await Bun.sleep(600);
+    release();
+    const got = await answered;
+    expect(await gw.child.exited).toBe(0);
+    // Without the wait, the connection was closed while the commit waited: a reset, and the answer charged in full.
+    expect(got.status).toBe(200);
+    expect(JSON.parse(got.body).choices[0].message.content.length).toBeGreaterThan(0);
+  } finally {
+    release();
+  }
+  const db = new Database(env.SWITCHYARD_DB, { readonly: true });
+  try {
+    const records = db.query<{ status: string; cost: number }, []>("SELECT status, cost_micro AS cost FROM usage_records WHERE client_request_id = 'whole-while-committing'").all();
+    expect(records).toHaveLength(1);
+    expect(records[0]!.status).toBe("ok");
+    expect(records[0]!.cost).toBeGreaterThan(0);
+    expect(balanceBefore - db.query<{ b: number }, []>("SELECT balance_micro AS b FROM accounts WHERE name = 'demo'").get()!.b).toBe(records[0]!.cost);
+  } finally {
+    db.close();
+  }
+}, 30_000);
+
 test("a SIGTERM whose grace ends while a cut stream's counts take longer than the stop waits (a 6 MB prompt, no usage from its upstream): the stream is recorded and charged an estimate, not lost", async () => {
   const config = join(dir, "switchyard-slow-count.json");
   writeFileSync(config, JSON.stringify({

@@ -36,4 +36,24 @@ describe("inflight: the shutdown cut", () => {
   test("with no stream under way the cut resolves at once", async () => {
     await createInflight().cut();
   });
+
+  test("whole answers being settled and returned: `delivered` resolves once the last is done (each counted once); closing connections is said", async () => {
+    const inflight = createInflight();
+    await inflight.delivered();
+    const a = inflight.delivering();
+    const b = inflight.delivering();
+    expect(inflight.deliveringCount).toBe(2);
+    let resolved = false;
+    const done = inflight.delivered().then(() => (resolved = true));
+    a();
+    a();
+    await Bun.sleep(1);
+    expect([inflight.deliveringCount, resolved]).toEqual([1, false]);
+    b();
+    await done;
+    expect(inflight.deliveringCount).toBe(0);
+    expect(inflight.connectionsClosed).toBe(false);
+    inflight.closeConnections();
+    expect(inflight.connectionsClosed).toBe(true);
+  });
 });
