@@ -219,28 +219,18 @@ describe("stream stage: what goes out with the head", () => {
     expect(outcome.value).toBe("completed");
   });
 
-  test("the head's wait ran keepalive_ms, by a timer that fired a millisecond early: the keep-alive is the first write, at once", async () => {
-    // Bun's timers fire up to a millisecond early by performance.now(): the wait's end at 599 ms of
-    // 600 is the wait run out, not a wait with a third of keepalive_ms still to go (a CI run: the
-    // head at the clock's first tick, 805 ms).
+  // Bun's timers fire up to a millisecond early by performance.now(): the wait's end at 599 ms of
+  // 600 is the wait run out, not a wait with a third of keepalive_ms still to go (a CI run: the
+  // head at the clock's first tick, 805 ms). A wait that ended 200 ms short writes nothing yet.
+  test.each([
+    ["ran keepalive_ms, by a timer that fired a millisecond early: the keep-alive is the first write, at once", 599, [": keep-alive\n\n"]],
+    ["ended with a third of keepalive_ms still to go: no keep-alive yet", 400, []],
+  ])("the head's wait %s", async (_name, waitedMs, written) => {
     const body = scriptedBody();
-    const events: string[] = [];
-    const source = await answerSource({ ...options(body.reader, events, {}), keepAliveMs: 600 }, performance.now() - 599);
+    const source = await answerSource({ ...options(body.reader, [], {}), keepAliveMs: 600 }, performance.now() - waitedMs);
     const { controller, writes } = recorder();
     const pulled = source.pull(controller);
-    expect(writes).toEqual([": keep-alive\n\n"]);
-    await source.cancel?.();
-    body.arrive(END);
-    await pulled;
-  });
-
-  test("the head's wait ended with a third of keepalive_ms still to go: no keep-alive yet", async () => {
-    const body = scriptedBody();
-    const events: string[] = [];
-    const source = await answerSource({ ...options(body.reader, events, {}), keepAliveMs: 600 }, performance.now() - 400);
-    const { controller, writes } = recorder();
-    const pulled = source.pull(controller);
-    expect(writes).toEqual([]);
+    expect(writes).toEqual(written);
     await source.cancel?.();
     body.arrive(END);
     await pulled;
