@@ -14,9 +14,14 @@ export function modelAllowed(patterns: readonly string[] | null, modelId: string
   return false;
 }
 
-/** The 403's words: the model refused and the ones the key may use, so the client knows what to ask for instead. */
+/**
+ * The 403's words: the model refused and the ones the key may use, so the client knows what to ask
+ * for instead. `model: <id>` as Anthropic words it: Claude Code reads a 403 `permission_error` as
+ * model access only when its message has `model:` in it, and then moves to its fallback model; any
+ * other 403 on a custom base URL ended its run as "Failed to authenticate" (an agents probe).
+ */
 export function modelRefusal(patterns: readonly string[], modelId: string): string {
-  return `This API key may not use the model "${modelId.slice(0, 200)}": it is limited to ${patterns.join(", ")}. GET /v1/models lists the models it may use.`;
+  return `This API key may not use model: ${modelId.slice(0, 200)} (it is limited to ${patterns.join(", ")}). GET /v1/models lists the models it may use.`;
 }
 
 /** The key's list as stored (JSON text, null for every model). */

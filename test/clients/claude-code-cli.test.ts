@@ -66,9 +66,9 @@ function claudeEnv(home: string) {
 }
 
 /** Asynchronous: the gateway answering it runs on this process's event loop. */
-async function runClaude(model: string, work: string, home: string, options: { prompt?: string; tools?: string; key?: string; env?: Record<string, string> } = {}) {
+async function runClaude(model: string, work: string, home: string, options: { prompt?: string; tools?: string; key?: string; env?: Record<string, string>; args?: string[] } = {}) {
   const child = Bun.spawn({
-    cmd: [bin!, "-p", options.prompt ?? "Write hello.txt containing a greeting", "--output-format", "json", "--model", model, "--allowedTools", options.tools ?? "Write"],
+    cmd: [bin!, "-p", options.prompt ?? "Write hello.txt containing a greeting", "--output-format", "json", "--model", model, "--allowedTools", options.tools ?? "Write", ...(options.args ?? [])],
     cwd: work,
     env: { ...claudeEnv(home), ...(options.key ? { ANTHROPIC_API_KEY: options.key } : {}), ...options.env },
     stdin: "ignore",
@@ -317,6 +317,34 @@ describe.skipIf(!available)("Claude Code CLI through the gateway: a tool loop as
       expect(failure.result).toContain("The upstream provider failed (status 500). Retrying is appropriate.");
       expect(upstream.requests.filter((r) => r.path === "/v1/messages")).toHaveLength(3);
       expect(await gw.balanceMicro()).toBe(before);
+    } finally {
+      upstream.reset();
+      rmSync(work, { recursive: true, force: true });
+      rmSync(home, { recursive: true, force: true });
+    }
+  }, 40_000);
+
+  test("a key limited to other models: Claude Code reads the 403 as model access (its `model:` check) and moves to its fallback model, which answers; the refusal is free", async () => {
+    // Claude Code 2.1.330 takes a 403 for model access only when its message has `model:` in it
+    // (then it moves to --fallback-model, or its own default fallback); any other 403 on a custom
+    // base URL ends the run as "Failed to authenticate" (an agents probe, twenty-first session).
+    const work = mkdtempSync(join(tmpdir(), "switchyard-cc-work-"));
+    const home = mkdtempSync(join(tmpdir(), "switchyard-cc-home-"));
+    try {
+      writeFileSync(join(home, ".claude.json"), JSON.stringify({ hasCompletedOnboarding: true }));
+      const { id, key } = (await gw.app.services.accounts.createKey(gw.accountId, { name: "gpt-4.1 only", models: ["openai/gpt-4.1"] }))!;
+      const seen = logLines.length;
+      const run = await runClaude("claude-sonnet-4-5", work, home, { prompt: "hi", key, env: { CLAUDE_CODE_MAX_RETRIES: "0" }, args: ["--fallback-model", "openai/gpt-4.1"] });
+      expect(run.exitCode, `${run.stdout}\n${run.stderr}`).toBe(0);
+      expect(JSON.parse(run.stdout)).toMatchObject({ is_error: false });
+      const statuses = logLines.slice(seen).filter((l) => l.message === "request" && l.path === "/v1/messages").map((l) => l.status);
+      expect(statuses[0]).toBe(403);
+      expect(statuses.at(-1)).toBe(200);
+      // Only the fallback model was asked upstream, and only it was charged.
+      expect(upstream.requests.filter((r) => r.path === "/v1/messages")).toHaveLength(0);
+      await gw.app.services.settled();
+      const models = gw.db.query<{ model: string }, [string]>("SELECT DISTINCT model FROM usage_records WHERE key_id = ? AND cost_micro > 0").all(id).map((r) => r.model);
+      expect(models).toEqual(["openai/gpt-4.1"]);
     } finally {
       upstream.reset();
       rmSync(work, { recursive: true, force: true });

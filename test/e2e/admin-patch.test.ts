@@ -253,7 +253,7 @@ function adminSuite(name: string, start: (upstreamUrl: string) => Promise<Backen
       });
       expect(refused.status).toBe(403);
       expect(await refused.json()).toEqual({ error: {
-        message: `This API key may not use the model "${OPENAI_MODEL}": it is limited to test/claude*, test/free. GET /v1/models lists the models it may use.`,
+        message: `This API key may not use model: ${OPENAI_MODEL} (it is limited to test/claude*, test/free). GET /v1/models lists the models it may use.`,
         type: "permission_error", param: null, code: null,
       } });
       // PATCH widens it: the next request is answered; null gives every model back.

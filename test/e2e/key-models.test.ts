@@ -27,7 +27,7 @@ function call(key: string, path: string, body: unknown, headers: Record<string, 
   return fetch(gw.url + path, { method: "POST", headers: { authorization: `Bearer ${key}`, "content-type": "application/json", ...headers }, body: JSON.stringify(body) });
 }
 
-const refusal = (model: string) => `This API key may not use the model "${model}": it is limited to anthropic/*. GET /v1/models lists the models it may use.`;
+const refusal = (model: string) => `This API key may not use model: ${model} (it is limited to anthropic/*). GET /v1/models lists the models it may use.`;
 const hello = [{ role: "user", content: "hello" }];
 
 test("a key limited to anthropic/* gets 403 for an OpenAI model on every route, in that route's shape, with nothing sent or charged", async () => {

@@ -153,7 +153,7 @@ describe("a key that stops being good while its request is under way (SQLite)", 
     upstream.finishHeld();
     const res = await pending;
     expect(res.status).toBe(403);
-    expect(((await res.json()) as any).error).toMatchObject({ type: "permission_error", message: `This API key may not use the model "${ANTHROPIC_MODEL}": it is limited to ${OPENAI_MODEL}. GET /v1/models lists the models it may use.` });
+    expect(((await res.json()) as any).error).toMatchObject({ type: "permission_error", message: `This API key may not use model: ${ANTHROPIC_MODEL} (it is limited to ${OPENAI_MODEL}). GET /v1/models lists the models it may use.` });
     expect(upstream.requests.length).toBe(asked + 1);
     expect(await gw.balanceMicro()).toBe(balance);
   });
