@@ -126,45 +126,41 @@ export async function respond(
     // Settled, then returned: a stop waits for this before it closes the connections (inflight.ts).
     const delivered = deps.inflight?.delivering?.();
     try {
-      return await wholeAnswer(outcome);
+      const { events, json } = outcome;
+      for (const e of events) meter.observe(e);
+      const usage = await meter.total(req.promptText);
+      if (usage.estimated) events.push({ type: "usage", inputTokens: usage.inputTokens, outputTokens: usage.outputTokens });
+      // An embeddings answer's usage is what was charged (docs/api.md), its whole cost: a count past
+      // the input's bound goes out as the bound billed, not as the vendor's 99,999,999 beside a
+      // charge of 15 (a raw-TCP probe, twenty-first session). Chat answers show the vendor's count.
+      else if (format.id === "openai-embeddings") events.push({ type: "usage", inputTokens: usage.inputTokens });
+      const reasoning = countsReasoning ? await reasoningEstimate(usage.outputTokens) : undefined;
+      if (reasoning !== undefined) events.push({ type: "usage", reasoningTokens: reasoning });
+      // The whole answer was made (and read, attempt.ts): charged in full, recorded as cancelled when the client has left
+      // (nothing charged when the gateway's stop closed its connection: billing-session.ts).
+      await billing.settle(req.signal?.aborted || deps.inflight?.connectionsClosed ? "cancelled" : "ok");
+      if (req.body.stream === true) {
+        // An upstream that cannot stream (the images API): the whole answer, as the client's frames.
+        const encoder = format.encoder(ctx);
+        let text = "";
+        for (const e of events) text += encoder.event(e);
+        const end = encoder.end();
+        return new Response(text + (typeof end === "string" ? end : await end), { headers: SSE_HEADERS });
+      }
+      const hasImages = events.some((e) => e.type === "image");
+      // A usage the meter refused a count of is not shown as it came: the answer is written anew, with the counts billed.
+      if (sameFormat && !hasImages && !usage.estimated && json && typeof json === "object" && !hasRefusedCount((json as { usage?: unknown }).usage)) {
+        // The vendor's body as it is (fields we do not model survive), with the gateway's model and id.
+        const answer = json as Record<string, unknown>;
+        answer.model = ctx.model;
+        answer.id = ctx.id;
+        return jsonAnswer(answer, takeRouteHeaders(req.route));
+      }
+      const body = format.body(events, ctx, json);
+      return jsonAnswer(body instanceof Promise ? await body : body, takeRouteHeaders(req.route));
     } finally {
       delivered?.();
     }
-  }
-
-  async function wholeAnswer(outcome: Extract<AttemptOutcome, { kind: "body" }>): Promise<Response> {
-    const { events, json } = outcome;
-    for (const e of events) meter.observe(e);
-    const usage = await meter.total(req.promptText);
-    if (usage.estimated) events.push({ type: "usage", inputTokens: usage.inputTokens, outputTokens: usage.outputTokens });
-    // An embeddings answer's usage is what was charged (docs/api.md), its whole cost: a count past
-    // the input's bound goes out as the bound billed, not as the vendor's 99,999,999 beside a
-    // charge of 15 (a raw-TCP probe, twenty-first session). Chat answers show the vendor's count.
-    else if (format.id === "openai-embeddings") events.push({ type: "usage", inputTokens: usage.inputTokens });
-    const reasoning = countsReasoning ? await reasoningEstimate(usage.outputTokens) : undefined;
-    if (reasoning !== undefined) events.push({ type: "usage", reasoningTokens: reasoning });
-    // The whole answer was made (and read, attempt.ts): charged in full, recorded as cancelled when the client has left
-    // (nothing charged when the gateway's stop closed its connection: billing-session.ts).
-    await billing.settle(req.signal?.aborted || deps.inflight?.connectionsClosed ? "cancelled" : "ok");
-    if (req.body.stream === true) {
-      // An upstream that cannot stream (the images API): the whole answer, as the client's frames.
-      const encoder = format.encoder(ctx);
-      let text = "";
-      for (const e of events) text += encoder.event(e);
-      const end = encoder.end();
-      return new Response(text + (typeof end === "string" ? end : await end), { headers: SSE_HEADERS });
-    }
-    const hasImages = events.some((e) => e.type === "image");
-    // A usage the meter refused a count of is not shown as it came: the answer is written anew, with the counts billed.
-    if (sameFormat && !hasImages && !usage.estimated && json && typeof json === "object" && !hasRefusedCount((json as { usage?: unknown }).usage)) {
-      // The vendor's body as it is (fields we do not model survive), with the gateway's model and id.
-      const answer = json as Record<string, unknown>;
-      answer.model = ctx.model;
-      answer.id = ctx.id;
-      return jsonAnswer(answer, takeRouteHeaders(req.route));
-    }
-    const body = format.body(events, ctx, json);
-    return jsonAnswer(body instanceof Promise ? await body : body, takeRouteHeaders(req.route));
   }
 
   const idle = req.idle;
