@@ -80,6 +80,23 @@ async function runClaude(model: string, work: string, home: string, options: { p
   return { stdout, stderr, exitCode };
 }
 
+/**
+ * A run's working directory and HOME (onboarding done), removed afterwards with the upstream's
+ * queue and rules reset, whatever the test did.
+ */
+async function inClaudeDirs(run: (work: string, home: string) => Promise<void>): Promise<void> {
+  const work = mkdtempSync(join(tmpdir(), "switchyard-cc-work-"));
+  const home = mkdtempSync(join(tmpdir(), "switchyard-cc-home-"));
+  try {
+    writeFileSync(join(home, ".claude.json"), JSON.stringify({ hasCompletedOnboarding: true }));
+    await run(work, home);
+  } finally {
+    upstream.reset();
+    rmSync(work, { recursive: true, force: true });
+    rmSync(home, { recursive: true, force: true });
+  }
+}
+
 describe.skipIf(!available)("Claude Code CLI through the gateway", () => {
   const cases = [
     { model: "claude-sonnet-4-5", upstream: "anthropic", what: "budgeted thinking, capped" },
@@ -88,10 +105,7 @@ describe.skipIf(!available)("Claude Code CLI through the gateway", () => {
   ] as const;
 
   test.each(cases)("$model ($what): writes the file, reads the result, answers", async ({ model, upstream: kind }) => {
-    const work = mkdtempSync(join(tmpdir(), "switchyard-cc-work-"));
-    const home = mkdtempSync(join(tmpdir(), "switchyard-cc-home-"));
-    try {
-      writeFileSync(join(home, ".claude.json"), JSON.stringify({ hasCompletedOnboarding: true }));
+    await inClaudeDirs(async (work, home) => {
       const target = join(work, "hello.txt");
       for (let i = 0; i < 10; i++) upstream.reply(claudeCodeScript(target, { strict: true }));
       const run = await runClaude(model, work, home);
@@ -121,16 +135,10 @@ describe.skipIf(!available)("Claude Code CLI through the gateway", () => {
           expect(first.messages.some((m: any) => m.role === "system")).toBe(true);
         }
       }
-    } finally {
-      upstream.reset();
-      rmSync(work, { recursive: true, force: true });
-      rmSync(home, { recursive: true, force: true });
-    }
+    });
   }, 30_000);
 
   test("a session whose every turn reports prompt caching is charged the vendor-priced sum, to the micro-credit", async () => {
-    const work = mkdtempSync(join(tmpdir(), "switchyard-cc-work-"));
-    const home = mkdtempSync(join(tmpdir(), "switchyard-cc-home-"));
     // Turn 1 writes the system prompt and tools to the cache (some for an hour); turn 2 reads them back.
     const turns: Record<1 | 2, TurnUsage> = {
       1: { input: 3, cacheRead: 0, cacheWrite5m: 1_500, cacheWrite1h: 500, output: 40 },
@@ -138,8 +146,7 @@ describe.skipIf(!available)("Claude Code CLI through the gateway", () => {
     };
     // claude-sonnet-4-5 at 3,000 / 15,000 credits per million: reads 300, 5-minute writes 3,750, 1-hour writes 6,000.
     const priced = (u: TurnUsage) => u.input * 3_000 + u.cacheRead * 300 + u.cacheWrite5m * 3_750 + u.cacheWrite1h * 6_000 + u.output * 15_000;
-    try {
-      writeFileSync(join(home, ".claude.json"), JSON.stringify({ hasCompletedOnboarding: true }));
+    await inClaudeDirs(async (work, home) => {
       const target = join(work, "hello.txt");
       for (let i = 0; i < 10; i++) upstream.reply(claudeCodeScript(target, { strict: true, usage: (turn) => turns[turn] }));
       const before = await gw.balanceMicro();
@@ -161,11 +168,7 @@ describe.skipIf(!available)("Claude Code CLI through the gateway", () => {
         cache_creation_input_tokens: turns[1].cacheWrite5m + turns[1].cacheWrite1h + turns[2].cacheWrite5m,
         output_tokens: turns[1].output + turns[2].output,
       });
-    } finally {
-      upstream.reset();
-      rmSync(work, { recursive: true, force: true });
-      rmSync(home, { recursive: true, force: true });
-    }
+    });
   }, 30_000);
 
   test("/model to a model served through OpenAI's Responses API: Claude Code's one-token check of it passes (OpenAI's floor is 16), and the next turn is that model's", async () => {
@@ -232,10 +235,7 @@ describe.skipIf(!available)("Claude Code CLI through the gateway: a tool loop as
     { model: "claude-sonnet-4-5", vendor: "anthropic" as const },
     { model: "openai/gpt-4.1", vendor: "openai" as const },
   ])("$model: thinking, then two Read calls in one turn (one of a PNG), then thinking again after the results; every turn passes the vendor's checks (signed thinking first in the turn it continues)", async ({ model, vendor }) => {
-    const work = mkdtempSync(join(tmpdir(), "switchyard-cc-work-"));
-    const home = mkdtempSync(join(tmpdir(), "switchyard-cc-home-"));
-    try {
-      writeFileSync(join(home, ".claude.json"), JSON.stringify({ hasCompletedOnboarding: true }));
+    await inClaudeDirs(async (work, home) => {
       writeFileSync(join(work, "a.txt"), "alpha\n");
       writeFileSync(join(work, "pic.png"), PNG);
       const id = (n: number) => (vendor === "openai" ? `call_read${n}` : `toolu_read${n}`);
@@ -285,18 +285,11 @@ describe.skipIf(!available)("Claude Code CLI through the gateway: a tool loop as
         expect(result(1).content).toContain("alpha");
         expect(JSON.stringify(result(2).content)).toContain(MEDIA_LEFT_OUT);
       }
-    } finally {
-      upstream.reset();
-      rmSync(work, { recursive: true, force: true });
-      rmSync(home, { recursive: true, force: true });
-    }
+    });
   }, 30_000);
 
   test("a 402 ends the session at its first request with the gateway's words (x-should-retry: false); a 502 is retried as Claude Code retries, then shown; neither is charged", async () => {
-    const work = mkdtempSync(join(tmpdir(), "switchyard-cc-work-"));
-    const home = mkdtempSync(join(tmpdir(), "switchyard-cc-home-"));
-    try {
-      writeFileSync(join(home, ".claude.json"), JSON.stringify({ hasCompletedOnboarding: true }));
+    await inClaudeDirs(async (work, home) => {
       const poor = await gw.app.services.accounts.createAccount("poor", 0);
       const poorKey = (await gw.app.services.accounts.createKey(poor.id, "poor"))!.key;
       const refused = await runClaude("claude-sonnet-4-5", work, home, { prompt: "hi", key: poorKey });
@@ -317,21 +310,14 @@ describe.skipIf(!available)("Claude Code CLI through the gateway: a tool loop as
       expect(failure.result).toContain("The upstream provider failed (status 500). Retrying is appropriate.");
       expect(upstream.requests.filter((r) => r.path === "/v1/messages")).toHaveLength(3);
       expect(await gw.balanceMicro()).toBe(before);
-    } finally {
-      upstream.reset();
-      rmSync(work, { recursive: true, force: true });
-      rmSync(home, { recursive: true, force: true });
-    }
+    });
   }, 40_000);
 
   test("a key limited to other models: Claude Code reads the 403 as model access (its `model:` check) and moves to its fallback model, which answers; the refusal is free", async () => {
     // Claude Code 2.1.330 takes a 403 for model access only when its message has `model:` in it
     // (then it moves to --fallback-model, or its own default fallback); any other 403 on a custom
     // base URL ends the run as "Failed to authenticate" (an agents probe, twenty-first session).
-    const work = mkdtempSync(join(tmpdir(), "switchyard-cc-work-"));
-    const home = mkdtempSync(join(tmpdir(), "switchyard-cc-home-"));
-    try {
-      writeFileSync(join(home, ".claude.json"), JSON.stringify({ hasCompletedOnboarding: true }));
+    await inClaudeDirs(async (work, home) => {
       const { id, key } = (await gw.app.services.accounts.createKey(gw.accountId, { name: "gpt-4.1 only", models: ["openai/gpt-4.1"] }))!;
       const seen = logLines.length;
       const run = await runClaude("claude-sonnet-4-5", work, home, { prompt: "hi", key, env: { CLAUDE_CODE_MAX_RETRIES: "0" }, args: ["--fallback-model", "openai/gpt-4.1"] });
@@ -345,20 +331,13 @@ describe.skipIf(!available)("Claude Code CLI through the gateway: a tool loop as
       await gw.app.services.settled();
       const models = gw.db.query<{ model: string }, [string]>("SELECT DISTINCT model FROM usage_records WHERE key_id = ? AND cost_micro > 0").all(id).map((r) => r.model);
       expect(models).toEqual(["openai/gpt-4.1"]);
-    } finally {
-      upstream.reset();
-      rmSync(work, { recursive: true, force: true });
-      rmSync(home, { recursive: true, force: true });
-    }
+    });
   }, 40_000);
 
   test("a key revoked between two turns of a tool loop: the turn under way finishes and is charged; the next is refused once, and Claude Code says the key is invalid at once", async () => {
     // Claude Code retries a 401 (CLAUDE_CODE_MAX_RETRIES, 10 by default, backing off to 32 s: over
     // two minutes of silence) unless the answer says `x-should-retry: false`, as the gateway's does.
-    const work = mkdtempSync(join(tmpdir(), "switchyard-cc-work-"));
-    const home = mkdtempSync(join(tmpdir(), "switchyard-cc-home-"));
-    try {
-      writeFileSync(join(home, ".claude.json"), JSON.stringify({ hasCompletedOnboarding: true }));
+    await inClaudeDirs(async (work, home) => {
       const target = join(work, "hello.txt");
       const { id, key } = (await gw.app.services.accounts.createKey(gw.accountId, "revoked mid-session"))!;
       const script = claudeCodeScript(target, { strict: true });
@@ -386,11 +365,7 @@ describe.skipIf(!available)("Claude Code CLI through the gateway: a tool loop as
       await gw.app.services.settled();
       const charged = gw.db.query<{ n: number }, [string]>("SELECT COUNT(*) AS n FROM usage_records WHERE key_id = ? AND status = 'ok' AND cost_micro > 0").get(id)!.n;
       expect(charged).toBe(1);
-    } finally {
-      upstream.reset();
-      rmSync(work, { recursive: true, force: true });
-      rmSync(home, { recursive: true, force: true });
-    }
+    });
   }, 40_000);
 });
 
@@ -403,12 +378,9 @@ describe.skipIf(!available)("Claude Code CLI through the gateway: the answer's f
   const PACE_MS = 150;
 
   test.each(["anthropic", "responses"] as const)("%s upstream: the model thinks out of sight past keepalive_ms (pings, keep-alives), then calls Bash before any text; the tool runs, the next turn answers, and the bill is the vendor's price to the micro-credit", async (kind) => {
-    const work = mkdtempSync(join(tmpdir(), "switchyard-cc-work-"));
-    const home = mkdtempSync(join(tmpdir(), "switchyard-cc-home-"));
     const bash = JSON.stringify({ command: "echo probe-ok", description: "Print probe-ok" });
     const calls: any[] = [];
-    try {
-      writeFileSync(join(home, ".claude.json"), JSON.stringify({ hasCompletedOnboarding: true }));
+    await inClaudeDirs(async (work, home) => {
       upstream.rule((rec) => {
         const refusal = vendorRefusal(rec, { strict: true, thinkingHistory: true });
         if (refusal) return refusal;
@@ -450,11 +422,7 @@ describe.skipIf(!available)("Claude Code CLI through the gateway: the answer's f
       expect(before - (await gw.balanceMicro())).toBe(billed);
       const key = (await (await fetch(`${gw.url}/v1/key`, { headers: { authorization: `Bearer ${gw.key}` } })).json()) as { account: { reserved: number } };
       expect(key.account.reserved).toBe(0);
-    } finally {
-      upstream.reset();
-      rmSync(work, { recursive: true, force: true });
-      rmSync(home, { recursive: true, force: true });
-    }
+    });
   }, 40_000);
 });
 
