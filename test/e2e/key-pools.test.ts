@@ -831,13 +831,15 @@ describe("cooldowns and refused keys (injected clock)", () => {
 describe("every key refused (real clock)", () => {
   /**
    * A asked first (its weight), then B: A rate-limited for 1 s once, then answering; B refusing
-   * every time with `bRefusal`.
+   * every time with `bRefusal`, its models-list probe too: a B refused with a 401 is probed 1 s
+   * after, a few milliseconds after A is back, and a probe that passed made it usable again just
+   * before the request woke on a loaded CI run (B asked twice).
    */
   async function aThenB(bRefusal: Reply, o: Partial<GatewayOptions> = {}): Promise<Gateway> {
     const gw = await gateway({ openaiKeys: [{ env: "POOL_KEY_A", weight: 1_000 }, { env: "POOL_KEY_B", weight: 0.001 }], keyRandom: () => 0.5, ...o });
     let aRefused = 0;
     upstream.rule((req) => {
-      if (req.method !== "POST") return undefined;
+      if (req.method !== "POST") return keyOf(req) === "POOL_KEY_B" ? bRefusal : undefined;
       if (keyOf(req) === "POOL_KEY_A") return aRefused++ === 0 ? rateLimited("1") : undefined;
       return bRefusal;
     });
