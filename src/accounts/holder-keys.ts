@@ -1,4 +1,4 @@
-import type { KeySummary } from "./account-store.ts";
+import type { KeyLimits, KeySummary } from "./account-store.ts";
 import { MAX_KEY_MODELS } from "./admin-input.ts";
 
 /** What a key an account holder makes may reach, set by the gateway (the holder sets none of it). */
@@ -19,7 +19,7 @@ export interface HolderKeyCeiling {
  * gateway's defaults, every model and no cap on requests at once, around the limits the operator
  * had set on the account's keys (a hostile-tenant probe, 2026-11-30). Pure.
  */
-export function holderKeyCeiling(keys: readonly KeySummary[]): HolderKeyCeiling {
+export function holderKeyCeiling(keys: readonly KeyLimits[]): HolderKeyCeiling {
   const ceiling: HolderKeyCeiling = {};
   const lists = keys.filter((k) => k.models !== null);
   // At most as many as a key may list: a narrower list, never a refusal of a field the holder did not send.
@@ -33,7 +33,8 @@ export function holderKeyCeiling(keys: readonly KeySummary[]): HolderKeyCeiling 
 
 /** How many keys an account's holders may make in a day (the operator's admin API is not limited). */
 export const HOLDER_KEYS_PER_DAY = 20;
-const DAY_MS = 86_400_000;
+/** The window HOLDER_KEYS_PER_DAY counts keys over. */
+export const HOLDER_KEY_WINDOW_MS = 86_400_000;
 
 /**
  * Milliseconds until an account's holder may make another key, or 0 when they may now: at most
@@ -43,8 +44,8 @@ const DAY_MS = 86_400_000;
  * 50 streams at once under a cap of 2 (a hostile-tenant probe, 2026-11-30). Pure.
  */
 export function holderKeyWait(keys: readonly Pick<KeySummary, "created_at">[], now: number): number {
-  const recent = keys.map((k) => Date.parse(k.created_at)).filter((at) => at > now - DAY_MS).sort((a, b) => a - b);
+  const recent = keys.map((k) => Date.parse(k.created_at)).filter((at) => at > now - HOLDER_KEY_WINDOW_MS).sort((a, b) => a - b);
   if (recent.length < HOLDER_KEYS_PER_DAY) return 0;
   // The day's allowance comes back as the oldest of the ones that fill it leave the window.
-  return recent[recent.length - HOLDER_KEYS_PER_DAY]! + DAY_MS - now;
+  return recent[recent.length - HOLDER_KEYS_PER_DAY]! + HOLDER_KEY_WINDOW_MS - now;
 }

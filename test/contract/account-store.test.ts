@@ -52,6 +52,34 @@ function accountStoreContract(name: string, make: () => Promise<AccountStore>, f
       expect(await store.createKey("acct_missing")).toBeNull();
     });
 
+    test("listKeyLimits: the keys (revoked too) that carry a limit, and every key made since the time given; no spend, no other account's", async () => {
+      let at = NOW;
+      const { store } = await fixture(() => at);
+      const account = await store.createAccount(`limits_${Math.random().toString(36).slice(2)}`, 1_000_000);
+      const other = await store.createAccount(`limits_other_${Math.random().toString(36).slice(2)}`, 1_000_000);
+      await store.createKey(other.id, { name: "theirs", rateLimitPerMinute: 9_999 });
+      const plainOld = (await store.createKey(account.id, "plain, old"))!;
+      const modelsOld = (await store.createKey(account.id, { name: "models", models: ["m/one", "m/two"], spendLimitMicro: 2_000_000 }))!;
+      const rateOld = (await store.createKey(account.id, { name: "rate", rateLimitPerMinute: 60 }))!;
+      at = NOW + 1_000;
+      const capRevoked = (await store.createKey(account.id, { name: "cap", maxConcurrentRequests: 3 }))!;
+      expect(await store.revokeKey(capRevoked.id)).toBe(true);
+      at = NOW + 5_000;
+      const plainNew = (await store.createKey(account.id, "plain, new"))!;
+      const pick = (k: { created_at: string; models: string[] | null; rate_limit_per_minute: number | null; max_concurrent_requests: number | null }) =>
+        ({ created_at: k.created_at, models: k.models, rate_limit_per_minute: k.rate_limit_per_minute, max_concurrent_requests: k.max_concurrent_requests });
+      // Two keys may share a millisecond: ordered by everything they hold.
+      const order = (x: object, y: object) => JSON.stringify(x).localeCompare(JSON.stringify(y));
+      const summaries = new Map((await store.listKeys(account.id)).map((k) => [k.id, pick(k)]));
+      const expected = (ids: string[]) => ids.map((id) => summaries.get(id)!).sort(order);
+      // Since the newest key: the three with limits and the new one, as listKeys has them.
+      expect([...(await store.listKeyLimits(account.id, NOW + 5_000))].sort(order)).toEqual(expected([modelsOld.id, rateOld.id, capRevoked.id, plainNew.id]));
+      // Since the start: every key.
+      expect([...(await store.listKeyLimits(account.id, NOW))].sort(order)).toEqual(expected([plainOld.id, modelsOld.id, rateOld.id, capRevoked.id, plainNew.id]));
+      expect(await store.listKeyLimits(account.id, NOW + 5_000)).toContainEqual({ created_at: new Date(NOW).toISOString(), models: ["m/one", "m/two"], rate_limit_per_minute: null, max_concurrent_requests: null });
+      expect(await store.listKeyLimits("acct_missing", 0)).toEqual([]);
+    });
+
     test("accounts: suspended and resumed by updateAccount; the key lookup, the description and the list say so; suspended again it keeps its first time", async () => {
       let at = NOW;
       const { store } = await fixture(() => at);

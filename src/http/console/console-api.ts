@@ -2,7 +2,7 @@ import { Elysia, t } from "elysia";
 import { addressBlock } from "../../limits/address-block.ts";
 import { timingSafeEqual } from "node:crypto";
 import type { ModelConfig } from "../../config/schema.ts";
-import { HOLDER_KEYS_PER_DAY, holderKeyCeiling, holderKeyWait } from "../../accounts/holder-keys.ts";
+import { HOLDER_KEY_WINDOW_MS, HOLDER_KEYS_PER_DAY, holderKeyCeiling, holderKeyWait } from "../../accounts/holder-keys.ts";
 import { canonicalLogin, LOGIN_PATTERN, weakPassword, clearedSessionCookie, hashSecret, issueInvite, publicOrigin, sameOrigin, plantedCookieClears, sessionCookie, sessionTokens, startSession, type NewSession, type PasswordHasher } from "../../console/console-auth.ts";
 import { MAX_RECENT, type ConsoleSession, type ConsoleStore } from "../../console/console-store.ts";
 import { chartPeriods, MAX_CHART_PERIODS, summarizeUsage, TABLE_GROUPS } from "../../console/usage-summary.ts";
@@ -386,8 +386,10 @@ export function consoleApiRoutes(deps: ConsoleApiDeps) {
       // at most HOLDER_KEYS_PER_DAY a day (accounts/holder-keys.ts).
       let ceiling = {};
       if (s.kind === "holder") {
-        const keys = (await ops.account(params.id)).keys;
-        const wait = holderKeyWait(keys, deps.now());
+        // Only the keys the rules read: those with limits and the last day's (AccountStore.listKeyLimits).
+        const now = deps.now();
+        const keys = await ops.keyLimits(params.id, now - HOLDER_KEY_WINDOW_MS);
+        const wait = holderKeyWait(keys, now);
         if (wait > 0) {
           const seconds = Math.ceil(wait / 1000);
           throw new GatewayError(429, "rate_limit", `An account's holders may make at most ${HOLDER_KEYS_PER_DAY} keys a day: the next one in ${Math.ceil(seconds / 60)} min. Ask the operator for more.`, { "retry-after": String(seconds) });

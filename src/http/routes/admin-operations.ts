@@ -89,6 +89,9 @@ export function adminOperations(deps: AdminOperationDeps) {
       return found;
     },
 
+    /** What a holder's key rules read: the keys with limits and those made since `madeSince` (AccountStore.listKeyLimits). */
+    keyLimits: (id: string, madeSince: number) => deps.accounts.listKeyLimits(id, madeSince),
+
     /** As `account`, without the keys (the console reads those a page at a time: `keyPage`). */
     async accountFacts(id: string) {
       const found = await deps.accounts.accountFacts(id, (await deps.ledger.balance(id))?.heldMicro ?? 0);

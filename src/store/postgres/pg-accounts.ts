@@ -1,6 +1,6 @@
 import {
   activeKey, accountPageOf, keyInUseSql, keySearchTerm, keyLimitError, revivesKey, type AccountFacts, type KeyPage, type KeyPageQuery, asciiLower, periodSpentSql, decodeAccountCursor, iso, keyOptions, keySummary, MAX_ACTIVE_KEYS, newKey, periodResetsAt,
-  type Account, type AccountDescription, type AccountListQuery, type AccountPage, type AccountPatch, type AccountStore, type ActiveKey, type IssuedKey, type KeyOptions, type KeyPatch, type KeyRow, type KeySummary, type SpendStatus,
+  type Account, type AccountDescription, type AccountListQuery, type AccountPage, type AccountPatch, type AccountStore, type ActiveKey, type IssuedKey, type KeyOptions, type KeyPatch, type KeyRow, type KeySummary, type SpendStatus, keyLimits, type KeyLimits,
 } from "../../accounts/account-store.ts";
 import { microToCredits } from "../../billing/money.ts";
 import { periodStart, windowStarts, type SpendPeriod } from "../../billing/spend-period.ts";
@@ -152,6 +152,12 @@ export function createPostgresAccounts(sql: Pg, now: () => number, timeoutMs = 2
       const at = now();
       const rows = await bounded(selectKeys("account", accountId), "keys");
       return rows.map((k: Record<string, unknown>) => keySummary(keyRow(k), at));
+    },
+
+    async listKeyLimits(accountId: string, madeSince: number): Promise<KeyLimits[]> {
+      const rows = await bounded(sql`SELECT created_at, allowed_models, rate_limit_per_minute, max_concurrent_requests FROM api_keys
+        WHERE account_id = ${accountId} AND (created_at >= ${madeSince} OR allowed_models IS NOT NULL OR rate_limit_per_minute IS NOT NULL OR max_concurrent_requests IS NOT NULL)`, "keys");
+      return rows.map((k: Record<string, unknown>) => keyLimits({ created_at: int(k.created_at), allowed_models: (k.allowed_models as string | null) ?? null, rate_limit_per_minute: nullable(k.rate_limit_per_minute), max_concurrent_requests: nullable(k.max_concurrent_requests) }));
     },
 
     async listKeyPage(accountId: string, q: KeyPageQuery): Promise<KeyPage> {
