@@ -353,7 +353,7 @@ export function consoleApiRoutes(deps: ConsoleApiDeps) {
     }, { body: TopUp })
     .post("/accounts/:id/invites", async ({ request, params, body, set }) => {
       operator(await changer(request));
-      await ops.account(params.id);
+      await ops.accountFacts(params.id);
       const invite = await issueInvite(store, { accountId: params.id, login: body.login, now: deps.now(), origin: publicOrigin(request) });
       if (!invite) throw new GatewayError(409, "invalid_request", LOGIN_TAKEN);
       set.status = 201;
@@ -362,19 +362,19 @@ export function consoleApiRoutes(deps: ConsoleApiDeps) {
     // Operators manage holders' logins: who can sign in to an account, and ending that (someone left).
     .get("/accounts/:id/logins", async ({ request, params }) => {
       operator(await session(request));
-      await ops.account(params.id);
+      await ops.accountFacts(params.id);
       return store.listLogins(params.id, deps.now());
     })
     .delete("/accounts/:id/logins/:login", async ({ request, params }) => {
       operator(await changer(request));
-      await ops.account(params.id);
+      await ops.accountFacts(params.id);
       if (!(await store.removeLogin(params.id, params.login))) throw new GatewayError(404, "not_found", "The account has no such login or invite.");
       return { account_id: params.id, login: params.login, removed: true };
     })
     // A link that should not be used (made for the wrong person, leaked): the login, if any, stays.
     .delete("/accounts/:id/invites/:login", async ({ request, params }) => {
       operator(await changer(request));
-      await ops.account(params.id);
+      await ops.accountFacts(params.id);
       if (!(await store.cancelInvites(params.id, params.login, deps.now()))) throw new GatewayError(404, "not_found", "The account has no open invite for that login.");
       return { account_id: params.id, login: params.login, cancelled: true };
     })

@@ -181,7 +181,7 @@ export function adminOperations(deps: AdminOperationDeps) {
       }
       if (!done) throw new GatewayError(404, "not_found", "No such account.");
       // A repeat answers as the first did: the account as it is now (the same body while nothing else moved it).
-      const after = await ops.account(id);
+      const after = await ops.accountFacts(id);
       return { id: after.id, balance: after.balance, reserved: after.reserved };
     },
 
@@ -227,7 +227,7 @@ export function adminOperations(deps: AdminOperationDeps) {
     },
 
     async accountUsage(id: string, query: { from?: string; to?: string }) {
-      await ops.account(id);
+      await ops.accountFacts(id);
       // Records are written in batches; a report asked for now includes the requests just finished.
       await deps.ledger.flush();
       return deps.usage(id, instant(query.from, "from", 0), instant(query.to, "to", deps.now() + 1));

@@ -198,7 +198,7 @@ export function adminRoutes(deps: AdminDeps) {
     }, { body: t.Optional(CreateKey) })
     .post("/accounts/:id/invites", async ({ params, body, request, set }) => {
       if (!deps.console) throw new GatewayError(404, "not_found", "The console is off (SWITCHYARD_CONSOLE=off): there is nothing to invite to.");
-      await ops.account(params.id);
+      await ops.accountFacts(params.id);
       const invite = await issueInvite(deps.console, { accountId: params.id, login: body.login, now: deps.now(), origin: publicOrigin(request) });
       if (!invite) throw new GatewayError(409, "invalid_request", LOGIN_TAKEN);
       set.status = 201;
@@ -206,18 +206,18 @@ export function adminRoutes(deps: AdminDeps) {
     }, { body: CreateInvite })
     .get("/accounts/:id/logins", async ({ params }) => {
       if (!deps.console) throw new GatewayError(404, "not_found", "The console is off (SWITCHYARD_CONSOLE=off): there are no logins.");
-      await ops.account(params.id);
+      await ops.accountFacts(params.id);
       return deps.console.listLogins(params.id, deps.now());
     })
     .delete("/accounts/:id/logins/:login", async ({ params }) => {
       if (!deps.console) throw new GatewayError(404, "not_found", "The console is off (SWITCHYARD_CONSOLE=off): there are no logins.");
-      await ops.account(params.id);
+      await ops.accountFacts(params.id);
       if (!(await deps.console.removeLogin(params.id, params.login))) throw new GatewayError(404, "not_found", "The account has no such login or invite.");
       return { account_id: params.id, login: params.login, removed: true };
     })
     .delete("/accounts/:id/invites/:login", async ({ params }) => {
       if (!deps.console) throw new GatewayError(404, "not_found", "The console is off (SWITCHYARD_CONSOLE=off): there are no invites.");
-      await ops.account(params.id);
+      await ops.accountFacts(params.id);
       if (!(await deps.console.cancelInvites(params.id, params.login, deps.now()))) throw new GatewayError(404, "not_found", "The account has no open invite for that login.");
       return { account_id: params.id, login: params.login, cancelled: true };
     })
