@@ -336,3 +336,21 @@ test("a session that ended under an account page: 'Show more' of its keys goes t
   await page.getByTestId("sign-in-token-submit").click();
   await page.locator("h1", { hasText: "session ends co" }).waitFor();
 }, 30_000);
+
+test("Back to an account page after 'Show more' shows as many revoked keys as before (it fell back to the newest 50)", async () => {
+  const made = await accountWithRevokedKeys("back and forth co", 70, "gone");
+  await page.goto(`${gateway.url}/console/#account/${made.id}`);
+  await page.locator("h1", { hasText: "back and forth co" }).waitFor();
+  const fold = page.getByTestId("keys-revoked");
+  await fold.locator("summary").click();
+  await fold.getByTestId("keys-more").click();
+  await fold.locator("caption").filter({ hasText: /^Revoked and expired keys: 70, no longer accepted, newest first$/ }).waitFor();
+  expect(await fold.getByTestId("key-row").count()).toBe(70);
+  await page.getByRole("link", { name: "Usage" }).click();
+  await page.locator("h1", { hasText: "Usage" }).waitFor();
+  await page.goBack();
+  await page.locator("h1", { hasText: "back and forth co" }).waitFor();
+  await fold.locator("caption").filter({ hasText: /^Revoked and expired keys: 70, no longer accepted, newest first$/ }).waitFor();
+  expect(await fold.getByTestId("key-row").count()).toBe(70);
+  expect(await fold.getByTestId("keys-more").isVisible()).toBe(false);
+}, 30_000);

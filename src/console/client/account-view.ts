@@ -473,7 +473,7 @@ function otherKeys(account: Account, loaded: KeySummary[], page: NonNullable<Acc
       button.disabled = false;
     }
   };
-  more.addEventListener("click", () => void asking(more, async (current) => {
+  const showMore = () => asking(more, async (current) => {
     const got = await read(list.term, list.next ?? list.rows);
     if (!current()) return;
     const rows = got.data.map(row);
@@ -485,12 +485,14 @@ function otherKeys(account: Account, loaded: KeySummary[], page: NonNullable<Acc
     if (!list.term) {
       account.keys = [...account.keys, ...got.data];
       account.keys_page = { ...page, inactive: got.total, next_offset: got.next_offset };
+      shownFolds.set(account.id, Math.max(shownFolds.get(account.id) ?? 0, list.rows + got.data.length));
     }
     said();
     // Still on the button while there are more; else on the table's box (the button is gone).
-    if (more.hidden) shown.parentElement?.focus();
+    if (more.hidden && !restoring) shown.parentElement?.focus();
     announce(`${count(rows.length)} more keys shown.`);
-  }));
+  });
+  more.addEventListener("click", () => void showMore());
   const searchForm = h("form", { role: "search", class: "find", "aria-label": "Find a revoked or expired key" }, field("Name or key (svc-sk-…)", search), find);
   searchForm.addEventListener("submit", (event) => {
     event.preventDefault();
@@ -515,11 +517,34 @@ function otherKeys(account: Account, loaded: KeySummary[], page: NonNullable<Acc
     searchForm, out,
     h("div", { class: "scroll" }, shown), more);
   fold.addEventListener("toggle", () => (fold.open ? openFolds.add(account.id) : openFolds.delete(account.id)));
+  // Drawn from a fresh read (Back to this account, a link to it) after "Show more" was used in
+  // this tab: the pages shown before are read again, so Back does not fall back to the first 50.
+  let restoring = false;
+  // Only after a move in the tab's history: a change made on the page reads the account again on
+  // purpose (its first pages), and the tests pin those reads.
+  const wanted = navigated ? shownFolds.get(account.id) ?? 0 : 0;
+  navigated = false;
+  if (wanted > list.rows && list.next !== null) {
+    restoring = true;
+    void (async () => {
+      while (wanted > list.rows && list.next !== null && !list.term) {
+        const before = list.rows;
+        await showMore();
+        if (list.rows === before) break;
+      }
+      restoring = false;
+    })();
+  }
   return fold;
 }
 
 /** The accounts whose fold of revoked and expired keys was left open in this tab. */
 const openFolds = new Set<string>();
+/** How many revoked and expired keys each account's fold showed in this tab ("Show more"), to show as many again. */
+const shownFolds = new Map<string, number>();
+/** Whether the address moved (Back, Forward, a link) since the last fold was drawn. */
+let navigated = false;
+window.addEventListener("hashchange", () => (navigated = true));
 
 /**
  * Where a key is used: a first-time holder had a key and nothing saying where to send it (the
