@@ -220,6 +220,21 @@ export class CursorError extends Error {}
 
 type MaybePromise<T> = T | Promise<T>;
 
+/** A key's creation time and the limits it carries (AccountStore.listKeyLimits). */
+export type KeyLimits = Pick<KeySummary, "created_at" | "models" | "rate_limit_per_minute" | "max_concurrent_requests">;
+
+/** The api_keys columns KeyLimits is read from (both stores). */
+export interface KeyLimitsRow {
+  created_at: number;
+  allowed_models: string | null;
+  rate_limit_per_minute: number | null;
+  max_concurrent_requests: number | null;
+}
+
+export function keyLimits(k: KeyLimitsRow): KeyLimits {
+  return { created_at: iso(k.created_at)!, models: readModelsColumn(k.allowed_models), rate_limit_per_minute: k.rate_limit_per_minute, max_concurrent_requests: k.max_concurrent_requests };
+}
+
 /**
  * The AccountStore port: accounts and keys. SQLite answers synchronously (one process, one file:
  * the key lookup on a cache miss costs no await); PostgreSQL (store/postgres/pg-accounts.ts)
@@ -228,14 +243,6 @@ type MaybePromise<T> = T | Promise<T>;
  * MAX_ACTIVE_KEYS active keys per account, atomically: parallel requests cannot both take the
  * last place.
  */
-/** A key's creation time and the limits it carries (AccountStore.listKeyLimits). */
-export type KeyLimits = Pick<KeySummary, "created_at" | "models" | "rate_limit_per_minute" | "max_concurrent_requests">;
-
-/** KeyLimits from a row of the keys' own columns (both stores). */
-export function keyLimits(k: { created_at: number; allowed_models: string | null; rate_limit_per_minute: number | null; max_concurrent_requests: number | null }): KeyLimits {
-  return { created_at: iso(k.created_at)!, models: readModelsColumn(k.allowed_models), rate_limit_per_minute: k.rate_limit_per_minute, max_concurrent_requests: k.max_concurrent_requests };
-}
-
 export interface AccountStore {
   /** `limits`: the account's own request limits (AccountPatch's fields), written with it. */
   createAccount(name: string, balanceMicro: number, limits?: Pick<AccountPatch, "rateLimitPerMinute" | "maxConcurrentRequests">): MaybePromise<Account>;

@@ -4,7 +4,7 @@ import { randomId } from "../ids.ts";
 import { microToCredits } from "../../billing/money.ts";
 import { periodStart, windowStarts, type SpendPeriod } from "../../billing/spend-period.ts";
 import {
-  activeKey, MAX_ACTIVE_KEYS, decodeAccountCursor, asciiLower, periodSpentSql, periodResetsAt, keySummary, keyOptions, newKey, iso, accountPageOf, type Account, type IssuedKey, type ActiveKey, type KeyOptions, type KeyPatch, type AccountPatch, type KeySummary, type AccountDescription, type AccountPage, type AccountListQuery, type SpendStatus, type AccountStore, type KeyRow, type AccountFacts, type KeyPage, type KeyPageQuery, keyInUseSql, keySearchTerm, keyLimitError, revivesKey, type ActiveKeyRow, type AccountLimits, keyLimits, type KeyLimits,
+  activeKey, MAX_ACTIVE_KEYS, decodeAccountCursor, asciiLower, periodSpentSql, periodResetsAt, keySummary, keyOptions, newKey, iso, accountPageOf, type Account, type IssuedKey, type ActiveKey, type KeyOptions, type KeyPatch, type AccountPatch, type KeySummary, type AccountDescription, type AccountPage, type AccountListQuery, type SpendStatus, type AccountStore, type KeyRow, type AccountFacts, type KeyPage, type KeyPageQuery, keyInUseSql, keySearchTerm, keyLimitError, revivesKey, type ActiveKeyRow, type AccountLimits, keyLimits, type KeyLimits, type KeyLimitsRow,
 } from "../../accounts/account-store.ts";
 import { modelsColumn } from "../../accounts/model-access.ts";
 
@@ -37,7 +37,7 @@ export function createAccountStore(db: Database, now: () => number) {
   const keyColumns = `k.id, k.name, k.key_prefix, k.key_last4, k.created_at, k.revoked_at, k.expires_at, k.rate_limit_per_minute, k.spend_limit_micro, k.spent_micro, k.spend_limit_period,
     k.allowed_models, k.max_concurrent_requests, ${periodSpentSql("k")} AS period_spent`;
   const selectKeys = db.query<KeyRow, [string, number, number, number]>(`SELECT ${keyColumns} FROM api_keys k WHERE k.account_id = ?1 ORDER BY k.created_at, k.id`);
-  const selectKeyLimits = db.query<{ created_at: number; allowed_models: string | null; rate_limit_per_minute: number | null; max_concurrent_requests: number | null }, [string, number]>(
+  const selectKeyLimits = db.query<KeyLimitsRow, [string, number]>(
     `SELECT created_at, allowed_models, rate_limit_per_minute, max_concurrent_requests FROM api_keys
       WHERE account_id = ?1 AND (created_at >= ?2 OR allowed_models IS NOT NULL OR rate_limit_per_minute IS NOT NULL OR max_concurrent_requests IS NOT NULL)`,
   );
