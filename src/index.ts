@@ -4,6 +4,7 @@ import { ConfigError } from "./config/load-config.ts";
 import { DemoConfigError, EnvNumberError, healthCheckTarget, readEnvironment, StoreConfigError, WorkersConfigError, type Environment } from "./config/env.ts";
 import { OpsConfigError } from "./config/ops-settings.ts";
 import { cannotOpenLedger, openDatabase } from "./store/database.ts";
+import { closeLedger } from "./store/sqlite/file-identity.ts";
 import { GatewayLockError, lockDatabaseFile } from "./store/sqlite/gateway-lock.ts";
 import { startWalCheckpointer } from "./store/wal-checkpointer.ts";
 import { createApp, SERVER_BODY_LIMIT } from "./app.ts";
@@ -127,7 +128,9 @@ if (choice.databaseUrl) {
   checkpointer = startWalCheckpointer(db, dbPath, {
     onFailure: (message, code) => {
       checkpointsFailed = true;
-      log("warn", "WAL checkpoints are back on the request thread until their thread starts again", { error: message, code });
+      // A ledger file gone or damaged is checkpointed by nothing (wal-checkpointer.ts): a restart brings it back.
+      if (code === "SWITCHYARD_LEDGER_FILE_GONE") log("warn", "WAL checkpoints stopped: the ledger's files were changed under the gateway; restart it", { error: message, code });
+      else log("warn", "WAL checkpoints are back on the request thread until their thread starts again", { error: message, code });
     },
     // A sync that failed: commits reported done may not be on the disk, and the next ones would
     // not be either. Paid requests pause until a checkpoint syncs again (sqlite-ledger.ts).
@@ -296,7 +299,8 @@ async function shutdown(signal: string): Promise<void> {
   responseStore?.close();
   keyState?.close();
   await checkpointer?.stop();
-  db?.close();
+  // The last close copies the log into the file: nothing of a log found cut or overwritten.
+  if (db) closeLedger(db);
   lock?.release();
   process.exit(0);
 }

@@ -21,7 +21,8 @@
  *   the request thread: one fsync every 32 MB of log, where the log used to restart only in a lull.
  */
 import { Database } from "bun:sqlite";
-import { dbFileShape, overwrittenMessage, shapeChange, type DbFileShape } from "./sqlite/file-identity.ts";
+import { realpathSync } from "node:fs";
+import { dbFileShape, logDamage, overwrittenMessage, shapeChange, type DbFileShape, type LogDescriptors } from "./sqlite/file-identity.ts";
 
 declare const self: Worker;
 
@@ -36,6 +37,10 @@ const codeOf = (err: unknown): string | undefined => {
 
 let db: Database | undefined;
 let dbPath = "";
+/** Where SQLite keeps the log: beside the file a symlink points to. */
+let realPath = "";
+/** This thread's descriptors of the log and its index (sqlite/file-identity.ts). */
+let log: LogDescriptors = {};
 /** The database file as the last pass left it (sqlite/file-identity.ts, dbFileShape). */
 let shape: DbFileShape | undefined;
 let timer: ReturnType<typeof setInterval> | undefined;
@@ -69,6 +74,13 @@ function checkpoint(): void {
   if (changed) {
     stop();
     report({ type: "failed", message: overwrittenMessage(dbPath, changed), code: "SWITCHYARD_LEDGER_FILE_GONE" });
+    return;
+  }
+  // Nor is a log that was cut or overwritten copied into it: its holes would become pages of zeros.
+  const damage = logDamage(realPath, log);
+  if (damage) {
+    stop();
+    report({ type: "failed", message: `the ledger's write-ahead log ${realPath}-wal was ${damage}: nothing of it is copied into the ledger`, code: "SWITCHYARD_LEDGER_FILE_GONE" });
     return;
   }
   try {
@@ -117,6 +129,8 @@ self.onmessage = (event: MessageEvent<CheckpointCommand>) => {
       // Never create: a file that is not there is a wrong path, not a database to start.
       db = new Database(command.path, { readwrite: true, create: false });
       dbPath = command.path;
+      realPath = realpathSync(dbPath);
+      log = {};
       shape = dbFileShape(dbPath);
       // Only the restart waits for locks, and only briefly: it holds the writers up meanwhile.
       db.exec(`PRAGMA busy_timeout = ${RESTART_WAIT_MS};`);

@@ -47,6 +47,9 @@ export interface WalCheckpointerOptions {
   workerUrl?: string | URL;
 }
 
+/** The code of a ledger file deleted, replaced, truncated, or whose log was cut (sqlite/file-identity.ts). */
+const LEDGER_FILE_GONE = "SWITCHYARD_LEDGER_FILE_GONE";
+
 /** After the thread failed, the first wait before another is started, doubling to RETRY_MAX_MS. */
 const RETRY_MS = 5_000;
 const RETRY_MAX_MS = 300_000;
@@ -63,7 +66,7 @@ const STEADY_MS = 60_000;
 export function checkpointLostWrites(code: string | undefined): boolean {
   if (!code) return false;
   if (code.startsWith("SQLITE_BUSY") || code.startsWith("SQLITE_LOCKED")) return false;
-  return /^SQLITE_(IOERR|FULL|READONLY|CORRUPT|NOTADB)/.test(code) || code === "SWITCHYARD_LEDGER_FILE_GONE";
+  return /^SQLITE_(IOERR|FULL|READONLY|CORRUPT|NOTADB)/.test(code) || code === LEDGER_FILE_GONE;
 }
 
 export function startWalCheckpointer(db: Database, path: string, o: WalCheckpointerOptions = {}): WalCheckpointer {
@@ -97,7 +100,11 @@ export function startWalCheckpointer(db: Database, path: string, o: WalCheckpoin
     if (stopped || failed !== worker) return;
     worker = undefined;
     failed?.terminate();
-    giveBack();
+    // Not into a ledger file truncated or overwritten, nor from a log cut under it: the connection's
+    // checkpoints would copy what the thread refused to (sqlite/file-identity.ts). The store is
+    // failing meanwhile, and a restart is what brings it back.
+    if (code !== LEDGER_FILE_GONE) giveBack();
+    else running = false;
     resolveReady(false);
     o.onFailure?.(message, code);
     if (checkpointLostWrites(code)) o.onLostWrites?.(Object.assign(new Error(`a WAL checkpoint failed: ${message}`), { code: code! }));

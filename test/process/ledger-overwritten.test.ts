@@ -8,6 +8,7 @@
  * next start on the malformed file says so in one line.
  */
 import { afterAll, beforeAll, expect, test } from "bun:test";
+import { Database } from "bun:sqlite";
 import { mkdtempSync, rmSync, statSync, truncateSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
@@ -75,3 +76,55 @@ test("after a truncation the next start is refused in one line too, not with a s
   // emptied ledger does not have. Either way one line naming the file.
   expect(run.stderr).toMatch(new RegExp(`^switchyard: (cannot open the SQLite ledger ${db}|the spill file ${db}\\.spill holds)`));
 }, 30_000);
+
+/** The ledger file opens and reads whole: SQLite's own check of every page and index. */
+function integrity(path: string): string {
+  const conn = new Database(path, { readonly: true });
+  try {
+    return conn.query<{ integrity_check: string }, []>("PRAGMA integrity_check").get()!.integrity_check;
+  } finally {
+    conn.close();
+  }
+}
+
+/*
+ * The write-ahead log cut to nothing under the running gateway (`: > ledger.sqlite-wal`). SQLite
+ * never notices: it went on appending past the hole, `/ready` said 200, and the checkpoint thread,
+ * or the last close at a clean stop, copied the hole's zeros into the ledger, which was malformed
+ * at the next start (a disk-fault probe, twenty-third session). Now the log's header and length
+ * are checked against its index before each write: the store is failing (paid 503, `/ready` 503),
+ * nothing of the log reaches the file, and the ledger starts again whole at its last checkpoint.
+ */
+for (const stop of ["SIGTERM", "SIGKILL"] as const) {
+  test(`a write-ahead log cut under the running gateway: paid paused and /ready 503, nothing of it copied; after ${stop} the ledger starts again whole`, async () => {
+    const db = join(dir, `wal-cut-${stop}.sqlite`);
+    const gw = await startGatewayProcess({ SWITCHYARD_DB: db });
+    try {
+      for (let i = 0; i < 20; i++) expect(await ask(gw.url, gw.key, "switchyard/lorem")).toBe(200);
+      await until("the log checkpointed into the database file", 10_000, async () => statSync(db).size > 20_000 || (await Bun.sleep(100), false));
+      // Written after that checkpoint: frames the log's index counts.
+      for (let i = 0; i < 5; i++) expect(await ask(gw.url, gw.key, "switchyard/lorem")).toBe(200);
+      truncateSync(`${db}-wal`, 0);
+      await until("paid requests paused", 5_000, async () => (await ask(gw.url, gw.key, "switchyard/lorem")) === 503, 60);
+      expect((await fetch(`${gw.url}/ready`)).status).toBe(503);
+      expect(await ask(gw.url, gw.key, "switchyard/echo")).toBe(200);
+      // Two checkpoint intervals: the thread copies nothing of the log into the file.
+      await Bun.sleep(2_200);
+      expect(gw.stderr()).toContain(`the ledger's write-ahead log ${db}-wal was cut to`);
+    } finally {
+      gw.child.kill(stop);
+      await gw.child.exited;
+    }
+    if (stop === "SIGTERM") expect(gw.child.exitCode).toBe(0);
+    expect(integrity(db)).toBe("ok");
+    const again = await startGatewayProcess({ SWITCHYARD_DB: db });
+    try {
+      expect(await ask(again.url, again.key, "switchyard/lorem")).toBe(200);
+      expect((await fetch(`${again.url}/ready`)).status).toBe(200);
+    } finally {
+      again.child.kill("SIGTERM");
+      await again.child.exited;
+    }
+    expect(integrity(db)).toBe("ok");
+  }, 60_000);
+}

@@ -1,4 +1,5 @@
-import { fstatSync, openSync, readSync, realpathSync, statSync } from "node:fs";
+import { fstatSync, openSync, readSync, realpathSync, statSync, writeSync } from "node:fs";
+import { endianness } from "node:os";
 
 /**
  * Whether the files a connection writes are still the ones at their paths. A ledger deleted (or
@@ -11,8 +12,8 @@ import { fstatSync, openSync, readSync, realpathSync, statSync } from "node:fs";
  * are compared by device and inode, at most once per `everyMs`; a failed check is repeated at
  * every write until it passes.
  */
-function fileIdentityCheck(path: string | undefined, now: () => number, everyMs = 1_000): (force?: boolean) => void {
-  if (!path || path === ":memory:") return () => {};
+function fileIdentityCheck(path: string | undefined, now: () => number, everyMs = 1_000): FileCheck {
+  if (!path || path === ":memory:") return Object.assign(() => {}, { logDamaged: false, real: undefined });
   // SQLite writes its log beside the file a symlink points to, not beside the link.
   let real = path;
   try {
@@ -33,10 +34,31 @@ function fileIdentityCheck(path: string | undefined, now: () => number, everyMs 
   let failing = false;
   // `force`: every time (a top-up, an account or key written: rare, and not to be lost); else at
   // most once per `everyMs` (a settlement batch), or at every call once a check has failed.
-  return (force = false) => {
+  // This connection's log and index, each opened once (see `readers`): a log made anew by a later
+  // connection on the same path is that connection's to read.
+  const log: LogDescriptors = {};
+  const judgeLog = () => {
+    const damage = logDamage(real, log);
+    if (!damage) return;
+    // Judged whole at every call from now on: the log grows again past its hole, and a length
+    // looked at alone would let the next commit through (and a checkpoint after it).
+    failing = true;
+    if (!check.logDamaged) {
+      check.logDamaged = true;
+      // Any exit closes the connection (Bun closes every database), and the last close checkpoints.
+      process.once("exit", () => clearLogIndex(real, log));
+    }
+    throw new LedgerFileGoneError(logDamagedMessage(real, damage));
+  };
+  const check = ((force = false) => {
+    // At every call, the log's length (one fstat, ~2 µs): SQLite only cuts it back to its size
+    // limit or to nothing, so a log shorter than last seen is judged before this commit goes past
+    // a hole. Overwritten in place at its length, the log is found by the full check below.
+    if (logShrank(real, log)) judgeLog();
     const at = now();
     if (!force && !failing && at >= checkedAt && at - checkedAt < everyMs) return;
     checkedAt = at;
+    judgeLog();
     for (let i = 0; i < files.length; i++) {
       const current = identity(files[i]!);
       if (seen[i] === undefined) {
@@ -56,7 +78,42 @@ function fileIdentityCheck(path: string | undefined, now: () => number, everyMs 
     }
     shape = nowShape ?? shape;
     failing = false;
-  };
+  }) as FileCheck;
+  check.logDamaged = false;
+  check.real = real;
+  check.log = log;
+  return check;
+}
+
+/** A connection's file check, and what it found of the log. */
+export type FileCheck = ((force?: boolean) => void) & {
+  /** The log was found cut or overwritten: its frames must not reach the database file (see closeLedger). */
+  logDamaged: boolean;
+  /** The database file's real path (undefined: in memory). */
+  real: string | undefined;
+  log?: LogDescriptors;
+};
+
+/** Descriptors of one connection's log and its index, opened at first use and never closed (see `readers`). */
+export interface LogDescriptors {
+  wal?: number;
+  shm?: number;
+  /** The log's length when last looked at. */
+  size?: number;
+}
+
+/** Whether the log is shorter than when last looked at (its length remembered in `log`). */
+function logShrank(real: string, log: LogDescriptors): boolean {
+  const wal = (log.wal ??= descriptor(`${real}-wal`, "r"));
+  if (wal === undefined) return false;
+  try {
+    const size = fstatSync(wal).size;
+    const shrank = log.size !== undefined && size < log.size;
+    log.size = size;
+    return shrank;
+  } catch {
+    return false;
+  }
 }
 
 /**
@@ -129,13 +186,118 @@ export class LedgerFileGoneError extends Error {
   readonly status = 503;
 }
 
-const CHECKS = new WeakMap<object, (force?: boolean) => void>();
+const CHECKS = new WeakMap<object, FileCheck>();
 
 /** The one check of a connection's files, shared by everything that writes through it (the ledger, the account store). */
-export function ledgerFiles(db: { filename: string }, now: () => number = Date.now): (force?: boolean) => void {
+export function ledgerFiles(db: { filename: string }, now: () => number = Date.now): FileCheck {
   let check = CHECKS.get(db);
   if (!check) CHECKS.set(db, (check = fileIdentityCheck(db.filename, now)));
   return check;
+}
+
+/** The fixed start of SQLite's write-ahead log: 0x377f0682 or 0x377f0683 (the checksums' byte order). */
+const WAL_MAGIC = [0x377f0682, 0x377f0683];
+const WAL_HEADER_BYTES = 32;
+const WAL_FRAME_HEADER_BYTES = 24;
+/** The wal-index header in `-shm`: two copies of 48 bytes (SQLite writes the second, then the first). */
+const INDEX_HEADER_BYTES = 48;
+const LITTLE_ENDIAN = endianness() === "LE";
+
+/**
+ * How the write-ahead log was damaged under SQLite, or undefined. A log truncated while the
+ * gateway runs (`: > ledger.sqlite-wal`, a tool that rewrites it) is not seen by SQLite: it goes
+ * on appending past the hole, `/ready` said 200 and paid answers were billed, and the checkpoint
+ * thread (or the last connection's close, even at a clean stop) copied the zeros into the database
+ * file, which was malformed at the next start (a disk-fault probe, twenty-third session).
+ *
+ * Read from outside, without locks, so only what holds at every instant of SQLite's own writes is
+ * taken as damage: the wal-index header (in `-shm`, native byte order) says how many frames the
+ * log holds (`mxFrame`) and which salts they carry; a log that is shorter than those frames, or
+ * whose header lost SQLite's magic number while the index counts frames, was cut or overwritten.
+ * A snapshot is only trusted when the index header's two copies agree and did not change while
+ * the log was read, and the log's salts are the index's (a log being started over, whose new
+ * header is written and which `journal_size_limit` may cut back before the index says so, is not
+ * judged).
+ */
+export function logDamage(real: string, log: LogDescriptors = {}): string | undefined {
+  const shm = (log.shm ??= descriptor(`${real}-shm`, "r+"));
+  const wal = (log.wal ??= descriptor(`${real}-wal`, "r"));
+  if (shm === undefined || wal === undefined) return undefined;
+  try {
+    const index = INDEX;
+    if (readSync(shm, index, 0, index.length, 0) !== index.length) return undefined;
+    // Copies that differ: a writer is between them. isInit (byte 12) 0: no index yet.
+    if (index.compare(index, INDEX_HEADER_BYTES, 2 * INDEX_HEADER_BYTES, 0, INDEX_HEADER_BYTES) !== 0 || index[12] === 0) return undefined;
+    const mxFrame = LITTLE_ENDIAN ? index.readUInt32LE(16) : index.readUInt32BE(16);
+    if (mxFrame === 0) return undefined;
+    const head = HEAD;
+    const read = readSync(wal, head, 0, WAL_HEADER_BYTES, 0);
+    const size = fstatSync(wal).size;
+    const damage = judged(index, mxFrame, head, read, size);
+    // Only what held while the index stood still is damage (a commit may have moved both meanwhile).
+    if (damage === undefined) return undefined;
+    const again = Buffer.alloc(INDEX_HEADER_BYTES);
+    if (readSync(shm, again, 0, INDEX_HEADER_BYTES, 0) !== INDEX_HEADER_BYTES || again.compare(index, 0, INDEX_HEADER_BYTES) !== 0) return undefined;
+    return damage;
+  } catch {
+    return undefined;
+  }
+}
+
+/** Read buffers of the check, reused: it runs before every settlement batch (a few µs). */
+const INDEX = Buffer.alloc(2 * INDEX_HEADER_BYTES);
+const HEAD = Buffer.alloc(WAL_HEADER_BYTES);
+
+/** What a log of `size` bytes starting with `head` says against its index's header, read at one instant. */
+function judged(index: Buffer, mxFrame: number, head: Buffer, read: number, size: number): string | undefined {
+  const pageField = LITTLE_ENDIAN ? index.readUInt16LE(14) : index.readUInt16BE(14);
+  const pageSize = pageField === 1 ? 65_536 : pageField;
+  const needed = WAL_HEADER_BYTES + mxFrame * (WAL_FRAME_HEADER_BYTES + pageSize);
+  if (read < WAL_HEADER_BYTES) return `cut to ${size} bytes (its index counts ${mxFrame} frames, ${needed} bytes)`;
+  const magic = head.readUInt32BE(0);
+  if (magic !== WAL_MAGIC[0] && magic !== WAL_MAGIC[1]) return `overwritten (its header is gone; ${size} bytes)`;
+  // Another log's salts: it is being started over (or was replaced: the identity check says so).
+  if (head.compare(index, 32, 40, 16, 24) !== 0) return undefined;
+  if (size < needed) return `cut to ${size} bytes (its index counts ${mxFrame} frames, ${needed} bytes)`;
+  return undefined;
+}
+
+function logDamagedMessage(real: string, damage: string): string {
+  return `the ledger's write-ahead log ${real}-wal was ${damage} while the gateway had it open: commits since the last checkpoint are lost. `
+    + "The gateway copies nothing of it into the ledger; restart it (settlements not written are kept in the spill file)";
+}
+
+/**
+ * Closes the gateway's connection to the ledger. The last connection to close copies the log into
+ * the database file: a damaged log (logDamage) would copy its holes, so the wal-index's header is
+ * cleared first and SQLite, finding no index, rebuilds it from the log, whose header no longer
+ * matches any frame: nothing is copied, and the file keeps its last checkpoint.
+ */
+export function closeLedger(db: { filename: string; close(): void }): void {
+  const check = CHECKS.get(db);
+  const real = check?.real;
+  if (real && (check.logDamaged || logDamage(real, check.log) !== undefined)) clearLogIndex(real, check.log);
+  db.close();
+}
+
+/** Both copies of the wal-index header cleared: the next reader of the log rebuilds the index from it. */
+function clearLogIndex(real: string, log: LogDescriptors = {}): void {
+  const shm = (log.shm ??= descriptor(`${real}-shm`, "r+"));
+  try {
+    if (shm !== undefined) writeSync(shm, Buffer.alloc(2 * INDEX_HEADER_BYTES), 0, 2 * INDEX_HEADER_BYTES, 0);
+  } catch {}
+}
+
+/**
+ * A descriptor of `file`, never closed (see `readers`), or undefined while it cannot be opened (a
+ * log not made yet). The caller keeps it: a file replaced meanwhile is the identity check's to find.
+ */
+function descriptor(file: string, flags: "r" | "r+"): number | undefined {
+  try {
+    return openSync(file, flags);
+  } catch {
+    return undefined;
+  }
 }
 
 function identity(file: string): string | undefined {
