@@ -10,8 +10,10 @@ export type ImageFailure =
   | "unreachable"
   /** The image URL answered an error status. */
   | "status"
-  /** A redirect to another origin, or too many of them. */
+  /** A redirect to another origin. */
   | "redirect"
+  /** More redirects within the origin than the gateway follows. */
+  | "redirect_loop"
   | "timeout"
   | "too_large"
   /** The bytes (or the declared type) are not a PNG, JPEG, GIF or WebP. */
@@ -42,6 +44,9 @@ export class ImageFetchError extends Error {
         return `The upstream provider's image could not be downloaded (status ${this.status}).`;
       case "redirect":
         return "The upstream provider's image URL redirects to another host, which the gateway does not follow.";
+      case "redirect_loop":
+        // Not "another host": a probe's loop within one origin was worded as one (twenty-third session).
+        return `The upstream provider's image URL redirects more than ${MAX_IMAGE_REDIRECTS} times, which the gateway does not follow.`;
       default:
         return "The upstream provider sent an image the gateway could not use.";
     }
@@ -149,7 +154,7 @@ async function download(start: URL, maxBytes: number, signal: AbortSignal, fetch
       next = location ? new URL(location, target) : undefined;
     } catch {}
     if (!next || next.origin !== target.origin) throw new ImageFetchError("redirect", `image URL redirected (${res.status}) off its origin`, res.status);
-    if (hops >= MAX_IMAGE_REDIRECTS) throw new ImageFetchError("redirect", `image URL redirected more than ${MAX_IMAGE_REDIRECTS} times`, res.status);
+    if (hops >= MAX_IMAGE_REDIRECTS) throw new ImageFetchError("redirect_loop", `image URL redirected more than ${MAX_IMAGE_REDIRECTS} times`, res.status);
     target = next;
   }
   if (!res.ok || !res.body) {

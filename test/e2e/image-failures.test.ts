@@ -83,7 +83,7 @@ const FAILURES: Failure[] = [
     kind: "more than 3 redirects within the origin",
     file: "loop.png",
     serve: () => [302, 302, 302, 302].map((status, i): Reply => ({ kind: "text", status, headers: { location: `/files/loop-${i}.png` }, body: "" })),
-    message: "The upstream provider's image URL redirects to another host, which the gateway does not follow.",
+    message: "The upstream provider's image URL redirects more than 3 times, which the gateway does not follow.",
     errorType: "upstream_error",
   },
   { kind: "timeout", file: "slow.png", serve: () => [{ kind: "hang" }], message: "The upstream provider's image did not arrive in time.", errorType: "timeout_error" },
