@@ -24,6 +24,7 @@ import { CountTokensRequest, MessagesRequest } from "./formats/anthropic-message
 import { InputTokensRequest, ResponsesRequest } from "./formats/openai-responses/schema.ts";
 import { EmbeddingsRequest } from "./formats/openai-embeddings/schema.ts";
 import { createBodyBudget, type BodyShare } from "./limits/body-budget.ts";
+import { createUnreadAnswers } from "./limits/unread-answers.ts";
 /** Bun's own body cap where the server listens (none: see the module). */
 export { SERVER_BODY_LIMIT } from "./http/plugins/json-body.ts";
 import { adminGate, adminRoutes } from "./http/routes/admin.ts";
@@ -298,6 +299,8 @@ export function createApp(deps: AppDeps) {
     principals,
     concurrency: deps.concurrency ?? createConcurrencyLimiter(),
     keys,
+    // Whole answers each account's requests hold until their clients read them.
+    unread: createUnreadAnswers({ perAccountBytes: deps.settings.limits.answer_per_account_bytes }),
   };
 
   /**

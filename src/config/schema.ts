@@ -211,6 +211,15 @@ export const LimitsConfig = t.Object({
   body_per_account_bytes: StrictInteger({ minimum: 1024, default: 128 * 1024 * 1024 }),
   body_total_bytes: StrictInteger({ minimum: 1024, default: 512 * 1024 * 1024 }),
   body_timeout_ms: StrictInteger({ minimum: 10, default: 60_000 }),
+  /**
+   * Whole (non-streamed) answers one account's requests may hold in a gateway process at once
+   * (limits/unread-answers.ts): those written and not yet read by their clients, and the expected
+   * size of embeddings lists still being made. A request that finds its account's share full gets
+   * 429 before it holds anything; one answer larger than the share alone always fits. A large
+   * answer goes out as fast as its client reads, and a client that reads nothing for
+   * `server.client_idle_ms` is given up.
+   */
+  answer_per_account_bytes: StrictInteger({ minimum: 1024, default: 128 * 1024 * 1024 }),
 }, closed);
 
 /** Retries of the same model after 429/503/529; a longer wait moves on to the next fallback model. */

@@ -29,6 +29,8 @@ import type { CountQueue } from "../limits/count-queue.ts";
 import { countInTurn } from "./count-in-turn.ts";
 import type { KeyResolver } from "../accounts/key-resolver.ts";
 import { modelAllowed, modelRefusal } from "../accounts/model-access.ts";
+import { NO_HOLD, type UnreadAnswers, type UnreadHold } from "../limits/unread-answers.ts";
+import { expectedEmbeddingsBytes } from "../formats/openai-embeddings/embeddings-input.ts";
 
 export interface ForwardDeps {
   settings: Settings;
@@ -63,6 +65,8 @@ export interface ForwardDeps {
   prompts?: PromptMemory;
   /** The key lookup admission used: each upstream attempt asks it again whether the key still works (revoked, expired, its account suspended meanwhile). */
   keys?: KeyResolver;
+  /** Whole answers each account's requests hold until their clients read them (limits/unread-answers.ts); without it, none is counted. */
+  unread?: UnreadAnswers;
 }
 
 export interface ForwardRequest {
@@ -123,9 +127,17 @@ export async function forward(deps: ForwardDeps, req: ForwardRequest): Promise<R
   if (stillGood) await stillGood;
   const trace = req.trace;
   if (trace) trace.planned(plan.requestId, plan.candidates[0]!.model.id, req.principal);
-  // A place among the key's requests under way, before credits are held: a refused request holds nothing.
-  const taken = takeSlot(deps, req.principal);
-  const slot = taken instanceof Promise ? await taken : taken;
+  // Room among the account's answers not yet read, then a place among the key's requests under
+  // way, before credits are held: a refused request holds nothing.
+  const hold = holdAnswer(deps, req);
+  let slot: ConcurrencySlot;
+  try {
+    const taken = takeSlot(deps, req.principal);
+    slot = taken instanceof Promise ? await taken : taken;
+  } catch (err) {
+    hold.release();
+    throw err;
+  }
   let billing;
   try {
     billing = await openBillingSession(deps, {
@@ -141,13 +153,14 @@ export async function forward(deps: ForwardDeps, req: ForwardRequest): Promise<R
     });
   } catch (err) {
     slot.release();
+    hold.release();
     throw err;
   }
   const random = deps.random ?? Math.random;
   const limits = deps.settings.retry;
   const wantsStream = req.body.stream === true;
   const attemptRequest = { requestId: plan.requestId, wire: req.format.wire, body: req.body, headers: req.headers, clientSignal: req.signal, wantsStream, clientRequestId, wholeAnswer: req.format.wholeAnswer };
-  const answerRequest = { format: req.format, body: req.body, uuid: plan.uuid, requestId: plan.requestId, bodyBytes: req.bodyBytes, promptText: plan.promptText, idle: req.idle, trace, route: req.route, signal: req.signal };
+  const answerRequest = { format: req.format, body: req.body, uuid: plan.uuid, requestId: plan.requestId, bodyBytes: req.bodyBytes, promptText: plan.promptText, idle: req.idle, trace, route: req.route, signal: req.signal, hold };
 
   // The session (hashed at once; the raw id goes nowhere) keeps a conversation on one vendor key;
   // read only when a pool has a choice to make (null: not read yet).
@@ -263,10 +276,29 @@ export async function forward(deps: ForwardDeps, req: ForwardRequest): Promise<R
     throw last!;
   } catch (err) {
     // Whatever escaped, the reservation is released; settle() is a no-op when already done.
+    hold.release();
     await billing.settle(req.signal.aborted ? "cancelled" : "upstream_error");
     if (err instanceof GatewayError) err.recorded = true;
     throw err;
   }
+}
+
+/**
+ * The request's room among its account's whole answers not yet read (limits/unread-answers.ts):
+ * what an embeddings list of its inputs is expected to take, nothing yet for other answers (their
+ * size is known once written, respond.ts); a 429 when the account's share is full.
+ */
+function holdAnswer(deps: ForwardDeps, req: ForwardRequest): UnreadHold {
+  const unread = deps.unread;
+  if (!unread) return NO_HOLD;
+  const limits = deps.settings.limits;
+  const expected = req.embeddings ? expectedEmbeddingsBytes(req.embeddings.count, req.body, limits.max_response_bytes) : 0;
+  const hold = unread.admit(req.principal.accountId, expected);
+  if (hold) return hold;
+  const mib = Math.round(limits.answer_per_account_bytes / (1024 * 1024));
+  throw new GatewayError(429, "rate_limit",
+    `This account's answers not yet read by their clients fill its share of the gateway's memory (${mib} MiB, limits.answer_per_account_bytes). Read them, or retry in a second.`,
+    { "retry-after": "1" });
 }
 
 /** The error without `x-should-retry: false`: a pool that waits for a key to come back says when to retry instead. */

@@ -458,7 +458,7 @@ const ERROR_TEXT: Record<number, string> = {
   408: "The body did not arrive within limits.body_timeout_ms of its first read (the connection is then closed).",
   413: "The body is larger than limits.max_body_bytes, whatever its content type, chunked or not (the connection is then closed); on count_tokens, also a prompt over limits.count_tokens_max_bytes of text.",
   422: "`messages` is empty.",
-  429: "The key's rate limit, or its requests under way at once (`max_concurrent_requests`), or its request bodies still arriving (`limits.body_per_key_bytes`); `retry-after` says when to retry.",
+  429: "The key's rate limit, or its requests under way at once (`max_concurrent_requests`), or its request bodies still arriving (`limits.body_per_key_bytes`), or (model routes) its account's whole answers not yet read (`limits.answer_per_account_bytes`); `retry-after` says when to retry.",
   502: "No upstream could answer (never charged).",
   503: "The ledger cannot record charges, or the rate limiter (Redis) or key store cannot be reached, or the database (the admin API, GET /v1/key) cannot be used (`retry-after: 5`); or the gateway is receiving `limits.body_total_bytes` of bodies already (`retry-after: 1`).",
 };

@@ -48,3 +48,22 @@ export function measureEmbeddingsInput(input: EmbeddingsInput, count: TokenCount
     prompt: () => (tokens === 0 ? text : count(text).then((n) => n + tokens)),
   };
 }
+
+/**
+ * Dimensions an embeddings answer is expected to have when the request names none: those of
+ * `text-embedding-3-small` and `ada-002`. A larger model's answer is counted at its real size once
+ * written (limits/unread-answers.ts); this only sizes what requests under way may hold.
+ */
+const USUAL_DIMENSIONS = 1_536;
+
+/**
+ * The bytes an embeddings answer is expected to take, written: one vector per input of the asked
+ * dimensions, base64 float32 (16 bytes of text per 3 values) or JSON numbers (a float32 written in
+ * full, as `-0.006929283495992422,`, is up to about 20), and each item's own fields; never more
+ * than an upstream may send (`maxBytes`, limits.max_response_bytes).
+ */
+export function expectedEmbeddingsBytes(count: number, body: Record<string, unknown>, maxBytes: number): number {
+  const dimensions = typeof body.dimensions === "number" && body.dimensions > 0 ? body.dimensions : USUAL_DIMENSIONS;
+  const perValue = body.encoding_format === "base64" ? 16 / 3 : 20;
+  return Math.min(maxBytes, Math.ceil(count * (dimensions * perValue + 64)));
+}

@@ -1,0 +1,124 @@
+/**
+ * Whole (non-streamed) answers an account's clients do not read. A hostile-tenant probe (twenty-third
+ * session) sent 40 base64 embeddings requests of ~33 MB answers, ~US$0.0003 each, on connections it
+ * never read: every answer waited whole in the gateway, 330 MB → 4 GB in 35 s. Now an account's
+ * requests hold at most `limits.answer_per_account_bytes` of whole answers (those not yet read, and
+ * what embeddings lists under way are expected to take); past it, 429 before anything is held or
+ * charged. A large answer goes out as fast as its client reads, and a client that reads nothing for
+ * `client_idle_ms` is given up, which gives its bytes back. Other accounts are not held up.
+ */
+import { afterEach, expect, setDefaultTimeout, test } from "bun:test";
+import net from "node:net";
+import { fakeEmbedding, fakeEmbeddingBase64, useFakeUpstream } from "../helpers/fake-upstream.ts";
+import { post, useGateway } from "../helpers/gateway.ts";
+import { until } from "../helpers/until.ts";
+
+setDefaultTimeout(30_000);
+
+const EMBED = "test/embed";
+/**
+ * 1,024 inputs of 3,072 dimensions in base64: 16.8 MB an answer, and as much expected of each
+ * request; more than the kernel's socket buffers on loopback take of an answer nobody reads
+ * (4 MB to send here), so such an answer is still being sent while its client reads nothing.
+ */
+const INPUTS = 1_024;
+const DIMENSIONS = 3_072;
+const SHARE = 48 * 1024 * 1024;
+const upstream = useFakeUpstream();
+const gw = useGateway(() => ({
+  upstreamUrl: upstream.url,
+  clientIdleMs: 1_500,
+  limits: { answer_per_account_bytes: SHARE },
+  extraModels: [{ id: EMBED, provider: "fake-openai", upstream_model: "text-embedding-3-small", category: "embedding", context_length: 8192, pricing: { input_per_mtok: 20, output_per_mtok: 0 } }],
+}));
+
+const inputs = Array.from({ length: INPUTS }, (_, i) => `input number ${i}`);
+const embeddingsBody = JSON.stringify({ model: EMBED, input: inputs, encoding_format: "base64", dimensions: DIMENSIONS });
+
+const sockets: net.Socket[] = [];
+afterEach(() => {
+  for (const s of sockets.splice(0)) s.destroy();
+});
+
+/** An embeddings POST on a raw socket that reads nothing past its status line, which it resolves with. */
+function unreadPost(key: string): Promise<string> {
+  return new Promise((resolve, reject) => {
+    const socket = net.connect(Number(new URL(gw.url).port), "127.0.0.1");
+    sockets.push(socket);
+    socket.once("error", reject);
+    socket.once("data", (d) => {
+      resolve(d.toString("latin1").split("\r\n")[0]!);
+      // From here on it reads nothing more.
+      socket.pause();
+    });
+    socket.write(`POST /v1/embeddings HTTP/1.1\r\nhost: x\r\nauthorization: Bearer ${key}\r\ncontent-type: application/json\r\ncontent-length: ${Buffer.byteLength(embeddingsBody)}\r\n\r\n${embeddingsBody}`);
+  });
+}
+
+const ask = (key = gw.key) => fetch(`${gw.url}/v1/embeddings`, { method: "POST", headers: { authorization: `Bearer ${key}`, "content-type": "application/json" }, body: embeddingsBody });
+
+/** The answer is whole: every vector the fake upstream made, byte for byte. */
+async function expectWhole(res: Response): Promise<void> {
+  expect(res.status).toBe(200);
+  const body = (await res.json()) as { data: { index: number; embedding: string }[] };
+  expect(body.data.length).toBe(INPUTS);
+  for (const i of [0, 127, INPUTS - 1]) expect(body.data[i]!.embedding).toBe(fakeEmbeddingBase64(fakeEmbedding(inputs[i]!, DIMENSIONS)));
+}
+
+test("unread whole answers hold at most the account's share; past it 429, nothing charged; another account is served; given up after client_idle_ms, the share comes back", async () => {
+  // Six at once, none read: two fit in 48 MiB (16.8 MB expected of each), the others are refused.
+  const lines = await Promise.all(Array.from({ length: 6 }, () => unreadPost(gw.key)));
+  expect(lines.filter((l) => l.startsWith("HTTP/1.1 200")).length).toBe(2);
+  expect(lines.filter((l) => l.startsWith("HTTP/1.1 429")).length).toBe(4);
+
+  // While they wait unread, the account is refused before anything is held: nothing charged.
+  const before = await gw.balanceMicro();
+  const recordsBefore = gw.db.query("SELECT count(*) AS n FROM usage_records").get() as { n: number };
+  const refused = await ask();
+  expect(refused.status).toBe(429);
+  expect(refused.headers.get("retry-after")).toBe("1");
+  const error = ((await refused.json()) as any).error;
+  expect(error.type).toBe("rate_limit_error");
+  expect(error.code).toBe("rate_limit_exceeded");
+  expect(error.message).toContain("limits.answer_per_account_bytes");
+  expect(await gw.balanceMicro()).toBe(before);
+  expect((gw.db.query("SELECT count(*) AS n FROM usage_records").get() as { n: number }).n).toBe(recordsBefore.n);
+
+  // Another account is not held up by this one's unread answers.
+  const other = await gw.app.services.accounts.createAccount("other", 1_000_000_000);
+  const otherKey = (await gw.app.services.accounts.createKey(other.id, "other"))!;
+  await expectWhole(await ask(otherKey.key));
+
+  // The non-readers are given up after client_idle_ms (1.5 s); then a reader gets the whole answer.
+  // Asked again until the share is back, not after a fixed wait: a share never given back fails at the bound.
+  const whole = await until("the non-readers given up and their share back", 10_000, async () => {
+    const res = await ask();
+    if (res.status !== 429) return res;
+    await res.arrayBuffer();
+    return false;
+  }, 100);
+  await expectWhole(whole);
+});
+
+test("a large whole chat answer goes out paced and whole; a request that failed upstream gives its share back", async () => {
+  const content = "z".repeat(3_000_000);
+  upstream.reply({
+    kind: "json",
+    body: { id: "chatcmpl-big", object: "chat.completion", created: 1, model: "free-model", choices: [{ index: 0, message: { role: "assistant", content }, finish_reason: "stop" }], usage: { prompt_tokens: 5, completion_tokens: 100, total_tokens: 105 } },
+  });
+  const res = await post(gw, "/v1/chat/completions", { model: "test/free", messages: [{ role: "user", content: "hi" }] });
+  expect(res.status).toBe(200);
+  expect(res.headers.get("content-type")).toBe("application/json;charset=utf-8");
+  const body = (await res.json()) as { choices: { message: { content: string } }[] };
+  expect(body.choices[0]!.message.content).toBe(content);
+
+  // Failed embeddings requests (the upstream's 500s) hold nothing afterwards: more of them than
+  // the share would take at once still leave room for a whole answer.
+  for (let i = 0; i < 6; i++) {
+    upstream.reply({ kind: "json", status: 400, body: { error: { message: "bad", type: "invalid_request_error", param: null, code: null } } });
+    const failed = await ask();
+    expect(failed.status).toBe(400);
+    await failed.arrayBuffer();
+  }
+  await expectWhole(await ask());
+});
