@@ -384,6 +384,37 @@ describe("failures cost nothing; partial answers cost what they produced", () =>
     }
   });
 
+  test("retried after overloaded_error before its first text (max_retries 2): the answer that came is charged once, the failed attempt's announced prompt not at all", async () => {
+    const gw = await startGateway({ upstreamUrl: upstream.url, retry: { max_retries: 2, max_wait_ms: 2_000 } });
+    try {
+      const start = await gw.balanceMicro();
+      const ev = (type: string, data: object) => `event: ${type}\ndata: ${JSON.stringify({ type, ...data })}\n\n`;
+      // The first attempt announces a 5,000-token prompt, then is overloaded; the second answers as the vendor does.
+      upstream.reply({ kind: "sse", chunks: [
+        ev("message_start", { message: { id: "msg_x", type: "message", role: "assistant", model: "claude-sonnet-4-5", content: [], stop_reason: null, stop_sequence: null, usage: { input_tokens: 5000, output_tokens: 1 } } }),
+        ev("error", { error: { type: "overloaded_error", message: "Overloaded" } }),
+      ] });
+      const res = await post(gw, "/v1/messages", { model: ANTHROPIC_MODEL, max_tokens: 50, stream: true, messages: question });
+      expect(res.status).toBe(200);
+      const frames = sseFrames(await res.text());
+      const delta = JSON.parse(frames.findLast((f) => f.event === "message_delta")!.data);
+      const started = JSON.parse(frames.find((f) => f.event === "message_start")!.data);
+      const input = started.message.usage.input_tokens as number;
+      const output = delta.usage.output_tokens as number;
+      expect(input).toBeLessThan(5000);
+      expect(upstream.requests.filter((r) => r.path === "/v1/messages").length).toBeGreaterThanOrEqual(2);
+      const all = await records(gw);
+      expect(all).toHaveLength(1);
+      expect(all[0]).toMatchObject({ status: "ok", prompt_tokens: input, completion_tokens: output });
+      // ANTHROPIC_PRICING: 3,000 and 15,000 credits a million tokens, so as many micro-credits a token.
+      expect(all[0]!.cost_micro).toBe(input * 3000 + output * 15000);
+      expect(await gw.balanceMicro()).toBe(start - (input * 3000 + output * 15000));
+      expect(openReservations(gw)).toBe(0);
+    } finally {
+      await gw.stop();
+    }
+  });
+
   test("an upstream that never sends its first byte → 502, nothing charged", async () => {
     const gw = await startGateway({ upstreamUrl: upstream.url, firstByteMs: 200 });
     try {
