@@ -29,25 +29,41 @@ export function pacedBody(bytes: Uint8Array, o: { idleMs: number; done?: () => v
   return new ReadableStream<Uint8Array>({
     type: "direct",
     async pull(controller: DirectController) {
+      let idle = false;
       try {
         while (offset < size) {
           const end = Math.min(size, offset + PACED_CHUNK_BYTES);
           const written = controller.write(bytes.subarray(offset, end));
           offset = end;
-          if (written instanceof Promise && !(await within(written, o.idleMs))) break;
+          if (written instanceof Promise && !(await within(written, o.idleMs))) {
+            idle = true;
+            break;
+          }
         }
-        const flushed = controller.flush();
-        if (flushed instanceof Promise) await within(flushed, o.idleMs);
-        controller.close();
+        if (!idle) {
+          const flushed = controller.flush();
+          if (flushed instanceof Promise && !(await within(flushed, o.idleMs))) idle = true;
+        }
+        if (!idle) controller.close();
       } catch {
         // The client went away mid-answer: nothing more to send.
       } finally {
         finish();
       }
+      // Given up: the body is cut, not ended. Closed, the stream would end with chunked encoding's
+      // last chunk, and a client that read again found a short answer framed as whole (a JSON
+      // parse error, not a failed read an SDK retries) on a connection kept for its next request.
+      // A pull that fails makes Bun close the connection instead; failed with `undefined`, Bun
+      // prints nothing (an Error is printed to stderr with its stack, once per client given up:
+      // a tenant's unread connections would write the gateway's log).
+      if (idle) throw CUT;
     },
     cancel: finish,
   } as unknown as ConstructorParameters<typeof ReadableStream<Uint8Array>>[0]);
 }
+
+/** What a pull throws to have Bun close the connection of a client given up, silently (see `pacedBody`). */
+const CUT = undefined;
 
 /** Whether `pending` settled within `ms` (false: the client stopped reading). */
 async function within(pending: Promise<unknown>, ms: number): Promise<boolean> {

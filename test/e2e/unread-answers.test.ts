@@ -122,3 +122,28 @@ test("a large whole chat answer goes out paced and whole; a request that failed 
   }
   await expectWhole(await ask());
 });
+
+test("a client given up after client_idle_ms gets no answer framed as whole: its connection is closed, not ended with a short body", async () => {
+  // A 16.8 MB answer nobody reads for 2 × client_idle_ms (1.5 s), then read to the end.
+  const socket = net.connect(Number(new URL(gw.url).port), "127.0.0.1");
+  sockets.push(socket);
+  const chunks: Buffer[] = [];
+  const ended = new Promise<string>((resolve) => {
+    socket.once("close", () => resolve("closed"));
+    socket.once("error", () => resolve("closed"));
+  });
+  socket.once("data", () => socket.pause());
+  socket.on("data", (d: Buffer) => chunks.push(d));
+  socket.write(`POST /v1/embeddings HTTP/1.1\r\nhost: x\r\nauthorization: Bearer ${gw.key}\r\ncontent-type: application/json\r\ncontent-length: ${Buffer.byteLength(embeddingsBody)}\r\n\r\n${embeddingsBody}`);
+  await Bun.sleep(3_000);
+  socket.resume();
+  // Given up, the answer is cut: the connection closes without chunked encoding's last chunk, so
+  // the client sees a failed read (which the SDKs retry), not a short JSON body framed as whole on
+  // a connection left open for its next request.
+  const outcome = await Promise.race([ended, Bun.sleep(5_000).then(() => "still open")]);
+  const received = Buffer.concat(chunks).toString("latin1");
+  expect(received.startsWith("HTTP/1.1 200")).toBe(true);
+  expect(received.length).toBeLessThan(16_000_000);
+  expect(received.endsWith("\r\n0\r\n\r\n")).toBe(false);
+  expect(outcome).toBe("closed");
+});
