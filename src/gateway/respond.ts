@@ -173,8 +173,6 @@ export async function respond(
     }
   }
 
-  // A stream is read from its upstream only as fast as its client reads: it holds no whole answer.
-  hold.release();
   const idle = req.idle;
   idle?.server?.timeout(idle.request, 0);
   const { deadline, provider } = outcome;
@@ -232,6 +230,11 @@ export async function respond(
       }
     },
   });
+  // A stream is read from its upstream only as fast as its client reads: it holds no whole answer.
+  // Given back once it has started, not before: a stream that fails before its first byte is
+  // asked again or of the next model, whose answer may be whole (the images API), and a hold
+  // given back already would not count it (a review).
+  hold.release();
   return new Response(stream, { headers: SSE_HEADERS });
 }
 

@@ -10,7 +10,7 @@
 import { afterEach, expect, setDefaultTimeout, test } from "bun:test";
 import net from "node:net";
 import { fakeEmbedding, fakeEmbeddingBase64, useFakeUpstream } from "../helpers/fake-upstream.ts";
-import { post, useGateway } from "../helpers/gateway.ts";
+import { ANTHROPIC_MODEL, IMAGES_API_MODEL, post, startGateway, useGateway } from "../helpers/gateway.ts";
 import { until } from "../helpers/until.ts";
 
 setDefaultTimeout(30_000);
@@ -146,4 +146,50 @@ test("a client given up after client_idle_ms gets no answer framed as whole: its
   expect(received.length).toBeLessThan(16_000_000);
   expect(received.endsWith("\r\n0\r\n\r\n")).toBe(false);
   expect(outcome).toBe("closed");
+});
+
+test("a whole answer that comes after a stream failed before it started is held in the share too", async () => {
+  // A stream asked of a model that fails before its first byte (Anthropic's overloaded error after
+  // message_start), then of the images API, which answers whole: 10 MB of image as the client's
+  // frames, which its client does not read. The stream's attempt had given the request's hold back,
+  // and the whole answer after it was paced but never counted: the account's share looked empty.
+  const share = 20 * 1024 * 1024;
+  const gw2 = await startGateway({
+    upstreamUrl: upstream.url,
+    clientIdleMs: 5_000,
+    retry: { max_retries: 0 },
+    maxImageBytes: 8 * 1024 * 1024,
+    limits: { answer_per_account_bytes: share },
+    extraModels: [{ id: EMBED, provider: "fake-openai", upstream_model: "text-embedding-3-small", category: "embedding", context_length: 8192, pricing: { input_per_mtok: 20, output_per_mtok: 0 } }],
+  });
+  try {
+    const ev = (type: string, data: object) => `event: ${type}\ndata: ${JSON.stringify({ type, ...data })}\n\n`;
+    upstream.reply({ kind: "sse", chunks: [
+      ev("message_start", { message: { id: "msg_1", type: "message", role: "assistant", model: "claude-sonnet-4-5", content: [], stop_reason: null, stop_sequence: null, usage: { input_tokens: 10, output_tokens: 1 } } }) +
+        ev("error", { error: { type: "overloaded_error", message: "Overloaded" } }),
+    ] });
+    const png = Buffer.alloc(7_500_000);
+    Buffer.from([0x89, 0x50, 0x4e, 0x47, 0x0d, 0x0a, 0x1a, 0x0a]).copy(png);
+    upstream.reply({ kind: "json", body: { created: 1, data: [{ b64_json: png.toString("base64"), revised_prompt: "x" }] } });
+    const body = JSON.stringify({ models: [ANTHROPIC_MODEL, IMAGES_API_MODEL], max_tokens: 50, messages: [{ role: "user", content: "a cat" }], stream: true });
+    const socket = net.connect(Number(new URL(gw2.url).port), "127.0.0.1");
+    sockets.push(socket);
+    const line = await new Promise<string>((resolve, reject) => {
+      socket.once("error", reject);
+      socket.once("data", (d: Buffer) => {
+        resolve(d.toString("latin1").split("\r\n")[0]!);
+        socket.pause();
+      });
+      socket.write(`POST /v1/chat/completions HTTP/1.1\r\nhost: x\r\nauthorization: Bearer ${gw2.key}\r\ncontent-type: application/json\r\ncontent-length: ${Buffer.byteLength(body)}\r\n\r\n${body}`);
+    });
+    expect(line).toBe("HTTP/1.1 200 OK");
+    expect(upstream.requests.map((r) => new URL(r.url).pathname)).toEqual(["/v1/messages", "/v1/images/generations"]);
+    // 16.8 MB expected of the embeddings request: alone it fits the 20 MiB share; beside the
+    // 10 MB answer still unread, it does not.
+    const refused = await fetch(`${gw2.url}/v1/embeddings`, { method: "POST", headers: { authorization: `Bearer ${gw2.key}`, "content-type": "application/json" }, body: embeddingsBody });
+    await refused.arrayBuffer();
+    expect(refused.status).toBe(429);
+  } finally {
+    await gw2.stop();
+  }
 });
