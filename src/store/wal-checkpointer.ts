@@ -104,7 +104,15 @@ export function startWalCheckpointer(db: Database, path: string, o: WalCheckpoin
     // checkpoints would copy what the thread refused to (sqlite/file-identity.ts). The store is
     // failing meanwhile, and a restart is what brings it back.
     if (code !== LEDGER_FILE_GONE) giveBack();
-    else running = false;
+    else {
+      running = false;
+      // The request thread's check judges the files now, not at its next write or this thread's
+      // next start: a log found cut is marked on the connection, and any exit in between clears
+      // its index before Bun's last close would copy it (sqlite/file-identity.ts, closeLedger).
+      try {
+        ledgerFiles(db)(true);
+      } catch {}
+    }
     resolveReady(false);
     o.onFailure?.(message, code);
     if (checkpointLostWrites(code)) o.onLostWrites?.(Object.assign(new Error(`a WAL checkpoint failed: ${message}`), { code: code! }));

@@ -1,10 +1,11 @@
 import { afterEach, describe, expect, test } from "bun:test";
-import { closeSync, mkdtempSync, openSync, readSync, rmSync, statSync } from "node:fs";
+import { closeSync, mkdtempSync, openSync, readSync, realpathSync, rmSync, statSync, truncateSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { Database } from "bun:sqlite";
 import { openDatabase, WAL_AUTOCHECKPOINT_PAGES } from "../../../src/store/database.ts";
 import { checkpointLostWrites, startWalCheckpointer, type WalCheckpointer } from "../../../src/store/wal-checkpointer.ts";
+import { ledgerFiles } from "../../../src/store/sqlite/file-identity.ts";
 import { until } from "../../helpers/until.ts";
 
 const dirs: string[] = [];
@@ -94,6 +95,23 @@ describe("WAL checkpoints on their own thread", () => {
     open[open.length - 1]!.checkpointer = failing;
     expect(await failing.ready).toBe(false);
     expect(told).toEqual([]);
+  });
+
+  test("a log the thread found cut is marked damaged on the request thread at once: an exit before its next write clears the index, and Bun's last close copies nothing", async () => {
+    const { db, path } = freshDatabase();
+    const codes: (string | undefined)[] = [];
+    const checkpointer = startWalCheckpointer(db, path, { intervalMs: 20, retryMs: 60_000, onFailure: (_message, code) => codes.push(code) });
+    open[open.length - 1]!.checkpointer = checkpointer;
+    expect(await checkpointer.ready).toBe(true);
+    writeRows(db);
+    truncateSync(`${realpathSync(path)}-wal`, 0);
+    // A write the check does not see (the console's, the alert outbox's) goes past the hole.
+    db.exec("CREATE TABLE IF NOT EXISTS unchecked (id INTEGER PRIMARY KEY)");
+    await until("the thread found the log cut", 5_000, () => codes.includes("SWITCHYARD_LEDGER_FILE_GONE"));
+    // Marked on the connection now, not when the thread is started again (5 s to 5 min later) or
+    // at the next settlement: a second signal's process.exit, in between, had Bun's close of the
+    // connection copy the hole into the ledger (its exit hook is only set once the mark is).
+    expect(ledgerFiles(db).logDamaged).toBe(true);
   });
 
   test("which failures say writes were lost: I/O errors, a full or read-only disk, a damaged or replaced file; not locks, not a thread that did not start", () => {
