@@ -132,9 +132,11 @@ test("a client given up after client_idle_ms gets no answer framed as whole: its
     socket.once("close", () => resolve("closed"));
     socket.once("error", () => resolve("closed"));
   });
-  socket.once("data", () => socket.pause());
+  const head = new Promise<void>((resolve) => socket.once("data", () => (socket.pause(), resolve())));
   socket.on("data", (d: Buffer) => chunks.push(d));
   socket.write(`POST /v1/embeddings HTTP/1.1\r\nhost: x\r\nauthorization: Bearer ${gw.key}\r\ncontent-type: application/json\r\ncontent-length: ${Buffer.byteLength(embeddingsBody)}\r\n\r\n${embeddingsBody}`);
+  // Counted from the answer's first bytes: making it takes seconds on a loaded machine.
+  await head;
   await Bun.sleep(3_000);
   socket.resume();
   // Given up, the answer is cut: the connection closes without chunked encoding's last chunk, so
