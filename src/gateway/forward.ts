@@ -9,7 +9,8 @@ import type { Ticker } from "../streaming/ticker.ts";
 import type { Tokenizer } from "../billing/token-estimate.ts";
 import type { Scrubber } from "../log/scrub.ts";
 import { ShutdownCut, type Inflight } from "./inflight.ts";
-import { answersAsked, planRequest } from "./plan.ts";
+import { answersAsked, expectedAnswerBytes, planRequest, type Plan } from "./plan.ts";
+import { PACED_CHUNK_BYTES } from "../streaming/paced-body.ts";
 import { openBillingSession } from "./billing-session.ts";
 import { takesAnswerLimit } from "./context-fit.ts";
 import { ACCOUNT_SUSPENDED, INVALID_KEY, type ActiveKey } from "../accounts/account-store.ts";
@@ -129,7 +130,7 @@ export async function forward(deps: ForwardDeps, req: ForwardRequest): Promise<R
   if (trace) trace.planned(plan.requestId, plan.candidates[0]!.model.id, req.principal);
   // Room among the account's answers not yet read, then a place among the key's requests under
   // way, before credits are held: a refused request holds nothing.
-  const hold = holdAnswer(deps, req);
+  const hold = holdAnswer(deps, req, plan);
   let slot: ConcurrencySlot;
   try {
     const taken = takeSlot(deps, req.principal);
@@ -285,14 +286,17 @@ export async function forward(deps: ForwardDeps, req: ForwardRequest): Promise<R
 
 /**
  * The request's room among its account's whole answers not yet read (limits/unread-answers.ts):
- * what an embeddings list of its inputs is expected to take, nothing yet for other answers (their
- * size is known once written, respond.ts); a 429 when the account's share is full.
+ * what an embeddings list of its inputs, or a whole chat answer at its limits (`n`, `logprobs`),
+ * is expected to take (its real size is counted once written, respond.ts); a 429 when the
+ * account's share is full.
  */
-function holdAnswer(deps: ForwardDeps, req: ForwardRequest): UnreadHold {
+function holdAnswer(deps: ForwardDeps, req: ForwardRequest, plan: Plan): UnreadHold {
   const unread = deps.unread;
   if (!unread) return NO_HOLD;
   const limits = deps.settings.limits;
-  const expected = req.embeddings ? expectedEmbeddingsBytes(req.embeddings.count, req.body, limits.max_response_bytes) : 0;
+  const expected = req.embeddings
+    ? expectedEmbeddingsBytes(req.embeddings.count, req.body, limits.max_response_bytes)
+    : expectedAnswerBytes(deps.settings, req.format.wire, req.body, plan.candidates, PACED_CHUNK_BYTES);
   const hold = unread.admit(req.principal.accountId, expected);
   if (hold) return hold;
   const mib = Math.round(limits.answer_per_account_bytes / (1024 * 1024));

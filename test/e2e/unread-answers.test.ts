@@ -10,7 +10,7 @@
 import { afterEach, expect, setDefaultTimeout, test } from "bun:test";
 import net from "node:net";
 import { fakeEmbedding, fakeEmbeddingBase64, useFakeUpstream } from "../helpers/fake-upstream.ts";
-import { ANTHROPIC_MODEL, IMAGES_API_MODEL, post, startGateway, useGateway } from "../helpers/gateway.ts";
+import { ANTHROPIC_MODEL, IMAGES_API_MODEL, OPENAI_MODEL, post, startGateway, useGateway } from "../helpers/gateway.ts";
 import { until } from "../helpers/until.ts";
 
 setDefaultTimeout(30_000);
@@ -41,7 +41,7 @@ afterEach(() => {
 });
 
 /** An embeddings POST on a raw socket that reads nothing past its status line, which it resolves with. */
-function unreadPost(key: string): Promise<string> {
+function unreadPost(key: string, path = "/v1/embeddings", body = embeddingsBody): Promise<string> {
   return new Promise((resolve, reject) => {
     const socket = net.connect(Number(new URL(gw.url).port), "127.0.0.1");
     sockets.push(socket);
@@ -51,7 +51,7 @@ function unreadPost(key: string): Promise<string> {
       // From here on it reads nothing more.
       socket.pause();
     });
-    socket.write(`POST /v1/embeddings HTTP/1.1\r\nhost: x\r\nauthorization: Bearer ${key}\r\ncontent-type: application/json\r\ncontent-length: ${Buffer.byteLength(embeddingsBody)}\r\n\r\n${embeddingsBody}`);
+    socket.write(`POST ${path} HTTP/1.1\r\nhost: x\r\nauthorization: Bearer ${key}\r\ncontent-type: application/json\r\ncontent-length: ${Buffer.byteLength(body)}\r\n\r\n${body}`);
   });
 }
 
@@ -194,4 +194,49 @@ test("a whole answer that comes after a stream failed before it started is held 
   } finally {
     await gw2.stop();
   }
+});
+
+/**
+ * A chat completion as OpenAI writes it with `logprobs` and 20 `top_logprobs`: every token of the
+ * answer limit with its 21 entries, ~1.2 KB a token (~10 MB for 8,192 tokens, ~US$0.005 at
+ * GPT-6 Luna's prices).
+ */
+function logprobsAnswer(body: any) {
+  const tokens = Array.from({ length: body.max_tokens ?? body.max_completion_tokens }, () => " lo");
+  const entry = (token: string, logprob: number) => ({ token, logprob, bytes: [...Buffer.from(token)] });
+  const content = tokens.map((t) => ({ ...entry(t, -0.0123456), top_logprobs: Array.from({ length: body.top_logprobs }, (_, k) => entry(` w${k}`, -3.14159 - k)) }));
+  return {
+    id: "chatcmpl-lp", object: "chat.completion", created: 1, model: "gpt-4o-mini",
+    choices: [{ index: 0, message: { role: "assistant", content: tokens.join(""), refusal: null }, logprobs: { content, refusal: null }, finish_reason: "length" }],
+    usage: { prompt_tokens: 8, completion_tokens: tokens.length, total_tokens: tokens.length + 8 },
+  };
+}
+
+test("whole chat answers with logprobs count in the share before they are made: many at once on unread sockets are not all admitted", async () => {
+  // A hostile-tenant probe (twenty-fourth session): chat answers expected nothing, so 60 such
+  // requests at once were all admitted while the share was empty, ~590 MB of answers held unread
+  // and the gateway at 2.6 GB, for 246 credits. Each expects ~11 MB here: 4 fit in 48 MiB.
+  upstream.rule((rec) => (rec.path === "/v1/chat/completions" && rec.body?.logprobs ? { kind: "json", body: logprobsAnswer(rec.body) } : undefined));
+  const chat = JSON.stringify({ model: OPENAI_MODEL, max_tokens: 8192, logprobs: true, top_logprobs: 20, messages: [{ role: "user", content: "hi" }] });
+  const lines = await Promise.all(Array.from({ length: 10 }, () => unreadPost(gw.key, "/v1/chat/completions", chat)));
+  const served = lines.filter((l) => l.startsWith("HTTP/1.1 200")).length;
+  expect(served).toBeGreaterThanOrEqual(1);
+  expect(served).toBeLessThanOrEqual(5);
+  expect(lines.filter((l) => l.startsWith("HTTP/1.1 429")).length).toBe(10 - served);
+  // The upstream was asked only for those admitted: the refused held nothing and cost nothing.
+  expect(upstream.requests.filter((r) => r.path === "/v1/chat/completions").length).toBe(served);
+
+  // Once the non-readers are gone (closed, or given up after client_idle_ms), the share is back
+  // and such an answer is served whole.
+  for (const s of sockets.splice(0)) s.destroy();
+  const res = await until("the share back once the unread sockets are gone", 10_000, async () => {
+    const r = await post(gw, "/v1/chat/completions", { model: OPENAI_MODEL, max_tokens: 8192, logprobs: true, top_logprobs: 20, messages: [{ role: "user", content: "hi" }] });
+    if (r.status !== 429) return r;
+    await r.arrayBuffer();
+    return false;
+  }, 100);
+  expect(res.status).toBe(200);
+  const body = (await res.json()) as any;
+  expect(body.choices[0].logprobs.content.length).toBe(8192);
+  upstream.rule(undefined);
 });
