@@ -113,22 +113,29 @@ const LOGPROB_ENTRY_BYTES = 64;
  * The bytes a whole (non-streamed) chat answer is expected to take once written, for the
  * account's share of answers not yet read (limits/unread-answers.ts): every answer asked (`n`) at
  * its answer limit, each token with its logprobs entries when asked (`logprobs`, `top_logprobs`
- * up to 20: ~1.3 KB a token), the dearest candidate's, never more than an upstream may send
- * (`limits.max_response_bytes`). 0 for a stream (read from its upstream only as its client reads)
- * and for an answer expected to be no larger than `pacedFrom`, which is handed over whole and
- * holds nothing. Expecting nothing of chat answers, 60 requests with 20 `top_logprobs` at once
- * (~10 MB answers for ~4 credits each) were all admitted while the share was empty and held
- * ~590 MB unread, the gateway at 2.6 GB (a hostile-tenant probe, twenty-fourth session).
+ * up to 20: ~1.3 KB a token), and an image model's images at `limits.max_image_bytes` each (in
+ * base64), the dearest candidate's, never more than an upstream may send
+ * (`limits.max_response_bytes`). 0 for a stream (read from its upstream only as its client
+ * reads; the images API's answer to one is whole, and counts) and for an answer expected to be no
+ * larger than `pacedFrom`, which is handed over whole and holds nothing. Expecting nothing of
+ * chat answers, 60 requests with 20 `top_logprobs` at once (~10 MB answers for ~4 credits each)
+ * were all admitted while the share was empty and held ~590 MB unread, the gateway at 2.6 GB; 40
+ * image requests of 8 MB PNGs took it to 1.66 GB (a hostile-tenant probe, twenty-fourth session).
  */
 export function expectedAnswerBytes(settings: Settings, wire: UpstreamKind, body: Record<string, unknown>, candidates: readonly Fitted[], pacedFrom: number): number {
-  if (body.stream === true) return 0;
+  const streamed = body.stream === true;
   let perToken = ANSWER_TEXT_BYTES_PER_TOKEN;
   if (wire === "openai" && body.logprobs === true) {
     const top = typeof body.top_logprobs === "number" && body.top_logprobs > 0 ? Math.min(20, Math.floor(body.top_logprobs)) : 0;
     perToken += (1 + top) * LOGPROB_ENTRY_BYTES;
   }
   let most = 0;
-  for (const c of candidates) if (c.maxTokens > 0) most = Math.max(most, c.maxTokens * answersAsked(settings, wire, body, c.model) * perToken);
+  for (const c of candidates) {
+    if (streamed && c.model.upstream_api !== "images") continue;
+    const text = c.maxTokens > 0 ? c.maxTokens * answersAsked(settings, wire, body, c.model) * perToken : 0;
+    const images = imagesHeld(c.model) * Math.ceil((settings.limits.max_image_bytes * 4) / 3);
+    most = Math.max(most, text + images);
+  }
   return most <= pacedFrom ? 0 : Math.min(most, settings.limits.max_response_bytes);
 }
 

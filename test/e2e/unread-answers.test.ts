@@ -240,3 +240,35 @@ test("whole chat answers with logprobs count in the share before they are made: 
   expect(body.choices[0].logprobs.content.length).toBe(8192);
   upstream.rule(undefined);
 });
+
+test("whole image answers count in the share before they are made: many at once on unread sockets are not all admitted, streamed or not", async () => {
+  // The same probe: 40 image requests at once (an 8 MB PNG each, ~10.7 MB as a data URI) were all
+  // admitted, the gateway at 1.66 GB. Each now expects an image of max_image_bytes (8 MiB, ~11.2 MB
+  // in base64): 4 fit in 48 MiB. The images API answers whole even to `stream: true`.
+  const png = new Uint8Array(8_000_000);
+  png.set([0x89, 0x50, 0x4e, 0x47, 0x0d, 0x0a, 0x1a, 0x0a]);
+  const b64 = Buffer.from(png).toString("base64");
+  upstream.rule((rec) => (rec.path === "/v1/images/generations" ? { kind: "json", body: { created: 1, data: [{ b64_json: b64 }] } } : undefined));
+  for (const stream of [false, true]) {
+    upstream.requests.length = 0;
+    const image = JSON.stringify({ model: IMAGES_API_MODEL, stream, messages: [{ role: "user", content: "a cat" }] });
+    const lines = await Promise.all(Array.from({ length: 10 }, () => unreadPost(gw.key, "/v1/chat/completions", image)));
+    const served = lines.filter((l) => l.startsWith("HTTP/1.1 200")).length;
+    expect(served).toBeGreaterThanOrEqual(1);
+    expect(served).toBeLessThanOrEqual(5);
+    expect(lines.filter((l) => l.startsWith("HTTP/1.1 429")).length).toBe(10 - served);
+    expect(upstream.requests.filter((r) => r.path === "/v1/images/generations").length).toBe(served);
+    for (const s of sockets.splice(0)) s.destroy();
+    // Served whole once the unread answers are let go and the share is back.
+    const res = await until("served once the share is back", 10_000, async () => {
+      const r = await post(gw, "/v1/chat/completions", { model: IMAGES_API_MODEL, messages: [{ role: "user", content: "a cat" }] });
+      if (r.status !== 429) return r;
+      await r.arrayBuffer();
+      return false;
+    }, 100);
+    expect(res.status).toBe(200);
+    expect(((await res.json()) as any).choices[0].message.content).toContain(b64.slice(0, 1000));
+  }
+  upstream.rule(undefined);
+});
+
