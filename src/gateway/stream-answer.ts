@@ -8,6 +8,7 @@ import type { Ticker } from "../streaming/ticker.ts";
 import { ResponseTooLargeError, type ChunkReader, type ReadResult } from "../transport/transport.ts";
 import { ResponseFramingError } from "../transport/http1/response-parser.ts";
 import { ShutdownCut } from "./inflight.ts";
+import { CUT_CONNECTION } from "../streaming/paced-body.ts";
 
 /** How long a body may stay open after the vendor's end marker ([DONE], message_stop). */
 export const END_GRACE_MS = 1_000;
@@ -691,6 +692,8 @@ export async function answerSource(o: StreamAnswerOptions, quietSince = performa
         if (out.length === 0 && performance.now() - lastWrite >= o.keepAliveMs - TIMER_EARLY_MS) out = o.sink.keepAlive();
       }
 
+      /** The client took nothing for `clientIdleMs`: the answer was let go, and its connection is cut. */
+      let givenUp = false;
       /**
        * The client is slower than the upstream: stop reading the upstream until it catches up
        * (so at most what the socket buffers waits in memory), and give up on a client that takes
@@ -707,14 +710,15 @@ export async function answerSource(o: StreamAnswerOptions, quietSince = performa
           // An answer that reasons out of sight is read to its end for its usage, as when its client
           // leaves (cancel): a client that kept its connection open and read nothing was charged
           // what had been relayed, 164 tokens of a 60,024-token bill (a hostile-tenant probe, twelfth).
+          // Its connection is cut, not closed: a close waits for the client to take what is
+          // buffered, which it never does (streaming/paced-body.ts, CUT_CONNECTION).
+          givenUp = true;
           if (!vendorEnded && !failure && o.readToEndOnCancel?.()) {
-            controller.close();
             readRest();
             return false;
           }
           finish("cancelled", "the client stopped reading");
           reader.cancel().catch(() => {});
-          controller.close();
           return false;
         }
         return true;
@@ -764,7 +768,7 @@ export async function answerSource(o: StreamAnswerOptions, quietSince = performa
             if (done) return;
           }
           const backpressure = send(over);
-          if (backpressure && !(await waitForClient(backpressure))) return;
+          if (backpressure && !(await waitForClient(backpressure))) throw CUT_CONNECTION;
           if (done) return;
           if (over) break;
           if (held.length > 0) {
@@ -779,7 +783,7 @@ export async function answerSource(o: StreamAnswerOptions, quietSince = performa
             const handed = await pumped();
             if (done) return; // the client went away while we waited
             if (handed !== TAKEN && "backpressure" in handed) {
-              if (!(await waitForClient(handed.backpressure))) return;
+              if (!(await waitForClient(handed.backpressure))) throw CUT_CONNECTION;
               continue;
             }
             if (handed === TAKEN) {
@@ -804,6 +808,7 @@ export async function answerSource(o: StreamAnswerOptions, quietSince = performa
         controller.close();
         finish(failure ? "failed" : "completed", failure?.message);
       } catch (err) {
+        if (givenUp) throw CUT_CONNECTION;
         if (done) return;
         const described = o.describeFailure?.(err);
         // An image that could not be inlined fails the answer uncharged, like any failed attempt.

@@ -29,41 +29,43 @@ export function pacedBody(bytes: Uint8Array, o: { idleMs: number; done?: () => v
   return new ReadableStream<Uint8Array>({
     type: "direct",
     async pull(controller: DirectController) {
-      let idle = false;
+      let gaveUp = false;
       try {
         while (offset < size) {
           const end = Math.min(size, offset + PACED_CHUNK_BYTES);
           const written = controller.write(bytes.subarray(offset, end));
           offset = end;
           if (written instanceof Promise && !(await within(written, o.idleMs))) {
-            idle = true;
+            gaveUp = true;
             break;
           }
         }
-        if (!idle) {
+        if (!gaveUp) {
           const flushed = controller.flush();
-          if (flushed instanceof Promise && !(await within(flushed, o.idleMs))) idle = true;
+          gaveUp = flushed instanceof Promise && !(await within(flushed, o.idleMs));
         }
-        if (!idle) controller.close();
+        if (!gaveUp) controller.close();
       } catch {
         // The client went away mid-answer: nothing more to send.
       } finally {
         finish();
       }
-      // Given up: the body is cut, not ended. Closed, the stream would end with chunked encoding's
-      // last chunk, and a client that read again found a short answer framed as whole (a JSON
-      // parse error, not a failed read an SDK retries) on a connection kept for its next request.
-      // A pull that fails makes Bun close the connection instead; failed with `undefined`, Bun
-      // prints nothing (an Error is printed to stderr with its stack, once per client given up:
-      // a tenant's unread connections would write the gateway's log).
-      if (idle) throw CUT;
+      if (gaveUp) throw CUT_CONNECTION;
     },
     cancel: finish,
   } as unknown as ConstructorParameters<typeof ReadableStream<Uint8Array>>[0]);
 }
 
-/** What a pull throws to have Bun close the connection of a client given up, silently (see `pacedBody`). */
-const CUT = undefined;
+/**
+ * Thrown by a direct stream's pull to cut its client's connection: a client given up for taking
+ * nothing. Closing the stream instead ends the body gracefully, which waits for the client to take
+ * what the server still holds; it never does, and the connection stayed open (200 s seen with
+ * client_idle_ms at 3 s), its descriptor and socket buffers held past every bound: the request had
+ * ended, so it held no concurrency place and no share of unread answers (a hostile-tenant probe,
+ * twenty-fourth session). Bun ends the response of a pull that rejects by closing its connection;
+ * `undefined`, since it prints any other reason as an uncaught error.
+ */
+export const CUT_CONNECTION = undefined;
 
 /** Whether `pending` settled within `ms` (false: the client stopped reading). */
 async function within(pending: Promise<unknown>, ms: number): Promise<boolean> {

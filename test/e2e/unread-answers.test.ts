@@ -272,3 +272,42 @@ test("whole image answers count in the share before they are made: many at once 
   upstream.rule(undefined);
 });
 
+/** A raw request that reads nothing past its first bytes; resolves when the gateway closes the connection (or with "open" at `waitMs`). */
+function closedWithin(path: string, body: string, waitMs: number): Promise<{ status: string; closedAfterMs: number | "open" }> {
+  return new Promise((resolve) => {
+    const socket = net.connect(Number(new URL(gw.url).port), "127.0.0.1");
+    sockets.push(socket);
+    const started = performance.now();
+    let status = "";
+    socket.once("data", (d) => {
+      status = d.toString("latin1").split("\r\n")[0]!;
+      socket.pause();
+    });
+    const timer = setTimeout(() => resolve({ status, closedAfterMs: "open" }), waitMs);
+    socket.once("close", () => {
+      clearTimeout(timer);
+      resolve({ status, closedAfterMs: performance.now() - started });
+    });
+    socket.on("error", () => {});
+    socket.write(`POST ${path} HTTP/1.1\r\nhost: x\r\nauthorization: Bearer ${gw.key}\r\ncontent-type: application/json\r\ncontent-length: ${Buffer.byteLength(body)}\r\n\r\n${body}`);
+  });
+}
+
+test("a client given up after client_idle_ms has its connection closed, a whole answer's or a stream's", async () => {
+  // A hostile-tenant probe (twenty-fourth session): given up, the answer was closed gracefully,
+  // which waits for the client to take what the server still holds: it never does, and the
+  // connection stayed open (200 s seen, client_idle_ms 3 s), a descriptor and its socket buffers
+  // held outside every bound (the request had ended: no concurrency place, no share).
+  const whole = closedWithin("/v1/embeddings", embeddingsBody, 12_000);
+  // A stream of 60,000 small frames (~11 MB), far more than the sockets take unread.
+  const frame = `data: ${JSON.stringify({ id: "chatcmpl-s", object: "chat.completion.chunk", created: 1, model: "gpt-4o-mini", choices: [{ index: 0, delta: { content: "a" }, finish_reason: null }] })}\n\n`;
+  upstream.rule((rec) => (rec.path === "/v1/chat/completions" && rec.body?.stream ? { kind: "sse", chunks: Array.from({ length: 600 }, () => frame.repeat(100)).concat("data: [DONE]\n\n") } : undefined));
+  const stream = closedWithin("/v1/chat/completions", JSON.stringify({ model: "test/free", stream: true, messages: [{ role: "user", content: "hi" }] }), 12_000);
+  const [w, st] = await Promise.all([whole, stream]);
+  upstream.rule(undefined);
+  expect(w.status).toBe("HTTP/1.1 200 OK");
+  expect(st.status).toBe("HTTP/1.1 200 OK");
+  // client_idle_ms is 1.5 s: closed within a few of them, never left open.
+  expect(w.closedAfterMs).not.toBe("open");
+  expect(st.closedAfterMs).not.toBe("open");
+});
