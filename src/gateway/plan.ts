@@ -124,15 +124,17 @@ const LOGPROB_ENTRY_BYTES = 64;
  */
 export function expectedAnswerBytes(settings: Settings, wire: UpstreamKind, body: Record<string, unknown>, candidates: readonly Fitted[], pacedFrom: number): number {
   const streamed = body.stream === true;
-  let perToken = ANSWER_TEXT_BYTES_PER_TOKEN;
+  let logprobsPerToken = 0;
   if (wire === "openai" && body.logprobs === true) {
     const top = typeof body.top_logprobs === "number" && body.top_logprobs > 0 ? Math.min(20, Math.floor(body.top_logprobs)) : 0;
-    perToken += (1 + top) * LOGPROB_ENTRY_BYTES;
+    logprobsPerToken = (1 + top) * LOGPROB_ENTRY_BYTES;
   }
   let most = 0;
   for (const c of candidates) {
     if (streamed && c.model.upstream_api !== "images") continue;
-    const text = c.maxTokens > 0 ? c.maxTokens * answersAsked(settings, wire, body, c.model) * perToken : 0;
+    // Logprobs reach OpenAI's chat API only (the Responses API and Anthropic's are not asked for them).
+    const logprobs = logprobsPerToken > 0 && settings.providers.get(c.model.provider)?.kind === "openai" && (c.model.upstream_api ?? "chat") === "chat" ? logprobsPerToken : 0;
+    const text = c.maxTokens > 0 ? c.maxTokens * answersAsked(settings, wire, body, c.model) * (ANSWER_TEXT_BYTES_PER_TOKEN + logprobs) : 0;
     const images = imagesHeld(c.model) * Math.ceil((settings.limits.max_image_bytes * 4) / 3);
     most = Math.max(most, text + images);
   }
