@@ -17,7 +17,7 @@ const ANSWER_CHARS = 15_000_000;
 const upstream = useFakeUpstream();
 const gw = useGateway(() => ({
   upstreamUrl: upstream.url,
-  clientIdleMs: 1_500,
+  clientIdleMs: 3_000,
   // A share of 2 × 32 MiB: four answers of 15 MB at once, not five.
   responses: { account_max_bytes: 32 * 1024 * 1024, answer_max_bytes: 16 * 1024 * 1024 },
   extraModels: [{ id: "test/free-big", provider: "fake-openai", upstream_model: "big", category: "free", context_length: 100_000 }],

@@ -27,7 +27,7 @@ const SHARE = 48 * 1024 * 1024;
 const upstream = useFakeUpstream();
 const gw = useGateway(() => ({
   upstreamUrl: upstream.url,
-  clientIdleMs: 1_500,
+  clientIdleMs: 3_000,
   limits: { answer_per_account_bytes: SHARE },
   extraModels: [{ id: EMBED, provider: "fake-openai", upstream_model: "text-embedding-3-small", category: "embedding", context_length: 8192, pricing: { input_per_mtok: 20, output_per_mtok: 0 } }],
 }));
@@ -89,7 +89,7 @@ test("unread whole answers hold at most the account's share; past it 429, nothin
   const otherKey = (await gw.app.services.accounts.createKey(other.id, "other"))!;
   await expectWhole(await ask(otherKey.key));
 
-  // The non-readers are given up after client_idle_ms (1.5 s); then a reader gets the whole answer.
+  // The non-readers are given up after client_idle_ms (3 s); then a reader gets the whole answer.
   // Asked again until the share is back, not after a fixed wait: a share never given back fails at the bound.
   const whole = await until("the non-readers given up and their share back", 10_000, async () => {
     const res = await ask();
@@ -298,16 +298,16 @@ test("a client given up after client_idle_ms has its connection closed, a whole 
   // which waits for the client to take what the server still holds: it never does, and the
   // connection stayed open (200 s seen, client_idle_ms 3 s), a descriptor and its socket buffers
   // held outside every bound (the request had ended: no concurrency place, no share).
-  const whole = closedWithin("/v1/embeddings", embeddingsBody, 12_000);
+  const whole = closedWithin("/v1/embeddings", embeddingsBody, 20_000);
   // A stream of 60,000 small frames (~11 MB), far more than the sockets take unread.
   const frame = `data: ${JSON.stringify({ id: "chatcmpl-s", object: "chat.completion.chunk", created: 1, model: "gpt-4o-mini", choices: [{ index: 0, delta: { content: "a" }, finish_reason: null }] })}\n\n`;
   upstream.rule((rec) => (rec.path === "/v1/chat/completions" && rec.body?.stream ? { kind: "sse", chunks: Array.from({ length: 600 }, () => frame.repeat(100)).concat("data: [DONE]\n\n") } : undefined));
-  const stream = closedWithin("/v1/chat/completions", JSON.stringify({ model: "test/free", stream: true, messages: [{ role: "user", content: "hi" }] }), 12_000);
+  const stream = closedWithin("/v1/chat/completions", JSON.stringify({ model: "test/free", stream: true, messages: [{ role: "user", content: "hi" }] }), 20_000);
   const [w, st] = await Promise.all([whole, stream]);
   upstream.rule(undefined);
   expect(w.status).toBe("HTTP/1.1 200 OK");
   expect(st.status).toBe("HTTP/1.1 200 OK");
-  // client_idle_ms is 1.5 s: closed within a few of them, never left open.
+  // client_idle_ms is 3 s: closed within a few of them, never left open.
   expect(w.closedAfterMs).not.toBe("open");
   expect(st.closedAfterMs).not.toBe("open");
 });
