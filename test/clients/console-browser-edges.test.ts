@@ -128,6 +128,7 @@ test("an account that made and revoked 120 keys reads its keys a page at a time:
   const row = page.locator(`[data-key-id="${live.id}"]`);
   const revokedNow = await requestsDuring(async () => {
     await row.getByTestId("key-revoke").click();
+    await Bun.sleep(550); // a confirming click is one of its own (dom.ts, CONFIRM_AFTER_MS)
     await row.getByTestId("key-revoke").click();
     await fold.locator("summary").filter({ hasText: "(121)" }).waitFor();
   });
@@ -163,6 +164,7 @@ test("an expired key frees its place among the ten: listed with the revoked (its
   // One revoked: the view is drawn again with the fold still open (its rows' buttons in reach), and the later end is taken.
   const worker = page.getByTestId("key-row").filter({ hasText: "worker 0" });
   await worker.getByTestId("key-revoke").click();
+  await Bun.sleep(550); // a confirming click is one of its own (dom.ts, CONFIRM_AFTER_MS)
   await worker.getByTestId("key-revoke").click();
   await fold.locator("summary").filter({ hasText: "(2)" }).waitFor();
   expect(await fold.evaluate((el) => (el as any).open)).toBe(true);
@@ -353,4 +355,37 @@ test("Back to an account page after 'Show more' shows as many revoked keys as be
   await fold.locator("caption").filter({ hasText: /^Revoked and expired keys: 70, no longer accepted, newest first$/ }).waitFor();
   expect(await fold.getByTestId("key-row").count()).toBe(70);
   expect(await fold.getByTestId("keys-more").isVisible()).toBe(false);
+}, 30_000);
+
+test("a double click (or Enter held down) on Revoke or Suspend only arms it: the confirming click must be one of its own (a double click revoked the key at once)", async () => {
+  const made = await admin("POST", "/v1/admin/accounts", { name: "double click co", credits: 5 });
+  const key = await admin("POST", `/v1/admin/accounts/${made.id}/keys`, { name: "kept" });
+  await page.goto(`${gateway.url}/console/#account/${made.id}`);
+  const revoke = page.locator(`[data-key-id="${key.id}"]`).getByTestId("key-revoke");
+  const suspend = page.getByTestId("account-suspend-submit");
+  await revoke.waitFor();
+  const revoked = async () => (await admin("GET", `/v1/admin/accounts/${made.id}/keys`)).data.find((k: any) => k.id === key.id).revoked_at !== null;
+  await revoke.dblclick();
+  await Bun.sleep(300);
+  expect(await revoked()).toBe(false);
+  expect(await revoke.textContent()).toBe("Confirm revoke");
+  await revoke.press("Escape");
+  // Enter held down repeats its click many times a second.
+  await revoke.focus();
+  await page.keyboard.press("Enter");
+  await page.keyboard.press("Enter");
+  await page.keyboard.press("Enter");
+  await Bun.sleep(300);
+  expect(await revoked()).toBe(false);
+  await revoke.press("Escape");
+  await suspend.dblclick();
+  await Bun.sleep(300);
+  expect((await admin("GET", `/v1/admin/accounts/${made.id}`)).suspended_at ?? null).toBeNull();
+  await suspend.press("Escape");
+  // A click of its own, once armed, still does it.
+  await revoke.click();
+  await Bun.sleep(600);
+  await revoke.click();
+  await page.locator(`[data-key-id="${key.id}"]`).filter({ hasText: "revoked" }).first().waitFor({ state: "attached" });
+  expect(await revoked()).toBe(true);
 }, 30_000);

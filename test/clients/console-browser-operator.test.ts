@@ -253,6 +253,7 @@ test("a key revoked elsewhere while its page was open: Revoke there shows it rev
   // Another tab, operator or script revokes it meanwhile.
   await admin("DELETE", `/v1/admin/keys/${key.id}`);
   await row.getByTestId("key-revoke").click();
+  await Bun.sleep(550); // a confirming click is one of its own (dom.ts, CONFIRM_AFTER_MS)
   await row.getByTestId("key-revoke").click();
   await page.getByTestId("keys-revoked").locator("summary").filter({ hasText: "Revoked and expired keys (1)" }).waitFor();
   expect(await row.getByTestId("key-status").textContent()).toStartWith("revoked ");

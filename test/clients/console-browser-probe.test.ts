@@ -245,6 +245,7 @@ test("the operator suspends an account from its page and resumes it; the holder'
   await suspend.press("Escape");
   expect(await suspend.textContent()).toBe("Suspend account");
   await suspend.click();
+  await Bun.sleep(550); // a confirming click is one of its own (dom.ts, CONFIRM_AFTER_MS)
   await suspend.click();
   await page.getByTestId("account-suspended").waitFor();
   expect(await page.getByTestId("account-suspended").textContent()).toContain("This account is suspended by the gateway's operator since");

@@ -262,6 +262,7 @@ test("the holder creates a key that works on /v1/chat/completions; revoked in th
   expect(deletes).toEqual([]);
   page.off("request", listen);
   const revoked = page.waitForResponse((r) => r.request().method() === "DELETE" && r.url().endsWith(`/console/api/keys/${holderKey.id}`));
+  await Bun.sleep(550); // a confirming click is one of its own (dom.ts, CONFIRM_AFTER_MS)
   await row.getByTestId("key-revoke").click();
   expect((await revoked).status()).toBe(200);
   // The very next request, sent as soon as the console has its answer, is refused.
@@ -704,6 +705,7 @@ test("a made key's form holds until Done (no second key by a second click); with
   expect(await page.getByTestId("key-name").inputValue()).toBe("");
   // Revoked, so the ten keys' limit is not reached by the tests after this one.
   await page.getByTestId("key-row").filter({ hasText: "made once" }).getByTestId("key-revoke").click();
+  await Bun.sleep(550); // a confirming click is one of its own (dom.ts, CONFIRM_AFTER_MS)
   await page.getByTestId("key-row").filter({ hasText: "made once" }).getByTestId("key-revoke").click();
   await page.getByTestId("key-row").filter({ hasText: "made once" }).filter({ hasText: "revoked" }).waitFor({ state: "attached" });
   expect(await activeElement()).toMatchObject({ id: "keys-title" });
@@ -818,6 +820,7 @@ test("the operator sees who can sign in to an account and removes a login: that 
     expect(await rows.allTextContents()).toEqual([expect.stringContaining("holder@acme.example")]);
     await shot("operator-logins");
     await page.getByRole("button", { name: "Remove login holder@acme.example" }).click();
+    await Bun.sleep(550); // a confirming click is one of its own (dom.ts, CONFIRM_AFTER_MS)
     await page.getByRole("button", { name: "Confirm: Remove login holder@acme.example. This cannot be undone." }).click();
     await page.getByText("No one can sign in to this account yet").waitFor();
     expect(await activeElement()).toMatchObject({ id: "logins-title" });

@@ -114,6 +114,9 @@ export function errorBox(message: string, testid?: string): HTMLElement {
   return h("p", { class: "error", role: "alert", "data-testid": testid }, message);
 }
 
+/** How long an armed button waits before a click confirms it (a double click's clicks are ~100 ms apart; a person reading "Confirm" takes longer). */
+const CONFIRM_AFTER_MS = 500;
+
 /**
  * A button whose action cannot be undone (revoking a key, removing a login), or stops a tenant at
  * once (suspending an account), asks once more: the first click turns it into "Confirm …" for a
@@ -124,6 +127,7 @@ export function confirmFirst(button: HTMLButtonElement, what: string, run: () =>
   const label = button.textContent ?? "";
   const name = button.getAttribute("aria-label");
   let timer: ReturnType<typeof setTimeout> | undefined;
+  let armedAt = 0;
   const disarm = () => {
     clearTimeout(timer);
     timer = undefined;
@@ -138,8 +142,13 @@ export function confirmFirst(button: HTMLButtonElement, what: string, run: () =>
       button.setAttribute("data-armed", "");
       announce(`Press again to ${what.charAt(0).toLowerCase()}${what.slice(1)}. ${consequence}`);
       timer = setTimeout(disarm, armedMs);
+      armedAt = performance.now();
       return;
     }
+    // The confirming click is one of its own: a double click's second click, or Enter held down
+    // (its clicks repeat many times a second), comes within moments of the first and would do at
+    // once what the first only armed (a double click revoked a key; a console probe).
+    if (performance.now() - armedAt < CONFIRM_AFTER_MS) return;
     disarm();
     run();
   });
