@@ -389,3 +389,38 @@ test("a double click (or Enter held down) on Revoke or Suspend only arms it: the
   await page.locator(`[data-key-id="${key.id}"]`).filter({ hasText: "revoked" }).first().waitFor({ state: "attached" });
   expect(await revoked()).toBe(true);
 }, 30_000);
+
+test("the focus outline stands out 3:1 from what is around it, on the page, in a card and in the top bar (amber on white was 2.0:1, on a card 1.9:1)", async () => {
+  const made = await admin("POST", "/v1/admin/accounts", { name: "focus co", credits: 5 });
+  await admin("POST", `/v1/admin/accounts/${made.id}/keys`, { name: "k" });
+  await page.goto(`${gateway.url}/console/#account/${made.id}`);
+  await page.getByTestId("balance").waitFor();
+  // Tab through the page; each stop's outline colour against the background it is drawn on (outside the element).
+  await page.locator("body").click({ position: { x: 1, y: 300 } });
+  const seen: { what: string; ratio: number }[] = [];
+  for (let i = 0; i < 45; i++) {
+    await page.keyboard.press("Tab");
+    const stop = await page.evaluate(() => {
+      const doc = (globalThis as any).document;
+      const el = doc.activeElement;
+      if (!el || el === doc.body) return null;
+      const style = (e: any) => (globalThis as any).getComputedStyle(e);
+      const rgb = (s: string) => s.match(/[\d.]+/g)!.map(Number);
+      const lin = (c: number) => ((c /= 255) <= 0.03928 ? c / 12.92 : ((c + 0.055) / 1.055) ** 2.4);
+      const lum = ([r, g, b]: number[]) => 0.2126 * lin(r!) + 0.7152 * lin(g!) + 0.0722 * lin(b!);
+      // The outline is drawn outside the element: its background is the nearest ancestor's.
+      let bg = [255, 255, 255];
+      for (let e = el.parentElement; e; e = e.parentElement) {
+        const c = rgb(style(e).backgroundColor);
+        if (c.length < 4 || c[3]! > 0.5) { bg = c; break; }
+      }
+      const a = lum(rgb(style(el).outlineColor)), b = lum(bg);
+      return { what: `${el.tagName} ${el.getAttribute("aria-label") ?? el.textContent?.trim().slice(0, 20)}`, ratio: (Math.max(a, b) + 0.05) / (Math.min(a, b) + 0.05), outline: style(el).outlineStyle };
+    });
+    if (!stop) break;
+    expect(stop.outline).not.toBe("none");
+    seen.push({ what: stop.what, ratio: Math.round(stop.ratio * 100) / 100 });
+  }
+  expect(seen.length).toBeGreaterThan(20);
+  expect(seen.filter((s) => s.ratio < 3)).toEqual([]);
+}, 30_000);
