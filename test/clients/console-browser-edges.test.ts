@@ -424,3 +424,46 @@ test("the focus outline stands out 3:1 from what is around it, on the page, in a
   expect(seen.length).toBeGreaterThan(20);
   expect(seen.filter((s) => s.ratio < 3)).toEqual([]);
 }, 30_000);
+
+test("usage's last 24 hours and 30 days end at the gateway's clock, not the browser's: a browser a minute behind, just before the hour or the day, showed 0 requests for what Requests listed", async () => {
+  const made = await admin("POST", "/v1/admin/accounts", { name: "slow clock co", credits: 5 });
+  const key = await admin("POST", `/v1/admin/accounts/${made.id}/keys`, { name: "k" });
+  const invite = await admin("POST", `/v1/admin/accounts/${made.id}/invites`, { login: "slow-clock@example.com" });
+  const answer = await fetch(`${gateway.url}/v1/chat/completions`, {
+    method: "POST", headers: { authorization: `Bearer ${key.key}`, "content-type": "application/json" },
+    body: JSON.stringify({ model: "switchyard/lorem", max_tokens: 20, messages: [{ role: "user", content: "hi" }] }),
+  });
+  expect(answer.status).toBe(200);
+  await answer.text();
+  const HOUR = 3_600_000;
+  const DAY = 24 * HOUR;
+  const context = await browser.newContext({ viewport: { width: 1280, height: 800 } });
+  try {
+    const holder = await context.newPage();
+    holder.setDefaultTimeout(10_000);
+    // The holder's clock: a minute before the hour the request was made in (the browser's clock runs on from there).
+    const now = Date.now();
+    await holder.clock.install({ time: Math.floor(now / HOUR) * HOUR - 60_000 });
+    await holder.goto(invite.url);
+    await holder.getByTestId("invite-password").fill("a long enough password");
+    await holder.getByTestId("invite-password-again").fill("a long enough password");
+    await holder.getByTestId("invite-accept").click();
+    await holder.getByTestId("balance").waitFor();
+    const chart = holder.getByTestId("usage-chart");
+    await holder.goto(`${gateway.url}/console/#usage/24h/model`);
+    await chart.locator("canvas").waitFor();
+    expect(await holder.getByTestId("usage-row").count()).toBe(1);
+    expect(Date.parse((await chart.getAttribute("data-to"))!)).toBe(Math.ceil((now + 1) / HOUR) * HOUR);
+    // The 30 days, with the browser a minute before the day the request was made in.
+    await holder.clock.setSystemTime(Math.floor(now / DAY) * DAY - 60_000);
+    await holder.getByTestId("usage-range").selectOption("30d");
+    await chart.and(holder.locator("[data-granularity=day]")).locator("canvas").waitFor();
+    expect(await holder.getByTestId("usage-row").count()).toBe(1);
+    expect(Date.parse((await chart.getAttribute("data-to"))!)).toBe(Math.ceil((now + 1) / DAY) * DAY);
+    // The CSV asks for the same period the view shows.
+    const csv = await holder.getByRole("link", { name: "Download CSV" }).getAttribute("href");
+    expect(new URL(csv!, gateway.url).searchParams.get("to")).toBe(String(Math.ceil((now + 1) / DAY) * DAY));
+  } finally {
+    await context.close();
+  }
+}, 30_000);

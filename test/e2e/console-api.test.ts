@@ -319,6 +319,25 @@ function consoleSuite(name: string, start: () => Promise<Setup>) {
       }
     }, 30_000);
 
+    test("usage's last=24h and last=30d end at the gateway's clock (a browser's clock minutes off lost the last minute's requests); anything else, or with from, to or granularity, is a 400", async () => {
+      const s = await start();
+      try {
+        // Just after midnight UTC on the gateway's clock.
+        s.clock.now = Math.ceil(s.clock.now / (24 * HOUR)) * 24 * HOUR + 30_000;
+        const { holder, account } = await holderSetup(s.gw, "clock", "clock@example.com");
+        const key = await holder.json("POST", `/console/api/accounts/${account.id}/keys`, { name: "k" }, 201);
+        expect((await chat(s.gw, key.key, "clock-req")).status).toBe(200);
+        await s.gw.app.services.settled();
+        const hourly = await holder.json("GET", "/console/api/usage?last=24h&group_by=model");
+        expect([hourly.from, hourly.to, hourly.granularity, hourly.total.requests]).toEqual([new Date(s.clock.now - 30_000 - 23 * HOUR).toISOString(), new Date(s.clock.now - 30_000 + HOUR).toISOString(), "hour", 1]);
+        const daily = await holder.json("GET", "/console/api/usage?last=30d&group_by=model");
+        expect([daily.from, daily.to, daily.granularity, daily.total.requests]).toEqual([new Date(s.clock.now - 30_000 - 29 * 24 * HOUR).toISOString(), new Date(s.clock.now - 30_000 + 24 * HOUR).toISOString(), "day", 1]);
+        for (const bad of ["last=7d", "last=24h&from=0", "last=30d&to=1", "last=24h&granularity=day"]) expect([bad, (await holder.call("GET", `/console/api/usage?${bad}`)).status]).toEqual([bad, 400]);
+      } finally {
+        await s.stop();
+      }
+    }, 30_000);
+
     test("a holder's key works, its usage and requests match the usage API, and revoked in the console it gets 401 within a second", async () => {
       const s = await start();
       try {

@@ -1,6 +1,7 @@
 import uPlot from "uplot";
 import { api, ApiError, readInView, type Session, type Sums, type UsageSummary } from "./api.ts";
 import { announce, credits, errorBox, failure, field, h, labelColumns } from "./dom.ts";
+import { rangeOf } from "../usage-range.ts";
 
 const HOUR = 3_600_000;
 const DAY = 86_400_000;
@@ -10,18 +11,8 @@ export interface UsageChoice {
   split: "model" | "key" | "account";
 }
 
-/** Whole hours or days (UTC): the report reads the hourly rollup, and the chart's buckets are whole. */
-export function rangeOf(choice: UsageChoice, now: number): { from: number; to: number; granularity: "hour" | "day" } {
-  if (choice.range === "24h") {
-    const to = Math.ceil((now + 1) / HOUR) * HOUR;
-    return { from: to - 24 * HOUR, to, granularity: "hour" };
-  }
-  const to = Math.ceil((now + 1) / DAY) * DAY;
-  return { from: to - 30 * DAY, to, granularity: "day" };
-}
-
 export function usageQuery(choice: UsageChoice, now: number): string {
-  const r = rangeOf(choice, now);
+  const r = rangeOf(choice.range, now);
   return `from=${r.from}&to=${r.to}&granularity=${r.granularity}&group_by=${choice.split}`;
 }
 
@@ -201,6 +192,12 @@ function breakdown(report: UsageSummary, split: UsageChoice["split"], label: (g:
   return h("div", {}, box, all, out);
 }
 
+/**
+ * The view's period ends at the gateway's clock (`last=`), not the browser's: a browser a minute
+ * behind, just before the hour (or the day), asked for a period that ended before the requests of
+ * the last minute, and showed 0 requests while Requests listed them (a console probe). The CSV and
+ * "Show all" then ask for the period the answer names.
+ */
 export function loadUsage(choice: UsageChoice): Promise<UsageSummary> {
-  return api<UsageSummary>("GET", `/usage?${usageQuery(choice, Date.now())}`);
+  return api<UsageSummary>("GET", `/usage?last=${choice.range}&group_by=${choice.split}`);
 }

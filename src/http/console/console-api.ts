@@ -5,6 +5,7 @@ import type { ModelConfig } from "../../config/schema.ts";
 import { HOLDER_KEY_WINDOW_MS, HOLDER_KEYS_PER_DAY, holderKeyCeiling, holderKeyWait } from "../../accounts/holder-keys.ts";
 import { canonicalLogin, LOGIN_PATTERN, weakPassword, clearedSessionCookie, hashSecret, issueInvite, publicOrigin, sameOrigin, plantedCookieClears, sessionCookie, sessionTokens, startSession, type NewSession, type PasswordHasher } from "../../console/console-auth.ts";
 import { MAX_RECENT, type ConsoleSession, type ConsoleStore } from "../../console/console-store.ts";
+import { rangeOf } from "../../console/usage-range.ts";
 import { chartPeriods, MAX_CHART_PERIODS, summarizeUsage, TABLE_GROUPS } from "../../console/usage-summary.ts";
 import type { SignInAttempts } from "../../limits/sign-in-attempts.ts";
 import type { Logger } from "../../log/log.ts";
@@ -206,6 +207,18 @@ export function consoleApiRoutes(deps: ConsoleApiDeps) {
   const scopeKey = async (s: ConsoleSession, id: string) => {
     if (s.kind === "operator") return;
     if ((await deps.keyAccount(id)) !== s.accountId) throw new GatewayError(404, "not_found", "No such key.");
+  };
+  /**
+   * The usage view's period by name (`last=24h|30d`), ending at the gateway's clock: the page's own
+   * clock may be minutes off, and a period it ended before the last minute's requests showed none
+   * of them (a console probe). Nothing when not asked; with from, to or granularity it is refused.
+   */
+  const lastPeriod = (query: ConsoleQuery): { from: string; to: string; granularity: "hour" | "day" } | Record<string, never> => {
+    if (query.last === undefined || query.last === "") return {};
+    if (query.last !== "24h" && query.last !== "30d") throw new GatewayError(400, "invalid_request", "last is 24h or 30d.");
+    if (query.from !== undefined || query.to !== undefined || query.granularity !== undefined) throw new GatewayError(400, "invalid_request", "last names the period: send it without from, to and granularity.");
+    const r = rangeOf(query.last, deps.now());
+    return { from: String(r.from), to: String(r.to), granularity: r.granularity };
   };
   const holderFields = (s: ConsoleSession, body: Record<string, unknown> | undefined) => {
     if (s.kind !== "holder" || !body) return;
@@ -420,7 +433,7 @@ export function consoleApiRoutes(deps: ConsoleApiDeps) {
       const accountId = s.kind === "holder" ? s.accountId! : query.account_id;
       const split = query.group_by === undefined || query.group_by === "" ? null : query.group_by;
       if (split !== null && split !== "account" && split !== "key" && split !== "model") throw new GatewayError(400, "invalid_request", "group_by is one of account, key or model here.");
-      const asked = { ...query, account_id: accountId, group_by: split ?? "" };
+      const asked = { ...query, account_id: accountId, group_by: split ?? "", ...lastPeriod(query) };
       // The download is the usage report itself; the view gets its summary of the same rows.
       if (query.format === "csv") return ops.usageReport(asked);
       const { q, rows } = await ops.usageRows(asked);

@@ -43,5 +43,7 @@ export const ConsoleQuery = t.Object({
   limit: t.Optional(t.String({ maxLength: 10 })),
   /** The usage view's table: `all` lists every group; else the dearest TABLE_GROUPS and the rest summed (console/usage-summary.ts). */
   groups: t.Optional(t.String({ maxLength: 10 })),
+  /** The usage view's period, `24h` or `30d`, ending at the gateway's clock (console/usage-range.ts): instead of from, to and granularity. */
+  last: t.Optional(t.String({ maxLength: 10 })),
 }, open);
 export type ConsoleQuery = typeof ConsoleQuery.static;
