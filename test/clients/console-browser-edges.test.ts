@@ -467,3 +467,24 @@ test("usage's last 24 hours and 30 days end at the gateway's clock, not the brow
     await context.close();
   }
 }, 30_000);
+
+test("a key's last day that is already over is refused in its row, not saved (a holder west of UTC picking their own today stopped the key at once, and the page said 'saved.')", async () => {
+  const made = await admin("POST", "/v1/admin/accounts", { name: "last day co", credits: 5 });
+  const key = await admin("POST", `/v1/admin/accounts/${made.id}/keys`, { name: "prod" });
+  await page.goto(`${gateway.url}/console/#account/${made.id}`);
+  const row = page.locator(`[data-key-id="${key.id}"]`);
+  const today = new Date().toISOString().slice(0, 10);
+  const yesterday = new Date(Date.now() - 86_400_000).toISOString().slice(0, 10);
+  // The picker offers no day before today (UTC).
+  expect(await row.getByTestId("key-expires").getAttribute("min")).toBe(today);
+  await row.getByTestId("key-expires").fill(yesterday);
+  await row.getByTestId("key-save").click();
+  await row.getByTestId("key-error").waitFor();
+  expect(await row.getByTestId("key-error").textContent()).toBe(`The last day ${yesterday} (UTC) is already over: the key would stop at once. Choose ${today} or later, or revoke the key.`);
+  expect((await admin("GET", `/v1/admin/accounts/${made.id}/keys`)).data[0].expires_at).toBeNull();
+  // Today (UTC) is still a day of use: saved.
+  await row.getByTestId("key-expires").fill(today);
+  await row.getByTestId("key-save").click();
+  await page.locator("#status").filter({ hasText: "saved." }).waitFor();
+  expect((await admin("GET", `/v1/admin/accounts/${made.id}/keys`)).data[0].expires_at).toBe(new Date(Date.parse(`${today}T00:00:00Z`) + 86_400_000).toISOString());
+}, 30_000);

@@ -583,7 +583,8 @@ function keyRow(k: KeySummary, reload: Reload, operator: boolean, defaults: Defa
     const rename = h("input", { type: "text", dir: "auto", maxlength: "200", value: k.name ?? "", placeholder: "no name", "aria-label": `Name of ${label}`, "data-testid": "key-rename" });
     // A day the key stops working at its start (UTC); empty: it does not expire.
     const lastDay = k.expires_at ? new Date(Date.parse(k.expires_at) - 1).toISOString().slice(0, 10) : "";
-    const expires = h("input", { type: "date", value: lastDay, "aria-label": `Last day of ${label} (UTC; empty: no end)`, "data-testid": "key-expires" });
+    // No day before today (UTC) in the picker: such a day is over, and the key would stop at once.
+    const expires = h("input", { type: "date", value: lastDay, min: new Date().toISOString().slice(0, 10), "aria-label": `Last day of ${label} (UTC; empty: no end)`, "data-testid": "key-expires" });
     const limit = h("input", { type: "number", min: "0", step: "any", value: k.spend_limit ?? "", placeholder: "none", "aria-label": `Spend limit of ${label}`, "data-testid": "key-spend-limit" });
     const period = periodSelect(k.spend_limit_period, { "aria-label": `Period of ${label}'s limit` });
     // The operator's own settings of a key: its pace and its models (a holder sees them, read-only).
@@ -624,7 +625,15 @@ function keyRow(k: KeySummary, reload: Reload, operator: boolean, defaults: Defa
       // 9999-12-31, the last day a date can name, ends at its last millisecond: the day after has no four-digit year.
       const until = day === "" ? null : new Date(Math.min(Date.parse(`${day}T00:00:00Z`) + 86_400_000, LAST_INSTANT)).toISOString();
       if (name !== (k.name ?? "")) changes.name = name === "" ? null : name;
-      if (day !== lastDay) changes.expires_at = until;
+      if (day !== lastDay) {
+        // A day already over stops the key at once: a holder west of UTC who picked their own
+        // today (the UTC day before, from late afternoon on the American coasts) took their key
+        // out of use, and the page said "saved." (a console probe). Revoke says that plainly.
+        if (until !== null && Date.parse(until) <= Date.now()) {
+          throw new ApiError(400, `The last day ${day} (UTC) is already over: the key would stop at once. Choose ${new Date().toISOString().slice(0, 10)} or later, or revoke the key.`);
+        }
+        changes.expires_at = until;
+      }
       if (operator) {
         // Sent only when changed: the gateway checks each, and a holder's save never carries them.
         const perMinute = numberOf(rpm, "Requests a minute");
