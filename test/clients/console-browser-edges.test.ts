@@ -488,3 +488,35 @@ test("a key's last day that is already over is refused in its row, not saved (a 
   await page.locator("#status").filter({ hasText: "saved." }).waitFor();
   expect((await admin("GET", `/v1/admin/accounts/${made.id}/keys`)).data[0].expires_at).toBe(new Date(Date.parse(`${today}T00:00:00Z`) + 86_400_000).toISOString());
 }, 30_000);
+
+test("a holder whose requests were all refused for credits (402) is told on Requests that refusals are counted on Usage (it said only 'No requests yet')", async () => {
+  const made = await admin("POST", "/v1/admin/accounts", { name: "out of credits co", credits: 0 });
+  const key = await admin("POST", `/v1/admin/accounts/${made.id}/keys`, { name: "k" });
+  const invite = await admin("POST", `/v1/admin/accounts/${made.id}/invites`, { login: "out-of-credits@example.com" });
+  for (let i = 0; i < 3; i++) {
+    const refused = await fetch(`${gateway.url}/v1/chat/completions`, {
+      method: "POST", headers: { authorization: `Bearer ${key.key}`, "content-type": "application/json" },
+      body: JSON.stringify({ model: "switchyard/lorem", max_tokens: 20, messages: [{ role: "user", content: "hi" }] }),
+    });
+    expect(refused.status).toBe(402);
+    await refused.text();
+  }
+  const context = await browser.newContext({ viewport: { width: 1280, height: 800 } });
+  try {
+    const holder = await context.newPage();
+    holder.setDefaultTimeout(10_000);
+    await holder.goto(invite.url);
+    await holder.getByTestId("invite-password").fill("a long enough password");
+    await holder.getByTestId("invite-password-again").fill("a long enough password");
+    await holder.getByTestId("invite-accept").click();
+    await holder.getByTestId("balance").waitFor();
+    await holder.goto(`${gateway.url}/console/#requests`);
+    await holder.getByTestId("requests-empty").waitFor();
+    expect(await holder.getByTestId("requests-refusals").textContent()).toBe("Requests refused before reaching a model (402 out of credits or over a spend limit, 429 too many, …) are not listed here: Usage counts them by status.");
+    await holder.getByTestId("requests-refusals").getByRole("link", { name: "Usage" }).click();
+    await holder.getByTestId("usage-refused").waitFor();
+    expect(await holder.getByTestId("usage-refused").textContent()).toContain("3 × 402");
+  } finally {
+    await context.close();
+  }
+}, 30_000);
