@@ -520,3 +520,23 @@ test("a holder whose requests were all refused for credits (402) is told on Requ
     await context.close();
   }
 }, 30_000);
+
+test("the menu's link to the view shown reads it again in place: Back then leaves the view (it added an entry of the same view, and Back stayed on it)", async () => {
+  const made = await admin("POST", "/v1/admin/accounts", { name: "menu again co", credits: 5 });
+  await page.goto(`${gateway.url}/console/#account/${made.id}`);
+  await page.locator("h1", { hasText: "menu again co" }).waitFor();
+  const usage = page.locator("nav").getByRole("link", { name: "Usage" });
+  await usage.click();
+  await page.waitForURL(/#usage\/24h\/model$/);
+  await page.getByTestId("usage-chart").waitFor();
+  const before = await page.evaluate(() => (globalThis as any).history.length);
+  // Again, as to see the latest figures: read again, no new entry.
+  const again = page.waitForResponse((r) => new URL(r.url()).pathname === "/console/api/usage");
+  await usage.click();
+  await again;
+  expect(await page.evaluate(() => (globalThis as any).history.length)).toBe(before);
+  expect(page.url()).toEndWith("#usage/24h/model");
+  await page.goBack();
+  await page.locator("h1", { hasText: "menu again co" }).waitFor();
+  expect(page.url()).toEndWith(`#account/${made.id}`);
+}, 30_000);

@@ -98,7 +98,21 @@ function renderNav(): void {
   // An operator on one account (`#account/ID`) is in Accounts.
   const section = location.hash.split(/[/?]/)[0] || links[0]![0];
   const current = session.kind === "operator" && section === "#account" ? "#accounts" : section;
-  nav.append(h("ul", {}, ...links.map(([href, text]) => h("li", {}, h("a", { href, "aria-current": current === href ? "page" : undefined }, text)))));
+  const items = links.map(([href, text]) => {
+    const link = h("a", { href, "aria-current": current === href ? "page" : undefined }, text);
+    // The link of the view shown, at an address that names it more fully (`#usage/30d/key`,
+    // `#accounts?name=…`), reads it again in place: followed, it added a history entry that
+    // showed the same view, and Back took two presses to leave it (a console probe).
+    link.addEventListener("click", (event) => {
+      if (event.defaultPrevented || event.button !== 0 || event.metaKey || event.ctrlKey || event.shiftKey || event.altKey) return;
+      const shown = location.hash.split(/[/?]/)[0];
+      if (shown !== href || location.hash === href) return;
+      event.preventDefault();
+      void route();
+    });
+    return h("li", {}, link);
+  });
+  nav.append(h("ul", {}, ...items));
   const out = h("button", { type: "button", class: "link", "data-testid": "sign-out" }, "Sign out");
   out.addEventListener("click", async () => {
     try {
