@@ -489,7 +489,7 @@ test("a key's last day that is already over is refused in its row, not saved (a 
   expect((await admin("GET", `/v1/admin/accounts/${made.id}/keys`)).data[0].expires_at).toBe(new Date(Date.parse(`${today}T00:00:00Z`) + 86_400_000).toISOString());
 }, 30_000);
 
-test("a holder whose requests were all refused for credits (402) is told on Requests that refusals are counted on Usage (it said only 'No requests yet')", async () => {
+test("a holder whose requests were all refused for credits (402) is told so on the account page, and on Requests that refusals are counted on Usage (it said only 'No requests yet')", async () => {
   const made = await admin("POST", "/v1/admin/accounts", { name: "out of credits co", credits: 0 });
   const key = await admin("POST", `/v1/admin/accounts/${made.id}/keys`, { name: "k" });
   const invite = await admin("POST", `/v1/admin/accounts/${made.id}/invites`, { login: "out-of-credits@example.com" });
@@ -510,6 +510,13 @@ test("a holder whose requests were all refused for credits (402) is told on Requ
     await holder.getByTestId("invite-password-again").fill("a long enough password");
     await holder.getByTestId("invite-accept").click();
     await holder.getByTestId("balance").waitFor();
+    // The account page, the holder's first look, says why their requests fail (it showed a balance and nothing else).
+    expect(await holder.getByTestId("refused-for-credits").textContent()).toBe("3 requests in the last 24 hours were refused (402): the balance, less what requests in flight hold, could not cover what each may cost (its prompt and max_tokens at the model's prices), or a spend limit was used up. Ask the gateway's operator to top up the account.");
+    // The operator's page of the account says it too.
+    await page.goto(`${gateway.url}/console/#account/${made.id}`);
+    await page.locator("h1", { hasText: "out of credits co" }).waitFor();
+    expect(await page.getByTestId("refused-for-credits").textContent()).toStartWith("3 requests in the last 24 hours were refused (402): ");
+    expect(await page.getByTestId("refused-for-credits").textContent()).toEndWith("Top up below, or raise the limit.");
     await holder.goto(`${gateway.url}/console/#requests`);
     await holder.getByTestId("requests-empty").waitFor();
     expect(await holder.getByTestId("requests-refusals").textContent()).toBe("Requests refused before reaching a model (402 out of credits or over a spend limit, 429 too many, …) are not listed here: Usage counts them by status.");

@@ -26,7 +26,7 @@ export function accountView(session: Session, account: Account, reload: Reload, 
   root.append(
     h("h1", { id: "account-title" }, ...(operator ? ["Account ", h("bdi", {}, account.name)] : ["Your account"])),
     h("dl", { class: "facts" },
-      h("dt", {}, "Balance"), h("dd", {}, h("span", { "data-testid": "balance" }, credits(account.balance)), " credits"),
+      h("dt", {}, "Balance"), h("dd", {}, h("span", { "data-testid": "balance" }, credits(account.balance)), " credits", refusedForCredits(account, operator)),
       h("dt", {}, "Held by requests in flight"), h("dd", {}, `${credits(account.reserved)} credits`),
       h("dt", {}, "Spend limit"), h("dd", {}, h("span", { "data-testid": "account-limit" }, limitText(account.spend_limit, account.spend_limit_period, account.spent_in_period, account.period_resets_at)), usedUp("The account's", account.spend_limit, account.spent_in_period, account.period_resets_at)),
       h("dt", {}, "Requests, all keys together"), h("dd", { "data-testid": "account-requests" }, requestLimitsText(account)),
@@ -41,6 +41,20 @@ export function accountView(session: Session, account: Account, reload: Reload, 
   if (operator) root.append(topUpForm(account, reload), debitForm(account, reload), accountLimitForm(account, reload), requestLimitsForm(account, reload), suspendForm(account, reload), inviteForm(account, reload), ...(logins ? [loginsSection(account, logins, reload)] : []));
   root.append(keysSection(session, account, reload));
   return root;
+}
+
+/**
+ * Said under the balance when requests were refused for it (402) in the 24 hours before the page
+ * read the account: a holder whose every request failed saw a balance of 0.002 credits and nothing
+ * else, the gateway holding each request for up to 0.08 (a console probe). A 402 is also a spend
+ * limit used up, which its own line says.
+ */
+function refusedForCredits(account: Account, operator: boolean): HTMLElement | null {
+  const n = account.refused_last_24h?.["402"] ?? 0;
+  if (n === 0) return null;
+  return h("div", { class: "error", "data-testid": "refused-for-credits" },
+    `${n.toLocaleString("en-US")} request${n === 1 ? " in the last 24 hours was" : "s in the last 24 hours were"} refused (402): the balance, less what requests in flight hold, could not cover what each may cost (its prompt and max_tokens at the model's prices), or a spend limit was used up. `,
+    operator ? "Top up below, or raise the limit." : "Ask the gateway's operator to top up the account.");
 }
 
 /** A spend limit as people read it: how much, per what, what the period spent so far, and when it starts again. */

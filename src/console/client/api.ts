@@ -91,6 +91,8 @@ export interface Account {
   default_limits?: DefaultLimits;
   /** Since when the operator has suspended the account (its keys refused); null: it is not. */
   suspended_at?: string | null;
+  /** Requests refused before any upstream call in the 24 hours before the account was read, by status (402, 429…). */
+  refused_last_24h?: Record<string, number>;
 }
 export interface DefaultLimits {
   key_requests_per_minute: number; key_max_concurrent_requests: number | null;
