@@ -378,6 +378,17 @@ test("a double click (or Enter held down) on Revoke or Suspend only arms it: the
   await Bun.sleep(300);
   expect(await revoked()).toBe(false);
   await revoke.press("Escape");
+  // Held for longer than that: its repeats (keydown with repeat set) are not clicks of their own.
+  await revoke.focus();
+  await page.keyboard.down("Enter");
+  await Bun.sleep(600);
+  await page.keyboard.down("Enter");
+  await page.keyboard.down("Enter");
+  await page.keyboard.up("Enter");
+  await Bun.sleep(300);
+  expect(await revoked()).toBe(false);
+  expect(await revoke.textContent()).toBe("Confirm revoke");
+  await revoke.press("Escape");
   await suspend.dblclick();
   await Bun.sleep(300);
   expect((await admin("GET", `/v1/admin/accounts/${made.id}`)).suspended_at ?? null).toBeNull();

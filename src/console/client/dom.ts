@@ -152,6 +152,10 @@ export function confirmFirst(button: HTMLButtonElement, what: string, run: () =>
     disarm();
     run();
   });
+  // Enter or Space held down repeats: its repeats are not a click of their own, however long it is held.
+  button.addEventListener("keydown", (e) => {
+    if (e.repeat && (e.key === "Enter" || e.key === " ")) e.preventDefault();
+  });
   // Escape takes an armed button back at once (it disarmed only after its 5 seconds).
   button.addEventListener("keydown", (e) => {
     if (e.key !== "Escape" || timer === undefined) return;
