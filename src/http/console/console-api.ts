@@ -47,8 +47,6 @@ export interface DefaultLimits {
   account_max_concurrent_requests: number | null;
 }
 
-const DAY_MS = 86_400_000;
-
 const equal = (a: string, b: string) => {
   const x = Buffer.from(a), y = Buffer.from(b);
   return x.length === y.length && timingSafeEqual(x, y);
@@ -150,17 +148,18 @@ export function consoleApiRoutes(deps: ConsoleApiDeps) {
    */
   const accountWithKeys = async (id: string) => {
     const facts = await ops.accountFacts(id);
-    const now = deps.now();
-    const [active, inactive, lastDay] = await Promise.all([
+    // The requests refused before any upstream call in the last 24 hours, by status: a holder
+    // whose every request got 402 saw a balance and nothing about it (a console probe). Whole
+    // hours, as Usage's "Last 24 hours" (the same count there), read from the hourly rollups.
+    const lastDay = rangeOf("24h", deps.now());
+    const [active, inactive, usage] = await Promise.all([
       ops.keyPage(id, { state: "active", limit: "100" }),
       ops.keyPage(id, { state: "inactive", limit: String(FIRST_KEYS_PAGE) }),
-      // The requests refused before any upstream call in the last 24 hours, by status: a holder
-      // whose every request got 402 saw a balance and nothing about it (a console probe).
-      ops.accountUsage(id, { from: String(now - DAY_MS), to: String(now + 1) }),
+      ops.accountUsage(id, { from: String(lastDay.from), to: String(lastDay.to) }),
     ]);
     return {
       ...withDefaults(facts), keys: [...active.data, ...inactive.data], keys_page: { active: active.total, inactive: inactive.total, next_offset: inactive.next_offset },
-      refused_last_24h: lastDay.rejected,
+      refused_last_24h: usage.rejected,
     };
   };
 
