@@ -558,3 +558,17 @@ test("the menu's link to the view shown reads it again in place: Back then leave
   await page.locator("h1", { hasText: "menu again co" }).waitFor();
   expect(page.url()).toEndWith(`#account/${made.id}`);
 }, 30_000);
+
+test("the usage chart's legend is not a nameless table to screen readers (the chart is an image named by its total; the table below has the figures)", async () => {
+  await page.goto(`${gateway.url}/console/#usage/24h/model`);
+  await page.getByTestId("usage-chart").locator("canvas").waitFor();
+  const cdp = await page.context().newCDPSession(page);
+  try {
+    const { nodes } = (await cdp.send("Accessibility.getFullAXTree")) as { nodes: { ignored: boolean; role?: { value: string }; name?: { value: string } }[] };
+    const tables = nodes.filter((n) => !n.ignored && n.role?.value === "table").map((n) => n.name?.value ?? "");
+    expect(tables.length).toBeGreaterThan(0);
+    expect(tables.filter((name) => name.trim() === "")).toEqual([]);
+  } finally {
+    await cdp.detach();
+  }
+}, 30_000);

@@ -103,6 +103,10 @@ export function usageView(session: Session, report: UsageSummary, choice: UsageC
     ];
     // Room on the right for the last tick's label ("11-30 12:00" was cut at the edge).
     const chart = new uPlot({ width: widthOf(), height: 260, series, axes, padding: [12, 36, 0, 0], scales: { x: { time: true }, ...(report.lines.length === 0 ? { y: { range: [0, 1] as uPlot.Range.MinMax } } : {}) }, tzDate: (ts) => uPlot.tzDate(new Date(ts * 1000), "Etc/UTC") }, data, chartBox);
+    // The legend (uPlot's table of each line's colour and hovered value) is for the eye: to a
+    // screen reader it was a table without a name inside the chart's image, its values "—" until
+    // a mouse hovers. The image's name says the total; the table below has every figure.
+    chartBox.querySelector(".u-legend")?.setAttribute("aria-hidden", "true");
     const resized = new ResizeObserver(() => {
       if (!chartBox.isConnected) return resized.disconnect();
       if (Math.abs(widthOf() - chart.width) > 1) chart.setSize({ width: widthOf(), height: 260 });
