@@ -432,8 +432,6 @@ export async function adminMain(argv: string[], env: Record<string, string | und
   return code;
 }
 
-if (import.meta.main) process.exit(await adminMain(process.argv.slice(2), process.env));
-
 class GatewayRunningError extends Error {}
 
 /**
@@ -459,3 +457,7 @@ function gatewayFree(path: string): { release(): void } {
 function sqliteMissing(path: string): boolean {
   return path !== ":memory:" && !existsSync(path);
 }
+
+// Last in the file: a class declared below this line is not yet initialized while it runs (the
+// `instanceof GatewayRunningError` of every refusal was a ReferenceError in `bun run admin`).
+if (import.meta.main) process.exit(await adminMain(process.argv.slice(2), process.env));

@@ -9,6 +9,7 @@ import { writeFileSync } from "node:fs";
 import { OPENAI_MODEL, post, startGateway } from "../helpers/gateway.ts";
 import { startFakeUpstream } from "../helpers/fake-upstream.ts";
 import { postgresMissing, useTestDatabase } from "../helpers/backends.ts";
+import { startGatewayProcess } from "../helpers/gateway-process.ts";
 
 const ROOT = resolve(import.meta.dir, "../..");
 const KEY_SHAPE = /^svc-sk-[A-Za-z0-9_-]{32,}$/;
@@ -473,6 +474,33 @@ describe("accounts list / update, keys update", () => {
       await gw.stop();
     }
   });
+});
+
+/*
+ * The CLI's error answers as an operator meets them, in a process of its own: GatewayRunningError
+ * was declared below the top-level `await adminMain(...)`, so in `bun run admin` (not in process)
+ * every error that reached its `instanceof` (a debit beside a running gateway, as the usage text
+ * says to avoid; a store that fails) was "ReferenceError: Cannot access 'GatewayRunningError'
+ * before initialization" with a stack, not the line meant for it (a disk-fault probe, twenty-fourth session).
+ */
+describe("the CLI's refusals in a process of its own", () => {
+  test("a debit beside a running gateway: exit 1 and the one line that says so", async () => {
+    const db = tempDb();
+    const account = JSON.parse((await cli(db, "accounts", "create", "Debited", "3")).stdout) as { id: string };
+    const gw = await startGatewayProcess({ SWITCHYARD_DB: db });
+    try {
+      const debit = await cli(db, "accounts", "debit", account.id, "1");
+      expect(debit.stderr).not.toContain("ReferenceError");
+      expect(debit.code).toBe(1);
+      expect(debit.stderr.trim().split("\n")).toHaveLength(1);
+      expect(debit.stderr).toContain("gateway");
+    } finally {
+      gw.child.kill("SIGTERM");
+      await gw.child.exited;
+    }
+    // Nothing was taken.
+    expect(JSON.parse((await cli(db, "accounts", "show", account.id)).stdout).balance).toBe(3);
+  }, 30_000);
 });
 
 describe("the CLI prints what the API returns", () => {
