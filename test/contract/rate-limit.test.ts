@@ -63,6 +63,22 @@ if (missing) {
       for (const d of decisions) expect(d).toMatchObject({ allowed: false, unavailable: true });
     });
 
+    // A worker starting under load, a long task, a CPU taken by others: the answer arrives while the
+    // thread does not run, and at its wake-up Bun ran the deadline's timer before reading it (a fault
+    // probe of workers under load, twenty-fourth session: 503s with Redis well).
+    test("an answer that arrived while the thread was stalled past the deadline is taken, not refused as unavailable", async () => {
+      const limiter = await redisLimiter();
+      expect((await limiter.take("key_stall", 1_000_000)).allowed).toBe(true);
+      let unavailable = 0;
+      for (let i = 0; i < 8; i++) {
+        const decision = limiter.take("key_stall", 1_000_000);
+        const until = performance.now() + 320;
+        while (performance.now() < until) {}
+        if ((await decision).unavailable) unavailable++;
+      }
+      expect(unavailable).toBe(0);
+    });
+
     test("a connection Redis dropped (CLIENT KILL) comes back by itself", async () => {
       const limiter = await redisLimiter();
       expect((await limiter.take("key_drop", 100)).allowed).toBe(true);

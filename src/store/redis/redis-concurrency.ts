@@ -2,6 +2,7 @@ import { RedisClient } from "bun";
 import type { ConcurrencySlot, ConcurrencyStore, PlacePair } from "../../limits/concurrency-limiter.ts";
 import type { Logger } from "../../log/log.ts";
 import { evalScript, redisScript } from "./eval-script.ts";
+import { answerWithin } from "./answer-within.ts";
 
 export interface RedisConcurrencyOptions {
   /** Prefix of every key written (the rate limiter's, so one deployment's keys sit together). */
@@ -100,13 +101,7 @@ export function createRedisConcurrency(client: RedisClient, o: RedisConcurrencyO
   };
 
   const script = (body: string, keys: string[], args: string[], whole = false): Promise<unknown> => evalScript(client, SCRIPTS.get(body)!, keys, args, whole);
-  const bounded = <T>(promise: Promise<T>): Promise<T> => {
-    let timer: ReturnType<typeof setTimeout> | undefined;
-    const timeout = new Promise<never>((_, reject) => {
-      timer = setTimeout(() => reject(new AcquireTimeout(`no answer from Redis within ${timeoutMs} ms`)), timeoutMs);
-    });
-    return Promise.race([promise, timeout]).finally(() => clearTimeout(timer));
-  };
+  const bounded = <T>(promise: Promise<T>): Promise<T> => answerWithin(promise, timeoutMs, () => new AcquireTimeout(`no answer from Redis within ${timeoutMs} ms`));
 
   // One line per round at most, however many places failed (Redis down fails them all).
   const renew = setInterval(() => {

@@ -3,6 +3,7 @@ import type { KeyState, KeyStateStore, KeyView } from "../../providers/key-pool.
 import type { Logger } from "../../log/log.ts";
 import { createMemoryKeyState, DEFAULT_SESSION_TTL_MS } from "../memory/memory-key-state.ts";
 import { evalScript, redisScript } from "./eval-script.ts";
+import { answerWithin } from "./answer-within.ts";
 
 export interface RedisKeyStateOptions {
   /** Prefix of every key written (several deployments can share one Redis); the rate limiter's default. */
@@ -45,13 +46,7 @@ export function createRedisKeyState(url: string, o: RedisKeyStateOptions): KeySt
     if (down) log("info", "key pools: Redis answers again");
     down = false;
   };
-  const bounded = <T>(promise: Promise<T>): Promise<T> => {
-    let timer: ReturnType<typeof setTimeout> | undefined;
-    const timeout = new Promise<never>((_, reject) => {
-      timer = setTimeout(() => reject(new Error(`no answer from Redis within ${timeoutMs} ms`)), timeoutMs);
-    });
-    return Promise.race([promise, timeout]).finally(() => clearTimeout(timer));
-  };
+  const bounded = <T>(promise: Promise<T>): Promise<T> => answerWithin(promise, timeoutMs, () => new Error(`no answer from Redis within ${timeoutMs} ms`));
   const keysOf = (provider: string) => `${prefix}${provider}:keys`;
   const sessionOf = (provider: string, session: string) => `${prefix}${provider}:s:${session}`;
   // Writes go to this process's memory too, so it keeps deciding sensibly while Redis is away.

@@ -3,6 +3,7 @@ import { evalScript } from "./eval-script.ts";
 import type { RateLimitStore } from "../../limits/rate-limiter.ts";
 import type { BucketDecision } from "../../limits/token-bucket.ts";
 import type { Logger } from "../../log/log.ts";
+import { answerWithin } from "./answer-within.ts";
 
 export interface RedisRateLimiterOptions {
   /** Prefix of every key this limiter writes (several deployments can share one Redis). */
@@ -150,13 +151,7 @@ export function createRedisRateLimiter(url: string, o: RedisRateLimiterOptions =
     down = false;
   };
 
-  const bounded = <T>(promise: Promise<T>): Promise<T> => {
-    let timer: ReturnType<typeof setTimeout> | undefined;
-    const timeout = new Promise<never>((_, reject) => {
-      timer = setTimeout(() => reject(new Error(`no answer from Redis within ${timeoutMs} ms`)), timeoutMs);
-    });
-    return Promise.race([promise, timeout]).finally(() => clearTimeout(timer));
-  };
+  const bounded = <T>(promise: Promise<T>): Promise<T> => answerWithin(promise, timeoutMs, () => new Error(`no answer from Redis within ${timeoutMs} ms`));
 
   // The probe: a Redis that went away while no request asked is noticed within a period, and one
   // that came back is reconnected to without waiting for a request.

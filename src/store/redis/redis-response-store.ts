@@ -3,6 +3,7 @@ import { evalScript } from "./eval-script.ts";
 import { answerIdOfItem, ENTRY_OVERHEAD_BYTES, ResponseStoreUnavailableError, storedAnswer, storedTexts, type ResponseStore } from "../../formats/openai-responses/response-store.ts";
 import type { Json } from "../../formats/common/wire-types.ts";
 import type { Logger } from "../../log/log.ts";
+import { answerWithin } from "./answer-within.ts";
 
 export interface RedisResponseStoreOptions {
   /** Prefix of every key (several deployments can share one Redis); the store adds `resp:`. */
@@ -189,13 +190,7 @@ export function createRedisResponseStore(url: string, o: RedisResponseStoreOptio
   };
   void connect().catch(() => {});
 
-  const bounded = <T>(promise: Promise<T>): Promise<T> => {
-    let timer: ReturnType<typeof setTimeout> | undefined;
-    const timeout = new Promise<never>((_, reject) => {
-      timer = setTimeout(() => reject(new Error(`no answer from Redis within ${timeoutMs} ms`)), timeoutMs);
-    });
-    return Promise.race([promise, timeout]).finally(() => clearTimeout(timer));
-  };
+  const bounded = <T>(promise: Promise<T>): Promise<T> => answerWithin(promise, timeoutMs, () => new Error(`no answer from Redis within ${timeoutMs} ms`));
 
   async function run(script: Script, scope: string, args: string[]): Promise<unknown> {
     if (!client.connected) {
