@@ -22,13 +22,13 @@
  */
 import { Database } from "bun:sqlite";
 import { realpathSync } from "node:fs";
-import { dbFileShape, logDamage, overwrittenMessage, shapeChange, type DbFileShape, type LogDescriptors } from "./sqlite/file-identity.ts";
+import { dbFileShape, freshFrameProof, logDamage, logFramesDamage, overwrittenMessage, shapeChange, type DbFileShape, type LogDescriptors } from "./sqlite/file-identity.ts";
 
 declare const self: Worker;
 
 export type CheckpointCommand = { type: "start"; path: string; intervalMs: number; restartLogBytes?: number; slowPassMs?: number } | { type: "stop" };
 /** `code`: the store's error code (`SQLITE_IOERR_FSYNC`…), when the failure has one. */
-export type CheckpointReport = { type: "ready" } | { type: "failed"; message: string; code?: string } | { type: "stopped" };
+export type CheckpointReport = { type: "ready" } | { type: "failed"; message: string; code?: string; log?: string } | { type: "stopped" };
 
 const codeOf = (err: unknown): string | undefined => {
   const code = (err as { code?: unknown } | null)?.code;
@@ -41,6 +41,11 @@ let dbPath = "";
 let realPath = "";
 /** This thread's descriptors of the log and its index (sqlite/file-identity.ts). */
 let log: LogDescriptors = {};
+/** Passes in a row that found the log moving under their read, and the most skipped for it. */
+let unsurePasses = 0;
+const MAX_UNSURE_PASSES = 3;
+/** The log's frames this thread found sound already (each is read and summed once). */
+let proof = freshFrameProof();
 /** The database file as the last pass left it (sqlite/file-identity.ts, dbFileShape). */
 let shape: DbFileShape | undefined;
 let timer: ReturnType<typeof setInterval> | undefined;
@@ -76,13 +81,7 @@ function checkpoint(): void {
     report({ type: "failed", message: overwrittenMessage(dbPath, changed), code: "SWITCHYARD_LEDGER_FILE_GONE" });
     return;
   }
-  // Nor is a log that was cut or overwritten copied into it: its holes would become pages of zeros.
-  const damage = logDamage(realPath, log);
-  if (damage) {
-    stop();
-    report({ type: "failed", message: `the ledger's write-ahead log ${realPath}-wal was ${damage}: nothing of it is copied into the ledger`, code: "SWITCHYARD_LEDGER_FILE_GONE" });
-    return;
-  }
+  if (!logSound()) return;
   try {
     const pass = db.query<CheckpointRow, []>("PRAGMA wal_checkpoint(PASSIVE)").get();
     shape = dbFileShape(dbPath) ?? shape;
@@ -93,6 +92,8 @@ function checkpoint(): void {
       skipRestarts--;
       return;
     }
+    // The frames committed since the first pass are read before the second copies them.
+    if (!logSound()) return;
     const started = performance.now();
     db.query("PRAGMA wal_checkpoint(PASSIVE)").get();
     const slow = performance.now() - started > slowPassMs;
@@ -113,6 +114,27 @@ function checkpoint(): void {
   }
 }
 
+/**
+ * Whether the log may be copied now. Not a log that was cut or overwritten: its holes would become
+ * pages of zeros, and frames overwritten past its header pages of garbage (sqlite/file-identity.ts,
+ * logDamage and logFramesDamage). Damage stops the thread and is reported (`log`: the gateway's
+ * connection then copies nothing of it either); a log moving under the read waits for the next pass.
+ */
+function logSound(): boolean {
+  const cut = logDamage(realPath, log);
+  const frames = cut === undefined ? logFramesDamage(realPath, log, proof) : {};
+  const damage = cut ?? frames.damage;
+  if (damage) {
+    stop();
+    report({ type: "failed", message: `the ledger's write-ahead log ${realPath}-wal was ${damage}: nothing of it is copied into the ledger`, code: "SWITCHYARD_LEDGER_FILE_GONE", log: damage });
+    return false;
+  }
+  // Moving under the read (started over): the next pass, unless it keeps moving at every pass.
+  if (!frames.unsure) unsurePasses = 0;
+  else if (unsurePasses++ < MAX_UNSURE_PASSES) return false;
+  return true;
+}
+
 function stop(): void {
   if (timer) clearInterval(timer);
   timer = undefined;
@@ -131,6 +153,7 @@ self.onmessage = (event: MessageEvent<CheckpointCommand>) => {
       dbPath = command.path;
       realPath = realpathSync(dbPath);
       log = {};
+      proof = freshFrameProof();
       shape = dbFileShape(dbPath);
       // Only the restart waits for locks, and only briefly: it holds the writers up meanwhile.
       db.exec(`PRAGMA busy_timeout = ${RESTART_WAIT_MS};`);

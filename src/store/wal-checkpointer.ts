@@ -157,7 +157,12 @@ export function startWalCheckpointer(db: Database, path: string, o: WalCheckpoin
         db.exec("PRAGMA wal_autocheckpoint = 0;");
         resolveReady(true);
         o.onRunning?.();
-      } else fail(started, report.message, report.code);
+      } else {
+        // Frames overwritten in the log (file-identity.ts, logFramesDamage): the connection's own
+        // checks read only the log's header and length, so it is told, and copies nothing of it.
+        if (report.log !== undefined) ledgerFiles(db).logBroken(report.log);
+        fail(started, report.message, report.code);
+      }
     };
     started.onerror = (event) => fail(started, event.message || "the checkpoint thread failed");
     started.addEventListener("close", () => fail(started, "the checkpoint thread exited"));

@@ -9,7 +9,7 @@
  */
 import { afterAll, beforeAll, expect, test } from "bun:test";
 import { Database } from "bun:sqlite";
-import { copyFileSync, mkdtempSync, rmSync, statSync, truncateSync } from "node:fs";
+import { closeSync, copyFileSync, mkdtempSync, openSync, rmSync, statSync, truncateSync, writeSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { runGatewayToExit, startGatewayProcess } from "../helpers/gateway-process.ts";
@@ -151,3 +151,50 @@ for (const stop of ["SIGTERM", "SIGKILL"] as const) {
     expect(integrity(db)).toBe("ok");
   }, 60_000);
 }
+
+/*
+ * The log's frames overwritten in place past its header, at its length (`dd conv=notrunc`): its
+ * magic, salts and length are SQLite's, so the checks of header and length saw nothing. The
+ * checkpoint thread copied the garbage into the ledger (its header gone for a moment, then "ledger
+ * writes again"), the clean stop's close copied the rest, and the next start served paid requests
+ * on a malformed file (a disk-fault probe, twenty-fourth session). Now the checkpoint thread reads
+ * each frame's salts and checksum before copying: the store fails, and nothing of it is copied.
+ */
+test("a write-ahead log whose frames are overwritten past its header: paid paused, nothing of it copied; after SIGTERM the ledger starts again whole", async () => {
+  const db = join(dir, "wal-frames.sqlite");
+  const gw = await startGatewayProcess({ SWITCHYARD_DB: db });
+  try {
+    for (let i = 0; i < 20; i++) expect(await ask(gw.url, gw.key, "switchyard/lorem")).toBe(200);
+    await until("the log checkpointed into the database file", 10_000, async () => statSync(db).size > 20_000 || (await Bun.sleep(100), false));
+    for (let i = 0; i < 5; i++) expect(await ask(gw.url, gw.key, "switchyard/lorem")).toBe(200);
+    const size = statSync(`${db}-wal`).size;
+    const fd = openSync(`${db}-wal`, "r+");
+    try {
+      const garbage = Buffer.alloc(size - 32);
+      for (let i = 0; i < garbage.length; i++) garbage[i] = (i * 7919 + 13) & 0xff;
+      writeSync(fd, garbage, 0, garbage.length, 32);
+    } finally {
+      closeSync(fd);
+    }
+    // The checkpoint thread's next pass (every second) reads the frames before copying them.
+    await until("paid requests paused", 5_000, async () => (await ask(gw.url, gw.key, "switchyard/lorem")) === 503, 100);
+    expect((await fetch(`${gw.url}/ready`)).status).toBe(503);
+    await Bun.sleep(1_200);
+    expect((await fetch(`${gw.url}/ready`)).status).toBe(503);
+    expect(gw.stderr()).toMatch(/the ledger's write-ahead log .*-wal was overwritten \(frame \d+ of the \d+ its index counts/);
+  } finally {
+    gw.child.kill("SIGTERM");
+    await gw.child.exited;
+  }
+  expect(gw.child.exitCode).toBe(0);
+  expect(integrity(db)).toBe("ok");
+  const again = await startGatewayProcess({ SWITCHYARD_DB: db });
+  try {
+    expect(await ask(again.url, again.key, "switchyard/lorem")).toBe(200);
+    expect((await fetch(`${again.url}/ready`)).status).toBe(200);
+  } finally {
+    again.child.kill("SIGTERM");
+    await again.child.exited;
+  }
+  expect(integrity(db)).toBe("ok");
+}, 60_000);

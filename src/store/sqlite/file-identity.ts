@@ -13,7 +13,7 @@ import { endianness } from "node:os";
  * every write until it passes.
  */
 function fileIdentityCheck(path: string | undefined, now: () => number, everyMs = 1_000): FileCheck {
-  if (!path || path === ":memory:") return Object.assign(() => {}, { logDamaged: false, real: undefined });
+  if (!path || path === ":memory:") return Object.assign(() => {}, { logDamaged: false, real: undefined, logBroken: () => {} });
   // SQLite writes its log beside the file a symlink points to, not beside the link.
   let real = path;
   try {
@@ -35,9 +35,9 @@ function fileIdentityCheck(path: string | undefined, now: () => number, everyMs 
   // This connection's log and index, each opened once (see `readers`): a log made anew by a later
   // connection on the same path is that connection's to read.
   const log: LogDescriptors = {};
-  const judgeLog = () => {
-    const damage = logDamage(real, log);
-    if (!damage) return;
+  /** Damage found in the log's frames by whoever read them (the checkpoint thread): it stays. */
+  let broken: string | undefined;
+  const damaged = (damage: string) => {
     // Judged at every call from now on, as any failed check: the damage stays until a restart.
     failing = true;
     if (!check.logDamaged) {
@@ -45,10 +45,15 @@ function fileIdentityCheck(path: string | undefined, now: () => number, everyMs 
       // Any exit closes the connection (Bun closes every database), and the last close checkpoints.
       process.once("exit", () => clearLogIndex(real, log));
     }
-    throw new LedgerFileGoneError(logDamagedMessage(real, damage));
+    return new LedgerFileGoneError(logDamagedMessage(real, damage));
+  };
+  const judgeLog = () => {
+    const damage = logDamage(real, log);
+    if (damage) throw damaged(damage);
   };
   let logJudgedAt = Number.NEGATIVE_INFINITY;
   const check = ((force = false) => {
+    if (broken !== undefined) throw damaged(broken);
     const at = now();
     // The log at most every LOG_EVERY_MS (three reads, ~6 µs here, where a syscall costs 1.5–2:
     // before every batch they were 1.4 % of a lone client's stream), so a log cut under the gateway
@@ -84,6 +89,10 @@ function fileIdentityCheck(path: string | undefined, now: () => number, everyMs 
   check.logDamaged = false;
   check.real = real;
   check.log = log;
+  check.logBroken = (damage) => {
+    broken ??= damage;
+    damaged(damage);
+  };
   return check;
 }
 
@@ -94,6 +103,8 @@ export type FileCheck = ((force?: boolean) => void) & {
   /** The database file's real path (undefined: in memory). */
   real: string | undefined;
   log?: LogDescriptors;
+  /** Damage found in the log's frames elsewhere (the checkpoint thread): every check throws from now on. */
+  logBroken: (damage: string) => void;
 };
 
 /** Descriptors of one connection's log and its index, opened at first use and never closed (see `readers`). */
@@ -251,6 +262,112 @@ function judged(index: Buffer, mxFrame: number, head: Buffer, read: number, size
   return undefined;
 }
 
+/**
+ * What a connection remembers of one log's frames it found sound (`logFramesDamage`): the log's
+ * salts (which change each time SQLite starts it over), how many frames from its start were
+ * checked, and SQLite's running checksum after the last of them.
+ */
+export interface FrameProof {
+  salts?: string;
+  frames: number;
+  s1: number;
+  s2: number;
+}
+
+export const freshFrameProof = (): FrameProof => ({ frames: 0, s1: 0, s2: 0 });
+
+/**
+ * Whether the frames the log's index counts are the frames SQLite wrote: each frame carries the
+ * log's salts and a checksum chained from the log's header through every frame before it, which
+ * SQLite checks only when it rebuilds the index (a start after a crash), never when it reads a
+ * page or checkpoints. A log overwritten in place past its header (`dd conv=notrunc`, a tool that
+ * rewrites it, a bad block) keeps its magic, salts and length, so `logDamage` sees nothing, and the
+ * checkpoint thread, or the last close at a clean stop, copied the garbage into the ledger file:
+ * malformed, and the next start served paid requests on it (a disk-fault probe, twenty-fourth
+ * session). Checked where pages are copied: before each checkpoint pass (from `proof` on: each
+ * frame is read and summed once per log) and before the last close (from the start).
+ *
+ * `{ damage }` names what is wrong; `{ unsure: true }` when the log moved under the read (started
+ * over: its frames are being rewritten) and nothing may be concluded, so nothing should be copied
+ * now either; `{}` when every counted frame is sound. Read without locks, so a damage is only
+ * reported when the index did not change while the frames were read.
+ */
+export function logFramesDamage(real: string, log: LogDescriptors, proof: FrameProof): { damage?: string; unsure?: true } {
+  const shm = (log.shm ??= descriptor(`${real}-shm`, "r+"));
+  const wal = (log.wal ??= descriptor(`${real}-wal`, "r"));
+  if (shm === undefined || wal === undefined) return {};
+  try {
+    const index = Buffer.alloc(2 * INDEX_HEADER_BYTES);
+    if (readSync(shm, index, 0, index.length, 0) !== index.length) return { unsure: true };
+    if (index.compare(index, INDEX_HEADER_BYTES, 2 * INDEX_HEADER_BYTES, 0, INDEX_HEADER_BYTES) !== 0) return { unsure: true };
+    if (index[12] === 0) return {};
+    const mxFrame = LITTLE_ENDIAN ? index.readUInt32LE(16) : index.readUInt32BE(16);
+    if (mxFrame === 0) return {};
+    const pageField = LITTLE_ENDIAN ? index.readUInt16LE(14) : index.readUInt16BE(14);
+    const pageSize = pageField === 1 ? 65_536 : pageField;
+    const head = Buffer.alloc(WAL_HEADER_BYTES);
+    if (readSync(wal, head, 0, WAL_HEADER_BYTES, 0) < WAL_HEADER_BYTES) return { unsure: true };
+    const magic = head.readUInt32BE(0);
+    // A header that is not SQLite's, or another log's: logDamage judges it, or the log is starting over.
+    if ((magic !== WAL_MAGIC[0] && magic !== WAL_MAGIC[1]) || head.compare(index, 32, 40, 16, 24) !== 0) return { unsure: true };
+    const bigEndian = (magic & 1) === 1;
+    const salts = head.toString("hex", 16, 24);
+    let damage: string | undefined;
+    let sum = checksum(bigEndian, head, 0, 24, 0, 0);
+    if (sum[0] !== head.readUInt32BE(24) || sum[1] !== head.readUInt32BE(28)) damage = "overwritten (its header's checksum is wrong)";
+    let { frames, s1, s2 } = proof.salts === salts && proof.frames <= mxFrame ? proof : { frames: 0, s1: sum[0], s2: sum[1] };
+    const frameBytes = WAL_FRAME_HEADER_BYTES + pageSize;
+    const frame = Buffer.alloc(frameBytes);
+    while (damage === undefined && frames < mxFrame) {
+      const at = WAL_HEADER_BYTES + frames * frameBytes;
+      if (readSync(wal, frame, 0, frameBytes, at) !== frameBytes) {
+        damage = `cut inside frame ${frames + 1} of the ${mxFrame} its index counts`;
+        break;
+      }
+      sum = checksum(bigEndian, frame, 0, 8, s1, s2);
+      sum = checksum(bigEndian, frame, WAL_FRAME_HEADER_BYTES, frameBytes, sum[0], sum[1]);
+      if (frame.readUInt32BE(0) === 0 || frame.compare(head, 16, 24, 8, 16) !== 0 || sum[0] !== frame.readUInt32BE(16) || sum[1] !== frame.readUInt32BE(20)) {
+        damage = `overwritten (frame ${frames + 1} of the ${mxFrame} its index counts is not the one SQLite wrote)`;
+        break;
+      }
+      frames++;
+      s1 = sum[0];
+      s2 = sum[1];
+    }
+    if (damage === undefined) {
+      Object.assign(proof, { salts, frames, s1, s2 });
+      return {};
+    }
+    // Only what held while the index stood still: a log started over meanwhile rewrites its frames.
+    const again = Buffer.alloc(INDEX_HEADER_BYTES);
+    Object.assign(proof, freshFrameProof());
+    if (readSync(shm, again, 0, INDEX_HEADER_BYTES, 0) !== INDEX_HEADER_BYTES || again.compare(index, 0, INDEX_HEADER_BYTES) !== 0) return { unsure: true };
+    return { damage };
+  } catch {
+    return { unsure: true };
+  }
+}
+
+const SUM: [number, number] = [0, 0];
+
+/** SQLite's log checksum (wal.c, walChecksumBytes) of `buf[from, to)`, chained from `s1`, `s2`. */
+function checksum(bigEndian: boolean, buf: Buffer, from: number, to: number, s1: number, s2: number): [number, number] {
+  if (bigEndian) {
+    for (let i = from; i < to; i += 8) {
+      s1 = (s1 + buf.readUInt32BE(i) + s2) >>> 0;
+      s2 = (s2 + buf.readUInt32BE(i + 4) + s1) >>> 0;
+    }
+  } else {
+    for (let i = from; i < to; i += 8) {
+      s1 = (s1 + buf.readUInt32LE(i) + s2) >>> 0;
+      s2 = (s2 + buf.readUInt32LE(i + 4) + s1) >>> 0;
+    }
+  }
+  SUM[0] = s1;
+  SUM[1] = s2;
+  return SUM;
+}
+
 function logDamagedMessage(real: string, damage: string): string {
   return `the ledger's write-ahead log ${real}-wal was ${damage} while the gateway had it open: commits since the last checkpoint are lost. `
     + "The gateway copies nothing of it into the ledger; restart it (settlements not written are kept in the spill file)";
@@ -265,7 +382,7 @@ function logDamagedMessage(real: string, damage: string): string {
 export function closeLedger(db: { filename: string; close(): void }): void {
   const check = CHECKS.get(db);
   const real = check?.real;
-  if (real && (check.logDamaged || logDamage(real, check.log) !== undefined)) clearLogIndex(real, check.log);
+  if (real && (check.logDamaged || logDamage(real, check.log) !== undefined || logFramesDamage(real, check.log ?? {}, freshFrameProof()).damage !== undefined)) clearLogIndex(real, check.log);
   db.close();
 }
 
