@@ -317,23 +317,25 @@ export function logFramesDamage(real: string, log: LogDescriptors, proof: FrameP
     if (sum[0] !== head.readUInt32BE(24) || sum[1] !== head.readUInt32BE(28)) damage = "overwritten (its header's checksum is wrong)";
     let { frames, s1, s2 } = proof.salts === salts && proof.frames <= mxFrame ? proof : { frames: 0, s1: sum[0], s2: sum[1] };
     const frameBytes = WAL_FRAME_HEADER_BYTES + pageSize;
-    // Its own memory, so its words line up (checksum reads them as 32-bit words where it can).
-    const frame = Buffer.from(new ArrayBuffer(frameBytes));
+    // Read FRAMES_A_READ frames at a time (one read each was most of the cost), into memory of its
+    // own so its words line up (checksum reads them as 32-bit words where it can).
+    const chunk = Buffer.from(new ArrayBuffer(frameBytes * Math.max(1, Math.min(FRAMES_A_READ, mxFrame - frames))));
     while (damage === undefined && frames < mxFrame) {
-      const at = WAL_HEADER_BYTES + frames * frameBytes;
-      if (readSync(wal, frame, 0, frameBytes, at) !== frameBytes) {
-        damage = `cut inside frame ${frames + 1} of the ${mxFrame} its index counts`;
-        break;
+      const want = Math.min(FRAMES_A_READ, mxFrame - frames, chunk.length / frameBytes);
+      const whole = Math.floor(readSync(wal, chunk, 0, want * frameBytes, WAL_HEADER_BYTES + frames * frameBytes) / frameBytes);
+      for (let k = 0; k < whole; k++) {
+        const at = k * frameBytes;
+        sum = checksum(bigEndian, chunk, at, at + 8, s1, s2);
+        sum = checksum(bigEndian, chunk, at + WAL_FRAME_HEADER_BYTES, at + frameBytes, sum[0], sum[1]);
+        if (chunk.readUInt32BE(at) === 0 || chunk.compare(head, 16, 24, at + 8, at + 16) !== 0 || sum[0] !== chunk.readUInt32BE(at + 16) || sum[1] !== chunk.readUInt32BE(at + 20)) {
+          damage = `overwritten (frame ${frames + 1} of the ${mxFrame} its index counts is not the one SQLite wrote)`;
+          break;
+        }
+        frames++;
+        s1 = sum[0];
+        s2 = sum[1];
       }
-      sum = checksum(bigEndian, frame, 0, 8, s1, s2);
-      sum = checksum(bigEndian, frame, WAL_FRAME_HEADER_BYTES, frameBytes, sum[0], sum[1]);
-      if (frame.readUInt32BE(0) === 0 || frame.compare(head, 16, 24, 8, 16) !== 0 || sum[0] !== frame.readUInt32BE(16) || sum[1] !== frame.readUInt32BE(20)) {
-        damage = `overwritten (frame ${frames + 1} of the ${mxFrame} its index counts is not the one SQLite wrote)`;
-        break;
-      }
-      frames++;
-      s1 = sum[0];
-      s2 = sum[1];
+      if (damage === undefined && whole < want) damage = `cut inside frame ${frames + 1} of the ${mxFrame} its index counts`;
     }
     if (damage === undefined) {
       Object.assign(proof, { salts, frames, s1, s2 });
@@ -350,29 +352,37 @@ export function logFramesDamage(real: string, log: LogDescriptors, proof: FrameP
 }
 
 const SUM: [number, number] = [0, 0];
+/** Frames logFramesDamage reads at once (about 264 KB of 4 KB pages). */
+const FRAMES_A_READ = 64;
 
-/** SQLite's log checksum (wal.c, walChecksumBytes) of `buf[from, to)`, chained from `s1`, `s2`. */
+/**
+ * SQLite's log checksum (wal.c, walChecksumBytes) of `buf[from, to)`, chained from `s1`, `s2`. In
+ * 32-bit integer arithmetic (`| 0`: the same bits as SQLite's unsigned sums; `>>> 0` made every sum
+ * a double and the loop 6× slower), returned unsigned.
+ */
 function checksum(bigEndian: boolean, buf: Buffer, from: number, to: number, s1: number, s2: number): [number, number] {
+  s1 |= 0;
+  s2 |= 0;
   if (bigEndian) {
     for (let i = from; i < to; i += 8) {
-      s1 = (s1 + buf.readUInt32BE(i) + s2) >>> 0;
-      s2 = (s2 + buf.readUInt32BE(i + 4) + s1) >>> 0;
+      s1 = (s1 + buf.readInt32BE(i) + s2) | 0;
+      s2 = (s2 + buf.readInt32BE(i + 4) + s1) | 0;
     }
   } else if (LITTLE_ENDIAN && (buf.byteOffset + from) % 4 === 0) {
-    // The usual case (a log written on this machine): the words as they lie, 10× the reads above.
-    const words = new Uint32Array(buf.buffer, buf.byteOffset + from, (to - from) >>> 2);
+    // The usual case (a log written on this machine): the words as they lie.
+    const words = new Int32Array(buf.buffer, buf.byteOffset + from, (to - from) >>> 2);
     for (let i = 0; i < words.length; i += 2) {
-      s1 = (s1 + words[i]! + s2) >>> 0;
-      s2 = (s2 + words[i + 1]! + s1) >>> 0;
+      s1 = (s1 + words[i]! + s2) | 0;
+      s2 = (s2 + words[i + 1]! + s1) | 0;
     }
   } else {
     for (let i = from; i < to; i += 8) {
-      s1 = (s1 + buf.readUInt32LE(i) + s2) >>> 0;
-      s2 = (s2 + buf.readUInt32LE(i + 4) + s1) >>> 0;
+      s1 = (s1 + buf.readInt32LE(i) + s2) | 0;
+      s2 = (s2 + buf.readInt32LE(i + 4) + s1) | 0;
     }
   }
-  SUM[0] = s1;
-  SUM[1] = s2;
+  SUM[0] = s1 >>> 0;
+  SUM[1] = s2 >>> 0;
   return SUM;
 }
 
