@@ -15,10 +15,6 @@
 export interface UnreadAnswers {
   /** A hold of `expectedBytes` for one request of `accountId`, or undefined when the account's share is full. */
   admit(accountId: string, expectedBytes: number): UnreadHold | undefined;
-  /** Bytes held, all accounts. */
-  readonly bytes: number;
-  /** Bytes held by `accountId`'s requests. */
-  heldBy(accountId: string): number;
 }
 
 /** One request's bytes in its account's share. */
@@ -34,14 +30,12 @@ export const NO_HOLD: UnreadHold = { resize() {}, release() {} };
 
 export function createUnreadAnswers(o: { perAccountBytes: number }): UnreadAnswers {
   const held = new Map<string, number>();
-  const counted = { total: 0 };
   const add = (accountId: string, bytes: number) => {
     if (bytes === 0) return;
     const left = (held.get(accountId) ?? 0) + bytes;
     // Accounts come and go: an empty one leaves no entry behind.
     if (left > 0) held.set(accountId, left);
     else held.delete(accountId);
-    counted.total += bytes;
   };
   return {
     admit(accountId, expectedBytes) {
@@ -51,10 +45,6 @@ export function createUnreadAnswers(o: { perAccountBytes: number }): UnreadAnswe
       add(accountId, size);
       return new Hold(add, accountId, size);
     },
-    get bytes() {
-      return counted.total;
-    },
-    heldBy: (accountId) => held.get(accountId) ?? 0,
   };
 }
 
