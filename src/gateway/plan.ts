@@ -61,10 +61,7 @@ export async function planRequest(
   // The hold covers the most the prompt can cost (a token a byte at most, and the vendor's own
   // tools' schemas, billed past a hold of the body's bytes), capped by the model's window, which
   // it cannot bill past (or a long conversation of escaped text was held for far more than it
-  // could cost). The vendor's smaller additions (VENDOR_PROMPT_ALLOWANCE: its system text, cache
-  // and tool framing) are held too: the meter takes a prompt count up to billedPromptMax, and one
-  // held for less was charged the hold, below the vendor's price, when max_tokens left too little
-  // room beside it (203 of a probe's requests, 0.5 % under; docs/decisions.md).
+  // could cost). A vendor's smaller additions (VENDOR_PROMPT_ALLOWANCE) fit in the answer's room.
   const promptCeiling = promptTokenCeiling(req.bodyBytes, messageCount);
   const heldPrompt = promptCeiling + vendorToolsAllowance(body);
   const billedPromptMax = heldPrompt + VENDOR_PROMPT_ALLOWANCE;
@@ -75,7 +72,7 @@ export async function planRequest(
   // marked inside the prompt (and added by the gateway's own marks), so they are always held for.
   const longWrites = body.prompt_cache_retention === "12h";
   const worstCaseMicro = Math.max(...candidates.map((c) =>
-    mostItCosts(c.model.pricing, Math.min(billedPromptMax, c.model.context_length), (c.maxTokens + predicted) * answersAsked(settings, wire, body, c.model), imagesHeld(c.model), maxPriceFactor(c.model),
+    mostItCosts(c.model.pricing, Math.min(heldPrompt, c.model.context_length), (c.maxTokens + predicted) * answersAsked(settings, wire, body, c.model), imagesHeld(c.model), maxPriceFactor(c.model),
       longWrites || settings.providers.get(c.model.provider)?.kind !== "openai")));
   return { ...requestIds(), candidates, worstCaseMicro, promptText: prompt, predictedTokens: predicted, billedPromptMax };
 }
