@@ -49,6 +49,9 @@ class SlicedReader implements ChunkReader {
   protected ready: (() => void) | undefined;
   private waiting: ((read: ReadResult) => void) | undefined;
 
+  /** `sliced`, bound once: `read()` is called for every chunk of a reader without `readNow`. */
+  private readonly slicedRead = (read: ReadResult) => this.sliced(read);
+
   constructor(protected readonly inner: ChunkReader, private readonly sliceBytes: number) {}
 
   read(): Promise<ReadResult> {
@@ -57,7 +60,7 @@ class SlicedReader implements ChunkReader {
       this.schedule();
       return new Promise((resolve) => (this.waiting = resolve));
     }
-    return this.inner.read().then((read) => this.sliced(read));
+    return this.inner.read().then(this.slicedRead);
   }
 
   cancel(reason?: unknown): Promise<void> {
