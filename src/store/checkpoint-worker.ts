@@ -74,17 +74,11 @@ function checkpoint(): void {
   // Only checkpoints write the database file. One that was truncated or overwritten in place since
   // the last pass is not written into: the pages copied would make a file that looks whole again
   // (its length and its header back) and is malformed, and the gateway's own check would miss it.
-  const found = dbFileShape(dbPath);
-  const changed = shape && found ? shapeChange(shape, found) : undefined;
-  if (changed) {
-    stop();
-    report({ type: "failed", message: overwrittenMessage(dbPath, changed), code: "SWITCHYARD_LEDGER_FILE_GONE" });
-    return;
-  }
+  if (!shapeKept()) return;
   if (!logSound()) return;
   try {
     const pass = db.query<CheckpointRow, []>("PRAGMA wal_checkpoint(PASSIVE)").get();
-    shape = dbFileShape(dbPath) ?? shape;
+    if (!shapeKept()) return;
     // `log` is the log's length when the pass began; commits since are behind it, so a long log is
     // started over whether or not the pass copied all it saw.
     if (!pass || pass.log < restartLogFrames) return;
@@ -98,20 +92,41 @@ function checkpoint(): void {
     db.query("PRAGMA wal_checkpoint(PASSIVE)").get();
     const slow = performance.now() - started > slowPassMs;
     const restart = slow ? undefined : db.query<CheckpointRow, []>("PRAGMA wal_checkpoint(RESTART)").get();
-    shape = dbFileShape(dbPath) ?? shape;
+    if (!shapeKept()) return;
     // Skipped (undefined) or unfinished (busy): the next restart waits longer.
     if (restart?.busy !== 0) {
       skipRestarts = backoff;
       backoff = Math.min(backoff * 2, MAX_RESTART_BACKOFF);
     } else backoff = 1;
   } catch (err) {
-    shape = dbFileShape(dbPath) ?? shape;
+    if (!shapeKept()) return;
     // SQLITE_BUSY from another checkpointer (the admin CLI, a second gateway): the next tick retries.
     if (!/busy|locked/i.test(String(err))) {
       stop();
       report({ type: "failed", message: String(err), code: codeOf(err) });
     }
   }
+}
+
+/**
+ * Whether the file still has the shape the last pass left, then the shape now kept for the next
+ * check; a change SQLite never makes (sqlite/file-identity.ts, shapeChange) stops the thread and is
+ * reported. Checked after every pass too: a file cut while a pass was copying had the pass's pages
+ * written past the cut, and that shape, taken as the next check's baseline, hid the cut, so the
+ * passes after it went on writing into the file (the file back to 60 KB seconds after `: > file`
+ * while paid requests already had their 503; process/ledger-overwritten.test.ts, once in a CI run,
+ * whose wait for the file's growth makes a cut during a pass likely).
+ */
+function shapeKept(): boolean {
+  const found = dbFileShape(dbPath);
+  const changed = shape && found ? shapeChange(shape, found) : undefined;
+  if (changed) {
+    stop();
+    report({ type: "failed", message: overwrittenMessage(dbPath, changed), code: "SWITCHYARD_LEDGER_FILE_GONE" });
+    return false;
+  }
+  shape = found ?? shape;
+  return true;
 }
 
 /**

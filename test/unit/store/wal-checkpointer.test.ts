@@ -248,6 +248,30 @@ describe("WAL checkpoints on their own thread", () => {
     }
   });
 
+  test("a file cut while a pass copies into it stops the thread at that pass's end: the pages written past the cut do not become the next check's baseline", async () => {
+    const { db, path } = freshDatabase();
+    // ~40 MB in the log: the thread's first pass copies it for long enough to be cut partway.
+    for (let i = 0; i < 10; i++) writeRows(db);
+    const failures: { message: string; code?: string }[] = [];
+    const checkpointer = startWalCheckpointer(db, path, { intervalMs: 30, onFailure: (message, code) => failures.push({ message, code }) });
+    open[open.length - 1]!.checkpointer = checkpointer;
+    expect(await checkpointer.ready).toBe(true);
+    // Cut once the pass has begun writing pages (page 1, the header, goes first) and before it is done.
+    const start = statSync(path).size;
+    const deadline = performance.now() + 5_000;
+    while (statSync(path).size < start + 1_000_000 && performance.now() < deadline) Bun.sleepSync(0.2);
+    expect(statSync(path).size).toBeLessThan(start + 30_000_000);
+    truncateSync(path, 0);
+    await until("the thread stopped, naming the cut", 3_000, () => failures.length > 0);
+    expect(failures[0]).toMatchObject({ code: "SWITCHYARD_LEDGER_FILE_GONE" });
+    expect(failures[0]!.message).toContain("truncated or overwritten in place");
+    // More commits, and several intervals: nothing more is copied into the file.
+    writeRows(db);
+    const after = statSync(path).size;
+    await Bun.sleep(200);
+    expect(statSync(path).size).toBe(after);
+  });
+
   test("stop() gives checkpoints back to the connection", async () => {
     const { db, path } = freshDatabase();
     const checkpointer = startWalCheckpointer(db, path, { intervalMs: 60_000 });
