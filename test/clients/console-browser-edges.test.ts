@@ -559,6 +559,34 @@ test("the menu's link to the view shown reads it again in place: Back then leave
   expect(page.url()).toEndWith(`#account/${made.id}`);
 }, 30_000);
 
+test("the usage chart's lines are switched on and off from the keyboard: each name in its legend is a switch that Enter and Space turn, as a click does", async () => {
+  await page.goto(`${gateway.url}/console/#usage/24h/model`);
+  await page.getByTestId("usage-chart").locator("canvas").waitFor();
+  const row = page.getByTestId("usage-chart").locator(".u-legend tr.u-series").nth(1);
+  const name = row.locator("th");
+  expect(await name.getAttribute("role")).toBe("switch");
+  expect(await name.getAttribute("tabindex")).toBe("0");
+  expect(await name.getAttribute("aria-checked")).toBe("true");
+  // Reached by Tab from the control before it (the CSV link), no mouse.
+  await page.getByRole("link", { name: "Download CSV" }).focus();
+  await page.keyboard.press("Tab");
+  expect(await page.evaluate(() => (globalThis as any).document.activeElement?.getAttribute("role"))).toBe("switch");
+  await page.keyboard.press("Space");
+  expect(await name.getAttribute("aria-checked")).toBe("false");
+  expect(await row.getAttribute("class")).toContain("u-off");
+  await page.keyboard.press("Enter");
+  expect(await name.getAttribute("aria-checked")).toBe("true");
+  expect(await row.getAttribute("class")).not.toContain("u-off");
+  // A click keeps the switch's state in step too.
+  await name.click();
+  expect(await name.getAttribute("aria-checked")).toBe("false");
+  await name.click();
+  // The time row and the hovered values are for the eye; the plot is the image, named by the total.
+  expect(await page.getByTestId("usage-chart").locator(".u-legend tr.u-series").first().getAttribute("aria-hidden")).toBe("true");
+  expect(await page.getByTestId("usage-chart").locator(".u-wrap").getAttribute("role")).toBe("img");
+  expect(await page.getByTestId("usage-chart").locator(".u-wrap").getAttribute("aria-label")).toContain("in all");
+}, 30_000);
+
 test("the usage chart's legend is not a nameless table to screen readers (the chart is an image named by its total; the table below has the figures)", async () => {
   await page.goto(`${gateway.url}/console/#usage/24h/model`);
   await page.getByTestId("usage-chart").locator("canvas").waitFor();

@@ -71,11 +71,12 @@ export function usageView(session: Session, report: UsageSummary, choice: UsageC
   const step = report.granularity === "hour" ? HOUR : DAY;
   const from = Date.parse(report.from);
   const xs = report.period_costs.map((_, i) => (from + i * step) / 1000);
+  const name = `Credits per ${report.granularity} from ${report.from} to ${report.to}, ${credits(report.total.cost)} in all`;
   const chartBox = h("div", {
     class: "chart", role: "img", "data-testid": "usage-chart", "data-from": report.from, "data-to": report.to, "data-granularity": report.granularity, "data-group-by": split,
     // What the chart draws, per period (all groups together), for anyone checking it against the report.
     "data-period-costs": JSON.stringify(report.period_costs),
-    "aria-label": `Credits per ${report.granularity} from ${report.from} to ${report.to}, ${credits(report.total.cost)} in all`,
+    "aria-label": name,
   });
   // The legend shows each value as the tables do (credits to the micro-credit), not uPlot's 3 decimals.
   const value = (_: uPlot, v: number | null) => (v === null ? "—" : credits(v));
@@ -103,10 +104,36 @@ export function usageView(session: Session, report: UsageSummary, choice: UsageC
     ];
     // Room on the right for the last tick's label ("11-30 12:00" was cut at the edge).
     const chart = new uPlot({ width: widthOf(), height: 260, series, axes, padding: [12, 36, 0, 0], scales: { x: { time: true }, ...(report.lines.length === 0 ? { y: { range: [0, 1] as uPlot.Range.MinMax } } : {}) }, tzDate: (ts) => uPlot.tzDate(new Date(ts * 1000), "Etc/UTC") }, data, chartBox);
-    // The legend (uPlot's table of each line's colour and hovered value) is for the eye: to a
-    // screen reader it was a table without a name inside the chart's image, its values "—" until
-    // a mouse hovers. The image's name says the total; the table below has every figure.
-    chartBox.querySelector(".u-legend")?.setAttribute("aria-hidden", "true");
+    // The plot is the image, named by the total (the table below has every figure). The legend
+    // beside it (uPlot's table of each line's colour and hovered value) hid or showed a line on a
+    // click only: each line's name is now a switch a keyboard reaches and turns with Enter or
+    // Space, as a click does (a console probe). Its hovered values, "—" without a mouse, and the
+    // time row are for the eye alone.
+    const plot = chartBox.querySelector(".u-wrap");
+    if (plot) {
+      chartBox.removeAttribute("role");
+      chartBox.removeAttribute("aria-label");
+      plot.setAttribute("role", "img");
+      plot.setAttribute("aria-label", name);
+    }
+    const legend = chartBox.querySelector(".u-legend");
+    legend?.setAttribute("aria-label", "Lines drawn: each one's name shows or hides it");
+    legend?.querySelectorAll("tr.u-series").forEach((row, i) => {
+      for (const value of row.querySelectorAll(".u-value")) value.setAttribute("aria-hidden", "true");
+      const th = row.querySelector("th");
+      if (i === 0 || !th) return row.setAttribute("aria-hidden", "true");
+      const sync = () => th.setAttribute("aria-checked", String(chart.series[i]?.show !== false));
+      th.tabIndex = 0;
+      th.setAttribute("role", "switch");
+      sync();
+      // After uPlot's own click handler (registered first), which turns the line.
+      th.addEventListener("click", sync);
+      th.addEventListener("keydown", (e) => {
+        if (e.key !== "Enter" && e.key !== " ") return;
+        e.preventDefault();
+        th.click();
+      });
+    });
     const resized = new ResizeObserver(() => {
       if (!chartBox.isConnected) return resized.disconnect();
       if (Math.abs(widthOf() - chart.width) > 1) chart.setSize({ width: widthOf(), height: 260 });
