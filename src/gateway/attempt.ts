@@ -20,6 +20,7 @@ import { answersAsked, imagesBounded, imagesHeld } from "./plan.ts";
 import type { Scrubber } from "../log/scrub.ts";
 import type { WholeAnswerReader, WholeAnswerSink } from "../formats/common/whole-answer.ts";
 import { fastReader, wholeBody, wholeReader } from "../transport/http1/client.ts";
+import { slicedReader } from "../transport/sliced-reader.ts";
 import { ResponseFramingError } from "../transport/http1/response-parser.ts";
 import { UpstreamConnectionError } from "../transport/http1/exchange.ts";
 import { attemptInit, ResponseTooLargeError, responseHeader, type ChunkReader, type Transport } from "../transport/transport.ts";
@@ -472,7 +473,12 @@ export async function attemptUpstream(deps: AttemptDeps, req: AttemptRequest, ca
       };
     }
     const inline = (events: StreamEvent[]) => inlineImages(events, inlineOptions(deps, provider, deadline));
-    return { kind: "stream", reader: fastReader(res) ?? wholeReader(res) ?? (res.body.getReader() as ChunkReader), decode, deadline, adapter, provider, inline, readToEnd };
+    // A body read as it arrives is handed on in slices (a burst's large reads, each after a turn of
+    // the event loop: sliced-reader.ts); one read whole is taken whole, so an error anywhere in it is
+    // seen before anything goes to the client (retried, or the next key or model).
+    const fast = fastReader(res);
+    const reader = fast ? slicedReader(fast) : (wholeReader(res) ?? slicedReader(res.body.getReader() as ChunkReader));
+    return { kind: "stream", reader, decode, deadline, adapter, provider, inline, readToEnd };
   } finally {
     // A stream keeps its deadline until it ends; anything else is done. Either way the stream
     // stage watches the client itself from here.

@@ -1,4 +1,3 @@
-import { slicedReader } from "../transport/sliced-reader.ts";
 import type { ModelConfig } from "../config/schema.ts";
 import type { Settings } from "../config/load-config.ts";
 import type { Logger } from "../log/log.ts";
@@ -180,8 +179,7 @@ export async function respond(
   const trace = req.trace;
   trace?.streamStarted();
   const stream = await streamAnswer({
-    // A burst's large reads in slices, each after a turn of the event loop (sliced-reader.ts).
-    upstream: slicedReader(outcome.reader),
+    upstream: outcome.reader,
     decode: outcome.decode,
     redact: deps.scrubber?.withoutKnown,
     sink: relay ? relay(ctx) : format.encoder(ctx),

@@ -78,7 +78,7 @@ function checkpoint(): void {
   if (!logSound()) return;
   try {
     const pass = db.query<CheckpointRow, []>("PRAGMA wal_checkpoint(PASSIVE)").get();
-    if (!shapeKept()) return;
+    if (!shapeKept(true)) return;
     // `log` is the log's length when the pass began; commits since are behind it, so a long log is
     // started over whether or not the pass copied all it saw.
     if (!pass || pass.log < restartLogFrames) return;
@@ -92,14 +92,14 @@ function checkpoint(): void {
     db.query("PRAGMA wal_checkpoint(PASSIVE)").get();
     const slow = performance.now() - started > slowPassMs;
     const restart = slow ? undefined : db.query<CheckpointRow, []>("PRAGMA wal_checkpoint(RESTART)").get();
-    if (!shapeKept()) return;
+    if (!shapeKept(true)) return;
     // Skipped (undefined) or unfinished (busy): the next restart waits longer.
     if (restart?.busy !== 0) {
       skipRestarts = backoff;
       backoff = Math.min(backoff * 2, MAX_RESTART_BACKOFF);
     } else backoff = 1;
   } catch (err) {
-    if (!shapeKept()) return;
+    if (!shapeKept(true)) return;
     // SQLITE_BUSY from another checkpointer (the admin CLI, a second gateway): the next tick retries.
     if (!/busy|locked/i.test(String(err))) {
       stop();
@@ -111,15 +111,20 @@ function checkpoint(): void {
 /**
  * Whether the file still has the shape the last pass left, then the shape now kept for the next
  * check; a change SQLite never makes (sqlite/file-identity.ts, shapeChange) stops the thread and is
- * reported. Checked after every pass too: a file cut while a pass was copying had the pass's pages
- * written past the cut, and that shape, taken as the next check's baseline, hid the cut, so the
- * passes after it went on writing into the file (the file back to 60 KB seconds after `: > file`
- * while paid requests already had their 503; process/ledger-overwritten.test.ts, once in a CI run,
- * whose wait for the file's growth makes a cut during a pass likely).
+ * reported. Checked after every pass too (`afterPass`): a file cut while a pass was copying had the
+ * pass's pages written past the cut, and that shape, taken as the next check's baseline, hid the
+ * cut, so the passes after it went on writing into the file (the file back to 60 KB seconds after
+ * `: > file` while paid requests already had their 503; process/ledger-overwritten.test.ts, once in
+ * a CI run, whose wait for the file's growth made a cut during a pass likely). A pass writes page 1
+ * first (pages in order), so a cut during it leaves the header gone: after a pass that alone is
+ * damage. A pass may shrink the file itself: the one that copies the last frames of another
+ * connection's VACUUM truncates it to the new page count (its header, with the cookie moved on,
+ * came in an earlier pass; a review's test).
  */
-function shapeKept(): boolean {
+function shapeKept(afterPass = false): boolean {
   const found = dbFileShape(dbPath);
-  const changed = shape && found ? shapeChange(shape, found) : undefined;
+  let changed = shape && found ? shapeChange(shape, found) : undefined;
+  if (changed && afterPass && found!.header) changed = undefined;
   if (changed) {
     stop();
     report({ type: "failed", message: overwrittenMessage(dbPath, changed), code: "SWITCHYARD_LEDGER_FILE_GONE" });

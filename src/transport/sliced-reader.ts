@@ -64,9 +64,12 @@ class SlicedReader implements ChunkReader {
   }
 
   cancel(reason?: unknown): Promise<void> {
+    const waiting = this.waiting;
     this.rest = undefined;
     this.waiting = undefined;
     this.ready = undefined;
+    // A read waiting for its turn ends as a stream reader's pending read does at a cancel.
+    waiting?.({ done: true, value: undefined });
     return this.inner.cancel(reason);
   }
 

@@ -118,14 +118,18 @@ export function usageView(session: Session, report: UsageSummary, choice: UsageC
     }
     const legend = chartBox.querySelector(".u-legend");
     legend?.setAttribute("aria-label", "Lines drawn: each one's name shows or hides it");
+    const switches: [HTMLElement, number][] = [];
+    // Every switch, from the lines as drawn: a Ctrl- or Cmd-click turns the others off (uPlot isolates the line).
+    const sync = () => {
+      for (const [th, i] of switches) th.setAttribute("aria-checked", String(chart.series[i]?.show !== false));
+    };
     legend?.querySelectorAll("tr.u-series").forEach((row, i) => {
       for (const value of row.querySelectorAll(".u-value")) value.setAttribute("aria-hidden", "true");
       const th = row.querySelector("th");
       if (i === 0 || !th) return row.setAttribute("aria-hidden", "true");
-      const sync = () => th.setAttribute("aria-checked", String(chart.series[i]?.show !== false));
+      switches.push([th, i]);
       th.tabIndex = 0;
       th.setAttribute("role", "switch");
-      sync();
       // After uPlot's own click handler (registered first), which turns the line.
       th.addEventListener("click", sync);
       th.addEventListener("keydown", (e) => {
@@ -134,6 +138,7 @@ export function usageView(session: Session, report: UsageSummary, choice: UsageC
         th.click();
       });
     });
+    sync();
     const resized = new ResizeObserver(() => {
       if (!chartBox.isConnected) return resized.disconnect();
       if (Math.abs(widthOf() - chart.width) > 1) chart.setSize({ width: widthOf(), height: 260 });

@@ -1,0 +1,127 @@
+/**
+ * The stream stage (gateway/stream-answer.ts) over a sliced reader (transport/sliced-reader.ts):
+ * the gateway's stop and a client's leaving while the next slice of a large read waits for its
+ * turn end the stream as they do over the reader as it comes (a review of the slices found the
+ * stop hung: the waiting read was dropped, never settled).
+ */
+import { describe, expect, test } from "bun:test";
+import { answerSource, type DirectController, type StreamAnswerOptions } from "../../../src/gateway/stream-answer.ts";
+import { createOpenAIRelay } from "../../../src/formats/openai-chat/encode-openai.ts";
+import { openaiAdapter } from "../../../src/providers/openai/openai-adapter.ts";
+import { UsageMeter } from "../../../src/billing/usage-meter.ts";
+import { createTicker } from "../../../src/streaming/ticker.ts";
+import { Deadline } from "../../../src/gateway/deadline.ts";
+import { createTokenizer } from "../../../src/billing/token-estimate.ts";
+import { slicedReader } from "../../../src/transport/sliced-reader.ts";
+import type { ChunkReader } from "../../../src/transport/transport.ts";
+
+const tokenizer = createTokenizer();
+const enc = new TextEncoder();
+const chunk = (i: number) =>
+  `data: {"id":"c","object":"chat.completion.chunk","created":1,"model":"m","choices":[{"index":0,"delta":{"content":"w${i} "}}]}\n\n`;
+const FIRST = `data: {"id":"c","object":"chat.completion.chunk","created":1,"model":"m","choices":[{"index":0,"delta":{"role":"assistant","content":""},"finish_reason":null}]}\n\n`;
+
+/** ~300 KB of frames in one read, from a real ReadableStream (a decompressed body, fetch's): read() only. */
+function plainReader(): ChunkReader {
+  let text = FIRST;
+  for (let i = 0; text.length < 300_000; i++) text += chunk(i);
+  const stream = new ReadableStream<Uint8Array>({
+    start(c) {
+      c.enqueue(enc.encode(text));
+      // the upstream then stays open (more to come)
+    },
+  });
+  return stream.getReader() as unknown as ChunkReader;
+}
+
+function cutsRecorder() {
+  const watching = new Set<() => void>();
+  return { watching, cuts: { watch: (end: () => void) => watching.add(end), unwatch: (end: () => void) => watching.delete(end) }, cut: () => [...watching].forEach((end) => end()) };
+}
+
+async function run(wrap: boolean) {
+  const c = cutsRecorder();
+  const outcome: { value?: string } = {};
+  const writes: string[] = [];
+  let closed = false;
+  const controller: DirectController = { write: (s) => (writes.push(s), s.length), flush: () => 0, close: () => void (closed = true) };
+  const upstream = wrap ? slicedReader(plainReader()) : plainReader();
+  const o: StreamAnswerOptions = {
+    upstream,
+    decode: openaiAdapter.createStreamDecoder(),
+    sink: createOpenAIRelay({ id: "x", created: 1, model: "ours", includeUsage: false }),
+    meter: new UsageMeter(tokenizer.count),
+    ticker: createTicker(),
+    deadline: new Deadline({ firstByteMs: 60_000, idleMs: 60_000, totalMs: 60_000 }),
+    estimateUsage: async () => undefined,
+    keepAliveMs: 60_000,
+    clientIdleMs: 60_000,
+    maxFrameBytes: 1 << 20,
+    onDone: (v) => void (outcome.value = v),
+    cuts: c.cuts,
+  };
+  const source = await answerSource(o);
+  const pulled = source.pull(controller);
+  // Let the first read (the first slice) be taken and written; the next read is then under way
+  // (waiting for the slice's turn, when wrapped). Microtasks only: no macrotask runs meanwhile.
+  for (let i = 0; i < 200 && writes.length === 0; i++) await Promise.resolve();
+  for (let i = 0; i < 50; i++) await Promise.resolve();
+  expect(writes.length).toBeGreaterThan(0);
+  c.cut(); // the gateway's stop, past its grace
+  const ended = await Promise.race([pulled.then(() => "ended"), Bun.sleep(1_000).then(() => "hung")]);
+  return { ended, closed, outcome: outcome.value, errorFrameLast: (writes.at(-1) ?? "").includes("shutting down"), watched: c.watching.size };
+}
+
+describe("the gateway's stop while the relay loop waits on a sliced read() (a reader without readNow: fetch's, a decompressed body)", () => {
+  test("the reader as it comes: the shutdown's error frame, closed, recorded cancelled, no longer watched", async () => {
+    const r = await run(false);
+    expect(r).toMatchObject({ ended: "ended", closed: true, outcome: "cancelled", watched: 0, errorFrameLast: true });
+  });
+
+  test("sliced, its next slice waiting for its turn: the same (a cancel ends the waiting read as done, as a stream reader's)", async () => {
+    const r = await run(true);
+    expect(r).toMatchObject({ ended: "ended", closed: true, outcome: "cancelled", watched: 0, errorFrameLast: true });
+  });
+});
+
+describe("a client that leaves an answer read to its end (readRest) while a slice waits for its turn", () => {
+  for (const plain of [true, false]) {
+    test(`${plain ? "read()-only" : "fast"} reader: the rest is read to the vendor's end, then cancelled`, async () => {
+      const { BodyQueue } = await import("../../../src/transport/http1/body-queue.ts");
+      let text = FIRST;
+      for (let i = 0; text.length < 400_000; i++) text += chunk(i);
+      text += `data: {"id":"c","object":"chat.completion.chunk","created":1,"model":"m","choices":[{"index":0,"delta":{},"finish_reason":"stop"}]}\n\n` +
+        `data: {"id":"c","object":"chat.completion.chunk","created":1,"model":"m","choices":[],"usage":{"prompt_tokens":5,"completion_tokens":77777,"total_tokens":8}}\n\ndata: [DONE]\n\n`;
+      const q = new BodyQueue({ bodyTaken() {}, bodyCancelled() {} });
+      q.push([enc.encode(text)]);
+      const inner: ChunkReader = plain ? { read: () => q.read(), cancel: () => q.cancel() } : q;
+      const outcome: { value?: string } = {};
+      const meter = new UsageMeter(tokenizer.count);
+      const o: StreamAnswerOptions = {
+        upstream: slicedReader(inner),
+        decode: openaiAdapter.createStreamDecoder(),
+        sink: createOpenAIRelay({ id: "x", created: 1, model: "ours", includeUsage: false }),
+        meter,
+        ticker: createTicker(),
+        deadline: new Deadline({ firstByteMs: 60_000, idleMs: 60_000, totalMs: 60_000 }),
+        estimateUsage: async () => undefined,
+        keepAliveMs: 60_000,
+        clientIdleMs: 60_000,
+        maxFrameBytes: 1 << 20,
+        onDone: (v) => void (outcome.value = v),
+        readToEndOnCancel: () => true,
+      };
+      const source = await answerSource(o);
+      const writes: string[] = [];
+      const controller: DirectController = { write: (s) => (writes.push(s), s.length), flush: () => 0, close: () => {} };
+      const pulled = source.pull(controller);
+      for (let i = 0; i < 200 && writes.length === 0; i++) await Promise.resolve();
+      expect(writes.length).toBeGreaterThan(0);
+      source.cancel(); // the client leaves; the next slice is waiting for its turn
+      await Promise.race([pulled, Bun.sleep(500)]);
+      for (let i = 0; i < 100 && outcome.value === undefined; i++) await Bun.sleep(5);
+      expect(outcome.value).toBe("cancelled");
+      expect(meter.reported).toBeTruthy();
+    });
+  }
+});
