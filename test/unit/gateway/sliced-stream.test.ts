@@ -5,7 +5,7 @@
  * stop hung: the waiting read was dropped, never settled).
  */
 import { describe, expect, test } from "bun:test";
-import { answerSource, type DirectController, type StreamAnswerOptions } from "../../../src/gateway/stream-answer.ts";
+import { answerSource, streamAnswer, type DirectController, type StreamAnswerOptions } from "../../../src/gateway/stream-answer.ts";
 import { createOpenAIRelay } from "../../../src/formats/openai-chat/encode-openai.ts";
 import { openaiAdapter } from "../../../src/providers/openai/openai-adapter.ts";
 import { UsageMeter } from "../../../src/billing/usage-meter.ts";
@@ -124,4 +124,65 @@ describe("a client that leaves an answer read to its end (readRest) while a slic
       expect(meter.reported).toBeTruthy();
     });
   }
+});
+
+describe("random read sizes and arrival times through the slices (fast and read()-only readers)", () => {
+  const LAST = `data: {"id":"c","object":"chat.completion.chunk","created":1,"model":"m","choices":[{"index":0,"delta":{},"finish_reason":"stop"}]}\n\n` +
+    `data: {"id":"c","object":"chat.completion.chunk","created":1,"model":"m","choices":[],"usage":{"prompt_tokens":5,"completion_tokens":3,"total_tokens":8}}\n\ndata: [DONE]\n\n`;
+  let seed = 12345;
+  const random = () => (seed = (seed * 1103515245 + 12345) & 0x7fffffff) / 0x7fffffff;
+
+  /** One answer of `n` frames cut into reads of 1 B to 400 KB, some with the head, the rest after microtasks, immediates or timers. */
+  async function once(n: number, plain: boolean): Promise<{ words: string[]; outcome?: string; tail: string }> {
+    const { BodyQueue } = await import("../../../src/transport/http1/body-queue.ts");
+    let text = FIRST;
+    for (let i = 0; i < n; i++) text += chunk(i);
+    const bytes = enc.encode(text + LAST);
+    const q = new BodyQueue({ bodyTaken() {}, bodyCancelled() {} });
+    const reads: Uint8Array[] = [];
+    for (let at = 0; at < bytes.length; ) {
+      const r = random();
+      const size = 1 + Math.floor(random() * (r < 0.3 ? 200 : r < 0.6 ? 70_000 : 400_000));
+      reads.push(bytes.slice(at, at + size));
+      at += size;
+    }
+    for (let i = Math.floor(random() * 3); i > 0 && reads.length > 0; i--) q.push([reads.shift()!]);
+    let outcome: string | undefined;
+    const o: StreamAnswerOptions = {
+      upstream: slicedReader(plain ? { read: () => q.read(), cancel: () => q.cancel() } : q),
+      decode: openaiAdapter.createStreamDecoder(),
+      sink: createOpenAIRelay({ id: "x", created: 1, model: "ours", includeUsage: false }),
+      meter: new UsageMeter(tokenizer.count),
+      ticker: createTicker(),
+      deadline: new Deadline({ firstByteMs: 60_000, idleMs: 60_000, totalMs: 60_000 }),
+      estimateUsage: async () => undefined,
+      keepAliveMs: 5 + Math.floor(random() * 30),
+      clientIdleMs: 60_000,
+      maxFrameBytes: 1 << 20,
+      onDone: (v) => void (outcome = v),
+    };
+    const feeding = (async () => {
+      while (reads.length > 0) {
+        const r = random();
+        if (r < 0.25) await Promise.resolve();
+        else if (r < 0.5) await new Promise((resolve) => setImmediate(resolve));
+        else if (r < 0.75) await Bun.sleep(Math.floor(random() * 3));
+        q.push([reads.shift()!]);
+      }
+      q.end();
+    })();
+    const stream = await streamAnswer(o);
+    const out = typeof stream === "string" ? stream : await Promise.race([new Response(stream).text(), Bun.sleep(15_000).then(() => "HUNG")]);
+    await feeding;
+    return { words: [...out.matchAll(/"content":"(w\d+) "/g)].map((m) => m[1]!), outcome, tail: out.slice(-20) };
+  }
+
+  test("every frame once, in order, then [DONE]; the stream completes (20 answers of 2,000–8,000 frames)", async () => {
+    for (let i = 0; i < 20; i++) {
+      const n = 2_000 + Math.floor(random() * 6_000);
+      const r = await once(n, i % 2 === 1);
+      expect({ run: i, outcome: r.outcome, tail: r.tail.endsWith("[DONE]\n\n"), words: r.words.length }).toEqual({ run: i, outcome: "completed", tail: true, words: n });
+      expect(r.words.every((w, k) => w === `w${k}`)).toBe(true);
+    }
+  }, 60_000);
 });
