@@ -600,3 +600,27 @@ test("the usage chart's legend is not a nameless table to screen readers (the ch
     await cdp.detach();
   }
 }, 30_000);
+
+test("a Ctrl-click on one line's name in the chart's legend (uPlot isolates it) leaves every switch's aria-checked as its line is drawn", async () => {
+  // Two lines: an account's requests to two models.
+  const made = await admin("POST", "/v1/admin/accounts", { name: "two models co", credits: 50 });
+  const key = (await admin("POST", `/v1/admin/accounts/${made.id}/keys`, { name: "k" })).key as string;
+  for (const model of ["switchyard/lorem", "switchyard/echo"]) {
+    const res = await fetch(`${gateway.url}/v1/chat/completions`, { method: "POST", headers: { authorization: `Bearer ${key}`, "content-type": "application/json" }, body: JSON.stringify({ model, messages: [{ role: "user", content: "hello there" }] }) });
+    expect(res.status).toBe(200);
+    await res.arrayBuffer();
+  }
+  // Loaded afresh (an earlier test left the page on this address).
+  await page.goto(`${gateway.url}/console/#usage/24h/model`);
+  await page.reload();
+  await page.getByTestId("usage-chart").locator("canvas").waitFor();
+  const rows = page.getByTestId("usage-chart").locator(".u-legend tr.u-series");
+  const n = await rows.count();
+  expect(n).toBeGreaterThanOrEqual(3); // the time row and at least two lines
+  await rows.nth(1).locator("th").click({ modifiers: ["Control"] });
+  const state: { line: number; drawn: boolean; checked: string | null }[] = [];
+  for (let i = 1; i < n; i++) state.push({ line: i, drawn: !(await rows.nth(i).getAttribute("class"))!.includes("u-off"), checked: await rows.nth(i).locator("th").getAttribute("aria-checked") });
+  // Isolated: the first line drawn, the others not, and each switch says so.
+  expect(state.filter((s) => s.drawn).map((s) => s.line)).toEqual([1]);
+  for (const s of state) expect(s.checked).toBe(String(s.drawn));
+}, 30_000);
