@@ -230,7 +230,14 @@ test("whole chat answers with logprobs count in the share before they are made: 
   // and such an answer is served whole.
   for (const s of sockets.splice(0)) s.destroy();
   const res = await until("the share back once the unread sockets are gone", 10_000, async () => {
-    const r = await post(gw, "/v1/chat/completions", { model: OPENAI_MODEL, max_tokens: 8192, logprobs: true, top_logprobs: 20, messages: [{ role: "user", content: "hi" }] });
+    // A reset on a pooled keep-alive connection is tried again on a new one: seen once in a CI run
+    // (the fetch's ECONNRESET before any answer; not reproduced in isolation, docs/decisions.md).
+    const r = await post(gw, "/v1/chat/completions", { model: OPENAI_MODEL, max_tokens: 8192, logprobs: true, top_logprobs: 20, messages: [{ role: "user", content: "hi" }] })
+      .catch((err: { code?: string }) => {
+        if (err?.code === "ECONNRESET") return undefined;
+        throw err;
+      });
+    if (!r) return false;
     if (r.status !== 429) return r;
     await r.arrayBuffer();
     return false;
