@@ -3,15 +3,6 @@ import type { ChunkReader, ReadResult } from "./transport.ts";
 /** A read past this is handed on in slices of it, each after the event loop had a turn. */
 export const READ_SLICE_BYTES = 64 * 1024;
 
-/**
- * A stream's upstream reads, none larger than `sliceBytes`: the rest of a large read waits for
- * the next macrotask. The stream pipeline parses, meters and writes a read in one synchronous
- * run, and one socket read can be ~512 KB (Bun's read size) when a vendor, a cache or a hostile
- * upstream sends frames in a burst: 47–92 ms of translation in one run under load, which every
- * other request on the process waited through. 64 KiB bounds a run to ~10 ms (docs/decisions.md).
- * A vendor streaming at model speed never fills a read this large, so its reads pass as they are,
- * at the cost of one comparison. The SSE parser takes any boundary, in a frame or a character.
- */
 /** The slices waiting for their turn, every stream's: one a macrotask, in the order they asked. */
 const turns: (() => void)[] = [];
 let turning = false;
@@ -35,6 +26,15 @@ function takeTurn(turn: () => void): void {
   setImmediate(nextTurn);
 }
 
+/**
+ * A stream's upstream reads, none larger than `sliceBytes`: the rest of a large read waits for
+ * the next macrotask. The stream pipeline parses, meters and writes a read in one synchronous
+ * run, and one socket read can be ~512 KB (Bun's read size) when a vendor, a cache or a hostile
+ * upstream sends frames in a burst: 47–92 ms of translation in one run under load, which every
+ * other request on the process waited through. 64 KiB bounds a run to ~10 ms (docs/decisions.md).
+ * A vendor streaming at model speed never fills a read this large, so its reads pass as they are,
+ * at the cost of one comparison. The SSE parser takes any boundary, in a frame or a character.
+ */
 export function slicedReader(inner: ChunkReader, sliceBytes = READ_SLICE_BYTES): ChunkReader {
   return inner.readNow && inner.onReadable ? new SlicedFastReader(inner, sliceBytes) : new SlicedReader(inner, sliceBytes);
 }
