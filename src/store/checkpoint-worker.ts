@@ -116,15 +116,16 @@ function checkpoint(): void {
  * cut, so the passes after it went on writing into the file (the file back to 60 KB seconds after
  * `: > file` while paid requests already had their 503; process/ledger-overwritten.test.ts, once in
  * a CI run, whose wait for the file's growth made a cut during a pass likely). A pass writes page 1
- * first (pages in order), so a cut during it leaves the header gone: after a pass that alone is
- * damage. A pass may shrink the file itself: the one that copies the last frames of another
- * connection's VACUUM truncates it to the new page count (its header, with the cookie moved on,
- * came in an earlier pass; a review's test).
+ * first (pages in order), so a cut during it leaves the header gone. A pass may shrink the file
+ * itself: the one that copies the last frames of another connection's VACUUM truncates it to the
+ * new page count (its header, with the cookie moved on, came in an earlier pass; a review's test),
+ * and then the file is as long as its header says; a file cut before a pass that rewrote page 1
+ * is shorter than that.
  */
 function shapeKept(afterPass = false): boolean {
   const found = dbFileShape(dbPath);
   let changed = shape && found ? shapeChange(shape, found) : undefined;
-  if (changed && afterPass && found!.header) changed = undefined;
+  if (changed && afterPass && found!.header && found!.size === found!.declaredSize) changed = undefined;
   if (changed) {
     stop();
     report({ type: "failed", message: overwrittenMessage(dbPath, changed), code: "SWITCHYARD_LEDGER_FILE_GONE" });

@@ -69,14 +69,20 @@ test("after a truncation the next start is refused in one line too, not with a s
   const db = join(dir, "truncated-restart.sqlite");
   const gw = await startGatewayProcess({ SWITCHYARD_DB: db });
   for (let i = 0; i < 10; i++) expect(await ask(gw.url, gw.key, "switchyard/lorem")).toBe(200);
-  await until("the log checkpointed into the database file", 10_000, async () => statSync(db).size > 20_000 || (await Bun.sleep(100), false));
+  // Grown, and its pass over (as above).
+  await until("the log checkpointed into the database file", 10_000, async () => {
+    const size = statSync(db).size;
+    await Bun.sleep(150);
+    return size > 20_000 && statSync(db).size === size;
+  });
   truncateSync(db, 0);
   // Every 60 ms: the demo key's 60 requests a minute must outlast a slow pause (see above).
   await until("paid requests paused", 5_000, async () => (await ask(gw.url, gw.key, "switchyard/lorem")) === 503, 60);
   gw.child.kill("SIGTERM");
   expect(await gw.child.exited).toBe(0);
   const run = await runGatewayToExit({ SWITCHYARD_DB: db });
-  expect(run.code).toBe(1);
+  // Its words if it did not exit (137: still running at the helper's bound; seen once in a CI run).
+  expect({ code: run.code, said: run.code === 1 ? "" : `${run.stderr.slice(-1500)}${run.stdout.slice(-500)}` }).toEqual({ code: 1, said: "" });
   expect(run.stderr.trim().split("\n")).toHaveLength(1);
   // Refused for the file, or (when a request was being settled as the truncation came, and its
   // settlement was spilled at the stop: a loaded machine) for the spill naming an account the

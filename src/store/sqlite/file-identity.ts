@@ -128,6 +128,12 @@ export interface DbFileShape {
   header: boolean;
   /** Bytes 40–43 of the header: the schema cookie, which a VACUUM moves on. */
   schemaCookie: number;
+  /**
+   * The length the header says the file has: its page size (bytes 16–17) times its page count
+   * (bytes 28–31), when that count is valid (bytes 92–95 equal to the change counter, bytes
+   * 24–27); 0 when it is not or there is no header.
+   */
+  declaredSize?: number;
 }
 
 const MAGIC = Buffer.from("SQLite format 3\0", "latin1");
@@ -156,7 +162,10 @@ export function dbFileShape(path: string): DbFileShape | undefined {
     const read = readSync(fd, head, 0, 100, 0);
     const size = stat!.size;
     const header = read === 100 && head.subarray(0, 16).equals(MAGIC);
-    return { size, header, schemaCookie: header ? head.readUInt32BE(40) : 0 };
+    if (!header) return { size, header, schemaCookie: 0, declaredSize: 0 };
+    const pageSize = head.readUInt16BE(16) === 1 ? 65_536 : head.readUInt16BE(16);
+    const counted = head.readUInt32BE(92) === head.readUInt32BE(24);
+    return { size, header, schemaCookie: head.readUInt32BE(40), declaredSize: counted ? pageSize * head.readUInt32BE(28) : 0 };
   } catch {
     return undefined;
   }

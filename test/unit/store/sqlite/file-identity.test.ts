@@ -94,6 +94,15 @@ test("shapeChange: a header gone, or a shrink without a new schema cookie", () =
   expect(dbFileShape("/nonexistent/gateway.sqlite")).toBeUndefined();
 });
 
+test("dbFileShape reads the length the header declares (page size × page count): a checkpointed file is that long", () => {
+  const { db, path } = ledgerWithRows();
+  db.exec("PRAGMA wal_checkpoint(TRUNCATE)");
+  const shape = dbFileShape(path)!;
+  const pages = db.query<{ page_count: number }, []>("PRAGMA page_count").get()!.page_count;
+  const pageSize = db.query<{ page_size: number }, []>("PRAGMA page_size").get()!.page_size;
+  expect(shape).toMatchObject({ header: true, size: pages * pageSize, declaredSize: pages * pageSize });
+});
+
 test("the check keeps SQLite's locks on the file: another process cannot take it for itself", () => {
   const { db, path, check } = ledgerWithRows();
   db.exec("INSERT INTO scratch (payload) VALUES (x'01')");
