@@ -18,7 +18,7 @@ import { resolveSettings } from "../src/config/load-config.ts";
 import { openDatabase } from "../src/store/database.ts";
 import { silentLogger } from "../src/log/log.ts";
 import { buildAnthropic } from "./fake-answers.ts";
-import { parseArgs, serveAsChild } from "./child-process.ts";
+import { parseArgs, readyPort, serveAsChild } from "./child-process.ts";
 import { watchLoopStall } from "../test/helpers/loop-stall.ts";
 
 const args = parseArgs(process.argv.slice(2).filter((a) => a !== "--serve"));
@@ -57,14 +57,7 @@ async function main(): Promise<void> {
   const ROUNDS = Number(args.get("rounds") ?? 5);
   const STREAMS = Number(args.get("streams") ?? 1);
   const child = Bun.spawn([process.execPath, import.meta.path, "--serve", "--frames", String(FRAMES)], { stdin: "pipe", stdout: "pipe", stderr: "inherit" });
-  const reader = child.stdout.getReader();
-  let text = "";
-  while (!/READY \d+/.test(text)) {
-    const { value, done } = await reader.read();
-    if (done) throw new Error("the upstream did not start");
-    text += new TextDecoder().decode(value);
-  }
-  const upstreamUrl = `http://127.0.0.1:${/READY (\d+)/.exec(text)![1]}`;
+  const upstreamUrl = `http://127.0.0.1:${await readyPort(child.stdout, "the upstream")}`;
   const dir = mkdtempSync(join(tmpdir(), "switchyard-burst-"));
   const db = openDatabase(join(dir, "ledger.sqlite"));
   const settings = resolveSettings(

@@ -30,3 +30,16 @@ export function serveAsChild(server: Server<unknown>, exitOnStdinEof: boolean): 
     stop();
   })();
 }
+
+/** The port a helper started with `serveAsChild` prints (`READY <port>`), read from its stdout. */
+export async function readyPort(stdout: ReadableStream<Uint8Array>, what = "the helper"): Promise<number> {
+  const reader = stdout.getReader();
+  let text = "";
+  while (!/READY (\d+)/.test(text)) {
+    const { value, done } = await reader.read();
+    if (done) throw new Error(`${what} did not start: ${text}`);
+    text += new TextDecoder().decode(value);
+  }
+  reader.releaseLock();
+  return Number(/READY (\d+)/.exec(text)![1]);
+}

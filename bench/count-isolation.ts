@@ -18,6 +18,7 @@ import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { pct, sortNum } from "./stats.ts";
+import { readyPort } from "./child-process.ts";
 
 const argv = process.argv.slice(2);
 const opt = (name: string) => {
@@ -34,16 +35,6 @@ const ROOT = join(import.meta.dir, "..");
 const work = mkdtempSync(join(tmpdir(), "switchyard-iso-"));
 const children: Subprocess[] = [];
 
-async function readyPort(proc: Subprocess<"pipe", "pipe", "inherit">): Promise<number> {
-  const reader = proc.stdout.getReader();
-  let text = "";
-  while (!/READY (\d+)/.test(text)) {
-    const { value, done } = await reader.read();
-    if (done) throw new Error("fake upstream did not start");
-    text += new TextDecoder().decode(value);
-  }
-  return Number(/READY (\d+)/.exec(text)![1]);
-}
 
 async function startGateway(config: string): Promise<string> {
   const proc = Bun.spawn(["bun", "src/index.ts"], {
@@ -213,7 +204,7 @@ function flood(url: string, key: string): { stop(): Promise<{ counted: number; r
 try {
   const upstream = Bun.spawn(["bun", join(import.meta.dir, "fake-upstream.ts"), "--exit-on-stdin-eof", "1"], { stdin: "pipe", stdout: "pipe", stderr: "inherit" });
   children.push(upstream);
-  const upstreamUrl = `http://127.0.0.1:${await readyPort(upstream)}`;
+  const upstreamUrl = `http://127.0.0.1:${await readyPort(upstream.stdout, "fake upstream")}`;
   const slow = startSlowUpstream();
   const config = join(work, "config.json");
   writeFileSync(config, JSON.stringify({

@@ -19,7 +19,7 @@ import { resolveSettings } from "../src/config/load-config.ts";
 import { openDatabase } from "../src/store/database.ts";
 import { silentLogger } from "../src/log/log.ts";
 import { float32Base64 } from "../src/formats/openai-embeddings/encode-embeddings.ts";
-import { parseArgs, serveAsChild } from "./child-process.ts";
+import { parseArgs, readyPort, serveAsChild } from "./child-process.ts";
 import { watchLoopStall } from "../test/helpers/loop-stall.ts";
 
 const args = parseArgs(process.argv.slice(2).filter((a) => a !== "--serve"));
@@ -78,14 +78,7 @@ function threadCpu(): Map<string, number> {
 
 async function startUpstream(answers: string): Promise<{ url: string; stop(): void }> {
   const child = Bun.spawn([process.execPath, import.meta.path, "--serve", "--answers", answers, "--dimensions", String(DIMENSIONS), "--inputs", String(INPUTS)], { stdin: "pipe", stdout: "pipe", stderr: "inherit" });
-  const reader = child.stdout.getReader();
-  let text = "";
-  while (!/READY \d+/.test(text)) {
-    const { value, done } = await reader.read();
-    if (done) throw new Error("the upstream did not start");
-    text += new TextDecoder().decode(value);
-  }
-  return { url: `http://127.0.0.1:${/READY (\d+)/.exec(text)![1]}`, stop: () => child.kill() };
+  return { url: `http://127.0.0.1:${await readyPort(child.stdout, "the upstream")}`, stop: () => child.kill() };
 }
 
 async function main(): Promise<void> {
