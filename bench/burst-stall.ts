@@ -19,6 +19,7 @@ import { openDatabase } from "../src/store/database.ts";
 import { silentLogger } from "../src/log/log.ts";
 import { buildAnthropic } from "./fake-answers.ts";
 import { parseArgs, readyPort, serveAsChild } from "./child-process.ts";
+import { max, median, min } from "./stats.ts";
 import { watchLoopStall } from "../test/helpers/loop-stall.ts";
 
 const args = parseArgs(process.argv.slice(2).filter((a) => a !== "--serve"));
@@ -93,7 +94,6 @@ async function main(): Promise<void> {
     pending = pending.slice(at + 1);
     return line;
   };
-  const median = (xs: number[]) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)]!;
   for (const [name, p] of Object.entries(paths)) {
     const bodyFile = join(dir, `${name}.json`);
     await Bun.write(bodyFile, JSON.stringify(p.body));
@@ -115,7 +115,7 @@ async function main(): Promise<void> {
         walls.push(wall);
       }
     }
-    const show = (xs: number[]) => `${Math.min(...xs).toFixed(0)} / ${median(xs).toFixed(0)} / ${Math.max(...xs).toFixed(0)}`;
+    const show = (xs: number[]) => `${min(xs).toFixed(0)} / ${median(xs).toFixed(0)} / ${max(xs).toFixed(0)}`;
     console.log(`${name.padEnd(11)} ${FRAMES} frames × ${STREAMS}: longest stall (min / median / max) ${show(stalls)} ms; wall ${show(walls)} ms`);
   }
   await app.stop(true);

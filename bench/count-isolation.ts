@@ -35,7 +35,6 @@ const ROOT = join(import.meta.dir, "..");
 const work = mkdtempSync(join(tmpdir(), "switchyard-iso-"));
 const children: Subprocess[] = [];
 
-
 async function startGateway(config: string): Promise<string> {
   const proc = Bun.spawn(["bun", "src/index.ts"], {
     cwd: ROOT,

@@ -31,19 +31,25 @@ const ask = async (url: string, key: string, model: string) => {
   return res.status;
 };
 
+/**
+ * Until the checkpoint thread has grown the file and its pass is over (the same size 150 ms apart):
+ * a cut while a pass copies leaves that pass's later pages in the file (the thread stops at its
+ * end: unit/store/wal-checkpointer.test.ts).
+ */
+const checkpointedBetweenPasses = (db: string) =>
+  until("the log checkpointed into the database file", 10_000, async () => {
+    const size = statSync(db).size;
+    await Bun.sleep(150);
+    return size > 20_000 && statSync(db).size === size;
+  });
+
 test("a ledger truncated under the running gateway: paid requests paused and /ready 503 at once, nothing checkpointed into it, the log says what happened", async () => {
   const db = join(dir, "truncated.sqlite");
   const gw = await startGatewayProcess({ SWITCHYARD_DB: db });
   try {
     // Records enough for the checkpoint thread (every second) to have grown the file.
     for (let i = 0; i < 40; i++) expect(await ask(gw.url, gw.key, "switchyard/lorem")).toBe(200);
-    // Grown, and its pass over (the same size 150 ms apart): a cut while a pass copies leaves that
-    // pass's later pages in the file (the thread stops at its end: unit/store/wal-checkpointer.test.ts).
-    await until("the log checkpointed into the database file", 10_000, async () => {
-      const size = statSync(db).size;
-      await Bun.sleep(150);
-      return size > 20_000 && statSync(db).size === size;
-    });
+    await checkpointedBetweenPasses(db);
     truncateSync(db, 0);
     // Asked every 50 ms, not back to back: the demo key's 60 requests a minute (40 spent above)
     // must leave room for the free request below on a loaded machine, where the pause takes longer
@@ -69,12 +75,7 @@ test("after a truncation the next start is refused in one line too, not with a s
   const db = join(dir, "truncated-restart.sqlite");
   const gw = await startGatewayProcess({ SWITCHYARD_DB: db });
   for (let i = 0; i < 10; i++) expect(await ask(gw.url, gw.key, "switchyard/lorem")).toBe(200);
-  // Grown, and its pass over (as above).
-  await until("the log checkpointed into the database file", 10_000, async () => {
-    const size = statSync(db).size;
-    await Bun.sleep(150);
-    return size > 20_000 && statSync(db).size === size;
-  });
+  await checkpointedBetweenPasses(db);
   truncateSync(db, 0);
   // Every 60 ms: the demo key's 60 requests a minute must outlast a slow pause (see above).
   await until("paid requests paused", 5_000, async () => (await ask(gw.url, gw.key, "switchyard/lorem")) === 503, 60);

@@ -6,38 +6,15 @@
  */
 import { describe, expect, test } from "bun:test";
 import { answerSource, streamAnswer, type DirectController, type StreamAnswerOptions } from "../../../src/gateway/stream-answer.ts";
-import { createOpenAIRelay } from "../../../src/formats/openai-chat/encode-openai.ts";
-import { openaiAdapter } from "../../../src/providers/openai/openai-adapter.ts";
 import { UsageMeter } from "../../../src/billing/usage-meter.ts";
-import { createTicker } from "../../../src/streaming/ticker.ts";
-import { Deadline } from "../../../src/gateway/deadline.ts";
-import { createTokenizer } from "../../../src/billing/token-estimate.ts";
 import { slicedReader } from "../../../src/transport/sliced-reader.ts";
 import type { ChunkReader } from "../../../src/transport/transport.ts";
+import { relayStageOptions, stageTokenizer } from "../../helpers/stream-stage.ts";
 
-const tokenizer = createTokenizer();
 const enc = new TextEncoder();
 const chunk = (i: number) =>
   `data: {"id":"c","object":"chat.completion.chunk","created":1,"model":"m","choices":[{"index":0,"delta":{"content":"w${i} "}}]}\n\n`;
 const FIRST = `data: {"id":"c","object":"chat.completion.chunk","created":1,"model":"m","choices":[{"index":0,"delta":{"role":"assistant","content":""},"finish_reason":null}]}\n\n`;
-
-/** The stream stage's options for an OpenAI chat stream relayed as it is, over `upstream`. */
-function relayOptions(upstream: ChunkReader, onDone: (outcome: string) => void, more: Partial<StreamAnswerOptions> = {}): StreamAnswerOptions {
-  return {
-    upstream,
-    decode: openaiAdapter.createStreamDecoder(),
-    sink: createOpenAIRelay({ id: "x", created: 1, model: "ours", includeUsage: false }),
-    meter: new UsageMeter(tokenizer.count),
-    ticker: createTicker(),
-    deadline: new Deadline({ firstByteMs: 60_000, idleMs: 60_000, totalMs: 60_000 }),
-    estimateUsage: async () => undefined,
-    keepAliveMs: 60_000,
-    clientIdleMs: 60_000,
-    maxFrameBytes: 1 << 20,
-    onDone: (v) => onDone(v as string),
-    ...more,
-  };
-}
 
 /** ~300 KB of frames in one read, from a real ReadableStream (a decompressed body, fetch's): read() only. */
 function plainReader(): ChunkReader {
@@ -64,7 +41,7 @@ async function run(wrap: boolean) {
   let closed = false;
   const controller: DirectController = { write: (s) => (writes.push(s), s.length), flush: () => 0, close: () => void (closed = true) };
   const upstream = wrap ? slicedReader(plainReader()) : plainReader();
-  const o = relayOptions(upstream, (v) => (outcome.value = v), { cuts: c.cuts });
+  const o = relayStageOptions(upstream, (v) => void (outcome.value = v), { cuts: c.cuts });
   const source = await answerSource(o);
   const pulled = source.pull(controller);
   // Let the first read (the first slice) be taken and written; the next read is then under way
@@ -101,8 +78,8 @@ describe("a client that leaves an answer read to its end (readRest) while a slic
       q.push([enc.encode(text)]);
       const inner: ChunkReader = plain ? { read: () => q.read(), cancel: () => q.cancel() } : q;
       const outcome: { value?: string } = {};
-      const meter = new UsageMeter(tokenizer.count);
-      const o = relayOptions(slicedReader(inner), (v) => (outcome.value = v), { meter, readToEndOnCancel: () => true });
+      const meter = new UsageMeter(stageTokenizer.count);
+      const o = relayStageOptions(slicedReader(inner), (v) => void (outcome.value = v), { meter, readToEndOnCancel: () => true });
       const source = await answerSource(o);
       const writes: string[] = [];
       const controller: DirectController = { write: (s) => (writes.push(s), s.length), flush: () => 0, close: () => {} };
@@ -140,7 +117,7 @@ describe("random read sizes and arrival times through the slices (fast and read(
     }
     for (let i = Math.floor(random() * 3); i > 0 && reads.length > 0; i--) q.push([reads.shift()!]);
     let outcome: string | undefined;
-    const o = relayOptions(slicedReader(plain ? { read: () => q.read(), cancel: () => q.cancel() } : q), (v) => (outcome = v), { keepAliveMs: 5 + Math.floor(random() * 30) });
+    const o = relayStageOptions(slicedReader(plain ? { read: () => q.read(), cancel: () => q.cancel() } : q), (v) => void (outcome = v), { keepAliveMs: 5 + Math.floor(random() * 30) });
     const feeding = (async () => {
       while (reads.length > 0) {
         const r = random();

@@ -1,16 +1,12 @@
 import { describe, expect, test } from "bun:test";
 import { answerSource, END_GRACE_MS, type DirectController, type StreamAnswerOptions } from "../../../src/gateway/stream-answer.ts";
 import { anthropicAdapter } from "../../../src/providers/anthropic/anthropic-adapter.ts";
-import { createOpenAIRelay } from "../../../src/formats/openai-chat/encode-openai.ts";
 import { openaiAdapter } from "../../../src/providers/openai/openai-adapter.ts";
-import { UsageMeter } from "../../../src/billing/usage-meter.ts";
-import { createTicker } from "../../../src/streaming/ticker.ts";
 import { Deadline } from "../../../src/gateway/deadline.ts";
 import { BodyQueue } from "../../../src/transport/http1/body-queue.ts";
+import { relayStageOptions } from "../../helpers/stream-stage.ts";
 import type { ReadResult } from "../../../src/transport/transport.ts";
-import { createTokenizer } from "../../../src/billing/token-estimate.ts";
 
-const tokenizer = createTokenizer();
 
 /**
  * The stream stage driven directly, with a controller that records what Bun's would send: each
@@ -120,26 +116,16 @@ function recorder() {
 }
 
 function options(reader: StreamAnswerOptions["upstream"], events: string[], outcome: { value?: string }): StreamAnswerOptions {
-  return {
-    upstream: reader,
-    decode: openaiAdapter.createStreamDecoder(),
-    sink: createOpenAIRelay({ id: "chatcmpl-ours", created: 1, model: "ours/model", includeUsage: false }),
-    meter: new UsageMeter(tokenizer.count),
-    ticker: createTicker(),
-    deadline: new Deadline({ firstByteMs: 60_000, idleMs: 60_000, totalMs: 60_000 }),
-    estimateUsage: async () => undefined,
-    keepAliveMs: 60_000,
-    clientIdleMs: 60_000,
-    maxFrameBytes: 1 << 20,
+  const onDone = (o: string) => {
+    outcome.value = o;
+  };
+  return relayStageOptions(reader, onDone, {
     beforeEnd: async () => {
       events.push("settling");
       await new Promise((resolve) => setTimeout(resolve, 20));
       events.push("settled");
     },
-    onDone: (o) => {
-      outcome.value = o;
-    },
-  };
+  });
 }
 
 /** The stage over a scripted body, with what it settled and how it ended recorded, and a recording controller. */
