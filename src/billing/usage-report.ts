@@ -20,15 +20,21 @@ export interface RecordCounts {
 /** What every report sums over the records: tokens by price class, the charges, and the cache savings. */
 export interface UsageSums extends RecordCounts {
   requests: number;
+  /** Of `requests`, those whose counts the gateway estimated: the vendor sent none (`usage_records.estimated`). */
+  estimated_requests: number;
 }
 
 export interface UsageRow extends UsageSums { model: string }
+
+/** 1 for a record whose counts the gateway estimated, else 0: SQLite keeps the flag as 0/1, PostgreSQL as a boolean. */
+export const ESTIMATED_ONE = "CASE WHEN u.estimated THEN 1 ELSE 0 END";
 
 /** The SQL of those sums, over `usage_records u`; both stores run it. */
 export const USAGE_SUMS_SQL = `COUNT(*) AS requests, SUM(u.prompt_tokens) AS prompt_tokens, SUM(u.completion_tokens) AS completion_tokens,
   SUM(COALESCE(u.fresh_input_tokens, u.prompt_tokens)) AS fresh_input_tokens, SUM(u.cache_read_tokens) AS cache_read_tokens,
   SUM(u.cache_write_5m_tokens) AS cache_write_5m_tokens, SUM(u.cache_write_1h_tokens) AS cache_write_1h_tokens,
-  SUM(u.reasoning_tokens) AS reasoning_tokens, SUM(u.images) AS images, SUM(u.cost_micro) AS cost_micro, SUM(u.cache_savings_micro) AS cache_savings_micro`;
+  SUM(u.reasoning_tokens) AS reasoning_tokens, SUM(u.images) AS images, SUM(u.cost_micro) AS cost_micro, SUM(u.cache_savings_micro) AS cache_savings_micro,
+  SUM(${ESTIMATED_ONE}) AS estimated_requests`;
 
 /**
  * The same sums over a rollup (`usage_hourly u` or `usage_daily u`; PostgreSQL keeps them by a
@@ -38,7 +44,8 @@ export const USAGE_SUMS_SQL = `COUNT(*) AS requests, SUM(u.prompt_tokens) AS pro
 export const HOURLY_SUMS_SQL = `SUM(u.requests) AS requests, SUM(u.prompt_tokens) AS prompt_tokens, SUM(u.completion_tokens) AS completion_tokens,
   SUM(u.fresh_input_tokens) AS fresh_input_tokens, SUM(u.cache_read_tokens) AS cache_read_tokens,
   SUM(u.cache_write_5m_tokens) AS cache_write_5m_tokens, SUM(u.cache_write_1h_tokens) AS cache_write_1h_tokens,
-  SUM(u.reasoning_tokens) AS reasoning_tokens, SUM(u.images) AS images, SUM(u.cost_micro) AS cost_micro, SUM(u.cache_savings_micro) AS cache_savings_micro`;
+  SUM(u.reasoning_tokens) AS reasoning_tokens, SUM(u.images) AS images, SUM(u.cost_micro) AS cost_micro, SUM(u.cache_savings_micro) AS cache_savings_micro,
+  SUM(u.estimated_requests) AS estimated_requests`;
 
 const HOUR_MS = 3_600_000;
 
@@ -132,7 +139,7 @@ export function sumPerModel(parts: Record<string, unknown>[][]): UsageRow[] {
 }
 
 const SUM_FIELDS = ["requests", "prompt_tokens", "completion_tokens", "fresh_input_tokens", "cache_read_tokens", "cache_write_5m_tokens",
-  "cache_write_1h_tokens", "reasoning_tokens", "images", "cost_micro", "cache_savings_micro"] as const satisfies readonly (keyof UsageSums)[];
+  "cache_write_1h_tokens", "reasoning_tokens", "images", "cost_micro", "cache_savings_micro", "estimated_requests"] as const satisfies readonly (keyof UsageSums)[];
 
 /** A store's row of those sums as numbers (PostgreSQL's bigints arrive as strings, an empty SUM as null). */
 export function usageSums(r: Record<string, unknown>): UsageSums {
@@ -155,6 +162,8 @@ export function shownSums(r: UsageSums) {
     images: r.images,
     cost: microToCredits(r.cost_micro),
     cache_savings: microToCredits(r.cache_savings_micro),
+    // Last, so a CSV read by position before it was added reads the same columns.
+    estimated_requests: r.estimated_requests,
   };
 }
 
@@ -233,15 +242,18 @@ export function rollupDriftSql(rollup: "daily" | "hourly", recordsWhere = ""): s
   const size = ROLLUP_SIZE[rollup];
   const column = ROLLUP_COLUMN[rollup];
   return `WITH r AS (
-      SELECT (created_at / ${size}) * ${size} AS period_start, account_id, key_id, model, COUNT(*) AS requests, SUM(cost_micro) AS cost
+      SELECT (created_at / ${size}) * ${size} AS period_start, account_id, key_id, model, COUNT(*) AS requests, SUM(cost_micro) AS cost,
+             SUM(CASE WHEN estimated THEN 1 ELSE 0 END) AS estimated
         FROM usage_records ${recordsWhere ? `WHERE ${recordsWhere}` : ""} GROUP BY 1, 2, 3, 4
     )
     SELECT '${rollup}' AS rollup, COALESCE(r.period_start, t.${column}) AS period_start, COALESCE(r.account_id, t.account_id) AS account_id,
            COALESCE(r.key_id, t.key_id) AS key_id, COALESCE(r.model, t.model) AS model,
-           COALESCE(t.requests, 0) AS requests, COALESCE(r.requests, 0) AS expected_requests, COALESCE(t.cost_micro, 0) AS cost_micro, COALESCE(r.cost, 0) AS expected_micro
+           COALESCE(t.requests, 0) AS requests, COALESCE(r.requests, 0) AS expected_requests, COALESCE(t.cost_micro, 0) AS cost_micro, COALESCE(r.cost, 0) AS expected_micro,
+           COALESCE(t.estimated_requests, 0) AS estimated_requests, COALESCE(r.estimated, 0) AS expected_estimated
       FROM r FULL OUTER JOIN usage_${rollup} t
         ON t.${column} = r.period_start AND t.account_id = r.account_id AND t.key_id = r.key_id AND t.model = r.model
      WHERE COALESCE(t.requests, 0) != COALESCE(r.requests, 0) OR COALESCE(t.cost_micro, 0) != COALESCE(r.cost, 0)
+        OR COALESCE(t.estimated_requests, 0) != COALESCE(r.estimated, 0)
      LIMIT 1000`;
 }
 

@@ -270,6 +270,20 @@ const MIGRATIONS: (string | ((db: Database) => void))[] = [
   // An account the operator suspended (docs/decisions.md, "An account's on/off switch"): since when,
   // in epoch ms; NULL while it is not.
   `ALTER TABLE accounts ADD COLUMN suspended_at INTEGER;`,
+  // Of each rollup row's requests, those whose counts the gateway estimated (usage_records.estimated):
+  // the usage view and its CSV count them (docs/decisions.md, "Estimated requests in the usage
+  // report"). The rows already folded (up to the mark) take theirs from their records; the records
+  // past the mark are folded with the column. One scan of the records, at the upgrade.
+  `ALTER TABLE usage_hourly ADD COLUMN estimated_requests INTEGER NOT NULL DEFAULT 0;
+   ALTER TABLE usage_daily ADD COLUMN estimated_requests INTEGER NOT NULL DEFAULT 0;
+   UPDATE usage_hourly SET estimated_requests = e.n
+     FROM (SELECT (created_at / 3600000) * 3600000 AS period, account_id, key_id, model, COUNT(*) AS n FROM usage_records
+            WHERE estimated != 0 AND id <= (SELECT record_id FROM usage_rollup_mark) GROUP BY 1, 2, 3, 4) AS e
+    WHERE usage_hourly.hour = e.period AND usage_hourly.account_id = e.account_id AND usage_hourly.key_id = e.key_id AND usage_hourly.model = e.model;
+   UPDATE usage_daily SET estimated_requests = e.n
+     FROM (SELECT (created_at / 86400000) * 86400000 AS period, account_id, key_id, model, COUNT(*) AS n FROM usage_records
+            WHERE estimated != 0 AND id <= (SELECT record_id FROM usage_rollup_mark) GROUP BY 1, 2, 3, 4) AS e
+    WHERE usage_daily.day = e.period AND usage_daily.account_id = e.account_id AND usage_daily.key_id = e.key_id AND usage_daily.model = e.model;`,
 ];
 
 /** The schema version just before usage_records lost AUTOINCREMENT (tests build such a file). */

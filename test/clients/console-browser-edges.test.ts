@@ -206,7 +206,7 @@ test("usage split over 105 keys lists the 100 dearest and one row of the other 5
   expect(await page.getByTestId("usage-others").locator("th").textContent()).toBe("5 other keys");
   // The rows shown and the others add up to the total, to the micro-credit.
   const credits = (texts: string[]) => texts.reduce((sum, t) => sum + Math.round(Number(t.replaceAll(",", "")) * 1_000_000), 0);
-  const column = (rows: ReturnType<typeof page.getByTestId>) => rows.evaluateAll((trs) => trs.map((tr) => (tr as any).cells[9].textContent as string));
+  const column = (rows: ReturnType<typeof page.getByTestId>) => rows.evaluateAll((trs) => trs.map((tr) => (tr as any).cells[10].textContent as string));
   const total = Math.round(Number((await page.getByTestId("usage-total-credits").textContent())!.replaceAll(",", "")) * 1_000_000);
   expect(credits([...(await column(page.getByTestId("usage-row"))), ...(await column(page.getByTestId("usage-others")))])).toBe(total);
   await page.getByTestId("usage-show-all").click();

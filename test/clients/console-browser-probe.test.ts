@@ -197,6 +197,18 @@ test("a request whose counts the gateway estimated says so beside them (the vend
   expect(await rows.nth(1).locator('td[data-label="Credits"]').innerText()).toBe(String((tokensIn * 2 + tokensOut * 8) / 1e6));
   const { total } = await admin("GET", `/v1/admin/accounts/${account}/usage`);
   expect(total.prompt_tokens).toBe(tokensIn + 1200);
+  expect(total.estimated_requests).toBe(1);
+  // The usage view counts it too (it counted only requests): in the total's line and in its model's row.
+  await page.goto(`${gateway.url}/console/#usage/24h/model`);
+  await page.getByTestId("usage-row").first().waitFor();
+  expect(await page.getByTestId("usage-estimated").textContent()).toBe("1 of them with tokens estimated by the gateway (the vendor sent no count)");
+  const estimatedCells = await page.getByTestId("usage-row").evaluateAll((trs) => trs.map((tr) => [(tr as HTMLTableRowElement).cells[0]!.textContent, (tr as HTMLTableRowElement).cells[2]!.textContent]));
+  expect(estimatedCells).toContainEqual(["oai/no-count", "1"]);
+  const href = (await page.getByRole("link", { name: "Download CSV" }).getAttribute("href"))!;
+  const [head, ...lines] = (await page.evaluate(async (url) => (await fetch(url)).text(), href)).split("\r\n");
+  const at = head!.split(",").indexOf("estimated_requests");
+  expect(at).toBe(head!.split(",").length - 1);
+  expect(lines.filter((l) => l.includes("oai/no-count")).map((l) => l.split(",")[at])).toEqual(["1"]);
   await page.context().close();
 }, 30_000);
 

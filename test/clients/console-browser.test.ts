@@ -291,7 +291,7 @@ test("the usage page's chart and totals equal the usage API's figures for the sa
   for (const row of byHour.data) expected[(Date.parse(row.period_start) - Date.parse(from)) / 3_600_000] = row.cost;
   expect(points).toEqual(expected);
   const modelRow = page.getByTestId("usage-row").filter({ hasText: MODEL });
-  expect(await modelRow.locator("td").nth(8).textContent()).toBe(byModel.data[0].cost.toLocaleString("en-US", { maximumFractionDigits: 6 }));
+  expect(await modelRow.locator("td").nth(9).textContent()).toBe(byModel.data[0].cost.toLocaleString("en-US", { maximumFractionDigits: 6 }));
   await shot("holder-usage");
 
   await page.goto(`${gateway.url}/console/#requests`);

@@ -33,7 +33,7 @@ if (missing) {
         await upstream.stop();
       });
 
-      await runUsageScenario(gw, (ms) => (clock = ms), "admin-secret-0123456789abcdef0123456789abcdef");
+      await runUsageScenario(gw, upstream, (ms) => (clock = ms), "admin-secret-0123456789abcdef0123456789abcdef");
       const res = await post(gw, "/v1/chat/completions", { model: OPENAI_MODEL, messages: [{ role: "user", content: "pg id" }] }, { "x-request-id": "pg-req-7" });
       const answer = (await res.json()) as { id: string };
       expect(res.headers.get("x-request-id")).toBe("pg-req-7");

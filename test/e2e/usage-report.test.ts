@@ -17,7 +17,7 @@ const DAY = 86_400_000;
 let scenario: Promise<{ otherAccount: string; keys: string[] }> | undefined;
 /** The scenario's records, once, for every test of the file. */
 async function records(): Promise<{ raw: RawRecord[]; names: Record<string, string | null>; otherAccount: string }> {
-  const { otherAccount } = await (scenario ??= runUsageScenario(gw, (ms) => (clock = ms), ADMIN));
+  const { otherAccount } = await (scenario ??= runUsageScenario(gw, upstream, (ms) => (clock = ms), ADMIN));
   const db = new Database(gw.dbPath, { readonly: true });
   try {
     const raw = db.query<Record<string, unknown>, []>(RAW_RECORDS_SQL).all().map(rawRecord);
@@ -46,7 +46,7 @@ describe("GET /v1/admin/usage", () => {
     expect(body.data).toEqual(expected);
     expect(body).toMatchObject({ object: "usage_report", from: new Date(from).toISOString(), to: new Date(to).toISOString(), granularity: "day", group_by: ["account", "key", "model"] });
     expect(body.columns).toEqual(["period_start", "account_id", "account_name", "key_id", "key_name", "model", "requests", "prompt_tokens", "completion_tokens",
-      "fresh_input_tokens", "cache_read_tokens", "cache_write_5m_tokens", "cache_write_1h_tokens", "reasoning_tokens", "images", "cost", "cache_savings"]);
+      "fresh_input_tokens", "cache_read_tokens", "cache_write_5m_tokens", "cache_write_1h_tokens", "reasoning_tokens", "images", "cost", "cache_savings", "estimated_requests"]);
     expect(body.total.requests).toBe(7);
     expect(body.total.cost).toBeCloseTo(expected.reduce((n, r) => n + r.cost, 0), 9);
   });
@@ -77,7 +77,7 @@ describe("GET /v1/admin/usage", () => {
     expect(csv.disposition).toBe('attachment; filename="usage-2026-03-01-2026-03-03.csv"');
     const lines = csv.body.split("\r\n");
     expect(lines.at(-1)).toBe("");
-    expect(lines[0]).toBe("period_start,account_id,account_name,model,requests,prompt_tokens,completion_tokens,fresh_input_tokens,cache_read_tokens,cache_write_5m_tokens,cache_write_1h_tokens,reasoning_tokens,images,cost,cache_savings");
+    expect(lines[0]).toBe("period_start,account_id,account_name,model,requests,prompt_tokens,completion_tokens,fresh_input_tokens,cache_read_tokens,cache_write_5m_tokens,cache_write_1h_tokens,reasoning_tokens,images,cost,cache_savings,estimated_requests");
     expect(lines.length - 2).toBe(json.data.length);
     // The account named `=acme, "west"` is quoted and cannot run as a formula.
     expect(csv.body).toContain(`,"'=acme, ""west""",`);
@@ -89,7 +89,11 @@ describe("GET /v1/admin/usage", () => {
       expect(cells[1]).toBe(row.account_id);
       expect(Number(cells[4])).toBe(row.requests);
       expect(Number(cells[13])).toBeCloseTo(row.cost, 9);
+      expect(Number(cells[15])).toBe(row.estimated_requests);
     });
+    // The scenario's one answer without the vendor's counts is counted as estimated, in its row and in the total.
+    expect(expected.filter((r) => r.estimated_requests > 0).map((r) => [r.account_id, r.model, r.estimated_requests])).toEqual([[gw.accountId, "test/gpt", 1]]);
+    expect(json.total.estimated_requests).toBe(1);
   });
 
   test("bad queries are 400s that say what to fix", async () => {

@@ -108,6 +108,8 @@ export interface Overview { session: Session; account?: Account; accounts?: Acco
 export interface Sums {
   requests: number; prompt_tokens: number; completion_tokens: number; fresh_input_tokens: number; cache_read_tokens: number; cache_write_5m_tokens: number;
   cache_write_1h_tokens: number; reasoning_tokens: number; images: number; cost: number; cache_savings: number;
+  /** Of `requests`, those whose counts the gateway estimated (the vendor sent none). */
+  estimated_requests: number;
 }
 /** The usage view's data (console/usage-summary.ts): the usage report's rows, summed per group and period. */
 export interface UsageSummary {

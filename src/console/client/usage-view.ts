@@ -150,15 +150,27 @@ export function usageView(session: Session, report: UsageSummary, choice: UsageC
   return h("section", { "aria-labelledby": "usage-title" },
     h("h1", { id: "usage-title" }, session.kind === "operator" ? "Usage across accounts" : "Your usage"),
     h("div", { class: "controls" }, field("Period", range), field("Split", by), h("a", { href: csv, download: "" }, "Download CSV")),
-    h("p", { class: "total" }, "Charged: ", h("strong", { "data-testid": "usage-total-credits" }, credits(report.total.cost)), " credits for ", report.total.requests.toLocaleString("en-US"), report.total.requests === 1 ? " request" : " requests", " (every one recorded, failed and cancelled ones too); cache savings ", h("span", { "data-testid": "usage-cache-savings" }, credits(report.total.cache_savings)), " credits."),
+    h("p", { class: "total" }, "Charged: ", h("strong", { "data-testid": "usage-total-credits" }, credits(report.total.cost)), " credits for ", report.total.requests.toLocaleString("en-US"), report.total.requests === 1 ? " request" : " requests", " (every one recorded, failed and cancelled ones too)", ...estimatedNote(report.total), "; cache savings ", h("span", { "data-testid": "usage-cache-savings" }, credits(report.total.cache_savings)), " credits."),
     // What the cache columns and the savings are: a holder checking a bill saw "cache savings" and
     // prompt tokens split four ways with no word on how either is priced (a console probe).
-    h("p", { class: "note", "data-testid": "usage-cache-note" }, "Cache reads and writes are prompt tokens the vendor read from or wrote to its prompt cache, each billed at its own price (Models); fresh input is the rest of the prompt. Cache savings: what those tokens would have cost at the input price, less what they cost."),
+    h("p", { class: "note", "data-testid": "usage-cache-note" }, "Cache reads and writes are prompt tokens the vendor read from or wrote to its prompt cache, each billed at its own price (Models); fresh input is the rest of the prompt. Cache savings: what those tokens would have cost at the input price, less what they cost. Estimated: requests whose vendor sent no token count, billed on the gateway's own count."),
     refusals(report.rejected),
     empty,
     chartBox,
     breakdown(report, split, label, choice),
   );
+}
+
+/**
+ * How many of the requests were billed on the gateway's estimate of their tokens: their vendor
+ * sent no count (a compatible server that reports none, a stream cut before its usage). Their
+ * figures are not the vendor's, and a bill checked against the vendor's invoice differs by them
+ * (Requests marks each one).
+ */
+function estimatedNote(total: Sums): (string | HTMLElement)[] {
+  const n = total.estimated_requests;
+  if (!n) return [];
+  return [", ", h("span", { "data-testid": "usage-estimated" }, `${n.toLocaleString("en-US")} of them with tokens estimated by the gateway (the vendor sent no count)`)];
 }
 
 /** What each refusal status means to the one who was refused. */
@@ -183,8 +195,8 @@ function refusals(rejected: Record<string, number> | undefined): HTMLElement | n
  * all" asks for every one (a split over 2,000 keys drawn whole took 3.6–9.8 s; a console probe).
  */
 function breakdown(report: UsageSummary, split: UsageChoice["split"], label: (g: Named) => string, choice: UsageChoice): HTMLElement {
-  const cols = ["Requests", "Fresh input", "Cache reads", "Cache writes (5 min)", "Cache writes (1 h / 12 h)", "Output", "Reasoning", "Images", "Credits", "Cache savings"];
-  const cells = (s: Sums) => [s.requests, s.fresh_input_tokens, s.cache_read_tokens, s.cache_write_5m_tokens, s.cache_write_1h_tokens, s.completion_tokens, s.reasoning_tokens, s.images, credits(s.cost), credits(s.cache_savings)].map((v) => h("td", { class: "num" }, typeof v === "number" ? v.toLocaleString("en-US") : v));
+  const cols = ["Requests", "Estimated", "Fresh input", "Cache reads", "Cache writes (5 min)", "Cache writes (1 h / 12 h)", "Output", "Reasoning", "Images", "Credits", "Cache savings"];
+  const cells = (s: Sums) => [s.requests, s.estimated_requests, s.fresh_input_tokens, s.cache_read_tokens, s.cache_write_5m_tokens, s.cache_write_1h_tokens, s.completion_tokens, s.reasoning_tokens, s.images, credits(s.cost), credits(s.cache_savings)].map((v) => h("td", { class: "num" }, typeof v === "number" ? v.toLocaleString("en-US") : v));
   const count = (n: number) => n.toLocaleString("en-US");
   const rowsOf = (groups: UsageSummary["groups"]) => groups.map((g) => h("tr", { "data-testid": "usage-row" }, h("th", { scope: "row", class: "name" }, label(g)), ...cells(g)));
   const othersRow = (others: UsageSummary["others"]) => others

@@ -11,6 +11,18 @@ import type { Pg } from "./pg-client.ts";
  * that inserts or deletes a hold; the CHECK constraints are what make a reservation fail when
  * funds are short (see docs/decisions.md, "PostgreSQL").
  */
+/** The trigger's sums of the inserted records (`added`) per period, account, key and model, in the rollups' column order. */
+const ROLLUP_SELECT = (size: number) =>
+  `SELECT (created_at / ${size}) * ${size} AS t, account_id, key_id, model, COUNT(*), SUM(prompt_tokens), SUM(completion_tokens),
+          SUM(COALESCE(fresh_input_tokens, prompt_tokens)), SUM(cache_read_tokens), SUM(cache_write_5m_tokens), SUM(cache_write_1h_tokens),
+          SUM(reasoning_tokens), SUM(images), SUM(cost_micro), SUM(cache_savings_micro), COUNT(*) FILTER (WHERE estimated)
+     FROM added GROUP BY 1, 2, 3, 4 ORDER BY t, account_id COLLATE "C", key_id COLLATE "C", model COLLATE "C"`;
+
+/** What the trigger adds to a rollup row that is there already. */
+const ROLLUP_ADD = (table: "usage_hourly" | "usage_daily") =>
+  ["requests", "prompt_tokens", "completion_tokens", "fresh_input_tokens", "cache_read_tokens", "cache_write_5m_tokens", "cache_write_1h_tokens",
+    "reasoning_tokens", "images", "cost_micro", "cache_savings_micro", "estimated_requests"].map((c) => `${c} = ${table}.${c} + excluded.${c}`).join(", ");
+
 const MIGRATIONS: string[] = [
   `CREATE TABLE accounts (
      id text PRIMARY KEY,
@@ -250,6 +262,27 @@ const MIGRATIONS: string[] = [
    ALTER TABLE accounts ADD COLUMN max_concurrent_requests integer;`,
   // An account the operator suspended, since when (epoch ms); NULL while it is not (as store/database.ts).
   `ALTER TABLE accounts ADD COLUMN suspended_at bigint;`,
+  // Of each rollup row's requests, those whose counts the gateway estimated (as store/database.ts):
+  // the trigger holds every record, so every record's flag is counted in, and the trigger counts
+  // them from now on.
+  `ALTER TABLE usage_hourly ADD COLUMN estimated_requests bigint NOT NULL DEFAULT 0;
+   ALTER TABLE usage_daily ADD COLUMN estimated_requests bigint NOT NULL DEFAULT 0;
+   UPDATE usage_hourly h SET estimated_requests = e.n
+     FROM (SELECT (created_at / 3600000) * 3600000 AS period, account_id, key_id, model, COUNT(*) AS n FROM usage_records WHERE estimated GROUP BY 1, 2, 3, 4) e
+    WHERE h.hour = e.period AND h.account_id = e.account_id AND h.key_id = e.key_id AND h.model = e.model;
+   UPDATE usage_daily d SET estimated_requests = e.n
+     FROM (SELECT (created_at / 86400000) * 86400000 AS period, account_id, key_id, model, COUNT(*) AS n FROM usage_records WHERE estimated GROUP BY 1, 2, 3, 4) e
+    WHERE d.day = e.period AND d.account_id = e.account_id AND d.key_id = e.key_id AND d.model = e.model;
+   CREATE OR REPLACE FUNCTION usage_rollups_add() RETURNS trigger LANGUAGE plpgsql AS $$
+   BEGIN
+     INSERT INTO usage_hourly
+       ${ROLLUP_SELECT(3_600_000)}
+     ON CONFLICT (hour, account_id, key_id, model) DO UPDATE SET ${ROLLUP_ADD("usage_hourly")};
+     INSERT INTO usage_daily
+       ${ROLLUP_SELECT(86_400_000)}
+     ON CONFLICT (day, account_id, key_id, model) DO UPDATE SET ${ROLLUP_ADD("usage_daily")};
+     RETURN NULL;
+   END $$;`,
 ];
 
 /** The schema version this code brings a database to. */

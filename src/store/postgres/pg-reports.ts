@@ -63,7 +63,7 @@ export async function auditPostgres(sql: Pg, pricedModels?: ReadonlySet<string>)
     for (const rollup of ["daily", "hourly"] as const) {
       const rows = await tx.unsafe(rollupDriftSql(rollup));
       for (const r of rows) {
-        rollupDrift.push({ rollup, period_start: int(r.period_start), account_id: r.account_id, key_id: r.key_id, model: r.model, requests: int(r.requests), expected_requests: int(r.expected_requests), cost_micro: int(r.cost_micro), expected_micro: int(r.expected_micro) });
+        rollupDrift.push({ rollup, period_start: int(r.period_start), account_id: r.account_id, key_id: r.key_id, model: r.model, requests: int(r.requests), expected_requests: int(r.expected_requests), cost_micro: int(r.cost_micro), expected_micro: int(r.expected_micro), estimated_requests: int(r.estimated_requests), expected_estimated: int(r.expected_estimated) });
       }
     }
     const impossible = (await tx`

@@ -18,7 +18,7 @@ export interface AuditReport {
    * Rollup rows (`usage_daily`, `usage_hourly`: what reports read for whole days and hours) that
    * are not the sums of their records, or records no rollup row holds (first 1,000).
    */
-  rollupDrift: { rollup: "daily" | "hourly"; period_start: number; account_id: string; key_id: string; model: string; requests: number; expected_requests: number; cost_micro: number; expected_micro: number }[];
+  rollupDrift: { rollup: "daily" | "hourly"; period_start: number; account_id: string; key_id: string; model: string; requests: number; expected_requests: number; cost_micro: number; expected_micro: number; estimated_requests: number; expected_estimated: number }[];
   /** Records that cannot be right whatever the prices: negative numbers. */
   impossible: { request_id: string; cost_micro: number; prompt_tokens: number; completion_tokens: number }[];
   /** Charged records whose account the ledger does not have: money posted to no balance (a spill replayed into another ledger, a row deleted by hand). */

@@ -244,7 +244,7 @@ export function createSqliteLedger(db: Database, o: SqliteLedgerOptions): Ledger
       out.push(c?.cacheRead ?? 0, c?.cacheWrite5m ?? 0, c?.cacheWrite1h ?? 0, c?.reasoning ?? 0, c?.images ?? 0, charge < s.costMicro ? held : null, savings);
     }
     rollups.added(at, s.accountId, s.keyId, s.model, s.promptTokens, s.completionTokens, fresh, c?.cacheRead ?? 0, c?.cacheWrite5m ?? 0, c?.cacheWrite1h ?? 0,
-      c?.reasoning ?? 0, c?.images ?? 0, charge, savings);
+      c?.reasoning ?? 0, c?.images ?? 0, charge, savings, s.estimated === true);
   };
   /** A settlement posts at most its hold; without one (free models, a refused charge) it charges nothing. */
   const chargeOf = (q: Queued): { held: HeldAmount | undefined; charge: number } => {

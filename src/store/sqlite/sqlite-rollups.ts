@@ -31,13 +31,15 @@ export const FOLD_INTERVAL_MS = 250;
 const bucket = (size: number) => `(created_at / ${size}) * ${size}`;
 
 const SUMS = `COUNT(*), SUM(prompt_tokens), SUM(completion_tokens), SUM(COALESCE(fresh_input_tokens, prompt_tokens)), SUM(cache_read_tokens),
-  SUM(cache_write_5m_tokens), SUM(cache_write_1h_tokens), SUM(reasoning_tokens), SUM(images), SUM(cost_micro), SUM(cache_savings_micro)`;
+  SUM(cache_write_5m_tokens), SUM(cache_write_1h_tokens), SUM(reasoning_tokens), SUM(images), SUM(cost_micro), SUM(cache_savings_micro),
+  SUM(CASE WHEN estimated THEN 1 ELSE 0 END)`;
 
 const ADD = `requests = requests + excluded.requests, prompt_tokens = prompt_tokens + excluded.prompt_tokens,
   completion_tokens = completion_tokens + excluded.completion_tokens, fresh_input_tokens = fresh_input_tokens + excluded.fresh_input_tokens,
   cache_read_tokens = cache_read_tokens + excluded.cache_read_tokens, cache_write_5m_tokens = cache_write_5m_tokens + excluded.cache_write_5m_tokens,
   cache_write_1h_tokens = cache_write_1h_tokens + excluded.cache_write_1h_tokens, reasoning_tokens = reasoning_tokens + excluded.reasoning_tokens,
-  images = images + excluded.images, cost_micro = cost_micro + excluded.cost_micro, cache_savings_micro = cache_savings_micro + excluded.cache_savings_micro`;
+  images = images + excluded.images, cost_micro = cost_micro + excluded.cost_micro, cache_savings_micro = cache_savings_micro + excluded.cache_savings_micro,
+  estimated_requests = estimated_requests + excluded.estimated_requests`;
 
 /** The records past the mark, up to ?1, added to a rollup (its WHERE lets SQLite parse the upsert after a SELECT). */
 const foldInto = (table: "usage_hourly" | "usage_daily", size: number) =>
@@ -55,7 +57,8 @@ export interface RollupFolder {
    * `inserted` then says which ids the records told took.
    */
   added(at: number, accountId: string, keyId: string, model: string, promptTokens: number, completionTokens: number, freshInput: number,
-    cacheRead: number, cacheWrite5m: number, cacheWrite1h: number, reasoning: number, images: number, costMicro: number, cacheSavingsMicro: number): void;
+    cacheRead: number, cacheWrite5m: number, cacheWrite1h: number, reasoning: number, images: number, costMicro: number, cacheSavingsMicro: number,
+    estimated: boolean): void;
   /** The ids `firstId`..`lastId` went to records told by `added`, in the order told. */
   inserted(firstId: number, lastId: number): void;
   /** Folds what is past the mark, when the last fold is older than the interval; call inside a write transaction. Returns how far the mark moved. */
@@ -74,11 +77,11 @@ interface Sums {
   accountId: string;
   keyId: string;
   model: string;
-  /** requests, prompt, completion, fresh input, cache read, 5m write, 1h write, reasoning, images, cost, cache savings */
+  /** requests, prompt, completion, fresh input, cache read, 5m write, 1h write, reasoning, images, cost, cache savings, estimated requests */
   values: number[];
 }
 
-const SUM_COLUMNS = 11;
+const SUM_COLUMNS = 12;
 const HOUR_MS = 3_600_000;
 const DAY_MS = 86_400_000;
 
@@ -90,7 +93,7 @@ function groupIn(groups: Map<string, Sums>, start: number, accountId: string, ke
   return group;
 }
 const upsertInto = (table: "usage_hourly" | "usage_daily") =>
-  `INSERT INTO ${table} VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15) ON CONFLICT DO UPDATE SET ${ADD}`;
+  `INSERT INTO ${table} VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16) ON CONFLICT DO UPDATE SET ${ADD}`;
 
 export function createRollupFolder(db: Database): RollupFolder {
   const last = db.query<{ id: number | null }, []>("SELECT MAX(id) AS id FROM usage_records");
@@ -150,7 +153,7 @@ export function createRollupFolder(db: Database): RollupFolder {
   };
 
   return {
-    added(at, accountId, keyId, model, promptTokens, completionTokens, freshInput, cacheRead, cacheWrite5m, cacheWrite1h, reasoning, images, costMicro, cacheSavingsMicro) {
+    added(at, accountId, keyId, model, promptTokens, completionTokens, freshInput, cacheRead, cacheWrite5m, cacheWrite1h, reasoning, images, costMicro, cacheSavingsMicro, estimated) {
       const hour = Math.floor(at / HOUR_MS) * HOUR_MS;
       let g = recent;
       if (!g || g.start !== hour || g.accountId !== accountId || g.keyId !== keyId || g.model !== model) recent = g = groupIn(groups, hour, accountId, keyId, model);
@@ -166,6 +169,7 @@ export function createRollupFolder(db: Database): RollupFolder {
       v[8]! += images;
       v[9]! += costMicro;
       v[10]! += cacheSavingsMicro;
+      if (estimated) v[11]! += 1;
       told++;
     },
     inserted(first, last) {

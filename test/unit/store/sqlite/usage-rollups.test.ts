@@ -215,11 +215,12 @@ function expectRollupsToMatchRecords(db: Database) {
   expect(mark(db)).toBe(lastRecord(db));
   for (const [table, bucket, size] of [["usage_hourly", "hour", HOUR], ["usage_daily", "day", 24 * HOUR]] as const) {
     const rolled = db.query(`SELECT ${bucket} AS t, account_id, key_id, model, requests, prompt_tokens, completion_tokens, fresh_input_tokens, cache_read_tokens,
-      cache_write_5m_tokens, cache_write_1h_tokens, reasoning_tokens, images, cost_micro, cache_savings_micro FROM ${table} ORDER BY 1, 2, 3, 4`).all();
+      cache_write_5m_tokens, cache_write_1h_tokens, reasoning_tokens, images, cost_micro, cache_savings_micro, estimated_requests FROM ${table} ORDER BY 1, 2, 3, 4`).all();
     const fromRecords = db.query(`SELECT (created_at / ${size}) * ${size} AS t, account_id, key_id, model, COUNT(*) AS requests, SUM(prompt_tokens) AS prompt_tokens,
       SUM(completion_tokens) AS completion_tokens, SUM(COALESCE(fresh_input_tokens, prompt_tokens)) AS fresh_input_tokens, SUM(cache_read_tokens) AS cache_read_tokens,
       SUM(cache_write_5m_tokens) AS cache_write_5m_tokens, SUM(cache_write_1h_tokens) AS cache_write_1h_tokens, SUM(reasoning_tokens) AS reasoning_tokens,
-      SUM(images) AS images, SUM(cost_micro) AS cost_micro, SUM(cache_savings_micro) AS cache_savings_micro FROM usage_records GROUP BY 1, 2, 3, 4 ORDER BY 1, 2, 3, 4`).all();
+      SUM(images) AS images, SUM(cost_micro) AS cost_micro, SUM(cache_savings_micro) AS cache_savings_micro, SUM(estimated != 0) AS estimated_requests
+      FROM usage_records GROUP BY 1, 2, 3, 4 ORDER BY 1, 2, 3, 4`).all();
     expect(rolled).toEqual(fromRecords);
   }
 }
@@ -239,7 +240,7 @@ describe("usage rollups folded from the sums the ledger keeps as it writes (no s
   test("a folder told each record folds from its sums, equal to folding the records, hour and day", () => {
     const { db, account, keys } = setup();
     const insert = db.query(`INSERT INTO usage_records (request_id, account_id, key_id, model, provider, prompt_tokens, completion_tokens, estimated, cost_micro, status, latency_ms, created_at,
-      fresh_input_tokens, cache_read_tokens, cache_write_5m_tokens, cache_write_1h_tokens, reasoning_tokens, images, cache_savings_micro) VALUES (?, ?, ?, ?, 'p', ?, ?, 0, ?, 'ok', 1, ?, ?, ?, ?, ?, ?, ?, ?)`);
+      fresh_input_tokens, cache_read_tokens, cache_write_5m_tokens, cache_write_1h_tokens, reasoning_tokens, images, cache_savings_micro) VALUES (?, ?, ?, ?, 'p', ?, ?, ?, ?, 'ok', 1, ?, ?, ?, ?, ?, ?, ?, ?)`);
     const folder = createRollupFolder(db);
     const write = (n: number, at: (i: number) => number) =>
       db.transaction(() => {
@@ -247,8 +248,10 @@ describe("usage rollups folded from the sums the ledger keeps as it writes (no s
           const key = keys[i % 2]!;
           const model = i % 3 ? "m-a" : "m-b";
           const v = [100 + i, 7, 900 + i, at(i), 40 + i, i, i % 4, i % 5, i % 2, i % 3, 11 * i] as const;
-          folder.added(at(i), account.id, key, model, v[0], v[1], v[4], v[5], v[6], v[7], v[8], v[9], v[2], v[10]);
-          const id = Number(insert.run(`r_${at(i)}_${i}`, account.id, key, model, ...v).lastInsertRowid);
+          // Every fourth record's counts estimated by the gateway: the rollups count those too.
+          const estimated = i % 4 === 1;
+          folder.added(at(i), account.id, key, model, v[0], v[1], v[4], v[5], v[6], v[7], v[8], v[9], v[2], v[10], estimated);
+          const id = Number(insert.run(`r_${at(i)}_${i}`, account.id, key, model, v[0], v[1], estimated ? 1 : 0, ...v.slice(2)).lastInsertRowid);
           folder.inserted(id, id);
         }
         folder.fold();
@@ -269,7 +272,7 @@ describe("usage rollups folded from the sums the ledger keeps as it writes (no s
     const folder = createRollupFolder(db);
     let n = 0;
     const record = (tell: boolean) => {
-      if (tell) folder.added(START, account.id, keys[0]!, "m", 10, 5, 10, 0, 0, 0, 0, 0, 100, 0);
+      if (tell) folder.added(START, account.id, keys[0]!, "m", 10, 5, 10, 0, 0, 0, 0, 0, 100, 0, false);
       const id = Number(insert.run(`r_${n++}`, account.id, keys[0]!, START).lastInsertRowid);
       if (tell) folder.inserted(id, id);
     };
@@ -284,7 +287,7 @@ describe("usage rollups folded from the sums the ledger keeps as it writes (no s
     // Told ids that skip one (another writer's record between two statements) are a gap, even
     // where the count matches: here a record told but never written stands in for the other's.
     record(true);
-    folder.added(START, account.id, keys[0]!, "m", 10, 5, 10, 0, 0, 0, 0, 0, 100, 0);
+    folder.added(START, account.id, keys[0]!, "m", 10, 5, 10, 0, 0, 0, 0, 0, 100, 0, false);
     insert.run(`r_${n++}`, account.id, keys[0]!, START);
     record(true);
     fold();
