@@ -219,7 +219,12 @@ export async function respond(
     cuts: deps.inflight,
     clientSignal: req.signal,
     onFirstWrite: trace && (() => trace.firstBytes()),
+    // A stream waiting for a client slower than its upstream holds what it wrote in this process:
+    // counted in the account's share while it waits, so a tenant's streams nobody reads cannot
+    // fill the gateway (1,000 such streams held ~310 MB, 3,000 1.44 GB: a hostile-tenant probe).
+    stalled: (bytes) => hold.resize(bytes),
     onDone(outcome: StreamOutcome, reason, chargeable = true) {
+      hold.release();
       if (outcome === "failed") deps.log("warn", "stream failed after start", { requestId: req.requestId, provider: provider.id, reason });
       const status: SettleStatus = !chargeable ? "upstream_error" : outcome === "completed" ? "ok" : outcome === "cancelled" ? "cancelled" : "stream_failed";
       const settled = billing.settle(status);
@@ -230,11 +235,12 @@ export async function respond(
       }
     },
   });
-  // A stream is read from its upstream only as fast as its client reads: it holds no whole answer.
-  // Given back once it has started, not before: a stream that fails before its first byte is
-  // asked again or of the next model, whose answer may be whole (the images API), and a hold
-  // given back already would not count it (a review).
-  hold.release();
+  // A stream is read from its upstream only as fast as its client reads: it holds no whole answer,
+  // only what waits for a slow client (`stalled`, above), and the hold is that from here on.
+  // Resized once it has started, not before: a stream that fails before its first byte is asked
+  // again or of the next model, whose answer may be whole (the images API), and a hold given back
+  // already would not count it (a review).
+  hold.resize(0);
   return new Response(stream, { headers: SSE_HEADERS });
 }
 

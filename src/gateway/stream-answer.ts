@@ -114,7 +114,21 @@ export interface StreamAnswerOptions {
   cuts?: { watch(end: () => void): void; unwatch(end: () => void): void };
   /** The client's request: its leaving ends the head's wait for the answer's first text (see `streamAnswer`). */
   clientSignal?: AbortSignal;
+  /**
+   * What the stream holds in this process while its client is slower than its upstream: told the
+   * bytes when it starts waiting for the client, 0 when the client caught up (or the stream ended).
+   * The account's share of unread answers counts them (limits/unread-answers.ts).
+   */
+  stalled?: (bytes: number) => void;
 }
+
+/**
+ * What a stream waiting for its client holds in this process besides the write it waits on: the
+ * connection's buffers and the stream's own state. 1,000 streams of 8,192 frames never read held
+ * ~170 KB each (twenty-fourth session's hostile-tenant probe, with the write they waited on); a
+ * round figure above it, so the share errs towards refusing early rather than holding more.
+ */
+export const STALLED_STREAM_BYTES = 128 * 1024;
 
 /** An answer whose body (or the vendor's end marker) came before its finish. */
 const ENDED_EARLY: StreamEvent & { type: "error" } = { type: "error", errorType: "upstream", message: "The upstream provider ended the answer early." };
@@ -654,6 +668,8 @@ export async function answerSource(o: StreamAnswerOptions, quietSince = performa
 
     async pull(controller) {
       if (!done) o.cuts?.watch(cutNow);
+      /** The last text handed to the client's connection: what a wait for the client waits on is at most this. */
+      let lastSent = "";
       /**
        * Writes what is pending. Returns a promise only when the client is slower than the
        * upstream (backpressure); the usual case costs no promise and no microtask. `last`: the
@@ -663,6 +679,7 @@ export async function answerSource(o: StreamAnswerOptions, quietSince = performa
       const send = (last = false): Promise<unknown> | undefined => {
         if (out.length === 0) return;
         const chunk = out;
+        lastSent = chunk;
         out = "";
         lastWrite = performance.now();
         firstWriteDone();
@@ -701,10 +718,14 @@ export async function answerSource(o: StreamAnswerOptions, quietSince = performa
        */
       const waitForClient = async (pending: Promise<unknown>): Promise<boolean> => {
         o.deadline.pause();
+        // Counted while it waits (the write it waits on is at most what it last sent), not before:
+        // a client that keeps up holds nothing of its own here.
+        o.stalled?.(STALLED_STREAM_BYTES + Buffer.byteLength(lastSent));
         let timer: ReturnType<typeof setTimeout> | undefined;
         const gaveUp = new Promise<"idle">((resolve) => (timer = setTimeout(() => resolve("idle"), o.clientIdleMs)));
         const result = await Promise.race([pending.then(() => "sent" as const, () => "sent" as const), gaveUp]);
         clearTimeout(timer);
+        o.stalled?.(0);
         o.deadline.resume();
         if (result === "idle" && !done) {
           // An answer that reasons out of sight is read to its end for its usage, as when its client

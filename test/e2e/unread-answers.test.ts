@@ -318,3 +318,64 @@ test("a client given up after client_idle_ms has its connection closed, a whole 
   expect(w.closedAfterMs).not.toBe("open");
   expect(st.closedAfterMs).not.toBe("open");
 });
+
+test("streams waiting for clients that read nothing count in the account's share: past it 429, another account served; once they are gone the share comes back", async () => {
+  // A hostile-tenant probe (twenty-fourth session): 1,000 streams of a free model never read held
+  // ~310 MB of the gateway, 3,000 1.44 GB, each tenant bounded only by its keys' request rates
+  // (and keys are free to make). A stream that waits for its client now holds its place in the
+  // share (STALLED_STREAM_BYTES and the write it waits on) while it waits.
+  const small = await startGateway({ upstreamUrl: upstream.url, clientIdleMs: 20_000, limits: { answer_per_account_bytes: 256 * 1024 } });
+  const local: net.Socket[] = [];
+  try {
+    const frame = `data: ${JSON.stringify({ id: "chatcmpl-s", object: "chat.completion.chunk", created: 1, model: "gpt-4o-mini", choices: [{ index: 0, delta: { content: "a" }, finish_reason: null }] })}\n\n`;
+    // ~11 MB a stream, far more than the sockets take unread.
+    upstream.rule((rec) => (rec.path === "/v1/chat/completions" && rec.body?.stream ? { kind: "sse", chunks: Array.from({ length: 600 }, () => frame.repeat(100)).concat("data: [DONE]\n\n") } : undefined));
+    const streamBody = JSON.stringify({ model: "test/free", stream: true, messages: [{ role: "user", content: "hi" }] });
+    const unreadStream = () => new Promise<string>((resolve, reject) => {
+      const socket = net.connect(Number(new URL(small.url).port), "127.0.0.1");
+      local.push(socket);
+      socket.once("error", reject);
+      socket.once("data", (d) => {
+        resolve(d.toString("latin1").split("\r\n")[0]!);
+        socket.pause();
+      });
+      socket.write(`POST /v1/chat/completions HTTP/1.1\r\nhost: x\r\nauthorization: Bearer ${small.key}\r\ncontent-type: application/json\r\ncontent-length: ${Buffer.byteLength(streamBody)}\r\n\r\n${streamBody}`);
+    });
+    const chat = (key: string) => fetch(`${small.url}/v1/chat/completions`, { method: "POST", headers: { authorization: `Bearer ${key}`, "content-type": "application/json" }, body: JSON.stringify({ model: OPENAI_MODEL, messages: [{ role: "user", content: "hi" }] }) });
+    expect(await unreadStream()).toBe("HTTP/1.1 200 OK");
+    expect(await unreadStream()).toBe("HTTP/1.1 200 OK");
+
+    // Once they wait for their clients, the account's next request is refused (before anything is
+    // held or charged, as the first test shows for whole answers: the same refusal).
+    const refused = await until("the unread streams counted in the share", 10_000, async () => {
+      const res = await chat(small.key);
+      if (res.status === 429) return res;
+      await res.arrayBuffer();
+      return false;
+    }, 50);
+    expect(refused.headers.get("retry-after")).toBe("1");
+    expect(((await refused.json()) as any).error.message).toContain("limits.answer_per_account_bytes");
+
+    // Another account is not held up by them.
+    const other = await small.app.services.accounts.createAccount("other", 1_000_000_000);
+    const otherKey = (await small.app.services.accounts.createKey(other.id, "other"))!;
+    const served = await chat(otherKey.key);
+    expect(served.status).toBe(200);
+    await served.arrayBuffer();
+
+    // The non-readers leave: their streams end, and the share is the account's again.
+    for (const s of local.splice(0)) s.destroy();
+    const back = await until("the share back once the unread streams ended", 10_000, async () => {
+      const res = await chat(small.key);
+      if (res.status !== 429) return res;
+      await res.arrayBuffer();
+      return false;
+    }, 50);
+    expect(back.status).toBe(200);
+    await back.arrayBuffer();
+  } finally {
+    upstream.rule(undefined);
+    for (const s of local) s.destroy();
+    await small.stop();
+  }
+});
