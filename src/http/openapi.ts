@@ -164,11 +164,19 @@ const KeyInfo = t.Object({
   }),
 });
 const IssuedKey = t.Object({ id: t.String(), key: t.String({ description: "svc-sk-…, shown this once." }), name: t.Union([t.String(), t.Null()]), created_at: t.String({ format: "date-time" }) });
-const Totals = t.Object({ requests: StrictInteger(), prompt_tokens: StrictInteger(), completion_tokens: StrictInteger(), cost: t.Number() });
+/** A usage report's sums (billing/usage-report.ts, `shownSums`): tokens by price class, money in credits. */
+const SUMS = {
+  requests: StrictInteger(), prompt_tokens: StrictInteger(), completion_tokens: StrictInteger(),
+  fresh_input_tokens: StrictInteger(), cache_read_tokens: StrictInteger(), cache_write_5m_tokens: StrictInteger(), cache_write_1h_tokens: StrictInteger(),
+  reasoning_tokens: StrictInteger({ description: "The part of completion_tokens spent reasoning." }), images: StrictInteger(), cost: t.Number(),
+  cache_savings: t.Number({ description: "What the cached tokens would have cost as fresh input, less what they cost." }),
+  estimated_requests: StrictInteger({ description: "Of requests, those billed on the gateway's own count of their tokens: the vendor sent none." }),
+};
+const Totals = t.Object(SUMS);
 const AccountUsage = t.Object({
   account_id: t.String(), from: t.String({ format: "date-time" }), to: t.String({ format: "date-time" }), total: Totals,
   rejected: t.Record(t.String(), StrictInteger(), { description: "Refusals before any upstream call, by status." }),
-  models: t.Array(t.Object({ model: t.String(), requests: StrictInteger(), prompt_tokens: StrictInteger(), completion_tokens: StrictInteger(), cost: t.Number() })),
+  models: t.Array(t.Object({ model: t.String(), ...SUMS })),
 });
 const UsageReport = t.Object({
   object: t.Literal("usage_report"),
@@ -182,7 +190,7 @@ const UsageReport = t.Object({
     account_id: t.Optional(t.String()), account_name: t.Optional(t.Union([t.String(), t.Null()])),
     key_id: t.Optional(t.String()), key_name: t.Optional(t.Union([t.String(), t.Null()])),
     model: t.Optional(t.String()),
-    requests: StrictInteger(), prompt_tokens: StrictInteger(), completion_tokens: StrictInteger(), cost: t.Number(),
+    ...SUMS,
   })),
   total: Totals,
 });
@@ -387,7 +395,7 @@ export const OPERATIONS: Record<string, Operation> = {
     summary: "Usage report",
     description: "Requests, tokens and credits per UTC hour or day, split by account, key and/or model, over [from, to): what a team bills its own users from. JSON or CSV (`format=csv`, with a header row). At most 50,000 rows (400 past that).",
     tag: "admin", security: "admin", errors: [400, 401, 429, 503],
-    answers: { "200": { description: "The report.", schema: UsageReport, content: { "text/csv": { schema: { type: "string", description: "period_start, [account_id, account_name], [key_id, key_name], [model], requests, prompt_tokens, completion_tokens, cost" } } } } },
+    answers: { "200": { description: "The report.", schema: UsageReport, content: { "text/csv": { schema: { type: "string", description: "period_start, [account_id, account_name], [key_id, key_name], [model], requests, prompt_tokens, completion_tokens, fresh_input_tokens, cache_read_tokens, cache_write_5m_tokens, cache_write_1h_tokens, reasoning_tokens, images, cost, cache_savings, estimated_requests" } } } } },
   },
   "PATCH /v1/admin/keys/:id": {
     summary: "Change a key",
