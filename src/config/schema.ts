@@ -214,7 +214,9 @@ export const LimitsConfig = t.Object({
   /**
    * Whole (non-streamed) answers one account's requests may hold in a gateway process at once
    * (limits/unread-answers.ts): those written and not yet read by their clients, and the expected
-   * size of embeddings lists still being made. A request that finds its account's share full gets
+   * size of embeddings lists still being made, and its streams while they wait for clients slower
+   * than their upstream (gateway/stream-answer.ts, STALLED_STREAM_BYTES and the write waited on).
+   * A request that finds its account's share full gets
    * 429 before it holds anything; one answer larger than the share alone always fits. A large
    * answer goes out as fast as its client reads, and a client that reads nothing for
    * `server.client_idle_ms` is given up.
