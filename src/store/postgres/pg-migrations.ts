@@ -264,8 +264,12 @@ const MIGRATIONS: string[] = [
   `ALTER TABLE accounts ADD COLUMN suspended_at bigint;`,
   // Of each rollup row's requests, those whose counts the gateway estimated (as store/database.ts):
   // the trigger holds every record, so every record's flag is counted in, and the trigger counts
-  // them from now on.
-  `ALTER TABLE usage_hourly ADD COLUMN estimated_requests bigint NOT NULL DEFAULT 0;
+  // them from now on. Records are held still first (SHARE: inserts wait, reads do not): a record
+  // another process's INSERT had under way would otherwise be missed by the backfill (not committed
+  // yet) and rolled up by the old function (already running, waiting for usage_hourly), with no
+  // estimated count: a drift for good (a review; test/review/pg-estimated-migration-race.test.ts).
+  `LOCK TABLE usage_records IN SHARE MODE;
+   ALTER TABLE usage_hourly ADD COLUMN estimated_requests bigint NOT NULL DEFAULT 0;
    ALTER TABLE usage_daily ADD COLUMN estimated_requests bigint NOT NULL DEFAULT 0;
    UPDATE usage_hourly h SET estimated_requests = e.n
      FROM (SELECT (created_at / 3600000) * 3600000 AS period, account_id, key_id, model, COUNT(*) AS n FROM usage_records WHERE estimated GROUP BY 1, 2, 3, 4) e
