@@ -267,7 +267,7 @@ const MIGRATIONS: string[] = [
   // them from now on. Records are held still first (SHARE: inserts wait, reads do not): a record
   // another process's INSERT had under way would otherwise be missed by the backfill (not committed
   // yet) and rolled up by the old function (already running, waiting for usage_hourly), with no
-  // estimated count: a drift for good (a review; test/review/pg-estimated-migration-race.test.ts).
+  // estimated count: a drift for good (a review; contract/estimated-rollups-migration-race.test.ts).
   `LOCK TABLE usage_records IN SHARE MODE;
    ALTER TABLE usage_hourly ADD COLUMN estimated_requests bigint NOT NULL DEFAULT 0;
    ALTER TABLE usage_daily ADD COLUMN estimated_requests bigint NOT NULL DEFAULT 0;
