@@ -1,5 +1,5 @@
 /**
-^ * PostgreSQL's estimated_requests migration beside a gateway still inserting records
+ * PostgreSQL's estimated_requests migration beside a gateway still inserting records
  * (a fleet upgraded one process at a time on shared stores). The migration backfills from the
  * committed records and then replaces the trigger function; a record whose INSERT began before the
  * migration committed (its statement-level trigger already running the old function, waiting on
