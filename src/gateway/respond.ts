@@ -174,6 +174,12 @@ export async function respond(
   }
 
   const idle = req.idle;
+  // Lifted while the stream runs (a quiet upstream is the deadline's to judge, and keep-alives
+  // hold the client), and put back when it ends: Bun keeps a connection's timeout for its life, so
+  // left at 0 a keep-alive connection that once carried a stream was never idled out, nor one
+  // whose client never read the stream's tail (a review: open for good, outside every bound).
+  const idleSeconds = Math.max(1, Math.ceil(deps.settings.server.client_idle_ms / 1000));
+  const restoreIdle = () => idle?.server?.timeout(idle.request, idleSeconds);
   idle?.server?.timeout(idle.request, 0);
   const { deadline, provider } = outcome;
   const trace = req.trace;
@@ -223,6 +229,7 @@ export async function respond(
     // counted in the account's share while it waits, so a tenant's streams nobody reads cannot
     // fill the gateway (1,000 such streams held ~310 MB, 3,000 1.44 GB: a hostile-tenant probe).
     stalled: (bytes) => hold.resize(bytes),
+    beforeClose: restoreIdle,
     onDone(outcome: StreamOutcome, reason, chargeable = true) {
       hold.release();
       if (outcome === "failed") deps.log("warn", "stream failed after start", { requestId: req.requestId, provider: provider.id, reason });
@@ -241,6 +248,8 @@ export async function respond(
   // again or of the next model, whose answer may be whole (the images API), and a hold given back
   // already would not count it (a review).
   hold.resize(0);
+  // All of it came before the head: one body, no stream, and the connection's timeout as before.
+  if (typeof stream === "string") restoreIdle();
   return new Response(stream, { headers: SSE_HEADERS });
 }
 

@@ -120,6 +120,12 @@ export interface StreamAnswerOptions {
    * The account's share of unread answers counts them (limits/unread-answers.ts).
    */
   stalled?: (bytes: number) => void;
+  /**
+   * Called once the answer is over, before its last write and close: the connection's idle
+   * timeout, lifted for the stream, is put back here (a stream's request is still the
+   * connection's until it closes; Bun keeps whatever it was set to for the connection's life).
+   */
+  beforeClose?: () => void;
 }
 
 /**
@@ -826,6 +832,7 @@ export async function answerSource(o: StreamAnswerOptions, quietSince = performa
           over = await takeWithNext(read);
           if (done) return;
         }
+        o.beforeClose?.();
         controller.close();
         finish(failure ? "failed" : "completed", failure?.message);
       } catch (err) {
@@ -840,6 +847,9 @@ export async function answerSource(o: StreamAnswerOptions, quietSince = performa
         if (!failure) fail(described?.event ?? streamFailure(err, o.deadline.expired !== undefined));
         await writeFailure();
         if (done) return;
+        // Before the last write, which waits for the client unbounded: the idle timeout put back
+        // gives up a client that reads none of it.
+        o.beforeClose?.();
         await send(true)?.catch(() => {});
         controller.close();
         finish("failed", err instanceof Error ? err.message : String(err));

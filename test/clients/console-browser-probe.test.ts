@@ -182,6 +182,10 @@ test("a model's prices for long prompts are shown (a 1M-window Sonnet billed a 2
 test("a request whose counts the gateway estimated says so beside them (the vendor sent no usage; it read as the vendor's count)", async () => {
   const { page, account, key } = await holder("estimate co");
   await chat(key, "oai/no-count");
+  // One request, estimated: the total's line says so of it, not "1 of them".
+  await page.goto(`${gateway.url}/console/#usage/24h/model`);
+  await page.getByTestId("usage-row").first().waitFor();
+  expect(await page.getByTestId("usage-estimated").textContent()).toBe("its tokens estimated by the gateway (the vendor sent no count)");
   await chat(key);
   await page.goto(`${gateway.url}/console/#requests`);
   const rows = page.getByTestId("request-row");

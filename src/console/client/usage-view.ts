@@ -170,7 +170,8 @@ export function usageView(session: Session, report: UsageSummary, choice: UsageC
 function estimatedNote(total: Sums): (string | HTMLElement)[] {
   const n = total.estimated_requests;
   if (!n) return [];
-  return [", ", h("span", { "data-testid": "usage-estimated" }, `${n.toLocaleString("en-US")} of them with tokens estimated by the gateway (the vendor sent no count)`)];
+  const what = total.requests === 1 ? "its tokens estimated by the gateway" : `${n.toLocaleString("en-US")} of them with tokens estimated by the gateway`;
+  return [", ", h("span", { "data-testid": "usage-estimated" }, `${what} (the vendor sent no count)`)];
 }
 
 /** What each refusal status means to the one who was refused. */
