@@ -674,8 +674,12 @@ export async function answerSource(o: StreamAnswerOptions, quietSince = performa
 
     async pull(controller) {
       if (!done) o.cuts?.watch(cutNow);
-      /** The last text handed to the client's connection: what a wait for the client waits on is at most this. */
-      let lastSent = "";
+      /**
+       * The length of the last text handed to the client's connection: what a wait for the client
+       * waits on is at most that (in UTF-16 units: its bytes for ASCII, a third of them at worst).
+       * A length, not the text: a stream that waits for its upstream would keep a 64 KiB slice.
+       */
+      let lastSent = 0;
       /**
        * Writes what is pending. Returns a promise only when the client is slower than the
        * upstream (backpressure); the usual case costs no promise and no microtask. `last`: the
@@ -685,7 +689,7 @@ export async function answerSource(o: StreamAnswerOptions, quietSince = performa
       const send = (last = false): Promise<unknown> | undefined => {
         if (out.length === 0) return;
         const chunk = out;
-        lastSent = chunk;
+        lastSent = chunk.length;
         out = "";
         lastWrite = performance.now();
         firstWriteDone();
@@ -726,7 +730,7 @@ export async function answerSource(o: StreamAnswerOptions, quietSince = performa
         o.deadline.pause();
         // Counted while it waits (the write it waits on is at most what it last sent), not before:
         // a client that keeps up holds nothing of its own here.
-        o.stalled?.(STALLED_STREAM_BYTES + Buffer.byteLength(lastSent));
+        o.stalled?.(STALLED_STREAM_BYTES + lastSent);
         let timer: ReturnType<typeof setTimeout> | undefined;
         const gaveUp = new Promise<"idle">((resolve) => (timer = setTimeout(() => resolve("idle"), o.clientIdleMs)));
         const result = await Promise.race([pending.then(() => "sent" as const, () => "sent" as const), gaveUp]);
