@@ -1,5 +1,6 @@
 // First: sets what Bun reads at start (see the module), before anything else runs.
 import "./config/runtime-env.ts";
+import { connectionIdleSeconds } from "./gateway/respond.ts";
 import { ConfigError } from "./config/load-config.ts";
 import { DemoConfigError, EnvNumberError, healthCheckTarget, readEnvironment, StoreConfigError, WorkersConfigError, type Environment } from "./config/env.ts";
 import { OpsConfigError } from "./config/ops-settings.ts";
@@ -193,8 +194,9 @@ try {
   app.listen({
     port: requestedPort,
     hostname,
-    // Streams lift this per request; it only bounds idle keep-alive connections and stuck uploads.
-    idleTimeout: 120,
+    // Streams lift this per request, and admin requests widen it (http/routes/admin.ts): it bounds
+    // connections with nothing under way (server.connection_idle_ms).
+    idleTimeout: connectionIdleSeconds(settings),
     // Bodies are refused with our JSON 413 from their Content-Length or while being read (never buffered
     // past the limit); Bun's own cut would answer without a body (see SERVER_BODY_LIMIT).
     maxRequestBodySize: SERVER_BODY_LIMIT,

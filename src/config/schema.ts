@@ -239,6 +239,16 @@ export const ServerConfig = t.Object({
    */
   client_idle_ms: StrictInteger({ minimum: 10, default: 120_000 }),
   /**
+   * A connection with nothing under way (a keep-alive one between requests, a new one that sent
+   * nothing yet) is closed after this long: Bun's `idleTimeout`, in whole seconds (at most 255).
+   * It was 120 s: a client with no key held the gateway's every file descriptor with idle
+   * keep-alive connections, and no tenant could connect (a hostile-tenant probe). A chat or
+   * embeddings request waiting for its upstream is not cut by it (Bun does not time out a request
+   * whose body it read), streams lift it until they end, and an operator's admin request takes
+   * `ADMIN_IDLE_SECONDS` (its reports may run 30 s).
+   */
+  connection_idle_ms: StrictInteger({ minimum: 1_000, maximum: 255_000, default: 15_000 }),
+  /**
    * Origins whose pages may call the model API (`/v1/…` but the admin routes) from a browser, as
    * OpenAI's and Anthropic's APIs allow: `["*"]` (the default) any, a list of `scheme://host[:port]`
    * only those, `[]` none (no CORS headers). http/cors.ts.

@@ -55,6 +55,11 @@ function takeRouteHeaders(route: RouteSettings | undefined): Record<string, stri
  * cut it: Bun's server and the request. Values, not a closure: the route's own call is one
  * (handle-chat.ts), so a request keeps no function for it while it waits.
  */
+/** The connection's idle timeout between requests (`server.connection_idle_ms`), in Bun's whole seconds. */
+export function connectionIdleSeconds(settings: { server: { connection_idle_ms: number } }): number {
+  return Math.min(255, Math.max(1, Math.ceil(settings.server.connection_idle_ms / 1000)));
+}
+
 export interface IdleTimeout {
   server: { timeout(request: Request, seconds: number): void } | null;
   request: Request;
@@ -178,7 +183,7 @@ export async function respond(
   // hold the client), and put back when it ends: Bun keeps a connection's timeout for its life, so
   // left at 0 a keep-alive connection that once carried a stream was never idled out, nor one
   // whose client never read the stream's tail (a review: open for good, outside every bound).
-  const idleSeconds = Math.max(1, Math.ceil(deps.settings.server.client_idle_ms / 1000));
+  const idleSeconds = connectionIdleSeconds(deps.settings);
   const restoreIdle = () => idle?.server?.timeout(idle.request, idleSeconds);
   idle?.server?.timeout(idle.request, 0);
   const { deadline, provider } = outcome;

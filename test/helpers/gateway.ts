@@ -173,7 +173,7 @@ export async function startGateway(o: GatewayOptions): Promise<Gateway> {
         { id: IMAGE_CHAT_MODEL, provider: "fake-openai", upstream_model: "flux-chat", category: "image", context_length: 32000, pricing: { input_per_mtok: 100, output_per_mtok: 100, per_image: 0.25 } },
         ...(o.extraModels ?? []),
       ],
-      server: { keepalive_ms: o.keepaliveMs ?? 15_000, ...(o.clientIdleMs ? { client_idle_ms: o.clientIdleMs } : {}), ...o.server },
+      server: { keepalive_ms: o.keepaliveMs ?? 15_000, ...(o.clientIdleMs ? { client_idle_ms: o.clientIdleMs } : {}), connection_idle_ms: (o.idleTimeoutSeconds ?? 10) * 1000, ...o.server },
       limits: { requests_per_minute: o.requestsPerMinute ?? 1_000_000, ...(o.maxFrameBytes ? { max_frame_bytes: o.maxFrameBytes } : {}), ...(o.maxImageBytes ? { max_image_bytes: o.maxImageBytes } : {}), ...(o.imageFetchTimeoutMs ? { image_fetch_timeout_ms: o.imageFetchTimeoutMs } : {}), ...(o.maxResponseBytes ? { max_response_bytes: o.maxResponseBytes } : {}), ...(o.maxConcurrentRequests ? { max_concurrent_requests: o.maxConcurrentRequests } : {}), ...o.limits },
       retry: o.retry ?? {},
       ...(o.responses ? { responses: o.responses } : {}),
@@ -185,7 +185,7 @@ export async function startGateway(o: GatewayOptions): Promise<Gateway> {
   const app = createApp({ db, settings, log: o.log ?? silentLogger, adminToken: o.adminToken, adminAuthFailures: o.adminAuthFailures, fetch: o.fetch, now: o.now, ledgerOptions: o.ledgerOptions, wrapLedger: o.wrapLedger, stores: o.stores, limiter: o.limiter, concurrency: o.concurrency, ops: o.ops, responseStore: o.responseStore, alertPollMs: o.alerts ? 100 : undefined, tokenizer: TOKENIZER, keyState: o.keyState, keyRandom: o.keyRandom, keyProbeEveryMs: o.keyProbeEveryMs, consoleSignIns: o.consoleSignIns, consolePasswordCost: o.consolePasswordCost === "default" ? undefined : (o.consolePasswordCost ?? TEST_PASSWORD_COST), embeddingsThread: o.embeddingsThread, upstreamViaProxy: o.upstreamViaProxy });
   const account = await app.services.accounts.createAccount("test", Math.round((o.credits ?? 1000) * 1e6));
   const key = (await app.services.accounts.createKey(account.id, "test"))!;
-  app.listen({ port: 0, hostname: "127.0.0.1", idleTimeout: o.idleTimeoutSeconds ?? 10, maxRequestBodySize: SERVER_BODY_LIMIT });
+  app.listen({ port: 0, hostname: "127.0.0.1", idleTimeout: Math.ceil(settings.server.connection_idle_ms / 1000), maxRequestBodySize: SERVER_BODY_LIMIT });
   const server = app.server!;
   return {
     url: `http://127.0.0.1:${server.port}`,

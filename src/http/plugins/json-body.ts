@@ -71,7 +71,7 @@ export interface JsonBodyOptions {
 export const LARGE_BODY_BYTES = 256 * 1024;
 
 /** What the plugin needs of the server: the client's socket address. */
-export type BodyServer = { requestIP(request: Request): { address: string } | null } | null;
+export type BodyServer = { requestIP(request: Request): { address: string } | null; timeout?(request: Request, seconds: number): void } | null;
 
 /**
  * Every request body, whatever its content type (or none), is read here and no further than

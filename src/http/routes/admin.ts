@@ -138,6 +138,9 @@ const admitted = new WeakSet<Request>();
  * its body is read: a client without the token is answered 401 (429 past 10 failures a minute from
  * its address) whatever it sends, and a large body still arriving is not received.
  */
+/** The idle timeout of a connection that carried an admitted admin request, in seconds. */
+export const ADMIN_IDLE_SECONDS = 60;
+
 export function adminGate(deps: Pick<AdminDeps, "adminToken" | "now" | "log" | "authFailures">): (request: Request, server: AdminServer) => Response | undefined {
   const expected = Buffer.from(deps.adminToken ?? "");
   const failures = deps.authFailures ?? createAuthFailures({ now: deps.now });
@@ -147,6 +150,10 @@ export function adminGate(deps: Pick<AdminDeps, "adminToken" | "now" | "log" | "
     const given = Buffer.from(header?.startsWith("Bearer ") ? header.slice(7) : "");
     if (expected.length > 0 && given.length === expected.length && timingSafeEqual(given, expected)) {
       admitted.add(request);
+      // An operator's report may run long (PostgreSQL's statement timeout for reports is 30 s): its
+      // connection gets more than the short idle timeout of connections with nothing under way,
+      // which cuts a GET still being answered. Only once the token is good.
+      server?.timeout?.(request, ADMIN_IDLE_SECONDS);
       return undefined;
     }
     // The socket's address, not X-Forwarded-For: a header a scanner writes would let it pick a new address per try.
