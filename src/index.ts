@@ -1,7 +1,7 @@
 // First: sets what Bun reads at start (see the module), before anything else runs.
 import "./config/runtime-env.ts";
-import { connectionIdleSeconds } from "./gateway/respond.ts";
 import { ConfigError } from "./config/load-config.ts";
+import { connectionIdleSeconds } from "./config/schema.ts";
 import { DemoConfigError, EnvNumberError, healthCheckTarget, readEnvironment, StoreConfigError, WorkersConfigError, type Environment } from "./config/env.ts";
 import { OpsConfigError } from "./config/ops-settings.ts";
 import { cannotOpenLedger, openDatabase } from "./store/database.ts";

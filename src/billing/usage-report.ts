@@ -26,8 +26,12 @@ export interface UsageSums extends RecordCounts {
 
 export interface UsageRow extends UsageSums { model: string }
 
-/** 1 for a record whose counts the gateway estimated, else 0: SQLite keeps the flag as 0/1, PostgreSQL as a boolean. */
-export const ESTIMATED_ONE = "CASE WHEN u.estimated THEN 1 ELSE 0 END";
+/**
+ * 1 for a usage record whose counts the gateway estimated, else 0, summed into `estimated_requests`
+ * (reports, the audit, SQLite's fold): SQLite keeps the flag as 0/1, PostgreSQL as a boolean.
+ * Unqualified: every statement that sums it reads `usage_records` alone.
+ */
+export const ESTIMATED_ONE = "CASE WHEN estimated THEN 1 ELSE 0 END";
 
 /** The SQL of those sums, over `usage_records u`; both stores run it. */
 export const USAGE_SUMS_SQL = `COUNT(*) AS requests, SUM(u.prompt_tokens) AS prompt_tokens, SUM(u.completion_tokens) AS completion_tokens,
@@ -243,7 +247,7 @@ export function rollupDriftSql(rollup: "daily" | "hourly", recordsWhere = ""): s
   const column = ROLLUP_COLUMN[rollup];
   return `WITH r AS (
       SELECT (created_at / ${size}) * ${size} AS period_start, account_id, key_id, model, COUNT(*) AS requests, SUM(cost_micro) AS cost,
-             SUM(CASE WHEN estimated THEN 1 ELSE 0 END) AS estimated
+             SUM(${ESTIMATED_ONE}) AS estimated
         FROM usage_records ${recordsWhere ? `WHERE ${recordsWhere}` : ""} GROUP BY 1, 2, 3, 4
     )
     SELECT '${rollup}' AS rollup, COALESCE(r.period_start, t.${column}) AS period_start, COALESCE(r.account_id, t.account_id) AS account_id,

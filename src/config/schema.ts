@@ -256,6 +256,11 @@ export const ServerConfig = t.Object({
   cors_origins: t.Array(t.String({ minLength: 1, maxLength: 2048 }), { maxItems: 1000, default: ["*"] }),
 }, closed);
 
+/** The connection's idle timeout between requests (`server.connection_idle_ms`) as Bun's `idleTimeout`: whole seconds, 1–255. */
+export function connectionIdleSeconds(settings: { server: { connection_idle_ms: number } }): number {
+  return Math.min(255, Math.max(1, Math.ceil(settings.server.connection_idle_ms / 1000)));
+}
+
 /**
  * The Responses API's stored answers (item_reference, previous_response_id, GET and DELETE
  * /v1/responses/{id}): in the process's memory, or in Redis when SWITCHYARD_REDIS_URL is set,

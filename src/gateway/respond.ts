@@ -1,4 +1,4 @@
-import type { ModelConfig } from "../config/schema.ts";
+import { connectionIdleSeconds, type ModelConfig } from "../config/schema.ts";
 import type { Settings } from "../config/load-config.ts";
 import type { Logger } from "../log/log.ts";
 import type { PromptSource, UsageMeter } from "../billing/usage-meter.ts";
@@ -55,11 +55,6 @@ function takeRouteHeaders(route: RouteSettings | undefined): Record<string, stri
  * cut it: Bun's server and the request. Values, not a closure: the route's own call is one
  * (handle-chat.ts), so a request keeps no function for it while it waits.
  */
-/** The connection's idle timeout between requests (`server.connection_idle_ms`), in Bun's whole seconds. */
-export function connectionIdleSeconds(settings: { server: { connection_idle_ms: number } }): number {
-  return Math.min(255, Math.max(1, Math.ceil(settings.server.connection_idle_ms / 1000)));
-}
-
 export interface IdleTimeout {
   server: { timeout(request: Request, seconds: number): void } | null;
   request: Request;

@@ -40,10 +40,10 @@ afterEach(() => {
   for (const s of sockets.splice(0)) s.destroy();
 });
 
-/** An embeddings POST on a raw socket that reads nothing past its status line, which it resolves with. */
-function unreadPost(key: string, path = "/v1/embeddings", body = embeddingsBody): Promise<string> {
+/** An embeddings POST (to `url`'s gateway) on a raw socket that reads nothing past its status line, which it resolves with. */
+function unreadPost(key: string, path = "/v1/embeddings", body = embeddingsBody, url = gw.url): Promise<string> {
   return new Promise((resolve, reject) => {
-    const socket = net.connect(Number(new URL(gw.url).port), "127.0.0.1");
+    const socket = net.connect(Number(new URL(url).port), "127.0.0.1");
     sockets.push(socket);
     socket.once("error", reject);
     socket.once("data", (d) => {
@@ -54,6 +54,13 @@ function unreadPost(key: string, path = "/v1/embeddings", body = embeddingsBody)
     socket.write(`POST ${path} HTTP/1.1\r\nhost: x\r\nauthorization: Bearer ${key}\r\ncontent-type: application/json\r\ncontent-length: ${Buffer.byteLength(body)}\r\n\r\n${body}`);
   });
 }
+
+/** Streamed chat answers of 60,000 small frames (~11 MB), far more than the sockets take unread. */
+function largeStreams(): void {
+  const frame = `data: ${JSON.stringify({ id: "chatcmpl-s", object: "chat.completion.chunk", created: 1, model: "gpt-4o-mini", choices: [{ index: 0, delta: { content: "a" }, finish_reason: null }] })}\n\n`;
+  upstream.rule((rec) => (rec.path === "/v1/chat/completions" && rec.body?.stream ? { kind: "sse", chunks: Array.from({ length: 600 }, () => frame.repeat(100)).concat("data: [DONE]\n\n") } : undefined));
+}
+const STREAM_BODY = JSON.stringify({ model: "test/free", stream: true, messages: [{ role: "user", content: "hi" }] });
 
 const ask = (key = gw.key) => fetch(`${gw.url}/v1/embeddings`, { method: "POST", headers: { authorization: `Bearer ${key}`, "content-type": "application/json" }, body: embeddingsBody });
 
@@ -306,10 +313,8 @@ test("a client given up after client_idle_ms has its connection closed, a whole 
   // connection stayed open (200 s seen, client_idle_ms 3 s), a descriptor and its socket buffers
   // held outside every bound (the request had ended: no concurrency place, no share).
   const whole = closedWithin("/v1/embeddings", embeddingsBody, 20_000);
-  // A stream of 60,000 small frames (~11 MB), far more than the sockets take unread.
-  const frame = `data: ${JSON.stringify({ id: "chatcmpl-s", object: "chat.completion.chunk", created: 1, model: "gpt-4o-mini", choices: [{ index: 0, delta: { content: "a" }, finish_reason: null }] })}\n\n`;
-  upstream.rule((rec) => (rec.path === "/v1/chat/completions" && rec.body?.stream ? { kind: "sse", chunks: Array.from({ length: 600 }, () => frame.repeat(100)).concat("data: [DONE]\n\n") } : undefined));
-  const stream = closedWithin("/v1/chat/completions", JSON.stringify({ model: "test/free", stream: true, messages: [{ role: "user", content: "hi" }] }), 20_000);
+  largeStreams();
+  const stream = closedWithin("/v1/chat/completions", STREAM_BODY, 20_000);
   const [w, st] = await Promise.all([whole, stream]);
   upstream.rule(undefined);
   expect(w.status).toBe("HTTP/1.1 200 OK");
@@ -325,25 +330,11 @@ test("streams waiting for clients that read nothing count in the account's share
   // (and keys are free to make). A stream that waits for its client now holds its place in the
   // share (STALLED_STREAM_BYTES and the write it waits on) while it waits.
   const small = await startGateway({ upstreamUrl: upstream.url, clientIdleMs: 20_000, limits: { answer_per_account_bytes: 256 * 1024 } });
-  const local: net.Socket[] = [];
   try {
-    const frame = `data: ${JSON.stringify({ id: "chatcmpl-s", object: "chat.completion.chunk", created: 1, model: "gpt-4o-mini", choices: [{ index: 0, delta: { content: "a" }, finish_reason: null }] })}\n\n`;
-    // ~11 MB a stream, far more than the sockets take unread.
-    upstream.rule((rec) => (rec.path === "/v1/chat/completions" && rec.body?.stream ? { kind: "sse", chunks: Array.from({ length: 600 }, () => frame.repeat(100)).concat("data: [DONE]\n\n") } : undefined));
-    const streamBody = JSON.stringify({ model: "test/free", stream: true, messages: [{ role: "user", content: "hi" }] });
-    const unreadStream = () => new Promise<string>((resolve, reject) => {
-      const socket = net.connect(Number(new URL(small.url).port), "127.0.0.1");
-      local.push(socket);
-      socket.once("error", reject);
-      socket.once("data", (d) => {
-        resolve(d.toString("latin1").split("\r\n")[0]!);
-        socket.pause();
-      });
-      socket.write(`POST /v1/chat/completions HTTP/1.1\r\nhost: x\r\nauthorization: Bearer ${small.key}\r\ncontent-type: application/json\r\ncontent-length: ${Buffer.byteLength(streamBody)}\r\n\r\n${streamBody}`);
-    });
+    largeStreams();
     const chat = (key: string) => fetch(`${small.url}/v1/chat/completions`, { method: "POST", headers: { authorization: `Bearer ${key}`, "content-type": "application/json" }, body: JSON.stringify({ model: OPENAI_MODEL, messages: [{ role: "user", content: "hi" }] }) });
-    expect(await unreadStream()).toBe("HTTP/1.1 200 OK");
-    expect(await unreadStream()).toBe("HTTP/1.1 200 OK");
+    expect(await unreadPost(small.key, "/v1/chat/completions", STREAM_BODY, small.url)).toBe("HTTP/1.1 200 OK");
+    expect(await unreadPost(small.key, "/v1/chat/completions", STREAM_BODY, small.url)).toBe("HTTP/1.1 200 OK");
 
     // Once they wait for their clients, the account's next request is refused (before anything is
     // held or charged, as the first test shows for whole answers: the same refusal).
@@ -364,7 +355,7 @@ test("streams waiting for clients that read nothing count in the account's share
     await served.arrayBuffer();
 
     // The non-readers leave: their streams end, and the share is the account's again.
-    for (const s of local.splice(0)) s.destroy();
+    for (const s of sockets.splice(0)) s.destroy();
     const back = await until("the share back once the unread streams ended", 10_000, async () => {
       const res = await chat(small.key);
       if (res.status !== 429) return res;
@@ -375,7 +366,7 @@ test("streams waiting for clients that read nothing count in the account's share
     await back.arrayBuffer();
   } finally {
     upstream.rule(undefined);
-    for (const s of local) s.destroy();
+    for (const s of sockets.splice(0)) s.destroy();
     await small.stop();
   }
 });

@@ -5,6 +5,7 @@ import { join } from "node:path";
 import { Database } from "bun:sqlite";
 import { createApp, type App, type AppDeps } from "../../src/app.ts";
 import { resolveSettings } from "../../src/config/load-config.ts";
+import { connectionIdleSeconds } from "../../src/config/schema.ts";
 import { openDatabase } from "../../src/store/database.ts";
 import { silentLogger, type Logger } from "../../src/log/log.ts";
 import type { Transport } from "../../src/transport/transport.ts";
@@ -185,7 +186,7 @@ export async function startGateway(o: GatewayOptions): Promise<Gateway> {
   const app = createApp({ db, settings, log: o.log ?? silentLogger, adminToken: o.adminToken, adminAuthFailures: o.adminAuthFailures, fetch: o.fetch, now: o.now, ledgerOptions: o.ledgerOptions, wrapLedger: o.wrapLedger, stores: o.stores, limiter: o.limiter, concurrency: o.concurrency, ops: o.ops, responseStore: o.responseStore, alertPollMs: o.alerts ? 100 : undefined, tokenizer: TOKENIZER, keyState: o.keyState, keyRandom: o.keyRandom, keyProbeEveryMs: o.keyProbeEveryMs, consoleSignIns: o.consoleSignIns, consolePasswordCost: o.consolePasswordCost === "default" ? undefined : (o.consolePasswordCost ?? TEST_PASSWORD_COST), embeddingsThread: o.embeddingsThread, upstreamViaProxy: o.upstreamViaProxy });
   const account = await app.services.accounts.createAccount("test", Math.round((o.credits ?? 1000) * 1e6));
   const key = (await app.services.accounts.createKey(account.id, "test"))!;
-  app.listen({ port: 0, hostname: "127.0.0.1", idleTimeout: Math.ceil(settings.server.connection_idle_ms / 1000), maxRequestBodySize: SERVER_BODY_LIMIT });
+  app.listen({ port: 0, hostname: "127.0.0.1", idleTimeout: connectionIdleSeconds(settings), maxRequestBodySize: SERVER_BODY_LIMIT });
   const server = app.server!;
   return {
     url: `http://127.0.0.1:${server.port}`,

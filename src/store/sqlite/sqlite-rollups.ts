@@ -1,4 +1,5 @@
 import type { Database } from "bun:sqlite";
+import { ESTIMATED_ONE } from "../../billing/usage-report.ts";
 
 /**
  * The hourly and daily usage rollups on SQLite, folded from the records behind a mark instead of
@@ -32,7 +33,7 @@ const bucket = (size: number) => `(created_at / ${size}) * ${size}`;
 
 const SUMS = `COUNT(*), SUM(prompt_tokens), SUM(completion_tokens), SUM(COALESCE(fresh_input_tokens, prompt_tokens)), SUM(cache_read_tokens),
   SUM(cache_write_5m_tokens), SUM(cache_write_1h_tokens), SUM(reasoning_tokens), SUM(images), SUM(cost_micro), SUM(cache_savings_micro),
-  SUM(CASE WHEN estimated THEN 1 ELSE 0 END)`;
+  SUM(${ESTIMATED_ONE})`;
 
 const ADD = `requests = requests + excluded.requests, prompt_tokens = prompt_tokens + excluded.prompt_tokens,
   completion_tokens = completion_tokens + excluded.completion_tokens, fresh_input_tokens = fresh_input_tokens + excluded.fresh_input_tokens,
