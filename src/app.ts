@@ -72,6 +72,8 @@ import { corsPolicy } from "./config/cors-origins.ts";
 import { createPromptMemory } from "./billing/prompt-memory.ts";
 import { addressBlock } from "./limits/address-block.ts";
 import { createCountBytes } from "./limits/count-bytes.ts";
+import { createConnectionGuard } from "./limits/connection-guard.ts";
+import { readOpenFilesLimit, watchOpenFiles } from "./ops/open-files.ts";
 
 export interface AppDeps {
   /** The SQLite file's connection: accounts, keys and the ledger, unless `stores` are given. */
@@ -344,6 +346,14 @@ export function createApp(deps: AppDeps) {
     return [{ budget: small ? smallAddressShares : addressShares, holder: addressBlock(server?.requestIP(request)?.address ?? "unknown"), level: "address" }];
   };
   const parseTurns = createParseTurns();
+  // Connections per client address while descriptors run short, and idle ones closed near the
+  // limit (limits/connection-guard.ts); its watchdog runs while the server listens. A connection
+  // idle past connection_idle_ms is closed at Bun's next timer check (every 4 s).
+  const connectionGuard = createConnectionGuard({
+    perAddress: deps.settings.server.max_connections_per_address,
+    windowMs: deps.settings.server.connection_idle_ms + 4_000,
+    limit: readOpenFilesLimit(),
+  });
   const front = new Elysia({ name: "switchyard", normalize: false })
     .use(errorsPlugin(log, recordRejection, (request, status, error) => tracker.responded(request, status, error), isStoreUnavailable))
     .use(admissionPlugin({
@@ -370,6 +380,7 @@ export function createApp(deps: AppDeps) {
         return { message: `Token counts are limited to ${countBytesPerMinute} bytes of request body a minute for this account (all its keys together). Retry after ${retryAfterS} s.`, retryAfterS };
       },
       cors: corsPolicy(deps.settings.server.cors_origins),
+      connections: { guard: connectionGuard, now },
     }))
     .use(jsonBodyPlugin({
       maxBytes: limits.max_body_bytes,
@@ -441,10 +452,16 @@ export function createApp(deps: AppDeps) {
       now,
       alerts,
       keyPools,
+      connections: connectionGuard.counts,
     });
   }
   app.onStart(() => keyPools.start());
   app.onStop(() => keyPools.stop());
+  let stopWatchingFiles: (() => void) | undefined;
+  app.onStart(() => {
+    if (app.server) stopWatchingFiles = watchOpenFiles({ guard: connectionGuard, server: app.server, log, now });
+  });
+  app.onStop(() => stopWatchingFiles?.());
   // A thread the app made is the app's to end; one handed in is its giver's.
   if (!deps.embeddingsThread) app.onStop(() => embeddingsThread.stop());
   // Delivery starts with the server (after a start-up check) and stops with it.

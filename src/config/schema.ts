@@ -249,6 +249,13 @@ export const ServerConfig = t.Object({
    */
   connection_idle_ms: StrictInteger({ minimum: 1_000, maximum: 255_000, default: 15_000 }),
   /**
+   * Connections one client address (an IPv6 /64 as one) may keep open between requests once the
+   * process holds a quarter of its descriptor limit (limits/connection-guard.ts): an answer on one
+   * more closes its connection (`Connection: close`; served, never refused). 0: no cap. At 80 % of
+   * the limit every idle connection is closed at once, whatever this is.
+   */
+  max_connections_per_address: StrictInteger({ minimum: 0, default: 1_000 }),
+  /**
    * Origins whose pages may call the model API (`/v1/…` but the admin routes) from a browser, as
    * OpenAI's and Anthropic's APIs allow: `["*"]` (the default) any, a list of `scheme://host[:port]`
    * only those, `[]` none (no CORS headers). http/cors.ts.

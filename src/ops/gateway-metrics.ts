@@ -1,6 +1,7 @@
 import type { LedgerHealth } from "../billing/ledger.ts";
 import { LOG_LOSSES } from "../log/log.ts";
 import type { KeyPools } from "../providers/key-pools.ts";
+import type { ConnectionGuardCounts } from "../limits/connection-guard.ts";
 import { CollectedCounter, CollectedSeries, Counter, Dimension, Gauge, Histogram, Registry, StatusDimension } from "./metrics.ts";
 
 /** Why an upstream attempt (or an answer under way) failed, as the metrics count it. */
@@ -28,6 +29,8 @@ export interface GatewayMetricsDeps {
   alerts?: { readonly counts: { readonly queued: number; readonly delivered: number; readonly failed: number } };
   /** Vendor key pools: per key counts, labelled by the key's env name (never its secret). */
   keyPools?: Pick<KeyPools, "counts" | "moves">;
+  /** The connection guard's counts and its last reading of open descriptors (limits/connection-guard.ts). */
+  connections?: ConnectionGuardCounts;
 }
 
 const ADMIN_PREFIX = "/v1/admin/";
@@ -100,6 +103,17 @@ export function createGatewayMetrics(deps: GatewayMetricsDeps) {
     registry.add(new CollectedSeries("switchyard_vendor_key_disabled_seconds_total", "Time each vendor key has spent disabled (the vendor refused it: 401, 403) while this process was running.", "counter", perKey((c) => c.disabledMs / 1000)));
     registry.add(new CollectedSeries("switchyard_vendor_key_usable", "1 while a vendor key is usable, 0 while it is cooling or disabled (as this process last saw it).", "gauge", perKey((c) => (c.condition === "usable" ? 1 : 0))));
     registry.add(new CollectedSeries("switchyard_session_key_moves_total", "Sessions moved off their vendor key because it was cooling or disabled (their prompt cache starts again on the new key).", "counter", () => [...pools.moves()].map(([p, n]) => ({ labels: { provider: p }, value: n }))));
+  }
+  if (deps.connections) {
+    const c = deps.connections;
+    registry.add(new CollectedSeries("switchyard_connections_closed_total", "Connections the gateway closed to keep descriptors for its tenants: answers that closed theirs (one connection too many from their address while descriptors ran short, or under pressure) and idle ones closed at once near the limit.", "counter", () => [
+      { labels: { reason: "address_cap" }, value: c.closedOverAddressCap },
+      { labels: { reason: "pressure" }, value: c.closedUnderPressure },
+      { labels: { reason: "idle_near_limit" }, value: c.closedIdle },
+    ]));
+    registry.add(new CollectedCounter("switchyard_open_files_pressure_total", "Times this process reached 80 % of its open-file limit (idle connections closed, answers closing theirs until below 60 %).", () => c.pressureEpisodes));
+    registry.add(new Gauge("process_open_fds", "Number of open file descriptors (as last read, twice a second).", () => c.open));
+    registry.add(new Gauge("process_max_fds", "Maximum number of open file descriptors.", () => c.limit));
   }
   const startedAt = Date.now() / 1000;
   registry.add(new CollectedCounter("process_cpu_seconds_total", "User and system CPU time spent, in seconds.", () => {

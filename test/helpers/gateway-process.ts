@@ -19,8 +19,10 @@ const ROOT = join(import.meta.dir, "..", "..");
  * an admin token or a database URL would turn the demo account off). Both pipes are read to the end in the
  * background, so a chatty process never blocks on a full pipe.
  */
-export async function startGatewayProcess(env: Record<string, string>): Promise<GatewayProcess> {
-  const child = Bun.spawn(["bun", "src/index.ts"], {
+export async function startGatewayProcess(env: Record<string, string>, options: { openFiles?: number } = {}): Promise<GatewayProcess> {
+  // A lower open-file limit (soft and hard: Bun raises the soft one to the hard one) through the shell's ulimit; exec keeps signals going to bun.
+  const command = options.openFiles === undefined ? ["bun", "src/index.ts"] : ["bash", "-c", `ulimit -n ${options.openFiles} && exec bun src/index.ts`];
+  const child = Bun.spawn(command, {
     cwd: ROOT,
     env: { ...process.env, PORT: "0", HOST: "127.0.0.1", LOG_LEVEL: "warn", SWITCHYARD_DEMO: "1", ...env },
     stdin: "ignore",

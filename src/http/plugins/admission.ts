@@ -9,6 +9,7 @@ import { errorResponse } from "./errors.ts";
 import { unreadBodyHeaders, type BodyServer } from "./json-body.ts";
 import { addCorsHeaders, preflightResponse } from "../cors.ts";
 import type { CorsPolicy } from "../../config/cors-origins.ts";
+import type { ConnectionGuard } from "../../limits/connection-guard.ts";
 
 /**
  * Which key each request came with: admission attaches it, the routes read it. One per app
@@ -87,6 +88,11 @@ export interface AdmissionOptions {
   countBytes?: (accountId: string, bodyBytes: number) => { message: string; retryAfterS: number } | undefined;
   /** Browsers' cross-origin requests to the model API (http/cors.ts); absent, no CORS headers. */
   cors?: CorsPolicy;
+  /**
+   * Connections per client address while descriptors run short (limits/connection-guard.ts): an
+   * answer it says to close carries `Connection: close`, refusals and errors included.
+   */
+  connections?: { guard: ConnectionGuard; now: () => number };
 }
 
 /** What the admin gate needs of the server: the client's socket address (as the body plugin does). */
@@ -108,10 +114,16 @@ export type AdminServer = BodyServer;
 export function admissionPlugin(o: AdmissionOptions) {
   const answered = o.onAnswered;
   const arrival = o.onArrival;
+  const connections = o.connections;
   return new Elysia({ name: "switchyard/admission" }).onRequest(({ request, set, server }) => {
     // Read once: every read of `request.url` builds a new string.
     const path = pathOf(request.url);
     arrival?.(request, set, path);
+    // Armed only while the process holds a quarter of its descriptors: asking Bun for the address costs ~2 µs.
+    if (connections?.guard.armed) {
+      const from = server?.requestIP(request);
+      if (from && connections.guard.arrive(from.address, from.port, connections.now())) set.headers["connection"] = "close";
+    }
     const result = decide(request, set, path, server);
     if (!answered || result === undefined) return result;
     if (result instanceof Promise) {

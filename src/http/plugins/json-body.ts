@@ -70,8 +70,8 @@ export interface JsonBodyOptions {
 /** Bodies past this size are checked against their schema here; smaller ones cost Elysia's check little. */
 export const LARGE_BODY_BYTES = 256 * 1024;
 
-/** What the plugin needs of the server: the client's socket address. */
-export type BodyServer = { requestIP(request: Request): { address: string } | null; timeout?(request: Request, seconds: number): void } | null;
+/** What the plugin needs of the server: the client's socket address (and its port: a connection's identity). */
+export type BodyServer = { requestIP(request: Request): { address: string; port: number } | null; timeout?(request: Request, seconds: number): void } | null;
 
 /**
  * Every request body, whatever its content type (or none), is read here and no further than
