@@ -18,7 +18,7 @@ import { addressBlock } from "./address-block.ts";
  * then closed (never refused: a client behind a busy NAT or a proxy pays reconnects, not errors).
  * At 80 % of the limit, the watchdog closes every idle keep-alive connection at once
  * (`server.closeIdleConnections()`) and until the count is below 60 % every answer closes its
- * connection.
+ * connection; each such closing starts the tracking afresh (what was tracked was closed).
  *
  * A connection counts from the last request seen on it until it would be closed as idle
  * (`windowMs`: the idle timeout and Bun's timer's slack). A long stream is not counted past that
@@ -147,6 +147,12 @@ export function createConnectionGuard(o: { perAddress: number; windowMs: number;
     },
     shed(closed) {
       counts.closedIdle += closed;
+      // What was tracked is gone: idle connections were just closed, and a busy one's answer closes it
+      // while the pressure lasts. Kept, the closed ports would hold their address's slots for a window
+      // after the pressure, and every reconnect from it (a NAT's tenants too) would be closed in turn
+      // (a probe of twenty addresses, twenty-eighth session: ~600,000 reconnects in a minute).
+      blocks.clear();
+      known.clear();
     },
   };
 }

@@ -75,6 +75,21 @@ describe("connection guard", () => {
     expect(guard.counts).toMatchObject({ closedUnderPressure: 2, closedIdle: 40, pressureEpisodes: 1, open: 599, limit: 1000 });
   });
 
+  test("connections closed by the pressure leave their address's slots: after it the address keeps perAddress new ones", () => {
+    const guard = createConnectionGuard({ perAddress: 2, windowMs: WINDOW, limit: 1000 });
+    guard.observe(300);
+    expect(guard.arrive("10.0.0.1", 1, 0)).toBe(false);
+    expect(guard.arrive("10.0.0.1", 2, 0)).toBe(false);
+    expect(guard.observe(850)).toBe(true);
+    guard.shed(2);
+    expect(guard.observe(400)).toBe(false);
+    // Ports 1 and 2 were closed; the reconnects take their places well within the window.
+    expect(guard.arrive("10.0.0.1", 3, 1_000)).toBe(false);
+    expect(guard.arrive("10.0.0.1", 4, 1_000)).toBe(false);
+    expect(guard.arrive("10.0.0.1", 5, 1_000)).toBe(true);
+    expect(guard.counts.closedOverAddressCap).toBe(1);
+  });
+
   test("no cap per address (0): only the pressure closes; no limit known: never armed", () => {
     const uncapped = createConnectionGuard({ perAddress: 0, windowMs: WINDOW, limit: 100 });
     uncapped.observe(50);
