@@ -5,12 +5,13 @@ export const MICRO_PER_CREDIT = 1_000_000;
 export const MAX_CREDITS = 1_000_000_000;
 
 /**
- * Largest balance a top-up may bring an account to (9,000,000,000 credits), below
- * Number.MAX_SAFE_INTEGER micro-credits (~9,007,199,254 credits): past it a balance read into
- * JavaScript is no longer exact to the micro-credit (a console probe topped up 10^10 credits in ten
- * steps and saw 11,000,000,000 where the database held 10,999,999,999.999999).
+ * Largest balance a top-up may bring an account to (8,000,000,000 credits). The integer is exact
+ * far beyond it, but the API and the console show credits as a decimal, and above 2^33 credits
+ * (8,589,934,592) a double's spacing passes 10^-6: 8,999,999,999.999999 read back as
+ * 8,999,999,999.999998 (a console probe, twenty-eighth session; the cap was 9,000,000,000). Below
+ * 2^33 every six-decimal amount prints as itself (checked over two million random balances).
  */
-export const MAX_BALANCE_MICRO = 9_000_000_000 * MICRO_PER_CREDIT;
+export const MAX_BALANCE_MICRO = 8_000_000_000 * MICRO_PER_CREDIT;
 
 /** Converts an API decimal to micro-credits, refusing anything that would be rounded away. */
 export function creditsToMicro(credits: number): number {
