@@ -42,6 +42,17 @@ test("an unknown id is a 404 the SDKs type as NotFoundError; no key is a 401", a
   expect((await fetch(`${gw.url}/v1/models/${OPENAI_MODEL}`)).status).toBe(401);
 });
 
+test("errors on the models routes are in the shape of the client that asked: Anthropic's with anthropic-version (an unknown id, a bad key), OpenAI's without", async () => {
+  const missing = await anthropic.models.retrieve("no/such-model").catch((e) => e);
+  expect(missing.error).toMatchObject({ type: "error", error: { type: "not_found_error", message: expect.stringContaining("no/such-model") } });
+  const badKey = await fetch(`${gw.url}/v1/models`, { headers: { "x-api-key": "svc-sk-wrong", "anthropic-version": "2023-06-01" } });
+  expect(badKey.status).toBe(401);
+  expect(await badKey.json()).toMatchObject({ type: "error", error: { type: "authentication_error" } });
+  const openaiMissing = await openai.models.retrieve("no/such-model").catch((e) => e);
+  expect(openaiMissing.error).toMatchObject({ type: "not_found_error", code: "model_not_found" });
+  expect(openaiMissing.error.error).toBeUndefined();
+});
+
 test("an exact alias is retrieved as the model it names, under the name asked for, in both shapes; a prefix pattern is not a model", async () => {
   const model = await openai.models.retrieve("claude-sonnet-4-5");
   expect(model).toMatchObject({ id: "claude-sonnet-4-5", object: "model", model_id: "test/aliased", category: "text", context_length: 200_000 });

@@ -68,6 +68,20 @@ test("a forced tool gets a call with arguments of its parameters' shape (OpenAI 
   }
 });
 
+test("a tool-call-only answer's content is null streamed as whole, translated (lorem answers in Anthropic's format) or not", async () => {
+  const openai = new OpenAI({ baseURL: `${gateway.url}/v1`, apiKey: gateway.key, maxRetries: 0 });
+  const tools = [{ type: "function" as const, function: { name: "get_weather", parameters: weather } }];
+  for (const model of ["switchyard/echo", "switchyard/lorem"]) {
+    const ask = { model, messages: [{ role: "user" as const, content: "Paris" }], tools, tool_choice: "required" as const };
+    const whole = await openai.chat.completions.create(ask);
+    const streamed = await openai.chat.completions.stream(ask).finalChatCompletion();
+    for (const done of [whole, streamed]) {
+      expect([model, done.choices[0]!.finish_reason, done.choices[0]!.message.content]).toEqual([model, "tool_calls", null]);
+      expect(done.choices[0]!.message.tool_calls).toHaveLength(1);
+    }
+  }
+});
+
 test("without a schema or a forced tool the echo is as before", async () => {
   const openai = new OpenAI({ baseURL: `${gateway.url}/v1`, apiKey: gateway.key, maxRetries: 0 });
   const done = await openai.chat.completions.create({ model: "switchyard/echo", messages: [{ role: "user", content: "Hello there" }] });

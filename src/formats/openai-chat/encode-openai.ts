@@ -112,10 +112,22 @@ export function createOpenAIEncoder(ctx: EncodeContext, options: { roleSent?: bo
     withoutArguments.delete(0);
     return chunk(`{"function_call":{"arguments":${JSON.stringify(e.argumentsDelta)}}}`);
   };
-  const begin = () => {
+  /**
+   * The role goes out with the answer's first content, as OpenAI's does: `content: ""` before text,
+   * `content: null` before anything else (a tool call, a refusal, reasoning). The SDK's stream
+   * helper builds the message from it, and a tool-call-only answer must end with `content: null`
+   * as the whole answer has it, not "" (an SDK probe, twenty-eighth session).
+   */
+  const begin = (text = true) => {
     if (started) return "";
     started = true;
-    return chunk(`{"role":"assistant","content":""}`);
+    return chunk(text ? `{"role":"assistant","content":""}` : `{"role":"assistant","content":null}`);
+  };
+  /** A first delta that carries the role itself (OpenAI's first tool-call chunk). */
+  const opening = (rest: string) => {
+    if (started) return chunk(`{${rest}}`);
+    started = true;
+    return chunk(`{"role":"assistant","content":null,${rest}}`);
   };
 
   const sink: ClientSink & { noteText(): void; noteRole(): void } = {
@@ -135,7 +147,7 @@ export function createOpenAIEncoder(ctx: EncodeContext, options: { roleSent?: bo
         case "refusal":
           // Where OpenAI itself writes a refusal: a chat client's SDK reads `refusal`, never `content`, for it.
           wroteText = true;
-          return begin() + chunk(`{"refusal":${JSON.stringify(e.text)}}`);
+          return begin(false) + chunk(`{"refusal":${JSON.stringify(e.text)}}`);
         case "image": {
           const text = imageMarkdown(e.url, wroteText);
           wroteText = true;
@@ -143,11 +155,11 @@ export function createOpenAIEncoder(ctx: EncodeContext, options: { roleSent?: bo
         }
         case "reasoning":
           // A signature alone (Anthropic's seal on its thinking) says nothing an OpenAI client can use.
-          return e.text ? begin() + chunk(`{"reasoning_content":${JSON.stringify(e.text)}}`) : "";
+          return e.text ? begin(false) + chunk(`{"reasoning_content":${JSON.stringify(e.text)}}`) : "";
         case "redacted-reasoning":
           return "";
         case "tool-call": {
-          if (ctx.legacyFunctions) return begin() + legacyCall(e);
+          if (ctx.legacyFunctions) return begin(false) + legacyCall(e);
           let call: string;
           if (!seenTools.has(e.index)) {
             seenTools.add(e.index);
@@ -157,7 +169,7 @@ export function createOpenAIEncoder(ctx: EncodeContext, options: { roleSent?: bo
             if (e.argumentsDelta) withoutArguments.delete(e.index);
             call = `{"index":${e.index},"function":{"arguments":${JSON.stringify(e.argumentsDelta)}}}`;
           }
-          return begin() + chunk(`{"tool_calls":[${call}]}`);
+          return opening(`"tool_calls":[${call}]`);
         }
         case "usage":
           usage = nextUsage(usage, e);
@@ -176,7 +188,8 @@ export function createOpenAIEncoder(ctx: EncodeContext, options: { roleSent?: bo
           // The shape the same error has before the stream starts (param, code), so an SDK reads `err.code` either way.
           return `data: ${JSON.stringify(openaiErrorBody(e.errorType, e.message))}\n\n`;
         case "start":
-          return begin();
+          // Nothing yet: the role goes with the first content, whose kind it depends on (begin).
+          return "";
       }
     },
     frame(_raw, { events }) {

@@ -5,7 +5,7 @@ import { ACCOUNT_SUSPENDED, INVALID_KEY, type ActiveKey } from "../../accounts/a
 import { NO_RETRY } from "../../streaming/gateway-error.ts";
 import type { RateLimitStore } from "../../limits/rate-limiter.ts";
 import { formatResetDuration, retryAfterSeconds, type BucketDecision } from "../../limits/token-bucket.ts";
-import { errorResponse } from "./errors.ts";
+import { errorResponse, isAnthropicClient } from "./errors.ts";
 import { unreadBodyHeaders, type BodyServer } from "./json-body.ts";
 import { addCorsHeaders, preflightResponse } from "../cors.ts";
 import type { CorsPolicy } from "../../config/cors-origins.ts";
@@ -137,7 +137,7 @@ export function admissionPlugin(o: AdmissionOptions) {
   });
 
   function decide(request: Request, set: { headers: Record<string, unknown> }, path: string, server: AdminServer): Response | undefined | Promise<Response | undefined> {
-    const anthropic = path.startsWith("/v1/messages");
+    const anthropic = isAnthropicClient(path, request.headers);
     const length = Number(request.headers.get("content-length") ?? 0);
     // Refused from its Content-Length, but only once the credentials pass: without them the answer
     // is 401 whatever the body, so an anonymous client does not even learn the size limit.

@@ -13,9 +13,19 @@ function pathStartsWith(url: string, prefix: string): boolean {
   return url.startsWith(prefix, url.indexOf("/", url.indexOf("//") + 2));
 }
 
-/** Anthropic SDK clients get Anthropic-shaped errors; everyone else gets OpenAI's shape. */
-export function isAnthropicPath(url: string): boolean {
-  return pathStartsWith(url, "/v1/messages");
+/**
+ * Anthropic SDK clients get Anthropic-shaped errors; everyone else gets OpenAI's shape. The
+ * models routes serve both SDKs and tell them apart by `anthropic-version` (routes/models.ts), so
+ * their errors (an unknown id, a bad key, a rate limit) follow the same header: the Anthropic SDK's
+ * `models.retrieve` got OpenAI's shape (an SDK probe, twenty-eighth session).
+ */
+export function isAnthropicClient(path: string, headers: Headers): boolean {
+  return path.startsWith("/v1/messages") || (path.startsWith("/v1/models") && headers.has("anthropic-version"));
+}
+
+function isAnthropicRequest(request: Request): boolean {
+  const url = request.url;
+  return isAnthropicClient(url.slice(url.indexOf("/", url.indexOf("//") + 2)), request.headers);
 }
 
 export function errorResponse(anthropic: boolean, status: number, kind: ErrorKind, message: string, headers?: Record<string, string>, openai?: OpenAIErrorDetail, details?: AnthropicErrorDetails): Response {
@@ -74,11 +84,11 @@ function unavailableResponse(error: unknown, request: Request, log: Logger): Res
     ? ` The ${keyed === "credits" ? "top-up" : "debit"} may or may not have been made: retry with the same Idempotency-Key (made once), or read the balance first.`
     : " The change may or may not have been made: read it back before sending it again.";
   const message = `The gateway cannot use its database right now (unreachable, or it cannot take writes).${advice} Retry in a few seconds.`;
-  return errorResponse(isAnthropicPath(request.url), 503, "overloaded", message, { "retry-after": "5" });
+  return errorResponse(isAnthropicRequest(request), 503, "overloaded", message, { "retry-after": "5" });
 }
 
 function toResponse(code: unknown, error: unknown, request: Request, log: Logger): Response {
-  const anthropic = isAnthropicPath(request.url);
+  const anthropic = isAnthropicRequest(request);
   if (error instanceof ContextLengthError) {
     if (anthropic) return errorResponse(true, error.status, error.kind, error.anthropicMessage, error.headers);
     // OpenAI names the field at fault: the chat's messages, the Responses API's input.

@@ -61,6 +61,22 @@ describe("OpenAI encoder", () => {
     expect(usage.usage).toEqual({ prompt_tokens: 20, completion_tokens: 31, total_tokens: 51, prompt_tokens_details: { cached_tokens: 0 }, completion_tokens_details: { reasoning_tokens: 0 } });
   });
 
+  test("an answer that opens with a tool call: the role rides in that chunk with content null, as OpenAI's does; reasoning first: content null too", () => {
+    const calls: StreamEvent[] = [
+      { type: "start" },
+      { type: "tool-call", index: 0, id: "call_a", name: "get_weather", argumentsDelta: "" },
+      { type: "tool-call", index: 0, argumentsDelta: "{}" },
+      { type: "finish", reason: "tool_calls" },
+    ];
+    const chunks = frames(encodeAll(createOpenAIEncoder(ctx), calls)).slice(0, -1).map((f) => JSON.parse(f.data));
+    expect(chunks[0].choices[0].delta).toEqual({ role: "assistant", content: null, tool_calls: [{ index: 0, id: "call_a", type: "function", function: { name: "get_weather", arguments: "" } }] });
+    expect(chunks[1].choices[0].delta).toEqual({ tool_calls: [{ index: 0, function: { arguments: "{}" } }] });
+    const thought = frames(encodeAll(createOpenAIEncoder(ctx), [{ type: "start" }, { type: "reasoning", text: "hm" }, ...calls.slice(1)])).map((f) => f.data);
+    expect(JSON.parse(thought[0]!).choices[0].delta).toEqual({ role: "assistant", content: null });
+    // Nothing at all: the role still goes out, with the empty text OpenAI sends.
+    expect(JSON.parse(frames(encodeAll(createOpenAIEncoder(ctx), [{ type: "start" }, { type: "finish", reason: "stop" }]))[0]!.data).choices[0].delta).toEqual({ role: "assistant", content: "" });
+  });
+
   test("no usage chunk unless the client asked", () => {
     const list = frames(encodeAll(createOpenAIEncoder({ ...ctx, includeUsage: false }), answer));
     expect(list.some((f) => f.data.includes('"usage"'))).toBe(false);
