@@ -522,7 +522,7 @@ test("a holder whose requests were all refused for credits (402) is told so on t
     await holder.getByTestId("invite-accept").click();
     await holder.getByTestId("balance").waitFor();
     // The account page, the holder's first look, says why their requests fail (it showed a balance and nothing else).
-    expect(await holder.getByTestId("refused-for-credits").textContent()).toBe("3 requests in the last 24 hours were refused (402): the balance, less what requests in flight hold, could not cover what each may cost (its prompt and max_tokens at the model's prices), or a spend limit was used up. Ask the gateway's operator to top up the account.");
+    expect(await holder.getByTestId("refused-for-credits").textContent()).toBe("3 requests in the last 24 hours were refused (402): the balance, less what requests in flight hold, could not cover what each may cost (its prompt and max_tokens at the model's prices), or a spend limit was used up. A key's limit you can raise in its row below; for the balance or the account's limit, ask the gateway's operator.");
     // The operator's page of the account says it too.
     await page.goto(`${gateway.url}/console/#account/${made.id}`);
     await page.locator("h1", { hasText: "out of credits co" }).waitFor();

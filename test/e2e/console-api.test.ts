@@ -439,6 +439,14 @@ function consoleSuite(name: string, start: () => Promise<Setup>) {
         expect(formNoOrigin.status).toBe(415);
         // Sign-in from another site (login CSRF) is refused too.
         expect((await new ConsoleClient(s.gw.url).call("POST", "/console/api/sign-in", { token: ADMIN }, { origin: "https://evil.example" })).status).toBe(403);
+        // What a browser on the console behind a proxy that drops its Host sends: the refusal says
+        // what to fix, naming the Origin it got and not the address the gateway sees.
+        const proxied = await new ConsoleClient(s.gw.url).call("POST", "/console/api/sign-in", { token: ADMIN }, { origin: "https://gw.example.com", "sec-fetch-site": "same-origin" });
+        expect(proxied.status).toBe(403);
+        const told = ((await proxied.json()) as any).error.message as string;
+        expect(told).toContain('"https://gw.example.com"');
+        expect(told).toContain("proxy_set_header Host");
+        expect(told).not.toContain(new URL(s.gw.url).host);
         expect(await balance()).toBe(before);
         expect((await operator.call("POST", path, { amount: 5 })).status).toBe(200);
         expect(await balance()).toBe(before + 5);

@@ -54,7 +54,8 @@ function refusedForCredits(account: Account, operator: boolean): HTMLElement | n
   if (n === 0) return null;
   return h("div", { class: "error", "data-testid": "refused-for-credits" },
     `${n.toLocaleString("en-US")} request${n === 1 ? " in the last 24 hours was" : "s in the last 24 hours were"} refused (402): the balance, less what requests in flight hold, could not cover what each may cost (its prompt and max_tokens at the model's prices), or a spend limit was used up. `,
-    operator ? "Top up below, or raise the limit." : "Ask the gateway's operator to top up the account.");
+    // A holder sets their keys' limits themselves: "ask for a top-up" alone sent one whose key limit was spent to the operator (a console probe).
+    operator ? "Top up below, or raise the limit." : "A key's limit you can raise in its row below; for the balance or the account's limit, ask the gateway's operator.");
 }
 
 /** A spend limit as people read it: how much, per what, what the period spent so far, and when it starts again. */

@@ -102,8 +102,21 @@ export const FIRST_KEYS_PAGE = 50;
 export const CONSOLE_MAX_BODY_BYTES = 64 * 1024;
 
 /** Why a change could have come from another site's page: not this Origin (403), or a form's encoding (415). */
+/**
+ * A browser on the console's own page whose Origin is not the address the gateway sees is nearly
+ * always a reverse proxy that does not pass the browser's Host: every sign-in was refused with
+ * "Cross-site requests are refused." and nothing to go on (a console probe, twenty-eighth
+ * session). The Origin is the client's own; the address the gateway sees is not echoed (behind a
+ * proxy it may be an internal name).
+ */
+function crossSiteMessage(request: Request): string {
+  const origin = request.headers.get("origin");
+  if (origin === null || request.headers.get("sec-fetch-site") === "cross-site") return "Cross-site requests are refused.";
+  return `Cross-site requests are refused: the Origin ${JSON.stringify(origin.slice(0, 200))} is not this gateway's address as it sees it (its Host and X-Forwarded-Proto). Behind a reverse proxy, pass the browser's Host header on (nginx: proxy_set_header Host $host) or set X-Forwarded-Host.`;
+}
+
 function crossSiteRefusal(request: Request): { status: number; kind: "permission" | "invalid_request"; message: string } | undefined {
-  if (!sameOrigin(request)) return { status: 403, kind: "permission", message: "Cross-site requests are refused." };
+  if (!sameOrigin(request)) return { status: 403, kind: "permission", message: crossSiteMessage(request) };
   const type = request.headers.get("content-type");
   if (request.headers.get("content-length") !== "0" && type !== null && !type.toLowerCase().startsWith("application/json")) {
     return { status: 415, kind: "invalid_request", message: "Send JSON (content-type: application/json)." };
