@@ -115,3 +115,25 @@ test("an answer cut by max_tokens says so, as a vendor's does: finish_reason len
   const message = await anthropic.messages.create({ model: "switchyard/lorem", max_tokens: 2, messages: [{ role: "user", content: "Hi" }] });
   expect(message.stop_reason).toBe("max_tokens");
 });
+
+test("stop sequences end the answer before them, as a vendor's do: finish_reason stop, stop_reason stop_sequence naming it; streamed alike", async () => {
+  const openai = new OpenAI({ baseURL: `${gateway.url}/v1`, apiKey: gateway.key, maxRetries: 0 });
+  const anthropic = new Anthropic({ baseURL: gateway.url, apiKey: gateway.key, maxRetries: 0 });
+  for (const model of ["switchyard/echo", "switchyard/lorem"]) {
+    const content = "one two three four";
+    const stop = model === "switchyard/lorem" ? "dolor" : "three";
+    const said = model === "switchyard/lorem" ? "Lorem ipsum" : "Echo: one two";
+    const ask = { model, messages: [{ role: "user" as const, content }], stop: ["nowhere", stop] };
+    const whole = await openai.chat.completions.create(ask);
+    const streamed = await openai.chat.completions.stream(ask).finalChatCompletion();
+    for (const done of [whole, streamed]) expect([model, done.choices[0]!.message.content, done.choices[0]!.finish_reason]).toEqual([model, said, "stop"]);
+    const message = await anthropic.messages.create({ model, max_tokens: 100, messages: [{ role: "user", content }], stop_sequences: [stop] });
+    const streamedMessage = await anthropic.messages.stream({ model, max_tokens: 100, messages: [{ role: "user", content }], stop_sequences: [stop] }).finalMessage();
+    // Through the echo (an OpenAI-format upstream) the stop is OpenAI's `stop`, which does not say
+    // whether a sequence or the model ended it: end_turn, as with a real OpenAI upstream.
+    const ended = model === "switchyard/lorem" ? ["stop_sequence", stop] : ["end_turn", null];
+    for (const m of [message, streamedMessage]) {
+      expect([model, m.content.map((b) => (b.type === "text" ? b.text : "")).join(""), m.stop_reason, m.stop_sequence]).toEqual([model, said, ...ended]);
+    }
+  }
+});

@@ -33,8 +33,10 @@ function simulatedAnswer(url: string, init: RequestInit): Response {
   if (url.endsWith("/embeddings")) return simulatedEmbeddings(body);
   if (url.endsWith("/messages/count_tokens")) return Response.json({ input_tokens: Math.max(1, Math.ceil(promptText(format, body).length / 4)) });
   const maxTokens = Number(body.max_tokens ?? body.max_completion_tokens ?? 256);
-  const answer = answerWords(String(body.model), body, format);
-  const words = answer.slice(0, Math.max(1, maxTokens));
+  // A stop sequence ends the answer before it, as a vendor's does (`stop`; Anthropic says which:
+  // `stop_sequence`), so clients can try theirs in the quick start too (an SDK probe: ignored).
+  const { words: answer, stopSequence } = stoppedAt(answerWords(String(body.model), body, format), stopSequences(format, body));
+  const words = answer.slice(0, Math.max(stopSequence === undefined ? 1 : 0, maxTokens));
   // Cut by the answer limit, it says so as a vendor does (`length`, `max_tokens`, `incomplete`), so
   // clients can try their handling of a cut answer in the quick start too.
   const cut = words.length < answer.length;
@@ -57,7 +59,8 @@ function simulatedAnswer(url: string, init: RequestInit): Response {
     events.push({ type: "text", text: json }, { type: "finish", reason: "stop" }, { type: "usage", inputTokens, outputTokens: Math.max(1, Math.ceil(json.length / 4)) });
   } else {
     words.forEach((word, i) => events.push({ type: "text", text: i === 0 ? word : ` ${word}` }));
-    events.push({ type: "finish", reason: cut ? "length" : "stop" }, { type: "usage", inputTokens, outputTokens: words.length });
+    events.push(cut ? { type: "finish", reason: "length" } : stopSequence !== undefined ? { type: "finish", reason: "stop_sequence", stopSequence } : { type: "finish", reason: "stop" });
+    events.push({ type: "usage", inputTokens, outputTokens: words.length });
   }
 
   const ctx = {
@@ -145,6 +148,30 @@ function sampleOf(schema: Schema, text: string, depth: number, root: Schema = sc
     default:
       return text;
   }
+}
+
+/** The request's stop sequences: OpenAI's `stop` (a string or up to four), Anthropic's `stop_sequences`. */
+function stopSequences(format: "openai" | "anthropic", body: Record<string, unknown>): string[] {
+  const stop = format === "openai" ? body.stop : body.stop_sequences;
+  const list = typeof stop === "string" ? [stop] : Array.isArray(stop) ? stop : [];
+  return list.filter((s): s is string => typeof s === "string" && s.length > 0);
+}
+
+/** The answer up to the earliest stop sequence in it (which is not said), as words. */
+function stoppedAt(words: string[], stops: string[]): { words: string[]; stopSequence?: string } {
+  const text = words.join(" ");
+  let at = -1;
+  let which: string | undefined;
+  for (const stop of stops) {
+    const i = text.indexOf(stop);
+    if (i >= 0 && (at < 0 || i < at)) {
+      at = i;
+      which = stop;
+    }
+  }
+  if (which === undefined) return { words };
+  const kept = text.slice(0, at).trimEnd();
+  return { words: kept === "" ? [] : kept.split(" "), stopSequence: which };
 }
 
 function answerWords(model: string, body: Record<string, unknown>, format: "openai" | "anthropic"): string[] {
