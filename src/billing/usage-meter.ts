@@ -446,6 +446,17 @@ export class UsageMeter {
     return this.#perAnswer;
   }
 
+  /**
+   * The longest frame this answer can have: one longer would be an overrun (its characters past
+   * RELAY_FRAME_ALLOWANCE above the limit and the request's echoes) once it ended, so the SSE
+   * parser gives up on it while it is still arriving instead of gathering up to
+   * `limits.max_frame_bytes` (32 MiB) first: sixteen streams each stalled in a 30 MB line held
+   * 1.67 GB (a hostile-upstream probe, twenty-eighth session). Unbounded (Infinity) without a limit.
+   */
+  get longestFrame(): number {
+    return this.#relayLimit + this.#echoRoom + RELAY_FRAME_ALLOWANCE;
+  }
+
   /** More answer has come than the limit could make (RELAY_CHARS_PER_TOKEN …): the upstream is not answering this request. */
   get overrun(): boolean {
     return this.#relayed > this.#relayLimit || this.#frameExcess > this.#relayLimit + this.#echoRoom || this.#frames > this.#frameLimit;

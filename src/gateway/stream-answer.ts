@@ -370,7 +370,8 @@ export async function answerSource(o: StreamAnswerOptions, quietSince = performa
   /** What a relayed frame says, decoded only if the meter must count its text (one function for every frame). */
   const decodeEvents = (frame: SseEvent) => o.decode(frame).events;
   const parser = createSseParser({
-    maxEventBytes: o.maxFrameBytes,
+    // No frame longer than the answer's limit could make (usage-meter.ts, longestFrame).
+    maxEventBytes: Math.min(o.maxFrameBytes, o.meter.longestFrame),
     onEvent(frame) {
       // Nothing after the vendor's end belongs to the answer.
       if (failure || vendorEnded) return;

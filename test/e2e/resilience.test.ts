@@ -105,6 +105,23 @@ describe("upstreams that misbehave", () => {
     }
   });
 
+  test("a frame still arriving that is longer than the answer's limit could make is given up then, not gathered to max_frame_bytes", async () => {
+    // The default cap (32 MiB); max_tokens 10 makes frames of at most ~76 KB (usage-meter.ts, longestFrame).
+    const gw = await startGateway({ upstreamUrl: upstream.url, idleMs: 10_000 });
+    try {
+      upstream.reply({ kind: "sse", holdOpen: true, chunks: [chunk("Hi"), `data: {"x":"${"A".repeat(1024 * 1024)}`] });
+      const res = await post(gw, "/v1/chat/completions", { model: OPENAI_MODEL, max_tokens: 10, messages: question, stream: true });
+      const frames = sseFrames(await res.text());
+      expect(frames[0]!.data).toContain("Hi");
+      // Not the idle timeout 10 s later: the frame was refused while it arrived.
+      expect(JSON.parse(frames.at(-1)!.data).error.message).toMatch(/larger/);
+      await gw.app.services.settled();
+      expect(ledger(gw)).toMatchObject({ reservations: 0, records: [{ status: "stream_failed" }] });
+    } finally {
+      await gw.stop();
+    }
+  });
+
   test("HTML with 200 to a non-stream request → 502, nothing charged", async () => {
     const gw = await startGateway({ upstreamUrl: upstream.url });
     try {
