@@ -334,6 +334,18 @@ export function openDatabase(path: string, options: OpenOptions = {}): Database 
   db.exec(`PRAGMA wal_autocheckpoint = ${WAL_AUTOCHECKPOINT_PAGES}; PRAGMA journal_size_limit = ${WAL_SIZE_LIMIT_BYTES};`);
   // Several processes may start on one file at once (the CLI beside a gateway): migrations wait.
   migrate(db);
+  // SQLite opens a file it may read but not write read-only, without a word, and nothing above
+  // writes when there is nothing to migrate: a gateway started on a ledger owned by another user
+  // (root, after a first run or an admin command as root) said ready, served paid answers whose
+  // charges could not be written, and refused the rest with 503 for good, its connection read-only
+  // even once the file was writable again (a disk-fault probe, twenty-eighth session). One write
+  // now (the row the ledger's own probe keeps) makes that a start refused in one line (index.ts).
+  try {
+    db.query("INSERT OR REPLACE INTO ledger_probe (id, at) VALUES (1, ?)").run(Date.now());
+  } catch (err) {
+    db.close();
+    throw err;
+  }
   if (options.busyTimeoutMs !== undefined) db.exec(`PRAGMA busy_timeout = ${Math.max(0, Math.floor(options.busyTimeoutMs))};`);
   return db;
 }

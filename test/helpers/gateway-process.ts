@@ -94,8 +94,11 @@ export async function runAdminCli(args: string[], env: Record<string, string>): 
  * `bun src/index.ts` for a start that is expected to fail: resolves with its exit code and output
  * once it exits; killed (and reported so) if it is still running after `timeoutMs`.
  */
-export async function runGatewayToExit(env: Record<string, string>, timeoutMs = 15_000): Promise<{ code: number; stdout: string; stderr: string }> {
-  const child = Bun.spawn(["bun", "src/index.ts"], {
+export async function runGatewayToExit(env: Record<string, string>, timeoutMs = 15_000, options: { unprivileged?: boolean } = {}): Promise<{ code: number; stdout: string; stderr: string }> {
+  // As a user file permissions apply to: root reads and writes whatever they say, so as root the
+  // process runs as nobody (util-linux's setpriv, in every Debian and Ubuntu).
+  const asNobody = options.unprivileged && process.getuid?.() === 0 ? ["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups"] : [];
+  const child = Bun.spawn([...asNobody, "bun", "src/index.ts"], {
     cwd: ROOT,
     env: { ...process.env, PORT: "0", HOST: "127.0.0.1", LOG_LEVEL: "warn", ...env },
     stdin: "ignore",

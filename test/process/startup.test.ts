@@ -4,10 +4,11 @@
  */
 import { afterAll, beforeAll, describe, expect, test } from "bun:test";
 import { Database } from "bun:sqlite";
-import { mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
+import { chmodSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { runGatewayToExit, startGatewayProcess } from "../helpers/gateway-process.ts";
+import { openDatabase } from "../../src/store/database.ts";
 import { startFakeUpstream } from "../helpers/fake-upstream.ts";
 import { until } from "../helpers/until.ts";
 import { DEMO_CREDITS_MICRO } from "../../src/accounts/demo-account.ts";
@@ -242,3 +243,26 @@ test("a start on a ledger it cannot open (a damaged file) stops with one line na
   expectOneLine(second.stderr);
   expect(second.stderr).toStartWith(`switchyard: cannot open the SQLite ledger ${folder} (SWITCHYARD_DB): SQLITE_CANTOPEN`);
 }, 30_000);
+
+// A disk-fault probe: a ledger the gateway's user may read but not write (owned by root after a
+// first run as root) was opened read-only without a word; the gateway said ready, served paid
+// answers whose charges it could not write, then refused every paid request with 503 for good.
+test("a start on a ledger it may read but not write stops with one line saying so, before serving anything", async () => {
+  const folder = mkdtempSync(join(tmpdir(), "switchyard-read-only-"));
+  try {
+    const db = join(folder, "ledger.sqlite");
+    // Made and migrated as a first run would leave it, then closed (its -wal and -shm go with it).
+    openDatabase(db).close();
+    // The folder stays writable (SQLite's -wal and -shm go there); only the file is not.
+    chmodSync(folder, 0o777);
+    chmodSync(db, 0o444);
+    const run = await runGatewayToExit({ SWITCHYARD_DB: db, HOME: folder }, 15_000, { unprivileged: true });
+    expect(run.code).toBe(1);
+    expectOneLine(run.stderr);
+    expect(run.stderr).toStartWith(`switchyard: cannot open the SQLite ledger ${db} (SWITCHYARD_DB): SQLITE_READONLY`);
+    expect(run.stderr).toContain("Can the gateway write the file and its folder?");
+    expect(run.stdout).not.toContain("svc-sk-");
+  } finally {
+    rmSync(folder, { recursive: true, force: true });
+  }
+}, 40_000);
