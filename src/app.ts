@@ -399,7 +399,7 @@ export function createApp(deps: AppDeps) {
     // The answering routes close their own request traces (see closeTracesHook): before the hook.
     .use(chatCompletionsRoute(forwardDeps))
     .use(messagesRoute({ ...forwardDeps, counts }))
-    .use(responsesRoute({ ...forwardDeps, responseStore, counts }))
+    .use(responsesRoute({ ...forwardDeps, responseStore, counts, turns: parseTurns }))
     .use(embeddingsRoute(forwardDeps));
   if (ops.metrics || ops.accessLog.enabled) front.onAfterResponse(closeTracesHook(tracker));
   const app = front
@@ -489,6 +489,8 @@ export function createApp(deps: AppDeps) {
     keyPools,
     /** Free token counts waiting for or in the tokenizer. */
     counts,
+    /** Large bodies' turns, and requests that bring in stored answers (limits/parse-turns.ts). */
+    parseTurns,
     /** The tokenizer; a stop past its grace makes it answer by the rule of thumb (`hurry`). */
     tokenizer,
     /** Where large embeddings answers are read. */

@@ -103,6 +103,11 @@ export function holdTurn(request: Request, end: () => void): void {
   heldTurns.set(request.signal, end);
 }
 
+/** Whether the request holds a turn already (its large body's): it takes no second one. */
+export function holdsTurn(request: Request): boolean {
+  return (request as Request & { [HOLDS_TURN]?: true })[HOLDS_TURN] === true;
+}
+
 /** Ends the turn the request holds, if any (once: later calls do nothing). */
 export function endTurnOf(signal: AbortSignal): void {
   const end = heldTurns.get(signal);

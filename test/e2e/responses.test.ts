@@ -269,6 +269,26 @@ describe.each([
     expect(whole.output_text).toBe("Hi!");
   });
 
+  test("a request that brings in stored answers (previous_response_id) waits for the large bodies' turn, as a body of their size would; one that does not, does not", async () => {
+    const openai = new OpenAI({ baseURL: `${gw.url}/v1`, apiKey: gw.key, maxRetries: 0 });
+    upstream.reply(scriptedReply(vendor, { text: "Paris." }));
+    const first = await openai.responses.create({ model, input: "Capital of France?" });
+    // Another tenant's large body being parsed: its turn is held here, then ended.
+    const endTurn = await gw.app.services.parseTurns.take("other-key", "other-account");
+    const order: string[] = [];
+    upstream.reply(scriptedReply(vendor, { text: "Rome." }));
+    upstream.reply(scriptedReply(vendor, { text: "Berlin." }));
+    const chained = openai.responses.create({ model, previous_response_id: first.id, input: "And of Germany?" }).then(() => order.push("chained"));
+    await Bun.sleep(20);
+    const plain = openai.responses.create({ model, input: "Capital of Italy?" }).then(() => order.push("plain"));
+    await plain;
+    await Bun.sleep(50);
+    order.push("turn ended");
+    endTurn();
+    await chained;
+    expect(order).toEqual(["plain", "turn ended", "chained"]);
+  });
+
   test("previous_response_id continues stored answers: the upstream gets every earlier turn in its own format; instructions are not carried over", async () => {
     upstream.reply(scriptedReply(vendor, { text: "Paris." }));
     const first = await openai.responses.create({ model, instructions: "Answer in one word.", input: "Capital of France?" });

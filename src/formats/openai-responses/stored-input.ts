@@ -87,6 +87,19 @@ export async function resolveStoredInput(body: Json, scope: string, store: Respo
   return { input, history, previous, root, expanded: true };
 }
 
+/**
+ * Whether the request brings in stored answers (a previous answer's chain, items by reference, bare
+ * reasoning to restore): work of a large body's size that its own small body does not show.
+ */
+export function expandsStored(body: Json): boolean {
+  const previous = body.previous_response_id;
+  if (typeof previous === "string" && previous !== "") return true;
+  const input = body.input;
+  if (!Array.isArray(input)) return false;
+  for (const item of input as Json[]) if (isReference(item) || isBareReasoning(item)) return true;
+  return false;
+}
+
 /** `{type: "item_reference", id}`; OpenAI also takes a bare `{id}` (its `type` is optional, or null). */
 function isReference(item: Json): boolean {
   if (!item || typeof item !== "object") return false;

@@ -10,7 +10,8 @@ import { countResponseTokens } from "../../gateway/count-tokens.ts";
 import type { CountQueue } from "../../limits/count-queue.ts";
 import { responsesToChat, ResponsesRequestError, type ResponsesPlan } from "../../formats/openai-responses/responses-to-chat.ts";
 import { ResponseStoreUnavailableError, type ResponseStore } from "../../formats/openai-responses/response-store.ts";
-import { resolveStoredInput, type StoredInput } from "../../formats/openai-responses/stored-input.ts";
+import { expandsStored, resolveStoredInput, type StoredInput } from "../../formats/openai-responses/stored-input.ts";
+import { holdTurn, holdsTurn, type ParseTurns } from "../../limits/parse-turns.ts";
 import { createBodyBudget } from "../../limits/body-budget.ts";
 import { storedAnswerBody } from "./stored-answer-body.ts";
 
@@ -24,7 +25,14 @@ import { storedAnswerBody } from "./stored-answer-body.ts";
 /** Kinds of dropped items the log says once each at info level; past them, debug. */
 const REPORTED_KINDS = 256;
 
-export function responsesRoute(deps: ForwardDeps & { catalogue: Catalogue; responseStore: ResponseStore; principals: Principals; counts: CountQueue }) {
+export function responsesRoute(deps: ForwardDeps & {
+  catalogue: Catalogue;
+  responseStore: ResponseStore;
+  principals: Principals;
+  counts: CountQueue;
+  /** The large bodies' turns (limits/parse-turns.ts): a request that brings in stored answers takes one too. */
+  turns?: ParseTurns;
+}) {
   const store = deps.responseStore;
   // Stored answers being sent (GET, free): per account, at most its whole quota of stored answers
   // at once, twice over (one slow reader's answer beside another's); an answer larger than that
@@ -52,6 +60,11 @@ export function responsesRoute(deps: ForwardDeps & { catalogue: Catalogue; respo
         const input = body.input;
         if (input === "" || (Array.isArray(input) && input.length === 0)) throw new GatewayError(422, "invalid_request", "input must contain at least one item.");
         const principal = deps.principals.of(request);
+        // A small body naming stored answers has the gateway read, parse and translate up to a
+        // body's worth of them (9 MB a request: a tenant's ten keys held the thread at 96–98 % CPU
+        // and another tenant's p99 went from 57 to 343 ms, a hostile-tenant probe, twenty-eighth
+        // session): it waits its turn as a body of that size does, up to its vendor request.
+        if (deps.turns && !holdsTurn(request) && expandsStored(body)) holdTurn(request, await deps.turns.take(principal.keyId, principal.accountId));
         const { plan, stored } = await translated(body, principal.accountId);
         // Nothing left to send (no input, or only items no chat upstream can take): the 422 of an
         // empty conversation, in the Responses API's own words rather than chat's `messages`.
