@@ -40,13 +40,44 @@ export interface PasswordHasher {
   decoy(): Promise<string>;
 }
 
-export function passwordHasher(cost?: PasswordCost): PasswordHasher {
-  const hash = (password: string) => Bun.password.hash(password, cost ? { algorithm: "argon2id", ...cost } : { algorithm: "argon2id" });
+/** Too many password checks at once in this process: the sign-in is refused (429), nothing was checked. */
+export class PasswordsBusyError extends Error {}
+
+/**
+ * Password checks at once, and waiting, per process. Each is argon2id over 64 MiB (~50–170 ms of
+ * a core): sign-ins from a thousand addresses, a new login each (so no per-login or per-address
+ * throttle stops them), ran the gateway at 188 % CPU on two cores (a hostile-tenant probe,
+ * twenty-eighth session). Past these, a sign-in is refused at once with 429: the console's
+ * sign-in waits, the API's tenants do not.
+ */
+export const PASSWORD_CHECKS_AT_ONCE = 2;
+export const PASSWORD_CHECKS_WAITING = 32;
+
+export function passwordHasher(cost?: PasswordCost, o: { atOnce?: number; waiting?: number } = {}): PasswordHasher {
+  const atOnce = o.atOnce ?? PASSWORD_CHECKS_AT_ONCE;
+  const maxWaiting = o.waiting ?? PASSWORD_CHECKS_WAITING;
+  let running = 0;
+  const waiting: (() => void)[] = [];
+  const gated = async <T>(work: () => Promise<T>): Promise<T> => {
+    if (running >= atOnce) {
+      if (waiting.length >= maxWaiting) throw new PasswordsBusyError("Too many sign-ins at once: retry in a second.");
+      await new Promise<void>((resolve) => waiting.push(resolve));
+    } else running++;
+    try {
+      return await work();
+    } finally {
+      // The slot goes to the next waiter as it is (running unchanged), or is given back.
+      const next = waiting.shift();
+      if (next) next();
+      else running--;
+    }
+  };
+  const rawHash = (password: string) => Bun.password.hash(password, cost ? { algorithm: "argon2id", ...cost } : { algorithm: "argon2id" });
   let decoy: Promise<string> | undefined;
   return {
-    hash,
-    verify: (password, stored) => Bun.password.verify(password, stored).catch(() => false),
-    decoy: () => (decoy ??= hash(newSecret())),
+    hash: (password) => gated(() => rawHash(password)),
+    verify: (password, stored) => gated(() => Bun.password.verify(password, stored).catch(() => false)),
+    decoy: () => (decoy ??= rawHash(newSecret())),
   };
 }
 

@@ -3,7 +3,7 @@ import { addressBlock } from "../../limits/address-block.ts";
 import { timingSafeEqual } from "node:crypto";
 import type { ModelConfig } from "../../config/schema.ts";
 import { HOLDER_KEY_WINDOW_MS, HOLDER_KEYS_PER_DAY, holderKeyCeiling, holderKeyWait } from "../../accounts/holder-keys.ts";
-import { canonicalLogin, LOGIN_PATTERN, weakPassword, clearedSessionCookie, hashSecret, issueInvite, publicOrigin, sameOrigin, plantedCookieClears, sessionCookie, sessionTokens, startSession, type NewSession, type PasswordHasher } from "../../console/console-auth.ts";
+import { canonicalLogin, LOGIN_PATTERN, weakPassword, clearedSessionCookie, hashSecret, issueInvite, publicOrigin, sameOrigin, plantedCookieClears, sessionCookie, sessionTokens, startSession, type NewSession, type PasswordHasher, PasswordsBusyError } from "../../console/console-auth.ts";
 import { MAX_RECENT, type ConsoleSession, type ConsoleStore } from "../../console/console-store.ts";
 import { rangeOf } from "../../console/usage-range.ts";
 import { chartPeriods, MAX_CHART_PERIODS, summarizeUsage, TABLE_GROUPS } from "../../console/usage-summary.ts";
@@ -109,6 +109,11 @@ export const CONSOLE_MAX_BODY_BYTES = 64 * 1024;
  * session). The Origin is the client's own; the address the gateway sees is not echoed (behind a
  * proxy it may be an internal name).
  */
+/** A password check refused for the checks already under way (console-auth.ts): 429, retry in a second. */
+function busyAs429(err: unknown): unknown {
+  return err instanceof PasswordsBusyError ? new GatewayError(429, "rate_limit", err.message, { "retry-after": "1" }) : err;
+}
+
 function crossSiteMessage(request: Request): string {
   const origin = request.headers.get("origin");
   if (origin === null || request.headers.get("sec-fetch-site") === "cross-site") return "Cross-site requests are refused.";
@@ -314,7 +319,11 @@ export function consoleApiRoutes(deps: ConsoleApiDeps) {
       // had five more tries per spelling (a hostile-tenant probe, 2026-11-30).
       const user = LOGIN_FORM.test(typed!) ? await store.findUser(login) : null;
       // An unknown login costs a hash check too: the answer's timing does not say which logins exist.
-      const ok = await deps.passwords.verify(body.password, user?.passwordHash ?? (await deps.passwords.decoy()));
+      const ok = await deps.passwords.verify(body.password, user?.passwordHash ?? (await deps.passwords.decoy())).catch((err) => {
+        // Not checked: not a failure of this login or address either.
+        if (err instanceof PasswordsBusyError) deps.signIns.cancel(block, login);
+        throw busyAs429(err);
+      });
       if (!user || !ok) throw refuse("holder");
       deps.signIns.succeeded(block, login);
       return signedIn(request, await startSession(store, { kind: "holder", accountId: user.accountId, login: user.login }, deps.now()), set);
@@ -343,7 +352,7 @@ export function consoleApiRoutes(deps: ConsoleApiDeps) {
       if (!invite) throw new GatewayError(404, "not_found", "This invite link is not valid: it was used, it expired, or it was mistyped.");
       const weak = weakPassword(body.password, invite.login);
       if (weak) throw new GatewayError(400, "invalid_request", `Choose another password: ${weak}`, undefined, { param: "password" });
-      const outcome = await store.acceptInvite(tokenHash, await deps.passwords.hash(body.password), deps.now());
+      const outcome = await store.acceptInvite(tokenHash, await deps.passwords.hash(body.password).catch((err) => { throw busyAs429(err); }), deps.now());
       if (!outcome.ok) {
         throw outcome.reason === "login_taken"
           ? new GatewayError(409, "invalid_request", "That login was taken meanwhile: ask the operator for another invite.")
