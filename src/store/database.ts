@@ -1,5 +1,5 @@
 import { Database } from "bun:sqlite";
-import { mkdirSync } from "node:fs";
+import { accessSync, constants, mkdirSync } from "node:fs";
 import { dirname } from "node:path";
 import { dropUsageAutoincrement } from "./sqlite/rebuild-usage-records.ts";
 
@@ -321,7 +321,10 @@ export interface OpenOptions {
 }
 
 export function openDatabase(path: string, options: OpenOptions = {}): Database {
-  if (path !== ":memory:") mkdirSync(dirname(path), { recursive: true });
+  if (path !== ":memory:") {
+    mkdirSync(dirname(path), { recursive: true });
+    mustBeWritable(path);
+  }
   const db = new Database(path, { create: true, strict: true });
   // Only a new file takes it (before its first write); an existing file keeps its own.
   db.exec(`PRAGMA page_size = ${PAGE_SIZE};`);
@@ -334,20 +337,29 @@ export function openDatabase(path: string, options: OpenOptions = {}): Database 
   db.exec(`PRAGMA wal_autocheckpoint = ${WAL_AUTOCHECKPOINT_PAGES}; PRAGMA journal_size_limit = ${WAL_SIZE_LIMIT_BYTES};`);
   // Several processes may start on one file at once (the CLI beside a gateway): migrations wait.
   migrate(db);
-  // SQLite opens a file it may read but not write read-only, without a word, and nothing above
-  // writes when there is nothing to migrate: a gateway started on a ledger owned by another user
-  // (root, after a first run or an admin command as root) said ready, served paid answers whose
-  // charges could not be written, and refused the rest with 503 for good, its connection read-only
-  // even once the file was writable again (a disk-fault probe, twenty-eighth session). One write
-  // now (the row the ledger's own probe keeps) makes that a start refused in one line (index.ts).
-  try {
-    db.query("INSERT OR REPLACE INTO ledger_probe (id, at) VALUES (1, ?)").run(Date.now());
-  } catch (err) {
-    db.close();
-    throw err;
-  }
   if (options.busyTimeoutMs !== undefined) db.exec(`PRAGMA busy_timeout = ${Math.max(0, Math.floor(options.busyTimeoutMs))};`);
   return db;
+}
+
+/**
+ * SQLite opens a file it may read but not write read-only, without a word, and nothing at the
+ * start writes when there is nothing to migrate: a gateway started on a ledger owned by another
+ * user (root, after a first run or an admin command as root) said ready, served paid answers whose
+ * charges it could not write, and refused the rest with 503 for good, its connection read-only
+ * even once the file was writable again (a disk-fault probe, twenty-eighth session). The file and
+ * the -wal and -shm files beside it, where they exist, are checked as SQLite's own open would find
+ * them (access(2): permissions, a read-only mount), so the start stops in one line (index.ts).
+ * Not a write: another connection's lock (the admin CLI's) must not stop a start.
+ */
+function mustBeWritable(path: string): void {
+  for (const file of [path, `${path}-wal`, `${path}-shm`]) {
+    try {
+      accessSync(file, constants.W_OK);
+    } catch (err) {
+      if ((err as { code?: string }).code === "ENOENT") continue;
+      throw err;
+    }
+  }
 }
 
 /**

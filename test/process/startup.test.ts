@@ -259,7 +259,7 @@ test("a start on a ledger it may read but not write stops with one line saying s
     const run = await runGatewayToExit({ SWITCHYARD_DB: db, HOME: folder }, 15_000, { unprivileged: true });
     expect(run.code).toBe(1);
     expectOneLine(run.stderr);
-    expect(run.stderr).toStartWith(`switchyard: cannot open the SQLite ledger ${db} (SWITCHYARD_DB): SQLITE_READONLY`);
+    expect(run.stderr).toStartWith(`switchyard: cannot open the SQLite ledger ${db} (SWITCHYARD_DB): EACCES`);
     expect(run.stderr).toContain("Can the gateway write the file and its folder?");
     expect(run.stdout).not.toContain("svc-sk-");
   } finally {
