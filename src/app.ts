@@ -124,6 +124,8 @@ export interface AppDeps {
   consoleSignIns?: SignInAttemptOptions;
   /** argon2id's cost for console passwords (default: Bun's, 64 MiB and 2 passes); tests pass a cheap one. */
   consolePasswordCost?: PasswordCost;
+  /** The longest a parse turn is held before it is ended for its holder (limits/parse-turns.ts, default 250 ms); tests hold one longer. */
+  parseTurnMaxHoldMs?: number;
   /**
    * A worker among several (SWITCHYARD_WORKERS): `/metrics` answers with every worker's samples,
    * gathered through the supervisor (ops/worker-metrics.ts); given this worker's own exposition.
@@ -345,7 +347,7 @@ export function createApp(deps: AppDeps) {
     const small = declared !== null && Number(declared) <= SMALL_ANONYMOUS_BODY;
     return [{ budget: small ? smallAddressShares : addressShares, holder: addressBlock(server?.requestIP(request)?.address ?? "unknown"), level: "address" }];
   };
-  const parseTurns = createParseTurns();
+  const parseTurns = createParseTurns({ maxHoldMs: deps.parseTurnMaxHoldMs });
   // Connections per client address while descriptors run short, and idle ones closed near the
   // limit (limits/connection-guard.ts); its watchdog runs while the server listens. A connection
   // idle past connection_idle_ms is closed at Bun's next timer check (every 4 s).

@@ -103,7 +103,9 @@ function checkpoint(): void {
     // A log cut while the pass read it fails the pass (SQLITE_IOERR_SHORT_READ): said as the damage
     // it is, so the connection marks the log and copies none of it at its close (logSound), not as a
     // bare I/O error, which left it unmarked (a unit test, one run in two on a loaded machine).
-    if (!logSound()) return;
+    // Only that: a log merely moving under the check ("unsure") must not swallow the pass's own
+    // error (a failed fsync is reported once by the kernel; a review).
+    if (!logSound() && db === undefined) return;
     // SQLITE_BUSY from another checkpointer (the admin CLI, a second gateway): the next tick retries.
     if (!/busy|locked/i.test(String(err))) {
       stop();

@@ -10,6 +10,7 @@ import { useFakeUpstream, withoutCacheMarks } from "../helpers/fake-upstream.ts"
 import { useGateway, post, sseFrames, ANTHROPIC_MODEL, OPENAI_MODEL } from "../helpers/gateway.ts";
 import { reasoningDialect, scripted, scriptedReply } from "../helpers/scripted-answers.ts";
 import { recordingResponseStore } from "../helpers/recording-response-store.ts";
+import { until } from "../helpers/until.ts";
 import type { Logger } from "../../src/log/log.ts";
 import { NO_RESPONSE_STORE } from "../../src/formats/openai-responses/response-store.ts";
 
@@ -17,7 +18,8 @@ const upstream = useFakeUpstream();
 const logLines: string[] = [];
 const capture: Logger = (level, message, fields) => logLines.push(JSON.stringify({ level, message, ...fields }));
 const stored = recordingResponseStore();
-const gw = useGateway(() => ({ upstreamUrl: upstream.url, log: capture, retry: { max_retries: 0 }, responseStore: stored.store }));
+// A parse turn held by the test is not ended for it at 250 ms (the turns test below).
+const gw = useGateway(() => ({ upstreamUrl: upstream.url, log: capture, retry: { max_retries: 0 }, responseStore: stored.store, parseTurnMaxHoldMs: 60_000 }));
 let openai: OpenAI;
 
 beforeAll(() => {
@@ -279,14 +281,16 @@ describe.each([
     upstream.reply(scriptedReply(vendor, { text: "Rome." }));
     upstream.reply(scriptedReply(vendor, { text: "Berlin." }));
     const chained = openai.responses.create({ model, previous_response_id: first.id, input: "And of Germany?" }).then(() => order.push("chained"));
-    await Bun.sleep(20);
-    const plain = openai.responses.create({ model, input: "Capital of Italy?" }).then(() => order.push("plain"));
-    await plain;
-    await Bun.sleep(50);
+    // Waiting behind the held turn (the held one and it).
+    await until("the chained request waits for a turn", 10_000, () => gw.app.services.parseTurns.size === 2);
+    await openai.responses.create({ model, input: "Capital of Italy?" }).then(() => order.push("plain"));
+    expect(gw.app.services.parseTurns.size).toBe(2);
     order.push("turn ended");
     endTurn();
     await chained;
     expect(order).toEqual(["plain", "turn ended", "chained"]);
+    // Its turn ended with its expansion, before its answer.
+    expect(gw.app.services.parseTurns.size).toBe(0);
   });
 
   test("previous_response_id continues stored answers: the upstream gets every earlier turn in its own format; instructions are not carried over", async () => {

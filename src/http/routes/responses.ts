@@ -11,7 +11,7 @@ import type { CountQueue } from "../../limits/count-queue.ts";
 import { responsesToChat, ResponsesRequestError, type ResponsesPlan } from "../../formats/openai-responses/responses-to-chat.ts";
 import { ResponseStoreUnavailableError, type ResponseStore } from "../../formats/openai-responses/response-store.ts";
 import { expandsStored, resolveStoredInput, type StoredInput } from "../../formats/openai-responses/stored-input.ts";
-import { holdTurn, holdsTurn, type ParseTurns } from "../../limits/parse-turns.ts";
+import { holdsTurn, type ParseTurns } from "../../limits/parse-turns.ts";
 import { createBodyBudget } from "../../limits/body-budget.ts";
 import { storedAnswerBody } from "./stored-answer-body.ts";
 
@@ -53,6 +53,24 @@ export function responsesRoute(deps: ForwardDeps & {
       throw err;
     }
   };
+  /**
+   * `translated`, in a parse turn when the request brings in stored answers: a small body naming
+   * them has the gateway read, parse and translate up to a body's worth (9 MB a request: a
+   * tenant's ten keys held the thread at 96–98 % CPU and another tenant's p99 went from 57 to
+   * 343 ms, a hostile-tenant probe, twenty-eighth session), so it waits its turn as a body of that
+   * size does. The turn ends with that work (and the measure of what it made), not at the vendor
+   * request as a body's does: what follows waits on stores and counts, and every chained request
+   * (the AI SDK's item references, an agent's `previous_response_id`) takes one (a review).
+   */
+  const expandedInTurn = async (request: Request, body: ResponsesRequest, principal: { keyId: string; accountId: string }, maxStoredBytes: number, measure = true) => {
+    const endTurn = deps.turns && !holdsTurn(request) && expandsStored(body) ? await deps.turns.take(principal.keyId, principal.accountId) : undefined;
+    try {
+      const { plan, stored } = await translated(body, principal.accountId, maxStoredBytes);
+      return { plan, stored, chatBytes: measure ? Buffer.byteLength(JSON.stringify(plan.chat)) : 0 };
+    } finally {
+      endTurn?.();
+    }
+  };
   return new Elysia({ name: "switchyard/responses" })
     .post(
       "/v1/responses",
@@ -60,12 +78,7 @@ export function responsesRoute(deps: ForwardDeps & {
         const input = body.input;
         if (input === "" || (Array.isArray(input) && input.length === 0)) throw new GatewayError(422, "invalid_request", "input must contain at least one item.");
         const principal = deps.principals.of(request);
-        // A small body naming stored answers has the gateway read, parse and translate up to a
-        // body's worth of them (9 MB a request: a tenant's ten keys held the thread at 96–98 % CPU
-        // and another tenant's p99 went from 57 to 343 ms, a hostile-tenant probe, twenty-eighth
-        // session): it waits its turn as a body of that size does, up to its vendor request.
-        if (deps.turns && !holdsTurn(request) && expandsStored(body)) holdTurn(request, await deps.turns.take(principal.keyId, principal.accountId));
-        const { plan, stored } = await translated(body, principal.accountId);
+        const { plan, stored, chatBytes } = await expandedInTurn(request, body, principal, deps.settings.limits.max_body_bytes);
         // Nothing left to send (no input, or only items no chat upstream can take): the 422 of an
         // empty conversation, in the Responses API's own words rather than chat's `messages`.
         if (plan.chat.messages.length === 0) {
@@ -121,7 +134,7 @@ export function responsesRoute(deps: ForwardDeps & {
           // What is sent bounds the prompt, not the request: stored items make it larger, and so
           // does the translation (a custom tool gains a description and a schema: 4 KB of 128 such
           // tools became 43 KB; a reviewer's finding), so the hold and the prompt billed cover it.
-          bodyBytes: Buffer.byteLength(JSON.stringify(plan.chat)) + plan.carriedBytes,
+          bodyBytes: chatBytes + plan.carriedBytes,
           unseenBytes: plan.carriedBytes,
           request,
           principal,
@@ -139,7 +152,7 @@ export function responsesRoute(deps: ForwardDeps & {
       "/v1/responses/input_tokens",
       async ({ body, request }) => {
         const principal = deps.principals.of(request);
-        const { plan } = await translated({ ...body, input: body.input ?? [] }, principal.accountId, deps.settings.limits.count_tokens_max_bytes);
+        const { plan } = await expandedInTurn(request, { ...body, input: body.input ?? [] }, principal, deps.settings.limits.count_tokens_max_bytes, false);
         const response = await countResponseTokens(deps, plan.chat as Record<string, unknown>, request.headers, request.signal, principal, principal.models);
         // Registered before the app's after-response hook (the chat routes close their own traces).
         deps.tracker?.responded(request, response.status);
