@@ -114,7 +114,7 @@ if (choice.databaseUrl) {
   }
   // Start-up may wait for the admin CLI's lock; once serving, the connection never waits (see sqlite-ledger.ts).
   try {
-    db = openDatabase(dbPath);
+    db = openDatabase(dbPath, { mustWrite: true });
   } catch (err) {
     // A ledger that cannot be opened (a full or read-only disk, a damaged file) stops the start with
     // one line naming the file and the store's error, as the admin CLI does, not a stack trace of

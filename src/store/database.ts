@@ -318,12 +318,17 @@ export interface OpenOptions {
    * request, so its writes retry on a timer instead (see store/sqlite/sqlite-errors.ts).
    */
   busyTimeoutMs?: number;
+  /**
+   * The gateway's start: a file it may only read stops it (mustBeWritable). The admin CLI reads
+   * without it: its reports and audits work on a copy or as a user who may only read (a review).
+   */
+  mustWrite?: boolean;
 }
 
 export function openDatabase(path: string, options: OpenOptions = {}): Database {
   if (path !== ":memory:") {
     mkdirSync(dirname(path), { recursive: true });
-    mustBeWritable(path);
+    if (options.mustWrite) mustBeWritable(path);
   }
   const db = new Database(path, { create: true, strict: true });
   // Only a new file takes it (before its first write); an existing file keeps its own.
@@ -351,10 +356,10 @@ export function openDatabase(path: string, options: OpenOptions = {}): Database 
  * them (access(2): permissions, a read-only mount), so the start stops in one line (index.ts).
  * Not a write: another connection's lock (the admin CLI's) must not stop a start.
  */
-function mustBeWritable(path: string): void {
+export function mustBeWritable(path: string, access: (file: string, mode: number) => void = accessSync): void {
   for (const file of [path, `${path}-wal`, `${path}-shm`]) {
     try {
-      accessSync(file, constants.W_OK);
+      access(file, constants.W_OK);
     } catch (err) {
       if ((err as { code?: string }).code === "ENOENT") continue;
       throw err;

@@ -121,14 +121,19 @@ export function createOpenAIEncoder(ctx: EncodeContext, options: { roleSent?: bo
   const begin = (text = true) => {
     if (started) return "";
     started = true;
+    contentNull = !text;
     return chunk(text ? `{"role":"assistant","content":""}` : `{"role":"assistant","content":null}`);
   };
   /** A first delta that carries the role itself (OpenAI's first tool-call chunk). */
   const opening = (rest: string) => {
     if (started) return chunk(`{${rest}}`);
     started = true;
+    contentNull = true;
     return chunk(`{"role":"assistant","content":null,${rest}}`);
   };
+  /** The role went out with `content: null`, and no text has followed yet. */
+  let contentNull = false;
+  let refused = false;
 
   const sink: ClientSink & { noteText(): void; noteRole(): void } = {
     /** Text went out by another path (a relayed frame); a following image starts on a new paragraph. */
@@ -143,14 +148,17 @@ export function createOpenAIEncoder(ctx: EncodeContext, options: { roleSent?: bo
       switch (e.type) {
         case "text":
           wroteText = true;
+          contentNull = false;
           return begin() + chunk(`{"content":${JSON.stringify(e.text)}}`);
         case "refusal":
           // Where OpenAI itself writes a refusal: a chat client's SDK reads `refusal`, never `content`, for it.
           wroteText = true;
+          refused = true;
           return begin(false) + chunk(`{"refusal":${JSON.stringify(e.text)}}`);
         case "image": {
           const text = imageMarkdown(e.url, wroteText);
           wroteText = true;
+          contentNull = false;
           return begin() + chunk(`{"content":${JSON.stringify(text)}}`);
         }
         case "reasoning":
@@ -178,6 +186,13 @@ export function createOpenAIEncoder(ctx: EncodeContext, options: { roleSent?: bo
           // A call to a tool without parameters (Anthropic streams `input: {}` as no JSON at all):
           // its arguments are "{}", as a whole answer's are, never "" (which JSON.parse refuses).
           let out = begin();
+          // Only reasoning came: the whole answer's content is "" (encodeOpenAIBody), so the stream's
+          // is too, not the null its role went out with (a review: `content.strip()` on a thinking
+          // answer cut by max_tokens).
+          if (contentNull && !refused && seenTools.size === 0) {
+            contentNull = false;
+            out += chunk(`{"content":""}`);
+          }
           for (const index of withoutArguments) {
             out += chunk(ctx.legacyFunctions ? `{"function_call":{"arguments":"{}"}}` : `{"tool_calls":[{"index":${index},"function":{"arguments":"{}"}}]}`);
           }

@@ -101,7 +101,11 @@ export const FIRST_KEYS_PAGE = 50;
 /** The largest body a console request may declare: far above any of its forms (a key's model list, an account's name). */
 export const CONSOLE_MAX_BODY_BYTES = 64 * 1024;
 
-/** Why a change could have come from another site's page: not this Origin (403), or a form's encoding (415). */
+/** A password check refused for the checks already under way (console-auth.ts): 429, retry in a second. */
+function busyAs429(err: unknown): unknown {
+  return err instanceof PasswordsBusyError ? new GatewayError(429, "rate_limit", err.message, { "retry-after": "1" }) : err;
+}
+
 /**
  * A browser on the console's own page whose Origin is not the address the gateway sees is nearly
  * always a reverse proxy that does not pass the browser's Host: every sign-in was refused with
@@ -109,17 +113,13 @@ export const CONSOLE_MAX_BODY_BYTES = 64 * 1024;
  * session). The Origin is the client's own; the address the gateway sees is not echoed (behind a
  * proxy it may be an internal name).
  */
-/** A password check refused for the checks already under way (console-auth.ts): 429, retry in a second. */
-function busyAs429(err: unknown): unknown {
-  return err instanceof PasswordsBusyError ? new GatewayError(429, "rate_limit", err.message, { "retry-after": "1" }) : err;
-}
-
 function crossSiteMessage(request: Request): string {
   const origin = request.headers.get("origin");
   if (origin === null || request.headers.get("sec-fetch-site") === "cross-site") return "Cross-site requests are refused.";
   return `Cross-site requests are refused: the Origin ${JSON.stringify(origin.slice(0, 200))} is not this gateway's address as it sees it (its Host and X-Forwarded-Proto). Behind a reverse proxy, pass the browser's Host header on (nginx: proxy_set_header Host $host) or set X-Forwarded-Host.`;
 }
 
+/** Why a change could have come from another site's page: not this Origin (403), or a form's encoding (415). */
 function crossSiteRefusal(request: Request): { status: number; kind: "permission" | "invalid_request"; message: string } | undefined {
   if (!sameOrigin(request)) return { status: 403, kind: "permission", message: crossSiteMessage(request) };
   const type = request.headers.get("content-type");

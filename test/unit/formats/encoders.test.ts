@@ -73,6 +73,11 @@ describe("OpenAI encoder", () => {
     expect(chunks[1].choices[0].delta).toEqual({ tool_calls: [{ index: 0, function: { arguments: "{}" } }] });
     const thought = frames(encodeAll(createOpenAIEncoder(ctx), [{ type: "start" }, { type: "reasoning", text: "hm" }, ...calls.slice(1)])).map((f) => f.data);
     expect(JSON.parse(thought[0]!).choices[0].delta).toEqual({ role: "assistant", content: null });
+    // Only reasoning (a thinking answer cut by max_tokens): its content ends as the whole answer's, "".
+    const onlyThought = frames(encodeAll(createOpenAIEncoder(ctx), [{ type: "start" }, { type: "reasoning", text: "hm" }, { type: "finish", reason: "length" }]));
+    const deltas = onlyThought.slice(0, -1).map((f) => JSON.parse(f.data).choices[0]?.delta).filter(Boolean);
+    expect(deltas).toEqual([{ role: "assistant", content: null }, { reasoning_content: "hm" }, { content: "" }, {}]);
+    expect(encodeOpenAIBody([{ type: "reasoning", text: "hm" }, { type: "finish", reason: "length" }], ctx).choices[0].message.content).toBe("");
     // Nothing at all: the role still goes out, with the empty text OpenAI sends.
     expect(JSON.parse(frames(encodeAll(createOpenAIEncoder(ctx), [{ type: "start" }, { type: "finish", reason: "stop" }]))[0]!.data).choices[0].delta).toEqual({ role: "assistant", content: "" });
   });
