@@ -11,7 +11,8 @@ import type { CountQueue } from "../../limits/count-queue.ts";
 import { responsesToChat, ResponsesRequestError, type ResponsesPlan } from "../../formats/openai-responses/responses-to-chat.ts";
 import { ResponseStoreUnavailableError, type ResponseStore } from "../../formats/openai-responses/response-store.ts";
 import { expandsStored, resolveStoredInput, type StoredInput } from "../../formats/openai-responses/stored-input.ts";
-import { holdsTurn, type ParseTurns } from "../../limits/parse-turns.ts";
+import { holdTurn, holdsTurn, type ParseTurns } from "../../limits/parse-turns.ts";
+import { LARGE_BODY_BYTES } from "../plugins/json-body.ts";
 import { createBodyBudget } from "../../limits/body-budget.ts";
 import { storedAnswerBody } from "./stored-answer-body.ts";
 
@@ -58,15 +59,22 @@ export function responsesRoute(deps: ForwardDeps & {
    * them has the gateway read, parse and translate up to a body's worth (9 MB a request: a
    * tenant's ten keys held the thread at 96–98 % CPU and another tenant's p99 went from 57 to
    * 343 ms, a hostile-tenant probe, twenty-eighth session), so it waits its turn as a body of that
-   * size does. The turn ends with that work (and the measure of what it made), not at the vendor
-   * request as a body's does: what follows waits on stores and counts, and every chained request
-   * (the AI SDK's item references, an agent's `previous_response_id`) takes one (a review).
+   * size does. What it made decides how long the turn lasts: past LARGE_BODY_BYTES, up to its
+   * vendor request, as a large body's (building that request from 9 MB is most of the work: ended
+   * with the expansion, the same probe still had the thread at 98 %); within it, with the
+   * expansion, so the chains agents and SDKs make every turn (item references, a short
+   * `previous_response_id`) do not hold it across stores, counts and the reservation (a review).
    */
   const expandedInTurn = async (request: Request, body: ResponsesRequest, principal: { keyId: string; accountId: string }, maxStoredBytes: number, measure = true) => {
-    const endTurn = deps.turns && !holdsTurn(request) && expandsStored(body) ? await deps.turns.take(principal.keyId, principal.accountId) : undefined;
+    let endTurn = deps.turns && !holdsTurn(request) && expandsStored(body) ? await deps.turns.take(principal.keyId, principal.accountId) : undefined;
     try {
       const { plan, stored } = await translated(body, principal.accountId, maxStoredBytes);
-      return { plan, stored, chatBytes: measure ? Buffer.byteLength(JSON.stringify(plan.chat)) : 0 };
+      const chatBytes = measure ? Buffer.byteLength(JSON.stringify(plan.chat)) : 0;
+      if (endTurn && chatBytes + plan.carriedBytes > LARGE_BODY_BYTES) {
+        holdTurn(request, endTurn);
+        endTurn = undefined;
+      }
+      return { plan, stored, chatBytes };
     } finally {
       endTurn?.();
     }
