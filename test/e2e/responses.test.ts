@@ -293,6 +293,25 @@ describe.each([
     expect(gw.app.services.parseTurns.size).toBe(0);
   });
 
+  test("a chained request whose client left while it waited for its turn does none of its work once the turn comes", async () => {
+    const openai = new OpenAI({ baseURL: `${gw.url}/v1`, apiKey: gw.key, maxRetries: 0 });
+    upstream.reply(scriptedReply(vendor, { text: "Paris." }));
+    const first = await openai.responses.create({ model, input: "Capital of France?" });
+    const sent = upstream.requests.length;
+    const endTurn = await gw.app.services.parseTurns.take("other-key", "other-account");
+    const leaving = new AbortController();
+    const chained = openai.responses.create({ model, previous_response_id: first.id, input: "And of Germany?" }, { signal: leaving.signal }).catch((e) => e);
+    await until("the chained request waits for a turn", 10_000, () => gw.app.services.parseTurns.size === 2);
+    leaving.abort();
+    expect(await chained).toBeInstanceOf(OpenAI.APIUserAbortError);
+    endTurn();
+    await until("its turn came and went", 10_000, () => gw.app.services.parseTurns.size === 0);
+    await gw.app.services.settled();
+    expect(upstream.requests.length).toBe(sent);
+    // Not even its chain was read.
+    expect(stored.read).not.toContain(first.id);
+  });
+
   test("previous_response_id continues stored answers: the upstream gets every earlier turn in its own format; instructions are not carried over", async () => {
     upstream.reply(scriptedReply(vendor, { text: "Paris." }));
     const first = await openai.responses.create({ model, instructions: "Answer in one word.", input: "Capital of France?" });

@@ -8,15 +8,19 @@ import type { ResponseStore } from "../../src/formats/openai-responses/response-
 export function recordingResponseStore() {
   const fresh = () => createMemoryResponseStore({ maxBytes: 256 * 1024 * 1024, accountMaxBytes: 32 * 1024 * 1024, answerMaxBytes: 16 * 1024 * 1024, ttlMs: 3_600_000, now: Date.now });
   let memory = fresh();
-  /** Response ids kept, in order. */
+  /** Response ids kept, in order; ids of answers read back (a chain's links), in order. */
   const kept: string[] = [];
+  const read: string[] = [];
   const store: ResponseStore = {
     enabled: true,
     get maxAnswerBytes() {
       return memory.maxAnswerBytes;
     },
     item: (scope, id) => memory.item(scope, id),
-    response: (scope, id) => memory.response(scope, id),
+    response(scope, id) {
+      read.push(id);
+      return memory.response(scope, id);
+    },
     body: (scope, id) => memory.body(scope, id),
     keep(scope, id, response) {
       kept.push(id);
@@ -27,6 +31,7 @@ export function recordingResponseStore() {
   return {
     store,
     kept,
+    read,
     restart() {
       memory = fresh();
     },

@@ -1,6 +1,7 @@
 import { Elysia, t } from "elysia";
 import type { Catalogue } from "../../catalogue/catalogue.ts";
 import { handleChat } from "../../gateway/handle-chat.ts";
+import { clientClosed } from "../../gateway/attempt.ts";
 import type { ForwardDeps } from "../../gateway/forward.ts";
 import { openaiResponses } from "../../formats/format.ts";
 import { GatewayError } from "../../streaming/gateway-error.ts";
@@ -68,6 +69,8 @@ export function responsesRoute(deps: ForwardDeps & {
   const expandedInTurn = async (request: Request, body: ResponsesRequest, principal: { keyId: string; accountId: string }, maxStoredBytes: number, measure = true) => {
     let endTurn = deps.turns && !holdsTurn(request) && expandsStored(body) ? await deps.turns.take(principal.keyId, principal.accountId) : undefined;
     try {
+      // A client that left while it waited: its turn goes to the next at once, its work undone.
+      if (endTurn && request.signal.aborted) throw clientClosed();
       const { plan, stored } = await translated(body, principal.accountId, maxStoredBytes);
       const chatBytes = measure ? Buffer.byteLength(JSON.stringify(plan.chat)) : 0;
       if (endTurn && chatBytes + plan.carriedBytes > LARGE_BODY_BYTES) {
