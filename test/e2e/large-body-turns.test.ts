@@ -10,11 +10,14 @@
 import { describe, expect, test } from "bun:test";
 import { useFakeUpstream } from "../helpers/fake-upstream.ts";
 import { OPENAI_MODEL, useGateway } from "../helpers/gateway.ts";
+import { until } from "../helpers/until.ts";
 
 const upstream = useFakeUpstream();
 const EMBED = "test/embed";
 const gw = useGateway(() => ({
   upstreamUrl: upstream.url,
+  // A turn the test holds is not ended for it at 250 ms.
+  parseTurnMaxHoldMs: 60_000,
   extraModels: [{ id: EMBED, provider: "fake-openai", upstream_model: "text-embedding-3-small", category: "embedding", context_length: 8192, pricing: { input_per_mtok: 20, output_per_mtok: 0 } }],
 }));
 
@@ -51,5 +54,17 @@ describe("large bodies take turns across accounts", () => {
     const small = await ask(gw.key, JSON.stringify({ model: OPENAI_MODEL, max_tokens: 5, messages: [{ role: "user", content: "hi" }] }), "/v1/chat/completions");
     expect(small.status).toBe(200);
     expect((await Promise.all(large)).map((r) => r.status)).toEqual([200, 200, 200, 200]);
+  });
+
+  test("a large body whose client left while it waited for its turn is not parsed when the turn comes (refused 499, not judged)", async () => {
+    const endTurn = await gw.app.services.parseTurns.take("other-key", "other-account");
+    const leaving = new AbortController();
+    // Not JSON at all: parsed, it would be refused 400.
+    const answer = gw.app.handle(new Request("http://gateway/v1/embeddings", { method: "POST", headers: { authorization: `Bearer ${gw.key}`, "content-type": "application/json" }, body: "x".repeat(300_000), signal: leaving.signal }));
+    await until("the body waits for a turn", 10_000, () => gw.app.services.parseTurns.size === 2);
+    leaving.abort();
+    endTurn();
+    expect((await answer).status).toBe(499);
+    expect(gw.app.services.parseTurns.size).toBe(0);
   });
 });

@@ -91,7 +91,11 @@ export function jsonBodyPlugin(o: JsonBodyOptions) {
       let endTurn: (() => void) | undefined;
       try {
         const turn = bytes.length > LARGE_BODY_BYTES && o.turns ? o.turnOf?.(request) : undefined;
-        if (turn) endTurn = await o.turns!.take(turn.key, turn.account);
+        if (turn) {
+          endTurn = await o.turns!.take(turn.key, turn.account);
+          // A client that left while its body waited: the turn goes to the next at once, the body unparsed.
+          if (request.signal.aborted) throw new GatewayError(499, "invalid_request", "The client closed the request.");
+        }
         const body = parseBody(request, contentType, bytes, o);
         // The route's work on the body is the rest of its turn (limits/parse-turns.ts).
         if (endTurn) holdTurn(request, endTurn);
