@@ -13,7 +13,7 @@ import { MISSING_PERMISSION, withKey } from "../providers/key-pools.ts";
 import { prepareUpstream, promptText } from "../formats/prepare-upstream.ts";
 import { betasForWindow } from "../providers/anthropic/anthropic-adapter.ts";
 import { createAnswerToolMapper } from "../formats/common/answer-tool.ts";
-import { GatewayError, NO_RETRY, type AnthropicErrorDetails, type OpenAIErrorDetail } from "../streaming/gateway-error.ts";
+import { clientClosed, GatewayError, NO_RETRY, type AnthropicErrorDetails, type OpenAIErrorDetail } from "../streaming/gateway-error.ts";
 import { anthropicErrorDetails, openaiErrorDetail, upstreamStatusError } from "../providers/upstream-errors.ts";
 import { ImageFetchError, inlineImages, keepImages } from "./inline-images.ts";
 import { answersAsked, imagesBounded, imagesHeld } from "./plan.ts";
@@ -133,8 +133,6 @@ function answerBound(settings: Settings, req: AttemptRequest, candidate: Fitted,
   if (!(maxTokens > 0)) return Number.POSITIVE_INFINITY;
   return maxTokens * answersAsked(settings, req.wire, req.body, model) * ANSWER_BYTES_PER_TOKEN + sentChars + ANSWER_SLACK_BYTES;
 }
-
-export const clientClosed = () => new GatewayError(499, "invalid_request", "The client closed the request.");
 
 /**
  * The gateway's stop ended the call before anything went to the client (also forward.ts: a stream

@@ -80,3 +80,6 @@ export class ContextLengthError extends GatewayError {
     return `input length and \`max_tokens\` exceed context limit: ${this.promptTokens} + ${this.maxTokens} > ${this.contextLength}, decrease input length or \`max_tokens\` and try again`;
   }
 }
+
+/** The client left before its answer (499, nginx's status for it): nobody reads what is said. */
+export const clientClosed = () => new GatewayError(499, "invalid_request", "The client closed the request.");

@@ -121,19 +121,16 @@ export function createOpenAIEncoder(ctx: EncodeContext, options: { roleSent?: bo
   const begin = (text = true) => {
     if (started) return "";
     started = true;
-    contentNull = !text;
     return chunk(text ? `{"role":"assistant","content":""}` : `{"role":"assistant","content":null}`);
   };
   /** A first delta that carries the role itself (OpenAI's first tool-call chunk). */
   const opening = (rest: string) => {
     if (started) return chunk(`{${rest}}`);
     started = true;
-    contentNull = true;
     return chunk(`{"role":"assistant","content":null,${rest}}`);
   };
-  /** The role went out with `content: null`, and no text has followed yet. */
-  let contentNull = false;
-  let refused = false;
+  /** Only reasoning so far, its role gone out with `content: null` (see "finish"). */
+  let onlyReasoning = false;
 
   const sink: ClientSink & { noteText(): void; noteRole(): void } = {
     /** Text went out by another path (a relayed frame); a following image starts on a new paragraph. */
@@ -148,25 +145,28 @@ export function createOpenAIEncoder(ctx: EncodeContext, options: { roleSent?: bo
       switch (e.type) {
         case "text":
           wroteText = true;
-          contentNull = false;
+          onlyReasoning = false;
           return begin() + chunk(`{"content":${JSON.stringify(e.text)}}`);
         case "refusal":
           // Where OpenAI itself writes a refusal: a chat client's SDK reads `refusal`, never `content`, for it.
           wroteText = true;
-          refused = true;
+          onlyReasoning = false;
           return begin(false) + chunk(`{"refusal":${JSON.stringify(e.text)}}`);
         case "image": {
           const text = imageMarkdown(e.url, wroteText);
           wroteText = true;
-          contentNull = false;
+          onlyReasoning = false;
           return begin() + chunk(`{"content":${JSON.stringify(text)}}`);
         }
         case "reasoning":
           // A signature alone (Anthropic's seal on its thinking) says nothing an OpenAI client can use.
-          return e.text ? begin(false) + chunk(`{"reasoning_content":${JSON.stringify(e.text)}}`) : "";
+          if (!e.text) return "";
+          if (!started) onlyReasoning = true;
+          return begin(false) + chunk(`{"reasoning_content":${JSON.stringify(e.text)}}`);
         case "redacted-reasoning":
           return "";
         case "tool-call": {
+          onlyReasoning = false;
           if (ctx.legacyFunctions) return begin(false) + legacyCall(e);
           let call: string;
           if (!seenTools.has(e.index)) {
@@ -189,8 +189,8 @@ export function createOpenAIEncoder(ctx: EncodeContext, options: { roleSent?: bo
           // Only reasoning came: the whole answer's content is "" (encodeOpenAIBody), so the stream's
           // is too, not the null its role went out with (a review: `content.strip()` on a thinking
           // answer cut by max_tokens).
-          if (contentNull && !refused && seenTools.size === 0) {
-            contentNull = false;
+          if (onlyReasoning) {
+            onlyReasoning = false;
             out += chunk(`{"content":""}`);
           }
           for (const index of withoutArguments) {

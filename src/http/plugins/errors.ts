@@ -8,9 +8,14 @@ import { anthropicErrorBody } from "../../formats/anthropic-messages/encode-anth
 import { ContextLengthError, GatewayError, type AnthropicErrorDetails, type OpenAIErrorDetail } from "../../streaming/gateway-error.ts";
 import type { Logger } from "../../log/log.ts";
 
-/** Whether a request URL's path starts with `prefix`, read without parsing the URL. */
+/** Where a request URL's path starts, found without parsing the URL. */
+function pathStart(url: string): number {
+  return url.indexOf("/", url.indexOf("//") + 2);
+}
+
+/** Whether a request URL's path starts with `prefix`. */
 function pathStartsWith(url: string, prefix: string): boolean {
-  return url.startsWith(prefix, url.indexOf("/", url.indexOf("//") + 2));
+  return url.startsWith(prefix, pathStart(url));
 }
 
 /**
@@ -24,8 +29,7 @@ export function isAnthropicClient(path: string, headers: Headers): boolean {
 }
 
 function isAnthropicRequest(request: Request): boolean {
-  const url = request.url;
-  return isAnthropicClient(url.slice(url.indexOf("/", url.indexOf("//") + 2)), request.headers);
+  return isAnthropicClient(request.url.slice(pathStart(request.url)), request.headers);
 }
 
 export function errorResponse(anthropic: boolean, status: number, kind: ErrorKind, message: string, headers?: Record<string, string>, openai?: OpenAIErrorDetail, details?: AnthropicErrorDetails): Response {

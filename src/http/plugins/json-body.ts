@@ -1,6 +1,6 @@
 import { Elysia } from "elysia";
 import { isUtf8 } from "node:buffer";
-import { GatewayError } from "../../streaming/gateway-error.ts";
+import { clientClosed, GatewayError } from "../../streaming/gateway-error.ts";
 import { giveShares, takeShares, type BodyShare, type ShareLevel } from "../../limits/body-budget.ts";
 import { holdTurn, type ParseTurns } from "../../limits/parse-turns.ts";
 import type { TSchema } from "@sinclair/typebox";
@@ -94,7 +94,7 @@ export function jsonBodyPlugin(o: JsonBodyOptions) {
         if (turn) {
           endTurn = await o.turns!.take(turn.key, turn.account);
           // A client that left while its body waited: the turn goes to the next at once, the body unparsed.
-          if (request.signal.aborted) throw new GatewayError(499, "invalid_request", "The client closed the request.");
+          if (request.signal.aborted) throw clientClosed();
         }
         const body = parseBody(request, contentType, bytes, o);
         // The route's work on the body is the rest of its turn (limits/parse-turns.ts).

@@ -1,10 +1,9 @@
 import { Elysia, t } from "elysia";
 import type { Catalogue } from "../../catalogue/catalogue.ts";
 import { handleChat } from "../../gateway/handle-chat.ts";
-import { clientClosed } from "../../gateway/attempt.ts";
 import type { ForwardDeps } from "../../gateway/forward.ts";
 import { openaiResponses } from "../../formats/format.ts";
-import { GatewayError } from "../../streaming/gateway-error.ts";
+import { clientClosed, GatewayError } from "../../streaming/gateway-error.ts";
 import type { Principals } from "../plugins/admission.ts";
 import { InputTokensRequest, ResponsesRequest } from "../../formats/openai-responses/schema.ts";
 import { countResponseTokens } from "../../gateway/count-tokens.ts";
