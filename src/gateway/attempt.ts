@@ -196,17 +196,16 @@ export function requestSizedLimit(detail: string, sentBytes: number, maxTokens: 
 }
 
 /**
- * A 403 that says the key's organisation or account is gone: the key is refused as a 401 would
- * refuse it. Any other 403 is about what was asked (a model, a moderation flag, a region).
+ * A 403, 400 or 402 that says the key's organisation or account is gone (Anthropic answers "This
+ * organization has been disabled." as a 400): the key is refused as a 401 would refuse it. Read
+ * only at the start of the vendor's message, where the vendor's own sentence is, and by the
+ * error's code. Any of these may quote the request (a 400's invalid value, a content filter's 403
+ * "Request blocked: \"…\""), and a tenant's text read as a dead key would take the key out of
+ * service for everyone: one request saying "my account is disabled" had disabled every key of a
+ * pool, and looped, kept them so (a key-pool probe, twenty-ninth session). Any other 403 is about
+ * what was asked (a model, a moderation flag, a region).
  */
-const DEAD_ACCOUNT = /organization_deactivated|account_deactivated|(?:organi[sz]ation|account|api key) (?:has been |is )?(?:disabled|deactivated|suspended|not active|inactive)/i;
-/**
- * The same said in a 400 or 402 (Anthropic answers "This organization has been disabled." as a
- * 400): only at the start of the vendor's message, where the vendor's own sentence is, and by the
- * error's code. A 400 may quote the request (a field's invalid value), and a tenant's text read as
- * a dead key would take the key out of service for everyone.
- */
-const DEAD_ACCOUNT_SAID = /^\s*(?:this |your )?(?:organi[sz]ation|account|api key) (?:has been |is )?(?:disabled|deactivated|suspended)/i;
+const DEAD_ACCOUNT_SAID = /^\s*(?:(?:this|your|the) )?(?:[\w-]+ )?(?:organi[sz]ation|account|api key)(?: [\w-]+)? (?:has been |is |was )?(?:disabled|deactivated|suspended|not active|inactive)/i;
 const DEAD_ACCOUNT_CODE = /^(?:organization_deactivated|account_deactivated)$/;
 /**
  * A vendor account with no credit left: any 402 (DeepSeek's "Insufficient Balance", OpenRouter's
@@ -228,7 +227,7 @@ const AFFORD_SAID = /fewer max_tokens|can only afford/i;
 
 /** Whether a vendor's refusal is about the key's account: disabled ("dead"), or out of credit. */
 export function accountRefusal(status: number, said: string, code: string | undefined): "dead" | "no_credit" | "cannot_afford" | undefined {
-  if (status === 403) return DEAD_ACCOUNT.test(`${said} ${code ?? ""}`) ? "dead" : undefined;
+  if (status === 403) return (code !== undefined && DEAD_ACCOUNT_CODE.test(code)) || DEAD_ACCOUNT_SAID.test(said) ? "dead" : undefined;
   // OpenAI says its account is out of credit with a 429 (`insufficient_quota`): no rate limit that
   // passes. Read as one, the key cooled for seconds at a time and clients were told to retry (Claude
   // Code retried for minutes; a probe of the agent CLIs).

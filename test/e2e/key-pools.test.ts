@@ -382,6 +382,9 @@ describe("cooldowns and refused keys (injected clock)", () => {
       // A 403 about what was asked: input a moderation flagged, a model the organisation may not use.
       { kind: "json", status: 403, body: { error: { message: "Your input was flagged by moderation.", code: 403 } } },
       { kind: "json", status: 403, body: { error: { message: "You are not allowed to sample from this model", type: "invalid_request_error", code: null } } },
+      // A 403 quoting the tenant's words ("my account is disabled"): every key of a pool was disabled (a key-pool probe, twenty-ninth session).
+      { kind: "json", status: 403, body: { error: { message: 'Request blocked by content filter: "help, my account is disabled"', type: "permission_error", code: null } } },
+      { kind: "json", status: 403, body: { error: { message: 'Blocked: "organization_deactivated, the API key is inactive"', code: "content_filter" } } },
     ];
     // About 20,000 tokens of prompt (over half of 30,000 a minute) and an answer limit of 5,000 (over half of 8,000).
     const large = { messages: [{ role: "user", content: `MARKED ${"word ".repeat(16_000)}` }], max_tokens: 5_000 };
