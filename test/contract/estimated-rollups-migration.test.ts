@@ -6,7 +6,10 @@ import { join } from "node:path";
 import { rollupDriftSql } from "../../src/billing/usage-report.ts";
 import { migrate, openDatabase, SCHEMA_VERSION } from "../../src/store/database.ts";
 import { connectPostgres } from "../../src/store/postgres/pg-client.ts";
-import { migratePostgres, POSTGRES_SCHEMA_VERSION } from "../../src/store/postgres/pg-migrations.ts";
+import { migratePostgres, POSTGRES_SCHEMA_VERSION, versionOf } from "../../src/store/postgres/pg-migrations.ts";
+
+/** The version the estimated rollups' migration brings a database to. */
+const ESTIMATED = versionOf("ADD COLUMN estimated_requests");
 import { createPostgresUsageBreakdown } from "../../src/store/postgres/pg-reports.ts";
 import { foldRollups } from "../../src/store/sqlite/sqlite-rollups.ts";
 import { createUsageBreakdown } from "../../src/store/sqlite/sqlite-usage-report.ts";
@@ -86,7 +89,7 @@ if (missing) {
   test("PostgreSQL: a database at the previous schema version: rolled-up rows count their estimated records, and the trigger counts new ones", async () => {
     const sql = connectPostgres(await database(), { max: 2 });
     try {
-      expect(await migratePostgres(sql, POSTGRES_SCHEMA_VERSION - 1)).toBe(POSTGRES_SCHEMA_VERSION - 1);
+      expect(await migratePostgres(sql, ESTIMATED - 1)).toBe(ESTIMATED - 1);
       const insert = async (rows: ReturnType<typeof records>) => {
         for (const [id, model, estimated, at] of rows) await sql.unsafe(`${USAGE} VALUES ($1, 'acct', 'key', $2, 'p', 10, 5, $3, 100, 'ok', 1, $4)`, [id, model, estimated, at]);
       };

@@ -13,7 +13,7 @@ import type { Settlement } from "../../src/billing/ledger.ts";
 import { createPostgresAccounts } from "../../src/store/postgres/pg-accounts.ts";
 import { createPostgresLedger } from "../../src/store/postgres/pg-ledger.ts";
 import { migratePostgres } from "../../src/store/postgres/pg-migrations.ts";
-import { spillOwnership } from "../../src/store/postgres/pg-spill.ts";
+import { databaseIdentity, spillOwnership } from "../../src/store/postgres/pg-spill.ts";
 import { postgresMissing, useTestDatabase } from "../helpers/backends.ts";
 import { until } from "../helpers/until.ts";
 
@@ -34,17 +34,19 @@ async function setUp() {
   const keyId = (await accounts.createKey(account.id, "k"))!.id;
   const dir = mkdtempSync(join(tmpdir(), "switchyard-pg-replay-"));
   dirs.push(dir);
-  const prefix = spillOwnership({ dir, database: url, instanceId: "probe" }).prefix;
+  const prefix = spillOwnership({ dir, database: await databaseIdentity(sql), instanceId: "probe" }).prefix;
+  /** The names versions before the database's identity gave: after the URL's text. */
+  const formerPrefix = spillOwnership({ dir, database: url, instanceId: "probe" }).prefix;
   const settlement = (n: number): Settlement => ({ requestId: `req_${account.id}_${n}`, accountId: account.id, keyId, model: "m", provider: "p", promptTokens: 10, completionTokens: 5, estimated: false, costMicro: 1_000 + n, status: "ok", latencyMs: 1 });
   /** A file as a process that is gone left it (no lock file: as an older version wrote them, or after a clean stop). */
-  const leave = (owner: string, settlements: Settlement[]) =>
-    writeFileSync(join(dir, `${prefix}${owner}.spill`), settlements.map((s) => JSON.stringify({ settlement: s, held: 5_000 })).join("\n") + "\n");
+  const leave = (owner: string, settlements: Settlement[], named = prefix) =>
+    writeFileSync(join(dir, `${named}${owner}.spill`), settlements.map((s) => JSON.stringify({ settlement: s, held: 5_000 })).join("\n") + "\n");
   const books = async () => {
     const records = (await sql`SELECT request_id FROM usage_records WHERE account_id = ${account.id} ORDER BY request_id`).map((r: { request_id: string }) => r.request_id);
     const [row] = await sql`SELECT balance_micro, held_micro FROM accounts WHERE id = ${account.id}`;
     return { records, balance: Number(row.balance_micro), held: Number(row.held_micro) };
   };
-  return { url, sql, dir, prefix, settlement, leave, books };
+  return { url, sql, dir, prefix, formerPrefix, settlement, leave, books };
 }
 
 if (missing) {
@@ -94,6 +96,28 @@ if (missing) {
     } finally {
       await ledger.close(100);
       living.release();
+    }
+  }, 15_000);
+
+  test("a file is found by every process of the database whatever its URL says, and an older version's file named after the URL is replayed too (a scale-out probe: a URL spelled otherwise never replayed it)", async () => {
+    const { url, sql, dir, prefix, formerPrefix, settlement, leave, books } = await setUp();
+    expect(formerPrefix).not.toBe(prefix);
+    leave("elsewhere", [settlement(1)]);
+    // Started with the same database under another name (a host name for the address, a pooler, a rotated password).
+    const other = await createPostgresLedger(sql, { now: Date.now, spill: { dir, database: "postgres://switchyard:rotated@db.internal:6432/other-spelling" } });
+    try {
+      await until("the file written and removed", 5_000, async () => (await books()).records.length === 1 && !readdirSync(dir).some((f) => f.endsWith(".spill")));
+    } finally {
+      await other.close(100);
+    }
+    // A file an older version left, named after the URL's text, replayed by a start with that URL.
+    leave("older-version", [settlement(2)], formerPrefix);
+    const same = await createPostgresLedger(sql, { now: Date.now, spill: { dir, database: url } });
+    try {
+      await until("the older file written and removed", 5_000, async () => (await books()).records.length === 2 && !readdirSync(dir).some((f) => f.endsWith(".spill")));
+      expect((await books()).balance).toBe(1_000_000 - 1_001 - 1_002);
+    } finally {
+      await same.close(100);
     }
   }, 15_000);
 

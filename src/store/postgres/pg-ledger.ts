@@ -8,7 +8,7 @@ import { creditAccount, debitAccount } from "./pg-credits.ts";
 import { DB_NOW_MS } from "./pg-migrations.ts";
 import { cacheSavingsMicro, priceListId, priceListJson } from "../../billing/pricing.ts";
 import { readSpill, SpillMismatchError, unknownAccounts } from "../spill-file.ts";
-import { spillOwnership } from "./pg-spill.ts";
+import { databaseIdentity, spillOwnership } from "./pg-spill.ts";
 import { createSettlementQueue, type QueuedSettlement, type RejectionCounter } from "../../billing/settlement-queue.ts";
 
 export interface PgLedgerOptions {
@@ -37,10 +37,11 @@ export interface PgLedgerOptions {
   onCommitted?: (settlements: Settlement[]) => void;
   /**
    * A folder for the spill file (charges kept while the database is unreachable, and settlements
-   * still unwritten when the grace at close runs out), one per process, named after the database
-   * so a start replays only its own database's, and replayed only once its process is gone
-   * (pg-spill.ts); unset: none (they are logged). The gateway sets it (SWITCHYARD_SPILL_DIR,
-   * default ./data).
+   * still unwritten when the grace at close runs out), one per process, named after the database's
+   * identity (read from it) so a start replays only its own database's, and replayed only once its
+   * process is gone (pg-spill.ts); unset: none (they are logged). The gateway sets it
+   * (SWITCHYARD_SPILL_DIR, default ./data). `database`: its URL, which older versions named files
+   * after (theirs are replayed too).
    */
   spill?: { dir: string; database: string };
 }
@@ -137,7 +138,7 @@ export async function createPostgresLedger(sql: Pg, o: PgLedgerOptions): Promise
   /** Price lists this process has seen committed: each is sent once, with the first batch charged at it. */
   const pricesWritten = new Set<number>();
   /** This process's spill file and those of processes that are gone (see PgLedgerOptions.spill). */
-  const spills = o.spill ? spillOwnership({ ...o.spill, instanceId }) : undefined;
+  const spills = o.spill ? spillOwnership({ dir: o.spill.dir, database: await bounded(databaseIdentity(sql), "database identity"), formerly: o.spill.database, instanceId }) : undefined;
   /**
    * Spill files of processes that are gone, taken over by this one (their locks held): each is
    * removed once every settlement in it is written (`pending` empties).

@@ -287,10 +287,22 @@ const MIGRATIONS: string[] = [
      ON CONFLICT (day, account_id, key_id, model) DO UPDATE SET ${ROLLUP_ADD("usage_daily")};
      RETURN NULL;
    END $$;`,
+  // The database's own name for itself, made once: spill files are named after it (pg-spill.ts),
+  // so every process of this database finds them whatever its URL says (another host name, a
+  // password rotated, a pooler in between); named after the URL's text, they were never replayed.
+  `CREATE TABLE database_identity (one boolean PRIMARY KEY DEFAULT true CHECK (one), id text NOT NULL);
+   INSERT INTO database_identity (id) VALUES (md5(random()::text || clock_timestamp()::text || pg_backend_pid()::text));`,
 ];
 
 /** The schema version this code brings a database to. */
 export const POSTGRES_SCHEMA_VERSION = MIGRATIONS.length;
+
+/** The version a migration whose text has `marker` brings a database to (for tests of one migration). */
+export function versionOf(marker: string): number {
+  const at = MIGRATIONS.findIndex((m) => m.includes(marker));
+  if (at < 0) throw new Error(`no migration has ${marker}`);
+  return at + 1;
+}
 
 /** The database's clock in epoch milliseconds, for values several processes compare. */
 export const DB_NOW_MS = "(extract(epoch from clock_timestamp()) * 1000)::bigint";

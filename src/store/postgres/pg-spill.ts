@@ -2,12 +2,13 @@ import { closeSync, existsSync, mkdirSync, openSync, readdirSync, statSync, unli
 import { join } from "node:path";
 import { randomId } from "../ids.ts";
 import { tryLockFile, type FileLock } from "../file-lock.ts";
+import type { Pg } from "./pg-client.ts";
 import { keepInSpill, removeSpill, removeSpillTemporaries, type Spilled } from "../spill-file.ts";
 
 /**
  * PostgreSQL's spill files and who owns them (docs/decisions.md, "Spill files on PostgreSQL").
  * Any number of processes (workers, containers on one volume, restarts) share SWITCHYARD_SPILL_DIR
- * and a database. Each writes its own file, `<dir>/switchyard-<database hash>-<owner>.spill`, and
+ * and a database. Each writes its own file, `<dir>/switchyard-<database identity hash>-<owner>.spill`, and
  * holds an operating-system lock on `<that>.lock` (store/file-lock.ts) from its start until it
  * stops: the kernel drops it when the process ends, however it ends. A file is replayed only by
  * a process that takes its lock, so never while its owner lives (its owner writes it again and
@@ -17,9 +18,17 @@ import { keepInSpill, removeSpill, removeSpillTemporaries, type Spilled } from "
  * lock taken is checked to still be the file at its path (the inode it was taken on): a cleaner
  * that removed the file meanwhile leaves the taker holding a lock nobody else can see.
  */
-export function spillOwnership(o: { dir: string; database: string; instanceId: string }) {
+export function spillOwnership(o: {
+  dir: string;
+  /** The database's identity (`databaseIdentity`): every process of the database names its files alike. */
+  database: string;
+  instanceId: string;
+  /** The database's URL as written, which versions before the identity named files after: theirs are replayed too. */
+  formerly?: string;
+}) {
   /** `switchyard-<database hash>-`: this database's files (a start replays only its own database's). */
-  const prefix = `switchyard-${(Bun.SHA256.hash(o.database, "hex") as string).slice(0, 12)}-`;
+  const prefix = spillPrefix(o.database);
+  const prefixes = o.formerly !== undefined && spillPrefix(o.formerly) !== prefix ? [prefix, spillPrefix(o.formerly)] : [prefix];
   const lockOf = (spill: string) => `${spill}.lock`;
   let owner: { spill: string; lock: FileLock } | undefined;
   /** Whether this process let its lock go (the ledger closed): a file taken after that has a name of its own. */
@@ -102,7 +111,7 @@ export function spillOwnership(o: { dir: string; database: string; instanceId: s
      */
     orphans(): { path: string; done(): void; release(): void }[] {
       if (!existsSync(o.dir)) return [];
-      const names = readdirSync(o.dir).filter((name) => name.startsWith(prefix));
+      const names = readdirSync(o.dir).filter((name) => prefixes.some((p) => name.startsWith(p)));
       const found: { path: string; done(): void; release(): void }[] = [];
       for (const name of names) {
         const path = join(o.dir, name);
@@ -141,6 +150,20 @@ export function spillOwnership(o: { dir: string; database: string; instanceId: s
       return found;
     },
   };
+}
+
+const spillPrefix = (name: string) => `switchyard-${(Bun.SHA256.hash(name, "hex") as string).slice(0, 12)}-`;
+
+/**
+ * The database's identity (made once by its migrations): what spill files are named after. Not
+ * the URL, whose text differs between processes of one database (a host name or an address, a
+ * password rotated, a pooler in between): a file named after one URL was never replayed by a
+ * process started with another (a scale-out probe, twenty-ninth session).
+ */
+export async function databaseIdentity(sql: Pg): Promise<string> {
+  const [row] = await sql`SELECT id FROM database_identity`;
+  if (typeof row?.id !== "string") throw new Error("the database has no identity row (database_identity): its migrations did not finish");
+  return row.id;
 }
 
 function inodeOf(path: string): number | undefined {
