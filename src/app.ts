@@ -39,7 +39,7 @@ import { withSimulatedUpstream } from "./providers/simulated/simulated-upstream.
 import { createTokenizer, type Tokenizer } from "./billing/token-estimate.ts";
 import { createEmbeddingsThread, type EmbeddingsThread } from "./formats/openai-embeddings/embeddings-thread.ts";
 import { createCountQueue } from "./limits/count-queue.ts";
-import { createInflight } from "./gateway/inflight.ts";
+import { createInflight, LedgerLostCut } from "./gateway/inflight.ts";
 import { createChangeWatch } from "./store/sqlite/change-watch.ts";
 import { retryWhileBusy } from "./store/sqlite/sqlite-errors.ts";
 import { createHttp1Client } from "./transport/http1/client.ts";
@@ -247,7 +247,10 @@ export function createApp(deps: AppDeps) {
     maxResponseBytes: deps.settings.limits.max_response_bytes,
   });
   // The stop's cut (index.ts) ends the calls still waiting for their upstream: their requests get a 503 to retry.
-  inflight.onCut((reason) => upstream.cut(reason));
+  inflight.onCut((reason) => upstream.cut(reason, !(reason instanceof LedgerLostCut)));
+  // A shared ledger out of reach for nearly as long as other processes wait before releasing this
+  // one's holds: what runs is cut before it is delivered against a hold released behind its back.
+  ledger.onHoldsAtRisk?.((atRisk) => inflight.fence(atRisk));
   const ops = deps.ops ?? DEFAULT_OPS;
   // Answers kept for item_reference and previous_response_id: memory only, never disk or logs.
   const stored = deps.settings.responses;

@@ -112,6 +112,14 @@ export interface Ledger {
   /** Stops at once (the process is about to exit): what is queued is kept in the spill file, or logged; nothing more is written. */
   abandon?(): void;
   /**
+   * Told `true` when other processes may soon take this one for dead and release its holds (a
+   * shared database it has not reached for nearly their staleness limit), `false` once it reaches
+   * it again. The app cuts the answers under way at `true` (gateway/inflight.ts, `fence`): an
+   * answer delivered against a hold released behind its back, its credit spent meanwhile on
+   * another process, could no longer be charged. Absent where no other process releases holds.
+   */
+  onHoldsAtRisk?(listener: (atRisk: boolean) => void): void;
+  /**
    * A failure of the store seen outside the ledger's own writes (SQLite: the checkpoint thread's
    * sync failed): the ledger counts as failing (paid requests refused) until its store shows it
    * writes durably again.

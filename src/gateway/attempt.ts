@@ -25,7 +25,7 @@ import { ResponseFramingError } from "../transport/http1/response-parser.ts";
 import { UpstreamConnectionError } from "../transport/http1/exchange.ts";
 import { attemptInit, ResponseTooLargeError, responseHeader, type ChunkReader, type Transport } from "../transport/transport.ts";
 import { Deadline, DeadlineExpired } from "./deadline.ts";
-import { ShutdownCut } from "./inflight.ts";
+import { LedgerLostCut, ShutdownCut } from "./inflight.ts";
 import { requestedDelayMs, verdictFor, type Verdict } from "./retry-policy.ts";
 import type { UpstreamErrorClass } from "../ops/gateway-metrics.ts";
 
@@ -139,11 +139,11 @@ function answerBound(settings: Settings, req: AttemptRequest, candidate: Fitted,
  * whose head still waits for its first text): nothing was produced, nothing is charged, and another
  * gateway process can answer it.
  */
-export const SHUTTING_DOWN = (): AttemptOutcome & { kind: "refused" } => ({
+export const SHUTTING_DOWN = (why?: ShutdownCut): AttemptOutcome & { kind: "refused" } => ({
   kind: "refused",
   verdict: "fail",
   cause: "other",
-  error: new GatewayError(503, "overloaded", "The gateway is shutting down and the upstream had not answered yet. Retry: another gateway process will answer.", { "retry-after": "1" }),
+  error: new GatewayError(503, "overloaded", why instanceof LedgerLostCut ? "The gateway lost its connection to its ledger database before the upstream answered. Retry: another gateway process can answer." : "The gateway is shutting down and the upstream had not answered yet. Retry: another gateway process will answer.", { "retry-after": "1" }),
 });
 
 /** OpenAI's 429 for one request past the organisation's per-minute quota (see its use). */
@@ -499,7 +499,7 @@ function detachFromClient(signal: AbortSignal, deadline: Deadline, whole: boolea
 function refusedOutcome(req: AttemptRequest, deadline: Deadline, message: string, err: unknown, cause: UpstreamErrorClass): AttemptOutcome {
   if (req.clientSignal.aborted) throw clientClosed();
   // The gateway's stop ended the call before its head came, or refused a new one (inflight.ts).
-  if (err instanceof ShutdownCut) return SHUTTING_DOWN();
+  if (err instanceof ShutdownCut) return SHUTTING_DOWN(err);
   const timedOut = err instanceof DeadlineExpired || deadline.reason instanceof DeadlineExpired;
   if (err instanceof ResponseTooLargeError) return { kind: "refused", verdict: "fallback", error: new GatewayError(502, "upstream", ANSWER_TOO_LARGE), cause: "too_large" };
   return {

@@ -211,7 +211,7 @@ export async function forward(deps: ForwardDeps, req: ForwardRequest): Promise<R
               // answered as a call still waiting for its head, a 503 that costs nothing.
               billing.attempt(candidate.model, candidate.model.provider, candidate.maxTokens + plan.predictedTokens);
               trace?.streamAbandoned("other");
-              throw SHUTTING_DOWN().error;
+              throw SHUTTING_DOWN(err).error;
             }
             if (!(err instanceof StreamFailedBeforeStart)) throw err;
             outcome = refusedBeforeStart(err, req.bodyBytes, candidate.maxTokens);

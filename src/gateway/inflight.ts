@@ -4,8 +4,19 @@
  */
 /** Why an upstream call waiting for its answer's head was ended: the gateway's stop cut it (attempt.ts answers 503). */
 export class ShutdownCut extends Error {
+  constructor(message = "the gateway is shutting down") {
+    super(message);
+  }
+}
+
+/**
+ * The same cut while the gateway goes on: its shared ledger database has been out of reach for
+ * nearly as long as other processes wait before they release its holds (Ledger.onHoldsAtRisk).
+ * Nothing more is delivered against those holds; new answers wait for the database.
+ */
+export class LedgerLostCut extends ShutdownCut {
   constructor() {
-    super("the gateway is shutting down");
+    super("the gateway cannot reach its ledger database");
   }
 }
 
@@ -13,6 +24,10 @@ export function createInflight() {
   let count = 0;
   let waiters: (() => void)[] = [];
   let cutting = false;
+  /** Answers are cut as they start: the ledger's holds are at risk (`fence`). */
+  let fenced = false;
+  /** Why what runs is being cut: the stop, or the ledger out of reach. */
+  let reason: ShutdownCut = new ShutdownCut();
   /** Streams under way, each with how it ends itself at a cut (stream-answer.ts, `cuts`). */
   const streams = new Set<() => void>();
   let streamsGone: (() => void) | undefined;
@@ -35,17 +50,34 @@ export function createInflight() {
      */
     cut(): Promise<void> {
       cutting = true;
-      const reason = new ShutdownCut();
+      reason = new ShutdownCut();
       for (const cut of alsoCut) cut(reason);
       for (const end of [...streams]) end();
       return streams.size === 0 ? Promise.resolve() : new Promise((resolve) => (streamsGone = resolve));
+    },
+    /**
+     * The ledger's holds are at risk (`on`), or safe again: at risk, what runs is cut as at a stop
+     * (streams end with an error frame, calls waiting for a head with a 503 to retry) and so is
+     * every stream that starts meanwhile, but the gateway goes on, and what was cut settles as a
+     * stream its client left (charged for what it sent). Safe again, answers run as before.
+     */
+    fence(on: boolean): void {
+      fenced = on;
+      if (!on) return;
+      reason = new LedgerLostCut();
+      for (const cut of alsoCut) cut(reason);
+      for (const end of [...streams]) end();
+    },
+    /** Why what runs is being cut (read by a stream as it ends: its error frame says so). */
+    get reason(): ShutdownCut {
+      return reason;
     },
     /** A stream under way: `end` ends it with an error frame when the gateway cuts. */
     watch(end: () => void): void {
       streams.add(end);
       // A stream that starts while the cut waits for the others (its head came meanwhile) is cut
       // too, once its loop runs: it would otherwise go on until the connections are closed under it.
-      if (cutting) queueMicrotask(end);
+      if (cutting || fenced) queueMicrotask(end);
     },
     /** The stream ended (whatever ended it). */
     unwatch(end: () => void): void {

@@ -7,6 +7,7 @@ import { usesLegacyFunctions } from "../formats/openai-chat/legacy-functions.ts"
 import type { ClientFormat } from "../formats/format.ts";
 import { streamAnswer, type StreamOutcome } from "./stream-answer.ts";
 import type { AttemptOutcome } from "./attempt.ts";
+import type { ShutdownCut } from "./inflight.ts";
 import { ImageFetchError } from "./inline-images.ts";
 import type { BillingSession, SettleStatus } from "./billing-session.ts";
 import type { RequestTrace } from "../ops/request-trace.ts";
@@ -92,7 +93,7 @@ export interface RespondDeps {
   /** Known secrets out of relayed frames (a vendor's own fields pass through). */
   scrubber?: Pick<Scrubber, "withoutKnown">;
   /** Whether the gateway is cutting what still runs (shutdown): no answer is read on then. */
-  inflight?: { readonly cutting: boolean; watch(end: () => void): void; unwatch(end: () => void): void; delivering?(): () => void; readonly connectionsClosed?: boolean };
+  inflight?: { readonly cutting: boolean; watch(end: () => void): void; unwatch(end: () => void): void; readonly reason?: ShutdownCut; delivering?(): () => void; readonly connectionsClosed?: boolean };
 }
 
 /**

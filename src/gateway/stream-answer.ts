@@ -7,7 +7,7 @@ import type { UsageMeter } from "../billing/usage-meter.ts";
 import type { Ticker } from "../streaming/ticker.ts";
 import { ResponseTooLargeError, type ChunkReader, type ReadResult } from "../transport/transport.ts";
 import { ResponseFramingError } from "../transport/http1/response-parser.ts";
-import { ShutdownCut } from "./inflight.ts";
+import { LedgerLostCut, ShutdownCut } from "./inflight.ts";
 import { CUT_CONNECTION } from "../streaming/paced-body.ts";
 
 /** How long a body may stay open after the vendor's end marker ([DONE], message_stop). */
@@ -111,7 +111,7 @@ export interface StreamAnswerOptions {
    * Where the stream says it is under way, so a gateway that stops past its grace ends it with
    * an error frame (gateway/inflight.ts) instead of resetting its connection mid-answer.
    */
-  cuts?: { watch(end: () => void): void; unwatch(end: () => void): void };
+  cuts?: { watch(end: () => void): void; unwatch(end: () => void): void; readonly reason?: ShutdownCut };
   /** The client's request: its leaving ends the head's wait for the answer's first text (see `streamAnswer`). */
   clientSignal?: AbortSignal;
   /**
@@ -141,6 +141,8 @@ const ENDED_EARLY: StreamEvent & { type: "error" } = { type: "error", errorType:
 
 /** What a client reads when the gateway stops under its answer (past the shutdown grace). */
 export const SHUTDOWN_CUT = "The gateway is shutting down and cut this answer short. Retry the request.";
+/** What a client reads when the gateway cut its answer because its ledger database is out of reach (inflight.ts, `fence`). */
+export const LEDGER_CUT = "The gateway lost its connection to its ledger database and cut this answer short. Retry the request: another gateway process can answer it.";
 
 /**
  * The one streaming pipeline: upstream bytes → SSE parser → provider decoder → usage meter →
@@ -167,8 +169,9 @@ export async function streamAnswer(o: StreamAnswerOptions): Promise<ReadableStre
     if (arrived === "cut") {
       // The gateway's stop ended the wait: nothing went to the client, so it is answered as a call
       // still waiting for its head is (a 503 to retry, nothing charged), not a 200 and an error frame.
-      source.letGo(new ShutdownCut());
-      throw new ShutdownCut();
+      const why = o.cuts?.reason ?? new ShutdownCut();
+      source.letGo(why);
+      throw why;
     }
     if (arrived === "taken") continue;
     if (arrived !== "arrived") break;
@@ -457,7 +460,7 @@ export async function answerSource(o: StreamAnswerOptions, quietSince = performa
     }
     if (done || failure || ending || vendorEnded) return;
     cutByGateway = true;
-    fail({ type: "error", errorType: "overloaded", message: SHUTDOWN_CUT });
+    fail({ type: "error", errorType: "overloaded", message: o.cuts?.reason instanceof LedgerLostCut ? LEDGER_CUT : SHUTDOWN_CUT });
     letGo()?.resolve(TAKEN);
     if (pendingRead) reader.cancel().catch(() => {});
   };

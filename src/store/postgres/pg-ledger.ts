@@ -174,15 +174,47 @@ export async function createPostgresLedger(sql: Pg, o: PgLedgerOptions): Promise
    * settlements still wait in memory, and the credit those holds kept could be spent twice.
    */
   let healthySince: number | undefined;
+  /**
+   * When the last heartbeat that was written had been sent (this process's clock). Other processes
+   * take this one for dead once its row's heartbeat is `staleAfterMs` old, and release its holds:
+   * `riskAfterMs` after it (heartbeats failing since), every answer under way is cut
+   * (`onHoldsAtRisk`), before anything more is delivered against a hold another process may
+   * release. A scale-out probe: a gateway cut off from PostgreSQL for 48 s streamed two answers
+   * whole after their holds were swept at 34 s and the account spent the credit again on another
+   * gateway; one answer went unbilled. The margin leaves a statement's timeout and a heartbeat's
+   * interval (this check runs with the heartbeat) before the earliest sweep.
+   */
+  let lastBeatSent = now();
+  let holdsAtRisk = false;
+  const riskListeners: ((atRisk: boolean) => void)[] = [];
+  const riskAfterMs = staleAfterMs - Math.min(heartbeatMs + timeoutMs, staleAfterMs / 3);
+  const tellRisk = (atRisk: boolean) => {
+    if (holdsAtRisk === atRisk) return;
+    holdsAtRisk = atRisk;
+    if (atRisk) log("error", "PostgreSQL unreachable for nearly as long as other processes wait before releasing this one's holds: answers under way are cut", { unreachableMs: Math.round(now() - lastBeatSent), openHolds: holds.size });
+    else log("info", "PostgreSQL reached again: answers are served again");
+    for (const listener of riskListeners) {
+      try {
+        listener(atRisk);
+      } catch (err) {
+        log("error", "a listener of the holds' risk failed", { error: String(err) });
+      }
+    }
+  };
   const heartbeat = (): Promise<unknown> => {
     if (closed) return Promise.resolve();
+    const sent = now();
     const beat = bounded(sql.unsafe(
       `INSERT INTO gateway_instances (id, hostname, pid, started_at, heartbeat_at) VALUES ($1, $2, $3, ${DB_NOW_MS}, ${DB_NOW_MS})
        ON CONFLICT (id) DO UPDATE SET heartbeat_at = excluded.heartbeat_at`,
       [instanceId, hostname(), process.pid],
     ), "heartbeat");
     beating.add(beat);
-    void beat.then(() => (healthySince ??= now()), () => (healthySince = undefined));
+    void beat.then(() => {
+      healthySince ??= now();
+      lastBeatSent = Math.max(lastBeatSent, sent);
+      tellRisk(false);
+    }, () => (healthySince = undefined));
     void beat.finally(() => beating.delete(beat)).catch(() => {});
     return beat;
   };
@@ -292,6 +324,7 @@ export async function createPostgresLedger(sql: Pg, o: PgLedgerOptions): Promise
   const ticker = setInterval(() => {
     if (closed) return;
     heartbeat().catch((err) => settlements.failed(classifyPgFailure(err) === "busy" ? "busy" : "storage", err));
+    if (!holdsAtRisk && now() - lastBeatSent >= riskAfterMs) tellRisk(true);
   }, heartbeatMs);
   ticker.unref?.();
   const sweeper = setInterval(() => {
@@ -564,6 +597,9 @@ export async function createPostgresLedger(sql: Pg, o: PgLedgerOptions): Promise
     health: () => settlements.health(),
 
     openHolds: () => holds.size,
+    onHoldsAtRisk(listener) {
+      riskListeners.push(listener);
+    },
 
     async close(graceMs = 5_000): Promise<void> {
       closed = true;

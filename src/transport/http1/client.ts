@@ -85,10 +85,11 @@ export interface Http1Client {
   openConnections(): number;
   /**
    * The gateway is stopping: calls still waiting for their answer's first byte reject with
-   * `reason`, and so does every call after this one (gateway/inflight.ts). Calls through `fetch`
-   * (a proxy) are left to the stop.
+   * `reason`, and so does every call after this one (gateway/inflight.ts), unless `lasting` is
+   * false (the gateway goes on: only the calls waiting now). Calls through `fetch` (a proxy) are
+   * left to the stop.
    */
-  cut(reason: Error): void;
+  cut(reason: Error, lasting?: boolean): void;
   close(): void;
 }
 
@@ -324,8 +325,8 @@ export function createHttp1Client(options: Http1ClientOptions = {}): Http1Client
   return {
     fetch: (url, init) => request(url, init, 0),
     openConnections: () => pool.size(),
-    cut(reason) {
-      cutWith = reason;
+    cut(reason, lasting = true) {
+      if (lasting) cutWith = reason;
       for (const call of [...opening]) call.giveUp(reason);
       pool.cut(reason);
     },

@@ -1,5 +1,5 @@
 import { describe, expect, test } from "bun:test";
-import { createInflight } from "../../../src/gateway/inflight.ts";
+import { createInflight, LedgerLostCut, ShutdownCut } from "../../../src/gateway/inflight.ts";
 
 describe("inflight: the shutdown cut", () => {
   test("streams under way are told to end; the cut resolves once every one has ended", async () => {
@@ -55,5 +55,39 @@ describe("inflight: the shutdown cut", () => {
     expect(inflight.connectionsClosed).toBe(false);
     inflight.closeConnections();
     expect(inflight.connectionsClosed).toBe(true);
+  });
+});
+
+describe("inflight: the fence while the ledger's holds are at risk", () => {
+  test("streams under way and calls waiting for a head are cut with the ledger's reason, streams that start meanwhile too; lifted, nothing more is cut and the gateway is not stopping", async () => {
+    const inflight = createInflight();
+    const ended: string[] = [];
+    const reasons: unknown[] = [];
+    inflight.onCut((reason) => reasons.push(reason));
+    const a = () => ended.push("a");
+    inflight.watch(a);
+    inflight.fence(true);
+    expect(ended).toEqual(["a"]);
+    expect(reasons).toHaveLength(1);
+    expect(reasons[0]).toBeInstanceOf(LedgerLostCut);
+    expect(inflight.reason).toBeInstanceOf(LedgerLostCut);
+    expect(inflight.cutting).toBe(false);
+    inflight.unwatch(a);
+    // A stream that starts while fenced is cut once its loop runs.
+    const b = () => ended.push("b");
+    inflight.watch(b);
+    await Bun.sleep(1);
+    expect(ended).toEqual(["a", "b"]);
+    inflight.unwatch(b);
+    inflight.fence(false);
+    const c = () => ended.push("c");
+    inflight.watch(c);
+    await Bun.sleep(1);
+    expect(ended).toEqual(["a", "b"]);
+    // The stop that follows says its own words.
+    void inflight.cut();
+    expect(ended).toEqual(["a", "b", "c"]);
+    expect(inflight.reason).not.toBeInstanceOf(LedgerLostCut);
+    expect(inflight.reason).toBeInstanceOf(ShutdownCut);
   });
 });

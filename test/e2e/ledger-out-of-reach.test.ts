@@ -1,0 +1,93 @@
+/**
+ * A gateway cut off from its shared PostgreSQL for nearly as long as other processes wait before
+ * they take it for dead and release its holds (docs/decisions.md, "A gateway cut off from its
+ * ledger cuts what it serves before its holds can be released"): its streams under way end with an
+ * error frame in the ledger's words, and its calls waiting for a head with a 503, before any other
+ * process could release their holds; once the database answers again it serves as before. A
+ * scale-out probe had two answers streamed whole after their holds were released and the credit
+ * spent again on another gateway: one went unbilled.
+ */
+import { afterAll, expect, test } from "bun:test";
+import { SQL } from "bun";
+import { openPostgresStores, type SharedStores } from "../../src/store/stores.ts";
+import { LEDGER_CUT } from "../../src/gateway/stream-answer.ts";
+import { postgresMissing, useTestDatabase } from "../helpers/backends.ts";
+import { useFakeUpstream } from "../helpers/fake-upstream.ts";
+import { OPENAI_MODEL, post, startGateway, type Gateway } from "../helpers/gateway.ts";
+import { tcpProxy } from "../helpers/tcp-proxy.ts";
+import { until } from "../helpers/until.ts";
+
+const missing = await postgresMissing();
+const database = useTestDatabase();
+const upstream = useFakeUpstream();
+const opened: { gw?: Gateway; stores?: SharedStores; proxy?: ReturnType<typeof tcpProxy>; direct?: SQL } = {};
+afterAll(async () => {
+  await opened.gw?.stop({ ledgerGraceMs: 500 });
+  await opened.stores?.close(500);
+  opened.proxy?.stop();
+  await opened.direct?.close({ timeout: 0 });
+});
+
+const chunk = (content: string) => `data: ${JSON.stringify({ id: "chatcmpl-x", object: "chat.completion.chunk", created: 1, model: "gpt-4o-mini", choices: [{ index: 0, delta: { content }, finish_reason: null }] })}\n\n`;
+
+/** Heartbeats every 100 ms; other processes would take this one for dead after 1.5 s without one. */
+const TIMINGS = { heartbeatMs: 100, staleAfterMs: 1_500, timeoutMs: 300, retryMaxMs: 40, busyLimitMs: 200 };
+
+test.skipIf(missing !== undefined)(`a stream and a call waiting for its head are cut before the holds could be released; the gateway serves again once the database answers${missing ? ` (${missing})` : ""}`, async () => {
+  const url = new URL(await database());
+  opened.direct = new SQL({ url: url.toString(), max: 1 });
+  const proxy = (opened.proxy = tcpProxy(Number(url.port || 5432), url.hostname));
+  const proxied = new URL(url);
+  proxied.port = String(proxy.port);
+  const stores = (opened.stores = await openPostgresStores(proxied.toString(), { ledger: TIMINGS }));
+  const gw = (opened.gw = await startGateway({ upstreamUrl: upstream.url, adminToken: "admin-ledger-reach-0123456789abcdef0123", retry: { max_retries: 0 }, stores }));
+
+  // A stream that sends two words, then waits (a model thinking); and a call whose head never comes.
+  upstream.rule((req) => {
+    const text = JSON.stringify(req.body);
+    if (text.includes("STREAM")) return { kind: "sse", chunks: [chunk("Hello"), chunk(" there")], holdOpen: true };
+    if (text.includes("HEADLESS")) return { kind: "hang" };
+    return undefined;
+  });
+  const streaming = await post(gw, "/v1/chat/completions", { model: OPENAI_MODEL, stream: true, messages: [{ role: "user", content: "STREAM" }] });
+  expect(streaming.status).toBe(200);
+  const reader = streaming.body!.getReader();
+  const decoder = new TextDecoder();
+  let seen = "";
+  while (!seen.includes(" there")) seen += decoder.decode((await reader.read()).value, { stream: true });
+  const headless = post(gw, "/v1/chat/completions", { model: OPENAI_MODEL, messages: [{ role: "user", content: "HEADLESS" }] });
+  await until("both holds taken", 5_000, async () => Number((await opened.direct!`SELECT count(*) AS n FROM holds`)[0].n) === 2);
+
+  const cutAt = performance.now();
+  proxy.cut();
+  for (;;) {
+    const { value, done } = await reader.read();
+    if (done) break;
+    seen += decoder.decode(value, { stream: true });
+  }
+  const streamEndedAfter = performance.now() - cutAt;
+  const refused = await headless;
+  const refusedAfter = performance.now() - cutAt;
+  // Both ended after heartbeats had failed for most of the staleness limit, and before it ran out
+  // (from the last heartbeat written, which came before the cut): no other process could have
+  // released their holds yet, and both holds are still in the database.
+  expect(streamEndedAfter).toBeGreaterThan(TIMINGS.staleAfterMs / 2);
+  expect(streamEndedAfter).toBeLessThan(TIMINGS.staleAfterMs);
+  expect(refusedAfter).toBeLessThan(TIMINGS.staleAfterMs);
+  expect(Number((await opened.direct`SELECT count(*) AS n FROM holds`)[0].n)).toBe(2);
+  expect(seen).toContain(JSON.stringify(LEDGER_CUT));
+  expect(seen).not.toContain("[DONE]");
+  expect(refused.status).toBe(503);
+  expect(refused.headers.get("retry-after")).toBe("1");
+  expect(((await refused.json()) as { error: { message: string } }).error.message).toContain("ledger database");
+
+  // The database answers again: the gateway serves answers as before (its upstream calls were not cut for good).
+  proxy.restore();
+  upstream.rule(() => undefined);
+  await until("paid answers again", 10_000, async () => (await post(gw, "/v1/chat/completions", { model: OPENAI_MODEL, messages: [{ role: "user", content: "hi" }] })).status === 200, 100);
+  const stream = await post(gw, "/v1/chat/completions", { model: OPENAI_MODEL, stream: true, messages: [{ role: "user", content: "hi" }] });
+  expect(stream.status).toBe(200);
+  expect(await stream.text()).toContain("data: [DONE]");
+  // The cut stream settles as a stream its client left (what it sent), the refused call for nothing: no hold is left.
+  await until("the holds settled", 10_000, async () => Number((await opened.direct!`SELECT count(*) AS n FROM holds`)[0].n) === 0, 100);
+}, 30_000);
