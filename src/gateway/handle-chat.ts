@@ -1,7 +1,7 @@
 import type { Catalogue } from "../catalogue/catalogue.ts";
 import type { ModelConfig } from "../config/schema.ts";
 import type { ClientFormat } from "../formats/format.ts";
-import { assertAnthropicTextOnly, assertOpenAITextOnly, leaveOutToolResultMedia, UnsupportedContentError } from "../formats/common/content-text.ts";
+import { assertAnthropicTextOnly, assertOpenAITextOnly, inResponsesTerms, leaveOutToolResultMedia, UnsupportedContentError } from "../formats/common/content-text.ts";
 import { forward, type ForwardDeps, type ForwardRequest } from "./forward.ts";
 import type { ActiveKey } from "../accounts/account-store.ts";
 import { GatewayError, NO_RETRY } from "../streaming/gateway-error.ts";
@@ -63,7 +63,7 @@ export async function handleChat(deps: ForwardDeps & { catalogue: Catalogue }, c
     if (openai) assertOpenAITextOnly(messages as { content?: unknown }[]);
     else assertAnthropicTextOnly(messages as { content: unknown }[], body.system);
   } catch (err) {
-    if (err instanceof UnsupportedContentError) throw new GatewayError(400, "invalid_request", err.message);
+    if (err instanceof UnsupportedContentError) throw new GatewayError(400, "invalid_request", format.id === "openai-responses" ? inResponsesTerms(err) : err.message);
     throw err;
   }
 

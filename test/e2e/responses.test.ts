@@ -517,7 +517,11 @@ describe("responses API requests the gateway refuses or adapts", () => {
     expect(((await role.json()) as any).error.message).toContain('role "robot"');
     const image = await post(gw, "/v1/responses", { model: OPENAI_MODEL, input: [{ role: "user", content: [{ type: "input_image", image_url: "data:image/png;base64,AAAA" }] }] });
     expect(image.status).toBe(400);
-    expect(((await image.json()) as any).error.message).toContain("not supported");
+    // The part named as the client sent it, not as it travels through chat (a probe of the SDKs: "image_url").
+    expect(((await image.json()) as any).error.message).toStartWith('content part type "input_image" is not supported');
+    const file = await post(gw, "/v1/responses", { model: OPENAI_MODEL, input: [{ role: "user", content: [{ type: "input_text", text: "read" }, { type: "input_file", file_id: "file-abc" }] }] });
+    expect(file.status).toBe(400);
+    expect(((await file.json()) as any).error.message).toStartWith('content part type "input_file" is not supported');
     expect(upstream.requests).toHaveLength(0);
   });
 

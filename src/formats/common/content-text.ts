@@ -1,7 +1,23 @@
 import type { AnthropicBlock } from "../anthropic-messages/schema.ts";
 
-/** Raised when a request carries something the gateway does not pass through (image input). */
-export class UnsupportedContentError extends Error {}
+/** Raised when a request carries something the gateway does not pass through (image input); `partType`: the part's type, as the message quotes it. */
+export class UnsupportedContentError extends Error {
+  constructor(message: string, readonly partType?: string) {
+    super(message);
+  }
+}
+
+/**
+ * A Responses client's part types by the chat names its parts travel under (responses-to-chat.ts):
+ * its refusal names what it sent (it named `image_url` for an `input_image`; a probe of the SDKs).
+ */
+const RESPONSES_PART_TYPES: Record<string, string> = { image_url: "input_image", file: "input_file", text: "input_text" };
+
+/** The refusal's message as a Responses client reads it: its own part type quoted. */
+export function inResponsesTerms(err: UnsupportedContentError): string {
+  const own = err.partType !== undefined ? RESPONSES_PART_TYPES[err.partType] : undefined;
+  return own ? err.message.replace(`"${err.partType}"`, `"${own}"`) : err.message;
+}
 
 const IMAGE_PARTS = new Set(["image_url", "input_image", "image", "input_audio", "file", "document"]);
 
@@ -21,7 +37,7 @@ export function openaiContentText(content: unknown): string {
     // An assistant's earlier refusal, sent back as history: what it said, like its text.
     else if (type === "refusal") texts.push(String((part as { refusal?: unknown }).refusal ?? ""));
     else if (typeof type === "string" && IMAGE_PARTS.has(type)) {
-      throw new UnsupportedContentError(`content part type "${type}" is not supported: image and file input are not passed through yet; send text only`);
+      throw new UnsupportedContentError(`content part type "${type}" is not supported: image and file input are not passed through yet; send text only`, type);
     } else throw new UnsupportedContentError(`unknown content part type "${String(type)}"`);
   }
   // Empty parts add nothing (joined, two empty parts made a text of "\n").
