@@ -11,6 +11,7 @@ import type { AnthropicMessage, MessagesRequest } from "./anthropic-messages/sch
 import type { ChatMessage, ChatRequest } from "./openai-chat/schema.ts";
 import { CARRIED_REASONING } from "./common/carried-thinking.ts";
 import { withToolsForLegacyFunctions } from "./openai-chat/legacy-functions.ts";
+import { withCustomToolsAsFunctions } from "./openai-chat/chat-custom-tools.ts";
 import type { Logger } from "../log/log.ts";
 import { continuesCallWithoutThinking } from "./anthropic-messages/thinking-history.ts";
 import { withAnthropicToolIds } from "./common/tool-call-ids.ts";
@@ -64,7 +65,7 @@ export function prepareUpstream(
   const field = provider.max_tokens_field ?? (traits.reasoning === "effort" ? "max_completion_tokens" : "max_tokens");
   let out: Record<string, unknown>;
   if (wire === "openai" && provider.kind === "anthropic") {
-    out = openaiRequestToAnthropic(withToolsForLegacyFunctions(body as ChatRequest), model.upstream_model, maxTokens, traits, notes);
+    out = openaiRequestToAnthropic(withCustomToolsAsFunctions(withToolsForLegacyFunctions(body as ChatRequest)), model.upstream_model, maxTokens, traits, notes);
   } else if (wire === "anthropic" && provider.kind === "openai") {
     out = anthropicRequestToOpenAI(body as MessagesRequest, model.upstream_model, maxTokens, field, traits, notes);
   } else {
@@ -129,7 +130,7 @@ export function prepareUpstream(
  * `reasoning_effort: "none"` for tools (toolsNeedNoReasoning) is not needed, and not applied.
  */
 function responsesRequest(wire: UpstreamKind, body: Record<string, unknown>, model: ModelConfig, traits: UpstreamTraits, maxTokens: number, notes: TranslationNotes, log?: Logger): Record<string, unknown> {
-  const chat = wire === "anthropic" ? anthropicRequestToOpenAI(body as MessagesRequest, model.upstream_model, maxTokens, "max_completion_tokens", traits, notes) : (body as ChatRequest);
+  const chat = wire === "anthropic" ? anthropicRequestToOpenAI(body as MessagesRequest, model.upstream_model, maxTokens, "max_completion_tokens", traits, notes) : withCustomToolsAsFunctions(body as ChatRequest);
   const out = chatToResponses(chat, model.upstream_model, maxTokens, traits, notes);
   // `verbosity` is GPT-5's (see prepareUpstream); what the model refuses outright is left out, as on chat.
   const text = out.text as { verbosity?: unknown } | undefined;

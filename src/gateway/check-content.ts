@@ -132,6 +132,12 @@ export function checkOpenAIContent(body: Record<string, unknown>): void {
       }
     }
     if (!problem && m.role === "tool") problem = need(m, "tool_call_id", "string", path);
+    // A call is a function's or, of type "custom", a custom tool's: each with its own object.
+    const calls = Array.isArray(m.tool_calls) ? (m.tool_calls as Record<string, unknown>[]) : [];
+    for (let j = 0; !problem && j < calls.length; j++) {
+      const call = calls[j]!;
+      problem = need(call, call.type === "custom" ? "custom" : "function", "object", [...path, "tool_calls", j]);
+    }
   }
   // A function tool's name and schema are inside `function`. The Responses API's flat shape
   // (`{type: "function", name, parameters}`), sent here by mistake, was dropped on the way to an

@@ -4,6 +4,7 @@ import type { Logger } from "../log/log.ts";
 import type { PromptSource, UsageMeter } from "../billing/usage-meter.ts";
 import type { EncodeContext } from "../streaming/client-sink.ts";
 import { usesLegacyFunctions } from "../formats/openai-chat/legacy-functions.ts";
+import { customToolNames } from "../formats/openai-chat/chat-custom-tools.ts";
 import type { ClientFormat } from "../formats/format.ts";
 import { streamAnswer, type StreamOutcome } from "./stream-answer.ts";
 import type { AttemptOutcome } from "./attempt.ts";
@@ -117,6 +118,7 @@ export async function respond(
     inputTokensEstimate: Math.ceil(req.bodyBytes / 4),
     includeUsage: format.wire === "openai" && (req.body.stream_options as { include_usage?: boolean } | undefined)?.include_usage === true,
     legacyFunctions: format.wire === "openai" && usesLegacyFunctions(req.body),
+    customTools: format.id === "openai-chat" ? customToolNames(req.body) : undefined,
   };
   // Relaying vendor frames as they are only works for an API that speaks the client's format.
   const relay = format.relay && format.wire === outcome.provider.kind && outcome.adapter.streams !== false && outcome.adapter.relayable !== false ? format.relay : undefined;

@@ -34,6 +34,11 @@ export interface EncodeContext {
   includeUsage: boolean;
   /** OpenAI clients that offered legacy `functions`: a call is written as `function_call` (formats/openai-chat/legacy-functions.ts). */
   legacyFunctions?: boolean;
+  /**
+   * OpenAI chat clients' custom tools by name (formats/openai-chat/chat-custom-tools.ts): a call to
+   * one, which reaches the union as a call of `{"input": …}`, is written as a custom call.
+   */
+  customTools?: ReadonlySet<string>;
 }
 
 /**

@@ -196,3 +196,81 @@ describe("a one-token check of a Responses model (OpenAI refuses max_output_toke
     expect(upstream.requests.at(-1)!.body.max_output_tokens).toBe(17);
   });
 });
+
+/**
+ * Chat completions' custom tools (`{type: "custom", custom: {name, format}}`) on upstreams that
+ * take only functions: sent as a function taking `{input}` (the grammar told in words), the
+ * model's call written back as a custom call with its raw input, and a custom call in the history
+ * sent back as a call of `{input}`. They were left out without a word (a probe of the SDKs), and a
+ * history holding a custom call was refused (`function` was required).
+ */
+describe("chat-completions clients' custom tools on upstreams of another format", () => {
+  const PATCH = { type: "custom", custom: { name: "apply_patch", description: "Edit files", format: { type: "grammar", grammar: { syntax: "lark", definition: "start: \"*** Begin Patch\"" } } } };
+  const INPUT = "*** Begin Patch\n+hello \"world\"\n*** End Patch";
+  const HISTORY = [
+    { role: "user", content: "add hello" },
+    { role: "assistant", content: null, tool_calls: [{ id: "call_p1", type: "custom", custom: { name: "apply_patch", input: "*** Begin Patch" } }] },
+    { role: "tool", tool_call_id: "call_p1", content: "Done" },
+  ];
+  const PATCH_TURN: Script = { items: [{ call: { name: "apply_patch", arguments: JSON.stringify({ input: INPUT }), callId: "call_p2" } }], usage: USAGE(300, 40) };
+
+  test("a Responses upstream: the tool as a function of {input}, the history's custom call as a call of {input}; the answer's call written back as a custom call, whole and streamed", async () => {
+    upstream.reply(answerWith(PATCH_TURN));
+    const res = await post(gw, "/v1/chat/completions", { model: MODEL, messages: HISTORY, tools: [PATCH], tool_choice: { type: "custom", custom: { name: "apply_patch" } } });
+    expect(res.status).toBe(200);
+    const sent = upstream.requests.at(-1)!.body;
+    expect(sent.tools).toEqual([{ type: "function", name: "apply_patch", description: expect.stringContaining("start: \"*** Begin Patch\""), parameters: { type: "object", properties: { input: { type: "string", description: expect.any(String) } }, required: ["input"], additionalProperties: false }, strict: false }]);
+    expect(sent.tools[0].description).toStartWith("Edit files");
+    expect(sent.tool_choice).toEqual({ type: "function", name: "apply_patch" });
+    expect(sent.input).toContainEqual({ type: "function_call", call_id: "call_p1", name: "apply_patch", arguments: JSON.stringify({ input: "*** Begin Patch" }) });
+    expect(sent.input).toContainEqual({ type: "function_call_output", call_id: "call_p1", output: "Done" });
+    const body: any = await res.json();
+    expect(body.choices[0].message.tool_calls).toEqual([{ id: "call_p2", type: "custom", custom: { name: "apply_patch", input: INPUT } }]);
+    expect(body.choices[0].finish_reason).toBe("tool_calls");
+
+    upstream.reply(answerWith(PATCH_TURN, { split: 7 }));
+    const streamed = await post(gw, "/v1/chat/completions", { model: MODEL, messages: HISTORY, tools: [PATCH], stream: true });
+    const chunks = dataOf(await streamed.text());
+    const calls = chunks.flatMap((c: any) => c.choices?.[0]?.delta?.tool_calls ?? []);
+    expect(calls).toEqual([{ index: 0, id: "call_p2", type: "custom", custom: { name: "apply_patch", input: INPUT } }]);
+    expect(chunks.find((c: any) => c.choices?.[0]?.delta?.role)?.choices[0].delta).toMatchObject({ role: "assistant", content: null });
+    expect(chunks.find((c: any) => c.choices?.[0]?.finish_reason)?.choices[0].finish_reason).toBe("tool_calls");
+  });
+
+  test("an Anthropic upstream: the tool as a function of {input}, the history's call as a tool_use of {input}; the answer's tool_use written back as a custom call, whole and streamed", async () => {
+    const toolUse = { type: "tool_use", id: "toolu_p2", name: "apply_patch", input: { input: INPUT } };
+    upstream.reply({ kind: "json", body: { id: "msg_1", type: "message", role: "assistant", model: "claude-sonnet-4-5", content: [toolUse], stop_reason: "tool_use", stop_sequence: null, usage: { input_tokens: 300, output_tokens: 40 } } });
+    const res = await post(gw, "/v1/chat/completions", { model: ANTHROPIC_MODEL, messages: HISTORY, tools: [PATCH] });
+    expect(res.status).toBe(200);
+    const sent = upstream.requests.at(-1)!.body;
+    expect(sent.tools).toEqual([{ name: "apply_patch", description: expect.stringContaining("Edit files"), input_schema: expect.objectContaining({ required: ["input"] }) }]);
+    expect(sent.messages[1].content).toContainEqual(expect.objectContaining({ type: "tool_use", name: "apply_patch", input: { input: "*** Begin Patch" } }));
+    const body: any = await res.json();
+    expect(body.choices[0].message.tool_calls).toEqual([{ id: expect.any(String), type: "custom", custom: { name: "apply_patch", input: INPUT } }]);
+
+    const frames = [
+      { type: "message_start", message: { id: "msg_2", type: "message", role: "assistant", model: "claude-sonnet-4-5", content: [], stop_reason: null, stop_sequence: null, usage: { input_tokens: 300, output_tokens: 1 } } },
+      { type: "content_block_start", index: 0, content_block: { type: "tool_use", id: "toolu_p3", name: "apply_patch", input: {} } },
+      ...[JSON.stringify({ input: INPUT }).slice(0, 12), JSON.stringify({ input: INPUT }).slice(12)].map((partial_json) => ({ type: "content_block_delta", index: 0, delta: { type: "input_json_delta", partial_json } })),
+      { type: "content_block_stop", index: 0 },
+      { type: "message_delta", delta: { stop_reason: "tool_use", stop_sequence: null }, usage: { output_tokens: 40 } },
+      { type: "message_stop" },
+    ];
+    upstream.reply({ kind: "sse", headers: { "content-type": "text/event-stream" }, chunks: frames.map((f) => `event: ${f.type}\ndata: ${JSON.stringify(f)}\n\n`) });
+    const streamed = await post(gw, "/v1/chat/completions", { model: ANTHROPIC_MODEL, messages: HISTORY, tools: [PATCH], stream: true });
+    const calls = dataOf(await streamed.text()).flatMap((c: any) => c.choices?.[0]?.delta?.tool_calls ?? []);
+    expect(calls).toEqual([{ index: 0, id: expect.any(String), type: "custom", custom: { name: "apply_patch", input: INPUT } }]);
+  });
+
+  test("an OpenAI chat upstream gets the custom tool and the history's custom call as they came (a history with one is not refused)", async () => {
+    const res = await post(gw, "/v1/chat/completions", { model: OPENAI_MODEL, messages: HISTORY, tools: [PATCH] });
+    expect(res.status).toBe(200);
+    const sent = upstream.requests.at(-1)!.body;
+    expect(sent.tools).toEqual([PATCH]);
+    expect(sent.messages[1].tool_calls).toEqual(HISTORY[1]!.tool_calls);
+    // A call with neither shape is refused in OpenAI's words.
+    const broken = await post(gw, "/v1/chat/completions", { model: OPENAI_MODEL, messages: [{ role: "user", content: "x" }, { role: "assistant", content: null, tool_calls: [{ id: "call_x", type: "custom" }] }, { role: "tool", tool_call_id: "call_x", content: "ok" }] });
+    expect(broken.status).toBe(400);
+    expect(((await broken.json()) as any).error.message).toBe("Missing required parameter: 'messages[1].tool_calls[0].custom'.");
+  });
+});

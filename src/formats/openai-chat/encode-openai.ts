@@ -2,6 +2,7 @@ import { imageMarkdown, type ErrorKind, type FinishReason, type StreamEvent } fr
 import type { ClientSink, EncodeContext } from "../../streaming/client-sink.ts";
 import { collectAnswer } from "../common/collect-answer.ts";
 import { isJsonObject } from "../common/json-shape.ts";
+import { customInput } from "../common/custom-tools.ts";
 
 const FINISH: Record<FinishReason, string> = {
   stop: "stop",
@@ -98,6 +99,12 @@ export function createOpenAIEncoder(ctx: EncodeContext, options: { roleSent?: bo
   const seenTools = new Set<number>();
   /** Calls that have had no argument text yet (see "finish"). */
   const withoutArguments = new Set<number>();
+  /**
+   * Calls to the client's custom tools, by index: their `{"input": …}` arguments gathered and the
+   * call written whole at the finish, as a custom call with its raw input (a JSON string's text
+   * cannot be unwrapped as it comes).
+   */
+  const customCalls = new Map<number, { id: string; name: string; args: string }>();
 
   const chunk = (delta: string) => head + delta + tail;
   /** A legacy answer carries one call (the request asked for one at a time): the first; any other is left out. */
@@ -168,6 +175,16 @@ export function createOpenAIEncoder(ctx: EncodeContext, options: { roleSent?: bo
         case "tool-call": {
           onlyReasoning = false;
           if (ctx.legacyFunctions) return begin(false) + legacyCall(e);
+          const custom = customCalls.get(e.index);
+          if (custom) {
+            custom.args += e.argumentsDelta;
+            return "";
+          }
+          if (!seenTools.has(e.index) && e.name !== undefined && ctx.customTools?.has(e.name)) {
+            seenTools.add(e.index);
+            customCalls.set(e.index, { id: e.id ?? `call_${ctx.id}_${e.index}`, name: e.name, args: e.argumentsDelta });
+            return "";
+          }
           let call: string;
           if (!seenTools.has(e.index)) {
             seenTools.add(e.index);
@@ -183,9 +200,16 @@ export function createOpenAIEncoder(ctx: EncodeContext, options: { roleSent?: bo
           usage = nextUsage(usage, e);
           return "";
         case "finish": {
+          // The client's custom tools' calls, whole (cut by the answer's limit: what the input had reached).
+          let out = "";
+          for (const [index, c] of customCalls) {
+            const input = customInput(c.args, e.reason === "length");
+            out += opening(`"tool_calls":[{"index":${index},"id":${JSON.stringify(c.id)},"type":"custom","custom":{"name":${JSON.stringify(c.name)},"input":${JSON.stringify(input)}}}]`);
+          }
+          customCalls.clear();
           // A call to a tool without parameters (Anthropic streams `input: {}` as no JSON at all):
           // its arguments are "{}", as a whole answer's are, never "" (which JSON.parse refuses).
-          let out = begin();
+          out += begin();
           // Only reasoning came: the whole answer's content is "" (encodeOpenAIBody), so the stream's
           // is too, not the null its role went out with (a review: `content.strip()` on a thinking
           // answer cut by max_tokens).
@@ -488,11 +512,11 @@ export function encodeOpenAIBody(events: StreamEvent[], ctx: EncodeContext) {
   if (answer.tools.length > 0 && ctx.legacyFunctions) {
     message.function_call = { name: answer.tools[0]!.name, arguments: answer.tools[0]!.arguments };
   } else if (answer.tools.length > 0) {
-    message.tool_calls = answer.tools.map((t, i) => ({
-      id: t.id ?? `call_${ctx.id}_${i}`,
-      type: "function",
-      function: { name: t.name, arguments: t.arguments },
-    }));
+    message.tool_calls = answer.tools.map((t, i) =>
+      ctx.customTools?.has(t.name)
+        ? { id: t.id ?? `call_${ctx.id}_${i}`, type: "custom", custom: { name: t.name, input: customInput(t.arguments, answer.finish === "length") } }
+        : { id: t.id ?? `call_${ctx.id}_${i}`, type: "function", function: { name: t.name, arguments: t.arguments } },
+    );
   }
   return {
     id: ctx.id,

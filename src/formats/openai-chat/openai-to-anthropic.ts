@@ -58,7 +58,7 @@ export function openaiRequestToAnthropic(
         const text = openaiContentText(m.content) || (typeof refusal === "string" ? refusal : "");
         if (text.trim()) blocks.push({ type: "text", text });
         for (const call of m.tool_calls ?? []) {
-          blocks.push({ type: "tool_use", id: anthropicToolId(call.id), name: call.function.name, input: toolInput(call.function.arguments, budget) as Json });
+          blocks.push({ type: "tool_use", id: anthropicToolId(call.id), name: call.function?.name ?? "", input: toolInput(call.function?.arguments, budget) as Json });
         }
         push("assistant", blocks);
         break;

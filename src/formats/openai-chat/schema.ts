@@ -16,8 +16,14 @@ export const ChatMessage = OpenObject({
   // "function": a legacy function's result (formats/openai-chat/legacy-functions.ts).
   role: t.Union([t.Literal("system"), t.Literal("developer"), t.Literal("user"), t.Literal("assistant"), t.Literal("tool"), t.Literal("function")], { error: "must be one of system, developer, user, assistant, tool" }),
   content: t.Optional(t.Union([t.String(), t.Null(), t.Array(ContentPart)])),
+  // A call is a function's (`function`) or a custom tool's (`custom`, its raw `input`): one of them (check-content.ts).
   tool_calls: t.Optional(
-    t.Array(OpenObject({ id: t.String(), type: t.Optional(t.String()), function: OpenObject({ name: t.String(), arguments: t.Optional(t.String()) }) })),
+    t.Array(OpenObject({
+      id: t.String(),
+      type: t.Optional(t.String()),
+      function: t.Optional(OpenObject({ name: t.String(), arguments: t.Optional(t.String()) })),
+      custom: t.Optional(OpenObject({ name: t.String(), input: t.Optional(t.String()) })),
+    })),
   ),
   tool_call_id: t.Optional(t.String()),
   name: t.Optional(t.String()),

@@ -52,7 +52,8 @@ export function chatToResponses(request: ChatRequest, upstreamModel: string, max
         const text = plainText(m.content) || (typeof m.refusal === "string" ? m.refusal : "");
         if (text) input.push({ role: "assistant", content: text });
         for (const call of m.tool_calls ?? []) {
-          input.push({ type: "function_call", call_id: call.id, name: call.function.name, arguments: typeof call.function.arguments === "string" && call.function.arguments ? call.function.arguments : "{}" });
+          const args = call.function?.arguments;
+          input.push({ type: "function_call", call_id: call.id, name: call.function?.name ?? "", arguments: typeof args === "string" && args ? args : "{}" });
         }
         break;
       }

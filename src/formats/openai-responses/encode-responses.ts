@@ -7,6 +7,7 @@ import { imageMarkdown, type ErrorKind, type FinishReason, type StreamEvent } fr
 import type { ClientSink, EncodeContext } from "../../streaming/client-sink.ts";
 import type { ClientTool, ResponsesEcho } from "./responses-to-chat.ts";
 import { sealThinking, type CarriedBlock } from "../common/carried-thinking.ts";
+import { customInput } from "../common/custom-tools.ts";
 
 /** What the Responses encoder needs from the request beyond the shared context. */
 export interface ResponsesAnswerPlan {
@@ -515,31 +516,6 @@ function wholeCall(o: { kind: string; text: string }): boolean {
     }
   }
   return true;
-}
-
-/**
- * What the model put in a custom tool's one argument. Models do not always obey: a bare JSON
- * string, or text that is not JSON at all, is taken as the input itself. A call cut short
- * (`cut`) gives what its `{"input":"…` had reached, not the JSON around it.
- */
-function customInput(args: string, cut = false): string {
-  try {
-    const value = JSON.parse(args);
-    if (value && typeof value === "object" && typeof value.input === "string") return value.input;
-    if (typeof value === "string") return value;
-  } catch {
-    if (cut && /^\s*\{\s*"input"\s*:\s*"/.test(args)) {
-      // The string so far, closed: as it is, or without an escape the cut left unfinished (`\`, `\u00`).
-      // Cut after its closing quote, the object only lacks its brace.
-      for (const closed of [`${args.trimEnd()}}`, `${args}"}`, `${args.replace(/\\u[0-9a-fA-F]{0,3}$/, "")}"}`, `${args.replace(/\\$/, "")}"}`]) {
-        try {
-          const value = JSON.parse(closed);
-          if (typeof value.input === "string") return value.input;
-        } catch {}
-      }
-    }
-  }
-  return args;
 }
 
 /** Events → Responses API stream events (`event:` named, numbered), for `stream: true`. */

@@ -1,6 +1,7 @@
 import type { Json } from "../common/wire-types.ts";
 import type { ChatMessage, ChatRequest, ContentPart } from "../openai-chat/schema.ts";
 import { CARRIED_REASONING, CARRIED_THINKING, openThinking, type CarriedBlock } from "../common/carried-thinking.ts";
+import { CUSTOM_PARAMETERS, customToolDescription } from "../common/custom-tools.ts";
 
 /**
  * An OpenAI Responses API request → an OpenAI chat-completions request, so the gateway's
@@ -292,24 +293,6 @@ function reasoningText(item: Json): string {
 
 /** Signed thinking blocks one assistant message takes from the reasoning items before it. */
 const MAX_CARRIED_BLOCKS = 64;
-
-/** The one argument every custom tool takes upstream. */
-const CUSTOM_PARAMETERS: Json = {
-  type: "object",
-  properties: { input: { type: "string", description: "The tool's whole input, as raw text." } },
-  required: ["input"],
-  additionalProperties: false,
-};
-
-/** The upstream cannot be held to a grammar, so the model is told it in words. */
-function customToolDescription(description: string, format: unknown): string {
-  const f = format as { type?: unknown; syntax?: unknown; definition?: unknown } | undefined;
-  let how = "Call this tool with one argument, `input`: the raw text the tool takes (not JSON-encoded inside it).";
-  if (f?.type === "grammar" && typeof f.definition === "string") {
-    how += ` \`input\` must match this ${typeof f.syntax === "string" ? f.syntax : ""} grammar:\n${f.definition}`;
-  }
-  return description ? `${description}\n\n${how}` : how;
-}
 
 /**
  * `namespace` + `name` as one function name the upstream accepts. Long pairs keep a readable

@@ -241,7 +241,9 @@ export const openaiAdapter: ProviderAdapter = {
       if (typeof message.refusal === "string" && message.refusal) events.push({ type: "refusal", text: message.refusal });
       imageEvents(message.images, events);
       (Array.isArray(message.tool_calls) ? message.tool_calls : []).filter(isRecord).forEach((call: any, index: number) => {
-        events.push({ type: "tool-call", index, id: typeof call.id === "string" ? call.id : undefined, name: vendorText(call.function?.name), argumentsDelta: vendorText(call.function?.arguments) });
+        // A custom tool's call (`custom: {name, input}`) as the union carries one: a call of `{"input": …}`.
+        const custom = call.type === "custom" && isRecord(call.custom) ? call.custom : undefined;
+        events.push({ type: "tool-call", index, id: typeof call.id === "string" ? call.id : undefined, name: vendorText(custom ? custom.name : call.function?.name), argumentsDelta: custom ? JSON.stringify({ input: vendorText(custom.input) }) : vendorText(call.function?.arguments) });
       });
       // Legacy function calling: the one call, when there are no tool calls.
       if (!Array.isArray(message.tool_calls) && isRecord(message.function_call)) {

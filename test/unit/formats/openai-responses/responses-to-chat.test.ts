@@ -125,7 +125,7 @@ describe("responsesToChat: tools", () => {
     expect(plan.chat.tools!.map((t) => t.function!.name)).toEqual(["crm__lookup", "crm__note"]);
     expect(plan.tools.get("crm__lookup")).toEqual({ name: "lookup", namespace: "crm", custom: false });
     expect(plan.tools.get("crm__note")).toEqual({ name: "note", namespace: "crm", custom: true });
-    expect(plan.chat.messages[0]!.tool_calls![0]!.function.name).toBe("crm__lookup");
+    expect(plan.chat.messages[0]!.tool_calls![0]!.function!.name).toBe("crm__lookup");
     expect(plan.chat.tool_choice).toEqual({ type: "function", function: { name: "crm__lookup" } });
   });
 
@@ -175,7 +175,7 @@ describe("responsesToChat: tools", () => {
     // The item itself is no message; only the hosted tool inside it is reported as dropped.
     expect(plan.dropped).toEqual(["tool:web_search"]);
     expect(plan.chat.messages.map((m) => m.role)).toEqual(["system", "user", "assistant", "tool", "assistant", "tool", "assistant", "tool"]);
-    expect(plan.chat.messages.flatMap((m) => m.tool_calls ?? []).map((c) => [c.id, c.function.name, c.function.arguments])).toEqual([
+    expect(plan.chat.messages.flatMap((m) => m.tool_calls ?? []).map((c) => [c.id, c.function!.name, c.function!.arguments])).toEqual([
       ["c1", "exec", '{"input":"text(1)"}'],
       ["c2", "exec", '{"input":"text(2)"}'],
       ["c3", "clock__sleep", "{}"],
