@@ -19,9 +19,12 @@ export interface KeyState {
   strikes: number;
   /** Epoch ms at which the vendor refused the key (401, 403); 0: not disabled. */
   disabledAt: number;
-  /** Epoch ms at which a disabled key is probed next. */
+  /**
+   * Epoch ms at which a disabled key is probed next. Of a key that is not disabled: when a passing
+   * probe took it back (0: it was not), remembered until a request on it succeeds (`RELAPSE_MS`).
+   */
   probeAt: number;
-  /** Probes that failed since the key was disabled (the next waits longer). */
+  /** Probes that failed since the key was disabled (the next waits longer); taken back by a probe, kept for a relapse. */
   probeFailures: number;
   /**
    * Which value of the key the state is about (a short hash of the secret, never the secret):
@@ -137,18 +140,30 @@ export function afterAnswer(state: KeyState | undefined, status: number, retryAf
       const strikes = state?.strikes ?? 0;
       return { coolUntil: now + cooldownMs(strikes, retryAfterMs), cooledAt: now, strikes: strikes + 1, disabledAt: state?.disabledAt ?? 0, probeAt: state?.probeAt ?? 0, probeFailures: state?.probeFailures ?? 0 };
     }
-    case "disable":
+    case "disable": {
       // Already disabled: the probe schedule stands (a late answer must not push it back).
       if (state && state.disabledAt > 0) return state;
-      return { coolUntil: 0, cooledAt: state?.cooledAt ?? 0, strikes: state?.strikes ?? 0, disabledAt: now, probeAt: now + probeDelayMs(0), probeFailures: 0 };
+      // Refused again soon after a probe took it back, before any request on it succeeded: the
+      // probe does not tell (a key refused for chat but allowed to list models passed every probe
+      // and was refused again every second; a key-pool probe), so its probes wait longer each time.
+      const relapse = state !== undefined && state.probeAt > 0 && now - state.probeAt < RELAPSE_MS;
+      const failures = relapse ? state!.probeFailures + 1 : 0;
+      return { coolUntil: 0, cooledAt: state?.cooledAt ?? 0, strikes: state?.strikes ?? 0, disabledAt: now, probeAt: now + probeDelayMs(failures), probeFailures: failures };
+    }
     default:
       return state;
   }
 }
 
-/** A disabled key's state after a probe: healthy when the vendor took it, else probed again later. */
+/** How soon after a passing probe a refusal counts as the same refusal again (see afterAnswer, "disable"). */
+export const RELAPSE_MS = 60_000;
+
+/**
+ * A disabled key's state after a probe: usable when the vendor took it (remembering when, and how
+ * many probes had failed, for a relapse), else probed again later.
+ */
 export function afterProbe(state: KeyState, ok: boolean, now: number): KeyState | undefined {
-  if (ok) return undefined;
+  if (ok) return { coolUntil: 0, cooledAt: state.cooledAt, strikes: state.strikes, disabledAt: 0, probeAt: now, probeFailures: state.probeFailures, ...(state.fp ? { fp: state.fp } : {}) };
   const failures = state.probeFailures + 1;
   return { ...state, probeFailures: failures, probeAt: now + probeDelayMs(failures) };
 }

@@ -208,7 +208,7 @@ export function createKeyPools(deps: KeyPoolsDeps) {
         // The next probe is timed from when this one was due, not from its answer: a slow vendor
         // does not stretch the schedule.
         const after = afterProbe(state, ok, now);
-        deps.log(ok ? "info" : "debug", ok ? "vendor key accepted again (probe)" : "vendor key still refused (probe)", { provider: provider.id, key: k.env, ...(after ? { nextProbeInMs: after.probeAt - at } : {}) });
+        deps.log(ok ? "info" : "debug", ok ? "vendor key accepted again (probe)" : "vendor key still refused (probe)", { provider: provider.id, key: k.env, ...(!ok && after ? { nextProbeInMs: after.probeAt - at } : {}) });
         await deps.store.write(provider.id, k.env, after);
         // Its outcome is written (the next probe's time with it): the claim is not needed past here.
         await deps.store.releaseProbe(provider.id, k.env);

@@ -1,5 +1,5 @@
 import { afterAll, describe, expect, setDefaultTimeout, test } from "bun:test";
-import { afterAnswer, chooseKey, cooldownMs, probeDelayMs, sessionHash, soonestBackMs, type KeyState, type KeyView } from "../../src/providers/key-pool.ts";
+import { afterAnswer, afterProbe, chooseKey, conditionOf, cooldownMs, probeDelayMs, RELAPSE_MS, sessionHash, soonestBackMs, type KeyState, type KeyView } from "../../src/providers/key-pool.ts";
 import { createKeyPools } from "../../src/providers/key-pools.ts";
 import { createMemoryKeyState } from "../../src/store/memory/memory-key-state.ts";
 import type { Transport } from "../../src/transport/transport.ts";
@@ -253,6 +253,33 @@ describe("the pure core", () => {
     clock = state.probeAt;
     await b.probeDue();
     expect(probes).toBe(2);
+  });
+
+  test("a key refused again soon after a passing probe took it back, before any request on it succeeded, waits longer for each next probe; a success forgets it (a key-pool probe: a key refused for chat but allowed to list models was refused every second)", () => {
+    let state: KeyState | undefined = afterAnswer(undefined, 401, undefined, 1_000, 1_000);
+    expect(state!.probeAt).toBe(1_000 + probeDelayMs(0));
+    const waits: number[] = [];
+    let now = 1_000;
+    for (let round = 0; round < 4; round++) {
+      now = state!.probeAt;
+      state = afterProbe(state!, true, now);
+      expect(conditionOf(state, now)).toBe("usable");
+      now += 500;
+      state = afterAnswer(state, 401, undefined, now - 10, now);
+      expect(conditionOf(state, now)).toBe("disabled");
+      waits.push(state!.probeAt - now);
+    }
+    expect(waits).toEqual([1, 2, 3, 4].map((n) => probeDelayMs(n)));
+    // Taken back, then a request on it answered: the next refusal is a first one again.
+    state = afterProbe(state!, true, state!.probeAt);
+    state = afterAnswer(state, 200, undefined, state!.probeAt + 1, state!.probeAt + 2);
+    expect(state).toBeUndefined();
+    state = afterAnswer(state, 401, undefined, 90_000, 90_000);
+    expect(state!.probeAt - 90_000).toBe(probeDelayMs(0));
+    // Refused long after a probe took it back: a first refusal too.
+    state = afterProbe(state!, true, 100_000);
+    state = afterAnswer(state, 401, undefined, 100_000 + RELAPSE_MS, 100_000 + RELAPSE_MS);
+    expect(state!.probeAt - (100_000 + RELAPSE_MS)).toBe(probeDelayMs(0));
   });
 
   test("cooldowns honour Retry-After (up to an hour), else 1 s doubling to 60 s; probes back off from 1 s to 5 minutes", () => {
