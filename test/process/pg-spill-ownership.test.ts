@@ -63,7 +63,9 @@ async function gateway(spillDir: string): Promise<GatewayProcess> {
     SWITCHYARD_DATABASE_URL: viaRelay,
     SWITCHYARD_SPILL_DIR: spillDir,
     SWITCHYARD_PG_HEARTBEAT_MS: "100",
-    SWITCHYARD_PG_STALE_AFTER_MS: "1000",
+    // Long enough that the answers run whole through the outage: a process cut off for nearly
+    // this long cuts what it serves (pg-ledger.ts, onHoldsAtRisk; ~2.9 s here).
+    SWITCHYARD_PG_STALE_AFTER_MS: "5000",
     SWITCHYARD_PG_SWEEP_MS: "200",
     SWITCHYARD_SHUTDOWN_GRACE_MS: "300",
   });
