@@ -374,8 +374,9 @@ export function promptText(wire: UpstreamKind, body: Record<string, unknown>): s
   for (const m of (body.messages as Record<string, unknown>[]) ?? []) {
     add(m.content);
     if (typeof m.refusal === "string") parts.push(m.refusal);
-    const calls = m.tool_calls as { function?: { name?: string; arguments?: string } }[] | undefined;
-    for (const call of calls ?? []) parts.push(call.function?.name ?? "", call.function?.arguments ?? "");
+    const calls = m.tool_calls as { function?: { name?: string; arguments?: string }; custom?: { name?: string; input?: string } }[] | undefined;
+    // A custom tool's call carries its raw input instead of arguments (chat-custom-tools.ts).
+    for (const call of calls ?? []) parts.push(call.function?.name ?? call.custom?.name ?? "", call.function?.arguments ?? call.custom?.input ?? "");
     // Legacy function calling: the call an assistant turn made.
     if (m.function_call && typeof m.function_call === "object") parts.push(JSON.stringify(m.function_call));
   }

@@ -17,6 +17,8 @@ export type SettleStatus = "ok" | "cancelled" | "stream_failed" | "upstream_erro
 
 export interface BillingSession {
   readonly requestId: string;
+  /** Whether the request holds credit in the ledger (a paid one): the ledger's fence cuts only these (inflight.ts). */
+  readonly holds: boolean;
   /** True while a settlement has been started (it happens once). */
   readonly settling: boolean;
   /**
@@ -130,6 +132,10 @@ class OpenSession implements BillingSession {
     private readonly reserved: boolean,
   ) {
     this.requestId = o.requestId;
+  }
+
+  get holds(): boolean {
+    return this.reserved;
   }
 
   get settling(): boolean {

@@ -8,7 +8,7 @@ import type { EndOfTurn } from "./end-of-turn.ts";
 import type { Ticker } from "../streaming/ticker.ts";
 import type { Tokenizer } from "../billing/token-estimate.ts";
 import type { Scrubber } from "../log/scrub.ts";
-import { ShutdownCut, type Inflight } from "./inflight.ts";
+import { LedgerLostCut, ShutdownCut, type Inflight } from "./inflight.ts";
 import { answersAsked, expectedAnswerBytes, planRequest, type Plan } from "./plan.ts";
 import { PACED_CHUNK_BYTES } from "../streaming/paced-body.ts";
 import { openBillingSession } from "./billing-session.ts";
@@ -179,6 +179,9 @@ export async function forward(deps: ForwardDeps, req: ForwardRequest): Promise<R
       let movedOnFailure = false;
       for (let retry = 0; ; ) {
         if (attempts++ > 0) await refuseUnlessStillGood(deps.keys, req.principal, candidate.model.id);
+        // Its credit may be released by another process any moment now (inflight.ts, `fence`):
+        // a paid request asks no upstream more (its retry, fallback or first attempt after a wait).
+        if (billing.holds && deps.inflight.fenced) throw SHUTTING_DOWN(new LedgerLostCut()).error;
         const meter = billing.attempt(candidate.model, candidate.model.provider, candidate.maxTokens + plan.predictedTokens);
         trace?.attemptStarted(candidate.model.id, candidate.model.provider);
         if (session === null && pool && pool.size > 1) session = sessionOf(req, plan.uuid);

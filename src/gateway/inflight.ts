@@ -28,8 +28,8 @@ export function createInflight() {
   let fenced = false;
   /** Why what runs is being cut: the stop, or the ledger out of reach. */
   let reason: ShutdownCut = new ShutdownCut();
-  /** Streams under way, each with how it ends itself at a cut (stream-answer.ts, `cuts`). */
-  const streams = new Set<() => void>();
+  /** Streams under way, each with how it ends itself at a cut (stream-answer.ts, `cuts`), and whether it holds credit (the fence cuts only those). */
+  const streams = new Map<() => void, boolean>();
   let streamsGone: (() => void) | undefined;
   /** What else a cut ends: the transport's calls still waiting for a head (app.ts). */
   const alsoCut: ((reason: ShutdownCut) => void)[] = [];
@@ -38,7 +38,7 @@ export function createInflight() {
   let delivered: (() => void)[] = [];
   /** The stop closed every connection (`server.stop(true)`): no answer can go out any more. */
   let closed = false;
-  return {
+  const inflight = {
     /**
      * The gateway is about to cut what still runs (shutdown, past its grace): a request that ends
      * "cancelled" from now on was ended by us, not by its client (billing-session.ts). Streams
@@ -52,32 +52,37 @@ export function createInflight() {
       cutting = true;
       reason = new ShutdownCut();
       for (const cut of alsoCut) cut(reason);
-      for (const end of [...streams]) end();
+      for (const end of [...streams.keys()]) end();
       return streams.size === 0 ? Promise.resolve() : new Promise((resolve) => (streamsGone = resolve));
     },
     /**
-     * The ledger's holds are at risk (`on`), or safe again: at risk, what runs is cut as at a stop
-     * (streams end with an error frame, calls waiting for a head with a 503 to retry) and so is
-     * every stream that starts meanwhile, but the gateway goes on, and what was cut settles as a
-     * stream its client left (charged for what it sent). Safe again, answers run as before.
+     * The ledger's holds are at risk (`on`), or safe again. At risk, paid answers are cut as at a
+     * stop (streams end with an error frame; calls waiting for a head, of any request, with a 503
+     * to retry), and so is every paid stream that starts meanwhile (forward.ts refuses a paid
+     * request's next attempt too), but the gateway goes on: free answers are served, and what was
+     * cut settles as a stream its client left (charged for what it sent). Safe again, answers run
+     * as before.
      */
     fence(on: boolean): void {
       fenced = on;
       if (!on) return;
       reason = new LedgerLostCut();
       for (const cut of alsoCut) cut(reason);
-      for (const end of [...streams]) end();
+      for (const [end, paid] of [...streams]) if (paid) end();
+    },
+    get fenced(): boolean {
+      return fenced;
     },
     /** Why what runs is being cut (read by a stream as it ends: its error frame says so). */
     get reason(): ShutdownCut {
       return reason;
     },
-    /** A stream under way: `end` ends it with an error frame when the gateway cuts. */
-    watch(end: () => void): void {
-      streams.add(end);
+    /** A stream under way: `end` ends it with an error frame when the gateway cuts (`paid`: when the ledger's fence does too). */
+    watch(end: () => void, paid = true): void {
+      streams.set(end, paid);
       // A stream that starts while the cut waits for the others (its head came meanwhile) is cut
       // too, once its loop runs: it would otherwise go on until the connections are closed under it.
-      if (cutting || fenced) queueMicrotask(end);
+      if (cutting || (fenced && paid)) queueMicrotask(end);
     },
     /** The stream ended (whatever ended it). */
     unwatch(end: () => void): void {
@@ -151,7 +156,16 @@ export function createInflight() {
     idle(): Promise<void> {
       return count === 0 ? Promise.resolve() : new Promise((resolve) => waiters.push(resolve));
     },
+    /** What a free stream watches: the stop cuts it, the ledger's fence does not (it holds no credit). */
+    free: {
+      watch: (end: () => void) => inflight.watch(end, false),
+      unwatch: (end: () => void) => inflight.unwatch(end),
+      get reason(): ShutdownCut {
+        return reason;
+      },
+    },
   };
+  return inflight;
 }
 
 export type Inflight = ReturnType<typeof createInflight>;

@@ -94,7 +94,16 @@ export interface RespondDeps {
   /** Known secrets out of relayed frames (a vendor's own fields pass through). */
   scrubber?: Pick<Scrubber, "withoutKnown">;
   /** Whether the gateway is cutting what still runs (shutdown): no answer is read on then. */
-  inflight?: { readonly cutting: boolean; watch(end: () => void): void; unwatch(end: () => void): void; readonly reason?: ShutdownCut; delivering?(): () => void; readonly connectionsClosed?: boolean };
+  inflight?: {
+    readonly cutting: boolean;
+    watch(end: () => void): void;
+    unwatch(end: () => void): void;
+    readonly reason?: ShutdownCut;
+    delivering?(): () => void;
+    readonly connectionsClosed?: boolean;
+    /** What a free stream watches (the ledger's fence leaves it alone). */
+    readonly free?: { watch(end: () => void): void; unwatch(end: () => void): void; readonly reason?: ShutdownCut };
+  };
 }
 
 /**
@@ -225,7 +234,7 @@ export async function respond(
     beforeEnd: () => billing.settle("ok"),
     // Not once the gateway is cutting what runs (shutdown): it would read on past the process.
     readToEndOnCancel: outcome.readToEnd ? () => !deps.inflight?.cutting : undefined,
-    cuts: deps.inflight,
+    cuts: billing.holds || !deps.inflight?.free ? deps.inflight : deps.inflight.free,
     clientSignal: req.signal,
     onFirstWrite: trace && (() => trace.firstBytes()),
     // A stream waiting for a client slower than its upstream holds what it wrote in this process:

@@ -105,6 +105,22 @@ export function createOpenAIEncoder(ctx: EncodeContext, options: { roleSent?: bo
    * cannot be unwrapped as it comes).
    */
   const customCalls = new Map<number, { id: string; name: string; args: string }>();
+  /**
+   * The custom calls gathered so far, written now: before anything that comes after them (a call
+   * of another index, text, the finish), so calls go out in index order. openai-python's stream
+   * helper places a call by its position in the list it has, not by its index: a function call at
+   * index 1 written before the custom one at 0 was merged into it (a review).
+   */
+  const writeCustomCalls = (cut = false): string => {
+    if (customCalls.size === 0) return "";
+    let out = "";
+    for (const [index, c] of customCalls) {
+      const input = customInput(c.args, cut);
+      out += opening(`"tool_calls":[{"index":${index},"id":${JSON.stringify(c.id)},"type":"custom","custom":{"name":${JSON.stringify(c.name)},"input":${JSON.stringify(input)}}}]`);
+    }
+    customCalls.clear();
+    return out;
+  };
 
   const chunk = (delta: string) => head + delta + tail;
   /** A legacy answer carries one call (the request asked for one at a time): the first; any other is left out. */
@@ -149,6 +165,10 @@ export function createOpenAIEncoder(ctx: EncodeContext, options: { roleSent?: bo
       started = true;
     },
     event(e) {
+      // A custom call is whole once anything else comes (vendors send a call's parts together).
+      if (customCalls.size > 0 && e.type !== "usage" && e.type !== "finish" && e.type !== "error" && !(e.type === "tool-call" && customCalls.has(e.index))) {
+        return writeCustomCalls() + sink.event(e);
+      }
       switch (e.type) {
         case "text":
           wroteText = true;
@@ -201,12 +221,7 @@ export function createOpenAIEncoder(ctx: EncodeContext, options: { roleSent?: bo
           return "";
         case "finish": {
           // The client's custom tools' calls, whole (cut by the answer's limit: what the input had reached).
-          let out = "";
-          for (const [index, c] of customCalls) {
-            const input = customInput(c.args, e.reason === "length");
-            out += opening(`"tool_calls":[{"index":${index},"id":${JSON.stringify(c.id)},"type":"custom","custom":{"name":${JSON.stringify(c.name)},"input":${JSON.stringify(input)}}}]`);
-          }
-          customCalls.clear();
+          let out = writeCustomCalls(e.reason === "length");
           // A call to a tool without parameters (Anthropic streams `input: {}` as no JSON at all):
           // its arguments are "{}", as a whole answer's are, never "" (which JSON.parse refuses).
           out += begin();
@@ -470,7 +485,9 @@ function reindexToolCalls(choices: unknown[] | undefined, events: readonly Strea
     while (next < events.length && events[next]!.type !== "tool-call") next++;
     const event = events[next++];
     if (event?.type !== "tool-call") break;
-    const c = call as { index?: unknown; type?: unknown; function?: unknown };
+    const c = call as { index?: unknown; type?: unknown; function?: unknown; custom?: unknown };
+    // A custom tool's call (OpenAI's own: `custom: {name, input}`) has no `function` to fill in.
+    const custom = c.type === "custom" || (c.type === undefined && isJsonObject(c.custom));
     if (c.index !== event.index) {
       c.index = event.index;
       changed = true;
@@ -478,10 +495,10 @@ function reindexToolCalls(choices: unknown[] | undefined, events: readonly Strea
     // The decoder names a call in its first chunk only.
     const first = event.name !== undefined;
     if (first && c.type === undefined) {
-      c.type = "function";
+      c.type = custom ? "custom" : "function";
       changed = true;
     }
-    if (!isJsonObject(c.function)) {
+    if (!custom && !isJsonObject(c.function)) {
       c.function = first ? { name: event.name, arguments: event.argumentsDelta } : { arguments: event.argumentsDelta };
       changed = true;
     }

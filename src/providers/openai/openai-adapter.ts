@@ -173,7 +173,9 @@ export const openaiAdapter: ProviderAdapter = {
             for (const call of delta.tool_calls) {
               if (!isRecord(call)) continue;
               const id = typeof call.id === "string" && call.id !== "" ? call.id : undefined;
-              const named = typeof call.function?.name === "string" && call.function.name !== "";
+              // A custom tool's call (`custom: {name, input}`) streams its raw input where a function's arguments go.
+              const part = isRecord(call.function) ? call.function : isRecord(call.custom) ? { name: call.custom.name, arguments: call.custom.input } : undefined;
+              const named = typeof part?.name === "string" && part.name !== "";
               let index: number;
               let isNew: boolean;
               if (typeof call.index === "number") {
@@ -203,8 +205,8 @@ export const openaiAdapter: ProviderAdapter = {
                 type: "tool-call",
                 index,
                 id: isNew ? id : undefined,
-                name: isNew ? vendorText(call.function?.name) : undefined,
-                argumentsDelta: vendorText(call.function?.arguments),
+                name: isNew ? vendorText(part?.name) : undefined,
+                argumentsDelta: vendorText(part?.arguments),
               });
             }
           } else if (isRecord(delta.function_call)) {

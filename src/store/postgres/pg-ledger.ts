@@ -184,14 +184,15 @@ export async function createPostgresLedger(sql: Pg, o: PgLedgerOptions): Promise
    * gateway; one answer went unbilled. The margin leaves a statement's timeout and a heartbeat's
    * interval (this check runs with the heartbeat) before the earliest sweep.
    */
-  let lastBeatSent = now();
+  // On the process's own monotonic clock: a wall clock stepped forward would fence a healthy process.
+  let lastBeatSent = performance.now();
   let holdsAtRisk = false;
   const riskListeners: ((atRisk: boolean) => void)[] = [];
   const riskAfterMs = staleAfterMs - Math.min(heartbeatMs + timeoutMs, staleAfterMs / 3);
   const tellRisk = (atRisk: boolean) => {
     if (holdsAtRisk === atRisk) return;
     holdsAtRisk = atRisk;
-    if (atRisk) log("error", "PostgreSQL unreachable for nearly as long as other processes wait before releasing this one's holds: answers under way are cut", { unreachableMs: Math.round(now() - lastBeatSent), openHolds: holds.size });
+    if (atRisk) log("error", "PostgreSQL unreachable for nearly as long as other processes wait before releasing this one's holds: paid answers under way are cut", { unreachableMs: Math.round(performance.now() - lastBeatSent), openHolds: holds.size });
     else log("info", "PostgreSQL reached again: answers are served again");
     for (const listener of riskListeners) {
       try {
@@ -203,7 +204,7 @@ export async function createPostgresLedger(sql: Pg, o: PgLedgerOptions): Promise
   };
   const heartbeat = (): Promise<unknown> => {
     if (closed) return Promise.resolve();
-    const sent = now();
+    const sent = performance.now();
     const beat = bounded(sql.unsafe(
       `INSERT INTO gateway_instances (id, hostname, pid, started_at, heartbeat_at) VALUES ($1, $2, $3, ${DB_NOW_MS}, ${DB_NOW_MS})
        ON CONFLICT (id) DO UPDATE SET heartbeat_at = excluded.heartbeat_at`,
@@ -324,7 +325,7 @@ export async function createPostgresLedger(sql: Pg, o: PgLedgerOptions): Promise
   const ticker = setInterval(() => {
     if (closed) return;
     heartbeat().catch((err) => settlements.failed(classifyPgFailure(err) === "busy" ? "busy" : "storage", err));
-    if (!holdsAtRisk && now() - lastBeatSent >= riskAfterMs) tellRisk(true);
+    if (!holdsAtRisk && performance.now() - lastBeatSent >= riskAfterMs) tellRisk(true);
   }, heartbeatMs);
   ticker.unref?.();
   const sweeper = setInterval(() => {

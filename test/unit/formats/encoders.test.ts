@@ -384,3 +384,60 @@ describe("relays skim plain text frames and decode the rest", () => {
     expect(relay.skim!(sse('{"type":"message_start","message":{"model":"claude"}}', "message_start"))).toBeUndefined();
   });
 });
+
+describe("chat completions' custom tool calls (chat-custom-tools.ts)", () => {
+  const ctx = { id: "chatcmpl-c", created: 1, model: "ours/model", includeUsage: false, customTools: new Set(["exec"]) };
+  const callsOf = (text: string) => frames(text).filter((f) => f.data !== "[DONE]").flatMap((f) => JSON.parse(f.data).choices?.[0]?.delta?.tool_calls ?? []);
+
+  test("a custom call goes out whole, in index order before a later function call and before text that follows it (a review: openai-python merged a function call at index 1 written first into the custom one at 0)", () => {
+    const events: StreamEvent[] = [
+      { type: "start" },
+      { type: "tool-call", index: 0, id: "toolu_1", name: "exec", argumentsDelta: '{"inp' },
+      { type: "tool-call", index: 0, argumentsDelta: 'ut":"ls -la"}' },
+      { type: "tool-call", index: 1, id: "toolu_2", name: "get_weather", argumentsDelta: '{"city":"Paris"}' },
+      { type: "finish", reason: "tool_calls" },
+    ];
+    expect(callsOf(encodeAll(createOpenAIEncoder(ctx), events))).toEqual([
+      { index: 0, id: "toolu_1", type: "custom", custom: { name: "exec", input: "ls -la" } },
+      { index: 1, id: "toolu_2", type: "function", function: { name: "get_weather", arguments: '{"city":"Paris"}' } },
+    ]);
+    const withText = encodeAll(createOpenAIEncoder(ctx), [events[0]!, events[1]!, events[2]!, { type: "text", text: "done" }, events[4]!]);
+    const deltas = frames(withText).filter((f) => f.data !== "[DONE]").map((f) => JSON.parse(f.data).choices[0].delta);
+    expect(deltas.findIndex((d) => d.tool_calls)).toBeLessThan(deltas.findIndex((d) => d.content === "done"));
+    // The whole answer's body: the same call.
+    expect(encodeOpenAIBody(events, ctx).choices[0]!.message.tool_calls).toEqual([
+      { id: "toolu_1", type: "custom", custom: { name: "exec", input: "ls -la" } },
+      { id: "toolu_2", type: "function", function: { name: "get_weather", arguments: '{"city":"Paris"}' } },
+    ]);
+  });
+
+  test("OpenAI's own streamed custom call is relayed as sent (no empty `function` added) and its input counted as output text", () => {
+    const relay = createOpenAIRelay({ ...ctx, customTools: undefined });
+    const decode = openaiAdapter.createStreamDecoder();
+    const head = '{"id":"c","object":"chat.completion.chunk","created":1,"model":"gpt-5","choices":[{"index":0,"delta":';
+    const sse = (data: string): SseEvent => ({ data, event: undefined, id: undefined, retry: undefined });
+    const parts = [
+      `${head}{"role":"assistant","content":null,"tool_calls":[{"index":0,"id":"call_1","type":"custom","custom":{"name":"exec","input":""}}]},"finish_reason":null}]}`,
+      `${head}{"tool_calls":[{"index":0,"custom":{"input":"ls "}}]},"finish_reason":null}]}`,
+      `${head}{"tool_calls":[{"index":0,"custom":{"input":"-la"}}]},"finish_reason":null}]}`,
+    ];
+    let out = "";
+    const events: StreamEvent[] = [];
+    for (const p of parts) {
+      const decoded = decode(sse(p));
+      events.push(...decoded.events);
+      out += relay.frame(sse(p), decoded);
+    }
+    expect(out).not.toContain('"function"');
+    expect(callsOf(out)).toEqual([
+      { index: 0, id: "call_1", type: "custom", custom: { name: "exec", input: "" } },
+      { index: 0, custom: { input: "ls " } },
+      { index: 0, custom: { input: "-la" } },
+    ]);
+    expect(events.filter((e) => e.type === "tool-call")).toEqual([
+      { type: "tool-call", index: 0, id: "call_1", name: "exec", argumentsDelta: "" },
+      { type: "tool-call", index: 0, id: undefined, name: undefined, argumentsDelta: "ls " },
+      { type: "tool-call", index: 0, id: undefined, name: undefined, argumentsDelta: "-la" },
+    ]);
+  });
+});
