@@ -27,7 +27,12 @@ export interface MeteredUsage {
  * count: its text, or its count when part of it arrives as tokens already (embeddings' token
  * arrays, whose count is their length).
  */
-export type PromptSource = (() => string | Promise<number>) | { text(): string | Promise<number> };
+/**
+ * The prompt, for an estimate of its tokens: its text (counted), or a count. `framing`: the tokens
+ * a vendor adds around the text it counts (each message's role and separators), added to a count
+ * of the text.
+ */
+export type PromptSource = (() => string | Promise<number>) | { text(): string | Promise<number>; readonly framing?: number };
 
 /**
  * Text kept for a possible estimate. Shorter answers (8 K characters ≈ 2,000 tokens) are counted
@@ -483,5 +488,6 @@ export class UsageMeter {
 
 async function countPrompt(prompt: PromptSource, count: TokenCounter): Promise<number> {
   const source = typeof prompt === "function" ? prompt() : prompt.text();
-  return typeof source === "string" ? count(source) : source;
+  if (typeof source !== "string") return source;
+  return (await count(source)) + (typeof prompt === "function" ? 0 : (prompt.framing ?? 0));
 }

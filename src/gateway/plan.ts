@@ -44,7 +44,7 @@ export async function planRequest(
   const { body, wire } = req;
   const messageCount = Array.isArray(body.messages) ? body.messages.length : 0;
   const promptBound = promptTokenBound(req.bodyBytes, messageCount);
-  const prompt = new ChatPrompt(wire, body);
+  const prompt = new ChatPrompt(wire, body, messageCount);
   const candidates = await fitCandidates(
     req.candidates,
     promptBound,
@@ -52,7 +52,7 @@ export async function planRequest(
     settings.limits.max_tokens_cap,
     // Counted no further than the largest window: past it, nothing fits, whatever the rest holds.
     async () => {
-      const framing = 4 * messageCount + 3;
+      const framing = prompt.framing;
       let window = 0;
       for (const m of req.candidates) window = Math.max(window, m.context_length);
       return (await count(prompt.text(), Math.max(0, window - framing))) + framing;
@@ -147,10 +147,19 @@ export function expectedAnswerBytes(settings: Settings, wire: UpstreamKind, body
  */
 class ChatPrompt {
   #text: string | undefined;
+  /**
+   * What vendors add around the messages' text (OpenAI: a role and separators a message, and the
+   * answer's priming): in the window's fit and in an estimated prompt's count alike. Estimates had
+   * left it out: "hello world" alone was billed 2 prompt tokens where OpenAI counts 9 (a bill audit).
+   */
+  readonly framing: number;
   constructor(
     private readonly wire: UpstreamKind,
     private readonly body: Record<string, unknown>,
-  ) {}
+    messageCount: number,
+  ) {
+    this.framing = 4 * messageCount + 3;
+  }
 
   text(): string {
     return (this.#text ??= promptText(this.wire, this.body));

@@ -576,6 +576,23 @@ describe("an answer relayed frame by frame without usage", () => {
   });
 });
 
+describe("an estimated prompt", () => {
+  test("counts what the vendor adds around each message, as the window's fit does (a bill audit: \"hello world\" was billed 2 prompt tokens where OpenAI counts 9)", async () => {
+    const gw = await startGateway({ upstreamUrl: upstream.url });
+    try {
+      upstream.reply({ kind: "json", body: { id: "chatcmpl-nousage", object: "chat.completion", created: 1, model: "gpt-4o-mini", choices: [{ index: 0, message: { role: "assistant", content: "Hi there" }, finish_reason: "stop" }] } });
+      const res = await post(gw, "/v1/chat/completions", { model: OPENAI_MODEL, max_tokens: 50, messages: [{ role: "user", content: "hello world" }] });
+      expect(res.status).toBe(200);
+      await res.arrayBuffer();
+      const [record] = await records(gw);
+      // "hello world" is 2 tokens; a message's framing 4, the answer's priming 3.
+      expect(record).toMatchObject({ estimated: 1, prompt_tokens: 2 + 4 + 3 });
+    } finally {
+      await gw.stop();
+    }
+  });
+});
+
 describe("the hold of a long conversation", () => {
   test("is capped at the model's context window: text that bounds high (escaped quotes) is not held for more prompt than the model can bill", async () => {
     // 600,000 quote characters: 1.2 MB of JSON, a bound of ~600,000 tokens (bytes / 2), a few tens of
