@@ -369,11 +369,15 @@ export async function attemptUpstream(deps: AttemptDeps, req: AttemptRequest, ca
       const text = await readText(res, deadline, ERROR_BODY_BYTES).catch(() => "");
       if (req.clientSignal.aborted) throw clientClosed();
       let detail: string | undefined;
+      /** A body's own sentence outside the vendor's error shape (a gateway's `{"statusCode", "message"}`, `{"error": "…"}`). */
+      let plain: string | undefined;
       let openai: OpenAIErrorDetail | undefined;
       let details: AnthropicErrorDetails | undefined;
       try {
         const parsed = JSON.parse(text);
         detail = adapter.errorMessage(parsed);
+        const own = (parsed as { message?: unknown; error?: unknown } | null)?.message ?? (parsed as { error?: unknown } | null)?.error;
+        if (typeof own === "string") plain = own;
         openai = openaiErrorDetail(parsed);
         details = anthropicErrorDetails(parsed);
         // An identifier, but a short self-hosted key echoed there is still a key.
@@ -393,7 +397,8 @@ export async function attemptUpstream(deps: AttemptDeps, req: AttemptRequest, ca
       // The vendor's own wait goes on to the client with the 502 (bounded), so its SDK's retry comes
       // when the upstream said, not at once: the gateway's retries are over by then.
       if (delayMs !== undefined && error.status === 502) error = withRetryAfter(error, delayMs);
-      const said = detail ?? text;
+      // The vendor's sentence, read from its start (accountRefusal): not a body's JSON around it.
+      const said = detail ?? plain ?? text;
       // A key that lacks a permission for what was asked (OpenAI's restricted keys: "Missing scopes:
       // api.model.images.request") still serves what it may: read as a 401, one tenant's request
       // to an endpoint the keys may not use set aside every key of the pool in turn, moving every

@@ -698,6 +698,19 @@ describe("cooldowns and refused keys (injected clock)", () => {
     upstream.rule(() => undefined);
   });
 
+  test("a 403 outside the vendor's error shape (a gateway in front of it: {statusCode, message}) is read by its own sentence too: said at the start, the key is set aside; quoted, it is not", async () => {
+    const gw = await gateway({ openaiKeys: [{ env: "POOL_KEY_A" }, { env: "POOL_KEY_B" }], keyRandom: seeded(13), retry: { max_retries: 1, max_wait_ms: 200 } });
+    const quoted: Reply = { kind: "json", status: 403, body: { statusCode: 403, message: 'Request blocked by policy: "my account is disabled"' } };
+    upstream.rule((req) => (keyOf(req) === "POOL_KEY_A" ? quoted : undefined));
+    await eightSessions(gw);
+    expect(((await (await fetch(`${gw.url}/ready`)).json()) as any).vendor_keys ?? []).toEqual([]);
+    const dead: Reply = { kind: "json", status: 403, body: { statusCode: 403, message: "Your organization has been disabled." } };
+    upstream.rule((req) => (keyOf(req) === "POOL_KEY_A" ? dead : undefined));
+    expect(await eightSessions(gw)).toEqual(Array(8).fill(200));
+    expect(((await (await fetch(`${gw.url}/ready`)).json()) as any).vendor_keys[0].keys).toEqual([expect.objectContaining({ env: "POOL_KEY_A", state: "disabled" })]);
+    upstream.rule(() => undefined);
+  });
+
   test("a revoked key (401) stops receiving traffic, is probed with backoff, and comes back by itself once accepted", async () => {
     let clock = 1_800_000_000_000;
     const gw = await gateway({ openaiKeys: [{ env: "POOL_KEY_A" }, { env: "POOL_KEY_B" }], keyRandom: seeded(11), now: () => clock });
