@@ -100,9 +100,9 @@ export function createOpenAIEncoder(ctx: EncodeContext, options: { roleSent?: bo
   /** Calls that have had no argument text yet (see "finish"). */
   const withoutArguments = new Set<number>();
   /**
-   * Calls to the client's custom tools, by index: their `{"input": …}` arguments gathered and the
-   * call written whole at the finish, as a custom call with its raw input (a JSON string's text
-   * cannot be unwrapped as it comes).
+   * Calls to the client's custom tools, by index: their `{"input": …}` arguments gathered and each
+   * call written whole once something else comes (`writeCustomCalls`), as a custom call with its
+   * raw input (a JSON string's text cannot be unwrapped as it comes).
    */
   const customCalls = new Map<number, { id: string; name: string; args: string }>();
   /**
@@ -529,11 +529,12 @@ export function encodeOpenAIBody(events: StreamEvent[], ctx: EncodeContext) {
   if (answer.tools.length > 0 && ctx.legacyFunctions) {
     message.function_call = { name: answer.tools[0]!.name, arguments: answer.tools[0]!.arguments };
   } else if (answer.tools.length > 0) {
-    message.tool_calls = answer.tools.map((t, i) =>
-      ctx.customTools?.has(t.name)
-        ? { id: t.id ?? `call_${ctx.id}_${i}`, type: "custom", custom: { name: t.name, input: customInput(t.arguments, answer.finish === "length") } }
-        : { id: t.id ?? `call_${ctx.id}_${i}`, type: "function", function: { name: t.name, arguments: t.arguments } },
-    );
+    message.tool_calls = answer.tools.map((t, i) => {
+      const id = t.id ?? `call_${ctx.id}_${i}`;
+      return ctx.customTools?.has(t.name)
+        ? { id, type: "custom", custom: { name: t.name, input: customInput(t.arguments, answer.finish === "length") } }
+        : { id, type: "function", function: { name: t.name, arguments: t.arguments } };
+    });
   }
   return {
     id: ctx.id,
