@@ -28,6 +28,13 @@ export interface Mispriced {
 export const PRICED_RECORD_COLUMNS = `u.request_id, u.prompt_tokens, u.completion_tokens, u.fresh_input_tokens, u.cache_read_tokens, u.cache_write_5m_tokens,
   u.cache_write_1h_tokens, u.reasoning_tokens, u.images, u.cost_micro, u.held_micro, u.cache_savings_micro, p.prices`;
 
+/**
+ * A record of service given and not charged, for either store: a completed answer with tokens and
+ * no charge, or a charge the store refused (it writes the record's hold as 0, where the hold capped
+ * the charge to nothing; a record charged nothing by design has no hold written).
+ */
+export const UNCHARGED_WHERE = "(status = 'ok' OR held_micro = 0) AND cost_micro = 0 AND prompt_tokens + completion_tokens > 0";
+
 /** Reads a record's numbers as numbers (PostgreSQL's bigints arrive as strings). */
 export function pricedRecord(r: Record<string, unknown>): PricedRecord {
   const n = (v: unknown) => Number(v ?? 0);

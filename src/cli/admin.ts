@@ -72,7 +72,8 @@ const USAGE = `usage: bun run admin <command>
                                          spent total and every spend-limit period count against its charges,
                                          the report rollups against their records, every record's cost
                                          against its prices, and that no completed answer of a priced model
-                                         went uncharged; prints the drift and exits 1 if there is any
+                                         went uncharged nor any charge was refused (recorded without it);
+                                         prints the drift and exits 1 if there is any
   help, --help                           this text
 Flags are \`--flag value\` or \`--flag=value\`; a flag the command does not take is refused (exit 2).
 Works on the store the gateway uses, also while it runs: the PostgreSQL database of SWITCHYARD_DATABASE_URL

@@ -410,7 +410,7 @@ export async function attemptUpstream(deps: AttemptDeps, req: AttemptRequest, ca
       const account = accountRefusal(res.status, said, openai?.code);
       if (account === "dead") {
         // The key's organisation is gone: reported as the 401 it means (providers/key-pool.ts).
-        const refusedKey = res.status === 403 ? error : new GatewayError(502, "upstream", `The upstream provider refused the gateway's credentials (status ${res.status}: the vendor account is disabled). Retrying will not help until the gateway's operator fixes them.`, NO_RETRY);
+        const refusedKey = new GatewayError(502, "upstream", `The upstream provider refused the gateway's credentials (status ${res.status}: the vendor account is disabled). Retrying will not help until the gateway's operator fixes them.`, NO_RETRY);
         return { kind: "refused", verdict: "fallback", error: refusedKey, delayMs, cause, status: 401 };
       }
       if (account === "no_credit") return { kind: "refused", verdict: "fallback", error: OUT_OF_CREDIT(), delayMs, cause, status: 402 };

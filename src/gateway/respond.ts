@@ -242,7 +242,7 @@ export async function respond(
     // fill the gateway (1,000 such streams held ~310 MB, 3,000 1.44 GB: a hostile-tenant probe).
     stalled: (bytes) => hold.resize(bytes),
     beforeClose: restoreIdle,
-    onDone(outcome: StreamOutcome, reason, chargeable = true) {
+    onDone(outcome: StreamOutcome, reason, chargeable = true, cut = false) {
       hold.release();
       if (outcome === "failed") deps.log("warn", "stream failed after start", { requestId: req.requestId, provider: provider.id, reason });
       const status: SettleStatus = !chargeable ? "upstream_error" : outcome === "completed" ? "ok" : outcome === "cancelled" ? "cancelled" : "stream_failed";
@@ -250,7 +250,8 @@ export async function respond(
       if (trace) {
         // The trace ends once the charge is known (a cancelled stream's usage is counted while settling).
         const failure = outcome !== "failed" ? undefined : deadline.expired ? "timeout" : reason?.includes("larger than") ? "too_large" : "stream_broken";
-        void settled.then(() => trace.streamEnded(outcome, failure));
+        // A stream the gateway cut is its own doing, not its client's (it was logged `client_abort`).
+        void settled.then(() => trace.streamEnded(cut ? "cut" : outcome, failure));
       }
     },
   });

@@ -99,8 +99,12 @@ export interface StreamAnswerOptions {
   beforeEnd?: () => Promise<void>;
   /** Called once, when the first frame (not a keep-alive) is handed to the client. */
   onFirstWrite?: () => void;
-  /** Called exactly once, whatever ends the stream. `chargeable` is false when the failure is one the client must not pay for. */
-  onDone: (outcome: StreamOutcome, reason?: string, chargeable?: boolean) => void;
+  /**
+   * Called exactly once, whatever ends the stream. `chargeable` is false when the failure is one
+   * the client must not pay for; `cut`, when the gateway cut it itself (its stop past the grace,
+   * or its ledger out of reach): billed as cancelled, logged as the gateway's own.
+   */
+  onDone: (outcome: StreamOutcome, reason?: string, chargeable?: boolean, cut?: boolean) => void;
   /**
    * The answer reasons out of sight (gateway/unseen-reasoning.ts): a client that leaves before the
    * vendor's end leaves the rest read, not relayed, up to the answer's limit and the deadline, and
@@ -437,7 +441,7 @@ export async function answerSource(o: StreamAnswerOptions, quietSince = performa
     // A finished answer leaves its connection to the transport (kept alive); anything else cuts it.
     if (outcome === "completed") o.deadline.clear();
     else o.deadline.abort(new DOMException(reason ?? "stream ended", "AbortError"));
-    o.onDone(outcome, reason, chargeable);
+    o.onDone(outcome, reason, chargeable, cutByGateway);
   };
 
   const fail = (e: StreamEvent & { type: "error" }) => {

@@ -17,7 +17,7 @@ export type Outcome =
   | "timeout"
   /** Refused before any upstream call (401, 402, 404, 413, 422, 429, …). */
   | "rejected"
-  /** The gateway itself failed (ledger unavailable, an internal error). */
+  /** The gateway itself failed (ledger unavailable, an internal error), or cut a stream itself (its stop past the grace, its ledger out of reach). */
   | "error";
 
 /** `x-request-id` values accepted from clients; anything else is replaced by one of ours. */
@@ -169,8 +169,11 @@ export class RequestTrace {
     if (this.firstByteAt === 0) this.firstByteAt = performance.now();
   }
 
-  /** The stream is over; `upstreamFailure` says why when the upstream broke it. */
-  streamEnded(outcome: "completed" | "failed" | "cancelled", upstreamFailure?: UpstreamErrorClass): void {
+  /**
+   * The stream is over; `upstreamFailure` says why when the upstream broke it. `cut`: the gateway
+   * cut it (its stop past the grace, its ledger out of reach), with an `overloaded` error frame.
+   */
+  streamEnded(outcome: "completed" | "failed" | "cancelled" | "cut", upstreamFailure?: UpstreamErrorClass): void {
     if (!this.streaming) return;
     this.streaming = false;
     const metrics = this.tracker.metrics;
@@ -179,7 +182,8 @@ export class RequestTrace {
     if (upstreamFailure) this.tracker.upstreamFailed(this, upstreamFailure, upstreamMs);
     else metrics?.families.upstream.observe(upstreamMs / 1000, metrics.providerOf(this.provider));
     if (upstreamFailure) this.upstreamError = upstreamFailure;
-    this.tracker.finish(this, 200, outcome === "completed" ? "complete" : outcome === "cancelled" ? "client_abort" : upstreamFailure === "timeout" ? "timeout" : "upstream_error");
+    if (outcome === "cut") this.errorType = "overloaded";
+    this.tracker.finish(this, 200, outcome === "completed" ? "complete" : outcome === "cancelled" ? "client_abort" : outcome === "cut" ? "error" : upstreamFailure === "timeout" ? "timeout" : "upstream_error");
   }
 }
 
@@ -279,7 +283,8 @@ export class Tracker {
     if (!access.enabled) return;
     const failed = status >= 400 || outcome !== "complete";
     if (!failed && (QUIET_PATHS.has(trace.path) || (access.sample < 1 && this.#random() >= access.sample))) return;
-    const level: LogLevel = status >= 500 ? "warn" : access.level;
+    // The gateway's own failures at warn, a stream it cut after its 200 head included.
+    const level: LogLevel = status >= 500 || outcome === "error" ? "warn" : access.level;
     // A line the logger would drop costs nothing to skip (building and scrubbing one is ~4 µs).
     if (access.logLevel && RANK[level] < RANK[access.logLevel]) return;
     this.#log(level, "request", accessLogFields(trace));

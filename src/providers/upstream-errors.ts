@@ -24,7 +24,12 @@ export function upstreamStatusError(status: number, detail: string | undefined, 
   // The vendor refused the gateway's own key, or does not know the model or path it was
   // configured with: a client's retry meets the same refusal. `x-should-retry: false` is the
   // header both official SDKs obey over their default retries of a 502.
-  if (status === 401 || status === 403) return new GatewayError(502, "upstream", `The upstream provider refused the gateway's credentials (status ${status}). Retrying will not help until the gateway's operator fixes them.`, NO_RETRY);
+  if (status === 401) return new GatewayError(502, "upstream", `The upstream provider refused the gateway's credentials (status 401). Retrying will not help until the gateway's operator fixes them.`, NO_RETRY);
+  // A 403 is a refusal of what was asked more often than of the key (a content filter, a model or
+  // region the organisation may not use; a disabled account is read apart, gateway/attempt.ts):
+  // said as a refusal of the request, with the vendor's scrubbed words, not as the operator's
+  // credentials (a key-pool probe: a content filter's 403 told the client the credentials failed).
+  if (status === 403) return new GatewayError(502, "upstream", `The upstream provider refused this request (status 403)${said}${said && /[.!?]$/.test(said) ? "" : "."} Retrying the same request will not help.`, NO_RETRY);
   if (status === 404) return new GatewayError(502, "upstream", "The upstream provider does not know the model or endpoint the gateway is configured with (status 404). Retrying will not help until the gateway's operator fixes it.", NO_RETRY);
   return new GatewayError(502, "upstream", `The upstream provider failed (status ${status}). Retrying is appropriate.`);
 }

@@ -147,6 +147,28 @@ describe("SQLite ledger under store faults", () => {
     }
   });
 
+  test("the audit lists a charge the database refused, on an answer cut short too; an answer charged nothing by design is not listed", async () => {
+    const f = await sqliteFixture(ledgerOptions);
+    try {
+      const poor = await f.fund(10_000);
+      await f.ledger.reserve({ requestId: "req_cut_refused", ...poor, amountMicro: 5_000 });
+      // The balance can no longer cover the late charge of a stream cut short (a fenced gateway's,
+      // whose hold another process released and the account spent): recorded `cancelled` without it.
+      f.db.exec(`UPDATE accounts SET balance_micro = 0 WHERE id = '${poor.accountId}'`);
+      await f.ledger.settle(settlement(poor, "req_cut_refused", 5_000, "cancelled"));
+      // Charged nothing by design (a whole answer read after its client's reset): tokens, no hold, no charge.
+      await f.ledger.settle(settlement(poor, "req_reset_free", 0, "cancelled"));
+      await f.ledger.flush();
+      expect(await f.records("req_cut_refused")).toEqual([{ cost_micro: 0, status: "cancelled" }]);
+      expect(await f.records("req_reset_free")).toEqual([{ cost_micro: 0, status: "cancelled" }]);
+      const report = auditLedger(f.db, new Set(["test/model"]));
+      expect(report.uncharged).toEqual([{ request_id: "req_cut_refused", model: "test/model", prompt_tokens: 10, completion_tokens: 20 }]);
+      expect(report.clean).toBe(false);
+    } finally {
+      await f.close();
+    }
+  });
+
   test("an idle ledger notices a dead store by itself (probe writes), and notices it come back", async () => {
     const f = await sqliteFixture(ledgerOptions);
     try {

@@ -409,6 +409,34 @@ if (missing) {
       }
     });
 
+    test("the audit lists a charge refused on a stream cut short (its hold released by another process, the credit spent); an answer charged nothing by design is not listed", async () => {
+      const sql = await pool();
+      const f = await pgFixture({ heartbeatMs: 60_000, sweepIntervalMs: 60_000 });
+      const other = await pgFixture({ heartbeatMs: 60_000, sweepIntervalMs: 60_000 });
+      try {
+        const who = await f.fund(5_000);
+        const [x, y, free] = ["x", "y", "free"].map((n) => `req_fenced_${Date.now()}_${n}`) as [string, string, string];
+        expect((await f.ledger.reserve({ requestId: x, ...who, amountMicro: 4_000 })).ok).toBe(true);
+        // x's gateway fell silent: another process releases its hold and spends what it freed.
+        await sql`UPDATE holds SET expires_at = 0 WHERE request_id = ${x}`;
+        expect(await other.ledger.sweep()).toBe(1);
+        expect((await other.ledger.reserve({ requestId: y, ...who, amountMicro: 4_000 })).ok).toBe(true);
+        await other.ledger.settle(settlement(who, y, 4_000));
+        // x's stream was cut (the fence): what it sent is charged late, and refused.
+        await f.ledger.settle(settlement(who, x, 3_000, "cancelled"));
+        await f.ledger.settle(settlement(who, free, 0, "cancelled"));
+        await f.ledger.flush();
+        expect(await f.records(x)).toEqual([{ cost_micro: 0, status: "cancelled" }]);
+        expect(await f.records(free)).toEqual([{ cost_micro: 0, status: "cancelled" }]);
+        const audit = await auditPostgres(sql, new Set(["test/model"]));
+        expect(audit.uncharged.filter((u) => u.request_id.startsWith("req_fenced_"))).toEqual([{ request_id: x, model: "test/model", prompt_tokens: 10, completion_tokens: 20 }]);
+        expect(audit.accountDrift.filter((d) => d.account_id === who.accountId)).toEqual([]);
+      } finally {
+        await f.close();
+        await other.close();
+      }
+    });
+
     test("a period's count never goes back: a batch stamped before midnight and committed after another process began the new day counts in its own day", async () => {
       const sql = await pool();
       const midnight = Date.UTC(2031, 0, 2);

@@ -419,7 +419,13 @@ describe("cooldowns and refused keys (injected clock)", () => {
       upstream.rule((req) => (req.path.endsWith("/chat/completions") && JSON.stringify(req.body).includes("MARKED") ? refusal : undefined));
       const res = await ask(gw, large);
       expect(res.status).toBeGreaterThanOrEqual(400);
-      await res.arrayBuffer();
+      const said = ((await res.json()) as { error: { message: string } }).error.message;
+      if ((refusal as { status?: number }).status === 403) {
+        // Told as a refusal of the request, in the vendor's words, not as the operator's credentials.
+        expect(said).toStartWith("The upstream provider refused this request (status 403): ");
+        expect(said).toContain((refusal as { body: { error: { message: string } } }).body.error.message);
+        expect(said).not.toContain("credentials");
+      }
       const ready = (await (await fetch(`${gw.url}/ready`)).json()) as any;
       expect([(refusal as { status?: number }).status, ready.vendor_keys ?? []]).toEqual([(refusal as { status?: number }).status, []]);
     }
@@ -695,6 +701,12 @@ describe("cooldowns and refused keys (injected clock)", () => {
     expect(await eightSessions(gw)).toEqual(Array(8).fill(200));
     const ready = (await (await fetch(`${gw.url}/ready`)).json()) as any;
     expect(ready.vendor_keys[0].keys).toEqual([expect.objectContaining({ env: "POOL_KEY_A", state: "disabled" })]);
+    // Every key of the pool disabled: the client is told it is the operator's credentials.
+    upstream.rule(() => dead);
+    const res = await ask(gw);
+    expect(res.status).toBe(502);
+    expect(res.headers.get("x-should-retry")).toBe("false");
+    expect(((await res.json()) as { error: { message: string } }).error.message).toStartWith("The upstream provider refused the gateway's credentials (status 403: the vendor account is disabled)");
     upstream.rule(() => undefined);
   });
 

@@ -16,6 +16,7 @@ import { useFakeUpstream } from "../helpers/fake-upstream.ts";
 import { FREE_MODEL, OPENAI_MODEL, post, startGateway, type Gateway } from "../helpers/gateway.ts";
 import { tcpProxy } from "../helpers/tcp-proxy.ts";
 import { until } from "../helpers/until.ts";
+import type { Logger } from "../../src/log/log.ts";
 
 const missing = await postgresMissing();
 const database = useTestDatabase();
@@ -40,8 +41,10 @@ async function gatewayBehindRelay(retry: { max_retries: number; max_wait_ms?: nu
   const proxied = new URL(url);
   proxied.port = String(proxy.port);
   const stores = (o.stores = await openPostgresStores(proxied.toString(), { ledger: TIMINGS }));
-  const gw = (o.gw = await startGateway({ upstreamUrl: upstream.url, adminToken: "admin-ledger-reach-0123456789abcdef0123", retry, stores }));
-  return { gw, proxy, direct };
+  const lines: { level: string; message: string; fields?: Record<string, unknown> }[] = [];
+  const log: Logger = (level, message, fields) => lines.push({ level, message, fields });
+  const gw = (o.gw = await startGateway({ upstreamUrl: upstream.url, adminToken: "admin-ledger-reach-0123456789abcdef0123", retry, stores, log }));
+  return { gw, proxy, direct, lines };
 }
 
 const chunk = (content: string) => `data: ${JSON.stringify({ id: "chatcmpl-x", object: "chat.completion.chunk", created: 1, model: "gpt-4o-mini", choices: [{ index: 0, delta: { content }, finish_reason: null }] })}\n\n`;
@@ -50,7 +53,7 @@ const chunk = (content: string) => `data: ${JSON.stringify({ id: "chatcmpl-x", o
 const TIMINGS = { heartbeatMs: 100, staleAfterMs: 1_500, timeoutMs: 300, retryMaxMs: 40, busyLimitMs: 200 };
 
 test.skipIf(missing !== undefined)(`a stream and a call waiting for its head are cut before the holds could be released; the gateway serves again once the database answers${missing ? ` (${missing})` : ""}`, async () => {
-  const { gw, proxy, direct } = await gatewayBehindRelay();
+  const { gw, proxy, direct, lines } = await gatewayBehindRelay();
 
   // A stream that sends two words, then waits (a model thinking); and a call whose head never comes.
   upstream.rule((req) => {
@@ -90,6 +93,8 @@ test.skipIf(missing !== undefined)(`a stream and a call waiting for its head are
   expect(refused.status).toBe(503);
   expect(refused.headers.get("retry-after")).toBe("1");
   expect(((await refused.json()) as { error: { message: string } }).error.message).toContain("ledger database");
+  // The access log blames the gateway for the cut stream, not its client (it said `client_abort`).
+  const accessLine = () => lines.find((l) => l.message === "request" && l.fields?.stream === true && l.fields?.status === 200 && l.fields?.outcome !== "complete");
 
   // The database answers again: the gateway serves answers as before (its upstream calls were not cut for good).
   proxy.restore();
@@ -100,6 +105,8 @@ test.skipIf(missing !== undefined)(`a stream and a call waiting for its head are
   expect(await stream.text()).toContain("data: [DONE]");
   // The cut stream settles as a stream its client left (what it sent), the refused call for nothing: no hold is left.
   await until("the holds settled", 10_000, async () => Number((await direct`SELECT count(*) AS n FROM holds`)[0].n) === 0, 100);
+  await until("the cut stream's access line", 5_000, () => accessLine() !== undefined);
+  expect(accessLine()).toMatchObject({ level: "warn", fields: { outcome: "error", errorType: "overloaded" } });
 }, 30_000);
 
 test.skipIf(missing !== undefined)(`a paid request's retry that would start after the fence asks no upstream: a 503 in the ledger's words (a review: a whole answer went out past the staleness limit)${missing ? ` (${missing})` : ""}`, async () => {

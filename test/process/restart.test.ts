@@ -128,6 +128,10 @@ test("a SIGTERM whose grace ends before a stream does: the stream ends with an e
   expect(anthropic.text).not.toContain("message_stop");
   expect(anthropic.reset).toBe(false);
   expect(anthropic.text.trimEnd()).toMatch(/event: error\ndata: \{"type":"error","error":\{"type":"overloaded_error","message":"The gateway is shutting down[^"]*"\}\}$/);
+  // The access log says the gateway cut them, at warn (it said `client_abort`, blaming the clients).
+  const access = gw.stderr().split("\n").filter((l) => l.includes('"message":"request"') && l.includes("cut-by-shutdown")).map((l) => JSON.parse(l));
+  expect(access).toHaveLength(2);
+  for (const line of access) expect(line).toMatchObject({ level: "warn", status: 200, outcome: "error", errorType: "overloaded", stream: true });
   const db = new Database(env.SWITCHYARD_DB, { readonly: true });
   try {
     const records = db.query<{ status: string; cost: number }, []>("SELECT status, cost_micro AS cost FROM usage_records WHERE client_request_id LIKE 'cut-by-shutdown%'").all();

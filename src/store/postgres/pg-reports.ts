@@ -1,7 +1,7 @@
 import { breakdownParts, mergeUsageRows, perModelSql, rangePieces, rollupDriftSql, shapeUsageReport, sumPerModel, usageBreakdownSql, usageRows, type UsageBreakdown, type UsageReporter } from "../../billing/usage-report.ts";
 import type { AuditReport } from "../sqlite/audit.ts";
 import { int, withTimeout, type Pg } from "./pg-client.ts";
-import { createRecordChecker, PRICED_RECORD_COLUMNS, pricedRecord, type Mispriced } from "../../billing/record-check.ts";
+import { createRecordChecker, PRICED_RECORD_COLUMNS, pricedRecord, UNCHARGED_WHERE, type Mispriced } from "../../billing/record-check.ts";
 
 /** The usage report (billing/usage-report.ts) from PostgreSQL's records and refusal counts. */
 export function createPostgresUsageReport(sql: Pg, timeoutMs = 10_000): UsageReporter {
@@ -73,9 +73,9 @@ export async function auditPostgres(sql: Pg, pricedModels?: ReadonlySet<string>)
       SELECT u.request_id, u.account_id, u.cost_micro FROM usage_records u
        WHERE u.cost_micro > 0 AND NOT EXISTS (SELECT 1 FROM accounts a WHERE a.id = u.account_id) LIMIT 1000`).map((r: Record<string, unknown>) => ({ request_id: r.request_id as string, account_id: r.account_id as string, cost_micro: int(r.cost_micro) }));
     const priced = pricedModels ? [...pricedModels] : [];
-    const uncharged = priced.length === 0 ? [] : (await tx`
-      SELECT request_id, model, prompt_tokens, completion_tokens FROM usage_records
-       WHERE status = 'ok' AND cost_micro = 0 AND prompt_tokens + completion_tokens > 0 AND model = ANY(${priced}::text[]) LIMIT 1000`).map((r: Record<string, unknown>) => ({ request_id: r.request_id as string, model: r.model as string, prompt_tokens: int(r.prompt_tokens), completion_tokens: int(r.completion_tokens) }));
+    const uncharged = priced.length === 0 ? [] : (await tx.unsafe(
+      `SELECT request_id, model, prompt_tokens, completion_tokens FROM usage_records
+        WHERE ${UNCHARGED_WHERE} AND model IN (SELECT jsonb_array_elements_text($1::text::jsonb)) LIMIT 1000`, [JSON.stringify(priced)])).map((r: Record<string, unknown>) => ({ request_id: r.request_id as string, model: r.model as string, prompt_tokens: int(r.prompt_tokens), completion_tokens: int(r.completion_tokens) }));
     // Every record that names its prices, recomputed, in pages by id (one snapshot: the transaction's).
     const check = createRecordChecker();
     const mispriced: Mispriced[] = [];

@@ -1,6 +1,7 @@
 import type { Database } from "bun:sqlite";
-import { createRecordChecker, PRICED_RECORD_COLUMNS, pricedRecord, type Mispriced } from "../../billing/record-check.ts";
+import { createRecordChecker, PRICED_RECORD_COLUMNS, pricedRecord, UNCHARGED_WHERE, type Mispriced } from "../../billing/record-check.ts";
 import { rollupDriftSql } from "../../billing/usage-report.ts";
+
 
 export interface AuditReport {
   accounts: number;
@@ -23,7 +24,13 @@ export interface AuditReport {
   impossible: { request_id: string; cost_micro: number; prompt_tokens: number; completion_tokens: number }[];
   /** Charged records whose account the ledger does not have: money posted to no balance (a spill replayed into another ledger, a row deleted by hand). */
   orphaned: { request_id: string; account_id: string; cost_micro: number }[];
-  /** Completed answers of priced models that produced tokens and were charged nothing. */
+  /**
+   * Answers of priced models that produced tokens and were charged nothing: completed ones, and
+   * any whose charge the store refused (recorded without it, `held_micro` 0: a balance or limit
+   * that could no longer cover a late charge, as a fenced stream's after its holds were released).
+   * Not answers charged nothing by design (a whole answer read after its client's reset): their
+   * records have no hold written.
+   */
   uncharged: { request_id: string; model: string; prompt_tokens: number; completion_tokens: number }[];
   /** Records whose charge is not what their token classes at their recorded prices come to (first 1,000). */
   mispriced: Mispriced[];
@@ -36,7 +43,7 @@ export interface AuditReport {
  * Checks the books: for every account, balance = credits put in − charges recorded; for every
  * key, spent = its charges; every spend-limit period count = the charges since its period began;
  * every rollup row = the sums of its records; no record with negative numbers; no completed answer of a priced
- * model left uncharged (`pricedModels`: the ids the configuration prices, when known); every
+ * model left uncharged, and no charge the store refused (`pricedModels`: the ids the configuration prices, when known); every
  * record's charge recomputed from its token classes and the price list it names.
  * Reads only, in one read transaction, so it sees one consistent state while a gateway runs.
  */
@@ -82,7 +89,8 @@ export function auditLedger(db: Database, pricedModels?: ReadonlySet<string>): A
     ).all();
     const candidates = pricedModels && pricedModels.size > 0
       ? db.query<AuditReport["uncharged"][number], []>(
-          "SELECT request_id, model, prompt_tokens, completion_tokens FROM usage_records WHERE status = 'ok' AND cost_micro = 0 AND prompt_tokens + completion_tokens > 0 LIMIT 100000",
+          `SELECT request_id, model, prompt_tokens, completion_tokens FROM usage_records
+            WHERE ${UNCHARGED_WHERE} LIMIT 100000`,
         ).all()
       : [];
     const uncharged = candidates.filter((r) => pricedModels!.has(r.model)).slice(0, 1000);
