@@ -123,5 +123,12 @@ describe("images and files inside tool results", () => {
     expect(messages.status).toBe(400);
     const chat = await post(gw, "/v1/chat/completions", { model: OPENAI_MODEL, messages: [{ role: "user", content: [{ type: "image_url", image_url: { url: `data:image/png;base64,${PNG}` } }] }] });
     expect(chat.status).toBe(400);
+    // A file of the operator's vendor account named by id (the Files API's `container_upload`):
+    // refused as a document is, not passed on with the client's `files-api` beta (a hostile-tenant probe).
+    const asked = upstream.requests.length;
+    const file = await post(gw, "/v1/messages", { model: ANTHROPIC_MODEL, max_tokens: 10, messages: [{ role: "user", content: [{ type: "text", text: "run it" }, { type: "container_upload", file_id: "file_abc" }] }] }, { ...ANTHROPIC_HEADERS, "anthropic-beta": "files-api-2025-04-14,code-execution-2025-05-22" });
+    expect(file.status).toBe(400);
+    expect(((await file.json()) as { error: { message: string } }).error.message).toContain('"container_upload" is not supported');
+    expect(upstream.requests.length).toBe(asked);
   });
 });

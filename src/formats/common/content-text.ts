@@ -19,7 +19,8 @@ export function inResponsesTerms(err: UnsupportedContentError): string {
   return own ? err.message.replace(`"${err.partType}"`, `"${own}"`) : err.message;
 }
 
-const IMAGE_PARTS = new Set(["image_url", "input_image", "image", "input_audio", "file", "document"]);
+// `container_upload`: a file of the operator's vendor account named by id (Anthropic's Files API), a file as much as a document is.
+const IMAGE_PARTS = new Set(["image_url", "input_image", "image", "input_audio", "file", "document", "container_upload"]);
 
 /**
  * Text of an OpenAI content value (string or array of parts), parts joined by a newline. Image
