@@ -582,12 +582,15 @@ async function readText(res: Response, deadline: Deadline, cap: number): Promise
 async function readAnswer(res: Response, deadline: Deadline, elsewhere?: { thresholdBytes: number; open: () => WholeAnswerSink | undefined }): Promise<string | WholeAnswerSink> {
   // The usual answer, read whole by the transport and small: decoded at once, no chunk loop.
   const whole = wholeBody(res);
-  if (whole && !(elsewhere && whole.byteLength > elsewhere.thresholdBytes)) return utf8Text(whole, whole.byteLength);
+  if (whole && !(elsewhere && whole.byteLength > elsewhere.thresholdBytes)) return utf8Text(whole, whole.byteLength, true);
   const chunks: Uint8Array[] = [];
   let size = 0;
   let sink: WholeAnswerSink | undefined;
   try {
     await eachChunk(res, deadline, (chunk) => {
+      // A byte-order mark before the JSON (RFC 8259 lets a reader ignore it; one upstream's answers
+      // all had one, each a 502 "unreadable answer": a raw-TCP probe).
+      if (size === 0 && chunks.length === 0 && !sink && startsWithBom(chunk)) chunk = chunk.subarray(3);
       if (sink) {
         sink.push(chunk);
         return true;
@@ -616,10 +619,14 @@ async function readAnswer(res: Response, deadline: Deadline, elsewhere?: { thres
 /**
  * The first `length` bytes as UTF-8 text, decoded as they are: wrapping them in a Buffer would
  * ask the array for its ArrayBuffer, which JavaScriptCore makes on demand (~0.3 µs). A BOM is
- * kept, as Buffer's decoding keeps it.
+ * kept, as Buffer's decoding keeps it, unless `withoutBom` (a JSON answer's).
  */
-function utf8Text(bytes: Uint8Array, length: number): string {
+function utf8Text(bytes: Uint8Array, length: number, withoutBom = false): string {
+  if (withoutBom && startsWithBom(bytes)) return utf8Text(bytes.subarray(3), length - 3);
   return UTF8.decode(length === bytes.byteLength ? bytes : bytes.subarray(0, length));
 }
+
+/** UTF-8's byte-order mark (EF BB BF) at the start. */
+const startsWithBom = (b: Uint8Array): boolean => b.byteLength >= 3 && b[0] === 0xef && b[1] === 0xbb && b[2] === 0xbf;
 
 const UTF8 = new TextDecoder("utf-8", { ignoreBOM: true });

@@ -246,3 +246,34 @@ describe("an answer cut off after its head", () => {
     });
   });
 });
+
+test("a whole JSON answer that starts with a byte-order mark is read, sized or chunked, in both formats: answered and charged (it was a free 502 'unreadable answer'; a raw-TCP probe)", async () => {
+  const completion = JSON.stringify({ id: "chatcmpl-bom", object: "chat.completion", created: 1, model: "gpt-4o-mini", choices: [{ index: 0, message: { role: "assistant", content: "Marked" }, finish_reason: "stop" }], usage: { prompt_tokens: 9, completion_tokens: 1, total_tokens: 10 } });
+  const message = JSON.stringify({ id: "msg_bom", type: "message", role: "assistant", model: "claude-sonnet-4-5", content: [{ type: "text", text: "Marked" }], stop_reason: "end_turn", stop_sequence: null, usage: { input_tokens: 9, output_tokens: 1 } });
+  let chunked = false;
+  const raw = rawUpstream((req, socket) => {
+    const body = "\uFEFF" + (req.raw.startsWith("POST /v1/messages") ? message : completion);
+    const bytes = Buffer.byteLength(body);
+    socket.write(chunked
+      ? `HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ntransfer-encoding: chunked\r\n\r\n${bytes.toString(16)}\r\n${body}\r\n0\r\n\r\n`
+      : `HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ncontent-length: ${bytes}\r\n\r\n${body}`);
+  });
+  const g = await startGateway({ upstreamUrl: raw.url, retry: { max_retries: 0 } });
+  try {
+    for (const framing of [false, true]) {
+      chunked = framing;
+      const before = await g.balanceMicro();
+      const chat = await post(g, "/v1/chat/completions", { model: OPENAI_MODEL, messages: question });
+      expect(chat.status).toBe(200);
+      expect(((await chat.json()) as any).choices[0].message.content).toBe("Marked");
+      const messages = await post(g, "/v1/messages", { model: ANTHROPIC_MODEL, max_tokens: 20, messages: question }, { "anthropic-version": "2023-06-01" });
+      expect(messages.status).toBe(200);
+      expect(((await messages.json()) as any).content[0].text).toBe("Marked");
+      await g.app.services.settled();
+      expect(await g.balanceMicro()).toBeLessThan(before);
+    }
+  } finally {
+    await g.stop();
+    raw.stop();
+  }
+});
