@@ -495,6 +495,15 @@ test("a change made after another sign-in took the browser over is refused and t
   await page.locator("#status", { hasText: "your change was not made" }).waitFor();
   await page.getByTestId("account-row").first().waitFor();
   expect((await admin(`/v1/admin/accounts/${account.id}`)).balance).toBe(before);
+  // Said on screen, not to screen readers alone (a console probe: nothing visible said the top-up failed).
+  await expect(page.locator("#status").isVisible()).resolves.toBe(true);
+  const notice = (await page.locator("#status").boundingBox())!;
+  expect(notice.height).toBeGreaterThan(20);
+  expect(notice.y + notice.height).toBeLessThanOrEqual(page.viewportSize()!.height);
+  // A click takes the notice off the screen; screen readers keep its words.
+  await page.locator("#status").click();
+  expect((await page.locator("#status").boundingBox())!.height).toBeLessThanOrEqual(1);
+  await expect(page.locator("#status").textContent()).resolves.toContain("your change was not made");
   // Its session ended instead (signed out elsewhere): the tab goes to the sign-in and says so.
   await page.goto(`${gateway.url}/console/#account/${account.id}`);
   await page.getByTestId("topup-amount").waitFor();

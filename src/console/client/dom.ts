@@ -80,10 +80,27 @@ export function when(iso: string | null): string {
   return iso ? iso.replace("T", " ").replace(/\.\d+Z$/, " UTC").replace(/Z$/, " UTC") : "—";
 }
 
-/** Tells screen readers what just happened (the page's polite live region). */
-export function announce(text: string): void {
+let hideStatus: ReturnType<typeof setTimeout> | undefined;
+
+/**
+ * Says what just happened: to screen readers (the page's polite live region) and, unless `quiet`,
+ * on screen too, in a notice at the foot of the view for `ms` (a click takes it away). Said to
+ * screen readers alone, a refused top-up ("your change was not made"), a vendor key still refused
+ * and "nothing changed" were not seen by anyone else (a console probe in a real browser).
+ */
+export function announce(text: string, o: { quiet?: boolean; ms?: number } = {}): void {
   const status = document.getElementById("status");
-  if (status) status.textContent = text;
+  if (!status) return;
+  status.textContent = text;
+  clearTimeout(hideStatus);
+  const shown = !o.quiet && text !== "";
+  status.classList.toggle("shown", shown);
+  if (shown) hideStatus = setTimeout(() => status.classList.remove("shown"), o.ms ?? 10_000);
+}
+
+/** A click on the notice takes it away (screen readers keep its words). */
+export function dismissableStatus(): void {
+  document.getElementById("status")?.addEventListener("click", (e) => (e.currentTarget as HTMLElement).classList.remove("shown"));
 }
 
 /**

@@ -2,7 +2,7 @@ import { api, ApiError, onSessionLost, setCsrf, type Account, type AccountLogins
 import { accountView, type Changed } from "./account-view.ts";
 import { accountsView, catalogueView, pricesView, requestsView } from "./lists-view.ts";
 import { loadUsage, usageView, type UsageChoice } from "./usage-view.ts";
-import { announce, errorBox, failure, field, h, when } from "./dom.ts";
+import { announce, dismissableStatus, errorBox, failure, field, h, when } from "./dom.ts";
 
 /**
  * The console's client: one page, views chosen by the URL's fragment (#accounts, #account/ID,
@@ -168,7 +168,7 @@ async function resync(changeRefused = false): Promise<void> {
     signInView("This page's session was replaced or ended: sign in again.");
     return;
   }
-  announce(`Another sign-in in this browser replaced this page's session${changeRefused ? ", so your change was not made" : ""}: now ${session.kind === "operator" ? "operator" : session.login ?? "an account holder"}.`);
+  announce(`Another sign-in in this browser replaced this page's session${changeRefused ? ", so your change was not made" : ""}: now ${session.kind === "operator" ? "operator" : session.login ?? "an account holder"}.`, { ms: 30_000 });
   const home = session.kind === "operator" ? "#accounts" : "#account";
   if (location.hash === home) await route();
   else location.hash = home;
@@ -295,7 +295,7 @@ async function route(focus?: string, changed?: Changed): Promise<void> {
     main.prepend(h("p", { class: "loading", "data-testid": "loading" }, LOADING));
     // Said by the page's live region, there from the start: a status element added with its text
     // already in it is not announced by screen readers (a live region's changes are, not its arrival).
-    announce(LOADING);
+    announce(LOADING, { quiet: true });
   }, LOADING_MARK_MS);
   // What the page loaded with serves the first view only, whichever it is: later views (and
   // another session on this tab) read fresh, never a balance or an account from before.
@@ -460,4 +460,5 @@ window.addEventListener("hashchange", () => {
   else if (!session && !asked) void start();
   else void route();
 });
+dismissableStatus();
 void start();
