@@ -235,7 +235,7 @@ const VendorKeyStatus = t.Object({
   state: t.Union([t.Literal("usable"), t.Literal("cooling"), t.Literal("disabled")]),
   until: t.Optional(t.String({ description: "Cooling: when it is back." })),
   since: t.Optional(t.String({ description: "Disabled: since when." })),
-  next_probe: t.Optional(t.String({ description: "Disabled: when its next probe is due." })),
+  next_probe: t.Optional(t.String({ description: "Disabled: when its next probe is due. Absent for a provider's only key, which is not probed: its requests still go to it." })),
 });
 
 export const OPERATIONS: Record<string, Operation> = {

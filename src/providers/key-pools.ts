@@ -65,15 +65,22 @@ export interface VendorKeyStatus {
   state: KeyCondition;
   /** Cooling: when it is back (ISO 8601). */
   until?: string;
-  /** Disabled: since when, and when its next probe is due. */
+  /**
+   * Disabled: since when, and when its next probe is due. A provider's only key has no probe (its
+   * requests still go to it, and the first success brings it back): no `next_probe`, where a time
+   * past that never came showed in the console (a console probe).
+   */
   since?: string;
   next_probe?: string;
 }
 
-function statusOf(provider: string, env: string, state: KeyState | undefined, now: number): VendorKeyStatus {
+function statusOf(provider: string, env: string, state: KeyState | undefined, now: number, alone = false): VendorKeyStatus {
   const condition = conditionOf(state, now);
   if (condition === "cooling") return { provider, key: env, state: condition, until: new Date(state!.coolUntil).toISOString() };
-  if (condition === "disabled") return { provider, key: env, state: condition, since: new Date(state!.disabledAt).toISOString(), next_probe: new Date(state!.probeAt).toISOString() };
+  if (condition === "disabled") {
+    const since = new Date(state!.disabledAt).toISOString();
+    return alone ? { provider, key: env, state: condition, since } : { provider, key: env, state: condition, since, next_probe: new Date(state!.probeAt).toISOString() };
+  }
   return { provider, key: env, state: condition };
 }
 
@@ -249,7 +256,7 @@ export function createKeyPools(deps: KeyPoolsDeps) {
       const view = await deps.store.read(pool.provider.id, undefined);
       const now = deps.now();
       observe(pool.provider.id, keys, view, now);
-      for (const k of keys) out.push(statusOf(pool.provider.id, k.env, view.states.get(k.env), now));
+      for (const k of keys) out.push(statusOf(pool.provider.id, k.env, view.states.get(k.env), now, keys.length === 1));
     }
     return out;
   }
@@ -297,7 +304,7 @@ export function createKeyPools(deps: KeyPoolsDeps) {
         if (after !== state) await deps.store.write(provider.id, env, after);
         deps.log("info", accepted ? "vendor key accepted (probe asked by an operator)" : "vendor key refused (probe asked by an operator)", { provider: provider.id, key: env });
         learn(provider.id, provider.keys!, view.states, env, after, now);
-        return { ...statusOf(provider.id, env, after, now), accepted };
+        return { ...statusOf(provider.id, env, after, now, provider.keys!.length === 1), accepted };
       } finally {
         await deps.store.releaseProbe(provider.id, env);
       }

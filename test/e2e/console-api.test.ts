@@ -306,7 +306,7 @@ function consoleSuite(name: string, start: () => Promise<Setup>) {
         expect(refused.status).toBe(429);
         // The first of the day's keys leaves the window in 23 hours.
         expect(Number(refused.headers.get("retry-after"))).toBe(23 * 3600);
-        expect(((await refused.json()) as { error: { message: string } }).error.message).toContain("at most 20 keys a day");
+        expect(((await refused.json()) as { error: { message: string } }).error.message).toContain("20 keys of this account were made in the last 24 hours, by its holders and its operator (revoked ones included); its holders may make a key while fewer than 20 were: the next one in 1380 min.");
         // The operator still makes keys for the account.
         await operator.json("POST", `/console/api/accounts/${account.id}/keys`, { name: "ops" }, 201);
         // A day after the first ones (a new sign-in: sessions last 12 hours), the holder may make keys again.

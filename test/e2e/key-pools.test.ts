@@ -810,6 +810,15 @@ describe("cooldowns and refused keys (injected clock)", () => {
     expect((await probeNow("fake-openai", "POOL_KEY_Z")).status).toBe(404);
     expect((await probeNow("nope", "POOL_KEY_A")).status).toBe(404);
     expect((await fetch(`${gw.url}/v1/admin/vendor-keys`)).status).toBe(401);
+
+    // A provider's only key, refused: set aside, with no next probe to show (none is scheduled: its
+    // requests still try it; a console probe saw a "next check" long past).
+    upstream.rule((req) => (req.headers["x-api-key"] !== undefined ? { kind: "json", status: 401, body: { type: "error", error: { type: "authentication_error", message: "invalid x-api-key" } } } : undefined));
+    await (await post(gw, "/v1/messages", { model: ANTHROPIC_MODEL, max_tokens: 10, messages: [{ role: "user", content: "hi" }] })).arrayBuffer();
+    expect((await list()).data.find((k: { key: string }) => k.key === "TEST_ANTHROPIC_KEY")).toEqual({ provider: "fake-anthropic", key: "TEST_ANTHROPIC_KEY", state: "disabled", since: new Date(clock).toISOString() });
+    const alone = await probeNow("fake-anthropic", "TEST_ANTHROPIC_KEY");
+    expect(await alone.json()).toEqual({ provider: "fake-anthropic", key: "TEST_ANTHROPIC_KEY", state: "disabled", since: new Date(clock).toISOString(), accepted: false });
+    upstream.rule(() => undefined);
   });
 
   test("a key restricted from listing models (OpenAI's 401 'Missing scopes: api.model.read' to the probe) comes back once chat takes it; an operator can enable any key without a probe (a key-pool probe: such a key stayed out for good)", async () => {

@@ -128,7 +128,11 @@ const ms = (x: number | null) => (x === null ? "—" : `${x.toLocaleString("en-U
 /** A vendor key's state as an operator reads it: what it does now, and until when. */
 function vendorKeyState(k: VendorKey): string {
   if (k.state === "cooling") return `cooling (the vendor limited its rate): back ${when(k.until ?? null)}`;
-  if (k.state === "disabled") return `set aside (the vendor refused it) since ${when(k.since ?? null)}; next check ${when(k.next_probe ?? null)}`;
+  if (k.state === "disabled") {
+    const since = `set aside (the vendor refused it) since ${when(k.since ?? null)}`;
+    // A provider's only key is not checked on a schedule: its requests still try it.
+    return k.next_probe ? `${since}; next check ${when(k.next_probe)}` : `${since}; the provider's only key, so its requests still try it, and the first that succeeds brings it back`;
+  }
   return "in use";
 }
 

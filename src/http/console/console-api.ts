@@ -438,7 +438,10 @@ export function consoleApiRoutes(deps: ConsoleApiDeps) {
         const wait = holderKeyWait(keys, now);
         if (wait > 0) {
           const seconds = Math.ceil(wait / 1000);
-          throw new GatewayError(429, "rate_limit", `An account's holders may make at most ${HOLDER_KEYS_PER_DAY} keys a day: the next one in ${Math.ceil(seconds / 60)} min. Ask the operator for more.`, { "retry-after": String(seconds) });
+          // Whoever made them: the operator's keys count too, and the words say so (they read as the
+          // holder's own doing to a holder who had made none; a console probe).
+          const made = keys.filter((k) => Date.parse(k.created_at) > now - HOLDER_KEY_WINDOW_MS).length;
+          throw new GatewayError(429, "rate_limit", `${made} keys of this account were made in the last 24 hours, by its holders and its operator (revoked ones included); its holders may make a key while fewer than ${HOLDER_KEYS_PER_DAY} were: the next one in ${Math.ceil(seconds / 60)} min. Ask the operator if you need one sooner.`, { "retry-after": String(seconds) });
         }
         ceiling = holderKeyCeiling(keys);
       }
