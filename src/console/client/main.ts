@@ -184,28 +184,36 @@ function signInView(message?: string): void {
   const holderButton = h("button", { type: "submit", "data-testid": "sign-in-submit" }, "Sign in");
   const operatorButton = h("button", { type: "submit", "data-testid": "sign-in-token-submit" }, "Sign in as operator");
   // One sign-in at a time: a double-click sent two (two of a login's five tries when wrong, two sessions when right; a console probe).
-  const submit = async (body: Record<string, string>) => {
+  // A refused sign-in puts focus back in the field to type again (`retry`): the button that had it
+  // was disabled meanwhile, and focus fell to the page's top (a console probe).
+  const submit = async (body: Record<string, string>, retry: HTMLInputElement) => {
     if (holderButton.disabled) return;
     out.replaceChildren();
     holderButton.disabled = operatorButton.disabled = true;
+    let refused = false;
     try {
       const s = await api<Session>("POST", "/sign-in", body);
       signedIn(s);
     } catch (err) {
+      refused = true;
       out.append(errorBox(failure(err, "you are not signed in: try again."), "sign-in-error"));
     } finally {
       holderButton.disabled = operatorButton.disabled = false;
+    }
+    if (refused) {
+      retry.focus();
+      retry.select();
     }
   };
   const holderForm = h("form", { class: "card", "aria-labelledby": "holder-title" }, h("h2", { id: "holder-title" }, "Account holders"), field("Login", login), field("Password", password), holderButton);
   holderForm.addEventListener("submit", (e) => {
     e.preventDefault();
-    void submit({ login: login.value, password: password.value });
+    void submit({ login: login.value, password: password.value }, password);
   });
   const operatorForm = h("form", { class: "card", "aria-labelledby": "operator-title" }, h("h2", { id: "operator-title" }, "Operators"), field("Admin token", token), operatorButton);
   operatorForm.addEventListener("submit", (e) => {
     e.preventDefault();
-    void submit({ token: token.value });
+    void submit({ token: token.value }, token);
   });
   show(h("section", { "aria-labelledby": "sign-in-title" }, h("h1", { id: "sign-in-title" }, "Sign in"), out, h("div", { class: "pair" }, holderForm, operatorForm)));
 }
