@@ -161,7 +161,7 @@ test("the operator signs in with the admin token, creates an account, tops it up
   await page.getByTestId("sign-in-token-submit").click();
   await expect(text("sign-in-error")).resolves.toBe("Wrong admin token.");
   // Focus is back in the field to type again, not on the page's top (a console probe).
-  await expect(page.evaluate(() => document.activeElement?.getAttribute("data-testid"))).resolves.toBe("sign-in-token");
+  await expect(page.evaluate(() => (globalThis as any).document.activeElement?.getAttribute("data-testid"))).resolves.toBe("sign-in-token");
   await shot("sign-in");
   // By keyboard alone: Tab reaches the token field, Enter submits its form.
   await page.getByTestId("sign-in-token").fill("");
@@ -232,7 +232,7 @@ test("the account holder accepts the invite, sets a password, and signs in with 
   await page.getByTestId("sign-in-password").fill("not the password at all");
   await page.getByTestId("sign-in-submit").click();
   await expect(text("sign-in-error")).resolves.toBe("Wrong login or password.");
-  await expect(page.evaluate(() => document.activeElement?.getAttribute("data-testid"))).resolves.toBe("sign-in-password");
+  await expect(page.evaluate(() => (globalThis as any).document.activeElement?.getAttribute("data-testid"))).resolves.toBe("sign-in-password");
   await page.getByTestId("sign-in-password").fill(PASSWORD);
   await page.getByTestId("sign-in-submit").click();
   await expect(text("balance")).resolves.toBe("100.5");
