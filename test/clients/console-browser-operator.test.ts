@@ -280,6 +280,13 @@ test("a key revoked elsewhere while its page was open: Revoke there shows it rev
   expect(await page.locator("#status").textContent()).toBe(`shared laptop (…${(key.key as string).slice(-4)}) was already revoked.`);
 }, 60_000);
 
+test("an operator at #account without an id is shown the accounts (it was 'Not found' under the Accounts menu item; a console probe)", async () => {
+  await page.goto(`${gateway.url}/console/#account`);
+  await page.getByTestId("account-row").first().waitFor();
+  // The accounts list as it was last left (its search kept).
+  expect(await page.evaluate(() => (globalThis as any).location.hash)).toStartWith("#accounts");
+}, 30_000);
+
 // Last: the holder's sign-in replaces this browser's operator session.
 test("a holder sees what each model costs (the Models view was the operator's alone)", async () => {
   const made = await admin("POST", "/v1/admin/accounts", { name: "prices co", credits: 5 });

@@ -318,6 +318,12 @@ test("one account cannot read another's data, by console URL or API (404 / 401)"
     ];
   }, demo.id);
   expect(statuses).toEqual([404, 404, 404, 403, 401]);
+  // Its console address is no page here, not the holder's own account under the other's id.
+  await page.goto(`${gateway.url}/console/#account/${demo.id}`);
+  await page.locator("h1", { hasText: "Not found" }).waitFor();
+  expect(await page.getByTestId("balance").count()).toBe(0);
+  await page.goto(`${gateway.url}/console/#account`);
+  await page.getByTestId("balance").waitFor();
 }, 30_000);
 
 test("a cross-site form post is refused and changes nothing", async () => {

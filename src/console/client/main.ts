@@ -310,10 +310,12 @@ async function route(focus?: string, changed?: Changed): Promise<void> {
   const first = preloaded;
   preloaded = null;
   try {
-    if (s.kind === "holder" && (view === "account" || view === "")) {
+    // A holder's own account only: another account's id is no page here (it showed the holder's
+    // own account under the other id's address; a console probe).
+    if (s.kind === "holder" && (view === "account" || view === "") && (!id || id === s.account_id)) {
       const { account } = await accountData(s.account_id!, false, changed, first?.account);
       show(accountView(s, account, (f, c) => void route(f, c)), focus);
-    } else if (s.kind === "operator" && (view === "accounts" || view === "")) {
+    } else if (s.kind === "operator" && (view === "accounts" || view === "" || (view === "account" && !id))) {
       // A search and page named by the address (`#accounts?name=acme&cursor=…`): a reload or Back keeps them.
       const q = (accountsQuery = accountsQueryOf(query) ?? accountsQuery);
       const address = accountsAddress(q);
