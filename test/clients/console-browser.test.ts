@@ -970,6 +970,20 @@ test("the operator sets an account's request limits for all its keys; the view s
   await page.getByTestId("account-requests-submit").click();
   await page.getByTestId("account-requests").filter({ hasText: "5 a minute; 2 at once" }).waitFor();
   expect(await admin(`/v1/admin/accounts/${account.id}`)).toMatchObject({ rate_limit_per_minute: 5, max_concurrent_requests: 2 });
+  // Requests the account's rate refused (429) are said beside its limits, as 402s are under the
+  // balance (the operator saw 402s only; a console probe).
+  const made = await (await fetch(`${gateway.url}/v1/admin/accounts/${account.id}/keys`, { method: "POST", headers: { authorization: `Bearer ${ADMIN}`, "content-type": "application/json" }, body: JSON.stringify({ name: "rate probe" }) })).json() as { id: string; key: string };
+  const statuses: number[] = [];
+  for (let i = 0; i < 7; i++) statuses.push((await chat(made.key)).status);
+  expect(statuses.filter((s) => s === 429)).toHaveLength(2);
+  for (let tries = 0; ; tries++) {
+    await page.reload();
+    await page.getByTestId("account-rpm").waitFor();
+    if ((await page.getByTestId("refused-for-rate").count()) > 0 || tries === 20) break;
+    await Bun.sleep(250);
+  }
+  await expect(text("refused-for-rate")).resolves.toStartWith("2 requests in the last 24 hours were refused (429)");
+  await fetch(`${gateway.url}/v1/admin/keys/${made.id}`, { method: "DELETE", headers: { authorization: `Bearer ${ADMIN}` } });
   // Out of range: the browser's own check stops the form (the field says why), nothing is sent.
   const sent: string[] = [];
   const listen = (r: { method(): string; url(): string }) => void (r.method() === "PATCH" && sent.push(r.url()));

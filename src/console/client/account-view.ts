@@ -29,7 +29,7 @@ export function accountView(session: Session, account: Account, reload: Reload, 
       h("dt", {}, "Balance"), h("dd", {}, h("span", { "data-testid": "balance" }, credits(account.balance)), " credits", refusedForCredits(account, operator)),
       h("dt", {}, "Held by requests in flight"), h("dd", {}, `${credits(account.reserved)} credits`),
       h("dt", {}, "Spend limit"), h("dd", {}, h("span", { "data-testid": "account-limit" }, limitText(account.spend_limit, account.spend_limit_period, account.spent_in_period, account.period_resets_at)), usedUp("The account's", account.spend_limit, account.spent_in_period, account.period_resets_at)),
-      h("dt", {}, "Requests, all keys together"), h("dd", { "data-testid": "account-requests" }, requestLimitsText(account)),
+      h("dt", {}, "Requests, all keys together"), h("dd", {}, h("span", { "data-testid": "account-requests" }, requestLimitsText(account)), refusedForRate(account, operator)),
       h("dt", {}, "Account id"), h("dd", {}, h("code", {}, account.id)),
     ),
   );
@@ -56,6 +56,19 @@ function refusedForCredits(account: Account, operator: boolean): HTMLElement | n
     `${n.toLocaleString("en-US")} request${n === 1 ? " in the last 24 hours was" : "s in the last 24 hours were"} refused (402): the balance, less what requests in flight hold, could not cover what each may cost (its prompt and max_tokens at the model's prices), or a spend limit was used up. `,
     // A holder sets their keys' limits themselves: "ask for a top-up" alone sent one whose key limit was spent to the operator (a console probe).
     operator ? "Top up below, or raise the limit." : "A key's limit you can raise in its row below; for the balance or the account's limit, ask the gateway's operator.");
+}
+
+/**
+ * Said beside the request limits when requests were refused by them (429) in the 24 hours before
+ * the page read the account: the operator saw 402s only, and an account whose keys ran into their
+ * rate showed nothing (a console probe).
+ */
+function refusedForRate(account: Account, operator: boolean): HTMLElement | null {
+  const n = account.refused_last_24h?.["429"] ?? 0;
+  if (n === 0) return null;
+  return h("div", { class: "error", "data-testid": "refused-for-rate" },
+    `${n.toLocaleString("en-US")} request${n === 1 ? " in the last 24 hours was" : "s in the last 24 hours were"} refused (429): a key's or the account's requests a minute, or requests at once, were used up. `,
+    operator ? "Raise the request limits below, or the key's in its row." : "For higher limits, ask the gateway's operator.");
 }
 
 /** A spend limit as people read it: how much, per what, what the period spent so far, and when it starts again. */
