@@ -287,6 +287,30 @@ test("an operator at #account without an id is shown the accounts (it was 'Not f
   expect(await page.evaluate(() => (globalThis as any).location.hash)).toStartWith("#accounts");
 }, 30_000);
 
+test("an account's page leads to its own recent requests, not the latest of every account (a console probe: a quiet account's were out of reach)", async () => {
+  const quiet = await admin("POST", "/v1/admin/accounts", { name: "quiet co", credits: 5 });
+  const busy = await admin("POST", "/v1/admin/accounts", { name: "busy co", credits: 5 });
+  const ask = async (accountId: string, times: number) => {
+    const key = await admin("POST", `/v1/admin/accounts/${accountId}/keys`, { name: "k" });
+    for (let i = 0; i < times; i++) {
+      const res = await fetch(`${gateway.url}/v1/chat/completions`, { method: "POST", headers: { authorization: `Bearer ${key.key}`, "content-type": "application/json" }, body: JSON.stringify({ model: MODEL, messages: [{ role: "user", content: "hi" }] }) });
+      await res.arrayBuffer();
+    }
+  };
+  await ask(quiet.id, 2);
+  await ask(busy.id, 3);
+  await page.goto(`${gateway.url}/console/#account/${quiet.id}`);
+  await page.getByTestId("account-requests-link").click();
+  await page.locator("h1", { hasText: "Recent requests of quiet co" }).waitFor();
+  const rows = page.getByTestId("request-row");
+  await expect(rows.count()).resolves.toBe(2);
+  for (const row of await rows.all()) await expect(row.textContent()).resolves.toContain("quiet co");
+  // Back to every account's.
+  await page.getByTestId("requests-all").click();
+  await page.locator("h1", { hasText: /^Recent requests$/ }).waitFor();
+  await expect(page.getByTestId("request-row").filter({ hasText: "busy co" }).count()).resolves.toBe(3);
+}, 60_000);
+
 // Last: the holder's sign-in replaces this browser's operator session.
 test("a holder sees what each model costs (the Models view was the operator's alone)", async () => {
   const made = await admin("POST", "/v1/admin/accounts", { name: "prices co", credits: 5 });

@@ -38,6 +38,8 @@ export function accountView(session: Session, account: Account, reload: Reload, 
     root.insertBefore(h("div", { class: "error", role: "status", "data-testid": "account-suspended" },
       `${operator ? "This account is" : "Your account is"} suspended by the gateway's operator since ${when(account.suspended_at)}: every request of ${operator ? "its" : "your"} keys is refused (403) until ${operator ? "it is resumed" : "the operator resumes it"}.`), root.children[1] ?? null);
   }
+  // Its own requests (the Requests view's latest 100 are every account's).
+  if (operator) root.append(h("p", {}, h("a", { href: `#requests/${account.id}`, "data-testid": "account-requests-link" }, "Recent requests of this account")));
   if (operator) root.append(topUpForm(account, reload), debitForm(account, reload), accountLimitForm(account, reload), requestLimitsForm(account, reload), suspendForm(account, reload), inviteForm(account, reload), ...(logins ? [loginsSection(account, logins, reload)] : []));
   root.append(keysSection(session, account, reload));
   return root;

@@ -69,22 +69,29 @@ export function accountsView(page: AccountPage, open: (id: string) => void, relo
 }
 
 /** The latest requests: who, what, how it went and what it cost — never what was asked or answered. */
-export function requestsView(session: Session, rows: RecentRequest[]): HTMLElement {
+export function requestsView(session: Session, rows: RecentRequest[], accountId?: string): HTMLElement {
   const cols = ["Time", ...(session.kind === "operator" ? ["Account"] : []), "Key", "Model", "Status", "Latency (ms)", "Tokens in", "Tokens out", "Credits", "Request id"];
   // Refusals before any model (402, 429…) have no record: said to a holder, with where their
   // account's are counted. A holder whose requests all got 402 read "No requests yet" here and
   // nothing else (a console probe). The operator's Usage spans accounts and does not count them.
   const refusals = session.kind === "operator" ? null : h("p", { class: "note", "data-testid": "requests-refusals" }, "Requests refused before reaching a model (402 out of credits or over a spend limit, 429 too many, …) are not listed here: ", h("a", { href: "#usage" }, "Usage"), " counts them by status.");
+  // One account's, for an operator: named in the title, with the way back to every account's.
+  const title = accountId
+    ? h("h1", { id: "requests-title" }, "Recent requests of ", h("bdi", {}, rows[0]?.account_name || accountId))
+    : h("h1", { id: "requests-title" }, "Recent requests");
+  const scope = accountId ? h("p", {}, h("a", { href: `#account/${accountId}` }, "The account"), " · ", h("a", { href: "#requests", "data-testid": "requests-all" }, "Every account's requests")) : null;
   // None yet: said in words, not a caption of "The last 0 requests" over an empty table.
   if (rows.length === 0) {
     return h("section", { "aria-labelledby": "requests-title" },
-      h("h1", { id: "requests-title" }, "Recent requests"),
-      h("p", { "data-testid": "requests-empty" }, session.kind === "operator" ? "No requests yet: each request made with a key shows here, newest first." : "No requests yet: each request made with your account's keys shows here, newest first."),
+      title,
+      scope,
+      h("p", { "data-testid": "requests-empty" }, accountId ? "No requests of this account yet." : session.kind === "operator" ? "No requests yet: each request made with a key shows here, newest first." : "No requests yet: each request made with your account's keys shows here, newest first."),
       refusals);
   }
   return h("section", { "aria-labelledby": "requests-title" },
-    h("h1", { id: "requests-title" }, "Recent requests"),
-    h("p", {}, h("a", { href: "/console/api/requests?format=csv&limit=200", download: "" }, "Download CSV (last 200)")),
+    title,
+    scope,
+    h("p", {}, h("a", { href: `/console/api/requests?format=csv&limit=200${accountId ? `&account_id=${encodeURIComponent(accountId)}` : ""}`, download: "" }, "Download CSV (last 200)")),
     refusals,
     h("div", { class: "scroll" }, h("table", { class: "wide" }, h("caption", {}, rows.length === 1 ? "The last request" : `The last ${rows.length} requests, newest first`),
       h("thead", {}, h("tr", {}, ...cols.map((c) => h("th", { scope: "col" }, c)))),

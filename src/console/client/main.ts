@@ -343,7 +343,10 @@ async function route(focus?: string, changed?: Changed): Promise<void> {
       const catalogue = await api<Catalogue>("GET", "/catalogue");
       show(s.kind === "operator" ? catalogueView(catalogue.data, catalogue.vendor_keys ?? [], (f) => void route(f)) : pricesView(catalogue.data), focus);
     } else if (view === "requests") {
-      show(requestsView(s, (await api<{ data: RecentRequest[] }>("GET", "/requests?limit=100")).data));
+      // An operator may read one account's (`#requests/ID`, from its page): the latest 100 of every
+      // account hid a quiet account's behind a busy one's (a console probe).
+      const of = s.kind === "operator" && id ? id : undefined;
+      show(requestsView(s, (await api<{ data: RecentRequest[] }>("GET", `/requests?limit=100${of ? `&account_id=${encodeURIComponent(of)}` : ""}`)).data, of));
     } else {
       show(h("section", {}, h("h1", {}, "Not found"), h("p", {}, "No such page here.")));
     }
