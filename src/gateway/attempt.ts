@@ -553,10 +553,10 @@ async function eachChunk(res: Response, deadline: Deadline, take: (chunk: Uint8A
   }
 }
 
-/** Bytes gathered from chunks, as UTF-8 text (one chunk is not copied). */
-const textOf = (chunks: Uint8Array[]): string => {
+/** Bytes gathered from chunks, as UTF-8 text (one chunk is not copied); `withoutBom`: see utf8Text. */
+const textOf = (chunks: Uint8Array[], withoutBom = false): string => {
   const bytes = chunks.length === 1 ? chunks[0]! : Buffer.concat(chunks);
-  return utf8Text(bytes, bytes.byteLength);
+  return utf8Text(bytes, bytes.byteLength, withoutBom);
 };
 
 /** An error body's first `cap` bytes as text: it is only read for its message. */
@@ -613,7 +613,8 @@ async function readAnswer(res: Response, deadline: Deadline, elsewhere?: { thres
     throw err;
   }
   if (sink) return sink;
-  return chunks.length === 0 ? "" : textOf(chunks);
+  // A mark split over the first reads (one or two bytes in the first) is taken out of the whole.
+  return chunks.length === 0 ? "" : textOf(chunks, true);
 }
 
 /**

@@ -215,6 +215,11 @@ const URL_ANY = /\b[a-z][a-z0-9+.-]{0,15}:\/\/[^\s"'<>`)},]+/gi;
 const ARN = /(?<![\w-])arn:aws[\w-]*:[^\s"'<>,;)\]}]+/g;
 /** AWS account ids, and any other lone 12-digit number, which nothing a client needs looks like. */
 const ACCOUNT_ID = /(?<![\w-])\d{12}(?![\w-])/g;
+/**
+ * Vendors' ids of the operator's own accounts: OpenAI's projects and organisations (`proj_…`,
+ * `org-…`, under 32 characters, so LONG_TOKEN missed them), users and Anthropic's workspaces (a review).
+ */
+const VENDOR_ACCOUNT = /(?<![\w-])(?:proj|org|user|wrkspc)[-_][A-Za-z0-9]{12,}(?![\w-])/g;
 
 const IPV4 = /(?<![\w.])(?:\d{1,3}\.){3}\d{1,3}(?::\d{1,5})?(?!\.?\d)/g;
 const H = "[0-9A-Fa-f]{1,4}";
@@ -302,6 +307,7 @@ export function scrubForClient(text: string, max = CLIENT_MESSAGE_MAX, known: re
     .replace(WINDOWS_PATH, windowsPath)
     .replace(LONG_TOKEN, REDACTED)
     .replace(ACCOUNT_ID, REDACTED)
+    .replace(VENDOR_ACCOUNT, REDACTED)
     .replace(/\s+/g, " ")
     .trim();
   return out.length > max ? `${out.slice(0, max - 1)}…` : out;

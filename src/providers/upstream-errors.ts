@@ -5,6 +5,9 @@ import type { Scrubber } from "../log/scrub.ts";
 export const RATE_LIMITED_WORDS = "The upstream provider is rate limiting the gateway. Retrying is appropriate.";
 export const OVERLOADED_WORDS = "The upstream provider is overloaded. Retrying is appropriate.";
 
+/** A vendor's 403 about the request's content: its moderation, a content filter or policy, a safety system. */
+const CONTENT_REFUSAL = /\b(?:moderation|moderated|content[ _-]?(?:filter|policy|management)|flagged|safety|blocked)\b/i;
+
 /**
  * An upstream's refusal, in the spec's statuses. A request the vendor found malformed is the
  * client's to fix (400), with the vendor's words (scrubbed: see log/scrub.ts) saying what to fix;
@@ -24,12 +27,15 @@ export function upstreamStatusError(status: number, detail: string | undefined, 
   // The vendor refused the gateway's own key, or does not know the model or path it was
   // configured with: a client's retry meets the same refusal. `x-should-retry: false` is the
   // header both official SDKs obey over their default retries of a 502.
-  if (status === 401) return new GatewayError(502, "upstream", `The upstream provider refused the gateway's credentials (status 401). Retrying will not help until the gateway's operator fixes them.`, NO_RETRY);
-  // A 403 is a refusal of what was asked more often than of the key (a content filter, a model or
-  // region the organisation may not use; a disabled account is read apart, gateway/attempt.ts):
-  // said as a refusal of the request, with the vendor's scrubbed words, not as the operator's
-  // credentials (a key-pool probe: a content filter's 403 told the client the credentials failed).
-  if (status === 403) return new GatewayError(502, "upstream", `The upstream provider refused this request (status 403)${said}${said && /[.!?]$/.test(said) ? "" : "."} Retrying the same request will not help.`, NO_RETRY);
+  // A 403 of a content filter or moderation is a refusal of what was asked: said so, with the
+  // vendor's scrubbed words, not as the operator's credentials (a key-pool probe: a content filter's
+  // 403 told the client the credentials failed). Any other 403 (a model or region the vendor
+  // account may not use, a key without a permission) is the operator's to fix, and its words stay
+  // out: they name the operator's project and the model behind the gateway's alias (a review).
+  if (status === 403 && ((openai?.code === "content_filter") || (detail !== undefined && CONTENT_REFUSAL.test(detail.slice(0, 4096))))) {
+    return new GatewayError(502, "upstream", `The upstream provider refused this request (status 403)${said}${said && /[.!?]$/.test(said) ? "" : "."} Retrying the same request will not help.`, NO_RETRY);
+  }
+  if (status === 401 || status === 403) return new GatewayError(502, "upstream", `The upstream provider refused the gateway's credentials (status ${status}). Retrying will not help until the gateway's operator fixes them.`, NO_RETRY);
   if (status === 404) return new GatewayError(502, "upstream", "The upstream provider does not know the model or endpoint the gateway is configured with (status 404). Retrying will not help until the gateway's operator fixes it.", NO_RETRY);
   return new GatewayError(502, "upstream", `The upstream provider failed (status ${status}). Retrying is appropriate.`);
 }

@@ -280,6 +280,30 @@ test("a key revoked elsewhere while its page was open: Revoke there shows it rev
   expect(await page.locator("#status").textContent()).toBe(`shared laptop (…${(key.key as string).slice(-4)}) was already revoked.`);
 }, 60_000);
 
+test("a change's notice stays on screen while the view reloads slowly (its 'Loading…' took the notice's place; a review)", async () => {
+  const made = await admin("POST", "/v1/admin/accounts", { name: "slow reload co", credits: 5 });
+  const key = await admin("POST", `/v1/admin/accounts/${made.id}/keys`, { name: "to revoke" });
+  await page.goto(`${gateway.url}/console/#account/${made.id}`);
+  const row = page.locator(`[data-key-id="${key.id}"]`);
+  await row.getByTestId("key-revoke").waitFor();
+  // A revoke reads the account again: slowly here, past the view's "Loading…" mark.
+  await page.route(`**/console/api/accounts/${made.id}`, async (route) => {
+    if (route.request().method() === "GET") await Bun.sleep(800);
+    await route.continue();
+  });
+  try {
+    await row.getByTestId("key-revoke").click();
+    await Bun.sleep(550); // a confirming click is one of its own (dom.ts, CONFIRM_AFTER_MS)
+    await row.getByTestId("key-revoke").click();
+    await page.getByTestId("loading").waitFor();
+    await page.getByTestId("loading").waitFor({ state: "detached" });
+    await expect(page.locator("#status").textContent()).resolves.toContain("revoked");
+    expect(await page.locator("#status").evaluate((el) => el.classList.contains("shown"))).toBe(true);
+  } finally {
+    await page.unroute(`**/console/api/accounts/${made.id}`);
+  }
+}, 60_000);
+
 test("an operator at #account without an id is shown the accounts (it was 'Not found' under the Accounts menu item; a console probe)", async () => {
   await page.goto(`${gateway.url}/console/#account`);
   await page.getByTestId("account-row").first().waitFor();

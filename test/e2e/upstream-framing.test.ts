@@ -247,21 +247,29 @@ describe("an answer cut off after its head", () => {
   });
 });
 
-test("a whole JSON answer that starts with a byte-order mark is read, sized or chunked, in both formats: answered and charged (it was a free 502 'unreadable answer'; a raw-TCP probe)", async () => {
+test("a whole JSON answer that starts with a byte-order mark is read, sized, chunked or split over reads, in both formats: answered and charged (it was a free 502 'unreadable answer'; a raw-TCP probe)", async () => {
   const completion = JSON.stringify({ id: "chatcmpl-bom", object: "chat.completion", created: 1, model: "gpt-4o-mini", choices: [{ index: 0, message: { role: "assistant", content: "Marked" }, finish_reason: "stop" }], usage: { prompt_tokens: 9, completion_tokens: 1, total_tokens: 10 } });
   const message = JSON.stringify({ id: "msg_bom", type: "message", role: "assistant", model: "claude-sonnet-4-5", content: [{ type: "text", text: "Marked" }], stop_reason: "end_turn", stop_sequence: null, usage: { input_tokens: 9, output_tokens: 1 } });
-  let chunked = false;
+  let framing: "sized" | "chunked" | "split" = "sized";
   const raw = rawUpstream((req, socket) => {
-    const body = "\uFEFF" + (req.raw.startsWith("POST /v1/messages") ? message : completion);
+    const json = req.raw.startsWith("POST /v1/messages") ? message : completion;
+    const body = "\uFEFF" + json;
     const bytes = Buffer.byteLength(body);
-    socket.write(chunked
+    if (framing === "split") {
+      // The mark's first byte alone in the first chunk, in a read of its own; the rest later.
+      const rest = Buffer.concat([Buffer.from([0xbb, 0xbf]), Buffer.from(json)]);
+      socket.write(Buffer.concat([Buffer.from("HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ntransfer-encoding: chunked\r\n\r\n1\r\n"), Buffer.from([0xef]), Buffer.from("\r\n")]));
+      setTimeout(() => socket.write(Buffer.concat([Buffer.from(`${rest.length.toString(16)}\r\n`), rest, Buffer.from("\r\n0\r\n\r\n")])), 50);
+      return;
+    }
+    socket.write(framing === "chunked"
       ? `HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ntransfer-encoding: chunked\r\n\r\n${bytes.toString(16)}\r\n${body}\r\n0\r\n\r\n`
       : `HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ncontent-length: ${bytes}\r\n\r\n${body}`);
   });
   const g = await startGateway({ upstreamUrl: raw.url, retry: { max_retries: 0 } });
   try {
-    for (const framing of [false, true]) {
-      chunked = framing;
+    for (const way of ["sized", "chunked", "split"] as const) {
+      framing = way;
       const before = await g.balanceMicro();
       const chat = await post(g, "/v1/chat/completions", { model: OPENAI_MODEL, messages: question });
       expect(chat.status).toBe(200);

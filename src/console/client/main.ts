@@ -303,7 +303,8 @@ async function route(focus?: string, changed?: Changed): Promise<void> {
     main.prepend(h("p", { class: "loading", "data-testid": "loading" }, LOADING));
     // Said by the page's live region, there from the start: a status element added with its text
     // already in it is not announced by screen readers (a live region's changes are, not its arrival).
-    announce(LOADING, { quiet: true });
+    // Not over what a change just said on screen (its reload would erase "your change was not made").
+    if (!document.getElementById("status")?.classList.contains("shown")) announce(LOADING, { quiet: true });
   }, LOADING_MARK_MS);
   // What the page loaded with serves the first view only, whichever it is: later views (and
   // another session on this tab) read fresh, never a balance or an account from before.
@@ -342,7 +343,7 @@ async function route(focus?: string, changed?: Changed): Promise<void> {
     } else if (view === "catalogue") {
       const catalogue = await api<Catalogue>("GET", "/catalogue");
       show(s.kind === "operator" ? catalogueView(catalogue.data, catalogue.vendor_keys ?? [], (f) => void route(f)) : pricesView(catalogue.data), focus);
-    } else if (view === "requests") {
+    } else if (view === "requests" && (s.kind === "operator" || !id || id === s.account_id)) {
       // An operator may read one account's (`#requests/ID`, from its page): the latest 100 of every
       // account hid a quiet account's behind a busy one's (a console probe).
       const of = s.kind === "operator" && id ? id : undefined;

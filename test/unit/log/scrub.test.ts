@@ -4,6 +4,13 @@ import { jsonLogger, withoutSecrets, type Logger } from "../../../src/log/log.ts
 import { LEAKY_ERRORS } from "../../helpers/leaky-errors.ts";
 
 describe("scrubForClient: what a client may see of a vendor's error", () => {
+  test("the operator's vendor project, organisation and workspace ids are left out (shorter than 32 characters; a review)", () => {
+    expect(scrubForClient("Project `proj_JMo3Q9spNIEWhSxusokLegJY` does not have access to model `gpt-4.1-2025-04-14`")).toBe("Project `[redacted]` does not have access to model `gpt-4.1-2025-04-14`");
+    expect(scrubForClient("Your organization org-AbCdEf0123456789xyzABCDE must be verified; workspace wrkspc_01AbCdEfGh23 too")).toBe("Your organization [redacted] must be verified; workspace [redacted] too");
+    // Words that only start like one stay.
+    expect(scrubForClient("org-level quota and user-facing text")).toBe("org-level quota and user-facing text");
+  });
+
   test.each(LEAKY_ERRORS.map((e) => [e.name, e] as const))("%s", (_name, e) => {
     const out = scrubForClient(e.message);
     for (const leak of [...e.secrets, ...e.internals]) expect(out).not.toContain(leak);
