@@ -512,10 +512,8 @@ test("a change made after another sign-in took the browser over is refused and t
   const notice = (await page.locator("#status").boundingBox())!;
   expect(notice.height).toBeGreaterThan(20);
   expect(notice.y + notice.height).toBeLessThanOrEqual(page.viewportSize()!.height);
-  // A click takes the notice off the screen; screen readers keep its words.
-  await page.locator("#status").click();
-  expect((await page.locator("#status").boundingBox())!.height).toBeLessThanOrEqual(1);
-  await expect(page.locator("#status").textContent()).resolves.toContain("your change was not made");
+  // It never takes a click meant for the page under it (it covered a form's button on a CI run).
+  expect(await page.locator("#status").evaluate((el) => (globalThis as any).getComputedStyle(el).pointerEvents)).toBe("none");
   // Its session ended instead (signed out elsewhere): the tab goes to the sign-in and says so.
   await page.goto(`${gateway.url}/console/#account/${account.id}`);
   await page.getByTestId("topup-amount").waitFor();

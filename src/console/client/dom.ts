@@ -84,7 +84,7 @@ let hideStatus: ReturnType<typeof setTimeout> | undefined;
 
 /**
  * Says what just happened: to screen readers (the page's polite live region) and, unless `quiet`,
- * on screen too, in a notice at the foot of the view for `ms` (a click takes it away). Said to
+ * on screen too, in a notice at the foot of the view for `ms` (clicks go through it to the page). Said to
  * screen readers alone, a refused top-up ("your change was not made"), a vendor key still refused
  * and "nothing changed" were not seen by anyone else (a console probe in a real browser).
  */
@@ -98,10 +98,6 @@ export function announce(text: string, o: { quiet?: boolean; ms?: number } = {})
   if (shown) hideStatus = setTimeout(() => status.classList.remove("shown"), o.ms ?? 10_000);
 }
 
-/** A click on the notice takes it away (screen readers keep its words). */
-export function dismissableStatus(): void {
-  document.getElementById("status")?.addEventListener("click", (e) => (e.currentTarget as HTMLElement).classList.remove("shown"));
-}
 
 /**
  * What a change that failed says: the gateway's own words when it answered. When it did not (no

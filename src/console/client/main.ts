@@ -2,7 +2,7 @@ import { api, ApiError, onSessionLost, setCsrf, type Account, type AccountLogins
 import { accountView, type Changed } from "./account-view.ts";
 import { accountsView, catalogueView, pricesView, requestsView } from "./lists-view.ts";
 import { loadUsage, usageView, type UsageChoice } from "./usage-view.ts";
-import { announce, dismissableStatus, errorBox, failure, field, h, when } from "./dom.ts";
+import { announce, errorBox, failure, field, h, when } from "./dom.ts";
 
 /**
  * The console's client: one page, views chosen by the URL's fragment (#accounts, #account/ID,
@@ -168,7 +168,7 @@ async function resync(changeRefused = false): Promise<void> {
     signInView("This page's session was replaced or ended: sign in again.");
     return;
   }
-  announce(`Another sign-in in this browser replaced this page's session${changeRefused ? ", so your change was not made" : ""}: now ${session.kind === "operator" ? "operator" : session.login ?? "an account holder"}.`, { ms: 30_000 });
+  announce(`Another sign-in in this browser replaced this page's session${changeRefused ? ", so your change was not made" : ""}: now ${session.kind === "operator" ? "operator" : session.login ?? "an account holder"}.`, { ms: 20_000 });
   const home = session.kind === "operator" ? "#accounts" : "#account";
   if (location.hash === home) await route();
   else location.hash = home;
@@ -303,8 +303,10 @@ async function route(focus?: string, changed?: Changed): Promise<void> {
     main.prepend(h("p", { class: "loading", "data-testid": "loading" }, LOADING));
     // Said by the page's live region, there from the start: a status element added with its text
     // already in it is not announced by screen readers (a live region's changes are, not its arrival).
-    // Not over what a change just said on screen (its reload would erase "your change was not made").
-    if (!document.getElementById("status")?.classList.contains("shown")) announce(LOADING, { quiet: true });
+    // A change's reload (`focus` or `changed` given) leaves what the change just said on screen
+    // ("… revoked" was erased by a slow reload's "Loading…"; a review); another view says it.
+    const reload = focus !== undefined || changed !== undefined;
+    if (!reload || !document.getElementById("status")?.classList.contains("shown")) announce(LOADING, { quiet: true });
   }, LOADING_MARK_MS);
   // What the page loaded with serves the first view only, whichever it is: later views (and
   // another session on this tab) read fresh, never a balance or an account from before.
@@ -474,5 +476,4 @@ window.addEventListener("hashchange", () => {
   else if (!session && !asked) void start();
   else void route();
 });
-dismissableStatus();
 void start();
