@@ -263,17 +263,28 @@ test("a top-up made by mistake is taken back from the account's page; more than 
   expect((await admin("GET", `/v1/admin/accounts/${made.id}`)).balance).toBe(10);
 }, 60_000);
 
-test("a key revoked elsewhere while its page was open: Revoke there shows it revoked (the row said 'No such active key.' and stayed active)", async () => {
-  const made = await admin("POST", "/v1/admin/accounts", { name: "two tabs co", credits: 10 });
-  const key = await admin("POST", `/v1/admin/accounts/${made.id}/keys`, { name: "shared laptop" });
+/** An account of `credits` with one key, its page open: the account, the key, and the key's row. */
+async function accountPageWithKey(name: string, credits: number, keyName: string) {
+  const made = await admin("POST", "/v1/admin/accounts", { name, credits });
+  const key = await admin("POST", `/v1/admin/accounts/${made.id}/keys`, { name: keyName });
   await page.goto(`${gateway.url}/console/#account/${made.id}`);
   const row = page.locator(`[data-key-id="${key.id}"]`);
   await row.getByTestId("key-revoke").waitFor();
+  return { made, key, row };
+}
+
+/** Revoke in a key's row: armed, then confirmed by a click of its own (dom.ts, CONFIRM_AFTER_MS). */
+async function revokeInRow(row: ReturnType<Page["locator"]>) {
+  await row.getByTestId("key-revoke").click();
+  await Bun.sleep(550);
+  await row.getByTestId("key-revoke").click();
+}
+
+test("a key revoked elsewhere while its page was open: Revoke there shows it revoked (the row said 'No such active key.' and stayed active)", async () => {
+  const { key, row } = await accountPageWithKey("two tabs co", 10, "shared laptop");
   // Another tab, operator or script revokes it meanwhile.
   await admin("DELETE", `/v1/admin/keys/${key.id}`);
-  await row.getByTestId("key-revoke").click();
-  await Bun.sleep(550); // a confirming click is one of its own (dom.ts, CONFIRM_AFTER_MS)
-  await row.getByTestId("key-revoke").click();
+  await revokeInRow(row);
   await page.getByTestId("keys-revoked").locator("summary").filter({ hasText: "Revoked and expired keys (1)" }).waitFor();
   expect(await row.getByTestId("key-status").textContent()).toStartWith("revoked ");
   expect(await page.getByTestId("key-error").count()).toBe(0);
@@ -281,20 +292,14 @@ test("a key revoked elsewhere while its page was open: Revoke there shows it rev
 }, 60_000);
 
 test("a change's notice stays on screen while the view reloads slowly (its 'Loading…' took the notice's place; a review)", async () => {
-  const made = await admin("POST", "/v1/admin/accounts", { name: "slow reload co", credits: 5 });
-  const key = await admin("POST", `/v1/admin/accounts/${made.id}/keys`, { name: "to revoke" });
-  await page.goto(`${gateway.url}/console/#account/${made.id}`);
-  const row = page.locator(`[data-key-id="${key.id}"]`);
-  await row.getByTestId("key-revoke").waitFor();
+  const { made, row } = await accountPageWithKey("slow reload co", 5, "to revoke");
   // A revoke reads the account again: slowly here, past the view's "Loading…" mark.
   await page.route(`**/console/api/accounts/${made.id}`, async (route) => {
     if (route.request().method() === "GET") await Bun.sleep(800);
     await route.continue();
   });
   try {
-    await row.getByTestId("key-revoke").click();
-    await Bun.sleep(550); // a confirming click is one of its own (dom.ts, CONFIRM_AFTER_MS)
-    await row.getByTestId("key-revoke").click();
+    await revokeInRow(row);
     await page.getByTestId("loading").waitFor();
     await page.getByTestId("loading").waitFor({ state: "detached" });
     await expect(page.locator("#status").textContent()).resolves.toContain("revoked");
