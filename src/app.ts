@@ -229,6 +229,8 @@ export function createApp(deps: AppDeps) {
   }
   const ledger = deps.wrapLedger ? deps.wrapLedger(baseLedger) : baseLedger;
   const catalogue = createCatalogue(deps.settings.models);
+  // Key model lists written through the admin API or the console name models this catalogue has.
+  const knownModels = { ids: deps.settings.models.map((m) => m.id), resolve: (name: string) => catalogue.get(name)?.id };
   // Only answers without reported usage need it; loading now keeps them from waiting.
   const tokenizer = deps.tokenizer ?? createTokenizer();
   tokenizer.load();
@@ -419,7 +421,7 @@ export function createApp(deps: AppDeps) {
   if (consoleStore) {
     const modelHealth = createModelHealth({ metrics: () => tracker.metrics, models: deps.settings.models.map((m) => m.id), now, startedAt: now() });
     app.use(consolePageRoutes()).use(consoleApiRoutes({
-      ops: adminOperations({ accounts, keys, ledger, usage, breakdown, now, retryWhileBusy, changed }),
+      ops: adminOperations({ accounts, keys, ledger, usage, breakdown, now, retryWhileBusy, changed, knownModels }),
       store: consoleStore,
       adminToken: deps.adminToken,
       models: deps.settings.models,
@@ -444,7 +446,7 @@ export function createApp(deps: AppDeps) {
   // derive did when the admin routes used it) makes every route copy all request headers into an
   // object per request (`headers.toJSON()`, 1.2 % of a non-stream request's CPU in a profile).
   for (const route of app.routes) route.compile();
-  app.use(adminRoutes({ accounts, keys, ledger, usage, breakdown, adminToken: deps.adminToken, now, retryWhileBusy, changed, log, console: consoleStore, vendorKeys: keyPools }));
+  app.use(adminRoutes({ accounts, keys, ledger, usage, breakdown, adminToken: deps.adminToken, now, retryWhileBusy, changed, log, console: consoleStore, vendorKeys: keyPools, knownModels }));
   // Route labels are the paths served, known once every route is registered.
   if (ops.metrics) {
     tracker.metrics = createGatewayMetrics({

@@ -42,3 +42,30 @@ export function readModelsColumn(text: string | null | undefined): string[] | nu
     return [];
   }
 }
+
+/** The models a key's list is checked against where the gateway's catalogue is at hand (the admin API, the console). */
+export interface KnownModels {
+  /** Every configured model id. */
+  ids: readonly string[];
+  /** The model id a client's name resolves to (an id, an alias), if any. */
+  resolve: (name: string) => string | undefined;
+}
+
+/**
+ * Why a key's list would not do what its writer meant, or null: an entry that no configured model
+ * matches is a typo that leaves the key refused (a console probe saved `gpt-4o-mnii`, and every
+ * request then got a 403). An exact alias is named with its model, since lists match model ids
+ * after aliases resolve: an alias in the list would match nothing. The CLI, which may run without
+ * the gateway's config, saves lists unchecked.
+ */
+export function unknownModelsError(patterns: readonly string[], known: KnownModels, field = "models"): string | null {
+  const wrong: string[] = [];
+  for (const p of patterns) {
+    if (p.endsWith("*") ? known.ids.some((id) => id.startsWith(p.slice(0, -1))) : known.ids.includes(p)) continue;
+    const target = p.endsWith("*") ? undefined : known.resolve(p);
+    wrong.push(target === undefined ? `${JSON.stringify(p.slice(0, 60))} matches no configured model` : `${JSON.stringify(p.slice(0, 60))} is an alias: list its model, ${JSON.stringify(target)}`);
+    if (wrong.length === 5) break;
+  }
+  if (wrong.length === 0) return null;
+  return `${field}: ${wrong.join("; ")}. A key's list names model ids (vendor/name, as GET /v1/models lists them) or prefix* patterns.`;
+}

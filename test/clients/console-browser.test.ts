@@ -189,11 +189,21 @@ test("the operator signs in with the admin token, creates an account, tops it up
   expect(invite).toStartWith(`${gateway.url}/console/#invite=`);
   await shot("operator-account");
 
+  // The link is shown once: leaving asks first, and told to leave, the page goes.
+  const dialogs: string[] = [];
+  const leave = (dialog: { message(): string; accept(): Promise<void> }) => {
+    dialogs.push(dialog.message());
+    void dialog.accept();
+  };
+  page.on("dialog", leave);
+  await page.goto(`${gateway.url}/console/#accounts`);
+  await page.getByTestId("account-row").filter({ hasText: "acme-browser" }).waitFor();
+  page.off("dialog", leave);
+  expect(dialogs).toEqual(["Leave without your invite link? It is shown only once: after you leave, it cannot be shown again."]);
+
   // One request for the shell, one for the view's data.
   const asked: string[] = [];
   const listen = (r: { url(): string }) => asked.push(new URL(r.url()).pathname);
-  await page.goto(`${gateway.url}/console/#accounts`);
-  await page.getByTestId("account-row").filter({ hasText: "acme-browser" }).waitFor();
   page.on("request", listen);
   await page.reload();
   await page.getByTestId("account-row").filter({ hasText: "acme-browser" }).waitFor();
@@ -247,12 +257,37 @@ test("the holder creates a key that works on /v1/chat/completions; revoked in th
   expect(key).toMatch(/^svc-sk-[A-Za-z0-9_-]{43}$/);
   await shot("holder-new-key");
   for (let i = 0; i < 3; i++) expect((await chat(key)).status).toBe(200);
+  // Leaving by the menu while the secret is shown asks first; staying keeps the page, its address and the secret.
+  const asked: string[] = [];
+  const answer = (accept: boolean) => (dialog: { message(): string; accept(): Promise<void>; dismiss(): Promise<void> }) => {
+    asked.push(dialog.message());
+    void (accept ? dialog.accept() : dialog.dismiss());
+  };
+  const stay = answer(false);
+  page.on("dialog", stay);
+  const before = page.url();
+  await page.locator("nav a", { hasText: "Usage" }).click();
+  await page.getByTestId("sign-out").click();
+  expect(asked).toEqual(Array(2).fill("Leave without your new key? It is shown only once: after you leave, it cannot be shown again."));
+  expect(page.url()).toBe(before);
+  expect(await text("key-secret")).toBe(key);
+  expect(await page.locator("nav a[aria-current=page]").textContent()).toBe("Account");
+  page.off("dialog", stay);
   await page.getByTestId("key-secret-done").click();
   const row = page.getByTestId("key-row").filter({ hasText: "laptop" });
   await row.waitFor();
   // Shown once: after the page reloads its data, the key itself is nowhere on it.
   expect(await page.content()).not.toContain(key);
   holderKey = { id: (await row.getAttribute("data-key-id"))!, key };
+  // Put away with Done, the secret holds nothing back: the menu leaves without asking.
+  const leave = answer(true);
+  page.on("dialog", leave);
+  await page.locator("nav a", { hasText: "Usage" }).click();
+  await page.getByTestId("usage-chart").locator("canvas").waitFor();
+  await page.locator("nav a", { hasText: "Account" }).click();
+  await row.waitFor();
+  page.off("dialog", leave);
+  expect(asked).toHaveLength(2);
   await shot("holder-account");
 
   // Revoking cannot be undone: the first click only asks to confirm.
@@ -1404,6 +1439,7 @@ test("after a key or an invite link is made, focus is on its Copy button (it fel
   // This page has no clipboard API (an earlier test took it away): the link is selected to copy.
   await page.getByTestId("invite-copy-note").filter({ hasText: /Copied\.|Selected: copy it/ }).waitFor();
   expect(await page.evaluate(() => String((globalThis as any).getSelection()))).toBe(url);
+  await page.getByTestId("invite-done").click();
 }, 60_000);
 
 test("the accounts list's search and page are in the address: a reload, or Back from an account, shows the same ones", async () => {

@@ -189,6 +189,10 @@ function consoleSuite(name: string, start: () => Promise<Setup>) {
         // A holder sets names and spend limits on their keys, not the operator's rate limit.
         expect(await status("POST", `/console/api/accounts/${account.id}/keys`, { name: "fast", rate_limit_per_minute: 100000 })).toBe(403);
         expect(await status("POST", `/console/api/accounts/${account.id}/keys`, { name: "wide", models: ["*"] })).toBe(403);
+        // A list naming a model the gateway does not have is refused, the operator told which.
+        const typo = await operator.call("POST", `/console/api/accounts/${account.id}/keys`, { name: "typo", models: ["test/*", "test/gtp"] });
+        expect(typo.status).toBe(400);
+        expect(((await typo.json()) as any).error.message).toContain(`"test/gtp" matches no configured model`);
         // The operator limits a key to models; the holder sees the list on their key.
         const limited = await operator.json("POST", `/console/api/accounts/${account.id}/keys`, { name: "narrow", models: ["test/*"] }, 201);
         const mine = await holder.json("GET", `/console/api/accounts/${account.id}`);

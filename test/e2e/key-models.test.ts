@@ -16,7 +16,8 @@ const extraModels = [
   { id: "openai/gpt-x", provider: "fake-openai", upstream_model: "gpt-4o-mini", category: "text", context_length: 128_000, pricing, aliases: ["gpt-latest"] },
   { id: "openai/embed-x", provider: "fake-openai", upstream_model: "text-embedding-3-small", category: "embedding", context_length: 8192, pricing: { input_per_mtok: 20, output_per_mtok: 0 } },
 ];
-const gw = useGateway(() => ({ upstreamUrl: upstream.url, extraModels, retry: { max_retries: 0 } }));
+const ADMIN = "admin-token-key-models-0123456789abcdef";
+const gw = useGateway(() => ({ upstreamUrl: upstream.url, extraModels, retry: { max_retries: 0 }, adminToken: ADMIN }));
 
 /** A key of the test account limited to `models`. */
 async function limitedKey(g: Gateway, models: string[]): Promise<string> {
@@ -90,4 +91,28 @@ test("GET /v1/key shows the key's models", async () => {
   const key = await limitedKey(gw, ["anthropic/*", "openai/gpt-x"]);
   const info = (await (await fetch(`${gw.url}/v1/key`, { headers: { authorization: `Bearer ${key}` } })).json()) as any;
   expect(info.key.models).toEqual(["anthropic/*", "openai/gpt-x"]);
+});
+
+test("the admin API refuses a key's model list naming no configured model, or an alias, and saves one whose entries all match", async () => {
+  const admin = (method: string, path: string, body: unknown) =>
+    fetch(gw.url + path, { method, headers: { authorization: `Bearer ${ADMIN}`, "content-type": "application/json" }, body: JSON.stringify(body) });
+  const refused = async (res: Response) => {
+    expect(res.status).toBe(400);
+    return ((await res.json()) as any).error as { type: string; message: string };
+  };
+  const create = (models: unknown) => admin("POST", `/v1/admin/accounts/${gw.accountId}/keys`, { name: "typed", models });
+  const typo = await refused(await create(["anthropic/*", "anthropic/claude-z"]));
+  expect(typo).toMatchObject({ type: "invalid_request_error", message: expect.stringContaining(`models: "anthropic/claude-z" matches no configured model. A key's list names model ids`) });
+  // Lists match model ids after aliases resolve, so an alias would match nothing: its model is named.
+  expect((await refused(await create(["sonnet"]))).message).toContain(`"sonnet" is an alias: list its model, "anthropic/claude-x"`);
+  expect((await refused(await create(["claude-sonnet-4-5-20250929"]))).message).toContain(`is an alias: list its model, "anthropic/claude-x"`);
+  expect((await refused(await create(["nobody/*"]))).message).toContain(`"nobody/*" matches no configured model`);
+  const made = await create(["anthropic/*", "openai/gpt-x"]);
+  expect(made.status).toBe(201);
+  const { id } = (await made.json()) as { id: string };
+  // A change is checked the same way, and a refused one leaves the key's list as it was.
+  expect((await refused(await admin("PATCH", `/v1/admin/keys/${id}`, { models: ["gpt-latest"] }))).message).toContain(`"gpt-latest" is an alias: list its model, "openai/gpt-x"`);
+  const after = await admin("PATCH", `/v1/admin/keys/${id}`, { models: ["openai/*"] });
+  expect(after.status).toBe(200);
+  expect(((await after.json()) as any).models).toEqual(["openai/*"]);
 });

@@ -1,5 +1,5 @@
 import { api, ApiError, readInView, type Account, type AccountLogins, type DefaultLimits, type KeySummary, type Session } from "./api.ts";
-import { announce, confirmFirst, credits, dateOf, errorBox, failure, field, h, hiddenHeading, labelColumns, numberOf, periodSelect, unfinished, when } from "./dom.ts";
+import { announce, confirmFirst, holdSecret, credits, dateOf, errorBox, failure, field, h, hiddenHeading, labelColumns, numberOf, periodSelect, unfinished, when } from "./dom.ts";
 
 /**
  * Shows the view again; `focus` (a selector) is where focus goes, else the view. `changed` says
@@ -294,13 +294,17 @@ function inviteForm(account: Account, reload: Reload): HTMLElement {
   const el = form("Invite the account holder", [field("Login they will sign in with", login), h("p", { class: "note" }, "A login of this account gets a link to set a new password."), shown], submit, async () => {
     const invite = await api<{ url: string; expires_at: string }>("POST", `/accounts/${account.id}/invites`, { login: login.value });
     const done = h("button", { type: "button", "data-testid": "invite-done" }, "Done");
-    done.addEventListener("click", () => reload("#logins-title", { logins: true }));
+    done.addEventListener("click", () => {
+      holdSecret(null);
+      reload("#logins-title", { logins: true });
+    });
     // Copied as a key is (a 90-character link selected by hand, on a phone, lost its end).
     const code = h("code", { class: "secret", "data-testid": "invite-url" }, invite.url);
     const copy = h("button", { type: "button", "data-testid": "invite-copy" }, "Copy link");
     const note = h("span", { class: "note", "data-testid": "invite-copy-note", "aria-live": "polite" });
     copy.addEventListener("click", () => void copySecret(code, note, invite.url, "Link"));
     shown.replaceChildren(h("p", {}, "Send this link to them; it works once, until ", when(invite.expires_at), ". It replaces any earlier link for this login:"), h("p", {}, code, " ", copy, " ", note), done);
+    holdSecret(code, "invite link");
     announce("Invite link made.");
     // Focus on what comes next: the clicked button is held off, and focus left with it (to the page's top).
     copy.focus();
@@ -354,6 +358,7 @@ async function copySecret(code: HTMLElement, note: HTMLElement, text: string, wh
   try {
     if (!navigator.clipboard) throw new Error("no clipboard");
     await navigator.clipboard.writeText(text);
+    holdSecret(null);
     announce(`${what} copied.`);
     note.replaceChildren("Copied.");
     return;
@@ -371,6 +376,7 @@ async function copySecret(code: HTMLElement, note: HTMLElement, text: string, wh
         return false;
       }
     })();
+    if (copied) holdSecret(null);
     announce(copied ? `${what} copied.` : `The browser did not let the page copy: the ${what.toLowerCase()} is selected, copy it with Ctrl+C (⌘C).`);
     note.replaceChildren(copied ? "Copied." : "Selected: copy it with Ctrl+C (⌘C).");
   }
@@ -423,7 +429,11 @@ function keysSection(session: Session, account: Account, reload: Reload): HTMLEl
       h("p", {}, code, " ", copy, " ", note),
       h("button", { type: "button", "data-testid": "key-secret-done" }, "Done"),
     ));
-    secret.querySelector<HTMLButtonElement>("[data-testid=key-secret-done]")!.addEventListener("click", () => reload("#keys-title", { keys: true }));
+    secret.querySelector<HTMLButtonElement>("[data-testid=key-secret-done]")!.addEventListener("click", () => {
+      holdSecret(null);
+      reload("#keys-title", { keys: true });
+    });
+    holdSecret(code);
     announce("Key created. It is shown once.");
     // The form is used: a second click would make a second key and hide this one's secret. Done
     // shows the keys again, with an empty form.

@@ -99,6 +99,33 @@ export function announce(text: string, o: { quiet?: boolean; ms?: number } = {})
 }
 
 
+/** A secret shown once (a new key, an invite link) and not yet copied or put away with Done. */
+let unsaved: { what: string; shown: Element } | null = null;
+
+/**
+ * Marks `shown` as a secret the page shows once (null: put away, copied). Leaving the page by its
+ * menu, Sign out or the browser lost it without a word: the gateway keeps only its hash, so the
+ * key had to be revoked and made again (a console probe).
+ */
+export function holdSecret(shown: Element | null, what = "new key"): void {
+  unsaved = shown === null ? null : { what, shown };
+}
+
+/** The secret still on screen that leaving would lose, if any (one a reload of its view replaced is gone already). */
+export function secretAtStake(): string | null {
+  if (unsaved && !unsaved.shown.isConnected) unsaved = null;
+  return unsaved?.what ?? null;
+}
+
+/** True when the page may go elsewhere: no secret is at stake, or the user said to leave it. */
+export function mayLeave(): boolean {
+  const what = secretAtStake();
+  if (what === null) return true;
+  if (!window.confirm(`Leave without your ${what}? It is shown only once: after you leave, it cannot be shown again.`)) return false;
+  unsaved = null;
+  return true;
+}
+
 /**
  * What a change that failed says: the gateway's own words when it answered. When it did not (no
  * answer: a dropped connection, the gateway down; or a proxy's 502/504 without the gateway's

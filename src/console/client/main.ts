@@ -2,7 +2,7 @@ import { api, ApiError, onSessionLost, setCsrf, type Account, type AccountLogins
 import { accountView, type Changed } from "./account-view.ts";
 import { accountsView, catalogueView, pricesView, requestsView } from "./lists-view.ts";
 import { loadUsage, usageView, type UsageChoice } from "./usage-view.ts";
-import { announce, errorBox, failure, field, h, when } from "./dom.ts";
+import { announce, errorBox, failure, field, h, mayLeave, secretAtStake, when } from "./dom.ts";
 
 /**
  * The console's client: one page, views chosen by the URL's fragment (#accounts, #account/ID,
@@ -108,6 +108,7 @@ function renderNav(): void {
       const shown = location.hash.split(/[/?]/)[0];
       if (shown !== href || location.hash === href) return;
       event.preventDefault();
+      if (!mayLeave()) return;
       void route();
     });
     return h("li", {}, link);
@@ -115,6 +116,7 @@ function renderNav(): void {
   nav.append(h("ul", {}, ...items));
   const out = h("button", { type: "button", class: "link", "data-testid": "sign-out" }, "Sign out");
   out.addEventListener("click", async () => {
+    if (!mayLeave()) return;
     try {
       await signOut();
     } catch (err) {
@@ -467,7 +469,14 @@ async function start(): Promise<void> {
   }
 }
 
-window.addEventListener("hashchange", () => {
+window.addEventListener("hashchange", (event) => {
+  // A new key's secret on screen: leaving asks first, and staying puts the address back (the
+  // view was never left, so it is not read again).
+  if (!mayLeave()) {
+    history.replaceState(null, "", event.oldURL);
+    renderNav();
+    return;
+  }
   const invite = inviteToken(location.hash);
   if (invite) void inviteView(invite);
   // A page that never asked who is signed in (it opened on an invite link: a used one's "Go to
@@ -475,5 +484,9 @@ window.addEventListener("hashchange", () => {
   // that knows it is signed out (Sign out changes the address, and its sign-in form stays).
   else if (!session && !asked) void start();
   else void route();
+});
+// A reload or a closed tab would lose it too: the browser asks (in its own words).
+window.addEventListener("beforeunload", (event) => {
+  if (secretAtStake() !== null) event.preventDefault();
 });
 void start();

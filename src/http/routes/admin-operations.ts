@@ -1,6 +1,7 @@
 import { CursorError, KeyLimitError, MAX_ACCOUNT_PAGE, MAX_KEY_PAGE, type AccountPatch, type AccountStore, type KeyOptions, type KeyPatch } from "../../accounts/account-store.ts";
 import { AdminInputError, parseCredits, parseIdempotencyKey, parseInstant, parseMaxConcurrent, parseModelPatterns, parseName, parseRateLimit, parseSpendPeriod, parseTopUp, parseUsageQuery } from "../../accounts/admin-input.ts";
 import type { KeyResolver } from "../../accounts/key-resolver.ts";
+import { type KnownModels, unknownModelsError } from "../../accounts/model-access.ts";
 import { BalanceCapError, DebitRefusedError, IdempotencyConflictError, type Ledger } from "../../billing/ledger.ts";
 import type { SpendPeriod } from "../../billing/spend-period.ts";
 import { breakdownCsv, ReportTooLargeError, shapeBreakdown, type UsageBreakdown, type UsageBucketRow, type UsageQuery, type UsageReporter } from "../../billing/usage-report.ts";
@@ -23,6 +24,8 @@ export interface AdminOperationDeps {
   retryWhileBusy: <T>(write: () => T) => Promise<T>;
   /** Tells this process's caches that a write changed rows they copied (SQLite's change watch sees only other connections). */
   changed?: () => void;
+  /** The configured models, which a key's model list is checked against (absent: lists are saved unchecked, as the CLI saves them). */
+  knownModels?: KnownModels;
 }
 
 /** The bodies the routes validated with their schemas (http/routes/admin.ts); the parsers decide what is in range. */
@@ -70,6 +73,13 @@ function accountLimits(body: { rate_limit_per_minute?: number | null; max_concur
 }
 
 export function adminOperations(deps: AdminOperationDeps) {
+  /** A key's model list, well formed and, where the catalogue is known, naming models it has. */
+  const modelList = (given: unknown): string[] => {
+    const patterns = checked(() => parseModelPatterns(given));
+    const wrong = deps.knownModels ? unknownModelsError(patterns, deps.knownModels) : null;
+    if (wrong !== null) throw new GatewayError(400, "invalid_request", wrong);
+    return patterns;
+  };
   /** A key's write; the account's ten keys in use already (a new key, or an expired one given a later end) is a 409. */
   const keyWrite = async <T>(write: () => T | Promise<T>): Promise<T> => {
     try {
@@ -192,7 +202,7 @@ export function adminOperations(deps: AdminOperationDeps) {
         expiresAt: body?.expires_at ? checked(() => parseInstant(body.expires_at!, "expires_at")) : null,
         spendLimitMicro: body?.spend_limit === undefined ? null : micro(body.spend_limit, "spend_limit"),
         spendLimitPeriod: body?.spend_limit_period ?? null,
-        models: body?.models == null ? null : checked(() => parseModelPatterns(body.models)),
+        models: body?.models == null ? null : modelList(body.models),
         maxConcurrentRequests: body?.max_concurrent_requests == null ? null : checked(() => parseMaxConcurrent(body.max_concurrent_requests)),
       };
       const key = await keyWrite(() => deps.accounts.createKey(accountId, options));
@@ -207,7 +217,7 @@ export function adminOperations(deps: AdminOperationDeps) {
       if (body.spend_limit_period !== undefined) patch.spendLimitPeriod = checked(() => parseSpendPeriod(body.spend_limit_period));
       if (body.rate_limit_per_minute !== undefined) patch.rateLimitPerMinute = body.rate_limit_per_minute === null ? null : checked(() => parseRateLimit(body.rate_limit_per_minute));
       if (body.expires_at !== undefined) patch.expiresAt = body.expires_at === null ? null : checked(() => parseInstant(body.expires_at!, "expires_at"));
-      if (body.models !== undefined) patch.models = body.models === null ? null : checked(() => parseModelPatterns(body.models));
+      if (body.models !== undefined) patch.models = body.models === null ? null : modelList(body.models);
       if (body.max_concurrent_requests !== undefined) {
         patch.maxConcurrentRequests = body.max_concurrent_requests === null ? null : checked(() => parseMaxConcurrent(body.max_concurrent_requests));
       }

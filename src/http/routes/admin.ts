@@ -5,6 +5,7 @@ import { timingSafeEqual } from "node:crypto";
 import { MAX_ACCOUNT_PAGE, type AccountStore } from "../../accounts/account-store.ts";
 import { MAX_CONCURRENT_REQUESTS, MAX_KEY_MODELS } from "../../accounts/admin-input.ts";
 import type { KeyResolver } from "../../accounts/key-resolver.ts";
+import type { KnownModels } from "../../accounts/model-access.ts";
 import type { Ledger } from "../../billing/ledger.ts";
 import { MAX_CREDITS } from "../../billing/money.ts";
 import type { UsageBreakdown, UsageReporter } from "../../billing/usage-report.ts";
@@ -128,6 +129,8 @@ export interface AdminDeps {
   console?: ConsoleStore;
   /** Vendor key pools: their keys' conditions, and a probe an operator asks for. */
   vendorKeys?: Pick<KeyPools, "list" | "probeNow" | "enable">;
+  /** The configured models, which a key's model list is checked against (admin-operations.ts). */
+  knownModels?: KnownModels;
 }
 
 /** Requests the admin gate let through: the routes refuse any other (a gate left unwired). */
