@@ -304,6 +304,10 @@ test("a change's notice stays on screen while the view reloads slowly (its 'Load
     await page.getByTestId("loading").waitFor({ state: "detached" });
     await expect(page.locator("#status").textContent()).resolves.toContain("revoked");
     expect(await page.locator("#status").evaluate((el) => el.classList.contains("shown"))).toBe(true);
+    // Escape puts it away before its 10 s; still said to screen readers (its words stay in the live region).
+    await page.keyboard.press("Escape");
+    expect(await page.locator("#status").evaluate((el) => el.classList.contains("shown"))).toBe(false);
+    await expect(page.locator("#status").textContent()).resolves.toContain("revoked");
   } finally {
     await page.unroute(`**/console/api/accounts/${made.id}`);
   }

@@ -260,6 +260,9 @@ test("the operator suspends an account from its page and resumes it; the holder'
   // Escape takes it back; pressed again, it asks again.
   await suspend.press("Escape");
   expect(await suspend.textContent()).toBe("Suspend account");
+  // That Escape's "Not done" is shown; it is not the Escape that puts a notice away.
+  expect(await page.locator("#status").textContent()).toBe("Not done: suspend the account.");
+  expect(await page.locator("#status").evaluate((el) => el.classList.contains("shown"))).toBe(true);
   await suspend.click();
   await Bun.sleep(550); // a confirming click is one of its own (dom.ts, CONFIRM_AFTER_MS)
   await suspend.click();

@@ -99,6 +99,18 @@ export function announce(text: string, o: { quiet?: boolean; ms?: number } = {})
 }
 
 
+/**
+ * Puts the notice away before its time (Escape, main.ts): it covers the foot of the page, and a
+ * user who has read it has no other way to move it (clicks pass through it).
+ */
+export function hideNotice(): boolean {
+  const status = document.getElementById("status");
+  if (!status?.classList.contains("shown")) return false;
+  clearTimeout(hideStatus);
+  status.classList.remove("shown");
+  return true;
+}
+
 /** A secret shown once (a new key, an invite link) and not yet copied or put away with Done. */
 let unsaved: { what: string; shown: Element } | null = null;
 

@@ -2,7 +2,7 @@ import { api, ApiError, onSessionLost, setCsrf, type Account, type AccountLogins
 import { accountView, type Changed } from "./account-view.ts";
 import { accountsView, catalogueView, pricesView, requestsView } from "./lists-view.ts";
 import { loadUsage, usageView, type UsageChoice } from "./usage-view.ts";
-import { announce, errorBox, failure, field, h, mayLeave, secretAtStake, when } from "./dom.ts";
+import { announce, errorBox, failure, field, h, hideNotice, mayLeave, secretAtStake, when } from "./dom.ts";
 
 /**
  * The console's client: one page, views chosen by the URL's fragment (#accounts, #account/ID,
@@ -484,6 +484,10 @@ window.addEventListener("hashchange", (event) => {
   // that knows it is signed out (Sign out changes the address, and its sign-in form stays).
   else if (!session && !asked) void start();
   else void route();
+});
+// Escape puts a notice away; not the Escape that took an armed button back (its "Not done" is the news).
+document.addEventListener("keydown", (event) => {
+  if (event.key === "Escape" && !event.defaultPrevented) hideNotice();
 });
 // A reload or a closed tab would lose it too: the browser asks (in its own words).
 window.addEventListener("beforeunload", (event) => {
