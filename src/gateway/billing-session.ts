@@ -213,8 +213,18 @@ class OpenSession implements BillingSession {
       // nothing of it went out; a reviewer's finding).
       const cut = status === "cancelled" && deps.inflight.cutting;
       const abandoned = status === "cancelled" && meter !== undefined && meter.promptSent && !cut;
-      const produced = status !== "upstream_error" && meter !== undefined && (!meter.empty || abandoned) && (status !== "stream_failed" || meter.answered) && !(cut && meter.framesRelayed === 0);
-      const counted = produced ? await meter!.total(o.promptText) : undefined;
+      let produced = status !== "upstream_error" && meter !== undefined && (!meter.empty || abandoned) && (status !== "stream_failed" || meter.answered) && !(cut && meter.framesRelayed === 0);
+      let counted: Awaited<ReturnType<NonNullable<typeof meter>["total"]>> | undefined;
+      try {
+        counted = produced ? await meter!.total(o.promptText) : undefined;
+      } catch (err) {
+        // The answer could not be counted (a frame the meter cannot read): its record is still
+        // written, uncharged (the error log names it), so the hold lifts. Thrown past here, the
+        // record was never written and the hold stayed until a restart (a billing probe).
+        deps.log("error", "settlement could not count the answer: recorded without a charge", { requestId: o.requestId, error: String(err) });
+        produced = false;
+        counted = undefined;
+      }
       // n answers whose tokens the upstream did not report: the meter reads the first answer's
       // text, and the others are taken to be as long, or as long as their frames say, whichever is
       // more (a token a frame past each answer's opening and closing frames, the usage and the end): a first answer of

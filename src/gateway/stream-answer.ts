@@ -389,6 +389,11 @@ export async function answerSource(o: StreamAnswerOptions, quietSince = performa
       o.meter.relayedFrame(frame.data.length);
       const skimmed = held.length === 0 ? o.sink.skim?.(frame) : undefined;
       if (skimmed !== undefined) {
+        // Relayed as the vendor wrote it, so it must be a frame its decoder reads: on the answer's
+        // text template (text-frame-template.ts) that is a comparison; any other is parsed now, and
+        // one that is not JSON fails the stream here, as an unskimmed one does. Decoded only at
+        // settlement, such a frame threw there: no record, and the hold kept (a billing probe).
+        o.decode(frame);
         o.meter.defer(frame, decodeEvents);
         out += skimmed;
       } else {

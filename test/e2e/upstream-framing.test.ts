@@ -285,3 +285,84 @@ test("a whole JSON answer that starts with a byte-order mark is read, sized, chu
     raw.stop();
   }
 });
+
+describe("a relayed text frame that is not JSON (a billing probe: never charged, its hold kept until a restart)", () => {
+  const held = async () => (await gw.app.services.ledger.balance(gw.accountId))!.heldMicro;
+  const settledRecord = async () => {
+    await gw.app.services.settled();
+    return lastRecord();
+  };
+
+  test("Anthropic to an Anthropic client: the stream fails where the frame comes, the client never gets it, what went out is charged, the hold lifts", async () => {
+    const [start, blockStart, delta, stop, , end] = anthropicAnswer("one ");
+    // The same delta with its outer brace missing: it starts and ends as a text delta does.
+    const broken = delta!.replace("one ", "oops").replace(/}\n\n$/, "\n\n");
+    expect(broken).toEndWith('"text":"oops"}\n\n');
+    // Usage without counts: the answer's text must be counted (the frames were decoded only then).
+    const noCounts = ev("message_delta", { delta: { stop_reason: "end_turn", stop_sequence: null }, usage: {} });
+    upstream.reply({ kind: "sse", chunks: [start!, blockStart!, delta!, delta!, broken, stop!, noCounts, end!], delayMs: 3 });
+    const before = await gw.balanceMicro();
+    const frames = sseFrames(await (await post(gw, "/v1/messages", { model: ANTHROPIC_MODEL, max_tokens: 50, messages: question, stream: true })).text());
+    expect(frames.filter((f) => f.event === "content_block_delta")).toHaveLength(2);
+    expect(frames.some((f) => f.data.includes("oops"))).toBe(false);
+    expect(frames.at(-1)!.event).toBe("error");
+    for (const f of frames) JSON.parse(f.data);
+    const record = await settledRecord();
+    expect(record).toMatchObject({ status: "stream_failed", prompt_tokens: 12 });
+    expect(record.cost_micro).toBeGreaterThan(0);
+    expect(await gw.balanceMicro()).toBe(before - record.cost_micro);
+    expect(await held()).toBe(0);
+  });
+
+  test("OpenAI to an OpenAI client: the same, a chunk without its closing ]} after the text went out", async () => {
+    const text = (content: string) => chunk({ choices: [{ index: 0, delta: { content }, logprobs: null, finish_reason: null }] });
+    const broken = text("oops").replace(/]}\n\n$/, "\n\n");
+    upstream.reply({ kind: "sse", chunks: [chunk({ choices: [{ index: 0, delta: { role: "assistant", content: "" }, logprobs: null, finish_reason: null }] }), text("one "), text("two "), broken, chunk({ choices: [{ index: 0, delta: {}, logprobs: null, finish_reason: "stop" }] }), "data: [DONE]\n\n"], delayMs: 3 });
+    const before = await gw.balanceMicro();
+    const frames = sseFrames(await (await post(gw, "/v1/chat/completions", { model: OPENAI_MODEL, messages: question, stream: true })).text());
+    expect(frames.some((f) => f.data.includes("oops"))).toBe(false);
+    for (const f of frames) if (f.data !== "[DONE]") JSON.parse(f.data);
+    expect(frames.map((f) => f.data).join("")).toContain("error");
+    const record = await settledRecord();
+    expect(record.status).toBe("stream_failed");
+    expect(record.cost_micro).toBeGreaterThan(0);
+    expect(await gw.balanceMicro()).toBe(before - record.cost_micro);
+    expect(await held()).toBe(0);
+  });
+});
+
+describe("Anthropic cache counts that are not counts (a billing probe: -30,000 cache reads dropped 30,000 prompt tokens from the bill)", () => {
+  const record = async () => {
+    await gw.app.services.settled();
+    return gw.db.query<{ status: string; prompt_tokens: number; cache_read_tokens: number; cache_write_5m_tokens: number; cache_write_1h_tokens: number; estimated: number }, []>(
+      "SELECT status, prompt_tokens, cache_read_tokens, cache_write_5m_tokens, cache_write_1h_tokens, estimated FROM usage_records ORDER BY id DESC LIMIT 1",
+    ).get()!;
+  };
+  const body = (usage: object) => ({ id: "msg_up", type: "message", role: "assistant", model: "claude-sonnet-4-5", content: [{ type: "text", text: "ok" }], stop_reason: "end_turn", stop_sequence: null, usage });
+
+  for (const [what, usage] of [
+    ["cache reads of -30,000", { input_tokens: 10, cache_read_input_tokens: -30_000, output_tokens: 3 }],
+    ["cache writes as a string", { input_tokens: 10, cache_creation_input_tokens: "30000", output_tokens: 3 }],
+  ] as const) {
+    test(`${what}: the prompt is estimated whole and marked so, whole answer and stream`, async () => {
+      upstream.reply({ kind: "json", body: body(usage) });
+      expect((await post(gw, "/v1/messages", { model: ANTHROPIC_MODEL, max_tokens: 50, messages: question })).status).toBe(200);
+      const whole = await record();
+      expect(whole).toMatchObject({ status: "ok", estimated: 1, cache_read_tokens: 0, cache_write_5m_tokens: 0 });
+      expect(whole.prompt_tokens).not.toBe(10);
+
+      const [, ...rest] = anthropicAnswer("ok");
+      upstream.reply({ kind: "sse", chunks: [ev("message_start", { message: { ...body(usage), content: [], stop_reason: null } }), ...rest] });
+      await (await post(gw, "/v1/messages", { model: ANTHROPIC_MODEL, max_tokens: 50, messages: question, stream: true })).text();
+      expect(await record()).toMatchObject({ status: "ok", estimated: 1, prompt_tokens: whole.prompt_tokens, cache_read_tokens: 0 });
+    });
+  }
+
+  test("a split of the writes sent without their total: the writes are the split's sum, in the prompt and priced by lifetime", async () => {
+    upstream.reply({ kind: "json", body: body({ input_tokens: 10, cache_read_input_tokens: 2000, cache_creation: { ephemeral_5m_input_tokens: 1000, ephemeral_1h_input_tokens: 500 }, output_tokens: 3 }) });
+    // A prompt long enough for 3,510 tokens to be believed (the meter takes no more than a prompt of its size could be).
+    const long = [{ role: "user" as const, content: "word ".repeat(4000) }];
+    expect((await post(gw, "/v1/messages", { model: ANTHROPIC_MODEL, max_tokens: 50, messages: long })).status).toBe(200);
+    expect(await record()).toMatchObject({ status: "ok", estimated: 0, prompt_tokens: 3510, cache_read_tokens: 2000, cache_write_5m_tokens: 1000, cache_write_1h_tokens: 500 });
+  });
+});

@@ -177,7 +177,11 @@ describe("usage objects that say less than they should", () => {
     upstream.reply({ kind: "json", body: { id: "msg_x", type: "message", role: "assistant", model: "claude-sonnet-4-5", content: [{ type: "text", text: "hi" }], stop_reason: "end_turn", stop_sequence: null,
       usage: { input_tokens: 7, output_tokens: 3, cache_read_input_tokens: -40 } } });
     const anthropic = (await (await post(gw, "/v1/messages", { model: ANTHROPIC_MODEL, max_tokens: 50, messages: ask })).json()) as { usage: Record<string, unknown>; content: unknown[] };
-    expect(anthropic.usage).toEqual({ input_tokens: 7, cache_creation_input_tokens: 0, cache_read_input_tokens: 0, cache_creation: { ephemeral_5m_input_tokens: 0, ephemeral_1h_input_tokens: 0 }, output_tokens: 3, service_tier: "standard" });
+    // A cache part that is not a count leaves the prompt's size unknown: the prompt billed, and shown, is the estimate.
+    await gw.app.services.settled();
+    const billed = gw.db.query<{ prompt_tokens: number; estimated: number }, []>("SELECT prompt_tokens, estimated FROM usage_records ORDER BY id DESC LIMIT 1").get()!;
+    expect(billed.estimated).toBe(1);
+    expect(anthropic.usage).toEqual({ input_tokens: billed.prompt_tokens, cache_creation_input_tokens: 0, cache_read_input_tokens: 0, cache_creation: { ephemeral_5m_input_tokens: 0, ephemeral_1h_input_tokens: 0 }, output_tokens: 3, service_tier: "standard" });
     expect(anthropic.content).toEqual([{ type: "text", text: "hi" }]);
     upstream.reply({ kind: "json", body: { id: "chatcmpl-Odd", object: "chat.completion", created: 1, model: "gpt-4o-mini", choices: [{ index: 0, message: { role: "assistant", content: "hi" }, finish_reason: "stop" }],
       usage: { prompt_tokens: 20, completion_tokens: 3, total_tokens: 23, prompt_tokens_details: { cached_tokens: -5 } } } });

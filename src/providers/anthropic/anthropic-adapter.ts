@@ -40,14 +40,23 @@ interface AnthropicUsage {
  */
 function usageEvent(u: AnthropicUsage): StreamEvent {
   const reported = reportedCount(u.input_tokens);
-  const input = reported === undefined ? undefined : reportedCount(reported + (reportedCount(u.cache_read_input_tokens) ?? 0) + (reportedCount(u.cache_creation_input_tokens) ?? 0));
+  // The writes' total, or the split's sum where a server sends the split alone (the prompt is
+  // all three parts: writes left out were a prompt billed short).
+  const split = isRecord(u.cache_creation) ? u.cache_creation : undefined;
+  const creation = u.cache_creation_input_tokens ?? (split ? (reportedCount(split.ephemeral_5m_input_tokens) ?? 0) + (reportedCount(split.ephemeral_1h_input_tokens) ?? 0) : undefined);
+  // A cache part sent but not a count (negative, a string) leaves the prompt's size unknown: it is
+  // estimated whole, as a refused input_tokens is. Read as 0, -30,000 cache reads dropped 30,000
+  // prompt tokens from the bill (a billing probe).
+  const unusable = (count: unknown) => count !== undefined && count !== null && reportedCount(count) === undefined;
+  const partsUsable = !unusable(u.cache_read_input_tokens) && !unusable(creation);
+  const input = reported === undefined || !partsUsable ? undefined : reportedCount(reported + (reportedCount(u.cache_read_input_tokens) ?? 0) + (reportedCount(creation) ?? 0));
   // A prompt whose count is refused is estimated whole: its cache parts go with it (shown beside
   // an estimate they would say more was cached than the whole prompt, and price what was not billed).
   const cacheRead = input === undefined ? undefined : reportedCount(u.cache_read_input_tokens);
-  const cacheWrite = input === undefined ? undefined : reportedCount(u.cache_creation_input_tokens);
+  const cacheWrite = input === undefined ? undefined : reportedCount(creation);
   const event: StreamEvent = { type: "usage", inputTokens: input, outputTokens: reportedCount(u.output_tokens), cacheReadTokens: cacheRead, cacheWriteTokens: cacheWrite };
   // Without the split every write is a 5-minute one (the default ttl, and the older API's only kind).
-  const oneHour = isRecord(u.cache_creation) ? reportedCount(u.cache_creation.ephemeral_1h_input_tokens) : undefined;
+  const oneHour = split ? reportedCount(split.ephemeral_1h_input_tokens) : undefined;
   if (oneHour !== undefined && cacheWrite !== undefined) event.cacheWrite1hTokens = Math.min(oneHour, cacheWrite);
   const thinking = reportedCount(u.output_tokens_details?.thinking_tokens);
   if (thinking !== undefined) event.reasoningTokens = thinking;
@@ -67,7 +76,12 @@ function cumulativeUsage(before: AnthropicUsage | undefined, next: AnthropicUsag
   const merged: AnthropicUsage = { ...before, output_tokens_details: undefined };
   for (const field of ["input_tokens", "cache_creation_input_tokens", "cache_read_input_tokens", "output_tokens"] as const) {
     const count = reportedCount(next[field]);
-    if (count === undefined) continue;
+    if (count === undefined) {
+      // A prompt part sent but not a count, with none before it: kept as sent, so the prompt is
+      // estimated (usageEvent); left out, it read as none.
+      if (field !== "output_tokens" && next[field] != null && reportedCount(merged[field]) === undefined) merged[field] = next[field];
+      continue;
+    }
     // Cumulative counts never go down: a later 0 (SGLang's Anthropic endpoint sends
     // `input_tokens: 0` in message_delta; envoyproxy/ai-gateway#1631 met the same) or a smaller
     // second message_delta billed the prompt (or answer) as that (a raw-TCP probe, 2026-11-30).
