@@ -355,7 +355,25 @@ test("Back to an account page after 'Show more' shows as many revoked keys as be
   await fold.locator("caption").filter({ hasText: /^Revoked and expired keys: 70, no longer accepted, newest first$/ }).waitFor();
   expect(await fold.getByTestId("key-row").count()).toBe(70);
   expect(await fold.getByTestId("keys-more").isVisible()).toBe(false);
-}, 30_000);
+
+  // Not all shown: Back shows as many as before, not a page more at each Back (a console probe).
+  const many = await accountWithRevokedKeys("back again co", 160, "old");
+  await page.goto(`${gateway.url}/console/#account/${many.id}`);
+  await page.locator("h1", { hasText: "back again co" }).waitFor();
+  await fold.locator("summary").click();
+  await fold.getByTestId("keys-more").click();
+  await fold.getByTestId("key-row").nth(99).waitFor();
+  expect(await fold.getByTestId("key-row").count()).toBe(100);
+  for (let i = 0; i < 2; i++) {
+    await page.getByRole("link", { name: "Usage" }).click();
+    await page.locator("h1", { hasText: "Usage" }).waitFor();
+    await page.goBack();
+    await page.locator("h1", { hasText: "back again co" }).waitFor();
+    await fold.getByTestId("keys-more").waitFor();
+    await fold.getByTestId("key-row").nth(99).waitFor();
+    expect(await fold.getByTestId("key-row").count()).toBe(100);
+  }
+}, 60_000);
 
 test("a double click (or Enter held down) on Revoke or Suspend only arms it: the confirming click must be one of its own (a double click revoked the key at once)", async () => {
   const made = await admin("POST", "/v1/admin/accounts", { name: "double click co", credits: 5 });

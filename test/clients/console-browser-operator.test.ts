@@ -255,6 +255,8 @@ test("a top-up made by mistake is taken back from the account's page; more than 
   const error = page.locator("form[aria-label='Take credits back'] .error");
   await error.waitFor();
   expect(await error.textContent()).toContain("has 1010 credits available");
+  // The gateway's refusal leaves focus on the button pressed, not the page's top (a console probe).
+  expect(await page.evaluate(() => (globalThis as any).document.activeElement?.getAttribute("data-testid"))).toBe("debit-submit");
   await page.getByTestId("debit-amount").fill("1000");
   await page.getByTestId("debit-submit").click();
   await page.getByTestId("balance").filter({ hasText: /^10(\.0+)?( credits)?$/ }).waitFor();
@@ -345,6 +347,58 @@ test("an account's page leads to its own recent requests, not the latest of ever
 }, 60_000);
 
 // Last: the holder's sign-in replaces this browser's operator session.
+test("a new key's secret outlives another change on its page, and a refused leave keeps the tab's history as it was (a console probe: a top-up erased it; Back then left the console)", async () => {
+  const active = () => page.evaluate(() => (globalThis as any).document.activeElement?.getAttribute("data-testid"));
+  const hash = () => page.evaluate(() => (globalThis as any).location.hash as string);
+  const made = await admin("POST", "/v1/admin/accounts", { name: "kept secret co", credits: 10 });
+  await page.goto(`${gateway.url}/console/#accounts?name=kept+secret`);
+  await page.getByTestId("account-row").filter({ hasText: "kept secret co" }).locator("a").click();
+  await page.getByTestId("balance").waitFor();
+  const address = `#account/${made.id}`;
+  expect(await hash()).toBe(address);
+
+  // A model list the gateway refuses: its words, and focus back on the button.
+  await page.getByTestId("key-models").fill("pooled/gpt-4o-mnii");
+  await page.getByTestId("key-create").click();
+  await page.locator("form[aria-label='New key'] .error").filter({ hasText: "matches no configured model" }).waitFor();
+  expect(await active()).toBe("key-create");
+
+  await page.getByTestId("key-models").fill("");
+  await page.getByTestId("key-name").fill("kept");
+  await page.getByTestId("key-create").click();
+  const secret = await page.getByTestId("key-secret").textContent();
+  expect(secret).toMatch(/^svc-sk-/);
+  // Another change on the page draws it again: the secret stays, its form still held.
+  await page.getByTestId("topup-amount").fill("1");
+  await page.getByTestId("topup-submit").click();
+  await page.getByTestId("balance").filter({ hasText: "11" }).waitFor();
+  expect(await page.getByTestId("key-secret").textContent()).toBe(secret);
+  expect(await page.getByTestId("key-create").isDisabled()).toBe(true);
+
+  // Told to stay, by the menu and by Back: the address and the history are as they were.
+  const asked: string[] = [];
+  const stay = (dialog: { message(): string; dismiss(): Promise<void> }) => {
+    asked.push(dialog.message());
+    void dialog.dismiss();
+  };
+  page.on("dialog", stay);
+  await page.getByRole("link", { name: "Usage" }).click();
+  await page.waitForFunction((a) => (globalThis as any).location.hash === a, address);
+  await page.goBack();
+  await page.waitForFunction((a) => (globalThis as any).location.hash === a, address);
+  await Bun.sleep(200);
+  page.off("dialog", stay);
+  expect(asked).toHaveLength(2);
+  expect(await hash()).toBe(address);
+  expect(await page.getByTestId("key-secret").textContent()).toBe(secret);
+  // Put away, the key is listed; Back then goes to the accounts list, the entry before the account's.
+  await page.getByTestId("key-secret-done").click();
+  await page.getByTestId("key-row").filter({ hasText: "kept" }).waitFor();
+  await page.goBack();
+  await page.getByTestId("account-row").first().waitFor();
+  expect(await hash()).toStartWith("#accounts");
+}, 60_000);
+
 test("a holder sees what each model costs (the Models view was the operator's alone)", async () => {
   const made = await admin("POST", "/v1/admin/accounts", { name: "prices co", credits: 5 });
   const link = await admin("POST", `/v1/admin/accounts/${made.id}/invites`, { login: "prices@example.com" });
@@ -364,3 +418,4 @@ test("a holder sees what each model costs (the Models view was the operator's al
   expect(await page.locator("thead th").allTextContents()).not.toContain("Provider");
   expect(await page.locator("#vendor-keys-title").count()).toBe(0);
 }, 60_000);
+

@@ -1,5 +1,5 @@
 import { api, ApiError, readInView, type Account, type AccountLogins, type DefaultLimits, type KeySummary, type Session } from "./api.ts";
-import { announce, confirmFirst, holdSecret, credits, dateOf, errorBox, failure, field, h, hiddenHeading, labelColumns, numberOf, periodSelect, unfinished, when } from "./dom.ts";
+import { announce, confirmFirst, heldSecret, holdSecret, refocus, credits, dateOf, errorBox, failure, field, h, hiddenHeading, labelColumns, numberOf, periodSelect, unfinished, when } from "./dom.ts";
 
 /**
  * Shows the view again; `focus` (a selector) is where focus goes, else the view. `changed` says
@@ -118,6 +118,7 @@ function form(title: string, fields: HTMLElement[], submit: HTMLButtonElement, a
       out.append(errorBox(failure(err)));
     } finally {
       submit.disabled = hold;
+      if (!hold) refocus(submit);
     }
   });
   return el;
@@ -304,13 +305,15 @@ function inviteForm(account: Account, reload: Reload): HTMLElement {
     const note = h("span", { class: "note", "data-testid": "invite-copy-note", "aria-live": "polite" });
     copy.addEventListener("click", () => void copySecret(code, note, invite.url, "Link"));
     shown.replaceChildren(h("p", {}, "Send this link to them; it works once, until ", when(invite.expires_at), ". It replaces any earlier link for this login:"), h("p", {}, code, " ", copy, " ", note), done);
-    holdSecret(code, "invite link");
+    holdSecret({ shown: code, block: shown, what: "invite link", owner: account.id });
     announce("Invite link made.");
     // Focus on what comes next: the clicked button is held off, and focus left with it (to the page's top).
     copy.focus();
     // Held until Done: a second click would make a second link and silently replace the one shown.
     return "hold";
   });
+  // Carried into a view another change redrew, as a new key's secret is (keysSection).
+  if (heldSecret(shown, "invite link", account.id)) login.disabled = submit.disabled = true;
   return el;
 }
 
@@ -433,7 +436,7 @@ function keysSection(session: Session, account: Account, reload: Reload): HTMLEl
       holdSecret(null);
       reload("#keys-title", { keys: true });
     });
-    holdSecret(code);
+    holdSecret({ shown: code, block: secret, what: "new key", owner: account.id });
     announce("Key created. It is shown once.");
     // The form is used: a second click would make a second key and hide this one's secret. Done
     // shows the keys again, with an empty form.
@@ -443,6 +446,13 @@ function keysSection(session: Session, account: Account, reload: Reload): HTMLEl
     copy.focus();
     return "hold";
   }, "h3");
+  // A secret still shown when another change on this page redrew it (a top-up, a key's Save) is
+  // carried into the new view, its form held as before: it vanished without a word (a console probe).
+  if (heldSecret(secret, "new key", account.id)) {
+    for (const input of [name, limit, rpm, models]) input.disabled = true;
+    period.disabled = true;
+    submit.disabled = true;
+  }
   const row = (k: KeySummary) => keyRow(k, reload, operator, account.default_limits);
   const keysTable = (caption: string, keys: KeySummary[]) => h("table", { class: "wide" },
     h("caption", {}, caption),
@@ -525,7 +535,8 @@ function otherKeys(account: Account, loaded: KeySummary[], page: NonNullable<Acc
     if (!list.term) {
       account.keys = [...account.keys, ...got.data];
       account.keys_page = { ...page, inactive: got.total, next_offset: got.next_offset };
-      shownFolds.set(account.id, Math.max(shownFolds.get(account.id) ?? 0, list.rows + got.data.length));
+      // `list.rows` counts this page already: adding it again grew the fold by a page at each Back (a console probe).
+      shownFolds.set(account.id, Math.max(shownFolds.get(account.id) ?? 0, list.rows));
     }
     said();
     // Still on the button while there are more; else on the table's box (the button is gone).
@@ -647,6 +658,8 @@ function keyRow(k: KeySummary, reload: Reload, operator: boolean, defaults: Defa
         // A session that ended or was replaced: the page follows by itself (api.ts, onSessionLost).
         if (err instanceof ApiError && (err.status === 401 || err.sessionReplaced)) return;
         out.append(errorBox(failure(err), "key-error"));
+        save.disabled = revoke.disabled = false;
+        // Enabled first: a disabled button takes no focus, and it fell to the page's top (a console probe).
         button.focus();
       } finally {
         save.disabled = revoke.disabled = false;

@@ -111,16 +111,36 @@ export function hideNotice(): boolean {
   return true;
 }
 
-/** A secret shown once (a new key, an invite link) and not yet copied or put away with Done. */
-let unsaved: { what: string; shown: Element } | null = null;
+/**
+ * A secret shown once (a new key, an invite link) and not yet copied or put away with Done:
+ * `shown`, the element with it; `block`, what holds it with its Copy and Done; `owner`, the account.
+ */
+interface HeldSecret { shown: Element; block: Element; what: string; owner: string }
+let unsaved: HeldSecret | null = null;
 
 /**
- * Marks `shown` as a secret the page shows once (null: put away, copied). Leaving the page by its
- * menu, Sign out or the browser lost it without a word: the gateway keeps only its hash, so the
- * key had to be revoked and made again (a console probe).
+ * Marks a secret the page shows once (null: put away, copied). Leaving the page by its menu, Sign
+ * out or the browser lost it without a word: the gateway keeps only its hash, so the key had to be
+ * revoked and made again (a console probe).
  */
-export function holdSecret(shown: Element | null, what = "new key"): void {
-  unsaved = shown === null ? null : { what, shown };
+export function holdSecret(held: HeldSecret | null): void {
+  unsaved = held;
+}
+
+/**
+ * Moves a held secret of `what` and `owner` into `into` (the same place in a view another change
+ * redrew), and keeps it held there; false when there is none.
+ */
+export function heldSecret(into: Element, what: string, owner: string): boolean {
+  if (!unsaved || unsaved.what !== what || unsaved.owner !== owner || unsaved.block === into) return false;
+  into.replaceChildren(...Array.from(unsaved.block.childNodes));
+  unsaved = { ...unsaved, block: into };
+  return true;
+}
+
+/** Focus back on `button` when it was lost (to the page) while the button was off for its request. */
+export function refocus(button: HTMLElement): void {
+  if (document.activeElement === null || document.activeElement === document.body) button.focus();
 }
 
 /** The secret still on screen that leaving would lose, if any (one a reload of its view replaced is gone already). */

@@ -1,5 +1,5 @@
 import { api, type AccountPage, type CatalogueEntry, type RecentRequest, type Session, type VendorKey } from "./api.ts";
-import { announce, credits, errorBox, failure, field, h, hiddenHeading, when } from "./dom.ts";
+import { announce, credits, errorBox, failure, field, h, hiddenHeading, refocus, when } from "./dom.ts";
 
 /**
  * Operators: accounts, a page of 100 at a time (oldest first) with the next one a click away, a
@@ -29,6 +29,7 @@ export function accountsView(page: AccountPage, open: (id: string) => void, relo
     } catch (err) {
       out.append(errorBox(failure(err, "the account may or may not have been made: reload and look for it before creating it again.")));
       submit.disabled = false;
+      refocus(submit);
     }
   });
   const rows = page.data.map((a) =>
@@ -178,6 +179,7 @@ function checkNow(k: VendorKey, reload: (focus?: string) => void): HTMLElement {
     } catch (err) {
       out.append(errorBox(failure(err, "reload to see the key's state.")));
       button.disabled = false;
+      refocus(button);
     }
   });
   return h("span", {}, button, " ", out);

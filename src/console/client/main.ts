@@ -80,7 +80,7 @@ function scrolledTo(): number {
 history.scrollRestoration = "manual";
 document.addEventListener("click", (event) => {
   const link = (event.target as Element | null)?.closest?.("a[href^='#']");
-  if (link) history.replaceState({ scrollY: window.scrollY }, "");
+  if (link) history.replaceState({ ...(history.state ?? {}), scrollY: window.scrollY }, "");
 }, true);
 
 /** The address named the same view another way (normalized): the entry keeps where it was left. */
@@ -257,7 +257,7 @@ async function inviteView(token: string): Promise<void> {
     try {
       const s = await api<Session>("POST", "/invites/accept", { token, password: password.value });
       // The token leaves the address bar (and the history entry) once used.
-      history.replaceState(null, "", "/console/#account");
+      history.replaceState(history.state, "", "/console/#account");
       signedIn(s);
     } catch (err) {
       // A lost answer may have used the link: then it works no more, and the password typed is the one to sign in with.
@@ -329,7 +329,7 @@ async function route(focus?: string, changed?: Changed): Promise<void> {
       const page = (!q.name && !q.cursor ? first?.accounts : undefined) ?? (await api<AccountPage>("GET", `/accounts?${asked}`));
       show(accountsView(page, (accountId) => (location.hash = `#account/${accountId}`), () => void route(), q, (next) => {
         accountsQuery = next;
-        history.replaceState(null, "", accountsAddress(next));
+        history.replaceState(history.state, "", accountsAddress(next));
         void route();
       }));
     } else if (s.kind === "operator" && view === "account" && id) {
@@ -341,7 +341,7 @@ async function route(focus?: string, changed?: Changed): Promise<void> {
       sameView(`#usage/${usageChoice.range}/${usageChoice.split}`);
       show(usageView(s, await loadUsage(usageChoice), usageChoice, (choice, f) => {
         usageChoice = choice;
-        history.replaceState(null, "", `#usage/${choice.range}/${choice.split}`);
+        history.replaceState(history.state, "", `#usage/${choice.range}/${choice.split}`);
         void route(f);
       }), focus);
     } else if (view === "catalogue") {
@@ -469,14 +469,37 @@ async function start(): Promise<void> {
   }
 }
 
-window.addEventListener("hashchange", (event) => {
-  // A new key's secret on screen: leaving asks first, and staying puts the address back (the
-  // view was never left, so it is not read again).
-  if (!mayLeave()) {
-    history.replaceState(null, "", event.oldURL);
-    renderNav();
+/**
+ * Where the tab's history is, as far as this page has seen it: each entry's `i` (in history.state)
+ * counts up from the first, so a refused leave knows which way to go back. Putting the old
+ * address in place of the new one overwrote an entry: after Back and "stay", the next Back left
+ * the console; after a menu link, Back went nowhere (a console probe).
+ */
+let entryIndex = 0;
+/** A refused leave is going back to its entry: the hashchange that brings it is not a leave. */
+let restoring = false;
+function markEntry(): void {
+  const state = history.state as { i?: unknown } | null;
+  if (typeof state?.i === "number") entryIndex = state.i;
+  else history.replaceState({ ...(state ?? {}), i: ++entryIndex }, "");
+}
+
+window.addEventListener("hashchange", () => {
+  if (restoring) {
+    restoring = false;
+    markEntry();
     return;
   }
+  // A new key's secret on screen: leaving asks first, and staying goes back to the entry left (its
+  // view was never left, so it is not read again): one ahead after a link or Forward, one behind after Back.
+  if (!mayLeave()) {
+    const i = (history.state as { i?: unknown } | null)?.i;
+    restoring = true;
+    if (typeof i === "number" && i < entryIndex) history.forward();
+    else history.back();
+    return;
+  }
+  markEntry();
   const invite = inviteToken(location.hash);
   if (invite) void inviteView(invite);
   // A page that never asked who is signed in (it opened on an invite link: a used one's "Go to
@@ -493,4 +516,5 @@ document.addEventListener("keydown", (event) => {
 window.addEventListener("beforeunload", (event) => {
   if (secretAtStake() !== null) event.preventDefault();
 });
+markEntry();
 void start();
