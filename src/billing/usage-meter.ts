@@ -171,9 +171,13 @@ export class UsageMeter {
    * A relayed text frame: it counts as output now (by its size), its text only if usage must be
    * estimated, when `decode` (the same for every frame of a stream) reads it.
    */
-  defer<F extends { data: string }>(frame: F, decode: (frame: F) => StreamEvent[]): void {
+  defer<F extends { data: string }>(frame: F, decode: (frame: F) => StreamEvent[], textChars = 0): void {
     this.#empty = false;
     this.#answered = true;
+    // Its text counts against the answer's bound as decoded text does: frames of 256 characters or
+    // fewer escape the frame bounds, and relayed as they came they took 67 MB to a client that
+    // asked for 50 tokens (a raw-TCP probe), while a translated answer was cut at 78,400 characters.
+    this.#relayed += textChars;
     if (this.#output !== undefined) return;
     const size = frame.data.length;
     if (this.#sampled) {

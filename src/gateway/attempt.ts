@@ -129,8 +129,8 @@ function answerBound(settings: Settings, req: AttemptRequest, candidate: Fitted,
     const dimensions = typeof req.body.dimensions === "number" && req.body.dimensions > 0 ? req.body.dimensions : DEFAULT_DIMENSIONS;
     return inputs * dimensions * FLOAT_BYTES + ANSWER_SLACK_BYTES;
   }
-  // No answer limit (an image model): nothing bounds it but the cap.
-  if (!(maxTokens > 0)) return Number.POSITIVE_INFINITY;
+  // An image model's answer is its pictures, whatever its token limit says; no answer limit: nothing bounds it but the cap.
+  if (model.category === "image" || !(maxTokens > 0)) return Number.POSITIVE_INFINITY;
   return maxTokens * answersAsked(settings, req.wire, req.body, model) * ANSWER_BYTES_PER_TOKEN + sentChars + ANSWER_SLACK_BYTES;
 }
 
@@ -328,6 +328,11 @@ export async function attemptUpstream(deps: AttemptDeps, req: AttemptRequest, ca
   // A whole answer's head comes when the vendor has written it: its own, longer wait (schema.ts, whole_answer_ms).
   const whole = !req.wantsStream || adapter.streams === false;
   const deadline = new Deadline({ firstByteMs: whole ? t.whole_answer_ms : t.first_byte_ms, idleMs: t.idle_ms, totalMs: t.total_ms });
+  // A stream is bounded as it is relayed (usage-meter.ts, overrun); a whole answer by what its request could be given.
+  if (whole) {
+    const bound = answerBound(deps.settings, req, candidate, call.body.length);
+    if (bound < deps.settings.limits.max_response_bytes) deadline.maxAnswerBytes = bound;
+  }
   // `sent` (the attempt's meter) learns when the upstream has the whole request: from then a client
   // that leaves pays for its prompt, until an error status says the vendor did not take it.
   deadline.sentTo = sent;

@@ -83,6 +83,12 @@ export class Deadline implements AttemptHooks {
    */
   sentTo: { promptSent: boolean } | undefined;
 
+  /**
+   * The most bytes the answer may be (AttemptHooks): a whole answer past what its request could be
+   * given is cut where it passes that, not read to the transport's cap (64 MiB).
+   */
+  maxAnswerBytes: number | undefined;
+
   requestSent(): void {
     if (this.sentTo) this.sentTo.promptSent = true;
   }

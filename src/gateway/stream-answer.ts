@@ -1,7 +1,7 @@
 import type { StreamEvent } from "../streaming/events.ts";
 import type { ClientSink, DecodedEvents } from "../streaming/client-sink.ts";
 import { createSseParser, SseParseError } from "../streaming/sse-parser.ts";
-import { UpstreamProtocolError, type DecodedFrame } from "../providers/provider.ts";
+import { TemplateTextFrame, UpstreamProtocolError, type DecodedFrame } from "../providers/provider.ts";
 import type { SseEvent } from "../streaming/sse-parser.ts";
 import type { UsageMeter } from "../billing/usage-meter.ts";
 import type { Ticker } from "../streaming/ticker.ts";
@@ -387,17 +387,20 @@ export async function answerSource(o: StreamAnswerOptions, quietSince = performa
         if (data !== frame.data) frame = { ...frame, data };
       }
       o.meter.relayedFrame(frame.data.length);
-      const skimmed = held.length === 0 ? o.sink.skim?.(frame) : undefined;
+      const decoded = o.decode(frame);
+      // Relayed as the vendor wrote it only when its decoder read it on the answer's text template
+      // (text-frame-template.ts): the same JSON as a text frame already parsed, with another text,
+      // so it means to the client's parser what it means to ours. Any other frame is written by
+      // the encoder from what was decoded. A frame that only looked like a text delta (its start,
+      // its last brace) went out as it came: one that was not JSON failed only at settlement (no
+      // record, its hold kept; a billing probe), one with a second "delta" key told the client
+      // something else than the meter counted (a raw-TCP probe).
+      const skimmed = held.length === 0 && decoded instanceof TemplateTextFrame ? o.sink.skim?.(frame) : undefined;
       if (skimmed !== undefined) {
-        // Relayed as the vendor wrote it, so it must be a frame its decoder reads: on the answer's
-        // text template (text-frame-template.ts) that is a comparison; any other is parsed now, and
-        // one that is not JSON fails the stream here, as an unskimmed one does. Decoded only at
-        // settlement, such a frame threw there: no record, and the hold kept (a billing probe).
-        o.decode(frame);
-        o.meter.defer(frame, decodeEvents);
+        // Its text counts against the answer's bound now; the meter reads it again only if it must estimate.
+        o.meter.defer(frame, decodeEvents, decoded.events[0]!.type === "text" ? decoded.events[0]!.text.length : 0);
         out += skimmed;
       } else {
-        const decoded = o.decode(frame);
         if (decoded.last) vendorEnded = true;
         // Read to the end for its usage (readRest): nothing is held for images, every event is counted.
         if (!readingRest && (held.length > 0 || (o.resolveImages && decoded.events.some((e) => e.type === "image")))) held.push({ frame, decoded, last: decoded.last });

@@ -40,6 +40,13 @@ export interface AttemptHooks {
   answerProgress(head: boolean): void;
   /** The request's last byte was written (the upstream has it all); told once, by transports that know. */
   requestSent?(): void;
+  /**
+   * The most bytes (after decoding) this answer may be, below the transport's own cap: a whole
+   * answer larger than its request could be given (a gzip bomb of 60 MiB against `max_tokens: 50`)
+   * fails as too large where it passes the bound, instead of being read, parsed and relayed whole
+   * (a raw-TCP probe: 20 at once took the gateway to 4.6 GB and stalled it for seconds).
+   */
+  readonly maxAnswerBytes?: number;
   addAbortListener(listener: AbortListener): void;
   removeAbortListener(listener: AbortListener): void;
 }

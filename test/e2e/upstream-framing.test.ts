@@ -366,3 +366,13 @@ describe("Anthropic cache counts that are not counts (a billing probe: -30,000 c
     expect(await record()).toMatchObject({ status: "ok", estimated: 0, prompt_tokens: 3510, cache_read_tokens: 2000, cache_write_5m_tokens: 1000, cache_write_1h_tokens: 500 });
   });
 });
+
+test("a text delta with a second \"delta\" key (JSON keeps the last) is not relayed as it came: the client reads what the meter counted (a raw-TCP probe)", async () => {
+  const [start, blockStart, delta, stop, usage, end] = anthropicAnswer("one");
+  const dup = `event: content_block_delta\ndata: {"type":"content_block_delta","index":0,"delta":{"type":"text_delta","text":" there"},"delta":5}\n\n`;
+  upstream.reply({ kind: "sse", chunks: [start!, blockStart!, delta!, delta!.replace("one", "two"), dup, delta!.replace("one", "three"), stop!, usage!, end!], delayMs: 2 });
+  const frames = sseFrames(await (await post(gw, "/v1/messages", { model: ANTHROPIC_MODEL, max_tokens: 50, messages: question, stream: true })).text());
+  const texts = frames.filter((f) => f.event === "content_block_delta").map((f) => JSON.parse(f.data).delta.text);
+  expect(texts).toEqual(["one", "two", "three"]);
+  expect(frames.at(-1)!.event).toBe("message_stop");
+});

@@ -295,6 +295,33 @@ describe("an upstream that sends far more than the answer's limit", () => {
     }
   });
 
+  test("small frames relayed as they came (the client's own format) are cut by their text too (a raw-TCP probe: 67 MB went to a client of max_tokens 50)", async () => {
+    const limit = 50 * 256 + 65_536;
+    const piece = "abcdefgh".repeat(8);
+    const many = 4_000;
+    const cases = [
+      { model: OPENAI_MODEL, path: "/v1/chat/completions", chunks: [chunk({ role: "assistant", content: "" }), ...Array.from({ length: many }, () => chunk({ content: piece })), chunk({}, "stop"), usage({ prompt_tokens: 5, completion_tokens: 50 }), "data: [DONE]\n\n"] },
+      { model: ANTHROPIC_MODEL, path: "/v1/messages", chunks: [
+        anthropicEvent("message_start", { message: { id: "msg_small", type: "message", role: "assistant", model: "claude-sonnet-4-5", content: [], stop_reason: null, stop_sequence: null, usage: { input_tokens: 5, output_tokens: 1 } } }),
+        anthropicEvent("content_block_start", { index: 0, content_block: { type: "text", text: "" } }),
+        ...Array.from({ length: many }, () => anthropicEvent("content_block_delta", { index: 0, delta: { type: "text_delta", text: piece } })),
+        anthropicEvent("content_block_stop", { index: 0 }),
+        anthropicEvent("message_delta", { delta: { stop_reason: "end_turn", stop_sequence: null }, usage: { output_tokens: 50 } }),
+        anthropicEvent("message_stop", {}),
+      ] },
+    ];
+    for (const c of cases) {
+      // Each frame is small enough to escape the frame bounds (256 characters or fewer).
+      expect(c.chunks[3]!.length).toBeLessThanOrEqual(256 + 40);
+      upstream.reply({ kind: "sse", chunks: [c.chunks.slice(0, 500).join(""), ...c.chunks.slice(500)] });
+      const text = await (await post(gw, c.path, { model: c.model, stream: true, messages: ask, max_tokens: 50 })).text();
+      expect([c.path, text.includes("far more than the answer's token limit")]).toEqual([c.path, true]);
+      // The text that went out is about the bound, not the 256,000 characters sent.
+      const sent = sseFrames(text).filter((f) => f.data.includes(piece)).length * piece.length;
+      expect([c.path, sent > limit / 2 && sent < limit + 2 * piece.length]).toEqual([c.path, true]);
+    }
+  });
+
   /** A chunk as OpenAI writes it today: ~330 characters for one token, most of it not text. */
   const realChunk = (text: string, logprobs?: unknown, role?: string) =>
     `data: ${JSON.stringify({ id: "chatcmpl-CEt0lDxIQRdnHGTrPCAc0VVj0I8Yq", object: "chat.completion.chunk", created: 1757926327, model: "gpt-4o-mini-2024-07-18", service_tier: "default", system_fingerprint: "fp_560af6e559", choices: [{ index: 0, delta: role ? { role, content: text, refusal: null } : { content: text }, logprobs: logprobs ?? null, finish_reason: null }], usage: null, obfuscation: "Xq3tr" })}\n\n`;
@@ -521,4 +548,21 @@ describe("counts and images that are not what they say", () => {
     expect(ok.status).toBe(200);
     expect(((await ok.json()) as any).choices[0].message.content).toStartWith("![image](data:image/png;base64,iVBOR");
   });
+});
+
+test("a whole answer far larger than its request could be given (a 4 MiB gzip bomb against max_tokens 50) is a free 502, cut where it passes the bound; a large answer a request asked for is relayed (a raw-TCP probe: 60 MiB went out with a 200)", async () => {
+  const answer = (content: string) => JSON.stringify({ id: "chatcmpl-big", object: "chat.completion", created: 1, model: "gpt-4o-mini", choices: [{ index: 0, message: { role: "assistant", content }, finish_reason: "stop" }], usage: { prompt_tokens: 10, completion_tokens: 5, total_tokens: 15 } });
+  const bomb = Bun.gzipSync(answer("a".repeat(4 * 1024 * 1024)));
+  expect(bomb.byteLength).toBeLessThan(64 * 1024);
+  const before = await gw.balanceMicro();
+  upstream.reply({ kind: "bytes", headers: { "content-type": "application/json", "content-encoding": "gzip" }, body: bomb });
+  const res = await post(gw, "/v1/chat/completions", { model: OPENAI_MODEL, messages: ask, max_tokens: 50 });
+  expect(res.status).toBe(502);
+  expect(((await res.json()) as any).error.message).toContain("larger than the gateway accepts");
+  expect(await gw.balanceMicro()).toBe(before);
+  // The same bytes for a request whose limit allows them (4,096 tokens × 2 KiB each): read and relayed.
+  upstream.reply({ kind: "bytes", headers: { "content-type": "application/json", "content-encoding": "gzip" }, body: bomb });
+  const big = await post(gw, "/v1/chat/completions", { model: OPENAI_MODEL, messages: ask, max_tokens: 4096 });
+  expect(big.status).toBe(200);
+  expect(((await big.json()) as any).choices[0].message.content).toHaveLength(4 * 1024 * 1024);
 });
