@@ -1,7 +1,7 @@
 import { endTurnOf } from "../limits/parse-turns.ts";
 import type { Settings, ResolvedProvider } from "../config/load-config.ts";
 import type { Logger } from "../log/log.ts";
-import { UpstreamProtocolError, type ProviderAdapter, type DecodedFrame } from "../providers/provider.ts";
+import { UpstreamProtocolError, type ProviderAdapter, type DecodedFrame, type StreamDecoder } from "../providers/provider.ts";
 import { MAX_ANSWER_DEPTH, nestsTooDeep } from "../formats/common/json-shape.ts";
 import { reasonsOutOfSight } from "./unseen-reasoning.ts";
 import type { UpstreamKind } from "../formats/common/wire-types.ts";
@@ -58,7 +58,7 @@ export type AttemptOutcome =
   | { kind: "body"; json: unknown; events: StreamEvent[]; adapter: ProviderAdapter; provider: ResolvedProvider }
   /** An event stream, head read; its body is read by the stream stage, under the same deadline. */
   | {
-      kind: "stream"; reader: ChunkReader; decode: (frame: SseEvent) => DecodedFrame; deadline: Deadline; adapter: ProviderAdapter; provider: ResolvedProvider; inline: (events: StreamEvent[]) => Promise<void>;
+      kind: "stream"; reader: ChunkReader; decode: StreamDecoder; deadline: Deadline; adapter: ProviderAdapter; provider: ResolvedProvider; inline: (events: StreamEvent[]) => Promise<void>;
       /** The answer reasons out of sight: a client that leaves before its usage came leaves it read to its end (unseen-reasoning.ts). */
       readToEnd: boolean;
     }

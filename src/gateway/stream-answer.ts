@@ -1,7 +1,7 @@
 import type { StreamEvent } from "../streaming/events.ts";
 import type { ClientSink, DecodedEvents } from "../streaming/client-sink.ts";
 import { createSseParser, SseParseError } from "../streaming/sse-parser.ts";
-import { TemplateTextFrame, UpstreamProtocolError, type DecodedFrame } from "../providers/provider.ts";
+import { TemplateTextFrame, UpstreamProtocolError, type DecodedFrame, type StreamDecoder } from "../providers/provider.ts";
 import type { SseEvent } from "../streaming/sse-parser.ts";
 import type { UsageMeter } from "../billing/usage-meter.ts";
 import type { Ticker } from "../streaming/ticker.ts";
@@ -65,7 +65,7 @@ export type FailureDescription = { event: StreamEvent & { type: "error" }; charg
 export interface StreamAnswerOptions {
   /** The upstream body: a stream's reader, or the upstream client's cheaper one. */
   upstream: ChunkReader;
-  decode: (frame: SseEvent) => DecodedFrame;
+  decode: StreamDecoder;
   /** A frame's data without the gateway's known secrets (the same string when it has none): relays pass vendor fields on. */
   redact?: (data: string) => string;
   sink: ClientSink;
@@ -376,6 +376,8 @@ export async function answerSource(o: StreamAnswerOptions, quietSince = performa
 
   /** What a relayed frame says, decoded only if the meter must count its text (one function for every frame). */
   const decodeEvents = (frame: SseEvent) => o.decode(frame).events;
+  const readText = o.decode.readText;
+  const skim = o.sink.skim?.bind(o.sink);
   const parser = createSseParser({
     // No frame longer than the answer's limit could make (usage-meter.ts, longestFrame).
     maxEventBytes: Math.min(o.maxFrameBytes, o.meter.longestFrame),
@@ -387,7 +389,6 @@ export async function answerSource(o: StreamAnswerOptions, quietSince = performa
         if (data !== frame.data) frame = { ...frame, data };
       }
       o.meter.relayedFrame(frame.data.length);
-      const decoded = o.decode(frame);
       // Relayed as the vendor wrote it only when its decoder read it on the answer's text template
       // (text-frame-template.ts): the same JSON as a text frame already parsed, with another text,
       // so it means to the client's parser what it means to ours. Any other frame is written by
@@ -395,12 +396,14 @@ export async function answerSource(o: StreamAnswerOptions, quietSince = performa
       // its last brace) went out as it came: one that was not JSON failed only at settlement (no
       // record, its hold kept; a billing probe), one with a second "delta" key told the client
       // something else than the meter counted (a raw-TCP probe).
-      const skimmed = held.length === 0 && decoded instanceof TemplateTextFrame ? o.sink.skim?.(frame) : undefined;
+      const text = held.length === 0 && skim ? readText?.(frame) : undefined;
+      const skimmed = text === undefined ? undefined : skim!(frame);
       if (skimmed !== undefined) {
         // Its text counts against the answer's bound now; the meter reads it again only if it must estimate.
-        o.meter.defer(frame, decodeEvents, decoded.events[0]!.type === "text" ? decoded.events[0]!.text.length : 0);
+        o.meter.defer(frame, decodeEvents, text!.length);
         out += skimmed;
       } else {
+        const decoded: DecodedFrame = text === undefined ? o.decode(frame) : new TemplateTextFrame(frame.data, text);
         if (decoded.last) vendorEnded = true;
         // Read to the end for its usage (readRest): nothing is held for images, every event is counted.
         if (!readingRest && (held.length > 0 || (o.resolveImages && decoded.events.some((e) => e.type === "image")))) held.push({ frame, decoded, last: decoded.last });

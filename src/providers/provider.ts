@@ -39,12 +39,20 @@ export interface ProviderAdapter {
    * A fresh decoder per stream: decoders keep per-answer state (tool-call numbering). `scrub`: the
    * gateway's scrubber, for a vendor's words that reach the client (SHAPES_ONLY outside a gateway).
    */
-  createStreamDecoder(scrub?: Scrubber): (frame: SseEvent) => DecodedFrame;
+  createStreamDecoder(scrub?: Scrubber): StreamDecoder;
   /** `sent` is the body the upstream was sent, for answers that must match it (one embedding per input). */
   decodeBody(body: unknown, sent?: unknown, scrub?: Scrubber): StreamEvent[];
   /** The vendor's error message from an error body, for the log; never shown raw to clients. */
   errorMessage(body: unknown): string | undefined;
 }
+
+/**
+ * A stream's decoder. `readText`, where the decoder keeps a text template
+ * (streaming/text-frame-template.ts): a frame's text when it is the same JSON as a text frame of
+ * this answer already parsed, with another text; otherwise undefined, and nothing is decoded.
+ * What it reads is what decoding the frame would say (a TemplateTextFrame of that text).
+ */
+export type StreamDecoder = ((frame: SseEvent) => DecodedFrame) & { readText?: (frame: SseEvent) => string | undefined };
 
 /**
  * A text frame read on its answer's template (streaming/text-frame-template.ts): its one event,

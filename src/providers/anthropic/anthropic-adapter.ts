@@ -1,6 +1,6 @@
 import type { FinishReason, StreamEvent } from "../../streaming/events.ts";
 import { textFrameReader } from "../../streaming/text-frame-template.ts";
-import { isRecord, parseFrameJson, vendorText, TemplateTextFrame, UpstreamProtocolError, type DecodedFrame, type ProviderAdapter } from "../provider.ts";
+import { isRecord, parseFrameJson, vendorText, TemplateTextFrame, UpstreamProtocolError, type DecodedFrame, type ProviderAdapter, type StreamDecoder } from "../provider.ts";
 import { SHAPES_ONLY } from "../../log/scrub.ts";
 import { upstreamStreamErrorMessage } from "../upstream-errors.ts";
 import { reportedCount } from "../../streaming/events.ts";
@@ -198,7 +198,7 @@ export const anthropicAdapter: ProviderAdapter = {
           return false;
       }
     };
-    return (frame): DecodedFrame => {
+    const decode: StreamDecoder = (frame): DecodedFrame => {
       const text = textFrames.read(frame);
       if (text !== undefined) return new TemplateTextFrame(frame.data, text);
       const data = parseFrameJson(frame.data) as Record<string, any>;
@@ -267,6 +267,8 @@ export const anthropicAdapter: ProviderAdapter = {
       }
       return kind === "message_stop" ? { parsed: data, events, last: true } : { parsed: data, events };
     };
+    decode.readText = textFrames.read;
+    return decode;
   },
 
   decodeBody(body, _sent, scrub = SHAPES_ONLY) {

@@ -1,5 +1,5 @@
 import type { FinishReason, StreamEvent } from "../../streaming/events.ts";
-import { isRecord, parseFrameJson, vendorText, TemplateTextFrame, UpstreamProtocolError, type DecodedFrame, type ProviderAdapter } from "../provider.ts";
+import { isRecord, parseFrameJson, vendorText, TemplateTextFrame, UpstreamProtocolError, type DecodedFrame, type ProviderAdapter, type StreamDecoder } from "../provider.ts";
 import { textFrameReader } from "../../streaming/text-frame-template.ts";
 import { SHAPES_ONLY } from "../../log/scrub.ts";
 import { upstreamStreamErrorMessage } from "../upstream-errors.ts";
@@ -140,7 +140,7 @@ export const openaiAdapter: ProviderAdapter = {
     let answerIndex: number | undefined;
     /** How this answer writes a chunk of text alone, learnt from the first one parsed (text-frame-template.ts). */
     const textFrames = textFrameReader('"content"', readContent, '"obfuscation"');
-    return (frame): DecodedFrame => {
+    const decode: StreamDecoder = (frame): DecodedFrame => {
       if (frame.data === "[DONE]") return { parsed: undefined, events: [], last: true };
       const text = textFrames.read(frame);
       if (text) return new TemplateTextFrame(frame.data, text);
@@ -224,6 +224,9 @@ export const openaiAdapter: ProviderAdapter = {
       if (only?.type === "text" && only.text === choice?.delta?.content) textFrames.learn(frame, only.text);
       return { parsed: chunk, events };
     };
+    // An empty text is decoded as any frame is (the decoder above reads only a non-empty one).
+    decode.readText = (frame) => textFrames.read(frame) || undefined;
+    return decode;
   },
 
   decodeBody(body, _sent, scrub = SHAPES_ONLY) {
