@@ -397,7 +397,7 @@ export async function answerSource(o: StreamAnswerOptions, quietSince = performa
       // record, its hold kept; a billing probe), one with a second "delta" key told the client
       // something else than the meter counted (a raw-TCP probe).
       const text = held.length === 0 && skim ? readText?.(frame) : undefined;
-      const skimmed = text === undefined ? undefined : skim!(frame);
+      const skimmed = text === undefined ? undefined : skim!(frame, text);
       if (skimmed !== undefined) {
         // Its text counts against the answer's bound now; the meter reads it again only if it must estimate.
         o.meter.defer(frame, decodeEvents, text!.length);

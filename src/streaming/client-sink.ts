@@ -47,12 +47,13 @@ export interface EncodeContext {
  */
 export interface ClientSink {
   /**
-   * Relays only: the frame as it goes to the client when it is a plain text delta that can be
-   * forwarded without decoding it (most frames of an answer), else undefined and the frame is
+   * Relays only: the frame as it goes to the client, for a frame its decoder read on the answer's
+   * text template as meaning `text` alone (providers/provider.ts, StreamDecoder.readText; most
+   * frames of an answer): the vendor's own bytes, with our id and model. Undefined: the frame is
    * decoded and handed to `frame`. The meter decodes skimmed frames later, only if it needs their
    * text to estimate usage the upstream never reported.
    */
-  skim?(raw: SseEvent): string | undefined;
+  skim?(raw: SseEvent, text: string): string | undefined;
   /** One upstream frame and what its decoder made of it. */
   frame(raw: SseEvent, decoded: DecodedEvents): string;
   /** An event the gateway produced itself (estimated usage, an error). */

@@ -379,13 +379,12 @@ export function createAnthropicRelay(ctx: EncodeContext): ClientSink {
   /** Blocks the upstream started: a text delta of any other is decoded, and fails the answer as out of order. */
   const blocks = new Set<number>();
   return {
-    skim(raw) {
-      // Text deltas carry nothing the gateway changes or counts (usage comes in message_delta).
+    skim(raw, text) {
+      // Text deltas carry nothing the gateway changes or counts (usage comes in message_delta). The
+      // decoder's template vouches for the JSON; its block must be one this relay saw start.
       const data = raw.data;
-      if (raw.event !== "content_block_delta" || raw.multiline || !data.startsWith(TEXT_DELTA_START) || data.charCodeAt(data.length - 1) !== 125 /* } */) return undefined;
+      if (text === "" || raw.event !== "content_block_delta" || !data.startsWith(TEXT_DELTA_START)) return undefined;
       if (!blocks.has(indexAt(data, TEXT_DELTA_START.length))) return undefined;
-      const text = data.indexOf(TEXT_DELTA);
-      if (text === -1 || data.charCodeAt(text + TEXT_DELTA.length) === 34 /* empty text */) return undefined;
       return frame("content_block_delta", data);
     },
     frame(raw, { parsed, events }) {

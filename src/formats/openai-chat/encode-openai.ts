@@ -335,16 +335,12 @@ export function createOpenAIRelay(ctx: EncodeContext): ClientSink {
   };
 
   return {
-    skim(raw) {
+    skim(raw, text) {
+      // The decoder's template vouches for the JSON and that it means its text alone (a finish,
+      // usage, a tool call would have made the template's frame mean more); its head, whose id and
+      // model are swapped for ours, must open straight onto the text (no role: see withRoles).
       const data = raw.data;
-      if (head === undefined || raw.multiline || data.charCodeAt(data.length - 1) !== 125 /* } */ || !data.startsWith(head.theirs)) return undefined;
-      if (!data.startsWith(CONTENT, head.theirs.length)) return undefined;
-      const text = head.theirs.length + CONTENT.length;
-      if (data.charCodeAt(text) === 34 /* empty text */) return undefined;
-      // JSON escapes every quote inside a string, so the markers can only match the frame's own
-      // keys: whatever else a chunk that opens with its text means comes after the text.
-      PLAIN_TAIL.lastIndex = text;
-      if (PLAIN_TAIL.test(data)) return undefined;
+      if (head === undefined || text === "" || !data.startsWith(head.theirs) || !data.startsWith(CONTENT, head.theirs.length)) return undefined;
       encoder.noteText();
       return `data: ${head.ours}${data.slice(head.theirs.length)}\n\n`;
     },

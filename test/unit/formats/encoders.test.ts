@@ -334,13 +334,21 @@ describe("relays skim plain text frames and decode the rest", () => {
   const sse = (data: string, event?: string): SseEvent => ({ data, event, id: undefined, retry: undefined });
   const head = '{"id":"c","object":"chat.completion.chunk","created":1,"model":"gpt-4o-mini-2024-07-18","choices":[';
   const plain = (text: string, rest = "") => `${head}{"index":0,"delta":{"content":${JSON.stringify(text)}},"logprobs":null,"finish_reason":null}]${rest}}`;
+  /**
+   * A relay and its decoder as stream-answer.ts runs them: the first frames are decoded (the relay
+   * learns how the vendor writes its model name, the decoder its text frames); later ones are
+   * skimmed only when the decoder reads them on its template, and the relay takes them.
+   */
   const openaiRelay = () => {
     const relay = createOpenAIRelay(ctx);
     const decode = openaiAdapter.createStreamDecoder();
-    // The first frame is decoded: it teaches the relay how the vendor writes its model name.
-    const first = sse(`${head}{"index":0,"delta":{"role":"assistant","content":""},"finish_reason":null}]}`);
-    relay.frame(first, decode(first));
-    return relay;
+    for (const first of [sse(`${head}{"index":0,"delta":{"role":"assistant","content":""},"finish_reason":null}]}`), sse(plain("first")), sse(plain("second")), sse(plain("third"))]) relay.frame(first, decode(first));
+    return {
+      skim(raw: SseEvent): string | undefined {
+        const text = decode.readText!(raw);
+        return text === undefined ? undefined : relay.skim!(raw, text);
+      },
+    };
   };
 
   test("a plain OpenAI text chunk is forwarded as sent, with only the model and the id swapped", () => {
@@ -367,21 +375,31 @@ describe("relays skim plain text frames and decode the rest", () => {
   });
 
   test("nothing is skimmed before a frame has been decoded", () => {
-    expect(createOpenAIRelay(ctx).skim!(sse(plain("x")))).toBeUndefined();
+    const decode = openaiAdapter.createStreamDecoder();
+    expect(decode.readText!(sse(plain("x")))).toBeUndefined();
+    expect(createOpenAIRelay(ctx).skim!(sse(plain("x")), "x")).toBeUndefined();
   });
 
   test("Anthropic: text deltas are forwarded as sent; every other event is decoded", () => {
     const relay = createAnthropicRelay(ctx);
+    const decode = anthropicAdapter.createStreamDecoder();
+    const skim = (raw: SseEvent) => {
+      const text = decode.readText!(raw);
+      return text === undefined ? undefined : relay.skim!(raw, text);
+    };
     const delta = '{"type":"content_block_delta","index":0,"delta":{"type":"text_delta","text":"Hi"}}';
-    // Not before its block started: such a frame is decoded (and fails the answer as out of order).
-    expect(relay.skim!(sse(delta, "content_block_delta"))).toBeUndefined();
-    const start = '{"type":"content_block_start","index":0,"content_block":{"type":"text","text":""}}';
-    relay.frame(sse(start, "content_block_start"), { parsed: JSON.parse(start), events: [] });
-    expect(relay.skim!(sse(delta, "content_block_delta"))).toBe(`event: content_block_delta\ndata: ${delta}\n\n`);
-    expect(relay.skim!(sse('{"type":"content_block_delta","index":1,"delta":{"type":"input_json_delta","partial_json":"{"}}', "content_block_delta"))).toBeUndefined();
-    expect(relay.skim!(sse('{"type":"content_block_delta","index":0,"delta":{"type":"text_delta","text":""}}', "content_block_delta"))).toBeUndefined();
-    expect(relay.skim!(sse('{"type":"message_delta","delta":{"stop_reason":"end_turn"},"usage":{"output_tokens":9}}', "message_delta"))).toBeUndefined();
-    expect(relay.skim!(sse('{"type":"message_start","message":{"model":"claude"}}', "message_start"))).toBeUndefined();
+    const start = '{"type":"message_start","message":{"id":"m","usage":{"input_tokens":3,"output_tokens":1}}}';
+    const blockStart = '{"type":"content_block_start","index":0,"content_block":{"type":"text","text":""}}';
+    // Not before its block started, nor before a text delta was parsed: decoded (and failed as out of order).
+    expect(skim(sse(delta, "content_block_delta"))).toBeUndefined();
+    for (const [data, event] of [[start, "message_start"], [blockStart, "content_block_start"], [delta, "content_block_delta"]] as const) relay.frame(sse(data, event), decode(sse(data, event)));
+    expect(skim(sse(delta.replace("Hi", "Ho"), "content_block_delta"))).toBe(`event: content_block_delta\ndata: ${delta.replace("Hi", "Ho")}\n\n`);
+    expect(skim(sse('{"type":"content_block_delta","index":1,"delta":{"type":"input_json_delta","partial_json":"{"}}', "content_block_delta"))).toBeUndefined();
+    expect(skim(sse('{"type":"content_block_delta","index":0,"delta":{"type":"text_delta","text":""}}', "content_block_delta"))).toBeUndefined();
+    expect(skim(sse('{"type":"content_block_delta","index":0,"delta":{"type":"text_delta","text":"x"}', "content_block_delta"))).toBeUndefined();
+    expect(skim(sse('{"type":"content_block_delta","index":0,"delta":{"type":"text_delta","text":"x"},"delta":5}', "content_block_delta"))).toBeUndefined();
+    expect(skim(sse('{"type":"message_delta","delta":{"stop_reason":"end_turn"},"usage":{"output_tokens":9}}', "message_delta"))).toBeUndefined();
+    expect(skim(sse('{"type":"message_start","message":{"model":"claude"}}', "message_start"))).toBeUndefined();
   });
 });
 
