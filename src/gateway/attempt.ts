@@ -106,6 +106,12 @@ function madeTooLarge(deps: AttemptDeps, req: AttemptRequest, candidate: Fitted,
   };
 }
 
+/** Whether a request asks for token logprobs (chat's `logprobs`/`top_logprobs`, legacy completions' `logprobs`, the Responses API's `top_logprobs` or its `include`). */
+function asksLogprobs(body: Record<string, unknown>): boolean {
+  if (body.logprobs || body.top_logprobs) return true;
+  return Array.isArray(body.include) && body.include.some((i) => typeof i === "string" && i.includes("logprobs"));
+}
+
 /** Bytes a float a vendor writes in an embeddings answer may take (pretty-printed: its indent too). */
 const FLOAT_BYTES = 32;
 /** Dimensions assumed for an embeddings request that names none (the largest OpenAI's models make is 3,072). */
@@ -328,9 +334,13 @@ export async function attemptUpstream(deps: AttemptDeps, req: AttemptRequest, ca
   // A whole answer's head comes when the vendor has written it: its own, longer wait (schema.ts, whole_answer_ms).
   const whole = !req.wantsStream || adapter.streams === false;
   const deadline = new Deadline({ firstByteMs: whole ? t.whole_answer_ms : t.first_byte_ms, idleMs: t.idle_ms, totalMs: t.total_ms });
-  // A stream is bounded as it is relayed (usage-meter.ts, overrun); a whole answer by what its request could be given.
-  if (whole) {
-    const bound = answerBound(deps.settings, req, candidate, call.body.length);
+  // A stream is bounded as it is relayed (usage-meter.ts, overrun); a whole answer by what its
+  // request could be given. Not where the size is the vendor's to vary more than a bound can
+  // say: logprobs (indented, 20 alternatives with their bytes: 6 KB a token), embeddings (a
+  // compatible server may ignore `dimensions`), images. The request's echo (the Responses API
+  // repeats instructions and tools, indented) is allowed four times its UTF-8 bytes (a review).
+  if (whole && (candidate.model.category === "text" || candidate.model.category === "free") && !asksLogprobs(req.body)) {
+    const bound = answerBound(deps.settings, req, candidate, 4 * Buffer.byteLength(call.body));
     if (bound < deps.settings.limits.max_response_bytes) deadline.maxAnswerBytes = bound;
   }
   // `sent` (the attempt's meter) learns when the upstream has the whole request: from then a client

@@ -396,7 +396,9 @@ export async function answerSource(o: StreamAnswerOptions, quietSince = performa
       // its last brace) went out as it came: one that was not JSON failed only at settlement (no
       // record, its hold kept; a billing probe), one with a second "delta" key told the client
       // something else than the meter counted (a raw-TCP probe).
-      const text = held.length === 0 && skim ? readText?.(frame) : undefined;
+      // Data in several lines is written anew in one (relayed as it came, its second line would
+      // reach the client without its `data:`): a template learnt from such a frame would match it.
+      const text = held.length === 0 && skim && !frame.multiline ? readText?.(frame) : undefined;
       const skimmed = text === undefined ? undefined : skim!(frame, text);
       if (skimmed !== undefined) {
         // Its text counts against the answer's bound now; the meter reads it again only if it must estimate.

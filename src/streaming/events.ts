@@ -111,9 +111,9 @@ export function hasRefusedCount(usage: unknown): boolean {
 }
 
 /**
- * Anthropic's prompt in parts (`input_tokens` beside the cache reads and writes) whose input count
- * is refused, alone or by the parts' sum being past what the meter takes: the meter estimates the
- * prompt whole, so none of the parts is shown as it came.
+ * Anthropic's prompt in parts (`input_tokens` beside the cache reads and writes) of which a count
+ * is refused, or whose sum is past what the meter takes: the meter estimates the prompt whole, so
+ * none of the parts is shown as it came.
  */
 const PROMPT_PARTS = ["input_tokens", "cache_read_input_tokens", "cache_creation_input_tokens"] as const;
 function refusedPrompt(fields: Record<string, unknown>): boolean {
@@ -126,7 +126,8 @@ function refusedPrompt(fields: Record<string, unknown>): boolean {
     const value = fields[name];
     if (value === null || value === undefined) continue;
     const count = reportedCount(value);
-    if (count === undefined) return false; // a cache part refused on its own (refusedCount drops it alone)
+    // A cache part refused: the prompt's size is unknown, and it is estimated whole (anthropic-adapter.ts, usageEvent).
+    if (count === undefined) return true;
     sum += count;
   }
   return reportedCount(sum) === undefined;

@@ -1,6 +1,6 @@
 import { ResponseFramingError } from "./http1/response-parser.ts";
 import { MAX_SAME_ORIGIN_REDIRECTS, sameOriginRedirect } from "./same-origin-redirect.ts";
-import { cappedStream, ResponseTooLargeError, type Transport } from "./transport.ts";
+import { attemptHooksOfInit, cappedStream, ResponseTooLargeError, type Transport } from "./transport.ts";
 
 /**
  * The global `fetch` (or any Transport) with the answer size cap: an announced length over the
@@ -29,11 +29,14 @@ export function createFetchTransport(maxResponseBytes: number, fetchImpl: Transp
       }
     }
     if (!res.body) return res;
-    if (Number(res.headers.get("content-length") ?? 0) > maxResponseBytes) {
+    // A whole answer's own bound, where the attempt set one (AttemptHooks.maxAnswerBytes), as on our own client.
+    const bound = attemptHooksOfInit(init)?.maxAnswerBytes;
+    const cap = bound !== undefined && bound < maxResponseBytes ? bound : maxResponseBytes;
+    if (Number(res.headers.get("content-length") ?? 0) > cap) {
       res.body.cancel().catch(() => {});
-      throw new ResponseTooLargeError(maxResponseBytes, res.status);
+      throw new ResponseTooLargeError(cap, res.status);
     }
-    return new Response(cappedStream(res.body, maxResponseBytes, decodeFailure), { status: res.status, statusText: res.statusText, headers: res.headers });
+    return new Response(cappedStream(res.body, cap, decodeFailure), { status: res.status, statusText: res.statusText, headers: res.headers });
   };
 }
 

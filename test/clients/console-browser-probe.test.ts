@@ -235,7 +235,7 @@ test("a key's limit saved below what its period spent says the key is refused un
   // Raised above what was spent, the words go.
   await page.getByTestId("key-row").first().getByTestId("key-spend-limit").fill("1");
   await page.getByTestId("key-row").first().getByTestId("key-save").click();
-  await page.getByTestId("key-row").first().getByTestId("key-limit").filter({ hasText: "1 credits per day" }).waitFor();
+  await page.getByTestId("key-row").first().getByTestId("key-limit").filter({ hasText: "1 credit per day" }).waitFor();
   expect(await page.getByTestId("limit-used-up").count()).toBe(0);
   await page.context().close();
 }, 30_000);

@@ -105,7 +105,7 @@ describe("README, Accounts, keys, credits", () => {
     expect(JSON.parse(limited.body)).toMatchObject({ id: keyId, spend_limit: 10, spend_limit_period: "day" });
     const scoped = await runCurl(lines[3]!.replace("key_…", keyId));
     expect(scoped.status).toBe(200);
-    expect(JSON.parse(scoped.body)).toMatchObject({ id: keyId, models: ["anthropic/*", "openai/gpt-6-luna"], max_concurrent_requests: 4 });
+    expect(JSON.parse(scoped.body)).toMatchObject({ id: keyId, models: ["switchyard/*"], max_concurrent_requests: 4 });
     const own = await runCurl(lines[4]!);
     expect(own.status).toBe(200);
     expect(JSON.parse(own.body)).toMatchObject({ account: { reserved: 0 }, key: { spend_limit: null } });

@@ -353,8 +353,14 @@ describe("Anthropic cache counts that are not counts (a billing probe: -30,000 c
 
       const [, ...rest] = anthropicAnswer("ok");
       upstream.reply({ kind: "sse", chunks: [ev("message_start", { message: { ...body(usage), content: [], stop_reason: null } }), ...rest] });
-      await (await post(gw, "/v1/messages", { model: ANTHROPIC_MODEL, max_tokens: 50, messages: question, stream: true })).text();
+      const frames = sseFrames(await (await post(gw, "/v1/messages", { model: ANTHROPIC_MODEL, max_tokens: 50, messages: question, stream: true })).text());
       expect(await record()).toMatchObject({ status: "ok", estimated: 1, prompt_tokens: whole.prompt_tokens, cache_read_tokens: 0 });
+      // The client is shown the gateway's estimate, not the vendor's parts (a review: it kept input_tokens 10).
+      const shown = JSON.parse(frames.find((f) => f.event === "message_start")!.data).message.usage;
+      expect(shown.input_tokens).not.toBe(10);
+      expect(shown.input_tokens).toBeGreaterThan(0);
+      expect(shown.cache_read_input_tokens).toBeUndefined();
+      expect(shown.cache_creation_input_tokens).toBeUndefined();
     });
   }
 
@@ -375,4 +381,14 @@ test("a text delta with a second \"delta\" key (JSON keeps the last) is not rela
   const texts = frames.filter((f) => f.event === "content_block_delta").map((f) => JSON.parse(f.data).delta.text);
   expect(texts).toEqual(["one", "two", "three"]);
   expect(frames.at(-1)!.event).toBe("message_stop");
+});
+
+test("text deltas each in two data lines, split at the same place: every one is written anew in one line, none relayed as it came (a review: a template learnt from such a frame matched the next)", async () => {
+  const [start, blockStart, delta, stop, usage, end] = anthropicAnswer("one");
+  const split = (text: string) => splitBefore(delta!.replace("one", text), "delta");
+  upstream.reply({ kind: "sse", chunks: [start!, blockStart!, split("one"), split("two"), split("three"), stop!, usage!, end!], delayMs: 2 });
+  const text = await (await post(gw, "/v1/messages", { model: ANTHROPIC_MODEL, max_tokens: 50, messages: question, stream: true })).text();
+  const frames = sseFrames(text);
+  for (const f of frames) JSON.parse(f.data);
+  expect(frames.filter((f) => f.event === "content_block_delta").map((f) => JSON.parse(f.data).delta.text)).toEqual(["one", "two", "three"]);
 });

@@ -560,6 +560,9 @@ test("a whole answer far larger than its request could be given (a 4 MiB gzip bo
   expect(res.status).toBe(502);
   expect(((await res.json()) as any).error.message).toContain("larger than the gateway accepts");
   expect(await gw.balanceMicro()).toBe(before);
+  // With logprobs the answer's size is the vendor's (indented, 20 alternatives a token): not bounded so (a review).
+  upstream.reply({ kind: "bytes", headers: { "content-type": "application/json", "content-encoding": "gzip" }, body: bomb });
+  expect((await post(gw, "/v1/chat/completions", { model: OPENAI_MODEL, messages: ask, max_tokens: 50, logprobs: true, top_logprobs: 20 })).status).toBe(200);
   // The same bytes for a request whose limit allows them (4,096 tokens × 2 KiB each): read and relayed.
   upstream.reply({ kind: "bytes", headers: { "content-type": "application/json", "content-encoding": "gzip" }, body: bomb });
   const big = await post(gw, "/v1/chat/completions", { model: OPENAI_MODEL, messages: ask, max_tokens: 4096 });

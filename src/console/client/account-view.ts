@@ -1,5 +1,5 @@
 import { api, ApiError, readInView, type Account, type AccountLogins, type DefaultLimits, type KeySummary, type Session } from "./api.ts";
-import { announce, confirmFirst, heldSecret, holdSecret, refocus, credits, dateOf, errorBox, failure, field, h, hiddenHeading, labelColumns, numberOf, periodSelect, unfinished, when } from "./dom.ts";
+import { announce, confirmFirst, creditsOf, heldSecret, holdSecret, refocus, credits, dateOf, errorBox, failure, field, h, hiddenHeading, labelColumns, numberOf, periodSelect, unfinished, when } from "./dom.ts";
 
 /**
  * Shows the view again; `focus` (a selector) is where focus goes, else the view. `changed` says
@@ -77,7 +77,7 @@ function refusedForRate(account: Account, operator: boolean): HTMLElement | null
 function limitText(limit: number | null, period: string | null, spent: number, resetsAt: string | null): string {
   if (limit === null) return "none";
   const per = period ? `per ${period}` : "over its life";
-  return `${credits(limit)} credits ${per} (${credits(spent)} spent${resetsAt ? `; resets ${when(resetsAt)}` : ""})`;
+  return `${creditsOf(limit)} ${per} (${credits(spent)} spent${resetsAt ? `; resets ${when(resetsAt)}` : ""})`;
 }
 
 /**
@@ -182,7 +182,7 @@ function balanceForm(account: Account, reload: Reload, kind: keyof typeof BALANC
     }
     sessionStorage.removeItem(stored);
     idempotency = null;
-    announce(`${say.done} ${credits(Number(amount.value))} credits.`);
+    announce(`${say.done} ${creditsOf(Number(amount.value))}.`);
     // Back where the operator was (the view is drawn again with the new balance, which the answer
     // says: nothing is read again), not at its top.
     reload(`[data-testid=${kind}-amount]`, { account: { balance: moved.balance, reserved: moved.reserved } });

@@ -76,6 +76,11 @@ export function credits(n: number): string {
   return n.toLocaleString("en-US", { maximumFractionDigits: 6 });
 }
 
+/** An amount with its noun: "1 credit", "2.5 credits" ("Added 1 credits." was a probe's finding). */
+export function creditsOf(amount: number): string {
+  return `${credits(amount)} ${amount === 1 ? "credit" : "credits"}`;
+}
+
 export function when(iso: string | null): string {
   return iso ? iso.replace("T", " ").replace(/\.\d+Z$/, " UTC").replace(/Z$/, " UTC") : "—";
 }
@@ -115,7 +120,7 @@ export function hideNotice(): boolean {
  * A secret shown once (a new key, an invite link) and not yet copied or put away with Done:
  * `shown`, the element with it; `block`, what holds it with its Copy and Done; `owner`, the account.
  */
-interface HeldSecret { shown: Element; block: Element; what: string; owner: string }
+export interface HeldSecret { shown: Element; block: Element; what: string; owner: string }
 let unsaved: HeldSecret | null = null;
 
 /**
@@ -127,6 +132,11 @@ export function holdSecret(held: HeldSecret | null): void {
   unsaved = held;
 }
 
+/** The secret held now (to hold it again when what it was let go for failed: a sign-out without an answer). */
+export function secretHeld(): HeldSecret | null {
+  return unsaved;
+}
+
 /**
  * Moves a held secret of `what` and `owner` into `into` (the same place in a view another change
  * redrew), and keeps it held there; false when there is none.
@@ -134,6 +144,8 @@ export function holdSecret(held: HeldSecret | null): void {
 export function heldSecret(into: Element, what: string, owner: string): boolean {
   if (!unsaved || unsaved.what !== what || unsaved.owner !== owner || unsaved.block === into) return false;
   into.replaceChildren(...Array.from(unsaved.block.childNodes));
+  // Said once: an alert moved into each redrawn view was read out again after every change.
+  for (const alert of into.querySelectorAll("[role=alert]")) alert.removeAttribute("role");
   unsaved = { ...unsaved, block: into };
   return true;
 }

@@ -2,7 +2,7 @@ import { api, ApiError, onSessionLost, setCsrf, type Account, type AccountLogins
 import { accountView, type Changed } from "./account-view.ts";
 import { accountsView, catalogueView, pricesView, requestsView } from "./lists-view.ts";
 import { loadUsage, usageView, type UsageChoice } from "./usage-view.ts";
-import { announce, errorBox, failure, field, h, hideNotice, mayLeave, secretAtStake, when } from "./dom.ts";
+import { announce, errorBox, failure, field, h, hideNotice, holdSecret, mayLeave, secretAtStake, secretHeld, when } from "./dom.ts";
 
 /**
  * The console's client: one page, views chosen by the URL's fragment (#accounts, #account/ID,
@@ -116,10 +116,13 @@ function renderNav(): void {
   nav.append(h("ul", {}, ...items));
   const out = h("button", { type: "button", class: "link", "data-testid": "sign-out" }, "Sign out");
   out.addEventListener("click", async () => {
+    const held = secretHeld();
     if (!mayLeave()) return;
     try {
       await signOut();
     } catch (err) {
+      // Still signed in, the secret still on screen: it is guarded again.
+      holdSecret(held);
       show(h("section", {}, h("h1", {}, "Not signed out"), errorBox(err instanceof ApiError ? err.message : "The gateway did not answer: you are still signed in. Try again.")));
       return;
     }
@@ -178,9 +181,10 @@ async function resync(changeRefused = false): Promise<void> {
 
 function signInView(message?: string): void {
   renderNav();
-  const login = h("input", { type: "text", autocomplete: "username", autocapitalize: "none", spellcheck: "false", "data-testid": "sign-in-login" });
-  const password = h("input", { type: "password", autocomplete: "current-password", "data-testid": "sign-in-password" });
-  const token = h("input", { type: "password", autocomplete: "off", "data-testid": "sign-in-token" });
+  // Required: an empty Enter asked the gateway, and counted as a failed try against the address's 20 (a console probe).
+  const login = h("input", { type: "text", autocomplete: "username", autocapitalize: "none", spellcheck: "false", required: true, "data-testid": "sign-in-login" });
+  const password = h("input", { type: "password", autocomplete: "current-password", required: true, "data-testid": "sign-in-password" });
+  const token = h("input", { type: "password", autocomplete: "off", required: true, "data-testid": "sign-in-token" });
   const out = h("div", {});
   if (message) out.append(errorBox(message, "sign-in-error"));
   const holderButton = h("button", { type: "submit", "data-testid": "sign-in-submit" }, "Sign in");
@@ -495,7 +499,8 @@ window.addEventListener("hashchange", () => {
   if (!mayLeave()) {
     const i = (history.state as { i?: unknown } | null)?.i;
     restoring = true;
-    if (typeof i === "number" && i < entryIndex) history.forward();
+    // An entry the page has seen: as far back the other way (a Back of several entries too); a new one (a link): one back.
+    if (typeof i === "number" && i !== entryIndex) history.go(entryIndex - i);
     else history.back();
     return;
   }
