@@ -213,31 +213,35 @@ class OpenSession implements BillingSession {
       // nothing of it went out; a reviewer's finding).
       const cut = status === "cancelled" && deps.inflight.cutting;
       const abandoned = status === "cancelled" && meter !== undefined && meter.promptSent && !cut;
-      let produced = status !== "upstream_error" && meter !== undefined && (!meter.empty || abandoned) && (status !== "stream_failed" || meter.answered) && !(cut && meter.framesRelayed === 0);
-      let counted: Awaited<ReturnType<NonNullable<typeof meter>["total"]>> | undefined;
+      const produced = status !== "upstream_error" && meter !== undefined && (!meter.empty || abandoned) && (status !== "stream_failed" || meter.answered) && !(cut && meter.framesRelayed === 0);
+      // What the answer cost. A throw anywhere in it (a frame the meter cannot read, a count that
+      // fails) still writes the record, uncharged (the error log names it), so the hold lifts.
+      // Thrown past here, the record was never written and the hold stayed until a restart (a
+      // billing probe).
+      const bill = async () => {
+        const counted = produced ? await meter!.total(o.promptText) : undefined;
+        // n answers whose tokens the upstream did not report: the meter reads the first answer's
+        // text, and the others are taken to be as long, or as long as their frames say, whichever is
+        // more (a token a frame past each answer's opening and closing frames, the usage and the end): a first answer of
+        // "Ok" beside seven long ones was charged 8 tokens for 5,600 (a probe). The hold caps it at n
+        // answers' worst case.
+        const answers = counted && !meter!.outputReported && model && o.answers ? o.answers(model) : 1;
+        let usage = counted && answers > 1
+          ? { ...counted, outputTokens: Math.min(meter!.perAnswer * answers, Math.max(counted.outputTokens * answers, meter!.framesRelayed - 2 * answers - 2)) }
+          : counted;
+        if (usage && model && deps.prompts && o.conversation) usage = this.#withRememberedPrompt(deps.prompts, usage, model.id, status);
+        const classes = usage ? classesOf(usage, meter!.reasoned ? ((await meter!.reasoningTokens()) ?? 0) : 0) : NO_TOKENS;
+        const prices = priceListOf(model?.pricing, usage?.inputTokens ?? 0, model && meter ? priceFactor(model, meter) : 1);
+        return { usage, classes, prices, costMicro: produced && model ? classesCostMicro(classes, prices) : 0 };
+      };
+      let billed: Awaited<ReturnType<typeof bill>>;
       try {
-        counted = produced ? await meter!.total(o.promptText) : undefined;
+        billed = await bill();
       } catch (err) {
-        // The answer could not be counted (a frame the meter cannot read): its record is still
-        // written, uncharged (the error log names it), so the hold lifts. Thrown past here, the
-        // record was never written and the hold stayed until a restart (a billing probe).
         deps.log("error", "settlement could not count the answer: recorded without a charge", { requestId: o.requestId, error: String(err) });
-        produced = false;
-        counted = undefined;
+        billed = { usage: undefined, classes: NO_TOKENS, prices: priceListOf(model?.pricing, 0, 1), costMicro: 0 };
       }
-      // n answers whose tokens the upstream did not report: the meter reads the first answer's
-      // text, and the others are taken to be as long, or as long as their frames say, whichever is
-      // more (a token a frame past each answer's opening and closing frames, the usage and the end): a first answer of
-      // "Ok" beside seven long ones was charged 8 tokens for 5,600 (a probe). The hold caps it at n
-      // answers' worst case.
-      const answers = counted && !meter!.outputReported && model && o.answers ? o.answers(model) : 1;
-      let usage = counted && answers > 1
-        ? { ...counted, outputTokens: Math.min(meter!.perAnswer * answers, Math.max(counted.outputTokens * answers, meter!.framesRelayed - 2 * answers - 2)) }
-        : counted;
-      if (usage && model && deps.prompts && o.conversation) usage = this.#withRememberedPrompt(deps.prompts, usage, model.id, status);
-      const classes = usage ? classesOf(usage, meter!.reasoned ? ((await meter!.reasoningTokens()) ?? 0) : 0) : NO_TOKENS;
-      const prices = priceListOf(model?.pricing, usage?.inputTokens ?? 0, model && meter ? priceFactor(model, meter) : 1);
-      const costMicro = produced && model ? classesCostMicro(classes, prices) : 0;
+      const { usage, classes, prices, costMicro } = billed;
       const inputTokens = usage?.inputTokens ?? 0;
       const outputTokens = usage?.outputTokens ?? 0;
       const durable = deps.ledger.settle({

@@ -364,6 +364,14 @@ describe("Anthropic cache counts that are not counts (a billing probe: -30,000 c
     });
   }
 
+  test("a split of the writes sent without their total, one part not a count: the prompt is estimated", async () => {
+    upstream.reply({ kind: "json", body: body({ input_tokens: 10, cache_creation: { ephemeral_5m_input_tokens: 1000, ephemeral_1h_input_tokens: -3 }, output_tokens: 3 }) });
+    expect((await post(gw, "/v1/messages", { model: ANTHROPIC_MODEL, max_tokens: 50, messages: question })).status).toBe(200);
+    const billed = await record();
+    expect(billed).toMatchObject({ status: "ok", estimated: 1, cache_write_5m_tokens: 0, cache_write_1h_tokens: 0 });
+    expect(billed.prompt_tokens).not.toBe(1010);
+  });
+
   test("a split of the writes sent without their total: the writes are the split's sum, in the prompt and priced by lifetime", async () => {
     upstream.reply({ kind: "json", body: body({ input_tokens: 10, cache_read_input_tokens: 2000, cache_creation: { ephemeral_5m_input_tokens: 1000, ephemeral_1h_input_tokens: 500 }, output_tokens: 3 }) });
     // A prompt long enough for 3,510 tokens to be believed (the meter takes no more than a prompt of its size could be).
