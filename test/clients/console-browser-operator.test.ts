@@ -344,6 +344,14 @@ test("an account's page leads to its own recent requests, not the latest of ever
   await page.getByTestId("requests-all").click();
   await page.locator("h1", { hasText: /^Recent requests$/ }).waitFor();
   await expect(page.getByTestId("request-row").filter({ hasText: "busy co" }).count()).resolves.toBe(3);
+  // An account without requests is named, not shown by its id; an id that is no account is said so.
+  const silent = await admin("POST", "/v1/admin/accounts", { name: "silent co", credits: 5 });
+  await page.goto(`${gateway.url}/console/#requests/${silent.id}`);
+  await page.locator("h1", { hasText: "Recent requests of silent co" }).waitFor();
+  await page.getByTestId("requests-empty").waitFor();
+  await page.goto(`${gateway.url}/console/#requests/acct_doesnotexist`);
+  await page.locator(".error", { hasText: "No such account." }).waitFor();
+  expect(await page.getByTestId("requests-empty").count()).toBe(0);
 }, 60_000);
 
 // Last: the holder's sign-in replaces this browser's operator session.

@@ -70,7 +70,7 @@ export function accountsView(page: AccountPage, open: (id: string) => void, relo
 }
 
 /** The latest requests: who, what, how it went and what it cost — never what was asked or answered. */
-export function requestsView(session: Session, rows: RecentRequest[], accountId?: string): HTMLElement {
+export function requestsView(session: Session, rows: RecentRequest[], accountId?: string, accountName?: string): HTMLElement {
   const cols = ["Time", ...(session.kind === "operator" ? ["Account"] : []), "Key", "Model", "Status", "Latency (ms)", "Tokens in", "Tokens out", "Credits", "Request id"];
   // Refusals before any model (402, 429…) have no record: said to a holder, with where their
   // account's are counted. A holder whose requests all got 402 read "No requests yet" here and
@@ -78,7 +78,7 @@ export function requestsView(session: Session, rows: RecentRequest[], accountId?
   const refusals = session.kind === "operator" ? null : h("p", { class: "note", "data-testid": "requests-refusals" }, "Requests refused before reaching a model (402 out of credits or over a spend limit, 429 too many, …) are not listed here: ", h("a", { href: "#usage" }, "Usage"), " counts them by status.");
   // One account's, for an operator: named in the title, with the way back to every account's.
   const title = accountId
-    ? h("h1", { id: "requests-title" }, "Recent requests of ", h("bdi", {}, rows[0]?.account_name || accountId))
+    ? h("h1", { id: "requests-title" }, "Recent requests of ", h("bdi", {}, accountName || rows[0]?.account_name || accountId))
     : h("h1", { id: "requests-title" }, "Recent requests");
   const scope = accountId ? h("p", {}, h("a", { href: `#account/${accountId}` }, "The account"), " · ", h("a", { href: "#requests", "data-testid": "requests-all" }, "Every account's requests")) : null;
   // None yet: said in words, not a caption of "The last 0 requests" over an empty table.

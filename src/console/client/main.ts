@@ -355,7 +355,8 @@ async function route(focus?: string, changed?: Changed): Promise<void> {
       // An operator may read one account's (`#requests/ID`, from its page): the latest 100 of every
       // account hid a quiet account's behind a busy one's (a console probe).
       const of = s.kind === "operator" && id ? id : undefined;
-      show(requestsView(s, (await api<{ data: RecentRequest[] }>("GET", `/requests?limit=100${of ? `&account_id=${encodeURIComponent(of)}` : ""}`)).data, of));
+      const page = await api<{ data: RecentRequest[]; account?: { name: string } }>("GET", `/requests?limit=100${of ? `&account_id=${encodeURIComponent(of)}` : ""}`);
+      show(requestsView(s, page.data, of, page.account?.name));
     } else {
       show(h("section", {}, h("h1", {}, "Not found"), h("p", {}, "No such page here.")));
     }

@@ -491,10 +491,13 @@ export function consoleApiRoutes(deps: ConsoleApiDeps) {
       if (s.kind === "holder" && query.account_id !== undefined && query.account_id !== s.accountId) throw new GatewayError(404, "not_found", "No such account.");
       const limit = query.limit === undefined || query.limit === "" ? 50 : Number(query.limit);
       if (!Number.isInteger(limit) || limit < 1 || limit > MAX_RECENT) throw new GatewayError(400, "invalid_request", `limit must be a whole number from 1 to ${MAX_RECENT}.`);
+      // One account's: named (a quiet account's page titled itself by its id), and an id that is
+      // no account is a 404, not "no requests yet" (a console probe).
+      const named = s.kind === "operator" && query.account_id !== undefined ? await ops.accountFacts(query.account_id) : undefined;
       await ops.flush();
       const rows = await store.recentRequests({ accountId: s.kind === "holder" ? s.accountId! : query.account_id, limit });
       if (query.format === "csv") return new Response(requestsCsv(rows), { headers: { "content-type": "text/csv; charset=utf-8", "content-disposition": 'attachment; filename="requests.csv"' } });
-      return { object: "list", data: rows };
+      return named ? { object: "list", data: rows, account: { id: named.id, name: named.name } } : { object: "list", data: rows };
     }, { query: ConsoleQuery })
     // The admin API's "check it now" (routes/admin.ts), from the Models view's vendor keys.
     .post("/vendor-keys/:provider/:key/probe", async ({ request, params }) => {
