@@ -135,8 +135,8 @@ function answerBound(settings: Settings, req: AttemptRequest, candidate: Fitted,
     const dimensions = typeof req.body.dimensions === "number" && req.body.dimensions > 0 ? req.body.dimensions : DEFAULT_DIMENSIONS;
     return inputs * dimensions * FLOAT_BYTES + ANSWER_SLACK_BYTES;
   }
-  // An image model's answer is its pictures, whatever its token limit says; no answer limit: nothing bounds it but the cap.
-  if (model.category === "image" || !(maxTokens > 0)) return Number.POSITIVE_INFINITY;
+  // No answer limit (an image model): nothing bounds it but the cap.
+  if (!(maxTokens > 0)) return Number.POSITIVE_INFINITY;
   return maxTokens * answersAsked(settings, req.wire, req.body, model) * ANSWER_BYTES_PER_TOKEN + sentChars + ANSWER_SLACK_BYTES;
 }
 

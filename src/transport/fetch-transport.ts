@@ -1,6 +1,6 @@
 import { ResponseFramingError } from "./http1/response-parser.ts";
 import { MAX_SAME_ORIGIN_REDIRECTS, sameOriginRedirect } from "./same-origin-redirect.ts";
-import { attemptHooksOfInit, cappedStream, ResponseTooLargeError, type Transport } from "./transport.ts";
+import { answerCap, attemptHooksOfInit, cappedStream, ResponseTooLargeError, type Transport } from "./transport.ts";
 
 /**
  * The global `fetch` (or any Transport) with the answer size cap: an announced length over the
@@ -29,9 +29,7 @@ export function createFetchTransport(maxResponseBytes: number, fetchImpl: Transp
       }
     }
     if (!res.body) return res;
-    // A whole answer's own bound, where the attempt set one (AttemptHooks.maxAnswerBytes), as on our own client.
-    const bound = attemptHooksOfInit(init)?.maxAnswerBytes;
-    const cap = bound !== undefined && bound < maxResponseBytes ? bound : maxResponseBytes;
+    const cap = answerCap(attemptHooksOfInit(init), maxResponseBytes);
     if (Number(res.headers.get("content-length") ?? 0) > cap) {
       res.body.cancel().catch(() => {});
       throw new ResponseTooLargeError(cap, res.status);

@@ -54,6 +54,12 @@ export interface AttemptHooks {
 /** Told once when an attempt aborts: a function, or an object whose handleEvent() is called (as an EventListener object). */
 export type AbortListener = (() => void) | { handleEvent(): void };
 
+/** The size cap of one answer: the transport's own, or the attempt's bound where it is lower (AttemptHooks.maxAnswerBytes). */
+export function answerCap(hooks: AttemptHooks | undefined, maxBytes: number): number {
+  const bound = hooks?.maxAnswerBytes;
+  return bound !== undefined && bound < maxBytes ? bound : maxBytes;
+}
+
 export function attemptHooksOf(signal: AbortSignal | null | undefined): AttemptHooks | undefined {
   return signal ? (signal as AbortSignal & { [ATTEMPT_HOOKS]?: AttemptHooks })[ATTEMPT_HOOKS] : undefined;
 }

@@ -1,5 +1,5 @@
 import { api, ApiError, readInView, type Account, type AccountLogins, type DefaultLimits, type KeySummary, type Session } from "./api.ts";
-import { announce, confirmFirst, creditsOf, heldSecret, holdSecret, refocus, credits, dateOf, errorBox, failure, field, h, hiddenHeading, labelColumns, numberOf, periodSelect, unfinished, when } from "./dom.ts";
+import { announce, confirmFirst, creditsOf, carryHeldSecret, holdSecret, refocus, credits, dateOf, errorBox, failure, field, h, hiddenHeading, labelColumns, numberOf, periodSelect, unfinished, when } from "./dom.ts";
 
 /**
  * Shows the view again; `focus` (a selector) is where focus goes, else the view. `changed` says
@@ -313,7 +313,7 @@ function inviteForm(account: Account, reload: Reload): HTMLElement {
     return "hold";
   });
   // Carried into a view another change redrew, as a new key's secret is (keysSection).
-  if (heldSecret(shown, "invite link", account.id)) login.disabled = submit.disabled = true;
+  if (carryHeldSecret(shown, "invite link", account.id)) login.disabled = submit.disabled = true;
   return el;
 }
 
@@ -402,6 +402,10 @@ function keysSection(session: Session, account: Account, reload: Reload): HTMLEl
   const rpm = h("input", { type: "number", min: "1", max: "1000000", step: "1", placeholder: gatewayValue(account.default_limits?.key_requests_per_minute) });
   const models = h("input", { type: "text", placeholder: "every model", "data-testid": "key-models" });
   const secret = h("div", {});
+  /** The form is used while a secret is shown: a second click would make a second key and hide this one's. */
+  const holdForm = () => {
+    for (const input of [name, limit, rpm, models, period]) input.disabled = true;
+  };
   // At ten keys the button stays focusable and says why (a disabled one told keyboard and screen-reader users nothing).
   const full = inUse.length >= 10;
   const submit = h("button", { type: "submit", "data-testid": "key-create", ...(full ? { "aria-disabled": "true", "aria-describedby": "keys-full" } : {}) }, "Create key");
@@ -438,19 +442,16 @@ function keysSection(session: Session, account: Account, reload: Reload): HTMLEl
     });
     holdSecret({ shown: code, block: secret, what: "new key", owner: account.id });
     announce("Key created. It is shown once.");
-    // The form is used: a second click would make a second key and hide this one's secret. Done
-    // shows the keys again, with an empty form.
-    for (const input of [name, limit, rpm, models]) input.disabled = true;
-    period.disabled = true;
+    // Done shows the keys again, with an empty form.
+    holdForm();
     // Focus on what comes next: the button and fields are held off, and focus left with them (to the page's top).
     copy.focus();
     return "hold";
   }, "h3");
   // A secret still shown when another change on this page redrew it (a top-up, a key's Save) is
   // carried into the new view, its form held as before: it vanished without a word (a console probe).
-  if (heldSecret(secret, "new key", account.id)) {
-    for (const input of [name, limit, rpm, models]) input.disabled = true;
-    period.disabled = true;
+  if (carryHeldSecret(secret, "new key", account.id)) {
+    holdForm();
     submit.disabled = true;
   }
   const row = (k: KeySummary) => keyRow(k, reload, operator, account.default_limits);

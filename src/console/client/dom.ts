@@ -103,17 +103,13 @@ export function announce(text: string, o: { quiet?: boolean; ms?: number } = {})
   if (shown) hideStatus = setTimeout(() => status.classList.remove("shown"), o.ms ?? 10_000);
 }
 
-
 /**
  * Puts the notice away before its time (Escape, main.ts): it covers the foot of the page, and a
  * user who has read it has no other way to move it (clicks pass through it).
  */
-export function hideNotice(): boolean {
-  const status = document.getElementById("status");
-  if (!status?.classList.contains("shown")) return false;
+export function hideNotice(): void {
   clearTimeout(hideStatus);
-  status.classList.remove("shown");
-  return true;
+  document.getElementById("status")?.classList.remove("shown");
 }
 
 /**
@@ -141,7 +137,7 @@ export function secretHeld(): HeldSecret | null {
  * Moves a held secret of `what` and `owner` into `into` (the same place in a view another change
  * redrew), and keeps it held there; false when there is none.
  */
-export function heldSecret(into: Element, what: string, owner: string): boolean {
+export function carryHeldSecret(into: Element, what: string, owner: string): boolean {
   if (!unsaved || unsaved.what !== what || unsaved.owner !== owner || unsaved.block === into) return false;
   into.replaceChildren(...Array.from(unsaved.block.childNodes));
   // Said once: an alert moved into each redrawn view was read out again after every change.

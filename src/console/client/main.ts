@@ -496,11 +496,11 @@ window.addEventListener("hashchange", () => {
     return;
   }
   // A new key's secret on screen: leaving asks first, and staying goes back to the entry left (its
-  // view was never left, so it is not read again): one ahead after a link or Forward, one behind after Back.
+  // view was never left, so it is not read again): as far the other way for an entry the page has
+  // seen (Back or Forward, of one entry or several), one back for a new one (a link).
   if (!mayLeave()) {
     const i = (history.state as { i?: unknown } | null)?.i;
     restoring = true;
-    // An entry the page has seen: as far back the other way (a Back of several entries too); a new one (a link): one back.
     if (typeof i === "number" && i !== entryIndex) history.go(entryIndex - i);
     else history.back();
     return;

@@ -40,18 +40,17 @@ interface AnthropicUsage {
  */
 function usageEvent(u: AnthropicUsage): StreamEvent {
   const reported = reportedCount(u.input_tokens);
-  // The writes' total, or the split's sum where a server sends the split alone (the prompt is
+  // The writes: their total, or the split's sum where a server sends the split alone (the prompt is
   // all three parts: writes left out were a prompt billed short).
+  const split = isRecord(u.cache_creation) ? u.cache_creation : undefined;
+  const total = u.cache_creation_input_tokens;
+  const splitParts = total == null && split ? [split.ephemeral_5m_input_tokens, split.ephemeral_1h_input_tokens] : [];
+  const creation = total ?? (split ? splitParts.reduce<number>((sum, part) => sum + (reportedCount(part) ?? 0), 0) : undefined);
   // A cache part sent but not a count (negative, a string) leaves the prompt's size unknown: it is
   // estimated whole, as a refused input_tokens is. Read as 0, -30,000 cache reads dropped 30,000
   // prompt tokens from the bill (a billing probe).
   const unusable = (count: unknown) => count !== undefined && count !== null && reportedCount(count) === undefined;
-  const split = isRecord(u.cache_creation) ? u.cache_creation : undefined;
-  const fromSplit = split && !unusable(split.ephemeral_5m_input_tokens) && !unusable(split.ephemeral_1h_input_tokens)
-    ? (reportedCount(split.ephemeral_5m_input_tokens) ?? 0) + (reportedCount(split.ephemeral_1h_input_tokens) ?? 0)
-    : split && Number.NaN;
-  const creation = u.cache_creation_input_tokens ?? fromSplit;
-  const partsUsable = !unusable(u.cache_read_input_tokens) && !unusable(creation);
+  const partsUsable = ![u.cache_read_input_tokens, total, ...splitParts].some(unusable);
   const input = reported === undefined || !partsUsable ? undefined : reportedCount(reported + (reportedCount(u.cache_read_input_tokens) ?? 0) + (reportedCount(creation) ?? 0));
   // A prompt whose count is refused is estimated whole: its cache parts go with it (shown beside
   // an estimate they would say more was cached than the whole prompt, and price what was not billed).

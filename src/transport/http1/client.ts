@@ -1,6 +1,6 @@
 import { createFetchTransport } from "../fetch-transport.ts";
 import { MAX_SAME_ORIGIN_REDIRECTS, sameOriginRedirect } from "../same-origin-redirect.ts";
-import { attemptHooksOfInit, type AttemptHooks, type Transport } from "../transport.ts";
+import { answerCap, attemptHooksOfInit, type AttemptHooks, type Transport } from "../transport.ts";
 import { exchange, UpstreamConnectionError } from "./exchange.ts";
 import { createPool, type Connection } from "./pool.ts";
 import { parseTarget, serializePost, type Target } from "./request-writer.ts";
@@ -291,13 +291,13 @@ export function createHttp1Client(options: Http1ClientOptions = {}): Http1Client
     if (aborts?.aborted) throw aborts.reason;
     if (cutWith) throw cutWith;
     const message = serializePost(target, headers, init.body);
-    const answerCap = hooks?.maxAnswerBytes !== undefined && hooks.maxAnswerBytes < maxBytes ? hooks.maxAnswerBytes : maxBytes;
+    const cap = answerCap(hooks, maxBytes);
 
     let res: Response | undefined;
     const pooled = pool.take(target.origin);
     if (pooled) {
       try {
-        res = await exchange(pool, pooled, message, { method, hooks, signal, maxBytes: answerCap, hold: pooled.cooling ? afterNextPoll : atEndOfTurn, reused: true });
+        res = await exchange(pool, pooled, message, { method, hooks, signal, maxBytes: cap, hold: pooled.cooling ? afterNextPoll : atEndOfTurn, reused: true });
       } catch (err) {
         // The keep-alive race: the server dropped the connection (or timed it out, 408) before answering. Once, on a new one.
         if (!(err instanceof UpstreamConnectionError && err.replayable) || aborts?.aborted) throw err;
@@ -310,7 +310,7 @@ export function createHttp1Client(options: Http1ClientOptions = {}): Http1Client
         pool.destroy(conn, cutWith);
         throw cutWith;
       }
-      res = await exchange(pool, conn, message, { method, hooks, signal, maxBytes: answerCap, hold: coalesce?.() ? atEndOfTurn : null });
+      res = await exchange(pool, conn, message, { method, hooks, signal, maxBytes: cap, hold: coalesce?.() ? atEndOfTurn : null });
     }
     // A 307 or 308 to the request's own origin is followed, as the fallback does (same-origin-redirect.ts).
     if ((res.status === 307 || res.status === 308) && hops < MAX_SAME_ORIGIN_REDIRECTS) {
