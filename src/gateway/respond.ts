@@ -13,6 +13,7 @@ import { ImageFetchError } from "./inline-images.ts";
 import type { BillingSession, SettleStatus } from "./billing-session.ts";
 import type { RequestTrace } from "../ops/request-trace.ts";
 import type { Ticker } from "../streaming/ticker.ts";
+import { createSplitSecretGuard } from "../streaming/split-secret-guard.ts";
 import { hasRefusedCount } from "../streaming/events.ts";
 import { JsonText } from "../formats/common/json-text.ts";
 import type { Scrubber } from "../log/scrub.ts";
@@ -92,7 +93,7 @@ export interface RespondDeps {
   now: () => number;
   ticker: Ticker;
   /** Known secrets out of relayed frames (a vendor's own fields pass through). */
-  scrubber?: Pick<Scrubber, "withoutKnown">;
+  scrubber?: Pick<Scrubber, "withoutKnown" | "secrets">;
   /** Whether the gateway is cutting what still runs (shutdown): no answer is read on then. */
   inflight?: {
     readonly cutting: boolean;
@@ -200,6 +201,7 @@ export async function respond(
     upstream: outcome.reader,
     decode: outcome.decode,
     redact: deps.scrubber?.withoutKnown,
+    guard: deps.scrubber && createSplitSecretGuard(deps.scrubber.secrets()),
     sink: relay ? relay(ctx) : format.encoder(ctx),
     meter,
     ticker: deps.ticker,

@@ -9,6 +9,7 @@ import { ResponseTooLargeError, type ChunkReader, type ReadResult } from "../tra
 import { ResponseFramingError } from "../transport/http1/response-parser.ts";
 import { LedgerLostCut, ShutdownCut } from "./inflight.ts";
 import { CUT_CONNECTION } from "../streaming/paced-body.ts";
+import type { SplitSecretGuard } from "../streaming/split-secret-guard.ts";
 
 /** How long a body may stay open after the vendor's end marker ([DONE], message_stop). */
 export const END_GRACE_MS = 1_000;
@@ -68,6 +69,8 @@ export interface StreamAnswerOptions {
   decode: StreamDecoder;
   /** A frame's data without the gateway's known secrets (the same string when it has none): relays pass vendor fields on. */
   redact?: (data: string) => string;
+  /** The answer's text without a known secret split across frames (streaming/split-secret-guard.ts); one per stream. */
+  guard?: SplitSecretGuard;
   sink: ClientSink;
   meter: UsageMeter;
   /** The gateway's shared timers (keep-alive checks). */
@@ -139,6 +142,9 @@ export interface StreamAnswerOptions {
  * round figure above it, so the share errs towards refusing early rather than holding more.
  */
 export const STALLED_STREAM_BYTES = 128 * 1024;
+
+/** Where text the guard held is written at the answer's end: no frame of the vendor's carries it. */
+const HELD_TEXT: SseEvent = { event: undefined, data: "", id: undefined, retry: undefined };
 
 /** An answer whose body (or the vendor's end marker) came before its finish. */
 const ENDED_EARLY: StreamEvent & { type: "error" } = { type: "error", errorType: "upstream", message: "The upstream provider ended the answer early." };
@@ -374,6 +380,46 @@ export async function answerSource(o: StreamAnswerOptions, quietSince = performa
     return { parsed: decoded.parsed, events: decoded.events.filter((e) => e.type !== "image" || room-- > 0), rewritten: true };
   };
 
+  const guard = o.guard;
+  /** A frame whose only meaning is text, with the text the guard lets the client see instead. */
+  const shownText = (decoded: DecodedFrame, shown: string): DecodedFrame => ({
+    parsed: decoded.parsed,
+    events: shown === "" ? [] : [{ type: "text", text: shown }],
+    rewritten: true,
+  });
+  /**
+   * A decoded frame through the guard. Text held back goes before the first thing that is not
+   * text: within the frame (a chunk with text and its finish, written anew), or ahead of it, as
+   * a frame of its own, when the frame has no text (a block's end, which must come after it).
+   */
+  const guarded = (frame: SseEvent, decoded: DecodedFrame): DecodedFrame => {
+    const list = decoded.events;
+    if (!list.some((e) => e.type === "text")) {
+      const rest = guard!.flush();
+      if (rest !== "") {
+        const before = shownText(decoded, rest);
+        if (held.length > 0) held.push({ frame, decoded: before });
+        else emit(frame, before);
+      }
+      return decoded;
+    }
+    let events: StreamEvent[] | undefined;
+    for (let i = 0; i < list.length; i++) {
+      const e = list[i]!;
+      let instead: StreamEvent[] | undefined;
+      if (e.type === "text") {
+        const shown = guard!.text(e.text);
+        if (shown !== e.text) instead = shown === "" ? [] : [{ type: "text", text: shown }];
+      } else if (e.type !== "usage") {
+        const rest = guard!.flush();
+        if (rest !== "") instead = [{ type: "text", text: rest }, e];
+      }
+      if (instead && !events) events = list.slice(0, i);
+      if (events) events.push(...(instead ?? [e]));
+    }
+    return events ? { parsed: decoded.parsed, events, rewritten: true, ...(decoded.last ? { last: true } : {}) } : decoded;
+  };
+
   /** What a relayed frame says, decoded only if the meter must count its text (one function for every frame). */
   const decodeEvents = (frame: SseEvent) => o.decode(frame).events;
   const readText = o.decode.readText;
@@ -399,13 +445,17 @@ export async function answerSource(o: StreamAnswerOptions, quietSince = performa
       // Data in several lines is written anew in one (relayed as it came, its second line would
       // reach the client without its `data:`): a template learnt from such a frame would match it.
       const text = held.length === 0 && skim && !frame.multiline ? readText?.(frame) : undefined;
-      const skimmed = text === undefined ? undefined : skim!(frame, text);
+      // A known secret split across text frames (split-secret-guard.ts): the text the client gets
+      // of this frame, when it is not the frame's own, is written anew.
+      const shown = text === undefined || !guard ? text : guard.text(text);
+      const skimmed = text === undefined || shown !== text ? undefined : skim!(frame, text);
       if (skimmed !== undefined) {
         // Its text counts against the answer's bound now; the meter reads it again only if it must estimate.
         o.meter.defer(frame, decodeEvents, text!.length);
         out += skimmed;
       } else {
-        const decoded: DecodedFrame = text === undefined ? o.decode(frame) : new TemplateTextFrame(frame.data, text);
+        let decoded: DecodedFrame = text === undefined ? o.decode(frame) : new TemplateTextFrame(frame.data, text);
+        if (guard) decoded = shown !== text ? shownText(decoded, shown!) : text === undefined ? guarded(frame, decoded) : decoded;
         if (decoded.last) vendorEnded = true;
         // Read to the end for its usage (readRest): nothing is held for images, every event is counted.
         if (!readingRest && (held.length > 0 || (o.resolveImages && decoded.events.some((e) => e.type === "image")))) held.push({ frame, decoded, last: decoded.last });
@@ -527,6 +577,9 @@ export async function answerSource(o: StreamAnswerOptions, quietSince = performa
     }
     ending = true;
     parser.end();
+    // Text the guard held for a secret that never came is the answer's last text.
+    const rest = guard?.flush();
+    if (rest) held.push({ frame: HELD_TEXT, decoded: { parsed: undefined, events: [{ type: "text", text: rest }], rewritten: true } });
     if (held.length > 0) await drainHeld();
     if (!failure) {
       if (o.meter.finished) {

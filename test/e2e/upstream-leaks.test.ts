@@ -230,6 +230,102 @@ describe("a vendor's own fields in an answer relayed as it came (same format)", 
   });
 });
 
+describe("a configured vendor key written across several text frames (a raw-TCP probe, thirty-first session)", () => {
+  const chunk = (delta: object, finish: string | null = null) =>
+    `data: ${JSON.stringify({ id: "chatcmpl-x", object: "chat.completion.chunk", created: 1, model: "gpt-4o-mini", choices: [{ index: 0, delta, logprobs: null, finish_reason: finish }] })}\n\n`;
+  const openaiPieces = (pieces: string[], lastWithFinish = false) => ({
+    kind: "sse" as const,
+    chunks: [
+      chunk({ role: "assistant", content: "" }),
+      ...pieces.map((p, i) => (lastWithFinish && i === pieces.length - 1 ? chunk({ content: p }, "stop") : chunk({ content: p }))),
+      ...(lastWithFinish ? [] : [chunk({}, "stop")]),
+      `data: ${JSON.stringify({ id: "chatcmpl-x", object: "chat.completion.chunk", created: 1, model: "gpt-4o-mini", choices: [], usage: { prompt_tokens: 3, completion_tokens: 9, total_tokens: 12 } })}\n\n`,
+      "data: [DONE]\n\n",
+    ],
+  });
+  const event = (type: string, body: object) => `event: ${type}\ndata: ${JSON.stringify({ type, ...body })}\n\n`;
+  const anthropicPieces = (pieces: string[], startText = "") => ({
+    kind: "sse" as const,
+    chunks: [
+      event("message_start", { message: { id: "msg_x", type: "message", role: "assistant", model: "claude-x", content: [], stop_reason: null, stop_sequence: null, usage: { input_tokens: 3, output_tokens: 1 } } }),
+      event("content_block_start", { index: 0, content_block: { type: "text", text: startText } }),
+      ...pieces.map((text) => event("content_block_delta", { index: 0, delta: { type: "text_delta", text } })),
+      event("content_block_stop", { index: 0 }),
+      event("message_delta", { delta: { stop_reason: "end_turn", stop_sequence: null }, usage: { output_tokens: 9 } }),
+      event("message_stop", {}),
+    ],
+  });
+  /** The answer's text as an SDK puts it together, and the frames' names (Anthropic) in order. */
+  const openaiText = (body: string) =>
+    sseFrames(body).filter((f) => f.data !== "[DONE]").map((f) => JSON.parse(f.data).choices?.[0]?.delta?.content ?? "").join("");
+  const anthropicText = (body: string) => {
+    let text = "";
+    const open = new Set<number>();
+    for (const f of sseFrames(body)) {
+      const data = JSON.parse(f.data);
+      if (f.event === "content_block_start") {
+        open.add(data.index);
+        text += data.content_block.text ?? "";
+      } else if (f.event === "content_block_delta") {
+        // Every delta continues a block that started and has not stopped.
+        expect(open.has(data.index)).toBe(true);
+        text += data.delta.text;
+      } else if (f.event === "content_block_stop") open.delete(data.index);
+    }
+    expect(sseFrames(body).at(-1)!.event).toBe("message_stop");
+    return text;
+  };
+  const everyFive = (s: string) => s.match(/.{1,5}/g)!;
+
+  const routes = [
+    ["OpenAI upstream → /v1/chat/completions (relayed)", OPENAI_MODEL, "/v1/chat/completions", VENDOR_OPENAI_KEY, openaiPieces, openaiText],
+    ["Anthropic upstream → /v1/messages (relayed)", ANTHROPIC_MODEL, "/v1/messages", VENDOR_ANTHROPIC_KEY, anthropicPieces, anthropicText],
+    ["OpenAI upstream → /v1/messages (translated)", OPENAI_MODEL, "/v1/messages", VENDOR_OPENAI_KEY, openaiPieces, anthropicText],
+    ["Anthropic upstream → /v1/chat/completions (translated)", ANTHROPIC_MODEL, "/v1/chat/completions", VENDOR_ANTHROPIC_KEY, anthropicPieces, openaiText],
+  ] as const;
+
+  describe.each(routes)("%s", (_route, model, path, key, pieces, textOf) => {
+    const ask = async (reply: { kind: "sse"; chunks: string[] }) => {
+      upstream.reply(reply);
+      const res = await post(gw, path, { model, max_tokens: 50, messages: question, stream: true });
+      expect(res.status).toBe(200);
+      const body = await res.text();
+      expect(body).not.toContain(key);
+      return textOf(body);
+    };
+
+    test("split in two, in five-character pieces, or after its first characters: the client reads [redacted], the rest in order", async () => {
+      expect(await ask(pieces(["Your key is ", key.slice(0, 10), `${key.slice(10)}, keep it.`]))).toBe("Your key is [redacted], keep it.");
+      expect(await ask(pieces(["Key: ", ...everyFive(key), " end"]))).toBe("Key: [redacted] end");
+      // Three characters or fewer of its start go out before anything says a key follows.
+      expect(await ask(pieces(["Key: s", `${key.slice(1)} end`]))).toBe("Key: s[redacted] end");
+      expect(await ask(pieces(["Key: sk-", key.slice(3, 4), `${key.slice(4)} end`]))).toBe("Key: sk-[redacted] end");
+    });
+
+    test("a key's start that no rest follows goes out whole and in order, before the answer's end", async () => {
+      expect(await ask(pieces(["The prefix ", key.slice(0, 12), " is not a key."]))).toBe(`The prefix ${key.slice(0, 12)} is not a key.`);
+      expect(await ask(pieces(["Ends with ", key.slice(0, 12)]))).toBe(`Ends with ${key.slice(0, 12)}`);
+    });
+  });
+
+  test("a chunk that carries the key's last piece and the finish together", async () => {
+    upstream.reply(openaiPieces(["Key: ", key(VENDOR_OPENAI_KEY, 0, 15), key(VENDOR_OPENAI_KEY, 15)], true));
+    const body = await (await post(gw, "/v1/chat/completions", { model: OPENAI_MODEL, max_tokens: 50, messages: question, stream: true })).text();
+    expect(body).not.toContain(VENDOR_OPENAI_KEY);
+    expect(openaiText(body)).toBe("Key: [redacted]");
+    expect(sseFrames(body).some((f) => f.data.includes('"finish_reason":"stop"'))).toBe(true);
+  });
+
+  test("an Anthropic text block that starts with the key's first piece", async () => {
+    upstream.reply(anthropicPieces([`${VENDOR_ANTHROPIC_KEY.slice(9)} was sent`], VENDOR_ANTHROPIC_KEY.slice(0, 9)));
+    const body = await (await post(gw, "/v1/messages", { model: ANTHROPIC_MODEL, max_tokens: 50, messages: question, stream: true })).text();
+    expect(body).not.toContain(VENDOR_ANTHROPIC_KEY);
+    expect(anthropicText(body)).toBe("[redacted] was sent");
+  });
+});
+
+const key = (k: string, from: number, to?: number) => k.slice(from, to);
+
 describe("the prompt never reaches the log", () => {
   const prompt = "Summarise the confidential merger memo between ACME and Initech for the board";
 

@@ -378,6 +378,25 @@ export function createAnthropicRelay(ctx: EncodeContext): ClientSink {
   };
   /** Blocks the upstream started: a text delta of any other is decoded, and fails the answer as out of order. */
   const blocks = new Set<number>();
+  /** The block under way (the last started): text the gateway rewrote continues it. */
+  let current: number | undefined;
+  /**
+   * A text frame whose text the gateway changed (a known secret split across frames taken out,
+   * gateway/stream-answer.ts): its text as a delta of the block under way. A text block's start
+   * goes out without its text, which follows as that delta.
+   */
+  const rewrittenText = (name: string | undefined, parsed: unknown, events: readonly StreamEvent[]): string => {
+    let out = "";
+    if (name === "content_block_start" && isJsonObject(parsed) && isJsonObject(parsed.content_block)) {
+      if (typeof parsed.index === "number") blocks.add((current = parsed.index));
+      parsed.content_block.text = "";
+      out += frame(name, JSON.stringify(parsed));
+    }
+    let text = "";
+    for (const e of events) if (e.type === "text") text += e.text;
+    if (text !== "" && current !== undefined) out += frame("content_block_delta", JSON.stringify({ type: "content_block_delta", index: current, delta: { type: "text_delta", text } }));
+    return out;
+  };
   return {
     skim(raw, text) {
       // Text deltas carry nothing the gateway changes or counts (usage comes in message_delta). The
@@ -387,7 +406,7 @@ export function createAnthropicRelay(ctx: EncodeContext): ClientSink {
       if (!blocks.has(indexAt(data, TEXT_DELTA_START.length))) return undefined;
       return frame("content_block_delta", data);
     },
-    frame(raw, { parsed, events }) {
+    frame(raw, { parsed, events, rewritten }) {
       for (const e of events) noteOutput(e);
       // A vendor's error frame never goes out as it came: its text may carry internals.
       const failed = events.find((e) => e.type === "error");
@@ -395,9 +414,10 @@ export function createAnthropicRelay(ctx: EncodeContext): ClientSink {
       // A frame without its `event:` line is named by its data's type, as the decoder reads it:
       // the Anthropic SDK dispatches on the event name, and a nameless frame is lost to it.
       const name = raw.event ?? typeNamed(parsed);
+      if (rewritten && events.every((e) => e.type === "text")) return rewrittenText(name, parsed, events);
       if (name === "content_block_start") {
         const index = (parsed as { index?: unknown } | null)?.index;
-        if (typeof index === "number") blocks.add(index);
+        if (typeof index === "number") blocks.add((current = index));
       }
       if (name === "message_start" && parsed && typeof parsed === "object") {
         const data = parsed as { message?: unknown };

@@ -1,0 +1,86 @@
+/**
+ * A known secret (a configured vendor key) split across a stream's text frames.
+ *
+ * Each frame's data loses the known secrets it holds whole (log/scrub.ts, `withoutKnown`), but an
+ * upstream that echoes its key as generated text writes it a few characters a frame, and no one
+ * frame holds it (a raw-TCP probe, thirty-first session: `sk-live-` in one delta, the rest in the
+ * next, reached the client whole). This guard reads the answer's text as one run, in order:
+ *
+ * - a secret whole in the run (held text and the new piece together, or written with escapes the
+ *   frame's own scrub did not know) goes out as `[redacted]`;
+ * - a piece that ends with a secret's first `HOLD_FROM` characters or more is held back, that end
+ *   only, until the next piece says whether the secret follows;
+ * - fewer than `HOLD_FROM` characters of a secret's start go out (holding every delta that ends
+ *   in `s` would hold one frame in twenty), and the rest of that secret, when the next piece
+ *   starts with it, goes out as `[redacted]`: at most three characters of a key reach the client.
+ *
+ * Anything else than text (a finish, a tool call, the end) lets what is held go, as it came: a
+ * secret's start that no rest followed is not the secret. A pure core: the stream stage decides
+ * how a changed piece is written (stream-answer.ts).
+ */
+
+const REDACTED = "[redacted]";
+/** The shortest start of a secret a piece's end is held back for. */
+export const HOLD_FROM = 4;
+
+export interface SplitSecretGuard {
+  /** What of the answer's next text goes out now (the same string when nothing changed); the rest is held. */
+  text(piece: string): string;
+  /** What is held, let go (not followed by text): "" when nothing is. */
+  flush(): string;
+}
+
+/** A guard for `secrets` (8 characters or more, as the scrubber keeps them), or undefined when there are none. */
+export function createSplitSecretGuard(secrets: readonly string[]): SplitSecretGuard | undefined {
+  const known = secrets.filter((s) => s.length > HOLD_FROM);
+  if (known.length === 0) return undefined;
+  /** Text not sent yet: the start of a secret, maybe. */
+  let held = "";
+  /** The last characters sent (at most HOLD_FROM - 1): a secret may have begun in them. */
+  let tail = "";
+
+  /** The earliest place in `text` from which it runs to its end as a secret's start of HOLD_FROM characters or more, or -1. */
+  const startOfSecret = (text: string): number => {
+    let from = -1;
+    for (const secret of known) {
+      const first = secret[0]!;
+      // Shorter than the secret (a whole one is already replaced), HOLD_FROM or longer.
+      let at = text.indexOf(first, Math.max(0, text.length - secret.length + 1));
+      while (at !== -1 && at <= text.length - HOLD_FROM && (from === -1 || at < from)) {
+        if (secret.startsWith(text.slice(at))) {
+          from = at;
+          break;
+        }
+        at = text.indexOf(first, at + 1);
+      }
+    }
+    return from;
+  };
+
+  return {
+    text(piece) {
+      // The run as the client's text has it: what was sent last, what is held, the new piece.
+      const sent = tail.length;
+      let run = tail + held + piece;
+      held = "";
+      for (const secret of known) {
+        // One that began in what was sent: the rest of it goes as the placeholder.
+        const begun = sent === 0 ? -1 : run.indexOf(secret, Math.max(0, sent - secret.length + 1));
+        if (begun !== -1 && begun < sent) run = run.slice(0, sent) + REDACTED + run.slice(begun + secret.length);
+        if (run.includes(secret, sent)) run = run.slice(0, sent) + run.slice(sent).split(secret).join(REDACTED);
+      }
+      const from = startOfSecret(run);
+      const cut = from === -1 ? run.length : Math.max(from, sent);
+      held = run.slice(cut);
+      const out = run.slice(sent, cut);
+      tail = run.slice(0, cut).slice(-(HOLD_FROM - 1));
+      return out;
+    },
+    flush() {
+      const out = held;
+      held = "";
+      if (out !== "") tail = (tail + out).slice(-(HOLD_FROM - 1));
+      return out;
+    },
+  };
+}
