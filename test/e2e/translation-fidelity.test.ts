@@ -249,3 +249,29 @@ describe("OpenAI's reasoning models take max_completion_tokens (they refuse max_
     }
   });
 });
+
+describe("a call that ends `stop` (OpenAI with tool_choice naming a function; vLLM, Ollama always) → Anthropic clients", () => {
+  // Anthropic says `tool_use` whenever the content has a call: agent loops and the AI SDK read
+  // `end_turn` beside one as the run's end (an SDK probe, thirty-second session).
+  const call = { id: "call_1", name: "get_weather", arguments: '{"city":"Paris"}' };
+  const ask = (stream: boolean) =>
+    post(gw, "/v1/messages", { model: OPENAI_MODEL, max_tokens: 100, stream, tools: [{ name: "get_weather", input_schema: parameters }], tool_choice: { type: "tool", name: "get_weather" }, messages: [{ role: "user", content: "Weather in Paris?" }] });
+
+  test("whole and streamed: stop_reason tool_use", async () => {
+    upstream.reply(openaiBody({ calls: [call], stop: "stop" }));
+    const whole = await (await ask(false)).json();
+    expect(whole.content.at(-1)).toMatchObject({ type: "tool_use", name: "get_weather", input: { city: "Paris" } });
+    expect(whole.stop_reason).toBe("tool_use");
+    upstream.reply(openaiStream({ calls: [call], stop: "stop" }));
+    const text = await (await ask(true)).text();
+    expect(text).toContain('"type":"tool_use"');
+    expect(text).toContain('"stop_reason":"tool_use"');
+  });
+
+  test("a cut answer stays max_tokens, and text alone stays end_turn", async () => {
+    upstream.reply(openaiBody({ calls: [call], stop: "length" }));
+    expect((await (await ask(false)).json()).stop_reason).toBe("max_tokens");
+    upstream.reply(openaiBody({ text: "Sunny." }));
+    expect((await (await ask(false)).json()).stop_reason).toBe("end_turn");
+  });
+});

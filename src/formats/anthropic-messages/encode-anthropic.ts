@@ -20,7 +20,12 @@ const STOP: Record<FinishReason, string> = {
  * `refusal` for its own safety classifier's stop, sends the conversation again with a note saying so
  * (a second charged request), and ends the run as an error (a probe of the agent CLIs).
  */
-function stopReason(finish: FinishReason | undefined): string {
+function stopReason(finish: FinishReason | undefined, calledTools: boolean): string {
+  // An answer that called tools and ended plainly ended for them: OpenAI's finish is `stop` when
+  // `tool_choice` names a function, and some compatible servers (vLLM, Ollama) always say `stop`.
+  // Anthropic says `tool_use` whenever the content has a call; agent loops and the AI SDK read
+  // `end_turn` beside one as the run's end (an SDK probe, thirty-second session).
+  if (calledTools && (finish === undefined || finish === "stop")) return "tool_use";
   return STOP[finish ?? "stop"];
 }
 
@@ -294,7 +299,7 @@ export function createAnthropicEncoder(ctx: EncodeContext): ClientSink {
       const usage: Record<string, unknown> = { input_tokens: uncached(inputTokens, cacheRead, cacheWrite), output_tokens: outputTokens };
       addCacheUsage(usage, cacheRead, cacheWrite, cacheWrite1h);
       if (reasoningTokens !== undefined) usage.output_tokens_details = { thinking_tokens: reasoningTokens };
-      const delta = { stop_reason: stopReason(finish), stop_sequence: stopSequence ?? null };
+      const delta = { stop_reason: stopReason(finish, toolBlocks.size > 0), stop_sequence: stopSequence ?? null };
       out += frame("message_delta", JSON.stringify({ type: "message_delta", delta, usage }));
       return out + frame("message_stop", `{"type":"message_stop"}`);
     },
@@ -516,7 +521,7 @@ export function encodeAnthropicBody(events: StreamEvent[], ctx: EncodeContext) {
     role: "assistant",
     model: ctx.model,
     content,
-    stop_reason: stopReason(answer.finish),
+    stop_reason: stopReason(answer.finish, answer.tools.length > 0),
     stop_sequence: answer.stopSequence ?? null,
     usage,
   };
