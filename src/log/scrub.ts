@@ -192,10 +192,42 @@ export function withoutKnownStarts(text: string, starts: readonly string[]): str
 /** What a masked key is written with: its own characters and the mask's. */
 const MASKED_KEY_CHAR = /[\w*.…-]/;
 
-/** `text` with each of `known` replaced (the same string when none is there). */
+/**
+ * `text` with each of `known` replaced (the same string when none is there): as written, and as
+ * JSON may write it with `\u` escapes, any character of it or all (.NET's System.Text.Json
+ * writes `+` as `\u002B`; Python's `ensure_ascii` escapes more): a raw-TCP probe's key with
+ * escaped `+` signs reached the client whole, decoded by its JSON parser (thirty-second session).
+ */
 export function withoutKnownSecrets(text: string, known: readonly string[]): string {
   for (const secret of known) if (text.includes(secret)) text = text.split(secret).join(REDACTED);
+  if (known.length > 0 && text.includes("\\u")) text = text.replace(escapedForms(known), REDACTED);
   return text;
+}
+
+/** Patterns of known secrets' escaped forms, by the secrets they match (a scrubber's list, a worker's copy). */
+const escapedPatterns = new Map<string, RegExp>();
+
+/**
+ * One pattern for every way JSON may write `known`: each UTF-16 unit as itself or as `\uXXXX`
+ * (hex in either case), a `/` also as `\/`, a quote as `\"`, a backslash as `\\`. Alternatives of
+ * one unit each, in sequence, no repetition: linear in the text.
+ */
+function escapedForms(known: readonly string[]): RegExp {
+  const key = known.join("\n");
+  let pattern = escapedPatterns.get(key);
+  if (pattern) return pattern;
+  const unit = (code: number): string => {
+    const hex = code.toString(16).padStart(4, "0");
+    const anyCase = [...hex].map((d) => (d >= "a" ? `[${d}${d.toUpperCase()}]` : d)).join("");
+    const short = code === 0x2f ? "|\\\\/" : code === 0x22 ? '|\\\\"' : code === 0x5c ? "|\\\\\\\\" : "";
+    return `(?:\\u${hex}|\\\\u${anyCase}${short})`;
+  };
+  const forms = [...known].sort((a, b) => b.length - a.length).map((secret) => Array.from({ length: secret.length }, (_, i) => unit(secret.charCodeAt(i))).join(""));
+  pattern = new RegExp(forms.join("|"), "g");
+  // A worker's copies come one answer at a time; a gateway's list grows only at start.
+  if (escapedPatterns.size >= 16) escapedPatterns.clear();
+  escapedPatterns.set(key, pattern);
+  return pattern;
 }
 
 // ---------------------------------------------------------------------------------------------

@@ -230,6 +230,39 @@ describe("a vendor's own fields in an answer relayed as it came (same format)", 
   });
 });
 
+describe("a configured vendor key written with JSON's \\u escapes (a raw-TCP probe, thirty-second session)", () => {
+  // .NET's System.Text.Json writes `+` as \u002B; Python's ensure_ascii escapes more. The client's
+  // JSON parser reads the escapes as the key.
+  const escape = (text: string, every = false) => [...text].map((c) => (every || c === "-" ? `\\u${c.charCodeAt(0).toString(16).padStart(4, "0").toUpperCase()}` : c)).join("");
+  const question = [{ role: "user", content: "Hi" }];
+
+  test("in a whole answer's own fields and text, and in a relayed stream's, on both endpoints", async () => {
+    for (const every of [false, true]) {
+      const openai = `{"id":"chatcmpl-x","object":"chat.completion","created":1,"model":"gpt-4o-mini","choices":[{"index":0,"message":{"role":"assistant","content":"k=${escape(VENDOR_OPENAI_KEY, every)}"},"finish_reason":"stop"}],"usage":{"prompt_tokens":3,"completion_tokens":1,"total_tokens":4},"debug_info":{"api_key":"${escape(VENDOR_OPENAI_KEY, every)}"}}`;
+      upstream.reply({ kind: "text", headers: { "content-type": "application/json" }, body: openai });
+      let text = await (await post(gw, "/v1/chat/completions", { model: OPENAI_MODEL, messages: question })).text();
+      expect(JSON.parse(text).debug_info.api_key).toBe("[redacted]");
+      expect(JSON.parse(text).choices[0].message.content).toBe("k=[redacted]");
+
+      upstream.reply({ kind: "sse", chunks: [
+        `data: {"id":"chatcmpl-x","object":"chat.completion.chunk","created":1,"model":"gpt-4o-mini","choices":[{"index":0,"delta":{"role":"assistant","content":"k=${escape(VENDOR_OPENAI_KEY, every)}"},"finish_reason":null}],"meta":"${escape(VENDOR_OPENAI_KEY, every)}"}\n\n`,
+        `data: {"id":"chatcmpl-x","object":"chat.completion.chunk","created":1,"model":"gpt-4o-mini","choices":[{"index":0,"delta":{},"finish_reason":"stop"}]}\n\n`,
+        "data: [DONE]\n\n",
+      ] });
+      text = await (await post(gw, "/v1/chat/completions", { model: OPENAI_MODEL, stream: true, messages: question })).text();
+      const first = JSON.parse(sseFrames(text)[0]!.data);
+      expect(first.meta).toBe("[redacted]");
+      expect(first.choices[0].delta.content).toBe("k=[redacted]");
+
+      const anthropic = `{"id":"msg_x","type":"message","role":"assistant","model":"claude-x","content":[{"type":"text","text":"${escape(VENDOR_ANTHROPIC_KEY, every)}"}],"stop_reason":"end_turn","stop_sequence":null,"usage":{"input_tokens":3,"output_tokens":1},"meta":{"key":"${escape(VENDOR_ANTHROPIC_KEY, every)}"}}`;
+      upstream.reply({ kind: "text", headers: { "content-type": "application/json" }, body: anthropic });
+      const body = await (await post(gw, "/v1/messages", { model: ANTHROPIC_MODEL, max_tokens: 20, messages: question }, { "anthropic-version": "2023-06-01" })).json();
+      expect(body.meta.key).toBe("[redacted]");
+      expect(body.content[0].text).toBe("[redacted]");
+    }
+  });
+});
+
 describe("a configured vendor key written across several text frames (a raw-TCP probe, thirty-first session)", () => {
   const chunk = (delta: object, finish: string | null = null) =>
     `data: ${JSON.stringify({ id: "chatcmpl-x", object: "chat.completion.chunk", created: 1, model: "gpt-4o-mini", choices: [{ index: 0, delta, logprobs: null, finish_reason: finish }] })}\n\n`;

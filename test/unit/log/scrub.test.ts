@@ -313,6 +313,28 @@ describe("vendor keys known by value (a gateway's scrubber)", () => {
     expect(own.withoutKnown('{"content":"export KEY=gsk_Q1w2E3r4T5"}')).toBe('{"content":"export KEY=gsk_Q1w2E3r4T5"}');
   });
 
+  test("a key JSON wrote with \\u escapes, any of its characters or all, in either case of hex", () => {
+    const own = createScrubber();
+    const key = "vkOA+SECRET/abc-0123456789";
+    own.remember(key);
+    const u = (c: string, upper = true) => `\\u${c.charCodeAt(0).toString(16).padStart(4, "0")[upper ? "toUpperCase" : "toLowerCase"]()}`;
+    const forms = [
+      key.replaceAll("+", u("+")),
+      key.replaceAll("+", u("+", false)).replaceAll("/", "\\/"),
+      [...key].map((c) => u(c)).join(""),
+      [...key].map((c, i) => (i % 2 ? u(c, false) : c)).join(""),
+    ];
+    for (const form of forms) {
+      const text = `{"debug":"${form}","note":"caf\\u00e9"}`;
+      expect(JSON.parse(text).debug).toBe(key);
+      expect(own.withoutKnown(text)).toBe('{"debug":"[redacted]","note":"caf\\u00e9"}');
+      expect(own.forClient(`bad key ${form}`)).toBe("bad key [redacted]");
+    }
+    // Other escaped text is left as it is (the same string).
+    const other = '{"content":"na\\u00efve \\u002B one"}';
+    expect(own.withoutKnown(other)).toBe(other);
+  });
+
   test("each gateway's scrubber knows its own keys only; the plain functions know none", () => {
     const other = createScrubber();
     other.remember("other-proxy-key-77");
