@@ -259,7 +259,7 @@ describe("a call that ends `stop` (OpenAI with tool_choice naming a function; vL
 
   test("whole and streamed: stop_reason tool_use", async () => {
     upstream.reply(openaiBody({ calls: [call], stop: "stop" }));
-    const whole = await (await ask(false)).json();
+    const whole: any = await (await ask(false)).json();
     expect(whole.content.at(-1)).toMatchObject({ type: "tool_use", name: "get_weather", input: { city: "Paris" } });
     expect(whole.stop_reason).toBe("tool_use");
     upstream.reply(openaiStream({ calls: [call], stop: "stop" }));
@@ -270,8 +270,8 @@ describe("a call that ends `stop` (OpenAI with tool_choice naming a function; vL
 
   test("a cut answer stays max_tokens, and text alone stays end_turn", async () => {
     upstream.reply(openaiBody({ calls: [call], stop: "length" }));
-    expect((await (await ask(false)).json()).stop_reason).toBe("max_tokens");
+    expect(((await (await ask(false)).json()) as any).stop_reason).toBe("max_tokens");
     upstream.reply(openaiBody({ text: "Sunny." }));
-    expect((await (await ask(false)).json()).stop_reason).toBe("end_turn");
+    expect(((await (await ask(false)).json()) as any).stop_reason).toBe("end_turn");
   });
 });

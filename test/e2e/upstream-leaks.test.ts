@@ -256,7 +256,7 @@ describe("a configured vendor key written with JSON's \\u escapes (a raw-TCP pro
 
       const anthropic = `{"id":"msg_x","type":"message","role":"assistant","model":"claude-x","content":[{"type":"text","text":"${escape(VENDOR_ANTHROPIC_KEY, every)}"}],"stop_reason":"end_turn","stop_sequence":null,"usage":{"input_tokens":3,"output_tokens":1},"meta":{"key":"${escape(VENDOR_ANTHROPIC_KEY, every)}"}}`;
       upstream.reply({ kind: "text", headers: { "content-type": "application/json" }, body: anthropic });
-      const body = await (await post(gw, "/v1/messages", { model: ANTHROPIC_MODEL, max_tokens: 20, messages: question }, { "anthropic-version": "2023-06-01" })).json();
+      const body: any = await (await post(gw, "/v1/messages", { model: ANTHROPIC_MODEL, max_tokens: 20, messages: question }, { "anthropic-version": "2023-06-01" })).json();
       expect(body.meta.key).toBe("[redacted]");
       expect(body.content[0].text).toBe("[redacted]");
     }
