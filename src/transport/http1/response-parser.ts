@@ -56,6 +56,15 @@ export interface ResponseSink {
   body(bytes: Uint8Array): void;
 }
 
+const HTTP1 = [72, 84, 84, 80, 47, 49, 46]; // "HTTP/1."
+
+/** Whether the bytes from `pos` (as many as there are, up to 7) could begin `HTTP/1.`. */
+function startsLikeHttp1(buf: Uint8Array, pos: number): boolean {
+  const n = Math.min(HTTP1.length, buf.length - pos);
+  for (let i = 0; i < n; i++) if (buf[pos + i] !== HTTP1[i]) return false;
+  return true;
+}
+
 /** The bytes are not an HTTP/1.1 answer we can delimit with certainty. */
 export class ResponseFramingError extends Error {
   constructor(message: string) {
@@ -201,6 +210,9 @@ export class ResponseParser {
             // Likewise a bare CR (old Mac line ends; RFC 9112 §2.2 lets a recipient refuse it, and
             // no field value may hold one): a JSON body after such a head has no LF to give it away.
             if (hasBareCr(buf, Math.max(pos, from - 1))) throw new ResponseFramingError("a line of the head ends in a bare CR");
+            // Bytes that cannot begin `HTTP/1.` are no HTTP/1 answer (an HTTP/2 server's SETTINGS
+            // frame, TLS on a plain port): said now, not at the first-byte limit (a raw-TCP probe).
+            if (!startsLikeHttp1(buf, pos)) throw new ResponseFramingError("the answer is not HTTP/1");
             return this.keep(buf, pos);
           }
           this.headBytes += end + 4 - pos;

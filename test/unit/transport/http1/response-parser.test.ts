@@ -231,6 +231,11 @@ describe("response parser: framing faults are errors", () => {
     ["a bare CR inside the head before its end", "HTTP/1.1 200 OK\r\nx-a: 1\rx-b: 2"],
     ["chunk size lines ended by bare CRs (their end not arrived)", "HTTP/1.1 200 OK\r\ntransfer-encoding: chunked\r\n\r\n5\rhello\r0\r\r"],
     ["a trailer line ended by a bare CR", "HTTP/1.1 200 OK\r\ntransfer-encoding: chunked\r\n\r\n2\r\n{}\r\n0\r\nx-t: 1\rx"],
+    // Not HTTP/1 at all, said at its first byte rather than at the first-byte limit (a raw-TCP probe):
+    // an HTTP/2 server's SETTINGS frame (an http:// base URL on an h2c-only server), TLS on a plain port.
+    ["an HTTP/2 SETTINGS frame", "\x00\x00\x06\x04\x00\x00\x00\x00\x00\x00\x03\x00\x00\x00\x64"],
+    ["a TLS alert", "\x15\x03\x01\x00\x02\x02\x46"],
+    ["lowercase http", "http/1.1 200 OK\r\n"],
   ];
   for (const [name, wire] of faults) {
     test(name, () => {
