@@ -230,6 +230,53 @@ describe("upstream HTTP/1.1 client", () => {
     expect(server.requests).toHaveLength(2);
   });
 
+  test("a large request refused before the upstream read it all: its connection is not kept, and the next call gets a new one (a raw-TCP probe)", async () => {
+    // The upstream answers 413 once it sees the head, then stops reading; the kernel's buffers had
+    // taken the whole request, so it looked sent. Reused, the next call waited for its first-byte limit.
+    let opened = 0;
+    const listener = Bun.listen<{ buf: string; answered: boolean }>({
+      hostname: "127.0.0.1",
+      port: 0,
+      socket: {
+        open(socket) {
+          opened++;
+          socket.data = { buf: "", answered: false };
+        },
+        data(socket, bytes) {
+          if (socket.data.answered) return;
+          socket.data.buf += bytes.toString("latin1");
+          const end = socket.data.buf.indexOf("\r\n\r\n");
+          if (end < 0) return;
+          const length = Number(/content-length: (\d+)/i.exec(socket.data.buf.slice(0, end))?.[1] ?? 0);
+          if (length > 100_000) {
+            socket.data.answered = true;
+            const body = '{"error":{"message":"too large","type":"invalid_request_error"}}';
+            socket.write(`HTTP/1.1 413 Payload Too Large\r\ncontent-type: application/json\r\ncontent-length: ${body.length}\r\n\r\n${body}`);
+            // Reads nothing more, and keeps the connection open.
+            socket.pause();
+          } else if (socket.data.buf.length >= end + 4 + length) {
+            socket.data.buf = "";
+            socket.write(JSON_HEAD(2) + "{}");
+          }
+        },
+      },
+    });
+    const client = createHttp1Client({});
+    clients.push(client);
+    try {
+      const url = `http://127.0.0.1:${listener.port}/v1/chat/completions`;
+      const post = (body: string) => client.fetch(url, { method: "POST", headers: { "content-type": "application/json" }, body, signal: AbortSignal.timeout(3000) });
+      const refused = await post(JSON.stringify({ input: "x".repeat(3 * 1024 * 1024) }));
+      expect(refused.status).toBe(413);
+      await refused.text();
+      const next = await post("{}");
+      expect(next.status).toBe(200);
+      expect(opened).toBe(2);
+    } finally {
+      listener.stop(true);
+    }
+  });
+
   test("an abort before the answer rejects with the signal's reason and closes the connection", async () => {
     const { client, post } = setup(() => {});
     const controller = new AbortController();

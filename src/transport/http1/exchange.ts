@@ -19,6 +19,12 @@ export class UpstreamConnectionError extends Error {
   }
 }
 
+/**
+ * A request longer than this may be partly unread when its answer comes (the kernel's buffers took
+ * it, the upstream did not): its connection is not kept after a refusal (see `complete`).
+ */
+const UNREAD_RISK_CHARS = 64 * 1024;
+
 /** Answers with a Content-Length up to this size are handed over whole: one Response, no stream. */
 const BUFFER_WHOLE_BYTES = 8 * 1024 * 1024;
 
@@ -68,6 +74,10 @@ class Exchange implements ConnectionOwner, ResponseSink, BodyQueueOwner {
   /** The caller's deadline, told of a whole answer's head and bytes as they come (transport.ts). */
   private readonly deadline: AttemptHooks | undefined;
   private headReported = false;
+  /** The request is larger than the socket surely took at once (see UNREAD_RISK_CHARS). */
+  private readonly large: boolean;
+  /** The final answer refused the request (4xx, 5xx). */
+  private refused = false;
 
   constructor(
     private readonly pool: Pool,
@@ -78,6 +88,7 @@ class Exchange implements ConnectionOwner, ResponseSink, BodyQueueOwner {
     private readonly reject: (error: unknown) => void,
   ) {
     this.writer = new RequestWriter(message);
+    this.large = message.length > UNREAD_RISK_CHARS;
     this.parser = new ResponseParser(o.method, this, o.maxBytes);
     const signal = o.signal;
     // A deadline's own signal carries its hooks too (a caller that passed `deadline.signal`).
@@ -165,6 +176,7 @@ class Exchange implements ConnectionOwner, ResponseSink, BodyQueueOwner {
     // (15.5.9) lets the client repeat on a new connection, as it is after a close (client.ts).
     // Handed over, it was a 502 for a request the upstream never saw (a raw-TCP probe).
     if (head.status === 408 && this.o.reused) throw new UpstreamConnectionError("the upstream timed out the reused connection (408)", true);
+    this.refused = head.status >= 400;
     const parser = this.parser;
     if (parser.bodyless) return this.settle(new UpstreamResponse(null, head));
     const coding = contentCoding(head.fields);
@@ -230,7 +242,10 @@ class Exchange implements ConnectionOwner, ResponseSink, BodyQueueOwner {
     this.queue = null;
     this.end();
     // A compressed answer's connection is not kept: its decoded size is only known as it is read.
-    if (this.parser.reusable && this.writer.finished && !this.encoded) this.pool.release(this.conn);
+    // Nor one whose large request was refused: "sent" means the kernel took the bytes, not that the
+    // upstream read them. One that answers 413 early and stops reading leaves the rest unread, and
+    // the next request on the connection waited for its first-byte limit (a raw-TCP probe: 3 MB).
+    if (this.parser.reusable && this.writer.finished && !this.encoded && !(this.large && this.refused)) this.pool.release(this.conn);
     else {
       // More than the answer came: a copy of it, or another one. The origin's connections rest before reuse.
       if (this.parser.overran) this.pool.distrust(this.conn.origin);
