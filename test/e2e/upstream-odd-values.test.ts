@@ -569,3 +569,31 @@ test("a whole answer far larger than its request could be given (a 4 MiB gzip bo
   expect(big.status).toBe(200);
   expect(((await big.json()) as any).choices[0].message.content).toHaveLength(4 * 1024 * 1024);
 });
+
+describe("an Anthropic frame whose `event:` line and data type disagree (a raw-TCP probe, thirty-second session)", () => {
+  // The decoder reads the data's type; an SDK dispatches on the event name. Relayed under its own
+  // name, a text delta sent as `event: ping` was counted and shown to chat clients, skipped by the SDK.
+  const named = (name: string, data: Record<string, unknown>) => `event: ${name}\ndata: ${JSON.stringify(data)}\n\n`;
+  test("the relay names it by its data, so an Anthropic client reads what a chat client reads and what was counted", async () => {
+    const reply = () => upstream.reply({ kind: "sse", chunks: [
+      anthropicEvent("message_start", { message: { id: "msg_odd", type: "message", role: "assistant", model: "claude-sonnet-4-5", content: [], stop_reason: null, stop_sequence: null, usage: { input_tokens: 5, output_tokens: 1 } } }),
+      anthropicEvent("content_block_start", { index: 0, content_block: { type: "text", text: "" } }),
+      anthropicEvent("content_block_delta", { index: 0, delta: { type: "text_delta", text: "one " } }),
+      named("ping", { type: "content_block_delta", index: 0, delta: { type: "text_delta", text: "two " } }),
+      named("message_stop", { type: "content_block_delta", index: 0, delta: { type: "text_delta", text: "three" } }),
+      anthropicEvent("content_block_stop", { index: 0 }),
+      anthropicEvent("message_delta", { delta: { stop_reason: "end_turn", stop_sequence: null }, usage: { output_tokens: 3 } }),
+      anthropicEvent("message_stop", {}),
+    ] });
+    reply();
+    const messages = await (await post(gw, "/v1/messages", { model: ANTHROPIC_MODEL, max_tokens: 50, stream: true, messages: ask }, { "anthropic-version": "2023-06-01" })).text();
+    const deltas = sseFrames(messages).filter((f) => f.event === "content_block_delta").map((f) => JSON.parse(f.data).delta.text);
+    expect(deltas.join("")).toBe("one two three");
+    // Every frame's name is its data's type.
+    for (const f of sseFrames(messages)) expect(JSON.parse(f.data).type).toBe(f.event!);
+    reply();
+    const chat = await (await post(gw, "/v1/chat/completions", { model: ANTHROPIC_MODEL, max_tokens: 50, stream: true, messages: ask })).text();
+    const text = sseFrames(chat).filter((f) => f.data !== "[DONE]").map((f) => JSON.parse(f.data).choices?.[0]?.delta?.content ?? "").join("");
+    expect(text).toBe("one two three");
+  });
+});

@@ -416,9 +416,10 @@ export function createAnthropicRelay(ctx: EncodeContext): ClientSink {
       // A vendor's error frame never goes out as it came: its text may carry internals.
       const failed = events.find((e) => e.type === "error");
       if (failed) return releaseDelta() + encoder.event(failed);
-      // A frame without its `event:` line is named by its data's type, as the decoder reads it:
-      // the Anthropic SDK dispatches on the event name, and a nameless frame is lost to it.
-      const name = raw.event ?? typeNamed(parsed);
+      // A frame is named by its data's type, as the decoder reads it, whatever its `event:` line
+      // says (or without one): the Anthropic SDK dispatches on the name, so a text delta sent as
+      // `event: ping` was counted and shown to a chat client, and skipped by the SDK (a raw-TCP probe).
+      const name = typeNamed(parsed) ?? raw.event;
       if (rewritten && events.every((e) => e.type === "text")) return rewrittenText(name, parsed, events);
       if (name === "content_block_start") {
         const index = (parsed as { index?: unknown } | null)?.index;
