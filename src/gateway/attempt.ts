@@ -279,11 +279,14 @@ export function tooLargeForQuota(said: string, cause: UpstreamErrorClass): (Atte
 const MAX_RETRY_AFTER_S = 60;
 
 /**
- * The error with a `retry-after` of `delayMs` (whole seconds, 1 to MAX_RETRY_AFTER_S), merged with
- * what it already says (`x-should-retry: false` for a refused key stays).
+ * The error with a `retry-after` of `delayMs` (whole seconds, 1 to MAX_RETRY_AFTER_S) and the
+ * exact wait as `retry-after-ms`, which the openai and Anthropic SDKs read first (a vendor's 1.5 s
+ * was a 2 s wait; an SDK probe), merged with what it already says (`x-should-retry: false` for a
+ * refused key stays).
  */
 export function withRetryAfter(error: GatewayError, delayMs: number): GatewayError {
-  return error.withHeaders({ ...error.headers, "retry-after": String(retryAfterSeconds(delayMs)) });
+  const ms = Math.min(MAX_RETRY_AFTER_S * 1000, Math.max(1, Math.ceil(delayMs)));
+  return error.withHeaders({ ...error.headers, "retry-after": String(retryAfterSeconds(delayMs)), "retry-after-ms": String(ms) });
 }
 
 /** A wait in ms as the `retry-after` a client is told: whole seconds, 1 to MAX_RETRY_AFTER_S. */

@@ -161,16 +161,21 @@ describe("upstream failures", () => {
     upstream.rule(() => ({ kind: "json", status: 429, headers: { "retry-after": "20" }, body: { error: { message: "slow down", type: "rate_limit_error" } } }));
     const limited = await post(gw, "/v1/chat/completions", { model: OPENAI_MODEL, messages: question });
     expect(limited.status).toBe(502);
-    expect(limited.headers.get("retry-after")).toBe("20");
+    expect([limited.headers.get("retry-after"), limited.headers.get("retry-after-ms")]).toEqual(["20", "20000"]);
     await limited.arrayBuffer();
+    // The vendor's exact wait goes on as retry-after-ms, which the SDKs read first.
+    upstream.rule(() => ({ kind: "json", status: 429, headers: { "retry-after-ms": "12500" }, body: { error: { message: "slow down", type: "rate_limit_error" } } }));
+    const exact = await post(gw, "/v1/chat/completions", { model: OPENAI_MODEL, messages: question });
+    expect([exact.status, exact.headers.get("retry-after"), exact.headers.get("retry-after-ms")]).toEqual([502, "13", "12500"]);
+    await exact.arrayBuffer();
     upstream.rule(() => ({ kind: "json", status: 529, headers: { "retry-after": "3600" }, body: { type: "error", error: { type: "overloaded_error", message: "Overloaded" } } }));
     const overloaded = await post(gw, "/v1/messages", { model: ANTHROPIC_MODEL, max_tokens: 10, messages: question });
-    expect([overloaded.status, overloaded.headers.get("retry-after")]).toEqual([502, "60"]);
+    expect([overloaded.status, overloaded.headers.get("retry-after"), overloaded.headers.get("retry-after-ms")]).toEqual([502, "60", "60000"]);
     await overloaded.arrayBuffer();
     // Without a wait from the upstream, none is made up.
     upstream.rule(() => ({ kind: "json", status: 500, body: { error: { message: "boom", type: "server_error" } } }));
     const failed = await post(gw, "/v1/chat/completions", { model: OPENAI_MODEL, messages: question });
-    expect([failed.status, failed.headers.get("retry-after")]).toEqual([502, null]);
+    expect([failed.status, failed.headers.get("retry-after"), failed.headers.get("retry-after-ms")]).toEqual([502, null, null]);
     await failed.arrayBuffer();
     upstream.rule(undefined);
   });
