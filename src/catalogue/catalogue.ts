@@ -10,18 +10,18 @@ export function createCatalogue(models: ModelConfig[]) {
   const byId = new Map(models.map((m) => [m.id, m]));
   // Exact aliases resolve like ids; `prefix*` patterns are tried longest prefix first.
   const byAlias = new Map<string, ModelConfig>();
-  const patterns: { prefix: string; model: ModelConfig }[] = [];
+  const prefixes: { prefix: string; model: ModelConfig }[] = [];
   for (const m of models) {
     for (const alias of m.aliases ?? []) {
-      if (alias.endsWith("*")) patterns.push({ prefix: alias.slice(0, -1), model: m });
+      if (alias.endsWith("*")) prefixes.push({ prefix: alias.slice(0, -1), model: m });
       else byAlias.set(alias, m);
     }
   }
-  patterns.sort((a, b) => b.prefix.length - a.prefix.length);
+  prefixes.sort((a, b) => b.prefix.length - a.prefix.length);
   const resolve = (name: string): ModelConfig | undefined =>
-    byId.get(name) ?? byAlias.get(name) ?? patterns.find((p) => name.startsWith(p.prefix))?.model;
+    byId.get(name) ?? byAlias.get(name) ?? prefixes.find((p) => name.startsWith(p.prefix))?.model;
   // The full list is one view; a key limited to models gets a view of its own, built once per pattern list.
-  const full = catalogueView(models, byAlias);
+  const full = catalogueView(models, byAlias, prefixes);
   const views = new Map<string, CatalogueView>();
   return {
     /** The model a client's name means: an id, an exact alias, or the longest matching `prefix*` alias. */
@@ -43,7 +43,7 @@ export function createCatalogue(models: ModelConfig[]) {
       let view = views.get(cacheKey);
       if (!view) {
         if (views.size >= MAX_CACHED_VIEWS) views.clear();
-        view = catalogueView(models.filter((m) => modelAllowed(patterns, m.id)), byAlias);
+        view = catalogueView(models.filter((m) => modelAllowed(patterns, m.id)), byAlias, prefixes);
         views.set(cacheKey, view);
       }
       return view;
@@ -58,7 +58,7 @@ const MODEL_CREATED_AT = "2025-01-01T00:00:00Z";
  * The model lists of `shown` in both shapes. The list never changes while the process runs, so its
  * JSON is built once and every GET /v1/models answers with the same bytes.
  */
-function catalogueView(shown: ModelConfig[], byAlias: Map<string, ModelConfig>) {
+function catalogueView(shown: ModelConfig[], byAlias: Map<string, ModelConfig>, prefixes: readonly { prefix: string; model: ModelConfig }[]) {
   const list = {
     object: "list",
     data: shown.map((m) => ({
@@ -91,18 +91,31 @@ function catalogueView(shown: ModelConfig[], byAlias: Map<string, ModelConfig>) 
   ];
   const entryById = new Map(list.data.map((entry) => [entry.id, entry]));
   const anthropicById = new Map(anthropicEntries.map((entry) => [entry.id, entry]));
+  /**
+   * The model an alias names, exact or `prefix*` (longest prefix first, as a chat resolves it),
+   * when this view shows it: `models.retrieve("claude-sonnet-4-5-20250929")` finds the model a
+   * chat with that name uses (an SDK probe: a `claude-*` alias routed the chat, retrieval was a 404).
+   */
+  const aliased = (id: string): ModelConfig | undefined => {
+    const model = byAlias.get(id) ?? prefixes.find((p) => id.startsWith(p.prefix))?.model;
+    return model && shownSet.has(model) ? model : undefined;
+  };
   return {
     listJson: () => listJson,
-    // An exact alias is retrieved as the model it names, under the name asked for (`model_id`
-    // stays the model's own): `models.retrieve("claude-sonnet-4-5")` finds what a chat with it uses.
+    // An alias is retrieved as the model it names, under the name asked for (`model_id` stays the model's own).
     entry: (id: string) => {
       const own = entryById.get(id);
       if (own) return own;
-      const aliased = byAlias.get(id);
-      const target = aliased && shownSet.has(aliased) ? entryById.get(aliased.id) : undefined;
+      const model = aliased(id);
+      const target = model && entryById.get(model.id);
       return target ? { ...target, id } : undefined;
     },
-    anthropicEntry: (id: string) => anthropicById.get(id),
+    anthropicEntry: (id: string) => {
+      const own = anthropicById.get(id);
+      if (own) return own;
+      const model = aliased(id);
+      return model && anthropicEntry(model, id);
+    },
     anthropicList(query: { limit?: string; after_id?: string; before_id?: string }) {
       const limit = Math.min(1000, Math.max(1, Number.parseInt(query.limit ?? "20", 10) || 20));
       let start = 0;

@@ -53,9 +53,12 @@ test("errors on the models routes are in the shape of the client that asked: Ant
   expect(openaiMissing.error.error).toBeUndefined();
 });
 
-test("an exact alias is retrieved as the model it names, under the name asked for, in both shapes; a prefix pattern is not a model", async () => {
+test("an alias, exact or a prefix pattern's, is retrieved as the model a chat with that name uses, under the name asked for, in both shapes", async () => {
   const model = await openai.models.retrieve("claude-sonnet-4-5");
   expect(model).toMatchObject({ id: "claude-sonnet-4-5", object: "model", model_id: "test/aliased", category: "text", context_length: 200_000 });
   expect(await anthropic.models.retrieve("claude-sonnet-4-5")).toMatchObject({ type: "model", id: "claude-sonnet-4-5" });
-  expect(await openai.models.retrieve("claude-haiku-4-5").catch((e) => e)).toBeInstanceOf(OpenAI.NotFoundError);
+  // `claude-haiku-*` routes a chat with this dated name; retrieving it was a 404 (an SDK probe).
+  expect(await openai.models.retrieve("claude-haiku-4-5-20251001")).toMatchObject({ id: "claude-haiku-4-5-20251001", object: "model", model_id: "test/aliased" });
+  expect(await anthropic.models.retrieve("claude-haiku-4-5-20251001")).toMatchObject({ type: "model", id: "claude-haiku-4-5-20251001" });
+  expect(await openai.models.retrieve("claude-opus-4-5").catch((e) => e)).toBeInstanceOf(OpenAI.NotFoundError);
 });
