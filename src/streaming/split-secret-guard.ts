@@ -30,9 +30,28 @@ export interface SplitSecretGuard {
   flush(): string;
 }
 
+/** What a guard needs of a secret list, worked out once per list (a gateway's list grows only as it starts). */
+interface Prepared {
+  count: number;
+  known: readonly string[];
+  /** Each secret's first HOLD_FROM characters: nothing can happen to a run that holds none of them. */
+  heads: readonly string[];
+}
+const preparedLists = new WeakMap<readonly string[], Prepared>();
+
+function prepare(secrets: readonly string[]): Prepared {
+  let prepared = preparedLists.get(secrets);
+  if (!prepared || prepared.count !== secrets.length) {
+    const known = secrets.filter((s) => s.length > HOLD_FROM);
+    prepared = { count: secrets.length, known, heads: [...new Set(known.map((s) => s.slice(0, HOLD_FROM)))] };
+    preparedLists.set(secrets, prepared);
+  }
+  return prepared;
+}
+
 /** A guard for `secrets` (8 characters or more, as the scrubber keeps them), or undefined when there are none. */
 export function createSplitSecretGuard(secrets: readonly string[]): SplitSecretGuard | undefined {
-  const known = secrets.filter((s) => s.length > HOLD_FROM);
+  const { known, heads } = prepare(secrets);
   if (known.length === 0) return undefined;
   /** Text not sent yet: the start of a secret, maybe. */
   let held = "";
@@ -57,8 +76,23 @@ export function createSplitSecretGuard(secrets: readonly string[]): SplitSecretG
     return from;
   };
 
+  /**
+   * Whether the run `tail + piece` (nothing held) holds a secret's first HOLD_FROM characters: a
+   * held start, a whole secret and one begun in what was sent all do. Most pieces hold none, and
+   * go out as they are, with no string made but the new tail.
+   */
+  const mayHold = (piece: string): boolean => {
+    const edge = tail === "" ? "" : tail + piece.slice(0, HOLD_FROM - 1);
+    for (const head of heads) if (piece.includes(head) || (edge !== "" && edge.includes(head))) return true;
+    return false;
+  };
+
   return {
     text(piece) {
+      if (held === "" && !mayHold(piece)) {
+        tail = piece.length >= HOLD_FROM - 1 ? piece.slice(-(HOLD_FROM - 1)) : (tail + piece).slice(-(HOLD_FROM - 1));
+        return piece;
+      }
       // The run as the client's text has it: what was sent last, what is held, the new piece.
       const sent = tail.length;
       let run = tail + held + piece;
