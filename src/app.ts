@@ -75,6 +75,12 @@ import { createCountBytes } from "./limits/count-bytes.ts";
 import { createConnectionGuard } from "./limits/connection-guard.ts";
 import { readOpenFilesLimit, watchOpenFiles } from "./ops/open-files.ts";
 
+/**
+ * Failed API key checks an address may make in a minute before they are answered 429: more than a
+ * team behind one address mistypes, far fewer than a flood (one address sent 4,800 a second).
+ */
+const KEY_FAILURES_PER_MINUTE = 30;
+
 export interface AppDeps {
   /** The SQLite file's connection: accounts, keys and the ledger, unless `stores` are given. */
   db?: Database;
@@ -94,6 +100,8 @@ export interface AppDeps {
   adminToken?: string;
   /** Throttle of failed admin authentications (default 10 per address and minute, then 429). */
   adminAuthFailures?: AuthFailureOptions;
+  /** Failed API key checks per client address (http/plugins/admission.ts, keyFailures): 30 a minute unless a test says otherwise. */
+  keyAuthFailures?: AuthFailureOptions;
   /** Tuning of the SQLite ledger (tests shorten its timers). */
   ledgerOptions?: Omit<SqliteLedgerOptions, "now" | "changes" | "log" | "onCommitted">;
   /** Wraps the ledger the app builds (tests inject faults with it). */
@@ -325,6 +333,8 @@ export function createApp(deps: AppDeps) {
   };
   let draining = false;
   const authFailures = createAuthFailures({ now, ...deps.adminAuthFailures });
+  const keyFailureWindowMs = deps.keyAuthFailures?.windowMs ?? 60_000;
+  const keyFailures = { failures: createAuthFailures({ now, limit: KEY_FAILURES_PER_MINUTE, ...deps.keyAuthFailures, windowMs: keyFailureWindowMs }), windowMs: keyFailureWindowMs };
 
   // The OpenAPI document describes what was built (read on its first request). Without an admin
   // token the admin routes are 404s, but the document still describes them.
@@ -388,6 +398,7 @@ export function createApp(deps: AppDeps) {
       },
       cors: corsPolicy(deps.settings.server.cors_origins),
       connections: { guard: connectionGuard, now },
+      keyFailures,
     }))
     .use(jsonBodyPlugin({
       maxBytes: limits.max_body_bytes,

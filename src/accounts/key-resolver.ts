@@ -24,6 +24,11 @@ export interface KeyResolver {
   forget(keyId: string): void;
   /** Drops what is cached for every key of an account whose limits this process changed (a lookup carries them). */
   forgetAccount(accountId: string): void;
+  /**
+   * Whether the key was found before and is still cached (fresh or not): a lookup of one that is
+   * not may cost the shared store a read. Absent where every lookup is cheap (SQLite's).
+   */
+  known?(key: string): boolean;
 }
 
 /** Key bodies are base64url; anything else cannot be a key we issued. */
@@ -105,7 +110,13 @@ export function createCachedKeyResolver(store: AccountStore, now: () => number, 
   const ttlMs = o.ttlMs ?? KEY_CACHE_MS;
   /** `failedAt`: when a read meant to refresh the entry last failed (the store unreachable). */
   type Entry = { key: ActiveKey | null; at: number; failedAt?: number };
+  /** Keys found. */
   const cache = new Map<string, Entry>();
+  /**
+   * Keys not found, apart: a flood of made-up keys that fills this map empties only this map, never
+   * the keys found, whose entries keep free models working while the store is down (KEY_STALE_MS).
+   */
+  const unknown = new Map<string, Entry>();
   const pending = new Map<string, Promise<ActiveKey | null>>();
   /** Each key given out, by its hash: what `recheck` reads it again by. */
   const hashes = new WeakMap<ActiveKey, string>();
@@ -124,8 +135,11 @@ export function createCachedKeyResolver(store: AccountStore, now: () => number, 
           const found = await store.findActiveKey(hash);
           if (found) hashes.set(found, hash);
           if (began === generation) {
-            if (cache.size >= KEY_CACHE_MAX) cache.clear();
-            cache.set(hash, { key: found, at: performance.now() });
+            const into = found ? cache : unknown;
+            if (into.size >= KEY_CACHE_MAX) into.clear();
+            if (found) unknown.delete(hash);
+            else cache.delete(hash);
+            into.set(hash, { key: found, at: performance.now() });
           }
           return found;
         } finally {
@@ -144,7 +158,7 @@ export function createCachedKeyResolver(store: AccountStore, now: () => number, 
   };
 
   const byHash = (hash: string): ActiveKey | null | Promise<ActiveKey | null> => {
-    const hit = cache.get(hash);
+    const hit = cache.get(hash) ?? unknown.get(hash);
     if (hit && performance.now() - hit.at < ttlMs) return live(hit.key);
     return lookup(hash, hit);
   };
@@ -157,7 +171,7 @@ export function createCachedKeyResolver(store: AccountStore, now: () => number, 
       // The store just failed to refresh this key (admission's read, most likely, for this very
       // request): the request was let in on what was cached, and waits for no second read of a
       // store that is down (up to its connect or statement timeout) before each attempt.
-      const hit = cache.get(hash);
+      const hit = cache.get(hash) ?? unknown.get(hash);
       if (hit?.failedAt !== undefined && performance.now() - hit.failedAt < ttlMs) return live(principal);
       return byHash(hash);
     },
@@ -167,6 +181,7 @@ export function createCachedKeyResolver(store: AccountStore, now: () => number, 
       pending.clear();
       for (const [hash, entry] of cache) if (entry.key?.keyId === keyId) cache.delete(hash);
     },
+    known: (key: string) => cache.has(hashKey(key)),
     forgetAccount(accountId: string): void {
       generation++;
       pending.clear();

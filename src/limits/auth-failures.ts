@@ -26,6 +26,8 @@ export interface AuthFailureVerdict {
 export interface AuthFailures {
   /** Records one failed authentication from `address` and says how to answer it. */
   failed(address: string): AuthFailureVerdict;
+  /** Whether `address` is past its limit now (nothing recorded). */
+  throttled(address: string): boolean;
 }
 
 export function createAuthFailures(o: AuthFailureOptions = {}): AuthFailures {
@@ -49,6 +51,12 @@ export function createAuthFailures(o: AuthFailureOptions = {}): AuthFailures {
       // The next failure is answered 401 once the oldest of the last `limit` ones leaves the window.
       const oldest = times[times.length - limit]!;
       return { throttled, retryAfterSeconds: throttled ? Math.max(1, Math.ceil((oldest + windowMs - t) / 1000)) : 0 };
+    },
+    throttled(address) {
+      const times = seen.get(address);
+      if (!times || times.length <= limit) return false;
+      // Past the limit while the last `limit + 1` failures all fall within the window.
+      return now() - times[0]! < windowMs;
     },
   };
 }

@@ -25,7 +25,8 @@ const BODY_LIMIT = 10 * MiB;
 
 const upstream = useFakeUpstream();
 // Plenty of credits: several rows and the fuzz reserve the 8,192-token cap many times over.
-const gw = useGateway(() => ({ upstreamUrl: upstream.url, credits: 1_000_000 }));
+// Dozens of bad credentials from one address: each is to be a 401, not the throttle's 429 (invalid-key-flood.test.ts).
+const gw = useGateway(() => ({ upstreamUrl: upstream.url, credits: 1_000_000, keyAuthFailures: { limit: 10_000 } }));
 
 // ---------------------------------------------------------------------------------------------
 // Sending and checking

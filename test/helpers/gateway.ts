@@ -44,6 +44,7 @@ export interface GatewayOptions {
   credits?: number;
   adminToken?: string;
   adminAuthFailures?: AppDeps["adminAuthFailures"];
+  keyAuthFailures?: AppDeps["keyAuthFailures"];
   keepaliveMs?: number;
   clientIdleMs?: number;
   idleMs?: number;
@@ -184,7 +185,7 @@ export async function startGateway(o: GatewayOptions): Promise<Gateway> {
     { TEST_OPENAI_KEY: o.vendorKeys?.openai ?? VENDOR_OPENAI_KEY, TEST_ANTHROPIC_KEY: o.vendorKeys?.anthropic ?? VENDOR_ANTHROPIC_KEY, SWITCHYARD_ALERT_SECRET: o.alertSecret, ...o.vendorEnv },
     "test",
   );
-  const app = createApp({ db, settings, log: o.log ?? silentLogger, adminToken: o.adminToken, adminAuthFailures: o.adminAuthFailures, fetch: o.fetch, now: o.now, ledgerOptions: o.ledgerOptions, wrapLedger: o.wrapLedger, stores: o.stores, limiter: o.limiter, concurrency: o.concurrency, ops: o.ops, responseStore: o.responseStore, alertPollMs: o.alerts ? 100 : undefined, tokenizer: TOKENIZER, keyState: o.keyState, keyRandom: o.keyRandom, keyProbeEveryMs: o.keyProbeEveryMs, consoleSignIns: o.consoleSignIns, consolePasswordCost: o.consolePasswordCost === "default" ? undefined : (o.consolePasswordCost ?? TEST_PASSWORD_COST), embeddingsThread: o.embeddingsThread, upstreamViaProxy: o.upstreamViaProxy, parseTurnMaxHoldMs: o.parseTurnMaxHoldMs });
+  const app = createApp({ db, settings, log: o.log ?? silentLogger, adminToken: o.adminToken, adminAuthFailures: o.adminAuthFailures, keyAuthFailures: o.keyAuthFailures, fetch: o.fetch, now: o.now, ledgerOptions: o.ledgerOptions, wrapLedger: o.wrapLedger, stores: o.stores, limiter: o.limiter, concurrency: o.concurrency, ops: o.ops, responseStore: o.responseStore, alertPollMs: o.alerts ? 100 : undefined, tokenizer: TOKENIZER, keyState: o.keyState, keyRandom: o.keyRandom, keyProbeEveryMs: o.keyProbeEveryMs, consoleSignIns: o.consoleSignIns, consolePasswordCost: o.consolePasswordCost === "default" ? undefined : (o.consolePasswordCost ?? TEST_PASSWORD_COST), embeddingsThread: o.embeddingsThread, upstreamViaProxy: o.upstreamViaProxy, parseTurnMaxHoldMs: o.parseTurnMaxHoldMs });
   const account = await app.services.accounts.createAccount("test", Math.round((o.credits ?? 1000) * 1e6));
   const key = (await app.services.accounts.createKey(account.id, "test"))!;
   app.listen({ port: 0, hostname: "127.0.0.1", idleTimeout: connectionIdleSeconds(settings), maxRequestBodySize: SERVER_BODY_LIMIT });
