@@ -28,7 +28,7 @@ export type ReserveResult =
   | { ok: false; reason: "unavailable"; message: string };
 
 import type { PriceList, TokenClasses } from "./pricing.ts";
-import { MAX_BALANCE_MICRO, MICRO_PER_CREDIT, microToCredits } from "./money.ts";
+import { MAX_BALANCE_MICRO, microToCredits } from "./money.ts";
 import { periodWindow, spentInPeriod, type SpendBudget, type SpendPeriod } from "./spend-period.ts";
 
 /** A finished request: what it cost and its usage record. */
@@ -129,9 +129,20 @@ export interface Ledger {
 
 /** A top-up that would take a balance past MAX_BALANCE_MICRO; nothing was credited. */
 export class BalanceCapError extends Error {
-  constructor(readonly accountId: string) {
-    super(`A top-up may not bring a balance above ${MAX_BALANCE_MICRO / MICRO_PER_CREDIT} credits (the most a balance holds exactly); nothing was credited.`);
+  /** `balanceMicro`: the account's balance, when known, so the message says how much it can still take. */
+  constructor(readonly accountId: string, balanceMicro?: number) {
+    const room = balanceMicro === undefined ? "" : ` This account can take at most ${creditsSaid(Math.max(0, MAX_BALANCE_MICRO - balanceMicro))} more.`;
+    super(`A top-up may not bring a balance above ${creditsSaid(MAX_BALANCE_MICRO)} credits (the most a balance holds exactly); nothing was credited.${room}`);
   }
+}
+
+/**
+ * Credits as a refusal states them, grouped (`8,000,000,000`, `24.396`): the console shows these
+ * messages as they are, and an account's id and 10-digit figures in them were hard to read (a
+ * console probe).
+ */
+function creditsSaid(micro: number): string {
+  return microToCredits(micro).toLocaleString("en-US", { maximumFractionDigits: 6 });
 }
 
 /**
@@ -149,8 +160,8 @@ export class IdempotencyConflictError extends Error {
 export class DebitRefusedError extends Error {
   constructor(readonly accountId: string, readonly availableMicro: number, readonly amountMicro: number) {
     super(
-      `Account ${accountId} has ${microToCredits(Math.max(0, availableMicro))} credits available (its balance less what its requests in flight hold); ` +
-        `a debit of ${microToCredits(amountMicro)} would take it below that. Nothing was debited.`,
+      `The account has ${creditsSaid(Math.max(0, availableMicro))} credits available (its balance less what its requests in flight hold); ` +
+        `a debit of ${creditsSaid(amountMicro)} would take it below that. Nothing was debited.`,
     );
   }
 }

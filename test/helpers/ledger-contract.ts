@@ -132,7 +132,12 @@ export function ledgerContract(name: string, make: () => Promise<LedgerFixture>)
     test("a top-up that would take a balance past MAX_BALANCE_MICRO is refused whole (with or without an idempotency key); up to it is credited", withLedger(async (f) => {
       const who = await f.fund(1_000);
       const room = MAX_BALANCE_MICRO - 1_000;
-      await expect(f.ledger.topUp(who.accountId, room + 1)).rejects.toBeInstanceOf(BalanceCapError);
+      const refused = await f.ledger.topUp(who.accountId, room + 1).catch((e) => e);
+      expect(refused).toBeInstanceOf(BalanceCapError);
+      // Said in grouped figures, with what the account can still take (a console probe: raw digits, no room said).
+      const roomSaid = (room / 1_000_000).toLocaleString("en-US", { maximumFractionDigits: 6 });
+      expect((refused as Error).message).toContain(`above 8,000,000,000 credits`);
+      expect((refused as Error).message).toContain(`This account can take at most ${roomSaid} more.`);
       await expect(f.ledger.topUp(who.accountId, room + 1, `cap-${requestId()}`)).rejects.toBeInstanceOf(BalanceCapError);
       expect((await f.ledger.balance(who.accountId))!.balanceMicro).toBe(1_000);
       expect(await f.ledger.topUp(who.accountId, room, `cap-${requestId()}`)).toBe(true);
@@ -159,7 +164,8 @@ export function ledgerContract(name: string, make: () => Promise<LedgerFixture>)
       const refused = await f.ledger.debit(who.accountId, 501).catch((err: unknown) => err);
       expect(refused).toBeInstanceOf(DebitRefusedError);
       expect((refused as DebitRefusedError).availableMicro).toBe(500);
-      expect((refused as Error).message).toContain("0.0005 credits available");
+      expect((refused as Error).message).toContain("The account has 0.0005 credits available");
+      expect((refused as Error).message).not.toContain(who.accountId);
       await expect(f.ledger.debit(who.accountId, 501, `debit-${requestId()}`)).rejects.toBeInstanceOf(DebitRefusedError);
       expect(await f.ledger.balance(who.accountId)).toEqual({ balanceMicro: 800, heldMicro: 300 });
       expect(await f.ledger.debit(who.accountId, 500)).toBe(true);

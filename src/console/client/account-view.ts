@@ -289,10 +289,14 @@ function suspendForm(account: Account, reload: Reload): HTMLElement {
 }
 
 function inviteForm(account: Account, reload: Reload): HTMLElement {
-  const login = h("input", { type: "text", required: true, autocomplete: "off", autocapitalize: "none", spellcheck: "false", pattern: "[A-Za-z0-9._@\\-]{3,64}", "data-testid": "invite-login" });
+  // The rule is said where the field is, and in the browser's own refusal (its `title`): "Please
+  // match the requested format" was all a refused login got (a console probe).
+  const rule = "3 to 64 characters: letters, digits and . _ @ -";
+  const ruleNote = h("p", { class: "note", id: `invite-rule-${account.id}` }, `A login is ${rule}. A login of this account gets a link to set a new password.`);
+  const login = h("input", { type: "text", required: true, autocomplete: "off", autocapitalize: "none", spellcheck: "false", pattern: "[A-Za-z0-9._@\\-]{3,64}", maxlength: "64", title: rule, "aria-describedby": ruleNote.id, "data-testid": "invite-login" });
   const submit = h("button", { type: "submit", "data-testid": "invite-submit" }, "Make invite link");
   const shown = h("div", {});
-  const el = form("Invite the account holder", [field("Login they will sign in with", login), h("p", { class: "note" }, "A login of this account gets a link to set a new password."), shown], submit, async () => {
+  const el = form("Invite the account holder", [field("Login they will sign in with", login), ruleNote, shown], submit, async () => {
     const invite = await api<{ url: string; expires_at: string }>("POST", `/accounts/${account.id}/invites`, { login: login.value });
     const done = h("button", { type: "button", "data-testid": "invite-done" }, "Done");
     done.addEventListener("click", () => {

@@ -1,3 +1,4 @@
+import { vendorKeysSaid } from "./vendor-keys-said.ts";
 import { api, type AccountPage, type CatalogueEntry, type RecentRequest, type Session, type VendorKey } from "./api.ts";
 import { announce, credits, errorBox, failure, field, h, hiddenHeading, refocus, when } from "./dom.ts";
 
@@ -71,7 +72,7 @@ export function accountsView(page: AccountPage, open: (id: string) => void, relo
 
 /** The latest requests: who, what, how it went and what it cost — never what was asked or answered. */
 export function requestsView(session: Session, rows: RecentRequest[], accountId?: string, accountName?: string): HTMLElement {
-  const cols = ["Time", ...(session.kind === "operator" ? ["Account"] : []), "Key", "Model", "Status", "Latency (ms)", "Tokens in", "Tokens out", "Credits", "Request id"];
+  const cols = ["Time", ...(session.kind === "operator" ? ["Account"] : []), "Key", "Model", "Status", "Duration (ms)", "Tokens in", "Tokens out", "Credits", "Request id"];
   // Refusals before any model (402, 429…) have no record: said to a holder, with where their
   // account's are counted. A holder whose requests all got 402 read "No requests yet" here and
   // nothing else (a console probe). The operator's Usage spans accounts and does not count them.
@@ -94,6 +95,9 @@ export function requestsView(session: Session, rows: RecentRequest[], accountId?
     scope,
     h("p", {}, h("a", { href: `/console/api/requests?format=csv&limit=200${accountId ? `&account_id=${encodeURIComponent(accountId)}` : ""}`, download: "" }, "Download CSV (last 200)")),
     refusals,
+    // Not the Models view's latency (to the first byte): a request's whole time, to its last byte
+    // or its cut, which two views calling both "latency" hid (a console probe).
+    h("p", { class: "note" }, "Duration is each request's whole time, from its arrival to its end (a stream cut short: to its cut)."),
     h("div", { class: "scroll" }, h("table", { class: "wide" }, h("caption", {}, rows.length === 1 ? "The last request" : `The last ${rows.length} requests, newest first`),
       h("thead", {}, h("tr", {}, ...cols.map((c) => h("th", { scope: "col" }, c)))),
       h("tbody", {}, ...rows.map((r) => h("tr", { "data-testid": "request-row" },
@@ -151,8 +155,7 @@ function vendorKeyState(k: VendorKey): string {
  */
 function vendorKeysSection(keys: VendorKey[], reload: (focus?: string) => void): HTMLElement {
   const out = keys.filter((k) => k.state !== "usable");
-  const said = keys.length === 0 ? "No provider has vendor keys here (local or simulated upstreams only)."
-    : out.length === 0 ? `All ${keys.length} in use.` : `${out.length} of ${keys.length} not in use: requests go to the provider's other keys, and fail when it has none.`;
+  const said = vendorKeysSaid(keys);
   const rows = [...out, ...keys.filter((k) => k.state === "usable")];
   return h("section", { "aria-labelledby": "vendor-keys-title" },
     h("h2", { id: "vendor-keys-title", tabindex: "-1" }, "Vendor keys"),

@@ -239,15 +239,25 @@ async function inviteView(token: string): Promise<void> {
   // The login in the form, unseen: a password manager saves the new password under it (a form
   // without one saved it under no login, or offered it for another).
   const username = h("input", { type: "text", autocomplete: "username", value: invite.login, readonly: true, hidden: true, "data-testid": "invite-username" });
-  const password = h("input", { type: "password", autocomplete: "new-password", minlength: "12", required: true, "data-testid": "invite-password" });
-  const again = h("input", { type: "password", autocomplete: "new-password", minlength: "12", required: true, "data-testid": "invite-password-again" });
+  // 12 to 256, as the gateway takes them: a longer one was refused with the API's words (a console probe).
+  const rule = h("p", { class: "note", id: "invite-password-rule" }, "12 to 256 characters.");
+  const password = h("input", { type: "password", autocomplete: "new-password", minlength: "12", maxlength: "256", required: true, "aria-describedby": "invite-password-rule", "data-testid": "invite-password" });
+  const again = h("input", { type: "password", autocomplete: "new-password", minlength: "12", maxlength: "256", required: true, "data-testid": "invite-password-again" });
   const out = h("div", {});
   const accept = h("button", { type: "submit", "data-testid": "invite-accept" }, "Set password and sign in");
+  // An operator (or another holder) who opens the link in their own browser is told what it does
+  // there: it signs that browser in as this login, in every tab (a console probe: nothing said so).
+  const current = await api<{ session: Session }>("GET", "/overview").then((o) => o.session, () => undefined);
+  const already = current === undefined ? null
+    : h("p", { class: "notice", "data-testid": "invite-signed-in" }, "This browser is signed in to the console ",
+      current.kind === "operator" ? "as its operator" : current.login ? `as ${current.login}` : "already",
+      `. Setting the password signs it in as ${invite.login} instead, in every tab; send the link to them, or open it in a private window.`);
   const form = h("form", { class: "card", "aria-labelledby": "invite-title" },
     h("h1", { id: "invite-title" }, invite.reset ? "Set a new password" : "Set your password"),
+    already,
     h("p", {}, invite.reset ? "This link sets a new password for your login; you will be signed out elsewhere." : "You were invited to a Switchyard account.",
       " You sign in with the login ", h("strong", { class: "login", "data-testid": "invite-login-shown" }, invite.login), ". Choose a password of at least 12 characters. This link works once, until ", when(invite.expires_at), "."),
-    username, field("Password", password), field("Password again", again), accept, out);
+    username, field("Password", password), rule, field("Password again", again), accept, out);
   form.addEventListener("submit", async (e) => {
     e.preventDefault();
     // Once: a second click used the link after the first had (its 404 showed over the first's success).
@@ -255,6 +265,7 @@ async function inviteView(token: string): Promise<void> {
     out.replaceChildren();
     if (password.value !== again.value) {
       out.append(errorBox("The two passwords differ.", "sign-in-error"));
+      again.focus();
       return;
     }
     accept.disabled = true;
@@ -267,6 +278,8 @@ async function inviteView(token: string): Promise<void> {
       // A lost answer may have used the link: then it works no more, and the password typed is the one to sign in with.
       out.append(errorBox(failure(err, "your password may or may not have been set: try again, and if the link no longer works, sign in with the password you typed."), "sign-in-error"));
       accept.disabled = false;
+      // Back to the field to change, not the page's top (the button was held off, and focus left with it).
+      password.focus();
     }
   });
   show(form);

@@ -183,7 +183,7 @@ export function admissionPlugin(o: AdmissionOptions) {
       if (key && isWellFormedKey(key)) {
         // Only while some address is throttled, and only for a key not found before: the usual
         // request asks neither for its address (~2 µs) nor hashes its key twice.
-        if (keyFailures && throttledUntil > performance.now() && o.keys.known && !o.keys.known(key)) {
+        if (keyFailures && throttledUntil !== 0 && throttledUntil > performance.now() && o.keys.known && !o.keys.known(key)) {
           const block = blockOf(request, server);
           if (keyFailures.failures.throttled(block)) {
             if (readsOfThrottled.has(block)) return badKeys(request, anthropic, 1);

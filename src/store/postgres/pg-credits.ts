@@ -40,8 +40,8 @@ export async function creditAccount(sql: Pg, accountId: string, amountMicro: num
 
 /** After a top-up that credited nothing: false for a missing account, else the cap refused it. */
 async function refusedOrMissing(sql: Pg, accountId: string): Promise<false> {
-  const [row] = await sql`SELECT 1 FROM accounts WHERE id = ${accountId}`;
-  if (row) throw new BalanceCapError(accountId);
+  const [row] = await sql`SELECT balance_micro FROM accounts WHERE id = ${accountId}`;
+  if (row) throw new BalanceCapError(accountId, int(row.balance_micro));
   return false;
 }
 

@@ -17,7 +17,7 @@ export type BalanceEntryWriter = (accountId: string, amountMicro: number, idempo
  */
 export function creditWriter(db: Database, now: () => number): BalanceEntryWriter {
   return entryWriter(db, now, "top_up", (accountId, balance, amountMicro) => {
-    if (balance + amountMicro > MAX_BALANCE_MICRO) throw new BalanceCapError(accountId);
+    if (balance + amountMicro > MAX_BALANCE_MICRO) throw new BalanceCapError(accountId, balance);
   });
 }
 
