@@ -254,7 +254,7 @@ test("a top-up made by mistake is taken back from the account's page; more than 
   await page.getByTestId("debit-submit").click();
   const error = page.locator("form[aria-label='Take credits back'] .error");
   await error.waitFor();
-  expect(await error.textContent()).toContain("has 1010 credits available");
+  expect(await error.textContent()).toContain("The account has 1,010 credits available");
   // The gateway's refusal leaves focus on the button pressed, not the page's top (a console probe).
   expect(await page.evaluate(() => (globalThis as any).document.activeElement?.getAttribute("data-testid"))).toBe("debit-submit");
   await page.getByTestId("debit-amount").fill("1000");
