@@ -642,3 +642,37 @@ test("a Ctrl-click on one line's name in the chart's legend (uPlot isolates it) 
   expect(state.filter((s) => s.drawn).map((s) => s.line)).toEqual([1]);
   for (const s of state) expect(s.checked).toBe(String(s.drawn));
 }, 30_000);
+
+test("an invite link opened in the operator's own browser says it would sign that browser in as the login; in the holder's it says nothing; a mismatch puts focus on the second password (a console probe)", async () => {
+  const made = await admin("POST", "/v1/admin/accounts", { name: "invite warning co", credits: 0 });
+  const invite = await admin("POST", `/v1/admin/accounts/${made.id}/invites`, { login: "warned@example.com" });
+  // A tab of the operator's browser (its session cookie): told, before the link is used.
+  const tab = await page.context().newPage();
+  try {
+    tab.setDefaultTimeout(10_000);
+    await tab.goto(invite.url);
+    const warning = tab.getByTestId("invite-signed-in");
+    await warning.waitFor();
+    expect(await warning.textContent()).toContain("This browser is signed in to the console as its operator. Setting the password signs it in as warned@example.com instead");
+    // The rule is said beside the field, and the field takes no more than the gateway does.
+    expect(await tab.getByTestId("invite-password").getAttribute("maxlength")).toBe("256");
+    await tab.getByTestId("invite-password").fill("a long enough password");
+    await tab.getByTestId("invite-password-again").fill("a long enough passwort");
+    await tab.getByTestId("invite-accept").click();
+    await tab.getByTestId("sign-in-error").waitFor();
+    expect(await tab.evaluate(() => (globalThis as any).document.activeElement?.getAttribute("data-testid"))).toBe("invite-password-again");
+  } finally {
+    await tab.close();
+  }
+  // A browser signed in to nothing: no warning.
+  const context = await browser.newContext({ viewport: { width: 1280, height: 800 } });
+  try {
+    const holder = await context.newPage();
+    holder.setDefaultTimeout(10_000);
+    await holder.goto(invite.url);
+    await holder.getByTestId("invite-password").waitFor();
+    expect(await holder.getByTestId("invite-signed-in").count()).toBe(0);
+  } finally {
+    await context.close();
+  }
+}, 30_000);
