@@ -676,3 +676,27 @@ test("an invite link opened in the operator's own browser says it would sign tha
     await context.close();
   }
 }, 30_000);
+
+test("a holder's New key form says what a key they make may reach, as the operator limited the account's keys (a console probe: only the made key's row said so)", async () => {
+  const made = await admin("POST", "/v1/admin/accounts", { name: "narrow keys co", credits: 5 });
+  await admin("POST", `/v1/admin/accounts/${made.id}/keys`, { name: "lorem only", models: ["switchyard/lorem"], rate_limit_per_minute: 9 });
+  const invite = await admin("POST", `/v1/admin/accounts/${made.id}/invites`, { login: "narrow@example.com" });
+  const context = await browser.newContext({ viewport: { width: 1280, height: 800 } });
+  try {
+    const holder = await context.newPage();
+    holder.setDefaultTimeout(10_000);
+    await holder.goto(invite.url);
+    await holder.getByTestId("invite-password").fill("a long enough password");
+    await holder.getByTestId("invite-password-again").fill("a long enough password");
+    await holder.getByTestId("invite-accept").click();
+    const said = holder.getByTestId("key-ceiling");
+    await said.waitFor();
+    expect(await said.textContent()).toBe("As the operator limited this account's keys, a key you make may use only switchyard/lorem; takes at most 9 requests a minute.");
+  } finally {
+    await context.close();
+  }
+  // The operator's own form sets the limits itself: no such line.
+  await page.goto(`${gateway.url}/console/#account/${made.id}`);
+  await page.getByTestId("key-create").waitFor();
+  expect(await page.getByTestId("key-ceiling").count()).toBe(0);
+}, 30_000);

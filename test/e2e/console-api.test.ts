@@ -223,12 +223,18 @@ function consoleSuite(name: string, start: () => Promise<Setup>) {
         const summary = async (keyId: string) => (await holder.json("GET", `/console/api/accounts/${account.id}`)).keys.find((k: { id: string }) => k.id === keyId);
         const make = async () => summary((await holder.json("POST", `/console/api/accounts/${account.id}/keys`, { name: "mine" }, 201)).id);
         const limits = (k: any) => [k.models === null ? null : [...k.models].sort(), k.rate_limit_per_minute, k.max_concurrent_requests];
-        // Nothing set on any key yet: the holder's first key has the defaults.
+        // Nothing set on any key yet: the holder's first key has the defaults, and the page says no limit.
+        expect((await holder.json("GET", `/console/api/accounts/${account.id}`)).new_key).toEqual({});
         expect(limits(await make())).toEqual([null, null, null]);
         // The operator's keys: two models between them, 5 and 7 a minute, 1 and 2 at once. The
         // holder's earlier unrestricted key does not widen what a new one gets.
         const narrow = await operator.json("POST", `/console/api/accounts/${account.id}/keys`, { name: "narrow", models: ["test/gpt"], rate_limit_per_minute: 5, max_concurrent_requests: 1 }, 201);
         const wide = await operator.json("POST", `/console/api/accounts/${account.id}/keys`, { name: "other", models: ["test/claude", "test/gpt"], rate_limit_per_minute: 7, max_concurrent_requests: 2 }, 201);
+        // The holder's page says so before the key is made (a console probe: only its row did, after), and the operator's page does not carry it.
+        const said = (await holder.json("GET", `/console/api/accounts/${account.id}`)).new_key;
+        expect({ ...said, models: [...said.models].sort() }).toEqual({ models: ["test/claude", "test/gpt"], rate_limit_per_minute: 7, max_concurrent_requests: 2 });
+        expect((await holder.json("GET", "/console/api/overview")).account.new_key.rate_limit_per_minute).toBe(7);
+        expect((await operator.json("GET", `/console/api/accounts/${account.id}`)).new_key).toBeUndefined();
         const made = await make();
         expect(limits(made)).toEqual([["test/claude", "test/gpt"], 7, 2]);
         // Revoking the operator's keys widens nothing.

@@ -414,7 +414,17 @@ function keysSection(session: Session, account: Account, reload: Reload): HTMLEl
   const full = inUse.length >= 10;
   const submit = h("button", { type: "submit", "data-testid": "key-create", ...(full ? { "aria-disabled": "true", "aria-describedby": "keys-full" } : {}) }, "Create key");
   const fullNote = full ? [h("p", { class: "note", id: "keys-full", "data-testid": "keys-full" }, FULL_KEYS)] : [];
-  const create = form("New key", [...fullNote, field("Name", name), field("Spend limit in credits (empty: none)", limit), field("Period", period), ...(operator ? [field("Requests per minute", rpm), field("Only these models (ids or prefix*, comma-separated)", models)] : []), secret], submit, async () => {
+  // What a holder's new key may reach, said before it is made: the operator's limits on the
+  // account's keys carry over (accounts/holder-keys.ts), and a row saying so once it existed was
+  // all a holder learnt (a console probe).
+  const ceiling = operator ? undefined : account.new_key;
+  const reach = ceiling && (ceiling.models || ceiling.rate_limit_per_minute !== undefined || ceiling.max_concurrent_requests !== undefined)
+    ? [h("p", { class: "note", "data-testid": "key-ceiling" }, "As the operator limited this account's keys, a key you make ",
+      [ceiling.models ? `may use only ${ceiling.models.join(", ")}` : null,
+        ceiling.rate_limit_per_minute !== undefined ? `takes at most ${ceiling.rate_limit_per_minute} requests a minute` : null,
+        ceiling.max_concurrent_requests !== undefined ? `runs at most ${ceiling.max_concurrent_requests} at once` : null].filter(Boolean).join("; "), ".")]
+    : [];
+  const create = form("New key", [...fullNote, ...reach, field("Name", name), field("Spend limit in credits (empty: none)", limit), field("Period", period), ...(operator ? [field("Requests per minute", rpm), field("Only these models (ids or prefix*, comma-separated)", models)] : []), secret], submit, async () => {
     if (full) throw new ApiError(409, FULL_KEYS);
     const body: Record<string, unknown> = { name: name.value || undefined };
     const limits = limitChange(limit, period);

@@ -89,6 +89,8 @@ export interface Account {
   rate_limit_per_minute?: number | null; max_concurrent_requests?: number | null;
   /** The gateway's limits, which the unset ones above and on keys mean (null: none). */
   default_limits?: DefaultLimits;
+  /** A holder's page: what a key they make may reach, as the operator limited the account's keys (accounts/holder-keys.ts). */
+  new_key?: { models?: string[]; rate_limit_per_minute?: number; max_concurrent_requests?: number };
   /** Since when the operator has suspended the account (its keys refused); null: it is not. */
   suspended_at?: string | null;
   /** Requests refused before any upstream call in the 24 hours before the account was read, by status (402, 429…). */

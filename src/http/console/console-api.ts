@@ -164,20 +164,26 @@ export function consoleApiRoutes(deps: ConsoleApiDeps) {
    * Every key was read before: 10,000 revoked keys were a 3.5 MB answer on each view and after
    * each change (a console probe). The admin API's account answer, which scripts read, lists all.
    */
-  const accountWithKeys = async (id: string) => {
+  /**
+   * `holder`: the page is a holder's, and says what a key they make may reach (new_key): the form
+   * hid it, and a holder with a key for every model made one limited to one (a console probe).
+   */
+  const accountWithKeys = async (id: string, holder = false) => {
     const facts = await ops.accountFacts(id);
     // The requests refused before any upstream call in the last 24 hours, by status: a holder
     // whose every request got 402 saw a balance and nothing about it (a console probe). Whole
     // hours, as Usage's "Last 24 hours" (the same count there), read from the hourly rollups.
     const lastDay = rangeOf("24h", deps.now());
-    const [active, inactive, usage] = await Promise.all([
+    const [active, inactive, usage, limits] = await Promise.all([
       ops.keyPage(id, { state: "active", limit: "100" }),
       ops.keyPage(id, { state: "inactive", limit: String(FIRST_KEYS_PAGE) }),
       ops.accountUsage(id, { from: String(lastDay.from), to: String(lastDay.to) }),
+      holder ? ops.keyLimits(id, deps.now() - HOLDER_KEY_WINDOW_MS) : undefined,
     ]);
     return {
       ...withDefaults(facts), keys: [...active.data, ...inactive.data], keys_page: { active: active.total, inactive: inactive.total, next_offset: inactive.next_offset },
       refused_last_24h: usage.rejected,
+      ...(limits ? { new_key: holderKeyCeiling(limits) } : {}),
     };
   };
 
@@ -283,7 +289,7 @@ export function consoleApiRoutes(deps: ConsoleApiDeps) {
     // account or the operator's first page of accounts.
     .get("/overview", async ({ request }) => {
       const s = await session(request);
-      if (s.kind === "holder") return { session: info(s), account: await accountWithKeys(s.accountId!) };
+      if (s.kind === "holder") return { session: info(s), account: await accountWithKeys(s.accountId!, true) };
       return { session: info(s), accounts: await ops.listAccounts({ limit: "100" }) };
     })
     .post("/sign-in", async ({ request, body, set, server }) => {
@@ -373,8 +379,9 @@ export function consoleApiRoutes(deps: ConsoleApiDeps) {
       return ops.createAccount(body);
     }, { body: CreateAccount })
     .get("/accounts/:id", async ({ request, params }) => {
-      scopeAccount(await session(request), params.id);
-      return accountWithKeys(params.id);
+      const s = await session(request);
+      scopeAccount(s, params.id);
+      return accountWithKeys(params.id, s.kind === "holder");
     })
     // A page of the account's keys: the view's "Show more" and its search (ops.keyPage says the order).
     .get("/accounts/:id/keys", async ({ request, params, query }) => {
