@@ -76,10 +76,11 @@ import { createConnectionGuard } from "./limits/connection-guard.ts";
 import { readOpenFilesLimit, watchOpenFiles } from "./ops/open-files.ts";
 
 /**
- * Failed API key checks an address may make in a minute before they are answered 429: more than a
- * team behind one address mistypes, far fewer than a flood (one address sent 4,800 a second).
+ * Failed API key checks an address may make in a minute before they are answered 429: far more
+ * than a team behind one address mistypes or a test suite of bad credentials sends (each of which
+ * is to get its 401), a sixteenth of a second of a flood (one address sent 4,800 a second).
  */
-const KEY_FAILURES_PER_MINUTE = 30;
+const KEY_FAILURES_PER_MINUTE = 300;
 
 export interface AppDeps {
   /** The SQLite file's connection: accounts, keys and the ledger, unless `stores` are given. */
@@ -100,7 +101,7 @@ export interface AppDeps {
   adminToken?: string;
   /** Throttle of failed admin authentications (default 10 per address and minute, then 429). */
   adminAuthFailures?: AuthFailureOptions;
-  /** Failed API key checks per client address (http/plugins/admission.ts, keyFailures): 30 a minute unless a test says otherwise. */
+  /** Failed API key checks per client address (http/plugins/admission.ts, keyFailures): 300 a minute unless a test says otherwise. */
   keyAuthFailures?: AuthFailureOptions;
   /** Tuning of the SQLite ledger (tests shorten its timers). */
   ledgerOptions?: Omit<SqliteLedgerOptions, "now" | "changes" | "log" | "onCommitted">;
