@@ -387,19 +387,29 @@ export async function answerSource(o: StreamAnswerOptions, quietSince = performa
     events: shown === "" ? [] : [{ type: "text", text: shown }],
     rewritten: true,
   });
+  /** Whether an event ends the answer's text run: anything but text and counts (a finish, a tool call, thinking). */
+  const endsText = (e: StreamEvent) => e.type !== "text" && e.type !== "usage" && e.type !== "start";
   /**
-   * A decoded frame through the guard. Text held back goes before the first thing that is not
-   * text: within the frame (a chunk with text and its finish, written anew), or ahead of it, as
-   * a frame of its own, when the frame has no text (a block's end, which must come after it).
+   * A decoded frame through the guard. Text held back goes before the first thing that ends the
+   * text: within the frame (a chunk with text and its finish, written anew), or ahead of it, as a
+   * frame of its own, when the frame has no text (a block's end, which must come after it). A
+   * frame that says nothing (a ping, an empty delta, usage alone) lets nothing go; an error drops
+   * what is held.
    */
   const guarded = (frame: SseEvent, decoded: DecodedFrame): DecodedFrame => {
     const list = decoded.events;
+    if (list.some((e) => e.type === "error")) {
+      guard!.discard();
+      return decoded;
+    }
     if (!list.some((e) => e.type === "text")) {
+      if (!decoded.endsBlock && !decoded.last && !list.some(endsText)) return decoded;
       const rest = guard!.flush();
       if (rest !== "") {
-        const before = shownText(decoded, rest);
-        if (held.length > 0) held.push({ frame, decoded: before });
-        else emit(frame, before);
+        // A frame of its own, of nothing but that text (relays write it as a delta of the block under way).
+        const before: DecodedFrame = { parsed: undefined, events: [{ type: "text", text: rest }], rewritten: true };
+        if (held.length > 0) held.push({ frame: HELD_TEXT, decoded: before });
+        else emit(HELD_TEXT, before);
       }
       return decoded;
     }
@@ -410,7 +420,7 @@ export async function answerSource(o: StreamAnswerOptions, quietSince = performa
       if (e.type === "text") {
         const shown = guard!.text(e.text);
         if (shown !== e.text) instead = shown === "" ? [] : [{ type: "text", text: shown }];
-      } else if (e.type !== "usage") {
+      } else if (endsText(e)) {
         const rest = guard!.flush();
         if (rest !== "") instead = [{ type: "text", text: rest }, e];
       }
@@ -577,8 +587,9 @@ export async function answerSource(o: StreamAnswerOptions, quietSince = performa
     }
     ending = true;
     parser.end();
-    // Text the guard held for a secret that never came is the answer's last text.
-    const rest = guard?.flush();
+    // Text the guard held for a secret that never came is the answer's last text, when the answer
+    // finished; an answer cut short fails, and a key's start is not let out before its error.
+    const rest = guard && (o.meter.finished && !failure ? guard.flush() : (guard.discard(), ""));
     if (rest) held.push({ frame: HELD_TEXT, decoded: { parsed: undefined, events: [{ type: "text", text: rest }], rewritten: true } });
     if (held.length > 0) await drainHeld();
     if (!failure) {

@@ -10,6 +10,11 @@ import type { Scrubber } from "../log/scrub.ts";
 export interface DecodedFrame extends DecodedEvents {
   /** The vendor's own end of the answer (OpenAI's `[DONE]`, Anthropic's `message_stop`): nothing after it belongs to it. */
   last?: true;
+  /**
+   * The frame ends a block of content without saying anything (Anthropic's `content_block_stop`):
+   * text the stream holds back (split-secret-guard.ts) must go out before it, in its block.
+   */
+  endsBlock?: true;
 }
 
 /** Thrown by decoders for frames that are not what the vendor's format promises. */

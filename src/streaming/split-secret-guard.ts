@@ -14,9 +14,12 @@
  *   in `s` would hold one frame in twenty), and the rest of that secret, when the next piece
  *   starts with it, goes out as `[redacted]`: at most three characters of a key reach the client.
  *
- * Anything else than text (a finish, a tool call, the end) lets what is held go, as it came: a
- * secret's start that no rest followed is not the secret. A pure core: the stream stage decides
- * how a changed piece is written (stream-answer.ts).
+ * What ends the text (a finish, a tool call, a block's end, the answer's end) lets what is held go,
+ * as it came: a secret's start that no rest followed is not the secret. What says nothing (a ping,
+ * an empty delta, usage) lets nothing go: released there, a held start went out whole and the rest,
+ * past the last three characters sent, was no longer known for the secret's (a review). A failure
+ * drops what is held. A pure core: the stream stage decides when a piece ends the text, and how a
+ * changed piece is written (stream-answer.ts).
  */
 
 const REDACTED = "[redacted]";
@@ -28,6 +31,8 @@ export interface SplitSecretGuard {
   text(piece: string): string;
   /** What is held, let go (not followed by text): "" when nothing is. */
   flush(): string;
+  /** What is held, dropped: the answer failed, and a key's start is not let out before its error. */
+  discard(): void;
 }
 
 /** What a guard needs of a secret list, worked out once per list (a gateway's list grows only as it starts). */
@@ -115,6 +120,9 @@ export function createSplitSecretGuard(secrets: readonly string[]): SplitSecretG
       held = "";
       if (out !== "") tail = (tail + out).slice(-(HOLD_FROM - 1));
       return out;
+    },
+    discard() {
+      held = "";
     },
   };
 }

@@ -266,11 +266,13 @@ describe("a configured vendor key written with JSON's \\u escapes (a raw-TCP pro
 describe("a configured vendor key written across several text frames (a raw-TCP probe, thirty-first session)", () => {
   const chunk = (delta: object, finish: string | null = null) =>
     `data: ${JSON.stringify({ id: "chatcmpl-x", object: "chat.completion.chunk", created: 1, model: "gpt-4o-mini", choices: [{ index: 0, delta, logprobs: null, finish_reason: finish }] })}\n\n`;
+  /** A piece that is a frame saying nothing: OpenAI's empty delta, Anthropic's ping. */
+  const NOTHING = "\u0000nothing";
   const openaiPieces = (pieces: string[], lastWithFinish = false) => ({
     kind: "sse" as const,
     chunks: [
       chunk({ role: "assistant", content: "" }),
-      ...pieces.map((p, i) => (lastWithFinish && i === pieces.length - 1 ? chunk({ content: p }, "stop") : chunk({ content: p }))),
+      ...pieces.map((p, i) => (p === NOTHING ? chunk({}) : lastWithFinish && i === pieces.length - 1 ? chunk({ content: p }, "stop") : chunk({ content: p }))),
       ...(lastWithFinish ? [] : [chunk({}, "stop")]),
       `data: ${JSON.stringify({ id: "chatcmpl-x", object: "chat.completion.chunk", created: 1, model: "gpt-4o-mini", choices: [], usage: { prompt_tokens: 3, completion_tokens: 9, total_tokens: 12 } })}\n\n`,
       "data: [DONE]\n\n",
@@ -282,7 +284,7 @@ describe("a configured vendor key written across several text frames (a raw-TCP 
     chunks: [
       event("message_start", { message: { id: "msg_x", type: "message", role: "assistant", model: "claude-x", content: [], stop_reason: null, stop_sequence: null, usage: { input_tokens: 3, output_tokens: 1 } } }),
       event("content_block_start", { index: 0, content_block: { type: "text", text: startText } }),
-      ...pieces.map((text) => event("content_block_delta", { index: 0, delta: { type: "text_delta", text } })),
+      ...pieces.map((text) => (text === NOTHING ? `event: ping\ndata: {"type": "ping"}\n\n` : event("content_block_delta", { index: 0, delta: { type: "text_delta", text } }))),
       event("content_block_stop", { index: 0 }),
       event("message_delta", { delta: { stop_reason: "end_turn", stop_sequence: null }, usage: { output_tokens: 9 } }),
       event("message_stop", {}),
@@ -333,6 +335,22 @@ describe("a configured vendor key written across several text frames (a raw-TCP 
       // Three characters or fewer of its start go out before anything says a key follows.
       expect(await ask(pieces(["Key: s", `${key.slice(1)} end`]))).toBe("Key: s[redacted] end");
       expect(await ask(pieces(["Key: sk-", key.slice(3, 4), `${key.slice(4)} end`]))).toBe("Key: sk-[redacted] end");
+    });
+
+    test("a frame that says nothing between its pieces (an empty delta, a ping) lets nothing go (a review)", async () => {
+      expect(await ask(pieces(["Key: ", key.slice(0, 12), NOTHING, `${key.slice(12)} end`]))).toBe("Key: [redacted] end");
+      expect(await ask(pieces(["Key: ", key.slice(0, 6), NOTHING, NOTHING, key.slice(6, 20), NOTHING, `${key.slice(20)}.`]))).toBe("Key: [redacted].");
+    });
+
+    test("an answer that fails or is cut after a held start does not let it out", async () => {
+      const failing = pieces(["Key: ", key.slice(0, 20)]);
+      // Cut after the held piece: no end, no finish.
+      const cut = { kind: "sse" as const, chunks: failing.chunks.slice(0, model === ANTHROPIC_MODEL ? 4 : 3) };
+      upstream.reply(cut);
+      const res = await post(gw, path, { model, max_tokens: 50, messages: question, stream: true });
+      const body = await res.text();
+      expect(body).not.toContain(key.slice(0, 20));
+      expect(body).not.toContain(JSON.stringify(key.slice(0, 20)).slice(1, -1));
     });
 
     test("a key's start that no rest follows goes out whole and in order, before the answer's end", async () => {

@@ -392,7 +392,7 @@ export function createAnthropicRelay(ctx: EncodeContext): ClientSink {
    */
   const rewrittenText = (name: string | undefined, parsed: unknown, events: readonly StreamEvent[]): string => {
     let out = "";
-    if (name === "content_block_start" && isJsonObject(parsed) && isJsonObject(parsed.content_block)) {
+    if (name === "content_block_start" && isJsonObject(parsed) && isJsonObject(parsed.content_block) && parsed.content_block.type === "text") {
       if (typeof parsed.index === "number") blocks.add((current = parsed.index));
       parsed.content_block.text = "";
       out += frame(name, JSON.stringify(parsed));

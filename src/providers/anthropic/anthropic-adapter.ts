@@ -267,7 +267,7 @@ export const anthropicAdapter: ProviderAdapter = {
           break;
         }
       }
-      return kind === "message_stop" ? { parsed: data, events, last: true } : { parsed: data, events };
+      return kind === "message_stop" ? { parsed: data, events, last: true } : kind === "content_block_stop" ? { parsed: data, events, endsBlock: true } : { parsed: data, events };
     };
     decode.readText = textFrames.read;
     return decode;

@@ -51,3 +51,10 @@ describe("createSplitSecretGuard", () => {
     expect(guard.text("et-value!")).toBe("[redacted]!");
   });
 });
+
+test("discard drops what is held: a failed answer lets no key's start out", () => {
+  const guard = createSplitSecretGuard([KEY])!;
+  expect(guard.text("see sk-live-Q7")).toBe("see ");
+  guard.discard();
+  expect(guard.flush()).toBe("");
+});
