@@ -200,34 +200,66 @@ const MASKED_KEY_CHAR = /[\w*.…-]/;
  */
 export function withoutKnownSecrets(text: string, known: readonly string[]): string {
   for (const secret of known) if (text.includes(secret)) text = text.split(secret).join(REDACTED);
-  if (known.length > 0 && text.includes("\\u")) text = text.replace(escapedForms(known), REDACTED);
-  return text;
+  if (known.length === 0 || !text.includes("\\u")) return text;
+  const escaped = escapedForms(known);
+  // Keys of ASCII characters escape only as \u00XX: a text of other escapes (CJK written by a
+  // server that escapes all but ASCII) is not searched.
+  if (escaped.ascii && !text.includes("\\u00")) return text;
+  return text.replace(escaped.pattern, (match, at: number, whole: string) => {
+    // A match whose first backslash is itself escaped (`\\u0073…` is a backslash, then text) is
+    // text, not an escape: replaced, it left `\[redacted]`, which is not JSON (a review).
+    let backslashes = 0;
+    for (let i = at - 1; i >= 0 && whole.charCodeAt(i) === 92; i--) backslashes++;
+    return backslashes % 2 === 1 ? match : REDACTED;
+  });
 }
 
-/** Patterns of known secrets' escaped forms, by the secrets they match (a scrubber's list, a worker's copy). */
-const escapedPatterns = new Map<string, RegExp>();
+/** One pattern for a list's escaped forms; whether its secrets are all ASCII. */
+interface EscapedForms {
+  pattern: RegExp;
+  ascii: boolean;
+}
+/** By list: a gateway's scrubber keeps one list, which grows only as it starts (its length says when). */
+const escapedByList = new WeakMap<readonly string[], { count: number; forms: EscapedForms }>();
+/** By contents, for copies made one answer at a time (the embeddings worker's). */
+const escapedByText = new Map<string, EscapedForms>();
 
 /**
  * One pattern for every way JSON may write `known`: each UTF-16 unit as itself or as `\uXXXX`
- * (hex in either case), a `/` also as `\/`, a quote as `\"`, a backslash as `\\`. Alternatives of
- * one unit each, in sequence, no repetition: linear in the text.
+ * (hex in either case), a `/` also as `\/`, a quote as `\"`, a backslash as `\\`; one
+ * alternative per secret (a list holds a key as written and as JSON writes it: the same secret).
+ * Alternatives of one unit each, in sequence, no repetition: linear in the text.
  */
-function escapedForms(known: readonly string[]): RegExp {
+function escapedForms(known: readonly string[]): EscapedForms {
+  const cached = escapedByList.get(known);
+  if (cached && cached.count === known.length) return cached.forms;
   const key = known.join("\n");
-  let pattern = escapedPatterns.get(key);
-  if (pattern) return pattern;
-  const unit = (code: number): string => {
-    const hex = code.toString(16).padStart(4, "0");
-    const anyCase = [...hex].map((d) => (d >= "a" ? `[${d}${d.toUpperCase()}]` : d)).join("");
-    const short = code === 0x2f ? "|\\\\/" : code === 0x22 ? '|\\\\"' : code === 0x5c ? "|\\\\\\\\" : "";
-    return `(?:\\u${hex}|\\\\u${anyCase}${short})`;
-  };
-  const forms = [...known].sort((a, b) => b.length - a.length).map((secret) => Array.from({ length: secret.length }, (_, i) => unit(secret.charCodeAt(i))).join(""));
-  pattern = new RegExp(forms.join("|"), "g");
-  // A worker's copies come one answer at a time; a gateway's list grows only at start.
-  if (escapedPatterns.size >= 16) escapedPatterns.clear();
-  escapedPatterns.set(key, pattern);
-  return pattern;
+  let forms = escapedByText.get(key);
+  if (!forms) {
+    const secrets = [...new Set(known.map(unescapedForm))].sort((a, b) => b.length - a.length);
+    const unit = (code: number): string => {
+      const hex = code.toString(16).padStart(4, "0");
+      const anyCase = [...hex].map((d) => (d >= "a" ? `[${d}${d.toUpperCase()}]` : d)).join("");
+      const short = code === 0x2f ? "|\\\\/" : code === 0x22 ? '|\\\\"' : code === 0x5c ? "|\\\\\\\\" : "";
+      return `(?:\\u${hex}|\\\\u${anyCase}${short})`;
+    };
+    const pattern = new RegExp(secrets.map((secret) => Array.from({ length: secret.length }, (_, i) => unit(secret.charCodeAt(i))).join("")).join("|"), "g");
+    forms = { pattern, ascii: secrets.every((secret) => /^[\x00-\x7f]*$/.test(secret)) };
+    if (escapedByText.size >= 16) escapedByText.clear();
+    escapedByText.set(key, forms);
+  }
+  escapedByList.set(known, { count: known.length, forms });
+  return forms;
+}
+
+/** A secret as written, from the form JSON gives it inside a string (itself when it is no such form). */
+function unescapedForm(form: string): string {
+  if (!form.includes("\\")) return form;
+  try {
+    return JSON.parse(`"${form}"`) as string;
+  } catch {
+    return form;
+  }
 }
 
 // ---------------------------------------------------------------------------------------------

@@ -333,6 +333,30 @@ describe("vendor keys known by value (a gateway's scrubber)", () => {
     // Other escaped text is left as it is (the same string).
     const other = '{"content":"na\\u00efve \\u002B one"}';
     expect(own.withoutKnown(other)).toBe(other);
+    // An escaped backslash before text that reads as an escape is a backslash and text (no key in
+    // it): left as it is, so the JSON stays JSON (a review: it became `\\[redacted]`).
+    const notKey = String.raw`{"content":"\\u0076kOA+SECRET/abc-0123456789"}`;
+    expect(JSON.parse(notKey).content).toBe(String.raw`\u0076kOA+SECRET/abc-0123456789`);
+    expect(own.withoutKnown(notKey)).toBe(notKey);
+    // A backslash, then the key with its first character escaped: the key goes, the backslash stays.
+    const afterBackslash = String.raw`{"content":"\\\u0076kOA+SECRET/abc-0123456789"}`;
+    expect(JSON.parse(afterBackslash).content).toBe(`\\${key}`);
+    expect(JSON.parse(own.withoutKnown(afterBackslash)).content).toBe("\\[redacted]");
+  });
+
+  test("escaped text is searched in linear time, and text of other escapes (CJK) not at all", () => {
+    const own = createScrubber();
+    for (let i = 0; i < 10; i++) own.remember(`proxy-key-${i}-Zq9Lm7Xw2Pn4`);
+    const hostile = "\\u00".repeat(250_000);
+    let at = performance.now();
+    expect(own.withoutKnown(hostile)).toBe(hostile);
+    const hostileMs = performance.now() - at;
+    const cjk = "\\u4e2d\\u6587".repeat(100_000);
+    at = performance.now();
+    for (let i = 0; i < 100; i++) own.withoutKnown(cjk);
+    const cjkMs = (performance.now() - at) / 100;
+    // Generous bounds for a loaded machine: what is checked is that neither grows with the keys' work.
+    expect([hostileMs < 2_000, cjkMs < 5]).toEqual([true, true]);
   });
 
   test("each gateway's scrubber knows its own keys only; the plain functions know none", () => {
