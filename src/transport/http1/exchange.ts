@@ -76,7 +76,7 @@ class Exchange implements ConnectionOwner, ResponseSink, BodyQueueOwner {
   private headReported = false;
   /** The request is larger than the socket surely took at once (see UNREAD_RISK_CHARS). */
   private readonly large: boolean;
-  /** The final answer refused the request (4xx, 5xx). */
+  /** The final answer refused the request for its size (413, 414, 431): sent early, before the rest was read. */
   private refused = false;
 
   constructor(
@@ -176,7 +176,9 @@ class Exchange implements ConnectionOwner, ResponseSink, BodyQueueOwner {
     // (15.5.9) lets the client repeat on a new connection, as it is after a close (client.ts).
     // Handed over, it was a 502 for a request the upstream never saw (a raw-TCP probe).
     if (head.status === 408 && this.o.reused) throw new UpstreamConnectionError("the upstream timed out the reused connection (408)", true);
-    this.refused = head.status >= 400;
+    // The refusals that come before a body is read (its size, its head's): a 429 or a 503 reads the
+    // request first, and a storm of them must not cost a new connection each (a review).
+    this.refused = head.status === 413 || head.status === 431 || head.status === 414;
     const parser = this.parser;
     if (parser.bodyless) return this.settle(new UpstreamResponse(null, head));
     const coding = contentCoding(head.fields);
@@ -242,9 +244,10 @@ class Exchange implements ConnectionOwner, ResponseSink, BodyQueueOwner {
     this.queue = null;
     this.end();
     // A compressed answer's connection is not kept: its decoded size is only known as it is read.
-    // Nor one whose large request was refused: "sent" means the kernel took the bytes, not that the
-    // upstream read them. One that answers 413 early and stops reading leaves the rest unread, and
-    // the next request on the connection waited for its first-byte limit (a raw-TCP probe: 3 MB).
+    // Nor one whose large request was refused for its size: "sent" means the kernel took the bytes,
+    // not that the upstream read them. One that answers 413 early and stops reading leaves the rest
+    // unread, and the next request on the connection waited for its first-byte limit (a raw-TCP
+    // probe: 3 MB).
     if (this.parser.reusable && this.writer.finished && !this.encoded && !(this.large && this.refused)) this.pool.release(this.conn);
     else {
       // More than the answer came: a copy of it, or another one. The origin's connections rest before reuse.
