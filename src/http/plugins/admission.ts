@@ -45,6 +45,9 @@ export function pathOf(url: string): string {
   return query === -1 ? url.slice(start) : url.slice(start, query);
 }
 
+/** How many of a throttled address's key checks wait for its one read of the key store; more are refused (429). */
+const THROTTLED_LINE = 32;
+
 /** Token counts: free, with a bucket of their own (below). */
 export const COUNT_PATHS = new Set(["/v1/messages/count_tokens", "/v1/responses/input_tokens"]);
 /** GET /v1/key (routes/key.ts): authenticated, never rate limited. */
@@ -128,8 +131,8 @@ export function admissionPlugin(o: AdmissionOptions) {
   const keyFailures = o.keyFailures;
   /** Until when some address has been past its failed key checks' limit (performance.now()): 0 when none has. */
   let throttledUntil = 0;
-  /** Throttled address blocks with a read of the key store under way. */
-  const readsOfThrottled = new Set<string>();
+  /** Throttled address blocks with a read of the key store under way, each with the turns of those waiting for it. */
+  const linesOfThrottled = new Map<string, (() => void)[]>();
   /** The socket's address, by block (an IPv6 host holds a /64), never X-Forwarded-For, which a flood would write anew each time. */
   const blockOf = (request: Request, server: AdminServer) => addressBlock(server?.requestIP(request)?.address ?? "unknown");
   return new Elysia({ name: "switchyard/admission" }).onRequest(({ request, set, server }) => {
@@ -176,41 +179,67 @@ export function admissionPlugin(o: AdmissionOptions) {
     }
 
     const key = extractKey(request.headers);
-    let found: ActiveKey | null | Promise<ActiveKey | null>;
-    /** The address block whose one read of the store this is, while it is throttled (see keyFailures). */
-    let reading: string | undefined;
-    try {
-      if (key && isWellFormedKey(key)) {
-        // Only while some address is throttled, and only for a key not found before: the usual
-        // request asks neither for its address (~2 µs) nor hashes its key twice.
-        if (keyFailures && throttledUntil !== 0 && throttledUntil > performance.now() && o.keys.known && !o.keys.known(key)) {
-          const block = blockOf(request, server);
-          if (keyFailures.failures.throttled(block)) {
-            if (readsOfThrottled.has(block)) return badKeys(request, anthropic, 1);
-            readsOfThrottled.add((reading = block));
-          }
+    if (!key || !isWellFormedKey(key)) return limit(request, set, null, anthropic, path, tooLarge, server);
+    // Only while some address is throttled, and only for a key this process has not found before:
+    // the usual request asks neither for its address (~2 µs) nor for a second hash of its key.
+    if (keyFailures && throttledUntil !== 0 && throttledUntil > performance.now() && o.keys.known && !o.keys.known(key)) {
+      const block = blockOf(request, server);
+      if (keyFailures.failures.throttled(block)) {
+        // One read of the store at a time for the address; the others wait their turn in a short line
+        // (a valid key among a flood's gets its read: refused at once, a new key behind a flooding
+        // address met 429 after 429; a review), and past the line they are refused.
+        let line = linesOfThrottled.get(block);
+        if (!line) linesOfThrottled.set(block, (line = []));
+        else {
+          if (line.length >= THROTTLED_LINE) return busyKeys(request, anthropic);
+          return new Promise<void>((turn) => line!.push(turn)).then(() => lookUp(key, request, set, anthropic, path, tooLarge, server, block));
         }
-        found = o.keys.resolve(key);
-      } else found = null;
+        return lookUp(key, request, set, anthropic, path, tooLarge, server, block);
+      }
+    }
+    return lookUp(key, request, set, anthropic, path, tooLarge, server);
+  }
+
+  /** Resolves the key and goes on; `block`: the throttled address whose turn this read is, handed to the next in its line after. */
+  function lookUp(
+    key: string, request: Request, set: { headers: Record<string, unknown> }, anthropic: boolean, path: string, tooLarge: (() => Response) | undefined, server: AdminServer, block?: string,
+  ): Response | undefined | Promise<Response | undefined> {
+    let found: ActiveKey | null | Promise<ActiveKey | null>;
+    try {
+      found = o.keys.resolve(key);
     } catch {
-      if (reading !== undefined) readsOfThrottled.delete(reading);
+      if (block !== undefined) nextInLine(block);
       return keyStoreDown(request, anthropic);
     }
     // A shared key store (PostgreSQL) answers a cache miss later; SQLite answers at once.
     if (found instanceof Promise) {
       return found.then(
         (k) => {
-          if (reading !== undefined) readsOfThrottled.delete(reading);
+          if (block !== undefined) nextInLine(block);
           return limit(request, set, k, anthropic, path, tooLarge, server);
         },
         () => {
-          if (reading !== undefined) readsOfThrottled.delete(reading);
+          if (block !== undefined) nextInLine(block);
           return keyStoreDown(request, anthropic);
         },
       );
     }
-    if (reading !== undefined) readsOfThrottled.delete(reading);
+    if (block !== undefined) nextInLine(block);
     return limit(request, set, found, anthropic, path, tooLarge, server);
+  }
+
+  /** The address's read is done: the next waiting takes its turn, or the line goes. */
+  function nextInLine(block: string): void {
+    const line = linesOfThrottled.get(block);
+    const next = line?.shift();
+    if (next) next();
+    else linesOfThrottled.delete(block);
+  }
+
+  function busyKeys(request: Request, anthropic: boolean): Response {
+    o.onRejected(request, 429);
+    return errorResponse(anthropic, 429, "rate_limit", "Too many key checks from this address at once, after many with invalid API keys. Retry after 1 s.",
+      { "retry-after": "1", ...unreadBodyHeaders(request) });
   }
 
   function badKeys(request: Request, anthropic: boolean, retryAfterS: number): Response {
