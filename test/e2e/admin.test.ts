@@ -134,7 +134,7 @@ describe("accounts", () => {
     for (let i = 0; i < 7; i++) expect((await admin("POST", `/v1/admin/accounts/${account.id}/credits`, { amount: 1_000_000_000 })).status).toBe(200);
     const refused = await admin("POST", `/v1/admin/accounts/${account.id}/credits`, { amount: 1_000_000_000 });
     expect(refused.status).toBe(400);
-    expect(((await refused.json()) as any).error.message).toContain("above 8000000000 credits");
+    expect(((await refused.json()) as any).error.message).toContain("above 8,000,000,000 credits");
     // The text itself, not a parsed double: a parsed 8,999,999,999.999998 equals 8_999_999_999.999999.
     const text = await (await admin("GET", `/v1/admin/accounts/${account.id}`)).text();
     expect(text).toContain('"balance":7999999999.999999');
