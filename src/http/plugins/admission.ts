@@ -100,10 +100,10 @@ export interface AdmissionOptions {
   connections?: { guard: ConnectionGuard; now: () => number };
   /**
    * Failed API key checks per client address (limits/auth-failures.ts). Past the limit a failure is
-   * answered 429 with Retry-After, and a key this process does not know, from such an address,
-   * waits for no read of the shared key store while another of that address's is under way: a flood
-   * of made-up keys from one address took the PostgreSQL pool from other tenants (a hostile-tenant
-   * probe: their p99 136 → 692 ms). Keys found before are never held back.
+   * answered 429 with Retry-After, and the keys this process has not found before, from such an
+   * address, are read from the shared key store one at a time (THROTTLED_LINE wait their turn): a
+   * flood of made-up keys from one address took the PostgreSQL pool from other tenants (a
+   * hostile-tenant probe: their p99 136 → 692 ms). Keys found before are never held back.
    */
   keyFailures?: { failures: AuthFailures; windowMs: number };
 }
