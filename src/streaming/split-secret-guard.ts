@@ -41,6 +41,8 @@ interface Prepared {
   known: readonly string[];
   /** Each secret's first HOLD_FROM characters: nothing can happen to a run that holds none of them. */
   heads: readonly string[];
+  /** Each head cut in two after its first 1 to HOLD_FROM - 1 characters: one that straddles what was sent and a piece. */
+  splits: readonly (readonly [string, string])[];
 }
 const preparedLists = new WeakMap<readonly string[], Prepared>();
 
@@ -48,7 +50,9 @@ function prepare(secrets: readonly string[]): Prepared {
   let prepared = preparedLists.get(secrets);
   if (!prepared || prepared.count !== secrets.length) {
     const known = secrets.filter((s) => s.length > HOLD_FROM);
-    prepared = { count: secrets.length, known, heads: [...new Set(known.map((s) => s.slice(0, HOLD_FROM)))] };
+    const heads = [...new Set(known.map((s) => s.slice(0, HOLD_FROM)))];
+    const splits = heads.flatMap((head) => Array.from({ length: HOLD_FROM - 1 }, (_, i) => [head.slice(0, i + 1), head.slice(i + 1)] as const));
+    prepared = { count: secrets.length, known, heads, splits };
     preparedLists.set(secrets, prepared);
   }
   return prepared;
@@ -56,11 +60,14 @@ function prepare(secrets: readonly string[]): Prepared {
 
 /** A guard for `secrets` (8 characters or more, as the scrubber keeps them), or undefined when there are none. */
 export function createSplitSecretGuard(secrets: readonly string[]): SplitSecretGuard | undefined {
-  const { known, heads } = prepare(secrets);
+  const { known, heads, splits } = prepare(secrets);
   if (known.length === 0) return undefined;
   /** Text not sent yet: the start of a secret, maybe. */
   let held = "";
-  /** The last characters sent (at most HOLD_FROM - 1): a secret may have begun in them. */
+  /**
+   * The last characters sent, HOLD_FROM - 1 of them or more (the last piece whole, when it is that
+   * long: no string is cut per piece): a secret may have begun in them.
+   */
   let tail = "";
 
   /** The earliest place in `text` from which it runs to its end as a secret's start of HOLD_FROM characters or more, or -1. */
@@ -87,15 +94,15 @@ export function createSplitSecretGuard(secrets: readonly string[]): SplitSecretG
    * go out as they are, with no string made but the new tail.
    */
   const mayHold = (piece: string): boolean => {
-    const edge = tail === "" ? "" : tail + piece.slice(0, HOLD_FROM - 1);
-    for (const head of heads) if (piece.includes(head) || (edge !== "" && edge.includes(head))) return true;
+    for (const head of heads) if (piece.includes(head)) return true;
+    if (tail !== "") for (const [sent, rest] of splits) if (tail.endsWith(sent) && piece.startsWith(rest)) return true;
     return false;
   };
 
   return {
     text(piece) {
       if (held === "" && !mayHold(piece)) {
-        tail = piece.length >= HOLD_FROM - 1 ? piece.slice(-(HOLD_FROM - 1)) : (tail + piece).slice(-(HOLD_FROM - 1));
+        tail = piece.length >= HOLD_FROM - 1 ? piece : (tail + piece).slice(-(HOLD_FROM - 1));
         return piece;
       }
       // The run as the client's text has it: what was sent last, what is held, the new piece.
