@@ -100,3 +100,26 @@ test("PostgreSQL's resolver while the store is down: admission's failed read is 
   expect(await keys.recheck(admitted)).toEqual(admitted);
   expect(reads).toBe(3);
 });
+
+test("PostgreSQL's resolver: a flood of made-up keys that fills its cache of keys not found leaves the keys found (their stale entries answer while the store is down)", async () => {
+  let down = false;
+  const good = active();
+  const store = {
+    findActiveKey: async (hash: string) => {
+      if (down) throw new Error("store unreachable");
+      return hash === goodHash ? good : null;
+    },
+  } as unknown as AccountStore;
+  const keys = createCachedKeyResolver(store, Date.now, { ttlMs: 1 });
+  const { hashKey } = await import("../../../src/accounts/account-store.ts");
+  const goodHash = hashKey(PRESENTED);
+  expect(await keys.resolve(PRESENTED)).toEqual(good);
+  expect(keys.known!(PRESENTED)).toBe(true);
+  // More made-up keys than the cache holds (100,000): its unknown half empties, the found half stays.
+  for (let i = 0; i < 100_001; i += 1_000) await Promise.all(Array.from({ length: 1_000 }, (_, j) => keys.resolve(`svc-sk-${String(i + j).padStart(43, "m")}`)));
+  expect(keys.known!(PRESENTED)).toBe(true);
+  expect(keys.known!(`svc-sk-${"0".padStart(43, "m")}`)).toBe(false);
+  await Bun.sleep(5);
+  down = true;
+  expect(await keys.resolve(PRESENTED)).toEqual(good);
+}, 30_000);
