@@ -143,8 +143,10 @@ export interface StreamAnswerOptions {
  */
 export const STALLED_STREAM_BYTES = 128 * 1024;
 
-/** Where text the guard held is written at the answer's end: no frame of the vendor's carries it. */
+/** Where text the guard held is written when it is let go: no frame of the vendor's carries it. */
 const HELD_TEXT: SseEvent = { event: undefined, data: "", id: undefined, retry: undefined };
+/** Text the guard held, as a frame of its own that says nothing else (written anew, never relayed). */
+const heldText = (text: string): DecodedFrame => ({ parsed: undefined, events: [{ type: "text", text }], rewritten: true });
 
 /** An answer whose body (or the vendor's end marker) came before its finish. */
 const ENDED_EARLY: StreamEvent & { type: "error" } = { type: "error", errorType: "upstream", message: "The upstream provider ended the answer early." };
@@ -407,9 +409,8 @@ export async function answerSource(o: StreamAnswerOptions, quietSince = performa
       const rest = guard!.flush();
       if (rest !== "") {
         // A frame of its own, of nothing but that text (relays write it as a delta of the block under way).
-        const before: DecodedFrame = { parsed: undefined, events: [{ type: "text", text: rest }], rewritten: true };
-        if (held.length > 0) held.push({ frame: HELD_TEXT, decoded: before });
-        else emit(HELD_TEXT, before);
+        if (held.length > 0) held.push({ frame: HELD_TEXT, decoded: heldText(rest) });
+        else emit(HELD_TEXT, heldText(rest));
       }
       return decoded;
     }
@@ -590,7 +591,7 @@ export async function answerSource(o: StreamAnswerOptions, quietSince = performa
     // Text the guard held for a secret that never came is the answer's last text, when the answer
     // finished; an answer cut short fails, and a key's start is not let out before its error.
     const rest = guard && (o.meter.finished && !failure ? guard.flush() : (guard.discard(), ""));
-    if (rest) held.push({ frame: HELD_TEXT, decoded: { parsed: undefined, events: [{ type: "text", text: rest }], rewritten: true } });
+    if (rest) held.push({ frame: HELD_TEXT, decoded: heldText(rest) });
     if (held.length > 0) await drainHeld();
     if (!failure) {
       if (o.meter.finished) {

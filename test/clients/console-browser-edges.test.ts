@@ -245,10 +245,7 @@ test("a new account's usage chart draws its total at 0 on a credits axis (it was
   try {
     const holder = await context.newPage();
     holder.setDefaultTimeout(10_000);
-    await holder.goto(invite.url);
-    await holder.getByTestId("invite-password").fill("a long enough password");
-    await holder.getByTestId("invite-password-again").fill("a long enough password");
-    await holder.getByTestId("invite-accept").click();
+    await acceptInvite(holder, invite.url);
     await holder.getByTestId("balance").waitFor();
     await holder.goto(`${gateway.url}/console/#usage/30d/model`);
     await holder.getByTestId("usage-chart").locator("canvas").waitFor();
@@ -473,10 +470,7 @@ test("usage's last 24 hours and 30 days end at the gateway's clock, not the brow
     // The holder's clock: a minute before the hour the request was made in (the browser's clock runs on from there).
     const now = Date.now();
     await holder.clock.install({ time: Math.floor(now / HOUR) * HOUR - 60_000 });
-    await holder.goto(invite.url);
-    await holder.getByTestId("invite-password").fill("a long enough password");
-    await holder.getByTestId("invite-password-again").fill("a long enough password");
-    await holder.getByTestId("invite-accept").click();
+    await acceptInvite(holder, invite.url);
     await holder.getByTestId("balance").waitFor();
     const chart = holder.getByTestId("usage-chart");
     await holder.goto(`${gateway.url}/console/#usage/24h/model`);
@@ -534,10 +528,7 @@ test("a holder whose requests were all refused for credits (402) is told so on t
   try {
     const holder = await context.newPage();
     holder.setDefaultTimeout(10_000);
-    await holder.goto(invite.url);
-    await holder.getByTestId("invite-password").fill("a long enough password");
-    await holder.getByTestId("invite-password-again").fill("a long enough password");
-    await holder.getByTestId("invite-accept").click();
+    await acceptInvite(holder, invite.url);
     await holder.getByTestId("balance").waitFor();
     // The account page, the holder's first look, says why their requests fail (it showed a balance and nothing else).
     expect(await holder.getByTestId("refused-for-credits").textContent()).toBe("3 requests in the last 24 hours were refused (402): the balance, less what requests in flight hold, could not cover what each may cost (its prompt and max_tokens at the model's prices), or a spend limit was used up. A key's limit you can raise in its row below; for the balance or the account's limit, ask the gateway's operator.");
@@ -685,10 +676,7 @@ test("a holder's New key form says what a key they make may reach, as the operat
   try {
     const holder = await context.newPage();
     holder.setDefaultTimeout(10_000);
-    await holder.goto(invite.url);
-    await holder.getByTestId("invite-password").fill("a long enough password");
-    await holder.getByTestId("invite-password-again").fill("a long enough password");
-    await holder.getByTestId("invite-accept").click();
+    await acceptInvite(holder, invite.url);
     const said = holder.getByTestId("key-ceiling");
     await said.waitFor();
     expect(await said.textContent()).toBe("As the operator limited this account's keys, a key you make may use only switchyard/lorem; takes at most 9 requests a minute.");
@@ -700,3 +688,11 @@ test("a holder's New key form says what a key they make may reach, as the operat
   await page.getByTestId("key-create").waitFor();
   expect(await page.getByTestId("key-ceiling").count()).toBe(0);
 }, 30_000);
+
+/** A holder sets the password of their invite link in their own browser, and is signed in by it. */
+async function acceptInvite(holder: Page, url: string): Promise<void> {
+  await holder.goto(url);
+  await holder.getByTestId("invite-password").fill("a long enough password");
+  await holder.getByTestId("invite-password-again").fill("a long enough password");
+  await holder.getByTestId("invite-accept").click();
+}
