@@ -5,7 +5,7 @@ import { useFakeUpstream } from "../helpers/fake-upstream.ts";
 import { useGateway, FREE_MODEL, IMAGE_CHAT_MODEL, IMAGES_API_MODEL, OPENAI_MODEL, post, sseFrames } from "../helpers/gateway.ts";
 
 const upstream = useFakeUpstream();
-/** gpt-image-1 as the built-in catalogue prices it: by tokens (an image's output tokens at 40,000 credits per million), no per-image price. */
+/** gpt-image-1 as the built-in catalogue prices it: by tokens (an image's output tokens at 40,000 credits per million, cached text input at 1,250), no per-image price. */
 const TOKEN_PRICED_IMAGES = "test/gpt-image";
 /** An image chat model configured to be held for (and to give) three images a request. */
 const THREE_IMAGES_MODEL = "test/image-chat-3";
@@ -13,9 +13,11 @@ const THREE_IMAGES_MODEL = "test/image-chat-3";
 const TOKEN_PRICED_CHAT = "test/image-chat-tokens";
 const gw = useGateway(() => ({
   upstreamUrl: upstream.url,
+  // Room for several token-priced images, each held for its answer cap (8,192 tokens at 40,000 a million).
+  credits: 5_000,
   maxImageBytes: 64 * 1024,
   extraModels: [
-    { id: TOKEN_PRICED_IMAGES, provider: "fake-openai", upstream_model: "gpt-image-1", upstream_api: "images", category: "image", context_length: 32_000, pricing: { input_per_mtok: 5_000, output_per_mtok: 40_000, per_image: 0 } },
+    { id: TOKEN_PRICED_IMAGES, provider: "fake-openai", upstream_model: "gpt-image-1", upstream_api: "images", category: "image", context_length: 32_000, pricing: { input_per_mtok: 5_000, output_per_mtok: 40_000, cache_read_per_mtok: 1_250, per_image: 0 } },
     { id: TOKEN_PRICED_CHAT, provider: "fake-openai", upstream_model: "flux-chat", category: "image", context_length: 32000, pricing: { input_per_mtok: 1_000, output_per_mtok: 1_000, per_image: 0 } },
     { id: THREE_IMAGES_MODEL, provider: "fake-openai", upstream_model: "flux-chat", category: "image", context_length: 32000, images_per_request: 3, pricing: { input_per_mtok: 100, output_per_mtok: 100, per_image: 0.25 } },
   ],
@@ -256,6 +258,18 @@ test("an image priced by its tokens is charged all of them whatever max_tokens s
     expect([path, maxTokens, res.status]).toEqual([path, maxTokens, 200]);
     await res.arrayBuffer();
     expect([path, maxTokens, before - (await gw.balanceMicro())]).toEqual([path, maxTokens, 12 * 5_000 + 4_160 * 40_000]);
+  }
+});
+
+test("an image prompt's cached text tokens are charged at the cache-read price, never more than the prompt", async () => {
+  for (const [cached, reads] of [[1_200, 1_200], [5_000, 2_000]] as const) {
+    upstream.reply({ kind: "json", body: { created: 1, data: [{ b64_json: PNG_B64 }], usage: { input_tokens: 2_000, output_tokens: 4_160, input_tokens_details: { text_tokens: 2_000, image_tokens: 0, cached_tokens: cached } } } });
+    const before = await gw.balanceMicro();
+    // A prompt long enough to hold its 2,000 reported tokens (a hold counts at most a token a byte).
+    const res = await post(gw, "/v1/chat/completions", { model: TOKEN_PRICED_IMAGES, messages: [{ role: "user", content: "Draw a lighthouse at dusk. ".repeat(100) }] });
+    expect(res.status).toBe(200);
+    await res.arrayBuffer();
+    expect([cached, before - (await gw.balanceMicro())]).toEqual([cached, (2_000 - reads) * 5_000 + reads * 1_250 + 4_160 * 40_000]);
   }
 });
 

@@ -72,6 +72,17 @@ describe("OpenAI's Flex processing", () => {
     expect(JSON.parse(audit.out).mispriced).toEqual([]);
   });
 
+  test("a flex stream whose usage chunk leaves the tier out (a proxy that rebuilds it) is charged at the tier its other chunks named", async () => {
+    const chunks = openaiStream("flex");
+    chunks[2] = chunks[2]!.replace('"service_tier":"flex",', "");
+    expect(chunks[2]).not.toContain("service_tier");
+    upstream.reply({ kind: "sse", chunks });
+    expect((await charge(() => post(gw, "/v1/chat/completions", { model: OPENAI_ITSELF, messages: ask, service_tier: "flex", stream: true }))).micro).toBe(105_000);
+    // A stream that named another tier before its usage is charged at that one.
+    upstream.reply({ kind: "sse", chunks: openaiStream("default").map((c, i) => (i === 2 ? c.replace('"service_tier":"default",', "") : c)) });
+    expect((await charge(() => post(gw, "/v1/chat/completions", { model: OPENAI_ITSELF, messages: ask, service_tier: "flex", stream: true }))).micro).toBe(210_000);
+  });
+
   test("a flex stream its client leaves before the usage chunk (the tier unsaid) is charged at flex, the tier it asked for; a standard one at standard", async () => {
     const leaveAfterFirstChunk = async (tier: string | undefined) => {
       upstream.reply({ kind: "sse", holdOpen: true, chunks: [openaiStream(tier ?? "default")[0]!.replace(/"service_tier":"[a-z]+",/, "")] });

@@ -140,6 +140,8 @@ export const openaiAdapter: ProviderAdapter = {
     let answerIndex: number | undefined;
     /** How this answer writes a chunk of text alone, learnt from the first one parsed (text-frame-template.ts). */
     const textFrames = textFrameReader('"content"', readContent, '"obfuscation"');
+    /** The `service_tier` the stream's chunks named: a usage chunk without one (a proxy that rebuilds it) is still priced at it (flex). */
+    let tierSeen: string | undefined;
     const decode: StreamDecoder = (frame): DecodedFrame => {
       if (frame.data === "[DONE]") return { parsed: undefined, events: [], last: true };
       const text = textFrames.read(frame);
@@ -148,9 +150,11 @@ export const openaiAdapter: ProviderAdapter = {
         error?: { message?: string; type?: string } | string;
         choices?: { index?: number; delta?: Record<string, any>; finish_reason?: string | null }[];
         usage?: OpenAIUsage | null;
+        service_tier?: unknown;
       };
       const events: StreamEvent[] = [];
       if (chunk === null || typeof chunk !== "object") return { parsed: chunk, events };
+      if (typeof chunk.service_tier === "string") tierSeen = chunk.service_tier;
       if (chunk.error) {
         const said = typeof chunk.error === "string" ? chunk.error : chunk.error.message;
         events.push({ type: "error", errorType: "upstream", message: upstreamStreamErrorMessage("The upstream provider reported an error during the answer", said, scrub) });
@@ -218,7 +222,7 @@ export const openaiAdapter: ProviderAdapter = {
         }
         if (typeof choice.finish_reason === "string" && choice.finish_reason) events.push({ type: "finish", reason: FINISH[choice.finish_reason] ?? "stop" });
       }
-      if (chunk.usage && typeof chunk.usage === "object") events.push(usageEvent(chunk.usage, (chunk as { service_tier?: unknown }).service_tier));
+      if (chunk.usage && typeof chunk.usage === "object") events.push(usageEvent(chunk.usage, tierSeen));
       // A chunk that means its text alone (its delta's content) teaches how the next ones are written.
       const only = events.length === 1 ? events[0]! : undefined;
       if (only?.type === "text" && only.text === choice?.delta?.content) textFrames.learn(frame, only.text);

@@ -25,7 +25,7 @@ export const openaiImagesAdapter: ProviderAdapter = {
   },
 
   decodeBody(body) {
-    const b = body as { data?: { b64_json?: string; url?: string }[]; output_format?: string; usage?: { input_tokens?: number; output_tokens?: number } };
+    const b = body as { data?: { b64_json?: string; url?: string }[]; output_format?: string; usage?: { input_tokens?: number; output_tokens?: number; input_tokens_details?: { cached_tokens?: number } | null } };
     const events: StreamEvent[] = [];
     for (const item of b?.data ?? []) {
       if (typeof item.b64_json === "string" && item.b64_json) {
@@ -36,7 +36,10 @@ export const openaiImagesAdapter: ProviderAdapter = {
     if (events.length === 0) throw new UpstreamProtocolError("the images API answered without an image");
     events.push({ type: "finish", reason: "stop" });
     // gpt-image models report tokens; DALL·E reports none, and then only the per-image price applies.
-    events.push({ type: "usage", inputTokens: reportedCount(b.usage?.input_tokens ?? 0), outputTokens: reportedCount(b.usage?.output_tokens ?? 0) });
+    // A prompt's cached text tokens (inside its input count, as on chat) are priced as cache reads.
+    const input = reportedCount(b.usage?.input_tokens ?? 0);
+    const cached = reportedCount(b.usage?.input_tokens_details?.cached_tokens);
+    events.push({ type: "usage", inputTokens: input, outputTokens: reportedCount(b.usage?.output_tokens ?? 0), cacheReadTokens: input === undefined ? undefined : Math.min(cached ?? 0, input) });
     return events;
   },
 
