@@ -328,7 +328,9 @@ const MOVABLE_FAILURES: ReadonlySet<string> = new Set(["status_5xx", "timeout", 
 function poolRefusal(outcome: AttemptOutcome & { kind: "refused" }, backMs: number | undefined): AttemptOutcome & { kind: "refused" } {
   if (backMs === undefined) return outcome;
   const delayMs = Math.max(1, backMs);
-  const cooling = keyVerdict(outcome.status ?? 0) === "cool";
+  // A key out of credit (402) cools too, but its words ("retrying will not help") are that key's:
+  // another key only rate limited comes back, so the pool's words stand (a raw-TCP probe).
+  const cooling = outcome.status !== 402 && keyVerdict(outcome.status ?? 0) === "cool";
   const error = withRetryAfter(cooling ? withoutNoRetry(outcome.error)
     : new GatewayError(502, "overloaded", `Every vendor key of the provider is rate limited, overloaded or refused; one comes back in ${retryAfterSeconds(delayMs)} s. Retrying then is appropriate.`), delayMs);
   return { ...outcome, verdict: "retry", delayMs, error, status: cooling ? outcome.status : 429 };

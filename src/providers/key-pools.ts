@@ -193,11 +193,18 @@ export function createKeyPools(deps: KeyPoolsDeps) {
     observe(providerId, keys, { states }, now);
   }
 
+  /** Probes under way in this process, by provider and key: a round passes them by. */
+  const probesUnderWay = new Set<string>();
+
   /**
-   * Probes every disabled key whose time has come, in pools of two keys or more (a pool of one
-   * keeps sending its requests, which are its probes). One process probes a key at a time.
+   * Starts a probe of every disabled key whose time has come, in pools of two keys or more (a pool
+   * of one keeps sending its requests, which are its probes), and answers once they are started,
+   * with each one's end. One process probes a key at a time (the store's claim), and a probe does
+   * not hold up the next round: one vendor's stalled model list had delayed every other key's
+   * probe, in every pool, by up to the probe's timeout (a raw-TCP probe).
    */
-  async function probeDue(): Promise<void> {
+  async function startDueProbes(): Promise<Promise<void>[]> {
+    const started: Promise<void>[] = [];
     await Promise.all([...pools.values()].map(async (pool) => {
       const provider = pool.provider;
       const keys = provider.keys!;
@@ -208,20 +215,39 @@ export function createKeyPools(deps: KeyPoolsDeps) {
       await Promise.all(keys.map(async (k) => {
         const state = view.states.get(k.env);
         if (!state || state.disabledAt === 0 || state.probeAt > now) return;
-        // Held for as long as a probe may take: a slow vendor's probe is not started again by another process meanwhile.
-        if (!(await deps.store.claimProbe(provider.id, k.env, now + (deps.probeTimeoutMs ?? 10_000) + PROBE_CLAIM_MARGIN_MS))) return;
-        const ok = await probe(provider, k.secret);
-        const at = deps.now();
-        // The next probe is timed from when this one was due, not from its answer: a slow vendor
-        // does not stretch the schedule.
-        const after = afterProbe(state, ok, now);
-        deps.log(ok ? "info" : "debug", ok ? "vendor key accepted again (probe)" : "vendor key still refused (probe)", { provider: provider.id, key: k.env, ...(!ok && after ? { nextProbeInMs: after.probeAt - at } : {}) });
-        await deps.store.write(provider.id, k.env, after);
-        // Its outcome is written (the next probe's time with it): the claim is not needed past here.
-        await deps.store.releaseProbe(provider.id, k.env);
-        learn(provider.id, keys, lastViews.get(provider.id)!.states, k.env, after, at);
+        const id = `${provider.id}\0${k.env}`;
+        if (probesUnderWay.has(id)) return;
+        probesUnderWay.add(id);
+        try {
+          // Held for as long as a probe may take: a slow vendor's probe is not started again by another process meanwhile.
+          if (!(await deps.store.claimProbe(provider.id, k.env, now + (deps.probeTimeoutMs ?? 10_000) + PROBE_CLAIM_MARGIN_MS))) {
+            probesUnderWay.delete(id);
+            return;
+          }
+        } catch (err) {
+          probesUnderWay.delete(id);
+          throw err;
+        }
+        started.push((async () => {
+          const ok = await probe(provider, k.secret);
+          const at = deps.now();
+          // The next probe is timed from when this one was due, not from its answer: a slow vendor
+          // does not stretch the schedule.
+          const after = afterProbe(state, ok, now);
+          deps.log(ok ? "info" : "debug", ok ? "vendor key accepted again (probe)" : "vendor key still refused (probe)", { provider: provider.id, key: k.env, ...(!ok && after ? { nextProbeInMs: Math.max(0, after.probeAt - at) } : {}) });
+          await deps.store.write(provider.id, k.env, after);
+          // Its outcome is written (the next probe's time with it): the claim is not needed past here.
+          await deps.store.releaseProbe(provider.id, k.env);
+          learn(provider.id, keys, lastViews.get(provider.id)!.states, k.env, after, at);
+        })().finally(() => probesUnderWay.delete(id)));
       }));
     }));
+    return started;
+  }
+
+  /** Probes every disabled key whose time has come, and answers when each has its outcome. */
+  async function probeDue(): Promise<void> {
+    await Promise.all(await startDueProbes());
   }
 
   /**
@@ -262,14 +288,19 @@ export function createKeyPools(deps: KeyPoolsDeps) {
   }
 
   let timer: ReturnType<typeof setInterval> | undefined;
-  let probing: Promise<void> | undefined;
+  /** A round's reads and claims (not its probes): rounds never overlap, a store that is slow to answer is not asked again meanwhile. */
+  let starting: Promise<void> | undefined;
+  const failed = (err: unknown) => deps.log("warn", "key pool probes failed", { error: String(err) });
   return {
     get: (provider: string) => pools.get(provider),
-    /** Starts the probe timer (the app's start); probes never overlap. */
+    /** Starts the probe timer (the app's start); a key's probes never overlap. */
     start(): void {
       if (timer || pools.size === 0) return;
       timer = setInterval(() => {
-        probing ??= probeDue().catch((err) => deps.log("warn", "key pool probes failed", { error: String(err) })).finally(() => (probing = undefined));
+        starting ??= startDueProbes()
+          .then((probes) => { for (const p of probes) p.catch(failed); })
+          .catch(failed)
+          .finally(() => (starting = undefined));
       }, deps.probeEveryMs ?? 1_000);
       timer.unref?.();
     },

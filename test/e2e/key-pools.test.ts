@@ -255,6 +255,42 @@ describe("the pure core", () => {
     expect(probes).toBe(2);
   });
 
+  test("a probe whose vendor does not answer holds up no other key's probe (a raw-TCP probe: a stalled model list delayed every other probe by up to its timeout)", async () => {
+    let clock = 1_000;
+    const settings = resolveSettings({
+      providers: [{ id: "p", kind: "openai", base_url: "http://127.0.0.1:1/v1", keys: [{ env: "K1" }, { env: "K2" }, { env: "K3" }] }],
+      models: [{ id: "p/m", provider: "p", upstream_model: "m", category: "free", context_length: 1000 }],
+    }, { K1: "one", K2: "two", K3: "three" }, "t");
+    const store = createMemoryKeyState({ now: () => clock });
+    await store.write("p", "K1", { coolUntil: 0, cooledAt: 0, strikes: 0, disabledAt: 500, probeAt: 900, probeFailures: 0 });
+    await store.write("p", "K2", { coolUntil: 0, cooledAt: 0, strikes: 0, disabledAt: 500, probeAt: 5_000, probeFailures: 0 });
+    let release!: () => void;
+    const stalled = new Promise<void>((resolve) => (release = resolve));
+    const probed: string[] = [];
+    const fetchFor = (async (_url: string, init: RequestInit) => {
+      const key = new Headers(init.headers).get("authorization")!.replace("Bearer ", "");
+      probed.push(key);
+      if (key === "one") await stalled;
+      return new Response("{}", { status: 200 });
+    }) as unknown as Transport;
+    const lines: string[] = [];
+    const pools = createKeyPools({ providers: settings.providers, store, fetch: fetchFor, now: () => clock, log: (_l, message, fields) => lines.push(`${message} ${JSON.stringify(fields)}`), probeEveryMs: 10, probeTimeoutMs: 10_000 });
+    pools.start();
+    try {
+      await until("K1's probe", 2_000, () => probed.includes("one"));
+      clock = 6_000;
+      await until("K2's probe while K1's is under way", 2_000, () => probed.includes("two"));
+      await until("K2 accepted", 2_000, () => lines.some((l) => l.includes("accepted again") && l.includes('"K2"')));
+      // K1's probe, still under way, was not started again meanwhile.
+      expect(probed.filter((k) => k === "one")).toEqual(["one"]);
+      release();
+      await until("K1 accepted", 2_000, () => lines.some((l) => l.includes("accepted again") && l.includes('"K1"')));
+    } finally {
+      release();
+      pools.stop();
+    }
+  });
+
   test("a key refused again soon after a passing probe took it back, before any request on it succeeded, waits longer for each next probe; a success forgets it (a key-pool probe: a key refused for chat but allowed to list models was refused every second)", () => {
     let state: KeyState | undefined = afterAnswer(undefined, 401, undefined, 1_000, 1_000);
     expect(state!.probeAt).toBe(1_000 + probeDelayMs(0));
@@ -951,6 +987,23 @@ describe("every key refused (real clock)", () => {
     const res = await ask(gw);
     expect(res.status).toBe(502);
     expect(res.headers.get("retry-after")).toBe("5");
+  });
+
+  test("one key out of credit asked last while the others only cool: the client is told when to retry, not that retrying will not help (a raw-TCP probe)", async () => {
+    const quota: Reply = { kind: "json", status: 429, body: { error: { message: "You exceeded your current quota, please check your plan and billing details.", type: "insufficient_quota", param: null, code: "insufficient_quota" } } };
+    const gw = await gateway({ openaiKeys: [{ env: "POOL_KEY_A", weight: 0.001 }, { env: "POOL_KEY_B", weight: 1_000 }], keyRandom: () => 0.5, retry: { max_retries: 0 } });
+    upstream.rule((req) => (req.method !== "POST" ? undefined : keyOf(req) === "POOL_KEY_A" ? quota : rateLimited("30")));
+    upstream.requests.length = 0;
+    const res = await ask(gw);
+    expect(res.status).toBe(502);
+    // The rate-limited key was asked first, the one out of credit last.
+    expect(chats(upstream).map(keyOf)).toEqual(["POOL_KEY_B", "POOL_KEY_A"]);
+    expect(res.headers.get("x-should-retry")).toBeNull();
+    expect(Number(res.headers.get("retry-after"))).toBeGreaterThanOrEqual(1);
+    const said = ((await res.json()) as any).error.message as string;
+    expect(said).not.toContain("Retrying will not help");
+    expect(said).toContain("Every vendor key of the provider");
+    upstream.rule(() => undefined);
   });
 });
 
