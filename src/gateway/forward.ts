@@ -176,6 +176,8 @@ export async function forward(deps: ForwardDeps, req: ForwardRequest): Promise<R
       const pool = deps.keyPools?.get(candidate.model.provider);
       // Keys of this provider that refused this request: it moves to another before waiting or falling back.
       let tried: Set<string> | undefined;
+      /** The pool's keys that said their vendor account is out of credit, in this request. */
+      let noCredit: Set<string> | undefined;
       let movedOnFailure = false;
       for (let retry = 0; ; ) {
         if (attempts++ > 0) await refuseUnlessStillGood(deps.keys, req.principal, candidate.model.id);
@@ -251,6 +253,7 @@ export async function forward(deps: ForwardDeps, req: ForwardRequest): Promise<R
         if (failedHere) movedOnFailure = true;
         if (key && pool && (verdict === "cool" || verdict === "disable" || outcome.requestSized === "large" || failedHere)) {
           (tried ??= new Set()).add(key.key.env);
+          if (outcome.status === 402 && !outcome.requestSized) (noCredit ??= new Set()).add(key.key.env);
           if (pool.hasUsable(tried)) {
             deps.log("info", "moving to another vendor key", { requestId: plan.requestId, provider: candidate.model.provider, from: key.key.env, status: outcome.status });
             continue;
@@ -260,7 +263,8 @@ export async function forward(deps: ForwardDeps, req: ForwardRequest): Promise<R
           // Not for refusals that cooled no key (a failure here, a request large for every key's
           // minute): no key comes back sooner than the vendor said, and a wait of "0 ms" had
           // retried a used-up minute every millisecond (a review).
-          if (pool.size > 1 && !failedHere && outcome.requestSized !== "large") {
+          // Every key out of credit: the refusal stands (retrying will not help), as for one key.
+          if (pool.size > 1 && !failedHere && outcome.requestSized !== "large" && noCredit?.size !== pool.size) {
             outcome = poolRefusal(outcome, pool.soonestBackMs());
             last = outcome.error;
           }

@@ -1003,6 +1003,16 @@ describe("every key refused (real clock)", () => {
     const said = ((await res.json()) as any).error.message as string;
     expect(said).not.toContain("Retrying will not help");
     expect(said).toContain("Every vendor key of the provider");
+    // Every key out of credit: retrying will not help, as with one key.
+    const broke = await gateway({ openaiKeys: [{ env: "POOL_KEY_A" }, { env: "POOL_KEY_B" }], keyRandom: () => 0.5, retry: { max_retries: 2, max_wait_ms: 2_000 } });
+    upstream.rule((req) => (req.method !== "POST" ? undefined : quota));
+    upstream.requests.length = 0;
+    const none = await ask(broke);
+    expect(none.status).toBe(502);
+    expect(none.headers.get("x-should-retry")).toBe("false");
+    expect(none.headers.get("retry-after")).toBeNull();
+    expect(((await none.json()) as any).error.message).toContain("out of credit");
+    expect(tally(chats(upstream))).toEqual({ POOL_KEY_A: 1, POOL_KEY_B: 1 });
     upstream.rule(() => undefined);
   });
 });
