@@ -55,13 +55,17 @@ test("an OpenAI upstream gets the choice as the client sent it", async () => {
   expect(sent().tool_choice).toEqual(choice);
 });
 
-test("the Responses API: a required subset of one tool is that tool, on either upstream; of several, any", async () => {
-  const rtools: OpenAI.Responses.Tool[] = ["search", "fetch"].map((name) => ({ type: "function", name, parameters: { type: "object", properties: {} }, strict: false }));
-  const choice = (names: string[]): OpenAI.Responses.ToolChoiceAllowed => ({ type: "allowed_tools", mode: "required", tools: names.map((name) => ({ type: "function", name })) });
+test("the Responses API: an Anthropic upstream reads the subset by its mode (one tool by name, several any); an OpenAI upstream keeps the subset", async () => {
+  const rtools: OpenAI.Responses.Tool[] = ["search", "fetch", "delete_file"].map((name) => ({ type: "function", name, parameters: { type: "object", properties: {} }, strict: false }));
+  const choice = (names: string[], mode: "auto" | "required" = "required"): OpenAI.Responses.ToolChoiceAllowed => ({ type: "allowed_tools", mode, tools: names.map((name) => ({ type: "function", name })) });
   await openai.responses.create({ model: ANTHROPIC_MODEL, store: false, tools: rtools, tool_choice: choice(["fetch"]), input: "Find the docs." });
   expect(sent().tool_choice).toEqual({ type: "tool", name: "fetch" });
-  await openai.responses.create({ model: OPENAI_MODEL, store: false, tools: rtools, tool_choice: choice(["fetch"]), input: "Find the docs." });
-  expect(sent().tool_choice).toEqual({ type: "function", function: { name: "fetch" } });
   await openai.responses.create({ model: ANTHROPIC_MODEL, store: false, tools: rtools, tool_choice: choice(["search", "fetch"]), input: "Find the docs." });
   expect(sent().tool_choice).toEqual({ type: "any" });
+  // An OpenAI chat upstream gets chat's allowed_tools: the model may call search or fetch, never delete_file.
+  for (const mode of ["auto", "required"] as const) {
+    await openai.responses.create({ model: OPENAI_MODEL, store: false, tools: rtools, tool_choice: choice(["search", "fetch"], mode), input: "Find the docs." });
+    expect(sent().tool_choice).toEqual(allowed(mode, ["search", "fetch"]));
+    expect(sent().tools.map((t: { function: { name: string } }) => t.function.name)).toEqual(["search", "fetch", "delete_file"]);
+  }
 });

@@ -82,6 +82,22 @@ test("a tool-call-only answer's content is null streamed as whole, translated (l
   }
 });
 
+test("a required allowed subset forces its tool on the simulated echo (chat and Responses clients); an auto one does not", async () => {
+  const openai = new OpenAI({ baseURL: `${gateway.url}/v1`, apiKey: gateway.key, maxRetries: 0 });
+  const tools = [{ type: "function" as const, function: { name: "get_time", parameters: { type: "object", properties: {} } } }, { type: "function" as const, function: { name: "get_weather", parameters: weather } }];
+  const subset = (mode: "auto" | "required") => ({ type: "allowed_tools" as const, allowed_tools: { mode, tools: [{ type: "function" as const, function: { name: "get_weather" } }] } });
+  const forced = await openai.chat.completions.create({ model: "switchyard/echo", messages: [{ role: "user", content: "Paris" }], tools, tool_choice: subset("required") });
+  expect((forced.choices[0]!.message.tool_calls![0]! as { function: { name: string } }).function.name).toBe("get_weather");
+  const free = await openai.chat.completions.create({ model: "switchyard/echo", messages: [{ role: "user", content: "Paris" }], tools, tool_choice: subset("auto") });
+  expect(free.choices[0]!.message.content).toBe("Echo: Paris");
+  const response = await openai.responses.create({
+    model: "switchyard/echo", store: false, input: "Paris",
+    tools: tools.map((t) => ({ type: "function" as const, name: t.function.name, parameters: t.function.parameters as Record<string, unknown>, strict: false })),
+    tool_choice: { type: "allowed_tools", mode: "required", tools: [{ type: "function", name: "get_weather" }] },
+  });
+  expect(response.output.find((o) => o.type === "function_call")).toMatchObject({ name: "get_weather" });
+});
+
 test("without a schema or a forced tool the echo is as before", async () => {
   const openai = new OpenAI({ baseURL: `${gateway.url}/v1`, apiKey: gateway.key, maxRetries: 0 });
   const done = await openai.chat.completions.create({ model: "switchyard/echo", messages: [{ role: "user", content: "Hello there" }] });

@@ -310,12 +310,15 @@ function toolChoice(choice: unknown, nameFor: (name: unknown, namespace: unknown
   if (!choice || typeof choice !== "object") return undefined;
   const c = choice as { type?: unknown; name?: unknown; namespace?: unknown; mode?: unknown; tools?: unknown };
   if ((c.type === "function" || c.type === "custom") && typeof c.name === "string") return { type: "function", function: { name: nameFor(c.name, c.namespace) } };
-  // allowed_tools: the upstream sees every tool; its mode still says whether one must be called,
-  // and a required subset of one tool is that tool.
+  // allowed_tools: chat's own form, so an OpenAI upstream (chat or Responses) keeps the subset, and
+  // Anthropic reads its mode (openai-to-anthropic.ts, allowedTools); every tool stays listed either
+  // way. Before, only the mode went on, and an OpenAI model could call a tool outside the subset
+  // (an SDK probe, thirty-fourth session). A subset naming no function tool is its mode alone.
   if (c.type === "allowed_tools") {
-    if (c.mode !== "required") return "auto";
-    const only = Array.isArray(c.tools) && c.tools.length === 1 ? (c.tools[0] as { type?: unknown; name?: unknown; namespace?: unknown }) : undefined;
-    return (only?.type === "function" || only?.type === "custom") && typeof only.name === "string" ? { type: "function", function: { name: nameFor(only.name, only.namespace) } } : "required";
+    const mode = c.mode === "required" ? "required" : "auto";
+    const tools = (Array.isArray(c.tools) ? c.tools : []).flatMap((t: { type?: unknown; name?: unknown; namespace?: unknown } | null) =>
+      (t?.type === "function" || t?.type === "custom") && typeof t.name === "string" ? [{ type: "function", function: { name: nameFor(t.name, t.namespace) } }] : []);
+    return tools.length > 0 ? { type: "allowed_tools", allowed_tools: { mode, tools } } : mode;
   }
   dropped.push(`tool_choice:${String(c.type)}`);
   return undefined;

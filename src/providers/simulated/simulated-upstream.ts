@@ -84,11 +84,15 @@ type Schema = Record<string, unknown>;
 
 /** The tool the request forces (OpenAI `tool_choice` function or `required`, Anthropic `tool` or `any`), with its parameters' schema. */
 function forcedTool(format: "openai" | "anthropic", body: Record<string, unknown>): { name: string; schema: Schema } | undefined {
-  const choice = body.tool_choice as { type?: string; name?: string; function?: { name?: string } } | string | undefined;
+  const choice = body.tool_choice as { type?: string; name?: string; function?: { name?: string }; allowed_tools?: { mode?: string; tools?: { function?: { name?: string } }[] } } | string | undefined;
   if (!Array.isArray(body.tools) || body.tools.length === 0 || choice === undefined) return undefined;
   if (format === "openai") {
     const tools = body.tools as { type?: string; function?: { name?: string; parameters?: Schema } }[];
-    const name = choice === "required" ? tools[0]?.function?.name : typeof choice === "object" ? choice.function?.name : undefined;
+    // A required allowed subset forces its first tool.
+    const subset = typeof choice === "object" && choice.type === "allowed_tools" ? choice.allowed_tools : undefined;
+    const name = choice === "required" ? tools[0]?.function?.name
+      : subset ? (subset.mode === "required" ? subset.tools?.[0]?.function?.name : undefined)
+      : typeof choice === "object" ? choice.function?.name : undefined;
     const tool = tools.find((t) => t.function?.name === name);
     return tool && name ? { name, schema: tool.function?.parameters ?? { type: "object" } } : undefined;
   }

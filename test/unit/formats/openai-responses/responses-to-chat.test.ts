@@ -216,10 +216,14 @@ describe("responsesToChat: tools", () => {
     expect(flattenName("ns", "t")).toBe("ns__t");
   });
 
-  test("tool_choice: strings pass, allowed_tools keeps its mode, hosted choices are dropped", () => {
+  test("tool_choice: strings pass, allowed_tools keeps its subset (its mode alone when it names none), hosted choices are dropped", () => {
     const tools = [{ type: "function", name: "f" }];
     expect(responsesToChat({ input: "x", tools, tool_choice: "required" }).chat.tool_choice).toBe("required");
     expect(responsesToChat({ input: "x", tools, tool_choice: { type: "allowed_tools", mode: "required", tools: [] } }).chat.tool_choice).toBe("required");
+    // A subset of named tools stays a subset, in chat's form (an OpenAI upstream keeps it; Anthropic reads its mode).
+    const two = [{ type: "function", name: "f" }, { type: "function", name: "g" }];
+    expect(responsesToChat({ input: "x", tools: two, tool_choice: { type: "allowed_tools", mode: "auto", tools: [{ type: "function", name: "g" }] } }).chat.tool_choice)
+      .toEqual({ type: "allowed_tools", allowed_tools: { mode: "auto", tools: [{ type: "function", function: { name: "g" } }] } });
     const hosted = responsesToChat({ input: "x", tools, tool_choice: { type: "web_search_preview" } });
     expect(hosted.chat.tool_choice).toBeUndefined();
     expect(hosted.dropped).toEqual(["tool_choice:web_search_preview"]);
