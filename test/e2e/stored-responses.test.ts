@@ -228,6 +228,9 @@ describe("a stored response's input items (the SDK's responses.inputItems.list)"
     const next = await openai.responses.inputItems.list(second.id, { order: "asc", limit: 3, after: items[3]!.id });
     expect(next.data.map((i: any) => i.id)).toEqual([items[2]!.id, items[1]!.id, items[0]!.id]);
     expect(next.has_more).toBe(false);
+    // A cursor that names no item: an empty last page (has_more false, so no client pages on).
+    const stray = await openai.responses.inputItems.list(second.id, { after: "msg_not_an_item" });
+    expect([stray.data, stray.has_more]).toEqual([[], false]);
     // The first answer's own input: the plain string it was asked.
     expect(((await openai.responses.inputItems.list(first.id)).data as any[]).map((i) => i.content)).toEqual([[{ type: "input_text", text: "first question" }]]);
     const unknown = await openai.responses.inputItems.list("resp_nope").catch((e) => e);

@@ -60,6 +60,8 @@ export const NO_PLAN: ResponsesAnswerPlan = {
     top_p: 1,
     user: null,
     prompt_cache_key: null,
+    safety_identifier: null,
+    truncation: "disabled",
   },
 };
 
@@ -205,9 +207,10 @@ function createBuilder(ctx: EncodeContext, plan: ResponsesAnswerPlan, frames: bo
       tool_choice: e.tool_choice,
       tools: e.tools,
       top_p: e.top_p,
-      truncation: "disabled",
+      truncation: e.truncation,
       usage: null as unknown,
       user: e.user,
+      safety_identifier: e.safety_identifier,
       metadata: e.metadata,
       ...extra,
     };

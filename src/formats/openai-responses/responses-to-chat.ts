@@ -38,6 +38,9 @@ export interface ResponsesEcho {
   top_p: number | null;
   user: unknown;
   prompt_cache_key: unknown;
+  safety_identifier: unknown;
+  /** As asked (`auto` or `disabled`); the gateway truncates nothing either way. */
+  truncation: "auto" | "disabled";
 }
 
 export interface ResponsesPlan {
@@ -273,12 +276,14 @@ export function responsesToChat(body: Record<string, unknown>): ResponsesPlan {
     store: body.store !== false,
     previous_response_id: typeof body.previous_response_id === "string" ? body.previous_response_id : null,
     temperature: typeof body.temperature === "number" ? body.temperature : 1,
-    text: text?.format ? { format: text.format, ...(text.verbosity ? { verbosity: text.verbosity } : {}) } : { format: { type: "text" } },
+    text: { format: text?.format ?? { type: "text" }, ...(text?.verbosity ? { verbosity: text.verbosity } : {}) },
     tool_choice: body.tool_choice ?? "auto",
     tools: (body.tools as unknown[] | undefined) ?? [],
     top_p: typeof body.top_p === "number" ? body.top_p : 1,
     user: body.user ?? null,
     prompt_cache_key: body.prompt_cache_key ?? null,
+    safety_identifier: body.safety_identifier ?? null,
+    truncation: body.truncation === "auto" ? "auto" : "disabled",
   };
   const sealThinking = Array.isArray(body.include) && body.include.includes("reasoning.encrypted_content");
   return { chat, tools, echo, dropped, sealThinking, carriedBytes };

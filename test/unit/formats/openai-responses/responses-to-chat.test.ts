@@ -264,7 +264,9 @@ describe("responsesToChat: parameters", () => {
       safety_identifier: "s1",
       prompt_cache_key: "k1",
     });
-    expect(plan.echo).toMatchObject({ max_output_tokens: 100, temperature: 0.5, top_p: 0.8, metadata: { a: "b" }, reasoning: { effort: "high", summary: "auto" }, text: { format: { type: "json_object" }, verbosity: "low" } });
+    expect(plan.echo).toMatchObject({ max_output_tokens: 100, temperature: 0.5, top_p: 0.8, metadata: { a: "b" }, reasoning: { effort: "high", summary: "auto" }, text: { format: { type: "json_object" }, verbosity: "low" }, safety_identifier: "s1", truncation: "disabled" });
+    // A verbosity without a format is echoed too (beside the default text format); truncation as asked.
+    expect(responsesToChat({ input: "x", text: { verbosity: "low" }, truncation: "auto" }).echo).toMatchObject({ text: { format: { type: "text" }, verbosity: "low" }, truncation: "auto", safety_identifier: null });
     expect(() => responsesToChat({ input: "x", text: { format: { type: "yaml" } } })).toThrow(/text.format.type "yaml"/);
   });
 });
