@@ -313,6 +313,31 @@ describe("what the vendor bills above the price book is not asked for (a tenant 
     expect("context_management" in upstream.requests.at(-1)!.body).toBe(false);
   });
 
+  test("on an OpenAI upstream, Anthropic's bash, text editor and memory tools go as functions taking their documented input, and their calls come back as tool_use; computer does not go, nor a choice naming it", async () => {
+    const tools = [clientTool, { type: "bash_20250124", name: "bash" }, anthropicDefined, { type: "memory_20250818", name: "memory" }, { type: "computer_20250124", name: "computer", display_width_px: 1024, display_height_px: 768 }];
+    upstream.reply({ kind: "json", body: { id: "c", object: "chat.completion", created: 1, model: "gpt", choices: [{ index: 0, message: { role: "assistant", content: null, tool_calls: [{ id: "call_1", type: "function", function: { name: "bash", arguments: '{"command":"ls -la"}' } }] }, finish_reason: "tool_calls" }], usage: { prompt_tokens: 50, completion_tokens: 5, total_tokens: 55 } } });
+    const res = await post(gw, "/v1/messages", { model: OPENAI_MODEL, max_tokens: 200, messages: question, tools, tool_choice: { type: "tool", name: "bash" } }, v);
+    expect(res.status).toBe(200);
+    const answer = (await res.json()) as any;
+    expect(answer.stop_reason).toBe("tool_use");
+    expect(answer.content).toEqual([expect.objectContaining({ type: "tool_use", name: "bash", input: { command: "ls -la" } })]);
+    const sent = upstream.requests.at(-1)!.body;
+    expect(sent.tools.map((t: any) => t.function.name)).toEqual(["lookup", "bash", "str_replace_based_edit_tool", "memory"]);
+    const byName = Object.fromEntries(sent.tools.map((t: any) => [t.function.name, t.function]));
+    expect(byName.bash.parameters.properties.command.type).toBe("string");
+    expect(byName.str_replace_based_edit_tool.parameters.required).toEqual(["command", "path"]);
+    expect(byName.str_replace_based_edit_tool.parameters.properties.command.enum).toEqual(["view", "create", "str_replace", "insert"]);
+    expect(byName.memory.parameters.properties.command.enum).toContain("rename");
+    for (const f of sent.tools) expect(typeof f.function.description).toBe("string");
+    expect(sent.tool_choice).toEqual({ type: "function", function: { name: "bash" } });
+    // A forced tool that cannot go: the choice goes with it (the upstream refuses a choice naming no tool it was sent).
+    await (await post(gw, "/v1/messages", { model: OPENAI_MODEL, max_tokens: 200, messages: question, tools, tool_choice: { type: "tool", name: "computer" } }, v)).arrayBuffer();
+    expect(upstream.requests.at(-1)!.body.tool_choice).toBeUndefined();
+    // The older text editor keeps undo_edit.
+    await (await post(gw, "/v1/messages", { model: OPENAI_MODEL, max_tokens: 200, messages: question, tools: [{ type: "text_editor_20250124", name: "str_replace_editor" }] }, v)).arrayBuffer();
+    expect(upstream.requests.at(-1)!.body.tools[0].function.parameters.properties.command.enum).toContain("undo_edit");
+  });
+
   test("a request whose only tool is a server tool goes without tools or tool_choice (Anthropic refuses a choice without tools); counts too", async () => {
     const res = await post(gw, "/v1/messages", { model: ANTHROPIC_MODEL, max_tokens: 20, messages: question, tools: [webSearch], tool_choice: { type: "any" } }, v);
     expect(res.status).toBe(200);

@@ -8,6 +8,7 @@ import type { Json, TranslationNotes } from "../common/wire-types.ts";
 import type { AnthropicBlock, MessagesRequest } from "./schema.ts";
 import type { ChatMessage, ChatRequest } from "../openai-chat/schema.ts";
 import { CARRIED_THINKING, openaiEncryptedReasoning, type CarriedBlock } from "../common/carried-thinking.ts";
+import { clientToolAsFunction } from "./client-tool-functions.ts";
 
 /**
  * An Anthropic messages request → an OpenAI chat request. `tool_result` blocks become
@@ -81,17 +82,29 @@ export function anthropicRequestToOpenAI(
   if (body.stop_sequences?.length) out.stop = body.stop_sequences.slice(0, 4);
   // Claude Code puts device and session ids here; another vendor gets a stable pseudonym instead.
   if (typeof body.metadata?.user_id === "string" && body.metadata.user_id) out.user = pseudonymousUser(body.metadata.user_id);
-  const tools = (body.tools ?? []).filter((tool) => tool.input_schema);
-  if (tools.length) {
-    out.tools = tools.map((tool) => ({
-      type: "function",
-      function: { name: tool.name, ...(tool.description ? { description: tool.description } : {}), parameters: tool.input_schema as Json },
-    }));
+  // The client's own tools as they are; the client tools Anthropic defines (bash, the text editor,
+  // memory) as functions taking their documented input (client-tool-functions.ts).
+  const functions: NonNullable<ChatRequest["tools"]> = [];
+  for (const tool of body.tools ?? []) {
+    if (tool.input_schema) {
+      functions.push({ type: "function", function: { name: tool.name, ...(tool.description ? { description: tool.description } : {}), parameters: tool.input_schema as Json } });
+      continue;
+    }
+    const defined = clientToolAsFunction(tool);
+    if (defined) functions.push({ type: "function", function: defined });
+    else (notes.dropped ??= []).push(`tools: ${String(tool.type ?? tool.name)} cannot run on this model's upstream`);
+  }
+  if (functions.length) {
+    out.tools = functions;
     const choice = body.tool_choice;
     if (choice?.type === "auto") out.tool_choice = "auto";
     else if (choice?.type === "any") out.tool_choice = "required";
     else if (choice?.type === "none") out.tool_choice = "none";
-    else if (choice?.type === "tool" && choice.name) out.tool_choice = { type: "function", function: { name: choice.name } };
+    else if (choice?.type === "tool" && choice.name) {
+      // A choice naming a tool that was not sent would be refused by the upstream: it goes, said.
+      if (functions.some((f) => f.function?.name === choice.name)) out.tool_choice = { type: "function", function: { name: choice.name } };
+      else (notes.dropped ??= []).push(`tool_choice: ${choice.name} is not a tool this model's upstream can run`);
+    }
     if (choice?.disable_parallel_tool_use) out.parallel_tool_calls = false;
   }
   const format = openaiResponseFormat(body.output_config?.format);
