@@ -86,6 +86,18 @@ describe("client errors on /v1/messages are Anthropic-shaped", () => {
   });
 });
 
+describe("the Anthropic SDK's calls to paths the gateway does not serve", () => {
+  test("GET /v1/files with anthropic-version (the SDK's beta.files.list) → 404 in Anthropic's shape; without it, OpenAI's; OpenAI's own paths keep OpenAI's shape whatever the headers", async () => {
+    const headers = { authorization: `Bearer ${gw.key}` };
+    const anthropic = await expectError(await fetch(`${gw.url}/v1/files`, { headers: { ...headers, "anthropic-version": "2023-06-01" } }), 404, "anthropic");
+    expect(anthropic.error.type).toBe("not_found_error");
+    const openai = await expectError(await fetch(`${gw.url}/v1/files`, { headers }), 404, "openai");
+    expect(openai.type).toBeUndefined();
+    const chat = await expectError(await post(gw, "/v1/chat/completions", { model: "nobody/nothing", messages: question }, { "anthropic-version": "2023-06-01" }), 404, "openai");
+    expect(chat.type).toBeUndefined();
+  });
+});
+
 describe("401 comes before everything else", () => {
   test("bad key with malformed body → 401, not 400", async () => {
     const res = await fetch(`${gw.url}/v1/chat/completions`, { method: "POST", headers: { authorization: "Bearer svc-sk-nope", "content-type": "application/json" }, body: "{bad" });

@@ -22,11 +22,20 @@ function pathStartsWith(url: string, prefix: string): boolean {
  * Anthropic SDK clients get Anthropic-shaped errors; everyone else gets OpenAI's shape. The
  * models routes serve both SDKs and tell them apart by `anthropic-version` (routes/models.ts), so
  * their errors (an unknown id, a bad key, a rate limit) follow the same header: the Anthropic SDK's
- * `models.retrieve` got OpenAI's shape (an SDK probe, twenty-eighth session).
+ * `models.retrieve` got OpenAI's shape (an SDK probe, twenty-eighth session). So do paths outside
+ * the OpenAI format's own (OPENAI_ONLY).
  */
 export function isAnthropicClient(path: string, headers: Headers): boolean {
-  return path.startsWith("/v1/messages") || (path.startsWith("/v1/models") && headers.has("anthropic-version"));
+  return path.startsWith("/v1/messages") || (headers.has("anthropic-version") && !OPENAI_ONLY.some((prefix) => path.startsWith(prefix)));
 }
+
+/**
+ * Paths only the OpenAI format has: their errors are OpenAI's whatever the headers say. Elsewhere
+ * (the models routes, and paths the gateway does not serve, such as the Anthropic SDK's
+ * `beta.files`) `anthropic-version` marks an Anthropic SDK, whose error classes read Anthropic's
+ * shape (an SDK probe, thirty-fourth session: `GET /v1/files` answered it in OpenAI's).
+ */
+const OPENAI_ONLY = ["/v1/chat/", "/v1/responses", "/v1/embeddings", "/v1/completions", "/v1/images", "/v1/audio"];
 
 function isAnthropicRequest(request: Request): boolean {
   return isAnthropicClient(request.url.slice(pathStart(request.url)), request.headers);
