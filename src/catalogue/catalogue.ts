@@ -120,7 +120,9 @@ function catalogueView(shown: ModelConfig[], byAlias: Map<string, ModelConfig>, 
       const limit = Math.min(1000, Math.max(1, Number.parseInt(query.limit ?? "20", 10) || 20));
       let start = 0;
       let end = anthropicEntries.length;
-      if (query.after_id) start = anthropicEntries.findIndex((m) => m.id === query.after_id) + 1;
+      // A cursor that names no model of the list is an empty last page, either way (an unknown
+      // after_id had started the list over, so a client paging on could loop).
+      if (query.after_id) start = anthropicEntries.findIndex((m) => m.id === query.after_id) + 1 || anthropicEntries.length;
       if (query.before_id) end = Math.max(0, anthropicEntries.findIndex((m) => m.id === query.before_id));
       const page = query.before_id ? anthropicEntries.slice(Math.max(start, end - limit), end) : anthropicEntries.slice(start, Math.min(end, start + limit));
       const hasMore = query.before_id ? end - limit > start : start + limit < end;

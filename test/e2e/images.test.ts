@@ -222,6 +222,17 @@ describe("catalogue", () => {
     expect(ids).toEqual(spec.data.map((m: any) => m.id));
     const page = (await (await fetch(`${gw.url}/v1/models?limit=2`, { headers: { "x-api-key": gw.key, "anthropic-version": "2023-06-01" } })).json()) as any;
     expect(page).toMatchObject({ has_more: true, first_id: spec.data[0].id, last_id: spec.data[1].id });
+    // Anthropic's range for limit (1 to 1000): outside it, a 400 in Anthropic's shape the SDK reads.
+    for (const limit of [0, 1001]) {
+      const refused = await client.models.list({ limit }).catch((e) => e);
+      expect([limit, refused]).toEqual([limit, expect.any(Anthropic.BadRequestError)]);
+      expect(refused.error.error.message).toContain("limit");
+    }
+    // A cursor that names no model: an empty last page, whichever way.
+    for (const cursor of ["after_id", "before_id"]) {
+      const stray = (await (await fetch(`${gw.url}/v1/models?${cursor}=no-such-model`, { headers: { "x-api-key": gw.key, "anthropic-version": "2023-06-01" } })).json()) as any;
+      expect([cursor, stray.data, stray.has_more]).toEqual([cursor, [], false]);
+    }
   });
 });
 

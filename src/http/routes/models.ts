@@ -13,7 +13,12 @@ export function modelsRoute(catalogue: Catalogue, principals: Principals) {
   return new Elysia({ name: "switchyard/models" })
     .get("/v1/models", ({ request, query }) => {
       const view = catalogue.visibleTo(principals.of(request).models);
-      if (request.headers.has("anthropic-version")) return Response.json(view.anthropicList(query as Record<string, string | undefined>));
+      if (request.headers.has("anthropic-version")) {
+        const q = query as Record<string, string | undefined>;
+        // Anthropic's range (1 to 1000, 20 by default): a value outside it is refused, not clamped.
+        if (q.limit !== undefined && !/^(?:[1-9]\d{0,2}|1000)$/.test(q.limit)) throw new GatewayError(400, "invalid_request", "limit: must be an integer from 1 to 1000.");
+        return Response.json(view.anthropicList(q));
+      }
       return new Response(view.listJson(), { headers });
     })
     // Ids contain a slash (`openai/gpt-4o-mini`); SDKs send it encoded (`%2F`), curl users plain.
