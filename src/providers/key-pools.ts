@@ -195,6 +195,7 @@ export function createKeyPools(deps: KeyPoolsDeps) {
 
   /** Probes under way in this process, by provider and key: a round passes them by. */
   const probesUnderWay = new Set<string>();
+  const failed = (err: unknown) => deps.log("warn", "key pool probes failed", { error: String(err) });
 
   /**
    * Starts a probe of every disabled key whose time has come, in pools of two keys or more (a pool
@@ -239,13 +240,13 @@ export function createKeyPools(deps: KeyPoolsDeps) {
           // Its outcome is written (the next probe's time with it): the claim is not needed past here.
           await deps.store.releaseProbe(provider.id, k.env);
           learn(provider.id, keys, lastViews.get(provider.id)!.states, k.env, after, at);
-        })().finally(() => probesUnderWay.delete(id)));
+        })().catch(failed).finally(() => probesUnderWay.delete(id)));
       }));
     }));
     return started;
   }
 
-  /** Probes every disabled key whose time has come, and answers when each has its outcome. */
+  /** Probes every disabled key whose time has come, and answers when each has its outcome (a failed one logged). */
   async function probeDue(): Promise<void> {
     await Promise.all(await startDueProbes());
   }
@@ -290,17 +291,13 @@ export function createKeyPools(deps: KeyPoolsDeps) {
   let timer: ReturnType<typeof setInterval> | undefined;
   /** A round's reads and claims (not its probes): rounds never overlap, a store that is slow to answer is not asked again meanwhile. */
   let starting: Promise<void> | undefined;
-  const failed = (err: unknown) => deps.log("warn", "key pool probes failed", { error: String(err) });
   return {
     get: (provider: string) => pools.get(provider),
     /** Starts the probe timer (the app's start); a key's probes never overlap. */
     start(): void {
       if (timer || pools.size === 0) return;
       timer = setInterval(() => {
-        starting ??= startDueProbes()
-          .then((probes) => { for (const p of probes) p.catch(failed); })
-          .catch(failed)
-          .finally(() => (starting = undefined));
+        starting ??= startDueProbes().then(() => {}, failed).finally(() => (starting = undefined));
       }, deps.probeEveryMs ?? 1_000);
       timer.unref?.();
     },
