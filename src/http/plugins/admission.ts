@@ -50,8 +50,10 @@ const THROTTLED_LINE = 32;
 
 /** Token counts: free, with a bucket of their own (below). */
 export const COUNT_PATHS = new Set(["/v1/messages/count_tokens", "/v1/responses/input_tokens"]);
-/** GET /v1/key (routes/key.ts): authenticated, never rate limited. */
+/** GET /v1/key (routes/key.ts): authenticated, answered whatever the chat bucket holds; its own bucket (KEY_INFO_RATE_FACTOR) bounds a flood. */
 export const KEY_INFO_PATH = "/v1/key";
+/** How many GET /v1/key a key may make per chat request of its rate limit. */
+export const KEY_INFO_RATE_FACTOR = 10;
 /** How many token counts a key may make per chat request of its rate limit. */
 export const COUNT_TOKENS_RATE_FACTOR = 10;
 
@@ -272,7 +274,11 @@ export function admissionPlugin(o: AdmissionOptions) {
     // A client asking what its key may still spend (and when its limits reset) is answered even
     // with an empty bucket: the question costs nothing and is how it learns when to come back.
     // A suspended account's too: its answer says so.
-    if (path === KEY_INFO_PATH) return undefined;
+    // It has a bucket of its own, ten times the key's chat rate: unlimited, one key's flood of it
+    // (two store reads each) slowed every tenant's paid requests on a shared PostgreSQL more than
+    // a flood the chat bucket refuses (a hostile-tenant probe, thirty-fourth session). A bucket
+    // that cannot be read lets the question through.
+    if (path === KEY_INFO_PATH) return keyInfoLimit(request, found, anthropic);
     if (found.accountSuspended) {
       o.onRejected(request, 403);
       return errorResponse(anthropic, 403, "permission", ACCOUNT_SUSPENDED, { ...NO_RETRY, ...unreadBodyHeaders(request) });
@@ -305,6 +311,22 @@ export function admissionPlugin(o: AdmissionOptions) {
     const both = o.limiter.takeBoth({ id: found.keyId + suffix, perMinute }, { id: `account:${found.accountId}${suffix}`, perMinute: accountPerMinute });
     const verdict = ([key, account]: [BucketDecision, BucketDecision]) => admitWithBytes(request, set, perMinute, key, { perMinute: accountPerMinute, decision: account }, anthropic, countingFor, bodyBytes);
     return both instanceof Promise ? both.then(verdict) : verdict(both);
+  }
+
+  function keyInfoLimit(request: Request, found: ActiveKey, anthropic: boolean): Response | undefined | Promise<Response | undefined> {
+    const perMinute = (found.rateLimitPerMinute ?? o.defaultPerMinute) * KEY_INFO_RATE_FACTOR;
+    const verdict = (decision: BucketDecision): Response | undefined => {
+      if (decision.allowed) return undefined;
+      o.onRejected(request, 429);
+      const seconds = Math.max(1, Math.ceil(decision.retryAfterMs / 1000));
+      return errorResponse(anthropic, 429, "rate_limit", `Too many GET /v1/key requests for this key (${perMinute} a minute). Retry in ${seconds} s.`, { "retry-after": String(seconds) });
+    };
+    try {
+      const taken = o.limiter.take(`${found.keyId}:key_info`, perMinute);
+      return taken instanceof Promise ? taken.then(verdict, () => undefined) : verdict(taken);
+    } catch {
+      return undefined;
+    }
   }
 
   /**
