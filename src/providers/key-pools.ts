@@ -219,16 +219,14 @@ export function createKeyPools(deps: KeyPoolsDeps) {
         const id = `${provider.id}\0${k.env}`;
         if (probesUnderWay.has(id)) return;
         probesUnderWay.add(id);
+        let claimed = false;
         try {
           // Held for as long as a probe may take: a slow vendor's probe is not started again by another process meanwhile.
-          if (!(await deps.store.claimProbe(provider.id, k.env, now + (deps.probeTimeoutMs ?? 10_000) + PROBE_CLAIM_MARGIN_MS))) {
-            probesUnderWay.delete(id);
-            return;
-          }
-        } catch (err) {
-          probesUnderWay.delete(id);
-          throw err;
+          claimed = await deps.store.claimProbe(provider.id, k.env, now + (deps.probeTimeoutMs ?? 10_000) + PROBE_CLAIM_MARGIN_MS);
+        } finally {
+          if (!claimed) probesUnderWay.delete(id);
         }
+        if (!claimed) return;
         started.push((async () => {
           const ok = await probe(provider, k.secret);
           const at = deps.now();

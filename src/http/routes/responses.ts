@@ -252,9 +252,9 @@ export function inputItemsPage(responseId: string, input: readonly Record<string
   const ordered = query.order === "asc" ? items : items.slice().reverse();
   const from = query.after === undefined ? 0 : ordered.findIndex((item) => item.id === query.after) + 1;
   const limit = query.limit ?? 20;
-  const data = from === 0 && query.after !== undefined ? [] : ordered.slice(from, from + limit);
   // An `after` that names no item of the answer is an empty last page, not one with more after it.
   const unknownAfter = from === 0 && query.after !== undefined;
+  const data = unknownAfter ? [] : ordered.slice(from, from + limit);
   return { object: "list" as const, data, first_id: (data[0]?.id as string | undefined) ?? null, last_id: (data.at(-1)?.id as string | undefined) ?? null, has_more: !unknownAfter && from + data.length < ordered.length };
 }
 
