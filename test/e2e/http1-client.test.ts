@@ -1,5 +1,5 @@
 import { afterEach, describe, expect, test } from "bun:test";
-import { gzipSync } from "node:zlib";
+import { deflateRawSync, deflateSync, gzipSync } from "node:zlib";
 import { createHttp1Client, fastReader, wholeBody } from "../../src/transport/http1/client.ts";
 import { attemptInit, responseHeader, type AbortListener, type AttemptHooks } from "../../src/transport/transport.ts";
 import { Deadline } from "../../src/gateway/deadline.ts";
@@ -433,6 +433,21 @@ describe("upstream HTTP/1.1 client", () => {
     expect(res.headers.get("content-encoding")).toBeNull();
     expect(res.headers.get("content-length")).toBeNull();
     expect(await res.json()).toEqual({ ok: "gzip" });
+  });
+
+  test("`deflate` is read as a zlib stream or, as browsers and curl read it, raw deflate, even split after its first byte (a raw-TCP probe)", async () => {
+    const body = JSON.stringify({ ok: "deflate", pad: "x".repeat(5000) });
+    for (const coded of [deflateSync(Buffer.from(body)), deflateRawSync(Buffer.from(body))]) {
+      const { post } = setup((_req, socket) => {
+        socket.write(`HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ncontent-encoding: deflate\r\ntransfer-encoding: chunked\r\n\r\n`);
+        socket.write(`1\r\n`);
+        socket.write(coded.subarray(0, 1));
+        setTimeout(() => socket.write(Buffer.concat([Buffer.from(`\r\n${(coded.length - 1).toString(16)}\r\n`), coded.subarray(1), Buffer.from("\r\n0\r\n\r\n")])), 20);
+      });
+      const res = await post();
+      expect(res.headers.get("content-encoding")).toBeNull();
+      expect(await res.text()).toBe(body);
+    }
   });
 
   test("an encoding it cannot decode is an error for the caller, not a crash", async () => {

@@ -34,13 +34,64 @@ export function decodedBody(stream: ReadableStream<Uint8Array>, coding: string, 
     },
     cancel: (reason) => source.cancel(reason),
   }, { highWaterMark: 0 });
-  // Bun's names ("brotli", "zstd") are wider than the DOM typings.
-  const decoded = watched.pipeThrough(new DecompressionStream(format as "gzip") as unknown as ReadableWritablePair<Uint8Array, Uint8Array>);
+  const decoded = format === "deflate" ? inflated(watched) : watched.pipeThrough(decompressor(format));
   return cappedStream(decoded, maxBytes, (err) =>
     // Any other failure is the decoder's: bytes that are not the coding the answer names. Passed on
     // as Bun's TypeError ("inflate failed"), a stream told its client the connection was lost
     // (a raw-TCP probe, twenty-first session); it is malformed data, as in a whole answer.
     failed ? err : new ResponseFramingError(`the body is not the ${coding} its content-encoding names`));
+}
+
+// Bun's names ("brotli", "zstd", "deflate-raw") are wider than the DOM typings.
+const decompressor = (format: string) => new DecompressionStream(format as "gzip") as unknown as ReadableWritablePair<Uint8Array, Uint8Array>;
+
+/**
+ * `deflate` is RFC 1950's zlib stream, but servers have long sent raw RFC 1951 deflate under that
+ * name, and browsers and curl read both. The first two bytes tell: a zlib header has compression
+ * method 8 and a check making it a multiple of 31. A raw body under `deflate` was a free 502 (a
+ * raw-TCP probe, thirty-fourth session).
+ */
+function inflated(stream: ReadableStream<Uint8Array>): ReadableStream<Uint8Array> {
+  const source = stream.getReader();
+  let decoded: { read(): Promise<{ done: boolean; value?: Uint8Array }>; cancel(reason?: unknown): Promise<void> } | undefined;
+  const start = async () => {
+    const head: Uint8Array[] = [];
+    let have = 0;
+    let done = false;
+    while (have < 2 && !done) {
+      const r = await source.read();
+      if (r.done) done = true;
+      else if (r.value.length > 0) {
+        head.push(r.value);
+        have += r.value.length;
+      }
+    }
+    const first = head[0]?.[0] ?? 0;
+    const second = (head[0]?.length ?? 0) > 1 ? head[0]![1]! : (head[1]?.[0] ?? 0);
+    const zlib = (first & 0x0f) === 8 && ((first << 8) | second) % 31 === 0;
+    const replay = new ReadableStream<Uint8Array>({
+      start(controller) {
+        for (const chunk of head) controller.enqueue(chunk);
+        if (done) controller.close();
+      },
+      async pull(controller) {
+        const r = await source.read();
+        if (r.done) controller.close();
+        else controller.enqueue(r.value);
+      },
+      cancel: (reason) => source.cancel(reason),
+    }, { highWaterMark: 0 });
+    return replay.pipeThrough(decompressor(zlib ? "deflate" : "deflate-raw")).getReader();
+  };
+  return new ReadableStream<Uint8Array>({
+    async pull(controller) {
+      decoded ??= await start();
+      const r = await decoded.read();
+      if (r.done) controller.close();
+      else controller.enqueue(r.value);
+    },
+    cancel: (reason) => (decoded ? decoded.cancel(reason) : source.cancel(reason)),
+  }, { highWaterMark: 0 });
 }
 
 /** A decoded answer's fields: neither its coding nor its length (of the coded bytes) holds any more. */
