@@ -188,7 +188,7 @@ export async function forward(deps: ForwardDeps, req: ForwardRequest): Promise<R
         trace?.attemptStarted(candidate.model.id, candidate.model.provider);
         if (session === null && pool && pool.size > 1) session = sessionOf(req, plan.uuid);
         // Awaited only when the store answers later (Redis): an await costs a turn of microtasks.
-        const chosen = pool?.choose(session ?? undefined, tried);
+        const chosen = pool?.choose(session ?? undefined, tried, candidate.model.upstream_model);
         const key: ChosenKey | undefined = chosen instanceof Promise ? await chosen : chosen;
         // Once the upstream has the whole request a client that leaves pays for the prompt
         // (billing-session.ts); the meter is told by the attempt, and a refusal takes it back.
@@ -196,7 +196,7 @@ export async function forward(deps: ForwardDeps, req: ForwardRequest): Promise<R
         if (attempted.kind === "refused" && !attempted.promptCharged) meter.promptSent = false;
         // A refusal about this request's size benches no key: smaller requests still pass on it
         // (attempt.ts, requestSizedLimit).
-        if (key) pool!.report(key, attempted.kind === "refused" ? (attempted.requestSized ? 0 : attempted.status ?? 0) : 200, attempted.kind === "refused" ? attempted.delayMs : undefined);
+        if (key) pool!.report(key, attempted.kind === "refused" ? (attempted.requestSized ? 0 : attempted.status ?? 0) : 200, attempted.kind === "refused" ? attempted.delayMs : undefined, candidate.model.upstream_model);
         trace?.attemptEnded(attempted.kind === "refused" ? attempted.cause ?? "other" : undefined, attempted.kind === "stream");
         let outcome: AttemptOutcome & { kind: "refused" };
         if (attempted.kind === "refused") outcome = attempted;
@@ -230,7 +230,7 @@ export async function forward(deps: ForwardDeps, req: ForwardRequest): Promise<R
             // request waits to retry is not charged for an answer it never got.
             billing.attempt(candidate.model, candidate.model.provider, candidate.maxTokens + plan.predictedTokens);
             // An overloaded vendor key cools as an error status would have made it.
-            if (key && outcome.status === 529) pool!.report(key, 529, undefined);
+            if (key && outcome.status === 529) pool!.report(key, 529, undefined, candidate.model.upstream_model);
           }
         }
         // An answer the request made too large (attempt.ts, madeTooLarge): its prompt is charged as a
@@ -254,7 +254,7 @@ export async function forward(deps: ForwardDeps, req: ForwardRequest): Promise<R
         if (key && pool && (verdict === "cool" || verdict === "disable" || outcome.requestSized === "large" || failedHere)) {
           (tried ??= new Set()).add(key.key.env);
           if (outcome.status === 402 && !outcome.requestSized) (noCredit ??= new Set()).add(key.key.env);
-          if (pool.hasUsable(tried)) {
+          if (pool.hasUsable(tried, candidate.model.upstream_model)) {
             deps.log("info", "moving to another vendor key", { requestId: plan.requestId, provider: candidate.model.provider, from: key.key.env, status: outcome.status });
             continue;
           }
@@ -265,7 +265,7 @@ export async function forward(deps: ForwardDeps, req: ForwardRequest): Promise<R
           // retried a used-up minute every millisecond (a review).
           // Every key out of credit: the refusal stands (retrying will not help), as for one key.
           if (pool.size > 1 && !failedHere && outcome.requestSized !== "large" && noCredit?.size !== pool.size) {
-            outcome = poolRefusal(outcome, pool.soonestBackMs());
+            outcome = poolRefusal(outcome, pool.soonestBackMs(candidate.model.upstream_model));
             last = outcome.error;
           }
         }

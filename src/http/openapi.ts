@@ -110,6 +110,7 @@ const Ready = t.Object({
     keys: t.Array(t.Object({
       env: t.String({ description: "The name of the environment variable holding the key (never its value)." }),
       state: t.Union([t.Literal("cooling"), t.Literal("disabled")]),
+      model: t.Optional(t.String({ description: "Cooling for this model only (the vendor's name of it): vendors limit rates per model, and the key still serves the others (it counts as usable)." })),
       until: t.Optional(t.String({ format: "date-time", description: "Cooling: when the key is usable again." })),
       since: t.Optional(t.String({ format: "date-time", description: "Disabled: when the vendor refused it (it comes back once a probe passes)." })),
     })),
@@ -236,6 +237,7 @@ const VendorKeyStatus = t.Object({
   until: t.Optional(t.String({ description: "Cooling: when it is back." })),
   since: t.Optional(t.String({ description: "Disabled: since when." })),
   next_probe: t.Optional(t.String({ description: "Disabled: when its next probe is due. Absent for a provider's only key, which is not probed: its requests still go to it." })),
+  models_cooling: t.Optional(t.Array(t.Object({ model: t.String({ description: "The vendor's name of the model." }), until: t.String() }), { description: "Usable, but cooling for these models only (a vendor's per-model rate limit or overload, 429/503/529): the key still serves the others." })),
 });
 
 export const OPERATIONS: Record<string, Operation> = {

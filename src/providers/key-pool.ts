@@ -87,6 +87,43 @@ export function conditionOf(state: KeyState | undefined, now: number): KeyCondit
 }
 
 /**
+ * Vendors limit rates and capacity per model (OpenAI's "Rate limit reached for gpt-… on tokens per
+ * min", Anthropic's per-model limits, an overloaded model's 529): a 429, 503 or 529 cools the key
+ * for the model the request named only, kept in the store beside the key's own state under this
+ * name. One tenant driving one model into its limit had cooled the key for every model, and the
+ * other models' sessions moved off the key (and off their vendor prompt cache) for nothing (a
+ * hostile-tenant probe). Credit (402) and refusals of the key (401) stay the whole key's.
+ */
+export function modelStateName(env: string, model: string): string {
+  return `${env}${MODEL_SEPARATOR}${model}`;
+}
+/** The key a state's name is about: itself for a key's own state, its key for a model's. */
+export function keyOfStateName(name: string): string {
+  const at = name.indexOf(MODEL_SEPARATOR);
+  return at === -1 ? name : name.slice(0, at);
+}
+/** Never in an environment variable's name, which names a key. */
+const MODEL_SEPARATOR = "\u001f";
+
+/** Whether a refusal with this status cools the key for the model asked only (see modelStateName). */
+export function modelScoped(status: number): boolean {
+  return status === 429 || status === 503 || status === 529;
+}
+
+/** A key's condition for a request naming `model`: its own, else the model's on it (never disabled). */
+export function conditionFor(states: ReadonlyMap<string, KeyState>, env: string, model: string | undefined, now: number): KeyCondition {
+  const own = conditionOf(states.get(env), now);
+  if (own !== "usable" || model === undefined) return own;
+  return conditionOf(states.get(modelStateName(env, model)), now);
+}
+
+/** Epoch ms until which a key is cooling for `model`, for itself or for the model (0: not cooling). */
+function coolingUntil(states: ReadonlyMap<string, KeyState>, env: string, model: string | undefined): number {
+  const own = states.get(env)?.coolUntil ?? 0;
+  return model === undefined ? own : Math.max(own, states.get(modelStateName(env, model))?.coolUntil ?? 0);
+}
+
+/**
  * What a vendor's status means for the key that carried the request. Only 401 says the key itself
  * is refused: a 403 is about what was asked (a model the organisation may not use, input a
  * moderation flagged, a region), and disabling the key for it let one tenant's request take every
@@ -194,16 +231,17 @@ export function chooseKey(
   random: () => number,
   session: string | undefined,
   exclude: ReadonlySet<string> = NO_KEYS,
+  model?: string,
 ): Choice {
-  const usable = keys.filter((k) => !exclude.has(k.env) && conditionOf(view.states.get(k.env), now) === "usable");
+  const usable = keys.filter((k) => !exclude.has(k.env) && conditionFor(view.states, k.env, model, now) === "usable");
   let movedFrom: Choice["movedFrom"];
   if (session !== undefined && view.bound !== undefined) {
     const bound = keys.find((k) => k.env === view.bound);
     if (bound && usable.includes(bound)) return { key: bound, usable: true, bind: false };
-    const condition = conditionOf(view.states.get(view.bound), now);
+    const condition = conditionFor(view.states, view.bound, model, now);
     if (bound && condition !== "usable") movedFrom = { env: bound.env, condition };
   }
-  if (usable.length === 0) return { key: soonestBack(keys, view, exclude), usable: false, bind: false };
+  if (usable.length === 0) return { key: soonestBack(keys, view, exclude, model), usable: false, bind: false };
   const key = session !== undefined ? rendezvous(usable, session) : weighted(usable, random());
   return { key, usable: true, movedFrom, bind: session !== undefined };
 }
@@ -243,13 +281,12 @@ function rendezvous(keys: readonly PoolKey[], session: string): PoolKey {
 }
 
 /** No key usable: a cooling key whose cooldown ends first, else the disabled key probed soonest. */
-function soonestBack(keys: readonly PoolKey[], view: KeyView, exclude: ReadonlySet<string>): PoolKey {
+function soonestBack(keys: readonly PoolKey[], view: KeyView, exclude: ReadonlySet<string>, model: string | undefined): PoolKey {
   const candidates = keys.filter((k) => !exclude.has(k.env));
   const pool = candidates.length > 0 ? candidates : keys;
   const backAt = (k: PoolKey) => {
     const s = view.states.get(k.env);
-    if (!s) return 0;
-    return s.disabledAt > 0 ? Number.MAX_SAFE_INTEGER / 2 + s.probeAt : s.coolUntil;
+    return s && s.disabledAt > 0 ? Number.MAX_SAFE_INTEGER / 2 + s.probeAt : coolingUntil(view.states, k.env, model);
   };
   return pool.reduce((a, b) => (backAt(b) < backAt(a) ? b : a));
 }
@@ -259,12 +296,12 @@ function soonestBack(keys: readonly PoolKey[], view: KeyView, exclude: ReadonlyS
  * undefined when every key is disabled. When every key has refused
  * a request, this — not the Retry-After of the key asked last — says whether and how long to wait.
  */
-export function soonestBackMs(keys: readonly PoolKey[], view: KeyView, now: number): number | undefined {
+export function soonestBackMs(keys: readonly PoolKey[], view: KeyView, now: number, model?: string): number | undefined {
   let soonest: number | undefined;
   for (const k of keys) {
     const s = view.states.get(k.env);
     if (s && s.disabledAt > 0) continue;
-    const wait = s ? Math.max(0, s.coolUntil - now) : 0;
+    const wait = Math.max(0, coolingUntil(view.states, k.env, model) - now);
     if (soonest === undefined || wait < soonest) soonest = wait;
   }
   return soonest;
@@ -282,7 +319,8 @@ export function keyFingerprint(secret: string | undefined): string {
  * fingerprints (none) are taken as this key's.
  */
 export function fingerprintedStore(store: KeyStateStore, fingerprints: ReadonlyMap<string, ReadonlyMap<string, string>>): KeyStateStore {
-  const fpOf = (provider: string, env: string) => fingerprints.get(provider)?.get(env);
+  // A model's state on a key is about the key's value too.
+  const fpOf = (provider: string, env: string) => fingerprints.get(provider)?.get(keyOfStateName(env));
   const own = (provider: string, view: KeyView): KeyView => {
     let states: Map<string, KeyState> | undefined;
     for (const [env, state] of view.states) {
@@ -307,6 +345,15 @@ export function fingerprintedStore(store: KeyStateStore, fingerprints: ReadonlyM
     claimProbe: (provider, env, untilMs) => store.claimProbe(provider, env, untilMs),
     releaseProbe: (provider, env) => store.releaseProbe(provider, env),
   };
+}
+
+/**
+ * A session's binding is per model: a vendor's prompt cache is (a conversation's turns on another
+ * model share none of it), and so are its rate limits, so a model cooling on the session's key
+ * moves that model's turns only (see modelStateName).
+ */
+export function sessionForModel(session: string, model: string | undefined): string {
+  return model === undefined ? session : `${session}:${model}`;
 }
 
 /** The session as the pool stores it: a SHA-256 of the client's id, never the id itself. */

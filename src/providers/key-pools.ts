@@ -2,7 +2,7 @@ import type { ResolvedProvider, ResolvedVendorKey } from "../config/load-config.
 import type { Logger } from "../log/log.ts";
 import type { Transport } from "../transport/transport.ts";
 import { ADAPTERS } from "./adapters.ts";
-import { afterAnswer, afterProbe, chooseKey, conditionOf, fingerprintedStore, keyFingerprint, keyVerdict, soonestBackMs, type Choice, type KeyCondition, type KeyState, type KeyStateStore, type KeyView } from "./key-pool.ts";
+import { afterAnswer, afterProbe, chooseKey, conditionFor, conditionOf, fingerprintedStore, keyFingerprint, keyOfStateName, keyVerdict, modelScoped, modelStateName, sessionForModel, soonestBackMs, type Choice, type KeyCondition, type KeyState, type KeyStateStore, type KeyView } from "./key-pool.ts";
 
 /** Counts of one vendor key, as this process saw them (read by /metrics). */
 export interface KeyCounts {
@@ -27,14 +27,17 @@ export interface KeyPool {
   readonly provider: ResolvedProvider;
   /** How many keys it has (a pool of one has no choice to make). */
   readonly size: number;
-  /** Which key the next attempt carries; `session` is a session hash, `exclude` the keys this request tried. */
-  choose(session: string | undefined, exclude?: ReadonlySet<string>): Promise<ChosenKey> | ChosenKey;
-  /** What the vendor answered on `key` (0: no answer at all), with its Retry-After in ms. */
-  report(key: ChosenKey, status: number, retryAfterMs: number | undefined): void;
-  /** Whether a key outside `exclude` was usable at the last look (a refused request may move to it). */
-  hasUsable(exclude: ReadonlySet<string>): boolean;
-  /** Ms until a key that is not disabled is usable again, at the last look; undefined when every key is disabled. */
-  soonestBackMs(): number | undefined;
+  /**
+   * Which key the next attempt carries; `session` is a session hash, `exclude` the keys this
+   * request tried, `model` the vendor's name of the model asked (a key may cool for it alone).
+   */
+  choose(session: string | undefined, exclude?: ReadonlySet<string>, model?: string): Promise<ChosenKey> | ChosenKey;
+  /** What the vendor answered on `key` (0: no answer at all) to a request for `model`, with its Retry-After in ms. */
+  report(key: ChosenKey, status: number, retryAfterMs: number | undefined, model?: string): void;
+  /** Whether a key outside `exclude` was usable for `model` at the last look (a refused request may move to it). */
+  hasUsable(exclude: ReadonlySet<string>, model?: string): boolean;
+  /** Ms until a key that is not disabled is usable again for `model`, at the last look; undefined when every key is disabled. */
+  soonestBackMs(model?: string): number | undefined;
 }
 
 export interface KeyPoolsDeps {
@@ -53,7 +56,7 @@ export interface KeyPoolsDeps {
 
 export interface PoolReadiness {
   ready: boolean;
-  providers: { id: string; usable: number; keys: { env: string; state: Exclude<KeyCondition, "usable">; until?: string; since?: string }[] }[];
+  providers: { id: string; usable: number; keys: { env: string; state: Exclude<KeyCondition, "usable">; model?: string; until?: string; since?: string }[] }[];
 }
 
 export type KeyPools = ReturnType<typeof createKeyPools>;
@@ -72,16 +75,22 @@ export interface VendorKeyStatus {
    */
   since?: string;
   next_probe?: string;
+  /** Usable, but cooling for these models (a vendor's per-model rate limit or overload): which, and until when. */
+  models_cooling?: { model: string; until: string }[];
 }
 
-function statusOf(provider: string, env: string, state: KeyState | undefined, now: number, alone = false): VendorKeyStatus {
+function statusOf(provider: string, env: string, state: KeyState | undefined, now: number, alone = false, states?: ReadonlyMap<string, KeyState>): VendorKeyStatus {
   const condition = conditionOf(state, now);
   if (condition === "cooling") return { provider, key: env, state: condition, until: new Date(state!.coolUntil).toISOString() };
   if (condition === "disabled") {
     const since = new Date(state!.disabledAt).toISOString();
     return alone ? { provider, key: env, state: condition, since } : { provider, key: env, state: condition, since, next_probe: new Date(state!.probeAt).toISOString() };
   }
-  return { provider, key: env, state: condition };
+  const models: { model: string; until: string }[] = [];
+  for (const [name, s] of states ?? []) {
+    if (name !== env && keyOfStateName(name) === env && s.coolUntil > now) models.push({ model: name.slice(env.length + 1), until: new Date(s.coolUntil).toISOString() });
+  }
+  return models.length > 0 ? { provider, key: env, state: condition, models_cooling: models } : { provider, key: env, state: condition };
 }
 
 /**
@@ -125,10 +134,10 @@ export function createKeyPools(deps: KeyPoolsDeps) {
     const secrets = new Map(keys.map((k) => [k.env, k.secret]));
     // Each key's counters, found once: a key made of two names per request showed in a profile.
     const countsByEnv = new Map(keys.map((k) => [k.env, countsOf(provider.id, k.env)]));
-    const decide = (view: KeyView, session: string | undefined, exclude: ReadonlySet<string> | undefined): ChosenKey => {
+    const decide = (view: KeyView, session: string | undefined, exclude: ReadonlySet<string> | undefined, model: string | undefined): ChosenKey => {
       const now = deps.now();
       observe(provider.id, keys, view, now);
-      const choice = chooseKey(keys, view, now, random, session, exclude);
+      const choice = chooseKey(keys, view, now, random, session, exclude, model);
       if (session !== undefined && choice.bind) void deps.store.bind(provider.id, session, choice.key.env);
       if (choice.movedFrom) moves.set(provider.id, moves.get(provider.id)! + 1);
       countsByEnv.get(choice.key.env)!.requests++;
@@ -137,52 +146,67 @@ export function createKeyPools(deps: KeyPoolsDeps) {
     pools.set(provider.id, {
       provider,
       size: keys.length,
-      choose(session, exclude) {
+      choose(client, exclude, model) {
+        const session = client === undefined ? undefined : sessionForModel(client, model);
         // A pool of one has nothing to choose: no round trip to the store on every request.
         if (keys.length === 1) {
           countsByEnv.get(keys[0]!.env)!.requests++;
           return { key: keys[0]!, usable: true, bind: false, secret: keys[0]!.secret, at: deps.now() };
         }
         const view = deps.store.read(provider.id, session);
-        return view instanceof Promise ? view.then((v) => decide(v, session, exclude)) : decide(view, session, exclude);
+        return view instanceof Promise ? view.then((v) => decide(v, session, exclude, model)) : decide(view, session, exclude, model);
       },
-      report(key, status, retryAfterMs) {
+      report(key, status, retryAfterMs, model) {
         const c = countsByEnv.get(key.key.env)!;
         const verdict = keyVerdict(status);
         if (verdict !== "ok") c.errors++;
         if (verdict === "neutral") return;
+        const view = lastViews.get(provider.id)!;
+        // A rate limit or an overload is the model's on this key (key-pool.ts, modelStateName); a
+        // success also ends a cooldown of its model, when this process has seen one.
+        const forModel = model === undefined ? undefined : modelStateName(key.key.env, model);
+        if (forModel !== undefined && (verdict === "ok" ? view.states.has(forModel) : verdict === "cool" && modelScoped(status))) {
+          change(key, forModel, status, retryAfterMs, model);
+          if (verdict !== "ok") return;
+        }
+        change(key, key.key.env, status, retryAfterMs, undefined);
+      },
+      hasUsable(exclude, model) {
         const now = deps.now();
         const view = lastViews.get(provider.id)!;
-        const before = view.states.get(key.key.env);
-        const after = afterAnswer(before, status, retryAfterMs, key.at, now);
-        if (after === before) return;
-        if (verdict === "cool" && after && after.cooledAt === now) {
-          c.cooldowns++;
-          // Named here (the upstream's own warning does not say which key): operators see which key cools, and for how long.
-          deps.log("info", "vendor key cooling", { provider: provider.id, key: key.key.env, status, ms: after.coolUntil - now, strikes: after.strikes });
-        }
-        if (verdict === "disable" && !(before && before.disabledAt > 0)) {
-          // A pool of one keeps sending on the refused key (there is no other): its requests are its probes.
-          deps.log("warn", keys.length > 1 ? "vendor key refused: no traffic until a probe passes" : "vendor key refused", { provider: provider.id, key: key.key.env, status });
-        }
-        if (verdict === "ok" && before && before.disabledAt > 0) deps.log("info", "vendor key accepted again", { provider: provider.id, key: key.key.env });
-        learn(provider.id, keys, view.states, key.key.env, after, now);
-        // Stored as this answer's change of what the store holds now, not of this process's last
-        // view (up to a probe round old): another process may have cooled or disabled the key
-        // meanwhile, and a late 429 here shortened its 30 s cooldown to 1 s, a late success undid
-        // it, a late 429 turned a refused key into a cooling one (a scale-out probe).
-        const env = key.key.env;
-        void Promise.resolve(deps.store.update(provider.id, env, (current) => afterAnswer(current, status, retryAfterMs, key.at, now))).then((stored) => {
-          if (stored !== after) learn(provider.id, keys, lastViews.get(provider.id)!.states, env, stored, deps.now());
-        }, () => {});
+        return keys.some((k) => !exclude.has(k.env) && conditionFor(view.states, k.env, model, now) === "usable");
       },
-      hasUsable(exclude) {
-        const now = deps.now();
-        const view = lastViews.get(provider.id)!;
-        return keys.some((k) => !exclude.has(k.env) && conditionOf(view.states.get(k.env), now) === "usable");
-      },
-      soonestBackMs: () => soonestBackMs(keys, lastViews.get(provider.id)!, deps.now()),
+      soonestBackMs: (model) => soonestBackMs(keys, lastViews.get(provider.id)!, deps.now(), model),
     });
+
+    /** One state (the key's own, or a model's on it: `name`) after the vendor's answer, in this process's view and in the store. */
+    function change(key: ChosenKey, name: string, status: number, retryAfterMs: number | undefined, model: string | undefined): void {
+      const c = countsByEnv.get(key.key.env)!;
+      const verdict = keyVerdict(status);
+      const now = deps.now();
+      const view = lastViews.get(provider.id)!;
+      const before = view.states.get(name);
+      const after = afterAnswer(before, status, retryAfterMs, key.at, now);
+      if (after === before) return;
+      if (verdict === "cool" && after && after.cooledAt === now) {
+        c.cooldowns++;
+        // Named here (the upstream's own warning does not say which key): operators see which key cools, and for how long.
+        deps.log("info", "vendor key cooling", { provider: provider.id, key: key.key.env, ...(model !== undefined ? { model } : {}), status, ms: after.coolUntil - now, strikes: after.strikes });
+      }
+      if (verdict === "disable" && !(before && before.disabledAt > 0)) {
+        // A pool of one keeps sending on the refused key (there is no other): its requests are its probes.
+        deps.log("warn", keys.length > 1 ? "vendor key refused: no traffic until a probe passes" : "vendor key refused", { provider: provider.id, key: key.key.env, status });
+      }
+      if (verdict === "ok" && before && before.disabledAt > 0) deps.log("info", "vendor key accepted again", { provider: provider.id, key: key.key.env });
+      learn(provider.id, keys, view.states, name, after, now);
+      // Stored as this answer's change of what the store holds now, not of this process's last
+      // view (up to a probe round old): another process may have cooled or disabled the key
+      // meanwhile, and a late 429 here shortened its 30 s cooldown to 1 s, a late success undid
+      // it, a late 429 turned a refused key into a cooling one (a scale-out probe).
+      void Promise.resolve(deps.store.update(provider.id, name, (current) => afterAnswer(current, status, retryAfterMs, key.at, now))).then((stored) => {
+        if (stored !== after) learn(provider.id, keys, lastViews.get(provider.id)!.states, name, stored, deps.now());
+      }, () => {});
+    }
   }
 
   /** The last view learns one key's new state at once: this process's next choices need no round trip to know it. */
@@ -281,7 +305,7 @@ export function createKeyPools(deps: KeyPoolsDeps) {
       const view = await deps.store.read(pool.provider.id, undefined);
       const now = deps.now();
       observe(pool.provider.id, keys, view, now);
-      for (const k of keys) out.push(statusOf(pool.provider.id, k.env, view.states.get(k.env), now, keys.length === 1));
+      for (const k of keys) out.push(statusOf(pool.provider.id, k.env, view.states.get(k.env), now, keys.length === 1, view.states));
     }
     return out;
   }
@@ -371,6 +395,8 @@ export function createKeyPools(deps: KeyPoolsDeps) {
         const provider = byProvider.get(k.provider)!;
         if (k.state === "usable") provider.usable++;
         else provider.keys.push(k.state === "cooling" ? { env: k.key, state: k.state, until: k.until } : { env: k.key, state: k.state, since: k.since });
+        // A key cooling for some models still serves the others: counted usable, and named per model.
+        for (const m of k.models_cooling ?? []) provider.keys.push({ env: k.key, state: "cooling", model: m.model, until: m.until });
       }
       const providers = [...byProvider.values()];
       return { ready: providers.every((p) => p.usable > 0), providers };

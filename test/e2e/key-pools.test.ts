@@ -1,5 +1,5 @@
 import { afterAll, describe, expect, setDefaultTimeout, test } from "bun:test";
-import { afterAnswer, afterProbe, chooseKey, conditionOf, cooldownMs, probeDelayMs, RELAPSE_MS, sessionHash, soonestBackMs, type KeyState, type KeyView } from "../../src/providers/key-pool.ts";
+import { afterAnswer, afterProbe, chooseKey, conditionOf, cooldownMs, modelStateName, probeDelayMs, RELAPSE_MS, sessionHash, soonestBackMs, type KeyState, type KeyView } from "../../src/providers/key-pool.ts";
 import { createKeyPools } from "../../src/providers/key-pools.ts";
 import { createMemoryKeyState } from "../../src/store/memory/memory-key-state.ts";
 import type { Transport } from "../../src/transport/transport.ts";
@@ -7,7 +7,7 @@ import { sessionIdOf } from "../../src/gateway/session-id.ts";
 import { ConfigError, resolveSettings } from "../../src/config/load-config.ts";
 import type { Logger } from "../../src/log/log.ts";
 import { startFakeUpstream, type FakeUpstream, type RecordedRequest, type Reply } from "../helpers/fake-upstream.ts";
-import { ANTHROPIC_MODEL, IMAGES_API_MODEL, OPENAI_MODEL, post, startGateway, type Gateway, type GatewayOptions } from "../helpers/gateway.ts";
+import { ANTHROPIC_MODEL, FREE_MODEL, IMAGES_API_MODEL, OPENAI_MODEL, post, startGateway, type Gateway, type GatewayOptions } from "../helpers/gateway.ts";
 import { until } from "../helpers/until.ts";
 
 /**
@@ -167,6 +167,23 @@ describe("the pure core", () => {
     expect(soonestBackMs(keys, { states: new Map([["A", cooling(31_000)], ["B", cooling(2_000)], ["C", off]]) }, 1_000)).toBe(1_000);
     expect(soonestBackMs(keys, { states: new Map([["A", off], ["B", off], ["C", off]]) }, 1_000)).toBeUndefined();
     expect(soonestBackMs(keys, { states: new Map([["A", off]]) }, 1_000)).toBe(0);
+  });
+
+  test("a key cooling for one model is passed over for that model only, and the wait for it counts that model's cooldown", () => {
+    const cooling = (until: number): KeyState => ({ coolUntil: until, cooledAt: 0, strikes: 1, disabledAt: 0, probeAt: 0, probeFailures: 0 });
+    const view: KeyView = { states: new Map([[modelStateName("A", "m"), cooling(9_000)], [modelStateName("B", "m"), cooling(4_000)]]) };
+    for (let i = 0; i < 20; i++) {
+      const r = i / 20;
+      expect(chooseKey(keys, view, 1_000, () => r, undefined, undefined, "m").key.env).toBe("C");
+    }
+    expect(new Set(Array.from({ length: 20 }, (_, i) => chooseKey(keys, view, 1_000, () => i / 20, undefined, undefined, "n").key.env))).toEqual(new Set(["A", "B", "C"]));
+    expect(soonestBackMs(keys, view, 1_000, "m")).toBe(0);
+    expect(soonestBackMs(keys, view, 1_000, "n")).toBe(0);
+    // C refused too: the key back soonest for this model is B, in 3 s; for another model, any key now.
+    const excluded = new Set(["C"]);
+    expect(chooseKey(keys, view, 1_000, () => 0.5, undefined, excluded, "m")).toMatchObject({ key: { env: "B" }, usable: false });
+    expect(soonestBackMs(keys.filter((k) => k.env !== "C"), view, 1_000, "m")).toBe(3_000);
+    expect(conditionOf(view.states.get("A"), 1_000)).toBe("usable");
   });
 
   /** Two keys of one provider, K1 nearly always chosen (its weight), for the pure core's runtime tests. */
@@ -393,10 +410,11 @@ describe("cooldowns and refused keys (injected clock)", () => {
     clock = cooledAt + 1_999;
     expect(await many(60, () => ask(gw))).toEqual(Array(60).fill(200));
     expect(tally(chats(upstream))).toEqual({ POOL_KEY_B: 60 });
-    // /ready: still ready (B is usable), A listed as cooling until its time.
+    // /ready: still ready, A listed as cooling until its time for the model the vendor limited
+    // (it still serves the others, so both keys count as usable).
     const ready = await fetch(`${gw.url}/ready`);
     expect(ready.status).toBe(200);
-    expect(((await ready.json()) as any).vendor_keys).toEqual([{ id: "fake-openai", usable: 1, keys: [{ env: "POOL_KEY_A", state: "cooling", until: new Date(cooledAt + 2_000).toISOString() }] }]);
+    expect(((await ready.json()) as any).vendor_keys).toEqual([{ id: "fake-openai", usable: 2, keys: [{ env: "POOL_KEY_A", state: "cooling", model: "gpt-4o-mini", until: new Date(cooledAt + 2_000).toISOString() }] }]);
     upstream.requests.length = 0;
     clock = cooledAt + 2_000;
     expect(await many(60, () => ask(gw))).toEqual(Array(60).fill(200));
@@ -924,8 +942,9 @@ describe("cooldowns and refused keys (injected clock)", () => {
     expect(ready.status).toBe(200);
     const body = (await ready.json()) as any;
     expect(body.status).toBe("ready");
-    expect(body.vendor_keys[0].usable).toBe(0);
-    expect(body.vendor_keys[0].keys.map((k: { env: string; state: string }) => `${k.env}:${k.state}`).sort()).toEqual(["POOL_KEY_A:disabled", "POOL_KEY_B:cooling"]);
+    // B cools for the model the vendor limited only: it still counts as usable (for the others).
+    expect(body.vendor_keys[0].usable).toBe(1);
+    expect(body.vendor_keys[0].keys.map((k: { env: string; state: string; model?: string }) => `${k.env}:${k.state}${k.model ? `:${k.model}` : ""}`).sort()).toEqual(["POOL_KEY_A:disabled", "POOL_KEY_B:cooling:gpt-4o-mini"]);
     upstream.requests.length = 0;
     await ask(gw);
     expect(tally(chats(upstream))).toEqual({ POOL_KEY_B: 1 });
@@ -978,7 +997,7 @@ describe("every key refused (real clock)", () => {
     });
     while (once) await (await ask(gw)).arrayBuffer();
     const listed = (await (await fetch(`${gw.url}/v1/admin/vendor-keys`, { headers: { authorization: "Bearer admin-token-for-pools" } })).json()) as any;
-    expect(listed.data[0]).toEqual({ provider: "fake-openai", key: "POOL_KEY_A", state: "cooling", until: new Date(clock + 3_600_000).toISOString() });
+    expect(listed.data[0]).toEqual({ provider: "fake-openai", key: "POOL_KEY_A", state: "usable", models_cooling: [{ model: "gpt-4o-mini", until: new Date(clock + 3_600_000).toISOString() }] });
   });
 
   test("every key only cooling past the retry budget: a 502 whose retry-after is the first key's return", async () => {
@@ -1040,6 +1059,41 @@ describe("session affinity", () => {
     expect(chats(upstream).filter((r) => keyOf(r) === home)).toHaveLength(1);
     const metrics = await (await fetch(`${gw.url}/metrics`)).text();
     expect(metrics).toContain('switchyard_session_key_moves_total{provider="fake-openai"} 1');
+  });
+
+  test("a vendor's 429 for one model cools the key for that model only: a session on another model stays on the key, and a later success ends the model's cooldown (vendors limit per model; a hostile-tenant probe)", async () => {
+    let clock = 1_800_000_000_000;
+    const gw = await gateway({ openaiKeys: [{ env: "POOL_KEY_A" }, { env: "POOL_KEY_B" }, { env: "POOL_KEY_C" }], keyRandom: seeded(3), now: () => clock, adminToken: "admin-token-for-pools" });
+    const free = () => post(gw, "/v1/chat/completions", { model: FREE_MODEL, messages: [{ role: "user", content: "hi" }], prompt_cache_key: "free-session" });
+    expect(await many(5, free, 1)).toEqual(Array(5).fill(200));
+    const home = Object.keys(tally(chats(upstream)));
+    expect(home).toHaveLength(1);
+    // Another tenant drives gpt-4o-mini into the vendor's limit on that key: its requests move.
+    upstream.rule((req) => ((req.body as { model?: string }).model === "gpt-4o-mini" && keyOf(req) === home[0] ? rateLimited("30") : undefined));
+    upstream.requests.length = 0;
+    while (!chats(upstream).some((r) => keyOf(r) === home[0])) expect((await ask(gw)).status).toBe(200);
+    // The other model's session is not moved off its key (nor off its vendor prompt cache).
+    upstream.requests.length = 0;
+    expect(await many(10, free, 1)).toEqual(Array(10).fill(200));
+    expect(Object.keys(tally(chats(upstream)))).toEqual(home);
+    const metrics = await (await fetch(`${gw.url}/metrics`)).text();
+    expect(metrics).toContain('switchyard_session_key_moves_total{provider="fake-openai"} 0');
+    // gpt-4o-mini's requests stay off the key until the vendor's wait is over.
+    upstream.requests.length = 0;
+    expect(await many(20, () => ask(gw))).toEqual(Array(20).fill(200));
+    expect(chats(upstream).some((r) => keyOf(r) === home[0])).toBe(false);
+    const admin = { authorization: "Bearer admin-token-for-pools" };
+    const listed = (await (await fetch(`${gw.url}/v1/admin/vendor-keys`, { headers: admin })).json()) as any;
+    expect(listed.data.find((k: { key: string }) => k.key === home[0])).toEqual({ provider: "fake-openai", key: home[0], state: "usable", models_cooling: [{ model: "gpt-4o-mini", until: new Date(clock + 30_000).toISOString() }] });
+    // Past it, the model is sent there again, and a success there ends its cooldown.
+    upstream.rule(() => undefined);
+    clock += 30_000;
+    upstream.requests.length = 0;
+    while (!chats(upstream).some((r) => keyOf(r) === home[0])) expect((await ask(gw)).status).toBe(200);
+    await until("the model's cooldown on the key ended", 5_000, async () => {
+      const now = (await (await fetch(`${gw.url}/v1/admin/vendor-keys`, { headers: admin })).json()) as any;
+      return now.data.find((k: { key: string }) => k.key === home[0]).models_cooling === undefined;
+    });
   });
 
   test("Claude Code's metadata.user_id keeps an Anthropic session on one key; x-session-id does for a client that names no session", async () => {

@@ -131,7 +131,7 @@ export interface RecentRequest {
   fresh_input_tokens: number; cache_read_tokens: number; cache_write_5m_tokens: number; cache_write_1h_tokens: number; completion_tokens: number; estimated: boolean; cost: number;
 }
 /** A pooled vendor key's state, by the env name that holds it (never its value). */
-export interface VendorKey { provider: string; key: string; state: "usable" | "cooling" | "disabled"; until?: string; since?: string; next_probe?: string }
+export interface VendorKey { provider: string; key: string; state: "usable" | "cooling" | "disabled"; until?: string; since?: string; next_probe?: string; models_cooling?: { model: string; until: string }[] }
 export interface Catalogue { data: CatalogueEntry[]; vendor_keys?: VendorKey[] }
 /** Credits per million tokens of each class. */
 export interface Prices { input_per_mtok: number; output_per_mtok: number; cache_read_per_mtok?: number; cache_write_per_mtok?: number; cache_write_1h_per_mtok?: number }

@@ -145,6 +145,8 @@ function vendorKeyState(k: VendorKey): string {
     // A provider's only key is not checked on a schedule: its requests still try it.
     return k.next_probe ? `${since}; next check ${when(k.next_probe)}` : `${since}; the provider's only key, so its requests still try it, and the first that succeeds brings it back`;
   }
+  // Vendors limit rates per model: the key still serves the other models meanwhile.
+  if (k.models_cooling && k.models_cooling.length > 0) return `in use; cooling for ${k.models_cooling.map((m) => `${m.model} (the vendor limited its rate): back ${when(m.until)}`).join("; ")}`;
   return "in use";
 }
 
