@@ -15,17 +15,17 @@ import { answerCap, attemptHooksOfInit, cappedStream, ResponseTooLargeError, typ
 export function createFetchTransport(maxResponseBytes: number, fetchImpl: Transport = (url, init) => fetch(url, init)): Transport {
   return async (url, init) => {
     let res: Response;
-    if (init.redirect !== undefined) res = await fetchImpl(url, init);
+    if (init.redirect !== undefined) res = await fetchImpl(url, init).catch(rejectFramed);
     else {
       const manual: RequestInit = { ...init, redirect: "manual" };
       const method = (init.method ?? "GET").toUpperCase();
-      res = await fetchImpl(url, manual);
+      res = await fetchImpl(url, manual).catch(rejectFramed);
       for (let hops = 0; hops < MAX_SAME_ORIGIN_REDIRECTS; hops++) {
         const next = sameOriginRedirect(url, res, method, init.body);
         if (next === null) break;
         res.body?.cancel().catch(() => {});
         url = next;
-        res = await fetchImpl(url, manual);
+        res = await fetchImpl(url, manual).catch(rejectFramed);
       }
     }
     if (!res.body) return res;
@@ -46,5 +46,21 @@ const DECODE_FAILURES: ReadonlySet<unknown> = new Set(["ZlibError", "BrotliDecom
  * client (http1/decode-body.ts); passed on as it came, a stream was told the connection was lost.
  */
 function decodeFailure(err: unknown): unknown {
-  return DECODE_FAILURES.has((err as { code?: unknown } | null)?.code) ? new ResponseFramingError("the body is not the content-encoding it names") : err;
+  const code = (err as { code?: unknown } | null)?.code;
+  if (DECODE_FAILURES.has(code)) return new ResponseFramingError("the body is not the content-encoding it names");
+  return FRAMING_FAILURES.has(code) ? new ResponseFramingError(`fetch could not read the answer (${code})`) : err;
+}
+
+/**
+ * The codes of Bun's fetch refusing an answer it reached but could not read as HTTP/1.1 (a folded
+ * or malformed header line, a bad or doubled Content-Length, a transfer coding it does not know,
+ * broken chunk framing). Passed on as they came (TypeErrors), such an answer was "could not be
+ * reached", counted as a connect failure, where our own client says "unreadable answer",
+ * bad_answer (a raw-TCP probe through a configured proxy).
+ */
+const FRAMING_FAILURES: ReadonlySet<unknown> = new Set(["Malformed_HTTP_Response", "InvalidContentLength", "UnsupportedTransferEncoding", "InvalidHTTPResponse"]);
+
+/** A failed call, as a framing error when fetch's code says it was one (see FRAMING_FAILURES). */
+function rejectFramed(err: unknown): never {
+  throw FRAMING_FAILURES.has((err as { code?: unknown } | null)?.code) ? new ResponseFramingError(`fetch could not read the answer (${(err as { code: string }).code})`) : err;
 }

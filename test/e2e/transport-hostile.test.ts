@@ -543,6 +543,53 @@ describe("through the gateway", () => {
     });
   }
 
+  test("the same answers through fetch (a proxy configured): unreadable, classed bad_answer, not an upstream that could not be reached; broken chunks mid-stream are malformed data", async () => {
+    // Bun's fetch refuses them with TypeErrors (Malformed_HTTP_Response, InvalidContentLength,
+    // UnsupportedTransferEncoding, InvalidHTTPResponse), which were passed on as connect failures.
+    const cases = [
+      ...malformed.filter(([name]) => name !== "both Content-Length and Transfer-Encoding"),
+      ["a Content-Length with a sign", `HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ncontent-length: +${completion.length}\r\n\r\n${completion}`],
+      ["a transfer coding twice", `HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ntransfer-encoding: chunked, chunked\r\n\r\n${completion.length.toString(16)}\r\n${completion}\r\n0\r\n\r\n`],
+    ];
+    let bytes = "";
+    const upstream = rawUpstream((_req, socket) => socket.end(bytes));
+    upstreams.push(upstream);
+    const gw = await startGateway({ upstreamUrl: upstream.url, upstreamViaProxy: true, retry: { max_retries: 0 } });
+    try {
+      const before = await gw.balanceMicro();
+      for (const [name, answer] of cases) {
+        bytes = answer!;
+        const res = await postToGateway(gw, "/v1/chat/completions", ask);
+        expect([name, res.status]).toEqual([name, 502]);
+        expect(await res.json()).toMatchObject({ error: { message: "The upstream provider sent an unreadable answer. Retrying is appropriate.", type: "upstream_error" } });
+      }
+      const metrics = await (await fetch(`${gw.url}/metrics`)).text();
+      expect(metrics).toContain(`switchyard_upstream_errors_total{provider="fake-openai",class="bad_answer"} ${cases.length}`);
+      expect(metrics).not.toMatch(/switchyard_upstream_errors_total\{provider="fake-openai",class="connect"\} [1-9]/);
+      // A chunk size that is not hex after the first frame went out: an error frame saying so.
+      const frame = `data: ${JSON.stringify({ id: "c", object: "chat.completion.chunk", created: 1, model: "m", choices: [{ index: 0, delta: { content: "Hi" }, finish_reason: null }] })}\n\n`;
+      bytes = `HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\ntransfer-encoding: chunked\r\n\r\n${frame.length.toString(16)}\r\n${frame}\r\n`;
+      const upstreamBroken = rawUpstream((_req, socket) => {
+        socket.write(bytes);
+        setTimeout(() => socket.end("zz\r\n"), 50);
+      });
+      upstreams.push(upstreamBroken);
+      const streamed = await startGateway({ upstreamUrl: upstreamBroken.url, upstreamViaProxy: true, retry: { max_retries: 0 } });
+      try {
+        const res = await postToGateway(streamed, "/v1/chat/completions", { ...ask, stream: true });
+        expect(res.status).toBe(200);
+        const text = await res.text();
+        expect(text).toContain('"content":"Hi"');
+        expect(text).toContain("The upstream provider sent malformed data.");
+      } finally {
+        await streamed.stop();
+      }
+      expect(await gw.balanceMicro()).toBe(before);
+    } finally {
+      await gw.stop();
+    }
+  });
+
   test("chunk lines ended by bare LFs on a connection held open: a 502 at once, not at the idle limit, stream or not; nothing charged", async () => {
     const { gw, before } = await gatewayOver((request, socket) => {
       const type = JSON.parse(request.body).stream ? "text/event-stream" : "application/json";
