@@ -28,6 +28,12 @@ export function createFetchTransport(maxResponseBytes: number, fetchImpl: Transp
         res = await fetchImpl(url, manual).catch(rejectFramed);
       }
     }
+    // Both lengths (RFC 9112 §6.3: a sign of smuggling or a broken intermediary): fetch reads the
+    // chunks and may reuse the connection; our own client refuses such an answer (response-parser.ts).
+    if (res.headers.has("transfer-encoding") && res.headers.has("content-length")) {
+      res.body?.cancel().catch(() => {});
+      throw new ResponseFramingError("both content-length and transfer-encoding");
+    }
     if (!res.body) return res;
     const cap = answerCap(attemptHooksOfInit(init), maxResponseBytes);
     if (Number(res.headers.get("content-length") ?? 0) > cap) {

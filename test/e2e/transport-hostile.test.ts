@@ -545,9 +545,10 @@ describe("through the gateway", () => {
 
   test("the same answers through fetch (a proxy configured): unreadable, classed bad_answer, not an upstream that could not be reached; broken chunks mid-stream are malformed data", async () => {
     // Bun's fetch refuses them with TypeErrors (Malformed_HTTP_Response, InvalidContentLength,
-    // UnsupportedTransferEncoding, InvalidHTTPResponse), which were passed on as connect failures.
+    // UnsupportedTransferEncoding, InvalidHTTPResponse), which were passed on as connect failures;
+    // both lengths it read as chunks (a 200), where our own client refuses the answer.
     const cases = [
-      ...malformed.filter(([name]) => name !== "both Content-Length and Transfer-Encoding"),
+      ...malformed,
       ["a Content-Length with a sign", `HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ncontent-length: +${completion.length}\r\n\r\n${completion}`],
       ["a transfer coding twice", `HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ntransfer-encoding: chunked, chunked\r\n\r\n${completion.length.toString(16)}\r\n${completion}\r\n0\r\n\r\n`],
     ];
