@@ -30,6 +30,7 @@ interface OpenAIUsage {
    */
   prompt_cache_hit_tokens?: number;
   completion_tokens_details?: { reasoning_tokens?: number } | null;
+  total_tokens?: number;
 }
 
 /** Image-capable chat upstreams (OpenRouter and others) return `images: [{image_url: {url}}]` beside the text. */
@@ -59,13 +60,27 @@ function usageEvent(u: OpenAIUsage, tier?: unknown): StreamEvent {
     reads = Math.min(reads ?? 0, input);
     writes = Math.min(writes ?? 0, input - reads);
   }
-  const event: StreamEvent = { type: "usage", inputTokens: input, outputTokens: reportedCount(u.completion_tokens), cacheReadTokens: reads };
-  if (writes !== undefined) event.cacheWriteTokens = writes;
-  if (typeof tier === "string" && tier.length <= 32) event.serviceTier = tier;
   // Compatible servers that reason without counting it say nothing (or 0 beside reasoning text): the meter then estimates.
   const reasoning = reportedCount(u.completion_tokens_details?.reasoning_tokens);
+  const event: StreamEvent = { type: "usage", inputTokens: input, outputTokens: outputWithReasoning(input, reportedCount(u.completion_tokens), reasoning, u.total_tokens), cacheReadTokens: reads };
+  if (writes !== undefined) event.cacheWriteTokens = writes;
+  if (typeof tier === "string" && tier.length <= 32) event.serviceTier = tier;
   if (reasoning) event.reasoningTokens = reasoning;
   return event;
+}
+
+/**
+ * The answer's output tokens, reasoning included. OpenAI counts reasoning inside
+ * `completion_tokens` (`output_tokens` on the Responses API) and its `total_tokens` is prompt plus
+ * that. xAI's Grok counts it apart ("reasoning token consumption will be counted separately from
+ * completion_tokens, but will be counted in the total_tokens") and bills it as output, and so do
+ * proxies that map Gemini's thoughts to OpenAI's shape: read as OpenAI's, a Grok answer of 1,499
+ * tokens and 2,809 reasoning was charged 1,499 (55 % of the vendor's bill; a bill audit). A total
+ * that is exactly prompt + output + reasoning says the reasoning was left out: it is added.
+ */
+export function outputWithReasoning(input: number | undefined, output: number | undefined, reasoning: number | undefined, total: unknown): number | undefined {
+  if (input === undefined || output === undefined || !reasoning) return output;
+  return reportedCount(total) === input + output + reasoning ? output + reasoning : output;
 }
 
 /**

@@ -4,7 +4,7 @@ import { isRecord, parseFrameJson, vendorText, UpstreamProtocolError, type Decod
 import { SHAPES_ONLY, type Scrubber } from "../../log/scrub.ts";
 import { OVERLOADED_WORDS, RATE_LIMITED_WORDS, upstreamStreamErrorMessage } from "../upstream-errors.ts";
 import { openaiReasoningSignature } from "../../formats/common/carried-thinking.ts";
-import { openaiAdapter, openaiJsonHeaders, withoutUnpricedExtras } from "./openai-adapter.ts";
+import { openaiAdapter, openaiJsonHeaders, outputWithReasoning, withoutUnpricedExtras } from "./openai-adapter.ts";
 
 /**
  * OpenAI's Responses API as an upstream (`models[].upstream_api: "responses"`): `POST
@@ -33,6 +33,7 @@ interface ResponsesUsage {
   input_tokens_details?: { cached_tokens?: unknown; cache_write_tokens?: unknown } | null;
   /** Part of `output_tokens`. */
   output_tokens_details?: { reasoning_tokens?: unknown } | null;
+  total_tokens?: unknown;
 }
 
 /**
@@ -55,13 +56,14 @@ function usageEvent(u: ResponsesUsage, response: Record<string, unknown>): Strea
     reads = Math.min(reportedCount(u.input_tokens_details?.cached_tokens) ?? 0, input);
     writes = Math.min(reportedCount(u.input_tokens_details?.cache_write_tokens) ?? 0, input - reads);
   }
-  const event: StreamEvent & { type: "usage" } = { type: "usage", inputTokens: input, outputTokens: reportedCount(u.output_tokens), cacheReadTokens: reads };
+  const reasoning = reportedCount(u.output_tokens_details?.reasoning_tokens);
+  // Reasoning counted apart from output_tokens (xAI's, and proxies of Gemini's) is output all the same (openai-adapter.ts).
+  const event: StreamEvent & { type: "usage" } = { type: "usage", inputTokens: input, outputTokens: outputWithReasoning(input, reportedCount(u.output_tokens), reasoning, u.total_tokens), cacheReadTokens: reads };
   if (writes) {
     event.cacheWriteTokens = writes;
     if (response.prompt_cache_retention === TWELVE_HOURS) event.cacheWrite1hTokens = writes;
   }
   if (typeof tier === "string" && tier.length <= 32) event.serviceTier = tier;
-  const reasoning = reportedCount(u.output_tokens_details?.reasoning_tokens);
   if (reasoning) event.reasoningTokens = reasoning;
   return event;
 }
