@@ -15,6 +15,7 @@ import type { RequestTrace } from "../ops/request-trace.ts";
 import type { Ticker } from "../streaming/ticker.ts";
 import { createSplitSecretGuard } from "../streaming/split-secret-guard.ts";
 import { hasRefusedCount } from "../streaming/events.ts";
+import { reasoningCountedApart } from "../providers/openai/openai-adapter.ts";
 import { JsonText } from "../formats/common/json-text.ts";
 import type { Scrubber } from "../log/scrub.ts";
 import { NO_HOLD, type UnreadHold } from "../limits/unread-answers.ts";
@@ -172,7 +173,7 @@ export async function respond(
       }
       const hasImages = events.some((e) => e.type === "image");
       // A usage the meter refused a count of is not shown as it came: the answer is written anew, with the counts billed.
-      if (sameFormat && !hasImages && !usage.estimated && json && typeof json === "object" && !hasRefusedCount((json as { usage?: unknown }).usage)) {
+      if (sameFormat && !hasImages && !usage.estimated && json && typeof json === "object" && !hasRefusedCount((json as { usage?: unknown }).usage) && !reasoningCountedApart((json as { usage?: unknown }).usage)) {
         // The vendor's body as it is (fields we do not model survive), with the gateway's model and id.
         const answer = json as Record<string, unknown>;
         answer.model = ctx.model;

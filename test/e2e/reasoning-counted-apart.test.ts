@@ -9,7 +9,7 @@
 import { describe, expect, test } from "bun:test";
 import { Database } from "bun:sqlite";
 import { useFakeUpstream } from "../helpers/fake-upstream.ts";
-import { post, useGateway } from "../helpers/gateway.ts";
+import { post, sseFrames, useGateway } from "../helpers/gateway.ts";
 import { answerWith } from "../helpers/responses-wire.ts";
 
 const upstream = useFakeUpstream();
@@ -75,6 +75,18 @@ describe("reasoning a server counts apart from the output (total_tokens = prompt
       });
     }
   }
+
+  test("a chat client is shown the usage it is billed (reasoning inside completion_tokens, as OpenAI's), streamed and whole", async () => {
+    for (const stream of [false, true]) {
+      upstream.reply(chatAnswer(GROK_USAGE, stream));
+      const res = await post(gw, "/v1/chat/completions", { model: GROK, messages: [{ role: "user", content: PROMPT }], stream, ...(stream ? { stream_options: { include_usage: true } } : {}) });
+      const text = await res.text();
+      const shown = stream ? sseFrames(text).filter((f) => f.data.includes('"usage":{')).map((f) => JSON.parse(f.data).usage) : [JSON.parse(text).usage];
+      expect(shown).toEqual([expect.objectContaining({ prompt_tokens: 10_120, completion_tokens: 4_308, total_tokens: 14_428, prompt_tokens_details: expect.objectContaining({ cached_tokens: 128 }), completion_tokens_details: { reasoning_tokens: 2_809 } })]);
+      await gw.app.services.settled();
+      expect(lastRecord().cost_micro).toBe(GROK_BILL);
+    }
+  });
 
   test("on a Responses-API upstream too", async () => {
     for (const stream of [false, true]) {

@@ -387,8 +387,11 @@ export function createOpenAIRelay(ctx: EncodeContext): ClientSink {
           refusedUsage = true;
           continue;
         }
-        sawUsage = true;
         usage = nextUsage(undefined, e);
+        // Reasoning the vendor counted apart from completion_tokens is billed inside it
+        // (openai-adapter.ts, outputWithReasoning): the usage billed goes out at the end instead.
+        if (e.outputTokens !== (chunk.usage as { completion_tokens?: unknown } | undefined)?.completion_tokens) refusedUsage = true;
+        else sawUsage = true;
       }
       const choices = chunk.choices as unknown[] | undefined;
       if ((!ctx.includeUsage || refusedUsage) && (!choices || choices.length === 0) && chunk.usage) return "";

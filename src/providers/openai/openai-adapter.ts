@@ -69,6 +69,14 @@ function usageEvent(u: OpenAIUsage, tier?: unknown): StreamEvent {
   return event;
 }
 
+/** Whether a chat usage object counts its reasoning apart from `completion_tokens` (see outputWithReasoning): not what is billed, so not shown as it came. */
+export function reasoningCountedApart(usage: unknown): boolean {
+  if (usage === null || typeof usage !== "object") return false;
+  const u = usage as OpenAIUsage;
+  const output = reportedCount(u.completion_tokens);
+  return output !== undefined && outputWithReasoning(reportedCount(u.prompt_tokens), output, reportedCount(u.completion_tokens_details?.reasoning_tokens), u.total_tokens) !== output;
+}
+
 /**
  * The answer's output tokens, reasoning included. OpenAI counts reasoning inside
  * `completion_tokens` (`output_tokens` on the Responses API) and its `total_tokens` is prompt plus
