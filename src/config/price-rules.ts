@@ -51,7 +51,10 @@ export function maxPriceFactor(model: ModelConfig): number {
 export function hasOpenAITiers(provider: { base_url: string; openai_tiers?: boolean }): boolean {
   if (provider.openai_tiers !== undefined) return provider.openai_tiers;
   try {
-    return new URL(provider.base_url).hostname.toLowerCase() === "api.openai.com";
+    // Its data-residency hosts too (`eu.api.openai.com`): the same tiers, and a flex answer there
+    // was charged in full (a bill audit).
+    const host = new URL(provider.base_url).hostname.toLowerCase();
+    return host === "api.openai.com" || host.endsWith(".api.openai.com");
   } catch {
     return false;
   }

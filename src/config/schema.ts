@@ -57,7 +57,8 @@ export const ProviderConfig = t.Object({
   /**
    * The upstream is OpenAI's own API (its service tiers and their prices: a request without a tier
    * is sent `service_tier: "default"`, a flex answer costs half; config/price-rules.ts). Default:
-   * when `base_url`'s host is api.openai.com; set it for OpenAI reached through a proxy of your own.
+   * when `base_url`'s host is api.openai.com or one of its regions (eu.api.openai.com); set it for
+   * OpenAI reached through a proxy of your own.
    */
   openai_tiers: t.Optional(t.Boolean()),
 }, closed);

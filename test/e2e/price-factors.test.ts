@@ -6,7 +6,7 @@
  */
 import { describe, expect, test } from "bun:test";
 import { runAdmin } from "../../src/cli/admin.ts";
-import { maxPriceFactor, priceFactor } from "../../src/config/price-rules.ts";
+import { hasOpenAITiers, maxPriceFactor, priceFactor } from "../../src/config/price-rules.ts";
 import { resolveSettings } from "../../src/config/load-config.ts";
 import { withoutUnpricedExtras } from "../../src/providers/openai/openai-adapter.ts";
 import { useFakeUpstream } from "../helpers/fake-upstream.ts";
@@ -122,6 +122,13 @@ describe("OpenAI's Flex processing", () => {
     upstream.reply({ kind: "json", body: openaiBody(undefined) });
     await charge(() => post(gw, "/v1/chat/completions", { model: OPENAI_MODEL, messages: ask }));
     expect(upstream.requests.at(-1)!.body.service_tier).toBeUndefined();
+  });
+
+  test("OpenAI's own API is known by its host, its data-residency regions included (eu.api.openai.com; a bill audit); `openai_tiers` overrides", () => {
+    for (const url of ["https://api.openai.com/v1", "https://eu.api.openai.com/v1", "https://EU.API.OPENAI.COM/v1"]) expect(hasOpenAITiers({ base_url: url })).toBe(true);
+    for (const url of ["https://api.openai.com.evil.example/v1", "https://notapi.openai.com/v1", "https://openrouter.ai/api/v1", "not a url"]) expect(hasOpenAITiers({ base_url: url })).toBe(false);
+    expect(hasOpenAITiers({ base_url: "https://eu.api.openai.com/v1", openai_tiers: false })).toBe(false);
+    expect(hasOpenAITiers({ base_url: "http://127.0.0.1:1/v1", openai_tiers: true })).toBe(true);
   });
 
   test("the tiers OpenAI's own API is sent: the standard one by name unless the client asked for flex; other servers get what the client sent", () => {
