@@ -153,3 +153,37 @@ test("stop sequences end the answer before them, as a vendor's do: finish_reason
     }
   }
 });
+
+test("a schema whose definitions name each other gets a bounded answer, and other clients are not held meanwhile", async () => {
+  // 30 properties, each a $ref to the same object of those properties: 30^4 values at depth 8,
+  // 316 MB of answer made on the request thread (a hostile-tenant probe) from a 2 KB request to a free model.
+  const properties = Object.fromEntries(Array.from({ length: 30 }, (_, i) => [`p${i}`, { $ref: "#/$defs/node" }]));
+  const schema = { type: "object", properties, $defs: { node: { type: "object", properties } } };
+  const pings: number[] = [];
+  let asking = true;
+  const pinger = (async () => {
+    while (asking) {
+      const t = performance.now();
+      await (await fetch(`${gateway.url}/health`)).text();
+      pings.push(performance.now() - t);
+      await Bun.sleep(20);
+    }
+  })();
+  const started = performance.now();
+  const res = await fetch(`${gateway.url}/v1/chat/completions`, {
+    method: "POST",
+    headers: { authorization: `Bearer ${gateway.key}`, "content-type": "application/json" },
+    body: JSON.stringify({ model: "switchyard/echo", messages: [{ role: "user", content: "x ".repeat(4000) }], response_format: { type: "json_schema", json_schema: { name: "bomb", schema } } }),
+  });
+  const text = await res.text();
+  const took = performance.now() - started;
+  asking = false;
+  await pinger;
+  expect(res.status).toBe(200);
+  expect(text.length).toBeLessThan(1024 * 1024);
+  expect(took).toBeLessThan(2_000);
+  expect(Math.max(...pings)).toBeLessThan(1_000);
+  // Still a JSON object, filled depth first until the budget ran out.
+  const content = (JSON.parse(text) as { choices: { message: { content: string } }[] }).choices[0]!.message.content;
+  expect(Object.keys(JSON.parse(content) as object)[0]).toBe("p0");
+});

@@ -51,11 +51,11 @@ function simulatedAnswer(url: string, init: RequestInit): Response {
   const forced = forcedTool(format, legacy ? (withToolsForLegacyFunctions(body as ChatRequest) as Record<string, unknown>) : body);
   const schema = forced ? undefined : answerSchema(format, body);
   if (forced) {
-    const args = JSON.stringify(sampleOf(forced.schema, said, 0));
+    const args = JSON.stringify(sampleOf(forced.schema, said, 0, { left: SAMPLE_MAX_CHARS }));
     events.push({ type: "tool-call", index: 0, id: format === "openai" ? `call_${randomSuffix().slice(0, 24)}` : `toolu_${randomSuffix().slice(0, 24)}`, name: forced.name, argumentsDelta: args });
     events.push({ type: "finish", reason: "tool_calls" }, { type: "usage", inputTokens, outputTokens: Math.max(1, Math.ceil(args.length / 4)) });
   } else if (schema !== undefined) {
-    const json = JSON.stringify(sampleOf(schema, said, 0));
+    const json = JSON.stringify(sampleOf(schema, said, 0, { left: SAMPLE_MAX_CHARS }));
     events.push({ type: "text", text: json }, { type: "finish", reason: "stop" }, { type: "usage", inputTokens, outputTokens: Math.max(1, Math.ceil(json.length / 4)) });
   } else {
     words.forEach((word, i) => events.push({ type: "text", text: i === 0 ? word : ` ${word}` }));
@@ -115,32 +115,47 @@ function answerSchema(format: "openai" | "anthropic", body: Record<string, unkno
   return f?.type === "json_schema" ? (f.schema ?? { type: "object" }) : undefined;
 }
 
-/** A value of the schema's shape: every property, the first of each choice, `text` for strings. */
-function sampleOf(schema: Schema, text: string, depth: number, root: Schema = schema): unknown {
-  if (depth > 8) return null;
+/**
+ * Most a sampled answer holds, about in characters: every value costs one, a string its length.
+ * Without it a 2 KB schema whose definitions name each other (40 properties, each a `$ref` to the
+ * same object) made 40^4 values on the request thread: a free request to `switchyard/echo` held
+ * every tenant's requests 32 s and took the gateway to 5 GB (a hostile-tenant probe). Past the
+ * budget strings are cut, values null and objects end: the answer stops following the schema, as a
+ * real model's stops at its answer limit.
+ */
+export const SAMPLE_MAX_CHARS = 64 * 1024;
+
+/** A value of the schema's shape: every property, the first of each choice, `text` for strings; within `budget` (SAMPLE_MAX_CHARS). */
+function sampleOf(schema: Schema, text: string, depth: number, budget: { left: number }, root: Schema = schema): unknown {
+  if (depth > 8 || budget.left <= 0) return null;
+  budget.left--;
   const ref = typeof schema.$ref === "string" ? schema.$ref.match(/^#\/(?:\$defs|definitions)\/(.+)$/)?.[1] : undefined;
   if (ref) {
     const defs = (root.$defs ?? root.definitions) as Record<string, Schema> | undefined;
-    return defs?.[ref] ? sampleOf(defs[ref]!, text, depth + 1, root) : null;
+    return defs?.[ref] ? sampleOf(defs[ref]!, text, depth + 1, budget, root) : null;
   }
   if ("const" in schema) return schema.const;
   if (Array.isArray(schema.enum) && schema.enum.length > 0) return schema.enum[0];
   for (const key of ["anyOf", "oneOf", "allOf"] as const) {
     const options = schema[key];
-    if (Array.isArray(options) && options.length > 0) return sampleOf(options[0] as Schema, text, depth + 1, root);
+    if (Array.isArray(options) && options.length > 0) return sampleOf(options[0] as Schema, text, depth + 1, budget, root);
   }
   const type = Array.isArray(schema.type) ? (schema.type.find((t) => t !== "null") ?? "null") : schema.type;
   switch (type) {
     case "object": {
       const out: Record<string, unknown> = {};
       const properties = (schema.properties ?? {}) as Record<string, Schema>;
-      for (const [name, property] of Object.entries(properties)) out[name] = sampleOf(property, text, depth + 1, root);
+      for (const [name, property] of Object.entries(properties)) {
+        if (budget.left <= 0) break;
+        budget.left -= name.length;
+        out[name] = sampleOf(property, text, depth + 1, budget, root);
+      }
       return out;
     }
     case "array": {
       const items = (schema.items ?? { type: "string" }) as Schema;
       const count = Math.max(1, Number(schema.minItems ?? 1));
-      return Array.from({ length: Math.min(count, 3) }, () => sampleOf(items, text, depth + 1, root));
+      return Array.from({ length: Math.min(count, 3) }, () => sampleOf(items, text, depth + 1, budget, root));
     }
     case "integer":
     case "number":
@@ -149,8 +164,11 @@ function sampleOf(schema: Schema, text: string, depth: number, root: Schema = sc
       return true;
     case "null":
       return null;
-    default:
-      return text;
+    default: {
+      const kept = text.length <= budget.left ? text : text.slice(0, Math.max(0, budget.left));
+      budget.left -= kept.length;
+      return kept;
+    }
   }
 }
 
