@@ -27,6 +27,8 @@ let page: Page;
 let refusedTakenBack = false;
 /** The keys the vendor saw on chat requests, by env name. */
 const seen: string[] = [];
+/** Whether the vendor rate-limits gpt-4o-mini on POOL_KEY_GOOD (its limits are per model). */
+let goodLimited = false;
 
 /** OpenAI's answers, and its 401 for a key it does not take (the pool sets that key aside). */
 function startVendor() {
@@ -43,6 +45,9 @@ function startVendor() {
       }
       if (url.pathname === "/v1/models") return Response.json({ object: "list", data: [{ id: "gpt-4o-mini", object: "model", created: 1, owned_by: "openai" }] });
       await req.arrayBuffer();
+      if (env === "POOL_KEY_GOOD" && goodLimited) {
+        return Response.json({ error: { message: "Rate limit reached for gpt-4o-mini in organization org-x on requests per min (RPM): Limit 3, Used 3, Requested 1.", type: "requests", param: null, code: "rate_limit_exceeded" } }, { status: 429, headers: { "retry-after": "600" } });
+      }
       return Response.json({
         id: "chatcmpl-1", object: "chat.completion", created: 1, model: "gpt-4o-mini",
         choices: [{ index: 0, message: { role: "assistant", content: "Hello" }, finish_reason: "stop" }],
@@ -427,3 +432,25 @@ test("a holder sees what each model costs (the Models view was the operator's al
   expect(await page.locator("#vendor-keys-title").count()).toBe(0);
 }, 60_000);
 
+test("a key the vendor rate-limits for one model is shown in use, cooling for that model, until when (vendors limit per model)", async () => {
+  const account = await admin("POST", "/v1/admin/accounts", { name: "limited user", credits: 100 });
+  const key = (await admin("POST", `/v1/admin/accounts/${account.id}/keys`, { name: "k" })).key as string;
+  const ask = () => fetch(`${gateway.url}/v1/chat/completions`, { method: "POST", headers: { authorization: `Bearer ${key}`, "content-type": "application/json" }, body: JSON.stringify({ model: MODEL, messages: [{ role: "user", content: "hi" }] }) });
+  goodLimited = true;
+  refusedTakenBack = true;
+  seen.length = 0;
+  for (let i = 0; i < 50 && !seen.includes("POOL_KEY_GOOD"); i++) expect((await ask()).status).toBe(200);
+  expect(seen).toContain("POOL_KEY_GOOD");
+  await page.goto(`${gateway.url}/console/`);
+  if (await page.getByTestId("sign-out").count()) await page.getByTestId("sign-out").click();
+  await page.getByTestId("sign-in-token").fill(ADMIN);
+  await page.getByTestId("sign-in-token-submit").click();
+  await page.getByTestId("account-row").first().waitFor();
+  await page.goto(`${gateway.url}/console/#catalogue`);
+  const good = page.getByTestId("vendor-key-row").filter({ hasText: "POOL_KEY_GOOD" });
+  await good.waitFor();
+  expect(await good.getAttribute("data-state")).toBe("usable");
+  expect(await good.textContent()).toContain("in use; cooling for gpt-4o-mini (the vendor limited its rate): back ");
+  expect(await page.getByTestId("vendor-keys-said").textContent()).toBe("All 2 in use.");
+  goodLimited = false;
+}, 60_000);
