@@ -138,13 +138,16 @@ export function defaultConfig(env: Record<string, string | undefined>): Config {
     alias("openai/gpt-6-luna", "gpt-4o*", "gpt-4.1*", "openai/gpt-4o*", "openai/gpt-4.1*");
     alias("openai/gpt-image-2.6-flare", "gpt-image-1*", "openai/gpt-image-1*");
   }
-  // Codex's default model name (0.169), so `codex` works with only a base URL and a key: GPT-6.1 Sol
-  // itself (dated names too), else Anthropic's current Sonnet (at its price), as Claude Code's names
+  // Codex's default model name, so `codex` works with only a base URL and a key: `gpt-6.2-sol` since
+  // Codex 0.171, `gpt-6.1-sol` before (a pinned Codex still asks it), dated names too. GPT-6.1 Sol
+  // answers both (GPT-6.2 Sol is not built in: no price of its own is known here; the answer names
+  // the model that answered), else Anthropic's current Sonnet (at its price), as Claude Code's names
   // reach OpenAI's models without Anthropic's key. Codex runs the name in code mode, its tools in an
   // additional_tools item (formats/openai-responses/responses-to-chat.ts). Other GPT names stay
   // unknown: a 404 names the model.
-  if (env.OPENAI_API_KEY) alias("openai/gpt-6.1-sol", "gpt-6.1-sol*");
-  else if (env.ANTHROPIC_API_KEY) alias("anthropic/claude-sonnet-5-5", "gpt-6.1-sol*");
+  const codexDefaults = ["gpt-6.2-sol*", "gpt-6.1-sol*"];
+  if (env.OPENAI_API_KEY) alias("openai/gpt-6.1-sol", ...codexDefaults);
+  else if (env.ANTHROPIC_API_KEY) alias("anthropic/claude-sonnet-5-5", ...codexDefaults);
   for (const [id, names] of aliases) byId(id).aliases = names;
   return config;
 }

@@ -589,8 +589,8 @@ describe("the built-in OpenAI models (2026-11-30)", () => {
     expect(route({}, "gpt-4o-mini")).toBeUndefined();
   });
 
-  test("Codex's default model name (gpt-6.1-sol, dated ones too) reaches GPT-6.1 Sol, else Anthropic's Sonnet; without a vendor key it stays unknown", () => {
-    for (const name of ["gpt-6.1-sol", "gpt-6.1-sol-2026-09-29"]) {
+  test("Codex's default model names (gpt-6.2-sol since 0.171, gpt-6.1-sol before, dated ones too) reach GPT-6.1 Sol, else Anthropic's Sonnet; without a vendor key they stay unknown", () => {
+    for (const name of ["gpt-6.2-sol", "gpt-6.2-sol-2026-11-18", "gpt-6.1-sol", "gpt-6.1-sol-2026-09-29"]) {
       expect(route(env, name)).toBe("openai/gpt-6.1-sol");
       expect(route({ ...env, ANTHROPIC_API_KEY: "sk-ant-x" }, name)).toBe("openai/gpt-6.1-sol");
       expect(route({ ANTHROPIC_API_KEY: "sk-ant-x" }, name)).toBe("anthropic/claude-sonnet-5-5");
@@ -598,6 +598,8 @@ describe("the built-in OpenAI models (2026-11-30)", () => {
     }
     // Not a prefix of another name.
     expect(route(env, "gpt-6.1")).toBeUndefined();
+    expect(route(env, "gpt-6.2")).toBeUndefined();
+    expect(route(env, "gpt-6.2-astra")).toBeUndefined();
   });
 
   test("its text models reason by effort, and tool turns are sent reasoning_effort \"none\" (OpenAI's chat completions take tools on them only so)", () => {
