@@ -20,21 +20,27 @@ import { reasoningDialect, scripted, type Script } from "../helpers/scripted-ans
 import type { Logger } from "../../src/log/log.ts";
 import { answerWith, USAGE } from "../helpers/responses-wire.ts";
 import { until } from "../helpers/until.ts";
+import { defaultConfig } from "../../src/config/defaults.ts";
 
 const upstream = useFakeUpstream();
 const logLines: string[] = [];
 const capture: Logger = (level, message, fields) => logLines.push(JSON.stringify({ level, message, ...fields }));
 /** The README's model, as the built-in catalogue has it, served by the fake OpenAI upstream: Codex knows its name. */
 const README_MODEL = "openai/gpt-6-luna";
-/** Codex's own default model name, which it runs in code mode; here a Claude answers it (an alias). */
-const CODEX_DEFAULT = "gpt-6.1-sol";
+/** Codex's own default model name (0.171; `gpt-6.1-sol` in 0.169), which it runs in code mode. */
+const CODEX_DEFAULT = "gpt-6.2-sol";
+/**
+ * The names the built-in config answers as Codex's default with only Anthropic's key: here a Claude
+ * answers them as the built-in config's Sonnet does, so the live run below follows the built-in aliases.
+ */
+const CODEX_DEFAULT_ALIASES = defaultConfig({ ANTHROPIC_API_KEY: "sk-ant-x" }).models.find((m) => m.id === "anthropic/claude-sonnet-5-5")!.aliases!.filter((a) => a.startsWith("gpt-"));
 const gw = useGateway(() => ({
   upstreamUrl: upstream.url, log: capture, retry: { max_retries: 0 },
   extraModels: [
     { id: README_MODEL, provider: "fake-openai", upstream_model: "gpt-6-luna", category: "text", context_length: 1_050_000, pricing: { input_per_mtok: 100, output_per_mtok: 500 } },
     // GPT-6.1 Sol as the built-in config serves it: through OpenAI's Responses API.
     { id: "test/sol-61", provider: "fake-openai", upstream_model: "gpt-6.1-sol", upstream_api: "responses", category: "text", context_length: 1_050_000, pricing: { input_per_mtok: 2000, output_per_mtok: 10000 } },
-    { id: "test/claude-for-codex", aliases: [CODEX_DEFAULT], provider: "fake-anthropic", upstream_model: "claude-sonnet-4-5", category: "text", context_length: 200_000, pricing: { input_per_mtok: 3000, output_per_mtok: 15000 } },
+    { id: "test/claude-for-codex", aliases: CODEX_DEFAULT_ALIASES, provider: "fake-anthropic", upstream_model: "claude-sonnet-4-5", category: "text", context_length: 200_000, pricing: { input_per_mtok: 3000, output_per_mtok: 15000 } },
   ],
 }));
 
@@ -465,7 +471,8 @@ describe("Codex CLI, live", () => {
       expect(third).toContain(codeMode ? "Script completed" : "Success. Updated the following files");
       for (const call of calls) {
         const names = ((call.body as { tools?: any[] }).tools ?? []).map((t) => t.function?.name ?? t.name);
-        if (codeMode) expect(names).toEqual(CODE_MODE_TOOLS);
+        // Codex 0.171 offers its default model one more tool in code mode (its metadata's experimental tools).
+        if (codeMode) expect(names).toEqual(model === CODEX_DEFAULT ? [...CODE_MODE_TOOLS.slice(0, 4), "send_message_to_user_async", ...CODE_MODE_TOOLS.slice(4)] : CODE_MODE_TOOLS);
         else expect(names).toContain("exec_command");
       }
       // GPT-6 Luna takes function tools on chat completions only without reasoning.
