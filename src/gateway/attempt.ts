@@ -483,7 +483,7 @@ export async function attemptUpstream(deps: AttemptDeps, req: AttemptRequest, ca
       return { ...refusedOutcome(req, deadline, "The upstream provider sent an unexpected answer. Retrying is appropriate.", undefined, "bad_answer"), answered: true } as AttemptOutcome;
     }
     handedOver = true;
-    let decode = adapter.createStreamDecoder(deps.scrubber);
+    let decode = adapter.createStreamDecoder(deps.scrubber, prepared.body);
     if (answerTool) {
       const decodeFrame = decode;
       const map = createAnswerToolMapper(answerTool);

@@ -42,9 +42,10 @@ export interface ProviderAdapter {
   modelsRequest?(provider: ResolvedProvider): { url: string; headers: Record<string, string> };
   /**
    * A fresh decoder per stream: decoders keep per-answer state (tool-call numbering). `scrub`: the
-   * gateway's scrubber, for a vendor's words that reach the client (SHAPES_ONLY outside a gateway).
+   * gateway's scrubber, for a vendor's words that reach the client (SHAPES_ONLY outside a gateway);
+   * `sent`: the body the upstream was sent (what its counts may need to be read right).
    */
-  createStreamDecoder(scrub?: Scrubber): StreamDecoder;
+  createStreamDecoder(scrub?: Scrubber, sent?: unknown): StreamDecoder;
   /** `sent` is the body the upstream was sent, for answers that must match it (one embedding per input). */
   decodeBody(body: unknown, sent?: unknown, scrub?: Scrubber): StreamEvent[];
   /** The vendor's error message from an error body, for the log; never shown raw to clients. */

@@ -203,6 +203,36 @@ describe("prompt caching is billed at the vendor's prices, through every client 
     expect(lastRecord()).toMatchObject({ prompt_tokens: 60, fresh_input_tokens: 10, cache_read_tokens: 20, cache_write_5m_tokens: 30, cost_micro: 10 * 150 + 20 * 75 + 30 * 150 + 5 * 600 });
   });
 
+  test("writes reported as a total alone (a compatible server) are 1-hour writes when every mark of the request asked for an hour; with any other mark, 5-minute ones (a bill audit)", async () => {
+    const usage = { input_tokens: 10, cache_creation_input_tokens: 1_000, cache_read_input_tokens: 0, output_tokens: 5 };
+    const message = { id: "msg_total", type: "message", role: "assistant", model: "claude-sonnet-4-5", content: [{ type: "text", text: "ok" }], stop_reason: "end_turn", stop_sequence: null, usage };
+    const frames = [
+      `event: message_start\ndata: ${JSON.stringify({ type: "message_start", message: { ...message, content: [], stop_reason: null, usage: { ...usage, output_tokens: 1 } } })}\n\n`,
+      `event: content_block_start\ndata: ${JSON.stringify({ type: "content_block_start", index: 0, content_block: { type: "text", text: "" } })}\n\n`,
+      `event: content_block_delta\ndata: ${JSON.stringify({ type: "content_block_delta", index: 0, delta: { type: "text_delta", text: "ok" } })}\n\n`,
+      `event: content_block_stop\ndata: ${JSON.stringify({ type: "content_block_stop", index: 0 })}\n\n`,
+      `event: message_delta\ndata: ${JSON.stringify({ type: "message_delta", delta: { stop_reason: "end_turn", stop_sequence: null }, usage: { output_tokens: 5 } })}\n\n`,
+      `event: message_stop\ndata: {"type":"message_stop"}\n\n`,
+    ];
+    const ask = (stream: boolean, ttls: (string | undefined)[]) => post(gw, "/v1/messages", {
+      model: ANTHROPIC_MODEL, max_tokens: 1_000, stream,
+      system: [{ type: "text", text: LONG_PROMPT, cache_control: { type: "ephemeral", ...(ttls[0] ? { ttl: ttls[0] } : {}) } }],
+      messages: [{ role: "user", content: ttls.slice(1).map((ttl) => ({ type: "text", text: "part", cache_control: { type: "ephemeral", ...(ttl ? { ttl } : {}) } })) }],
+    });
+    const oneHour = 10 * 3_000 + 1_000 * 6_000 + 5 * 15_000;
+    const fiveMinutes = 10 * 3_000 + 1_000 * 3_750 + 5 * 15_000;
+    for (const [ttls, written1h, cost] of [[["1h", "1h"], 1_000, oneHour], [["1h", undefined], 0, fiveMinutes], [["5m"], 0, fiveMinutes]] as const) {
+      for (const stream of [false, true]) {
+        upstream.reply(stream ? { kind: "sse", chunks: frames } : { kind: "json", body: message });
+        const res = await ask(stream, [...ttls]);
+        expect(res.status).toBe(200);
+        await res.text();
+        await gw.app.services.settled();
+        expect(lastRecord()).toMatchObject({ fresh_input_tokens: 10, cache_write_5m_tokens: 1_000 - written1h, cache_write_1h_tokens: written1h, cost_micro: cost });
+      }
+    }
+  });
+
   test("a message_delta that repeats input_tokens but leaves out (or nulls) the cache counts keeps message_start's: counters are cumulative", async () => {
     const start = { input_tokens: 10, cache_creation_input_tokens: 4_000, cache_read_input_tokens: 20_000, cache_creation: { ephemeral_5m_input_tokens: 1_000, ephemeral_1h_input_tokens: 3_000 }, output_tokens: 1 };
     const expected = 10 * 3_000 + 20_000 * 300 + 1_000 * 3_750 + 3_000 * 6_000 + 200 * 15_000;

@@ -38,7 +38,7 @@ interface AnthropicUsage {
  * Anthropic counts cached prompt tokens apart from input_tokens; ours is the whole prompt.
  * Counts that are not usable numbers are left out, so the meter estimates them.
  */
-function usageEvent(u: AnthropicUsage): StreamEvent {
+function usageEvent(u: AnthropicUsage, sent?: unknown): StreamEvent {
   const reported = reportedCount(u.input_tokens);
   // The writes: their total, or the split's sum where a server sends the split alone (the prompt is
   // all three parts: writes left out were a prompt billed short).
@@ -57,13 +57,45 @@ function usageEvent(u: AnthropicUsage): StreamEvent {
   const cacheRead = input === undefined ? undefined : reportedCount(u.cache_read_input_tokens);
   const cacheWrite = input === undefined ? undefined : reportedCount(creation);
   const event: StreamEvent = { type: "usage", inputTokens: input, outputTokens: reportedCount(u.output_tokens), cacheReadTokens: cacheRead, cacheWriteTokens: cacheWrite };
-  // Without the split every write is a 5-minute one (the default ttl, and the older API's only kind).
-  const oneHour = split ? reportedCount(split.ephemeral_1h_input_tokens) : undefined;
+  // Without the split every write is a 5-minute one (the default ttl, and the older API's only
+  // kind), unless every mark the request carried asked for an hour: then there was no other kind.
+  const oneHour = split ? reportedCount(split.ephemeral_1h_input_tokens) : cacheWrite && onlyHourMarks(sent) ? cacheWrite : undefined;
   if (oneHour !== undefined && cacheWrite !== undefined) event.cacheWrite1hTokens = Math.min(oneHour, cacheWrite);
   const thinking = reportedCount(u.output_tokens_details?.thinking_tokens);
   if (thinking !== undefined) event.reasoningTokens = thinking;
   if (typeof u.inference_geo === "string" && u.inference_geo.length <= 32) event.inferenceGeo = u.inference_geo;
   return event;
+}
+
+/**
+ * Whether the request sent upstream marked its prompt for caching and every mark asked for an hour
+ * (`cache_control: {type: "ephemeral", ttl: "1h"}`: the top level's automatic caching, system,
+ * tools, message blocks and tool results' blocks). Anthropic splits its writes by lifetime; a
+ * compatible server that reports only their total (a proxy in front of Bedrock or Vertex) wrote
+ * them for the hour all the same, and priced at the 5-minute rate they were billed at 1.25× the
+ * input price for the vendor's 2× (a bill audit). Read only when such a total comes.
+ */
+export function onlyHourMarks(sent: unknown): boolean {
+  let marks = 0;
+  let hours = 0;
+  const mark = (node: unknown) => {
+    if (!isRecord(node) || !isRecord(node.cache_control)) return;
+    marks++;
+    if (node.cache_control.ttl === "1h") hours++;
+  };
+  const blocks = (list: unknown) => {
+    if (!Array.isArray(list)) return;
+    for (const block of list) {
+      mark(block);
+      if (isRecord(block) && Array.isArray(block.content)) for (const inner of block.content) mark(inner);
+    }
+  };
+  if (!isRecord(sent)) return false;
+  mark(sent);
+  blocks(sent.system);
+  blocks(sent.tools);
+  if (Array.isArray(sent.messages)) for (const message of sent.messages) if (isRecord(message)) blocks(message.content);
+  return marks > 0 && hours === marks;
 }
 
 /**
@@ -166,7 +198,7 @@ export const anthropicAdapter: ProviderAdapter = {
     return { url: `${provider.base_url}/v1/models`, headers };
   },
 
-  createStreamDecoder(scrub = SHAPES_ONLY) {
+  createStreamDecoder(scrub = SHAPES_ONLY, sent?: unknown) {
     // Anthropic numbers content blocks; tool calls are numbered apart, from 0, for the union.
     const toolOfBlock = new Map<number, number>();
     let counts: AnthropicUsage | undefined;
@@ -217,7 +249,7 @@ export const anthropicAdapter: ProviderAdapter = {
           const usage = data.message?.usage as AnthropicUsage | undefined;
           // Its output count is a placeholder (1): not a count message_delta's could be held to.
           if (usage && typeof usage === "object") counts = cumulativeUsage(undefined, { ...usage, output_tokens: undefined });
-          const u = counts ? usageEvent(counts) : undefined;
+          const u = counts ? usageEvent(counts, sent) : undefined;
           events.push({ type: "start", inputTokens: u && u.type === "usage" ? u.inputTokens : undefined });
           // message_start's output_tokens is a placeholder (1); only message_delta's counts, so
           // an answer whose final usage is missing or broken is estimated, not billed one token.
@@ -253,7 +285,7 @@ export const anthropicAdapter: ProviderAdapter = {
           break;
         }
         case "message_delta":
-          if (data.usage && typeof data.usage === "object") events.push(usageEvent((counts = cumulativeUsage(counts, data.usage))));
+          if (data.usage && typeof data.usage === "object") events.push(usageEvent((counts = cumulativeUsage(counts, data.usage)), sent));
           if (data.delta?.stop_reason) {
             events.push({ type: "finish", reason: STOP[data.delta.stop_reason] ?? "stop", stopSequence: data.delta.stop_sequence ?? undefined });
           }
@@ -273,7 +305,7 @@ export const anthropicAdapter: ProviderAdapter = {
     return decode;
   },
 
-  decodeBody(body, _sent, scrub = SHAPES_ONLY) {
+  decodeBody(body, sent, scrub = SHAPES_ONLY) {
     const b = body as { type?: string; error?: unknown; content?: Record<string, any>[]; stop_reason?: string; stop_sequence?: string | null; usage?: AnthropicUsage };
     // An error body with a 200 status (proxies do this); passed through, its text would reach the client.
     if (b?.type === "error" || (b?.error && !Array.isArray(b.content))) throw new UpstreamProtocolError(`the upstream answered 200 with an error: ${scrub.logDetail(JSON.stringify(b.error ?? b))}`);
@@ -291,7 +323,7 @@ export const anthropicAdapter: ProviderAdapter = {
       }
     }
     if (b.stop_reason) events.push({ type: "finish", reason: STOP[b.stop_reason] ?? "stop", stopSequence: b.stop_sequence ?? undefined });
-    if (b.usage && typeof b.usage === "object") events.push(usageEvent(b.usage));
+    if (b.usage && typeof b.usage === "object") events.push(usageEvent(b.usage, sent));
     return events;
   },
 
