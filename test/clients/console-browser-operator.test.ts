@@ -453,4 +453,24 @@ test("a key the vendor rate-limits for one model is shown in use, cooling for th
   expect(await good.textContent()).toContain("in use; cooling for gpt-4o-mini (the vendor limited its rate): back ");
   expect(await page.getByTestId("vendor-keys-said").textContent()).toBe("All 2 in use.");
   goodLimited = false;
+
+
+test("the vendor keys stack as cards on a phone, each state under its column's name (a key's state ran one word a line in a 60-pixel column)", async () => {
+  // The story's last test left a holder signed in here: the operator again.
+  await page.goto(`${gateway.url}/console/#account`);
+  await page.getByTestId("sign-out").click();
+  await page.getByTestId("sign-in-token").fill(ADMIN);
+  await page.getByTestId("sign-in-token-submit").click();
+  await page.getByTestId("account-row").first().waitFor();
+  await page.setViewportSize({ width: 375, height: 667 });
+  try {
+    await page.goto(`${gateway.url}/console/#catalogue`);
+    const row = page.getByTestId("vendor-key-row").filter({ hasText: "POOL_KEY_GOOD" });
+    await row.waitFor();
+    const cells = await row.locator("td").evaluateAll((tds) => tds.map((td) => [td.getAttribute("data-label"), (globalThis as any).getComputedStyle(td).display]));
+    expect(cells).toEqual([["Provider", "block"], ["Key (variable)", "block"], ["State", "block"], ["Actions", "block"]]);
+    expect(await page.evaluate(() => (globalThis as any).document.documentElement.scrollWidth)).toBe(375);
+  } finally {
+    await page.setViewportSize({ width: 1280, height: 800 });
+  }
 }, 60_000);

@@ -162,7 +162,8 @@ function vendorKeysSection(keys: VendorKey[], reload: (focus?: string) => void):
   return h("section", { "aria-labelledby": "vendor-keys-title" },
     h("h2", { id: "vendor-keys-title", tabindex: "-1" }, "Vendor keys"),
     h("p", { "data-testid": "vendor-keys-said" }, said, out.length > 0 ? " A key set aside is checked again by itself; Check now asks the vendor at once (after its billing was fixed, say)." : ""),
-    keys.length === 0 ? null : h("div", { class: "scroll" }, h("table", {}, h("caption", {}, "Vendor keys by the variable that holds each"),
+    // Stacked as cards on a phone, as every wide table: a key's state ran one word a line beside it.
+    keys.length === 0 ? null : h("div", { class: "scroll" }, h("table", { class: "wide fit" }, h("caption", {}, "Vendor keys by the variable that holds each"),
       h("thead", {}, h("tr", {}, ...["Provider", "Key (variable)", "State"].map((c) => h("th", { scope: "col" }, c)), hiddenHeading("Actions"))),
       h("tbody", {}, ...rows.map((k) => h("tr", { "data-testid": "vendor-key-row", "data-state": k.state },
         h("td", {}, k.provider), h("td", {}, h("code", {}, k.key)), h("td", { class: k.state === "usable" ? undefined : "error" }, vendorKeyState(k)),
