@@ -696,3 +696,31 @@ async function acceptInvite(holder: Page, url: string): Promise<void> {
   await holder.getByTestId("invite-password-again").fill("a long enough password");
   await holder.getByTestId("invite-accept").click();
 }
+
+test("an API key typed at the sign-in is said to be one and is not sent (it was 'Wrong login or password' and a try counted against the login; a console probe)", async () => {
+  const made = await admin("POST", "/v1/admin/accounts", { name: "key at sign-in co", credits: 1 });
+  const { key } = await admin("POST", `/v1/admin/accounts/${made.id}/keys`, { name: "the key they have" });
+  const context = await browser.newContext({ viewport: { width: 1280, height: 800 } });
+  try {
+    const tab = await context.newPage();
+    tab.setDefaultTimeout(10_000);
+    const signIns: string[] = [];
+    tab.on("request", (r) => new URL(r.url()).pathname === "/console/api/sign-in" && signIns.push(r.method()));
+    await tab.goto(`${gateway.url}/console/`);
+    // Where holders' logins come from, before anything is typed.
+    expect(await tab.getByTestId("sign-in-holder-note").textContent()).toContain("invite link");
+    for (const [field, button] of [["sign-in-password", "sign-in-submit"], ["sign-in-token", "sign-in-token-submit"]] as const) {
+      await tab.getByTestId("sign-in-login").fill("holder@example.com");
+      await tab.getByTestId(field).fill(key);
+      await tab.getByTestId(button).click();
+      const said = tab.getByTestId("sign-in-error");
+      await said.waitFor();
+      expect(await said.textContent()).toStartWith("That is an API key (svc-sk-…): it calls the API, it does not sign in here.");
+      expect(await tab.evaluate(() => (globalThis as any).document.activeElement?.getAttribute("data-testid"))).toBe(field);
+      await tab.getByTestId(field).fill("");
+    }
+    expect(signIns).toEqual([]);
+  } finally {
+    await context.close();
+  }
+}, 30_000);

@@ -195,6 +195,15 @@ function signInView(message?: string): void {
   const submit = async (body: Record<string, string>, retry: HTMLInputElement) => {
     if (holderButton.disabled) return;
     out.replaceChildren();
+    // An API key is what a paying user has: typed here it was "Wrong login or password" (or "Wrong
+    // admin token"), and a try counted against the login. It is not sent: the page says what signs in.
+    const typed = [login, password, token].find((input) => API_KEY.test(input.value.trim()));
+    if (typed) {
+      out.append(errorBox("That is an API key (svc-sk-…): it calls the API, it does not sign in here. Account holders sign in with the login and password set from the invite link the gateway's operator sends them; operators with the admin token.", "sign-in-error"));
+      typed.focus();
+      typed.select();
+      return;
+    }
     holderButton.disabled = operatorButton.disabled = true;
     let refused = false;
     try {
@@ -211,7 +220,9 @@ function signInView(message?: string): void {
       retry.select();
     }
   };
-  const holderForm = h("form", { class: "card", "aria-labelledby": "holder-title" }, h("h2", { id: "holder-title" }, "Account holders"), field("Login", login), field("Password", password), holderButton);
+  const holderForm = h("form", { class: "card", "aria-labelledby": "holder-title" }, h("h2", { id: "holder-title" }, "Account holders"),
+    h("p", { class: "note", "data-testid": "sign-in-holder-note" }, "Your login and password come from the invite link the gateway's operator sends you; an API key does not sign in here."),
+    field("Login", login), field("Password", password), holderButton);
   holderForm.addEventListener("submit", (e) => {
     e.preventDefault();
     void submit({ login: login.value, password: password.value }, password);
@@ -438,6 +449,9 @@ function accountsAddress(q: { name: string; cursor: string | null }): string {
 }
 
 const LOADING = "Loading…";
+
+/** The gateway's API keys (accounts/account-store.ts, KEY_PREFIX): never a login, password or admin token. */
+const API_KEY = /^svc-sk-[A-Za-z0-9_-]{43}$/;
 
 /** How long a view may take before the page says it is loading (a quick one shows no flash). */
 const LOADING_MARK_MS = 200;
