@@ -724,3 +724,28 @@ test("an API key typed at the sign-in is said to be one and is not sent (it was 
     await context.close();
   }
 }, 30_000);
+
+test("the console's page comes gzipped to a browser: under 60 KB on the wire, not 125 KB (a console probe)", async () => {
+  const context = await browser.newContext({ viewport: { width: 1280, height: 800 } });
+  try {
+    const tab = await context.newPage();
+    const answer = (await tab.goto(`${gateway.url}/console/`))!;
+    expect(answer.headers()["content-encoding"]).toBe("gzip");
+    expect(answer.headers()["vary"]).toBe("accept-encoding");
+    await tab.getByTestId("sign-in-login").waitFor();
+    const sizes = await tab.evaluate(() => {
+      const nav = (globalThis as any).performance.getEntriesByType("navigation")[0];
+      return { encoded: nav.encodedBodySize as number, decoded: nav.decodedBodySize as number };
+    });
+    expect(sizes.decoded).toBeGreaterThan(100_000);
+    expect(sizes.encoded).toBeLessThan(60_000);
+  } finally {
+    await context.close();
+  }
+  // A client that takes no gzip (or refuses it) gets the page as it is, under its own ETag.
+  const plain = await fetch(`${gateway.url}/console/`, { headers: { "accept-encoding": "gzip;q=0" }, decompress: false } as RequestInit);
+  expect(plain.headers.get("content-encoding")).toBeNull();
+  expect(await plain.text()).toStartWith("<!doctype html>");
+  const again = await fetch(`${gateway.url}/console/`, { headers: { "accept-encoding": "identity", "if-none-match": plain.headers.get("etag")! } });
+  expect(again.status).toBe(304);
+}, 30_000);
