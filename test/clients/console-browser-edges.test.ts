@@ -749,3 +749,23 @@ test("the console's page comes gzipped to a browser: under 60 KB on the wire, no
   const again = await fetch(`${gateway.url}/console/`, { headers: { "accept-encoding": "identity", "if-none-match": plain.headers.get("etag")! } });
   expect(again.status).toBe(304);
 }, 30_000);
+
+test("a refusal names a field as its form does, not as the API's JSON does ('Invalid request: spend_limit: … or null for none.'; a console probe)", async () => {
+  const made = await admin("POST", "/v1/admin/accounts", { name: "refused words co", credits: 1 });
+  await page.goto(`${gateway.url}/console/#account/${made.id}`);
+  const form = page.locator("form[aria-label='Account spend limit']");
+  const said = form.locator(".error");
+  for (const [typed, words] of [
+    ["1e15", "Spend limit: must be a number of credits from 0 to 1000000000 (at most 6 decimals), or empty for none."],
+    ["0.0000001", "Spend limit: credits may have at most 6 decimal places"],
+  ]) {
+    await form.locator("input").fill(typed!);
+    await page.getByTestId("account-limit-submit").click();
+    await said.filter({ hasText: words! }).waitFor();
+  }
+  await page.goto(`${gateway.url}/console/#accounts`);
+  await page.getByTestId("account-name").fill("   ");
+  await page.getByTestId("account-create").click();
+  await page.locator("form[aria-label='New account'] .error").filter({ hasText: "Name must hold more than spaces." }).waitFor();
+  expect(await page.locator("main").textContent()).not.toMatch(/spend_limit|null for|Invalid request/);
+}, 30_000);

@@ -66,10 +66,28 @@ export async function api<T>(method: "GET" | "POST" | "PATCH" | "DELETE", path: 
       const handler = sessionLost;
       if (handler) setTimeout(() => handler(res.status as 401 | 409, false), 0);
     }
-    const said = error?.message;
+    const said = typeof error?.message === "string" ? consoleWords(error.message) : undefined;
     throw new ApiError(res.status, said ?? `The gateway answered ${res.status}.`, said !== undefined, code);
   }
   return parsed as T;
+}
+
+/** The API's field names that begin its refusals, as the console's forms name the fields. */
+const FIELDS: Record<string, string> = {
+  spend_limit: "Spend limit", spend_limit_period: "Period", name: "Name", models: "Models", amount: "Credits", credits: "Credits",
+  rate_limit_per_minute: "Requests a minute", max_concurrent_requests: "Requests at once", expires_at: "Last day", login: "Login", password: "Password",
+};
+
+/**
+ * A refusal in the console's words: the console API shares the admin API's checks, whose words name
+ * JSON fields ("Invalid request: spend_limit: must be … or null for none."), which the page's
+ * forms do not show (a console probe).
+ */
+export function consoleWords(message: string): string {
+  return message
+    .replace(/^Invalid request: /, "")
+    .replace(/^([a-z_]+)(?=:? )/, (field) => FIELDS[field] ?? field)
+    .replace(/,? or null for (none|every model|a lifetime limit)/, (_, what: string) => (what === "none" ? ", or empty for none" : what === "every model" ? ", or empty for every model" : ", or lifetime"));
 }
 
 /** The shapes the routes answer with (http/console/console-api.ts and the admin API). */
