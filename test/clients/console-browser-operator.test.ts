@@ -453,7 +453,7 @@ test("a key the vendor rate-limits for one model is shown in use, cooling for th
   expect(await good.textContent()).toContain("in use; cooling for gpt-4o-mini (the vendor limited its rate): back ");
   expect(await page.getByTestId("vendor-keys-said").textContent()).toBe("All 2 in use.");
   goodLimited = false;
-
+}, 60_000);
 
 test("the vendor keys stack as cards on a phone, each state under its column's name (a key's state ran one word a line in a 60-pixel column)", async () => {
   // The story's last test left a holder signed in here: the operator again.
