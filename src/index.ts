@@ -234,7 +234,17 @@ Demo key (account "demo", ${demoCredits.toLocaleString("en-US", { maximumFractio
   curl http://${shown}:${port}/v1/chat/completions \\
     -H "Authorization: Bearer ${demo.key}" -H "content-type: application/json" \\
     -d '{"model":"${model}","messages":[{"role":"user","content":"Hello, Switchyard!"}]}'
+
+Console (balance, usage, keys): http://${shown}:${port}/console/ — an API key does not sign in there; the demo
+account's login comes from an invite link this prints (in another terminal, in the checkout):
+  ${process.env.SWITCHYARD_DB ? `SWITCHYARD_DB=${process.env.SWITCHYARD_DB} ` : ""}${adminCommand()} invite ${demo.accountId} you@example.com --url http://${shown}:${port}
 `);
+}
+
+/** How this gateway's admin commands are run: the compiled binary's own `admin`, else the checkout's script as the quick start runs it. */
+function adminCommand(): string {
+  const compiled = Bun.main.startsWith("/$bunfs/") || /^[A-Za-z]:[\\/]~BUN[\\/]/.test(Bun.main);
+  return compiled ? `${process.execPath} admin` : `npx -y bun@${Bun.version} run admin`;
 }
 
 let stopping = false;

@@ -8,6 +8,7 @@ import { chmodSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync 
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { runGatewayToExit, startGatewayProcess } from "../helpers/gateway-process.ts";
+import { ConsoleClient } from "../helpers/console-client.ts";
 import { openDatabase } from "../../src/store/database.ts";
 import { startFakeUpstream } from "../helpers/fake-upstream.ts";
 import { until } from "../helpers/until.ts";
@@ -115,6 +116,30 @@ describe("the demo account", () => {
       db.close();
     } finally {
       child.kill("SIGKILL");
+    }
+  }, 30_000);
+
+  test("the banner says where the console is and prints the command that makes the demo account's invite link; that link signs in to its balance (a console probe: nothing told a key holder how to get in)", async () => {
+    const env = { SWITCHYARD_DB: join(dir, "console-banner.sqlite") };
+    const gw = await startGatewayProcess(env);
+    try {
+      expect(gw.banner).toContain(`Console (balance, usage, keys): ${gw.url}/console/`);
+      const line = gw.banner.split("\n").find((l) => l.includes(" run admin invite "))!;
+      expect(line.trim()).toStartWith(`SWITCHYARD_DB=${env.SWITCHYARD_DB} npx -y bun@${Bun.version} run admin invite acct_`);
+      // Run as printed, but with this machine's bun (npx would fetch one).
+      const args = line.trim().split(/\s+/).slice(line.trim().split(/\s+/).indexOf("admin") + 1);
+      const admin = Bun.spawn([process.execPath, "run", "admin", ...args], { cwd: join(import.meta.dir, "../.."), env: { ...process.env, ...env }, stdout: "pipe", stderr: "pipe" });
+      const out = await new Response(admin.stdout).text();
+      expect(await admin.exited).toBe(0);
+      const link = (JSON.parse(out) as { url: string }).url;
+      expect(link).toStartWith(`${gw.url}/console/#invite=`);
+      const holder = new ConsoleClient(gw.url);
+      await holder.acceptInvite(link, "a long enough password for the demo holder");
+      const overview = await holder.json("GET", "/console/api/overview");
+      expect(JSON.stringify(overview)).toContain("demo");
+    } finally {
+      gw.child.kill("SIGTERM");
+      await gw.child.exited;
     }
   }, 30_000);
 
