@@ -128,6 +128,29 @@ export interface ConsoleStore {
   deleteSession(tokenHash: string): MaybePromise<void>;
   /** Newest first, through indexes: the records' primary key, or (account_id, created_at). */
   recentRequests(query: RecentQuery): MaybePromise<RecentRequest[]>;
+  /** The account's credit entries, newest first, at most `limit` (through the account's index). */
+  creditEntries(accountId: string, limit: number): MaybePromise<CreditEntry[]>;
+}
+
+/**
+ * A movement of an account's credits that is not a request's charge: what it opened with, what an
+ * operator added or took back. A holder saw the balance jump after a top-up with nothing saying
+ * why, and an operator could not look back at what was added (a console probe).
+ */
+export interface CreditEntry {
+  created_at: string;
+  kind: "opening" | "top_up" | "debit";
+  /** Signed: a debit is negative. */
+  credits: number;
+}
+
+/** Most credit entries an account's page lists. */
+export const CREDIT_ENTRIES_SHOWN = 20;
+
+/** A credit_entries row as the console lists it (`initial` and the migration's `opening` are both the opening balance). */
+export function creditEntryOf(r: { amount_micro: unknown; kind: unknown; created_at: unknown }): CreditEntry {
+  const kind = r.kind === "top_up" || r.kind === "debit" ? r.kind : "opening";
+  return { created_at: iso(Number(r.created_at))!, kind, credits: microToCredits(Number(r.amount_micro)) };
 }
 
 /** Most requests one recent-requests page lists. */

@@ -143,7 +143,7 @@ test("an expired key frees its place among the ten: listed with the revoked (its
   await Bun.sleep(Math.max(0, Date.parse(soon.created_at) + 1_100 - Date.now()));
   await page.goto(`${gateway.url}/console/#account/${made.id}`);
   await page.locator("h1", { hasText: "expired key co" }).waitFor();
-  expect(await page.locator("table caption").first().textContent()).toBe("Keys: 9 of 10 in use");
+  expect(await page.locator("table caption", { hasText: "Keys:" }).first().textContent()).toBe("Keys: 9 of 10 in use");
   const fold = page.getByTestId("keys-revoked");
   expect(await fold.locator("summary").textContent()).toBe("Revoked and expired keys (1)");
   expect(await fold.getByTestId("key-status").textContent()).toStartWith("expired ");
@@ -768,4 +768,32 @@ test("a refusal names a field as its form does, not as the API's JSON does ('Inv
   await page.getByTestId("account-create").click();
   await page.locator("form[aria-label='New account'] .error").filter({ hasText: "Name must hold more than spaces." }).waitFor();
   expect(await page.locator("main").textContent()).not.toMatch(/spend_limit|null for|Invalid request/);
+}, 30_000);
+
+test("the account page lists the credits opened with, added and taken back: the holder sees why the balance moved, the operator's top-up shows at once (a console probe)", async () => {
+  const made = await admin("POST", "/v1/admin/accounts", { name: "credits history co", credits: 5 });
+  await admin("POST", `/v1/admin/accounts/${made.id}/credits`, { amount: 7 });
+  // The operator adds 3 more from the console: its entry leads the list without a reload.
+  await page.goto(`${gateway.url}/console/#account/${made.id}`);
+  await page.getByTestId("topup-amount").fill("3");
+  await page.getByTestId("topup-submit").click();
+  await page.getByTestId("balance").filter({ hasText: "15" }).waitFor();
+  const rows = () => page.getByTestId("credit-entry").evaluateAll((trs) => trs.map((tr) => [tr.getAttribute("data-kind"), tr.children[1]!.textContent, tr.children[2]!.textContent]));
+  expect(await rows()).toEqual([["top_up", "Added by the operator", "+3"], ["top_up", "Added by the operator", "+7"], ["opening", "Opening balance", "5"]]);
+  await admin("POST", `/v1/admin/accounts/${made.id}/debits`, { amount: 1.5 });
+  const invite = await admin("POST", `/v1/admin/accounts/${made.id}/invites`, { login: "credits-history@example.com" });
+  const context = await browser.newContext({ viewport: { width: 375, height: 667 } });
+  try {
+    const holder = await context.newPage();
+    holder.setDefaultTimeout(10_000);
+    await acceptInvite(holder, invite.url);
+    await holder.getByTestId("balance").filter({ hasText: "13.5" }).waitFor();
+    expect(await holder.locator("#credit-history-title").textContent()).toBe("Credits added and taken back");
+    const seen = await holder.getByTestId("credit-entry").evaluateAll((trs) => trs.map((tr) => [tr.getAttribute("data-kind"), tr.children[2]!.textContent, tr.children[0]!.getAttribute("data-label")]));
+    expect(seen).toEqual([["debit", "-1.5", "When"], ["top_up", "+3", "When"], ["top_up", "+7", "When"], ["opening", "5", "When"]]);
+    // On a phone it stacks as the other tables do: no sideways scroll.
+    expect(await holder.evaluate(() => (globalThis as any).document.documentElement.scrollWidth)).toBe(375);
+  } finally {
+    await context.close();
+  }
 }, 30_000);

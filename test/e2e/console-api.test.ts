@@ -161,6 +161,26 @@ function consoleSuite(name: string, start: () => Promise<Setup>) {
       }
     }, 30_000);
 
+    test("an account's page lists its credits opened with, added and taken back, newest first, to its holder and the operator; never another account's (a console probe: a top-up showed as a jump with nothing saying why)", async () => {
+      const s = await start();
+      try {
+        const { operator, holder, account } = await holderSetup(s.gw, "credits co", "credits@example.com");
+        await operator.json("POST", `/console/api/accounts/${account.id}/debits`, { amount: 2.5 });
+        const expected = [{ kind: "debit", credits: -2.5 }, { kind: "top_up", credits: 90 }, { kind: "opening", credits: 10 }];
+        const own = (await holder.json("GET", "/console/api/overview")).account;
+        expect(own.credit_history.map((e: { kind: string; credits: number }) => ({ kind: e.kind, credits: e.credits }))).toEqual(expected);
+        for (const e of own.credit_history) expect(e.created_at).toMatch(/^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(\.\d+)?Z$/);
+        expect(own.balance).toBe(97.5);
+        const seen = await operator.json("GET", `/console/api/accounts/${account.id}`);
+        expect(seen.credit_history).toEqual(own.credit_history);
+        const other = await operator.json("POST", "/console/api/accounts", { name: "other co", credits: 3 }, 201);
+        expect((await operator.json("GET", `/console/api/accounts/${other.id}`)).credit_history.map((e: { kind: string; credits: number }) => [e.kind, e.credits])).toEqual([["opening", 3]]);
+        expect((await holder.call("GET", `/console/api/accounts/${other.id}`)).status).toBe(404);
+      } finally {
+        await s.stop();
+      }
+    });
+
     test("an account holder sees only their own account: another's id is 404 by every console route, operator routes are 403", async () => {
       const s = await start();
       try {

@@ -41,8 +41,33 @@ export function accountView(session: Session, account: Account, reload: Reload, 
   // Its own requests (the Requests view's latest 100 are every account's).
   if (operator) root.append(h("p", {}, h("a", { href: `#requests/${account.id}`, "data-testid": "account-requests-link" }, "Recent requests of this account")));
   if (operator) root.append(topUpForm(account, reload), debitForm(account, reload), accountLimitForm(account, reload), requestLimitsForm(account, reload), suspendForm(account, reload), inviteForm(account, reload), ...(logins ? [loginsSection(account, logins, reload)] : []));
+  const history = creditHistory(account, operator);
+  if (history) root.append(history);
   root.append(keysSection(session, account, reload));
   return root;
+}
+
+const CREDIT_MOVES = { opening: "Opening balance", top_up: "Added by the operator", debit: "Taken back by the operator" } as const;
+
+/**
+ * The balance's moves that are not charges: what the account opened with, what the operator added
+ * or took back, newest first. A holder saw the balance jump after a top-up with nothing saying
+ * why (a console probe); charges are in Usage and Requests.
+ */
+function creditHistory(account: Account, operator: boolean): HTMLElement | null {
+  const entries = account.credit_history;
+  if (!entries || entries.length === 0) return null;
+  const table = h("table", { class: "wide fit", "data-testid": "credit-history" },
+    h("caption", {}, entries.length >= 20 ? "The latest 20" : `${entries.length} in all`),
+    h("thead", {}, h("tr", {}, ...["When", "What", "Credits"].map((c) => h("th", { scope: "col" }, c)))),
+    h("tbody", {}, ...entries.map((e) => h("tr", { "data-testid": "credit-entry", "data-kind": e.kind },
+      h("td", {}, when(e.created_at)), h("td", {}, CREDIT_MOVES[e.kind]), h("td", { class: "num" }, `${e.credits > 0 && e.kind !== "opening" ? "+" : ""}${credits(e.credits)}`),
+    ))));
+  labelColumns(table);
+  return h("section", { "aria-labelledby": "credit-history-title" },
+    h("h2", { id: "credit-history-title" }, "Credits added and taken back"),
+    h("p", { class: "note" }, operator ? "The account's balance moves other than its requests' charges (those are in Usage and Requests)." : "Your balance's moves other than your requests' charges (those are in Usage and Requests)."),
+    h("div", { class: "scroll" }, table));
 }
 
 /**
@@ -185,7 +210,9 @@ function balanceForm(account: Account, reload: Reload, kind: keyof typeof BALANC
     announce(`${say.done} ${creditsOf(Number(amount.value))}.`);
     // Back where the operator was (the view is drawn again with the new balance, which the answer
     // says: nothing is read again), not at its top.
-    reload(`[data-testid=${kind}-amount]`, { account: { balance: moved.balance, reserved: moved.reserved } });
+    // Its entry leads the credits' history (the server's time is a moment off; the next read has it).
+    const entry = { created_at: new Date().toISOString(), kind: kind === "debit" ? ("debit" as const) : ("top_up" as const), credits: (kind === "debit" ? -1 : 1) * Number(amount.value) };
+    reload(`[data-testid=${kind}-amount]`, { account: { balance: moved.balance, reserved: moved.reserved, credit_history: [entry, ...(account.credit_history ?? [])].slice(0, 20) } });
     // Held until the view is shown again: the amount is still typed and its key is spent, so a
     // second click before the new view would be applied twice.
     return "hold";

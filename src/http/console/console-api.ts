@@ -4,7 +4,7 @@ import { timingSafeEqual } from "node:crypto";
 import type { ModelConfig } from "../../config/schema.ts";
 import { HOLDER_KEY_WINDOW_MS, HOLDER_KEYS_PER_DAY, holderKeyCeiling, holderKeyWait } from "../../accounts/holder-keys.ts";
 import { canonicalLogin, LOGIN_PATTERN, weakPassword, clearedSessionCookie, hashSecret, issueInvite, publicOrigin, sameOrigin, plantedCookieClears, sessionCookie, sessionTokens, startSession, type NewSession, type PasswordHasher, PasswordsBusyError } from "../../console/console-auth.ts";
-import { MAX_RECENT, type ConsoleSession, type ConsoleStore } from "../../console/console-store.ts";
+import { CREDIT_ENTRIES_SHOWN, MAX_RECENT, type ConsoleSession, type ConsoleStore } from "../../console/console-store.ts";
 import { rangeOf } from "../../console/usage-range.ts";
 import { chartPeriods, MAX_CHART_PERIODS, summarizeUsage, TABLE_GROUPS } from "../../console/usage-summary.ts";
 import type { SignInAttempts } from "../../limits/sign-in-attempts.ts";
@@ -174,15 +174,18 @@ export function consoleApiRoutes(deps: ConsoleApiDeps) {
     // whose every request got 402 saw a balance and nothing about it (a console probe). Whole
     // hours, as Usage's "Last 24 hours" (the same count there), read from the hourly rollups.
     const lastDay = rangeOf("24h", deps.now());
-    const [active, inactive, usage, limits] = await Promise.all([
+    const [active, inactive, usage, limits, credits] = await Promise.all([
       ops.keyPage(id, { state: "active", limit: "100" }),
       ops.keyPage(id, { state: "inactive", limit: String(FIRST_KEYS_PAGE) }),
       ops.accountUsage(id, { from: String(lastDay.from), to: String(lastDay.to) }),
       holder ? ops.keyLimits(id, deps.now() - HOLDER_KEY_WINDOW_MS) : undefined,
+      store.creditEntries(id, CREDIT_ENTRIES_SHOWN),
     ]);
     return {
       ...withDefaults(facts), keys: [...active.data, ...inactive.data], keys_page: { active: active.total, inactive: inactive.total, next_offset: inactive.next_offset },
       refused_last_24h: usage.rejected,
+      // What was added and taken back, newest first: the balance's moves that are not charges.
+      credit_history: credits,
       ...(limits ? { new_key: holderKeyCeiling(limits) } : {}),
     };
   };

@@ -1,5 +1,5 @@
 import { iso } from "../../accounts/account-store.ts";
-import { recentRequestOf, type ConsoleStore, type SessionKind } from "../../console/console-store.ts";
+import { creditEntryOf, recentRequestOf, type ConsoleStore, type SessionKind } from "../../console/console-store.ts";
 import { int, withTimeout, type Pg } from "./pg-client.ts";
 
 /** What a recent request shows (store/sqlite/sqlite-console-store.ts reads the same). */
@@ -121,6 +121,10 @@ export function createPostgresConsoleStore(sql: Pg, timeoutMs = 2_000): ConsoleS
         ? await bounded(sql.unsafe(`SELECT ${RECENT_COLUMNS} FROM ${RECENT_FROM} WHERE u.account_id = $1 ORDER BY u.created_at DESC, u.id DESC LIMIT $2`, [q.accountId, q.limit]), "recent requests")
         : await bounded(sql.unsafe(`SELECT ${RECENT_COLUMNS} FROM ${RECENT_FROM} ORDER BY u.id DESC LIMIT $1`, [q.limit]), "recent requests");
       return rows.map(recentRequestOf);
+    },
+    async creditEntries(accountId, limit) {
+      const rows = await bounded(sql`SELECT amount_micro, kind, created_at FROM credit_entries WHERE account_id = ${accountId} ORDER BY id DESC LIMIT ${limit}`, "credit entries");
+      return rows.map(creditEntryOf);
     },
   };
 }

@@ -1,7 +1,7 @@
 import type { Database } from "bun:sqlite";
 import { retryWhileBusy } from "./sqlite-errors.ts";
 import { iso } from "../../accounts/account-store.ts";
-import { recentRequestOf, type AcceptOutcome, type ConsoleInvite, type ConsoleSession, type ConsoleStore, type ConsoleUser, type RecentQuery, type SessionKind } from "../../console/console-store.ts";
+import { creditEntryOf, recentRequestOf, type AcceptOutcome, type ConsoleInvite, type ConsoleSession, type ConsoleStore, type ConsoleUser, type RecentQuery, type SessionKind } from "../../console/console-store.ts";
 
 type RecordRow = { request_id: string; client_request_id: string | null; created_at: number; account_id: string; key_id: string; model: string; status: string; latency_ms: number; prompt_tokens: number; completion_tokens: number; cost_micro: number };
 
@@ -54,6 +54,7 @@ export function createSqliteConsoleStore(db: Database): ConsoleStore {
   const cancelOpenInvites = db.query("DELETE FROM console_invites WHERE login = ? COLLATE NOCASE AND account_id = ? AND used_at IS NULL AND expires_at > ?");
   const cancelOtherInvites = db.query("DELETE FROM console_invites WHERE login = ? COLLATE NOCASE AND token_hash <> ? AND used_at IS NULL");
   // Newest first by the primary key (all accounts) or the (account_id, created_at) index (one account).
+  const credits = db.query<{ amount_micro: number; kind: string; created_at: number }, [string, number]>("SELECT amount_micro, kind, created_at FROM credit_entries WHERE account_id = ? ORDER BY id DESC LIMIT ?");
   const recentAll = db.query<RecordRow, [number]>(`SELECT ${RECENT_COLUMNS} FROM ${RECENT_FROM} ORDER BY u.id DESC LIMIT ?`);
   const recentOne = db.query<RecordRow, [string, number]>(`SELECT ${RECENT_COLUMNS} FROM ${RECENT_FROM} WHERE u.account_id = ? ORDER BY u.created_at DESC, u.id DESC LIMIT ?`);
 
@@ -123,6 +124,9 @@ export function createSqliteConsoleStore(db: Database): ConsoleStore {
     recentRequests(q: RecentQuery) {
       const rows = q.accountId ? recentOne.all(q.accountId, q.limit) : recentAll.all(q.limit);
       return rows.map(recentRequestOf);
+    },
+    creditEntries(accountId, limit) {
+      return credits.all(accountId, limit).map(creditEntryOf);
     },
   };
 }
