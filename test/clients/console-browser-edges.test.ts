@@ -797,3 +797,26 @@ test("the account page lists the credits opened with, added and taken back: the 
     await context.close();
   }
 }, 30_000);
+
+test("a signed-out load of the console and of an invite link logs no error in the browser's console (each logged 'Failed to load resource: 401'; a console probe)", async () => {
+  const made = await admin("POST", "/v1/admin/accounts", { name: "quiet console co", credits: 1 });
+  const invite = await admin("POST", `/v1/admin/accounts/${made.id}/invites`, { login: "quiet@example.com" });
+  const context = await browser.newContext({ viewport: { width: 1280, height: 800 } });
+  try {
+    const tab = await context.newPage();
+    const errors: string[] = [];
+    tab.on("console", (message) => {
+      if (message.type() === "error") errors.push(message.text());
+    });
+    tab.on("response", (response) => {
+      if (response.status() >= 400) errors.push(`${response.status()} ${response.url()}`);
+    });
+    await tab.goto(`${gateway.url}/console/`);
+    await tab.getByTestId("sign-in-token").waitFor();
+    await tab.goto(invite.url);
+    await tab.getByTestId("invite-password").waitFor();
+    expect(errors).toEqual([]);
+  } finally {
+    await context.close();
+  }
+}, 30_000);

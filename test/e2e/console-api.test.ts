@@ -961,7 +961,13 @@ describe("the console page", () => {
       expect(csp).toContain("frame-ancestors 'none'");
       const again = await fetch(`${s.gw.url}/console/`, { headers: { "if-none-match": res.headers.get("etag")! } });
       expect(again.status).toBe(304);
-      expect((await fetch(`${s.gw.url}/console/api/overview`)).status).toBe(401);
+      // Signed out (no session cookie) is no error: 200, no session (a 401 logged an error in the
+      // browser's console at every signed-out load). A session cookie that no longer holds is a 401.
+      const signedOut = await fetch(`${s.gw.url}/console/api/overview`);
+      expect(signedOut.status).toBe(200);
+      expect(await signedOut.json()).toEqual({ session: null });
+      expect((await fetch(`${s.gw.url}/console/api/overview`, { headers: { cookie: `switchyard_console=${"A".repeat(43)}` } })).status).toBe(401);
+      expect((await fetch(`${s.gw.url}/console/api/session`)).status).toBe(401);
       // Its icon is in the page (no request for /favicon.ico, which would be a 404).
       expect(html).toMatch(/<link rel="icon" href="data:image\/svg\+xml,/);
       // A mistyped or shared path under /console opens the console; the API's unknown paths stay JSON 404s.

@@ -69,6 +69,9 @@ export async function api<T>(method: "GET" | "POST" | "PATCH" | "DELETE", path: 
     const said = typeof error?.message === "string" ? consoleWords(error.message) : undefined;
     throw new ApiError(res.status, said ?? `The gateway answered ${res.status}.`, said !== undefined, code);
   }
+  // The overview of a browser signed out (no session cookie): read as the 401 it was before, so
+  // every caller goes on to the sign-in as it did.
+  if (path === "/overview" && (parsed as { session?: unknown } | undefined)?.session === null) throw new ApiError(401, "Not signed in: sign in.", true, null);
   return parsed as T;
 }
 

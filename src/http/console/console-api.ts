@@ -291,6 +291,10 @@ export function consoleApiRoutes(deps: ConsoleApiDeps) {
     // A page's first data in one request: who is signed in (and the CSRF token), with the holder's
     // account or the operator's first page of accounts.
     .get("/overview", async ({ request }) => {
+      // A browser that sends no session cookie is signed out, which is no error: answered 401, every
+      // signed-out page load logged "Failed to load resource: 401" in the browser's console (a
+      // console probe). A session cookie that no longer holds is still a 401, which says why.
+      if (sessionTokens(request).length === 0 && request.headers.get("x-csrf-token") === null) return { session: null };
       const s = await session(request);
       if (s.kind === "holder") return { session: info(s), account: await accountWithKeys(s.accountId!, true) };
       return { session: info(s), accounts: await ops.listAccounts({ limit: "100" }) };
