@@ -820,3 +820,18 @@ test("a signed-out load of the console and of an invite link logs no error in th
     await context.close();
   }
 }, 30_000);
+
+test("spend-limit fields take what the API takes: above 1,000,000,000 credits the browser says so where it is typed (a console probe: the top-up field did, the limits did not)", async () => {
+  const made = await admin("POST", "/v1/admin/accounts", { name: "limit bound co", credits: 1 });
+  await admin("POST", `/v1/admin/accounts/${made.id}/keys`, { name: "bounded" });
+  await page.goto(`${gateway.url}/console/#account/${made.id}`);
+  await page.getByTestId("key-spend-limit").first().waitFor();
+  const overflows = await page.locator("[data-testid=account-spend-limit], [data-testid=new-key-spend-limit], [data-testid=key-spend-limit]").evaluateAll((inputs) => inputs.map((input: any) => {
+    input.value = "2000000000";
+    const over = input.validity.rangeOverflow;
+    input.value = "1000000000";
+    return [over, input.validity.rangeOverflow];
+  }));
+  expect(overflows.length).toBeGreaterThanOrEqual(3);
+  for (const o of overflows) expect(o).toEqual([true, false]);
+}, 30_000);

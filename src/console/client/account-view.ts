@@ -228,7 +228,7 @@ function limitChange(limit: HTMLInputElement, period: HTMLSelectElement): { spen
 }
 
 function accountLimitForm(account: Account, reload: Reload): HTMLElement {
-  const limit = h("input", { type: "number", min: "0", step: "any", value: account.spend_limit ?? "", placeholder: "none" });
+  const limit = h("input", { type: "number", min: "0", max: "1000000000", step: "any", value: account.spend_limit ?? "", placeholder: "none", "data-testid": "account-spend-limit" });
   const period = periodSelect(account.spend_limit_period);
   const submit = h("button", { type: "submit", "data-testid": "account-limit-submit" }, "Save limit");
   return form("Account spend limit", [field("Limit in credits (empty: none)", limit), field("Period", period)], submit, async () => {
@@ -428,7 +428,7 @@ function keysSection(session: Session, account: Account, reload: Reload): HTMLEl
   const others = account.keys.filter((k) => !keyStatus(k).active);
   const page = account.keys_page ?? { active: inUse.length, inactive: others.length, next_offset: null };
   const name = h("input", { type: "text", dir: "auto", maxlength: "200", "data-testid": "key-name" });
-  const limit = h("input", { type: "number", min: "0", step: "any", placeholder: "none" });
+  const limit = h("input", { type: "number", min: "0", max: "1000000000", step: "any", placeholder: "none", "data-testid": "new-key-spend-limit" });
   const period = periodSelect(null);
   const rpm = h("input", { type: "number", min: "1", max: "1000000", step: "1", placeholder: gatewayValue(account.default_limits?.key_requests_per_minute) });
   const models = h("input", { type: "text", placeholder: "every model", "data-testid": "key-models" });
@@ -678,7 +678,7 @@ function keyRow(k: KeySummary, reload: Reload, operator: boolean, defaults: Defa
     const lastDay = k.expires_at ? new Date(Date.parse(k.expires_at) - 1).toISOString().slice(0, 10) : "";
     // No day before today (UTC) in the picker: such a day is over, and the key would stop at once.
     const expires = h("input", { type: "date", value: lastDay, min: new Date().toISOString().slice(0, 10), "aria-label": `Last day of ${label} (UTC; empty: no end)`, "data-testid": "key-expires" });
-    const limit = h("input", { type: "number", min: "0", step: "any", value: k.spend_limit ?? "", placeholder: "none", "aria-label": `Spend limit of ${label}`, "data-testid": "key-spend-limit" });
+    const limit = h("input", { type: "number", min: "0", max: "1000000000", step: "any", value: k.spend_limit ?? "", placeholder: "none", "aria-label": `Spend limit of ${label}`, "data-testid": "key-spend-limit" });
     const period = periodSelect(k.spend_limit_period, { "aria-label": `Period of ${label}'s limit` });
     // The operator's own settings of a key: its pace and its models (a holder sees them, read-only).
     const rpm = h("input", { type: "number", min: "1", max: "1000000", step: "1", value: k.rate_limit_per_minute ?? "", placeholder: gatewayValue(defaults?.key_requests_per_minute), "aria-label": `Requests a minute for ${label} (empty: the gateway's default)`, "data-testid": "key-rpm" });
