@@ -2,7 +2,7 @@
 import "./config/runtime-env.ts";
 import { ConfigError } from "./config/load-config.ts";
 import { connectionIdleSeconds } from "./config/schema.ts";
-import { DemoConfigError, EnvNumberError, healthCheckTarget, readEnvironment, StoreConfigError, WorkersConfigError, type Environment } from "./config/env.ts";
+import { DemoConfigError, EnvNumberError, healthCheckTarget, readEnvironment, sqlitePath, StoreConfigError, WorkersConfigError, type Environment } from "./config/env.ts";
 import { OpsConfigError } from "./config/ops-settings.ts";
 import { cannotOpenLedger, openDatabase } from "./store/database.ts";
 import { closeLedger } from "./store/sqlite/file-identity.ts";
@@ -237,7 +237,7 @@ Demo key (account "demo", ${demoCredits.toLocaleString("en-US", { maximumFractio
 
 Console (balance, usage, keys): http://${shown}:${port}/console/ — an API key does not sign in there; the demo
 account's login comes from an invite link this prints (in another terminal, in the checkout):
-  ${process.env.SWITCHYARD_DB ? `SWITCHYARD_DB=${process.env.SWITCHYARD_DB} ` : ""}${adminCommand()} invite ${demo.accountId} you@example.com --url http://${shown}:${port}
+  ${dbPath !== sqlitePath({}) ? `SWITCHYARD_DB=${dbPath} ` : ""}${adminCommand()} invite ${demo.accountId} you@example.com --url http://${shown}:${port}
 `);
 }
 
