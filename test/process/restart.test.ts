@@ -160,10 +160,11 @@ test("a SIGTERM whose grace ends before an answer came: the requests cut then (n
   // The upstream has both requests and answers neither: the gateway's own stop ends them, not their clients.
   upstream.reply({ kind: "hang" });
   upstream.reply({ kind: "hang" });
-  // A third's whole answer has its head out and the rest 500 ms later, after the cut: read to its
+  // A third's whole answer has its head out and the rest 1.5 s later, after the cut (500 ms was
+  // not always after it on a loaded CI machine, and the answer was whole and charged): read to its
   // end, but its client's connection was reset, so none of it went out.
   const answer = JSON.stringify({ id: "c", object: "chat.completion", created: 1, model: "m", choices: [{ index: 0, message: { role: "assistant", content: "a whole answer nobody got" }, finish_reason: "stop" }], usage: { prompt_tokens: 900, completion_tokens: 7, total_tokens: 907 } });
-  upstream.reply({ kind: "sse", headers: { "content-type": "application/json" }, chunks: [answer.slice(0, 40), answer.slice(40)], delayMs: 500 });
+  upstream.reply({ kind: "sse", headers: { "content-type": "application/json" }, chunks: [answer.slice(0, 40), answer.slice(40)], delayMs: 1_500 });
   const sentBefore = upstream.requests.length;
   const ask = (id: string, stream: boolean) =>
     fetch(`${gw.url}/v1/chat/completions`, {

@@ -196,7 +196,16 @@ describe("WAL checkpoints on their own thread", () => {
     expect(await checkpointer.ready).toBe(true);
     // Lone commits as lone settlements under steady load: the pass never finds a moment without a
     // commit after it, so only a restart brings the log back to its start.
-    const { commits, longestRefusalMs, refusals, logRestarts } = steadyCommits(db, 1_500);
+    // Up to three more spells when the machine starved the checkpointer's thread (a CI run beside a
+    // multi-process load saw one restart in the first 1.5 s): the rule is "started over", not a rate.
+    let { commits, longestRefusalMs, refusals, logRestarts } = steadyCommits(db, 1_500);
+    for (let more = 0; logRestarts < 5 && more < 3; more++) {
+      const next = steadyCommits(db, 1_500);
+      commits += next.commits;
+      longestRefusalMs = Math.max(longestRefusalMs, next.longestRefusalMs);
+      refusals += next.refusals;
+      logRestarts += next.logRestarts;
+    }
     const pageSize = db.query<{ page_size: number }, []>("PRAGMA page_size").get()!.page_size;
     // Each commit appended at least one page: a log never started over is at least that long.
     const appended = commits * pageSize;
