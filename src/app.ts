@@ -64,7 +64,7 @@ import type { ConsoleStore } from "./console/console-store.ts";
 import { createSqliteConsoleStore } from "./store/sqlite/sqlite-console-store.ts";
 import { createSignInAttempts, type SignInAttemptOptions } from "./limits/sign-in-attempts.ts";
 import { passwordHasher, type PasswordCost } from "./console/console-auth.ts";
-import { consoleApiRoutes, consoleGate } from "./http/console/console-api.ts";
+import { consoleApiRoutes, consoleGate, createSessionChecks } from "./http/console/console-api.ts";
 import { consolePageRoutes } from "./http/console/console-page.ts";
 import { adminOperations } from "./http/routes/admin-operations.ts";
 import { createModelHealth } from "./ops/model-health.ts";
@@ -335,6 +335,7 @@ export function createApp(deps: AppDeps) {
   let draining = false;
   const authFailures = createAuthFailures({ now, ...deps.adminAuthFailures });
   const keyFailureWindowMs = deps.keyAuthFailures?.windowMs ?? 60_000;
+  const sessionChecks = createSessionChecks(now);
   const keyFailures = { failures: createAuthFailures({ now, limit: KEY_FAILURES_PER_MINUTE, ...deps.keyAuthFailures, windowMs: keyFailureWindowMs }), windowMs: keyFailureWindowMs };
 
   // The OpenAPI document describes what was built (read on its first request). Without an admin
@@ -387,7 +388,7 @@ export function createApp(deps: AppDeps) {
       // The admin token is checked on arrival too, before an admin body is read.
       admin: deps.adminToken ? adminGate({ adminToken: deps.adminToken, now, log, authFailures }) : undefined,
       // Changes to the console's API from another site are refused on arrival, before their bodies are read.
-      console: consoleStore ? consoleGate : undefined,
+      console: consoleStore ? (request, server) => sessionChecks.gate(request, server) ?? consoleGate(request) : undefined,
       // A key whose token counts fill its share is refused before its next count's body is read.
       countsBusy: (keyId, bodyBytes, accountId) => counts.busy(keyId, bodyBytes, accountId),
       // A count its rate buckets let in takes its body's bytes from its account's minute.
@@ -445,6 +446,7 @@ export function createApp(deps: AppDeps) {
       now,
       log,
       keyAccount: async (keyId) => (await accounts.spendStatus("key", keyId))?.accountId ?? null,
+      sessionChecks,
       defaultLimits: {
         key_requests_per_minute: deps.settings.limits.requests_per_minute,
         key_max_concurrent_requests: deps.settings.limits.max_concurrent_requests ?? null,

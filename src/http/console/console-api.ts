@@ -8,6 +8,7 @@ import { CREDIT_ENTRIES_SHOWN, MAX_RECENT, type ConsoleSession, type ConsoleStor
 import { rangeOf } from "../../console/usage-range.ts";
 import { chartPeriods, MAX_CHART_PERIODS, summarizeUsage, TABLE_GROUPS } from "../../console/usage-summary.ts";
 import type { SignInAttempts } from "../../limits/sign-in-attempts.ts";
+import { createAuthFailures } from "../../limits/auth-failures.ts";
 import type { Logger } from "../../log/log.ts";
 import type { ModelHealth } from "../../ops/model-health.ts";
 import type { VendorKeyStatus } from "../../providers/key-pools.ts";
@@ -37,6 +38,52 @@ export interface ConsoleApiDeps {
   keyAccount: (keyId: string) => Promise<string | null>;
   /** The gateway's limits for keys and accounts that set none (config `limits`): an account's view shows them as numbers. */
   defaultLimits: DefaultLimits;
+  /** Session tokens that name no session, per address (createSessionChecks); unset: not counted. */
+  sessionChecks?: SessionChecks;
+}
+
+/** Session tokens looked up in vain from one address a minute; past them its unknown tokens are 429, not read. */
+export const SESSION_FAILURES_PER_MINUTE = 300;
+export type SessionChecks = ReturnType<typeof createSessionChecks>;
+const SESSIONLESS = /^\/console\/api\/(sign-in|invites\/(check|accept))$/;
+
+/**
+ * Console session tokens that named no session, counted per client address (block). Each token a
+ * request carries (up to 16) is a read of the shared store, before any session is known: a flood of
+ * made-up cookies from one address (16 a request, 64 connections) took the PostgreSQL pool from the
+ * tenants on every replica (a hostile-tenant probe: another tenant's p50 48 → 144 ms, p99 119 →
+ * 649 ms). Past the limit, an address's requests carrying no session this process has found are
+ * refused before any read (429), and those carrying one have only such tokens read: a holder or
+ * operator already signed in behind the flooder's address keeps working.
+ */
+export function createSessionChecks(now: () => number, limit = SESSION_FAILURES_PER_MINUTE) {
+  const failures = createAuthFailures({ now, limit });
+  /** Token hashes this process found live (newest last), at most 10,000. */
+  const known = new Set<string>();
+  const blocks = new WeakMap<Request, string>();
+  const throttled = (request: Request) => { const block = blocks.get(request); return block !== undefined && failures.throttled(block); };
+  return {
+    /** In the admission hook: the request's address, and the refusal of a throttled address's unknown sessions. */
+    gate(request: Request, server: { requestIP(r: Request): { address: string } | null } | null): Response | undefined {
+      const tokens = sessionTokens(request);
+      if (tokens.length === 0) return undefined;
+      blocks.set(request, addressBlock(server?.requestIP(request)?.address ?? "unknown"));
+      // A sign-in and an invite read no session: an old cookie sent along must not keep its browser out.
+      if (!throttled(request) || SESSIONLESS.test(new URL(request.url).pathname) || tokens.some((token) => known.has(hashSecret(token)))) return undefined;
+      return errorResponse(false, 429, "rate_limit", "Too many console requests with sessions that do not exist from this address: sign in again in a minute.", { "retry-after": "60", ...unreadBodyHeaders(request) });
+    },
+    /** The hashes of the tokens to read: only those found before while the address is throttled. */
+    toRead: (request: Request, hashes: string[]) => (throttled(request) ? hashes.filter((h) => known.has(h)) : hashes),
+    found(hash: string) {
+      known.delete(hash);
+      if (known.size >= 10_000) known.delete(known.values().next().value!);
+      known.add(hash);
+    },
+    missed(request: Request, count: number) {
+      const block = blocks.get(request);
+      if (block !== undefined) for (let i = 0; i < count; i++) failures.failed(block);
+    },
+  };
 }
 
 /** The limits a key or account without its own has (null: none). */
@@ -195,9 +242,13 @@ export function consoleApiRoutes(deps: ConsoleApiDeps) {
     // Every cookie of our name is read (console-auth.ts, sessionTokens): a junk one planted beside
     // ours is passed over; two live ones are refused, never one guessed (the answer that follows
     // ends the planted ones: plantedCookieClears, below).
-    const tokens = sessionTokens(request);
+    const checks = deps.sessionChecks;
+    const hashes = sessionTokens(request).map(hashSecret);
+    const read = checks ? checks.toRead(request, hashes) : hashes;
     const now = deps.now();
-    const live = (await Promise.all(tokens.map((token) => store.findSession(hashSecret(token), now)))).filter((s): s is ConsoleSession => s !== null);
+    const live = (await Promise.all(read.map((hash) => store.findSession(hash, now)))).filter((s): s is ConsoleSession => s !== null);
+    for (const s of live) checks?.found(s.tokenHash);
+    checks?.missed(request, read.length - live.length);
     if (live.length > 1) {
       deps.log("warn", "console request with two live sessions (a cookie planted by another site on this host?)", { path: new URL(request.url).pathname });
       throw withPlantedCleared(new GatewayError(401, "authentication", "This browser sent two console sessions, one of them set by another site on this host: sign in again."), request);
@@ -265,6 +316,7 @@ export function consoleApiRoutes(deps: ConsoleApiDeps) {
     }
   };
   const signedIn = (request: Request, made: NewSession, set: { headers: Record<string, string | number> }) => {
+    deps.sessionChecks?.found(hashSecret(made.token));
     set.headers["set-cookie"] = sessionCookie(made.token, request, Math.floor((made.expiresAt - deps.now()) / 1000));
     return info(made);
   };

@@ -81,7 +81,7 @@ export interface AdmissionOptions {
    * Refuses what another site could make a browser send to `/console/api/` (http/console/console-api.ts,
    * `consoleGate`), before the body is read; absent (SWITCHYARD_CONSOLE=off), nothing is checked.
    */
-  console?: (request: Request) => Response | undefined;
+  console?: (request: Request, server: AdminServer) => Response | undefined;
   /**
    * Why a key's token counts are full (limits/count-queue.ts), or undefined: its next count is
    * refused here, before a body that could only be refused is read.
@@ -166,7 +166,7 @@ export function admissionPlugin(o: AdmissionOptions) {
     const tooLarge = length > o.maxBodyBytes
       ? () => errorResponse(anthropic, 413, "request_too_large", `The request body is ${length} bytes; the limit is ${o.maxBodyBytes}.`, { connection: "close" })
       : undefined;
-    if (!path.startsWith("/v1/")) return (o.console && path.startsWith("/console/api/") ? o.console(request) : undefined) ?? tooLarge?.();
+    if (!path.startsWith("/v1/")) return (o.console && path.startsWith("/console/api/") ? o.console(request, server) : undefined) ?? tooLarge?.();
     if (path.startsWith("/v1/admin/")) return o.admin?.(request, server) ?? tooLarge?.();
     // A browser's request from another origin: its preflight is answered here, without a key (a
     // browser sends none with it); the request itself gets its headers before it is judged.
