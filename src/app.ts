@@ -81,6 +81,8 @@ import { readOpenFilesLimit, watchOpenFiles } from "./ops/open-files.ts";
  * is to get its 401), a sixteenth of a second of a flood (one address sent 4,800 a second).
  */
 const KEY_FAILURES_PER_MINUTE = 300;
+/** Console API requests a minute of one account's holders together (bursts of as many); a page's view takes a few. */
+const HOLDER_CONSOLE_REQUESTS_PER_MINUTE = 300;
 
 export interface AppDeps {
   /** The SQLite file's connection: accounts, keys and the ledger, unless `stores` are given. */
@@ -336,6 +338,7 @@ export function createApp(deps: AppDeps) {
   const authFailures = createAuthFailures({ now, ...deps.adminAuthFailures });
   const keyFailureWindowMs = deps.keyAuthFailures?.windowMs ?? 60_000;
   const sessionChecks = createSessionChecks(now);
+  const limiter = deps.limiter ?? createRateLimiter(now);
   const keyFailures = { failures: createAuthFailures({ now, limit: KEY_FAILURES_PER_MINUTE, ...deps.keyAuthFailures, windowMs: keyFailureWindowMs }), windowMs: keyFailureWindowMs };
 
   // The OpenAPI document describes what was built (read on its first request). Without an admin
@@ -378,7 +381,7 @@ export function createApp(deps: AppDeps) {
     .use(admissionPlugin({
       keys,
       principals,
-      limiter: deps.limiter ?? createRateLimiter(now),
+      limiter,
       defaultPerMinute: deps.settings.limits.requests_per_minute,
       defaultAccountPerMinute: deps.settings.limits.account_requests_per_minute,
       maxBodyBytes: deps.settings.limits.max_body_bytes,
@@ -447,6 +450,8 @@ export function createApp(deps: AppDeps) {
       log,
       keyAccount: async (keyId) => (await accounts.spendStatus("key", keyId))?.accountId ?? null,
       sessionChecks,
+      // Shared through Redis with the API's buckets: every process and replica counts one.
+      holderRate: (accountId) => limiter.take(`console:${accountId}`, HOLDER_CONSOLE_REQUESTS_PER_MINUTE),
       defaultLimits: {
         key_requests_per_minute: deps.settings.limits.requests_per_minute,
         key_max_concurrent_requests: deps.settings.limits.max_concurrent_requests ?? null,
