@@ -755,14 +755,12 @@ test("a refusal names a field as its form does, not as the API's JSON does ('Inv
   await page.goto(`${gateway.url}/console/#account/${made.id}`);
   const form = page.locator("form[aria-label='Account spend limit']");
   const said = form.locator(".error");
-  for (const [typed, words] of [
-    ["1e15", "Spend limit: must be a number of credits from 0 to 1000000000 (at most 6 decimals), or empty for none."],
-    ["0.0000001", "Spend limit: credits may have at most 6 decimal places"],
-  ]) {
-    await form.locator("input").fill(typed!);
-    await page.getByTestId("account-limit-submit").click();
-    await said.filter({ hasText: words! }).waitFor();
-  }
+  // Above the API's bound the browser refuses it where it is typed (the field's max), before any request.
+  await form.locator("input").fill("1e15");
+  expect(await form.locator("input").evaluate((input: any) => input.validity.rangeOverflow)).toBe(true);
+  await form.locator("input").fill("0.0000001");
+  await page.getByTestId("account-limit-submit").click();
+  await said.filter({ hasText: "Spend limit: credits may have at most 6 decimal places" }).waitFor();
   await page.goto(`${gateway.url}/console/#accounts`);
   await page.getByTestId("account-name").fill("   ");
   await page.getByTestId("account-create").click();
