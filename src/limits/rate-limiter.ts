@@ -1,4 +1,5 @@
 import { takeToken, type BucketDecision, type BucketState } from "./token-bucket.ts";
+import { spendTokens, type TokenSpend } from "./token-budget.ts";
 
 /**
  * The RateLimitStore port: one decision per request, for a key and its limit. The in-process
@@ -14,6 +15,12 @@ export interface RateLimitStore {
    * decision says what its bucket holds; `allowed` is that bucket's own answer.
    */
   takeBoth(first: BucketAsk, second: BucketAsk): [BucketDecision, BucketDecision] | Promise<[BucketDecision, BucketDecision]>;
+  /**
+   * An account's tokens a minute (limits/token-budget.ts): `admit` takes a request's expected
+   * tokens unless the bucket is in debt; `settle` takes (or, negative, gives back) the difference
+   * once it is known. Its buckets are apart from the request buckets' (same ids never meet).
+   */
+  spend(id: string, perMinute: number, tokens: number, how: TokenSpend): BucketDecision | Promise<BucketDecision>;
   /** Shared stores only: whether they answer now (cheap, no round trip); `/ready` and metrics read it. */
   health?(): { reachable: boolean };
 }
@@ -31,14 +38,18 @@ const IDLE_MS = 60_000;
  * In-process buckets, one per key. Memory stays bounded: a bucket untouched for a minute is
  * full, so it is forgotten on the next sweep and recreated full on demand.
  */
-export function createRateLimiter(now: () => number): { take(keyId: string, perMinute: number): BucketDecision; takeBoth(first: BucketAsk, second: BucketAsk): [BucketDecision, BucketDecision] } {
+export function createRateLimiter(now: () => number): { take(keyId: string, perMinute: number): BucketDecision; takeBoth(first: BucketAsk, second: BucketAsk): [BucketDecision, BucketDecision]; spend(id: string, perMinute: number, tokens: number, how: TokenSpend): BucketDecision } {
   const buckets = new Map<string, BucketState>();
+  // Token budgets apart: a budget in debt (negative) must never be read as a request bucket.
+  const budgets = new Map<string, BucketState>();
   let lastSweep = now();
   const clock = (): number => {
     const at = now();
     if (at - lastSweep > IDLE_MS) {
       lastSweep = at;
       for (const [id, bucket] of buckets) if (at - bucket.updatedAt > IDLE_MS) buckets.delete(id);
+      // A budget's debt is at most a minute's tokens: after two idle minutes it is full.
+      for (const [id, budget] of budgets) if (at - budget.updatedAt > 2 * IDLE_MS) budgets.delete(id);
     }
     return at;
   };
@@ -60,6 +71,11 @@ export function createRateLimiter(now: () => number): { take(keyId: string, perM
       }
       // Neither is taken: each keeps what it held (refilled to now).
       return [untaken(buckets, first, a, at), untaken(buckets, second, b, at)];
+    },
+    spend(id: string, perMinute: number, tokens: number, how: TokenSpend): BucketDecision {
+      const { state, decision } = spendTokens(budgets.get(id), perMinute, clock(), tokens, how);
+      budgets.set(id, state);
+      return decision;
     },
   };
 }

@@ -85,6 +85,56 @@ export function rateLimitContract(name: string, make: () => Promise<RateLimitSto
       expect((await take(store, other, 3)).remaining).toBe(2);
     });
 
+    test("tokens a minute: a request is admitted while the budget is not in debt and takes its expected tokens; the settlement takes or gives back the difference", async () => {
+      const store = await make();
+      const account = freshKey();
+      const spend = async (tokens: number, how: "admit" | "settle") => store.spend(account, 6_000, tokens, how);
+      const first = await spend(4_000, "admit");
+      expect([first.allowed, first.remaining, first.retryAfterMs]).toEqual([true, 2_000, 0]);
+      // Admitted with 2,000 left though it expects 5,000: the budget goes into debt by it.
+      const second = await spend(5_000, "admit");
+      expect(second.allowed).toBe(true);
+      expect(second.remaining).toBe(0);
+      // In debt (about 3,000 at 100 a second): refused, nothing taken, told to wait about 30 s.
+      const refused = await spend(1, "admit");
+      expect(refused.allowed).toBe(false);
+      expect(refused.unavailable).toBeUndefined();
+      expect(refused.retryAfterMs).toBeGreaterThan(29_000);
+      expect(refused.retryAfterMs).toBeLessThanOrEqual(30_002);
+      expect((await spend(1, "admit")).retryAfterMs).toBeLessThanOrEqual(refused.retryAfterMs);
+      // The first answer used 500 of its 4,000: 3,500 come back, and the budget is out of debt.
+      const settled = await spend(-3_500, "settle");
+      expect(settled.allowed).toBe(true);
+      expect(settled.remaining).toBeGreaterThanOrEqual(500);
+      expect(settled.remaining).toBeLessThanOrEqual(510);
+      expect((await spend(100, "admit")).allowed).toBe(true);
+      // A settlement always applies, even in debt; the debt stops at a minute's tokens.
+      expect((await spend(1_000_000, "settle")).allowed).toBe(true);
+      const deep = await spend(1, "admit");
+      expect(deep.allowed).toBe(false);
+      expect(deep.retryAfterMs).toBeGreaterThan(59_000);
+      expect(deep.retryAfterMs).toBeLessThanOrEqual(60_002);
+      // What is given back never fills past a minute's tokens.
+      await spend(-1_000_000, "settle");
+      expect((await spend(0, "settle")).remaining).toBe(6_000);
+    });
+
+    test("tokens a minute apart from requests a minute: the same id names two buckets", async () => {
+      const store = await make();
+      const id = freshKey();
+      await store.spend(id, 10, 1_000, "settle");
+      expect((await take(store, id, 10)).allowed).toBe(true);
+      expect((await store.spend(id, 10, 1, "admit")).allowed).toBe(false);
+    });
+
+    test("tokens a minute, exact under concurrency: of 50 requests at once expecting 150 each on a budget of 1,000, exactly 7 start (the seventh into debt)", async () => {
+      const store = await make();
+      const account = freshKey();
+      const decisions = await Promise.all(Array.from({ length: 50 }, () => store.spend(account, 1_000, 150, "admit")));
+      expect(decisions.filter((d) => d.allowed)).toHaveLength(7);
+      expect(decisions.filter((d) => d.unavailable)).toHaveLength(0);
+    });
+
     test("two buckets at once, exact under concurrency: 200 at once on limits of 10 and 1,000 admit exactly 10, each taking from both", async () => {
       const store = await make();
       const [key, account] = [freshKey(), freshKey()];

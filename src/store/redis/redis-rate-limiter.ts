@@ -93,6 +93,38 @@ local first = keep(KEYS[1], capA, a, okA)
 local second = keep(KEYS[2], capB, b, okB)
 return {first[1], first[2], first[3], first[4], second[1], second[2], second[3], second[4]}`;
 
+/**
+ * limits/token-budget.ts's spendTokens as one script, on Redis's clock, in the same units (1/60,000
+ * of a token). KEYS[1]: the budget; ARGV[1]: tokens a minute; ARGV[2]: the tokens taken (negative:
+ * given back); ARGV[3]: 1 to admit (refused, nothing taken, while in debt), 0 to settle. The debt
+ * is bounded by a minute's tokens. Returns {allowed, remaining, retryAfterMs, resetMs}.
+ */
+const SPEND = `
+local t = redis.call('TIME')
+local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+local cap = tonumber(ARGV[1])
+local full = cap * 60000
+local state = redis.call('HMGET', KEYS[1], 'u', 't')
+local units = full
+if state[1] then
+  local elapsed = now - tonumber(state[2])
+  if elapsed < 0 then elapsed = 0 end
+  units = math.min(full, tonumber(state[1]) + elapsed * cap)
+end
+local allowed = 1
+if ARGV[3] == '1' and units <= 0 then allowed = 0 end
+if allowed == 1 then
+  units = math.max(-full, math.min(full, units - tonumber(ARGV[2]) * 60000))
+end
+local reset = math.ceil((full - units) / cap)
+redis.call('HSET', KEYS[1], 'u', units, 't', now)
+redis.call('PEXPIRE', KEYS[1], reset + 1000)
+local retry = 0
+if units <= 0 then retry = math.ceil(-units / cap) + 1 end
+local remaining = 0
+if units > 0 then remaining = math.floor(units / 60000) end
+return {allowed, remaining, retry, reset}`;
+
 /** How long a refused client is told to wait while Redis cannot be reached. */
 const UNAVAILABLE_RETRY_MS = 5_000;
 /** Reconnection attempts while Redis is down, at most this often. */
@@ -117,6 +149,7 @@ export function createRedisRateLimiter(url: string, o: RedisRateLimiterOptions =
   const client = new RedisClient(url, { connectionTimeout: connectTimeoutMs, autoReconnect: true, maxRetries: 1_000_000, enableOfflineQueue: false });
   const sha = new Bun.CryptoHasher("sha1").update(TAKE).digest("hex");
   const shaBoth = new Bun.CryptoHasher("sha1").update(TAKE_BOTH).digest("hex");
+  const shaSpend = new Bun.CryptoHasher("sha1").update(SPEND).digest("hex");
   const refused = new Map<string, { until: number; perMinute: number; resetAt: number }>();
   let connecting: Promise<void> | undefined;
   let lastAttempt = 0;
@@ -230,6 +263,18 @@ export function createRedisRateLimiter(url: string, o: RedisRateLimiterOptions =
           const failed = unavailable(err);
           return [failed, failed] as [BucketDecision, BucketDecision];
         },
+      );
+    },
+    spend(id, perMinute, tokens, how): BucketDecision | Promise<BucketDecision> {
+      // Not remembered when refused: a settlement elsewhere may give tokens back at any time.
+      if (!client.connected) return unavailable(new Error("not connected"));
+      return bounded(script(shaSpend, SPEND, [prefix + "tb:" + id], [String(perMinute), String(Math.round(tokens)), how === "admit" ? "1" : "0"])).then(
+        (reply) => {
+          if (down) answered();
+          const [allowed, remaining, retryAfterMs, resetMs] = (reply as unknown[]).map(Number);
+          return { allowed: allowed === 1, remaining: remaining!, retryAfterMs: retryAfterMs!, resetMs: resetMs! };
+        },
+        (err) => unavailable(err),
       );
     },
     /** Connected and the last decision did not fail: no round trip, so `/ready` can ask it on every probe. */
