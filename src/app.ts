@@ -297,6 +297,8 @@ export function createApp(deps: AppDeps) {
     log,
     probeEveryMs: deps.keyProbeEveryMs,
   });
+  // Requests a minute (admission), an account's tokens a minute (gateway/token-hold.ts), the console's holders.
+  const limiter = deps.limiter ?? createRateLimiter(now);
   const forwardDeps = {
     tracker,
     keyPools,
@@ -318,6 +320,7 @@ export function createApp(deps: AppDeps) {
     scrubber,
     principals,
     concurrency: deps.concurrency ?? createConcurrencyLimiter(),
+    limiter,
     keys,
     // Whole answers each account's requests hold until their clients read them.
     unread: createUnreadAnswers({ perAccountBytes: deps.settings.limits.answer_per_account_bytes }),
@@ -338,7 +341,6 @@ export function createApp(deps: AppDeps) {
   const authFailures = createAuthFailures({ now, ...deps.adminAuthFailures });
   const keyFailureWindowMs = deps.keyAuthFailures?.windowMs ?? 60_000;
   const sessionChecks = createSessionChecks(now);
-  const limiter = deps.limiter ?? createRateLimiter(now);
   const keyFailures = { failures: createAuthFailures({ now, limit: KEY_FAILURES_PER_MINUTE, ...deps.keyAuthFailures, windowMs: keyFailureWindowMs }), windowMs: keyFailureWindowMs };
 
   // The OpenAPI document describes what was built (read on its first request). Without an admin
@@ -430,7 +432,8 @@ export function createApp(deps: AppDeps) {
     .use(ops.metrics ? metricsRoute({ expose: () => exposeMetrics(), token: ops.metricsToken }) : new Elysia({ name: "switchyard/no-metrics" }))
     .use(modelsRoute(catalogue, principals))
     .use(keyRoute({ accounts, ledger, defaultPerMinute: deps.settings.limits.requests_per_minute, defaultMaxConcurrent: deps.settings.limits.max_concurrent_requests ?? null,
-      defaultAccountPerMinute: deps.settings.limits.account_requests_per_minute ?? null, defaultAccountMaxConcurrent: deps.settings.limits.account_max_concurrent_requests ?? null, principals }))
+      defaultAccountPerMinute: deps.settings.limits.account_requests_per_minute ?? null, defaultAccountMaxConcurrent: deps.settings.limits.account_max_concurrent_requests ?? null,
+      defaultAccountTokensPerMinute: deps.settings.limits.account_tokens_per_minute ?? null, principals }))
     .use(openApiRoute(documented));
   // The web console (http/console/): its own paths under /console, nothing on the /v1 path.
   // Before the admin routes, for the bearer plugin's reason above.
@@ -457,6 +460,7 @@ export function createApp(deps: AppDeps) {
         key_max_concurrent_requests: deps.settings.limits.max_concurrent_requests ?? null,
         account_requests_per_minute: deps.settings.limits.account_requests_per_minute ?? null,
         account_max_concurrent_requests: deps.settings.limits.account_max_concurrent_requests ?? null,
+        account_tokens_per_minute: deps.settings.limits.account_tokens_per_minute ?? null,
       },
     }));
   }

@@ -36,6 +36,8 @@ export interface ActiveKey {
   accountRateLimitPerMinute: number | null;
   /** The account's own override of limits.account_max_concurrent_requests: all its keys' requests under way together. */
   accountMaxConcurrentRequests: number | null;
+  /** The account's own override of limits.account_tokens_per_minute: all its keys' prompt and answer tokens together (limits/token-budget.ts). */
+  accountTokensPerMinute: number | null;
   /** The operator suspended the account: its keys are refused (403) until it is resumed. */
   accountSuspended: boolean;
 }
@@ -60,6 +62,8 @@ export interface KeyPatch {
   models?: string[] | null;
   maxConcurrentRequests?: number | null;
 }
+/** An account's limits given when it is opened (absent: the gateway's defaults). */
+export type AccountOpening = Pick<AccountPatch, "rateLimitPerMinute" | "maxConcurrentRequests" | "tokensPerMinute">;
 /** An account's settings to change: absent fields stay as they are. */
 export interface AccountPatch {
   name?: string;
@@ -69,6 +73,8 @@ export interface AccountPatch {
   rateLimitPerMinute?: number | null;
   /** Requests under way at once for all its keys together; null: limits.account_max_concurrent_requests. */
   maxConcurrentRequests?: number | null;
+  /** Prompt and answer tokens a minute for all its keys together; null: limits.account_tokens_per_minute. */
+  tokensPerMinute?: number | null;
   /** true: suspended from now (a suspended account stays suspended since its first suspension); false: resumed. */
   suspended?: boolean;
 }
@@ -150,6 +156,7 @@ export function keySearchTerm(search: string | null | undefined): string {
 export interface AccountLimits {
   rate_limit_per_minute: number | null;
   max_concurrent_requests: number | null;
+  tokens_per_minute: number | null;
 }
 
 /** Since when the operator has suspended the account (its keys refused with a 403); null: it is not. */
@@ -245,7 +252,7 @@ export function keyLimits(k: KeyLimitsRow): KeyLimits {
  */
 export interface AccountStore {
   /** `limits`: the account's own request limits (AccountPatch's fields), written with it. */
-  createAccount(name: string, balanceMicro: number, limits?: Pick<AccountPatch, "rateLimitPerMinute" | "maxConcurrentRequests">): MaybePromise<Account>;
+  createAccount(name: string, balanceMicro: number, limits?: AccountOpening): MaybePromise<Account>;
   getAccount(id: string): MaybePromise<Account | null>;
   /** The oldest account with this name (the demo account), or null. */
   findAccountByName(name: string): MaybePromise<Account | null>;
@@ -335,6 +342,7 @@ export interface KeyRow {
 export interface ActiveKeyRow {
   id: string; account_id: string; rate_limit_per_minute: number | null; expires_at: number | null; allowed_models: string | null; max_concurrent_requests: number | null;
   account_rate_limit_per_minute: number | null; account_max_concurrent_requests: number | null; account_suspended_at: number | null;
+  account_tokens_per_minute: number | null;
 }
 
 /** A key lookup's row as the request path uses it (both stores). */
@@ -343,6 +351,7 @@ export function activeKey(row: ActiveKeyRow): ActiveKey {
     keyId: row.id, accountId: row.account_id, rateLimitPerMinute: row.rate_limit_per_minute, expiresAt: row.expires_at,
     models: readModelsColumn(row.allowed_models), maxConcurrentRequests: row.max_concurrent_requests,
     accountRateLimitPerMinute: row.account_rate_limit_per_minute, accountMaxConcurrentRequests: row.account_max_concurrent_requests,
+    accountTokensPerMinute: row.account_tokens_per_minute,
     // PostgreSQL's BIGINT comes back as a string: only its presence matters here.
     accountSuspended: row.account_suspended_at !== null,
   };
@@ -422,6 +431,7 @@ export function accountPageOf(
       spend_limit_period: r.spend_limit_period,
       rate_limit_per_minute: r.rate_limit_per_minute,
       max_concurrent_requests: r.max_concurrent_requests,
+      tokens_per_minute: r.tokens_per_minute,
       suspended_at: iso(r.suspended_at),
     })),
     next_cursor: rows.length > limit && last ? encodeAccountCursor(last.created_at, last.id) : null,

@@ -160,6 +160,16 @@ export function modelPatternsText(text: string | undefined, field = "--models"):
 
 /** Most requests one key may have under way at once. */
 export const MAX_CONCURRENT_REQUESTS = 100_000;
+/** The largest tokens a minute an account may be given: a vendor's largest tiers are tens of millions. */
+export const MAX_TOKENS_PER_MINUTE = 1_000_000_000;
+
+/** An account's tokens a minute (limits/token-budget.ts): a whole number from 1 to MAX_TOKENS_PER_MINUTE. */
+export function parseTokensPerMinute(value: unknown, field = "tokens_per_minute"): number {
+  if (typeof value !== "number" || !Number.isInteger(value) || value < 1 || value > MAX_TOKENS_PER_MINUTE) {
+    throw new AdminInputError(`${field} must be a whole number from 1 to ${MAX_TOKENS_PER_MINUTE}.`);
+  }
+  return value;
+}
 
 export function parseMaxConcurrent(value: unknown, field = "max_concurrent_requests"): number {
   if (typeof value !== "number" || !Number.isInteger(value) || value < 1 || value > MAX_CONCURRENT_REQUESTS) {

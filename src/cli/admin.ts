@@ -2,7 +2,7 @@ import { existsSync } from "node:fs";
 import { openDatabase } from "../store/database.ts";
 import { CursorError, KeyLimitError, MAX_ACCOUNT_PAGE, type AccountPatch, type AccountStore, type KeyOptions, type KeyPatch } from "../accounts/account-store.ts";
 import { createAccountStore } from "../store/sqlite/sqlite-accounts.ts";
-import { AdminInputError, creditsText, modelPatternsText, parseCredits, parseIdempotencyKey, parseInstant, parseMaxConcurrent, parseName, parseRateLimit, parseSpendPeriod, parseTopUp, parseUsageQuery } from "../accounts/admin-input.ts";
+import { AdminInputError, creditsText, modelPatternsText, parseCredits, parseIdempotencyKey, parseInstant, parseMaxConcurrent, parseName, parseRateLimit, parseSpendPeriod, parseTokensPerMinute, parseTopUp, parseUsageQuery, MAX_TOKENS_PER_MINUTE } from "../accounts/admin-input.ts";
 import { BalanceCapError, DebitRefusedError, IdempotencyConflictError } from "../billing/ledger.ts";
 import { creditWriter, debitWriter } from "../store/sqlite/credits.ts";
 import { GatewayLockError, lockDatabaseFile } from "../store/sqlite/gateway-lock.ts";
@@ -22,9 +22,10 @@ import { createSqliteConsoleStore } from "../store/sqlite/sqlite-console-store.t
 import { createPostgresConsoleStore } from "../store/postgres/pg-console-store.ts";
 
 const USAGE = `usage: bun run admin <command>
-  accounts create <name> <credits> [--rpm N] [--max-concurrent N]
-                                         create an account; --rpm and --max-concurrent limit all its keys
-                                         together (requests a minute, requests under way at once)
+  accounts create <name> <credits> [--rpm N] [--max-concurrent N] [--tpm N]
+                                         create an account; --rpm, --max-concurrent and --tpm limit all its keys
+                                         together (requests a minute, requests under way at once, prompt and
+                                         answer tokens a minute)
   accounts list [--name TEXT] [--limit N] [--cursor C]
                                          accounts oldest first, 50 (at most 500) a page; --name keeps names
                                          containing TEXT (any case); --cursor is the last page's next_cursor
@@ -39,9 +40,9 @@ const USAGE = `usage: bun run admin <command>
                                          less what requests in flight hold; on SQLite only while no gateway runs
                                          on the file (else use POST /v1/admin/accounts/:id/debits or the console)
   accounts update <account-id> [--name NAME] [--spend-limit CREDITS|none] [--period day|week|month|none]
-                       [--rpm N|none] [--max-concurrent N|none]
+                       [--rpm N|none] [--max-concurrent N|none] [--tpm N|none]
                                          change what is given; --period none: the limit is over the account's life;
-                                         --rpm/--max-concurrent: all its keys together (none: the config's default)
+                                         --rpm/--max-concurrent/--tpm: all its keys together (none: the config's default)
   keys create <account-id> [name] [--rpm N] [--expires ISO-DATE] [--spend-limit CREDITS] [--period day|week|month]
                        [--models ID,PREFIX*,...] [--max-concurrent N]
                                          issue a key (printed once); at most 10 active per account; --models:
@@ -112,6 +113,11 @@ function rpm(value: string): number {
 const period = (value: string) => checked(() => parseSpendPeriod(value, "--period"));
 const models = (value: string) => checked(() => modelPatternsText(value, "--models"));
 
+function tokensPerMinute(value: string): number {
+  if (!/^\d+$/.test(value)) throw new UsageError(`--tpm must be a whole number from 1 to ${MAX_TOKENS_PER_MINUTE}`);
+  return checked(() => parseTokensPerMinute(Number(value), "--tpm"));
+}
+
 function maxConcurrent(value: string): number {
   if (!/^\d+$/.test(value)) throw new UsageError("--max-concurrent must be a whole number from 1 to 100000");
   return checked(() => parseMaxConcurrent(Number(value), "--max-concurrent"));
@@ -137,14 +143,14 @@ function flags(args: string[]): { positional: string[]; options: Record<string, 
  * without the limit its operator typed.
  */
 const COMMAND_FLAGS: Record<string, readonly string[]> = {
-  "accounts create": ["rpm", "max-concurrent"],
+  "accounts create": ["rpm", "max-concurrent", "tpm"],
   "accounts list": ["name", "limit", "cursor"],
   "accounts show": [],
   "accounts suspend": [],
   "accounts resume": [],
   "accounts topup": ["idempotency-key"],
   "accounts debit": ["idempotency-key"],
-  "accounts update": ["name", "spend-limit", "period", "rpm", "max-concurrent"],
+  "accounts update": ["name", "spend-limit", "period", "rpm", "max-concurrent", "tpm"],
   "keys create": ["rpm", "expires", "spend-limit", "period", "models", "max-concurrent"],
   "keys list": [],
   "keys update": ["name", "spend-limit", "period", "rpm", "expires", "models", "max-concurrent"],
@@ -282,8 +288,9 @@ export async function runAdmin(argv: string[], env: Record<string, string | unde
       const limits: AccountPatch = {};
       if (has("rpm")) limits.rateLimitPerMinute = rpm(options.rpm!);
       if (has("max-concurrent")) limits.maxConcurrentRequests = maxConcurrent(options["max-concurrent"]!);
+      if (has("tpm")) limits.tokensPerMinute = tokensPerMinute(options.tpm!);
       const account = await accounts.createAccount(name(args[0], "name"), credits(args[1]), limits);
-      return json({ id: account.id, name: account.name, balance: account.balance, rate_limit_per_minute: limits.rateLimitPerMinute ?? null, max_concurrent_requests: limits.maxConcurrentRequests ?? null });
+      return json({ id: account.id, name: account.name, balance: account.balance, rate_limit_per_minute: limits.rateLimitPerMinute ?? null, max_concurrent_requests: limits.maxConcurrentRequests ?? null, tokens_per_minute: limits.tokensPerMinute ?? null });
     }
     if (noun === "accounts" && verb === "list" && args.length === 0) {
       const limit = options.limit === undefined ? 50 : Number(options.limit);
@@ -302,6 +309,7 @@ export async function runAdmin(argv: string[], env: Record<string, string | unde
       if (has("period")) patch.spendLimitPeriod = orNone(options.period!, period);
       if (has("rpm")) patch.rateLimitPerMinute = orNone(options.rpm!, rpm);
       if (has("max-concurrent")) patch.maxConcurrentRequests = orNone(options["max-concurrent"]!, maxConcurrent);
+      if (has("tpm")) patch.tokensPerMinute = orNone(options.tpm!, tokensPerMinute);
       if (!(await accounts.updateAccount(args[0]!, patch))) return { code: 1, out: `no account ${args[0]}` };
       return json(await accounts.describeAccount(args[0]!));
     }

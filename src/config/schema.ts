@@ -185,6 +185,12 @@ export const LimitsConfig = t.Object({
   account_requests_per_minute: t.Optional(StrictInteger({ minimum: 1, maximum: 1_000_000 })),
   account_max_concurrent_requests: t.Optional(StrictInteger({ minimum: 1, maximum: 100_000 })),
   /**
+   * An account's prompt and answer tokens a minute, all its keys together (limits/token-budget.ts),
+   * for accounts without their own `tokens_per_minute`: the vendors' keys are shared, and so are
+   * their tokens a minute. Unset: no limit.
+   */
+  account_tokens_per_minute: t.Optional(StrictInteger({ minimum: 1, maximum: 1_000_000_000 })),
+  /**
    * Free counting (`/v1/messages/count_tokens`, docs/decisions.md "Bodies and free counting"): the
    * most prompt text (UTF-8 bytes) one count takes, else 413; the text one key may have waiting for
    * or in the gateway's tokenizer, each count weighing at least 64 KiB (more: 429); all keys'

@@ -71,6 +71,8 @@ export interface BillingOpen {
   charges?: ChargeListener;
   /** Gives back the key's place among its requests under way: called once, when the request ends (settled, whichever way). */
   slot?: { release(): void };
+  /** The account's tokens a minute the request holds (gateway/token-hold.ts): settled with the tokens counted, once. */
+  tokens?: { settle(usedTokens: number): void };
   /** How many answers the model makes for this request (OpenAI's `n`; plan.ts answersAsked). */
   answers?: (model: ModelConfig) => number;
   /** The client's conversation id (gateway/session-id.ts), asked for at the settlement: see PromptMemory. */
@@ -199,6 +201,8 @@ class OpenSession implements BillingSession {
     const { deps, o } = this;
     const meter = this.#meter;
     const model = this.#model;
+    /** Prompt and answer tokens counted (what the vendor's tokens a minute count too); none when nothing was produced. */
+    let used = 0;
     try {
       // Nothing produced, nothing charged: an upstream that failed before answering costs nothing,
       // and so does a stream the upstream broke before its first token (Anthropic's message_start
@@ -244,6 +248,7 @@ class OpenSession implements BillingSession {
       const { usage, classes, prices, costMicro } = billed;
       const inputTokens = usage?.inputTokens ?? 0;
       const outputTokens = usage?.outputTokens ?? 0;
+      used = inputTokens + outputTokens;
       const durable = deps.ledger.settle({
         requestId: o.requestId,
         accountId: o.principal.accountId,
@@ -264,6 +269,8 @@ class OpenSession implements BillingSession {
       // answer's limit and no more prompt than billedPromptMax), nothing without one. Metrics and
       // the access log say the same.
       o.charges?.charged(inputTokens, outputTokens, this.reserved ? Math.min(costMicro, o.worstCaseMicro) : 0, classes);
+      // Before the answer's last byte waits for its durable record: the client's next request meets the count.
+      o.tokens?.settle(used);
       // A free answer's record may trail it: nothing billed, nothing to lose.
       if (this.reserved && costMicro > 0) await durable;
     } catch (err) {
@@ -271,6 +278,8 @@ class OpenSession implements BillingSession {
     } finally {
       deps.inflight.end();
       o.slot?.release();
+      // Once (a no-op when settled above): what nothing was counted of gives its tokens back.
+      o.tokens?.settle(used);
     }
   }
 }

@@ -23,6 +23,8 @@ import type { EmbeddingsInputMeasure } from "../formats/openai-embeddings/embedd
 import type { ChosenKey, KeyPools } from "../providers/key-pools.ts";
 import { keyVerdict, sessionHash } from "../providers/key-pool.ts";
 import { sessionIdOf } from "./session-id.ts";
+import { expectedTokens, holdTokens, type TokenHold } from "./token-hold.ts";
+import type { RateLimitStore } from "../limits/rate-limiter.ts";
 import { concurrencyRefusal, NO_SLOT, type ConcurrencySlot, type ConcurrencyStore, type PlacePair } from "../limits/concurrency-limiter.ts";
 import type { Transport } from "../transport/transport.ts";
 import type { PromptMemory } from "../billing/prompt-memory.ts";
@@ -55,6 +57,8 @@ export interface ForwardDeps {
   scrubber: Scrubber;
   /** The providers' vendor key pools; without them each provider's one key is sent as configured. */
   keyPools?: KeyPools;
+  /** Accounts' tokens a minute (gateway/token-hold.ts); without it, none is limited. */
+  limiter?: RateLimitStore;
   /** Requests under way per key (limits/concurrency-limiter.ts); without it, no key is capped. */
   concurrency?: ConcurrencyStore;
   /**
@@ -131,11 +135,21 @@ export async function forward(deps: ForwardDeps, req: ForwardRequest): Promise<R
   // Room among the account's answers not yet read, then a place among the key's requests under
   // way, before credits are held: a refused request holds nothing.
   const hold = holdAnswer(deps, req, plan);
+  // The account's tokens a minute (refused while spent), then the place.
+  let tokens: TokenHold;
   let slot: ConcurrencySlot;
+  try {
+    const held = holdTokens(deps.limiter, req.principal, deps.settings.limits.account_tokens_per_minute, expectedTokens(req.bodyBytes));
+    tokens = held instanceof Promise ? await held : held;
+  } catch (err) {
+    hold.release();
+    throw err;
+  }
   try {
     const taken = takeSlot(deps, req.principal);
     slot = taken instanceof Promise ? await taken : taken;
   } catch (err) {
+    tokens.settle(0);
     hold.release();
     throw err;
   }
@@ -144,8 +158,10 @@ export async function forward(deps: ForwardDeps, req: ForwardRequest): Promise<R
     billing = await openBillingSession(deps, {
       requestId: plan.requestId, principal: req.principal, worstCaseMicro: plan.worstCaseMicro, startedAt, promptText: plan.promptText, clientRequestId,
       charges: trace,
-      // From here the settlement gives the place back, once, whatever happens to the request.
+      // From here the settlement gives the place back, once, whatever happens to the request,
+      // and settles the tokens the vendor counted.
       slot,
+      tokens,
       answers: typeof req.body.n === "number" && req.body.n > 1 ? (model) => answersAsked(deps.settings, req.format.wire, req.body, model) : undefined,
       conversation: () => conversationOf(req, plan.uuid),
       billedPromptMax: plan.billedPromptMax,
@@ -154,6 +170,7 @@ export async function forward(deps: ForwardDeps, req: ForwardRequest): Promise<R
     });
   } catch (err) {
     slot.release();
+    tokens.settle(0);
     hold.release();
     throw err;
   }

@@ -122,7 +122,8 @@ const Ready = t.Object({
 
 const AccountRate = t.Union([StrictInteger(), t.Null()], { description: "The account's own limit on requests a minute for all its keys together; null: limits.account_requests_per_minute (unset: none)." });
 const AccountCap = t.Union([StrictInteger(), t.Null()], { description: "The account's own cap on requests under way at once for all its keys together; null: limits.account_max_concurrent_requests (unset: none)." });
-const Account = t.Object({ id: t.String(), name: t.String(), balance: t.Number(), rate_limit_per_minute: AccountRate, max_concurrent_requests: AccountCap }, open);
+const AccountTokens = t.Union([StrictInteger(), t.Null()], { description: "The account's own limit on prompt and answer tokens a minute for all its keys together; null: limits.account_tokens_per_minute (unset: none)." });
+const Account = t.Object({ id: t.String(), name: t.String(), balance: t.Number(), rate_limit_per_minute: AccountRate, max_concurrent_requests: AccountCap, tokens_per_minute: AccountTokens }, open);
 const SuspendedAt = t.Union([t.String({ format: "date-time" }), t.Null()], { description: "Since when the operator has suspended the account (every request of its keys a 403 until it is resumed); null: it is not." });
 const Period = t.Union([t.Literal("day"), t.Literal("week"), t.Literal("month"), t.Null()], { description: "UTC day, week from Monday, month; null: lifetime." });
 const SpentInPeriod = t.Number({ description: "Charged since the current period began; for a lifetime limit, everything charged." });
@@ -139,13 +140,13 @@ const KeySummary = t.Object({
 const AccountDescription = t.Object({
   id: t.String(), name: t.String(), balance: t.Number(), reserved: t.Number(), created_at: t.String({ format: "date-time" }),
   spend_limit: t.Union([t.Number(), t.Null()]), spend_limit_period: Period, spent_in_period: SpentInPeriod, period_resets_at: ResetsAt,
-  rate_limit_per_minute: AccountRate, max_concurrent_requests: AccountCap, suspended_at: SuspendedAt,
+  rate_limit_per_minute: AccountRate, max_concurrent_requests: AccountCap, tokens_per_minute: AccountTokens, suspended_at: SuspendedAt,
   keys: t.Array(KeySummary),
 });
 const AccountList = t.Object({
   object: t.Literal("list"),
   data: t.Array(t.Object({ id: t.String(), name: t.String(), balance: t.Number(), created_at: t.String({ format: "date-time" }), spend_limit: t.Union([t.Number(), t.Null()]), spend_limit_period: Period,
-    rate_limit_per_minute: AccountRate, max_concurrent_requests: AccountCap, suspended_at: SuspendedAt })),
+    rate_limit_per_minute: AccountRate, max_concurrent_requests: AccountCap, tokens_per_minute: AccountTokens, suspended_at: SuspendedAt })),
   next_cursor: t.Union([t.String(), t.Null()], { description: "Pass as `cursor` for the next page; null on the last." }),
 });
 const KeyInfo = t.Object({
@@ -153,6 +154,7 @@ const KeyInfo = t.Object({
     balance: t.Number(), reserved: t.Number({ description: "Held by requests still open." }),
     rate_limit_per_minute: t.Union([StrictInteger(), t.Null()], { description: "Requests a minute for all the account's keys together: its own limit, else limits.account_requests_per_minute; null: none." }),
     max_concurrent_requests: t.Union([StrictInteger(), t.Null()], { description: "Requests under way at once for all the account's keys together: its own cap, else limits.account_max_concurrent_requests; null: none." }),
+    tokens_per_minute: t.Union([StrictInteger(), t.Null()], { description: "Prompt and answer tokens a minute for all the account's keys together: its own limit, else limits.account_tokens_per_minute; null: none." }),
     suspended: t.Boolean({ description: "The operator suspended the account: every other request of its keys is a 403 until it is resumed." }),
   }),
   key: t.Object({
@@ -340,7 +342,7 @@ export const OPERATIONS: Record<string, Operation> = {
   },
   "POST /v1/admin/accounts": {
     summary: "Create an account",
-    description: "With an opening balance in credits, and optionally limits on all its keys together: `rate_limit_per_minute` (1–1e6) and `max_concurrent_requests` (1–100000).",
+    description: "With an opening balance in credits, and optionally limits on all its keys together: `rate_limit_per_minute` (1–1e6), `max_concurrent_requests` (1–100000) and `tokens_per_minute` (1–1e9: prompt and answer tokens, as the vendors count them).",
     tag: "admin", security: "admin", errors: [400, 401, 408, 413, 429, 503],
     answers: { "201": { description: "Created.", schema: Account } },
   },
@@ -352,7 +354,7 @@ export const OPERATIONS: Record<string, Operation> = {
   },
   "PATCH /v1/admin/accounts/:id": {
     summary: "Change an account",
-    description: "`name`, `spend_limit` (credits, null for none), `spend_limit_period` (day, week, month; null for lifetime), `rate_limit_per_minute` and `max_concurrent_requests` for all the account's keys together (null for the gateway's default), `suspended` (true: every request of its keys is a 403 until false resumes it; answers under way finish). Only the fields sent change; a new period recounts what was spent in it from the usage records; limits apply from the next request (within 2 s on other gateways sharing PostgreSQL).",
+    description: "`name`, `spend_limit` (credits, null for none), `spend_limit_period` (day, week, month; null for lifetime), `rate_limit_per_minute`, `max_concurrent_requests` and `tokens_per_minute` for all the account's keys together (null for the gateway's default), `suspended` (true: every request of its keys is a 403 until false resumes it; answers under way finish). Only the fields sent change; a new period recounts what was spent in it from the usage records; limits apply from the next request (within 2 s on other gateways sharing PostgreSQL).",
     tag: "admin", security: "admin", errors: [400, 401, 404, 408, 413, 429, 503],
     answers: { "200": { description: "The account, as GET shows it.", schema: AccountDescription } },
   },
@@ -468,7 +470,7 @@ const ERROR_TEXT: Record<number, string> = {
   408: "The body did not arrive within limits.body_timeout_ms of its first read (the connection is then closed).",
   413: "The body is larger than limits.max_body_bytes, whatever its content type, chunked or not (the connection is then closed); on count_tokens, also a prompt over limits.count_tokens_max_bytes of text.",
   422: "`messages` is empty.",
-  429: "The key's rate limit, or its requests under way at once (`max_concurrent_requests`), or its request bodies still arriving (`limits.body_per_key_bytes`), or (model routes) its account's whole answers not yet read (`limits.answer_per_account_bytes`); `retry-after` says when to retry.",
+  429: "The key's rate limit, or its requests under way at once (`max_concurrent_requests`), or its request bodies still arriving (`limits.body_per_key_bytes`), or (model routes) its account's whole answers not yet read (`limits.answer_per_account_bytes`) or its account's tokens a minute (`tokens_per_minute`, with `x-ratelimit-*-tokens`); `retry-after` says when to retry.",
   502: "No upstream could answer (never charged).",
   503: "The ledger cannot record charges, or the rate limiter (Redis) or key store cannot be reached, or the database (the admin API, GET /v1/key) cannot be used (`retry-after: 5`); or the gateway is receiving `limits.body_total_bytes` of bodies already (`retry-after: 1`).",
 };

@@ -284,6 +284,9 @@ const MIGRATIONS: (string | ((db: Database) => void))[] = [
      FROM (SELECT (created_at / 86400000) * 86400000 AS period, account_id, key_id, model, COUNT(*) AS n FROM usage_records
             WHERE estimated != 0 AND id <= (SELECT record_id FROM usage_rollup_mark) GROUP BY 1, 2, 3, 4) AS e
     WHERE usage_daily.day = e.period AND usage_daily.account_id = e.account_id AND usage_daily.key_id = e.key_id AND usage_daily.model = e.model;`,
+  // An account's own tokens a minute for all its keys together (limits/token-budget.ts); NULL for
+  // the gateway's default (limits.account_tokens_per_minute).
+  `ALTER TABLE accounts ADD COLUMN tokens_per_minute INTEGER;`,
 ];
 
 /** The schema version just before usage_records lost AUTOINCREMENT (tests build such a file). */
@@ -386,6 +389,13 @@ export function cannotOpenLedger(path: string, err: unknown): string {
 
 /** The schema version `migrate` brings a file to. */
 export const SCHEMA_VERSION = MIGRATIONS.length;
+
+/** The version a migration whose text has `marker` brings a file to (for tests of one migration), as pg-migrations.ts's versionOf. */
+export function sqliteVersionOf(marker: string): number {
+  const at = MIGRATIONS.findIndex((m) => typeof m === "string" && m.includes(marker));
+  if (at < 0) throw new Error(`no migration has ${marker}`);
+  return at + 1;
+}
 
 /** `upTo`: stop at that version (tests build a database as an older release left it). */
 export function migrate(db: Database, upTo = MIGRATIONS.length): void {

@@ -1557,3 +1557,18 @@ test("a login of 64 characters fits a phone: on its invite link's page and in th
     await phoneContext.close();
   }
 }, 60_000);
+
+test("the operator sets an account's tokens a minute beside its request limits; the view says what applies, and an empty field clears it", async () => {
+  const made = await (await fetch(`${gateway.url}/v1/admin/accounts`, { method: "POST", headers: { authorization: `Bearer ${ADMIN}`, "content-type": "application/json" }, body: JSON.stringify({ name: "token budget co", credits: 1 }) })).json() as { id: string };
+  await page.goto(`${gateway.url}/console/#account/${made.id}`);
+  await page.getByTestId("account-tpm").waitFor();
+  await expect(text("account-tokens")).resolves.toBe("no limit");
+  await page.getByTestId("account-tpm").fill("90000");
+  await page.getByTestId("account-requests-submit").click();
+  await page.getByTestId("account-tokens").filter({ hasText: "90,000: prompts and answers together" }).waitFor();
+  expect(await admin(`/v1/admin/accounts/${made.id}`)).toMatchObject({ tokens_per_minute: 90_000, rate_limit_per_minute: null, max_concurrent_requests: null });
+  await page.getByTestId("account-tpm").fill("");
+  await page.getByTestId("account-requests-submit").click();
+  await page.getByTestId("account-tokens").filter({ hasText: "no limit" }).waitFor();
+  expect(await admin(`/v1/admin/accounts/${made.id}`)).toMatchObject({ tokens_per_minute: null });
+}, 60_000);

@@ -30,7 +30,7 @@ function accountStoreContract(name: string, make: () => Promise<AccountStore>, f
       expect(created).toMatchObject({ name, balance: 2.5 });
       expect(await store.getAccount(created.id)).toEqual(created);
       expect(await store.findAccountByName(name)).toEqual(created);
-      expect(await store.describeAccount(created.id, 500_000)).toEqual({ ...created, reserved: 0.5, spend_limit: null, spend_limit_period: null, spent_in_period: 0, period_resets_at: null, rate_limit_per_minute: null, max_concurrent_requests: null, suspended_at: null, keys: [] });
+      expect(await store.describeAccount(created.id, 500_000)).toEqual({ ...created, reserved: 0.5, spend_limit: null, spend_limit_period: null, spent_in_period: 0, period_resets_at: null, rate_limit_per_minute: null, max_concurrent_requests: null, tokens_per_minute: null, suspended_at: null, keys: [] });
       expect(await store.getAccount("acct_missing")).toBeNull();
       expect(await store.describeAccount("acct_missing")).toBeNull();
       expect(await store.findAccountByName(`${name}_nobody`)).toBeNull();
@@ -41,7 +41,7 @@ function accountStoreContract(name: string, make: () => Promise<AccountStore>, f
       const account = await store.createAccount("keys", 1_000_000);
       const issued = (await store.createKey(account.id, { name: "ci", rateLimitPerMinute: 600, spendLimitMicro: 3_000_000 }))!;
       expect(issued.key).toMatch(/^svc-sk-[A-Za-z0-9_-]{43}$/);
-      expect(await store.findActiveKey(hashKey(issued.key))).toEqual({ keyId: issued.id, accountId: account.id, rateLimitPerMinute: 600, expiresAt: null, models: null, maxConcurrentRequests: null, accountRateLimitPerMinute: null, accountMaxConcurrentRequests: null, accountSuspended: false });
+      expect(await store.findActiveKey(hashKey(issued.key))).toEqual({ keyId: issued.id, accountId: account.id, rateLimitPerMinute: 600, expiresAt: null, models: null, maxConcurrentRequests: null, accountRateLimitPerMinute: null, accountMaxConcurrentRequests: null, accountTokensPerMinute: null, accountSuspended: false });
       const [summary] = await store.listKeys(account.id);
       expect(summary).toMatchObject({ id: issued.id, name: "ci", last4: issued.key.slice(-4), revoked_at: null, rate_limit_per_minute: 600, spend_limit: 3, spent: 0, spend_limit_period: null, spent_in_period: 0, period_resets_at: null });
       expect(await store.getKey(issued.id)).toEqual(summary!);
@@ -126,7 +126,7 @@ function accountStoreContract(name: string, make: () => Promise<AccountStore>, f
       const expiry = Date.UTC(2027, 0, 1);
       const changed = await store.updateKey(issued.id, { rateLimitPerMinute: 7, expiresAt: expiry, spendLimitMicro: 1_500_000 });
       expect(changed).toMatchObject({ name: "new", rate_limit_per_minute: 7, expires_at: "2027-01-01T00:00:00.000Z", spend_limit: 1.5, spend_limit_period: "week" });
-      expect(await store.findActiveKey(hashKey(issued.key))).toEqual({ keyId: issued.id, accountId: account.id, rateLimitPerMinute: 7, expiresAt: expiry, models: null, maxConcurrentRequests: null, accountRateLimitPerMinute: null, accountMaxConcurrentRequests: null, accountSuspended: false });
+      expect(await store.findActiveKey(hashKey(issued.key))).toEqual({ keyId: issued.id, accountId: account.id, rateLimitPerMinute: 7, expiresAt: expiry, models: null, maxConcurrentRequests: null, accountRateLimitPerMinute: null, accountMaxConcurrentRequests: null, accountTokensPerMinute: null, accountSuspended: false });
       const cleared = await store.updateKey(issued.id, { name: null, rateLimitPerMinute: null, expiresAt: null, spendLimitMicro: null, spendLimitPeriod: null });
       expect(cleared).toMatchObject({ name: null, rate_limit_per_minute: null, expires_at: null, spend_limit: null, spend_limit_period: null, period_resets_at: null });
       expect(await store.updateKey(issued.id, {})).toEqual(cleared!);
@@ -204,7 +204,7 @@ function accountStoreContract(name: string, make: () => Promise<AccountStore>, f
       expect(await store.updateKey(issued.id, { maxConcurrentRequests: 1 })).toMatchObject({ models: ["openai/*"], max_concurrent_requests: 1 });
       expect(await store.findActiveKey(hashKey(issued.key))).toMatchObject({ models: ["openai/*"], maxConcurrentRequests: 1 });
       expect(await store.updateKey(issued.id, { models: null, maxConcurrentRequests: null })).toMatchObject({ models: null, max_concurrent_requests: null });
-      expect(await store.findActiveKey(hashKey(issued.key))).toMatchObject({ models: null, maxConcurrentRequests: null, accountRateLimitPerMinute: null, accountMaxConcurrentRequests: null, accountSuspended: false });
+      expect(await store.findActiveKey(hashKey(issued.key))).toMatchObject({ models: null, maxConcurrentRequests: null, accountRateLimitPerMinute: null, accountMaxConcurrentRequests: null, accountTokensPerMinute: null, accountSuspended: false });
       const plain = (await store.createKey(account.id, "plain"))!;
       expect(await store.getKey(plain.id)).toMatchObject({ models: null, max_concurrent_requests: null });
     });
@@ -216,22 +216,22 @@ function accountStoreContract(name: string, make: () => Promise<AccountStore>, f
       const b = (await store.createKey(account.id, "b"))!;
       const other = await store.createAccount("other", 0);
       const c = (await store.createKey(other.id, "c"))!;
-      expect(await store.updateAccount(account.id, { rateLimitPerMinute: 120, maxConcurrentRequests: 4 })).toBe(true);
-      expect(await store.describeAccount(account.id)).toMatchObject({ rate_limit_per_minute: 120, max_concurrent_requests: 4, spend_limit: null });
-      expect((await store.listAccounts({ limit: 1, name: account.name })).data[0]).toMatchObject({ id: account.id, rate_limit_per_minute: 120, max_concurrent_requests: 4 });
+      expect(await store.updateAccount(account.id, { rateLimitPerMinute: 120, maxConcurrentRequests: 4, tokensPerMinute: 90_000 })).toBe(true);
+      expect(await store.describeAccount(account.id)).toMatchObject({ rate_limit_per_minute: 120, max_concurrent_requests: 4, tokens_per_minute: 90_000, spend_limit: null });
+      expect((await store.listAccounts({ limit: 1, name: account.name })).data[0]).toMatchObject({ id: account.id, rate_limit_per_minute: 120, max_concurrent_requests: 4, tokens_per_minute: 90_000 });
       // Each key keeps its own limits beside the account's.
       expect(await store.findActiveKey(hashKey(a.key))).toMatchObject({ rateLimitPerMinute: 600, maxConcurrentRequests: 9, accountRateLimitPerMinute: 120, accountMaxConcurrentRequests: 4 });
-      expect(await store.findActiveKey(hashKey(b.key))).toMatchObject({ rateLimitPerMinute: null, maxConcurrentRequests: null, accountRateLimitPerMinute: 120, accountMaxConcurrentRequests: 4 });
-      expect(await store.findActiveKey(hashKey(c.key))).toMatchObject({ accountRateLimitPerMinute: null, accountMaxConcurrentRequests: null, accountSuspended: false });
+      expect(await store.findActiveKey(hashKey(b.key))).toMatchObject({ rateLimitPerMinute: null, maxConcurrentRequests: null, accountRateLimitPerMinute: 120, accountMaxConcurrentRequests: 4, accountTokensPerMinute: 90_000 });
+      expect(await store.findActiveKey(hashKey(c.key))).toMatchObject({ accountRateLimitPerMinute: null, accountMaxConcurrentRequests: null, accountTokensPerMinute: null, accountSuspended: false });
       // Only what is given changes.
       expect(await store.updateAccount(account.id, { maxConcurrentRequests: null, name: account.name })).toBe(true);
-      expect(await store.findActiveKey(hashKey(b.key))).toMatchObject({ accountRateLimitPerMinute: 120, accountMaxConcurrentRequests: null });
-      expect(await store.updateAccount(account.id, { rateLimitPerMinute: null })).toBe(true);
-      expect(await store.describeAccount(account.id)).toMatchObject({ rate_limit_per_minute: null, max_concurrent_requests: null });
+      expect(await store.findActiveKey(hashKey(b.key))).toMatchObject({ accountRateLimitPerMinute: 120, accountMaxConcurrentRequests: null, accountTokensPerMinute: 90_000 });
+      expect(await store.updateAccount(account.id, { rateLimitPerMinute: null, tokensPerMinute: null })).toBe(true);
+      expect(await store.describeAccount(account.id)).toMatchObject({ rate_limit_per_minute: null, max_concurrent_requests: null, tokens_per_minute: null });
       expect(await store.updateAccount("acct_missing", { rateLimitPerMinute: 5 })).toBe(false);
       // Made with its limits, in one write.
-      const made = await store.createAccount(`made_${Math.random().toString(36).slice(2)}`, 0, { rateLimitPerMinute: 30, maxConcurrentRequests: 2 });
-      expect(await store.describeAccount(made.id)).toMatchObject({ rate_limit_per_minute: 30, max_concurrent_requests: 2 });
+      const made = await store.createAccount(`made_${Math.random().toString(36).slice(2)}`, 0, { rateLimitPerMinute: 30, maxConcurrentRequests: 2, tokensPerMinute: 40_000 });
+      expect(await store.describeAccount(made.id)).toMatchObject({ rate_limit_per_minute: 30, max_concurrent_requests: 2, tokens_per_minute: 40_000 });
     });
 
     test("a new period recounts what was spent in its window from the usage records, in one step", async () => {
@@ -295,7 +295,7 @@ function accountStoreContract(name: string, make: () => Promise<AccountStore>, f
       expect(seen).toEqual(ordered);
       expect(pages).toBe(3);
       const first = await store.listAccounts({ limit: 1, name: `ODD ${tag.toLowerCase()} 0` });
-      expect(first.data).toEqual([{ id: made[0]!, name: `odd ${tag} 0`, balance: 0, created_at: created.get(made[0]!)!, spend_limit: 2.5, spend_limit_period: "month", rate_limit_per_minute: null, max_concurrent_requests: null, suspended_at: null }]);
+      expect(first.data).toEqual([{ id: made[0]!, name: `odd ${tag} 0`, balance: 0, created_at: created.get(made[0]!)!, spend_limit: 2.5, spend_limit_period: "month", rate_limit_per_minute: null, max_concurrent_requests: null, tokens_per_minute: null, suspended_at: null }]);
       expect((await store.listAccounts({ limit: 10, name: `even ${tag}` })).data.map((a) => a.id).sort()).toEqual([made[1]!, made[3]!].sort());
       expect(await store.listAccounts({ limit: 10, name: `${tag}-nobody` })).toEqual({ object: "list", data: [], next_cursor: null });
       // Unfiltered, the list holds these among the rest.

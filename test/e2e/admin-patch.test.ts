@@ -178,7 +178,7 @@ function adminSuite(name: string, start: (upstreamUrl: string) => Promise<Backen
       expect(described).toMatchObject({ id: acct.id, name: "renamed", spend_limit: 25.5, spend_limit_period: "month", spent_in_period: listed.spent, period_resets_at: new Date(month.resetsAt).toISOString(), reserved: 0 });
       expect(described.keys).toHaveLength(1);
       expect(await json(await admin("GET", `/v1/admin/accounts/${acct.id}`))).toEqual(described);
-      expect(Object.keys(described).sort()).toEqual(["balance", "created_at", "id", "keys", "max_concurrent_requests", "name", "period_resets_at", "rate_limit_per_minute", "reserved", "spend_limit", "spend_limit_period", "spent_in_period", "suspended_at"]);
+      expect(Object.keys(described).sort()).toEqual(["balance", "created_at", "id", "keys", "max_concurrent_requests", "name", "period_resets_at", "rate_limit_per_minute", "reserved", "spend_limit", "spend_limit_period", "spent_in_period", "suspended_at", "tokens_per_minute"]);
       // The limit removed, its period kept: nothing resets.
       const removed = await json(await admin("PATCH", `/v1/admin/accounts/${acct.id}`, { spend_limit: null }));
       expect(removed).toMatchObject({ spend_limit: null, spend_limit_period: "month", period_resets_at: null });
@@ -293,7 +293,7 @@ function adminSuite(name: string, start: (upstreamUrl: string) => Promise<Backen
         body = await res.json();
       }
       expect(body).toEqual({
-        account: { balance: 20, reserved: 0, rate_limit_per_minute: null, max_concurrent_requests: null, suspended: false },
+        account: { balance: 20, reserved: 0, rate_limit_per_minute: null, max_concurrent_requests: null, tokens_per_minute: null, suspended: false },
         key: {
           name: "mine", spend_limit: 5, spend_limit_period: "month", spent_in_period: 0,
           period_resets_at: new Date(periodWindow("month", Date.now()).resetsAt).toISOString(),
@@ -313,7 +313,7 @@ function adminSuite(name: string, start: (upstreamUrl: string) => Promise<Backen
       const summary = (await json(await admin("GET", `/v1/admin/accounts/${acct.id}/keys`))).data.find((k: { id: string }) => k.id === spender.id);
       expect(summary.spent).toBeGreaterThan(0);
       expect(after).toEqual({
-        account: { balance: Number((20 - summary.spent).toFixed(6)), reserved: 0, rate_limit_per_minute: null, max_concurrent_requests: null, suspended: false },
+        account: { balance: Number((20 - summary.spent).toFixed(6)), reserved: 0, rate_limit_per_minute: null, max_concurrent_requests: null, tokens_per_minute: null, suspended: false },
         key: { name: "spender", spend_limit: null, spend_limit_period: null, spent_in_period: summary.spent, period_resets_at: null, rate_limit_per_minute: DEFAULT_RPM, expires_at: null, models: null, max_concurrent_requests: null },
       });
 
@@ -340,7 +340,7 @@ function adminSuite(name: string, start: (upstreamUrl: string) => Promise<Backen
       expect(seen.map((a) => a.id).sort()).toEqual([...ids].sort());
       expect(seen.map((a) => a.created_at)).toEqual([...seen.map((a) => a.created_at)].sort());
       const entry = seen.find((a) => a.id === ids[2]);
-      expect(entry).toEqual({ id: ids[2], name: `${tag}-2`, balance: 2, created_at: expect.any(String), spend_limit: 3, spend_limit_period: "day", rate_limit_per_minute: null, max_concurrent_requests: null, suspended_at: null });
+      expect(entry).toEqual({ id: ids[2], name: `${tag}-2`, balance: 2, created_at: expect.any(String), spend_limit: 3, spend_limit_period: "day", rate_limit_per_minute: null, max_concurrent_requests: null, tokens_per_minute: null, suspended_at: null });
       // Defaults: 50 a page, every account, the gateway's own among them.
       const all = await json(await admin("GET", "/v1/admin/accounts"));
       expect(all.data.length).toBeLessThanOrEqual(50);

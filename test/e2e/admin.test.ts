@@ -107,7 +107,7 @@ describe("accounts", () => {
     const res = await admin("POST", "/v1/admin/accounts", { name: "Acme Inc", credits: 12.5 });
     expect(res.status).toBe(201);
     const body = (await res.json()) as Record<string, unknown>;
-    expect(Object.keys(body).sort()).toEqual(["balance", "id", "max_concurrent_requests", "name", "rate_limit_per_minute"]);
+    expect(Object.keys(body).sort()).toEqual(["balance", "id", "max_concurrent_requests", "name", "rate_limit_per_minute", "tokens_per_minute"]);
     expect(typeof body.id).toBe("string");
     expect((body.id as string).length).toBeGreaterThan(0);
     expect(body.name).toBe("Acme Inc");
@@ -123,7 +123,7 @@ describe("accounts", () => {
     const res = await admin("POST", "/v1/admin/accounts", { name: "Later Inc", credits: 3, currency: "EUR", notes: { tier: "gold" } });
     expect(res.status).toBe(201);
     const account = (await res.json()) as { id: string };
-    expect(Object.keys(account).sort()).toEqual(["balance", "id", "max_concurrent_requests", "name", "rate_limit_per_minute"]);
+    expect(Object.keys(account).sort()).toEqual(["balance", "id", "max_concurrent_requests", "name", "rate_limit_per_minute", "tokens_per_minute"]);
     const key = await admin("POST", `/v1/admin/accounts/${account.id}/keys`, { name: "k", scopes: ["chat"] });
     expect(key.status).toBe(201);
     expect((await admin("POST", `/v1/admin/accounts/${account.id}/credits`, { amount: 1, reason: "promo" })).status).toBe(200);

@@ -395,14 +395,15 @@ describe("accounts list / update, keys update", () => {
     expect(JSON.parse((await run("keys", "list", a.id)).out).data).toEqual([cleared]);
   });
 
-  test("in process: --rpm and --max-concurrent on accounts create and update (all its keys together), none clears, bad values are usage errors and create nothing", async () => {
+  test("in process: --rpm, --max-concurrent and --tpm on accounts create and update (all its keys together), none clears, bad values are usage errors and create nothing", async () => {
     const env = { SWITCHYARD_DB: tempDb() };
     const run = async (...argv: string[]) => runAdmin(argv, env);
-    const created = await run("accounts", "create", "tenant", "5", "--rpm", "120", "--max-concurrent", "4");
+    const created = await run("accounts", "create", "tenant", "5", "--rpm", "120", "--max-concurrent", "4", "--tpm", "90000");
     expect(created.code).toBe(0);
     const a = JSON.parse(created.out) as { id: string };
-    expect(a).toMatchObject({ name: "tenant", balance: 5, rate_limit_per_minute: 120, max_concurrent_requests: 4 });
-    expect(JSON.parse((await run("accounts", "show", a.id)).out)).toMatchObject({ rate_limit_per_minute: 120, max_concurrent_requests: 4 });
+    expect(a).toMatchObject({ name: "tenant", balance: 5, rate_limit_per_minute: 120, max_concurrent_requests: 4, tokens_per_minute: 90_000 });
+    expect(JSON.parse((await run("accounts", "show", a.id)).out)).toMatchObject({ rate_limit_per_minute: 120, max_concurrent_requests: 4, tokens_per_minute: 90_000 });
+    expect(JSON.parse((await run("accounts", "update", a.id, "--tpm", "none")).out)).toMatchObject({ tokens_per_minute: null, max_concurrent_requests: 4 });
     expect(JSON.parse((await run("accounts", "update", a.id, "--rpm", "30")).out)).toMatchObject({ rate_limit_per_minute: 30, max_concurrent_requests: 4 });
     expect(JSON.parse((await run("accounts", "update", a.id, "--rpm", "none", "--max-concurrent", "none")).out)).toMatchObject({ rate_limit_per_minute: null, max_concurrent_requests: null });
     expect(JSON.parse((await run("accounts", "list")).out).data[0]).toMatchObject({ id: a.id, rate_limit_per_minute: null, max_concurrent_requests: null });
@@ -412,6 +413,8 @@ describe("accounts list / update, keys update", () => {
       [["accounts", "update", a.id, "--max-concurrent", "100001"], "--max-concurrent"],
       [["accounts", "create", "refused", "1", "--rpm", "-3"], "--rpm"],
       [["accounts", "create", "refused", "1", "--max-concurrent", "x"], "--max-concurrent"],
+      [["accounts", "update", a.id, "--tpm", "0"], "--tpm"],
+      [["accounts", "create", "refused", "1", "--tpm", "1e6"], "--tpm"],
     ];
     for (const [argv, flag] of bad) {
       const r = await run(...argv);
@@ -560,7 +563,7 @@ if (pgMissing) {
     const updated = JSON.parse((await run("accounts", "update", a.id, "--name", "Pg Renamed", "--spend-limit", "2", "--period", "month", "--rpm", "50", "--max-concurrent", "6")).out);
     expect(updated).toMatchObject({ id: a.id, name: "Pg Renamed", spend_limit: 2, spend_limit_period: "month", spent_in_period: 0, rate_limit_per_minute: 50, max_concurrent_requests: 6, keys: [] });
     const listed = JSON.parse((await run("accounts", "list", "--name", "pg ren")).out);
-    expect(listed.data).toEqual([{ id: a.id, name: "Pg Renamed", balance: 5, created_at: updated.created_at, spend_limit: 2, spend_limit_period: "month", rate_limit_per_minute: 50, max_concurrent_requests: 6, suspended_at: null }]);
+    expect(listed.data).toEqual([{ id: a.id, name: "Pg Renamed", balance: 5, created_at: updated.created_at, spend_limit: 2, spend_limit_period: "month", rate_limit_per_minute: 50, max_concurrent_requests: 6, tokens_per_minute: null, suspended_at: null }]);
     const suspended = JSON.parse((await run("accounts", "suspend", a.id)).out);
     expect(suspended.suspended_at).toBeString();
     expect(JSON.parse((await run("accounts", "resume", a.id)).out)).toMatchObject({ suspended_at: null });

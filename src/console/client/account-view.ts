@@ -30,6 +30,7 @@ export function accountView(session: Session, account: Account, reload: Reload, 
       h("dt", {}, "Held by requests in flight"), h("dd", {}, `${credits(account.reserved)} credits`),
       h("dt", {}, "Spend limit"), h("dd", {}, h("span", { "data-testid": "account-limit" }, limitText(account.spend_limit, account.spend_limit_period, account.spent_in_period, account.period_resets_at)), usedUp("The account's", account.spend_limit, account.spent_in_period, account.period_resets_at)),
       h("dt", {}, "Requests, all keys together"), h("dd", {}, h("span", { "data-testid": "account-requests" }, requestLimitsText(account)), refusedForRate(account, operator)),
+      h("dt", {}, "Tokens a minute, all keys together"), h("dd", {}, h("span", { "data-testid": "account-tokens" }, tokensLimitText(account))),
       h("dt", {}, "Account id"), h("dd", {}, h("code", {}, account.id)),
     ),
   );
@@ -249,6 +250,14 @@ function requestLimitsText(account: Account): string {
   return `${rate == null ? "no limit a minute" : `${rate.toLocaleString("en-US")} a minute${fromGateway(account.rate_limit_per_minute)}`}; ${cap == null ? "no limit at once" : `${cap.toLocaleString("en-US")} at once${fromGateway(account.max_concurrent_requests)}`}`;
 }
 
+/** The account's prompt and answer tokens a minute (its own, else the gateway's), as people read them. */
+function tokensLimitText(account: Account): string {
+  const d = account.default_limits;
+  const tokens = account.tokens_per_minute ?? d?.account_tokens_per_minute ?? null;
+  if (tokens == null) return d ? "no limit" : "the gateway's default";
+  return `${tokens.toLocaleString("en-US")}${account.tokens_per_minute == null ? " (the gateway's)" : ""}: prompts and answers together; past it requests get 429 until the minute refills`;
+}
+
 /** A whole number in range from a field, or null for empty (the gateway's default). */
 function wholeOf(input: HTMLInputElement, what: string, max: number): number | null {
   const value = numberOf(input, what);
@@ -265,15 +274,18 @@ function requestLimitsForm(account: Account, reload: Reload): HTMLElement {
   const d = account.default_limits;
   const rate = h("input", { type: "number", min: "1", max: "1000000", step: "1", value: account.rate_limit_per_minute ?? "", placeholder: gatewayValue(d?.account_requests_per_minute), "data-testid": "account-rpm" });
   const cap = h("input", { type: "number", min: "1", max: "100000", step: "1", value: account.max_concurrent_requests ?? "", placeholder: gatewayValue(d?.account_max_concurrent_requests), "data-testid": "account-concurrent" });
+  const tokens = h("input", { type: "number", min: "1", max: "1000000000", step: "1", value: account.tokens_per_minute ?? "", placeholder: gatewayValue(d === undefined ? undefined : d.account_tokens_per_minute ?? null), "data-testid": "account-tpm" });
   const submit = h("button", { type: "submit", "data-testid": "account-requests-submit" }, "Save request limits");
-  const note = h("p", { class: "note" }, "For all the account's keys together, beside each key's own limits; more get 429.");
-  return form("Account request limits", [field("Requests a minute (empty: default)", rate), field("Requests at once (empty: default)", cap), note], submit, async () => {
+  const note = h("p", { class: "note" }, "For all the account's keys together, beside each key's own limits; more get 429. Tokens: prompt and answer tokens as the vendor counts them, so one tenant cannot use up the vendors' tokens a minute the others share.");
+  return form("Account request limits", [field("Requests a minute (empty: default)", rate), field("Requests at once (empty: default)", cap), field("Tokens a minute (empty: default)", tokens), note], submit, async () => {
     // Only what was changed here: a value another operator set since this page was shown stays.
     const changes: Record<string, number | null> = {};
     const perMinute = wholeOf(rate, "Requests a minute", 1_000_000);
     if (perMinute !== (account.rate_limit_per_minute ?? null)) changes.rate_limit_per_minute = perMinute;
     const atOnce = wholeOf(cap, "Requests at once", 100_000);
     if (atOnce !== (account.max_concurrent_requests ?? null)) changes.max_concurrent_requests = atOnce;
+    const perMinuteTokens = wholeOf(tokens, "Tokens a minute", 1_000_000_000);
+    if (perMinuteTokens !== (account.tokens_per_minute ?? null)) changes.tokens_per_minute = perMinuteTokens;
     const facts = Object.keys(changes).length > 0 ? await api<Partial<Account>>("PATCH", `/accounts/${account.id}`, changes) : {};
     announce(Object.keys(changes).length > 0 ? "Request limits saved." : "Nothing changed.");
     reload("[data-testid=account-requests-submit]", { account: facts });

@@ -78,7 +78,7 @@ export async function api<T>(method: "GET" | "POST" | "PATCH" | "DELETE", path: 
 /** The API's field names that begin its refusals, as the console's forms name the fields. */
 const FIELDS: Record<string, string> = {
   spend_limit: "Spend limit", spend_limit_period: "Period", name: "Name", models: "Models", amount: "Credits", credits: "Credits",
-  rate_limit_per_minute: "Requests a minute", max_concurrent_requests: "Requests at once", expires_at: "Last day", login: "Login", password: "Password",
+  rate_limit_per_minute: "Requests a minute", max_concurrent_requests: "Requests at once", tokens_per_minute: "Tokens a minute", expires_at: "Last day", login: "Login", password: "Password",
 };
 
 /**
@@ -108,6 +108,8 @@ export interface Account {
   keys_page?: { active: number; inactive: number; next_offset: number | null };
   /** Limits on all the account's keys together; null: the gateway's default. */
   rate_limit_per_minute?: number | null; max_concurrent_requests?: number | null;
+  /** Prompt and answer tokens a minute, all its keys together; null: the gateway's default. */
+  tokens_per_minute?: number | null;
   /** The gateway's limits, which the unset ones above and on keys mean (null: none). */
   default_limits?: DefaultLimits;
   /** A holder's page: what a key they make may reach, as the operator limited the account's keys (accounts/holder-keys.ts). */
@@ -122,6 +124,7 @@ export interface Account {
 export interface DefaultLimits {
   key_requests_per_minute: number; key_max_concurrent_requests: number | null;
   account_requests_per_minute: number | null; account_max_concurrent_requests: number | null;
+  account_tokens_per_minute?: number | null;
 }
 /** An account's console logins and open invites (operators). */
 export interface AccountLogins {

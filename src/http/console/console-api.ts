@@ -99,6 +99,7 @@ export interface DefaultLimits {
   key_max_concurrent_requests: number | null;
   account_requests_per_minute: number | null;
   account_max_concurrent_requests: number | null;
+  account_tokens_per_minute: number | null;
 }
 
 const equal = (a: string, b: string) => {

@@ -1,5 +1,5 @@
 import { CursorError, KeyLimitError, MAX_ACCOUNT_PAGE, MAX_KEY_PAGE, type AccountPatch, type AccountStore, type KeyOptions, type KeyPatch } from "../../accounts/account-store.ts";
-import { AdminInputError, parseCredits, parseIdempotencyKey, parseInstant, parseMaxConcurrent, parseModelPatterns, parseName, parseRateLimit, parseSpendPeriod, parseTopUp, parseUsageQuery } from "../../accounts/admin-input.ts";
+import { AdminInputError, parseCredits, parseIdempotencyKey, parseInstant, parseMaxConcurrent, parseModelPatterns, parseName, parseRateLimit, parseSpendPeriod, parseTokensPerMinute, parseTopUp, parseUsageQuery } from "../../accounts/admin-input.ts";
 import type { KeyResolver } from "../../accounts/key-resolver.ts";
 import { type KnownModels, unknownModelsError } from "../../accounts/model-access.ts";
 import { BalanceCapError, DebitRefusedError, IdempotencyConflictError, type Ledger } from "../../billing/ledger.ts";
@@ -38,9 +38,10 @@ export interface KeyPatchBody {
   models?: string[] | null; max_concurrent_requests?: number | null;
 }
 export interface AccountPatchBody {
-  name?: string; spend_limit?: number | null; spend_limit_period?: SpendPeriod | null; rate_limit_per_minute?: number | null; max_concurrent_requests?: number | null; suspended?: boolean;
+  name?: string; spend_limit?: number | null; spend_limit_period?: SpendPeriod | null; rate_limit_per_minute?: number | null; max_concurrent_requests?: number | null;
+  tokens_per_minute?: number | null; suspended?: boolean;
 }
-export interface AccountBody { name: string; credits: number; rate_limit_per_minute?: number | null; max_concurrent_requests?: number | null }
+export interface AccountBody { name: string; credits: number; rate_limit_per_minute?: number | null; max_concurrent_requests?: number | null; tokens_per_minute?: number | null }
 export type UsageReportInput = { from?: string; to?: string; group_by?: string; granularity?: string; format?: string; account_id?: string; key_id?: string; model?: string };
 
 /** Runs an admin input parser; what it refuses is the client's 400, naming the field. */
@@ -63,12 +64,13 @@ export function instant(value: string | undefined, field: string, fallback: numb
 }
 
 /** An account's limits on all its keys together, from a create or patch body: absent stays, null clears. */
-function accountLimits(body: { rate_limit_per_minute?: number | null; max_concurrent_requests?: number | null }): AccountPatch {
+function accountLimits(body: { rate_limit_per_minute?: number | null; max_concurrent_requests?: number | null; tokens_per_minute?: number | null }): AccountPatch {
   const patch: AccountPatch = {};
   if (body.rate_limit_per_minute !== undefined) patch.rateLimitPerMinute = body.rate_limit_per_minute === null ? null : checked(() => parseRateLimit(body.rate_limit_per_minute));
   if (body.max_concurrent_requests !== undefined) {
     patch.maxConcurrentRequests = body.max_concurrent_requests === null ? null : checked(() => parseMaxConcurrent(body.max_concurrent_requests));
   }
+  if (body.tokens_per_minute !== undefined) patch.tokensPerMinute = body.tokens_per_minute === null ? null : checked(() => parseTokensPerMinute(body.tokens_per_minute));
   return patch;
 }
 
@@ -132,7 +134,7 @@ export function adminOperations(deps: AdminOperationDeps) {
       const credits = micro(body.credits);
       const limits = accountLimits(body);
       const created = await deps.retryWhileBusy(() => deps.accounts.createAccount(name, credits, limits));
-      return { id: created.id, name: created.name, balance: created.balance, rate_limit_per_minute: limits.rateLimitPerMinute ?? null, max_concurrent_requests: limits.maxConcurrentRequests ?? null };
+      return { id: created.id, name: created.name, balance: created.balance, rate_limit_per_minute: limits.rateLimitPerMinute ?? null, max_concurrent_requests: limits.maxConcurrentRequests ?? null, tokens_per_minute: limits.tokensPerMinute ?? null };
     },
 
     async listAccounts(query: { limit?: string; cursor?: string; name?: string }) {

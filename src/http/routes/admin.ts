@@ -3,7 +3,7 @@ import { addressBlock } from "../../limits/address-block.ts";
 import { Elysia, t } from "elysia";
 import { timingSafeEqual } from "node:crypto";
 import { MAX_ACCOUNT_PAGE, type AccountStore } from "../../accounts/account-store.ts";
-import { MAX_CONCURRENT_REQUESTS, MAX_KEY_MODELS } from "../../accounts/admin-input.ts";
+import { MAX_CONCURRENT_REQUESTS, MAX_KEY_MODELS, MAX_TOKENS_PER_MINUTE } from "../../accounts/admin-input.ts";
 import type { KeyResolver } from "../../accounts/key-resolver.ts";
 import type { KnownModels } from "../../accounts/model-access.ts";
 import type { Ledger } from "../../billing/ledger.ts";
@@ -54,6 +54,10 @@ const AccountMaxConcurrent = t.Optional(t.Union([MaxConcurrent, t.Null()], {
   error: `must be a whole number from 1 to ${MAX_CONCURRENT_REQUESTS}, or null for the gateway's default`,
   description: "Requests under way at once for all the account's keys together (streams until they end); more get 429. Null: limits.account_max_concurrent_requests (unset: none).",
 }));
+const AccountTokens = t.Optional(t.Union([t.Number({ minimum: 1, maximum: MAX_TOKENS_PER_MINUTE, multipleOf: 1 }), t.Null()], {
+  error: `must be a whole number from 1 to ${MAX_TOKENS_PER_MINUTE}, or null for the gateway's default`,
+  description: "Prompt and answer tokens a minute for all the account's keys together, as the vendors count them; a request is refused (429) while the minute's tokens are spent. Null: limits.account_tokens_per_minute (unset: none).",
+}));
 /** What PATCH /v1/admin/accounts/:id may change. */
 export const PatchAccount = t.Object({
   name: t.Optional(t.String({ minLength: 1, maxLength: 200 })),
@@ -61,6 +65,7 @@ export const PatchAccount = t.Object({
   spend_limit_period: t.Optional(Period),
   rate_limit_per_minute: AccountRateLimit,
   max_concurrent_requests: AccountMaxConcurrent,
+  tokens_per_minute: AccountTokens,
   suspended: t.Optional(t.Boolean({
     error: "must be true (refuse every request of the account's keys with a 403 until it is resumed) or false (resume)",
     description: "true: every request of the account's keys is refused (403 permission_error) until it is resumed; answers under way finish. false: resume.",
@@ -73,6 +78,7 @@ export const AccountListQuery = t.Object({
 }, open);
 export const CreateAccount = t.Object({
   name: t.String({ minLength: 1, maxLength: 200 }), credits: Credits, rate_limit_per_minute: AccountRateLimit, max_concurrent_requests: AccountMaxConcurrent,
+  tokens_per_minute: AccountTokens,
 }, open);
 export const CreateKey = t.Object({
   name: t.Optional(t.String({ maxLength: 200 })),

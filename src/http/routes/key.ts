@@ -16,6 +16,8 @@ export interface KeyRouteDeps {
   /** limits.account_requests_per_minute and limits.account_max_concurrent_requests (unset: none), for accounts without their own. */
   defaultAccountPerMinute?: number | null;
   defaultAccountMaxConcurrent?: number | null;
+  /** limits.account_tokens_per_minute (unset: none), for accounts without their own. */
+  defaultAccountTokensPerMinute?: number | null;
 }
 
 /**
@@ -39,6 +41,7 @@ export function keyRoute(deps: KeyRouteDeps) {
         // The limits on all the account's keys together that apply (its own, else the gateway's); null: none.
         rate_limit_per_minute: principal.accountRateLimitPerMinute ?? deps.defaultAccountPerMinute ?? null,
         max_concurrent_requests: principal.accountMaxConcurrentRequests ?? deps.defaultAccountMaxConcurrent ?? null,
+        tokens_per_minute: principal.accountTokensPerMinute ?? deps.defaultAccountTokensPerMinute ?? null,
         // The operator suspended the account: every other request of its keys is a 403 until it is resumed.
         suspended: principal.accountSuspended,
       },

@@ -1,6 +1,6 @@
 import {
   activeKey, accountPageOf, keyInUseSql, keySearchTerm, keyLimitError, revivesKey, type AccountFacts, type KeyPage, type KeyPageQuery, asciiLower, periodSpentSql, decodeAccountCursor, iso, keyOptions, keySummary, MAX_ACTIVE_KEYS, newKey, periodResetsAt,
-  type Account, type AccountDescription, type AccountListQuery, type AccountPage, type AccountPatch, type AccountStore, type ActiveKey, type IssuedKey, type KeyOptions, type KeyPatch, type KeyRow, type KeySummary, type SpendStatus, keyLimits, type KeyLimits,
+  type Account, type AccountDescription, type AccountListQuery, type AccountPage, type AccountPatch, type AccountOpening, type AccountStore, type ActiveKey, type IssuedKey, type KeyOptions, type KeyPatch, type KeyRow, type KeySummary, type SpendStatus, keyLimits, type KeyLimits,
 } from "../../accounts/account-store.ts";
 import { microToCredits } from "../../billing/money.ts";
 import { periodStart, windowStarts, type SpendPeriod } from "../../billing/spend-period.ts";
@@ -76,14 +76,15 @@ export function createPostgresAccounts(sql: Pg, now: () => number, timeoutMs = 2
     });
 
   const store: AccountStore = {
-    async createAccount(name: string, balanceMicro: number, limits: Pick<AccountPatch, "rateLimitPerMinute" | "maxConcurrentRequests"> = {}): Promise<Account> {
+    async createAccount(name: string, balanceMicro: number, limits: AccountOpening = {}): Promise<Account> {
       const id = randomId("acct");
       const at = now();
       const rate = limits.rateLimitPerMinute ?? null;
       const cap = limits.maxConcurrentRequests ?? null;
+      const tokens = limits.tokensPerMinute ?? null;
       // The opening credit is an entry like any top-up, so the audit can sum what went in.
       await bounded(sql`
-        WITH opened AS (INSERT INTO accounts (id, name, balance_micro, created_at, rate_limit_per_minute, max_concurrent_requests) VALUES (${id}, ${name}, ${balanceMicro}, ${at}, ${rate}, ${cap}) RETURNING id)
+        WITH opened AS (INSERT INTO accounts (id, name, balance_micro, created_at, rate_limit_per_minute, max_concurrent_requests, tokens_per_minute) VALUES (${id}, ${name}, ${balanceMicro}, ${at}, ${rate}, ${cap}, ${tokens}) RETURNING id)
         INSERT INTO credit_entries (account_id, amount_micro, kind, created_at) SELECT id, ${balanceMicro}, 'initial', ${at} FROM opened`, "create account");
       return { id, name, balance: microToCredits(balanceMicro), created_at: iso(at)! };
     },
@@ -107,7 +108,7 @@ export function createPostgresAccounts(sql: Pg, now: () => number, timeoutMs = 2
       const at = now();
       const s = windowStarts(at);
       const [row] = await bounded(sql`
-        SELECT id, name, balance_micro, held_micro, created_at, spend_limit_micro, spend_limit_period, rate_limit_per_minute, max_concurrent_requests, suspended_at,
+        SELECT id, name, balance_micro, held_micro, created_at, spend_limit_micro, spend_limit_period, rate_limit_per_minute, max_concurrent_requests, tokens_per_minute, suspended_at,
                ${sql.unsafe(periodSpentSql("a", `${s.day}::bigint`, `${s.week}::bigint`, `${s.month}::bigint`))} AS period_spent
           FROM accounts a WHERE id = ${id}`, "account");
       if (!row) return null;
@@ -121,6 +122,7 @@ export function createPostgresAccounts(sql: Pg, now: () => number, timeoutMs = 2
         period_resets_at: periodResetsAt(row.spend_limit_period, at, row.spend_limit_micro === null ? null : int(row.spend_limit_micro)),
         rate_limit_per_minute: nullable(row.rate_limit_per_minute),
         max_concurrent_requests: nullable(row.max_concurrent_requests),
+        tokens_per_minute: nullable(row.tokens_per_minute),
         suspended_at: iso(nullable(row.suspended_at)),
       };
     },
@@ -209,6 +211,7 @@ export function createPostgresAccounts(sql: Pg, now: () => number, timeoutMs = 2
       if (p.spendLimitPeriod !== undefined) columns.spend_limit_period = p.spendLimitPeriod;
       if (p.rateLimitPerMinute !== undefined) columns.rate_limit_per_minute = p.rateLimitPerMinute;
       if (p.maxConcurrentRequests !== undefined) columns.max_concurrent_requests = p.maxConcurrentRequests;
+      if (p.tokensPerMinute !== undefined) columns.tokens_per_minute = p.tokensPerMinute;
       // Suspended again, it stays suspended since the first time (a retried PATCH changes nothing), as on SQLite.
       if (p.suspended !== undefined) {
         const [row] = p.suspended ? await bounded(sql`SELECT suspended_at FROM accounts WHERE id = ${accountId}`, "account") : [];
@@ -222,7 +225,7 @@ export function createPostgresAccounts(sql: Pg, now: () => number, timeoutMs = 2
       const name = asciiLower(q.name ?? "");
       // translate(): ASCII letters only, as SQLite's lower(), so both stores match the same names.
       const rows = await bounded(sql`
-        SELECT id, name, balance_micro, created_at, spend_limit_micro, spend_limit_period, rate_limit_per_minute, max_concurrent_requests, suspended_at FROM accounts
+        SELECT id, name, balance_micro, created_at, spend_limit_micro, spend_limit_period, rate_limit_per_minute, max_concurrent_requests, tokens_per_minute, suspended_at FROM accounts
          WHERE (created_at > ${after.createdAt} OR (created_at = ${after.createdAt} AND id > ${after.id}))
            AND (${name} = '' OR strpos(translate(name, 'ABCDEFGHIJKLMNOPQRSTUVWXYZ', 'abcdefghijklmnopqrstuvwxyz'), ${name}) > 0)
          ORDER BY created_at, id LIMIT ${q.limit + 1}`, "accounts");
@@ -235,6 +238,7 @@ export function createPostgresAccounts(sql: Pg, now: () => number, timeoutMs = 2
         spend_limit_period: r.spend_limit_period as SpendPeriod | null,
         rate_limit_per_minute: nullable(r.rate_limit_per_minute),
         max_concurrent_requests: nullable(r.max_concurrent_requests),
+        tokens_per_minute: nullable(r.tokens_per_minute),
         suspended_at: nullable(r.suspended_at),
       })), q.limit);
     },
@@ -265,12 +269,14 @@ export function createPostgresAccounts(sql: Pg, now: () => number, timeoutMs = 2
       const [row] = await bounded(sql`
         SELECT k.id, k.account_id, k.rate_limit_per_minute, k.expires_at, k.allowed_models, k.max_concurrent_requests,
                a.rate_limit_per_minute AS account_rate_limit_per_minute, a.max_concurrent_requests AS account_max_concurrent_requests,
+               a.tokens_per_minute AS account_tokens_per_minute,
                a.suspended_at AS account_suspended_at
           FROM api_keys k JOIN accounts a ON a.id = k.account_id WHERE k.key_hash = ${keyHash} AND k.revoked_at IS NULL`, "key lookup");
       return row ? activeKey({
         id: row.id, account_id: row.account_id, allowed_models: row.allowed_models, rate_limit_per_minute: nullable(row.rate_limit_per_minute), expires_at: nullable(row.expires_at),
         max_concurrent_requests: nullable(row.max_concurrent_requests), account_rate_limit_per_minute: nullable(row.account_rate_limit_per_minute),
         account_max_concurrent_requests: nullable(row.account_max_concurrent_requests), account_suspended_at: nullable(row.account_suspended_at),
+        account_tokens_per_minute: nullable(row.account_tokens_per_minute),
       }) : null;
     },
   };

@@ -292,6 +292,8 @@ const MIGRATIONS: string[] = [
   // password rotated, a pooler in between); named after the URL's text, they were never replayed.
   `CREATE TABLE database_identity (one boolean PRIMARY KEY DEFAULT true CHECK (one), id text NOT NULL);
    INSERT INTO database_identity (id) VALUES (md5(random()::text || clock_timestamp()::text || pg_backend_pid()::text));`,
+  // An account's own tokens a minute (as store/database.ts).
+  `ALTER TABLE accounts ADD COLUMN tokens_per_minute bigint;`,
 ];
 
 /** The schema version this code brings a database to. */

@@ -4,7 +4,7 @@ import { randomId } from "../ids.ts";
 import { microToCredits } from "../../billing/money.ts";
 import { periodStart, windowStarts, type SpendPeriod } from "../../billing/spend-period.ts";
 import {
-  activeKey, MAX_ACTIVE_KEYS, decodeAccountCursor, asciiLower, periodSpentSql, periodResetsAt, keySummary, keyOptions, newKey, iso, accountPageOf, type Account, type IssuedKey, type ActiveKey, type KeyOptions, type KeyPatch, type AccountPatch, type KeySummary, type AccountDescription, type AccountPage, type AccountListQuery, type SpendStatus, type AccountStore, type KeyRow, type AccountFacts, type KeyPage, type KeyPageQuery, keyInUseSql, keySearchTerm, keyLimitError, revivesKey, type ActiveKeyRow, type AccountLimits, keyLimits, type KeyLimits, type KeyLimitsRow,
+  activeKey, MAX_ACTIVE_KEYS, decodeAccountCursor, asciiLower, periodSpentSql, periodResetsAt, keySummary, keyOptions, newKey, iso, accountPageOf, type Account, type IssuedKey, type ActiveKey, type KeyOptions, type KeyPatch, type AccountPatch, type KeySummary, type AccountDescription, type AccountPage, type AccountListQuery, type SpendStatus, type AccountStore, type KeyRow, type AccountFacts, type KeyPage, type KeyPageQuery, keyInUseSql, keySearchTerm, keyLimitError, revivesKey, type ActiveKeyRow, type AccountLimits, type AccountOpening, keyLimits, type KeyLimits, type KeyLimitsRow,
 } from "../../accounts/account-store.ts";
 import { modelsColumn } from "../../accounts/model-access.ts";
 
@@ -12,11 +12,11 @@ import { modelsColumn } from "../../accounts/model-access.ts";
 export function createAccountStore(db: Database, now: () => number) {
   // Accounts, keys and their changes are not written into a ledger file that is gone (file-identity.ts).
   const sameFiles = ledgerFiles(db, now);
-  const insertAccount = db.query("INSERT INTO accounts (id, name, balance_micro, created_at, rate_limit_per_minute, max_concurrent_requests) VALUES (?, ?, ?, ?, ?, ?)");
+  const insertAccount = db.query("INSERT INTO accounts (id, name, balance_micro, created_at, rate_limit_per_minute, max_concurrent_requests, tokens_per_minute) VALUES (?, ?, ?, ?, ?, ?, ?)");
   const insertCredit = db.query("INSERT INTO credit_entries (account_id, amount_micro, kind, created_at) VALUES (?, ?, 'initial', ?)");
   // The opening credit is an entry like any top-up, so the audit can sum what went in.
-  const openAccount = db.transaction((id: string, name: string, balanceMicro: number, at: number, rate: number | null, cap: number | null) => {
-    insertAccount.run(id, name, balanceMicro, at, rate, cap);
+  const openAccount = db.transaction((id: string, name: string, balanceMicro: number, at: number, rate: number | null, cap: number | null, tokens: number | null) => {
+    insertAccount.run(id, name, balanceMicro, at, rate, cap, tokens);
     insertCredit.run(id, balanceMicro, at);
   });
   const selectAccount = db.query<{ id: string; name: string; balance_micro: number; created_at: number }, [string]>(
@@ -25,7 +25,7 @@ export function createAccountStore(db: Database, now: () => number) {
   // What the account spent in its limit's current window: the ledger's count while its window is
   // the current one (?2, ?3, ?4: the current day's, week's and month's starts), else 0 (rolled over).
   const selectAccountLimit = db.query<{ spend_limit_micro: number | null; spend_limit_period: SpendPeriod | null; period_spent: number; suspended_at: number | null } & AccountLimits, [string, number, number, number]>(
-    `SELECT spend_limit_micro, spend_limit_period, ${periodSpentSql("a")} AS period_spent, rate_limit_per_minute, max_concurrent_requests, suspended_at FROM accounts a WHERE a.id = ?1`,
+    `SELECT spend_limit_micro, spend_limit_period, ${periodSpentSql("a")} AS period_spent, rate_limit_per_minute, max_concurrent_requests, tokens_per_minute, suspended_at FROM accounts a WHERE a.id = ?1`,
   );
   const countActive = db.query<{ n: number }, [string, number]>(
     "SELECT COUNT(*) AS n FROM api_keys WHERE account_id = ? AND revoked_at IS NULL AND (expires_at IS NULL OR expires_at > ?)",
@@ -57,6 +57,7 @@ export function createAccountStore(db: Database, now: () => number) {
   const selectActiveKey = db.query<ActiveKeyRow, [string]>(
     `SELECT k.id, k.account_id, k.rate_limit_per_minute, k.expires_at, k.allowed_models, k.max_concurrent_requests,
             a.rate_limit_per_minute AS account_rate_limit_per_minute, a.max_concurrent_requests AS account_max_concurrent_requests,
+            a.tokens_per_minute AS account_tokens_per_minute,
             a.suspended_at AS account_suspended_at
        FROM api_keys k JOIN accounts a ON a.id = k.account_id WHERE k.key_hash = ? AND k.revoked_at IS NULL`,
   );
@@ -76,7 +77,7 @@ export function createAccountStore(db: Database, now: () => number) {
     `SELECT k.account_id, k.name, NULL AS balance_micro, k.spend_limit_micro, k.spend_limit_period, ${periodSpentSql("k")} AS period_spent FROM api_keys k WHERE k.id = ?1`,
   );
   const accountPage = db.query<{ id: string; name: string; balance_micro: number; created_at: number; spend_limit_micro: number | null; spend_limit_period: SpendPeriod | null; suspended_at: number | null } & AccountLimits, [number, string, string, number]>(
-    `SELECT id, name, balance_micro, created_at, spend_limit_micro, spend_limit_period, rate_limit_per_minute, max_concurrent_requests, suspended_at FROM accounts
+    `SELECT id, name, balance_micro, created_at, spend_limit_micro, spend_limit_period, rate_limit_per_minute, max_concurrent_requests, tokens_per_minute, suspended_at FROM accounts
       WHERE (created_at > ?1 OR (created_at = ?1 AND id > ?2)) AND (?3 = '' OR instr(lower(name), ?3) > 0)
       ORDER BY created_at, id LIMIT ?4`,
   );
@@ -128,11 +129,11 @@ export function createAccountStore(db: Database, now: () => number) {
   const suspendedSince = db.query<{ suspended_at: number | null }, [string]>("SELECT suspended_at FROM accounts WHERE id = ?");
 
   const store = {
-    createAccount(name: string, balanceMicro: number, limits: Pick<AccountPatch, "rateLimitPerMinute" | "maxConcurrentRequests"> = {}): Account {
+    createAccount(name: string, balanceMicro: number, limits: AccountOpening = {}): Account {
       const id = randomId("acct");
       const at = now();
       sameFiles(true);
-      openAccount.immediate(id, name, balanceMicro, at, limits.rateLimitPerMinute ?? null, limits.maxConcurrentRequests ?? null);
+      openAccount.immediate(id, name, balanceMicro, at, limits.rateLimitPerMinute ?? null, limits.maxConcurrentRequests ?? null, limits.tokensPerMinute ?? null);
       return { id, name, balance: microToCredits(balanceMicro), created_at: iso(at)! };
     },
 
@@ -168,6 +169,7 @@ export function createAccountStore(db: Database, now: () => number) {
         period_resets_at: periodResetsAt(limit.spend_limit_period, at, limit.spend_limit_micro),
         rate_limit_per_minute: limit.rate_limit_per_minute,
         max_concurrent_requests: limit.max_concurrent_requests,
+        tokens_per_minute: limit.tokens_per_minute,
         suspended_at: iso(limit.suspended_at),
       };
     },
@@ -224,6 +226,7 @@ export function createAccountStore(db: Database, now: () => number) {
       if (p.spendLimitPeriod !== undefined) columns.spend_limit_period = p.spendLimitPeriod;
       if (p.rateLimitPerMinute !== undefined) columns.rate_limit_per_minute = p.rateLimitPerMinute;
       if (p.maxConcurrentRequests !== undefined) columns.max_concurrent_requests = p.maxConcurrentRequests;
+      if (p.tokensPerMinute !== undefined) columns.tokens_per_minute = p.tokensPerMinute;
       // Suspended again, it stays suspended since the first time (a retried PATCH changes nothing).
       if (p.suspended !== undefined) columns.suspended_at = p.suspended ? (suspendedSince.get(accountId)?.suspended_at ?? now()) : null;
       sameFiles(true);

@@ -3,7 +3,7 @@ import { createCachedKeyResolver } from "../../../src/accounts/key-resolver.ts";
 import type { AccountStore, ActiveKey } from "../../../src/accounts/account-store.ts";
 
 const key = (accountRateLimitPerMinute: number | null): ActiveKey => ({
-  keyId: "key_1", accountId: "acct_1", rateLimitPerMinute: null, expiresAt: null, models: null, maxConcurrentRequests: null, accountRateLimitPerMinute, accountMaxConcurrentRequests: null, accountSuspended: false,
+  keyId: "key_1", accountId: "acct_1", rateLimitPerMinute: null, expiresAt: null, models: null, maxConcurrentRequests: null, accountRateLimitPerMinute, accountMaxConcurrentRequests: null, accountTokensPerMinute: null, accountSuspended: false,
 });
 
 /**

@@ -9,7 +9,7 @@ import type { AccountStore, ActiveKey } from "../../../src/accounts/account-stor
  */
 const PRESENTED = "svc-sk-" + "r".repeat(43);
 const active = (over: Partial<ActiveKey> = {}): ActiveKey => ({
-  keyId: "key_1", accountId: "acct_1", rateLimitPerMinute: null, expiresAt: null, models: null, maxConcurrentRequests: null, accountRateLimitPerMinute: null, accountMaxConcurrentRequests: null, accountSuspended: false, ...over,
+  keyId: "key_1", accountId: "acct_1", rateLimitPerMinute: null, expiresAt: null, models: null, maxConcurrentRequests: null, accountRateLimitPerMinute: null, accountMaxConcurrentRequests: null, accountTokensPerMinute: null, accountSuspended: false, ...over,
 });
 
 /** A key table of one key: `revoked` makes its lookup find nothing; every lookup counted. */
