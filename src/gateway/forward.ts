@@ -34,6 +34,7 @@ import type { KeyResolver } from "../accounts/key-resolver.ts";
 import { modelAllowed, modelRefusal } from "../accounts/model-access.ts";
 import { NO_HOLD, type UnreadAnswers, type UnreadHold } from "../limits/unread-answers.ts";
 import { expectedEmbeddingsBytes } from "../formats/openai-embeddings/embeddings-input.ts";
+import { clientApi, paramForClient } from "../formats/common/error-param.ts";
 
 export interface ForwardDeps {
   settings: Settings;
@@ -216,7 +217,7 @@ export async function forward(deps: ForwardDeps, req: ForwardRequest): Promise<R
         if (key) pool!.report(key, attempted.kind === "refused" ? (attempted.requestSized ? 0 : attempted.status ?? 0) : 200, attempted.kind === "refused" ? attempted.delayMs : undefined, candidate.model.upstream_model);
         trace?.attemptEnded(attempted.kind === "refused" ? attempted.cause ?? "other" : undefined, attempted.kind === "stream");
         let outcome: AttemptOutcome & { kind: "refused" };
-        if (attempted.kind === "refused") outcome = attempted;
+        if (attempted.kind === "refused") outcome = inClientTerms(attempted, req, candidate.model);
         else {
           try {
             const response = await respond(deps, answerRequest, candidate.model, attempted, meter, billing);
@@ -516,3 +517,19 @@ function sleep(ms: number, signal: AbortSignal): Promise<void> {
   });
 }
 
+
+/**
+ * A refusal whose upstream named the field at fault (`param`), in the terms of the client's own
+ * request (error-param.ts): a Responses client's request that reached chat completions was told
+ * `messages[0].content`, a field it never sent. Only the gateway's plain errors carry an
+ * upstream's param; the context-window error names its own.
+ */
+function inClientTerms(outcome: AttemptOutcome & { kind: "refused" }, req: ForwardRequest, model: ModelConfig): AttemptOutcome & { kind: "refused" } {
+  const e = outcome.error;
+  const param = e.openai?.param;
+  const client = clientApi(req.format.id);
+  if (param === undefined || client === undefined || e.constructor !== GatewayError) return outcome;
+  const mapped = paramForClient(param, client, model.category === "embedding" ? "embeddings" : model.upstream_api ?? "chat", req.body);
+  if (mapped === param) return outcome;
+  return { ...outcome, error: new GatewayError(e.status, e.kind, e.message, e.headers, { ...e.openai, param: mapped }, e.details) };
+}
