@@ -29,6 +29,11 @@ interface OpenAIUsage {
    * `cache_read_per_mtok` said (a bill audit, 2026-11-30, second round).
    */
   prompt_cache_hit_tokens?: number;
+  /**
+   * Moonshot's (Kimi's) name for cache reads, at the usage's top level (also part of `prompt_tokens`):
+   * read as none cached, a Kimi turn's reads were priced as fresh input (a bill audit, thirty-sixth session).
+   */
+  cached_tokens?: number;
   completion_tokens_details?: { reasoning_tokens?: number } | null;
   total_tokens?: number;
 }
@@ -50,7 +55,8 @@ function usageEvent(u: OpenAIUsage, tier?: unknown): StreamEvent {
   const input = reportedCount(u.prompt_tokens);
   // The cached parts are inside the prompt: counts past it are cut down to it here, as the meter
   // charges them, so a client of another format is never shown more cached than prompt.
-  let reads = reportedCount(u.prompt_tokens_details?.cached_tokens) ?? reportedCount(u.prompt_cache_hit_tokens);
+  // Moonshot's top-level count first, as its SDK reads it (@ai-sdk/moonshotai, convertMoonshotAIChatUsage).
+  let reads = reportedCount(u.cached_tokens) ?? reportedCount(u.prompt_tokens_details?.cached_tokens) ?? reportedCount(u.prompt_cache_hit_tokens);
   let writes = reportedCount(u.prompt_tokens_details?.cache_write_tokens) ?? reportedCount(u.cache_creation_input_tokens);
   if (input === undefined) {
     // Cached parts of a prompt whose size is unknown (the gateway estimates it, as fresh input) say nothing usable.
@@ -171,7 +177,7 @@ export const openaiAdapter: ProviderAdapter = {
       if (text) return new TemplateTextFrame(frame.data, text);
       const chunk = parseFrameJson(frame.data) as {
         error?: { message?: string; type?: string } | string;
-        choices?: { index?: number; delta?: Record<string, any>; finish_reason?: string | null }[];
+        choices?: { index?: number; delta?: Record<string, any>; finish_reason?: string | null; usage?: OpenAIUsage | null }[];
         usage?: OpenAIUsage | null;
         service_tier?: unknown;
       };
@@ -245,7 +251,11 @@ export const openaiAdapter: ProviderAdapter = {
         }
         if (typeof choice.finish_reason === "string" && choice.finish_reason) events.push({ type: "finish", reason: FINISH[choice.finish_reason] ?? "stop" });
       }
-      if (chunk.usage && typeof chunk.usage === "object") events.push(usageEvent(chunk.usage, tierSeen));
+      // Moonshot's (Kimi's) streams carry the usage in the last chunk's choice (`choices[0].usage`),
+      // not beside it: unread, every Kimi stream was billed at the gateway's estimate, its cache
+      // reads as fresh input (a bill audit, thirty-sixth session). The chunk's own usage comes first.
+      const usage = isRecord(chunk.usage) ? chunk.usage : isRecord(choice?.usage) ? choice.usage : undefined;
+      if (usage) events.push(usageEvent(usage, tierSeen));
       // A chunk that means its text alone (its delta's content) teaches how the next ones are written.
       const only = events.length === 1 ? events[0]! : undefined;
       if (only?.type === "text" && only.text === choice?.delta?.content) textFrames.learn(frame, only.text);
