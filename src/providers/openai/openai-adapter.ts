@@ -4,6 +4,7 @@ import { textFrameReader } from "../../streaming/text-frame-template.ts";
 import { SHAPES_ONLY } from "../../log/scrub.ts";
 import { upstreamStreamErrorMessage } from "../upstream-errors.ts";
 import { reportedCount } from "../../streaming/events.ts";
+import { onlyHourMarks } from "../anthropic/anthropic-adapter.ts";
 
 /** Where the decoder reads a text chunk's text (what a learnt template must stand for). */
 const readContent = (chunk: unknown) => (chunk as { choices?: { delta?: { content?: unknown } }[] } | null)?.choices?.[0]?.delta?.content;
@@ -50,8 +51,9 @@ function imageEvents(images: unknown, events: StreamEvent[]): void {
 /**
  * Counts that are not usable numbers are left out, so the meter estimates them. `tier`: the
  * answer's `service_tier` (beside its usage, at the chunk's top level), which prices it (flex).
+ * `sent`: the request as sent, read only when writes come (see below).
  */
-function usageEvent(u: OpenAIUsage, tier?: unknown): StreamEvent {
+function usageEvent(u: OpenAIUsage, tier?: unknown, sent?: unknown): StreamEvent {
   const input = reportedCount(u.prompt_tokens);
   // The cached parts are inside the prompt: counts past it are cut down to it here, as the meter
   // charges them, so a client of another format is never shown more cached than prompt.
@@ -70,6 +72,13 @@ function usageEvent(u: OpenAIUsage, tier?: unknown): StreamEvent {
   const reasoning = reportedCount(u.completion_tokens_details?.reasoning_tokens);
   const event: StreamEvent = { type: "usage", inputTokens: input, outputTokens: outputWithReasoning(input, reportedCount(u.completion_tokens), reasoning, u.total_tokens), cacheReadTokens: reads };
   if (writes !== undefined) event.cacheWriteTokens = writes;
+  // These servers report their writes as one total (OpenRouter's `cache_write_tokens`, LiteLLM's
+  // `cache_creation_input_tokens`). A Claude model behind one is marked as Anthropic's API marks it
+  // (`cache_control` on a message's parts), and bills a write marked `ttl: "1h"` at 2× input, not
+  // 1.25×: when every mark the request carried asked for an hour, the writes are 1-hour writes, as on
+  // an Anthropic upstream that sends their total alone (anthropic-adapter.ts, onlyHourMarks). Priced
+  // as 5-minute writes, a Claude Code turn on OpenRouter paid 62.5 % of the vendor's price for them.
+  if (writes && onlyHourMarks(sent)) event.cacheWrite1hTokens = writes;
   if (typeof tier === "string" && tier.length <= 32) event.serviceTier = tier;
   if (reasoning) event.reasoningTokens = reasoning;
   return event;
@@ -156,7 +165,7 @@ export const openaiAdapter: ProviderAdapter = {
     return { url: `${provider.base_url}/models`, headers };
   },
 
-  createStreamDecoder(scrub = SHAPES_ONLY) {
+  createStreamDecoder(scrub = SHAPES_ONLY, sent?: unknown) {
     // Upstream tool-call indexes are per choice and may start anywhere; ours count from 0.
     const toolIndex = new Map<number, number>();
     /** The id each upstream index's call was announced with: another id there is another call. */
@@ -255,7 +264,7 @@ export const openaiAdapter: ProviderAdapter = {
       // not beside it: unread, every Kimi stream was billed at the gateway's estimate, its cache
       // reads as fresh input (a bill audit, thirty-sixth session). The chunk's own usage comes first.
       const usage = isRecord(chunk.usage) ? chunk.usage : isRecord(choice?.usage) ? choice.usage : undefined;
-      if (usage) events.push(usageEvent(usage, tierSeen));
+      if (usage) events.push(usageEvent(usage, tierSeen, sent));
       // A chunk that means its text alone (its delta's content) teaches how the next ones are written.
       const only = events.length === 1 ? events[0]! : undefined;
       if (only?.type === "text" && only.text === choice?.delta?.content) textFrames.learn(frame, only.text);
@@ -266,7 +275,7 @@ export const openaiAdapter: ProviderAdapter = {
     return decode;
   },
 
-  decodeBody(body, _sent, scrub = SHAPES_ONLY) {
+  decodeBody(body, sent, scrub = SHAPES_ONLY) {
     const b = body as { choices?: { message?: Record<string, any>; finish_reason?: string }[]; usage?: OpenAIUsage; error?: unknown; service_tier?: unknown };
     // Some OpenAI-compatible proxies answer 200 with an error body; passed through, its text would reach the client.
     if (b?.error && !Array.isArray(b.choices)) throw new UpstreamProtocolError(`the upstream answered 200 with an error: ${scrub.logDetail(JSON.stringify(b.error))}`);
@@ -293,7 +302,7 @@ export const openaiAdapter: ProviderAdapter = {
       }
     }
     if (typeof choice.finish_reason === "string" && choice.finish_reason) events.push({ type: "finish", reason: FINISH[choice.finish_reason] ?? "stop" });
-    if (b.usage && typeof b.usage === "object") events.push(usageEvent(b.usage, b.service_tier));
+    if (b.usage && typeof b.usage === "object") events.push(usageEvent(b.usage, b.service_tier, sent));
     return events;
   },
 
