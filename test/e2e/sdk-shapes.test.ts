@@ -246,6 +246,22 @@ describe("what the vendor bills above the price book is not asked for (a tenant 
     }
   });
 
+  test("OpenAI-format servers' own paid searches are dropped (OpenRouter's web plugin, xAI's Live Search); OpenRouter's other plugins go", async () => {
+    const cases: [Record<string, unknown>, unknown][] = [
+      [{ plugins: [{ id: "web", max_results: 50 }] }, undefined],
+      [{ plugins: [{ id: "web" }, { id: "response-healing" }] }, [{ id: "response-healing" }]],
+      [{ plugins: [{ id: "file-parser", pdf: { engine: "pdf-text" } }] }, [{ id: "file-parser", pdf: { engine: "pdf-text" } }]],
+      [{ search_parameters: { mode: "on", max_search_results: 30 } }, undefined],
+    ];
+    for (const [extra, plugins] of cases) {
+      const res = await post(gw, "/v1/chat/completions", { model: OPENAI_MODEL, user: "u1", ...extra, messages: [{ role: "user", content: "hi" }] });
+      expect(res.status).toBe(200);
+      await res.arrayBuffer();
+      const sent = upstream.requests.at(-1)!.body;
+      expect([extra, sent.plugins, sent.search_parameters, sent.user]).toEqual([extra, plugins, undefined, "u1"]);
+    }
+  });
+
   test("OpenAI: a predicted output's rejected tokens are billed as the vendor bills them, past max_tokens; without a prediction output stops at max_tokens", async () => {
     const prediction = { type: "content", content: "const answer = 42; // the file as it is now\n".repeat(40) };
     const usage = { prompt_tokens: 20, completion_tokens: 400, total_tokens: 420, completion_tokens_details: { reasoning_tokens: 0, accepted_prediction_tokens: 5, rejected_prediction_tokens: 390 } };

@@ -120,7 +120,12 @@ const DEARER_TIERS = new Set(["priority", "scale"]);
  * dearer service tier (see DEARER_TIERS); spoken answers (`audio`, `"audio"` in `modalities`),
  * whose audio tokens cost several times text's; and `web_search_options`, whose searches carry a
  * fee per call (the spec runs no tools on the gateway's side; Anthropic's server tools are dropped
- * the same way). The model answers in text, at the prices charged. The same object when there is
+ * the same way). So are the compatible servers' own searches: OpenRouter's web plugin
+ * (`plugins: [{id: "web"}]`, US$ 4 per 1,000 results, five a request unless `max_results` says
+ * more) and xAI's Live Search (`search_parameters`, US$ 25 per 1,000 sources): they passed through
+ * as any unknown field does, and a tenant's request costing a few tokens could run a search of
+ * fifty results on the operator's bill (a bill audit, thirty-sixth session). OpenRouter's other
+ * plugins stay. The model answers in text, at the prices charged. The same object when there is
  * nothing to drop.
  */
 export function withoutUnpricedExtras(body: unknown, openaiItself = false): unknown {
@@ -132,8 +137,14 @@ export function withoutUnpricedExtras(body: unknown, openaiItself = false): unkn
   // standard tier is asked for by name (a bill audit, 2026-11-30). Other servers' tiers are their own.
   const projectTier = openaiItself && (b.service_tier === undefined || b.service_tier === "auto");
   const spoken = b.audio !== undefined || (Array.isArray(b.modalities) && b.modalities.includes("audio"));
-  if (!tier && !projectTier && !spoken && b.web_search_options === undefined) return body;
-  const { service_tier, audio: _audio, web_search_options: _search, ...rest } = b;
+  const webPlugin = Array.isArray(b.plugins) && b.plugins.some(isWebPlugin);
+  if (!tier && !projectTier && !spoken && !webPlugin && b.web_search_options === undefined && b.search_parameters === undefined) return body;
+  const { service_tier, audio: _audio, web_search_options: _search, search_parameters: _liveSearch, ...rest } = b;
+  if (webPlugin) {
+    const kept = (b.plugins as unknown[]).filter((plugin) => !isWebPlugin(plugin));
+    if (kept.length > 0) rest.plugins = kept;
+    else delete rest.plugins;
+  }
   if (tier || projectTier) {
     if (openaiItself) rest.service_tier = "default";
   } else if (service_tier !== undefined) rest.service_tier = service_tier;
@@ -143,6 +154,9 @@ export function withoutUnpricedExtras(body: unknown, openaiItself = false): unkn
   }
   return rest;
 }
+
+/** OpenRouter's web search plugin (`{id: "web", …}`). */
+const isWebPlugin = (plugin: unknown) => isRecord(plugin) && plugin.id === "web";
 
 /** The headers of a JSON POST to an OpenAI-kind API: the provider's own, and its key as a bearer token. */
 export function openaiJsonHeaders(provider: { headers?: Record<string, string>; apiKey?: string }): Record<string, string> {
