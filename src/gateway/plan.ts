@@ -8,6 +8,7 @@ import { fitCandidates, type Fitted } from "./context-fit.ts";
 import { promptText, requestedMaxTokens } from "../formats/prepare-upstream.ts";
 import type { EmbeddingsInputMeasure } from "../formats/openai-embeddings/embeddings-input.ts";
 import type { PromptSource } from "../billing/usage-meter.ts";
+import { carriesHourMark } from "../formats/common/cache-marks.ts";
 
 /** What the journey will try, decided before anything is reserved or sent. */
 export interface Plan {
@@ -69,8 +70,11 @@ export async function planRequest(
   // An OpenAI-kind upstream makes long-lived writes (12 hours, at 2.5× input) only for a request
   // that asks for them (providers/openai/openai-responses-adapter.ts): any other is held at its
   // 30-minute writes' price, not refused for twice what it can cost. Anthropic's 1-hour writes are
-  // marked inside the prompt (and added by the gateway's own marks), so they are always held for.
-  const longWrites = body.prompt_cache_retention === "12h";
+  // marked inside the prompt (and added by the gateway's own marks), so they are always held for;
+  // so are a Claude model's behind an OpenAI-format server (OpenRouter) when a mark asks for an hour
+  // (providers/openai/openai-adapter.ts): held at 1.25×, a dense prompt written for the hour was
+  // charged the hold, 65 % of its price (a bill audit, thirty-sixth session).
+  const longWrites = body.prompt_cache_retention === "12h" || (wire === "openai" && carriesHourMark(body));
   const worstCaseMicro = Math.max(...candidates.map((c) =>
     mostItCosts(c.model.pricing, Math.min(heldPrompt, c.model.context_length), (c.maxTokens + predicted) * answersAsked(settings, wire, body, c.model), imagesHeld(c.model), maxPriceFactor(c.model),
       longWrites || settings.providers.get(c.model.provider)?.kind !== "openai")));

@@ -107,6 +107,14 @@ describe("a Claude model's cache writes reported as one total by an OpenAI-forma
     expect(row).toEqual({ w5: 0, w1: 8_000 });
   });
 
+  test("a dense prompt written whole for the hour is held for it, and charged in full", async () => {
+    // A token a byte (digits), all of it written for the hour, one token out: the hold must cover 2× input, not 1.25×.
+    const dense = { prompt_tokens: 4_000, completion_tokens: 1, total_tokens: 4_001, prompt_tokens_details: { cached_tokens: 0, cache_write_tokens: 4_000 } };
+    upstream.reply({ kind: "json", body: { ...body, usage: dense } });
+    const messages = [{ role: "user", content: [{ type: "text", text: "7".repeat(4_000), cache_control: { type: "ephemeral", ttl: "1h" } }] }];
+    expect((await chargeOf(gw, () => post(gw, "/v1/chat/completions", { model: OPENROUTER_CLAUDE, messages, max_tokens: 1 }))).micro).toBe(4_000 * 6_000 + 1 * 15_000);
+  });
+
   test("5-minute marks, or none, stay 5-minute writes", async () => {
     upstream.reply({ kind: "json", body });
     expect((await chargeOf(gw, () => post(gw, "/v1/chat/completions", { model: OPENROUTER_CLAUDE, messages: marked() }))).micro).toBe(FIVE_MINUTES_MICRO);

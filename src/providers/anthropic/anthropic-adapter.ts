@@ -5,6 +5,7 @@ import { SHAPES_ONLY } from "../../log/scrub.ts";
 import { upstreamStreamErrorMessage } from "../upstream-errors.ts";
 import { reportedCount } from "../../streaming/events.ts";
 import { withoutServerTools } from "../../formats/anthropic-messages/server-tools.ts";
+import { onlyHourMarks } from "../../formats/common/cache-marks.ts";
 
 /** Where the decoder reads a text delta's text (what a learnt template must stand for). */
 const readDeltaText = (data: unknown) => (data as { delta?: { text?: unknown } } | null)?.delta?.text;
@@ -65,37 +66,6 @@ function usageEvent(u: AnthropicUsage, sent?: unknown): StreamEvent {
   if (thinking !== undefined) event.reasoningTokens = thinking;
   if (typeof u.inference_geo === "string" && u.inference_geo.length <= 32) event.inferenceGeo = u.inference_geo;
   return event;
-}
-
-/**
- * Whether the request sent upstream marked its prompt for caching and every mark asked for an hour
- * (`cache_control: {type: "ephemeral", ttl: "1h"}`: the top level's automatic caching, system,
- * tools, message blocks and tool results' blocks). Anthropic splits its writes by lifetime; a
- * compatible server that reports only their total (a proxy in front of Bedrock or Vertex) wrote
- * them for the hour all the same, and priced at the 5-minute rate they were billed at 1.25× the
- * input price for the vendor's 2× (a bill audit). Read only when such a total comes.
- */
-export function onlyHourMarks(sent: unknown): boolean {
-  let marks = 0;
-  let hours = 0;
-  const mark = (node: unknown) => {
-    if (!isRecord(node) || !isRecord(node.cache_control)) return;
-    marks++;
-    if (node.cache_control.ttl === "1h") hours++;
-  };
-  const blocks = (list: unknown) => {
-    if (!Array.isArray(list)) return;
-    for (const block of list) {
-      mark(block);
-      if (isRecord(block) && Array.isArray(block.content)) for (const inner of block.content) mark(inner);
-    }
-  };
-  if (!isRecord(sent)) return false;
-  mark(sent);
-  blocks(sent.system);
-  blocks(sent.tools);
-  if (Array.isArray(sent.messages)) for (const message of sent.messages) if (isRecord(message)) blocks(message.content);
-  return marks > 0 && hours === marks;
 }
 
 /**

@@ -4,7 +4,7 @@ import { textFrameReader } from "../../streaming/text-frame-template.ts";
 import { SHAPES_ONLY } from "../../log/scrub.ts";
 import { upstreamStreamErrorMessage } from "../upstream-errors.ts";
 import { reportedCount } from "../../streaming/events.ts";
-import { onlyHourMarks } from "../anthropic/anthropic-adapter.ts";
+import { onlyHourMarks } from "../../formats/common/cache-marks.ts";
 
 /** Where the decoder reads a text chunk's text (what a learnt template must stand for). */
 const readContent = (chunk: unknown) => (chunk as { choices?: { delta?: { content?: unknown } }[] } | null)?.choices?.[0]?.delta?.content;
@@ -76,7 +76,7 @@ function usageEvent(u: OpenAIUsage, tier?: unknown, sent?: unknown): StreamEvent
   // `cache_creation_input_tokens`). A Claude model behind one is marked as Anthropic's API marks it
   // (`cache_control` on a message's parts), and bills a write marked `ttl: "1h"` at 2× input, not
   // 1.25×: when every mark the request carried asked for an hour, the writes are 1-hour writes, as on
-  // an Anthropic upstream that sends their total alone (anthropic-adapter.ts, onlyHourMarks). Priced
+  // an Anthropic upstream that sends their total alone (formats/common/cache-marks.ts). Priced
   // as 5-minute writes, a Claude Code turn on OpenRouter paid 62.5 % of the vendor's price for them.
   if (writes && onlyHourMarks(sent)) event.cacheWrite1hTokens = writes;
   if (typeof tier === "string" && tier.length <= 32) event.serviceTier = tier;
