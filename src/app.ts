@@ -39,6 +39,7 @@ import { withSimulatedUpstream } from "./providers/simulated/simulated-upstream.
 import { createTokenizer, type Tokenizer } from "./billing/token-estimate.ts";
 import { createEmbeddingsThread, type EmbeddingsThread } from "./formats/openai-embeddings/embeddings-thread.ts";
 import { createCountQueue } from "./limits/count-queue.ts";
+import { createSliceCountMemory } from "./billing/slice-count-memory.ts";
 import { createInflight, LedgerLostCut } from "./gateway/inflight.ts";
 import { createChangeWatch } from "./store/sqlite/change-watch.ts";
 import { retryWhileBusy } from "./store/sqlite/sqlite-errors.ts";
@@ -273,7 +274,10 @@ export function createApp(deps: AppDeps) {
   // Free token counts take turns per key on the tokenizer's low-priority lane (limits/count-queue.ts).
   const limits = deps.settings.limits;
   // An account's keys together get one key's share: more keys buy a tenant no more of the queue.
-  const counts = createCountQueue({ perKeyBytes: limits.count_tokens_per_key_bytes, perAccountBytes: limits.count_tokens_per_key_bytes, capacityBytes: limits.count_tokens_queue_bytes, timeoutMs: limits.count_tokens_timeout_ms, count: tokenizer.countWhenIdle });
+  // Slices an account had counted lately are not counted again, by either queue: an agent's next turn
+  // (or its next `/context`) starts as its last one did (billing/slice-count-memory.ts).
+  const remembered = createSliceCountMemory();
+  const counts = createCountQueue({ perKeyBytes: limits.count_tokens_per_key_bytes, perAccountBytes: limits.count_tokens_per_key_bytes, capacityBytes: limits.count_tokens_queue_bytes, timeoutMs: limits.count_tokens_timeout_ms, count: tokenizer.countWhenIdle, remembered });
   // A chat prompt near a model's window is counted to see whether it fits: in turns per key too (a
   // tenant's 10 MB prompt must not hold the others'), but on the tokenizer's own lane, apart from
   // the free counts, so their queue's bounds never refuse a paid request. A key's share is what it
@@ -283,7 +287,7 @@ export function createApp(deps: AppDeps) {
   // upstream (never queued) cost the request thread is bounded too.
   const countBytesPerMinute = Math.max(limits.count_tokens_account_bytes_per_minute, limits.max_body_bytes);
   const countBytes = createCountBytes({ perMinute: countBytesPerMinute, unsizedBytes: limits.max_body_bytes, now });
-  const admissionCounts = createCountQueue({ perKeyBytes: Math.max(limits.body_per_key_bytes, limits.max_body_bytes), capacityBytes: Number.POSITIVE_INFINITY, timeoutMs: ADMISSION_COUNT_TIMEOUT_MS, count: tokenizer.count });
+  const admissionCounts = createCountQueue({ perKeyBytes: Math.max(limits.body_per_key_bytes, limits.max_body_bytes), capacityBytes: Number.POSITIVE_INFINITY, timeoutMs: ADMISSION_COUNT_TIMEOUT_MS, count: tokenizer.count, remembered });
   // Request ids, metrics and access-log lines (ops/request-trace.ts).
   const tracker = new Tracker({ log, accessLog: ops.accessLog });
   const upstreamFetch = withSimulatedUpstream(deps.fetch ?? upstream.fetch);

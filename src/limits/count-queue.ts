@@ -1,5 +1,6 @@
 import { createFairQueue } from "./fair-queue.ts";
 import { pieceEnd } from "../billing/token-estimate.ts";
+import type { SliceCountMemory } from "../billing/slice-count-memory.ts";
 
 /**
  * Free token counts (`POST /v1/messages/count_tokens` answered by the gateway's tokenizer) wait
@@ -20,6 +21,9 @@ import { pieceEnd } from "../billing/token-estimate.ts";
  *   which gives each slice to the tokenizer only when no chat or billing count is waiting.
  * Slices end where the tokenizer's own pieces do (billing/token-estimate.ts, `pieceEnd`), so the
  * sum is what one count of the whole text gives.
+ * - with `remembered`, the slices an account had counted lately are not counted again: a text
+ *   that starts as one counted before (an agent's next turn) is counted from where they end, and
+ *   one counted whole is answered without a turn.
  */
 
 export interface CountQueueOptions {
@@ -32,6 +36,8 @@ export interface CountQueueOptions {
   count: (text: string) => Promise<number>;
   /** Characters per turn (default 64 Ki, 32 of the tokenizer's slices: a few ms of its time). */
   sliceChars?: number;
+  /** Counts of slices each account had counted lately (billing/slice-count-memory.ts). */
+  remembered?: SliceCountMemory;
 }
 
 export type CountRefusal = "key_busy" | "queue_full" | "timeout" | "aborted";
@@ -68,6 +74,8 @@ export interface CountQueue {
 
 interface Job {
   text: string;
+  /** Whose slices these are: the account's, else the key's. */
+  owner: string;
   /** Characters counted so far. */
   done: number;
   tokens: number;
@@ -111,7 +119,9 @@ export function createCountQueue(o: CountQueueOptions): CountQueue {
         let tokens: number;
         const end = pieceEnd(job.text, job.done, slice);
         try {
-          tokens = await o.count(job.text.slice(job.done, end));
+          const piece = job.text.slice(job.done, end);
+          tokens = await o.count(piece);
+          o.remembered?.remember(job.owner, piece, tokens);
         } catch (error) {
           finish(key, job, { error });
           continue;
@@ -131,10 +141,23 @@ export function createCountQueue(o: CountQueueOptions): CountQueue {
     count(key, text, signal, limit = Number.POSITIVE_INFINITY, account) {
       if (text.length === 0) return Promise.resolve(0);
       if (signal?.aborted) return Promise.reject(new CountRefusedError("aborted", "The client closed the request."));
+      const owner = account ?? key;
+      // What this account had counted lately is not counted again; from the first slice that is new, the count takes turns.
+      let done = 0;
+      let known = 0;
+      while (o.remembered && done < text.length && known <= limit) {
+        const end = pieceEnd(text, done, slice);
+        const tokens = o.remembered.recall(owner, text.slice(done, end));
+        if (tokens === undefined) break;
+        known += tokens;
+        done = end;
+      }
+      if (done >= text.length || known > limit) return Promise.resolve(known);
+      const rest = done === 0 ? text : text.slice(done);
       return new Promise<number>((resolve, reject) => {
-        const job: Job = { text, done: 0, tokens: 0, limit, finished: false, resolve, reject };
+        const job: Job = { text, owner, done, tokens: known, limit, finished: false, resolve, reject };
         // Turns per account (one account's many keys share one turn), caps per key.
-        const pushed = queue.push(key, job, Math.max(slice, Buffer.byteLength(text)), account);
+        const pushed = queue.push(key, job, Math.max(slice, Buffer.byteLength(rest)), account);
         if (pushed === "key_full") return reject(new CountRefusedError("key_busy", keyBusy));
         if (pushed === "queue_full") {
           return reject(new CountRefusedError("queue_full", "The gateway's tokenizer has too many counts waiting. Retry in a moment."));

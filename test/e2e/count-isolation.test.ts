@@ -33,13 +33,18 @@ function count(key: string, text: string): Promise<Response> {
   });
 }
 
-/** 4,000,000 bytes of prompt, just under the default count_tokens_max_bytes (4 MiB). */
-const BIG = "word ".repeat(800_000);
+/**
+ * 4,000,000 bytes of prompt, just under the default count_tokens_max_bytes (4 MiB), each one
+ * new and no two of its slices alike: slices an account had counted are not counted again
+ * (billing/slice-count-memory.ts), and a flood of one text repeated would cost one slice.
+ */
+let bigs = 0;
+const big = (n = bigs++) => Array.from({ length: 800 }, (_, j) => `${"word ".repeat(999)}w${n}x${j}`.padEnd(4_999) + " ").join("");
 
 /** Starts the flood (`size` big counts, PER_KEY by default) and resolves once every one of them waits in the count queue. */
 async function flood(answered: string[], size = PER_KEY): Promise<Promise<unknown>[]> {
   const counts = Array.from({ length: size }, (_, i) =>
-    count(flooder.key, BIG).then(async (res) => {
+    count(flooder.key, big()).then(async (res) => {
       expect(res.status).toBe(200);
       await res.json();
       answered.push(`flood${i}`);
