@@ -6,6 +6,7 @@
  * (Anthropic's signed thinking blocks); another vendor is never sent it.
  */
 import { describe, expect, test } from "bun:test";
+import { readFileSync } from "node:fs";
 import { useFakeUpstream } from "../helpers/fake-upstream.ts";
 import { useGateway, post, sseFrames, chargeOf, ANTHROPIC_MODEL, OPENAI_MODEL } from "../helpers/gateway.ts";
 import { answerWith, USAGE, type Script } from "../helpers/responses-wire.ts";
@@ -169,6 +170,30 @@ describe("Anthropic clients → a Responses upstream", () => {
       expect(sent.path).toBe(path);
       expect(sent.rawBody).not.toContain("gAAAAB-enc-turn-1");
       expect(sent.rawBody).not.toContain("swy-openai-rs-1.");
+    }
+  });
+});
+
+describe("Codex's own request (code mode) → a Responses upstream", () => {
+  // Recorded from `codex exec` (test/fixtures/codex/): GPT-6 metadata asks `reasoning: {effort: "low", context: "all_turns"}`.
+  const recorded = JSON.parse(readFileSync(new URL("../fixtures/codex/code-mode-turn-2.json", import.meta.url), "utf8"));
+
+  test("reasoning.context reaches the Responses upstream as Codex asked it (the earlier turns' reasoning stays in the model's context); no other upstream is sent it", async () => {
+    expect(recorded.body.reasoning).toEqual({ effort: "low", context: "all_turns" });
+    upstream.reply(answerWith({ items: [{ text: "ok" }], usage: USAGE(900, 10) }));
+    const res = await post(gw, "/v1/responses", { ...recorded.body, model: MODEL }, { ...recorded.headers, "content-type": "application/json" });
+    expect(res.status).toBe(200);
+    await res.text();
+    const sent = upstream.requests.at(-1)!;
+    expect(sent.path).toBe("/v1/responses");
+    expect(sent.body.reasoning).toEqual({ effort: "low", summary: "auto", context: "all_turns" });
+    // Chat completions and Anthropic have no such field: not sent (a strict vendor refuses unknown fields).
+    for (const [model, path] of [[OPENAI_MODEL, "/v1/chat/completions"], [ANTHROPIC_MODEL, "/v1/messages"]]) {
+      const other = await post(gw, "/v1/responses", { ...recorded.body, model }, { ...recorded.headers, "content-type": "application/json" });
+      expect(other.status).toBe(200);
+      await other.text();
+      expect(upstream.requests.at(-1)!.path).toBe(path);
+      expect(upstream.requests.at(-1)!.rawBody).not.toContain("all_turns");
     }
   });
 });

@@ -33,6 +33,14 @@ export const CARRIED_THINKING: unique symbol = Symbol("carried thinking");
  */
 export const CARRIED_REASONING: unique symbol = Symbol("carried reasoning");
 
+/**
+ * The property of a chat request that holds a Responses client's `reasoning.context` (Codex sends
+ * `"all_turns"` for GPT-6 models: the reasoning items of earlier turns stay in the model's
+ * context). Chat completions and Anthropic have no such field, so only a Responses upstream gets
+ * it (chat-to-responses.ts); a symbol-keyed property, so no other upstream sees it.
+ */
+export const REASONING_CONTEXT: unique symbol = Symbol("reasoning context");
+
 /** The blocks as a Responses reasoning item's `encrypted_content`. */
 export function sealThinking(blocks: readonly CarriedBlock[]): string {
   return PREFIX + Buffer.from(JSON.stringify(blocks)).toString("base64url");

@@ -1,7 +1,7 @@
 import type { Json, TranslationNotes } from "../common/wire-types.ts";
 import type { ChatMessage, ChatRequest, ContentPart } from "../openai-chat/schema.ts";
 import { UNKNOWN_TRAITS, type UpstreamTraits } from "../common/model-traits.ts";
-import { CARRIED_THINKING, openaiEncryptedReasoning, type CarriedBlock } from "../common/carried-thinking.ts";
+import { CARRIED_THINKING, openaiEncryptedReasoning, REASONING_CONTEXT, type CarriedBlock } from "../common/carried-thinking.ts";
 import { withToolsForLegacyFunctions } from "../openai-chat/legacy-functions.ts";
 
 /**
@@ -90,13 +90,16 @@ export function chatToResponses(request: ChatRequest, upstreamModel: string, max
   }
 
   const effort = typeof body.reasoning_effort === "string" ? body.reasoning_effort : undefined;
+  // A Responses client's `reasoning.context` (which turns' reasoning the model keeps), as it asked.
+  const context = (body as { [REASONING_CONTEXT]?: string })[REASONING_CONTEXT];
   if (traits.reasoning === "none") {
     if (effort !== undefined) (notes.dropped ??= []).push("reasoning_effort: this model does not reason");
-  } else if (traits.reasoning === "effort" || effort !== undefined) {
+    if (context !== undefined) (notes.dropped ??= []).push("reasoning.context: this model does not reason");
+  } else if (traits.reasoning === "effort" || effort !== undefined || context !== undefined) {
     // A reasoning model shows its thinking as summaries, when asked: every client format has a
     // place for it (Claude's thinking, Codex's reasoning, chat's reasoning_content).
     const reasons = effort !== "none";
-    out.reasoning = { ...(effort !== undefined ? { effort } : {}), ...(reasons ? { summary: "auto" } : {}) };
+    out.reasoning = { ...(effort !== undefined ? { effort } : {}), ...(reasons ? { summary: "auto" } : {}), ...(context !== undefined ? { context } : {}) };
     if (reasons) out.include = ["reasoning.encrypted_content"];
   }
 

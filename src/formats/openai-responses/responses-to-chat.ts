@@ -1,6 +1,6 @@
 import type { Json } from "../common/wire-types.ts";
 import type { ChatMessage, ChatRequest, ContentPart } from "../openai-chat/schema.ts";
-import { CARRIED_REASONING, CARRIED_THINKING, openThinking, type CarriedBlock } from "../common/carried-thinking.ts";
+import { CARRIED_REASONING, CARRIED_THINKING, openThinking, REASONING_CONTEXT, type CarriedBlock } from "../common/carried-thinking.ts";
 import { CUSTOM_PARAMETERS, customToolDescription } from "../common/custom-tools.ts";
 
 /**
@@ -253,8 +253,9 @@ export function responsesToChat(body: Record<string, unknown>): ResponsesPlan {
     if (choice !== undefined) chat.tool_choice = choice;
     if (typeof body.parallel_tool_calls === "boolean") chat.parallel_tool_calls = body.parallel_tool_calls;
   }
-  const reasoning = body.reasoning as { effort?: unknown; summary?: unknown; generate_summary?: unknown } | null | undefined;
+  const reasoning = body.reasoning as { effort?: unknown; summary?: unknown; generate_summary?: unknown; context?: unknown } | null | undefined;
   if (typeof reasoning?.effort === "string") chat.reasoning_effort = reasoning.effort;
+  if (typeof reasoning?.context === "string") (chat as ChatRequest & { [REASONING_CONTEXT]?: string })[REASONING_CONTEXT] = reasoning.context;
   const text = body.text as { format?: Json; verbosity?: unknown } | null | undefined;
   const format = responseFormat(text?.format);
   if (format) chat.response_format = format;
