@@ -72,7 +72,7 @@ export interface BillingOpen {
   /** Gives back the key's place among its requests under way: called once, when the request ends (settled, whichever way). */
   slot?: { release(): void };
   /** The account's tokens a minute the request holds (gateway/token-hold.ts): settled with the tokens counted, once. */
-  tokens?: { settle(usedTokens: number): void };
+  tokens?: { settle(used: number, model?: ModelConfig, cacheReads?: number): void };
   /** How many answers the model makes for this request (OpenAI's `n`; plan.ts answersAsked). */
   answers?: (model: ModelConfig) => number;
   /** The client's conversation id (gateway/session-id.ts), asked for at the settlement: see PromptMemory. */
@@ -270,7 +270,7 @@ class OpenSession implements BillingSession {
       // the access log say the same.
       o.charges?.charged(inputTokens, outputTokens, this.reserved ? Math.min(costMicro, o.worstCaseMicro) : 0, classes);
       // Before the answer's last byte waits for its durable record: the client's next request meets the count.
-      o.tokens?.settle(used);
+      o.tokens?.settle(used, model, usage?.cacheReadTokens ?? 0);
       // A free answer's record may trail it: nothing billed, nothing to lose.
       if (this.reserved && costMicro > 0) await durable;
     } catch (err) {

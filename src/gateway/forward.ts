@@ -140,7 +140,7 @@ export async function forward(deps: ForwardDeps, req: ForwardRequest): Promise<R
   let tokens: TokenHold;
   let slot: ConcurrencySlot;
   try {
-    const held = holdTokens(deps.limiter, req.principal, deps.settings.limits.account_tokens_per_minute, expectedTokens(req.bodyBytes));
+    const held = holdTokens(deps.limiter, req.principal, deps.settings.limits.account_tokens_per_minute, expectedTokens(req.bodyBytes), (model) => deps.settings.providers.get(model.provider)?.kind !== "anthropic");
     tokens = held instanceof Promise ? await held : held;
   } catch (err) {
     hold.release();

@@ -1,4 +1,5 @@
 import type { ActiveKey } from "../accounts/account-store.ts";
+import type { ModelConfig } from "../config/schema.ts";
 import type { RateLimitStore } from "../limits/rate-limiter.ts";
 import { formatResetDuration, retryAfterSeconds, type BucketDecision } from "../limits/token-bucket.ts";
 import { GatewayError } from "../streaming/gateway-error.ts";
@@ -9,7 +10,11 @@ import { GatewayError } from "../streaming/gateway-error.ts";
  * (or gives them back: a request refused before any upstream answered used none). Once.
  */
 export interface TokenHold {
-  settle(usedTokens: number): void;
+  /**
+   * `used`: prompt and answer tokens counted; `cacheReads` of them were read from the vendor's
+   * cache, which count only where `model`'s vendor counts them (see holdTokens).
+   */
+  settle(used: number, model?: ModelConfig, cacheReads?: number): void;
 }
 
 export const NO_TOKEN_HOLD: TokenHold = { settle() {} };
@@ -25,11 +30,15 @@ export function expectedTokens(bodyBytes: number): number {
 
 /**
  * Takes `expected` tokens from the account's budget (its own `tokens_per_minute`, else
- * `fallback`, limits.account_tokens_per_minute; neither: no budget, no await). 429 while the
+ * `fallback`, limits.account_tokens_per_minute; neither: no budget, no await). The settlement
+ * counts what the model's vendor counts against its own tokens a minute: `readsCount` says
+ * whether cache reads are among them (OpenAI counts every prompt token; Anthropic leaves cache
+ * reads out of its input tokens a minute, so a Claude Code session of 150,000 cached tokens a
+ * turn is not a 150,000-token turn to it, nor to this budget). 429 while the
  * budget is in debt, with OpenAI's `x-ratelimit-*-tokens` headers and a Retry-After; 503 when
  * the store cannot be asked (a limit that cannot be checked is not skipped, as rate limits).
  */
-export function holdTokens(limiter: RateLimitStore | undefined, principal: ActiveKey, fallback: number | undefined, expected: number): TokenHold | Promise<TokenHold> {
+export function holdTokens(limiter: RateLimitStore | undefined, principal: ActiveKey, fallback: number | undefined, expected: number, readsCount: (model: ModelConfig) => boolean): TokenHold | Promise<TokenHold> {
   const perMinute = principal.accountTokensPerMinute ?? fallback;
   if (!limiter || perMinute == null) return NO_TOKEN_HOLD;
   const id = `account:${principal.accountId}`;
@@ -46,10 +55,11 @@ export function holdTokens(limiter: RateLimitStore | undefined, principal: Activ
     }
     let settled = false;
     return {
-      settle(used) {
+      settle(used, model, cacheReads = 0) {
         if (settled) return;
         settled = true;
-        const difference = Math.max(0, Math.round(used)) - expected;
+        const counted = model && !readsCount(model) ? used - cacheReads : used;
+        const difference = Math.max(0, Math.round(counted)) - expected;
         if (difference === 0) return;
         // A settlement the store cannot take is lost: the budget is a fairness bound, not money.
         try {

@@ -127,6 +127,28 @@ describe("an account's tokens a minute", () => {
     expect((await post(key, "/v1/chat/completions", long)).status).toBe(200);
   });
 
+  test("counted as each vendor counts its own tokens a minute: cache reads count on an OpenAI-kind model, not on an Anthropic-kind one", async () => {
+    const long = (model: string) => ({ model, max_tokens: 50, messages: [{ role: "user", content: "x ".repeat(6_000) }] });
+    // 3,000 prompt tokens of which 2,500 cached, 10 answered: 3,010 of OpenAI's minute.
+    const openaiAccount = (await (await admin(gw, "POST", "/accounts", { name: "cached on openai", credits: 100, tokens_per_minute: 2_000 })).json()) as any;
+    const onOpenAI = await keyOf(gw, openaiAccount.id);
+    upstream.reply({ kind: "json", body: { ...(counted(3_000, 10) as any).body, usage: { prompt_tokens: 3_000, completion_tokens: 10, total_tokens: 3_010, prompt_tokens_details: { cached_tokens: 2_500 } } } });
+    expect((await post(onOpenAI, "/v1/chat/completions", long(OPENAI_MODEL))).status).toBe(200);
+    expect((await post(onOpenAI, "/v1/chat/completions", long(OPENAI_MODEL))).status).toBe(429);
+    // The same on Anthropic: 500 fresh, 2,500 read from the cache, 10 answered: 510 of its minute.
+    const anthropicAccount = (await (await admin(gw, "POST", "/accounts", { name: "cached on anthropic", credits: 100, tokens_per_minute: 2_000 })).json()) as any;
+    const onAnthropic = await keyOf(gw, anthropicAccount.id);
+    for (let i = 0; i < 2; i++) {
+      upstream.reply({ kind: "json", body: {
+        id: "msg_1", type: "message", role: "assistant", model: "claude", content: [{ type: "text", text: "Hi" }], stop_reason: "end_turn", stop_sequence: null,
+        usage: { input_tokens: 500, cache_read_input_tokens: 2_500, cache_creation_input_tokens: 0, output_tokens: 10 },
+      } });
+      const res = await post(onAnthropic, "/v1/messages", long(ANTHROPIC_MODEL));
+      expect(res.status).toBe(200);
+      await res.text();
+    }
+  });
+
   test("bad values are 400s naming the field", async () => {
     for (const tokens of [0, -5, 1.5, "100", 2_000_000_000]) {
       const res = await admin(gw, "POST", "/accounts", { name: "bad", credits: 1, tokens_per_minute: tokens });
