@@ -824,7 +824,7 @@ test("the usage selects keep focus as the arrow keys step through them; a holder
   await line.waitFor();
   const report = await admin(`/v1/admin/accounts/${account.id}/usage`);
   expect(report.rejected["404"]).toBeGreaterThanOrEqual(1);
-  await expect(line.textContent()).resolves.toContain(`${report.rejected["404"]} × 404 no such model`);
+  await expect(line.textContent()).resolves.toContain(`${report.rejected["404"]} × 404 (no such model)`);
 }, 60_000);
 
 test("a link opened before signing in is where sign-in leads; at 375 px nothing scrolls sideways and the navigation keeps whole words", async () => {

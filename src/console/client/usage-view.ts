@@ -2,6 +2,7 @@ import uPlot from "uplot";
 import { api, ApiError, readInView, type Session, type Sums, type UsageSummary } from "./api.ts";
 import { announce, credits, errorBox, failure, field, h, labelColumns } from "./dom.ts";
 import { rangeOf } from "../usage-range.ts";
+import { refusalsSaid } from "./refusals-said.ts";
 
 const HOUR = 3_600_000;
 const DAY = 86_400_000;
@@ -174,20 +175,12 @@ function estimatedNote(total: Sums): (string | HTMLElement)[] {
   return [", ", h("span", { "data-testid": "usage-estimated" }, `${what} (the vendor sent no count)`)];
 }
 
-/** What each refusal status means to the one who was refused. */
-const REFUSED: Record<string, string> = {
-  "401": "key not valid", "402": "credits or the key's spend limit used up", "403": "model not allowed for the key",
-  "404": "no such model", "408": "request body too slow", "413": "request too large", "429": "rate limited", "400": "malformed request", "422": "empty request",
-};
-
 /** One account's requests refused before any upstream call, by status: none cost anything. */
 function refusals(rejected: Record<string, number> | undefined): HTMLElement | null {
   if (!rejected) return null;
-  const entries = Object.entries(rejected).filter(([, n]) => n > 0).sort(([a], [b]) => Number(a) - Number(b));
-  if (entries.length === 0) return h("p", { class: "note", "data-testid": "usage-refused" }, "No requests refused in this period.");
-  const total = entries.reduce((sum, [, n]) => sum + n, 0);
-  return h("p", { "data-testid": "usage-refused" }, `Refused before reaching a model (not charged): ${total.toLocaleString("en-US")} — `,
-    entries.map(([status, n]) => `${n.toLocaleString("en-US")} × ${status}${REFUSED[status] ? ` ${REFUSED[status]}` : ""}`).join(", "), ".");
+  const said = refusalsSaid(rejected);
+  if (said === null) return h("p", { class: "note", "data-testid": "usage-refused" }, "No requests refused in this period.");
+  return h("p", { "data-testid": "usage-refused" }, said);
 }
 
 /**
