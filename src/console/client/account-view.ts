@@ -1,5 +1,5 @@
 import { api, ApiError, readInView, type Account, type AccountLogins, type DefaultLimits, type KeySummary, type Session } from "./api.ts";
-import { announce, confirmFirst, creditsOf, carryHeldSecret, holdSecret, refocus, credits, dateOf, errorBox, failure, field, h, hiddenHeading, labelColumns, numberOf, periodSelect, unfinished, when } from "./dom.ts";
+import { announce, confirmFirst, creditsOf, carryHeldSecret, holdSecret, refocus, secretHeld, credits, dateOf, errorBox, failure, field, h, hiddenHeading, labelColumns, numberOf, periodSelect, unfinished, when } from "./dom.ts";
 
 /**
  * Shows the view again; `focus` (a selector) is where focus goes, else the view. `changed` says
@@ -489,9 +489,11 @@ function keysSection(session: Session, account: Account, reload: Reload): HTMLEl
       h("p", {}, code, " ", copy, " ", note),
       h("button", { type: "button", "data-testid": "key-secret-done" }, "Done"),
     ));
+    // Whether the keys above list the new one already (below): Done then needs to read nothing.
+    let listed = false;
     secret.querySelector<HTMLButtonElement>("[data-testid=key-secret-done]")!.addEventListener("click", () => {
       holdSecret(null);
-      reload("#keys-title", { keys: true });
+      reload("#keys-title", listed ? {} : { keys: true });
     });
     holdSecret({ shown: code, block: secret, what: "new key", owner: account.id });
     announce("Key created. It is shown once.");
@@ -499,6 +501,18 @@ function keysSection(session: Session, account: Account, reload: Reload): HTMLEl
     holdForm();
     // Focus on what comes next: the button and fields are held off, and focus left with them (to the page's top).
     copy.focus();
+    // The keys above list the new one while its secret is shown (carried into the redrawn view):
+    // they said "No keys yet: create one below" over a first key's secret, and "9 of 10 in use"
+    // over a tenth's, until Done (a console probe, thirty-sixth session). Read here, not by the
+    // view's reload, so a read that fails leaves the secret on screen as it is.
+    void api<Account>("GET", `/accounts/${encodeURIComponent(account.id)}`).then((fresh) => {
+      if (secretHeld()?.shown !== code) return;
+      listed = true;
+      // Focus stays where it is in the secret's block (Done, say), or goes to Copy: moved, it was lost.
+      const at = document.activeElement?.closest("[data-testid]")?.getAttribute("data-testid");
+      const focused = at && secret.querySelector(`[data-testid="${at}"]`) ? at : "key-copy";
+      reload(`[data-testid="${focused}"]`, { account: fresh });
+    }, () => undefined);
     return "hold";
   }, "h3");
   // A secret still shown when another change on this page redrew it (a top-up, a key's Save) is
