@@ -119,3 +119,27 @@ test("a new key is listed above its secret while the secret is shown (the list s
   expect(await page.content()).not.toContain(secret);
   await page.context().close();
 }, 30_000);
+
+test("the Requests view heads its time \"Ended\" and says a request arrived its duration before (a slow request sent with a fast one was listed seconds after it, under \"Time\")", async () => {
+  const { page, account } = await holder("slow co");
+  const key = await admin("POST", `/v1/admin/accounts/${account}/keys`, { name: "slow key" });
+  const sent = Date.now();
+  await Promise.all([chat(key.key, "oai/slow"), chat(key.key, "oai/fast")]);
+  await page.goto(`${gateway.url}/console/#requests`);
+  const rows = page.getByTestId("request-row");
+  await rows.nth(1).waitFor();
+  const heads = await page.locator("table thead th").allTextContents();
+  expect(heads[0]).toBe("Ended");
+  expect(await page.locator("p.note", { hasText: "Duration" }).textContent()).toBe(
+    "Ended is when each request ended; Duration is its whole time, from its arrival to its end (a stream cut short: to its cut), so it arrived that long before.",
+  );
+  // Newest first by its end: the slow request, sent with the fast one, ended last; its time is its
+  // end (at least SLOW_MS after both were sent), and its duration says when it arrived.
+  const cell = (row: number, column: string) => rows.nth(row).locator(`td[data-label="${column}"]`).innerText();
+  expect(await cell(0, "Model")).toBe("oai/slow");
+  expect(await cell(1, "Model")).toBe("oai/fast");
+  const ended = Date.parse((await cell(0, "Ended")).replace(" UTC", "Z").replace(" ", "T"));
+  expect(ended).toBeGreaterThanOrEqual(Math.floor((sent + SLOW_MS) / 1000) * 1000);
+  expect(Number(await cell(0, "Duration (ms)"))).toBeGreaterThanOrEqual(SLOW_MS);
+  await page.context().close();
+}, 30_000);

@@ -72,7 +72,10 @@ export function accountsView(page: AccountPage, open: (id: string) => void, relo
 
 /** The latest requests: who, what, how it went and what it cost — never what was asked or answered. */
 export function requestsView(session: Session, rows: RecentRequest[], accountId?: string, accountName?: string): HTMLElement {
-  const cols = ["Time", ...(session.kind === "operator" ? ["Account"] : []), "Key", "Model", "Status", "Duration (ms)", "Tokens in", "Tokens out", "Credits", "Request id"];
+  // "Ended": a record is written, and dated, when its request ends. Headed "Time", a 10-second
+  // stream sent at 06:48:22 was listed at 06:48:33, and two sent together at different times (a
+  // console probe, thirty-sixth session); the list is newest first by it.
+  const cols = ["Ended", ...(session.kind === "operator" ? ["Account"] : []), "Key", "Model", "Status", "Duration (ms)", "Tokens in", "Tokens out", "Credits", "Request id"];
   // Refusals before any model (402, 429…) have no record: said to a holder, with where their
   // account's are counted. A holder whose requests all got 402 read "No requests yet" here and
   // nothing else (a console probe). The operator's Usage spans accounts and does not count them.
@@ -97,7 +100,7 @@ export function requestsView(session: Session, rows: RecentRequest[], accountId?
     refusals,
     // Not the Models view's latency (to the first byte): a request's whole time, to its last byte
     // or its cut, which two views calling both "latency" hid (a console probe).
-    h("p", { class: "note" }, "Duration is each request's whole time, from its arrival to its end (a stream cut short: to its cut)."),
+    h("p", { class: "note" }, "Ended is when each request ended; Duration is its whole time, from its arrival to its end (a stream cut short: to its cut), so it arrived that long before."),
     h("div", { class: "scroll" }, h("table", { class: "wide" }, h("caption", {}, rows.length === 1 ? "The last request" : `The last ${rows.length} requests, newest first`),
       h("thead", {}, h("tr", {}, ...cols.map((c) => h("th", { scope: "col" }, c)))),
       h("tbody", {}, ...rows.map((r) => h("tr", { "data-testid": "request-row" },
