@@ -143,3 +143,14 @@ test("the Requests view heads its time \"Ended\" and says a request arrived its 
   expect(Number(await cell(0, "Duration (ms)"))).toBeGreaterThanOrEqual(SLOW_MS);
   await page.context().close();
 }, 30_000);
+
+test("what a holder's new key may reach writes its figures as the rest of the page does (\"at most 1000000 requests a minute\" beside a row's \"1,000,000\")", async () => {
+  const { page, account } = await holder("wide co");
+  await admin("POST", `/v1/admin/accounts/${account}/keys`, { name: "operator's", rate_limit_per_minute: 1_000_000, max_concurrent_requests: 12_000 });
+  await page.reload();
+  expect(await page.getByTestId("key-ceiling").textContent()).toBe(
+    "As the operator limited this account's keys, a key you make takes at most 1,000,000 requests a minute; runs at most 12,000 at once.",
+  );
+  expect(await page.getByTestId("key-row").textContent()).toContain("1,000,000 requests a minute");
+  await page.context().close();
+}, 30_000);

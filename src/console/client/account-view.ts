@@ -460,8 +460,8 @@ function keysSection(session: Session, account: Account, reload: Reload): HTMLEl
   const reach = ceiling && (ceiling.models || ceiling.rate_limit_per_minute !== undefined || ceiling.max_concurrent_requests !== undefined)
     ? [h("p", { class: "note", "data-testid": "key-ceiling" }, "As the operator limited this account's keys, a key you make ",
       [ceiling.models ? `may use only ${ceiling.models.join(", ")}` : null,
-        ceiling.rate_limit_per_minute !== undefined ? `takes at most ${ceiling.rate_limit_per_minute} requests a minute` : null,
-        ceiling.max_concurrent_requests !== undefined ? `runs at most ${ceiling.max_concurrent_requests} at once` : null].filter(Boolean).join("; "), ".")]
+        ceiling.rate_limit_per_minute !== undefined ? `takes at most ${ceiling.rate_limit_per_minute.toLocaleString("en-US")} requests a minute` : null,
+        ceiling.max_concurrent_requests !== undefined ? `runs at most ${ceiling.max_concurrent_requests.toLocaleString("en-US")} at once` : null].filter(Boolean).join("; "), ".")]
     : [];
   const create = form("New key", [...fullNote, ...reach, field("Name", name), field("Spend limit in credits (empty: none)", limit), field("Period", period), ...(operator ? [field("Requests per minute", rpm), field("Only these models (ids or prefix*, comma-separated)", models)] : []), secret], submit, async () => {
     if (full) throw new ApiError(409, FULL_KEYS);
