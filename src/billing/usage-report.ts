@@ -182,8 +182,11 @@ export type UsageReporter = (accountId: string, from: number, to: number) => Usa
 export type UsageReport = ReturnType<typeof shapeUsageReport>;
 
 /** The report as the admin API and CLI show it, from per-model rows and refusal counts by status. */
-export function shapeUsageReport(accountId: string, from: number, to: number, rows: UsageRow[], refused: { status: number; n: number }[]) {
+export function shapeUsageReport(accountId: string, from: number, to: number, rows: UsageRow[], refused: { status: number; n: number; last: number }[]) {
   const rejected = Object.fromEntries(refused.map((r) => [String(r.status), r.n]));
+  // The minute of each status's latest refusal: a count alone over 24 hours told no one whether
+  // refusals had stopped once a limit was raised (a console probe, thirty-sixth session).
+  const latest = Object.fromEntries(refused.map((r) => [String(r.status), new Date(r.last * 60_000).toISOString()]));
   return {
     account_id: accountId,
     from: new Date(from).toISOString(),
@@ -191,6 +194,8 @@ export function shapeUsageReport(accountId: string, from: number, to: number, ro
     total: shownSums(totalOf(rows)),
     /** Requests refused before any upstream call, by status (none of them cost anything). */
     rejected,
+    /** When each status's latest refusal was (the start of its minute). */
+    rejected_latest: latest,
     models: rows.map((r) => ({ model: r.model, ...shownSums(r) })),
   };
 }

@@ -179,6 +179,7 @@ const Totals = t.Object(SUMS);
 const AccountUsage = t.Object({
   account_id: t.String(), from: t.String({ format: "date-time" }), to: t.String({ format: "date-time" }), total: Totals,
   rejected: t.Record(t.String(), StrictInteger(), { description: "Refusals before any upstream call, by status." }),
+  rejected_latest: t.Record(t.String(), t.String({ format: "date-time" }), { description: "When each status's latest refusal in the range was (the start of its minute)." }),
   models: t.Array(t.Object({ model: t.String(), ...SUMS })),
 });
 const UsageReport = t.Object({

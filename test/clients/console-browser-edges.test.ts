@@ -531,11 +531,12 @@ test("a holder whose requests were all refused for credits (402) is told so on t
     await acceptInvite(holder, invite.url);
     await holder.getByTestId("balance").waitFor();
     // The account page, the holder's first look, says why their requests fail (it showed a balance and nothing else).
-    expect(await holder.getByTestId("refused-for-credits").textContent()).toBe("3 requests in the last 24 hours were refused (402): the balance, less what requests in flight hold, could not cover what each may cost (its prompt and max_tokens at the model's prices), or a spend limit was used up. A key's limit you can raise in its row below; for the balance or the account's limit, ask the gateway's operator.");
+    // With the minute of the latest, so it can be told whether they go on.
+    expect(await holder.getByTestId("refused-for-credits").textContent()).toMatch(/^3 requests in the last 24 hours were refused \(402\), the latest at \d{4}-\d\d-\d\d \d\d:\d\d UTC: the balance, less what requests in flight hold, could not cover what each may cost \(its prompt and max_tokens at the model's prices\), or a spend limit was used up\. A key's limit you can raise in its row below; for the balance or the account's limit, ask the gateway's operator\.$/);
     // The operator's page of the account says it too.
     await page.goto(`${gateway.url}/console/#account/${made.id}`);
     await page.locator("h1", { hasText: "out of credits co" }).waitFor();
-    expect(await page.getByTestId("refused-for-credits").textContent()).toStartWith("3 requests in the last 24 hours were refused (402): ");
+    expect(await page.getByTestId("refused-for-credits").textContent()).toStartWith("3 requests in the last 24 hours were refused (402), the latest at ");
     expect(await page.getByTestId("refused-for-credits").textContent()).toEndWith("Top up below, or raise the limit.");
     await holder.goto(`${gateway.url}/console/#requests`);
     await holder.getByTestId("requests-empty").waitFor();

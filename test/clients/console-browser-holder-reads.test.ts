@@ -154,3 +154,32 @@ test("what a holder's new key may reach writes its figures as the rest of the pa
   expect(await page.getByTestId("key-row").textContent()).toContain("1,000,000 requests a minute");
   await page.context().close();
 }, 30_000);
+
+test("the refusals under the balance say when the latest was (the count alone stayed in red for 24 hours after the limit was raised)", async () => {
+  const { page, account } = await holder("refused co");
+  const key = await admin("POST", `/v1/admin/accounts/${account}/keys`, { name: "refused key" });
+  await admin("PATCH", `/v1/admin/accounts/${account}`, { spend_limit: 0, spend_limit_period: "day" });
+  const refused = async () => {
+    const res = await fetch(`${gateway.url}/v1/chat/completions`, {
+      method: "POST", headers: { authorization: `Bearer ${key.key}`, "content-type": "application/json" },
+      body: JSON.stringify({ model: "oai/fast", max_tokens: 20, messages: [{ role: "user", content: "hi" }] }),
+    });
+    expect(res.status).toBe(402);
+    await res.arrayBuffer();
+  };
+  const minute = (at: number) => new Date(Math.floor(at / 60_000) * 60_000).toISOString().slice(0, 16).replace("T", " ");
+  const before = Date.now();
+  await refused();
+  await refused();
+  const after = Date.now();
+  await page.reload();
+  const said = (await page.getByTestId("refused-for-credits").textContent())!;
+  expect(said).toStartWith("2 requests in the last 24 hours were refused (402), the latest at ");
+  const at = /the latest at (\d{4}-\d\d-\d\d \d\d:\d\d) UTC: the balance/.exec(said)?.[1];
+  expect([minute(before), minute(after)]).toContain(at!);
+  // The admin API's account usage says it too.
+  const usage = await admin("GET", `/v1/admin/accounts/${account}/usage`);
+  expect(usage.rejected).toEqual({ "402": 2 });
+  expect(usage.rejected_latest["402"].slice(0, 16).replace("T", " ")).toBe(at!);
+  await page.context().close();
+}, 30_000);

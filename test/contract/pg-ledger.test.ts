@@ -7,7 +7,7 @@ import { createPostgresAccounts } from "../../src/store/postgres/pg-accounts.ts"
 import { connectPostgres, type Pg } from "../../src/store/postgres/pg-client.ts";
 import { createPostgresLedger, type PgLedgerOptions } from "../../src/store/postgres/pg-ledger.ts";
 import { migratePostgres } from "../../src/store/postgres/pg-migrations.ts";
-import { auditPostgres } from "../../src/store/postgres/pg-reports.ts";
+import { auditPostgres, createPostgresUsageReport } from "../../src/store/postgres/pg-reports.ts";
 import { openPostgresStores } from "../../src/store/stores.ts";
 import { closedPort, postgresMissing, useTestDatabase } from "../helpers/backends.ts";
 import { ledgerContract, settlement, type LedgerFixture } from "../helpers/ledger-contract.ts";
@@ -283,6 +283,25 @@ if (missing) {
         const written = await Promise.race([f.ledger.settle(settlement(who, second, 500)).then(() => true), Bun.sleep(2_000).then(() => false)]);
         expect(written).toBe(true);
         expect(await f.records(second)).toEqual([{ cost_micro: 500, status: "ok" }]);
+      } finally {
+        await f.close();
+      }
+    });
+
+    test("an account's usage report says when each status's latest refusal was (the minute it started), beside the counts", async () => {
+      const f = await pgFixture({ heartbeatMs: 60_000 });
+      try {
+        const who = await f.fund(10_000);
+        const minute = Math.floor(Date.now() / 60_000) * 60_000;
+        f.ledger.countRejection(who.keyId, 402, minute - 120_000 + 5_000);
+        f.ledger.countRejection(who.keyId, 402, minute + 1_000);
+        f.ledger.countRejection(who.keyId, 429, minute - 60_000 + 30_000);
+        // The counts are written a second after the first.
+        const report = createPostgresUsageReport(f.sql);
+        await until("the refusal counts written", 5_000, async () => (await report(who.accountId, minute - 3_600_000, minute + 60_000)).rejected["402"] === 2);
+        const shown = await report(who.accountId, minute - 3_600_000, minute + 60_000);
+        expect(shown.rejected).toEqual({ "402": 2, "429": 1 });
+        expect(shown.rejected_latest).toEqual({ "402": new Date(minute).toISOString(), "429": new Date(minute - 60_000).toISOString() });
       } finally {
         await f.close();
       }

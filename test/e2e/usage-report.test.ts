@@ -122,7 +122,7 @@ describe("GET /v1/admin/usage", () => {
     await records();
     const res = await fetch(`${gw.url}/v1/admin/accounts/${gw.accountId}/usage?from=${DAY1}&to=${DAY1 + 2 * DAY}`, { headers: admin });
     const body = (await res.json()) as Record<string, unknown>;
-    expect(Object.keys(body)).toEqual(["account_id", "from", "to", "total", "rejected", "models"]);
+    expect(Object.keys(body)).toEqual(["account_id", "from", "to", "total", "rejected", "rejected_latest", "models"]);
     expect((body.total as { requests: number }).requests).toBe(4);
   });
 });

@@ -81,7 +81,7 @@ function refusedForCredits(account: Account, operator: boolean): HTMLElement | n
   const n = account.refused_last_24h?.["402"] ?? 0;
   if (n === 0) return null;
   return h("div", { class: "error", "data-testid": "refused-for-credits" },
-    `${n.toLocaleString("en-US")} request${n === 1 ? " in the last 24 hours was" : "s in the last 24 hours were"} refused (402): the balance, less what requests in flight hold, could not cover what each may cost (its prompt and max_tokens at the model's prices), or a spend limit was used up. `,
+    `${n.toLocaleString("en-US")} request${n === 1 ? " in the last 24 hours was" : "s in the last 24 hours were"} refused (402)${latestOf(account, "402", n)}: the balance, less what requests in flight hold, could not cover what each may cost (its prompt and max_tokens at the model's prices), or a spend limit was used up. `,
     // A holder sets their keys' limits themselves: "ask for a top-up" alone sent one whose key limit was spent to the operator (a console probe).
     operator ? "Top up below, or raise the limit." : "A key's limit you can raise in its row below; for the balance or the account's limit, ask the gateway's operator.");
 }
@@ -95,8 +95,19 @@ function refusedForRate(account: Account, operator: boolean): HTMLElement | null
   const n = account.refused_last_24h?.["429"] ?? 0;
   if (n === 0) return null;
   return h("div", { class: "error", "data-testid": "refused-for-rate" },
-    `${n.toLocaleString("en-US")} request${n === 1 ? " in the last 24 hours was" : "s in the last 24 hours were"} refused (429): a key's or the account's requests a minute, or requests at once, were used up. `,
+    `${n.toLocaleString("en-US")} request${n === 1 ? " in the last 24 hours was" : "s in the last 24 hours were"} refused (429)${latestOf(account, "429", n)}: a key's or the account's requests a minute, or requests at once, were used up. `,
     operator ? "Raise the request limits below, or the key's in its row." : "For higher limits, ask the gateway's operator.");
+}
+
+/**
+ * When the latest of a status's refusals was: the count alone stayed on the page, in red, for 24
+ * hours after a limit was raised or a top-up made, and no one could tell whether requests were
+ * still refused (a console probe, thirty-sixth session).
+ */
+function latestOf(account: Account, status: string, n: number): string {
+  const at = account.refused_latest?.[status];
+  if (!at) return "";
+  return `, ${n === 1 ? "at" : "the latest at"} ${when(at).replace(/:00 UTC$/, " UTC")}`;
 }
 
 /** A spend limit as people read it: how much, per what, what the period spent so far, and when it starts again. */

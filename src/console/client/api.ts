@@ -118,6 +118,8 @@ export interface Account {
   suspended_at?: string | null;
   /** Requests refused before any upstream call in the 24 hours before the account was read, by status (402, 429…). */
   refused_last_24h?: Record<string, number>;
+  /** When each status's latest of those was (ISO, the start of its minute). */
+  refused_latest?: Record<string, string>;
   /** Credits opened with, added and taken back (not requests' charges), newest first, the latest 20. */
   credit_history?: { created_at: string; kind: "opening" | "top_up" | "debit"; credits: number }[];
 }

@@ -239,6 +239,7 @@ export function consoleApiRoutes(deps: ConsoleApiDeps) {
     return {
       ...withDefaults(facts), keys: [...active.data, ...inactive.data], keys_page: { active: active.total, inactive: inactive.total, next_offset: inactive.next_offset },
       refused_last_24h: usage.rejected,
+      refused_latest: usage.rejected_latest,
       // What was added and taken back, newest first: the balance's moves that are not charges.
       credit_history: credits,
       ...(limits ? { new_key: holderKeyCeiling(limits) } : {}),

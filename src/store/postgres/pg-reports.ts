@@ -13,13 +13,13 @@ export function createPostgresUsageReport(sql: Pg, timeoutMs = 10_000): UsageRep
         const { text, params } = perModelSql(piece, accountId, "postgres");
         return tx.unsafe(text, params);
       }))),
-      sql`SELECT r.status, SUM(r.count) AS n FROM rejection_counts r JOIN api_keys k ON k.id = r.key_id
+      sql`SELECT r.status, SUM(r.count) AS n, MAX(r.minute) AS last FROM rejection_counts r JOIN api_keys k ON k.id = r.key_id
            WHERE k.account_id = ${accountId} AND r.minute * 60000 >= ${Math.floor(from / 60_000) * 60_000} AND r.minute * 60000 < ${to}
            GROUP BY r.status ORDER BY r.status`,
     ]), timeoutMs, "usage report");
     return shapeUsageReport(accountId, from, to,
       sumPerModel(parts as Record<string, unknown>[][]),
-      refused.map((r: Record<string, unknown>) => ({ status: int(r.status), n: int(r.n) })));
+      refused.map((r: Record<string, unknown>) => ({ status: int(r.status), n: int(r.n), last: int(r.last) })));
   };
 }
 

@@ -10,8 +10,8 @@ import { PAST_ROLLUP_MARK } from "./sqlite-rollups.ts";
 export function createUsageReport(db: Database) {
   const all = statementRunner(db);
   // Refusals are counted per key and minute (see billing/ledger.ts); a minute counts when it starts in the range.
-  const refusals = db.query<{ status: number; n: number }, [string, number, number]>(
-    `SELECT r.status, SUM(r.count) AS n FROM rejection_counts r JOIN api_keys k ON k.id = r.key_id
+  const refusals = db.query<{ status: number; n: number; last: number }, [string, number, number]>(
+    `SELECT r.status, SUM(r.count) AS n, MAX(r.minute) AS last FROM rejection_counts r JOIN api_keys k ON k.id = r.key_id
       WHERE k.account_id = ? AND r.minute * 60000 >= ? AND r.minute * 60000 < ? GROUP BY r.status ORDER BY r.status`,
   );
   const perModel = db.transaction((accountId: string, from: number, to: number) => {
