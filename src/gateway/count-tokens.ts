@@ -35,6 +35,15 @@ function countFits(count: number, body: Record<string, unknown>, textBytes: numb
 const UPSTREAM_COUNT_MS = 10_000;
 
 /**
+ * The most a count's answer (or its error body) may be, after decoding: Anthropic's is
+ * `{"input_tokens": N}` and its errors a few hundred bytes. Past it the transport stops reading
+ * and the estimate answers. Without it only the transport's cap (64 MiB) bounded a free request:
+ * forty counts answered with a gzip bomb were decoded to that cap each, stalling the gateway for
+ * 2.6 s and taking 300 MB (a raw-TCP probe, thirty-sixth session).
+ */
+export const COUNT_ANSWER_BYTES = 64 * 1024;
+
+/**
  * `POST /v1/messages/count_tokens` (Claude Code calls it dozens of times for `/context` and to
  * decide when to compact). An Anthropic upstream counts with its own tokenizer; every other
  * upstream, or an Anthropic one that cannot answer, gets the gateway's estimate (the tokenizer
@@ -82,6 +91,7 @@ export async function countMessageTokens(
     // UPSTREAM_COUNT_MS and the provider's first-byte limit; the client leaving ends it too.
     const limitMs = Math.min(UPSTREAM_COUNT_MS, provider.timeouts.first_byte_ms);
     const deadline = new Deadline({ firstByteMs: limitMs, idleMs: limitMs, totalMs: limitMs });
+    deadline.maxAnswerBytes = COUNT_ANSWER_BYTES;
     const onClientAbort = () => deadline.abort(new DOMException("client disconnected", "AbortError"));
     if (signal.aborted) onClientAbort();
     else signal.addEventListener("abort", onClientAbort);

@@ -1,11 +1,12 @@
 import { afterAll, beforeAll, describe, expect, test } from "bun:test";
 import { ANTHROPIC_MODEL, OPENAI_MODEL, post, sseFrames, startGateway, tokenizerLoaded, type Gateway } from "../helpers/gateway.ts";
-import { rawUpstream, type RawRequest, type RawSocket, type RawUpstream } from "../helpers/raw-upstream.ts";
+import { pump, rawUpstream, type RawRequest, type RawSocket, type RawUpstream } from "../helpers/raw-upstream.ts";
 
 /**
  * What a raw-TCP upstream tells the gateway that it must not take at its word (a seventh raw-TCP
  * probe, twenty-first session): a wait of nothing in a 429, and counts in Anthropic's
- * message_delta lower than the ones before them. Every byte is the test's own (`Bun.listen`).
+ * message_delta lower than the ones before them; and a token count's answer with no end (the
+ * thirty-sixth session's). Every byte is the test's own (`Bun.listen`).
  */
 const json = JSON.stringify;
 const ev = (name: string, data: Record<string, unknown>) => `event: ${name}\ndata: ${json({ type: name, ...data })}\n\n`;
@@ -106,5 +107,26 @@ describe("Anthropic's message_delta with counts lower than before, relayed to an
     const body = await res.text();
     for (const delta of deltas) expect(body).toContain(delta);
     expect(finalUsage(body)).toMatchObject({ input_tokens: 9, cache_read_input_tokens: 100, output_tokens: 4 });
+  });
+});
+
+describe("count_tokens: an upstream count's answer", () => {
+  test("that never ends is read no further than a count can be (64 KiB), not to the transport's 64 MiB cap: the estimate answers (a raw-TCP probe: forty gzip bombs stalled the gateway 2.6 s)", async () => {
+    let accepted: Promise<number> = Promise.resolve(0);
+    script = (_request, socket) => {
+      socket.write("HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ntransfer-encoding: chunked\r\n\r\n");
+      const chunk = (text: string) => new TextEncoder().encode(`${text.length.toString(16)}\r\n${text}\r\n`);
+      const piece = chunk(" ".repeat(0x10000));
+      let sent = 0;
+      // A count's JSON opened and then padded for good (80 MiB at most, past the transport's cap).
+      accepted = pump(socket, () => (sent++ === 0 ? chunk('{"input_tokens":5,"x":') : sent > 1280 ? null : piece));
+    };
+    const res = await post(gw, "/v1/messages/count_tokens", { model: ANTHROPIC_MODEL, messages: [{ role: "user", content: "Hi there" }] });
+    expect(res.status).toBe(200);
+    const { input_tokens } = (await res.json()) as { input_tokens: number };
+    expect(input_tokens).toBeGreaterThan(0);
+    expect(input_tokens).not.toBe(5);
+    // What the kernel's buffers take besides the 64 KiB read: a few MiB at most; unbounded, 64 MiB.
+    expect(await accepted).toBeLessThan(16 * 1024 * 1024);
   });
 });
