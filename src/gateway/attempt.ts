@@ -116,6 +116,24 @@ function asksLogprobs(body: Record<string, unknown>): boolean {
 const FLOAT_BYTES = 32;
 /** Dimensions assumed for an embeddings request that names none (the largest OpenAI's models make is 3,072). */
 const DEFAULT_DIMENSIONS = 4_096;
+/**
+ * More dimensions than any embedding model makes (OpenAI's largest 3,072; Qwen3-Embedding-8B and
+ * NV-Embed-v2 4,096; LLM2Vec on a 70B model 8,192): what an answer's vectors are read up to,
+ * whatever the request asked for (some servers ignore `dimensions`).
+ */
+const MAX_DIMENSIONS = 16_384;
+
+/** Vectors an embeddings request asks for: one per input (a list of token ids is one input). */
+function embeddingsInputs(body: Record<string, unknown>): number {
+  const input = body.input;
+  return Array.isArray(input) && input.length > 0 && typeof input[0] !== "number" ? input.length : 1;
+}
+
+/** The `dimensions` an embeddings request names, if any. */
+function askedDimensions(body: Record<string, unknown>): number | undefined {
+  return typeof body.dimensions === "number" && body.dimensions > 0 ? body.dimensions : undefined;
+}
+
 /** Bytes a token of an answer may take in a whole answer: its text, and with `top_logprobs` (20 at most) their entries. */
 const ANSWER_BYTES_PER_TOKEN = 2_048;
 /** Room for what is not the answer (ids, usage, the vendor's fields). */
@@ -129,12 +147,7 @@ const ANSWER_SLACK_BYTES = 64 * 1024;
  */
 function answerBound(settings: Settings, req: AttemptRequest, candidate: Fitted, sentChars: number): number {
   const { model, maxTokens } = candidate;
-  if (model.category === "embedding") {
-    const input = req.body.input;
-    const inputs = Array.isArray(input) && input.length > 0 && typeof input[0] !== "number" ? input.length : 1;
-    const dimensions = typeof req.body.dimensions === "number" && req.body.dimensions > 0 ? req.body.dimensions : DEFAULT_DIMENSIONS;
-    return inputs * dimensions * FLOAT_BYTES + ANSWER_SLACK_BYTES;
-  }
+  if (model.category === "embedding") return embeddingsInputs(req.body) * (askedDimensions(req.body) ?? DEFAULT_DIMENSIONS) * FLOAT_BYTES + ANSWER_SLACK_BYTES;
   // No answer limit (an image model): nothing bounds it but the cap.
   if (!(maxTokens > 0)) return Number.POSITIVE_INFINITY;
   return maxTokens * answersAsked(settings, req.wire, req.body, model) * ANSWER_BYTES_PER_TOKEN + sentChars + ANSWER_SLACK_BYTES;
@@ -344,6 +357,12 @@ export async function attemptUpstream(deps: AttemptDeps, req: AttemptRequest, ca
   // repeats instructions and tools, indented) is allowed four times its UTF-8 bytes (a review).
   if (whole && (candidate.model.category === "text" || candidate.model.category === "free") && !asksLogprobs(req.body)) {
     const bound = answerBound(deps.settings, req, candidate, 4 * Buffer.byteLength(call.body));
+    if (bound < deps.settings.limits.max_response_bytes) deadline.maxAnswerBytes = bound;
+  } else if (whole && candidate.model.category === "embedding") {
+    // Vectors of the most dimensions any model makes, whatever was asked: a server that ignores
+    // `dimensions` still fits, and a gzip bomb is cut after 0.5 MiB an input, not decoded to the
+    // 64 MiB cap (forty at once stalled the gateway 2.8 s: a raw-TCP probe, thirty-sixth session).
+    const bound = embeddingsInputs(req.body) * Math.max(askedDimensions(req.body) ?? 0, MAX_DIMENSIONS) * FLOAT_BYTES + ANSWER_SLACK_BYTES;
     if (bound < deps.settings.limits.max_response_bytes) deadline.maxAnswerBytes = bound;
   }
   // `sent` (the attempt's meter) learns when the upstream has the whole request: from then a client

@@ -518,6 +518,42 @@ describe("through the gateway", () => {
     }
   });
 
+  test("an embeddings answer is read no further than vectors of 16,384 dimensions for its inputs, not to the 64 MiB cap: a free 502; a server that ignores `dimensions` still answers (a raw-TCP probe: forty gzip bombs stalled the gateway 2.8 s)", async () => {
+    let endless = true;
+    let accepted: Promise<number> = Promise.resolve(0);
+    const vector = Array.from({ length: 3_072 }, (_, i) => Math.sin(i) / 10);
+    const upstream = rawUpstream((_req, socket) => {
+      if (!endless) {
+        // 3,072 dimensions when 256 were asked, pretty-printed as some servers write them.
+        const body = JSON.stringify({ object: "list", data: [{ object: "embedding", index: 0, embedding: vector }], model: "text-embedding-3-large", usage: { prompt_tokens: 3, total_tokens: 3 } }, null, 6);
+        socket.write(json(body));
+        return;
+      }
+      socket.write("HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ntransfer-encoding: chunked\r\n\r\n");
+      const piece = Buffer.from(`10000\r\n${" ".repeat(0x10000)}\r\n`);
+      let sent = 0;
+      accepted = pump(socket, () => (sent++ > 1280 ? null : piece));
+    });
+    upstreams.push(upstream);
+    const model = { id: "test/embed", provider: "fake-openai", upstream_model: "text-embedding-3-large", category: "embedding", context_length: 8192, pricing: { input_per_mtok: 100, output_per_mtok: 0 } };
+    const gw = await startGateway({ upstreamUrl: upstream.url, extraModels: [model], retry: { max_retries: 0 } });
+    try {
+      const before = await gw.balanceMicro();
+      const res = await postToGateway(gw, "/v1/embeddings", { model: model.id, input: "Hello", dimensions: 256, encoding_format: "float" });
+      expect(res.status).toBe(502);
+      expect(await res.json()).toMatchObject({ error: { message: "The upstream provider sent an answer larger than the gateway accepts." } });
+      // The kernel's buffers besides the ~0.6 MiB read: a few MiB at most; unbounded, 64 MiB.
+      expect(await accepted).toBeLessThan(16 * MiB);
+      expect(await gw.balanceMicro()).toBe(before);
+      endless = false;
+      const sound = await postToGateway(gw, "/v1/embeddings", { model: model.id, input: "Hello", dimensions: 256, encoding_format: "float" });
+      expect(sound.status).toBe(200);
+      expect(((await sound.json()) as { data: { embedding: number[] }[] }).data[0]!.embedding).toHaveLength(3_072);
+    } finally {
+      await gw.stop();
+    }
+  });
+
   const malformed: [string, string][] = [
     ["a folded header line", `HTTP/1.1 200 OK\r\ncontent-type: application/json\r\nx-fold: a\r\n  b\r\ncontent-length: ${completion.length}\r\n\r\n${completion}`],
     ["both Content-Length and Transfer-Encoding", `HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ncontent-length: ${completion.length}\r\ntransfer-encoding: chunked\r\n\r\n${completion.length.toString(16)}\r\n${completion}\r\n0\r\n\r\n`],
