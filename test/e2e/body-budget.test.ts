@@ -16,9 +16,9 @@ const CONSOLE_BODY = 64 * 1024;
 const PER_KEY = 512 * 1024;
 const PER_ACCOUNT = 768 * 1024;
 const TOTAL = 1024 * 1024;
-const TIMEOUT_MS = 3000;
+const TIMEOUT_MS = 8000;
 /**
- * The timeout the tests that wait it out are given, on a gateway of their own: the file's 3 s
+ * The timeout the tests that wait it out are given, on a gateway of their own: the file's 8 s
  * leaves the other tests' held bodies (a few hundred ms, more on a loaded machine) well inside it.
  */
 const QUICK_TIMEOUT_MS = 1000;

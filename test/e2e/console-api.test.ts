@@ -131,7 +131,7 @@ function consoleSuite(name: string, start: () => Promise<Setup>) {
         const overview = await again.json("GET", "/console/api/overview");
         expect(overview.account.id).toBe(s.gw.accountId);
         // The gateway's limits come with the account, so its view shows numbers where it and its keys set none.
-        const defaults = { key_requests_per_minute: 1_000_000, key_max_concurrent_requests: null, account_requests_per_minute: null, account_max_concurrent_requests: null };
+        const defaults = { key_requests_per_minute: 1_000_000, key_max_concurrent_requests: null, account_requests_per_minute: null, account_max_concurrent_requests: null, account_tokens_per_minute: null };
         expect(overview.account.default_limits).toEqual(defaults);
         expect((await again.json("GET", `/console/api/accounts/${s.gw.accountId}`)).default_limits).toEqual(defaults);
 
