@@ -1,4 +1,5 @@
 import type { Catalogue } from "../catalogue/catalogue.ts";
+import { decodedBodyBytes } from "../limits/body-bytes.ts";
 import type { ModelConfig } from "../config/schema.ts";
 import type { ClientFormat } from "../formats/format.ts";
 import { assertAnthropicTextOnly, assertOpenAITextOnly, inResponsesTerms, leaveOutToolResultMedia, UnsupportedContentError } from "../formats/common/content-text.ts";
@@ -88,10 +89,13 @@ export async function handleChat(deps: ForwardDeps & { catalogue: Catalogue }, c
 }
 
 /**
- * The request body's size in bytes: its Content-Length, or the parsed body's UTF-8 length when it
- * has none (a chunked body; its `length` in UTF-16 units had held a third of what CJK and emoji cost).
+ * The request body's size in bytes: what it decoded to when it was sent compressed, else its
+ * Content-Length, or the parsed body's UTF-8 length when it has none (a chunked body; its `length`
+ * in UTF-16 units had held a third of what CJK and emoji cost).
  */
 export function bodyBytesOf(request: Request, body: unknown): number {
+  const decoded = decodedBodyBytes(request);
+  if (decoded !== undefined) return decoded;
   const length = Number(request.headers.get("content-length"));
   return Number.isFinite(length) && length > 0 ? length : Buffer.byteLength(JSON.stringify(body));
 }

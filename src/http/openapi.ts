@@ -221,7 +221,7 @@ interface Operation {
 
 const sse = { "text/event-stream": { schema: { type: "string", description: "Server-sent events in the client's format: chat.completion.chunk frames then `data: [DONE]`; Anthropic's message_start … message_stop." } } };
 const RATE = ["x-ratelimit-limit-requests", "x-ratelimit-remaining-requests", "x-ratelimit-reset-requests"];
-const CHAT_ERRORS = [400, 401, 402, 403, 404, 408, 413, 422, 429, 502, 503];
+const CHAT_ERRORS = [400, 401, 402, 403, 404, 408, 413, 415, 422, 429, 502, 503];
 
 /**
  * A route's path as OpenAPI writes it: `:name` → `{name}`; a trailing `*` (model ids contain a
@@ -259,7 +259,7 @@ export const OPERATIONS: Record<string, Operation> = {
   "POST /v1/messages/count_tokens": {
     summary: "Count input tokens (Anthropic format)",
     description: "The Anthropic upstream's count, else the gateway's estimate. Never charged; its own rate bucket, 10× the key's. A model the key may not use is a 403. Free, so bounded: a prompt over `limits.count_tokens_max_bytes` of text (4 MiB) is a 413; counts made by the gateway's tokenizer take turns per key, at most `limits.count_tokens_per_key_bytes` (16 MiB) of text per key at once, each count weighing at least 64 KiB (more: 429, `retry-after: 1`), `limits.count_tokens_queue_bytes` (64 MiB) in all (more: 503) and `limits.count_tokens_timeout_ms` (10 s) each (then 503); every count takes its body's bytes from its account's `limits.count_tokens_account_bytes_per_minute` (64 MiB a minute per process; more: 429 with the wait).",
-    tag: "chat", security: "key", errors: [400, 401, 403, 404, 408, 413, 429, 503], anthropic: true,
+    tag: "chat", security: "key", errors: [400, 401, 403, 404, 408, 413, 415, 429, 503], anthropic: true,
     answers: { "200": { description: "The count.", schema: t.Object({ input_tokens: StrictInteger() }), headers: RATE } },
   },
   "GET /v1/models": {
@@ -290,13 +290,13 @@ export const OPERATIONS: Record<string, Operation> = {
   "POST /v1/embeddings": {
     summary: "Embeddings (OpenAI format)",
     description: "OpenAI's embeddings API to any model of category `embedding`: `input` as a string, strings, token ids or token-id arrays; `encoding_format` float or base64; `dimensions`; `models` fallbacks. Charged the input tokens (the upstream's count, else the gateway's estimate). A model of another category is a 400.",
-    tag: "embeddings", security: "key", errors: [400, 401, 402, 403, 404, 408, 413, 429, 502, 503],
+    tag: "embeddings", security: "key", errors: [400, 401, 402, 403, 404, 408, 413, 415, 429, 502, 503],
     answers: { "200": { description: "One vector per input, in input order.", schema: EmbeddingList, headers: RATE } },
   },
   "POST /v1/responses/input_tokens": {
     summary: "Count input tokens (Responses API)",
     description: "The SDKs' `responses.inputTokens.count`: the request counted as `POST /v1/responses` would send it, stored items and `previous_response_id`'s chain included. A model served by an Anthropic upstream is counted by Anthropic (its `count_tokens`, on the translated request), else, and when no `model` is named, by the gateway's estimate. Never charged; bounded and rate-limited as `POST /v1/messages/count_tokens` (it shares that bucket). A model the key may not use is a 403.",
-    tag: "chat", security: "key", errors: [400, 401, 403, 404, 408, 413, 429, 503],
+    tag: "chat", security: "key", errors: [400, 401, 403, 404, 408, 413, 415, 429, 503],
     answers: { "200": { description: "The count.", schema: t.Object({ object: t.Literal("response.input_tokens"), input_tokens: StrictInteger() }), headers: RATE } },
   },
   "GET /v1/responses/:id": {
@@ -344,7 +344,7 @@ export const OPERATIONS: Record<string, Operation> = {
   "POST /v1/admin/accounts": {
     summary: "Create an account",
     description: "With an opening balance in credits, and optionally limits on all its keys together: `rate_limit_per_minute` (1–1e6), `max_concurrent_requests` (1–100000) and `tokens_per_minute` (1–1e9: prompt and answer tokens, as the vendors count them).",
-    tag: "admin", security: "admin", errors: [400, 401, 408, 413, 429, 503],
+    tag: "admin", security: "admin", errors: [400, 401, 408, 413, 415, 429, 503],
     answers: { "201": { description: "Created.", schema: Account } },
   },
   "GET /v1/admin/accounts": {
@@ -356,7 +356,7 @@ export const OPERATIONS: Record<string, Operation> = {
   "PATCH /v1/admin/accounts/:id": {
     summary: "Change an account",
     description: "`name`, `spend_limit` (credits, null for none), `spend_limit_period` (day, week, month; null for lifetime), `rate_limit_per_minute`, `max_concurrent_requests` and `tokens_per_minute` for all the account's keys together (null for the gateway's default), `suspended` (true: every request of its keys is a 403 until false resumes it; answers under way finish). Only the fields sent change; a new period recounts what was spent in it from the usage records; limits apply from the next request (within 2 s on other gateways sharing PostgreSQL).",
-    tag: "admin", security: "admin", errors: [400, 401, 404, 408, 413, 429, 503],
+    tag: "admin", security: "admin", errors: [400, 401, 404, 408, 413, 415, 429, 503],
     answers: { "200": { description: "The account, as GET shows it.", schema: AccountDescription } },
   },
   "GET /v1/admin/accounts/:id": {
@@ -368,13 +368,13 @@ export const OPERATIONS: Record<string, Operation> = {
   "POST /v1/admin/accounts/:id/credits": {
     summary: "Top up",
     description: "Adds credits to the balance. With an `Idempotency-Key` header (1–200 printable ASCII characters) a retried top-up is made once and answered as the first was; the same key with another amount or another account is a 409 naming the key.",
-    tag: "admin", security: "admin", errors: [400, 401, 404, 408, 409, 413, 429, 503],
+    tag: "admin", security: "admin", errors: [400, 401, 404, 408, 409, 413, 415, 429, 503],
     answers: { "200": { description: "The new balance.", schema: t.Object({ id: t.String(), balance: t.Number(), reserved: t.Number() }) } },
   },
   "POST /v1/admin/accounts/:id/debits": {
     summary: "Take credits back",
     description: "Lowers the balance (a top-up made by mistake, a refund paid out elsewhere), never past what is available: the balance less what requests in flight hold (`reserved`); more is a 409 saying how much is available, and nothing is taken. Written as a credit entry of kind `debit`, so the audit and reports see it. `Idempotency-Key` as for top-ups, from the same keys: one used for a top-up is a 409 here.",
-    tag: "admin", security: "admin", errors: [400, 401, 404, 408, 409, 413, 429, 503],
+    tag: "admin", security: "admin", errors: [400, 401, 404, 408, 409, 413, 415, 429, 503],
     answers: { "200": { description: "The new balance.", schema: t.Object({ id: t.String(), balance: t.Number(), reserved: t.Number() }) } },
   },
   "GET /v1/admin/accounts/:id/keys": {
@@ -386,7 +386,7 @@ export const OPERATIONS: Record<string, Operation> = {
   "POST /v1/admin/accounts/:id/keys": {
     summary: "Issue a key",
     description: "The only time the key is shown. At most 10 active keys per account (409 past that). `models` limits the key to some models (exact ids or `prefix*`; others get 403); `max_concurrent_requests` caps its requests under way at once (more get 429).",
-    tag: "admin", security: "admin", errors: [400, 401, 404, 408, 409, 413, 429, 503],
+    tag: "admin", security: "admin", errors: [400, 401, 404, 408, 409, 413, 415, 429, 503],
     answers: { "201": { description: "The key.", schema: IssuedKey } },
   },
   "GET /v1/admin/accounts/:id/usage": {
@@ -405,13 +405,13 @@ export const OPERATIONS: Record<string, Operation> = {
   "PATCH /v1/admin/keys/:id": {
     summary: "Change a key",
     description: "`name`, `spend_limit` (credits, null for none), `spend_limit_period` (day, week, month; null for lifetime), `rate_limit_per_minute` (1–1e6, null for the default), `expires_at` (ISO 8601, null for never), `models` (model ids and `prefix*` patterns, null for every model), `max_concurrent_requests` (1–100000, null for the default). Only the fields sent change; they apply from the next request (within 2 s on other gateways sharing PostgreSQL). 409 on PostgreSQL for a spend limit below what the key already spent and holds.",
-    tag: "admin", security: "admin", errors: [400, 401, 404, 408, 409, 413, 429, 503],
+    tag: "admin", security: "admin", errors: [400, 401, 404, 408, 409, 413, 415, 429, 503],
     answers: { "200": { description: "The key's summary.", schema: KeySummary } },
   },
   "POST /v1/admin/accounts/:id/invites": {
     summary: "Invite the account holder to the console",
     description: "A one-time link to `/console` that lasts 7 days; opening it sets the password the holder signs in with (`login`, 3 to 64 letters, digits or `. _ @ -`). The token is after `#`, so it reaches no server log. A login the account has already gets a link to set a new password (its sessions end when it is used). 409 when the login is another account's; 404 when the console is off (`SWITCHYARD_CONSOLE=off`).",
-    tag: "admin", security: "admin", errors: [400, 401, 404, 408, 409, 413, 429, 503],
+    tag: "admin", security: "admin", errors: [400, 401, 404, 408, 409, 413, 415, 429, 503],
     answers: { "201": { description: "The invite.", schema: t.Object({ url: t.String(), expires_at: t.String(), login: t.String() }) } },
   },
   "GET /v1/admin/accounts/:id/logins": {
@@ -469,7 +469,8 @@ const ERROR_TEXT: Record<number, string> = {
   404: "No such model, account or key.",
   409: "The account already has 10 active keys; or (PATCH a key, PostgreSQL) a spend limit below what the key spent and holds; or (a top-up) an Idempotency-Key already used with another amount or account.",
   408: "The body did not arrive within limits.body_timeout_ms of its first read (the connection is then closed).",
-  413: "The body is larger than limits.max_body_bytes, whatever its content type, chunked or not (the connection is then closed); on count_tokens, also a prompt over limits.count_tokens_max_bytes of text.",
+  413: "The body is larger than limits.max_body_bytes, whatever its content type, chunked or not (the connection is then closed), or (compressed) decompresses to more than it; on count_tokens, also a prompt over limits.count_tokens_max_bytes of text.",
+  415: "A Content-Encoding the gateway does not read (it reads gzip, deflate, br and zstd on the model routes: chat completions, messages, responses, embeddings), or a compressed body on another route (token counts among them).",
   422: "`messages` is empty.",
   429: "The key's rate limit, or its requests under way at once (`max_concurrent_requests`), or its request bodies still arriving (`limits.body_per_key_bytes`), or (model routes) its account's whole answers not yet read (`limits.answer_per_account_bytes`) or its account's tokens a minute (`tokens_per_minute`, with `x-ratelimit-*-tokens`); `retry-after` says when to retry.",
   502: "No upstream could answer (never charged).",

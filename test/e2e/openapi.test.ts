@@ -237,14 +237,14 @@ describe("GET /openapi.json", () => {
     }
   });
 
-  test("every operation that takes a body documents the body cap's 413 and the body deadline's 408; count_tokens its free-counting limits", async () => {
+  test("every operation that takes a body documents the body cap's 413, the body deadline's 408 and a compressed body's 415; count_tokens its free-counting limits", async () => {
     const doc = await documentOf(gw.url);
     const withBody = Object.entries(doc.paths).flatMap(([path, ops]) =>
       Object.entries(ops as Record<string, any>).filter(([, op]) => op.requestBody).map(([method, op]) => [`${method} ${path}`, op] as const));
     expect(withBody.length).toBeGreaterThanOrEqual(10);
-    for (const [name, op] of withBody) expect([name, Object.keys(op.responses).includes("413"), Object.keys(op.responses).includes("408")]).toEqual([name, true, true]);
+    for (const [name, op] of withBody) expect([name, ...["413", "408", "415"].map((s) => Object.keys(op.responses).includes(s))]).toEqual([name, true, true, true]);
     const count = doc.paths["/v1/messages/count_tokens"].post;
-    expect(Object.keys(count.responses)).toEqual(["200", "400", "401", "403", "404", "408", "413", "429", "503"]);
+    expect(Object.keys(count.responses)).toEqual(["200", "400", "401", "403", "404", "408", "413", "415", "429", "503"]);
     for (const setting of ["count_tokens_max_bytes", "count_tokens_per_key_bytes", "count_tokens_queue_bytes", "count_tokens_timeout_ms", "count_tokens_account_bytes_per_minute"]) expect(count.description).toContain(setting);
   });
 });

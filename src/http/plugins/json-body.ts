@@ -3,9 +3,11 @@ import { isUtf8 } from "node:buffer";
 import { clientClosed, GatewayError } from "../../streaming/gateway-error.ts";
 import { giveShares, takeShares, type BodyShare, type ShareLevel } from "../../limits/body-budget.ts";
 import { holdTurn, type ParseTurns } from "../../limits/parse-turns.ts";
+import { noteDecodedBody } from "../../limits/body-bytes.ts";
 import type { TSchema } from "@sinclair/typebox";
 import { firstBodyError } from "./first-body-error.ts";
 import { validationMessage, validationParam } from "./errors.ts";
+import { codingsNotRead, decodeBody, requestCodings } from "./request-coding.ts";
 import { jsonShape, MAX_JSON_CONTAINERS, MAX_JSON_DEPTH, MAX_JSON_MEMBERS, MAX_OBJECT_MEMBERS } from "../../formats/common/json-shape.ts";
 
 /**
@@ -84,25 +86,53 @@ export type BodyServer = { requestIP(request: Request): { address: string; port:
 export function jsonBodyPlugin(o: JsonBodyOptions) {
   return new Elysia({ name: "switchyard/json-body" })
     .onParse({ as: "global" }, async ({ request, contentType, server }) => {
+      // A compressed body is decoded only for a key's model requests, which take turns to parse:
+      // its expansion is work the request thread does, like a large body's parse.
+      let codings: string[];
+      let keyTurn: { key: string; account: string } | undefined;
+      try {
+        // A coding named on a request without a body (a DELETE, say) says nothing: there is nothing to decode.
+        codings = request.body === null || request.headers.get("content-length") === "0" ? [] : requestCodings(request);
+        keyTurn = codings.length > 0 ? o.turnOf?.(request) : undefined;
+        if (codings.length > 0 && !keyTurn) throw codingsNotRead();
+      } catch (err) {
+        throw err instanceof GatewayError ? err.withHeaders(unreadBodyHeaders(request)) : err;
+      }
       const shares = o.sharesOf?.(request, server);
-      const { bytes, held } = await readBody(request, o, shares);
+      const { bytes: sent, held } = await readBody(request, o, shares);
       // A large body keeps its share of the body budget until its turn has parsed it: a backlog
       // waiting for its turn is bounded by the same budget as bodies still arriving.
       let endTurn: (() => void) | undefined;
+      /** Bytes the decoded body took from the shares, beside what the body as sent took. */
+      let heldDecoded = 0;
       try {
-        const turn = bytes.length > LARGE_BODY_BYTES && o.turns ? o.turnOf?.(request) : undefined;
+        const compressed = codings.length > 0 && sent.length > 0;
+        const turn = (sent.length > LARGE_BODY_BYTES || compressed) && o.turns ? keyTurn ?? o.turnOf?.(request) : undefined;
         if (turn) {
           endTurn = await o.turns!.take(turn.key, turn.account);
           // A client that left while its body waited: the turn goes to the next at once, the body unparsed.
           if (request.signal.aborted) throw clientClosed();
         }
+        let bytes = sent;
+        if (compressed) {
+          bytes = await decodeBody(sent, codings, o.maxBytes);
+          // Bounds made from the body's size (a prompt's tokens: the hold, the context check) read this, not its Content-Length.
+          noteDecodedBody(request, bytes.length);
+          // What it decodes to is held in memory as a plain body of that size would be.
+          if (shares) {
+            refuseOver(takeShares(shares, bytes.length), request);
+            heldDecoded = bytes.length;
+          }
+        }
         const body = parseBody(request, contentType, bytes, o);
-        // The route's work on the body is the rest of its turn (limits/parse-turns.ts).
-        if (endTurn) holdTurn(request, endTurn);
+        // The route's work on the body is the rest of its turn (limits/parse-turns.ts); a
+        // compressed body that decoded small needs no more of it than a small body would.
+        if (endTurn && bytes.length > LARGE_BODY_BYTES) holdTurn(request, endTurn);
+        else endTurn?.();
         endTurn = undefined;
         return body;
       } finally {
-        if (shares && held > 0) giveShares(shares, held);
+        if (shares && held + heldDecoded > 0) giveShares(shares, held + heldDecoded);
         endTurn?.();
       }
     });
