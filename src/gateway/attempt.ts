@@ -6,7 +6,7 @@ import { MAX_ANSWER_DEPTH, nestsTooDeep } from "../formats/common/json-shape.ts"
 import { reasonsOutOfSight } from "./unseen-reasoning.ts";
 import type { UpstreamKind } from "../formats/common/wire-types.ts";
 import type { StreamEvent } from "../streaming/events.ts";
-import type { SseEvent } from "../streaming/sse-parser.ts";
+import { createSseParser, type SseEvent } from "../streaming/sse-parser.ts";
 import type { Fitted } from "./context-fit.ts";
 import { adapterFor } from "../providers/adapters.ts";
 import { MISSING_PERMISSION, withKey } from "../providers/key-pools.ts";
@@ -456,7 +456,14 @@ export async function attemptUpstream(deps: AttemptDeps, req: AttemptRequest, ca
       return { kind: "refused", verdict: verdictFor(res.status), error, delayMs, cause, status: res.status, ...(requestSized ? { requestSized } : {}) };
     }
 
-    if (!req.wantsStream || adapter.streams === false) {
+    const contentType = responseHeader(res, "content-type")?.toLowerCase() ?? "";
+    // An answer in the other mode than asked: self-hosted servers send an event stream to
+    // `stream: false` (unsloth#6570, mini-sglang#51) and proxies a whole JSON answer to a stream
+    // request. The vendor made (and may bill) the answer: it is read in the mode it came in and
+    // given to the client in the mode it asked for (a free 502 had been the client's, a raw-TCP probe).
+    const streamedWhole = !req.wantsStream && adapter.streams !== false && contentType.includes("text/event-stream");
+    const wholeStreamed = req.wantsStream && adapter.streams !== false && contentType.includes("application/json");
+    if (!req.wantsStream || adapter.streams === false || wholeStreamed) {
       // A whole answer's head comes when the vendor has made it (and billed it): its body is read
       // whether or not the client stays, so a client that leaves now pays for the answer, not its
       // prompt alone (an image whose body was arriving cost nothing; a probe, 2026-11-30). The
@@ -465,10 +472,14 @@ export async function attemptUpstream(deps: AttemptDeps, req: AttemptRequest, ca
       let json: unknown;
       let events: StreamEvent[];
       try {
-        const elsewhere = req.wholeAnswer;
+        const elsewhere = streamedWhole ? undefined : req.wholeAnswer;
         const answer = await readAnswer(res, deadline, elsewhere && { thresholdBytes: elsewhere.thresholdBytes, open: () => elsewhere.open(prepared.body, model.id, deps.scrubber) });
-        // Same-format answers go out with the vendor's own fields: a key it echoes there goes nowhere.
-        if (typeof answer === "string") {
+        if (streamedWhole) {
+          // Its frames through the stream's own decoder, gathered as one answer (no vendor body to keep).
+          json = undefined;
+          events = eventsOfStream(deps.scrubber.withoutKnown(answer as string), adapter.createStreamDecoder(deps.scrubber, prepared.body));
+        } else if (typeof answer === "string") {
+          // Same-format answers go out with the vendor's own fields: a key it echoes there goes nowhere.
           if (nestsTooDeep(answer)) throw new UpstreamProtocolError(`upstream sent an answer nested deeper than ${MAX_ANSWER_DEPTH} levels`);
           json = JSON.parse(deps.scrubber.withoutKnown(answer));
           events = adapter.decodeBody(json, prepared.body, deps.scrubber);
@@ -495,8 +506,7 @@ export async function attemptUpstream(deps: AttemptDeps, req: AttemptRequest, ca
       return { kind: "body", json, events, adapter, provider };
     }
 
-    const contentType = responseHeader(res, "content-type");
-    if (!res.body || !(contentType ?? "").toLowerCase().includes("text/event-stream")) {
+    if (!res.body || !contentType.includes("text/event-stream")) {
       res.body?.cancel().catch(() => {});
       deps.log("warn", "upstream answered a stream request without an event stream", { requestId: req.requestId, provider: provider.id, contentType });
       return { ...refusedOutcome(req, deadline, "The upstream provider sent an unexpected answer. Retrying is appropriate.", undefined, "bad_answer"), answered: true } as AttemptOutcome;
@@ -616,6 +626,30 @@ async function readText(res: Response, deadline: Deadline, cap: number): Promise
  * format's reader as it arrives (bytes already read first), which then parses, checks and writes
  * it away from the request thread. The transport caps whole answers itself.
  */
+/**
+ * The events of a whole event stream (an answer to a request that asked for a whole one), read by
+ * `decode` as a stream's frames are. An error frame is an unreadable answer (nothing went out: the
+ * attempt is free, and retrying is appropriate); nothing after the vendor's own end is read.
+ */
+export function eventsOfStream(text: string, decode: StreamDecoder): StreamEvent[] {
+  const events: StreamEvent[] = [];
+  let ended = false;
+  const parser = createSseParser({
+    onEvent: (frame) => {
+      if (ended) return;
+      const decoded = decode(frame);
+      for (const e of decoded.events) {
+        if (e.type === "error") throw new UpstreamProtocolError(`upstream's event stream carried an error: ${e.message}`);
+        events.push(e);
+      }
+      if (decoded.last) ended = true;
+    },
+  });
+  parser.feed(text);
+  parser.end();
+  return events;
+}
+
 async function readAnswer(res: Response, deadline: Deadline, elsewhere?: { thresholdBytes: number; open: () => WholeAnswerSink | undefined }): Promise<string | WholeAnswerSink> {
   // The usual answer, read whole by the transport and small: decoded at once, no chunk loop.
   const whole = wholeBody(res);
