@@ -417,7 +417,8 @@ test("the operator's usage across accounts and the model catalogue render; every
   const cells = await model.locator("td").allTextContents();
   // Provider, kind, input, output, cache read, cache writes (5 min, 1 h), per image, requests, errors, p50, p99.
   expect(cells.slice(4, 10)).toEqual([expect.any(String), expect.any(String), expect.any(String), "—", "2", "0.0 %"]);
-  expect(cells[10]).toMatch(/^\d[\d,]* ms$/);
+  // Fast answers fall in the latency histogram's first bucket: said as under its bound, not as an interpolated figure.
+  expect(cells[10]).toMatch(/^(under 25 ms|\d[\d,]* ms)$/);
   await shot("operator-catalogue");
   await page.goto(`${gateway.url}/console/#requests`);
   await page.getByTestId("request-row").first().waitFor();

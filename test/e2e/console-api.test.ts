@@ -853,6 +853,8 @@ function consoleSuite(name: string, start: () => Promise<Setup>) {
         expect(model.health).toMatchObject({ requests: 2, error_rate: 0 });
         expect(model.health.latency_p50_ms).toBeGreaterThan(0);
         expect(model.health.latency_p99_ms).toBeGreaterThanOrEqual(model.health.latency_p50_ms);
+        // The histogram's first bound: figures at or under it say only "under 25 ms".
+        expect(model.health.latency_floor_ms).toBe(25);
         expect(body.data.find((m: { id: string }) => m.id === FREE_MODEL).pricing).toBeNull();
         // Read again moments later (a reload to confirm what it showed): the figures still count
         // since the start, not since the first look seconds ago.

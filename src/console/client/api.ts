@@ -167,5 +167,5 @@ export interface Prices { input_per_mtok: number; output_per_mtok: number; cache
 export interface CatalogueEntry {
   id: string; provider?: string; category: string; context_length: number;
   pricing: (Prices & { per_image?: number; long_context?: Prices & { above_tokens: number } }) | null;
-  health?: { requests: number; error_rate: number | null; latency_p50_ms: number | null; latency_p99_ms: number | null; since: string } | null;
+  health?: { requests: number; error_rate: number | null; latency_p50_ms: number | null; latency_p99_ms: number | null; latency_floor_ms?: number | null; since: string } | null;
 }

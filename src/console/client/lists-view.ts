@@ -1,4 +1,5 @@
 import { vendorKeysSaid } from "./vendor-keys-said.ts";
+import { latencySaid } from "./latency-said.ts";
 import { api, type AccountPage, type CatalogueEntry, type RecentRequest, type Session, type VendorKey } from "./api.ts";
 import { announce, credits, errorBox, failure, field, h, hiddenHeading, refocus, when } from "./dom.ts";
 
@@ -209,8 +210,8 @@ export function catalogueView(models: CatalogueEntry[], vendorKeys: VendorKey[],
         ...priceCells(m),
         h("td", { class: "num" }, m.health?.requests ?? 0),
         h("td", { class: "num" }, pct(m.health?.error_rate ?? null)),
-        h("td", { class: "num" }, ms(m.health?.latency_p50_ms ?? null)),
-        h("td", { class: "num" }, ms(m.health?.latency_p99_ms ?? null)),
+        h("td", { class: "num", "data-testid": "model-p50" }, latencySaid(m.health?.latency_p50_ms ?? null, m.health?.latency_floor_ms)),
+        h("td", { class: "num", "data-testid": "model-p99" }, latencySaid(m.health?.latency_p99_ms ?? null, m.health?.latency_floor_ms)),
       ))))),
     longContextPrices(models),
     vendorKeysSection(vendorKeys, reload),
