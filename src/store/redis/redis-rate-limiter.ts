@@ -17,16 +17,10 @@ export interface RedisRateLimiterOptions {
 }
 
 /**
- * The token bucket of limits/token-bucket.ts as one Lua script, run atomically by Redis on its
- * own clock (TIME), so every gateway process shares one bucket per key and no two of them can
- * both take its last token. Tokens are kept in units of 1/60,000 of a token, so that at N per
- * minute a millisecond refills exactly N units: integer arithmetic only, no float drifting
- * between processes. The key's expiry is set in the same call (when the bucket would be full
- * again, plus a second), so idle keys cost Redis nothing.
- * KEYS[1]: the bucket; ARGV[1]: requests per minute.
- * Returns {allowed, remaining, retryAfterMs, resetMs}.
+ * KEYS[1]'s bucket refilled to now, on Redis's clock: `now`, `cap` (ARGV[1], a minute's tokens),
+ * `full` and `units` (what it holds, in 1/60,000 of a token), for the scripts below to go on from.
  */
-const TAKE = `
+const REFILLED = `
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 local cap = tonumber(ARGV[1])
@@ -38,7 +32,19 @@ if state[1] then
   if elapsed < 0 then elapsed = 0 end
   units = math.min(full, tonumber(state[1]) + elapsed * cap)
 end
-local allowed = 0
+`;
+
+/**
+ * The token bucket of limits/token-bucket.ts as one Lua script, run atomically by Redis on its
+ * own clock (TIME), so every gateway process shares one bucket per key and no two of them can
+ * both take its last token. Tokens are kept in units of 1/60,000 of a token, so that at N per
+ * minute a millisecond refills exactly N units: integer arithmetic only, no float drifting
+ * between processes. The key's expiry is set in the same call (when the bucket would be full
+ * again, plus a second), so idle keys cost Redis nothing.
+ * KEYS[1]: the bucket; ARGV[1]: requests per minute.
+ * Returns {allowed, remaining, retryAfterMs, resetMs}.
+ */
+const TAKE = `${REFILLED}local allowed = 0
 if units >= 60000 then
   allowed = 1
   units = units - 60000
@@ -99,19 +105,7 @@ return {first[1], first[2], first[3], first[4], second[1], second[2], second[3],
  * given back); ARGV[3]: 1 to admit (refused, nothing taken, while in debt), 0 to settle. The debt
  * is bounded by a minute's tokens. Returns {allowed, remaining, retryAfterMs, resetMs}.
  */
-const SPEND = `
-local t = redis.call('TIME')
-local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
-local cap = tonumber(ARGV[1])
-local full = cap * 60000
-local state = redis.call('HMGET', KEYS[1], 'u', 't')
-local units = full
-if state[1] then
-  local elapsed = now - tonumber(state[2])
-  if elapsed < 0 then elapsed = 0 end
-  units = math.min(full, tonumber(state[1]) + elapsed * cap)
-end
-local allowed = 1
+const SPEND = `${REFILLED}local allowed = 1
 if ARGV[3] == '1' and units <= 0 then allowed = 0 end
 if allowed == 1 then
   units = math.max(-full, math.min(full, units - tonumber(ARGV[2]) * 60000))
