@@ -23,7 +23,7 @@ import type { EmbeddingsInputMeasure } from "../formats/openai-embeddings/embedd
 import type { ChosenKey, KeyPools } from "../providers/key-pools.ts";
 import { keyVerdict, sessionHash } from "../providers/key-pool.ts";
 import { sessionIdOf } from "./session-id.ts";
-import { expectedTokens, holdTokens, type TokenHold } from "./token-hold.ts";
+import { expectedTokens, holdTokens, NO_TOKEN_HOLD, type TokenHold } from "./token-hold.ts";
 import type { RateLimitStore } from "../limits/rate-limiter.ts";
 import { concurrencyRefusal, NO_SLOT, type ConcurrencySlot, type ConcurrencyStore, type PlacePair } from "../limits/concurrency-limiter.ts";
 import type { Transport } from "../transport/transport.ts";
@@ -136,16 +136,20 @@ export async function forward(deps: ForwardDeps, req: ForwardRequest): Promise<R
   // Room among the account's answers not yet read, then a place among the key's requests under
   // way, before credits are held: a refused request holds nothing.
   const hold = holdAnswer(deps, req, plan);
-  // The account's tokens a minute (refused while spent), then the place.
-  let tokens: TokenHold;
-  let slot: ConcurrencySlot;
-  try {
-    const held = holdTokens(deps.limiter, req.principal, deps.settings.limits.account_tokens_per_minute, expectedTokens(req.bodyBytes), (model) => deps.settings.providers.get(model.provider)?.kind !== "anthropic");
-    tokens = held instanceof Promise ? await held : held;
-  } catch (err) {
-    hold.release();
-    throw err;
+  // The account's tokens a minute (refused while spent), then the place. Most accounts have no
+  // budget: nothing is made or awaited for them.
+  let tokens: TokenHold = NO_TOKEN_HOLD;
+  const tokensPerMinute = req.principal.accountTokensPerMinute ?? deps.settings.limits.account_tokens_per_minute;
+  if (tokensPerMinute != null && deps.limiter) {
+    try {
+      const held = holdTokens(deps.limiter, req.principal.accountId, tokensPerMinute, expectedTokens(req.bodyBytes), (model) => deps.settings.providers.get(model.provider)?.kind !== "anthropic");
+      tokens = held instanceof Promise ? await held : held;
+    } catch (err) {
+      hold.release();
+      throw err;
+    }
   }
+  let slot: ConcurrencySlot;
   try {
     const taken = takeSlot(deps, req.principal);
     slot = taken instanceof Promise ? await taken : taken;

@@ -1,4 +1,3 @@
-import type { ActiveKey } from "../accounts/account-store.ts";
 import type { ModelConfig } from "../config/schema.ts";
 import type { RateLimitStore } from "../limits/rate-limiter.ts";
 import { formatResetDuration, retryAfterSeconds, type BucketDecision } from "../limits/token-bucket.ts";
@@ -29,8 +28,8 @@ export function expectedTokens(bodyBytes: number): number {
 }
 
 /**
- * Takes `expected` tokens from the account's budget (its own `tokens_per_minute`, else
- * `fallback`, limits.account_tokens_per_minute; neither: no budget, no await). The settlement
+ * Takes `expected` tokens from the account's budget of `perMinute` (its own `tokens_per_minute`,
+ * else limits.account_tokens_per_minute; the caller asks only when there is one). The settlement
  * counts what the model's vendor counts against its own tokens a minute: `readsCount` says
  * whether cache reads are among them (OpenAI counts every prompt token; Anthropic leaves cache
  * reads out of its input tokens a minute, so a Claude Code session of 150,000 cached tokens a
@@ -38,10 +37,8 @@ export function expectedTokens(bodyBytes: number): number {
  * budget is in debt, with OpenAI's `x-ratelimit-*-tokens` headers and a Retry-After; 503 when
  * the store cannot be asked (a limit that cannot be checked is not skipped, as rate limits).
  */
-export function holdTokens(limiter: RateLimitStore | undefined, principal: ActiveKey, fallback: number | undefined, expected: number, readsCount: (model: ModelConfig) => boolean): TokenHold | Promise<TokenHold> {
-  const perMinute = principal.accountTokensPerMinute ?? fallback;
-  if (!limiter || perMinute == null) return NO_TOKEN_HOLD;
-  const id = `account:${principal.accountId}`;
+export function holdTokens(limiter: RateLimitStore, accountId: string, perMinute: number, expected: number, readsCount: (model: ModelConfig) => boolean): TokenHold | Promise<TokenHold> {
+  const id = `account:${accountId}`;
   const granted = (decision: BucketDecision): TokenHold => {
     if (decision.unavailable) throw unchecked();
     if (!decision.allowed) {
