@@ -49,6 +49,12 @@ export interface ConsoleApiDeps {
   sessionChecks?: SessionChecks;
 }
 
+/**
+ * Invite links looked up in vain from one address (block) a minute; past them its invite checks
+ * and accepts are 429 before any read. Anyone may post a made-up link, and each was a read of the
+ * shared store, as made-up session cookies were (createSessionChecks); a holder mistypes one a few times.
+ */
+export const INVITE_FAILURES_PER_MINUTE = 60;
 /** Session tokens looked up in vain from one address a minute; past them its unknown tokens are 429, not read. */
 export const SESSION_FAILURES_PER_MINUTE = 300;
 export type SessionChecks = ReturnType<typeof createSessionChecks>;
@@ -338,6 +344,17 @@ export function consoleApiRoutes(deps: ConsoleApiDeps) {
     return info(made);
   };
   const address = (request: Request, server: { requestIP(r: Request): { address: string } | null } | null) => server?.requestIP(request)?.address ?? "unknown";
+  // Made-up invite links, per address block: past INVITE_FAILURES_PER_MINUTE, refused before any read.
+  const inviteFailures = createAuthFailures({ now: deps.now, limit: INVITE_FAILURES_PER_MINUTE });
+  const inviteGate = (request: Request, server: { requestIP(r: Request): { address: string } | null } | null): string => {
+    const block = addressBlock(address(request, server));
+    if (inviteFailures.throttled(block)) throw new GatewayError(429, "rate_limit", "Too many invite links that do not exist from this address: try again in a minute.", { "retry-after": "60" });
+    return block;
+  };
+  const inviteMissed = (block: string, message: string): GatewayError => {
+    inviteFailures.failed(block);
+    return new GatewayError(404, "not_found", message);
+  };
 
   return new Elysia({ name: "switchyard/console-api", prefix: "/console/api" })
     // The gate above runs first when the admission plugin is wired; this keeps the routes shut to
@@ -418,20 +435,22 @@ export function consoleApiRoutes(deps: ConsoleApiDeps) {
     })
     // What an invite link's page shows before a password is typed: the login it is for (the one
     // to sign in with), until when, whether it resets a password; a used or expired link says so at once.
-    .post("/invites/check", async ({ request, body }) => {
+    .post("/invites/check", async ({ request, body, server }) => {
       sameSite(request);
+      const block = inviteGate(request, server);
       const found = await store.findInvite(hashSecret(body.token), deps.now());
-      if (!found) throw new GatewayError(404, "not_found", "This invite link is not valid: it was used, it expired, or it was mistyped. Ask the operator for a new one.");
+      if (!found) throw inviteMissed(block, "This invite link is not valid: it was used, it expired, or it was mistyped. Ask the operator for a new one.");
       return { login: found.login, expires_at: new Date(found.expiresAt).toISOString(), reset: found.reset };
     }, { body: CheckInvite })
     .post("/invites/accept", async ({ request, body, set, server }) => {
       sameSite(request);
       const tokenHash = hashSecret(body.token);
+      const block = inviteGate(request, server);
       // The link is looked up before the password is hashed (argon2id, 64 MiB a hash): anyone may
       // post here, and a flood of made-up links hashed every password, took the gateway's CPU and
       // slowed every tenant (a hostile-tenant probe, 2026-11-30). acceptInvite checks it again, atomically.
       const invite = await store.findInvite(tokenHash, deps.now());
-      if (!invite) throw new GatewayError(404, "not_found", "This invite link is not valid: it was used, it expired, or it was mistyped.");
+      if (!invite) throw inviteMissed(block, "This invite link is not valid: it was used, it expired, or it was mistyped.");
       const weak = weakPassword(body.password, invite.login);
       if (weak) throw new GatewayError(400, "invalid_request", `Choose another password: ${weak}`, undefined, { param: "password" });
       const outcome = await store.acceptInvite(tokenHash, await deps.passwords.hash(body.password).catch((err) => { throw busyAs429(err); }), deps.now());
