@@ -622,11 +622,6 @@ async function readText(res: Response, deadline: Deadline, cap: number): Promise
 }
 
 /**
- * A whole answer's body as text; or, once it passes `elsewhere`'s threshold, handed to the
- * format's reader as it arrives (bytes already read first), which then parses, checks and writes
- * it away from the request thread. The transport caps whole answers itself.
- */
-/**
  * The events of a whole event stream (an answer to a request that asked for a whole one), read by
  * `decode` as a stream's frames are. An error frame is an unreadable answer (nothing went out: the
  * attempt is free, and retrying is appropriate); nothing after the vendor's own end is read.
@@ -650,6 +645,11 @@ export function eventsOfStream(text: string, decode: StreamDecoder): StreamEvent
   return events;
 }
 
+/**
+ * A whole answer's body as text; or, once it passes `elsewhere`'s threshold, handed to the
+ * format's reader as it arrives (bytes already read first), which then parses, checks and writes
+ * it away from the request thread. The transport caps whole answers itself.
+ */
 async function readAnswer(res: Response, deadline: Deadline, elsewhere?: { thresholdBytes: number; open: () => WholeAnswerSink | undefined }): Promise<string | WholeAnswerSink> {
   // The usual answer, read whole by the transport and small: decoded at once, no chunk loop.
   const whole = wholeBody(res);

@@ -521,7 +521,6 @@ function sleep(ms: number, signal: AbortSignal): Promise<void> {
   });
 }
 
-
 /**
  * A refusal whose upstream named the field at fault (`param`), in the terms of the client's own
  * request (error-param.ts): a Responses client's request that reached chat completions was told

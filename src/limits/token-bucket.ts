@@ -24,10 +24,15 @@ export interface BucketDecision {
 
 const MINUTE_MS = 60_000;
 
+/** What a bucket of `perMinute` holds at `now`: its tokens then, refilled evenly since, up to full (a new bucket is full). */
+export function refilled(state: BucketState | undefined, perMinute: number, now: number): number {
+  if (!state) return perMinute;
+  return Math.min(perMinute, state.tokens + Math.max(0, now - state.updatedAt) * (perMinute / MINUTE_MS));
+}
+
 export function takeToken(state: BucketState | undefined, perMinute: number, now: number, cost = 1): { state: BucketState; decision: BucketDecision } {
   const ratePerMs = perMinute / MINUTE_MS;
-  const elapsed = state ? Math.max(0, now - state.updatedAt) : 0;
-  const available = state ? Math.min(perMinute, state.tokens + elapsed * ratePerMs) : perMinute;
+  const available = refilled(state, perMinute, now);
   // `cost` tokens at once (a weight: bytes, for limits/count-bytes.ts); a request is one.
   const allowed = available >= cost;
   const tokens = allowed ? available - cost : available;

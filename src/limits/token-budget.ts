@@ -1,4 +1,4 @@
-import type { BucketDecision, BucketState } from "./token-bucket.ts";
+import { refilled, type BucketDecision, type BucketState } from "./token-bucket.ts";
 
 /**
  * An account's tokens a minute (`tokens_per_minute`), as a pure function of its state and `now`.
@@ -26,16 +26,14 @@ const MINUTE_MS = 60_000;
  * (0 in debt), `retryAfterMs` the wait until the bucket is out of debt.
  */
 export function spendTokens(state: BucketState | undefined, perMinute: number, now: number, tokens: number, how: TokenSpend): { state: BucketState; decision: BucketDecision } {
-  const ratePerMs = perMinute / MINUTE_MS;
-  const elapsed = state ? Math.max(0, now - state.updatedAt) : 0;
-  const available = state ? Math.min(perMinute, state.tokens + elapsed * ratePerMs) : perMinute;
+  const available = refilled(state, perMinute, now);
   const allowed = how === "settle" || available > 0;
   const left = allowed ? Math.min(perMinute, Math.max(-perMinute, available - tokens)) : available;
   return { state: { tokens: left, updatedAt: now }, decision: budgetDecision(left, perMinute, allowed) };
 }
 
 /** What a bucket holding `left` tokens of `perMinute` says. */
-export function budgetDecision(left: number, perMinute: number, allowed: boolean): BucketDecision {
+function budgetDecision(left: number, perMinute: number, allowed: boolean): BucketDecision {
   const ratePerMs = perMinute / MINUTE_MS;
   return {
     allowed,

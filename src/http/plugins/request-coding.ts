@@ -1,6 +1,7 @@
 import type { Duplex } from "node:stream";
 import * as zlib from "node:zlib";
 import { GatewayError } from "../../streaming/gateway-error.ts";
+import { zlibWrapped } from "../../transport/http1/decode-body.ts";
 
 /**
  * Request bodies sent compressed (`Content-Encoding`). Codex compresses its Responses requests
@@ -69,8 +70,8 @@ const CHUNK_BYTES = 1 << 20;
 function decodeLayer(input: Uint8Array, coding: string, maxBytes: number): Promise<Uint8Array> {
   // deflate as browsers read it (the response side does the same): the zlib wrapper when the first
   // two bytes make one (method 8, a check that is a multiple of 31), else raw RFC 1951 data.
-  const zlibWrapped = input.length >= 2 && (input[0]! & 0x0f) === 8 && ((input[0]! << 8) | input[1]!) % 31 === 0;
-  const make = coding === "deflate" && !zlibWrapped ? (o: zlib.ZlibOptions): Duplex => zlib.createInflateRaw(o) : DECODERS[coding]!;
+  const wrapped = input.length >= 2 && zlibWrapped(input[0]!, input[1]!);
+  const make = coding === "deflate" && !wrapped ? (o: zlib.ZlibOptions): Duplex => zlib.createInflateRaw(o) : DECODERS[coding]!;
   return new Promise((resolve, reject) => {
     const decoder = make({ chunkSize: CHUNK_BYTES });
     const parts: Buffer[] = [];

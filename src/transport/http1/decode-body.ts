@@ -51,6 +51,11 @@ const decompressor = (format: string) => new DecompressionStream(format as "gzip
  * method 8 and a check making it a multiple of 31. A raw body under `deflate` was a free 502 (a
  * raw-TCP probe, thirty-fourth session).
  */
+/** Whether a deflate body's first two bytes make a zlib header (compression method 8, a check making them a multiple of 31); else it is raw RFC 1951 data. */
+export function zlibWrapped(first: number, second: number): boolean {
+  return (first & 0x0f) === 8 && ((first << 8) | second) % 31 === 0;
+}
+
 function inflated(stream: ReadableStream<Uint8Array>): ReadableStream<Uint8Array> {
   const source = stream.getReader();
   let decoded: { read(): Promise<{ done: boolean; value?: Uint8Array }>; cancel(reason?: unknown): Promise<void> } | undefined;
@@ -68,7 +73,7 @@ function inflated(stream: ReadableStream<Uint8Array>): ReadableStream<Uint8Array
     }
     const first = head[0]?.[0] ?? 0;
     const second = (head[0]?.length ?? 0) > 1 ? head[0]![1]! : (head[1]?.[0] ?? 0);
-    const zlib = (first & 0x0f) === 8 && ((first << 8) | second) % 31 === 0;
+    const zlib = zlibWrapped(first, second);
     const replay = new ReadableStream<Uint8Array>({
       start(controller) {
         for (const chunk of head) controller.enqueue(chunk);
