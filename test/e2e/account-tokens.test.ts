@@ -10,6 +10,7 @@ import { ANTHROPIC_MODEL, OPENAI_MODEL, post, startGateway, type Gateway } from 
 import { postgresMissing, REDIS_URL, redisMissing, useRedisPrefix, useTestDatabase } from "../helpers/backends.ts";
 import { openPostgresStores, type SharedStores } from "../../src/store/stores.ts";
 import { createRedisRateLimiter } from "../../src/store/redis/redis-rate-limiter.ts";
+import { until } from "../helpers/until.ts";
 
 const ADMIN = "admin-account-tokens-0123456789abcdef0123456789";
 const upstream = useFakeUpstream();
@@ -221,8 +222,11 @@ if (missing) {
       expect(spent.status).toBe(200);
       await spent.text();
       await a.app.services.settled();
-      // The count goes to Redis as the answer ends, not awaited by it: a moment for it to land.
-      await Bun.sleep(50);
+      // The count goes to Redis as the answer ends, not awaited by it: seen there (a zero-token
+      // settlement reads the budget, refilled, and changes nothing) before B is asked.
+      const observer = createRedisRateLimiter(REDIS_URL, { prefix });
+      limiters.push(observer);
+      await until("A's count in Redis", 5_000, async () => (await observer.spend(`account:${account.id}`, 1_000, 0, "settle")).remaining === 0);
       const refused = await post(onB, "/v1/chat/completions", chat);
       expect(refused.status).toBe(429);
       expect(refused.headers.get("x-ratelimit-limit-tokens")).toBe("1000");

@@ -30,7 +30,7 @@ function healthCheck(url: string, from: string, path = "/health", headers = "") 
   const started = performance.now();
   const socket = net.connect({ port: Number(new URL(url).port), host: "127.0.0.1", localAddress: from });
   sockets.push(socket);
-  const state = { got: "", closed: false, answeredMs: undefined as number | undefined, socket };
+  const state = { got: "", closed: false, answeredMs: undefined as number | undefined, socket, started, firstStarted: started, retried: false };
   socket.on("data", (d) => {
     state.got += d.toString("latin1");
     if (state.answeredMs === undefined && state.got.includes("\r\n\r\n")) state.answeredMs = performance.now() - started;
@@ -119,14 +119,28 @@ test("near the open-file limit, idle connections are closed at once and answers 
   for (let i = 0; i < 400; i++) attack();
   // A tenant connects anew every 300 ms for 4 s, while the attack goes on.
   await Bun.sleep(1_500);
+  // A connection accepted between the watchdog's reading and its closing of idle connections, its
+  // request not yet read, is idle to Bun and closed with it: the client sees a reset before any
+  // byte and connects again once, as HTTP clients do for a request that cannot have been handled
+  // (decisions.md "A fresh connection closed under pressure"). A second such close is a failure.
   const tenant: Check[] = [];
+  const connectTenant = (slot: number, firstStarted: number, retried = false) => {
+    const c = healthCheck(gateway.url, "127.0.0.2");
+    Object.assign(c, { firstStarted, retried });
+    tenant[slot] = c;
+    c.socket.on("close", () => {
+      if (c.got === "" && !retried) connectTenant(slot, firstStarted, true);
+    });
+  };
   for (let i = 0; i < 13; i++) {
-    tenant.push(healthCheck(gateway.url, "127.0.0.2"));
+    connectTenant(i, performance.now());
     await Bun.sleep(300);
   }
   await until(() => tenant.every(answered), 10_000);
   attacking = false;
-  const waits = tenant.map((c) => c.answeredMs ?? Number.POSITIVE_INFINITY);
+  // Waits are counted from the first try.
+  const waits = tenant.map((c) => (c.answeredMs === undefined ? Number.POSITIVE_INFINITY : c.answeredMs + (c.started - c.firstStarted)));
+  expect(tenant.filter((c) => c.retried).length).toBeLessThanOrEqual(3);
   // Without the watchdog the attacker holds every descriptor and these wait until it stops. On a
   // failure, what each tenant connection saw (a close without an answer, or nothing at all) says why.
   expect(tenant.filter((c) => !answered(c)).map((c) => ({ got: c.got.slice(0, 40), closed: c.closed }))).toEqual([]);
