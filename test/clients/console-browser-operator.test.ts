@@ -4,7 +4,7 @@ import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { type BrowserContext, type Page } from "playwright-core";
-import { launchChromiumProfile } from "../helpers/chromium.ts";
+import { launchChromiumProfile, openAccount } from "../helpers/chromium.ts";
 import { ConsoleClient } from "../helpers/console-client.ts";
 import { startGatewayProcess, type GatewayProcess, stopGatewayProcess } from "../helpers/gateway-process.ts";
 
@@ -121,7 +121,7 @@ test("an account's revoked keys are folded under their count, the keys in use in
     const key = await admin("POST", `/v1/admin/accounts/${made.id}/keys`, { name: `key ${i}` });
     if (i < 228) await admin("DELETE", `/v1/admin/keys/${key.id}`);
   }
-  await page.goto(`${gateway.url}/console/#account/${made.id}`);
+  await openAccount(page, gateway.url, made.id);
   await page.getByTestId("key-row").first().waitFor();
   const visibleRows = () => page.getByTestId("key-row").evaluateAll((rows) => rows.filter((r) => (r as any).checkVisibility()).length);
   expect(await visibleRows()).toBe(2);
@@ -138,7 +138,7 @@ test("an account's revoked keys are folded under their count, the keys in use in
 
 test("an account's keys say where a key is used: this gateway's address for OpenAI's and Anthropic's clients", async () => {
   const made = await admin("POST", "/v1/admin/accounts", { name: "first key co", credits: 5 });
-  await page.goto(`${gateway.url}/console/#account/${made.id}`);
+  await openAccount(page, gateway.url, made.id);
   const how = await page.getByTestId("keys-how").textContent();
   expect(how).toContain(`OpenAI's clients with the base URL ${gateway.url}/v1,`);
   expect(how).toContain(`Anthropic's with ${gateway.url} (no /v1)`);
@@ -186,7 +186,7 @@ test("a balance of ten digits reads as one number on a phone (it broke after its
   for (let i = 0; i < 7; i++) await admin("POST", `/v1/admin/accounts/${rich.id}/credits`, { amount: 999_999_999.999999 });
   await page.setViewportSize({ width: 375, height: 667 });
   try {
-    await page.goto(`${gateway.url}/console/#account/${rich.id}`);
+    await openAccount(page, gateway.url, rich.id);
     const balance = page.getByTestId("balance");
     await balance.filter({ hasText: "7,999,999,999.999993" }).waitFor();
     // One line box: the number is not broken; and the page does not scroll sideways for it.
@@ -199,7 +199,7 @@ test("a balance of ten digits reads as one number on a phone (it broke after its
 
 test("a top-up answered 503 by the gateway (its database locked) keeps its idempotency key: the same amount again is added once", async () => {
   const made = await admin("POST", "/v1/admin/accounts", { name: "locked db co", credits: 10 });
-  await page.goto(`${gateway.url}/console/#account/${made.id}`);
+  await openAccount(page, gateway.url, made.id);
   // This account's view, not the previous test's still on the page while this one loads: the
   // amount was typed into that one's field, then the new view came with its own, empty (a CI run:
   // 0 top-ups sent, the field "").
@@ -253,7 +253,7 @@ test("a top-up answered 503 by the gateway (its database locked) keeps its idemp
 test("a top-up made by mistake is taken back from the account's page; more than is available is refused there, saying how much is", async () => {
   const made = await admin("POST", "/v1/admin/accounts", { name: "mistaken co", credits: 10 });
   await admin("POST", `/v1/admin/accounts/${made.id}/credits`, { amount: 1000 });
-  await page.goto(`${gateway.url}/console/#account/${made.id}`);
+  await openAccount(page, gateway.url, made.id);
   await page.getByTestId("balance").filter({ hasText: "1,010" }).waitFor();
   await page.getByTestId("debit-amount").fill("2000");
   await page.getByTestId("debit-submit").click();
@@ -274,7 +274,7 @@ test("a top-up made by mistake is taken back from the account's page; more than 
 async function accountPageWithKey(name: string, credits: number, keyName: string) {
   const made = await admin("POST", "/v1/admin/accounts", { name, credits });
   const key = await admin("POST", `/v1/admin/accounts/${made.id}/keys`, { name: keyName });
-  await page.goto(`${gateway.url}/console/#account/${made.id}`);
+  await openAccount(page, gateway.url, made.id);
   const row = page.locator(`[data-key-id="${key.id}"]`);
   await row.getByTestId("key-revoke").waitFor();
   return { made, key, row };
@@ -339,7 +339,7 @@ test("an account's page leads to its own recent requests, not the latest of ever
   };
   await ask(quiet.id, 2);
   await ask(busy.id, 3);
-  await page.goto(`${gateway.url}/console/#account/${quiet.id}`);
+  await openAccount(page, gateway.url, quiet.id);
   await page.getByTestId("account-requests-link").click();
   await page.locator("h1", { hasText: "Recent requests of quiet co" }).waitFor();
   const rows = page.getByTestId("request-row");

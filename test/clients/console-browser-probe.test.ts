@@ -3,7 +3,7 @@ import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { type Browser, type Page } from "playwright-core";
-import { launchChromium } from "../helpers/chromium.ts";
+import { launchChromium, openAccount } from "../helpers/chromium.ts";
 import { startGatewayProcess, type GatewayProcess, stopGatewayProcess } from "../helpers/gateway-process.ts";
 
 /**
@@ -249,7 +249,7 @@ test("the operator suspends an account from its page and resumes it; the holder'
   await page.getByTestId("sign-in-token").fill(ADMIN);
   await page.getByTestId("sign-in-token-submit").click();
   await page.getByTestId("account-row").first().waitFor();
-  await page.goto(`${gateway.url}/console/#account/${account}`);
+  await openAccount(page, gateway.url, account);
   // It asks first, as a revoke does, and says what it does: one click stopped every key of the account.
   const suspend = page.getByTestId("account-suspend-submit");
   await suspend.filter({ hasText: "Suspend account" }).click();
@@ -278,7 +278,7 @@ test("the operator suspends an account from its page and resumes it; the holder'
   await page.goto(`${gateway.url}/console/#accounts?name=suspended%20co`);
   await page.getByTestId("account-row").filter({ hasText: "suspended co" }).getByTestId("account-suspended-mark").waitFor();
 
-  await page.goto(`${gateway.url}/console/#account/${account}`);
+  await openAccount(page, gateway.url, account);
   await page.getByTestId("account-suspend-submit").filter({ hasText: "Resume account" }).click();
   await page.getByTestId("account-suspend-submit").filter({ hasText: "Suspend account" }).waitFor();
   expect(await page.getByTestId("account-suspended").count()).toBe(0);

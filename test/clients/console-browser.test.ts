@@ -3,7 +3,7 @@ import { copyFileSync, existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync 
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { type Browser, type BrowserContext, type Page } from "playwright-core";
-import { CHROMIUM, launchChromiumProfile, launchChromium } from "../helpers/chromium.ts";
+import { CHROMIUM, launchChromiumProfile, launchChromium, openAccount } from "../helpers/chromium.ts";
 import { startGatewayProcess, type GatewayProcess, stopGatewayProcess } from "../helpers/gateway-process.ts";
 import { until } from "../helpers/until.ts";
 
@@ -534,7 +534,7 @@ test("a change made after another sign-in took the browser over is refused and t
   await page.getByTestId("sign-in-token").fill(ADMIN);
   await page.getByTestId("sign-in-token-submit").click();
   await page.getByTestId("account-row").first().waitFor();
-  await page.goto(`${gateway.url}/console/#account/${account.id}`);
+  await openAccount(page, gateway.url, account.id);
   await page.getByTestId("topup-amount").waitFor();
   const before = (await admin(`/v1/admin/accounts/${account.id}`)).balance;
   await operatorSignsInInAnotherTab();
@@ -551,7 +551,7 @@ test("a change made after another sign-in took the browser over is refused and t
   // It never takes a click meant for the page under it (it covered a form's button on a CI run).
   expect(await page.locator("#status").evaluate((el) => (globalThis as any).getComputedStyle(el).pointerEvents)).toBe("none");
   // Its session ended instead (signed out elsewhere): the tab goes to the sign-in and says so.
-  await page.goto(`${gateway.url}/console/#account/${account.id}`);
+  await openAccount(page, gateway.url, account.id);
   await page.getByTestId("topup-amount").waitFor();
   const out = await context.newPage();
   try {
@@ -645,7 +645,7 @@ test("a view read slowly never replaces one asked for after it: a slow search, t
 
 test("a key's row renames it and sets its last day (UTC); the key stops at the start of the next day", async () => {
   // The operator from the test before opens the account and edits its first active key.
-  await page.goto(`${gateway.url}/console/#account/${account.id}`);
+  await openAccount(page, gateway.url, account.id);
   const row = page.getByTestId("key-row").filter({ has: page.getByTestId("key-rename") }).first();
   await row.waitFor();
   const id = (await row.getAttribute("data-key-id"))!;
@@ -670,7 +670,7 @@ const activeElement = () => page.evaluate(() => {
 });
 
 test("a key row refuses a mistyped limit, a date typed in part and a period without a limit, and keeps what was saved", async () => {
-  await page.goto(`${gateway.url}/console/#account/${account.id}`);
+  await openAccount(page, gateway.url, account.id);
   const row = page.getByTestId("key-row").filter({ has: page.getByTestId("key-save") }).first();
   await row.waitFor();
   const id = (await row.getAttribute("data-key-id"))!;
@@ -699,7 +699,7 @@ test("a key row refuses a mistyped limit, a date typed in part and a period with
   await saved().getByTestId("key-save").click();
   await expect(saved().getByTestId("key-error").textContent()).resolves.toBe("The last day is not a whole date.");
   // A period with no limit.
-  await page.goto(`${gateway.url}/console/#account/${account.id}`);
+  await openAccount(page, gateway.url, account.id);
   await saved().getByTestId("key-spend-limit").fill("");
   await saved().getByTestId("key-save").click();
   await expect(saved().getByTestId("key-error").textContent()).resolves.toBe("A period needs a limit: enter one, or choose lifetime for none.");
@@ -734,7 +734,7 @@ test("a made key's form holds until Done (no second key by a second click); with
     // A page on plain HTTP away from localhost has no clipboard API.
     Object.defineProperty((globalThis as any).navigator, "clipboard", { value: undefined, configurable: true });
   });
-  await page.goto(`${gateway.url}/console/#account/${account.id}`);
+  await openAccount(page, gateway.url, account.id);
   // Only a new document runs the script (a fragment change does not make one).
   await page.reload();
   await page.getByTestId("key-name").waitFor();
@@ -767,7 +767,7 @@ test("a made key's form holds until Done (no second key by a second click); with
 }, 60_000);
 
 test("a top-up carries an idempotency key, the same on a retry of the same amount", async () => {
-  await page.goto(`${gateway.url}/console/#account/${account.id}`);
+  await openAccount(page, gateway.url, account.id);
   const keys: string[] = [];
   let failNext = true;
   // The first answer is lost on the way back (the credits were added): the user clicks again.
@@ -869,7 +869,7 @@ test("the operator sees who can sign in to an account and removes a login: that 
     await page.getByTestId("sign-in-token").fill(ADMIN);
     await page.getByTestId("sign-in-token-submit").click();
     await page.getByTestId("account-row").first().waitFor();
-    await page.goto(`${gateway.url}/console/#account/${account.id}`);
+    await openAccount(page, gateway.url, account.id);
     const rows = page.getByTestId("login-row");
     await rows.first().waitFor();
     expect(await rows.allTextContents()).toEqual([expect.stringContaining("holder@acme.example")]);
@@ -961,7 +961,7 @@ test("what a console probe found, fixed: one account per double click, an old er
 }, 60_000);
 
 test("a top-up answered by a proxy's 504 says the credits may have been added; after a reload the same amount is still added once", async () => {
-  await page.goto(`${gateway.url}/console/#account/${account.id}`);
+  await openAccount(page, gateway.url, account.id);
   await page.getByTestId("topup-amount").waitFor();
   const keys: string[] = [];
   let proxyAnswers = true;
@@ -999,7 +999,7 @@ test("a top-up answered by a proxy's 504 says the credits may have been added; a
 }, 60_000);
 
 test("the operator sets an account's request limits for all its keys; the view shows them, a value out of range or a fraction is not sent, empty fields clear them", async () => {
-  await page.goto(`${gateway.url}/console/#account/${account.id}`);
+  await openAccount(page, gateway.url, account.id);
   await page.getByTestId("account-rpm").waitFor();
   await expect(text("account-requests")).resolves.toBe("no limit beyond each key's own");
   await page.getByTestId("account-rpm").fill("5");
@@ -1058,7 +1058,7 @@ test("on a slow link a second click makes nothing twice (a top-up, an account), 
   });
   page.on("request", countPosts);
   try {
-    await page.goto(`${gateway.url}/console/#account/${account.id}`);
+    await openAccount(page, gateway.url, account.id);
     await page.getByTestId("topup-amount").waitFor();
     const balance = (await admin(`/v1/admin/accounts/${account.id}`)).balance;
     await page.getByTestId("topup-amount").fill("1");
@@ -1097,7 +1097,7 @@ test("on a slow link a second click makes nothing twice (a top-up, an account), 
   // A key's spend limit and the account's rate set elsewhere after the page was shown (another
   // operator, the API): saving the key's new name, or the account's other request limit, keeps them.
   const key = await send("POST", `/v1/admin/accounts/${account.id}/keys`, { name: "stale-page" });
-  await page.goto(`${gateway.url}/console/#account/${account.id}`);
+  await openAccount(page, gateway.url, account.id);
   const row = page.locator(`[data-key-id="${key.id}"]`);
   await row.getByTestId("key-rename").waitFor();
   await send("PATCH", `/v1/admin/keys/${key.id}`, { spend_limit: 7, spend_limit_period: "day" });
@@ -1156,7 +1156,7 @@ test("an account at ten keys says why no key can be made (the button stays focus
   for (let i = 0; i < 10; i++) await send(`/v1/admin/accounts/${full.id}/keys`, { name: `k${i}` });
   await send(`/v1/admin/accounts/${full.id}/invites`, { login: `a.very.long.login.name.of.someone.at.a.companyxx@example.com` });
   await page.setViewportSize({ width: 1280, height: 900 });
-  await page.goto(`${gateway.url}/console/#account/${full.id}`);
+  await openAccount(page, gateway.url, full.id);
   await page.getByTestId("keys-full").waitFor();
   // Not `disabled` (which takes it out of the tab order), only marked so for assistive technology.
   expect(await page.getByTestId("key-create").evaluate((b) => (b as any).disabled)).toBe(false);
@@ -1250,7 +1250,7 @@ test("the usage view's period and split are in the address (a reload and a bookm
   }
 
   // A top-up: the view shows the new balance, and focus is back on the amount, not the page's top.
-  await page.goto(`${gateway.url}/console/#account/${account.id}`);
+  await openAccount(page, gateway.url, account.id);
   const before = number(await text("balance"));
   // Each change draws the view again: the old one's control leaves the page, then focus is read.
   const redrawn = async (testid: string, act: () => Promise<void>) => {
@@ -1297,7 +1297,7 @@ test("names of 200 characters without a space keep every figure in view and the 
     expect(legend).toBe(`${"K".repeat(39)}…`);
     // Held sideways (667 px, above the phone layout), the keys table scrolls in its box; the page does not.
     await page.setViewportSize({ width: 667, height: 375 });
-    await page.goto(`${gateway.url}/console/#account/${long.id}`);
+    await openAccount(page, gateway.url, long.id);
     await page.getByTestId("key-row").first().waitFor();
     expect((await widths()).page).toBe(667);
   } finally {
@@ -1332,7 +1332,7 @@ test("no keys and no requests yet are said in words; a change whose answer is lo
     fetch(`${gateway.url}${path}`, { method: "POST", headers: { authorization: `Bearer ${ADMIN}`, "content-type": "application/json" }, body: JSON.stringify(body) }).then((r) => r.json() as Promise<any>);
   const fresh = await send("/v1/admin/accounts", { name: "no keys yet", credits: 1 });
   await page.goto("about:blank");
-  await page.goto(`${gateway.url}/console/#account/${fresh.id}`);
+  await openAccount(page, gateway.url, fresh.id);
   await expect(text("keys-empty")).resolves.toBe("No keys yet: create one below.");
   // No requests (an account holder's first day): words, not "The last 0 requests" over an empty table.
   const requestsApi = (url: URL) => url.pathname === "/console/api/requests";
@@ -1347,7 +1347,7 @@ test("no keys and no requests yet are said in words; a change whose answer is lo
   }
 
   // The connection drops as a key is made: the key may exist with its secret lost, and the form says what to do.
-  await page.goto(`${gateway.url}/console/#account/${fresh.id}`);
+  await openAccount(page, gateway.url, fresh.id);
   const keysApi = (url: URL) => url.pathname === `/console/api/accounts/${fresh.id}/keys`;
   await page.route(keysApi, (route) => route.abort("connectionreset"));
   try {
@@ -1424,7 +1424,7 @@ test("after a key or an invite link is made, focus is on its Copy button (it fel
   const send = (path: string, body: unknown) =>
     fetch(`${gateway.url}${path}`, { method: "POST", headers: { authorization: `Bearer ${ADMIN}`, "content-type": "application/json" }, body: JSON.stringify(body) }).then((r) => r.json() as Promise<any>);
   const made = await send("/v1/admin/accounts", { name: "focus co", credits: 1 });
-  await page.goto(`${gateway.url}/console/#account/${made.id}`);
+  await openAccount(page, gateway.url, made.id);
   await page.getByTestId("key-name").fill("focused");
   await page.getByTestId("key-create").click();
   await page.getByTestId("key-secret").waitFor();
@@ -1478,7 +1478,7 @@ test("the accounts list's search and page are in the address: a reload, or Back 
 }, 60_000);
 
 test("every Tab stop of an account's page shows where focus is, a date field's calendar button included", async () => {
-  await page.goto(`${gateway.url}/console/#account/${account.id}`);
+  await openAccount(page, gateway.url, account.id);
   await page.getByTestId("key-expires").first().waitFor();
   await page.locator("#main").focus();
   const unseen: string[] = [];
@@ -1527,7 +1527,7 @@ test("the keys in use come first in an account's keys, the revoked ones after, n
   }
   await send("DELETE", `/v1/admin/keys/${keys[0]}`);
   await send("DELETE", `/v1/admin/keys/${keys[2]}`);
-  await page.goto(`${gateway.url}/console/#account/${made.id}`);
+  await openAccount(page, gateway.url, made.id);
   await page.getByTestId("key-row").first().waitFor();
   // Those in use first, then the revoked ones, newest first in each.
   const expected = [keys[3], keys[1], keys[2], keys[0]];
@@ -1561,7 +1561,7 @@ test("a login of 64 characters fits a phone: on its invite link's page and in th
 
 test("the operator sets an account's tokens a minute beside its request limits; the view says what applies, and an empty field clears it", async () => {
   const made = await (await fetch(`${gateway.url}/v1/admin/accounts`, { method: "POST", headers: { authorization: `Bearer ${ADMIN}`, "content-type": "application/json" }, body: JSON.stringify({ name: "token budget co", credits: 1 }) })).json() as { id: string };
-  await page.goto(`${gateway.url}/console/#account/${made.id}`);
+  await openAccount(page, gateway.url, made.id);
   await page.getByTestId("account-tpm").waitFor();
   await expect(text("account-tokens")).resolves.toBe("no limit");
   await page.getByTestId("account-tpm").fill("90000");

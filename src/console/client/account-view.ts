@@ -22,7 +22,8 @@ export interface Changed {
  */
 export function accountView(session: Session, account: Account, reload: Reload, logins?: AccountLogins): HTMLElement {
   const operator = session.kind === "operator";
-  const root = h("section", { "aria-labelledby": "account-title" });
+  // Which account the view shows, for scripts and tests: a hash change keeps the last view until this one is read.
+  const root = h("section", { "aria-labelledby": "account-title", "data-account-id": account.id });
   root.append(
     h("h1", { id: "account-title" }, ...(operator ? ["Account ", h("bdi", {}, account.name)] : ["Your account"])),
     h("dl", { class: "facts" },
