@@ -46,6 +46,38 @@ describe(".ci/test-summary", () => {
     expect(result.exitCode).toBe(1);
   });
 
+  test("each failure's error is printed again just above the last line (a CI page shows a long run's end; bun's closing list names failures without their errors)", () => {
+    const log = [
+      "test/e2e/a.test.ts:",
+      "(pass) one [1.00ms]",
+      "error: expect(received).toBe(expected)",
+      "Expected: 429",
+      "Received: 200",
+      "      at <anonymous> (test/e2e/a.test.ts:12:3)",
+      "(pass) a test of another file that ran beside it [2.00ms]",
+      "(fail) shared > B refuses what A spent [10.00ms]",
+      "(pass) two [1.00ms]",
+      "",
+      "1 tests failed:",
+      "(fail) shared > B refuses what A spent [10.00ms]",
+      summary({ pass: 2, fail: 1 }),
+    ].join("\n");
+    const run = Bun.spawnSync(["bash", SCRIPT], { stdin: new TextEncoder().encode(log) });
+    const lines = run.stdout.toString().trimEnd().split("\n");
+    expect(lines).toEqual([
+      "ci: ── (fail) shared > B refuses what A spent [10.00ms]",
+      "ci: test/e2e/a.test.ts:",
+      "ci: error: expect(received).toBe(expected)",
+      "ci: Expected: 429",
+      "ci: Received: 200",
+      "ci:       at <anonymous> (test/e2e/a.test.ts:12:3)",
+      "2 passed, 1 failed, 0 skipped",
+    ]);
+    expect(run.exitCode).toBe(1);
+    // None when all passed.
+    expect(Bun.spawnSync(["bash", SCRIPT], { stdin: new TextEncoder().encode(summary({ pass: 3 })) }).stdout.toString()).toBe("3 passed, 0 failed, 0 skipped\n");
+  });
+
   test("no summary at all (bun test never finished): 0 passed, and the run fails", () => {
     const result = summarize("error: could not load test/contract/ledger.test.ts\n");
     expect(result.line).toBe("0 passed, 0 failed, 0 skipped");
