@@ -69,7 +69,7 @@ const CHUNK_BYTES = 1 << 20;
 
 function decodeLayer(input: Uint8Array, coding: string, maxBytes: number): Promise<Uint8Array> {
   // deflate as browsers read it (the response side does the same): the zlib wrapper when the first
-  // two bytes make one (method 8, a check that is a multiple of 31), else raw RFC 1951 data.
+  // two bytes make one, else raw RFC 1951 data.
   const wrapped = input.length >= 2 && zlibWrapped(input[0]!, input[1]!);
   const make = coding === "deflate" && !wrapped ? (o: zlib.ZlibOptions): Duplex => zlib.createInflateRaw(o) : DECODERS[coding]!;
   return new Promise((resolve, reject) => {

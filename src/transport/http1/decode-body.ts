@@ -45,17 +45,17 @@ export function decodedBody(stream: ReadableStream<Uint8Array>, coding: string, 
 // Bun's names ("brotli", "zstd", "deflate-raw") are wider than the DOM typings.
 const decompressor = (format: string) => new DecompressionStream(format as "gzip") as unknown as ReadableWritablePair<Uint8Array, Uint8Array>;
 
+/** Whether a deflate body's first two bytes make a zlib header (compression method 8, a check making them a multiple of 31); else it is raw RFC 1951 data. */
+export function zlibWrapped(first: number, second: number): boolean {
+  return (first & 0x0f) === 8 && ((first << 8) | second) % 31 === 0;
+}
+
 /**
  * `deflate` is RFC 1950's zlib stream, but servers have long sent raw RFC 1951 deflate under that
  * name, and browsers and curl read both. The first two bytes tell: a zlib header has compression
  * method 8 and a check making it a multiple of 31. A raw body under `deflate` was a free 502 (a
  * raw-TCP probe, thirty-fourth session).
  */
-/** Whether a deflate body's first two bytes make a zlib header (compression method 8, a check making them a multiple of 31); else it is raw RFC 1951 data. */
-export function zlibWrapped(first: number, second: number): boolean {
-  return (first & 0x0f) === 8 && ((first << 8) | second) % 31 === 0;
-}
-
 function inflated(stream: ReadableStream<Uint8Array>): ReadableStream<Uint8Array> {
   const source = stream.getReader();
   let decoded: { read(): Promise<{ done: boolean; value?: Uint8Array }>; cancel(reason?: unknown): Promise<void> } | undefined;
